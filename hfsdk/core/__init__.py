@@ -1,0 +1,1 @@
+"""The hfsdk core: plugin manager, registries, config, batch protocol, runtime, CLI."""

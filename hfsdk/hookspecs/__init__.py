@@ -1,0 +1,119 @@
+"""Hook specifications of hfsdk.
+
+Every hook is prefixed ``hfsdk_``. Registration hooks receive a ``register``
+callback instead of returning values, so a plugin can register any number of
+entries and the plugin manager knows which plugin owns each one:
+
+    register(name: str, impl: object, *, config_cls: type | None = None, **extra)
+
+Each hook is documented in ``docs/plugin_hooks.md`` (a contract test checks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("hfsdk")
+
+Register = Callable[..., None]
+"""The ``register(name, impl, *, config_cls=None, **extra)`` callback type."""
+
+
+@hookspec(historic=True)
+def hfsdk_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    """Add new hook specifications (bootstrap hook).
+
+    Called once per plugin, including plugins registered later, so a plugin can
+    call ``pluginmanager.add_hookspecs(module)`` with hooks of its own that
+    other plugins may implement.
+    """
+
+
+@hookspec
+def hfsdk_register_algorithms(register: Register) -> None:
+    """Register RL algorithms.
+
+    ``register(name, algorithm_cls, config_cls=AlgoConfig, roles=(...))``:
+    ``algorithm_cls`` implements the single-controller program (see
+    ``hfsdk.core.algorithm.Algorithm``); ``roles`` names the model roles it
+    needs (``actor``, ``critic``, ``reference``, ``reward``, ``cost``, ...).
+    """
+
+
+@hookspec
+def hfsdk_register_advantage_estimators(register: Register) -> None:
+    """Register advantage estimators.
+
+    ``register(name, fn, config_cls=EstimatorConfig)``. ``fn`` takes keyword
+    arguments ``token_level_rewards`` (B, T), ``response_mask`` (B, T), and as
+    needed ``values``, ``group_index``, ``reward_baselines``, plus ``config``;
+    it returns ``(advantages, returns)``, both (B, T) and zero where masked.
+    """
+
+
+@hookspec
+def hfsdk_register_policy_losses(register: Register) -> None:
+    """Register policy losses.
+
+    ``register(name, fn, config_cls=LossConfig)``. ``fn`` returns
+    ``(loss, metrics)`` where ``metrics`` is a dict of floats.
+    """
+
+
+@hookspec
+def hfsdk_register_value_losses(register: Register) -> None:
+    """Register value (critic) losses; ``fn`` returns ``(loss, metrics)``."""
+
+
+@hookspec
+def hfsdk_register_kl_estimators(register: Register) -> None:
+    """Register per-token KL estimators ``fn(log_prob, ref_log_prob) -> Tensor``."""
+
+
+@hookspec
+def hfsdk_register_reward_functions(register: Register) -> None:
+    """Register reward functions.
+
+    ``register(name, fn, config_cls=None)``. ``fn(prompts, responses, **columns)``
+    returns one float per sample, or one dict per sample with a ``score`` key
+    (other keys are logged as metrics). ``fn`` may be ``async``.
+    """
+
+
+@hookspec
+def hfsdk_register_rollout_backends(register: Register) -> None:
+    """Register rollout (generation) backends: ``register(name, cls, config_cls=...)``."""
+
+
+@hookspec
+def hfsdk_register_training_backends(register: Register) -> None:
+    """Register training backends: ``register(name, cls, config_cls=...)``.
+
+    The config class is the per-role config section (``actor``, ``critic``, ...)
+    used when a role selects this backend.
+    """
+
+
+@hookspec
+def hfsdk_register_transfer_protocols(register: Register) -> None:
+    """Register transfer protocols: ``register(name, protocol)``.
+
+    ``protocol`` is a (dispatch, collect) pair, see ``hfsdk.core.workers``.
+    """
+
+
+@hookspec
+def hfsdk_register_commands(cli: Any) -> None:
+    """Add subcommands to the ``hfsdk`` command: ``cli`` is the click group."""
+
+
+@hookspec
+def hfsdk_validate_config(config: Any) -> list[str] | None:
+    """Check a resolved run config across sections.
+
+    Return a list of error messages (empty or ``None`` when the config is fine).
+    Every plugin's answer is collected; any message stops the run before it starts.
+    """

@@ -1,0 +1,1 @@
+"""FSDP2 training backend for HF transformers models and HF-generate rollout."""

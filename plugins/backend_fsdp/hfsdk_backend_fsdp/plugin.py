@@ -1,0 +1,24 @@
+"""Hook implementations of the FSDP backend plugin."""
+
+from __future__ import annotations
+
+import hfsdk
+from hfsdk.hookspecs import Register
+
+
+@hfsdk.hookimpl
+def hfsdk_register_training_backends(register: Register) -> None:
+    """Register the ``fsdp`` training backend."""
+    from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+    from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend
+
+    register("fsdp", FSDPBackend, config_cls=FSDPRoleConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_rollout_backends(register: Register) -> None:
+    """Register the ``hf`` (transformers ``generate``) rollout backend."""
+    from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
+    from hfsdk_backend_fsdp.hf_rollout import HFRollout
+
+    register("hf", HFRollout, config_cls=HFRolloutConfig)

@@ -1,0 +1,1 @@
+"""megatron-core TP/PP training backend (3D layouts)."""

@@ -1,0 +1,19 @@
+"""megatron-core training backend.
+
+Only the configuration is registered so far; building a model raises a clear
+error until the 3D backend lands.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MegatronBackend:
+    """megatron-core TP/PP backend for a role (not implemented yet)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            "the megatron backend is registered but cannot build models yet; "
+            "use backend: fsdp for this role"
+        )

@@ -1,0 +1,1 @@
+"""GRPO (and Dr.GRPO, RLOO, REINFORCE++ variants): group advantages, KL loss."""

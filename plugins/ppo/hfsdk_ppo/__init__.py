@@ -1,0 +1,1 @@
+"""PPO: GAE, clipped policy loss, value loss, KL-in-reward and its control flow."""

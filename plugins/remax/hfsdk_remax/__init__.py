@@ -1,0 +1,1 @@
+"""ReMax: greedy-baseline generation, no critic."""

@@ -1,0 +1,15 @@
+"""Hook implementations of the ReMax plugin."""
+
+from __future__ import annotations
+
+import hfsdk
+from hfsdk.hookspecs import Register
+
+
+@hfsdk.hookimpl
+def hfsdk_register_algorithms(register: Register) -> None:
+    """Register ``remax``."""
+    from hfsdk_remax.remax_algorithm import ReMaxAlgorithm
+    from hfsdk_remax.remax_config import ReMaxConfig
+
+    register("remax", ReMaxAlgorithm, config_cls=ReMaxConfig, roles=ReMaxAlgorithm.roles)

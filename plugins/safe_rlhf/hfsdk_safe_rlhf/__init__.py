@@ -1,0 +1,1 @@
+"""Safe-RLHF (PPO-Lagrangian): cost model, cost critic, Lagrange multiplier."""
