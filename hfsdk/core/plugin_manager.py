@@ -1,0 +1,235 @@
+"""The plugin manager: loads ``hfsdk`` entry points once and fills the registries.
+
+Built by a factory (:func:`get_plugin_manager`), never at import time.
+Environment variables:
+
+- ``HFSDK_LOAD_PLUGINS=a,b``: load only these entry points (the core's
+  built-ins always load).
+- ``HFSDK_DISABLE_PLUGINS=a,b``: block these entry points.
+- ``HFSDK_TRACE_PLUGINS=1``: print every hook call to stderr.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from collections.abc import Iterable
+from importlib import metadata
+from typing import Any, Literal
+
+import attrs
+import pluggy
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.registry import REGISTRY_HOOKS, Registry, normalize_kind
+
+ENTRY_POINT_GROUP = "hfsdk"
+BUILTIN_PLUGIN_NAME = "hfsdk"
+
+PluginStatus = Literal["loaded", "failed", "disabled"]
+
+
+@attrs.define(kw_only=True)
+class PluginInfo:
+    """What ``hfsdk plugins`` reports for one plugin."""
+
+    name: str
+    distribution: str | None
+    version: str | None
+    status: PluginStatus
+    hooks: list[str] = attrs.field(factory=list)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly dict."""
+        return attrs.asdict(self)
+
+
+def _env_list(var: str) -> set[str] | None:
+    raw = os.environ.get(var)
+    if raw is None or not raw.strip():
+        return None
+    return {p.strip() for p in raw.split(",") if p.strip()}
+
+
+def _trace_enabled() -> bool:
+    return os.environ.get("HFSDK_TRACE_PLUGINS", "").strip().lower() not in ("", "0", "false", "no")
+
+
+class HfsdkPluginManager:
+    """Owns the pluggy manager, the plugin report and the registries.
+
+    Registries are filled lazily, the first time one is asked for, so listing
+    plugins never imports the implementations (and never torch or ray).
+    """
+
+    def __init__(self, pm: pluggy.PluginManager, plugins: list[PluginInfo]) -> None:
+        self.pm = pm
+        self.plugins = plugins
+        self._registries: dict[str, Registry] = {}
+
+    @property
+    def hook(self) -> Any:
+        """pluggy's hook relay (for non-registry hooks such as ``hfsdk_validate_config``)."""
+        return self.pm.hook
+
+    def plugin_info(self, name: str) -> PluginInfo | None:
+        """The report for plugin ``name``, if it was found."""
+        return next((p for p in self.plugins if p.name == name), None)
+
+    def registry(self, kind: str) -> Registry:
+        """The registry of ``kind``, filled from every loaded plugin on first use."""
+        kind = normalize_kind(kind)
+        if kind not in self._registries:
+            self._registries[kind] = self._fill(kind)
+        return self._registries[kind]
+
+    def _fill(self, kind: str) -> Registry:
+        registry = Registry(kind)
+        hook_name = REGISTRY_HOOKS[kind]
+        caller = getattr(self.pm.hook, hook_name)
+        # get_hookimpls() is in registration order: built-ins, entry points, extras.
+        for impl in caller.get_hookimpls():
+            plugin = impl.plugin_name
+
+            def register(name: str, obj: Any, *, config_cls: type | None = None, **extra: Any) -> None:
+                registry._add(name, obj, plugin=plugin, config_cls=config_cls, **extra)
+
+            if _trace_enabled():
+                print(f"hfsdk: {hook_name} -> plugin {plugin!r}", file=sys.stderr)
+            try:
+                impl.function(register=register)
+            except HfsdkError:
+                raise
+            except Exception as exc:
+                # One broken plugin must not take the others down: drop what it
+                # registered, record why, and go on.
+                registry._remove_plugin(plugin)
+                info = self.plugin_info(plugin)
+                message = f"{hook_name} raised {type(exc).__name__}: {exc}"
+                if info is not None:
+                    info.status = "failed"
+                    info.error = message
+                print(f"hfsdk: plugin {plugin!r} failed in {message}", file=sys.stderr)
+        return registry
+
+
+def _hook_names(pm: pluggy.PluginManager, plugin: object) -> list[str]:
+    callers = pm.get_hookcallers(plugin) or []
+    return sorted(c.name for c in callers)
+
+
+def _entry_points() -> list[metadata.EntryPoint]:
+    seen: set[str] = set()
+    unique = []
+    for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if ep.name in seen:  # the same distribution found twice on sys.path
+            continue
+        seen.add(ep.name)
+        unique.append(ep)
+    return unique
+
+
+def build_plugin_manager(
+    extra_plugins: Iterable[tuple[str, object]] = (),
+    *,
+    load_entry_points: bool = True,
+) -> HfsdkPluginManager:
+    """Build a new plugin manager.
+
+    ``extra_plugins`` are ``(name, module_or_object)`` pairs registered after the
+    entry points (tests and embedding applications use this).
+    """
+    from hfsdk import hookspecs
+    from hfsdk.core import builtin_plugin
+
+    pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
+    pm.add_hookspecs(hookspecs)
+    if _trace_enabled():
+        pm.trace.root.setwriter(lambda msg: print(f"hfsdk trace: {msg}", end="", file=sys.stderr))
+        pm.enable_tracing()
+    pm.hook.hfsdk_addhooks.call_historic(kwargs={"pluginmanager": pm})
+
+    plugins: list[PluginInfo] = []
+    pm.register(builtin_plugin, name=BUILTIN_PLUGIN_NAME)
+    plugins.append(
+        PluginInfo(
+            name=BUILTIN_PLUGIN_NAME,
+            distribution="hfsdk",
+            version=_version("hfsdk"),
+            status="loaded",
+            hooks=_hook_names(pm, builtin_plugin),
+        )
+    )
+
+    if load_entry_points:
+        only = _env_list("HFSDK_LOAD_PLUGINS")
+        disabled = _env_list("HFSDK_DISABLE_PLUGINS") or set()
+        for ep in _entry_points():
+            dist = ep.dist.name if ep.dist is not None else None
+            version = ep.dist.version if ep.dist is not None else None
+            info = PluginInfo(name=ep.name, distribution=dist, version=version, status="loaded")
+            plugins.append(info)
+            if ep.name in disabled or (only is not None and ep.name not in only):
+                info.status = "disabled"
+                pm.set_blocked(ep.name)
+                continue
+            try:
+                module = ep.load()
+                pm.register(module, name=ep.name)
+            except Exception as exc:
+                info.status = "failed"
+                info.error = f"{type(exc).__name__}: {exc}"
+                if _trace_enabled():
+                    traceback.print_exc()
+                continue
+            info.hooks = _hook_names(pm, module)
+
+    for name, plugin in extra_plugins:
+        info = PluginInfo(name=name, distribution=None, version=None, status="loaded")
+        plugins.append(info)
+        try:
+            pm.register(plugin, name=name)
+        except Exception as exc:
+            info.status = "failed"
+            info.error = f"{type(exc).__name__}: {exc}"
+            continue
+        info.hooks = _hook_names(pm, plugin)
+
+    _check_unknown_hooks(pm, plugins)
+    return HfsdkPluginManager(pm, plugins)
+
+
+def _check_unknown_hooks(pm: pluggy.PluginManager, plugins: list[PluginInfo]) -> None:
+    """Mark plugins that implement an ``hfsdk_`` hook no spec defines (usually a typo)."""
+    for name, caller in vars(pm.hook).items():
+        if not name.startswith("hfsdk_") or caller.spec is not None:
+            continue
+        for impl in caller.get_hookimpls():
+            info = next((p for p in plugins if p.name == impl.plugin_name), None)
+            if info is not None and info.status == "loaded":
+                info.status = "failed"
+                info.error = f"implements unknown hook {name!r}; see docs/plugin_hooks.md for hook names"
+                pm.unregister(name=impl.plugin_name)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@functools.cache
+def get_plugin_manager() -> HfsdkPluginManager:
+    """The process-wide plugin manager (built on first call, then reused)."""
+    return build_plugin_manager()
+
+
+def reset_plugin_manager() -> None:
+    """Forget the process-wide plugin manager (tests; after installing a plugin)."""
+    get_plugin_manager.cache_clear()
+
+

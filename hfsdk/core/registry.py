@@ -1,0 +1,175 @@
+"""Typed registries: name -> implementation, config class, owning plugin, doc.
+
+Registries are filled once by the plugin manager through the
+``hfsdk_register_*`` hooks; everything else looks names up here, never
+through ``pm.hook`` on a hot path.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from hfsdk.core.errors import DuplicateNameError, HfsdkError, UnknownNameError
+
+REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
+    {
+        "algorithms": "hfsdk_register_algorithms",
+        "advantage_estimators": "hfsdk_register_advantage_estimators",
+        "policy_losses": "hfsdk_register_policy_losses",
+        "value_losses": "hfsdk_register_value_losses",
+        "kl_estimators": "hfsdk_register_kl_estimators",
+        "reward_functions": "hfsdk_register_reward_functions",
+        "rollout_backends": "hfsdk_register_rollout_backends",
+        "training_backends": "hfsdk_register_training_backends",
+        "transfer_protocols": "hfsdk_register_transfer_protocols",
+    }
+)
+"""Registry kind -> the hook that fills it."""
+
+_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
+
+
+def _first_line(doc: str | None) -> str:
+    return (doc or "").strip().splitlines()[0].strip() if (doc or "").strip() else ""
+
+
+@attrs.frozen(kw_only=True)
+class RegistryEntry:
+    """One registered name: what implements it, how it is configured, who owns it."""
+
+    name: str
+    impl: Any
+    config_cls: type | None
+    plugin: str
+    doc: str
+    extra: Mapping[str, Any] = attrs.field(factory=dict, converter=lambda d: MappingProxyType(dict(d)))
+
+    @property
+    def summary(self) -> str:
+        """The first line of the docstring (shown by ``hfsdk list``)."""
+        return _first_line(self.doc)
+
+    def make_config(self, **values: Any) -> Any:
+        """An instance of the entry's config class (``None`` if it has none)."""
+        return None if self.config_cls is None else self.config_cls(**values)
+
+
+def closest_match(name: str, candidates: list[str]) -> str | None:
+    """The candidate most similar to ``name``, if any is reasonably close."""
+    matches = difflib.get_close_matches(name, candidates, n=1, cutoff=0.5)
+    return matches[0] if matches else None
+
+
+def unknown_name_message(what: str, name: str, available: list[str]) -> str:
+    """One line: the unknown name, the available ones, and the closest match."""
+    names = ", ".join(sorted(available)) or "(none installed)"
+    hint = closest_match(name, available)
+    suggestion = f"; did you mean {hint!r}?" if hint else ""
+    return f"unknown {what} {name!r}; available: {names}{suggestion}"
+
+
+class Registry(Mapping[str, RegistryEntry]):
+    """A read-only mapping of names to :class:`RegistryEntry` for one kind.
+
+    Only the plugin manager adds entries (through :meth:`_add`); a second entry
+    with the same name is a :class:`DuplicateNameError` naming both plugins.
+    """
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._entries: dict[str, RegistryEntry] = {}
+
+    @property
+    def what(self) -> str:
+        """The singular, human name of this kind (``advantage estimator``)."""
+        singular = {"policy_losses": "policy_loss", "value_losses": "value_loss"}.get(
+            self.kind, self.kind.rstrip("s")
+        )
+        return singular.replace("_", " ")
+
+    def _add(
+        self,
+        name: str,
+        impl: Any,
+        *,
+        plugin: str,
+        config_cls: type | None = None,
+        doc: str | None = None,
+        **extra: Any,
+    ) -> RegistryEntry:
+        if not isinstance(name, str) or not _NAME_RE.match(name):
+            raise HfsdkError(
+                f"plugin {plugin!r} registered {self.what} name {name!r}; expected a name of letters, "
+                "digits, '_', '-' or '.', starting with a letter"
+            )
+        if config_cls is not None and not attrs.has(config_cls):
+            raise HfsdkError(
+                f"plugin {plugin!r} registered {self.what} {name!r} with config class {config_cls!r}; "
+                "expected an attrs class (decorate it with @attrs.frozen(kw_only=True))"
+            )
+        existing = self._entries.get(name)
+        if existing is not None:
+            raise DuplicateNameError(
+                f"{self.what} {name!r} is registered by both plugin {existing.plugin!r} and plugin "
+                f"{plugin!r}; uninstall one of them or block one with HFSDK_DISABLE_PLUGINS"
+            )
+        entry = RegistryEntry(
+            name=name,
+            impl=impl,
+            config_cls=config_cls,
+            plugin=plugin,
+            doc=doc if doc is not None else (inspect.getdoc(impl) or ""),
+            extra=extra,
+        )
+        self._entries[name] = entry
+        return entry
+
+    def _remove_plugin(self, plugin: str) -> None:
+        self._entries = {k: v for k, v in self._entries.items() if v.plugin != plugin}
+
+    def __getitem__(self, name: str) -> RegistryEntry:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise UnknownNameError(unknown_name_message(self.what, name, list(self._entries))) from None
+
+    def get(self, name: str, default: Any = ...) -> Any:  # type: ignore[override]
+        """Look ``name`` up; unknown names raise unless a ``default`` is given."""
+        if default is ... or name in self._entries:
+            return self[name]
+        return default
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._entries))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}, {sorted(self._entries)})"
+
+
+def get_registry(kind: str) -> Registry:
+    """The registry of ``kind`` (e.g. ``"advantage_estimators"``) from the default plugin manager.
+
+    ``kind`` may use ``-`` or ``_``. Unknown kinds raise an error listing the known ones.
+    """
+    from hfsdk.core.plugin_manager import get_plugin_manager
+
+    return get_plugin_manager().registry(kind)
+
+
+def normalize_kind(kind: str) -> str:
+    """``advantage-estimators`` -> ``advantage_estimators``; unknown kinds are an error."""
+    normalized = kind.replace("-", "_")
+    if normalized not in REGISTRY_HOOKS:
+        available = [k.replace("_", "-") for k in REGISTRY_HOOKS]
+        raise UnknownNameError(unknown_name_message("registry kind", kind, available))
+    return normalized
