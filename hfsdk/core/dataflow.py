@@ -24,14 +24,17 @@ class Stage:
     """
 
     name: str
-    work: tuple[tuple[str, WorkKind], ...] = attrs.field(converter=lambda w: tuple(tuple(x) for x in w))
+    work: tuple[tuple[str, WorkKind], ...] = attrs.field(
+        converter=lambda w: tuple(tuple(x) for x in w)
+    )
 
     @work.validator
     def _check(self, _attr: attrs.Attribute, value: tuple[tuple[str, str], ...]) -> None:
         for role, kind in value:
             if kind not in WORK_KINDS:
                 raise ValueError(
-                    f"stage {self.name!r}: role {role!r} has work {kind!r}; expected one of {WORK_KINDS}"
+                    f"stage {self.name!r}: role {role!r} has work {kind!r}; "
+                    f"expected one of {WORK_KINDS}"
                 )
 
 
@@ -47,7 +50,9 @@ class Dataflow:
         for stage in value:
             for role, _kind in stage.work:
                 if role not in self.roles:
-                    raise ValueError(f"stage {stage.name!r} uses unknown role {role!r}; roles are {self.roles}")
+                    raise ValueError(
+                        f"stage {stage.name!r} uses unknown role {role!r}; roles are {self.roles}"
+                    )
 
     def work_of(self, role: str) -> tuple[tuple[str, WorkKind], ...]:
         """(stage name, work kind) pairs for ``role`` in execution order."""

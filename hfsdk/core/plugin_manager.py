@@ -93,9 +93,7 @@ class HfsdkPluginManager:
         # get_hookimpls() is in registration order: built-ins, entry points, extras.
         for impl in caller.get_hookimpls():
             plugin = impl.plugin_name
-
-            def register(name: str, obj: Any, *, config_cls: type | None = None, **extra: Any) -> None:
-                registry._add(name, obj, plugin=plugin, config_cls=config_cls, **extra)
+            register = functools.partial(_register_into, registry, plugin)
 
             if _trace_enabled():
                 print(f"hfsdk: {hook_name} -> plugin {plugin!r}", file=sys.stderr)
@@ -114,6 +112,18 @@ class HfsdkPluginManager:
                     info.error = message
                 print(f"hfsdk: plugin {plugin!r} failed in {message}", file=sys.stderr)
         return registry
+
+
+def _register_into(
+    registry: Registry,
+    plugin: str,
+    name: str,
+    impl: Any,
+    *,
+    config_cls: type | None = None,
+    **extra: Any,
+) -> None:
+    registry._add(name, impl, plugin=plugin, config_cls=config_cls, **extra)
 
 
 def _hook_names(pm: pluggy.PluginManager, plugin: object) -> list[str]:
@@ -211,7 +221,9 @@ def _check_unknown_hooks(pm: pluggy.PluginManager, plugins: list[PluginInfo]) ->
             info = next((p for p in plugins if p.name == impl.plugin_name), None)
             if info is not None and info.status == "loaded":
                 info.status = "failed"
-                info.error = f"implements unknown hook {name!r}; see docs/plugin_hooks.md for hook names"
+                info.error = (
+                    f"implements unknown hook {name!r}; see docs/plugin_hooks.md for hook names"
+                )
                 pm.unregister(name=impl.plugin_name)
 
 
@@ -231,5 +243,3 @@ def get_plugin_manager() -> HfsdkPluginManager:
 def reset_plugin_manager() -> None:
     """Forget the process-wide plugin manager (tests; after installing a plugin)."""
     get_plugin_manager.cache_clear()
-
-

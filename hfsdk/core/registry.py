@@ -49,7 +49,9 @@ class RegistryEntry:
     config_cls: type | None
     plugin: str
     doc: str
-    extra: Mapping[str, Any] = attrs.field(factory=dict, converter=lambda d: MappingProxyType(dict(d)))
+    extra: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=lambda d: MappingProxyType(dict(d))
+    )
 
     @property
     def summary(self) -> str:
@@ -106,13 +108,13 @@ class Registry(Mapping[str, RegistryEntry]):
     ) -> RegistryEntry:
         if not isinstance(name, str) or not _NAME_RE.match(name):
             raise HfsdkError(
-                f"plugin {plugin!r} registered {self.what} name {name!r}; expected a name of letters, "
-                "digits, '_', '-' or '.', starting with a letter"
+                f"plugin {plugin!r} registered {self.what} name {name!r}; expected a name of "
+                "letters, digits, '_', '-' or '.', starting with a letter"
             )
         if config_cls is not None and not attrs.has(config_cls):
             raise HfsdkError(
-                f"plugin {plugin!r} registered {self.what} {name!r} with config class {config_cls!r}; "
-                "expected an attrs class (decorate it with @attrs.frozen(kw_only=True))"
+                f"plugin {plugin!r} registered {self.what} {name!r} with config class "
+                f"{config_cls!r}; expected an attrs class (decorate it with @attrs.frozen(kw_only=True))"
             )
         existing = self._entries.get(name)
         if existing is not None:
@@ -138,7 +140,8 @@ class Registry(Mapping[str, RegistryEntry]):
         try:
             return self._entries[name]
         except KeyError:
-            raise UnknownNameError(unknown_name_message(self.what, name, list(self._entries))) from None
+            message = unknown_name_message(self.what, name, list(self._entries))
+            raise UnknownNameError(message) from None
 
     def get(self, name: str, default: Any = ...) -> Any:  # type: ignore[override]
         """Look ``name`` up; unknown names raise unless a ``default`` is given."""

@@ -20,7 +20,9 @@ class OptimConfig:
     lr_schedule: Literal["constant", "cosine"] = attrs.field(
         default="constant", validator=attrs.validators.in_(("constant", "cosine"))
     )
-    min_lr_ratio: float = attrs.field(default=0.0, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)])
+    min_lr_ratio: float = attrs.field(
+        default=0.0, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    )
     grad_clip: float = attrs.field(default=1.0, validator=attrs.validators.gt(0.0))
 
 
@@ -51,5 +53,7 @@ class HFRolloutConfig(RolloutConfig):
     max_prompt_length: int = attrs.field(default=64, validator=attrs.validators.ge(1))
     max_response_length: int = attrs.field(default=32, validator=attrs.validators.ge(1))
     temperature: float = attrs.field(default=1.0, validator=attrs.validators.ge(0.0))
-    top_p: float = attrs.field(default=1.0, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)])
+    top_p: float = attrs.field(
+        default=1.0, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)]
+    )
     top_k: int = attrs.field(default=0, validator=attrs.validators.ge(0))

@@ -9,8 +9,8 @@ from hfsdk.hookspecs import Register
 @hfsdk.hookimpl
 def hfsdk_register_training_backends(register: Register) -> None:
     """Register the ``fsdp`` training backend."""
-    from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
     from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend
+    from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 
     register("fsdp", FSDPBackend, config_cls=FSDPRoleConfig)
 

@@ -19,7 +19,12 @@ class PPOAlgorithm(Algorithm):
             Stage(name="generation", work=(("actor", "generation"),)),
             Stage(
                 name="preparation",
-                work=(("actor", "inference"), ("critic", "inference"), ("reference", "inference"), ("reward", "inference")),
+                work=(
+                    ("actor", "inference"),
+                    ("critic", "inference"),
+                    ("reference", "inference"),
+                    ("reward", "inference"),
+                ),
             ),
             Stage(name="training", work=(("actor", "training"), ("critic", "training"))),
         ),

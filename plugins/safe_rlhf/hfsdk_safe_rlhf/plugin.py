@@ -12,4 +12,6 @@ def hfsdk_register_algorithms(register: Register) -> None:
     from hfsdk_safe_rlhf.safe_rlhf_algorithm import SafeRLHFAlgorithm
     from hfsdk_safe_rlhf.safe_rlhf_config import SafeRLHFConfig
 
-    register("safe_rlhf", SafeRLHFAlgorithm, config_cls=SafeRLHFConfig, roles=SafeRLHFAlgorithm.roles)
+    register(
+        "safe_rlhf", SafeRLHFAlgorithm, config_cls=SafeRLHFConfig, roles=SafeRLHFAlgorithm.roles
+    )

@@ -12,7 +12,14 @@ class SafeRLHFAlgorithm(Algorithm):
     """Safe-RLHF: PPO with a reward critic, a cost critic and a Lagrange multiplier."""
 
     name: ClassVar[str] = "safe_rlhf"
-    roles: ClassVar[tuple[str, ...]] = ("actor", "critic", "cost_critic", "reference", "reward", "cost")
+    roles: ClassVar[tuple[str, ...]] = (
+        "actor",
+        "critic",
+        "cost_critic",
+        "reference",
+        "reward",
+        "cost",
+    )
     dataflow: ClassVar[Dataflow] = Dataflow(
         roles=roles,
         stages=(
