@@ -114,7 +114,7 @@ class Registry(Mapping[str, RegistryEntry]):
         if config_cls is not None and not attrs.has(config_cls):
             raise HfsdkError(
                 f"plugin {plugin!r} registered {self.what} {name!r} with config class "
-                f"{config_cls!r}; expected an attrs class (decorate it with @attrs.frozen(kw_only=True))"
+                f"{config_cls!r}; expected an attrs class (use @attrs.frozen(kw_only=True))"
             )
         existing = self._entries.get(name)
         if existing is not None:
