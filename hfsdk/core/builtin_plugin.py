@@ -6,4 +6,21 @@ Entries that belong to no single algorithm or backend live here.
 from __future__ import annotations
 
 import hfsdk
-from hfsdk.hookspecs import Register  # noqa: F401  (used by the hook implementations below)
+from hfsdk.hookspecs import Register
+
+
+@hfsdk.hookimpl
+def hfsdk_register_kl_estimators(register: Register) -> None:
+    """Register the KL estimators (``k1``, ``abs``, ``k2``, ``k3``, ``k3_clamped``, ...)."""
+    from hfsdk.core.maths.kl import KL_ESTIMATORS
+
+    for name, fn in KL_ESTIMATORS.items():
+        register(name, fn)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_policy_losses(register: Register) -> None:
+    """Register the plain policy gradient loss ``reinforce``."""
+    from hfsdk.core.maths.policy_losses import ReinforceConfig, reinforce_loss
+
+    register("reinforce", reinforce_loss, config_cls=ReinforceConfig)

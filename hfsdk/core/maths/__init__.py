@@ -1,0 +1,11 @@
+"""Shared RL maths that no single algorithm owns.
+
+- :mod:`~hfsdk.core.maths.masked`: masked sums, means, variances, whitening and shape checks.
+- :mod:`~hfsdk.core.maths.aggregation`: loss aggregation modes from global counts.
+- :mod:`~hfsdk.core.maths.kl`: KL estimators, KL controllers, KL as reward penalty or loss.
+- :mod:`~hfsdk.core.maths.entropy`: entropy from logits and the entropy bonus.
+- :mod:`~hfsdk.core.maths.policy_losses`: the plain ``reinforce`` policy gradient loss.
+
+Algorithm-specific maths (GAE, PPO clipping, group advantages, ...) lives in
+the plugin that owns it and is registered by name.
+"""

@@ -1,0 +1,249 @@
+"""KL divergence between the policy and the reference policy, per token.
+
+With ``d = log_prob - ref_log_prob`` (log π(y_t) − log π_ref(y_t), sampled from π):
+
+- ``k1``:  d                          (unbiased, high variance, can be negative)
+- ``abs``: |d|
+- ``k2``:  ½·d²                       (biased, low variance)
+- ``k3``:  exp(−d) + d − 1            (unbiased, low variance, always ≥ 0)
+- ``k3_clamped`` (alias ``low_var_kl``): k3 with −d clamped to [−20, 20] before
+  ``exp`` and the result clamped to [−10, 10], so one extreme token cannot
+  blow up a step.
+
+The KL enters training either as a per-token reward penalty
+(:func:`apply_kl_penalty`, coefficient from a :class:`FixedKLController` or
+:class:`AdaptiveKLController`) or as a loss term (:func:`kl_loss`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.maths.aggregation import Count, aggregate_loss
+from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_mean
+
+KLEstimator = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+K3_LOG_RATIO_CLAMP = 20.0
+"""Bound on |log π_ref − log π| before ``exp`` in ``k3_clamped`` (exp(20) ≈ 5e8)."""
+K3_VALUE_CLAMP = 10.0
+"""Bound on the per-token value of ``k3_clamped``."""
+
+
+def kl_k1(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
+    """k1: ``log_prob − ref_log_prob`` per token (unbiased, may be negative)."""
+    return log_prob - ref_log_prob
+
+
+def kl_abs(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
+    """abs: ``|log_prob − ref_log_prob|`` per token."""
+    return (log_prob - ref_log_prob).abs()
+
+
+def kl_k2(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
+    """k2: ``½ (log_prob − ref_log_prob)²`` per token (low variance, biased)."""
+    return 0.5 * (log_prob - ref_log_prob).square()
+
+
+def kl_k3(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
+    """k3: ``exp(ref − logp) − (ref − logp) − 1`` per token (unbiased, non-negative)."""
+    log_ratio = ref_log_prob - log_prob
+    return torch.exp(log_ratio) - log_ratio - 1
+
+
+def kl_k3_clamped(log_prob: torch.Tensor, ref_log_prob: torch.Tensor) -> torch.Tensor:
+    """k3 clamped for stability: log ratio to ±20 before ``exp``, value to ±10 after."""
+    log_ratio = (ref_log_prob - log_prob).clamp(-K3_LOG_RATIO_CLAMP, K3_LOG_RATIO_CLAMP)
+    kl = torch.exp(log_ratio) - log_ratio - 1
+    return kl.clamp(-K3_VALUE_CLAMP, K3_VALUE_CLAMP)
+
+
+KL_ESTIMATORS: Mapping[str, KLEstimator] = {
+    "k1": kl_k1,
+    "abs": kl_abs,
+    "k2": kl_k2,
+    "k3": kl_k3,
+    "k3_clamped": kl_k3_clamped,
+    "low_var_kl": kl_k3_clamped,
+}
+"""The built-in estimators by name (registered as ``kl_estimators`` by the core)."""
+
+
+def resolve_kl_estimator(estimator: str | KLEstimator) -> KLEstimator:
+    """A KL estimator from a callable or a name (built-ins first, then the registry)."""
+    if callable(estimator):
+        return estimator
+    if estimator in KL_ESTIMATORS:
+        return KL_ESTIMATORS[estimator]
+    import hfsdk
+
+    return hfsdk.get_registry("kl_estimators").get(estimator).impl
+
+
+def token_kl(
+    log_prob: torch.Tensor,
+    ref_log_prob: torch.Tensor,
+    response_mask: torch.Tensor,
+    estimator: str | KLEstimator = "k1",
+) -> torch.Tensor:
+    """Per-token KL with the chosen estimator, exactly 0 at masked positions."""
+    check_token_tensors(response_mask, log_prob=log_prob, ref_log_prob=ref_log_prob)
+    fn = resolve_kl_estimator(estimator)
+    # Masked log-probs are zeroed first so padding garbage (even inf) cannot leak through exp.
+    kl = fn(
+        masked_fill_zero(log_prob, response_mask), masked_fill_zero(ref_log_prob, response_mask)
+    )
+    return masked_fill_zero(kl, response_mask)
+
+
+def apply_kl_penalty(
+    token_level_scores: torch.Tensor,
+    log_prob: torch.Tensor,
+    ref_log_prob: torch.Tensor,
+    response_mask: torch.Tensor,
+    kl_coef: float,
+    estimator: str | KLEstimator = "k1",
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """KL as a reward penalty: ``rewards = scores − kl_coef · KL`` on every response token.
+
+    Returns the token-level rewards (0 where masked) and metrics: ``kl`` (the
+    batch mean of each sequence's mean per-token KL; feed it to
+    :meth:`AdaptiveKLController.update`), ``kl_coef`` and ``kl_penalty`` (mean
+    per-sequence sum of the penalty).
+    """
+    check_token_tensors(response_mask, token_level_scores=token_level_scores)
+    kl = token_kl(log_prob, ref_log_prob, response_mask, estimator)
+    penalty = kl_coef * kl
+    rewards = masked_fill_zero(token_level_scores - penalty, response_mask)
+    metrics = {
+        "kl": float(masked_mean(kl, response_mask, dim=-1).mean().item()),
+        "kl_coef": float(kl_coef),
+        "kl_penalty": float(penalty.sum(dim=-1).mean().item()),
+    }
+    return rewards, metrics
+
+
+def kl_loss(
+    log_prob: torch.Tensor,
+    ref_log_prob: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    estimator: str | KLEstimator = "k3_clamped",
+    *,
+    global_token_count: Count | None = None,
+    global_seq_count: Count | None = None,
+    norm_length: float | None = None,
+    dp_size: int = 1,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """KL as a loss term: the aggregated per-token KL (multiply by ``kl_loss_coef``).
+
+    Returns ``(loss, {"kl_loss": value})``; gradients flow into ``log_prob``.
+    """
+    kl = token_kl(log_prob, ref_log_prob, response_mask, estimator)
+    loss = aggregate_loss(
+        kl,
+        response_mask,
+        loss_agg_mode,
+        global_token_count=global_token_count,
+        global_seq_count=global_seq_count,
+        norm_length=norm_length,
+        dp_size=dp_size,
+    )
+    return loss, {"kl_loss": float(loss.detach().item())}
+
+
+class FixedKLController:
+    """A constant KL coefficient (``kl_controller: fixed``)."""
+
+    def __init__(self, kl_coef: float) -> None:
+        if not (math.isfinite(kl_coef) and kl_coef >= 0):
+            raise HfsdkError(f"kl_coef={kl_coef!r}; expected a finite number ≥ 0")
+        self.value = float(kl_coef)
+
+    def update(self, current_kl: float, n_steps: int) -> float:
+        """Leave the coefficient unchanged and return it."""
+        return self.value
+
+    def state_dict(self) -> dict[str, Any]:
+        """The controller's state, for checkpoints."""
+        return {"kind": "fixed", "value": self.value}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output."""
+        _check_kind(state, "fixed")
+        self.value = float(state["value"])
+
+
+class AdaptiveKLController:
+    """A KL coefficient steered toward a target KL (Ziegler et al., 2019).
+
+    After each step with measured KL ``k`` over ``n_steps`` samples::
+
+        error = clip(k / target_kl − 1, −0.2, 0.2)
+        kl_coef ← kl_coef · (1 + error · n_steps / horizon)
+    """
+
+    def __init__(self, init_kl_coef: float, target_kl: float, horizon: int) -> None:
+        if not (math.isfinite(init_kl_coef) and init_kl_coef >= 0):
+            raise HfsdkError(f"kl_coef={init_kl_coef!r}; expected a finite number ≥ 0")
+        if not target_kl > 0:
+            raise HfsdkError(f"target_kl={target_kl!r}; expected a positive number")
+        if not horizon > 0:
+            raise HfsdkError(f"kl_horizon={horizon!r}; expected a positive number of samples")
+        self.value = float(init_kl_coef)
+        self.target_kl = float(target_kl)
+        self.horizon = int(horizon)
+
+    def update(self, current_kl: float, n_steps: int) -> float:
+        """Move the coefficient toward the target after ``n_steps`` samples; return it."""
+        if not math.isfinite(current_kl):
+            raise HfsdkError(
+                f"current_kl={current_kl!r}; the measured KL must be finite (check the "
+                "reference model's log-probs)"
+            )
+        error = min(max(current_kl / self.target_kl - 1.0, -0.2), 0.2)
+        self.value *= 1.0 + error * n_steps / self.horizon
+        return self.value
+
+    def state_dict(self) -> dict[str, Any]:
+        """The controller's state, for checkpoints."""
+        return {
+            "kind": "adaptive",
+            "value": self.value,
+            "target_kl": self.target_kl,
+            "horizon": self.horizon,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output."""
+        _check_kind(state, "adaptive")
+        self.value = float(state["value"])
+        self.target_kl = float(state["target_kl"])
+        self.horizon = int(state["horizon"])
+
+
+KLController = FixedKLController | AdaptiveKLController
+
+
+def _check_kind(state: Mapping[str, Any], kind: str) -> None:
+    if state.get("kind") != kind:
+        raise HfsdkError(
+            f"KL controller state is of kind {state.get('kind')!r} but this controller is "
+            f"{kind!r}; resume with the same kl_controller setting as the checkpoint"
+        )
+
+
+def build_kl_controller(
+    kind: str, kl_coef: float, target_kl: float = 0.1, horizon: int = 10000
+) -> KLController:
+    """The controller for ``kl_controller`` (``fixed`` or ``adaptive``) in an algorithm config."""
+    if kind == "fixed":
+        return FixedKLController(kl_coef)
+    if kind == "adaptive":
+        return AdaptiveKLController(kl_coef, target_kl, horizon)
+    raise HfsdkError(f"kl_controller={kind!r}; expected 'fixed' or 'adaptive'")
