@@ -1,0 +1,160 @@
+"""Structuring plain dicts (from YAML and overrides) into attrs config classes.
+
+cattrs does the structuring; this module makes it strict (no silent
+``1.5 -> 1`` or ``3 -> "3"``) and turns its exception trees into one-line
+messages that name the key, the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import typing
+from typing import Any
+
+import attrs
+import cattrs
+from cattrs.errors import (
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationError,
+)
+
+from hfsdk.core.errors import ConfigError
+
+
+def _structure_int(value: Any, _type: type) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TypeError(f"expected an integer, got {value!r}")
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            raise TypeError(f"expected an integer, got {value!r}") from None
+    if isinstance(value, float) and not value.is_integer():
+        raise TypeError(f"expected an integer, got {value!r}")
+    return int(value)
+
+
+def _structure_float(value: Any, _type: type) -> float:
+    if isinstance(value, bool):
+        raise TypeError(f"expected a number, got {value!r}")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        # YAML 1.1 reads "1e-6" as a string; accept numeric strings.
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise TypeError(f"expected a number, got {value!r}")
+
+
+def _structure_bool(value: Any, _type: type) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "on", "off"):
+        return value.lower() in ("true", "yes", "on")
+    raise TypeError(f"expected true or false, got {value!r}")
+
+
+def _structure_str(value: Any, _type: type) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise TypeError(f"expected a string, got {value!r}")
+
+
+def make_converter() -> cattrs.Converter:
+    """A strict converter: unknown keys are errors, scalars are not coerced loosely."""
+    converter = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    converter.register_structure_hook(int, _structure_int)
+    converter.register_structure_hook(float, _structure_float)
+    converter.register_structure_hook(bool, _structure_bool)
+    converter.register_structure_hook(str, _structure_str)
+    converter.register_structure_hook(typing.Any, lambda v, _t: v)
+    return converter
+
+
+_ATTRS_VALIDATOR_FIELD = re.compile(r"^'(?P<field>[A-Za-z_][A-Za-z0-9_]*)' (?P<rest>.*)$", re.S)
+
+
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+def _describe_type(tp: Any) -> str:
+    if typing.get_origin(tp) is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _messages(exc: BaseException, path: str, cls: type | None) -> list[str]:
+    if isinstance(exc, ForbiddenExtraKeysError):
+        fields = [f.name for f in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+        out = []
+        for extra in sorted(exc.extra_fields):
+            where = _join(path, extra)
+            close = difflib.get_close_matches(extra, fields, n=1, cutoff=0.5)
+            hint = f"; did you mean {_join(path, close[0])!r}?" if close else ""
+            allowed = ", ".join(fields) or "(none)"
+            out.append(f"unknown config key {where!r}{hint} (allowed here: {allowed})")
+        return out
+    if isinstance(exc, ClassValidationError):
+        with_notes, without = exc.group_exceptions()
+        out = []
+        for sub, note in with_notes:
+            out.extend(_messages(sub, _join(path, note.name), note.type))
+        for sub in without:
+            out.extend(_messages(sub, path, exc.cl))
+        return out
+    if isinstance(exc, IterableValidationError):
+        with_notes, without = exc.group_exceptions()
+        out = []
+        for sub, note in with_notes:
+            out.extend(_messages(sub, _join(path, note.index), note.type))
+        for sub in without:
+            out.extend(_messages(sub, path, None))
+        return out
+    text = str(exc)
+    match = _ATTRS_VALIDATOR_FIELD.match(text)
+    if match and cls is not None and attrs.has(cls):
+        # An attrs validator failed inside __init__: it names the field itself.
+        return [f"bad value for config key {_join(path, match['field'])!r}: {match['rest']}"]
+    if "not in literal" in text and cls is not None:
+        value = text.split(" not in literal")[0]
+        return [f"bad value {value!r} for config key {path!r}; expected {_describe_type(cls)}"]
+    expected = ""
+    if cls is not None and not text.startswith("expected"):
+        expected = f" (expected {_describe_type(cls)})"
+    return [f"bad value for config key {path!r}: {text}{expected}"]
+
+
+def structure(converter: cattrs.Converter, data: Any, cls: type, *, path: str = "") -> Any:
+    """Structure ``data`` into ``cls`` or raise :class:`ConfigError` with every problem."""
+    if not isinstance(data, dict):
+        where = f"config section {path!r}" if path else "the config"
+        raise ConfigError(f"{where} must be a mapping of keys to values, got {data!r}")
+    try:
+        return converter.structure(data, cls)
+    except (ClassValidationError, ForbiddenExtraKeysError, IterableValidationError) as exc:
+        messages = _messages(exc, path, cls)
+        raise ConfigError("; ".join(messages)) from exc
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"bad value in config section {path or '(top level)'!r}: {exc}") from exc
+
+
+def unstructure(converter: cattrs.Converter, obj: Any) -> Any:
+    """Plain dicts/lists/scalars for YAML output (tuples become lists)."""
+    return _plain(converter.unstructure(obj))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,65 @@
+"""Reading a YAML config file and applying dotted command-line overrides."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from hfsdk.core.errors import ConfigError
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping from ``path``; a missing file or non-mapping is a ConfigError."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist; pass an existing YAML file")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"config file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}"
+        )
+    return data
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``actor.optim.lr=1e-6`` -> (["actor", "optim", "lr"], 1e-06). Values are YAML."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(
+            f"override {text!r} is not of the form key.sub=value; e.g. actor.optim.lr=1e-6"
+        )
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override {text!r}: value {raw!r} is not valid YAML ({exc})") from exc
+    return key.split("."), value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """A copy of ``data`` with each ``key.sub=value`` override applied in order."""
+    result = copy.deepcopy(data)
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = result
+        for depth, key in enumerate(keys[:-1]):
+            child = node.get(key)
+            if child is None:
+                child = node[key] = {}
+            if not isinstance(child, dict):
+                where = ".".join(keys[: depth + 1])
+                raise ConfigError(
+                    f"override {text!r}: {where!r} is a value ({child!r}), not a section; "
+                    f"set {where}=... instead"
+                )
+            node = child
+        node[keys[-1]] = value
+    return result

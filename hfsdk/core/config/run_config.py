@@ -1,0 +1,276 @@
+"""The run config: one section per concern, each an attrs class from its owner.
+
+A run config is composed for one algorithm from the config classes that the
+registries hold:
+
+======================  ==============================================================
+section                 config class
+======================  ==============================================================
+``algorithm``           the algorithm's (``hfsdk list algorithms``)
+``advantage``           the selected ``algorithm.advantage_estimator``'s
+``policy_loss``         the selected ``algorithm.policy_loss``'s
+``value_loss``          the selected ``algorithm.value_loss``'s (algorithms with a critic)
+``actor``, ``critic``…  one per model role, the class of the role's ``backend``
+``reward``, ``cost``    signal sections: reward functions and/or a reward model
+``rollout``             the class of ``rollout.backend``
+``trainer``, ``data``,  core classes
+``placement``
+======================  ==============================================================
+
+Names inside sections are resolved first (so ``algorithm.advantage_estimator=rloo``
+switches the ``advantage`` section's class), then every section is structured
+and validated; all problems are reported together, each with its dotted key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from hfsdk.core.config.converter import make_converter, structure, unstructure
+from hfsdk.core.config.loader import apply_overrides, load_yaml
+from hfsdk.core.config.signal_config import SignalConfig
+from hfsdk.core.errors import ConfigError, HfsdkError
+from hfsdk.core.plugin_manager import HfsdkPluginManager, get_plugin_manager
+from hfsdk.core.registry import Registry
+
+SIGNAL_ROLES = ("reward", "cost")
+"""Roles whose section describes a signal (functions or a model), not a trained model."""
+
+
+def _core_sections() -> dict[str, type]:
+    from hfsdk.core.data.data_config import DataConfig
+    from hfsdk.core.trainer.placement_config import PlacementConfig
+    from hfsdk.core.trainer.trainer_config import TrainerConfig
+
+    return {"trainer": TrainerConfig, "data": DataConfig, "placement": PlacementConfig}
+
+
+@attrs.frozen(kw_only=True)
+class RunConfig:
+    """A resolved, validated run config; sections are attributes (``cfg.actor.optim.lr``).
+
+    It pickles (every section is an importable attrs class), so it can be sent
+    to workers as a whole.
+    """
+
+    algo: str
+    sections: Mapping[str, Any] = attrs.field(converter=lambda s: MappingProxyType(dict(s)))
+
+    def __getattr__(self, name: str) -> Any:
+        sections = self.__dict__.get("sections") if hasattr(self, "__dict__") else None
+        if sections is None:
+            sections = object.__getattribute__(self, "sections")
+        if name in sections:
+            return sections[name]
+        raise AttributeError(f"run config has no section {name!r}; sections: {list(sections)}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"algo": self.algo, "sections": dict(self.sections)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        object.__setattr__(self, "algo", state["algo"])
+        object.__setattr__(self, "sections", MappingProxyType(state["sections"]))
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The algorithm's roles, in the order it declared them."""
+        from hfsdk.core.registry import get_registry
+
+        return tuple(get_registry("algorithms")[self.algo].extra.get("roles", ()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (what ``config.yaml`` in a run directory holds)."""
+        converter = make_converter()
+        out: dict[str, Any] = {"algo": self.algo}
+        for name, section in self.sections.items():
+            out[name] = unstructure(converter, section)
+        return out
+
+    def to_yaml(self) -> str:
+        """The config as YAML, sections in a stable order."""
+        import yaml
+
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+def _section(data: Mapping[str, Any], name: str) -> dict[str, Any]:
+    value = data.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"config section {name!r} must be a mapping, got {value!r}")
+    return value
+
+
+def _lookup(registry: Registry, name: Any, key: str) -> Any:
+    if not isinstance(name, str):
+        raise ConfigError(f"config key {key!r} must be a name, got {name!r}")
+    try:
+        return registry[name]
+    except HfsdkError as exc:
+        raise ConfigError(f"config key {key!r}: {exc}") from None
+
+
+class _Composer:
+    """Collects section schemas and errors while resolving one config."""
+
+    def __init__(self, pm: HfsdkPluginManager) -> None:
+        self.registry_of: Callable[[str], Registry] = pm.registry
+        self.converter = make_converter()
+        self.errors: list[str] = []
+        self.sections: dict[str, Any] = {}
+
+    def add(self, name: str, cls: type | None, data: dict[str, Any]) -> Any:
+        if cls is None:
+            if data:
+                self.errors.append(
+                    f"config section {name!r} is given but the selected implementation takes "
+                    f"no settings; remove it"
+                )
+            return None
+        try:
+            value = structure(self.converter, data, cls, path=name)
+        except ConfigError as exc:
+            self.errors.append(str(exc))
+            return None
+        self.sections[name] = value
+        return value
+
+    def named(self, section: str, kind: str, key: str, name: Any, data: dict[str, Any]) -> Any:
+        try:
+            entry = _lookup(self.registry_of(kind), name, key)
+        except ConfigError as exc:
+            self.errors.append(str(exc))
+            return None
+        return self.add(section, entry.config_cls, data)
+
+    def signal(self, role: str, data: dict[str, Any]) -> None:
+        data = dict(data)
+        model = data.pop("model", None)
+        signal = self.add(role, SignalConfig, data)
+        if model is None or signal is None:
+            return
+        if not isinstance(model, dict):
+            self.errors.append(f"config section '{role}.model' must be a mapping, got {model!r}")
+            return
+        backend = model.get("backend", "fsdp")
+        path = f"{role}.model"
+        structured = self.named(path, "training_backends", f"{path}.backend", backend, model)
+        self.sections.pop(path, None)
+        if structured is not None:
+            self.sections[role] = attrs.evolve(signal, model=structured)
+
+
+def resolve_run_config(
+    algo: str | None,
+    data: Mapping[str, Any] | None = None,
+    *,
+    pm: HfsdkPluginManager | None = None,
+) -> RunConfig:
+    """Compose and validate the run config of ``algo`` from plain ``data``.
+
+    ``algo`` may also come from ``data["algo"]``; the argument wins. Every problem
+    is collected and raised together as one :class:`ConfigError`.
+    """
+    pm = pm or get_plugin_manager()
+    registry_of = pm.registry
+    data = dict(data or {})
+    algo = algo or data.pop("algo", None)
+    data.pop("algo", None)
+    if not algo:
+        names = ", ".join(registry_of("algorithms")) or "(none installed)"
+        raise ConfigError(f"no algorithm given; pass --algo NAME (installed: {names})")
+    algo_entry = _lookup(registry_of("algorithms"), algo, "algo")
+    composer = _Composer(pm)
+
+    algorithm = composer.add("algorithm", algo_entry.config_cls, _section(data, "algorithm"))
+    roles = tuple(algo_entry.extra.get("roles", ()))
+    if algorithm is not None:
+        composer.named(
+            "advantage",
+            "advantage_estimators",
+            "algorithm.advantage_estimator",
+            algorithm.advantage_estimator,
+            _section(data, "advantage"),
+        )
+        composer.named(
+            "policy_loss",
+            "policy_losses",
+            "algorithm.policy_loss",
+            algorithm.policy_loss,
+            _section(data, "policy_loss"),
+        )
+        if hasattr(algorithm, "value_loss"):
+            composer.named(
+                "value_loss",
+                "value_losses",
+                "algorithm.value_loss",
+                algorithm.value_loss,
+                _section(data, "value_loss"),
+            )
+        try:
+            _lookup(registry_of("kl_estimators"), algorithm.kl_estimator, "algorithm.kl_estimator")
+        except ConfigError as exc:
+            composer.errors.append(str(exc))
+
+    for role in roles:
+        section = _section(data, role)
+        if role in SIGNAL_ROLES:
+            composer.signal(role, section)
+        else:
+            backend = section.get("backend", "fsdp")
+            composer.named(role, "training_backends", f"{role}.backend", backend, section)
+    rollout = _section(data, "rollout")
+    composer.named(
+        "rollout", "rollout_backends", "rollout.backend", rollout.get("backend", "hf"), rollout
+    )
+    for name, cls in _core_sections().items():
+        composer.add(name, cls, _section(data, name))
+
+    known = {"algorithm", "advantage", "policy_loss", "value_loss", "rollout", *roles}
+    known |= set(_core_sections())
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            composer.errors.append(
+                f"unknown config section {key!r} for algorithm {algo!r}{hint} "
+                f"(sections: {', '.join(sorted(known))})"
+            )
+    placement = composer.sections.get("placement")
+    if placement is not None:
+        for role in placement.roles:
+            if role not in roles:
+                composer.errors.append(
+                    f"placement.roles names {role!r}, which is not a role of {algo!r}; "
+                    f"roles: {', '.join(roles)}"
+                )
+    if composer.errors:
+        raise ConfigError("; ".join(composer.errors))
+
+    config = RunConfig(algo=algo, sections=composer.sections)
+    _validate_across_sections(pm, config)
+    return config
+
+
+def _validate_across_sections(pm: HfsdkPluginManager, config: RunConfig) -> None:
+    answers = pm.hook.hfsdk_validate_config(config=config)
+    problems = [msg for answer in answers if answer for msg in answer]
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def load_run_config(
+    algo: str | None,
+    config_file: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> RunConfig:
+    """YAML file (optional) + dotted overrides -> a validated :class:`RunConfig`."""
+    data = load_yaml(config_file) if config_file else {}
+    data = apply_overrides(data, overrides)
+    return resolve_run_config(algo, data)

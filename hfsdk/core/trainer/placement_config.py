@@ -1,0 +1,66 @@
+"""Configuration of where roles run: resource pools and the role -> pool map."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class PoolConfig:
+    """A resource pool: ``devices`` in total, spread evenly over ``nodes``."""
+
+    devices: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    nodes: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+
+    @nodes.validator
+    def _divides(self, _attr: attrs.Attribute, value: int) -> None:
+        if self.devices % value:
+            raise ValueError(
+                f"'nodes' ({value}) must divide 'devices' ({self.devices}); "
+                "pools are spread evenly over nodes"
+            )
+
+
+def _default_pools() -> dict[str, PoolConfig]:
+    return {"global": PoolConfig()}
+
+
+@attrs.frozen(kw_only=True)
+class PlacementConfig:
+    """Which pool each role runs on.
+
+    Roles missing from ``roles`` go to the first pool, so by default every role
+    is colocated on one device. Roles on one pool share its devices (one
+    process per device holding all of them when ``colocation`` is ``fused``);
+    roles on different pools run concurrently. ``mode: auto`` asks the
+    placement planner instead (``hfsdk plan``).
+    """
+
+    mode: Literal["manual", "auto"] = attrs.field(
+        default="manual", validator=attrs.validators.in_(("manual", "auto"))
+    )
+    pools: dict[str, PoolConfig] = attrs.field(factory=_default_pools)
+    roles: dict[str, str] = attrs.field(factory=dict)
+    colocation: Literal["fused", "separate"] = attrs.field(
+        default="fused", validator=attrs.validators.in_(("fused", "separate"))
+    )
+
+    @pools.validator
+    def _nonempty(self, _attr: attrs.Attribute, value: dict[str, PoolConfig]) -> None:
+        if not value:
+            raise ValueError("'pools' must name at least one pool, e.g. {global: {devices: 1}}")
+
+    @roles.validator
+    def _known_pools(self, _attr: attrs.Attribute, value: dict[str, str]) -> None:
+        for role, pool in value.items():
+            if pool not in self.pools:
+                raise ValueError(
+                    f"'roles' maps {role!r} to pool {pool!r}, which is not defined; "
+                    f"defined pools: {sorted(self.pools)}"
+                )
+
+    def pool_of(self, role: str) -> str:
+        """The pool ``role`` runs on."""
+        return self.roles.get(role, next(iter(self.pools)))
