@@ -1,0 +1,1 @@
+"""The ``hfsdk`` command line (click)."""

@@ -1,0 +1,29 @@
+"""``hfsdk list KIND``: the names in one registry with one-line docs."""
+
+from __future__ import annotations
+
+import click
+
+from hfsdk.core.registry import REGISTRY_HOOKS
+
+KINDS = [kind.replace("_", "-") for kind in REGISTRY_HOOKS]
+
+
+@click.command(name="list")
+@click.argument("kind", metavar="KIND")
+def list_entries(kind: str) -> None:
+    """List registered names of KIND, e.g. algorithms, advantage-estimators, reward-functions.
+
+    KIND is one of: algorithms, advantage-estimators, policy-losses, value-losses,
+    kl-estimators, reward-functions, rollout-backends, training-backends,
+    transfer-protocols.
+    """
+    from hfsdk.core.registry import get_registry, normalize_kind
+
+    registry = get_registry(normalize_kind(kind))
+    if not registry:
+        click.echo(f"no {registry.what}s are registered")
+        return
+    width = max(len(name) for name in registry)
+    for name, entry in registry.items():
+        click.echo(f"{name:<{width}}  {entry.summary}  [{entry.plugin}]")

@@ -1,0 +1,48 @@
+"""The ``hfsdk`` command group; each subcommand lives in its own module.
+
+Plugins add subcommands through ``hfsdk_register_commands(cli)``. Nothing here
+imports torch or ray: ``hfsdk --help`` and ``hfsdk plugins`` stay fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+import hfsdk
+from hfsdk.core.cli.config_command import config
+from hfsdk.core.cli.errors import exit_with, run_reporting_errors
+from hfsdk.core.cli.list_command import list_entries
+from hfsdk.core.cli.plugins_command import plugins
+from hfsdk.core.cli.run_command import run
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(hfsdk.__version__, "--version", prog_name="hfsdk")
+@click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
+def cli(debug: bool) -> None:
+    """hfsdk: plugin-based RL post-training of language models (HybridFlow design)."""
+
+
+cli.add_command(plugins)
+cli.add_command(list_entries)
+cli.add_command(config)
+cli.add_command(run)
+
+
+def build_cli() -> click.Group:
+    """The command group with the subcommands plugins contribute."""
+    from hfsdk.core.plugin_manager import get_plugin_manager
+
+    get_plugin_manager().hook.hfsdk_register_commands(cli=cli)
+    return cli
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    code = run_reporting_errors(
+        lambda: build_cli().main(args=argv, prog_name="hfsdk", standalone_mode=False), argv
+    )
+    exit_with(code)

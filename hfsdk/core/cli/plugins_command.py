@@ -1,0 +1,26 @@
+"""``hfsdk plugins``: what is installed and which hooks each plugin implements."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def plugins(as_json: bool) -> None:
+    """List installed plugins, their distributions, versions and hooks."""
+    from hfsdk.core.plugin_manager import get_plugin_manager
+
+    infos = get_plugin_manager().plugins
+    if as_json:
+        click.echo(json.dumps([info.to_dict() for info in infos], indent=2))
+        return
+    for info in infos:
+        dist = f"{info.distribution} {info.version}" if info.distribution else "(in-process)"
+        click.echo(f"{info.name}  [{info.status}]  {dist}")
+        for hook in info.hooks:
+            click.echo(f"    {hook}")
+        if info.error:
+            click.echo(f"    error: {info.error}")

@@ -1,0 +1,1 @@
+"""The trainer loop: data, steps, metrics, validation and checkpoints."""
