@@ -1,0 +1,33 @@
+"""Entropy from logits and the entropy bonus."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from hfsdk.core.maths.entropy import entropy_bonus, entropy_from_logits
+
+
+def test_entropy_from_logits_by_hand() -> None:
+    logits = torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.0, math.log(3.0), -1e9, -1e9]])
+    expected = [math.log(4.0), -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))]
+    torch.testing.assert_close(entropy_from_logits(logits), torch.tensor(expected))
+
+
+def test_entropy_of_a_peaked_distribution_is_finite_and_tiny() -> None:
+    out = entropy_from_logits(torch.tensor([1000.0, 0.0, -1000.0]))
+    assert torch.isfinite(out)
+    assert 0.0 <= out.item() < 1e-6
+
+
+def test_entropy_bonus_by_hand() -> None:
+    entropy = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    mask = torch.tensor([[1, 0], [1, 1]])
+    loss, metrics = entropy_bonus(entropy, mask, "token-mean", entropy_coef=0.01)
+    assert metrics["entropy"] == pytest.approx(8.0 / 3)
+    assert loss.item() == pytest.approx(-0.01 * 8.0 / 3)
+    loss, metrics = entropy_bonus(entropy, mask, "seq-mean-token-mean", entropy_coef=0.5)
+    assert metrics["entropy"] == pytest.approx((1.0 + 3.5) / 2)
+    assert loss.item() == pytest.approx(-0.5 * 2.25)

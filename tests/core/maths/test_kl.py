@@ -1,0 +1,121 @@
+"""KL estimators, KL penalty in the reward, KL loss, and the KL controllers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import hfsdk
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.maths.kl import (
+    AdaptiveKLController,
+    FixedKLController,
+    apply_kl_penalty,
+    build_kl_controller,
+    kl_loss,
+    token_kl,
+)
+
+# d = log_prob - ref_log_prob = [0.5, -1.0]
+LOG_PROB = torch.tensor([[-1.0, -2.0]])
+REF = torch.tensor([[-1.5, -1.0]])
+MASK = torch.ones(1, 2)
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("k1", [0.5, -1.0]),
+        ("abs", [0.5, 1.0]),
+        ("k2", [0.125, 0.5]),
+        ("k3", [math.exp(-0.5) + 0.5 - 1, math.exp(1.0) - 1.0 - 1]),
+        ("k3_clamped", [math.exp(-0.5) + 0.5 - 1, math.exp(1.0) - 1.0 - 1]),
+        ("low_var_kl", [math.exp(-0.5) + 0.5 - 1, math.exp(1.0) - 1.0 - 1]),
+    ],
+)
+def test_estimators_by_hand(name: str, expected: list[float]) -> None:
+    out = token_kl(LOG_PROB, REF, MASK, name)
+    torch.testing.assert_close(out, torch.tensor([expected]))
+
+
+def test_estimators_are_registered_by_name() -> None:
+    registry = hfsdk.get_registry("kl_estimators")
+    assert {"k1", "abs", "k2", "k3", "k3_clamped", "low_var_kl"} <= set(registry)
+    assert registry.get("k2").impl(LOG_PROB, REF).tolist() == [[0.125, 0.5]]
+
+
+def test_clamped_k3_stays_bounded_where_k3_explodes() -> None:
+    log_prob, ref = torch.tensor([[-40.0, 0.0]]), torch.tensor([[-10.0, -40.0]])
+    clamped = token_kl(log_prob, ref, torch.ones(1, 2), "k3_clamped")
+    # ref - logp = 30 -> clamped to 20 -> exp(20) - 21 -> clamped to 10; -40 -> -20 -> e^-20 + 19.
+    torch.testing.assert_close(clamped, torch.tensor([[10.0, 10.0]]))
+    assert token_kl(log_prob, ref, torch.ones(1, 2), "k3")[0, 0].item() > 1e12
+
+
+def test_masked_garbage_does_not_leak() -> None:
+    log_prob = torch.tensor([[-1.0, float("inf")]])
+    ref = torch.tensor([[-2.0, float("nan")]])
+    out = token_kl(log_prob, ref, torch.tensor([[1, 0]]), "k3")
+    torch.testing.assert_close(out, torch.tensor([[math.exp(-1.0) + 1.0 - 1, 0.0]]))
+
+
+def test_apply_kl_penalty_by_hand() -> None:
+    scores = torch.tensor([[0.0, 0.0, 1.0], [0.0, 2.0, 0.0]])
+    log_prob = torch.tensor([[-1.0, -1.0, -1.0], [-2.0, -2.0, 9.0]])
+    ref = torch.tensor([[-1.5, -0.5, -1.0], [-1.0, -3.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    rewards, metrics = apply_kl_penalty(scores, log_prob, ref, mask, 0.1, "k1")
+    # k1 = [[0.5, -0.5, 0], [-1, 1, masked]]
+    torch.testing.assert_close(rewards, torch.tensor([[-0.05, 0.05, 1.0], [0.1, 1.9, 0.0]]))
+    assert metrics["kl"] == pytest.approx((0.0 / 3 + 0.0 / 2) / 2)
+    assert metrics["kl_coef"] == 0.1
+    _, metrics = apply_kl_penalty(scores, log_prob, ref, mask, 0.1, "abs")
+    assert metrics["kl"] == pytest.approx((1.0 / 3 + 2.0 / 2) / 2)
+    assert metrics["kl_penalty"] == pytest.approx((0.1 + 0.2) / 2)
+
+
+def test_kl_loss_aggregates_and_has_gradients() -> None:
+    log_prob = torch.tensor([[-1.0, -2.0, 0.0]], requires_grad=True)
+    ref = torch.tensor([[-1.5, -1.0, 0.0]])
+    loss, metrics = kl_loss(log_prob, ref, torch.tensor([[1, 1, 0]]), "token-mean", "k2")
+    assert loss.item() == pytest.approx((0.125 + 0.5) / 2)
+    assert metrics["kl_loss"] == pytest.approx(loss.item())
+    loss.backward()
+    # d/dlogp ½ d² = d, averaged over 2 tokens.
+    torch.testing.assert_close(log_prob.grad, torch.tensor([[0.25, -0.5, 0.0]]))
+
+
+def test_unknown_estimator_lists_names() -> None:
+    with pytest.raises(HfsdkError, match="k3"):
+        token_kl(LOG_PROB, REF, MASK, "k4")
+
+
+def test_adaptive_controller_by_hand_and_checkpoint() -> None:
+    ctl = AdaptiveKLController(0.2, target_kl=6.0, horizon=10000)
+    # 9/6 - 1 = 0.5 -> clipped to 0.2
+    assert ctl.update(9.0, 256) == pytest.approx(0.2 * (1 + 0.2 * 256 / 10000))
+    # 5.4/6 - 1 = -0.1 (inside the clip range)
+    expected = 0.2 * (1 + 0.2 * 256 / 10000) * (1 - 0.1 * 128 / 10000)
+    assert ctl.update(5.4, 128) == pytest.approx(expected)
+
+    restored = AdaptiveKLController(1.0, target_kl=1.0, horizon=1)
+    restored.load_state_dict(ctl.state_dict())
+    assert restored.update(3.0, 64) == ctl.update(3.0, 64)
+    with pytest.raises(HfsdkError, match="same kl_controller"):
+        FixedKLController(0.1).load_state_dict(ctl.state_dict())
+    with pytest.raises(HfsdkError, match="must be finite"):
+        ctl.update(float("nan"), 1)
+
+
+def test_fixed_controller_and_factory() -> None:
+    ctl = build_kl_controller("fixed", 0.05)
+    assert isinstance(ctl, FixedKLController)
+    assert ctl.update(100.0, 1000) == 0.05
+    other = FixedKLController(0.0)
+    other.load_state_dict(ctl.state_dict())
+    assert other.value == 0.05
+    assert isinstance(build_kl_controller("adaptive", 0.05, 0.1, 100), AdaptiveKLController)
+    with pytest.raises(HfsdkError, match="'fixed' or 'adaptive'"):
+        build_kl_controller("pid", 0.05)
