@@ -62,9 +62,12 @@ class RunConfig:
     sections: Mapping[str, Any] = attrs.field(converter=lambda s: MappingProxyType(dict(s)))
 
     def __getattr__(self, name: str) -> Any:
-        sections = self.__dict__.get("sections") if hasattr(self, "__dict__") else None
-        if sections is None:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
             sections = object.__getattribute__(self, "sections")
+        except AttributeError:  # not initialised yet (unpickling)
+            raise AttributeError(name) from None
         if name in sections:
             return sections[name]
         raise AttributeError(f"run config has no section {name!r}; sections: {list(sections)}")

@@ -1,0 +1,235 @@
+"""Run config: YAML + overrides round trip, composition by name, every class of bad input."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import attrs
+import pytest
+import yaml
+
+import hfsdk
+from hfsdk.core.algorithm import AlgorithmConfig
+from hfsdk.core.config import resolve_run_config
+from hfsdk.core.config.loader import apply_overrides, load_yaml, parse_override
+from hfsdk.core.errors import ConfigError
+from hfsdk.core.plugin_manager import HfsdkPluginManager, build_plugin_manager
+from hfsdk.core.role_config import RoleConfig, RolloutConfig
+
+
+@attrs.frozen(kw_only=True)
+class ToyAlgoConfig(AlgorithmConfig):
+    advantage_estimator: str = "plain"
+    policy_loss: str = "pg"
+    kl_estimator: str = "k1"
+    value_loss: str = "mse"
+    horizon: int = attrs.field(default=4, validator=attrs.validators.ge(1))
+
+
+@attrs.frozen(kw_only=True)
+class PlainConfig:
+    scale: float = 1.0
+
+
+@attrs.frozen(kw_only=True)
+class WhitenedConfig:
+    eps: float = attrs.field(default=1e-6, validator=attrs.validators.gt(0.0))
+
+
+@attrs.frozen(kw_only=True)
+class Optim:
+    lr: float = attrs.field(default=1e-5, validator=attrs.validators.gt(0.0))
+    betas: tuple[float, float] = (0.9, 0.999)
+
+
+@attrs.frozen(kw_only=True)
+class ToyRole(RoleConfig):
+    backend: str = "toy"
+    optim: Optim = attrs.field(factory=Optim)
+    micro_batch_size: int = 2
+
+
+@attrs.frozen(kw_only=True)
+class ToyRollout(RolloutConfig):
+    backend: str = "toygen"
+    temperature: float = 1.0
+
+
+class ToyAlgo:
+    """A toy algorithm."""
+
+
+class ToyPlugin:
+    @staticmethod
+    @hfsdk.hookimpl
+    def hfsdk_register_algorithms(register):  # type: ignore[no-untyped-def]
+        register("toy", ToyAlgo, config_cls=ToyAlgoConfig, roles=("actor", "critic", "reward"))
+
+    @staticmethod
+    @hfsdk.hookimpl
+    def hfsdk_register_advantage_estimators(register):  # type: ignore[no-untyped-def]
+        register("plain", len, config_cls=PlainConfig)
+        register("whitened", len, config_cls=WhitenedConfig)
+
+    @staticmethod
+    @hfsdk.hookimpl
+    def hfsdk_register_policy_losses(register):  # type: ignore[no-untyped-def]
+        register("pg", len)
+
+    @staticmethod
+    @hfsdk.hookimpl
+    def hfsdk_register_value_losses(register):  # type: ignore[no-untyped-def]
+        register("mse", len)
+
+    @staticmethod
+    @hfsdk.hookimpl
+    def hfsdk_register_training_backends(register):  # type: ignore[no-untyped-def]
+        register("toy", object, config_cls=ToyRole)
+
+    @staticmethod
+    @hfsdk.hookimpl
+    def hfsdk_register_rollout_backends(register):  # type: ignore[no-untyped-def]
+        register("toygen", object, config_cls=ToyRollout)
+
+
+@pytest.fixture
+def pm() -> HfsdkPluginManager:
+    return build_plugin_manager([("toy", ToyPlugin)], load_entry_points=False)
+
+
+def _resolve(pm: HfsdkPluginManager, *overrides: str, data: dict | None = None):
+    base = {
+        "actor": {"backend": "toy"},
+        "critic": {"backend": "toy"},
+        "rollout": {"backend": "toygen"},
+    }
+    return resolve_run_config("toy", apply_overrides({**base, **(data or {})}, overrides), pm=pm)
+
+
+def test_defaults_and_overrides_compose_by_name(pm: HfsdkPluginManager) -> None:
+    cfg = _resolve(pm, "actor.optim.lr=1e-6", "algorithm.horizon=8", "rollout.temperature=0.5")
+    assert cfg.actor.optim.lr == pytest.approx(1e-6)
+    assert cfg.algorithm.horizon == 8
+    assert cfg.rollout.temperature == 0.5
+    assert isinstance(cfg.advantage, PlainConfig)
+    assert cfg.critic.optim.lr == pytest.approx(1e-5)
+    assert cfg.trainer.total_steps >= 1 and cfg.placement.pool_of("actor") == "global"
+
+
+def test_selecting_another_estimator_switches_its_section_class(pm: HfsdkPluginManager) -> None:
+    cfg = _resolve(pm, "algorithm.advantage_estimator=whitened", "advantage.eps=0.5")
+    assert cfg.advantage == WhitenedConfig(eps=0.5)
+    with pytest.raises(ConfigError, match=r"unknown config key 'advantage.scale'"):
+        _resolve(pm, "algorithm.advantage_estimator=whitened", "advantage.scale=2")
+
+
+def test_yaml_round_trip(tmp_path: Path, pm: HfsdkPluginManager) -> None:
+    cfg = _resolve(pm, "actor.optim.lr=3e-4", "reward.functions=[{name: exact, weight: 0.5}]")
+    path = tmp_path / "run.yaml"
+    path.write_text(cfg.to_yaml())
+    again = resolve_run_config(None, load_yaml(path), pm=pm)
+    assert again == cfg
+    assert again.reward.functions[0].name == "exact"
+    assert again.reward.functions[0].weight == 0.5
+    assert yaml.safe_load(path.read_text())["algo"] == "toy"
+
+
+def test_run_config_pickles(pm: HfsdkPluginManager) -> None:
+    cfg = _resolve(pm, "actor.micro_batch_size=3")
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "actor.optim.lrr=1",
+            "unknown config key 'actor.optim.lrr'; did you mean 'actor.optim.lr'?",
+        ),
+        ("actor.optim.lr=-1", "bad value for config key 'actor.optim.lr': must be > 0.0"),
+        ("actor.micro_batch_size=1.5", "'actor.micro_batch_size': expected an integer, got 1.5"),
+        ("actor.micro_batch_size=[1]", "'actor.micro_batch_size': expected an integer"),
+        ("algorithm.kl_controller=pid", "bad value 'pid' for config key 'algorithm.kl_controller'"),
+        (
+            "algorithm.policy_loss=pgg",
+            "unknown policy loss 'pgg'; available: pg, reinforce; did you mean 'pg'?",
+        ),
+        ("actor.backend=toyy", "config key 'actor.backend': unknown training backend 'toyy'"),
+        (
+            "actr.optim.lr=1",
+            "unknown config section 'actr' for algorithm 'toy'; did you mean 'actor'",
+        ),
+        ("trainer.loggers=[console, slack]", "unknown logger 'slack'"),
+        ("placement.roles.actor=gpu", "maps 'actor' to pool 'gpu', which is not defined"),
+        ("placement.roles.judge=global", "placement.roles names 'judge', which is not a role"),
+        ("reward.functions=[{weight: 1}]", "reward.functions[0]"),
+        ("actor.optim.betas=[0.9, x]", "actor.optim.betas[1]"),
+        ("algorithm=3", "config section 'algorithm' must be a mapping"),
+    ],
+)
+def test_bad_input_names_key_value_and_allowed(
+    pm: HfsdkPluginManager, override: str, message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        _resolve(pm, override)
+    assert message in str(info.value)
+
+
+def test_all_problems_are_reported_together(pm: HfsdkPluginManager) -> None:
+    with pytest.raises(ConfigError) as info:
+        _resolve(pm, "actor.optim.lr=-1", "critic.micro_batch_size=x")
+    assert "actor.optim.lr" in str(info.value) and "critic.micro_batch_size" in str(info.value)
+
+
+def test_unknown_algorithm_lists_available(pm: HfsdkPluginManager) -> None:
+    with pytest.raises(ConfigError, match=r"unknown algorithm 'tyo'; available: toy; did you"):
+        resolve_run_config("tyo", {}, pm=pm)
+    with pytest.raises(ConfigError, match="no algorithm given; pass --algo NAME"):
+        resolve_run_config(None, {}, pm=pm)
+
+
+def test_validate_config_hook_can_veto(pm: HfsdkPluginManager) -> None:
+    class Veto:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_validate_config(config):  # type: ignore[no-untyped-def]
+            if config.actor.micro_batch_size > 2:
+                return ["actor.micro_batch_size must be at most 2 for the toy backend"]
+            return None
+
+    pm.pm.register(Veto, name="veto")
+    _resolve(pm)
+    with pytest.raises(ConfigError, match="at most 2 for the toy backend"):
+        _resolve(pm, "actor.micro_batch_size=4")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("no_equals", "not of the form key.sub=value"),
+        ("a..b=1", "not of the form"),
+        ("a=[unclosed", "is not valid YAML"),
+    ],
+)
+def test_bad_override_syntax(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_override(text)
+
+
+def test_override_through_a_value_is_an_error() -> None:
+    with pytest.raises(ConfigError, match="'a.b' is a value"):
+        apply_overrides({"a": {"b": 1}}, ["a.b.c=2"])
+
+
+def test_yaml_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_yaml(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\n")
+    with pytest.raises(ConfigError, match="is not valid YAML"):
+        load_yaml(bad)
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("3\n")
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_yaml(scalar)

@@ -1,0 +1,161 @@
+"""Plugin discovery through real entry points, load/disable lists, broken plugins, tracing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import hfsdk
+from hfsdk.core.plugin_manager import build_plugin_manager
+
+from ..conftest import make_distribution, run_python
+
+GOOD = """
+import hfsdk
+
+def shout(prompts, responses, **columns):
+    '''Reward 1 for responses in capitals.'''
+    return [float(r.isupper()) for r in responses]
+
+@hfsdk.hookimpl
+def hfsdk_register_reward_functions(register):
+    register("shout", shout)
+"""
+
+BROKEN = """
+raise RuntimeError("this plugin is broken on purpose")
+"""
+
+REPORT = """
+import json, sys
+import hfsdk
+from hfsdk.core.plugin_manager import get_plugin_manager
+infos = {p.name: p.to_dict() for p in get_plugin_manager().plugins}
+names = sorted(hfsdk.get_registry("reward_functions"))
+print(json.dumps({"plugins": infos, "rewards": names, "torch": "torch" in sys.modules}))
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    make_distribution(tmp_path, "hfsdk-test-good", "goodplug", "hfsdk_test_good", GOOD)
+    make_distribution(tmp_path, "hfsdk-test-broken", "brokenplug", "hfsdk_test_broken", BROKEN)
+    return tmp_path
+
+
+def _report(site: Path, **env: str) -> dict:
+    result = run_python(REPORT, path=site, env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_entry_points_are_discovered_and_a_broken_plugin_is_reported(site: Path) -> None:
+    report = _report(site)
+    good = report["plugins"]["goodplug"]
+    assert good["status"] == "loaded"
+    assert good["distribution"] == "hfsdk-test-good" and good["version"] == "0.1.0"
+    assert good["hooks"] == ["hfsdk_register_reward_functions"]
+    broken = report["plugins"]["brokenplug"]
+    assert broken["status"] == "failed"
+    assert broken["distribution"] == "hfsdk-test-broken"
+    assert "RuntimeError: this plugin is broken on purpose" in broken["error"]
+    assert "shout" in report["rewards"]
+    # the repo's own plugins still load next to the broken one
+    assert report["plugins"]["ppo"]["status"] == "loaded"
+
+
+def test_disable_list_blocks_plugins(site: Path) -> None:
+    report = _report(site, HFSDK_DISABLE_PLUGINS="goodplug,brokenplug")
+    assert report["plugins"]["goodplug"]["status"] == "disabled"
+    assert report["plugins"]["brokenplug"]["status"] == "disabled"
+    assert "shout" not in report["rewards"]
+
+
+def test_load_list_loads_only_those(site: Path) -> None:
+    report = _report(site, HFSDK_LOAD_PLUGINS="goodplug")
+    assert report["plugins"]["goodplug"]["status"] == "loaded"
+    assert report["plugins"]["ppo"]["status"] == "disabled"
+    assert report["plugins"]["hfsdk"]["status"] == "loaded"  # built-ins always load
+    assert report["rewards"] == ["shout"] or "shout" in report["rewards"]
+
+
+def test_trace_prints_hook_calls(site: Path) -> None:
+    result = run_python(REPORT, path=site, env={"HFSDK_TRACE_PLUGINS": "1"})
+    assert result.returncode == 0, result.stderr
+    assert "hfsdk_register_reward_functions -> plugin 'goodplug'" in result.stderr
+
+
+def test_listing_plugins_does_not_import_torch(site: Path) -> None:
+    code = """
+    import json, sys
+    from hfsdk.core.plugin_manager import get_plugin_manager
+    get_plugin_manager()
+    print(json.dumps("torch" in sys.modules or "ray" in sys.modules))
+    """
+    result = run_python(code, path=site)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip()) is False
+
+
+def test_registration_hook_that_raises_drops_only_that_plugin() -> None:
+    class Bad:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("half_done", len)
+            raise RuntimeError("boom")
+
+    class Good:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("fine", len)
+
+    pm = build_plugin_manager([("bad", Bad), ("good", Good)], load_entry_points=False)
+    registry = pm.registry("reward_functions")
+    assert "fine" in registry and "half_done" not in registry
+    info = pm.plugin_info("bad")
+    assert info is not None and info.status == "failed" and "boom" in (info.error or "")
+
+
+def test_unknown_hook_name_marks_plugin_failed() -> None:
+    class Typo:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_function(register):  # type: ignore[no-untyped-def]
+            pass
+
+    pm = build_plugin_manager([("typo", Typo)], load_entry_points=False)
+    info = pm.plugin_info("typo")
+    assert info is not None and info.status == "failed"
+    assert "hfsdk_register_reward_function" in (info.error or "")
+
+
+def test_addhooks_lets_a_plugin_add_hook_specs() -> None:
+    import pluggy
+
+    spec = pluggy.HookspecMarker("hfsdk")
+
+    class Specs:
+        @staticmethod
+        @spec
+        def hfsdk_custom_hook(value: int) -> int:  # type: ignore[empty-body]
+            """A hook a plugin adds."""
+
+    class Adder:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_addhooks(pluginmanager):  # type: ignore[no-untyped-def]
+            pluginmanager.add_hookspecs(Specs)
+
+    class User:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_custom_hook(value):  # type: ignore[no-untyped-def]
+            return value * 2
+
+    pm = build_plugin_manager([("adder", Adder), ("user", User)], load_entry_points=False)
+    assert pm.hook.hfsdk_custom_hook(value=21) == [42]
+    assert pm.plugin_info("user").status == "loaded"  # type: ignore[union-attr]

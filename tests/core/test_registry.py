@@ -1,0 +1,112 @@
+"""Registries: register, look up, duplicates, unknown names, every kind."""
+
+from __future__ import annotations
+
+import attrs
+import pytest
+
+import hfsdk
+from hfsdk.core.errors import DuplicateNameError, HfsdkError, UnknownNameError
+from hfsdk.core.plugin_manager import build_plugin_manager
+from hfsdk.core.registry import REGISTRY_HOOKS, Registry, normalize_kind
+
+
+@attrs.frozen(kw_only=True)
+class _Cfg:
+    alpha: float = 1.0
+
+
+def _thing() -> None:
+    """A test implementation.
+
+    More text.
+    """
+
+
+def _plugin_for(hook: str, name: str) -> object:
+    class Plugin:
+        pass
+
+    def impl(register):  # type: ignore[no-untyped-def]
+        register(name, _thing, config_cls=_Cfg, color="blue")
+
+    impl.__name__ = hook
+    setattr(Plugin, hook, staticmethod(hfsdk.hookimpl(impl)))
+    return Plugin
+
+
+@pytest.mark.parametrize("kind", sorted(REGISTRY_HOOKS))
+def test_every_kind_registers_and_looks_up(kind: str) -> None:
+    plugin = _plugin_for(REGISTRY_HOOKS[kind], "my_entry")
+    pm = build_plugin_manager([("mine", plugin)], load_entry_points=False)
+    registry = pm.registry(kind)
+    entry = registry["my_entry"]
+    assert entry.impl is _thing
+    assert entry.config_cls is _Cfg
+    assert entry.plugin == "mine"
+    assert entry.summary == "A test implementation."
+    assert entry.extra == {"color": "blue"}
+    assert entry.make_config(alpha=2.0) == _Cfg(alpha=2.0)
+
+
+@pytest.mark.parametrize("kind", sorted(REGISTRY_HOOKS))
+def test_every_kind_rejects_duplicates_naming_both_plugins(kind: str) -> None:
+    hook = REGISTRY_HOOKS[kind]
+    pm = build_plugin_manager(
+        [("first", _plugin_for(hook, "same")), ("second", _plugin_for(hook, "same"))],
+        load_entry_points=False,
+    )
+    with pytest.raises(DuplicateNameError) as info:
+        pm.registry(kind)
+    assert "'first'" in str(info.value) and "'second'" in str(info.value)
+    assert "'same'" in str(info.value)
+
+
+@pytest.mark.parametrize("kind", sorted(REGISTRY_HOOKS))
+def test_every_kind_unknown_name_lists_names_and_suggests(kind: str) -> None:
+    pm = build_plugin_manager(
+        [("mine", _plugin_for(REGISTRY_HOOKS[kind], "token_mean"))], load_entry_points=False
+    )
+    with pytest.raises(UnknownNameError) as info:
+        pm.registry(kind)["token_maen"]
+    message = str(info.value)
+    assert "'token_maen'" in message
+    assert "available: " in message and "token_mean" in message
+    assert "did you mean 'token_mean'?" in message
+
+
+def test_registry_is_read_only_mapping() -> None:
+    registry = Registry("algorithms")
+    registry._add("x", _thing, plugin="p")
+    assert list(registry) == ["x"] and len(registry) == 1 and "x" in registry
+    with pytest.raises(TypeError):
+        registry["y"] = registry["x"]  # type: ignore[index]
+    assert registry.get("missing", None) is None
+    with pytest.raises(UnknownNameError):
+        registry.get("missing")
+
+
+def test_bad_names_and_config_classes_are_rejected() -> None:
+    registry = Registry("policy_losses")
+    with pytest.raises(HfsdkError, match="expected a name"):
+        registry._add("9 bad name", _thing, plugin="p")
+
+    class NotAttrs:
+        pass
+
+    with pytest.raises(HfsdkError, match="expected an attrs class"):
+        registry._add("ok", _thing, plugin="p", config_cls=NotAttrs)
+
+
+def test_kind_names_accept_dashes_and_reject_unknown() -> None:
+    assert normalize_kind("advantage-estimators") == "advantage_estimators"
+    with pytest.raises(UnknownNameError, match="did you mean 'algorithms'"):
+        normalize_kind("algorithm")
+
+
+def test_public_get_registry_sees_installed_plugins() -> None:
+    algorithms = hfsdk.get_registry("algorithms")
+    assert {"ppo", "grpo", "remax", "safe_rlhf"} <= set(algorithms)
+    assert algorithms["grpo"].plugin == "grpo"
+    assert "actor" in algorithms["ppo"].extra["roles"]
+    assert {"fsdp", "megatron"} <= set(hfsdk.get_registry("training-backends"))
