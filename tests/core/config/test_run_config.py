@@ -218,7 +218,7 @@ def test_bad_override_syntax(text: str, message: str) -> None:
 
 
 def test_override_through_a_value_is_an_error() -> None:
-    with pytest.raises(ConfigError, match="'a.b' is a value"):
+    with pytest.raises(ConfigError, match=r"'a\.b' is a value"):
         apply_overrides({"a": {"b": 1}}, ["a.b.c=2"])
 
 
