@@ -1,0 +1,119 @@
+"""The hfsdk command: version, plugins, list, config show, run validation, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hfsdk
+from hfsdk.core.cli.main import main
+
+
+def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(info.value.code or 0), out, err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _hfsdk(capsys, "--version")
+    assert code == 0 and hfsdk.__version__ in out
+
+
+def test_plugins_json_lists_repo_plugins(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _hfsdk(capsys, "plugins", "--json")
+    assert code == 0
+    infos = {p["name"]: p for p in json.loads(out)}
+    assert infos["grpo"]["distribution"] == "hfsdk-plugin-grpo"
+    assert infos["grpo"]["status"] == "loaded"
+    assert "hfsdk_register_algorithms" in infos["grpo"]["hooks"]
+    assert "hfsdk_register_training_backends" in infos["backend_fsdp"]["hooks"]
+
+
+def test_plugins_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _hfsdk(capsys, "plugins")
+    assert code == 0
+    assert "ppo  [loaded]  hfsdk-plugin-ppo 0.1.0" in out
+
+
+def test_list_kinds(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _hfsdk(capsys, "list", "algorithms")
+    assert code == 0
+    line = next(line for line in out.splitlines() if line.startswith("grpo"))
+    assert "[grpo]" in line and "GRPO" in line
+    code, out, _ = _hfsdk(capsys, "list", "training-backends")
+    assert code == 0 and "fsdp" in out and "megatron" in out
+
+
+def test_list_unknown_kind_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = _hfsdk(capsys, "list", "algoritms")
+    assert code == 2
+    assert err.strip().count("\n") == 0
+    assert "did you mean 'algorithms'" in err and "Traceback" not in err
+
+
+def test_run_unknown_algorithm_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = _hfsdk(capsys, "run", "--algo", "nope")
+    assert code == 2
+    assert err.strip() == (
+        "Error: config key 'algo': unknown algorithm 'nope'; "
+        "available: grpo, ppo, remax, safe_rlhf"
+    )
+
+
+def test_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _hfsdk(capsys, "--debug", "run", "--algo", "nope")
+    assert code == 2 and "Traceback (most recent call last)" in err
+
+
+def test_config_show_applies_file_and_overrides(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import yaml
+
+    path = tmp_path / "my.yaml"
+    path.write_text("trainer:\n  total_steps: 7\nactor:\n  optim:\n    lr: 0.001\n")
+    code, out, err = _hfsdk(
+        capsys, "config", "show", "--algo", "grpo", "--config", str(path), "actor.optim.lr=1e-6"
+    )
+    assert code == 0, err
+    shown = yaml.safe_load(out)
+    assert shown["algo"] == "grpo"
+    assert shown["trainer"]["total_steps"] == 7
+    assert shown["actor"]["optim"]["lr"] == pytest.approx(1e-6)
+    assert shown["algorithm"]["advantage_estimator"] == "grpo"
+
+
+def test_config_show_bad_key(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _hfsdk(capsys, "config", "show", "--algo", "ppo", "actor.optim.lrr=1")
+    assert code == 2
+    assert "unknown config key 'actor.optim.lrr'; did you mean 'actor.optim.lr'?" in err
+
+
+def test_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = _hfsdk(capsys, "config", "show", "--algo", "ppo", "--config", "nope.yaml")
+    assert code == 2 and "'nope.yaml' does not exist" in err
+
+
+@pytest.mark.parametrize("args", [["--help"], ["plugins"]])
+def test_help_and_plugins_do_not_import_torch_or_ray(args: list[str]) -> None:
+    code = (
+        "import sys\n"
+        "from hfsdk.core.cli.main import main\n"
+        "try:\n"
+        f"    main({args!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = sorted(m for m in ('torch', 'ray', 'transformers') if m in sys.modules)\n"
+        "print('HEAVY', heavy)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "HEAVY []"
