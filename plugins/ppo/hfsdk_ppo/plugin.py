@@ -13,3 +13,27 @@ def hfsdk_register_algorithms(register: Register) -> None:
     from hfsdk_ppo.ppo_config import PPOConfig
 
     register("ppo", PPOAlgorithm, config_cls=PPOConfig, roles=PPOAlgorithm.roles)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_advantage_estimators(register: Register) -> None:
+    """Register ``gae``."""
+    from hfsdk_ppo.advantages import GAEConfig, compute_gae
+
+    register("gae", compute_gae, config_cls=GAEConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_policy_losses(register: Register) -> None:
+    """Register ``ppo_clip`` (asymmetric clip ratios, dual clip)."""
+    from hfsdk_ppo.losses import PPOClipConfig, ppo_clip_loss
+
+    register("ppo_clip", ppo_clip_loss, config_cls=PPOClipConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_value_losses(register: Register) -> None:
+    """Register the ``clipped`` value loss."""
+    from hfsdk_ppo.losses import ClippedValueLossConfig, clipped_value_loss
+
+    register("clipped", clipped_value_loss, config_cls=ClippedValueLossConfig)
