@@ -13,3 +13,30 @@ def hfsdk_register_algorithms(register: Register) -> None:
     from hfsdk_grpo.grpo_config import GRPOConfig
 
     register("grpo", GRPOAlgorithm, config_cls=GRPOConfig, roles=GRPOAlgorithm.roles)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_advantage_estimators(register: Register) -> None:
+    """Register ``grpo``, ``rloo``, ``reinforce_plus_plus``, ``reinforce_plus_plus_baseline``."""
+    from hfsdk_grpo import advantages as adv
+
+    register("grpo", adv.compute_grpo_advantages, config_cls=adv.GRPOAdvantageConfig)
+    register("rloo", adv.compute_rloo_advantages, config_cls=adv.RLOOConfig)
+    register(
+        "reinforce_plus_plus",
+        adv.compute_reinforce_plus_plus,
+        config_cls=adv.ReinforcePlusPlusConfig,
+    )
+    register(
+        "reinforce_plus_plus_baseline",
+        adv.compute_reinforce_plus_plus_baseline,
+        config_cls=adv.ReinforcePlusPlusBaselineConfig,
+    )
+
+
+@hfsdk.hookimpl
+def hfsdk_register_policy_losses(register: Register) -> None:
+    """Register ``gspo`` (sequence-level importance ratio)."""
+    from hfsdk_grpo.losses import GSPOConfig, gspo_loss
+
+    register("gspo", gspo_loss, config_cls=GSPOConfig)
