@@ -13,3 +13,11 @@ def hfsdk_register_algorithms(register: Register) -> None:
     from hfsdk_remax.remax_config import ReMaxConfig
 
     register("remax", ReMaxAlgorithm, config_cls=ReMaxConfig, roles=ReMaxAlgorithm.roles)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_advantage_estimators(register: Register) -> None:
+    """Register ``remax`` (greedy-baseline advantages)."""
+    from hfsdk_remax.advantages import ReMaxAdvantageConfig, compute_remax_advantages
+
+    register("remax", compute_remax_advantages, config_cls=ReMaxAdvantageConfig)
