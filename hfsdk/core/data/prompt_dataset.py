@@ -1,0 +1,172 @@
+"""Prompt datasets: parquet, jsonl or a saved ``datasets`` directory -> batches of prompts."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.data.data_config import DataConfig
+from hfsdk.core.errors import HfsdkError
+
+logger = logging.getLogger(__name__)
+
+_FORMATS = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
+
+
+def load_prompt_dataset(files: Sequence[str], prompt_key: str) -> Any:
+    """Load and concatenate ``files`` into one ``datasets.Dataset``.
+
+    Each entry is a ``.parquet``, ``.jsonl``/``.json`` file or a directory saved with
+    ``Dataset.save_to_disk``. A missing file, an unknown format, a missing prompt
+    column or an empty result is an :class:`HfsdkError`.
+    """
+    import datasets
+
+    if not files:
+        raise HfsdkError("no dataset files given; set data.train_files to parquet/jsonl files")
+    parts = []
+    for name in files:
+        path = Path(name)
+        if path.is_dir():
+            try:
+                loaded = datasets.load_from_disk(str(path))
+            except Exception as exc:
+                raise HfsdkError(
+                    f"dataset directory {name!r} could not be loaded ({exc}); expected a "
+                    "directory written by Dataset.save_to_disk"
+                ) from exc
+            if isinstance(loaded, datasets.DatasetDict):
+                loaded = loaded["train"] if "train" in loaded else next(iter(loaded.values()))
+            parts.append(loaded)
+            continue
+        if not path.is_file():
+            raise HfsdkError(f"dataset file {name!r} does not exist; check data.train_files")
+        fmt = _FORMATS.get(path.suffix.lower())
+        if fmt is None:
+            raise HfsdkError(
+                f"dataset file {name!r} has an unknown format; expected .parquet, .jsonl, "
+                ".json or a saved dataset directory"
+            )
+        try:
+            parts.append(datasets.load_dataset(fmt, data_files=str(path), split="train"))
+        except ValueError as exc:
+            if "no data" in str(exc):
+                raise HfsdkError(f"dataset {name!r} is empty; it needs at least one prompt") from exc
+            raise HfsdkError(f"dataset file {name!r} could not be read: {exc}") from exc
+    dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    if prompt_key not in dataset.column_names:
+        raise HfsdkError(
+            f"dataset {list(files)} has no column {prompt_key!r} (columns: "
+            f"{dataset.column_names}); set data.prompt_key to the prompt column"
+        )
+    if len(dataset) == 0:
+        raise HfsdkError(f"dataset {list(files)} is empty; it needs at least one prompt")
+    return dataset
+
+
+class PromptLoader:
+    """Tokenises a prompt dataset once and yields :class:`Batch` es of prompts forever.
+
+    Prompts are left-padded (generation appends on the right). Each epoch is a
+    fresh permutation from ``seed + epoch``, so the position ``(epoch, index)``
+    is all a checkpoint needs to resume exactly.
+    """
+
+    def __init__(self, dataset: Any, tokenizer: Any, config: DataConfig, *, seed: int) -> None:
+        self.config = config
+        self.seed = seed
+        self.pad_token_id = tokenizer.pad_token_id
+        if self.pad_token_id is None:
+            raise HfsdkError("the tokenizer has no pad token; set one before training")
+        use_template = config.apply_chat_template
+        if use_template is None:
+            use_template = bool(getattr(tokenizer, "chat_template", None))
+        self.rows: list[dict[str, Any]] = []
+        self.token_ids: list[list[int]] = []
+        dropped = 0
+        for index, row in enumerate(dataset):
+            prompt = row[config.prompt_key]
+            if use_template:
+                text = tokenizer.apply_chat_template(
+                    [{"role": "user", "content": prompt}],
+                    tokenize=False,
+                    add_generation_prompt=True,
+                )
+            else:
+                text = prompt
+            ids = tokenizer(text, add_special_tokens=not use_template)["input_ids"]
+            if len(ids) > config.max_prompt_length:
+                dropped += 1
+                continue
+            self.rows.append({**row, "uid": index, "raw_prompt": prompt})
+            self.token_ids.append(list(ids))
+        if dropped:
+            logger.warning(
+                "dropped %d of %d prompts longer than data.max_prompt_length=%d tokens",
+                dropped,
+                dropped + len(self.rows),
+                config.max_prompt_length,
+            )
+        self.dropped = dropped
+        if not self.rows:
+            raise HfsdkError(
+                f"every prompt is longer than data.max_prompt_length={config.max_prompt_length} "
+                "tokens; raise the limit"
+            )
+        self.epoch = 0
+        self.index = 0
+        self._order = self._permutation(0)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def _permutation(self, epoch: int) -> list[int]:
+        if not self.config.shuffle:
+            return list(range(len(self.rows)))
+        generator = torch.Generator().manual_seed(self.seed + epoch)
+        return torch.randperm(len(self.rows), generator=generator).tolist()
+
+    def next_batch(self) -> Batch:
+        """The next ``data.batch_size`` prompts (wrapping into the next epoch)."""
+        picked: list[int] = []
+        while len(picked) < self.config.batch_size:
+            if self.index >= len(self._order):
+                self.epoch += 1
+                self.index = 0
+                self._order = self._permutation(self.epoch)
+            picked.append(self._order[self.index])
+            self.index += 1
+        return self.collate(picked)
+
+    def collate(self, indices: Sequence[int]) -> Batch:
+        """Left-padded ``input_ids``/``attention_mask`` plus every dataset column."""
+        width = max(len(self.token_ids[i]) for i in indices)
+        input_ids = torch.full((len(indices), width), self.pad_token_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(indices), width), dtype=torch.long)
+        for row, i in enumerate(indices):
+            ids = self.token_ids[i]
+            input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+            attention_mask[row, width - len(ids) :] = 1
+        columns: dict[str, list[Any]] = {}
+        for i in indices:
+            for key, value in self.rows[i].items():
+                columns.setdefault(key, []).append(value)
+        return Batch.from_dict(
+            tensors={"input_ids": input_ids, "attention_mask": attention_mask},
+            non_tensors=columns,
+        )
+
+    def state_dict(self) -> dict[str, int]:
+        """Position in the data stream, for exact resumption."""
+        return {"epoch": self.epoch, "index": self.index}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue from a saved position."""
+        self.epoch = int(state["epoch"])
+        self.index = int(state["index"])
+        self._order = self._permutation(self.epoch)

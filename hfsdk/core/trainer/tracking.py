@@ -1,0 +1,111 @@
+"""Metrics: one JSON line per step, a console progress bar, tensorboard/wandb on request."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+METRICS_FILE = "metrics.jsonl"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None if math.isnan(value) else (1e308 if value > 0 else -1e308)
+    return value
+
+
+class Tracker:
+    """Writes every step's metrics to each configured sink.
+
+    ``jsonl`` appends to ``<run_dir>/metrics.jsonl`` and flushes each line, so a
+    crashed run keeps every finished step. Tensorboard and wandb are imported only
+    when listed in ``trainer.loggers`` (wandb runs offline, inside the run dir).
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        loggers: tuple[str, ...],
+        *,
+        total_steps: int,
+        start_step: int = 0,
+        quiet: bool = False,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self._jsonl = None
+        self._bar = None
+        self._tb = None
+        self._wandb = None
+        if "jsonl" in loggers:
+            path = run_dir / METRICS_FILE
+            _truncate_after(path, start_step)
+            self._jsonl = path.open("a")
+        if "console" in loggers and not quiet:
+            from tqdm import tqdm
+
+            self._bar = tqdm(
+                total=total_steps, initial=start_step, desc="hfsdk", unit="step", file=sys.stderr
+            )
+        if "tensorboard" in loggers:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+        if "wandb" in loggers:
+            import wandb
+
+            self._wandb = wandb.init(
+                mode="offline", dir=str(run_dir), config=config or {}, name=run_dir.name
+            )
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        """Record ``metrics`` of ``step`` everywhere."""
+        record = {"step": step, **{k: _jsonable(v) for k, v in sorted(metrics.items())}}
+        if self._jsonl is not None:
+            self._jsonl.write(json.dumps(record) + "\n")
+            self._jsonl.flush()
+        if self._bar is not None:
+            postfix = {}
+            if "reward/mean" in metrics:
+                postfix["reward"] = f"{metrics['reward/mean']:.3f}"
+            if "perf/throughput_tokens_per_s" in metrics:
+                postfix["tok/s"] = f"{metrics['perf/throughput_tokens_per_s']:.0f}"
+            self._bar.set_postfix(postfix, refresh=False)
+            self._bar.update(1)
+        if self._tb is not None:
+            for key, value in metrics.items():
+                self._tb.add_scalar(key, value, step)
+        if self._wandb is not None:
+            self._wandb.log(metrics, step=step)
+
+    def close(self) -> None:
+        """Flush and close every sink."""
+        if self._jsonl is not None:
+            self._jsonl.close()
+        if self._bar is not None:
+            self._bar.close()
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def read_metrics(run_dir: Path | str) -> list[dict[str, Any]]:
+    """Every step's metrics from ``metrics.jsonl`` (for tests and analysis)."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _truncate_after(path: Path, step: int) -> None:
+    """Drop lines of steps after ``step`` (written after the checkpoint we resume from)."""
+    if not path.exists():
+        return
+    kept = [r for r in read_metrics(path.parent) if int(r["step"]) <= step]
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    tmp.replace(path)

@@ -1,0 +1,35 @@
+"""Metrics sinks: JSON lines per step, truncation on resume."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from hfsdk.core.trainer.tracking import Tracker, read_metrics
+
+
+def test_jsonl_lines_and_resume_truncation(tmp_path: Path) -> None:
+    tracker = Tracker(tmp_path, ("jsonl",), total_steps=4)
+    for step in (1, 2, 3):
+        tracker.log(step, {"reward/mean": step / 10, "actor/kl": math.nan})
+    tracker.close()
+    rows = read_metrics(tmp_path)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert rows[1]["reward/mean"] == 0.2 and rows[0]["actor/kl"] is None
+
+    # resuming from the step-2 checkpoint drops step 3, which will be redone
+    tracker = Tracker(tmp_path, ("jsonl",), total_steps=4, start_step=2)
+    tracker.log(3, {"reward/mean": 0.9})
+    tracker.close()
+    assert [(r["step"], r["reward/mean"]) for r in read_metrics(tmp_path)] == [
+        (1, 0.1),
+        (2, 0.2),
+        (3, 0.9),
+    ]
+
+
+def test_console_only_writes_no_file(tmp_path: Path) -> None:
+    tracker = Tracker(tmp_path, ("console",), total_steps=1, quiet=True)
+    tracker.log(1, {"reward/mean": 1.0})
+    tracker.close()
+    assert not (tmp_path / "metrics.jsonl").exists()
