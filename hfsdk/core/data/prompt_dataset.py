@@ -56,7 +56,7 @@ def load_prompt_dataset(files: Sequence[str], prompt_key: str) -> Any:
             parts.append(datasets.load_dataset(fmt, data_files=str(path), split="train"))
         except ValueError as exc:
             if "no data" in str(exc):
-                raise HfsdkError(f"dataset {name!r} is empty; it needs at least one prompt") from exc
+                raise HfsdkError(f"dataset {name!r} is empty; add at least one prompt") from exc
             raise HfsdkError(f"dataset file {name!r} could not be read: {exc}") from exc
     dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     if prompt_key not in dataset.column_names:
