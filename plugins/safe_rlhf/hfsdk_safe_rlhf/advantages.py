@@ -1,0 +1,130 @@
+"""The ``safe_rlhf`` advantage estimator (Dai et al., 2023; PPO-Lagrangian).
+
+GAE (from the PPO plugin) runs twice, on the reward with the reward critic's
+values and on the cost with the cost critic's values, and the two advantages
+are combined with the Lagrange multiplier λ::
+
+    A = (A_r − λ · A_c) / (1 + λ)
+
+Dividing by 1 + λ keeps the scale of A bounded as λ grows. The reward and
+cost returns train the two critics.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import torch
+from hfsdk_ppo.advantages import gae_advantages_and_returns, require_values
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_whiten
+
+
+@attrs.frozen(kw_only=True)
+class SafeRLHFAdvantageConfig:
+    """Settings of the ``safe_rlhf`` estimator (shared by the reward and the cost GAE)."""
+
+    gamma: float = attrs.field(
+        default=1.0, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    )
+    lam: float = attrs.field(
+        default=0.95, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    )
+    whiten_advantages: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class SafeRLHFAdvantages:
+    """Everything the Safe-RLHF step needs from one estimation, all (B, T), 0 where masked."""
+
+    advantages: torch.Tensor
+    returns: torch.Tensor
+    cost_returns: torch.Tensor
+    reward_advantages: torch.Tensor
+    cost_advantages: torch.Tensor
+
+
+def _multiplier(value: float | torch.Tensor | None) -> float:
+    if value is None:
+        raise HfsdkError(
+            "advantage estimator 'safe_rlhf' needs lagrange_multiplier (λ ≥ 0), the current "
+            "value of the Safe-RLHF multiplier (LagrangeMultiplier.value)"
+        )
+    value = float(value)
+    if not (math.isfinite(value) and value >= 0):
+        raise HfsdkError(f"lagrange_multiplier={value!r}; expected a finite number ≥ 0")
+    return value
+
+
+def compute_safe_rlhf_terms(
+    *,
+    token_level_rewards: torch.Tensor,
+    token_level_costs: torch.Tensor | None,
+    values: torch.Tensor | None,
+    cost_values: torch.Tensor | None,
+    response_mask: torch.Tensor,
+    lagrange_multiplier: float | torch.Tensor | None,
+    config: SafeRLHFAdvantageConfig | None = None,
+) -> SafeRLHFAdvantages:
+    """Reward and cost GAE and their λ-combination; see the module docstring."""
+    config = config or SafeRLHFAdvantageConfig()
+    values = require_values("safe_rlhf", values)
+    if token_level_costs is None or cost_values is None:
+        raise HfsdkError(
+            "advantage estimator 'safe_rlhf' needs token_level_costs and cost_values (B, T) "
+            "from the cost model and the cost critic"
+        )
+    check_token_tensors(
+        response_mask,
+        token_level_rewards=token_level_rewards,
+        values=values,
+        token_level_costs=token_level_costs,
+        cost_values=cost_values,
+    )
+    lam = _multiplier(lagrange_multiplier)
+    with torch.no_grad():
+        reward_adv, returns = gae_advantages_and_returns(
+            token_level_rewards, values, response_mask, config.gamma, config.lam
+        )
+        cost_adv, cost_returns = gae_advantages_and_returns(
+            token_level_costs, cost_values, response_mask, config.gamma, config.lam
+        )
+        advantages = masked_fill_zero((reward_adv - lam * cost_adv) / (1.0 + lam), response_mask)
+        if config.whiten_advantages:
+            advantages = masked_whiten(advantages, response_mask)
+    return SafeRLHFAdvantages(
+        advantages=advantages,
+        returns=returns,
+        cost_returns=cost_returns,
+        reward_advantages=reward_adv,
+        cost_advantages=cost_adv,
+    )
+
+
+def compute_safe_rlhf_advantages(
+    *,
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    values: torch.Tensor | None = None,
+    token_level_costs: torch.Tensor | None = None,
+    cost_values: torch.Tensor | None = None,
+    lagrange_multiplier: float | torch.Tensor | None = None,
+    config: SafeRLHFAdvantageConfig | None = None,
+    **unused: object,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Combined advantages and the *reward* returns (registry convention).
+
+    The cost returns (for the cost critic) come from :func:`compute_safe_rlhf_terms`.
+    """
+    terms = compute_safe_rlhf_terms(
+        token_level_rewards=token_level_rewards,
+        token_level_costs=token_level_costs,
+        values=values,
+        cost_values=cost_values,
+        response_mask=response_mask,
+        lagrange_multiplier=lagrange_multiplier,
+        config=config,
+    )
+    return terms.advantages, terms.returns

@@ -1,0 +1,63 @@
+"""The Lagrange multiplier: update rule by hand, window, delay, cap, checkpoint."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hfsdk_safe_rlhf.lagrange import LagrangeConfig, LagrangeMultiplier
+from hfsdk_safe_rlhf.safe_rlhf_config import SafeRLHFConfig
+
+from hfsdk.core.errors import HfsdkError
+
+
+def test_update_rule_and_window_by_hand() -> None:
+    mult = LagrangeMultiplier(
+        LagrangeConfig(cost_threshold=0.5, lambda_init=1.0, lambda_lr=0.1, episode_cost_window=3)
+    )
+    metrics = mult.update([1.0, 2.0])  # window mean 1.5, violation 1.0
+    log_lambda = 0.1 * 1.0 * 1.0
+    assert mult.value == pytest.approx(math.exp(log_lambda))
+    assert metrics["lagrange/mean_episode_cost"] == pytest.approx(1.5)
+    mult.update(torch.tensor([0.0, -1.0]))  # window [2, 0, -1]: 1.0 dropped, mean 1/3
+    log_lambda += 0.1 * (1 / 3 - 0.5) * math.exp(log_lambda)
+    assert mult.value == pytest.approx(math.exp(log_lambda))
+    assert mult.value < math.exp(0.1)  # constraint satisfied: λ shrinks
+
+
+def test_delay_and_cap() -> None:
+    mult = LagrangeMultiplier(
+        LagrangeConfig(lambda_init=1.0, lambda_lr=1.0, lambda_update_delay=2, lambda_max=2.0)
+    )
+    assert mult.update([5.0])["lagrange/lambda"] == 1.0
+    assert mult.update([5.0])["lagrange/lambda"] == 1.0
+    assert mult.update([5.0])["lagrange/lambda"] == pytest.approx(2.0)  # e^5 capped at 2
+
+
+def test_checkpoint_resumes_exactly() -> None:
+    config = LagrangeConfig(cost_threshold=0.2, lambda_lr=0.05, episode_cost_window=4)
+    a = LagrangeMultiplier(config)
+    for costs in ([0.5, 0.1], [0.9], [0.3, 0.3, 0.3]):
+        a.update(costs)
+    b = LagrangeMultiplier(config)
+    b.load_state_dict(a.state_dict())
+    assert a.update([0.7, 0.0]) == b.update([0.7, 0.0])
+    assert a.state_dict() == b.state_dict()
+    with pytest.raises(HfsdkError, match="lacks"):
+        b.load_state_dict({"log_lambda": 0.0})
+
+
+def test_bad_input() -> None:
+    mult = LagrangeMultiplier()
+    with pytest.raises(HfsdkError, match="non-finite values at episodes \\[1\\]"):
+        mult.update([0.0, float("nan")])
+    with pytest.raises(HfsdkError, match="empty"):
+        mult.update([])
+    with pytest.raises(HfsdkError, match="above lambda_max"):
+        LagrangeMultiplier(LagrangeConfig(lambda_init=3.0, lambda_max=2.0))
+
+
+def test_config_from_algorithm_config() -> None:
+    config = LagrangeConfig.from_config(SafeRLHFConfig(cost_threshold=0.3, lambda_lr=0.2))
+    assert (config.cost_threshold, config.lambda_lr) == (0.3, 0.2)
