@@ -7,11 +7,19 @@ the registries so any algorithm can select any of them.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
 from hfsdk.core.dataflow import Dataflow
+
+if TYPE_CHECKING:
+    import torch
+
+    from hfsdk.core.batch import Batch
 
 LOSS_AGG_MODES = (
     "token-mean",
@@ -50,19 +58,156 @@ class AlgorithmConfig:
     n_samples_per_prompt: int = attrs.field(default=1, validator=attrs.validators.ge(1))
 
 
+Scorer = Callable[["Batch"], tuple["torch.Tensor", dict[str, float]]]
+"""Scores a generated batch: one float per sample (B,) plus metrics to log."""
+
+
+@attrs.define(kw_only=True)
+class AlgorithmContext:
+    """What the trainer hands an algorithm: its config, its roles and its signals.
+
+    ``roles`` maps each model role (``actor``, ``critic``, ``reference``, ...) to
+    the worker-group handle whose methods run on that role's workers;
+    ``signals`` maps ``reward`` (and ``cost``) to a scorer.
+    """
+
+    config: Any
+    roles: Mapping[str, Any]
+    signals: Mapping[str, Scorer]
+
+
 class Algorithm:
     """Base class of an algorithm's single-controller program.
 
     Subclasses declare ``roles`` (the model roles they need) and ``dataflow``
     (what each role does per stage, read by the placement planner), and
-    implement :meth:`step`, which turns one batch of prompts into metrics by
-    calling worker groups.
+    implement :meth:`step` as a short program of worker-group calls, using the
+    building blocks below (generation, scoring, KL-in-reward, the selected
+    advantage estimator, stage timing). Nothing algorithm-specific lives in the
+    trainer loop.
     """
 
     name: ClassVar[str]
     roles: ClassVar[tuple[str, ...]]
     dataflow: ClassVar[Dataflow]
 
-    def step(self, prompts: Any) -> dict[str, float]:
-        """Run one training iteration on a batch of prompts and return metrics."""
+    def __init__(self, context: AlgorithmContext) -> None:
+        self.context = context
+        self.config = context.config
+        self.algo_config = context.config.algorithm
+        self.metrics: dict[str, float] = {}
+        from hfsdk.core.maths.kl import build_kl_controller
+
+        cfg = self.algo_config
+        self.kl_controller = build_kl_controller(
+            cfg.kl_controller, cfg.kl_coef, cfg.target_kl, cfg.kl_horizon
+        )
+
+    def role(self, name: str) -> Any:
+        """The worker-group handle of role ``name``."""
+        return self.context.roles[name]
+
+    # -- the program ---------------------------------------------------------------
+
+    def step(self, prompts: Batch) -> dict[str, float]:
+        """Run one training iteration on a batch of prompts and return its metrics."""
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    # -- building blocks -----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time a stage; recorded as ``timing/<name>_s``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            key = f"timing/{name}_s"
+            self.metrics[key] = self.metrics.get(key, 0.0) + time.perf_counter() - start
+
+    def record(self, metrics: Mapping[str, float], prefix: str = "") -> None:
+        """Add worker or maths metrics under ``prefix``."""
+        for key, value in metrics.items():
+            self.metrics[f"{prefix}{key}"] = float(value)
+
+    def generate(self, prompts: Batch, *, n: int | None = None, greedy: bool = False) -> Batch:
+        """Sample ``n`` responses per prompt with the actor (``n`` defaults to the config's)."""
+        n = self.algo_config.n_samples_per_prompt if n is None else n
+        batch = prompts.repeat(n, interleave=True) if n > 1 else prompts
+        batch.meta["greedy"] = greedy
+        return self.role("actor").generate_sequences(batch)
+
+    def score(self, batch: Batch, signal: str = "reward") -> torch.Tensor:
+        """Score each sample with ``signal`` and return token-level scores (B, R).
+
+        The score sits on the last valid response token, as a reward model's would.
+        """
+        import torch
+
+        scores, metrics = self.context.signals[signal](batch)
+        self.record(metrics, f"{signal}/")
+        mask = batch["response_mask"]
+        token_scores = torch.zeros(mask.shape, dtype=torch.float32)
+        last = (mask.sum(dim=-1).long() - 1).clamp(min=0)
+        token_scores[torch.arange(mask.shape[0]), last] = scores.to(torch.float32)
+        self.metrics[f"{signal}/mean"] = float(scores.float().mean())
+        return token_scores
+
+    def rewards_with_kl(self, batch: Batch, scores_key: str = "token_level_scores") -> torch.Tensor:
+        """Token-level rewards: scores minus ``kl_coef``·KL when KL is in the reward."""
+        if not self.algo_config.kl_in_reward:
+            return batch[scores_key]
+        from hfsdk.core.maths.kl import apply_kl_penalty
+
+        rewards, metrics = apply_kl_penalty(
+            batch[scores_key],
+            batch["old_log_probs"],
+            batch["ref_log_probs"],
+            batch["response_mask"],
+            self.kl_controller.value,
+            self.algo_config.kl_estimator,
+        )
+        self.kl_controller.update(metrics["kl"], len(batch))
+        self.record(metrics, "actor/reward_")
+        return rewards
+
+    def estimate_advantages(self, batch: Batch, **inputs: Any) -> None:
+        """Run the selected advantage estimator; sets ``advantages`` and ``returns``."""
+        from hfsdk.core.registry import get_registry
+
+        estimator = get_registry("advantage_estimators")[self.algo_config.advantage_estimator]
+        if "values" in batch and "values" not in inputs:
+            inputs["values"] = batch["values"]
+        advantages, returns = estimator.impl(
+            token_level_rewards=batch["token_level_rewards"],
+            response_mask=batch["response_mask"],
+            group_index=list(batch["uid"]),
+            config=self.config.advantage,
+            **inputs,
+        )
+        batch["advantages"] = advantages
+        batch["returns"] = returns
+
+    def finish(self, batch: Batch) -> dict[str, float]:
+        """Batch-level metrics (lengths, KL to the reference, token counts); returns all."""
+        from hfsdk.core.maths.kl import token_kl
+        from hfsdk.core.maths.masked import masked_mean
+
+        mask = batch["response_mask"]
+        self.metrics["response_length/mean"] = float(mask.sum(dim=-1).float().mean())
+        if "old_log_probs" in batch and "ref_log_probs" in batch:
+            kl = token_kl(batch["old_log_probs"], batch["ref_log_probs"], mask, "k1")
+            self.metrics["actor/kl"] = float(masked_mean(kl, mask))
+        self.metrics["perf/tokens"] = float(batch["attention_mask"].sum())
+        metrics, self.metrics = self.metrics, {}
+        return metrics
+
+    # -- checkpointed state --------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Controller-side state to checkpoint (KL controller; subclasses add theirs)."""
+        return {"kl_controller": self.kl_controller.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.kl_controller.load_state_dict(state["kl_controller"])

@@ -1,0 +1,45 @@
+"""Packaging: every distribution builds, and one plugin installs into a fresh venv alone."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DISTRIBUTIONS = [ROOT, *sorted(p.parent for p in (ROOT / "plugins").glob("*/pyproject.toml"))]
+
+
+def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, **kwargs)  # type: ignore[call-overload]
+    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+@pytest.mark.slow
+def test_grpo_plugin_installs_alone_with_its_backend(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    for dist in DISTRIBUTIONS:
+        _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), str(dist)])
+    names = sorted(p.name.split("-")[0] for p in wheels.glob("*.whl"))
+    assert names == sorted(
+        ["hfsdk", "hfsdk_plugin_backend_fsdp", "hfsdk_plugin_backend_megatron", "hfsdk_plugin_grpo",
+         "hfsdk_plugin_ppo", "hfsdk_plugin_remax", "hfsdk_plugin_safe_rlhf"]
+    )
+
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", str(venv)])
+    python = venv / "bin" / "python"
+    # torch first and pinned, exactly as the README's setup does.
+    _run([str(python), "-m", "pip", "install", "--quiet", "torch==2.13.0"])
+    _run([str(python), "-m", "pip", "install", "--quiet", "--find-links", str(wheels), "hfsdk-plugin-grpo"])
+
+    result = _run([str(venv / "bin" / "hfsdk"), "plugins", "--json"])
+    plugins = {p["name"]: p for p in json.loads(result.stdout)}
+    assert plugins["grpo"]["status"] == "loaded"
+    assert plugins["backend_fsdp"]["status"] == "loaded"
+    assert plugins["backend_fsdp"]["distribution"] == "hfsdk-plugin-backend-fsdp"
+    assert "ppo" not in plugins  # only what grpo depends on was installed
