@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from hfsdk.core.algorithm import Algorithm
 from hfsdk.core.dataflow import Dataflow, Stage
+
+if TYPE_CHECKING:
+    from hfsdk.core.batch import Batch
 
 
 class PPOAlgorithm(Algorithm):
@@ -29,3 +32,25 @@ class PPOAlgorithm(Algorithm):
             Stage(name="training", work=(("actor", "training"), ("critic", "training"))),
         ),
     )
+
+    def step(self, prompts: Batch) -> dict[str, float]:
+        """generate → log-probs → ref → values → reward → KL-in-reward → GAE → critic → actor."""
+        actor, critic = self.role("actor"), self.role("critic")
+        with self.stage("generation"):
+            batch = self.generate(prompts)
+        with self.stage("old_log_prob"):
+            batch = batch.union(actor.compute_log_prob(batch))
+        with self.stage("ref_log_prob"):
+            batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
+        with self.stage("values"):
+            batch = batch.union(critic.compute_values(batch))
+        with self.stage("reward"):
+            batch["token_level_scores"] = self.score(batch, "reward")
+        with self.stage("advantages"):
+            batch["token_level_rewards"] = self.rewards_with_kl(batch)
+            self.estimate_advantages(batch)
+        with self.stage("update_critic"):
+            self.record(critic.update_critic(batch), "critic/")
+        with self.stage("update_actor"):
+            self.record(actor.update_actor(batch), "actor/")
+        return self.finish(batch)

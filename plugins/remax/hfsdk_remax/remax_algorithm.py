@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from hfsdk.core.algorithm import Algorithm
 from hfsdk.core.dataflow import Dataflow, Stage
+
+if TYPE_CHECKING:
+    from hfsdk.core.batch import Batch
 
 
 class ReMaxAlgorithm(Algorithm):
@@ -25,3 +28,27 @@ class ReMaxAlgorithm(Algorithm):
             Stage(name="training", work=(("actor", "training"),)),
         ),
     )
+
+    def step(self, prompts: Batch) -> dict[str, float]:
+        """Sampled and greedy generations; the greedy response's reward is the baseline."""
+        actor = self.role("actor")
+        with self.stage("generation"):
+            batch = self.generate(prompts)
+        with self.stage("greedy_generation"):
+            greedy = self.generate(prompts, greedy=True)
+        with self.stage("old_log_prob"):
+            batch = batch.union(actor.compute_log_prob(batch))
+        with self.stage("ref_log_prob"):
+            batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
+        with self.stage("reward"):
+            batch["token_level_scores"] = self.score(batch, "reward")
+            baseline = self.score(greedy, "reward").sum(dim=-1)
+            self.metrics["reward/greedy_baseline_mean"] = float(baseline.mean())
+            self.metrics["reward/mean"] = float(batch["token_level_scores"].sum(dim=-1).mean())
+        with self.stage("advantages"):
+            batch["token_level_rewards"] = self.rewards_with_kl(batch)
+            n = self.algo_config.n_samples_per_prompt
+            self.estimate_advantages(batch, reward_baselines=baseline.repeat_interleave(n))
+        with self.stage("update_actor"):
+            self.record(actor.update_actor(batch), "actor/")
+        return self.finish(batch)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from hfsdk.core.algorithm import Algorithm
+from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.dataflow import Dataflow, Stage
+
+if TYPE_CHECKING:
+    from hfsdk.core.batch import Batch
 
 
 class SafeRLHFAlgorithm(Algorithm):
@@ -41,3 +45,81 @@ class SafeRLHFAlgorithm(Algorithm):
             ),
         ),
     )
+
+    def __init__(self, context: AlgorithmContext) -> None:
+        super().__init__(context)
+        from hfsdk_safe_rlhf.lagrange import LagrangeConfig, LagrangeMultiplier
+
+        self.multiplier = LagrangeMultiplier(LagrangeConfig.from_config(self.algo_config))
+
+    def step(self, prompts: Batch) -> dict[str, float]:
+        """PPO with a reward and a cost signal, two critics and the multiplier λ."""
+        from hfsdk_ppo.advantages import gae_advantages_and_returns
+        from hfsdk_safe_rlhf.cost import apply_kl_to_costs
+
+        actor, critic, cost_critic = (self.role(r) for r in ("actor", "critic", "cost_critic"))
+        with self.stage("generation"):
+            batch = self.generate(prompts)
+        with self.stage("old_log_prob"):
+            batch = batch.union(actor.compute_log_prob(batch))
+        with self.stage("ref_log_prob"):
+            batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
+        with self.stage("values"):
+            batch = batch.union(critic.compute_values(batch))
+            batch["cost_values"] = cost_critic.compute_values(batch)["values"]
+        with self.stage("reward"):
+            batch["token_level_scores"] = self.score(batch, "reward")
+        with self.stage("cost"):
+            batch["token_level_cost_scores"] = self.score(batch, "cost")
+        with self.stage("advantages"):
+            self.record(self.multiplier.update(batch["token_level_cost_scores"].sum(dim=-1)))
+            batch["token_level_rewards"] = self.rewards_with_kl(batch)
+            costs, kl_metrics = apply_kl_to_costs(
+                batch["token_level_cost_scores"],
+                batch["old_log_probs"],
+                batch["ref_log_probs"],
+                batch["response_mask"],
+                self.kl_controller.value if self.algo_config.kl_in_reward else 0.0,
+                self.algo_config.kl_estimator,
+            )
+            self.record(kl_metrics, "cost/")
+            self.estimate_advantages(
+                batch,
+                token_level_costs=costs,
+                cost_values=batch["cost_values"],
+                lagrange_multiplier=self.multiplier.value,
+            )
+            gamma = getattr(self.config.advantage, "gamma", 1.0)
+            lam = getattr(self.config.advantage, "lam", 0.95)
+            _, cost_returns = gae_advantages_and_returns(
+                costs, batch["cost_values"], batch["response_mask"], gamma, lam
+            )
+        with self.stage("update_critic"):
+            self.record(critic.update_critic(batch), "critic/")
+            cost_view = batch.select(
+                tensor_keys=[
+                    "input_ids",
+                    "attention_mask",
+                    "position_ids",
+                    "responses",
+                    "response_mask",
+                    "prompts",
+                ],
+                non_tensor_keys=[],
+            )
+            cost_view["values"] = batch["cost_values"]
+            cost_view["returns"] = cost_returns
+            self.record(cost_critic.update_critic(cost_view), "cost_critic/")
+        with self.stage("update_actor"):
+            self.record(actor.update_actor(batch), "actor/")
+        self.metrics["lagrange/lambda"] = self.multiplier.value
+        return self.finish(batch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """KL controller plus the multiplier's state."""
+        return {**super().state_dict(), "multiplier": self.multiplier.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore both."""
+        super().load_state_dict(state)
+        self.multiplier.load_state_dict(state["multiplier"])
