@@ -1,0 +1,77 @@
+"""Plan for a registered algorithm by name; what ``hfsdk plan`` and ``placement: auto`` call."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hfsdk.core.dataflow import Dataflow
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.placement.cluster import Cluster, get_cluster
+from hfsdk.core.placement.plan import Plan
+from hfsdk.core.placement.search import search_placement
+from hfsdk.core.placement.simulator import SimulatorSettings
+from hfsdk.core.placement.workload import Workload
+
+
+def algorithm_dataflow(algorithm: str) -> Dataflow:
+    """The dataflow the algorithm plugin ``algorithm`` declares."""
+    import hfsdk
+
+    entry = hfsdk.get_registry("algorithms").get(algorithm)
+    dataflow = getattr(entry.impl, "dataflow", None)
+    if not isinstance(dataflow, Dataflow):
+        raise HfsdkError(
+            f"algorithm {algorithm!r} (plugin {entry.plugin}) declares no dataflow; its class "
+            "needs a `dataflow: ClassVar[Dataflow]` for the placement planner"
+        )
+    return dataflow
+
+
+def plan_for_algorithm(
+    algorithm: str,
+    *,
+    model_size: object = "7B",
+    role_sizes: Mapping[str, object] | None = None,
+    num_devices: int | None = None,
+    cluster: str | Cluster = "local",
+    workload: Workload | None = None,
+    settings: SimulatorSettings | None = None,
+    use_cache: bool = True,
+) -> Plan:
+    """Search the fastest placement for a registered algorithm.
+
+    ``model_size`` applies to every role, ``role_sizes`` overrides single roles
+    (e.g. ``{"reward": "7B"}``). ``num_devices`` defaults to the cluster
+    preset's size (one node for ``a100-80gb``, every core for ``local``).
+    """
+    dataflow = algorithm_dataflow(algorithm)
+    hardware = get_cluster(cluster)
+    if num_devices is not None:
+        hardware = hardware.with_devices(num_devices)
+    role_sizes = dict(role_sizes or {})
+    unknown = sorted(set(role_sizes) - set(dataflow.roles))
+    if unknown:
+        raise HfsdkError(
+            f"model sizes given for unknown roles {unknown}; roles of {algorithm!r}: "
+            f"{', '.join(dataflow.roles)}"
+        )
+    models = {role: role_sizes.get(role, model_size) for role in dataflow.roles}
+    return search_placement(
+        dataflow,
+        models,
+        hardware,
+        workload,
+        settings=settings,
+        use_cache=use_cache,
+        algorithm=algorithm,
+    )
+
+
+def auto_placement_section(algorithm: str, **kwargs: Any) -> dict[str, Any]:
+    """The run config's ``placement`` section chosen by the planner (``placement: auto``).
+
+    Takes the keyword arguments of :func:`plan_for_algorithm`; returns
+    ``{"pools": {name: {"devices": n}}, "roles": {role: name}}``.
+    """
+    return plan_for_algorithm(algorithm, **kwargs).to_placement_section()
