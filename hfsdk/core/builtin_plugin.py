@@ -24,3 +24,13 @@ def hfsdk_register_policy_losses(register: Register) -> None:
     from hfsdk.core.maths.policy_losses import ReinforceConfig, reinforce_loss
 
     register("reinforce", reinforce_loss, config_cls=ReinforceConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_reward_functions(register: Register) -> None:
+    """Register ``exact_match``, ``format_check`` and ``length_penalty``."""
+    from hfsdk.core.rewards import builtins
+
+    register("exact_match", builtins.exact_match, config_cls=builtins.ExactMatchConfig)
+    register("format_check", builtins.format_check, config_cls=builtins.FormatCheckConfig)
+    register("length_penalty", builtins.length_penalty, config_cls=builtins.LengthPenaltyConfig)

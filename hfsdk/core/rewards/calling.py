@@ -1,0 +1,216 @@
+"""Calling reward functions on a batch and checking what they return."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import numbers
+import threading
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.rewards.errors import RewardFunctionError
+
+Columns = Mapping[str, Sequence[Any]]
+
+
+@attrs.frozen(kw_only=True)
+class RewardCall:
+    """A reward function bound to its settings: ``fn(prompts, responses, **columns, **kwargs)``."""
+
+    label: str
+    fn: Callable[..., Any]
+    kwargs: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def arguments(self, columns: Columns) -> dict[str, Any]:
+        """The keyword arguments for one call: the columns the function accepts plus settings."""
+        clash = sorted(set(columns) & set(self.kwargs))
+        if clash:
+            raise HfsdkError(
+                f"reward function {self.label!r}: setting(s) {clash} have the same name as dataset "
+                "columns; rename the setting or the column"
+            )
+        parameters = inspect.signature(self.fn).parameters.values()
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+            return {**columns, **self.kwargs}
+        accepted = {p.name for p in parameters}
+        # Functions without **kwargs get only the columns they name.
+        return {**{k: v for k, v in columns.items() if k in accepted}, **self.kwargs}
+
+
+@attrs.frozen(kw_only=True)
+class RewardResult:
+    """What one reward function gave for a batch: scores and mean extra metrics."""
+
+    scores: list[float]
+    metrics: dict[str, float]
+
+
+def run_awaitable(awaitable: Awaitable[Any]) -> Any:
+    """Run a coroutine to completion, also from inside a running event loop (Ray async actors)."""
+
+    async def wrapper() -> Any:
+        return await awaitable
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(wrapper())
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(wrapper())
+        except BaseException as exc:  # re-raised in the calling thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="hfsdk-reward-async")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _slice(columns: Columns, index: int) -> dict[str, Sequence[Any]]:
+    return {k: v[index : index + 1] for k, v in columns.items()}
+
+
+def invoke(
+    call: RewardCall, prompts: Sequence[str], responses: Sequence[str], columns: Columns
+) -> Any:
+    """Call the function (its result may be awaitable)."""
+    return call.fn(list(prompts), list(responses), **call.arguments(columns))
+
+
+def locate_failure(
+    call: RewardCall,
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    columns: Columns,
+    error: BaseException,
+) -> RewardFunctionError:
+    """Turn a batch call's exception into an error naming the first sample that fails alone."""
+    if isinstance(error, HfsdkError):
+        # A clear message from the function itself (e.g. a missing column): keep it.
+        return RewardFunctionError(f"reward function {call.label!r}: {error}")
+    for index in range(len(prompts)):
+        try:
+            result = invoke(
+                call,
+                prompts[index : index + 1],
+                responses[index : index + 1],
+                _slice(columns, index),
+            )
+            if inspect.isawaitable(result):
+                run_awaitable(result)
+        except Exception as exc:
+            return RewardFunctionError(
+                f"reward function {call.label!r} raised {type(exc).__name__}: {exc} on sample "
+                f"{index} (response {responses[index][:80]!r}); fix the function or the data"
+            )
+    return RewardFunctionError(
+        f"reward function {call.label!r} raised {type(error).__name__}: {error} on the batch of "
+        f"{len(prompts)} samples, though no sample fails alone; fix the function"
+    )
+
+
+def _as_list(label: str, result: Any, batch_size: int) -> list[Any]:
+    if hasattr(result, "tolist") and not isinstance(result, list):
+        result = result.tolist()  # numpy arrays and torch tensors
+    if isinstance(result, str | bytes | Mapping) or not isinstance(result, Sequence):
+        raise RewardFunctionError(
+            f"reward function {label!r} returned a {type(result).__name__}; expected a list with "
+            f"one float (or one dict with a 'score' key) per sample, {batch_size} in all"
+        )
+    if len(result) != batch_size:
+        raise RewardFunctionError(
+            f"reward function {label!r} returned {len(result)} results for {batch_size} samples; "
+            "expected exactly one per sample, in the order of the responses"
+        )
+    return list(result)
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return None
+
+
+def check_result(label: str, result: Any, batch_size: int) -> RewardResult:
+    """Validate a function's return value: one finite score per sample, extras as metrics."""
+    scores: list[float] = []
+    extras: dict[str, list[float]] = {}
+    for index, item in enumerate(_as_list(label, result, batch_size)):
+        if isinstance(item, Mapping):
+            if "score" not in item:
+                raise RewardFunctionError(
+                    f"reward function {label!r} returned a dict without 'score' for sample {index} "
+                    f"(keys: {sorted(map(str, item))}); put the sample's reward under 'score'"
+                )
+            score = _number(item["score"])
+            for key, value in item.items():
+                number = _number(value)
+                # Only numbers can be logged; strings (e.g. the extracted answer) are skipped.
+                if key != "score" and number is not None and math.isfinite(number):
+                    extras.setdefault(str(key), []).append(number)
+        else:
+            score = _number(item)
+        if score is None:
+            shown = item["score"] if isinstance(item, Mapping) else item
+            raise RewardFunctionError(
+                f"reward function {label!r} returned {shown!r} ({type(shown).__name__}) as the "
+                f"score of sample {index}; expected a finite float"
+            )
+        if not math.isfinite(score):
+            raise RewardFunctionError(
+                f"reward function {label!r} returned the non-finite score {score} for sample "
+                f"{index}; return a finite float (e.g. 0.0 for an unparsable response)"
+            )
+        scores.append(score)
+    metrics = {key: sum(values) / len(values) for key, values in extras.items()}
+    return RewardResult(scores=scores, metrics=metrics)
+
+
+def call_reward_functions(
+    calls: Sequence[RewardCall],
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    columns: Columns,
+) -> list[RewardResult]:
+    """Call every function on the batch (async ones concurrently) and validate the results."""
+    pending: dict[int, Awaitable[Any]] = {}
+    outcomes: dict[int, Any] = {}
+    failures: dict[int, BaseException] = {}
+    for position, call in enumerate(calls):
+        try:
+            result = invoke(call, prompts, responses, columns)
+        except Exception as exc:
+            failures[position] = exc
+            continue
+        if inspect.isawaitable(result):
+            pending[position] = result
+        else:
+            outcomes[position] = result
+    if pending:
+
+        async def gather() -> list[Any]:
+            return await asyncio.gather(*pending.values(), return_exceptions=True)
+
+        for position, result in zip(pending, run_awaitable(gather()), strict=True):
+            if isinstance(result, Exception):
+                failures[position] = result
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                outcomes[position] = result
+    if failures:
+        position = min(failures)
+        raise locate_failure(
+            calls[position], prompts, responses, columns, failures[position]
+        ) from failures[position]
+    return [check_result(call.label, outcomes[i], len(prompts)) for i, call in enumerate(calls)]

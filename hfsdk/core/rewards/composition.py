@@ -1,0 +1,156 @@
+"""The weighted sum of reward functions that a ``reward`` (or ``cost``) section describes.
+
+The section (``hfsdk.core.config.signal_config.SignalConfig``) lists functions::
+
+    reward:
+      functions:
+        - name: exact_match            # registered name, module:function or file.py:function
+          weight: 1.0
+          kwargs: {answer_column: answer}
+        - name: my_rewards.py:brevity
+          weight: 0.1
+
+``kwargs`` build the function's config class when it registered one (passed
+as ``config=``); otherwise they are passed to the function as keyword arguments.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.rewards.calling import Columns, RewardCall, call_reward_functions
+from hfsdk.core.rewards.loading import resolve_reward_function
+
+
+@attrs.frozen(kw_only=True)
+class WeightedReward:
+    """A loaded reward function and its weight in the sum."""
+
+    call: RewardCall
+    weight: float
+
+
+def _field(spec: Any, name: str, default: Any) -> Any:
+    if isinstance(spec, Mapping):
+        return spec.get(name, default)
+    return getattr(spec, name, default)
+
+
+def _specs(config: Any) -> list[Any]:
+    specs = _field(config, "functions", config)
+    if isinstance(specs, str | Mapping) or not isinstance(specs, Sequence):
+        raise HfsdkError(
+            f"reward config {config!r} has no list of functions; expected a signal section with "
+            "'functions: [{name: ..., weight: ..., kwargs: {...}}, ...]'"
+        )
+    if not specs:
+        raise HfsdkError(
+            "the reward config lists no functions; add at least one under 'functions' "
+            "(e.g. {name: exact_match})"
+        )
+    return list(specs)
+
+
+def _build_kwargs(label: str, config_cls: type | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    if config_cls is None:
+        return dict(kwargs)
+    try:
+        return {"config": config_cls(**kwargs)}
+    except (TypeError, ValueError) as exc:
+        fields = ", ".join(f.name for f in attrs.fields(config_cls))
+        raise HfsdkError(
+            f"reward function {label!r}: kwargs {dict(kwargs)!r} do not fit its config class "
+            f"{config_cls.__name__} ({exc}); allowed keys: {fields}"
+        ) from exc
+
+
+def load_reward_functions(
+    config: Any, *, base_dir: str | Path | None = None
+) -> list[WeightedReward]:
+    """Resolve and configure every function of a reward section (call once to check a config).
+
+    ``config`` is a ``SignalConfig`` (anything with ``functions``) or the list of
+    functions itself; each function is an object or a dict with ``name``,
+    ``weight`` (default 1) and ``kwargs`` (default none).
+    """
+    loaded: list[WeightedReward] = []
+    seen: dict[str, int] = {}
+    for spec in _specs(config):
+        name = _field(spec, "name", None)
+        weight = _field(spec, "weight", 1.0)
+        kwargs = _field(spec, "kwargs", None) or {}
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, int | float)
+            or not math.isfinite(weight)
+        ):
+            raise HfsdkError(
+                f"reward function {name!r}: weight={weight!r}; expected a finite number"
+            )
+        if not isinstance(kwargs, Mapping):
+            raise HfsdkError(f"reward function {name!r}: kwargs={kwargs!r}; expected a mapping")
+        resolved = resolve_reward_function(name, base_dir=base_dir)
+        # The same function twice (e.g. with different kwargs) gets distinct metric names.
+        seen[name] = seen.get(name, 0) + 1
+        label = name if seen[name] == 1 else f"{name}#{seen[name]}"
+        call = RewardCall(
+            label=label,
+            fn=resolved.fn,
+            kwargs=_build_kwargs(label, resolved.config_cls, kwargs),
+        )
+        loaded.append(WeightedReward(call=call, weight=float(weight)))
+    return loaded
+
+
+def _check_batch(prompts: Sequence[str], responses: Sequence[str], columns: Columns) -> None:
+    if len(prompts) != len(responses):
+        raise HfsdkError(
+            f"{len(prompts)} prompts but {len(responses)} responses; expected one prompt per "
+            "response (repeat each prompt for its n samples)"
+        )
+    for key, values in columns.items():
+        if len(values) != len(responses):
+            raise HfsdkError(
+                f"dataset column {key!r} has {len(values)} values for {len(responses)} responses; "
+                "expected one per response"
+            )
+
+
+def compute_rewards(
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    columns: Columns | None,
+    config: Any,
+    *,
+    base_dir: str | Path | None = None,
+) -> tuple[list[float], dict[str, float]]:
+    """Score a batch with the weighted sum of the configured reward functions.
+
+    Returns one float per response and metrics: ``<label>`` (the mean raw score
+    of each function) and ``<label>/<key>`` (the mean of each extra numeric
+    value a function returned in its dicts). Raises
+    :class:`~hfsdk.core.rewards.errors.RewardFunctionError` when a function
+    raises (naming the function, the sample and the exception) or returns
+    anything but one finite score per response.
+    """
+    columns = dict(columns or {})
+    _check_batch(prompts, responses, columns)
+    functions = load_reward_functions(config, base_dir=base_dir)
+    if not responses:
+        return [], {}
+    results = call_reward_functions([f.call for f in functions], prompts, responses, columns)
+    totals = [0.0] * len(responses)
+    metrics: dict[str, float] = {}
+    for function, result in zip(functions, results, strict=True):
+        label = function.call.label
+        for index, score in enumerate(result.scores):
+            totals[index] += function.weight * score
+        metrics[label] = sum(result.scores) / len(result.scores)
+        metrics.update({f"{label}/{key}": value for key, value in result.metrics.items()})
+    return totals, metrics

@@ -1,0 +1,9 @@
+"""The error a misbehaving reward function raises."""
+
+from __future__ import annotations
+
+from hfsdk.core.errors import HfsdkError
+
+
+class RewardFunctionError(HfsdkError):
+    """A reward function raised, or returned something other than one finite score per sample."""
