@@ -1,0 +1,199 @@
+"""compute_rewards: weighted sums, metrics, async functions, and every kind of bad result."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.config.signal_config import SignalConfig, SignalFunction
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.rewards import RewardFunctionError, compute_rewards, load_reward_functions
+
+PROMPTS = ["What is 2+3?", "What is 1+1?", "Say hi"]
+RESPONSES = ["It is 5", "It is 3", "hi"]
+COLUMNS = {"answer": ["5", "2", "hi"]}
+
+USER_FUNCTIONS = """
+import asyncio
+
+
+def with_extras(prompts, responses, **columns):
+    return [{"score": len(r), "chars": len(r), "note": "text is skipped"} for r in responses]
+
+
+def only_answer(prompts, responses, answer):
+    return [float(r.endswith(a)) for r, a in zip(responses, answer)]
+
+
+def scaled(prompts, responses, factor=1.0):
+    return [factor * len(p) for p in prompts]
+
+
+async def slow_len(prompts, responses, **columns):
+    await asyncio.sleep(0.01)
+    return [float(len(r)) for r in responses]
+
+
+def fails_on_hi(prompts, responses, **columns):
+    return [1.0 / (r != "hi") for r in responses]
+
+
+def fails_only_in_batches(prompts, responses, **columns):
+    if len(responses) > 1:
+        raise RuntimeError("batch too large")
+    return [0.0]
+
+
+async def async_fails(prompts, responses, **columns):
+    if "hi" in responses:
+        raise KeyError("missing key")
+    return [0.0] * len(responses)
+
+
+def nan_second(prompts, responses, **columns):
+    return [0.0, math.nan, 0.0][: len(responses)]
+
+
+import math
+
+
+def too_few(prompts, responses, **columns):
+    return [1.0]
+
+
+def gives_none(prompts, responses, **columns):
+    return [1.0, None, 2.0]
+
+
+def no_score(prompts, responses, **columns):
+    return [{"value": 1.0}] * len(responses)
+
+
+def gives_dict(prompts, responses, **columns):
+    return {"score": 1.0}
+
+
+def numpy_scores(prompts, responses, **columns):
+    import numpy as np
+
+    return np.arange(len(responses), dtype=np.float32)
+"""
+
+
+@pytest.fixture
+def user_file(tmp_path: Path) -> str:
+    path = tmp_path / "user_rewards.py"
+    path.write_text(USER_FUNCTIONS)
+    return str(path)
+
+
+def fn(user_file: str, name: str, weight: float = 1.0, **kwargs: object) -> dict[str, object]:
+    return {"name": f"{user_file}:{name}", "weight": weight, "kwargs": kwargs}
+
+
+def test_weighted_sum_of_builtins_by_hand() -> None:
+    config = SignalConfig(
+        functions=(
+            SignalFunction(name="exact_match", weight=2.0),
+            SignalFunction(
+                name="length_penalty", weight=0.5, kwargs={"max_length": 5, "buffer_length": 2}
+            ),
+        )
+    )
+    scores, metrics = compute_rewards(PROMPTS, RESPONSES, COLUMNS, config)
+    # exact: [1, 0, 0] ("hi" has no number); length 7 > 5 -> −1, 7 -> −1, 2 -> 0
+    assert scores == [2.0 - 0.5, -0.5, 0.0]
+    assert metrics["exact_match"] == pytest.approx(1 / 3)
+    assert metrics["exact_match/answer_found"] == pytest.approx(2 / 3)
+    assert metrics["length_penalty"] == pytest.approx(-2 / 3)
+
+
+def test_dict_results_columns_kwargs_async_and_numpy(user_file: str) -> None:
+    config = [
+        fn(user_file, "with_extras", 0.5),
+        fn(user_file, "only_answer"),
+        fn(user_file, "scaled", 0.0, factor=2.0),
+        fn(user_file, "slow_len"),
+        fn(user_file, "numpy_scores"),
+        fn(user_file, "only_answer", 10.0),
+    ]
+    scores, metrics = compute_rewards(PROMPTS, RESPONSES, {**COLUMNS, "other": [1, 2, 3]}, config)
+    lengths = [7.0, 7.0, 2.0]
+    expected = [
+        0.5 * n + a + n + i + 10 * a
+        for i, (n, a) in enumerate(zip(lengths, [1, 0, 1], strict=True))
+    ]
+    assert scores == pytest.approx(expected)
+    label = f"{user_file}:with_extras"
+    assert metrics[f"{label}/chars"] == pytest.approx(16 / 3)
+    assert f"{label}/note" not in metrics
+    assert metrics[f"{user_file}:scaled"] == pytest.approx(2 * sum(map(len, PROMPTS)) / 3)
+    assert metrics[f"{user_file}:only_answer#2"] == pytest.approx(2 / 3)
+
+
+def test_async_functions_also_work_inside_a_running_event_loop(user_file: str) -> None:
+    async def main() -> list[float]:
+        scores, _ = compute_rewards(PROMPTS, RESPONSES, COLUMNS, [fn(user_file, "slow_len")])
+        return scores
+
+    assert asyncio.run(main()) == [7.0, 7.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        (
+            "fails_on_hi",
+            r"'.*:fails_on_hi' raised ZeroDivisionError: .* on sample 2 \(response 'hi'\)",
+        ),
+        ("async_fails", r"'.*:async_fails' raised KeyError: 'missing key' on sample 2"),
+        ("fails_only_in_batches", r"on the batch of 3 samples, though no sample fails alone"),
+        ("nan_second", r"non-finite score nan for sample 1"),
+        ("too_few", r"returned 1 results for 3 samples"),
+        ("gives_none", r"returned None \(NoneType\) as the score of sample 1"),
+        ("no_score", r"dict without 'score' for sample 0 \(keys: \['value'\]\)"),
+        ("gives_dict", r"returned a dict; expected a list"),
+    ],
+)
+def test_bad_functions_are_reported_with_name_and_sample(
+    user_file: str, name: str, message: str
+) -> None:
+    with pytest.raises(RewardFunctionError, match=message):
+        compute_rewards(
+            PROMPTS, RESPONSES, COLUMNS, [fn(user_file, "slow_len"), fn(user_file, name)]
+        )
+
+
+def test_function_errors_with_a_clear_message_keep_it() -> None:
+    with pytest.raises(
+        RewardFunctionError, match="'exact_match': exact_match needs the dataset column"
+    ):
+        compute_rewards(PROMPTS, RESPONSES, {}, [{"name": "exact_match"}])
+
+
+def test_config_errors() -> None:
+    with pytest.raises(
+        HfsdkError,
+        match=r"do not fit its config class ExactMatchConfig.*allowed keys: answer_pattern",
+    ):
+        load_reward_functions([{"name": "exact_match", "kwargs": {"patern": "x"}}])
+    with pytest.raises(HfsdkError, match="weight=nan; expected a finite number"):
+        load_reward_functions([{"name": "exact_match", "weight": math.nan}])
+    with pytest.raises(HfsdkError, match="lists no functions"):
+        load_reward_functions(SignalConfig())
+    with pytest.raises(HfsdkError, match="column 'answer' has 2 values for 3 responses"):
+        compute_rewards(PROMPTS, RESPONSES, {"answer": ["1", "2"]}, [{"name": "exact_match"}])
+    with pytest.raises(HfsdkError, match="3 prompts but 2 responses"):
+        compute_rewards(PROMPTS, RESPONSES[:2], {}, [{"name": "format_check"}])
+
+
+def test_setting_named_like_a_column_is_an_error(user_file: str) -> None:
+    with pytest.raises(RewardFunctionError, match=r"setting\(s\) \['answer'\] have the same name"):
+        compute_rewards(PROMPTS, RESPONSES, COLUMNS, [fn(user_file, "scaled", answer=1)])
+
+
+def test_empty_batch() -> None:
+    assert compute_rewards([], [], {}, [{"name": "format_check"}]) == ([], {})

@@ -1,0 +1,63 @@
+"""Resolving reward functions: registry names, module:function, file.py:function."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.rewards.builtins import ExactMatchConfig, exact_match
+from hfsdk.core.rewards.loading import resolve_reward_function
+
+SOURCE = """
+def shout(prompts, responses, **columns):
+    return [float(r.isupper()) for r in responses]
+
+NOT_A_FUNCTION = 3
+"""
+
+
+def test_registry_name() -> None:
+    resolved = resolve_reward_function("exact_match")
+    assert resolved.fn is exact_match and resolved.config_cls is ExactMatchConfig
+
+
+def test_unknown_name_lists_names_and_the_other_forms() -> None:
+    with pytest.raises(HfsdkError, match=r"did you mean 'exact_match'.*module:function"):
+        resolve_reward_function("exact_mach")
+
+
+def test_module_reference(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "my_user_rewards.py").write_text(SOURCE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    resolved = resolve_reward_function("my_user_rewards:shout")
+    assert resolved.fn([""] * 2, ["YES", "no"]) == [1.0, 0.0]
+    assert resolved.config_cls is None
+
+
+def test_file_reference_relative_and_absolute(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "sub" / "rewards.py"
+    path.write_text(SOURCE)
+    relative = resolve_reward_function("sub/rewards.py:shout", base_dir=tmp_path)
+    absolute = resolve_reward_function(f"{path}:shout")
+    assert relative.fn is absolute.fn  # the file is executed once
+    assert relative.fn([""], ["OK"]) == [1.0]
+
+
+def test_errors(tmp_path: Path) -> None:
+    (tmp_path / "r.py").write_text(SOURCE)
+    (tmp_path / "broken.py").write_text("raise RuntimeError('boom')\n")
+    with pytest.raises(HfsdkError, match="has no attribute 'nope'; callables there: shout"):
+        resolve_reward_function(f"{tmp_path}/r.py:nope")
+    with pytest.raises(HfsdkError, match="'NOT_A_FUNCTION' is a int, not a function"):
+        resolve_reward_function(f"{tmp_path}/r.py:NOT_A_FUNCTION")
+    with pytest.raises(HfsdkError, match="does not exist"):
+        resolve_reward_function(f"{tmp_path}/missing.py:shout")
+    with pytest.raises(HfsdkError, match="raised RuntimeError: boom"):
+        resolve_reward_function(f"{tmp_path}/broken.py:f")
+    with pytest.raises(HfsdkError, match="cannot import module 'no_such_module_xyz'"):
+        resolve_reward_function("no_such_module_xyz:f")
+    with pytest.raises(HfsdkError, match="incomplete"):
+        resolve_reward_function("module:")
