@@ -34,3 +34,12 @@ def hfsdk_register_reward_functions(register: Register) -> None:
     register("exact_match", builtins.exact_match, config_cls=builtins.ExactMatchConfig)
     register("format_check", builtins.format_check, config_cls=builtins.FormatCheckConfig)
     register("length_penalty", builtins.length_penalty, config_cls=builtins.LengthPenaltyConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_transfer_protocols(register: Register) -> None:
+    """Register the built-in transfer protocols (``one_to_all`` ... ``pp_as_dp``)."""
+    from hfsdk.core.workers.protocols import BUILTIN_PROTOCOLS
+
+    for name, protocol in BUILTIN_PROTOCOLS.items():
+        register(name, protocol, doc=protocol.doc)

@@ -1,0 +1,368 @@
+"""Futures of worker-group calls and the data references workers resolve themselves.
+
+A non-blocking call returns a :class:`CallFuture` holding one pair of Ray
+object references per rank: the method's result and a tiny *info* record
+``(ok, rows, failure)``. The controller waits on the infos only, so it can
+report a failing or dead rank without fetching any bulk result. Passing a
+future into another group's call sends each worker a :class:`DataRef`, which
+the worker resolves from the object store itself: the data never passes
+through the controller.
+
+Ray is imported inside functions so that importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.workers.errors import (
+    WorkerDiedError,
+    WorkerError,
+    WorkerFailure,
+    WorkerTimeoutError,
+)
+
+if TYPE_CHECKING:
+    from hfsdk.core.workers.protocols import TransferProtocol
+
+Info = tuple[bool, int | None, WorkerFailure | None]
+"""What a worker returns beside each result: ``(ok, rows or None, failure or None)``."""
+
+POLL_S = 0.25
+"""How often a waiting controller looks at partial results (fail fast on the first error)."""
+
+
+@attrs.frozen(kw_only=True)
+class CollectSpec:
+    """What a protocol's collect needs: whose results, in which order, how much padding."""
+
+    ranks: tuple[int, ...]
+    pad: int = 0
+    state: Any = None
+
+
+# ---------------------------------------------------------------------- worker-side references
+
+
+class DataRef:
+    """A value a worker fetches and assembles itself from other workers' results.
+
+    ``transform`` (a picklable, module-level function or ``functools.partial``)
+    turns the fetched results, in order, into the argument the method receives.
+    """
+
+    __slots__ = ("info_refs", "result_refs", "source", "transform")
+
+    def __init__(
+        self,
+        *,
+        result_refs: Sequence[Any],
+        info_refs: Sequence[Any],
+        source: str,
+        transform: Callable[[list[Any]], Any],
+    ) -> None:
+        self.result_refs = tuple(result_refs)
+        self.info_refs = tuple(info_refs)
+        self.source = source
+        self.transform = transform
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_data_ref,
+            (self.result_refs, self.info_refs, self.source, self.transform),
+        )
+
+    def resolve(self) -> Any:
+        """Fetch the referenced results (checking the producers succeeded) and assemble."""
+        import ray
+
+        for info in ray.get(list(self.info_refs)):
+            ok, _rows, failure = info
+            if not ok:
+                raise HfsdkError(f"input from {self.source} failed: {failure.summary()}")
+        return self.transform(ray.get(list(self.result_refs)))
+
+
+def _rebuild_data_ref(
+    result_refs: tuple[Any, ...], info_refs: tuple[Any, ...], source: str, transform: Any
+) -> DataRef:
+    return DataRef(result_refs=result_refs, info_refs=info_refs, source=source, transform=transform)
+
+
+def resolve_argument(value: Any) -> Any:
+    """``value`` with a :class:`DataRef` replaced by what it refers to (worker side)."""
+    return value.resolve() if isinstance(value, DataRef) else value
+
+
+def take_single(values: list[Any]) -> Any:
+    """Transform: the one fetched value as is."""
+    return values[0]
+
+
+def apply_collect(
+    collect: Callable[[list[Any], CollectSpec], Any], spec: CollectSpec, values: list[Any]
+) -> Any:
+    """Transform: run the producing protocol's collect on the worker."""
+    return collect(values, spec)
+
+
+def take_segments(segments: Sequence[tuple[int, int, int]], values: list[Any]) -> Any:
+    """Transform: concatenate ``values[i][start:stop]`` for each ``(i, start, stop)``.
+
+    Works on :class:`~hfsdk.core.batch.Batch` and on lists.
+    """
+    pieces = [_slice_rows(values[i], start, stop) for i, start, stop in segments]
+    first = pieces[0]
+    if isinstance(first, list):
+        return [item for piece in pieces for item in piece]
+    from hfsdk.core.batch import Batch
+
+    return pieces[0] if len(pieces) == 1 else Batch.concat(pieces)
+
+
+def _slice_rows(value: Any, start: int, stop: int) -> Any:
+    if isinstance(value, (list, tuple)):
+        return list(value[start:stop])
+    return value.index(slice(start, stop))
+
+
+# ---------------------------------------------------------------------- controller-side future
+
+
+class CallFuture:
+    """The pending result of a worker-group call.
+
+    ``result()`` waits (failing fast on the first failed or dead rank),
+    fetches the collected ranks' results and applies the protocol's collect.
+    Pass the future itself into another group's call to hand the data over
+    worker to worker.
+    """
+
+    def __init__(
+        self,
+        *,
+        role: str,
+        method: str,
+        protocol: TransferProtocol,
+        spec: CollectSpec,
+        result_refs: Mapping[int, Any],
+        info_refs: Mapping[int, Any],
+        timeout_s: float | None = None,
+        describe_rank: Callable[[int], str] | None = None,
+    ) -> None:
+        self.role = role
+        self.method = method
+        self.protocol = protocol
+        self.spec = spec
+        self.result_refs = dict(result_refs)
+        self.info_refs = dict(info_refs)
+        self.timeout_s = timeout_s
+        self._describe_rank = describe_rank
+        self._infos: dict[int, Info] | None = None
+        self._value: Any = _MISSING
+
+    def __repr__(self) -> str:
+        state = "done" if self._infos is not None else "pending"
+        return f"<CallFuture {self.role}.{self.method} via {self.protocol.name} ({state})>"
+
+    @property
+    def source(self) -> str:
+        """``role.method`` (used in messages)."""
+        return f"{self.role}.{self.method}"
+
+    # -------------------------------------------------------------- waiting
+
+    def done(self) -> bool:
+        """Whether every rank has finished (successfully or not); never blocks."""
+        if self._infos is not None:
+            return True
+        import ray
+
+        refs = list(self.info_refs.values())
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        return len(ready) == len(refs)
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until every rank finished; raise the first failure (see :meth:`result`)."""
+        self._wait_infos(self.timeout_s if timeout is None else timeout)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The collected result.
+
+        Raises :class:`WorkerError` (method raised; names role, rank, method and
+        the worker traceback), :class:`WorkerDiedError` (process gone) or
+        :class:`WorkerTimeoutError` after ``timeout`` seconds (default: the
+        group's ``call_timeout_s``; ``None`` waits as long as workers live).
+        """
+        if self._value is not _MISSING:
+            return self._value
+        self._wait_infos(self.timeout_s if timeout is None else timeout)
+        import ray
+
+        try:
+            values = ray.get([self.result_refs[rank] for rank in self.spec.ranks])
+        except ray.exceptions.RayError as exc:  # lost objects, a node gone after the call
+            raise WorkerError(
+                f"role {self.role!r} method {self.method!r}: fetching results failed: {exc}",
+                role=self.role,
+                rank=-1,
+                method=self.method,
+            ) from None
+        self._value = self.protocol.collect(values, self.spec)
+        return self._value
+
+    def shard_rows(self) -> list[int | None]:
+        """Row counts of the collected ranks' results (waits; fetches only tiny infos)."""
+        infos = self._wait_infos(self.timeout_s)
+        return [infos[rank][1] for rank in self.spec.ranks]
+
+    def _wait_infos(self, timeout: float | None) -> dict[int, Info]:
+        if self._infos is None:
+            self._infos = wait_for_infos(
+                self.info_refs,
+                role=self.role,
+                method=self.method,
+                timeout=timeout,
+                describe_rank=self._describe_rank,
+            )
+        return self._infos
+
+    # -------------------------------------------------------------- handing over
+
+    def as_data_ref(self) -> DataRef:
+        """A reference to the whole collected value (each receiving worker collects it)."""
+        ranks = self.spec.ranks
+        return DataRef(
+            result_refs=[self.result_refs[r] for r in ranks],
+            info_refs=[self.info_refs[r] for r in ranks],
+            source=self.source,
+            transform=functools.partial(apply_collect, self.protocol.collect, self.spec),
+        )
+
+    def shard_ref(self, index: int) -> DataRef:
+        """A reference to the ``index``-th collected rank's result as is."""
+        rank = self.spec.ranks[index]
+        return DataRef(
+            result_refs=[self.result_refs[rank]],
+            info_refs=[self.info_refs[rank]],
+            source=f"{self.source} rank {rank}",
+            transform=take_single,
+        )
+
+    def segments_ref(self, segments: Sequence[tuple[int, int, int]]) -> DataRef:
+        """A reference to rows ``[start, stop)`` of the ``i``-th collected result, per segment."""
+        used = sorted({i for i, _, _ in segments})
+        renumber = {i: k for k, i in enumerate(used)}
+        ranks = [self.spec.ranks[i] for i in used]
+        return DataRef(
+            result_refs=[self.result_refs[r] for r in ranks],
+            info_refs=[self.info_refs[r] for r in ranks],
+            source=self.source,
+            transform=functools.partial(
+                take_segments, tuple((renumber[i], a, b) for i, a, b in segments)
+            ),
+        )
+
+
+class _Missing:
+    pass
+
+
+_MISSING = _Missing()
+
+
+# ---------------------------------------------------------------------- waiting and errors
+
+
+def wait_for_infos(
+    info_refs: Mapping[int, Any],
+    *,
+    role: str,
+    method: str,
+    timeout: float | None,
+    describe_rank: Callable[[int], str] | None = None,
+) -> dict[int, Info]:
+    """Wait for every rank's info; raise on the first failure, death or the timeout.
+
+    Failing fast matters: when one rank raises, the others may be blocked in a
+    collective waiting for it and would never finish.
+    """
+    import ray
+
+    pending = {ref: rank for rank, ref in info_refs.items()}
+    infos: dict[int, Info] = {}
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while pending:
+        wait_s = POLL_S if deadline is None else max(0.0, min(POLL_S, deadline - time.monotonic()))
+        ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=wait_s)
+        for ref in sorted(ready, key=pending.__getitem__):
+            rank = pending.pop(ref)
+            try:
+                infos[rank] = ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                raise _died_error(role, rank, method, exc, describe_rank) from None
+            except ray.exceptions.RayError as exc:
+                where = describe_rank(rank) if describe_rank else f"rank {rank}"
+                raise WorkerError(
+                    f"role {role!r} {where} method {method!r} failed in Ray: "
+                    f"{_first_lines(str(exc), 6)}",
+                    role=role,
+                    rank=rank,
+                    method=method,
+                ) from None
+        failed = sorted(rank for rank, info in infos.items() if not info[0])
+        if failed:
+            failure = infos[failed[0]][2]
+            assert failure is not None
+            raise failure.to_error(failed[1:])
+        if pending and deadline is not None and time.monotonic() >= deadline:
+            late = sorted(pending.values())
+            raise WorkerTimeoutError(
+                f"role {role!r} method {method!r}: ranks {late} did not finish within "
+                f"{timeout:g} s; raise the timeout (call_timeout_s, or result(timeout=...)) "
+                "or look for a rank stuck in a collective",
+                role=role,
+                ranks=late,
+                method=method,
+            )
+    return infos
+
+
+_CAUSE_RE = re.compile(r"(The actor (?:is dead|died)[^\n]*)")
+
+
+def death_cause(exc: BaseException) -> str:
+    """Ray's reason an actor died, trimmed to the exit type and detail."""
+    text = str(exc)
+    match = _CAUSE_RE.search(text)
+    cause = match.group(1) if match else _first_lines(text, 2)
+    return cause.split(" Some common causes", 1)[0].strip()
+
+
+def _died_error(
+    role: str,
+    rank: int,
+    method: str,
+    exc: BaseException,
+    describe_rank: Callable[[int], str] | None,
+) -> WorkerDiedError:
+    cause = death_cause(exc)
+    where = describe_rank(rank) if describe_rank else f"rank {rank}"
+    return WorkerDiedError(
+        f"role {role!r} {where} died during method {method!r}: {cause}",
+        role=role,
+        rank=rank,
+        method=method,
+        cause=cause,
+    )
+
+
+def _first_lines(text: str, n: int) -> str:
+    return "\n".join(text.strip().splitlines()[:n])

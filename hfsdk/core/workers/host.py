@@ -1,0 +1,195 @@
+"""The body of one worker process: a Ray actor holding one or more role objects.
+
+A plain group's host holds one role; a fused multi-role host holds several
+(one process per device that time-shares it). The host sets up the worker
+context and ``torch.distributed`` before any role object is built, runs
+methods with their data references resolved, and reports failures as data.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import traceback
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from hfsdk.core.workers.errors import WorkerFailure
+from hfsdk.core.workers.futures import Info, resolve_argument
+from hfsdk.core.workers.mesh import MeshPosition
+from hfsdk.core.workers.worker import WorkerContext, active_context
+
+
+@attrs.frozen(kw_only=True)
+class Placement:
+    """Where a host sits: its rank in the group and its device slot's node."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    node_ip: str
+
+
+@attrs.frozen(kw_only=True)
+class RoleSpec:
+    """A role a host builds: its worker class and constructor arguments."""
+
+    worker_cls: type
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+def _rows(value: Any) -> int | None:
+    if isinstance(value, (list, tuple)):
+        return len(value)
+    from hfsdk.core.batch import Batch
+
+    return len(value) if isinstance(value, Batch) else None
+
+
+class WorkerHost:
+    """One worker process (wrapped with ``ray.remote`` by the worker group)."""
+
+    def __init__(self, placement: Placement, group_name: str) -> None:
+        self.placement = placement
+        self.group_name = group_name
+        self.roles: dict[str, Any] = {}
+        self.device = "cpu"
+        self.distributed = False
+
+    # -------------------------------------------------------------- setup
+
+    def endpoint(self) -> tuple[str, int]:
+        """This node's address and a free port, for rank 0 to host the rendezvous."""
+        import ray
+
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("", 0))
+            port = sock.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
+    def setup(
+        self,
+        roles: Mapping[str, RoleSpec],
+        master: tuple[str, int] | None,
+        timeout_s: float,
+    ) -> tuple[dict[str, Any] | None, Info]:
+        """Pick the device, initialise torch.distributed, then build the role objects.
+
+        Returns ``(process info, info)`` like :meth:`execute`; a constructor that
+        raises is reported as a failure of method ``__init__``.
+        """
+        current_role = next(iter(roles), "?")
+        try:
+            self._init_runtime(master, timeout_s)
+            for role, spec in roles.items():
+                current_role = role
+                context = self._context(role, master)
+                with active_context(context):
+                    self.roles[role] = spec.worker_cls(*spec.args, **dict(spec.kwargs))
+        except Exception as exc:
+            return None, (False, None, self._failure(current_role, "__init__", exc))
+        info = {"pid": os.getpid(), "node_ip": self.placement.node_ip, "device": self.device}
+        return info, (True, None, None)
+
+    def _init_runtime(self, master: tuple[str, int] | None, timeout_s: float) -> None:
+        import ray
+
+        p = self.placement
+        if ray.get_gpu_ids():
+            # Ray narrows CUDA_VISIBLE_DEVICES to this actor's GPU, so it is cuda:0 here.
+            import torch
+
+            torch.cuda.set_device(0)
+            self.device = "cuda:0"
+        if master is None:
+            return
+        addr, port = master
+        os.environ.update(
+            {
+                "MASTER_ADDR": addr,
+                "MASTER_PORT": str(port),
+                "RANK": str(p.rank),
+                "WORLD_SIZE": str(p.world_size),
+                "LOCAL_RANK": str(p.local_rank),
+                "LOCAL_WORLD_SIZE": str(p.local_world_size),
+            }
+        )
+        import torch.distributed as dist
+
+        # On GPU keep a gloo backend beside NCCL for CPU tensors (offloaded states, metadata).
+        backend = "cpu:gloo,cuda:nccl" if self.device.startswith("cuda") else "gloo"
+        dist.init_process_group(
+            backend=backend,
+            init_method=f"tcp://{addr}:{port}",
+            rank=p.rank,
+            world_size=p.world_size,
+            timeout=timedelta(seconds=timeout_s),
+        )
+        self.distributed = True
+
+    def _context(self, role: str, master: tuple[str, int] | None) -> WorkerContext:
+        p = self.placement
+        return WorkerContext(
+            role=role,
+            rank=p.rank,
+            world_size=p.world_size,
+            local_rank=p.local_rank,
+            local_world_size=p.local_world_size,
+            node_ip=p.node_ip,
+            device=self.device,
+            distributed=self.distributed,
+            master_addr=master[0] if master else None,
+            master_port=master[1] if master else None,
+        )
+
+    # -------------------------------------------------------------- calls
+
+    def execute(
+        self,
+        role: str,
+        method: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        want_result: bool,
+        *after: Any,
+    ) -> tuple[Any, Info]:
+        """Run ``role.method`` and return ``(result, info)``.
+
+        ``after`` are completion tokens of earlier calls on this device by other
+        processes; Ray resolves them before this runs, which serialises roles
+        that share a device. Arguments that are data references are fetched
+        here. A raised exception comes back as a failure in ``info``.
+        """
+        try:
+            target = getattr(self.roles[role], method)
+            args = tuple(resolve_argument(a) for a in args)
+            kwargs = {k: resolve_argument(v) for k, v in kwargs.items()}
+            result = target(*args, **kwargs)
+        except Exception as exc:
+            return None, (False, None, self._failure(role, method, exc))
+        return (result if want_result else None), (True, _rows(result), None)
+
+    def mesh_position(self, role: str, mesh: str) -> MeshPosition | None:
+        """The position role ``role`` declared in mesh ``mesh`` (``None`` if undeclared)."""
+        return self.roles[role].mesh_position(mesh)
+
+    def ping(self) -> int:
+        """The process id (answers once every earlier call on this host has finished)."""
+        return os.getpid()
+
+    def _failure(self, role: str, method: str, exc: BaseException) -> WorkerFailure:
+        return WorkerFailure(
+            role=role,
+            rank=self.placement.rank,
+            method=method,
+            exc_type=type(exc).__name__,
+            message=str(exc),
+            traceback=traceback.format_exc(),
+            pid=os.getpid(),
+            node_ip=self.placement.node_ip,
+        )

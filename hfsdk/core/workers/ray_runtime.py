@@ -1,0 +1,180 @@
+"""Connecting to Ray: start a quiet local instance, or join a cluster.
+
+``connect()`` is idempotent. Without an address (and without ``RAY_ADDRESS``)
+it starts a local instance sized to the machine: every CPU, the GPUs Ray
+finds, and — so that pools work on CPU-only machines — ``virtual_devices``
+slots of the custom resource :data:`VIRTUAL_DEVICE_RESOURCE`; no dashboard,
+warnings-only logging. With an address (``--ray-address`` on the command line
+or ``RAY_ADDRESS``) it joins that cluster; its nodes must then offer GPUs or
+the virtual-device resource.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from typing import Any
+
+import attrs
+
+from hfsdk.core.errors import HfsdkError
+
+VIRTUAL_DEVICE_RESOURCE = "hfsdk_device"
+"""Custom Ray resource standing in for a device on machines without GPUs."""
+
+VIRTUAL_DEVICES_ENV = "HFSDK_VIRTUAL_DEVICES"
+"""Environment variable overriding the number of virtual devices of a local instance."""
+
+
+@attrs.frozen(kw_only=True)
+class RayInfo:
+    """What :func:`connect` connected to."""
+
+    address: str
+    started_locally: bool
+    device_resource: str
+    devices: float
+    cpus: float
+
+
+def default_virtual_devices() -> int:
+    """Virtual device slots of a local instance: ``HFSDK_VIRTUAL_DEVICES``, else max(CPUs, 4).
+
+    Slots are time-shared by processes, so there may be more than cores; four
+    lets the usual 2 x 2 layouts run on a small machine.
+    """
+    raw = os.environ.get(VIRTUAL_DEVICES_ENV)
+    if raw:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise HfsdkError(f"{VIRTUAL_DEVICES_ENV}={raw!r}: expected a positive integer")
+        return value
+    return max(os.cpu_count() or 1, 4)
+
+
+def resolve_address(address: str | None) -> str | None:
+    """The cluster to join: ``address``, else ``RAY_ADDRESS``, else ``None`` (start locally)."""
+    if address:
+        return address
+    return os.environ.get("RAY_ADDRESS") or None
+
+
+def device_resource_name() -> str:
+    """``"GPU"`` when the connected cluster has GPUs, else the virtual-device resource."""
+    import ray
+
+    return "GPU" if ray.cluster_resources().get("GPU", 0) > 0 else VIRTUAL_DEVICE_RESOURCE
+
+
+_STARTED_LOCALLY = False
+
+
+def connect(
+    address: str | None = None,
+    *,
+    num_cpus: int | None = None,
+    virtual_devices: int | None = None,
+    object_store_memory: int | None = None,
+    death_timeout_s: float | None = None,
+    log_to_driver: bool = True,
+    namespace: str | None = None,
+) -> RayInfo:
+    """Start a local Ray instance, or join ``address`` / ``RAY_ADDRESS``; idempotent.
+
+    Local-start options: ``num_cpus`` (default: all), ``virtual_devices``
+    (default :func:`default_virtual_devices`), ``object_store_memory`` (bytes;
+    default Ray's), ``death_timeout_s`` (how fast a silent node is declared
+    dead: Ray's health checks are set to about this many seconds). A second
+    call returns the current connection; asking for a different address while
+    connected is an error.
+    """
+    import ray
+
+    target = resolve_address(address)
+    if ray.is_initialized():
+        current = _current_address()
+        if address and address not in ("auto", current) and not _same_address(address, current):
+            raise HfsdkError(
+                f"already connected to Ray at {current}; cannot also join {address} — call "
+                "hfsdk.core.workers.shutdown() first"
+            )
+        return _info(current, _STARTED_LOCALLY)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    common: dict[str, Any] = {
+        "logging_level": logging.WARNING,
+        "log_to_driver": log_to_driver,
+        "namespace": namespace,
+    }
+    if target is not None:
+        ray.init(address=target, **common)
+        return _info(_current_address(), False)
+    kwargs: dict[str, Any] = {
+        "num_cpus": num_cpus if num_cpus is not None else os.cpu_count(),
+        "resources": {VIRTUAL_DEVICE_RESOURCE: virtual_devices or default_virtual_devices()},
+        "include_dashboard": False,
+        "object_store_memory": object_store_memory,
+    }
+    if death_timeout_s is not None:
+        kwargs["_system_config"] = health_check_config(death_timeout_s)
+    _set_started(True)
+    try:
+        ray.init(**kwargs, **common)
+    except Exception:
+        _set_started(False)
+        raise
+    return _info(_current_address(), True)
+
+
+def health_check_config(death_timeout_s: float) -> dict[str, int]:
+    """Ray system config that declares a silent node dead after about ``death_timeout_s``."""
+    if death_timeout_s <= 0:
+        raise HfsdkError(f"death_timeout_s={death_timeout_s!r}: expected seconds > 0")
+    period_ms = 1000 if death_timeout_s >= 2 else 500
+    return {
+        "health_check_initial_delay_ms": 0,
+        "health_check_period_ms": period_ms,
+        "health_check_timeout_ms": period_ms,
+        "health_check_failure_threshold": max(1, math.floor(death_timeout_s * 1000 / period_ms)),
+    }
+
+
+def shutdown() -> None:
+    """Disconnect from Ray (stopping the local instance if :func:`connect` started it)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    _set_started(False)
+
+
+def _set_started(value: bool) -> None:
+    global _STARTED_LOCALLY
+    _STARTED_LOCALLY = value
+
+
+def _current_address() -> str:
+    import ray
+
+    return str(ray.get_runtime_context().gcs_address)
+
+
+def _same_address(a: str, b: str) -> bool:
+    return a.removeprefix("ray://").rstrip("/") == b.removeprefix("ray://").rstrip("/")
+
+
+def _info(address: str, started: bool) -> RayInfo:
+    import ray
+
+    resources = ray.cluster_resources()
+    device = device_resource_name()
+    return RayInfo(
+        address=address,
+        started_locally=started,
+        device_resource=device,
+        devices=float(resources.get(device, 0.0)),
+        cpus=float(resources.get("CPU", 0.0)),
+    )
