@@ -114,7 +114,7 @@ def exact_match(
     config: ExactMatchConfig | None = None,
     **columns: Sequence[Any],
 ) -> list[dict[str, float]]:
-    """``correct_score`` when the answer extracted from the response equals the reference.
+    """Score 1 (``correct_score``) when the answer extracted from the response equals the reference.
 
     The reference is the dataset column ``answer_column``. Also reports
     ``answer_found`` (the share of responses where the pattern matched).
@@ -148,7 +148,7 @@ def format_check(
     config: FormatCheckConfig | None = None,
     **columns: Sequence[Any],
 ) -> list[float]:
-    """``match_score`` when the response follows ``pattern`` (dot matches newlines)."""
+    """Score 1 (``match_score``) when the response follows a regular expression (``pattern``)."""
     config = config or FormatCheckConfig()
     regex = re.compile(config.pattern, re.DOTALL)
     check = regex.fullmatch if config.full_match else regex.search
@@ -165,7 +165,7 @@ def length_penalty(
     config: LengthPenaltyConfig | None = None,
     **columns: Sequence[Any],
 ) -> list[float]:
-    """0 for responses within budget, down to ``−penalty`` for overlong ones (see the config)."""
+    """Soft penalty for overlong responses: 0 within budget, down to −penalty beyond it."""
     config = config or LengthPenaltyConfig()
     start = config.max_length - config.buffer_length
     scores = []

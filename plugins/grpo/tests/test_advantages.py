@@ -6,6 +6,11 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hfsdk
+from hfsdk.core.errors import HfsdkError
 from hfsdk_grpo.advantages import (
     GRPOAdvantageConfig,
     ReinforcePlusPlusConfig,
@@ -14,11 +19,6 @@ from hfsdk_grpo.advantages import (
     compute_reinforce_plus_plus_baseline,
     compute_rloo_advantages,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-import hfsdk
-from hfsdk.core.errors import HfsdkError
 
 NAN = float("nan")
 # Scores (sum over valid tokens): a -> [1, 0, 0.5], b -> [2]; NaN sits at masked positions.

@@ -6,12 +6,12 @@ import math
 
 import pytest
 import torch
-from hfsdk_grpo.losses import GSPOConfig, gspo_loss
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hfsdk
 from hfsdk.core.algorithm import LOSS_AGG_MODES
+from hfsdk_grpo.losses import GSPOConfig, gspo_loss
 
 
 def run(deltas: list[list[float]], adv: list[float], mask: list[list[int]], config=None):

@@ -6,12 +6,12 @@ import math
 
 import pytest
 import torch
-from hfsdk_ppo.advantages import GAEConfig, compute_gae
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hfsdk
 from hfsdk.core.errors import HfsdkError
+from hfsdk_ppo.advantages import GAEConfig, compute_gae
 
 RAW = GAEConfig(gamma=1.0, lam=0.95, whiten_advantages=False)
 

@@ -6,18 +6,18 @@ import math
 
 import pytest
 import torch
-from hfsdk_ppo.losses import (
-    ClippedValueLossConfig,
-    PPOClipConfig,
-    clipped_value_loss,
-    ppo_clip_loss,
-)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hfsdk
 from hfsdk.core.algorithm import LOSS_AGG_MODES
 from hfsdk.core.errors import HfsdkError
+from hfsdk_ppo.losses import (
+    ClippedValueLossConfig,
+    PPOClipConfig,
+    clipped_value_loss,
+    ppo_clip_loss,
+)
 
 RATIOS = [1.5, 0.5, 1.1, 5.0]
 ADV = [1.0, -1.0, 2.0, -1.0]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hfsdk_remax.advantages import compute_remax_advantages
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hfsdk
 from hfsdk.core.errors import HfsdkError
+from hfsdk_remax.advantages import compute_remax_advantages
 
 
 def test_remax_by_hand() -> None:

@@ -16,10 +16,10 @@ import math
 
 import attrs
 import torch
-from hfsdk_ppo.advantages import gae_advantages_and_returns, require_values
 
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_whiten
+from hfsdk_ppo.advantages import gae_advantages_and_returns, require_values
 
 
 @attrs.frozen(kw_only=True)
@@ -114,8 +114,9 @@ def compute_safe_rlhf_advantages(
     config: SafeRLHFAdvantageConfig | None = None,
     **unused: object,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Combined advantages and the *reward* returns (registry convention).
+    """Safe-RLHF: (A_r − λ·A_c)/(1 + λ) from reward and cost GAE, with the reward returns.
 
+    Needs ``values``, ``token_level_costs``, ``cost_values`` and ``lagrange_multiplier``.
     The cost returns (for the cost critic) come from :func:`compute_safe_rlhf_terms`.
     """
     terms = compute_safe_rlhf_terms(

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hfsdk_safe_rlhf.advantages import (
-    SafeRLHFAdvantageConfig,
-    compute_safe_rlhf_advantages,
-    compute_safe_rlhf_terms,
-)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hfsdk
 from hfsdk.core.errors import HfsdkError
+from hfsdk_safe_rlhf.advantages import (
+    SafeRLHFAdvantageConfig,
+    compute_safe_rlhf_advantages,
+    compute_safe_rlhf_terms,
+)
 
 CONFIG = SafeRLHFAdvantageConfig(gamma=1.0, lam=0.5)
 INPUTS = {

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hfsdk_safe_rlhf.cost import apply_kl_to_costs
 
 from hfsdk.core.maths.kl import apply_kl_penalty
+from hfsdk_safe_rlhf.cost import apply_kl_to_costs
 
 
 def test_cost_gets_plus_kl_and_reward_minus_kl() -> None:

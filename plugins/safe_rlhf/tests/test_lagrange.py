@@ -6,10 +6,10 @@ import math
 
 import pytest
 import torch
-from hfsdk_safe_rlhf.lagrange import LagrangeConfig, LagrangeMultiplier
-from hfsdk_safe_rlhf.safe_rlhf_config import SafeRLHFConfig
 
 from hfsdk.core.errors import HfsdkError
+from hfsdk_safe_rlhf.lagrange import LagrangeConfig, LagrangeMultiplier
+from hfsdk_safe_rlhf.safe_rlhf_config import SafeRLHFConfig
 
 
 def test_update_rule_and_window_by_hand() -> None:

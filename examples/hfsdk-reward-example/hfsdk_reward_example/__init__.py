@@ -1,0 +1,1 @@
+"""Example third-party hfsdk plugin registering the ``keyword_bonus`` reward function."""
