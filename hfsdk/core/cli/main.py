@@ -14,6 +14,7 @@ import hfsdk
 from hfsdk.core.cli.config_command import config
 from hfsdk.core.cli.errors import exit_with, run_reporting_errors
 from hfsdk.core.cli.list_command import list_entries
+from hfsdk.core.cli.plan_command import plan
 from hfsdk.core.cli.plugins_command import plugins
 from hfsdk.core.cli.run_command import run
 
@@ -29,6 +30,7 @@ cli.add_command(plugins)
 cli.add_command(list_entries)
 cli.add_command(config)
 cli.add_command(run)
+cli.add_command(plan)
 
 
 def build_cli() -> click.Group:

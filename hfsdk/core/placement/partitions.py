@@ -22,6 +22,7 @@ def set_partitions(items: Sequence[T]) -> Iterator[tuple[tuple[T, ...], ...]]:
     """
     items = tuple(items)
     if not items:
+        yield ()  # the empty set has exactly one partition, with no groups
         return
     labels = [0] * len(items)
 
