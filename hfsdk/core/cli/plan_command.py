@@ -112,6 +112,7 @@ def plan(
     latency simulator, and prints the fastest mapping with its estimated
     stage and iteration times. Example:
 
+    \b
         hfsdk plan --algo ppo --model-size 70B --gpus 128 --timeline plan.png
     """
     from hfsdk.core.placement import Workload, plan_for_algorithm
