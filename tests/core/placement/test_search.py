@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import subprocess
+import sys
 
 import attrs
 import pytest
@@ -249,3 +252,25 @@ def test_bad_dataflow() -> None:
         PlacementSearch(idle, "7B", _cluster(8))
     with pytest.raises(HfsdkError, match="no roles"):
         PlacementSearch(Dataflow(roles=(), stages=()), "7B", _cluster(8))
+
+
+def test_deterministic_across_hash_seeds() -> None:
+    code = (
+        "import json\n"
+        "from hfsdk.core.placement import plan_for_algorithm\n"
+        "d = plan_for_algorithm('safe_rlhf', model_size='34B', num_devices=96,\n"
+        "                       cluster='a100-80gb').to_dict()\n"
+        "d.pop('stats')\n"
+        "print(json.dumps(d, sort_keys=True))\n"
+    )
+    outputs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(outputs) == 1
