@@ -274,3 +274,29 @@ def test_deterministic_across_hash_seeds() -> None:
         for seed in ("1", "2")
     }
     assert len(outputs) == 1
+
+
+@pytest.mark.parametrize("devices", [4, 8, 12, 16])
+def test_colocated_layouts_are_the_fastest_combination_that_fits(devices: int) -> None:
+    # Small devices make the roles compete for memory inside the group.
+    search = PlacementSearch(
+        PPOAlgorithm.dataflow, "1.3B", _cluster(devices, memory=24e9, per_node=4), SMALL
+    )
+    roles = search.dataflow.roles
+    fronts = [search.cache.get(search.tasks[r], devices) for r in roles]
+    combos = [
+        combo
+        for combo in itertools.product(*fronts)
+        if sum(c.peak_bytes for c in combo) <= search.cluster.usable_memory
+    ]
+    choice = search.group_choice(roles, devices)
+    if not combos:
+        assert choice is None
+        return
+    best = min(sum(c.total_seconds for c in combo) for combo in combos)
+    assert choice is not None
+    assert math.isclose(sum(c.total_seconds for c in choice.candidates), best)
+    assert choice.peak_bytes <= search.cluster.usable_memory
+    # Memory really binds here: each role's fastest layout together would not fit.
+    if devices == 4:
+        assert sum(front[0].peak_bytes for front in fronts) > search.cluster.usable_memory
