@@ -335,15 +335,22 @@ def wait_for_infos(
     return infos
 
 
-_CAUSE_RE = re.compile(r"(The actor (?:is dead|died)[^\n]*)")
+# Most specific first: Ray's "is dead because ... Worker exit type/detail" sentence.
+_CAUSE_RES = (
+    re.compile(r"The actor is dead because[^\n]*"),
+    re.compile(r"Worker exit type:[^\n]*"),
+    re.compile(r"The actor died[^\n]*"),
+)
 
 
 def death_cause(exc: BaseException) -> str:
     """Ray's reason an actor died, trimmed to the exit type and detail."""
     text = str(exc)
-    match = _CAUSE_RE.search(text)
-    cause = match.group(1) if match else _first_lines(text, 2)
-    return cause.split(" Some common causes", 1)[0].strip()
+    for pattern in _CAUSE_RES:
+        match = pattern.search(text)
+        if match:
+            return match.group(0).split(" Some common causes", 1)[0].strip()
+    return _first_lines(text, 2)
 
 
 def _died_error(

@@ -93,7 +93,14 @@ class WorkerHost:
                     self.roles[role] = spec.worker_cls(*spec.args, **dict(spec.kwargs))
         except Exception as exc:
             return None, (False, None, self._failure(current_role, "__init__", exc))
-        info = {"pid": os.getpid(), "node_ip": self.placement.node_ip, "device": self.device}
+        import ray
+
+        info = {
+            "pid": os.getpid(),
+            "node_ip": self.placement.node_ip,
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "device": self.device,
+        }
         return info, (True, None, None)
 
     def _init_runtime(self, master: tuple[str, int] | None, timeout_s: float) -> None:

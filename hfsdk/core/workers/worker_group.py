@@ -326,7 +326,7 @@ class WorkerGroup:
 
     @property
     def process_info(self) -> list[dict[str, Any]]:
-        """Per rank: ``pid``, ``node_ip`` and ``device`` of the worker process."""
+        """Per rank: ``pid``, ``node_ip``, ``node_id`` and ``device`` of the worker process."""
         return [dict(info) for info in self._hosts.process_info]
 
     @property
@@ -471,6 +471,8 @@ def _resolve_methods(
         try:
             protocol = resolve_protocol(spec.protocol)
         except HfsdkError as exc:
-            raise HfsdkError(f"role {role!r} method {worker_cls.__name__}.{name}: {exc}") from None
+            # Keep the error's class (UnknownNameError for a typo) and add where it came from.
+            message = f"role {role!r} method {worker_cls.__name__}.{name}: {exc}"
+            raise type(exc)(message) from None
         methods[name] = (protocol, spec)
     return methods
