@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import traceback
 from collections.abc import Mapping
 from datetime import timedelta
@@ -46,9 +47,11 @@ class RoleSpec:
 def _rows(value: Any) -> int | None:
     if isinstance(value, (list, tuple)):
         return len(value)
-    from hfsdk.core.batch import Batch
-
-    return len(value) if isinstance(value, Batch) else None
+    # A Batch can only exist if its module was imported; don't pay that import otherwise.
+    batch_module = sys.modules.get("hfsdk.core.batch")
+    if batch_module is not None and isinstance(value, batch_module.Batch):
+        return len(value)
+    return None
 
 
 class WorkerHost:

@@ -18,6 +18,7 @@ No torch or ray at import time.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -118,9 +119,9 @@ class TransferProtocol:
 
 
 def _is_batch(value: Any) -> bool:
-    from hfsdk.core.batch import Batch
-
-    return isinstance(value, Batch)
+    # Only a loaded batch module can have made a Batch; don't import it (and tensordict) here.
+    batch_module = sys.modules.get("hfsdk.core.batch")
+    return batch_module is not None and isinstance(value, batch_module.Batch)
 
 
 def _describe(value: Any) -> str:

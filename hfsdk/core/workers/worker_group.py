@@ -11,6 +11,7 @@ results (blocking), or returns a :class:`~hfsdk.core.workers.futures.CallFuture`
 from __future__ import annotations
 
 import itertools
+import sys
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -149,9 +150,9 @@ def _placements(pool: ResourcePool) -> list[Placement]:
 
 
 def _nbytes(value: Any) -> int:
-    from hfsdk.core.batch import Batch
-
-    if isinstance(value, Batch):
+    # Only a loaded batch module can have made a Batch; don't import it (and tensordict) here.
+    batch_module = sys.modules.get("hfsdk.core.batch")
+    if batch_module is not None and isinstance(value, batch_module.Batch):
         tensors = sum(t.numel() * t.element_size() for t in value.tensors.values())
         return tensors + sum(a.nbytes for a in value.non_tensors.values())
     if isinstance(value, (bytes, bytearray)):
