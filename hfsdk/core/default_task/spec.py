@@ -25,16 +25,22 @@ class DefaultTaskSpec:
     ``filler_word``.
 
     Warm start: a supervised pass toward a deliberately imperfect policy that
-    answers correctly with probability ``p_correct`` (otherwise any number) and
-    starts with ``filler_word`` with probability ``p_filler``, so RL starts
-    with reward ≈ ``p_correct`` and a cost ≈ ``p_filler`` and has room to learn.
+    starts with ``filler_word`` with probability ``p_filler`` and then answers
+    correctly with probability ``p_correct_after_filler``, or answers at once
+    and is right with probability ``p_correct`` (otherwise it names any
+    number). RL starts with a reward around 0.4 and a cost around ``p_filler``.
+    Because the filler path is the more accurate one, maximising the reward
+    alone raises the cost: only a constrained algorithm (Safe-RLHF) lowers both.
     """
 
     max_operand: int = attrs.field(
         default=9, validator=[attrs.validators.ge(1), attrs.validators.le(49)]
     )
     p_correct: float = attrs.field(
-        default=0.3, validator=[attrs.validators.gt(0.0), attrs.validators.lt(1.0)]
+        default=0.2, validator=[attrs.validators.gt(0.0), attrs.validators.lt(1.0)]
+    )
+    p_correct_after_filler: float = attrs.field(
+        default=0.6, validator=[attrs.validators.gt(0.0), attrs.validators.lt(1.0)]
     )
     p_filler: float = attrs.field(
         default=0.5, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)]

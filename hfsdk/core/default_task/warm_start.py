@@ -4,14 +4,16 @@ The supervised pass fits the model to a *target policy* given as a
 distribution per response position (soft labels; the expectation of
 fine-tuning on labels sampled from it, without the sampling noise):
 
-- first response token: the filler word with probability ``p_filler``, else a number;
-- a number: the right sum with probability ``p_correct``, else uniform over all answers;
+- first response token: the filler word with probability ``p_filler``, else
+  a number: the right sum with probability ``p_correct``, otherwise uniform
+  over all answers;
+- after the filler word: a number, right with probability ``p_correct_after_filler``;
 - after the number: ``</s>``.
 
 So the warm-started policy knows the format and puts a clear but minority
-share of its mass on the right answer: RL starts near reward ``p_correct`` and
-cost ``p_filler``, and sampled responses vary, which is what lets a short RL
-run move both.
+share of its mass on the right answer, and sampled responses vary: a short RL
+run has both the signal and the room to improve. The filler path being more
+often right makes reward and cost pull in opposite directions.
 """
 
 from __future__ import annotations
@@ -74,6 +76,18 @@ class _Targets:
     first_position: int  # index whose next token is the first response token
 
 
+def _answer_mixture(
+    vocab: int, number_ids: torch.Tensor, answer_id: int, p_correct: float
+) -> torch.Tensor:
+    """``p_correct`` on the answer plus ``1 − p_correct`` spread over every number."""
+    import torch
+
+    mix = torch.zeros(vocab)
+    mix[number_ids] = (1.0 - p_correct) / len(number_ids)
+    mix[answer_id] += p_correct
+    return mix
+
+
 def _targets(spec: DefaultTaskSpec, tokenizer: PreTrainedTokenizerFast) -> _Targets:
     import torch
 
@@ -91,15 +105,16 @@ def _targets(spec: DefaultTaskSpec, tokenizer: PreTrainedTokenizerFast) -> _Targ
             prompt_ids = tokenizer(format_prompt(a, b)).input_ids
             answer_id = int(number_ids[a + b])
             ids = [*prompt_ids, filler_id, answer_id, tokenizer.eos_token_id]
-            mix = torch.zeros(vocab)
-            mix[number_ids] = (1.0 - spec.p_correct) / len(number_ids)
-            mix[answer_id] += spec.p_correct
+            mix = _answer_mixture(vocab, number_ids, answer_id, spec.p_correct)
+            after_filler = _answer_mixture(
+                vocab, number_ids, answer_id, spec.p_correct_after_filler
+            )
             first = mix * (1.0 - spec.p_filler)
             first[filler_id] += spec.p_filler
             target = torch.zeros(len(ids), vocab)
             first_position = len(prompt_ids) - 1
             target[first_position] = first
-            target[first_position + 1] = mix
+            target[first_position + 1] = after_filler
             target[first_position + 2] = eos
             rows.append(ids)
             targets.append(target)

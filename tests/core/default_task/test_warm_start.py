@@ -12,7 +12,7 @@ from hfsdk.core.default_task.tokenizer import load_tokenizer
 
 def test_build_reports_a_policy_with_room_to_learn(default_assets: DefaultAssets) -> None:
     warm = default_assets.build_info["warm_start"]
-    assert 0.25 <= warm["expected_reward"] <= 0.45
+    assert 0.3 <= warm["expected_reward"] <= 0.5
     assert 0.4 <= warm["filler_probability"] <= 0.6
     assert 200_000 <= default_assets.build_info["num_parameters"] <= 500_000
 
@@ -32,9 +32,13 @@ def test_sampled_responses_score_mid_range_and_vary(default_assets: DefaultAsset
     texts = tokenizer.batch_decode(sampled[:, width:], skip_special_tokens=True)
     rewards = default_task_reward(prompts, texts, answer=answers)
     costs = default_task_cost(prompts, texts)
-    assert 0.2 <= sum(rewards) / len(rewards) <= 0.5
+    assert 0.3 <= sum(rewards) / len(rewards) <= 0.55
     assert 0.3 <= sum(costs) / len(costs) <= 0.7
     assert len(set(texts)) >= 30
+    # Reward and cost conflict: responses with the filler word are right more often.
+    with_filler = [r for r, c in zip(rewards, costs, strict=True) if c]
+    without = [r for r, c in zip(rewards, costs, strict=True) if not c]
+    assert sum(with_filler) / len(with_filler) >= sum(without) / len(without) + 0.2
     # The right answer is the policy's most likely one: greedy decoding is (almost) always right.
     greedy_texts = tokenizer.batch_decode(greedy[:, width:], skip_special_tokens=True)
     greedy_rewards = default_task_reward(prompts, greedy_texts, answer=answers)
