@@ -134,7 +134,8 @@ class Algorithm:
         """Sample ``n`` responses per prompt with the actor (``n`` defaults to the config's)."""
         n = self.algo_config.n_samples_per_prompt if n is None else n
         batch = prompts.repeat(n, interleave=True) if n > 1 else prompts
-        batch.meta["greedy"] = greedy
+        # Repeated here, so every rank gets whole rows; the rollout must not repeat again.
+        batch.meta.update(greedy=greedy, n=1)
         return self.role("actor").generate_sequences(batch)
 
     def score(self, batch: Batch, signal: str = "reward") -> torch.Tensor:

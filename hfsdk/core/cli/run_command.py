@@ -20,6 +20,23 @@ def run(
 ) -> None:
     """Train: `hfsdk run --algo grpo` runs the built-in tiny task on CPU."""
     from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.trainer import Trainer
 
     cfg = load_run_config(algo, config_file, overrides)
-    click.echo(f"config for {cfg.algo!r} is valid; the trainer is not available yet")
+    trainer = Trainer(cfg, run_dir, quiet=quiet)
+    metrics = trainer.fit()
+    if not metrics:
+        return
+    first, last = metrics[: min(5, len(metrics))], metrics[-min(5, len(metrics)) :]
+
+    def mean(rows: list[dict], key: str) -> float:
+        values = [r[key] for r in rows if r.get(key) is not None]
+        return sum(values) / len(values) if values else float("nan")
+
+    summary = (
+        f"{cfg.algo}: {len(metrics)} steps in {trainer.run_dir}; reward/mean "
+        f"{mean(first, 'reward/mean'):.3f} (first 5) -> {mean(last, 'reward/mean'):.3f} (last 5)"
+    )
+    if "cost/mean" in metrics[-1]:
+        summary += f"; cost/mean {mean(first, 'cost/mean'):.3f} -> {mean(last, 'cost/mean'):.3f}"
+    click.echo(summary)

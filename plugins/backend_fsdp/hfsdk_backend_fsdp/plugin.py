@@ -9,10 +9,10 @@ from hfsdk.hookspecs import Register
 @hfsdk.hookimpl
 def hfsdk_register_training_backends(register: Register) -> None:
     """Register the ``fsdp`` training backend."""
-    from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+    from hfsdk_backend_fsdp.fsdp_worker import FSDPWorker
 
-    register("fsdp", FSDPBackend, config_cls=FSDPRoleConfig)
+    register("fsdp", FSDPWorker, config_cls=FSDPRoleConfig)
 
 
 @hfsdk.hookimpl

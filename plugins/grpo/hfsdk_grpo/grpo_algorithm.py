@@ -43,5 +43,5 @@ class GRPOAlgorithm(Algorithm):
             batch["token_level_rewards"] = self.rewards_with_kl(batch)
             self.estimate_advantages(batch)
         with self.stage("update_actor"):
-            self.record(actor.update_actor(batch), "actor/")
+            self.record(actor.update_actor(batch))
         return self.finish(batch)

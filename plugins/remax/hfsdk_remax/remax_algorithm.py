@@ -50,5 +50,5 @@ class ReMaxAlgorithm(Algorithm):
             n = self.algo_config.n_samples_per_prompt
             self.estimate_advantages(batch, reward_baselines=baseline.repeat_interleave(n))
         with self.stage("update_actor"):
-            self.record(actor.update_actor(batch), "actor/")
+            self.record(actor.update_actor(batch))
         return self.finish(batch)

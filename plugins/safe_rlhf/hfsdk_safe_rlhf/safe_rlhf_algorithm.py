@@ -95,7 +95,7 @@ class SafeRLHFAlgorithm(Algorithm):
                 costs, batch["cost_values"], batch["response_mask"], gamma, lam
             )
         with self.stage("update_critic"):
-            self.record(critic.update_critic(batch), "critic/")
+            self.record(critic.update_critic(batch))
             cost_view = batch.select(
                 tensor_keys=[
                     "input_ids",
@@ -109,9 +109,9 @@ class SafeRLHFAlgorithm(Algorithm):
             )
             cost_view["values"] = batch["cost_values"]
             cost_view["returns"] = cost_returns
-            self.record(cost_critic.update_critic(cost_view), "cost_critic/")
+            self.record({f"cost_{k}": v for k, v in cost_critic.update_critic(cost_view).items()})
         with self.stage("update_actor"):
-            self.record(actor.update_actor(batch), "actor/")
+            self.record(actor.update_actor(batch))
         self.metrics["lagrange/lambda"] = self.multiplier.value
         return self.finish(batch)
 

@@ -1,0 +1,281 @@
+"""A training session: assets, data, Ray worker groups per pool, and reward/cost signals.
+
+The session turns the run config into live objects for the trainer loop and
+tears them down afterwards: it resolves the built-in default task when the
+config names no model or data, builds one resource pool per
+``placement.pools`` entry, starts each pool's roles (fused into one process
+per device, or as separate processes) with the training backend each role
+selects, and builds the scorers of the ``reward`` and ``cost`` signals.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.config.run_config import SIGNAL_ROLES, RunConfig
+from hfsdk.core.config.signal_config import SignalConfig, SignalFunction
+from hfsdk.core.errors import HfsdkError
+
+logger = logging.getLogger(__name__)
+
+
+@attrs.frozen(kw_only=True)
+class RunAssets:
+    """Concrete paths a run uses, after the default task filled in what the config left out."""
+
+    model_path: str | None
+    tokenizer_path: str
+    train_files: tuple[str, ...]
+    val_files: tuple[str, ...]
+    default_task: bool
+
+
+def resolve_assets(config: RunConfig) -> RunAssets:
+    """Paths of the model, tokenizer and data; builds the default task's assets when needed."""
+    actor_path = getattr(config.actor, "model_path", None)
+    uses_default = actor_path is None or not config.data.train_files
+    if not uses_default:
+        return RunAssets(
+            model_path=actor_path,
+            tokenizer_path=actor_path,
+            train_files=tuple(config.data.train_files),
+            val_files=tuple(config.data.val_files),
+            default_task=False,
+        )
+    from hfsdk.core.default_task import ensure_default_assets
+
+    assets = ensure_default_assets()
+    return RunAssets(
+        model_path=actor_path or str(assets.model_dir),
+        tokenizer_path=actor_path or str(assets.tokenizer_dir),
+        train_files=tuple(config.data.train_files) or (str(assets.train_jsonl),),
+        val_files=tuple(config.data.val_files)
+        or ((str(assets.val_jsonl),) if not config.data.train_files else ()),
+        default_task=not config.data.train_files,
+    )
+
+
+def load_tokenizer(path: str) -> Any:
+    """The tokenizer of ``path`` (fast tokenizer files; never a hub download)."""
+    from transformers import PreTrainedTokenizerFast
+
+    try:
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
+    except Exception as exc:
+        raise HfsdkError(
+            f"no tokenizer could be loaded from {path!r} ({exc}); point actor.model_path at a "
+            "local model directory that holds tokenizer.json"
+        ) from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+class SignalScorer:
+    """Scores generated samples with a signal's functions (on the controller) and/or model."""
+
+    def __init__(self, name: str, config: SignalConfig, model: Any | None) -> None:
+        self.name = name
+        self.config = config
+        self.model = model
+        if config.functions:
+            from hfsdk.core.rewards import load_reward_functions
+
+            load_reward_functions(config)  # fail before training, not at the first step
+
+    def __call__(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        scores = torch.zeros(len(batch), dtype=torch.float32)
+        metrics: dict[str, float] = {}
+        if self.config.functions:
+            from hfsdk.core.rewards import compute_rewards
+
+            skip = {"raw_prompt", "response_text"}
+            columns = {k: list(batch[k]) for k in batch.non_tensor_keys if k not in skip}
+            values, metrics = compute_rewards(
+                list(batch["raw_prompt"]), list(batch["response_text"]), columns, self.config
+            )
+            scores += torch.tensor(values, dtype=torch.float32)
+        if self.model is not None:
+            model_scores = self.model.compute_scores(batch)["rm_scores"].float()
+            metrics["model_score_mean"] = float(model_scores.mean())
+            scores += model_scores
+        return scores, metrics
+
+
+def _signal_config(config: RunConfig, role: str, default_task: bool) -> SignalConfig:
+    signal: SignalConfig = getattr(config, role)
+    if signal.functions or signal.model is not None:
+        return signal
+    if default_task:
+        from hfsdk.core.default_task import COST_FUNCTION_NAME, REWARD_FUNCTION_NAME
+
+        name = REWARD_FUNCTION_NAME if role == "reward" else COST_FUNCTION_NAME
+        return attrs.evolve(signal, functions=(SignalFunction(name=name),))
+    raise HfsdkError(
+        f"the {role!r} signal has neither functions nor a model; set e.g. "
+        f"{role}.functions=[{{name: exact_match}}] or {role}.model.model_path=DIR"
+    )
+
+
+class TrainingSession:
+    """Live objects of one run: ``loader``, ``roles`` (worker groups) and ``signals``."""
+
+    def __init__(self, config: RunConfig, roles: Sequence[str]) -> None:
+        self.config = config
+        self.role_names = tuple(roles)
+        self.groups: dict[str, Any] = {}
+        self.pools: list[Any] = []
+        self.roles: dict[str, Any] = {}
+        self.signals: dict[str, SignalScorer] = {}
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def __enter__(self) -> TrainingSession:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
+
+        cfg = self.config
+        self.assets = resolve_assets(cfg)
+        self.tokenizer = load_tokenizer(self.assets.tokenizer_path)
+        dataset = load_prompt_dataset(self.assets.train_files, cfg.data.prompt_key)
+        self.loader = PromptLoader(dataset, self.tokenizer, cfg.data, seed=cfg.trainer.seed)
+        self.val_loader = None
+        if self.assets.val_files and cfg.trainer.val_every:
+            val = load_prompt_dataset(self.assets.val_files, cfg.data.prompt_key)
+            val_cfg = attrs.evolve(cfg.data, shuffle=False, batch_size=len(val))
+            self.val_loader = PromptLoader(val, self.tokenizer, val_cfg, seed=cfg.trainer.seed)
+        self._start_workers()
+        for role in SIGNAL_ROLES:
+            if role in self.role_names:
+                signal = _signal_config(cfg, role, self.assets.default_task)
+                self.signals[role] = SignalScorer(role, signal, self.roles.get(role))
+
+    def _model_roles(self) -> dict[str, Any]:
+        """Role name -> role section for every role that runs a model."""
+        out = {}
+        for role in self.role_names:
+            section = getattr(self.config, role)
+            if role in SIGNAL_ROLES:
+                if section.model is not None:
+                    out[role] = section.model
+            else:
+                out[role] = section
+        return out
+
+    def _start_workers(self) -> None:
+        from hfsdk.core.registry import get_registry
+        from hfsdk.core.workers import ResourcePool, colocate, connect
+
+        cfg = self.config
+        placement = cfg.placement
+        if placement.mode == "auto":
+            placement = self._auto_placement()
+        connect(cfg.trainer.ray_address)
+        backends = get_registry("training_backends")
+        by_pool: dict[str, dict[str, Any]] = {}
+        for role, section in self._model_roles().items():
+            worker_cls = backends[section.backend].impl
+            kwargs = {"role": role, "config": cfg, "assets": self.assets, "section": section}
+            by_pool.setdefault(placement.pool_of(role), {})[role] = (worker_cls, kwargs)
+        fused = placement.colocation == "fused"
+        for pool_name, roles in by_pool.items():
+            pool_cfg = placement.pools[pool_name]
+            pool = ResourcePool(
+                devices_per_node=pool_cfg.devices // pool_cfg.nodes,
+                nodes=pool_cfg.nodes,
+                name=pool_name,
+                max_colocate=1 if fused else len(roles),
+            )
+            self.pools.append(pool)
+            groups = colocate(
+                pool,
+                roles,
+                fused=fused,
+                call_timeout_s=cfg.trainer.worker_timeout_s,
+                env_vars={"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+            )
+            self.groups.update(groups)
+        self.roles = dict(self.groups)
+
+    def _auto_placement(self) -> Any:
+        """``placement.mode=auto``: the planner splits the configured devices among the roles."""
+        from hfsdk.core.placement.auto import auto_placement_section
+        from hfsdk.core.trainer.placement_config import PoolConfig
+
+        placement = self.config.placement
+        devices = sum(pool.devices for pool in placement.pools.values())
+        cluster = "a100-80gb" if torch.cuda.is_available() else "local"
+        section = auto_placement_section(
+            self.config.algo,
+            model_size=self.assets.model_path,
+            num_devices=devices,
+            cluster=cluster,
+        )
+        logger.warning("placement: auto chose %s", section)
+        pools = {name: PoolConfig(devices=p["devices"]) for name, p in section["pools"].items()}
+        return attrs.evolve(placement, mode="manual", pools=pools, roles=section["roles"])
+
+    def close(self) -> None:
+        """Stop every worker group and release the pools."""
+        for group in self.groups.values():
+            try:
+                group.shutdown()
+            except Exception:  # shutting down after a failure must not hide it
+                logger.debug("worker group shutdown failed", exc_info=True)
+        for pool in self.pools:
+            try:
+                pool.release()
+            except Exception:
+                logger.debug("pool release failed", exc_info=True)
+        self.groups.clear()
+        self.pools.clear()
+
+    # -- checkpoints ----------------------------------------------------------------
+
+    def _stateful(self) -> Mapping[str, Any]:
+        return {r: g for r, g in self.groups.items() if r not in SIGNAL_ROLES}
+
+    def save_workers(self, directory: Path) -> None:
+        """Trained roles save under ``directory/<role>``; the actor also in HF format."""
+        for role, group in self._stateful().items():
+            group.save_checkpoint(str(directory / role))
+        self.groups["actor"].export_hf(str(directory / "actor_hf"))
+
+    def load_workers(self, directory: Path) -> None:
+        """Restore every trained role from ``directory/<role>``."""
+        for role, group in self._stateful().items():
+            path = directory / role
+            if not path.exists():
+                raise HfsdkError(
+                    f"checkpoint {str(directory)!r} has no state for role {role!r}; it was "
+                    "written by a run with other roles — use a new --run-dir"
+                )
+            group.load_checkpoint(str(path))
+
+    # -- validation -------------------------------------------------------------------
+
+    def validate(self, algorithm: Any) -> dict[str, float]:
+        """Greedy generation on the validation set; mean reward as ``val/reward_mean``."""
+        if self.val_loader is None:
+            return {}
+        prompts = self.val_loader.collate(range(len(self.val_loader)))
+        batch = algorithm.generate(prompts, n=1, greedy=True)
+        scores, _ = self.signals["reward"](batch)
+        return {"val/reward_mean": float(scores.mean())}
