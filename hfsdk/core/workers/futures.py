@@ -310,9 +310,16 @@ def wait_for_infos(
                 raise _died_error(role, rank, method, exc, describe_rank) from None
             except ray.exceptions.RayError as exc:
                 where = describe_rank(rank) if describe_rank else f"rank {rank}"
+                text = str(exc)
+                hint = ""
+                if "No module named" in text:
+                    hint = (
+                        "\nthe worker process could not import a module the call needs; install "
+                        "it on every node or put its directory on PYTHONPATH before Ray starts"
+                    )
                 raise WorkerError(
                     f"role {role!r} {where} method {method!r} failed in Ray: "
-                    f"{_first_lines(str(exc), 6)}",
+                    f"{_first_lines(text, 6)}{hint}",
                     role=role,
                     rank=rank,
                     method=method,

@@ -120,6 +120,7 @@ def connect(
     }
     if death_timeout_s is not None:
         kwargs["_system_config"] = health_check_config(death_timeout_s)
+    _quiet_auth_notice()
     _set_started(True)
     try:
         ray.init(**kwargs, **common)
@@ -127,6 +128,22 @@ def connect(
         _set_started(False)
         raise
     return _info(_current_address(), True)
+
+
+class _DropAuthNotice(logging.Filter):
+    """Drops Ray's per-start notice that token authentication is on (it stays on)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled")
+
+
+_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def _quiet_auth_notice() -> None:
+    logger = logging.getLogger(_AUTH_LOGGER)
+    if not any(isinstance(f, _DropAuthNotice) for f in logger.filters):
+        logger.addFilter(_DropAuthNotice())
 
 
 def health_check_config(death_timeout_s: float) -> dict[str, int]:
