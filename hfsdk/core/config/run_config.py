@@ -273,7 +273,13 @@ def load_run_config(
     config_file: str | None = None,
     overrides: list[str] | tuple[str, ...] = (),
 ) -> RunConfig:
-    """YAML file (optional) + dotted overrides -> a validated :class:`RunConfig`."""
+    """YAML file (optional) + dotted overrides -> a validated :class:`RunConfig`.
+
+    A config without training data runs the built-in default task; its preset
+    (``hfsdk.core.default_task.preset``) fills the keys the user did not set.
+    """
+    from hfsdk.core.default_task.preset import with_default_task_preset
+
     data = load_yaml(config_file) if config_file else {}
     data = apply_overrides(data, overrides)
-    return resolve_run_config(algo, data)
+    return resolve_run_config(algo, with_default_task_preset(algo or data.get("algo"), data))

@@ -35,7 +35,7 @@ class ReMaxAlgorithm(Algorithm):
         with self.stage("generation"):
             batch = self.generate(prompts)
         with self.stage("greedy_generation"):
-            greedy = self.generate(prompts, greedy=True)
+            greedy = self.generate(prompts, n=1, greedy=True)
         with self.stage("old_log_prob"):
             batch = batch.union(actor.compute_log_prob(batch))
         with self.stage("ref_log_prob"):
