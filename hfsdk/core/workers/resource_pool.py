@@ -313,7 +313,10 @@ def _slots_in_rank_order(pgs: list[Any]) -> list[DeviceSlot]:
     from ray.util.placement_group import placement_group_table
 
     ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
-    driver_node = ray.get_runtime_context().get_node_id()
+    try:
+        driver_node = ray.get_runtime_context().get_node_id()
+    except Exception:  # a driver outside the cluster (Ray client) has no node
+        driver_node = None
     placed = []
     for order, pg in enumerate(pgs):
         bundles = placement_group_table(pg)["bundles_to_node_id"]

@@ -307,6 +307,8 @@ class WorkerGroup:
         self._mesh_cache: dict[str, tuple[MeshPosition, ...]] = {}
         self._closed = False
         hosts.attach()
+        # A group dropped without shutdown() still frees its processes and device shares.
+        self._release = weakref.finalize(self, hosts.detach)
         self.methods = {}
         for name, (protocol, spec) in methods.items():
             method = GroupMethod(self, name, protocol, spec)
@@ -441,7 +443,7 @@ class WorkerGroup:
         """Stop this role (the processes stop when no fused role uses them any more)."""
         if not self._closed:
             self._closed = True
-            self._hosts.detach()
+            self._release()  # runs hosts.detach() once
 
     def __enter__(self) -> WorkerGroup:
         return self

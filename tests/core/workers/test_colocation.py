@@ -8,6 +8,7 @@ process per device of ``b``.
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from collections.abc import Iterator
@@ -135,7 +136,10 @@ def test_separate_processes_sharing_devices_run_one_after_another(
         with pytest.raises(HfsdkError, match="already holds 2 worker process"):
             WorkerGroup(NapWorker, halves[0], role="third")
     finally:
-        reference.shutdown()
+        del reference  # dropped without shutdown(): its finalizer stops the processes
+        gc.collect()
+    assert [bundle_free(halves[0], i, 0.5) for i in range(2)] == [0.5, 0.5]
+    assert [len(slot.hosts) for slot in halves[0].slots] == [1, 1]
 
 
 def test_fused_roles_share_one_process_per_device_with_state_kept_apart(

@@ -125,6 +125,15 @@ class ProbeWorker(Worker):
         dist.all_reduce(tensor, group=self.process_group)
         return float(tensor.item())
 
+    @register(protocol=Protocol.ONE_TO_ALL)
+    def dp_sum_over_device_mesh(self) -> float:
+        import torch.distributed as dist
+
+        mesh = self.device_mesh((2, 2), ("dp", "tp"))  # rank = 2 * dp + tp
+        tensor = torch.tensor([float(self.rank)])
+        dist.all_reduce(tensor, group=mesh.get_group("dp"))
+        return float(tensor.item())
+
     @register(protocol=Protocol.ALL_TO_ALL)
     def add_rank(self, value: int) -> int:
         return value + 100 * self.rank
@@ -321,6 +330,8 @@ def test_workers_know_rank_world_local_rank_device_and_config(actor: WorkerGroup
 def test_torch_distributed_spans_the_group(actor: WorkerGroup) -> None:
     # (1 + 0) + (1 + 1) + (1 + 2) + (1 + 3) on every rank.
     assert actor.all_reduce(1.0) == [10.0] * 4
+    # A DeviceMesh over the group (what FSDP2 shards over): dp groups are {0, 2} and {1, 3}.
+    assert actor.dp_sum_over_device_mesh() == [2.0, 4.0, 2.0, 4.0]
 
 
 # ---------------------------------------------------------------------- protocols
