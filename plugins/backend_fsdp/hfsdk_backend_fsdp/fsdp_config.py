@@ -9,12 +9,27 @@ import attrs
 from hfsdk.core.role_config import RoleConfig, RolloutConfig
 
 
+def _betas(value: object) -> tuple[float, float]:
+    """Accept a YAML list for ``betas``."""
+    pair = tuple(float(v) for v in value)  # type: ignore[union-attr]
+    if len(pair) != 2 or not all(0.0 <= b < 1.0 for b in pair):
+        raise ValueError(f"'betas' is {value!r}; expected two numbers in [0, 1), e.g. [0.9, 0.999]")
+    return pair  # type: ignore[return-value]
+
+
 @attrs.frozen(kw_only=True)
 class OptimConfig:
-    """AdamW with linear warmup, then a constant or cosine learning rate."""
+    """AdamW with linear warmup, then a constant or cosine learning rate.
+
+    The schedule counts training iterations (one per ``update_actor`` /
+    ``update_critic`` call), not optimizer steps. ``cosine`` decays from ``lr``
+    to ``lr · min_lr_ratio`` over ``total_steps`` (the trainer fills it from its
+    own step count when left at 0).
+    """
 
     lr: float = attrs.field(default=1e-5, validator=attrs.validators.gt(0.0))
-    betas: tuple[float, float] = (0.9, 0.999)
+    betas: tuple[float, float] = attrs.field(default=(0.9, 0.999), converter=_betas)
+    eps: float = attrs.field(default=1e-8, validator=attrs.validators.gt(0.0))
     weight_decay: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
     warmup_steps: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     lr_schedule: Literal["constant", "cosine"] = attrs.field(
@@ -23,6 +38,7 @@ class OptimConfig:
     min_lr_ratio: float = attrs.field(
         default=0.0, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
     )
+    total_steps: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     grad_clip: float = attrs.field(default=1.0, validator=attrs.validators.gt(0.0))
 
 
@@ -31,23 +47,51 @@ class FSDPRoleConfig(RoleConfig):
     """A role (actor, critic, reference, reward, cost) trained or served with FSDP2.
 
     ``model_path`` is a local HF model directory; ``None`` uses the built-in
-    default task's model.
+    default task's model. ``tokenizer_path`` defaults to ``model_path``.
+
+    Batch sizes are in samples (responses). ``mini_batch_size`` is global: the
+    samples of one optimizer step summed over the data-parallel ranks (it must
+    be divisible by their number). ``micro_batch_size`` is per rank: the
+    samples of one forward/backward pass (gradients are accumulated over the
+    micro-batches of a mini-batch). ``forward_micro_batch_size`` is the same
+    for inference (log-probs, values, scores); ``None`` uses ``micro_batch_size``.
     """
 
     backend: str = "fsdp"
     model_path: str | None = None
+    tokenizer_path: str | None = None
     optim: OptimConfig = attrs.field(factory=OptimConfig)
     mini_batch_size: int = attrs.field(default=8, validator=attrs.validators.ge(1))
     micro_batch_size: int = attrs.field(default=4, validator=attrs.validators.ge(1))
+    forward_micro_batch_size: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
     ppo_epochs: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    shuffle: bool = False
+    """Shuffle samples into mini-batches (each epoch; seeded by ``seed`` and the update count)."""
+    seed: int = 0
     dtype: Literal["float32", "bfloat16"] = attrs.field(
         default="float32", validator=attrs.validators.in_(("float32", "bfloat16"))
     )
+    """Compute dtype. Trained roles keep float32 master weights (FSDP mixed precision)."""
+    device: Literal["auto", "cpu", "cuda"] = attrs.field(
+        default="auto", validator=attrs.validators.in_(("auto", "cpu", "cuda"))
+    )
+    """``auto``: CUDA (the rank's local device) when available, else CPU."""
+    gradient_checkpointing: bool = False
+    reshard_after_forward: bool = True
+    """FSDP2: free gathered weights after each forward (less memory, one more all-gather)."""
 
 
 @attrs.frozen(kw_only=True)
 class HFRolloutConfig(RolloutConfig):
-    """Batched HF ``generate`` with a KV cache on the actor's own weights."""
+    """Batched HF ``generate`` with a KV cache on the actor's own weights.
+
+    ``temperature: 0`` means greedy decoding; ``top_k: 0`` and ``top_p: 1``
+    switch those filters off. ``n`` responses are sampled per prompt (the
+    caller may override it per call). ``micro_batch_size`` caps the prompts of
+    one ``generate`` call (``None``: all at once).
+    """
 
     backend: str = "hf"
     max_prompt_length: int = attrs.field(default=64, validator=attrs.validators.ge(1))
@@ -57,3 +101,7 @@ class HFRolloutConfig(RolloutConfig):
         default=1.0, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)]
     )
     top_k: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    n: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    micro_batch_size: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )

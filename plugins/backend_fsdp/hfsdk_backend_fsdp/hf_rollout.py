@@ -1,7 +1,180 @@
-"""HF ``generate`` rollout backend (implemented in the end-to-end training issue)."""
+"""The ``hf`` rollout backend: transformers ``generate`` on the actor engine's own module.
+
+Prompts come in left-padded; responses go out right-padded to exactly
+``max_response_length`` (so every rank's output has the same shape and
+results concatenate). The response mask is 1 up to and including the first
+EOS; tokens after it are the pad id. Under FSDP2 the actor's shards are
+gathered once per call and freed after it, so rollouts always use the current
+training weights and no second copy of the model is kept.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.errors import HfsdkError
+from hfsdk_backend_fsdp.engine import require_keys
+from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
+from hfsdk_backend_fsdp.token_ops import position_ids_from_mask
+
+if TYPE_CHECKING:
+    from transformers import GenerationConfig, PreTrainedTokenizerBase
+
+    from hfsdk_backend_fsdp.actor import ActorEngine
+
+PROMPT_KEYS = ("input_ids", "attention_mask")
+
+
+def response_mask_from_eos(responses: torch.Tensor, eos_ids: list[int]) -> torch.Tensor:
+    """1 on every token up to and including the first EOS (all of them without one), else 0."""
+    is_eos = torch.isin(responses, torch.tensor(eos_ids, device=responses.device))
+    eos_before = (is_eos.long().cumsum(dim=-1) - is_eos.long()) > 0
+    return (~eos_before).float()
+
 
 class HFRollout:
-    """Generates responses with transformers' ``generate`` on the actor's weights."""
+    """Generates ``n`` responses per prompt with the actor's current weights.
+
+    ``generate_sequences(prompts, n=None, greedy=None)``: ``n`` and ``greedy``
+    default to ``prompts.meta['n']`` / ``prompts.meta['greedy']``, then to the
+    config (``n``; greedy when ``temperature`` is 0). Greedy decoding is what
+    ReMax baselines and validation use.
+    """
+
+    def __init__(
+        self,
+        config: HFRolloutConfig,
+        actor: ActorEngine,
+        tokenizer: PreTrainedTokenizerBase | None = None,
+    ) -> None:
+        self.config = config
+        self.actor = actor
+        self.tokenizer = tokenizer or actor.tokenizer
+        self.eos_ids = self._eos_ids()
+        if self.tokenizer.pad_token_id is None:
+            raise HfsdkError(
+                "the tokenizer has no pad token; set one (e.g. tokenizer.pad_token = "
+                "tokenizer.eos_token) and save it with the model"
+            )
+
+    def _eos_ids(self) -> list[int]:
+        ids: set[int] = set()
+        configured = self.actor.module.generation_config.eos_token_id
+        if isinstance(configured, int):
+            ids.add(configured)
+        elif configured:
+            ids.update(configured)
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(self.tokenizer.eos_token_id)
+        if not ids:
+            raise HfsdkError(
+                "neither the model's generation config nor the tokenizer names an EOS token; "
+                "responses could never end — set eos_token_id in generation_config.json"
+            )
+        return sorted(ids)
+
+    def update_weights(self) -> None:
+        """Nothing to do: generation runs on the actor's own (current) weights."""
+
+    def generation_config(self, greedy: bool) -> GenerationConfig:
+        """The sampling settings of one call (the model directory's defaults are ignored)."""
+        from transformers import GenerationConfig
+
+        common: dict[str, Any] = {
+            "max_new_tokens": self.config.max_response_length,
+            "eos_token_id": self.eos_ids,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "use_cache": True,
+        }
+        if greedy:
+            return GenerationConfig(do_sample=False, **common)
+        return GenerationConfig(
+            do_sample=True,
+            temperature=self.config.temperature,
+            top_p=self.config.top_p,
+            top_k=self.config.top_k,
+            **common,
+        )
+
+    def generate_sequences(
+        self, prompts: Batch, *, n: int | None = None, greedy: bool | None = None
+    ) -> Batch:
+        """Responses for ``prompts`` (see the batch contract for the output keys).
+
+        Every output row is one response; the prompt's columns (``raw_prompt``,
+        ``uid``, dataset columns) are repeated so the ``n`` responses of a prompt
+        are consecutive. ``meta['temperature']`` records the sampling
+        temperature (1 for greedy) for the log-prob computation.
+        """
+        require_keys(prompts, PROMPT_KEYS, "generate_sequences")
+        n = int(n if n is not None else prompts.meta.get("n", self.config.n))
+        greedy = bool(
+            greedy
+            if greedy is not None
+            else prompts.meta.get("greedy", self.config.temperature == 0)
+        )
+        if n < 1:
+            raise HfsdkError(f"n={n}; expected at least one response per prompt")
+        prompt_length = prompts["input_ids"].shape[1]
+        if prompt_length > self.config.max_prompt_length:
+            raise HfsdkError(
+                f"prompts are {prompt_length} tokens wide but rollout.max_prompt_length is "
+                f"{self.config.max_prompt_length}; drop or truncate longer prompts in the data "
+                "loader, or raise the limit"
+            )
+        repeated = prompts.select(
+            tensor_keys=list(PROMPT_KEYS), non_tensor_keys=list(prompts.non_tensor_keys)
+        ).repeat(n, interleave=True)
+        responses = self._generate(repeated, greedy)
+        return self._assemble(repeated, responses, greedy)
+
+    def _generate(self, prompts: Batch, greedy: bool) -> torch.Tensor:
+        config = self.generation_config(greedy)
+        width = self.config.max_response_length
+        pad = self.tokenizer.pad_token_id
+        step = (self.config.micro_batch_size or len(prompts)) if len(prompts) else 1
+        device = self.actor.device
+        parts = []
+        with self.actor.generation_module() as module:
+            for part in prompts.split(step):
+                input_ids = part["input_ids"].to(device)
+                out = module.generate(
+                    input_ids=input_ids,
+                    attention_mask=part["attention_mask"].to(device),
+                    generation_config=config,
+                )
+                generated = out[:, input_ids.shape[1] :].cpu()
+                padded = torch.full((len(part), width), pad, dtype=generated.dtype)
+                padded[:, : generated.shape[1]] = generated[:, :width]
+                parts.append(padded)
+        return torch.cat(parts) if parts else torch.empty((0, width), dtype=torch.long)
+
+    def _assemble(self, prompts: Batch, responses: torch.Tensor, greedy: bool) -> Batch:
+        pad = self.tokenizer.pad_token_id
+        response_mask = response_mask_from_eos(responses, self.eos_ids)
+        # Whatever follows the first EOS is padding.
+        responses = torch.where(response_mask.bool(), responses, torch.full_like(responses, pad))
+        prompt_ids = prompts["input_ids"]
+        attention_mask = torch.cat([prompts["attention_mask"].long(), response_mask.long()], dim=1)
+        texts = self.tokenizer.batch_decode(
+            [row[mask.bool()].tolist() for row, mask in zip(responses, response_mask, strict=True)],
+            skip_special_tokens=True,
+        )
+        non_tensors = {k: prompts[k] for k in prompts.non_tensor_keys}
+        non_tensors["response_text"] = texts
+        temperature = 1.0 if greedy else self.config.temperature
+        return Batch.from_dict(
+            tensors={
+                "prompts": prompt_ids,
+                "responses": responses,
+                "input_ids": torch.cat([prompt_ids, responses], dim=1),
+                "attention_mask": attention_mask,
+                "position_ids": position_ids_from_mask(attention_mask),
+                "response_mask": response_mask,
+            },
+            non_tensors=non_tensors,
+            meta={**prompts.meta, "temperature": temperature, "greedy": greedy},
+        )

@@ -1,0 +1,74 @@
+"""The critic engine: a value head on the causal LM's backbone, one value per token."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.maths.masked import masked_fill_zero, masked_mean
+from hfsdk_backend_fsdp.engine import FSDPEngine, MetricAccumulator, require_keys
+from hfsdk_backend_fsdp.models import ModelKind
+from hfsdk_backend_fsdp.objectives import CriticObjective
+from hfsdk_backend_fsdp.token_ops import response_slice
+
+SEQUENCE_KEYS = ("input_ids", "attention_mask", "responses", "response_mask")
+UPDATE_KEYS = (*SEQUENCE_KEYS, "values", "returns")
+
+
+class CriticEngine(FSDPEngine):
+    """``V(s_t)`` for every response token: the value of the state before generating it."""
+
+    kind: ClassVar[ModelKind] = "token_value"
+    trainable: ClassVar[bool] = True
+
+    def _values(self, micro: Batch) -> torch.Tensor:
+        per_token = self._forward(micro).logits[..., 0].float()
+        values = response_slice(per_token, micro["responses"].shape[1])
+        return masked_fill_zero(values, micro["response_mask"].to(self.device))
+
+    def compute_values(self, batch: Batch) -> Batch:
+        """``values`` (B, R), 0 where the response mask is 0."""
+        require_keys(batch, SEQUENCE_KEYS, "compute_values")
+        self.module.eval()
+        with torch.no_grad():
+            parts = [self._values(micro).cpu() for micro in self._forward_micro_batches(batch)]
+        return Batch.from_dict(tensors={"values": torch.cat(parts)})
+
+    def update_critic(self, batch: Batch, objective: CriticObjective) -> dict[str, float]:
+        """Fit the values to ``returns`` (``ppo_epochs`` × mini-batches × micro-batches).
+
+        ``values`` in the batch are the old values (for value clipping). Returns
+        ``critic/vf_loss``, the value loss's own metrics, ``critic/vpred_mean``,
+        ``critic/grad_norm`` and ``critic/lr``.
+        """
+        require_keys(batch, UPDATE_KEYS, "update_critic")
+        metrics = MetricAccumulator()
+        self.module.train()
+        for epoch in range(self.config.ppo_epochs):
+            for mini in self._minibatches(batch, epoch):
+                counts = self._global_counts(mini["response_mask"])
+                norm_length = objective.norm_length or float(mini["responses"].shape[1])
+                agg = {**counts.as_kwargs(), "norm_length": norm_length, "dp_size": self.dp.size}
+                self.optimizer.zero_grad(set_to_none=True)
+                for micro in mini.split(self.config.micro_batch_size):
+                    mask = micro["response_mask"].to(self.device)
+                    vpreds = self._values(micro)
+                    loss, loss_metrics = objective.value_loss(
+                        values=vpreds,
+                        old_values=micro["values"].to(self.device),
+                        returns=micro["returns"].to(self.device),
+                        response_mask=mask,
+                        loss_agg_mode=objective.loss_agg_mode,
+                        config=objective.value_loss_config,
+                        **agg,
+                    )
+                    loss.backward()
+                    metrics.add_share("critic/vf_loss", float(loss.detach()))
+                    metrics.add_mean("critic/vpred_mean", float(masked_mean(vpreds.detach(), mask)))
+                    for name, value in loss_metrics.items():
+                        metrics.add_mean(f"critic/{name}", float(value))
+                self._optimizer_step(metrics, "critic")
+                metrics.end_minibatch()
+        return self._finish_update(metrics, "critic")

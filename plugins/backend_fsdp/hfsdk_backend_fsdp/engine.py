@@ -1,0 +1,347 @@
+"""The part every FSDP role engine shares: model, sharding, optimizer, batching, state.
+
+An engine lives in one process of a torch.distributed group (or in a plain
+process without one) and holds one role's model. Subclasses add the role's
+operations (:mod:`.actor`, :mod:`.critic`, :mod:`.scorer`). Engines know
+nothing about Ray; a worker wraps them.
+
+Every rank of the group must call the same operations with batches of the
+same size (the dispatcher pads to a divisor), because FSDP gathers weights
+collectively in each forward and backward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import torch
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.maths.aggregation import LossCounts
+from hfsdk_backend_fsdp import sharding
+from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+from hfsdk_backend_fsdp.lr_schedule import build_scheduler
+from hfsdk_backend_fsdp.models import ModelKind, check_model_dir, load_model, load_tokenizer
+from hfsdk_backend_fsdp.token_ops import position_ids_from_mask
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+CHECKPOINT_FILE = "{role}_engine.pt"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def resolve_model_path(config: FSDPRoleConfig, role: str) -> Path:
+    """The role's model directory; the default task's model when ``model_path`` is unset."""
+    if config.model_path is None:
+        from hfsdk.core.default_task import ensure_default_assets
+
+        return ensure_default_assets().model_dir
+    return check_model_dir(config.model_path, role)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``cpu``, ``cuda`` (the current CUDA device) or ``auto`` (CUDA when available)."""
+    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise HfsdkError("device is 'cuda' but no CUDA device is visible; use 'cpu' or 'auto'")
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def require_keys(batch: Batch, keys: Sequence[str], operation: str) -> None:
+    """Raise a clear error naming the keys ``operation`` needs but ``batch`` lacks."""
+    missing = [k for k in keys if k not in batch]
+    if missing:
+        raise HfsdkError(
+            f"{operation} needs batch keys {missing} that are missing; the batch has "
+            f"{sorted(batch.keys())} (run the earlier stages of the step first)"
+        )
+
+
+class MetricAccumulator:
+    """Collects per-micro-batch metrics into one value per name.
+
+    ``add_share`` values are a micro-batch's share of a mini-batch total (the
+    losses, built from global counts): they are summed within a mini-batch.
+    ``add_mean`` values are averaged. Both are then averaged over mini-batches.
+    """
+
+    def __init__(self) -> None:
+        self._shares: dict[str, float] = {}
+        self._per_minibatch: dict[str, list[float]] = {}
+        self._means: dict[str, list[float]] = {}
+
+    def add_share(self, name: str, value: float) -> None:
+        """Add a micro-batch's share of a mini-batch total."""
+        self._shares[name] = self._shares.get(name, 0.0) + value
+
+    def add_mean(self, name: str, value: float) -> None:
+        """Record a value to average."""
+        self._means.setdefault(name, []).append(value)
+
+    def end_minibatch(self) -> None:
+        """Close the current mini-batch's totals."""
+        for name, value in self._shares.items():
+            self._per_minibatch.setdefault(name, []).append(value)
+        self._shares = {}
+
+    def result(self) -> dict[str, float]:
+        """One float per metric name."""
+        merged = {**self._per_minibatch, **self._means}
+        return {name: sum(values) / len(values) for name, values in merged.items() if values}
+
+
+class FSDPEngine:
+    """One role's HF model under FSDP2 in this process, with its optimizer if it trains.
+
+    ``process_group`` is the group to shard over (default: the whole world
+    when torch.distributed is initialised; none otherwise). ``total_steps``
+    fills ``optim.total_steps`` for a cosine schedule when the config leaves it 0.
+    """
+
+    kind: ClassVar[ModelKind] = "causal_lm"
+    trainable: ClassVar[bool] = False
+
+    def __init__(
+        self,
+        config: FSDPRoleConfig,
+        *,
+        role: str,
+        process_group: ProcessGroup | None = None,
+        total_steps: int | None = None,
+    ) -> None:
+        self.config = config
+        self.role = role
+        self.dp = sharding.data_parallel(process_group)
+        self.device = resolve_device(config.device)
+        self.model_path = resolve_model_path(config, role)
+        self.tokenizer: PreTrainedTokenizerBase = load_tokenizer(
+            config.tokenizer_path or self.model_path
+        )
+        self.compute_dtype = DTYPES[config.dtype]
+        # Trained roles keep float32 master weights; frozen ones are stored in the compute dtype.
+        weights_dtype = torch.float32 if self.trainable else self.compute_dtype
+        model = load_model(
+            self.model_path, self.kind, weights_dtype, pad_token_id=self.tokenizer.pad_token_id
+        )
+        self.model_class: type[PreTrainedModel] = type(model)
+        if self.trainable and config.gradient_checkpointing:
+            model.gradient_checkpointing_enable()
+        if not self.trainable:
+            model.requires_grad_(False)
+        model.eval()
+        model.to(self.device)
+        self._prepare_model(model)
+        self.module: PreTrainedModel = sharding.shard_model(
+            model,
+            self.dp,
+            self.device.type,
+            compute_dtype=self.compute_dtype
+            if (self.trainable and config.dtype != "float32")
+            else None,
+            reshard_after_forward=config.reshard_after_forward,
+        )
+        self.update_calls = 0
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+        if self.trainable:
+            optim = config.optim
+            self.optimizer = torch.optim.AdamW(
+                self.module.parameters(),
+                lr=optim.lr,
+                betas=optim.betas,
+                eps=optim.eps,
+                weight_decay=optim.weight_decay,
+            )
+            self.scheduler = build_scheduler(self.optimizer, optim, total_steps)
+
+    def _prepare_model(self, model: PreTrainedModel) -> None:
+        """Hook for subclasses to look at the model before it is sharded."""
+
+    # -- forward passes ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _autocast(self) -> Iterator[None]:
+        """bfloat16 autocast for a trained model that is not under FSDP mixed precision."""
+        if self.trainable and self.config.dtype != "float32" and not self.dp.distributed:
+            with torch.autocast(self.device.type, dtype=self.compute_dtype):
+                yield
+        else:
+            yield
+
+    def _model_inputs(self, micro: Batch) -> dict[str, torch.Tensor]:
+        input_ids = micro["input_ids"].to(self.device)
+        attention_mask = micro["attention_mask"].to(self.device)
+        if "position_ids" in micro:
+            position_ids = micro["position_ids"].to(self.device)
+        else:
+            position_ids = position_ids_from_mask(attention_mask)
+        return {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+            "use_cache": False,
+        }
+
+    def _forward(self, micro: Batch) -> Any:
+        with self._autocast():
+            return self.module(**self._model_inputs(micro))
+
+    def _forward_micro_batches(self, batch: Batch) -> Iterator[Batch]:
+        """Micro-batches for inference (same count on every rank for equal batch sizes)."""
+        size = self.config.forward_micro_batch_size or self.config.micro_batch_size
+        return iter(batch.split(size)) if len(batch) else iter(())
+
+    # -- training helpers ----------------------------------------------------------------
+
+    def _global_counts(self, response_mask: torch.Tensor) -> LossCounts:
+        """Valid tokens and sequences of a mini-batch summed over the data-parallel ranks."""
+        mask = response_mask != 0
+        counts = torch.tensor(
+            [float(mask.sum()), float(mask.any(dim=-1).sum())],
+            dtype=torch.float64,
+            device=self.device,
+        )
+        if self.dp.distributed:
+            import torch.distributed as dist
+
+            dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=self.dp.group)
+        return LossCounts(tokens=float(counts[0]), sequences=float(counts[1]))
+
+    def _local_minibatch_size(self) -> int:
+        size = self.config.mini_batch_size
+        if size % self.dp.size:
+            raise HfsdkError(
+                f"{self.role}.mini_batch_size={size} is not divisible by the {self.dp.size} "
+                "data-parallel ranks; make it a multiple of the number of ranks"
+            )
+        return size // self.dp.size
+
+    def _minibatches(self, batch: Batch, epoch: int) -> Iterator[Batch]:
+        size = min(self._local_minibatch_size(), len(batch))
+        seed = self.config.seed + 100_003 * self.update_calls + epoch
+        return batch.iter_minibatches(size, shuffle=self.config.shuffle, seed=seed)
+
+    def _optimizer_step(self, metrics: MetricAccumulator, prefix: str) -> None:
+        """Clip, then step unless the gradient norm is not finite (that step is skipped)."""
+        assert self.optimizer is not None
+        grad_norm = sharding.total_grad_norm(self.module, self.config.optim.grad_clip)
+        metrics.add_mean(f"{prefix}/grad_norm", grad_norm)
+        if math.isfinite(grad_norm):
+            self.optimizer.step()
+            metrics.add_mean(f"{prefix}/skipped_steps", 0.0)
+        else:
+            metrics.add_mean(f"{prefix}/skipped_steps", 1.0)
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _finish_update(self, metrics: MetricAccumulator, prefix: str) -> dict[str, float]:
+        assert self.scheduler is not None
+        metrics.add_mean(f"{prefix}/lr", float(self.scheduler.get_last_lr()[0]))
+        with warnings.catch_warnings():
+            # After a skipped (non-finite) step torch warns about the call order; the schedule
+            # still counts training iterations, which is what we want.
+            warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+            self.scheduler.step()
+        self.update_calls += 1
+        return metrics.result()
+
+    # -- state ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """Model, optimizer and scheduler state, unsharded; the tensors are on rank 0 only.
+
+        Every rank must call it (the weights are gathered collectively). Other
+        ranks get the same structure with empty ``model`` and ``optimizer``.
+        """
+        state: dict[str, Any] = {
+            "model": sharding.full_model_state(self.module),
+            "update_calls": self.update_calls,
+        }
+        if self.trainable:
+            assert self.optimizer is not None and self.scheduler is not None
+            state["optimizer"] = sharding.full_optimizer_state(self.module, self.optimizer)
+            state["scheduler"] = self.scheduler.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output (rank 0's tensors are broadcast to the others)."""
+        missing = [k for k in ("model", "update_calls") if k not in state]
+        if self.trainable:
+            missing += [k for k in ("optimizer", "scheduler") if k not in state]
+        if missing:
+            raise HfsdkError(
+                f"{self.role} engine state lacks {missing}; pass what state_dict() returned"
+            )
+        sharding.load_full_model_state(self.module, state["model"], self.dp)
+        if self.trainable:
+            assert self.optimizer is not None and self.scheduler is not None
+            sharding.load_full_optimizer_state(
+                self.module, self.optimizer, state["optimizer"], self.dp
+            )
+            self.scheduler.load_state_dict(state["scheduler"])
+        self.update_calls = int(state["update_calls"])
+
+    def save_checkpoint(self, directory: str | Path) -> Path:
+        """Write :meth:`state_dict` to ``directory`` (rank 0 writes; every rank must call)."""
+        state = self.state_dict()
+        path = Path(directory) / CHECKPOINT_FILE.format(role=self.role)
+        if self.dp.rank == 0:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(state, path)
+        self._barrier()
+        return path
+
+    def load_checkpoint(self, directory: str | Path) -> None:
+        """Load what :meth:`save_checkpoint` wrote (rank 0 reads; the state is broadcast)."""
+        path = Path(directory) / CHECKPOINT_FILE.format(role=self.role)
+        state: dict[str, Any] = {}
+        if self.dp.rank == 0:
+            if not path.is_file():
+                raise HfsdkError(f"no {self.role} engine checkpoint at {path}")
+            state = torch.load(path, map_location="cpu", weights_only=False)
+        # The small parts (scheduler, counters) go to every rank; the tensors are broadcast later.
+        small = {k: v for k, v in state.items() if k not in ("model", "optimizer")}
+        if self.dp.distributed:
+            import torch.distributed as dist
+
+            holder = [small]
+            dist.broadcast_object_list(
+                holder, src=dist.get_global_rank(self.dp.group, 0), group=self.dp.group
+            )
+            small = holder[0]
+        state = {"model": {}, "optimizer": {}, **state, **small}
+        self.load_state_dict(state)
+
+    def _barrier(self) -> None:
+        if self.dp.distributed:
+            import torch.distributed as dist
+
+            dist.barrier(group=self.dp.group)
+
+    def export_hf(self, directory: str | Path) -> Path:
+        """Save the model in HF format with its tokenizer beside it (rank 0 writes).
+
+        Every rank must call it. The result loads with the HF auto class of the
+        role (``AutoModelForCausalLM`` for the actor) from the directory alone.
+        """
+        state = sharding.full_model_state(self.module)
+        directory = Path(directory)
+        if self.dp.rank == 0:
+            config = self.module.config
+            with torch.device("meta"):
+                fresh = self.model_class(config)
+            fresh.load_state_dict(state, assign=True, strict=True)
+            fresh.generation_config = self.module.generation_config
+            directory.mkdir(parents=True, exist_ok=True)
+            fresh.save_pretrained(str(directory))
+            self.tokenizer.save_pretrained(str(directory))
+        self._barrier()
+        return directory

@@ -1,0 +1,118 @@
+"""Load a role's HF transformers model from a local directory.
+
+Three kinds, all built on the same causal-LM checkpoint:
+
+- ``causal_lm``: the actor and the reference (``AutoModelForCausalLM``);
+- ``token_value``: the critic, a one-output head on the backbone giving one
+  value per token (``AutoModelForTokenClassification`` with ``num_labels=1``);
+- ``sequence_score``: a reward or cost model, a one-output head read at the
+  last response token (``AutoModelForSequenceClassification``, ``num_labels=1``).
+
+A new head starts untrained (HF's initialisation) the first time a causal-LM
+directory is loaded this way; a directory saved from such a model loads with
+its trained head.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from hfsdk.core.errors import HfsdkError
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+ModelKind = Literal["causal_lm", "token_value", "sequence_score"]
+MODEL_KINDS: tuple[str, ...] = ("causal_lm", "token_value", "sequence_score")
+
+
+@contextlib.contextmanager
+def quiet_loading() -> Iterator[None]:
+    """Hide transformers' per-load progress bar (noise in every worker's log)."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
+def check_model_dir(path: str | Path | None, role: str) -> Path:
+    """``path`` as a Path when it is a local HF model directory, else a clear error."""
+    if path is None:
+        raise HfsdkError(
+            f"role {role!r} has no model_path; set '{role}.model_path' to a local HF model "
+            "directory (or use the built-in default task)"
+        )
+    directory = Path(path).expanduser()
+    if not (directory / "config.json").is_file():
+        raise HfsdkError(
+            f"'{role}.model_path' is {str(path)!r}, which is not a local HF model directory "
+            "(no config.json there); hfsdk never downloads models — pass a directory made "
+            "with save_pretrained"
+        )
+    return directory
+
+
+def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
+    """The tokenizer saved in ``path``.
+
+    A ``tokenizer.json`` is loaded with ``PreTrainedTokenizerFast`` directly, so
+    a locally trained tokenizer keeps its exact ids whatever architecture the
+    directory's config names.
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    directory = Path(path).expanduser()
+    if (directory / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(str(directory))
+    if not directory.is_dir():
+        raise HfsdkError(f"tokenizer path {str(path)!r} is not a directory")
+    return AutoTokenizer.from_pretrained(str(directory))
+
+
+def load_model(
+    path: str | Path,
+    kind: ModelKind,
+    dtype: torch.dtype,
+    *,
+    pad_token_id: int | None = None,
+) -> PreTrainedModel:
+    """Load the model of ``kind`` from the local directory ``path`` (weights in ``dtype``)."""
+    from transformers import (
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
+        AutoModelForTokenClassification,
+    )
+
+    if kind not in MODEL_KINDS:
+        raise HfsdkError(f"model kind {kind!r} is unknown; expected one of {MODEL_KINDS}")
+    loaders = {
+        "causal_lm": AutoModelForCausalLM,
+        "token_value": AutoModelForTokenClassification,
+        "sequence_score": AutoModelForSequenceClassification,
+    }
+    config = AutoConfig.from_pretrained(str(path))
+    if kind != "causal_lm":
+        config.num_labels = 1
+        if getattr(config, "pad_token_id", None) is None and pad_token_id is not None:
+            config.pad_token_id = pad_token_id
+    if kind == "token_value":
+        # A value head must be deterministic: no dropout between backbone and head.
+        config.classifier_dropout = 0.0
+    with quiet_loading():
+        model = loaders[kind].from_pretrained(str(path), config=config, dtype=dtype)
+    if kind != "causal_lm" and not hasattr(model, "score"):
+        raise HfsdkError(
+            f"{type(model).__name__} has no 'score' head; the fsdp backend reads values and "
+            "scores from the 'score' layer that Llama/Qwen/Mistral-style models have"
+        )
+    return model

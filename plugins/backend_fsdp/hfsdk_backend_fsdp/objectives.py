@@ -1,0 +1,78 @@
+"""What ``update_actor`` and ``update_critic`` minimise, chosen by the caller.
+
+The engine does not hard-code PPO: the algorithm looks its losses up in the
+registries and hands them over in one of these objects. Loss functions follow
+the registry convention (keyword arguments, ``config``, global counts; they
+return ``(loss, metrics)``); see ``hfsdk.core.maths.policy_losses``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from hfsdk.core.algorithm import LOSS_AGG_MODES
+
+LossFn = Callable[..., tuple[Any, dict[str, float]]]
+KLEstimatorFn = Callable[[Any, Any], Any]
+
+
+def _check_callable(_instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if not callable(value):
+        raise TypeError(
+            f"'{attribute.name}' must be a callable loss function, got {type(value).__name__}; "
+            "look it up in the registry (hfsdk.get_registry(...).get(name).impl)"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ActorObjective:
+    """The actor's loss: policy loss + ``kl_loss_coef``·KL − ``entropy_coef``·entropy.
+
+    - ``policy_loss(log_prob=, old_log_prob=, advantages=, response_mask=,
+      loss_agg_mode=, config=policy_loss_config, global_token_count=,
+      global_seq_count=, norm_length=, dp_size=)``.
+    - ``kl_estimator``: per-token ``fn(log_prob, ref_log_prob)`` (or a
+      registered name). The KL term is added when ``kl_loss_coef > 0`` (it
+      needs ``ref_log_probs`` in the batch); with a reference it is always
+      reported as ``actor/kl``.
+    - ``norm_length``: the constant length of ``seq-mean-token-sum-norm``;
+      ``None`` uses the response width (the same on every rank, since rollouts
+      pad responses to the configured maximum).
+    """
+
+    policy_loss: LossFn = attrs.field(validator=_check_callable)
+    policy_loss_config: Any = None
+    loss_agg_mode: str = attrs.field(
+        default="token-mean", validator=attrs.validators.in_(LOSS_AGG_MODES)
+    )
+    kl_estimator: KLEstimatorFn | str | None = None
+    kl_loss_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
+    entropy_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
+    norm_length: float | None = None
+
+    @kl_loss_coef.validator
+    def _kl_needs_estimator(self, _attr: attrs.Attribute, value: float) -> None:
+        if value > 0 and self.kl_estimator is None:
+            raise ValueError(
+                f"kl_loss_coef={value} needs a kl_estimator (a callable or a registered name "
+                "such as 'k3'); pass one or set kl_loss_coef to 0"
+            )
+
+
+@attrs.frozen(kw_only=True)
+class CriticObjective:
+    """The critic's loss: ``value_loss(values=, old_values=, returns=, response_mask=, ...)``.
+
+    ``old_values`` are the batch's ``values`` (from ``compute_values`` before
+    the update), ``returns`` its ``returns``.
+    """
+
+    value_loss: LossFn = attrs.field(validator=_check_callable)
+    value_loss_config: Any = None
+    loss_agg_mode: str = attrs.field(
+        default="token-mean", validator=attrs.validators.in_(LOSS_AGG_MODES)
+    )
+    norm_length: float | None = None

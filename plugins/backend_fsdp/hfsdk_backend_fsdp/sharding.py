@@ -1,0 +1,182 @@
+"""FSDP2 for HF models: sharding, gathering for generation, full state dicts.
+
+Every function also works without torch.distributed (a single process): the
+model then stays a plain module and state dicts are its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+    from torch.distributed import ProcessGroup
+
+
+@attrs.frozen(kw_only=True)
+class DataParallel:
+    """The data-parallel process group of an engine (``group`` is ``None`` in one process)."""
+
+    group: Any = None
+    size: int = 1
+    rank: int = 0
+
+    @property
+    def distributed(self) -> bool:
+        """Whether a torch.distributed group is in use (even of size 1)."""
+        return self.group is not None
+
+
+def data_parallel(group: ProcessGroup | None = None) -> DataParallel:
+    """The group to shard over: ``group``, the default group, or none without torch.distributed."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        if group is not None:
+            raise RuntimeError(
+                "a process group was given but torch.distributed is not initialised; call "
+                "torch.distributed.init_process_group first"
+            )
+        return DataParallel()
+    group = group or dist.group.WORLD
+    return DataParallel(group=group, size=dist.get_world_size(group), rank=dist.get_rank(group))
+
+
+def _layer_classes(model: nn.Module) -> set[str]:
+    """Class names of the repeated blocks to shard one by one (HF's ``_no_split_modules``)."""
+    names = getattr(model, "_no_split_modules", None) or []
+    return set(names)
+
+
+def shard_model(
+    model: nn.Module,
+    dp: DataParallel,
+    device_type: str,
+    *,
+    compute_dtype: torch.dtype | None = None,
+    reshard_after_forward: bool = True,
+) -> nn.Module:
+    """Apply FSDP2 ``fully_shard`` to each transformer block, then to the whole model.
+
+    Blocks are found through HF's ``_no_split_modules``; embeddings, the final
+    norm and the heads belong to the root group. ``compute_dtype`` (e.g.
+    bfloat16) is the forward/backward dtype while the sharded master weights
+    keep their own dtype and gradients are reduced in float32.
+    """
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    if not dp.distributed:
+        return model
+    mesh = DeviceMesh.from_group(dp.group, device_type)
+    mp_policy = MixedPrecisionPolicy(
+        param_dtype=compute_dtype, reduce_dtype=torch.float32 if compute_dtype else None
+    )
+    blocks = _layer_classes(model)
+    for module in list(model.modules()):
+        if type(module).__name__ in blocks:
+            fully_shard(
+                module, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp_policy
+            )
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp_policy)
+    return model
+
+
+def is_sharded(model: nn.Module) -> bool:
+    """Whether ``model`` is under FSDP2."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+@contextlib.contextmanager
+def gathered(model: nn.Module) -> Iterator[nn.Module]:
+    """Hold the full weights on every rank for a while (e.g. one ``generate`` call).
+
+    Under FSDP2 every sharded module is unsharded once and kept so through
+    any number of forwards — no collective per token, so ranks may decode a
+    different number of steps — and resharded on exit. The gathered weights
+    replace the shards' views only temporarily: no second model is kept.
+    """
+    from torch.distributed.fsdp import FSDPModule
+
+    modules = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    for module in modules:
+        module.unshard()
+        module.set_reshard_after_forward(False, recurse=False)
+    try:
+        yield model
+    finally:
+        for module in modules:
+            module.reshard()
+            module.set_reshard_after_forward(True, recurse=False)
+
+
+def full_model_state(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The full (unsharded) model state dict on CPU, on rank 0 only (``{}`` elsewhere)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    return get_model_state_dict(
+        model, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
+
+
+def load_full_model_state(
+    model: nn.Module, state: dict[str, torch.Tensor], dp: DataParallel
+) -> None:
+    """Load a full state dict (rank 0's copy is broadcast to the other ranks)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=dp.distributed)
+    set_model_state_dict(
+        model, state if (dp.rank == 0 or not dp.distributed) else {}, options=options
+    )
+
+
+def full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """The optimizer state keyed by parameter names, unsharded, on rank 0 only."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
+
+    return get_optimizer_state_dict(
+        model, optimizer, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
+    )
+
+
+def load_full_optimizer_state(
+    model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any], dp: DataParallel
+) -> None:
+    """Load :func:`full_optimizer_state`'s output (broadcast from rank 0)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
+
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=dp.distributed)
+    set_optimizer_state_dict(
+        model, optimizer, state if (dp.rank == 0 or not dp.distributed) else {}, options=options
+    )
+
+
+def total_grad_norm(model: nn.Module, max_norm: float) -> float:
+    """Clip gradients to ``max_norm`` (global over ranks) and return the norm before clipping."""
+    import torch
+
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+    if hasattr(norm, "full_tensor"):
+        norm = norm.full_tensor()
+    return float(norm)
+
+
+def all_reduce_max(value: float, dp: DataParallel) -> float:
+    """The largest ``value`` over the data-parallel ranks."""
+    import torch
+    import torch.distributed as dist
+
+    if not dp.distributed:
+        return value
+    tensor = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=dp.group)
+    return float(tensor)

@@ -1,0 +1,59 @@
+"""Per-token quantities of the response part of ``prompt + response`` sequences.
+
+Layout (the batch contract): ``input_ids`` is ``(B, P + R)`` with the prompt
+left-padded to ``P`` and the response right-padded to ``R``. The model's
+output at position ``P − 1 + t`` predicts (or values the state before)
+response token ``t``, so every per-token tensor here is ``(B, R)``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.maths.entropy import entropy_from_logits
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions counting only attended tokens (left padding gets position 0)."""
+    return (attention_mask.long().cumsum(dim=-1) - 1).clamp(min=0)
+
+
+def response_slice(logits_or_values: torch.Tensor, response_length: int) -> torch.Tensor:
+    """The outputs that belong to the ``response_length`` response tokens (see module docstring)."""
+    total = logits_or_values.shape[1]
+    if response_length <= 0 or response_length >= total:
+        raise HfsdkError(
+            f"response length {response_length} does not fit sequences of length {total}; the "
+            "batch needs 'responses' (B, R) with 0 < R < the width of 'input_ids'"
+        )
+    return logits_or_values[:, total - response_length - 1 : total - 1]
+
+
+def response_log_probs(
+    logits: torch.Tensor,
+    responses: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    with_entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probabilities of the response tokens, and the entropy of each position's distribution.
+
+    ``logits`` is the model output over the whole sequence ``(B, P + R, V)``;
+    ``temperature`` divides the logits first, as the sampler did (1 when it
+    decoded greedily).
+    """
+    response_logits = response_slice(logits, responses.shape[1]).float()
+    if temperature != 1.0:
+        response_logits = response_logits / temperature
+    log_z = torch.logsumexp(response_logits, dim=-1)
+    chosen = response_logits.gather(-1, responses.long().unsqueeze(-1)).squeeze(-1)
+    log_probs = chosen - log_z
+    entropy = entropy_from_logits(response_logits) if with_entropy else None
+    return log_probs, entropy
+
+
+def last_token_index(response_mask: torch.Tensor, prompt_length: int) -> torch.Tensor:
+    """Index in the full sequence of each sample's last response token."""
+    lengths = response_mask.long().sum(dim=-1)
+    return prompt_length + lengths - 1

@@ -1,0 +1,39 @@
+"""Configuration of the fsdp backend and the hf rollout."""
+
+from __future__ import annotations
+
+import pytest
+
+from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, HFRolloutConfig, OptimConfig
+
+
+def test_defaults_exist_for_every_field() -> None:
+    role = FSDPRoleConfig()
+    assert (role.backend, role.model_path, role.dtype, role.device) == (
+        "fsdp",
+        None,
+        "float32",
+        "auto",
+    )
+    assert role.optim.betas == (0.9, 0.999)
+    rollout = HFRolloutConfig()
+    assert (rollout.backend, rollout.n, rollout.top_k, rollout.top_p) == ("hf", 1, 0, 1.0)
+
+
+def test_betas_accept_a_yaml_list_and_refuse_bad_values() -> None:
+    assert OptimConfig(betas=[0.9, 0.95]).betas == (0.9, 0.95)
+    with pytest.raises(ValueError, match="two numbers in"):
+        OptimConfig(betas=[0.9])
+    with pytest.raises(ValueError, match="two numbers in"):
+        OptimConfig(betas=[0.9, 1.5])
+
+
+def test_invalid_values_are_refused() -> None:
+    with pytest.raises(ValueError, match="lr_schedule"):
+        OptimConfig(lr_schedule="linear")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="micro_batch_size"):
+        FSDPRoleConfig(micro_batch_size=0)
+    with pytest.raises(ValueError, match="top_p"):
+        HFRolloutConfig(top_p=0.0)
+    with pytest.raises(ValueError, match="dtype"):
+        FSDPRoleConfig(dtype="float16")  # type: ignore[arg-type]

@@ -1,0 +1,49 @@
+"""Loading role models and tokenizers from a local directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import PreTrainedTokenizerFast
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk_backend_fsdp.models import check_model_dir, load_model, load_tokenizer
+
+
+def test_each_kind_loads_with_its_head(model_dir: Path) -> None:
+    ids = torch.tensor([[1, 5, 6, 7]])
+    lm = load_model(model_dir, "causal_lm", torch.float32)
+    assert lm(input_ids=ids).logits.shape[-1] == lm.config.vocab_size
+    critic = load_model(model_dir, "token_value", torch.float32)
+    assert critic(input_ids=ids).logits.shape == (1, 4, 1)
+    assert critic.dropout.p == 0.0  # values must not be noisy in training mode
+    torch.testing.assert_close(
+        critic.model.layers[0].mlp.up_proj.weight, lm.model.layers[0].mlp.up_proj.weight
+    )
+    scorer = load_model(model_dir, "sequence_score", torch.bfloat16)
+    assert scorer.score.weight.dtype == torch.bfloat16
+    assert scorer.config.num_labels == 1
+
+
+def test_bad_paths_and_kinds_are_clear_errors(tmp_path: Path, model_dir: Path) -> None:
+    with pytest.raises(HfsdkError, match="no model_path"):
+        check_model_dir(None, "critic")
+    with pytest.raises(HfsdkError, match="not a local HF model directory"):
+        check_model_dir(tmp_path, "actor")
+    assert check_model_dir(model_dir, "actor") == model_dir
+    with pytest.raises(HfsdkError, match="unknown"):
+        load_model(model_dir, "vision", torch.float32)  # type: ignore[arg-type]
+
+
+def test_tokenizer_keeps_its_trained_ids(model_dir: Path) -> None:
+    tokenizer = load_tokenizer(model_dir)
+    assert isinstance(tokenizer, PreTrainedTokenizerFast)
+    assert tokenizer.convert_ids_to_tokens(tokenizer("3 + 5 =").input_ids) == [
+        "<s>",
+        "3",
+        "+",
+        "5",
+        "=",
+    ]
