@@ -124,6 +124,17 @@ def _signal_config(config: RunConfig, role: str, default_task: bool) -> SignalCo
     )
 
 
+# Workers share the machine's cores with each other and the controller, and their
+# library chatter (load reports, save progress bars) would drown the console.
+_WORKER_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "HF_HUB_OFFLINE": "1",
+}
+
+
 class TrainingSession:
     """Live objects of one run: ``loader``, ``roles`` (worker groups) and ``signals``."""
 
@@ -209,7 +220,7 @@ class TrainingSession:
                 roles,
                 fused=fused,
                 call_timeout_s=cfg.trainer.worker_timeout_s,
-                env_vars={"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+                env_vars=_WORKER_ENV,
             )
             self.groups.update(groups)
         self.roles = dict(self.groups)

@@ -1,0 +1,73 @@
+"""The trainer loop: run directory contents, atomic checkpoints and exact resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hfsdk.core.config import load_run_config
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer.trainer import Trainer
+
+SMALL = [
+    "data.batch_size=4",
+    "algorithm.n_samples_per_prompt=2",
+    "actor.mini_batch_size=4",
+    "actor.micro_batch_size=8",
+]
+COMPARED = ("reward/mean", "response_length/mean", "actor/pg_loss", "actor/kl", "actor/grad_norm")
+
+
+def _weights(run_dir: Path, step: int) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(
+        str(run_dir / "checkpoints" / f"step_{step}" / "actor_hf" / "model.safetensors")
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_resume_continues_exactly(tmp_path: Path) -> None:
+    straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
+    straight = Trainer(
+        load_run_config("grpo", None, [*SMALL, "trainer.total_steps=4"]), straight_dir, quiet=True
+    ).fit()
+    first = Trainer(
+        load_run_config("grpo", None, [*SMALL, "trainer.total_steps=2"]), resumed_dir, quiet=True
+    ).fit()
+    assert [r["step"] for r in first] == [1, 2]
+    assert (resumed_dir / "checkpoints" / "step_2" / "COMPLETE").exists()
+    # the same command with more steps resumes from step 2
+    resumed = Trainer(
+        load_run_config("grpo", None, [*SMALL, "trainer.total_steps=4"]), resumed_dir, quiet=True
+    ).fit()
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4]
+    for a, b in zip(straight, resumed, strict=True):
+        for key in COMPARED:
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["step"], key)
+    final_a, final_b = _weights(straight_dir, 4), _weights(resumed_dir, 4)
+    assert final_a.keys() == final_b.keys()
+    for name in final_a:
+        assert (final_a[name] - final_b[name]).abs().max().item() < 1e-6, name
+    # a different model would not compare equal: step 2's weights differ from step 4's
+    early = _weights(resumed_dir, 2)
+    assert any((early[n] - final_b[n]).abs().max().item() > 0 for n in early)
+    saved = yaml.safe_load((resumed_dir / "config.yaml").read_text())
+    assert saved["algo"] == "grpo" and saved["trainer"]["total_steps"] == 4
+
+
+def test_resuming_with_another_config_is_refused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    config = load_run_config("grpo", None, SMALL)
+    (run_dir / "checkpoints" / "step_1").mkdir(parents=True)
+    (run_dir / "checkpoints" / "step_1" / "COMPLETE").write_text("1\n")
+    (run_dir / "config.yaml").write_text(config.to_yaml())
+    Trainer(config, run_dir)  # same config: fine
+    other = load_run_config("grpo", None, [*SMALL, "actor.optim.lr=0.5"])
+    with pytest.raises(HfsdkError, match=r"different config \(actor\.optim\.lr changed\)"):
+        Trainer(other, run_dir)
+    # only the run length may change
+    Trainer(load_run_config("grpo", None, [*SMALL, "trainer.total_steps=99"]), run_dir)
