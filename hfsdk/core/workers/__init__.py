@@ -15,6 +15,7 @@ _LAZY = {
     "WorkerContext": "hfsdk.core.workers.worker",
     "WorkerGroup": "hfsdk.core.workers.worker_group",
     "GroupMethod": "hfsdk.core.workers.worker_group",
+    "GroupOptions": "hfsdk.core.workers.worker_group",
     "ResourcePool": "hfsdk.core.workers.resource_pool",
     "register": "hfsdk.core.workers.decorator",
     "Protocol": "hfsdk.core.workers.decorator",

@@ -24,7 +24,12 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.host import RoleSpec
 from hfsdk.core.workers.resource_pool import ResourcePool
 from hfsdk.core.workers.worker import Worker
-from hfsdk.core.workers.worker_group import HostSet, WorkerGroup, check_worker_class
+from hfsdk.core.workers.worker_group import (
+    GroupOptions,
+    HostSet,
+    WorkerGroup,
+    check_worker_class,
+)
 
 RoleArg = type[Worker] | RoleSpec | tuple[Any, ...]
 
@@ -56,13 +61,15 @@ def colocate(
     init_distributed: bool = True,
     start_timeout_s: float = 120.0,
     call_timeout_s: float | None = None,
+    collective_timeout_s: float = 1800.0,
     env_vars: Mapping[str, str] | None = None,
 ) -> dict[str, WorkerGroup]:
     """Put every role of ``roles`` on all devices of ``pool``; return one group per role.
 
     ``fused=True`` builds one multi-role process per device; ``fused=False``
     one process per role per device. Either way each returned group only has
-    its own role's methods, and its state is its own.
+    its own role's methods, and its state is its own. The other arguments are
+    those of :class:`WorkerGroup`.
     """
     if not roles:
         raise HfsdkError("colocate() needs at least one role")
@@ -80,6 +87,7 @@ def colocate(
                     init_distributed=init_distributed,
                     start_timeout_s=start_timeout_s,
                     call_timeout_s=call_timeout_s,
+                    collective_timeout_s=collective_timeout_s,
                     env_vars=env_vars,
                 )
         except BaseException:
@@ -92,14 +100,14 @@ def colocate(
 
     for role, spec in specs.items():
         _resolve_methods(spec.worker_cls, role)
-    hosts = HostSet(
-        pool,
-        specs,
-        name="+".join(specs),
+    options = GroupOptions(
         init_distributed=init_distributed,
         start_timeout_s=start_timeout_s,
-        env_vars=env_vars,
+        call_timeout_s=call_timeout_s,
+        collective_timeout_s=collective_timeout_s,
+        env_vars=env_vars or {},
     )
+    hosts = HostSet(pool, specs, name="+".join(specs), options=options)
     return {
         role: WorkerGroup._on_hosts(hosts, role, spec.worker_cls, call_timeout_s)
         for role, spec in specs.items()

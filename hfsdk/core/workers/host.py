@@ -79,7 +79,7 @@ class WorkerHost:
         self,
         roles: Mapping[str, RoleSpec],
         master: tuple[str, int] | None,
-        timeout_s: float,
+        collective_timeout_s: float,
     ) -> tuple[dict[str, Any] | None, Info]:
         """Pick the device, initialise torch.distributed, then build the role objects.
 
@@ -88,7 +88,7 @@ class WorkerHost:
         """
         current_role = next(iter(roles), "?")
         try:
-            self._init_runtime(master, timeout_s)
+            self._init_runtime(master, collective_timeout_s)
             for role, spec in roles.items():
                 current_role = role
                 context = self._context(role, master)
@@ -106,7 +106,7 @@ class WorkerHost:
         }
         return info, (True, None, None)
 
-    def _init_runtime(self, master: tuple[str, int] | None, timeout_s: float) -> None:
+    def _init_runtime(self, master: tuple[str, int] | None, collective_timeout_s: float) -> None:
         import ray
 
         p = self.placement
@@ -138,7 +138,8 @@ class WorkerHost:
             init_method=f"tcp://{addr}:{port}",
             rank=p.rank,
             world_size=p.world_size,
-            timeout=timedelta(seconds=timeout_s),
+            # The controller bounds the rendezvous (start_timeout_s); this bounds collectives.
+            timeout=timedelta(seconds=collective_timeout_s),
         )
         self.distributed = True
 

@@ -10,15 +10,18 @@ results (blocking), or returns a :class:`~hfsdk.core.workers.futures.CallFuture`
 
 from __future__ import annotations
 
+import functools
 import itertools
 import sys
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.decorator import MethodSpec, registered_methods
-from hfsdk.core.workers.errors import WorkerTimeoutError
+from hfsdk.core.workers.errors import WorkerError, WorkerTimeoutError
 from hfsdk.core.workers.futures import CallFuture, DataRef, take_single, wait_for_infos
 from hfsdk.core.workers.host import Placement, RoleSpec, WorkerHost
 from hfsdk.core.workers.mesh import MeshPosition
@@ -37,6 +40,29 @@ SHARE_BYTES = 256 * 1024
 _HOST_IDS = itertools.count(1)
 
 
+def _positive_or_none(_instance: Any, attribute: attrs.Attribute, value: float | None) -> None:
+    if value is not None and value <= 0:
+        raise HfsdkError(f"{attribute.name}={value!r}: expected seconds > 0 (or None)")
+
+
+@attrs.frozen(kw_only=True)
+class GroupOptions:
+    """How a group's processes start and how long the controller waits (see WorkerGroup)."""
+
+    init_distributed: bool = True
+    start_timeout_s: float = attrs.field(default=120.0, validator=_positive_or_none)
+    call_timeout_s: float | None = attrs.field(default=None, validator=_positive_or_none)
+    collective_timeout_s: float = attrs.field(default=1800.0, validator=_positive_or_none)
+    env_vars: Mapping[str, str] = attrs.field(factory=dict, converter=dict)
+
+
+@functools.cache
+def _remote_host_class() -> Any:
+    import ray
+
+    return ray.remote(WorkerHost)
+
+
 class HostSet:
     """The worker processes on a pool (one per device), shared by fused roles."""
 
@@ -46,14 +72,8 @@ class HostSet:
         roles: Mapping[str, RoleSpec],
         *,
         name: str,
-        init_distributed: bool,
-        start_timeout_s: float,
-        env_vars: Mapping[str, str] | None,
+        options: GroupOptions,
     ) -> None:
-        import ray
-
-        if start_timeout_s <= 0:
-            raise HfsdkError(f"start_timeout_s={start_timeout_s!r}: expected seconds > 0")
         self.pool = pool
         self.name = name
         self.roles = dict(roles)
@@ -63,23 +83,24 @@ class HostSet:
         self._views = 0
         pool.reserve(self.ids, role=name)
         try:
-            remote_cls = ray.remote(WorkerHost)
             extra: dict[str, Any] = {}
-            if env_vars:
-                extra["runtime_env"] = {"env_vars": dict(env_vars)}
+            if options.env_vars:
+                extra["runtime_env"] = {"env_vars": dict(options.env_vars)}
             for index, placement in enumerate(_placements(pool)):
-                options = {**pool.actor_options(index), **extra}
-                self.handles.append(remote_cls.options(**options).remote(placement, name))
-            self._setup(init_distributed, start_timeout_s)
+                actor_options = {**pool.actor_options(index), **extra}
+                handle = _remote_host_class().options(**actor_options).remote(placement, name)
+                self.handles.append(handle)
+            self._setup(options)
         except BaseException:
             self.kill()
             raise
 
-    def _setup(self, init_distributed: bool, timeout_s: float) -> None:
+    def _setup(self, options: GroupOptions) -> None:
         import ray
 
+        timeout_s = options.start_timeout_s
         master = None
-        if init_distributed:
+        if options.init_distributed:
             ref = self.handles[0].endpoint.remote()
             ready, _ = ray.wait([ref], timeout=timeout_s)
             if not ready:
@@ -90,9 +111,17 @@ class HostSet:
                     ranks=[0],
                     method="__init__",
                 )
-            master = ray.get(ref)
+            try:
+                master = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                raise WorkerError(
+                    f"role {self.name!r}: rank 0 failed to start: {exc}",
+                    role=self.name,
+                    rank=0,
+                    method="__init__",
+                ) from None
         pairs = [
-            h.setup.options(num_returns=2).remote(self.roles, master, timeout_s)
+            h.setup.options(num_returns=2).remote(self.roles, master, options.collective_timeout_s)
             for h in self.handles
         ]
         wait_for_infos(
@@ -239,7 +268,8 @@ class WorkerGroup:
     rank 0. Timeouts: ``start_timeout_s`` bounds starting the processes and
     running the constructors; ``call_timeout_s`` bounds waiting for a call's
     result (``None``: wait while the workers live — a dead process is always
-    reported). ``env_vars`` are set in the worker processes.
+    reported); ``collective_timeout_s`` is torch.distributed's timeout for a
+    collective. ``env_vars`` are set in the worker processes.
 
     Groups on different pools run concurrently; groups sharing a pool's
     devices (see :func:`~hfsdk.core.workers.colocation.colocate`) run one
@@ -261,20 +291,21 @@ class WorkerGroup:
         init_distributed: bool = True,
         start_timeout_s: float = 120.0,
         call_timeout_s: float | None = None,
+        collective_timeout_s: float = 1800.0,
         env_vars: Mapping[str, str] | None = None,
     ) -> None:
+        options = GroupOptions(
+            init_distributed=init_distributed,
+            start_timeout_s=start_timeout_s,
+            call_timeout_s=call_timeout_s,
+            collective_timeout_s=collective_timeout_s,
+            env_vars=env_vars or {},
+        )
         check_worker_class(worker_cls, role)
         spec = RoleSpec(worker_cls=worker_cls, args=tuple(args), kwargs=dict(kwargs or {}))
         # Resolve protocols before starting processes: a typo fails in milliseconds.
         methods = _resolve_methods(worker_cls, role)
-        hosts = HostSet(
-            pool,
-            {role: spec},
-            name=role,
-            init_distributed=init_distributed,
-            start_timeout_s=start_timeout_s,
-            env_vars=env_vars,
-        )
+        hosts = HostSet(pool, {role: spec}, name=role, options=options)
         self._bind(hosts, role, worker_cls, methods, call_timeout_s)
 
     @classmethod
@@ -298,8 +329,6 @@ class WorkerGroup:
         methods: Mapping[str, tuple[TransferProtocol, MethodSpec]],
         call_timeout_s: float | None,
     ) -> None:
-        if call_timeout_s is not None and call_timeout_s <= 0:
-            raise HfsdkError(f"call_timeout_s={call_timeout_s!r}: expected seconds > 0 or None")
         self._hosts = hosts
         self.role = role
         self.worker_cls = worker_cls

@@ -411,6 +411,14 @@ def test_custom_protocol_from_a_plugin(actor: WorkerGroup) -> None:
     assert get_registry("transfer_protocols")["odd_ranks_sum"].plugin == "testprotocols"
 
 
+@pytest.mark.parametrize("timeouts", [{"call_timeout_s": 0}, {"start_timeout_s": -1.0}])
+def test_bad_timeouts_fail_before_any_process_starts(actor: WorkerGroup, timeouts: dict) -> None:
+    name = next(iter(timeouts))
+    with pytest.raises(HfsdkError, match=f"{name}=.*expected seconds > 0"):
+        WorkerGroup(ProbeWorker, actor.pool, role="bad", **timeouts)
+    assert [len(slot.hosts) for slot in actor.pool.slots] == [1, 1, 1, 1]
+
+
 def test_unknown_protocol_fails_before_any_process_starts(actor: WorkerGroup) -> None:
     with pytest.raises(UnknownNameError, match="did you mean 'dp_compute_proto'"):
         WorkerGroup(TypoWorker, actor.pool, role="typo")
