@@ -134,6 +134,7 @@ class _DropAuthNotice(logging.Filter):
     """Drops Ray's per-start notice that token authentication is on (it stays on)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        """Keep every record but that notice."""
         return not record.getMessage().startswith("Token authentication is enabled")
 
 
