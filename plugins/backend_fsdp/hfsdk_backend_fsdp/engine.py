@@ -66,6 +66,17 @@ def require_keys(batch: Batch, keys: Sequence[str], operation: str) -> None:
         )
 
 
+def _detached_copy(value: Any) -> Any:
+    """``value`` with every tensor inside (dicts, lists, tuples) replaced by a detached clone."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        return {k: _detached_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_detached_copy(v) for v in value)
+    return value
+
+
 class MetricAccumulator:
     """Collects per-micro-batch metrics into one value per name.
 
@@ -269,7 +280,8 @@ class FSDPEngine:
             assert self.optimizer is not None and self.scheduler is not None
             state["optimizer"] = sharding.full_optimizer_state(self.module, self.optimizer)
             state["scheduler"] = self.scheduler.state_dict()
-        return state
+        # Without sharding the state dicts alias the live tensors; a snapshot must not move.
+        return _detached_copy(state)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output (rank 0's tensors are broadcast to the others)."""
@@ -339,7 +351,8 @@ class FSDPEngine:
             with torch.device("meta"):
                 fresh = self.model_class(config)
             fresh.load_state_dict(state, assign=True, strict=True)
-            fresh.generation_config = self.module.generation_config
+            if getattr(self.module, "generation_config", None) is not None:
+                fresh.generation_config = self.module.generation_config
             directory.mkdir(parents=True, exist_ok=True)
             fresh.save_pretrained(str(directory))
             self.tokenizer.save_pretrained(str(directory))
