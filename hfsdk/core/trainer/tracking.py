@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hfsdk.core.errors import HfsdkError
+
 METRICS_FILE = "metrics.jsonl"
 
 
@@ -51,10 +53,12 @@ class Tracker:
                 total=total_steps, initial=start_step, desc="hfsdk", unit="step", file=sys.stderr
             )
         if "tensorboard" in loggers:
+            _require("tensorboard")
             from torch.utils.tensorboard import SummaryWriter
 
             self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
         if "wandb" in loggers:
+            _require("wandb")
             import wandb
 
             self._wandb = wandb.init(
@@ -91,6 +95,16 @@ class Tracker:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def _require(package: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(package) is None:
+        raise HfsdkError(
+            f"trainer.loggers asks for {package}, which is not installed; "
+            f"pip install 'hfsdk[{package}]' or remove it from trainer.loggers"
+        )
 
 
 def read_metrics(run_dir: Path | str) -> list[dict[str, Any]]:

@@ -33,3 +33,18 @@ def test_console_only_writes_no_file(tmp_path: Path) -> None:
     tracker.log(1, {"reward/mean": 1.0})
     tracker.close()
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_missing_optional_logger_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    import pytest
+
+    from hfsdk.core.errors import HfsdkError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a)
+    )
+    with pytest.raises(HfsdkError, match=r"asks for wandb, which is not installed; pip install"):
+        Tracker(tmp_path, ("wandb",), total_steps=1)
