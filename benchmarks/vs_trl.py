@@ -1,0 +1,546 @@
+"""GRPO throughput: hfsdk against TRL's ``GRPOTrainer`` on the same task, one after the other.
+
+    .venv-bench/bin/python benchmarks/vs_trl.py --steps 10 [--out results.json]
+
+The script starts two child processes in turn (never at the same time, so
+they do not compete for the CPU): first hfsdk's GRPO on the built-in default
+task (tiny Llama model, local tokenizer, single-digit addition prompts, rule
+reward), then TRL's ``GRPOTrainer`` on the same model directory, tokenizer
+and prompt file. It prints one markdown table and, with ``--out``, writes the
+same numbers as JSON.
+
+Setup (TRL is installed only for the benchmark, never into ``.venv``)::
+
+    python3.11 -m venv .venv-bench
+    .venv-bench/bin/pip install "torch==2.13.0+cpu"
+    .venv-bench/bin/pip install -e . -e plugins/backend_fsdp -e plugins/ppo \
+        -e plugins/grpo "trl==1.16.0"
+
+(GRPO's default policy loss ``ppo_clip`` is registered by the ppo plugin.)
+
+Run it with ``.venv-bench/bin/python``, or from ``.venv`` with
+``--trl-python .venv-bench/bin/python`` (the TRL side then runs in that
+interpreter, the hfsdk side in the current one). Without TRL the script
+prints these commands and exits with status 2. Both children run offline
+(``HF_HUB_OFFLINE=1``) with one intra-op thread each (``OMP_NUM_THREADS=1``,
+which is what hfsdk gives its Ray workers).
+
+What is measured (the same way on both sides):
+
+- tokens: per training step, the prompt tokens without padding plus the
+  response tokens up to and including the first EOS, summed over the step's
+  ``batch_size x group_size`` samples. hfsdk: the step's ``attention_mask``
+  sum (``perf/throughput_tokens_per_s x timing/step_s`` in ``metrics.jsonl``).
+  TRL: the growth of ``state.num_input_tokens_seen`` over the step, which
+  ``GRPOTrainer`` raises by the prompt lengths plus completion lengths.
+- step time: wall time of one training step: generation, log-probs (and
+  reference log-probs), reward, advantages and the optimizer update. hfsdk:
+  ``timing/step_s`` (controller-side, including Ray calls). TRL: a
+  ``TrainerCallback`` from ``on_step_begin`` to ``on_step_end`` (generation
+  happens inside the step; logging, which follows ``on_step_end``, is not
+  counted).
+- tokens/s: total tokens / total step time; "steps 2+" leaves out step 1
+  (first-call warm-up); "median step" is the median of the per-step rates
+  (least disturbed by other load on a shared machine). Total wall: the child
+  process from start to exit (imports, Ray start-up, model loading, hfsdk's
+  final checkpoint).
+- reward: the mean reward of the step's samples (hfsdk ``reward/mean``, TRL
+  ``reward``), first and last step.
+
+Matched settings: model dir, tokenizer, prompts (the default task's
+``train.jsonl``; BOS added by the tokenizer on both sides), group size (TRL
+``num_generations``), prompts per step, max response length, temperature 1,
+top-p 1, top-k off, learning rate (constant, no warm-up, AdamW betas
+0.9/0.999, eps 1e-8, no weight decay), grad-norm clip 1.0, PPO clip 0.2, one
+optimizer step per training step (hfsdk ``actor.mini_batch_size`` = TRL's
+effective batch = all samples of the step, and the same micro-batch size:
+TRL ``per_device_train_batch_size`` with ``gradient_accumulation_steps``), a
+KL loss with the k3 estimator and coefficient ``--beta`` (TRL's default
+``beta`` is 0, which skips the reference model; 0.01 is hfsdk's default
+``kl_loss_coef`` and makes both sides run the reference model), token-mean
+loss aggregation (TRL ``loss_type="dapo"``, its default), group-std
+advantage scaling (TRL ``scale_rewards="group"``, its default; hfsdk
+``advantage.epsilon`` is set to TRL's 1e-4), float32, no gradient
+checkpointing (TRL's GRPO default is on), seed 0.
+
+What cannot be matched exactly:
+
+- Old log-probs: hfsdk always runs an extra forward pass for the rollout
+  policy's log-probs; TRL skips it when each batch is used for exactly one
+  optimizer step (it uses the detached current log-probs). hfsdk does one
+  more forward pass per step.
+- Prompt length: TRL 1.16 has no prompt-length limit; hfsdk drops prompts
+  longer than ``--max-prompt-length``. The default task's prompts are 5
+  tokens, so nothing is dropped.
+- Response padding: hfsdk pads responses to the max response length for the
+  training forward passes; TRL pads to the longest completion of the batch.
+- Dual clip: hfsdk's ``ppo_clip`` also bounds the loss of negative-advantage
+  tokens at ratio 3 (``clip_ratio_c``); TRL has no such bound. With one
+  update per batch the ratio is 1, so it never applies here.
+- Data order: both shuffle the 100 prompts with seed 0 but with different
+  samplers, so the prompts of step k differ; the rewards are comparable only
+  as trends.
+- Execution: hfsdk runs the model in one Ray worker (the controller sends it
+  batches); TRL runs everything in its own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH_VENV_PYTHON = REPO / ".venv-bench" / "bin" / "python"
+TRL_VERSION = "1.16.0"
+INSTALL_COMMANDS = (
+    "python3.11 -m venv .venv-bench",
+    '.venv-bench/bin/pip install "torch==2.13.0+cpu"',
+    ".venv-bench/bin/pip install -e . -e plugins/backend_fsdp -e plugins/ppo -e plugins/grpo "
+    f'"trl=={TRL_VERSION}"',
+)
+CHILD_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "RAY_DEDUP_LOGS": "0",
+}
+
+
+@attrs.frozen(kw_only=True)
+class Settings:
+    """The run settings both sides use."""
+
+    steps: int = 10
+    batch_size: int = 16
+    """Prompts per training step."""
+    group_size: int = 4
+    """Samples per prompt (TRL ``num_generations``)."""
+    lr: float = 3e-4
+    micro_batch_size: int = 0
+    """Samples per forward/backward pass; 0 means all samples of a step in one pass."""
+    max_prompt_length: int = 64
+    max_response_length: int = 8
+    temperature: float = 1.0
+    beta: float = 0.01
+    """KL loss coefficient (hfsdk ``algorithm.kl_loss_coef``, TRL ``beta``)."""
+    seed: int = 0
+
+    @property
+    def samples(self) -> int:
+        """Samples (responses) per training step."""
+        return self.batch_size * self.group_size
+
+    @property
+    def micro(self) -> int:
+        """The micro-batch size in samples."""
+        return self.micro_batch_size or self.samples
+
+    def check(self) -> None:
+        """Exit with a clear message when the settings cannot run on both sides."""
+        if min(self.steps, self.batch_size, self.group_size) < 1:
+            sys.exit("--steps, --batch-size and --group-size must be at least 1")
+        if self.group_size < 2:
+            sys.exit("--group-size must be at least 2: GRPO compares the samples of a prompt")
+        if self.samples % self.micro != 0:
+            sys.exit(
+                f"--micro-batch-size {self.micro} must divide batch_size x group_size = "
+                f"{self.samples}; pick a divisor of {self.samples}"
+            )
+
+
+DEFAULTS = Settings()
+
+
+# -- hfsdk side ------------------------------------------------------------------
+
+
+def hfsdk_overrides(s: Settings) -> list[str]:
+    """Config overrides that make hfsdk's GRPO run the benchmark settings."""
+    return [
+        f"trainer.total_steps={s.steps}",
+        f"trainer.seed={s.seed}",
+        "trainer.loggers=[jsonl]",
+        "trainer.val_every=0",
+        "trainer.save_every=0",
+        f"data.batch_size={s.batch_size}",
+        f"data.max_prompt_length={s.max_prompt_length}",
+        "data.shuffle=true",
+        f"algorithm.n_samples_per_prompt={s.group_size}",
+        f"algorithm.kl_loss_coef={s.beta}",
+        "algorithm.kl_estimator=k3",
+        "algorithm.loss_agg_mode=token-mean",
+        "algorithm.entropy_coef=0.0",
+        "advantage.norm_by_std=true",
+        "advantage.epsilon=1e-4",
+        "policy_loss.clip_ratio_low=0.2",
+        "policy_loss.clip_ratio_high=0.2",
+        f"actor.optim.lr={s.lr}",
+        "actor.optim.lr_schedule=constant",
+        "actor.optim.warmup_steps=0",
+        "actor.optim.weight_decay=0.0",
+        "actor.optim.grad_clip=1.0",
+        f"actor.mini_batch_size={s.samples}",
+        f"actor.micro_batch_size={s.micro}",
+        "actor.ppo_epochs=1",
+        "actor.dtype=float32",
+        "actor.gradient_checkpointing=false",
+        f"reference.micro_batch_size={s.micro}",
+        f"reference.mini_batch_size={s.samples}",
+        f"rollout.max_prompt_length={s.max_prompt_length}",
+        f"rollout.max_response_length={s.max_response_length}",
+        f"rollout.temperature={s.temperature}",
+        "rollout.top_p=1.0",
+        "rollout.top_k=0",
+    ]
+
+
+def run_hfsdk(s: Settings, workdir: Path) -> dict[str, Any]:
+    """Train with hfsdk; per-step tokens, step times and rewards, plus the task's asset paths."""
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk.core.trainer.trainer import Trainer
+
+    assets = ensure_default_assets()
+    config = load_run_config("grpo", None, hfsdk_overrides(s))
+    metrics = Trainer(config, workdir / "hfsdk_run", quiet=True).fit()
+    steps = [
+        {
+            "step_s": m["timing/step_s"],
+            # The trainer logs tokens / step time; multiplying back gives the integer count.
+            "tokens": round(m["perf/throughput_tokens_per_s"] * m["timing/step_s"]),
+            "reward": m["reward/mean"],
+            "stages_s": {
+                k.removeprefix("timing/").removesuffix("_s"): v
+                for k, v in m.items()
+                if k.startswith("timing/")
+            },
+        }
+        for m in metrics
+    ]
+    return {
+        "steps": steps,
+        "model_dir": str(assets.model_dir),
+        "train_jsonl": str(assets.train_jsonl),
+        "versions": _versions(),
+    }
+
+
+# -- TRL side --------------------------------------------------------------------
+
+
+def default_task_reward_for_trl(
+    prompts: list[str], completions: list[str], answer: list[str] | None = None, **_: Any
+) -> list[float]:
+    """hfsdk's default-task reward with TRL's reward-function signature.
+
+    TRL passes the decoded prompts and completions plus every dataset column
+    (``answer`` here) and bookkeeping keywords (``completion_ids``,
+    ``trainer_state``, ...), which this adapter ignores.
+    """
+    from hfsdk.core.default_task import default_task_reward
+
+    return default_task_reward(prompts, completions, answer=answer)
+
+
+def trl_config(s: Settings, output_dir: Path) -> Any:
+    """The ``GRPOConfig`` that matches :func:`hfsdk_overrides` (see the module docstring)."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        use_cpu=True,
+        bf16=False,
+        fp16=False,
+        seed=s.seed,
+        max_steps=s.steps,
+        learning_rate=s.lr,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        weight_decay=0.0,
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        adam_epsilon=1e-8,
+        max_grad_norm=1.0,
+        # One optimizer step per training step over all batch_size x group_size samples, in
+        # micro-batches of the same size as hfsdk's; one generation per optimizer step.
+        per_device_train_batch_size=s.micro,
+        gradient_accumulation_steps=s.samples // s.micro,
+        steps_per_generation=s.samples // s.micro,
+        num_iterations=1,
+        num_generations=s.group_size,
+        max_completion_length=s.max_response_length,
+        temperature=s.temperature,
+        top_p=1.0,
+        top_k=0,
+        beta=s.beta,
+        epsilon=0.2,
+        loss_type="dapo",
+        scale_rewards="group",
+        mask_truncated_completions=False,
+        gradient_checkpointing=False,
+        shuffle_dataset=True,
+        model_init_kwargs={"dtype": "float32"},
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
+def run_trl(s: Settings, workdir: Path, model_dir: str, train_jsonl: str) -> dict[str, Any]:
+    """Train with TRL's ``GRPOTrainer``; per-step tokens, step times and rewards."""
+    import datasets
+    import torch
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOTrainer
+
+    torch.set_num_threads(1)  # the same as hfsdk's Ray worker (OMP_NUM_THREADS=1)
+
+    class StepTimer(TrainerCallback):
+        """Wall time and tokens of each optimizer step (generation happens inside it)."""
+
+        def __init__(self) -> None:
+            self.steps: list[dict[str, float]] = []
+            self._started = 0.0
+            self._tokens = 0
+
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self._started = time.perf_counter()
+            self._tokens = state.num_input_tokens_seen
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.steps.append(
+                {
+                    "step_s": time.perf_counter() - self._started,
+                    "tokens": float(state.num_input_tokens_seen - self._tokens),
+                }
+            )
+
+    rows = [json.loads(line) for line in Path(train_jsonl).read_text().splitlines() if line]
+    dataset = datasets.Dataset.from_list(rows)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left")
+    timer = StepTimer()
+    trainer = GRPOTrainer(
+        model=model_dir,
+        reward_funcs=[default_task_reward_for_trl],
+        args=trl_config(s, workdir / "trl_run"),
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[timer],
+    )
+    trainer.train()
+    rewards = [entry["reward"] for entry in trainer.state.log_history if "reward" in entry]
+    if len(rewards) != len(timer.steps):
+        raise RuntimeError(
+            f"TRL logged {len(rewards)} rewards for {len(timer.steps)} steps; "
+            "expected one per step (logging_steps=1)"
+        )
+    steps = [{**step, "reward": r} for step, r in zip(timer.steps, rewards, strict=True)]
+    return {"steps": steps, "versions": _versions()}
+
+
+def _versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in ("torch", "transformers", "trl", "accelerate", "ray", "hfsdk"):
+        with contextlib.suppress(PackageNotFoundError):
+            out[name] = version(name)
+    return out
+
+
+# -- parent: runs both children and prints the table -------------------------------
+
+
+def trl_version(python: str) -> str | None:
+    """TRL's version as ``python`` sees it, or ``None`` when it cannot import TRL."""
+    probe = subprocess.run(
+        [python, "-c", "import importlib.metadata as m, trl; print(m.version('trl'))"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **CHILD_ENV},
+    )
+    return probe.stdout.strip() if probe.returncode == 0 else None
+
+
+def find_trl_python(requested: str | None) -> str | None:
+    """The interpreter that can import TRL: ``--trl-python``, this one, or ``.venv-bench``."""
+    candidates = [requested] if requested else [sys.executable, str(BENCH_VENV_PYTHON)]
+    for python in candidates:
+        if python and Path(python).exists() and trl_version(python) is not None:
+            return python
+    return None
+
+
+def run_child(python: str, side: str, s: Settings, workdir: Path, extra: Sequence[str]) -> dict:
+    """Run one side in a child process; its result plus the child's wall time."""
+    result_path = workdir / f"{side}_result.json"
+    log_path = workdir / f"{side}.log"
+    command = [
+        python, str(Path(__file__).resolve()), "--side", side,
+        "--settings", json.dumps(attrs.asdict(s)), "--workdir", str(workdir), *extra,
+    ]  # fmt: skip
+    started = time.perf_counter()
+    with log_path.open("w") as log:
+        done = subprocess.run(
+            command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **CHILD_ENV},
+            cwd=REPO,
+        )  # fmt: skip
+    wall = time.perf_counter() - started
+    if done.returncode != 0 or not result_path.exists():
+        tail = "\n".join(log_path.read_text().splitlines()[-40:])
+        sys.exit(f"the {side} run failed (exit {done.returncode}); end of {log_path}:\n{tail}")
+    result = json.loads(result_path.read_text())
+    result["wall_s"] = wall
+    return result
+
+
+def summarize(result: dict[str, Any]) -> dict[str, float]:
+    """Table numbers of one side from its per-step records."""
+    steps = result["steps"]
+    step_s = sum(x["step_s"] for x in steps)
+    tokens = sum(x["tokens"] for x in steps)
+    later = steps[1:] or steps
+    later_s = sum(x["step_s"] for x in later)
+    return {
+        "tokens_per_s": tokens / step_s,
+        "steady_tokens_per_s": sum(x["tokens"] for x in later) / later_s,
+        # Robust to the odd step slowed by other load on a shared machine.
+        "median_tokens_per_s": statistics.median(x["tokens"] / x["step_s"] for x in steps),
+        "tokens_per_step": tokens / len(steps),
+        "step_time_s": step_s,
+        "wall_s": result["wall_s"],
+        "reward_first": steps[0]["reward"],
+        "reward_last": steps[-1]["reward"],
+    }
+
+
+COLUMNS = (
+    ("tokens_per_s", "tokens/s", "{:.0f}"),
+    ("steady_tokens_per_s", "tokens/s (steps 2+)", "{:.0f}"),
+    ("median_tokens_per_s", "tokens/s (median step)", "{:.0f}"),
+    ("tokens_per_step", "tokens/step", "{:.0f}"),
+    ("step_time_s", "step time s (sum)", "{:.1f}"),
+    ("wall_s", "total wall s", "{:.1f}"),
+    ("reward_first", "reward step 1", "{:.3f}"),
+    ("reward_last", "reward last step", "{:.3f}"),
+)
+
+
+def table(rows: dict[str, dict[str, float]]) -> str:
+    """Markdown table: one row per side and the hfsdk/TRL ratio of every column."""
+    lines = [
+        "| | " + " | ".join(title for _, title, _ in COLUMNS) + " |",
+        "|---|" + "---:|" * len(COLUMNS),
+    ]
+    for side, numbers in rows.items():
+        cells = [fmt.format(numbers[key]) for key, _, fmt in COLUMNS]
+        lines.append(f"| {side} | " + " | ".join(cells) + " |")
+    hf, trl = rows["hfsdk"], rows["TRL"]
+    ratios = [f"{hf[k] / trl[k]:.2f}" if trl[k] else "-" for k, _, _ in COLUMNS]
+    lines.append("| hfsdk/TRL | " + " | ".join(ratios) + " |")
+    return "\n".join(lines)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Command-line arguments (``--side`` and ``--settings`` are for the child processes)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument("--steps", type=int, default=DEFAULTS.steps)
+    p.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size, help="prompts per step")
+    p.add_argument("--group-size", type=int, default=DEFAULTS.group_size, help="samples per prompt")
+    p.add_argument("--lr", type=float, default=DEFAULTS.lr)
+    p.add_argument(
+        "--micro-batch-size",
+        type=int,
+        default=0,
+        help="samples per forward/backward pass (default: all samples of a step)",
+    )
+    p.add_argument("--max-response-length", type=int, default=DEFAULTS.max_response_length)
+    p.add_argument("--beta", type=float, default=DEFAULTS.beta, help="KL loss coefficient")
+    p.add_argument("--out", type=Path, help="also write the results as JSON here")
+    p.add_argument(
+        "--trl-python",
+        help="interpreter with TRL installed (default: this one, else .venv-bench/bin/python)",
+    )
+    p.add_argument("--workdir", type=Path, help="where runs and logs go (default: a temp dir)")
+    p.add_argument("--side", choices=("hfsdk", "trl"), help=argparse.SUPPRESS)
+    p.add_argument("--settings", help=argparse.SUPPRESS)
+    p.add_argument("--model-dir", help=argparse.SUPPRESS)
+    p.add_argument("--train-jsonl", help=argparse.SUPPRESS)
+    return p.parse_args(argv)  # fmt: skip
+
+
+def child_main(args: argparse.Namespace) -> None:
+    """One side's run, written to ``<workdir>/<side>_result.json``."""
+    s = Settings(**json.loads(args.settings))
+    if args.side == "hfsdk":
+        result = run_hfsdk(s, args.workdir)
+    else:
+        result = run_trl(s, args.workdir, args.model_dir, args.train_jsonl)
+    (args.workdir / f"{args.side}_result.json").write_text(json.dumps(result))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run hfsdk, then TRL, and print the table."""
+    args = parse_args(argv)
+    if args.side:
+        child_main(args)
+        return
+    s = Settings(
+        steps=args.steps,
+        batch_size=args.batch_size,
+        group_size=args.group_size,
+        lr=args.lr,
+        micro_batch_size=args.micro_batch_size,
+        max_response_length=args.max_response_length,
+        beta=args.beta,
+    )
+    s.check()
+    trl_python = find_trl_python(args.trl_python)
+    if trl_python is None:
+        where = args.trl_python or f"{sys.executable} or {BENCH_VENV_PYTHON}"
+        print(f"TRL is not importable from {where}. Install it beside hfsdk (run in {REPO}):")
+        for command in INSTALL_COMMANDS:
+            print(f"    {command}")
+        print("then run: .venv-bench/bin/python benchmarks/vs_trl.py")
+        sys.exit(2)
+    found = trl_version(trl_python)
+    if found != TRL_VERSION:
+        print(f"note: TRL {found} found; the settings were checked against TRL {TRL_VERSION}")
+    with tempfile.TemporaryDirectory(prefix="hfsdk_vs_trl_") as tmp:
+        workdir = args.workdir or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        print(f"hfsdk GRPO ({s.steps} steps, {s.batch_size} prompts x {s.group_size}) ...",
+              flush=True)  # fmt: skip
+        hf = run_child(sys.executable, "hfsdk", s, workdir, [])
+        print("TRL GRPOTrainer (same settings) ...", flush=True)
+        paths = ["--model-dir", hf["model_dir"], "--train-jsonl", hf["train_jsonl"]]
+        trl = run_child(trl_python, "trl", s, workdir, paths)
+    rows = {"hfsdk": summarize(hf), "TRL": summarize(trl)}
+    print()
+    print(table(rows))
+    print(f"\nhfsdk: {hf['versions']}\nTRL side: {trl['versions']}")
+    if args.out:
+        report = {"settings": attrs.asdict(s), "summary": rows, "hfsdk": hf, "trl": trl}
+        args.out.write_text(json.dumps(report, indent=2))
+        print(f"results written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
