@@ -1,0 +1,72 @@
+"""One rank of the two-process FSDP2 check in ``test_sharding.py`` (run as a script).
+
+Reads the shared inputs, runs the actor engine over a gloo group of two,
+and writes what rank 0 (and each rank's own outputs) saw to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.maths.policy_losses import reinforce_loss
+from hfsdk_backend_fsdp.actor import ActorEngine
+from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, HFRolloutConfig, OptimConfig
+from hfsdk_backend_fsdp.hf_rollout import HFRollout
+from hfsdk_backend_fsdp.objectives import ActorObjective
+from hfsdk_backend_fsdp.sharding import is_sharded
+
+
+def main() -> None:
+    """Run one rank."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--inputs", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=2
+    )
+    inputs = torch.load(args.inputs, weights_only=False)
+    config = FSDPRoleConfig(**inputs["config"], optim=OptimConfig(**inputs["optim"]))
+    actor = ActorEngine(config, role="actor")
+    assert is_sharded(actor.module) and actor.dp.size == 2
+    local_numel = sum(p.to_local().numel() for p in actor.module.parameters())
+    full_numel = sum(p.numel() for p in actor.module.parameters())
+
+    batch = Batch.from_dict(tensors=inputs["batch"], meta={"temperature": 0.7}).chunk(2)[args.rank]
+    prompts = Batch.from_dict(tensors=inputs["prompts"]).chunk(2)[args.rank]
+    rollout = HFRollout(HFRolloutConfig(max_response_length=5), actor)
+    greedy = rollout.generate_sequences(prompts, greedy=True)["responses"]
+    log_probs = actor.compute_log_prob(batch)["old_log_probs"]
+    actor.update_actor(batch, ActorObjective(policy_loss=reinforce_loss))
+    state = actor.state_dict()
+    after = actor.compute_log_prob(batch)["old_log_probs"]
+    actor.save_checkpoint(args.out / "ckpt")
+    actor.export_hf(args.out / "hf")
+    restored = ActorEngine(config, role="actor")
+    restored.load_checkpoint(args.out / "ckpt")
+    after_restore = restored.compute_log_prob(batch)["old_log_probs"]
+    torch.save(
+        {
+            "greedy": greedy,
+            "log_probs": log_probs,
+            "after": after,
+            "after_restore": after_restore,
+            "model": state["model"],
+            "local_numel": local_numel,
+            "full_numel": full_numel,
+        },
+        args.out / f"rank{args.rank}.pt",
+    )
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
