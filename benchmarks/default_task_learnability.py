@@ -34,6 +34,7 @@ from hfsdk.core.default_task import (
     load_prompt_dataset,
 )
 from hfsdk.core.maths.kl import apply_kl_penalty
+from hfsdk.core.maths.policy_losses import ppo_clip_loss
 from hfsdk_backend_fsdp.actor import ActorEngine, ReferenceEngine
 from hfsdk_backend_fsdp.critic import CriticEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, HFRolloutConfig, OptimConfig
@@ -41,7 +42,7 @@ from hfsdk_backend_fsdp.hf_rollout import HFRollout
 from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
 from hfsdk_grpo.advantages import compute_grpo_advantages
 from hfsdk_ppo.advantages import compute_gae
-from hfsdk_ppo.losses import clipped_value_loss, ppo_clip_loss
+from hfsdk_ppo.losses import clipped_value_loss
 from hfsdk_remax.advantages import compute_remax_advantages
 from hfsdk_safe_rlhf.advantages import compute_safe_rlhf_terms
 from hfsdk_safe_rlhf.cost import apply_kl_to_costs

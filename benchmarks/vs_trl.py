@@ -13,10 +13,7 @@ Setup (TRL is installed only for the benchmark, never into ``.venv``)::
 
     python3.11 -m venv .venv-bench
     .venv-bench/bin/pip install "torch==2.13.0+cpu"
-    .venv-bench/bin/pip install -e . -e plugins/backend_fsdp -e plugins/ppo \
-        -e plugins/grpo "trl==1.16.0"
-
-(GRPO's default policy loss ``ppo_clip`` is registered by the ppo plugin.)
+    .venv-bench/bin/pip install -e . -e plugins/backend_fsdp -e plugins/grpo "trl==1.16.0"
 
 Run it with ``.venv-bench/bin/python``, or from ``.venv`` with
 ``--trl-python .venv-bench/bin/python`` (the TRL side then runs in that
@@ -107,7 +104,7 @@ TRL_VERSION = "1.16.0"
 INSTALL_COMMANDS = (
     "python3.11 -m venv .venv-bench",
     '.venv-bench/bin/pip install "torch==2.13.0+cpu"',
-    ".venv-bench/bin/pip install -e . -e plugins/backend_fsdp -e plugins/ppo -e plugins/grpo "
+    ".venv-bench/bin/pip install -e . -e plugins/backend_fsdp -e plugins/grpo "
     f'"trl=={TRL_VERSION}"',
 )
 CHILD_ENV = {

@@ -20,9 +20,15 @@ def hfsdk_register_kl_estimators(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_policy_losses(register: Register) -> None:
-    """Register the plain policy gradient loss ``reinforce``."""
-    from hfsdk.core.maths.policy_losses import ReinforceConfig, reinforce_loss
+    """Register ``ppo_clip`` (asymmetric clip ratios, dual clip) and ``reinforce``."""
+    from hfsdk.core.maths.policy_losses import (
+        PPOClipConfig,
+        ReinforceConfig,
+        ppo_clip_loss,
+        reinforce_loss,
+    )
 
+    register("ppo_clip", ppo_clip_loss, config_cls=PPOClipConfig)
     register("reinforce", reinforce_loss, config_cls=ReinforceConfig)
 
 

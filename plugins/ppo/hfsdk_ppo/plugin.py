@@ -24,14 +24,6 @@ def hfsdk_register_advantage_estimators(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_register_policy_losses(register: Register) -> None:
-    """Register ``ppo_clip`` (asymmetric clip ratios, dual clip)."""
-    from hfsdk_ppo.losses import PPOClipConfig, ppo_clip_loss
-
-    register("ppo_clip", ppo_clip_loss, config_cls=PPOClipConfig)
-
-
-@hfsdk.hookimpl
 def hfsdk_register_value_losses(register: Register) -> None:
     """Register the ``clipped`` value loss."""
     from hfsdk_ppo.losses import ClippedValueLossConfig, clipped_value_loss
