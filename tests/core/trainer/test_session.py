@@ -1,0 +1,37 @@
+"""Training sessions: default-task assets, signals, and placement chosen by the planner."""
+
+from __future__ import annotations
+
+import pytest
+
+from hfsdk.core.config import load_run_config
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer.session import TrainingSession, _signal_config
+
+
+def test_default_task_fills_in_the_signals() -> None:
+    config = load_run_config("safe_rlhf")
+    assert [f.name for f in _signal_config(config, "reward", True).functions] == ["default_task"]
+    assert [f.name for f in _signal_config(config, "cost", True).functions] == [
+        "default_task_cost"
+    ]
+    with pytest.raises(HfsdkError, match="neither functions nor a model"):
+        _signal_config(config, "reward", False)
+
+
+@pytest.mark.distributed
+def test_auto_placement_builds_the_planned_pools() -> None:
+    from hfsdk.core.placement.auto import auto_placement_section
+
+    config = load_run_config(
+        "grpo", None, ["placement.mode=auto", "placement.pools={global: {devices: 2}}"]
+    )
+    with TrainingSession(config, ("actor", "reference", "reward")) as session:
+        plan = auto_placement_section(
+            "grpo", model_size=session.assets.model_path, num_devices=2, cluster="local"
+        )
+        for role in ("actor", "reference"):
+            group = session.groups[role]
+            pool = plan["roles"][role]
+            assert group.pool.name == pool
+            assert group.world_size == plan["pools"][pool]["devices"]
