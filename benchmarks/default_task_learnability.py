@@ -234,7 +234,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16, help="prompts per step")
     parser.add_argument("--n", type=int, default=4, help="GRPO samples per prompt")
     parser.add_argument("--minibatches", type=int, default=2, help="optimizer steps per step")
-    parser.add_argument("--lr", type=float, default=3e-4)
+    parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--critic-lr", type=float, default=1e-3)
     parser.add_argument("--cost-threshold", type=float, default=0.1)
     parser.add_argument("--lambda-lr", type=float, default=0.5)
