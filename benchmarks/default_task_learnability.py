@@ -24,6 +24,7 @@ from typing import Any
 import attrs
 import torch
 
+import hfsdk
 from hfsdk.core.batch import Batch
 from hfsdk.core.default_task import (
     DefaultAssets,
@@ -34,16 +35,11 @@ from hfsdk.core.default_task import (
     load_prompt_dataset,
 )
 from hfsdk.core.maths.kl import apply_kl_penalty
-from hfsdk.core.maths.policy_losses import ppo_clip_loss
 from hfsdk_backend_fsdp.actor import ActorEngine, ReferenceEngine
 from hfsdk_backend_fsdp.critic import CriticEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, HFRolloutConfig, OptimConfig
 from hfsdk_backend_fsdp.hf_rollout import HFRollout
 from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
-from hfsdk_grpo.advantages import compute_grpo_advantages
-from hfsdk_ppo.advantages import compute_gae
-from hfsdk_ppo.losses import clipped_value_loss
-from hfsdk_remax.advantages import compute_remax_advantages
 from hfsdk_safe_rlhf.advantages import compute_safe_rlhf_terms
 from hfsdk_safe_rlhf.cost import apply_kl_to_costs
 from hfsdk_safe_rlhf.lagrange import LagrangeConfig, LagrangeMultiplier
@@ -97,8 +93,18 @@ def at_last_token(scores: torch.Tensor, response_mask: torch.Tensor) -> torch.Te
     return token_scores
 
 
+def registered(kind: str, name: str) -> Callable[..., Any]:
+    """An implementation from the registries, as the algorithms look them up."""
+    return hfsdk.get_registry(kind).get(name).impl
+
+
 def run(algo: str, args: argparse.Namespace, assets: DefaultAssets) -> dict[str, Any]:
     """Train ``algo`` for ``args.steps`` steps; return the per-step curves and wall time."""
+    ppo_clip_loss = registered("policy_losses", "ppo_clip")
+    clipped_value_loss = registered("value_losses", "clipped")
+    compute_grpo_advantages = registered("advantage_estimators", "grpo")
+    compute_gae = registered("advantage_estimators", "gae")
+    compute_remax_advantages = registered("advantage_estimators", "remax")
     torch.manual_seed(args.seed)
     started = time.perf_counter()
     n = args.n if algo == "grpo" else 1
