@@ -16,6 +16,7 @@ its trained head.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -26,20 +27,28 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+log = logging.getLogger(__name__)
+
 ModelKind = Literal["causal_lm", "token_value", "sequence_score"]
 MODEL_KINDS: tuple[str, ...] = ("causal_lm", "token_value", "sequence_score")
 
 
 @contextlib.contextmanager
 def quiet_loading() -> Iterator[None]:
-    """Hide transformers' per-load progress bar (noise in every worker's log)."""
+    """Hide transformers' per-load progress bar and load report (noise in every worker's log).
+
+    :func:`load_model` reports what matters (a head that starts untrained) in one line.
+    """
     from transformers.utils import logging as hf_logging
 
     was_on = hf_logging.is_progress_bar_enabled()
+    verbosity = hf_logging.get_verbosity()
     hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
     try:
         yield
     finally:
+        hf_logging.set_verbosity(verbosity)
         if was_on:
             hf_logging.enable_progress_bar()
 
@@ -109,7 +118,15 @@ def load_model(
         # A value head must be deterministic: no dropout between backbone and head.
         config.classifier_dropout = 0.0
     with quiet_loading():
-        model = loaders[kind].from_pretrained(str(path), config=config, dtype=dtype)
+        model, info = loaders[kind].from_pretrained(
+            str(path), config=config, dtype=dtype, output_loading_info=True
+        )
+    fresh = sorted(k for k in info.get("missing_keys", ()) if k.startswith("score."))
+    if fresh:
+        log.info("%s head from %s starts untrained (%s)", kind, path, ", ".join(fresh))
+    others = sorted(k for k in info.get("missing_keys", ()) if not k.startswith("score."))
+    if others:
+        log.warning("weights missing from %s, initialised at random: %s", path, others)
     if kind != "causal_lm" and not hasattr(model, "score"):
         raise HfsdkError(
             f"{type(model).__name__} has no 'score' head; the fsdp backend reads values and "

@@ -173,3 +173,25 @@ def test_missing_keys_are_named(model_dir: Path, rollout_batch: Batch) -> None:
         actor.update_actor(rollout_batch, ActorObjective(policy_loss=reinforce_loss))
     with pytest.raises(TypeError, match="callable loss function"):
         ActorObjective(policy_loss="ppo_clip")  # type: ignore[arg-type]
+
+
+def test_bfloat16_compute_keeps_float32_master_weights(
+    model_dir: Path, rollout_batch: Batch
+) -> None:
+    actor = _actor(model_dir, dtype="bfloat16")
+    reference = ReferenceEngine(
+        FSDPRoleConfig(model_path=str(model_dir), dtype="bfloat16"), role="reference"
+    )
+    assert next(actor.module.parameters()).dtype == torch.float32
+    assert next(reference.module.parameters()).dtype == torch.bfloat16
+    mask = rollout_batch["response_mask"]
+    low = actor.compute_log_prob(rollout_batch)["old_log_probs"]
+    assert low.dtype == torch.float32
+    # Close to the float32 log-probs, but computed in bfloat16 (not identical).
+    difference = ((low - rollout_batch["old_log_probs"]).abs() * mask).max()
+    assert 0 < difference < 0.1
+    ref = reference.compute_ref_log_prob(rollout_batch)["ref_log_probs"]
+    assert ((ref - rollout_batch["old_log_probs"]).abs() * mask).max() < 0.1
+    rollout_batch["advantages"] = mask.clone()
+    metrics = actor.update_actor(rollout_batch, ActorObjective(policy_loss=reinforce_loss))
+    assert metrics["actor/skipped_steps"] == 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,14 @@ def test_tokenizer_keeps_its_trained_ids(model_dir: Path) -> None:
         "5",
         "=",
     ]
+
+
+def test_a_fresh_head_is_reported_in_one_line(
+    model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="hfsdk_backend_fsdp.models"):
+        load_model(model_dir, "token_value", torch.float32)
+        load_model(model_dir, "causal_lm", torch.float32)
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1
+    assert "token_value head" in messages[0] and "score.weight" in messages[0]
