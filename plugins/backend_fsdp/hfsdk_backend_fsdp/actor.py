@@ -75,7 +75,8 @@ class ActorEngine(_CausalLMEngine):
         was_training = self.module.training
         self.module.eval()
         try:
-            with sharding.gathered(self.module), torch.no_grad():
+            restore = self.config.reshard_after_forward
+            with sharding.gathered(self.module, reshard_after_forward=restore), torch.no_grad():
                 yield self.module
         finally:
             self.module.train(was_training)

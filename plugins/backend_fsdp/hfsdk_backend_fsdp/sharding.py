@@ -96,13 +96,15 @@ def is_sharded(model: nn.Module) -> bool:
 
 
 @contextlib.contextmanager
-def gathered(model: nn.Module) -> Iterator[nn.Module]:
+def gathered(model: nn.Module, *, reshard_after_forward: bool = True) -> Iterator[nn.Module]:
     """Hold the full weights on every rank for a while (e.g. one ``generate`` call).
 
     Under FSDP2 every sharded module is unsharded once and kept so through
     any number of forwards — no collective per token, so ranks may decode a
     different number of steps — and resharded on exit. The gathered weights
     replace the shards' views only temporarily: no second model is kept.
+    ``reshard_after_forward`` is the setting to restore on exit (the one the
+    model was sharded with).
     """
     from torch.distributed.fsdp import FSDPModule
 
@@ -115,7 +117,7 @@ def gathered(model: nn.Module) -> Iterator[nn.Module]:
     finally:
         for module in modules:
             module.reshard()
-            module.set_reshard_after_forward(True, recurse=False)
+            module.set_reshard_after_forward(reshard_after_forward, recurse=False)
 
 
 def full_model_state(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -168,15 +170,3 @@ def total_grad_norm(model: nn.Module, max_norm: float) -> float:
     if hasattr(norm, "full_tensor"):
         norm = norm.full_tensor()
     return float(norm)
-
-
-def all_reduce_max(value: float, dp: DataParallel) -> float:
-    """The largest ``value`` over the data-parallel ranks."""
-    import torch
-    import torch.distributed as dist
-
-    if not dp.distributed:
-        return value
-    tensor = torch.tensor([value], dtype=torch.float64)
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=dp.group)
-    return float(tensor)
