@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +11,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DISTRIBUTIONS = [ROOT, *sorted(p.parent for p in (ROOT / "plugins").glob("*/pyproject.toml"))]
+# Build from a copy: setuptools leaves build/ and *.egg-info/ beside the sources.
+IGNORED = shutil.ignore_patterns(
+    ".git", ".venv*", "runs", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
+)
 
 
 def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -21,8 +25,11 @@ def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 def test_grpo_plugin_installs_alone_with_its_backend(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    shutil.copytree(ROOT, source, ignore=IGNORED)
+    distributions = [source, *sorted(p.parent for p in (source / "plugins").glob("*/pyproject.toml"))]
     wheels = tmp_path / "wheels"
-    for dist in DISTRIBUTIONS:
+    for dist in distributions:
         _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), str(dist)])
     names = sorted(p.name.split("-")[0] for p in wheels.glob("*.whl"))
     assert names == sorted(
@@ -43,3 +50,6 @@ def test_grpo_plugin_installs_alone_with_its_backend(tmp_path: Path) -> None:
     assert plugins["backend_fsdp"]["status"] == "loaded"
     assert plugins["backend_fsdp"]["distribution"] == "hfsdk-plugin-backend-fsdp"
     assert "ppo" not in plugins  # only what grpo depends on was installed
+    # ... and that is enough to resolve (and so to run) a GRPO config
+    shown = _run([str(venv / "bin" / "hfsdk"), "config", "show", "--algo", "grpo"])
+    assert "policy_loss: ppo_clip" in shown.stdout

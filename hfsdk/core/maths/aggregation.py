@@ -67,7 +67,10 @@ def global_counts(response_mask: torch.Tensor, group: Any = None) -> LossCounts:
 
     if not (dist.is_available() and dist.is_initialized()):
         return counts
-    buffer = torch.tensor([counts.tokens, counts.sequences], dtype=torch.float64)
+    # On the mask's device: NCCL cannot all-reduce CPU tensors.
+    buffer = torch.tensor(
+        [counts.tokens, counts.sequences], dtype=torch.float64, device=response_mask.device
+    )
     dist.all_reduce(buffer, op=dist.ReduceOp.SUM, group=group)
     return LossCounts(tokens=float(buffer[0]), sequences=float(buffer[1]))
 
