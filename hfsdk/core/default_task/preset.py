@@ -17,7 +17,7 @@ _COMMON: dict[str, Any] = {
     "trainer": {"total_steps": 30},
     "data": {"batch_size": 16},
     "rollout": {"max_response_length": 8},
-    "actor": {"optim": {"lr": 3e-4}, "mini_batch_size": 8, "micro_batch_size": 16},
+    "actor": {"optim": {"lr": 1e-4}, "mini_batch_size": 8, "micro_batch_size": 16},
 }
 _CRITIC = {"optim": {"lr": 1e-3}, "mini_batch_size": 8, "micro_batch_size": 16}
 
@@ -28,7 +28,7 @@ _PER_ALGORITHM: dict[str, dict[str, Any]] = {
     # One sample per prompt is too noisy against a greedy baseline; four are not.
     "remax": {
         "algorithm": {"n_samples_per_prompt": 4},
-        "actor": {"optim": {"lr": 1e-4}, "mini_batch_size": 32, "micro_batch_size": 64},
+        "actor": {"mini_batch_size": 32, "micro_batch_size": 64},
     },
     "safe_rlhf": {
         "critic": _CRITIC,
