@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -105,3 +105,14 @@ class HFRolloutConfig(RolloutConfig):
     micro_batch_size: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
     )
+
+
+def run_config_problems(config: Any) -> list[str]:
+    """Cross-section mistakes in a run config that uses the ``hf`` rollout."""
+    rollout = getattr(config, "rollout", None)
+    if isinstance(rollout, HFRolloutConfig) and rollout.n != 1:
+        return [
+            f"rollout.n={rollout.n} is not used by training runs: algorithms sample "
+            "algorithm.n_samples_per_prompt responses per prompt; set that instead"
+        ]
+    return []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hfsdk
 from hfsdk.hookspecs import Register
 
@@ -22,3 +24,11 @@ def hfsdk_register_rollout_backends(register: Register) -> None:
     from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
     register("hf", HFRollout, config_cls=HFRolloutConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str]:
+    """Reject rollout settings that a training run would silently ignore."""
+    from hfsdk_backend_fsdp.fsdp_config import run_config_problems
+
+    return run_config_problems(config)
