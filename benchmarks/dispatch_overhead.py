@@ -75,8 +75,16 @@ def echo(group: WorkerGroup, batch: Batch) -> Batch:
     return group.echo(batch)
 
 
-def submit_echo(group: WorkerGroup, batch: Batch, sink: list[Any]) -> None:
-    sink.append(group.echo.submit(batch))
+def submit_ms(group: WorkerGroup, batch: Batch, repeats: int) -> float:
+    """Median time to dispatch and submit; each call is drained (untimed) before the next."""
+    group.echo(batch)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        future = group.echo.submit(batch)
+        times.append(time.perf_counter() - start)
+        future.result()  # keep the object store from filling up with pending calls
+    return 1000 * statistics.median(times)
 
 
 def via_controller(producer: WorkerGroup, consumer: WorkerGroup, index: Batch) -> Batch:
@@ -97,12 +105,7 @@ def call_table(repeats: int, worker_counts: list[int]) -> list[tuple[str, int, f
                     rows = rows_for(payload, n)
                     width = 1 if payload is None else ROW_FLOATS
                     batch = Batch.from_dict({"data": torch.ones(rows, width)})
-                    futures: list[Any] = []
-                    submit = median_ms(
-                        functools.partial(submit_echo, group, batch, futures), repeats
-                    )
-                    for future in futures:  # drain before timing blocking calls
-                        future.result()
+                    submit = submit_ms(group, batch, repeats)
                     total = median_ms(functools.partial(echo, group, batch), repeats)
                     out.append((label, n, submit, total))
             finally:
