@@ -11,17 +11,25 @@ from hfsdk.core.cli.options import run_config_options
 @run_config_options
 @click.option("--run-dir", default=None, help="Run directory (default runs/<algo>-<timestamp>).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option(
+    "--ray-address",
+    default=None,
+    help="Join this Ray cluster (default: RAY_ADDRESS, else start a local instance).",
+)
 def run(
     algo: str | None,
     config_file: str | None,
     overrides: tuple[str, ...],
     run_dir: str | None,
     quiet: bool,
+    ray_address: str | None,
 ) -> None:
     """Train: `hfsdk run --algo grpo` runs the built-in tiny task on CPU."""
     from hfsdk.core.config import load_run_config
     from hfsdk.core.trainer.trainer import Trainer
 
+    if ray_address:
+        overrides = (*overrides, f"trainer.ray_address={ray_address}")
     cfg = load_run_config(algo, config_file, overrides)
     trainer = Trainer(cfg, run_dir, quiet=quiet)
     metrics = trainer.fit()

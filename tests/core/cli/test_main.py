@@ -61,8 +61,7 @@ def test_run_unknown_algorithm_exits_2_with_one_line(capsys: pytest.CaptureFixtu
     code, _out, err = _hfsdk(capsys, "run", "--algo", "nope")
     assert code == 2
     assert err.strip() == (
-        "Error: config key 'algo': unknown algorithm 'nope'; "
-        "available: grpo, ppo, remax, safe_rlhf"
+        "Error: config key 'algo': unknown algorithm 'nope'; available: grpo, ppo, remax, safe_rlhf"
     )
 
 
@@ -117,3 +116,36 @@ def test_help_and_plugins_do_not_import_torch_or_ray(args: list[str]) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "HEAVY []"
+
+
+def test_run_passes_ray_address_and_run_dir_to_the_trainer(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import hfsdk.core.trainer.trainer as trainer_module
+
+    seen = {}
+
+    class FakeTrainer:
+        def __init__(self, config, run_dir, *, quiet):  # type: ignore[no-untyped-def]
+            seen.update(config=config, run_dir=run_dir, quiet=quiet)
+            self.run_dir = run_dir
+
+        def fit(self) -> list[dict]:
+            return [{"step": 1, "reward/mean": 0.25}, {"step": 2, "reward/mean": 0.75}]
+
+    monkeypatch.setattr(trainer_module, "Trainer", FakeTrainer)
+    code, out, err = _hfsdk(
+        capsys,
+        "run",
+        "--algo",
+        "grpo",
+        "--ray-address",
+        "10.1.2.3:6379",
+        "--run-dir",
+        str(tmp_path),
+        "--quiet",
+    )
+    assert code == 0, err
+    assert seen["config"].trainer.ray_address == "10.1.2.3:6379"
+    assert seen["run_dir"] == str(tmp_path) and seen["quiet"] is True
+    assert "reward/mean 0.500 (first 5) -> 0.500 (last 5)" in out
