@@ -138,6 +138,16 @@ class Algorithm:
         batch.meta.update(greedy=greedy, n=1)
         return self.role("actor").generate_sequences(batch)
 
+    def rollout(self, prompts: Batch) -> Batch:
+        """The opening every algorithm shares: sample, then old and reference log-probs."""
+        with self.stage("generation"):
+            batch = self.generate(prompts)
+        with self.stage("old_log_prob"):
+            batch = batch.union(self.role("actor").compute_log_prob(batch))
+        with self.stage("ref_log_prob"):
+            batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
+        return batch
+
     def score(self, batch: Batch, signal: str = "reward") -> torch.Tensor:
         """Score each sample with ``signal`` and return token-level scores (B, R).
 

@@ -30,18 +30,12 @@ class GRPOAlgorithm(Algorithm):
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """n samples per prompt → log-probs → ref → reward → group advantages → actor (KL loss)."""
-        actor = self.role("actor")
-        with self.stage("generation"):
-            batch = self.generate(prompts)
-        with self.stage("old_log_prob"):
-            batch = batch.union(actor.compute_log_prob(batch))
-        with self.stage("ref_log_prob"):
-            batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
+        batch = self.rollout(prompts)
         with self.stage("reward"):
             batch["token_level_scores"] = self.score(batch, "reward")
         with self.stage("advantages"):
             batch["token_level_rewards"] = self.rewards_with_kl(batch)
             self.estimate_advantages(batch)
         with self.stage("update_actor"):
-            self.record(actor.update_actor(batch))
+            self.record(self.role("actor").update_actor(batch))
         return self.finish(batch)

@@ -35,13 +35,8 @@ class PPOAlgorithm(Algorithm):
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """generate → log-probs → ref → values → reward → KL-in-reward → GAE → critic → actor."""
-        actor, critic = self.role("actor"), self.role("critic")
-        with self.stage("generation"):
-            batch = self.generate(prompts)
-        with self.stage("old_log_prob"):
-            batch = batch.union(actor.compute_log_prob(batch))
-        with self.stage("ref_log_prob"):
-            batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
+        critic = self.role("critic")
+        batch = self.rollout(prompts)
         with self.stage("values"):
             batch = batch.union(critic.compute_values(batch))
         with self.stage("reward"):
@@ -52,5 +47,5 @@ class PPOAlgorithm(Algorithm):
         with self.stage("update_critic"):
             self.record(critic.update_critic(batch))
         with self.stage("update_actor"):
-            self.record(actor.update_actor(batch))
+            self.record(self.role("actor").update_actor(batch))
         return self.finish(batch)

@@ -31,15 +31,9 @@ class ReMaxAlgorithm(Algorithm):
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """Sampled and greedy generations; the greedy response's reward is the baseline."""
-        actor = self.role("actor")
-        with self.stage("generation"):
-            batch = self.generate(prompts)
+        batch = self.rollout(prompts)
         with self.stage("greedy_generation"):
             greedy = self.generate(prompts, n=1, greedy=True)
-        with self.stage("old_log_prob"):
-            batch = batch.union(actor.compute_log_prob(batch))
-        with self.stage("ref_log_prob"):
-            batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
         with self.stage("reward"):
             batch["token_level_scores"] = self.score(batch, "reward")
             baseline = self.score(greedy, "reward").sum(dim=-1)
@@ -50,5 +44,5 @@ class ReMaxAlgorithm(Algorithm):
             n = self.algo_config.n_samples_per_prompt
             self.estimate_advantages(batch, reward_baselines=baseline.repeat_interleave(n))
         with self.stage("update_actor"):
-            self.record(actor.update_actor(batch))
+            self.record(self.role("actor").update_actor(batch))
         return self.finish(batch)

@@ -57,13 +57,8 @@ class SafeRLHFAlgorithm(Algorithm):
         from hfsdk_ppo.advantages import gae_advantages_and_returns
         from hfsdk_safe_rlhf.cost import apply_kl_to_costs
 
-        actor, critic, cost_critic = (self.role(r) for r in ("actor", "critic", "cost_critic"))
-        with self.stage("generation"):
-            batch = self.generate(prompts)
-        with self.stage("old_log_prob"):
-            batch = batch.union(actor.compute_log_prob(batch))
-        with self.stage("ref_log_prob"):
-            batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
+        critic, cost_critic = self.role("critic"), self.role("cost_critic")
+        batch = self.rollout(prompts)
         with self.stage("values"):
             batch = batch.union(critic.compute_values(batch))
             batch["cost_values"] = cost_critic.compute_values(batch)["values"]
@@ -111,7 +106,7 @@ class SafeRLHFAlgorithm(Algorithm):
             cost_view["returns"] = cost_returns
             self.record({f"cost_{k}": v for k, v in cost_critic.update_critic(cost_view).items()})
         with self.stage("update_actor"):
-            self.record(actor.update_actor(batch))
+            self.record(self.role("actor").update_actor(batch))
         self.metrics["lagrange/lambda"] = self.multiplier.value
         return self.finish(batch)
 
