@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import ClassVar
 
 import torch
@@ -24,7 +25,12 @@ class CriticEngine(FSDPEngine):
     trainable: ClassVar[bool] = True
 
     def _values(self, micro: Batch) -> torch.Tensor:
-        per_token = self._forward(micro).logits[..., 0].float()
+        with warnings.catch_warnings():
+            # The token-classification head's logits reach FSDP2 as a view, so it warns
+            # about in-place ops on them; only out-of-place ops follow here.
+            warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* view tensor")
+            logits = self._forward(micro).logits
+        per_token = logits[..., 0].float()
         values = response_slice(per_token, micro["responses"].shape[1])
         return masked_fill_zero(values, micro["response_mask"].to(self.device))
 
