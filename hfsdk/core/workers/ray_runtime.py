@@ -113,6 +113,9 @@ def connect(
         ray.init(address=target, **common)
         return _info(_current_address(), False)
     kwargs: dict[str, Any] = {
+        # "local": a new instance even if `ray start` left a cluster on this machine;
+        # joining one happens only when asked (address / RAY_ADDRESS).
+        "address": "local",
         "num_cpus": num_cpus if num_cpus is not None else os.cpu_count(),
         "resources": {VIRTUAL_DEVICE_RESOURCE: virtual_devices or default_virtual_devices()},
         "include_dashboard": False,
