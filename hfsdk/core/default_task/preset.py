@@ -60,8 +60,18 @@ def uses_default_task(data: Mapping[str, Any]) -> bool:
     return not (isinstance(section, Mapping) and section.get("train_files"))
 
 
+# The preset's sections are written for these backends; a section that selects
+# another backend takes none of them (their keys would not exist there).
+_PRESET_BACKENDS = {"rollout": "hf", "actor": "fsdp", "critic": "fsdp", "cost_critic": "fsdp"}
+
+
 def with_default_task_preset(algo: str | None, data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` on top of the preset when it runs the default task, else ``data`` unchanged."""
     if not algo or not uses_default_task(data):
         return dict(data)
-    return deep_merge(default_task_preset(algo), data)
+    preset = default_task_preset(algo)
+    for section, backend in _PRESET_BACKENDS.items():
+        given = data.get(section)
+        if isinstance(given, Mapping) and given.get("backend", backend) != backend:
+            preset.pop(section, None)
+    return deep_merge(preset, data)

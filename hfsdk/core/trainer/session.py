@@ -192,20 +192,27 @@ class TrainingSession:
 
     def _start_workers(self) -> None:
         from hfsdk.core.registry import get_registry
-        from hfsdk.core.workers import ResourcePool, colocate, connect
+        from hfsdk.core.workers import ResourcePool, Worker, colocate, connect
 
         cfg = self.config
         placement = cfg.placement
         if placement.mode == "auto":
             placement = self._auto_placement()
-        connect(cfg.trainer.ray_address)
         backends = get_registry("training_backends")
         by_pool: dict[str, dict[str, Any]] = {}
         for role, section in self._model_roles().items():
-            worker_cls = backends[section.backend].impl
+            entry = backends[section.backend]
+            worker_cls = entry.impl
+            if not (isinstance(worker_cls, type) and issubclass(worker_cls, Worker)):
+                raise HfsdkError(
+                    f"{role} selects training backend {section.backend!r} (plugin "
+                    f"{entry.plugin!r}), which registers no worker class and cannot train yet; "
+                    f"choose another backend for {role} (hfsdk list training-backends)"
+                )
             kwargs = {"role": role, "config": cfg, "assets": self.assets, "section": section}
             by_pool.setdefault(placement.pool_of(role), {})[role] = (worker_cls, kwargs)
         fused = placement.colocation == "fused"
+        connect(cfg.trainer.ray_address)
         for pool_name, roles in by_pool.items():
             pool_cfg = placement.pools[pool_name]
             pool = ResourcePool(

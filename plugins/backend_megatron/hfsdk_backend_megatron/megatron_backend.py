@@ -1,7 +1,8 @@
 """megatron-core training backend.
 
-Only the configuration is registered so far; building a model raises a clear
-error until the 3D backend lands.
+Only the configuration is registered so far: ``hfsdk config show`` accepts a
+megatron role section, and a run that selects it stops with a clear error
+before any worker starts (the backend provides no worker class yet).
 """
 
 from __future__ import annotations

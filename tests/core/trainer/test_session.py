@@ -35,3 +35,11 @@ def test_auto_placement_builds_the_planned_pools() -> None:
             pool = plan["roles"][role]
             assert group.pool.name == pool
             assert group.world_size == plan["pools"][pool]["devices"]
+
+
+def test_a_backend_without_a_worker_class_is_refused_before_ray_starts() -> None:
+    config = load_run_config("grpo", None, ["actor.backend=megatron"])
+    assert config.actor.tensor_parallel_size == 1  # the section itself is valid
+    session = TrainingSession(config, ("actor", "reference", "reward"))
+    with pytest.raises(HfsdkError, match=r"backend 'megatron' .* registers no worker class"):
+        session.__enter__()
