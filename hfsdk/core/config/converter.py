@@ -7,7 +7,6 @@ messages that name the key, the bad value and what is allowed.
 
 from __future__ import annotations
 
-import difflib
 import re
 import typing
 from typing import Any
@@ -21,6 +20,7 @@ from cattrs.errors import (
 )
 
 from hfsdk.core.errors import ConfigError
+from hfsdk.core.registry import closest_match
 
 
 def _structure_int(value: Any, _type: type) -> int:
@@ -98,8 +98,8 @@ def _messages(exc: BaseException, path: str, cls: type | None) -> list[str]:
         out = []
         for extra in sorted(exc.extra_fields):
             where = _join(path, extra)
-            close = difflib.get_close_matches(extra, fields, n=1, cutoff=0.5)
-            hint = f"; did you mean {_join(path, close[0])!r}?" if close else ""
+            close = closest_match(extra, fields)
+            hint = f"; did you mean {_join(path, close)!r}?" if close else ""
             allowed = ", ".join(fields) or "(none)"
             out.append(f"unknown config key {where!r}{hint} (allowed here: {allowed})")
         return out

@@ -24,7 +24,6 @@ and validated; all problems are reported together, each with its dotted key.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -36,7 +35,7 @@ from hfsdk.core.config.loader import apply_overrides, load_yaml
 from hfsdk.core.config.signal_config import SignalConfig
 from hfsdk.core.errors import ConfigError, HfsdkError
 from hfsdk.core.plugin_manager import HfsdkPluginManager, get_plugin_manager
-from hfsdk.core.registry import Registry
+from hfsdk.core.registry import Registry, closest_match
 
 SIGNAL_ROLES = ("reward", "cost")
 """Roles whose section describes a signal (functions or a model), not a trained model."""
@@ -78,13 +77,6 @@ class RunConfig:
     def __setstate__(self, state: dict[str, Any]) -> None:
         object.__setattr__(self, "algo", state["algo"])
         object.__setattr__(self, "sections", MappingProxyType(state["sections"]))
-
-    @property
-    def roles(self) -> tuple[str, ...]:
-        """The algorithm's roles, in the order it declared them."""
-        from hfsdk.core.registry import get_registry
-
-        return tuple(get_registry("algorithms")[self.algo].extra.get("roles", ()))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (what ``config.yaml`` in a run directory holds)."""
@@ -239,8 +231,8 @@ def resolve_run_config(
     known |= set(_core_sections())
     for key in data:
         if key not in known:
-            close = difflib.get_close_matches(str(key), sorted(known), n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            close = closest_match(str(key), sorted(known))
+            hint = f"; did you mean {close!r}?" if close else ""
             composer.errors.append(
                 f"unknown config section {key!r} for algorithm {algo!r}{hint} "
                 f"(sections: {', '.join(sorted(known))})"
