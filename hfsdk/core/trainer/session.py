@@ -143,7 +143,6 @@ class TrainingSession:
         self.role_names = tuple(roles)
         self.groups: dict[str, Any] = {}
         self.pools: list[Any] = []
-        self.roles: dict[str, Any] = {}
         self.signals: dict[str, SignalScorer] = {}
 
     # -- lifecycle ----------------------------------------------------------------
@@ -176,7 +175,12 @@ class TrainingSession:
         for role in SIGNAL_ROLES:
             if role in self.role_names:
                 signal = _signal_config(cfg, role, self.assets.default_task)
-                self.signals[role] = SignalScorer(role, signal, self.roles.get(role))
+                self.signals[role] = SignalScorer(role, signal, self.groups.get(role))
+
+    @property
+    def roles(self) -> dict[str, Any]:
+        """Role name -> worker group, what algorithms call (the same objects as ``groups``)."""
+        return self.groups
 
     def _model_roles(self) -> dict[str, Any]:
         """Role name -> role section for every role that runs a model."""
@@ -230,7 +234,6 @@ class TrainingSession:
                 env_vars=_WORKER_ENV,
             )
             self.groups.update(groups)
-        self.roles = dict(self.groups)
 
     def _auto_placement(self) -> Any:
         """``placement.mode=auto``: the planner splits the configured devices among the roles."""
