@@ -36,9 +36,8 @@ class ReMaxAlgorithm(Algorithm):
             greedy = self.generate(prompts, n=1, greedy=True)
         with self.stage("reward"):
             batch["token_level_scores"] = self.score(batch, "reward")
-            baseline = self.score(greedy, "reward").sum(dim=-1)
+            baseline, _ = self.context.signals["reward"](greedy)  # not logged as the reward
             self.metrics["reward/greedy_baseline_mean"] = float(baseline.mean())
-            self.metrics["reward/mean"] = float(batch["token_level_scores"].sum(dim=-1).mean())
         with self.stage("advantages"):
             batch["token_level_rewards"] = self.rewards_with_kl(batch)
             n = self.algo_config.n_samples_per_prompt
