@@ -36,9 +36,12 @@ def inspect_command(
     \b
         hfsdk data inspect train.parquet --config run.yaml
     """
+    import datasets
+
     from hfsdk.core.config.loader import apply_overrides, load_yaml
     from hfsdk.core.data.inspection import check_files, inspect_dataset
 
+    datasets.disable_progress_bars()  # the report is the output; loading bars are noise
     raw = load_yaml(config_file) if config_file else {}
     raw = apply_overrides(raw, overrides)
     data_section = raw.get("data") or {}
