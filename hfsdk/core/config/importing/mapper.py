@@ -77,6 +77,16 @@ class Mapper:
             return default
         return value
 
+    def int(self, key: str, default: Any = None, *, source_default: bool = False) -> Any:
+        """:meth:`get` as an integer (an error names ``key``); ``default`` when unset."""
+        value = self.get(key, default, source_default=source_default)
+        return None if value is None else as_int(key, value)
+
+    def num(self, key: str, default: Any = None, *, source_default: bool = False) -> Any:
+        """:meth:`get` as a float (an error names ``key``); ``default`` when unset."""
+        value = self.get(key, default, source_default=source_default)
+        return None if value is None else as_number(key, value)
+
     def put(self, dest: str, value: Any) -> None:
         """Set the hfsdk key ``dest`` (dotted) in the output."""
         node = self.out

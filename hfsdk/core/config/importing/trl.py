@@ -11,7 +11,7 @@ and listed in the output's header.
 
 from __future__ import annotations
 
-from hfsdk.core.config.importing.mapper import Mapper, as_int, as_number
+from hfsdk.core.config.importing.mapper import Mapper, as_int
 from hfsdk.core.errors import ConfigError
 from hfsdk.core.trainer.trainer_config import LOGGERS
 
@@ -29,7 +29,7 @@ LOSS_TYPES = {
 def _common(m: Mapper, lr_default: float) -> None:
     m.put(
         "actor.optim.lr",
-        as_number("learning_rate", m.get("learning_rate", lr_default, source_default=True)),
+        m.num("learning_rate", lr_default, source_default=True),
     )
     for src, dest in (
         ("weight_decay", "weight_decay"),
@@ -37,32 +37,32 @@ def _common(m: Mapper, lr_default: float) -> None:
         ("max_grad_norm", "grad_clip"),
     ):
         if m.has(src):
-            m.put(f"actor.optim.{dest}", as_number(src, m.get(src)))
+            m.put(f"actor.optim.{dest}", m.num(src))
     if m.has("adam_beta1") or m.has("adam_beta2"):
         m.put(
             "actor.optim.betas",
             [
-                as_number("adam_beta1", m.get("adam_beta1", 0.9)),
-                as_number("b2", m.get("adam_beta2", 0.999)),
+                m.num("adam_beta1", 0.9),
+                m.num("adam_beta2", 0.999),
             ],
         )
     if m.has("warmup_steps"):
-        m.put("actor.optim.warmup_steps", as_int("warmup_steps", m.get("warmup_steps")))
+        m.put("actor.optim.warmup_steps", m.int("warmup_steps"))
     schedule = m.get("lr_scheduler_type")
     if schedule in ("constant", "cosine"):
         m.put("actor.optim.lr_schedule", schedule)
     elif schedule is not None:
         m.reject("lr_scheduler_type", "hfsdk schedules: constant, cosine")
     if m.has("max_steps") and as_int("max_steps", m.flat["max_steps"]) > 0:
-        m.put("trainer.total_steps", as_int("max_steps", m.get("max_steps")))
+        m.put("trainer.total_steps", m.int("max_steps"))
     elif m.has("num_train_epochs"):
         m.reject("num_train_epochs", "hfsdk counts steps: set trainer.total_steps")
     if m.has("seed"):
-        m.put("trainer.seed", as_int("seed", m.get("seed")))
+        m.put("trainer.seed", m.int("seed"))
     if m.has("save_steps") and m.get("save_strategy", "steps") == "steps":
-        m.put("trainer.save_every", as_int("save_steps", m.get("save_steps")))
+        m.put("trainer.save_every", m.int("save_steps"))
     if m.has("eval_steps"):
-        m.put("trainer.val_every", as_int("eval_steps", m.get("eval_steps")))
+        m.put("trainer.val_every", m.int("eval_steps"))
     if m.has("gradient_checkpointing"):
         m.put("actor.gradient_checkpointing", bool(m.get("gradient_checkpointing")))
     if m.get("bf16"):
@@ -76,23 +76,23 @@ def _common(m: Mapper, lr_default: float) -> None:
             m.reject("report_to", f"hfsdk loggers: {', '.join(LOGGERS)}")
     for key in ("temperature", "top_p"):
         if m.has(key):
-            m.put(f"rollout.{key}", as_number(key, m.get(key)))
+            m.put(f"rollout.{key}", m.num(key))
     if m.has("top_k"):
-        m.put("rollout.top_k", max(as_int("top_k", m.get("top_k")), 0))
+        m.put("rollout.top_k", max(m.int("top_k"), 0))
     if m.has("max_prompt_length"):
-        length = as_int("max_prompt_length", m.get("max_prompt_length"))
+        length = m.int("max_prompt_length")
         m.put("data.max_prompt_length", length)
         m.put("rollout.max_prompt_length", length)
 
 
 def _grpo(m: Mapper) -> None:
-    n = as_int("num_generations", m.get("num_generations", 8, source_default=True))
-    per_device = as_int("per_device", m.get("per_device_train_batch_size", 8, source_default=True))
-    accumulation = as_int("gas", m.get("gradient_accumulation_steps", 1))
+    n = m.int("num_generations", 8, source_default=True)
+    per_device = m.int("per_device_train_batch_size", 8, source_default=True)
+    accumulation = m.int("gradient_accumulation_steps", 1)
     m.put("algorithm.n_samples_per_prompt", n)
     m.put("actor.micro_batch_size", per_device)
     m.put("actor.mini_batch_size", per_device * accumulation)
-    steps_per_generation = as_int("spg", m.get("steps_per_generation", accumulation))
+    steps_per_generation = m.int("steps_per_generation", accumulation)
     generation = m.get("generation_batch_size")
     responses = (
         as_int("generation_batch_size", generation)
@@ -105,15 +105,15 @@ def _grpo(m: Mapper) -> None:
             f"num_generations={n}; TRL would refuse it too"
         )
     m.put("data.batch_size", responses // n)
-    m.put("actor.ppo_epochs", as_int("num_iterations", m.get("num_iterations", 1)))
-    beta = as_number("beta", m.get("beta", 0.0, source_default=True))
+    m.put("actor.ppo_epochs", m.int("num_iterations", 1))
+    beta = m.num("beta", 0.0, source_default=True)
     m.put("algorithm.kl_loss_coef", beta)
     m.put("algorithm.kl_estimator", "k3")  # TRL's GRPO KL term is the k3 estimator
-    epsilon = as_number("epsilon", m.get("epsilon", 0.2))
+    epsilon = m.num("epsilon", 0.2)
     m.put("policy_loss.clip_ratio_low", epsilon)
-    m.put("policy_loss.clip_ratio_high", as_number("epsilon_high", m.get("epsilon_high", epsilon)))
+    m.put("policy_loss.clip_ratio_high", m.num("epsilon_high", epsilon))
     if m.has("max_completion_length"):
-        m.put("rollout.max_response_length", as_int("mcl", m.get("max_completion_length")))
+        m.put("rollout.max_response_length", m.int("max_completion_length"))
     loss_type = m.get("loss_type")
     if loss_type in LOSS_TYPES:
         m.put("algorithm.loss_agg_mode", LOSS_TYPES[loss_type])
@@ -134,31 +134,31 @@ def _grpo(m: Mapper) -> None:
 
 
 def _ppo(m: Mapper) -> None:
-    per_device = as_int("per_device", m.get("per_device_train_batch_size", 8, source_default=True))
-    accumulation = as_int("gas", m.get("gradient_accumulation_steps", 1))
-    mini_batches = as_int("num_mini_batches", m.get("num_mini_batches", 1))
+    per_device = m.int("per_device_train_batch_size", 8, source_default=True)
+    accumulation = m.int("gradient_accumulation_steps", 1)
+    mini_batches = m.int("num_mini_batches", 1)
     for role in ("actor", "critic"):
         m.put(f"{role}.micro_batch_size", per_device)
         m.put(f"{role}.mini_batch_size", per_device * accumulation)
     m.put("data.batch_size", per_device * accumulation * mini_batches)
-    epochs = as_int("num_ppo_epochs", m.get("num_ppo_epochs", 4, source_default=True))
+    epochs = m.int("num_ppo_epochs", 4, source_default=True)
     m.put("actor.ppo_epochs", epochs)
     m.put("critic.ppo_epochs", epochs)
-    clip = as_number("cliprange", m.get("cliprange", 0.2))
+    clip = m.num("cliprange", 0.2)
     m.put("policy_loss.clip_ratio_low", clip)
     m.put("policy_loss.clip_ratio_high", clip)
-    m.put("value_loss.clip_range_value", as_number("cv", m.get("cliprange_value", 0.2)))
+    m.put("value_loss.clip_range_value", m.num("cliprange_value", 0.2))
     m.put("algorithm.kl_in_reward", True)
-    m.put("algorithm.kl_coef", as_number("kl_coef", m.get("kl_coef", 0.05)))
+    m.put("algorithm.kl_coef", m.num("kl_coef", 0.05))
     estimator = m.get("kl_estimator", "k1")
     if estimator in ("k1", "k3"):
         m.put("algorithm.kl_estimator", estimator)
     else:
         m.reject("kl_estimator", "k1 or k3")
-    m.put("advantage.gamma", as_number("gamma", m.get("gamma", 1.0)))
-    m.put("advantage.lam", as_number("lam", m.get("lam", 0.95)))
+    m.put("advantage.gamma", m.num("gamma", 1.0))
+    m.put("advantage.lam", m.num("lam", 0.95))
     if m.has("response_length"):
-        m.put("rollout.max_response_length", as_int("rl", m.get("response_length")))
+        m.put("rollout.max_response_length", m.int("response_length"))
     if m.has("sft_model_path"):
         m.put("actor.model_path", str(m.get("sft_model_path")))
 

@@ -67,18 +67,18 @@ def _data(m: Mapper) -> None:
     if m.has("data.prompt_key"):
         m.put("data.prompt_key", str(m.get("data.prompt_key")))
     if m.has("data.train_batch_size"):
-        m.put("data.batch_size", as_int("data.train_batch_size", m.get("data.train_batch_size")))
+        m.put("data.batch_size", m.int("data.train_batch_size"))
     if m.has("data.max_prompt_length"):
-        length = as_int("data.max_prompt_length", m.get("data.max_prompt_length"))
+        length = m.int("data.max_prompt_length")
         m.put("data.max_prompt_length", length)
         m.put("rollout.max_prompt_length", length)
     if m.has("data.max_response_length"):
-        length = as_int("data.max_response_length", m.get("data.max_response_length"))
+        length = m.int("data.max_response_length")
         m.put("rollout.max_response_length", length)
     if m.has("data.shuffle"):
         m.put("data.shuffle", bool(m.get("data.shuffle")))
     if m.has("data.seed"):
-        m.put("trainer.seed", as_int("data.seed", m.get("data.seed")))
+        m.put("trainer.seed", m.int("data.seed"))
     # hfsdk always drops overlong prompts (verl's filter_overlong_prompts=True).
     if m.get("data.filter_overlong_prompts") is False:
         m.reject("data.filter_overlong_prompts", "hfsdk always drops prompts over the limit")
@@ -94,13 +94,13 @@ def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | No
     m.put(f"{role}.optim.lr", as_number(prefix + "optim.lr", lr))
     for src, dest in (("weight_decay", "weight_decay"), ("min_lr_ratio", "min_lr_ratio")):
         if m.has(prefix + "optim." + src):
-            m.put(f"{role}.optim.{dest}", as_number(src, m.get(prefix + "optim." + src)))
+            m.put(f"{role}.optim.{dest}", m.num(prefix + "optim." + src))
     if m.has(prefix + "optim.betas"):
         m.put(f"{role}.optim.betas", [float(b) for b in m.get(prefix + "optim.betas")])
     if m.has(prefix + "grad_clip"):
-        m.put(f"{role}.optim.grad_clip", as_number("grad_clip", m.get(prefix + "grad_clip")))
-    steps = as_int("lr_warmup_steps", m.get(prefix + "optim.lr_warmup_steps", -1))
-    ratio = as_number("ratio", m.get(prefix + "optim.lr_warmup_steps_ratio", 0.0))
+        m.put(f"{role}.optim.grad_clip", m.num(prefix + "grad_clip"))
+    steps = m.int(prefix + "optim.lr_warmup_steps", -1)
+    ratio = m.num(prefix + "optim.lr_warmup_steps_ratio", 0.0)
     if steps > 0:
         m.put(f"{role}.optim.warmup_steps", steps)
     elif ratio > 0:
@@ -121,13 +121,13 @@ def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | No
 
 def _batches(m: Mapper, prefix: str, role: str, n: int) -> None:
     if m.has(prefix + "ppo_mini_batch_size"):
-        size = as_int("ppo_mini_batch_size", m.get(prefix + "ppo_mini_batch_size"))
+        size = m.int(prefix + "ppo_mini_batch_size")
         m.put(f"{role}.mini_batch_size", size * n)
     if m.has(prefix + "ppo_micro_batch_size_per_gpu"):
-        size = as_int("micro", m.get(prefix + "ppo_micro_batch_size_per_gpu"))
+        size = m.int(prefix + "ppo_micro_batch_size_per_gpu")
         m.put(f"{role}.micro_batch_size", size)
     if m.has(prefix + "ppo_epochs"):
-        m.put(f"{role}.ppo_epochs", as_int("ppo_epochs", m.get(prefix + "ppo_epochs")))
+        m.put(f"{role}.ppo_epochs", m.int(prefix + "ppo_epochs"))
     if m.has(prefix + "shuffle"):
         m.put(f"{role}.shuffle", bool(m.get(prefix + "shuffle")))
     strategy = m.get(prefix + "strategy")
@@ -143,17 +143,17 @@ def _actor(m: Mapper, n: int, total: int | None) -> None:
     _optim(m, A, "actor", 1e-6, total)
     _batches(m, A, "actor", n)
     if m.has(A + "clip_ratio"):
-        ratio = as_number("clip_ratio", m.get(A + "clip_ratio"))
+        ratio = m.num(A + "clip_ratio")
         m.put("policy_loss.clip_ratio_low", ratio)
         m.put("policy_loss.clip_ratio_high", ratio)
     for side in ("low", "high"):
         if m.has(f"{A}clip_ratio_{side}"):
-            value = as_number("clip", m.get(f"{A}clip_ratio_{side}"))
+            value = m.num(f"{A}clip_ratio_{side}")
             m.put(f"policy_loss.clip_ratio_{side}", value)
     if m.has(A + "clip_ratio_c"):
-        m.put("policy_loss.clip_ratio_c", as_number("clip_ratio_c", m.get(A + "clip_ratio_c")))
+        m.put("policy_loss.clip_ratio_c", m.num(A + "clip_ratio_c"))
     if m.has(A + "entropy_coeff"):
-        m.put("algorithm.entropy_coef", as_number("entropy_coeff", m.get(A + "entropy_coeff")))
+        m.put("algorithm.entropy_coef", m.num(A + "entropy_coeff"))
     mode = m.get(A + "loss_agg_mode")
     if mode in LOSS_AGG_MODES:
         m.put("algorithm.loss_agg_mode", mode)
@@ -165,19 +165,19 @@ def _actor(m: Mapper, n: int, total: int | None) -> None:
     elif loss_mode is not None:
         m.reject(A + "policy_loss.loss_mode", "hfsdk policy losses: ppo_clip, gspo, reinforce")
     if m.has(R + "log_prob_micro_batch_size_per_gpu"):
-        size = as_int("micro", m.get(R + "log_prob_micro_batch_size_per_gpu"))
+        size = m.int(R + "log_prob_micro_batch_size_per_gpu")
         m.put("actor.forward_micro_batch_size", size)
     if m.has(F + "log_prob_micro_batch_size_per_gpu"):
-        size = as_int("micro", m.get(F + "log_prob_micro_batch_size_per_gpu"))
+        size = m.int(F + "log_prob_micro_batch_size_per_gpu")
         m.put("reference.forward_micro_batch_size", size)
 
 
 def _rollout(m: Mapper) -> None:
     for key in ("temperature", "top_p"):
         if m.has(R + key):
-            m.put(f"rollout.{key}", as_number(key, m.get(R + key)))
+            m.put(f"rollout.{key}", m.num(R + key))
     if m.has(R + "top_k"):
-        top_k = as_int("top_k", m.get(R + "top_k"))
+        top_k = m.int(R + "top_k")
         m.put("rollout.top_k", max(top_k, 0))  # verl's -1 and hfsdk's 0 both mean "off"
     name = m.get(R + "name")
     if name == "hf":
@@ -190,7 +190,7 @@ def _kl(m: Mapper) -> None:
     in_reward = bool(m.get("algorithm.use_kl_in_reward", False, source_default=True))
     use_loss = bool(m.get(A + "use_kl_loss", False, source_default=True))
     m.put("algorithm.kl_in_reward", in_reward)
-    coef = as_number("kl_loss_coef", m.get(A + "kl_loss_coef", 0.001))
+    coef = m.num(A + "kl_loss_coef", 0.001)
     m.put("algorithm.kl_loss_coef", coef if use_loss else 0.0)
     loss_type = m.get(A + "kl_loss_type", "low_var_kl")
     penalty = m.get("algorithm.kl_penalty", "kl")
@@ -201,13 +201,11 @@ def _kl(m: Mapper) -> None:
         else:
             m.reject("algorithm.kl_ctrl.type", "hfsdk KL controllers: fixed, adaptive")
         kl_coef = m.get("algorithm.kl_ctrl.kl_coef", 0.001, source_default=True)
-        m.put("algorithm.kl_coef", as_number("kl_coef", kl_coef))
+        m.put("algorithm.kl_coef", as_number("algorithm.kl_ctrl.kl_coef", kl_coef))
         if m.has("algorithm.kl_ctrl.target_kl"):
-            m.put(
-                "algorithm.target_kl", as_number("target_kl", m.get("algorithm.kl_ctrl.target_kl"))
-            )
+            m.put("algorithm.target_kl", m.num("algorithm.kl_ctrl.target_kl"))
         if m.has("algorithm.kl_ctrl.horizon"):
-            m.put("algorithm.kl_horizon", as_int("horizon", m.get("algorithm.kl_ctrl.horizon")))
+            m.put("algorithm.kl_horizon", m.int("algorithm.kl_ctrl.horizon"))
     else:
         m.put("algorithm.kl_coef", 0.0)
     chosen = penalty if in_reward else loss_type if use_loss else None
@@ -236,10 +234,10 @@ def _critic(m: Mapper, algo: str, n: int, total: int | None) -> None:
             m.used.add(C + key)
     _batches(m, C, "critic", n)
     if m.has(C + "forward_micro_batch_size_per_gpu"):
-        size = as_int("micro", m.get(C + "forward_micro_batch_size_per_gpu"))
+        size = m.int(C + "forward_micro_batch_size_per_gpu")
         m.put("critic.forward_micro_batch_size", size)
     if m.has(C + "cliprange_value"):
-        value = as_number("cliprange_value", m.get(C + "cliprange_value"))
+        value = m.num(C + "cliprange_value")
         m.put("value_loss.clip_range_value", value)
 
 
@@ -249,7 +247,7 @@ def _advantage(m: Mapper, estimator: str) -> None:
     for key in ("gamma", "lam"):
         if key in fields:
             value = m.get(f"algorithm.{key}", defaults[key], source_default=True)
-            m.put(f"advantage.{key}", as_number(key, value))
+            m.put(f"advantage.{key}", as_number(f"algorithm.{key}", value))
         elif m.has(f"algorithm.{key}"):
             m.reasons[f"algorithm.{key}"] = f"estimator {estimator!r} has no {key}"
     if "norm_by_std" in fields and m.has("algorithm.norm_adv_by_std_in_grpo"):
@@ -259,7 +257,7 @@ def _advantage(m: Mapper, estimator: str) -> None:
 def _trainer(m: Mapper) -> int | None:
     total = None
     if m.has("trainer.total_training_steps"):
-        total = as_int("total_training_steps", m.get("trainer.total_training_steps"))
+        total = m.int("trainer.total_training_steps")
         m.put("trainer.total_steps", total)
     elif m.has("trainer.total_epochs"):
         m.reject(
@@ -268,10 +266,10 @@ def _trainer(m: Mapper) -> int | None:
         )
     save = m.get("trainer.save_freq")
     if save is not None:
-        m.put("trainer.save_every", max(as_int("save_freq", save), 0))
+        m.put("trainer.save_every", max(as_int("trainer.save_freq", save), 0))
     test = m.get("trainer.test_freq")
     if test is not None:
-        m.put("trainer.val_every", max(as_int("test_freq", test), 0))
+        m.put("trainer.val_every", max(as_int("trainer.test_freq", test), 0))
     loggers = m.get("trainer.logger")
     if loggers is not None:
         names = [loggers] if isinstance(loggers, str) else list(loggers)
@@ -284,9 +282,9 @@ def _trainer(m: Mapper) -> int | None:
     if gpus is not None or nodes is not None:
         pool: dict[str, int] = {}
         if gpus is not None:
-            pool["devices"] = as_int("n_gpus_per_node", gpus)
+            pool["devices"] = as_int("trainer.n_gpus_per_node", gpus)
         if nodes is not None:
-            pool["nodes"] = as_int("nnodes", nodes)
+            pool["nodes"] = as_int("trainer.nnodes", nodes)
         m.put("placement.pools", {"global": pool})
     return total
 
@@ -319,7 +317,7 @@ def import_verl(m: Mapper, algo: str | None) -> str:
     chosen = algo or ESTIMATOR_ALGO[estimator]
     m.put("algo", chosen)
     m.put("algorithm.advantage_estimator", estimator)
-    n = as_int("rollout.n", m.get(R + "n", 1))
+    n = m.int(R + "n", 1)
     m.put("algorithm.n_samples_per_prompt", n)
     total = _trainer(m)
     _data(m)
