@@ -17,7 +17,8 @@ openrlhf ``reward_func(queries, prompts, labels)`` -> tensor    once per batch
 
 The adapters read two hidden columns the prompt loader adds
 (:mod:`hfsdk.core.data.columns`): the prompt's chat messages and the prompt
-text the model saw.
+text the model saw. They receive them by naming them as parameters
+(``prompt_messages``, ``rendered_prompt``), the only way a function gets them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hfsdk.core.data.columns import PROMPT_MESSAGES, RENDERED_PROMPT
 from hfsdk.core.errors import HfsdkError
 
 STYLES = ("hfsdk", "verl", "trl", "openrlhf")
@@ -195,7 +195,7 @@ def _per_sample(values: Any, size: int) -> list[float] | None:
     return None
 
 
-def _openrlhf_values(label: str, result: Any, size: int) -> Any:
+def _openrlhf_values(result: Any, size: int) -> Any:
     """A tensor/list as is; a dict's ``rewards`` with per-sample ``extra_logs`` as metrics."""
     if not isinstance(result, Mapping):
         return result
@@ -256,8 +256,8 @@ def openrlhf_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, 
         extra = _accepts(fn, settings)
         result = fn(queries, shown, labels, **extra)
         if inspect.isawaitable(result):
-            return _await_then(result, lambda r: _openrlhf_values(label, r, size))
-        return _openrlhf_values(label, result, size)
+            return _await_then(result, lambda r: _openrlhf_values(r, size))
+        return _openrlhf_values(result, size)
 
     openrlhf_style.__doc__ = f"OpenRLHF-style adapter of {label}"
     return openrlhf_style
@@ -281,8 +281,6 @@ def adapt(
 
 
 __all__ = [
-    "PROMPT_MESSAGES",
-    "RENDERED_PROMPT",
     "STYLES",
     "adapt",
     "check_style",
