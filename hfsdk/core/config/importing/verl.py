@@ -208,6 +208,9 @@ def _kl(m: Mapper) -> None:
             m.put("algorithm.kl_horizon", m.int("algorithm.kl_ctrl.horizon"))
     else:
         m.put("algorithm.kl_coef", 0.0)
+        # Without KL in the reward verl ignores its controller settings; so does hfsdk.
+        for key in [k for k in m.flat if k.startswith("algorithm.kl_ctrl.")]:
+            m.get(key)
     chosen = penalty if in_reward else loss_type if use_loss else None
     key = "algorithm.kl_penalty" if in_reward else A + "kl_loss_type"
     if chosen is not None:
