@@ -79,7 +79,10 @@ _STYLE_READS = {
 
 def _function_view(call: Any, rows: Sequence[Mapping[str, Any]]) -> RewardFunctionView:
     columns = reward_column_names(rows[0])
-    if call.style in _STYLE_READS:
+    label_key = getattr(call.fn, "label_key", None)
+    if call.style == "openrlhf" and label_key:
+        reads: tuple[str, ...] = (label_key,)
+    elif call.style in _STYLE_READS:
         reads = _STYLE_READS[call.style]
     else:
         parameters = inspect.signature(call.fn).parameters
@@ -92,7 +95,9 @@ def _function_view(call: Any, rows: Sequence[Mapping[str, Any]]) -> RewardFuncti
         empty = sum(1 for row in rows if row.get("ground_truth") is None)
         if empty:
             missing.append(f"ground_truth in {empty} of {len(rows)} rows")
-    if call.style == "openrlhf" and not ({"label", "ground_truth"} & set(columns)):
+    if call.style == "openrlhf" and label_key and label_key not in columns:
+        missing.append(f"the label column {label_key!r}")
+    elif call.style == "openrlhf" and not ({"label", "ground_truth"} & set(columns)):
         missing.append("a label column (label or ground_truth; or set kwargs.label_key)")
     return RewardFunctionView(
         label=call.label, style=call.style, reads=tuple(reads), missing=tuple(missing)

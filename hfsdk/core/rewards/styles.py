@@ -260,6 +260,7 @@ def openrlhf_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, 
         return _openrlhf_values(result, size)
 
     openrlhf_style.__doc__ = f"OpenRLHF-style adapter of {label}"
+    openrlhf_style.label_key = label_key  # type: ignore[attr-defined]  # for data inspect
     return openrlhf_style
 
 
