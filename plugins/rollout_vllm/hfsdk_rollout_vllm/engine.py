@@ -1,0 +1,98 @@
+"""The vLLM engine of one actor rank: built once in this process, reloaded in place.
+
+Three facts of vLLM 0.32 shape this module:
+
+* ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` keeps the engine core in the calling
+  process (a Ray actor here), so it shares the actor's device and memory and
+  ``collective_rpc`` calls reach the model directly (no pickling of weights).
+* On CPU, vLLM repacks linear weights into its kernels' layout after loading,
+  so ``model.load_weights`` on a running engine writes into the wrong layout.
+  The worker's ``reload_weights`` does it properly: it restores each layer's
+  checkpoint-format parameters, loads the new tensors and re-runs the
+  post-load processing (repacking) layer by layer, then copies the result
+  into the kernel tensors the engine already uses.
+* ``sleep`` / ``wake_up`` release and re-create the KV cache on CUDA; the CPU
+  worker ignores them (its KV cache stays allocated, sized by
+  ``VLLM_CPU_KVCACHE_SPACE``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+log = logging.getLogger(__name__)
+
+DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+class ColocatedEngine:
+    """A vLLM ``LLM`` in this process with sleep/wake bookkeeping and in-place weight reload.
+
+    ``model_dir`` gives the architecture and the first weights; ``dtype`` is the
+    generation dtype; ``on_cpu`` selects the CPU platform's settings.
+    """
+
+    def __init__(
+        self, config: VLLMRolloutConfig, model_dir: Path, dtype: torch.dtype, on_cpu: bool
+    ) -> None:
+        # Read by vLLM when the engine is created, so they must be set before.
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        if on_cpu:
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(config.cpu_kv_cache_gib)
+        from vllm import LLM
+
+        self.on_cpu = on_cpu
+        self.sleep_enabled = config.sleep == "on" or (config.sleep == "auto" and not on_cpu)
+        self.llm = LLM(
+            model=str(model_dir),
+            tokenizer=str(model_dir),
+            skip_tokenizer_init=True,  # token ids in, token ids out; hfsdk decodes
+            generation_config="vllm",  # the model directory's sampling defaults never apply
+            dtype=DTYPE_NAMES[dtype],
+            max_model_len=config.max_prompt_length + config.max_response_length,
+            max_num_seqs=config.max_num_seqs,
+            enforce_eager=config.enforce_eager,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            enable_sleep_mode=self.sleep_enabled,
+            logprobs_mode="processed_logprobs",
+            seed=config.seed,
+        )
+        self._asleep: set[str] = set()
+
+    def generate(self, requests: list[dict[str, Any]], params: list[Any]) -> list[Any]:
+        """``LLM.generate`` on token-id prompts, waking the KV cache first if it sleeps."""
+        self.wake_up()
+        return self.llm.generate(requests, params, use_tqdm=False)
+
+    def sleep(self) -> None:
+        """Free the KV cache and offload the weights (CUDA only; a no-op on CPU)."""
+        if self.sleep_enabled and not self._asleep:
+            self.llm.sleep(level=1)
+            self._asleep = {"weights", "kv_cache"}
+
+    def wake_up(self, tags: tuple[str, ...] = ("weights", "kv_cache")) -> None:
+        """Bring back what :meth:`sleep` released (only the ``tags`` asked for)."""
+        wanted = [t for t in tags if t in self._asleep]
+        if wanted:
+            self.llm.wake_up(tags=wanted)
+            self._asleep -= set(wanted)
+
+    def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load (HF name, tensor) pairs into the running engine, in place, layer by layer.
+
+        Only the weights wake up; the KV cache stays released until the next
+        generation. Cached prompt prefixes were computed with the old weights,
+        so they are dropped.
+        """
+        self.wake_up(("weights",))
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
+        self.llm.reset_prefix_cache()
