@@ -20,18 +20,40 @@ from __future__ import annotations
 
 import logging
 import os
+import random
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 
 if TYPE_CHECKING:
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
 
-log = logging.getLogger(__name__)
-
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+RENDERER_LOGGER = "vllm.renderers.base"
+
+
+class _BenignWarnings(logging.Filter):
+    """Drops two warnings that are expected in this setup and would repeat as noise.
+
+    * The reload's "<layer>: Failed to load weights" for rotary embeddings:
+      their only tensor is a cos/sin cache computed from the config, never a
+      checkpoint weight, and vLLM keeps it.
+    * "Chat template warmup failed" (with a traceback): the engine is built
+      without a tokenizer (token ids in and out), so it has no chat template
+      to warm up; hfsdk never renders chats through vLLM.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        if "Chat template warmup failed" in message:
+            return False
+        args = record.args if isinstance(record.args, tuple) else ()
+        rotary = bool(args) and str(args[0]).endswith("RotaryEmbedding")
+        return not ("Failed to load weights" in message and rotary)
 
 
 class ColocatedEngine:
@@ -46,11 +68,20 @@ class ColocatedEngine:
     ) -> None:
         # Read by vLLM when the engine is created, so they must be set before.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        # vLLM logs every request batch at INFO; a training run wants its warnings only.
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         if on_cpu:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(config.cpu_kv_cache_gib)
         from vllm import LLM
 
+        for name in (RELOAD_LOGGER, RENDERER_LOGGER):
+            logging.getLogger(name).addFilter(_BenignWarnings())
+
         self.on_cpu = on_cpu
+        # vLLM seeds the process-wide generators (random, numpy, torch) with its own
+        # seed when it runs in-process; the actor's sampling state must not change.
+        rng_states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
         self.sleep_enabled = config.sleep == "on" or (config.sleep == "auto" and not on_cpu)
         self.llm = LLM(
             model=str(model_dir),
@@ -66,6 +97,11 @@ class ColocatedEngine:
             logprobs_mode="processed_logprobs",
             seed=config.seed,
         )
+        random.setstate(rng_states[0])
+        np.random.set_state(rng_states[1])
+        torch.set_rng_state(rng_states[2])
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
         self._asleep: set[str] = set()
 
     def generate(self, requests: list[dict[str, Any]], params: list[Any]) -> list[Any]:

@@ -91,6 +91,11 @@ def test_update_weights_follows_the_actor(
         )
         stale = vllm_rollout.generate_sequences(prompts, greedy=True)
         assert torch.equal(stale["responses"], before["responses"])  # nothing synced yet
+        # The training loop's in-sync metric sees stale weights: sampled log-probs drift.
+        sampled = vllm_rollout.generate_sequences(prompts)
+        mask = sampled["response_mask"].bool()
+        gap = sampled["rollout_log_probs"] - actor.compute_log_prob(sampled)["old_log_probs"]
+        assert gap[mask].abs().max() > 1e-2
         vllm_rollout.update_weights(actor.hf_weights())
         ours = vllm_rollout.generate_sequences(prompts, greedy=True)
         theirs = hf_rollout.generate_sequences(prompts, greedy=True)
@@ -105,17 +110,18 @@ def test_update_weights_follows_the_actor(
 
 def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, helpers) -> None:
     """A ~30M-parameter Llama (random weights, head_dim 64) decodes the same tokens in both."""
-    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
-    from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
-
     from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
     from hfsdk_backend_fsdp.hf_rollout import HFRollout
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+    from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
 
     model_dir = helpers.build_llama(tmp_path / "llama30m")
     actor = helpers.build_actor(model_dir)
     n_params = sum(p.numel() for p in actor.module.parameters())
     assert 25e6 < n_params < 35e6
+    rng = torch.get_rng_state()
     vllm = VLLMRollout(VLLMRolloutConfig(max_response_length=16), actor)
+    assert torch.equal(torch.get_rng_state(), rng)  # vLLM's seeding did not leak out
     hf = HFRollout(HFRolloutConfig(max_response_length=16), actor)
     prompts = make_prompts(prompt_texts)
     _same_generation(
