@@ -136,6 +136,8 @@ class Settings:
     beta: float = 0.01
     """KL loss coefficient (hfsdk ``algorithm.kl_loss_coef``, TRL ``beta``)."""
     seed: int = 0
+    rollout: str = "hf"
+    """hfsdk's rollout backend (``--rollout vllm``: the vLLM plugin; TRL's side is unchanged)."""
 
     @property
     def samples(self) -> int:
@@ -203,6 +205,7 @@ def hfsdk_overrides(s: Settings) -> list[str]:
         f"rollout.temperature={s.temperature}",
         "rollout.top_p=1.0",
         "rollout.top_k=0",
+        f"rollout.backend={s.rollout}",
     ]
 
 
@@ -472,6 +475,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--beta", type=float, default=DEFAULTS.beta, help="KL loss coefficient")
     p.add_argument("--out", type=Path, help="also write the results as JSON here")
     p.add_argument(
+        "--rollout",
+        choices=("hf", "vllm"),
+        default="hf",
+        help="hfsdk's rollout backend; TRL generates with HF generate either way (its vLLM "
+        "colocate mode does not run on CPU)",
+    )
+    p.add_argument(
         "--trl-python",
         help="interpreter with TRL installed (default: this one, else .venv-bench/bin/python)",
     )
@@ -507,6 +517,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         micro_batch_size=args.micro_batch_size,
         max_response_length=args.max_response_length,
         beta=args.beta,
+        rollout=args.rollout,
     )
     s.check()
     trl_python = find_trl_python(args.trl_python)

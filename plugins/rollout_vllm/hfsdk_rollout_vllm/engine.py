@@ -37,19 +37,21 @@ RENDERER_LOGGER = "vllm.renderers.base"
 
 
 class _BenignWarnings(logging.Filter):
-    """Drops two warnings that are expected in this setup and would repeat as noise.
+    """Drops warnings that are expected in this setup and would repeat as noise.
 
     * The reload's "<layer>: Failed to load weights" for rotary embeddings:
       their only tensor is a cos/sin cache computed from the config, never a
       checkpoint weight, and vLLM keeps it.
     * "Chat template warmup failed" (with a traceback): the engine is built
       without a tokenizer (token ids in and out), so it has no chat template
-      to warm up; hfsdk never renders chats through vLLM.
+      to warm up; hfsdk never renders chats through vLLM. For the same reason
+      vLLM knows no EOS id ("Using None for EOS token id"): every request
+      passes the EOS ids as ``stop_token_ids``.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = str(record.msg)
-        if "Chat template warmup failed" in message:
+        if "Chat template warmup failed" in message or "because tokenizer is not" in message:
             return False
         args = record.args if isinstance(record.args, tuple) else ()
         rotary = bool(args) and str(args[0]).endswith("RotaryEmbedding")

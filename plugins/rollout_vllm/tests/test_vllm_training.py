@@ -35,10 +35,15 @@ def _assert_in_sync(rows: list[dict]) -> None:
     assert max(gaps) < IN_SYNC, gaps
 
 
-def test_grpo_command_learns(tmp_path: Path) -> None:
+def test_grpo_command_learns_with_the_actor_on_two_ranks(tmp_path: Path) -> None:
+    """Two FSDP2 actor ranks, one vLLM engine each, both fed the gathered weights every step."""
     hfsdk = Path(sys.executable).with_name("hfsdk")
     run_dir = tmp_path / "run"
-    command = [str(hfsdk), "run", "--algo", "grpo", "rollout.backend=vllm", "trainer.val_every=15"]
+    command = [
+        str(hfsdk), "run", "--algo", "grpo", "rollout.backend=vllm", "trainer.val_every=15",
+        "placement.pools={train: {devices: 2}, ref: {devices: 1}}",
+        "placement.roles={actor: train, reference: ref}",
+    ]  # fmt: skip
     result = subprocess.run(
         [*command, "--run-dir", str(run_dir), "--quiet"],
         capture_output=True,
@@ -49,7 +54,7 @@ def test_grpo_command_learns(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == list(range(1, 31))
-    _assert_in_sync(rows)
+    _assert_in_sync(rows)  # covers both ranks' samples: stale or partial weights would show
     gain = _mean(rows[-5:], "reward/mean") - _mean(rows[:5], "reward/mean")
     assert gain >= 0.15, f"reward rose by only {gain:.3f}"
     validated = [r for r in rows if any(k.startswith("val/") for k in r)]
