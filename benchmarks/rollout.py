@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -98,6 +99,7 @@ def time_hf(model_dir: Path, batches: Sequence[int], new_tokens: int, repeats: i
             elapsed = time.perf_counter() - start
             generated = (out.shape[1] - ids.shape[1]) * batch
             rates.append(generated / elapsed)
+            print(f"hf {batch}: {generated} tokens in {elapsed:.2f} s", file=sys.stderr, flush=True)
         results[batch] = statistics.median(rates)
     return results
 
@@ -125,6 +127,9 @@ def time_vllm(model_dir: Path, batches: Sequence[int], new_tokens: int, repeats:
             elapsed = time.perf_counter() - start
             generated = sum(len(o.outputs[0].token_ids) for o in outputs)
             rates.append(generated / elapsed)
+            print(
+                f"vllm {batch}: {generated} tokens in {elapsed:.2f} s", file=sys.stderr, flush=True
+            )
         results[batch] = statistics.median(rates)
     return results
 
