@@ -9,12 +9,17 @@ from typing import ClassVar
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.aggregation import aggregate_loss
+from hfsdk.core.maths.aggregation import LossCounts, aggregate_loss
 from hfsdk.core.maths.entropy import entropy_bonus
 from hfsdk.core.maths.kl import kl_loss
 from hfsdk.core.maths.masked import masked_fill_zero
 from hfsdk_backend_fsdp import sharding
-from hfsdk_backend_fsdp.engine import FSDPEngine, MetricAccumulator, require_keys
+from hfsdk_backend_fsdp.engine import (
+    FSDPEngine,
+    MetricAccumulator,
+    require_keys,
+    without_padding_weight,
+)
 from hfsdk_backend_fsdp.models import ModelKind
 from hfsdk_backend_fsdp.objectives import ActorObjective
 from hfsdk_backend_fsdp.token_ops import response_log_probs
@@ -95,9 +100,10 @@ class ActorEngine(_CausalLMEngine):
         if objective.kl_loss_coef > 0:
             keys.append("ref_log_probs")
         require_keys(batch, keys, "update_actor")
+        batch = without_padding_weight(batch)
         has_reference = "ref_log_probs" in batch
         temperature = sampling_temperature(batch)
-        metrics = MetricAccumulator()
+        metrics = MetricAccumulator(self.dp.size)
         self.module.train()
         for epoch in range(self.config.ppo_epochs):
             for mini in self._minibatches(batch, epoch):
@@ -107,7 +113,7 @@ class ActorEngine(_CausalLMEngine):
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in mini.split(self.config.micro_batch_size):
                     self._actor_micro_step(
-                        micro, objective, agg, temperature, has_reference, metrics
+                        micro, objective, agg, counts, temperature, has_reference, metrics
                     )
                 self._optimizer_step(metrics, "actor")
                 metrics.end_minibatch()
@@ -118,6 +124,7 @@ class ActorEngine(_CausalLMEngine):
         micro: Batch,
         objective: ActorObjective,
         agg: dict[str, float],
+        counts: LossCounts,
         temperature: float,
         has_reference: bool,
         metrics: MetricAccumulator,
@@ -160,8 +167,10 @@ class ActorEngine(_CausalLMEngine):
         loss.backward()
         metrics.add_share("actor/pg_loss", float(pg_loss.detach()))
         metrics.add_share("actor/loss", float(loss.detach()))
+        # The loss's metrics are per-token means of this micro-batch: weight them by its tokens.
+        tokens = float((mask != 0).sum())
         for name, value in pg_metrics.items():
-            metrics.add_mean(f"actor/{name}", float(value))
+            metrics.add_token_share(f"actor/{name}", float(value), tokens, counts)
 
 
 class ReferenceEngine(_CausalLMEngine):
