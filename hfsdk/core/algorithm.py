@@ -145,7 +145,8 @@ class Algorithm:
         (one epoch of one mini-batch, per the actor's ``ppo_epochs`` and
         ``mini_batch_size``) and no KL penalty goes into the reward: the old
         log-probs are then the current ones, which the update computes anyway
-        (the backend checks the same condition and refuses otherwise).
+        (a backend that finds otherwise, e.g. with padding rows, computes them
+        itself before its first optimizer step).
         """
         if self.algo_config.kl_in_reward:
             return True

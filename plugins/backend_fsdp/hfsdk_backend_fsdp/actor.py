@@ -11,7 +11,6 @@ import torch
 from torch.nn import functional
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.aggregation import LossCounts, aggregate_loss
 from hfsdk.core.maths.entropy import entropy_bonus, entropy_from_logits
 from hfsdk.core.maths.kl import kl_loss
@@ -135,10 +134,11 @@ class ActorEngine(_CausalLMEngine):
 
         Needs ``input_ids``, ``attention_mask``, ``responses``, ``response_mask``,
         ``old_log_probs``, ``advantages`` (and ``ref_log_probs`` for the KL term).
-        Without ``old_log_probs`` the update must be exactly on-policy (one
-        epoch, one mini-batch): the sampling policy is then the current one, so
-        the detached current log-probs stand in for them (ratio 1), as verl and
-        TRL do, and the separate old-log-prob forward pass is saved.
+        ``old_log_probs`` may be left out: when the update is exactly on-policy
+        (one epoch, one mini-batch) the sampling policy is the current one, so
+        the detached current log-probs stand in for them (ratio 1, as verl and
+        TRL do) and no separate forward pass runs; otherwise they are computed
+        here first, before any optimizer step.
         Returns metrics: ``actor/pg_loss``, ``actor/entropy``, ``actor/kl`` (with a
         reference), the policy loss's own metrics, ``actor/grad_norm``, ``actor/lr``.
         Losses are this rank's share of each mini-batch loss × the rank count, so
@@ -148,8 +148,9 @@ class ActorEngine(_CausalLMEngine):
         if objective.kl_loss_coef > 0:
             keys.append("ref_log_probs")
         require_keys(batch, keys, "update_actor")
-        if "old_log_probs" not in batch:
-            self._check_on_policy(len(batch))
+        if "old_log_probs" not in batch and not self.is_on_policy(len(batch)):
+            # Several optimizer steps: the sampler is the policy before the first of them.
+            batch = batch.union(self.compute_log_prob(batch).select(["old_log_probs"]))
         batch = without_padding_weight(batch)
         has_reference = "ref_log_probs" in batch
         temperature = sampling_temperature(batch)
@@ -173,15 +174,6 @@ class ActorEngine(_CausalLMEngine):
         """Whether an update of ``local_rows`` rows per rank is one epoch of one mini-batch."""
         return self.config.ppo_epochs == 1 and self._local_minibatch_size() >= local_rows
 
-    def _check_on_policy(self, local_rows: int) -> None:
-        if not self.is_on_policy(local_rows):
-            raise HfsdkError(
-                f"update_actor got no 'old_log_probs', but {self.role}.ppo_epochs="
-                f"{self.config.ppo_epochs} and mini_batch_size={self.config.mini_batch_size} make "
-                f"several optimizer steps on {local_rows * self.dp.size} samples, so the sampling "
-                "policy differs from the current one; call compute_log_prob first"
-            )
-
     def _actor_micro_step(
         self,
         micro: Batch,
@@ -201,7 +193,7 @@ class ActorEngine(_CausalLMEngine):
         assert entropy is not None
         if "old_log_probs" in micro:
             old_log_prob = micro["old_log_probs"].to(self.device)
-        else:  # exactly on-policy (checked by update_actor): the sampler is the current policy
+        else:  # exactly on-policy (see update_actor): the sampler is the current policy
             old_log_prob = masked_fill_zero(log_prob.detach(), mask)
         pg_loss, pg_metrics = objective.policy_loss(
             log_prob=log_prob,

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.policy_losses import ppo_clip_loss
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, HFRolloutConfig, OptimConfig
@@ -91,13 +90,20 @@ def test_on_policy_update_without_old_log_probs_is_the_same_step(
         torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5, msg=name)
 
 
-def test_off_policy_update_without_old_log_probs_is_refused(
+def test_off_policy_update_without_old_log_probs_computes_them_first(
     model_dir: Path, sampled: Batch
 ) -> None:
     objective = ActorObjective(policy_loss=ppo_clip_loss)
-    for settings in ({"ppo_epochs": 2}, {"mini_batch_size": 4}):
-        with pytest.raises(HfsdkError, match="call compute_log_prob first"):
-            _actor(model_dir, **settings).update_actor(sampled, objective)
+    settings = {"mini_batch_size": 4, "micro_batch_size": 4}  # two optimizer steps
+    given, derived = _actor(model_dir, **settings), _actor(model_dir, **settings)
+    with_old = sampled.union(given.compute_log_prob(sampled))
+    given.update_actor(with_old, objective)
+    metrics = derived.update_actor(sampled, objective)
+    assert metrics["actor/ppo_kl"] != 0.0  # the second step saw a moved policy
+    for (name, a), b in zip(
+        given.module.named_parameters(), derived.module.parameters(), strict=True
+    ):
+        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5, msg=name)
 
 
 def test_entropy_is_trained_only_with_a_bonus(model_dir: Path, sampled: Batch) -> None:
