@@ -25,6 +25,21 @@ CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 """Panel title -> the metrics it draws (those a run has)."""
 
+STAGE_COLORS = {
+    "generation": "tab:orange",
+    "old_log_prob": "tab:green",
+    "ref_log_prob": "tab:red",
+    "values": "tab:cyan",
+    "reward": "tab:purple",
+    "cost": "tab:pink",
+    "advantages": "tab:blue",
+    "update_critic": "tab:olive",
+    "update_actor": "tab:brown",
+    "other": "lightgrey",
+}
+"""Stages keep their colour from run to run (a skipped stage must not recolour the rest)."""
+EXTRA_COLORS = ("tab:gray", "gold", "navy", "teal", "salmon", "darkkhaki")
+
 TOTAL_KEY = "timing/step_s"
 SKIPPED_STAGES = ("timing/data_s",)
 """Stages too small to draw (loading the next prompts); they count towards ``other``."""
@@ -80,6 +95,7 @@ def draw_run(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "") 
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:  # pragma: no cover - depends on the environment
         raise HfsdkError(
             "hfsdk plot needs matplotlib; install it with `pip install 'hfsdk[plot]'`"
@@ -103,6 +119,7 @@ def draw_run(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "") 
                 drawn = True
         ax.set_title(panel)
         ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         if drawn:
             ax.legend(fontsize=8)
@@ -116,6 +133,7 @@ def draw_run(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "") 
         )
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     ax.set_title("time per step by stage")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel("seconds")
     ax.legend(fontsize=8, ncol=2)
