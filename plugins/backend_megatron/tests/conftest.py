@@ -34,6 +34,7 @@ def _save_tiny_llama(
     """A random tiny model (4 query heads, 2 key/value heads, odd vocabulary) saved locally."""
     from transformers import (
         AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
         AutoModelForTokenClassification,
         LlamaConfig,
         PreTrainedTokenizerFast,
@@ -59,7 +60,12 @@ def _save_tiny_llama(
         model = AutoModelForCausalLM.from_config(config)
     else:
         config.num_labels = 1
-        model = AutoModelForTokenClassification.from_config(config)
+        auto = (
+            AutoModelForTokenClassification
+            if head == "value"
+            else AutoModelForSequenceClassification
+        )
+        model = auto.from_config(config)
     with torch.no_grad():  # larger weights than HF's init: logits far from uniform
         for param in model.parameters():
             if param.dim() == 2:

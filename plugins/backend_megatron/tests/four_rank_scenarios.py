@@ -77,6 +77,15 @@ def main() -> None:
             logits = eng.logits(batch)
             if collector(eng):
                 results[f"logits_{name}_{tp}{pp}"] = logits
+            if (name, tp, pp) == ("gqa", 2, 2):
+                out = eng.compute_log_prob(batch)
+                shards = eng.named_tp_shards()
+                if collector(eng):
+                    results["log_prob_22"] = out
+                    results["shards_22"] = {
+                        k: (v["tp_dim"], v["fused"], tuple(v["tensor"].shape))
+                        for k, v in shards.items()
+                    }
             del eng
 
     actor_objective = ActorObjective(policy_loss=ppo_clip_loss, loss_agg_mode="token-mean")
@@ -116,6 +125,12 @@ def main() -> None:
     if collector(eng):
         results["critic_values_12"] = values
         results["critic_update_12"] = {"state": state, "metrics": metrics}
+    del eng
+    # A reward model (sequence score head) at (2, 1) with dp=2.
+    eng = engine(inputs["score"], "score", 2, 1, inputs["optim"])
+    scores = eng.compute_scores(my_part(eng, batch))["rm_scores"]
+    if collector(eng):
+        results["scores_21"] = scores
     del eng
     torch.save(results, args.out / f"rank{args.rank}.pt")
     dist.barrier()

@@ -71,6 +71,7 @@ def run(
     gqa = save_tiny_llama(root / "gqa", tok)
     tied = save_tiny_llama(root / "tied", tok, tied=True, seed=1)
     critic = save_tiny_llama(root / "critic", tok, head="value", seed=2)
+    score = save_tiny_llama(root / "score", tok, head="score", seed=3)
     hf = AutoModelForCausalLM.from_pretrained(str(gqa)).eval()
     tensors = _batch(hf.config.vocab_size - 1)
     with torch.no_grad():
@@ -90,6 +91,7 @@ def run(
         "gqa": str(gqa),
         "tied": str(tied),
         "critic": str(critic),
+        "score": str(score),
         "batch": tensors,
         "critic_extra": critic_extra,
         "optim": OPTIM,
@@ -250,3 +252,33 @@ def test_update_critic_equals_fsdp(run: dict[str, Any]) -> None:
     assert got["metrics"]["critic/grad_norm"] == pytest.approx(
         metrics["critic/grad_norm"], rel=1e-4
     )
+
+
+def test_log_probs_and_entropy_at_tp2_pp2_equal_hf(run: dict[str, Any]) -> None:
+    tensors = run["inputs"]["batch"]
+    logits = _hf_logits(run["inputs"]["gqa"], tensors)
+    log_probs, entropy = response_log_probs(logits, tensors["responses"], temperature=0.7)
+    mask = tensors["response_mask"]
+    got = run["results"]["log_prob_22"]
+    assert torch.allclose(got["old_log_probs"], log_probs * mask, atol=1e-5)
+    assert torch.allclose(got["entropys"], entropy * mask, atol=1e-5)
+
+
+def test_named_tp_shards_describe_the_layout(run: dict[str, Any]) -> None:
+    shards = run["results"]["shards_22"]  # last stage (layers 1 of 2), tp rank 0 of 2
+    qkv = shards["decoder.layers.0.self_attention.linear_qkv.weight"]
+    assert qkv == (0, "qkv", ((4 // 2 + 2) * 8, 32))  # one kv group: 2 q heads, k, v
+    assert shards["decoder.layers.0.mlp.linear_fc1.weight"] == (0, "gate_up", (64, 32))
+    assert shards["decoder.layers.0.self_attention.linear_proj.weight"][0] == 1
+    assert shards["decoder.final_layernorm.weight"][0] is None
+    vocab = run["results"]["logits_gqa_22"].shape[-1]
+    assert shards["output_layer.weight"] == (0, None, ((vocab + 1) // 2, 32))
+
+
+def test_reward_model_scores_equal_fsdp(run: dict[str, Any]) -> None:
+    from hfsdk_backend_fsdp.scorer import ScoreEngine
+
+    scorer = ScoreEngine(FSDPRoleConfig(model_path=run["inputs"]["score"]), role="reward")
+    expected = scorer.compute_scores(Batch.from_dict(tensors=run["inputs"]["batch"]))
+    got = run["results"]["scores_21"]
+    assert torch.allclose(got, expected["rm_scores"][: ROWS // 2], atol=1e-5)
