@@ -68,4 +68,9 @@ def run_config_problems(config: Any) -> list[str]:
         if placement is not None and placement.mode == "manual":
             devices = placement.pools[placement.pool_of(role)].devices
         problems += layout_problems(shape, section.parallel.tp, section.parallel.pp, devices, role)
+        if section.parallel.sequence_parallel:
+            problems.append(
+                f"{role}.parallel.sequence_parallel is not supported by the megatron backend "
+                "yet; set it to false"
+            )
     return problems

@@ -88,3 +88,10 @@ def test_cli_prints_one_line_and_exits_2(
     err = capsys.readouterr().err.strip()
     assert int(info.value.code or 0) == 2
     assert len(err.splitlines()) == 1 and "does not divide" in err
+
+
+def test_sequence_parallel_is_refused(model: str) -> None:
+    message = _error(
+        [*_actor(model, tp=2, pp=1, devices=2), "actor.parallel.sequence_parallel=true"]
+    )
+    assert "sequence_parallel is not supported" in message
