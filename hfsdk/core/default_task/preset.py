@@ -62,12 +62,12 @@ def uses_default_task(data: Mapping[str, Any]) -> bool:
 
 # The preset's sections are written for these backends (the first is the default); a
 # section that selects another backend takes none of them (their keys would not exist
-# there). The vllm rollout shares the hf rollout's keys.
+# there). The vllm rollout shares the hf rollout's keys, megatron the fsdp batch/optim keys.
 _PRESET_BACKENDS = {
     "rollout": ("hf", "vllm"),
-    "actor": ("fsdp",),
-    "critic": ("fsdp",),
-    "cost_critic": ("fsdp",),
+    "actor": ("fsdp", "megatron"),
+    "critic": ("fsdp", "megatron"),
+    "cost_critic": ("fsdp", "megatron"),
 }
 
 
