@@ -206,23 +206,28 @@ def test_imported_verl_examples_run_on_the_default_task(
 ) -> None:
     from hfsdk.core.config import load_run_config
     from hfsdk.core.trainer.trainer import Trainer
+    from hfsdk.core.workers.ray_runtime import shutdown
 
     monkeypatch.chdir(tmp_path)  # the GRPO example names my_reward.py and train.parquet
     _verl_parquet(tmp_path / "train.parquet")
     (tmp_path / "my_reward.py").write_text(MY_REWARD)
     runs = {}
-    # Both runs share one Ray instance (started by the first, reused by the second).
-    for example, local in sorted(LOCAL.items()):
-        out_file = tmp_path / f"{example}.hfsdk.yaml"
-        code, _, err = _hfsdk(
-            capsys, "config", "import", "--from", "verl", str(FIXTURES / f"{example}.yaml"),
-            "--out", str(out_file),
-        )  # fmt: skip
-        assert code == 0, err
-        steps = ["trainer.total_steps=2", "trainer.save_every=0", "trainer.val_every=0"]
-        cfg = load_run_config(None, str(out_file), [*steps, *local])
-        trainer = Trainer(cfg, str(tmp_path / example), quiet=True)
-        runs[example] = (cfg, trainer.fit())
+    # Both runs share one Ray instance (started by the first, reused by the second). It is
+    # shut down here: its workers run in tmp_path, where later tests' modules do not import.
+    try:
+        for example, local in sorted(LOCAL.items()):
+            out_file = tmp_path / f"{example}.hfsdk.yaml"
+            code, _, err = _hfsdk(
+                capsys, "config", "import", "--from", "verl", str(FIXTURES / f"{example}.yaml"),
+                "--out", str(out_file),
+            )  # fmt: skip
+            assert code == 0, err
+            steps = ["trainer.total_steps=2", "trainer.save_every=0", "trainer.val_every=0"]
+            cfg = load_run_config(None, str(out_file), [*steps, *local])
+            trainer = Trainer(cfg, str(tmp_path / example), quiet=True)
+            runs[example] = (cfg, trainer.fit())
+    finally:
+        shutdown()
     ppo, ppo_rows = runs["verl_ppo_example"]
     assert ppo.algo == "ppo" and ppo.critic.optim.lr == 1e-5 and ppo.algorithm.kl_coef == 0.001
     assert len(ppo_rows) == 2 and "critic/vf_loss" in ppo_rows[-1]
