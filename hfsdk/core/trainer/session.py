@@ -138,8 +138,11 @@ _WORKER_ENV = {
 class TrainingSession:
     """Live objects of one run: ``loader``, ``roles`` (worker groups) and ``signals``."""
 
-    def __init__(self, config: RunConfig, roles: Sequence[str]) -> None:
+    def __init__(
+        self, config: RunConfig, roles: Sequence[str], *, prepared: Any | None = None
+    ) -> None:
         self.config = config
+        self.prepared = prepared
         self.role_names = tuple(roles)
         self.groups: dict[str, Any] = {}
         self.pools: list[Any] = []
@@ -159,23 +162,17 @@ class TrainingSession:
         self.close()
 
     def _start(self) -> None:
-        from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
+        from hfsdk.core.trainer.preflight import prepare_run
 
-        cfg = self.config
-        self.assets = resolve_assets(cfg)
-        self.tokenizer = load_tokenizer(self.assets.tokenizer_path)
-        dataset = load_prompt_dataset(self.assets.train_files, cfg.data.prompt_key)
-        self.loader = PromptLoader(dataset, self.tokenizer, cfg.data, seed=cfg.trainer.seed)
-        self.val_loader = None
-        if self.assets.val_files and cfg.trainer.val_every:
-            val = load_prompt_dataset(self.assets.val_files, cfg.data.prompt_key)
-            val_cfg = attrs.evolve(cfg.data, shuffle=False, batch_size=len(val))
-            self.val_loader = PromptLoader(val, self.tokenizer, val_cfg, seed=cfg.trainer.seed)
+        # Assets, data and reward functions are checked before any worker starts.
+        prepared = self.prepared or prepare_run(self.config, self.role_names)
+        self.assets = prepared.assets
+        self.tokenizer = prepared.tokenizer
+        self.loader = prepared.loader
+        self.val_loader = prepared.val_loader
         self._start_workers()
-        for role in SIGNAL_ROLES:
-            if role in self.role_names:
-                signal = _signal_config(cfg, role, self.assets.default_task)
-                self.signals[role] = SignalScorer(role, signal, self.groups.get(role))
+        for role, signal in prepared.signal_configs.items():
+            self.signals[role] = SignalScorer(role, signal, self.groups.get(role))
 
     @property
     def roles(self) -> dict[str, Any]:

@@ -315,12 +315,20 @@ class FSDPEngine:
         """Load what :meth:`save_checkpoint` wrote (rank 0 reads; the state is broadcast)."""
         path = Path(directory) / CHECKPOINT_FILE.format(role=self.role)
         state: dict[str, Any] = {}
+        failure = None
         if self.dp.rank == 0:
             if not path.is_file():
-                raise HfsdkError(f"no {self.role} engine checkpoint at {path}")
-            state = torch.load(path, map_location="cpu", weights_only=False)
+                failure = f"no {self.role} engine checkpoint at {path}"
+            else:
+                try:
+                    state = torch.load(path, map_location="cpu", weights_only=False)
+                except Exception as exc:  # truncated or corrupt: every rank must learn of it
+                    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    failure = f"{path} cannot be read ({type(exc).__name__}: {reason})"
         # The small parts (scheduler, counters) go to every rank; the tensors are broadcast later.
+        # A read failure travels the same way, so no rank waits in a collective for rank 0.
         small = {k: v for k, v in state.items() if k not in ("model", "optimizer")}
+        small["__failure__"] = failure
         if self.dp.distributed:
             import torch.distributed as dist
 
@@ -329,6 +337,9 @@ class FSDPEngine:
                 holder, src=dist.get_global_rank(self.dp.group, 0), group=self.dp.group
             )
             small = holder[0]
+        failure = small.pop("__failure__")
+        if failure is not None:
+            raise HfsdkError(failure)
         state = {"model": {}, "optimizer": {}, **state, **small}
         self.load_state_dict(state)
 
