@@ -9,7 +9,9 @@ would. Unset (the normal case) it costs one dictionary lookup.
 Points: ``step_end`` (after a step's metrics line, before its checkpoint),
 ``save_mid`` (inside a checkpoint write, after the state files, before the
 checkpoint is published), ``metrics_mid`` (half of a metrics line written),
-``save_enospc`` (the checkpoint write fails with "no space left on device").
+``save_enospc`` (the checkpoint write fails with "no space left on device"),
+``worker_kill`` (the controller SIGKILLs actor rank 0's worker process at the
+start of the step, once per controller process: the restarted run passes it).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from __future__ import annotations
 import errno
 import os
 import signal
+from collections.abc import Callable
 
 FAULT_ENV = "HFSDK_FAULT_INJECT"
-POINTS = ("step_end", "save_mid", "metrics_mid", "save_enospc")
+POINTS = ("step_end", "save_mid", "metrics_mid", "save_enospc", "worker_kill")
+_FIRED: set[tuple[str, int]] = set()
 
 
 def fault_requested(point: str, step: int) -> bool:
@@ -41,3 +45,10 @@ def maybe_fault(point: str, step: int) -> None:
     if point.endswith("enospc"):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"injected at {point}:{step}")
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def maybe_kill_worker(step: int, pid: Callable[[], int]) -> None:
+    """``worker_kill`` point: SIGKILL the worker process ``pid()``, the first time only."""
+    if fault_requested("worker_kill", step) and ("worker_kill", step) not in _FIRED:
+        _FIRED.add(("worker_kill", step))
+        os.kill(pid(), signal.SIGKILL)

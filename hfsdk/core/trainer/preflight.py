@@ -48,6 +48,40 @@ def check_model_path(key: str, path: str | None) -> None:
         )
 
 
+STARTUP_BASE_S = 120.0
+STARTUP_S_PER_GIB = 60.0
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def weight_bytes(path: str | Path) -> int:
+    """Bytes of the weight files in model directory ``path`` (0 if there are none)."""
+    directory = Path(path)
+    if not directory.is_dir():
+        return 0
+    return sum(
+        f.stat().st_size
+        for f in directory.iterdir()
+        if f.is_file() and f.name.endswith(_WEIGHT_SUFFIXES)
+    )
+
+
+def startup_deadline_s(config: RunConfig, roles: Sequence[str], assets: Any) -> float:
+    """``trainer.startup_timeout_s``, or one scaled to the largest model the roles load.
+
+    Loading is bound by reading the weights (and, on many ranks, by broadcasting
+    them), so the deadline grows with their size; it is separate from the
+    per-call deadline so a 70B start-up does not force a long deadline on every call.
+    """
+    if config.trainer.startup_timeout_s:
+        return float(config.trainer.startup_timeout_s)
+    paths = [assets.model_path] if assets.model_path else []
+    for section in _model_sections(config, roles).values():
+        if getattr(section, "model_path", None):
+            paths.append(section.model_path)
+    largest = max((weight_bytes(p) for p in paths), default=0)
+    return STARTUP_BASE_S + STARTUP_S_PER_GIB * largest / 2**30
+
+
 def _model_sections(config: RunConfig, roles: Sequence[str]) -> dict[str, Any]:
     out = {}
     for role in roles:

@@ -213,6 +213,11 @@ class TrainingSession:
             kwargs = {"role": role, "config": cfg, "assets": self.assets, "section": section}
             by_pool.setdefault(placement.pool_of(role), {})[role] = (worker_cls, kwargs)
         fused = placement.colocation == "fused"
+        from hfsdk.core.trainer.preflight import startup_deadline_s
+        from hfsdk.core.workers.futures import DATA_TIMEOUT_ENV
+
+        start_timeout_s = startup_deadline_s(cfg, self.role_names, self.assets)
+        env_vars = {**_WORKER_ENV, DATA_TIMEOUT_ENV: str(cfg.trainer.worker_timeout_s)}
         connect(cfg.trainer.ray_address)
         for pool_name, roles in by_pool.items():
             pool_cfg = placement.pools[pool_name]
@@ -227,8 +232,9 @@ class TrainingSession:
                 pool,
                 roles,
                 fused=fused,
+                start_timeout_s=start_timeout_s,
                 call_timeout_s=cfg.trainer.worker_timeout_s,
-                env_vars=_WORKER_ENV,
+                env_vars=env_vars,
             )
             self.groups.update(groups)
 
@@ -270,11 +276,12 @@ class TrainingSession:
     def _stateful(self) -> Mapping[str, Any]:
         return {r: g for r, g in self.groups.items() if r not in SIGNAL_ROLES}
 
-    def save_workers(self, directory: Path) -> None:
-        """Trained roles save under ``directory/<role>``; the actor also in HF format."""
+    def save_workers(self, directory: Path, *, export_hf: bool = True) -> None:
+        """Trained roles save under ``directory/<role>``; the actor also in HF format if asked."""
         for role, group in self._stateful().items():
             group.save_checkpoint(str(directory / role))
-        self.groups["actor"].export_hf(str(directory / "actor_hf"))
+        if export_hf:
+            self.groups["actor"].export_hf(str(directory / "actor_hf"))
 
     def load_workers(self, directory: Path) -> None:
         """Restore every trained role from ``directory/<role>``."""

@@ -23,6 +23,7 @@ import yaml
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.trainer.checkpoint import (
     clean_partial,
     complete_checkpoints,
@@ -30,16 +31,31 @@ from hfsdk.core.trainer.checkpoint import (
     verify_checkpoint,
     write_checkpoint,
 )
-from hfsdk.core.trainer.faults import maybe_fault
+from hfsdk.core.trainer.faults import maybe_fault, maybe_kill_worker
 from hfsdk.core.trainer.run_lock import RunDirLock
+from hfsdk.core.trainer.shared_fs import check_run_dir_shared
 from hfsdk.core.trainer.tracking import Tracker, read_metrics
 
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.yaml"
 TRAINER_STATE = "trainer_state.pt"
+EXPORT_REQUEST = "EXPORT_HF"
+"""``touch <run_dir>/EXPORT_HF``: the next checkpoint also exports the actor in HF format."""
 # Keys a resumed run may change without invalidating its checkpoints.
-_RESUMABLE_CHANGES = {("trainer", "total_steps"), ("trainer", "save_every"), ("trainer", "loggers")}
+_RESUMABLE_CHANGES = {
+    ("trainer", key)
+    for key in (
+        "total_steps",
+        "save_every",
+        "loggers",
+        "hf_export",
+        "max_restarts",
+        "worker_timeout_s",
+        "startup_timeout_s",
+        "ray_address",
+    )
+}
 
 
 def default_run_dir(algo: str) -> Path:
@@ -52,6 +68,8 @@ def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: tuple =
     out = []
     for key in sorted(keys, key=str):
         a, b = old.get(key), new.get(key)
+        if key not in old:
+            continue  # a key added to hfsdk after the run started: it had its default then
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             out.extend(_differences(a, b, (*prefix, key)))
         elif a != b:
@@ -69,14 +87,14 @@ def _rng_state() -> dict[str, Any]:
     return {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
+        "torch": torch_rng_state(),
     }
 
 
 def _set_rng_state(state: Mapping[str, Any]) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+    set_torch_rng_state(state["torch"])
 
 
 _NO_SPACE_SIGNS = ("No space left", "ENOSPC", "file write failed", "Disk quota exceeded")
@@ -126,6 +144,7 @@ class Trainer:
         self._created = False
         self._candidates: list[tuple[int, Path, dict[str, Any]]] = []
         self.resume_from: tuple[int, Path] | None = None
+        self.restarts = 0
         _check_run_dir(self.run_dir)
         try:
             if self.run_dir.is_dir():  # refuse a concurrent run before any heavy work
@@ -231,43 +250,83 @@ class Trainer:
         return usable
 
     def fit(self) -> list[dict[str, Any]]:
-        """Train until ``trainer.total_steps``; return every step's metrics of this run dir."""
-        from hfsdk.core.trainer.session import TrainingSession
+        """Train until ``trainer.total_steps``; return every step's metrics of this run dir.
 
-        cfg = self.config
+        A worker that dies or misses its call deadline ends the attempt: the worker
+        groups and their placement groups are torn down, started again and the run
+        resumes from the newest complete checkpoint, up to ``trainer.max_restarts`` times.
+        """
+        from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
+
+        restarts = 0
         try:
-            random.seed(cfg.trainer.seed)
-            np.random.seed(cfg.trainer.seed)
-            torch.manual_seed(cfg.trainer.seed)
-            with TrainingSession(cfg, self.algo_cls.roles, prepared=self.prepared) as session:
-                algorithm = self.algo_cls(
-                    AlgorithmContext(config=cfg, roles=session.roles, signals=session.signals)
-                )
-                start = self._resume(session, algorithm)
-                tracker = Tracker(
-                    self.run_dir,
-                    tuple(cfg.trainer.loggers),
-                    total_steps=cfg.trainer.total_steps,
-                    start_step=start,
-                    quiet=self.quiet,
-                    config=cfg.to_dict(),
-                )
+            while True:
                 try:
-                    for step in range(start + 1, cfg.trainer.total_steps + 1):
-                        self._one_step(session, algorithm, tracker, step)
-                finally:
-                    tracker.close()
+                    self._attempt()
+                    break
+                except (WorkerDiedError, WorkerTimeoutError) as exc:
+                    limit = self.config.trainer.max_restarts
+                    if restarts >= limit:
+                        raise WorkerError(
+                            f"{_first_line(exc)} (gave up after {restarts} restart(s); "
+                            f"trainer.max_restarts={limit})",
+                            role=exc.role,
+                            rank=exc.rank,
+                            method=exc.method,
+                        ) from exc
+                    restarts += 1
+                    logger.warning(
+                        "worker failure: %s; restart %d of %d from the newest checkpoint",
+                        _first_line(exc),
+                        restarts,
+                        limit,
+                    )
+                    self._candidates = self._usable_checkpoints()
         except BaseException:
             self._abandon()
             raise
+        self.restarts = restarts
         self._lock.release()
         return read_metrics(self.run_dir)
+
+    def _attempt(self) -> None:
+        """One session: start the workers, resume, train to the end."""
+        from hfsdk.core.trainer.session import TrainingSession
+
+        cfg = self.config
+        random.seed(cfg.trainer.seed)
+        np.random.seed(cfg.trainer.seed)
+        torch.manual_seed(cfg.trainer.seed)
+        self.prepared.loader.load_state_dict({"epoch": 0, "index": 0})
+        with TrainingSession(cfg, self.algo_cls.roles, prepared=self.prepared) as session:
+            algorithm = self.algo_cls(
+                AlgorithmContext(config=cfg, roles=session.roles, signals=session.signals)
+            )
+            nodes = [
+                info["node_id"] for group in session.groups.values() for info in group.process_info
+            ]
+            check_run_dir_shared(self.run_dir, nodes)
+            start = self._resume(session, algorithm)
+            tracker = Tracker(
+                self.run_dir,
+                tuple(cfg.trainer.loggers),
+                total_steps=cfg.trainer.total_steps,
+                start_step=start,
+                quiet=self.quiet,
+                config=cfg.to_dict(),
+            )
+            try:
+                for step in range(start + 1, cfg.trainer.total_steps + 1):
+                    self._one_step(session, algorithm, tracker, step)
+            finally:
+                tracker.close()
 
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
         cfg = self.config
         started = time.perf_counter()
         with algorithm.stage("data"):
             prompts = session.loader.next_batch()
+        maybe_kill_worker(step, lambda: session.groups["actor"].process_info[0]["pid"])
         metrics = algorithm.step(prompts)
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
             metrics.update(session.validate(algorithm))
@@ -282,8 +341,15 @@ class Trainer:
             self._save(session, algorithm, step)
 
     def _save(self, session: Any, algorithm: Algorithm, step: int) -> None:
+        request = self.run_dir / EXPORT_REQUEST
+        export_hf = (
+            self.config.trainer.hf_export == "every_save"
+            or step == self.config.trainer.total_steps
+            or request.exists()
+        )
+
         def save(directory: Path) -> None:
-            session.save_workers(directory)
+            session.save_workers(directory, export_hf=export_hf)
             state = {
                 "step": step,
                 "data": session.loader.state_dict(),
@@ -304,6 +370,7 @@ class Trainer:
                 f"step_{step} (nothing half-written was kept); free space or use a --run-dir on "
                 f"a larger disk, then rerun the same command to resume from {resume}"
             ) from exc
+        request.unlink(missing_ok=True)  # a requested export is done once
         logger.info("checkpoint written to %s", path)
 
     def _resume(self, session: Any, algorithm: Algorithm) -> int:
