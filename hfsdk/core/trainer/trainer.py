@@ -142,6 +142,7 @@ class Trainer:
         self.algo_cls: type[Algorithm] = get_registry("algorithms")[config.algo].impl
         self._lock = RunDirLock(self.run_dir)
         self._created = False
+        self._created_parents: list[Path] = []
         self._candidates: list[tuple[int, Path, dict[str, Any]]] = []
         self.resume_from: tuple[int, Path] | None = None
         self.restarts = 0
@@ -167,6 +168,8 @@ class Trainer:
 
     def _create_run_dir(self) -> None:
         self._created = not self.run_dir.exists()
+        # The directories mkdir will create (e.g. runs/ for the default runs/<algo>-<ts>).
+        self._created_parents = [p for p in self.run_dir.parents if not p.exists()]
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -183,6 +186,11 @@ class Trainer:
         if complete_checkpoints(self.run_dir) or read_metrics(self.run_dir):
             return  # finished steps are worth keeping
         shutil.rmtree(self.run_dir, ignore_errors=True)
+        for parent in self._created_parents:  # innermost first; only if still empty
+            try:
+                parent.rmdir()
+            except OSError:
+                break
 
     def close(self) -> None:
         """Release the run directory (:meth:`fit` does this itself)."""

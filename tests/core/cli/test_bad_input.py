@@ -86,6 +86,13 @@ def _locked_run(tmp: Path) -> Path:
 
 _HELD: list = []
 
+# Cases whose bad input is in the environment.
+ENV = {
+    "ray-address-env-unreachable": {"RAY_ADDRESS": "127.0.0.1:1"},
+    "algo-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "grpo"},
+    "virtual-devices-text": {"HFSDK_VIRTUAL_DEVICES": "many"},
+}
+
 # (id, args built from tmp_path, regex the one line must match); "{run}" is the run dir.
 Case = tuple[str, Callable[[Path], list[str]], str]
 CASES: list[Case] = [
@@ -205,6 +212,10 @@ CASES: list[Case] = [
         r"127\.0\.0\.1:1' is unreachable",
     ),
     ("ray-garbage-address", lambda t: [*BASE, "--ray-address", "nonsense"], r"not HOST:PORT"),
+    ("ray-address-env-unreachable", lambda t: list(BASE), r"127\.0\.0\.1:1' is unreachable"),
+    # -- plugins and the environment
+    ("algo-plugin-disabled", lambda t: list(BASE), r"algo.*'grpo'"),
+    ("virtual-devices-text", lambda t: list(BASE), r"HFSDK_VIRTUAL_DEVICES='many'"),
     # -- the run directory
     (
         "run-dir-is-file",
@@ -310,7 +321,13 @@ def test_bad_input_gives_one_line(
     capsys: pytest.CaptureFixture[str],
     no_ray: None,
 ) -> None:
-    _name, build, pattern = case
+    name, build, pattern = case
+    for key, value in ENV.get(name, {}).items():
+        monkeypatch.setenv(key, value)
+    if name == "algo-plugin-disabled":
+        from hfsdk.core.plugin_manager import reset_plugin_manager
+
+        reset_plugin_manager()
     monkeypatch.chdir(tmp_path)  # a default runs/<algo>-<ts> would land here
     inputs = tmp_path / "inputs"
     inputs.mkdir()
