@@ -114,24 +114,6 @@ def test_no_single_node_can_hold_four_devices(cluster: Any) -> None:
     assert "the cluster has 4" in message and message.count(": 2") == 2
 
 
-def test_losing_a_node_is_reported_as_dead_workers(cluster: Any) -> None:
-    pool = ResourcePool(2, nodes=2, name="doomed")
-    group = WorkerGroup(NodeWorker, pool, role="rollout", init_distributed=False)
-    try:
-        future = group.sleep(30.0)
-        worker_node = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
-        start = time.monotonic()
-        cluster.remove_node(worker_node)
-        with pytest.raises(WorkerDiedError) as info:
-            future.result(timeout=60)
-        assert time.monotonic() - start < 30
-        assert info.value.role == "rollout"
-        assert info.value.rank in (2, 3)  # the ranks on the removed node
-    finally:
-        group.shutdown()
-        pool.release()
-
-
 def test_the_run_dir_must_be_visible_from_every_worker_node(
     cluster: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -150,3 +132,21 @@ def test_the_run_dir_must_be_visible_from_every_worker_node(
     )
     with pytest.raises(HfsdkError, match=r"not visible from worker node .* \(1 of 1 remote"):
         shared_fs.check_run_dir_shared(tmp_path, nodes)
+
+
+def test_losing_a_node_is_reported_as_dead_workers(cluster: Any) -> None:
+    pool = ResourcePool(2, nodes=2, name="doomed")
+    group = WorkerGroup(NodeWorker, pool, role="rollout", init_distributed=False)
+    try:
+        future = group.sleep(30.0)
+        worker_node = next(n for n in cluster.list_all_nodes() if n is not cluster.head_node)
+        start = time.monotonic()
+        cluster.remove_node(worker_node)
+        with pytest.raises(WorkerDiedError) as info:
+            future.result(timeout=60)
+        assert time.monotonic() - start < 30
+        assert info.value.role == "rollout"
+        assert info.value.rank in (2, 3)  # the ranks on the removed node
+    finally:
+        group.shutdown()
+        pool.release()
