@@ -131,6 +131,8 @@ def test_two_ranks_match_one_process(
     # A checkpoint written by rank 0 and broadcast back restores every rank's shard.
     for result in results:
         torch.testing.assert_close(result["after_restore"], result["after"])
+        # ... and a truncated one fails on both ranks with the file named, no rank hangs
+        assert "actor_engine.pt cannot be read" in result["corrupt_error"]
     # The export from the sharded engine is the updated model.
     exported = AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf"))
     with torch.no_grad():

@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 from hfsdk.core.batch import Batch
+from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, HFRolloutConfig, OptimConfig
@@ -53,12 +54,24 @@ def main() -> None:
     restored = ActorEngine(config, role="actor")
     restored.load_checkpoint(args.out / "ckpt")
     after_restore = restored.compute_log_prob(batch)["old_log_probs"]
+    # A truncated engine file: rank 0's read fails and every rank learns it (none hangs).
+    engine_file = args.out / "ckpt" / "actor_engine.pt"
+    if args.rank == 0:
+        with engine_file.open("r+b") as handle:
+            handle.truncate(engine_file.stat().st_size // 2)
+    dist.barrier()
+    try:
+        restored.load_checkpoint(args.out / "ckpt")
+        corrupt_error = ""
+    except HfsdkError as exc:
+        corrupt_error = str(exc)
     torch.save(
         {
             "greedy": greedy,
             "log_probs": log_probs,
             "after": after,
             "after_restore": after_restore,
+            "corrupt_error": corrupt_error,
             "model": state["model"],
             "local_numel": local_numel,
             "full_numel": full_numel,
