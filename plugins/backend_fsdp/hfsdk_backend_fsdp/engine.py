@@ -27,7 +27,14 @@ from hfsdk.core.maths.aggregation import LossCounts
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.lr_schedule import build_scheduler
-from hfsdk_backend_fsdp.models import ModelKind, check_model_dir, load_model, load_tokenizer
+from hfsdk_backend_fsdp.models import (
+    ModelKind,
+    build_model_on_meta,
+    check_model_dir,
+    has_tied_weights,
+    load_model,
+    load_tokenizer,
+)
 from hfsdk_backend_fsdp.token_ops import position_ids_from_mask
 
 if TYPE_CHECKING:
@@ -140,16 +147,31 @@ class FSDPEngine:
         self.compute_dtype = DTYPES[config.dtype]
         # Trained roles keep float32 master weights; frozen ones are stored in the compute dtype.
         weights_dtype = torch.float32 if self.trainable else self.compute_dtype
-        model = load_model(
+        # Load once: with several ranks only rank 0 reads the weights; the others build the
+        # model on the meta device, shard it and receive their shards from rank 0, so no
+        # other rank ever holds the full model. (Tied embeddings would be untied by
+        # materialising a meta model, so those models are read on every rank.)
+        broadcast = (
+            self.dp.distributed and self.dp.size > 1 and not has_tied_weights(self.model_path)
+        )
+        on_meta = broadcast and self.dp.rank != 0
+        build = build_model_on_meta if on_meta else load_model
+        model = build(
             self.model_path, self.kind, weights_dtype, pad_token_id=self.tokenizer.pad_token_id
         )
+        self.materialized_before_sharding = sum(
+            p.numel() for p in model.parameters() if p.device.type != "meta"
+        )
+        full_state = dict(model.state_dict()) if broadcast and not on_meta else {}
         self.model_class: type[PreTrainedModel] = type(model)
         if self.trainable and config.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         if not self.trainable:
             model.requires_grad_(False)
         model.eval()
-        model.to(self.device)
+        if not on_meta:
+            # full_state keeps rank 0's loaded (CPU) tensors: the source of the broadcast.
+            model.to(self.device)
         self._prepare_model(model)
         self.module: PreTrainedModel = sharding.shard_model(
             model,
@@ -160,6 +182,12 @@ class FSDPEngine:
             else None,
             reshard_after_forward=config.reshard_after_forward,
         )
+        if broadcast:
+            if on_meta:
+                self.module.to_empty(device=self.device)
+            sharding.load_full_model_state(self.module, full_state, self.dp)
+            sharding.broadcast_buffers(self.module, self.dp)
+            del full_state
         self.update_calls = 0
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None

@@ -123,6 +123,9 @@ def test_two_ranks_match_one_process(
     )
     # One update over two ranks (half the batch each) equals the update over the whole batch.
     assert results[1]["model"] == {}  # the full state dict lives on rank 0 only
+    # Loaded once: rank 0 read the weights, rank 1 built on the meta device and got shards.
+    assert results[0]["materialized_before_sharding"] == results[0]["full_numel"]
+    assert results[1]["materialized_before_sharding"] == 0
     for name, value in actor.module.state_dict().items():
         torch.testing.assert_close(results[0]["model"][name], value, atol=1e-6, rtol=1e-5, msg=name)
     torch.testing.assert_close(

@@ -74,6 +74,7 @@ def main() -> None:
             "corrupt_error": corrupt_error,
             "model": state["model"],
             "local_numel": local_numel,
+            "materialized_before_sharding": actor.materialized_before_sharding,
             "full_numel": full_numel,
         },
         args.out / f"rank{args.rank}.pt",
