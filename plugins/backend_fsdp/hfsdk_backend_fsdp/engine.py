@@ -42,6 +42,10 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 CHECKPOINT_FILE = "{role}_engine.pt"
+"""The older single-file checkpoint (full state gathered on rank 0); still loaded."""
+DCP_DIR = "{role}_dcp"
+"""Sharded checkpoint directory (``torch.distributed.checkpoint``: one shard file per rank)."""
+EXTRA_FILE = "extra.pt"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -71,6 +75,11 @@ def require_keys(batch: Batch, keys: Sequence[str], operation: str) -> None:
             f"{operation} needs batch keys {missing} that are missing; the batch has "
             f"{sorted(batch.keys())} (run the earlier stages of the step first)"
         )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def _detached_copy(value: Any) -> Any:
@@ -330,33 +339,103 @@ class FSDPEngine:
         self.update_calls = int(state["update_calls"])
 
     def save_checkpoint(self, directory: str | Path) -> Path:
-        """Write :meth:`state_dict` to ``directory`` (rank 0 writes; every rank must call)."""
-        state = self.state_dict()
-        path = Path(directory) / CHECKPOINT_FILE.format(role=self.role)
+        """Write a sharded checkpoint: every rank writes its own shard (every rank must call).
+
+        Model and optimizer go through ``torch.distributed.checkpoint`` into
+        ``<role>_dcp/`` (nothing is gathered on rank 0, and the checkpoint reloads at
+        another world size); rank 0 adds the small rest (LR schedule, counters).
+        """
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import (
+            get_model_state_dict,
+            get_optimizer_state_dict,
+        )
+
+        path = Path(directory) / DCP_DIR.format(role=self.role)
+        state: dict[str, Any] = {"model": get_model_state_dict(self.module)}
+        if self.trainable:
+            assert self.optimizer is not None
+            state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
+        dcp.save(state, checkpoint_id=str(path), process_group=self.dp.group)
         if self.dp.rank == 0:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(state, path)
+            extra: dict[str, Any] = {"update_calls": self.update_calls}
+            if self.scheduler is not None:
+                extra["scheduler"] = self.scheduler.state_dict()
+            torch.save(extra, path / EXTRA_FILE)
         self._barrier()
         return path
 
     def load_checkpoint(self, directory: str | Path) -> None:
-        """Load what :meth:`save_checkpoint` wrote (rank 0 reads; the state is broadcast)."""
+        """Load what :meth:`save_checkpoint` wrote, at this engine's world size.
+
+        A missing, truncated or corrupt file fails on every rank with the path named
+        (no rank waits in a collective for another). Checkpoints of the older
+        single-file format (``<role>_engine.pt``, written by rank 0) still load.
+        """
+        if (Path(directory) / CHECKPOINT_FILE.format(role=self.role)).is_file():
+            self._load_full_checkpoint(directory)
+            return
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.api import CheckpointException
+        from torch.distributed.checkpoint.state_dict import (
+            get_model_state_dict,
+            get_optimizer_state_dict,
+            set_model_state_dict,
+            set_optimizer_state_dict,
+        )
+
+        path = Path(directory) / DCP_DIR.format(role=self.role)
+        failure = None
+        state: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        if not (path / ".metadata").is_file():
+            failure = f"no {self.role} engine checkpoint at {path}"
+        else:
+            try:
+                state = {"model": get_model_state_dict(self.module)}
+                if self.trainable:
+                    assert self.optimizer is not None
+                    state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
+                dcp.load(state, checkpoint_id=str(path), process_group=self.dp.group)
+                extra = torch.load(path / EXTRA_FILE, map_location="cpu", weights_only=False)
+            except (Exception, CheckpointException) as exc:  # a bad shard, metadata or extra
+                # (DCP's CheckpointException is a BaseException; it reaches every rank)
+                failure = f"{path} cannot be read ({type(exc).__name__}: {_first_line(exc)})"
+        failure = self._any_failure(failure)
+        if failure is not None:
+            raise HfsdkError(failure)
+        set_model_state_dict(self.module, state["model"])
+        if self.trainable:
+            assert self.optimizer is not None and self.scheduler is not None
+            set_optimizer_state_dict(self.module, self.optimizer, state["optimizer"])
+            self.scheduler.load_state_dict(extra["scheduler"])
+        self.update_calls = int(extra["update_calls"])
+
+    def _any_failure(self, failure: str | None) -> str | None:
+        """The first rank's failure, on every rank (``None`` if all succeeded)."""
+        if not self.dp.distributed:
+            return failure
+        import torch.distributed as dist
+
+        failures: list[str | None] = [None] * self.dp.size
+        dist.all_gather_object(failures, failure, group=self.dp.group)
+        return next((f for f in failures if f is not None), None)
+
+    def _load_full_checkpoint(self, directory: str | Path) -> None:
+        """The older single-file format (rank 0 reads; the state is broadcast)."""
         path = Path(directory) / CHECKPOINT_FILE.format(role=self.role)
         state: dict[str, Any] = {}
         failure = None
         if self.dp.rank == 0:
-            if not path.is_file():
-                failure = f"no {self.role} engine checkpoint at {path}"
-            else:
-                try:
-                    state = torch.load(path, map_location="cpu", weights_only=False)
-                except Exception as exc:  # truncated or corrupt: every rank must learn of it
-                    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                    failure = f"{path} cannot be read ({type(exc).__name__}: {reason})"
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=False)
+            except Exception as exc:  # truncated or corrupt: every rank must learn of it
+                failure = f"{path} cannot be read ({type(exc).__name__}: {_first_line(exc)})"
         # The small parts (scheduler, counters) go to every rank; the tensors are broadcast later.
-        # A read failure travels the same way, so no rank waits in a collective for rank 0.
         small = {k: v for k, v in state.items() if k not in ("model", "optimizer")}
-        small["__failure__"] = failure
+        failure = self._any_failure(failure)
+        if failure is not None:
+            raise HfsdkError(failure)
         if self.dp.distributed:
             import torch.distributed as dist
 
@@ -365,9 +444,6 @@ class FSDPEngine:
                 holder, src=dist.get_global_rank(self.dp.group, 0), group=self.dp.group
             )
             small = holder[0]
-        failure = small.pop("__failure__")
-        if failure is not None:
-            raise HfsdkError(failure)
         state = {"model": {}, "optimizer": {}, **state, **small}
         self.load_state_dict(state)
 

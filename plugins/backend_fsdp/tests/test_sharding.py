@@ -134,8 +134,18 @@ def test_two_ranks_match_one_process(
     # A checkpoint written by rank 0 and broadcast back restores every rank's shard.
     for result in results:
         torch.testing.assert_close(result["after_restore"], result["after"])
-        # ... and a truncated one fails on both ranks with the file named, no rank hangs
-        assert "actor_engine.pt cannot be read" in result["corrupt_error"]
+        # ... and a truncated shard fails on both ranks with the checkpoint named, none hangs
+        assert "actor_dcp cannot be read" in result["corrupt_error"]
+    # Each rank wrote its own shard; the checkpoint reloads at another world size (one process).
+    assert (tmp_path / "ckpt" / "actor_dcp" / "__1_0.distcp").is_file()
+    single = ActorEngine(config, role="actor")
+    single.load_checkpoint(tmp_path / "ckpt")
+    torch.testing.assert_close(
+        single.compute_log_prob(batch)["old_log_probs"],
+        torch.cat([r["after"] for r in results]),
+        atol=1e-5,
+        rtol=1e-5,
+    )
     # The export from the sharded engine is the updated model.
     exported = AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf"))
     with torch.no_grad():

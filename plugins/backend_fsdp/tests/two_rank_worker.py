@@ -7,6 +7,7 @@ and writes what rank 0 (and each rank's own outputs) saw to ``--out``.
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 
 import torch
@@ -54,14 +55,15 @@ def main() -> None:
     restored = ActorEngine(config, role="actor")
     restored.load_checkpoint(args.out / "ckpt")
     after_restore = restored.compute_log_prob(batch)["old_log_probs"]
-    # A truncated engine file: rank 0's read fails and every rank learns it (none hangs).
-    engine_file = args.out / "ckpt" / "actor_engine.pt"
+    # A truncated shard of rank 1: the read fails and every rank learns it (none hangs).
     if args.rank == 0:
-        with engine_file.open("r+b") as handle:
-            handle.truncate(engine_file.stat().st_size // 2)
+        shutil.copytree(args.out / "ckpt", args.out / "ckpt_bad")
+        shard = args.out / "ckpt_bad" / "actor_dcp" / "__1_0.distcp"
+        with shard.open("r+b") as handle:
+            handle.truncate(shard.stat().st_size // 2)
     dist.barrier()
     try:
-        restored.load_checkpoint(args.out / "ckpt")
+        restored.load_checkpoint(args.out / "ckpt_bad")
         corrupt_error = ""
     except HfsdkError as exc:
         corrupt_error = str(exc)

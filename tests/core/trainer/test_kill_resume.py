@@ -142,12 +142,12 @@ def test_kill_points_full_disk_and_a_second_writer(reference: Path, tmp_path: Pa
     _assert_same_run(reference, run_dir)
 
     # 6. the newest checkpoint damaged (engine file truncated): warn, fall back to step_2
-    engine = run_dir / "checkpoints" / "step_4" / "actor" / "actor_engine.pt"
+    engine = run_dir / "checkpoints" / "step_4" / "actor" / "actor_dcp" / "__0_0.distcp"
     with engine.open("r+b") as handle:
         handle.truncate(engine.stat().st_size // 2)
     fallback = _run(run_dir)
     assert fallback.returncode == 0, fallback.stderr
     warnings = [line for line in fallback.stderr.splitlines() if "unusable" in line]
-    assert len(warnings) == 1 and "actor_engine.pt" in warnings[0], fallback.stderr
+    assert len(warnings) == 1 and "__0_0.distcp" in warnings[0], fallback.stderr
     assert "Traceback" not in fallback.stderr
     _assert_same_run(reference, run_dir)
