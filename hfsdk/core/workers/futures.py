@@ -106,6 +106,8 @@ DATA_TIMEOUT_ENV = "HFSDK_CALL_TIMEOUT_S"
 ``trainer.worker_timeout_s``)."""
 
 DEFAULT_DATA_TIMEOUT_S = 3600.0
+READY_FETCH_S = 60.0
+"""Bound on fetching a small object ``ray.wait`` already reported ready."""
 
 
 def data_timeout_s() -> float:
@@ -338,7 +340,7 @@ def wait_for_infos(
         for ref in sorted(ready, key=pending.__getitem__):
             rank = pending.pop(ref)
             try:
-                infos[rank] = ray.get(ref)
+                infos[rank] = ray.get(ref, timeout=READY_FETCH_S)  # ready: bound a lost node
             except ray.exceptions.RayActorError as exc:
                 raise _died_error(role, rank, method, exc, describe_rank) from None
             except ray.exceptions.RayError as exc:

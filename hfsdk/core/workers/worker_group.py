@@ -115,7 +115,7 @@ class HostSet:
                     method="__init__",
                 )
             try:
-                master = ray.get(ref)
+                master = ray.get(ref, timeout=timeout_s)  # ready: bound a lost node
             except ray.exceptions.RayError as exc:
                 raise WorkerError(
                     f"role {self.name!r}: rank 0 failed to start: {exc}",
