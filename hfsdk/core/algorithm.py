@@ -138,12 +138,36 @@ class Algorithm:
         batch.meta.update(greedy=greedy, n=1)
         return self.role("actor").generate_sequences(batch)
 
+    def needs_old_log_probs(self, samples: int) -> bool:
+        """Whether the rollout must compute the sampling policy's log-probs separately.
+
+        Not when the actor's update of ``samples`` samples is exactly on-policy
+        (one epoch of one mini-batch, per the actor's ``ppo_epochs`` and
+        ``mini_batch_size``) and no KL penalty goes into the reward: the old
+        log-probs are then the current ones, which the update computes anyway
+        (a backend that finds otherwise, e.g. with padding rows, computes them
+        itself before its first optimizer step).
+        """
+        if self.algo_config.kl_in_reward:
+            return True
+        actor = getattr(self.config, "actor", None)
+        epochs = getattr(actor, "ppo_epochs", None)
+        mini_batch = getattr(actor, "mini_batch_size", None)
+        if epochs != 1 or not isinstance(mini_batch, int):
+            return True
+        return mini_batch < samples
+
     def rollout(self, prompts: Batch) -> Batch:
-        """The opening every algorithm shares: sample, then old and reference log-probs."""
+        """The opening every algorithm shares: sample, then old and reference log-probs.
+
+        The old log-probs are skipped when :meth:`needs_old_log_probs` says the
+        update is exactly on-policy.
+        """
         with self.stage("generation"):
             batch = self.generate(prompts)
-        with self.stage("old_log_prob"):
-            batch = batch.union(self.role("actor").compute_log_prob(batch))
+        if self.needs_old_log_probs(len(batch)):
+            with self.stage("old_log_prob"):
+                batch = batch.union(self.role("actor").compute_log_prob(batch))
         with self.stage("ref_log_prob"):
             batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
         return batch

@@ -46,3 +46,6 @@ class TrainerConfig:
     startup_timeout_s: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
     """Deadline for starting the workers and loading their models; 0: scaled to the model
     size (120 s plus 60 s per GiB of the largest model's weight files)."""
+    worker_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    """Intra-op threads of each worker process (0: auto, the node's cores divided by the
+    device slots on it, capped by ``OMP_NUM_THREADS`` when the controller has it set)."""
