@@ -387,7 +387,12 @@ class FSDPEngine:
         if self.trainable:
             assert self.optimizer is not None
             state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
-        dcp.save(state, checkpoint_id=str(path), process_group=self.dp.group)
+        dcp.save(
+            state,
+            checkpoint_id=str(path),
+            process_group=self.dp.group,
+            no_dist=not self.dp.distributed,
+        )
         if self.dp.rank == 0:
             extra: dict[str, Any] = {"update_calls": self.update_calls}
             if self.scheduler is not None:
@@ -427,7 +432,12 @@ class FSDPEngine:
                 if self.trainable:
                     assert self.optimizer is not None
                     state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
-                dcp.load(state, checkpoint_id=str(path), process_group=self.dp.group)
+                dcp.load(
+                    state,
+                    checkpoint_id=str(path),
+                    process_group=self.dp.group,
+                    no_dist=not self.dp.distributed,
+                )
                 extra = torch.load(path / EXTRA_FILE, map_location="cpu", weights_only=False)
             except (Exception, CheckpointException) as exc:  # a bad shard, metadata or extra
                 # (DCP's CheckpointException is a BaseException; it reaches every rank)

@@ -301,6 +301,10 @@ def no_ray(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fail any case that would start or join Ray (a bare error, so it surfaces as internal)."""
     import ray
 
+    from hfsdk.core.workers.ray_runtime import shutdown
+
+    shutdown()  # a Ray left running by an earlier test would hide a case that reaches it
+
     def refuse(*_a: object, **_k: object) -> None:
         raise SystemError("ray.init was called: this bad input was not caught before Ray")
 
