@@ -149,6 +149,8 @@ class Settings:
     beta: float = 0.01
     """KL loss coefficient (hfsdk ``algorithm.kl_loss_coef``, TRL ``beta``)."""
     seed: int = 0
+    rollout: str = "hf"
+    """hfsdk's rollout backend (``--rollout vllm``: the vLLM plugin; TRL's side is unchanged)."""
 
     @property
     def samples(self) -> int:
@@ -248,6 +250,7 @@ def hfsdk_overrides(
         f"rollout.temperature={s.temperature}",
         "rollout.top_p=1.0",
         "rollout.top_k=0",
+        f"rollout.backend={s.rollout}",
     ]
 
 
@@ -541,6 +544,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--skip-trl", action="store_true", help="run only the hfsdk side")
     p.add_argument("--out", type=Path, help="also write the results as JSON here")
     p.add_argument(
+        "--rollout",
+        choices=("hf", "vllm"),
+        default="hf",
+        help="hfsdk's rollout backend; TRL generates with HF generate either way (its vLLM "
+        "colocate mode does not run on CPU)",
+    )
+    p.add_argument(
         "--trl-python",
         help="interpreter with TRL installed (default: this one, else .venv-bench/bin/python)",
     )
@@ -570,7 +580,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
         if value is not None:
             chosen[key] = value
     return Settings(
-        task=args.task, lr=args.lr, micro_batch_size=args.micro_batch_size, beta=args.beta, **chosen
+        task=args.task,
+        lr=args.lr,
+        micro_batch_size=args.micro_batch_size,
+        beta=args.beta,
+        rollout=args.rollout,
+        **chosen,
     )
 
 

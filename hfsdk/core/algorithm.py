@@ -233,6 +233,12 @@ class Algorithm:
         if "old_log_probs" in batch and "ref_log_probs" in batch:
             kl = token_kl(batch["old_log_probs"], batch["ref_log_probs"], mask, "k1")
             self.metrics["actor/kl"] = float(masked_mean(kl, mask))
+        if "rollout_log_probs" in batch and "old_log_probs" in batch:
+            # A rollout engine other than the actor (vLLM) reports what it sampled with;
+            # a gap to the actor's own log-probs means stale weights or a numerics mismatch.
+            gap = (batch["rollout_log_probs"] - batch["old_log_probs"]).abs()[mask.bool()]
+            self.metrics["rollout/log_prob_diff_max"] = float(gap.max()) if gap.numel() else 0.0
+            self.metrics["rollout/log_prob_diff_mean"] = float(gap.mean()) if gap.numel() else 0.0
         self.metrics["perf/tokens"] = float(batch["attention_mask"].sum())
         metrics, self.metrics = self.metrics, {}
         return metrics

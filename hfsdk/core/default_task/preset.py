@@ -60,9 +60,15 @@ def uses_default_task(data: Mapping[str, Any]) -> bool:
     return not (isinstance(section, Mapping) and section.get("train_files"))
 
 
-# The preset's sections are written for these backends; a section that selects
-# another backend takes none of them (their keys would not exist there).
-_PRESET_BACKENDS = {"rollout": "hf", "actor": "fsdp", "critic": "fsdp", "cost_critic": "fsdp"}
+# The preset's sections are written for these backends (the first is the default); a
+# section that selects another backend takes none of them (their keys would not exist
+# there). The vllm rollout shares the hf rollout's keys, megatron the fsdp batch/optim keys.
+_PRESET_BACKENDS = {
+    "rollout": ("hf", "vllm"),
+    "actor": ("fsdp", "megatron"),
+    "critic": ("fsdp", "megatron"),
+    "cost_critic": ("fsdp", "megatron"),
+}
 
 
 def with_default_task_preset(algo: str | None, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,8 +76,8 @@ def with_default_task_preset(algo: str | None, data: Mapping[str, Any]) -> dict[
     if not algo or not uses_default_task(data):
         return dict(data)
     preset = default_task_preset(algo)
-    for section, backend in _PRESET_BACKENDS.items():
+    for section, backends in _PRESET_BACKENDS.items():
         given = data.get(section)
-        if isinstance(given, Mapping) and given.get("backend", backend) != backend:
+        if isinstance(given, Mapping) and given.get("backend", backends[0]) not in backends:
             preset.pop(section, None)
     return deep_merge(preset, data)

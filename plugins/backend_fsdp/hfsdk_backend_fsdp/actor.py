@@ -129,6 +129,21 @@ class ActorEngine(_CausalLMEngine):
         finally:
             self.module.train(was_training)
 
+    def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The actor's weights as (HF parameter name, full tensor) pairs, one at a time.
+
+        What a separate rollout engine (vLLM) loads after each update. Under
+        FSDP2 each parameter is all-gathered when it is reached and dropped
+        after the consumer moves on, so at most one full layer tensor exists
+        beside the shards — every rank of the group must consume the whole
+        iterator (the gathers are collective). Tensors are in the compute dtype.
+        """
+        for name, param in self.module.named_parameters():
+            tensor = param.detach()
+            if hasattr(tensor, "full_tensor"):
+                tensor = tensor.full_tensor()
+            yield name, tensor.to(self.compute_dtype)
+
     def update_actor(self, batch: Batch, objective: ActorObjective) -> dict[str, float]:
         """Train the policy on ``batch`` (``ppo_epochs`` × mini-batches × micro-batches).
 
