@@ -14,6 +14,13 @@ from hfsdk.core.errors import HfsdkError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 1
+EXIT_WORKER_FAILURE = 3
+"""A worker process raised, died or timed out (not a bug in the controller)."""
+
+
+def _first_line(text: object) -> str:
+    lines = str(text).strip().splitlines()
+    return lines[0] if lines else ""
 
 
 def debug_requested(argv: list[str]) -> bool:
@@ -32,28 +39,47 @@ def run_reporting_errors(entry: Callable[[], Any], argv: list[str]) -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    except click.Abort:
+    except click.Abort as exc:
+        # click turns any EOFError raised inside a command into Abort: name the real cause.
+        cause = exc.__context__
+        if isinstance(cause, EOFError):
+            return _internal(cause, debug)
         click.echo("Aborted.", err=True)
         return EXIT_INTERNAL
     except HfsdkError as exc:
         if debug:
             traceback.print_exc()
-        click.echo(f"Error: {exc}", err=True)
+        click.echo(f"Error: {_first_line(exc)}", err=True)
         return EXIT_BAD_INPUT
+    except RuntimeError as exc:
+        from hfsdk.core.workers.errors import WorkerError
+
+        if not isinstance(exc, WorkerError):
+            return _internal(exc, debug)
+        # The worker's traceback is in the message after the first line: --debug shows it.
+        if debug:
+            traceback.print_exc()
+        hint = "" if debug else " (rerun with --debug for the worker traceback)"
+        click.echo(f"Error: worker failure: {_first_line(exc)}{hint}", err=True)
+        return EXIT_WORKER_FAILURE
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         return 130
     except Exception as exc:
-        if debug:
-            traceback.print_exc()
-            return EXIT_INTERNAL
-        click.echo(
-            f"Error: {type(exc).__name__}: {exc} (internal error; rerun with --debug for the "
-            "traceback and report it)",
-            err=True,
-        )
-        return EXIT_INTERNAL
+        return _internal(exc, debug)
     return 0
+
+
+def _internal(exc: Exception, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+        return EXIT_INTERNAL
+    click.echo(
+        f"Error: {type(exc).__name__}: {_first_line(exc)} (internal error; rerun with --debug "
+        "for the traceback and report it)",
+        err=True,
+    )
+    return EXIT_INTERNAL
 
 
 def exit_with(code: int) -> None:

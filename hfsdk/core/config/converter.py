@@ -7,6 +7,8 @@ messages that name the key, the bad value and what is allowed.
 
 from __future__ import annotations
 
+import contextlib
+import math
 import re
 import typing
 from typing import Any
@@ -39,15 +41,28 @@ def _structure_int(value: Any, _type: type) -> int:
 def _structure_float(value: Any, _type: type) -> float:
     if isinstance(value, bool):
         raise TypeError(f"expected a number, got {value!r}")
+    number: float | None = None
     if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
+        number = float(value)
+    elif isinstance(value, str):
         # YAML 1.1 reads "1e-6" as a string; accept numeric strings.
-        try:
-            return float(value)
-        except ValueError:
-            pass
-    raise TypeError(f"expected a number, got {value!r}")
+        with contextlib.suppress(ValueError):
+            number = float(value)
+    if number is None:
+        raise TypeError(f"expected a number, got {value!r}")
+    if not math.isfinite(number):
+        # inf/nan pass every range check (nan compares false) and poison training later.
+        raise TypeError(f"expected a finite number, got {value!r}")
+    return number
+
+
+def _structure_str_tuple(value: Any, _type: type) -> tuple[str, ...]:
+    # One path given as a plain string is one path, not a tuple of its characters.
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"expected a list of strings, got {value!r}")
+    return tuple(_structure_str(item, str) for item in value)
 
 
 def _structure_bool(value: Any, _type: type) -> bool:
@@ -73,6 +88,10 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook(float, _structure_float)
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(str, _structure_str)
+    converter.register_structure_hook_func(
+        lambda tp: tp == tuple[str, ...] or tp == typing.Tuple[str, ...],  # noqa: UP006
+        _structure_str_tuple,
+    )
     converter.register_structure_hook(typing.Any, lambda v, _t: v)
     return converter
 

@@ -32,6 +32,19 @@ def load_prompt_dataset(files: Sequence[str], prompt_key: str) -> Any:
 
     if not files:
         raise HfsdkError("no dataset files given; set data.train_files to parquet/jsonl files")
+    from datasets.utils import logging as datasets_logging
+
+    # Its per-file progress bars would wrap every one-line error in console noise.
+    bars_were_on = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()
+    try:
+        return _load_files(datasets, files, prompt_key)
+    finally:
+        if bars_were_on:
+            datasets_logging.enable_progress_bar()
+
+
+def _load_files(datasets: Any, files: Sequence[str], prompt_key: str) -> Any:
     parts = []
     for name in files:
         path = Path(name)
@@ -55,12 +68,19 @@ def load_prompt_dataset(files: Sequence[str], prompt_key: str) -> Any:
                 f"dataset file {name!r} has an unknown format; expected .parquet, .jsonl, "
                 ".json or a saved dataset directory"
             )
+        if fmt == "json" and not _has_content(path):
+            # datasets fails on an empty json file with a bare StopIteration.
+            raise HfsdkError(f"dataset {name!r} is empty; add at least one prompt")
         try:
             parts.append(datasets.load_dataset(fmt, data_files=str(path), split="train"))
-        except ValueError as exc:
+        except Exception as exc:
             if "no data" in str(exc):
                 raise HfsdkError(f"dataset {name!r} is empty; add at least one prompt") from exc
-            raise HfsdkError(f"dataset file {name!r} could not be read: {exc}") from exc
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise HfsdkError(
+                f"dataset file {name!r} could not be read ({first}); expected one JSON object "
+                "per line (jsonl) or a parquet file"
+            ) from exc
     dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     if prompt_key not in dataset.column_names:
         raise HfsdkError(
@@ -70,6 +90,15 @@ def load_prompt_dataset(files: Sequence[str], prompt_key: str) -> Any:
     if len(dataset) == 0:
         raise HfsdkError(f"dataset {list(files)} is empty; it needs at least one prompt")
     return dataset
+
+
+def _has_content(path: Path) -> bool:
+    """Whether ``path`` holds anything but whitespace (read in blocks; files may be large)."""
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 16):
+            if block.strip():
+                return True
+    return False
 
 
 _PLAIN_RENDERING_LOGGED: set[str] = set()

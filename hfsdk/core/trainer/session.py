@@ -162,8 +162,11 @@ def worker_threads(configured: int, device_slots: int, cores: int | None = None)
 class TrainingSession:
     """Live objects of one run: ``loader``, ``roles`` (worker groups) and ``signals``."""
 
-    def __init__(self, config: RunConfig, roles: Sequence[str]) -> None:
+    def __init__(
+        self, config: RunConfig, roles: Sequence[str], *, prepared: Any | None = None
+    ) -> None:
         self.config = config
+        self.prepared = prepared
         self.role_names = tuple(roles)
         self.groups: dict[str, Any] = {}
         self.pools: list[Any] = []
@@ -183,23 +186,17 @@ class TrainingSession:
         self.close()
 
     def _start(self) -> None:
-        from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
+        from hfsdk.core.trainer.preflight import prepare_run
 
-        cfg = self.config
-        self.assets = resolve_assets(cfg)
-        self.tokenizer = load_tokenizer(self.assets.tokenizer_path)
-        dataset = load_prompt_dataset(self.assets.train_files, cfg.data.prompt_key)
-        self.loader = PromptLoader(dataset, self.tokenizer, cfg.data, seed=cfg.trainer.seed)
-        self.val_loader = None
-        if self.assets.val_files and cfg.trainer.val_every:
-            val = load_prompt_dataset(self.assets.val_files, cfg.data.prompt_key)
-            val_cfg = attrs.evolve(cfg.data, shuffle=False, batch_size=len(val))
-            self.val_loader = PromptLoader(val, self.tokenizer, val_cfg, seed=cfg.trainer.seed)
+        # Assets, data and reward functions are checked before any worker starts.
+        prepared = self.prepared or prepare_run(self.config, self.role_names)
+        self.assets = prepared.assets
+        self.tokenizer = prepared.tokenizer
+        self.loader = prepared.loader
+        self.val_loader = prepared.val_loader
         self._start_workers()
-        for role in SIGNAL_ROLES:
-            if role in self.role_names:
-                signal = _signal_config(cfg, role, self.assets.default_task)
-                self.signals[role] = SignalScorer(role, signal, self.groups.get(role))
+        for role, signal in prepared.signal_configs.items():
+            self.signals[role] = SignalScorer(role, signal, self.groups.get(role))
 
     @property
     def roles(self) -> dict[str, Any]:
@@ -240,12 +237,21 @@ class TrainingSession:
             kwargs = {"role": role, "config": cfg, "assets": self.assets, "section": section}
             by_pool.setdefault(placement.pool_of(role), {})[role] = (worker_cls, kwargs)
         fused = placement.colocation == "fused"
+        from hfsdk.core.trainer.preflight import startup_deadline_s
+        from hfsdk.core.workers.futures import DATA_TIMEOUT_ENV
+
+        start_timeout_s = startup_deadline_s(cfg, self.role_names, self.assets)
         # Device slots per node over every pool in use: the workers that run at once.
         slots = sum(
             placement.pools[name].devices // placement.pools[name].nodes for name in by_pool
         )
         threads = worker_threads(cfg.trainer.worker_threads, slots)
-        env_vars = {**_WORKER_ENV, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        env_vars = {
+            **_WORKER_ENV,
+            "OMP_NUM_THREADS": str(threads),
+            "MKL_NUM_THREADS": str(threads),
+            DATA_TIMEOUT_ENV: str(cfg.trainer.worker_timeout_s),
+        }
         logger.info("workers: %d intra-op thread(s) each (%d device slot(s))", threads, slots)
         connect(cfg.trainer.ray_address)
         for pool_name, roles in by_pool.items():
@@ -261,6 +267,7 @@ class TrainingSession:
                 pool,
                 roles,
                 fused=fused,
+                start_timeout_s=start_timeout_s,
                 call_timeout_s=cfg.trainer.worker_timeout_s,
                 env_vars=env_vars,
             )
@@ -304,11 +311,12 @@ class TrainingSession:
     def _stateful(self) -> Mapping[str, Any]:
         return {r: g for r, g in self.groups.items() if r not in SIGNAL_ROLES}
 
-    def save_workers(self, directory: Path) -> None:
-        """Trained roles save under ``directory/<role>``; the actor also in HF format."""
+    def save_workers(self, directory: Path, *, export_hf: bool = True) -> None:
+        """Trained roles save under ``directory/<role>``; the actor also in HF format if asked."""
         for role, group in self._stateful().items():
             group.save_checkpoint(str(directory / role))
-        self.groups["actor"].export_hf(str(directory / "actor_hf"))
+        if export_hf:
+            self.groups["actor"].export_hf(str(directory / "actor_hf"))
 
     def load_workers(self, directory: Path) -> None:
         """Restore every trained role from ``directory/<role>``."""

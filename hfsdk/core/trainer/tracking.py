@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer.faults import fault_requested, maybe_fault
+
+logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 
@@ -69,7 +73,12 @@ class Tracker:
         """Record ``metrics`` of ``step`` everywhere."""
         record = {"step": step, **{k: _jsonable(v) for k, v in sorted(metrics.items())}}
         if self._jsonl is not None:
-            self._jsonl.write(json.dumps(record) + "\n")
+            line = json.dumps(record) + "\n"
+            if fault_requested("metrics_mid", step):  # a kill half-way through the line
+                self._jsonl.write(line[: len(line) // 2])
+                self._jsonl.flush()
+                maybe_fault("metrics_mid", step)
+            self._jsonl.write(line)
             self._jsonl.flush()
         if self._bar is not None:
             postfix = {}
@@ -108,18 +117,42 @@ def _require(package: str) -> None:
 
 
 def read_metrics(run_dir: Path | str) -> list[dict[str, Any]]:
-    """Every step's metrics from ``metrics.jsonl`` (for tests and analysis)."""
+    """Every step's metrics from ``metrics.jsonl`` (for tests and analysis).
+
+    A line that is not valid JSON (the half-written last line of a killed run or
+    a full disk) is skipped with a warning instead of failing every later read.
+    """
     path = Path(run_dir) / METRICS_FILE
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            row = None
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+            logger.warning("%s line %d is not a complete metrics record; skipped", path, number)
+            continue
+        rows.append(row)
+    return rows
 
 
 def _truncate_after(path: Path, step: int) -> None:
-    """Drop lines of steps after ``step`` (written after the checkpoint we resume from)."""
+    """Keep exactly one line per step ``1..step`` (what the resumed checkpoint has seen).
+
+    Drops lines of steps after ``step`` (written after that checkpoint), damaged
+    lines and repeated steps (the last copy wins), so that the resumed run's
+    lines follow without gaps or duplicates.
+    """
     if not path.exists():
         return
-    kept = [r for r in read_metrics(path.parent) if int(r["step"]) <= step]
+    by_step: dict[int, dict[str, Any]] = {}
+    for row in read_metrics(path.parent):
+        if row["step"] <= step:
+            by_step[row["step"]] = row
     tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    tmp.write_text("".join(json.dumps(by_step[s]) + "\n" for s in sorted(by_step)))
     tmp.replace(path)

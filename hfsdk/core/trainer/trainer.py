@@ -6,8 +6,10 @@ step at a time and records what it returns.
 
 from __future__ import annotations
 
+import errno
 import logging
 import random
+import shutil
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -21,15 +23,39 @@ import yaml
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.checkpoint import latest_checkpoint, write_checkpoint
+from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
+from hfsdk.core.trainer.checkpoint import (
+    clean_partial,
+    complete_checkpoints,
+    latest_checkpoint,
+    verify_checkpoint,
+    write_checkpoint,
+)
+from hfsdk.core.trainer.faults import maybe_fault, maybe_kill_worker
+from hfsdk.core.trainer.run_lock import RunDirLock
+from hfsdk.core.trainer.shared_fs import check_run_dir_shared
 from hfsdk.core.trainer.tracking import Tracker, read_metrics
 
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.yaml"
 TRAINER_STATE = "trainer_state.pt"
+EXPORT_REQUEST = "EXPORT_HF"
+"""``touch <run_dir>/EXPORT_HF``: the next checkpoint also exports the actor in HF format."""
 # Keys a resumed run may change without invalidating its checkpoints.
-_RESUMABLE_CHANGES = {("trainer", "total_steps"), ("trainer", "save_every"), ("trainer", "loggers")}
+_RESUMABLE_CHANGES = {
+    ("trainer", key)
+    for key in (
+        "total_steps",
+        "save_every",
+        "loggers",
+        "hf_export",
+        "max_restarts",
+        "worker_timeout_s",
+        "startup_timeout_s",
+        "ray_address",
+    )
+}
 
 
 def default_run_dir(algo: str) -> Path:
@@ -42,6 +68,8 @@ def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: tuple =
     out = []
     for key in sorted(keys, key=str):
         a, b = old.get(key), new.get(key)
+        if key not in old:
+            continue  # a key added to hfsdk after the run started: it had its default then
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             out.extend(_differences(a, b, (*prefix, key)))
         elif a != b:
@@ -59,33 +87,123 @@ def _rng_state() -> dict[str, Any]:
     return {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
-        "torch": torch.get_rng_state(),
+        "torch": torch_rng_state(),
     }
 
 
 def _set_rng_state(state: Mapping[str, Any]) -> None:
     random.setstate(state["python"])
     np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+    set_torch_rng_state(state["torch"])
+
+
+_NO_SPACE_SIGNS = ("No space left", "ENOSPC", "file write failed", "Disk quota exceeded")
+
+
+def _is_no_space(exc: BaseException) -> bool:
+    """A full disk, raised here (``OSError``) or inside a worker / torch's writer (text only)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return any(sign in str(exc) for sign in _NO_SPACE_SIGNS)
+
+
+def _first_line(text: object) -> str:
+    lines = str(text).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    for path in (run_dir, *run_dir.parents):
+        if path.exists() and not path.is_dir():
+            raise HfsdkError(
+                f"--run-dir {str(run_dir)!r}: {str(path)!r} is a file, not a directory; pass a "
+                "directory path (it is created if missing)"
+            )
 
 
 class Trainer:
-    """Runs one algorithm on one run directory; resumes from its newest checkpoint."""
+    """Runs one algorithm on one run directory; resumes from its newest usable checkpoint.
+
+    Construction checks everything that needs no Ray (config, assets, data,
+    reward functions, the Ray address, the run directory and its checkpoints)
+    and takes the run directory's lock; a run directory is created only once
+    those checks pass, so bad input leaves nothing behind.
+    """
 
     def __init__(
         self, config: RunConfig, run_dir: str | Path | None = None, *, quiet: bool = False
     ):
+        from hfsdk.core.registry import get_registry
+        from hfsdk.core.trainer.preflight import prepare_run
+
         self.config = config
         self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config.algo)
         self.quiet = quiet
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.resume_from = latest_checkpoint(self.run_dir) if config.trainer.resume else None
-        self._check_config_matches()
-        _write_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
+        self.algo_cls: type[Algorithm] = get_registry("algorithms")[config.algo].impl
+        self._lock = RunDirLock(self.run_dir)
+        self._created = False
+        self._created_parents: list[Path] = []
+        self._candidates: list[tuple[int, Path, dict[str, Any]]] = []
+        self.resume_from: tuple[int, Path] | None = None
+        self.restarts = 0
+        _check_run_dir(self.run_dir)
+        try:
+            if self.run_dir.is_dir():  # refuse a concurrent run before any heavy work
+                self._lock.acquire()
+            self.prepared = prepare_run(config, self.algo_cls.roles)
+            if not self._lock.held:
+                self._create_run_dir()
+                self._lock.acquire()
+            for done in clean_partial(self.run_dir):
+                logger.warning("checkpoints: %s (left by an interrupted save)", done)
+            self._check_config_matches()
+            if config.trainer.resume:
+                self._candidates = self._usable_checkpoints()
+            if self._candidates:
+                self.resume_from = self._candidates[0][:2]
+            _write_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
+        except BaseException:
+            self._abandon()
+            raise
+
+    def _create_run_dir(self) -> None:
+        self._created = not self.run_dir.exists()
+        # The directories mkdir will create (e.g. runs/ for the default runs/<algo>-<ts>).
+        self._created_parents = [p for p in self.run_dir.parents if not p.exists()]
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise HfsdkError(
+                f"--run-dir {str(self.run_dir)!r} cannot be created ({exc.strerror}); pass a "
+                "writable directory"
+            ) from None
+
+    def _abandon(self) -> None:
+        """Release the lock; remove the run directory if this run created it and did nothing."""
+        self._lock.release()
+        if not self._created or not self.run_dir.is_dir():
+            return
+        if complete_checkpoints(self.run_dir) or read_metrics(self.run_dir):
+            return  # finished steps are worth keeping
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        for parent in self._created_parents:  # innermost first; only if still empty
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+
+    def close(self) -> None:
+        """Release the run directory (:meth:`fit` does this itself)."""
+        self._lock.release()
+
+    def __del__(self) -> None:
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            lock.release()
 
     def _check_config_matches(self) -> None:
         path = self.run_dir / CONFIG_FILE
-        if self.resume_from is None or not path.exists():
+        if not complete_checkpoints(self.run_dir) or not path.exists():
             return
         old = yaml.safe_load(path.read_text()) or {}
         changed = [
@@ -100,24 +218,103 @@ class Trainer:
                 "a new --run-dir"
             )
 
+    def _usable_checkpoints(self) -> list[tuple[int, Path, dict[str, Any]]]:
+        """Complete checkpoints whose files are intact, newest first, with their trainer state.
+
+        A damaged one gets a one-line warning naming the file; if every checkpoint is
+        damaged the run stops (starting over would silently discard the run).
+        """
+        found = complete_checkpoints(self.run_dir)
+        usable = []
+        problems = []
+        for step, path in found:
+            problem = verify_checkpoint(path)
+            state: Any = None
+            if problem is None:
+                state_file = path / TRAINER_STATE
+                try:
+                    state = torch.load(state_file, weights_only=False)
+                    if not isinstance(state, dict) or "step" not in state:
+                        raise ValueError("not a trainer state")
+                except FileNotFoundError:
+                    problem = f"{state_file} is missing"
+                except Exception as exc:
+                    problem = (
+                        f"{state_file} cannot be read ({_first_line(exc) or type(exc).__name__})"
+                    )
+            if problem is None:
+                usable.append((step, path, state))
+            else:
+                problems.append(problem)
+                logger.warning(
+                    "checkpoint step_%d is unusable: %s; trying an older one", step, problem
+                )
+        if found and not usable:
+            raise HfsdkError(
+                f"no usable checkpoint in {str(self.run_dir)!r}: {problems[0]}; restore the file, "
+                f"or remove {str(self.run_dir / 'checkpoints')!r} to start over, or pass a new "
+                "--run-dir"
+            )
+        return usable
+
     def fit(self) -> list[dict[str, Any]]:
-        """Train until ``trainer.total_steps``; return every step's metrics of this run dir."""
-        from hfsdk.core.registry import get_registry
+        """Train until ``trainer.total_steps``; return every step's metrics of this run dir.
+
+        A worker that dies or misses its call deadline ends the attempt: the worker
+        groups and their placement groups are torn down, started again and the run
+        resumes from the newest complete checkpoint, up to ``trainer.max_restarts`` times.
+        """
+        from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
+
+        restarts = 0
+        try:
+            while True:
+                try:
+                    self._attempt()
+                    break
+                except (WorkerDiedError, WorkerTimeoutError) as exc:
+                    limit = self.config.trainer.max_restarts
+                    if restarts >= limit:
+                        raise WorkerError(
+                            f"{_first_line(exc)} (gave up after {restarts} restart(s); "
+                            f"trainer.max_restarts={limit})",
+                            role=exc.role,
+                            rank=exc.rank,
+                            method=exc.method,
+                        ) from exc
+                    restarts += 1
+                    logger.warning(
+                        "worker failure: %s; restart %d of %d from the newest checkpoint",
+                        _first_line(exc),
+                        restarts,
+                        limit,
+                    )
+                    self._candidates = self._usable_checkpoints()
+        except BaseException:
+            self._abandon()
+            raise
+        self.restarts = restarts
+        self._lock.release()
+        return read_metrics(self.run_dir)
+
+    def _attempt(self) -> None:
+        """One session: start the workers, resume, train to the end."""
         from hfsdk.core.trainer.session import TrainingSession
 
         cfg = self.config
         random.seed(cfg.trainer.seed)
         np.random.seed(cfg.trainer.seed)
         torch.manual_seed(cfg.trainer.seed)
-
-        algo_cls: type[Algorithm] = get_registry("algorithms")[cfg.algo].impl
-        with TrainingSession(cfg, algo_cls.roles) as session:
-            algorithm = algo_cls(
+        self.prepared.loader.load_state_dict({"epoch": 0, "index": 0})
+        with TrainingSession(cfg, self.algo_cls.roles, prepared=self.prepared) as session:
+            algorithm = self.algo_cls(
                 AlgorithmContext(config=cfg, roles=session.roles, signals=session.signals)
             )
-            start = 0
-            if self.resume_from is not None:
-                start = self._load(session, algorithm, *self.resume_from)
+            nodes = [
+                info["node_id"] for group in session.groups.values() for info in group.process_info
+            ]
+            check_run_dir_shared(self.run_dir, nodes)
+            start = self._resume(session, algorithm)
             tracker = Tracker(
                 self.run_dir,
                 tuple(cfg.trainer.loggers),
@@ -131,7 +328,6 @@ class Trainer:
                     self._one_step(session, algorithm, tracker, step)
             finally:
                 tracker.close()
-        return read_metrics(self.run_dir)
 
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
         from hfsdk.core.workers.futures import CALL_CLOCK
@@ -141,6 +337,7 @@ class Trainer:
         started = time.perf_counter()
         with algorithm.stage("data"):
             prompts = session.loader.next_batch()
+        maybe_kill_worker(step, lambda: session.groups["actor"].process_info[0]["pid"])
         metrics = algorithm.step(prompts)
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
             metrics.update(session.validate(algorithm))
@@ -155,13 +352,21 @@ class Trainer:
         tokens = metrics.pop("perf/tokens", 0.0)
         metrics["perf/throughput_tokens_per_s"] = tokens / step_s if step_s > 0 else 0.0
         tracker.log(step, metrics)
+        maybe_fault("step_end", step)
         last = step == cfg.trainer.total_steps
         if last or (cfg.trainer.save_every and step % cfg.trainer.save_every == 0):
             self._save(session, algorithm, step)
 
     def _save(self, session: Any, algorithm: Algorithm, step: int) -> None:
+        request = self.run_dir / EXPORT_REQUEST
+        export_hf = (
+            self.config.trainer.hf_export == "every_save"
+            or step == self.config.trainer.total_steps
+            or request.exists()
+        )
+
         def save(directory: Path) -> None:
-            session.save_workers(directory)
+            session.save_workers(directory, export_hf=export_hf)
             state = {
                 "step": step,
                 "data": session.loader.state_dict(),
@@ -170,18 +375,51 @@ class Trainer:
             }
             torch.save(state, directory / TRAINER_STATE)
 
-        path = write_checkpoint(self.run_dir, step, save)
+        try:
+            path = write_checkpoint(self.run_dir, step, save)
+        except Exception as exc:
+            if not _is_no_space(exc):
+                raise
+            previous = latest_checkpoint(self.run_dir)
+            resume = f"step_{previous[0]}" if previous else "the start"
+            raise HfsdkError(
+                f"no space left on the device of {str(self.run_dir)!r} while writing checkpoint "
+                f"step_{step} (nothing half-written was kept); free space or use a --run-dir on "
+                f"a larger disk, then rerun the same command to resume from {resume}"
+            ) from exc
+        request.unlink(missing_ok=True)  # a requested export is done once
         logger.info("checkpoint written to %s", path)
 
-    def _load(self, session: Any, algorithm: Algorithm, step: int, path: Path) -> int:
-        state = torch.load(path / TRAINER_STATE, weights_only=False)
-        session.load_workers(path)
-        session.loader.load_state_dict(state["data"])
-        algorithm.load_state_dict(state["algorithm"])
-        _set_rng_state(state["rng"])
-        if not self.quiet:
-            logger.warning("resuming from %s (step %d)", path, step)
-        return int(state["step"])
+    def _resume(self, session: Any, algorithm: Algorithm) -> int:
+        """Load the newest checkpoint the workers accept; 0 when starting fresh."""
+        from hfsdk.core.workers.errors import WorkerDiedError, WorkerError
+
+        for index, (step, path, state) in enumerate(self._candidates):
+            try:
+                session.load_workers(path)
+            except WorkerDiedError:
+                raise
+            except (WorkerError, HfsdkError) as exc:
+                if index + 1 == len(self._candidates):
+                    raise HfsdkError(
+                        f"no usable checkpoint in {str(self.run_dir)!r}: step_{step} could not be "
+                        f"loaded ({_first_line(exc)}); restore it, or remove "
+                        f"{str(self.run_dir / 'checkpoints')!r} to start over"
+                    ) from None
+                logger.warning(
+                    "checkpoint step_%d could not be loaded (%s); trying an older one",
+                    step,
+                    _first_line(exc),
+                )
+                continue
+            session.loader.load_state_dict(state["data"])
+            algorithm.load_state_dict(state["algorithm"])
+            _set_rng_state(state["rng"])
+            self.resume_from = (step, path)
+            if not self.quiet:
+                logger.warning("resuming from %s (step %d)", path, step)
+            return int(state["step"])
+        return 0
 
 
 def run_training(

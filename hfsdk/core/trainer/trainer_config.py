@@ -34,6 +34,18 @@ class TrainerConfig:
     ray_address: str | None = None
     """Join this Ray cluster instead of starting a local one (also ``RAY_ADDRESS``)."""
     worker_timeout_s: float = attrs.field(default=600.0, validator=attrs.validators.gt(0.0))
+    """Deadline of one worker call (a frozen or stuck rank is reported after this long)."""
+    hf_export: Literal["end", "every_save"] = attrs.field(
+        default="end", validator=attrs.validators.in_(("end", "every_save"))
+    )
+    """When checkpoints also get the actor in HF format (``actor_hf/``): the last step's
+    only (and ``touch <run_dir>/EXPORT_HF`` asks for it at the next save), or every save."""
+    max_restarts: int = attrs.field(default=1, validator=attrs.validators.ge(0))
+    """When a worker process dies or a call misses its deadline, tear the workers down,
+    start them again and resume from the newest complete checkpoint, up to this many times."""
+    startup_timeout_s: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
+    """Deadline for starting the workers and loading their models; 0: scaled to the model
+    size (120 s plus 60 s per GiB of the largest model's weight files)."""
     worker_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     """Intra-op threads of each worker process (0: auto, the node's cores divided by the
     device slots on it, capped by ``OMP_NUM_THREADS`` when the controller has it set)."""

@@ -118,14 +118,45 @@ class DataRef:
         )
 
     def resolve(self) -> Any:
-        """Fetch the referenced results (checking the producers succeeded) and assemble."""
+        """Fetch the referenced results (checking the producers succeeded) and assemble.
+
+        Bounded by :func:`data_timeout_s`: a producer that never finishes fails
+        this consumer instead of freezing it.
+        """
         import ray
 
-        for info in ray.get(list(self.info_refs)):
-            ok, failure = info[0], info[2]
-            if not ok:
-                raise HfsdkError(f"input from {self.source} failed: {failure.summary()}")
-        return self.transform(ray.get(list(self.result_refs)))
+        timeout_s = data_timeout_s()
+        try:
+            for info in ray.get(list(self.info_refs), timeout=timeout_s):
+                ok, failure = info[0], info[2]
+                if not ok:
+                    raise HfsdkError(f"input from {self.source} failed: {failure.summary()}")
+            return self.transform(ray.get(list(self.result_refs), timeout=timeout_s))
+        except ray.exceptions.GetTimeoutError:
+            raise HfsdkError(
+                f"input from {self.source} did not arrive within {timeout_s:g} s "
+                f"({DATA_TIMEOUT_ENV}); its producer is stuck or its node is gone"
+            ) from None
+
+
+DATA_TIMEOUT_ENV = "HFSDK_CALL_TIMEOUT_S"
+"""Worker environment variable bounding data-future resolution (the session sets it from
+``trainer.worker_timeout_s``)."""
+
+DEFAULT_DATA_TIMEOUT_S = 3600.0
+READY_FETCH_S = 60.0
+"""Bound on fetching a small object ``ray.wait`` already reported ready."""
+
+
+def data_timeout_s() -> float:
+    """Seconds a worker waits for a data future: ``HFSDK_CALL_TIMEOUT_S``, else one hour."""
+    import os
+
+    try:
+        value = float(os.environ.get(DATA_TIMEOUT_ENV, DEFAULT_DATA_TIMEOUT_S))
+    except ValueError:
+        value = DEFAULT_DATA_TIMEOUT_S
+    return value if value > 0 else DEFAULT_DATA_TIMEOUT_S
 
 
 def _rebuild_data_ref(
@@ -245,7 +276,11 @@ class CallFuture:
         import ray
 
         try:
-            values = ray.get([self.result_refs[rank] for rank in self.spec.ranks])
+            # The infos arrived, so the results exist; the bound only guards a lost transfer.
+            values = ray.get(
+                [self.result_refs[rank] for rank in self.spec.ranks],
+                timeout=self.timeout_s or DEFAULT_DATA_TIMEOUT_S,
+            )
         except ray.exceptions.RayError as exc:  # lost objects, a node gone after the call
             raise WorkerError(
                 f"role {self.role!r} method {self.method!r}: fetching results failed: {exc}",
@@ -348,7 +383,7 @@ def wait_for_infos(
         for ref in sorted(ready, key=pending.__getitem__):
             rank = pending.pop(ref)
             try:
-                infos[rank] = ray.get(ref)
+                infos[rank] = ray.get(ref, timeout=READY_FETCH_S)  # ready: bound a lost node
             except ray.exceptions.RayActorError as exc:
                 raise _died_error(role, rank, method, exc, describe_rank) from None
             except ray.exceptions.RayError as exc:

@@ -63,6 +63,40 @@ def resolve_address(address: str | None) -> str | None:
     return os.environ.get("RAY_ADDRESS") or None
 
 
+REACH_TIMEOUT_S = 5.0
+"""How long :func:`check_reachable` waits for a cluster's head to accept a connection."""
+
+
+def check_reachable(address: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
+    """Raise a one-line :class:`HfsdkError` unless ``address``'s head accepts a TCP connection.
+
+    ``ray.init`` on an address nobody listens at retries for many minutes and
+    prints a warning per retry; this answers within ``timeout_s``. ``auto`` and
+    ``local`` are left to Ray.
+    """
+    import socket
+
+    if address in ("auto", "local"):
+        return
+    host_port = address.split("://", 1)[-1].rstrip("/")
+    host, sep, port_text = host_port.rpartition(":")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise HfsdkError(
+            f"Ray address {address!r} is not HOST:PORT (e.g. 10.0.0.1:6379 or "
+            "ray://10.0.0.1:10001); fix --ray-address / RAY_ADDRESS"
+        )
+    try:
+        with socket.create_connection((host.strip("[]"), int(port_text)), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise HfsdkError(
+            f"Ray address {address!r} is unreachable ({reason} within {timeout_s:g} s); start "
+            "the cluster there ('ray start --head'), fix --ray-address / RAY_ADDRESS, or leave "
+            "both unset to start a local instance"
+        ) from None
+
+
 def device_resource_name() -> str:
     """``"GPU"`` when the connected cluster has GPUs, else the virtual-device resource."""
     import ray
@@ -110,6 +144,7 @@ def connect(
         "namespace": namespace,
     }
     if target is not None:
+        check_reachable(target)
         ray.init(address=target, **common)
         return _info(_current_address(), False)
     kwargs: dict[str, Any] = {

@@ -44,6 +44,9 @@ from hfsdk.core.workers.worker import Worker
 SHARE_BYTES = 256 * 1024
 """Arguments at least this large that go to several ranks are put in the object store once."""
 
+MESH_QUERY_TIMEOUT_S = 120.0
+"""Bound on asking ranks for their mesh position when a group has no call timeout."""
+
 _HOST_IDS = itertools.count(1)
 
 
@@ -119,7 +122,7 @@ class HostSet:
                     method="__init__",
                 )
             try:
-                master = ray.get(ref)
+                master = ray.get(ref, timeout=timeout_s)  # ready: bound a lost node
             except ray.exceptions.RayError as exc:
                 raise WorkerError(
                     f"role {self.name!r}: rank 0 failed to start: {exc}",
@@ -137,7 +140,8 @@ class HostSet:
             method="__init__",
             timeout=timeout_s,
         )
-        self.process_info = ray.get([result for result, _ in pairs])
+        # Every info arrived, so the results exist; the bound only guards a lost node.
+        self.process_info = ray.get([result for result, _ in pairs], timeout=timeout_s)
 
     def describe_rank(self, rank: int) -> str:
         """``rank 2 (pid 123 on 10.0.0.5)`` once the processes are up."""
@@ -392,9 +396,20 @@ class WorkerGroup:
             import ray
 
             self._check_open()
-            positions = ray.get(
-                [h.mesh_position.remote(self.role, mesh) for h in self._hosts.handles]
-            )
+            timeout_s = self.call_timeout_s or MESH_QUERY_TIMEOUT_S
+            try:
+                positions = ray.get(
+                    [h.mesh_position.remote(self.role, mesh) for h in self._hosts.handles],
+                    timeout=timeout_s,
+                )
+            except ray.exceptions.GetTimeoutError:
+                raise WorkerTimeoutError(
+                    f"role {self.role!r}: ranks did not answer which position they hold in mesh "
+                    f"{mesh!r} within {timeout_s:g} s; a rank may be stuck in an earlier call",
+                    role=self.role,
+                    ranks=list(range(len(self._hosts.handles))),
+                    method="mesh_position",
+                ) from None
             missing = [rank for rank, p in enumerate(positions) if p is None]
             if missing:
                 raise HfsdkError(

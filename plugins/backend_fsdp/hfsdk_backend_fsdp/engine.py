@@ -29,7 +29,14 @@ from hfsdk.core.workers.protocols import padding_rows
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.lr_schedule import build_scheduler
-from hfsdk_backend_fsdp.models import ModelKind, check_model_dir, load_model, load_tokenizer
+from hfsdk_backend_fsdp.models import (
+    ModelKind,
+    build_model_on_meta,
+    check_model_dir,
+    has_tied_weights,
+    load_model,
+    load_tokenizer,
+)
 from hfsdk_backend_fsdp.token_ops import position_ids_from_mask
 
 if TYPE_CHECKING:
@@ -37,6 +44,10 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 CHECKPOINT_FILE = "{role}_engine.pt"
+"""The older single-file checkpoint (full state gathered on rank 0); still loaded."""
+DCP_DIR = "{role}_dcp"
+"""Sharded checkpoint directory (``torch.distributed.checkpoint``: one shard file per rank)."""
+EXTRA_FILE = "extra.pt"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -66,6 +77,11 @@ def require_keys(batch: Batch, keys: Sequence[str], operation: str) -> None:
             f"{operation} needs batch keys {missing} that are missing; the batch has "
             f"{sorted(batch.keys())} (run the earlier stages of the step first)"
         )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def without_padding_weight(batch: Batch) -> Batch:
@@ -171,16 +187,31 @@ class FSDPEngine:
         self.compute_dtype = DTYPES[config.dtype]
         # Trained roles keep float32 master weights; frozen ones are stored in the compute dtype.
         weights_dtype = torch.float32 if self.trainable else self.compute_dtype
-        model = load_model(
+        # Load once: with several ranks only rank 0 reads the weights; the others build the
+        # model on the meta device, shard it and receive their shards from rank 0, so no
+        # other rank ever holds the full model. (Tied embeddings would be untied by
+        # materialising a meta model, so those models are read on every rank.)
+        broadcast = (
+            self.dp.distributed and self.dp.size > 1 and not has_tied_weights(self.model_path)
+        )
+        on_meta = broadcast and self.dp.rank != 0
+        build = build_model_on_meta if on_meta else load_model
+        model = build(
             self.model_path, self.kind, weights_dtype, pad_token_id=self.tokenizer.pad_token_id
         )
+        self.materialized_before_sharding = sum(
+            p.numel() for p in model.parameters() if p.device.type != "meta"
+        )
+        full_state = dict(model.state_dict()) if broadcast and not on_meta else {}
         self.model_class: type[PreTrainedModel] = type(model)
         if self.trainable and config.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         if not self.trainable:
             model.requires_grad_(False)
         model.eval()
-        model.to(self.device)
+        if not on_meta:
+            # full_state keeps rank 0's loaded (CPU) tensors: the source of the broadcast.
+            model.to(self.device)
         self._prepare_model(model)
         self.module: PreTrainedModel = sharding.shard_model(
             model,
@@ -191,6 +222,12 @@ class FSDPEngine:
             else None,
             reshard_after_forward=config.reshard_after_forward,
         )
+        if broadcast:
+            if on_meta:
+                self.module.to_empty(device=self.device)
+            sharding.load_full_model_state(self.module, full_state, self.dp)
+            sharding.broadcast_buffers(self.module, self.dp)
+            del full_state
         self.update_calls = 0
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
@@ -333,25 +370,113 @@ class FSDPEngine:
         self.update_calls = int(state["update_calls"])
 
     def save_checkpoint(self, directory: str | Path) -> Path:
-        """Write :meth:`state_dict` to ``directory`` (rank 0 writes; every rank must call)."""
-        state = self.state_dict()
-        path = Path(directory) / CHECKPOINT_FILE.format(role=self.role)
+        """Write a sharded checkpoint: every rank writes its own shard (every rank must call).
+
+        Model and optimizer go through ``torch.distributed.checkpoint`` into
+        ``<role>_dcp/`` (nothing is gathered on rank 0, and the checkpoint reloads at
+        another world size); rank 0 adds the small rest (LR schedule, counters).
+        """
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import (
+            get_model_state_dict,
+            get_optimizer_state_dict,
+        )
+
+        path = Path(directory) / DCP_DIR.format(role=self.role)
+        state: dict[str, Any] = {"model": get_model_state_dict(self.module)}
+        if self.trainable:
+            assert self.optimizer is not None
+            state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
+        dcp.save(
+            state,
+            checkpoint_id=str(path),
+            process_group=self.dp.group,
+            no_dist=not self.dp.distributed,
+        )
         if self.dp.rank == 0:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(state, path)
+            extra: dict[str, Any] = {"update_calls": self.update_calls}
+            if self.scheduler is not None:
+                extra["scheduler"] = self.scheduler.state_dict()
+            torch.save(extra, path / EXTRA_FILE)
         self._barrier()
         return path
 
     def load_checkpoint(self, directory: str | Path) -> None:
-        """Load what :meth:`save_checkpoint` wrote (rank 0 reads; the state is broadcast)."""
+        """Load what :meth:`save_checkpoint` wrote, at this engine's world size.
+
+        A missing, truncated or corrupt file fails on every rank with the path named
+        (no rank waits in a collective for another). Checkpoints of the older
+        single-file format (``<role>_engine.pt``, written by rank 0) still load.
+        """
+        if (Path(directory) / CHECKPOINT_FILE.format(role=self.role)).is_file():
+            self._load_full_checkpoint(directory)
+            return
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.api import CheckpointException
+        from torch.distributed.checkpoint.state_dict import (
+            get_model_state_dict,
+            get_optimizer_state_dict,
+            set_model_state_dict,
+            set_optimizer_state_dict,
+        )
+
+        path = Path(directory) / DCP_DIR.format(role=self.role)
+        failure = None
+        state: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        if not (path / ".metadata").is_file():
+            failure = f"no {self.role} engine checkpoint at {path}"
+        else:
+            try:
+                state = {"model": get_model_state_dict(self.module)}
+                if self.trainable:
+                    assert self.optimizer is not None
+                    state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
+                dcp.load(
+                    state,
+                    checkpoint_id=str(path),
+                    process_group=self.dp.group,
+                    no_dist=not self.dp.distributed,
+                )
+                extra = torch.load(path / EXTRA_FILE, map_location="cpu", weights_only=False)
+            except (Exception, CheckpointException) as exc:  # a bad shard, metadata or extra
+                # (DCP's CheckpointException is a BaseException; it reaches every rank)
+                failure = f"{path} cannot be read ({type(exc).__name__}: {_first_line(exc)})"
+        failure = self._any_failure(failure)
+        if failure is not None:
+            raise HfsdkError(failure)
+        set_model_state_dict(self.module, state["model"])
+        if self.trainable:
+            assert self.optimizer is not None and self.scheduler is not None
+            set_optimizer_state_dict(self.module, self.optimizer, state["optimizer"])
+            self.scheduler.load_state_dict(extra["scheduler"])
+        self.update_calls = int(extra["update_calls"])
+
+    def _any_failure(self, failure: str | None) -> str | None:
+        """The first rank's failure, on every rank (``None`` if all succeeded)."""
+        if not self.dp.distributed:
+            return failure
+        import torch.distributed as dist
+
+        failures: list[str | None] = [None] * self.dp.size
+        dist.all_gather_object(failures, failure, group=self.dp.group)
+        return next((f for f in failures if f is not None), None)
+
+    def _load_full_checkpoint(self, directory: str | Path) -> None:
+        """The older single-file format (rank 0 reads; the state is broadcast)."""
         path = Path(directory) / CHECKPOINT_FILE.format(role=self.role)
         state: dict[str, Any] = {}
+        failure = None
         if self.dp.rank == 0:
-            if not path.is_file():
-                raise HfsdkError(f"no {self.role} engine checkpoint at {path}")
-            state = torch.load(path, map_location="cpu", weights_only=False)
+            try:
+                state = torch.load(path, map_location="cpu", weights_only=False)
+            except Exception as exc:  # truncated or corrupt: every rank must learn of it
+                failure = f"{path} cannot be read ({type(exc).__name__}: {_first_line(exc)})"
         # The small parts (scheduler, counters) go to every rank; the tensors are broadcast later.
         small = {k: v for k, v in state.items() if k not in ("model", "optimizer")}
+        failure = self._any_failure(failure)
+        if failure is not None:
+            raise HfsdkError(failure)
         if self.dp.distributed:
             import torch.distributed as dist
 

@@ -111,11 +111,41 @@ class HFRolloutConfig(RolloutConfig):
 
 
 def run_config_problems(config: Any) -> list[str]:
-    """Cross-section mistakes in a run config that uses the ``hf`` rollout."""
+    """Cross-section mistakes in a run config with FSDP roles or the ``hf`` rollout."""
+    problems = []
     rollout = getattr(config, "rollout", None)
     if isinstance(rollout, HFRolloutConfig) and rollout.n != 1:
-        return [
+        problems.append(
             f"rollout.n={rollout.n} is not used by training runs: algorithms sample "
             "algorithm.n_samples_per_prompt responses per prompt; set that instead"
-        ]
-    return []
+        )
+    problems.extend(_mini_batch_problems(config))
+    return problems
+
+
+def _trained(role: str) -> bool:
+    return role == "actor" or role.endswith("critic")
+
+
+def _mini_batch_problems(config: Any) -> list[str]:
+    """``mini_batch_size`` must split evenly over an FSDP role's data-parallel ranks.
+
+    Every device of a role's pool is one data-parallel rank under FSDP, so this
+    is known from the config alone (``placement: auto`` decides later).
+    """
+    placement = config.sections.get("placement")
+    if placement is None or placement.mode == "auto":
+        return []
+    problems = []
+    for role, section in config.sections.items():
+        # Only trained roles split mini-batches (the actor and the critics).
+        if not isinstance(section, FSDPRoleConfig) or not _trained(role):
+            continue
+        devices = placement.pools[placement.pool_of(role)].devices
+        if section.mini_batch_size % devices:
+            problems.append(
+                f"{role}.mini_batch_size={section.mini_batch_size} is not divisible by the "
+                f"{devices} devices of {role}'s pool {placement.pool_of(role)!r} (one "
+                "data-parallel rank each); make it a multiple of the device count"
+            )
+    return problems

@@ -19,6 +19,7 @@ import torch
 from hfsdk.core.batch import Batch
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.registry import get_registry
+from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.workers import Protocol, Worker, register
 from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend, engine_kind
 from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
@@ -144,10 +145,10 @@ class FSDPWorker(Worker):
 
     @register(protocol=Protocol.ONE_TO_ALL)
     def save_checkpoint(self, directory: str) -> str:
-        """Engine state (gathered to rank 0) plus every rank's sampling RNG."""
+        """Engine state (gathered to rank 0) plus every rank's sampling RNGs (CPU and CUDA)."""
         path = Path(directory)
         self.engine.save_checkpoint(path)
-        torch.save(torch.get_rng_state(), path / RNG_FILE.format(rank=self.rank))
+        torch.save(torch_rng_state(), path / RNG_FILE.format(rank=self.rank))
         return str(path)
 
     @register(protocol=Protocol.ONE_TO_ALL)
@@ -159,7 +160,7 @@ class FSDPWorker(Worker):
             self._sync_rollout_weights()
         rng = path / RNG_FILE.format(rank=self.rank)
         if rng.exists():
-            torch.set_rng_state(torch.load(rng, weights_only=False))
+            set_torch_rng_state(torch.load(rng, weights_only=False))
         return str(path)
 
     @register(protocol=Protocol.ONE_TO_ALL)

@@ -19,7 +19,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hfsdk.core.errors import HfsdkError
 
@@ -87,14 +87,9 @@ def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
     return AutoTokenizer.from_pretrained(str(directory))
 
 
-def load_model(
-    path: str | Path,
-    kind: ModelKind,
-    dtype: torch.dtype,
-    *,
-    pad_token_id: int | None = None,
-) -> PreTrainedModel:
-    """Load the model of ``kind`` from the local directory ``path`` (weights in ``dtype``)."""
+def _loader_and_config(
+    path: str | Path, kind: ModelKind, pad_token_id: int | None
+) -> tuple[dict[str, Any], Any]:
     from transformers import (
         AutoConfig,
         AutoModelForCausalLM,
@@ -117,6 +112,46 @@ def load_model(
     if kind == "token_value":
         # A value head must be deterministic: no dropout between backbone and head.
         config.classifier_dropout = 0.0
+    return loaders, config
+
+
+def has_tied_weights(path: str | Path) -> bool:
+    """Whether the model in ``path`` ties its output layer to its input embeddings."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(str(path))
+    text_config = getattr(config, "get_text_config", lambda: config)()
+    return bool(getattr(text_config, "tie_word_embeddings", False))
+
+
+def build_model_on_meta(
+    path: str | Path,
+    kind: ModelKind,
+    dtype: torch.dtype,
+    *,
+    pad_token_id: int | None = None,
+) -> PreTrainedModel:
+    """The model of ``kind`` described by ``path``'s config, with no storage (meta device).
+
+    Ranks other than 0 build this, shard it and receive their shards from rank 0,
+    so no rank but the reader ever holds the full weights.
+    """
+    import torch
+
+    loaders, config = _loader_and_config(path, kind, pad_token_id)
+    with torch.device("meta"), quiet_loading():
+        return loaders[kind].from_config(config, dtype=dtype)
+
+
+def load_model(
+    path: str | Path,
+    kind: ModelKind,
+    dtype: torch.dtype,
+    *,
+    pad_token_id: int | None = None,
+) -> PreTrainedModel:
+    """Load the model of ``kind`` from the local directory ``path`` (weights in ``dtype``)."""
+    loaders, config = _loader_and_config(path, kind, pad_token_id)
     with quiet_loading():
         model, info = loaders[kind].from_pretrained(
             str(path), config=config, dtype=dtype, output_loading_info=True

@@ -141,6 +141,17 @@ def load_full_model_state(
     )
 
 
+def broadcast_buffers(model: nn.Module, dp: DataParallel) -> None:
+    """Rank 0's buffers to every rank (those state dicts leave out, e.g. rotary frequencies)."""
+    import torch.distributed as dist
+
+    if not dp.distributed:
+        return
+    source = dist.get_global_rank(dp.group, 0)
+    for _name, buffer in model.named_buffers():
+        dist.broadcast(buffer, src=source, group=dp.group)
+
+
 def full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """The optimizer state keyed by parameter names, unsharded, on rank 0 only."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict

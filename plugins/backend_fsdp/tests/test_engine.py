@@ -77,7 +77,7 @@ def test_checkpoint_files_round_trip(model_dir: Path, train_batch: Batch, tmp_pa
     original = ActorEngine(_config(model_dir), role="actor")
     original.update_actor(train_batch, objective)
     path = original.save_checkpoint(tmp_path / "ckpt")
-    assert path == tmp_path / "ckpt" / "actor_engine.pt"
+    assert path == tmp_path / "ckpt" / "actor_dcp" and (path / ".metadata").is_file()
     restored = ActorEngine(_config(model_dir), role="actor")
     restored.load_checkpoint(tmp_path / "ckpt")
     original.update_actor(train_batch, objective)

@@ -123,6 +123,9 @@ def test_two_ranks_match_one_process(
     )
     # One update over two ranks (half the batch each) equals the update over the whole batch.
     assert results[1]["model"] == {}  # the full state dict lives on rank 0 only
+    # Loaded once: rank 0 read the weights, rank 1 built on the meta device and got shards.
+    assert results[0]["materialized_before_sharding"] == results[0]["full_numel"]
+    assert results[1]["materialized_before_sharding"] == 0
     for name, value in actor.module.state_dict().items():
         torch.testing.assert_close(results[0]["model"][name], value, atol=1e-6, rtol=1e-5, msg=name)
     torch.testing.assert_close(
@@ -131,6 +134,18 @@ def test_two_ranks_match_one_process(
     # A checkpoint written by rank 0 and broadcast back restores every rank's shard.
     for result in results:
         torch.testing.assert_close(result["after_restore"], result["after"])
+        # ... and a truncated shard fails on both ranks with the checkpoint named, none hangs
+        assert "actor_dcp cannot be read" in result["corrupt_error"]
+    # Each rank wrote its own shard; the checkpoint reloads at another world size (one process).
+    assert (tmp_path / "ckpt" / "actor_dcp" / "__1_0.distcp").is_file()
+    single = ActorEngine(config, role="actor")
+    single.load_checkpoint(tmp_path / "ckpt")
+    torch.testing.assert_close(
+        single.compute_log_prob(batch)["old_log_probs"],
+        torch.cat([r["after"] for r in results]),
+        atol=1e-5,
+        rtol=1e-5,
+    )
     # The export from the sharded engine is the updated model.
     exported = AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf"))
     with torch.no_grad():

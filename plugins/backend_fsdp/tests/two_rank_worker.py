@@ -7,12 +7,14 @@ and writes what rank 0 (and each rank's own outputs) saw to ``--out``.
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
 from hfsdk.core.batch import Batch
+from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, HFRolloutConfig, OptimConfig
@@ -53,14 +55,28 @@ def main() -> None:
     restored = ActorEngine(config, role="actor")
     restored.load_checkpoint(args.out / "ckpt")
     after_restore = restored.compute_log_prob(batch)["old_log_probs"]
+    # A truncated shard of rank 1: the read fails and every rank learns it (none hangs).
+    if args.rank == 0:
+        shutil.copytree(args.out / "ckpt", args.out / "ckpt_bad")
+        shard = args.out / "ckpt_bad" / "actor_dcp" / "__1_0.distcp"
+        with shard.open("r+b") as handle:
+            handle.truncate(shard.stat().st_size // 2)
+    dist.barrier()
+    try:
+        restored.load_checkpoint(args.out / "ckpt_bad")
+        corrupt_error = ""
+    except HfsdkError as exc:
+        corrupt_error = str(exc)
     torch.save(
         {
             "greedy": greedy,
             "log_probs": log_probs,
             "after": after,
             "after_restore": after_restore,
+            "corrupt_error": corrupt_error,
             "model": state["model"],
             "local_numel": local_numel,
+            "materialized_before_sharding": actor.materialized_before_sharding,
             "full_numel": full_numel,
         },
         args.out / f"rank{args.rank}.pt",

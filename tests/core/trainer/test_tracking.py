@@ -48,3 +48,26 @@ def test_missing_optional_logger_is_a_clear_error(tmp_path: Path, monkeypatch) -
     )
     with pytest.raises(HfsdkError, match=r"asks for wandb, which is not installed; pip install"):
         Tracker(tmp_path, ("wandb",), total_steps=1)
+
+
+def test_a_half_written_last_line_is_skipped_and_repaired(tmp_path: Path) -> None:
+    tracker = Tracker(tmp_path, ("jsonl",), total_steps=4)
+    for step in (1, 2):
+        tracker.log(step, {"reward/mean": step / 10})
+    tracker.close()
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(path.read_text() + '{"step": 3, "reward/me')  # killed mid-write
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2]
+    # resuming from step 2 rewrites the file without the damaged line
+    Tracker(tmp_path, ("jsonl",), total_steps=4, start_step=2).close()
+    assert path.read_text().count("\n") == 2 and path.read_text().endswith("}\n")
+
+
+def test_resume_leaves_one_line_per_step(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    lines = [1, 2, 3, 2, 3, 4, 5]  # two runs on one directory (the old lock-less race)
+    path.write_text("".join(f'{{"step": {s}, "x": {i}}}\n' for i, s in enumerate(lines)))
+    Tracker(tmp_path, ("jsonl",), total_steps=9, start_step=4).close()
+    rows = read_metrics(tmp_path)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    assert [r["x"] for r in rows] == [0, 3, 4, 5]  # the last copy of a repeated step wins

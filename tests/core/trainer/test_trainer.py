@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from hfsdk.core.config import load_run_config
@@ -64,6 +65,7 @@ def test_resuming_with_another_config_is_refused(tmp_path: Path) -> None:
     config = load_run_config("grpo", None, SMALL)
     (run_dir / "checkpoints" / "step_1").mkdir(parents=True)
     (run_dir / "checkpoints" / "step_1" / "COMPLETE").write_text("1\n")
+    torch.save({"step": 1}, run_dir / "checkpoints" / "step_1" / "trainer_state.pt")
     (run_dir / "config.yaml").write_text(config.to_yaml())
     Trainer(config, run_dir)  # same config: fine
     other = load_run_config("grpo", None, [*SMALL, "actor.optim.lr=0.5"])

@@ -37,3 +37,19 @@ def test_death_timeout_sets_ray_health_checks() -> None:
     assert health_check_config(1.0)["health_check_period_ms"] == 500
     with pytest.raises(HfsdkError, match="death_timeout_s=0"):
         health_check_config(0)
+
+
+def test_an_unreachable_address_fails_fast_in_one_line() -> None:
+    import time
+
+    from hfsdk.core.errors import HfsdkError
+    from hfsdk.core.workers.ray_runtime import check_reachable
+
+    started = time.monotonic()
+    with pytest.raises(HfsdkError, match=r"'127\.0\.0\.1:1' is unreachable") as info:
+        check_reachable("127.0.0.1:1", timeout_s=2.0)
+    assert time.monotonic() - started < 5.0 and "\n" not in str(info.value)
+    for bad in ("nonsense", "host:port", "10.0.0.1:99999"):
+        with pytest.raises(HfsdkError, match="not HOST:PORT"):
+            check_reachable(bad)
+    check_reachable("auto")  # left to Ray

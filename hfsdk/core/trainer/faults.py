@@ -1,0 +1,54 @@
+"""Fault injection for reliability tests: ``HFSDK_FAULT_INJECT=point:step[,point:step...]``.
+
+The trainer calls :func:`maybe_fault` at named points; when the environment
+variable names that point and step, the process does what the point is for:
+``kill`` points end the process with SIGKILL (as ``kill -9`` would, nothing is
+flushed or cleaned), ``enospc`` points raise ``OSError(ENOSPC)`` as a full disk
+would. Unset (the normal case) it costs one dictionary lookup.
+
+Points: ``step_end`` (after a step's metrics line, before its checkpoint),
+``save_mid`` (inside a checkpoint write, after the state files, before the
+checkpoint is published), ``metrics_mid`` (half of a metrics line written),
+``save_enospc`` (the checkpoint write fails with "no space left on device"),
+``worker_kill`` (the controller SIGKILLs actor rank 0's worker process at the
+start of the step, once per controller process: the restarted run passes it).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+from collections.abc import Callable
+
+FAULT_ENV = "HFSDK_FAULT_INJECT"
+POINTS = ("step_end", "save_mid", "metrics_mid", "save_enospc", "worker_kill")
+_FIRED: set[tuple[str, int]] = set()
+
+
+def fault_requested(point: str, step: int) -> bool:
+    """Whether ``HFSDK_FAULT_INJECT`` names ``point`` at ``step``."""
+    raw = os.environ.get(FAULT_ENV)
+    if not raw:
+        return False
+    for item in raw.split(","):
+        name, _, at = item.strip().partition(":")
+        if name == point and at.strip() == str(step):
+            return True
+    return False
+
+
+def maybe_fault(point: str, step: int) -> None:
+    """Kill this process, or raise a full-disk error, when the test asked for it here."""
+    if not fault_requested(point, step):
+        return
+    if point.endswith("enospc"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"injected at {point}:{step}")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def maybe_kill_worker(step: int, pid: Callable[[], int]) -> None:
+    """``worker_kill`` point: SIGKILL the worker process ``pid()``, the first time only."""
+    if fault_requested("worker_kill", step) and ("worker_kill", step) not in _FIRED:
+        _FIRED.add(("worker_kill", step))
+        os.kill(pid(), signal.SIGKILL)

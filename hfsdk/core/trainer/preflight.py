@@ -1,0 +1,135 @@
+"""Everything about a run that can be checked before Ray starts, checked once.
+
+:func:`prepare_run` resolves the assets (building the default task's when the
+config names none), checks every model directory, the Ray address, the data
+(loads and tokenises it) and the reward/cost functions, and returns what it
+built so the session does not redo it. Each problem is one
+:class:`~hfsdk.core.errors.HfsdkError` line naming the key, the bad value and
+what to do; nothing is written to the run directory before this passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hfsdk.core.config.run_config import SIGNAL_ROLES, RunConfig
+from hfsdk.core.errors import HfsdkError
+
+
+@attrs.frozen(kw_only=True)
+class PreparedRun:
+    """What :func:`prepare_run` built: assets, tokenizer, loaders and signal configs."""
+
+    assets: Any
+    tokenizer: Any
+    loader: Any
+    val_loader: Any | None
+    signal_configs: dict[str, Any]
+
+
+def check_model_path(key: str, path: str | None) -> None:
+    """``path`` (config key ``key``) must be a local HF model directory when set."""
+    if path is None:
+        return
+    directory = Path(path).expanduser()
+    if not directory.exists():
+        raise HfsdkError(
+            f"{key}={path!r} does not exist; point it at a local HF model directory (made with "
+            "save_pretrained; hfsdk never downloads from the hub) or unset it for the default task"
+        )
+    if not directory.is_dir() or not (directory / "config.json").is_file():
+        raise HfsdkError(
+            f"{key}={path!r} is not an HF model directory (no config.json there); point it at a "
+            "directory made with save_pretrained"
+        )
+
+
+STARTUP_BASE_S = 120.0
+STARTUP_S_PER_GIB = 60.0
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+def weight_bytes(path: str | Path) -> int:
+    """Bytes of the weight files in model directory ``path`` (0 if there are none)."""
+    directory = Path(path)
+    if not directory.is_dir():
+        return 0
+    return sum(
+        f.stat().st_size
+        for f in directory.iterdir()
+        if f.is_file() and f.name.endswith(_WEIGHT_SUFFIXES)
+    )
+
+
+def startup_deadline_s(config: RunConfig, roles: Sequence[str], assets: Any) -> float:
+    """``trainer.startup_timeout_s``, or one scaled to the largest model the roles load.
+
+    Loading is bound by reading the weights (and, on many ranks, by broadcasting
+    them), so the deadline grows with their size; it is separate from the
+    per-call deadline so a 70B start-up does not force a long deadline on every call.
+    """
+    if config.trainer.startup_timeout_s:
+        return float(config.trainer.startup_timeout_s)
+    paths = [assets.model_path] if assets.model_path else []
+    for section in _model_sections(config, roles).values():
+        if getattr(section, "model_path", None):
+            paths.append(section.model_path)
+    largest = max((weight_bytes(p) for p in paths), default=0)
+    return STARTUP_BASE_S + STARTUP_S_PER_GIB * largest / 2**30
+
+
+def _model_sections(config: RunConfig, roles: Sequence[str]) -> dict[str, Any]:
+    out = {}
+    for role in roles:
+        section = getattr(config, role, None)
+        if section is None:
+            continue
+        if role in SIGNAL_ROLES:
+            if getattr(section, "model", None) is not None:
+                out[f"{role}.model"] = section.model
+        else:
+            out[role] = section
+    return out
+
+
+def prepare_run(config: RunConfig, roles: Sequence[str]) -> PreparedRun:
+    """Check and build everything a session needs that does not need Ray."""
+    from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
+    from hfsdk.core.trainer.session import _signal_config, load_tokenizer, resolve_assets
+    from hfsdk.core.workers.ray_runtime import check_reachable, resolve_address
+
+    for key, section in _model_sections(config, roles).items():
+        check_model_path(f"{key}.model_path", getattr(section, "model_path", None))
+        check_model_path(f"{key}.tokenizer_path", getattr(section, "tokenizer_path", None))
+    address = resolve_address(config.trainer.ray_address)
+    if address is not None:
+        check_reachable(address)
+    assets = resolve_assets(config)
+    tokenizer = load_tokenizer(assets.tokenizer_path)
+    dataset = load_prompt_dataset(assets.train_files, config.data.prompt_key)
+    loader = PromptLoader(dataset, tokenizer, config.data, seed=config.trainer.seed)
+    val_loader = None
+    if assets.val_files and config.trainer.val_every:
+        val = load_prompt_dataset(assets.val_files, config.data.prompt_key)
+        val_cfg = attrs.evolve(config.data, shuffle=False, batch_size=len(val))
+        val_loader = PromptLoader(val, tokenizer, val_cfg, seed=config.trainer.seed)
+    signal_configs = {}
+    for role in SIGNAL_ROLES:
+        if role in roles:
+            signal = _signal_config(config, role, assets.default_task)
+            if signal.functions:
+                from hfsdk.core.rewards import load_reward_functions
+
+                load_reward_functions(signal)
+            signal_configs[role] = signal
+    return PreparedRun(
+        assets=assets,
+        tokenizer=tokenizer,
+        loader=loader,
+        val_loader=val_loader,
+        signal_configs=signal_configs,
+    )

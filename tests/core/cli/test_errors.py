@@ -1,0 +1,86 @@
+"""How the CLI reports failures: worker failures and hidden EOFErrors are one clear line."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from hfsdk.core.cli.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
+    EXIT_WORKER_FAILURE,
+    run_reporting_errors,
+)
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.workers.errors import WorkerDiedError, WorkerFailure, WorkerTimeoutError
+
+
+def _report(exc: BaseException, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    def entry() -> None:
+        raise exc
+
+    code = run_reporting_errors(entry, list(argv))
+    return code, capsys.readouterr().err
+
+
+def test_a_killed_worker_is_a_worker_failure_not_an_internal_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    died = WorkerDiedError(
+        "role 'actor' rank 1 (pid 42 on 10.0.0.2) died during method 'update_actor': "
+        "the worker process was killed (SIGKILL)",
+        role="actor",
+        rank=1,
+        method="update_actor",
+        cause="SIGKILL",
+    )
+    code, err = _report(died, capsys)
+    assert code == EXIT_WORKER_FAILURE
+    assert err.count("\n") == 1 and "internal error" not in err
+    assert "worker failure: role 'actor' rank 1 (pid 42 on 10.0.0.2) died" in err
+
+
+def test_a_worker_traceback_needs_debug(capsys: pytest.CaptureFixture[str]) -> None:
+    failure = WorkerFailure(
+        role="critic",
+        rank=0,
+        method="compute_values",
+        exc_type="ValueError",
+        message="bad shape",
+        traceback='Traceback (most recent call last):\n  File "w.py"\nValueError: bad shape\n',
+        pid=7,
+        node_ip="10.0.0.1",
+    )
+    code, err = _report(failure.to_error(), capsys)
+    assert code == EXIT_WORKER_FAILURE and err.count("\n") == 1
+    assert "compute_values' raised ValueError: bad shape" in err and "--debug" in err
+    code, err = _report(failure.to_error(), capsys, "--debug")
+    assert code == EXIT_WORKER_FAILURE and "w.py" in err
+
+
+def test_a_frozen_worker_is_reported_with_its_ranks(capsys: pytest.CaptureFixture[str]) -> None:
+    late = WorkerTimeoutError(
+        "role 'actor' method 'generate_sequences': ranks [1] did not finish within 600 s",
+        role="actor",
+        ranks=[1],
+        method="generate_sequences",
+    )
+    code, err = _report(late, capsys)
+    assert code == EXIT_WORKER_FAILURE and "ranks [1] did not finish within 600 s" in err
+
+
+def test_an_eof_error_is_named_instead_of_aborted(capsys: pytest.CaptureFixture[str]) -> None:
+    def entry() -> None:
+        try:
+            raise EOFError("Ran out of input")
+        except EOFError:
+            raise click.Abort() from None  # what click's main does with an EOFError
+
+    code = run_reporting_errors(entry, [])
+    err = capsys.readouterr().err
+    assert code == EXIT_INTERNAL and "EOFError: Ran out of input" in err and "Aborted" not in err
+
+
+def test_user_errors_print_their_first_line_only(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _report(HfsdkError("bad thing; do this\nmore detail"), capsys)
+    assert code == EXIT_BAD_INPUT and err == "Error: bad thing; do this\n"

@@ -1,0 +1,44 @@
+"""Start-up deadline: scaled to the weights the roles load, or set in the config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.config import load_run_config
+from hfsdk.core.trainer.preflight import (
+    STARTUP_BASE_S,
+    STARTUP_S_PER_GIB,
+    startup_deadline_s,
+    weight_bytes,
+)
+from hfsdk.core.trainer.session import RunAssets
+
+
+def _model(path: Path, weight_bytes_: int) -> Path:
+    path.mkdir()
+    (path / "config.json").write_text("{}")
+    with (path / "model.safetensors").open("wb") as handle:
+        handle.truncate(weight_bytes_)  # sparse: no real disk use
+    return path
+
+
+def test_the_startup_deadline_grows_with_the_largest_model(tmp_path: Path) -> None:
+    small = _model(tmp_path / "small", 2**20)
+    big = _model(tmp_path / "big", 4 * 2**30)
+    assert weight_bytes(big) == 4 * 2**30 and weight_bytes(tmp_path / "absent") == 0
+    config = load_run_config(
+        "grpo", None, [f"actor.model_path={small}", f"reference.model_path={big}"]
+    )
+    assets = RunAssets(
+        model_path=str(small),
+        tokenizer_path=str(small),
+        train_files=(),
+        val_files=(),
+        default_task=False,
+    )
+    deadline = startup_deadline_s(config, ("actor", "reference", "reward"), assets)
+    assert deadline == pytest.approx(STARTUP_BASE_S + 4 * STARTUP_S_PER_GIB)
+    fixed = load_run_config("grpo", None, ["trainer.startup_timeout_s=42"])
+    assert startup_deadline_s(fixed, ("actor",), assets) == 42.0
