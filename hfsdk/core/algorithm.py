@@ -14,22 +14,15 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
-from hfsdk.core.dataflow import Dataflow
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.maths.aggregation import LOSS_AGG_MODES, LossAggMode
 
 if TYPE_CHECKING:
     import torch
 
+    from hfsdk.core.algorithm_spec import AlgorithmSpec
     from hfsdk.core.batch import Batch
-
-LOSS_AGG_MODES = (
-    "token-mean",
-    "seq-mean-token-sum",
-    "seq-mean-token-mean",
-    "seq-mean-token-sum-norm",
-)
-LossAggMode = Literal[
-    "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
-]
+    from hfsdk.core.maths.protocols import AdvantageResult
 
 
 @attrs.frozen(kw_only=True)
@@ -40,7 +33,7 @@ class AlgorithmConfig:
     up in the registries, so any installed estimator or loss can be selected.
     """
 
-    advantage_estimator: str = "gae"
+    advantage_estimator: str  # no core default: each algorithm names its estimator
     policy_loss: str = "ppo_clip"
     kl_estimator: str = "k1"
     kl_in_reward: bool = False
@@ -68,31 +61,34 @@ class AlgorithmContext:
 
     ``roles`` maps each model role (``actor``, ``critic``, ``reference``, ...) to
     the worker-group handle whose methods run on that role's workers;
-    ``signals`` maps ``reward`` (and ``cost``) to a scorer.
+    ``signals`` maps each ``scorer`` role (``reward``, ``cost``) to a scorer;
+    ``spec`` is the algorithm's registered :class:`~hfsdk.core.algorithm_spec.AlgorithmSpec`.
     """
 
     config: Any
     roles: Mapping[str, Any]
     signals: Mapping[str, Scorer]
+    spec: AlgorithmSpec
 
 
 class Algorithm:
     """Base class of an algorithm's single-controller program.
 
-    Subclasses declare ``roles`` (the model roles they need) and ``dataflow``
-    (what each role does per stage, read by the placement planner), and
-    implement :meth:`step` as a short program of worker-group calls, using the
-    building blocks below (generation, scoring, KL-in-reward, the selected
-    advantage estimator, stage timing). Nothing algorithm-specific lives in the
-    trainer loop.
+    Roles, their kinds and the planner's stages are stated once, in the
+    :class:`~hfsdk.core.algorithm_spec.AlgorithmSpec` the plugin registers.
+    Subclasses implement :meth:`step` as a short program of worker-group calls,
+    using the building blocks below (generation, scoring, KL-in-reward, the
+    selected advantage estimator, stage timing). Nothing algorithm-specific
+    lives in the trainer loop.
     """
 
-    name: ClassVar[str]
-    roles: ClassVar[tuple[str, ...]]
-    dataflow: ClassVar[Dataflow]
+    TRAINER_TIMINGS: ClassVar[frozenset[str]] = frozenset({"data", "validation", "checkpoint"})
+    """Stages the trainer loop times around ``step()`` (not part of the spec)."""
 
     def __init__(self, context: AlgorithmContext) -> None:
         self.context = context
+        self.spec = context.spec
+        self._timings = self.spec.timings | self.TRAINER_TIMINGS
         self.config = context.config
         self.algo_config = context.config.algorithm
         self.metrics: dict[str, float] = {}
@@ -117,7 +113,17 @@ class Algorithm:
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Time a stage; recorded as ``timing/<name>_s``."""
+        """Time a stage; recorded as ``timing/<name>_s``.
+
+        ``name`` must be one the spec's dataflow declares (so the planner's
+        stages and the program's timings cannot drift apart).
+        """
+        if name not in self._timings:
+            raise HfsdkError(
+                f"algorithm {self.spec.name!r} times stage {name!r}, which its spec does not "
+                f"declare; declared: {', '.join(sorted(self._timings))} (add it to the "
+                "AlgorithmSpec, e.g. extra_generations, or use a declared name)"
+            )
         start = time.perf_counter()
         try:
             yield
@@ -136,16 +142,22 @@ class Algorithm:
         batch = prompts.repeat(n, interleave=True) if n > 1 else prompts
         # Repeated here, so every rank gets whole rows; the rollout must not repeat again.
         batch.meta.update(greedy=greedy, n=1)
-        return self.role("actor").generate_sequences(batch)
+        return self.actor.generate_sequences(batch)
+
+    @property
+    def actor(self) -> Any:
+        """The worker group of the spec's ``policy`` role."""
+        return self.role(self.spec.policy_role)
 
     def rollout(self, prompts: Batch) -> Batch:
         """The opening every algorithm shares: sample, then old and reference log-probs."""
         with self.stage("generation"):
             batch = self.generate(prompts)
         with self.stage("old_log_prob"):
-            batch = batch.union(self.role("actor").compute_log_prob(batch))
-        with self.stage("ref_log_prob"):
-            batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
+            batch = batch.union(self.actor.compute_log_prob(batch))
+        for reference in self.spec.roles_of_kind("frozen_policy"):
+            with self.stage("ref_log_prob"):
+                batch = batch.union(self.role(reference).compute_ref_log_prob(batch))
         return batch
 
     def score(self, batch: Batch, signal: str = "reward") -> torch.Tensor:
@@ -182,22 +194,34 @@ class Algorithm:
         self.record(metrics, "actor/reward_")
         return rewards
 
-    def estimate_advantages(self, batch: Batch, **inputs: Any) -> None:
-        """Run the selected advantage estimator; sets ``advantages`` and ``returns``."""
-        from hfsdk.core.registry import get_registry
+    def estimate_advantages(self, batch: Batch, **inputs: Any) -> AdvantageResult:
+        """Run the selected advantage estimator; sets ``advantages`` and ``returns``.
 
-        estimator = get_registry("advantage_estimators")[self.algo_config.advantage_estimator]
+        Returns the estimator's :class:`~hfsdk.core.maths.protocols.AdvantageResult`,
+        whose ``extras`` hold what else it computed (e.g. Safe-RLHF's ``cost_returns``).
+        """
+        from hfsdk.core.maths.protocols import AdvantageResult
+        from hfsdk.core.plugin_manager import get_registry
+
+        name = self.algo_config.advantage_estimator
+        estimator = get_registry("advantage_estimators")[name]
         if "values" in batch and "values" not in inputs:
             inputs["values"] = batch["values"]
-        advantages, returns = estimator.impl(
+        result = estimator.impl(
             token_level_rewards=batch["token_level_rewards"],
             response_mask=batch["response_mask"],
             group_index=list(batch["uid"]),
             config=self.config.advantage,
             **inputs,
         )
-        batch["advantages"] = advantages
-        batch["returns"] = returns
+        if not isinstance(result, AdvantageResult):
+            raise HfsdkError(
+                f"advantage estimator {name!r} (plugin {estimator.plugin!r}) returned "
+                f"{type(result).__name__}; expected hfsdk.AdvantageResult(advantages=, returns=)"
+            )
+        batch["advantages"] = result.advantages
+        batch["returns"] = result.returns
+        return result
 
     def finish(self, batch: Batch) -> dict[str, float]:
         """Batch-level metrics (lengths, KL to the reference, token counts); returns all."""

@@ -2,7 +2,9 @@
 
 Each role section of a run config (``actor``, ``critic``, ...) names its
 training backend in ``backend``; the ``rollout`` section names its rollout
-backend. The composer uses that name to pick the backend's config class.
+backend. The composer uses that name to pick the backend's config class; a
+section that names none gets the backend an installed plugin declared the
+default (``default_for=`` / ``default=True`` at registration).
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ import attrs
 class RoleConfig:
     """A model role's section: which training backend builds it (the rest is the backend's)."""
 
-    backend: str = "fsdp"
+    backend: str | None = None
 
 
 @attrs.frozen(kw_only=True)
 class RolloutConfig:
     """The rollout section: which rollout backend generates (the rest is the backend's)."""
 
-    backend: str = "hf"
+    backend: str | None = None

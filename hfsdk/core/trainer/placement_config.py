@@ -46,6 +46,17 @@ class PlacementConfig:
     colocation: Literal["fused", "separate"] = attrs.field(
         default="fused", validator=attrs.validators.in_(("fused", "separate"))
     )
+    cluster: str = attrs.field(default="auto")
+
+    @cluster.validator
+    def _known_cluster(self, _attr: attrs.Attribute, value: str) -> None:
+        from hfsdk.core.placement.cluster import PRESETS
+
+        if value != "auto" and value.strip().lower() not in PRESETS:
+            raise ValueError(
+                f"'cluster' is {value!r}; expected 'auto' (detect this machine) or a preset: "
+                f"{', '.join(sorted(PRESETS))}"
+            )
 
     @pools.validator
     def _nonempty(self, _attr: attrs.Attribute, value: dict[str, PoolConfig]) -> None:

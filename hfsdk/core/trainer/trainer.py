@@ -102,7 +102,7 @@ class Trainer:
 
     def fit(self) -> list[dict[str, Any]]:
         """Train until ``trainer.total_steps``; return every step's metrics of this run dir."""
-        from hfsdk.core.registry import get_registry
+        from hfsdk.core.plugin_manager import get_registry
         from hfsdk.core.trainer.session import TrainingSession
 
         cfg = self.config
@@ -110,10 +110,12 @@ class Trainer:
         np.random.seed(cfg.trainer.seed)
         torch.manual_seed(cfg.trainer.seed)
 
-        algo_cls: type[Algorithm] = get_registry("algorithms")[cfg.algo].impl
-        with TrainingSession(cfg, algo_cls.roles) as session:
-            algorithm = algo_cls(
-                AlgorithmContext(config=cfg, roles=session.roles, signals=session.signals)
+        spec = get_registry("algorithms")[cfg.algo].impl
+        with TrainingSession(cfg, spec) as session:
+            algorithm: Algorithm = spec.program(
+                AlgorithmContext(
+                    config=cfg, roles=session.roles, signals=session.signals, spec=spec
+                )
             )
             start = 0
             if self.resume_from is not None:

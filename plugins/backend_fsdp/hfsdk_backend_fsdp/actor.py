@@ -8,11 +8,14 @@ from typing import ClassVar
 
 import torch
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.maths.aggregation import aggregate_loss
-from hfsdk.core.maths.entropy import entropy_bonus
-from hfsdk.core.maths.kl import kl_loss
-from hfsdk.core.maths.masked import masked_fill_zero
+from hfsdk import (
+    Batch,
+    LossAggregation,
+    aggregate_loss,
+    entropy_bonus,
+    kl_loss,
+    masked_fill_zero,
+)
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.engine import FSDPEngine, MetricAccumulator, require_keys
 from hfsdk_backend_fsdp.models import ModelKind
@@ -101,9 +104,7 @@ class ActorEngine(_CausalLMEngine):
         self.module.train()
         for epoch in range(self.config.ppo_epochs):
             for mini in self._minibatches(batch, epoch):
-                counts = self._global_counts(mini["response_mask"])
-                norm_length = objective.norm_length or float(mini["responses"].shape[1])
-                agg = {**counts.as_kwargs(), "norm_length": norm_length, "dp_size": self.dp.size}
+                agg = self._aggregation(mini, objective.loss_agg_mode, objective.norm_length)
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in mini.split(self.config.micro_batch_size):
                     self._actor_micro_step(
@@ -117,12 +118,11 @@ class ActorEngine(_CausalLMEngine):
         self,
         micro: Batch,
         objective: ActorObjective,
-        agg: dict[str, float],
+        agg: LossAggregation,
         temperature: float,
         has_reference: bool,
         metrics: MetricAccumulator,
     ) -> None:
-        mode = objective.loss_agg_mode
         mask = micro["response_mask"].to(self.device)
         logits = self._forward(micro).logits
         log_prob, entropy = response_log_probs(
@@ -134,25 +134,21 @@ class ActorEngine(_CausalLMEngine):
             old_log_prob=micro["old_log_probs"].to(self.device),
             advantages=micro["advantages"].to(self.device),
             response_mask=mask,
-            loss_agg_mode=mode,
             config=objective.policy_loss_config,
-            **agg,
+            aggregation=agg,
         )
         loss = pg_loss
         if objective.entropy_coef > 0:
-            entropy_loss, _ = entropy_bonus(entropy, mask, mode, objective.entropy_coef, **agg)
+            entropy_loss, _ = entropy_bonus(entropy, mask, agg, objective.entropy_coef)
             loss = loss + entropy_loss
-        metrics.add_share(
-            "actor/entropy", float(aggregate_loss(entropy.detach(), mask, mode, **agg))
-        )
+        metrics.add_share("actor/entropy", float(aggregate_loss(entropy.detach(), mask, agg)))
         if has_reference:
             kl_value, _ = kl_loss(
                 log_prob,
                 micro["ref_log_probs"].to(self.device),
                 mask,
-                mode,
+                agg,
                 objective.kl_estimator or "k1",
-                **agg,
             )
             if objective.kl_loss_coef > 0:
                 loss = loss + objective.kl_loss_coef * kl_value

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import attrs
 
-from hfsdk.core.role_config import RoleConfig, RolloutConfig
+from hfsdk import RoleConfig, RolloutConfig
 
 
 def _betas(value: object) -> tuple[float, float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from hfsdk.core.role_config import RoleConfig
+from hfsdk import RoleConfig
 
 
 @attrs.frozen(kw_only=True)

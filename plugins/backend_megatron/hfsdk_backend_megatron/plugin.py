@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hfsdk
-from hfsdk.hookspecs import Register
+from hfsdk import Register
 
 
 @hfsdk.hookimpl

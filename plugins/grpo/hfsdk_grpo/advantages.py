@@ -24,8 +24,9 @@ from collections.abc import Hashable, Sequence
 import attrs
 import torch
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.masked import (
+from hfsdk import (
+    AdvantageResult,
+    HfsdkError,
     as_bool_mask,
     check_per_sample,
     check_token_tensors,
@@ -120,7 +121,7 @@ def compute_grpo_advantages(
     group_index: Sequence[Hashable] | None = None,
     config: GRPOAdvantageConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> AdvantageResult:
     """GRPO: group-normalised sequence scores broadcast over tokens (Dr.GRPO without std)."""
     config = config or GRPOAdvantageConfig()
     _check(token_level_rewards, response_mask)
@@ -132,7 +133,7 @@ def compute_grpo_advantages(
             advantage = advantage / (std + config.epsilon)
         advantage = torch.where(count > 1, advantage, torch.zeros_like(advantage))
         advantages = _broadcast(advantage, response_mask)
-    return advantages, advantages.clone()
+    return AdvantageResult(advantages=advantages, returns=advantages.clone())
 
 
 def compute_rloo_advantages(
@@ -142,7 +143,7 @@ def compute_rloo_advantages(
     group_index: Sequence[Hashable] | None = None,
     config: RLOOConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> AdvantageResult:
     """RLOO: each score minus the mean score of the other samples of its prompt."""
     _check(token_level_rewards, response_mask)
     with torch.no_grad():
@@ -151,7 +152,7 @@ def compute_rloo_advantages(
         advantage = count / (count - 1).clamp(min=1) * (scores - mean)
         advantage = torch.where(count > 1, advantage, torch.zeros_like(advantage))
         advantages = _broadcast(advantage, response_mask)
-    return advantages, advantages.clone()
+    return AdvantageResult(advantages=advantages, returns=advantages.clone())
 
 
 def discounted_returns(
@@ -175,14 +176,14 @@ def compute_reinforce_plus_plus(
     response_mask: torch.Tensor,
     config: ReinforcePlusPlusConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> AdvantageResult:
     """REINFORCE++: discounted token returns, whitened over the batch's valid tokens."""
     config = config or ReinforcePlusPlusConfig()
     _check(token_level_rewards, response_mask)
     with torch.no_grad():
         returns = discounted_returns(token_level_rewards, response_mask, config.gamma)
         advantages = masked_whiten(returns, response_mask)
-    return advantages, returns
+    return AdvantageResult(advantages=advantages, returns=returns)
 
 
 def compute_reinforce_plus_plus_baseline(
@@ -192,7 +193,7 @@ def compute_reinforce_plus_plus_baseline(
     group_index: Sequence[Hashable] | None = None,
     config: ReinforcePlusPlusBaselineConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> AdvantageResult:
     """REINFORCE++ with baseline: score minus group mean, broadcast, whitened over the batch."""
     _check(token_level_rewards, response_mask)
     with torch.no_grad():
@@ -200,4 +201,4 @@ def compute_reinforce_plus_plus_baseline(
         ids = group_ids(group_index, len(scores), "reinforce_plus_plus_baseline")
         _, mean, _ = group_stats(scores, ids)
         advantages = masked_whiten(_broadcast(scores - mean, response_mask), response_mask)
-    return advantages, advantages.clone()
+    return AdvantageResult(advantages=advantages, returns=advantages.clone())

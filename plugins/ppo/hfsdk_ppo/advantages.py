@@ -18,8 +18,9 @@ from __future__ import annotations
 import attrs
 import torch
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.masked import (
+from hfsdk import (
+    AdvantageResult,
+    HfsdkError,
     as_bool_mask,
     check_token_tensors,
     masked_fill_zero,
@@ -84,7 +85,7 @@ def compute_gae(
     values: torch.Tensor | None = None,
     config: GAEConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> AdvantageResult:
     """GAE advantages (whitened unless disabled) and returns, both (B, T), 0 where masked.
 
     Needs the critic's ``values``; other inputs (``group_index``, ...) are ignored.
@@ -98,4 +99,4 @@ def compute_gae(
         )
         if config.whiten_advantages:
             advantages = masked_whiten(advantages, response_mask)
-    return advantages, returns
+    return AdvantageResult(advantages=advantages, returns=returns)
