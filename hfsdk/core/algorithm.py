@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
+from hfsdk.core.config.help import help_field
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.aggregation import LOSS_AGG_MODES, LossAggMode
 
@@ -33,22 +34,68 @@ class AlgorithmConfig:
     up in the registries, so any installed estimator or loss can be selected.
     """
 
-    advantage_estimator: str  # no core default: each algorithm names its estimator
-    policy_loss: str = "ppo_clip"
-    kl_estimator: str = "k1"
-    kl_in_reward: bool = False
-    kl_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
-    kl_controller: Literal["fixed", "adaptive"] = attrs.field(
-        default="fixed", validator=attrs.validators.in_(("fixed", "adaptive"))
+    advantage_estimator: str = help_field(
+        "Registered advantage estimator (hfsdk list advantage-estimators); its settings are "
+        "the 'advantage' section.",
+    )  # no core default: each algorithm names its estimator
+    policy_loss: str = help_field(
+        "Registered policy loss (hfsdk list policy-losses); its settings are the 'policy_loss'"
+        " section.",
+        default="ppo_clip",
     )
-    target_kl: float = attrs.field(default=0.1, validator=attrs.validators.gt(0.0))
-    kl_horizon: int = attrs.field(default=10000, validator=attrs.validators.gt(0))
-    kl_loss_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
-    entropy_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
-    loss_agg_mode: LossAggMode = attrs.field(
-        default="token-mean", validator=attrs.validators.in_(LOSS_AGG_MODES)
+    kl_estimator: str = help_field(
+        "Per-token KL estimator to the reference: k1 (log-ratio), abs, k2, k3 (Schulman's "
+        "unbiased low-variance), k3_clamped.",
+        default="k1",
     )
-    n_samples_per_prompt: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    kl_in_reward: bool = help_field(
+        "Subtract kl_coef·KL from the token rewards (PPO/InstructGPT style) instead of adding "
+        "KL to the actor loss.",
+        default=False,
+    )
+    kl_coef: float = help_field(
+        "Coefficient of the KL penalty in the reward (initial value for the adaptive "
+        "controller); 0 turns it off.",
+        default=0.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    kl_controller: Literal["fixed", "adaptive"] = help_field(
+        "fixed: kl_coef stays; adaptive: kl_coef follows target_kl (Ziegler et al., 2019).",
+        default="fixed",
+        validator=attrs.validators.in_(("fixed", "adaptive")),
+    )
+    target_kl: float = help_field(
+        "Adaptive KL controller: the per-sequence KL the coefficient steers towards (nats).",
+        default=0.1,
+        validator=attrs.validators.gt(0.0),
+    )
+    kl_horizon: int = help_field(
+        "Adaptive KL controller: horizon in samples over which the coefficient adapts.",
+        default=10000,
+        validator=attrs.validators.gt(0),
+    )
+    kl_loss_coef: float = help_field(
+        "Coefficient of KL(π‖π_ref) added to the actor loss when KL is not in the reward (GRPO"
+        " style); 0 turns it off.",
+        default=0.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    entropy_coef: float = help_field(
+        "Coefficient of the entropy bonus subtracted from the actor loss; 0 turns it off.",
+        default=0.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    loss_agg_mode: LossAggMode = help_field(
+        "How per-token losses become one number: token-mean, seq-mean-token-sum, seq-mean-"
+        "token-mean, seq-mean-token-sum-norm (Dr.GRPO).",
+        default="token-mean",
+        validator=attrs.validators.in_(LOSS_AGG_MODES),
+    )
+    n_samples_per_prompt: int = help_field(
+        "Responses sampled per prompt each step (the group size of group-relative estimators).",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
 
 
 Scorer = Callable[["Batch"], tuple["torch.Tensor", dict[str, float]]]

@@ -11,16 +11,26 @@ from __future__ import annotations
 
 import attrs
 
+from hfsdk.core.config.help import help_field
+
 
 @attrs.frozen(kw_only=True)
 class RoleConfig:
     """A model role's section: which training backend builds it (the rest is the backend's)."""
 
-    backend: str | None = None
+    backend: str | None = help_field(
+        "Training backend of this role (hfsdk list training-backends); null: the one an "
+        "installed plugin declares default for the role's kind.",
+        default=None,
+    )
 
 
 @attrs.frozen(kw_only=True)
 class RolloutConfig:
     """The rollout section: which rollout backend generates (the rest is the backend's)."""
 
-    backend: str | None = None
+    backend: str | None = help_field(
+        "Rollout backend (hfsdk list rollout-backends); null: the one an installed plugin "
+        "declares default.",
+        default=None,
+    )

@@ -33,10 +33,14 @@ class FieldHelp:
     help: str
 
 
-def _type_name(tp: Any) -> str:
-    if isinstance(tp, str):
-        return tp
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+def _type_name(cls: type, field: attrs.Attribute) -> str:
+    """The annotation as written (``field.type`` may have been resolved to objects)."""
+    for klass in cls.__mro__:
+        written = vars(klass).get("__annotations__", {}).get(field.name)
+        if isinstance(written, str):
+            return written
+    tp = field.type
+    return str(tp).replace("typing.", "") if not isinstance(tp, type) else tp.__name__
 
 
 def _default(field: attrs.Attribute) -> str:
@@ -52,6 +56,23 @@ def _default(field: attrs.Attribute) -> str:
     return repr(default)
 
 
+def _help_of(cls: type, field: attrs.Attribute) -> str:
+    """The field's help, or that of the nearest base class declaring the same field.
+
+    A subclass that only changes a default (``kl_coef: float = 0.05``) keeps the
+    meaning its base documented.
+    """
+    text = field.metadata.get(HELP_KEY)
+    if text:
+        return str(text)
+    for base in cls.__mro__[1:]:
+        if attrs.has(base):
+            inherited = attrs.fields_dict(base).get(field.name)
+            if inherited is not None and inherited.metadata.get(HELP_KEY):
+                return str(inherited.metadata[HELP_KEY])
+    return ""
+
+
 def field_help(cls: type, prefix: str = "") -> list[FieldHelp]:
     """Every field of attrs class ``cls`` (recursing into nested config classes)."""
     out: list[FieldHelp] = []
@@ -60,13 +81,13 @@ def field_help(cls: type, prefix: str = "") -> list[FieldHelp]:
         out.append(
             FieldHelp(
                 name=name,
-                type=_type_name(field.type),
+                type=_type_name(cls, field),
                 default=_default(field),
-                help=str(field.metadata.get(HELP_KEY, "")),
+                help=_help_of(cls, field),
             )
         )
-        nested = field.default.factory if isinstance(field.default, attrs.Factory) else None  # type: ignore[arg-type]
-        nested = nested if isinstance(nested, type) and attrs.has(nested) else None
+        factory = getattr(field.default, "factory", None)
+        nested = factory if isinstance(factory, type) and attrs.has(factory) else None
         if nested is None and attrs.has(type(field.default)):
             nested = type(field.default)
         if nested is not None:
@@ -77,3 +98,19 @@ def field_help(cls: type, prefix: str = "") -> list[FieldHelp]:
 def missing_help(cls: type) -> list[str]:
     """Dotted names of the fields of ``cls`` that carry no help text."""
     return [f.name for f in field_help(cls) if not f.help.strip()]
+
+
+def explain(section: str, value: Any) -> list[str]:
+    """Lines ``section.key: value`` then the field's help, for every field of a section value."""
+    lines: list[str] = []
+    for field in attrs.fields(type(value)):
+        current = getattr(value, field.name)
+        key = f"{section}.{field.name}"
+        if attrs.has(type(current)):
+            lines.append(f"{key}:  ({_help_of(type(value), field) or 'section'})")
+            lines.extend(explain(key, current))
+            continue
+        lines.append(f"{key}: {current!r}   (default: {_default(field)})")
+        text = _help_of(type(value), field)
+        lines.append(f"    {text}" if text else "    (no help text)")
+    return lines

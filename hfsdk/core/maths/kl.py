@@ -79,9 +79,9 @@ def resolve_kl_estimator(estimator: str | KLEstimator) -> KLEstimator:
         return estimator
     if estimator in KL_ESTIMATORS:
         return KL_ESTIMATORS[estimator]
-    import hfsdk
+    from hfsdk.core.plugin_manager import get_registry
 
-    return hfsdk.get_registry("kl_estimators")[estimator].impl
+    return get_registry("kl_estimators")[estimator].impl
 
 
 def token_kl(

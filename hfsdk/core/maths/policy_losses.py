@@ -17,6 +17,7 @@ from __future__ import annotations
 import attrs
 import torch
 
+from hfsdk.core.config.help import help_field
 from hfsdk.core.maths.aggregation import LossAggregation, aggregate_loss
 from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_mean
 
@@ -36,11 +37,23 @@ def _greater_than_one(_instance: object, attribute: attrs.Attribute, value: floa
 class PPOClipConfig:
     """Settings of the ``ppo_clip`` policy loss."""
 
-    clip_ratio_low: float = attrs.field(
-        default=0.2, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)]
+    clip_ratio_low: float = help_field(
+        "ε_low: the ratio π/π_old is clipped below at 1 − ε_low (Schulman et al., 2017).",
+        default=0.2,
+        validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)],
     )
-    clip_ratio_high: float = attrs.field(default=0.2, validator=attrs.validators.ge(0.0))
-    clip_ratio_c: float | None = attrs.field(default=3.0, validator=_greater_than_one)
+    clip_ratio_high: float = help_field(
+        "ε_high: the ratio is clipped above at 1 + ε_high (larger than ε_low is DAPO's clip-"
+        "higher).",
+        default=0.2,
+        validator=attrs.validators.ge(0.0),
+    )
+    clip_ratio_c: float | None = help_field(
+        "Dual-clip constant c > 1 bounding the loss of negative advantages (Ye et al., 2020); "
+        "null turns it off.",
+        default=3.0,
+        validator=_greater_than_one,
+    )
 
 
 @attrs.frozen(kw_only=True)

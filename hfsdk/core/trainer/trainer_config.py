@@ -6,6 +6,8 @@ from typing import Literal
 
 import attrs
 
+from hfsdk.core.config.help import help_field
+
 LOGGERS = ("console", "jsonl", "tensorboard", "wandb")
 
 
@@ -19,18 +21,49 @@ def _check_loggers(_inst: object, attribute: attrs.Attribute, value: tuple[str, 
 class TrainerConfig:
     """How long to train, how to log, when to validate and checkpoint."""
 
-    total_steps: int = attrs.field(default=30, validator=attrs.validators.ge(1))
-    seed: int = 0
-    device: Literal["auto", "cpu", "cuda"] = attrs.field(
-        default="auto", validator=attrs.validators.in_(("auto", "cpu", "cuda"))
+    total_steps: int = help_field(
+        "Training steps (iterations of the algorithm's step()).",
+        default=30,
+        validator=attrs.validators.ge(1),
     )
-    loggers: tuple[str, ...] = attrs.field(default=("console", "jsonl"), validator=_check_loggers)
-    save_every: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    seed: int = help_field(
+        "Seed of data order, sampling and initialisation (runs are reproducible).",
+        default=0,
+    )
+    device: Literal["auto", "cpu", "cuda"] = help_field(
+        "auto (CUDA when available), cpu or cuda.",
+        default="auto",
+        validator=attrs.validators.in_(("auto", "cpu", "cuda")),
+    )
+    loggers: tuple[str, ...] = help_field(
+        "Metric sinks: console, jsonl (metrics.jsonl in the run dir), tensorboard, wandb.",
+        default=("console", "jsonl"),
+        validator=_check_loggers,
+    )
+    save_every: int = help_field(
+        "Checkpoint every N steps (and at the end); 0: only at the end.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
     """Checkpoint every N steps (0: only at the end)."""
-    val_every: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    val_every: int = help_field(
+        "Validate (greedy, mean reward) every N steps; 0: never.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
     """Validate (greedy generation on the validation set) every N steps (0: never)."""
-    resume: bool = True
+    resume: bool = help_field(
+        "Resume from the latest checkpoint in --run-dir if there is one.",
+        default=True,
+    )
     """Resume from the newest checkpoint in the run directory if there is one."""
-    ray_address: str | None = None
+    ray_address: str | None = help_field(
+        "Ray cluster to join ('auto' or host:port); null starts a local instance.",
+        default=None,
+    )
     """Join this Ray cluster instead of starting a local one (also ``RAY_ADDRESS``)."""
-    worker_timeout_s: float = attrs.field(default=600.0, validator=attrs.validators.gt(0.0))
+    worker_timeout_s: float = help_field(
+        "Seconds a worker call may take before the run stops with an error naming it.",
+        default=600.0,
+        validator=attrs.validators.gt(0.0),
+    )

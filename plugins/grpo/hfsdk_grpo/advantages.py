@@ -30,6 +30,7 @@ from hfsdk import (
     as_bool_mask,
     check_per_sample,
     check_token_tensors,
+    help_field,
     masked_fill_zero,
     masked_whiten,
 )
@@ -39,8 +40,16 @@ from hfsdk import (
 class GRPOAdvantageConfig:
     """Settings of the ``grpo`` estimator; ``norm_by_std: false`` is Dr.GRPO."""
 
-    norm_by_std: bool = True
-    epsilon: float = attrs.field(default=1e-6, validator=attrs.validators.ge(0.0))
+    norm_by_std: bool = help_field(
+        "Divide by the group's reward std (GRPO; Shao et al., 2024); false is Dr.GRPO (Liu et "
+        "al., 2025).",
+        default=True,
+    )
+    epsilon: float = help_field(
+        "Added to the std before dividing (keeps identical groups finite).",
+        default=1e-6,
+        validator=attrs.validators.ge(0.0),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -52,8 +61,10 @@ class RLOOConfig:
 class ReinforcePlusPlusConfig:
     """Settings of the ``reinforce_plus_plus`` estimator."""
 
-    gamma: float = attrs.field(
-        default=1.0, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    gamma: float = help_field(
+        "Discount of the per-token return G_t = r_t + γ·G_{t+1} (REINFORCE++; Hu, 2025).",
+        default=1.0,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )
 
 

@@ -20,6 +20,7 @@ from hfsdk import (
     aggregate_loss,
     as_bool_mask,
     check_token_tensors,
+    help_field,
     masked_fill_zero,
     masked_mean,
 )
@@ -36,10 +37,16 @@ GSPO_DEFAULT_AGGREGATION = LossAggregation(mode="seq-mean-token-mean")
 class GSPOConfig:
     """Settings of the ``gspo`` policy loss (defaults from the GSPO paper)."""
 
-    clip_ratio_low: float = attrs.field(
-        default=3e-4, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)]
+    clip_ratio_low: float = help_field(
+        "ε_low on the sequence-level ratio (GSPO; Zheng et al., 2025).",
+        default=3e-4,
+        validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)],
     )
-    clip_ratio_high: float = attrs.field(default=4e-4, validator=attrs.validators.ge(0.0))
+    clip_ratio_high: float = help_field(
+        "ε_high on the sequence-level ratio.",
+        default=4e-4,
+        validator=attrs.validators.ge(0.0),
+    )
 
 
 def gspo_loss(

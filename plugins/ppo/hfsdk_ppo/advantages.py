@@ -23,6 +23,7 @@ from hfsdk import (
     HfsdkError,
     as_bool_mask,
     check_token_tensors,
+    help_field,
     masked_fill_zero,
     masked_whiten,
 )
@@ -32,13 +33,20 @@ from hfsdk import (
 class GAEConfig:
     """Settings of the ``gae`` estimator."""
 
-    gamma: float = attrs.field(
-        default=1.0, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    gamma: float = help_field(
+        "Discount γ of GAE (Schulman et al., 2016); 1 for episodic RLHF.",
+        default=1.0,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )
-    lam: float = attrs.field(
-        default=0.95, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    lam: float = help_field(
+        "GAE's λ: bias-variance trade-off of the advantage (0: TD, 1: Monte Carlo).",
+        default=0.95,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )
-    whiten_advantages: bool = True
+    whiten_advantages: bool = help_field(
+        "Normalise advantages to mean 0, std 1 over the batch's valid tokens.",
+        default=True,
+    )
 
 
 def require_values(name: str, values: torch.Tensor | None) -> torch.Tensor:

@@ -20,6 +20,7 @@ from hfsdk import (
     LossAggregation,
     aggregate_loss,
     check_token_tensors,
+    help_field,
     masked_fill_zero,
     masked_mean,
 )
@@ -29,8 +30,11 @@ from hfsdk import (
 class ClippedValueLossConfig:
     """Settings of the ``clipped`` value loss; ``clip_range_value: null`` turns clipping off."""
 
-    clip_range_value: float | None = attrs.field(
-        default=0.2, validator=attrs.validators.optional(attrs.validators.gt(0.0))
+    clip_range_value: float | None = help_field(
+        "ε_v: new values may move at most this far from the rollout's values; null turns "
+        "clipping off.",
+        default=0.2,
+        validator=attrs.validators.optional(attrs.validators.gt(0.0)),
     )
 
 

@@ -20,7 +20,14 @@ import math
 import attrs
 import torch
 
-from hfsdk import AdvantageResult, HfsdkError, check_token_tensors, masked_fill_zero, masked_whiten
+from hfsdk import (
+    AdvantageResult,
+    HfsdkError,
+    check_token_tensors,
+    help_field,
+    masked_fill_zero,
+    masked_whiten,
+)
 from hfsdk_ppo.advantages import gae_advantages_and_returns, require_values
 
 
@@ -28,13 +35,20 @@ from hfsdk_ppo.advantages import gae_advantages_and_returns, require_values
 class SafeRLHFAdvantageConfig:
     """Settings of the ``safe_rlhf`` estimator (shared by the reward and the cost GAE)."""
 
-    gamma: float = attrs.field(
-        default=1.0, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    gamma: float = help_field(
+        "Discount γ of both GAEs (reward and cost).",
+        default=1.0,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )
-    lam: float = attrs.field(
-        default=0.95, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    lam: float = help_field(
+        "GAE's λ for both (reward and cost).",
+        default=0.95,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )
-    whiten_advantages: bool = False
+    whiten_advantages: bool = help_field(
+        "Normalise the combined advantage over the batch's valid tokens.",
+        default=False,
+    )
 
 
 @attrs.frozen(kw_only=True)
