@@ -30,10 +30,19 @@ def _table(cls: type) -> list[str]:
 
 
 def config_reference_markdown() -> str:
-    """The whole reference: core sections, then every registered entry's config class."""
+    """The whole reference: core sections, then the config class of every entry registered
+    by the core or an ``hfsdk-plugin-*`` distribution of this repository."""
     from hfsdk.core.config.run_config import _core_sections
     from hfsdk.core.config.signal_config import SignalConfig
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
+
+    pm = get_plugin_manager()
+
+    def documented(plugin: str) -> bool:
+        """The core's and the ``hfsdk-plugin-*`` distributions' entries (not examples)."""
+        info = pm.plugin_info(plugin)
+        dist = (info.distribution or "") if info is not None else ""
+        return dist == "hfsdk" or dist.startswith("hfsdk-plugin-")
 
     out = [
         "# Config reference",
@@ -50,7 +59,9 @@ def config_reference_markdown() -> str:
         out += ["", f"### `{name}`", "", *_table(cls)]
     for kind, title in _KINDS.items():
         registry = get_registry(kind)
-        entries = [(n, e) for n, e in registry.items() if e.config_cls is not None]
+        entries = [
+            (n, e) for n, e in registry.items() if e.config_cls is not None and documented(e.plugin)
+        ]
         if not entries:
             continue
         out += ["", f"## {title}"]
