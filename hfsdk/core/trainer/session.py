@@ -38,9 +38,12 @@ class RunAssets:
     default_task: bool
 
 
-def resolve_assets(config: RunConfig) -> RunAssets:
-    """Paths of the model, tokenizer and data; builds the default task's assets when needed."""
-    actor_path = getattr(config.actor, "model_path", None)
+def resolve_assets(config: RunConfig, policy_role: str = "actor") -> RunAssets:
+    """Paths of the model, tokenizer and data; builds the default task's assets when needed.
+
+    The tokenizer is the policy's (``policy_role``: the spec's ``policy`` role).
+    """
+    actor_path = getattr(getattr(config, policy_role), "model_path", None)
     uses_default = actor_path is None or not config.data.train_files
     if not uses_default:
         return RunAssets(
@@ -170,7 +173,7 @@ class TrainingSession:
         from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
 
         cfg = self.config
-        self.assets = resolve_assets(cfg)
+        self.assets = resolve_assets(cfg, self.spec.policy_role)
         self.tokenizer = load_tokenizer(self.assets.tokenizer_path)
         dataset = load_prompt_dataset(self.assets.train_files, cfg.data.prompt_key)
         self.loader = PromptLoader(dataset, self.tokenizer, cfg.data, seed=cfg.trainer.seed)

@@ -60,7 +60,7 @@ def test_hfsdk_exports_runtime_names() -> None:
     from hfsdk.core.workers.worker_group import WorkerGroup
 
     assert hfsdk.register is register
-    assert hfsdk.Protocol is BuiltinProtocol
+    assert hfsdk.BuiltinProtocol is BuiltinProtocol
     assert hfsdk.WorkerGroup is WorkerGroup
     assert hfsdk.ResourcePool is ResourcePool
 
