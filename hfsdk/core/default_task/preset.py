@@ -47,8 +47,9 @@ def with_default_task_preset(
 ) -> dict[str, Any]:
     """``data`` on top of :data:`CORE_PRESET` and ``preset`` when it runs the default task.
 
-    A preset section with a ``backend`` key is kept only when the section
-    resolves to that backend: the user's ``backend`` if given, else
+    A preset section with a ``backend`` key (a name, or a list of the backends
+    whose config classes share those keys) is kept only when the section
+    resolves to one of them: the user's ``backend`` if given, else
     ``default_backend(section)``. The ``backend`` key itself is not forced on
     the user's config.
     """
@@ -58,9 +59,11 @@ def with_default_task_preset(
     for section, values in list(merged.items()):
         if not (isinstance(values, Mapping) and "backend" in values):
             continue
+        written_for = values["backend"]
+        written_for = (written_for,) if isinstance(written_for, str) else tuple(written_for)
         given = data.get(section)
         chosen = given.get("backend") if isinstance(given, Mapping) else None
-        if (chosen or default_backend(section)) != values["backend"]:
+        if (chosen or default_backend(section)) not in written_for:
             merged.pop(section)
         else:
             merged[section] = {k: v for k, v in values.items() if k != "backend"}

@@ -33,6 +33,10 @@ def test_preset_sections_follow_the_declared_default_backend() -> None:
     merged = with_default_task_preset(preset, {}, {"actor": "mine", "rollout": "other"}.get)
     assert merged["actor"] == {"lr": 1} and "rollout" not in merged
     assert merged["trainer"]["total_steps"] == 30  # the core's own sections
+    # A section may be written for several backends that share its keys.
+    shared = {"rollout": {"backend": ["theirs", "other"], "n": 2}}
+    merged = with_default_task_preset(shared, {}, {"rollout": "other"}.get)
+    assert merged["rollout"] == {"n": 2}
 
 
 def test_a_third_party_algorithm_brings_its_own_preset() -> None:
