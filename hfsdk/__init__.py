@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from hfsdk.core.batch import Batch
     from hfsdk.core.config.help import field_help, help_field
     from hfsdk.core.dataflow import Dataflow, Stage
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
@@ -73,6 +73,14 @@ if TYPE_CHECKING:
         Worker,
         WorkerGroup,
         register,
+    )
+    from hfsdk.core.workers.protocols import (
+        DispatchContext,
+        DispatchPlan,
+        check_mesh,
+        collect_mean_metrics,
+        padding_rows,
+        split_rows,
     )
     from hfsdk.hookspecs import Register
 
@@ -141,6 +149,13 @@ _LAZY = {
     "register": "hfsdk.core.workers",
     "BuiltinProtocol": "hfsdk.core.workers",
     "TransferProtocol": "hfsdk.core.workers",
+    "padding_rows": "hfsdk.core.workers.protocols",
+    "DispatchContext": "hfsdk.core.workers.protocols",
+    "DispatchPlan": "hfsdk.core.workers.protocols",
+    "check_mesh": "hfsdk.core.workers.protocols",
+    "collect_mean_metrics": "hfsdk.core.workers.protocols",
+    "split_rows": "hfsdk.core.workers.protocols",
+    "DefaultTaskSpec": "hfsdk.core.default_task",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

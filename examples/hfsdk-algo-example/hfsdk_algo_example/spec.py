@@ -18,7 +18,7 @@ REINFORCE_MEAN_SPEC = AlgorithmSpec(
     # responses), written for the fsdp training and hf rollout backends.
     preset={
         "algorithm": {"n_samples_per_prompt": 4},
-        "rollout": {"backend": "hf", "max_response_length": 8},
+        "rollout": {"backend": ["hf", "vllm"], "max_response_length": 8},
         "actor": {
             "backend": "fsdp",
             "optim": {"lr": 1e-4},

@@ -67,3 +67,11 @@ class TrainerConfig:
         default=600.0,
         validator=attrs.validators.gt(0.0),
     )
+    worker_threads: int = help_field(
+        "Intra-op threads of each worker process; 0: the node's cores divided by its device "
+        "slots, capped by the controller's OMP_NUM_THREADS.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
+    """Intra-op threads of each worker process (0: auto, the node's cores divided by the
+    device slots on it, capped by ``OMP_NUM_THREADS`` when the controller has it set)."""

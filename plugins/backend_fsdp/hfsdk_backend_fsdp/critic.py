@@ -8,7 +8,12 @@ from typing import ClassVar
 import torch
 
 from hfsdk import Batch, masked_fill_zero, masked_mean
-from hfsdk_backend_fsdp.engine import FSDPEngine, MetricAccumulator, require_keys
+from hfsdk_backend_fsdp.engine import (
+    FSDPEngine,
+    MetricAccumulator,
+    require_keys,
+    without_padding_weight,
+)
 from hfsdk_backend_fsdp.models import ModelKind
 from hfsdk_backend_fsdp.objectives import CriticObjective
 from hfsdk_backend_fsdp.token_ops import response_slice
@@ -49,11 +54,15 @@ class CriticEngine(FSDPEngine):
         ``critic/grad_norm`` and ``critic/lr``.
         """
         require_keys(batch, UPDATE_KEYS, "update_critic")
-        metrics = MetricAccumulator()
+        batch = without_padding_weight(batch)
+        metrics = MetricAccumulator(self.dp.size)
         self.module.train()
         for epoch in range(self.config.ppo_epochs):
             for mini in self._minibatches(batch, epoch):
-                agg = self._aggregation(mini, objective.loss_agg_mode, objective.norm_length)
+                counts = self._global_counts(mini["response_mask"])
+                agg = self._aggregation(
+                    mini, objective.loss_agg_mode, objective.norm_length, counts
+                )
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in mini.split(self.config.micro_batch_size):
                     mask = micro["response_mask"].to(self.device)
@@ -68,9 +77,12 @@ class CriticEngine(FSDPEngine):
                     )
                     loss.backward()
                     metrics.add_share("critic/vf_loss", float(loss.detach()))
-                    metrics.add_mean("critic/vpred_mean", float(masked_mean(vpreds.detach(), mask)))
+                    # Per-token means of this micro-batch: weighted by its valid tokens.
+                    tokens = float((mask != 0).sum())
+                    vpred_mean = float(masked_mean(vpreds.detach(), mask)) if tokens else 0.0
+                    metrics.add_token_share("critic/vpred_mean", vpred_mean, tokens, counts)
                     for name, value in loss_metrics.items():
-                        metrics.add_mean(f"critic/{name}", float(value))
+                        metrics.add_token_share(f"critic/{name}", float(value), tokens, counts)
                 self._optimizer_step(metrics, "critic")
                 metrics.end_minibatch()
         return self._finish_update(metrics, "critic")

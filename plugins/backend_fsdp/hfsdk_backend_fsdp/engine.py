@@ -7,7 +7,8 @@ nothing about Ray; a worker wraps them.
 
 Every rank of the group must call the same operations with batches of the
 same size (the dispatcher pads to a divisor), because FSDP gathers weights
-collectively in each forward and backward.
+collectively in each forward and backward. Training gives the padding rows
+no weight (:func:`without_padding_weight`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from hfsdk import Batch, HfsdkError, LossAggregation, LossCounts
+from hfsdk import Batch, HfsdkError, LossAggregation, LossCounts, padding_rows
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.lr_schedule import build_scheduler
@@ -64,6 +65,23 @@ def require_keys(batch: Batch, keys: Sequence[str], operation: str) -> None:
         )
 
 
+def without_padding_weight(batch: Batch) -> Batch:
+    """``batch`` with the response mask of the dispatch's padding rows set to 0.
+
+    The training dispatch repeats rows so every rank holds the same number; a
+    zero mask keeps those duplicates out of the losses, the gradients and the
+    global token/sequence counts. The caller's batch is not changed.
+    """
+    pad = padding_rows(batch)
+    if pad == 0 or "response_mask" not in batch:
+        return batch
+    out = batch.index(slice(0, len(batch)))
+    mask = out["response_mask"].clone()
+    mask[len(batch) - pad :] = 0
+    out["response_mask"] = mask
+    return out
+
+
 def _detached_copy(value: Any) -> Any:
     """``value`` with every tensor inside (dicts, lists, tuples) replaced by a detached clone."""
     if isinstance(value, torch.Tensor):
@@ -83,7 +101,8 @@ class MetricAccumulator:
     ``add_mean`` values are averaged. Both are then averaged over mini-batches.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, dp_size: int = 1) -> None:
+        self.dp_size = dp_size
         self._shares: dict[str, float] = {}
         self._per_minibatch: dict[str, list[float]] = {}
         self._means: dict[str, list[float]] = {}
@@ -91,6 +110,17 @@ class MetricAccumulator:
     def add_share(self, name: str, value: float) -> None:
         """Add a micro-batch's share of a mini-batch total."""
         self._shares[name] = self._shares.get(name, 0.0) + value
+
+    def add_token_share(self, name: str, value: float, tokens: float, counts: LossCounts) -> None:
+        """Add a micro-batch's per-token mean as its token-weighted share × ``dp_size``.
+
+        Summed over micro-batches and averaged over ranks this is the mean over
+        every valid token of the mini-batch, however unevenly ranks hold them.
+        """
+        if tokens > 0 and counts.tokens > 0:
+            self.add_share(name, value * tokens * self.dp_size / counts.tokens)
+        else:
+            self.add_share(name, 0.0)
 
     def add_mean(self, name: str, value: float) -> None:
         """Record a value to average."""
@@ -225,7 +255,13 @@ class FSDPEngine:
             dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=self.dp.group)
         return LossCounts(tokens=float(counts[0]), sequences=float(counts[1]))
 
-    def _aggregation(self, mini: Batch, mode: str, norm_length: float | None) -> LossAggregation:
+    def _aggregation(
+        self,
+        mini: Batch,
+        mode: str,
+        norm_length: float | None,
+        counts: LossCounts | None = None,
+    ) -> LossAggregation:
         """How every loss of mini-batch ``mini`` aggregates: global counts, length, dp size.
 
         ``norm_length`` ``None`` uses the response width (the same on every rank,
@@ -233,7 +269,7 @@ class FSDPEngine:
         """
         return LossAggregation.from_counts(
             mode,
-            self._global_counts(mini["response_mask"]),
+            counts or self._global_counts(mini["response_mask"]),
             norm_length=norm_length or float(mini["responses"].shape[1]),
             dp_size=self.dp.size,
         )

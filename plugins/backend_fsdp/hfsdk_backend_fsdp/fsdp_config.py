@@ -157,6 +157,13 @@ class FSDPRoleConfig(RoleConfig):
         default=True,
     )
     """FSDP2: free gathered weights after each forward (less memory, one more all-gather)."""
+    remove_padding: bool = help_field(
+        "Log-prob and training passes drop the columns that are padding in every row of a "
+        "micro-batch.",
+        default=True,
+    )
+    """Log-prob and training passes drop the columns that are padding in every row of a
+    micro-batch (leading prompt padding, response padding after the longest response)."""
 
 
 @attrs.frozen(kw_only=True)

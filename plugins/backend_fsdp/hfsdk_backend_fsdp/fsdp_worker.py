@@ -71,10 +71,14 @@ class FSDPRoleWorker(Worker):
         """Restore what :meth:`save_checkpoint` wrote."""
         path = Path(directory)
         self.engine.load_checkpoint(path)
+        self._after_load()
         rng = path / RNG_FILE.format(rank=self.rank)
         if rng.exists():
             torch.set_rng_state(torch.load(rng, weights_only=False))
         return str(path)
+
+    def _after_load(self) -> None:
+        """Hook for kinds that keep derived state in step with the engine's weights."""
 
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def export_hf(self, directory: str) -> str:
@@ -122,7 +126,21 @@ class FSDPPolicyWorker(FSDPRoleWorker):
             entropy_coef=terms.entropy_coef,
             norm_length=self._norm_length(),
         )
-        return self.engine.update_actor(batch, objective)
+        metrics = self.engine.update_actor(batch, objective)
+        self._sync_rollout_weights()
+        return metrics
+
+    def _sync_rollout_weights(self) -> None:
+        """Hand the actor's current weights to the rollout (in memory, layer by layer).
+
+        The ``hf`` rollout generates on the actor's own module and ignores them;
+        a separate engine (``vllm``) reloads them in place.
+        """
+        if self.rollout is not None:
+            self.rollout.update_weights(self.engine.hf_weights())
+
+    def _after_load(self) -> None:
+        self._sync_rollout_weights()
 
 
 class FSDPReferenceWorker(FSDPRoleWorker):

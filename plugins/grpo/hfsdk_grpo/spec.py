@@ -8,7 +8,12 @@ from hfsdk_grpo.grpo_config import GRPOConfig
 
 # The default task's settings (tiny model, short responses), written for the
 # fsdp training backend and the hf rollout backend.
-_ACTOR = {"backend": "fsdp", "optim": {"lr": 1e-4}, "mini_batch_size": 8, "micro_batch_size": 16}
+_ACTOR = {
+    "backend": ["fsdp", "megatron"],
+    "optim": {"lr": 1e-4},
+    "mini_batch_size": 8,
+    "micro_batch_size": 16,
+}
 
 GRPO_SPEC = AlgorithmSpec(
     name="grpo",
@@ -20,7 +25,7 @@ GRPO_SPEC = AlgorithmSpec(
         RoleSpec(name="reward", kind="scorer"),
     ),
     preset={
-        "rollout": {"backend": "hf", "max_response_length": 8},
+        "rollout": {"backend": ["hf", "vllm"], "max_response_length": 8},
         # 16 prompts x 4 samples: two optimizer steps of 32 responses per iteration.
         "actor": {**_ACTOR, "mini_batch_size": 32, "micro_batch_size": 64},
     },

@@ -16,20 +16,22 @@ def _timings(metrics: dict[str, float]) -> set[str]:
 def test_step_calls_roles_in_order_and_hands_over_the_keys() -> None:
     run = FakeRun.for_algorithm("grpo", rewards=[1.0, 0.0])
     metrics = run.step()
+    # 8 samples in one mini-batch of 32, one epoch, KL not in the reward: exactly
+    # on-policy, so the separate old-log-prob pass is skipped.
     assert run.order == [
         ("actor", "generate_sequences"),
-        ("actor", "compute_log_prob"),
         ("reference", "compute_ref_log_prob"),
         ("reward", "score"),
         ("actor", "update_actor"),
     ]
     update = run.calls_of("actor")[-1]
-    assert {"advantages", "old_log_probs", "ref_log_probs", "response_mask"} <= set(update.keys)
+    assert {"advantages", "ref_log_probs", "response_mask"} <= set(update.keys)
     assert len(run.role("actor").batches["update_actor"]) == 2 * 4  # n_samples_per_prompt=4
     assert metrics["reward/mean"] == pytest.approx(0.5)
     assert metrics["reward/fn_mean"] == pytest.approx(0.5)
     # The stages step() times are exactly those the spec (and the planner) declares.
-    assert _timings(metrics) == set(hfsdk.get_registry("algorithms")["grpo"].impl.timings)
+    spec = hfsdk.get_registry("algorithms")["grpo"].impl
+    assert _timings(metrics) == set(spec.timings) - {"old_log_prob"}
 
 
 def test_group_advantages_reach_the_actor() -> None:

@@ -8,7 +8,12 @@ from hfsdk_remax.remax_config import ReMaxConfig
 
 # The default task's settings (tiny model, short responses), written for the
 # fsdp training backend and the hf rollout backend.
-_ACTOR = {"backend": "fsdp", "optim": {"lr": 1e-4}, "mini_batch_size": 8, "micro_batch_size": 16}
+_ACTOR = {
+    "backend": ["fsdp", "megatron"],
+    "optim": {"lr": 1e-4},
+    "mini_batch_size": 8,
+    "micro_batch_size": 16,
+}
 
 REMAX_SPEC = AlgorithmSpec(
     name="remax",
@@ -21,7 +26,7 @@ REMAX_SPEC = AlgorithmSpec(
     ),
     extra_generations=("greedy_generation",),
     preset={
-        "rollout": {"backend": "hf", "max_response_length": 8},
+        "rollout": {"backend": ["hf", "vllm"], "max_response_length": 8},
         # One sample per prompt is too noisy against a greedy baseline; four are not.
         "algorithm": {"n_samples_per_prompt": 4},
         "actor": {**_ACTOR, "mini_batch_size": 32, "micro_batch_size": 64},

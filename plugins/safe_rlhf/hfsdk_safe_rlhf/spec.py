@@ -8,8 +8,18 @@ from hfsdk_safe_rlhf.safe_rlhf_config import SafeRLHFConfig
 
 # The default task's settings (tiny model, short responses), written for the
 # fsdp training backend and the hf rollout backend.
-_ACTOR = {"backend": "fsdp", "optim": {"lr": 1e-4}, "mini_batch_size": 8, "micro_batch_size": 16}
-_CRITIC = {"backend": "fsdp", "optim": {"lr": 1e-3}, "mini_batch_size": 8, "micro_batch_size": 16}
+_ACTOR = {
+    "backend": ["fsdp", "megatron"],
+    "optim": {"lr": 1e-4},
+    "mini_batch_size": 8,
+    "micro_batch_size": 16,
+}
+_CRITIC = {
+    "backend": ["fsdp", "megatron"],
+    "optim": {"lr": 1e-3},
+    "mini_batch_size": 8,
+    "micro_batch_size": 16,
+}
 
 SAFE_RLHF_SPEC = AlgorithmSpec(
     name="safe_rlhf",
@@ -24,7 +34,7 @@ SAFE_RLHF_SPEC = AlgorithmSpec(
         RoleSpec(name="cost", kind="scorer"),
     ),
     preset={
-        "rollout": {"backend": "hf", "max_response_length": 8},
+        "rollout": {"backend": ["hf", "vllm"], "max_response_length": 8},
         "actor": _ACTOR,
         "critic": _CRITIC,
         "cost_critic": _CRITIC,

@@ -21,11 +21,18 @@ def test_no_preset_with_user_data() -> None:
 
 
 def test_sections_of_another_backend_take_no_preset_keys() -> None:
-    merged = with_algorithm_preset("ppo", {"actor": {"backend": "megatron"}})
-    assert merged["actor"] == {"backend": "megatron"}
+    merged = with_algorithm_preset("ppo", {"actor": {"backend": "elsewhere"}})
+    assert merged["actor"] == {"backend": "elsewhere"}
     assert merged["critic"]["optim"]["lr"] == 1e-3
-    # The preset names the backend it was written for; the core never forces it.
-    assert "backend" not in merged["critic"]
+
+
+def test_megatron_sections_take_the_preset_keys() -> None:
+    """megatron roles share the fsdp batch and optimizer keys, so the preset fits them."""
+    merged = with_algorithm_preset("ppo", {"critic": {"backend": "megatron"}})
+    assert merged["critic"]["backend"] == "megatron"
+    assert merged["critic"]["optim"]["lr"] == 1e-3
+    # The preset names the backends it was written for; the core never forces one.
+    assert "backend" not in with_algorithm_preset("ppo", {})["critic"]
 
 
 def test_preset_sections_follow_the_declared_default_backend() -> None:
