@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from hfsdk import Batch, Protocol, ResourcePool, Worker, WorkerGroup, register
+from hfsdk import Batch, BuiltinProtocol, ResourcePool, Worker, WorkerGroup, register
 from hfsdk.core.workers.ray_runtime import connect, shutdown
 
 ROW_FLOATS = 1024  # one row = 4 KiB of float32
@@ -39,16 +39,16 @@ PAYLOADS = {"no-op": None, "1 MB": 2**20, "64 MB": 64 * 2**20}
 class EchoWorker(Worker):
     """Identity, producer and consumer methods for the measurements."""
 
-    @register(protocol=Protocol.DP_COMPUTE_PROTO)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def echo(self, batch: Batch) -> Batch:
         return batch
 
-    @register(protocol=Protocol.DP_COMPUTE_PROTO)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def make(self, index: Batch) -> Batch:
         rows = len(index)
         return Batch.from_dict({"data": torch.ones(rows, ROW_FLOATS), "index": index["index"]})
 
-    @register(protocol=Protocol.DP_COMPUTE_PROTO)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def consume(self, batch: Batch) -> Batch:
         return Batch.from_dict({"total": batch["data"].sum(dim=1)})
 

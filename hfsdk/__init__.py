@@ -1,13 +1,17 @@
 """hfsdk: a plugin-based SDK for RL post-training of language models.
 
-Public names are loaded lazily so ``import hfsdk`` (and ``hfsdk --help``)
-stays fast and never imports torch or ray.
+This module is the public surface: everything a plugin author needs is
+importable from ``hfsdk`` (plugins in this repository import nothing else).
+Names are loaded lazily so ``import hfsdk`` (and ``hfsdk --help``) stays fast
+and never imports torch or ray; the ``TYPE_CHECKING`` block below lets editors
+and type checkers resolve them.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import warnings
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 
@@ -16,24 +20,163 @@ __version__ = "0.1.0"
 hookimpl = pluggy.HookimplMarker("hfsdk")
 """Marker for hook implementations in plugins: ``@hfsdk.hookimpl``."""
 
+if TYPE_CHECKING:
+    from hfsdk.core.algorithm import Algorithm, AlgorithmConfig, AlgorithmContext, Scorer
+    from hfsdk.core.algorithm_spec import (
+        ROLE_KINDS,
+        ActorLossTerms,
+        AlgorithmSpec,
+        RoleKind,
+        RoleSpec,
+        default_actor_objective,
+    )
+    from hfsdk.core.batch import Batch
+    from hfsdk.core.config.help import field_help, help_field
+    from hfsdk.core.dataflow import Dataflow, Stage
+    from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
+    from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
+    from hfsdk.core.maths.aggregation import (
+        LOSS_AGG_MODES,
+        LossAggMode,
+        LossAggregation,
+        LossCounts,
+        aggregate_loss,
+        global_counts,
+        local_counts,
+    )
+    from hfsdk.core.maths.entropy import entropy_bonus, entropy_from_logits
+    from hfsdk.core.maths.kl import apply_kl_penalty, kl_loss, resolve_kl_estimator, token_kl
+    from hfsdk.core.maths.masked import (
+        as_bool_mask,
+        check_per_sample,
+        check_token_tensors,
+        masked_fill_zero,
+        masked_mean,
+        masked_sum,
+        masked_var,
+        masked_whiten,
+    )
+    from hfsdk.core.maths.protocols import (
+        AdvantageEstimator,
+        AdvantageResult,
+        KLEstimator,
+        PolicyLoss,
+        ValueLoss,
+    )
+    from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
+    from hfsdk.core.registry import Registry, RegistryEntry
+    from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
+    from hfsdk.core.role_config import RoleConfig, RolloutConfig
+    from hfsdk.core.workers import (
+        BuiltinProtocol,
+        ResourcePool,
+        TransferProtocol,
+        Worker,
+        WorkerGroup,
+        register,
+    )
+    from hfsdk.core.workers.protocols import (
+        DispatchContext,
+        DispatchPlan,
+        check_mesh,
+        collect_mean_metrics,
+        padding_rows,
+        split_rows,
+    )
+    from hfsdk.hookspecs import Register
+
 _LAZY = {
+    # plugins and registries
     "get_plugin_manager": "hfsdk.core.plugin_manager",
-    "get_registry": "hfsdk.core.registry",
+    "get_registry": "hfsdk.core.plugin_manager",
     "Registry": "hfsdk.core.registry",
     "RegistryEntry": "hfsdk.core.registry",
+    "Register": "hfsdk.hookspecs",
+    # algorithms
+    "Algorithm": "hfsdk.core.algorithm",
+    "AlgorithmConfig": "hfsdk.core.algorithm",
+    "AlgorithmContext": "hfsdk.core.algorithm",
+    "Scorer": "hfsdk.core.algorithm",
+    "AlgorithmSpec": "hfsdk.core.algorithm_spec",
+    "RoleSpec": "hfsdk.core.algorithm_spec",
+    "RoleKind": "hfsdk.core.algorithm_spec",
+    "ROLE_KINDS": "hfsdk.core.algorithm_spec",
+    "ActorLossTerms": "hfsdk.core.algorithm_spec",
+    "default_actor_objective": "hfsdk.core.algorithm_spec",
+    "Dataflow": "hfsdk.core.dataflow",
+    "Stage": "hfsdk.core.dataflow",
+    # data, config and errors
     "Batch": "hfsdk.core.batch",
+    "ensure_default_assets": "hfsdk.core.default_task",
+    "RoleConfig": "hfsdk.core.role_config",
+    "RolloutConfig": "hfsdk.core.role_config",
+    "help_field": "hfsdk.core.config.help",
+    "field_help": "hfsdk.core.config.help",
+    "HfsdkError": "hfsdk.core.errors",
+    "ConfigError": "hfsdk.core.errors",
+    "UnknownNameError": "hfsdk.core.errors",
+    "DuplicateNameError": "hfsdk.core.errors",
+    # maths
+    "AdvantageResult": "hfsdk.core.maths.protocols",
+    "AdvantageEstimator": "hfsdk.core.maths.protocols",
+    "PolicyLoss": "hfsdk.core.maths.protocols",
+    "ValueLoss": "hfsdk.core.maths.protocols",
+    "KLEstimator": "hfsdk.core.maths.protocols",
+    "LOSS_AGG_MODES": "hfsdk.core.maths.aggregation",
+    "LossAggMode": "hfsdk.core.maths.aggregation",
+    "LossAggregation": "hfsdk.core.maths.aggregation",
+    "LossCounts": "hfsdk.core.maths.aggregation",
+    "aggregate_loss": "hfsdk.core.maths.aggregation",
+    "global_counts": "hfsdk.core.maths.aggregation",
+    "local_counts": "hfsdk.core.maths.aggregation",
+    "entropy_bonus": "hfsdk.core.maths.entropy",
+    "entropy_from_logits": "hfsdk.core.maths.entropy",
+    "apply_kl_penalty": "hfsdk.core.maths.kl",
+    "kl_loss": "hfsdk.core.maths.kl",
+    "resolve_kl_estimator": "hfsdk.core.maths.kl",
+    "token_kl": "hfsdk.core.maths.kl",
+    "as_bool_mask": "hfsdk.core.maths.masked",
+    "check_per_sample": "hfsdk.core.maths.masked",
+    "check_token_tensors": "hfsdk.core.maths.masked",
+    "masked_fill_zero": "hfsdk.core.maths.masked",
+    "masked_mean": "hfsdk.core.maths.masked",
+    "masked_sum": "hfsdk.core.maths.masked",
+    "masked_var": "hfsdk.core.maths.masked",
+    "masked_whiten": "hfsdk.core.maths.masked",
+    # workers
     "Worker": "hfsdk.core.workers",
     "WorkerGroup": "hfsdk.core.workers",
     "ResourcePool": "hfsdk.core.workers",
     "register": "hfsdk.core.workers",
-    "Protocol": "hfsdk.core.workers",
+    "BuiltinProtocol": "hfsdk.core.workers",
+    "TransferProtocol": "hfsdk.core.workers",
+    "padding_rows": "hfsdk.core.workers.protocols",
+    "DispatchContext": "hfsdk.core.workers.protocols",
+    "DispatchPlan": "hfsdk.core.workers.protocols",
+    "check_mesh": "hfsdk.core.workers.protocols",
+    "collect_mean_metrics": "hfsdk.core.workers.protocols",
+    "split_rows": "hfsdk.core.workers.protocols",
+    "DefaultTaskSpec": "hfsdk.core.default_task",
+    "torch_rng_state": "hfsdk.core.rng",
+    "set_torch_rng_state": "hfsdk.core.rng",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Protocol":  # the old name; it read like typing.Protocol
+        warnings.warn(
+            "hfsdk.Protocol is deprecated; use hfsdk.BuiltinProtocol",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        name = "BuiltinProtocol"
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'hfsdk' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -14,22 +14,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
 
-from hfsdk.core.dataflow import Dataflow
+from hfsdk.core.config.help import help_field
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.maths.aggregation import LOSS_AGG_MODES, LossAggMode
 
 if TYPE_CHECKING:
     import torch
 
+    from hfsdk.core.algorithm_spec import AlgorithmSpec
     from hfsdk.core.batch import Batch
-
-LOSS_AGG_MODES = (
-    "token-mean",
-    "seq-mean-token-sum",
-    "seq-mean-token-mean",
-    "seq-mean-token-sum-norm",
-)
-LossAggMode = Literal[
-    "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
-]
+    from hfsdk.core.maths.protocols import AdvantageResult
 
 
 @attrs.frozen(kw_only=True)
@@ -40,22 +34,68 @@ class AlgorithmConfig:
     up in the registries, so any installed estimator or loss can be selected.
     """
 
-    advantage_estimator: str = "gae"
-    policy_loss: str = "ppo_clip"
-    kl_estimator: str = "k1"
-    kl_in_reward: bool = False
-    kl_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
-    kl_controller: Literal["fixed", "adaptive"] = attrs.field(
-        default="fixed", validator=attrs.validators.in_(("fixed", "adaptive"))
+    advantage_estimator: str = help_field(
+        "Registered advantage estimator (hfsdk list advantage-estimators); its settings are "
+        "the 'advantage' section.",
+    )  # no core default: each algorithm names its estimator
+    policy_loss: str = help_field(
+        "Registered policy loss (hfsdk list policy-losses); its settings are the 'policy_loss'"
+        " section.",
+        default="ppo_clip",
     )
-    target_kl: float = attrs.field(default=0.1, validator=attrs.validators.gt(0.0))
-    kl_horizon: int = attrs.field(default=10000, validator=attrs.validators.gt(0))
-    kl_loss_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
-    entropy_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
-    loss_agg_mode: LossAggMode = attrs.field(
-        default="token-mean", validator=attrs.validators.in_(LOSS_AGG_MODES)
+    kl_estimator: str = help_field(
+        "Per-token KL estimator to the reference: k1 (log-ratio), abs, k2, k3 (Schulman's "
+        "unbiased low-variance), k3_clamped.",
+        default="k1",
     )
-    n_samples_per_prompt: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    kl_in_reward: bool = help_field(
+        "Subtract kl_coef·KL from the token rewards (PPO/InstructGPT style) instead of adding "
+        "KL to the actor loss.",
+        default=False,
+    )
+    kl_coef: float = help_field(
+        "Coefficient of the KL penalty in the reward (initial value for the adaptive "
+        "controller); 0 turns it off.",
+        default=0.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    kl_controller: Literal["fixed", "adaptive"] = help_field(
+        "fixed: kl_coef stays; adaptive: kl_coef follows target_kl (Ziegler et al., 2019).",
+        default="fixed",
+        validator=attrs.validators.in_(("fixed", "adaptive")),
+    )
+    target_kl: float = help_field(
+        "Adaptive KL controller: the per-sequence KL the coefficient steers towards (nats).",
+        default=0.1,
+        validator=attrs.validators.gt(0.0),
+    )
+    kl_horizon: int = help_field(
+        "Adaptive KL controller: horizon in samples over which the coefficient adapts.",
+        default=10000,
+        validator=attrs.validators.gt(0),
+    )
+    kl_loss_coef: float = help_field(
+        "Coefficient of KL(π‖π_ref) added to the actor loss when KL is not in the reward (GRPO"
+        " style); 0 turns it off.",
+        default=0.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    entropy_coef: float = help_field(
+        "Coefficient of the entropy bonus subtracted from the actor loss; 0 turns it off.",
+        default=0.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    loss_agg_mode: LossAggMode = help_field(
+        "How per-token losses become one number: token-mean, seq-mean-token-sum, seq-mean-"
+        "token-mean, seq-mean-token-sum-norm (Dr.GRPO).",
+        default="token-mean",
+        validator=attrs.validators.in_(LOSS_AGG_MODES),
+    )
+    n_samples_per_prompt: int = help_field(
+        "Responses sampled per prompt each step (the group size of group-relative estimators).",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
 
 
 Scorer = Callable[["Batch"], tuple["torch.Tensor", dict[str, float]]]
@@ -68,31 +108,34 @@ class AlgorithmContext:
 
     ``roles`` maps each model role (``actor``, ``critic``, ``reference``, ...) to
     the worker-group handle whose methods run on that role's workers;
-    ``signals`` maps ``reward`` (and ``cost``) to a scorer.
+    ``signals`` maps each ``scorer`` role (``reward``, ``cost``) to a scorer;
+    ``spec`` is the algorithm's registered :class:`~hfsdk.core.algorithm_spec.AlgorithmSpec`.
     """
 
     config: Any
     roles: Mapping[str, Any]
     signals: Mapping[str, Scorer]
+    spec: AlgorithmSpec
 
 
 class Algorithm:
     """Base class of an algorithm's single-controller program.
 
-    Subclasses declare ``roles`` (the model roles they need) and ``dataflow``
-    (what each role does per stage, read by the placement planner), and
-    implement :meth:`step` as a short program of worker-group calls, using the
-    building blocks below (generation, scoring, KL-in-reward, the selected
-    advantage estimator, stage timing). Nothing algorithm-specific lives in the
-    trainer loop.
+    Roles, their kinds and the planner's stages are stated once, in the
+    :class:`~hfsdk.core.algorithm_spec.AlgorithmSpec` the plugin registers.
+    Subclasses implement :meth:`step` as a short program of worker-group calls,
+    using the building blocks below (generation, scoring, KL-in-reward, the
+    selected advantage estimator, stage timing). Nothing algorithm-specific
+    lives in the trainer loop.
     """
 
-    name: ClassVar[str]
-    roles: ClassVar[tuple[str, ...]]
-    dataflow: ClassVar[Dataflow]
+    TRAINER_TIMINGS: ClassVar[frozenset[str]] = frozenset({"data", "validation", "checkpoint"})
+    """Stages the trainer loop times around ``step()`` (not part of the spec)."""
 
     def __init__(self, context: AlgorithmContext) -> None:
         self.context = context
+        self.spec = context.spec
+        self._timings = self.spec.timings | self.TRAINER_TIMINGS
         self.config = context.config
         self.algo_config = context.config.algorithm
         self.metrics: dict[str, float] = {}
@@ -117,7 +160,17 @@ class Algorithm:
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
-        """Time a stage; recorded as ``timing/<name>_s``."""
+        """Time a stage; recorded as ``timing/<name>_s``.
+
+        ``name`` must be one the spec's dataflow declares (so the planner's
+        stages and the program's timings cannot drift apart).
+        """
+        if name not in self._timings:
+            raise HfsdkError(
+                f"algorithm {self.spec.name!r} times stage {name!r}, which its spec does not "
+                f"declare; declared: {', '.join(sorted(self._timings))} (add it to the "
+                "AlgorithmSpec, e.g. extra_generations, or use a declared name)"
+            )
         start = time.perf_counter()
         try:
             yield
@@ -136,7 +189,12 @@ class Algorithm:
         batch = prompts.repeat(n, interleave=True) if n > 1 else prompts
         # Repeated here, so every rank gets whole rows; the rollout must not repeat again.
         batch.meta.update(greedy=greedy, n=1)
-        return self.role("actor").generate_sequences(batch)
+        return self.actor.generate_sequences(batch)
+
+    @property
+    def actor(self) -> Any:
+        """The worker group of the spec's ``policy`` role."""
+        return self.role(self.spec.policy_role)
 
     def needs_old_log_probs(self, samples: int) -> bool:
         """Whether the rollout must compute the sampling policy's log-probs separately.
@@ -150,7 +208,7 @@ class Algorithm:
         """
         if self.algo_config.kl_in_reward:
             return True
-        actor = getattr(self.config, "actor", None)
+        actor = getattr(self.config, self.spec.policy_role, None)
         epochs = getattr(actor, "ppo_epochs", None)
         mini_batch = getattr(actor, "mini_batch_size", None)
         if epochs != 1 or not isinstance(mini_batch, int):
@@ -167,9 +225,10 @@ class Algorithm:
             batch = self.generate(prompts)
         if self.needs_old_log_probs(len(batch)):
             with self.stage("old_log_prob"):
-                batch = batch.union(self.role("actor").compute_log_prob(batch))
-        with self.stage("ref_log_prob"):
-            batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
+                batch = batch.union(self.actor.compute_log_prob(batch))
+        for reference in self.spec.roles_of_kind("frozen_policy"):
+            with self.stage("ref_log_prob"):
+                batch = batch.union(self.role(reference).compute_ref_log_prob(batch))
         return batch
 
     def score(self, batch: Batch, signal: str = "reward") -> torch.Tensor:
@@ -206,22 +265,34 @@ class Algorithm:
         self.record(metrics, "actor/reward_")
         return rewards
 
-    def estimate_advantages(self, batch: Batch, **inputs: Any) -> None:
-        """Run the selected advantage estimator; sets ``advantages`` and ``returns``."""
-        from hfsdk.core.registry import get_registry
+    def estimate_advantages(self, batch: Batch, **inputs: Any) -> AdvantageResult:
+        """Run the selected advantage estimator; sets ``advantages`` and ``returns``.
 
-        estimator = get_registry("advantage_estimators")[self.algo_config.advantage_estimator]
+        Returns the estimator's :class:`~hfsdk.core.maths.protocols.AdvantageResult`,
+        whose ``extras`` hold what else it computed (e.g. Safe-RLHF's ``cost_returns``).
+        """
+        from hfsdk.core.maths.protocols import AdvantageResult
+        from hfsdk.core.plugin_manager import get_registry
+
+        name = self.algo_config.advantage_estimator
+        estimator = get_registry("advantage_estimators")[name]
         if "values" in batch and "values" not in inputs:
             inputs["values"] = batch["values"]
-        advantages, returns = estimator.impl(
+        result = estimator.impl(
             token_level_rewards=batch["token_level_rewards"],
             response_mask=batch["response_mask"],
             group_index=list(batch["uid"]),
             config=self.config.advantage,
             **inputs,
         )
-        batch["advantages"] = advantages
-        batch["returns"] = returns
+        if not isinstance(result, AdvantageResult):
+            raise HfsdkError(
+                f"advantage estimator {name!r} (plugin {estimator.plugin!r}) returned "
+                f"{type(result).__name__}; expected hfsdk.AdvantageResult(advantages=, returns=)"
+            )
+        batch["advantages"] = result.advantages
+        batch["returns"] = result.returns
+        return result
 
     def finish(self, batch: Batch) -> dict[str, float]:
         """Batch-level metrics (lengths, KL to the reference, token counts); returns all."""

@@ -20,13 +20,21 @@ class Stage:
 
     ``work`` maps role name to ``"generation"``, ``"inference"`` or ``"training"``;
     a role may appear in a stage more than once by listing the stage twice
-    (e.g. ReMax's sampled and greedy generations).
+    (e.g. ReMax's sampled and greedy generations). ``timings`` are the names
+    the algorithm's ``step()`` times within this stage (``timing/<name>_s``);
+    empty means the stage's own name.
     """
 
     name: str
     work: tuple[tuple[str, WorkKind], ...] = attrs.field(
         converter=lambda w: tuple(tuple(x) for x in w)
     )
+    timings: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+    @property
+    def timed_names(self) -> tuple[str, ...]:
+        """What ``step()`` times in this stage."""
+        return self.timings or (self.name,)
 
     @work.validator
     def _check(self, _attr: attrs.Attribute, value: tuple[tuple[str, str], ...]) -> None:

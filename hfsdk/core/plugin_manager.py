@@ -12,6 +12,7 @@ Environment variables:
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 import traceback
@@ -123,7 +124,29 @@ def _register_into(
     config_cls: type | None = None,
     **extra: Any,
 ) -> None:
+    if registry.kind == "algorithms":
+        config_cls, extra = _algorithm_entry(plugin, name, impl, config_cls, extra)
     registry._add(name, impl, plugin=plugin, config_cls=config_cls, **extra)
+
+
+def _algorithm_entry(
+    plugin: str, name: str, spec: Any, config_cls: type | None, extra: dict[str, Any]
+) -> tuple[type, dict[str, Any]]:
+    """An algorithm is registered as its spec: the config class and doc come from it."""
+    from hfsdk.core.algorithm_spec import AlgorithmSpec
+
+    if not isinstance(spec, AlgorithmSpec):
+        raise HfsdkError(
+            f"plugin {plugin!r} registered algorithm {name!r} as {type(spec).__name__}; "
+            "expected an hfsdk.AlgorithmSpec (register(spec.name, spec))"
+        )
+    if spec.name != name or (config_cls is not None and config_cls is not spec.config_cls):
+        raise HfsdkError(
+            f"plugin {plugin!r} registered algorithm {name!r} with a spec named {spec.name!r} "
+            "(or another config class); register(spec.name, spec) states both once"
+        )
+    doc = spec.summary or inspect.getdoc(spec.program) or ""
+    return spec.config_cls, {"doc": doc, **extra}
 
 
 def _hook_names(pm: pluggy.PluginManager, plugin: object) -> list[str]:
@@ -238,6 +261,14 @@ def _version(dist: str) -> str | None:
 def get_plugin_manager() -> HfsdkPluginManager:
     """The process-wide plugin manager (built on first call, then reused)."""
     return build_plugin_manager()
+
+
+def get_registry(kind: str) -> Registry:
+    """The registry of ``kind`` (e.g. ``"advantage_estimators"``) from the default plugin manager.
+
+    ``kind`` may use ``-`` or ``_``. Unknown kinds raise an error listing the known ones.
+    """
+    return get_plugin_manager().registry(kind)
 
 
 def reset_plugin_manager() -> None:

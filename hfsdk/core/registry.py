@@ -143,11 +143,12 @@ class Registry(Mapping[str, RegistryEntry]):
             message = unknown_name_message(self.what, name, list(self._entries))
             raise UnknownNameError(message) from None
 
-    def get(self, name: str, default: Any = ...) -> Any:  # type: ignore[override]
-        """Look ``name`` up; unknown names raise unless a ``default`` is given."""
-        if default is ... or name in self._entries:
-            return self[name]
-        return default
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]
+        """The entry of ``name``, or ``default`` when there is none (``Mapping.get``).
+
+        Use ``registry[name]`` for an error that lists the available names.
+        """
+        return self._entries.get(name, default)
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._entries))
@@ -157,16 +158,6 @@ class Registry(Mapping[str, RegistryEntry]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {sorted(self._entries)})"
-
-
-def get_registry(kind: str) -> Registry:
-    """The registry of ``kind`` (e.g. ``"advantage_estimators"``) from the default plugin manager.
-
-    ``kind`` may use ``-`` or ``_``. Unknown kinds raise an error listing the known ones.
-    """
-    from hfsdk.core.plugin_manager import get_plugin_manager
-
-    return get_plugin_manager().registry(kind)
 
 
 def normalize_kind(kind: str) -> str:

@@ -36,10 +36,11 @@ def hfsdk_addhooks(pluginmanager: pluggy.PluginManager) -> None:
 def hfsdk_register_algorithms(register: Register) -> None:
     """Register RL algorithms.
 
-    ``register(name, algorithm_cls, config_cls=AlgoConfig, roles=(...))``:
-    ``algorithm_cls`` implements the single-controller program (see
-    ``hfsdk.core.algorithm.Algorithm``); ``roles`` names the model roles it
-    needs (``actor``, ``critic``, ``reference``, ``reward``, ``cost``, ...).
+    ``register(spec.name, spec)`` with an ``hfsdk.AlgorithmSpec``: the program
+    (an ``hfsdk.Algorithm`` subclass), its config class, its roles with their
+    kinds (``policy``, ``value``, ``frozen_policy``, ``scorer``), extra
+    generation stages, the default-task preset and the actor's loss terms.
+    The planner's stages are derived from it.
     """
 
 
@@ -50,7 +51,9 @@ def hfsdk_register_advantage_estimators(register: Register) -> None:
     ``register(name, fn, config_cls=EstimatorConfig)``. ``fn`` takes keyword
     arguments ``token_level_rewards`` (B, T), ``response_mask`` (B, T), and as
     needed ``values``, ``group_index``, ``reward_baselines``, plus ``config``;
-    it returns ``(advantages, returns)``, both (B, T) and zero where masked.
+    it returns an ``hfsdk.AdvantageResult`` (``advantages``, ``returns``, both
+    (B, T) and zero where masked, and named ``extras``); see
+    ``hfsdk.AdvantageEstimator``.
     """
 
 
@@ -58,14 +61,16 @@ def hfsdk_register_advantage_estimators(register: Register) -> None:
 def hfsdk_register_policy_losses(register: Register) -> None:
     """Register policy losses.
 
-    ``register(name, fn, config_cls=LossConfig)``. ``fn`` returns
-    ``(loss, metrics)`` where ``metrics`` is a dict of floats.
+    ``register(name, fn, config_cls=LossConfig)``. ``fn`` is an
+    ``hfsdk.PolicyLoss``: keyword tensors, ``config`` and one
+    ``hfsdk.LossAggregation``; it returns ``(loss, metrics)`` where
+    ``metrics`` is a dict of floats.
     """
 
 
 @hookspec
 def hfsdk_register_value_losses(register: Register) -> None:
-    """Register value (critic) losses; ``fn`` returns ``(loss, metrics)``."""
+    """Register value (critic) losses: ``hfsdk.ValueLoss`` callables, ``(loss, metrics)``."""
 
 
 @hookspec
@@ -87,6 +92,8 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 def hfsdk_register_rollout_backends(register: Register) -> None:
     """Register rollout (generation) backends: ``register(name, cls, config_cls=...)``.
 
+    ``default=True`` makes it the backend of a ``rollout`` section that names none.
+
     The actor's worker builds ``cls(rollout_config, actor_engine)`` once; the
     instance implements ``generate_sequences(prompts)`` and
     ``update_weights(weights)``, where ``weights`` iterates (HF parameter name,
@@ -96,10 +103,12 @@ def hfsdk_register_rollout_backends(register: Register) -> None:
 
 @hookspec
 def hfsdk_register_training_backends(register: Register) -> None:
-    """Register training backends: ``register(name, cls, config_cls=...)``.
+    """Register training backends: ``register(name, impl, config_cls=..., default_for=(...))``.
 
     The config class is the per-role config section (``actor``, ``critic``, ...)
-    used when a role selects this backend.
+    used when a role selects this backend. ``impl`` is a ``hfsdk.Worker``
+    subclass or has ``worker_class(role_kind)``; ``default_for`` names the
+    role kinds whose sections get this backend when they name none.
     """
 
 

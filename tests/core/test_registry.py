@@ -23,12 +23,28 @@ def _thing() -> None:
     """
 
 
+class _Program(hfsdk.Algorithm):
+    """A test implementation.
+
+    More text.
+    """
+
+
+def _impl(hook: str, name: str) -> object:
+    """What the hook registers: algorithms register a spec, every other kind ``_thing``."""
+    if hook == "hfsdk_register_algorithms":
+        return hfsdk.AlgorithmSpec(
+            name=name, program=_Program, config_cls=_Cfg, roles=[("actor", "policy")]
+        )
+    return _thing
+
+
 def _plugin_for(hook: str, name: str) -> object:
     class Plugin:
         pass
 
     def impl(register):  # type: ignore[no-untyped-def]
-        register(name, _thing, config_cls=_Cfg, color="blue")
+        register(name, _impl(hook, name), config_cls=_Cfg, color="blue")
 
     impl.__name__ = hook
     setattr(Plugin, hook, staticmethod(hfsdk.hookimpl(impl)))
@@ -41,7 +57,7 @@ def test_every_kind_registers_and_looks_up(kind: str) -> None:
     pm = build_plugin_manager([("mine", plugin)], load_entry_points=False)
     registry = pm.registry(kind)
     entry = registry["my_entry"]
-    assert entry.impl is _thing
+    assert entry.impl == _impl(REGISTRY_HOOKS[kind], "my_entry")
     assert entry.config_cls is _Cfg
     assert entry.plugin == "mine"
     assert entry.summary == "A test implementation."
@@ -81,9 +97,21 @@ def test_registry_is_read_only_mapping() -> None:
     assert list(registry) == ["x"] and len(registry) == 1 and "x" in registry
     with pytest.raises(TypeError):
         registry["y"] = registry["x"]  # type: ignore[index]
-    assert registry.get("missing", None) is None
+    # Mapping.get: a default (None unless given) for a missing name, never an error.
+    assert registry.get("missing") is None
+    assert registry.get("missing", 7) == 7
+    assert registry.get("x") is registry["x"]
     with pytest.raises(UnknownNameError):
-        registry.get("missing")
+        registry["missing"]
+
+
+def test_an_algorithm_must_be_registered_as_its_spec() -> None:
+    plugin = _plugin_for("hfsdk_register_policy_losses", "x")  # registers a bare function
+    plugin.hfsdk_register_algorithms = plugin.hfsdk_register_policy_losses  # type: ignore[attr-defined]
+    del plugin.hfsdk_register_policy_losses  # type: ignore[attr-defined]
+    pm = build_plugin_manager([("mine", plugin)], load_entry_points=False)
+    with pytest.raises(HfsdkError, match=r"expected an hfsdk\.AlgorithmSpec"):
+        pm.registry("algorithms")
 
 
 def test_bad_names_and_config_classes_are_rejected() -> None:
@@ -108,5 +136,6 @@ def test_public_get_registry_sees_installed_plugins() -> None:
     algorithms = hfsdk.get_registry("algorithms")
     assert {"ppo", "grpo", "remax", "safe_rlhf"} <= set(algorithms)
     assert algorithms["grpo"].plugin == "grpo"
-    assert "actor" in algorithms["ppo"].extra["roles"]
+    assert "actor" in algorithms["ppo"].impl.role_names
+    assert algorithms["ppo"].config_cls is algorithms["ppo"].impl.config_cls
     assert {"fsdp", "megatron"} <= set(hfsdk.get_registry("training-backends"))

@@ -18,7 +18,8 @@ def list_entries(kind: str) -> None:
     kl-estimators, reward-functions, rollout-backends, training-backends,
     transfer-protocols.
     """
-    from hfsdk.core.registry import get_registry, normalize_kind
+    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk.core.registry import normalize_kind
 
     registry = get_registry(normalize_kind(kind))
     if not registry:

@@ -113,7 +113,7 @@ def plan(
     stage and iteration times. Example:
 
     \b
-        hfsdk plan --algo ppo --model-size 70B --gpus 128 --timeline plan.png
+        hfsdk plan --algo ALGO --model-size 70B --gpus 128 --timeline plan.png
     """
     from hfsdk.core.placement import Workload, plan_for_algorithm
 

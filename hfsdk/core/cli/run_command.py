@@ -24,7 +24,7 @@ def run(
     quiet: bool,
     ray_address: str | None,
 ) -> None:
-    """Train: `hfsdk run --algo grpo` runs the built-in tiny task on CPU."""
+    """Train: `hfsdk run --algo NAME` runs the built-in tiny task on CPU (hfsdk list algorithms)."""
     from hfsdk.core.config import load_run_config
     from hfsdk.core.trainer.trainer import Trainer
 

@@ -10,9 +10,11 @@ section                 config class
 ``advantage``           the selected ``algorithm.advantage_estimator``'s
 ``policy_loss``         the selected ``algorithm.policy_loss``'s
 ``value_loss``          the selected ``algorithm.value_loss``'s (algorithms with a critic)
-``actor``, ``critic``…  one per model role, the class of the role's ``backend``
-``reward``, ``cost``    signal sections: reward functions and/or a reward model
-``rollout``             the class of ``rollout.backend``
+``actor``, ``critic``…  one per model role of the algorithm's spec, the class of the
+                        role's ``backend`` (default: the backend declared default for
+                        the role's kind)
+``reward``, ``cost``…   roles of kind ``scorer``: signal functions and/or a model
+``rollout``             the class of ``rollout.backend`` (default: the declared default)
 ``trainer``, ``data``,  core classes
 ``placement``
 ======================  ==============================================================
@@ -30,15 +32,13 @@ from typing import Any
 
 import attrs
 
+from hfsdk.core.backends import default_rollout_backend, default_training_backend
 from hfsdk.core.config.converter import make_converter, structure, unstructure
 from hfsdk.core.config.loader import apply_overrides, load_yaml
 from hfsdk.core.config.signal_config import SignalConfig
 from hfsdk.core.errors import ConfigError, HfsdkError
 from hfsdk.core.plugin_manager import HfsdkPluginManager, get_plugin_manager
 from hfsdk.core.registry import Registry, closest_match
-
-SIGNAL_ROLES = ("reward", "cost")
-"""Roles whose section describes a signal (functions or a model), not a trained model."""
 
 
 def _core_sections() -> dict[str, type]:
@@ -144,6 +144,22 @@ class _Composer:
             return None
         return self.add(section, entry.config_cls, data)
 
+    def backend_for(self, kind: str) -> str | None:
+        """The training backend declared default for role ``kind`` (errors are collected)."""
+        try:
+            return default_training_backend(self.registry_of("training_backends"), kind)
+        except ConfigError as exc:
+            self.errors.append(str(exc))
+            return None
+
+    def model_role(self, role: str, kind: str, data: dict[str, Any]) -> Any:
+        """A model role's section, structured with its backend's config class."""
+        backend = data.get("backend") or self.backend_for(kind)
+        if backend is None:
+            return None
+        data = {**data, "backend": backend}
+        return self.named(role, "training_backends", f"{role}.backend", backend, data)
+
     def signal(self, role: str, data: dict[str, Any]) -> None:
         data = dict(data)
         model = data.pop("model", None)
@@ -153,9 +169,8 @@ class _Composer:
         if not isinstance(model, dict):
             self.errors.append(f"config section '{role}.model' must be a mapping, got {model!r}")
             return
-        backend = model.get("backend", "fsdp")
         path = f"{role}.model"
-        structured = self.named(path, "training_backends", f"{path}.backend", backend, model)
+        structured = self.model_role(path, "scorer", model)
         self.sections.pop(path, None)
         if structured is not None:
             self.sections[role] = attrs.evolve(signal, model=structured)
@@ -180,11 +195,11 @@ def resolve_run_config(
     if not algo:
         names = ", ".join(registry_of("algorithms")) or "(none installed)"
         raise ConfigError(f"no algorithm given; pass --algo NAME (installed: {names})")
-    algo_entry = _lookup(registry_of("algorithms"), algo, "algo")
+    spec = _lookup(registry_of("algorithms"), algo, "algo").impl
     composer = _Composer(pm)
 
-    algorithm = composer.add("algorithm", algo_entry.config_cls, _section(data, "algorithm"))
-    roles = tuple(algo_entry.extra.get("roles", ()))
+    algorithm = composer.add("algorithm", spec.config_cls, _section(data, "algorithm"))
+    roles = spec.role_names
     if algorithm is not None:
         composer.named(
             "advantage",
@@ -213,17 +228,22 @@ def resolve_run_config(
         except ConfigError as exc:
             composer.errors.append(str(exc))
 
-    for role in roles:
-        section = _section(data, role)
-        if role in SIGNAL_ROLES:
-            composer.signal(role, section)
+    for role in spec.roles:
+        section = _section(data, role.name)
+        if role.kind == "scorer":
+            composer.signal(role.name, section)
         else:
-            backend = section.get("backend", "fsdp")
-            composer.named(role, "training_backends", f"{role}.backend", backend, section)
+            composer.model_role(role.name, role.kind, section)
     rollout = _section(data, "rollout")
-    composer.named(
-        "rollout", "rollout_backends", "rollout.backend", rollout.get("backend", "hf"), rollout
-    )
+    try:
+        rollout_backend = rollout.get("backend") or default_rollout_backend(
+            registry_of("rollout_backends")
+        )
+    except ConfigError as exc:
+        composer.errors.append(str(exc))
+    else:
+        rollout = {**rollout, "backend": rollout_backend}
+        composer.named("rollout", "rollout_backends", "rollout.backend", rollout_backend, rollout)
     for name, cls in _core_sections().items():
         composer.add(name, cls, _section(data, name))
 
@@ -267,11 +287,41 @@ def load_run_config(
 ) -> RunConfig:
     """YAML file (optional) + dotted overrides -> a validated :class:`RunConfig`.
 
-    A config without training data runs the built-in default task; its preset
-    (``hfsdk.core.default_task.preset``) fills the keys the user did not set.
+    A config without training data runs the built-in default task; the
+    algorithm's preset (``AlgorithmSpec.preset``, on top of the core's
+    ``hfsdk.core.default_task.preset``) fills the keys the user did not set.
     """
-    from hfsdk.core.default_task.preset import with_default_task_preset
-
     data = load_yaml(config_file) if config_file else {}
     data = apply_overrides(data, overrides)
-    return resolve_run_config(algo, with_default_task_preset(algo or data.get("algo"), data))
+    return resolve_run_config(algo, with_algorithm_preset(algo or data.get("algo"), data))
+
+
+def with_algorithm_preset(
+    algo: str | None, data: Mapping[str, Any], *, pm: HfsdkPluginManager | None = None
+) -> dict[str, Any]:
+    """``data`` on top of ``algo``'s default-task preset (unchanged for other runs).
+
+    A preset section that names a ``backend`` is written for that backend; it
+    is dropped when the section resolves to another one (the user's choice, or
+    the default an installed plugin declares), since its keys would not exist there.
+    """
+    from hfsdk.core.default_task.preset import uses_default_task, with_default_task_preset
+
+    pm = pm or get_plugin_manager()
+    spec_entry = pm.registry("algorithms").get(algo) if isinstance(algo, str) else None
+    if spec_entry is None or not uses_default_task(data):
+        return dict(data)  # unknown names are reported by resolve_run_config
+    spec = spec_entry.impl
+    kinds = {role.name: role.kind for role in spec.roles}
+
+    def default_backend(section: str) -> str | None:
+        try:
+            if section == "rollout":
+                return default_rollout_backend(pm.registry("rollout_backends"))
+            if section in kinds and kinds[section] != "scorer":
+                return default_training_backend(pm.registry("training_backends"), kinds[section])
+        except ConfigError:
+            return None  # resolve_run_config reports it
+        return None
+
+    return with_default_task_preset(spec.preset, data, default_backend)

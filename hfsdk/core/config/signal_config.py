@@ -6,14 +6,24 @@ from typing import Any, Literal
 
 import attrs
 
+from hfsdk.core.config.help import help_field
+
 
 @attrs.frozen(kw_only=True)
 class SignalFunction:
     """A registered reward function (by name, ``module:function`` or ``file.py:function``)."""
 
-    name: str
-    weight: float = 1.0
-    kwargs: dict[str, Any] = attrs.field(factory=dict)
+    name: str = help_field(
+        "Registered reward function, 'package.module:function' or 'path/to/file.py:function'.",
+    )
+    weight: float = help_field(
+        "Multiplier of this function's score in the signal's sum.",
+        default=1.0,
+    )
+    kwargs: dict[str, Any] = help_field(
+        "Settings of the function (its registered config class checks them).",
+        factory=dict,
+    )
     """Keyword arguments for the function's config class (or the function itself)."""
     style: Literal["hfsdk", "verl", "trl", "openrlhf"] | None = attrs.field(
         default=None,
@@ -33,5 +43,14 @@ class SignalConfig:
     With neither, the built-in default task supplies its rule-based signal.
     """
 
-    functions: tuple[SignalFunction, ...] = ()
-    model: Any = None
+    functions: tuple[SignalFunction, ...] = help_field(
+        "Scoring functions summed with their weights: [{name: exact_match, weight: 1.0, "
+        "kwargs: {...}}]; names from hfsdk list reward-functions, or 'module:function' / "
+        "'file.py:function'.",
+        default=(),
+    )
+    model: Any = help_field(
+        "A scoring model section ({model_path: DIR, backend: ...}) added to the functions' "
+        "score; null for none.",
+        default=None,
+    )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from hfsdk.core.config.help import help_field
+
 
 @attrs.frozen(kw_only=True)
 class DataConfig:
@@ -13,13 +15,38 @@ class DataConfig:
     directory; empty means the built-in default task.
     """
 
-    train_files: tuple[str, ...] = ()
-    val_files: tuple[str, ...] = ()
-    prompt_key: str = "prompt"
-    batch_size: int = attrs.field(default=8, validator=attrs.validators.ge(1))
+    train_files: tuple[str, ...] = help_field(
+        "Training prompts: parquet/jsonl files or a datasets directory; empty runs the built-"
+        "in default task.",
+        default=(),
+    )
+    val_files: tuple[str, ...] = help_field(
+        "Validation prompts (same formats); empty: none (the default task brings its own).",
+        default=(),
+    )
+    prompt_key: str = help_field(
+        "Column holding the prompt text (or chat messages).",
+        default="prompt",
+    )
+    batch_size: int = help_field(
+        "Prompts per training step (before n_samples_per_prompt repeats them).",
+        default=8,
+        validator=attrs.validators.ge(1),
+    )
     """Prompts per step (each is sampled ``n_samples_per_prompt`` times)."""
-    max_prompt_length: int = attrs.field(default=64, validator=attrs.validators.ge(1))
+    max_prompt_length: int = help_field(
+        "Prompts longer than this many tokens are dropped with a warning.",
+        default=64,
+        validator=attrs.validators.ge(1),
+    )
     """Prompts longer than this many tokens are dropped (with a count in the log)."""
-    shuffle: bool = True
-    apply_chat_template: bool | None = None
+    shuffle: bool = help_field(
+        "Shuffle the prompts each epoch (seeded by trainer.seed).",
+        default=True,
+    )
+    apply_chat_template: bool | None = help_field(
+        "Format prompts with the tokenizer's chat template; null: when the prompt column holds"
+        " messages.",
+        default=None,
+    )
     """``None``: use the tokenizer's chat template when it has one."""

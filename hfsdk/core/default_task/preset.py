@@ -2,40 +2,25 @@
 
 The generic config defaults suit real models; the default task's model is
 tiny, so it needs a larger learning rate and short responses. When a run names
-no training data (``data.train_files`` empty), these values are merged *under*
+no training data (``data.train_files`` empty), the algorithm plugin's preset
+(``AlgorithmSpec.preset``) on top of the core sections below is merged *under*
 the user's config: anything the user sets still wins. ``hfsdk config show``
-prints the result.
+prints the result. The core knows no algorithm and no backend: settings of
+backend sections (optimizer, batch sizes, response length) come from the
+algorithm's preset, each section naming the backend it was written for.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-_COMMON: dict[str, Any] = {
+CORE_PRESET: dict[str, Any] = {
     "trainer": {"total_steps": 30},
     "data": {"batch_size": 16},
-    "rollout": {"max_response_length": 8},
-    "actor": {"optim": {"lr": 1e-4}, "mini_batch_size": 8, "micro_batch_size": 16},
 }
-_CRITIC = {"optim": {"lr": 1e-3}, "mini_batch_size": 8, "micro_batch_size": 16}
-
-_PER_ALGORITHM: dict[str, dict[str, Any]] = {
-    # 16 prompts x 4 samples: two optimizer steps of 32 responses per iteration.
-    "grpo": {"actor": {"mini_batch_size": 32, "micro_batch_size": 64}},
-    "ppo": {"critic": _CRITIC},
-    # One sample per prompt is too noisy against a greedy baseline; four are not.
-    "remax": {
-        "algorithm": {"n_samples_per_prompt": 4},
-        "actor": {"mini_batch_size": 32, "micro_batch_size": 64},
-    },
-    "safe_rlhf": {
-        "critic": _CRITIC,
-        "cost_critic": _CRITIC,
-        "algorithm": {"cost_threshold": 0.1, "lambda_lr": 0.5},
-    },
-}
+"""The default task's settings of the core's own sections, for every algorithm."""
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -49,35 +34,37 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return merged
 
 
-def default_task_preset(algo: str) -> dict[str, Any]:
-    """The default task's settings for ``algo`` (a nested config dict)."""
-    return deep_merge(_COMMON, _PER_ALGORITHM.get(algo, {}))
-
-
 def uses_default_task(data: Mapping[str, Any]) -> bool:
     """Whether a raw config names no training data (so the default task runs)."""
     section = data.get("data") or {}
     return not (isinstance(section, Mapping) and section.get("train_files"))
 
 
-# The preset's sections are written for these backends (the first is the default); a
-# section that selects another backend takes none of them (their keys would not exist
-# there). The vllm rollout shares the hf rollout's keys, megatron the fsdp batch/optim keys.
-_PRESET_BACKENDS = {
-    "rollout": ("hf", "vllm"),
-    "actor": ("fsdp", "megatron"),
-    "critic": ("fsdp", "megatron"),
-    "cost_critic": ("fsdp", "megatron"),
-}
+def with_default_task_preset(
+    preset: Mapping[str, Any],
+    data: Mapping[str, Any],
+    default_backend: Callable[[str], str | None] = lambda _section: None,
+) -> dict[str, Any]:
+    """``data`` on top of :data:`CORE_PRESET` and ``preset`` when it runs the default task.
 
-
-def with_default_task_preset(algo: str | None, data: Mapping[str, Any]) -> dict[str, Any]:
-    """``data`` on top of the preset when it runs the default task, else ``data`` unchanged."""
-    if not algo or not uses_default_task(data):
+    A preset section with a ``backend`` key (a name, or a list of the backends
+    whose config classes share those keys) is kept only when the section
+    resolves to one of them: the user's ``backend`` if given, else
+    ``default_backend(section)``. The ``backend`` key itself is not forced on
+    the user's config.
+    """
+    if not uses_default_task(data):
         return dict(data)
-    preset = default_task_preset(algo)
-    for section, backends in _PRESET_BACKENDS.items():
+    merged = deep_merge(CORE_PRESET, preset)
+    for section, values in list(merged.items()):
+        if not (isinstance(values, Mapping) and "backend" in values):
+            continue
+        written_for = values["backend"]
+        written_for = (written_for,) if isinstance(written_for, str) else tuple(written_for)
         given = data.get(section)
-        if isinstance(given, Mapping) and given.get("backend", backends[0]) not in backends:
-            preset.pop(section, None)
-    return deep_merge(preset, data)
+        chosen = given.get("backend") if isinstance(given, Mapping) else None
+        if (chosen or default_backend(section)) not in written_for:
+            merged.pop(section)
+        else:
+            merged[section] = {k: v for k, v in values.items() if k != "backend"}
+    return deep_merge(merged, data)

@@ -18,16 +18,15 @@ The KL enters training either as a per-token reward penalty
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.aggregation import Count, aggregate_loss
+from hfsdk.core.maths.aggregation import LossAggregation, aggregate_loss
 from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_mean
-
-KLEstimator = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+from hfsdk.core.maths.protocols import KLEstimator
 
 K3_LOG_RATIO_CLAMP = 20.0
 """Bound on |log π_ref − log π| before ``exp`` in ``k3_clamped`` (exp(20) ≈ 5e8)."""
@@ -80,9 +79,9 @@ def resolve_kl_estimator(estimator: str | KLEstimator) -> KLEstimator:
         return estimator
     if estimator in KL_ESTIMATORS:
         return KL_ESTIMATORS[estimator]
-    import hfsdk
+    from hfsdk.core.plugin_manager import get_registry
 
-    return hfsdk.get_registry("kl_estimators").get(estimator).impl
+    return get_registry("kl_estimators")[estimator].impl
 
 
 def token_kl(
@@ -132,28 +131,15 @@ def kl_loss(
     log_prob: torch.Tensor,
     ref_log_prob: torch.Tensor,
     response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
+    aggregation: LossAggregation | None = None,
     estimator: str | KLEstimator = "k3_clamped",
-    *,
-    global_token_count: Count | None = None,
-    global_seq_count: Count | None = None,
-    norm_length: float | None = None,
-    dp_size: int = 1,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """KL as a loss term: the aggregated per-token KL (multiply by ``kl_loss_coef``).
 
     Returns ``(loss, {"kl_loss": value})``; gradients flow into ``log_prob``.
     """
     kl = token_kl(log_prob, ref_log_prob, response_mask, estimator)
-    loss = aggregate_loss(
-        kl,
-        response_mask,
-        loss_agg_mode,
-        global_token_count=global_token_count,
-        global_seq_count=global_seq_count,
-        norm_length=norm_length,
-        dp_size=dp_size,
-    )
+    loss = aggregate_loss(kl, response_mask, aggregation)
     return loss, {"kl_loss": float(loss.detach().item())}
 
 

@@ -6,8 +6,9 @@
     if A < 0 and dual clipping is on: ℓ = min(ℓ, −A·c)        (Ye et al., 2020)
 
 Every policy loss takes ``log_prob``, ``old_log_prob``, ``advantages``,
-``response_mask`` (all (B, T)), ``loss_agg_mode``, its ``config`` and the
-global counts of :func:`~hfsdk.core.maths.aggregation.aggregate_loss`, and
+``response_mask`` (all (B, T)), its ``config`` and one
+:class:`~hfsdk.core.maths.aggregation.LossAggregation` (mode, global counts,
+``norm_length``, dp size; see :class:`~hfsdk.core.maths.protocols.PolicyLoss`), and
 returns ``(loss, metrics)`` with at least ``pg_clipfrac`` and ``ppo_kl``.
 """
 
@@ -16,7 +17,8 @@ from __future__ import annotations
 import attrs
 import torch
 
-from hfsdk.core.maths.aggregation import Count, aggregate_loss
+from hfsdk.core.config.help import help_field
+from hfsdk.core.maths.aggregation import LossAggregation, aggregate_loss
 from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_mean
 
 LOG_RATIO_CLAMP = 20.0
@@ -35,11 +37,23 @@ def _greater_than_one(_instance: object, attribute: attrs.Attribute, value: floa
 class PPOClipConfig:
     """Settings of the ``ppo_clip`` policy loss."""
 
-    clip_ratio_low: float = attrs.field(
-        default=0.2, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)]
+    clip_ratio_low: float = help_field(
+        "ε_low: the ratio π/π_old is clipped below at 1 − ε_low (Schulman et al., 2017).",
+        default=0.2,
+        validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)],
     )
-    clip_ratio_high: float = attrs.field(default=0.2, validator=attrs.validators.ge(0.0))
-    clip_ratio_c: float | None = attrs.field(default=3.0, validator=_greater_than_one)
+    clip_ratio_high: float = help_field(
+        "ε_high: the ratio is clipped above at 1 + ε_high (larger than ε_low is DAPO's clip-"
+        "higher).",
+        default=0.2,
+        validator=attrs.validators.ge(0.0),
+    )
+    clip_ratio_c: float | None = help_field(
+        "Dual-clip constant c > 1 bounding the loss of negative advantages (Ye et al., 2020); "
+        "null turns it off.",
+        default=3.0,
+        validator=_greater_than_one,
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -61,12 +75,8 @@ def reinforce_loss(
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
     config: ReinforceConfig | None = None,
-    global_token_count: Count | None = None,
-    global_seq_count: Count | None = None,
-    norm_length: float | None = None,
-    dp_size: int = 1,
+    aggregation: LossAggregation | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Plain policy gradient: aggregate ``−A · log π(y_t)``, no ratio, no clipping.
 
@@ -78,15 +88,7 @@ def reinforce_loss(
     loss_mat = -masked_fill_zero(advantages, response_mask) * masked_fill_zero(
         log_prob, response_mask
     )
-    loss = aggregate_loss(
-        loss_mat,
-        response_mask,
-        loss_agg_mode,
-        global_token_count=global_token_count,
-        global_seq_count=global_seq_count,
-        norm_length=norm_length,
-        dp_size=dp_size,
-    )
+    loss = aggregate_loss(loss_mat, response_mask, aggregation)
     return loss, {"pg_clipfrac": 0.0, "ppo_kl": approx_kl(log_prob, old_log_prob, response_mask)}
 
 
@@ -96,12 +98,8 @@ def ppo_clip_loss(
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
     config: PPOClipConfig | None = None,
-    global_token_count: Count | None = None,
-    global_seq_count: Count | None = None,
-    norm_length: float | None = None,
-    dp_size: int = 1,
+    aggregation: LossAggregation | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO's clipped surrogate loss with asymmetric clip ratios and optional dual clipping.
 
@@ -128,15 +126,7 @@ def ppo_clip_loss(
         loss_mat = torch.where(dual_active, bound, loss_mat)
     else:
         dual_active = torch.zeros_like(clip_active)
-    loss = aggregate_loss(
-        loss_mat,
-        response_mask,
-        loss_agg_mode,
-        global_token_count=global_token_count,
-        global_seq_count=global_seq_count,
-        norm_length=norm_length,
-        dp_size=dp_size,
-    )
+    loss = aggregate_loss(loss_mat, response_mask, aggregation)
     metrics = {
         "pg_clipfrac": float(masked_mean(clip_active.float(), response_mask).item()),
         "pg_clipfrac_lower": float(masked_mean(dual_active.float(), response_mask).item()),

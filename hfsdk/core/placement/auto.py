@@ -15,17 +15,10 @@ from hfsdk.core.placement.workload import Workload
 
 
 def algorithm_dataflow(algorithm: str) -> Dataflow:
-    """The dataflow the algorithm plugin ``algorithm`` declares."""
-    import hfsdk
+    """The dataflow derived from the registered spec of ``algorithm`` (its roles' kinds)."""
+    from hfsdk.core.plugin_manager import get_registry
 
-    entry = hfsdk.get_registry("algorithms").get(algorithm)
-    dataflow = getattr(entry.impl, "dataflow", None)
-    if not isinstance(dataflow, Dataflow):
-        raise HfsdkError(
-            f"algorithm {algorithm!r} (plugin {entry.plugin}) declares no dataflow; its class "
-            "needs a `dataflow: ClassVar[Dataflow]` for the placement planner"
-        )
-    return dataflow
+    return get_registry("algorithms")[algorithm].impl.dataflow
 
 
 def plan_for_algorithm(

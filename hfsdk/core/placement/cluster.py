@@ -176,3 +176,32 @@ def get_cluster(name: str | Cluster) -> Cluster:
             "(or build a hfsdk.core.placement.Cluster with your hardware's numbers)"
         )
     return factory()
+
+
+def detect_cluster() -> Cluster:
+    """This machine as the planner sees it: its CUDA devices if any, else :func:`local`.
+
+    With CUDA the device count and memory are read from the devices; the
+    compute and link figures are the ``a100-80gb`` preset's (set
+    ``placement.cluster`` to a preset, or build a :class:`Cluster`, when they
+    differ much). Imports torch, so only the trainer calls it.
+    """
+    import torch
+
+    if not torch.cuda.is_available():
+        return local()
+    props = torch.cuda.get_device_properties(0)
+    name = str(props.name).lower().replace(" ", "-")
+    return attrs.evolve(
+        a100_80gb(),
+        name=f"detected-{name}",
+        devices_per_node=torch.cuda.device_count(),
+        device_memory=float(props.total_memory),
+    )
+
+
+def resolve_cluster(name: str | Cluster) -> Cluster:
+    """``auto`` detects this machine (:func:`detect_cluster`); anything else is a preset name."""
+    if isinstance(name, str) and name.strip().lower() == "auto":
+        return detect_cluster()
+    return get_cluster(name)

@@ -117,7 +117,7 @@ class ModelSpec:
         hidden = config["hidden_size"]
         heads = config["num_attention_heads"]
         return cls.from_shape(
-            name=name or str(config.get("_name_or_path") or config.get("model_type") or "hf"),
+            name=name or str(config.get("_name_or_path") or config.get("model_type") or "model"),
             num_layers=config["num_hidden_layers"],
             hidden_size=hidden,
             num_heads=heads,

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import attrs
 
+from hfsdk.core.config.help import help_field
 from hfsdk.core.errors import HfsdkError
 
 
@@ -36,19 +37,48 @@ class ExactMatchConfig:
     common choices are ``'####\\s*(.+)'`` and ``'\\\\boxed\\{([^}]*)\\}'``.
     """
 
-    answer_pattern: str = attrs.field(default=r"-?\d[\d,]*(?:\.\d+)?", validator=_regex)
-    answer_column: str = "answer"
-    reference_pattern: str | None = attrs.field(default=None, validator=_regex)
-    """Also extract the reference from the column with this pattern (e.g. GSM8K's '#### 42')."""
-    match: Literal["last", "first"] = attrs.field(
-        default="last", validator=attrs.validators.in_(("last", "first"))
+    answer_pattern: str = help_field(
+        "Regex of a candidate answer in the response (default: a number).",
+        default=r"-?\d[\d,]*(?:\.\d+)?",
+        validator=_regex,
     )
-    case_sensitive: bool = False
-    numeric: bool = True
+    answer_column: str = help_field(
+        "Dataset column holding the reference answer.",
+        default="answer",
+    )
+    reference_pattern: str | None = help_field(
+        "Regex applied to the reference column first (e.g. GSM8K's '#### (.*)'); null uses it "
+        "as is.",
+        default=None,
+        validator=_regex,
+    )
+    """Also extract the reference from the column with this pattern (e.g. GSM8K's '#### 42')."""
+    match: Literal["last", "first"] = help_field(
+        "Which candidate in the response counts: the last or the first match.",
+        default="last",
+        validator=attrs.validators.in_(("last", "first")),
+    )
+    case_sensitive: bool = help_field(
+        "Compare text answers case-sensitively.",
+        default=False,
+    )
+    numeric: bool = help_field(
+        "Compare as numbers when both sides parse (1,000 == 1000.0).",
+        default=True,
+    )
     """Compare as numbers when both sides parse as numbers ('3.0' = '3', '1,000' = '1000')."""
-    correct_score: float = 1.0
-    incorrect_score: float = 0.0
-    no_answer_score: float = 0.0
+    correct_score: float = help_field(
+        "Score of a correct answer.",
+        default=1.0,
+    )
+    incorrect_score: float = help_field(
+        "Score of a wrong answer.",
+        default=0.0,
+    )
+    no_answer_score: float = help_field(
+        "Score when the response holds no candidate answer.",
+        default=0.0,
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -58,13 +88,24 @@ class FormatCheckConfig:
     The default asks for ``<think>...</think>`` followed by ``<answer>...</answer>``.
     """
 
-    pattern: str = attrs.field(
-        default=r"<think>.*?</think>\s*<answer>.*?</answer>", validator=_regex
+    pattern: str = help_field(
+        "Regex the response must match (default: <think>…</think> <answer>…</answer>).",
+        default=r"<think>.*?</think>\s*<answer>.*?</answer>",
+        validator=_regex,
     )
-    full_match: bool = True
+    full_match: bool = help_field(
+        "Require the whole response to match (else a match anywhere counts).",
+        default=True,
+    )
     """Require the whole (stripped) response to match, not just a part of it."""
-    match_score: float = 1.0
-    mismatch_score: float = 0.0
+    match_score: float = help_field(
+        "Score when the response matches.",
+        default=1.0,
+    )
+    mismatch_score: float = help_field(
+        "Score when it does not.",
+        default=0.0,
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -75,11 +116,25 @@ class LengthPenaltyConfig:
     ``−penalty`` at ``max_length``, and ``−penalty`` beyond.
     """
 
-    max_length: int = attrs.field(default=512, validator=attrs.validators.gt(0))
-    buffer_length: int = attrs.field(default=128, validator=attrs.validators.ge(0))
-    penalty: float = attrs.field(default=1.0, validator=attrs.validators.ge(0.0))
-    unit: Literal["chars", "words"] = attrs.field(
-        default="chars", validator=attrs.validators.in_(("chars", "words"))
+    max_length: int = help_field(
+        "Length (in unit) at which the penalty reaches its full value (DAPO's overlong shaping).",
+        default=512,
+        validator=attrs.validators.gt(0),
+    )
+    buffer_length: int = help_field(
+        "Length of the ramp before max_length over which the penalty grows linearly.",
+        default=128,
+        validator=attrs.validators.ge(0),
+    )
+    penalty: float = help_field(
+        "Full penalty (subtracted) at and beyond max_length.",
+        default=1.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    unit: Literal["chars", "words"] = help_field(
+        "Measure length in characters or whitespace-separated words.",
+        default="chars",
+        validator=attrs.validators.in_(("chars", "words")),
     )
 
     @buffer_length.validator

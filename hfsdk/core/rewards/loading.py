@@ -79,7 +79,7 @@ def _from_registry(name: str) -> ResolvedReward:
     import hfsdk
 
     try:
-        entry = hfsdk.get_registry("reward_functions").get(name)
+        entry = hfsdk.get_registry("reward_functions")[name]
     except UnknownNameError as exc:
         raise UnknownNameError(
             f"{exc}; or give 'package.module:function' or 'path/to/file.py:function'"

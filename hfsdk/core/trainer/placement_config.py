@@ -6,13 +6,23 @@ from typing import Literal
 
 import attrs
 
+from hfsdk.core.config.help import help_field
+
 
 @attrs.frozen(kw_only=True)
 class PoolConfig:
     """A resource pool: ``devices`` in total, spread evenly over ``nodes``."""
 
-    devices: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    nodes: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    devices: int = help_field(
+        "Devices (GPUs, or virtual CPU device slots) in the pool.",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
+    nodes: int = help_field(
+        "Nodes the devices are spread over evenly (must divide devices).",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
 
     @nodes.validator
     def _divides(self, _attr: attrs.Attribute, value: int) -> None:
@@ -38,14 +48,42 @@ class PlacementConfig:
     placement planner instead (``hfsdk plan``).
     """
 
-    mode: Literal["manual", "auto"] = attrs.field(
-        default="manual", validator=attrs.validators.in_(("manual", "auto"))
+    mode: Literal["manual", "auto"] = help_field(
+        "manual: pools and roles as given; auto: the placement planner splits the pools' "
+        "devices among the roles (hfsdk plan).",
+        default="manual",
+        validator=attrs.validators.in_(("manual", "auto")),
     )
-    pools: dict[str, PoolConfig] = attrs.field(factory=_default_pools)
-    roles: dict[str, str] = attrs.field(factory=dict)
-    colocation: Literal["fused", "separate"] = attrs.field(
-        default="fused", validator=attrs.validators.in_(("fused", "separate"))
+    pools: dict[str, PoolConfig] = help_field(
+        "Resource pools by name: {name: {devices: N, nodes: M}}; roles on one pool share its "
+        "devices.",
+        factory=_default_pools,
     )
+    roles: dict[str, str] = help_field(
+        "Role -> pool; roles not listed go to the first pool.",
+        factory=dict,
+    )
+    colocation: Literal["fused", "separate"] = help_field(
+        "fused: one process per device holds all of a pool's roles; separate: one process per "
+        "role and device.",
+        default="fused",
+        validator=attrs.validators.in_(("fused", "separate")),
+    )
+    cluster: str = help_field(
+        "Hardware the auto planner models: auto (detect this machine: its GPUs, else the CPU "
+        "cores) or a preset (a100-80gb, local).",
+        default="auto",
+    )
+
+    @cluster.validator
+    def _known_cluster(self, _attr: attrs.Attribute, value: str) -> None:
+        from hfsdk.core.placement.cluster import PRESETS
+
+        if value != "auto" and value.strip().lower() not in PRESETS:
+            raise ValueError(
+                f"'cluster' is {value!r}; expected 'auto' (detect this machine) or a preset: "
+                f"{', '.join(sorted(PRESETS))}"
+            )
 
     @pools.validator
     def _nonempty(self, _attr: attrs.Attribute, value: dict[str, PoolConfig]) -> None:

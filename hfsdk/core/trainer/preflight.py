@@ -10,14 +10,16 @@ what to do; nothing is written to the run directory before this passes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk.core.config.run_config import SIGNAL_ROLES, RunConfig
+from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
+
+if TYPE_CHECKING:
+    from hfsdk.core.algorithm_spec import AlgorithmSpec
 
 
 @attrs.frozen(kw_only=True)
@@ -65,7 +67,7 @@ def weight_bytes(path: str | Path) -> int:
     )
 
 
-def startup_deadline_s(config: RunConfig, roles: Sequence[str], assets: Any) -> float:
+def startup_deadline_s(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> float:
     """``trainer.startup_timeout_s``, or one scaled to the largest model the roles load.
 
     Loading is bound by reading the weights (and, on many ranks, by broadcasting
@@ -75,20 +77,20 @@ def startup_deadline_s(config: RunConfig, roles: Sequence[str], assets: Any) -> 
     if config.trainer.startup_timeout_s:
         return float(config.trainer.startup_timeout_s)
     paths = [assets.model_path] if assets.model_path else []
-    for section in _model_sections(config, roles).values():
+    for section in _model_sections(config, spec).values():
         if getattr(section, "model_path", None):
             paths.append(section.model_path)
     largest = max((weight_bytes(p) for p in paths), default=0)
     return STARTUP_BASE_S + STARTUP_S_PER_GIB * largest / 2**30
 
 
-def _model_sections(config: RunConfig, roles: Sequence[str]) -> dict[str, Any]:
+def _model_sections(config: RunConfig, spec: AlgorithmSpec) -> dict[str, Any]:
     out = {}
-    for role in roles:
+    for role in spec.role_names:
         section = getattr(config, role, None)
         if section is None:
             continue
-        if role in SIGNAL_ROLES:
+        if spec.kind_of(role) == "scorer":
             if getattr(section, "model", None) is not None:
                 out[f"{role}.model"] = section.model
         else:
@@ -96,19 +98,19 @@ def _model_sections(config: RunConfig, roles: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def prepare_run(config: RunConfig, roles: Sequence[str]) -> PreparedRun:
+def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     """Check and build everything a session needs that does not need Ray."""
     from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
     from hfsdk.core.trainer.session import _signal_config, load_tokenizer, resolve_assets
     from hfsdk.core.workers.ray_runtime import check_reachable, resolve_address
 
-    for key, section in _model_sections(config, roles).items():
+    for key, section in _model_sections(config, spec).items():
         check_model_path(f"{key}.model_path", getattr(section, "model_path", None))
         check_model_path(f"{key}.tokenizer_path", getattr(section, "tokenizer_path", None))
     address = resolve_address(config.trainer.ray_address)
     if address is not None:
         check_reachable(address)
-    assets = resolve_assets(config)
+    assets = resolve_assets(config, spec.policy_role)
     tokenizer = load_tokenizer(assets.tokenizer_path)
     dataset = load_prompt_dataset(assets.train_files, config.data.prompt_key)
     loader = PromptLoader(dataset, tokenizer, config.data, seed=config.trainer.seed)
@@ -118,14 +120,13 @@ def prepare_run(config: RunConfig, roles: Sequence[str]) -> PreparedRun:
         val_cfg = attrs.evolve(config.data, shuffle=False, batch_size=len(val))
         val_loader = PromptLoader(val, tokenizer, val_cfg, seed=config.trainer.seed)
     signal_configs = {}
-    for role in SIGNAL_ROLES:
-        if role in roles:
-            signal = _signal_config(config, role, assets.default_task)
-            if signal.functions:
-                from hfsdk.core.rewards import load_reward_functions
+    for role in spec.roles_of_kind("scorer"):
+        signal = _signal_config(config, role, assets.default_task)
+        if signal.functions:
+            from hfsdk.core.rewards import load_reward_functions
 
-                load_reward_functions(signal)
-            signal_configs[role] = signal
+            load_reward_functions(signal)
+        signal_configs[role] = signal
     return PreparedRun(
         assets=assets,
         tokenizer=tokenizer,

@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 import torch
 
+from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.batch import Batch
-from hfsdk.core.config.run_config import SIGNAL_ROLES, RunConfig
+from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.config.signal_config import SignalConfig, SignalFunction
 from hfsdk.core.errors import HfsdkError
 
@@ -38,9 +39,12 @@ class RunAssets:
     default_task: bool
 
 
-def resolve_assets(config: RunConfig) -> RunAssets:
-    """Paths of the model, tokenizer and data; builds the default task's assets when needed."""
-    actor_path = getattr(config.actor, "model_path", None)
+def resolve_assets(config: RunConfig, policy_role: str = "actor") -> RunAssets:
+    """Paths of the model, tokenizer and data; builds the default task's assets when needed.
+
+    The tokenizer is the policy's (``policy_role``: the spec's ``policy`` role).
+    """
+    actor_path = getattr(getattr(config, policy_role), "model_path", None)
     uses_default = actor_path is None or not config.data.train_files
     if not uses_default:
         return RunAssets(
@@ -117,8 +121,10 @@ def _signal_config(config: RunConfig, role: str, default_task: bool) -> SignalCo
     if default_task:
         from hfsdk.core.default_task import COST_FUNCTION_NAME, REWARD_FUNCTION_NAME
 
-        name = REWARD_FUNCTION_NAME if role == "reward" else COST_FUNCTION_NAME
-        return attrs.evolve(signal, functions=(SignalFunction(name=name),))
+        # The default task scores two signals; a scorer role by another name must be set.
+        name = {"reward": REWARD_FUNCTION_NAME, "cost": COST_FUNCTION_NAME}.get(role)
+        if name is not None:
+            return attrs.evolve(signal, functions=(SignalFunction(name=name),))
     raise HfsdkError(
         f"the {role!r} signal has neither functions nor a model; set e.g. "
         f"{role}.functions=[{{name: exact_match}}] or {role}.model.model_path=DIR"
@@ -160,14 +166,20 @@ def worker_threads(configured: int, device_slots: int, cores: int | None = None)
 
 
 class TrainingSession:
-    """Live objects of one run: ``loader``, ``roles`` (worker groups) and ``signals``."""
+    """Live objects of one run: ``loader``, ``roles`` (worker groups) and ``signals``.
+
+    ``spec`` is the algorithm's :class:`~hfsdk.core.algorithm_spec.AlgorithmSpec`:
+    its roles (and their kinds) are what the session starts. ``prepared`` is what
+    :func:`~hfsdk.core.trainer.preflight.prepare_run` already built and checked.
+    """
 
     def __init__(
-        self, config: RunConfig, roles: Sequence[str], *, prepared: Any | None = None
+        self, config: RunConfig, spec: AlgorithmSpec, *, prepared: Any | None = None
     ) -> None:
         self.config = config
+        self.spec = spec
         self.prepared = prepared
-        self.role_names = tuple(roles)
+        self.role_names = spec.role_names
         self.groups: dict[str, Any] = {}
         self.pools: list[Any] = []
         self.signals: dict[str, SignalScorer] = {}
@@ -189,7 +201,7 @@ class TrainingSession:
         from hfsdk.core.trainer.preflight import prepare_run
 
         # Assets, data and reward functions are checked before any worker starts.
-        prepared = self.prepared or prepare_run(self.config, self.role_names)
+        prepared = self.prepared or prepare_run(self.config, self.spec)
         self.assets = prepared.assets
         self.tokenizer = prepared.tokenizer
         self.loader = prepared.loader
@@ -208,7 +220,7 @@ class TrainingSession:
         out = {}
         for role in self.role_names:
             section = getattr(self.config, role)
-            if role in SIGNAL_ROLES:
+            if self.spec.kind_of(role) == "scorer":
                 if section.model is not None:
                     out[role] = section.model
             else:
@@ -216,8 +228,9 @@ class TrainingSession:
         return out
 
     def _start_workers(self) -> None:
-        from hfsdk.core.registry import get_registry
-        from hfsdk.core.workers import ResourcePool, Worker, colocate, connect
+        from hfsdk.core.backends import worker_class
+        from hfsdk.core.plugin_manager import get_registry
+        from hfsdk.core.workers import ResourcePool, colocate, connect
 
         cfg = self.config
         placement = cfg.placement
@@ -226,21 +239,17 @@ class TrainingSession:
         backends = get_registry("training_backends")
         by_pool: dict[str, dict[str, Any]] = {}
         for role, section in self._model_roles().items():
-            entry = backends[section.backend]
-            worker_cls = entry.impl
-            if not (isinstance(worker_cls, type) and issubclass(worker_cls, Worker)):
-                raise HfsdkError(
-                    f"{role} selects training backend {section.backend!r} (plugin "
-                    f"{entry.plugin!r}), which registers no worker class and cannot train yet; "
-                    f"choose another backend for {role} (hfsdk list training-backends)"
-                )
+            kind = self.spec.kind_of(role)
+            worker_cls = worker_class(backends[section.backend], role, kind)
             kwargs = {"role": role, "config": cfg, "assets": self.assets, "section": section}
+            if kind == "policy":  # the algorithm, not the backend, decides the loss terms
+                kwargs["objective"] = self.spec.actor_objective(cfg.algorithm)
             by_pool.setdefault(placement.pool_of(role), {})[role] = (worker_cls, kwargs)
         fused = placement.colocation == "fused"
         from hfsdk.core.trainer.preflight import startup_deadline_s
         from hfsdk.core.workers.futures import DATA_TIMEOUT_ENV
 
-        start_timeout_s = startup_deadline_s(cfg, self.role_names, self.assets)
+        start_timeout_s = startup_deadline_s(cfg, self.spec, self.assets)
         # Device slots per node over every pool in use: the workers that run at once.
         slots = sum(
             placement.pools[name].devices // placement.pools[name].nodes for name in by_pool
@@ -276,11 +285,12 @@ class TrainingSession:
     def _auto_placement(self) -> Any:
         """``placement.mode=auto``: the planner splits the configured devices among the roles."""
         from hfsdk.core.placement.auto import auto_placement_section
+        from hfsdk.core.placement.cluster import resolve_cluster
         from hfsdk.core.trainer.placement_config import PoolConfig
 
         placement = self.config.placement
         devices = sum(pool.devices for pool in placement.pools.values())
-        cluster = "a100-80gb" if torch.cuda.is_available() else "local"
+        cluster = resolve_cluster(placement.cluster)
         section = auto_placement_section(
             self.config.algo,
             model_size=self.assets.model_path,
@@ -309,14 +319,15 @@ class TrainingSession:
     # -- checkpoints ----------------------------------------------------------------
 
     def _stateful(self) -> Mapping[str, Any]:
-        return {r: g for r, g in self.groups.items() if r not in SIGNAL_ROLES}
+        return {r: g for r, g in self.groups.items() if self.spec.kind_of(r) != "scorer"}
 
     def save_workers(self, directory: Path, *, export_hf: bool = True) -> None:
-        """Trained roles save under ``directory/<role>``; the actor also in HF format if asked."""
+        """Trained roles save under ``directory/<role>``; the policy also in HF format if asked."""
         for role, group in self._stateful().items():
             group.save_checkpoint(str(directory / role))
         if export_hf:
-            self.groups["actor"].export_hf(str(directory / "actor_hf"))
+            policy = self.spec.policy_role
+            self.groups[policy].export_hf(str(directory / f"{policy}_hf"))
 
     def load_workers(self, directory: Path) -> None:
         """Restore every trained role from ``directory/<role>``."""
@@ -337,5 +348,6 @@ class TrainingSession:
             return {}
         prompts = self.val_loader.collate(range(len(self.val_loader)))
         batch = algorithm.generate(prompts, n=1, greedy=True)
-        scores, _ = self.signals["reward"](batch)
+        scorer = self.signals.get("reward") or next(iter(self.signals.values()))
+        scores, _ = scorer(batch)
         return {"val/reward_mean": float(scores.mean())}

@@ -21,6 +21,7 @@ import torch
 import yaml
 
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
+from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
@@ -133,13 +134,13 @@ class Trainer:
     def __init__(
         self, config: RunConfig, run_dir: str | Path | None = None, *, quiet: bool = False
     ):
-        from hfsdk.core.registry import get_registry
+        from hfsdk.core.plugin_manager import get_registry
         from hfsdk.core.trainer.preflight import prepare_run
 
         self.config = config
         self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config.algo)
         self.quiet = quiet
-        self.algo_cls: type[Algorithm] = get_registry("algorithms")[config.algo].impl
+        self.spec: AlgorithmSpec = get_registry("algorithms")[config.algo].impl
         self._lock = RunDirLock(self.run_dir)
         self._created = False
         self._created_parents: list[Path] = []
@@ -150,7 +151,7 @@ class Trainer:
         try:
             if self.run_dir.is_dir():  # refuse a concurrent run before any heavy work
                 self._lock.acquire()
-            self.prepared = prepare_run(config, self.algo_cls.roles)
+            self.prepared = prepare_run(config, self.spec)
             if not self._lock.held:
                 self._create_run_dir()
                 self._lock.acquire()
@@ -306,9 +307,12 @@ class Trainer:
         np.random.seed(cfg.trainer.seed)
         torch.manual_seed(cfg.trainer.seed)
         self.prepared.loader.load_state_dict({"epoch": 0, "index": 0})
-        with TrainingSession(cfg, self.algo_cls.roles, prepared=self.prepared) as session:
-            algorithm = self.algo_cls(
-                AlgorithmContext(config=cfg, roles=session.roles, signals=session.signals)
+        spec = self.spec
+        with TrainingSession(cfg, spec, prepared=self.prepared) as session:
+            algorithm: Algorithm = spec.program(
+                AlgorithmContext(
+                    config=cfg, roles=session.roles, signals=session.signals, spec=spec
+                )
             )
             nodes = [
                 info["node_id"] for group in session.groups.values() for info in group.process_info

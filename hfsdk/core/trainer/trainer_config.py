@@ -6,6 +6,8 @@ from typing import Literal
 
 import attrs
 
+from hfsdk.core.config.help import help_field
+
 LOGGERS = ("console", "jsonl", "tensorboard", "wandb")
 
 
@@ -19,33 +21,76 @@ def _check_loggers(_inst: object, attribute: attrs.Attribute, value: tuple[str, 
 class TrainerConfig:
     """How long to train, how to log, when to validate and checkpoint."""
 
-    total_steps: int = attrs.field(default=30, validator=attrs.validators.ge(1))
-    seed: int = 0
-    device: Literal["auto", "cpu", "cuda"] = attrs.field(
-        default="auto", validator=attrs.validators.in_(("auto", "cpu", "cuda"))
+    total_steps: int = help_field(
+        "Training steps (iterations of the algorithm's step()).",
+        default=30,
+        validator=attrs.validators.ge(1),
     )
-    loggers: tuple[str, ...] = attrs.field(default=("console", "jsonl"), validator=_check_loggers)
-    save_every: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    seed: int = help_field(
+        "Seed of data order, sampling and initialisation (runs are reproducible).",
+        default=0,
+    )
+    device: Literal["auto", "cpu", "cuda"] = help_field(
+        "auto (CUDA when available), cpu or cuda.",
+        default="auto",
+        validator=attrs.validators.in_(("auto", "cpu", "cuda")),
+    )
+    loggers: tuple[str, ...] = help_field(
+        "Metric sinks: console, jsonl (metrics.jsonl in the run dir), tensorboard, wandb.",
+        default=("console", "jsonl"),
+        validator=_check_loggers,
+    )
+    save_every: int = help_field(
+        "Checkpoint every N steps (and at the end); 0: only at the end.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
     """Checkpoint every N steps (0: only at the end)."""
-    val_every: int = attrs.field(default=0, validator=attrs.validators.ge(0))
-    """Validate (greedy generation on the validation set) every N steps (0: never)."""
-    resume: bool = True
-    """Resume from the newest checkpoint in the run directory if there is one."""
-    ray_address: str | None = None
-    """Join this Ray cluster instead of starting a local one (also ``RAY_ADDRESS``)."""
-    worker_timeout_s: float = attrs.field(default=600.0, validator=attrs.validators.gt(0.0))
-    """Deadline of one worker call (a frozen or stuck rank is reported after this long)."""
-    hf_export: Literal["end", "every_save"] = attrs.field(
-        default="end", validator=attrs.validators.in_(("end", "every_save"))
+    val_every: int = help_field(
+        "Validate (greedy, mean reward) every N steps; 0: never.",
+        default=0,
+        validator=attrs.validators.ge(0),
     )
-    """When checkpoints also get the actor in HF format (``actor_hf/``): the last step's
-    only (and ``touch <run_dir>/EXPORT_HF`` asks for it at the next save), or every save."""
-    max_restarts: int = attrs.field(default=1, validator=attrs.validators.ge(0))
-    """When a worker process dies or a call misses its deadline, tear the workers down,
-    start them again and resume from the newest complete checkpoint, up to this many times."""
-    startup_timeout_s: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
-    """Deadline for starting the workers and loading their models; 0: scaled to the model
-    size (120 s plus 60 s per GiB of the largest model's weight files)."""
-    worker_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    """Validate (greedy generation on the validation set) every N steps (0: never)."""
+    resume: bool = help_field(
+        "Resume from the latest checkpoint in --run-dir if there is one.",
+        default=True,
+    )
+    """Resume from the newest checkpoint in the run directory if there is one."""
+    ray_address: str | None = help_field(
+        "Ray cluster to join ('auto' or host:port); null starts a local instance.",
+        default=None,
+    )
+    """Join this Ray cluster instead of starting a local one (also ``RAY_ADDRESS``)."""
+    worker_timeout_s: float = help_field(
+        "Seconds a worker call may take before the worker counts as stuck (reported with "
+        "role and rank, then restarted like a dead one).",
+        default=600.0,
+        validator=attrs.validators.gt(0.0),
+    )
+    hf_export: Literal["end", "every_save"] = help_field(
+        "When checkpoints also get the actor in HF format (actor_hf/): 'end' (the last step's "
+        "only; `touch <run_dir>/EXPORT_HF` asks for it at the next save) or 'every_save'.",
+        default="end",
+        validator=attrs.validators.in_(("end", "every_save")),
+    )
+    max_restarts: int = help_field(
+        "When a worker dies or misses its call deadline: tear the workers down, start them "
+        "again and resume from the newest complete checkpoint, up to this many times.",
+        default=1,
+        validator=attrs.validators.ge(0),
+    )
+    startup_timeout_s: float = help_field(
+        "Deadline (s) for starting the workers and loading their models; 0: 120 s plus 60 s "
+        "per GiB of the largest model's weight files.",
+        default=0.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    worker_threads: int = help_field(
+        "Intra-op threads of each worker process; 0: the node's cores divided by its device "
+        "slots, capped by the controller's OMP_NUM_THREADS.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
     """Intra-op threads of each worker process (0: auto, the node's cores divided by the
     device slots on it, capped by ``OMP_NUM_THREADS`` when the controller has it set)."""

@@ -1,7 +1,7 @@
 """The hybrid-controller runtime: workers, worker groups, transfer protocols, resource pools.
 
 Names are imported lazily so ``import hfsdk.core.workers`` is cheap and
-``from hfsdk.core.workers import register, Protocol`` never imports Ray.
+``from hfsdk.core.workers import register, BuiltinProtocol`` never imports Ray.
 See ``docs/runtime.md``.
 """
 
@@ -18,7 +18,8 @@ _LAZY = {
     "GroupOptions": "hfsdk.core.workers.worker_group",
     "ResourcePool": "hfsdk.core.workers.resource_pool",
     "register": "hfsdk.core.workers.decorator",
-    "Protocol": "hfsdk.core.workers.decorator",
+    "BuiltinProtocol": "hfsdk.core.workers.decorator",
+    "Protocol": "hfsdk.core.workers.decorator",  # deprecated alias of BuiltinProtocol
     "MeshPosition": "hfsdk.core.workers.mesh",
     "TransferProtocol": "hfsdk.core.workers.protocols",
     "DispatchContext": "hfsdk.core.workers.protocols",

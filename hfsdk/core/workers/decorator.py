@@ -21,7 +21,7 @@ SPEC_ATTR = "__hfsdk_method_spec__"
 """Attribute under which the decorator stores the :class:`MethodSpec` on the function."""
 
 
-class Protocol(enum.StrEnum):
+class BuiltinProtocol(enum.StrEnum):
     """Names of the built-in transfer protocols (values are their registry names).
 
     See ``docs/runtime.md`` for what each one dispatches and collects.
@@ -38,11 +38,15 @@ class Protocol(enum.StrEnum):
     PP_AS_DP = "pp_as_dp"
 
 
+Protocol = BuiltinProtocol
+"""Deprecated alias of :class:`BuiltinProtocol` (the old name read like ``typing.Protocol``)."""
+
+
 @attrs.frozen(kw_only=True)
 class MethodSpec:
     """How the controller calls a worker method.
 
-    ``protocol`` is a :class:`Protocol` member, a registered protocol name or a
+    ``protocol`` is a :class:`BuiltinProtocol` member, a registered protocol name or a
     :class:`~hfsdk.core.workers.protocols.TransferProtocol`; ``blocking`` says
     whether the group method waits for the result (``False`` returns a
     :class:`~hfsdk.core.workers.futures.CallFuture`); ``options`` reach the
@@ -55,17 +59,17 @@ class MethodSpec:
 
 
 def register(
-    protocol: Protocol | str | Any = Protocol.ONE_TO_ALL,
+    protocol: BuiltinProtocol | str | Any = BuiltinProtocol.ONE_TO_ALL,
     *,
     blocking: bool = True,
     **options: Any,
 ) -> Callable[[F], F]:
     """Mark a worker method as callable from the controller through ``protocol``.
 
-    ``@register(protocol=Protocol.DP_COMPUTE_PROTO)`` on ``compute_log_prob``
+    ``@register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)`` on ``compute_log_prob``
     gives the worker group a ``compute_log_prob(batch)`` that splits ``batch``
     across data-parallel ranks and concatenates the results. ``protocol`` may be
-    a :class:`Protocol` member, the name of a protocol registered through
+    a :class:`BuiltinProtocol` member, the name of a protocol registered through
     ``hfsdk_register_transfer_protocols`` (looked up when the group is built),
     or a ``TransferProtocol`` object. ``blocking=False`` makes the group method
     return a future. Extra keyword ``options`` are passed to the protocol's
@@ -73,11 +77,11 @@ def register(
     """
     if isinstance(protocol, str):
         if not protocol:
-            raise HfsdkError("register(protocol=''): expected a Protocol member or a name")
+            raise HfsdkError("register(protocol=''): expected a BuiltinProtocol member or a name")
     elif not (hasattr(protocol, "dispatch") and hasattr(protocol, "collect")):
         raise HfsdkError(
-            f"register(protocol={protocol!r}): expected a Protocol member (e.g. "
-            "Protocol.DP_COMPUTE_PROTO), a registered protocol name, or a TransferProtocol"
+            f"register(protocol={protocol!r}): expected a BuiltinProtocol member (e.g. "
+            "BuiltinProtocol.DP_COMPUTE_PROTO), a registered protocol name, or a TransferProtocol"
         )
     if not isinstance(blocking, bool):
         raise HfsdkError(f"register(blocking={blocking!r}): expected True or False")

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import attrs
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.workers.decorator import Protocol
+from hfsdk.core.workers.decorator import BuiltinProtocol
 from hfsdk.core.workers.futures import CallFuture, CollectSpec, DataRef, take_single
 from hfsdk.core.workers.mesh import MeshPosition
 
@@ -61,7 +61,7 @@ class DispatchContext:
         if not isinstance(name, str) or not name:
             raise self.error(
                 "needs the name of a mesh; register the method with "
-                f"@register(protocol=Protocol.{self.protocol.upper()}, mesh='<name>')"
+                f"@register(protocol=BuiltinProtocol.{self.protocol.upper()}, mesh='<name>')"
             )
         if self.mesh_lookup is None:
             raise self.error("mesh positions are only known inside a WorkerGroup")
@@ -122,7 +122,7 @@ PAD_ROWS_META = "dispatch_pad_rows"
 Training protocols (``dp_compute_metric``) set it on every piece they hand a
 rank, 0 included; :func:`padding_rows` reads it. Padding rows repeat real rows
 only so that every rank runs the same collectives: a method that learns from
-its batch must give them no weight (the fsdp engines zero their response mask).
+its batch must give them no weight (training engines zero their response mask).
 """
 
 
@@ -287,7 +287,7 @@ def split_rows(
         raise ctx.error(
             f"got no {wanted} argument to split across ranks (arguments: "
             f"{[_describe(a) for a in args]}, {sorted(kwargs)}); pass a {wanted} or a future "
-            "of one, or register the method with Protocol.ONE_TO_ALL"
+            "of one, or register the method with BuiltinProtocol.ONE_TO_ALL"
         )
 
     def value_of(key: int | str) -> Any:
@@ -573,7 +573,7 @@ def collect_mean_metrics(results: list[Any], spec: CollectSpec) -> dict[str, flo
     """Metric dicts from every rank averaged key by key (lists and tensors are flattened).
 
     The plain mean is right for values every rank holds alike (learning rate,
-    gradient norm) and for per-rank *shares* scaled by the rank count (the fsdp
+    gradient norm) and for per-rank *shares* scaled by the rank count (the training
     engines report losses and per-token means as ``share × dp_size``, weighted
     by their valid tokens, so ranks with unequal valid tokens, padding rows
     included, average to the global value).
@@ -603,7 +603,7 @@ def collect_mean_metrics(results: list[Any], spec: CollectSpec) -> dict[str, flo
 
 
 def _builtin(
-    member: Protocol, dispatch: Dispatch, collect: Collect, layout: Layout, doc: str
+    member: BuiltinProtocol, dispatch: Dispatch, collect: Collect, layout: Layout, doc: str
 ) -> TransferProtocol:
     return TransferProtocol(
         name=member.value, dispatch=dispatch, collect=collect, layout=layout, doc=doc
@@ -614,49 +614,49 @@ BUILTIN_PROTOCOLS: Mapping[str, TransferProtocol] = {
     p.name: p
     for p in (
         _builtin(
-            Protocol.ONE_TO_ALL,
+            BuiltinProtocol.ONE_TO_ALL,
             dispatch_one_to_all,
             collect_list,
             "list",
             "Same arguments to every rank; returns the list of per-rank results.",
         ),
         _builtin(
-            Protocol.ALL_TO_ALL,
+            BuiltinProtocol.ALL_TO_ALL,
             dispatch_all_to_all,
             collect_list,
             "list",
             "Each argument is a list with one item per rank; returns the per-rank results.",
         ),
         _builtin(
-            Protocol.RANK_ZERO,
+            BuiltinProtocol.RANK_ZERO,
             dispatch_rank_zero,
             collect_rank_zero,
             "concat",
             "Runs on rank 0 only; returns its result.",
         ),
         _builtin(
-            Protocol.DP_COMPUTE,
+            BuiltinProtocol.DP_COMPUTE,
             dispatch_dp_compute,
             collect_concat_lists,
             "concat",
             "Splits list arguments into contiguous parts per rank; joins the list results.",
         ),
         _builtin(
-            Protocol.DP_COMPUTE_PROTO,
+            BuiltinProtocol.DP_COMPUTE_PROTO,
             dispatch_dp_compute_proto,
             collect_concat_batches,
             "concat",
             "Splits Batch arguments per rank (auto-padding); concatenates and unpads results.",
         ),
         _builtin(
-            Protocol.DP_COMPUTE_PROTO_WITH_FUNC,
+            BuiltinProtocol.DP_COMPUTE_PROTO_WITH_FUNC,
             dispatch_dp_compute_proto_with_func,
             collect_concat_batches,
             "concat",
             "First argument (a function) to every rank, Batch arguments split; concatenates.",
         ),
         _builtin(
-            Protocol.DP_COMPUTE_METRIC,
+            BuiltinProtocol.DP_COMPUTE_METRIC,
             dispatch_dp_compute_train,
             collect_mean_metrics,
             "other",
@@ -664,14 +664,14 @@ BUILTIN_PROTOCOLS: Mapping[str, TransferProtocol] = {
             "dispatch_pad_rows) for training methods to ignore; averages the metric dicts.",
         ),
         _builtin(
-            Protocol.MESH_PROTO,
+            BuiltinProtocol.MESH_PROTO,
             dispatch_mesh_proto,
             collect_concat_batches,
             "concat",
             "Splits by the dp rank of a (pp, tp, dp) mesh; collects tp 0 of the last stage.",
         ),
         _builtin(
-            Protocol.PP_AS_DP,
+            BuiltinProtocol.PP_AS_DP,
             dispatch_pp_as_dp,
             collect_concat_batches,
             "concat",
@@ -702,7 +702,7 @@ def as_transfer_protocol(name: str, impl: Any) -> TransferProtocol:
 
 def lookup_protocol(name: str) -> TransferProtocol:
     """The protocol registered as ``name`` (upper-case enum names are accepted too)."""
-    from hfsdk.core.registry import get_registry
+    from hfsdk.core.plugin_manager import get_registry
 
     registry = get_registry("transfer_protocols")
     if name not in registry and name.lower() in registry:
@@ -710,17 +710,17 @@ def lookup_protocol(name: str) -> TransferProtocol:
     return as_transfer_protocol(name, registry[name].impl)
 
 
-def resolve_protocol(protocol: Protocol | str | TransferProtocol) -> TransferProtocol:
+def resolve_protocol(protocol: BuiltinProtocol | str | TransferProtocol) -> TransferProtocol:
     """What ``@register(protocol=...)`` names, as a :class:`TransferProtocol`."""
     if isinstance(protocol, TransferProtocol):
         return protocol
-    if isinstance(protocol, Protocol):
+    if isinstance(protocol, BuiltinProtocol):
         return lookup_protocol(protocol.value)
     if isinstance(protocol, str):
         return lookup_protocol(protocol)
     if hasattr(protocol, "dispatch") and hasattr(protocol, "collect"):
         return as_transfer_protocol(getattr(protocol, "name", "custom"), protocol)
     raise HfsdkError(
-        f"unknown protocol {protocol!r}; expected a Protocol member, a registered name or a "
+        f"unknown protocol {protocol!r}; expected a BuiltinProtocol member, a registered name or a "
         "TransferProtocol"
     )

@@ -59,7 +59,7 @@ class Worker:
                 super().__init__()
                 self.config = config          # any constructor arguments are fine
 
-            @register(protocol=Protocol.DP_COMPUTE_PROTO)
+            @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
             def compute_log_prob(self, batch: Batch) -> Batch: ...
 
         group = WorkerGroup(ActorWorker, pool, role="actor", kwargs={"config": cfg})

@@ -10,11 +10,16 @@ from typing import ClassVar, Literal
 import torch
 from torch.nn import functional
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.maths.aggregation import LossCounts, aggregate_loss
-from hfsdk.core.maths.entropy import entropy_bonus, entropy_from_logits
-from hfsdk.core.maths.kl import kl_loss
-from hfsdk.core.maths.masked import masked_fill_zero
+from hfsdk import (
+    Batch,
+    LossAggregation,
+    LossCounts,
+    aggregate_loss,
+    entropy_bonus,
+    entropy_from_logits,
+    kl_loss,
+    masked_fill_zero,
+)
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.engine import (
     FSDPEngine,
@@ -174,8 +179,9 @@ class ActorEngine(_CausalLMEngine):
         for epoch in range(self.config.ppo_epochs):
             for mini in self._minibatches(batch, epoch):
                 counts = self._global_counts(mini["response_mask"])
-                norm_length = objective.norm_length or float(mini["responses"].shape[1])
-                agg = {**counts.as_kwargs(), "norm_length": norm_length, "dp_size": self.dp.size}
+                agg = self._aggregation(
+                    mini, objective.loss_agg_mode, objective.norm_length, counts
+                )
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in mini.split(self.config.micro_batch_size):
                     self._actor_micro_step(
@@ -193,13 +199,12 @@ class ActorEngine(_CausalLMEngine):
         self,
         micro: Batch,
         objective: ActorObjective,
-        agg: dict[str, float],
+        agg: LossAggregation,
         counts: LossCounts,
         temperature: float,
         has_reference: bool,
         metrics: MetricAccumulator,
     ) -> None:
-        mode = objective.loss_agg_mode
         mask = micro["response_mask"].to(self.device)
         # Entropy is only trained on with a bonus; otherwise it is reported without a graph.
         log_prob, entropy = self._response_outputs(
@@ -215,25 +220,21 @@ class ActorEngine(_CausalLMEngine):
             old_log_prob=old_log_prob,
             advantages=micro["advantages"].to(self.device),
             response_mask=mask,
-            loss_agg_mode=mode,
             config=objective.policy_loss_config,
-            **agg,
+            aggregation=agg,
         )
         loss = pg_loss
         if objective.entropy_coef > 0:
-            entropy_loss, _ = entropy_bonus(entropy, mask, mode, objective.entropy_coef, **agg)
+            entropy_loss, _ = entropy_bonus(entropy, mask, agg, objective.entropy_coef)
             loss = loss + entropy_loss
-        metrics.add_share(
-            "actor/entropy", float(aggregate_loss(entropy.detach(), mask, mode, **agg))
-        )
+        metrics.add_share("actor/entropy", float(aggregate_loss(entropy.detach(), mask, agg)))
         if has_reference:
             kl_value, _ = kl_loss(
                 log_prob,
                 micro["ref_log_probs"].to(self.device),
                 mask,
-                mode,
+                agg,
                 objective.kl_estimator or "k1",
-                **agg,
             )
             if objective.kl_loss_coef > 0:
                 loss = loss + objective.kl_loss_coef * kl_value

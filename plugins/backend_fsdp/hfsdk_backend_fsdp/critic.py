@@ -7,8 +7,7 @@ from typing import ClassVar
 
 import torch
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.maths.masked import masked_fill_zero, masked_mean
+from hfsdk import Batch, masked_fill_zero, masked_mean
 from hfsdk_backend_fsdp.engine import (
     FSDPEngine,
     MetricAccumulator,
@@ -61,8 +60,9 @@ class CriticEngine(FSDPEngine):
         for epoch in range(self.config.ppo_epochs):
             for mini in self._minibatches(batch, epoch):
                 counts = self._global_counts(mini["response_mask"])
-                norm_length = objective.norm_length or float(mini["responses"].shape[1])
-                agg = {**counts.as_kwargs(), "norm_length": norm_length, "dp_size": self.dp.size}
+                agg = self._aggregation(
+                    mini, objective.loss_agg_mode, objective.norm_length, counts
+                )
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in mini.split(self.config.micro_batch_size):
                     mask = micro["response_mask"].to(self.device)
@@ -72,9 +72,8 @@ class CriticEngine(FSDPEngine):
                         old_values=micro["values"].to(self.device),
                         returns=micro["returns"].to(self.device),
                         response_mask=mask,
-                        loss_agg_mode=objective.loss_agg_mode,
                         config=objective.value_loss_config,
-                        **agg,
+                        aggregation=agg,
                     )
                     loss.backward()
                     metrics.add_share("critic/vf_loss", float(loss.detach()))

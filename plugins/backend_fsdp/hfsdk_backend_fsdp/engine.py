@@ -22,10 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.aggregation import LossCounts
-from hfsdk.core.workers.protocols import padding_rows
+from hfsdk import Batch, HfsdkError, LossAggregation, LossCounts, padding_rows
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.lr_schedule import build_scheduler
@@ -54,7 +51,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 def resolve_model_path(config: FSDPRoleConfig, role: str) -> Path:
     """The role's model directory; the default task's model when ``model_path`` is unset."""
     if config.model_path is None:
-        from hfsdk.core.default_task import ensure_default_assets
+        from hfsdk import ensure_default_assets
 
         return ensure_default_assets().model_dir
     return check_model_dir(config.model_path, role)
@@ -294,6 +291,25 @@ class FSDPEngine:
 
             dist.all_reduce(counts, op=dist.ReduceOp.SUM, group=self.dp.group)
         return LossCounts(tokens=float(counts[0]), sequences=float(counts[1]))
+
+    def _aggregation(
+        self,
+        mini: Batch,
+        mode: str,
+        norm_length: float | None,
+        counts: LossCounts | None = None,
+    ) -> LossAggregation:
+        """How every loss of mini-batch ``mini`` aggregates: global counts, length, dp size.
+
+        ``norm_length`` ``None`` uses the response width (the same on every rank,
+        since rollouts pad responses to the configured maximum).
+        """
+        return LossAggregation.from_counts(
+            mode,
+            counts or self._global_counts(mini["response_mask"]),
+            norm_length=norm_length or float(mini["responses"].shape[1]),
+            dp_size=self.dp.size,
+        )
 
     def _local_minibatch_size(self) -> int:
         size = self.config.mini_batch_size

@@ -1,16 +1,16 @@
-"""The ``fsdp`` training backend: picks and builds the engine of a role.
+"""The ``fsdp`` training backend: the worker class and the engine of each role kind.
 
-Role names map to engine kinds: ``actor``; ``reference``/``ref``; anything
-ending in ``critic`` (``critic``, ``reward_critic``, ``cost_critic``); and
-``reward``/``cost`` or anything ending in ``_model`` (a scoring model). Pass
-``kind=`` to choose explicitly.
+The algorithm declares each role's kind (``policy``, ``frozen_policy``,
+``value``, ``scorer``); the backend never guesses it from the role's name.
+Engine kinds: ``actor`` (policy), ``reference`` (frozen policy), ``critic``
+(value) and ``score`` (scorer).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError, Worker
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 
 if TYPE_CHECKING:
@@ -21,26 +21,30 @@ if TYPE_CHECKING:
 ENGINE_KINDS = ("actor", "reference", "critic", "score")
 
 
-def engine_kind(role: str) -> str:
-    """The engine kind of a role name (see the module docstring)."""
-    if role == "actor":
-        return "actor"
-    if role in ("reference", "ref"):
-        return "reference"
-    if role.endswith("critic"):
-        return "critic"
-    if role in ("reward", "cost") or role.endswith("_model"):
-        return "score"
-    raise HfsdkError(
-        f"the fsdp backend does not know what role {role!r} is; name it actor, reference, "
-        f"critic (or *_critic), reward, cost (or *_model), or pass kind= one of {ENGINE_KINDS}"
-    )
+ENGINE_OF_ROLE_KIND = {
+    "policy": "actor",
+    "frozen_policy": "reference",
+    "value": "critic",
+    "scorer": "score",
+}
+"""Which engine serves each declared role kind."""
 
 
 class FSDPBackend:
-    """Factory of FSDP2 engines for HF transformers models (one per role and process)."""
+    """FSDP2 training backend for HF transformers models: every role kind, on CPU or GPU."""
 
     config_cls: ClassVar[type[FSDPRoleConfig]] = FSDPRoleConfig
+
+    @staticmethod
+    def worker_class(role_kind: str) -> type[Worker]:
+        """The worker class that runs a role of ``role_kind`` (what the trainer starts)."""
+        from hfsdk_backend_fsdp.fsdp_worker import WORKER_CLASSES
+
+        if role_kind not in WORKER_CLASSES:
+            raise HfsdkError(
+                f"the fsdp backend serves role kinds {sorted(WORKER_CLASSES)}, not {role_kind!r}"
+            )
+        return WORKER_CLASSES[role_kind]
 
     @staticmethod
     def engine_class(kind: str) -> type[FSDPEngine]:
@@ -65,13 +69,15 @@ class FSDPBackend:
         role: str,
         config: FSDPRoleConfig | None = None,
         *,
-        kind: str | None = None,
+        kind: str,
         process_group: ProcessGroup | None = None,
         total_steps: int | None = None,
     ) -> FSDPEngine:
         """Build the engine of ``role`` in this process (FSDP2 over ``process_group``).
 
-        ``config`` defaults to ``FSDPRoleConfig()`` (the default task's model).
+        ``kind`` is an engine kind (``actor``, ``reference``, ``critic``, ``score``;
+        see :data:`ENGINE_OF_ROLE_KIND`); ``config`` defaults to
+        ``FSDPRoleConfig()`` (the default task's model).
         """
         config = config or FSDPRoleConfig()
         if not isinstance(config, FSDPRoleConfig):
@@ -79,5 +85,5 @@ class FSDPBackend:
                 f"the fsdp backend needs an FSDPRoleConfig for role {role!r}, got "
                 f"{type(config).__name__}; set '{role}.backend: fsdp'"
             )
-        engine_cls = cls.engine_class(kind or engine_kind(role))
+        engine_cls = cls.engine_class(kind)
         return engine_cls(config, role=role, process_group=process_group, total_steps=total_steps)

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import attrs
 
-from hfsdk.core.role_config import RoleConfig, RolloutConfig
+from hfsdk import RoleConfig, RolloutConfig, help_field
 
 
 def _betas(value: object) -> tuple[float, float]:
@@ -27,19 +27,51 @@ class OptimConfig:
     own step count when left at 0).
     """
 
-    lr: float = attrs.field(default=1e-5, validator=attrs.validators.gt(0.0))
-    betas: tuple[float, float] = attrs.field(default=(0.9, 0.999), converter=_betas)
-    eps: float = attrs.field(default=1e-8, validator=attrs.validators.gt(0.0))
-    weight_decay: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
-    warmup_steps: int = attrs.field(default=0, validator=attrs.validators.ge(0))
-    lr_schedule: Literal["constant", "cosine"] = attrs.field(
-        default="constant", validator=attrs.validators.in_(("constant", "cosine"))
+    lr: float = help_field(
+        "Peak learning rate of AdamW.",
+        default=1e-5,
+        validator=attrs.validators.gt(0.0),
     )
-    min_lr_ratio: float = attrs.field(
-        default=0.0, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    betas: tuple[float, float] = help_field(
+        "AdamW's (β1, β2).",
+        default=(0.9, 0.999),
+        converter=_betas,
     )
-    total_steps: int = attrs.field(default=0, validator=attrs.validators.ge(0))
-    grad_clip: float = attrs.field(default=1.0, validator=attrs.validators.gt(0.0))
+    eps: float = help_field(
+        "AdamW's ε.",
+        default=1e-8,
+        validator=attrs.validators.gt(0.0),
+    )
+    weight_decay: float = help_field(
+        "Decoupled weight decay (AdamW).",
+        default=0.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    warmup_steps: int = help_field(
+        "Training iterations of linear warm-up from 0 to lr.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
+    lr_schedule: Literal["constant", "cosine"] = help_field(
+        "After warm-up: constant, or cosine decay to lr·min_lr_ratio over total_steps.",
+        default="constant",
+        validator=attrs.validators.in_(("constant", "cosine")),
+    )
+    min_lr_ratio: float = help_field(
+        "Cosine schedule: final lr as a fraction of lr.",
+        default=0.0,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
+    )
+    total_steps: int = help_field(
+        "Cosine schedule length in training iterations; 0: trainer.total_steps.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
+    grad_clip: float = help_field(
+        "Clip the gradient's global L2 norm to this value.",
+        default=1.0,
+        validator=attrs.validators.gt(0.0),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -57,31 +89,79 @@ class FSDPRoleConfig(RoleConfig):
     for inference (log-probs, values, scores); ``None`` uses ``micro_batch_size``.
     """
 
-    backend: str = "fsdp"
-    model_path: str | None = None
-    tokenizer_path: str | None = None
-    optim: OptimConfig = attrs.field(factory=OptimConfig)
-    mini_batch_size: int = attrs.field(default=8, validator=attrs.validators.ge(1))
-    micro_batch_size: int = attrs.field(default=4, validator=attrs.validators.ge(1))
-    forward_micro_batch_size: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    backend: str = help_field(
+        "Training backend of this role (fsdp: FSDP2 over HF transformers models).",
+        default="fsdp",
     )
-    ppo_epochs: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    shuffle: bool = False
+    model_path: str | None = help_field(
+        "Local HF model directory; null: the built-in default task's model.",
+        default=None,
+    )
+    tokenizer_path: str | None = help_field(
+        "Tokenizer directory; null: model_path's.",
+        default=None,
+    )
+    optim: OptimConfig = help_field(
+        "Optimizer and learning-rate schedule of a trained role.",
+        factory=OptimConfig,
+    )
+    mini_batch_size: int = help_field(
+        "Samples per optimizer step, summed over data-parallel ranks (must divide by their "
+        "number).",
+        default=8,
+        validator=attrs.validators.ge(1),
+    )
+    micro_batch_size: int = help_field(
+        "Samples per forward/backward pass on one rank (gradients accumulate over a mini-batch).",
+        default=4,
+        validator=attrs.validators.ge(1),
+    )
+    forward_micro_batch_size: int | None = help_field(
+        "Samples per inference pass (log-probs, values, scores); null: micro_batch_size.",
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.ge(1)),
+    )
+    ppo_epochs: int = help_field(
+        "Passes over each step's batch per update (PPO epochs).",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
+    shuffle: bool = help_field(
+        "Shuffle samples into mini-batches each epoch.",
+        default=False,
+    )
     """Shuffle samples into mini-batches (each epoch; seeded by ``seed`` and the update count)."""
-    seed: int = 0
-    dtype: Literal["float32", "bfloat16"] = attrs.field(
-        default="float32", validator=attrs.validators.in_(("float32", "bfloat16"))
+    seed: int = help_field(
+        "Seed of the mini-batch shuffle.",
+        default=0,
+    )
+    dtype: Literal["float32", "bfloat16"] = help_field(
+        "Weights and compute dtype: float32 or bfloat16 (mixed precision under FSDP2).",
+        default="float32",
+        validator=attrs.validators.in_(("float32", "bfloat16")),
     )
     """Compute dtype. Trained roles keep float32 master weights (FSDP mixed precision)."""
-    device: Literal["auto", "cpu", "cuda"] = attrs.field(
-        default="auto", validator=attrs.validators.in_(("auto", "cpu", "cuda"))
+    device: Literal["auto", "cpu", "cuda"] = help_field(
+        "auto (CUDA when available), cpu or cuda.",
+        default="auto",
+        validator=attrs.validators.in_(("auto", "cpu", "cuda")),
     )
     """``auto``: CUDA (the rank's local device) when available, else CPU."""
-    gradient_checkpointing: bool = False
-    reshard_after_forward: bool = True
+    gradient_checkpointing: bool = help_field(
+        "Recompute activations in backward (less memory, ~30% more compute).",
+        default=False,
+    )
+    reshard_after_forward: bool = help_field(
+        "FSDP2: free gathered parameters after forward (ZeRO-3) instead of keeping them to "
+        "backward (ZeRO-2).",
+        default=True,
+    )
     """FSDP2: free gathered weights after each forward (less memory, one more all-gather)."""
-    remove_padding: bool = True
+    remove_padding: bool = help_field(
+        "Log-prob and training passes drop the columns that are padding in every row of a "
+        "micro-batch.",
+        default=True,
+    )
     """Log-prob and training passes drop the columns that are padding in every row of a
     micro-batch (leading prompt padding, response padding after the longest response)."""
 
@@ -96,17 +176,46 @@ class HFRolloutConfig(RolloutConfig):
     one ``generate`` call (``None``: all at once).
     """
 
-    backend: str = "hf"
-    max_prompt_length: int = attrs.field(default=64, validator=attrs.validators.ge(1))
-    max_response_length: int = attrs.field(default=32, validator=attrs.validators.ge(1))
-    temperature: float = attrs.field(default=1.0, validator=attrs.validators.ge(0.0))
-    top_p: float = attrs.field(
-        default=1.0, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)]
+    backend: str = help_field(
+        "Rollout backend (hf: transformers generate on the actor's own weights).",
+        default="hf",
     )
-    top_k: int = attrs.field(default=0, validator=attrs.validators.ge(0))
-    n: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    micro_batch_size: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    max_prompt_length: int = help_field(
+        "Widest prompt (tokens) the rollout accepts.",
+        default=64,
+        validator=attrs.validators.ge(1),
+    )
+    max_response_length: int = help_field(
+        "Longest response in tokens; responses are padded to it (also the norm length of seq-"
+        "mean-token-sum-norm).",
+        default=32,
+        validator=attrs.validators.ge(1),
+    )
+    temperature: float = help_field(
+        "Sampling temperature (greedy generation ignores it).",
+        default=1.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    top_p: float = help_field(
+        "Nucleus sampling: keep the smallest token set with this much probability; 1 turns it off.",
+        default=1.0,
+        validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)],
+    )
+    top_k: int = help_field(
+        "Keep only the k most likely tokens; 0 turns it off.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
+    n: int = help_field(
+        "Samples per prompt inside the rollout; must stay 1 in training (use "
+        "algorithm.n_samples_per_prompt).",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
+    micro_batch_size: int | None = help_field(
+        "Prompts per generate call; null: all at once.",
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.ge(1)),
     )
 
 

@@ -1,38 +1,48 @@
-"""The ``fsdp`` backend's Ray worker: one rank of a role, wrapping that role's engine.
+"""The ``fsdp`` backend's Ray workers: one rank of a role, wrapping that role's engine.
 
-The trainer starts one :class:`FSDPWorker` per device of the role's pool (or
-one role object inside a fused multi-role process). Its registered methods
-are what the algorithms call on the controller; batches are split across the
-data-parallel ranks by the transfer protocols and concatenated on return.
-The losses come from the registries, named by the run config, so the worker
-does not hard-code any algorithm.
+The trainer starts one worker per device of the role's pool (or one role
+object inside a fused multi-role process), of the class that serves the role's
+declared kind (:data:`WORKER_CLASSES`): each class exposes only the
+operations of its kind, so calling ``update_critic`` on the actor's group
+fails as an unknown method, not deep inside the worker. Registered methods are
+what the algorithms call on the controller; batches are split across the
+data-parallel ranks by the transfer protocols and concatenated on return. The
+losses come from the registries, named by the run config, and the actor's
+extra loss terms from the algorithm's spec, so the workers hard-code no algorithm.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import torch
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.registry import get_registry
-from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
-from hfsdk.core.workers import Protocol, Worker, register
-from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend, engine_kind
+from hfsdk import (
+    ActorLossTerms,
+    Batch,
+    BuiltinProtocol,
+    Worker,
+    get_registry,
+    register,
+    set_torch_rng_state,
+    torch_rng_state,
+)
+from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend
 from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
 
 RNG_FILE = "rng_rank{rank}.pt"
 
 
-class FSDPWorker(Worker):
-    """A role (actor, reference, critic, cost_critic, reward, cost) trained or served with FSDP2.
+class FSDPRoleWorker(Worker):
+    """What every fsdp role shares: its engine (of :attr:`engine_kind`) and checkpoints.
 
     ``section`` is the role's config section; ``assets`` supplies the model and
     tokenizer paths the section leaves out (the built-in default task's).
     """
+
+    engine_kind: ClassVar[str]
 
     def __init__(self, *, role: str, config: Any, assets: Any, section: Any) -> None:
         super().__init__()
@@ -43,76 +53,86 @@ class FSDPWorker(Worker):
             model_path=section.model_path or assets.model_path,
             tokenizer_path=section.tokenizer_path or assets.tokenizer_path,
         )
-        self.kind = engine_kind(role)
         self.engine: Any = FSDPBackend.create_engine(
             role,
             section,
+            kind=self.engine_kind,
             process_group=self.process_group,
             total_steps=config.trainer.total_steps,
         )
         torch.manual_seed(config.trainer.seed + 1000 * self.rank)
-        self.rollout: Any = None
-        if self.kind == "actor":
-            rollout_entry = get_registry("rollout_backends")[config.rollout.backend]
-            self.rollout = rollout_entry.impl(config.rollout, self.engine)
-
-    def _require(self, kind: str, method: str) -> None:
-        if self.kind != kind:
-            raise HfsdkError(
-                f"{method} is an operation of the {kind} role, but this worker is role "
-                f"{self.role_name!r} ({self.kind}); call it on the {kind} group"
-            )
-
-    # -- rollout and inference -------------------------------------------------------
-
-    @register(protocol=Protocol.DP_COMPUTE_PROTO)
-    def generate_sequences(self, prompts: Batch) -> Batch:
-        """Responses for ``prompts`` (greedy when ``prompts.meta['greedy']``)."""
-        self._require("actor", "generate_sequences")
-        return self.rollout.generate_sequences(prompts)
-
-    @register(protocol=Protocol.DP_COMPUTE_PROTO)
-    def compute_log_prob(self, batch: Batch) -> Batch:
-        """``old_log_probs`` and ``entropys`` of the responses under the current actor."""
-        self._require("actor", "compute_log_prob")
-        return self.engine.compute_log_prob(batch)
-
-    @register(protocol=Protocol.DP_COMPUTE_PROTO)
-    def compute_ref_log_prob(self, batch: Batch) -> Batch:
-        """``ref_log_probs`` of the responses under the frozen reference."""
-        self._require("reference", "compute_ref_log_prob")
-        return self.engine.compute_ref_log_prob(batch)
-
-    @register(protocol=Protocol.DP_COMPUTE_PROTO)
-    def compute_values(self, batch: Batch) -> Batch:
-        """``values`` (B, R) of the critic."""
-        self._require("critic", "compute_values")
-        return self.engine.compute_values(batch)
-
-    @register(protocol=Protocol.DP_COMPUTE_PROTO)
-    def compute_scores(self, batch: Batch) -> Batch:
-        """``rm_scores`` (B,) of a reward or cost model at the last response token."""
-        self._require("score", "compute_scores")
-        return self.engine.compute_scores(batch)
-
-    # -- training ------------------------------------------------------------------------
 
     def _norm_length(self) -> float:
         return float(self.run_config.rollout.max_response_length)
 
-    @register(protocol=Protocol.DP_COMPUTE_METRIC)
+    # -- checkpoints --------------------------------------------------------------------
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def save_checkpoint(self, directory: str) -> str:
+        """Engine state (each rank its shard) plus every rank's sampling RNGs (CPU and CUDA)."""
+        path = Path(directory)
+        self.engine.save_checkpoint(path)
+        torch.save(torch_rng_state(), path / RNG_FILE.format(rank=self.rank))
+        return str(path)
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def load_checkpoint(self, directory: str) -> str:
+        """Restore what :meth:`save_checkpoint` wrote."""
+        path = Path(directory)
+        self.engine.load_checkpoint(path)
+        self._after_load()
+        rng = path / RNG_FILE.format(rank=self.rank)
+        if rng.exists():
+            set_torch_rng_state(torch.load(rng, weights_only=False))
+        return str(path)
+
+    def _after_load(self) -> None:
+        """Hook for kinds that keep derived state in step with the engine's weights."""
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def export_hf(self, directory: str) -> str:
+        """The model in HF format (with its tokenizer) in ``directory``."""
+        return str(self.engine.export_hf(directory))
+
+
+class FSDPPolicyWorker(FSDPRoleWorker):
+    """A ``policy`` role: generation (through the rollout backend), log-probs, updates.
+
+    ``objective`` holds the loss terms the algorithm chose (KL as a loss or
+    not, entropy); ``None`` means the plain policy loss.
+    """
+
+    engine_kind: ClassVar[str] = "actor"
+
+    def __init__(self, *, objective: ActorLossTerms | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.loss_terms = objective or ActorLossTerms()
+        rollout_entry = get_registry("rollout_backends")[self.run_config.rollout.backend]
+        self.rollout: Any = rollout_entry.impl(self.run_config.rollout, self.engine)
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def generate_sequences(self, prompts: Batch) -> Batch:
+        """Responses for ``prompts`` (greedy when ``prompts.meta['greedy']``)."""
+        return self.rollout.generate_sequences(prompts)
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def compute_log_prob(self, batch: Batch) -> Batch:
+        """``old_log_probs`` and ``entropys`` of the responses under the current actor."""
+        return self.engine.compute_log_prob(batch)
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
     def update_actor(self, batch: Batch) -> dict[str, float]:
         """One PPO-style update of the policy with the configured policy loss."""
-        self._require("actor", "update_actor")
         cfg = self.run_config
         algo = cfg.algorithm
+        terms = self.loss_terms
         objective = ActorObjective(
             policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
             policy_loss_config=cfg.policy_loss,
             loss_agg_mode=algo.loss_agg_mode,
-            kl_estimator=algo.kl_estimator,
-            kl_loss_coef=0.0 if algo.kl_in_reward else algo.kl_loss_coef,
-            entropy_coef=algo.entropy_coef,
+            kl_estimator=terms.kl_estimator,
+            kl_loss_coef=terms.kl_loss_coef,
+            entropy_coef=terms.entropy_coef,
             norm_length=self._norm_length(),
         )
         metrics = self.engine.update_actor(batch, objective)
@@ -128,10 +148,34 @@ class FSDPWorker(Worker):
         if self.rollout is not None:
             self.rollout.update_weights(self.engine.hf_weights())
 
-    @register(protocol=Protocol.DP_COMPUTE_METRIC)
+    def _after_load(self) -> None:
+        self._sync_rollout_weights()
+
+
+class FSDPReferenceWorker(FSDPRoleWorker):
+    """A ``frozen_policy`` role: log-probs under the frozen reference."""
+
+    engine_kind: ClassVar[str] = "reference"
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def compute_ref_log_prob(self, batch: Batch) -> Batch:
+        """``ref_log_probs`` of the responses under the frozen reference."""
+        return self.engine.compute_ref_log_prob(batch)
+
+
+class FSDPValueWorker(FSDPRoleWorker):
+    """A ``value`` role: a critic's values and its update."""
+
+    engine_kind: ClassVar[str] = "critic"
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def compute_values(self, batch: Batch) -> Batch:
+        """``values`` (B, R) of the critic."""
+        return self.engine.compute_values(batch)
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
     def update_critic(self, batch: Batch) -> dict[str, float]:
         """One update of the critic towards ``returns`` with the configured value loss."""
-        self._require("critic", "update_critic")
         cfg = self.run_config
         objective = CriticObjective(
             value_loss=get_registry("value_losses")[cfg.algorithm.value_loss].impl,
@@ -141,29 +185,22 @@ class FSDPWorker(Worker):
         )
         return self.engine.update_critic(batch, objective)
 
-    # -- checkpoints --------------------------------------------------------------------
 
-    @register(protocol=Protocol.ONE_TO_ALL)
-    def save_checkpoint(self, directory: str) -> str:
-        """Engine state (gathered to rank 0) plus every rank's sampling RNGs (CPU and CUDA)."""
-        path = Path(directory)
-        self.engine.save_checkpoint(path)
-        torch.save(torch_rng_state(), path / RNG_FILE.format(rank=self.rank))
-        return str(path)
+class FSDPScorerWorker(FSDPRoleWorker):
+    """A ``scorer`` role's model (a reward or cost model)."""
 
-    @register(protocol=Protocol.ONE_TO_ALL)
-    def load_checkpoint(self, directory: str) -> str:
-        """Restore what :meth:`save_checkpoint` wrote."""
-        path = Path(directory)
-        self.engine.load_checkpoint(path)
-        if self.kind == "actor":
-            self._sync_rollout_weights()
-        rng = path / RNG_FILE.format(rank=self.rank)
-        if rng.exists():
-            set_torch_rng_state(torch.load(rng, weights_only=False))
-        return str(path)
+    engine_kind: ClassVar[str] = "score"
 
-    @register(protocol=Protocol.ONE_TO_ALL)
-    def export_hf(self, directory: str) -> str:
-        """The model in HF format (with its tokenizer) in ``directory``."""
-        return str(self.engine.export_hf(directory))
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def compute_scores(self, batch: Batch) -> Batch:
+        """``rm_scores`` (B,) of a reward or cost model at the last response token."""
+        return self.engine.compute_scores(batch)
+
+
+WORKER_CLASSES: dict[str, type[FSDPRoleWorker]] = {
+    "policy": FSDPPolicyWorker,
+    "frozen_policy": FSDPReferenceWorker,
+    "value": FSDPValueWorker,
+    "scorer": FSDPScorerWorker,
+}
+"""The worker class of each role kind."""

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.errors import HfsdkError
+from hfsdk import Batch, HfsdkError
 from hfsdk_backend_fsdp.engine import require_keys
 from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
 from hfsdk_backend_fsdp.token_ops import position_ids_from_mask

@@ -7,7 +7,7 @@ import math
 import attrs
 import torch
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_backend_fsdp.fsdp_config import OptimConfig
 
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 if TYPE_CHECKING:
     import torch

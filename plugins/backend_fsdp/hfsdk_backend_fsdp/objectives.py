@@ -3,7 +3,7 @@
 The engine does not hard-code PPO: the algorithm looks its losses up in the
 registries and hands them over in one of these objects. Loss functions follow
 the registry convention (keyword arguments, ``config``, global counts; they
-return ``(loss, metrics)``); see ``hfsdk.core.maths.policy_losses``.
+return ``(loss, metrics)``); see ``hfsdk.PolicyLoss`` and ``hfsdk.ValueLoss``.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.algorithm import LOSS_AGG_MODES
+from hfsdk import LOSS_AGG_MODES
 
 LossFn = Callable[..., tuple[Any, dict[str, float]]]
 KLEstimatorFn = Callable[[Any, Any], Any]
@@ -32,8 +32,11 @@ class ActorObjective:
     """The actor's loss: policy loss + ``kl_loss_coef``·KL − ``entropy_coef``·entropy.
 
     - ``policy_loss(log_prob=, old_log_prob=, advantages=, response_mask=,
-      loss_agg_mode=, config=policy_loss_config, global_token_count=,
-      global_seq_count=, norm_length=, dp_size=)``.
+      config=policy_loss_config, aggregation=)`` (an ``hfsdk.PolicyLoss``); the
+      engine builds the ``hfsdk.LossAggregation`` of each mini-batch from
+      ``loss_agg_mode``, the global counts, ``norm_length`` and the dp size.
+    - ``kl_loss_coef``, ``kl_estimator``, ``entropy_coef``: the algorithm's
+      ``hfsdk.ActorLossTerms`` (the backend does not decide the loss mix).
     - ``kl_estimator``: per-token ``fn(log_prob, ref_log_prob)`` (or a
       registered name). The KL term is added when ``kl_loss_coef > 0`` (it
       needs ``ref_log_probs`` in the batch); with a reference it is always

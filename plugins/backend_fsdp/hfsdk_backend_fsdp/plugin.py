@@ -5,25 +5,25 @@ from __future__ import annotations
 from typing import Any
 
 import hfsdk
-from hfsdk.hookspecs import Register
+from hfsdk import Register
 
 
 @hfsdk.hookimpl
 def hfsdk_register_training_backends(register: Register) -> None:
-    """Register the ``fsdp`` training backend."""
+    """Register the ``fsdp`` training backend, the default for every role kind."""
+    from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-    from hfsdk_backend_fsdp.fsdp_worker import FSDPWorker
 
-    register("fsdp", FSDPWorker, config_cls=FSDPRoleConfig)
+    register("fsdp", FSDPBackend, config_cls=FSDPRoleConfig, default_for=hfsdk.ROLE_KINDS)
 
 
 @hfsdk.hookimpl
 def hfsdk_register_rollout_backends(register: Register) -> None:
-    """Register the ``hf`` (transformers ``generate``) rollout backend."""
+    """Register the ``hf`` (transformers ``generate``) rollout backend, the default one."""
     from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
     from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
-    register("hf", HFRollout, config_cls=HFRolloutConfig)
+    register("hf", HFRollout, config_cls=HFRolloutConfig, default=True)
 
 
 @hfsdk.hookimpl

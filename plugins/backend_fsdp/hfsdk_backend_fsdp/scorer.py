@@ -7,7 +7,7 @@ from typing import ClassVar
 import torch
 from transformers import PreTrainedModel
 
-from hfsdk.core.batch import Batch
+from hfsdk import Batch
 from hfsdk_backend_fsdp.engine import FSDPEngine, require_keys
 from hfsdk_backend_fsdp.models import ModelKind
 from hfsdk_backend_fsdp.token_ops import last_token_index

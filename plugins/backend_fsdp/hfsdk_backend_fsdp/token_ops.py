@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.entropy import entropy_from_logits
+from hfsdk import HfsdkError, entropy_from_logits
 
 
 def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:

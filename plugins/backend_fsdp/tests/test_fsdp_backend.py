@@ -1,4 +1,4 @@
-"""The ``fsdp`` backend factory: role names to engines."""
+"""The ``fsdp`` backend factory: declared role kinds to workers and engines."""
 
 from __future__ import annotations
 
@@ -9,51 +9,55 @@ import pytest
 from hfsdk.core.errors import HfsdkError
 from hfsdk_backend_fsdp.actor import ActorEngine, ReferenceEngine
 from hfsdk_backend_fsdp.critic import CriticEngine
-from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend, engine_kind
+from hfsdk_backend_fsdp.fsdp_backend import ENGINE_OF_ROLE_KIND, FSDPBackend
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.scorer import ScoreEngine
 
 
 @pytest.mark.parametrize(
-    ("role", "kind"),
+    ("role_kind", "worker", "engine_kind"),
     [
-        ("actor", "actor"),
-        ("reference", "reference"),
-        ("ref", "reference"),
-        ("critic", "critic"),
-        ("reward_critic", "critic"),
-        ("cost_critic", "critic"),
-        ("reward", "score"),
-        ("cost", "score"),
-        ("cost_model", "score"),
+        ("policy", "FSDPPolicyWorker", "actor"),
+        ("frozen_policy", "FSDPReferenceWorker", "reference"),
+        ("value", "FSDPValueWorker", "critic"),
+        ("scorer", "FSDPScorerWorker", "score"),
     ],
 )
-def test_role_names_map_to_engine_kinds(role: str, kind: str) -> None:
-    assert engine_kind(role) == kind
+def test_declared_role_kinds_pick_worker_and_engine(
+    role_kind: str, worker: str, engine_kind: str
+) -> None:
+    cls = FSDPBackend.worker_class(role_kind)
+    assert cls.__name__ == worker and cls.engine_kind == engine_kind
+    assert ENGINE_OF_ROLE_KIND[role_kind] == engine_kind
+
+
+def test_each_worker_exposes_only_its_kinds_operations() -> None:
+    policy, value = FSDPBackend.worker_class("policy"), FSDPBackend.worker_class("value")
+    assert hasattr(policy, "update_actor") and not hasattr(policy, "update_critic")
+    assert hasattr(value, "update_critic") and not hasattr(value, "generate_sequences")
 
 
 def test_unknown_roles_and_kinds_are_clear_errors() -> None:
-    with pytest.raises(HfsdkError, match="does not know what role 'judge' is"):
-        engine_kind("judge")
+    with pytest.raises(HfsdkError, match="serves role kinds"):
+        FSDPBackend.worker_class("judge")
     with pytest.raises(HfsdkError, match="engine kind 'oracle' is unknown"):
         FSDPBackend.engine_class("oracle")
 
 
 def test_create_engine_builds_the_role(model_dir: Path) -> None:
     config = FSDPRoleConfig(model_path=str(model_dir))
+    # The role's name says nothing: the declared kind picks the engine.
     expected = {
-        "actor": ActorEngine,
-        "reference": ReferenceEngine,
-        "cost_critic": CriticEngine,
-        "reward": ScoreEngine,
+        ("policy_a", "actor"): ActorEngine,
+        ("anchor", "reference"): ReferenceEngine,
+        ("cost_critic", "critic"): CriticEngine,
+        ("judge", "score"): ScoreEngine,
     }
-    for role, cls in expected.items():
-        engine = FSDPBackend.create_engine(role, config)
+    for (role, kind), cls in expected.items():
+        engine = FSDPBackend.create_engine(role, config, kind=kind)
         assert type(engine) is cls and engine.role == role
-    judge = FSDPBackend.create_engine("judge", config, kind="score")
-    assert isinstance(judge, ScoreEngine)
     with pytest.raises(HfsdkError, match="needs an FSDPRoleConfig"):
-        FSDPBackend.create_engine("actor", object())  # type: ignore[arg-type]
+        FSDPBackend.create_engine("actor", object(), kind="actor")  # type: ignore[arg-type]
 
 
 def test_plugin_registers_the_backends() -> None:
@@ -65,3 +69,6 @@ def test_plugin_registers_the_backends() -> None:
     assert training.config_cls is FSDPRoleConfig
     rollout = hfsdk.get_registry("rollout_backends").get("hf")
     assert rollout.impl is HFRollout and rollout.config_cls is HFRolloutConfig
+    # The core names no backend: these entries declare themselves the defaults.
+    assert set(training.extra["default_for"]) == set(hfsdk.ROLE_KINDS)
+    assert rollout.extra["default"] is True

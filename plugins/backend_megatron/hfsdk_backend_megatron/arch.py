@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 ARCHITECTURES: dict[str, str] = {
     "LlamaForCausalLM": "llama",

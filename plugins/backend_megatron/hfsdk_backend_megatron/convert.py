@@ -34,7 +34,7 @@ from typing import Literal
 
 import torch
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_backend_megatron.arch import ModelShape
 
 Head = Literal["lm", "value", "score"]

@@ -24,12 +24,17 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.aggregation import LossCounts, aggregate_loss
-from hfsdk.core.maths.entropy import entropy_bonus
-from hfsdk.core.maths.kl import kl_loss
-from hfsdk.core.maths.masked import masked_fill_zero, masked_mean
+from hfsdk import (
+    Batch,
+    HfsdkError,
+    LossAggregation,
+    LossCounts,
+    aggregate_loss,
+    entropy_bonus,
+    kl_loss,
+    masked_fill_zero,
+    masked_mean,
+)
 from hfsdk_backend_fsdp.actor import SEQUENCE_KEYS, UPDATE_KEYS, sampling_temperature
 from hfsdk_backend_fsdp.engine import (
     MetricAccumulator,
@@ -56,7 +61,7 @@ CRITIC_UPDATE_KEYS = (*SEQUENCE_KEYS, "values", "returns")
 
 def _resolve_model_dir(config: MegatronRoleConfig) -> Path:
     if config.model_path is None:
-        from hfsdk.core.default_task import ensure_default_assets
+        from hfsdk import ensure_default_assets
 
         return ensure_default_assets().model_dir
     return Path(config.model_path).expanduser()
@@ -470,11 +475,16 @@ class MegatronEngine:
             for mini in self._minibatches(batch, epoch):
                 counts = self._global_counts(mini["response_mask"])
                 norm_length = objective.norm_length or float(mini["responses"].shape[1])
-                agg = {**counts.as_kwargs(), "norm_length": norm_length, "dp_size": self.dp}
+                agg = LossAggregation.from_counts(
+                    objective.loss_agg_mode, counts, norm_length=norm_length, dp_size=self.dp
+                )
                 self.optimizer.zero_grad(set_to_none=True)
 
                 def last(
-                    micro: Batch, logits: torch.Tensor, agg: dict = agg, counts: Any = counts
+                    micro: Batch,
+                    logits: torch.Tensor,
+                    agg: LossAggregation = agg,
+                    counts: Any = counts,
                 ) -> torch.Tensor:
                     return self._actor_loss(
                         micro, logits, objective, agg, counts, temperature, has_reference, metrics
@@ -490,13 +500,12 @@ class MegatronEngine:
         micro: Batch,
         logits: torch.Tensor,
         objective: ActorObjective,
-        agg: dict[str, float],
+        agg: LossAggregation,
         counts: LossCounts,
         temperature: float,
         has_reference: bool,
         metrics: MetricAccumulator,
     ) -> torch.Tensor:
-        mode = objective.loss_agg_mode
         mask = micro["response_mask"].to(self.device)
         log_prob, entropy = self._response_log_probs(logits, micro, temperature, True)
         assert entropy is not None
@@ -509,25 +518,21 @@ class MegatronEngine:
             old_log_prob=old_log_prob,
             advantages=micro["advantages"].to(self.device),
             response_mask=mask,
-            loss_agg_mode=mode,
             config=objective.policy_loss_config,
-            **agg,
+            aggregation=agg,
         )
         loss = pg_loss
         if objective.entropy_coef > 0:
-            entropy_loss, _ = entropy_bonus(entropy, mask, mode, objective.entropy_coef, **agg)
+            entropy_loss, _ = entropy_bonus(entropy, mask, agg, objective.entropy_coef)
             loss = loss + entropy_loss
-        metrics.add_share(
-            "actor/entropy", float(aggregate_loss(entropy.detach(), mask, mode, **agg))
-        )
+        metrics.add_share("actor/entropy", float(aggregate_loss(entropy.detach(), mask, agg)))
         if has_reference:
             kl_value, _ = kl_loss(
                 log_prob,
                 micro["ref_log_probs"].to(self.device),
                 mask,
-                mode,
+                agg,
                 objective.kl_estimator or "k1",
-                **agg,
             )
             if objective.kl_loss_coef > 0:
                 loss = loss + objective.kl_loss_coef * kl_value
@@ -555,11 +560,16 @@ class MegatronEngine:
             for mini in self._minibatches(batch, epoch):
                 counts = self._global_counts(mini["response_mask"])
                 norm_length = objective.norm_length or float(mini["responses"].shape[1])
-                agg = {**counts.as_kwargs(), "norm_length": norm_length, "dp_size": self.dp}
+                agg = LossAggregation.from_counts(
+                    objective.loss_agg_mode, counts, norm_length=norm_length, dp_size=self.dp
+                )
                 self.optimizer.zero_grad(set_to_none=True)
 
                 def last(
-                    micro: Batch, out: torch.Tensor, agg: dict = agg, counts: Any = counts
+                    micro: Batch,
+                    out: torch.Tensor,
+                    agg: LossAggregation = agg,
+                    counts: Any = counts,
                 ) -> torch.Tensor:
                     mask = micro["response_mask"].to(self.device)
                     vpreds = self._values(out, micro)
@@ -568,9 +578,8 @@ class MegatronEngine:
                         old_values=micro["values"].to(self.device),
                         returns=micro["returns"].to(self.device),
                         response_mask=mask,
-                        loss_agg_mode=objective.loss_agg_mode,
                         config=objective.value_loss_config,
-                        **agg,
+                        aggregation=agg,
                     )
                     metrics.add_share("critic/vf_loss", float(loss.detach()))
                     tokens = float((mask != 0).sum())

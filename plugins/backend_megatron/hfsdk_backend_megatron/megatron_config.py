@@ -6,7 +6,7 @@ from typing import Literal
 
 import attrs
 
-from hfsdk.core.role_config import RoleConfig
+from hfsdk import RoleConfig, help_field
 from hfsdk_backend_fsdp.fsdp_config import OptimConfig
 
 
@@ -18,9 +18,20 @@ class ParallelConfig:
     sequence) is reserved: the backend refuses it for now (see docs/backends.md).
     """
 
-    tp: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    pp: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    sequence_parallel: bool = False
+    tp: int = help_field(
+        "Tensor-parallel ranks per model replica (megatron-core column/row-parallel layers).",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
+    pp: int = help_field(
+        "Pipeline stages per model replica.",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
+    sequence_parallel: bool = help_field(
+        "megatron-core sequence parallelism (reserved: refused for now).",
+        default=False,
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -35,23 +46,63 @@ class MegatronRoleConfig(RoleConfig):
     tensor/pipeline shard at start.
     """
 
-    backend: str = "megatron"
-    model_path: str | None = None
-    tokenizer_path: str | None = None
-    parallel: ParallelConfig = attrs.field(factory=ParallelConfig)
-    optim: OptimConfig = attrs.field(factory=OptimConfig)
-    mini_batch_size: int = attrs.field(default=8, validator=attrs.validators.ge(1))
-    micro_batch_size: int = attrs.field(default=4, validator=attrs.validators.ge(1))
-    forward_micro_batch_size: int | None = attrs.field(
-        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    backend: str = help_field(
+        "Training backend of this role (megatron: megatron-core tensor/pipeline parallel).",
+        default="megatron",
     )
-    ppo_epochs: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    shuffle: bool = False
-    seed: int = 0
-    dtype: Literal["float32", "bfloat16"] = attrs.field(
-        default="float32", validator=attrs.validators.in_(("float32", "bfloat16"))
+    model_path: str | None = help_field(
+        "Local HF Llama/Qwen2 model directory, converted to this rank's shard; null: the "
+        "default task's model.",
+        default=None,
+    )
+    tokenizer_path: str | None = help_field(
+        "Tokenizer directory; null: model_path's.",
+        default=None,
+    )
+    parallel: ParallelConfig = help_field(
+        "Model-parallel layout: tp x pp; data parallel = devices / (tp·pp).",
+        factory=ParallelConfig,
+    )
+    optim: OptimConfig = help_field(
+        "Optimizer and learning-rate schedule of a trained role (as for fsdp).",
+        factory=OptimConfig,
+    )
+    mini_batch_size: int = help_field(
+        "Samples per optimizer step, summed over data-parallel ranks.",
+        default=8,
+        validator=attrs.validators.ge(1),
+    )
+    micro_batch_size: int = help_field(
+        "Samples per forward/backward pass on one rank.",
+        default=4,
+        validator=attrs.validators.ge(1),
+    )
+    forward_micro_batch_size: int | None = help_field(
+        "Samples per inference pass; null: micro_batch_size.",
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.ge(1)),
+    )
+    ppo_epochs: int = help_field(
+        "Passes over each step's batch per update (PPO epochs).",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
+    shuffle: bool = help_field(
+        "Shuffle samples into mini-batches each epoch.",
+        default=False,
+    )
+    seed: int = help_field(
+        "Seed of the mini-batch shuffle.",
+        default=0,
+    )
+    dtype: Literal["float32", "bfloat16"] = help_field(
+        "Weights and compute dtype: float32 or bfloat16.",
+        default="float32",
+        validator=attrs.validators.in_(("float32", "bfloat16")),
     )
     """Parameter dtype of frozen roles; trained roles keep float32 weights."""
-    device: Literal["auto", "cpu", "cuda"] = attrs.field(
-        default="auto", validator=attrs.validators.in_(("auto", "cpu", "cuda"))
+    device: Literal["auto", "cpu", "cuda"] = help_field(
+        "auto (CUDA when available), cpu or cuda.",
+        default="auto",
+        validator=attrs.validators.in_(("auto", "cpu", "cuda")),
     )

@@ -14,24 +14,27 @@ algorithm switches backend by changing ``<role>.backend``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import torch
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.registry import get_registry
-from hfsdk.core.workers import Protocol, Worker, register
-from hfsdk.core.workers.protocols import (
+from hfsdk import (
+    ActorLossTerms,
+    Batch,
     DispatchContext,
     DispatchPlan,
+    HfsdkError,
     TransferProtocol,
+    Worker,
     check_mesh,
     collect_mean_metrics,
+    get_registry,
+    register,
     split_rows,
 )
-from hfsdk_backend_fsdp.fsdp_backend import engine_kind
+from hfsdk import BuiltinProtocol as Protocol
+from hfsdk_backend_fsdp.fsdp_backend import ENGINE_OF_ROLE_KIND
 from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
 
 MESH = "train"
@@ -73,9 +76,27 @@ class MegatronWorker(Worker):
     the model and tokenizer paths it leaves out (the built-in default task's).
     """
 
-    def __init__(self, *, role: str, config: Any, assets: Any, section: Any) -> None:
+    engine_kind: ClassVar[str | None] = None
+    """The engine kind this class serves (set by the per-kind subclasses below)."""
+
+    def __init__(
+        self,
+        *,
+        role: str,
+        config: Any,
+        assets: Any,
+        section: Any,
+        objective: ActorLossTerms | None = None,
+    ) -> None:
         super().__init__()
         from hfsdk_backend_megatron.engine import MegatronEngine
+
+        if self.engine_kind is None:
+            raise HfsdkError(
+                f"start role {role!r} with the megatron worker of its declared kind "
+                "(MegatronBackend.worker_class(kind)), not MegatronWorker itself"
+            )
+        self.loss_terms = objective or ActorLossTerms()
 
         self.role_name = role
         self.run_config = config
@@ -84,7 +105,7 @@ class MegatronWorker(Worker):
             model_path=section.model_path or assets.model_path,
             tokenizer_path=section.tokenizer_path or assets.tokenizer_path,
         )
-        self.kind = engine_kind(role)
+        self.kind = self.engine_kind
         self.engine = MegatronEngine(
             section, role=role, kind=self.kind, total_steps=config.trainer.total_steps
         )
@@ -157,9 +178,9 @@ class MegatronWorker(Worker):
             policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
             policy_loss_config=cfg.policy_loss,
             loss_agg_mode=algo.loss_agg_mode,
-            kl_estimator=algo.kl_estimator,
-            kl_loss_coef=0.0 if algo.kl_in_reward else algo.kl_loss_coef,
-            entropy_coef=algo.entropy_coef,
+            kl_estimator=self.loss_terms.kl_estimator,
+            kl_loss_coef=self.loss_terms.kl_loss_coef,
+            entropy_coef=self.loss_terms.entropy_coef,
             norm_length=self._norm_length(),
         )
         return self.engine.update_actor(batch, objective)
@@ -206,3 +227,46 @@ class MegatronWorker(Worker):
     def layout(self) -> dict[str, int]:
         """This rank's (tp, pp, dp) sizes and ranks."""
         return self.engine.layout()
+
+
+class MegatronPolicyWorker(MegatronWorker):
+    """A ``policy`` role on megatron-core."""
+
+    engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["policy"]
+
+
+class MegatronReferenceWorker(MegatronWorker):
+    """A ``frozen_policy`` role on megatron-core."""
+
+    engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["frozen_policy"]
+
+
+class MegatronValueWorker(MegatronWorker):
+    """A ``value`` role on megatron-core."""
+
+    engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["value"]
+
+
+class MegatronScorerWorker(MegatronWorker):
+    """A ``scorer`` role's model on megatron-core."""
+
+    engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["scorer"]
+
+
+class MegatronBackend:
+    """megatron-core TP/PP training backend: the worker class of each declared role kind."""
+
+    @staticmethod
+    def worker_class(role_kind: str) -> type[MegatronWorker]:
+        """The worker class that runs a role of ``role_kind``."""
+        classes = {
+            "policy": MegatronPolicyWorker,
+            "frozen_policy": MegatronReferenceWorker,
+            "value": MegatronValueWorker,
+            "scorer": MegatronScorerWorker,
+        }
+        if role_kind not in classes:
+            raise HfsdkError(
+                f"the megatron backend serves role kinds {sorted(classes)}, not {role_kind!r}"
+            )
+        return classes[role_kind]

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_backend_megatron.arch import ModelShape
 from hfsdk_backend_megatron.convert import Head
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import hfsdk
-from hfsdk.hookspecs import Register
+from hfsdk import Register
 
 
 @hfsdk.hookimpl
 def hfsdk_register_training_backends(register: Register) -> None:
     """Register the ``megatron`` training backend."""
     from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig
-    from hfsdk_backend_megatron.megatron_worker import MegatronWorker
+    from hfsdk_backend_megatron.megatron_worker import MegatronBackend
 
-    register("megatron", MegatronWorker, config_cls=MegatronRoleConfig)
+    register("megatron", MegatronBackend, config_cls=MegatronRoleConfig)
 
 
 @hfsdk.hookimpl

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_backend_megatron.arch import ModelShape, layout_problems, read_shape
 
 _SIGNALS = ("reward", "cost")
@@ -18,7 +18,7 @@ _SIGNALS = ("reward", "cost")
 
 def default_task_shape() -> ModelShape:
     """The built-in default task's model shape, from its spec (no assets are built)."""
-    from hfsdk.core.default_task import DefaultTaskSpec
+    from hfsdk import DefaultTaskSpec
 
     spec = DefaultTaskSpec()
     return ModelShape(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 
 def load_hf_state(model_dir: str | Path) -> dict[str, torch.Tensor]:

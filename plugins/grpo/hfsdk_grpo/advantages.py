@@ -24,11 +24,13 @@ from collections.abc import Hashable, Sequence
 import attrs
 import torch
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.masked import (
+from hfsdk import (
+    AdvantageResult,
+    HfsdkError,
     as_bool_mask,
     check_per_sample,
     check_token_tensors,
+    help_field,
     masked_fill_zero,
     masked_whiten,
 )
@@ -38,8 +40,16 @@ from hfsdk.core.maths.masked import (
 class GRPOAdvantageConfig:
     """Settings of the ``grpo`` estimator; ``norm_by_std: false`` is Dr.GRPO."""
 
-    norm_by_std: bool = True
-    epsilon: float = attrs.field(default=1e-6, validator=attrs.validators.ge(0.0))
+    norm_by_std: bool = help_field(
+        "Divide by the group's reward std (GRPO; Shao et al., 2024); false is Dr.GRPO (Liu et "
+        "al., 2025).",
+        default=True,
+    )
+    epsilon: float = help_field(
+        "Added to the std before dividing (keeps identical groups finite).",
+        default=1e-6,
+        validator=attrs.validators.ge(0.0),
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -51,8 +61,10 @@ class RLOOConfig:
 class ReinforcePlusPlusConfig:
     """Settings of the ``reinforce_plus_plus`` estimator."""
 
-    gamma: float = attrs.field(
-        default=1.0, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    gamma: float = help_field(
+        "Discount of the per-token return G_t = r_t + γ·G_{t+1} (REINFORCE++; Hu, 2025).",
+        default=1.0,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )
 
 
@@ -120,7 +132,7 @@ def compute_grpo_advantages(
     group_index: Sequence[Hashable] | None = None,
     config: GRPOAdvantageConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> AdvantageResult:
     """GRPO: group-normalised sequence scores broadcast over tokens (Dr.GRPO without std)."""
     config = config or GRPOAdvantageConfig()
     _check(token_level_rewards, response_mask)
@@ -132,7 +144,7 @@ def compute_grpo_advantages(
             advantage = advantage / (std + config.epsilon)
         advantage = torch.where(count > 1, advantage, torch.zeros_like(advantage))
         advantages = _broadcast(advantage, response_mask)
-    return advantages, advantages.clone()
+    return AdvantageResult(advantages=advantages, returns=advantages.clone())
 
 
 def compute_rloo_advantages(
@@ -142,7 +154,7 @@ def compute_rloo_advantages(
     group_index: Sequence[Hashable] | None = None,
     config: RLOOConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> AdvantageResult:
     """RLOO: each score minus the mean score of the other samples of its prompt."""
     _check(token_level_rewards, response_mask)
     with torch.no_grad():
@@ -151,7 +163,7 @@ def compute_rloo_advantages(
         advantage = count / (count - 1).clamp(min=1) * (scores - mean)
         advantage = torch.where(count > 1, advantage, torch.zeros_like(advantage))
         advantages = _broadcast(advantage, response_mask)
-    return advantages, advantages.clone()
+    return AdvantageResult(advantages=advantages, returns=advantages.clone())
 
 
 def discounted_returns(
@@ -175,14 +187,14 @@ def compute_reinforce_plus_plus(
     response_mask: torch.Tensor,
     config: ReinforcePlusPlusConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> AdvantageResult:
     """REINFORCE++: discounted token returns, whitened over the batch's valid tokens."""
     config = config or ReinforcePlusPlusConfig()
     _check(token_level_rewards, response_mask)
     with torch.no_grad():
         returns = discounted_returns(token_level_rewards, response_mask, config.gamma)
         advantages = masked_whiten(returns, response_mask)
-    return advantages, returns
+    return AdvantageResult(advantages=advantages, returns=returns)
 
 
 def compute_reinforce_plus_plus_baseline(
@@ -192,7 +204,7 @@ def compute_reinforce_plus_plus_baseline(
     group_index: Sequence[Hashable] | None = None,
     config: ReinforcePlusPlusBaselineConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> AdvantageResult:
     """REINFORCE++ with baseline: score minus group mean, broadcast, whitened over the batch."""
     _check(token_level_rewards, response_mask)
     with torch.no_grad():
@@ -200,4 +212,4 @@ def compute_reinforce_plus_plus_baseline(
         ids = group_ids(group_index, len(scores), "reinforce_plus_plus_baseline")
         _, mean, _ = group_stats(scores, ids)
         advantages = masked_whiten(_broadcast(scores - mean, response_mask), response_mask)
-    return advantages, advantages.clone()
+    return AdvantageResult(advantages=advantages, returns=advantages.clone())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from hfsdk.core.algorithm import AlgorithmConfig
+from hfsdk import AlgorithmConfig
 
 
 @attrs.frozen(kw_only=True)

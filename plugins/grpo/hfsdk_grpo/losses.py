@@ -15,10 +15,12 @@ from __future__ import annotations
 import attrs
 import torch
 
-from hfsdk.core.maths.aggregation import Count, aggregate_loss
-from hfsdk.core.maths.masked import (
+from hfsdk import (
+    LossAggregation,
+    aggregate_loss,
     as_bool_mask,
     check_token_tensors,
+    help_field,
     masked_fill_zero,
     masked_mean,
 )
@@ -27,14 +29,24 @@ LOG_RATIO_CLAMP = 10.0
 """Bound on the sequence log ratio before ``exp`` (exp(10) ≈ 2e4 is far outside any clip)."""
 
 
+GSPO_DEFAULT_AGGREGATION = LossAggregation(mode="seq-mean-token-mean")
+"""Without an aggregation, the mode that gives GSPO's sequence-level gradient."""
+
+
 @attrs.frozen(kw_only=True)
 class GSPOConfig:
     """Settings of the ``gspo`` policy loss (defaults from the GSPO paper)."""
 
-    clip_ratio_low: float = attrs.field(
-        default=3e-4, validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)]
+    clip_ratio_low: float = help_field(
+        "ε_low on the sequence-level ratio (GSPO; Zheng et al., 2025).",
+        default=3e-4,
+        validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)],
     )
-    clip_ratio_high: float = attrs.field(default=4e-4, validator=attrs.validators.ge(0.0))
+    clip_ratio_high: float = help_field(
+        "ε_high on the sequence-level ratio.",
+        default=4e-4,
+        validator=attrs.validators.ge(0.0),
+    )
 
 
 def gspo_loss(
@@ -43,12 +55,8 @@ def gspo_loss(
     old_log_prob: torch.Tensor,
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
-    loss_agg_mode: str = "seq-mean-token-mean",
     config: GSPOConfig | None = None,
-    global_token_count: Count | None = None,
-    global_seq_count: Count | None = None,
-    norm_length: float | None = None,
-    dp_size: int = 1,
+    aggregation: LossAggregation | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GSPO loss; metrics ``pg_clipfrac`` (clipped tokens) and ``ppo_kl`` (token-level k1)."""
     config = config or GSPOConfig()
@@ -66,15 +74,7 @@ def gspo_loss(
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(1.0 - config.clip_ratio_low, 1.0 + config.clip_ratio_high)
     loss_mat = torch.maximum(unclipped, clipped)
-    loss = aggregate_loss(
-        loss_mat,
-        mask,
-        loss_agg_mode,
-        global_token_count=global_token_count,
-        global_seq_count=global_seq_count,
-        norm_length=norm_length,
-        dp_size=dp_size,
-    )
+    loss = aggregate_loss(loss_mat, mask, aggregation or GSPO_DEFAULT_AGGREGATION)
     metrics = {
         "pg_clipfrac": float(masked_mean((clipped > unclipped).float(), mask).item()),
         "ppo_kl": float(masked_mean(-log_ratio.detach(), mask).item()),

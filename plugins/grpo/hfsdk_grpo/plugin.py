@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import hfsdk
-from hfsdk.hookspecs import Register
+from hfsdk import Register
 
 
 @hfsdk.hookimpl
 def hfsdk_register_algorithms(register: Register) -> None:
     """Register ``grpo``."""
-    from hfsdk_grpo.grpo_algorithm import GRPOAlgorithm
-    from hfsdk_grpo.grpo_config import GRPOConfig
+    from hfsdk_grpo.spec import GRPO_SPEC
 
-    register("grpo", GRPOAlgorithm, config_cls=GRPOConfig, roles=GRPOAlgorithm.roles)
+    register(GRPO_SPEC.name, GRPO_SPEC)
 
 
 @hfsdk.hookimpl

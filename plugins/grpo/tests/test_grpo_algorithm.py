@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from hfsdk import get_registry
 from hfsdk.core.algorithm import AlgorithmContext
 from hfsdk.core.config import load_run_config
-from hfsdk.core.registry import get_registry
 from hfsdk.core.trainer.session import TrainingSession
 
 REQUIRED = (
@@ -74,15 +74,17 @@ def test_actor_shards_over_two_ranks() -> None:
             "actor.micro_batch_size=4",
         ],
     )
-    algo_cls = get_registry("algorithms")["grpo"].impl
-    with TrainingSession(config, algo_cls.roles) as session:
+    spec = get_registry("algorithms")["grpo"].impl
+    with TrainingSession(config, spec) as session:
         actor = session.groups["actor"]
         assert actor.world_size == 2
         pids = {info["pid"] for info in actor.process_info}
         assert len(pids) == 2
         assert session.groups["reference"].world_size == 1
-        algorithm = algo_cls(
-            AlgorithmContext(config=config, roles=session.roles, signals=session.signals)
+        algorithm = spec.program(
+            AlgorithmContext(
+                config=config, roles=session.roles, signals=session.signals, spec=spec
+            )
         )
         metrics = algorithm.step(session.loader.next_batch())
     assert 0.0 <= metrics["reward/mean"] <= 1.0
@@ -106,7 +108,7 @@ def test_old_log_probs_are_skipped_only_for_an_exactly_on_policy_update(
     overrides: list[str], needed: bool
 ) -> None:
     config = load_run_config("grpo", None, overrides)
-    algo_cls = get_registry("algorithms")["grpo"].impl
-    algorithm = algo_cls(AlgorithmContext(config=config, roles={}, signals={}))
+    spec = get_registry("algorithms")["grpo"].impl
+    algorithm = spec.program(AlgorithmContext(config=config, roles={}, signals={}, spec=spec))
     samples = config.data.batch_size * config.algorithm.n_samples_per_prompt
     assert algorithm.needs_old_log_probs(samples) is needed

@@ -84,11 +84,11 @@ def write_verl_parquet(path: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_verl_parquet_with_foreign_reward_styles_learns(tmp_path: Path) -> None:
-    from hfsdk.core.default_task.preset import default_task_preset
+    from hfsdk.core.config.run_config import with_algorithm_preset
 
     write_verl_parquet(tmp_path / "train.parquet")
     (tmp_path / "rewards.py").write_text(textwrap.dedent(REWARDS))
-    config = default_task_preset("grpo")
+    config = with_algorithm_preset("grpo", {})  # the default task's settings of grpo
     config["data"]["train_files"] = ["train.parquet"]
     config["reward"] = {
         "functions": [{"name": name, "weight": 0.25} for name in FUNCTIONS.values()]

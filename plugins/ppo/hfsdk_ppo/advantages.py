@@ -18,10 +18,12 @@ from __future__ import annotations
 import attrs
 import torch
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.masked import (
+from hfsdk import (
+    AdvantageResult,
+    HfsdkError,
     as_bool_mask,
     check_token_tensors,
+    help_field,
     masked_fill_zero,
     masked_whiten,
 )
@@ -31,13 +33,20 @@ from hfsdk.core.maths.masked import (
 class GAEConfig:
     """Settings of the ``gae`` estimator."""
 
-    gamma: float = attrs.field(
-        default=1.0, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    gamma: float = help_field(
+        "Discount γ of GAE (Schulman et al., 2016); 1 for episodic RLHF.",
+        default=1.0,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )
-    lam: float = attrs.field(
-        default=0.95, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    lam: float = help_field(
+        "GAE's λ: bias-variance trade-off of the advantage (0: TD, 1: Monte Carlo).",
+        default=0.95,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )
-    whiten_advantages: bool = True
+    whiten_advantages: bool = help_field(
+        "Normalise advantages to mean 0, std 1 over the batch's valid tokens.",
+        default=True,
+    )
 
 
 def require_values(name: str, values: torch.Tensor | None) -> torch.Tensor:
@@ -84,7 +93,7 @@ def compute_gae(
     values: torch.Tensor | None = None,
     config: GAEConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> AdvantageResult:
     """GAE advantages (whitened unless disabled) and returns, both (B, T), 0 where masked.
 
     Needs the critic's ``values``; other inputs (``group_index``, ...) are ignored.
@@ -98,4 +107,4 @@ def compute_gae(
         )
         if config.whiten_advantages:
             advantages = masked_whiten(advantages, response_mask)
-    return advantages, returns
+    return AdvantageResult(advantages=advantages, returns=returns)

@@ -16,16 +16,25 @@ from __future__ import annotations
 import attrs
 import torch
 
-from hfsdk.core.maths.aggregation import Count, aggregate_loss
-from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_mean
+from hfsdk import (
+    LossAggregation,
+    aggregate_loss,
+    check_token_tensors,
+    help_field,
+    masked_fill_zero,
+    masked_mean,
+)
 
 
 @attrs.frozen(kw_only=True)
 class ClippedValueLossConfig:
     """Settings of the ``clipped`` value loss; ``clip_range_value: null`` turns clipping off."""
 
-    clip_range_value: float | None = attrs.field(
-        default=0.2, validator=attrs.validators.optional(attrs.validators.gt(0.0))
+    clip_range_value: float | None = help_field(
+        "ε_v: new values may move at most this far from the rollout's values; null turns "
+        "clipping off.",
+        default=0.2,
+        validator=attrs.validators.optional(attrs.validators.gt(0.0)),
     )
 
 
@@ -35,12 +44,8 @@ def clipped_value_loss(
     old_values: torch.Tensor,
     returns: torch.Tensor,
     response_mask: torch.Tensor,
-    loss_agg_mode: str = "token-mean",
     config: ClippedValueLossConfig | None = None,
-    global_token_count: Count | None = None,
-    global_seq_count: Count | None = None,
-    norm_length: float | None = None,
-    dp_size: int = 1,
+    aggregation: LossAggregation | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """Clipped value loss ``½·max((v − R)², (v_clip − R)²)``; metric ``vf_clipfrac``."""
     config = config or ClippedValueLossConfig()
@@ -58,13 +63,5 @@ def clipped_value_loss(
         clipped = (v_clipped - target).square()
         loss_mat = torch.maximum(unclipped, clipped)
         clip_active = clipped > unclipped
-    loss = 0.5 * aggregate_loss(
-        loss_mat,
-        response_mask,
-        loss_agg_mode,
-        global_token_count=global_token_count,
-        global_seq_count=global_seq_count,
-        norm_length=norm_length,
-        dp_size=dp_size,
-    )
+    loss = 0.5 * aggregate_loss(loss_mat, response_mask, aggregation)
     return loss, {"vf_clipfrac": float(masked_mean(clip_active.float(), response_mask).item())}

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import hfsdk
-from hfsdk.hookspecs import Register
+from hfsdk import Register
 
 
 @hfsdk.hookimpl
 def hfsdk_register_algorithms(register: Register) -> None:
     """Register ``ppo``."""
-    from hfsdk_ppo.ppo_algorithm import PPOAlgorithm
-    from hfsdk_ppo.ppo_config import PPOConfig
+    from hfsdk_ppo.spec import PPO_SPEC
 
-    register("ppo", PPOAlgorithm, config_cls=PPOConfig, roles=PPOAlgorithm.roles)
+    register(PPO_SPEC.name, PPO_SPEC)
 
 
 @hfsdk.hookimpl

@@ -2,36 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
-from hfsdk.core.algorithm import Algorithm
-from hfsdk.core.dataflow import Dataflow, Stage
+from hfsdk import Algorithm
 
 if TYPE_CHECKING:
-    from hfsdk.core.batch import Batch
+    from hfsdk import Batch
 
 
 class PPOAlgorithm(Algorithm):
     """PPO: generate, score, GAE, then update the critic and the actor."""
-
-    name: ClassVar[str] = "ppo"
-    roles: ClassVar[tuple[str, ...]] = ("actor", "critic", "reference", "reward")
-    dataflow: ClassVar[Dataflow] = Dataflow(
-        roles=roles,
-        stages=(
-            Stage(name="generation", work=(("actor", "generation"),)),
-            Stage(
-                name="preparation",
-                work=(
-                    ("actor", "inference"),
-                    ("critic", "inference"),
-                    ("reference", "inference"),
-                    ("reward", "inference"),
-                ),
-            ),
-            Stage(name="training", work=(("actor", "training"), ("critic", "training"))),
-        ),
-    )
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """generate → log-probs → ref → values → reward → KL-in-reward → GAE → critic → actor."""
@@ -47,5 +27,5 @@ class PPOAlgorithm(Algorithm):
         with self.stage("update_critic"):
             self.record(critic.update_critic(batch))
         with self.stage("update_actor"):
-            self.record(self.role("actor").update_actor(batch))
+            self.record(self.actor.update_actor(batch))
         return self.finish(batch)

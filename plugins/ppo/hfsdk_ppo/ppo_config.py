@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from hfsdk.core.algorithm import AlgorithmConfig
+from hfsdk import AlgorithmConfig, help_field
 
 
 @attrs.frozen(kw_only=True)
@@ -13,6 +13,10 @@ class PPOConfig(AlgorithmConfig):
 
     advantage_estimator: str = "gae"
     policy_loss: str = "ppo_clip"
-    value_loss: str = "clipped"
+    value_loss: str = help_field(
+        "Registered value loss for the critic (hfsdk list value-losses); its settings are the "
+        "'value_loss' section.",
+        default="clipped",
+    )
     kl_in_reward: bool = True
     kl_coef: float = attrs.field(default=0.05, validator=attrs.validators.ge(0.0))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from hfsdk import get_registry
 from hfsdk.core.algorithm import AlgorithmContext
 from hfsdk.core.config import load_run_config
-from hfsdk.core.registry import get_registry
 from hfsdk.core.trainer.session import TrainingSession
 from hfsdk.core.trainer.trainer import Trainer
 
@@ -38,16 +38,18 @@ def test_actor_and_critic_on_separate_pools() -> None:
             "data.batch_size=4",
         ],
     )
-    algo_cls = get_registry("algorithms")["ppo"].impl
-    with TrainingSession(config, algo_cls.roles) as session:
+    spec = get_registry("algorithms")["ppo"].impl
+    with TrainingSession(config, spec) as session:
         groups = session.groups
         assert groups["actor"].pool.name == "policy" == groups["reference"].pool.name
         assert groups["critic"].pool.name == "value"
         actor_pid = groups["actor"].process_info[0]["pid"]
         assert groups["reference"].process_info[0]["pid"] == actor_pid  # fused on one device
         assert groups["critic"].process_info[0]["pid"] != actor_pid
-        algorithm = algo_cls(
-            AlgorithmContext(config=config, roles=session.roles, signals=session.signals)
+        algorithm = spec.program(
+            AlgorithmContext(
+                config=config, roles=session.roles, signals=session.signals, spec=spec
+            )
         )
         first = algorithm.step(session.loader.next_batch())
         second = algorithm.step(session.loader.next_batch())

@@ -12,8 +12,13 @@ from __future__ import annotations
 import attrs
 import torch
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.masked import check_per_sample, check_token_tensors, masked_fill_zero
+from hfsdk import (
+    AdvantageResult,
+    HfsdkError,
+    check_per_sample,
+    check_token_tensors,
+    masked_fill_zero,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -28,7 +33,7 @@ def compute_remax_advantages(
     reward_baselines: torch.Tensor | None = None,
     config: ReMaxAdvantageConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> AdvantageResult:
     """ReMax: reward-to-go minus the greedy baseline reward, both (B, T), 0 where masked."""
     check_token_tensors(response_mask, token_level_rewards=token_level_rewards)
     if reward_baselines is None:
@@ -45,4 +50,4 @@ def compute_remax_advantages(
         returns = masked_fill_zero(returns, response_mask)
         baseline = reward_baselines.to(rewards.dtype).unsqueeze(-1)
         advantages = masked_fill_zero(returns - baseline, response_mask)
-    return advantages, returns
+    return AdvantageResult(advantages=advantages, returns=returns)

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import hfsdk
-from hfsdk.hookspecs import Register
+from hfsdk import Register
 
 
 @hfsdk.hookimpl
 def hfsdk_register_algorithms(register: Register) -> None:
     """Register ``remax``."""
-    from hfsdk_remax.remax_algorithm import ReMaxAlgorithm
-    from hfsdk_remax.remax_config import ReMaxConfig
+    from hfsdk_remax.spec import REMAX_SPEC
 
-    register("remax", ReMaxAlgorithm, config_cls=ReMaxConfig, roles=ReMaxAlgorithm.roles)
+    register(REMAX_SPEC.name, REMAX_SPEC)
 
 
 @hfsdk.hookimpl

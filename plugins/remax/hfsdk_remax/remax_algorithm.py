@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
-from hfsdk.core.algorithm import Algorithm
-from hfsdk.core.dataflow import Dataflow, Stage
+from hfsdk import Algorithm
 
 if TYPE_CHECKING:
-    from hfsdk.core.batch import Batch
+    from hfsdk import Batch
 
 
 class ReMaxAlgorithm(Algorithm):
     """ReMax: a sampled and a greedy generation; the greedy reward is the baseline."""
-
-    name: ClassVar[str] = "remax"
-    roles: ClassVar[tuple[str, ...]] = ("actor", "reference", "reward")
-    dataflow: ClassVar[Dataflow] = Dataflow(
-        roles=roles,
-        stages=(
-            Stage(name="generation", work=(("actor", "generation"),)),
-            Stage(name="greedy_generation", work=(("actor", "generation"),)),
-            Stage(
-                name="preparation",
-                work=(("actor", "inference"), ("reference", "inference"), ("reward", "inference")),
-            ),
-            Stage(name="training", work=(("actor", "training"),)),
-        ),
-    )
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """Sampled and greedy generations; the greedy response's reward is the baseline."""
@@ -43,5 +27,5 @@ class ReMaxAlgorithm(Algorithm):
             n = self.algo_config.n_samples_per_prompt
             self.estimate_advantages(batch, reward_baselines=baseline.repeat_interleave(n))
         with self.stage("update_actor"):
-            self.record(self.role("actor").update_actor(batch))
+            self.record(self.actor.update_actor(batch))
         return self.finish(batch)

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 MIN_CPU_HEAD_DIM = 32
 """vLLM's CPU attention kernels need at least this head size."""
@@ -77,7 +77,7 @@ def run_config_problems(config: Any) -> list[str]:
     on_cpu = getattr(actor, "device", "auto") == "cpu" or not cuda_available()
     model_dir = getattr(actor, "model_path", None)
     if model_dir is None:
-        from hfsdk.core.default_task import DefaultTaskSpec
+        from hfsdk import DefaultTaskSpec
 
         spec = DefaultTaskSpec()
         size: int | None = spec.hidden_size // spec.num_heads

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import hfsdk
-from hfsdk.hookspecs import Register
+from hfsdk import Register
 
 
 @hfsdk.hookimpl

@@ -6,6 +6,7 @@ from typing import Literal
 
 import attrs
 
+from hfsdk import help_field
 from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
 
 
@@ -29,17 +30,43 @@ class VLLMRolloutConfig(HFRolloutConfig):
     graphs / compilation (faster start, slower decoding on GPU).
     """
 
-    backend: str = "vllm"
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = attrs.field(
-        default="auto", validator=attrs.validators.in_(("auto", "float32", "bfloat16", "float16"))
+    backend: str = help_field(
+        "Rollout backend (vllm: a vLLM engine in the actor's process, fed the actor's weights "
+        "after every update).",
+        default="vllm",
     )
-    cpu_kv_cache_gib: int = attrs.field(default=1, validator=attrs.validators.ge(1))
-    gpu_memory_utilization: float = attrs.field(
-        default=0.4, validator=[attrs.validators.gt(0.0), attrs.validators.lt(1.0)]
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = help_field(
+        "Generation dtype; auto: the actor's compute dtype.",
+        default="auto",
+        validator=attrs.validators.in_(("auto", "float32", "bfloat16", "float16")),
     )
-    sleep: Literal["auto", "on", "off"] = attrs.field(
-        default="auto", validator=attrs.validators.in_(("auto", "on", "off"))
+    cpu_kv_cache_gib: int = help_field(
+        "KV cache size on CPU in whole GiB (VLLM_CPU_KVCACHE_SPACE).",
+        default=1,
+        validator=attrs.validators.ge(1),
     )
-    max_num_seqs: int = attrs.field(default=256, validator=attrs.validators.ge(1))
-    enforce_eager: bool = True
-    seed: int = 0
+    gpu_memory_utilization: float = help_field(
+        "Share of the GPU vLLM may fill (weights + KV cache); the actor's training state "
+        "shares the device.",
+        default=0.4,
+        validator=[attrs.validators.gt(0.0), attrs.validators.lt(1.0)],
+    )
+    sleep: Literal["auto", "on", "off"] = help_field(
+        "Release the KV cache (and offload weights) while the actor trains: auto (where vLLM "
+        "supports it, CUDA), on, off.",
+        default="auto",
+        validator=attrs.validators.in_(("auto", "on", "off")),
+    )
+    max_num_seqs: int = help_field(
+        "Sequences decoded together.",
+        default=256,
+        validator=attrs.validators.ge(1),
+    )
+    enforce_eager: bool = help_field(
+        "No CUDA graphs / compilation (faster start, slower decoding on GPU).",
+        default=True,
+    )
+    seed: int = help_field(
+        "Sampling seed of the engine.",
+        default=0,
+    )

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hfsdk.core.batch import Batch
+from hfsdk import Batch
 from hfsdk_backend_fsdp.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
 

@@ -51,7 +51,7 @@ def build_llama(directory: Path, *, hidden: int = 512, layers: int = 8, heads: i
 
 def train_step(actor, batch: Batch) -> dict[str, float]:
     """One policy-gradient update that pushes up whatever was sampled (moves greedy outputs)."""
-    from hfsdk.core.registry import get_registry
+    from hfsdk import get_registry
     from hfsdk_backend_fsdp.objectives import ActorObjective
 
     loss = get_registry("policy_losses")["ppo_clip"]
@@ -96,7 +96,7 @@ def build_actor(model_dir: Path | None = None, **overrides: object):
         micro_batch_size=64,
         **overrides,
     )
-    return FSDPBackend.create_engine("actor", config)
+    return FSDPBackend.create_engine("actor", config, kind="actor")
 
 
 @pytest.fixture(scope="session")

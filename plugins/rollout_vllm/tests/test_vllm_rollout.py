@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from hfsdk import get_registry
 from hfsdk.core.batch import Batch
-from hfsdk.core.registry import get_registry
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -6,8 +6,11 @@ are combined with the Lagrange multiplier λ::
 
     A = (A_r − λ · A_c) / (1 + λ)
 
-Dividing by 1 + λ keeps the scale of A bounded as λ grows. The reward and
-cost returns train the two critics.
+Dividing by 1 + λ keeps the scale of A bounded as λ grows. The reward
+returns (``returns``) train the reward critic; the cost returns, computed in
+the same pass, come back in ``extras["cost_returns"]`` and train the cost
+critic (with ``extras["reward_advantages"]`` and ``extras["cost_advantages"]``
+for inspection).
 """
 
 from __future__ import annotations
@@ -17,8 +20,14 @@ import math
 import attrs
 import torch
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_whiten
+from hfsdk import (
+    AdvantageResult,
+    HfsdkError,
+    check_token_tensors,
+    help_field,
+    masked_fill_zero,
+    masked_whiten,
+)
 from hfsdk_ppo.advantages import gae_advantages_and_returns, require_values
 
 
@@ -26,13 +35,20 @@ from hfsdk_ppo.advantages import gae_advantages_and_returns, require_values
 class SafeRLHFAdvantageConfig:
     """Settings of the ``safe_rlhf`` estimator (shared by the reward and the cost GAE)."""
 
-    gamma: float = attrs.field(
-        default=1.0, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    gamma: float = help_field(
+        "Discount γ of both GAEs (reward and cost).",
+        default=1.0,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )
-    lam: float = attrs.field(
-        default=0.95, validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)]
+    lam: float = help_field(
+        "GAE's λ for both (reward and cost).",
+        default=0.95,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )
-    whiten_advantages: bool = False
+    whiten_advantages: bool = help_field(
+        "Normalise the combined advantage over the batch's valid tokens.",
+        default=False,
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -113,11 +129,12 @@ def compute_safe_rlhf_advantages(
     lagrange_multiplier: float | torch.Tensor | None = None,
     config: SafeRLHFAdvantageConfig | None = None,
     **unused: object,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Safe-RLHF: (A_r − λ·A_c)/(1 + λ) from reward and cost GAE, with the reward returns.
+) -> AdvantageResult:
+    """Safe-RLHF: (A_r − λ·A_c)/(1 + λ) from reward and cost GAE, with both critics' returns.
 
     Needs ``values``, ``token_level_costs``, ``cost_values`` and ``lagrange_multiplier``.
-    The cost returns (for the cost critic) come from :func:`compute_safe_rlhf_terms`.
+    ``returns`` are the reward returns; ``extras`` holds ``cost_returns``,
+    ``reward_advantages`` and ``cost_advantages``.
     """
     terms = compute_safe_rlhf_terms(
         token_level_rewards=token_level_rewards,
@@ -128,4 +145,12 @@ def compute_safe_rlhf_advantages(
         lagrange_multiplier=lagrange_multiplier,
         config=config,
     )
-    return terms.advantages, terms.returns
+    return AdvantageResult(
+        advantages=terms.advantages,
+        returns=terms.returns,
+        extras={
+            "cost_returns": terms.cost_returns,
+            "reward_advantages": terms.reward_advantages,
+            "cost_advantages": terms.cost_advantages,
+        },
+    )

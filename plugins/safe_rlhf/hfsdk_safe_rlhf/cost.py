@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from hfsdk.core.maths.kl import KLEstimator, token_kl
-from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_mean
+from hfsdk import KLEstimator, check_token_tensors, masked_fill_zero, masked_mean, token_kl
 
 
 def apply_kl_to_costs(

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 import torch
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 
 @attrs.frozen(kw_only=True)

@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import hfsdk
-from hfsdk.hookspecs import Register
+from hfsdk import Register
 
 
 @hfsdk.hookimpl
 def hfsdk_register_algorithms(register: Register) -> None:
     """Register ``safe_rlhf``."""
-    from hfsdk_safe_rlhf.safe_rlhf_algorithm import SafeRLHFAlgorithm
-    from hfsdk_safe_rlhf.safe_rlhf_config import SafeRLHFConfig
+    from hfsdk_safe_rlhf.spec import SAFE_RLHF_SPEC
 
-    register(
-        "safe_rlhf", SafeRLHFAlgorithm, config_cls=SafeRLHFConfig, roles=SafeRLHFAlgorithm.roles
-    )
+    register(SAFE_RLHF_SPEC.name, SAFE_RLHF_SPEC)
 
 
 @hfsdk.hookimpl

@@ -3,48 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from hfsdk.core.algorithm import Algorithm, AlgorithmContext
-from hfsdk.core.dataflow import Dataflow, Stage
+from hfsdk import Algorithm, AlgorithmContext, HfsdkError
 
 if TYPE_CHECKING:
-    from hfsdk.core.batch import Batch
+    from hfsdk import Batch
 
 
 class SafeRLHFAlgorithm(Algorithm):
     """Safe-RLHF: PPO with a reward critic, a cost critic and a Lagrange multiplier."""
-
-    name: ClassVar[str] = "safe_rlhf"
-    roles: ClassVar[tuple[str, ...]] = (
-        "actor",
-        "critic",
-        "cost_critic",
-        "reference",
-        "reward",
-        "cost",
-    )
-    dataflow: ClassVar[Dataflow] = Dataflow(
-        roles=roles,
-        stages=(
-            Stage(name="generation", work=(("actor", "generation"),)),
-            Stage(
-                name="preparation",
-                work=(
-                    ("actor", "inference"),
-                    ("critic", "inference"),
-                    ("cost_critic", "inference"),
-                    ("reference", "inference"),
-                    ("reward", "inference"),
-                    ("cost", "inference"),
-                ),
-            ),
-            Stage(
-                name="training",
-                work=(("actor", "training"), ("critic", "training"), ("cost_critic", "training")),
-            ),
-        ),
-    )
 
     def __init__(self, context: AlgorithmContext) -> None:
         super().__init__(context)
@@ -58,7 +26,6 @@ class SafeRLHFAlgorithm(Algorithm):
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """PPO with a reward and a cost signal, two critics and the multiplier λ."""
-        from hfsdk_ppo.advantages import gae_advantages_and_returns
         from hfsdk_safe_rlhf.cost import apply_kl_to_costs
 
         critic, cost_critic = self.role("critic"), self.role("cost_critic")
@@ -82,17 +49,21 @@ class SafeRLHFAlgorithm(Algorithm):
                 self.algo_config.kl_estimator,
             )
             self.record(kl_metrics, "cost/")
-            self.estimate_advantages(
+            # One estimation gives both critics' targets: the reward returns go into the
+            # batch, the cost returns (same γ, λ, from the cost critic's values) come back
+            # in the result's extras.
+            result = self.estimate_advantages(
                 batch,
                 token_level_costs=costs,
                 cost_values=batch["cost_values"],
                 lagrange_multiplier=self.multiplier.value,
             )
-            gamma = getattr(self.config.advantage, "gamma", 1.0)
-            lam = getattr(self.config.advantage, "lam", 0.95)
-            _, cost_returns = gae_advantages_and_returns(
-                costs, batch["cost_values"], batch["response_mask"], gamma, lam
-            )
+            cost_returns = result.extras.get("cost_returns")
+            if cost_returns is None:
+                raise HfsdkError(
+                    f"advantage estimator {self.algo_config.advantage_estimator!r} returned no "
+                    "extras['cost_returns'], which the cost critic trains on; use 'safe_rlhf'"
+                )
         with self.stage("update_critic"):
             self.record(critic.update_critic(batch))
             cost_view = batch.select(
@@ -110,7 +81,7 @@ class SafeRLHFAlgorithm(Algorithm):
             cost_view["returns"] = cost_returns
             self.record({f"cost_{k}": v for k, v in cost_critic.update_critic(cost_view).items()})
         with self.stage("update_actor"):
-            self.record(self.role("actor").update_actor(batch))
+            self.record(self.actor.update_actor(batch))
         self.metrics["lagrange/lambda"] = self.multiplier.value
         return self.finish(batch)
 

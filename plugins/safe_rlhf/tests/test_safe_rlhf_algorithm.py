@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from hfsdk import get_registry
 from hfsdk.core.algorithm import AlgorithmContext
 from hfsdk.core.config import load_run_config
-from hfsdk.core.registry import get_registry
 from hfsdk.core.trainer.session import TrainingSession
 from hfsdk.core.trainer.trainer import Trainer
 
@@ -37,11 +37,13 @@ def test_default_run_meets_the_cost_threshold(tmp_path: Path) -> None:
 def test_cost_from_a_model_role() -> None:
     """The cost signal can be a scoring model (its own role) instead of a function."""
     config = load_run_config("safe_rlhf", None, ["cost.model={backend: fsdp}", "data.batch_size=4"])
-    algo_cls = get_registry("algorithms")["safe_rlhf"].impl
-    with TrainingSession(config, algo_cls.roles) as session:
+    spec = get_registry("algorithms")["safe_rlhf"].impl
+    with TrainingSession(config, spec) as session:
         assert set(session.groups) == {"actor", "critic", "cost_critic", "reference", "cost"}
-        algorithm = algo_cls(
-            AlgorithmContext(config=config, roles=session.roles, signals=session.signals)
+        algorithm = spec.program(
+            AlgorithmContext(
+                config=config, roles=session.roles, signals=session.signals, spec=spec
+            )
         )
         metrics = algorithm.step(session.loader.next_batch())
     assert "cost/model_score_mean" in metrics

@@ -64,7 +64,13 @@ class ToyPlugin:
     @staticmethod
     @hfsdk.hookimpl
     def hfsdk_register_algorithms(register):  # type: ignore[no-untyped-def]
-        register("toy", ToyAlgo, config_cls=ToyAlgoConfig, roles=("actor", "critic", "reward"))
+        spec = hfsdk.AlgorithmSpec(
+            name="toy",
+            program=ToyAlgo,
+            config_cls=ToyAlgoConfig,
+            roles=[("actor", "policy"), ("critic", "value"), ("reward", "scorer")],
+        )
+        register(spec.name, spec)
 
     @staticmethod
     @hfsdk.hookimpl
@@ -85,12 +91,12 @@ class ToyPlugin:
     @staticmethod
     @hfsdk.hookimpl
     def hfsdk_register_training_backends(register):  # type: ignore[no-untyped-def]
-        register("toy", object, config_cls=ToyRole)
+        register("toy", object, config_cls=ToyRole, default_for=("policy", "value"))
 
     @staticmethod
     @hfsdk.hookimpl
     def hfsdk_register_rollout_backends(register):  # type: ignore[no-untyped-def]
-        register("toygen", object, config_cls=ToyRollout)
+        register("toygen", object, config_cls=ToyRollout, default=True)
 
 
 @pytest.fixture
@@ -115,6 +121,24 @@ def test_defaults_and_overrides_compose_by_name(pm: HfsdkPluginManager) -> None:
     assert isinstance(cfg.advantage, PlainConfig)
     assert cfg.critic.optim.lr == pytest.approx(1e-5)
     assert cfg.trainer.total_steps >= 1 and cfg.placement.pool_of("actor") == "global"
+
+
+def test_sections_without_a_backend_get_the_declared_default(pm: HfsdkPluginManager) -> None:
+    cfg = resolve_run_config("toy", {}, pm=pm)
+    assert isinstance(cfg.actor, ToyRole) and cfg.actor.backend == "toy"
+    assert isinstance(cfg.rollout, ToyRollout) and cfg.rollout.backend == "toygen"
+
+
+def test_no_default_backend_is_a_one_line_error() -> None:
+    class NoDefaults(ToyPlugin):
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_training_backends(register):  # type: ignore[no-untyped-def]
+            register("toy", object, config_cls=ToyRole)
+
+    pm = build_plugin_manager([("toy", NoDefaults)], load_entry_points=False)
+    with pytest.raises(ConfigError, match="declares itself the default for role kind 'policy'"):
+        resolve_run_config("toy", {}, pm=pm)
 
 
 def test_selecting_another_estimator_switches_its_section_class(pm: HfsdkPluginManager) -> None:

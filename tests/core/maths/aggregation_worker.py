@@ -11,8 +11,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from hfsdk.core.algorithm import LOSS_AGG_MODES
-from hfsdk.core.maths.aggregation import aggregate_loss, global_counts
+from hfsdk.core.maths.aggregation import (
+    LOSS_AGG_MODES,
+    LossAggregation,
+    aggregate_loss,
+    global_counts,
+)
 
 BATCH, LENGTH, FEATURES = 6, 5, 3
 # Response lengths chosen so the two halves differ in valid tokens (7 vs 9) and valid
@@ -56,20 +60,14 @@ def run(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
     inputs, targets, mask = make_batch()
     rows = slice(rank * BATCH // world_size, (rank + 1) * BATCH // world_size)
     inputs, targets, mask = inputs[rows], targets[rows], mask[rows]
-    counts = global_counts(mask).as_kwargs()
+    counts = global_counts(mask)
     results: dict[str, dict[str, object]] = {}
     for mode in LOSS_AGG_MODES:
         entry: dict[str, object] = {}
         for label, dp_size, op in (("sum", 1, dist.ReduceOp.SUM), ("avg", world_size, None)):
             model = make_model()
-            loss = aggregate_loss(
-                loss_matrix(model, inputs, targets),
-                mask,
-                mode,
-                norm_length=LENGTH,
-                dp_size=dp_size,
-                **counts,
-            )
+            agg = LossAggregation.from_counts(mode, counts, norm_length=LENGTH, dp_size=dp_size)
+            loss = aggregate_loss(loss_matrix(model, inputs, targets), mask, agg)
             loss.backward()
             reduced = loss.detach().clone()
             dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
@@ -82,9 +80,8 @@ def run(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
             entry[f"loss_{label}"] = reduced / (world_size if op is None else 1)
             entry[f"grads_{label}"] = gradients
         # What naive per-rank normalisation (local counts, averaged over ranks) would give.
-        naive = aggregate_loss(
-            loss_matrix(make_model(), inputs, targets), mask, mode, norm_length=LENGTH
-        )
+        local = LossAggregation(mode=mode, norm_length=LENGTH)
+        naive = aggregate_loss(loss_matrix(make_model(), inputs, targets), mask, local)
         dist.all_reduce(naive.detach_(), op=dist.ReduceOp.SUM)
         entry["naive_loss"] = naive / world_size
         results[mode] = entry

@@ -7,9 +7,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hfsdk.core.algorithm import LOSS_AGG_MODES
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.aggregation import aggregate_loss, global_counts, local_counts
+from hfsdk.core.maths.aggregation import (
+    LOSS_AGG_MODES,
+    LossAggregation,
+    aggregate_loss,
+    global_counts,
+    local_counts,
+)
 
 LOSS = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
 # Third row fully masked: it must count neither as tokens nor as a sequence.
@@ -30,12 +35,13 @@ def test_modes_by_hand(mode: str, expected: float) -> None:
 
 
 def test_norm_length_and_global_counts_and_dp_size() -> None:
-    norm = aggregate_loss(LOSS, MASK, "seq-mean-token-sum-norm", norm_length=10)
-    assert norm.item() == pytest.approx(7 / 20)
-    token = aggregate_loss(LOSS, MASK, "token-mean", global_token_count=7)
+    agg = LossAggregation(mode="seq-mean-token-sum-norm", norm_length=10)
+    assert aggregate_loss(LOSS, MASK, agg).item() == pytest.approx(7 / 20)
+    assert agg(LOSS, MASK).item() == pytest.approx(7 / 20)  # the object aggregates too
+    token = aggregate_loss(LOSS, MASK, LossAggregation(global_token_count=7))
     assert token.item() == pytest.approx(7 / 7)
-    seq = aggregate_loss(LOSS, MASK, "seq-mean-token-sum", global_seq_count=4, dp_size=2)
-    assert seq.item() == pytest.approx(7 / 4 * 2)
+    seq_agg = LossAggregation(mode="seq-mean-token-sum", global_seq_count=4, dp_size=2)
+    assert aggregate_loss(LOSS, MASK, seq_agg).item() == pytest.approx(7 / 4 * 2)
 
 
 def test_all_masked_batch_gives_zero_not_nan() -> None:
@@ -49,18 +55,24 @@ def test_counts() -> None:
     assert (counts.tokens, counts.sequences) == (3.0, 2.0)
     # Without torch.distributed the global counts are the local ones.
     assert global_counts(MASK) == counts
-    assert counts.as_kwargs() == {"global_token_count": 3.0, "global_seq_count": 2.0}
+    agg = LossAggregation.from_counts("token-mean", counts, norm_length=5, dp_size=2)
+    assert (agg.global_token_count, agg.global_seq_count, agg.norm_length) == (3.0, 2.0, 5)
+    assert agg.dp_size == 2
 
 
 def test_bad_input_errors() -> None:
     with pytest.raises(HfsdkError, match="token-mean, seq-mean-token-sum"):
         aggregate_loss(LOSS, MASK, "mean")
+    with pytest.raises(HfsdkError, match="token-mean, seq-mean-token-sum"):
+        LossAggregation(mode="mean")
+    with pytest.raises(HfsdkError, match="dp_size=0"):
+        LossAggregation(dp_size=0)
     with pytest.raises(HfsdkError, match="smaller than this rank's own count 3"):
-        aggregate_loss(LOSS, MASK, "token-mean", global_token_count=2)
+        aggregate_loss(LOSS, MASK, LossAggregation(global_token_count=2))
     with pytest.raises(HfsdkError, match="loss_mat has shape"):
         aggregate_loss(LOSS[:, :2], MASK, "token-mean")
     with pytest.raises(HfsdkError, match="norm_length"):
-        aggregate_loss(LOSS, MASK, "seq-mean-token-sum-norm", norm_length=0)
+        aggregate_loss(LOSS, MASK, LossAggregation(mode="seq-mean-token-sum-norm", norm_length=0))
 
 
 @settings(max_examples=40, deadline=None)
@@ -82,11 +94,11 @@ def test_micro_batches_with_global_counts_sum_to_full_batch(
     gen = torch.Generator().manual_seed(seed)
     loss = torch.randn(batch, length, generator=gen, dtype=torch.float64)
     mask = torch.rand(batch, length, generator=gen) > 0.4
-    full = aggregate_loss(loss, mask, mode, norm_length=length)
-    counts = local_counts(mask).as_kwargs()
+    full = aggregate_loss(loss, mask, LossAggregation(mode=mode, norm_length=length))
+    agg = LossAggregation.from_counts(mode, local_counts(mask), norm_length=length)
     dirty = torch.where(mask, loss, torch.full_like(loss, garbage))
     parts = sum(
-        aggregate_loss(lp, mp, mode, norm_length=length, **counts)
+        aggregate_loss(lp, mp, agg)
         for lp, mp in zip(dirty.split(micro), mask.split(micro), strict=True)
     )
     assert torch.isfinite(full)

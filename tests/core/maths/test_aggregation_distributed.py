@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hfsdk.core.algorithm import LOSS_AGG_MODES
-from hfsdk.core.maths.aggregation import aggregate_loss
+from hfsdk.core.maths.aggregation import LOSS_AGG_MODES, LossAggregation, aggregate_loss
 
 # The worker lives in a plain module on sys.path so spawned processes can unpickle it by name.
 sys.path.insert(0, str(Path(__file__).parent))
@@ -28,9 +27,8 @@ def test_two_ranks_match_full_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     inputs, targets, mask = worker.make_batch()
     for mode in LOSS_AGG_MODES:
         model = worker.make_model()
-        full = aggregate_loss(
-            worker.loss_matrix(model, inputs, targets), mask, mode, norm_length=worker.LENGTH
-        )
+        agg = LossAggregation(mode=mode, norm_length=worker.LENGTH)
+        full = aggregate_loss(worker.loss_matrix(model, inputs, targets), mask, agg)
         full.backward()
         full_grads = worker.grads(model)
         for result in ranks:  # every rank ends with the same reduced values

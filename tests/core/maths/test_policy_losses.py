@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hfsdk
-from hfsdk.core.algorithm import LOSS_AGG_MODES
+from hfsdk import LossAggregation
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.maths.aggregation import LOSS_AGG_MODES
 from hfsdk.core.maths.policy_losses import ReinforceConfig, reinforce_loss
 
 
@@ -68,7 +69,7 @@ def test_masked_positions_never_change_loss_or_gradients(
             old_log_prob=old,
             advantages=adv,
             response_mask=mask,
-            loss_agg_mode=mode,
+            aggregation=LossAggregation(mode=mode),
         )
         loss.backward()
         return loss.detach(), metrics, log_prob.grad

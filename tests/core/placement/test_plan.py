@@ -9,13 +9,13 @@ import pytest
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.placement import Plan, get_cluster, search_placement
 from hfsdk.core.trainer.placement_config import PlacementConfig, PoolConfig
-from hfsdk_ppo.ppo_algorithm import PPOAlgorithm
+from hfsdk_ppo.spec import PPO_SPEC
 
 
 @pytest.fixture(scope="module")
 def plan() -> Plan:
     return search_placement(
-        PPOAlgorithm.dataflow, "34B", get_cluster("a100-80gb").with_devices(64), algorithm="ppo"
+        PPO_SPEC.dataflow, "34B", get_cluster("a100-80gb").with_devices(64), algorithm="ppo"
     )
 
 
@@ -31,7 +31,7 @@ def test_round_trips(plan: Plan, tmp_path: Path) -> None:
 def test_placement_section_shape(plan: Plan) -> None:
     section = plan.to_placement_section()
     assert set(section) == {"pools", "roles"}
-    assert set(section["roles"]) == set(PPOAlgorithm.dataflow.roles)
+    assert set(section["roles"]) == set(PPO_SPEC.dataflow.roles)
     assert sum(pool["devices"] for pool in section["pools"].values()) == 64
     for pool in section["pools"].values():
         assert set(pool) == {"devices"} and isinstance(pool["devices"], int)
@@ -45,7 +45,7 @@ def test_placement_section_is_a_valid_run_config_section(plan: Plan) -> None:
         pools={name: PoolConfig(**pool) for name, pool in section["pools"].items()},
         roles=section["roles"],
     )
-    for role in PPOAlgorithm.dataflow.roles:
+    for role in PPO_SPEC.dataflow.roles:
         assert config.pools[config.pool_of(role)].devices == plan.pool_of(role).devices
 
 

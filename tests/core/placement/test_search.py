@@ -24,9 +24,9 @@ from hfsdk.core.placement import (
     set_partitions,
 )
 from hfsdk.core.placement.memory_model import role_memory
-from hfsdk_ppo.ppo_algorithm import PPOAlgorithm
-from hfsdk_remax.remax_algorithm import ReMaxAlgorithm
-from hfsdk_safe_rlhf.safe_rlhf_algorithm import SafeRLHFAlgorithm
+from hfsdk_ppo.spec import PPO_SPEC
+from hfsdk_remax.spec import REMAX_SPEC
+from hfsdk_safe_rlhf.spec import SAFE_RLHF_SPEC
 
 SMALL = Workload(batch_size=256)
 
@@ -58,16 +58,16 @@ def _brute_force(search: PlacementSearch) -> tuple[float, tuple, tuple] | None:
 
 # (dataflow, models, cluster): the last four have a split (not all-colocated) optimum.
 CASES = [
-    (PPOAlgorithm.dataflow, "7B", _cluster(8)),
-    (ReMaxAlgorithm.dataflow, "1.3B", _cluster(6, per_node=6)),
-    (PPOAlgorithm.dataflow, {"actor": "7B", "critic": "1.3B", "reference": "1.3B",
+    (PPO_SPEC.dataflow, "7B", _cluster(8)),
+    (REMAX_SPEC.dataflow, "1.3B", _cluster(6, per_node=6)),
+    (PPO_SPEC.dataflow, {"actor": "7B", "critic": "1.3B", "reference": "1.3B",
                              "reward": "1.3B"}, _cluster(12, memory=24e9, per_node=4)),
-    (PPOAlgorithm.dataflow, {"actor": "13B", "critic": "7B", "reference": "1.3B",
+    (PPO_SPEC.dataflow, {"actor": "13B", "critic": "7B", "reference": "1.3B",
                              "reward": "1.3B"}, _cluster(12, memory=40e9, per_node=4)),
-    (SafeRLHFAlgorithm.dataflow, {"actor": "7B", "critic": "1.3B", "cost_critic": "1.3B",
+    (SAFE_RLHF_SPEC.dataflow, {"actor": "7B", "critic": "1.3B", "cost_critic": "1.3B",
                                   "reference": "1.3B", "reward": "1.3B", "cost": "1.3B"},
      _cluster(12, memory=24e9, per_node=4)),
-    (SafeRLHFAlgorithm.dataflow, {"actor": "7B", "critic": "1.3B", "cost_critic": "1.3B",
+    (SAFE_RLHF_SPEC.dataflow, {"actor": "7B", "critic": "1.3B", "cost_critic": "1.3B",
                                   "reference": "1.3B", "reward": "1.3B", "cost": "1.3B"},
      _cluster(16)),
 ]  # fmt: skip
@@ -126,13 +126,13 @@ def _check_feasible(plan: Plan, search: PlacementSearch) -> None:
 @pytest.mark.parametrize(
     ("dataflow", "size", "devices"),
     [
-        (PPOAlgorithm.dataflow, "7B", 16),
-        (PPOAlgorithm.dataflow, "13B", 32),
-        (PPOAlgorithm.dataflow, "34B", 64),
-        (PPOAlgorithm.dataflow, "70B", 128),
-        (ReMaxAlgorithm.dataflow, "70B", 32),
-        (SafeRLHFAlgorithm.dataflow, "70B", 64),
-        (SafeRLHFAlgorithm.dataflow, "34B", 128),
+        (PPO_SPEC.dataflow, "7B", 16),
+        (PPO_SPEC.dataflow, "13B", 32),
+        (PPO_SPEC.dataflow, "34B", 64),
+        (PPO_SPEC.dataflow, "70B", 128),
+        (REMAX_SPEC.dataflow, "70B", 32),
+        (SAFE_RLHF_SPEC.dataflow, "70B", 64),
+        (SAFE_RLHF_SPEC.dataflow, "34B", 128),
     ],
 )
 def test_every_chosen_plan_fits_memory(dataflow: Dataflow, size: str, devices: int) -> None:
@@ -160,7 +160,7 @@ def _without_timing(plan: Plan) -> dict:
 
 @pytest.mark.parametrize(
     ("dataflow", "size", "devices"),
-    [(PPOAlgorithm.dataflow, "70B", 128), (SafeRLHFAlgorithm.dataflow, "13B", 32)],
+    [(PPO_SPEC.dataflow, "70B", 128), (SAFE_RLHF_SPEC.dataflow, "13B", 32)],
 )
 def test_cache_changes_nothing_but_work(dataflow: Dataflow, size: str, devices: int) -> None:
     cluster = get_cluster("a100-80gb").with_devices(devices)
@@ -177,7 +177,7 @@ def test_cache_changes_nothing_but_work(dataflow: Dataflow, size: str, devices: 
 
 
 def test_equal_role_tasks_share_cache_entries() -> None:
-    search = PlacementSearch(PPOAlgorithm.dataflow, "7B", _cluster(8), SMALL)
+    search = PlacementSearch(PPO_SPEC.dataflow, "7B", _cluster(8), SMALL)
     assert search.tasks["reference"] == search.tasks["reward"]
     search.cache.get(search.tasks["reference"], 8)
     search.cache.get(search.tasks["reward"], 8)
@@ -186,16 +186,16 @@ def test_equal_role_tasks_share_cache_entries() -> None:
 
 def test_deterministic() -> None:
     cluster = get_cluster("a100-80gb").with_devices(64)
-    first = search_placement(SafeRLHFAlgorithm.dataflow, "13B", cluster)
+    first = search_placement(SAFE_RLHF_SPEC.dataflow, "13B", cluster)
     for _ in range(2):
-        again = search_placement(SafeRLHFAlgorithm.dataflow, "13B", cluster)
+        again = search_placement(SAFE_RLHF_SPEC.dataflow, "13B", cluster)
         assert _without_timing(again) == _without_timing(first)
 
 
 def test_ties_keep_the_earliest_partition() -> None:
     # reference and reward are interchangeable here; the plan must not flip between them.
     plans = {
-        str(search_placement(PPOAlgorithm.dataflow, "34B", _cluster(64)).to_placement_section())
+        str(search_placement(PPO_SPEC.dataflow, "34B", _cluster(64)).to_placement_section())
         for _ in range(3)
     }
     assert len(plans) == 1
@@ -203,14 +203,14 @@ def test_ties_keep_the_earliest_partition() -> None:
 
 def test_more_devices_never_slower_for_colocated_everything() -> None:
     # Sanity of the simulator through the search: doubling devices helps a lot.
-    small = search_placement(PPOAlgorithm.dataflow, "13B", _cluster(32))
-    large = search_placement(PPOAlgorithm.dataflow, "13B", _cluster(64))
+    small = search_placement(PPO_SPEC.dataflow, "13B", _cluster(32))
+    large = search_placement(PPO_SPEC.dataflow, "13B", _cluster(64))
     assert large.iteration_seconds < 0.7 * small.iteration_seconds
 
 
 def test_models_per_role() -> None:
     models = {"actor": "13B", "critic": "7B", "reference": "13B", "reward": "7B"}
-    plan = search_placement(PPOAlgorithm.dataflow, models, _cluster(16))
+    plan = search_placement(PPO_SPEC.dataflow, models, _cluster(16))
     assert {r.role: r.model for r in plan.roles} == models
     assert plan.role("critic").num_params == resolve_model("7B").num_params
 
@@ -218,14 +218,14 @@ def test_models_per_role() -> None:
 # -- bad input ---------------------------------------------------------------------------
 def test_infeasible_says_how_many_devices_are_needed() -> None:
     with pytest.raises(HfsdkError, match=r"at least 35 devices") as err:
-        search_placement(PPOAlgorithm.dataflow, "70B", _cluster(2))
+        search_placement(PPO_SPEC.dataflow, "70B", _cluster(2))
     assert "70B" in str(err.value) and "2 x a100-80gb" in str(err.value)
 
 
 def test_infeasible_layouts_are_explained() -> None:
     # Enough memory in total, but 7 devices split neither 40 layers nor 40 heads usefully.
     with pytest.raises(HfsdkError, match="no parallel layout fits"):
-        search_placement(PPOAlgorithm.dataflow, "13B", _cluster(7, per_node=7))
+        search_placement(PPO_SPEC.dataflow, "13B", _cluster(7, per_node=7))
 
 
 @pytest.mark.parametrize(
@@ -240,7 +240,7 @@ def test_infeasible_layouts_are_explained() -> None:
 )  # fmt: skip
 def test_bad_models(models: object, message: str) -> None:
     with pytest.raises(HfsdkError, match=message):
-        PlacementSearch(PPOAlgorithm.dataflow, models, _cluster(8))
+        PlacementSearch(PPO_SPEC.dataflow, models, _cluster(8))
 
 
 def test_bad_dataflow() -> None:
@@ -280,7 +280,7 @@ def test_deterministic_across_hash_seeds() -> None:
 def test_colocated_layouts_are_the_fastest_combination_that_fits(devices: int) -> None:
     # Small devices make the roles compete for memory inside the group.
     search = PlacementSearch(
-        PPOAlgorithm.dataflow, "1.3B", _cluster(devices, memory=24e9, per_node=4), SMALL
+        PPO_SPEC.dataflow, "1.3B", _cluster(devices, memory=24e9, per_node=4), SMALL
     )
     roles = search.dataflow.roles
     fronts = [search.cache.get(search.tasks[r], devices) for r in roles]

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from hfsdk.core.placement import get_cluster, search_placement
 from hfsdk.core.placement.timeline import draw_timeline, timeline_segments
-from hfsdk_remax.remax_algorithm import ReMaxAlgorithm
-from hfsdk_safe_rlhf.safe_rlhf_algorithm import SafeRLHFAlgorithm
+from hfsdk_remax.spec import REMAX_SPEC
+from hfsdk_safe_rlhf.spec import SAFE_RLHF_SPEC
 
 
 def test_bars_fill_each_pool_within_its_stages() -> None:
     plan = search_placement(
-        SafeRLHFAlgorithm.dataflow, "70B", get_cluster("a100-80gb").with_devices(128)
+        SAFE_RLHF_SPEC.dataflow, "70B", get_cluster("a100-80gb").with_devices(128)
     )
     assert len(plan.pools) > 1  # several lanes
     bars = timeline_segments(plan)
@@ -40,7 +40,7 @@ def test_bars_fill_each_pool_within_its_stages() -> None:
 
 def test_draws_a_png(tmp_path: Path) -> None:
     plan = search_placement(
-        ReMaxAlgorithm.dataflow, "13B", get_cluster("a100-80gb").with_devices(16)
+        REMAX_SPEC.dataflow, "13B", get_cluster("a100-80gb").with_devices(16)
     )
     out = draw_timeline(plan, tmp_path / "plan.png")
     data = out.read_bytes()

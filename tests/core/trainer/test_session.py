@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hfsdk import get_registry
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.session import TrainingSession, _signal_config, worker_threads
@@ -17,6 +18,17 @@ def test_default_task_fills_in_the_signals() -> None:
         _signal_config(config, "reward", False)
 
 
+def test_auto_placement_cluster_comes_from_config_or_detection() -> None:
+    from hfsdk.core.placement.cluster import resolve_cluster
+
+    assert load_run_config("grpo").placement.cluster == "auto"
+    assert resolve_cluster("auto").name == "local"  # no CUDA on the test machine
+    config = load_run_config("grpo", None, ["placement.cluster=a100-80gb"])
+    assert resolve_cluster(config.placement.cluster).name == "a100-80gb"
+    with pytest.raises(HfsdkError, match=r"placement\.cluster': is 'tpu'"):
+        load_run_config("grpo", None, ["placement.cluster=tpu"])
+
+
 @pytest.mark.distributed
 def test_auto_placement_builds_the_planned_pools() -> None:
     from hfsdk.core.placement.auto import auto_placement_section
@@ -24,7 +36,7 @@ def test_auto_placement_builds_the_planned_pools() -> None:
     config = load_run_config(
         "grpo", None, ["placement.mode=auto", "placement.pools={global: {devices: 2}}"]
     )
-    with TrainingSession(config, ("actor", "reference", "reward")) as session:
+    with TrainingSession(config, get_registry("algorithms")["grpo"].impl) as session:
         plan = auto_placement_section(
             "grpo", model_size=session.assets.model_path, num_devices=2, cluster="local"
         )
@@ -40,19 +52,22 @@ def test_a_backend_without_a_worker_class_is_refused_before_ray_starts(
 ) -> None:
     import types
 
-    import hfsdk.core.registry as registry
+    import hfsdk.core.plugin_manager as plugin_manager
 
     config = load_run_config("grpo", None, ["actor.backend=megatron"])
-    real = registry.get_registry
+    real = plugin_manager.get_registry
 
     def backends_without_workers(kind: str) -> object:
         # A backend registered with something that is not a Worker class (config only).
         if kind == "training_backends":
-            return {name: types.SimpleNamespace(impl=object(), plugin="p") for name in real(kind)}
+            return {
+                name: types.SimpleNamespace(impl=object(), plugin="p", name=name)
+                for name in real(kind)
+            }
         return real(kind)
 
-    monkeypatch.setattr(registry, "get_registry", backends_without_workers)
-    session = TrainingSession(config, ("actor", "reference", "reward"))
+    monkeypatch.setattr(plugin_manager, "get_registry", backends_without_workers)
+    session = TrainingSession(config, real("algorithms")["grpo"].impl)
     with pytest.raises(HfsdkError, match=r"backend 'megatron' .* registers no worker class"):
         session.__enter__()
 

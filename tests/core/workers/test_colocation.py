@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from hfsdk import Protocol, ResourcePool, Worker, WorkerGroup, register
+from hfsdk import BuiltinProtocol, ResourcePool, Worker, WorkerGroup, register
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.colocation import colocate
 from hfsdk.core.workers.ray_runtime import VIRTUAL_DEVICE_RESOURCE, connect, shutdown
@@ -31,21 +31,21 @@ class NapWorker(Worker):
         self.tag = tag
         self.value: Any = None
 
-    @register(protocol=Protocol.ONE_TO_ALL, blocking=False)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL, blocking=False)
     def nap(self, seconds: float) -> tuple[int, float, float]:
         start = time.time()
         time.sleep(seconds)
         return self.rank, start, time.time()
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def set_value(self, value: Any) -> None:
         self.value = value
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def state(self) -> tuple[str, str, Any, int]:
         return self.role, self.tag, self.value, os.getpid()
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def all_reduce(self, value: float) -> float:
         import torch.distributed as dist
 
@@ -55,7 +55,7 @@ class NapWorker(Worker):
 
 
 class RefWorker(NapWorker):
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def ref_only(self) -> str:
         return f"ref-{self.rank}"
 

@@ -1,4 +1,4 @@
-"""@register and Protocol: specs attached to methods, validation, inheritance."""
+"""@register and BuiltinProtocol: specs attached to methods, validation, inheritance."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 import hfsdk
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.decorator import (
+    BuiltinProtocol,
     MethodSpec,
-    Protocol,
     register,
     registered_methods,
 )
@@ -16,11 +16,11 @@ from hfsdk.core.workers.protocols import BUILTIN_PROTOCOLS
 
 
 class Base(hfsdk.Worker):
-    @register(protocol=Protocol.DP_COMPUTE_PROTO)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def compute(self, batch: object) -> object:
         return batch
 
-    @register(Protocol.MESH_PROTO, blocking=False, mesh="train")
+    @register(BuiltinProtocol.MESH_PROTO, blocking=False, mesh="train")
     def generate(self, batch: object) -> object:
         return batch
 
@@ -37,7 +37,7 @@ class Child(Base):
 def test_register_attaches_spec_and_keeps_method_callable() -> None:
     methods = registered_methods(Base)
     assert set(methods) == {"compute", "generate"}
-    assert methods["compute"] == MethodSpec(protocol=Protocol.DP_COMPUTE_PROTO, blocking=True)
+    assert methods["compute"] == MethodSpec(protocol=BuiltinProtocol.DP_COMPUTE_PROTO, blocking=True)
     assert methods["generate"].blocking is False
     assert methods["generate"].options == {"mesh": "train"}
     # The decorated function still works as a plain method inside the worker.
@@ -51,8 +51,8 @@ def test_registered_methods_include_inherited_and_string_protocols() -> None:
 
 
 def test_protocol_values_are_the_builtin_registry_names() -> None:
-    assert {p.value for p in Protocol} == set(BUILTIN_PROTOCOLS)
-    assert Protocol.DP_COMPUTE_PROTO == "dp_compute_proto"
+    assert {p.value for p in BuiltinProtocol} == set(BUILTIN_PROTOCOLS)
+    assert BuiltinProtocol.DP_COMPUTE_PROTO == "dp_compute_proto"
 
 
 def test_hfsdk_exports_runtime_names() -> None:
@@ -60,7 +60,7 @@ def test_hfsdk_exports_runtime_names() -> None:
     from hfsdk.core.workers.worker_group import WorkerGroup
 
     assert hfsdk.register is register
-    assert hfsdk.Protocol is Protocol
+    assert hfsdk.BuiltinProtocol is BuiltinProtocol
     assert hfsdk.WorkerGroup is WorkerGroup
     assert hfsdk.ResourcePool is ResourcePool
 
@@ -68,9 +68,9 @@ def test_hfsdk_exports_runtime_names() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"protocol": 3}, "expected a Protocol member"),
-        ({"protocol": ""}, "expected a Protocol member or a name"),
-        ({"protocol": Protocol.ONE_TO_ALL, "blocking": "yes"}, "expected True or False"),
+        ({"protocol": 3}, "expected a BuiltinProtocol member"),
+        ({"protocol": ""}, "expected a BuiltinProtocol member or a name"),
+        ({"protocol": BuiltinProtocol.ONE_TO_ALL, "blocking": "yes"}, "expected True or False"),
     ],
 )
 def test_register_rejects_bad_arguments(kwargs: dict, message: str) -> None:
@@ -80,4 +80,4 @@ def test_register_rejects_bad_arguments(kwargs: dict, message: str) -> None:
 
 def test_register_rejects_non_callables() -> None:
     with pytest.raises(HfsdkError, match="must decorate a method"):
-        register(Protocol.ONE_TO_ALL)(42)  # type: ignore[arg-type]
+        register(BuiltinProtocol.ONE_TO_ALL)(42)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from hfsdk import Protocol, ResourcePool, Worker, WorkerGroup, register
+from hfsdk import BuiltinProtocol, ResourcePool, Worker, WorkerGroup, register
 from hfsdk.core.workers.errors import InfeasibleResourcesError, WorkerDiedError
 from hfsdk.core.workers.ray_runtime import (
     VIRTUAL_DEVICE_RESOURCE,
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.distributed
 
 
 class NodeWorker(Worker):
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def where(self) -> tuple[int, int, int, str]:
         import ray
 
@@ -37,7 +37,7 @@ class NodeWorker(Worker):
             ray.get_runtime_context().get_node_id(),
         )
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def all_reduce(self) -> list[float]:
         import torch.distributed as dist
 
@@ -45,7 +45,7 @@ class NodeWorker(Worker):
         dist.all_reduce(tensor)
         return tensor.tolist()
 
-    @register(protocol=Protocol.ONE_TO_ALL, blocking=False)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL, blocking=False)
     def sleep(self, seconds: float) -> int:
         time.sleep(seconds)
         return self.rank

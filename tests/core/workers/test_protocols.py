@@ -360,7 +360,7 @@ def test_plugins_add_protocols_next_to_the_builtins() -> None:
 
 
 def test_lookup_accepts_enum_members_and_upper_case_names() -> None:
-    assert resolve_protocol(hfsdk.Protocol.MESH_PROTO) is BUILTIN_PROTOCOLS["mesh_proto"]
+    assert resolve_protocol(hfsdk.BuiltinProtocol.MESH_PROTO) is BUILTIN_PROTOCOLS["mesh_proto"]
     assert lookup_protocol("DP_COMPUTE") is BUILTIN_PROTOCOLS["dp_compute"]
     custom = TransferProtocol(name="mine", dispatch=_odd_dispatch, collect=_sum_collect)
     assert resolve_protocol(custom) is custom

@@ -19,7 +19,7 @@ import attrs
 import pytest
 import torch
 
-from hfsdk import Batch, Protocol, ResourcePool, Worker, WorkerGroup, register
+from hfsdk import Batch, BuiltinProtocol, ResourcePool, Worker, WorkerGroup, register
 from hfsdk.core.errors import HfsdkError, UnknownNameError
 from hfsdk.core.plugin_manager import reset_plugin_manager
 from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
@@ -98,7 +98,7 @@ class ProbeWorker(Worker):
         rank = torch.full((len(batch),), self.rank)
         return Batch.from_dict({"x": batch["x"], "y": batch["x"] * self.config.scale, "rank": rank})
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def whoami(self) -> tuple[int, int, int, int, str, int]:
         return (
             self.rank,
@@ -109,20 +109,20 @@ class ProbeWorker(Worker):
             self.config.scale,
         )
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def nap(self, seconds: float) -> int:
         time.sleep(seconds * (self.rank + 1))
         return self.rank
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def received_rows(self, name: str) -> list[int] | None:
         return self.received.get(name)
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def call_counts(self) -> dict[str, int]:
         return dict(self.calls)
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def all_reduce(self, value: float) -> float:
         import torch.distributed as dist
 
@@ -130,7 +130,7 @@ class ProbeWorker(Worker):
         dist.all_reduce(tensor, group=self.process_group)
         return float(tensor.item())
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def dp_sum_over_device_mesh(self) -> float:
         import torch.distributed as dist
 
@@ -139,50 +139,50 @@ class ProbeWorker(Worker):
         dist.all_reduce(tensor, group=mesh.get_group("dp"))
         return float(tensor.item())
 
-    @register(protocol=Protocol.ALL_TO_ALL)
+    @register(protocol=BuiltinProtocol.ALL_TO_ALL)
     def add_rank(self, value: int) -> int:
         return value + 100 * self.rank
 
-    @register(protocol=Protocol.RANK_ZERO)
+    @register(protocol=BuiltinProtocol.RANK_ZERO)
     def only_zero(self, text: str) -> tuple[int, str]:
         self.calls["only_zero"] = self.calls.get("only_zero", 0) + 1
         return self.rank, text
 
-    @register(protocol=Protocol.DP_COMPUTE)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE)
     def suffix(self, words: list[str], mark: str) -> list[str]:
         return [f"{w}{mark}{self.rank}" for w in words]
 
-    @register(protocol=Protocol.DP_COMPUTE_PROTO)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def compute(self, batch: Batch) -> Batch:
         return self._take("compute", batch)
 
-    @register(protocol=Protocol.DP_COMPUTE_PROTO_WITH_FUNC)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO_WITH_FUNC)
     def apply(self, fn: Any, batch: Batch) -> Batch:
         out = self._take("apply", batch)
         out["y"] = fn(batch["x"])
         return out
 
-    @register(protocol=Protocol.DP_COMPUTE_METRIC)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
     def metrics(self, batch: Batch) -> dict[str, float]:
         return {"xsum": float(batch["x"].sum()), "rank": self.rank, "rows": len(batch)}
 
-    @register(protocol=Protocol.MESH_PROTO, mesh="train")
+    @register(protocol=BuiltinProtocol.MESH_PROTO, mesh="train")
     def mesh_compute(self, batch: Batch) -> Batch:
         return self._take("mesh_compute", batch)
 
-    @register(protocol=Protocol.MESH_PROTO, mesh="pipe")
+    @register(protocol=BuiltinProtocol.MESH_PROTO, mesh="pipe")
     def pipe_compute(self, batch: Batch) -> Batch:
         return self._take("pipe_compute", batch)
 
-    @register(protocol=Protocol.PP_AS_DP, mesh="pipe")
+    @register(protocol=BuiltinProtocol.PP_AS_DP, mesh="pipe")
     def pp_as_dp_compute(self, batch: Batch) -> Batch:
         return self._take("pp_as_dp_compute", batch)
 
-    @register(protocol=Protocol.PP_AS_DP, mesh="train")
+    @register(protocol=BuiltinProtocol.PP_AS_DP, mesh="train")
     def pp_as_dp_train(self, batch: Batch) -> Batch:
         return self._take("pp_as_dp_train", batch)
 
-    @register(protocol=Protocol.MESH_PROTO, mesh="undeclared")
+    @register(protocol=BuiltinProtocol.MESH_PROTO, mesh="undeclared")
     def no_mesh(self, batch: Batch) -> Batch:
         return batch
 
@@ -191,7 +191,7 @@ class ProbeWorker(Worker):
         self.calls["value"] = self.calls.get("value", 0) + 1
         return x * (self.rank + 1)
 
-    @register(protocol=Protocol.DP_COMPUTE_PROTO, blocking=False)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO, blocking=False)
     def slow_compute(self, batch: Batch, seconds: float) -> Batch:
         time.sleep(seconds)
         return self._take("slow_compute", batch)
@@ -205,15 +205,15 @@ class ProbeWorker(Worker):
         )["t"]
         return out
 
-    @register(protocol=Protocol.DP_COMPUTE_PROTO, blocking=False)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO, blocking=False)
     def produce(self, batch: Batch, driver_pid: int, fail_rank: int = -1) -> Batch:
         return self._produce(batch, driver_pid, fail_rank)
 
-    @register(protocol=Protocol.MESH_PROTO, mesh="train", blocking=False)
+    @register(protocol=BuiltinProtocol.MESH_PROTO, mesh="train", blocking=False)
     def produce_mesh(self, batch: Batch, driver_pid: int, fail_rank: int = -1) -> Batch:
         return self._produce(batch, driver_pid, fail_rank)
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def fail_on(self, rank: int) -> int:
         if self.rank == rank:
             raise ValueError(f"boom on rank {rank}")
@@ -227,38 +227,38 @@ class ConsumerWorker(Worker):
         super().__init__()
         self.received: list[int] = []
 
-    @register(protocol=Protocol.DP_COMPUTE_PROTO)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def consume(self, batch: Batch) -> Batch:
         self.received = batch["x"].tolist()
         crank = torch.full((len(batch),), self.rank)
         return Batch.from_dict({"x": batch["x"], "z": batch["y"] + 1, "crank": crank})
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def received_rows(self) -> list[int]:
         return self.received
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def total(self, batch: Batch) -> int:
         return int(batch["y"].sum())
 
-    @register(protocol=Protocol.DP_COMPUTE_PROTO, blocking=False)
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO, blocking=False)
     def emit(self, batch: Batch) -> Batch:
         return Batch.from_dict({"x": batch["x"], "crank": torch.full((len(batch),), self.rank)})
 
 
 class FragileWorker(Worker):
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def sleep(self, seconds: float) -> int:
         time.sleep(seconds)
         return self.rank
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def exit_on(self, rank: int) -> int:
         if self.rank == rank:
             os._exit(3)
         return self.rank
 
-    @register(protocol=Protocol.ONE_TO_ALL)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def raise_or_reduce(self, rank: int) -> float:
         if self.rank == rank:
             raise KeyError("no such key")

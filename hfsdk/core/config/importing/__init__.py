@@ -54,11 +54,10 @@ def import_config(source: str, data: Mapping[str, Any], *, algo: str | None = No
     mapper = Mapper(resolve_interpolations(flatten(data)))
     chosen = SOURCES[source](mapper, algo)
     config = mapper.out
-    from hfsdk.core.config.run_config import resolve_run_config
-    from hfsdk.core.default_task.preset import with_default_task_preset
+    from hfsdk.core.config.run_config import resolve_run_config, with_algorithm_preset
 
     try:
-        resolve_run_config(chosen, with_default_task_preset(chosen, config))
+        resolve_run_config(chosen, with_algorithm_preset(chosen, config))
     except ConfigError as exc:
         raise ConfigError(
             f"the {source} config maps to an invalid hfsdk config ({exc}); fix the value in the "

@@ -51,7 +51,7 @@ def _files(value: Any) -> list[str]:
 def _estimator_fields(name: str) -> set[str]:
     import attrs
 
-    from hfsdk.core.registry import get_registry
+    from hfsdk.core.plugin_manager import get_registry
 
     registry = get_registry("advantage_estimators")
     if name not in registry:

@@ -1,0 +1,188 @@
+"""What an algorithm plugin registers: one :class:`AlgorithmSpec` per algorithm.
+
+The spec is the single description of an algorithm. Everything else is
+derived from it:
+
+- the run config's sections (one per role, the ``algorithm`` section from
+  ``config_cls``; roles of kind ``scorer`` are signal sections);
+- the role kinds a training backend builds (it never guesses from a role's name);
+- the placement planner's :class:`~hfsdk.core.dataflow.Dataflow`, derived from
+  the role kinds, whose stage parts are the names ``step()`` times (the
+  program cannot time a stage the spec does not declare);
+- the default task's settings (``preset``), merged under the user's config;
+- the actor's objective (``actor_objective``): which terms the policy loss gets.
+
+Keep this module free of heavy imports: ``hfsdk list`` and the planner read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Literal
+
+import attrs
+
+from hfsdk.core.dataflow import Dataflow, Stage
+
+RoleKind = Literal["policy", "value", "frozen_policy", "scorer"]
+ROLE_KINDS: tuple[str, ...] = ("policy", "value", "frozen_policy", "scorer")
+"""What a role is, independent of its name.
+
+- ``policy``: the trained causal LM; generates, computes log-probs, is updated.
+- ``value``: a trained critic with one value per response token.
+- ``frozen_policy``: a frozen causal LM (the reference) that only computes log-probs.
+- ``scorer``: a signal (reward, cost): reward functions and/or a scoring model.
+"""
+
+_NAME = attrs.validators.matches_re(r"^[a-z][a-z0-9_]*$")
+
+
+@attrs.frozen(kw_only=True)
+class RoleSpec:
+    """One model role of an algorithm: its name (the config section) and its kind."""
+
+    name: str = attrs.field(validator=_NAME)
+    kind: RoleKind = attrs.field(validator=attrs.validators.in_(ROLE_KINDS))
+
+
+@attrs.frozen(kw_only=True)
+class ActorLossTerms:
+    """The terms of the actor's loss besides the policy loss, chosen by the algorithm.
+
+    ``kl_loss_coef`` > 0 adds ``kl_loss_coef``·KL(π‖π_ref) (``kl_estimator``) to
+    the loss (GRPO's KL-as-loss); algorithms that put KL in the reward set it
+    to 0. ``entropy_coef`` > 0 subtracts ``entropy_coef``·entropy.
+    """
+
+    kl_loss_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
+    kl_estimator: str = "k1"
+    entropy_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
+
+
+def default_actor_objective(algorithm_config: Any) -> ActorLossTerms:
+    """KL as a loss term unless the config puts it in the reward; entropy bonus as configured."""
+    cfg = algorithm_config
+    return ActorLossTerms(
+        kl_loss_coef=0.0 if cfg.kl_in_reward else cfg.kl_loss_coef,
+        kl_estimator=cfg.kl_estimator,
+        entropy_coef=cfg.entropy_coef,
+    )
+
+
+def derive_dataflow(
+    roles: tuple[RoleSpec, ...], extra_generations: tuple[str, ...] = ()
+) -> Dataflow:
+    """The three-stage dataflow every on-policy program here follows, from the role kinds.
+
+    - ``generation``: the policy generates (timed as ``generation``); each name
+      in ``extra_generations`` is one more generation stage of the policy
+      (e.g. ReMax's ``greedy_generation``).
+    - ``preparation``: every role infers (timed as ``old_log_prob``,
+      ``ref_log_prob``, ``values``, one timing per scorer named after it, and
+      ``advantages``).
+    - ``training``: the policy and the value roles train (timed as
+      ``update_critic`` and ``update_actor``).
+    """
+    kinds = {role.name: role.kind for role in roles}
+    by_kind = {kind: [n for n, k in kinds.items() if k == kind] for kind in ROLE_KINDS}
+    policy = by_kind["policy"]
+    stages = [Stage(name="generation", work=[(p, "generation") for p in policy])]
+    stages += [Stage(name=n, work=[(p, "generation") for p in policy]) for n in extra_generations]
+    prep_timings = ["old_log_prob"]
+    if by_kind["frozen_policy"]:
+        prep_timings.append("ref_log_prob")
+    if by_kind["value"]:
+        prep_timings.append("values")
+    prep_timings += by_kind["scorer"]
+    prep_timings.append("advantages")
+    stages.append(
+        Stage(
+            name="preparation",
+            work=[(role.name, "inference") for role in roles],
+            timings=prep_timings,
+        )
+    )
+    train_timings = (["update_critic"] if by_kind["value"] else []) + ["update_actor"]
+    trained = [r.name for r in roles if r.kind in ("policy", "value")]
+    stages.append(
+        Stage(name="training", work=[(r, "training") for r in trained], timings=train_timings)
+    )
+    return Dataflow(roles=tuple(kinds), stages=stages)
+
+
+def _roles(value: Any) -> tuple[RoleSpec, ...]:
+    return tuple(r if isinstance(r, RoleSpec) else RoleSpec(name=r[0], kind=r[1]) for r in value)
+
+
+@attrs.frozen(kw_only=True)
+class AlgorithmSpec:
+    """Everything the SDK needs to know about one algorithm, stated once.
+
+    - ``name``: what ``--algo`` selects.
+    - ``program``: the :class:`~hfsdk.core.algorithm.Algorithm` subclass whose
+      ``step()`` is the single-controller program.
+    - ``config_cls``: the ``algorithm`` section's attrs class.
+    - ``roles``: :class:`RoleSpec` (or ``(name, kind)`` pairs) in a stable order;
+      exactly one ``policy``.
+    - ``extra_generations``: generation stages beyond the first (timed names).
+    - ``preset``: the default task's settings (a nested config mapping merged
+      *under* the user's config when no training data is given). A section
+      that selects a backend other than the default one is not filled.
+    - ``actor_objective``: ``fn(algorithm_config) -> ActorLossTerms``.
+    - ``summary``: one line for ``hfsdk list algorithms`` (defaults to the
+      program's docstring).
+    """
+
+    name: str
+    program: type
+    config_cls: type
+    roles: tuple[RoleSpec, ...] = attrs.field(converter=_roles)
+    extra_generations: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    preset: Mapping[str, Any] = attrs.field(
+        factory=dict, converter=lambda d: MappingProxyType(dict(d))
+    )
+    actor_objective: Callable[[Any], ActorLossTerms] = default_actor_objective
+    summary: str | None = None
+    dataflow: Dataflow = attrs.field(init=False)
+    """What the placement planner reads (derived, see :func:`derive_dataflow`)."""
+
+    def __attrs_post_init__(self) -> None:
+        object.__setattr__(self, "dataflow", derive_dataflow(self.roles, self.extra_generations))
+
+    @roles.validator
+    def _check_roles(self, _attr: attrs.Attribute, value: tuple[RoleSpec, ...]) -> None:
+        names = [r.name for r in value]
+        if len(set(names)) != len(names):
+            raise ValueError(f"algorithm {self.name!r} lists a role twice: {names}")
+        policies = [r.name for r in value if r.kind == "policy"]
+        if len(policies) != 1:
+            raise ValueError(
+                f"algorithm {self.name!r} needs exactly one role of kind 'policy', got {policies}"
+            )
+
+    @property
+    def role_names(self) -> tuple[str, ...]:
+        """The roles' names, in order."""
+        return tuple(r.name for r in self.roles)
+
+    @property
+    def policy_role(self) -> str:
+        """The name of the one ``policy`` role (``actor`` in every algorithm here)."""
+        return next(r.name for r in self.roles if r.kind == "policy")
+
+    def kind_of(self, role: str) -> RoleKind:
+        """The declared kind of ``role``."""
+        for spec in self.roles:
+            if spec.name == role:
+                return spec.kind
+        raise KeyError(f"algorithm {self.name!r} has no role {role!r}; roles: {self.role_names}")
+
+    def roles_of_kind(self, kind: str) -> tuple[str, ...]:
+        """Names of the roles of ``kind``, in order."""
+        return tuple(r.name for r in self.roles if r.kind == kind)
+
+    @property
+    def timings(self) -> frozenset[str]:
+        """Every stage name ``step()`` may time."""
+        return frozenset(t for stage in self.dataflow.stages for t in stage.timed_names)

@@ -1,0 +1,116 @@
+"""Help text of config fields: stored in attrs metadata, read by ``--explain`` and the docs.
+
+Every field of a config class carries ``metadata={"help": "..."}``: what it
+means, its unit, and a paper or reference where it has one. :func:`help_field`
+is ``attrs.field`` with that metadata; :func:`field_help` reads it back with
+each field's type and default, for ``hfsdk config show --explain`` and for
+``scripts/gen_config_docs.py`` (so the docs come from the same source).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+HELP_KEY = "help"
+
+
+def help_field(help: str, **kwargs: Any) -> Any:
+    """``attrs.field(**kwargs)`` whose metadata holds ``help``."""
+    metadata = dict(kwargs.pop("metadata", None) or {})
+    metadata[HELP_KEY] = help
+    return attrs.field(metadata=metadata, **kwargs)
+
+
+@attrs.frozen(kw_only=True)
+class FieldHelp:
+    """One documented field: dotted name, type, default and help text."""
+
+    name: str
+    type: str
+    default: str
+    help: str
+
+
+def _type_name(cls: type, field: attrs.Attribute) -> str:
+    """The annotation as written (``field.type`` may have been resolved to objects)."""
+    for klass in cls.__mro__:
+        written = vars(klass).get("__annotations__", {}).get(field.name)
+        if isinstance(written, str):
+            return written
+    tp = field.type
+    return str(tp).replace("typing.", "") if not isinstance(tp, type) else tp.__name__
+
+
+def _default(field: attrs.Attribute) -> str:
+    default = field.default
+    if default is attrs.NOTHING:
+        return "(required)"
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        if default.takes_self:
+            return "(computed)"
+        default = default.factory()
+    if attrs.has(type(default)):
+        return "(section)"
+    return repr(default)
+
+
+def _help_of(cls: type, field: attrs.Attribute) -> str:
+    """The field's help, or that of the nearest base class declaring the same field.
+
+    A subclass that only changes a default (``kl_coef: float = 0.05``) keeps the
+    meaning its base documented.
+    """
+    text = field.metadata.get(HELP_KEY)
+    if text:
+        return str(text)
+    for base in cls.__mro__[1:]:
+        if attrs.has(base):
+            inherited = attrs.fields_dict(base).get(field.name)
+            if inherited is not None and inherited.metadata.get(HELP_KEY):
+                return str(inherited.metadata[HELP_KEY])
+    return ""
+
+
+def field_help(cls: type, prefix: str = "") -> list[FieldHelp]:
+    """Every field of attrs class ``cls`` (recursing into nested config classes)."""
+    out: list[FieldHelp] = []
+    for field in attrs.fields(cls):
+        name = f"{prefix}{field.name}"
+        out.append(
+            FieldHelp(
+                name=name,
+                type=_type_name(cls, field),
+                default=_default(field),
+                help=_help_of(cls, field),
+            )
+        )
+        factory = getattr(field.default, "factory", None)
+        nested = factory if isinstance(factory, type) and attrs.has(factory) else None
+        if nested is None and attrs.has(type(field.default)):
+            nested = type(field.default)
+        if nested is not None:
+            out.extend(field_help(nested, prefix=f"{name}."))
+    return out
+
+
+def missing_help(cls: type) -> list[str]:
+    """Dotted names of the fields of ``cls`` that carry no help text."""
+    return [f.name for f in field_help(cls) if not f.help.strip()]
+
+
+def explain(section: str, value: Any) -> list[str]:
+    """Lines ``section.key: value`` then the field's help, for every field of a section value."""
+    lines: list[str] = []
+    for field in attrs.fields(type(value)):
+        current = getattr(value, field.name)
+        key = f"{section}.{field.name}"
+        if attrs.has(type(current)):
+            lines.append(f"{key}:  ({_help_of(type(value), field) or 'section'})")
+            lines.extend(explain(key, current))
+            continue
+        lines.append(f"{key}: {current!r}   (default: {_default(field)})")
+        text = _help_of(type(value), field)
+        lines.append(f"    {text}" if text else "    (no help text)")
+    return lines

@@ -1,0 +1,210 @@
+"""Run an algorithm's ``step()`` in milliseconds against fake roles that record their calls.
+
+For plugin authors' unit tests (and this repository's): no Ray, no model. Each
+fake role answers the worker operations of its kind with small deterministic
+tensors and records every call (role, method, batch keys, greedy or not), so a
+test can check the program's order of calls, the keys it hands over and the
+metrics it records. The maths (estimators, KL) are the real registered ones.
+
+    from hfsdk.testing import FakeRun
+
+    run = FakeRun.for_algorithm("grpo", rewards=[1.0, 0.0, 1.0, 0.0])
+    metrics = run.step()
+    assert run.calls_of("actor")[0].method == "generate_sequences"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import torch
+
+from hfsdk.core.algorithm import AlgorithmContext
+from hfsdk.core.batch import Batch
+
+PROMPT_WIDTH = 3
+RESPONSE_WIDTH = 4
+
+
+@attrs.frozen
+class Call:
+    """One recorded call: which role, which operation, which batch keys, greedy or not."""
+
+    role: str
+    method: str
+    keys: tuple[str, ...]
+    greedy: bool = False
+
+
+def _keys(batch: Batch) -> tuple[str, ...]:
+    return tuple(sorted(batch.keys()))
+
+
+class FakeRole:
+    """The worker group of one role: every operation of every kind, recorded in ``log``."""
+
+    def __init__(self, name: str, log: list[Call], seed: int) -> None:
+        self.name = name
+        self.log = log
+        self.gen = torch.Generator().manual_seed(seed)
+        self.batches: dict[str, Batch] = {}
+        """The last batch each operation was handed, by method name."""
+
+    def _record(self, method: str, batch: Batch) -> None:
+        self.log.append(Call(self.name, method, _keys(batch), bool(batch.meta.get("greedy"))))
+        self.batches[method] = batch
+
+    def _token_values(self, batch: Batch) -> torch.Tensor:
+        mask = batch["response_mask"].float()
+        return torch.rand(mask.shape, generator=self.gen) * mask
+
+    def generate_sequences(self, prompts: Batch) -> Batch:
+        """Responses of 2..4 tokens; ``response_text`` says whether they were greedy."""
+        self._record("generate_sequences", prompts)
+        n = len(prompts)
+        greedy = bool(prompts.meta.get("greedy"))
+        lengths = torch.tensor([2 + (i % 3) for i in range(n)])
+        mask = (torch.arange(RESPONSE_WIDTH)[None, :] < lengths[:, None]).long()
+        responses = torch.randint(3, 50, (n, RESPONSE_WIDTH), generator=self.gen) * mask
+        prompt_ids = prompts["input_ids"]
+        attention = torch.cat([prompts["attention_mask"].long(), mask], dim=1)
+        non_tensors = {k: list(prompts[k]) for k in prompts.non_tensor_keys}
+        non_tensors["response_text"] = ["greedy" if greedy else "sampled"] * n
+        return Batch.from_dict(
+            tensors={
+                "prompts": prompt_ids,
+                "responses": responses,
+                "input_ids": torch.cat([prompt_ids, responses], dim=1),
+                "attention_mask": attention,
+                "position_ids": attention.cumsum(dim=1) - 1,
+                "response_mask": mask,
+            },
+            non_tensors=non_tensors,
+            meta={**prompts.meta, "temperature": 1.0},
+        )
+
+    def compute_log_prob(self, batch: Batch) -> Batch:
+        """``old_log_probs`` and ``entropys``."""
+        self._record("compute_log_prob", batch)
+        lp = -self._token_values(batch)
+        return Batch.from_dict(tensors={"old_log_probs": lp, "entropys": -lp})
+
+    def compute_ref_log_prob(self, batch: Batch) -> Batch:
+        """``ref_log_probs``."""
+        self._record("compute_ref_log_prob", batch)
+        return Batch.from_dict(tensors={"ref_log_probs": -self._token_values(batch)})
+
+    def compute_values(self, batch: Batch) -> Batch:
+        """``values``."""
+        self._record("compute_values", batch)
+        return Batch.from_dict(tensors={"values": self._token_values(batch)})
+
+    def compute_scores(self, batch: Batch) -> Batch:
+        """``rm_scores``."""
+        self._record("compute_scores", batch)
+        return Batch.from_dict(tensors={"rm_scores": torch.zeros(len(batch))})
+
+    def update_actor(self, batch: Batch) -> dict[str, float]:
+        """Records the keys it was given; returns ``actor/pg_loss`` = mean advantage."""
+        self._record("update_actor", batch)
+        return {"actor/pg_loss": float(batch["advantages"].mean())}
+
+    def update_critic(self, batch: Batch) -> dict[str, float]:
+        """Records the keys it was given; returns ``critic/vf_loss`` = mean return."""
+        self._record("update_critic", batch)
+        return {"critic/vf_loss": float(batch["returns"].mean())}
+
+
+class FakeSignal:
+    """A scorer: ``sampled`` scores for sampled responses, ``greedy`` for greedy ones.
+
+    Its metric ``fn_mean`` is the mean score it gave, so a test can tell whose
+    metrics ended up in the step's metrics.
+    """
+
+    def __init__(
+        self, name: str, log: list[Call], sampled: Sequence[float], greedy: float = 0.0
+    ) -> None:
+        self.name, self.log, self.sampled, self.greedy = name, log, list(sampled), greedy
+
+    def __call__(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
+        is_greedy = bool(len(batch)) and batch["response_text"][0] == "greedy"
+        self.log.append(Call(self.name, "score", _keys(batch), is_greedy))
+        if is_greedy:
+            scores = torch.full((len(batch),), float(self.greedy))
+        else:
+            scores = torch.tensor([self.sampled[i % len(self.sampled)] for i in range(len(batch))])
+        return scores, {"fn_mean": float(scores.mean())}
+
+
+def fake_prompts(n: int, meta: dict[str, Any] | None = None) -> Batch:
+    """``n`` prompts of width :data:`PROMPT_WIDTH` with ``uid`` and ``raw_prompt`` columns."""
+    ids = torch.arange(n * PROMPT_WIDTH).reshape(n, PROMPT_WIDTH) + 3
+    return Batch.from_dict(
+        tensors={"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+        non_tensors={"uid": list(range(n)), "raw_prompt": [f"p{i}" for i in range(n)]},
+        meta=dict(meta or {}),
+    )
+
+
+@attrs.define
+class FakeRun:
+    """An algorithm instance wired to fake roles and signals, and the log of their calls."""
+
+    algorithm: Any
+    log: list[Call]
+    prompts: int
+
+    @classmethod
+    def for_algorithm(
+        cls,
+        algo: str,
+        overrides: Sequence[str] = (),
+        *,
+        prompts: int = 2,
+        signals: dict[str, Callable[[list[Call]], FakeSignal]] | None = None,
+        rewards: Sequence[float] = (1.0, 0.0),
+        greedy_reward: float = 0.0,
+    ) -> FakeRun:
+        """Build ``algo``'s program from its registered spec and the default config.
+
+        Every ``scorer`` role gets a :class:`FakeSignal` (``rewards`` for sampled
+        responses, ``greedy_reward`` for greedy ones) unless ``signals`` maps it
+        to a factory of another one.
+        """
+        from hfsdk.core.config import load_run_config
+        from hfsdk.core.plugin_manager import get_registry
+
+        spec = get_registry("algorithms")[algo].impl
+        config = load_run_config(algo, None, list(overrides))
+        log: list[Call] = []
+        roles = {
+            r.name: FakeRole(r.name, log, seed=i)
+            for i, r in enumerate(spec.roles)
+            if r.kind != "scorer"
+        }
+        made = {}
+        for role in spec.roles_of_kind("scorer"):
+            factory = (signals or {}).get(role)
+            made[role] = factory(log) if factory else FakeSignal(role, log, rewards, greedy_reward)
+        context = AlgorithmContext(config=config, roles=roles, signals=made, spec=spec)
+        return cls(algorithm=spec.program(context), log=log, prompts=prompts)
+
+    def step(self) -> dict[str, float]:
+        """One ``step()`` on :func:`fake_prompts`; returns its metrics."""
+        return self.algorithm.step(fake_prompts(self.prompts))
+
+    def role(self, name: str) -> FakeRole:
+        """The fake worker group of role ``name``."""
+        return self.algorithm.context.roles[name]
+
+    def calls_of(self, role: str) -> list[Call]:
+        """The recorded calls of ``role``, in order."""
+        return [c for c in self.log if c.role == role]
+
+    @property
+    def order(self) -> list[tuple[str, str]]:
+        """``(role, method)`` of every call, in order."""
+        return [(c.role, c.method) for c in self.log]

@@ -1,0 +1,32 @@
+"""The ``grpo`` algorithm as the SDK sees it: roles, config, program, default-task preset."""
+
+from __future__ import annotations
+
+from hfsdk import AlgorithmSpec, RoleSpec
+from hfsdk_grpo.grpo_algorithm import GRPOAlgorithm
+from hfsdk_grpo.grpo_config import GRPOConfig
+
+# The default task's settings (tiny model, short responses), written for the
+# fsdp training backend and the hf rollout backend.
+_ACTOR = {
+    "backend": ["fsdp", "megatron"],
+    "optim": {"lr": 1e-4},
+    "mini_batch_size": 8,
+    "micro_batch_size": 16,
+}
+
+GRPO_SPEC = AlgorithmSpec(
+    name="grpo",
+    program=GRPOAlgorithm,
+    config_cls=GRPOConfig,
+    roles=(
+        RoleSpec(name="actor", kind="policy"),
+        RoleSpec(name="reference", kind="frozen_policy"),
+        RoleSpec(name="reward", kind="scorer"),
+    ),
+    preset={
+        "rollout": {"backend": ["hf", "vllm"], "max_response_length": 8},
+        # 16 prompts x 4 samples: two optimizer steps of 32 responses per iteration.
+        "actor": {**_ACTOR, "mini_batch_size": 32, "micro_batch_size": 64},
+    },
+)

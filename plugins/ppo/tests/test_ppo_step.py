@@ -1,0 +1,43 @@
+"""PPO's step() against fake roles: call order, keys handed over, metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+import hfsdk
+from hfsdk.testing import FakeRun
+
+
+def test_step_calls_roles_in_order_and_hands_over_the_keys() -> None:
+    run = FakeRun.for_algorithm("ppo", rewards=[1.0, 0.0])
+    metrics = run.step()
+    assert run.order == [
+        ("actor", "generate_sequences"),
+        ("actor", "compute_log_prob"),
+        ("reference", "compute_ref_log_prob"),
+        ("critic", "compute_values"),
+        ("reward", "score"),
+        ("critic", "update_critic"),
+        ("actor", "update_actor"),
+    ]
+    critic_update = run.calls_of("critic")[-1]
+    assert {"values", "returns", "response_mask"} <= set(critic_update.keys)
+    actor_update = run.calls_of("actor")[-1]
+    assert {"advantages", "old_log_probs", "token_level_rewards"} <= set(actor_update.keys)
+    assert metrics["reward/mean"] == pytest.approx(0.5)
+    assert "actor/reward_kl" in metrics  # PPO puts KL in the reward
+    assert metrics["critic/vf_loss"] == pytest.approx(
+        float(run.role("critic").batches["update_critic"]["returns"].mean())
+    )
+    timings = {k[7:-2] for k in metrics if k.startswith("timing/")}
+    assert timings == set(hfsdk.get_registry("algorithms")["ppo"].impl.timings)
+
+
+def test_returns_are_advantage_targets_from_gae() -> None:
+    run = FakeRun.for_algorithm("ppo", ["advantage.whiten_advantages=false"])
+    run.step()
+    batch = run.role("critic").batches["update_critic"]
+    mask = batch["response_mask"].bool()
+    # Un-whitened GAE: returns = advantages + values on every valid token.
+    diff = (batch["returns"] - batch["advantages"] - batch["values"])[mask]
+    assert diff.abs().max() < 1e-5

@@ -1,0 +1,25 @@
+"""Write docs/config_reference.md from the config classes' help metadata."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from hfsdk.core.config.reference import config_reference_markdown
+
+TARGET = Path(__file__).resolve().parents[1] / "docs" / "config_reference.md"
+
+
+def main() -> None:
+    """Regenerate the reference atomically (temp file + rename)."""
+    text = config_reference_markdown()
+    fd, tmp = tempfile.mkstemp(dir=TARGET.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, TARGET)
+    print(f"wrote {TARGET}")
+
+
+if __name__ == "__main__":
+    main()
