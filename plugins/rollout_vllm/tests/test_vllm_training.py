@@ -75,6 +75,7 @@ PPO = [
     "rollout.backend=vllm",
     "trainer.total_steps=3",
     "trainer.save_every=1",
+    "trainer.hf_export=every_save",  # the test compares step 1's exported weights too
     "data.batch_size=8",
 ]
 COMPARED = ("reward/mean", "response_length/mean", "actor/pg_loss", "critic/vf_loss", "actor/kl")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from hfsdk import get_registry
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.preflight import (
     STARTUP_BASE_S,
@@ -38,7 +39,8 @@ def test_the_startup_deadline_grows_with_the_largest_model(tmp_path: Path) -> No
         val_files=(),
         default_task=False,
     )
-    deadline = startup_deadline_s(config, ("actor", "reference", "reward"), assets)
+    spec = get_registry("algorithms")["grpo"].impl
+    deadline = startup_deadline_s(config, spec, assets)
     assert deadline == pytest.approx(STARTUP_BASE_S + 4 * STARTUP_S_PER_GIB)
     fixed = load_run_config("grpo", None, ["trainer.startup_timeout_s=42"])
-    assert startup_deadline_s(fixed, ("actor",), assets) == 42.0
+    assert startup_deadline_s(fixed, spec, assets) == 42.0
