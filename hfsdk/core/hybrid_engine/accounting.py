@@ -79,6 +79,28 @@ def uniform_transition_bytes(
     return gen_shard * (gen.dg - 1) / gen.dg
 
 
+def transition_collectives(
+    num_layers: int, train: TrainLayout, gen: GenLayout, gen_stage: int = 0
+) -> int:
+    """Broadcasts a rank of generation stage ``gen_stage`` makes in a transition (grouped QKV).
+
+    Per decoder layer: with b = t/tg > 1, each of the b holders sends its
+    slice of every part (QKV 1, proj 1, gate/up 2, down 1) plus one broadcast
+    per norm; with b = 1 one broadcast per weight. The embedding (first
+    stage) and output layer (last stage) take b broadcasts each (one when
+    b = 1), the final norm one. None when dg = 1. The planner's latency term.
+    """
+    if gen.dg == 1:
+        return 0
+    b = train.t // gen.tg
+    calls = num_layers // gen.pg * (5 * b + 2 if b > 1 else 6)
+    if gen_stage == 0:
+        calls += b
+    if gen_stage == gen.pg - 1:
+        calls += b + 1
+    return calls
+
+
 class MemoryTracker:
     """Bytes a transition holds beyond the training shard: current and peak.
 

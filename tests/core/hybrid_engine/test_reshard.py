@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from hfsdk.core.hybrid_engine.accounting import transition_collectives
 from hfsdk.core.hybrid_engine.launch import run_gloo
+from hfsdk.core.hybrid_engine.layout import GenLayout, TrainLayout
 
 HERE = str(Path(__file__).parent)
 
@@ -51,6 +53,10 @@ def test_bytes_received_equal_the_micro_dp_formula(outcomes: list[dict], case) -
             assert formula.minimum <= stats.bytes_received <= 1.05 * formula.minimum + 1
             if dg == 1:
                 assert stats.bytes_received == 0 and stats.collectives == 0
+            if case[4] == "grouped":
+                train, gen = TrainLayout(p, t, 4 // (p * t)), GenLayout(pg, tg, dg)
+                gen_stage = train.coords(rank)[0] // (p // pg)
+                assert stats.collectives == transition_collectives(4, train, gen, gen_stage)
         # Members of one micro-DP group are the same training replica's ranks.
         assert len(outcome["group"]) == dg and rank in outcome["group"]
 
