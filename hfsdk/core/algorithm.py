@@ -136,7 +136,10 @@ class Algorithm:
         batch = prompts.repeat(n, interleave=True) if n > 1 else prompts
         # Repeated here, so every rank gets whole rows; the rollout must not repeat again.
         batch.meta.update(greedy=greedy, n=1)
-        return self.role("actor").generate_sequences(batch)
+        out = self.role("actor").generate_sequences(batch)
+        # The rollout's train -> generate transition (timing/reshard_s, perf/reshard_bytes, ...).
+        self.record(out.meta.pop("rollout_metrics", None) or {})
+        return out
 
     def rollout(self, prompts: Batch) -> Batch:
         """The opening every algorithm shares: sample, then old and reference log-probs."""

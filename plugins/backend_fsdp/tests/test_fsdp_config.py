@@ -43,6 +43,8 @@ def test_rollout_n_in_a_run_config_is_refused() -> None:
     from hfsdk.core.config import load_run_config
     from hfsdk.core.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"rollout\.n=4 is not used .* algorithm\.n_samples_per_prompt"):
+    with pytest.raises(
+        ConfigError, match=r"rollout\.n=4 is not used .* algorithm\.n_samples_per_prompt"
+    ):
         load_run_config("grpo", None, ["rollout.n=4"])
     assert load_run_config("grpo", None, ["algorithm.n_samples_per_prompt=2"]).rollout.n == 1
