@@ -17,8 +17,8 @@ slice is whole groups) and ``stacked`` (``[Q; K; V]``, what vLLM's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -98,11 +98,13 @@ class LlamaShape:
     num_layers: int
     num_heads: int
     num_kv_heads: int
+    head_size: int | None = None
+    """Width of one attention head when it is not hidden_size / num_heads."""
 
     @property
     def head_dim(self) -> int:
         """Width of one attention head."""
-        return self.hidden_size // self.num_heads
+        return self.head_size or self.hidden_size // self.num_heads
 
     def num_params(self) -> int:
         """Parameters of the whole model."""
@@ -156,6 +158,48 @@ def llama_specs(shape: LlamaShape, *, qkv_format: str = "grouped") -> list[Param
         ParamSpec(name="output_layer.weight", shape=(shape.vocab_size, h), split=0, place="last"),
     ]
     return specs
+
+
+def hf_llama_shape(config: Any) -> LlamaShape:
+    """The :class:`LlamaShape` of a transformers Llama config."""
+    return LlamaShape(
+        vocab_size=config.vocab_size,
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        num_kv_heads=config.num_key_value_heads,
+        head_size=getattr(config, "head_dim", None),
+    )
+
+
+def hf_llama_to_megatron(
+    state: Mapping[str, torch.Tensor], shape: LlamaShape
+) -> dict[str, torch.Tensor]:
+    """Full megatron-format weights (grouped QKV, fused gate/up) from an HF Llama state dict."""
+    import torch
+
+    out = {
+        "embedding.word_embeddings.weight": state["model.embed_tokens.weight"],
+        "decoder.final_layernorm.weight": state["model.norm.weight"],
+        "output_layer.weight": state.get("lm_head.weight", state["model.embed_tokens.weight"]),
+    }
+    for layer in range(shape.num_layers):
+        hf, mg = f"model.layers.{layer}.", f"decoder.layers.{layer}."
+        out[mg + "input_layernorm.weight"] = state[hf + "input_layernorm.weight"]
+        out[mg + "pre_mlp_layernorm.weight"] = state[hf + "post_attention_layernorm.weight"]
+        out[mg + "self_attention.linear_qkv.weight"] = grouped_qkv(
+            state[hf + "self_attn.q_proj.weight"],
+            state[hf + "self_attn.k_proj.weight"],
+            state[hf + "self_attn.v_proj.weight"],
+            shape.num_kv_heads,
+        )
+        out[mg + "self_attention.linear_proj.weight"] = state[hf + "self_attn.o_proj.weight"]
+        out[mg + "mlp.linear_fc1.weight"] = torch.cat(
+            [state[hf + "mlp.gate_proj.weight"], state[hf + "mlp.up_proj.weight"]]
+        )
+        out[mg + "mlp.linear_fc2.weight"] = state[hf + "mlp.down_proj.weight"]
+    return out
 
 
 def grouped_qkv(

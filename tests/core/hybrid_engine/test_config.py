@@ -20,13 +20,13 @@ def test_default_is_training_tp_without_pipeline() -> None:
 
 def test_the_planners_choice_wins_when_it_fits() -> None:
     config = RolloutLayoutConfig(tp=2)
-    assert resolve_rollout_layout(
-        TrainLayout(1, 2, 1), config, HEADS, planned_tp=1
-    ) == GenLayout(1, 1, 2)
+    assert resolve_rollout_layout(TrainLayout(1, 2, 1), config, HEADS, planned_tp=1) == GenLayout(
+        1, 1, 2
+    )
     # tg=4 does not divide t=2: the configured layout is used instead.
-    assert resolve_rollout_layout(
-        TrainLayout(1, 2, 1), config, HEADS, planned_tp=4
-    ) == GenLayout(1, 2, 1)
+    assert resolve_rollout_layout(TrainLayout(1, 2, 1), config, HEADS, planned_tp=4) == GenLayout(
+        1, 2, 1
+    )
 
 
 def test_bad_layouts_are_one_line_errors() -> None:
