@@ -17,7 +17,7 @@ slice is whole groups) and ``stacked`` (``[Q; K; V]``, what vLLM's
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -200,6 +200,50 @@ def hf_llama_to_megatron(
         )
         out[mg + "mlp.linear_fc2.weight"] = state[hf + "mlp.down_proj.weight"]
     return out
+
+
+def megatron_to_hf_local(
+    shard: Mapping[str, torch.Tensor], shape: LlamaShape, tg: int
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """A generation shard (megatron names, tp size ``tg``) as HF-named local slices.
+
+    ``q_proj``/``k_proj``/``v_proj`` hold this rank's heads, ``gate_proj``/
+    ``up_proj`` its rows of the MLP, ``o_proj``/``down_proj`` its columns, the
+    embedding and ``lm_head`` its vocabulary rows: exactly what a tensor-parallel
+    rank of an HF-layout engine (e.g. vLLM at tensor_parallel_size = tg) holds.
+    Views where possible (no copy).
+    """
+    heads, kv_heads = shape.num_heads // tg, shape.num_kv_heads // tg
+    renames = {
+        "embedding.word_embeddings.weight": "model.embed_tokens.weight",
+        "decoder.final_layernorm.weight": "model.norm.weight",
+        "output_layer.weight": "lm_head.weight",
+    }
+    for name, tensor in shard.items():
+        if name in renames:
+            yield renames[name], tensor
+            continue
+        _, _, layer, rest = name.split(".", 3)
+        hf = f"model.layers.{layer}."
+        if rest == "self_attention.linear_qkv.weight":
+            q, k, v = split_grouped_qkv(tensor, heads, kv_heads)
+            yield hf + "self_attn.q_proj.weight", q
+            yield hf + "self_attn.k_proj.weight", k
+            yield hf + "self_attn.v_proj.weight", v
+        elif rest == "mlp.linear_fc1.weight":
+            gate, up = tensor.chunk(2)
+            yield hf + "mlp.gate_proj.weight", gate
+            yield hf + "mlp.up_proj.weight", up
+        else:
+            yield hf + _HF_LAYER_NAMES[rest], tensor
+
+
+_HF_LAYER_NAMES = {
+    "input_layernorm.weight": "input_layernorm.weight",
+    "pre_mlp_layernorm.weight": "post_attention_layernorm.weight",
+    "self_attention.linear_proj.weight": "self_attn.o_proj.weight",
+    "mlp.linear_fc2.weight": "mlp.down_proj.weight",
+}
 
 
 def grouped_qkv(

@@ -113,3 +113,34 @@ def test_uniform_formula_matches_the_exact_one_up_to_the_norms() -> None:
     uniform = uniform_transition_bytes(shape.num_params(), train, gen, element_size=2)
     assert exact.minimum == pytest.approx(uniform, rel=0.02)
     assert exact.received == pytest.approx(uniform, rel=0.02)
+
+
+def test_generation_shard_in_hf_names_is_each_ranks_slice() -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from hfsdk.core.hybrid_engine.params import (
+        hf_llama_shape,
+        hf_llama_to_megatron,
+        megatron_to_hf_local,
+    )
+
+    config = LlamaConfig(
+        vocab_size=32, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False,
+    )  # fmt: skip
+    model = LlamaForCausalLM(config)
+    shape = hf_llama_shape(config)
+    full = hf_llama_to_megatron(model.state_dict(), shape)
+    specs = llama_specs(shape)
+    hf_state = model.state_dict()
+    for rank in range(2):
+        shard = {s.name: tp_slice(full[s.name], s, 2, rank) for s in specs}
+        local = dict(megatron_to_hf_local(shard, shape, 2))
+        assert sorted(local) == sorted(hf_state)
+        for name, tensor in local.items():
+            reference = hf_state[name]
+            if tensor.shape == reference.shape:  # norms are whole on every rank
+                assert torch.equal(tensor, reference)
+                continue
+            dim = 0 if tensor.shape[1] == reference.shape[1] else 1
+            assert torch.equal(tensor, reference.chunk(2, dim=dim)[rank]), name
