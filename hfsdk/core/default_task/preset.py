@@ -62,7 +62,13 @@ def uses_default_task(data: Mapping[str, Any]) -> bool:
 
 # The preset's sections are written for these backends; a section that selects
 # another backend takes none of them (their keys would not exist there).
-_PRESET_BACKENDS = {"rollout": "hf", "actor": "fsdp", "critic": "fsdp", "cost_critic": "fsdp"}
+_PRESET_BACKENDS = {
+    "rollout": ("hf",),
+    "actor": ("fsdp", "megatron"),
+    "critic": ("fsdp", "megatron"),
+    "cost_critic": ("fsdp", "megatron"),
+}
+"""Backends whose sections share the preset's keys (megatron takes the fsdp batch/optim keys)."""
 
 
 def with_default_task_preset(algo: str | None, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,8 +76,8 @@ def with_default_task_preset(algo: str | None, data: Mapping[str, Any]) -> dict[
     if not algo or not uses_default_task(data):
         return dict(data)
     preset = default_task_preset(algo)
-    for section, backend in _PRESET_BACKENDS.items():
+    for section, backends in _PRESET_BACKENDS.items():
         given = data.get(section)
-        if isinstance(given, Mapping) and given.get("backend", backend) != backend:
+        if isinstance(given, Mapping) and given.get("backend", backends[0]) not in backends:
             preset.pop(section, None)
     return deep_merge(preset, data)

@@ -1,0 +1,186 @@
+"""The ``megatron`` backend's Ray worker: one (pp, tp, dp) rank of a role.
+
+The worker declares its place in the ``train`` mesh (Megatron's rank order:
+tp fastest, then dp, then pp) and registers its operations with
+``MESH_PROTO``: a batch is split by data-parallel replica, every tp/pp rank
+of a replica receives that replica's rows, and the controller collects the
+result of tensor-parallel rank 0 on the last pipeline stage. The updates
+return metrics through ``MESH_METRIC`` (the same dispatch, metrics averaged
+over the collected ranks). The worker operations, losses and checkpoint
+layout of the run directory are those of the ``fsdp`` worker, so an
+algorithm switches backend by changing ``<role>.backend``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.registry import get_registry
+from hfsdk.core.workers import Protocol, Worker, register
+from hfsdk.core.workers.protocols import (
+    TransferProtocol,
+    collect_mean_metrics,
+    dispatch_mesh_proto,
+)
+from hfsdk_backend_fsdp.fsdp_backend import engine_kind
+from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
+
+MESH = "train"
+RNG_FILE = "rng_rank{rank}.pt"
+
+MESH_METRIC = TransferProtocol(
+    name="mesh_metric",
+    dispatch=dispatch_mesh_proto,
+    collect=collect_mean_metrics,
+    layout="other",
+    doc="MESH_PROTO's split by dp rank; metric dicts of the collecting ranks averaged.",
+)
+"""Updates: each dp replica trains on its rows; metrics come from each replica's collector."""
+
+
+class MegatronWorker(Worker):
+    """A role (actor, reference, critic, cost_critic, reward, cost) on megatron-core.
+
+    ``section`` is the role's :class:`MegatronRoleConfig`; ``assets`` fills
+    the model and tokenizer paths it leaves out (the built-in default task's).
+    """
+
+    def __init__(self, *, role: str, config: Any, assets: Any, section: Any) -> None:
+        super().__init__()
+        from hfsdk_backend_megatron.engine import MegatronEngine
+
+        self.role_name = role
+        self.run_config = config
+        section = attrs.evolve(
+            section,
+            model_path=section.model_path or assets.model_path,
+            tokenizer_path=section.tokenizer_path or assets.tokenizer_path,
+        )
+        self.kind = engine_kind(role)
+        self.engine = MegatronEngine(
+            section, role=role, kind=self.kind, total_steps=config.trainer.total_steps
+        )
+        self.declare_mesh(MESH, pp=self.engine.pp, tp=self.engine.tp, dp=self.engine.dp)
+        torch.manual_seed(config.trainer.seed + 1000 * self.rank)
+        self.rollout: Any = None
+        if self.kind == "actor":
+            rollout_entry = get_registry("rollout_backends")[config.rollout.backend]
+            self.rollout = rollout_entry.impl(config.rollout, self.engine)
+
+    def _require(self, kind: str, method: str) -> None:
+        if self.kind != kind:
+            raise HfsdkError(
+                f"{method} is an operation of the {kind} role, but this worker is role "
+                f"{self.role_name!r} ({self.kind}); call it on the {kind} group"
+            )
+
+    @property
+    def _collects(self) -> bool:
+        position = self.mesh_position(MESH)
+        return position is not None and position.collects
+
+    # -- rollout and inference -------------------------------------------------------
+
+    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
+    def generate_sequences(self, prompts: Batch) -> Batch:
+        """Responses for ``prompts``: weights gathered over tp × pp, the collector generates."""
+        self._require("actor", "generate_sequences")
+        self.engine.sync_generation_weights()  # collective: every rank of the replica
+        if not self._collects:
+            return prompts  # not collected
+        return self.rollout.generate_sequences(prompts)
+
+    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
+    def compute_log_prob(self, batch: Batch) -> Batch:
+        """``old_log_probs`` and ``entropys`` of the responses under the current actor."""
+        self._require("actor", "compute_log_prob")
+        return self.engine.compute_log_prob(batch)
+
+    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
+    def compute_ref_log_prob(self, batch: Batch) -> Batch:
+        """``ref_log_probs`` of the responses under the frozen reference."""
+        self._require("reference", "compute_ref_log_prob")
+        return self.engine.compute_ref_log_prob(batch)
+
+    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
+    def compute_values(self, batch: Batch) -> Batch:
+        """``values`` (B, R) of the critic."""
+        self._require("critic", "compute_values")
+        return self.engine.compute_values(batch)
+
+    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
+    def compute_scores(self, batch: Batch) -> Batch:
+        """``rm_scores`` (B,) of a reward or cost model at the last response token."""
+        self._require("score", "compute_scores")
+        return self.engine.compute_scores(batch)
+
+    # -- training ------------------------------------------------------------------------
+
+    def _norm_length(self) -> float:
+        return float(self.run_config.rollout.max_response_length)
+
+    @register(protocol=MESH_METRIC, mesh=MESH)
+    def update_actor(self, batch: Batch) -> dict[str, float]:
+        """One PPO-style update of the policy with the configured policy loss."""
+        self._require("actor", "update_actor")
+        cfg = self.run_config
+        algo = cfg.algorithm
+        objective = ActorObjective(
+            policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
+            policy_loss_config=cfg.policy_loss,
+            loss_agg_mode=algo.loss_agg_mode,
+            kl_estimator=algo.kl_estimator,
+            kl_loss_coef=0.0 if algo.kl_in_reward else algo.kl_loss_coef,
+            entropy_coef=algo.entropy_coef,
+            norm_length=self._norm_length(),
+        )
+        return self.engine.update_actor(batch, objective)
+
+    @register(protocol=MESH_METRIC, mesh=MESH)
+    def update_critic(self, batch: Batch) -> dict[str, float]:
+        """One update of the critic towards ``returns`` with the configured value loss."""
+        self._require("critic", "update_critic")
+        cfg = self.run_config
+        objective = CriticObjective(
+            value_loss=get_registry("value_losses")[cfg.algorithm.value_loss].impl,
+            value_loss_config=cfg.value_loss,
+            loss_agg_mode=cfg.algorithm.loss_agg_mode,
+            norm_length=self._norm_length(),
+        )
+        return self.engine.update_critic(batch, objective)
+
+    # -- checkpoints --------------------------------------------------------------------
+
+    @register(protocol=Protocol.ONE_TO_ALL)
+    def save_checkpoint(self, directory: str) -> str:
+        """Each (pp, tp) shard of replica 0 in its own file, plus every rank's sampling RNG."""
+        path = Path(directory)
+        self.engine.save_checkpoint(path)
+        torch.save(torch.get_rng_state(), path / RNG_FILE.format(rank=self.rank))
+        return str(path)
+
+    @register(protocol=Protocol.ONE_TO_ALL)
+    def load_checkpoint(self, directory: str) -> str:
+        """Restore :meth:`save_checkpoint`'s files (written at this or another layout)."""
+        path = Path(directory)
+        self.engine.load_checkpoint(path)
+        rng = path / RNG_FILE.format(rank=self.rank)
+        if rng.exists():
+            torch.set_rng_state(torch.load(rng, weights_only=False))
+        return str(path)
+
+    @register(protocol=Protocol.ONE_TO_ALL)
+    def export_hf(self, directory: str) -> str:
+        """The model in HF format (with its tokenizer) in ``directory``."""
+        return str(self.engine.export_hf(directory))
+
+    @register(protocol=Protocol.ONE_TO_ALL)
+    def layout(self) -> dict[str, int]:
+        """This rank's (tp, pp, dp) sizes and ranks."""
+        return self.engine.layout()

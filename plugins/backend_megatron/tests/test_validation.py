@@ -1,0 +1,90 @@
+"""Bad megatron layouts and unknown models fail in config validation, before Ray starts."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hfsdk.core.cli.main import main
+from hfsdk.core.config import load_run_config
+from hfsdk.core.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory, tiny_assets: Any, save_tiny_llama: Any) -> str:
+    """A tiny Llama directory: 4 heads, 2 key/value heads, 2 layers, FFN 64."""
+    root = tmp_path_factory.mktemp("megatron-validation")
+    return str(save_tiny_llama(root / "m", tiny_assets.tokenizer_dir))
+
+
+def _actor(model: str, tp: int, pp: int, devices: int) -> list[str]:
+    return [
+        f"actor.model_path={model}",
+        "actor.backend=megatron",
+        f"actor.parallel.tp={tp}",
+        f"actor.parallel.pp={pp}",
+        f"placement.pools.global.devices={devices}",
+    ]
+
+
+def _error(overrides: list[str]) -> str:
+    with pytest.raises(ConfigError) as info:
+        load_run_config("grpo", None, overrides)
+    return str(info.value)
+
+
+def test_tp_must_divide_the_heads(model: str) -> None:
+    message = _error(_actor(model, tp=8, pp=1, devices=8))
+    assert "actor.parallel.tp=8 does not divide the model's 4 attention heads" in message
+
+
+def test_tp_times_pp_must_divide_the_devices(model: str) -> None:
+    message = _error(_actor(model, tp=2, pp=1, devices=3))
+    assert "tp=2 x pp=1 = 2 does not divide the 3 devices" in message
+
+
+def test_pp_must_divide_the_layers(model: str) -> None:
+    message = _error(_actor(model, tp=1, pp=3, devices=3))
+    assert "actor.parallel.pp=3 does not divide the model's 2 layers" in message
+
+
+def test_the_default_task_model_cannot_take_tp2() -> None:
+    overrides = [
+        "actor.backend=megatron",
+        "actor.parallel.tp=2",
+        "placement.pools.global.devices=2",
+    ]
+    assert "does not divide the model's 3 attention heads" in _error(overrides)
+
+
+def test_unknown_architecture(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(
+        json.dumps({"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2"})
+    )
+    message = _error(_actor(str(tmp_path), tp=1, pp=1, devices=1))
+    assert "'GPT2LMHeadModel'" in message and "does not know" in message
+
+
+def test_a_good_layout_validates(model: str) -> None:
+    config = load_run_config("grpo", None, _actor(model, tp=2, pp=2, devices=8))
+    assert config.actor.parallel.tp == 2 and config.actor.mini_batch_size == 32  # the preset
+
+
+def test_cli_prints_one_line_and_exits_2(
+    model: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hfsdk.core.workers as workers
+
+    def no_ray(*_a: Any, **_k: Any) -> Callable[..., Any]:
+        raise AssertionError("Ray must not start for a bad config")
+
+    monkeypatch.setattr(workers, "connect", no_ray)
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--algo", "grpo", *_actor(model, tp=8, pp=1, devices=8)])
+    err = capsys.readouterr().err.strip()
+    assert int(info.value.code or 0) == 2
+    assert len(err.splitlines()) == 1 and "does not divide" in err
