@@ -6,6 +6,7 @@ from typing import Literal
 
 import attrs
 
+from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
 from hfsdk.core.role_config import RoleConfig
 from hfsdk_backend_fsdp.fsdp_config import OptimConfig
 
@@ -41,6 +42,9 @@ class MegatronRoleConfig(RoleConfig):
     model_path: str | None = None
     tokenizer_path: str | None = None
     parallel: ParallelConfig = attrs.field(factory=ParallelConfig)
+    rollout_layout: RolloutLayoutConfig = attrs.field(factory=RolloutLayoutConfig)
+    """The actor's generation layout ``{tp, pp}`` (default: the training tp, pp 1); the
+    3D-HybridEngine reshards into it for every rollout (docs/hybrid_engine.md)."""
     optim: OptimConfig = attrs.field(factory=OptimConfig)
     mini_batch_size: int = attrs.field(default=8, validator=attrs.validators.ge(1))
     micro_batch_size: int = attrs.field(default=4, validator=attrs.validators.ge(1))

@@ -68,4 +68,23 @@ def run_config_problems(config: Any) -> list[str]:
         if placement is not None and placement.mode == "manual":
             devices = placement.pools[placement.pool_of(role)].devices
         problems += layout_problems(shape, section.parallel.tp, section.parallel.pp, devices, role)
+        if role == "actor" and not problems:
+            problems += rollout_layout_problems(shape, section, devices)
     return problems
+
+
+def rollout_layout_problems(shape: ModelShape, section: Any, devices: int) -> list[str]:
+    """``actor.rollout_layout`` must be a regrouping of the training layout (one message)."""
+    from hfsdk.core.hybrid_engine.config import resolve_rollout_layout
+    from hfsdk.core.hybrid_engine.layout import HeadShape, TrainLayout
+
+    tp, pp = section.parallel.tp, section.parallel.pp
+    train = TrainLayout(pp, tp, max(1, devices // (tp * pp)))
+    heads = HeadShape(
+        num_layers=shape.num_layers, num_heads=shape.num_heads, num_kv_heads=shape.num_kv_heads
+    )
+    try:
+        resolve_rollout_layout(train, section.rollout_layout, heads)
+    except HfsdkError as exc:
+        return [f"actor.rollout_layout: {exc}"]
+    return []
