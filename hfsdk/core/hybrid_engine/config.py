@@ -38,6 +38,9 @@ class RolloutLayoutConfig:
 
     tp: int | None = attrs.field(default=None, validator=_optional_positive)
     pp: int = attrs.field(default=1, validator=_optional_positive)
+    planned_tp: int | None = attrs.field(default=None, validator=_optional_positive)
+    """Set by the session under ``placement.mode: auto``: the planner's rollout tp
+    (taken when the training layout can regroup into it, else ``tp``/``pp``)."""
 
 
 def resolve_rollout_layout(

@@ -60,7 +60,8 @@ class HybridRollout(HFRollout):
         heads = HeadShape(
             num_layers=shape.num_layers, num_heads=shape.num_heads, num_kv_heads=shape.num_kv_heads
         )
-        self.gen = resolve_rollout_layout(self.train, engine.config.rollout_layout, heads)
+        layout = engine.config.rollout_layout
+        self.gen = resolve_rollout_layout(self.train, layout, heads, planned_tp=layout.planned_tp)
         if self.gen.pg != 1:
             raise HfsdkError(
                 f"actor.rollout_layout.pp={self.gen.pg}: generation pipeline stages are not "
