@@ -19,6 +19,13 @@ def test_no_preset_with_user_data() -> None:
 
 
 def test_sections_of_another_backend_take_no_preset_keys() -> None:
-    merged = with_default_task_preset("ppo", {"actor": {"backend": "megatron"}})
-    assert merged["actor"] == {"backend": "megatron"}
+    merged = with_default_task_preset("ppo", {"actor": {"backend": "elsewhere"}})
+    assert merged["actor"] == {"backend": "elsewhere"}
+    assert merged["critic"]["optim"]["lr"] == 1e-3
+
+
+def test_megatron_sections_take_the_preset_keys() -> None:
+    """megatron roles share the fsdp batch and optimizer keys, so the preset fits them."""
+    merged = with_default_task_preset("ppo", {"critic": {"backend": "megatron"}})
+    assert merged["critic"]["backend"] == "megatron"
     assert merged["critic"]["optim"]["lr"] == 1e-3
