@@ -15,10 +15,8 @@ from hfsdk_backend_fsdp.fsdp_config import OptimConfig
 class ParallelConfig:
     """The model-parallel layout of a role: ``tp`` × ``pp``; dp = devices / (tp · pp).
 
-    ``sequence_parallel`` splits the activations between tensor-parallel
-    ranks along the sequence (megatron-core's option); it needs ``tp > 1``
-    and a CUDA device (megatron-core's sequence-parallel layers are not used
-    on CPU here).
+    ``sequence_parallel`` (megatron-core's activation split along the
+    sequence) is reserved: the backend refuses it for now (see docs/backends.md).
     """
 
     tp: int = attrs.field(default=1, validator=attrs.validators.ge(1))

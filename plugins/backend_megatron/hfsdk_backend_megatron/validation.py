@@ -70,6 +70,11 @@ def run_config_problems(config: Any) -> list[str]:
         problems += layout_problems(shape, section.parallel.tp, section.parallel.pp, devices, role)
         if role == "actor" and not problems:
             problems += rollout_layout_problems(shape, section, devices)
+        if section.parallel.sequence_parallel:
+            problems.append(
+                f"{role}.parallel.sequence_parallel is not supported by the megatron backend "
+                "yet; set it to false"
+            )
     return problems
 
 

@@ -99,3 +99,10 @@ def test_rollout_layout_must_regroup_the_training_layout(model: str) -> None:
     load_run_config(
         "grpo", None, [*_actor(model, tp=2, pp=1, devices=2), "actor.rollout_layout.tp=1"]
     )
+
+
+def test_sequence_parallel_is_refused(model: str) -> None:
+    message = _error(
+        [*_actor(model, tp=2, pp=1, devices=2), "actor.parallel.sequence_parallel=true"]
+    )
+    assert "sequence_parallel is not supported" in message

@@ -37,9 +37,23 @@ def test_auto_placement_builds_the_planned_pools() -> None:
             assert group.world_size == plan["pools"][pool]["devices"]
 
 
-def test_a_backend_without_a_worker_class_is_refused_before_ray_starts() -> None:
+def test_a_backend_without_a_worker_class_is_refused_before_ray_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import types
+
+    import hfsdk.core.registry as registry
+
     config = load_run_config("grpo", None, ["actor.backend=megatron"])
-    assert config.actor.tensor_parallel_size == 1  # the section itself is valid
+    real = registry.get_registry
+
+    def backends_without_workers(kind: str) -> object:
+        # A backend registered with something that is not a Worker class (config only).
+        if kind == "training_backends":
+            return {name: types.SimpleNamespace(impl=object(), plugin="p") for name in real(kind)}
+        return real(kind)
+
+    monkeypatch.setattr(registry, "get_registry", backends_without_workers)
     session = TrainingSession(config, ("actor", "reference", "reward"))
     with pytest.raises(HfsdkError, match=r"backend 'megatron' .* registers no worker class"):
         session.__enter__()
