@@ -113,18 +113,34 @@ class HybridEngine:
             raise HfsdkError(f"rank {self.place.rank}: the training shard is empty")
         first = next(iter(training.values()))
         self._dtype, self._device = first.dtype, first.device
+        cuda_start = self._cuda_reset()
         for spec in self.specs:
             self.shard[spec.name] = self._assemble(spec, training)
         gen_bytes = sum(t.numel() * t.element_size() for t in self.shard.values())
+        peak = self.memory.peak
+        if cuda_start is not None:
+            import torch
+
+            # On CUDA the allocator's own peak is the measure (it sees every buffer).
+            peak = max(peak, torch.cuda.max_memory_allocated(self._device) - cuda_start)
         self.stats = ReshardStats(
             seconds=time.perf_counter() - started,
             bytes_received=self.bytes_received,
-            peak_extra_bytes=self.memory.peak,
+            peak_extra_bytes=peak,
             generation_bytes=gen_bytes,
             training_bytes=train_bytes,
             collectives=self.collectives,
         )
         return self.shard
+
+    def _cuda_reset(self) -> int | None:
+        """Start the CUDA allocator's peak count; the bytes allocated now (None off CUDA)."""
+        if self._device.type != "cuda":
+            return None
+        import torch
+
+        torch.cuda.reset_peak_memory_stats(self._device)
+        return torch.cuda.memory_allocated(self._device)
 
     def to_training(self) -> None:
         """Drop the gathered parts; the training shard was never touched."""
