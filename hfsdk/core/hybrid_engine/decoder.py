@@ -111,7 +111,7 @@ class TPDecoder:
         inv = 1.0 / (
             self.shape.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd)
         )
-        freqs = positions.float()[..., None] * inv  # B, T, hd/2
+        freqs = positions.float()[..., None] * inv.to(positions.device)  # B, T, hd/2
         emb = torch.cat([freqs, freqs], dim=-1)
         return emb.cos().to(dtype)[:, None], emb.sin().to(dtype)[:, None]
 
@@ -219,16 +219,17 @@ class TPDecoder:
         import torch
 
         b, t = input_ids.shape
+        dev = input_ids.device  # every helper tensor lives beside the inputs (CPU or GPU)
         keys = attention_mask.bool()
         positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
-        causal = torch.ones(t, t, dtype=torch.bool).tril()
+        causal = torch.ones(t, t, dtype=torch.bool, device=dev).tril()
         mask = causal[None, None] & keys[:, None, None, :]
         # A fully padded query row would attend nothing; let it see itself (output unused).
-        mask = mask | torch.eye(t, dtype=torch.bool)[None, None]
+        mask = mask | torch.eye(t, dtype=torch.bool, device=dev)[None, None]
         cache: dict = {}
-        eos = torch.tensor(eos_ids)
-        out = torch.full((b, max_new_tokens), pad_id, dtype=torch.long)
-        done = torch.zeros(b, dtype=torch.bool)
+        eos = torch.tensor(eos_ids, device=dev)
+        out = torch.full((b, max_new_tokens), pad_id, dtype=torch.long, device=dev)
+        done = torch.zeros(b, dtype=torch.bool, device=dev)
         with torch.no_grad():
             logits = self.forward(input_ids, positions, mask, cache)[:, -1]
             last = positions[:, -1]
@@ -239,7 +240,7 @@ class TPDecoder:
                 done |= torch.isin(token, eos)
                 if bool(done.all()) or step == max_new_tokens - 1:
                     break
-                keys = torch.cat([keys, torch.ones(b, 1, dtype=torch.bool)], dim=1)
+                keys = torch.cat([keys, torch.ones(b, 1, dtype=torch.bool, device=dev)], dim=1)
                 last = last + 1
                 logits = self.forward(token[:, None], last[:, None], keys[:, None, None, :], cache)
                 logits = logits[:, -1]
