@@ -12,6 +12,7 @@ import click
 
 import hfsdk
 from hfsdk.core.cli.config_command import config
+from hfsdk.core.cli.data_command import data
 from hfsdk.core.cli.errors import exit_with, run_reporting_errors
 from hfsdk.core.cli.list_command import list_entries
 from hfsdk.core.cli.plan_command import plan
@@ -29,6 +30,7 @@ def cli(debug: bool) -> None:
 cli.add_command(plugins)
 cli.add_command(list_entries)
 cli.add_command(config)
+cli.add_command(data)
 cli.add_command(run)
 cli.add_command(plan)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -15,6 +15,13 @@ class SignalFunction:
     weight: float = 1.0
     kwargs: dict[str, Any] = attrs.field(factory=dict)
     """Keyword arguments for the function's config class (or the function itself)."""
+    style: Literal["hfsdk", "verl", "trl", "openrlhf"] | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            attrs.validators.in_(("hfsdk", "verl", "trl", "openrlhf"))
+        ),
+    )
+    """Calling convention: ``None`` recognises it by the function's parameters."""
 
 
 @attrs.frozen(kw_only=True)

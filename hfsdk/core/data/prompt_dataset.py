@@ -7,9 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
 import torch
 
 from hfsdk.core.batch import Batch
+from hfsdk.core.data.chat import check_messages, is_messages, plain_rendering, render_prompt
+from hfsdk.core.data.columns import PROMPT_MESSAGES, RENDERED_PROMPT, lift_nested
 from hfsdk.core.data.data_config import DataConfig
 from hfsdk.core.errors import HfsdkError
 
@@ -69,6 +72,72 @@ def load_prompt_dataset(files: Sequence[str], prompt_key: str) -> Any:
     return dataset
 
 
+_PLAIN_RENDERING_LOGGED: set[str] = set()
+"""Tokenizers the plain-rendering notice was logged for (once per run, not per loader)."""
+
+
+def resolve_use_template(tokenizer: Any, setting: bool | None) -> bool:
+    """Whether prompts go through the chat template (``data.apply_chat_template``).
+
+    ``None`` uses the template when the tokenizer has one; ``True`` without a
+    template is an error.
+    """
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if setting and not has_template:
+        raise HfsdkError(
+            "data.apply_chat_template=true but the tokenizer has no chat template; set it to "
+            "null (plain rendering) or use a tokenizer with a chat_template"
+        )
+    return has_template if setting is None else bool(setting)
+
+
+@attrs.frozen(kw_only=True)
+class PreparedRow:
+    """A dataset row ready for training: its columns (with hidden ones) and prompt token ids."""
+
+    row: dict[str, Any]
+    token_ids: list[int]
+
+
+def prepare_row(
+    row: dict[str, Any], index: int, prompt_key: str, tokenizer: Any, use_template: bool
+) -> PreparedRow:
+    """Check, render and tokenise one row's prompt; lift verl's nested reward fields.
+
+    The row gains ``uid``, ``raw_prompt`` (plain text: what native reward
+    functions get as ``prompts``), ``prompt_messages`` and ``rendered_prompt``
+    (what the model sees).
+    """
+    prompt = row[prompt_key]
+    where = f"row {index} of column {prompt_key!r}"
+    if is_messages(prompt) or not isinstance(prompt, str):
+        messages = check_messages(prompt, where)
+        plain: str = plain_rendering(messages)
+        text = render_prompt(messages, tokenizer, use_template)
+        if not use_template:
+            name = str(getattr(tokenizer, "name_or_path", "") or id(tokenizer))
+            if name not in _PLAIN_RENDERING_LOGGED:
+                _PLAIN_RENDERING_LOGGED.add(name)
+                logger.warning(
+                    "the tokenizer has no chat template: chat prompts use the plain rendering "
+                    "(a lone user message is its content; otherwise 'role: content' lines and "
+                    "'assistant:'), see docs/migrating.md"
+                )
+    else:
+        messages = None
+        plain = prompt
+        text = render_prompt(prompt, tokenizer, use_template)
+    ids = tokenizer(text, add_special_tokens=not use_template)["input_ids"]
+    prepared = {
+        **lift_nested(row),
+        "uid": index,
+        "raw_prompt": plain,
+        PROMPT_MESSAGES: messages,
+        RENDERED_PROMPT: text,
+    }
+    return PreparedRow(row=prepared, token_ids=list(ids))
+
+
 class PromptLoader:
     """Tokenises a prompt dataset once and yields :class:`Batch` es of prompts forever.
 
@@ -83,28 +152,19 @@ class PromptLoader:
         self.pad_token_id = tokenizer.pad_token_id
         if self.pad_token_id is None:
             raise HfsdkError("the tokenizer has no pad token; set one before training")
-        use_template = config.apply_chat_template
-        if use_template is None:
-            use_template = bool(getattr(tokenizer, "chat_template", None))
+        use_template = resolve_use_template(tokenizer, config.apply_chat_template)
+        self.use_template = use_template
         self.rows: list[dict[str, Any]] = []
         self.token_ids: list[list[int]] = []
         dropped = 0
         for index, row in enumerate(dataset):
-            prompt = row[config.prompt_key]
-            if use_template:
-                text = tokenizer.apply_chat_template(
-                    [{"role": "user", "content": prompt}],
-                    tokenize=False,
-                    add_generation_prompt=True,
-                )
-            else:
-                text = prompt
-            ids = tokenizer(text, add_special_tokens=not use_template)["input_ids"]
+            prepared = prepare_row(row, index, config.prompt_key, tokenizer, use_template)
+            ids = prepared.token_ids
             if len(ids) > config.max_prompt_length:
                 dropped += 1
                 continue
-            self.rows.append({**row, "uid": index, "raw_prompt": prompt})
-            self.token_ids.append(list(ids))
+            self.rows.append(prepared.row)
+            self.token_ids.append(ids)
         if dropped:
             logger.warning(
                 "dropped %d of %d prompts longer than data.max_prompt_length=%d tokens",

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from hfsdk.core.data.columns import HIDDEN_COLUMNS
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.rewards.errors import RewardFunctionError
 
@@ -25,6 +26,8 @@ class RewardCall:
     label: str
     fn: Callable[..., Any]
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
+    style: str = "hfsdk"
+    """The convention the user's function follows (``hfsdk.core.rewards.styles``)."""
 
     def arguments(self, columns: Columns) -> dict[str, Any]:
         """The keyword arguments for one call: the columns the function accepts plus settings."""
@@ -34,12 +37,14 @@ class RewardCall:
                 f"reward function {self.label!r}: setting(s) {clash} have the same name as dataset "
                 "columns; rename the setting or the column"
             )
-        parameters = inspect.signature(self.fn).parameters.values()
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
-            return {**columns, **self.kwargs}
-        accepted = {p.name for p in parameters}
+        parameters = inspect.signature(self.fn).parameters
+        named = set(parameters)
+        # Hidden columns (chat messages, rendered prompt) go only to functions that name them.
+        visible = {k: v for k, v in columns.items() if k not in HIDDEN_COLUMNS or k in named}
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            return {**visible, **self.kwargs}
         # Functions without **kwargs get only the columns they name.
-        return {**{k: v for k, v in columns.items() if k in accepted}, **self.kwargs}
+        return {**{k: v for k, v in visible.items() if k in named}, **self.kwargs}
 
 
 @attrs.frozen(kw_only=True)

@@ -9,6 +9,8 @@ The section (``hfsdk.core.config.signal_config.SignalConfig``) lists functions::
           kwargs: {answer_column: answer}
         - name: my_rewards.py:brevity
           weight: 0.1
+        - name: verl_rewards.py:compute_score
+          style: verl                  # optional: hfsdk, verl, trl, openrlhf (else by signature)
 
 ``kwargs`` build the function's config class when it registered one (passed
 as ``config=``); otherwise they are passed to the function as keyword arguments.
@@ -26,6 +28,7 @@ import attrs
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.rewards.calling import Columns, RewardCall, call_reward_functions
 from hfsdk.core.rewards.loading import resolve_reward_function
+from hfsdk.core.rewards.styles import adapt, check_style
 
 
 @attrs.frozen(kw_only=True)
@@ -99,11 +102,21 @@ def load_reward_functions(
         # The same function twice (e.g. with different kwargs) gets distinct metric names.
         seen[name] = seen.get(name, 0) + 1
         label = name if seen[name] == 1 else f"{name}#{seen[name]}"
-        call = RewardCall(
-            label=label,
-            fn=resolved.fn,
-            kwargs=_build_kwargs(label, resolved.config_cls, kwargs),
-        )
+        style = check_style(label, _field(spec, "style", None))
+        if resolved.config_cls is not None and style not in (None, "hfsdk"):
+            raise HfsdkError(
+                f"reward function {label!r} is a registered hfsdk function; style={style!r} "
+                "applies only to functions given as 'module:function' or 'file.py:function'"
+            )
+        if resolved.config_cls is not None:
+            fn, call_kwargs, style = (
+                resolved.fn,
+                _build_kwargs(label, resolved.config_cls, kwargs),
+                "hfsdk",
+            )
+        else:
+            fn, call_kwargs, style = adapt(label, resolved.fn, style, kwargs)
+        call = RewardCall(label=label, fn=fn, kwargs=call_kwargs, style=style)
         loaded.append(WeightedReward(call=call, weight=float(weight)))
     return loaded
 

@@ -1,0 +1,93 @@
+"""``hfsdk config import``: a verl or TRL config turned into an hfsdk run config.
+
+:func:`import_config` maps every key that has a counterpart, validates the
+result as a run config and reports the keys it could not map (one per line).
+See ``docs/migrating.md`` for the tables.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hfsdk.core.config.importing.mapper import Mapper, flatten, resolve_interpolations
+from hfsdk.core.config.importing.trl import import_trl
+from hfsdk.core.config.importing.verl import import_verl
+from hfsdk.core.errors import ConfigError
+
+SOURCES: dict[str, Callable[[Mapper, str | None], str]] = {
+    "verl": import_verl,
+    "trl": import_trl,
+}
+
+
+@attrs.frozen(kw_only=True)
+class ImportResult:
+    """The hfsdk config (plain data), the unmapped source keys and the source defaults assumed."""
+
+    source: str
+    config: dict[str, Any]
+    unmapped: tuple[str, ...]
+    assumed: tuple[str, ...]
+
+    def to_yaml(self) -> str:
+        """The config as YAML under a comment header naming the source and its assumed defaults."""
+        import yaml
+
+        header = [f"# hfsdk run config imported from a {self.source} config by hfsdk config import"]
+        if self.assumed:
+            header.append(f"# {self.source} defaults assumed for: {', '.join(self.assumed)}")
+        if self.unmapped:
+            header.append(f"# {len(self.unmapped)} key(s) had no counterpart (printed at import)")
+        return "\n".join(header) + "\n" + yaml.safe_dump(self.config, sort_keys=False)
+
+
+def import_config(source: str, data: Mapping[str, Any], *, algo: str | None = None) -> ImportResult:
+    """Map a ``source`` (``verl`` or ``trl``) config into a validated hfsdk run config."""
+    if source not in SOURCES:
+        raise ConfigError(f"unknown config source {source!r}; expected one of {', '.join(SOURCES)}")
+    mapper = Mapper(resolve_interpolations(flatten(data)))
+    chosen = SOURCES[source](mapper, algo)
+    config = mapper.out
+    from hfsdk.core.config.run_config import resolve_run_config
+    from hfsdk.core.default_task.preset import with_default_task_preset
+
+    try:
+        resolve_run_config(chosen, with_default_task_preset(chosen, config))
+    except ConfigError as exc:
+        raise ConfigError(
+            f"the {source} config maps to an invalid hfsdk config ({exc}); fix the value in the "
+            "source file or pass --algo"
+        ) from exc
+    return ImportResult(
+        source=source,
+        config=config,
+        unmapped=tuple(mapper.unmapped()),
+        assumed=tuple(mapper.defaults_used),
+    )
+
+
+def load_source(path: str | Path) -> dict[str, Any]:
+    """A YAML or JSON mapping from ``path`` (JSON is YAML, so one reader does both)."""
+    from hfsdk.core.config.loader import load_yaml
+
+    return load_yaml(path)
+
+
+def write_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,333 @@
+"""verl's ``ppo_trainer`` config (nested keys, as in its YAML or its ``key=value`` overrides).
+
+Keys with a counterpart are mapped; verl's own default is assumed for the few
+keys whose verl default differs from hfsdk's (so a partial file keeps verl's
+meaning), and those assumptions are listed in the output's header. Batch sizes:
+verl counts ``ppo_mini_batch_size`` in prompts and hfsdk's ``mini_batch_size``
+in responses, so it is multiplied by ``rollout.n``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfsdk.core.algorithm import LOSS_AGG_MODES
+from hfsdk.core.config.importing.mapper import Mapper, as_int, as_number
+from hfsdk.core.trainer.trainer_config import LOGGERS
+
+A = "actor_rollout_ref.actor."
+R = "actor_rollout_ref.rollout."
+F = "actor_rollout_ref.ref."
+M = "actor_rollout_ref.model."
+C = "critic."
+
+ESTIMATOR_ALGO = {
+    "gae": "ppo",
+    "grpo": "grpo",
+    "rloo": "grpo",
+    "reinforce_plus_plus": "grpo",
+    "reinforce_plus_plus_baseline": "grpo",
+    "remax": "remax",
+}
+"""verl's ``algorithm.adv_estimator`` -> the hfsdk algorithm that runs it."""
+KL_TYPES = {
+    "kl": "k1",
+    "k1": "k1",
+    "abs": "abs",
+    "mse": "k2",
+    "k2": "k2",
+    "low_var_kl": "low_var_kl",
+    "k3": "k3",
+}
+"""verl's KL estimator names -> hfsdk's (``hfsdk list kl-estimators``)."""
+LOSS_MODES = {"vanilla": "ppo_clip", "gspo": "gspo"}
+CRITIC_ALGOS = ("ppo", "safe_rlhf")
+
+
+def _files(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
+def _estimator_fields(name: str) -> set[str]:
+    import attrs
+
+    from hfsdk.core.registry import get_registry
+
+    registry = get_registry("advantage_estimators")
+    if name not in registry:
+        return set()
+    cls = registry[name].config_cls
+    return {f.name for f in attrs.fields(cls)} if cls is not None else set()
+
+
+def _data(m: Mapper) -> None:
+    for key in ("train_files", "val_files"):
+        if m.has(f"data.{key}"):
+            m.put(f"data.{key}", _files(m.get(f"data.{key}")))
+    if m.has("data.prompt_key"):
+        m.put("data.prompt_key", str(m.get("data.prompt_key")))
+    if m.has("data.train_batch_size"):
+        m.put("data.batch_size", m.int("data.train_batch_size"))
+    if m.has("data.max_prompt_length"):
+        length = m.int("data.max_prompt_length")
+        m.put("data.max_prompt_length", length)
+        m.put("rollout.max_prompt_length", length)
+    if m.has("data.max_response_length"):
+        length = m.int("data.max_response_length")
+        m.put("rollout.max_response_length", length)
+    if m.has("data.shuffle"):
+        m.put("data.shuffle", bool(m.get("data.shuffle")))
+    if m.has("data.seed"):
+        m.put("trainer.seed", m.int("data.seed"))
+    # hfsdk always drops overlong prompts (verl's filter_overlong_prompts=True).
+    if m.get("data.filter_overlong_prompts") is False:
+        m.reject("data.filter_overlong_prompts", "hfsdk always drops prompts over the limit")
+    for key in (R + "prompt_length", R + "response_length"):
+        # Usually ${data.max_*_length}; mapped when it agrees with the data section.
+        source = "data.max_prompt_length" if "prompt" in key else "data.max_response_length"
+        if m.has(key) and m.flat.get(key) == m.flat.get(source):
+            m.get(key)
+
+
+def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | None) -> None:
+    lr = m.get(prefix + "optim.lr", lr_default, source_default=True)
+    m.put(f"{role}.optim.lr", as_number(prefix + "optim.lr", lr))
+    for src, dest in (("weight_decay", "weight_decay"), ("min_lr_ratio", "min_lr_ratio")):
+        if m.has(prefix + "optim." + src):
+            m.put(f"{role}.optim.{dest}", m.num(prefix + "optim." + src))
+    if m.has(prefix + "optim.betas"):
+        m.put(f"{role}.optim.betas", [float(b) for b in m.get(prefix + "optim.betas")])
+    if m.has(prefix + "grad_clip"):
+        m.put(f"{role}.optim.grad_clip", m.num(prefix + "grad_clip"))
+    steps = m.int(prefix + "optim.lr_warmup_steps", -1)
+    ratio = m.num(prefix + "optim.lr_warmup_steps_ratio", 0.0)
+    if steps > 0:
+        m.put(f"{role}.optim.warmup_steps", steps)
+    elif ratio > 0:
+        if total is None:
+            m.reject(
+                prefix + "optim.lr_warmup_steps_ratio",
+                "needs trainer.total_training_steps; set optim.warmup_steps",
+            )
+        else:
+            m.put(f"{role}.optim.warmup_steps", int(ratio * total))
+    for key in ("warmup_style", "lr_scheduler_type"):
+        style = m.get(prefix + "optim." + key)
+        if style in ("constant", "cosine"):
+            m.put(f"{role}.optim.lr_schedule", style)
+        elif style is not None:
+            m.reject(prefix + "optim." + key, "hfsdk schedules: constant, cosine")
+
+
+def _batches(m: Mapper, prefix: str, role: str, n: int) -> None:
+    if m.has(prefix + "ppo_mini_batch_size"):
+        size = m.int(prefix + "ppo_mini_batch_size")
+        m.put(f"{role}.mini_batch_size", size * n)
+    if m.has(prefix + "ppo_micro_batch_size_per_gpu"):
+        size = m.int(prefix + "ppo_micro_batch_size_per_gpu")
+        m.put(f"{role}.micro_batch_size", size)
+    if m.has(prefix + "ppo_epochs"):
+        m.put(f"{role}.ppo_epochs", m.int(prefix + "ppo_epochs"))
+    if m.has(prefix + "shuffle"):
+        m.put(f"{role}.shuffle", bool(m.get(prefix + "shuffle")))
+    strategy = m.get(prefix + "strategy")
+    if strategy not in (None, "fsdp", "fsdp2"):
+        m.reject(prefix + "strategy", "hfsdk's default backend is fsdp (FSDP2)")
+
+
+def _actor(m: Mapper, n: int, total: int | None) -> None:
+    if m.has(M + "path"):
+        m.put("actor.model_path", str(m.get(M + "path")))
+    if m.has(M + "enable_gradient_checkpointing"):
+        m.put("actor.gradient_checkpointing", bool(m.get(M + "enable_gradient_checkpointing")))
+    _optim(m, A, "actor", 1e-6, total)
+    _batches(m, A, "actor", n)
+    if m.has(A + "clip_ratio"):
+        ratio = m.num(A + "clip_ratio")
+        m.put("policy_loss.clip_ratio_low", ratio)
+        m.put("policy_loss.clip_ratio_high", ratio)
+    for side in ("low", "high"):
+        if m.has(f"{A}clip_ratio_{side}"):
+            value = m.num(f"{A}clip_ratio_{side}")
+            m.put(f"policy_loss.clip_ratio_{side}", value)
+    if m.has(A + "clip_ratio_c"):
+        m.put("policy_loss.clip_ratio_c", m.num(A + "clip_ratio_c"))
+    if m.has(A + "entropy_coeff"):
+        m.put("algorithm.entropy_coef", m.num(A + "entropy_coeff"))
+    mode = m.get(A + "loss_agg_mode")
+    if mode in LOSS_AGG_MODES:
+        m.put("algorithm.loss_agg_mode", mode)
+    elif mode is not None:
+        m.reject(A + "loss_agg_mode", f"hfsdk modes: {', '.join(LOSS_AGG_MODES)}")
+    loss_mode = m.get(A + "policy_loss.loss_mode")
+    if loss_mode in LOSS_MODES:
+        m.put("algorithm.policy_loss", LOSS_MODES[loss_mode])
+    elif loss_mode is not None:
+        m.reject(A + "policy_loss.loss_mode", "hfsdk policy losses: ppo_clip, gspo, reinforce")
+    if m.has(R + "log_prob_micro_batch_size_per_gpu"):
+        size = m.int(R + "log_prob_micro_batch_size_per_gpu")
+        m.put("actor.forward_micro_batch_size", size)
+    if m.has(F + "log_prob_micro_batch_size_per_gpu"):
+        size = m.int(F + "log_prob_micro_batch_size_per_gpu")
+        m.put("reference.forward_micro_batch_size", size)
+
+
+def _rollout(m: Mapper) -> None:
+    for key in ("temperature", "top_p"):
+        if m.has(R + key):
+            m.put(f"rollout.{key}", m.num(R + key))
+    if m.has(R + "top_k"):
+        top_k = m.int(R + "top_k")
+        m.put("rollout.top_k", max(top_k, 0))  # verl's -1 and hfsdk's 0 both mean "off"
+    name = m.get(R + "name")
+    if name == "hf":
+        m.put("rollout.backend", "hf")
+    elif name is not None:
+        m.reject(R + "name", "hfsdk picks the engine with rollout.backend (hf; vllm by plugin)")
+
+
+def _kl(m: Mapper) -> None:
+    in_reward = bool(m.get("algorithm.use_kl_in_reward", False, source_default=True))
+    use_loss = bool(m.get(A + "use_kl_loss", False, source_default=True))
+    m.put("algorithm.kl_in_reward", in_reward)
+    coef = m.num(A + "kl_loss_coef", 0.001)
+    m.put("algorithm.kl_loss_coef", coef if use_loss else 0.0)
+    loss_type = m.get(A + "kl_loss_type", "low_var_kl")
+    penalty = m.get("algorithm.kl_penalty", "kl")
+    if in_reward:
+        ctrl = m.get("algorithm.kl_ctrl.type", "fixed")
+        if ctrl in ("fixed", "adaptive"):
+            m.put("algorithm.kl_controller", ctrl)
+        else:
+            m.reject("algorithm.kl_ctrl.type", "hfsdk KL controllers: fixed, adaptive")
+        kl_coef = m.get("algorithm.kl_ctrl.kl_coef", 0.001, source_default=True)
+        m.put("algorithm.kl_coef", as_number("algorithm.kl_ctrl.kl_coef", kl_coef))
+        if m.has("algorithm.kl_ctrl.target_kl"):
+            m.put("algorithm.target_kl", m.num("algorithm.kl_ctrl.target_kl"))
+        if m.has("algorithm.kl_ctrl.horizon"):
+            m.put("algorithm.kl_horizon", m.int("algorithm.kl_ctrl.horizon"))
+    else:
+        m.put("algorithm.kl_coef", 0.0)
+        # Without KL in the reward verl ignores its controller settings; so does hfsdk.
+        for key in [k for k in m.flat if k.startswith("algorithm.kl_ctrl.")]:
+            m.get(key)
+    chosen = penalty if in_reward else loss_type if use_loss else None
+    key = "algorithm.kl_penalty" if in_reward else A + "kl_loss_type"
+    if chosen is not None:
+        if chosen in KL_TYPES:
+            m.put("algorithm.kl_estimator", KL_TYPES[chosen])
+        else:
+            m.reject(key, f"hfsdk KL estimators: {', '.join(sorted(set(KL_TYPES.values())))}")
+    if in_reward and use_loss and KL_TYPES.get(loss_type) != KL_TYPES.get(penalty):
+        m.reject(A + "kl_loss_type", "hfsdk uses one KL estimator for reward and loss")
+
+
+def _critic(m: Mapper, algo: str, n: int, total: int | None) -> None:
+    if algo not in CRITIC_ALGOS:
+        for key in [k for k in m.flat if k.startswith(C)]:
+            m.reasons[key] = f"algorithm {algo!r} has no critic"
+        return
+    if m.has(C + "model.path"):
+        m.put("critic.model_path", str(m.get(C + "model.path")))
+    _optim(m, C, "critic", 1e-5, total)
+    # verl's critic takes the actor's batch sizes unless it sets its own.
+    for key in ("ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs"):
+        if not m.has(C + key) and m.has(A + key):
+            m.flat[C + key] = m.flat[A + key]
+            m.used.add(C + key)
+    _batches(m, C, "critic", n)
+    if m.has(C + "forward_micro_batch_size_per_gpu"):
+        size = m.int(C + "forward_micro_batch_size_per_gpu")
+        m.put("critic.forward_micro_batch_size", size)
+    if m.has(C + "cliprange_value"):
+        value = m.num(C + "cliprange_value")
+        m.put("value_loss.clip_range_value", value)
+
+
+def _advantage(m: Mapper, estimator: str) -> None:
+    fields = _estimator_fields(estimator)
+    defaults = {"gamma": 1.0, "lam": 1.0}
+    for key in ("gamma", "lam"):
+        if key in fields:
+            value = m.get(f"algorithm.{key}", defaults[key], source_default=True)
+            m.put(f"advantage.{key}", as_number(f"algorithm.{key}", value))
+        elif m.has(f"algorithm.{key}"):
+            m.reasons[f"algorithm.{key}"] = f"estimator {estimator!r} has no {key}"
+    if "norm_by_std" in fields and m.has("algorithm.norm_adv_by_std_in_grpo"):
+        m.put("advantage.norm_by_std", bool(m.get("algorithm.norm_adv_by_std_in_grpo")))
+
+
+def _trainer(m: Mapper) -> int | None:
+    total = None
+    if m.has("trainer.total_training_steps"):
+        total = m.int("trainer.total_training_steps")
+        m.put("trainer.total_steps", total)
+    elif m.has("trainer.total_epochs"):
+        m.reject(
+            "trainer.total_epochs",
+            "hfsdk counts steps: set trainer.total_steps (epochs x rows / batch size)",
+        )
+    save = m.get("trainer.save_freq")
+    if save is not None:
+        m.put("trainer.save_every", max(as_int("trainer.save_freq", save), 0))
+    test = m.get("trainer.test_freq")
+    if test is not None:
+        m.put("trainer.val_every", max(as_int("trainer.test_freq", test), 0))
+    loggers = m.get("trainer.logger")
+    if loggers is not None:
+        names = [loggers] if isinstance(loggers, str) else list(loggers)
+        kept = [name for name in names if name in LOGGERS]
+        m.put("trainer.loggers", list(dict.fromkeys([*kept, "jsonl"])))
+        if len(kept) != len(names):
+            m.reject("trainer.logger", f"hfsdk loggers: {', '.join(LOGGERS)}")
+    gpus = m.get("trainer.n_gpus_per_node")
+    nodes = m.get("trainer.nnodes")
+    if gpus is not None or nodes is not None:
+        pool: dict[str, int] = {}
+        if gpus is not None:
+            pool["devices"] = as_int("trainer.n_gpus_per_node", gpus)
+        if nodes is not None:
+            pool["nodes"] = as_int("trainer.nnodes", nodes)
+        m.put("placement.pools", {"global": pool})
+    return total
+
+
+def _reward(m: Mapper) -> None:
+    path = m.get("custom_reward_function.path")
+    if path is None:
+        return
+    name = m.get("custom_reward_function.name", "compute_score")
+    function: dict[str, Any] = {"name": f"{path}:{name}", "style": "verl"}
+    kwargs = {
+        key.removeprefix("custom_reward_function.reward_kwargs."): m.get(key)
+        for key in list(m.flat)
+        if key.startswith("custom_reward_function.reward_kwargs.")
+    }
+    if kwargs:
+        function["kwargs"] = kwargs
+    m.put("reward.functions", [function])
+
+
+def import_verl(m: Mapper, algo: str | None) -> str:
+    """Map verl keys from ``m`` into hfsdk keys; returns the hfsdk algorithm chosen."""
+    estimator = m.get("algorithm.adv_estimator", "gae", source_default=True)
+    if estimator not in ESTIMATOR_ALGO:
+        m.reject(
+            "algorithm.adv_estimator",
+            f"hfsdk estimators for verl's names: {', '.join(ESTIMATOR_ALGO)}",
+        )
+        estimator = "grpo"
+    chosen = algo or ESTIMATOR_ALGO[estimator]
+    m.put("algo", chosen)
+    m.put("algorithm.advantage_estimator", estimator)
+    n = m.int(R + "n", 1)
+    m.put("algorithm.n_samples_per_prompt", n)
+    total = _trainer(m)
+    _data(m)
+    _actor(m, n, total)
+    _rollout(m)
+    _kl(m)
+    _advantage(m, estimator)
+    _critic(m, chosen, n, total)
+    _reward(m)
+    return chosen

@@ -1,0 +1,100 @@
+"""``hfsdk data inspect``: rows, prompt key, rendered prompt, reward columns, drops; no Ray."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hfsdk.core.cli.main import main
+
+VERL_SCORE = """
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    return float(solution_str.strip() == ground_truth)
+
+
+def brevity(prompts, responses, ground_truth):
+    return [0.0 for _ in responses]
+"""
+
+
+def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(info.value.code or 0), out, err
+
+
+def _write(tmp_path: Path, rows: list[dict]) -> Path:
+    import datasets
+
+    path = tmp_path / "train.parquet"
+    datasets.Dataset.from_list(rows).to_parquet(str(path))
+    return path
+
+
+def _verl_row(prompt: str, truth: str | None) -> dict:
+    return {
+        "data_source": "toy",
+        "prompt": [{"role": "user", "content": prompt}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": truth},
+        "extra_info": {"index": 0},
+    }
+
+
+def test_inspect_reports_a_verl_parquet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [_verl_row("2 + 3 =", "5"), _verl_row("1 + 1 = 1 + 1 = 1 + 1 =", "2")]
+    rows.append(_verl_row("4 + 4 =", None))
+    path = _write(tmp_path, rows)
+    (tmp_path / "rewards.py").write_text(VERL_SCORE)
+    config = {
+        "data": {"max_prompt_length": 8},
+        "reward": {
+            "functions": [
+                {"name": str(tmp_path / "rewards.py") + ":compute_score"},
+                {"name": str(tmp_path / "rewards.py") + ":brevity"},
+            ]
+        },
+    }
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    code, out, err = _hfsdk(
+        capsys, "data", "inspect", str(path), "--config", str(tmp_path / "run.yaml")
+    )
+    assert code == 0, err
+    assert "rows:             3" in out
+    assert "prompt key:       prompt (chat messages)" in out
+    assert "rendering:        plain" in out
+    # '<s> 2 + 3 =': the default tokenizer's BOS plus four words.
+    assert "first prompt:     '2 + 3 =' (5 tokens)" in out
+    assert (
+        "reward columns:   ability, data_source, extra_info, ground_truth, prompt, "
+        "reward_model, uid" in out
+    )
+    assert "dropped (length): 1 of 3 rows longer than data.max_prompt_length=8 tokens" in out
+    assert (
+        "compute_score (style verl) reads data_source, ground_truth, extra_info; MISSING: ground_truth in 1 of 2 rows"
+        in out
+    )
+    assert "brevity (style hfsdk) reads ground_truth" in out
+    if "ray" in sys.modules:
+        import ray
+
+        assert not ray.is_initialized()
+
+
+def test_inspect_bad_shapes_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = _write(tmp_path, [{"prompt": [{"role": "user", "text": "2 + 3 ="}]}])
+    code, _out, err = _hfsdk(capsys, "data", "inspect", str(bad))
+    assert code == 2
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("Error: ") and "row 0 of column 'prompt'" in last
+    assert "message 0 (user) has no text 'content'" in last
+    code, _, err = _hfsdk(capsys, "data", "inspect")
+    assert code == 2 and "no dataset files given" in err
+    code, _, err = _hfsdk(capsys, "data", "inspect", str(bad), "--set", "data.prompt_key=question")
+    assert code == 2 and "has no column 'question'" in err

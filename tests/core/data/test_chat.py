@@ -1,0 +1,170 @@
+"""Chat-format prompts: checking, plain rendering, chat templates and verl's parquet layout."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.data import prompt_dataset
+from hfsdk.core.data.chat import check_messages, is_messages, plain_rendering, render_prompt
+from hfsdk.core.data.columns import lift_nested, reward_column_names
+from hfsdk.core.data.data_config import DataConfig
+from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
+from hfsdk.core.errors import HfsdkError
+
+TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def _tokenizer(template: str | None = None):  # type: ignore[no-untyped-def]
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<pad>", "<unk>", "<s>", "add", "one", "two", "be", "brief", "user:", "system:"]
+    words += ["assistant:", "<|user|>", "<|system|>", "<|assistant|>"]
+    raw = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw, pad_token="<pad>", unk_token="<unk>", name_or_path="t"
+    )
+    tokenizer.chat_template = template
+    return tokenizer
+
+
+USER = [{"role": "user", "content": "add one two"}]
+SYSTEM_USER = [{"role": "system", "content": "be brief"}, *USER]
+
+
+def test_is_messages_tells_strings_from_message_lists() -> None:
+    import numpy as np
+
+    assert is_messages(USER)
+    assert is_messages(np.array(USER, dtype=object))
+    assert not is_messages("add one")
+    assert not is_messages({"role": "user"})
+    assert not is_messages([])
+
+
+def test_plain_rendering_lone_user_message_is_its_content() -> None:
+    assert plain_rendering(USER) == "add one two"
+    assert plain_rendering(SYSTEM_USER) == "system: be brief\nuser: add one two\nassistant:"
+
+
+def test_parquet_nones_are_dropped_from_messages() -> None:
+    cell = [{"role": "user", "content": "add", "tool_calls": None}]
+    assert check_messages(cell, "row 0") == [{"role": "user", "content": "add"}]
+
+
+@pytest.mark.parametrize(
+    ("cell", "needle"),
+    [
+        ([{"role": "user"}], "message 0 (user) has no text 'content'"),
+        ([{"content": "add"}], "message 0 has no 'role'"),
+        ([{"role": "user", "content": None}], "has no text 'content'"),
+        (["add one"], "message 0 is 'add one'; expected a dict"),
+        ([], "expected a string or a non-empty list of messages"),
+        (42, "expected a string or a non-empty list of messages"),
+    ],
+)
+def test_malformed_messages_are_one_line_errors(cell: object, needle: str) -> None:
+    with pytest.raises(HfsdkError, match="row 3 of column 'prompt'") as info:
+        check_messages(cell, "row 3 of column 'prompt'")
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_chat_template_gets_the_messages_and_a_generation_prompt() -> None:
+    tokenizer = _tokenizer(TEMPLATE)
+    text = render_prompt(SYSTEM_USER, tokenizer, True)
+    assert text == "<|system|> be brief <|user|> add one two <|assistant|>"
+    # A plain-string prompt with a template becomes one user message.
+    assert render_prompt("add one", tokenizer, True) == "<|user|> add one <|assistant|>"
+
+
+def _verl_rows() -> list[dict]:
+    return [
+        {
+            "data_source": "toy",
+            "prompt": USER,
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": "three"},
+            "extra_info": {"index": 0},
+        },
+        {
+            "data_source": "toy",
+            "prompt": SYSTEM_USER,
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": "three"},
+            "extra_info": {"index": 1},
+        },
+    ]
+
+
+def _verl_parquet(tmp_path: Path) -> Path:
+    import datasets
+
+    path = tmp_path / "verl.parquet"
+    datasets.Dataset.from_list(_verl_rows()).to_parquet(str(path))
+    return path
+
+
+def test_verl_parquet_loads_with_ground_truth_lifted(tmp_path: Path) -> None:
+    dataset = load_prompt_dataset([str(_verl_parquet(tmp_path))], "prompt")
+    loader = PromptLoader(dataset, _tokenizer(TEMPLATE), DataConfig(shuffle=False), seed=0)
+    batch = loader.collate([0, 1])
+    assert list(batch["ground_truth"]) == ["three", "three"]
+    assert list(batch["data_source"]) == ["toy", "toy"]
+    assert batch["extra_info"][1] == {"index": 1}
+    assert list(batch["raw_prompt"]) == ["add one two", plain_rendering(SYSTEM_USER)]
+    assert batch["prompt_messages"][1] == SYSTEM_USER
+    assert batch["rendered_prompt"][0] == "<|user|> add one two <|assistant|>"
+    # The template's text is tokenised without extra special tokens.
+    assert (
+        loader.token_ids[0]
+        == _tokenizer(TEMPLATE)("<|user|> add one two <|assistant|>", add_special_tokens=False)[
+            "input_ids"
+        ]
+    )
+    assert reward_column_names(loader.rows[0]) == [
+        "ability", "data_source", "extra_info", "ground_truth", "prompt", "reward_model", "uid"
+    ]  # fmt: skip
+
+
+def test_an_existing_ground_truth_column_wins() -> None:
+    row = {"ground_truth": "mine", "reward_model": {"ground_truth": "nested"}}
+    assert lift_nested(row)["ground_truth"] == "mine"
+    assert "ground_truth" not in lift_nested({"reward_model": {"style": "model"}})
+
+
+def test_plain_rendering_is_announced_once(tmp_path: Path, caplog, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(prompt_dataset, "_PLAIN_RENDERING_LOGGED", set())
+    dataset = load_prompt_dataset([str(_verl_parquet(tmp_path))], "prompt")
+    tokenizer = _tokenizer(None)
+    with caplog.at_level(logging.WARNING):
+        loader = PromptLoader(dataset, tokenizer, DataConfig(shuffle=False), seed=0)
+        PromptLoader(dataset, tokenizer, DataConfig(shuffle=False), seed=0)
+    notices = [r for r in caplog.records if "no chat template" in r.getMessage()]
+    assert len(notices) == 1
+    assert loader.rows[0]["rendered_prompt"] == "add one two"
+    assert loader.rows[1]["rendered_prompt"] == "system: be brief\nuser: add one two\nassistant:"
+
+
+def test_template_asked_for_but_missing_is_an_error(tmp_path: Path) -> None:
+    dataset = load_prompt_dataset([str(_verl_parquet(tmp_path))], "prompt")
+    with pytest.raises(HfsdkError, match="has no chat template"):
+        PromptLoader(dataset, _tokenizer(None), DataConfig(apply_chat_template=True), seed=0)
+
+
+def test_a_bad_row_names_its_index(tmp_path: Path) -> None:
+    import datasets
+
+    rows = [{"prompt": USER}, {"prompt": [{"role": "user", "text": "add"}]}]
+    path = tmp_path / "bad.jsonl"
+    datasets.Dataset.from_list(rows).to_json(str(path))
+    dataset = load_prompt_dataset([str(path)], "prompt")
+    with pytest.raises(HfsdkError, match=r"row 1 of column 'prompt': message 0 \(user\) has no"):
+        PromptLoader(dataset, _tokenizer(None), DataConfig(), seed=0)
