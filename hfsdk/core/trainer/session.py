@@ -11,6 +11,7 @@ selects, and builds the scorers of the ``reward`` and ``cost`` signals.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -124,15 +125,38 @@ def _signal_config(config: RunConfig, role: str, default_task: bool) -> SignalCo
     )
 
 
-# Workers share the machine's cores with each other and the controller, and their
-# library chatter (load reports, save progress bars) would drown the console.
+# Their library chatter (load reports, save progress bars) would drown the console; the
+# thread count (OMP_NUM_THREADS) is each worker's share of the cores, see worker_threads().
 _WORKER_ENV = {
-    "OMP_NUM_THREADS": "1",
     "TOKENIZERS_PARALLELISM": "false",
     "TRANSFORMERS_VERBOSITY": "error",
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "HF_HUB_OFFLINE": "1",
 }
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity set when the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def worker_threads(configured: int, device_slots: int, cores: int | None = None) -> int:
+    """Intra-op threads per worker process: ``configured``, or each device slot's share of cores.
+
+    Workers on different devices run at the same time, so they split the
+    cores; roles colocated on one device take turns, so each gets the whole
+    share. ``OMP_NUM_THREADS`` in the controller's environment caps the
+    automatic value (tests and shared machines set it to 1).
+    """
+    if configured > 0:
+        return configured
+    share = max(1, (cores or available_cores()) // max(1, device_slots))
+    cap = os.environ.get("OMP_NUM_THREADS", "")
+    if cap.isdigit() and int(cap) > 0:
+        share = min(share, int(cap))
+    return share
 
 
 class TrainingSession:
@@ -222,6 +246,13 @@ class TrainingSession:
             kwargs = {"role": role, "config": cfg, "assets": self.assets, "section": section}
             by_pool.setdefault(placement.pool_of(role), {})[role] = (worker_cls, kwargs)
         fused = placement.colocation == "fused"
+        # Device slots per node over every pool in use: the workers that run at once.
+        slots = sum(
+            placement.pools[name].devices // placement.pools[name].nodes for name in by_pool
+        )
+        threads = worker_threads(cfg.trainer.worker_threads, slots)
+        env_vars = {**_WORKER_ENV, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
+        logger.info("workers: %d intra-op thread(s) each (%d device slot(s))", threads, slots)
         connect(cfg.trainer.ray_address)
         for pool_name, roles in by_pool.items():
             pool_cfg = placement.pools[pool_name]
@@ -237,7 +268,7 @@ class TrainingSession:
                 roles,
                 fused=fused,
                 call_timeout_s=cfg.trainer.worker_timeout_s,
-                env_vars=_WORKER_ENV,
+                env_vars=env_vars,
             )
             self.groups.update(groups)
 

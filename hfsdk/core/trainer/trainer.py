@@ -134,7 +134,10 @@ class Trainer:
         return read_metrics(self.run_dir)
 
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
+        from hfsdk.core.workers.futures import CALL_CLOCK
+
         cfg = self.config
+        CALL_CLOCK.take()  # calls before this step (set-up, checkpoints) are not its overhead
         started = time.perf_counter()
         with algorithm.stage("data"):
             prompts = session.loader.next_batch()
@@ -143,6 +146,12 @@ class Trainer:
             metrics.update(session.validate(algorithm))
         step_s = time.perf_counter() - started
         metrics["timing/step_s"] = step_s
+        # What the controller added to its blocking worker calls: dispatch, serialization,
+        # transfers, collect (the calls' wall time minus their slowest rank's method time).
+        calls_s, busy_s, calls = CALL_CLOCK.take()
+        metrics["perf/worker_calls"] = float(calls)
+        metrics["perf/controller_overhead_s"] = calls_s - busy_s
+        metrics["perf/controller_overhead_share"] = (calls_s - busy_s) / step_s if step_s else 0.0
         tokens = metrics.pop("perf/tokens", 0.0)
         metrics["perf/throughput_tokens_per_s"] = tokens / step_s if step_s > 0 else 0.0
         tracker.log(step, metrics)

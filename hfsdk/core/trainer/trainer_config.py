@@ -34,3 +34,6 @@ class TrainerConfig:
     ray_address: str | None = None
     """Join this Ray cluster instead of starting a local one (also ``RAY_ADDRESS``)."""
     worker_timeout_s: float = attrs.field(default=600.0, validator=attrs.validators.gt(0.0))
+    worker_threads: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    """Intra-op threads of each worker process (0: auto, the node's cores divided by the
+    device slots on it, capped by ``OMP_NUM_THREADS`` when the controller has it set)."""

@@ -2,7 +2,7 @@
 
 A non-blocking call returns a :class:`CallFuture` holding one pair of Ray
 object references per rank: the method's result and a tiny *info* record
-``(ok, rows, failure)``. The controller waits on the infos only, so it can
+``(ok, rows, failure[, busy_s])``. The controller waits on the infos only, so it can
 report a failing or dead rank without fetching any bulk result. Passing a
 future into another group's call sends each worker a :class:`DataRef`, which
 the worker resolves from the object store itself: the data never passes
@@ -25,15 +25,53 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.errors import (
     WorkerDiedError,
     WorkerError,
-    WorkerFailure,
     WorkerTimeoutError,
 )
 
 if TYPE_CHECKING:
     from hfsdk.core.workers.protocols import TransferProtocol
 
-Info = tuple[bool, int | None, WorkerFailure | None]
-"""What a worker returns beside each result: ``(ok, rows or None, failure or None)``."""
+Info = tuple[Any, ...]
+"""What a worker returns beside each result: ``(ok, rows or None, failure or None, busy_s)``.
+
+``busy_s`` (seconds the method body ran, argument fetching excluded) may be
+missing from infos made elsewhere; read it with :func:`info_busy_s`.
+"""
+
+
+def info_busy_s(info: Info) -> float:
+    """Seconds the method body ran (0 when the info does not say)."""
+    return float(info[3]) if len(info) > 3 else 0.0
+
+
+class CallClock:
+    """Totals of the blocking calls the controller made: wall time and the workers' busy time.
+
+    The difference is what the controller adds to each call (dispatch,
+    serialization, transfer, waiting on the slowest rank to report, collect):
+    its overhead. The trainer reads and resets it once per step.
+    """
+
+    def __init__(self) -> None:
+        self.wall_s = 0.0
+        self.busy_s = 0.0
+        self.calls = 0
+
+    def record(self, wall_s: float, busy_s: float) -> None:
+        """Add one call: its wall time on the controller and its slowest rank's busy time."""
+        self.wall_s += wall_s
+        self.busy_s += min(busy_s, wall_s)
+        self.calls += 1
+
+    def take(self) -> tuple[float, float, int]:
+        """``(wall_s, busy_s, calls)`` since the last take; resets the totals."""
+        out = (self.wall_s, self.busy_s, self.calls)
+        self.wall_s, self.busy_s, self.calls = 0.0, 0.0, 0
+        return out
+
+
+CALL_CLOCK = CallClock()
+"""The process's clock of blocking worker-group calls."""
 
 POLL_S = 0.25
 """How often a waiting controller looks at partial results (fail fast on the first error)."""
@@ -84,7 +122,7 @@ class DataRef:
         import ray
 
         for info in ray.get(list(self.info_refs)):
-            ok, _rows, failure = info
+            ok, failure = info[0], info[2]
             if not ok:
                 raise HfsdkError(f"input from {self.source} failed: {failure.summary()}")
         return self.transform(ray.get(list(self.result_refs)))
@@ -217,6 +255,11 @@ class CallFuture:
             ) from None
         self._value = self.protocol.collect(values, self.spec)
         return self._value
+
+    def busy_s(self) -> float:
+        """The slowest seconds in the method body (waits for the infos)."""
+        infos = self._wait_infos(self.timeout_s)
+        return max((info_busy_s(info) for info in infos.values()), default=0.0)
 
     def shard_rows(self) -> list[int | None]:
         """Row counts of the collected ranks' results (waits; fetches only tiny infos)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 import traceback
 from collections.abc import Mapping
 from datetime import timedelta
@@ -180,10 +181,13 @@ class WorkerHost:
             target = getattr(self.roles[role], method)
             args = tuple(resolve_argument(a) for a in args)
             kwargs = {k: resolve_argument(v) for k, v in kwargs.items()}
+            # Only the method body counts as work: fetching arguments is transfer.
+            started = time.perf_counter()
             result = target(*args, **kwargs)
+            busy_s = time.perf_counter() - started
         except Exception as exc:
-            return None, (False, None, self._failure(role, method, exc))
-        return (result if want_result else None), (True, _rows(result), None)
+            return None, (False, None, self._failure(role, method, exc), 0.0)
+        return (result if want_result else None), (True, _rows(result), None, busy_s)
 
     def mesh_position(self, role: str, mesh: str) -> MeshPosition | None:
         """The position role ``role`` declared in mesh ``mesh`` (``None`` if undeclared)."""

@@ -18,6 +18,7 @@ No torch or ray at import time.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -26,7 +27,7 @@ import attrs
 
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.decorator import Protocol
-from hfsdk.core.workers.futures import CallFuture, CollectSpec, take_single
+from hfsdk.core.workers.futures import CallFuture, CollectSpec, DataRef, take_single
 from hfsdk.core.workers.mesh import MeshPosition
 
 Layout = Literal["concat", "list", "other"]
@@ -113,6 +114,45 @@ class TransferProtocol:
             raise HfsdkError(
                 f"transfer protocol {self.name!r}: dispatch and collect must be callables"
             )
+
+
+PAD_ROWS_META = "dispatch_pad_rows"
+"""Meta key of a split batch: how many of its last rows are padding added by the dispatch.
+
+Training protocols (``dp_compute_metric``) set it on every piece they hand a
+rank, 0 included; :func:`padding_rows` reads it. Padding rows repeat real rows
+only so that every rank runs the same collectives: a method that learns from
+its batch must give them no weight (the fsdp engines zero their response mask).
+"""
+
+
+def padding_rows(batch: Any) -> int:
+    """How many of ``batch``'s last rows are dispatch padding (0 when it was not marked)."""
+    rows = int(batch.meta.get(PAD_ROWS_META, 0))
+    if not 0 <= rows <= len(batch):
+        raise HfsdkError(
+            f"batch meta {PAD_ROWS_META!r}={rows} for a batch of {len(batch)} rows; it must count "
+            "the trailing padding rows the dispatch added (do not set it by hand)"
+        )
+    return rows
+
+
+def _mark_padding(pad: int, parts_after: int, value: Any) -> Any:
+    """``value`` (a batch piece) with :data:`PAD_ROWS_META` set.
+
+    The pieces are equal, and padding fills the last ``pad`` rows of all of
+    them together, so a piece followed by ``parts_after`` others holds
+    ``clamp(pad - parts_after * rows, 0, rows)`` of them.
+    """
+    rows = len(value)
+    marked = value.index(slice(0, rows))  # a view with its own meta dict
+    marked.meta[PAD_ROWS_META] = min(rows, max(0, pad - parts_after * rows))
+    return marked
+
+
+def _mark_resolved_padding(pad: int, parts_after: int, transform: Any, values: list[Any]) -> Any:
+    """DataRef transform: assemble the piece with ``transform``, then mark its padding rows."""
+    return _mark_padding(pad, parts_after, transform(values))
 
 
 # ---------------------------------------------------------------------- helpers for dispatches
@@ -219,6 +259,7 @@ def split_rows(
     *,
     kind: Literal["batch", "list"],
     skip: int = 0,
+    mark_padding: bool = False,
 ) -> tuple[list[tuple[Any, ...]], list[dict[str, Any]], int]:
     """Split every row-carrying argument into ``parts`` pieces; broadcast the others.
 
@@ -229,7 +270,9 @@ def split_rows(
     too: when they have exactly ``parts`` shards each piece is the matching
     shard (no waiting); otherwise the controller waits for their row counts
     (tiny) and each worker fetches only the rows it needs. The first ``skip``
-    positional arguments are always broadcast.
+    positional arguments are always broadcast. With ``mark_padding`` every
+    batch piece (or the piece a worker assembles from a future) carries
+    :data:`PAD_ROWS_META`, the number of its rows that are padding.
     """
 
     def splittable(value: Any) -> bool:
@@ -301,6 +344,9 @@ def split_rows(
             else:
                 pieces[key] = [value[a:b] for a, b in bounds]
 
+    if mark_padding and kind == "batch":
+        for key, values in pieces.items():
+            pieces[key] = [_mark_piece(piece, pad, parts - 1 - j) for j, piece in enumerate(values)]
     per_args: list[tuple[Any, ...]] = []
     per_kwargs: list[dict[str, Any]] = []
     base_args, base_kwargs = broadcast_arguments(args, kwargs)
@@ -310,6 +356,17 @@ def split_rows(
         per_args.append(part_args)
         per_kwargs.append(part_kwargs)
     return per_args, per_kwargs, pad
+
+
+def _mark_piece(piece: Any, pad: int, parts_after: int) -> Any:
+    if isinstance(piece, DataRef):
+        return DataRef(
+            result_refs=piece.result_refs,
+            info_refs=piece.info_refs,
+            source=piece.source,
+            transform=functools.partial(_mark_resolved_padding, pad, parts_after, piece.transform),
+        )
+    return _mark_padding(pad, parts_after, piece)
 
 
 def check_mesh(ctx: DispatchContext, positions: Sequence[MeshPosition]) -> tuple[int, int, int]:
@@ -376,6 +433,22 @@ def dispatch_dp_compute_proto(
 ) -> DispatchPlan:
     """Split every ``Batch`` argument into ``world_size`` equal parts, padding if needed."""
     per_args, per_kwargs, pad = split_rows(ctx, args, kwargs, ctx.world_size, kind="batch")
+    return DispatchPlan(
+        calls={r: (per_args[r], per_kwargs[r]) for r in range(ctx.world_size)}, pad=pad
+    )
+
+
+def dispatch_dp_compute_train(
+    ctx: DispatchContext, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> DispatchPlan:
+    """Split like :func:`dispatch_dp_compute_proto`, marking each piece's padding rows.
+
+    Every piece carries :data:`PAD_ROWS_META`, so a training method can give
+    the repeated rows no weight (see :func:`padding_rows`).
+    """
+    per_args, per_kwargs, pad = split_rows(
+        ctx, args, kwargs, ctx.world_size, kind="batch", mark_padding=True
+    )
     return DispatchPlan(
         calls={r: (per_args[r], per_kwargs[r]) for r in range(ctx.world_size)}, pad=pad
     )
@@ -497,7 +570,14 @@ def _numbers(value: Any) -> list[float]:
 
 
 def collect_mean_metrics(results: list[Any], spec: CollectSpec) -> dict[str, float]:
-    """Metric dicts from every rank averaged key by key (lists and tensors are flattened)."""
+    """Metric dicts from every rank averaged key by key (lists and tensors are flattened).
+
+    The plain mean is right for values every rank holds alike (learning rate,
+    gradient norm) and for per-rank *shares* scaled by the rank count (the fsdp
+    engines report losses and per-token means as ``share × dp_size``, weighted
+    by their valid tokens, so ranks with unequal valid tokens, padding rows
+    included, average to the global value).
+    """
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
     for rank, result in zip(spec.ranks, results, strict=True):
@@ -577,10 +657,11 @@ BUILTIN_PROTOCOLS: Mapping[str, TransferProtocol] = {
         ),
         _builtin(
             Protocol.DP_COMPUTE_METRIC,
-            dispatch_dp_compute_proto,
+            dispatch_dp_compute_train,
             collect_mean_metrics,
             "other",
-            "Splits Batch arguments like dp_compute_proto; averages the ranks' metric dicts.",
+            "Splits Batch arguments like dp_compute_proto, marking padding rows (meta "
+            "dispatch_pad_rows) for training methods to ignore; averages the metric dicts.",
         ),
         _builtin(
             Protocol.MESH_PROTO,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import itertools
 import sys
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,7 +23,13 @@ import attrs
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.decorator import MethodSpec, registered_methods
 from hfsdk.core.workers.errors import WorkerError, WorkerTimeoutError
-from hfsdk.core.workers.futures import CallFuture, DataRef, take_single, wait_for_infos
+from hfsdk.core.workers.futures import (
+    CALL_CLOCK,
+    CallFuture,
+    DataRef,
+    take_single,
+    wait_for_infos,
+)
 from hfsdk.core.workers.host import Placement, RoleSpec, WorkerHost
 from hfsdk.core.workers.mesh import MeshPosition
 from hfsdk.core.workers.protocols import (
@@ -247,8 +254,13 @@ class GroupMethod:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Dispatch, run on the ranks, and collect (or return a future if non-blocking)."""
+        started = time.perf_counter()
         future = self.submit(*args, **kwargs)
-        return future.result() if self.spec.blocking else future
+        if not self.spec.blocking:
+            return future
+        value = future.result()
+        CALL_CLOCK.record(time.perf_counter() - started, future.busy_s())
+        return value
 
     def submit(self, *args: Any, **kwargs: Any) -> CallFuture:
         """Dispatch and return at once with a future of the collected result."""

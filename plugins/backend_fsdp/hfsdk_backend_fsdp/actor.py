@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 from collections.abc import Iterator
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import torch
+from torch.nn import functional
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.aggregation import aggregate_loss
-from hfsdk.core.maths.entropy import entropy_bonus
+from hfsdk.core.maths.aggregation import LossCounts, aggregate_loss
+from hfsdk.core.maths.entropy import entropy_bonus, entropy_from_logits
 from hfsdk.core.maths.kl import kl_loss
 from hfsdk.core.maths.masked import masked_fill_zero
 from hfsdk_backend_fsdp import sharding
-from hfsdk_backend_fsdp.engine import FSDPEngine, MetricAccumulator, require_keys
+from hfsdk_backend_fsdp.engine import (
+    FSDPEngine,
+    MetricAccumulator,
+    require_keys,
+    without_padding_weight,
+)
 from hfsdk_backend_fsdp.models import ModelKind
 from hfsdk_backend_fsdp.objectives import ActorObjective
-from hfsdk_backend_fsdp.token_ops import response_log_probs
+from hfsdk_backend_fsdp.token_ops import padding_columns, response_log_probs, response_slice
 
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "responses", "response_mask")
-UPDATE_KEYS = (*SEQUENCE_KEYS, "old_log_probs", "advantages")
+UPDATE_KEYS = (*SEQUENCE_KEYS, "advantages")
+EntropyMode = Literal["none", "detached", "grad"]
 
 
 def sampling_temperature(batch: Batch) -> float:
@@ -30,9 +38,51 @@ def sampling_temperature(batch: Batch) -> float:
 
 
 class _CausalLMEngine(FSDPEngine):
-    """Shared log-prob computation of the actor and the reference."""
+    """Shared log-prob computation of the actor and the reference.
+
+    Forward passes compute logits only where they are used: the columns that
+    are padding in every row of a micro-batch are dropped (``remove_padding``)
+    and the LM head runs on the response positions only (HF ``logits_to_keep``),
+    so a (B, P + R, V) logits tensor is never built.
+    """
 
     kind: ClassVar[ModelKind] = "causal_lm"
+
+    def _prepare_model(self, model: torch.nn.Module) -> None:
+        params = inspect.signature(type(model).forward).parameters
+        self._logits_to_keep = "logits_to_keep" in params
+
+    def _response_outputs(
+        self, micro: Batch, temperature: float, entropy: EntropyMode
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probs (B, R) of the responses and, unless ``entropy`` is ``none``, entropies.
+
+        ``entropy="detached"`` computes the entropy without building its graph
+        (reported, not trained on). Positions past the longest response are 0.
+        """
+        responses = micro["responses"].to(self.device)
+        width = responses.shape[1]
+        inputs = self._model_inputs(micro)
+        first, kept = 0, width
+        if self.config.remove_padding:
+            first, kept = padding_columns(inputs["attention_mask"], micro["response_mask"])
+        stop = inputs["input_ids"].shape[1] - width + kept
+        inputs = {k: v[:, first:stop] if torch.is_tensor(v) else v for k, v in inputs.items()}
+        if self._logits_to_keep:
+            inputs["logits_to_keep"] = kept + 1
+        with self._autocast():
+            logits = self.module(**inputs).logits
+        log_probs, ent = response_log_probs(
+            logits, responses[:, :kept], temperature=temperature, with_entropy=entropy == "grad"
+        )
+        if entropy == "detached":
+            with torch.no_grad():
+                scaled = response_slice(logits.detach(), kept).float() / temperature
+                ent = entropy_from_logits(scaled)
+        if kept < width:
+            log_probs = functional.pad(log_probs, (0, width - kept))
+            ent = None if ent is None else functional.pad(ent, (0, width - kept))
+        return log_probs, ent
 
     def _log_probs(
         self, batch: Batch, operation: str, *, with_entropy: bool
@@ -43,11 +93,9 @@ class _CausalLMEngine(FSDPEngine):
         self.module.eval()
         with torch.no_grad():
             for micro in self._forward_micro_batches(batch):
-                logits = self._forward(micro).logits
-                responses = micro["responses"].to(self.device)
                 mask = micro["response_mask"].to(self.device)
-                lp, ent = response_log_probs(
-                    logits, responses, temperature=temperature, with_entropy=with_entropy
+                lp, ent = self._response_outputs(
+                    micro, temperature, "grad" if with_entropy else "none"
                 )
                 log_probs.append(masked_fill_zero(lp, mask).cpu())
                 if ent is not None:
@@ -81,11 +129,31 @@ class ActorEngine(_CausalLMEngine):
         finally:
             self.module.train(was_training)
 
+    def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The actor's weights as (HF parameter name, full tensor) pairs, one at a time.
+
+        What a separate rollout engine (vLLM) loads after each update. Under
+        FSDP2 each parameter is all-gathered when it is reached and dropped
+        after the consumer moves on, so at most one full layer tensor exists
+        beside the shards — every rank of the group must consume the whole
+        iterator (the gathers are collective). Tensors are in the compute dtype.
+        """
+        for name, param in self.module.named_parameters():
+            tensor = param.detach()
+            if hasattr(tensor, "full_tensor"):
+                tensor = tensor.full_tensor()
+            yield name, tensor.to(self.compute_dtype)
+
     def update_actor(self, batch: Batch, objective: ActorObjective) -> dict[str, float]:
         """Train the policy on ``batch`` (``ppo_epochs`` × mini-batches × micro-batches).
 
         Needs ``input_ids``, ``attention_mask``, ``responses``, ``response_mask``,
         ``old_log_probs``, ``advantages`` (and ``ref_log_probs`` for the KL term).
+        ``old_log_probs`` may be left out: when the update is exactly on-policy
+        (one epoch, one mini-batch) the sampling policy is the current one, so
+        the detached current log-probs stand in for them (ratio 1, as verl and
+        TRL do) and no separate forward pass runs; otherwise they are computed
+        here first, before any optimizer step.
         Returns metrics: ``actor/pg_loss``, ``actor/entropy``, ``actor/kl`` (with a
         reference), the policy loss's own metrics, ``actor/grad_norm``, ``actor/lr``.
         Losses are this rank's share of each mini-batch loss × the rank count, so
@@ -95,9 +163,13 @@ class ActorEngine(_CausalLMEngine):
         if objective.kl_loss_coef > 0:
             keys.append("ref_log_probs")
         require_keys(batch, keys, "update_actor")
+        if "old_log_probs" not in batch and not self.is_on_policy(len(batch)):
+            # Several optimizer steps: the sampler is the policy before the first of them.
+            batch = batch.union(self.compute_log_prob(batch).select(["old_log_probs"]))
+        batch = without_padding_weight(batch)
         has_reference = "ref_log_probs" in batch
         temperature = sampling_temperature(batch)
-        metrics = MetricAccumulator()
+        metrics = MetricAccumulator(self.dp.size)
         self.module.train()
         for epoch in range(self.config.ppo_epochs):
             for mini in self._minibatches(batch, epoch):
@@ -107,31 +179,40 @@ class ActorEngine(_CausalLMEngine):
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in mini.split(self.config.micro_batch_size):
                     self._actor_micro_step(
-                        micro, objective, agg, temperature, has_reference, metrics
+                        micro, objective, agg, counts, temperature, has_reference, metrics
                     )
                 self._optimizer_step(metrics, "actor")
                 metrics.end_minibatch()
         return self._finish_update(metrics, "actor")
+
+    def is_on_policy(self, local_rows: int) -> bool:
+        """Whether an update of ``local_rows`` rows per rank is one epoch of one mini-batch."""
+        return self.config.ppo_epochs == 1 and self._local_minibatch_size() >= local_rows
 
     def _actor_micro_step(
         self,
         micro: Batch,
         objective: ActorObjective,
         agg: dict[str, float],
+        counts: LossCounts,
         temperature: float,
         has_reference: bool,
         metrics: MetricAccumulator,
     ) -> None:
         mode = objective.loss_agg_mode
         mask = micro["response_mask"].to(self.device)
-        logits = self._forward(micro).logits
-        log_prob, entropy = response_log_probs(
-            logits, micro["responses"].to(self.device), temperature=temperature
+        # Entropy is only trained on with a bonus; otherwise it is reported without a graph.
+        log_prob, entropy = self._response_outputs(
+            micro, temperature, "grad" if objective.entropy_coef > 0 else "detached"
         )
         assert entropy is not None
+        if "old_log_probs" in micro:
+            old_log_prob = micro["old_log_probs"].to(self.device)
+        else:  # exactly on-policy (see update_actor): the sampler is the current policy
+            old_log_prob = masked_fill_zero(log_prob.detach(), mask)
         pg_loss, pg_metrics = objective.policy_loss(
             log_prob=log_prob,
-            old_log_prob=micro["old_log_probs"].to(self.device),
+            old_log_prob=old_log_prob,
             advantages=micro["advantages"].to(self.device),
             response_mask=mask,
             loss_agg_mode=mode,
@@ -160,8 +241,10 @@ class ActorEngine(_CausalLMEngine):
         loss.backward()
         metrics.add_share("actor/pg_loss", float(pg_loss.detach()))
         metrics.add_share("actor/loss", float(loss.detach()))
+        # The loss's metrics are per-token means of this micro-batch: weight them by its tokens.
+        tokens = float((mask != 0).sum())
         for name, value in pg_metrics.items():
-            metrics.add_mean(f"actor/{name}", float(value))
+            metrics.add_token_share(f"actor/{name}", float(value), tokens, counts)
 
 
 class ReferenceEngine(_CausalLMEngine):

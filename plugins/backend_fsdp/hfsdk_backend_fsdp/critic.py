@@ -9,7 +9,12 @@ import torch
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.maths.masked import masked_fill_zero, masked_mean
-from hfsdk_backend_fsdp.engine import FSDPEngine, MetricAccumulator, require_keys
+from hfsdk_backend_fsdp.engine import (
+    FSDPEngine,
+    MetricAccumulator,
+    require_keys,
+    without_padding_weight,
+)
 from hfsdk_backend_fsdp.models import ModelKind
 from hfsdk_backend_fsdp.objectives import CriticObjective
 from hfsdk_backend_fsdp.token_ops import response_slice
@@ -50,7 +55,8 @@ class CriticEngine(FSDPEngine):
         ``critic/grad_norm`` and ``critic/lr``.
         """
         require_keys(batch, UPDATE_KEYS, "update_critic")
-        metrics = MetricAccumulator()
+        batch = without_padding_weight(batch)
+        metrics = MetricAccumulator(self.dp.size)
         self.module.train()
         for epoch in range(self.config.ppo_epochs):
             for mini in self._minibatches(batch, epoch):
@@ -72,9 +78,12 @@ class CriticEngine(FSDPEngine):
                     )
                     loss.backward()
                     metrics.add_share("critic/vf_loss", float(loss.detach()))
-                    metrics.add_mean("critic/vpred_mean", float(masked_mean(vpreds.detach(), mask)))
+                    # Per-token means of this micro-batch: weighted by its valid tokens.
+                    tokens = float((mask != 0).sum())
+                    vpred_mean = float(masked_mean(vpreds.detach(), mask)) if tokens else 0.0
+                    metrics.add_token_share("critic/vpred_mean", vpred_mean, tokens, counts)
                     for name, value in loss_metrics.items():
-                        metrics.add_mean(f"critic/{name}", float(value))
+                        metrics.add_token_share(f"critic/{name}", float(value), tokens, counts)
                 self._optimizer_step(metrics, "critic")
                 metrics.end_minibatch()
         return self._finish_update(metrics, "critic")

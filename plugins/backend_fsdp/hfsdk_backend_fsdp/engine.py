@@ -7,7 +7,8 @@ nothing about Ray; a worker wraps them.
 
 Every rank of the group must call the same operations with batches of the
 same size (the dispatcher pads to a divisor), because FSDP gathers weights
-collectively in each forward and backward.
+collectively in each forward and backward. Training gives the padding rows
+no weight (:func:`without_padding_weight`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import torch
 from hfsdk.core.batch import Batch
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.aggregation import LossCounts
+from hfsdk.core.workers.protocols import padding_rows
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.lr_schedule import build_scheduler
@@ -66,6 +68,23 @@ def require_keys(batch: Batch, keys: Sequence[str], operation: str) -> None:
         )
 
 
+def without_padding_weight(batch: Batch) -> Batch:
+    """``batch`` with the response mask of the dispatch's padding rows set to 0.
+
+    The training dispatch repeats rows so every rank holds the same number; a
+    zero mask keeps those duplicates out of the losses, the gradients and the
+    global token/sequence counts. The caller's batch is not changed.
+    """
+    pad = padding_rows(batch)
+    if pad == 0 or "response_mask" not in batch:
+        return batch
+    out = batch.index(slice(0, len(batch)))
+    mask = out["response_mask"].clone()
+    mask[len(batch) - pad :] = 0
+    out["response_mask"] = mask
+    return out
+
+
 def _detached_copy(value: Any) -> Any:
     """``value`` with every tensor inside (dicts, lists, tuples) replaced by a detached clone."""
     if isinstance(value, torch.Tensor):
@@ -85,7 +104,8 @@ class MetricAccumulator:
     ``add_mean`` values are averaged. Both are then averaged over mini-batches.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, dp_size: int = 1) -> None:
+        self.dp_size = dp_size
         self._shares: dict[str, float] = {}
         self._per_minibatch: dict[str, list[float]] = {}
         self._means: dict[str, list[float]] = {}
@@ -93,6 +113,17 @@ class MetricAccumulator:
     def add_share(self, name: str, value: float) -> None:
         """Add a micro-batch's share of a mini-batch total."""
         self._shares[name] = self._shares.get(name, 0.0) + value
+
+    def add_token_share(self, name: str, value: float, tokens: float, counts: LossCounts) -> None:
+        """Add a micro-batch's per-token mean as its token-weighted share × ``dp_size``.
+
+        Summed over micro-batches and averaged over ranks this is the mean over
+        every valid token of the mini-batch, however unevenly ranks hold them.
+        """
+        if tokens > 0 and counts.tokens > 0:
+            self.add_share(name, value * tokens * self.dp_size / counts.tokens)
+        else:
+            self.add_share(name, 0.0)
 
     def add_mean(self, name: str, value: float) -> None:
         """Record a value to average."""

@@ -81,6 +81,9 @@ class FSDPRoleConfig(RoleConfig):
     gradient_checkpointing: bool = False
     reshard_after_forward: bool = True
     """FSDP2: free gathered weights after each forward (less memory, one more all-gather)."""
+    remove_padding: bool = True
+    """Log-prob and training passes drop the columns that are padding in every row of a
+    micro-batch (leading prompt padding, response padding after the longest response)."""
 
 
 @attrs.frozen(kw_only=True)

@@ -114,7 +114,18 @@ class FSDPWorker(Worker):
             entropy_coef=algo.entropy_coef,
             norm_length=self._norm_length(),
         )
-        return self.engine.update_actor(batch, objective)
+        metrics = self.engine.update_actor(batch, objective)
+        self._sync_rollout_weights()
+        return metrics
+
+    def _sync_rollout_weights(self) -> None:
+        """Hand the actor's current weights to the rollout (in memory, layer by layer).
+
+        The ``hf`` rollout generates on the actor's own module and ignores them;
+        a separate engine (``vllm``) reloads them in place.
+        """
+        if self.rollout is not None:
+            self.rollout.update_weights(self.engine.hf_weights())
 
     @register(protocol=Protocol.DP_COMPUTE_METRIC)
     def update_critic(self, batch: Batch) -> dict[str, float]:
@@ -144,6 +155,8 @@ class FSDPWorker(Worker):
         """Restore what :meth:`save_checkpoint` wrote."""
         path = Path(directory)
         self.engine.load_checkpoint(path)
+        if self.kind == "actor":
+            self._sync_rollout_weights()
         rng = path / RNG_FILE.format(rank=self.rank)
         if rng.exists():
             torch.set_rng_state(torch.load(rng, weights_only=False))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -86,8 +86,13 @@ class HFRollout:
             )
         return sorted(ids)
 
-    def update_weights(self) -> None:
-        """Nothing to do: every call takes the actor's current weights (streamed or gathered)."""
+    def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]] | None = None) -> None:
+        """Nothing to do: every call takes the actor's current weights (streamed or gathered).
+
+        ``weights`` (HF name, tensor) pairs are the rollout contract's argument
+        (see docs/backends.md); they are not consumed here, so a lazy iterator
+        over sharded weights gathers nothing.
+        """
 
     @contextlib.contextmanager
     def weights(self) -> Iterator[torch.nn.Module]:
@@ -210,10 +215,13 @@ class HFRollout:
         repeated = prompts.select(
             tensor_keys=list(PROMPT_KEYS), non_tensor_keys=list(prompts.non_tensor_keys)
         ).repeat(n, interleave=True)
-        responses = self._generate(repeated, greedy)
-        return self._assemble(repeated, responses, greedy)
+        responses, extra = self._generate(repeated, greedy)
+        return self._assemble(repeated, responses, greedy, extra)
 
-    def _generate(self, prompts: Batch, greedy: bool) -> torch.Tensor:
+    def _generate(
+        self, prompts: Batch, greedy: bool
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Right-padded responses (B, R) plus extra per-token columns (none for HF)."""
         config = self.generation_config(greedy)
         width = self.config.max_response_length
         pad = self.tokenizer.pad_token_id
@@ -232,9 +240,16 @@ class HFRollout:
                 padded = torch.full((len(part), width), pad, dtype=generated.dtype)
                 padded[:, : generated.shape[1]] = generated[:, :width]
                 parts.append(padded)
-        return torch.cat(parts) if parts else torch.empty((0, width), dtype=torch.long)
+        return (torch.cat(parts) if parts else torch.empty((0, width), dtype=torch.long)), {}
 
-    def _assemble(self, prompts: Batch, responses: torch.Tensor, greedy: bool) -> Batch:
+    def _assemble(
+        self,
+        prompts: Batch,
+        responses: torch.Tensor,
+        greedy: bool,
+        extra: dict[str, torch.Tensor] | None = None,
+    ) -> Batch:
+        """The output batch; ``extra`` per-token (B, R) columns are zeroed where masked."""
         pad = self.tokenizer.pad_token_id
         response_mask = response_mask_from_eos(responses, self.eos_ids)
         # Whatever follows the first EOS is padding.
@@ -248,8 +263,10 @@ class HFRollout:
         non_tensors = {k: prompts[k] for k in prompts.non_tensor_keys}
         non_tensors["response_text"] = texts
         temperature = 1.0 if greedy else self.config.temperature
+        masked_extra = {k: v * response_mask.to(v.dtype) for k, v in (extra or {}).items()}
         return Batch.from_dict(
             tensors={
+                **masked_extra,
                 "prompts": prompt_ids,
                 "responses": responses,
                 "input_ids": torch.cat([prompt_ids, responses], dim=1),

@@ -53,6 +53,24 @@ def response_log_probs(
     return log_probs, entropy
 
 
+def padding_columns(attention_mask: torch.Tensor, response_mask: torch.Tensor) -> tuple[int, int]:
+    """``(first, kept)``: the columns a forward pass of these rows needs.
+
+    ``first`` leading columns are padding in every row (left-padded prompts);
+    only the first ``kept`` response columns hold a valid token in some row.
+    Dropping both leaves every valid position's output unchanged: left columns
+    are masked out for every query, and right columns come after every valid
+    token (attention is causal). ``kept`` is at least 1, so shapes stay valid.
+    """
+    width = response_mask.shape[1]
+    prompt = attention_mask.shape[1] - width
+    attended = attention_mask[:, :prompt].bool().any(dim=0)
+    first = int(attended.int().argmax()) if bool(attended.any()) else max(prompt - 1, 0)
+    valid = response_mask.bool().any(dim=0).nonzero()
+    kept = int(valid.max()) + 1 if valid.numel() else 1
+    return first, kept
+
+
 def last_token_index(response_mask: torch.Tensor, prompt_length: int) -> torch.Tensor:
     """Index in the full sequence of each sample's last response token."""
     lengths = response_mask.long().sum(dim=-1)

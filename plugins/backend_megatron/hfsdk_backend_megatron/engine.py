@@ -31,7 +31,12 @@ from hfsdk.core.maths.entropy import entropy_bonus
 from hfsdk.core.maths.kl import kl_loss
 from hfsdk.core.maths.masked import masked_fill_zero, masked_mean
 from hfsdk_backend_fsdp.actor import SEQUENCE_KEYS, UPDATE_KEYS, sampling_temperature
-from hfsdk_backend_fsdp.engine import MetricAccumulator, require_keys, resolve_device
+from hfsdk_backend_fsdp.engine import (
+    MetricAccumulator,
+    require_keys,
+    resolve_device,
+    without_padding_weight,
+)
 from hfsdk_backend_fsdp.lr_schedule import build_scheduler
 from hfsdk_backend_fsdp.models import load_tokenizer
 from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
@@ -453,9 +458,13 @@ class MegatronEngine:
         self._require_trainable("actor", "update_actor")
         keys = list(UPDATE_KEYS) + (["ref_log_probs"] if objective.kl_loss_coef > 0 else [])
         require_keys(batch, keys, "update_actor")
+        if "old_log_probs" not in batch and not self.is_on_policy(len(batch)):
+            # Several optimizer steps: the sampler is the policy before the first of them.
+            batch = batch.union(self.compute_log_prob(batch).select(["old_log_probs"]))
+        batch = without_padding_weight(batch)  # dispatch padding rows get no weight
         has_reference = "ref_log_probs" in batch
         temperature = sampling_temperature(batch)
-        metrics = MetricAccumulator()
+        metrics = MetricAccumulator(self.dp)
         self.model.train()
         for epoch in range(self.config.ppo_epochs):
             for mini in self._minibatches(batch, epoch):
@@ -464,9 +473,11 @@ class MegatronEngine:
                 agg = {**counts.as_kwargs(), "norm_length": norm_length, "dp_size": self.dp}
                 self.optimizer.zero_grad(set_to_none=True)
 
-                def last(micro: Batch, logits: torch.Tensor, agg: dict = agg) -> torch.Tensor:
+                def last(
+                    micro: Batch, logits: torch.Tensor, agg: dict = agg, counts: Any = counts
+                ) -> torch.Tensor:
                     return self._actor_loss(
-                        micro, logits, objective, agg, temperature, has_reference, metrics
+                        micro, logits, objective, agg, counts, temperature, has_reference, metrics
                     )
 
                 self._pipeline(mini.split(self.config.micro_batch_size), last, backward=True)
@@ -480,6 +491,7 @@ class MegatronEngine:
         logits: torch.Tensor,
         objective: ActorObjective,
         agg: dict[str, float],
+        counts: LossCounts,
         temperature: float,
         has_reference: bool,
         metrics: MetricAccumulator,
@@ -488,9 +500,13 @@ class MegatronEngine:
         mask = micro["response_mask"].to(self.device)
         log_prob, entropy = self._response_log_probs(logits, micro, temperature, True)
         assert entropy is not None
+        if "old_log_probs" in micro:
+            old_log_prob = micro["old_log_probs"].to(self.device)
+        else:  # exactly on-policy (see update_actor): the sampler is the current policy
+            old_log_prob = masked_fill_zero(log_prob.detach(), mask)
         pg_loss, pg_metrics = objective.policy_loss(
             log_prob=log_prob,
-            old_log_prob=micro["old_log_probs"].to(self.device),
+            old_log_prob=old_log_prob,
             advantages=micro["advantages"].to(self.device),
             response_mask=mask,
             loss_agg_mode=mode,
@@ -518,15 +534,22 @@ class MegatronEngine:
             metrics.add_share("actor/kl", float(kl_value.detach()))
         metrics.add_share("actor/pg_loss", float(pg_loss.detach()))
         metrics.add_share("actor/loss", float(loss.detach()))
+        # The loss's metrics are per-token means of this micro-batch: weight them by its tokens.
+        tokens = float((mask != 0).sum())
         for name, value in pg_metrics.items():
-            metrics.add_mean(f"actor/{name}", float(value))
+            metrics.add_token_share(f"actor/{name}", float(value), tokens, counts)
         return loss
+
+    def is_on_policy(self, local_rows: int) -> bool:
+        """Whether an update of ``local_rows`` rows per replica is one epoch of one mini-batch."""
+        return self.config.ppo_epochs == 1 and self.config.mini_batch_size // self.dp >= local_rows
 
     def update_critic(self, batch: Batch, objective: CriticObjective) -> dict[str, float]:
         """Fit the values to ``returns`` exactly as the fsdp critic does."""
         self._require_trainable("critic", "update_critic")
         require_keys(batch, CRITIC_UPDATE_KEYS, "update_critic")
-        metrics = MetricAccumulator()
+        batch = without_padding_weight(batch)
+        metrics = MetricAccumulator(self.dp)
         self.model.train()
         for epoch in range(self.config.ppo_epochs):
             for mini in self._minibatches(batch, epoch):
@@ -535,7 +558,9 @@ class MegatronEngine:
                 agg = {**counts.as_kwargs(), "norm_length": norm_length, "dp_size": self.dp}
                 self.optimizer.zero_grad(set_to_none=True)
 
-                def last(micro: Batch, out: torch.Tensor, agg: dict = agg) -> torch.Tensor:
+                def last(
+                    micro: Batch, out: torch.Tensor, agg: dict = agg, counts: Any = counts
+                ) -> torch.Tensor:
                     mask = micro["response_mask"].to(self.device)
                     vpreds = self._values(out, micro)
                     loss, loss_metrics = objective.value_loss(
@@ -548,9 +573,11 @@ class MegatronEngine:
                         **agg,
                     )
                     metrics.add_share("critic/vf_loss", float(loss.detach()))
-                    metrics.add_mean("critic/vpred_mean", float(masked_mean(vpreds.detach(), mask)))
+                    tokens = float((mask != 0).sum())
+                    vpred_mean = float(masked_mean(vpreds.detach(), mask)) if tokens else 0.0
+                    metrics.add_token_share("critic/vpred_mean", vpred_mean, tokens, counts)
                     for name, value in loss_metrics.items():
-                        metrics.add_mean(f"critic/{name}", float(value))
+                        metrics.add_token_share(f"critic/{name}", float(value), tokens, counts)
                     return loss
 
                 self._pipeline(mini.split(self.config.micro_batch_size), last, backward=True)

@@ -24,9 +24,12 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.registry import get_registry
 from hfsdk.core.workers import Protocol, Worker, register
 from hfsdk.core.workers.protocols import (
+    DispatchContext,
+    DispatchPlan,
     TransferProtocol,
+    check_mesh,
     collect_mean_metrics,
-    dispatch_mesh_proto,
+    split_rows,
 )
 from hfsdk_backend_fsdp.fsdp_backend import engine_kind
 from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
@@ -34,12 +37,31 @@ from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
 MESH = "train"
 RNG_FILE = "rng_rank{rank}.pt"
 
+
+def dispatch_mesh_train(
+    ctx: DispatchContext, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> DispatchPlan:
+    """``MESH_PROTO``'s split by dp replica, each piece marked with its padding rows.
+
+    Every rank of a replica gets that replica's piece (so its tp/pp ranks run
+    the same collectives); the collecting ranks (tp 0 of the last stage) answer.
+    """
+    positions = ctx.mesh()
+    _, _, dp = check_mesh(ctx, positions)
+    per_args, per_kwargs, pad = split_rows(ctx, args, kwargs, dp, kind="batch", mark_padding=True)
+    calls = {r: (per_args[p.dp_rank], per_kwargs[p.dp_rank]) for r, p in enumerate(positions)}
+    collectors = tuple(
+        r for _, r in sorted((p.dp_rank, r) for r, p in enumerate(positions) if p.collects)
+    )
+    return DispatchPlan(calls=calls, collect_ranks=collectors, pad=pad)
+
+
 MESH_METRIC = TransferProtocol(
     name="mesh_metric",
-    dispatch=dispatch_mesh_proto,
+    dispatch=dispatch_mesh_train,
     collect=collect_mean_metrics,
     layout="other",
-    doc="MESH_PROTO's split by dp rank; metric dicts of the collecting ranks averaged.",
+    doc="MESH_PROTO's split by dp rank (padding rows marked); collectors' metrics averaged.",
 )
 """Updates: each dp replica trains on its rows; metrics come from each replica's collector."""
 

@@ -88,3 +88,25 @@ def test_actor_shards_over_two_ranks() -> None:
     assert 0.0 <= metrics["reward/mean"] <= 1.0
     assert metrics["actor/grad_norm"] > 0
     assert metrics["perf/tokens"] > 0
+    # One mini-batch, one epoch: exactly on-policy, so no separate old-log-prob pass.
+    assert "timing/old_log_prob_s" not in metrics
+    assert metrics["actor/ppo_kl"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needed"),
+    [
+        ([], True),  # the preset: 64 samples in mini-batches of 32
+        (["actor.mini_batch_size=64"], False),
+        (["actor.mini_batch_size=64", "actor.ppo_epochs=2"], True),
+        (["actor.mini_batch_size=64", "algorithm.kl_in_reward=true"], True),
+    ],
+)
+def test_old_log_probs_are_skipped_only_for_an_exactly_on_policy_update(
+    overrides: list[str], needed: bool
+) -> None:
+    config = load_run_config("grpo", None, overrides)
+    algo_cls = get_registry("algorithms")["grpo"].impl
+    algorithm = algo_cls(AlgorithmContext(config=config, roles={}, signals={}))
+    samples = config.data.batch_size * config.algorithm.n_samples_per_prompt
+    assert algorithm.needs_old_log_probs(samples) is needed

@@ -52,6 +52,10 @@ class SafeRLHFAlgorithm(Algorithm):
 
         self.multiplier = LagrangeMultiplier(LagrangeConfig.from_config(self.algo_config))
 
+    def needs_old_log_probs(self, samples: int) -> bool:
+        """Always: the KL term of the costs reads the sampling policy's log-probs."""
+        return True
+
     def step(self, prompts: Batch) -> dict[str, float]:
         """PPO with a reward and a cost signal, two critics and the multiplier λ."""
         from hfsdk_ppo.advantages import gae_advantages_and_returns

@@ -45,7 +45,10 @@ def _verl_row(prompt: str, truth: str | None) -> dict:
     }
 
 
-def test_inspect_reports_a_verl_parquet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_inspect_reports_a_verl_parquet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # any use of Ray would fail the command
     rows = [_verl_row("2 + 3 =", "5"), _verl_row("1 + 1 = 1 + 1 = 1 + 1 =", "2")]
     rows.append(_verl_row("4 + 4 =", None))
     path = _write(tmp_path, rows)
@@ -79,10 +82,6 @@ def test_inspect_reports_a_verl_parquet(tmp_path: Path, capsys: pytest.CaptureFi
         in out
     )
     assert "brevity (style hfsdk) reads ground_truth" in out
-    if "ray" in sys.modules:
-        import ray
-
-        assert not ray.is_initialized()
 
 
 def test_inspect_bad_shapes_are_one_line_errors(

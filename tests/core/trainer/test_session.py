@@ -6,15 +6,13 @@ import pytest
 
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.session import TrainingSession, _signal_config
+from hfsdk.core.trainer.session import TrainingSession, _signal_config, worker_threads
 
 
 def test_default_task_fills_in_the_signals() -> None:
     config = load_run_config("safe_rlhf")
     assert [f.name for f in _signal_config(config, "reward", True).functions] == ["default_task"]
-    assert [f.name for f in _signal_config(config, "cost", True).functions] == [
-        "default_task_cost"
-    ]
+    assert [f.name for f in _signal_config(config, "cost", True).functions] == ["default_task_cost"]
     with pytest.raises(HfsdkError, match="neither functions nor a model"):
         _signal_config(config, "reward", False)
 
@@ -57,3 +55,16 @@ def test_a_backend_without_a_worker_class_is_refused_before_ray_starts(
     session = TrainingSession(config, ("actor", "reference", "reward"))
     with pytest.raises(HfsdkError, match=r"backend 'megatron' .* registers no worker class"):
         session.__enter__()
+
+
+def test_worker_threads_share_the_cores_among_device_slots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert worker_threads(0, 1, cores=16) == 16  # one worker: every core, as TRL uses
+    assert worker_threads(0, 3, cores=16) == 5
+    assert worker_threads(0, 32, cores=16) == 1
+    assert worker_threads(6, 3, cores=16) == 6  # configured wins
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the controller's cap (tests, shared machines)
+    assert worker_threads(0, 1, cores=16) == 2
+    assert worker_threads(8, 1, cores=16) == 8

@@ -23,11 +23,13 @@ from hfsdk.core.workers.futures import CallFuture, CollectSpec, DataRef
 from hfsdk.core.workers.mesh import MeshPosition
 from hfsdk.core.workers.protocols import (
     BUILTIN_PROTOCOLS,
+    PAD_ROWS_META,
     DispatchContext,
     DispatchPlan,
     TransferProtocol,
     as_transfer_protocol,
     lookup_protocol,
+    padding_rows,
     resolve_protocol,
     row_segments,
 )
@@ -152,6 +154,38 @@ def test_dp_compute_metric_averages_every_value_of_every_rank() -> None:
     assert out == {"loss": 2.0, "acc": 0.75}
     with pytest.raises(HfsdkError, match="metric 'bad' is a str"):
         BUILTIN_PROTOCOLS["dp_compute_metric"].collect([{"bad": "x"}], CollectSpec(ranks=(0,)))
+
+
+def test_dp_compute_metric_marks_each_pieces_padding_rows() -> None:
+    # 1 row on 4 ranks: ranks 1-3 hold one repeat each; 10 on 4: rank 3 holds 2 of 3.
+    for total, expected in ((1, [0, 1, 1, 1]), (10, [0, 0, 0, 2]), (8, [0, 0, 0, 0])):
+        stale = rows(total)
+        stale.meta[PAD_ROWS_META] = 5  # a leftover mark is replaced, never trusted
+        plan = plan_of("dp_compute_metric", ctx("dp_compute_metric"), stale)
+        assert [padding_rows(plan.calls[r][0][0]) for r in range(4)] == expected
+    # Other protocols leave the batch unmarked.
+    plan = plan_of("dp_compute_proto", ctx("dp_compute_proto"), rows(10))
+    assert PAD_ROWS_META not in plan.calls[3][0][0].meta
+
+
+def test_dp_compute_metric_marks_padding_of_pieces_assembled_from_futures() -> None:
+    shards = [Batch.from_dict({"x": torch.tensor(v)}) for v in ([0, 1, 2], [3, 4, 5], [6, 7, 8])]
+    # 9 rows split for 2 ranks: 5 + (4 real, 1 repeat); for 3 ranks (fast path): none.
+    plan = plan_of("dp_compute_metric", ctx("dp_compute_metric", world_size=2), fake_future(shards))
+    pieces = [resolve(plan.calls[r][0][0], shards) for r in range(2)]
+    assert [x_of(p) for p in pieces] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 0]]
+    assert [padding_rows(p) for p in pieces] == [0, 1]
+    padded = [Batch.from_dict({"x": torch.tensor(v)}) for v in ([0, 1], [2, 0])]
+    future = fake_future(padded, pad=1)
+    plan = plan_of("dp_compute_metric", ctx("dp_compute_metric", world_size=2), future)
+    assert [padding_rows(resolve(plan.calls[r][0][0], padded)) for r in range(2)] == [0, 1]
+
+
+def test_padding_rows_rejects_a_count_beyond_the_batch() -> None:
+    batch = rows(2)
+    batch.meta[PAD_ROWS_META] = 3
+    with pytest.raises(HfsdkError, match="trailing padding rows"):
+        padding_rows(batch)
 
 
 # ---------------------------------------------------------------------- mesh protocols

@@ -1,0 +1,120 @@
+"""The work the actor skips gives the same numbers as the work it used to do.
+
+Padding columns dropped and logits computed for response positions only
+(``remove_padding``, ``logits_to_keep``), the entropy reported without a
+graph, and the old log-probs replaced by the detached current ones when the
+update is exactly on-policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.maths.policy_losses import ppo_clip_loss
+from hfsdk_backend_fsdp.actor import ActorEngine
+from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, HFRolloutConfig, OptimConfig
+from hfsdk_backend_fsdp.hf_rollout import HFRollout
+from hfsdk_backend_fsdp.objectives import ActorObjective
+from hfsdk_backend_fsdp.token_ops import padding_columns
+
+PROMPTS = ["3 + 5 =", "1 + 2 + 3 + 4 =", "9 + 9 =", "4 + 0 ="]
+
+
+def _actor(model_dir: Path, **overrides: object) -> ActorEngine:
+    settings: dict[str, object] = {
+        "model_path": str(model_dir),
+        "mini_batch_size": 8,
+        "micro_batch_size": 4,
+        "optim": OptimConfig(lr=1e-3),
+        **overrides,
+    }
+    return ActorEngine(FSDPRoleConfig(**settings), role="actor")  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def sampled(model_dir: Path, make_prompts: Callable[..., Batch]) -> Batch:
+    """8 responses (up to 10 tokens) to prompts of different lengths, with advantages."""
+    torch.manual_seed(0)
+    rollout = HFRollout(
+        HFRolloutConfig(max_response_length=10, n=2, temperature=0.7), _actor(model_dir)
+    )
+    batch = rollout.generate_sequences(make_prompts(PROMPTS))
+    batch["advantages"] = torch.randn(len(batch), 1) * batch["response_mask"]
+    return batch
+
+
+def test_padding_columns_finds_the_columns_every_row_needs() -> None:
+    attention = torch.tensor([[0, 0, 1, 1, 1, 1, 0, 0], [0, 1, 1, 1, 1, 0, 0, 0]])
+    response = attention[:, 4:]
+    assert padding_columns(attention, response) == (1, 2)
+    nothing = torch.zeros(2, 3)
+    assert padding_columns(torch.ones(2, 7), nothing) == (0, 1)
+
+
+def test_trimmed_response_only_forward_matches_the_full_one(
+    model_dir: Path, sampled: Batch
+) -> None:
+    lean = _actor(model_dir)
+    full = _actor(model_dir, remove_padding=False)
+    full._logits_to_keep = False  # the old path: logits for every position
+    assert lean._logits_to_keep  # Llama accepts logits_to_keep
+    mask = sampled["response_mask"]
+    # The second micro-batch (two short prompts) has padding to drop on both sides.
+    first, kept = padding_columns(sampled["attention_mask"][4:], mask[4:])
+    assert first > 0 and kept < mask.shape[1]
+    out_lean, out_full = lean.compute_log_prob(sampled), full.compute_log_prob(sampled)
+    for key in ("old_log_probs", "entropys"):
+        torch.testing.assert_close(out_lean[key], out_full[key], atol=1e-5, rtol=1e-4)
+    assert out_lean["old_log_probs"][mask == 0].eq(0).all()
+
+
+def test_on_policy_update_without_old_log_probs_is_the_same_step(
+    model_dir: Path, sampled: Batch
+) -> None:
+    objective = ActorObjective(policy_loss=ppo_clip_loss)
+    given, derived = _actor(model_dir), _actor(model_dir)
+    with_old = sampled.union(given.compute_log_prob(sampled))
+    metrics_given = given.update_actor(with_old, objective)
+    metrics_derived = derived.update_actor(sampled, objective)
+    for name in ("actor/pg_loss", "actor/entropy", "actor/grad_norm"):
+        assert metrics_derived[name] == pytest.approx(metrics_given[name], rel=1e-4, abs=1e-6)
+    assert metrics_derived["actor/ppo_kl"] == 0.0 and metrics_derived["actor/pg_clipfrac"] == 0.0
+    for (name, a), b in zip(
+        given.module.named_parameters(), derived.module.parameters(), strict=True
+    ):
+        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_off_policy_update_without_old_log_probs_computes_them_first(
+    model_dir: Path, sampled: Batch
+) -> None:
+    objective = ActorObjective(policy_loss=ppo_clip_loss)
+    settings = {"mini_batch_size": 4, "micro_batch_size": 4}  # two optimizer steps
+    given, derived = _actor(model_dir, **settings), _actor(model_dir, **settings)
+    with_old = sampled.union(given.compute_log_prob(sampled))
+    given.update_actor(with_old, objective)
+    metrics = derived.update_actor(sampled, objective)
+    assert metrics["actor/ppo_kl"] != 0.0  # the second step saw a moved policy
+    for (name, a), b in zip(
+        given.module.named_parameters(), derived.module.parameters(), strict=True
+    ):
+        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_entropy_is_trained_only_with_a_bonus(model_dir: Path, sampled: Batch) -> None:
+    sampled = sampled.union(_actor(model_dir).compute_log_prob(sampled))
+    sampled["advantages"] = torch.zeros_like(sampled["response_mask"])
+    plain, bonus = _actor(model_dir), _actor(model_dir)
+    plain.update_actor(sampled, ActorObjective(policy_loss=ppo_clip_loss))
+    bonus.update_actor(sampled, ActorObjective(policy_loss=ppo_clip_loss, entropy_coef=0.1))
+    # Zero advantages: without the bonus nothing moves the weights; with it they change.
+    moved = [
+        float((a - b).detach().abs().max())
+        for a, b in zip(plain.module.parameters(), bonus.module.parameters(), strict=True)
+    ]
+    assert max(moved) > 1e-5

