@@ -134,7 +134,10 @@ class HybridRollout(HFRollout):
             shard[name] = entry["tensor"].detach()
         return shard
 
-    def _generate(self, prompts: Batch, greedy: bool) -> torch.Tensor:
+    def _generate(
+        self, prompts: Batch, greedy: bool
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Right-padded responses of this training replica's prompts (no extra columns)."""
         started = time.perf_counter()
         shard = self.hybrid.to_generation(self.training_shard())
         stats = self.hybrid.stats
@@ -162,7 +165,7 @@ class HybridRollout(HFRollout):
             **stats.metrics(),
             "timing/generate_s": time.perf_counter() - started,
         }
-        return responses
+        return responses, {}
 
     def _decode(
         self, decoder: TPDecoder, ids: torch.Tensor, mask: torch.Tensor, greedy: bool
