@@ -35,6 +35,12 @@ if TYPE_CHECKING:
     from hfsdk.core.dataflow import Dataflow, Stage
     from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
+    from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig, resolve_rollout_layout
+    from hfsdk.core.hybrid_engine.decoder import DecoderShape, TPDecoder
+    from hfsdk.core.hybrid_engine.groups import create_groups
+    from hfsdk.core.hybrid_engine.layout import HeadShape, TrainLayout, generation_tp_groups
+    from hfsdk.core.hybrid_engine.params import LlamaShape, llama_specs
+    from hfsdk.core.hybrid_engine.reshard import HybridEngine
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
         LossAggMode,
@@ -157,6 +163,18 @@ _LAZY = {
     "collect_mean_metrics": "hfsdk.core.workers.protocols",
     "split_rows": "hfsdk.core.workers.protocols",
     "DefaultTaskSpec": "hfsdk.core.default_task",
+    # 3D-HybridEngine (for training backends that reshard their actor for generation)
+    "RolloutLayoutConfig": "hfsdk.core.hybrid_engine.config",
+    "resolve_rollout_layout": "hfsdk.core.hybrid_engine.config",
+    "DecoderShape": "hfsdk.core.hybrid_engine.decoder",
+    "TPDecoder": "hfsdk.core.hybrid_engine.decoder",
+    "create_groups": "hfsdk.core.hybrid_engine.groups",
+    "HeadShape": "hfsdk.core.hybrid_engine.layout",
+    "TrainLayout": "hfsdk.core.hybrid_engine.layout",
+    "generation_tp_groups": "hfsdk.core.hybrid_engine.layout",
+    "LlamaShape": "hfsdk.core.hybrid_engine.params",
+    "llama_specs": "hfsdk.core.hybrid_engine.params",
+    "HybridEngine": "hfsdk.core.hybrid_engine.reshard",
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",
 }

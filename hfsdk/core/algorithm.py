@@ -189,7 +189,10 @@ class Algorithm:
         batch = prompts.repeat(n, interleave=True) if n > 1 else prompts
         # Repeated here, so every rank gets whole rows; the rollout must not repeat again.
         batch.meta.update(greedy=greedy, n=1)
-        return self.actor.generate_sequences(batch)
+        out = self.actor.generate_sequences(batch)
+        # The rollout's train -> generate transition (timing/reshard_s, perf/reshard_bytes, ...).
+        self.record(out.meta.pop("rollout_metrics", None) or {})
+        return out
 
     @property
     def actor(self) -> Any:

@@ -65,6 +65,11 @@ def auto_placement_section(algorithm: str, **kwargs: Any) -> dict[str, Any]:
     """The run config's ``placement`` section chosen by the planner (``placement: auto``).
 
     Takes the keyword arguments of :func:`plan_for_algorithm`; returns
-    ``{"pools": {name: {"devices": n}}, "roles": {role: name}}``.
+    ``{"pools": {name: {"devices": n}}, "roles": {role: name}}`` plus
+    ``"rollout_tp": {role: tg}`` for the roles that generate (the planner's
+    rollout tensor-parallel size, which the 3D-HybridEngine takes when it fits).
     """
-    return plan_for_algorithm(algorithm, **kwargs).to_placement_section()
+    plan = plan_for_algorithm(algorithm, **kwargs)
+    section = plan.to_placement_section()
+    section["rollout_tp"] = {r.role: r.generation.tg for r in plan.roles if r.generation}
+    return section

@@ -2,8 +2,8 @@
 
 Training and inference use (p, t, d): pipeline, tensor and data parallel
 sizes with p * t * d devices. Generation uses (tg, dg) with no pipeline: the
-actor's 3D-HybridEngine regroups its training ranks so tg divides p * t and
-each rank keeps its training shard.
+actor's 3D-HybridEngine regroups its training ranks so tg divides t and
+each rank keeps its training shard (``hfsdk.core.hybrid_engine.layout``).
 """
 
 from __future__ import annotations
@@ -104,13 +104,17 @@ def running_batch_sizes(replica_sequences: int, max_running: int) -> list[int]:
 def generation_layouts(
     model: ModelSpec, layout: Layout, cluster: Cluster, sequences: int, max_running: int
 ) -> list[GenerationLayout]:
-    """Rollout layouts the HybridEngine can regroup ``layout`` into (tg divides p * t).
+    """Rollout layouts the HybridEngine can regroup ``layout`` into (tg divides t).
+
+    The engine keeps each rank's training shard inside its generation shard,
+    so the generation tensor-parallel size divides the training one (and the
+    rollout has no pipeline: every micro-DP group spans all p stages).
 
     Each tensor-parallel size comes with every running-batch size worth trying
     for its replicas' share of ``sequences``.
     """
     found = []
-    for tg in divisors(layout.model_parallel):
+    for tg in divisors(layout.t):
         if not tensor_parallel_ok(model, tg, cluster):
             continue
         dg = layout.devices // tg

@@ -228,10 +228,26 @@ class Simulator:
         return prefill + workload.response_length * decode
 
     def transition_seconds(self, model: ModelSpec, layout: Layout, gen: GenerationLayout) -> float:
-        """Train -> generate resharding: all-gather within each micro-DP group."""
-        group = layout.model_parallel // gen.tg
-        return self.allgather(
-            2 * model.num_params / gen.tg, group, layout.model_parallel, calls=model.num_layers
+        """Train -> generate resharding: the 3D-HybridEngine's broadcasts in each micro-DP group.
+
+        Bytes per rank are the engine's formula (``(dg-1)/dg`` of the
+        generation shard; what ``benchmarks/reshard.py`` counts), moved at link
+        bandwidth, plus one call latency per broadcast the engine makes.
+        """
+        from hfsdk.core.hybrid_engine.accounting import (
+            transition_collectives,
+            uniform_transition_bytes,
+        )
+        from hfsdk.core.hybrid_engine.layout import GenLayout, TrainLayout
+
+        train = TrainLayout(layout.p, layout.t, layout.d)
+        micro = GenLayout(1, gen.tg, layout.model_parallel // gen.tg)
+        if micro.dg == 1:
+            return 0.0
+        nbytes = uniform_transition_bytes(model.num_params, train, micro, ACT_BYTES)
+        calls = transition_collectives(model.num_layers, train, micro)
+        return self.send(nbytes, layout.model_parallel, calls=0) + calls * self._call_latency(
+            micro.dg, layout.model_parallel
         )
 
     # -- candidates --------------------------------------------------------------------

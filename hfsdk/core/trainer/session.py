@@ -234,12 +234,18 @@ class TrainingSession:
 
         cfg = self.config
         placement = cfg.placement
+        self._planned_rollout_tp: dict[str, int] = {}
         if placement.mode == "auto":
             placement = self._auto_placement()
         backends = get_registry("training_backends")
         by_pool: dict[str, dict[str, Any]] = {}
         for role, section in self._model_roles().items():
             kind = self.spec.kind_of(role)
+            planned_tp = self._planned_rollout_tp.get(role)
+            if planned_tp and hasattr(section, "rollout_layout"):
+                # placement: auto chose a rollout layout; the hybrid engine takes it if it fits.
+                layout = attrs.evolve(section.rollout_layout, planned_tp=planned_tp)
+                section = attrs.evolve(section, rollout_layout=layout)
             worker_cls = worker_class(backends[section.backend], role, kind)
             kwargs = {"role": role, "config": cfg, "assets": self.assets, "section": section}
             if kind == "policy":  # the algorithm, not the backend, decides the loss terms
@@ -298,6 +304,7 @@ class TrainingSession:
             cluster=cluster,
         )
         logger.warning("placement: auto chose %s", section)
+        self._planned_rollout_tp = dict(section.get("rollout_tp", {}))
         pools = {name: PoolConfig(devices=p["devices"]) for name, p in section["pools"].items()}
         return attrs.evolve(placement, mode="manual", pools=pools, roles=section["roles"])
 

@@ -217,6 +217,13 @@ class HFRolloutConfig(RolloutConfig):
         default=None,
         validator=attrs.validators.optional(attrs.validators.ge(1)),
     )
+    weight_sync: Literal["stream", "gather"] = attrs.field(
+        default="stream", validator=attrs.validators.in_(("stream", "gather"))
+    )
+    """How a sharded actor's weights reach ``generate``: ``stream`` copies them one
+    FSDP unit (transformer block) at a time into a generation module that exists
+    only during the call (extra memory of the transition: about one block);
+    ``gather`` unshards the whole FSDP model at once and generates on it."""
 
 
 def run_config_problems(config: Any) -> list[str]:

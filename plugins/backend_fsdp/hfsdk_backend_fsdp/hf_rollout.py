@@ -3,19 +3,28 @@
 Prompts come in left-padded; responses go out right-padded to exactly
 ``max_response_length`` (so every rank's output has the same shape and
 results concatenate). The response mask is 1 up to and including the first
-EOS; tokens after it are the pad id. Under FSDP2 the actor's shards are
-gathered once per call and freed after it, so rollouts always use the current
-training weights and no second copy of the model is kept.
+EOS; tokens after it are the pad id.
+
+Under FSDP2 (``weight_sync: stream``, the default) the actor's weights are
+streamed one FSDP unit at a time into a generation module that is allocated
+for the call and freed after it: the transition holds about one transformer
+block beyond the generation weights, rollouts always use the current training
+weights, and between calls only the training shard is kept. Each call reports
+``timing/reshard_s``, ``perf/reshard_bytes`` (bytes received per rank) and
+``perf/reshard_peak_extra_bytes`` in the output's ``meta['rollout_metrics']``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import time
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from hfsdk import Batch, HfsdkError
+from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.engine import require_keys
 from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
 from hfsdk_backend_fsdp.token_ops import position_ids_from_mask
@@ -77,12 +86,84 @@ class HFRollout:
         return sorted(ids)
 
     def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]] | None = None) -> None:
-        """Nothing to do: generation runs on the actor's own (current) weights.
+        """Nothing to do: every call takes the actor's current weights (streamed or gathered).
 
         ``weights`` (HF name, tensor) pairs are the rollout contract's argument
         (see docs/backends.md); they are not consumed here, so a lazy iterator
         over sharded weights gathers nothing.
         """
+
+    @contextlib.contextmanager
+    def weights(self) -> Iterator[torch.nn.Module]:
+        """A module with the actor's current full weights for one ``generate`` call.
+
+        Sets :attr:`last_metrics` (the transition's cost on this rank).
+        """
+        actor = self.actor
+        started = time.perf_counter()
+        if self.config.weight_sync == "gather" or not sharding.is_sharded(actor.module):
+            with actor.generation_module() as module:
+                full = sum(p.numel() * p.element_size() for p in module.parameters())
+                sharded = sharding.is_sharded(actor.module)
+                self.last_metrics = {
+                    "timing/reshard_s": time.perf_counter() - started,
+                    "perf/reshard_bytes": full * (actor.dp.size - 1) / actor.dp.size,
+                    "perf/reshard_peak_extra_bytes": float(full if sharded else 0),
+                }
+                yield module
+            return
+        module = self._generation_engine()
+        stats = sharding.StreamStats()
+        try:
+            with torch.no_grad():
+                module.to_empty(device=actor.device)
+                targets = dict(module.named_parameters())
+                for name, tensor in sharding.stream_full_parameters(actor.module, actor.dp, stats):
+                    targets[name].copy_(tensor)
+                # Buffers (rotary frequencies) are not sharded; to_empty left them blank.
+                for name, buffer in actor.module.named_buffers():
+                    module.get_buffer(name).copy_(buffer)
+            self.last_stream = stats
+            self.last_metrics = {
+                "timing/reshard_s": time.perf_counter() - started,
+                "perf/reshard_bytes": float(stats.received_bytes),
+                "perf/reshard_peak_extra_bytes": float(stats.peak_unit_bytes),
+            }
+            with torch.no_grad():
+                yield module
+        finally:
+            # Drop the generation weights: between calls only the training shard is held.
+            module.to_empty(device="meta")
+
+    def _agreed_metrics(self) -> dict[str, float]:
+        """The last transition's metrics, maxed over data-parallel ranks.
+
+        Every rank then carries the same values, so the per-rank outputs
+        concatenate (meta must agree) and the logged numbers are the worst rank's.
+        """
+        metrics = dict(getattr(self, "last_metrics", {}))
+        dp = self.actor.dp
+        if not metrics or not dp.distributed:
+            return metrics
+        import torch.distributed as dist
+
+        keys = sorted(metrics)
+        values = torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
+        dist.all_reduce(values, op=dist.ReduceOp.MAX, group=dp.group)
+        return dict(zip(keys, values.tolist(), strict=True))
+
+    def _generation_engine(self) -> torch.nn.Module:
+        """The generation module: the actor's architecture, built once on the meta device."""
+        engine = getattr(self, "_engine", None)
+        if engine is None:
+            actor = self.actor
+            dtype = actor.compute_dtype if actor.config.dtype != "float32" else torch.float32
+            with torch.device("meta"):
+                engine = actor.model_class(actor.module.config).to(dtype)
+            engine.generation_config = actor.module.generation_config
+            engine.eval()
+            self._engine = engine
+        return engine
 
     def generation_config(self, greedy: bool) -> GenerationConfig:
         """The sampling settings of one call (the model directory's defaults are ignored)."""
@@ -146,7 +227,7 @@ class HFRollout:
         step = (self.config.micro_batch_size or len(prompts)) if len(prompts) else 1
         device = self.actor.device
         parts = []
-        with self.actor.generation_module() as module:
+        with self.weights() as module:
             for part in prompts.split(step):
                 input_ids = part["input_ids"].to(device)
                 out = module.generate(
@@ -193,5 +274,10 @@ class HFRollout:
                 "response_mask": response_mask,
             },
             non_tensors=non_tensors,
-            meta={**prompts.meta, "temperature": temperature, "greedy": greedy},
+            meta={
+                **prompts.meta,
+                "temperature": temperature,
+                "greedy": greedy,
+                "rollout_metrics": self._agreed_metrics(),
+            },
         )

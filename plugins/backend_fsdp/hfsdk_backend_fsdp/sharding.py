@@ -120,6 +120,100 @@ def gathered(model: nn.Module, *, reshard_after_forward: bool = True) -> Iterato
             module.set_reshard_after_forward(reshard_after_forward, recurse=False)
 
 
+def fsdp_units(model: nn.Module) -> list[nn.Module]:
+    """The FSDP2-managed modules of ``model``: blocks in order, the root last."""
+    from torch.distributed.fsdp import FSDPModule
+
+    units = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    # model.modules() yields the root first; generation order wants it last.
+    return units[1:] + units[:1] if units and units[0] is model else units
+
+
+def _own_parameters(model: nn.Module, unit: nn.Module, units: list[nn.Module]) -> list[str]:
+    """Full names of the parameters ``unit`` itself shards (not those of nested units)."""
+    prefix = next(name for name, m in model.named_modules() if m is unit)
+    nested = {
+        name for name, m in unit.named_modules() if name and any(m is other for other in units)
+    }
+    own = []
+    for name, _ in unit.named_parameters():
+        if any(name == n or name.startswith(n + ".") for n in nested):
+            continue
+        own.append(f"{prefix}.{name}" if prefix else name)
+    return own
+
+
+def unsharded_units(model: nn.Module) -> int:
+    """How many FSDP units hold full (unsharded) weights right now."""
+    from torch.distributed.tensor import DTensor
+
+    units = fsdp_units(model)
+    count = 0
+    for unit in units:
+        params = [_full_tensor(model, name) for name in _own_parameters(model, unit, units)]
+        if params and not any(isinstance(p, DTensor) for p in params):
+            count += 1
+    return count
+
+
+@attrs.define
+class StreamStats:
+    """What streaming the weights cost: unit sizes, and the most held at once."""
+
+    units: int = 0
+    full_bytes: int = 0
+    peak_unit_bytes: int = 0
+    received_bytes: int = 0
+    max_unsharded_units: int = 0
+
+
+def stream_full_parameters(
+    model: nn.Module,
+    dp: DataParallel,
+    stats: StreamStats | None = None,
+    *,
+    check_one_unit: bool = False,
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """Yield ``(name, full weight)`` one FSDP unit (transformer block) at a time.
+
+    Each unit is unsharded (all-gathered over the data-parallel group), its
+    weights are yielded, and it is resharded before the next unit: a consumer
+    that copies each weight into its generation engine needs about one block
+    of extra memory, not a second model. A yielded tensor is valid only until
+    the generator advances. Without FSDP the module's own weights are yielded.
+    ``check_one_unit`` counts the units unsharded at each step (a test aid).
+    """
+    if not is_sharded(model):
+        yield from model.named_parameters()
+        return
+    units = fsdp_units(model)
+    for unit in units:
+        names = _own_parameters(model, unit, units)
+        unit.unshard()
+        try:
+            full = {name: _full_tensor(model, name) for name in names}
+            if stats is not None:
+                nbytes = sum(t.numel() * t.element_size() for t in full.values())
+                stats.units += 1
+                stats.full_bytes += nbytes
+                stats.peak_unit_bytes = max(stats.peak_unit_bytes, nbytes)
+                stats.received_bytes += nbytes * (dp.size - 1) // dp.size
+                if check_one_unit:
+                    stats.max_unsharded_units = max(
+                        stats.max_unsharded_units, unsharded_units(model)
+                    )
+            yield from full.items()
+        finally:
+            unit.reshard()
+
+
+def _full_tensor(model: nn.Module, name: str) -> torch.Tensor:
+    """The currently registered (unsharded) tensor of parameter ``name``."""
+    module_name, _, attr = name.rpartition(".")
+    module = model.get_submodule(module_name) if module_name else model
+    return getattr(module, attr)
+
+
 def full_model_state(model: nn.Module) -> dict[str, torch.Tensor]:
     """The full (unsharded) model state dict on CPU, on rank 0 only (``{}`` elsewhere)."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict

@@ -85,6 +85,10 @@ def test_two_ranks_match_one_process(
     log_probs = batch["old_log_probs"]
     actor.update_actor(batch, ActorObjective(policy_loss=reinforce_loss))
     after = actor.compute_log_prob(batch)["old_log_probs"]
+    greedy_after = HFRollout(HFRolloutConfig(max_response_length=5), actor).generate_sequences(
+        prompts, greedy=True
+    )["responses"]
+    assert not torch.equal(greedy_after, greedy)  # lr=1e-3 moves the greedy answers
 
     port = _free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -117,7 +121,25 @@ def test_two_ranks_match_one_process(
     # Each rank holds about half of the weights.
     for result in results:
         assert result["local_numel"] <= result["full_numel"] // 2 + 200
+    # Streamed (default) and fully gathered weights generate what one process does.
     torch.testing.assert_close(torch.cat([r["greedy"] for r in results]), greedy)
+    torch.testing.assert_close(torch.cat([r["gathered_greedy"] for r in results]), greedy)
+    # After update_actor the next rollout uses the new weights (fails on stale weights).
+    torch.testing.assert_close(torch.cat([r["greedy_after"] for r in results]), greedy_after)
+    full_bytes = sum(p.numel() * 4 for p in actor.module.parameters())
+    for result in results:
+        stats, counted = result["stream_stats"], result["counted"]
+        # Streaming holds one FSDP unit at a time: peak extra memory is about one layer.
+        assert counted["max_unsharded_units"] == 1
+        assert result["all_at_once"] == stats["units"] > 2
+        assert stats["full_bytes"] == full_bytes
+        assert stats["peak_unit_bytes"] < full_bytes / 2
+        assert stats["peak_unit_bytes"] <= max(result["layer_bytes"], stats["full_bytes"] // 3)
+        assert stats["received_bytes"] == pytest.approx(full_bytes / 2, rel=0.01)
+        metrics = result["rollout_metrics"]
+        assert metrics["perf/reshard_bytes"] == pytest.approx(full_bytes / 2, rel=0.01)
+        assert metrics["timing/reshard_s"] > 0
+        assert metrics["perf/reshard_peak_extra_bytes"] < full_bytes / 2
     torch.testing.assert_close(
         torch.cat([r["log_probs"] for r in results]), log_probs, atol=1e-5, rtol=1e-5
     )

@@ -10,6 +10,7 @@ import argparse
 import shutil
 from pathlib import Path
 
+import attrs
 import torch
 import torch.distributed as dist
 
@@ -20,7 +21,13 @@ from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, HFRolloutConfig, OptimConfig
 from hfsdk_backend_fsdp.hf_rollout import HFRollout
 from hfsdk_backend_fsdp.objectives import ActorObjective
-from hfsdk_backend_fsdp.sharding import is_sharded
+from hfsdk_backend_fsdp.sharding import (
+    StreamStats,
+    gathered,
+    is_sharded,
+    stream_full_parameters,
+    unsharded_units,
+)
 
 
 def main() -> None:
@@ -45,11 +52,24 @@ def main() -> None:
     batch = Batch.from_dict(tensors=inputs["batch"], meta={"temperature": 0.7}).chunk(2)[args.rank]
     prompts = Batch.from_dict(tensors=inputs["prompts"]).chunk(2)[args.rank]
     rollout = HFRollout(HFRolloutConfig(max_response_length=5), actor)
-    greedy = rollout.generate_sequences(prompts, greedy=True)["responses"]
+    assert rollout.config.weight_sync == "stream"
+    streamed = rollout.generate_sequences(prompts, greedy=True)
+    greedy = streamed["responses"]
+    stream_stats = rollout.last_stream
+    gathered_greedy = HFRollout(
+        HFRolloutConfig(max_response_length=5, weight_sync="gather"), actor
+    ).generate_sequences(prompts, greedy=True)["responses"]
+    # Count the FSDP units unsharded at each step of a stream (the memory check).
+    counted = StreamStats()
+    for _ in stream_full_parameters(actor.module, actor.dp, counted, check_one_unit=True):
+        pass
+    with gathered(actor.module):  # what weight_sync=gather holds: every unit at once
+        all_at_once = unsharded_units(actor.module)
     log_probs = actor.compute_log_prob(batch)["old_log_probs"]
     actor.update_actor(batch, ActorObjective(policy_loss=reinforce_loss))
     state = actor.state_dict()
     after = actor.compute_log_prob(batch)["old_log_probs"]
+    greedy_after = rollout.generate_sequences(prompts, greedy=True)["responses"]
     actor.save_checkpoint(args.out / "ckpt")
     actor.export_hf(args.out / "hf")
     restored = ActorEngine(config, role="actor")
@@ -72,6 +92,16 @@ def main() -> None:
             "greedy": greedy,
             "log_probs": log_probs,
             "after": after,
+            "greedy_after": greedy_after,
+            "gathered_greedy": gathered_greedy,
+            "stream_stats": attrs.asdict(stream_stats),
+            "counted": attrs.asdict(counted),
+            "all_at_once": all_at_once,
+            "rollout_metrics": streamed.meta["rollout_metrics"],
+            "layer_bytes": max(
+                sum(p.numel() * 4 for p in layer.parameters())
+                for layer in actor.module.model.layers
+            ),
             "after_restore": after_restore,
             "corrupt_error": corrupt_error,
             "model": state["model"],

@@ -656,8 +656,8 @@ class MegatronEngine:
     def sync_generation_weights(self) -> None:
         """Load the current weights into :attr:`module` (collective over tp × pp).
 
-        A full copy on every rank: the 3D-HybridEngine (issue 12) replaces it
-        with a resharding that keeps only the generation shard.
+        A full copy on every rank: used only when the actor cannot generate
+        through the 3D-HybridEngine (``hybrid_rollout.hybrid_supported``).
         """
         self.module.load_state_dict(self.full_hf_state(), strict=False)
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 import attrs
 
-from hfsdk import RoleConfig, help_field
+from hfsdk import RoleConfig, RolloutLayoutConfig, help_field
 from hfsdk_backend_fsdp.fsdp_config import OptimConfig
 
 
@@ -62,6 +62,11 @@ class MegatronRoleConfig(RoleConfig):
     parallel: ParallelConfig = help_field(
         "Model-parallel layout: tp x pp; data parallel = devices / (tp·pp).",
         factory=ParallelConfig,
+    )
+    rollout_layout: RolloutLayoutConfig = help_field(
+        "The actor's generation layout {tp, pp} (default: the training tp, pp 1); the "
+        "3D-HybridEngine reshards into it for every rollout (docs/hybrid_engine.md).",
+        factory=RolloutLayoutConfig,
     )
     optim: OptimConfig = help_field(
         "Optimizer and learning-rate schedule of a trained role (as for fsdp).",

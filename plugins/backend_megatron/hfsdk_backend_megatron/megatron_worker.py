@@ -113,8 +113,15 @@ class MegatronWorker(Worker):
         torch.manual_seed(config.trainer.seed + 1000 * self.rank)
         self.rollout: Any = None
         if self.kind == "actor":
-            rollout_entry = get_registry("rollout_backends")[config.rollout.backend]
-            self.rollout = rollout_entry.impl(config.rollout, self.engine)
+            from hfsdk_backend_megatron.hybrid_rollout import HybridRollout, hybrid_supported
+
+            why_not = hybrid_supported(self.engine) if config.rollout.backend == "hf" else "-"
+            if why_not is None:
+                # The 3D-HybridEngine: reshard into actor.rollout_layout, decode there.
+                self.rollout = HybridRollout(config.rollout, self.engine)
+            else:
+                rollout_entry = get_registry("rollout_backends")[config.rollout.backend]
+                self.rollout = rollout_entry.impl(config.rollout, self.engine)
 
     def _require(self, kind: str, method: str) -> None:
         if self.kind != kind:
@@ -134,6 +141,9 @@ class MegatronWorker(Worker):
     def generate_sequences(self, prompts: Batch) -> Batch:
         """Responses for ``prompts``: weights gathered over tp × pp, the collector generates."""
         self._require("actor", "generate_sequences")
+        if getattr(self.rollout, "collective", False):
+            out = self.rollout.generate_sequences(prompts)  # every rank reshards and decodes
+            return out if self._collects else prompts
         self.engine.sync_generation_weights()  # collective: every rank of the replica
         if not self._collects:
             return prompts  # not collected

@@ -68,9 +68,27 @@ def run_config_problems(config: Any) -> list[str]:
         if placement is not None and placement.mode == "manual":
             devices = placement.pools[placement.pool_of(role)].devices
         problems += layout_problems(shape, section.parallel.tp, section.parallel.pp, devices, role)
+        if role == "actor" and not problems:
+            problems += rollout_layout_problems(shape, section, devices)
         if section.parallel.sequence_parallel:
             problems.append(
                 f"{role}.parallel.sequence_parallel is not supported by the megatron backend "
                 "yet; set it to false"
             )
     return problems
+
+
+def rollout_layout_problems(shape: ModelShape, section: Any, devices: int) -> list[str]:
+    """``actor.rollout_layout`` must be a regrouping of the training layout (one message)."""
+    from hfsdk import HeadShape, TrainLayout, resolve_rollout_layout
+
+    tp, pp = section.parallel.tp, section.parallel.pp
+    train = TrainLayout(pp, tp, max(1, devices // (tp * pp)))
+    heads = HeadShape(
+        num_layers=shape.num_layers, num_heads=shape.num_heads, num_kv_heads=shape.num_kv_heads
+    )
+    try:
+        resolve_rollout_layout(train, section.rollout_layout, heads)
+    except HfsdkError as exc:
+        return [f"actor.rollout_layout: {exc}"]
+    return []

@@ -39,11 +39,13 @@ def tp_model() -> str:
     return str(ensure_default_assets(TP_SPEC).model_dir)
 
 
-def _megatron_actor(model: str, tp: int = 2) -> list[str]:
+def _megatron_actor(model: str, tp: int = 2, rollout_tp: int | None = None) -> list[str]:
+    rollout = [f"actor.rollout_layout.tp={rollout_tp}"] if rollout_tp else []
     return [
         f"actor.model_path={model}",
         "actor.backend=megatron",
         f"actor.parallel.tp={tp}",
+        *rollout,
         "reference.backend=megatron",
         f"reference.parallel.tp={tp}",
         "placement.pools.global.devices=2",
@@ -55,6 +57,7 @@ def _mean(rows: list[dict], key: str) -> float:
 
 
 def test_grpo_with_a_tp2_megatron_actor_learns(tmp_path: Path, tp_model: str) -> None:
+    """Training at tp=2, generating at rollout tp=1 (two micro-DP replicas, 3D-HybridEngine)."""
     hfsdk = Path(sys.executable).with_name("hfsdk")
     run_dir = tmp_path / "run"
     result = subprocess.run(
@@ -66,7 +69,7 @@ def test_grpo_with_a_tp2_megatron_actor_learns(tmp_path: Path, tp_model: str) ->
             "--run-dir",
             str(run_dir),
             "--quiet",
-            *_megatron_actor(tp_model),
+            *_megatron_actor(tp_model, rollout_tp=1),
         ],
         capture_output=True,
         text=True,
@@ -78,10 +81,24 @@ def test_grpo_with_a_tp2_megatron_actor_learns(tmp_path: Path, tp_model: str) ->
     assert [r["step"] for r in rows] == list(range(1, 31))
     gain = _mean(rows[-5:], "reward/mean") - _mean(rows[:5], "reward/mean")
     assert gain >= 0.15, f"reward rose by only {gain:.3f}"
+    # The rollout resharded tp=2 -> tp=1: each rank received the other's half.
+    assert all(r["perf/reshard_bytes"] > 0 and r["timing/reshard_s"] > 0 for r in rows)
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "step_30" / "actor_hf")
     assert model.config.num_attention_heads == 2
+
+
+def test_ppo_with_a_tp2_megatron_actor_and_rollout_tp1_learns(
+    tmp_path: Path, tp_model: str
+) -> None:
+    """PPO's default run with the actor trained at tp=2 and generating at tp=1."""
+    overrides = [*_megatron_actor(tp_model, rollout_tp=1)]
+    rows = Trainer(load_run_config("ppo", None, overrides), tmp_path / "ppo", quiet=True).fit()
+    assert len(rows) == 30
+    gain = _mean(rows[-5:], "reward/mean") - _mean(rows[:5], "reward/mean")
+    assert gain >= 0.15, f"reward rose by only {gain:.3f}"
+    assert all(r["perf/reshard_bytes"] > 0 for r in rows)
 
 
 def _ppo_pp2(model: str, steps: int) -> list[str]:

@@ -90,6 +90,17 @@ def test_cli_prints_one_line_and_exits_2(
     assert len(err.splitlines()) == 1 and "does not divide" in err
 
 
+def test_rollout_layout_must_regroup_the_training_layout(model: str) -> None:
+    # tp=2 training cannot generate at tp=4 (tg must divide t): one line, both layouts.
+    message = _error([*_actor(model, tp=2, pp=1, devices=2), "actor.rollout_layout.tp=4"])
+    assert "actor.rollout_layout" in message and "\n" not in message
+    assert "(p=1, t=2, d=1)" in message or "(pp=1, tp=4)" in message
+    # A valid pair passes.
+    load_run_config(
+        "grpo", None, [*_actor(model, tp=2, pp=1, devices=2), "actor.rollout_layout.tp=1"]
+    )
+
+
 def test_sequence_parallel_is_refused(model: str) -> None:
     message = _error(
         [*_actor(model, tp=2, pp=1, devices=2), "actor.parallel.sequence_parallel=true"]

@@ -36,6 +36,11 @@ def test_auto_placement_section() -> None:
     section = auto_placement_section("ppo", model_size="7B", num_devices=8, cluster="a100-80gb")
     assert sum(pool["devices"] for pool in section["pools"].values()) == 8
     assert set(section["roles"]) == {"actor", "critic", "reference", "reward"}
+    # The actor's rollout tp for the 3D-HybridEngine: what the plan chose, dividing its t.
+    plan = plan_for_algorithm("ppo", model_size="7B", num_devices=8, cluster="a100-80gb")
+    actor = plan.role("actor")
+    assert section["rollout_tp"] == {"actor": actor.generation.tg}
+    assert actor.layout.t % actor.generation.tg == 0
 
 
 def test_local_cluster_defaults_to_this_machine() -> None:

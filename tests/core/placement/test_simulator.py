@@ -8,6 +8,8 @@ import attrs
 import pytest
 
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.hybrid_engine.accounting import uniform_transition_bytes
+from hfsdk.core.hybrid_engine.layout import GenLayout, TrainLayout
 from hfsdk.core.placement.cluster import a100_80gb
 from hfsdk.core.placement.layout import (
     GenerationLayout,
@@ -89,6 +91,13 @@ def test_transition_gathers_only_when_shards_differ() -> None:
     gather = sim.transition_seconds(SEVEN, Layout(1, 8, 1), GenerationLayout(2, 4, 64))
     # Each device receives (1 - 2/8) of a 1/2 shard of the bf16 weights over NVLink.
     assert gather > 3 / 4 * SEVEN.num_params / (300e9 * SETTINGS.link_efficiency)
+    # The bytes are the 3D-HybridEngine's own formula (what benchmarks/reshard.py counts).
+    nbytes = uniform_transition_bytes(
+        SEVEN.num_params, TrainLayout(1, 8, 1), GenLayout(1, 2, 4), element_size=2
+    )
+    assert nbytes == 3 / 4 * SEVEN.num_params
+    bandwidth_part = nbytes / (300e9 * SETTINGS.link_efficiency)
+    assert bandwidth_part < gather < 2 * bandwidth_part  # plus ~700 call latencies
 
 
 def test_layouts_respect_the_model_and_the_node() -> None:
@@ -102,7 +111,7 @@ def test_layouts_respect_the_model_and_the_node() -> None:
         assert layout.t <= 8
     assert Layout(16, 8, 1) not in layouts  # 16 does not divide 40 layers
     for gen in generation_layouts(model, Layout(4, 8, 4), cluster, 1024, 256):
-        assert (4 * 8) % gen.tg == 0 and gen.tg * gen.dg == 128 and gen.running <= 256
+        assert 8 % gen.tg == 0 and gen.tg * gen.dg == 128 and gen.running <= 256
     assert running_batch_sizes(100, 256) == [8, 16, 32, 64, 100]
     assert running_batch_sizes(4, 256) == [4]
 

@@ -1,0 +1,247 @@
+"""KV-cache decoding over a generation shard at tensor-parallel size tg (CPU or GPU).
+
+The generation engine of the 3D-HybridEngine for megatron-format shards: it
+runs the Llama decoder (RMSNorm, grouped-query attention with RoPE, SwiGLU)
+directly on the tensors :class:`~hfsdk.core.hybrid_engine.reshard.HybridEngine`
+assembled — no model object, no copy. Tensor parallelism is megatron's:
+QKV and gate/up are column parallel, proj and down row parallel (one
+all-reduce each per layer), the embedding and output layer vocabulary
+parallel. Every rank of a generation tensor-parallel group decodes the same
+prompts; the sampled token is taken from the group's first rank so the
+ranks never diverge. Generation pipeline parallelism (pg > 1) is not
+decoded here: the default rollout layout has pg = 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    import torch
+
+
+@attrs.frozen(kw_only=True)
+class DecoderShape:
+    """The decoder's shape and numerics (from the HF config)."""
+
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+
+    @classmethod
+    def from_hf_config(cls, config: Any) -> DecoderShape:
+        """Read a transformers Llama config."""
+        rope = getattr(config, "rope_parameters", None) or {}
+        theta = rope.get("rope_theta", getattr(config, "rope_theta", 10000.0))
+        return cls(
+            num_layers=config.num_hidden_layers,
+            hidden_size=config.hidden_size,
+            num_heads=config.num_attention_heads,
+            num_kv_heads=config.num_key_value_heads,
+            head_dim=getattr(config, "head_dim", None)
+            or config.hidden_size // config.num_attention_heads,
+            vocab_size=config.vocab_size,
+            rms_norm_eps=config.rms_norm_eps,
+            rope_theta=float(theta),
+        )
+
+
+class TPDecoder:
+    """Greedy or sampled decoding with a KV cache over one rank's generation shard.
+
+    ``shard`` maps the megatron names of :func:`~hfsdk.core.hybrid_engine.params.llama_specs`
+    to this rank's tensors at tensor-parallel size ``tg`` (rank ``tp_rank`` of
+    ``tp_group``; ``None`` when tg = 1).
+    """
+
+    def __init__(
+        self,
+        shard: Mapping[str, torch.Tensor],
+        shape: DecoderShape,
+        *,
+        tg: int,
+        tp_rank: int,
+        tp_group: Any = None,
+        tp_ranks: tuple[int, ...] = (),
+    ) -> None:
+        self.w, self.shape, self.tg, self.tp_rank = shard, shape, tg, tp_rank
+        self.tp_group, self.tp_src = tp_group, (tp_ranks[0] if tp_ranks else 0)
+        self.local_heads = shape.num_heads // tg
+        self.local_groups = shape.num_kv_heads // tg
+        self.local_vocab = shard["embedding.word_embeddings.weight"].shape[0]
+
+    # -- collectives ---------------------------------------------------------------------
+    def _all_reduce(self, x: torch.Tensor) -> torch.Tensor:
+        if self.tg > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(x, group=self.tp_group)
+        return x
+
+    def _all_gather_last(self, x: torch.Tensor) -> torch.Tensor:
+        if self.tg == 1:
+            return x
+        import torch
+        import torch.distributed as dist
+
+        parts = [torch.empty_like(x) for _ in range(self.tg)]
+        dist.all_gather(parts, x.contiguous(), group=self.tp_group)
+        return torch.cat(parts, dim=-1)
+
+    # -- layers -----------------------------------------------------------------------------
+    def _norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.shape.rms_norm_eps)
+        return weight * h.to(x.dtype)
+
+    def _rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple:
+        import torch
+
+        hd = self.shape.head_dim
+        inv = 1.0 / (
+            self.shape.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd)
+        )
+        freqs = positions.float()[..., None] * inv.to(positions.device)  # B, T, hd/2
+        emb = torch.cat([freqs, freqs], dim=-1)
+        return emb.cos().to(dtype)[:, None], emb.sin().to(dtype)[:, None]
+
+    @staticmethod
+    def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * cos + rotated * sin
+
+    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        weight = self.w["embedding.word_embeddings.weight"]
+        start = self.tp_rank * self.local_vocab
+        local = ids - start
+        inside = (local >= 0) & (local < self.local_vocab)
+        out = weight[local.clamp(0, self.local_vocab - 1)] * inside[..., None].to(weight.dtype)
+        return self._all_reduce(out)
+
+    def _attention(self, layer: int, x: torch.Tensor, rope: tuple, cache: dict, mask) -> Any:
+        import torch
+        import torch.nn.functional as F
+
+        pre = f"decoder.layers.{layer}.self_attention."
+        b, t, _ = x.shape
+        hd, groups = self.shape.head_dim, self.local_groups
+        per = self.local_heads // groups
+        qkv = (x @ self.w[pre + "linear_qkv.weight"].T).view(b, t, groups, per + 2, hd)
+        q = qkv[:, :, :, :per].reshape(b, t, groups * per, hd).transpose(1, 2)
+        k = qkv[:, :, :, per].transpose(1, 2)
+        v = qkv[:, :, :, per + 1].transpose(1, 2)
+        cos, sin = rope
+        q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
+        if layer in cache:
+            k = torch.cat([cache[layer][0], k], dim=2)
+            v = torch.cat([cache[layer][1], v], dim=2)
+        cache[layer] = (k, v)
+        k = k.repeat_interleave(per, dim=1)
+        v = v.repeat_interleave(per, dim=1)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        out = out.transpose(1, 2).reshape(b, t, groups * per * hd)
+        return self._all_reduce(out @ self.w[pre + "linear_proj.weight"].T)
+
+    def _mlp(self, layer: int, x: torch.Tensor) -> torch.Tensor:
+        import torch.nn.functional as F
+
+        pre = f"decoder.layers.{layer}.mlp."
+        gate, up = (x @ self.w[pre + "linear_fc1.weight"].T).chunk(2, dim=-1)
+        return self._all_reduce((F.silu(gate) * up) @ self.w[pre + "linear_fc2.weight"].T)
+
+    def forward(
+        self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: dict
+    ) -> torch.Tensor:
+        """Logits (B, T, vocab) of ``ids`` at ``positions``; ``mask`` is (B, 1, T, S) boolean."""
+        x = self._embed(ids)
+        rope = self._rope(positions, x.dtype)
+        for layer in range(self.shape.num_layers):
+            pre = f"decoder.layers.{layer}."
+            h = self._norm(x, self.w[pre + "input_layernorm.weight"])
+            x = x + self._attention(layer, h, rope, cache, mask)
+            h = self._norm(x, self.w[pre + "pre_mlp_layernorm.weight"])
+            x = x + self._mlp(layer, h)
+        x = self._norm(x, self.w["decoder.final_layernorm.weight"])
+        logits = self._all_gather_last(x @ self.w["output_layer.weight"].T)
+        return logits[..., : self.shape.vocab_size]
+
+    # -- decoding -------------------------------------------------------------------------
+    def _pick(self, logits: torch.Tensor, greedy: bool, sampling: dict, generator) -> Any:
+        import torch
+
+        if greedy:
+            token = logits.argmax(dim=-1)
+        else:
+            logits = logits / sampling.get("temperature", 1.0)
+            top_k = sampling.get("top_k", 0)
+            if top_k:
+                kth = logits.topk(top_k, dim=-1).values[..., -1:]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+            top_p = sampling.get("top_p", 1.0)
+            if top_p < 1.0:
+                ordered, index = logits.sort(dim=-1, descending=True)
+                cumulative = ordered.softmax(-1).cumsum(-1)
+                drop = cumulative - ordered.softmax(-1) > top_p
+                logits = logits.scatter(-1, index, ordered.masked_fill(drop, float("-inf")))
+            token = torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(-1)
+        if self.tg > 1:
+            import torch.distributed as dist
+
+            dist.broadcast(token, src=self.tp_src, group=self.tp_group)
+        return token
+
+    def generate(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        *,
+        max_new_tokens: int,
+        eos_ids: list[int],
+        pad_id: int,
+        greedy: bool = True,
+        sampling: dict | None = None,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Responses (B, max_new_tokens) for left-padded prompts; pad after each row's EOS."""
+        import torch
+
+        b, t = input_ids.shape
+        dev = input_ids.device  # every helper tensor lives beside the inputs (CPU or GPU)
+        keys = attention_mask.bool()
+        positions = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+        causal = torch.ones(t, t, dtype=torch.bool, device=dev).tril()
+        mask = causal[None, None] & keys[:, None, None, :]
+        # A fully padded query row would attend nothing; let it see itself (output unused).
+        mask = mask | torch.eye(t, dtype=torch.bool, device=dev)[None, None]
+        cache: dict = {}
+        eos = torch.tensor(eos_ids, device=dev)
+        out = torch.full((b, max_new_tokens), pad_id, dtype=torch.long, device=dev)
+        done = torch.zeros(b, dtype=torch.bool, device=dev)
+        with torch.no_grad():
+            logits = self.forward(input_ids, positions, mask, cache)[:, -1]
+            last = positions[:, -1]
+            for step in range(max_new_tokens):
+                token = self._pick(logits.float(), greedy, sampling or {}, generator)
+                token = torch.where(done, torch.full_like(token, pad_id), token)
+                out[:, step] = token
+                done |= torch.isin(token, eos)
+                if bool(done.all()) or step == max_new_tokens - 1:
+                    break
+                keys = torch.cat([keys, torch.ones(b, 1, dtype=torch.bool, device=dev)], dim=1)
+                last = last + 1
+                logits = self.forward(token[:, None], last[:, None], keys[:, None, None, :], cache)
+                logits = logits[:, -1]
+        return out

@@ -1,0 +1,81 @@
+"""Run a function on N local gloo processes and collect what each returns (tests, benchmarks).
+
+``target`` is ``"module:function"``; it is called as ``function(rank, world, **kwargs)``
+after ``torch.distributed`` is initialised, and its return value (picklable)
+comes back in rank order. ``path`` entries are put on ``sys.path`` first (for
+test helpers that are not installed modules).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import sys
+import traceback
+from typing import Any
+
+from hfsdk.core.errors import HfsdkError
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _child(
+    rank: int, world: int, port: int, target: str, kwargs: dict, path: list[str], queue: Any
+) -> None:
+    import torch
+    import torch.distributed as dist
+
+    try:
+        sys.path[:0] = path
+        torch.set_num_threads(1)
+        dist.init_process_group(
+            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
+        )
+        module, name = target.split(":")
+        result = getattr(importlib.import_module(module), name)(rank, world, **kwargs)
+        queue.put((rank, True, result))
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException:  # the parent re-raises it with the rank
+        queue.put((rank, False, traceback.format_exc()))
+
+
+def run_gloo(
+    world: int,
+    target: str,
+    kwargs: dict | None = None,
+    *,
+    path: list[str] | None = None,
+    timeout: float = 600,
+) -> list[Any]:
+    """Run ``target`` on ``world`` gloo ranks; return each rank's result in rank order."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    port = _free_port()
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    procs = [
+        ctx.Process(target=_child, args=(r, world, port, target, kwargs or {}, path or [], queue))
+        for r in range(world)
+    ]
+    for proc in procs:
+        proc.start()
+    results: dict[int, Any] = {}
+    try:
+        for _ in range(world):
+            rank, ok, value = queue.get(timeout=timeout)
+            if not ok:
+                raise HfsdkError(f"rank {rank} of {target} failed:\n{value}")
+            results[rank] = value
+    finally:
+        for proc in procs:
+            proc.join(timeout=30)
+            if proc.is_alive():
+                proc.kill()
+    return [results[r] for r in range(world)]

@@ -1,0 +1,294 @@
+"""What each parameter of a sharded decoder looks like, and how it is sliced.
+
+A :class:`ParamSpec` says how a full weight is split over tensor-parallel ranks
+(``split``: the dimension, or ``None`` when every tensor rank holds it whole)
+and, for fused weights, which parts are stacked along that dimension
+(``parts``): a rank's slice of a fused weight is its slice of each part, in
+order. That is why re-splitting for another tensor-parallel size is not a plain
+concatenation: with ``t=2 -> tg=1`` the fused gate/up weight is
+``[gate_0; gate_1; up_0; up_1]``, not ``[gate_0; up_0; gate_1; up_1]``.
+
+Names follow megatron-core's GPT model (``decoder.layers.N.…``). The fused
+QKV weight comes in two formats: ``grouped`` (megatron's: rows interleaved per
+key/value head group, ``[q_g; k_g; v_g]`` for each group g, so a tensor rank's
+slice is whole groups) and ``stacked`` (``[Q; K; V]``, what vLLM's
+``QKVParallelLinear`` holds per rank).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    import torch
+
+
+@attrs.frozen(kw_only=True)
+class ParamSpec:
+    """One full weight: its shape, tensor-parallel split, fused parts and owner.
+
+    ``layer`` is the decoder layer index, or ``None`` for the embedding
+    (``place='first'``: the first pipeline stage) and the final norm and
+    output layer (``place='last'``).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    split: int | None = None
+    parts: tuple[int, ...] = ()
+    layer: int | None = None
+    place: str = "layer"
+
+    @property
+    def part_sizes(self) -> tuple[int, ...]:
+        """Sizes of the fused parts along ``split`` (one part when not fused)."""
+        if self.split is None:
+            return ()
+        return self.parts or (self.shape[self.split],)
+
+    @property
+    def numel(self) -> int:
+        """Elements of the full weight."""
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def stage(self, p: int, num_layers: int) -> int:
+        """The training pipeline stage (of ``p``) that holds this weight."""
+        if self.layer is not None:
+            return self.layer // (num_layers // p)
+        return 0 if self.place == "first" else p - 1
+
+    def shard_shape(self, size: int) -> tuple[int, ...]:
+        """Shape of one tensor rank's slice when split over ``size`` ranks."""
+        if self.split is None:
+            return self.shape
+        shape = list(self.shape)
+        shape[self.split] //= size
+        return tuple(shape)
+
+    def shard_numel(self, size: int) -> int:
+        """Elements of one tensor rank's slice when split over ``size`` ranks."""
+        return self.numel // size if self.split is not None else self.numel
+
+
+def tp_slice(full: torch.Tensor, spec: ParamSpec, size: int, index: int) -> torch.Tensor:
+    """Tensor rank ``index``'s slice (of ``size``) of the full weight (a new contiguous tensor)."""
+    import torch
+
+    if spec.split is None:
+        return full.clone()
+    pieces = []
+    for part in torch.split(full, list(spec.part_sizes), dim=spec.split):
+        pieces.append(part.chunk(size, dim=spec.split)[index])
+    return torch.cat(pieces, dim=spec.split).contiguous()
+
+
+@attrs.frozen(kw_only=True)
+class LlamaShape:
+    """A Llama-style decoder (RMSNorm, grouped-query attention, SwiGLU, untied output)."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_size: int | None = None
+    """Width of one attention head when it is not hidden_size / num_heads."""
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head."""
+        return self.head_size or self.hidden_size // self.num_heads
+
+    def num_params(self) -> int:
+        """Parameters of the whole model."""
+        return sum(s.numel for s in llama_specs(self))
+
+
+def llama_specs(shape: LlamaShape, *, qkv_format: str = "grouped") -> list[ParamSpec]:
+    """The weights of a Llama-shaped megatron GPT model, in a fixed order."""
+    if qkv_format not in ("grouped", "stacked"):
+        raise ValueError(f"qkv_format={qkv_format!r}; expected 'grouped' or 'stacked'")
+    h, f, hd = shape.hidden_size, shape.intermediate_size, shape.head_dim
+    q_rows, kv_rows = shape.num_heads * hd, shape.num_kv_heads * hd
+    qkv_parts = (q_rows, kv_rows, kv_rows) if qkv_format == "stacked" else ()
+    specs = [
+        ParamSpec(
+            name="embedding.word_embeddings.weight",
+            shape=(shape.vocab_size, h),
+            split=0,
+            place="first",
+        )
+    ]
+    for layer in range(shape.num_layers):
+        pre = f"decoder.layers.{layer}."
+        specs += [
+            ParamSpec(name=pre + "input_layernorm.weight", shape=(h,), layer=layer),
+            ParamSpec(
+                name=pre + "self_attention.linear_qkv.weight",
+                shape=(q_rows + 2 * kv_rows, h),
+                split=0,
+                parts=qkv_parts,
+                layer=layer,
+            ),
+            ParamSpec(
+                name=pre + "self_attention.linear_proj.weight",
+                shape=(h, q_rows),
+                split=1,
+                layer=layer,
+            ),
+            ParamSpec(name=pre + "pre_mlp_layernorm.weight", shape=(h,), layer=layer),
+            ParamSpec(
+                name=pre + "mlp.linear_fc1.weight",
+                shape=(2 * f, h),
+                split=0,
+                parts=(f, f),
+                layer=layer,
+            ),
+            ParamSpec(name=pre + "mlp.linear_fc2.weight", shape=(h, f), split=1, layer=layer),
+        ]
+    specs += [
+        ParamSpec(name="decoder.final_layernorm.weight", shape=(h,), place="last"),
+        ParamSpec(name="output_layer.weight", shape=(shape.vocab_size, h), split=0, place="last"),
+    ]
+    return specs
+
+
+def hf_llama_shape(config: Any) -> LlamaShape:
+    """The :class:`LlamaShape` of a transformers Llama config."""
+    return LlamaShape(
+        vocab_size=config.vocab_size,
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        num_kv_heads=config.num_key_value_heads,
+        head_size=getattr(config, "head_dim", None),
+    )
+
+
+def hf_llama_to_megatron(
+    state: Mapping[str, torch.Tensor], shape: LlamaShape
+) -> dict[str, torch.Tensor]:
+    """Full megatron-format weights (grouped QKV, fused gate/up) from an HF Llama state dict."""
+    import torch
+
+    out = {
+        "embedding.word_embeddings.weight": state["model.embed_tokens.weight"],
+        "decoder.final_layernorm.weight": state["model.norm.weight"],
+        "output_layer.weight": state.get("lm_head.weight", state["model.embed_tokens.weight"]),
+    }
+    for layer in range(shape.num_layers):
+        hf, mg = f"model.layers.{layer}.", f"decoder.layers.{layer}."
+        out[mg + "input_layernorm.weight"] = state[hf + "input_layernorm.weight"]
+        out[mg + "pre_mlp_layernorm.weight"] = state[hf + "post_attention_layernorm.weight"]
+        out[mg + "self_attention.linear_qkv.weight"] = grouped_qkv(
+            state[hf + "self_attn.q_proj.weight"],
+            state[hf + "self_attn.k_proj.weight"],
+            state[hf + "self_attn.v_proj.weight"],
+            shape.num_kv_heads,
+        )
+        out[mg + "self_attention.linear_proj.weight"] = state[hf + "self_attn.o_proj.weight"]
+        out[mg + "mlp.linear_fc1.weight"] = torch.cat(
+            [state[hf + "mlp.gate_proj.weight"], state[hf + "mlp.up_proj.weight"]]
+        )
+        out[mg + "mlp.linear_fc2.weight"] = state[hf + "mlp.down_proj.weight"]
+    return out
+
+
+def megatron_to_hf_local(
+    shard: Mapping[str, torch.Tensor], shape: LlamaShape, tg: int
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """A generation shard (megatron names, tp size ``tg``) as HF-named local slices.
+
+    ``q_proj``/``k_proj``/``v_proj`` hold this rank's heads, ``gate_proj``/
+    ``up_proj`` its rows of the MLP, ``o_proj``/``down_proj`` its columns, the
+    embedding and ``lm_head`` its vocabulary rows: exactly what a tensor-parallel
+    rank of an HF-layout engine (e.g. vLLM at tensor_parallel_size = tg) holds.
+    Views where possible (no copy).
+    """
+    heads, kv_heads = shape.num_heads // tg, shape.num_kv_heads // tg
+    renames = {
+        "embedding.word_embeddings.weight": "model.embed_tokens.weight",
+        "decoder.final_layernorm.weight": "model.norm.weight",
+        "output_layer.weight": "lm_head.weight",
+    }
+    for name, tensor in shard.items():
+        if name in renames:
+            yield renames[name], tensor
+            continue
+        _, _, layer, rest = name.split(".", 3)
+        hf = f"model.layers.{layer}."
+        if rest == "self_attention.linear_qkv.weight":
+            q, k, v = split_grouped_qkv(tensor, heads, kv_heads)
+            yield hf + "self_attn.q_proj.weight", q
+            yield hf + "self_attn.k_proj.weight", k
+            yield hf + "self_attn.v_proj.weight", v
+        elif rest == "mlp.linear_fc1.weight":
+            gate, up = tensor.chunk(2)
+            yield hf + "mlp.gate_proj.weight", gate
+            yield hf + "mlp.up_proj.weight", up
+        else:
+            yield hf + _HF_LAYER_NAMES[rest], tensor
+
+
+_HF_LAYER_NAMES = {
+    "input_layernorm.weight": "input_layernorm.weight",
+    "pre_mlp_layernorm.weight": "post_attention_layernorm.weight",
+    "self_attention.linear_proj.weight": "self_attn.o_proj.weight",
+    "mlp.linear_fc2.weight": "mlp.down_proj.weight",
+}
+
+
+def grouped_qkv(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, num_kv_heads: int
+) -> torch.Tensor:
+    """Megatron's fused QKV rows from separate q, k, v weights: ``[q_g; k_g; v_g]`` per group."""
+    import torch
+
+    groups = []
+    for qg, kg, vg in zip(
+        q.chunk(num_kv_heads), k.chunk(num_kv_heads), v.chunk(num_kv_heads), strict=True
+    ):
+        groups += [qg, kg, vg]
+    return torch.cat(groups)
+
+
+def split_grouped_qkv(
+    qkv: torch.Tensor, num_heads: int, num_kv_heads: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Inverse of :func:`grouped_qkv` for a slice holding ``num_kv_heads`` whole groups."""
+    import torch
+
+    per_group = qkv.shape[0] // num_kv_heads
+    head_dim = per_group // (num_heads // num_kv_heads + 2)
+    q_rows = per_group - 2 * head_dim
+    qs, ks, vs = [], [], []
+    for group in qkv.split(per_group):
+        qg, kg, vg = group.split([q_rows, head_dim, head_dim])
+        qs.append(qg)
+        ks.append(kg)
+        vs.append(vg)
+    return torch.cat(qs), torch.cat(ks), torch.cat(vs)
+
+
+def training_shard(
+    full: dict[str, torch.Tensor],
+    specs: Sequence[ParamSpec],
+    *,
+    p: int,
+    t: int,
+    stage: int,
+    tp: int,
+    num_layers: int,
+) -> dict[str, torch.Tensor]:
+    """The slices of ``full`` that training rank (``stage``, ``tp``) holds."""
+    return {
+        s.name: tp_slice(full[s.name], s, t, tp) for s in specs if s.stage(p, num_layers) == stage
+    }

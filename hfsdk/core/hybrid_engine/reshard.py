@@ -1,0 +1,259 @@
+"""Train -> generate and back: the micro-DP transition of the 3D-HybridEngine.
+
+``to_generation`` builds this rank's generation shard (its slice of every
+weight of its generation stage at tensor-parallel size tg) from its training
+shard and broadcasts inside its micro-DP group only:
+
+* a weight whose generation slice *is* the training slice (dg = 1 on that
+  axis, or a norm the rank already holds) is the training tensor itself: no
+  copy, no bytes;
+* otherwise the generation tensor is allocated once and every member's part
+  lands directly in its rows (``dist.broadcast`` into a view), so there is
+  no gather buffer and no reslicing copy. Fused weights (QKV, gate/up) are
+  filled part by part, which is the re-split for tg != t. Weights split along
+  dim 1 (row-parallel) are stored transposed so every member's slice is a
+  contiguous block; the generation weight is a transposed view of it.
+
+The training shard is never written and the optimizer state never moves.
+``to_training`` drops the generation tensors. A rank therefore holds at most
+its training shard plus its generation shard (the norms that same-stage
+members receive again go through a small scratch buffer).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.hybrid_engine.accounting import MemoryTracker, generation_specs
+from hfsdk.core.hybrid_engine.layout import GenLayout, TrainLayout, place
+from hfsdk.core.hybrid_engine.params import ParamSpec
+
+if TYPE_CHECKING:
+    import torch
+
+
+@attrs.frozen
+class ReshardStats:
+    """What one transition cost this rank (the metrics it reports)."""
+
+    seconds: float
+    bytes_received: int
+    peak_extra_bytes: int
+    generation_bytes: int
+    training_bytes: int
+    collectives: int
+
+    def metrics(self) -> dict[str, float]:
+        """The per-step metrics: ``timing/reshard_s``, ``perf/reshard_bytes``, peak extra memory."""
+        return {
+            "timing/reshard_s": self.seconds,
+            "perf/reshard_bytes": float(self.bytes_received),
+            "perf/reshard_peak_extra_bytes": float(self.peak_extra_bytes),
+        }
+
+
+class HybridEngine:
+    """Reshards one rank's actor weights between ``train`` and ``gen`` layouts.
+
+    ``specs`` lists every weight of the model (see
+    :func:`~hfsdk.core.hybrid_engine.params.llama_specs`); ``micro_dp`` is
+    this rank's micro-DP process group (``None`` when dg = 1), e.g. from
+    :func:`~hfsdk.core.hybrid_engine.groups.create_groups`.
+    """
+
+    def __init__(
+        self,
+        *,
+        train: TrainLayout,
+        gen: GenLayout,
+        specs: Sequence[ParamSpec],
+        num_layers: int,
+        rank: int,
+        micro_dp: Any,
+    ) -> None:
+        self.train, self.gen, self.num_layers = train, gen, num_layers
+        self.place = place(train, gen, rank)
+        self.micro_dp = micro_dp
+        if gen.dg > 1 and micro_dp is None:
+            raise HfsdkError(
+                f"rank {rank}: generation layout {gen} needs a micro-DP group of {gen.dg} ranks "
+                "but none was given; create it with hybrid_engine.groups.create_groups"
+            )
+        self.specs = generation_specs(specs, train, gen, self.place.gen_stage, num_layers)
+        a, b = train.p // gen.pg, train.t // gen.tg
+        # Member m of the group is at stage gen_stage*a + m//b, tensor rank gen_tp*b + m%b.
+        self._member_stage = [self.place.gen_stage * a + m // b for m in range(gen.dg)]
+        self.shard: dict[str, torch.Tensor] = {}
+        self.memory = MemoryTracker()
+        self._owned: dict[str, int] = {}
+
+    # -- train -> generate -------------------------------------------------------------
+    def to_generation(self, training: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """This rank's generation shard, built from its training shard ``training``.
+
+        Returns ``{name: tensor}`` for every weight of the generation stage at
+        tensor-parallel size tg (tensors may be views of training tensors).
+        Collective over the micro-DP group.
+        """
+        if self.shard:
+            raise HfsdkError(
+                "to_generation called twice without to_training; drop the generation shard first"
+            )
+        started = time.perf_counter()
+        self.memory.reset()
+        self.bytes_received = 0
+        self.collectives = 0
+        train_bytes = sum(t.numel() * t.element_size() for t in training.values())
+        if not training:
+            raise HfsdkError(f"rank {self.place.rank}: the training shard is empty")
+        first = next(iter(training.values()))
+        self._dtype, self._device = first.dtype, first.device
+        cuda_start = self._cuda_reset()
+        for spec in self.specs:
+            self.shard[spec.name] = self._assemble(spec, training)
+        gen_bytes = sum(t.numel() * t.element_size() for t in self.shard.values())
+        peak = self.memory.peak
+        if cuda_start is not None:
+            import torch
+
+            # On CUDA the allocator's own peak is the measure (it sees every buffer).
+            peak = max(peak, torch.cuda.max_memory_allocated(self._device) - cuda_start)
+        self.stats = ReshardStats(
+            seconds=time.perf_counter() - started,
+            bytes_received=self.bytes_received,
+            peak_extra_bytes=peak,
+            generation_bytes=gen_bytes,
+            training_bytes=train_bytes,
+            collectives=self.collectives,
+        )
+        return self.shard
+
+    def _cuda_reset(self) -> int | None:
+        """Start the CUDA allocator's peak count; the bytes allocated now (None off CUDA)."""
+        if self._device.type != "cuda":
+            return None
+        import torch
+
+        torch.cuda.reset_peak_memory_stats(self._device)
+        return torch.cuda.memory_allocated(self._device)
+
+    def to_training(self) -> None:
+        """Drop the gathered parts; the training shard was never touched."""
+        self.shard.clear()
+        self._owned.clear()
+        self.memory.reset()
+
+    # -- one weight -------------------------------------------------------------------
+    def _holders(self, spec: ParamSpec) -> list[int]:
+        stage = spec.stage(self.train.p, self.num_layers)
+        return [m for m, s in enumerate(self._member_stage) if s == stage]
+
+    def _global(self, member: int) -> int:
+        return self.place.group[member]
+
+    def _broadcast(self, tensor: torch.Tensor, member: int) -> None:
+        import torch.distributed as dist
+
+        dist.broadcast(tensor, src=self._global(member), group=self.micro_dp)
+        self.collectives += 1
+        if member != self.place.k:
+            self.bytes_received += tensor.numel() * tensor.element_size()
+
+    def _local(self, spec: ParamSpec, training: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        tensor = training.get(spec.name)
+        if tensor is None:
+            raise HfsdkError(
+                f"rank {self.place.rank}: training shard has no {spec.name!r} although stage "
+                f"{self.place.stage} holds it; the shard does not match the model's specs"
+            )
+        expected = spec.shard_shape(self.train.t)
+        if tuple(tensor.shape) != expected:
+            raise HfsdkError(
+                f"rank {self.place.rank}: training tensor {spec.name!r} has shape "
+                f"{tuple(tensor.shape)}, expected {expected} for layout {self.train}"
+            )
+        return tensor
+
+    def _alloc(self, shape: tuple[int, ...], like: torch.Tensor | None, name: str) -> torch.Tensor:
+        import torch
+
+        dtype = like.dtype if like is not None else self._dtype
+        device = like.device if like is not None else self._device
+        tensor = torch.empty(shape, dtype=dtype, device=device)
+        self.memory.alloc(tensor.numel() * tensor.element_size())
+        return tensor
+
+    def _assemble(self, spec: ParamSpec, training: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        holders = self._holders(spec)
+        mine = self.place.k in holders
+        local = self._local(spec, training) if mine else None
+        if spec.split is None:
+            return self._replicated(spec, holders, local)
+        if len(holders) == 1:
+            return self._whole(spec, holders[0], local)
+        return self._parts(spec, holders, local)
+
+    def _replicated(
+        self, spec: ParamSpec, holders: list[int], local: torch.Tensor | None
+    ) -> torch.Tensor:
+        """A weight every tensor rank holds whole: the first holder sends it to the others."""
+        if self.gen.dg == 1:
+            return local
+        src = holders[0]
+        if local is not None and self.place.k == src:
+            self._broadcast(local, src)
+            return local
+        scratch = self._alloc(spec.shape, local, spec.name)
+        self._broadcast(scratch, src)
+        if local is not None:
+            # Same-stage holder: it already had the weight; keep the training tensor.
+            self.memory.free(scratch.numel() * scratch.element_size())
+            return local
+        return scratch
+
+    def _whole(self, spec: ParamSpec, src: int, local: torch.Tensor | None) -> torch.Tensor:
+        """tg = t on this weight's axis: the generation slice is one member's training slice."""
+        if self.gen.dg == 1:
+            return local
+        if local is not None:
+            tensor = local.contiguous()
+            self._broadcast(tensor, src)
+            return local
+        tensor = self._alloc(spec.shard_shape(self.gen.tg), None, spec.name)
+        self._broadcast(tensor, src)
+        return tensor
+
+    def _parts(
+        self, spec: ParamSpec, holders: list[int], local: torch.Tensor | None
+    ) -> torch.Tensor:
+        """Fill the generation slice part by part from the t/tg holders' slices (in place)."""
+        import torch
+
+        split = spec.split
+        gen_shape = spec.shard_shape(self.gen.tg)
+        # Store row-parallel weights transposed: then every block is a row range.
+        stored_shape = gen_shape if split == 0 else (gen_shape[1], gen_shape[0], *gen_shape[2:])
+        storage = self._alloc(stored_shape, local, spec.name)
+        b = len(holders)
+        gen_parts = [size // self.gen.tg for size in spec.part_sizes]
+        local_parts = (
+            torch.split(local, [size // self.train.t for size in spec.part_sizes], dim=split)
+            if local is not None
+            else None
+        )
+        offset = 0
+        for index, gen_part in enumerate(gen_parts):
+            block = gen_part // b
+            for position, member in enumerate(holders):
+                view = storage.narrow(0, offset + position * block, block)
+                if member == self.place.k:
+                    own = local_parts[index]
+                    view.copy_(own if split == 0 else own.transpose(0, 1))
+                self._broadcast(view, member)
+            offset += gen_part
+        return storage if split == 0 else storage.transpose(0, 1)

@@ -1,0 +1,73 @@
+"""Rank side of ``test_hybrid_rollout.py``: megatron actor -> 3D-HybridEngine rollout.
+
+For each (p, t) -> (pg, tg): build the actor at (t, p) on four gloo ranks,
+greedy-decode through :class:`HybridRollout`, take one ``update_actor`` step,
+decode again, and return (from the collecting rank of replica 0) the
+responses, the updated weights and the transition's metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
+from hfsdk.core.maths.policy_losses import reinforce_loss
+from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig, OptimConfig
+from hfsdk_backend_fsdp.objectives import ActorObjective
+from hfsdk_backend_megatron.engine import MegatronEngine
+from hfsdk_backend_megatron.hybrid_rollout import HybridRollout
+from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
+
+PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1)]
+
+
+def scenario(path: str, prompts: dict, p: int, t: int, tg: int) -> dict[str, Any]:
+    """One layout pair on this rank."""
+    from megatron.core import parallel_state as mpu
+
+    mpu.destroy_model_parallel()
+    config = MegatronRoleConfig(
+        model_path=path,
+        device="cpu",
+        parallel=ParallelConfig(tp=t, pp=p),
+        rollout_layout=RolloutLayoutConfig(tp=tg),
+        mini_batch_size=4,
+        micro_batch_size=2,
+        optim=OptimConfig(lr=0.05),
+    )
+    eng = MegatronEngine(config, role="actor", kind="actor")
+    rollout = HybridRollout(HFRolloutConfig(max_response_length=6), eng)
+    batch = Batch.from_dict(tensors=prompts)
+    part = batch.chunk(eng.dp)[eng.dp_rank]
+    first = rollout.generate_sequences(part, greedy=True)
+    metrics = first.meta["rollout_metrics"]
+    # One policy-gradient step on the greedy responses (advantage +1): the next
+    # greedy decoding must come from the new weights.
+    train = first.select(
+        tensor_keys=["input_ids", "attention_mask", "position_ids", "responses", "response_mask"]
+    )
+    mask = train["response_mask"]
+    train["old_log_probs"] = torch.zeros_like(mask)
+    train["advantages"] = mask.clone()
+    eng.update_actor(train, ActorObjective(policy_loss=reinforce_loss))
+    second = rollout.generate_sequences(part, greedy=True)
+    state = eng.full_hf_state()
+    collect = eng.last_stage and eng.tp_rank == 0 and eng.dp_rank == 0
+    result = {
+        "first": first["responses"],
+        "second": second["responses"],
+        "metrics": metrics,
+        "stats": rollout.hybrid.stats,
+        "state": state if collect else None,
+        "collect": collect,
+    }
+    del eng, rollout
+    return result
+
+
+def run_all(rank: int, world: int, path: str, prompts: dict) -> dict[tuple, Any]:
+    """Every pair in the same four processes."""
+    return {(p, t, pg, tg): scenario(path, prompts, p, t, tg) for p, t, pg, tg in PAIRS}

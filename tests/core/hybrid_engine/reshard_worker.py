@@ -1,0 +1,75 @@
+"""Rank-side checks of the micro-DP transition (run by ``launch.run_gloo`` from the tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from hfsdk.core.hybrid_engine.accounting import generation_specs, transition_bytes
+from hfsdk.core.hybrid_engine.groups import create_groups
+from hfsdk.core.hybrid_engine.layout import HeadShape, TrainLayout, generation_layout, validate
+from hfsdk.core.hybrid_engine.params import LlamaShape, llama_specs, tp_slice
+from hfsdk.core.hybrid_engine.reshard import HybridEngine
+from hfsdk.core.hybrid_engine.synthetic import full_weight, synthetic_shard
+
+SHAPE = LlamaShape(
+    vocab_size=96, hidden_size=64, intermediate_size=80, num_layers=4, num_heads=8, num_kv_heads=4
+)
+
+
+def check_case(
+    rank: int, world: int, p: int, t: int, pg: int, tg: int, qkv_format: str
+) -> dict[str, Any]:
+    """Reshard a synthetic model (p, t) -> (pg, tg) and compare with slices of the full weights."""
+    train = TrainLayout(p, t, world // (p * t))
+    gen = generation_layout(train, tp=tg, pp=pg)
+    validate(train, gen, HeadShape(num_layers=4, num_heads=8, num_kv_heads=4))
+    specs = llama_specs(SHAPE, qkv_format=qkv_format)
+    groups = create_groups(train, gen)
+    engine = HybridEngine(
+        train=train, gen=gen, specs=specs, num_layers=4, rank=rank, micro_dp=groups.micro_dp
+    )
+    i, j, _ = train.coords(rank)
+    shard = synthetic_shard(specs, p=p, t=t, stage=i, tp=j, num_layers=4, seed=7)
+    before = {k: v.clone() for k, v in shard.items()}
+    results = []
+    for _round in range(2):  # train -> generate -> train -> generate: nothing accumulates
+        gen_shard = engine.to_generation(shard)
+        expected = generation_specs(specs, train, gen, engine.place.gen_stage, 4)
+        mismatched = [
+            s.name
+            for s in expected
+            if not torch.equal(
+                gen_shard[s.name], tp_slice(full_weight(s, 7), s, tg, j // (t // tg))
+            )
+        ]
+        results.append(
+            {
+                "names_ok": sorted(gen_shard) == sorted(s.name for s in expected),
+                "mismatched": mismatched,
+                "stats": engine.stats,
+            }
+        )
+        engine.to_training()
+    formula = transition_bytes(specs, train, gen, rank, 4, element_size=4)
+    untouched = all(torch.equal(before[k], shard[k]) for k in shard)
+    return {
+        "results": results,
+        "formula": formula,
+        "untouched": untouched,
+        "dropped": not engine.shard,
+        "group": engine.place.group,
+    }
+
+
+CASES = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 2, 2, 1)]
+
+
+def run_all(rank: int, world: int) -> dict[tuple, dict[str, Any]]:
+    """Every case in both QKV formats on the same world (d = world / (p*t))."""
+    out = {}
+    for p, t, pg, tg in CASES:
+        for qkv_format in ("grouped", "stacked"):
+            out[(p, t, pg, tg, qkv_format)] = check_case(rank, world, p, t, pg, tg, qkv_format)
+    return out
