@@ -217,8 +217,11 @@ class HFRolloutConfig(RolloutConfig):
         default=None,
         validator=attrs.validators.optional(attrs.validators.ge(1)),
     )
-    weight_sync: Literal["stream", "gather"] = attrs.field(
-        default="stream", validator=attrs.validators.in_(("stream", "gather"))
+    weight_sync: Literal["stream", "gather"] = help_field(
+        "How a sharded actor's weights reach generate: stream (one FSDP unit at a time, "
+        "extra memory about one block) or gather (the whole model at once).",
+        default="stream",
+        validator=attrs.validators.in_(("stream", "gather")),
     )
     """How a sharded actor's weights reach ``generate``: ``stream`` copies them one
     FSDP unit (transformer block) at a time into a generation module that exists
