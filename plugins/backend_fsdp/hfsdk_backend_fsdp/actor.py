@@ -14,10 +14,7 @@ from hfsdk import (
     Batch,
     LossAggregation,
     LossCounts,
-    aggregate_loss,
-    entropy_bonus,
     entropy_from_logits,
-    kl_loss,
     masked_fill_zero,
 )
 from hfsdk_backend_fsdp import sharding
@@ -28,7 +25,7 @@ from hfsdk_backend_fsdp.engine import (
     without_padding_weight,
 )
 from hfsdk_backend_fsdp.models import ModelKind
-from hfsdk_backend_fsdp.objectives import ActorObjective
+from hfsdk_backend_fsdp.objectives import ActorObjective, actor_micro_loss
 from hfsdk_backend_fsdp.token_ops import padding_columns, response_log_probs, response_slice
 
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "responses", "response_mask")
@@ -205,47 +202,22 @@ class ActorEngine(_CausalLMEngine):
         has_reference: bool,
         metrics: MetricAccumulator,
     ) -> None:
-        mask = micro["response_mask"].to(self.device)
         # Entropy is only trained on with a bonus; otherwise it is reported without a graph.
         log_prob, entropy = self._response_outputs(
             micro, temperature, "grad" if objective.entropy_coef > 0 else "detached"
         )
         assert entropy is not None
-        if "old_log_probs" in micro:
-            old_log_prob = micro["old_log_probs"].to(self.device)
-        else:  # exactly on-policy (see update_actor): the sampler is the current policy
-            old_log_prob = masked_fill_zero(log_prob.detach(), mask)
-        pg_loss, pg_metrics = objective.policy_loss(
-            log_prob=log_prob,
-            old_log_prob=old_log_prob,
-            advantages=micro["advantages"].to(self.device),
-            response_mask=mask,
-            config=objective.policy_loss_config,
+        loss = actor_micro_loss(
+            objective,
+            micro,
+            log_prob,
+            entropy,
             aggregation=agg,
+            counts=counts,
+            has_reference=has_reference,
+            metrics=metrics,
         )
-        loss = pg_loss
-        if objective.entropy_coef > 0:
-            entropy_loss, _ = entropy_bonus(entropy, mask, agg, objective.entropy_coef)
-            loss = loss + entropy_loss
-        metrics.add_share("actor/entropy", float(aggregate_loss(entropy.detach(), mask, agg)))
-        if has_reference:
-            kl_value, _ = kl_loss(
-                log_prob,
-                micro["ref_log_probs"].to(self.device),
-                mask,
-                agg,
-                objective.kl_estimator or "k1",
-            )
-            if objective.kl_loss_coef > 0:
-                loss = loss + objective.kl_loss_coef * kl_value
-            metrics.add_share("actor/kl", float(kl_value.detach()))
         loss.backward()
-        metrics.add_share("actor/pg_loss", float(pg_loss.detach()))
-        metrics.add_share("actor/loss", float(loss.detach()))
-        # The loss's metrics are per-token means of this micro-batch: weight them by its tokens.
-        tokens = float((mask != 0).sum())
-        for name, value in pg_metrics.items():
-            metrics.add_token_share(f"actor/{name}", float(value), tokens, counts)
 
 
 class ReferenceEngine(_CausalLMEngine):

@@ -79,3 +79,63 @@ class CriticObjective:
         default="token-mean", validator=attrs.validators.in_(LOSS_AGG_MODES)
     )
     norm_length: float | None = None
+
+
+def actor_micro_loss(
+    objective: ActorObjective,
+    micro: Any,
+    log_prob: Any,
+    entropy: Any,
+    *,
+    aggregation: Any,
+    counts: Any,
+    has_reference: bool,
+    metrics: Any,
+) -> Any:
+    """One micro-batch's actor loss from its response log-probs and entropy.
+
+    Shared by every training backend so the loss mix (policy loss, entropy bonus,
+    KL loss) and the ``actor/*`` metrics mean the same on fsdp and megatron.
+    ``metrics`` is the engine's ``MetricAccumulator``; the caller runs backward.
+    """
+    from hfsdk import aggregate_loss, entropy_bonus, kl_loss, masked_fill_zero
+
+    device = log_prob.device
+    mask = micro["response_mask"].to(device)
+    if "old_log_probs" in micro:
+        old_log_prob = micro["old_log_probs"].to(device)
+    else:  # exactly on-policy (see update_actor): the sampler is the current policy
+        old_log_prob = masked_fill_zero(log_prob.detach(), mask)
+    pg_loss, pg_metrics = objective.policy_loss(
+        log_prob=log_prob,
+        old_log_prob=old_log_prob,
+        advantages=micro["advantages"].to(device),
+        response_mask=mask,
+        config=objective.policy_loss_config,
+        aggregation=aggregation,
+    )
+    loss = pg_loss
+    if objective.entropy_coef > 0:
+        entropy_loss, _ = entropy_bonus(entropy, mask, aggregation, objective.entropy_coef)
+        loss = loss + entropy_loss
+    metrics.add_share(
+        "actor/entropy", float(aggregate_loss(entropy.detach(), mask, aggregation))
+    )
+    if has_reference:
+        kl_value, _ = kl_loss(
+            log_prob,
+            micro["ref_log_probs"].to(device),
+            mask,
+            aggregation,
+            objective.kl_estimator or "k1",
+        )
+        if objective.kl_loss_coef > 0:
+            loss = loss + objective.kl_loss_coef * kl_value
+        metrics.add_share("actor/kl", float(kl_value.detach()))
+    metrics.add_share("actor/pg_loss", float(pg_loss.detach()))
+    metrics.add_share("actor/loss", float(loss.detach()))
+    # The loss's metrics are per-token means of this micro-batch: weight them by its tokens.
+    tokens = float((mask != 0).sum())
+    for name, value in pg_metrics.items():
+        metrics.add_token_share(f"actor/{name}", float(value), tokens, counts)
+    return loss

@@ -29,9 +29,6 @@ from hfsdk import (
     HfsdkError,
     LossAggregation,
     LossCounts,
-    aggregate_loss,
-    entropy_bonus,
-    kl_loss,
     masked_fill_zero,
     masked_mean,
 )
@@ -44,7 +41,7 @@ from hfsdk_backend_fsdp.engine import (
 )
 from hfsdk_backend_fsdp.lr_schedule import build_scheduler
 from hfsdk_backend_fsdp.models import load_tokenizer
-from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
+from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective, actor_micro_loss
 from hfsdk_backend_fsdp.token_ops import last_token_index, position_ids_from_mask, response_slice
 from hfsdk_backend_megatron import convert
 from hfsdk_backend_megatron.arch import layout_problems, read_shape
@@ -506,44 +503,18 @@ class MegatronEngine:
         has_reference: bool,
         metrics: MetricAccumulator,
     ) -> torch.Tensor:
-        mask = micro["response_mask"].to(self.device)
         log_prob, entropy = self._response_log_probs(logits, micro, temperature, True)
         assert entropy is not None
-        if "old_log_probs" in micro:
-            old_log_prob = micro["old_log_probs"].to(self.device)
-        else:  # exactly on-policy (see update_actor): the sampler is the current policy
-            old_log_prob = masked_fill_zero(log_prob.detach(), mask)
-        pg_loss, pg_metrics = objective.policy_loss(
-            log_prob=log_prob,
-            old_log_prob=old_log_prob,
-            advantages=micro["advantages"].to(self.device),
-            response_mask=mask,
-            config=objective.policy_loss_config,
+        return actor_micro_loss(
+            objective,
+            micro,
+            log_prob,
+            entropy,
             aggregation=agg,
+            counts=counts,
+            has_reference=has_reference,
+            metrics=metrics,
         )
-        loss = pg_loss
-        if objective.entropy_coef > 0:
-            entropy_loss, _ = entropy_bonus(entropy, mask, agg, objective.entropy_coef)
-            loss = loss + entropy_loss
-        metrics.add_share("actor/entropy", float(aggregate_loss(entropy.detach(), mask, agg)))
-        if has_reference:
-            kl_value, _ = kl_loss(
-                log_prob,
-                micro["ref_log_probs"].to(self.device),
-                mask,
-                agg,
-                objective.kl_estimator or "k1",
-            )
-            if objective.kl_loss_coef > 0:
-                loss = loss + objective.kl_loss_coef * kl_value
-            metrics.add_share("actor/kl", float(kl_value.detach()))
-        metrics.add_share("actor/pg_loss", float(pg_loss.detach()))
-        metrics.add_share("actor/loss", float(loss.detach()))
-        # The loss's metrics are per-token means of this micro-batch: weight them by its tokens.
-        tokens = float((mask != 0).sum())
-        for name, value in pg_metrics.items():
-            metrics.add_token_share(f"actor/{name}", float(value), tokens, counts)
-        return loss
 
     def is_on_policy(self, local_rows: int) -> bool:
         """Whether an update of ``local_rows`` rows per replica is one epoch of one mini-batch."""
