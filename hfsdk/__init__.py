@@ -38,8 +38,13 @@ if TYPE_CHECKING:
     from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig, resolve_rollout_layout
     from hfsdk.core.hybrid_engine.decoder import DecoderShape, TPDecoder
     from hfsdk.core.hybrid_engine.groups import create_groups
-    from hfsdk.core.hybrid_engine.layout import HeadShape, TrainLayout, generation_tp_groups
-    from hfsdk.core.hybrid_engine.params import LlamaShape, llama_specs
+    from hfsdk.core.hybrid_engine.layout import (
+        GenLayout,
+        HeadShape,
+        TrainLayout,
+        generation_tp_groups,
+    )
+    from hfsdk.core.hybrid_engine.params import LlamaShape, llama_specs, megatron_to_hf_local
     from hfsdk.core.hybrid_engine.reshard import HybridEngine
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
@@ -169,11 +174,13 @@ _LAZY = {
     "DecoderShape": "hfsdk.core.hybrid_engine.decoder",
     "TPDecoder": "hfsdk.core.hybrid_engine.decoder",
     "create_groups": "hfsdk.core.hybrid_engine.groups",
+    "GenLayout": "hfsdk.core.hybrid_engine.layout",
     "HeadShape": "hfsdk.core.hybrid_engine.layout",
     "TrainLayout": "hfsdk.core.hybrid_engine.layout",
     "generation_tp_groups": "hfsdk.core.hybrid_engine.layout",
     "LlamaShape": "hfsdk.core.hybrid_engine.params",
     "llama_specs": "hfsdk.core.hybrid_engine.params",
+    "megatron_to_hf_local": "hfsdk.core.hybrid_engine.params",
     "HybridEngine": "hfsdk.core.hybrid_engine.reshard",
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",

@@ -23,7 +23,7 @@ members receive again go through a small scratch buffer).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -104,6 +104,32 @@ class HybridEngine:
             raise HfsdkError(
                 "to_generation called twice without to_training; drop the generation shard first"
             )
+        for name, tensor in self._transition(training, keep=True):
+            self.shard[name] = tensor
+        return self.shard
+
+    def stream_generation(
+        self, training: Mapping[str, torch.Tensor]
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        """:meth:`to_generation` one weight at a time, for a consumer that copies each weight.
+
+        Yields ``(name, tensor)`` in the specs' (layer) order and keeps nothing:
+        a received tensor is dropped once the consumer moves on, so the
+        transition holds about one weight beyond the training shard (a separate
+        engine such as vLLM keeps its own copy). :attr:`stats` is set when the
+        iterator is exhausted. Collective over the micro-DP group: every
+        member must consume the whole iterator.
+        """
+        if self.shard:
+            raise HfsdkError(
+                "stream_generation called while a generation shard is held; call to_training first"
+            )
+        yield from self._transition(training, keep=False)
+
+    def _transition(
+        self, training: Mapping[str, torch.Tensor], *, keep: bool
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        """Assemble every generation weight in order; ``keep``: count it as held afterwards."""
         started = time.perf_counter()
         self.memory.reset()
         self.bytes_received = 0
@@ -114,9 +140,15 @@ class HybridEngine:
         first = next(iter(training.values()))
         self._dtype, self._device = first.dtype, first.device
         cuda_start = self._cuda_reset()
+        gen_bytes = 0
         for spec in self.specs:
-            self.shard[spec.name] = self._assemble(spec, training)
-        gen_bytes = sum(t.numel() * t.element_size() for t in self.shard.values())
+            held = self.memory.current
+            tensor = self._assemble(spec, training)
+            gen_bytes += tensor.numel() * tensor.element_size()
+            yield spec.name, tensor
+            if not keep:
+                # The consumer has copied it: what this weight allocated is free again.
+                self.memory.free(self.memory.current - held)
         peak = self.memory.peak
         if cuda_start is not None:
             import torch
@@ -131,7 +163,6 @@ class HybridEngine:
             training_bytes=train_bytes,
             collectives=self.collectives,
         )
-        return self.shard
 
     def _cuda_reset(self) -> int | None:
         """Start the CUDA allocator's peak count; the bytes allocated now (None off CUDA)."""

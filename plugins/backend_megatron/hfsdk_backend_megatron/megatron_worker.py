@@ -115,13 +115,17 @@ class MegatronWorker(Worker):
         if self.kind == "actor":
             from hfsdk_backend_megatron.hybrid_rollout import HybridRollout, hybrid_supported
 
+            rollout_cls = get_registry("rollout_backends")[config.rollout.backend].impl
+            from_hybrid = getattr(rollout_cls, "from_hybrid_engine", None)
             why_not = hybrid_supported(self.engine) if config.rollout.backend == "hf" else "-"
             if why_not is None:
                 # The 3D-HybridEngine: reshard into actor.rollout_layout, decode there.
                 self.rollout = HybridRollout(config.rollout, self.engine)
+            elif from_hybrid is not None:
+                # A rollout engine of its own (vLLM) fed from the 3D-HybridEngine's shards.
+                self.rollout = from_hybrid(config.rollout, self.engine)
             else:
-                rollout_entry = get_registry("rollout_backends")[config.rollout.backend]
-                self.rollout = rollout_entry.impl(config.rollout, self.engine)
+                self.rollout = rollout_cls(config.rollout, self.engine)
 
     def _require(self, kind: str, method: str) -> None:
         if self.kind != kind:
@@ -193,7 +197,19 @@ class MegatronWorker(Worker):
             entropy_coef=self.loss_terms.entropy_coef,
             norm_length=self._norm_length(),
         )
-        return self.engine.update_actor(batch, objective)
+        metrics = self.engine.update_actor(batch, objective)
+        self._weights_changed()
+        return metrics
+
+    def _weights_changed(self) -> None:
+        """Tell a rollout that keeps its own copy of the weights (vLLM) to reload them.
+
+        It reloads at its next rollout (a collective transition); rollouts that
+        reshard or gather for every call have nothing to track.
+        """
+        notify = getattr(self.rollout, "weights_changed", None)
+        if notify is not None:
+            notify()
 
     @register(protocol=MESH_METRIC, mesh=MESH)
     def update_critic(self, batch: Batch) -> dict[str, float]:
@@ -223,6 +239,7 @@ class MegatronWorker(Worker):
         """Restore :meth:`save_checkpoint`'s files (written at this or another layout)."""
         path = Path(directory)
         self.engine.load_checkpoint(path)
+        self._weights_changed()
         rng = path / RNG_FILE.format(rank=self.rank)
         if rng.exists():
             torch.set_rng_state(torch.load(rng, weights_only=False))

@@ -63,10 +63,19 @@ class ColocatedEngine:
 
     ``model_dir`` gives the architecture and the first weights; ``dtype`` is the
     generation dtype; ``on_cpu`` selects the CPU platform's settings.
+    ``tensor_parallel_size`` > 1 splits the engine over that many ranks of the
+    caller's torch.distributed world (vLLM's external launcher: every rank of
+    the world builds its engine at the same time and consecutive ranks form
+    one tensor-parallel engine).
     """
 
     def __init__(
-        self, config: VLLMRolloutConfig, model_dir: Path, dtype: torch.dtype, on_cpu: bool
+        self,
+        config: VLLMRolloutConfig,
+        model_dir: Path,
+        dtype: torch.dtype,
+        on_cpu: bool,
+        tensor_parallel_size: int = 1,
     ) -> None:
         # Read by vLLM when the engine is created, so they must be set before.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
@@ -85,6 +94,12 @@ class ColocatedEngine:
         rng_states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
         cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
         self.sleep_enabled = config.sleep == "on" or (config.sleep == "auto" and not on_cpu)
+        parallel: dict[str, Any] = {}
+        if tensor_parallel_size > 1:
+            parallel = {
+                "tensor_parallel_size": tensor_parallel_size,
+                "distributed_executor_backend": "external_launcher",
+            }
         self.llm = LLM(
             model=str(model_dir),
             tokenizer=str(model_dir),
@@ -98,7 +113,10 @@ class ColocatedEngine:
             enable_sleep_mode=self.sleep_enabled,
             logprobs_mode="processed_logprobs",
             seed=config.seed,
+            **parallel,
         )
+        if on_cpu and tensor_parallel_size > 1:
+            _unlink_cpu_shm()
         random.setstate(rng_states[0])
         np.random.set_state(rng_states[1])
         torch.set_rng_state(rng_states[2])
@@ -134,3 +152,22 @@ class ColocatedEngine:
         self.wake_up(("weights",))
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
         self.llm.reset_prefix_cache()
+
+
+def _unlink_cpu_shm() -> None:
+    """Remove the name of this rank's shared-memory segment of vLLM's CPU tensor-parallel group.
+
+    vLLM's CPU all-reduce maps one ``/dev/shm`` segment per rank, named after
+    the group only (no per-run part under the external launcher), and unlinks
+    them only on a clean shutdown; a Ray worker that is killed leaves them and
+    the next run fails with "create shm in SHMManager failed. errno: 17". Every
+    member has mapped every segment once the engine is built (vLLM barriers
+    after joining), so the names can go now; the mappings stay valid.
+    """
+    from vllm.distributed.parallel_state import get_tp_group
+
+    group = get_tp_group()
+    shm = getattr(group.device_communicator, "dist_module", None)
+    name = getattr(shm, "group_name", None)
+    if name:
+        Path("/dev/shm", f"{name.lstrip('/')}_{group.rank_in_group}").unlink(missing_ok=True)

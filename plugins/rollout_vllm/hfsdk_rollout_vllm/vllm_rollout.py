@@ -72,53 +72,100 @@ class VLLMRollout(HFRollout):
         self.engine.reload_weights(weights)
         self.weight_updates += 1
 
+    @classmethod
+    def from_hybrid_engine(cls, config: VLLMRolloutConfig, engine: Any) -> Any:
+        """The same backend for an actor that feeds it through the 3D-HybridEngine (megatron).
+
+        ``engine`` is the megatron actor engine; the rollout reshards its
+        training shard into the generation layout and reloads the weights
+        from there (see :class:`~hfsdk_rollout_vllm.hybrid_vllm.HybridVLLMRollout`).
+        """
+        from hfsdk_rollout_vllm.hybrid_vllm import HybridVLLMRollout
+
+        return HybridVLLMRollout(config, engine)
+
     def sampling_params(self, greedy: bool, seed: int | None = None) -> Any:
         """vLLM's ``SamplingParams`` for one request (the model's defaults never apply)."""
-        from vllm import SamplingParams
-
-        common: dict[str, Any] = {
-            "max_tokens": self.config.max_response_length,
-            "stop_token_ids": self.eos_ids,
-            "logprobs": 0,  # the sampled token's own log-prob
-            "detokenize": False,
-        }
-        if greedy:
-            return SamplingParams(temperature=0.0, **common)
-        return SamplingParams(
-            temperature=self.config.temperature,
-            top_p=self.config.top_p,
-            top_k=self.config.top_k if self.config.top_k > 0 else 0,
-            seed=seed,
-            **common,
-        )
+        return sampling_params(self.config, self.eos_ids, greedy, seed)
 
     def _generate(
         self, prompts: Batch, greedy: bool
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        width = self.config.max_response_length
-        responses = torch.full((len(prompts), width), self.tokenizer.pad_token_id, dtype=torch.long)
-        log_probs = torch.zeros((len(prompts), width), dtype=torch.float32)
         # Drawn even for greedy calls, so the generator advances the same way whatever
         # the call's kind; per-request seeds make samples independent of batching.
         seeds = torch.randint(SEED_RANGE, (len(prompts),)).tolist()
-        step = self.config.micro_batch_size or max(len(prompts), 1)
-        for start in range(0, len(prompts), step):
-            stop = min(start + step, len(prompts))
-            ids, mask = prompts["input_ids"][start:stop], prompts["attention_mask"][start:stop]
-            requests = [
-                {"prompt_token_ids": row[m.bool()].tolist()}
-                for row, m in zip(ids, mask, strict=True)
-            ]
-            params = [self.sampling_params(greedy, seeds[i]) for i in range(start, stop)]
-            for offset, output in enumerate(self.engine.generate(requests, params)):
-                completion = output.outputs[0]
-                tokens = list(completion.token_ids)[:width]
-                row = start + offset
-                responses[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-                for t, (token, entry) in enumerate(
-                    zip(tokens, completion.logprobs or [], strict=False)
-                ):
-                    log_probs[row, t] = float(entry[token].logprob)
+        responses, log_probs = generate_rows(
+            self.engine,
+            self.config,
+            self.eos_ids,
+            self.tokenizer.pad_token_id,
+            prompts["input_ids"],
+            prompts["attention_mask"],
+            seeds,
+            greedy,
+        )
         # The actor trains next: on CUDA the KV cache is released until the next call.
         self.engine.sleep()
         return responses, {LOG_PROB_KEY: log_probs}
+
+
+def sampling_params(
+    config: VLLMRolloutConfig, eos_ids: list[int], greedy: bool, seed: int | None = None
+) -> Any:
+    """vLLM's ``SamplingParams`` for one request of a rollout configured by ``config``."""
+    from vllm import SamplingParams
+
+    common: dict[str, Any] = {
+        "max_tokens": config.max_response_length,
+        "stop_token_ids": eos_ids,
+        "logprobs": 0,  # the sampled token's own log-prob
+        "detokenize": False,
+    }
+    if greedy:
+        return SamplingParams(temperature=0.0, **common)
+    return SamplingParams(
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=config.top_k if config.top_k > 0 else 0,
+        seed=seed,
+        **common,
+    )
+
+
+def generate_rows(
+    engine: ColocatedEngine,
+    config: VLLMRolloutConfig,
+    eos_ids: list[int],
+    pad_id: int,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    seeds: list[int],
+    greedy: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded responses (B, R) and their tokens' log-probs for left-padded prompts.
+
+    ``seeds[i]`` is row i's sampling seed (ignored when ``greedy``); rows go to
+    the engine ``config.micro_batch_size`` at a time (all at once when 0).
+    """
+    width = config.max_response_length
+    rows = len(input_ids)
+    responses = torch.full((rows, width), pad_id, dtype=torch.long)
+    log_probs = torch.zeros((rows, width), dtype=torch.float32)
+    step = config.micro_batch_size or max(rows, 1)
+    for start in range(0, rows, step):
+        stop = min(start + step, rows)
+        requests = [
+            {"prompt_token_ids": row[m.bool()].tolist()}
+            for row, m in zip(input_ids[start:stop], attention_mask[start:stop], strict=True)
+        ]
+        params = [sampling_params(config, eos_ids, greedy, seeds[i]) for i in range(start, stop)]
+        for offset, output in enumerate(engine.generate(requests, params)):
+            completion = output.outputs[0]
+            tokens = list(completion.token_ids)[:width]
+            row = start + offset
+            responses[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+            for t, (token, entry) in enumerate(
+                zip(tokens, completion.logprobs or [], strict=False)
+            ):
+                log_probs[row, t] = float(entry[token].logprob)
+    return responses, log_probs

@@ -69,3 +69,65 @@ def test_unknown_sampling_option(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bad_sampling_value(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _hfsdk(capsys, "run", "--algo", "grpo", "rollout.backend=vllm", "rollout.top_p=0")
     assert code == 2 and "\n" not in err and "top_p" in err
+
+
+def _megatron_model(directory: Path, **changes: object) -> Path:
+    """A config-only Llama directory (the checks read config.json, never weights)."""
+    import json
+
+    config = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": 101,
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "tie_word_embeddings": False,
+        **changes,
+    }
+    directory.mkdir()
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def _megatron_vllm(model: Path, tp: int, *extra: str) -> list[str]:
+    return [
+        "rollout.backend=vllm",
+        f"actor.model_path={model}",
+        "actor.device=cpu",
+        "actor.backend=megatron",
+        f"actor.parallel.tp={tp}",
+        f"placement.pools.global.devices={tp}",
+        *extra,
+    ]
+
+
+def test_megatron_actor_feeds_vllm(tmp_path: Path) -> None:
+    """The blanket refusal is gone: tp=2 with rollout tp 1 or 2 (and the default task) pass."""
+    model = _megatron_model(tmp_path / "m")
+    for extra in ([], ["actor.rollout_layout.tp=1"]):
+        config = load_run_config("grpo", None, _megatron_vllm(model, 2, *extra))
+        assert checks.run_config_problems(config) == []
+    default = load_run_config("grpo", None, ["rollout.backend=vllm", "actor.backend=megatron"])
+    assert checks.run_config_problems(default) == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "extra", "expected"),
+    [
+        ({"tie_word_embeddings": True}, [], "tie_word_embeddings: false"),
+        ({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}, [], "not 'qwen2'"),
+        ({}, ["actor.rollout_layout.tp=2"], "actor.rollout_layout.tp to 1 or 4"),
+        ({"hidden_size": 64}, [], "head_dim=16"),
+    ],
+    ids=["tied", "qwen2", "tg-between", "narrow-heads"],
+)
+def test_megatron_problems_are_one_line_errors(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, changes: dict, extra: list, expected: str
+) -> None:
+    model = _megatron_model(tmp_path / "m", **changes)
+    code, err = _hfsdk(capsys, "run", "--algo", "grpo", *_megatron_vllm(model, 4, *extra))
+    assert code == 2 and "\n" not in err and "Traceback" not in err, err
+    assert expected in err

@@ -1,0 +1,196 @@
+"""vLLM generation for an actor that reshards through the 3D-HybridEngine (megatron).
+
+Every actor rank holds a vLLM engine. When the actor's weights changed (an
+update or a checkpoint load), the next rollout streams this rank's generation
+shard out of :meth:`HybridEngine.stream_generation` (the micro-DP transition,
+one weight at a time), renames each weight to HF names and reloads it into the
+engine in place; the engine's own copy is then the only full set of
+generation weights on the rank. Each of the ``dg`` generation replicas of a
+training replica decodes its share of the replica's prompts and the shares
+are gathered in the micro-DP group, as :class:`HybridRollout` does with its
+own decoder.
+
+With tg > 1 the engine runs vLLM tensor parallelism over the generation
+tensor-parallel group (``distributed_executor_backend="external_launcher"``:
+the engine joins the actor's torch.distributed world). vLLM forms its
+tensor-parallel groups from consecutive ranks, which are the generation
+groups only when tg equals the training tp (:func:`vllm_tp_problem`). vLLM's
+loaders take checkpoint-format (full) tensors and cut their own slice, so at
+tg > 1 each generation weight is all-gathered over the tg ranks, one weight
+at a time, before it is handed over.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+
+from hfsdk import Batch, HfsdkError, LlamaShape, megatron_to_hf_local
+from hfsdk_backend_megatron.hybrid_rollout import HybridRollout, hybrid_supported
+from hfsdk_rollout_vllm.checks import require_servable
+from hfsdk_rollout_vllm.vllm_rollout import LOG_PROB_KEY, SEED_RANGE, generate_rows
+
+if TYPE_CHECKING:
+    from hfsdk import GenLayout, TrainLayout
+    from hfsdk_backend_megatron.engine import MegatronEngine
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+VOCAB_WEIGHTS = ("model.embed_tokens.weight", "lm_head.weight")
+"""HF weights whose rows are the vocabulary (megatron pads them to a multiple of tp)."""
+
+
+def vllm_tp_problem(train: TrainLayout, gen: GenLayout) -> str | None:
+    """Why vLLM cannot run tensor-parallel at ``gen`` inside the actor's world (None: it can).
+
+    vLLM (external launcher) groups ranks ``[0..tg-1], [tg..2tg-1], ...`` into
+    its tensor-parallel groups; the generation groups of the 3D-HybridEngine
+    are consecutive ranks only when tg is 1 or the training tp.
+    """
+    if gen.tg in (1, train.t):
+        return None
+    return (
+        f"rollout.backend=vllm with actor.rollout_layout.tp={gen.tg} and training tp={train.t}: "
+        "vLLM's tensor-parallel groups are consecutive ranks, the generation groups of this "
+        f"layout are not; use actor.rollout_layout.tp=1 or {train.t}"
+    )
+
+
+class HybridVLLMRollout(HybridRollout):
+    """``generate_sequences`` by vLLM engines fed from the 3D-HybridEngine's generation shards.
+
+    Collective over the actor's ranks (every rank calls it). Keeps the
+    ``vllm`` rollout's contract: ``rollout_log_probs`` and per-request seeds
+    drawn from torch's global generator (restored on resume).
+    """
+
+    config: VLLMRolloutConfig
+
+    def __init__(self, config: VLLMRolloutConfig, engine: MegatronEngine) -> None:
+        why_not = hybrid_supported(engine)
+        if why_not:
+            raise HfsdkError(f"rollout.backend=vllm with actor.backend=megatron: {why_not}")
+        super().__init__(config, engine)
+        problem = vllm_tp_problem(self.train, self.gen)
+        if problem:
+            raise HfsdkError(problem)
+        from hfsdk_rollout_vllm.engine import ColocatedEngine
+
+        on_cpu = engine.device.type == "cpu"
+        require_servable(engine.model_dir, on_cpu)
+        shape = engine.shape
+        self.hf_shape = LlamaShape(
+            vocab_size=shape.vocab_size,
+            hidden_size=shape.hidden_size,
+            intermediate_size=shape.ffn_hidden_size,
+            num_layers=shape.num_layers,
+            num_heads=shape.num_heads,
+            num_kv_heads=shape.num_kv_heads,
+            head_size=shape.head_dim,
+        )
+        self.spec_of = {spec.name: spec for spec in self.hybrid.specs}
+        dtype = engine.dtype if config.dtype == "auto" else getattr(torch, config.dtype)
+        if self.gen.tg > 1:
+            # The external launcher reads the rank from the environment; the world exists.
+            os.environ.update(
+                RANK=str(dist.get_rank()),
+                LOCAL_RANK=str(dist.get_rank()),
+                WORLD_SIZE=str(dist.get_world_size()),
+            )
+        # The engine starts from the model directory, which is where the actor started too.
+        self.vllm = ColocatedEngine(
+            config, engine.model_dir, dtype, on_cpu, tensor_parallel_size=self.gen.tg
+        )
+        self.weights_stale = False
+        self.weight_updates = 0
+
+    def weights_changed(self) -> None:
+        """The actor's weights changed (update, checkpoint load): reload before the next rollout."""
+        self.weights_stale = True
+
+    def _generate(
+        self, prompts: Batch, greedy: bool
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """This training replica's responses and their log-probs, one share per gen replica."""
+        started = time.perf_counter()
+        metrics = {
+            "timing/reshard_s": 0.0,
+            "perf/reshard_bytes": 0.0,
+            "perf/reshard_peak_extra_bytes": 0.0,
+            "perf/reshard_tp_gather_bytes": 0.0,
+        }
+        if self.weights_stale:
+            metrics = self._reload()
+        # Drawn for the whole replica batch on every rank, greedy or not: each rank's
+        # generator advances alike whatever its share (exact resume).
+        seeds = torch.randint(SEED_RANGE, (len(prompts),))
+        if self.gen.tg > 1:
+            # vLLM's tensor-parallel ranks must run identical requests.
+            dist.broadcast(seeds, src=self.tp_ranks[0], group=self.groups.gen_tp)
+        rows = torch.arange(len(prompts)).tensor_split(self.gen.dg)[self.hybrid.place.k]
+        responses, log_probs = generate_rows(
+            self.vllm,
+            self.config,
+            self.eos_ids,
+            self.tokenizer.pad_token_id,
+            prompts["input_ids"][rows],
+            prompts["attention_mask"][rows],
+            seeds[rows].tolist(),
+            greedy,
+        )
+        self.vllm.sleep()  # the actor trains next (CUDA: the KV cache is released)
+        if self.gen.dg > 1:
+            shares: list[Any] = [None] * self.gen.dg
+            dist.all_gather_object(shares, (responses, log_probs), group=self.groups.micro_dp)
+            responses = torch.cat([share[0] for share in shares])
+            log_probs = torch.cat([share[1] for share in shares])
+        self.last_metrics = {**metrics, "timing/generate_s": time.perf_counter() - started}
+        return responses, {LOG_PROB_KEY: log_probs}
+
+    def _reload(self) -> dict[str, float]:
+        """Stream the generation shard into the engine (collective); the transition's metrics."""
+        self.tp_gather_bytes = 0
+        try:
+            stream = self.hybrid.stream_generation(self.training_shard())
+            self.vllm.reload_weights(self.hf_weights(stream))
+        finally:
+            self.hybrid.to_training()
+        self.weights_stale = False
+        self.weight_updates += 1
+        return {
+            **self.hybrid.stats.metrics(),
+            "perf/reshard_tp_gather_bytes": float(self.tp_gather_bytes),
+        }
+
+    def hf_weights(
+        self, generation: Iterable[tuple[str, torch.Tensor]]
+    ) -> Iterator[tuple[str, torch.Tensor]]:
+        """(HF name, tensor) pairs of generation weights, as vLLM's loaders take them.
+
+        The vocabulary padding is cut off; at tg > 1 each weight is first
+        gathered whole over the generation tensor-parallel group.
+        """
+        vocab = self.hf_shape.vocab_size
+        for name, tensor in generation:
+            full = self._gather_full(name, tensor)
+            for hf_name, hf_tensor in megatron_to_hf_local({name: full}, self.hf_shape, tg=1):
+                yield hf_name, hf_tensor[:vocab] if hf_name in VOCAB_WEIGHTS else hf_tensor
+
+    def _gather_full(self, name: str, tensor: torch.Tensor) -> torch.Tensor:
+        """The whole weight from the tg generation slices (fused parts put back in order)."""
+        spec = self.spec_of[name]
+        tg = self.gen.tg
+        if tg == 1 or spec.split is None:
+            return tensor
+        tensor = tensor.contiguous()
+        pieces = [torch.empty_like(tensor) for _ in range(tg)]
+        dist.all_gather(pieces, tensor, group=self.groups.gen_tp)
+        self.tp_gather_bytes += (tg - 1) * tensor.numel() * tensor.element_size()
+        sizes = [size // tg for size in spec.part_sizes]
+        split = [piece.split(sizes, dim=spec.split) for piece in pieces]
+        parts = [torch.cat([s[i] for s in split], dim=spec.split) for i in range(len(sizes))]
+        return torch.cat(parts, dim=spec.split)

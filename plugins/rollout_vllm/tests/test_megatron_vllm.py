@@ -1,0 +1,168 @@
+"""vLLM fed by the megatron actor through the 3D-HybridEngine's generation shards.
+
+Two gloo ranks train at tp=2 and generate at rollout tp=2: one vLLM engine
+split over both ranks (tensor parallel inside the actor's gloo world). Greedy
+responses equal HF ``generate`` on the same weights; after an
+``update_actor`` step the engine keeps the old weights until it is told they
+changed, then equals HF with the new weights. The end-to-end run (Ray) uses
+rollout tp=1: two micro-DP replicas, one whole-model vLLM engine per rank,
+fed by the micro-DP transition.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from hfsdk.core.hybrid_engine.launch import run_gloo
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+HERE = str(Path(__file__).parent)
+PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
+WIDTH = 6
+TG = 2
+IN_SYNC = 1e-4
+"""Largest |vLLM − actor| log-prob of a sampled token when both hold the same weights."""
+
+
+def _save_model(directory: Path, tokenizer_dir: Path) -> Path:
+    """A tiny Llama vLLM's CPU kernels take (head_dim 32), 2 heads for tp=2, odd vocabulary.
+
+    The vocabulary has 101 rows beyond the tokenizer's, so both of vLLM's
+    vocabulary shards (64 rows each at tp=2) hold real rows.
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tokenizer_dir))
+    config = LlamaConfig(
+        vocab_size=len(tokenizer) + 101,  # odd: megatron pads it to a multiple of tp
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():  # peaked logits: greedy outputs differ from prompt to prompt
+        for param in model.parameters():
+            if param.dim() == 2:
+                param.normal_(0.0, 0.2)
+    model.save_pretrained(str(directory))
+    tokenizer.save_pretrained(str(directory))
+    return directory
+
+
+def _hf_greedy(model: Any, prompts: dict, eos: int, pad: int) -> list[list[int]]:
+    with torch.no_grad():
+        out = model.generate(
+            **prompts, max_new_tokens=WIDTH, do_sample=False, eos_token_id=eos, pad_token_id=pad
+        )[:, prompts["input_ids"].shape[1] :]
+    padded = torch.full((len(out), WIDTH), pad, dtype=torch.long)
+    padded[:, : out.shape[1]] = out
+    for row in padded:  # after the first EOS the rollout writes padding
+        hits = (row == eos).nonzero()
+        if len(hits):
+            row[hits[0, 0] + 1 :] = pad
+    return padded.tolist()
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory, default_model_dir: Path) -> dict[str, Any]:
+    from transformers import PreTrainedTokenizerFast
+
+    path = _save_model(tmp_path_factory.mktemp("megatron-vllm") / "model", default_model_dir)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    tokenizer.padding_side = "left"
+    encoded = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    prompts = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+    kwargs = {"path": str(path), "prompts": prompts, "tgs": [TG], "width": WIDTH}
+    outcomes = run_gloo(2, "megatron_vllm_worker:run", kwargs, path=[HERE], timeout=600)
+    return {"path": path, "prompts": prompts, "outcomes": outcomes, "tokenizer": tokenizer}
+
+
+@pytest.mark.distributed
+def test_greedy_equals_hf_before_and_after_update_actor(run: dict[str, Any]) -> None:
+    from transformers import AutoModelForCausalLM
+
+    tok = run["tokenizer"]
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    model = AutoModelForCausalLM.from_pretrained(str(run["path"])).eval()
+    before = _hf_greedy(model, run["prompts"], eos, pad)
+    state = next(o[TG]["state"] for o in run["outcomes"] if o[TG]["state"] is not None)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=False)
+    after = _hf_greedy(model, run["prompts"], eos, pad)
+    assert after != before, "the update did not change greedy output"
+    for outcome in run["outcomes"]:  # both generation replicas return the whole batch
+        got = outcome[TG]
+        assert got["first"] == before
+        assert got["stale"] == before  # not told about the update: the engine kept its weights
+        assert got["second"] == after
+        assert got["weight_updates"] == 1
+        assert got["gap"] < IN_SYNC  # rollout_log_probs are the actor's log-probs
+
+
+@pytest.mark.distributed
+def test_reload_reports_the_transition(run: dict[str, Any]) -> None:
+    for outcome in run["outcomes"]:
+        fresh, reload = outcome[TG]["fresh_metrics"], outcome[TG]["reload_metrics"]
+        assert fresh["timing/reshard_s"] == 0.0  # the engine started from the same weights
+        # tp=2 -> tg=2: the generation shard is the training shard (no micro-DP bytes);
+        # vLLM's loaders take whole weights, gathered one at a time over the 2 ranks.
+        assert reload["perf/reshard_bytes"] == 0.0 and reload["timing/reshard_s"] > 0
+        assert reload["perf/reshard_tp_gather_bytes"] > 0
+
+
+GRPO = [
+    "rollout.backend=vllm",
+    "actor.backend=megatron",
+    "actor.parallel.tp=2",
+    "actor.rollout_layout.tp=1",
+    "reference.backend=megatron",
+    "reference.parallel.tp=2",
+    "placement.pools.global.devices=2",
+    "data.batch_size=4",
+    "algorithm.n_samples_per_prompt=4",
+    "actor.mini_batch_size=8",  # two updates a step: old log-probs are computed and compared
+    "actor.micro_batch_size=8",
+    "trainer.total_steps=2",
+    "trainer.save_every=1",
+    "trainer.val_every=0",
+]
+COMPARED = ("reward/mean", "response_length/mean", "actor/pg_loss", "rollout/log_prob_diff_max")
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_grpo_with_micro_dp_vllm_runs_in_sync_and_resumes_exactly(tmp_path: Path) -> None:
+    """GRPO, megatron actor at tp=2, a vLLM engine per rank (rollout tp=1); resume from step 1."""
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
+    from hfsdk.core.trainer.trainer import Trainer
+
+    model = ensure_default_assets(DefaultTaskSpec(num_heads=2)).model_dir  # head_dim 48
+    overrides = [f"actor.model_path={model}", *GRPO]
+    straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
+    straight = Trainer(load_run_config("grpo", None, overrides), straight_dir, quiet=True).fit()
+    assert [r["step"] for r in straight] == [1, 2]
+    # vLLM sampled with the actor's weights at every step: the update reached the engine.
+    assert max(r["rollout/log_prob_diff_max"] for r in straight) < IN_SYNC
+    # Step 2 reloads: each rank receives the other rank's half of the weights.
+    assert straight[0]["perf/reshard_bytes"] == 0 and straight[1]["perf/reshard_bytes"] > 0
+
+    shutil.copytree(straight_dir, resumed_dir)
+    shutil.rmtree(resumed_dir / "checkpoints" / "step_2")
+    resumed = Trainer(load_run_config("grpo", None, overrides), resumed_dir, quiet=True).fit()
+    assert [r["step"] for r in resumed] == [1, 2]
+    for a, b in zip(straight[1:], resumed[1:], strict=True):
+        for key in COMPARED:
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-6), (a["step"], key)
