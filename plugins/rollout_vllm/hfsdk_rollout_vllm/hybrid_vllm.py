@@ -107,6 +107,17 @@ class HybridVLLMRollout(HybridRollout):
         )
         self.weights_stale = False
         self.weight_updates = 0
+        self.reload_metrics: dict[str, float] = {
+            "timing/reshard_s": 0.0,
+            "perf/reshard_bytes": 0.0,
+            "perf/reshard_peak_extra_bytes": 0.0,
+            "perf/reshard_tp_gather_bytes": 0.0,
+        }
+        """The transition that brought the engine its current weights (zeros: the start's).
+
+        Every rollout reports it, so an algorithm that generates twice a step
+        (ReMax: greedy baseline, then samples) logs the step's reload whichever
+        call did it."""
 
     def weights_changed(self) -> None:
         """The actor's weights changed (update, checkpoint load): reload before the next rollout."""
@@ -117,14 +128,8 @@ class HybridVLLMRollout(HybridRollout):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """This training replica's responses and their log-probs, one share per gen replica."""
         started = time.perf_counter()
-        metrics = {
-            "timing/reshard_s": 0.0,
-            "perf/reshard_bytes": 0.0,
-            "perf/reshard_peak_extra_bytes": 0.0,
-            "perf/reshard_tp_gather_bytes": 0.0,
-        }
         if self.weights_stale:
-            metrics = self._reload()
+            self.reload_metrics = self._reload()
         # Drawn for the whole replica batch on every rank, greedy or not: each rank's
         # generator advances alike whatever its share (exact resume).
         seeds = torch.randint(SEED_RANGE, (len(prompts),))
@@ -148,7 +153,10 @@ class HybridVLLMRollout(HybridRollout):
             dist.all_gather_object(shares, (responses, log_probs), group=self.groups.micro_dp)
             responses = torch.cat([share[0] for share in shares])
             log_probs = torch.cat([share[1] for share in shares])
-        self.last_metrics = {**metrics, "timing/generate_s": time.perf_counter() - started}
+        self.last_metrics = {
+            **self.reload_metrics,
+            "timing/generate_s": time.perf_counter() - started,
+        }
         return responses, {LOG_PROB_KEY: log_probs}
 
     def _reload(self) -> dict[str, float]:
