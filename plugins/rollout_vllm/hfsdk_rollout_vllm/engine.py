@@ -47,15 +47,25 @@ class _BenignWarnings(logging.Filter):
       to warm up; hfsdk never renders chats through vLLM. For the same reason
       vLLM knows no EOS id ("Using None for EOS token id"): every request
       passes the EOS ids as ``stop_token_ids``.
+    * The reload's message for the vocabulary layers of a tensor-parallel rank
+      whose vocabulary shard is all padding (``padding_only_vocab``): vLLM pads
+      the vocabulary to a multiple of 64 rows, so with a small vocabulary the last
+      ranks hold no real row and, correctly, load nothing there.
     """
+
+    def __init__(self, padding_only_vocab: bool = False) -> None:
+        super().__init__()
+        self.expected: tuple[str, ...] = ("RotaryEmbedding",)
+        if padding_only_vocab:
+            self.expected += ("VocabParallelEmbedding", "ParallelLMHead")
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = str(record.msg)
         if "Chat template warmup failed" in message or "because tokenizer is not" in message:
             return False
         args = record.args if isinstance(record.args, tuple) else ()
-        rotary = bool(args) and str(args[0]).endswith("RotaryEmbedding")
-        return not ("Failed to load weights" in message and rotary)
+        expected = bool(args) and str(args[0]).endswith(self.expected)
+        return not ("Failed to load weights" in message and expected)
 
 
 class ColocatedEngine:
@@ -115,8 +125,11 @@ class ColocatedEngine:
             seed=config.seed,
             **parallel,
         )
-        if on_cpu and tensor_parallel_size > 1:
-            _unlink_cpu_shm()
+        if tensor_parallel_size > 1:
+            if on_cpu:
+                _unlink_cpu_shm()
+            if _padding_only_vocab(self.llm):
+                logging.getLogger(RELOAD_LOGGER).addFilter(_BenignWarnings(True))
         random.setstate(rng_states[0])
         np.random.set_state(rng_states[1])
         torch.set_rng_state(rng_states[2])
@@ -171,3 +184,13 @@ def _unlink_cpu_shm() -> None:
     name = getattr(shm, "group_name", None)
     if name:
         Path("/dev/shm", f"{name.lstrip('/')}_{group.rank_in_group}").unlink(missing_ok=True)
+
+
+def _padding_only_vocab(llm: Any) -> bool:
+    """Whether this tensor-parallel rank's vocabulary shard holds padding rows only."""
+    from vllm.distributed.parallel_state import get_tp_group
+
+    vocab = llm.llm_engine.model_config.get_vocab_size()
+    group = get_tp_group()
+    padded = -(-vocab // 64) * 64  # vLLM's vocabulary padding (64 rows)
+    return group.rank_in_group * (padded // group.world_size) >= vocab

@@ -95,10 +95,12 @@ class HybridVLLMRollout(HybridRollout):
         self.spec_of = {spec.name: spec for spec in self.hybrid.specs}
         dtype = engine.dtype if config.dtype == "auto" else getattr(torch, config.dtype)
         if self.gen.tg > 1:
-            # The external launcher reads the rank from the environment; the world exists.
+            # The external launcher reads the rank from the environment (the world exists);
+            # on CUDA the local rank picks the device: the one this process already uses.
+            local = torch.cuda.current_device() if not on_cpu else dist.get_rank()
             os.environ.update(
                 RANK=str(dist.get_rank()),
-                LOCAL_RANK=str(dist.get_rank()),
+                LOCAL_RANK=str(local),
                 WORLD_SIZE=str(dist.get_world_size()),
             )
         # The engine starts from the model directory, which is where the actor started too.
