@@ -131,7 +131,7 @@ class HybridVLLMRollout(HybridRollout):
         """This training replica's responses and their log-probs, one share per gen replica."""
         started = time.perf_counter()
         if self.weights_stale:
-            self.reload_metrics = self._reload()
+            self.reload_metrics = self.reload_weights()
         # Drawn for the whole replica batch on every rank, greedy or not: each rank's
         # generator advances alike whatever its share (exact resume).
         seeds = torch.randint(SEED_RANGE, (len(prompts),))
@@ -161,9 +161,13 @@ class HybridVLLMRollout(HybridRollout):
         }
         return responses, {LOG_PROB_KEY: log_probs}
 
-    def _reload(self) -> dict[str, float]:
-        """Stream the generation shard into the engine (collective); the transition's metrics."""
+    def reload_weights(self) -> dict[str, float]:
+        """Load the actor's current weights into the engine now; the transition's metrics.
+
+        Streams this rank's generation shard (collective over the actor's ranks).
+        """
         self.tp_gather_bytes = 0
+        self.tp_gather_peak = 0
         try:
             stream = self.hybrid.stream_generation(self.training_shard())
             self.vllm.reload_weights(self.hf_weights(stream))
@@ -171,8 +175,12 @@ class HybridVLLMRollout(HybridRollout):
             self.hybrid.to_training()
         self.weights_stale = False
         self.weight_updates += 1
+        metrics = self.hybrid.stats.metrics()
+        # Both happen one weight at a time; their sum bounds what was held at once.
+        peak = metrics["perf/reshard_peak_extra_bytes"] + float(self.tp_gather_peak)
         return {
-            **self.hybrid.stats.metrics(),
+            **metrics,
+            "perf/reshard_peak_extra_bytes": peak,
             "perf/reshard_tp_gather_bytes": float(self.tp_gather_bytes),
         }
 
@@ -199,8 +207,12 @@ class HybridVLLMRollout(HybridRollout):
         tensor = tensor.contiguous()
         pieces = [torch.empty_like(tensor) for _ in range(tg)]
         dist.all_gather(pieces, tensor, group=self.groups.gen_tp)
-        self.tp_gather_bytes += (tg - 1) * tensor.numel() * tensor.element_size()
+        whole = tg * tensor.numel() * tensor.element_size()
+        self.tp_gather_bytes += whole - tensor.numel() * tensor.element_size()
+        # Held at once: the gathered pieces and the whole weight they are put together into.
+        self.tp_gather_peak = max(self.tp_gather_peak, 2 * whole)
         sizes = [size // tg for size in spec.part_sizes]
         split = [piece.split(sizes, dim=spec.split) for piece in pieces]
-        parts = [torch.cat([s[i] for s in split], dim=spec.split) for i in range(len(sizes))]
-        return torch.cat(parts, dim=spec.split)
+        # Part by part into the whole weight's rows (fused QKV groups, gate then up).
+        order = [s[i] for i in range(len(sizes)) for s in split]
+        return torch.cat(order, dim=spec.split)

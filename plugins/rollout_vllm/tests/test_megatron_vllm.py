@@ -120,6 +120,8 @@ def test_reload_reports_the_transition(run: dict[str, Any]) -> None:
         # vLLM's loaders take whole weights, gathered one at a time over the 2 ranks.
         assert reload["perf/reshard_bytes"] == 0.0 and reload["timing/reshard_s"] > 0
         assert reload["perf/reshard_tp_gather_bytes"] > 0
+        # One weight in flight (gathered pieces + the whole weight), not the model.
+        assert 0 < reload["perf/reshard_peak_extra_bytes"] < reload["perf/reshard_tp_gather_bytes"]
 
 
 GRPO = [
