@@ -97,9 +97,7 @@ class FakeRole:
     can tell which calls overlapped.
     """
 
-    def __init__(
-        self, name: str, log: list[Call], seed: int, timeline: list | None = None
-    ) -> None:
+    def __init__(self, name: str, log: list[Call], seed: int, timeline: list | None = None) -> None:
         self.name = name
         self.log = log
         self.timeline: list[tuple[str, str, str]] = [] if timeline is None else timeline
