@@ -88,8 +88,25 @@ class TPDecoder:
         self.layers = self.stages.layers(shape.num_layers)
         self.local_heads = shape.num_heads // tg
         self.local_groups = shape.num_kv_heads // tg
-        ends = "embedding.word_embeddings.weight" if self.stages.first else "output_layer.weight"
-        needed = [ends] + [f"decoder.layers.{i}.input_layernorm.weight" for i in self.layers]
+        self._check_stage(shard)
+        if self.stages.first:
+            self.local_vocab = shard["embedding.word_embeddings.weight"].shape[0]
+        # What the previous stage's hidden states are received as (the layers' dtype).
+        self.dtype = shard[
+            f"decoder.layers.{self.layers.start}.self_attention.linear_qkv.weight"
+        ].dtype
+
+    def _check_stage(self, shard: Mapping[str, torch.Tensor]) -> None:
+        """A one-line error unless ``shard`` holds this stage's layers and ends."""
+        needed = [
+            f"decoder.layers.{i}.{w}"
+            for i in self.layers
+            for w in ("input_layernorm.weight", "self_attention.linear_qkv.weight")
+        ]
+        if self.stages.first:
+            needed.append("embedding.word_embeddings.weight")
+        if self.stages.last:
+            needed += ["decoder.final_layernorm.weight", "output_layer.weight"]
         missing = [name for name in needed if name not in shard]
         if missing:
             raise HfsdkError(
@@ -97,9 +114,6 @@ class TPDecoder:
                 f"{self.layers.start}..{self.layers.stop - 1} but its shard lacks {missing[0]!r}; "
                 "pass the shard HybridEngine.to_generation built for this rank"
             )
-        self.local_vocab = shard[ends].shape[0]
-        # What the previous stage's hidden states are received as.
-        self.dtype = shard[ends].dtype
 
     # -- collectives ---------------------------------------------------------------------
     def _all_reduce(self, x: torch.Tensor) -> torch.Tensor:

@@ -25,9 +25,9 @@ from hfsdk.core.hybrid_engine.params import (
 from hfsdk.core.hybrid_engine.reshard import HybridEngine
 from hfsdk.core.hybrid_engine.stages import StageLink
 
-# The last four decode with two generation pipeline stages (pg = 2).
+# The last five decode over generation pipeline stages (pg = 2, and pg = 4 with middle stages).
 PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 2, 2, 1), (2, 1, 2, 1),
-         (4, 1, 2, 1), (2, 2, 2, 2)]  # fmt: skip
+         (4, 1, 2, 1), (2, 2, 2, 2), (4, 1, 4, 1)]  # fmt: skip
 
 
 def tiny_llama(seed: int) -> Any:

@@ -15,7 +15,7 @@ from hfsdk.core.hybrid_engine.launch import run_gloo
 
 HERE = str(Path(__file__).parent)
 PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 2, 2, 1), (2, 1, 2, 1),
-         (4, 1, 2, 1), (2, 2, 2, 2)]  # fmt: skip
+         (4, 1, 2, 1), (2, 2, 2, 2), (4, 1, 4, 1)]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
