@@ -42,10 +42,12 @@ if TYPE_CHECKING:
         GenLayout,
         HeadShape,
         TrainLayout,
+        generation_pp_groups,
         generation_tp_groups,
     )
     from hfsdk.core.hybrid_engine.params import LlamaShape, llama_specs, megatron_to_hf_local
     from hfsdk.core.hybrid_engine.reshard import HybridEngine
+    from hfsdk.core.hybrid_engine.stages import StageLink
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
         LossAggMode,
@@ -177,11 +179,13 @@ _LAZY = {
     "GenLayout": "hfsdk.core.hybrid_engine.layout",
     "HeadShape": "hfsdk.core.hybrid_engine.layout",
     "TrainLayout": "hfsdk.core.hybrid_engine.layout",
+    "generation_pp_groups": "hfsdk.core.hybrid_engine.layout",
     "generation_tp_groups": "hfsdk.core.hybrid_engine.layout",
     "LlamaShape": "hfsdk.core.hybrid_engine.params",
     "llama_specs": "hfsdk.core.hybrid_engine.params",
     "megatron_to_hf_local": "hfsdk.core.hybrid_engine.params",
     "HybridEngine": "hfsdk.core.hybrid_engine.reshard",
+    "StageLink": "hfsdk.core.hybrid_engine.stages",
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",
 }

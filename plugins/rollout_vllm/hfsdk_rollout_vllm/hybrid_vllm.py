@@ -14,7 +14,7 @@ With tg > 1 the engine runs vLLM tensor parallelism over the generation
 tensor-parallel group (``distributed_executor_backend="external_launcher"``:
 the engine joins the actor's torch.distributed world). vLLM forms its
 tensor-parallel groups from consecutive ranks, which are the generation
-groups only when tg equals the training tp (:func:`vllm_tp_problem`). vLLM's
+groups only when tg equals the training tp (:func:`vllm_layout_problem`). vLLM's
 loaders take checkpoint-format (full) tensors and cut their own slice, so at
 tg > 1 each generation weight is all-gathered over the tg ranks, one weight
 at a time, before it is handed over.
@@ -44,13 +44,19 @@ VOCAB_WEIGHTS = ("model.embed_tokens.weight", "lm_head.weight")
 """HF weights whose rows are the vocabulary (megatron pads them to a multiple of tp)."""
 
 
-def vllm_tp_problem(train: TrainLayout, gen: GenLayout) -> str | None:
-    """Why vLLM cannot run tensor-parallel at ``gen`` inside the actor's world (None: it can).
+def vllm_layout_problem(train: TrainLayout, gen: GenLayout) -> str | None:
+    """Why vLLM cannot generate at layout ``gen`` inside the actor's world (None: it can).
 
-    vLLM (external launcher) groups ranks ``[0..tg-1], [tg..2tg-1], ...`` into
-    its tensor-parallel groups; the generation groups of the 3D-HybridEngine
-    are consecutive ranks only when tg is 1 or the training tp.
+    The engine is fed one whole-model shard per rank (no generation pipeline
+    stages). vLLM (external launcher) groups ranks ``[0..tg-1], [tg..2tg-1],
+    ...`` into its tensor-parallel groups; the generation groups of the
+    3D-HybridEngine are consecutive ranks only when tg is 1 or the training tp.
     """
+    if gen.pg != 1:
+        return (
+            f"rollout.backend=vllm with actor.rollout_layout.pp={gen.pg}: the vLLM engine is "
+            "fed one whole-model generation shard per rank; set actor.rollout_layout.pp=1"
+        )
     if gen.tg in (1, train.t):
         return None
     return (
@@ -75,7 +81,7 @@ class HybridVLLMRollout(HybridRollout):
         if why_not:
             raise HfsdkError(f"rollout.backend=vllm with actor.backend=megatron: {why_not}")
         super().__init__(config, engine)
-        problem = vllm_tp_problem(self.train, self.gen)
+        problem = vllm_layout_problem(self.train, self.gen)
         if problem:
             raise HfsdkError(problem)
         from hfsdk_rollout_vllm.engine import ColocatedEngine
