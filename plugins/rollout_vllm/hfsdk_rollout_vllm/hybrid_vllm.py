@@ -22,15 +22,17 @@ at a time, before it is handed over.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import torch
 import torch.distributed as dist
 
-from hfsdk import Batch, HfsdkError, LlamaShape, megatron_to_hf_local
+from hfsdk import Batch, HfsdkError, LlamaShape, RolloutLayoutConfig, megatron_to_hf_local
 from hfsdk_backend_megatron.hybrid_rollout import HybridRollout, hybrid_supported
 from hfsdk_rollout_vllm.checks import require_servable
 from hfsdk_rollout_vllm.vllm_rollout import LOG_PROB_KEY, SEED_RANGE, generate_rows
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
     from hfsdk import GenLayout, TrainLayout
     from hfsdk_backend_megatron.engine import MegatronEngine
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+logger = logging.getLogger(__name__)
 
 VOCAB_WEIGHTS = ("model.embed_tokens.weight", "lm_head.weight")
 """HF weights whose rows are the vocabulary (megatron pads them to a multiple of tp)."""
@@ -66,6 +70,26 @@ def vllm_layout_problem(train: TrainLayout, gen: GenLayout) -> str | None:
     )
 
 
+def usable_rollout_layout(layout: RolloutLayoutConfig, train_tp: int) -> RolloutLayoutConfig:
+    """``layout`` without a planner's rollout tp that vLLM cannot take (logged), else as is.
+
+    ``placement.mode: auto`` may plan a rollout tp between 1 and the training
+    tp; the 3D-HybridEngine could regroup into it, vLLM's consecutive-rank
+    groups cannot (:func:`vllm_layout_problem`), so the configured layout is used.
+    """
+    planned = layout.planned_tp
+    if planned is None or planned in (1, train_tp):
+        return layout
+    logger.warning(
+        "placement: auto planned rollout tp=%d, which the vllm rollout cannot take at training "
+        "tp=%d (only 1 or %d); using actor.rollout_layout as configured",
+        planned,
+        train_tp,
+        train_tp,
+    )
+    return attrs.evolve(layout, planned_tp=None)
+
+
 class HybridVLLMRollout(HybridRollout):
     """``generate_sequences`` by vLLM engines fed from the 3D-HybridEngine's generation shards.
 
@@ -80,6 +104,9 @@ class HybridVLLMRollout(HybridRollout):
         why_not = hybrid_supported(engine)
         if why_not:
             raise HfsdkError(f"rollout.backend=vllm with actor.backend=megatron: {why_not}")
+        layout = usable_rollout_layout(engine.config.rollout_layout, engine.tp)
+        if layout is not engine.config.rollout_layout:
+            engine.config = attrs.evolve(engine.config, rollout_layout=layout)
         super().__init__(config, engine)
         problem = vllm_layout_problem(self.train, self.gen)
         if problem:

@@ -131,3 +131,17 @@ def test_megatron_problems_are_one_line_errors(
     code, err = _hfsdk(capsys, "run", "--algo", "grpo", *_megatron_vllm(model, 4, *extra))
     assert code == 2 and "\n" not in err and "Traceback" not in err, err
     assert expected in err
+
+
+def test_a_planned_rollout_tp_vllm_cannot_take_falls_back(caplog: pytest.LogCaptureFixture) -> None:
+    """placement: auto may plan 1 < tg < tp; the vllm rollout keeps the configured layout."""
+    from hfsdk import RolloutLayoutConfig
+    from hfsdk_rollout_vllm.hybrid_vllm import usable_rollout_layout
+
+    configured = RolloutLayoutConfig(tp=1)
+    for planned in (1, 4):
+        layout = RolloutLayoutConfig(tp=1, planned_tp=planned)
+        assert usable_rollout_layout(layout, train_tp=4) is layout
+    with caplog.at_level("WARNING"):
+        used = usable_rollout_layout(RolloutLayoutConfig(tp=1, planned_tp=2), train_tp=4)
+    assert used == configured and "planned rollout tp=2" in caplog.text
