@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from hfsdk.core.hybrid_engine.decoder import DecoderShape, TPDecoder
     from hfsdk.core.hybrid_engine.groups import create_groups
     from hfsdk.core.hybrid_engine.layout import HeadShape, TrainLayout, generation_tp_groups
-    from hfsdk.core.hybrid_engine.params import LlamaShape, llama_specs
+    from hfsdk.core.hybrid_engine.params import LlamaShape, grouped_qkv, llama_specs
     from hfsdk.core.hybrid_engine.reshard import HybridEngine
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
@@ -174,6 +174,7 @@ _LAZY = {
     "generation_tp_groups": "hfsdk.core.hybrid_engine.layout",
     "LlamaShape": "hfsdk.core.hybrid_engine.params",
     "llama_specs": "hfsdk.core.hybrid_engine.params",
+    "grouped_qkv": "hfsdk.core.hybrid_engine.params",
     "HybridEngine": "hfsdk.core.hybrid_engine.reshard",
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pickle
 import socket
 import sys
 import traceback
@@ -38,7 +39,9 @@ def _child(
         )
         module, name = target.split(":")
         result = getattr(importlib.import_module(module), name)(rank, world, **kwargs)
-        queue.put((rank, True, result))
+        # Plain pickle: the queue's own pickler shares tensor storage through this
+        # process's file descriptors, which vanish when it exits before the parent reads.
+        queue.put((rank, True, pickle.dumps(result)))
         dist.barrier()
         dist.destroy_process_group()
     except BaseException:  # the parent re-raises it with the rank
@@ -72,7 +75,7 @@ def run_gloo(
             rank, ok, value = queue.get(timeout=timeout)
             if not ok:
                 raise HfsdkError(f"rank {rank} of {target} failed:\n{value}")
-            results[rank] = value
+            results[rank] = pickle.loads(value)
     finally:
         for proc in procs:
             proc.join(timeout=30)
