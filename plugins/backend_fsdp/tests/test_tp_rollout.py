@@ -123,3 +123,42 @@ def test_each_rank_receives_the_formula_bytes_about_one_tg_of_a_full_gather(
         assert metrics["perf/reshard_bytes"] == max(o["stats"].received_bytes for o in outcomes)
         assert metrics["perf/reshard_peak_extra_bytes"] >= stats.peak_extra_bytes
         assert metrics["timing/reshard_s"] > 0
+
+
+@pytest.mark.distributed
+def test_a_grpo_run_generates_at_rollout_tp2_through_ray(model_dir: Path, tmp_path: Path) -> None:
+    """The worker picks the sliced rollout for ``actor.rollout_layout.tp=2`` and logs its cost."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    run_dir = tmp_path / "run"
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("hfsdk")),
+            "run", "--algo", "grpo", "--run-dir", str(run_dir), "--quiet",
+            f"actor.model_path={model_dir}",
+            "actor.rollout_layout.tp=2",
+            "placement.pools.global.devices=2",
+            "trainer.total_steps=2",
+            "data.batch_size=4",
+            "algorithm.n_samples_per_prompt=2",
+            "actor.mini_batch_size=4",
+            "actor.micro_batch_size=2",
+        ],
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(str(model_dir)))
+    shapes = {name: tuple(p.shape) for name, p in model.named_parameters()}
+    expected = max(expected_received_bytes(shapes, 2, 2, rank, 4) for rank in range(2))
+    assert len(rows) == 2
+    for row in rows:
+        assert row["perf/reshard_bytes"] == expected  # streaming the full model differs
+        assert row["perf/reshard_bytes"] < full_gather_bytes(shapes, 2, 0, 4) / 2
