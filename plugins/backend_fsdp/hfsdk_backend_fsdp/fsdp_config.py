@@ -166,7 +166,7 @@ class FSDPRoleConfig(RoleConfig):
     micro-batch (leading prompt padding, response padding after the longest response)."""
     rollout_layout: RolloutLayoutConfig = help_field(
         "The actor's generation layout {tp}: tp > 1 decodes with tensor parallelism over tp "
-        "consecutive ranks, each fetching only its slice of the FSDP shards (Llama; tp must "
+        "ranks, each fetching only its slice of the FSDP shards (Llama; tp must "
         "divide the ranks, heads and FFN); default tp 1: every rank generates with the full "
         "model (docs/hybrid_engine.md).",
         factory=RolloutLayoutConfig,

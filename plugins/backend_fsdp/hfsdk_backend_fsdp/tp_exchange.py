@@ -21,7 +21,7 @@ import torch
 import torch.distributed as dist
 
 from hfsdk import HfsdkError, grouped_qkv
-from hfsdk_backend_fsdp.tp_slices import fsdp_rows, piece_shape, region
+from hfsdk_backend_fsdp.tp_slices import fsdp_rows, piece_shape, region, tp_index
 
 if TYPE_CHECKING:
     from torch import nn
@@ -67,8 +67,8 @@ class SliceExchange:
     """Exchanges FSDP2 dim-0 shards for tensor-parallel slices at ``tg`` (collective).
 
     ``group`` is the data-parallel group FSDP shards over (``world`` ranks,
-    this one ``rank``); generation replica ``rank // tg`` is ``tg`` consecutive
-    ranks and this rank is its tensor rank ``rank % tg``. Every rank must call
+    this one ``rank``); this rank is tensor rank :func:`~.tp_slices.tp_index`
+    of its generation replica. Every rank must call
     :meth:`generation_shard` (the all-to-alls are collective).
     """
 
@@ -77,7 +77,7 @@ class SliceExchange:
         device: torch.device,
     ) -> None:  # fmt: skip
         self.group, self.world, self.rank, self.tg = group, world, rank, tg
-        self.tp_rank = rank % tg
+        self.tp_rank = tp_index(rank, world, tg)
         self.dtype, self.device = dtype, device
 
     def exchange(
@@ -99,15 +99,16 @@ class SliceExchange:
         mine = region(name, shape, self.tg, self.tp_rank)
         out_shape = (mine.rows, *shape[1:]) if mine.dim != 1 else (shape[0], mine.hi - mine.lo)
         if out is None:
-            # Zeros: the vocabulary padding rows of the last tensor rank stay 0.
-            out = torch.zeros(out_shape, dtype=self.dtype, device=self.device)
+            out = torch.empty(out_shape, dtype=self.dtype, device=self.device)
             stats.hold(_nbytes(out), keep=keep)
+            if mine.dim == 0:
+                out[mine.hi - mine.lo :] = 0  # the padded vocabulary rows (last tensor rank)
         elif tuple(out.shape) != out_shape or not out.is_contiguous():
             raise ValueError(f"out for {name} must be contiguous of shape {out_shape}")
         # What this rank sends each peer: its rows inside the peer's region.
         send_sizes, pieces = [], []
         for peer in range(self.world):
-            want = region(name, shape, self.tg, peer % self.tg)
+            want = region(name, shape, self.tg, tp_index(peer, self.world, self.tg))
             if want.dim == 0:
                 lo, hi = max(own[0], want.lo), min(own[1], want.hi)
                 piece = local[lo - own[0] : max(lo, hi) - own[0]]

@@ -1,7 +1,8 @@
 """The ``hf`` rollout of an fsdp actor at generation tensor-parallel size tg > 1.
 
 ``actor.rollout_layout.tp = tg``: the actor's ``N`` data-parallel ranks form
-``N/tg`` generation replicas of ``tg`` consecutive ranks. For every rollout
+``N/tg`` generation replicas of ``tg`` ranks (at stride ``N/tg``, so each
+rank's FSDP shard lies inside its slice: :func:`~.tp_slices.tp_index`). For every rollout
 each rank fetches only its megatron-format tensor-parallel slice of every
 weight from the FSDP2 shards (:class:`~.tp_exchange.SliceExchange`, layer by
 layer), the ranks of a replica pool their prompts and decode them together
@@ -24,7 +25,12 @@ from hfsdk import Batch, DecoderShape, HfsdkError, TPDecoder
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.hf_rollout import HFRollout
 from hfsdk_backend_fsdp.tp_exchange import SliceExchange, SliceStats
-from hfsdk_backend_fsdp.tp_slices import tp_support_problems, world_problem
+from hfsdk_backend_fsdp.tp_slices import (
+    replica_ranks,
+    tp_index,
+    tp_support_problems,
+    world_problem,
+)
 
 if TYPE_CHECKING:
     from hfsdk import RolloutLayoutConfig
@@ -88,14 +94,14 @@ class TPSliceRollout(HFRollout):
                 "torch.distributed world; run the actor in its own worker group"
             )
         self.tg = tg
-        self.tp_rank = dp.rank % tg
+        self.tp_rank = tp_index(dp.rank, dp.size, tg)
         # new_group is collective over the world: every rank creates every replica's group.
         self.tp_group = None
         for replica in range(dp.size // tg):
-            ranks = range(replica * tg, (replica + 1) * tg)
+            ranks = replica_ranks(replica, dp.size, tg)
             members = [dist.get_global_rank(dp.group, r) for r in ranks]
             group = dist.new_group(members)
-            if replica == dp.rank // tg:
+            if dp.rank in ranks:
                 self.tp_group, self.tp_ranks = group, tuple(members)
         self.decoder_shape = DecoderShape.from_hf_config(model)
         dtype = actor.compute_dtype if actor.config.dtype != "float32" else torch.float32

@@ -72,6 +72,27 @@ def region(name: str, shape: tuple[int, ...], tg: int, tp_rank: int) -> Region:
     return Region(dim, lo, max(hi, lo), block if dim == 0 else shape[0])
 
 
+def tp_index(rank: int, world: int, tg: int) -> int:
+    """The generation tensor rank of data-parallel ``rank``: ``rank // (world / tg)``.
+
+    Ranks are grouped the HybridFlow way, so that each rank's training shard
+    lies inside its generation slice: FSDP gives rank ``r`` rows block ``r``
+    of ``world``, which falls inside rows block ``r // (world/tg)`` of ``tg`` —
+    exactly the slice tensor rank ``r // (world/tg)`` needs of every
+    column-parallel weight. A rank then receives its slice minus its shard.
+    """
+    return rank // (world // tg)
+
+
+def replica_ranks(replica: int, world: int, tg: int) -> list[int]:
+    """The data-parallel ranks of generation replica ``replica`` in tensor-rank order.
+
+    Stride ``world/tg``: replica ``m`` is ranks ``m, m + world/tg, …`` (see :func:`tp_index`).
+    """
+    stride = world // tg
+    return [replica + i * stride for i in range(tg)]
+
+
 def fsdp_rows(rows: int, world: int, rank: int) -> tuple[int, int]:
     """The rows ``[start, stop)`` FSDP2 keeps on ``rank`` (``torch.chunk`` over ``world``)."""
     chunk = -(-rows // world)
@@ -103,13 +124,12 @@ def expected_received_bytes(
 ) -> int:
     """Bytes data-parallel ``rank`` receives from the other ranks to build its generation slice.
 
-    Its tensor rank is ``rank % tg`` (generation replicas are ``tg``
-    consecutive ranks). Per weight: the rank's region minus the rows of it the
+    Its tensor rank is :func:`tp_index`. Per weight: the rank's region minus the rows of it the
     rank already holds — for a column/vocab-parallel weight
     ``(|region rows| − |region rows ∩ own rows|)·cols``, for a row-parallel one
     ``(rows − own rows)·cols/tg``, for a norm ``rows − own rows``.
     """
-    tp_rank = rank % tg
+    tp_rank = tp_index(rank, world, tg)
     total = 0
     for name, shape in shapes.items():
         want = region(name, shape, tg, tp_rank)
@@ -172,7 +192,7 @@ def world_problem(tg: int, world: int) -> str | None:
     if world % tg:
         return (
             f"actor.rollout_layout.tp={tg} does not divide the fsdp actor's {world} ranks; "
-            f"choose a divisor of {world} (each generation replica is tp consecutive ranks)"
+            f"choose a divisor of {world} (the ranks form {world}/tp generation replicas)"
         )
     return None
 

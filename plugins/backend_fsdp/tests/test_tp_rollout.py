@@ -23,6 +23,7 @@ from hfsdk_backend_fsdp.tp_slices import (
     expected_received_bytes,
     full_gather_bytes,
     region,
+    tp_index,
 )
 
 HERE = str(Path(__file__).parent)
@@ -49,32 +50,75 @@ def _hf_greedy(model: Any, prompts: Batch, width: int, eos: int, pad: int) -> to
     return padded
 
 
+def _save_tied_model(directory: Path, tokenizer_dir: Path) -> Path:
+    """A random tiny Llama with tied embeddings and an odd vocabulary (padded for tg=2)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from hfsdk.core.default_task.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_dir)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer) + 1,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 2:
+                param.normal_(0.0, 0.3)  # peaked logits: no near-ties in greedy decoding
+    model.save_pretrained(str(directory))
+    tokenizer.save_pretrained(str(directory))
+    return directory
+
+
 @pytest.fixture(scope="module")
-def runs(model_dir: Path, make_prompts: Callable[..., Batch]) -> dict[tuple[int, int], Any]:
+def tied_dir(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _save_tied_model(tmp_path_factory.mktemp("tied") / "model", model_dir)
+
+
+@pytest.fixture(scope="module")
+def runs(
+    model_dir: Path, tied_dir: Path, make_prompts: Callable[..., Batch]
+) -> dict[tuple[int, int] | str, Any]:
     prompts = make_prompts(PROMPTS)
     tensors = {k: prompts[k] for k in ("input_ids", "attention_mask")}
-    return {
-        (world, tg): run_gloo(
-            world,
-            "tp_rollout_worker:run",
-            {"path": str(model_dir), "prompts": tensors, "tg": tg},
-            path=[HERE],
+    out: dict[tuple[int, int] | str, Any] = {}
+    for world, tg in SETUPS:
+        scenarios = [{"path": str(model_dir), "prompts": tensors, "tg": tg}]
+        if world == 2:  # the tied, odd-vocabulary model rides along in the same processes
+            scenarios.append({"path": str(tied_dir), "prompts": tensors, "tg": tg})
+        results = run_gloo(
+            world, "tp_rollout_worker:run_many", {"scenarios": scenarios}, path=[HERE],
             timeout=240,
-        )
-        for world, tg in SETUPS
-    }
+        )  # fmt: skip
+        out[(world, tg)] = [r[0] for r in results]
+        if world == 2:
+            out["tied"] = [r[1] for r in results]
+    return out
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("setup", SETUPS, ids=lambda s: "world{}-tg{}".format(*s))
+@pytest.mark.parametrize("setup", [*SETUPS, "tied"], ids=lambda s: "world{}-tg{}".format(*s)
+                         if isinstance(s, tuple) else "tied-odd-vocab-world2-tg2")  # fmt: skip
 def test_greedy_equals_hf_before_and_after_update_actor(
-    runs: dict, setup: tuple[int, int], model_dir: Path, make_prompts: Callable[..., Batch]
+    runs: dict, setup: Any, model_dir: Path, tied_dir: Path, make_prompts: Callable[..., Batch]
 ) -> None:
     from transformers import AutoModelForCausalLM
 
     from hfsdk.core.default_task.tokenizer import load_tokenizer
 
     outcomes = runs[setup]
+    if setup == "tied":
+        model_dir = tied_dir
     tokenizer = load_tokenizer(model_dir)
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     prompts = make_prompts(PROMPTS)
@@ -82,7 +126,7 @@ def test_greedy_equals_hf_before_and_after_update_actor(
     second = torch.cat([o["second"] for o in outcomes])
     model = AutoModelForCausalLM.from_pretrained(str(model_dir)).eval()
     assert torch.equal(first, _hf_greedy(model, prompts, 6, eos, pad))
-    model.load_state_dict(outcomes[0]["state"])
+    model.load_state_dict(outcomes[0]["state"], strict=False)  # tied: no lm_head entry
     after = _hf_greedy(model, prompts, 6, eos, pad)
     assert not torch.equal(after, first), "the update did not change greedy output"
     assert torch.equal(second, after)
@@ -108,7 +152,7 @@ def test_each_rank_receives_the_formula_bytes_about_one_tg_of_a_full_gather(
         assert 0 < stats.received_bytes <= full / tg * world / (world - 1) * 1.01
         # The generation slice: 1/tg of every split weight (vocabulary padded), norms whole.
         slice_bytes = {
-            name: 4 * region(name, shape, tg, rank % tg).rows * (
+            name: 4 * region(name, shape, tg, tp_index(rank, world, tg)).rows * (
                 shape[1] // tg if name.endswith(("o_proj.weight", "down_proj.weight"))
                 else (shape[1] if len(shape) > 1 else 1)
             )

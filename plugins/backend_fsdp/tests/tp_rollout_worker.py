@@ -59,3 +59,8 @@ def run(rank: int, world: int, path: str, prompts: dict, tg: int) -> dict[str, A
         "shapes": {name: tuple(p.shape) for name, p in actor.module.named_parameters()},
         "state": state if rank == 0 else None,
     }
+
+
+def run_many(rank: int, world: int, scenarios: list[dict]) -> list[dict[str, Any]]:
+    """Several scenarios (keyword arguments of :func:`run`) in the same processes."""
+    return [run(rank, world, **scenario) for scenario in scenarios]
