@@ -94,8 +94,11 @@ def runs(
     out: dict[tuple[int, int] | str, Any] = {}
     for world, tg in SETUPS:
         scenarios = [{"path": str(model_dir), "prompts": tensors, "tg": tg}]
-        if world == 2:  # the tied, odd-vocabulary model rides along in the same processes
+        if world == 2:  # the tied, odd-vocabulary model and bfloat16 ride along
             scenarios.append({"path": str(tied_dir), "prompts": tensors, "tg": tg})
+            scenarios.append(
+                {"path": str(model_dir), "prompts": tensors, "tg": tg, "dtype": "bfloat16"}
+            )
         results = run_gloo(
             world, "tp_rollout_worker:run_many", {"scenarios": scenarios}, path=[HERE],
             timeout=240,
@@ -103,6 +106,7 @@ def runs(
         out[(world, tg)] = [r[0] for r in results]
         if world == 2:
             out["tied"] = [r[1] for r in results]
+            out["bfloat16"] = [r[2] for r in results]
     return out
 
 
@@ -206,3 +210,14 @@ def test_a_grpo_run_generates_at_rollout_tp2_through_ray(model_dir: Path, tmp_pa
     for row in rows:
         assert row["perf/reshard_bytes"] == expected  # streaming the full model differs
         assert row["perf/reshard_bytes"] < full_gather_bytes(shapes, 2, 0, 4) / 2
+
+
+@pytest.mark.distributed
+def test_bfloat16_slices_travel_in_the_compute_dtype(runs: dict) -> None:
+    """Mixed precision: float32 master shards, the slices move (and decode) in bfloat16."""
+    outcomes = runs["bfloat16"]
+    shapes = outcomes[0]["shapes"]
+    for rank, outcome in enumerate(outcomes):
+        assert outcome["stats"].received_bytes == expected_received_bytes(shapes, 2, 2, rank, 2)
+        responses = outcome["first"]
+        assert responses.shape == (len(PROMPTS) // 2, 6) and responses.dtype == torch.long

@@ -24,11 +24,14 @@ from hfsdk_backend_fsdp.tp_rollout import TPSliceRollout, resolve_rollout_tp
 TRAIN_KEYS = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask"]
 
 
-def run(rank: int, world: int, path: str, prompts: dict, tg: int) -> dict[str, Any]:
+def run(
+    rank: int, world: int, path: str, prompts: dict, tg: int, dtype: str = "float32"
+) -> dict[str, Any]:
     """One rank of the scenario."""
     config = FSDPRoleConfig(
         model_path=path,
         device="cpu",
+        dtype=dtype,  # type: ignore[arg-type]
         rollout_layout=RolloutLayoutConfig(tp=tg),
         mini_batch_size=len(prompts["input_ids"]),
         micro_batch_size=len(prompts["input_ids"]) // world,
