@@ -498,9 +498,10 @@ def table(rows: dict[str, dict[str, float]]) -> str:
     for side, numbers in rows.items():
         cells = [fmt.format(numbers[key]) for key, _, fmt in COLUMNS]
         lines.append(f"| {side} | " + " | ".join(cells) + " |")
-    hf, trl = rows["hfsdk"], rows["TRL"]
-    ratios = [f"{hf[k] / trl[k]:.2f}" if trl[k] else "-" for k, _, _ in COLUMNS]
-    lines.append("| hfsdk/TRL | " + " | ".join(ratios) + " |")
+    if "TRL" in rows:  # not with --skip-trl
+        hf, trl = rows["hfsdk"], rows["TRL"]
+        ratios = [f"{hf[k] / trl[k]:.2f}" if trl[k] else "-" for k, _, _ in COLUMNS]
+        lines.append("| hfsdk/TRL | " + " | ".join(ratios) + " |")
     return "\n".join(lines)
 
 

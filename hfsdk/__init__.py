@@ -38,9 +38,15 @@ if TYPE_CHECKING:
     from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig, resolve_rollout_layout
     from hfsdk.core.hybrid_engine.decoder import DecoderShape, TPDecoder
     from hfsdk.core.hybrid_engine.groups import create_groups
-    from hfsdk.core.hybrid_engine.layout import HeadShape, TrainLayout, generation_tp_groups
+    from hfsdk.core.hybrid_engine.layout import (
+        HeadShape,
+        TrainLayout,
+        generation_pp_groups,
+        generation_tp_groups,
+    )
     from hfsdk.core.hybrid_engine.params import LlamaShape, grouped_qkv, llama_specs
     from hfsdk.core.hybrid_engine.reshard import HybridEngine
+    from hfsdk.core.hybrid_engine.stages import StageLink
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
         LossAggMode,
@@ -171,11 +177,13 @@ _LAZY = {
     "create_groups": "hfsdk.core.hybrid_engine.groups",
     "HeadShape": "hfsdk.core.hybrid_engine.layout",
     "TrainLayout": "hfsdk.core.hybrid_engine.layout",
+    "generation_pp_groups": "hfsdk.core.hybrid_engine.layout",
     "generation_tp_groups": "hfsdk.core.hybrid_engine.layout",
     "LlamaShape": "hfsdk.core.hybrid_engine.params",
     "llama_specs": "hfsdk.core.hybrid_engine.params",
     "grouped_qkv": "hfsdk.core.hybrid_engine.params",
     "HybridEngine": "hfsdk.core.hybrid_engine.reshard",
+    "StageLink": "hfsdk.core.hybrid_engine.stages",
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",
 }

@@ -42,15 +42,70 @@ def _keys(batch: Batch) -> tuple[str, ...]:
     return tuple(sorted(batch.keys()))
 
 
-class FakeRole:
-    """The worker group of one role: every operation of every kind, recorded in ``log``."""
+OPERATIONS = (
+    "generate_sequences",
+    "compute_log_prob",
+    "compute_ref_log_prob",
+    "compute_values",
+    "compute_scores",
+    "update_actor",
+    "update_critic",
+)
+"""The worker operations a :class:`FakeRole` answers."""
 
-    def __init__(self, name: str, log: list[Call], seed: int) -> None:
+
+class FakeFuture:
+    """A fake worker-group call's future: the operation runs when its result is asked for."""
+
+    def __init__(self, role: str, method: str, run: Callable[[], Any], timeline: list) -> None:
+        self.role, self.method, self._run, self._timeline = role, method, run, timeline
+        self._done = False
+        self._value: Any = None
+
+    def result(self) -> Any:
+        """Run the operation (once) and return its result; logged as ``("result", ...)``."""
+        if not self._done:
+            self._timeline.append(("result", self.role, self.method))
+            self._value, self._done = self._run(), True
+        return self._value
+
+    def busy_s(self) -> float:
+        """Fake calls take no worker time."""
+        return 0.0
+
+
+class FakeMethod:
+    """One operation of a fake role: call it (blocking) or ``submit`` it (a :class:`FakeFuture`)."""
+
+    def __init__(self, role: FakeRole, name: str, fn: Callable[[Batch], Any]) -> None:
+        self.role, self.name, self.fn = role, name, fn
+
+    def __call__(self, batch: Batch) -> Any:
+        return self.fn(batch)
+
+    def submit(self, batch: Batch) -> FakeFuture:
+        """Dispatch without waiting; logged as ``("submit", role, method)`` in the timeline."""
+        self.role.timeline.append(("submit", self.role.name, self.name))
+        return FakeFuture(self.role.name, self.name, lambda: self.fn(batch), self.role.timeline)
+
+
+class FakeRole:
+    """The worker group of one role: every operation of every kind, recorded in ``log``.
+
+    Operations can also be ``submit``-ted like a worker group's; ``timeline``
+    records when each was dispatched and when its result was taken, so a test
+    can tell which calls overlapped.
+    """
+
+    def __init__(self, name: str, log: list[Call], seed: int, timeline: list | None = None) -> None:
         self.name = name
         self.log = log
+        self.timeline: list[tuple[str, str, str]] = [] if timeline is None else timeline
         self.gen = torch.Generator().manual_seed(seed)
         self.batches: dict[str, Batch] = {}
         """The last batch each operation was handed, by method name."""
+        for op in OPERATIONS:
+            setattr(self, op, FakeMethod(self, op, getattr(self, op)))
 
     def _record(self, method: str, batch: Batch) -> None:
         self.log.append(Call(self.name, method, _keys(batch), bool(batch.meta.get("greedy"))))
@@ -156,6 +211,8 @@ class FakeRun:
     algorithm: Any
     log: list[Call]
     prompts: int
+    timeline: list[tuple[str, str, str]] = attrs.Factory(list)
+    """``(submit | result, role, method)`` of every non-blocking call, in order."""
 
     @classmethod
     def for_algorithm(
@@ -180,8 +237,9 @@ class FakeRun:
         spec = get_registry("algorithms")[algo].impl
         config = load_run_config(algo, None, list(overrides))
         log: list[Call] = []
+        timeline: list[tuple[str, str, str]] = []
         roles = {
-            r.name: FakeRole(r.name, log, seed=i)
+            r.name: FakeRole(r.name, log, seed=i, timeline=timeline)
             for i, r in enumerate(spec.roles)
             if r.kind != "scorer"
         }
@@ -190,7 +248,7 @@ class FakeRun:
             factory = (signals or {}).get(role)
             made[role] = factory(log) if factory else FakeSignal(role, log, rewards, greedy_reward)
         context = AlgorithmContext(config=config, roles=roles, signals=made, spec=spec)
-        return cls(algorithm=spec.program(context), log=log, prompts=prompts)
+        return cls(algorithm=spec.program(context), log=log, prompts=prompts, timeline=timeline)
 
     def step(self) -> dict[str, float]:
         """One ``step()`` on :func:`fake_prompts`; returns its metrics."""

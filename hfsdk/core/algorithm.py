@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import attrs
@@ -165,18 +165,62 @@ class Algorithm:
         ``name`` must be one the spec's dataflow declares (so the planner's
         stages and the program's timings cannot drift apart).
         """
-        if name not in self._timings:
-            raise HfsdkError(
-                f"algorithm {self.spec.name!r} times stage {name!r}, which its spec does not "
-                f"declare; declared: {', '.join(sorted(self._timings))} (add it to the "
-                "AlgorithmSpec, e.g. extra_generations, or use a declared name)"
-            )
+        self._check_stage(name)
         start = time.perf_counter()
         try:
             yield
         finally:
             key = f"timing/{name}_s"
             self.metrics[key] = self.metrics.get(key, 0.0) + time.perf_counter() - start
+
+    def _check_stage(self, name: str) -> None:
+        if name not in self._timings:
+            raise HfsdkError(
+                f"algorithm {self.spec.name!r} times stage {name!r}, which its spec does not "
+                f"declare; declared: {', '.join(sorted(self._timings))} (add it to the "
+                "AlgorithmSpec, e.g. extra_generations, or use a declared name)"
+            )
+
+    def concurrently(
+        self, batch: Batch, calls: Sequence[tuple[str, Callable[[Batch], Any]]]
+    ) -> list[Any]:
+        """Run independent stages side by side on ``batch``; their results, in ``calls`` order.
+
+        ``calls`` pairs a declared stage name with a worker-group method (e.g.
+        ``("ref_log_prob", reference.compute_ref_log_prob)``). Every worker-group
+        call is dispatched before any is waited on, so stages whose roles sit on
+        different pools overlap (roles sharing devices still run one after the
+        other on them); a callable without ``submit`` runs on the controller in
+        the meantime. Each stage's ``timing/<name>_s`` runs from the dispatch to
+        its result (a name listed twice: to the later one), so overlapping
+        stages' timings add up to more than the step's wall time.
+        """
+        for name, _ in calls:
+            self._check_stage(name)
+        started = time.perf_counter()
+        pending = [
+            (name, method.submit(batch) if hasattr(method, "submit") else None, method)
+            for name, method in calls
+        ]
+        results, busy, elapsed = [], 0.0, {}
+        for name, future, method in pending:
+            if future is None:
+                results.append(method(batch))
+            else:
+                results.append(future.result())
+                busy = max(busy, future.busy_s())
+            # A name listed twice (two critics' values) ends with its later call.
+            elapsed[name] = time.perf_counter() - started
+        for name, seconds in elapsed.items():
+            key = f"timing/{name}_s"
+            self.metrics[key] = self.metrics.get(key, 0.0) + seconds
+        if any(future is not None for _, future, _ in pending):
+            from hfsdk.core.workers.futures import CALL_CLOCK
+
+            # One entry for the group: the controller waited its wall time, workers were busy
+            # for the slowest call (overlapping calls' busy times do not add up).
+            CALL_CLOCK.record(time.perf_counter() - started, busy)
+        return results
 
     def record(self, metrics: Mapping[str, float], prefix: str = "") -> None:
         """Add worker or maths metrics under ``prefix``."""
@@ -218,20 +262,26 @@ class Algorithm:
             return True
         return mini_batch < samples
 
-    def rollout(self, prompts: Batch) -> Batch:
+    def rollout(
+        self, prompts: Batch, also: Sequence[tuple[str, Callable[[Batch], Any]]] = ()
+    ) -> Batch:
         """The opening every algorithm shares: sample, then old and reference log-probs.
 
         The old log-probs are skipped when :meth:`needs_old_log_probs` says the
-        update is exactly on-policy.
+        update is exactly on-policy. They, the reference log-probs and the
+        ``also`` stages (e.g. ``("values", critic.compute_values)``), which all
+        read only the generated batch, run :meth:`concurrently`; their results
+        join the batch.
         """
         with self.stage("generation"):
             batch = self.generate(prompts)
+        calls: list[tuple[str, Callable[[Batch], Any]]] = []
         if self.needs_old_log_probs(len(batch)):
-            with self.stage("old_log_prob"):
-                batch = batch.union(self.actor.compute_log_prob(batch))
+            calls.append(("old_log_prob", self.actor.compute_log_prob))
         for reference in self.spec.roles_of_kind("frozen_policy"):
-            with self.stage("ref_log_prob"):
-                batch = batch.union(self.role(reference).compute_ref_log_prob(batch))
+            calls.append(("ref_log_prob", self.role(reference).compute_ref_log_prob))
+        for part in self.concurrently(batch, [*calls, *also]):
+            batch = batch.union(part)
         return batch
 
     def score(self, batch: Batch, signal: str = "reward") -> torch.Tensor:

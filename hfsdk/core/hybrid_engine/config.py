@@ -1,7 +1,8 @@
 """``actor.rollout_layout``: the generation layout a backend asks the engine for.
 
 ``{tp: tg, pp: pg}``; ``tp`` defaults to the training tensor-parallel size and
-``pp`` to 1 (the paper's choice: generation prefers no pipeline). With
+``pp`` to 1 (the paper's choice: generation prefers no pipeline; pg > 1 trades
+decoding speed for a smaller generation shard per rank). With
 ``placement.mode: auto`` the planner's choice for the actor wins when the
 engine can regroup the training layout into it.
 """
@@ -44,7 +45,7 @@ class RolloutLayoutConfig:
         validator=_optional_positive,
     )
     pp: int = help_field(
-        "Generation pipeline size pg (only 1 decodes today).",
+        "Generation pipeline size pg (must divide the training pp); 1: no generation pipeline.",
         default=1,
         validator=_optional_positive,
     )

@@ -8,8 +8,11 @@ QKV and gate/up are column parallel, proj and down row parallel (one
 all-reduce each per layer), the embedding and output layer vocabulary
 parallel. Every rank of a generation tensor-parallel group decodes the same
 prompts; the sampled token is taken from the group's first rank so the
-ranks never diverge. Generation pipeline parallelism (pg > 1) is not
-decoded here: the default rollout layout has pg = 1.
+ranks never diverge. With generation pipeline stages (pg > 1) each rank
+runs only its stage's layers and the hidden states travel stage to stage
+(:class:`~hfsdk.core.hybrid_engine.stages.StageLink`); the last stage picks
+the token and every stage of the replica receives it. The arithmetic per layer
+is the same at any (pg, tg), so the tokens are too.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.hybrid_engine.stages import StageLink
 
 if TYPE_CHECKING:
     import torch
@@ -59,7 +65,10 @@ class TPDecoder:
 
     ``shard`` maps the megatron names of :func:`~hfsdk.core.hybrid_engine.params.llama_specs`
     to this rank's tensors at tensor-parallel size ``tg`` (rank ``tp_rank`` of
-    ``tp_group``; ``None`` when tg = 1).
+    ``tp_group``; ``None`` when tg = 1). ``stages`` places the rank in its
+    generation pipeline (default: one stage); the shard then holds only that
+    stage's weights (global layer numbers; the embedding on the first stage,
+    the final norm and output layer on the last).
     """
 
     def __init__(
@@ -71,12 +80,40 @@ class TPDecoder:
         tp_rank: int,
         tp_group: Any = None,
         tp_ranks: tuple[int, ...] = (),
+        stages: StageLink | None = None,
     ) -> None:
         self.w, self.shape, self.tg, self.tp_rank = shard, shape, tg, tp_rank
         self.tp_group, self.tp_src = tp_group, (tp_ranks[0] if tp_ranks else 0)
+        self.stages = stages or StageLink.single()
+        self.layers = self.stages.layers(shape.num_layers)
         self.local_heads = shape.num_heads // tg
         self.local_groups = shape.num_kv_heads // tg
-        self.local_vocab = shard["embedding.word_embeddings.weight"].shape[0]
+        self._check_stage(shard)
+        if self.stages.first:
+            self.local_vocab = shard["embedding.word_embeddings.weight"].shape[0]
+        # What the previous stage's hidden states are received as (the layers' dtype).
+        self.dtype = shard[
+            f"decoder.layers.{self.layers.start}.self_attention.linear_qkv.weight"
+        ].dtype
+
+    def _check_stage(self, shard: Mapping[str, torch.Tensor]) -> None:
+        """A one-line error unless ``shard`` holds this stage's layers and ends."""
+        needed = [
+            f"decoder.layers.{i}.{w}"
+            for i in self.layers
+            for w in ("input_layernorm.weight", "self_attention.linear_qkv.weight")
+        ]
+        if self.stages.first:
+            needed.append("embedding.word_embeddings.weight")
+        if self.stages.last:
+            needed += ["decoder.final_layernorm.weight", "output_layer.weight"]
+        missing = [name for name in needed if name not in shard]
+        if missing:
+            raise HfsdkError(
+                f"generation stage {self.stages.stage} of {self.stages.count} decodes layers "
+                f"{self.layers.start}..{self.layers.stop - 1} but its shard lacks {missing[0]!r}; "
+                "pass the shard HybridEngine.to_generation built for this rank"
+            )
 
     # -- collectives ---------------------------------------------------------------------
     def _all_reduce(self, x: torch.Tensor) -> torch.Tensor:
@@ -164,21 +201,48 @@ class TPDecoder:
 
     def forward(
         self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: dict
-    ) -> torch.Tensor:
-        """Logits (B, T, vocab) of ``ids`` at ``positions``; ``mask`` is (B, 1, T, S) boolean."""
-        x = self._embed(ids)
+    ) -> torch.Tensor | None:
+        """Logits (B, T, vocab) of ``ids`` at ``positions``; ``mask`` is (B, 1, T, S) boolean.
+
+        With pipeline stages only the last stage returns logits; the others
+        pass their hidden states on and return ``None``.
+        """
+        if self.stages.first:
+            x = self._embed(ids)
+        else:
+            x = self.stages.receive((*ids.shape, self.shape.hidden_size), self.dtype, ids.device)
         rope = self._rope(positions, x.dtype)
-        for layer in range(self.shape.num_layers):
+        for layer in self.layers:
             pre = f"decoder.layers.{layer}."
             h = self._norm(x, self.w[pre + "input_layernorm.weight"])
             x = x + self._attention(layer, h, rope, cache, mask)
             h = self._norm(x, self.w[pre + "pre_mlp_layernorm.weight"])
             x = x + self._mlp(layer, h)
+        if not self.stages.last:
+            self.stages.send(x)
+            return None
         x = self._norm(x, self.w["decoder.final_layernorm.weight"])
         logits = self._all_gather_last(x @ self.w["output_layer.weight"].T)
         return logits[..., : self.shape.vocab_size]
 
     # -- decoding -------------------------------------------------------------------------
+    def _next_token(
+        self,
+        logits: torch.Tensor | None,
+        greedy: bool,
+        sampling: dict,
+        generator: Any,
+        like: torch.Tensor,
+    ) -> torch.Tensor:
+        """The token of every row: picked on the last stage, shared with every stage."""
+        import torch
+
+        if self.stages.last:
+            token = self._pick(logits.float(), greedy, sampling, generator)
+        else:  # filled by the last stage's broadcast
+            token = torch.empty(like.shape[0], dtype=torch.long, device=like.device)
+        return self.stages.share_token(token)
+
     def _pick(self, logits: torch.Tensor, greedy: bool, sampling: dict, generator) -> Any:
         import torch
 
@@ -231,10 +295,10 @@ class TPDecoder:
         out = torch.full((b, max_new_tokens), pad_id, dtype=torch.long, device=dev)
         done = torch.zeros(b, dtype=torch.bool, device=dev)
         with torch.no_grad():
-            logits = self.forward(input_ids, positions, mask, cache)[:, -1]
+            logits = self._last_position(self.forward(input_ids, positions, mask, cache))
             last = positions[:, -1]
             for step in range(max_new_tokens):
-                token = self._pick(logits.float(), greedy, sampling or {}, generator)
+                token = self._next_token(logits, greedy, sampling or {}, generator, input_ids)
                 token = torch.where(done, torch.full_like(token, pad_id), token)
                 out[:, step] = token
                 done |= torch.isin(token, eos)
@@ -243,5 +307,9 @@ class TPDecoder:
                 keys = torch.cat([keys, torch.ones(b, 1, dtype=torch.bool, device=dev)], dim=1)
                 last = last + 1
                 logits = self.forward(token[:, None], last[:, None], keys[:, None, None, :], cache)
-                logits = logits[:, -1]
+                logits = self._last_position(logits)
         return out
+
+    @staticmethod
+    def _last_position(logits: torch.Tensor | None) -> torch.Tensor | None:
+        return None if logits is None else logits[:, -1]

@@ -180,7 +180,7 @@ class ActorEngine(_CausalLMEngine):
                     mini, objective.loss_agg_mode, objective.norm_length, counts
                 )
                 self.optimizer.zero_grad(set_to_none=True)
-                for micro in mini.split(self.config.micro_batch_size):
+                for micro in self._train_micro_batches(mini):
                     self._actor_micro_step(
                         micro, objective, agg, counts, temperature, has_reference, metrics
                     )

@@ -64,7 +64,7 @@ class CriticEngine(FSDPEngine):
                     mini, objective.loss_agg_mode, objective.norm_length, counts
                 )
                 self.optimizer.zero_grad(set_to_none=True)
-                for micro in mini.split(self.config.micro_batch_size):
+                for micro in self._train_micro_batches(mini):
                     mask = micro["response_mask"].to(self.device)
                     vpreds = self._values(micro)
                     loss, loss_metrics = objective.value_loss(

@@ -26,6 +26,7 @@ from hfsdk import Batch, HfsdkError, LossAggregation, LossCounts, padding_rows
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.lr_schedule import build_scheduler
+from hfsdk_backend_fsdp.micro_batches import token_budget_groups
 from hfsdk_backend_fsdp.models import (
     ModelKind,
     build_model_on_meta,
@@ -272,9 +273,34 @@ class FSDPEngine:
             return self.module(**self._model_inputs(micro))
 
     def _forward_micro_batches(self, batch: Batch) -> Iterator[Batch]:
-        """Micro-batches for inference (same count on every rank for equal batch sizes)."""
+        """Micro-batches for inference, consecutive rows (the same count on every rank)."""
+        if not len(batch):
+            return iter(())
+        if self.config.micro_batch_tokens is not None:
+            return iter(self._token_budget_split(batch, by_length=False))
         size = self.config.forward_micro_batch_size or self.config.micro_batch_size
-        return iter(batch.split(size)) if len(batch) else iter(())
+        return iter(batch.split(size))
+
+    def _train_micro_batches(self, mini: Batch) -> list[Batch]:
+        """The forward/backward passes of one mini-batch (gradients accumulate over them)."""
+        if self.config.micro_batch_tokens is not None:
+            return self._token_budget_split(mini, by_length=True)
+        return mini.split(self.config.micro_batch_size)
+
+    def _token_budget_split(self, batch: Batch, *, by_length: bool) -> list[Batch]:
+        """``micro_batch_tokens`` passes; the ranks agree on their number (FSDP needs it)."""
+        budget = self.config.micro_batch_tokens
+        assert budget is not None
+        lengths = [int(n) for n in batch["attention_mask"].sum(dim=-1).tolist()]
+        count = len(token_budget_groups(lengths, budget, by_length=by_length))
+        if self.dp.distributed:
+            import torch.distributed as dist
+
+            agreed = torch.tensor([count], dtype=torch.int64, device=self.device)
+            dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=self.dp.group)
+            count = int(agreed.item())
+        groups = token_budget_groups(lengths, budget, count=count, by_length=by_length)
+        return [batch.index(rows) for rows in groups]
 
     # -- training helpers ----------------------------------------------------------------
 

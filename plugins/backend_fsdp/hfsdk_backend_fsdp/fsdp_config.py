@@ -121,6 +121,17 @@ class FSDPRoleConfig(RoleConfig):
         default=None,
         validator=attrs.validators.optional(attrs.validators.ge(1)),
     )
+    micro_batch_tokens: int | None = help_field(
+        "Token budget of one forward/backward pass on one rank (rows x longest row): rows of "
+        "similar length share a pass; replaces micro_batch_size and forward_micro_batch_size; "
+        "null: fixed row counts.",
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.ge(1)),
+    )
+    """Passes are sized by tokens instead of rows: a pass over rows padded to its
+    longest row costs rows x that length, and rows are grouped (in training, by
+    length) so the cost stays within the budget; a row longer than the budget
+    gets a pass of its own. All data-parallel ranks run the same number of passes."""
     ppo_epochs: int = help_field(
         "Passes over each step's batch per update (PPO epochs).",
         default=1,

@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import attrs
 import torch
 import torch.distributed as dist
 
@@ -25,6 +26,7 @@ from hfsdk.core.workers.protocols import (
 )
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, OptimConfig
+from hfsdk_backend_fsdp.micro_batches import token_budget_groups
 from hfsdk_backend_fsdp.objectives import ActorObjective
 
 
@@ -62,6 +64,12 @@ def objective(kl_loss_coef: float = 0.1) -> ActorObjective:
     )
 
 
+def plan_for(batch: Batch, world: int) -> Any:
+    """The training dispatch of ``batch`` over ``world`` ranks (padding rows marked)."""
+    ctx = DispatchContext(role="actor", method="update_actor", protocol="train", world_size=world)
+    return dispatch_dp_compute_train(ctx, (batch,), {})
+
+
 def main() -> None:
     """Run one rank."""
     parser = argparse.ArgumentParser()
@@ -89,6 +97,15 @@ def main() -> None:
         (piece,), _ = plan.calls[args.rank]
         metrics = actor.update_actor(piece, objective())
         out[name] = {"metrics": metrics, "gradient": actor.last_gradient, "rows": len(piece)}
+    # Token-budget passes: a budget that fits the rank with the shortest rows in one pass,
+    # so the ranks need different numbers of passes and must agree on the largest.
+    pieces = [call[0][0] for call in plan_for(batch, args.world).calls.values()]
+    budget = min(2 * int(p["attention_mask"].sum(-1).max()) for p in pieces)
+    actor.config = attrs.evolve(actor.config, micro_batch_tokens=budget)
+    piece = pieces[args.rank]
+    needed = len(token_budget_groups(piece["attention_mask"].sum(-1).tolist(), budget))
+    metrics = actor.update_actor(piece, objective())
+    out["budget"] = {"metrics": metrics, "gradient": actor.last_gradient, "needed": needed}
     torch.save(out, args.out / f"rank{args.rank}.pt")
     dist.destroy_process_group()
 

@@ -121,6 +121,18 @@ def test_six_samples_on_four_ranks_train_like_one_process(
     for name in METRICS:
         assert collected[name] == pytest.approx(expected_metrics[name], rel=1e-4, abs=1e-6), name
 
+    # Token-budget passes: the ranks needed different numbers of passes, ran the largest,
+    # and the gradient and metrics are still those of the whole batch.
+    budget = [r["budget"] for r in results]
+    assert len({b["needed"] for b in budget}) > 1
+    for name, value in expected_gradient.items():
+        torch.testing.assert_close(
+            budget[0]["gradient"][name], value, atol=1e-6, rtol=1e-4, msg=name
+        )
+    collected = collect_mean_metrics([b["metrics"] for b in budget], spec)
+    for name in ("actor/pg_loss", "actor/loss", "actor/kl", "actor/grad_norm"):
+        assert collected[name] == pytest.approx(expected_metrics[name], rel=1e-4, abs=1e-6), name
+
     # The same split without padding marks trains rows 0-1 twice: a different gradient.
     unmarked = results[0]["unmarked"]
     differences = [

@@ -118,3 +118,40 @@ def test_entropy_is_trained_only_with_a_bonus(model_dir: Path, sampled: Batch) -
         for a, b in zip(plain.module.parameters(), bonus.module.parameters(), strict=True)
     ]
     assert max(moved) > 1e-5
+
+
+def test_token_budget_passes_train_and_score_like_fixed_row_counts(
+    model_dir: Path, sampled: Batch
+) -> None:
+    objective = ActorObjective(policy_loss=ppo_clip_loss)
+    sampled = sampled.union(_actor(model_dir).compute_log_prob(sampled))
+    lengths = sampled["attention_mask"].sum(dim=-1).tolist()
+    budget = int(2 * max(lengths))  # two of the longest rows, or more of the short ones
+    rows, tokens = _actor(model_dir), _actor(model_dir, micro_batch_tokens=budget)
+    passes: list[Batch] = []
+    split = tokens._train_micro_batches
+
+    def recorded(mini: Batch) -> list[Batch]:
+        passes.extend(split(mini))
+        return split(mini)
+
+    tokens._train_micro_batches = recorded  # type: ignore[method-assign]
+    metrics_rows = rows.update_actor(sampled, objective)
+    metrics_tokens = tokens.update_actor(sampled, objective)
+    # The budget shaped the passes: none over it, and not the fixed 4 + 4 rows.
+    assert all(len(p) * int(p["attention_mask"].sum(-1).max()) <= budget for p in passes)
+    assert [len(p) for p in passes] != [4, 4]
+    for name in ("actor/pg_loss", "actor/kl", "actor/grad_norm"):
+        if name in metrics_rows:
+            assert metrics_tokens[name] == pytest.approx(metrics_rows[name], rel=1e-4, abs=1e-6)
+    for (name, a), b in zip(
+        rows.module.named_parameters(), tokens.module.parameters(), strict=True
+    ):
+        torch.testing.assert_close(b, a, atol=1e-6, rtol=1e-5, msg=name)
+    # Inference passes take consecutive rows, so the outputs keep the batch's order.
+    torch.testing.assert_close(
+        tokens.compute_log_prob(sampled)["old_log_probs"],
+        rows.compute_log_prob(sampled)["old_log_probs"],
+        atol=1e-5,
+        rtol=1e-4,
+    )

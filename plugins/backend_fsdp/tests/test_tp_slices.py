@@ -86,7 +86,7 @@ def test_assembled_pieces_equal_megatrons_tp_slice(world: int) -> None:
                 rows = tensor[a:b]
                 if want.dim == 0:
                     lo, hi = max(a, want.lo), min(b, want.hi)
-                    piece = tensor[lo:max(lo, hi)]
+                    piece = tensor[lo : max(lo, hi)]
                 else:
                     piece = rows[:, want.lo : want.hi] if want.dim == 1 else rows
                 assert tuple(piece.shape) == piece_shape(want, tuple(tensor.shape), (a, b))

@@ -5,9 +5,9 @@ is resharded into the generation layout ``actor.rollout_layout`` inside its
 micro-DP group, the ``dg`` generation replicas of a training replica each
 decode their share of the replica's prompts with
 :class:`~hfsdk.core.hybrid_engine.decoder.TPDecoder` at tensor-parallel size
-tg, the shares are gathered inside the micro-DP group, and the gathered parts
-are dropped again before training. Output rows follow the ``hf`` rollout's
-batch contract (it reuses its assembly).
+tg over pg pipeline stages, the shares are gathered inside the micro-DP
+group, and the gathered parts are dropped again before training. Output
+rows follow the ``hf`` rollout's batch contract (it reuses its assembly).
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from hfsdk import (
     HfsdkError,
     HybridEngine,
     LlamaShape,
+    StageLink,
     TPDecoder,
     TrainLayout,
     create_groups,
+    generation_pp_groups,
     generation_tp_groups,
     llama_specs,
     resolve_rollout_layout,
@@ -68,11 +70,6 @@ class HybridRollout(HFRollout):
         )
         layout = engine.config.rollout_layout
         self.gen = resolve_rollout_layout(self.train, layout, heads, planned_tp=layout.planned_tp)
-        if self.gen.pg != 1:
-            raise HfsdkError(
-                f"actor.rollout_layout.pp={self.gen.pg}: generation pipeline stages are not "
-                "decoded yet; use pp: 1 (the default)"
-            )
         self.layers_per_stage = shape.num_layers // engine.pp
         self.specs = llama_specs(
             LlamaShape(
@@ -98,6 +95,8 @@ class HybridRollout(HFRollout):
         rank = dist.get_rank()
         self.groups = create_groups(self.train, self.gen)
         self.tp_ranks = next(g for g in generation_tp_groups(self.train, self.gen) if rank in g)
+        pp_ranks = next(g for g in generation_pp_groups(self.train, self.gen) if rank in g)
+        self.stages = StageLink(ranks=pp_ranks, rank=rank, group=self.groups.gen_pp)
         self.hybrid = HybridEngine(
             train=self.train,
             gen=self.gen,
@@ -155,6 +154,7 @@ class HybridRollout(HFRollout):
                 tp_rank=self.hybrid.place.gen_tp,
                 tp_group=self.groups.gen_tp,
                 tp_ranks=self.tp_ranks,
+                stages=self.stages,
             )
             # Generation replica k of this training replica decodes the k-th share.
             rows = torch.arange(len(prompts)).tensor_split(self.gen.dg)[self.hybrid.place.k]

@@ -3,7 +3,8 @@
 For each (p, t) -> (pg, tg): build the actor at (t, p) on four gloo ranks,
 greedy-decode through :class:`HybridRollout`, take one ``update_actor`` step,
 decode again, and return (from the collecting rank of replica 0) the
-responses, the updated weights and the transition's metrics.
+responses, the updated weights and the transition's metrics, and from every
+rank the bytes the micro-DP formula says it receives.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import torch
 
 from hfsdk.core.batch import Batch
+from hfsdk.core.hybrid_engine.accounting import transition_bytes
 from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
 from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig, OptimConfig
@@ -21,10 +23,11 @@ from hfsdk_backend_megatron.engine import MegatronEngine
 from hfsdk_backend_megatron.hybrid_rollout import HybridRollout
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
 
-PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1)]
+# The last two decode over two generation pipeline stages (rollout pp = 2).
+PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 1, 2, 1), (2, 2, 2, 1)]
 
 
-def scenario(path: str, prompts: dict, p: int, t: int, tg: int) -> dict[str, Any]:
+def scenario(path: str, prompts: dict, p: int, t: int, pg: int, tg: int) -> dict[str, Any]:
     """One layout pair on this rank."""
     from megatron.core import parallel_state as mpu
 
@@ -33,7 +36,7 @@ def scenario(path: str, prompts: dict, p: int, t: int, tg: int) -> dict[str, Any
         model_path=path,
         device="cpu",
         parallel=ParallelConfig(tp=t, pp=p),
-        rollout_layout=RolloutLayoutConfig(tp=tg),
+        rollout_layout=RolloutLayoutConfig(tp=tg, pp=pg),
         mini_batch_size=4,
         micro_batch_size=2,
         optim=OptimConfig(lr=0.05),
@@ -55,12 +58,18 @@ def scenario(path: str, prompts: dict, p: int, t: int, tg: int) -> dict[str, Any
     eng.update_actor(train, ActorObjective(policy_loss=reinforce_loss))
     second = rollout.generate_sequences(part, greedy=True)
     state = eng.full_hf_state()
+    element_size = next(iter(rollout.training_shard().values())).element_size()
+    formula = transition_bytes(
+        rollout.specs, rollout.train, rollout.gen, torch.distributed.get_rank(),
+        eng.shape.num_layers, element_size=element_size,
+    )  # fmt: skip
     collect = eng.last_stage and eng.tp_rank == 0 and eng.dp_rank == 0
     result = {
         "first": first["responses"],
         "second": second["responses"],
         "metrics": metrics,
         "stats": rollout.hybrid.stats,
+        "formula": formula,
         "state": state if collect else None,
         "collect": collect,
     }
@@ -70,4 +79,4 @@ def scenario(path: str, prompts: dict, p: int, t: int, tg: int) -> dict[str, Any
 
 def run_all(rank: int, world: int, path: str, prompts: dict) -> dict[tuple, Any]:
     """Every pair in the same four processes."""
-    return {(p, t, pg, tg): scenario(path, prompts, p, t, tg) for p, t, pg, tg in PAIRS}
+    return {(p, t, pg, tg): scenario(path, prompts, p, t, pg, tg) for p, t, pg, tg in PAIRS}

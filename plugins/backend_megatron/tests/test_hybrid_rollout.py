@@ -1,7 +1,8 @@
 """The megatron actor generates through the 3D-HybridEngine at ``actor.rollout_layout``.
 
 Greedy responses equal HF ``generate`` on the same weights for (p, t) -> (pg, tg)
-in {(1,2)->(1,1), (2,2)->(1,2), (1,4)->(1,2), (2,1)->(1,1)}, before and after
+in {(1,2)->(1,1), (2,2)->(1,2), (1,4)->(1,2), (2,1)->(1,1)} and, decoding over
+two generation pipeline stages, {(2,1)->(2,1), (2,2)->(2,1)}, before and after
 an ``update_actor`` step (a stale generation shard would fail the second check).
 """
 
@@ -16,7 +17,7 @@ import torch
 from hfsdk.core.hybrid_engine.launch import run_gloo
 
 HERE = str(Path(__file__).parent)
-PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1)]
+PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 1, 2, 1), (2, 2, 2, 1)]
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
 
 
@@ -114,5 +115,11 @@ def test_rollout_reports_the_transition(run: dict[str, Any], pair) -> None:
         stats, metrics = outcome[pair]["stats"], outcome[pair]["metrics"]
         assert {"timing/reshard_s", "perf/reshard_bytes"} <= set(metrics)
         assert (stats.bytes_received == 0) == (dg == 1)
-        assert stats.bytes_received >= stats.generation_bytes - stats.training_bytes
+        # Exactly the micro-DP gather's bytes (counted at the broadcasts vs the formula).
+        formula = outcome[pair]["formula"]
+        assert stats.bytes_received == formula.received
+        assert (stats.generation_bytes, stats.training_bytes) == (
+            formula.generation_shard,
+            formula.training_shard,
+        )
         assert stats.peak_extra_bytes <= stats.generation_bytes

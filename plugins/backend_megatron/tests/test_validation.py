@@ -101,6 +101,24 @@ def test_rollout_layout_must_regroup_the_training_layout(model: str) -> None:
     )
 
 
+def test_rollout_pipeline_stages_must_divide_the_training_stages(model: str) -> None:
+    # (p=1, t=2) cannot generate over 2 stages at tp 1 (pg must divide p): one line.
+    overrides = ["actor.rollout_layout.pp=2", "actor.rollout_layout.tp=1"]
+    message = _error([*_actor(model, tp=2, pp=1, devices=2), *overrides])
+    assert "\n" not in message and "pg must divide p" in message
+    assert "(p=1, t=2, d=1)" in message and "(pg=2, tg=1, dg=1)" in message
+    # Generation stages that regroup the training stages are accepted (they decode).
+    load_run_config(
+        "grpo",
+        None,
+        [
+            *_actor(model, tp=2, pp=2, devices=4),
+            "actor.rollout_layout.pp=2",
+            "actor.rollout_layout.tp=1",
+        ],
+    )
+
+
 def test_sequence_parallel_is_refused(model: str) -> None:
     message = _error(
         [*_actor(model, tp=2, pp=1, devices=2), "actor.parallel.sequence_parallel=true"]

@@ -16,9 +16,8 @@ class PPOAlgorithm(Algorithm):
     def step(self, prompts: Batch) -> dict[str, float]:
         """generate → log-probs → ref → values → reward → KL-in-reward → GAE → critic → actor."""
         critic = self.role("critic")
-        batch = self.rollout(prompts)
-        with self.stage("values"):
-            batch = batch.union(critic.compute_values(batch))
+        # The critic's values need only the samples: they run beside the log-prob passes.
+        batch = self.rollout(prompts, also=[("values", critic.compute_values)])
         with self.stage("reward"):
             batch["token_level_scores"] = self.score(batch, "reward")
         with self.stage("advantages"):

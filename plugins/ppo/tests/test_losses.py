@@ -72,10 +72,18 @@ def test_masked_positions_never_change_losses(seed: int, mode: str, garbage: flo
         a, b, c = (torch.where(mask, x, fill) if dirty else x for x in inputs)
         a = a.clone().requires_grad_(True)
         pg, pg_m = ppo_clip_loss(
-            log_prob=a, old_log_prob=b, advantages=c, response_mask=mask, aggregation=LossAggregation(mode=mode)
+            log_prob=a,
+            old_log_prob=b,
+            advantages=c,
+            response_mask=mask,
+            aggregation=LossAggregation(mode=mode),
         )
         vf, vf_m = clipped_value_loss(
-            values=a, old_values=b, returns=c, response_mask=mask, aggregation=LossAggregation(mode=mode)
+            values=a,
+            old_values=b,
+            returns=c,
+            response_mask=mask,
+            aggregation=LossAggregation(mode=mode),
         )
         (pg + vf).backward()
         return pg.detach(), vf.detach(), pg_m, vf_m, a.grad

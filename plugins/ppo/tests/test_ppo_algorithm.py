@@ -47,9 +47,7 @@ def test_actor_and_critic_on_separate_pools() -> None:
         assert groups["reference"].process_info[0]["pid"] == actor_pid  # fused on one device
         assert groups["critic"].process_info[0]["pid"] != actor_pid
         algorithm = spec.program(
-            AlgorithmContext(
-                config=config, roles=session.roles, signals=session.signals, spec=spec
-            )
+            AlgorithmContext(config=config, roles=session.roles, signals=session.signals, spec=spec)
         )
         first = algorithm.step(session.loader.next_batch())
         second = algorithm.step(session.loader.next_batch())

@@ -33,6 +33,18 @@ def test_step_calls_roles_in_order_and_hands_over_the_keys() -> None:
     assert timings == set(hfsdk.get_registry("algorithms")["ppo"].impl.timings)
 
 
+def test_log_probs_and_values_are_dispatched_together() -> None:
+    run = FakeRun.for_algorithm("ppo")
+    run.step()
+    dispatched = run.timeline[:3]
+    assert {event for event, _, _ in dispatched} == {"submit"}
+    assert {(role, method) for _, role, method in dispatched} == {
+        ("actor", "compute_log_prob"),
+        ("reference", "compute_ref_log_prob"),
+        ("critic", "compute_values"),
+    }
+
+
 def test_returns_are_advantage_targets_from_gae() -> None:
     run = FakeRun.for_algorithm("ppo", ["advantage.whiten_advantages=false"])
     run.step()

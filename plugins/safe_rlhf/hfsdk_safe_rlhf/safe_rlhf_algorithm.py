@@ -30,9 +30,12 @@ class SafeRLHFAlgorithm(Algorithm):
 
         critic, cost_critic = self.role("critic"), self.role("cost_critic")
         batch = self.rollout(prompts)
-        with self.stage("values"):
-            batch = batch.union(critic.compute_values(batch))
-            batch["cost_values"] = cost_critic.compute_values(batch)["values"]
+        # Both critics read only the samples: their passes overlap when on different pools.
+        values, cost_values = self.concurrently(
+            batch, [("values", critic.compute_values), ("values", cost_critic.compute_values)]
+        )
+        batch = batch.union(values)
+        batch["cost_values"] = cost_values["values"]
         with self.stage("reward"):
             batch["token_level_scores"] = self.score(batch, "reward")
         with self.stage("cost"):

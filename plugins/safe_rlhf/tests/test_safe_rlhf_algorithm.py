@@ -41,9 +41,7 @@ def test_cost_from_a_model_role() -> None:
     with TrainingSession(config, spec) as session:
         assert set(session.groups) == {"actor", "critic", "cost_critic", "reference", "cost"}
         algorithm = spec.program(
-            AlgorithmContext(
-                config=config, roles=session.roles, signals=session.signals, spec=spec
-            )
+            AlgorithmContext(config=config, roles=session.roles, signals=session.signals, spec=spec)
         )
         metrics = algorithm.step(session.loader.next_batch())
     assert "cost/model_score_mean" in metrics

@@ -41,6 +41,18 @@ def test_step_calls_roles_in_order_and_hands_over_the_keys() -> None:
     assert timings == set(hfsdk.get_registry("algorithms")["safe_rlhf"].impl.timings)
 
 
+def test_both_critics_values_are_dispatched_together() -> None:
+    run = _run()
+    run.step()
+    values = [e for e in run.timeline if e[2] == "compute_values"]
+    assert values == [
+        ("submit", "critic", "compute_values"),
+        ("submit", "cost_critic", "compute_values"),
+        ("result", "critic", "compute_values"),
+        ("result", "cost_critic", "compute_values"),
+    ]
+
+
 def test_cost_critic_trains_on_the_estimators_cost_returns() -> None:
     run = _run("algorithm.kl_coef=0", "advantage.gamma=0.9", "advantage.lam=0.8")
     run.step()

@@ -12,6 +12,7 @@ from hfsdk.core.hybrid_engine.layout import (
     HeadShape,
     TrainLayout,
     generation_layout,
+    generation_pp_groups,
     generation_tp_groups,
     validate,
 )
@@ -22,8 +23,11 @@ from hfsdk.core.hybrid_engine.params import (
     tp_slice,
 )
 from hfsdk.core.hybrid_engine.reshard import HybridEngine
+from hfsdk.core.hybrid_engine.stages import StageLink
 
-PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1)]
+# The last five decode over generation pipeline stages (pg = 2, and pg = 4 with middle stages).
+PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 2, 2, 1), (2, 1, 2, 1),
+         (4, 1, 2, 1), (2, 2, 2, 2), (4, 1, 4, 1)]  # fmt: skip
 
 
 def tiny_llama(seed: int) -> Any:
@@ -111,6 +115,8 @@ def decode_pair(rank: int, world: int, p: int, t: int, pg: int, tg: int) -> dict
         train=train, gen=gen, specs=specs, num_layers=4, rank=rank, micro_dp=groups.micro_dp
     )
     tp_ranks = next(g for g in generation_tp_groups(train, gen) if rank in g)
+    pp_ranks = next(g for g in generation_pp_groups(train, gen) if rank in g)
+    stages = StageLink(ranks=pp_ranks, rank=rank, group=groups.gen_pp)
     i, j, _ = train.coords(rank)
     full = refs["before"][0]
     shard = {s.name: tp_slice(full[s.name], s, t, j) for s in specs if s.stage(p, 4) == i}
@@ -130,6 +136,7 @@ def decode_pair(rank: int, world: int, p: int, t: int, pg: int, tg: int) -> dict
             tp_rank=engine.place.gen_tp,
             tp_group=groups.gen_tp,
             tp_ranks=tp_ranks,
+            stages=stages,
         )
         ids, mask = prompts()
         ours = decoder.generate(ids, mask, max_new_tokens=8, eos_ids=[2], pad_id=0)
@@ -147,7 +154,7 @@ def decode_pair(rank: int, world: int, p: int, t: int, pg: int, tg: int) -> dict
             }
         )
         engine.to_training()
-    return {"results": results, "tp_ranks": tp_ranks}
+    return {"results": results, "tp_ranks": tp_ranks, "pp_ranks": pp_ranks}
 
 
 def run_all(rank: int, world: int) -> dict[tuple, dict[str, Any]]:

@@ -1,0 +1,68 @@
+"""Algorithm building blocks: concurrent stages and stage names."""
+
+from __future__ import annotations
+
+import pytest
+
+from hfsdk import HfsdkError
+from hfsdk.testing import FakeRun, fake_prompts
+
+
+def test_concurrently_dispatches_every_call_before_waiting_and_returns_results_in_order() -> None:
+    run = FakeRun.for_algorithm("ppo")
+    algo = run.algorithm
+    batch = algo.generate(fake_prompts(2))
+    run.timeline.clear()
+    values, ref = algo.concurrently(
+        batch,
+        [
+            ("values", algo.role("critic").compute_values),
+            ("ref_log_prob", algo.role("reference").compute_ref_log_prob),
+        ],
+    )
+    assert run.timeline == [
+        ("submit", "critic", "compute_values"),
+        ("submit", "reference", "compute_ref_log_prob"),
+        ("result", "critic", "compute_values"),
+        ("result", "reference", "compute_ref_log_prob"),
+    ]
+    assert set(values.keys()) == {"values"} and set(ref.keys()) == {"ref_log_probs"}
+    assert algo.metrics["timing/values_s"] >= 0.0
+    assert algo.metrics["timing/ref_log_prob_s"] >= algo.metrics["timing/values_s"]
+
+
+def test_concurrently_runs_controller_callables_between_dispatch_and_results() -> None:
+    run = FakeRun.for_algorithm("ppo")
+    algo = run.algorithm
+    batch = algo.generate(fake_prompts(2))
+    run.timeline.clear()
+
+    def on_controller(b: object) -> str:
+        run.timeline.append(("controller", "-", "score"))
+        return "scored"
+
+    out = algo.concurrently(
+        batch, [("values", algo.role("critic").compute_values), ("reward", on_controller)]
+    )
+    assert out[1] == "scored"
+    assert run.timeline[0] == ("submit", "critic", "compute_values")
+    assert run.timeline[1:] == [
+        ("result", "critic", "compute_values"),
+        ("controller", "-", "score"),
+    ]
+
+
+def test_concurrently_refuses_an_undeclared_stage_before_dispatching() -> None:
+    run = FakeRun.for_algorithm("grpo")
+    algo = run.algorithm
+    batch = algo.generate(fake_prompts(2))
+    run.timeline.clear()
+    with pytest.raises(HfsdkError, match=r"'critic_values'.*does not declare"):
+        algo.concurrently(
+            batch,
+            [
+                ("ref_log_prob", algo.role("reference").compute_ref_log_prob),
+                ("critic_values", algo.role("reference").compute_values),
+            ],
+        )
+    assert run.timeline == []
