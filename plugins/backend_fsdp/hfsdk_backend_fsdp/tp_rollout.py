@@ -43,23 +43,23 @@ logger = logging.getLogger(__name__)
 def resolve_rollout_tp(layout: RolloutLayoutConfig, world: int, model: Mapping[str, Any]) -> int:
     """The fsdp actor's generation tensor-parallel size (1: the streaming ``hf`` rollout).
 
-    ``layout.planned_tp`` (``placement.mode: auto``) wins when it fits this
-    actor and model; otherwise ``layout.tp`` (default 1) is used and must fit,
-    else a one-line :class:`HfsdkError`.
+    ``layout.tp`` (default 1) must fit the actor's ranks and the model, else a
+    one-line :class:`HfsdkError`. ``layout.planned_tp`` (``placement.mode:
+    auto``) is not taken: the planner's layouts model megatron's tensor-parallel
+    training, and the fsdp actor's default must stay the full-model rollout.
     """
     if layout.pp != 1:
         raise HfsdkError(
             f"actor.rollout_layout.pp={layout.pp}: the fsdp actor generates without pipeline "
             "stages; use pp: 1 (the default)"
         )
-    planned = layout.planned_tp
-    if planned is not None and planned > 1:
-        problem = world_problem(planned, world) or next(
-            iter(tp_support_problems(model, planned)), None
+    if layout.planned_tp not in (None, layout.tp or 1):
+        logger.info(
+            "placement: auto planned rollout tp=%s; the fsdp actor keeps "
+            "actor.rollout_layout.tp=%s",
+            layout.planned_tp,
+            layout.tp or 1,
         )
-        if problem is None:
-            return planned
-        logger.warning("placement: auto's rollout tp is not usable here: %s", problem)
     tg = layout.tp or 1
     if tg == 1:
         return 1

@@ -205,8 +205,7 @@ def test_a_fitting_layout_validates_and_resolves(model_dir: Path) -> None:
     model = json.loads((model_dir / "config.json").read_text())
     assert resolve_rollout_tp(RolloutLayoutConfig(tp=2), 2, model) == 2
     assert resolve_rollout_tp(RolloutLayoutConfig(), 2, model) == 1
-    # The planner's choice is taken when it fits, else the configured layout.
-    assert resolve_rollout_tp(RolloutLayoutConfig(planned_tp=2), 4, model) == 2
-    assert resolve_rollout_tp(RolloutLayoutConfig(planned_tp=3), 4, model) == 1
+    # placement: auto's planned rollout tp is not applied to the fsdp actor.
+    assert resolve_rollout_tp(RolloutLayoutConfig(planned_tp=2), 4, model) == 1
     with pytest.raises(HfsdkError, match="does not divide the fsdp actor's 3 ranks"):
         resolve_rollout_tp(RolloutLayoutConfig(tp=2), 3, model)
