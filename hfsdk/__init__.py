@@ -45,7 +45,12 @@ if TYPE_CHECKING:
         generation_pp_groups,
         generation_tp_groups,
     )
-    from hfsdk.core.hybrid_engine.params import LlamaShape, llama_specs, megatron_to_hf_local
+    from hfsdk.core.hybrid_engine.params import (
+        LlamaShape,
+        grouped_qkv,
+        llama_specs,
+        megatron_to_hf_local,
+    )
     from hfsdk.core.hybrid_engine.reshard import HybridEngine
     from hfsdk.core.hybrid_engine.stages import StageLink
     from hfsdk.core.maths.aggregation import (
@@ -183,6 +188,7 @@ _LAZY = {
     "generation_tp_groups": "hfsdk.core.hybrid_engine.layout",
     "LlamaShape": "hfsdk.core.hybrid_engine.params",
     "llama_specs": "hfsdk.core.hybrid_engine.params",
+    "grouped_qkv": "hfsdk.core.hybrid_engine.params",
     "megatron_to_hf_local": "hfsdk.core.hybrid_engine.params",
     "HybridEngine": "hfsdk.core.hybrid_engine.reshard",
     "StageLink": "hfsdk.core.hybrid_engine.stages",

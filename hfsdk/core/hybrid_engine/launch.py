@@ -10,18 +10,12 @@ from __future__ import annotations
 
 import importlib
 import os
-import socket
+import pickle
 import sys
 import traceback
 from typing import Any
 
 from hfsdk.core.errors import HfsdkError
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _child(
@@ -33,12 +27,13 @@ def _child(
     try:
         sys.path[:0] = path
         torch.set_num_threads(1)
-        dist.init_process_group(
-            "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
-        )
+        store = dist.TCPStore("127.0.0.1", port, is_master=False)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
         module, name = target.split(":")
         result = getattr(importlib.import_module(module), name)(rank, world, **kwargs)
-        queue.put((rank, True, result))
+        # Plain pickle: the queue's own pickler shares tensor storage through this
+        # process's file descriptors, which vanish when it exits before the parent reads.
+        queue.put((rank, True, pickle.dumps(result)))
         dist.barrier()
         dist.destroy_process_group()
     except BaseException:  # the parent re-raises it with the rank
@@ -56,9 +51,14 @@ def run_gloo(
     """Run ``target`` on ``world`` gloo ranks; return each rank's result in rank order."""
     import multiprocessing as mp
 
+    import torch.distributed as dist
+
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    port = _free_port()
+    # The parent holds the rendezvous store on a port the OS picked and bound at once: no
+    # window in which another process could take a port chosen beforehand.
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    port = store.port
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     procs = [
         ctx.Process(target=_child, args=(r, world, port, target, kwargs or {}, path or [], queue))
@@ -72,7 +72,7 @@ def run_gloo(
             rank, ok, value = queue.get(timeout=timeout)
             if not ok:
                 raise HfsdkError(f"rank {rank} of {target} failed:\n{value}")
-            results[rank] = value
+            results[rank] = pickle.loads(value)
     finally:
         for proc in procs:
             proc.join(timeout=30)

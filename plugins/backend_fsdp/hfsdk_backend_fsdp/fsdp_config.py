@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 import attrs
 
-from hfsdk import RoleConfig, RolloutConfig, help_field
+from hfsdk import RoleConfig, RolloutConfig, RolloutLayoutConfig, help_field
 
 
 def _betas(value: object) -> tuple[float, float]:
@@ -175,6 +175,16 @@ class FSDPRoleConfig(RoleConfig):
     )
     """Log-prob and training passes drop the columns that are padding in every row of a
     micro-batch (leading prompt padding, response padding after the longest response)."""
+    rollout_layout: RolloutLayoutConfig = help_field(
+        "The actor's generation layout {tp}: tp > 1 decodes with tensor parallelism over tp "
+        "ranks, each fetching only its slice of the FSDP shards (Llama; tp must "
+        "divide the ranks, heads and FFN); default tp 1: every rank generates with the full "
+        "model (docs/hybrid_engine.md).",
+        factory=RolloutLayoutConfig,
+    )
+    """The actor's generation layout (``hf`` rollout only): ``tp: 1`` streams the full model
+    into ``generate`` on every rank; ``tp > 1`` gathers each rank's tensor-parallel slice
+    from the FSDP shards and decodes with :class:`hfsdk.TPDecoder` (see ``tp_rollout``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -250,7 +260,44 @@ def run_config_problems(config: Any) -> list[str]:
             "algorithm.n_samples_per_prompt responses per prompt; set that instead"
         )
     problems.extend(_mini_batch_problems(config))
+    problems.extend(_rollout_layout_problems(config))
     return problems
+
+
+def _rollout_layout_problems(config: Any) -> list[str]:
+    """An fsdp actor's ``rollout_layout`` must fit its ranks, its model and the rollout."""
+    from hfsdk_backend_fsdp.tp_slices import (
+        model_config_dict,
+        tp_support_problems,
+        world_problem,
+    )
+
+    actor = config.sections.get("actor")
+    if not isinstance(actor, FSDPRoleConfig):
+        return []
+    layout = actor.rollout_layout
+    if layout.pp != 1:
+        return [
+            f"actor.rollout_layout.pp={layout.pp}: the fsdp actor generates without pipeline "
+            "stages; use pp: 1 (the default)"
+        ]
+    tg = layout.tp or 1
+    if tg == 1:
+        return []
+    rollout = config.sections.get("rollout")
+    if not isinstance(rollout, HFRolloutConfig):
+        return [
+            f"actor.rollout_layout.tp={tg} is served by the hf rollout backend only, not "
+            f"{getattr(rollout, 'backend', None)!r}; set rollout.backend: hf or "
+            "actor.rollout_layout.tp: 1"
+        ]
+    placement = config.sections.get("placement")
+    if placement is not None and placement.mode != "auto":
+        problem = world_problem(tg, placement.pools[placement.pool_of("actor")].devices)
+        if problem:
+            return [problem]
+    model = model_config_dict(actor.model_path)
+    return tp_support_problems(model, tg)[:1] if model is not None else []
 
 
 def _trained(role: str) -> bool:

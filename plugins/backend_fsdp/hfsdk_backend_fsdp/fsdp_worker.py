@@ -107,8 +107,21 @@ class FSDPPolicyWorker(FSDPRoleWorker):
     def __init__(self, *, objective: ActorLossTerms | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.loss_terms = objective or ActorLossTerms()
-        rollout_entry = get_registry("rollout_backends")[self.run_config.rollout.backend]
-        self.rollout: Any = rollout_entry.impl(self.run_config.rollout, self.engine)
+        self.rollout: Any = self._build_rollout()
+
+    def _build_rollout(self) -> Any:
+        """The configured rollout backend; ``hf`` at ``actor.rollout_layout.tp > 1`` decodes
+        tensor-parallel on slices of the FSDP shards (:mod:`.tp_rollout`)."""
+        rollout = self.run_config.rollout
+        if rollout.backend == "hf":
+            from hfsdk_backend_fsdp.tp_rollout import TPSliceRollout, resolve_rollout_tp
+
+            engine = self.engine
+            model = engine.module.config.to_dict()
+            tg = resolve_rollout_tp(engine.config.rollout_layout, engine.dp.size, model)
+            if tg > 1:
+                return TPSliceRollout(rollout, engine, tg=tg)
+        return get_registry("rollout_backends")[rollout.backend].impl(rollout, self.engine)
 
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def generate_sequences(self, prompts: Batch) -> Batch:
