@@ -18,6 +18,10 @@ groups only when tg equals the training tp (:func:`vllm_layout_problem`). vLLM's
 loaders take checkpoint-format (full) tensors and cut their own slice, so at
 tg > 1 each generation weight is all-gathered over the tg ranks, one weight
 at a time, before it is handed over.
+
+The module imports the megatron plugin; it is loaded only when the megatron
+worker builds the rollout (:meth:`VLLMRollout.from_hybrid_engine`), so the
+fsdp-only use of this plugin does not need megatron installed.
 """
 
 from __future__ import annotations
