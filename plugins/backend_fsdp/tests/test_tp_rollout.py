@@ -19,6 +19,7 @@ import torch
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.hybrid_engine.launch import run_gloo
+from hfsdk.testing import hf_greedy_responses, save_tiny_llama
 from hfsdk_backend_fsdp.tp_slices import (
     expected_received_bytes,
     full_gather_bytes,
@@ -32,52 +33,25 @@ SETUPS = [(2, 2), (4, 2)]  # (world, tg)
 
 
 def _hf_greedy(model: Any, prompts: Batch, width: int, eos: int, pad: int) -> torch.Tensor:
-    with torch.no_grad():
-        out = model.generate(
-            input_ids=prompts["input_ids"],
-            attention_mask=prompts["attention_mask"],
-            max_new_tokens=width,
-            do_sample=False,
-            eos_token_id=eos,
-            pad_token_id=pad,
-        )[:, prompts["input_ids"].shape[1] :]
-    padded = torch.full((len(out), width), pad, dtype=torch.long)
-    padded[:, : out.shape[1]] = out
-    for row in padded:  # after the first EOS the rollout writes padding
-        hits = (row == eos).nonzero()
-        if len(hits):
-            row[hits[0, 0] + 1 :] = pad
-    return padded
+    ids, mask = prompts["input_ids"], prompts["attention_mask"]
+    return hf_greedy_responses(model, ids, mask, width=width, eos=eos, pad=pad)
 
 
 def _save_tied_model(directory: Path, tokenizer_dir: Path) -> Path:
     """A random tiny Llama with tied embeddings and an odd vocabulary (padded for tg=2)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from hfsdk.core.default_task.tokenizer import load_tokenizer
 
-    tokenizer = load_tokenizer(tokenizer_dir)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer) + 1,
+    return save_tiny_llama(
+        directory,
+        load_tokenizer(tokenizer_dir),
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        tie_word_embeddings=True,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        num_heads=4,
+        num_kv_heads=2,
+        extra_vocab=1,
+        tied=True,
+        init_std=0.3,  # peaked logits: no near-ties in greedy decoding
     )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.normal_(0.0, 0.3)  # peaked logits: no near-ties in greedy decoding
-    model.save_pretrained(str(directory))
-    tokenizer.save_pretrained(str(directory))
-    return directory
 
 
 @pytest.fixture(scope="module")

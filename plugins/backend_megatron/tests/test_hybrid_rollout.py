@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from hfsdk.core.hybrid_engine.launch import run_gloo
+from hfsdk.testing import hf_greedy_responses, save_tiny_llama
 
 HERE = str(Path(__file__).parent)
 PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 1, 2, 1), (2, 2, 2, 1)]
@@ -23,50 +24,23 @@ PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
 
 def _save_model(directory: Path, tokenizer_dir: Path) -> Path:
     """A tiny Llama with 8 query / 4 key-value heads (t=4 divides both), peaked logits."""
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tokenizer_dir))
-    config = LlamaConfig(
-        vocab_size=len(tokenizer) + 1,  # odd: padded to a multiple of tp
+    return save_tiny_llama(
+        directory,
+        PreTrainedTokenizerFast.from_pretrained(str(tokenizer_dir)),
         hidden_size=64,
         intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        max_position_embeddings=64,
-        tie_word_embeddings=False,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        num_heads=8,
+        num_kv_heads=4,
+        extra_vocab=1,  # odd: padded to a multiple of tp
+        init_std=0.2,
     )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.normal_(0.0, 0.2)
-    model.save_pretrained(str(directory))
-    tokenizer.save_pretrained(str(directory))
-    return directory
 
 
 def _hf_greedy(model: Any, prompts: dict, width: int, eos: int, pad: int) -> torch.Tensor:
-    with torch.no_grad():
-        out = model.generate(
-            input_ids=prompts["input_ids"],
-            attention_mask=prompts["attention_mask"],
-            max_new_tokens=width,
-            do_sample=False,
-            eos_token_id=eos,
-            pad_token_id=pad,
-        )[:, prompts["input_ids"].shape[1] :]
-    padded = torch.full((len(out), width), pad, dtype=torch.long)
-    padded[:, : out.shape[1]] = out
-    # After the first EOS the rollout writes padding.
-    for row in padded:
-        hits = (row == eos).nonzero()
-        if len(hits):
-            row[hits[0, 0] + 1 :] = pad
-    return padded
+    ids, mask = prompts["input_ids"], prompts["attention_mask"]
+    return hf_greedy_responses(model, ids, mask, width=width, eos=eos, pad=pad)
 
 
 @pytest.fixture(scope="module")

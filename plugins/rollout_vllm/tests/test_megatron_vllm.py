@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from hfsdk.core.hybrid_engine.launch import run_gloo
+from hfsdk.testing import hf_greedy_responses, save_tiny_llama
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -36,44 +37,23 @@ def _save_model(directory: Path, tokenizer_dir: Path) -> Path:
     The vocabulary has 101 rows beyond the tokenizer's, so both of vLLM's
     vocabulary shards (64 rows each at tp=2) hold real rows.
     """
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(tokenizer_dir))
-    config = LlamaConfig(
-        vocab_size=len(tokenizer) + 101,  # odd: megatron pads it to a multiple of tp
+    return save_tiny_llama(
+        directory,
+        PreTrainedTokenizerFast.from_pretrained(str(tokenizer_dir)),
         hidden_size=64,
         intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        tie_word_embeddings=False,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
+        num_heads=2,
+        num_kv_heads=2,
+        extra_vocab=101,  # odd: megatron pads it to a multiple of tp
+        init_std=0.2,  # peaked logits: greedy outputs differ from prompt to prompt
     )
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(config)
-    with torch.no_grad():  # peaked logits: greedy outputs differ from prompt to prompt
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.normal_(0.0, 0.2)
-    model.save_pretrained(str(directory))
-    tokenizer.save_pretrained(str(directory))
-    return directory
 
 
 def _hf_greedy(model: Any, prompts: dict, eos: int, pad: int) -> list[list[int]]:
-    with torch.no_grad():
-        out = model.generate(
-            **prompts, max_new_tokens=WIDTH, do_sample=False, eos_token_id=eos, pad_token_id=pad
-        )[:, prompts["input_ids"].shape[1] :]
-    padded = torch.full((len(out), WIDTH), pad, dtype=torch.long)
-    padded[:, : out.shape[1]] = out
-    for row in padded:  # after the first EOS the rollout writes padding
-        hits = (row == eos).nonzero()
-        if len(hits):
-            row[hits[0, 0] + 1 :] = pad
-    return padded.tolist()
+    ids, mask = prompts["input_ids"], prompts["attention_mask"]
+    return hf_greedy_responses(model, ids, mask, width=WIDTH, eos=eos, pad=pad).tolist()
 
 
 @pytest.fixture(scope="module")
