@@ -87,5 +87,7 @@ def test_the_second_rank_never_materialises_the_full_model(
     assert full > 120e6 and one["local"] <= full // 2 + 4096
     # rank 0 reads everything: its growth is at least the model (the measure can see it) ...
     assert zero["grown"] >= 0.9 * full, zero
-    # ... rank 1 holds its half plus one tensor in flight, never the whole model
-    assert one["grown"] < 0.8 * full, one
+    # ... rank 1 holds its half plus a tensor in flight (the largest is 12 % of this model)
+    # and allocator slack: 0.73-0.81 of the model measured. One that materialised the whole
+    # model would grow by at least all of it.
+    assert one["grown"] < 0.88 * full, one

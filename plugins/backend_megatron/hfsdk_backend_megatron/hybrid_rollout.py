@@ -71,17 +71,7 @@ class HybridRollout(HFRollout):
         layout = engine.config.rollout_layout
         self.gen = resolve_rollout_layout(self.train, layout, heads, planned_tp=layout.planned_tp)
         self.layers_per_stage = shape.num_layers // engine.pp
-        self.specs = llama_specs(
-            LlamaShape(
-                vocab_size=shape.padded_vocab(engine.tp),
-                hidden_size=shape.hidden_size,
-                intermediate_size=shape.ffn_hidden_size,
-                num_layers=shape.num_layers,
-                num_heads=shape.num_heads,
-                num_kv_heads=shape.num_kv_heads,
-                head_size=shape.head_dim,
-            )
-        )
+        self.specs = llama_specs(self.llama_shape(shape.padded_vocab(engine.tp)))
         self.decoder_shape = DecoderShape(
             num_layers=shape.num_layers,
             hidden_size=shape.hidden_size,
@@ -106,6 +96,19 @@ class HybridRollout(HFRollout):
             micro_dp=self.groups.micro_dp,
         )
         super().__init__(config, engine, engine.tokenizer)  # type: ignore[arg-type]
+
+    def llama_shape(self, vocab_size: int) -> LlamaShape:
+        """The actor model's shape for the hybrid engine, with ``vocab_size`` rows."""
+        shape = self.engine.shape
+        return LlamaShape(
+            vocab_size=vocab_size,
+            hidden_size=shape.hidden_size,
+            intermediate_size=shape.ffn_hidden_size,
+            num_layers=shape.num_layers,
+            num_heads=shape.num_heads,
+            num_kv_heads=shape.num_kv_heads,
+            head_size=shape.head_dim,
+        )
 
     def _eos_ids(self) -> list[int]:
         from transformers import GenerationConfig

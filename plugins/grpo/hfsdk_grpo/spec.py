@@ -28,5 +28,7 @@ GRPO_SPEC = AlgorithmSpec(
         "rollout": {"backend": ["hf", "vllm"], "max_response_length": 8},
         # 16 prompts x 4 samples: two optimizer steps of 32 responses per iteration.
         "actor": {**_ACTOR, "mini_batch_size": 32, "micro_batch_size": 64},
+        # The frozen reference scores the same batch in passes as large as the actor's.
+        "reference": {"backend": ["fsdp", "megatron"], "forward_micro_batch_size": 64},
     },
 )

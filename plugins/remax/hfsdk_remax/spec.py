@@ -30,5 +30,7 @@ REMAX_SPEC = AlgorithmSpec(
         # One sample per prompt is too noisy against a greedy baseline; four are not.
         "algorithm": {"n_samples_per_prompt": 4},
         "actor": {**_ACTOR, "mini_batch_size": 32, "micro_batch_size": 64},
+        # The frozen reference scores the same batch in passes as large as the actor's.
+        "reference": {"backend": ["fsdp", "megatron"], "forward_micro_batch_size": 64},
     },
 )

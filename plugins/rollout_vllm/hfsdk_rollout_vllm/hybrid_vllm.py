@@ -36,7 +36,7 @@ import attrs
 import torch
 import torch.distributed as dist
 
-from hfsdk import Batch, HfsdkError, LlamaShape, RolloutLayoutConfig, megatron_to_hf_local
+from hfsdk import Batch, HfsdkError, RolloutLayoutConfig, megatron_to_hf_local
 from hfsdk_backend_megatron.hybrid_rollout import HybridRollout, hybrid_supported
 from hfsdk_rollout_vllm.checks import require_servable
 from hfsdk_rollout_vllm.vllm_rollout import LOG_PROB_KEY, SEED_RANGE, generate_rows
@@ -120,15 +120,7 @@ class HybridVLLMRollout(HybridRollout):
         on_cpu = engine.device.type == "cpu"
         require_servable(engine.model_dir, on_cpu)
         shape = engine.shape
-        self.hf_shape = LlamaShape(
-            vocab_size=shape.vocab_size,
-            hidden_size=shape.hidden_size,
-            intermediate_size=shape.ffn_hidden_size,
-            num_layers=shape.num_layers,
-            num_heads=shape.num_heads,
-            num_kv_heads=shape.num_kv_heads,
-            head_size=shape.head_dim,
-        )
+        self.hf_shape = self.llama_shape(shape.vocab_size)  # HF's rows: no tp padding
         self.spec_of = {spec.name: spec for spec in self.hybrid.specs}
         dtype = engine.dtype if config.dtype == "auto" else getattr(torch, config.dtype)
         if self.gen.tg > 1:

@@ -36,6 +36,8 @@ SAFE_RLHF_SPEC = AlgorithmSpec(
     preset={
         "rollout": {"backend": ["hf", "vllm"], "max_response_length": 8},
         "actor": _ACTOR,
+        # The frozen reference scores the same batch in passes as large as the actor's.
+        "reference": {"backend": ["fsdp", "megatron"], "forward_micro_batch_size": 16},
         "critic": _CRITIC,
         "cost_critic": _CRITIC,
         "algorithm": {"cost_threshold": 0.1, "lambda_lr": 0.5},
