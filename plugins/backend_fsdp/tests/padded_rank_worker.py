@@ -107,6 +107,8 @@ def main() -> None:
     metrics = actor.update_actor(piece, objective())
     out["budget"] = {"metrics": metrics, "gradient": actor.last_gradient, "needed": needed}
     torch.save(out, args.out / f"rank{args.rank}.pt")
+    # Every rank done before any tears down: rank 0 hosts the store the others still use.
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -81,6 +81,8 @@ def main() -> None:
     (args.out / f"rank{args.rank}.json").write_text(
         json.dumps({"grown": grown, "full": full, "local": local})
     )
+    # Every rank done before any tears down: rank 0 hosts the store the others still use.
+    dist.barrier()
     dist.destroy_process_group()
 
 

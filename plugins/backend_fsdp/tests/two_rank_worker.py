@@ -111,6 +111,8 @@ def main() -> None:
         },
         args.out / f"rank{args.rank}.pt",
     )
+    # Every rank done before any tears down: rank 0 hosts the store the others still use.
+    dist.barrier()
     dist.destroy_process_group()
 
 
