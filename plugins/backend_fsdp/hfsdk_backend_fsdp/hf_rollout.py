@@ -44,6 +44,23 @@ def response_mask_from_eos(responses: torch.Tensor, eos_ids: list[int]) -> torch
     return (~eos_before).float()
 
 
+def eos_token_ids(configured: int | list[int] | None, tokenizer: Any) -> list[int]:
+    """The ids that end a response: the generation config's ``eos_token_id`` and the tokenizer's."""
+    ids: set[int] = set()
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(configured)
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    if not ids:
+        raise HfsdkError(
+            "neither the model's generation config nor the tokenizer names an EOS token; "
+            "responses could never end — set eos_token_id in generation_config.json"
+        )
+    return sorted(ids)
+
+
 class HFRollout:
     """Generates ``n`` responses per prompt with the actor's current weights.
 
@@ -70,20 +87,7 @@ class HFRollout:
             )
 
     def _eos_ids(self) -> list[int]:
-        ids: set[int] = set()
-        configured = self.actor.module.generation_config.eos_token_id
-        if isinstance(configured, int):
-            ids.add(configured)
-        elif configured:
-            ids.update(configured)
-        if self.tokenizer.eos_token_id is not None:
-            ids.add(self.tokenizer.eos_token_id)
-        if not ids:
-            raise HfsdkError(
-                "neither the model's generation config nor the tokenizer names an EOS token; "
-                "responses could never end — set eos_token_id in generation_config.json"
-            )
-        return sorted(ids)
+        return eos_token_ids(self.actor.module.generation_config.eos_token_id, self.tokenizer)
 
     def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]] | None = None) -> None:
         """Nothing to do: every call takes the actor's current weights (streamed or gathered).

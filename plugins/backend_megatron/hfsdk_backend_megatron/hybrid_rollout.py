@@ -23,7 +23,6 @@ from hfsdk import (
     Batch,
     DecoderShape,
     HeadShape,
-    HfsdkError,
     HybridEngine,
     LlamaShape,
     StageLink,
@@ -35,7 +34,7 @@ from hfsdk import (
     llama_specs,
     resolve_rollout_layout,
 )
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
+from hfsdk_backend_fsdp.hf_rollout import HFRollout, eos_token_ids
 
 if TYPE_CHECKING:
     from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
@@ -113,23 +112,11 @@ class HybridRollout(HFRollout):
     def _eos_ids(self) -> list[int]:
         from transformers import GenerationConfig
 
-        ids: set[int] = set()
         try:
             configured = GenerationConfig.from_pretrained(str(self.engine.model_dir)).eos_token_id
         except OSError:
             configured = None
-        if isinstance(configured, int):
-            ids.add(configured)
-        elif configured:
-            ids.update(configured)
-        if self.tokenizer.eos_token_id is not None:
-            ids.add(self.tokenizer.eos_token_id)
-        if not ids:
-            raise HfsdkError(
-                "neither the model's generation config nor the tokenizer names an EOS token; "
-                "set eos_token_id in generation_config.json"
-            )
-        return sorted(ids)
+        return eos_token_ids(configured, self.tokenizer)
 
     def training_shard(self) -> dict[str, torch.Tensor]:
         """This rank's weights under global megatron names (views, no copy)."""
