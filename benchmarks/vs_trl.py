@@ -149,6 +149,9 @@ class Settings:
     beta: float = 0.01
     """KL loss coefficient (hfsdk ``algorithm.kl_loss_coef``, TRL ``beta``)."""
     seed: int = 0
+    dtype: str = "float32"
+    """Compute dtype of both sides: ``float32``, or ``bfloat16`` mixed precision (float32
+    master weights; hfsdk ``actor.dtype``/``reference.dtype``, TRL ``bf16=True``)."""
     rollout: str = "hf"
     """hfsdk's rollout backend (``--rollout vllm``: the vLLM plugin; TRL's side is unchanged)."""
 
@@ -241,7 +244,8 @@ def hfsdk_overrides(
         f"actor.mini_batch_size={s.samples}",
         f"actor.micro_batch_size={s.micro}",
         "actor.ppo_epochs=1",
-        "actor.dtype=float32",
+        f"actor.dtype={s.dtype}",
+        f"reference.dtype={s.dtype}",
         "actor.gradient_checkpointing=false",
         f"reference.micro_batch_size={s.micro}",
         f"reference.mini_batch_size={s.samples}",
@@ -268,6 +272,7 @@ def run_hfsdk(s: Settings, workdir: Path, extra: Sequence[str] = ()) -> dict[str
             # The trainer logs tokens / step time; multiplying back gives the integer count.
             "tokens": round(m["perf/throughput_tokens_per_s"] * m["timing/step_s"]),
             "reward": m["reward/mean"],
+            "controller_share": m.get("perf/controller_overhead_share"),
             "stages_s": {
                 k.removeprefix("timing/").removesuffix("_s"): v
                 for k, v in m.items()
@@ -308,7 +313,7 @@ def trl_config(s: Settings, output_dir: Path) -> Any:
     return GRPOConfig(
         output_dir=str(output_dir),
         use_cpu=True,
-        bf16=False,
+        bf16=s.dtype == "bfloat16",
         fp16=False,
         seed=s.seed,
         max_steps=s.steps,
@@ -513,8 +518,11 @@ def stage_table(result: dict[str, Any]) -> str:
     step = statistics.mean(x["step_s"] for x in later)
     lines = ["| stage | s/step | share |", "|---|---:|---:|"]
     for name, value in means.items():
-        lines.append(f"| {name} | {value:.2f} | {value / step:.0%} |")
-    lines.append(f"| step | {step:.2f} | 100% |")
+        lines.append(f"| {name} | {value:.3f} | {value / step:.0%} |")
+    lines.append(f"| step | {step:.3f} | 100% |")
+    shares = [x["controller_share"] for x in later if x.get("controller_share") is not None]
+    if shares:
+        lines.append(f"| controller overhead (median) | | {statistics.median(shares):.1%} |")
     return "\n".join(lines)
 
 
@@ -534,6 +542,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="samples per forward/backward pass (default: all samples of a step)",
     )
     p.add_argument("--max-response-length", type=int, help="new tokens (8 / 64)")
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default=DEFAULTS.dtype,
+        help="compute dtype of both sides (bfloat16: mixed precision, TRL's bf16=True)",
+    )
     p.add_argument("--beta", type=float, default=DEFAULTS.beta, help="KL loss coefficient")
     p.add_argument(
         "--hfsdk-override",
@@ -586,6 +600,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         micro_batch_size=args.micro_batch_size,
         beta=args.beta,
         rollout=args.rollout,
+        dtype=args.dtype,
         **chosen,
     )
 

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from hfsdk.core.hybrid_engine.params import (
         LlamaShape,
         grouped_qkv,
+        hf_llama_shape,
+        hf_llama_to_megatron,
         llama_specs,
         megatron_to_hf_local,
     )
@@ -189,6 +191,8 @@ _LAZY = {
     "LlamaShape": "hfsdk.core.hybrid_engine.params",
     "llama_specs": "hfsdk.core.hybrid_engine.params",
     "grouped_qkv": "hfsdk.core.hybrid_engine.params",
+    "hf_llama_shape": "hfsdk.core.hybrid_engine.params",
+    "hf_llama_to_megatron": "hfsdk.core.hybrid_engine.params",
     "megatron_to_hf_local": "hfsdk.core.hybrid_engine.params",
     "HybridEngine": "hfsdk.core.hybrid_engine.reshard",
     "StageLink": "hfsdk.core.hybrid_engine.stages",

@@ -60,6 +60,61 @@ class DecoderShape:
         )
 
 
+def sample_rows(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """One index per row of ``probs`` (B, V), drawn with those probabilities.
+
+    Inverse-CDF sampling: one uniform number per row against the running sum.
+    It draws from the same distribution as ``torch.multinomial(probs, 1)``, whose
+    CPU kernel spends milliseconds per call on exponential noise for every entry.
+    """
+    import torch
+
+    cdf = probs.cumsum(-1)
+    u = torch.rand((probs.shape[0], 1), generator=generator, device=probs.device, dtype=cdf.dtype)
+    index = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
+    return index.clamp_(max=probs.shape[-1] - 1)
+
+
+class KVCache:
+    """Keys and values of every layer of one decode, preallocated for ``capacity`` positions.
+
+    Each layer's buffers are (B, kv heads, capacity, head dim), allocated on
+    first use; new positions are written in place, so a decode step copies only
+    its own keys and values instead of growing every layer's cache.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.length = 0
+        self._keys: dict[int, torch.Tensor] = {}
+        self._values: dict[int, torch.Tensor] = {}
+
+    def extend(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store ``layer``'s new keys/values (B, heads, T, hd); all of the layer's so far."""
+        import torch
+
+        end = self.length + k.shape[2]
+        if end > self.capacity:
+            raise HfsdkError(
+                f"KV cache holds {self.capacity} positions but {end} were written; "
+                "size it for prompt length + max new tokens"
+            )
+        if layer not in self._keys:
+            shape = (k.shape[0], k.shape[1], self.capacity, k.shape[3])
+            self._keys[layer] = torch.empty(shape, dtype=k.dtype, device=k.device)
+            self._values[layer] = torch.empty(shape, dtype=v.dtype, device=v.device)
+        keys, values = self._keys[layer], self._values[layer]
+        keys[:, :, self.length : end] = k
+        values[:, :, self.length : end] = v
+        return keys[:, :, :end], values[:, :, :end]
+
+    def advance(self, positions: int) -> None:
+        """Count ``positions`` new positions as stored (after every layer wrote them)."""
+        self.length += positions
+
+
 class TPDecoder:
     """Greedy or sampled decoding with a KV cache over one rank's generation shard.
 
@@ -168,8 +223,7 @@ class TPDecoder:
         out = weight[local.clamp(0, self.local_vocab - 1)] * inside[..., None].to(weight.dtype)
         return self._all_reduce(out)
 
-    def _attention(self, layer: int, x: torch.Tensor, rope: tuple, cache: dict, mask) -> Any:
-        import torch
+    def _attention(self, layer: int, x: torch.Tensor, rope: tuple, cache: KVCache, mask) -> Any:
         import torch.nn.functional as F
 
         pre = f"decoder.layers.{layer}.self_attention."
@@ -182,13 +236,9 @@ class TPDecoder:
         v = qkv[:, :, :, per + 1].transpose(1, 2)
         cos, sin = rope
         q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
-        if layer in cache:
-            k = torch.cat([cache[layer][0], k], dim=2)
-            v = torch.cat([cache[layer][1], v], dim=2)
-        cache[layer] = (k, v)
-        k = k.repeat_interleave(per, dim=1)
-        v = v.repeat_interleave(per, dim=1)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        k, v = cache.extend(layer, k, v)
+        # Grouped-query attention: each key/value head serves its `per` query heads.
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=per > 1)
         out = out.transpose(1, 2).reshape(b, t, groups * per * hd)
         return self._all_reduce(out @ self.w[pre + "linear_proj.weight"].T)
 
@@ -200,9 +250,11 @@ class TPDecoder:
         return self._all_reduce((F.silu(gate) * up) @ self.w[pre + "linear_fc2.weight"].T)
 
     def forward(
-        self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: dict
+        self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: KVCache
     ) -> torch.Tensor | None:
         """Logits (B, T, vocab) of ``ids`` at ``positions``; ``mask`` is (B, 1, T, S) boolean.
+
+        ``ids`` continue the sequences held in ``cache`` (S = its length + T).
 
         With pipeline stages only the last stage returns logits; the others
         pass their hidden states on and return ``None``.
@@ -218,6 +270,7 @@ class TPDecoder:
             x = x + self._attention(layer, h, rope, cache, mask)
             h = self._norm(x, self.w[pre + "pre_mlp_layernorm.weight"])
             x = x + self._mlp(layer, h)
+        cache.advance(ids.shape[1])
         if not self.stages.last:
             self.stages.send(x)
             return None
@@ -244,7 +297,6 @@ class TPDecoder:
         return self.stages.share_token(token)
 
     def _pick(self, logits: torch.Tensor, greedy: bool, sampling: dict, generator) -> Any:
-        import torch
 
         if greedy:
             token = logits.argmax(dim=-1)
@@ -260,7 +312,7 @@ class TPDecoder:
                 cumulative = ordered.softmax(-1).cumsum(-1)
                 drop = cumulative - ordered.softmax(-1) > top_p
                 logits = logits.scatter(-1, index, ordered.masked_fill(drop, float("-inf")))
-            token = torch.multinomial(logits.softmax(-1), 1, generator=generator).squeeze(-1)
+            token = sample_rows(logits.softmax(-1), generator)
         if self.tg > 1:
             import torch.distributed as dist
 
@@ -290,7 +342,7 @@ class TPDecoder:
         mask = causal[None, None] & keys[:, None, None, :]
         # A fully padded query row would attend nothing; let it see itself (output unused).
         mask = mask | torch.eye(t, dtype=torch.bool, device=dev)[None, None]
-        cache: dict = {}
+        cache = KVCache(capacity=t + max_new_tokens)
         eos = torch.tensor(eos_ids, device=dev)
         out = torch.full((b, max_new_tokens), pad_id, dtype=torch.long, device=dev)
         done = torch.zeros(b, dtype=torch.bool, device=dev)

@@ -202,6 +202,9 @@ class FSDPEngine:
         )
         full_state = dict(model.state_dict()) if broadcast and not on_meta else {}
         self.model_class: type[PreTrainedModel] = type(model)
+        attention = self._attn_implementation()
+        if attention is not None:
+            model.set_attn_implementation(attention)
         if self.trainable and config.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         if not self.trainable:
@@ -239,6 +242,16 @@ class FSDPEngine:
                 weight_decay=optim.weight_decay,
             )
             self.scheduler = build_scheduler(self.optimizer, optim, total_steps)
+
+    def _attn_implementation(self) -> str | None:
+        """``attn_implementation`` with ``auto`` resolved (``None``: keep the model's default)."""
+        choice = self.config.attn_implementation
+        if choice != "auto":
+            return choice
+        bf16_training_on_cpu = (
+            self.trainable and self.config.dtype == "bfloat16" and self.device.type == "cpu"
+        )
+        return "eager" if bf16_training_on_cpu else None
 
     def _prepare_model(self, model: PreTrainedModel) -> None:
         """Hook for subclasses to look at the model before it is sharded."""

@@ -162,6 +162,17 @@ class FSDPRoleConfig(RoleConfig):
         "Recompute activations in backward (less memory, ~30% more compute).",
         default=False,
     )
+    attn_implementation: Literal["auto", "sdpa", "eager"] = help_field(
+        "Attention kernel of the HF model: sdpa, eager, or auto (eager when a trained role "
+        "computes in bfloat16 on CPU, else the model's default).",
+        default="auto",
+        validator=attrs.validators.in_(("auto", "sdpa", "eager")),
+    )
+    """transformers' ``attn_implementation``. ``auto`` picks ``eager`` for a trained role
+    computing in bfloat16 on CPU: there torch's fused attention backward takes about 13x its
+    forward (31 ms per layer for 32 x 70 tokens, docs/benchmarks.md) and the plain matrix
+    products are faster; everywhere else it keeps the model's default (``sdpa`` where the
+    architecture has it)."""
     reshard_after_forward: bool = help_field(
         "FSDP2: free gathered parameters after forward (ZeRO-3) instead of keeping them to "
         "backward (ZeRO-2).",
@@ -238,6 +249,18 @@ class HFRolloutConfig(RolloutConfig):
         default=None,
         validator=attrs.validators.optional(attrs.validators.ge(1)),
     )
+    decoder: Literal["auto", "hfsdk", "transformers"] = help_field(
+        "Decoding engine: hfsdk (the hybrid engine's KV-cache decoder; Llama models), "
+        "transformers (model.generate; any model) or auto (hfsdk when the model is supported).",
+        default="auto",
+        validator=attrs.validators.in_(("auto", "hfsdk", "transformers")),
+    )
+    """Which code decodes an fsdp actor's responses (tensor-parallel ``rollout_layout.tp > 1``
+    and the megatron actor always use the ``hfsdk`` decoder). ``hfsdk`` runs
+    :class:`hfsdk.TPDecoder` on the same weights: a preallocated KV cache, grouped-query
+    attention without copying key/value heads and inverse-CDF sampling make it faster than
+    ``generate`` on CPU; it decodes Llama models (no biases, plain RoPE, SwiGLU).
+    ``transformers`` calls ``model.generate`` and works for every architecture."""
     weight_sync: Literal["stream", "gather"] = help_field(
         "How a sharded actor's weights reach generate: stream (one FSDP unit at a time, "
         "extra memory about one block) or gather (the whole model at once).",
@@ -267,6 +290,7 @@ def run_config_problems(config: Any) -> list[str]:
 def _rollout_layout_problems(config: Any) -> list[str]:
     """An fsdp actor's ``rollout_layout`` must fit its ranks, its model and the rollout."""
     from hfsdk_backend_fsdp.tp_slices import (
+        decoder_problems,
         model_config_dict,
         tp_support_problems,
         world_problem,
@@ -282,9 +306,18 @@ def _rollout_layout_problems(config: Any) -> list[str]:
             "stages; use pp: 1 (the default)"
         ]
     tg = layout.tp or 1
-    if tg == 1:
-        return []
     rollout = config.sections.get("rollout")
+    if tg == 1:
+        if isinstance(rollout, HFRolloutConfig) and rollout.decoder == "hfsdk":
+            model = model_config_dict(actor.model_path)
+            return decoder_problems(model)[:1] if model is not None else []
+        return []
+    if isinstance(rollout, HFRolloutConfig) and rollout.decoder == "transformers":
+        return [
+            f"actor.rollout_layout.tp={tg} decodes with the hfsdk decoder, but "
+            "rollout.decoder is transformers; set rollout.decoder: auto or "
+            "actor.rollout_layout.tp: 1"
+        ]
     if not isinstance(rollout, HFRolloutConfig):
         return [
             f"actor.rollout_layout.tp={tg} is served by the hf rollout backend only, not "

@@ -23,11 +23,19 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hfsdk import Batch, HfsdkError
+from hfsdk import (
+    Batch,
+    DecoderShape,
+    HfsdkError,
+    TPDecoder,
+    hf_llama_shape,
+    hf_llama_to_megatron,
+)
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.engine import require_keys
 from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
 from hfsdk_backend_fsdp.token_ops import position_ids_from_mask
+from hfsdk_backend_fsdp.tp_slices import decoder_problems
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedTokenizerBase
@@ -85,6 +93,19 @@ class HFRollout:
                 "the tokenizer has no pad token; set one (e.g. tokenizer.pad_token = "
                 "tokenizer.eos_token) and save it with the model"
             )
+        model = actor.module.config
+        self.uses_hfsdk_decoder = self._resolve_decoder(config.decoder, model.to_dict())
+        self.decoder_shape = DecoderShape.from_hf_config(model) if self.uses_hfsdk_decoder else None
+
+    @staticmethod
+    def _resolve_decoder(choice: str, model: dict[str, Any]) -> bool:
+        """Whether ``rollout.decoder`` (auto/hfsdk/transformers) means the hfsdk decoder."""
+        if choice == "transformers":
+            return False
+        problems = decoder_problems(model)
+        if choice == "hfsdk" and problems:
+            raise HfsdkError(problems[0])
+        return not problems
 
     def _eos_ids(self) -> list[int]:
         return eos_token_ids(self.actor.module.generation_config.eos_token_id, self.tokenizer)
@@ -232,6 +253,14 @@ class HFRollout:
         device = self.actor.device
         parts = []
         with self.weights() as module:
+            if self.uses_hfsdk_decoder:
+                weights = hf_llama_to_megatron(
+                    {name: p.detach() for name, p in module.named_parameters()},
+                    hf_llama_shape(module.config),
+                )
+                decoder = TPDecoder(weights, self.decoder_shape, tg=1, tp_rank=0)
+                ids, mask = prompts["input_ids"], prompts["attention_mask"]
+                return self._decode(decoder, ids, mask, greedy), {}
             for part in prompts.split(step):
                 input_ids = part["input_ids"].to(device)
                 out = module.generate(
@@ -244,6 +273,31 @@ class HFRollout:
                 padded[:, : generated.shape[1]] = generated[:, :width]
                 parts.append(padded)
         return (torch.cat(parts) if parts else torch.empty((0, width), dtype=torch.long)), {}
+
+    def _decode(
+        self, decoder: TPDecoder, ids: torch.Tensor, mask: torch.Tensor, greedy: bool
+    ) -> torch.Tensor:
+        """Responses (B, max_response_length) of the hfsdk decoder, in micro-batches."""
+        width = self.config.max_response_length
+        step = self.config.micro_batch_size or max(len(ids), 1)
+        device = self.actor.device
+        parts = [torch.empty((0, width), dtype=torch.long)]
+        for start in range(0, len(ids), step):
+            out = decoder.generate(
+                ids[start : start + step].to(device),
+                mask[start : start + step].to(device),
+                max_new_tokens=width,
+                eos_ids=self.eos_ids,
+                pad_id=self.tokenizer.pad_token_id,
+                greedy=greedy,
+                sampling={
+                    "temperature": self.config.temperature,
+                    "top_k": self.config.top_k,
+                    "top_p": self.config.top_p,
+                },
+            )
+            parts.append(out.cpu())
+        return torch.cat(parts)
 
     def _assemble(
         self,

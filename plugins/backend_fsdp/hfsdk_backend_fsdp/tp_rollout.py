@@ -154,28 +154,3 @@ class TPSliceRollout(HFRollout):
             all_masks.append(torch.nn.functional.pad(mask, (extra, 0), value=0))
         counts = [len(ids) for ids, _ in shares]
         return torch.cat(all_ids), torch.cat(all_masks), counts
-
-    def _decode(
-        self, decoder: TPDecoder, ids: torch.Tensor, mask: torch.Tensor, greedy: bool
-    ) -> torch.Tensor:
-        """Responses (B, max_response_length) in micro-batches (the same ones on every rank)."""
-        width = self.config.max_response_length
-        step = self.config.micro_batch_size or max(len(ids), 1)
-        device = self.actor.device
-        parts = [torch.empty((0, width), dtype=torch.long)]
-        for start in range(0, len(ids), step):
-            out = decoder.generate(
-                ids[start : start + step].to(device),
-                mask[start : start + step].to(device),
-                max_new_tokens=width,
-                eos_ids=self.eos_ids,
-                pad_id=self.tokenizer.pad_token_id,
-                greedy=greedy,
-                sampling={
-                    "temperature": self.config.temperature,
-                    "top_k": self.config.top_k,
-                    "top_p": self.config.top_p,
-                },
-            )
-            parts.append(out.cpu())
-        return torch.cat(parts)

@@ -150,3 +150,16 @@ def test_model_path_defaults_to_the_default_task(
     with pytest.raises(HfsdkError, match="not a local HF model directory"):
         resolve_model_path(FSDPRoleConfig(model_path=str(tmp_path)), "critic")
     assert engine_module.resolve_device("cpu") == torch.device("cpu")
+
+
+def test_attention_kernel_is_eager_only_for_bfloat16_training_on_cpu(model_dir: Path) -> None:
+    def kernel(dtype: str, role: str = "actor", choice: str = "auto") -> str:
+        config = FSDPRoleConfig(model_path=str(model_dir), dtype=dtype, attn_implementation=choice)
+        cls = ActorEngine if role == "actor" else engine_module.FSDPEngine
+        return cls(config, role=role).module.config._attn_implementation
+
+    assert kernel("bfloat16") == "eager"
+    assert kernel("bfloat16", role="reference") == "sdpa"  # frozen: forward only
+    assert kernel("float32") == "sdpa"  # the model's default
+    assert kernel("bfloat16", choice="sdpa") == "sdpa"
+    assert kernel("float32", choice="eager") == "eager"

@@ -151,3 +151,34 @@ def test_bad_inputs_are_clear_errors(
         rollout.generate_sequences(make_prompts(PROMPTS))
     with pytest.raises(HfsdkError, match="needs batch keys"):
         rollout.generate_sequences(Batch.from_dict(non_tensors={"raw_prompt": ["x"]}))
+
+
+def test_hfsdk_decoder_gives_transformers_greedy_tokens(
+    actor: ActorEngine, make_prompts: Callable[..., Batch]
+) -> None:
+    batch = make_prompts([*PROMPTS, "7 + 1 + 1 + 1 ="])  # left padding of different widths
+    ours = HFRollout(HFRolloutConfig(max_response_length=8, decoder="hfsdk"), actor)
+    theirs = HFRollout(HFRolloutConfig(max_response_length=8, decoder="transformers"), actor)
+    assert ours.uses_hfsdk_decoder and not theirs.uses_hfsdk_decoder
+    mine = ours.generate_sequences(batch, greedy=True)
+    reference = theirs.generate_sequences(batch, greedy=True)
+    torch.testing.assert_close(mine["responses"], reference["responses"])
+    torch.testing.assert_close(mine["response_mask"], reference["response_mask"])
+    # Sampling with the same seed draws the same tokens twice (the decoder's own sampler).
+    sampled = []
+    for _ in range(2):
+        torch.manual_seed(5)
+        sampled.append(ours.generate_sequences(batch, n=4)["responses"])
+    torch.testing.assert_close(sampled[0], sampled[1])
+    assert not torch.equal(sampled[0][0::4], sampled[0][1::4])
+
+
+def test_decoder_choice_follows_the_model() -> None:
+    llama = {"model_type": "llama", "num_attention_heads": 4, "num_key_value_heads": 2,
+             "intermediate_size": 64, "hidden_act": "silu"}  # fmt: skip
+    assert HFRollout._resolve_decoder("auto", llama)
+    assert not HFRollout._resolve_decoder("transformers", llama)
+    biased = {**llama, "attention_bias": True}
+    assert not HFRollout._resolve_decoder("auto", biased)  # falls back to generate
+    with pytest.raises(HfsdkError, match=r"rollout\.decoder=hfsdk .* rollout\.decoder: transformers"):
+        HFRollout._resolve_decoder("hfsdk", {**llama, "model_type": "gpt2"})

@@ -183,6 +183,22 @@ def test_unsupported_models_are_refused(tmp_path: Path, fields: dict, expected: 
     assert expected in message and "rollout_layout.tp: 1" in message
 
 
+def test_decoder_setting_is_checked_against_the_model_and_layout(
+    tmp_path: Path, model_dir: Path
+) -> None:
+    path = _config_dir(tmp_path, attention_bias=True)
+    message = _error([f"actor.model_path={path}", "rollout.decoder=hfsdk"])
+    assert "rollout.decoder=hfsdk decodes Llama models without biases" in message
+    assert "set rollout.decoder: transformers for this model" in message
+    # auto on the same model is accepted (it generates with transformers).
+    load_run_config("grpo", None, [f"actor.model_path={path}"])
+    message = _error(
+        [f"actor.model_path={model_dir}", "actor.rollout_layout.tp=2",
+         "placement.pools.global.devices=2", "rollout.decoder=transformers"]
+    )  # fmt: skip
+    assert "decodes with the hfsdk decoder, but rollout.decoder is transformers" in message
+
+
 def test_generation_pipeline_stages_and_other_rollouts_are_refused(model_dir: Path) -> None:
     message = _error([f"actor.model_path={model_dir}", "actor.rollout_layout.pp=2"])
     assert "actor.rollout_layout.pp=2: the fsdp actor generates without pipeline" in message
