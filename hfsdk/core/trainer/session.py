@@ -165,6 +165,40 @@ def worker_threads(configured: int, device_slots: int, cores: int | None = None)
     return share
 
 
+def local_executor_problem(cfg: Any, placement: Any, pools_in_use: Mapping[str, Any]) -> str | None:
+    """Why the run's workers cannot live in the controller's process (``None``: they can)."""
+    from hfsdk.core.workers.ray_runtime import resolve_address
+
+    if len(pools_in_use) != 1:
+        return f"the roles use {len(pools_in_use)} pools; in-process workers need one"
+    pool = placement.pools[next(iter(pools_in_use))]
+    if pool.devices != 1 or pool.nodes != 1:
+        return f"the pool has {pool.devices} devices on {pool.nodes} node(s); in-process needs one"
+    if placement.colocation != "fused":
+        return "placement.colocation is separate; in-process workers are fused"
+    if resolve_address(cfg.trainer.ray_address) is not None:
+        return "a Ray cluster address is set (trainer.ray_address or RAY_ADDRESS)"
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return "torch.distributed is already initialised in the controller's process"
+    return None
+
+
+def use_local_executor(cfg: Any, placement: Any, pools_in_use: Mapping[str, Any]) -> bool:
+    """``trainer.executor`` resolved: ``True`` runs the workers in the controller's process."""
+    choice = cfg.trainer.executor
+    if choice == "ray":
+        return False
+    problem = local_executor_problem(cfg, placement, pools_in_use)
+    if choice == "local" and problem is not None:
+        raise HfsdkError(
+            f"trainer.executor=local: {problem}; use one pool of one device with fused roles, "
+            "or set trainer.executor: ray (or auto)"
+        )
+    return problem is None
+
+
 class TrainingSession:
     """Live objects of one run: ``loader``, ``roles`` (worker groups) and ``signals``.
 
@@ -230,7 +264,7 @@ class TrainingSession:
     def _start_workers(self) -> None:
         from hfsdk.core.backends import worker_class
         from hfsdk.core.plugin_manager import get_registry
-        from hfsdk.core.workers import ResourcePool, colocate, connect
+        from hfsdk.core.workers import LocalPool, ResourcePool, colocate, connect
 
         cfg = self.config
         placement = cfg.placement
@@ -260,6 +294,7 @@ class TrainingSession:
         slots = sum(
             placement.pools[name].devices // placement.pools[name].nodes for name in by_pool
         )
+        in_process = use_local_executor(cfg, placement, by_pool)
         threads = worker_threads(cfg.trainer.worker_threads, slots)
         env_vars = {
             **_WORKER_ENV,
@@ -267,15 +302,25 @@ class TrainingSession:
             "MKL_NUM_THREADS": str(threads),
             DATA_TIMEOUT_ENV: str(cfg.trainer.worker_timeout_s),
         }
-        logger.info("workers: %d intra-op thread(s) each (%d device slot(s))", threads, slots)
-        connect(cfg.trainer.ray_address)
+        logger.info(
+            "workers: %s, %d intra-op thread(s) each (%d device slot(s))",
+            "in the controller's process" if in_process else "Ray processes",
+            threads,
+            slots,
+        )
+        if not in_process:
+            connect(cfg.trainer.ray_address)
         for pool_name, roles in by_pool.items():
             pool_cfg = placement.pools[pool_name]
-            pool = ResourcePool(
-                devices_per_node=pool_cfg.devices // pool_cfg.nodes,
-                nodes=pool_cfg.nodes,
-                name=pool_name,
-                max_colocate=1 if fused else len(roles),
+            pool = (
+                LocalPool(pool_name)
+                if in_process
+                else ResourcePool(
+                    devices_per_node=pool_cfg.devices // pool_cfg.nodes,
+                    nodes=pool_cfg.nodes,
+                    name=pool_name,
+                    max_colocate=1 if fused else len(roles),
+                )
             )
             self.pools.append(pool)
             groups = colocate(

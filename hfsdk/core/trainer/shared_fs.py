@@ -52,10 +52,15 @@ def check_run_dir_shared(
     run_dir: Path, node_ids: Iterable[str], *, timeout_s: float = PROBE_TIMEOUT_S
 ) -> None:
     """Raise one line unless every node in ``node_ids`` sees ``run_dir`` as the controller does."""
+    from hfsdk.core.workers.host import IN_PROCESS_NODE_ID
+
+    ray_nodes = set(node_ids) - {IN_PROCESS_NODE_ID}  # in-process workers share our filesystem
+    if not ray_nodes:
+        return
     import ray
 
     driver = ray.get_runtime_context().get_node_id()
-    remote = sorted(set(node_ids) - {driver})
+    remote = sorted(ray_nodes - {driver})
     if not remote:
         return
     token = uuid.uuid4().hex

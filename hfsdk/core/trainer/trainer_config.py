@@ -86,6 +86,16 @@ class TrainerConfig:
         default=0.0,
         validator=attrs.validators.ge(0.0),
     )
+    executor: Literal["auto", "ray", "local"] = help_field(
+        "Where workers run: ray (one process per device), local (in the controller's process; "
+        "one device, fused roles) or auto (local exactly when the run fits it).",
+        default="auto",
+        validator=attrs.validators.in_(("auto", "ray", "local")),
+    )
+    """``local`` builds every role in the controller's process and calls it directly: no Ray,
+    no worker start-up, no round trip per call. It needs one pool of one device on one node,
+    fused colocation and no Ray cluster address. ``auto`` picks it exactly then; ``ray``
+    always starts worker processes (worker faults are then survivable: ``max_restarts``)."""
     worker_threads: int = help_field(
         "Intra-op threads of each worker process; 0: the node's cores divided by its device "
         "slots, capped by the controller's OMP_NUM_THREADS.",

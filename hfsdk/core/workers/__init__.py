@@ -17,6 +17,7 @@ _LAZY = {
     "GroupMethod": "hfsdk.core.workers.worker_group",
     "GroupOptions": "hfsdk.core.workers.worker_group",
     "ResourcePool": "hfsdk.core.workers.resource_pool",
+    "LocalPool": "hfsdk.core.workers.local_hosts",
     "register": "hfsdk.core.workers.decorator",
     "BuiltinProtocol": "hfsdk.core.workers.decorator",
     "Protocol": "hfsdk.core.workers.decorator",  # deprecated alias of BuiltinProtocol

@@ -12,7 +12,9 @@ Two modes (``colocate(pool, roles, fused=...)``):
   ``torch.distributed`` group; calls on a shared device still run one after
   another, in the order the controller issued them.
 
-Roles on different pools run concurrently.
+Roles on different pools run concurrently. On a
+:class:`~hfsdk.core.workers.local_hosts.LocalPool` the fused roles live in
+the controller's own process (no Ray).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.host import RoleSpec
+from hfsdk.core.workers.local_hosts import LocalHostSet, LocalPool
 from hfsdk.core.workers.resource_pool import ResourcePool
 from hfsdk.core.workers.worker import Worker
 from hfsdk.core.workers.worker_group import (
@@ -54,7 +57,7 @@ def role_spec(role: str, value: RoleArg) -> RoleSpec:
 
 
 def colocate(
-    pool: ResourcePool,
+    pool: ResourcePool | LocalPool,
     roles: Mapping[str, RoleArg],
     *,
     fused: bool = True,
@@ -74,7 +77,13 @@ def colocate(
     if not roles:
         raise HfsdkError("colocate() needs at least one role")
     specs = {role: role_spec(role, value) for role, value in roles.items()}
-    if not fused:
+    in_process = isinstance(pool, LocalPool)
+    if in_process and not fused and len(specs) > 1:
+        raise HfsdkError(
+            "in-process workers hold every role in one process: colocate them fused "
+            "(placement.colocation: fused) or use Ray workers (trainer.executor: ray)"
+        )
+    if not fused and not in_process:
         groups: dict[str, WorkerGroup] = {}
         try:
             for role, spec in specs.items():
@@ -107,7 +116,8 @@ def colocate(
         collective_timeout_s=collective_timeout_s,
         env_vars=env_vars or {},
     )
-    hosts = HostSet(pool, specs, name="+".join(specs), options=options)
+    host_set = LocalHostSet if in_process else HostSet
+    hosts = host_set(pool, specs, name="+".join(specs), options=options)
     return {
         role: WorkerGroup._on_hosts(hosts, role, spec.worker_cls, call_timeout_s)
         for role, spec in specs.items()

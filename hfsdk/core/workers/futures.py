@@ -44,6 +44,29 @@ def info_busy_s(info: Info) -> float:
     return float(info[3]) if len(info) > 3 else 0.0
 
 
+class LocalRef:
+    """A value already computed in this process, standing in for a Ray object reference.
+
+    In-process workers (``trainer.executor: local``) return their results and
+    infos wrapped in these, so futures, data references and protocols work
+    unchanged without Ray.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def fetch(refs: Sequence[Any], timeout: float | None) -> list[Any]:
+    """The values of ``refs``: in-process ones at once, Ray references with ``ray.get``."""
+    if all(isinstance(ref, LocalRef) for ref in refs):
+        return [ref.value for ref in refs]
+    import ray
+
+    return ray.get(list(refs), timeout=timeout)
+
+
 class CallClock:
     """Totals of the blocking calls the controller made: wall time and the workers' busy time.
 
@@ -123,16 +146,16 @@ class DataRef:
         Bounded by :func:`data_timeout_s`: a producer that never finishes fails
         this consumer instead of freezing it.
         """
-        import ray
-
         timeout_s = data_timeout_s()
         try:
-            for info in ray.get(list(self.info_refs), timeout=timeout_s):
+            for info in fetch(self.info_refs, timeout_s):
                 ok, failure = info[0], info[2]
                 if not ok:
                     raise HfsdkError(f"input from {self.source} failed: {failure.summary()}")
-            return self.transform(ray.get(list(self.result_refs), timeout=timeout_s))
-        except ray.exceptions.GetTimeoutError:
+            return self.transform(fetch(self.result_refs, timeout_s))
+        except Exception as exc:
+            if not is_ray_error(exc, "GetTimeoutError"):
+                raise
             raise HfsdkError(
                 f"input from {self.source} did not arrive within {timeout_s:g} s "
                 f"({DATA_TIMEOUT_ENV}); its producer is stuck or its node is gone"
@@ -252,9 +275,11 @@ class CallFuture:
         """Whether every rank has finished (successfully or not); never blocks."""
         if self._infos is not None:
             return True
+        refs = list(self.info_refs.values())
+        if all(isinstance(ref, LocalRef) for ref in refs):
+            return True
         import ray
 
-        refs = list(self.info_refs.values())
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
         return len(ready) == len(refs)
 
@@ -273,15 +298,13 @@ class CallFuture:
         if self._value is not _MISSING:
             return self._value
         self._wait_infos(self.timeout_s if timeout is None else timeout)
-        import ray
-
+        refs = [self.result_refs[rank] for rank in self.spec.ranks]
         try:
             # The infos arrived, so the results exist; the bound only guards a lost transfer.
-            values = ray.get(
-                [self.result_refs[rank] for rank in self.spec.ranks],
-                timeout=self.timeout_s or DEFAULT_DATA_TIMEOUT_S,
-            )
-        except ray.exceptions.RayError as exc:  # lost objects, a node gone after the call
+            values = fetch(refs, self.timeout_s or DEFAULT_DATA_TIMEOUT_S)
+        except Exception as exc:  # Ray: lost objects, a node gone after the call
+            if not is_ray_error(exc):
+                raise
             raise WorkerError(
                 f"role {self.role!r} method {self.method!r}: fetching results failed: {exc}",
                 role=self.role,
@@ -372,6 +395,10 @@ def wait_for_infos(
     Failing fast matters: when one rank raises, the others may be blocked in a
     collective waiting for it and would never finish.
     """
+    if all(isinstance(ref, LocalRef) for ref in info_refs.values()):
+        done = {rank: ref.value for rank, ref in info_refs.items()}
+        _raise_first_failure(done)
+        return done
     import ray
 
     pending = {ref: rank for rank, ref in info_refs.items()}
@@ -402,11 +429,7 @@ def wait_for_infos(
                     rank=rank,
                     method=method,
                 ) from None
-        failed = sorted(rank for rank, info in infos.items() if not info[0])
-        if failed:
-            failure = infos[failed[0]][2]
-            assert failure is not None
-            raise failure.to_error(failed[1:])
+        _raise_first_failure(infos)
         if pending and deadline is not None and time.monotonic() >= deadline:
             late = sorted(pending.values())
             raise WorkerTimeoutError(
@@ -418,6 +441,23 @@ def wait_for_infos(
                 method=method,
             )
     return infos
+
+
+def _raise_first_failure(infos: Mapping[int, Info]) -> None:
+    """Raise the lowest failed rank's error (naming the other failed ranks)."""
+    failed = sorted(rank for rank, info in infos.items() if not info[0])
+    if failed:
+        failure = infos[failed[0]][2]
+        assert failure is not None
+        raise failure.to_error(failed[1:])
+
+
+def is_ray_error(exc: BaseException, name: str = "RayError") -> bool:
+    """Whether ``exc`` is Ray's exception class ``name`` (Ray is not imported for this)."""
+    import sys
+
+    ray_exceptions = sys.modules.get("ray.exceptions")
+    return ray_exceptions is not None and isinstance(exc, getattr(ray_exceptions, name))
 
 
 # Most specific first: Ray's "is dead because ... Worker exit type/detail" sentence.

@@ -24,6 +24,9 @@ from hfsdk.core.workers.futures import Info, resolve_argument
 from hfsdk.core.workers.mesh import MeshPosition
 from hfsdk.core.workers.worker import WorkerContext, active_context
 
+IN_PROCESS_NODE_ID = "local"
+"""The ``node_id`` in-process workers report: the controller's own node."""
+
 
 @attrs.frozen(kw_only=True)
 class Placement:
@@ -107,16 +110,45 @@ class WorkerHost:
         }
         return info, (True, None, None)
 
-    def _init_runtime(self, master: tuple[str, int] | None, collective_timeout_s: float) -> None:
-        import ray
+    def setup_in_process(
+        self, roles: Mapping[str, RoleSpec], init_distributed: bool, collective_timeout_s: float
+    ) -> tuple[dict[str, Any] | None, Info]:
+        """:meth:`setup` for a host living in the controller's process (no Ray).
 
-        p = self.placement
-        if ray.get_gpu_ids():
-            # Ray narrows CUDA_VISIBLE_DEVICES to this actor's GPU, so it is cuda:0 here.
+        The device is the current CUDA device when there is one, else the CPU;
+        with ``init_distributed`` a one-rank ``torch.distributed`` group is
+        created on a store bound to a port the OS picks.
+        """
+        current_role = next(iter(roles), "?")
+        master = None
+        try:
             import torch
 
-            torch.cuda.set_device(0)
-            self.device = "cuda:0"
+            if torch.cuda.is_available():
+                self.device = f"cuda:{torch.cuda.current_device()}"
+            if init_distributed:
+                import torch.distributed as dist
+
+                store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True)
+                master = ("127.0.0.1", store.port)
+                self._init_runtime(master, collective_timeout_s, store=store)
+            for role, spec in roles.items():
+                current_role = role
+                with active_context(self._context(role, master)):
+                    self.roles[role] = spec.worker_cls(*spec.args, **dict(spec.kwargs))
+        except Exception as exc:
+            return None, (False, None, self._failure(current_role, "__init__", exc))
+        info = {"pid": os.getpid(), "node_ip": self.placement.node_ip,
+                "node_id": IN_PROCESS_NODE_ID, "device": self.device}  # fmt: skip
+        return info, (True, None, None)
+
+    def _init_runtime(
+        self, master: tuple[str, int] | None, collective_timeout_s: float, store: Any = None
+    ) -> None:
+        """Pick the device (a Ray actor's GPU) and join ``master``'s group (or ``store``'s)."""
+        if store is None:
+            self._take_ray_gpu()
+        p = self.placement
         if master is None:
             return
         addr, port = master
@@ -134,15 +166,26 @@ class WorkerHost:
 
         # On GPU keep a gloo backend beside NCCL for CPU tensors (offloaded states, metadata).
         backend = "cpu:gloo,cuda:nccl" if self.device.startswith("cuda") else "gloo"
+        where = {"store": store} if store is not None else {"init_method": f"tcp://{addr}:{port}"}
         dist.init_process_group(
             backend=backend,
-            init_method=f"tcp://{addr}:{port}",
+            **where,
             rank=p.rank,
             world_size=p.world_size,
             # The controller bounds the rendezvous (start_timeout_s); this bounds collectives.
             timeout=timedelta(seconds=collective_timeout_s),
         )
         self.distributed = True
+
+    def _take_ray_gpu(self) -> None:
+        import ray
+
+        if ray.get_gpu_ids():
+            # Ray narrows CUDA_VISIBLE_DEVICES to this actor's GPU, so it is cuda:0 here.
+            import torch
+
+            torch.cuda.set_device(0)
+            self.device = "cuda:0"
 
     def _context(self, role: str, master: tuple[str, int] | None) -> WorkerContext:
         p = self.placement

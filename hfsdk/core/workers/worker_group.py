@@ -27,6 +27,7 @@ from hfsdk.core.workers.futures import (
     CALL_CLOCK,
     CallFuture,
     DataRef,
+    is_ray_error,
     take_single,
     wait_for_infos,
 )
@@ -159,6 +160,29 @@ class HostSet:
         self._views -= 1
         if self._views <= 0:
             self.kill()
+
+    def prepare_calls(
+        self, calls: Mapping[int, tuple[tuple[Any, ...], dict[str, Any]]]
+    ) -> dict[int, tuple[tuple[Any, ...], dict[str, Any]]]:
+        """The per-rank arguments as sent: large shared ones go to the object store once."""
+        return _share_large_arguments(calls)
+
+    def submit(
+        self,
+        rank: int,
+        call: tuple[str, str, tuple[Any, ...], dict[str, Any], bool],
+        after: Sequence[Any],
+    ) -> tuple[Any, Any]:
+        """Start ``(role, method, args, kwargs, want_result)`` on ``rank``: (result, info) refs."""
+        handle = self.handles[rank]
+        return handle.execute.options(num_returns=2).remote(*call, *after)
+
+    def ask_mesh_positions(self, role: str, mesh: str, timeout_s: float) -> list[Any]:
+        """Every rank's declared position of ``role`` in ``mesh`` (``None``: undeclared)."""
+        import ray
+
+        refs = [h.mesh_position.remote(role, mesh) for h in self.handles]
+        return ray.get(refs, timeout=timeout_s)
 
     def kill(self) -> None:
         """Stop the worker processes and free their device shares."""
@@ -393,21 +417,18 @@ class WorkerGroup:
     def mesh_positions(self, mesh: str) -> tuple[MeshPosition, ...]:
         """Every rank's declared position in mesh ``mesh`` (asked once, then cached)."""
         if mesh not in self._mesh_cache:
-            import ray
-
             self._check_open()
             timeout_s = self.call_timeout_s or MESH_QUERY_TIMEOUT_S
             try:
-                positions = ray.get(
-                    [h.mesh_position.remote(self.role, mesh) for h in self._hosts.handles],
-                    timeout=timeout_s,
-                )
-            except ray.exceptions.GetTimeoutError:
+                positions = self._hosts.ask_mesh_positions(self.role, mesh, timeout_s)
+            except Exception as exc:
+                if not is_ray_error(exc, "GetTimeoutError"):
+                    raise
                 raise WorkerTimeoutError(
                     f"role {self.role!r}: ranks did not answer which position they hold in mesh "
                     f"{mesh!r} within {timeout_s:g} s; a rank may be stuck in an earlier call",
                     role=self.role,
-                    ranks=list(range(len(self._hosts.handles))),
+                    ranks=list(range(self.world_size)),
                     method="mesh_position",
                 ) from None
             missing = [rank for rank, p in enumerate(positions) if p is None]
@@ -441,8 +462,8 @@ class WorkerGroup:
         self._check_plan(plan, context)
         spec = plan.collect_spec()
         wanted = set(spec.ranks)
-        calls = _share_large_arguments(plan.calls)
         hosts = self._hosts
+        calls = hosts.prepare_calls(plan.calls)
         result_refs: dict[int, Any] = {}
         info_refs: dict[int, Any] = {}
         for rank in sorted(calls):
@@ -452,11 +473,8 @@ class WorkerGroup:
             # Another process on this device ran last: run after it (colocated roles
             # time-share the device; every device sees calls in the controller's order).
             after = [slot.last[1]] if slot.last is not None and slot.last[0] != host_id else []
-            result, info = (
-                hosts.handles[rank]
-                .execute.options(num_returns=2)
-                .remote(self.role, method, call_args, call_kwargs, rank in wanted, *after)
-            )
+            call = (self.role, method, call_args, call_kwargs, rank in wanted)
+            result, info = hosts.submit(rank, call, after)
             slot.last = (host_id, info)
             result_refs[rank] = result
             info_refs[rank] = info

@@ -261,7 +261,11 @@ class FSDPEngine:
     @contextlib.contextmanager
     def _autocast(self) -> Iterator[None]:
         """bfloat16 autocast for a trained model that is not under FSDP mixed precision."""
-        if self.trainable and self.config.dtype != "float32" and not self.dp.distributed:
+        if (
+            self.trainable
+            and self.config.dtype != "float32"
+            and not sharding.is_sharded(self.module)
+        ):
             with torch.autocast(self.device.type, dtype=self.compute_dtype):
                 yield
         else:

@@ -126,10 +126,13 @@ class HFRollout:
         """
         actor = self.actor
         started = time.perf_counter()
-        if self.config.weight_sync == "gather" or not sharding.is_sharded(actor.module):
+        sharded = sharding.is_sharded(actor.module)
+        # An unsharded actor that computes in bfloat16 keeps float32 weights (autocast);
+        # generation gets a copy in the compute dtype, like the streamed one.
+        cast = not sharded and actor.config.dtype != "float32"
+        if (self.config.weight_sync == "gather" and sharded) or (not sharded and not cast):
             with actor.generation_module() as module:
                 full = sum(p.numel() * p.element_size() for p in module.parameters())
-                sharded = sharding.is_sharded(actor.module)
                 self.last_metrics = {
                     "timing/reshard_s": time.perf_counter() - started,
                     "perf/reshard_bytes": full * (actor.dp.size - 1) / actor.dp.size,
@@ -143,7 +146,12 @@ class HFRollout:
             with torch.no_grad():
                 module.to_empty(device=actor.device)
                 targets = dict(module.named_parameters())
-                for name, tensor in sharding.stream_full_parameters(actor.module, actor.dp, stats):
+                source = (
+                    sharding.stream_full_parameters(actor.module, actor.dp, stats)
+                    if sharded
+                    else actor.module.named_parameters()
+                )
+                for name, tensor in source:
                     targets[name].copy_(tensor)
                 # Buffers (rotary frequencies) are not sharded; to_empty left them blank.
                 for name, buffer in actor.module.named_buffers():
@@ -152,7 +160,11 @@ class HFRollout:
             self.last_metrics = {
                 "timing/reshard_s": time.perf_counter() - started,
                 "perf/reshard_bytes": float(stats.received_bytes),
-                "perf/reshard_peak_extra_bytes": float(stats.peak_unit_bytes),
+                "perf/reshard_peak_extra_bytes": float(
+                    stats.peak_unit_bytes
+                    if sharded
+                    else sum(p.numel() * p.element_size() for p in module.parameters())
+                ),
             }
             with torch.no_grad():
                 yield module

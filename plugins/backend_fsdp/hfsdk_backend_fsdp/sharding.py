@@ -1,7 +1,9 @@
 """FSDP2 for HF models: sharding, gathering for generation, full state dicts.
 
-Every function also works without torch.distributed (a single process): the
-model then stays a plain module and state dicts are its own.
+Every function also works without torch.distributed (a single process) and
+in a group of one rank: the model then stays a plain module (FSDP over one
+rank would only copy each unit in and out for every pass) and state dicts are
+its own.
 """
 
 from __future__ import annotations
@@ -66,13 +68,15 @@ def shard_model(
     Blocks are found through HF's ``_no_split_modules``; embeddings, the final
     norm and the heads belong to the root group. ``compute_dtype`` (e.g.
     bfloat16) is the forward/backward dtype while the sharded master weights
-    keep their own dtype and gradients are reduced in float32.
+    keep their own dtype and gradients are reduced in float32. A group of one
+    rank (or none) leaves the model a plain module; the engine then computes
+    in ``compute_dtype`` under autocast.
     """
     import torch
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    if not dp.distributed:
+    if not dp.distributed or dp.size == 1:
         return model
     mesh = DeviceMesh.from_group(dp.group, device_type)
     mp_policy = MixedPrecisionPolicy(

@@ -1,0 +1,181 @@
+"""In-process workers: a one-device pool's roles built in the controller's own process.
+
+A run whose roles all share one device on one machine gains nothing from
+worker processes: every call would still run one after another on that
+device, and each Ray round trip costs milliseconds (``benchmarks/
+dispatch_overhead.py``: 1.9 ms for an empty call on the 2-core machine), a
+large share of a small model's step. :class:`LocalHostSet` builds the roles
+in this process instead and runs each call directly; results come back as
+:class:`~hfsdk.core.workers.futures.LocalRef` objects, so worker groups,
+futures, data references and transfer protocols work unchanged.
+``trainer.executor`` chooses (``auto``: in-process exactly for such runs).
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.workers.futures import LocalRef, wait_for_infos
+from hfsdk.core.workers.host import Placement, RoleSpec, WorkerHost
+from hfsdk.core.workers.resource_pool import DeviceSlot
+
+_LOCAL_IDS = itertools.count(1_000_000)
+_RENDEZVOUS_ENV = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                   "LOCAL_WORLD_SIZE")  # fmt: skip
+
+
+class LocalPool:
+    """A one-device pool in the controller's process (no Ray placement group)."""
+
+    def __init__(self, name: str = "local") -> None:
+        self.name = name
+        self.slots = [
+            DeviceSlot(pg=None, bundle_index=0, node_id="local", node_ip="127.0.0.1", local_index=0)
+        ]
+        self.max_colocate = 1
+
+    @property
+    def world_size(self) -> int:
+        """One rank."""
+        return 1
+
+    def __len__(self) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        return f"LocalPool({self.name!r}, in-process, 1 device)"
+
+    def reserve(self, host_ids: Sequence[int], role: str) -> None:
+        """Record the one host; a second is refused (one process holds every role)."""
+        slot = self.slots[0]
+        if slot.hosts:
+            raise HfsdkError(
+                f"the in-process pool {self.name!r} already holds roles; role {role!r} must be "
+                "fused with them (placement.colocation: fused) or run with trainer.executor: ray"
+            )
+        slot.hosts.extend(host_ids)
+
+    def unreserve(self, host_ids: Sequence[int]) -> None:
+        """Forget the host."""
+        slot = self.slots[0]
+        slot.hosts = [h for h in slot.hosts if h not in host_ids]
+        slot.last = None
+
+    def release(self) -> None:
+        """Nothing to give back."""
+
+
+class LocalHostSet:
+    """The roles of a :class:`LocalPool`, built and called in this process.
+
+    Sets the workers' environment (``env_vars``; ``OMP_NUM_THREADS`` also as
+    torch's thread count) while it lives and restores the controller's on
+    :meth:`kill`, which also drops the role objects and the process group.
+    """
+
+    def __init__(
+        self,
+        pool: LocalPool,
+        roles: Mapping[str, RoleSpec],
+        *,
+        name: str,
+        options: Any,
+    ) -> None:
+        import torch
+        import torch.distributed as dist
+
+        if options.init_distributed and dist.is_available() and dist.is_initialized():
+            raise HfsdkError(
+                "torch.distributed is already initialised in this process, so in-process "
+                "workers cannot create their own group; set trainer.executor: ray"
+            )
+        self.pool = pool
+        self.name = name
+        self.roles = dict(roles)
+        self.ids = [next(_LOCAL_IDS)]
+        self.handles: list[Any] = []  # no Ray actors
+        self._views = 0
+        # The process group's rendezvous variables are set by the host, the rest here.
+        saved = (*options.env_vars, *_RENDEZVOUS_ENV)
+        self._saved_env = {key: os.environ.get(key) for key in saved}
+        self._saved_threads = torch.get_num_threads()
+        os.environ.update(options.env_vars)
+        threads = options.env_vars.get("OMP_NUM_THREADS", "")
+        if threads.isdigit() and int(threads) > 0:
+            torch.set_num_threads(int(threads))
+        placement = Placement(
+            rank=0, world_size=1, local_rank=0, local_world_size=1, node_ip="127.0.0.1"
+        )
+        self.host: WorkerHost | None = WorkerHost(placement, name)
+        pool.reserve(self.ids, role=name)
+        try:
+            info, status = self.host.setup_in_process(
+                self.roles, options.init_distributed, options.collective_timeout_s
+            )
+            wait_for_infos({0: LocalRef(status)}, role=name, method="__init__", timeout=None)
+        except BaseException:
+            self.kill()
+            raise
+        self.process_info = [info]
+
+    def describe_rank(self, rank: int) -> str:
+        """``rank 0 (in-process, pid 123)``."""
+        return f"rank {rank} (in-process, pid {os.getpid()})"
+
+    def prepare_calls(
+        self, calls: Mapping[int, tuple[tuple[Any, ...], dict[str, Any]]]
+    ) -> dict[int, tuple[tuple[Any, ...], dict[str, Any]]]:
+        """The arguments as they are (nothing to share between processes)."""
+        return dict(calls)
+
+    def submit(
+        self,
+        rank: int,
+        call: tuple[str, str, tuple[Any, ...], dict[str, Any], bool],
+        after: Sequence[Any],
+    ) -> tuple[LocalRef, LocalRef]:
+        """Run the call now; its result and info as :class:`LocalRef` objects."""
+        if self.host is None:
+            raise HfsdkError(f"the in-process workers of {self.name!r} were stopped")
+        result, info = self.host.execute(*call)
+        return LocalRef(result), LocalRef(info)
+
+    def ask_mesh_positions(self, role: str, mesh: str, timeout_s: float) -> list[Any]:
+        """The role's declared position in ``mesh`` (``None``: undeclared)."""
+        assert self.host is not None
+        return [self.host.mesh_position(role, mesh)]
+
+    def attach(self) -> None:
+        """Count one more role view."""
+        self._views += 1
+
+    def detach(self) -> None:
+        """One role view is done; stop when none is left."""
+        self._views -= 1
+        if self._views <= 0:
+            self.kill()
+
+    def kill(self) -> None:
+        """Drop the role objects and the process group; restore the controller's settings."""
+        import torch
+        import torch.distributed as dist
+
+        if self.host is not None:
+            distributed = self.host.distributed
+            self.host.roles.clear()
+            self.host = None
+            if distributed and dist.is_initialized():
+                dist.destroy_process_group()
+            gc.collect()
+            for key, value in self._saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+            torch.set_num_threads(self._saved_threads)
+        self.pool.unreserve(self.ids)
