@@ -51,4 +51,12 @@ def maybe_kill_worker(step: int, pid: Callable[[], int]) -> None:
     """``worker_kill`` point: SIGKILL the worker process ``pid()``, the first time only."""
     if fault_requested("worker_kill", step) and ("worker_kill", step) not in _FIRED:
         _FIRED.add(("worker_kill", step))
-        os.kill(pid(), signal.SIGKILL)
+        target = pid()
+        if target == os.getpid():
+            from hfsdk.core.errors import HfsdkError
+
+            raise HfsdkError(
+                f"{FAULT_ENV}=worker_kill:{step} needs worker processes, but the workers run "
+                "in the controller's process; set trainer.executor: ray"
+            )
+        os.kill(target, signal.SIGKILL)

@@ -102,7 +102,11 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     """Check and build everything a session needs that does not need Ray."""
     from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
     from hfsdk.core.trainer.session import _signal_config, load_tokenizer, resolve_assets
-    from hfsdk.core.workers.ray_runtime import check_reachable, resolve_address
+    from hfsdk.core.workers.ray_runtime import (
+        check_reachable,
+        default_virtual_devices,
+        resolve_address,
+    )
 
     for key, section in _model_sections(config, spec).items():
         check_model_path(f"{key}.model_path", getattr(section, "model_path", None))
@@ -110,6 +114,8 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     address = resolve_address(config.trainer.ray_address)
     if address is not None:
         check_reachable(address)
+    else:  # a bad HFSDK_VIRTUAL_DEVICES is refused even when the workers run in-process
+        default_virtual_devices()
     assets = resolve_assets(config, spec.policy_role)
     tokenizer = load_tokenizer(assets.tokenizer_path)
     dataset = load_prompt_dataset(assets.train_files, config.data.prompt_key)

@@ -55,6 +55,7 @@ _RESUMABLE_CHANGES = {
         "worker_timeout_s",
         "startup_timeout_s",
         "ray_address",
+        "executor",
     )
 }
 

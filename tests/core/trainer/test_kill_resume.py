@@ -122,7 +122,8 @@ def test_kill_points_full_disk_and_a_second_writer(reference: Path, tmp_path: Pa
 
     # 5. a clean rerun; meanwhile a second run on the same directory is refused with our pid
     final = subprocess.Popen(
-        [HFSDK, "run", *ARGS, "--run-dir", str(run_dir)],
+        # Ray workers: their start-up keeps this run going while the second one knocks.
+        [HFSDK, "run", *ARGS, "trainer.executor=ray", "--run-dir", str(run_dir)],
         env=_env(None),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -22,7 +22,8 @@ from hfsdk.core.workers.errors import WorkerError
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
-ARGS = ["trainer.total_steps=4", "trainer.save_every=2"]
+# Worker processes to kill: the in-process executor has none.
+ARGS = ["trainer.total_steps=4", "trainer.save_every=2", "trainer.executor=ray"]
 COMPARED = ("reward/mean", "response_length/mean", "actor/pg_loss", "actor/kl", "actor/grad_norm")
 
 

@@ -83,3 +83,25 @@ def test_worker_threads_share_the_cores_among_device_slots(
     monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the controller's cap (tests, shared machines)
     assert worker_threads(0, 1, cores=16) == 2
     assert worker_threads(8, 1, cores=16) == 8
+
+
+def test_executor_is_local_exactly_for_one_device_with_fused_roles(monkeypatch) -> None:
+    from hfsdk.core.trainer.session import local_executor_problem, use_local_executor
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+
+    def resolve(*overrides: str) -> bool:
+        config = load_run_config("grpo", None, list(overrides))
+        pools = {name: {} for name in config.placement.pools}
+        return use_local_executor(config, config.placement, pools)
+
+    assert resolve() is True  # the default: one pool of one device
+    assert resolve("trainer.executor=ray") is False
+    assert resolve("placement.pools.global.devices=2") is False
+    assert resolve("placement.colocation=separate") is False
+    assert resolve("trainer.ray_address=auto") is False
+    with pytest.raises(HfsdkError, match=r"trainer\.executor=local: the pool has 2 devices"):
+        resolve("trainer.executor=local", "placement.pools.global.devices=2")
+    config = load_run_config("grpo", None, [])
+    two = {"a": {}, "b": {}}
+    assert "the roles use 2 pools" in local_executor_problem(config, config.placement, two)

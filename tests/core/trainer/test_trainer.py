@@ -73,3 +73,21 @@ def test_resuming_with_another_config_is_refused(tmp_path: Path) -> None:
         Trainer(other, run_dir)
     # only the run length may change
     Trainer(load_run_config("grpo", None, [*SMALL, "trainer.total_steps=99"]), run_dir)
+
+
+@pytest.mark.distributed
+def test_in_process_workers_train_exactly_like_ray_workers(tmp_path: Path) -> None:
+    runs = {}
+    for executor in ("ray", "local"):
+        config = load_run_config(
+            "grpo", None, [*SMALL, "trainer.total_steps=2", f"trainer.executor={executor}"]
+        )
+        runs[executor] = Trainer(config, tmp_path / executor, quiet=True).fit()
+    for a, b in zip(runs["ray"], runs["local"], strict=True):
+        for key in COMPARED:
+            assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-8), (a["step"], key)
+    ray_weights, local_weights = _weights(tmp_path / "ray", 2), _weights(tmp_path / "local", 2)
+    for name in ray_weights:
+        torch.testing.assert_close(local_weights[name], ray_weights[name], rtol=0, atol=1e-6)
+    # Both trained: the weights moved away from the starting model's.
+    assert runs["local"][-1]["actor/grad_norm"] > 0
