@@ -70,7 +70,10 @@ KL loss with the k3 estimator and coefficient ``--beta`` (TRL's default
 ``kl_loss_coef`` and makes both sides run the reference model), token-mean
 loss aggregation (TRL ``loss_type="dapo"``, its default), group-std
 advantage scaling (TRL ``scale_rewards="group"``, its default; hfsdk
-``advantage.epsilon`` is set to TRL's 1e-4), float32, no gradient
+``advantage.epsilon`` is set to TRL's 1e-4), precision ``--dtype``: by
+default TRL's own default, bfloat16 mixed precision (TRL ``bf16=True`` with
+float32 weights; hfsdk ``actor.dtype=bfloat16`` with float32 master weights
+and ``reference.dtype=bfloat16``), or ``float32`` on both sides, no gradient
 checkpointing (TRL's GRPO default is on), seed 0.
 
 What cannot be matched exactly:
@@ -149,9 +152,9 @@ class Settings:
     beta: float = 0.01
     """KL loss coefficient (hfsdk ``algorithm.kl_loss_coef``, TRL ``beta``)."""
     seed: int = 0
-    dtype: str = "float32"
-    """Compute dtype of both sides: ``float32``, or ``bfloat16`` mixed precision (float32
-    master weights; hfsdk ``actor.dtype``/``reference.dtype``, TRL ``bf16=True``)."""
+    dtype: str = "bfloat16"
+    """Compute dtype of both sides: ``bfloat16`` mixed precision (TRL's default ``bf16=True``;
+    float32 master weights; hfsdk ``actor.dtype``/``reference.dtype``) or ``float32``."""
     rollout: str = "hf"
     """hfsdk's rollout backend (``--rollout vllm``: the vLLM plugin; TRL's side is unchanged)."""
 
@@ -546,7 +549,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--dtype",
         choices=("float32", "bfloat16"),
         default=DEFAULTS.dtype,
-        help="compute dtype of both sides (bfloat16: mixed precision, TRL's bf16=True)",
+        help="compute dtype of both sides (default bfloat16: mixed precision, TRL's default "
+        "bf16=True)",
     )
     p.add_argument("--beta", type=float, default=DEFAULTS.beta, help="KL loss coefficient")
     p.add_argument(
