@@ -34,6 +34,7 @@ from hfsdk_backend_fsdp.models import (
     has_tied_weights,
     load_model,
     load_tokenizer,
+    quiet_loading,
 )
 from hfsdk_backend_fsdp.token_ops import position_ids_from_mask
 
@@ -569,7 +570,8 @@ class FSDPEngine:
             if getattr(self.module, "generation_config", None) is not None:
                 fresh.generation_config = self.module.generation_config
             directory.mkdir(parents=True, exist_ok=True)
-            fresh.save_pretrained(str(directory))
-            self.tokenizer.save_pretrained(str(directory))
+            with quiet_loading():  # no per-save progress bar on the console
+                fresh.save_pretrained(str(directory))
+                self.tokenizer.save_pretrained(str(directory))
         self._barrier()
         return directory
