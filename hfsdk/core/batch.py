@@ -507,6 +507,23 @@ class Batch:
 
     # ------------------------------------------------------------------ pickling
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Batch:
+        """A batch sharing no memory with this one (what a trip between processes gives).
+
+        Tensors are cloned directly; the generic deep copy would go through
+        :meth:`__getstate__`'s byte buffers.
+        """
+        import copy
+
+        tensors = {key: value.detach().clone() for key, value in self.tensors.items()}
+        return Batch._trusted(
+            tensors,
+            copy.deepcopy(self.non_tensors, memo),
+            copy.deepcopy(self.meta, memo),
+            self._length,
+            device=self.tensors.device,
+        )
+
     def __getstate__(self) -> dict[str, Any]:
         """Tensors as raw byte buffers (uint8 numpy arrays) plus dtype and shape.
 

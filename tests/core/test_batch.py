@@ -642,3 +642,19 @@ def test_property_repeat_then_index_recovers_each_copy(
         else:
             positions = [copy * len(batch) + row for row in range(len(batch))]
         assert_same(repeated.index(positions), batch)
+
+
+def test_deepcopy_shares_no_memory_and_keeps_everything() -> None:
+    import copy
+
+    batch = Batch.from_dict(
+        tensors={"x": torch.arange(6.0).view(3, 2)},
+        non_tensors={"uid": ["a", "b", "c"]},
+        meta={"n": 2, "nested": {"k": [1]}},
+    )
+    twin = copy.deepcopy(batch)
+    assert len(twin) == 3 and list(twin["uid"]) == ["a", "b", "c"] and twin.meta == batch.meta
+    torch.testing.assert_close(twin["x"], batch["x"])
+    twin["x"].zero_()
+    twin.meta["nested"]["k"].append(2)
+    assert batch["x"].sum() == 15 and batch.meta["nested"]["k"] == [1]

@@ -13,6 +13,7 @@ futures, data references and transfer protocols work unchanged.
 
 from __future__ import annotations
 
+import copy
 import gc
 import itertools
 import os
@@ -139,11 +140,19 @@ class LocalHostSet:
         call: tuple[str, str, tuple[Any, ...], dict[str, Any], bool],
         after: Sequence[Any],
     ) -> tuple[LocalRef, LocalRef]:
-        """Run the call now; its result and info as :class:`LocalRef` objects."""
+        """Run the call now; its result and info as :class:`LocalRef` objects.
+
+        Arguments and result are copied, as crossing a process boundary would
+        copy them: a worker that changes its input, or keeps and later changes
+        what it returned, affects the controller's objects no more than a Ray
+        worker would.
+        """
         if self.host is None:
             raise HfsdkError(f"the in-process workers of {self.name!r} were stopped")
-        result, info = self.host.execute(*call)
-        return LocalRef(result), LocalRef(info)
+        role, method, args, kwargs, want_result = call
+        args, kwargs = copy.deepcopy((args, kwargs))
+        result, info = self.host.execute(role, method, args, kwargs, want_result)
+        return LocalRef(copy.deepcopy(result)), LocalRef(info)
 
     def ask_mesh_positions(self, role: str, mesh: str, timeout_s: float) -> list[Any]:
         """The role's declared position in ``mesh`` (``None``: undeclared)."""

@@ -37,6 +37,16 @@ class Doubler(Worker):
         return (os.getpid(), self.rank, self.device, group, torch.get_num_threads(),
                 os.environ.get("HFSDK_TEST_FLAG"))  # fmt: skip
 
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def scale_in_place(self, batch: Batch) -> Batch:
+        batch["x"].mul_(self.factor)  # changes the worker's copy only
+        self.kept = batch
+        return batch
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def touch_kept(self) -> None:
+        self.kept["x"].zero_()
+
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def fail(self) -> None:
         raise ValueError("the worker refused")
@@ -68,6 +78,11 @@ def test_fused_roles_run_in_this_process_and_leave_no_trace() -> None:
         assert isinstance(future, CallFuture) and future.done()
         totals = groups["sum"].total(future)
         torch.testing.assert_close(totals["s"], (batch["x"] * 3).sum(-1, keepdim=True))
+        # Arguments and results are copies, as between processes.
+        returned = groups["double"].scale_in_place(batch)
+        torch.testing.assert_close(batch["x"], torch.arange(6.0).view(3, 2))
+        groups["double"].touch_kept()
+        torch.testing.assert_close(returned["x"], torch.arange(6.0).view(3, 2) * 3)
         with pytest.raises(WorkerError, match="ValueError: the worker refused") as info:
             groups["double"].fail()
         assert "raise ValueError" in info.value.worker_traceback
