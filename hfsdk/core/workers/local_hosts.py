@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import gc
 import itertools
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from hfsdk.core.workers.futures import LocalRef, wait_for_infos
 from hfsdk.core.workers.host import Placement, RoleSpec, WorkerHost
 from hfsdk.core.workers.resource_pool import DeviceSlot
 
+logger = logging.getLogger(__name__)
 _LOCAL_IDS = itertools.count(1_000_000)
 _RENDEZVOUS_ENV = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
                    "LOCAL_WORLD_SIZE")  # fmt: skip
@@ -176,11 +178,17 @@ class LocalHostSet:
 
         if self.host is not None:
             distributed = self.host.distributed
+            for role, worker in self.host.roles.items():
+                try:
+                    worker.close()
+                except Exception:  # stopping must go on, and must not hide an earlier error
+                    logger.warning("role %r: close() failed", role, exc_info=True)
             self.host.roles.clear()
             self.host = None
+            # Engines drop their own subgroups when collected; only then the default group.
+            gc.collect()
             if distributed and dist.is_initialized():
                 dist.destroy_process_group()
-            gc.collect()
             for key, value in self._saved_env.items():
                 if value is None:
                     os.environ.pop(key, None)

@@ -179,3 +179,13 @@ class Worker:
     def mesh_position(self, name: str) -> MeshPosition | None:
         """This rank's position in mesh ``name``, or ``None`` if it was not declared."""
         return self._hfsdk_meshes.get(name)
+
+    # ------------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        """Release what outlives the Python object (an engine's process groups, threads).
+
+        Called when in-process workers stop (``trainer.executor: local``), before
+        the process group is destroyed; a Ray worker's process is killed instead.
+        The default does nothing.
+        """

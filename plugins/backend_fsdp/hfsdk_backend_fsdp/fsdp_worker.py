@@ -123,6 +123,12 @@ class FSDPPolicyWorker(FSDPRoleWorker):
                 return TPSliceRollout(rollout, engine, tg=tg)
         return get_registry("rollout_backends")[rollout.backend].impl(rollout, self.engine)
 
+    def close(self) -> None:
+        """Shut the rollout engine down when it has to be (vLLM's in-process engine)."""
+        close = getattr(self.rollout, "close", None)
+        if close is not None:
+            close()
+
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def generate_sequences(self, prompts: Batch) -> Batch:
         """Responses for ``prompts`` (greedy when ``prompts.meta['greedy']``)."""

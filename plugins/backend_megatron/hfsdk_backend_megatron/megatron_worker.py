@@ -141,6 +141,12 @@ class MegatronWorker(Worker):
 
     # -- rollout and inference -------------------------------------------------------
 
+    def close(self) -> None:
+        """Shut the rollout engine down when it has to be (vLLM's in-process engine)."""
+        close = getattr(self.rollout, "close", None)
+        if close is not None:
+            close()
+
     @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
     def generate_sequences(self, prompts: Batch) -> Batch:
         """Responses for ``prompts``: weights gathered over tp × pp, the collector generates."""

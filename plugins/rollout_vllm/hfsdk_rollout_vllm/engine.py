@@ -155,6 +155,10 @@ class ColocatedEngine:
             self.llm.wake_up(tags=wanted)
             self._asleep -= set(wanted)
 
+    def close(self) -> None:
+        """Shut the engine down (its process groups too) while torch.distributed still exists."""
+        self.llm.llm_engine.engine_core.shutdown()
+
     def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Load (HF name, tensor) pairs into the running engine, in place, layer by layer.
 

@@ -154,6 +154,10 @@ class HybridVLLMRollout(HybridRollout):
         """The actor's weights changed (update, checkpoint load): reload before the next rollout."""
         self.weights_stale = True
 
+    def close(self) -> None:
+        """Shut the vLLM engine down (in-process workers stop; see ``Worker.close``)."""
+        self.vllm.close()
+
     def _generate(
         self, prompts: Batch, greedy: bool
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

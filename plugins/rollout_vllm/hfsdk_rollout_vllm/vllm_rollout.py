@@ -88,6 +88,10 @@ class VLLMRollout(HFRollout):
         """vLLM's ``SamplingParams`` for one request (the model's defaults never apply)."""
         return sampling_params(self.config, self.eos_ids, greedy, seed)
 
+    def close(self) -> None:
+        """Shut the vLLM engine down (in-process workers stop; see ``Worker.close``)."""
+        self.engine.close()
+
     def _generate(
         self, prompts: Batch, greedy: bool
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

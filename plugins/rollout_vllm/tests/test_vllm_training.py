@@ -110,3 +110,17 @@ def test_ppo_runs_and_resumes_exactly(tmp_path: Path) -> None:
         assert (final_a[name] - final_b[name]).abs().max().item() < 1e-6, name
     first = _weights(straight_dir, 1)
     assert any((first[n] - final_b[n]).abs().max().item() > 0 for n in first)
+
+
+def test_in_process_run_shuts_the_engine_down_cleanly(tmp_path: Path) -> None:
+    """One device: vLLM lives in the controller's process and is closed before its groups go."""
+    hfsdk = Path(sys.executable).with_name("hfsdk")
+    command = [str(hfsdk), "run", "--algo", "grpo", "rollout.backend=vllm",
+               "trainer.total_steps=2", "--run-dir", str(tmp_path / "run"), "--quiet"]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    # Without close() vLLM's exit hook raised on the already destroyed process group.
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
