@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -58,9 +58,14 @@ class LocalRef:
         self.value = value
 
 
+def all_local(refs: Iterable[Any]) -> bool:
+    """Whether every reference in ``refs`` is an in-process :class:`LocalRef`."""
+    return all(isinstance(ref, LocalRef) for ref in refs)
+
+
 def fetch(refs: Sequence[Any], timeout: float | None) -> list[Any]:
     """The values of ``refs``: in-process ones at once, Ray references with ``ray.get``."""
-    if all(isinstance(ref, LocalRef) for ref in refs):
+    if all_local(refs):
         return [ref.value for ref in refs]
     import ray
 
@@ -276,7 +281,7 @@ class CallFuture:
         if self._infos is not None:
             return True
         refs = list(self.info_refs.values())
-        if all(isinstance(ref, LocalRef) for ref in refs):
+        if all_local(refs):
             return True
         import ray
 
@@ -395,7 +400,7 @@ def wait_for_infos(
     Failing fast matters: when one rank raises, the others may be blocked in a
     collective waiting for it and would never finish.
     """
-    if all(isinstance(ref, LocalRef) for ref in info_refs.values()):
+    if all_local(info_refs.values()):
         done = {rank: ref.value for rank, ref in info_refs.items()}
         _raise_first_failure(done)
         return done

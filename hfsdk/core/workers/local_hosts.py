@@ -25,6 +25,7 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.futures import LocalRef, wait_for_infos
 from hfsdk.core.workers.host import Placement, RoleSpec, WorkerHost
 from hfsdk.core.workers.resource_pool import DeviceSlot
+from hfsdk.core.workers.worker_group import SharedHosts
 
 logger = logging.getLogger(__name__)
 _LOCAL_IDS = itertools.count(1_000_000)
@@ -73,7 +74,7 @@ class LocalPool:
         """Nothing to give back."""
 
 
-class LocalHostSet:
+class LocalHostSet(SharedHosts):
     """The roles of a :class:`LocalPool`, built and called in this process.
 
     Sets the workers' environment (``env_vars``; ``OMP_NUM_THREADS`` also as
@@ -160,16 +161,6 @@ class LocalHostSet:
         """The role's declared position in ``mesh`` (``None``: undeclared)."""
         assert self.host is not None
         return [self.host.mesh_position(role, mesh)]
-
-    def attach(self) -> None:
-        """Count one more role view."""
-        self._views += 1
-
-    def detach(self) -> None:
-        """One role view is done; stop when none is left."""
-        self._views -= 1
-        if self._views <= 0:
-            self.kill()
 
     def kill(self) -> None:
         """Drop the role objects and the process group; restore the controller's settings."""

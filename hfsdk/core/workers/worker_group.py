@@ -74,7 +74,27 @@ def _remote_host_class() -> Any:
     return ray.remote(WorkerHost)
 
 
-class HostSet:
+class SharedHosts:
+    """Hosts shared by the role views fused on them; :meth:`kill` runs when the last detaches."""
+
+    _views: int = 0
+
+    def attach(self) -> None:
+        """Count one more role view using these hosts."""
+        self._views += 1
+
+    def detach(self) -> None:
+        """One role view is done; kill the hosts when none is left."""
+        self._views -= 1
+        if self._views <= 0:
+            self.kill()
+
+    def kill(self) -> None:
+        """Stop the hosts (each kind knows how)."""
+        raise NotImplementedError
+
+
+class HostSet(SharedHosts):
     """The worker processes on a pool (one per device), shared by fused roles."""
 
     def __init__(
@@ -150,16 +170,6 @@ class HostSet:
             info = self.process_info[rank]
             return f"rank {rank} (pid {info['pid']} on {info['node_ip']})"
         return f"rank {rank}"
-
-    def attach(self) -> None:
-        """Count one more role view using these processes."""
-        self._views += 1
-
-    def detach(self) -> None:
-        """One role view is done; kill the processes when none is left."""
-        self._views -= 1
-        if self._views <= 0:
-            self.kill()
 
     def prepare_calls(
         self, calls: Mapping[int, tuple[tuple[Any, ...], dict[str, Any]]]

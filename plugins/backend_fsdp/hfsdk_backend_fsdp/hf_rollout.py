@@ -69,6 +69,10 @@ def eos_token_ids(configured: int | list[int] | None, tokenizer: Any) -> list[in
     return sorted(ids)
 
 
+def _parameter_bytes(module: torch.nn.Module) -> int:
+    return sum(p.numel() * p.element_size() for p in module.parameters())
+
+
 class HFRollout:
     """Generates ``n`` responses per prompt with the actor's current weights.
 
@@ -132,7 +136,7 @@ class HFRollout:
         cast = not sharded and actor.config.dtype != "float32"
         if (self.config.weight_sync == "gather" and sharded) or (not sharded and not cast):
             with actor.generation_module() as module:
-                full = sum(p.numel() * p.element_size() for p in module.parameters())
+                full = _parameter_bytes(module)
                 self.last_metrics = {
                     "timing/reshard_s": time.perf_counter() - started,
                     "perf/reshard_bytes": full * (actor.dp.size - 1) / actor.dp.size,
@@ -163,7 +167,7 @@ class HFRollout:
                 "perf/reshard_peak_extra_bytes": float(
                     stats.peak_unit_bytes
                     if sharded
-                    else sum(p.numel() * p.element_size() for p in module.parameters())
+                    else _parameter_bytes(module)
                 ),
             }
             with torch.no_grad():
