@@ -85,8 +85,8 @@ def _rank(rank: int, world: int, port: int, layout: str, model: str, steps: int,
     )
     from hfsdk.core.batch import Batch
     from hfsdk.core.maths.policy_losses import ppo_clip_loss
-    from hfsdk_backend_fsdp.fsdp_config import OptimConfig
-    from hfsdk_backend_fsdp.objectives import ActorObjective
+    from hfsdk_backend_common.objectives import ActorObjective
+    from hfsdk_backend_common.optim_config import OptimConfig
 
     batch = Batch.from_dict(tensors=make_batch())
     objective = ActorObjective(policy_loss=ppo_clip_loss)

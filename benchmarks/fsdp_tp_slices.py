@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    from hfsdk.core.hybrid_engine.launch import run_gloo
+    from hfsdk_backend_common.testing.launch import run_gloo
 
     per_rank = run_gloo(
         WORLD,

@@ -119,7 +119,7 @@ def rank_main(
 
 def main() -> None:
     """Run both rollout layouts and print the table."""
-    from hfsdk.core.hybrid_engine.launch import run_gloo
+    from hfsdk_backend_common.testing.launch import run_gloo
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=8)

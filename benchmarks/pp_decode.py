@@ -24,8 +24,6 @@ from pathlib import Path
 
 import torch
 
-from hfsdk.core.hybrid_engine.decoder import DecoderShape, TPDecoder
-from hfsdk.core.hybrid_engine.groups import create_groups
 from hfsdk.core.hybrid_engine.layout import (
     HeadShape,
     TrainLayout,
@@ -34,10 +32,12 @@ from hfsdk.core.hybrid_engine.layout import (
     generation_tp_groups,
     validate,
 )
-from hfsdk.core.hybrid_engine.params import LlamaShape, llama_specs
-from hfsdk.core.hybrid_engine.reshard import HybridEngine
-from hfsdk.core.hybrid_engine.stages import StageLink
-from hfsdk.core.hybrid_engine.synthetic import synthetic_shard
+from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+from hfsdk_backend_common.hybrid.groups import create_groups
+from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs
+from hfsdk_backend_common.hybrid.reshard import HybridEngine
+from hfsdk_backend_common.hybrid.stages import StageLink
+from hfsdk_backend_common.testing.synthetic import synthetic_shard
 
 TRAIN = (2, 2)
 GENERATION = [(1, 2), (2, 2), (1, 1), (2, 1)]  # (pg, tg)
@@ -123,7 +123,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=32)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
-    from hfsdk.core.hybrid_engine.launch import run_gloo
+    from hfsdk_backend_common.testing.launch import run_gloo
 
     outcomes = run_gloo(4, "pp_decode:_worker", {"args": args}, path=[str(Path(__file__).parent)])
     params = _shape(args.layers).num_params()

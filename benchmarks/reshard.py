@@ -36,7 +36,6 @@ import torch
 import torch.distributed as dist
 
 from hfsdk.core.hybrid_engine.accounting import uniform_transition_bytes
-from hfsdk.core.hybrid_engine.groups import create_groups
 from hfsdk.core.hybrid_engine.layout import (
     GenLayout,
     HeadShape,
@@ -44,9 +43,10 @@ from hfsdk.core.hybrid_engine.layout import (
     generation_layout,
     validate,
 )
-from hfsdk.core.hybrid_engine.params import LlamaShape, llama_specs, tp_slice
-from hfsdk.core.hybrid_engine.reshard import HybridEngine
-from hfsdk.core.hybrid_engine.synthetic import synthetic_shard
+from hfsdk_backend_common.hybrid.groups import create_groups
+from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs, tp_slice
+from hfsdk_backend_common.hybrid.reshard import HybridEngine
+from hfsdk_backend_common.testing.synthetic import synthetic_shard
 
 LAYOUTS = [((1, 4, 2), (1, 2)), ((2, 4, 1), (1, 2)), ((1, 8, 1), (1, 2))]
 MB = 2**20
@@ -208,7 +208,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
-    from hfsdk.core.hybrid_engine.launch import run_gloo
+    from hfsdk_backend_common.testing.launch import run_gloo
 
     shape = _shape(args.layers)
     n = shape.num_params()

@@ -35,26 +35,18 @@ if TYPE_CHECKING:
     from hfsdk.core.dataflow import Dataflow, Stage
     from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
+    from hfsdk.core.hybrid_engine.accounting import MemoryTracker, generation_specs
     from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig, resolve_rollout_layout
-    from hfsdk.core.hybrid_engine.decoder import DecoderShape, TPDecoder
-    from hfsdk.core.hybrid_engine.groups import create_groups
     from hfsdk.core.hybrid_engine.layout import (
         GenLayout,
         HeadShape,
         TrainLayout,
         generation_pp_groups,
         generation_tp_groups,
+        micro_dp_groups,
+        place,
     )
-    from hfsdk.core.hybrid_engine.params import (
-        LlamaShape,
-        grouped_qkv,
-        hf_llama_shape,
-        hf_llama_to_megatron,
-        llama_specs,
-        megatron_to_hf_local,
-    )
-    from hfsdk.core.hybrid_engine.reshard import HybridEngine
-    from hfsdk.core.hybrid_engine.stages import StageLink
+    from hfsdk.core.hybrid_engine.param_spec import ParamSpec, tp_slice, training_shard
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
         LossAggMode,
@@ -180,22 +172,18 @@ _LAZY = {
     # 3D-HybridEngine (for training backends that reshard their actor for generation)
     "RolloutLayoutConfig": "hfsdk.core.hybrid_engine.config",
     "resolve_rollout_layout": "hfsdk.core.hybrid_engine.config",
-    "DecoderShape": "hfsdk.core.hybrid_engine.decoder",
-    "TPDecoder": "hfsdk.core.hybrid_engine.decoder",
-    "create_groups": "hfsdk.core.hybrid_engine.groups",
     "GenLayout": "hfsdk.core.hybrid_engine.layout",
     "HeadShape": "hfsdk.core.hybrid_engine.layout",
     "TrainLayout": "hfsdk.core.hybrid_engine.layout",
     "generation_pp_groups": "hfsdk.core.hybrid_engine.layout",
     "generation_tp_groups": "hfsdk.core.hybrid_engine.layout",
-    "LlamaShape": "hfsdk.core.hybrid_engine.params",
-    "llama_specs": "hfsdk.core.hybrid_engine.params",
-    "grouped_qkv": "hfsdk.core.hybrid_engine.params",
-    "hf_llama_shape": "hfsdk.core.hybrid_engine.params",
-    "hf_llama_to_megatron": "hfsdk.core.hybrid_engine.params",
-    "megatron_to_hf_local": "hfsdk.core.hybrid_engine.params",
-    "HybridEngine": "hfsdk.core.hybrid_engine.reshard",
-    "StageLink": "hfsdk.core.hybrid_engine.stages",
+    "place": "hfsdk.core.hybrid_engine.layout",
+    "micro_dp_groups": "hfsdk.core.hybrid_engine.layout",
+    "ParamSpec": "hfsdk.core.hybrid_engine.param_spec",
+    "tp_slice": "hfsdk.core.hybrid_engine.param_spec",
+    "training_shard": "hfsdk.core.hybrid_engine.param_spec",
+    "MemoryTracker": "hfsdk.core.hybrid_engine.accounting",
+    "generation_specs": "hfsdk.core.hybrid_engine.accounting",
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",
 }

@@ -22,10 +22,6 @@ EXEMPT = {
     # this repository's algorithms and backends by name; it is a migration tool that
     # knows the bundled plugins (moving it into a plugin is a follow-up).
     CORE / "config" / "importing",
-    # The 3D-HybridEngine reshards tensor-parallel weights in megatron-core's layout
-    # (grouped QKV) and maps HF parameter names: it names the weight formats of those
-    # libraries, not the plugins, and selects no plugin by name.
-    CORE / "hybrid_engine",
 }
 
 

@@ -1,6 +1,6 @@
 """Bytes a rank receives in a transition, by formula, and a tracker of extra memory.
 
-The formula is the micro-DP gather of :class:`~hfsdk.core.hybrid_engine.reshard.HybridEngine`
+The formula is the micro-DP gather of :class:`~hfsdk_backend_common.hybrid.reshard.HybridEngine`
 written in closed form per parameter (the engine counts what it actually
 receives; tests compare the two). The minimum any scheme can reach is the
 generation shard minus the training shard; the engine exceeds it only by the
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from hfsdk.core.hybrid_engine.layout import GenLayout, TrainLayout, place
-from hfsdk.core.hybrid_engine.params import ParamSpec
+from hfsdk.core.hybrid_engine.param_spec import ParamSpec
 
 
 def generation_specs(

@@ -39,8 +39,8 @@ class RolloutLayoutConfig:
     """The actor's generation layout: ``tp`` (default: training tp) and ``pp`` (default 1)."""
 
     tp: int | None = help_field(
-        "Generation tensor-parallel size tg (megatron: must divide the training tp; fsdp: the "
-        "actor's ranks); null: the training tp (1 for fsdp).",
+        "Generation tensor-parallel size tg (must divide the training tp of a tensor-parallel "
+        "actor; at most the actor's ranks otherwise); null: the training tp.",
         default=None,
         validator=_optional_positive,
     )

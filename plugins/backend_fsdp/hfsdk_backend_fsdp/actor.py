@@ -17,26 +17,21 @@ from hfsdk import (
     entropy_from_logits,
     masked_fill_zero,
 )
-from hfsdk_backend_fsdp import sharding
-from hfsdk_backend_fsdp.engine import (
-    FSDPEngine,
+from hfsdk_backend_common.engine_support import (
+    SEQUENCE_KEYS,
+    UPDATE_KEYS,
     MetricAccumulator,
     require_keys,
+    sampling_temperature,
     without_padding_weight,
 )
+from hfsdk_backend_common.objectives import ActorObjective, actor_micro_loss
+from hfsdk_backend_common.token_ops import padding_columns, response_log_probs, response_slice
+from hfsdk_backend_fsdp import sharding
+from hfsdk_backend_fsdp.engine import FSDPEngine
 from hfsdk_backend_fsdp.models import ModelKind
-from hfsdk_backend_fsdp.objectives import ActorObjective, actor_micro_loss
-from hfsdk_backend_fsdp.token_ops import padding_columns, response_log_probs, response_slice
 
-SEQUENCE_KEYS = ("input_ids", "attention_mask", "responses", "response_mask")
-UPDATE_KEYS = (*SEQUENCE_KEYS, "advantages")
 EntropyMode = Literal["none", "detached", "grad"]
-
-
-def sampling_temperature(batch: Batch) -> float:
-    """The temperature the responses were sampled with (``meta['temperature']``; 1 if greedy)."""
-    temperature = float(batch.meta.get("temperature", 1.0))
-    return temperature if temperature > 0 else 1.0
 
 
 class _CausalLMEngine(FSDPEngine):

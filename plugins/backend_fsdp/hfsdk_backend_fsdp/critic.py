@@ -8,15 +8,15 @@ from typing import ClassVar
 import torch
 
 from hfsdk import Batch, masked_fill_zero, masked_mean
-from hfsdk_backend_fsdp.engine import (
-    FSDPEngine,
+from hfsdk_backend_common.engine_support import (
     MetricAccumulator,
     require_keys,
     without_padding_weight,
 )
+from hfsdk_backend_common.objectives import CriticObjective
+from hfsdk_backend_common.token_ops import response_slice
+from hfsdk_backend_fsdp.engine import FSDPEngine
 from hfsdk_backend_fsdp.models import ModelKind
-from hfsdk_backend_fsdp.objectives import CriticObjective
-from hfsdk_backend_fsdp.token_ops import response_slice
 
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "responses", "response_mask")
 UPDATE_KEYS = (*SEQUENCE_KEYS, "values", "returns")

@@ -16,16 +16,19 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from hfsdk import Batch, HfsdkError, LossAggregation, LossCounts, padding_rows
+from hfsdk import Batch, HfsdkError, LossAggregation, LossCounts
+from hfsdk_backend_common.engine_support import MetricAccumulator, resolve_device
+from hfsdk_backend_common.lr_schedule import build_scheduler
+from hfsdk_backend_common.token_ops import position_ids_from_mask
+from hfsdk_backend_common.tokenizers import load_tokenizer
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-from hfsdk_backend_fsdp.lr_schedule import build_scheduler
 from hfsdk_backend_fsdp.micro_batches import token_budget_groups
 from hfsdk_backend_fsdp.models import (
     ModelKind,
@@ -33,10 +36,8 @@ from hfsdk_backend_fsdp.models import (
     check_model_dir,
     has_tied_weights,
     load_model,
-    load_tokenizer,
     quiet_loading,
 )
-from hfsdk_backend_fsdp.token_ops import position_ids_from_mask
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
@@ -59,45 +60,9 @@ def resolve_model_path(config: FSDPRoleConfig, role: str) -> Path:
     return check_model_dir(config.model_path, role)
 
 
-def resolve_device(name: str) -> torch.device:
-    """``cpu``, ``cuda`` (the current CUDA device) or ``auto`` (CUDA when available)."""
-    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise HfsdkError("device is 'cuda' but no CUDA device is visible; use 'cpu' or 'auto'")
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-
-
-def require_keys(batch: Batch, keys: Sequence[str], operation: str) -> None:
-    """Raise a clear error naming the keys ``operation`` needs but ``batch`` lacks."""
-    missing = [k for k in keys if k not in batch]
-    if missing:
-        raise HfsdkError(
-            f"{operation} needs batch keys {missing} that are missing; the batch has "
-            f"{sorted(batch.keys())} (run the earlier stages of the step first)"
-        )
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else ""
-
-
-def without_padding_weight(batch: Batch) -> Batch:
-    """``batch`` with the response mask of the dispatch's padding rows set to 0.
-
-    The training dispatch repeats rows so every rank holds the same number; a
-    zero mask keeps those duplicates out of the losses, the gradients and the
-    global token/sequence counts. The caller's batch is not changed.
-    """
-    pad = padding_rows(batch)
-    if pad == 0 or "response_mask" not in batch:
-        return batch
-    out = batch.index(slice(0, len(batch)))
-    mask = out["response_mask"].clone()
-    mask[len(batch) - pad :] = 0
-    out["response_mask"] = mask
-    return out
 
 
 def _detached_copy(value: Any) -> Any:
@@ -109,51 +74,6 @@ def _detached_copy(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(_detached_copy(v) for v in value)
     return value
-
-
-class MetricAccumulator:
-    """Collects per-micro-batch metrics into one value per name.
-
-    ``add_share`` values are a micro-batch's share of a mini-batch total (the
-    losses, built from global counts): they are summed within a mini-batch.
-    ``add_mean`` values are averaged. Both are then averaged over mini-batches.
-    """
-
-    def __init__(self, dp_size: int = 1) -> None:
-        self.dp_size = dp_size
-        self._shares: dict[str, float] = {}
-        self._per_minibatch: dict[str, list[float]] = {}
-        self._means: dict[str, list[float]] = {}
-
-    def add_share(self, name: str, value: float) -> None:
-        """Add a micro-batch's share of a mini-batch total."""
-        self._shares[name] = self._shares.get(name, 0.0) + value
-
-    def add_token_share(self, name: str, value: float, tokens: float, counts: LossCounts) -> None:
-        """Add a micro-batch's per-token mean as its token-weighted share × ``dp_size``.
-
-        Summed over micro-batches and averaged over ranks this is the mean over
-        every valid token of the mini-batch, however unevenly ranks hold them.
-        """
-        if tokens > 0 and counts.tokens > 0:
-            self.add_share(name, value * tokens * self.dp_size / counts.tokens)
-        else:
-            self.add_share(name, 0.0)
-
-    def add_mean(self, name: str, value: float) -> None:
-        """Record a value to average."""
-        self._means.setdefault(name, []).append(value)
-
-    def end_minibatch(self) -> None:
-        """Close the current mini-batch's totals."""
-        for name, value in self._shares.items():
-            self._per_minibatch.setdefault(name, []).append(value)
-        self._shares = {}
-
-    def result(self) -> dict[str, float]:
-        """One float per metric name."""
-        merged = {**self._per_minibatch, **self._means}
-        return {name: sum(values) / len(values) for name, values in merged.items() if values}
 
 
 class FSDPEngine:

@@ -6,72 +6,9 @@ from typing import Any, Literal
 
 import attrs
 
-from hfsdk import RoleConfig, RolloutConfig, RolloutLayoutConfig, help_field
-
-
-def _betas(value: object) -> tuple[float, float]:
-    """Accept a YAML list for ``betas``."""
-    pair = tuple(float(v) for v in value)  # type: ignore[union-attr]
-    if len(pair) != 2 or not all(0.0 <= b < 1.0 for b in pair):
-        raise ValueError(f"'betas' is {value!r}; expected two numbers in [0, 1), e.g. [0.9, 0.999]")
-    return pair  # type: ignore[return-value]
-
-
-@attrs.frozen(kw_only=True)
-class OptimConfig:
-    """AdamW with linear warmup, then a constant or cosine learning rate.
-
-    The schedule counts training iterations (one per ``update_actor`` /
-    ``update_critic`` call), not optimizer steps. ``cosine`` decays from ``lr``
-    to ``lr · min_lr_ratio`` over ``total_steps`` (the trainer fills it from its
-    own step count when left at 0).
-    """
-
-    lr: float = help_field(
-        "Peak learning rate of AdamW.",
-        default=1e-5,
-        validator=attrs.validators.gt(0.0),
-    )
-    betas: tuple[float, float] = help_field(
-        "AdamW's (β1, β2).",
-        default=(0.9, 0.999),
-        converter=_betas,
-    )
-    eps: float = help_field(
-        "AdamW's ε.",
-        default=1e-8,
-        validator=attrs.validators.gt(0.0),
-    )
-    weight_decay: float = help_field(
-        "Decoupled weight decay (AdamW).",
-        default=0.0,
-        validator=attrs.validators.ge(0.0),
-    )
-    warmup_steps: int = help_field(
-        "Training iterations of linear warm-up from 0 to lr.",
-        default=0,
-        validator=attrs.validators.ge(0),
-    )
-    lr_schedule: Literal["constant", "cosine"] = help_field(
-        "After warm-up: constant, or cosine decay to lr·min_lr_ratio over total_steps.",
-        default="constant",
-        validator=attrs.validators.in_(("constant", "cosine")),
-    )
-    min_lr_ratio: float = help_field(
-        "Cosine schedule: final lr as a fraction of lr.",
-        default=0.0,
-        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
-    )
-    total_steps: int = help_field(
-        "Cosine schedule length in training iterations; 0: trainer.total_steps.",
-        default=0,
-        validator=attrs.validators.ge(0),
-    )
-    grad_clip: float = help_field(
-        "Clip the gradient's global L2 norm to this value.",
-        default=1.0,
-        validator=attrs.validators.gt(0.0),
-    )
+from hfsdk import RoleConfig, RolloutLayoutConfig, help_field
+from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout_config import HFRolloutConfig
 
 
 @attrs.frozen(kw_only=True)
@@ -195,82 +132,7 @@ class FSDPRoleConfig(RoleConfig):
     )
     """The actor's generation layout (``hf`` rollout only): ``tp: 1`` streams the full model
     into ``generate`` on every rank; ``tp > 1`` gathers each rank's tensor-parallel slice
-    from the FSDP shards and decodes with :class:`hfsdk.TPDecoder` (see ``tp_rollout``)."""
-
-
-@attrs.frozen(kw_only=True)
-class HFRolloutConfig(RolloutConfig):
-    """Batched HF ``generate`` with a KV cache on the actor's own weights.
-
-    ``temperature: 0`` means greedy decoding; ``top_k: 0`` and ``top_p: 1``
-    switch those filters off. ``n`` responses are sampled per prompt (the
-    caller may override it per call). ``micro_batch_size`` caps the prompts of
-    one ``generate`` call (``None``: all at once).
-    """
-
-    backend: str = help_field(
-        "Rollout backend (hf: transformers generate on the actor's own weights).",
-        default="hf",
-    )
-    max_prompt_length: int = help_field(
-        "Widest prompt (tokens) the rollout accepts.",
-        default=64,
-        validator=attrs.validators.ge(1),
-    )
-    max_response_length: int = help_field(
-        "Longest response in tokens; responses are padded to it (also the norm length of seq-"
-        "mean-token-sum-norm).",
-        default=32,
-        validator=attrs.validators.ge(1),
-    )
-    temperature: float = help_field(
-        "Sampling temperature (greedy generation ignores it).",
-        default=1.0,
-        validator=attrs.validators.ge(0.0),
-    )
-    top_p: float = help_field(
-        "Nucleus sampling: keep the smallest token set with this much probability; 1 turns it off.",
-        default=1.0,
-        validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)],
-    )
-    top_k: int = help_field(
-        "Keep only the k most likely tokens; 0 turns it off.",
-        default=0,
-        validator=attrs.validators.ge(0),
-    )
-    n: int = help_field(
-        "Samples per prompt inside the rollout; must stay 1 in training (use "
-        "algorithm.n_samples_per_prompt).",
-        default=1,
-        validator=attrs.validators.ge(1),
-    )
-    micro_batch_size: int | None = help_field(
-        "Prompts per generate call; null: all at once.",
-        default=None,
-        validator=attrs.validators.optional(attrs.validators.ge(1)),
-    )
-    decoder: Literal["auto", "hfsdk", "transformers"] = help_field(
-        "Decoding engine: hfsdk (the hybrid engine's KV-cache decoder; Llama models), "
-        "transformers (model.generate; any model) or auto (hfsdk when the model is supported).",
-        default="auto",
-        validator=attrs.validators.in_(("auto", "hfsdk", "transformers")),
-    )
-    """Which code decodes an fsdp actor's responses (tensor-parallel ``rollout_layout.tp > 1``
-    and the megatron actor always use the ``hfsdk`` decoder). ``hfsdk`` runs
-    :class:`hfsdk.TPDecoder` on the same weights: a preallocated KV cache, grouped-query
-    attention without copying key/value heads and inverse-CDF sampling make it faster than
-    ``generate`` on CPU; it decodes Llama models (no biases, plain RoPE, SwiGLU).
-    ``transformers`` calls ``model.generate`` and works for every architecture."""
-    weight_sync: Literal["stream", "gather"] = help_field(
-        "How a sharded actor's weights reach generate: stream (one FSDP unit at a time, "
-        "extra memory about one block) or gather (the whole model at once).",
-        default="stream",
-        validator=attrs.validators.in_(("stream", "gather")),
-    )
-    """How a sharded actor's weights reach ``generate``: ``stream`` copies them one
-    FSDP unit (transformer block) at a time into a generation module that exists
-    only during the call (extra memory of the transition: about one block);
-    ``gather`` unshards the whole FSDP model at once and generates on it."""
+    from the FSDP shards and decodes with ``TPDecoder`` (see ``tp_rollout``)."""
 
 
 def run_config_problems(config: Any) -> list[str]:

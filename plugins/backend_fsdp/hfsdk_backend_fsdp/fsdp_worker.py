@@ -29,8 +29,8 @@ from hfsdk import (
     set_torch_rng_state,
     torch_rng_state,
 )
+from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
 from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend
-from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
 
 RNG_FILE = "rng_rank{rank}.pt"
 

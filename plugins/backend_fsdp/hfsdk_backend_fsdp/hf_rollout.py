@@ -23,18 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hfsdk import (
-    Batch,
-    DecoderShape,
-    HfsdkError,
-    TPDecoder,
-    hf_llama_shape,
-    hf_llama_to_megatron,
-)
+from hfsdk import Batch, HfsdkError
+from hfsdk_backend_common.engine_support import require_keys
+from hfsdk_backend_common.generation import eos_token_ids, response_mask_from_eos
+from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+from hfsdk_backend_common.hybrid.llama_format import hf_llama_shape, hf_llama_to_megatron
+from hfsdk_backend_common.rollout_config import HFRolloutConfig
+from hfsdk_backend_common.token_ops import position_ids_from_mask
 from hfsdk_backend_fsdp import sharding
-from hfsdk_backend_fsdp.engine import require_keys
-from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
-from hfsdk_backend_fsdp.token_ops import position_ids_from_mask
 from hfsdk_backend_fsdp.tp_slices import decoder_problems
 
 if TYPE_CHECKING:
@@ -43,30 +39,6 @@ if TYPE_CHECKING:
     from hfsdk_backend_fsdp.actor import ActorEngine
 
 PROMPT_KEYS = ("input_ids", "attention_mask")
-
-
-def response_mask_from_eos(responses: torch.Tensor, eos_ids: list[int]) -> torch.Tensor:
-    """1 on every token up to and including the first EOS (all of them without one), else 0."""
-    is_eos = torch.isin(responses, torch.tensor(eos_ids, device=responses.device))
-    eos_before = (is_eos.long().cumsum(dim=-1) - is_eos.long()) > 0
-    return (~eos_before).float()
-
-
-def eos_token_ids(configured: int | list[int] | None, tokenizer: Any) -> list[int]:
-    """The ids that end a response: the generation config's ``eos_token_id`` and the tokenizer's."""
-    ids: set[int] = set()
-    if isinstance(configured, int):
-        ids.add(configured)
-    elif configured:
-        ids.update(configured)
-    if tokenizer.eos_token_id is not None:
-        ids.add(tokenizer.eos_token_id)
-    if not ids:
-        raise HfsdkError(
-            "neither the model's generation config nor the tokenizer names an EOS token; "
-            "responses could never end — set eos_token_id in generation_config.json"
-        )
-    return sorted(ids)
 
 
 def _parameter_bytes(module: torch.nn.Module) -> int:

@@ -25,7 +25,7 @@ from hfsdk import HfsdkError
 
 if TYPE_CHECKING:
     import torch
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from transformers import PreTrainedModel
 
 log = logging.getLogger(__name__)
 
@@ -68,23 +68,6 @@ def check_model_dir(path: str | Path | None, role: str) -> Path:
             "with save_pretrained"
         )
     return directory
-
-
-def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
-    """The tokenizer saved in ``path``.
-
-    A ``tokenizer.json`` is loaded with ``PreTrainedTokenizerFast`` directly, so
-    a locally trained tokenizer keeps its exact ids whatever architecture the
-    directory's config names.
-    """
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    directory = Path(path).expanduser()
-    if (directory / "tokenizer.json").is_file():
-        return PreTrainedTokenizerFast.from_pretrained(str(directory))
-    if not directory.is_dir():
-        raise HfsdkError(f"tokenizer path {str(path)!r} is not a directory")
-    return AutoTokenizer.from_pretrained(str(directory))
 
 
 def _loader_and_config(

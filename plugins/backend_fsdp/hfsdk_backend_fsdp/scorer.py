@@ -8,9 +8,10 @@ import torch
 from transformers import PreTrainedModel
 
 from hfsdk import Batch
-from hfsdk_backend_fsdp.engine import FSDPEngine, require_keys
+from hfsdk_backend_common.engine_support import require_keys
+from hfsdk_backend_common.token_ops import last_token_index
+from hfsdk_backend_fsdp.engine import FSDPEngine
 from hfsdk_backend_fsdp.models import ModelKind
-from hfsdk_backend_fsdp.token_ops import last_token_index
 
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "responses", "response_mask")
 

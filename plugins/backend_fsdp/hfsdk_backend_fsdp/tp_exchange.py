@@ -20,7 +20,8 @@ import attrs
 import torch
 import torch.distributed as dist
 
-from hfsdk import HfsdkError, grouped_qkv
+from hfsdk import HfsdkError
+from hfsdk_backend_common.hybrid.llama_format import grouped_qkv
 from hfsdk_backend_fsdp.tp_slices import fsdp_rows, piece_shape, region, tp_index
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ rank's FSDP shard lies inside its slice: :func:`~.tp_slices.tp_index`). For ever
 each rank fetches only its megatron-format tensor-parallel slice of every
 weight from the FSDP2 shards (:class:`~.tp_exchange.SliceExchange`, layer by
 layer), the ranks of a replica pool their prompts and decode them together
-with :class:`hfsdk.TPDecoder`, each rank keeps the responses of its own
+with ``TPDecoder``, each rank keeps the responses of its own
 prompts (so the ``hf`` rollout's batch contract holds per rank), and the
 slice is dropped before training resumes. The training shards are only read.
 """
@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from hfsdk import Batch, DecoderShape, HfsdkError, TPDecoder
+from hfsdk import Batch, HfsdkError
+from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.hf_rollout import HFRollout
 from hfsdk_backend_fsdp.tp_exchange import SliceExchange, SliceStats
@@ -34,8 +35,8 @@ from hfsdk_backend_fsdp.tp_slices import (
 
 if TYPE_CHECKING:
     from hfsdk import RolloutLayoutConfig
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_fsdp.actor import ActorEngine
-    from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
 
 logger = logging.getLogger(__name__)
 

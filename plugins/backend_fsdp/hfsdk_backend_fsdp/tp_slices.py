@@ -1,7 +1,7 @@
 """Which rows and columns of each HF Llama weight a generation tensor-parallel rank needs.
 
 The fsdp actor generates at tensor-parallel size ``tg`` (``actor.rollout_layout.tp``)
-with megatron's split (:class:`hfsdk.TPDecoder`): q/k/v, gate and up are
+with megatron's split (``TPDecoder``): q/k/v, gate and up are
 column parallel (rank ``j`` needs rows block ``j`` of ``tg`` of each: its
 query heads, its key/value heads — so whole key/value groups —, its FFN rows),
 o_proj and down_proj are row parallel (columns block ``j``), the embedding

@@ -24,10 +24,11 @@ from hfsdk.core.workers.protocols import (
     dispatch_dp_compute_proto,
     dispatch_dp_compute_train,
 )
+from hfsdk_backend_common.objectives import ActorObjective
+from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
-from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, OptimConfig
+from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.micro_batches import token_budget_groups
-from hfsdk_backend_fsdp.objectives import ActorObjective
 
 
 class GradientRecorder(ActorEngine):

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from hfsdk.core.errors import HfsdkError
+from hfsdk_backend_common.engine_support import ENGINE_OF_ROLE_KIND
 from hfsdk_backend_fsdp.actor import ActorEngine, ReferenceEngine
 from hfsdk_backend_fsdp.critic import CriticEngine
-from hfsdk_backend_fsdp.fsdp_backend import ENGINE_OF_ROLE_KIND, FSDPBackend
+from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.scorer import ScoreEngine
 
@@ -62,7 +63,7 @@ def test_create_engine_builds_the_role(model_dir: Path) -> None:
 
 def test_plugin_registers_the_backends() -> None:
     import hfsdk
-    from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
     training = hfsdk.get_registry("training_backends").get("fsdp")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, HFRolloutConfig, OptimConfig
+from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout_config import HFRolloutConfig
+from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 
 
 def test_defaults_exist_for_every_field() -> None:

@@ -10,7 +10,8 @@ import torch
 from transformers import PreTrainedTokenizerFast
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk_backend_fsdp.models import check_model_dir, load_model, load_tokenizer
+from hfsdk_backend_common.tokenizers import load_tokenizer
+from hfsdk_backend_fsdp.models import check_model_dir, load_model
 
 
 def test_each_kind_loads_with_its_head(model_dir: Path) -> None:

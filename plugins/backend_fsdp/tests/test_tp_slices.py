@@ -11,12 +11,12 @@ import attrs
 import pytest
 import torch
 
-from hfsdk import grouped_qkv
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import ConfigError, HfsdkError
 from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
-from hfsdk.core.hybrid_engine.params import (
+from hfsdk_backend_common.hybrid.llama_format import (
     LlamaShape,
+    grouped_qkv,
     hf_llama_to_megatron,
     llama_specs,
     tp_slice,

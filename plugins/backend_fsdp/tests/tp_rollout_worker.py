@@ -15,9 +15,11 @@ import torch
 from hfsdk.core.batch import Batch
 from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
 from hfsdk.core.maths.policy_losses import reinforce_loss
+from hfsdk_backend_common.objectives import ActorObjective
+from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
-from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, HFRolloutConfig, OptimConfig
-from hfsdk_backend_fsdp.objectives import ActorObjective
+from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.sharding import full_model_state
 from hfsdk_backend_fsdp.tp_rollout import TPSliceRollout, resolve_rollout_tp
 

@@ -8,7 +8,7 @@ data-parallel replica receives the same batch (``MESH_PROTO``); results are
 meaningful on the last pipeline stage (tp rank 0 is the one collected).
 
 Losses, aggregation modes and global token counts are the ``fsdp``
-backend's: the same :class:`~hfsdk_backend_fsdp.objectives.ActorObjective`
+backend's: the same :class:`~hfsdk_backend_common.objectives.ActorObjective`
 and registry loss functions, counts all-reduced over the data-parallel group.
 """
 
@@ -32,17 +32,19 @@ from hfsdk import (
     masked_fill_zero,
     masked_mean,
 )
-from hfsdk_backend_fsdp.actor import SEQUENCE_KEYS, UPDATE_KEYS, sampling_temperature
-from hfsdk_backend_fsdp.engine import (
+from hfsdk_backend_common.engine_support import (
+    SEQUENCE_KEYS,
+    UPDATE_KEYS,
     MetricAccumulator,
     require_keys,
     resolve_device,
+    sampling_temperature,
     without_padding_weight,
 )
-from hfsdk_backend_fsdp.lr_schedule import build_scheduler
-from hfsdk_backend_fsdp.models import load_tokenizer
-from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective, actor_micro_loss
-from hfsdk_backend_fsdp.token_ops import last_token_index, position_ids_from_mask, response_slice
+from hfsdk_backend_common.lr_schedule import build_scheduler
+from hfsdk_backend_common.objectives import ActorObjective, CriticObjective, actor_micro_loss
+from hfsdk_backend_common.token_ops import last_token_index, position_ids_from_mask, response_slice
+from hfsdk_backend_common.tokenizers import load_tokenizer
 from hfsdk_backend_megatron import convert
 from hfsdk_backend_megatron.arch import layout_problems, read_shape
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig

@@ -4,7 +4,7 @@ Every rank of the actor takes part: its training shard (``named_tp_shards``)
 is resharded into the generation layout ``actor.rollout_layout`` inside its
 micro-DP group, the ``dg`` generation replicas of a training replica each
 decode their share of the replica's prompts with
-:class:`~hfsdk.core.hybrid_engine.decoder.TPDecoder` at tensor-parallel size
+:class:`~hfsdk_backend_common.hybrid.decoder.TPDecoder` at tensor-parallel size
 tg over pg pipeline stages, the shares are gathered inside the micro-DP
 group, and the gathered parts are dropped again before training. Output
 rows follow the ``hf`` rollout's batch contract (it reuses its assembly).
@@ -21,23 +21,22 @@ import torch.distributed as dist
 
 from hfsdk import (
     Batch,
-    DecoderShape,
     HeadShape,
-    HybridEngine,
-    LlamaShape,
-    StageLink,
-    TPDecoder,
     TrainLayout,
-    create_groups,
     generation_pp_groups,
     generation_tp_groups,
-    llama_specs,
     resolve_rollout_layout,
 )
-from hfsdk_backend_fsdp.hf_rollout import HFRollout, eos_token_ids
+from hfsdk_backend_common.generation import eos_token_ids
+from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+from hfsdk_backend_common.hybrid.groups import create_groups
+from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs
+from hfsdk_backend_common.hybrid.reshard import HybridEngine
+from hfsdk_backend_common.hybrid.stages import StageLink
+from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
 if TYPE_CHECKING:
-    from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_megatron.engine import MegatronEngine
 
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.")

@@ -7,7 +7,7 @@ from typing import Literal
 import attrs
 
 from hfsdk import RoleConfig, RolloutLayoutConfig, help_field
-from hfsdk_backend_fsdp.fsdp_config import OptimConfig
+from hfsdk_backend_common.optim_config import OptimConfig
 
 
 @attrs.frozen(kw_only=True)

@@ -34,8 +34,8 @@ from hfsdk import (
     split_rows,
 )
 from hfsdk import BuiltinProtocol as Protocol
-from hfsdk_backend_fsdp.fsdp_backend import ENGINE_OF_ROLE_KIND
-from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
+from hfsdk_backend_common.engine_support import ENGINE_OF_ROLE_KIND
+from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
 
 MESH = "train"
 RNG_FILE = "rng_rank{rank}.pt"

@@ -17,8 +17,8 @@ import torch.distributed as dist
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.maths.policy_losses import ppo_clip_loss
-from hfsdk_backend_fsdp.fsdp_config import OptimConfig
-from hfsdk_backend_fsdp.objectives import ActorObjective, CriticObjective
+from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
+from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_megatron.engine import MegatronEngine
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
 from hfsdk_ppo.losses import clipped_value_loss

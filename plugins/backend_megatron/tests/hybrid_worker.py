@@ -17,8 +17,9 @@ from hfsdk.core.batch import Batch
 from hfsdk.core.hybrid_engine.accounting import transition_bytes
 from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
 from hfsdk.core.maths.policy_losses import reinforce_loss
-from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig, OptimConfig
-from hfsdk_backend_fsdp.objectives import ActorObjective
+from hfsdk_backend_common.objectives import ActorObjective
+from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_megatron.engine import MegatronEngine
 from hfsdk_backend_megatron.hybrid_rollout import HybridRollout
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig

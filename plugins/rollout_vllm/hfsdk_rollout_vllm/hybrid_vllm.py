@@ -36,7 +36,8 @@ import attrs
 import torch
 import torch.distributed as dist
 
-from hfsdk import Batch, HfsdkError, RolloutLayoutConfig, megatron_to_hf_local
+from hfsdk import Batch, HfsdkError, RolloutLayoutConfig
+from hfsdk_backend_common.hybrid.llama_format import megatron_to_hf_local
 from hfsdk_backend_megatron.hybrid_rollout import HybridRollout, hybrid_supported
 from hfsdk_rollout_vllm.checks import require_servable
 from hfsdk_rollout_vllm.vllm_rollout import LOG_PROB_KEY, SEED_RANGE, generate_rows

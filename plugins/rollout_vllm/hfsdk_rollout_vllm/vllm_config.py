@@ -7,7 +7,7 @@ from typing import Literal
 import attrs
 
 from hfsdk import help_field
-from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
+from hfsdk_backend_common.rollout_config import HFRolloutConfig
 
 
 @attrs.frozen(kw_only=True)

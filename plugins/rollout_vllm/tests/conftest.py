@@ -52,7 +52,7 @@ def build_llama(directory: Path, *, hidden: int = 512, layers: int = 8, heads: i
 def train_step(actor, batch: Batch) -> dict[str, float]:
     """One policy-gradient update that pushes up whatever was sampled (moves greedy outputs)."""
     from hfsdk import get_registry
-    from hfsdk_backend_fsdp.objectives import ActorObjective
+    from hfsdk_backend_common.objectives import ActorObjective
 
     loss = get_registry("policy_losses")["ppo_clip"]
     batch = batch.union(actor.compute_log_prob(batch))
@@ -85,8 +85,9 @@ def make_prompts(default_model_dir: Path) -> Callable[[list[str]], Batch]:
 
 def build_actor(model_dir: Path | None = None, **overrides: object):
     """An (unsharded) actor engine on ``model_dir`` (default: the default task's model)."""
+    from hfsdk_backend_common.optim_config import OptimConfig
     from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend
-    from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, OptimConfig
+    from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 
     config = FSDPRoleConfig(
         model_path=str(model_dir) if model_dir else None,
@@ -117,7 +118,7 @@ def vllm_rollout(actor):
 @pytest.fixture(scope="session")
 def hf_rollout(actor):
     """The reference implementation: HF ``generate`` on the same actor."""
-    from hfsdk_backend_fsdp.fsdp_config import HFRolloutConfig
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
     return HFRollout(HFRolloutConfig(max_response_length=8, temperature=1.0), actor)

@@ -18,7 +18,7 @@ from hfsdk.core.hybrid_engine.layout import (
     place,
     validate,
 )
-from hfsdk.core.hybrid_engine.params import (
+from hfsdk_backend_common.hybrid.llama_format import (
     LlamaShape,
     grouped_qkv,
     llama_specs,
@@ -118,7 +118,7 @@ def test_uniform_formula_matches_the_exact_one_up_to_the_norms() -> None:
 def test_generation_shard_in_hf_names_is_each_ranks_slice() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from hfsdk.core.hybrid_engine.params import (
+    from hfsdk_backend_common.hybrid.llama_format import (
         hf_llama_shape,
         hf_llama_to_megatron,
         megatron_to_hf_local,

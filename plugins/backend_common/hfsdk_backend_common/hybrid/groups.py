@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.hybrid_engine.layout import (
+from hfsdk import (
     GenLayout,
     TrainLayout,
     generation_pp_groups,

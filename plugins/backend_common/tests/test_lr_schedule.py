@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk_backend_fsdp.fsdp_config import OptimConfig
-from hfsdk_backend_fsdp.lr_schedule import build_scheduler
+from hfsdk_backend_common.lr_schedule import build_scheduler
+from hfsdk_backend_common.optim_config import OptimConfig
 
 
 def _lrs(config: OptimConfig, steps: int, total: int | None = None) -> list[float]:

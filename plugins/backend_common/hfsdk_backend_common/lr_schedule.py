@@ -8,7 +8,7 @@ import attrs
 import torch
 
 from hfsdk import HfsdkError
-from hfsdk_backend_fsdp.fsdp_config import OptimConfig
+from hfsdk_backend_common.optim_config import OptimConfig
 
 
 @attrs.define(frozen=True, slots=False)

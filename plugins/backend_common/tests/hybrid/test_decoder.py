@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hfsdk.core.hybrid_engine.launch import run_gloo
+from hfsdk_backend_common.testing.launch import run_gloo
 
 HERE = str(Path(__file__).parent)
 PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 2, 2, 1), (2, 1, 2, 1),

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.hybrid_engine.decoder import KVCache, sample_rows
+from hfsdk_backend_common.hybrid.decoder import KVCache, sample_rows
 
 
 def test_sample_rows_draws_with_the_given_probabilities() -> None:

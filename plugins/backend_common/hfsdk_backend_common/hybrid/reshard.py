@@ -28,10 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.hybrid_engine.accounting import MemoryTracker, generation_specs
-from hfsdk.core.hybrid_engine.layout import GenLayout, TrainLayout, place
-from hfsdk.core.hybrid_engine.params import ParamSpec
+from hfsdk import GenLayout, HfsdkError, MemoryTracker, TrainLayout, generation_specs, place
+from hfsdk_backend_common.hybrid.llama_format import ParamSpec
 
 if TYPE_CHECKING:
     import torch
@@ -61,9 +59,9 @@ class HybridEngine:
     """Reshards one rank's actor weights between ``train`` and ``gen`` layouts.
 
     ``specs`` lists every weight of the model (see
-    :func:`~hfsdk.core.hybrid_engine.params.llama_specs`); ``micro_dp`` is
+    :func:`~hfsdk_backend_common.hybrid.llama_format.llama_specs`); ``micro_dp`` is
     this rank's micro-DP process group (``None`` when dg = 1), e.g. from
-    :func:`~hfsdk.core.hybrid_engine.groups.create_groups`.
+    :func:`~hfsdk_backend_common.hybrid.groups.create_groups`.
     """
 
     def __init__(
@@ -82,7 +80,7 @@ class HybridEngine:
         if gen.dg > 1 and micro_dp is None:
             raise HfsdkError(
                 f"rank {rank}: generation layout {gen} needs a micro-DP group of {gen.dg} ranks "
-                "but none was given; create it with hybrid_engine.groups.create_groups"
+                "but none was given; create it with hybrid.groups.create_groups"
             )
         self.specs = generation_specs(specs, train, gen, self.place.gen_stage, num_layers)
         a, b = train.p // gen.pg, train.t // gen.tg

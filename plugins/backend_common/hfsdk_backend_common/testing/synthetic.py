@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from hfsdk.core.hybrid_engine.params import ParamSpec, tp_slice
+from hfsdk_backend_common.hybrid.llama_format import ParamSpec, tp_slice
 
 if TYPE_CHECKING:
     import torch

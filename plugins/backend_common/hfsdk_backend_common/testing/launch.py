@@ -15,7 +15,7 @@ import sys
 import traceback
 from typing import Any
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 
 def _child(

@@ -2,7 +2,7 @@
 
 The generation engine of the 3D-HybridEngine for megatron-format shards: it
 runs the Llama decoder (RMSNorm, grouped-query attention with RoPE, SwiGLU)
-directly on the tensors :class:`~hfsdk.core.hybrid_engine.reshard.HybridEngine`
+directly on the tensors :class:`~hfsdk_backend_common.hybrid.reshard.HybridEngine`
 assembled — no model object, no copy. Tensor parallelism is megatron's:
 QKV and gate/up are column parallel, proj and down row parallel (one
 all-reduce each per layer), the embedding and output layer vocabulary
@@ -10,7 +10,7 @@ parallel. Every rank of a generation tensor-parallel group decodes the same
 prompts; the sampled token is taken from the group's first rank so the
 ranks never diverge. With generation pipeline stages (pg > 1) each rank
 runs only its stage's layers and the hidden states travel stage to stage
-(:class:`~hfsdk.core.hybrid_engine.stages.StageLink`); the last stage picks
+(:class:`~hfsdk_backend_common.hybrid.stages.StageLink`); the last stage picks
 the token and every stage of the replica receives it. The arithmetic per layer
 is the same at any (pg, tg), so the tokens are too.
 """
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.hybrid_engine.stages import StageLink
+from hfsdk import HfsdkError
+from hfsdk_backend_common.hybrid.stages import StageLink
 
 if TYPE_CHECKING:
     import torch
@@ -118,7 +118,7 @@ class KVCache:
 class TPDecoder:
     """Greedy or sampled decoding with a KV cache over one rank's generation shard.
 
-    ``shard`` maps the megatron names of :func:`~hfsdk.core.hybrid_engine.params.llama_specs`
+    ``shard`` maps the megatron names of :func:`.llama_format.llama_specs`
     to this rank's tensors at tensor-parallel size ``tg`` (rank ``tp_rank`` of
     ``tp_group``; ``None`` when tg = 1). ``stages`` places the rank in its
     generation pipeline (default: one stage); the shard then holds only that

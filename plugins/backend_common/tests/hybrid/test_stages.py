@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.hybrid_engine.decoder import DecoderShape, TPDecoder
 from hfsdk.core.hybrid_engine.layout import GenLayout, TrainLayout, generation_pp_groups
-from hfsdk.core.hybrid_engine.stages import StageLink
+from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+from hfsdk_backend_common.hybrid.stages import StageLink
 
 
 def test_single_stage_decodes_every_layer() -> None:

@@ -6,8 +6,6 @@ from typing import Any
 
 import torch
 
-from hfsdk.core.hybrid_engine.decoder import DecoderShape, TPDecoder
-from hfsdk.core.hybrid_engine.groups import create_groups
 from hfsdk.core.hybrid_engine.layout import (
     HeadShape,
     TrainLayout,
@@ -16,14 +14,16 @@ from hfsdk.core.hybrid_engine.layout import (
     generation_tp_groups,
     validate,
 )
-from hfsdk.core.hybrid_engine.params import (
+from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+from hfsdk_backend_common.hybrid.groups import create_groups
+from hfsdk_backend_common.hybrid.llama_format import (
     hf_llama_shape,
     hf_llama_to_megatron,
     llama_specs,
     tp_slice,
 )
-from hfsdk.core.hybrid_engine.reshard import HybridEngine
-from hfsdk.core.hybrid_engine.stages import StageLink
+from hfsdk_backend_common.hybrid.reshard import HybridEngine
+from hfsdk_backend_common.hybrid.stages import StageLink
 
 # The last five decode over generation pipeline stages (pg = 2, and pg = 4 with middle stages).
 PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 2, 2, 1), (2, 1, 2, 1),

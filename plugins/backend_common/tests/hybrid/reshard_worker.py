@@ -7,11 +7,11 @@ from typing import Any
 import torch
 
 from hfsdk.core.hybrid_engine.accounting import generation_specs, transition_bytes
-from hfsdk.core.hybrid_engine.groups import create_groups
 from hfsdk.core.hybrid_engine.layout import HeadShape, TrainLayout, generation_layout, validate
-from hfsdk.core.hybrid_engine.params import LlamaShape, llama_specs, tp_slice
-from hfsdk.core.hybrid_engine.reshard import HybridEngine
-from hfsdk.core.hybrid_engine.synthetic import full_weight, synthetic_shard
+from hfsdk_backend_common.hybrid.groups import create_groups
+from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs, tp_slice
+from hfsdk_backend_common.hybrid.reshard import HybridEngine
+from hfsdk_backend_common.testing.synthetic import full_weight, synthetic_shard
 
 SHAPE = LlamaShape(
     vocab_size=96, hidden_size=64, intermediate_size=80, num_layers=4, num_heads=8, num_kv_heads=4

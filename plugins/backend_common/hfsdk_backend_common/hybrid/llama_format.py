@@ -1,91 +1,39 @@
-"""What each parameter of a sharded decoder looks like, and how it is sliced.
+"""Llama-family weights in megatron-core's format: shapes, specs, HF name mapping.
 
-A :class:`ParamSpec` says how a full weight is split over tensor-parallel ranks
-(``split``: the dimension, or ``None`` when every tensor rank holds it whole)
-and, for fused weights, which parts are stacked along that dimension
-(``parts``): a rank's slice of a fused weight is its slice of each part, in
-order. That is why re-splitting for another tensor-parallel size is not a plain
-concatenation: with ``t=2 -> tg=1`` the fused gate/up weight is
-``[gate_0; gate_1; up_0; up_1]``, not ``[gate_0; up_0; gate_1; up_1]``.
-
-Names follow megatron-core's GPT model (``decoder.layers.N.…``). The fused
-QKV weight comes in two formats: ``grouped`` (megatron's: rows interleaved per
-key/value head group, ``[q_g; k_g; v_g]`` for each group g, so a tensor rank's
-slice is whole groups) and ``stacked`` (``[Q; K; V]``, what vLLM's
+The model-format half of the 3D-HybridEngine: :func:`llama_specs` lists the
+:class:`~hfsdk.core.hybrid_engine.param_spec.ParamSpec` of every weight of a
+Llama-shaped megatron GPT model (names ``decoder.layers.N.…``), and the
+``hf_*`` / ``megatron_*`` functions convert between transformers' parameter
+names and that layout. The fused QKV weight comes in two formats: ``grouped``
+(megatron's: rows interleaved per key/value head group, ``[q_g; k_g; v_g]``
+for each group g) and ``stacked`` (``[Q; K; V]``, what vLLM's
 ``QKVParallelLinear`` holds per rank).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from hfsdk import ParamSpec, tp_slice, training_shard
+
+__all__ = [
+    "LlamaShape",
+    "ParamSpec",
+    "grouped_qkv",
+    "hf_llama_shape",
+    "hf_llama_to_megatron",
+    "llama_specs",
+    "megatron_to_hf_local",
+    "split_grouped_qkv",
+    "tp_slice",
+    "training_shard",
+]
+
 if TYPE_CHECKING:
     import torch
-
-
-@attrs.frozen(kw_only=True)
-class ParamSpec:
-    """One full weight: its shape, tensor-parallel split, fused parts and owner.
-
-    ``layer`` is the decoder layer index, or ``None`` for the embedding
-    (``place='first'``: the first pipeline stage) and the final norm and
-    output layer (``place='last'``).
-    """
-
-    name: str
-    shape: tuple[int, ...]
-    split: int | None = None
-    parts: tuple[int, ...] = ()
-    layer: int | None = None
-    place: str = "layer"
-
-    @property
-    def part_sizes(self) -> tuple[int, ...]:
-        """Sizes of the fused parts along ``split`` (one part when not fused)."""
-        if self.split is None:
-            return ()
-        return self.parts or (self.shape[self.split],)
-
-    @property
-    def numel(self) -> int:
-        """Elements of the full weight."""
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
-
-    def stage(self, p: int, num_layers: int) -> int:
-        """The training pipeline stage (of ``p``) that holds this weight."""
-        if self.layer is not None:
-            return self.layer // (num_layers // p)
-        return 0 if self.place == "first" else p - 1
-
-    def shard_shape(self, size: int) -> tuple[int, ...]:
-        """Shape of one tensor rank's slice when split over ``size`` ranks."""
-        if self.split is None:
-            return self.shape
-        shape = list(self.shape)
-        shape[self.split] //= size
-        return tuple(shape)
-
-    def shard_numel(self, size: int) -> int:
-        """Elements of one tensor rank's slice when split over ``size`` ranks."""
-        return self.numel // size if self.split is not None else self.numel
-
-
-def tp_slice(full: torch.Tensor, spec: ParamSpec, size: int, index: int) -> torch.Tensor:
-    """Tensor rank ``index``'s slice (of ``size``) of the full weight (a new contiguous tensor)."""
-    import torch
-
-    if spec.split is None:
-        return full.clone()
-    pieces = []
-    for part in torch.split(full, list(spec.part_sizes), dim=spec.split):
-        pieces.append(part.chunk(size, dim=spec.split)[index])
-    return torch.cat(pieces, dim=spec.split).contiguous()
 
 
 @attrs.frozen(kw_only=True)
@@ -278,17 +226,3 @@ def split_grouped_qkv(
     return torch.cat(qs), torch.cat(ks), torch.cat(vs)
 
 
-def training_shard(
-    full: dict[str, torch.Tensor],
-    specs: Sequence[ParamSpec],
-    *,
-    p: int,
-    t: int,
-    stage: int,
-    tp: int,
-    num_layers: int,
-) -> dict[str, torch.Tensor]:
-    """The slices of ``full`` that training rank (``stage``, ``tp``) holds."""
-    return {
-        s.name: tp_slice(full[s.name], s, t, tp) for s in specs if s.stage(p, num_layers) == stage
-    }

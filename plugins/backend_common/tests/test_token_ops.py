@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk_backend_fsdp.token_ops import (
+from hfsdk_backend_common.token_ops import (
     last_token_index,
     position_ids_from_mask,
     response_log_probs,

@@ -1,0 +1,24 @@
+"""What hfsdk's backends share, in one home every backend plugin depends on.
+
+A training or rollout backend plugin imports ``hfsdk`` and this package, never
+another backend plugin. Modules (each imports torch/transformers itself, so
+importing this package costs nothing):
+
+- training: :mod:`.objectives` (actor/critic losses over registry entries),
+  :mod:`.token_ops` (response slices, log-probs, position ids),
+  :mod:`.lr_schedule`, :mod:`.optim_config` (``<role>.optim``),
+  :mod:`.engine_support` (batch keys, devices, padding rows, metric
+  accumulation, role kind -> engine kind), :mod:`.tokenizers`;
+- rollout: :mod:`.rollout_config` (the ``rollout`` section of HF-weight
+  rollouts), :mod:`.generation` (EOS ids, response masks);
+- model formats and the 3D-HybridEngine's execution, :mod:`.hybrid`:
+  :mod:`.hybrid.llama_format` (megatron-core tensor names and HF mapping),
+  :mod:`.hybrid.decoder` (the KV-cache tensor-parallel decoder),
+  :mod:`.hybrid.reshard` (the micro-DP train -> generate transition),
+  :mod:`.hybrid.groups`, :mod:`.hybrid.stages`;
+- :mod:`.testing`: synthetic weights and a local multi-process launcher for
+  tests and benchmarks.
+
+The layout maths the planner uses (layouts, byte formulas, parameter split
+specs) stays in ``hfsdk.core.hybrid_engine``.
+"""

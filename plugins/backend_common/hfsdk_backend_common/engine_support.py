@@ -1,0 +1,111 @@
+"""What every training backend's engines share: batch keys, devices, padding, metrics.
+
+A backend's engines (fsdp, megatron, or a third party's) import these instead
+of each other's, so two backends compute the same thing the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from hfsdk import Batch, HfsdkError, LossCounts, padding_rows
+
+SEQUENCE_KEYS = ("input_ids", "attention_mask", "responses", "response_mask")
+UPDATE_KEYS = (*SEQUENCE_KEYS, "advantages")
+
+ENGINE_OF_ROLE_KIND = {
+    "policy": "actor",
+    "frozen_policy": "reference",
+    "value": "critic",
+    "scorer": "score",
+}
+"""Which engine kind serves each declared role kind (``hfsdk.ROLE_KINDS``)."""
+
+
+def sampling_temperature(batch: Batch) -> float:
+    """The temperature the responses were sampled with (``meta['temperature']``; 1 if greedy)."""
+    temperature = float(batch.meta.get("temperature", 1.0))
+    return temperature if temperature > 0 else 1.0
+
+
+def resolve_device(name: str) -> torch.device:
+    """``cpu``, ``cuda`` (the current CUDA device) or ``auto`` (CUDA when available)."""
+    if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise HfsdkError("device is 'cuda' but no CUDA device is visible; use 'cpu' or 'auto'")
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def require_keys(batch: Batch, keys: Sequence[str], operation: str) -> None:
+    """Raise a clear error naming the keys ``operation`` needs but ``batch`` lacks."""
+    missing = [k for k in keys if k not in batch]
+    if missing:
+        raise HfsdkError(
+            f"{operation} needs batch keys {missing} that are missing; the batch has "
+            f"{sorted(batch.keys())} (run the earlier stages of the step first)"
+        )
+
+
+def without_padding_weight(batch: Batch) -> Batch:
+    """``batch`` with the response mask of the dispatch's padding rows set to 0.
+
+    The training dispatch repeats rows so every rank holds the same number; a
+    zero mask keeps those duplicates out of the losses, the gradients and the
+    global token/sequence counts. The caller's batch is not changed.
+    """
+    pad = padding_rows(batch)
+    if pad == 0 or "response_mask" not in batch:
+        return batch
+    out = batch.index(slice(0, len(batch)))
+    mask = out["response_mask"].clone()
+    mask[len(batch) - pad :] = 0
+    out["response_mask"] = mask
+    return out
+
+
+class MetricAccumulator:
+    """Collects per-micro-batch metrics into one value per name.
+
+    ``add_share`` values are a micro-batch's share of a mini-batch total (the
+    losses, built from global counts): they are summed within a mini-batch.
+    ``add_mean`` values are averaged. Both are then averaged over mini-batches.
+    """
+
+    def __init__(self, dp_size: int = 1) -> None:
+        self.dp_size = dp_size
+        self._shares: dict[str, float] = {}
+        self._per_minibatch: dict[str, list[float]] = {}
+        self._means: dict[str, list[float]] = {}
+
+    def add_share(self, name: str, value: float) -> None:
+        """Add a micro-batch's share of a mini-batch total."""
+        self._shares[name] = self._shares.get(name, 0.0) + value
+
+    def add_token_share(self, name: str, value: float, tokens: float, counts: LossCounts) -> None:
+        """Add a micro-batch's per-token mean as its token-weighted share × ``dp_size``.
+
+        Summed over micro-batches and averaged over ranks this is the mean over
+        every valid token of the mini-batch, however unevenly ranks hold them.
+        """
+        if tokens > 0 and counts.tokens > 0:
+            self.add_share(name, value * tokens * self.dp_size / counts.tokens)
+        else:
+            self.add_share(name, 0.0)
+
+    def add_mean(self, name: str, value: float) -> None:
+        """Record a value to average."""
+        self._means.setdefault(name, []).append(value)
+
+    def end_minibatch(self) -> None:
+        """Close the current mini-batch's totals."""
+        for name, value in self._shares.items():
+            self._per_minibatch.setdefault(name, []).append(value)
+        self._shares = {}
+
+    def result(self) -> dict[str, float]:
+        """One float per metric name."""
+        merged = {**self._per_minibatch, **self._means}
+        return {name: sum(values) / len(values) for name, values in merged.items() if values}

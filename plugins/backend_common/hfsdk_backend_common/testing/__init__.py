@@ -1,0 +1,1 @@
+"""Helpers for tests and benchmarks: synthetic weights, local gloo process launches."""
