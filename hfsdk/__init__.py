@@ -79,6 +79,13 @@ if TYPE_CHECKING:
     from hfsdk.core.registry import Registry, RegistryEntry
     from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
     from hfsdk.core.role_config import RoleConfig, RolloutConfig
+    from hfsdk.core.rollout_contract import (
+        ActorSource,
+        DataParallelInfo,
+        GenerationShards,
+        RolloutBackend,
+        build_rollout,
+    )
     from hfsdk.core.workers import (
         BuiltinProtocol,
         ResourcePool,
@@ -122,6 +129,12 @@ _LAZY = {
     "ensure_default_assets": "hfsdk.core.default_task",
     "RoleConfig": "hfsdk.core.role_config",
     "RolloutConfig": "hfsdk.core.role_config",
+    # the rollout contract
+    "RolloutBackend": "hfsdk.core.rollout_contract",
+    "ActorSource": "hfsdk.core.rollout_contract",
+    "DataParallelInfo": "hfsdk.core.rollout_contract",
+    "GenerationShards": "hfsdk.core.rollout_contract",
+    "build_rollout": "hfsdk.core.rollout_contract",
     "help_field": "hfsdk.core.config.help",
     "field_help": "hfsdk.core.config.help",
     "HfsdkError": "hfsdk.core.errors",
