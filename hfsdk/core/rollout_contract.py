@@ -166,9 +166,11 @@ class RolloutBackend(abc.ABC):
         A rollout that generates from the actor's weights at every call does
         nothing; one that keeps its own copy reloads it now or before its next call.
         """
+        return None
 
     def close(self) -> None:
         """Release engines and memory (called before the worker's process group goes)."""
+        return None
 
 
 def build_rollout(config: RolloutConfig, actor: ActorSource) -> RolloutBackend:
