@@ -12,7 +12,7 @@ from hfsdk.hookspecs import Register
 @hfsdk.hookimpl
 def hfsdk_register_kl_estimators(register: Register) -> None:
     """Register the KL estimators (``k1``, ``abs``, ``k2``, ``k3``, ``k3_clamped``, ...)."""
-    from hfsdk.core.maths.kl import KL_ESTIMATORS
+    from hfsdk.core.maths.kl_estimators import KL_ESTIMATORS
 
     for name, fn in KL_ESTIMATORS.items():
         register(name, fn)
@@ -48,7 +48,7 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 @hfsdk.hookimpl
 def hfsdk_register_transfer_protocols(register: Register) -> None:
     """Register the built-in transfer protocols (``one_to_all`` ... ``pp_as_dp``)."""
-    from hfsdk.core.workers.protocols import BUILTIN_PROTOCOLS
+    from hfsdk.core.workers.protocols.builtins import BUILTIN_PROTOCOLS
 
     for name, protocol in BUILTIN_PROTOCOLS.items():
         register(name, protocol, doc=protocol.doc)

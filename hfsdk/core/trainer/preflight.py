@@ -101,7 +101,7 @@ def _model_sections(config: RunConfig, spec: AlgorithmSpec) -> dict[str, Any]:
 def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     """Check and build everything a session needs that does not need Ray."""
     from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
-    from hfsdk.core.trainer.session import _signal_config, load_tokenizer, resolve_assets
+    from hfsdk.core.trainer.run_assets import load_tokenizer, resolve_assets, signal_config_of
     from hfsdk.core.workers.ray_runtime import (
         check_reachable,
         default_virtual_devices,
@@ -127,7 +127,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         val_loader = PromptLoader(val, tokenizer, val_cfg, seed=config.trainer.seed)
     signal_configs = {}
     for role in spec.roles_of_kind("scorer"):
-        signal = _signal_config(config, role, assets.default_task)
+        signal = signal_config_of(config, role, assets.default_task)
         if signal.functions:
             from hfsdk.core.rewards import load_reward_functions
 

@@ -17,122 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import torch
 
 from hfsdk.core.algorithm_spec import AlgorithmSpec
-from hfsdk.core.batch import Batch
 from hfsdk.core.config.run_config import RunConfig
-from hfsdk.core.config.signal_config import SignalConfig, SignalFunction
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer.run_assets import (
+    SignalScorer,
+)
 
 logger = logging.getLogger(__name__)
 
 
-@attrs.frozen(kw_only=True)
-class RunAssets:
-    """Concrete paths a run uses, after the default task filled in what the config left out."""
-
-    model_path: str | None
-    tokenizer_path: str
-    train_files: tuple[str, ...]
-    val_files: tuple[str, ...]
-    default_task: bool
-
-
-def resolve_assets(config: RunConfig, policy_role: str = "actor") -> RunAssets:
-    """Paths of the model, tokenizer and data; builds the default task's assets when needed.
-
-    The tokenizer is the policy's (``policy_role``: the spec's ``policy`` role).
-    """
-    actor_path = getattr(getattr(config, policy_role), "model_path", None)
-    uses_default = actor_path is None or not config.data.train_files
-    if not uses_default:
-        return RunAssets(
-            model_path=actor_path,
-            tokenizer_path=actor_path,
-            train_files=tuple(config.data.train_files),
-            val_files=tuple(config.data.val_files),
-            default_task=False,
-        )
-    from hfsdk.core.default_task import ensure_default_assets
-
-    assets = ensure_default_assets()
-    return RunAssets(
-        model_path=actor_path or str(assets.model_dir),
-        tokenizer_path=actor_path or str(assets.tokenizer_dir),
-        train_files=tuple(config.data.train_files) or (str(assets.train_jsonl),),
-        val_files=tuple(config.data.val_files)
-        or ((str(assets.val_jsonl),) if not config.data.train_files else ()),
-        default_task=not config.data.train_files,
-    )
-
-
-def load_tokenizer(path: str) -> Any:
-    """The tokenizer of ``path`` (fast tokenizer files; never a hub download)."""
-    from transformers import PreTrainedTokenizerFast
-
-    try:
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
-    except Exception as exc:
-        raise HfsdkError(
-            f"no tokenizer could be loaded from {path!r} ({exc}); point actor.model_path at a "
-            "local model directory that holds tokenizer.json"
-        ) from exc
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
-class SignalScorer:
-    """Scores generated samples with a signal's functions (on the controller) and/or model."""
-
-    def __init__(self, name: str, config: SignalConfig, model: Any | None) -> None:
-        self.name = name
-        self.config = config
-        self.model = model
-        if config.functions:
-            from hfsdk.core.rewards import load_reward_functions
-
-            load_reward_functions(config)  # fail before training, not at the first step
-
-    def __call__(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
-        scores = torch.zeros(len(batch), dtype=torch.float32)
-        metrics: dict[str, float] = {}
-        if self.config.functions:
-            from hfsdk.core.rewards import compute_rewards
-
-            skip = {"raw_prompt", "response_text"}
-            columns = {k: list(batch[k]) for k in batch.non_tensor_keys if k not in skip}
-            values, metrics = compute_rewards(
-                list(batch["raw_prompt"]), list(batch["response_text"]), columns, self.config
-            )
-            scores += torch.tensor(values, dtype=torch.float32)
-        if self.model is not None:
-            model_scores = self.model.compute_scores(batch)["rm_scores"].float()
-            metrics["model_score_mean"] = float(model_scores.mean())
-            scores += model_scores
-        return scores, metrics
-
-
-def _signal_config(config: RunConfig, role: str, default_task: bool) -> SignalConfig:
-    signal: SignalConfig = getattr(config, role)
-    if signal.functions or signal.model is not None:
-        return signal
-    if default_task:
-        from hfsdk.core.default_task import COST_FUNCTION_NAME, REWARD_FUNCTION_NAME
-
-        # The default task scores two signals; a scorer role by another name must be set.
-        name = {"reward": REWARD_FUNCTION_NAME, "cost": COST_FUNCTION_NAME}.get(role)
-        if name is not None:
-            return attrs.evolve(signal, functions=(SignalFunction(name=name),))
-    raise HfsdkError(
-        f"the {role!r} signal has neither functions nor a model; set e.g. "
-        f"{role}.functions=[{{name: exact_match}}] or {role}.model.model_path=DIR"
-    )
-
-
-# Their library chatter (load reports, save progress bars) would drown the console; the
-# thread count (OMP_NUM_THREADS) is each worker's share of the cores, see worker_threads().
 _WORKER_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
     "TRANSFORMERS_VERBOSITY": "error",

@@ -22,9 +22,9 @@ _LAZY = {
     "BuiltinProtocol": "hfsdk.core.workers.decorator",
     "Protocol": "hfsdk.core.workers.decorator",  # deprecated alias of BuiltinProtocol
     "MeshPosition": "hfsdk.core.workers.mesh",
-    "TransferProtocol": "hfsdk.core.workers.protocols",
-    "DispatchContext": "hfsdk.core.workers.protocols",
-    "DispatchPlan": "hfsdk.core.workers.protocols",
+    "TransferProtocol": "hfsdk.core.workers.protocols.types",
+    "DispatchContext": "hfsdk.core.workers.protocols.types",
+    "DispatchPlan": "hfsdk.core.workers.protocols.types",
     "CallFuture": "hfsdk.core.workers.futures",
     "CollectSpec": "hfsdk.core.workers.futures",
     "RoleSpec": "hfsdk.core.workers.host",

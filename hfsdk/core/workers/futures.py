@@ -29,7 +29,7 @@ from hfsdk.core.workers.errors import (
 )
 
 if TYPE_CHECKING:
-    from hfsdk.core.workers.protocols import TransferProtocol
+    from hfsdk.core.workers.protocols.types import TransferProtocol
 
 Info = tuple[Any, ...]
 """What a worker returns beside each result: ``(ok, rows or None, failure or None, busy_s)``.

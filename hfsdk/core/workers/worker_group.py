@@ -33,12 +33,8 @@ from hfsdk.core.workers.futures import (
 )
 from hfsdk.core.workers.host import Placement, RoleSpec, WorkerHost
 from hfsdk.core.workers.mesh import MeshPosition
-from hfsdk.core.workers.protocols import (
-    DispatchContext,
-    DispatchPlan,
-    TransferProtocol,
-    resolve_protocol,
-)
+from hfsdk.core.workers.protocols.lookup import resolve_protocol
+from hfsdk.core.workers.protocols.types import DispatchContext, DispatchPlan, TransferProtocol
 from hfsdk.core.workers.resource_pool import ResourcePool
 from hfsdk.core.workers.worker import Worker
 

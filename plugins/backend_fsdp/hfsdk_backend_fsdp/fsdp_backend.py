@@ -8,26 +8,11 @@ Engine kinds: ``actor`` (policy), ``reference`` (frozen policy), ``critic``
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from hfsdk import HfsdkError, Worker
+from hfsdk_backend_fsdp import engine_factory
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-
-if TYPE_CHECKING:
-    from torch.distributed import ProcessGroup
-
-    from hfsdk_backend_fsdp.engine import FSDPEngine
-
-ENGINE_KINDS = ("actor", "reference", "critic", "score")
-
-
-ENGINE_OF_ROLE_KIND = {
-    "policy": "actor",
-    "frozen_policy": "reference",
-    "value": "critic",
-    "scorer": "score",
-}
-"""Which engine serves each declared role kind."""
 
 
 class FSDPBackend:
@@ -46,44 +31,5 @@ class FSDPBackend:
             )
         return WORKER_CLASSES[role_kind]
 
-    @staticmethod
-    def engine_class(kind: str) -> type[FSDPEngine]:
-        """The engine class of ``kind`` (``actor``, ``reference``, ``critic``, ``score``)."""
-        from hfsdk_backend_fsdp.actor import ActorEngine, ReferenceEngine
-        from hfsdk_backend_fsdp.critic import CriticEngine
-        from hfsdk_backend_fsdp.scorer import ScoreEngine
-
-        classes: dict[str, type[FSDPEngine]] = {
-            "actor": ActorEngine,
-            "reference": ReferenceEngine,
-            "critic": CriticEngine,
-            "score": ScoreEngine,
-        }
-        if kind not in classes:
-            raise HfsdkError(f"engine kind {kind!r} is unknown; expected one of {ENGINE_KINDS}")
-        return classes[kind]
-
-    @classmethod
-    def create_engine(
-        cls,
-        role: str,
-        config: FSDPRoleConfig | None = None,
-        *,
-        kind: str,
-        process_group: ProcessGroup | None = None,
-        total_steps: int | None = None,
-    ) -> FSDPEngine:
-        """Build the engine of ``role`` in this process (FSDP2 over ``process_group``).
-
-        ``kind`` is an engine kind (``actor``, ``reference``, ``critic``, ``score``;
-        see :data:`ENGINE_OF_ROLE_KIND`); ``config`` defaults to
-        ``FSDPRoleConfig()`` (the default task's model).
-        """
-        config = config or FSDPRoleConfig()
-        if not isinstance(config, FSDPRoleConfig):
-            raise HfsdkError(
-                f"the fsdp backend needs an FSDPRoleConfig for role {role!r}, got "
-                f"{type(config).__name__}; set '{role}.backend: fsdp'"
-            )
-        engine_cls = cls.engine_class(kind)
-        return engine_cls(config, role=role, process_group=process_group, total_steps=total_steps)
+    engine_class = staticmethod(engine_factory.engine_class)
+    create_engine = staticmethod(engine_factory.create_engine)

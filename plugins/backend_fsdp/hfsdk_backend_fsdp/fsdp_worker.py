@@ -30,7 +30,7 @@ from hfsdk import (
     torch_rng_state,
 )
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
-from hfsdk_backend_fsdp.fsdp_backend import FSDPBackend
+from hfsdk_backend_fsdp.engine_factory import create_engine
 
 RNG_FILE = "rng_rank{rank}.pt"
 
@@ -53,7 +53,7 @@ class FSDPRoleWorker(Worker):
             model_path=section.model_path or assets.model_path,
             tokenizer_path=section.tokenizer_path or assets.tokenizer_path,
         )
-        self.engine: Any = FSDPBackend.create_engine(
+        self.engine: Any = create_engine(
             role,
             section,
             kind=self.engine_kind,

@@ -29,6 +29,7 @@ from hfsdk_ppo.losses import clipped_value_loss
 pytestmark = pytest.mark.distributed
 
 OPTIM = {"lr": 1e-2, "grad_clip": 1.0}
+UPDATE_ATOL = 5e-3 * OPTIM["lr"]
 CRITIC_OPTIM = {"lr": 1e-2, "grad_clip": 0.5}
 PROMPT, RESPONSE, ROWS = 6, 5, 8
 
@@ -197,7 +198,10 @@ def test_update_actor_equals_fsdp(run: dict[str, Any], layout: str) -> None:
     before = _fsdp_actor_state_before(run)
     moved = max((expected[k] - before[k]).abs().max() for k in got["state"])
     assert moved > 1e-3  # the step changed the weights, so equality means something
-    _assert_close_states(got["state"], expected, 2e-5)
+    # Adam's first step is lr·g/(|g|+eps): ±lr wherever |g| >> eps, which a wrong layout
+    # would get wrong by ~lr. Where |g| is within a few eps, fp32 reduction-order
+    # differences in g (tp/pp partial sums vs one process) move it by up to ~1e-3·lr.
+    _assert_close_states(got["state"], expected, UPDATE_ATOL)
     # With two dp replicas the collected losses are replica 0's share; the norm is global.
     keys = ("actor/pg_loss", "actor/entropy", "actor/grad_norm") if layout == "22" else ()
     for key in (*keys, "actor/grad_norm"):
@@ -214,9 +218,9 @@ def test_checkpoint_reloads_at_another_layout(run: dict[str, Any]) -> None:
     """Saved at (tp=2, pp=2, dp=1), reloaded at (1, 2, 2): the next step matches, moments too."""
     results = run["results"]
     continued, resharded = results["actor_second_22"], results["actor_second_resharded_12"]
-    _assert_close_states(resharded, continued, 2e-5)
+    _assert_close_states(resharded, continued, UPDATE_ATOL)
     expected, _ = _fsdp_actor_state(run, steps=2)
-    _assert_close_states(resharded, expected, 5e-5)
+    _assert_close_states(resharded, expected, 2 * UPDATE_ATOL)  # two steps' worth
 
 
 def test_export_is_a_loadable_hf_model(run: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from hfsdk.core.trainer.preflight import (
     startup_deadline_s,
     weight_bytes,
 )
-from hfsdk.core.trainer.session import RunAssets
+from hfsdk.core.trainer.run_assets import RunAssets
 
 
 def _model(path: Path, weight_bytes_: int) -> Path:

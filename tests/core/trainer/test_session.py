@@ -7,15 +7,16 @@ import pytest
 from hfsdk import get_registry
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.session import TrainingSession, _signal_config, worker_threads
+from hfsdk.core.trainer.run_assets import signal_config_of
+from hfsdk.core.trainer.session import TrainingSession, worker_threads
 
 
 def test_default_task_fills_in_the_signals() -> None:
     config = load_run_config("safe_rlhf")
-    assert [f.name for f in _signal_config(config, "reward", True).functions] == ["default_task"]
-    assert [f.name for f in _signal_config(config, "cost", True).functions] == ["default_task_cost"]
+    assert [f.name for f in signal_config_of(config, "reward", True).functions] == ["default_task"]
+    assert [f.name for f in signal_config_of(config, "cost", True).functions] == ["default_task_cost"]
     with pytest.raises(HfsdkError, match="neither functions nor a model"):
-        _signal_config(config, "reward", False)
+        signal_config_of(config, "reward", False)
 
 
 def test_auto_placement_cluster_comes_from_config_or_detection() -> None:
