@@ -6,13 +6,13 @@ from typing import Any, Literal
 
 import attrs
 
-from hfsdk import RoleConfig, RolloutLayoutConfig, help_field
-from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk import RolloutLayoutConfig, help_field
+from hfsdk_backend_common.role_fields import TrainedRoleConfig
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 
 
 @attrs.frozen(kw_only=True)
-class FSDPRoleConfig(RoleConfig):
+class FSDPRoleConfig(TrainedRoleConfig):
     """A role (actor, critic, reference, reward, cost) trained or served with FSDP2.
 
     ``model_path`` is a local HF model directory; ``None`` uses the built-in
@@ -30,34 +30,6 @@ class FSDPRoleConfig(RoleConfig):
         "Training backend of this role (fsdp: FSDP2 over HF transformers models).",
         default="fsdp",
     )
-    model_path: str | None = help_field(
-        "Local HF model directory; null: the built-in default task's model.",
-        default=None,
-    )
-    tokenizer_path: str | None = help_field(
-        "Tokenizer directory; null: model_path's.",
-        default=None,
-    )
-    optim: OptimConfig = help_field(
-        "Optimizer and learning-rate schedule of a trained role.",
-        factory=OptimConfig,
-    )
-    mini_batch_size: int = help_field(
-        "Samples per optimizer step, summed over data-parallel ranks (must divide by their "
-        "number).",
-        default=8,
-        validator=attrs.validators.ge(1),
-    )
-    micro_batch_size: int = help_field(
-        "Samples per forward/backward pass on one rank (gradients accumulate over a mini-batch).",
-        default=4,
-        validator=attrs.validators.ge(1),
-    )
-    forward_micro_batch_size: int | None = help_field(
-        "Samples per inference pass (log-probs, values, scores); null: micro_batch_size.",
-        default=None,
-        validator=attrs.validators.optional(attrs.validators.ge(1)),
-    )
     micro_batch_tokens: int | None = help_field(
         "Token budget of one forward/backward pass on one rank (rows x longest row): rows of "
         "similar length share a pass; replaces micro_batch_size and forward_micro_batch_size; "
@@ -69,32 +41,6 @@ class FSDPRoleConfig(RoleConfig):
     longest row costs rows x that length, and rows are grouped (in training, by
     length) so the cost stays within the budget; a row longer than the budget
     gets a pass of its own. All data-parallel ranks run the same number of passes."""
-    ppo_epochs: int = help_field(
-        "Passes over each step's batch per update (PPO epochs).",
-        default=1,
-        validator=attrs.validators.ge(1),
-    )
-    shuffle: bool = help_field(
-        "Shuffle samples into mini-batches each epoch.",
-        default=False,
-    )
-    """Shuffle samples into mini-batches (each epoch; seeded by ``seed`` and the update count)."""
-    seed: int = help_field(
-        "Seed of the mini-batch shuffle.",
-        default=0,
-    )
-    dtype: Literal["float32", "bfloat16"] = help_field(
-        "Weights and compute dtype: float32 or bfloat16 (mixed precision under FSDP2).",
-        default="float32",
-        validator=attrs.validators.in_(("float32", "bfloat16")),
-    )
-    """Compute dtype. Trained roles keep float32 master weights (FSDP mixed precision)."""
-    device: Literal["auto", "cpu", "cuda"] = help_field(
-        "auto (CUDA when available), cpu or cuda.",
-        default="auto",
-        validator=attrs.validators.in_(("auto", "cpu", "cuda")),
-    )
-    """``auto``: CUDA (the rank's local device) when available, else CPU."""
     gradient_checkpointing: bool = help_field(
         "Recompute activations in backward (less memory, ~30% more compute).",
         default=False,
