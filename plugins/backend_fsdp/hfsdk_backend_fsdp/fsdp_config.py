@@ -141,8 +141,16 @@ def _rollout_layout_problems(config: Any) -> list[str]:
     return tp_support_problems(model, tg)[:1] if model is not None else []
 
 
-def _trained(role: str) -> bool:
-    return role == "actor" or role.endswith("critic")
+TRAINED_KINDS = ("policy", "value")
+"""Role kinds whose weights are updated (and so split mini-batches over their ranks)."""
+
+
+def _trained_roles(config: Any) -> set[str]:
+    """The roles of the run's algorithm whose declared kind is trained."""
+    from hfsdk import get_registry
+
+    spec = get_registry("algorithms")[config.algo].impl
+    return {r.name for r in spec.roles if r.kind in TRAINED_KINDS}
 
 
 def _mini_batch_problems(config: Any) -> list[str]:
@@ -155,9 +163,10 @@ def _mini_batch_problems(config: Any) -> list[str]:
     if placement is None or placement.mode == "auto":
         return []
     problems = []
+    trained = _trained_roles(config)
     for role, section in config.sections.items():
-        # Only trained roles split mini-batches (the actor and the critics).
-        if not isinstance(section, FSDPRoleConfig) or not _trained(role):
+        # Only trained roles (policy and value kinds) split mini-batches.
+        if not isinstance(section, FSDPRoleConfig) or role not in trained:
             continue
         devices = placement.pools[placement.pool_of(role)].devices
         if section.mini_batch_size % devices:

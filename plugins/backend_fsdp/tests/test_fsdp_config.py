@@ -50,3 +50,16 @@ def test_rollout_n_in_a_run_config_is_refused() -> None:
     ):
         load_run_config("grpo", None, ["rollout.n=4"])
     assert load_run_config("grpo", None, ["algorithm.n_samples_per_prompt=2"]).rollout.n == 1
+
+
+def test_mini_batch_split_follows_the_declared_role_kinds() -> None:
+    """A trained role (policy or value kind) must split; a frozen one is not checked."""
+    from hfsdk import ConfigError
+    from hfsdk.core.config.run_config import resolve_run_config
+
+    two_devices = {"placement": {"pools": {"global": {"devices": 2}}}}
+    with pytest.raises(ConfigError, match=r"critic\.mini_batch_size=7 is not divisible"):
+        resolve_run_config("ppo", {**two_devices, "critic": {"mini_batch_size": 7}})
+    # The reference is of kind frozen_policy: it never splits mini-batches.
+    config = resolve_run_config("ppo", {**two_devices, "reference": {"mini_batch_size": 7}})
+    assert config.reference.mini_batch_size == 7
