@@ -34,13 +34,15 @@ def hfsdk_register_policy_losses(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
-    """Register ``exact_match``, ``format_check``, ``length_penalty`` and the default task's."""
+    """Register ``exact_match``, ``format_check``, ``length_penalty``, ``code_tests`` and the
+    default task's."""
     from hfsdk.core import default_task
-    from hfsdk.core.rewards import builtins
+    from hfsdk.core.rewards import builtins, code_tests
 
     register("exact_match", builtins.exact_match, config_cls=builtins.ExactMatchConfig)
     register("format_check", builtins.format_check, config_cls=builtins.FormatCheckConfig)
     register("length_penalty", builtins.length_penalty, config_cls=builtins.LengthPenaltyConfig)
+    register("code_tests", code_tests.code_tests, config_cls=code_tests.CodeTestsConfig)
     register(default_task.REWARD_FUNCTION_NAME, default_task.default_task_reward)
     register(default_task.COST_FUNCTION_NAME, default_task.default_task_cost)
 

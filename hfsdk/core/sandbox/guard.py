@@ -1,0 +1,136 @@
+"""Runs inside the sandboxed process, before the untrusted program (stdlib only).
+
+Usage: ``python -I -S -B guard.py SCRATCH PROGRAM CPU_S MEMORY_BYTES FILE_BYTES DROP``.
+It first sets the kernel limits (CPU seconds, address space, the size of any
+file written — stdout and stderr are files — and no core dumps) and, when
+``DROP`` is 1, becomes the unprivileged ``nobody`` user with few processes
+allowed. Setting them here rather than between fork and exec in the parent
+keeps the parent free to run several sandboxes from threads. It then installs an audit hook
+(PEP 578) that refuses, with ``PermissionError``, what the program must not do:
+start processes (fork, exec, spawn, subprocess, os.system), open sockets,
+write, rename, delete or change anything outside ``SCRATCH``, and load native
+code through ``ctypes``. Audit hooks cannot be removed once added, so the
+program cannot switch the guard off from Python. The operating-system limits
+(CPU, memory, file size, no network namespace, another user) are set by the
+parent; this is the layer that works everywhere.
+"""
+
+import os
+import runpy
+import sys
+
+_PROCESS_EVENTS = {
+    "os.fork",
+    "os.forkpty",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.kill",
+    "os.killpg",
+    "subprocess.Popen",
+    "pty.spawn",
+}
+_NETWORK_EVENTS = {
+    "socket.__new__",
+    "socket.connect",
+    "socket.bind",
+    "socket.sendto",
+    "socket.sendmsg",
+    "socket.getaddrinfo",
+    "socket.gethostbyname",
+}
+_PATH_EVENTS = {
+    "os.remove",
+    "os.rename",
+    "os.rmdir",
+    "os.mkdir",
+    "os.chmod",
+    "os.chown",
+    "os.link",
+    "os.symlink",
+    "os.truncate",
+    "os.utime",
+    "shutil.rmtree",
+    "shutil.move",
+    "shutil.copyfile",
+}
+_BLOCKED_MODULES = ("ctypes", "_ctypes", "_posixsubprocess", "multiprocessing")
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+
+
+def _inside(path: object, scratch: str) -> bool:
+    if isinstance(path, int):  # an already open descriptor
+        return True
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str):
+        return False
+    real = os.path.realpath(path)
+    return real == scratch or real.startswith(scratch + os.sep)
+
+
+def _writes(mode: object, flags: object) -> bool:
+    if isinstance(mode, str) and any(c in mode for c in "wax+"):
+        return True
+    return isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
+
+
+def _hook(scratch: str):  # type: ignore[no-untyped-def]
+    def refuse(what: str) -> None:
+        raise PermissionError(f"sandbox: {what} is not allowed")
+
+    def hook(event: str, args: tuple) -> None:
+        if event in _PROCESS_EVENTS:
+            refuse(f"starting or signalling processes ({event})")
+        elif event in _NETWORK_EVENTS:
+            refuse(f"network access ({event})")
+        elif event == "open":
+            path, mode, flags = (*args, None, None, None)[:3]
+            if _writes(mode, flags) and not _inside(path, scratch):
+                refuse(f"writing {path!r} outside the scratch directory")
+        elif event in _PATH_EVENTS:
+            for path in args[:2]:
+                if isinstance(path, (str, bytes)) and not _inside(path, scratch):
+                    refuse(f"{event} on {path!r} outside the scratch directory")
+        elif event == "import":
+            name = str(args[0])
+            if name.split(".")[0] in _BLOCKED_MODULES:
+                refuse(f"importing {name}")
+        elif event == "ctypes.dlopen":
+            refuse("loading native libraries")
+
+    return hook
+
+
+NOBODY = 65534
+NOBODY_NPROC = 64  # processes nobody may own at once (every concurrent sandbox counts)
+
+
+def _limit(cpu_s: int, memory: int, file_bytes: int, drop: bool) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if drop:
+        resource.setrlimit(resource.RLIMIT_NPROC, (NOBODY_NPROC, NOBODY_NPROC))
+        os.setgroups([])
+        os.setgid(NOBODY)
+        os.setuid(NOBODY)
+
+
+def main() -> None:
+    """Set the limits, install the guard, then run the program as ``__main__``."""
+    scratch, program = os.path.realpath(sys.argv[1]), sys.argv[2]
+    cpu_s, memory, file_bytes, drop = (int(a) for a in sys.argv[3:7])
+    _limit(cpu_s, memory, file_bytes, bool(drop))
+    sys.argv = [program]
+    sys.path.insert(0, scratch)
+    sys.addaudithook(_hook(scratch))
+    runpy.run_path(program, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
