@@ -13,8 +13,14 @@ from hfsdk.core.config.help import help_field
 class SignalFunction:
     """A registered reward function (by name, ``module:function`` or ``file.py:function``)."""
 
-    name: str = help_field(
-        "Registered reward function, 'package.module:function' or 'path/to/file.py:function'.",
+    name: str | None = help_field(
+        "Registered reward function, 'package.module:function' or 'path/to/file.py:function'; "
+        "null with url: the remote endpoint.",
+        default=None,
+    )
+    url: str | None = help_field(
+        "An HTTP reward endpoint instead of a function (the 'remote' function with this url).",
+        default=None,
     )
     weight: float = help_field(
         "Multiplier of this function's score in the signal's sum.",
@@ -32,6 +38,15 @@ class SignalFunction:
         ),
     )
     """Calling convention: ``None`` recognises it by the function's parameters."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.name is None and self.url is None:
+            raise ValueError("a reward function needs a 'name' (or a 'url' of an endpoint)")
+        if self.url is not None and self.name not in (None, "remote"):
+            raise ValueError(
+                f"name={self.name!r} and url={self.url!r}: give one of them (url means the "
+                "'remote' function)"
+            )
 
 
 @attrs.frozen(kw_only=True)

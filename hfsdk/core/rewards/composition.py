@@ -88,6 +88,9 @@ def load_reward_functions(
         name = _field(spec, "name", None)
         weight = _field(spec, "weight", 1.0)
         kwargs = _field(spec, "kwargs", None) or {}
+        url = _field(spec, "url", None)
+        if url is not None and isinstance(kwargs, Mapping):
+            name, kwargs = name or "remote", {**kwargs, "url": url}
         if (
             isinstance(weight, bool)
             or not isinstance(weight, int | float)
