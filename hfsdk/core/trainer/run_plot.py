@@ -10,6 +10,7 @@ stage timed). matplotlib is imported only when drawing.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
 
 CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("reward", ("reward/mean", "val/reward_mean", "cost/mean")),
+    ("reward and validation", ("reward/mean", "val/reward_mean", "cost/mean")),
     ("KL to the reference", ("actor/kl",)),
     ("response length (tokens)", ("response_length/mean",)),
     ("losses", ("actor/pg_loss", "actor/loss", "critic/vf_loss", "cost_critic/vf_loss")),
@@ -108,7 +109,13 @@ def draw_run(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "") 
     steps = [int(r["step"]) for r in rows]
     fig = plt.figure(figsize=(15, 8))
     grid = fig.add_gridspec(2, 3)
+    estimators = sorted(
+        {k for r in rows for k in r if re.fullmatch(r"val/(pass|mean|maj)@\d+", k)},
+        key=lambda k: (k.split("@")[0], int(k.split("@")[1])),
+    )
     for index, (panel, keys) in enumerate(CURVES):
+        if index == 0:  # validation estimators (val/pass@k, ...) beside the reward
+            keys = (*keys, *estimators)
         ax = fig.add_subplot(grid[index // 3, index % 3])
         drawn = False
         for key in keys:

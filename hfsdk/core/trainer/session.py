@@ -24,6 +24,7 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.run_assets import (
     SignalScorer,
 )
+from hfsdk.core.trainer.validation import ValidationResult
 
 logger = logging.getLogger(__name__)
 
@@ -289,12 +290,12 @@ class TrainingSession:
 
     # -- validation -------------------------------------------------------------------
 
-    def validate(self, algorithm: Any) -> dict[str, float]:
-        """Greedy generation on the validation set; mean reward as ``val/reward_mean``."""
+    def validate(self, algorithm: Any) -> ValidationResult | None:
+        """mean@n, pass@k (and maj@k) on the validation set (:mod:`.validation`)."""
         if self.val_loader is None:
-            return {}
+            return None
+        from hfsdk.core.trainer.validation import validate
+
         prompts = self.val_loader.collate(range(len(self.val_loader)))
-        batch = algorithm.generate(prompts, n=1, greedy=True)
         scorer = self.signals.get("reward") or next(iter(self.signals.values()))
-        scores, _ = scorer(batch)
-        return {"val/reward_mean": float(scores.mean())}
+        return validate(algorithm, prompts, scorer, self.config.trainer)

@@ -80,7 +80,7 @@ class Tracker:
                 maybe_fault("metrics_mid", step)
             self._jsonl.write(line)
             self._jsonl.flush()
-        if self._bar is not None:
+        if self._bar is not None and step > 0:  # step 0: validation before training
             postfix = {}
             if "reward/mean" in metrics:
                 postfix["reward"] = f"{metrics['reward/mean']:.3f}"

@@ -7,6 +7,7 @@ step at a time and records what it returns.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import random
 import shutil
@@ -56,6 +57,9 @@ _RESUMABLE_CHANGES = {
         "startup_timeout_s",
         "ray_address",
         "executor",
+        "keep_last",
+        "keep_best",
+        "val_samples",
     )
 }
 
@@ -329,6 +333,8 @@ class Trainer:
                 config=cfg.to_dict(),
             )
             try:
+                if start == 0 and cfg.trainer.val_before_train:
+                    self._validate(session, algorithm, tracker, 0)
                 for step in range(start + 1, cfg.trainer.total_steps + 1):
                     self._one_step(session, algorithm, tracker, step)
             finally:
@@ -345,7 +351,7 @@ class Trainer:
         maybe_kill_worker(step, lambda: session.groups["actor"].process_info[0]["pid"])
         metrics = algorithm.step(prompts)
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
-            metrics.update(session.validate(algorithm))
+            metrics.update(self._validation_metrics(session, algorithm, step))
         step_s = time.perf_counter() - started
         metrics["timing/step_s"] = step_s
         # What the controller added to its blocking worker calls: dispatch, serialization,
@@ -361,6 +367,24 @@ class Trainer:
         last = step == cfg.trainer.total_steps
         if last or (cfg.trainer.save_every and step % cfg.trainer.save_every == 0):
             self._save(session, algorithm, step)
+
+    def _validation_metrics(self, session: Any, algorithm: Algorithm, step: int) -> dict:
+        """Validate; the samples go to ``validation/step_N.jsonl`` (atomically)."""
+        started = time.perf_counter()
+        result = session.validate(algorithm)
+        if result is None:
+            return {}
+        if result.samples:
+            lines = "".join(json.dumps(s) + "\n" for s in result.samples)
+            (self.run_dir / "validation").mkdir(exist_ok=True)
+            _write_atomic(self.run_dir / "validation" / f"step_{step}.jsonl", lines)
+        return {**result.metrics, "timing/validation_s": time.perf_counter() - started}
+
+    def _validate(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
+        """Validation alone, logged as its own step (``trainer.val_before_train``: step 0)."""
+        metrics = self._validation_metrics(session, algorithm, step)
+        if metrics:
+            tracker.log(step, metrics)
 
     def _save(self, session: Any, algorithm: Algorithm, step: int) -> None:
         request = self.run_dir / EXPORT_REQUEST
@@ -394,6 +418,13 @@ class Trainer:
             ) from exc
         request.unlink(missing_ok=True)  # a requested export is done once
         logger.info("checkpoint written to %s", path)
+        trainer = self.config.trainer
+        if trainer.keep_last:
+            from hfsdk.core.trainer.retention import prune_checkpoints
+
+            prune_checkpoints(
+                self.run_dir, read_metrics(self.run_dir), trainer.keep_last, trainer.keep_best
+            )
 
     def _resume(self, session: Any, algorithm: Algorithm) -> int:
         """Load the newest checkpoint the workers accept; 0 when starting fresh."""

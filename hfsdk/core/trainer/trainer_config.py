@@ -21,6 +21,14 @@ def _check_loggers(_inst: object, attribute: attrs.Attribute, value: tuple[str, 
 class TrainerConfig:
     """How long to train, how to log, when to validate and checkpoint."""
 
+    def __attrs_post_init__(self) -> None:
+        too_large = [k for k in self.val_k if not 1 <= k <= self.val_n]
+        if too_large:
+            raise ValueError(
+                f"val_k={list(self.val_k)} has k outside 1..val_n={self.val_n}; pass@k needs "
+                "k <= the samples per prompt (raise val_n or drop those k)"
+            )
+
     total_steps: int = help_field(
         "Training steps (iterations of the algorithm's step()).",
         default=30,
@@ -47,11 +55,50 @@ class TrainerConfig:
     )
     """Checkpoint every N steps (0: only at the end)."""
     val_every: int = help_field(
-        "Validate (greedy, mean reward) every N steps; 0: never.",
+        "Validate (val_n samples per held-out prompt: mean@n, pass@k) every N steps; 0: never.",
         default=0,
         validator=attrs.validators.ge(0),
     )
-    """Validate (greedy generation on the validation set) every N steps (0: never)."""
+    """Validate every N steps (0: never); see docs/training.md#validation."""
+    val_before_train: bool = help_field(
+        "Also validate before the first step, logged as step 0.",
+        default=False,
+    )
+    val_n: int = help_field(
+        "Samples per validation prompt: 1 is greedy; more are sampled with the rollout's "
+        "temperature.",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
+    val_k: tuple[int, ...] = help_field(
+        "The k of pass@k (and maj@k) to report, each at most val_n; empty: 1, powers of two, "
+        "val_n.",
+        default=(),
+        converter=tuple,
+    )
+    val_correct_threshold: float = help_field(
+        "A validation sample is correct (for pass@k, maj@k) when its score is at least this.",
+        default=1.0,
+    )
+    val_answer_pattern: str | None = help_field(
+        "Regex of a response's answer (its last match) for maj@k; null: no maj@k.",
+        default=None,
+    )
+    keep_last: int = help_field(
+        "Checkpoints to keep (the newest ones); 0: every one.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
+    keep_best: str | None = help_field(
+        "Also keep the checkpoint of the step with the highest value of this metric (e.g. "
+        "val/pass@1; validate on save steps); null: none.",
+        default=None,
+    )
+    val_samples: int = help_field(
+        "Generations per validation written to RUN_DIR/validation/step_N.jsonl.",
+        default=4,
+        validator=attrs.validators.ge(0),
+    )
     resume: bool = help_field(
         "Resume from the latest checkpoint in --run-dir if there is one.",
         default=True,

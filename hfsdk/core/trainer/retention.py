@@ -1,0 +1,68 @@
+"""Which checkpoints a run keeps: the last ``keep_last``, plus the best by a validation metric.
+
+``trainer.keep_last: 0`` keeps every checkpoint (the default). With
+``trainer.keep_best: val/pass@1`` the checkpoint of the step with the highest
+logged value of that metric is kept as well (the metric is logged at the step
+a validation ran; the best step must also have a checkpoint, so validate on
+save steps). The newest checkpoint is never removed, so resuming is unaffected.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hfsdk.core.trainer.checkpoint import COMPLETE_MARKER, complete_checkpoints
+
+log = logging.getLogger(__name__)
+
+
+def best_step(rows: Sequence[dict[str, Any]], metric: str, steps: set[int]) -> int | None:
+    """The step in ``steps`` with the highest ``metric`` (the earliest of equal ones)."""
+    best: tuple[float, int] | None = None
+    for row in rows:
+        step, value = row.get("step"), row.get(metric)
+        numeric = isinstance(value, (int, float))
+        if step in steps and numeric and (best is None or value > best[0]):
+            best = (float(value), int(step))
+    return None if best is None else best[1]
+
+
+def _remove(path: Path, step: int) -> None:
+    """Unpublish first (the marker, then a rename ``clean_partial`` finishes), then delete.
+
+    A kill at any point leaves either a complete checkpoint or a directory the
+    next start removes, never a ``step_N`` that looks complete but is not.
+    """
+    (path / COMPLETE_MARKER).unlink(missing_ok=True)
+    doomed = path.with_name(f".step_{step}.tmp-{os.getpid()}")
+    path.rename(doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
+def prune_checkpoints(
+    run_dir: Path, rows: Sequence[dict[str, Any]], keep_last: int, keep_best: str | None
+) -> list[int]:
+    """Remove the checkpoints retention does not keep; returns the removed steps."""
+    if keep_last <= 0:
+        return []
+    checkpoints = sorted(complete_checkpoints(run_dir))  # oldest first
+    steps = [step for step, _ in checkpoints]
+    keep = set(steps[-keep_last:])
+    if keep_best is not None:
+        best = best_step(rows, keep_best, set(steps))
+        if best is not None:
+            keep.add(best)
+    removed = []
+    for step, path in checkpoints:
+        if step not in keep:
+            _remove(path, step)
+            removed.append(step)
+    if removed:
+        log.info("removed checkpoints %s (keep_last=%d, keep_best=%s)", removed, keep_last,
+                 keep_best)
+    return removed

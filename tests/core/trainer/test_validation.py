@@ -1,0 +1,89 @@
+"""Validation: step 0 before training, mean@n / pass@k from n samples, the samples file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.config import load_run_config
+from hfsdk.core.errors import ConfigError
+from hfsdk.core.maths.pass_at_k import pass_at_k
+from hfsdk.core.trainer.trainer import Trainer
+from hfsdk.core.trainer.trainer_config import TrainerConfig
+from hfsdk.core.trainer.validation import validate
+
+SMALL = [
+    "data.batch_size=4",
+    "algorithm.n_samples_per_prompt=2",
+    "actor.mini_batch_size=4",
+    "actor.micro_batch_size=8",
+]
+
+
+class _FakeAlgorithm:
+    """Generates n 'responses' per prompt whose scores the fake scorer reads back."""
+
+    def __init__(self, scores: list[float], sources: list[str]) -> None:
+        self.scores, self.sources = scores, sources
+
+    def generate(self, prompts: Batch, *, n: int, greedy: bool) -> Batch:
+        assert len(self.scores) == len(prompts) * n and greedy == (n == 1)
+        return Batch.from_dict(
+            tensors={"score": torch.tensor(self.scores)},
+            non_tensors={
+                "response_text": [f"answer {int(s * 10)}" for s in self.scores],
+                "raw_prompt": [f"q{i // n}" for i in range(len(self.scores))],
+                "data_source": self.sources,
+            },
+        )
+
+
+def _scorer(batch: Batch) -> tuple[torch.Tensor, dict]:
+    return batch["score"], {}
+
+
+def test_estimators_from_n_samples_per_prompt_and_per_source() -> None:
+    # Two prompts of 4 samples: one right of four, then three right of four.
+    scores = [1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    sources = ["gsm"] * 4 + ["math"] * 4
+    prompts = Batch.from_dict(tensors={"x": torch.zeros(2)})
+    trainer = TrainerConfig(val_n=4, val_samples=1, val_answer_pattern=r"answer (\d+)")
+    result = validate(_FakeAlgorithm(scores, sources), prompts, _scorer, trainer)
+    m = result.metrics
+    assert m["val/mean@4"] == pytest.approx(0.5)
+    assert m["val/pass@1"] == pytest.approx((0.25 + 0.75) / 2)
+    assert m["val/pass@2"] == pytest.approx((pass_at_k(4, 1, 2) + pass_at_k(4, 3, 2)) / 2)
+    assert m["val/pass@4"] == 1.0
+    assert m["val/gsm/pass@1"] == pytest.approx(0.25) and m["val/math/pass@1"] == 0.75
+    # maj@4: prompt 0's majority answer ("0", three votes) is wrong, prompt 1's ("10") right.
+    assert m["val/maj@4"] == pytest.approx(0.5)
+    assert result.samples == [{"prompt": "q0", "response": "answer 10", "score": 1.0}]
+
+
+def test_k_above_n_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"val_k=\[8\] has k outside 1\.\.val_n=4"):
+        load_run_config("grpo", None, ["trainer.val_n=4", "trainer.val_k=[8]"])
+
+
+@pytest.mark.slow
+def test_validation_before_training_is_step_0_with_samples(tmp_path: Path) -> None:
+    overrides = [
+        *SMALL,
+        "trainer.total_steps=2",
+        "trainer.val_every=2",
+        "trainer.val_before_train=true",
+        "trainer.val_n=2",
+    ]
+    records = Trainer(load_run_config("grpo", None, overrides), tmp_path, quiet=True).fit()
+    assert [r["step"] for r in records] == [0, 1, 2]
+    for record in (records[0], records[2]):
+        assert {"val/mean@2", "val/pass@1", "val/pass@2"} <= record.keys()
+        assert 0.0 <= record["val/pass@1"] <= record["val/pass@2"] <= 1.0
+    assert "val/pass@1" not in records[1]
+    lines = (tmp_path / "validation" / "step_0.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    assert set(first) == {"prompt", "response", "score"} and "=" in first["prompt"]
