@@ -94,6 +94,29 @@ class Tracker:
         if self._wandb is not None:
             self._wandb.log(metrics, step=step)
 
+    def log_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
+        """A table of validation generations, for the loggers that show text.
+
+        Tensorboard gets a markdown table under ``val/samples``; wandb a
+        ``wandb.Table``. The jsonl copy is the trainer's ``validation/step_N.jsonl``.
+        """
+        if not samples:
+            return
+        if self._tb is not None:
+            rows = ["| prompt | response | score |", "|---|---|---|"]
+            for s in samples:
+                cells = [str(s.get(k, "")).replace("|", "\\|").replace("\n", " ") for k in
+                         ("prompt", "response")]
+                rows.append(f"| {cells[0]} | {cells[1]} | {s.get('score', '')} |")
+            self._tb.add_text("val/samples", "\n".join(rows), step)
+        if self._wandb is not None:
+            import wandb
+
+            table = wandb.Table(columns=["prompt", "response", "score"])
+            for s in samples:
+                table.add_data(s.get("prompt"), s.get("response"), s.get("score"))
+            self._wandb.log({"val/samples": table}, step=step)
+
     def close(self) -> None:
         """Flush and close every sink."""
         if self._jsonl is not None:

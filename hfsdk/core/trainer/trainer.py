@@ -351,7 +351,7 @@ class Trainer:
         maybe_kill_worker(step, lambda: session.groups["actor"].process_info[0]["pid"])
         metrics = algorithm.step(prompts)
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
-            metrics.update(self._validation_metrics(session, algorithm, step))
+            metrics.update(self._validation_metrics(session, algorithm, tracker, step))
         step_s = time.perf_counter() - started
         metrics["timing/step_s"] = step_s
         # What the controller added to its blocking worker calls: dispatch, serialization,
@@ -368,8 +368,10 @@ class Trainer:
         if last or (cfg.trainer.save_every and step % cfg.trainer.save_every == 0):
             self._save(session, algorithm, step)
 
-    def _validation_metrics(self, session: Any, algorithm: Algorithm, step: int) -> dict:
-        """Validate; the samples go to ``validation/step_N.jsonl`` (atomically)."""
+    def _validation_metrics(
+        self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int
+    ) -> dict:
+        """Validate; the samples go to ``validation/step_N.jsonl`` (atomically) and the loggers."""
         started = time.perf_counter()
         result = session.validate(algorithm)
         if result is None:
@@ -378,11 +380,12 @@ class Trainer:
             lines = "".join(json.dumps(s) + "\n" for s in result.samples)
             (self.run_dir / "validation").mkdir(exist_ok=True)
             _write_atomic(self.run_dir / "validation" / f"step_{step}.jsonl", lines)
+            tracker.log_samples(step, result.samples)
         return {**result.metrics, "timing/validation_s": time.perf_counter() - started}
 
     def _validate(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
         """Validation alone, logged as its own step (``trainer.val_before_train``: step 0)."""
-        metrics = self._validation_metrics(session, algorithm, step)
+        metrics = self._validation_metrics(session, algorithm, tracker, step)
         if metrics:
             tracker.log(step, metrics)
 

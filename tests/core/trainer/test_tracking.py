@@ -71,3 +71,22 @@ def test_resume_leaves_one_line_per_step(tmp_path: Path) -> None:
     rows = read_metrics(tmp_path)
     assert [r["step"] for r in rows] == [1, 2, 3, 4]
     assert [r["x"] for r in rows] == [0, 3, 4, 5]  # the last copy of a repeated step wins
+
+
+def test_validation_samples_reach_tensorboard_as_a_table(tmp_path) -> None:
+    from hfsdk.core.trainer.tracking import Tracker
+
+    texts: list[tuple[str, str, int]] = []
+
+    class FakeWriter:
+        def add_text(self, tag: str, text: str, step: int) -> None:
+            texts.append((tag, text, step))
+
+    tracker = Tracker(tmp_path, ("jsonl",), total_steps=1, quiet=True)
+    tracker._tb = FakeWriter()  # what trainer.loggers=[tensorboard] would open
+    tracker.log_samples(3, [{"prompt": "1 + 2 =", "response": "3 | ok\nmore", "score": 1.0}])
+    [(tag, text, step)] = texts
+    assert (tag, step) == ("val/samples", 3)
+    assert text.splitlines()[2] == "| 1 + 2 = | 3 \\| ok more | 1.0 |"
+    tracker._tb = None
+    tracker.close()
