@@ -6,7 +6,8 @@
 of them loop forever (they cost the wall-clock limit per case). Prints one
 table: samples/s of ``code_tests`` (sandboxed, concurrency = cores), and of the
 same correct programs run with a plain ``python -c`` subprocess (no limits,
-no guard), so the difference is what the sandbox adds.
+no guard), so the difference is what the sandbox adds. Then the ``remote``
+reward's latency per batch against an HTTP server on the loopback address.
 """
 
 from __future__ import annotations
@@ -46,6 +47,40 @@ def _bare(programs: int, cases: int) -> float:
     return time.perf_counter() - started
 
 
+def _remote_latency(batches: int, batch_size: int) -> tuple[float, float]:
+    """Median and max seconds per batch of ``remote`` against a local length scorer."""
+    import statistics
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from hfsdk.core.rewards.remote import RemoteRewardConfig, remote_reward
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body = json.dumps({"scores": [len(r) for r in payload["responses"]]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = RemoteRewardConfig(url=f"http://127.0.0.1:{server.server_address[1]}/score")
+    times = []
+    responses = ["x" * 200] * batch_size
+    for _ in range(batches):
+        started = time.perf_counter()
+        remote_reward(["p"] * batch_size, responses, config=config)
+        times.append(time.perf_counter() - started)
+    server.shutdown()
+    server.server_close()
+    return statistics.median(times), max(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--programs", type=int, default=64)
@@ -71,6 +106,9 @@ def main() -> None:
     for name, seconds, passed in rows:
         print(f"{name:<40} {seconds:8.2f} {args.programs / seconds:10.1f} {passed:7.0f}")
     print(f"sandbox overhead on correct programs: {rows[0][1] / bare:.2f}x bare")
+    median, worst = _remote_latency(batches=20, batch_size=256)
+    print(f"remote reward, 256 samples per batch (4 requests of 64): median {median * 1e3:.1f} ms, "
+          f"max {worst * 1e3:.1f} ms per batch")
 
 
 if __name__ == "__main__":
