@@ -5,6 +5,13 @@ keys whose verl default differs from hfsdk's (so a partial file keeps verl's
 meaning), and those assumptions are listed in the output's header. Batch sizes:
 verl counts ``ppo_mini_batch_size`` in prompts and hfsdk's ``mini_batch_size``
 in responses, so it is multiplied by ``rollout.n``.
+
+Strategies and engines map to hfsdk's backends: ``strategy: megatron`` to the
+megatron backend with its ``tp``/``pp``, ``rollout.name: vllm`` to the vLLM
+rollout, ``rollout.tensor_model_parallel_size`` to the actor's generation
+layout. Every key left over is listed once with its reason
+(:mod:`~hfsdk.core.config.importing.verl_reasons`); a switch set to its off
+value (``false``, ``{}``, ``[]``) has nothing to map and is not listed.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from typing import Any
 
 from hfsdk.core.algorithm import LOSS_AGG_MODES
 from hfsdk.core.config.importing.mapper import Mapper, as_int, as_number
+from hfsdk.core.config.importing.verl_reasons import list_leftovers
 from hfsdk.core.trainer.trainer_config import LOGGERS
 
 A = "actor_rollout_ref.actor."
@@ -48,16 +56,25 @@ def _files(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(v) for v in value]
 
 
-def _estimator_fields(name: str) -> set[str]:
+def _fields(kind: str, name: str) -> set[str]:
+    """Field names of the config class registered as ``name`` in registry ``kind``."""
     import attrs
 
     from hfsdk.core.plugin_manager import get_registry
 
-    registry = get_registry("advantage_estimators")
+    registry = get_registry(kind)
     if name not in registry:
         return set()
     cls = registry[name].config_cls
     return {f.name for f in attrs.fields(cls)} if cls is not None else set()
+
+
+def _estimator_fields(name: str) -> set[str]:
+    return _fields("advantage_estimators", name)
+
+
+def _backend(strategy: Any) -> str:
+    return "megatron" if strategy == "megatron" else "fsdp"
 
 
 def _data(m: Mapper) -> None:
@@ -79,9 +96,14 @@ def _data(m: Mapper) -> None:
         m.put("data.shuffle", bool(m.get("data.shuffle")))
     if m.has("data.seed"):
         m.put("trainer.seed", m.int("data.seed"))
-    # hfsdk always drops overlong prompts (verl's filter_overlong_prompts=True).
-    if m.get("data.filter_overlong_prompts") is False:
-        m.reject("data.filter_overlong_prompts", "hfsdk always drops prompts over the limit")
+    # hfsdk always drops prompts over data.max_prompt_length: verl's filter_overlong_prompts=True.
+    if m.get("data.filter_overlong_prompts") is False and m.get("data.truncation") != "error":
+        m.reject(
+            "data.filter_overlong_prompts",
+            "hfsdk always drops prompts over data.max_prompt_length; it never truncates",
+        )
+    if m.get("data.truncation") not in (None, "error"):
+        m.reject("data.truncation", "hfsdk drops prompts over the limit; it never truncates")
     for key in (R + "prompt_length", R + "response_length"):
         # Usually ${data.max_*_length}; mapped when it agrees with the data section.
         source = "data.max_prompt_length" if "prompt" in key else "data.max_response_length"
@@ -97,8 +119,13 @@ def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | No
             m.put(f"{role}.optim.{dest}", m.num(prefix + "optim." + src))
     if m.has(prefix + "optim.betas"):
         m.put(f"{role}.optim.betas", [float(b) for b in m.get(prefix + "optim.betas")])
-    if m.has(prefix + "grad_clip"):
-        m.put(f"{role}.optim.grad_clip", m.num(prefix + "grad_clip"))
+    for key in ("grad_clip", "optim.clip_grad"):
+        if m.has(prefix + key):
+            m.put(f"{role}.optim.grad_clip", m.num(prefix + key))
+    if str(m.get(prefix + "optim.optimizer", "adamw")).lower() not in ("adamw", "adam"):
+        m.reject(prefix + "optim.optimizer", "hfsdk trains with AdamW")
+    if m.get(prefix + "optim.optimizer_impl") not in (None, "torch.optim"):
+        m.reject(prefix + "optim.optimizer_impl", "hfsdk uses torch.optim.AdamW")
     steps = m.int(prefix + "optim.lr_warmup_steps", -1)
     ratio = m.num(prefix + "optim.lr_warmup_steps_ratio", 0.0)
     if steps > 0:
@@ -111,7 +138,7 @@ def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | No
             )
         else:
             m.put(f"{role}.optim.warmup_steps", int(ratio * total))
-    for key in ("warmup_style", "lr_scheduler_type"):
+    for key in ("warmup_style", "lr_scheduler_type", "lr_decay_style"):
         style = m.get(prefix + "optim." + key)
         if style in ("constant", "cosine"):
             m.put(f"{role}.optim.lr_schedule", style)
@@ -119,29 +146,133 @@ def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | No
             m.reject(prefix + "optim." + key, "hfsdk schedules: constant, cosine")
 
 
-def _batches(m: Mapper, prefix: str, role: str, n: int) -> None:
+def _batches(m: Mapper, prefix: str, role: str, n: int, backend: str) -> None:
     if m.has(prefix + "ppo_mini_batch_size"):
         size = m.int(prefix + "ppo_mini_batch_size")
         m.put(f"{role}.mini_batch_size", size * n)
-    if m.has(prefix + "ppo_micro_batch_size_per_gpu"):
-        size = m.int(prefix + "ppo_micro_batch_size_per_gpu")
-        m.put(f"{role}.micro_batch_size", size)
+    dynamic = bool(m.get(prefix + "use_dynamic_bsz", False))
+    budget = prefix + "ppo_max_token_len_per_gpu"
+    if dynamic and "micro_batch_tokens" in _fields("training_backends", backend):
+        m.put(f"{role}.micro_batch_tokens", m.int(budget, 16384, source_default=True))
+        if m.has(prefix + "ppo_micro_batch_size_per_gpu"):
+            m.reject(
+                prefix + "ppo_micro_batch_size_per_gpu",
+                f"hfsdk decides this itself: {role}.micro_batch_tokens sizes the passes",
+            )
+        for key in m.keys(prefix + "forward_max_token_len_per_gpu"):
+            m.get(key)  # one budget in hfsdk for training and inference passes
+    elif dynamic:
+        m.reject(prefix + "use_dynamic_bsz", f"the {backend} backend has no token budgets")
+    else:
+        m.get(budget)  # unused by verl too without use_dynamic_bsz
+        for key in m.keys(prefix + "forward_max_token_len_per_gpu"):
+            m.get(key)
+        if m.has(prefix + "ppo_micro_batch_size_per_gpu"):
+            size = m.int(prefix + "ppo_micro_batch_size_per_gpu")
+            m.put(f"{role}.micro_batch_size", size)
     if m.has(prefix + "ppo_epochs"):
         m.put(f"{role}.ppo_epochs", m.int(prefix + "ppo_epochs"))
     if m.has(prefix + "shuffle"):
         m.put(f"{role}.shuffle", bool(m.get(prefix + "shuffle")))
+    m.get(prefix + "rollout_n")  # verl's copy of rollout.n
+
+
+def _strategy(m: Mapper, prefix: str, role: str) -> str:
+    """The hfsdk backend for the verl role at ``prefix`` (``fsdp`` or ``megatron``)."""
     strategy = m.get(prefix + "strategy")
-    if strategy not in (None, "fsdp", "fsdp2"):
-        m.reject(prefix + "strategy", "hfsdk's default backend is fsdp (FSDP2)")
+    if strategy not in (None, "fsdp", "fsdp2", "megatron"):
+        m.reject(prefix + "strategy", "hfsdk backends: fsdp (FSDP2), megatron")
+        return "fsdp"
+    backend = _backend(strategy)
+    if backend == "megatron":
+        m.put(f"{role}.backend", "megatron")
+    return backend
+
+
+_OFFLOAD_REASON = (
+    "no counterpart: hfsdk keeps each role's weights, gradients and optimizer state on its "
+    "devices (rollout.sleep frees vLLM's memory while the actor trains)"
+)
+
+
+def _offload(m: Mapper, prefix: str) -> None:
+    """verl's ``*_offload`` switches: off is hfsdk's behaviour; on is listed with the reason."""
+    for key in [k for k in m.flat if k.startswith(prefix) and k.endswith("offload")]:
+        if m.get(key) in (True, "true", "True"):
+            m.reject(key, _OFFLOAD_REASON)
+
+
+def _engine(m: Mapper, prefix: str, role: str, backend: str) -> None:
+    """The parallel layout and engine switches of a role (``fsdp_config`` or ``megatron``)."""
+    fields = _fields("training_backends", backend)
+    if backend == "megatron":
+        section = prefix + "megatron."
+        for src, dest in (("tensor_model_parallel_size", "tp"), ("pipeline_model_parallel_size", "pp")):
+            if m.has(section + src):
+                m.put(f"{role}.parallel.{dest}", m.int(section + src))
+        if m.get(section + "sequence_parallel") is True:
+            m.reject(
+                section + "sequence_parallel",
+                "hfsdk's megatron backend refuses sequence parallelism for now",
+            )
+        for key in ("context_parallel_size", "expert_model_parallel_size"):
+            if m.has(section + key) and m.int(section + key) != 1:
+                m.reject(section + key, "no counterpart in hfsdk's megatron backend")
+        for key in ("virtual_pipeline_model_parallel_size", "expert_tensor_parallel_size"):
+            if m.has(section + key):
+                m.reject(section + key, "no counterpart in hfsdk's megatron backend")
+        if m.get(section + "use_distributed_optimizer") is True:
+            m.get(section + "use_distributed_optimizer")
+    else:
+        section = prefix + ("model.fsdp_config." if role == "critic" else "fsdp_config.")
+        if m.has(section + "reshard_after_forward") and "reshard_after_forward" in fields:
+            m.put(f"{role}.reshard_after_forward", bool(m.get(section + "reshard_after_forward")))
+        if m.has(section + "fsdp_size") and m.int(section + "fsdp_size") == -1:
+            m.get(section + "fsdp_size")  # -1: shard over all of the role's ranks, as hfsdk does
+    dtype = m.get(section + "dtype")
+    if dtype is not None:
+        names = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float32": "float32", "fp32": "float32"}
+        if str(dtype) in names:
+            m.put(f"{role}.dtype", names[str(dtype)])
+        else:
+            m.reject(section + "dtype", "hfsdk compute dtypes: float32, bfloat16")
+    for key in (prefix + "ulysses_sequence_parallel_size", section + "ulysses_sequence_parallel_size"):
+        if m.has(key) and m.int(key) == 1:
+            m.get(key)
+        elif m.has(key):
+            m.reject(key, "no counterpart: hfsdk has no Ulysses sequence parallelism")
+    _offload(m, prefix)
+
+
+def _model(m: Mapper, prefix: str, role: str, backend: str) -> None:
+    """``model.path``, ``tokenizer_path``, checkpointing and padding of one role."""
+    fields = _fields("training_backends", backend)
+    if m.has(prefix + "path"):
+        m.put(f"{role}.model_path", str(m.get(prefix + "path")))
+    tokenizer = m.get(prefix + "tokenizer_path")
+    if tokenizer is not None and tokenizer != m.flat.get(prefix + "path"):
+        m.put(f"{role}.tokenizer_path", str(tokenizer))
+    switch = prefix + "enable_gradient_checkpointing"
+    if m.has(switch) and "gradient_checkpointing" in fields:
+        m.put(f"{role}.gradient_checkpointing", bool(m.get(switch)))
+    elif m.flat.get(switch):
+        m.reject(switch, f"the {backend} backend has no activation-checkpointing switch")
+    padding = prefix + "use_remove_padding"
+    if m.has(padding) and "remove_padding" in fields:
+        m.put(f"{role}.remove_padding", bool(m.get(padding)))
 
 
 def _actor(m: Mapper, n: int, total: int | None) -> None:
-    if m.has(M + "path"):
-        m.put("actor.model_path", str(m.get(M + "path")))
-    if m.has(M + "enable_gradient_checkpointing"):
-        m.put("actor.gradient_checkpointing", bool(m.get(M + "enable_gradient_checkpointing")))
+    backend = _strategy(m, A, "actor")
+    _model(m, M, "actor", backend)
+    _engine(m, A, "actor", backend)
+    ref_backend = _backend(m.flat.get(F + "strategy", m.flat.get(A + "strategy")))
+    if ref_backend == "megatron":
+        m.get(F + "strategy")
+        m.put("reference.backend", "megatron")
+    _engine(m, F, "reference", ref_backend)
     _optim(m, A, "actor", 1e-6, total)
-    _batches(m, A, "actor", n)
+    _batches(m, A, "actor", n, backend)
     if m.has(A + "clip_ratio"):
         ratio = m.num(A + "clip_ratio")
         m.put("policy_loss.clip_ratio_low", ratio)
@@ -180,10 +311,59 @@ def _rollout(m: Mapper) -> None:
         top_k = m.int(R + "top_k")
         m.put("rollout.top_k", max(top_k, 0))  # verl's -1 and hfsdk's 0 both mean "off"
     name = m.get(R + "name")
-    if name == "hf":
-        m.put("rollout.backend", "hf")
+    backends = _rollout_backends()
+    if name in ("hf", "vllm") and name in backends:
+        m.put("rollout.backend", name)
+    elif name == "vllm":
+        m.reject(R + "name", "install hfsdk-plugin-rollout-vllm for rollout.backend=vllm")
     elif name is not None:
-        m.reject(R + "name", "hfsdk picks the engine with rollout.backend (hf; vllm by plugin)")
+        m.reject(R + "name", f"hfsdk rollout backends: {', '.join(sorted(backends))}")
+    fields = _fields("rollout_backends", name) if name in backends else set()
+    if "gpu_memory_utilization" in fields and m.has(R + "gpu_memory_utilization"):
+        m.put("rollout.gpu_memory_utilization", m.num(R + "gpu_memory_utilization"))
+    if "max_num_seqs" in fields and m.has(R + "max_num_seqs"):
+        m.put("rollout.max_num_seqs", m.int(R + "max_num_seqs"))
+    if "enforce_eager" in fields and m.has(R + "enforce_eager"):
+        m.put("rollout.enforce_eager", bool(m.get(R + "enforce_eager")))
+    if "sleep" in fields and m.has(R + "free_cache_engine"):
+        m.put("rollout.sleep", "auto" if m.get(R + "free_cache_engine") else "off")
+    if "dtype" in fields and m.get(R + "dtype") in ("bfloat16", "float16", "float32"):
+        m.put("rollout.dtype", m.get(R + "dtype"))
+    for key in ("log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu"):
+        for prefix in (R, F):
+            if m.has(prefix + key):
+                m.reject(
+                    prefix + key,
+                    "hfsdk decides this itself: micro_batch_tokens covers inference passes",
+                )
+    _generation_tp(m)
+
+
+def _rollout_backends() -> set[str]:
+    from hfsdk.core.plugin_manager import get_registry
+
+    return set(get_registry("rollout_backends"))
+
+
+def _generation_tp(m: Mapper) -> None:
+    """``rollout.tensor_model_parallel_size`` -> ``actor.rollout_layout.tp`` where it fits."""
+    key = R + "tensor_model_parallel_size"
+    if not m.has(key):
+        return
+    tg = m.int(key)
+    if m.flat.get(A + "strategy") == "megatron":
+        t = as_int("tp", m.flat.get(A + "megatron.tensor_model_parallel_size", 1))
+        if t % tg:
+            m.reject(
+                key,
+                f"hfsdk's megatron actor generates with a tp dividing its training tp ({t}); "
+                "set actor.rollout_layout.tp",
+            )
+            return
+    m.put("actor.rollout_layout.tp", tg)
+    for other in ("data_parallel_size", "pipeline_model_parallel_size", "expert_parallel_size"):
+        if m.has(R + other) and m.int(R + other) == 1:
+            m.get(R + other)
 
 
 def _kl(m: Mapper) -> None:
@@ -224,18 +404,18 @@ def _kl(m: Mapper) -> None:
 
 def _critic(m: Mapper, algo: str, n: int, total: int | None) -> None:
     if algo not in CRITIC_ALGOS:
-        for key in [k for k in m.flat if k.startswith(C)]:
-            m.reasons[key] = f"algorithm {algo!r} has no critic"
+        m.group(C, f"algorithm {algo!r} has no critic")
         return
-    if m.has(C + "model.path"):
-        m.put("critic.model_path", str(m.get(C + "model.path")))
+    backend = _strategy(m, C, "critic")
+    _model(m, C + "model.", "critic", backend)
+    _engine(m, C, "critic", backend)
     _optim(m, C, "critic", 1e-5, total)
     # verl's critic takes the actor's batch sizes unless it sets its own.
     for key in ("ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs"):
         if not m.has(C + key) and m.has(A + key):
             m.flat[C + key] = m.flat[A + key]
             m.used.add(C + key)
-    _batches(m, C, "critic", n)
+    _batches(m, C, "critic", n, backend)
     if m.has(C + "forward_micro_batch_size_per_gpu"):
         size = m.int(C + "forward_micro_batch_size_per_gpu")
         m.put("critic.forward_micro_batch_size", size)
@@ -255,6 +435,8 @@ def _advantage(m: Mapper, estimator: str) -> None:
             m.reasons[f"algorithm.{key}"] = f"estimator {estimator!r} has no {key}"
     if "norm_by_std" in fields and m.has("algorithm.norm_adv_by_std_in_grpo"):
         m.put("advantage.norm_by_std", bool(m.get("algorithm.norm_adv_by_std_in_grpo")))
+    elif m.has("algorithm.norm_adv_by_std_in_grpo"):
+        m.get("algorithm.norm_adv_by_std_in_grpo")  # verl reads it for GRPO only, as hfsdk
 
 
 def _trainer(m: Mapper) -> int | None:
@@ -263,10 +445,7 @@ def _trainer(m: Mapper) -> int | None:
         total = m.int("trainer.total_training_steps")
         m.put("trainer.total_steps", total)
     elif m.has("trainer.total_epochs"):
-        m.reject(
-            "trainer.total_epochs",
-            "hfsdk counts steps: set trainer.total_steps (epochs x rows / batch size)",
-        )
+        total = _steps_from_epochs(m)
     save = m.get("trainer.save_freq")
     if save is not None:
         m.put("trainer.save_every", max(as_int("trainer.save_freq", save), 0))
@@ -290,6 +469,53 @@ def _trainer(m: Mapper) -> int | None:
             pool["nodes"] = as_int("trainer.nnodes", nodes)
         m.put("placement.pools", {"global": pool})
     return total
+
+
+def _steps_from_epochs(m: Mapper) -> int | None:
+    """verl's ``total_epochs`` as steps: epochs x (rows // train_batch_size), as verl counts."""
+    epochs = m.int("trainer.total_epochs")
+    files = m.flat.get("data.train_files")
+    batch = m.flat.get("data.train_batch_size")
+    rows = _count_rows(_files(files)) if files and batch else None
+    if rows is None or as_int("data.train_batch_size", batch) > rows:
+        m.reject(
+            "trainer.total_epochs",
+            "hfsdk counts steps: set trainer.total_steps = total_epochs x rows // "
+            "data.train_batch_size (the train files are not here to count)",
+        )
+        return None
+    total = epochs * (rows // as_int("data.train_batch_size", batch))
+    m.put("trainer.total_steps", total)
+    return total
+
+
+def _count_rows(files: list[str]) -> int | None:
+    """Rows in local parquet / jsonl files (``None`` when one is missing or unreadable)."""
+    from pathlib import Path
+
+    rows = 0
+    for name in files:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            return None
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            rows += pq.ParquetFile(path).metadata.num_rows
+        elif path.suffix == ".jsonl":
+            rows += sum(1 for line in path.read_text().splitlines() if line.strip())
+        else:
+            return None
+    return rows
+
+
+def _filter_groups(m: Mapper) -> None:
+    """DAPO's dynamic sampling (``algorithm.filter_groups``): off is hfsdk's behaviour."""
+    if m.get("algorithm.filter_groups.enable") is True:
+        for key in m.keys("algorithm.filter_groups."):
+            m.reject(key, "no DAPO dynamic sampling (filter_groups) in hfsdk yet")
+    else:
+        m.consume("algorithm.filter_groups.")
 
 
 def _reward(m: Mapper) -> None:
@@ -329,5 +555,7 @@ def import_verl(m: Mapper, algo: str | None) -> str:
     _kl(m)
     _advantage(m, estimator)
     _critic(m, chosen, n, total)
+    _filter_groups(m)
     _reward(m)
+    list_leftovers(m)
     return chosen
