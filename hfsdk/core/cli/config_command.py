@@ -40,7 +40,8 @@ def show(
 
 
 @config.command(
-    name="import", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True}
+    name="import",
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True},
 )
 @click.option(
     "--from",

@@ -89,7 +89,7 @@ def import_config(
 
     try:
         # Model paths name the source machine's directories: validated apart from them.
-        resolve_run_config(chosen, with_algorithm_preset(chosen, _without_paths(config)))
+        resolve_run_config(chosen, with_algorithm_preset(chosen, without_source_paths(config)))
     except ConfigError as exc:
         raise ConfigError(
             f"the {source} config maps to an invalid hfsdk config ({exc}); fix the value in the "
@@ -104,11 +104,23 @@ def import_config(
     )
 
 
-def _without_paths(config: dict[str, Any]) -> dict[str, Any]:
+def without_source_paths(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without model paths, and without layouts when the model is not here.
+
+    Layouts are checked against the model's shape, which only the model's own
+    directory holds; on another machine they are checked when the run starts.
+    """
+    from pathlib import Path
+
+    paths = [
+        v.get("model_path") for v in config.values() if isinstance(v, dict) and v.get("model_path")
+    ]
+    local = all((Path(str(p)).expanduser() / "config.json").is_file() for p in paths)
+    dropped = ("model_path", "tokenizer_path", *(() if local else ("parallel", "rollout_layout")))
     out = {}
     for key, value in config.items():
         if isinstance(value, dict):
-            value = {k: v for k, v in value.items() if k not in ("model_path", "tokenizer_path")}
+            value = {k: v for k, v in value.items() if k not in dropped}
         out[key] = value
     return out
 

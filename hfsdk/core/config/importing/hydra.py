@@ -28,7 +28,7 @@ from hfsdk.core.errors import ConfigError
 
 
 def merge(base: dict[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
-    """``other`` merged into ``base`` in place (OmegaConf merge: sections deep, the rest replaced)."""
+    """``other`` merged into ``base`` in place (as OmegaConf: sections deep, the rest replaced)."""
     for key, value in other.items():
         if isinstance(value, Mapping) and isinstance(base.get(key), dict):
             merge(base[key], value)

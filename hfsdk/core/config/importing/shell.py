@@ -140,8 +140,10 @@ class _Reader:
                     return ""
                 return "${" + body + "}"
             name, op, rest = match.groups()
-            value = self._lookup(name) if op is None else self.script.variables.get(
-                name, self.env.get(name)
+            value = (
+                self._lookup(name)
+                if op is None
+                else self.script.variables.get(name, self.env.get(name))
             )
             if op in (":-", "-", ":=", "="):
                 if value is None or (op.startswith(":") and value == ""):
@@ -222,16 +224,17 @@ class _Reader:
         """Read the whole text into ``script.commands`` (assignments update ``variables``)."""
         words: list[str] = []
         current: list[str] | None = None
-        skip_next = False
+        skip_next = quoted = False
 
         def end_word() -> None:
-            nonlocal current, skip_next
+            nonlocal current, skip_next, quoted
             if current is not None:
+                word = "".join(current)
                 if skip_next:
                     skip_next = False
-                else:
-                    words.append("".join(current))
-            current = None
+                elif word or quoted:  # an unquoted empty expansion is no word
+                    words.append(word)
+            current, quoted = None, False
 
         def end_command() -> None:
             nonlocal words
@@ -252,9 +255,10 @@ class _Reader:
                 end = text.find("'", self.i + 1)
                 end = len(text) if end < 0 else end
                 current = (current or []) + [text[self.i + 1 : end]]
-                self.i = end + 1
+                self.i, quoted = end + 1, True
             elif char == '"':
                 current = (current or []) + [self._double()]
+                quoted = True
             elif char == "$":
                 current = (current or []) + [self._dollar()]
             elif char == "`":

@@ -43,7 +43,9 @@ def _as_mapping(path: Path, text: str) -> dict[str, Any] | None:
     if isinstance(data, dict):
         return data
     if path.suffix in _YAML_SUFFIXES and data is not None:
-        raise ConfigError(f"config file {str(path)!r} must hold a mapping, got {type(data).__name__}")
+        raise ConfigError(
+            f"config file {str(path)!r} must hold a mapping, got {type(data).__name__}"
+        )
     return {} if data is None and path.suffix in _YAML_SUFFIXES else None
 
 

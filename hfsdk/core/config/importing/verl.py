@@ -97,7 +97,10 @@ def _data(m: Mapper) -> None:
     if m.has("data.seed"):
         m.put("trainer.seed", m.int("data.seed"))
     # hfsdk always drops prompts over data.max_prompt_length: verl's filter_overlong_prompts=True.
-    if m.get("data.filter_overlong_prompts") is False and m.get("data.truncation") != "error":
+    if m.get("data.filter_overlong_prompts") is False and m.flat.get("data.truncation") not in (
+        None,
+        "error",
+    ):
         m.reject(
             "data.filter_overlong_prompts",
             "hfsdk always drops prompts over data.max_prompt_length; it never truncates",
@@ -207,7 +210,10 @@ def _engine(m: Mapper, prefix: str, role: str, backend: str) -> None:
     fields = _fields("training_backends", backend)
     if backend == "megatron":
         section = prefix + "megatron."
-        for src, dest in (("tensor_model_parallel_size", "tp"), ("pipeline_model_parallel_size", "pp")):
+        for src, dest in (
+            ("tensor_model_parallel_size", "tp"),
+            ("pipeline_model_parallel_size", "pp"),
+        ):
             if m.has(section + src):
                 m.put(f"{role}.parallel.{dest}", m.int(section + src))
         if m.get(section + "sequence_parallel") is True:
@@ -231,12 +237,20 @@ def _engine(m: Mapper, prefix: str, role: str, backend: str) -> None:
             m.get(section + "fsdp_size")  # -1: shard over all of the role's ranks, as hfsdk does
     dtype = m.get(section + "dtype")
     if dtype is not None:
-        names = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float32": "float32", "fp32": "float32"}
+        names = {
+            "bfloat16": "bfloat16",
+            "bf16": "bfloat16",
+            "float32": "float32",
+            "fp32": "float32",
+        }
         if str(dtype) in names:
             m.put(f"{role}.dtype", names[str(dtype)])
         else:
             m.reject(section + "dtype", "hfsdk compute dtypes: float32, bfloat16")
-    for key in (prefix + "ulysses_sequence_parallel_size", section + "ulysses_sequence_parallel_size"):
+    for key in (
+        prefix + "ulysses_sequence_parallel_size",
+        section + "ulysses_sequence_parallel_size",
+    ):
         if m.has(key) and m.int(key) == 1:
             m.get(key)
         elif m.has(key):
@@ -266,9 +280,8 @@ def _actor(m: Mapper, n: int, total: int | None) -> None:
     backend = _strategy(m, A, "actor")
     _model(m, M, "actor", backend)
     _engine(m, A, "actor", backend)
-    ref_backend = _backend(m.flat.get(F + "strategy", m.flat.get(A + "strategy")))
+    ref_backend = _backend(m.get(F + "strategy", m.flat.get(A + "strategy")))
     if ref_backend == "megatron":
-        m.get(F + "strategy")
         m.put("reference.backend", "megatron")
     _engine(m, F, "reference", ref_backend)
     _optim(m, A, "actor", 1e-6, total)
@@ -360,6 +373,13 @@ def _generation_tp(m: Mapper) -> None:
                 "set actor.rollout_layout.tp",
             )
             return
+        if m.flat.get(R + "name") == "vllm" and tg not in (1, t):
+            m.reject(
+                key,
+                f"hfsdk's vLLM rollout on a megatron actor (tp {t}) generates with tp 1 or {t}; "
+                "set actor.rollout_layout.tp",
+            )
+            return
     m.put("actor.rollout_layout.tp", tg)
     for other in ("data_parallel_size", "pipeline_model_parallel_size", "expert_parallel_size"):
         if m.has(R + other) and m.int(R + other) == 1:
@@ -431,8 +451,10 @@ def _advantage(m: Mapper, estimator: str) -> None:
         if key in fields:
             value = m.get(f"algorithm.{key}", defaults[key], source_default=True)
             m.put(f"advantage.{key}", as_number(f"algorithm.{key}", value))
-        elif m.has(f"algorithm.{key}"):
+        elif m.has(f"algorithm.{key}") and as_number(key, m.flat[f"algorithm.{key}"]) != 1.0:
             m.reasons[f"algorithm.{key}"] = f"estimator {estimator!r} has no {key}"
+        elif m.has(f"algorithm.{key}"):
+            m.get(f"algorithm.{key}")  # 1.0: what an estimator without it computes
     if "norm_by_std" in fields and m.has("algorithm.norm_adv_by_std_in_grpo"):
         m.put("advantage.norm_by_std", bool(m.get("algorithm.norm_adv_by_std_in_grpo")))
     elif m.has("algorithm.norm_adv_by_std_in_grpo"):
@@ -444,6 +466,7 @@ def _trainer(m: Mapper) -> int | None:
     if m.has("trainer.total_training_steps"):
         total = m.int("trainer.total_training_steps")
         m.put("trainer.total_steps", total)
+        m.get("trainer.total_epochs")  # verl too takes total_training_steps over epochs
     elif m.has("trainer.total_epochs"):
         total = _steps_from_epochs(m)
     save = m.get("trainer.save_freq")

@@ -36,7 +36,10 @@ GROUPS = (
     (r"\.val_kwargs\.", "no counterpart: validation samples with the rollout settings"),
     (r"\.rollout\.(agent|trace|checkpoint_engine|engine_kwargs|multi_turn)\.", PERF),
     (r"\.megatron\.override_\w+\.", PERF),
-    (r"^algorithm\.rollout_correction\.", "no counterpart (rollout importance-sampling correction)"),
+    (
+        r"^algorithm\.rollout_correction\.",
+        "no counterpart (rollout importance-sampling correction)",
+    ),
 )
 """Sections listed as one line each: ``prefix* (N keys)  (reason)``."""
 RULES = (
@@ -54,7 +57,8 @@ RULES = (
      r"enable_prefix_caching|max_num_batched_tokens|max_model_len|cudagraph_capture_sizes|"
      r"disable_log_stats|skip_tokenizer_init|logprobs_mode|scheduling_policy|"
      r"multi_stage_wake_up|do_sample|skip_dump_dir)$", PERF),
-    (r"(data_loader_seed|fsdp_config\.seed|megatron\.seed)$", f"{SELF}: trainer.seed seeds the run"),
+    (r"(data_loader_seed|fsdp_config\.seed|megatron\.seed)$",
+     f"{SELF}: trainer.seed seeds the run"),
     (r"model_dtype$", f"{SELF}: trained roles keep float32 master weights"),
     (r"^data\.(dataloader_num_workers|filter_overlong_prompts_workers)$", SELF),
     (r"^data\.val_batch_size$", f"{SELF}: validation takes the whole val set as one batch"),
