@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -228,3 +229,81 @@ def test_openrlhf_command_line_imports() -> None:
     joined = "\n".join(result.unmapped)
     assert "zero_stage = 3  (hfsdk decides this itself: FSDP2 shards" in joined
     assert "ref_num_gpus_per_node = 2  (hfsdk decides this itself" in joined
+
+
+OPENRLHF_REWARD = """
+def reward_func(queries, prompts, labels):
+    return [float(q[len(p):].split()[:1] == [str(label)]) for q, p, label in zip(queries, prompts, labels)]
+"""
+
+# What the sources name that this machine does not have is replaced: the model and data
+# (the default task's), the device count and batch sizes (one CPU device, a few prompts), the
+# vLLM engine (hf: the vLLM path has its own tests) and bf16 (emulated, slow on CPU). Every other
+# imported setting is used as imported.
+LOCAL = [
+    "data.train_files=[]", "data.val_files=[]", "actor.model_path=null",
+    "trainer.loggers=[jsonl]", "trainer.total_steps=2", "trainer.save_every=0",
+    "trainer.val_every=0", "rollout.backend=hf", "rollout.max_response_length=8",
+    "placement.pools={global: {devices: 1}}", "data.batch_size=2", "actor.dtype=float32",
+]  # fmt: skip
+VLLM_ONLY = ("dtype", "gpu_memory_utilization", "max_num_seqs", "sleep", "enforce_eager")
+SMALL = ["actor.mini_batch_size=4", "actor.micro_batch_size=4", "algorithm.n_samples_per_prompt=2"]
+RUNS = {
+    "verl_run_grpo_fsdp_vllm.sh": ("verl", [*SMALL, "actor.rollout_layout.tp=1"]),
+    "verl_run_dapo.sh": ("verl", [*SMALL, "actor.rollout_layout.tp=1"]),
+    "verl_run_grpo_megatron.sh": (
+        "verl",
+        [*SMALL, "actor.parallel={tp: 1, pp: 1}", "reference.parallel={tp: 1, pp: 1}",
+         "actor.rollout_layout.tp=1"],
+    ),
+    "verl_generated_ppo_trainer.yaml": (
+        "verl",
+        [*SMALL, "critic.model_path=null", "critic.mini_batch_size=4", "critic.micro_batch_size=4",
+         "critic.dtype=float32", "actor.rollout_layout.tp=1", "reference.dtype=float32"],
+    ),
+    "trl_grpo_command.sh": ("trl", SMALL),
+    "openrlhf_train_ppo_ray.sh": (
+        "openrlhf",
+        [*SMALL, "critic.model_path=null", "critic.mini_batch_size=4", "critic.micro_batch_size=4",
+         "critic.dtype=float32", "data.prompt_key=prompt", "data.apply_chat_template=null",
+         "reward.functions=[{name: reward_func.py:reward_func, kwargs: {label_key: answer}}]"],
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_every_imported_config_runs_two_steps_on_the_default_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.trainer import Trainer
+    from hfsdk.core.workers.ray_runtime import shutdown
+
+    monkeypatch.chdir(tmp_path)  # the OpenRLHF command names reward_func.py
+    (tmp_path / "reward_func.py").write_text(OPENRLHF_REWARD)
+    runs = {}
+    try:
+        for name, (source, local) in RUNS.items():
+            result, _ = _import(source, name)
+            config = copy.deepcopy(result.config)
+            # The hf engine instead of vLLM: the vLLM engine's own sizes go with it.
+            config["rollout"] = {k: v for k, v in config["rollout"].items() if k not in VLLM_ONLY}
+            config_file = tmp_path / f"{name}.hfsdk.yaml"
+            config_file.write_text(yaml.safe_dump(config))
+            cfg = load_run_config(None, str(config_file), [*LOCAL, *local])
+            runs[name] = (cfg, Trainer(cfg, str(tmp_path / name), quiet=True).fit())
+    finally:
+        shutdown()
+    for name, (_, rows) in runs.items():
+        assert [r["step"] for r in rows] == [1, 2], name
+        assert all(0.0 <= r["reward/mean"] <= 1.0 for r in rows), name
+    megatron = runs["verl_run_grpo_megatron.sh"][0]
+    assert megatron.actor.backend == megatron.reference.backend == "megatron"
+    assert runs["verl_run_dapo.sh"][0].actor.micro_batch_tokens == 12288
+    assert runs["verl_run_grpo_fsdp_vllm.sh"][0].algorithm.kl_estimator == "low_var_kl"
+    assert runs["trl_grpo_command.sh"][0].algorithm.kl_loss_coef == 0.04
+    assert "critic/vf_loss" in runs["openrlhf_train_ppo_ray.sh"][1][-1]
+    assert "critic/vf_loss" in runs["verl_generated_ppo_trainer.yaml"][1][-1]
