@@ -61,17 +61,18 @@ def show(
 @click.option("--algo", default=None, help="Algorithm to use instead of the one inferred.")
 @click.option(
     "--verl-config-dir",
-    default=None,
+    multiple=True,
     type=click.Path(file_okay=False),
-    help="verl's trainer/config directory, to compose defaults lists and --config-name "
-    "(default: an installed verl's, else hfsdk's copy of verl's defaults for the keys it maps).",
+    help="A directory of verl configs (verl's trainer/config, or the one holding a script's "
+    "--config-name), searched in order, then an installed verl's; without any, hfsdk's copy "
+    "of verl's defaults for the keys it maps. Repeatable.",
 )
 def import_command(
     source: str,
     args: tuple[str, ...],
     out: str | None,
     algo: str | None,
-    verl_config_dir: str | None,
+    verl_config_dir: tuple[str, ...],
 ) -> None:
     """Turn a verl, TRL or OpenRLHF config into an hfsdk run config.
 
@@ -104,7 +105,7 @@ def import_command(
     if not files and not rest:
         raise ConfigError("give a config FILE and/or arguments to import")
     data, warnings = read_source(
-        source, files[0] if files else None, rest, verl_config_dir=verl_config_dir
+        source, files[0] if files else None, rest, verl_config_dir=list(verl_config_dir)
     )
     result = import_config(source, data, algo=algo, warnings=warnings)
     for line in result.warnings:

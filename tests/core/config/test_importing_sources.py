@@ -231,6 +231,73 @@ def test_openrlhf_command_line_imports() -> None:
     assert "ref_num_gpus_per_node = 2  (hfsdk decides this itself" in joined
 
 
+def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    from hfsdk.core.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(info.value.code or 0), out, err
+
+
+def test_cli_imports_command_lines_and_config_dirs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    monkeypatch.setenv("HOME", "/home/u")
+    # TRL flags straight on the command line, after the source.
+    code, out, err = _hfsdk(
+        capsys, "config", "import", "--from", "trl", "--learning_rate", "2e-6",
+        "--num_generations", "4", "--per_device_train_batch_size", "8", "--bf16",
+    )  # fmt: skip
+    assert code == 0, err
+    config = yaml.safe_load(out)
+    assert config["actor"]["optim"]["lr"] == 2e-6 and config["actor"]["dtype"] == "bfloat16"
+    assert config["algorithm"]["n_samples_per_prompt"] == 4 and config["data"]["batch_size"] == 2
+    # An OpenRLHF script written to a file.
+    out_file = tmp_path / "run.yaml"
+    code, out, err = _hfsdk(
+        capsys, "config", "import", "--from", "openrlhf",
+        str(FIXTURES / "openrlhf_train_ppo_ray.sh"), "--out", str(out_file),
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.splitlines()[0] == f"wrote {out_file} (algo ppo)"
+    assert "  zero_stage = 3  (hfsdk decides this itself: FSDP2 shards" in out
+    # A script's --config-name found in a directory of the user's configs (searched first),
+    # composed on a verl-like tree (searched next).
+    mine, verl = tmp_path / "mine", tmp_path / "verl"
+    (verl / "actor").mkdir(parents=True)
+    mine.mkdir()
+    (verl / "ppo_trainer.yaml").write_text(
+        "defaults:\n  - actor@actor_rollout_ref.actor: dp_actor\n  - _self_\n"
+        "algorithm: {adv_estimator: gae}\n"
+    )
+    (verl / "actor" / "dp_actor.yaml").write_text("ppo_mini_batch_size: 64\nstrategy: fsdp\n")
+    (mine / "my_grpo.yaml").write_text(
+        "hydra: {searchpath: [file://verl/trainer/config]}\n"
+        "defaults:\n  - ppo_trainer\n  - _self_\nalgorithm: {adv_estimator: grpo}\n"
+    )
+    script = tmp_path / "run.sh"
+    script.write_text(
+        "python3 -m verl.trainer.main_ppo --config-name=my_grpo \\\n"
+        "    actor_rollout_ref.rollout.n=4 data.train_files=$HOME/d.parquet\n"
+    )
+    code, out, err = _hfsdk(
+        capsys, "config", "import", "--from", "verl", str(script),
+        "--verl-config-dir", str(mine), "--verl-config-dir", str(verl),
+    )  # fmt: skip
+    assert code == 0, err
+    config = yaml.safe_load(out)
+    assert config["algo"] == "grpo" and config["actor"]["mini_batch_size"] == 256
+    assert config["data"]["train_files"] == ["/home/u/d.parquet"]
+    assert "warning: $HOME taken from this environment: '/home/u'" in err
+    code, _, err = _hfsdk(
+        capsys, "config", "import", "--from", "verl", str(script), "--verl-config-dir", str(verl)
+    )
+    assert code == 2 and "verl config 'my_grpo.yaml' is not in" in err
+
+
 OPENRLHF_REWARD = """
 def reward_func(queries, prompts, labels):
     return [float(q[len(p):].split()[:1] == [str(label)]) for q, p, label in zip(queries, prompts, labels)]

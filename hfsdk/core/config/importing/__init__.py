@@ -59,7 +59,7 @@ def read_source(
     path: str | None,
     arguments: list[str] | tuple[str, ...] = (),
     *,
-    verl_config_dir: str | None = None,
+    verl_config_dir: str | list[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The ``source`` config in ``path`` plus ``arguments``, and warnings about reading it."""
@@ -115,7 +115,9 @@ def without_source_paths(config: dict[str, Any]) -> dict[str, Any]:
     paths = [
         v.get("model_path") for v in config.values() if isinstance(v, dict) and v.get("model_path")
     ]
-    local = all((Path(str(p)).expanduser() / "config.json").is_file() for p in paths)
+    local = bool(paths) and all(
+        (Path(str(p)).expanduser() / "config.json").is_file() for p in paths
+    )
     dropped = ("model_path", "tokenizer_path", *(() if local else ("parallel", "rollout_layout")))
     out = {}
     for key, value in config.items():

@@ -60,12 +60,16 @@ def installed_config_dir() -> Path | None:
     return None
 
 
-def _read(path: Path) -> tuple[dict[str, Any], str | None]:
-    if not path.is_file():
+def _read(roots: tuple[Path, ...], rel: str) -> tuple[dict[str, Any], str | None]:
+    """The config ``rel`` from the first of ``roots`` that has it (Hydra's search path)."""
+    found = [root / f"{rel}.yaml" for root in roots if (root / f"{rel}.yaml").is_file()]
+    if not found:
+        where = ", ".join(str(root) for root in roots)
         raise ConfigError(
-            f"verl config {str(path)!r} does not exist; pass --verl-config-dir pointing at verl's "
-            "trainer/config directory"
+            f"verl config {rel + '.yaml'!r} is not in {where}; pass --verl-config-dir with the "
+            "directory that holds it (verl's own trainer/config is searched after it)"
         )
+    path = found[0]
     text = path.read_text()
     package = None
     for line in text.splitlines()[:5]:
@@ -121,19 +125,24 @@ def _group_dir(current: str, group: str) -> str:
 
 
 def _compose_file(
-    root: Path, group_dir: str, name: str, package: tuple[str, ...], seen: tuple[str, ...]
+    root: tuple[Path, ...],
+    group_dir: str,
+    name: str,
+    package: tuple[str, ...],
+    seen: tuple[str, ...],
 ) -> dict[str, Any]:
     rel = f"{group_dir}/{name}" if group_dir else name
     if rel in seen:
         raise ConfigError(f"verl config {rel!r} includes itself through its defaults list")
-    data, header = _read(root / f"{rel.removesuffix('.yaml')}.yaml")
+    data, header = _read(root, rel.removesuffix(".yaml"))
+    data.pop("hydra", None)  # Hydra's own settings (search path, job): not the run's
     if header == "_global_":
         package = ()
     return _compose_entries(root, group_dir, data, package, (*seen, rel))
 
 
 def _compose_entries(
-    root: Path,
+    root: tuple[Path, ...],
     group_dir: str,
     data: Mapping[str, Any],
     package: tuple[str, ...],
@@ -164,24 +173,27 @@ def _compose_entries(
     return out
 
 
-def compose(config_dir: str | Path, config_name: str) -> dict[str, Any]:
-    """The config ``config_name`` of ``config_dir`` with its defaults list composed."""
-    return _compose_file(_root(config_dir), "", config_name.removesuffix(".yaml"), (), ())
+def compose(config_dir: str | Path | list[Path], config_name: str) -> dict[str, Any]:
+    """The config ``config_name`` of ``config_dir`` (or the first of several) composed."""
+    return _compose_file(_roots(config_dir), "", config_name.removesuffix(".yaml"), (), ())
 
 
-def compose_data(data: Mapping[str, Any], config_dir: str | Path) -> dict[str, Any]:
+def compose_data(data: Mapping[str, Any], config_dir: str | Path | list[Path]) -> dict[str, Any]:
     """A primary config given as data (a user's YAML) composed against ``config_dir``."""
-    return _compose_entries(_root(config_dir), "", data, (), ())
+    body = {k: v for k, v in data.items() if k != "hydra"}
+    return _compose_entries(_roots(config_dir), "", body, (), ())
 
 
-def _root(config_dir: str | Path) -> Path:
-    root = Path(config_dir).expanduser()
-    if not root.is_dir():
-        raise ConfigError(
-            f"--verl-config-dir {str(config_dir)!r} is not a directory; point it at verl's "
-            "trainer/config directory"
-        )
-    return root
+def _roots(config_dir: str | Path | list[Path]) -> tuple[Path, ...]:
+    dirs = config_dir if isinstance(config_dir, list) else [Path(config_dir)]
+    roots = tuple(Path(d).expanduser() for d in dirs)
+    for root in roots:
+        if not root.is_dir():
+            raise ConfigError(
+                f"--verl-config-dir {str(root)!r} is not a directory; point it at verl's "
+                "trainer/config directory (or the one holding your --config-name)"
+            )
+    return roots
 
 
 def _parse_value(raw: str) -> Any:

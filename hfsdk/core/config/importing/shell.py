@@ -47,6 +47,8 @@ class Script:
     commands: list[list[str]] = attrs.field(factory=list)
     variables: dict[str, str] = attrs.field(factory=dict)
     warnings: list[str] = attrs.field(factory=list)
+    unset: set[str] = attrs.field(factory=set)
+    """Variables that were neither assigned nor in the environment (left as written)."""
 
     def warn(self, text: str) -> None:
         """Record ``text`` once."""
@@ -133,7 +135,7 @@ class _Reader:
             end = _brace_end(text, i + 1)
             body = text[i + 2 : end]
             self.i = end + 1
-            match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)(:?[-=+?])?(.*)$", body, re.DOTALL)
+            match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*|\d+)(:?[-=+?])?(.*)$", body, re.DOTALL)
             if match is None:
                 if body in ("@", "*") or body.isdigit():
                     self.script.warn(f"${{{body}}} (the script's own arguments) taken as empty")
@@ -150,10 +152,11 @@ class _Reader:
                     value = _Reader(rest, self.env, self.script).word_text()
                     if op in (":=", "="):
                         self.script.variables[name] = value
-                elif name not in self.script.variables:
+                elif name not in self.script.variables and not name.isdigit():
                     self.script.warn(f"${name} taken from this environment: {value!r}")
             if value is None:
                 self.script.warn(f"${name} is not set here; left as written")
+                self.script.unset.add(name)
                 return "${" + body + "}"
             return value
         if nxt in ("@", "*", "#") or nxt.isdigit():
@@ -170,6 +173,7 @@ class _Reader:
         value = self._lookup(match.group())
         if value is None:
             self.script.warn(f"${match.group()} is not set here; left as written")
+            self.script.unset.add(match.group())
             return "$" + match.group()
         return value
 
@@ -260,7 +264,20 @@ class _Reader:
                 current = (current or []) + [self._double()]
                 quoted = True
             elif char == "$":
-                current = (current or []) + [self._dollar()]
+                # An unquoted expansion is split into words at whitespace, as bash does.
+                value = self._dollar()
+                if not any(c.isspace() for c in value):
+                    current = (current or []) + [value]
+                    continue
+                if value[:1].isspace():
+                    end_word()
+                pieces = value.split()
+                for index, piece in enumerate(pieces):
+                    if index:
+                        end_word()
+                    current = (current or []) + [piece]
+                if value[-1:].isspace():
+                    end_word()
             elif char == "`":
                 end = text.find("`", self.i + 1)
                 raw = text[self.i : end + 1]

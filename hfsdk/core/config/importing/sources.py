@@ -15,6 +15,7 @@ mapping plus warnings:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,14 +80,35 @@ def _verl_arguments(script: Script, path: str) -> list[str]:
     )
 
 
+def _without_unset(arguments: list[str], script: Script, warnings: list[str]) -> list[str]:
+    """Overrides whose value names a variable the script leaves unset are left out, by name."""
+    kept = []
+    for word in arguments:
+        key, _, value = word.partition("=")
+        names = [n for n in script.unset if re.search(rf"\$\{{?{n}\b", value)]
+        if names:
+            warnings.append(
+                f"{key} left out: its value {value!r} uses ${names[0]}, which is not set here "
+                f"(set it, or pass {key}=VALUE)"
+            )
+        else:
+            kept.append(word)
+    return kept
+
+
 def read_verl(
     path: str | None,
     overrides: list[str],
     *,
-    config_dir: str | None = None,
+    config_dir: str | list[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
-    """verl's config from ``path`` (YAML or launch script) and ``overrides``, composed."""
+    """verl's config from ``path`` (YAML or launch script) and ``overrides``, composed.
+
+    ``config_dir``: directories of verl configs searched in order (then an installed
+    verl's); without any, :func:`~.verl_defaults.default_tree` is the base.
+    """
+    dirs = [config_dir] if isinstance(config_dir, str) else list(config_dir or [])
     warnings: list[str] = []
     config_name = "ppo_trainer"
     data: dict[str, Any] | None = None
@@ -97,7 +119,7 @@ def read_verl(
         if data is None:
             script = split_script(text, env)
             warnings.extend(script.warnings)
-            arguments = _verl_arguments(script, path)
+            arguments = _without_unset(_verl_arguments(script, path), script, warnings)
     arguments = [*arguments, *overrides]
     hydra_overrides = []
     words = iter(arguments)
@@ -108,14 +130,19 @@ def read_verl(
         if word.startswith(("--config-name=", "-cn=")):
             config_name = word.partition("=")[2].removesuffix(".yaml")
         elif word.startswith(("--config-path=", "-cp=")):
+            # Relative to verl's trainer/ (where verl's own "config" is), or an absolute path.
             given = Path(word.partition("=")[2]).expanduser()
-            if given.is_absolute() and given.is_dir() and config_dir is None:
-                config_dir = str(given)
+            if given.is_absolute() and given.is_dir():
+                dirs.insert(0, str(given))
+            elif given.is_absolute():
+                warnings.append(f"--config-path {str(given)!r} is not on this machine")
         elif "=" in word or word.startswith("~"):
             hydra_overrides.append(word)
         else:
             warnings.append(f"argument {word!r} is not a key=value override; ignored")
-    directory = config_dir or hydra.installed_config_dir()
+    installed = hydra.installed_config_dir()
+    roots = [Path(d) for d in (*dirs, installed) if d is not None]
+    directory = roots or None
     composed_from_tree = data is None or "defaults" in data
     if directory is not None and composed_from_tree:
         base = (

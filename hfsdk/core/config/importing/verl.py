@@ -261,7 +261,9 @@ def _engine(m: Mapper, prefix: str, role: str, backend: str) -> None:
 def _model(m: Mapper, prefix: str, role: str, backend: str) -> None:
     """``model.path``, ``tokenizer_path``, checkpointing and padding of one role."""
     fields = _fields("training_backends", backend)
-    if m.has(prefix + "path"):
+    if m.flat.get(prefix + "path") == "":
+        m.reject(prefix + "path", f"empty: set {role}.model_path")
+    elif m.has(prefix + "path"):
         m.put(f"{role}.model_path", str(m.get(prefix + "path")))
     tokenizer = m.get(prefix + "tokenizer_path")
     if tokenizer is not None and tokenizer != m.flat.get(prefix + "path"):
@@ -276,6 +278,32 @@ def _model(m: Mapper, prefix: str, role: str, backend: str) -> None:
         m.put(f"{role}.remove_padding", bool(m.get(padding)))
 
 
+def _clipping(m: Mapper) -> None:
+    """The policy loss and its clip ratios (those of a loss hfsdk lacks are listed with it)."""
+    loss_mode = m.get(A + "policy_loss.loss_mode", "vanilla")
+    keys = [A + k for k in ("clip_ratio", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c")]
+    if loss_mode not in LOSS_MODES:
+        m.reject(A + "policy_loss.loss_mode", "hfsdk policy losses: ppo_clip, gspo, reinforce")
+        for key in keys:
+            m.reject(key, f"a setting of verl's {loss_mode!r} loss, which hfsdk does not have")
+        return
+    loss = LOSS_MODES[loss_mode]
+    if m.has(A + "policy_loss.loss_mode"):
+        m.put("algorithm.policy_loss", loss)
+    fields = _fields("policy_losses", loss)
+    if m.has(A + "clip_ratio"):
+        ratio = m.num(A + "clip_ratio")
+        m.put("policy_loss.clip_ratio_low", ratio)
+        m.put("policy_loss.clip_ratio_high", ratio)
+    for side in ("low", "high"):
+        if m.has(f"{A}clip_ratio_{side}"):
+            m.put(f"policy_loss.clip_ratio_{side}", m.num(f"{A}clip_ratio_{side}"))
+    if m.has(A + "clip_ratio_c") and "clip_ratio_c" in fields:
+        m.put("policy_loss.clip_ratio_c", m.num(A + "clip_ratio_c"))
+    elif m.has(A + "clip_ratio_c"):
+        m.reject(A + "clip_ratio_c", f"hfsdk's {loss} loss has no dual clip")
+
+
 def _actor(m: Mapper, n: int, total: int | None) -> None:
     backend = _strategy(m, A, "actor")
     _model(m, M, "actor", backend)
@@ -286,16 +314,7 @@ def _actor(m: Mapper, n: int, total: int | None) -> None:
     _engine(m, F, "reference", ref_backend)
     _optim(m, A, "actor", 1e-6, total)
     _batches(m, A, "actor", n, backend)
-    if m.has(A + "clip_ratio"):
-        ratio = m.num(A + "clip_ratio")
-        m.put("policy_loss.clip_ratio_low", ratio)
-        m.put("policy_loss.clip_ratio_high", ratio)
-    for side in ("low", "high"):
-        if m.has(f"{A}clip_ratio_{side}"):
-            value = m.num(f"{A}clip_ratio_{side}")
-            m.put(f"policy_loss.clip_ratio_{side}", value)
-    if m.has(A + "clip_ratio_c"):
-        m.put("policy_loss.clip_ratio_c", m.num(A + "clip_ratio_c"))
+    _clipping(m)
     if m.has(A + "entropy_coeff"):
         m.put("algorithm.entropy_coef", m.num(A + "entropy_coeff"))
     mode = m.get(A + "loss_agg_mode")
@@ -303,11 +322,6 @@ def _actor(m: Mapper, n: int, total: int | None) -> None:
         m.put("algorithm.loss_agg_mode", mode)
     elif mode is not None:
         m.reject(A + "loss_agg_mode", f"hfsdk modes: {', '.join(LOSS_AGG_MODES)}")
-    loss_mode = m.get(A + "policy_loss.loss_mode")
-    if loss_mode in LOSS_MODES:
-        m.put("algorithm.policy_loss", LOSS_MODES[loss_mode])
-    elif loss_mode is not None:
-        m.reject(A + "policy_loss.loss_mode", "hfsdk policy losses: ppo_clip, gspo, reinforce")
     if m.has(R + "log_prob_micro_batch_size_per_gpu"):
         size = m.int(R + "log_prob_micro_batch_size_per_gpu")
         m.put("actor.forward_micro_batch_size", size)
@@ -486,10 +500,12 @@ def _trainer(m: Mapper) -> int | None:
     nodes = m.get("trainer.nnodes")
     if gpus is not None or nodes is not None:
         pool: dict[str, int] = {}
-        if gpus is not None:
-            pool["devices"] = as_int("trainer.n_gpus_per_node", gpus)
+        # hfsdk's pool counts all its devices; verl counts per node.
+        per_node = as_int("trainer.n_gpus_per_node", gpus) if gpus is not None else 1
+        node_count = as_int("trainer.nnodes", nodes) if nodes is not None else 1
+        pool["devices"] = per_node * node_count
         if nodes is not None:
-            pool["nodes"] = as_int("trainer.nnodes", nodes)
+            pool["nodes"] = node_count
         m.put("placement.pools", {"global": pool})
     return total
 

@@ -34,7 +34,8 @@ GROUPS = (
     (r"^reward_model\.", "hfsdk's reward model is the reward.model section: set it by hand"),
     (r"^ray_kwargs\.", f"{SELF}: Ray is started for the run (trainer.ray_address joins one)"),
     (r"\.val_kwargs\.", "no counterpart: validation samples with the rollout settings"),
-    (r"\.rollout\.(agent|trace|checkpoint_engine|engine_kwargs|multi_turn)\.", PERF),
+    (r"\.rollout\.multi_turn\.", "no counterpart: hfsdk has no multi-turn (tool) rollouts yet"),
+    (r"\.rollout\.(agent|trace|checkpoint_engine|engine_kwargs)\.", PERF),
     (r"\.megatron\.override_\w+\.", PERF),
     (
         r"^algorithm\.rollout_correction\.",
