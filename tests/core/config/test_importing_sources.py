@@ -207,10 +207,8 @@ def test_trl_command_line_imports(capsys: pytest.CaptureFixture[str]) -> None:
     assert cfg.data.batch_size == 4 and cfg.algorithm.kl_loss_coef == 0.04
     assert cfg.rollout.backend == "vllm" and cfg.actor.gradient_checkpointing
     assert cfg.trainer.total_steps == 100
-    assert result.unmapped == (
-        "model_name_or_path = 'Qwen/Qwen2.5-0.5B-Instruct'",
-        "output_dir = 'qwen-grpo'",
-    )
+    assert result.config["actor"]["model_path"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert result.unmapped == ("output_dir = 'qwen-grpo'",)
     data, _ = read_source("trl", None, ["--learning_rate", "2e-6", "--num_generations=4"])
     assert data == {"learning_rate": 2e-6, "num_generations": 4}
 

@@ -46,11 +46,12 @@ class ImportResult:
         """The config as YAML under a comment header naming the source and its assumed defaults."""
         import yaml
 
-        header = [f"# hfsdk run config imported from a {self.source} config by hfsdk config import"]
+        header = [f"# hfsdk run config imported from {self.source} by hfsdk config import"]
         if self.assumed:
             header.append(f"# {self.source} defaults assumed for: {', '.join(self.assumed)}")
         if self.unmapped:
             header.append(f"# {len(self.unmapped)} key(s) had no counterpart (printed at import)")
+        header.extend(f"# warning: {line}" for line in self.warnings)
         return "\n".join(header) + "\n" + yaml.safe_dump(self.config, sort_keys=False)
 
 

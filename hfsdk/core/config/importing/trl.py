@@ -27,6 +27,8 @@ LOSS_TYPES = {
 
 
 def _common(m: Mapper, lr_default: float) -> None:
+    if m.has("model_name_or_path"):  # TRL scripts' ModelConfig, parsed by the same TrlParser
+        m.put("actor.model_path", str(m.get("model_name_or_path")))
     m.put(
         "actor.optim.lr",
         m.num("learning_rate", lr_default, source_default=True),
