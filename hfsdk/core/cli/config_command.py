@@ -39,6 +39,36 @@ def show(
             click.echo(line)
 
 
+_VALUE_FLAGS = ("--config-name", "-cn", "--config-path", "-cp")
+"""verl (Hydra) flags whose value is the next argument."""
+
+
+def _split_file(source: str, args: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """The FILE argument(s) and the source's own arguments.
+
+    verl: every word that is not an override (``k=v``, ``+k=v``, ``~k``) or a Hydra
+    flag (and its value) is a file; TRL/OpenRLHF: only a first word that is not a flag.
+    """
+
+    def is_file(arg: str) -> bool:
+        return not arg.startswith(("-", "~", "+")) and "=" not in arg
+
+    if source != "verl":
+        if args and is_file(args[0]):
+            return [args[0]], list(args[1:])
+        return [], list(args)
+    files, rest = [], []
+    words = iter(args)
+    for word in words:
+        if word in _VALUE_FLAGS:
+            rest.extend([word, next(words, "")])
+        elif is_file(word):
+            files.append(word)
+        else:
+            rest.append(word)
+    return files, rest
+
+
 @config.command(
     name="import",
     context_settings={"ignore_unknown_options": True, "allow_interspersed_args": True},
@@ -93,13 +123,7 @@ def import_command(
     from hfsdk.core.config.importing import import_config, read_source, write_atomic
     from hfsdk.core.errors import ConfigError
 
-    def is_file(arg: str) -> bool:
-        return not arg.startswith("-") and "=" not in arg
-
-    files = [a for a in args if is_file(a)] if source == "verl" else []
-    if source != "verl" and args and is_file(args[0]):
-        files = [args[0]]
-    rest = [a for a in args if a not in files] if source == "verl" else list(args[len(files) :])
+    files, rest = _split_file(source, args)
     if len(files) > 1:
         raise ConfigError(f"give one config FILE, got {files}; the rest must be KEY=VALUE")
     if not files and not rest:

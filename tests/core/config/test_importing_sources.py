@@ -294,6 +294,22 @@ def test_cli_imports_command_lines_and_config_dirs(
         capsys, "config", "import", "--from", "verl", str(script), "--verl-config-dir", str(verl)
     )
     assert code == 2 and "verl config 'my_grpo.yaml' is not in" in err
+    # Overrides alone on top of --config-name (hfsdk's copy of verl's megatron defaults).
+    code, out, err = _hfsdk(
+        capsys, "config", "import", "--from", "verl", "--config-name", "ppo_megatron_trainer",
+        "algorithm.adv_estimator=grpo", "~trainer.logger",
+    )  # fmt: skip
+    assert code == 0, err
+    config = yaml.safe_load(out)
+    assert config["actor"]["backend"] == config["reference"]["backend"] == "megatron"
+    assert "loggers" not in config["trainer"]
+    # TRL: a file's keys overridden with key=value words, as before.
+    code, out, err = _hfsdk(
+        capsys, "config", "import", "--from", "trl", str(FIXTURES / "trl_grpo_config.json"),
+        "num_generations=2",
+    )  # fmt: skip
+    assert code == 0, err
+    assert yaml.safe_load(out)["algorithm"]["n_samples_per_prompt"] == 2
 
 
 OPENRLHF_REWARD = """
@@ -372,3 +388,18 @@ def test_every_imported_config_runs_two_steps_on_the_default_task(
     assert runs["trl_grpo_command.sh"][0].algorithm.kl_loss_coef == 0.04
     assert "critic/vf_loss" in runs["openrlhf_train_ppo_ray.sh"][1][-1]
     assert "critic/vf_loss" in runs["verl_generated_ppo_trainer.yaml"][1][-1]
+
+
+def test_hydra_overrides_add_replace_and_delete() -> None:
+    from hfsdk.core.config.importing.hydra import apply_overrides
+
+    data = {"a": {"b": 1, "c": [1, 2]}, "d": "x"}
+    out = apply_overrides(
+        data,
+        ["a.b=2", "+a.e=[x, y]", "++f.g=null", "~d", "a.c='[3]'", "h=${a.b}", "i=1e-6"],
+    )
+    assert out == {"a": {"b": 2, "c": "[3]", "e": ["x", "y"]}, "f": {"g": None}, "h": "${a.b}",
+                   "i": "1e-6"}  # fmt: skip
+    assert data["d"] == "x"  # a copy
+    with pytest.raises(Exception, match="is a value"):
+        apply_overrides(data, ["d.x=1"])

@@ -197,9 +197,10 @@ def _roots(config_dir: str | Path | list[Path]) -> tuple[Path, ...]:
 
 
 def _parse_value(raw: str) -> Any:
+    """An override's value: YAML (lists, null, booleans, numbers); interpolations stay text."""
     from hfsdk.core.config.importing.interpolation import parse_literal
 
-    if "${" in raw:
+    if "${" in raw:  # resolved later, against the whole composed config
         return raw.strip().strip("'\"") if raw.strip()[:1] in "'\"" else raw
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""

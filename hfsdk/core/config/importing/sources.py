@@ -167,14 +167,23 @@ def read_verl(
 
 
 def parse_flags(words: list[str]) -> dict[str, Any]:
-    """``--key value`` / ``--key=value`` / ``--flag`` (True) / ``--no_flag`` (False) words."""
+    """``--key value`` / ``--key=value`` / ``--flag`` (True) / ``--no_flag`` (False) words.
+
+    ``key=value`` words (the old way to override a file's keys) are taken too.
+    """
     out: dict[str, Any] = {}
     i = 0
     while i < len(words):
         word = words[i]
         i += 1
+        if not word.startswith("--") and "=" in word:  # key=value, as in a config file
+            key, _, raw = word.partition("=")
+            out[key.strip()] = parse_literal(raw)
+            continue
         if not word.startswith("--") or word == "--":
-            raise ConfigError(f"argument {word!r} is not a --flag; expected --name [value]")
+            raise ConfigError(
+                f"argument {word!r} is not a --flag; expected --name [value] or name=value"
+            )
         key, sep, raw = word[2:].partition("=")
         key = key.replace("-", "_")
         values: list[str] = [raw] if sep else []

@@ -90,6 +90,7 @@ def _is_off(value: object) -> bool:
 
 def list_leftovers(m: Mapper) -> None:
     """Give every key the mappers left unread its reason (or take it as off)."""
+    m.consume("hydra.")  # Hydra's own settings (search path, run dir), not the run's
     for prefix, switch in SECTIONS_OFF.items():
         if prefix.startswith("reward_model.") and m.flat.get(switch):
             continue
