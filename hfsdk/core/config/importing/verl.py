@@ -21,6 +21,14 @@ from typing import Any
 from hfsdk.core.algorithm import LOSS_AGG_MODES
 from hfsdk.core.config.importing.mapper import Mapper, as_int, as_number
 from hfsdk.core.config.importing.verl_reasons import list_leftovers
+from hfsdk.core.config.importing.verl_roles import (
+    backend_of,
+    config_fields,
+    map_engine,
+    map_model,
+    map_rollout,
+    map_strategy,
+)
 from hfsdk.core.trainer.trainer_config import LOGGERS
 
 A = "actor_rollout_ref.actor."
@@ -56,25 +64,8 @@ def _files(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else [str(v) for v in value]
 
 
-def _fields(kind: str, name: str) -> set[str]:
-    """Field names of the config class registered as ``name`` in registry ``kind``."""
-    import attrs
-
-    from hfsdk.core.plugin_manager import get_registry
-
-    registry = get_registry(kind)
-    if name not in registry:
-        return set()
-    cls = registry[name].config_cls
-    return {f.name for f in attrs.fields(cls)} if cls is not None else set()
-
-
 def _estimator_fields(name: str) -> set[str]:
-    return _fields("advantage_estimators", name)
-
-
-def _backend(strategy: Any) -> str:
-    return "megatron" if strategy == "megatron" else "fsdp"
+    return config_fields("advantage_estimators", name)
 
 
 def _data(m: Mapper) -> None:
@@ -155,7 +146,7 @@ def _batches(m: Mapper, prefix: str, role: str, n: int, backend: str) -> None:
         m.put(f"{role}.mini_batch_size", size * n)
     dynamic = bool(m.get(prefix + "use_dynamic_bsz", False))
     budget = prefix + "ppo_max_token_len_per_gpu"
-    if dynamic and "micro_batch_tokens" in _fields("training_backends", backend):
+    if dynamic and "micro_batch_tokens" in config_fields("training_backends", backend):
         m.put(f"{role}.micro_batch_tokens", m.int(budget, 16384, source_default=True))
         if m.has(prefix + "ppo_micro_batch_size_per_gpu"):
             m.reject(
@@ -180,104 +171,6 @@ def _batches(m: Mapper, prefix: str, role: str, n: int, backend: str) -> None:
     m.get(prefix + "rollout_n")  # verl's copy of rollout.n
 
 
-def _strategy(m: Mapper, prefix: str, role: str) -> str:
-    """The hfsdk backend for the verl role at ``prefix`` (``fsdp`` or ``megatron``)."""
-    strategy = m.get(prefix + "strategy")
-    if strategy not in (None, "fsdp", "fsdp2", "megatron"):
-        m.reject(prefix + "strategy", "hfsdk backends: fsdp (FSDP2), megatron")
-        return "fsdp"
-    backend = _backend(strategy)
-    if backend == "megatron":
-        m.put(f"{role}.backend", "megatron")
-    return backend
-
-
-_OFFLOAD_REASON = (
-    "no counterpart: hfsdk keeps each role's weights, gradients and optimizer state on its "
-    "devices (rollout.sleep frees vLLM's memory while the actor trains)"
-)
-
-
-def _offload(m: Mapper, prefix: str) -> None:
-    """verl's ``*_offload`` switches: off is hfsdk's behaviour; on is listed with the reason."""
-    for key in [k for k in m.flat if k.startswith(prefix) and k.endswith("offload")]:
-        if m.get(key) in (True, "true", "True"):
-            m.reject(key, _OFFLOAD_REASON)
-
-
-def _engine(m: Mapper, prefix: str, role: str, backend: str) -> None:
-    """The parallel layout and engine switches of a role (``fsdp_config`` or ``megatron``)."""
-    fields = _fields("training_backends", backend)
-    if backend == "megatron":
-        section = prefix + "megatron."
-        for src, dest in (
-            ("tensor_model_parallel_size", "tp"),
-            ("pipeline_model_parallel_size", "pp"),
-        ):
-            if m.has(section + src):
-                m.put(f"{role}.parallel.{dest}", m.int(section + src))
-        if m.get(section + "sequence_parallel") is True:
-            m.reject(
-                section + "sequence_parallel",
-                "hfsdk's megatron backend refuses sequence parallelism for now",
-            )
-        for key in ("context_parallel_size", "expert_model_parallel_size"):
-            if m.has(section + key) and m.int(section + key) != 1:
-                m.reject(section + key, "no counterpart in hfsdk's megatron backend")
-        for key in ("virtual_pipeline_model_parallel_size", "expert_tensor_parallel_size"):
-            if m.has(section + key):
-                m.reject(section + key, "no counterpart in hfsdk's megatron backend")
-        if m.get(section + "use_distributed_optimizer") is True:
-            m.get(section + "use_distributed_optimizer")
-    else:
-        section = prefix + ("model.fsdp_config." if role == "critic" else "fsdp_config.")
-        if m.has(section + "reshard_after_forward") and "reshard_after_forward" in fields:
-            m.put(f"{role}.reshard_after_forward", bool(m.get(section + "reshard_after_forward")))
-        if m.has(section + "fsdp_size") and m.int(section + "fsdp_size") == -1:
-            m.get(section + "fsdp_size")  # -1: shard over all of the role's ranks, as hfsdk does
-    dtype = m.get(section + "dtype")
-    if dtype is not None:
-        names = {
-            "bfloat16": "bfloat16",
-            "bf16": "bfloat16",
-            "float32": "float32",
-            "fp32": "float32",
-        }
-        if str(dtype) in names:
-            m.put(f"{role}.dtype", names[str(dtype)])
-        else:
-            m.reject(section + "dtype", "hfsdk compute dtypes: float32, bfloat16")
-    for key in (
-        prefix + "ulysses_sequence_parallel_size",
-        section + "ulysses_sequence_parallel_size",
-    ):
-        if m.has(key) and m.int(key) == 1:
-            m.get(key)
-        elif m.has(key):
-            m.reject(key, "no counterpart: hfsdk has no Ulysses sequence parallelism")
-    _offload(m, prefix)
-
-
-def _model(m: Mapper, prefix: str, role: str, backend: str) -> None:
-    """``model.path``, ``tokenizer_path``, checkpointing and padding of one role."""
-    fields = _fields("training_backends", backend)
-    if m.flat.get(prefix + "path") == "":
-        m.reject(prefix + "path", f"empty: set {role}.model_path")
-    elif m.has(prefix + "path"):
-        m.put(f"{role}.model_path", str(m.get(prefix + "path")))
-    tokenizer = m.get(prefix + "tokenizer_path")
-    if tokenizer is not None and tokenizer != m.flat.get(prefix + "path"):
-        m.put(f"{role}.tokenizer_path", str(tokenizer))
-    switch = prefix + "enable_gradient_checkpointing"
-    if m.has(switch) and "gradient_checkpointing" in fields:
-        m.put(f"{role}.gradient_checkpointing", bool(m.get(switch)))
-    elif m.flat.get(switch):
-        m.reject(switch, f"the {backend} backend has no activation-checkpointing switch")
-    padding = prefix + "use_remove_padding"
-    if m.has(padding) and "remove_padding" in fields:
-        m.put(f"{role}.remove_padding", bool(m.get(padding)))
-
-
 def _clipping(m: Mapper) -> None:
     """The policy loss and its clip ratios (those of a loss hfsdk lacks are listed with it)."""
     loss_mode = m.get(A + "policy_loss.loss_mode", "vanilla")
@@ -290,7 +183,7 @@ def _clipping(m: Mapper) -> None:
     loss = LOSS_MODES[loss_mode]
     if m.has(A + "policy_loss.loss_mode"):
         m.put("algorithm.policy_loss", loss)
-    fields = _fields("policy_losses", loss)
+    fields = config_fields("policy_losses", loss)
     if m.has(A + "clip_ratio"):
         ratio = m.num(A + "clip_ratio")
         m.put("policy_loss.clip_ratio_low", ratio)
@@ -305,13 +198,13 @@ def _clipping(m: Mapper) -> None:
 
 
 def _actor(m: Mapper, n: int, total: int | None) -> None:
-    backend = _strategy(m, A, "actor")
-    _model(m, M, "actor", backend)
-    _engine(m, A, "actor", backend)
-    ref_backend = _backend(m.get(F + "strategy", m.flat.get(A + "strategy")))
+    backend = map_strategy(m, A, "actor")
+    map_model(m, M, "actor", backend)
+    map_engine(m, A, "actor", backend)
+    ref_backend = backend_of(m.get(F + "strategy", m.flat.get(A + "strategy")))
     if ref_backend == "megatron":
         m.put("reference.backend", "megatron")
-    _engine(m, F, "reference", ref_backend)
+    map_engine(m, F, "reference", ref_backend)
     _optim(m, A, "actor", 1e-6, total)
     _batches(m, A, "actor", n, backend)
     _clipping(m)
@@ -328,76 +221,6 @@ def _actor(m: Mapper, n: int, total: int | None) -> None:
     if m.has(F + "log_prob_micro_batch_size_per_gpu"):
         size = m.int(F + "log_prob_micro_batch_size_per_gpu")
         m.put("reference.forward_micro_batch_size", size)
-
-
-def _rollout(m: Mapper) -> None:
-    for key in ("temperature", "top_p"):
-        if m.has(R + key):
-            m.put(f"rollout.{key}", m.num(R + key))
-    if m.has(R + "top_k"):
-        top_k = m.int(R + "top_k")
-        m.put("rollout.top_k", max(top_k, 0))  # verl's -1 and hfsdk's 0 both mean "off"
-    name = m.get(R + "name")
-    backends = _rollout_backends()
-    if name in ("hf", "vllm") and name in backends:
-        m.put("rollout.backend", name)
-    elif name == "vllm":
-        m.reject(R + "name", "install hfsdk-plugin-rollout-vllm for rollout.backend=vllm")
-    elif name is not None:
-        m.reject(R + "name", f"hfsdk rollout backends: {', '.join(sorted(backends))}")
-    fields = _fields("rollout_backends", name) if name in backends else set()
-    if "gpu_memory_utilization" in fields and m.has(R + "gpu_memory_utilization"):
-        m.put("rollout.gpu_memory_utilization", m.num(R + "gpu_memory_utilization"))
-    if "max_num_seqs" in fields and m.has(R + "max_num_seqs"):
-        m.put("rollout.max_num_seqs", m.int(R + "max_num_seqs"))
-    if "enforce_eager" in fields and m.has(R + "enforce_eager"):
-        m.put("rollout.enforce_eager", bool(m.get(R + "enforce_eager")))
-    if "sleep" in fields and m.has(R + "free_cache_engine"):
-        m.put("rollout.sleep", "auto" if m.get(R + "free_cache_engine") else "off")
-    if "dtype" in fields and m.get(R + "dtype") in ("bfloat16", "float16", "float32"):
-        m.put("rollout.dtype", m.get(R + "dtype"))
-    for key in ("log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu"):
-        for prefix in (R, F):
-            if m.has(prefix + key):
-                m.reject(
-                    prefix + key,
-                    "hfsdk decides this itself: micro_batch_tokens covers inference passes",
-                )
-    _generation_tp(m)
-
-
-def _rollout_backends() -> set[str]:
-    from hfsdk.core.plugin_manager import get_registry
-
-    return set(get_registry("rollout_backends"))
-
-
-def _generation_tp(m: Mapper) -> None:
-    """``rollout.tensor_model_parallel_size`` -> ``actor.rollout_layout.tp`` where it fits."""
-    key = R + "tensor_model_parallel_size"
-    if not m.has(key):
-        return
-    tg = m.int(key)
-    if m.flat.get(A + "strategy") == "megatron":
-        t = as_int("tp", m.flat.get(A + "megatron.tensor_model_parallel_size", 1))
-        if t % tg:
-            m.reject(
-                key,
-                f"hfsdk's megatron actor generates with a tp dividing its training tp ({t}); "
-                "set actor.rollout_layout.tp",
-            )
-            return
-        if m.flat.get(R + "name") == "vllm" and tg not in (1, t):
-            m.reject(
-                key,
-                f"hfsdk's vLLM rollout on a megatron actor (tp {t}) generates with tp 1 or {t}; "
-                "set actor.rollout_layout.tp",
-            )
-            return
-    m.put("actor.rollout_layout.tp", tg)
-    for other in ("data_parallel_size", "pipeline_model_parallel_size", "expert_parallel_size"):
-        if m.has(R + other) and m.int(R + other) == 1:
-            m.get(R + other)
 
 
 def _kl(m: Mapper) -> None:
@@ -440,9 +263,9 @@ def _critic(m: Mapper, algo: str, n: int, total: int | None) -> None:
     if algo not in CRITIC_ALGOS:
         m.group(C, f"algorithm {algo!r} has no critic")
         return
-    backend = _strategy(m, C, "critic")
-    _model(m, C + "model.", "critic", backend)
-    _engine(m, C, "critic", backend)
+    backend = map_strategy(m, C, "critic")
+    map_model(m, C + "model.", "critic", backend)
+    map_engine(m, C, "critic", backend)
     _optim(m, C, "critic", 1e-5, total)
     # verl's critic takes the actor's batch sizes unless it sets its own.
     for key in ("ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs"):
@@ -590,7 +413,7 @@ def import_verl(m: Mapper, algo: str | None) -> str:
     total = _trainer(m)
     _data(m)
     _actor(m, n, total)
-    _rollout(m)
+    map_rollout(m)
     _kl(m)
     _advantage(m, estimator)
     _critic(m, chosen, n, total)
