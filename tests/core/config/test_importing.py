@@ -219,6 +219,14 @@ def test_imported_verl_examples_run_on_the_default_task(
                 "--out", str(out_file),
             )  # fmt: skip
             assert code == 0, err
+            # The examples name vLLM; its own tests run it, here the hf engine generates.
+            config = yaml.safe_load(out_file.read_text())
+            config["rollout"] = {
+                k: v for k, v in config["rollout"].items() if k not in ("gpu_memory_utilization",)
+            }
+            config["rollout"]["backend"] = "hf"
+            config["actor"].pop("rollout_layout", None)
+            out_file.write_text(yaml.safe_dump(config))
             steps = ["trainer.total_steps=2", "trainer.save_every=0", "trainer.val_every=0"]
             cfg = load_run_config(None, str(out_file), [*steps, *local])
             trainer = Trainer(cfg, str(tmp_path / example), quiet=True)

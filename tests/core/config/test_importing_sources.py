@@ -403,3 +403,20 @@ def test_hydra_overrides_add_replace_and_delete() -> None:
     assert data["d"] == "x"  # a copy
     with pytest.raises(Exception, match="is a value"):
         apply_overrides(data, ["d.x=1"])
+
+
+def test_interpolation_cycles_and_unset_env_are_named_not_fatal() -> None:
+    resolved, problems = resolve_tree(
+        {"a": "${b}", "b": "${a}", "e": "${oc.env:NOT_SET_ANYWHERE}", "r": "${oc.nope:x}"}, {}
+    )
+    assert resolved == {"a": "${b}", "b": "${a}", "e": "${oc.env:NOT_SET_ANYWHERE}",
+                        "r": "${oc.nope:x}"}  # fmt: skip
+    assert [p.partition(": ")[0] for p in problems[:2]] == [
+        "a = '${b}' left as written", "b = '${a}' left as written",
+    ]  # fmt: skip
+    assert all(p.endswith("is part of a cycle of references") for p in problems[:2])
+    assert problems[2:] == [
+        "e = '${oc.env:NOT_SET_ANYWHERE}' left as written: ${oc.env:NOT_SET_ANYWHERE}: "
+        "NOT_SET_ANYWHERE is not set and has no default",
+        "r = '${oc.nope:x}' left as written: ${oc.nope:...} is a resolver hfsdk does not know",
+    ]

@@ -157,7 +157,7 @@ class Resolver:
     def value(self, path: tuple[str, ...]) -> Any:
         """The resolved value at ``path`` (a copy for sections)."""
         if path in self._active:
-            raise _Unresolved(f"${{{'.'.join(path)}}} refers to itself")
+            raise _Unresolved(f"${{{'.'.join(path)}}} is part of a cycle of references")
         self._active.add(path)
         try:
             raw = self._raw(path)
