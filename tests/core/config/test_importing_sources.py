@@ -360,9 +360,12 @@ def test_every_imported_config_runs_two_steps_on_the_default_task(
     import yaml
 
     from hfsdk.core.config import load_run_config
+    from hfsdk.core.default_task import ensure_default_assets
     from hfsdk.core.trainer.trainer import Trainer
     from hfsdk.core.workers.ray_runtime import shutdown
 
+    tokenizer = ensure_default_assets().tokenizer_dir  # tokenizer.json + tokenizer_config.json
+    assert not (tokenizer / "config.json").exists()
     monkeypatch.chdir(tmp_path)  # the OpenRLHF command names reward_func.py
     (tmp_path / "reward_func.py").write_text(OPENRLHF_REWARD)
     runs = {}
@@ -374,13 +377,20 @@ def test_every_imported_config_runs_two_steps_on_the_default_task(
             config["rollout"] = {k: v for k, v in config["rollout"].items() if k not in VLLM_ONLY}
             config_file = tmp_path / f"{name}.hfsdk.yaml"
             config_file.write_text(yaml.safe_dump(config))
-            cfg = load_run_config(None, str(config_file), [*LOCAL, *local])
+            extra = []
+            if name == "verl_generated_ppo_trainer.yaml":  # every role reads a tokenizer-only dir
+                extra = [
+                    f"{r}.tokenizer_path={tokenizer}" for r in ("actor", "critic", "reference")
+                ]
+            cfg = load_run_config(None, str(config_file), [*LOCAL, *local, *extra])
             runs[name] = (cfg, Trainer(cfg, str(tmp_path / name), quiet=True).fit())
     finally:
         shutdown()
     for name, (_, rows) in runs.items():
         assert [r["step"] for r in rows] == [1, 2], name
         assert all(0.0 <= r["reward/mean"] <= 1.0 for r in rows), name
+    ppo = runs["verl_generated_ppo_trainer.yaml"][0]
+    assert ppo.critic.tokenizer_path == ppo.reference.tokenizer_path == str(tokenizer)
     megatron = runs["verl_run_grpo_megatron.sh"][0]
     assert megatron.actor.backend == megatron.reference.backend == "megatron"
     assert runs["verl_run_dapo.sh"][0].actor.micro_batch_tokens == 12288

@@ -72,6 +72,8 @@ def _data(m: Mapper) -> None:
     for key in ("train_files", "val_files"):
         if m.has(f"data.{key}"):
             m.put(f"data.{key}", _files(m.get(f"data.{key}")))
+    if m.has("data.tokenizer"):
+        m.put("actor.tokenizer_path", str(m.get("data.tokenizer")))
     if m.has("data.prompt_key"):
         m.put("data.prompt_key", str(m.get("data.prompt_key")))
     if m.has("data.train_batch_size"):

@@ -63,7 +63,6 @@ RULES = (
     (r"model_dtype$", f"{SELF}: trained roles keep float32 master weights"),
     (r"^data\.(dataloader_num_workers|filter_overlong_prompts_workers)$", SELF),
     (r"^data\.val_batch_size$", f"{SELF}: validation takes the whole val set as one batch"),
-    (r"^data\.tokenizer$", "set actor.tokenizer_path"),
     (r"\.rollout\.(gpu_memory_utilization|free_cache_engine|max_num_seqs|enforce_eager|dtype)$",
      "applies to the vllm rollout (rollout.name=vllm)"),
     (r"forward_only$|use_legacy_worker_impl$", SELF),
