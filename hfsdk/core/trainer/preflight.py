@@ -50,6 +50,39 @@ def check_model_path(key: str, path: str | None) -> None:
         )
 
 
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "vocab.json",
+    "vocab.txt",
+    "spiece.model",
+)
+"""Files of a directory ``PreTrainedTokenizerFast`` / ``AutoTokenizer`` load a tokenizer from."""
+
+
+def check_tokenizer_path(key: str, path: str | None) -> None:
+    """``path`` (config key ``key``) must be a local directory holding a saved tokenizer.
+
+    A model directory qualifies, and so does a tokenizer-only one (what
+    ``tokenizer.save_pretrained`` writes: ``tokenizer.json`` +
+    ``tokenizer_config.json``, no ``config.json``).
+    """
+    if path is None:
+        return
+    directory = Path(path).expanduser()
+    if not directory.is_dir():
+        raise HfsdkError(
+            f"{key}={path!r} is not a directory; point it at a local directory made with "
+            "tokenizer.save_pretrained (or a model directory), or unset it"
+        )
+    if not any((directory / name).is_file() for name in TOKENIZER_FILES):
+        raise HfsdkError(
+            f"{key}={path!r} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); point it "
+            "at a directory made with tokenizer.save_pretrained"
+        )
+
+
 STARTUP_BASE_S = 120.0
 STARTUP_S_PER_GIB = 60.0
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
@@ -110,7 +143,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
 
     for key, section in _model_sections(config, spec).items():
         check_model_path(f"{key}.model_path", getattr(section, "model_path", None))
-        check_model_path(f"{key}.tokenizer_path", getattr(section, "tokenizer_path", None))
+        check_tokenizer_path(f"{key}.tokenizer_path", getattr(section, "tokenizer_path", None))
     address = resolve_address(config.trainer.ray_address)
     if address is not None:
         check_reachable(address)

@@ -37,11 +37,12 @@ def resolve_assets(config: RunConfig, policy_role: str = "actor") -> RunAssets:
     The tokenizer is the policy's (``policy_role``: the spec's ``policy`` role).
     """
     actor_path = getattr(getattr(config, policy_role), "model_path", None)
+    tokenizer_path = getattr(getattr(config, policy_role), "tokenizer_path", None)
     uses_default = actor_path is None or not config.data.train_files
     if not uses_default:
         return RunAssets(
             model_path=actor_path,
-            tokenizer_path=actor_path,
+            tokenizer_path=tokenizer_path or actor_path,
             train_files=tuple(config.data.train_files),
             val_files=tuple(config.data.val_files),
             default_task=False,
@@ -51,7 +52,7 @@ def resolve_assets(config: RunConfig, policy_role: str = "actor") -> RunAssets:
     assets = ensure_default_assets()
     return RunAssets(
         model_path=actor_path or str(assets.model_dir),
-        tokenizer_path=actor_path or str(assets.tokenizer_dir),
+        tokenizer_path=tokenizer_path or actor_path or str(assets.tokenizer_dir),
         train_files=tuple(config.data.train_files) or (str(assets.train_jsonl),),
         val_files=tuple(config.data.val_files)
         or ((str(assets.val_jsonl),) if not config.data.train_files else ()),
@@ -61,10 +62,16 @@ def resolve_assets(config: RunConfig, policy_role: str = "actor") -> RunAssets:
 
 def load_tokenizer(path: str) -> Any:
     """The tokenizer of ``path`` (fast tokenizer files; never a hub download)."""
-    from transformers import PreTrainedTokenizerFast
+    from pathlib import Path
 
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    # tokenizer.json keeps its exact ids through PreTrainedTokenizerFast; other saved
+    # tokenizers (sentencepiece, vocab files) go through AutoTokenizer.
+    fast = (Path(path).expanduser() / "tokenizer.json").is_file()
+    loader = PreTrainedTokenizerFast if fast else AutoTokenizer
     try:
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
+        tokenizer = loader.from_pretrained(str(Path(path).expanduser()), local_files_only=True)
     except Exception as exc:
         raise HfsdkError(
             f"no tokenizer could be loaded from {path!r} ({exc}); point actor.model_path at a "

@@ -44,3 +44,52 @@ def test_the_startup_deadline_grows_with_the_largest_model(tmp_path: Path) -> No
     assert deadline == pytest.approx(STARTUP_BASE_S + 4 * STARTUP_S_PER_GIB)
     fixed = load_run_config("grpo", None, ["trainer.startup_timeout_s=42"])
     assert startup_deadline_s(fixed, spec, assets) == 42.0
+
+
+def _tokenizer_only(tmp_path: Path) -> Path:
+    """A copy of the default task's tokenizer directory: tokenizer files, no config.json."""
+    import shutil
+
+    from hfsdk.core.default_task import ensure_default_assets
+
+    directory = tmp_path / "tokenizer"
+    shutil.copytree(ensure_default_assets().tokenizer_dir, directory)
+    assert not (directory / "config.json").exists()
+    return directory
+
+
+def test_a_tokenizer_only_directory_is_a_tokenizer_path_for_every_role(tmp_path: Path) -> None:
+    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk.core.trainer.preflight import prepare_run
+
+    tokenizer = _tokenizer_only(tmp_path)
+    assets = ensure_default_assets()
+    spec = get_registry("algorithms")["ppo"].impl
+    overrides = [
+        f"data.train_files=[{assets.train_jsonl}]",
+        "reward.functions=[{name: exact_match}]",
+        *(f"{role}.model_path={assets.model_dir}" for role in ("actor", "critic", "reference")),
+        *(f"{role}.tokenizer_path={tokenizer}" for role in ("actor", "critic", "reference")),
+    ]
+    config = load_run_config("ppo", None, overrides)
+    prepared = prepare_run(config, spec)
+    assert prepared.assets.tokenizer_path == str(tokenizer)
+    # The tokenizer is the one saved there: same ids as the model directory's own.
+    text = "3 + 5 = 8"
+    from transformers import PreTrainedTokenizerFast
+
+    reference = PreTrainedTokenizerFast.from_pretrained(str(assets.model_dir))
+    assert prepared.tokenizer(text)["input_ids"] == reference(text)["input_ids"]
+
+
+def test_a_directory_without_a_tokenizer_is_refused_by_name(tmp_path: Path) -> None:
+    from hfsdk.core.errors import HfsdkError
+    from hfsdk.core.trainer.preflight import check_tokenizer_path
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    check_tokenizer_path("actor.tokenizer_path", str(_tokenizer_only(tmp_path)))
+    with pytest.raises(HfsdkError, match=r"critic.tokenizer_path='.*empty' holds no tokenizer"):
+        check_tokenizer_path("critic.tokenizer_path", str(empty))
+    with pytest.raises(HfsdkError, match="is not a directory"):
+        check_tokenizer_path("actor.tokenizer_path", str(tmp_path / "absent"))

@@ -1,8 +1,10 @@
-"""``hfsdk config import``: a verl or TRL config turned into an hfsdk run config.
+"""``hfsdk config import``: a verl, TRL or OpenRLHF config turned into an hfsdk run config.
 
-:func:`import_config` maps every key that has a counterpart, validates the
-result as a run config and reports the keys it could not map (one per line).
-See ``docs/migrating.md`` for the tables.
+:func:`read_source` reads what the user has (a YAML/JSON file, a launch
+script, a command line; :mod:`.sources`), :func:`import_config` resolves its
+OmegaConf interpolations (:mod:`.interpolation`), maps every key that has a
+counterpart, validates the result as a run config and reports the keys it
+could not map (one per line, with the reason). See ``docs/migrating.md``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.config.importing.mapper import Mapper, flatten, resolve_interpolations
+from hfsdk.core.config.importing.interpolation import resolve_tree
+from hfsdk.core.config.importing.mapper import Mapper, flatten
+from hfsdk.core.config.importing.openrlhf import import_openrlhf
+from hfsdk.core.config.importing.sources import read_flags, read_verl
 from hfsdk.core.config.importing.trl import import_trl
 from hfsdk.core.config.importing.verl import import_verl
 from hfsdk.core.errors import ConfigError
@@ -23,6 +28,7 @@ from hfsdk.core.errors import ConfigError
 SOURCES: dict[str, Callable[[Mapper, str | None], str]] = {
     "verl": import_verl,
     "trl": import_trl,
+    "openrlhf": import_openrlhf,
 }
 
 
@@ -34,30 +40,57 @@ class ImportResult:
     config: dict[str, Any]
     unmapped: tuple[str, ...]
     assumed: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
 
     def to_yaml(self) -> str:
         """The config as YAML under a comment header naming the source and its assumed defaults."""
         import yaml
 
-        header = [f"# hfsdk run config imported from a {self.source} config by hfsdk config import"]
+        header = [f"# hfsdk run config imported from {self.source} by hfsdk config import"]
         if self.assumed:
             header.append(f"# {self.source} defaults assumed for: {', '.join(self.assumed)}")
         if self.unmapped:
             header.append(f"# {len(self.unmapped)} key(s) had no counterpart (printed at import)")
+        header.extend(f"# warning: {line}" for line in self.warnings)
         return "\n".join(header) + "\n" + yaml.safe_dump(self.config, sort_keys=False)
 
 
-def import_config(source: str, data: Mapping[str, Any], *, algo: str | None = None) -> ImportResult:
-    """Map a ``source`` (``verl`` or ``trl``) config into a validated hfsdk run config."""
+def read_source(
+    source: str,
+    path: str | None,
+    arguments: list[str] | tuple[str, ...] = (),
+    *,
+    verl_config_dir: str | list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The ``source`` config in ``path`` plus ``arguments``, and warnings about reading it."""
     if source not in SOURCES:
         raise ConfigError(f"unknown config source {source!r}; expected one of {', '.join(SOURCES)}")
-    mapper = Mapper(resolve_interpolations(flatten(data)))
+    if source == "verl":
+        return read_verl(path, list(arguments), config_dir=verl_config_dir, env=env)
+    return read_flags(source, path, list(arguments), env=env)
+
+
+def import_config(
+    source: str,
+    data: Mapping[str, Any],
+    *,
+    algo: str | None = None,
+    env: Mapping[str, str] | None = None,
+    warnings: list[str] | tuple[str, ...] = (),
+) -> ImportResult:
+    """Map a ``source`` (``verl``, ``trl`` or ``openrlhf``) config into a validated hfsdk config."""
+    if source not in SOURCES:
+        raise ConfigError(f"unknown config source {source!r}; expected one of {', '.join(SOURCES)}")
+    resolved, problems = resolve_tree(data, env)
+    mapper = Mapper(flatten(resolved))
     chosen = SOURCES[source](mapper, algo)
     config = mapper.out
     from hfsdk.core.config.run_config import resolve_run_config, with_algorithm_preset
 
     try:
-        resolve_run_config(chosen, with_algorithm_preset(chosen, config))
+        # Model paths name the source machine's directories: validated apart from them.
+        resolve_run_config(chosen, with_algorithm_preset(chosen, without_source_paths(config)))
     except ConfigError as exc:
         raise ConfigError(
             f"the {source} config maps to an invalid hfsdk config ({exc}); fix the value in the "
@@ -68,7 +101,31 @@ def import_config(source: str, data: Mapping[str, Any], *, algo: str | None = No
         config=config,
         unmapped=tuple(mapper.unmapped()),
         assumed=tuple(mapper.defaults_used),
+        warnings=(*warnings, *problems),
     )
+
+
+def without_source_paths(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without model paths, and without layouts when the model is not here.
+
+    Layouts are checked against the model's shape, which only the model's own
+    directory holds; on another machine they are checked when the run starts.
+    """
+    from pathlib import Path
+
+    paths = [
+        v.get("model_path") for v in config.values() if isinstance(v, dict) and v.get("model_path")
+    ]
+    local = bool(paths) and all(
+        (Path(str(p)).expanduser() / "config.json").is_file() for p in paths
+    )
+    dropped = ("model_path", "tokenizer_path", *(() if local else ("parallel", "rollout_layout")))
+    out = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in dropped}
+        out[key] = value
+    return out
 
 
 def load_source(path: str | Path) -> dict[str, Any]:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from hfsdk.core.errors import ConfigError
-
-_INTERPOLATION = re.compile(r"^\$\{([A-Za-z_][\w.]*)\}$")
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -23,25 +20,6 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[dotted] = value
     return out
-
-
-def resolve_interpolations(flat: dict[str, Any]) -> dict[str, Any]:
-    """Replace Hydra-style ``${a.b}`` values with the value of key ``a.b`` of the same file.
-
-    Other interpolations (``${oc.env:X}``, string templates) stay as they are
-    and end up among the unmapped keys.
-    """
-    resolved = dict(flat)
-    for _ in range(8):  # chains of references, bounded
-        changed = False
-        for key, value in resolved.items():
-            match = _INTERPOLATION.match(value) if isinstance(value, str) else None
-            if match and match.group(1) in resolved and match.group(1) != key:
-                resolved[key] = resolved[match.group(1)]
-                changed = True
-        if not changed:
-            break
-    return resolved
 
 
 @attrs.define
@@ -57,6 +35,7 @@ class Mapper:
     out: dict[str, Any] = attrs.field(factory=dict)
     reasons: dict[str, str] = attrs.field(factory=dict)
     defaults_used: list[str] = attrs.field(factory=list)
+    groups: dict[str, tuple[int, str]] = attrs.field(factory=dict)
 
     def has(self, key: str) -> bool:
         """Whether the source sets ``key`` to something other than ``None``."""
@@ -101,6 +80,24 @@ class Mapper:
             self.used.discard(key)
             self.reasons[key] = reason
 
+    def consume(self, prefix: str) -> None:
+        """Take every key under ``prefix`` as mapped (a section that has nothing to map)."""
+        for key in self.keys(prefix):
+            self.used.add(key)
+
+    def group(self, prefix: str, reason: str) -> None:
+        """Report every set key under ``prefix`` as one unmapped line with ``reason``."""
+        keys = [k for k in self.keys(prefix) if k not in self.reasons and k not in self.used]
+        count = sum(1 for k in keys if self.flat[k] is not None and not k.endswith("_target_"))
+        for key in keys:
+            self.used.add(key)
+        if count:
+            self.groups[prefix] = (count, reason)
+
+    def keys(self, prefix: str) -> list[str]:
+        """The source keys under ``prefix`` (``a.b.`` style) or equal to it."""
+        return [k for k in self.flat if k.startswith(prefix) or k == prefix.rstrip(".")]
+
     def unmapped(self) -> list[str]:
         """One line per source key that was not mapped: ``key = value`` and the reason if any."""
         lines = []
@@ -111,6 +108,8 @@ class Mapper:
                 continue
             reason = self.reasons.get(key)
             lines.append(f"{key} = {value!r}" + (f"  ({reason})" if reason else ""))
+        for prefix, (count, reason) in self.groups.items():
+            lines.append(f"{prefix}* ({count} key{'s' if count > 1 else ''})  ({reason})")
         return lines
 
 

@@ -1,4 +1,4 @@
-"""TRL's ``GRPOConfig`` and ``PPOConfig`` (flat keys, given as YAML or JSON).
+"""TRL's ``GRPOConfig`` and ``PPOConfig`` (flat keys: YAML, JSON or a ``TrlParser`` command line).
 
 Batch sizes assume one process (TRL multiplies by the number of devices):
 ``per_device_train_batch_size`` is the micro-batch, ``× gradient_accumulation_steps``
@@ -27,6 +27,8 @@ LOSS_TYPES = {
 
 
 def _common(m: Mapper, lr_default: float) -> None:
+    if m.has("model_name_or_path"):  # TRL scripts' ModelConfig, parsed by the same TrlParser
+        m.put("actor.model_path", str(m.get("model_name_or_path")))
     m.put(
         "actor.optim.lr",
         m.num("learning_rate", lr_default, source_default=True),
@@ -83,6 +85,22 @@ def _common(m: Mapper, lr_default: float) -> None:
         length = m.int("max_prompt_length")
         m.put("data.max_prompt_length", length)
         m.put("rollout.max_prompt_length", length)
+    _vllm(m)
+
+
+def _vllm(m: Mapper) -> None:
+    """``use_vllm``: the vLLM rollout (hfsdk's runs in the actor's processes, TRL's colocate)."""
+    if not m.get("use_vllm"):
+        return
+    m.put("rollout.backend", "vllm")
+    if m.get("vllm_mode") not in (None, "colocate"):
+        m.reject("vllm_mode", "hfsdk's vLLM runs in the actor's processes (TRL's colocate mode)")
+    if m.has("vllm_gpu_memory_utilization"):
+        m.put("rollout.gpu_memory_utilization", m.num("vllm_gpu_memory_utilization"))
+    if m.has("vllm_tensor_parallel_size"):
+        m.put("actor.rollout_layout.tp", m.int("vllm_tensor_parallel_size"))
+    if m.has("vllm_enable_sleep_mode"):
+        m.put("rollout.sleep", "on" if m.get("vllm_enable_sleep_mode") else "off")
 
 
 def _grpo(m: Mapper) -> None:

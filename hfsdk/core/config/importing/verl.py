@@ -5,6 +5,13 @@ keys whose verl default differs from hfsdk's (so a partial file keeps verl's
 meaning), and those assumptions are listed in the output's header. Batch sizes:
 verl counts ``ppo_mini_batch_size`` in prompts and hfsdk's ``mini_batch_size``
 in responses, so it is multiplied by ``rollout.n``.
+
+Strategies and engines map to hfsdk's backends: ``strategy: megatron`` to the
+megatron backend with its ``tp``/``pp``, ``rollout.name: vllm`` to the vLLM
+rollout, ``rollout.tensor_model_parallel_size`` to the actor's generation
+layout. Every key left over is listed once with its reason
+(:mod:`~hfsdk.core.config.importing.verl_reasons`); a switch set to its off
+value (``false``, ``{}``, ``[]``) has nothing to map and is not listed.
 """
 
 from __future__ import annotations
@@ -13,6 +20,15 @@ from typing import Any
 
 from hfsdk.core.algorithm import LOSS_AGG_MODES
 from hfsdk.core.config.importing.mapper import Mapper, as_int, as_number
+from hfsdk.core.config.importing.verl_reasons import list_leftovers
+from hfsdk.core.config.importing.verl_roles import (
+    backend_of,
+    config_fields,
+    map_engine,
+    map_model,
+    map_rollout,
+    map_strategy,
+)
 from hfsdk.core.trainer.trainer_config import LOGGERS
 
 A = "actor_rollout_ref.actor."
@@ -49,21 +65,15 @@ def _files(value: Any) -> list[str]:
 
 
 def _estimator_fields(name: str) -> set[str]:
-    import attrs
-
-    from hfsdk.core.plugin_manager import get_registry
-
-    registry = get_registry("advantage_estimators")
-    if name not in registry:
-        return set()
-    cls = registry[name].config_cls
-    return {f.name for f in attrs.fields(cls)} if cls is not None else set()
+    return config_fields("advantage_estimators", name)
 
 
 def _data(m: Mapper) -> None:
     for key in ("train_files", "val_files"):
         if m.has(f"data.{key}"):
             m.put(f"data.{key}", _files(m.get(f"data.{key}")))
+    if m.has("data.tokenizer"):
+        m.put("actor.tokenizer_path", str(m.get("data.tokenizer")))
     if m.has("data.prompt_key"):
         m.put("data.prompt_key", str(m.get("data.prompt_key")))
     if m.has("data.train_batch_size"):
@@ -79,9 +89,17 @@ def _data(m: Mapper) -> None:
         m.put("data.shuffle", bool(m.get("data.shuffle")))
     if m.has("data.seed"):
         m.put("trainer.seed", m.int("data.seed"))
-    # hfsdk always drops overlong prompts (verl's filter_overlong_prompts=True).
-    if m.get("data.filter_overlong_prompts") is False:
-        m.reject("data.filter_overlong_prompts", "hfsdk always drops prompts over the limit")
+    # hfsdk always drops prompts over data.max_prompt_length: verl's filter_overlong_prompts=True.
+    if m.get("data.filter_overlong_prompts") is False and m.flat.get("data.truncation") not in (
+        None,
+        "error",
+    ):
+        m.reject(
+            "data.filter_overlong_prompts",
+            "hfsdk always drops prompts over data.max_prompt_length; it never truncates",
+        )
+    if m.get("data.truncation") not in (None, "error"):
+        m.reject("data.truncation", "hfsdk drops prompts over the limit; it never truncates")
     for key in (R + "prompt_length", R + "response_length"):
         # Usually ${data.max_*_length}; mapped when it agrees with the data section.
         source = "data.max_prompt_length" if "prompt" in key else "data.max_response_length"
@@ -97,8 +115,13 @@ def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | No
             m.put(f"{role}.optim.{dest}", m.num(prefix + "optim." + src))
     if m.has(prefix + "optim.betas"):
         m.put(f"{role}.optim.betas", [float(b) for b in m.get(prefix + "optim.betas")])
-    if m.has(prefix + "grad_clip"):
-        m.put(f"{role}.optim.grad_clip", m.num(prefix + "grad_clip"))
+    for key in ("grad_clip", "optim.clip_grad"):
+        if m.has(prefix + key):
+            m.put(f"{role}.optim.grad_clip", m.num(prefix + key))
+    if str(m.get(prefix + "optim.optimizer", "adamw")).lower() not in ("adamw", "adam"):
+        m.reject(prefix + "optim.optimizer", "hfsdk trains with AdamW")
+    if m.get(prefix + "optim.optimizer_impl") not in (None, "torch.optim"):
+        m.reject(prefix + "optim.optimizer_impl", "hfsdk uses torch.optim.AdamW")
     steps = m.int(prefix + "optim.lr_warmup_steps", -1)
     ratio = m.num(prefix + "optim.lr_warmup_steps_ratio", 0.0)
     if steps > 0:
@@ -111,7 +134,7 @@ def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | No
             )
         else:
             m.put(f"{role}.optim.warmup_steps", int(ratio * total))
-    for key in ("warmup_style", "lr_scheduler_type"):
+    for key in ("warmup_style", "lr_scheduler_type", "lr_decay_style"):
         style = m.get(prefix + "optim." + key)
         if style in ("constant", "cosine"):
             m.put(f"{role}.optim.lr_schedule", style)
@@ -119,39 +142,74 @@ def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | No
             m.reject(prefix + "optim." + key, "hfsdk schedules: constant, cosine")
 
 
-def _batches(m: Mapper, prefix: str, role: str, n: int) -> None:
+def _batches(m: Mapper, prefix: str, role: str, n: int, backend: str) -> None:
     if m.has(prefix + "ppo_mini_batch_size"):
         size = m.int(prefix + "ppo_mini_batch_size")
         m.put(f"{role}.mini_batch_size", size * n)
-    if m.has(prefix + "ppo_micro_batch_size_per_gpu"):
-        size = m.int(prefix + "ppo_micro_batch_size_per_gpu")
-        m.put(f"{role}.micro_batch_size", size)
+    dynamic = bool(m.get(prefix + "use_dynamic_bsz", False))
+    budget = prefix + "ppo_max_token_len_per_gpu"
+    if dynamic and "micro_batch_tokens" in config_fields("training_backends", backend):
+        m.put(f"{role}.micro_batch_tokens", m.int(budget, 16384, source_default=True))
+        if m.has(prefix + "ppo_micro_batch_size_per_gpu"):
+            m.reject(
+                prefix + "ppo_micro_batch_size_per_gpu",
+                f"hfsdk decides this itself: {role}.micro_batch_tokens sizes the passes",
+            )
+        for key in m.keys(prefix + "forward_max_token_len_per_gpu"):
+            m.get(key)  # one budget in hfsdk for training and inference passes
+    elif dynamic:
+        m.reject(prefix + "use_dynamic_bsz", f"the {backend} backend has no token budgets")
+    else:
+        m.get(budget)  # unused by verl too without use_dynamic_bsz
+        for key in m.keys(prefix + "forward_max_token_len_per_gpu"):
+            m.get(key)
+        if m.has(prefix + "ppo_micro_batch_size_per_gpu"):
+            size = m.int(prefix + "ppo_micro_batch_size_per_gpu")
+            m.put(f"{role}.micro_batch_size", size)
     if m.has(prefix + "ppo_epochs"):
         m.put(f"{role}.ppo_epochs", m.int(prefix + "ppo_epochs"))
     if m.has(prefix + "shuffle"):
         m.put(f"{role}.shuffle", bool(m.get(prefix + "shuffle")))
-    strategy = m.get(prefix + "strategy")
-    if strategy not in (None, "fsdp", "fsdp2"):
-        m.reject(prefix + "strategy", "hfsdk's default backend is fsdp (FSDP2)")
+    m.get(prefix + "rollout_n")  # verl's copy of rollout.n
 
 
-def _actor(m: Mapper, n: int, total: int | None) -> None:
-    if m.has(M + "path"):
-        m.put("actor.model_path", str(m.get(M + "path")))
-    if m.has(M + "enable_gradient_checkpointing"):
-        m.put("actor.gradient_checkpointing", bool(m.get(M + "enable_gradient_checkpointing")))
-    _optim(m, A, "actor", 1e-6, total)
-    _batches(m, A, "actor", n)
+def _clipping(m: Mapper) -> None:
+    """The policy loss and its clip ratios (those of a loss hfsdk lacks are listed with it)."""
+    loss_mode = m.get(A + "policy_loss.loss_mode", "vanilla")
+    keys = [A + k for k in ("clip_ratio", "clip_ratio_low", "clip_ratio_high", "clip_ratio_c")]
+    if loss_mode not in LOSS_MODES:
+        m.reject(A + "policy_loss.loss_mode", "hfsdk policy losses: ppo_clip, gspo, reinforce")
+        for key in keys:
+            m.reject(key, f"a setting of verl's {loss_mode!r} loss, which hfsdk does not have")
+        return
+    loss = LOSS_MODES[loss_mode]
+    if m.has(A + "policy_loss.loss_mode"):
+        m.put("algorithm.policy_loss", loss)
+    fields = config_fields("policy_losses", loss)
     if m.has(A + "clip_ratio"):
         ratio = m.num(A + "clip_ratio")
         m.put("policy_loss.clip_ratio_low", ratio)
         m.put("policy_loss.clip_ratio_high", ratio)
     for side in ("low", "high"):
         if m.has(f"{A}clip_ratio_{side}"):
-            value = m.num(f"{A}clip_ratio_{side}")
-            m.put(f"policy_loss.clip_ratio_{side}", value)
-    if m.has(A + "clip_ratio_c"):
+            m.put(f"policy_loss.clip_ratio_{side}", m.num(f"{A}clip_ratio_{side}"))
+    if m.has(A + "clip_ratio_c") and "clip_ratio_c" in fields:
         m.put("policy_loss.clip_ratio_c", m.num(A + "clip_ratio_c"))
+    elif m.has(A + "clip_ratio_c"):
+        m.reject(A + "clip_ratio_c", f"hfsdk's {loss} loss has no dual clip")
+
+
+def _actor(m: Mapper, n: int, total: int | None) -> None:
+    backend = map_strategy(m, A, "actor")
+    map_model(m, M, "actor", backend)
+    map_engine(m, A, "actor", backend)
+    ref_backend = backend_of(m.get(F + "strategy", m.flat.get(A + "strategy")))
+    if ref_backend == "megatron":
+        m.put("reference.backend", "megatron")
+    map_engine(m, F, "reference", ref_backend)
+    _optim(m, A, "actor", 1e-6, total)
+    _batches(m, A, "actor", n, backend)
+    _clipping(m)
     if m.has(A + "entropy_coeff"):
         m.put("algorithm.entropy_coef", m.num(A + "entropy_coeff"))
     mode = m.get(A + "loss_agg_mode")
@@ -159,31 +217,12 @@ def _actor(m: Mapper, n: int, total: int | None) -> None:
         m.put("algorithm.loss_agg_mode", mode)
     elif mode is not None:
         m.reject(A + "loss_agg_mode", f"hfsdk modes: {', '.join(LOSS_AGG_MODES)}")
-    loss_mode = m.get(A + "policy_loss.loss_mode")
-    if loss_mode in LOSS_MODES:
-        m.put("algorithm.policy_loss", LOSS_MODES[loss_mode])
-    elif loss_mode is not None:
-        m.reject(A + "policy_loss.loss_mode", "hfsdk policy losses: ppo_clip, gspo, reinforce")
     if m.has(R + "log_prob_micro_batch_size_per_gpu"):
         size = m.int(R + "log_prob_micro_batch_size_per_gpu")
         m.put("actor.forward_micro_batch_size", size)
     if m.has(F + "log_prob_micro_batch_size_per_gpu"):
         size = m.int(F + "log_prob_micro_batch_size_per_gpu")
         m.put("reference.forward_micro_batch_size", size)
-
-
-def _rollout(m: Mapper) -> None:
-    for key in ("temperature", "top_p"):
-        if m.has(R + key):
-            m.put(f"rollout.{key}", m.num(R + key))
-    if m.has(R + "top_k"):
-        top_k = m.int(R + "top_k")
-        m.put("rollout.top_k", max(top_k, 0))  # verl's -1 and hfsdk's 0 both mean "off"
-    name = m.get(R + "name")
-    if name == "hf":
-        m.put("rollout.backend", "hf")
-    elif name is not None:
-        m.reject(R + "name", "hfsdk picks the engine with rollout.backend (hf; vllm by plugin)")
 
 
 def _kl(m: Mapper) -> None:
@@ -224,18 +263,18 @@ def _kl(m: Mapper) -> None:
 
 def _critic(m: Mapper, algo: str, n: int, total: int | None) -> None:
     if algo not in CRITIC_ALGOS:
-        for key in [k for k in m.flat if k.startswith(C)]:
-            m.reasons[key] = f"algorithm {algo!r} has no critic"
+        m.group(C, f"algorithm {algo!r} has no critic")
         return
-    if m.has(C + "model.path"):
-        m.put("critic.model_path", str(m.get(C + "model.path")))
+    backend = map_strategy(m, C, "critic")
+    map_model(m, C + "model.", "critic", backend)
+    map_engine(m, C, "critic", backend)
     _optim(m, C, "critic", 1e-5, total)
     # verl's critic takes the actor's batch sizes unless it sets its own.
     for key in ("ppo_mini_batch_size", "ppo_micro_batch_size_per_gpu", "ppo_epochs"):
         if not m.has(C + key) and m.has(A + key):
             m.flat[C + key] = m.flat[A + key]
             m.used.add(C + key)
-    _batches(m, C, "critic", n)
+    _batches(m, C, "critic", n, backend)
     if m.has(C + "forward_micro_batch_size_per_gpu"):
         size = m.int(C + "forward_micro_batch_size_per_gpu")
         m.put("critic.forward_micro_batch_size", size)
@@ -251,10 +290,14 @@ def _advantage(m: Mapper, estimator: str) -> None:
         if key in fields:
             value = m.get(f"algorithm.{key}", defaults[key], source_default=True)
             m.put(f"advantage.{key}", as_number(f"algorithm.{key}", value))
-        elif m.has(f"algorithm.{key}"):
+        elif m.has(f"algorithm.{key}") and as_number(key, m.flat[f"algorithm.{key}"]) != 1.0:
             m.reasons[f"algorithm.{key}"] = f"estimator {estimator!r} has no {key}"
+        elif m.has(f"algorithm.{key}"):
+            m.get(f"algorithm.{key}")  # 1.0: what an estimator without it computes
     if "norm_by_std" in fields and m.has("algorithm.norm_adv_by_std_in_grpo"):
         m.put("advantage.norm_by_std", bool(m.get("algorithm.norm_adv_by_std_in_grpo")))
+    elif m.has("algorithm.norm_adv_by_std_in_grpo"):
+        m.get("algorithm.norm_adv_by_std_in_grpo")  # verl reads it for GRPO only, as hfsdk
 
 
 def _trainer(m: Mapper) -> int | None:
@@ -262,11 +305,9 @@ def _trainer(m: Mapper) -> int | None:
     if m.has("trainer.total_training_steps"):
         total = m.int("trainer.total_training_steps")
         m.put("trainer.total_steps", total)
+        m.get("trainer.total_epochs")  # verl too takes total_training_steps over epochs
     elif m.has("trainer.total_epochs"):
-        m.reject(
-            "trainer.total_epochs",
-            "hfsdk counts steps: set trainer.total_steps (epochs x rows / batch size)",
-        )
+        total = _steps_from_epochs(m)
     save = m.get("trainer.save_freq")
     if save is not None:
         m.put("trainer.save_every", max(as_int("trainer.save_freq", save), 0))
@@ -284,12 +325,61 @@ def _trainer(m: Mapper) -> int | None:
     nodes = m.get("trainer.nnodes")
     if gpus is not None or nodes is not None:
         pool: dict[str, int] = {}
-        if gpus is not None:
-            pool["devices"] = as_int("trainer.n_gpus_per_node", gpus)
+        # hfsdk's pool counts all its devices; verl counts per node.
+        per_node = as_int("trainer.n_gpus_per_node", gpus) if gpus is not None else 1
+        node_count = as_int("trainer.nnodes", nodes) if nodes is not None else 1
+        pool["devices"] = per_node * node_count
         if nodes is not None:
-            pool["nodes"] = as_int("trainer.nnodes", nodes)
+            pool["nodes"] = node_count
         m.put("placement.pools", {"global": pool})
     return total
+
+
+def _steps_from_epochs(m: Mapper) -> int | None:
+    """verl's ``total_epochs`` as steps: epochs x (rows // train_batch_size), as verl counts."""
+    epochs = m.int("trainer.total_epochs")
+    files = m.flat.get("data.train_files")
+    batch = m.flat.get("data.train_batch_size")
+    rows = _count_rows(_files(files)) if files and batch else None
+    if rows is None or as_int("data.train_batch_size", batch) > rows:
+        m.reject(
+            "trainer.total_epochs",
+            "hfsdk counts steps: set trainer.total_steps = total_epochs x rows // "
+            "data.train_batch_size (the train files are not here to count)",
+        )
+        return None
+    total = epochs * (rows // as_int("data.train_batch_size", batch))
+    m.put("trainer.total_steps", total)
+    return total
+
+
+def _count_rows(files: list[str]) -> int | None:
+    """Rows in local parquet / jsonl files (``None`` when one is missing or unreadable)."""
+    from pathlib import Path
+
+    rows = 0
+    for name in files:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            return None
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            rows += pq.ParquetFile(path).metadata.num_rows
+        elif path.suffix == ".jsonl":
+            rows += sum(1 for line in path.read_text().splitlines() if line.strip())
+        else:
+            return None
+    return rows
+
+
+def _filter_groups(m: Mapper) -> None:
+    """DAPO's dynamic sampling (``algorithm.filter_groups``): off is hfsdk's behaviour."""
+    if m.get("algorithm.filter_groups.enable") is True:
+        for key in m.keys("algorithm.filter_groups."):
+            m.reject(key, "no DAPO dynamic sampling (filter_groups) in hfsdk yet")
+    else:
+        m.consume("algorithm.filter_groups.")
 
 
 def _reward(m: Mapper) -> None:
@@ -325,9 +415,11 @@ def import_verl(m: Mapper, algo: str | None) -> str:
     total = _trainer(m)
     _data(m)
     _actor(m, n, total)
-    _rollout(m)
+    map_rollout(m)
     _kl(m)
     _advantage(m, estimator)
     _critic(m, chosen, n, total)
+    _filter_groups(m)
     _reward(m)
+    list_leftovers(m)
     return chosen
