@@ -2,13 +2,13 @@
 
 Two sides meet here, and neither imports the other:
 
-- a **training backend** (fsdp, megatron, a third party's) makes its actor an
+- a **training backend** (any installed one, or a third party's) makes its actor an
   :class:`ActorSource`: its tokenizer, model config, device and dtype, its
   weights as HF-named full tensors one at a time (:meth:`ActorSource.hf_weights`),
   and optionally a zero-copy module (:meth:`ActorSource.live_hf_module`) or its
   generation shards through the 3D-HybridEngine
   (:meth:`ActorSource.generation_shards`);
-- a **rollout backend** (``hf``, ``vllm``, a third party's) subclasses
+- a **rollout backend** (any installed one, or a third party's) subclasses
   :class:`RolloutBackend` and is registered with
   ``hfsdk_register_rollout_backends``. It is built once per actor worker by
   :func:`build_rollout` and must work with any actor that satisfies the

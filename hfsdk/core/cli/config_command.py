@@ -107,7 +107,7 @@ def import_command(
     """Turn a verl, TRL or OpenRLHF config into an hfsdk run config.
 
     FILE is a YAML/JSON config or a launch script ('python3 -m
-    verl.trainer.main_ppo k=v ...', 'trl grpo --flag v ...', 'python -m
+    verl.trainer.main_ppo k=v ...', 'trl <trainer> --flag v ...', 'python -m
     openrlhf.cli.train_ppo_ray --flag v ...'). ARGs are arguments in the
     source's own syntax on top of it (verl: KEY.SUB=VALUE; TRL/OpenRLHF:
     --flag VALUE) and may replace the file. Every key without an hfsdk
