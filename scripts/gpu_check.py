@@ -100,10 +100,14 @@ class Profile:
     time_limit_s: float
 
 
-def profile(device: str, tiny: bool) -> Profile:
-    """The full check (``--device cuda``) or the small mode (``--tiny``)."""
+def profile(device: str, tiny: bool, dtype: str | None = None) -> Profile:
+    """The full check (``--device cuda``) or the small mode (``--tiny``).
+
+    ``dtype`` overrides the training dtype (the tiny mode's default is float32:
+    bfloat16 is emulated, and slow, on many CPUs; the full check's is bfloat16).
+    """
     if tiny:
-        dtype = "float32"  # bfloat16 is emulated (slow) on many CPUs; the tiny mode checks code
+        dtype = dtype or "float32"
         small = vs_trl.Settings(
             steps=2, batch_size=4, group_size=4, max_response_length=16, lr=1e-3, dtype=dtype,
             device=device,
@@ -120,14 +124,17 @@ def profile(device: str, tiny: bool) -> Profile:
         )
     grpo = vs_trl.Settings(
         steps=5, batch_size=16, group_size=8, max_response_length=256, micro_batch_size=16,
-        lr=1e-5, dtype="bfloat16", device=device,
+        lr=1e-5, dtype=dtype or "bfloat16", device=device,
     )  # fmt: skip
     return Profile(
         name="full",
         model=task.QWEN25_05B_SHAPE,
         resume_model=task.RESUME_SHAPE,
         grpo=grpo,
-        resume=attrs.evolve(grpo, steps=4, batch_size=4, group_size=4, max_response_length=32),
+        # lr 1e-4: Adam's first steps must move bf16-exported weights visibly.
+        resume=attrs.evolve(
+            grpo, steps=4, batch_size=4, group_size=4, max_response_length=32, lr=1e-4
+        ),
         greedy_prompts=16,
         greedy_width=32,
         time_limit_s=540.0,
@@ -140,6 +147,27 @@ def profile(device: str, tiny: bool) -> Profile:
 def row(part: str, check: str, status: str, result: str, **numbers: Any) -> dict[str, Any]:
     """One table row; ``status`` is pass, fail, skip or info (only fail fails the check)."""
     return {"part": part, "check": check, "status": status, "result": result, "numbers": numbers}
+
+
+class Rows(list):
+    """A job's rows, written to ``path`` after every new row (a killed job keeps its rows)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self.started = time.perf_counter()
+
+    def append(self, item: dict[str, Any]) -> None:
+        """Add a row and save."""
+        super().append(item)
+        self.save()
+
+    def save(self, done: bool = False) -> None:
+        """Write the rows so far (atomically); ``done`` marks a job that finished."""
+        body = {"rows": list(self), "done": done, "wall_s": time.perf_counter() - self.started}
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(body, indent=2, default=str))
+        tmp.rename(self.path)
 
 
 @contextlib.contextmanager
@@ -476,6 +504,25 @@ def fsdp_greedy_part(
             release("fsdp")
 
 
+@contextlib.contextmanager
+def one_rank_group(device: str) -> Iterator[None]:
+    """A one-rank process group like the in-process trainer's (NCCL beside gloo on CUDA).
+
+    Without it the megatron engine would make a gloo-only group, which is not
+    what training uses on a GPU.
+    """
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True)
+    backend = "cpu:gloo,cuda:nccl" if device == "cuda" else "gloo"
+    dist.init_process_group(backend=backend, store=store, rank=0, world_size=1)
+    try:
+        yield
+    finally:
+        release("megatron")
+        dist.destroy_process_group()
+
+
 def megatron_greedy_part(
     rows: list[dict[str, Any]], prof: Profile, assets: Assets, device: str
 ) -> None:
@@ -486,7 +533,10 @@ def megatron_greedy_part(
     from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig
 
     tokenizer, batch, prompts = greedy_prompts(prof, assets, device)
-    with guarded(rows, "5", "greedy megatron hybrid rollout (float32) vs generate"):
+    with (
+        guarded(rows, "5", "greedy megatron hybrid rollout (float32) vs generate"),
+        one_rank_group(device),
+    ):
         reference = reference_greedy(prof, assets, device, "float32", prompts, tokenizer)
         engine = MegatronEngine(
             MegatronRoleConfig(model_path=str(assets.model_dir), dtype="float32", device=device),
@@ -537,16 +587,14 @@ def trl_missing() -> str | None:
     return None
 
 
-def fsdp_job(prof: Profile, assets: Assets, device: str, workdir: Path) -> list[dict[str, Any]]:
+def fsdp_job(prof: Profile, assets: Assets, device: str, workdir: Path, rows: Rows) -> None:
     """Parts 1, 4 and 5 for the fsdp backend."""
-    rows: list[dict[str, Any]] = []
     grpo_part(rows, prof, assets, "fsdp", workdir)
     resume_part(rows, prof, assets, "fsdp", workdir)
     fsdp_greedy_part(rows, prof, assets, device)
-    return rows
 
 
-def megatron_job(prof: Profile, assets: Assets, device: str, workdir: Path) -> list[dict[str, Any]]:
+def megatron_job(prof: Profile, assets: Assets, device: str, workdir: Path, rows: Rows) -> None:
     """Parts 2, 4 and 5 for the megatron backend (skipped rows without megatron-core).
 
     The megatron actor's hybrid rollout decodes untied output layers only
@@ -556,19 +604,15 @@ def megatron_job(prof: Profile, assets: Assets, device: str, workdir: Path) -> l
     """
     missing = megatron_missing()
     if missing:
-        return [
-            row(part, check, "skip", missing)
-            for part, check in (
-                ("2", "GRPO megatron"), ("4", "resume (megatron)"),
-                ("5", "greedy megatron hybrid rollout"),
-            )
-        ]  # fmt: skip
+        for part, check in (("2", "GRPO megatron"), ("4", "resume (megatron)"),
+                            ("5", "greedy megatron hybrid rollout")):  # fmt: skip
+            rows.append(row(part, check, "skip", missing))
+        return
     from types import SimpleNamespace
 
     from hfsdk_backend_megatron.arch import read_shape
     from hfsdk_backend_megatron.hybrid_rollout import hybrid_supported
 
-    rows: list[dict[str, Any]] = []
     why_not = hybrid_supported(SimpleNamespace(shape=read_shape(assets.model_dir)))
     rows.append(
         row("2", "megatron hybrid rollout, tied embeddings", "info",
@@ -578,15 +622,14 @@ def megatron_job(prof: Profile, assets: Assets, device: str, workdir: Path) -> l
     grpo_part(rows, prof, assets, "megatron", workdir)
     resume_part(rows, prof, assets, "megatron", workdir)
     megatron_greedy_part(rows, prof, assets, device)
-    return rows
 
 
-def trl_job(prof: Profile, assets: Assets, device: str, workdir: Path) -> list[dict[str, Any]]:
+def trl_job(prof: Profile, assets: Assets, device: str, workdir: Path, rows: Rows) -> None:
     """Part 3: TRL's GRPOTrainer on the same model and settings."""
     missing = trl_missing()
     if missing:
-        return [row("3", "TRL GRPOTrainer", "skip", missing)]
-    rows: list[dict[str, Any]] = []
+        rows.append(row("3", "TRL GRPOTrainer", "skip", missing))
+        return
     with guarded(rows, "3", f"TRL GRPOTrainer ({prof.grpo.dtype}, HF generate)"):
         peak_memory_reset()
         result = vs_trl.run_trl(
@@ -615,10 +658,9 @@ def trl_job(prof: Profile, assets: Assets, device: str, workdir: Path) -> list[d
         ok = len(steps) == prof.grpo.steps
         rows.append(row("3", f"TRL GRPOTrainer ({prof.grpo.dtype}, HF generate)",
                         "pass" if ok else "fail", text, **numbers))  # fmt: skip
-    return rows
 
 
-JOB_FUNCTIONS: dict[str, Callable[..., list[dict[str, Any]]]] = {
+JOB_FUNCTIONS: dict[str, Callable[..., None]] = {
     "fsdp": fsdp_job,
     "megatron": megatron_job,
     "trl": trl_job,
@@ -627,15 +669,12 @@ JOB_FUNCTIONS: dict[str, Callable[..., list[dict[str, Any]]]] = {
 
 def child_main(args: argparse.Namespace) -> None:
     """Run one job and write its rows to ``<workdir>/job_<name>.json``."""
-    prof = profile(args.device, args.tiny)
+    prof = profile(args.device, args.tiny, args.dtype)
     spec = json.loads((args.workdir / "assets.json").read_text())
     assets = Assets(**{k: Path(v) for k, v in spec.items()})
-    started = time.perf_counter()
-    rows = JOB_FUNCTIONS[args.job](prof, assets, args.device, args.workdir / args.job)
-    result = {"rows": rows, "wall_s": time.perf_counter() - started}
-    target = args.workdir / f"job_{args.job}.json"
-    target.with_suffix(".tmp").write_text(json.dumps(result, indent=2, default=str))
-    target.with_suffix(".tmp").rename(target)
+    rows = Rows(args.workdir / f"job_{args.job}.json")
+    JOB_FUNCTIONS[args.job](prof, assets, args.device, args.workdir / args.job, rows)
+    rows.save(done=True)
 
 
 # -- the parent ------------------------------------------------------------------------------
@@ -698,6 +737,7 @@ def run_job(name: str, args: argparse.Namespace, workdir: Path, out: Path, timeo
     command = [
         sys.executable, str(Path(__file__).resolve()), "--job", name, "--device", args.device,
         "--workdir", str(workdir), "--out", str(out), *(["--tiny"] if args.tiny else []),
+        *(["--dtype", args.dtype] if args.dtype else []),
     ]  # fmt: skip
     # A CPU run keeps off a GPU the machine may have (in-process workers take CUDA if seen).
     hidden_gpus = {"CUDA_VISIBLE_DEVICES": ""} if args.device == "cpu" else {}
@@ -714,12 +754,12 @@ def run_job(name: str, args: argparse.Namespace, workdir: Path, out: Path, timeo
             code = None
     wall = time.perf_counter() - started
     result_path = workdir / f"job_{name}.json"
-    if code == 0 and result_path.exists():
-        result = json.loads(result_path.read_text())
-    else:
+    result = json.loads(result_path.read_text()) if result_path.exists() else {"rows": []}
+    if code != 0 or not result.get("done"):
+        # The rows it finished stay; the crash or time-out is one more failing row.
         why = f"ran past {timeout:.0f} s" if code is None else f"exited with {code}"
         tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])[-300:]
-        result = {"rows": [row("-", f"{name} job", "fail", f"the child {why}; {tail}")]}
+        result["rows"].append(row("-", f"{name} job", "fail", f"the child {why}; {tail}"))
     result["wall_s"] = wall
     print(f"[{name}] done in {wall:.0f} s", flush=True)
     return result
@@ -789,7 +829,7 @@ def parent_main(args: argparse.Namespace) -> int:
     if args.device == "cuda" and not torch.cuda.is_available():
         print("--device cuda: torch sees no CUDA device here; use --device cpu --tiny")
         return 2
-    prof = profile(args.device, args.tiny)
+    prof = profile(args.device, args.tiny, args.dtype)
     started = time.perf_counter()
     limit = args.time_limit_s or prof.time_limit_s
     args.out.mkdir(parents=True, exist_ok=True)
@@ -866,6 +906,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--time-limit-s", type=float, default=0.0,
         help="stop starting or running jobs after this (default 540 s; tiny 600 s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--dtype", choices=("float32", "bfloat16"),
+        help="training dtype (default: bfloat16; float32 in the tiny mode)",
     )  # fmt: skip
     p.add_argument("--job", choices=JOBS, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
