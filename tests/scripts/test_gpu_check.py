@@ -112,3 +112,25 @@ def test_plugins_on_the_path_but_not_installed_get_entry_points(
     }
     assert found["backend_fsdp"] == "hfsdk_backend_fsdp.plugin"
     assert os.environ["PYTHONPATH"].startswith(str(tmp_path / "site"))
+
+
+def test_hfsdk_and_its_backends_load_without_ray_or_vllm() -> None:
+    """The GPU machine has neither: importing them must wait for a path that needs them."""
+    probe = (
+        "import sys\n"
+        "sys.modules['ray'] = None; sys.modules['vllm'] = None  # import ray -> ImportError\n"
+        "import hfsdk\n"
+        "from hfsdk.core.plugin_manager import get_plugin_manager, get_registry\n"
+        "bad = {p.name: p.error for p in get_plugin_manager().plugins if p.status != 'loaded'}\n"
+        "assert not bad, bad\n"
+        "assert {'fsdp', 'megatron'} <= set(get_registry('training_backends'))\n"
+        "assert 'hf' in get_registry('rollout_backends')\n"
+        "import hfsdk_backend_fsdp.fsdp_worker, hfsdk_backend_fsdp.hf_rollout\n"
+        "from hfsdk.core.trainer.trainer import run_training\n"
+        "from hfsdk.core.workers import LocalPool\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, cwd=REPO
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
