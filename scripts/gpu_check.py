@@ -201,7 +201,8 @@ class Assets:
 
         def copy(path: Path, shape: dict[str, Any], seed: int) -> Path:
             untied = {**shape, "tie_word_embeddings": False}
-            return task.build_model(path.with_name(path.name + "_untied"), untied, seed=seed)
+            target = path.with_name(path.name + "_untied")
+            return task.build_model(target, untied, self.train_jsonl, seed=seed)
 
         model = copy(self.model_dir, prof.model, 0)
         resume = (
@@ -717,15 +718,14 @@ def ensure_tree_plugins(site: Path) -> list[str]:
 
 def build_assets(prof: Profile, workdir: Path) -> Assets:
     """The models and prompts every job uses (built once, in the parent)."""
-    assets = Assets(
-        model_dir=task.build_model(workdir / "model", prof.model),
-        resume_model_dir=(
-            workdir / "model"
-            if prof.resume_model == prof.model
-            else task.build_model(workdir / "resume_model", prof.resume_model, seed=1)
-        ),
-        train_jsonl=task.train_prompts(workdir / "data"),
+    train_jsonl = task.train_prompts(workdir / "data")
+    model = task.build_model(workdir / "model", prof.model, train_jsonl)
+    resume = (
+        model
+        if prof.resume_model == prof.model
+        else task.build_model(workdir / "resume_model", prof.resume_model, train_jsonl, seed=1)
     )
+    assets = Assets(model_dir=model, resume_model_dir=resume, train_jsonl=train_jsonl)
     (workdir / "assets.json").write_text(json.dumps(assets.to_dict()))
     return assets
 

@@ -76,19 +76,18 @@ def odd_length_share(prompts: list[str], completions: list[str], **_: Any) -> li
     return out
 
 
-def build_model(root: Path, shape: dict[str, Any], *, seed: int = 0) -> Path:
-    """A random Llama of ``shape`` with its tokenizer, saved under ``root`` (once, atomically)."""
+def build_model(root: Path, shape: dict[str, Any], train_jsonl: Path, *, seed: int = 0) -> Path:
+    """A random Llama of ``shape`` with a tokenizer over ``train_jsonl``'s words plus fillers,
+    saved under ``root`` (once, atomically)."""
     if (root / "config.json").exists() and any(root.glob("*.safetensors")):
         return root
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-    from hfsdk.core.default_task import ensure_default_assets
-
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from compute_bound_task import build_tokenizer, vocabulary
 
-    words = vocabulary(ensure_default_assets().train_jsonl, shape["vocab_size"])
+    words = vocabulary(train_jsonl, shape["vocab_size"])
     tokenizer = build_tokenizer(words)
     tokenizer.model_max_length = shape["max_position_embeddings"]
     ids = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
@@ -105,13 +104,20 @@ def build_model(root: Path, shape: dict[str, Any], *, seed: int = 0) -> Path:
 
 
 def train_prompts(root: Path) -> Path:
-    """The default task's training prompts (``prompt`` and ``answer`` columns) as one jsonl."""
-    from hfsdk.core.default_task import ensure_default_assets
+    """The default task's training prompts (``prompt`` and ``answer`` columns) as one jsonl.
+
+    Written from the task's rows directly: the default task's own assets would
+    also train its tokenizer and warm-start its model, which this check does not use.
+    """
+    from hfsdk.core.default_task import DefaultTaskSpec
+    from hfsdk.core.default_task.task import task_rows
 
     target = root / "train.jsonl"
     if not target.exists():
         root.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ensure_default_assets().train_jsonl, target)
+        lines = [json.dumps(r) for r in task_rows(DefaultTaskSpec())]
+        target.with_suffix(".tmp").write_text("\n".join(lines) + "\n")
+        target.with_suffix(".tmp").rename(target)
     return target
 
 
