@@ -137,7 +137,7 @@ def profile(device: str, tiny: bool, dtype: str | None = None) -> Profile:
         ),
         greedy_prompts=16,
         greedy_width=32,
-        time_limit_s=540.0,
+        time_limit_s=500.0,
     )
 
 
@@ -905,7 +905,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--jobs", nargs="+", choices=JOBS, default=list(JOBS), help="which jobs to run")
     p.add_argument(
         "--time-limit-s", type=float, default=0.0,
-        help="stop starting or running jobs after this (default 540 s; tiny 600 s)",
+        help="stop starting or running jobs after this (default 500 s; tiny 600 s)",
     )  # fmt: skip
     p.add_argument(
         "--dtype", choices=("float32", "bfloat16"),
