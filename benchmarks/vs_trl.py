@@ -157,6 +157,8 @@ class Settings:
     float32 master weights; hfsdk ``actor.dtype``/``reference.dtype``) or ``float32``."""
     rollout: str = "hf"
     """hfsdk's rollout backend (``--rollout vllm``: the vLLM plugin; TRL's side is unchanged)."""
+    device: str = "cpu"
+    """Where TRL trains: ``cpu`` (``use_cpu=True``) or ``cuda`` (``scripts/gpu_check.py``)."""
 
     @property
     def samples(self) -> int:
@@ -315,7 +317,7 @@ def trl_config(s: Settings, output_dir: Path) -> Any:
 
     return GRPOConfig(
         output_dir=str(output_dir),
-        use_cpu=True,
+        use_cpu=s.device == "cpu",
         bf16=s.dtype == "bfloat16",
         fp16=False,
         seed=s.seed,
@@ -355,8 +357,17 @@ def trl_config(s: Settings, output_dir: Path) -> Any:
     )
 
 
-def run_trl(s: Settings, workdir: Path, model_dir: str, train_jsonl: str) -> dict[str, Any]:
-    """Train with TRL's ``GRPOTrainer``; per-step tokens, step times and rewards."""
+def run_trl(
+    s: Settings,
+    workdir: Path,
+    model_dir: str,
+    train_jsonl: str,
+    reward_funcs: Sequence[Any] | None = None,
+) -> dict[str, Any]:
+    """Train with TRL's ``GRPOTrainer``; per-step tokens, step times and rewards.
+
+    ``reward_funcs`` (TRL's signature) default to the default task's reward.
+    """
     import datasets
     import torch
     from transformers import AutoTokenizer, TrainerCallback
@@ -390,7 +401,7 @@ def run_trl(s: Settings, workdir: Path, model_dir: str, train_jsonl: str) -> dic
     timer = StepTimer()
     trainer = GRPOTrainer(
         model=model_dir,
-        reward_funcs=[default_task_reward_for_trl],
+        reward_funcs=list(reward_funcs or [default_task_reward_for_trl]),
         args=trl_config(s, workdir / "trl_run"),
         train_dataset=dataset,
         processing_class=tokenizer,

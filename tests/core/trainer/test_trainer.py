@@ -91,3 +91,35 @@ def test_in_process_workers_train_exactly_like_ray_workers(tmp_path: Path) -> No
         torch.testing.assert_close(local_weights[name], ray_weights[name], rtol=0, atol=1e-6)
     # Both trained: the weights moved away from the starting model's.
     assert runs["local"][-1]["actor/grad_norm"] > 0
+
+
+@pytest.mark.slow
+def test_in_process_resume_is_exact_when_saving_draws_random_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process workers share the controller's RNG; a save that draws from it (a megatron
+    HF export builds a model) must not shift the state that resuming restores."""
+    from hfsdk.core.trainer.session import TrainingSession
+
+    original = TrainingSession.save_workers
+
+    def save_and_draw(self: TrainingSession, *args: object, **kwargs: object) -> object:
+        out = original(self, *args, **kwargs)
+        torch.rand(1)
+        return out
+
+    monkeypatch.setattr(TrainingSession, "save_workers", save_and_draw)
+    local = [*SMALL, "trainer.executor=local", "trainer.loggers=[jsonl]"]
+
+    def fit(run: str, steps: int) -> list[dict]:
+        config = load_run_config("grpo", None, [*local, f"trainer.total_steps={steps}"])
+        return Trainer(config, tmp_path / run, quiet=True).fit()
+
+    straight = fit("straight", 2)
+    fit("resumed", 1)
+    resumed = fit("resumed", 2)
+    for key in COMPARED:
+        assert straight[1][key] == pytest.approx(resumed[1][key], rel=1e-6, abs=1e-9), key
+    final_a, final_b = _weights(tmp_path / "straight", 2), _weights(tmp_path / "resumed", 2)
+    for name in final_a:
+        assert torch.equal(final_a[name], final_b[name]), name
