@@ -19,7 +19,8 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.workers.errors import WorkerFailure
+from hfsdk.core.deadlines import DeadlineExceeded, deadline
+from hfsdk.core.workers.errors import CALL_DEADLINE, WorkerFailure
 from hfsdk.core.workers.futures import Info, resolve_argument
 from hfsdk.core.workers.mesh import MeshPosition
 from hfsdk.core.workers.worker import WorkerContext, active_context
@@ -48,6 +49,15 @@ class RoleSpec:
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
 
 
+def _ignore_interrupts() -> None:
+    """Ctrl-C reaches a terminal's whole process group: the controller handles it, not us."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _rows(value: Any) -> int | None:
     if isinstance(value, (list, tuple)):
         return len(value)
@@ -67,6 +77,8 @@ class WorkerHost:
         self.roles: dict[str, Any] = {}
         self.device = "cpu"
         self.distributed = False
+        self.call_timeout_s: float | None = None
+        """Each method call's deadline here; past it the call is interrupted and reported."""
 
     # -------------------------------------------------------------- setup
 
@@ -84,13 +96,17 @@ class WorkerHost:
         roles: Mapping[str, RoleSpec],
         master: tuple[str, int] | None,
         collective_timeout_s: float,
+        call_timeout_s: float | None = None,
     ) -> tuple[dict[str, Any] | None, Info]:
         """Pick the device, initialise torch.distributed, then build the role objects.
 
         Returns ``(process info, info)`` like :meth:`execute`; a constructor that
-        raises is reported as a failure of method ``__init__``.
+        raises is reported as a failure of method ``__init__``. ``call_timeout_s``
+        is every later call's deadline (see :meth:`execute`).
         """
         current_role = next(iter(roles), "?")
+        self.call_timeout_s = call_timeout_s
+        _ignore_interrupts()
         try:
             self._init_runtime(master, collective_timeout_s)
             for role, spec in roles.items():
@@ -111,7 +127,11 @@ class WorkerHost:
         return info, (True, None, None)
 
     def setup_in_process(
-        self, roles: Mapping[str, RoleSpec], init_distributed: bool, collective_timeout_s: float
+        self,
+        roles: Mapping[str, RoleSpec],
+        init_distributed: bool,
+        collective_timeout_s: float,
+        call_timeout_s: float | None = None,
     ) -> tuple[dict[str, Any] | None, Info]:
         """:meth:`setup` for a host living in the controller's process (no Ray).
 
@@ -120,6 +140,7 @@ class WorkerHost:
         created on a store bound to a port the OS picks.
         """
         current_role = next(iter(roles), "?")
+        self.call_timeout_s = call_timeout_s
         master = None
         try:
             import torch
@@ -226,8 +247,12 @@ class WorkerHost:
             kwargs = {k: resolve_argument(v) for k, v in kwargs.items()}
             # Only the method body counts as work: fetching arguments is transfer.
             started = time.perf_counter()
-            result = target(*args, **kwargs)
+            limit = self.call_timeout_s
+            with deadline(limit, f"role {role!r} method {method!r} is past {limit or 0:g} s"):
+                result = target(*args, **kwargs)
             busy_s = time.perf_counter() - started
+        except DeadlineExceeded as exc:
+            return None, (False, None, self._timeout_failure(role, method, exc), 0.0)
         except Exception as exc:
             return None, (False, None, self._failure(role, method, exc), 0.0)
         return (result if want_result else None), (True, _rows(result), None, busy_s)
@@ -239,6 +264,19 @@ class WorkerHost:
     def ping(self) -> int:
         """The process id (answers once every earlier call on this host has finished)."""
         return os.getpid()
+
+    def _timeout_failure(self, role: str, method: str, exc: BaseException) -> WorkerFailure:
+        """A call interrupted at its deadline: where it was is the last frame of its stack."""
+        frames = traceback.extract_tb(exc.__traceback__)
+        inner = [f for f in frames if not f.filename.endswith(("deadlines.py", "contextlib.py"))]
+        where = inner[-1] if inner else None
+        at = f"; it was at {where.filename}:{where.lineno} in {where.name}" if where else ""
+        failure = self._failure(role, method, exc)
+        failure.exc_type = CALL_DEADLINE
+        failure.message = (
+            f"did not finish within {self.call_timeout_s or 0:g} s (trainer.worker_timeout_s){at}"
+        )
+        return failure
 
     def _failure(self, role: str, method: str, exc: BaseException) -> WorkerFailure:
         return WorkerFailure(
