@@ -41,20 +41,34 @@ class DeadlineExceeded(BaseException):
         return str(self.args[0]) if self.args else self.detail
 
 
-class _Armed:
-    __slots__ = ("active", "exc_type", "fired", "ident", "message")
+class Armed:
+    """A pending deadline on one thread (see :func:`arm`); :meth:`cancel` disarms it."""
 
-    def __init__(self, ident: int, message: str) -> None:
+    __slots__ = ("active", "exc_type", "fired", "ident", "main", "message", "timer")
+
+    def __init__(self, ident: int, message: str, base: type[BaseException], main: bool) -> None:
         self.ident = ident
         self.message = message
+        self.main = main
         # A class of its own: an asynchronous exception can only be given as a class.
-        self.exc_type = type("DeadlineExceeded", (DeadlineExceeded,), {"detail": message})
+        self.exc_type = type(base.__name__, (base,), {"detail": message})
         self.active = True
         self.fired = False
+        self.timer: threading.Timer | None = None
+
+    def cancel(self) -> None:
+        """Disarm: a late timer, or a signal still on its way, then does nothing."""
+        with _LOCK:
+            pending = self.active and self.fired
+            self.active = False
+            if pending and not self.main:
+                _set_async_exc(self.ident, None)  # clear an exception not yet raised
+        if self.timer is not None:
+            self.timer.cancel()
 
 
 _LOCK = threading.Lock()
-_FIRED_IN_MAIN: list[_Armed] = []
+_FIRED_IN_MAIN: list[Armed] = []
 _PREVIOUS_HANDLER: Any = None
 _HANDLER_INSTALLED = False
 
@@ -94,13 +108,46 @@ def _set_async_exc(ident: int, exc_type: type[BaseException] | None) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), value)
 
 
-def interrupt(armed: _Armed, main: bool) -> None:
+def interrupt(armed: Armed) -> None:
     """Deliver ``armed``'s exception to its thread (by signal in the main thread)."""
-    if main:
+    if armed.main:
         _FIRED_IN_MAIN.append(armed)
         signal.pthread_kill(armed.ident, INTERRUPT_SIGNAL)
     else:
         _set_async_exc(armed.ident, armed.exc_type)
+
+
+def arm(
+    seconds: float,
+    message: str,
+    *,
+    base: type[BaseException] = DeadlineExceeded,
+    log_stack: bool = True,
+) -> Armed:
+    """After ``seconds``, raise a ``base`` (``str()``: ``message``) in the calling thread.
+
+    With ``log_stack`` the thread's stack at that moment is logged as a warning
+    first. Call :meth:`Armed.cancel` once the guarded work is over.
+    """
+    ident = threading.get_ident()
+    main = threading.current_thread() is threading.main_thread() and _install_handler()
+    armed = Armed(ident, message, base, main)
+
+    def fire() -> None:
+        with _LOCK:
+            if not armed.active:
+                return
+            armed.fired = True
+            if log_stack:
+                stack = thread_stack(ident).rstrip()
+                logger.warning("%s; interrupting it, its stack:\n%s", message, stack)
+            interrupt(armed)
+
+    armed.timer = threading.Timer(seconds, fire)
+    armed.timer.daemon = True
+    armed.timer.name = "hfsdk-deadline"
+    armed.timer.start()
+    return armed
 
 
 @contextmanager
@@ -113,30 +160,8 @@ def deadline(seconds: float | None, message: str, *, log_stack: bool = True) -> 
     if seconds is None or seconds <= 0:
         yield
         return
-    ident = threading.get_ident()
-    main = threading.current_thread() is threading.main_thread() and _install_handler()
-    armed = _Armed(ident, message)
-
-    def fire() -> None:
-        with _LOCK:
-            if not armed.active:
-                return
-            armed.fired = True
-            stack = thread_stack(ident)
-            if log_stack:
-                logger.warning("%s; interrupting it, its stack:\n%s", message, stack.rstrip())
-            interrupt(armed, main)
-
-    timer = threading.Timer(seconds, fire)
-    timer.daemon = True
-    timer.name = "hfsdk-deadline"
-    timer.start()
+    armed = arm(seconds, message, log_stack=log_stack)
     try:
         yield
     finally:
-        with _LOCK:
-            pending = armed.active and armed.fired
-            armed.active = False  # a late timer (or a pending signal) now does nothing
-            if pending and not main:
-                _set_async_exc(ident, None)  # clear an exception not yet raised
-        timer.cancel()
+        armed.cancel()

@@ -138,6 +138,8 @@ def write_checkpoint(run_dir: Path, step: int, save: Callable[[Path], None]) -> 
         save(tmp)
         maybe_fault("save_enospc", step)
         maybe_fault("save_mid", step)
+        maybe_fault("save_sigterm", step)
+        maybe_fault("save_sigterm_twice", step)
         _write_marker(tmp, step)
         if final.exists():  # a rerun of the same step replaces the old copy
             old = root / f".step_{step}.old-{os.getpid()}"
