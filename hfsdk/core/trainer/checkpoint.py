@@ -126,8 +126,7 @@ def verify_checkpoint(path: Path) -> str | None:
             return f"{file} has {actual} bytes, {size} were written (truncated or corrupt)"
         if checksum is not None and file_checksum(file) != checksum:
             return (
-                f"{file} does not match its {CHECKSUM} checksum (same size, other content: "
-                "corrupt)"
+                f"{file} does not match its {CHECKSUM} checksum (same size, other content: corrupt)"
             )
     return None
 

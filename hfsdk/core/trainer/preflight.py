@@ -143,8 +143,9 @@ def precision_warning(
     """One line when bf16/fp16 compute is asked for on a CPU that only emulates it.
 
     Without AMX or AVX512-BF16 (FP16) kernels, PyTorch runs half-precision
-    matrix products through float32 conversions: the measured update step
-    was ~50x slower than in float32 (docs/reliability.md#precision-on-cpu).
+    matrix products through float32 conversions: measured 10x (an MLP pass,
+    ``benchmarks/bf16_cpu.py``) to 65x (a GRPO update) slower than float32
+    (docs/reliability.md#precision-on-cpu).
     ``flags`` / ``cuda`` default to this machine's.
     """
     if config.trainer.device == "cuda":
@@ -168,7 +169,7 @@ def precision_warning(
         return None
     return (
         f"{', '.join(slow)} on a CPU without native half-precision kernels (no AMX / "
-        "AVX512-BF16 / AVX512-FP16 flag in /proc/cpuinfo): it is emulated, measured ~50x "
+        "AVX512-BF16 / AVX512-FP16 flag in /proc/cpuinfo): it is emulated, measured 10-65x "
         "slower than float32 (docs/reliability.md#precision-on-cpu); set float32 there"
     )
 

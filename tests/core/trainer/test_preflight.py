@@ -57,7 +57,7 @@ def test_half_precision_on_a_cpu_without_native_kernels_is_warned_in_one_line(
     warning = precision_warning(bf16, spec, flags=avx2_only, cuda=False)
     assert warning is not None and "\n" not in warning
     assert warning.startswith("actor.dtype=bfloat16 on a CPU without native")
-    assert "~50x slower than float32" in warning
+    assert "10-65x slower than float32" in warning
     # Native kernels, float32, a CUDA device: nothing to say.
     assert precision_warning(bf16, spec, flags={*avx2_only, "amx_bf16"}, cuda=False) is None
     assert precision_warning(bf16, spec, flags={*avx2_only, "avx512_bf16"}, cuda=False) is None
