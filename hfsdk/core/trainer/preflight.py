@@ -179,6 +179,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
     from hfsdk.core.trainer.session import _signal_config, load_tokenizer, resolve_assets
     from hfsdk.core.workers.ray_runtime import (
+        check_auth_mode,
         check_reachable,
         default_virtual_devices,
         resolve_address,
@@ -190,6 +191,8 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     address = resolve_address(config.trainer.ray_address)
     if address is not None:
         check_reachable(address)
+    elif config.trainer.executor == "ray":  # a local instance will start: it keeps its auth
+        check_auth_mode(config.trainer.ray_allow_no_auth)
     else:  # a bad HFSDK_VIRTUAL_DEVICES is refused even when the workers run in-process
         default_virtual_devices()
     warning = precision_warning(config, spec)

@@ -22,6 +22,12 @@ import attrs
 from hfsdk.core.deadlines import DeadlineExceeded, deadline
 from hfsdk.core.workers.errors import CALL_DEADLINE, WorkerFailure
 from hfsdk.core.workers.futures import Info, resolve_argument
+from hfsdk.core.workers.loopback import (
+    LOOPBACK,
+    free_loopback_port,
+    keep_transports_local,
+    loopback_store,
+)
 from hfsdk.core.workers.mesh import MeshPosition
 from hfsdk.core.workers.worker import WorkerContext, active_context
 
@@ -82,10 +88,15 @@ class WorkerHost:
 
     # -------------------------------------------------------------- setup
 
-    def endpoint(self) -> tuple[str, int]:
-        """This node's address and a free port, for rank 0 to host the rendezvous."""
+    def endpoint(self, loopback: bool = False) -> tuple[str, int]:
+        """This node's address and a free port, for rank 0 to host the rendezvous.
+
+        ``loopback`` (every rank on this node): ``127.0.0.1`` and a port free there.
+        """
         import ray
 
+        if loopback:
+            return LOOPBACK, free_loopback_port()
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("", 0))
             port = sock.getsockname()[1]
@@ -148,10 +159,9 @@ class WorkerHost:
             if torch.cuda.is_available():
                 self.device = f"cuda:{torch.cuda.current_device()}"
             if init_distributed:
-                import torch.distributed as dist
-
-                store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True)
-                master = ("127.0.0.1", store.port)
+                keep_transports_local()  # a world of one: nothing to reach from outside
+                store = loopback_store(1, is_master=True, timeout_s=collective_timeout_s)
+                master = (LOOPBACK, store.port)
                 self._init_runtime(master, collective_timeout_s, store=store)
             for role, spec in roles.items():
                 current_role = role
@@ -185,6 +195,11 @@ class WorkerHost:
         )
         import torch.distributed as dist
 
+        if store is None and addr == LOOPBACK:  # a one-node world: rendezvous on loopback
+            keep_transports_local()
+            store = loopback_store(
+                p.world_size, is_master=p.rank == 0, port=port, timeout_s=collective_timeout_s
+            )
         # On GPU keep a gloo backend beside NCCL for CPU tensors (offloaded states, metadata).
         backend = "cpu:gloo,cuda:nccl" if self.device.startswith("cuda") else "gloo"
         where = {"store": store} if store is not None else {"init_method": f"tcp://{addr}:{port}"}

@@ -139,7 +139,9 @@ class HostSet(SharedHosts):
         timeout_s = options.start_timeout_s
         master = None
         if options.init_distributed:
-            ref = self.handles[0].endpoint.remote()
+            # Ranks all on one node meet on its loopback address (nothing listens outside).
+            one_node = len({slot.node_id for slot in self.pool.slots}) == 1
+            ref = self.handles[0].endpoint.remote(one_node)
             ready, _ = ray.wait([ref], timeout=timeout_s)
             if not ready:
                 raise WorkerTimeoutError(
