@@ -8,6 +8,7 @@ import math
 import numbers
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -228,17 +229,34 @@ def timeout_error(
     timeout_s: float,
     key: str,
     responses: Sequence[str],
-    sample: int | None,
+    frames: Sequence[Any],
 ) -> RewardFunctionError:
-    """The one line for a scoring function past its deadline."""
+    """The one line for a scoring function past its deadline; ``frames``: where it was."""
+    sample = _sample_of(frames, responses)
     if sample is not None:
         where = f"on sample {sample} (response {responses[sample][:80]!r})"
     else:
         where = f"on a batch of {len(responses)} samples"
+    own = [f for f in frames if not _machinery(f.f_code.co_filename)]
+    if own:
+        inner = own[-1]
+        where += (
+            f", at {Path(inner.f_code.co_filename).name}:{inner.f_lineno} in {inner.f_code.co_name}"
+        )
     return RewardFunctionError(
         f"reward function {label!r} did not return within {timeout_s:g} s ({key}) {where}; "
         f"fix the function (a hang, a slow remote call) or raise {key}"
     )
+
+
+def _machinery(filename: str) -> bool:
+    """Frames of this module, the deadline and asyncio: not where the user's function was."""
+    import contextlib
+
+    from hfsdk.core import deadlines
+
+    own = (__file__, deadlines.__file__, contextlib.__file__)
+    return filename in own or filename.startswith(str(Path(asyncio.__file__).parent))
 
 
 def call_reward_functions(
@@ -263,11 +281,11 @@ def call_reward_functions(
     limit = timeout_s if timeout_s and timeout_s > 0 else None
     for position, call in enumerate(calls):
         try:
-            with deadline(limit, f"reward function {call.label!r} is past {limit or 0:g} s"):
+            with deadline(limit, f"reward function {call.label!r}", log_stack=False):
                 result = invoke(call, prompts, responses, columns)
         except DeadlineExceeded as exc:
-            sample = _sample_of(_tb_frames(exc), responses)
-            raise timeout_error(call.label, limit or 0.0, timeout_key, responses, sample) from None
+            frames = _tb_frames(exc)
+            raise timeout_error(call.label, limit or 0.0, timeout_key, responses, frames) from None
         except Exception as exc:
             failures[position] = exc
             continue
@@ -316,21 +334,20 @@ def _await_all(
             for task in late:
                 task.cancel()
             label = calls[list(pending)[index]].label
-            sample = _sample_of(stack, responses)
-            raise timeout_error(label, limit or 0.0, timeout_key, responses, sample)
+            raise timeout_error(label, limit or 0.0, timeout_key, responses, stack)
         for position, task in zip(pending, tasks, strict=True):
             error = task.exception()
             if isinstance(error, DeadlineExceeded):  # it blocked the loop until interrupted
-                sample = _sample_of(_tb_frames(error), responses)
+                frames = _tb_frames(error)
                 raise timeout_error(calls[position].label, limit or 0.0, timeout_key, responses,
-                                    sample)  # fmt: skip
+                                    frames)  # fmt: skip
         return [t.exception() or t.result() for t in tasks]
 
     blocked = None if limit is None else limit + ASYNC_SLACK_S
     try:
-        with deadline(blocked, "async reward functions block their event loop"):
+        with deadline(blocked, "async reward functions", log_stack=False):
             return run_awaitable(gather())
     except DeadlineExceeded as exc:
         label = calls[running.get("position", next(iter(pending)))].label
-        sample = _sample_of(_tb_frames(exc), responses)
-        raise timeout_error(label, limit or 0.0, timeout_key, responses, sample) from None
+        frames = _tb_frames(exc)
+        raise timeout_error(label, limit or 0.0, timeout_key, responses, frames) from None

@@ -59,7 +59,8 @@ def test_a_hung_sync_function_is_named_with_the_sample_it_was_scoring() -> None:
     assert time.monotonic() - start < 20
     message = str(info.value)
     assert "reward function 'slow_fn' did not return within 0.5 s (reward.timeout_s)" in message
-    assert "on sample 1 (response 'hangs here')" in message
+    assert "on sample 1 (response 'hangs here'), at test_timeouts.py:" in message
+    assert "in score" in message
     assert "\n" not in message
 
 

@@ -112,10 +112,6 @@ def test_signals_in_process_stop_with_a_checkpoint_and_the_rerun_is_exact(
     )
     assert _max_diff(reference, run_dir) == 0.0
 
-    done = _run(run_dir)  # nothing left to do
-    assert done.returncode == 0, done.stderr
-    assert _max_diff(reference, run_dir) == 0.0
-
 
 def test_sigterm_from_outside_stops_a_ray_run_without_orphans(
     reference: Path, tmp_path: Path
@@ -155,3 +151,25 @@ def test_sigterm_from_outside_stops_a_ray_run_without_orphans(
     done = _run(run_dir, "trainer.executor=ray")
     assert done.returncode == 0, done.stderr
     assert _max_diff(reference, run_dir) == 0.0
+
+
+def test_a_hung_reward_function_ends_the_run_with_one_line(tmp_path: Path) -> None:
+    scorer = tmp_path / "hung_reward.py"
+    scorer.write_text(
+        "import time\n"
+        "def score(prompts, responses):\n"
+        "    time.sleep(3600)\n"
+        "    return [0.0] * len(responses)\n"
+    )
+    started = time.monotonic()
+    done = _run(
+        tmp_path / "run",
+        f"reward.functions=[{{name: '{scorer}:score'}}]",
+        "reward.timeout_s=2",
+    )
+    assert time.monotonic() - started < 200
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("Error")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert f"reward function '{scorer}:score' did not return within 2 s" in errors[0]
+    assert "(reward.timeout_s) on a batch of" in errors[0]
