@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -179,7 +180,24 @@ def connect(
     if not allow_no_auth and not token_auth_enabled():
         shutdown()
         raise HfsdkError(NO_AUTH_MESSAGE.format(mode=os.environ.get(AUTH_MODE_ENV, "unset")))
+    keep_token_private()
     return _info(_current_address(), True)
+
+
+def token_path() -> Path:
+    """Where Ray keeps this user's token: ``RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``."""
+    return Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+
+
+def keep_token_private() -> None:
+    """Make the token file readable by its owner only (Ray 2.60 writes it with mode 0644)."""
+    path = token_path()
+    try:
+        info = path.stat()
+        if info.st_uid == os.getuid() and info.st_mode & 0o077:
+            path.chmod(0o600)
+    except OSError:  # no file (token in RAY_AUTH_TOKEN), or not ours to change
+        pass
 
 
 AUTH_MODE_ENV = "RAY_AUTH_MODE"

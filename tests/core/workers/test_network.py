@@ -155,7 +155,9 @@ def test_a_driver_without_the_token_cannot_attach(tmp_path: Path) -> None:
         assert owner.stdout is not None
         address = owner.stdout.readline().strip()
         assert address, owner.stderr.read() if owner.stderr else ""
-        assert (owner_home / ".ray" / "auth_token").is_file()  # Ray made the instance's token
+        token = owner_home / ".ray" / "auth_token"
+        assert token.is_file()  # Ray made the instance's token ...
+        assert token.stat().st_mode & 0o777 == 0o600  # ... and hfsdk keeps it the owner's
 
         def attach(home: Path, **env: str) -> subprocess.CompletedProcess:
             return subprocess.run(
