@@ -79,15 +79,13 @@ class StopSignals:
             return False
         for signum in STOP_SIGNALS:
             previous = signal.signal(signum, self._handle)
-            if previous is not self._handle:
+            if previous != self._handle:
                 self._previous.setdefault(signum, previous)
         return True
 
     def uninstall(self) -> None:
         """Put the previous handlers back and disarm the grace period."""
-        if self._grace is not None:
-            self._grace.cancel()
-            self._grace = None
+        self.disarm()
         for signum, previous in self._previous.items():
             with contextlib.suppress(ValueError, TypeError):
                 signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
@@ -111,14 +109,16 @@ class StopSignals:
             self.grace_s,
         )
         if self.grace_s > 0:
-            self._grace = arm(
-                self.grace_s, f"not done within {self.grace_s:g} s", base=StopNow,
-                log_stack=False,
-            )  # fmt: skip
+            message = f"not done within trainer.stop_grace_s={self.grace_s:g} s"
+            self._grace = arm(self.grace_s, message, base=StopNow, log_stack=False)
+
+    def disarm(self) -> None:
+        """The stop's work is done (checkpoint written): the grace no longer applies."""
+        if self._grace is not None:
+            self._grace.cancel()
+            self._grace = None
 
     def on_abandon(self) -> None:
         """Record that a :class:`StopNow` ended the step (the grace or a second signal)."""
         self.abandoned = True
-        if self._grace is not None:
-            self._grace.cancel()
-            self._grace = None
+        self.disarm()

@@ -375,9 +375,11 @@ class Trainer:
                 tracker.close()
             if self._stop.requested:
                 if done == start:  # no step trained in this session: nothing new to save
+                    self._stop.disarm()
                     raise self._stopped()
                 if self._saved_step != done:
                     self._save(session, algorithm, done)
+                self._stop.disarm()  # what the grace was for is done; tear-down may take its time
                 raise self._stopped(saved=done)
 
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
