@@ -11,14 +11,6 @@ import pytest
 from hfsdk.core.trainer.stopping import RunStopped, StopNow, StopSignals, signal_name
 
 
-def _sleep_until_stopped(seconds: float) -> float:
-    started = time.monotonic()
-    with pytest.raises(StopNow) as info:
-        time.sleep(seconds)
-    assert info.value is not None
-    return time.monotonic() - started
-
-
 def test_the_first_signal_only_asks_and_the_grace_then_abandons() -> None:
     stop = StopSignals(grace_s=0.5)
     assert stop.install()
