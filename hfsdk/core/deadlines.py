@@ -1,8 +1,8 @@
 """Deadlines that interrupt a hung call in the thread that made it, and say where it hung.
 
 ``with deadline(60, "reward function 'f' ..."):`` runs the block; if it is
-still running after 60 s, a timer thread logs the block's Python stack and
-raises :class:`DeadlineExceeded` inside it. In the main thread the exception
+still running after 60 s, the process's watchdog thread logs the block's
+Python stack and raises :class:`DeadlineExceeded` inside it. In the main thread the exception
 is delivered by a signal (``SIGUSR2`` sent to that thread), which also wakes a
 blocking ``time.sleep`` or socket wait; in another thread it is set as an
 asynchronous exception, which lands at the next Python bytecode. Code stuck
@@ -17,10 +17,14 @@ code does not swallow it.
 from __future__ import annotations
 
 import ctypes
+import heapq
+import itertools
 import logging
+import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,27 +48,28 @@ class DeadlineExceeded(BaseException):
 class Armed:
     """A pending deadline on one thread (see :func:`arm`); :meth:`cancel` disarms it."""
 
-    __slots__ = ("active", "exc_type", "fired", "ident", "main", "message", "timer")
+    __slots__ = ("active", "base", "exc_type", "fired", "ident", "log_stack", "main", "message")
 
-    def __init__(self, ident: int, message: str, base: type[BaseException], main: bool) -> None:
+    def __init__(
+        self, ident: int, message: str, base: type[BaseException], main: bool, log_stack: bool
+    ) -> None:
         self.ident = ident
         self.message = message
+        self.base = base
         self.main = main
-        # A class of its own: an asynchronous exception can only be given as a class.
-        self.exc_type = type(base.__name__, (base,), {"detail": message})
+        self.log_stack = log_stack
+        self.exc_type: type[BaseException] = base
         self.active = True
         self.fired = False
-        self.timer: threading.Timer | None = None
 
     def cancel(self) -> None:
-        """Disarm: a late timer, or a signal still on its way, then does nothing."""
+        """Disarm: a late expiry, or a signal still on its way, then does nothing."""
         with _LOCK:
             pending = self.active and self.fired
             self.active = False
+            _WATCHDOG.forget()
             if pending and not self.main:
                 _set_async_exc(self.ident, None)  # clear an exception not yet raised
-        if self.timer is not None:
-            self.timer.cancel()
 
 
 _LOCK = threading.Lock()
@@ -108,13 +113,71 @@ def _set_async_exc(ident: int, exc_type: type[BaseException] | None) -> None:
     ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), value)
 
 
-def interrupt(armed: Armed) -> None:
-    """Deliver ``armed``'s exception to its thread (by signal in the main thread)."""
+def _fire(armed: Armed) -> None:
+    """Deliver ``armed``'s exception to its thread (by signal to the main thread); under _LOCK."""
+    armed.fired = True
+    # A class of its own, made only now: an asynchronous exception is given as a class.
+    armed.exc_type = type(armed.base.__name__, (armed.base,), {"detail": armed.message})
+    if armed.log_stack:
+        stack = thread_stack(armed.ident).rstrip()
+        logger.warning("%s; interrupting it, its stack:\n%s", armed.message, stack)
     if armed.main:
         _FIRED_IN_MAIN.append(armed)
         signal.pthread_kill(armed.ident, INTERRUPT_SIGNAL)
     else:
         _set_async_exc(armed.ident, armed.exc_type)
+
+
+class _Watchdog:
+    """One daemon thread per process that fires expired deadlines (arming costs microseconds)."""
+
+    def __init__(self) -> None:
+        self._wake = threading.Condition(_LOCK)
+        self._heap: list[tuple[float, int, Armed]] = []
+        self._count = itertools.count()
+        self._active = 0
+        self._pid = -1
+
+    def add(self, armed: Armed, seconds: float) -> None:
+        """Fire ``armed`` after ``seconds`` unless it is cancelled first; under _LOCK."""
+        if self._pid != os.getpid():  # first use, or a forked child: the thread is not here
+            self._pid = os.getpid()
+            self._heap.clear()
+            self._active = 0
+            threading.Thread(target=self._run, name="hfsdk-deadlines", daemon=True).start()
+        entry = (time.monotonic() + seconds, next(self._count), armed)
+        heapq.heappush(self._heap, entry)
+        self._active += 1
+        if self._heap[0] is entry:
+            self._wake.notify()
+
+    def forget(self) -> None:
+        """One armed deadline was cancelled; drop cancelled entries when they pile up."""
+        self._active = max(0, self._active - 1)
+        if len(self._heap) > 64 and len(self._heap) > 4 * self._active:
+            self._heap = [e for e in self._heap if e[2].active and not e[2].fired]
+            heapq.heapify(self._heap)
+
+    def _run(self) -> None:
+        with self._wake:
+            while True:
+                if not self._heap:
+                    self._wake.wait()
+                    continue
+                when, _, armed = self._heap[0]
+                if not armed.active or armed.fired:
+                    heapq.heappop(self._heap)
+                    continue
+                delay = when - time.monotonic()
+                if delay > 0:
+                    self._wake.wait(delay)
+                    continue
+                heapq.heappop(self._heap)
+                self._active = max(0, self._active - 1)
+                _fire(armed)
+
+
+_WATCHDOG = _Watchdog()
 
 
 def arm(
@@ -129,24 +192,10 @@ def arm(
     With ``log_stack`` the thread's stack at that moment is logged as a warning
     first. Call :meth:`Armed.cancel` once the guarded work is over.
     """
-    ident = threading.get_ident()
     main = threading.current_thread() is threading.main_thread() and _install_handler()
-    armed = Armed(ident, message, base, main)
-
-    def fire() -> None:
-        with _LOCK:
-            if not armed.active:
-                return
-            armed.fired = True
-            if log_stack:
-                stack = thread_stack(ident).rstrip()
-                logger.warning("%s; interrupting it, its stack:\n%s", message, stack)
-            interrupt(armed)
-
-    armed.timer = threading.Timer(seconds, fire)
-    armed.timer.daemon = True
-    armed.timer.name = "hfsdk-deadline"
-    armed.timer.start()
+    armed = Armed(threading.get_ident(), message, base, main, log_stack)
+    with _LOCK:
+        _WATCHDOG.add(armed, seconds)
     return armed
 
 
