@@ -282,8 +282,13 @@ class WorkerHost:
 
     def _timeout_failure(self, role: str, method: str, exc: BaseException) -> WorkerFailure:
         """A call interrupted at its deadline: where it was is the last frame of its stack."""
+        import contextlib
+
+        from hfsdk.core import deadlines
+
+        machinery = (deadlines.__file__, contextlib.__file__)
         frames = traceback.extract_tb(exc.__traceback__)
-        inner = [f for f in frames if not f.filename.endswith(("deadlines.py", "contextlib.py"))]
+        inner = [f for f in frames if f.filename not in machinery]
         where = inner[-1] if inner else None
         at = f"; it was at {where.filename}:{where.lineno} in {where.name}" if where else ""
         failure = self._failure(role, method, exc)
