@@ -104,8 +104,10 @@ class LocalHostSet(SharedHosts):
     """The roles of a :class:`LocalPool`, built and called in this process.
 
     Sets the workers' environment (``env_vars``; ``OMP_NUM_THREADS`` also as
-    torch's thread count) while it lives and restores the controller's on
-    :meth:`kill`, which also drops the role objects and the process group.
+    torch's thread count) while it lives; :meth:`kill` drops the role objects
+    and the process group and restores the controller's whole environment and
+    logger filters as they were (also what the roles' engines changed). Each
+    call is interrupted at ``call_timeout_s`` (see ``WorkerHost.execute``).
     """
 
     def __init__(
