@@ -4,8 +4,9 @@ Real ``hfsdk run`` subprocesses on the default task. The in-process chain
 signals the controller from inside (``HFSDK_FAULT_INJECT``: the same signal a
 scheduler sends, at a chosen point): SIGTERM at step 2, SIGINT at step 3, two
 SIGTERMs in the middle of step 4's checkpoint write (abandoned, nothing
-half-written), one SIGTERM there (the checkpoint completes). The Ray run is
-signalled from outside once its first metrics line is there, and must leave no
+half-written), one SIGTERM there (the checkpoint completes). Ray runs are
+signalled from outside once their first metrics line is there (SIGTERM to the
+driver; SIGINT to the whole process group, as Ctrl-C does) and must leave no
 process behind. Each rerun resumes; the final weights equal the unbroken run's.
 """
 
@@ -113,8 +114,13 @@ def test_signals_in_process_stop_with_a_checkpoint_and_the_rerun_is_exact(
     assert _max_diff(reference, run_dir) == 0.0
 
 
-def test_sigterm_from_outside_stops_a_ray_run_without_orphans(
-    reference: Path, tmp_path: Path
+@pytest.mark.parametrize(
+    ("signum", "whole_group"),
+    [(signal.SIGTERM, False), (signal.SIGINT, True)],
+    ids=["sigterm-to-the-driver", "ctrl-c-to-the-process-group"],
+)
+def test_a_signal_from_outside_stops_a_ray_run_without_orphans(
+    reference: Path, tmp_path: Path, signum: int, whole_group: bool
 ) -> None:
     import psutil
 
@@ -125,6 +131,7 @@ def test_sigterm_from_outside_stops_a_ray_run_without_orphans(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group, as a terminal's job has
     )
     metrics = run_dir / "metrics.jsonl"
     deadline = time.monotonic() + 240
@@ -134,13 +141,17 @@ def test_sigterm_from_outside_stops_a_ray_run_without_orphans(
         time.sleep(0.1)
     children = psutil.Process(process.pid).children(recursive=True)
     assert children  # Ray's processes and the workers
-    process.send_signal(signal.SIGTERM)
+    if whole_group:  # Ctrl-C: every process of the job gets it, Ray's and the workers too
+        os.killpg(process.pid, signum)
+    else:  # a scheduler's kill of the job's main process
+        process.send_signal(signum)
     _, err = process.communicate(timeout=120)
-    assert process.returncode == 143, err
+    assert process.returncode == 128 + signum, err
     line = [x for x in err.splitlines() if x.startswith("stopped by")]
     assert len(line) == 1 and "Traceback" not in err, err
+    name = signal.Signals(signum).name
     match = re.fullmatch(
-        r"stopped by SIGTERM at step (\d): checkpoint step_\1 written; rerun the same command "
+        rf"stopped by {name} at step (\d): checkpoint step_\1 written; rerun the same command "
         "to resume",
         line[0],
     )
