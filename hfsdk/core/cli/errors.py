@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer.stopping import RunStopped
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 1
@@ -46,6 +47,9 @@ def run_reporting_errors(entry: Callable[[], Any], argv: list[str]) -> int:
             return _internal(cause, debug)
         click.echo("Aborted.", err=True)
         return EXIT_INTERNAL
+    except RunStopped as exc:
+        click.echo(str(exc), err=True)
+        return exc.exit_code
     except HfsdkError as exc:
         if debug:
             traceback.print_exc()

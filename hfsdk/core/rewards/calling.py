@@ -8,11 +8,13 @@ import math
 import numbers
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 
 from hfsdk.core.data.columns import HIDDEN_COLUMNS
+from hfsdk.core.deadlines import DeadlineExceeded, deadline
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.rewards.errors import RewardFunctionError
 
@@ -181,19 +183,109 @@ def check_result(label: str, result: Any, batch_size: int) -> RewardResult:
     return RewardResult(scores=scores, metrics=metrics)
 
 
+DEFAULT_TIMEOUT_S = 300.0
+"""A scoring function's deadline when the caller gives none (``reward.timeout_s``)."""
+ASYNC_SLACK_S = 5.0
+"""Extra time before async functions that block their event loop are interrupted."""
+
+
+def _sample_of(frames: Sequence[Any], responses: Sequence[str]) -> int | None:
+    """The sample a hung function was scoring: a response text held by one of its frames.
+
+    Per-sample scorers hold the response as an argument or a loop variable; the
+    innermost frame holding one names the sample (``None``: none does).
+    """
+    positions = {text: index for index, text in reversed(list(enumerate(responses)))}
+    for frame in reversed(frames):
+        for value in frame.f_locals.values():
+            if isinstance(value, str) and value in positions:
+                return positions[value]
+    return None
+
+
+def _tb_frames(exc: BaseException) -> list[Any]:
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return frames
+
+
+def _coroutine_frames(coro: Any) -> list[Any]:
+    """The frames of a suspended coroutine and of what it awaits, outermost first."""
+    frames = []
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is None:
+            break
+        frames.append(frame)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return frames
+
+
+def timeout_error(
+    label: str,
+    timeout_s: float,
+    key: str,
+    responses: Sequence[str],
+    frames: Sequence[Any],
+) -> RewardFunctionError:
+    """The one line for a scoring function past its deadline; ``frames``: where it was."""
+    sample = _sample_of(frames, responses)
+    if sample is not None:
+        where = f"on sample {sample} (response {responses[sample][:80]!r})"
+    else:
+        where = f"on a batch of {len(responses)} samples"
+    own = [f for f in frames if not _machinery(f.f_code.co_filename)]
+    if own:
+        inner = own[-1]
+        where += (
+            f", at {Path(inner.f_code.co_filename).name}:{inner.f_lineno} in {inner.f_code.co_name}"
+        )
+    return RewardFunctionError(
+        f"reward function {label!r} did not return within {timeout_s:g} s ({key}) {where}; "
+        f"fix the function (a hang, a slow remote call) or raise {key}"
+    )
+
+
+def _machinery(filename: str) -> bool:
+    """Frames of this module, the deadline and asyncio: not where the user's function was."""
+    import contextlib
+
+    from hfsdk.core import deadlines
+
+    own = (__file__, deadlines.__file__, contextlib.__file__)
+    return filename in own or filename.startswith(str(Path(asyncio.__file__).parent))
+
+
 def call_reward_functions(
     calls: Sequence[RewardCall],
     prompts: Sequence[str],
     responses: Sequence[str],
     columns: Columns,
+    *,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    timeout_key: str = "reward.timeout_s",
 ) -> list[RewardResult]:
-    """Call every function on the batch (async ones concurrently) and validate the results."""
+    """Call every function on the batch (async ones concurrently) and validate the results.
+
+    Each call gets ``timeout_s`` seconds (``None`` or 0: no limit): a sync
+    function past it is interrupted where it hangs, an async one cancelled, and
+    the run stops with a :class:`RewardFunctionError` naming the function and
+    the sample it was scoring (``timeout_key`` names the setting).
+    """
     pending: dict[int, Awaitable[Any]] = {}
     outcomes: dict[int, Any] = {}
     failures: dict[int, BaseException] = {}
+    limit = timeout_s if timeout_s and timeout_s > 0 else None
     for position, call in enumerate(calls):
         try:
-            result = invoke(call, prompts, responses, columns)
+            with deadline(limit, f"reward function {call.label!r}", log_stack=False):
+                result = invoke(call, prompts, responses, columns)
+        except DeadlineExceeded as exc:
+            frames = _tb_frames(exc)
+            raise timeout_error(call.label, limit or 0.0, timeout_key, responses, frames) from None
         except Exception as exc:
             failures[position] = exc
             continue
@@ -202,11 +294,9 @@ def call_reward_functions(
         else:
             outcomes[position] = result
     if pending:
-
-        async def gather() -> list[Any]:
-            return await asyncio.gather(*pending.values(), return_exceptions=True)
-
-        for position, result in zip(pending, run_awaitable(gather()), strict=True):
+        for position, result in zip(
+            pending, _await_all(calls, pending, responses, limit, timeout_key), strict=True
+        ):
             if isinstance(result, Exception):
                 failures[position] = result
             elif isinstance(result, BaseException):
@@ -219,3 +309,45 @@ def call_reward_functions(
             calls[position], prompts, responses, columns, failures[position]
         ) from failures[position]
     return [check_result(call.label, outcomes[i], len(prompts)) for i, call in enumerate(calls)]
+
+
+def _await_all(
+    calls: Sequence[RewardCall],
+    pending: Mapping[int, Awaitable[Any]],
+    responses: Sequence[str],
+    limit: float | None,
+    timeout_key: str,
+) -> list[Any]:
+    """Await the async functions together; one past ``limit`` is cancelled and named."""
+    running: dict[str, int] = {}  # which function's code runs now (one blocking the loop)
+
+    async def timed(position: int, awaitable: Awaitable[Any]) -> Any:
+        running["position"] = position
+        return await awaitable
+
+    async def gather() -> list[Any]:
+        tasks = [asyncio.ensure_future(timed(p, a)) for p, a in pending.items()]
+        _done, late = await asyncio.wait(tasks, timeout=limit)
+        if late:
+            index = tasks.index(next(t for t in tasks if t in late))
+            stack = _coroutine_frames(tasks[index].get_coro())
+            for task in late:
+                task.cancel()
+            label = calls[list(pending)[index]].label
+            raise timeout_error(label, limit or 0.0, timeout_key, responses, stack)
+        for position, task in zip(pending, tasks, strict=True):
+            error = task.exception()
+            if isinstance(error, DeadlineExceeded):  # it blocked the loop until interrupted
+                frames = _tb_frames(error)
+                raise timeout_error(calls[position].label, limit or 0.0, timeout_key, responses,
+                                    frames)  # fmt: skip
+        return [t.exception() or t.result() for t in tasks]
+
+    blocked = None if limit is None else limit + ASYNC_SLACK_S
+    try:
+        with deadline(blocked, "async reward functions", log_stack=False):
+            return run_awaitable(gather())
+    except DeadlineExceeded as exc:
+        label = calls[running.get("position", next(iter(pending)))].label
+        frames = _tb_frames(exc)
+        raise timeout_error(label, limit or 0.0, timeout_key, responses, frames) from None

@@ -26,7 +26,12 @@ from typing import Any
 import attrs
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards.calling import Columns, RewardCall, call_reward_functions
+from hfsdk.core.rewards.calling import (
+    DEFAULT_TIMEOUT_S,
+    Columns,
+    RewardCall,
+    call_reward_functions,
+)
 from hfsdk.core.rewards.loading import resolve_reward_function
 from hfsdk.core.rewards.styles import adapt, check_style
 
@@ -145,6 +150,7 @@ def compute_rewards(
     config: Any,
     *,
     base_dir: str | Path | None = None,
+    section: str = "reward",
 ) -> tuple[list[float], dict[str, float]]:
     """Score a batch with the weighted sum of the configured reward functions.
 
@@ -152,15 +158,24 @@ def compute_rewards(
     of each function) and ``<label>/<key>`` (the mean of each extra numeric
     value a function returned in its dicts). Raises
     :class:`~hfsdk.core.rewards.errors.RewardFunctionError` when a function
-    raises (naming the function, the sample and the exception) or returns
-    anything but one finite score per response.
+    raises (naming the function, the sample and the exception), returns
+    anything but one finite score per response, or runs past the section's
+    ``timeout_s`` (``section`` names it in the message).
     """
     columns = dict(columns or {})
     _check_batch(prompts, responses, columns)
     functions = load_reward_functions(config, base_dir=base_dir)
     if not responses:
         return [], {}
-    results = call_reward_functions([f.call for f in functions], prompts, responses, columns)
+    timeout_s = _field(config, "timeout_s", DEFAULT_TIMEOUT_S)
+    results = call_reward_functions(
+        [f.call for f in functions],
+        prompts,
+        responses,
+        columns,
+        timeout_s=timeout_s,
+        timeout_key=f"{section}.timeout_s",
+    )
     totals = [0.0] * len(responses)
     metrics: dict[str, float] = {}
     for function, result in zip(functions, results, strict=True):

@@ -1,13 +1,15 @@
 """Atomic checkpoints under ``<run_dir>/checkpoints/step_N``.
 
 A checkpoint is written into a temporary sibling directory, its files are
-flushed to disk, a ``COMPLETE`` marker listing every file and its size is
-written last, and the directory is renamed into place only then. So a crash
+flushed to disk, a ``COMPLETE`` marker listing every file with its size and
+checksum (XXH3-128) is written last, and the directory is renamed into place only then. So a crash
 (even ``kill -9`` mid-write) never leaves a ``step_N`` that a resume would pick
 up half-written; the temporary directory it leaves is removed (or, if it was
 complete, published) by :func:`clean_partial` at the next start. A checkpoint
 whose files no longer match its marker (truncated, emptied, deleted) is
-reported by :func:`verify_checkpoint` so the trainer can fall back to an older one.
+(truncated, emptied, deleted, a byte changed) is reported by
+:func:`verify_checkpoint`, before any rank loads it, so the trainer can fall
+back to an older one.
 """
 
 from __future__ import annotations
@@ -65,20 +67,41 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+CHECKSUM = "xxh3_128"
+"""The per-file checksum in a marker: xxHash's XXH3 128-bit (the ``xxhash`` package)."""
+_CHUNK = 8 << 20
+
+
+def file_checksum(path: Path) -> str:
+    """The :data:`CHECKSUM` of ``path``'s content, as hex."""
+    import xxhash
+
+    digest = xxhash.xxh3_128()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _write_marker(directory: Path, step: int) -> None:
     files = {}
     for path in _files(directory):
         _fsync(path)
-        files[path.relative_to(directory).as_posix()] = path.stat().st_size
+        files[path.relative_to(directory).as_posix()] = {
+            "size": path.stat().st_size,
+            CHECKSUM: file_checksum(path),
+        }
     marker = directory / COMPLETE_MARKER
     marker.write_text(json.dumps({"step": step, "files": files}, indent=0) + "\n")
     _fsync(marker)
 
 
 def verify_checkpoint(path: Path) -> str | None:
-    """``None`` if every file the marker lists is there with its size, else what is wrong.
+    """``None`` if every file the marker lists is there with its size and checksum, else what
+    is wrong.
 
-    Markers of older checkpoints hold only the step number; those are trusted.
+    Markers of older checkpoints hold only the step number, or sizes without
+    checksums; what they hold is checked.
     """
     try:
         text = (path / COMPLETE_MARKER).read_text()
@@ -90,13 +113,21 @@ def verify_checkpoint(path: Path) -> str | None:
         return f"{path / COMPLETE_MARKER} is corrupt"
     if not isinstance(manifest, dict):
         return None  # an older marker: the step number alone
-    for name, size in manifest.get("files", {}).items():
+    for name, entry in manifest.get("files", {}).items():
+        # Markers written before checksums hold the size alone.
+        size, checksum = (entry, None) if isinstance(entry, int) else (
+            entry.get("size"), entry.get(CHECKSUM)
+        )  # fmt: skip
         file = path / name
         if not file.is_file():
             return f"{file} is missing"
         actual = file.stat().st_size
         if actual != size:
             return f"{file} has {actual} bytes, {size} were written (truncated or corrupt)"
+        if checksum is not None and file_checksum(file) != checksum:
+            return (
+                f"{file} does not match its {CHECKSUM} checksum (same size, other content: corrupt)"
+            )
     return None
 
 
@@ -138,6 +169,8 @@ def write_checkpoint(run_dir: Path, step: int, save: Callable[[Path], None]) -> 
         save(tmp)
         maybe_fault("save_enospc", step)
         maybe_fault("save_mid", step)
+        maybe_fault("save_sigterm", step)
+        maybe_fault("save_sigterm_twice", step)
         _write_marker(tmp, step)
         if final.exists():  # a rerun of the same step replaces the old copy
             old = root / f".step_{step}.old-{os.getpid()}"

@@ -11,7 +11,10 @@ Points: ``step_end`` (after a step's metrics line, before its checkpoint),
 checkpoint is published), ``metrics_mid`` (half of a metrics line written),
 ``save_enospc`` (the checkpoint write fails with "no space left on device"),
 ``worker_kill`` (the controller SIGKILLs actor rank 0's worker process at the
-start of the step, once per controller process: the restarted run passes it).
+start of the step, once per controller process: the restarted run passes it);
+``sigterm`` / ``sigint`` (the controller signals itself at the start of the
+step), ``save_sigterm`` (one SIGTERM mid-checkpoint-write, where ``save_mid``
+kills) and ``save_sigterm_twice`` (two SIGTERMs there), each once per process.
 """
 
 from __future__ import annotations
@@ -22,7 +25,23 @@ import signal
 from collections.abc import Callable
 
 FAULT_ENV = "HFSDK_FAULT_INJECT"
-POINTS = ("step_end", "save_mid", "metrics_mid", "save_enospc", "worker_kill")
+POINTS = (
+    "step_end",
+    "save_mid",
+    "metrics_mid",
+    "save_enospc",
+    "worker_kill",
+    "sigterm",
+    "sigint",
+    "save_sigterm",
+    "save_sigterm_twice",
+)
+_SIGNALS = {
+    "sigterm": (signal.SIGTERM,),
+    "sigint": (signal.SIGINT,),
+    "save_sigterm": (signal.SIGTERM,),
+    "save_sigterm_twice": (signal.SIGTERM, signal.SIGTERM),
+}
 _FIRED: set[tuple[str, int]] = set()
 
 
@@ -44,6 +63,13 @@ def maybe_fault(point: str, step: int) -> None:
         return
     if point.endswith("enospc"):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"injected at {point}:{step}")
+    if point in _SIGNALS:  # what a scheduler (or Ctrl-C) does: the handlers take it from here
+        if (point, step) in _FIRED:
+            return
+        _FIRED.add((point, step))
+        for signum in _SIGNALS[point]:
+            os.kill(os.getpid(), signum)
+        return
     os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -103,7 +103,11 @@ class SignalScorer:
             skip = {"raw_prompt", "response_text"}
             columns = {k: list(batch[k]) for k in batch.non_tensor_keys if k not in skip}
             values, metrics = compute_rewards(
-                list(batch["raw_prompt"]), list(batch["response_text"]), columns, self.config
+                list(batch["raw_prompt"]),
+                list(batch["response_text"]),
+                columns,
+                self.config,
+                section=self.name,
             )
             scores += torch.tensor(values, dtype=torch.float32)
         if self.model is not None:

@@ -205,7 +205,7 @@ class TrainingSession:
             slots,
         )
         if not in_process:
-            connect(cfg.trainer.ray_address)
+            connect(cfg.trainer.ray_address, allow_no_auth=cfg.trainer.ray_allow_no_auth)
         for pool_name, roles in by_pool.items():
             pool_cfg = placement.pools[pool_name]
             pool = (

@@ -36,6 +36,7 @@ from hfsdk.core.trainer.checkpoint import (
 from hfsdk.core.trainer.faults import maybe_fault, maybe_kill_worker
 from hfsdk.core.trainer.run_lock import RunDirLock
 from hfsdk.core.trainer.shared_fs import check_run_dir_shared
+from hfsdk.core.trainer.stopping import RunStopped, StopNow, StopSignals, signal_name
 from hfsdk.core.trainer.tracking import Tracker, read_metrics
 
 logger = logging.getLogger(__name__)
@@ -60,8 +61,10 @@ _RESUMABLE_CHANGES = {
         "keep_last",
         "keep_best",
         "val_samples",
+        "stop_grace_s",
+        "ray_allow_no_auth",
     )
-}
+} | {(signal, "timeout_s") for signal in ("reward", "cost")}
 
 
 def default_run_dir(algo: str) -> Path:
@@ -273,12 +276,19 @@ class Trainer:
         from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
 
         restarts = 0
+        self._stop = StopSignals(self.config.trainer.stop_grace_s)
+        self._stop.install()
         try:
             while True:
                 try:
                     self._attempt()
                     break
+                except StopNow as exc:
+                    self._stop.on_abandon()
+                    raise self._stopped(abandoned=str(exc)) from None
                 except (WorkerDiedError, WorkerTimeoutError) as exc:
+                    if self._stop.requested:  # e.g. the scheduler signalled the workers too
+                        raise self._stopped(abandoned=_first_line(exc)) from exc
                     limit = self.config.trainer.max_restarts
                     if restarts >= limit:
                         raise WorkerError(
@@ -299,9 +309,32 @@ class Trainer:
         except BaseException:
             self._abandon()
             raise
+        finally:
+            self._stop.uninstall()
         self.restarts = restarts
         self._lock.release()
         return read_metrics(self.run_dir)
+
+    def _stopped(self, *, abandoned: str | None = None, saved: int | None = None) -> RunStopped:
+        """The one-line :class:`RunStopped` for the signal that arrived."""
+        stop = self._stop
+        signum = stop.signum or 15
+        name = signal_name(signum)
+        newest = latest_checkpoint(self.run_dir)
+        if saved is not None:
+            what = f"at step {saved}: checkpoint step_{saved} written"
+        elif abandoned is not None:
+            kept = f"the newest checkpoint is step_{newest[0]}" if newest else "no checkpoint yet"
+            what = f"during step {stop.step} ({abandoned}): the step was abandoned, {kept}"
+        elif newest is not None:
+            what = f"before step {stop.step}: checkpoint step_{newest[0]} holds every step done"
+        else:
+            what = "before the first step: nothing to save"
+        return RunStopped(
+            f"stopped by {name} {what}; rerun the same command to resume",
+            signum=signum,
+            step=saved,
+        )
 
     def _attempt(self) -> None:
         """One session: start the workers, resume, train to the end."""
@@ -314,6 +347,7 @@ class Trainer:
         self.prepared.loader.load_state_dict({"epoch": 0, "index": 0})
         spec = self.spec
         with TrainingSession(cfg, spec, prepared=self.prepared) as session:
+            self._stop.install()  # again: starting Ray installs its own SIGTERM handler
             algorithm: Algorithm = spec.program(
                 AlgorithmContext(
                     config=cfg, roles=session.roles, signals=session.signals, spec=spec
@@ -332,13 +366,27 @@ class Trainer:
                 quiet=self.quiet,
                 config=cfg.to_dict(),
             )
+            self._saved_step = start
+            done = start
             try:
                 if start == 0 and cfg.trainer.val_before_train:
                     self._validate(session, algorithm, tracker, 0)
                 for step in range(start + 1, cfg.trainer.total_steps + 1):
+                    self._stop.step = step
+                    if self._stop.requested:
+                        break
                     self._one_step(session, algorithm, tracker, step)
+                    done = step
             finally:
                 tracker.close()
+            if self._stop.requested:
+                if done == start:  # no step trained in this session: nothing new to save
+                    self._stop.disarm()
+                    raise self._stopped()
+                if self._saved_step != done:
+                    self._save(session, algorithm, done)
+                self._stop.disarm()  # what the grace was for is done; tear-down may take its time
+                raise self._stopped(saved=done)
 
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
         from hfsdk.core.workers.futures import CALL_CLOCK
@@ -349,6 +397,8 @@ class Trainer:
         with algorithm.stage("data"):
             prompts = session.loader.next_batch()
         maybe_kill_worker(step, lambda: session.groups["actor"].process_info[0]["pid"])
+        maybe_fault("sigterm", step)
+        maybe_fault("sigint", step)
         metrics = algorithm.step(prompts)
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
             metrics.update(self._validation_metrics(session, algorithm, tracker, step))
@@ -423,6 +473,7 @@ class Trainer:
                 f"step_{step} (nothing half-written was kept); free space or use a --run-dir on "
                 f"a larger disk, then rerun the same command to resume from {resume}"
             ) from exc
+        self._saved_step = step
         request.unlink(missing_ok=True)  # a requested export is done once
         logger.info("checkpoint written to %s", path)
         trainer = self.config.trainer

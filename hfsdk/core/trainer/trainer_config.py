@@ -143,6 +143,19 @@ class TrainerConfig:
     no worker start-up, no round trip per call. It needs one pool of one device on one node,
     fused colocation and no Ray cluster address. ``auto`` picks it exactly then; ``ray``
     always starts worker processes (worker faults are then survivable: ``max_restarts``)."""
+    stop_grace_s: float = help_field(
+        "On SIGTERM/SIGINT: seconds to finish the current step and write its checkpoint "
+        "before the step is abandoned (the newest checkpoint then stands); 0: no limit.",
+        default=20.0,
+        validator=[attrs.validators.ge(0.0), attrs.validators.lt(float("inf"))],
+    )
+    """Schedulers send SIGTERM, wait a grace period (SLURM ``KillWait`` and Kubernetes
+    ``terminationGracePeriodSeconds`` default to 30 s) and then SIGKILL: keep this below theirs."""
+    ray_allow_no_auth: bool = help_field(
+        "Let hfsdk start its local Ray instance with token authentication off "
+        "(RAY_AUTH_MODE=disabled); refused otherwise.",
+        default=False,
+    )
     worker_threads: int = help_field(
         "Intra-op threads of each worker process; 0: the node's cores divided by its device "
         "slots, capped by the controller's OMP_NUM_THREADS.",

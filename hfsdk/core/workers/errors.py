@@ -12,6 +12,9 @@ from typing import Any
 
 from hfsdk.core.errors import HfsdkError
 
+CALL_DEADLINE = "CallDeadline"
+"""``WorkerFailure.exc_type`` of a call the worker interrupted at its deadline."""
+
 
 class InfeasibleResourcesError(HfsdkError):
     """A resource pool asks for more devices than the cluster has (asked vs available)."""
@@ -105,6 +108,17 @@ class WorkerFailure:
     def to_error(self, also_failed: list[int] | None = None) -> WorkerError:
         """The controller-side exception, with the worker traceback in its message."""
         more = f" (ranks {also_failed} failed too)" if also_failed else ""
+        if self.exc_type == CALL_DEADLINE:
+            where = f"role {self.role!r} rank {self.rank} (pid {self.pid} on {self.node_ip})"
+            text = f"{where} method {self.method!r} {self.message}{more}"
+            timeout = WorkerTimeoutError(
+                f"{text}\n--- where it hung ---\n{self.traceback.rstrip()}",
+                role=self.role,
+                ranks=[self.rank, *(also_failed or [])],
+                method=self.method,
+            )
+            timeout.worker_traceback = self.traceback
+            return timeout
         message = f"{self.summary()}{more}\n--- worker traceback ---\n{self.traceback.rstrip()}"
         return WorkerError(
             message,

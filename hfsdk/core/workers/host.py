@@ -19,8 +19,15 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.workers.errors import WorkerFailure
+from hfsdk.core.deadlines import DeadlineExceeded, deadline
+from hfsdk.core.workers.errors import CALL_DEADLINE, WorkerFailure
 from hfsdk.core.workers.futures import Info, resolve_argument
+from hfsdk.core.workers.loopback import (
+    LOOPBACK,
+    free_loopback_port,
+    keep_transports_local,
+    loopback_store,
+)
 from hfsdk.core.workers.mesh import MeshPosition
 from hfsdk.core.workers.worker import WorkerContext, active_context
 
@@ -48,6 +55,15 @@ class RoleSpec:
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
 
 
+def _ignore_interrupts() -> None:
+    """Ctrl-C reaches a terminal's whole process group: the controller handles it, not us."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _rows(value: Any) -> int | None:
     if isinstance(value, (list, tuple)):
         return len(value)
@@ -67,13 +83,20 @@ class WorkerHost:
         self.roles: dict[str, Any] = {}
         self.device = "cpu"
         self.distributed = False
+        self.call_timeout_s: float | None = None
+        """Each method call's deadline here; past it the call is interrupted and reported."""
 
     # -------------------------------------------------------------- setup
 
-    def endpoint(self) -> tuple[str, int]:
-        """This node's address and a free port, for rank 0 to host the rendezvous."""
+    def endpoint(self, loopback: bool = False) -> tuple[str, int]:
+        """This node's address and a free port, for rank 0 to host the rendezvous.
+
+        ``loopback`` (every rank on this node): ``127.0.0.1`` and a port free there.
+        """
         import ray
 
+        if loopback:
+            return LOOPBACK, free_loopback_port()
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             sock.bind(("", 0))
             port = sock.getsockname()[1]
@@ -84,13 +107,17 @@ class WorkerHost:
         roles: Mapping[str, RoleSpec],
         master: tuple[str, int] | None,
         collective_timeout_s: float,
+        call_timeout_s: float | None = None,
     ) -> tuple[dict[str, Any] | None, Info]:
         """Pick the device, initialise torch.distributed, then build the role objects.
 
         Returns ``(process info, info)`` like :meth:`execute`; a constructor that
-        raises is reported as a failure of method ``__init__``.
+        raises is reported as a failure of method ``__init__``. ``call_timeout_s``
+        is every later call's deadline (see :meth:`execute`).
         """
         current_role = next(iter(roles), "?")
+        self.call_timeout_s = call_timeout_s
+        _ignore_interrupts()
         try:
             self._init_runtime(master, collective_timeout_s)
             for role, spec in roles.items():
@@ -111,7 +138,11 @@ class WorkerHost:
         return info, (True, None, None)
 
     def setup_in_process(
-        self, roles: Mapping[str, RoleSpec], init_distributed: bool, collective_timeout_s: float
+        self,
+        roles: Mapping[str, RoleSpec],
+        init_distributed: bool,
+        collective_timeout_s: float,
+        call_timeout_s: float | None = None,
     ) -> tuple[dict[str, Any] | None, Info]:
         """:meth:`setup` for a host living in the controller's process (no Ray).
 
@@ -120,6 +151,7 @@ class WorkerHost:
         created on a store bound to a port the OS picks.
         """
         current_role = next(iter(roles), "?")
+        self.call_timeout_s = call_timeout_s
         master = None
         try:
             import torch
@@ -127,10 +159,9 @@ class WorkerHost:
             if torch.cuda.is_available():
                 self.device = f"cuda:{torch.cuda.current_device()}"
             if init_distributed:
-                import torch.distributed as dist
-
-                store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True)
-                master = ("127.0.0.1", store.port)
+                keep_transports_local()  # a world of one: nothing to reach from outside
+                store = loopback_store(1, is_master=True, timeout_s=collective_timeout_s)
+                master = (LOOPBACK, store.port)
                 self._init_runtime(master, collective_timeout_s, store=store)
             for role, spec in roles.items():
                 current_role = role
@@ -164,6 +195,11 @@ class WorkerHost:
         )
         import torch.distributed as dist
 
+        if store is None and addr == LOOPBACK:  # a one-node world: rendezvous on loopback
+            keep_transports_local()
+            store = loopback_store(
+                p.world_size, is_master=p.rank == 0, port=port, timeout_s=collective_timeout_s
+            )
         # On GPU keep a gloo backend beside NCCL for CPU tensors (offloaded states, metadata).
         backend = "cpu:gloo,cuda:nccl" if self.device.startswith("cuda") else "gloo"
         where = {"store": store} if store is not None else {"init_method": f"tcp://{addr}:{port}"}
@@ -226,8 +262,12 @@ class WorkerHost:
             kwargs = {k: resolve_argument(v) for k, v in kwargs.items()}
             # Only the method body counts as work: fetching arguments is transfer.
             started = time.perf_counter()
-            result = target(*args, **kwargs)
+            limit = self.call_timeout_s
+            with deadline(limit, f"role {role!r} method {method!r} is past {limit or 0:g} s"):
+                result = target(*args, **kwargs)
             busy_s = time.perf_counter() - started
+        except DeadlineExceeded as exc:
+            return None, (False, None, self._timeout_failure(role, method, exc), 0.0)
         except Exception as exc:
             return None, (False, None, self._failure(role, method, exc), 0.0)
         return (result if want_result else None), (True, _rows(result), None, busy_s)
@@ -239,6 +279,24 @@ class WorkerHost:
     def ping(self) -> int:
         """The process id (answers once every earlier call on this host has finished)."""
         return os.getpid()
+
+    def _timeout_failure(self, role: str, method: str, exc: BaseException) -> WorkerFailure:
+        """A call interrupted at its deadline: where it was is the last frame of its stack."""
+        import contextlib
+
+        from hfsdk.core import deadlines
+
+        machinery = (deadlines.__file__, contextlib.__file__)
+        frames = traceback.extract_tb(exc.__traceback__)
+        inner = [f for f in frames if f.filename not in machinery]
+        where = inner[-1] if inner else None
+        at = f"; it was at {where.filename}:{where.lineno} in {where.name}" if where else ""
+        failure = self._failure(role, method, exc)
+        failure.exc_type = CALL_DEADLINE
+        failure.message = (
+            f"did not finish within {self.call_timeout_s or 0:g} s (trainer.worker_timeout_s){at}"
+        )
+        return failure
 
     def _failure(self, role: str, method: str, exc: BaseException) -> WorkerFailure:
         return WorkerFailure(

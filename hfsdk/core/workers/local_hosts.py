@@ -21,7 +21,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hfsdk.core.deadlines import DeadlineExceeded, deadline
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.workers.errors import WorkerTimeoutError
 from hfsdk.core.workers.futures import LocalRef, wait_for_infos
 from hfsdk.core.workers.host import Placement, RoleSpec, WorkerHost
 from hfsdk.core.workers.resource_pool import DeviceSlot
@@ -29,8 +31,32 @@ from hfsdk.core.workers.worker_group import SharedHosts
 
 logger = logging.getLogger(__name__)
 _LOCAL_IDS = itertools.count(1_000_000)
-_RENDEZVOUS_ENV = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK",
-                   "LOCAL_WORLD_SIZE")  # fmt: skip
+
+
+def _logger_filters() -> dict[str, list[Any]]:
+    """Every existing logger's filters (the root logger as ``""``)."""
+    loggers = {"": logging.getLogger()}
+    for name, item in logging.Logger.manager.loggerDict.items():
+        if isinstance(item, logging.Logger):
+            loggers[name] = item
+    return {name: list(item.filters) for name, item in loggers.items()}
+
+
+def _restore_filters(saved: Mapping[str, list[Any]]) -> None:
+    """Put back the filters of :func:`_logger_filters`; loggers made since get none."""
+    for name, filters in _logger_filters().items():
+        wanted = saved.get(name, [])
+        if filters != wanted:
+            logging.getLogger(name or None).filters = list(wanted)
+
+
+def _restore_environment(saved: Mapping[str, str]) -> None:
+    """Make ``os.environ`` equal ``saved`` again (added keys removed, changed ones reset)."""
+    for key in [k for k in os.environ if k not in saved]:
+        del os.environ[key]
+    for key, value in saved.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
 
 
 class LocalPool:
@@ -78,8 +104,10 @@ class LocalHostSet(SharedHosts):
     """The roles of a :class:`LocalPool`, built and called in this process.
 
     Sets the workers' environment (``env_vars``; ``OMP_NUM_THREADS`` also as
-    torch's thread count) while it lives and restores the controller's on
-    :meth:`kill`, which also drops the role objects and the process group.
+    torch's thread count) while it lives; :meth:`kill` drops the role objects
+    and the process group and restores the controller's whole environment and
+    logger filters as they were (also what the roles' engines changed). Each
+    call is interrupted at ``call_timeout_s`` (see ``WorkerHost.execute``).
     """
 
     def __init__(
@@ -104,9 +132,11 @@ class LocalHostSet(SharedHosts):
         self.ids = [next(_LOCAL_IDS)]
         self.handles: list[Any] = []  # no Ray actors
         self._views = 0
-        # The process group's rendezvous variables are set by the host, the rest here.
-        saved = (*options.env_vars, *_RENDEZVOUS_ENV)
-        self._saved_env = {key: os.environ.get(key) for key in saved}
+        # Everything the roles may change in the shared process, put back by kill(): the
+        # whole environment (ours, the rendezvous', what engines such as vLLM set) and
+        # every logger's filters (engines quieten their libraries' loggers).
+        self._saved_env = dict(os.environ)
+        self._saved_filters = _logger_filters()
         self._saved_threads = torch.get_num_threads()
         os.environ.update(options.env_vars)
         threads = options.env_vars.get("OMP_NUM_THREADS", "")
@@ -118,9 +148,23 @@ class LocalHostSet(SharedHosts):
         self.host: WorkerHost | None = WorkerHost(placement, name)
         pool.reserve(self.ids, role=name)
         try:
-            info, status = self.host.setup_in_process(
-                self.roles, options.init_distributed, options.collective_timeout_s
-            )
+            limit = options.start_timeout_s
+            try:
+                with deadline(limit, f"role {name!r}: start-up is past {limit:g} s"):
+                    info, status = self.host.setup_in_process(
+                        self.roles,
+                        options.init_distributed,
+                        options.collective_timeout_s,
+                        options.call_timeout_s,
+                    )
+            except DeadlineExceeded:
+                raise WorkerTimeoutError(
+                    f"role {name!r}: the in-process workers did not start within {limit:g} s "
+                    "(trainer.startup_timeout_s)",
+                    role=name,
+                    ranks=[0],
+                    method="__init__",
+                ) from None
             wait_for_infos({0: LocalRef(status)}, role=name, method="__init__", timeout=None)
         except BaseException:
             self.kill()
@@ -180,10 +224,7 @@ class LocalHostSet(SharedHosts):
             gc.collect()
             if distributed and dist.is_initialized():
                 dist.destroy_process_group()
-            for key, value in self._saved_env.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+            _restore_environment(self._saved_env)
+            _restore_filters(self._saved_filters)
             torch.set_num_threads(self._saved_threads)
         self.pool.unreserve(self.ids)

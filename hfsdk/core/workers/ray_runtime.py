@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -116,6 +117,7 @@ def connect(
     death_timeout_s: float | None = None,
     log_to_driver: bool = True,
     namespace: str | None = None,
+    allow_no_auth: bool = False,
 ) -> RayInfo:
     """Start a local Ray instance, or join ``address`` / ``RAY_ADDRESS``; idempotent.
 
@@ -125,6 +127,12 @@ def connect(
     dead: Ray's health checks are set to about this many seconds). A second
     call returns the current connection; asking for a different address while
     connected is an error.
+
+    A local instance starts no dashboard and keeps Ray's token
+    authentication on (its ports listen on every interface, which Ray 2.60
+    does not let a local instance change); with ``RAY_AUTH_MODE`` set to
+    anything but ``token`` it is refused unless ``allow_no_auth``
+    (``trainer.ray_allow_no_auth``). Joining a cluster keeps its own settings.
     """
     import ray
 
@@ -155,7 +163,11 @@ def connect(
         "resources": {VIRTUAL_DEVICE_RESOURCE: virtual_devices or default_virtual_devices()},
         "include_dashboard": False,
         "object_store_memory": object_store_memory,
+        # Ray 2.60 has no setting that keeps a local instance on loopback (its GCS, raylet
+        # and agents listen on every interface; `_node_ip_address` changes none of them):
+        # token authentication is what guards them, and it must stay on.
     }
+    check_auth_mode(allow_no_auth)
     if death_timeout_s is not None:
         kwargs["_system_config"] = health_check_config(death_timeout_s)
     _quiet_auth_notice()
@@ -165,7 +177,50 @@ def connect(
     except Exception:
         _set_started(False)
         raise
+    if not allow_no_auth and not token_auth_enabled():
+        shutdown()
+        raise HfsdkError(NO_AUTH_MESSAGE.format(mode=os.environ.get(AUTH_MODE_ENV, "unset")))
+    keep_token_private()
     return _info(_current_address(), True)
+
+
+def token_path() -> Path:
+    """Where Ray keeps this user's token: ``RAY_AUTH_TOKEN_PATH``, else ``~/.ray/auth_token``."""
+    return Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+
+
+def keep_token_private() -> None:
+    """Make the token file readable by its owner only (Ray 2.60 writes it with mode 0644)."""
+    path = token_path()
+    try:
+        info = path.stat()
+        if info.st_uid == os.getuid() and info.st_mode & 0o077:
+            path.chmod(0o600)
+    except OSError:  # no file (token in RAY_AUTH_TOKEN), or not ours to change
+        pass
+
+
+AUTH_MODE_ENV = "RAY_AUTH_MODE"
+NO_AUTH_MESSAGE = (
+    "RAY_AUTH_MODE={mode} would start hfsdk's local Ray instance without token "
+    "authentication, and its ports listen on every interface: anyone who reaches this machine "
+    "could run code in it; unset RAY_AUTH_MODE (or set it to token), or set "
+    "trainer.ray_allow_no_auth=true if this machine's network is trusted"
+)
+
+
+def check_auth_mode(allow_no_auth: bool = False) -> None:
+    """Refuse (one line) to start a local instance with token authentication turned off."""
+    mode = os.environ.get(AUTH_MODE_ENV)
+    if mode is not None and mode.strip().lower() != "token" and not allow_no_auth:
+        raise HfsdkError(NO_AUTH_MESSAGE.format(mode=mode))
+
+
+def token_auth_enabled() -> bool:
+    """Whether this process's Ray uses token authentication."""
+    from ray._private.authentication.authentication_utils import is_token_auth_enabled
+
+    return bool(is_token_auth_enabled())
 
 
 class _DropAuthNotice(logging.Filter):

@@ -44,6 +44,9 @@ SHARE_BYTES = 256 * 1024
 MESH_QUERY_TIMEOUT_S = 120.0
 """Bound on asking ranks for their mesh position when a group has no call timeout."""
 
+BACKSTOP_S = 5.0
+"""Least extra time the controller gives a worker to report its own call deadline."""
+
 _HOST_IDS = itertools.count(1)
 
 
@@ -89,6 +92,10 @@ class SharedHosts:
         """Stop the hosts (each kind knows how)."""
         raise NotImplementedError
 
+    def wait_timeout(self, call_timeout_s: float | None) -> float | None:
+        """How long the controller waits on a call the hosts interrupt at ``call_timeout_s``."""
+        return call_timeout_s
+
 
 class HostSet(SharedHosts):
     """The worker processes on a pool (one per device), shared by fused roles."""
@@ -128,7 +135,9 @@ class HostSet(SharedHosts):
         timeout_s = options.start_timeout_s
         master = None
         if options.init_distributed:
-            ref = self.handles[0].endpoint.remote()
+            # Ranks all on one node meet on its loopback address (nothing listens outside).
+            one_node = len({slot.node_id for slot in self.pool.slots}) == 1
+            ref = self.handles[0].endpoint.remote(one_node)
             ready, _ = ray.wait([ref], timeout=timeout_s)
             if not ready:
                 raise WorkerTimeoutError(
@@ -148,7 +157,9 @@ class HostSet(SharedHosts):
                     method="__init__",
                 ) from None
         pairs = [
-            h.setup.options(num_returns=2).remote(self.roles, master, options.collective_timeout_s)
+            h.setup.options(num_returns=2).remote(
+                self.roles, master, options.collective_timeout_s, options.call_timeout_s
+            )
             for h in self.handles
         ]
         wait_for_infos(
@@ -159,6 +170,14 @@ class HostSet(SharedHosts):
         )
         # Every info arrived, so the results exist; the bound only guards a lost node.
         self.process_info = ray.get([result for result, _ in pairs], timeout=timeout_s)
+
+    def wait_timeout(self, call_timeout_s: float | None) -> float | None:
+        """The workers interrupt a call at ``call_timeout_s`` and report where it hung; the
+        controller waits a little longer, so that report wins unless the worker cannot send
+        it (stuck in C code, a lost node): then the wait itself times out."""
+        if call_timeout_s is None:
+            return None
+        return call_timeout_s + max(BACKSTOP_S, 0.05 * call_timeout_s)
 
     def describe_rank(self, rank: int) -> str:
         """``rank 2 (pid 123 on 10.0.0.5)`` once the processes are up."""
@@ -491,7 +510,7 @@ class WorkerGroup:
             spec=spec,
             result_refs=result_refs,
             info_refs=info_refs,
-            timeout_s=self.call_timeout_s,
+            timeout_s=hosts.wait_timeout(self.call_timeout_s),
             describe_rank=hosts.describe_rank,
         )
 

@@ -286,9 +286,25 @@ CASES: list[Case] = [
             "--run-dir",
             str(_checkpoint_run(t, _scramble_state)),
         ],
-        r"no usable checkpoint.*trainer_state\.pt cannot be read",
+        r"no usable checkpoint.*trainer_state\.pt does not match its xxh3_128 checksum",
+    ),
+    (
+        "ckpt-engine-one-byte-flipped",
+        lambda t: [
+            *BASE,
+            "--run-dir",
+            str(_checkpoint_run(t, _flip_a_byte)),
+        ],
+        r"no usable checkpoint.*actor_engine\.pt does not match its xxh3_128 checksum",
     ),
 ]
+
+
+def _flip_a_byte(directory: Path) -> None:
+    path = directory / "actor" / "actor_engine.pt"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
 
 
 def _scramble_state(directory: Path) -> None:

@@ -56,6 +56,10 @@ def test_the_marker_lists_every_file_and_catches_damage(tmp_path: Path) -> None:
     assert "engine.pt has 50 bytes, 100 were written" in str(verify_checkpoint(path))
     (path / "actor" / "engine.pt").unlink()
     assert "engine.pt is missing" in str(verify_checkpoint(path))
+    (path / "actor" / "engine.pt").write_bytes(b"e" * 99 + b"f")  # same size, a byte changed
+    assert "engine.pt does not match its xxh3_128 checksum" in str(verify_checkpoint(path))
+    (path / "COMPLETE").write_text('{"step": 2, "files": {"actor/engine.pt": 100}}')
+    assert verify_checkpoint(path) is None  # a marker from before checksums: sizes only
     (path / "COMPLETE").write_text("{not json")
     assert "COMPLETE is corrupt" in str(verify_checkpoint(path))
     (path / "COMPLETE").write_text("2\n")  # an older marker: trusted

@@ -103,3 +103,57 @@ def test_separate_roles_and_a_taken_process_group_are_refused() -> None:
             colocate(LocalPool(), {"a": Doubler})
     finally:
         dist.destroy_process_group()
+
+
+class Hanger(Worker):
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def hang(self, seconds: float) -> None:
+        import time
+
+        time.sleep(seconds)
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def quick(self) -> int:
+        return 7
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def quieten(self) -> None:
+        import logging
+
+        # What an engine such as vLLM does in its constructor.
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        os.environ["OMP_NUM_THREADS"] = "3"
+        logging.getLogger("hfsdk_test_engine").addFilter(logging.Filter("nothing"))
+        logging.getLogger().addFilter(logging.Filter("nothing"))
+
+
+def test_a_hung_in_process_call_is_interrupted_with_role_method_and_stack() -> None:
+    from hfsdk.core.workers.errors import WorkerTimeoutError
+
+    groups = colocate(LocalPool("hang"), {"actor": Hanger}, call_timeout_s=0.5)
+    try:
+        with pytest.raises(WorkerTimeoutError) as info:
+            groups["actor"].hang(60.0)
+        first = str(info.value).splitlines()[0]
+        assert "role 'actor' rank 0" in first and "method 'hang'" in first
+        assert "did not finish within 0.5 s" in first
+        assert "test_local_hosts.py" in first and "in hang" in first  # where it hung
+        assert "time.sleep(seconds)" in info.value.worker_traceback
+        assert info.value.ranks == [0]
+        assert groups["actor"].quick() == [7]  # the interrupted host still answers
+    finally:
+        groups["actor"].shutdown()
+
+
+def test_kill_restores_environment_and_logging_filters_an_engine_changed() -> None:
+    import logging
+
+    env_before = dict(os.environ)
+    root_filters = list(logging.getLogger().filters)
+    groups = colocate(LocalPool("leak"), {"engine": Hanger}, env_vars={"OMP_NUM_THREADS": "1"})
+    groups["engine"].quieten()
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+    groups["engine"].shutdown()
+    assert dict(os.environ) == env_before
+    assert logging.getLogger().filters == root_filters
+    assert logging.getLogger("hfsdk_test_engine").filters == []

@@ -539,8 +539,17 @@ def test_timeouts_and_a_dead_worker_are_reported(ray_runtime: None) -> None:
     pool = ResourcePool(2, name="fragile")
     group = WorkerGroup(FragileWorker, pool, role="fragile", call_timeout_s=1.0)
     try:
-        with pytest.raises(WorkerTimeoutError, match=r"ranks \[0, 1\] did not finish within 1 s"):
-            group.sleep(3.0)
+        # Each worker interrupts the call at the deadline and says where it hung.
+        with pytest.raises(WorkerTimeoutError) as hung:
+            group.sleep(60.0)
+        first = str(hung.value).splitlines()[0]
+        assert "role 'fragile' rank 0 (pid" in first and "method 'sleep'" in first, first
+        assert "did not finish within 1 s" in first and "in sleep" in first, first
+        assert "time.sleep(seconds)" in str(hung.value)
+        assert group.sleep(0.0) == [0, 1]  # the interrupted workers still answer
+        # A worker that cannot report (the deadline ignored) is caught by the controller's wait.
+        with pytest.raises(WorkerTimeoutError, match=r"ranks \[0, 1\] did not finish within"):
+            group.sleep.submit(60.0).result(timeout=1.0)
         start = time.monotonic()
         with pytest.raises(WorkerDiedError) as info:
             group.exit_on.submit(1).result(timeout=60)

@@ -1,0 +1,66 @@
+"""The stop-signal handlers: a request first, the grace period, a second signal at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from hfsdk.core.trainer.stopping import RunStopped, StopNow, StopSignals, signal_name
+
+
+def test_the_first_signal_only_asks_and_the_grace_then_abandons() -> None:
+    # A grace long enough that a loaded machine's scheduling cannot use it up before the
+    # sleep below starts (the test asserts only that the sleep is cut short).
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    stop = StopSignals(grace_s=3.0)
+    assert stop.install()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        # The handler runs at the next bytecode boundary: the request is recorded,
+        # nothing is interrupted yet.
+        assert stop.requested and stop.signum == signal.SIGTERM and not stop.abandoned
+        started = time.monotonic()
+        with pytest.raises(StopNow, match=r"not done within trainer.stop_grace_s=3 s"):
+            time.sleep(30)
+        assert time.monotonic() - started < 10
+    finally:
+        stop.uninstall()
+    # The handlers that were there before (the defaults, or an earlier test's Ray's) are back.
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_a_second_signal_stops_at_once_and_a_third_is_ignored() -> None:
+    stop = StopSignals(grace_s=0)  # no grace limit
+    stop.install()
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)
+        assert stop.signum == signal.SIGINT
+        with pytest.raises(StopNow, match="a second SIGINT"):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(30)
+        os.kill(os.getpid(), signal.SIGINT)  # tearing down: not interrupted again
+        time.sleep(0.1)
+    finally:
+        stop.uninstall()
+
+
+def test_a_disarmed_grace_does_not_fire() -> None:
+    stop = StopSignals(grace_s=0.3)
+    stop.install()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        stop.disarm()
+        time.sleep(0.6)  # would have raised StopNow here
+    finally:
+        stop.uninstall()
+
+
+def test_run_stopped_carries_the_exit_status() -> None:
+    assert RunStopped("x", signum=signal.SIGTERM, step=3).exit_code == 143
+    assert RunStopped("x", signum=signal.SIGINT, step=None).exit_code == 130
+    assert signal_name(15) == "SIGTERM"
