@@ -35,7 +35,10 @@ class Workload:
     1024-token responses, one PPO epoch of 8 mini-batch updates.
     ``micro_batch_size`` is sequences per forward/backward micro-batch;
     ``max_running_sequences`` caps how many sequences a rollout replica
-    decodes at once (vLLM's ``max_num_seqs`` default).
+    decodes at once (vLLM's ``max_num_seqs`` default). ``recompute`` is full
+    activation recomputation in training (gradient checkpointing: 8 FLOPs per
+    parameter and token instead of 6); ``dtype_bytes`` the width of the
+    weights a decode step reads (2 for bf16, 4 for fp32).
     """
 
     batch_size: int = attrs.field(default=1024, validator=_at_least(1))
@@ -45,6 +48,8 @@ class Workload:
     optimizer_steps: int = attrs.field(default=8, validator=_at_least(1))
     micro_batch_size: int = attrs.field(default=2, validator=_at_least(1))
     max_running_sequences: int = attrs.field(default=256, validator=_at_least(1))
+    recompute: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    dtype_bytes: int = attrs.field(default=2, validator=_at_least(1))
 
     @property
     def sequences(self) -> int:

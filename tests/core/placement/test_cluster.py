@@ -69,5 +69,7 @@ def test_bad_fields(field: str, value: object, message: str) -> None:
 
 
 def test_unknown_preset_lists_the_known_ones() -> None:
-    with pytest.raises(HfsdkError, match=r"unknown cluster preset 'h100'.*a100-80gb, local"):
+    with pytest.raises(
+        HfsdkError, match=r"unknown cluster preset 'h100'.*a100-80gb, h100-80gb, h200-141gb, local"
+    ):
         get_cluster("h100")
