@@ -201,6 +201,30 @@ class Simulator:
         overhead = self._layer_calls(model, passes * micro_batches * steps, p)
         return (compute + tp + overhead) * (1 + (p - 1) / micro_batches) + pp + steps * grads
 
+    def sharded_data_parallel_seconds(
+        self,
+        model: ModelSpec,
+        devices: int,
+        forward_passes: float,
+        backward_passes: float = 0,
+        weight_bytes: int = 2,
+    ) -> float:
+        """FSDP (ZeRO-3) traffic over ``devices`` ranks: per-layer all-gathers and reduce-scatters.
+
+        Each forward pass of a layer all-gathers its parameters; each backward
+        pass gathers them again and reduce-scatters their gradients (costed
+        like an all-gather of the same bytes). Latency-bound for small models.
+        """
+        if devices <= 1:
+            return 0.0
+        units = model.num_layers + 1  # the layers plus embeddings / output layer
+        unit_bytes = weight_bytes * model.num_params / units
+        gathers = (forward_passes + backward_passes) * units
+        scatters = backward_passes * units
+        return self.allgather(unit_bytes * gathers, devices, devices, calls=gathers) + (
+            self.allgather(unit_bytes * scatters, devices, devices, calls=scatters)
+        )
+
     def decode_step_seconds(
         self, model: ModelSpec, tg: int, running: int, context: float, weight_bytes: int = 2
     ) -> float:
@@ -251,14 +275,14 @@ class Simulator:
             )
         )
         # Mean context over the response: the KV cache read grows linearly.
-        context = workload.prompt_length + workload.response_length / 2
+        context = workload.prompt_length + workload.generated_tokens / 2
         running = min(gen.running, replica_sequences)
         full_waves, rest = divmod(replica_sequences, running)
         width = workload.dtype_bytes
         decode = full_waves * self.decode_step_seconds(model, tg, running, context, width)
         if rest:
             decode += self.decode_step_seconds(model, tg, rest, context, width)
-        return prefill + workload.response_length * decode
+        return prefill + workload.generated_tokens * decode
 
     def transition_seconds(self, model: ModelSpec, layout: Layout, gen: GenerationLayout) -> float:
         """Train -> generate resharding: the 3D-HybridEngine's broadcasts in each micro-DP group.
