@@ -104,6 +104,18 @@ def main() -> None:
     parser.add_argument("--devices", default="1,2")
     parser.add_argument("--dtype", default="float32", help="Compute dtype of the compute task.")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="Re-measure the device (not links or calls) right before each run: on a shared "
+        "machine the load changes by the minute.",
+    )
+    parser.add_argument(
+        "--statistic",
+        default="median",
+        choices=("mean", "median", "min"),
+        help="Of the measured steps after the first (min: the best, like the calibration).",
+    )
     args = parser.parse_args()
 
     from hfsdk.core.placement.cluster import Cluster
@@ -131,8 +143,15 @@ def main() -> None:
         for algo in args.algos.split(","):
             for devices in map(int, args.devices.split(",")):
                 started = time.perf_counter()
+                run_profile = profile
+                if args.recalibrate:
+                    from hfsdk.core.placement.calibrate import calibrate
+
+                    fresh, _raw = calibrate(links_from=Cluster.load(profile))
+                    run_profile = str(workdir / f"local-{task}-{algo}-{devices}.yaml")
+                    fresh.save(run_profile)
                 run_dir = train(algo, task, devices, args.steps, workdir, args.dtype)
-                _plan, table = check_run(run_dir, profile)
+                _plan, table = check_run(run_dir, run_profile, statistic=args.statistic)
                 by = {r.name: r for r in table}
                 step = by["step"]
                 cells = [

@@ -347,7 +347,9 @@ def measure_calls(sizes: CalibrationSizes, remote: bool) -> dict[str, float]:
         try:
             with ResourcePool(2, name="probe") as pool:
                 remote_group = colocate(
-                    pool, {"echo": EchoWorker}, init_distributed=False,
+                    pool,
+                    {"echo": EchoWorker},
+                    init_distributed=False,
                     env_vars={"OMP_NUM_THREADS": "1"},
                 )["echo"]
                 try:
@@ -360,13 +362,20 @@ def measure_calls(sizes: CalibrationSizes, remote: bool) -> dict[str, float]:
 
 
 def calibrate(
-    *, quick: bool = False, name: str = "calibrated", log: Callable[[str], None] | None = None
+    *,
+    quick: bool = False,
+    name: str = "calibrated",
+    log: Callable[[str], None] | None = None,
+    links_from: Cluster | None = None,
 ) -> tuple[Cluster, dict[str, Any]]:
     """Measure this machine; return its cluster profile and the raw measurements.
 
     CPU: one device per usable core, measured with one thread (run
     ``OMP_NUM_THREADS=1`` training to match). GPU: the first device; the
-    rest of the node's figures come from the matching preset.
+    rest of the node's figures come from the matching preset. ``links_from``
+    (an earlier profile) keeps its links and call overheads and measures only
+    the device (seconds: no processes to start), e.g. to re-measure a shared
+    machine's compute right before a run.
     """
     import torch
 
@@ -406,11 +415,19 @@ def calibrate(
         torch.set_num_threads(threads)
     backend = "nccl" if cuda and torch.cuda.device_count() >= 2 else None if cuda else "gloo"
     links = None
-    if backend:
-        say(f"{backend} all-reduce between two processes ...")
-        links = measure_collectives(sizes, backend)
-    say("worker call overhead ...")
-    calls = measure_calls(sizes, remote=sizes.remote_calls)
+    if links_from is not None:
+        backend = "reused"
+        links = (links_from.intra_node_bandwidth, links_from.intra_node_latency)
+        calls = {
+            "call_overhead": links_from.call_overhead,
+            "remote_call_overhead": links_from.remote_call_overhead,
+        }
+    else:
+        if backend:
+            say(f"{backend} all-reduce between two processes ...")
+            links = measure_collectives(sizes, backend)
+        say("worker call overhead ...")
+        calls = measure_calls(sizes, remote=sizes.remote_calls)
     changes: dict[str, Any] = {
         **calls,
         "name": name,
@@ -477,12 +494,12 @@ def format_calibration(cluster: Cluster, raw: dict[str, Any]) -> str:
     lines.append(f"  per-layer call overhead: {cluster.layer_overhead * 1e6:.0f} us")
     lines.append(
         "  worker call: "
-        + ", ".join(f"{k.removesuffix('_overhead')} {v * 1e3:.2f} ms" for k, v in raw["calls"].items())
+        + ", ".join(
+            f"{k.removesuffix('_overhead')} {v * 1e3:.2f} ms" for k, v in raw["calls"].items()
+        )
     )
     lines.append(
         "  achieved fractions: "
         + ", ".join(f"{k.removesuffix('_efficiency')} {v:.2f}" for k, v in sorted(eff.items()))
     )
     return "\n".join(lines)
-
-

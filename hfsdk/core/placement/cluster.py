@@ -81,11 +81,11 @@ class Cluster:
     ``layer_overhead`` is the fixed time one transformer layer's forward call
     costs besides its FLOPs and bytes (kernel launches, the framework's
     per-op dispatch); ``call_overhead`` is the controller's fixed cost per
-    worker call to in-process workers (one-device runs), ``remote_call_overhead``
-    per call to worker processes (Ray); both include moving a rollout-sized batch. ``efficiency`` overrides the simulator's achieved fractions
-    of the peaks (``SimulatorSettings`` field names); a calibrated profile
-    carries the fractions it measured. ``source`` says where the figures
-    came from.
+    call to in-process workers (one-device runs), ``remote_call_overhead`` per
+    call to worker processes (Ray); both include moving a rollout-sized batch.
+    ``efficiency`` overrides the simulator's achieved fractions of the peaks
+    (``SimulatorSettings`` field names); a calibrated profile carries the
+    fractions it measured. ``source`` says where the figures came from.
     """
 
     name: str = "custom"

@@ -313,7 +313,7 @@ _PREDICTION_CACHE: dict[int, tuple[Any, RunSetup, Cluster]] = {}
 
 
 def predicted_step_metrics(config: Any, metrics: Mapping[str, float]) -> dict[str, float]:
-    """``{"perf/predicted_step_s": s}`` for a step of ``config``, or ``{}`` when it cannot be priced.
+    """``{"perf/predicted_step_s": s}`` for one step of ``config``; ``{}`` if it cannot be priced.
 
     The step's measured lengths (``response_length/mean``, tokens per sequence)
     refine the workload; the models, placement and cluster are read once per
@@ -362,6 +362,7 @@ def measured_stages(row: Mapping[str, float], functions: tuple[str, ...] = ()) -
     Generation excludes the resharding (``timing/reshard_s``, shown as the
     transition); preparation includes the signals' timings by role name.
     """
+
     def timing(name: str) -> float:
         return float(row.get(f"timing/{name}_s", 0.0))
 
@@ -370,8 +371,7 @@ def measured_stages(row: Mapping[str, float], functions: tuple[str, ...] = ()) -
     concurrent = max(timing(n) for n in ("old_log_prob", "ref_log_prob", "values"))
     return {
         "generation": timing("generation") - timing("reshard"),
-        "preparation": concurrent
-        + math.fsum(timing(n) for n in (*functions, "advantages")),
+        "preparation": concurrent + math.fsum(timing(n) for n in (*functions, "advantages")),
         "training": timing("update_critic") + timing("update_actor"),
         "transition": timing("reshard"),
     }
@@ -408,15 +408,33 @@ def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return config, rows
 
 
+_STATISTICS = {
+    "mean": lambda xs: math.fsum(xs) / len(xs),
+    "median": lambda xs: (
+        sorted(xs)[len(xs) // 2]
+        if len(xs) % 2
+        else math.fsum(sorted(xs)[len(xs) // 2 - 1 : len(xs) // 2 + 1]) / 2
+    ),
+    "min": min,
+}
+
+
 def check_run(
-    run_dir: str | Path, cluster: Cluster | str | None = None, skip_first: bool = True
+    run_dir: str | Path,
+    cluster: Cluster | str | None = None,
+    skip_first: bool = True,
+    statistic: str = "mean",
 ) -> tuple[Plan, list[CheckRow]]:
     """Re-plan a finished run's setup and compare with what it measured, per stage.
 
-    Measured values are means over the run's steps (the first one left out
-    when there are more, since it includes warm-up); the workload uses the
-    run's mean measured lengths.
+    Measured values are the ``statistic`` (``mean``, ``median`` or ``min``:
+    the best step, like a calibration's best-of-N) over the run's steps, the
+    first one left out when there are more (it includes warm-up); the
+    workload uses the run's mean measured lengths.
     """
+    if statistic not in _STATISTICS:
+        raise HfsdkError(f"statistic {statistic!r} is not one of {', '.join(_STATISTICS)}")
+    reduce = _STATISTICS[statistic]
     cfg, rows = _read_run(Path(run_dir))
     steady = rows[1:] if skip_first and len(rows) > 1 else rows
     base = run_setup(cfg)
@@ -428,11 +446,9 @@ def check_run(
         response = math.fsum(x[1] for x in known) / len(known)
         base = run_setup(cfg, prompt_length=prompt, response_length=response)
     plan = price_setup(base, cluster)
-    measured: dict[str, float] = {}
-    for row in steady:
-        for stage, seconds in measured_stages(row, base.functions).items():
-            measured[stage] = measured.get(stage, 0.0) + seconds / len(steady)
-    step = math.fsum(float(r.get("timing/step_s", 0.0)) for r in steady) / len(steady)
+    per_row = [measured_stages(row, base.functions) for row in steady]
+    measured = {stage: reduce([r[stage] for r in per_row]) for stage in STAGES}
+    step = reduce([float(r.get("timing/step_s", 0.0)) for r in steady])
     predicted = dict(zip(plan.stages, plan.stage_seconds, strict=True))
     transition = math.fsum(r.transition_seconds for r in plan.roles)
     if "generation" in predicted:
@@ -446,14 +462,20 @@ def check_run(
     return plan, table
 
 
-def format_check(plan: Plan, table: list[CheckRow], run_dir: str | Path) -> str:
+def format_check(
+    plan: Plan, table: list[CheckRow], run_dir: str | Path, statistic: str = "mean"
+) -> str:
     """The ``--check`` table: stage, predicted s, measured s, predicted/measured."""
     w = plan.workload
     lines = [
-        f"Check of {str(run_dir)}: {plan.algorithm} on {plan.num_devices} x {plan.cluster}; "
+        f"Check of {run_dir!s}: {plan.algorithm} on {plan.num_devices} x {plan.cluster}; "
         f"{w.sequences} sequences of {w.prompt_length} + {w.response_length} tokens (mean), "
         f"{w.optimizer_steps} updates"
-        + (f"; function signals (controller): {', '.join(plan.functions)}" if plan.functions else ""),
+        + (
+            f"; function signals (controller): {', '.join(plan.functions)}"
+            if plan.functions
+            else ""
+        ),
         "",
         f"{'stage':<12} {'predicted s':>12} {'measured s':>11} {'ratio':>7}",
     ]
@@ -461,5 +483,5 @@ def format_check(plan: Plan, table: list[CheckRow], run_dir: str | Path) -> str:
         ratio = f"{row.ratio:.2f}" if math.isfinite(row.ratio) else "-"
         lines.append(f"{row.name:<12} {row.predicted:>12.4f} {row.measured:>11.4f} {ratio:>7}")
     lines.append("")
-    lines.append("ratio = predicted / measured; measured = mean over steps after the first")
+    lines.append(f"ratio = predicted / measured; measured = {statistic} over steps after the first")
     return "\n".join(lines)
