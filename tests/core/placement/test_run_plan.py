@@ -160,3 +160,18 @@ def test_every_run_can_log_the_predicted_step_time() -> None:
     longer = predicted_step_metrics(cfg, {**metrics, "perf/tokens": 64 * 40.0})
     assert longer["perf/predicted_step_s"] > predicted  # the step's lengths are priced
     assert predicted_step_metrics({"algo": "no-such-algorithm"}, metrics) == {}
+
+
+def test_a_run_logs_the_predicted_step_time_beside_the_measured_one(tmp_path: Path) -> None:
+    from hfsdk.core.trainer.trainer import Trainer
+
+    small = ["data.batch_size=4", "algorithm.n_samples_per_prompt=2", "actor.mini_batch_size=8"]
+    config = load_run_config(
+        "grpo", None, [*small, "trainer.total_steps=1", "trainer.loggers=[jsonl]"]
+    )
+    (row,) = Trainer(config, tmp_path / "run", quiet=True).fit()
+    assert row["perf/predicted_step_s"] > 0 and row["timing/step_s"] > 0
+    # What the trainer logged is the pricing of that step's setup and lengths.
+    assert row["perf/predicted_step_s"] == pytest.approx(
+        predicted_step_metrics(config, row)["perf/predicted_step_s"]
+    )
