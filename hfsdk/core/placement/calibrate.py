@@ -210,6 +210,16 @@ def _tiny_llama(sizes: CalibrationSizes, dtype: Any, device: Any) -> Any:
     return LlamaForCausalLM(config).to(device=device, dtype=dtype)
 
 
+def _solve(
+    a1: float, b1: float, r1: float, a2: float, b2: float, r2: float
+) -> tuple[float, float] | None:
+    """``(x, y)`` with ``a1 x + b1 y = r1`` and ``a2 x + b2 y = r2``; None if singular."""
+    det = a1 * b2 - a2 * b1
+    if not det:
+        return None
+    return (r1 * b2 - r2 * b1) / det, (a1 * r2 - a2 * r1) / det
+
+
 def measure_model(
     sizes: CalibrationSizes, peak: float, bandwidth: float, device: Any, sync: Callable[[], None]
 ) -> dict[str, float]:
@@ -247,25 +257,29 @@ def measure_model(
     params = sum(p.numel() for p in model.parameters())
     calls = model.config.num_hidden_layers + 1  # the simulator's per-forward-call unit
     steps = decode_steps(model, sizes.decode_batches)
-    # Batch-1 decode = calls x overhead + weight bytes / achieved bandwidth. A second,
-    # much smaller model separates the two terms (two equations, two unknowns).
-    small_sizes = attrs.evolve(sizes, hidden=max(32, sizes.hidden // 4), vocab=256)
+    # A decode step of b sequences ~ calls x (overhead + b x token cost) + weight bytes /
+    # bandwidth + b x 2P / (peak x efficiency). A second, smaller model with fewer layers
+    # separates the per-call terms from the per-byte and per-FLOP ones (two equations each).
+    small_sizes = attrs.evolve(
+        sizes, hidden=max(32, sizes.hidden // 4), vocab=256, layers=max(1, sizes.layers // 2)
+    )
     small = _tiny_llama(small_sizes, torch.float32, device)
     small_params = sum(p.numel() for p in small.parameters())
     small_calls = small.config.num_hidden_layers + 1
-    t_small = decode_steps(small, (1,))[1]
-    t_big = steps[min(steps)]
-    bytes_big, bytes_small = 4 * params, 4 * small_params
-    det = calls * bytes_small - small_calls * bytes_big
-    inv_bw = (calls * t_small - small_calls * t_big) / det if det else 0.0
-    if inv_bw <= 0:  # noise: attribute everything above the copy bandwidth to overhead
-        inv_bw = 1 / bandwidth
-    overhead = max((t_big - bytes_big * inv_bw) / calls, 0.0)
+    lo, hi = min(sizes.decode_batches), max(sizes.decode_batches)
+    small_steps = decode_steps(small, (lo, hi))
+    fit = _solve(calls, 4 * params, steps[lo], small_calls, 4 * small_params, small_steps[lo])
+    if fit is None or fit[1] <= 0 or fit[0] < 0:  # noise: weights read at the copy bandwidth
+        fit = (max(steps[lo] - 4 * params / bandwidth, 0.0) / calls, 1 / bandwidth)
+    overhead, inv_bw = fit
     bandwidth_eff = min(1.0, max(1 / inv_bw / bandwidth, 1e-3))
-    biggest = max(steps)
-    decode_flops = 2 * params * biggest
-    decode_busy = max(steps[biggest] - overhead * calls, 1e-9)
-    decode_eff = min(1.0, max(decode_flops / peak / decode_busy, 1e-3))
+    slope = (steps[hi] - steps[lo]) / (hi - lo) if hi > lo else 0.0
+    small_slope = (small_steps[hi] - small_steps[lo]) / (hi - lo) if hi > lo else 0.0
+    per_token = _solve(2 * params, calls, slope, 2 * small_params, small_calls, small_slope)
+    if per_token is None or per_token[0] <= 0 or per_token[1] < 0:
+        per_token = (max(slope, 1e-12) / (2 * params), 0.0)
+    seconds_per_flop, token_overhead = per_token
+    decode_eff = min(1.0, max(1 / (seconds_per_flop * peak), 1e-3))
 
     ids = torch.randint(3, sizes.vocab, (sizes.train_batch, sizes.train_length), device=device)
     tokens = ids.numel()
@@ -289,6 +303,7 @@ def measure_model(
     clamp = lambda x: float(min(1.0, max(x, 1e-3)))  # noqa: E731
     return {
         "layer_overhead": overhead,
+        "token_overhead": token_overhead,
         "decode_step_s": {str(b): s for b, s in steps.items()},
         "decode_compute_efficiency": clamp(decode_eff),
         "decode_bandwidth_efficiency": bandwidth_eff,
@@ -435,6 +450,7 @@ def calibrate(
         "flops_by_dtype": flops,
         "memory_bandwidth": bandwidth,
         "layer_overhead": model["layer_overhead"],
+        "token_overhead": model["token_overhead"],
         "efficiency": {
             key: model[key]
             for key in (
@@ -491,7 +507,10 @@ def format_calibration(cluster: Cluster, raw: dict[str, Any]) -> str:
         )
     steps = ", ".join(f"b={b}: {s * 1e3:.2f} ms" for b, s in raw["decode_step_s"].items())
     lines.append(f"  hfsdk decoder step: {steps}")
-    lines.append(f"  per-layer call overhead: {cluster.layer_overhead * 1e6:.0f} us")
+    lines.append(
+        f"  per-layer call overhead: {cluster.layer_overhead * 1e6:.0f} us, in decode "
+        f"+{cluster.token_overhead * 1e6:.1f} us per sequence"
+    )
     lines.append(
         "  worker call: "
         + ", ".join(

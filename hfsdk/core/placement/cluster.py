@@ -80,7 +80,9 @@ class Cluster:
     per dtype (``float32``, ``bfloat16``), which :meth:`for_dtype` selects.
     ``layer_overhead`` is the fixed time one transformer layer's forward call
     costs besides its FLOPs and bytes (kernel launches, the framework's
-    per-op dispatch); ``call_overhead`` is the controller's fixed cost per
+    per-op dispatch), plus ``token_overhead`` per sequence in a decode step
+    (the per-token work besides the weight matmuls: attention over the
+    cache, norms, sampling); ``call_overhead`` is the controller's fixed cost per
     call to in-process workers (one-device runs), ``remote_call_overhead`` per
     call to worker processes (Ray); both include moving a rollout-sized batch.
     ``efficiency`` overrides the simulator's achieved fractions of the peaks
@@ -104,6 +106,7 @@ class Cluster:
         default=(), converter=_pairs, validator=_positive_pairs
     )
     layer_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    token_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     remote_call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     efficiency: tuple[tuple[str, float], ...] = attrs.field(

@@ -228,9 +228,22 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
                 running = min(setup.workload.max_running_sequences, replica)
                 gen = GenerationLayout(tg=tg, dg=devices // tg, running=running)
             cand = search.simulator.evaluate(task, layout, gen)
+            transition = cand.transition_seconds
+            gathered = 0.0
+            if gen is not None and devices > 1:
+                # FSDP shards over the data-parallel ranks too: before decoding, each rank
+                # gathers the full weights ((d-1)/d of them, one call per layer unit).
+                units = setup.models[role].num_layers + 1
+                weights = setup.workload.dtype_bytes * setup.models[role].num_params
+                gathered = search.simulator.allgather(weights, devices, devices, calls=units)
+                transition += gathered
             seconds = [0.0] * stages
+            first_generation = True
             for (stage, kind), value in zip(task.work, cand.work_seconds, strict=True):
                 value += _sharding_seconds(search, setup, role, kind, devices)
+                if kind == "generation" and first_generation:
+                    value += gathered
+                    first_generation = False
                 seconds[stage] += value
                 vector[stage] += value
             peak += cand.peak_bytes
@@ -243,7 +256,7 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
                     layout=layout,
                     generation=gen,
                     stage_seconds=seconds,
-                    transition_seconds=cand.transition_seconds,
+                    transition_seconds=transition,
                     transition_stage=next(
                         (s for s, kind in task.work if kind == "generation"), None
                     ),

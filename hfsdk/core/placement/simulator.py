@@ -248,7 +248,8 @@ class Simulator:
             tg,
             calls=model.num_layers * 2,
         )
-        return max(memory_bound, compute_bound) + comm + self._layer_calls(model, 1)
+        per_token = (model.num_layers + 1) * running / tg * self.cluster.token_overhead
+        return max(memory_bound, compute_bound) + comm + self._layer_calls(model, 1) + per_token
 
     def generation_seconds(
         self, model: ModelSpec, gen: GenerationLayout, workload: Workload
