@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 
 from hfsdk.core.placement.cluster import Cluster, a100_80gb, h100_80gb, h200_141gb, local
+from hfsdk.core.placement.simulator import ADAM_BYTES
 
 
 @attrs.frozen(kw_only=True)
@@ -299,7 +300,8 @@ def measure_model(
         optim.zero_grad(set_to_none=True)
 
     train_s = _best(train, sizes.repeats, sync)
-    train_eff = 6 * params * tokens / peak / max(train_s - 3 * overhead * calls, 1e-9)
+    adam_s = ADAM_BYTES * params / (bandwidth * bandwidth_eff)
+    train_eff = 6 * params * tokens / peak / max(train_s - 3 * overhead * calls - adam_s, 1e-9)
     clamp = lambda x: float(min(1.0, max(x, 1e-3)))  # noqa: E731
     return {
         "layer_overhead": overhead,

@@ -9,7 +9,8 @@ An analytic model in the spirit of the HybridFlow paper's simulator:
 * inference: a forward pass over the batch (2 FLOPs per parameter per token);
 * training: forward, backward and full recomputation (8 FLOPs per parameter
   per token), tensor-parallel all-reduces, the 1F1B pipeline bubble, pipeline
-  sends, and a data-parallel gradient reduction per optimizer step;
+  sends, and per optimizer step a data-parallel gradient reduction and the
+  Adam update of the device's shard (memory-bound);
 * the actor's train -> generate transition: the all-gather inside each
   micro-DP group of the 3D-HybridEngine.
 
@@ -39,6 +40,9 @@ from hfsdk.core.placement.model_spec import ModelSpec
 from hfsdk.core.placement.workload import RoleTask, Workload
 
 ACT_BYTES = 2
+ADAM_BYTES = 28
+"""Bytes an Adam step reads and writes per parameter: fp32 weight, gradient, two moments
+read; weight and moments written."""
 
 
 def _efficiency(_inst: object, attr: attrs.Attribute, value: float) -> None:
@@ -199,7 +203,16 @@ class Simulator:
         )
         # A backward pass costs about two forward passes' dispatch.
         overhead = self._layer_calls(model, passes * micro_batches * steps, p)
-        return (compute + tp + overhead) * (1 + (p - 1) / micro_batches) + pp + steps * grads
+        return (
+            (compute + tp + overhead) * (1 + (p - 1) / micro_batches)
+            + pp
+            + steps * (grads + self.optimizer_step_seconds(model, layout.devices))
+        )
+
+    def optimizer_step_seconds(self, model: ModelSpec, shards: int) -> float:
+        """One Adam step over a device's shard: memory-bound, ``ADAM_BYTES`` per parameter."""
+        bandwidth = self.cluster.memory_bandwidth * self.settings.decode_bandwidth_efficiency
+        return ADAM_BYTES * model.num_params / shards / bandwidth
 
     def sharded_data_parallel_seconds(
         self,
