@@ -136,7 +136,7 @@ def plan(
 
     \b
         hfsdk plan --algo ALGO --model-size 70B --gpus 128 --timeline plan.png
-        hfsdk plan --check runs/grpo-20260101-120000 --cluster local.yaml
+        hfsdk plan --check runs/my-run --cluster local.yaml
     """
     from hfsdk.core.placement import Workload, plan_for_algorithm
 
@@ -224,6 +224,6 @@ def calibrate_command(output: str, quick: bool) -> None:
 
     \b
         hfsdk calibrate --output local.yaml
-        hfsdk plan --algo grpo --cluster local.yaml --gpus 2 ...
+        hfsdk plan --algo ALGO --cluster local.yaml --gpus 2 ...
     """
     _calibrate(output, quick)

@@ -13,7 +13,7 @@ thread, or the first GPU):
   fixed per-layer overhead, its large batches the achieved fraction of the
   matmul peak in decode;
 * a forward and a forward + backward of the same model (transformers Llama,
-  what the fsdp backend trains): the achieved fractions in inference and
+  what a transformers-based training backend runs): the achieved fractions in inference and
   training once the per-layer overhead is taken out.
 
 The result is a :class:`~hfsdk.core.placement.cluster.Cluster` whose

@@ -298,7 +298,7 @@ def _sharding_seconds(
 ) -> float:
     """FSDP's per-layer collectives of ``role``'s ``kind`` of work on ``devices`` ranks.
 
-    The shipped fsdp backend shards every role's parameters over its pool
+    A ZeRO-3 (fully sharded) training backend shards every role's parameters over its pool
     (ZeRO-3); generation runs on gathered weights (the transition).
     """
     if devices <= 1 or kind == "generation":
