@@ -318,20 +318,26 @@ def measure_model(
 
 
 def _probe_batch(rows: int, width: int) -> Any:
-    """A batch shaped like a rollout's: ids, masks, positions and per-token floats."""
+    """A batch shaped like a scored rollout: ids, masks, per-token floats and the prompts' text."""
     import torch
 
     from hfsdk import Batch
 
     ids = torch.randint(3, 1000, (rows, width))
+    tensors = {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "position_ids": torch.arange(width).expand(rows, width).clone(),
+        "responses": ids[:, width // 2 :].clone(),
+        "response_mask": torch.ones(rows, width - width // 2),
+    }
+    for name in ("old_log_probs", "ref_log_probs", "values", "advantages", "returns"):
+        tensors[name] = torch.zeros(rows, width - width // 2)
+    text = [f"what is {i} plus {i + 1} ?" for i in range(rows)]
     return Batch.from_dict(
-        {
-            "input_ids": ids,
-            "attention_mask": torch.ones_like(ids),
-            "position_ids": torch.arange(width).expand(rows, width).clone(),
-            "old_log_probs": torch.zeros(rows, width),
-            "ref_log_probs": torch.zeros(rows, width),
-        }
+        tensors,
+        non_tensors={"prompt": text, "answer": [str(2 * i + 1) for i in range(rows)]},
+        meta={"n": 1, "greedy": False},
     )
 
 
