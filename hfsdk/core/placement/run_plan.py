@@ -298,8 +298,8 @@ def _sharding_seconds(
 ) -> float:
     """FSDP's per-layer collectives of ``role``'s ``kind`` of work on ``devices`` ranks.
 
-    A ZeRO-3 (fully sharded) training backend shards every role's parameters over its pool
-    (ZeRO-3); generation runs on gathered weights (the transition).
+    A fully sharded (ZeRO-3) training backend shards every role's parameters over its
+    pool; generation runs on gathered weights (the transition).
     """
     if devices <= 1 or kind == "generation":
         return 0.0
