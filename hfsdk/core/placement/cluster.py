@@ -82,7 +82,10 @@ class Cluster:
     costs besides its FLOPs and bytes (kernel launches, the framework's
     per-op dispatch), plus ``token_overhead`` per sequence in a decode step
     (the per-token work besides the weight matmuls: attention over the
-    cache, norms, sampling); ``call_overhead`` is the controller's fixed cost per
+    cache, norms, sampling); ``update_overhead`` is a training backend's fixed
+    work per optimizer step (loss terms, hooks, clipping, optimizer and metric
+    bookkeeping; fitted from a recorded run by ``hfsdk calibrate --refine-with``);
+    ``call_overhead`` is the controller's fixed cost per
     call to in-process workers (one-device runs), ``remote_call_overhead`` per
     call to worker processes (Ray); both include moving a rollout-sized batch.
     ``efficiency`` overrides the simulator's achieved fractions of the peaks
@@ -107,6 +110,7 @@ class Cluster:
     )
     layer_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     token_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    update_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     remote_call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     efficiency: tuple[tuple[str, float], ...] = attrs.field(

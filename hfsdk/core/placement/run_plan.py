@@ -498,3 +498,26 @@ def format_check(
     lines.append("")
     lines.append(f"ratio = predicted / measured; measured = {statistic} over steps after the first")
     return "\n".join(lines)
+
+
+def refine_with_run(cluster: Cluster | str, run_dir: str | Path) -> Cluster:
+    """``cluster`` with ``update_overhead`` fitted to a recorded run's training stage.
+
+    The training time the run measured (median over steps after the first)
+    beyond the simulated one, per optimizer step of its training roles, is
+    the training backend's fixed work per update, which a calibration of
+    plain matmuls and a transformers step cannot see. Fit it on one run and
+    check it on others.
+    """
+    base = attrs.evolve(resolve_cluster(cluster), update_overhead=0.0)
+    plan, table = check_run(run_dir, base, statistic="median")
+    training = next(r for r in table if r.name == "training")
+    stage = plan.stages.index("training")
+    trained = sum(1 for r in plan.roles if r.stage_seconds[stage] > 0)
+    updates = plan.workload.optimizer_steps * max(1, trained)
+    extra = max(training.measured - training.predicted, 0.0) / updates
+    return attrs.evolve(
+        base,
+        update_overhead=extra,
+        source=f"{base.source}; update_overhead fitted on {Path(run_dir).name}",
+    )

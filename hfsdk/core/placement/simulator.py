@@ -207,6 +207,7 @@ class Simulator:
             (compute + tp + overhead) * (1 + (p - 1) / micro_batches)
             + pp
             + steps * (grads + self.optimizer_step_seconds(model, layout.devices))
+            + steps * self.cluster.update_overhead
         )
 
     def optimizer_step_seconds(self, model: ModelSpec, shards: int) -> float:

@@ -175,3 +175,25 @@ def test_a_run_logs_the_predicted_step_time_beside_the_measured_one(tmp_path: Pa
     assert row["perf/predicted_step_s"] == pytest.approx(
         predicted_step_metrics(config, row)["perf/predicted_step_s"]
     )
+
+
+def test_refining_with_a_run_fits_the_fixed_cost_per_update(tmp_path: Path) -> None:
+    import attrs
+
+    from hfsdk.core.placement import get_cluster
+    from hfsdk.core.placement.run_plan import refine_with_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(load_run_config("grpo").to_yaml())
+    rows = [_row(1, update_actor=9.0), _row(2, update_actor=0.5), _row(3, update_actor=0.7)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    base = attrs.evolve(get_cluster("local"), update_overhead=0.123)  # replaced, not added
+    _plan, table = check_run(run, attrs.evolve(base, update_overhead=0.0), statistic="median")
+    training = {r.name: r for r in table}["training"]
+    refined = refine_with_run(base, run)
+    steps = _plan.workload.optimizer_steps  # the actor is the only trained role
+    assert refined.update_overhead == pytest.approx((0.6 - training.predicted) / steps)
+    _plan, table = check_run(run, refined, statistic="median")
+    assert {r.name: r for r in table}["training"].predicted == pytest.approx(0.6)
+    assert "update_overhead fitted on run" in refined.source
