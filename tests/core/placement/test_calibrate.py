@@ -59,3 +59,29 @@ def test_the_collective_probe_reports_bandwidth_above_latency(
     bandwidth, latency = calibration.measure_collectives(sizes, "gloo")
     assert latency == 0.0001
     assert bandwidth == pytest.approx(sizes.collective_bytes / 0.001)
+
+
+def test_plan_calibrate_measures_then_plans_on_the_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import attrs
+
+    from hfsdk.core.cli.plan_command import plan
+    from hfsdk.core.placement.cluster import local
+
+    measured = attrs.evolve(local(), name="measured-here", peak_flops=1e9)
+    raw = {
+        "seconds": 0.1,
+        "matmul_flops": {"float32": 1e9},
+        "memory_bandwidth": 1e9,
+        "collectives": None,
+        "decode_step_s": {"1": 1e-3},
+        "calls": {"call_overhead": 1e-4},
+    }
+    monkeypatch.setattr(calibration, "calibrate", lambda **_k: (measured, raw))
+    path = tmp_path / "here.yaml"
+    args = ["--calibrate", str(path), "--algo", "grpo", "--model-size", "50M", "--gpus", "1"]
+    result = CliRunner().invoke(plan, [*args, "--role-size", "reward=function"])
+    assert result.exit_code == 0, result.output
+    assert "on 1 x measured-here" in result.output
+    assert get_cluster(str(path)) == measured
