@@ -55,3 +55,12 @@ def hfsdk_register_transfer_protocols(register: Register) -> None:
 
     for name, protocol in BUILTIN_PROTOCOLS.items():
         register(name, protocol, doc=protocol.doc)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_clusters(register: Register) -> None:
+    """Register the cluster presets ``a100-80gb``, ``h100-80gb``, ``h200-141gb`` and ``local``."""
+    from hfsdk.core.placement.cluster import PRESETS
+
+    for name, factory in PRESETS.items():
+        register(name, factory)

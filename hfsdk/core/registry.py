@@ -29,6 +29,7 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "rollout_backends": "hfsdk_register_rollout_backends",
         "training_backends": "hfsdk_register_training_backends",
         "transfer_protocols": "hfsdk_register_transfer_protocols",
+        "clusters": "hfsdk_register_clusters",
     }
 )
 """Registry kind -> the hook that fills it."""

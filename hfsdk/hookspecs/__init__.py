@@ -121,6 +121,17 @@ def hfsdk_register_transfer_protocols(register: Register) -> None:
 
 
 @hookspec
+def hfsdk_register_clusters(register: Register) -> None:
+    """Register cluster presets for the placement planner: ``register(name, factory)``.
+
+    ``factory()`` returns a ``hfsdk.core.placement.Cluster`` (devices per node,
+    memory, peak FLOP/s, bandwidths, latencies); ``hfsdk plan --cluster NAME``
+    and ``placement.cluster: NAME`` select it. Name figures' sources (a data
+    sheet, a calibration) in ``Cluster.source``.
+    """
+
+
+@hookspec
 def hfsdk_register_commands(cli: Any) -> None:
     """Add subcommands to the ``hfsdk`` command: ``cli`` is the click group."""
 

@@ -15,7 +15,7 @@ from hfsdk.core.cli.config_command import config
 from hfsdk.core.cli.data_command import data
 from hfsdk.core.cli.errors import exit_with, run_reporting_errors
 from hfsdk.core.cli.list_command import list_entries
-from hfsdk.core.cli.plan_command import plan
+from hfsdk.core.cli.plan_command import calibrate_command, plan
 from hfsdk.core.cli.plot_command import plot
 from hfsdk.core.cli.plugins_command import plugins
 from hfsdk.core.cli.run_command import run
@@ -34,6 +34,7 @@ cli.add_command(config)
 cli.add_command(data)
 cli.add_command(run)
 cli.add_command(plan)
+cli.add_command(calibrate_command)
 cli.add_command(plot)
 
 

@@ -19,20 +19,23 @@ def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.command(name="plan")
-@click.option("--algo", required=True, help="Algorithm name (hfsdk list algorithms).")
+@click.option(
+    "--algo", default=None, help="Algorithm name (hfsdk list algorithms); not with --check."
+)
 @click.option(
     "--model-size",
     default="7B",
     show_default=True,
     help="Size of every role's model: 7B/13B/34B/70B, a parameter count (1.3B, 350M) or a "
-    "path to an HF config.json.",
+    "path to an HF config.json (or model directory).",
 )
 @click.option(
     "--role-size",
     "role_sizes",
     multiple=True,
     metavar="ROLE=SIZE",
-    help="Another size for one role, e.g. --role-size reward=7B (repeatable).",
+    help="Another size for one role, e.g. --role-size reward=7B (repeatable); "
+    "reward=function: a rule-based signal with no model (no device time).",
 )
 @click.option(
     "--gpus",
@@ -44,9 +47,26 @@ def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option(
     "--cluster",
-    default="a100-80gb",
-    show_default=True,
-    help="Cluster preset: a100-80gb or local (this machine's CPU cores).",
+    default=None,
+    help="Cluster preset (hfsdk list clusters: a100-80gb, h100-80gb, h200-141gb, local) or a "
+    "profile YAML from hfsdk calibrate [default: a100-80gb; with --check: the run's "
+    "placement.cluster].",
+)
+@click.option(
+    "--calibrate",
+    "calibrate_to",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="First measure this machine (hfsdk calibrate), save the profile to this YAML and "
+    "plan on it.",
+)
+@click.option(
+    "--check",
+    "check_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Re-plan a finished run (its config.yaml and metrics.jsonl) and print predicted vs "
+    "measured seconds per stage.",
 )
 @click.option("--batch-size", type=int, default=1024, show_default=True, help="Prompts per step.")
 @click.option("--samples-per-prompt", type=int, default=1, show_default=True)
@@ -88,11 +108,13 @@ def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option("--no-cache", is_flag=True, help="Simulate every lookup again (for comparison).")
 def plan(
-    algo: str,
+    algo: str | None,
     model_size: str,
     role_sizes: tuple[str, ...],
     devices: int | None,
-    cluster: str,
+    cluster: str | None,
+    calibrate_to: str | None,
+    check_dir: str | None,
     batch_size: int,
     samples_per_prompt: int,
     prompt_length: int,
@@ -114,8 +136,31 @@ def plan(
 
     \b
         hfsdk plan --algo ALGO --model-size 70B --gpus 128 --timeline plan.png
+        hfsdk plan --check runs/my-run --cluster local.yaml
     """
     from hfsdk.core.placement import Workload, plan_for_algorithm
+
+    if calibrate_to:
+        cluster = _calibrate(calibrate_to, quick=False)
+    if check_dir:
+        if algo:
+            raise HfsdkError("--check re-plans the run's own algorithm; drop --algo")
+        from hfsdk.core.placement.run_plan import check_run, format_check
+
+        result, table = check_run(check_dir, cluster)
+        if as_json:
+            import json
+
+            rows = [
+                {"stage": r.name, "predicted_s": r.predicted, "measured_s": r.measured}
+                for r in table
+            ]
+            click.echo(json.dumps({"plan": result.to_dict(), "check": rows}, indent=2))
+        else:
+            click.echo(format_check(result, table, check_dir))
+        return
+    if not algo:
+        raise HfsdkError("hfsdk plan needs --algo ALGO (hfsdk list algorithms) or --check RUN_DIR")
 
     workload = Workload(
         batch_size=batch_size,
@@ -131,7 +176,7 @@ def plan(
         model_size=model_size,
         role_sizes=_parse_role_sizes(role_sizes),
         num_devices=devices,
-        cluster=cluster,
+        cluster=cluster or "a100-80gb",
         workload=workload,
         use_cache=not no_cache,
     )
@@ -146,3 +191,69 @@ def plan(
         draw_timeline(result, timeline)
         if not as_json:
             click.echo(f"timeline drawn to {timeline}")
+
+
+def _calibrate(output: str, quick: bool) -> str:
+    """Measure this machine, save the profile to ``output``; return its path."""
+    from hfsdk.core.placement.calibrate import calibrate, format_calibration
+
+    cluster, raw = calibrate(quick=quick, log=lambda msg: click.echo(msg, err=True))
+    cluster.save(output)
+    click.echo(format_calibration(cluster, raw))
+    click.echo(f"profile saved to {output} (use --cluster {output} or placement.cluster)")
+    return output
+
+
+@click.command(name="calibrate")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    default="cluster.yaml",
+    show_default=True,
+    help="Where to write the cluster profile (YAML).",
+)
+@click.option("--quick", is_flag=True, help="Tiny measurements in seconds (noisy; for tests).")
+@click.option(
+    "--refine-with",
+    "refine_with",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="A finished run (RUN_DIR) to fit the training backend's fixed cost per update from.",
+)
+@click.option(
+    "--profile",
+    "profile",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="With --refine-with: refine this profile instead of measuring a new one.",
+)
+def calibrate_command(
+    output: str, quick: bool, refine_with: str | None, profile: str | None
+) -> None:
+    """Measure this machine for the planner and write a cluster profile.
+
+    Matmul throughput per dtype, memory bandwidth, all-reduce bandwidth and
+    latency between two local processes (gloo on CPU, NCCL between two GPUs),
+    and the hfsdk decoder's step time at a few batch sizes, in about a
+    minute. On CPU each device is one core with one thread: run training with
+    OMP_NUM_THREADS=1 to match. Example:
+
+    \b
+        hfsdk calibrate --output local.yaml
+        hfsdk plan --algo ALGO --cluster local.yaml --gpus 2 ...
+        hfsdk calibrate --profile local.yaml --refine-with runs/my-run --output local.yaml
+    """
+    if profile and not refine_with:
+        raise HfsdkError("--profile only goes with --refine-with RUN_DIR")
+    if not profile:
+        _calibrate(output, quick)
+        profile = output
+    if refine_with:
+        from hfsdk.core.placement.run_plan import refine_with_run
+
+        refined = refine_with_run(profile, refine_with)
+        refined.save(output)
+        click.echo(
+            f"update_overhead fitted on {refine_with}: {refined.update_overhead * 1e3:.1f} ms "
+            f"per optimizer step; profile saved to {output}"
+        )

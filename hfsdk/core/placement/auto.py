@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hfsdk.core.dataflow import Dataflow
+import attrs
+
+from hfsdk.core.dataflow import Dataflow, Stage
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.placement.cluster import Cluster, get_cluster
 from hfsdk.core.placement.plan import Plan
@@ -19,6 +21,21 @@ def algorithm_dataflow(algorithm: str) -> Dataflow:
     from hfsdk.core.plugin_manager import get_registry
 
     return get_registry("algorithms")[algorithm].impl.dataflow
+
+
+FUNCTION = "function"
+"""The model size of a signal role scored by functions only (no model, no devices)."""
+
+
+def without_roles(dataflow: Dataflow, drop: set[str] | frozenset[str]) -> Dataflow:
+    """``dataflow`` without the roles in ``drop`` (their work leaves every stage)."""
+    return Dataflow(
+        roles=tuple(r for r in dataflow.roles if r not in drop),
+        stages=[
+            Stage(name=s.name, work=[w for w in s.work if w[0] not in drop], timings=s.timings)
+            for s in dataflow.stages
+        ],
+    )
 
 
 def plan_for_algorithm(
@@ -35,8 +52,12 @@ def plan_for_algorithm(
     """Search the fastest placement for a registered algorithm.
 
     ``model_size`` applies to every role, ``role_sizes`` overrides single roles
-    (e.g. ``{"reward": "7B"}``). ``num_devices`` defaults to the cluster
-    preset's size (one node for ``a100-80gb``, every core for ``local``).
+    (e.g. ``{"reward": "7B"}``); the size ``"function"`` marks a signal role
+    scored by functions only, which runs on the controller and costs no
+    device time (it is listed in :attr:`Plan.functions`). ``num_devices``
+    defaults to the cluster preset's size (one node for the GPU presets,
+    every core for ``local``); ``cluster`` is a preset name, a profile path or
+    a :class:`Cluster`.
     """
     dataflow = algorithm_dataflow(algorithm)
     hardware = get_cluster(cluster)
@@ -50,7 +71,20 @@ def plan_for_algorithm(
             f"{', '.join(dataflow.roles)}"
         )
     models = {role: role_sizes.get(role, model_size) for role in dataflow.roles}
-    return search_placement(
+    functions = tuple(
+        r for r, size in models.items() if isinstance(size, str) and size.strip() == FUNCTION
+    )
+    spec_kinds = _role_kinds(algorithm)
+    wrong = [r for r in functions if spec_kinds.get(r) != "scorer"]
+    if wrong:
+        raise HfsdkError(
+            f"roles {wrong} are not signals (kind scorer) of {algorithm!r}; only a reward or "
+            "cost role can be a function (--role-size reward=function)"
+        )
+    if functions:
+        dataflow = without_roles(dataflow, set(functions))
+        models = {r: size for r, size in models.items() if r not in functions}
+    plan = search_placement(
         dataflow,
         models,
         hardware,
@@ -59,6 +93,13 @@ def plan_for_algorithm(
         use_cache=use_cache,
         algorithm=algorithm,
     )
+    return attrs.evolve(plan, functions=functions) if functions else plan
+
+
+def _role_kinds(algorithm: str) -> dict[str, str]:
+    from hfsdk.core.plugin_manager import get_registry
+
+    return {r.name: r.kind for r in get_registry("algorithms")[algorithm].impl.roles}
 
 
 def auto_placement_section(algorithm: str, **kwargs: Any) -> dict[str, Any]:

@@ -1,16 +1,21 @@
 """What the planner knows about the hardware: devices, memory, compute and links.
 
 Bandwidths are per device and per direction, in bytes per second; the
-simulator derives collective times from them. Two presets ship: ``a100-80gb``
-(DGX-A100-like nodes) and ``local`` (this machine's CPU cores as virtual
-devices, measured when the preset is asked for).
+simulator derives collective times from them. Presets are registry entries
+(``hfsdk_register_clusters``); the core ships ``a100-80gb``, ``h100-80gb`` and
+``h200-141gb`` (DGX-like nodes, figures from NVIDIA's data sheets) and
+``local`` (this machine's CPU cores as virtual devices, read when asked for).
+A cluster profile is a YAML file of these fields (``hfsdk calibrate`` writes
+one from measurements); wherever a preset name is accepted, so is its path.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -32,6 +37,30 @@ def _positive_int(_inst: object, attr: attrs.Attribute, value: int) -> None:
         raise HfsdkError(f"cluster field {attr.name!r} must be an integer >= 1, got {value!r}")
 
 
+def _non_negative(_inst: object, attr: attrs.Attribute, value: float) -> None:
+    if not (isinstance(value, int | float) and value >= 0 and math.isfinite(value)):
+        raise HfsdkError(
+            f"cluster field {attr.name!r} must be a number >= 0 (seconds), got {value!r}"
+        )
+
+
+def _pairs(value: Any) -> tuple[tuple[str, float], ...]:
+    """``{name: number}`` (or pairs) -> sorted ``((name, number), ...)``; hashable, stable."""
+    items = value.items() if isinstance(value, Mapping) else value
+    try:
+        return tuple(sorted((str(k), float(v)) for k, v in items))
+    except (TypeError, ValueError) as exc:
+        raise HfsdkError(f"expected a mapping of names to numbers, got {value!r} ({exc})") from None
+
+
+def _positive_pairs(_inst: object, attr: attrs.Attribute, value: tuple) -> None:
+    for key, number in value:
+        if not (number > 0 and math.isfinite(number)):
+            raise HfsdkError(
+                f"cluster field {attr.name!r}: {key!r} must be a positive number, got {number!r}"
+            )
+
+
 def _fraction(_inst: object, attr: attrs.Attribute, value: float) -> None:
     if not (isinstance(value, int | float) and 0 < value <= 1):
         raise HfsdkError(f"cluster field {attr.name!r} must be in (0, 1], got {value!r}")
@@ -45,6 +74,23 @@ class Cluster:
     (NVLink); ``inter_node_bandwidth`` is one device's share of its node's
     network (one NIC per GPU on DGX-like nodes). ``usable_memory_fraction``
     leaves room for the framework, allocator fragmentation and buffers.
+
+    ``peak_flops`` is the matmul throughput of the compute dtype the presets
+    assume (bf16 on GPUs); ``flops_by_dtype`` adds measured or quoted figures
+    per dtype (``float32``, ``bfloat16``), which :meth:`for_dtype` selects.
+    ``layer_overhead`` is the fixed time one transformer layer's forward call
+    costs besides its FLOPs and bytes (kernel launches, the framework's
+    per-op dispatch), plus ``token_overhead`` per sequence in a decode step
+    (the per-token work besides the weight matmuls: attention over the
+    cache, norms, sampling); ``update_overhead`` is a training backend's fixed
+    work per optimizer step (loss terms, hooks, clipping, optimizer and metric
+    bookkeeping; fitted from a recorded run by ``hfsdk calibrate --refine-with``);
+    ``call_overhead`` is the controller's fixed cost per
+    call to in-process workers (one-device runs), ``remote_call_overhead`` per
+    call to worker processes (Ray); both include moving a rollout-sized batch.
+    ``efficiency`` overrides the simulator's achieved fractions of the peaks
+    (``SimulatorSettings`` field names); a calibrated profile carries the
+    fractions it measured. ``source`` says where the figures came from.
     """
 
     name: str = "custom"
@@ -59,6 +105,18 @@ class Cluster:
     intra_node_latency: float = attrs.field(default=10e-6, validator=_positive)
     inter_node_latency: float = attrs.field(default=30e-6, validator=_positive)
     usable_memory_fraction: float = attrs.field(default=0.9, validator=_fraction)
+    flops_by_dtype: tuple[tuple[str, float], ...] = attrs.field(
+        default=(), converter=_pairs, validator=_positive_pairs
+    )
+    layer_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    token_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    update_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    remote_call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    efficiency: tuple[tuple[str, float], ...] = attrs.field(
+        default=(), converter=_pairs, validator=_positive_pairs
+    )
+    source: str = ""
 
     @property
     def num_devices(self) -> int:
@@ -100,11 +158,74 @@ class Cluster:
             )
         return attrs.evolve(self, nodes=num_devices // self.devices_per_node)
 
+    def for_dtype(self, dtype: str | None) -> Cluster:
+        """The same hardware computing in ``dtype``: its ``flops_by_dtype`` figure as the peak.
+
+        Unknown or unmeasured dtypes keep ``peak_flops``.
+        """
+        table = dict(self.flops_by_dtype)
+        key = DTYPE_ALIASES.get(str(dtype).lower(), str(dtype).lower())
+        if key not in table:
+            return self
+        return attrs.evolve(self, peak_flops=table[key])
+
+    # -- profiles (YAML) -------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data: every field, mappings for the per-name tables."""
+        data = attrs.asdict(self, recurse=False)
+        data["flops_by_dtype"] = dict(self.flops_by_dtype)
+        data["efficiency"] = dict(self.efficiency)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, where: str = "cluster profile") -> Cluster:
+        """A cluster from :meth:`to_dict`'s data; unknown keys are an error naming them."""
+        if not isinstance(data, Mapping):
+            raise HfsdkError(f"{where} must be a mapping of cluster fields, got {data!r}")
+        fields = {f.name for f in attrs.fields(cls)}
+        unknown = sorted(set(data) - fields)
+        if unknown:
+            raise HfsdkError(
+                f"{where} has unknown keys {unknown}; allowed: {', '.join(sorted(fields))}"
+            )
+        return cls(**dict(data))
+
+    def save(self, path: str | Path) -> None:
+        """Write the profile to ``path`` as YAML (atomically: temp file, then rename)."""
+        import yaml
+
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Cluster:
+        """Read a profile written by :meth:`save` (or by hand)."""
+        import yaml
+
+        path = Path(path)
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise HfsdkError(f"cannot read cluster profile {str(path)!r}: {exc}") from None
+        return cls.from_dict(data or {}, where=f"cluster profile {str(path)!r}")
+
+
+DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
+"""Short dtype names accepted by :meth:`Cluster.for_dtype`."""
+
+
+# The data sheets give no per-layer launch overhead; with large batches and CUDA graphs in
+# decode it is small next to the FLOPs and bytes. A calibrated profile measures it.
+_GPU_LAYER_OVERHEAD = 0.0
+
 
 def a100_80gb() -> Cluster:
     """DGX-A100-like nodes: 8 x A100-80GB SXM, NVLink 600 GB/s, 8 x 200 Gb/s InfiniBand.
 
-    One node by default; ``with_devices`` scales it to the requested size.
+    Figures from NVIDIA's A100 data sheet (SXM4 80GB) and the DGX A100 data
+    sheet. One node by default; ``with_devices`` scales it to the requested size.
     """
     return Cluster(
         name="a100-80gb",
@@ -119,6 +240,61 @@ def a100_80gb() -> Cluster:
         intra_node_latency=10e-6,
         inter_node_latency=30e-6,
         usable_memory_fraction=0.9,
+        flops_by_dtype={"bfloat16": 312e12, "float16": 312e12, "float32": 19.5e12},
+        layer_overhead=_GPU_LAYER_OVERHEAD,
+        source="NVIDIA A100 data sheet (SXM4 80GB), DGX A100 data sheet",
+    )
+
+
+def h100_80gb() -> Cluster:
+    """DGX-H100-like nodes: 8 x H100-80GB SXM5, NVLink 900 GB/s, 8 x 400 Gb/s NDR InfiniBand.
+
+    Figures from NVIDIA's H100 Tensor Core GPU data sheet (H100 SXM: 989.4
+    TFLOP/s dense bf16, 67 TFLOP/s fp32, 3.35 TB/s HBM3, NVLink 900 GB/s) and
+    the DGX H100 data sheet (eight ConnectX-7 400 Gb/s ports per node).
+    """
+    return Cluster(
+        name="h100-80gb",
+        device_kind="gpu",
+        nodes=1,
+        devices_per_node=8,
+        device_memory=80e9,
+        peak_flops=989.4e12,  # dense bf16 (1979 TFLOP/s is with sparsity)
+        memory_bandwidth=3.35e12,
+        intra_node_bandwidth=450e9,  # 900 GB/s NVLink 4, bidirectional
+        inter_node_bandwidth=50e9,  # one 400 Gb/s NDR NIC per GPU
+        intra_node_latency=8e-6,
+        inter_node_latency=25e-6,
+        usable_memory_fraction=0.9,
+        flops_by_dtype={"bfloat16": 989.4e12, "float16": 989.4e12, "float32": 66.9e12},
+        layer_overhead=_GPU_LAYER_OVERHEAD,
+        source="NVIDIA H100 Tensor Core GPU data sheet (SXM5), DGX H100 data sheet",
+    )
+
+
+def h200_141gb() -> Cluster:
+    """DGX-H200-like nodes: 8 x H200-141GB SXM, NVLink 900 GB/s, 8 x 400 Gb/s InfiniBand.
+
+    Figures from NVIDIA's H200 Tensor Core GPU data sheet (H200 SXM: 141 GB
+    HBM3e at 4.8 TB/s, 989 TFLOP/s dense bf16, 67 TFLOP/s fp32, NVLink 900
+    GB/s) and the DGX H200 data sheet (eight 400 Gb/s ConnectX-7 ports).
+    """
+    return Cluster(
+        name="h200-141gb",
+        device_kind="gpu",
+        nodes=1,
+        devices_per_node=8,
+        device_memory=141e9,
+        peak_flops=989.4e12,  # dense bf16, the same Hopper tensor cores as the H100
+        memory_bandwidth=4.8e12,
+        intra_node_bandwidth=450e9,  # 900 GB/s NVLink 4, bidirectional
+        inter_node_bandwidth=50e9,  # one 400 Gb/s NIC per GPU
+        intra_node_latency=8e-6,
+        inter_node_latency=25e-6,
+        usable_memory_fraction=0.9,
+        flops_by_dtype={"bfloat16": 989.4e12, "float16": 989.4e12, "float32": 66.9e12},
+        layer_overhead=_GPU_LAYER_OVERHEAD,
+        source="NVIDIA H200 Tensor Core GPU data sheet (SXM), DGX H200 data sheet",
     )
 
 
@@ -158,33 +334,70 @@ def local() -> Cluster:
         intra_node_latency=50e-6,
         inter_node_latency=50e-6,
         usable_memory_fraction=0.7,
+        layer_overhead=150e-6,
+        source="uncalibrated guesses for a CPU core; run `hfsdk calibrate` to measure this machine",
     )
 
 
-PRESETS: dict[str, Callable[[], Cluster]] = {"a100-80gb": a100_80gb, "local": local}
-"""Cluster presets by name; each call builds a fresh description."""
+PRESETS: dict[str, Callable[[], Cluster]] = {
+    "a100-80gb": a100_80gb,
+    "h100-80gb": h100_80gb,
+    "h200-141gb": h200_141gb,
+    "local": local,
+}
+"""The core's cluster presets by name (the builtin plugin registers them); each call builds
+a fresh description. Look presets up with :func:`cluster_presets`, which includes plugins'."""
+
+
+def cluster_presets() -> dict[str, Callable[[], Cluster]]:
+    """Every registered preset (``hfsdk_register_clusters``): name -> factory."""
+    from hfsdk.core.plugin_manager import get_registry
+
+    return {name: entry.impl for name, entry in get_registry("clusters").items()}
+
+
+def is_profile_path(name: str) -> bool:
+    """Whether ``name`` reads as a profile file path rather than a preset name."""
+    text = str(name).strip()
+    return text.endswith((".yaml", ".yml")) or "/" in text or os.sep in text
 
 
 def get_cluster(name: str | Cluster) -> Cluster:
-    """A preset by name (``a100-80gb``, ``local``) or a :class:`Cluster` as is."""
+    """A registered preset by name, a profile YAML by path, or a :class:`Cluster` as is."""
     if isinstance(name, Cluster):
         return name
-    factory = PRESETS.get(str(name).strip().lower())
+    text = str(name).strip()
+    if is_profile_path(text):
+        if not Path(text).expanduser().is_file():
+            raise HfsdkError(
+                f"cluster profile {text!r} does not exist; write one with `hfsdk calibrate "
+                f"--output {text}` or name a preset ({', '.join(sorted(cluster_presets()))})"
+            )
+        return Cluster.load(Path(text).expanduser())
+    presets = cluster_presets()
+    factory = presets.get(text.lower())
     if factory is None:
         raise HfsdkError(
-            f"unknown cluster preset {name!r}; available: {', '.join(sorted(PRESETS))} "
-            "(or build a hfsdk.core.placement.Cluster with your hardware's numbers)"
+            f"unknown cluster preset {name!r}; available: {', '.join(sorted(presets))}, or a "
+            "profile YAML path (hfsdk calibrate writes one)"
         )
-    return factory()
+    cluster = factory()
+    if not isinstance(cluster, Cluster):
+        raise HfsdkError(
+            f"cluster preset {text!r} built {type(cluster).__name__}, not a Cluster; its plugin "
+            "must register a function returning hfsdk.core.placement.Cluster"
+        )
+    return cluster
 
 
 def detect_cluster() -> Cluster:
     """This machine as the planner sees it: its CUDA devices if any, else :func:`local`.
 
     With CUDA the device count and memory are read from the devices; the
-    compute and link figures are the ``a100-80gb`` preset's (set
-    ``placement.cluster`` to a preset, or build a :class:`Cluster`, when they
-    differ much). Imports torch, so only the trainer calls it.
+    compute and link figures are the ``h200-141gb`` or ``h100-80gb`` preset's
+    when the device name says so, else the ``a100-80gb`` preset's (set
+    ``placement.cluster`` to a preset or a calibrated profile when they differ).
+    Imports torch, so only the trainer calls it.
     """
     import torch
 
@@ -192,8 +405,9 @@ def detect_cluster() -> Cluster:
         return local()
     props = torch.cuda.get_device_properties(0)
     name = str(props.name).lower().replace(" ", "-")
+    base = h200_141gb() if "h200" in name else h100_80gb() if "h100" in name else a100_80gb()
     return attrs.evolve(
-        a100_80gb(),
+        base,
         name=f"detected-{name}",
         devices_per_node=torch.cuda.device_count(),
         device_memory=float(props.total_memory),
@@ -201,7 +415,7 @@ def detect_cluster() -> Cluster:
 
 
 def resolve_cluster(name: str | Cluster) -> Cluster:
-    """``auto`` detects this machine (:func:`detect_cluster`); anything else is a preset name."""
+    """``auto`` detects this machine (:func:`detect_cluster`); else a preset or profile path."""
     if isinstance(name, str) and name.strip().lower() == "auto":
         return detect_cluster()
     return get_cluster(name)

@@ -94,6 +94,8 @@ class Plan:
     stage_seconds: tuple[float, ...] = attrs.field(converter=tuple)
     iteration_seconds: float
     stats: SearchStats | None = None
+    functions: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    """Signal roles scored by functions only: controller work, no devices, no model."""
 
     def role(self, name: str) -> RolePlan:
         """The plan of role ``name``."""
@@ -162,6 +164,7 @@ class Plan:
                 for role in self.roles
             ],
             "stats": attrs.asdict(self.stats) if self.stats else None,
+            "functions": list(self.functions),
             "placement": self.to_placement_section(),
         }
 
@@ -192,6 +195,7 @@ class Plan:
                     for role in data["roles"]
                 ],
                 stats=SearchStats(**data["stats"]) if data.get("stats") else None,
+                functions=data.get("functions", ()),
             )
         except (KeyError, TypeError) as exc:
             raise HfsdkError(
@@ -273,6 +277,10 @@ class Plan:
         role_rows.append(stage_row)
         numeric = set(range(5, 6 + len(self.stages)))
         lines += _columns(role_rows, right=numeric)
+        if self.functions:
+            lines.append(
+                f"function signals (on the controller, no model, ~0 s): {', '.join(self.functions)}"
+            )
         lines.append("")
         lines.append(
             f"estimated iteration: {self.iteration_seconds:.1f} s (seconds per stage above)"

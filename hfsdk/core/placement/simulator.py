@@ -9,12 +9,16 @@ An analytic model in the spirit of the HybridFlow paper's simulator:
 * inference: a forward pass over the batch (2 FLOPs per parameter per token);
 * training: forward, backward and full recomputation (8 FLOPs per parameter
   per token), tensor-parallel all-reduces, the 1F1B pipeline bubble, pipeline
-  sends, and a data-parallel gradient reduction per optimizer step;
+  sends, and per optimizer step a data-parallel gradient reduction and the
+  Adam update of the device's shard (memory-bound);
 * the actor's train -> generate transition: the all-gather inside each
   micro-DP group of the 3D-HybridEngine.
 
 Collectives use ring bandwidth terms plus a per-call latency that grows with
-log2 of the group size (tree-style small-message algorithms).
+log2 of the group size (tree-style small-message algorithms). Every forward
+call of a layer also pays the cluster's fixed ``layer_overhead`` (kernel
+launches, per-op dispatch): what dominates small models, short sequences and
+CPUs, and what a calibration measures.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from hfsdk.core.placement.model_spec import ModelSpec
 from hfsdk.core.placement.workload import RoleTask, Workload
 
 ACT_BYTES = 2
+ADAM_BYTES = 28
+"""Bytes an Adam step reads and writes per parameter: fp32 weight, gradient, two moments
+read; weight and moments written."""
 
 
 def _efficiency(_inst: object, attr: attrs.Attribute, value: float) -> None:
@@ -80,12 +87,31 @@ class Candidate:
         return self.memory.peak
 
 
+def settings_for(cluster: Cluster, settings: SimulatorSettings | None = None) -> SimulatorSettings:
+    """``settings`` if given, else the defaults overridden by the cluster's ``efficiency``."""
+    if settings is not None:
+        return settings
+    known = {f.name for f in attrs.fields(SimulatorSettings)}
+    given = dict(cluster.efficiency)
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise HfsdkError(
+            f"cluster {cluster.name!r}: efficiency has unknown keys {unknown}; allowed: "
+            f"{', '.join(sorted(known))}"
+        )
+    return SimulatorSettings(**given)
+
+
 class Simulator:
     """Estimates stage latencies of role tasks on a cluster."""
 
     def __init__(self, cluster: Cluster, settings: SimulatorSettings | None = None) -> None:
         self.cluster = cluster
-        self.settings = settings or SimulatorSettings()
+        self.settings = settings_for(cluster, settings)
+
+    def _layer_calls(self, model: ModelSpec, calls: float, stages: int = 1) -> float:
+        """Fixed overhead of ``calls`` forward calls through a pipeline stage's layers."""
+        return calls * (model.num_layers / stages + 1) * self.cluster.layer_overhead
 
     # -- collectives -------------------------------------------------------------------
     def _call_latency(self, group: int, span: int) -> float:
@@ -140,7 +166,8 @@ class Simulator:
             pp = self.send(
                 tokens_per_replica * model.hidden_size * ACT_BYTES / t, p * t, calls=micro_batches
             )
-        return (compute + tp) * (1 + (p - 1) / micro_batches) + pp
+        overhead = self._layer_calls(model, micro_batches, p)
+        return (compute + tp + overhead) * (1 + (p - 1) / micro_batches) + pp
 
     def training_seconds(self, model: ModelSpec, layout: Layout, workload: Workload) -> float:
         """Forward + backward (+ recomputation) over the batch, in optimizer-step chunks."""
@@ -150,8 +177,9 @@ class Simulator:
         micro_batches = max(
             1, math.ceil(workload.sequences / (d * steps * workload.micro_batch_size))
         )
+        passes = 4 if workload.recompute else 3  # forward, (recomputed forward,) 2x backward
         compute = self._flops_time(
-            8 * model.num_params * workload.tokens,
+            2 * passes * model.num_params * workload.tokens,
             layout.devices,
             self.settings.training_efficiency,
         )
@@ -173,18 +201,55 @@ class Simulator:
         grads = self.allreduce(
             2 * model.num_params / layout.model_parallel, d, layout.devices, calls=1
         )
-        return (compute + tp) * (1 + (p - 1) / micro_batches) + pp + steps * grads
+        # A backward pass costs about two forward passes' dispatch.
+        overhead = self._layer_calls(model, passes * micro_batches * steps, p)
+        return (
+            (compute + tp + overhead) * (1 + (p - 1) / micro_batches)
+            + pp
+            + steps * (grads + self.optimizer_step_seconds(model, layout.devices))
+            + steps * self.cluster.update_overhead
+        )
 
-    def decode_step_seconds(self, model: ModelSpec, tg: int, running: int, context: float) -> float:
+    def optimizer_step_seconds(self, model: ModelSpec, shards: int) -> float:
+        """One Adam step over a device's shard: memory-bound, ``ADAM_BYTES`` per parameter."""
+        bandwidth = self.cluster.memory_bandwidth * self.settings.decode_bandwidth_efficiency
+        return ADAM_BYTES * model.num_params / shards / bandwidth
+
+    def sharded_data_parallel_seconds(
+        self,
+        model: ModelSpec,
+        devices: int,
+        forward_passes: float,
+        backward_passes: float = 0,
+        weight_bytes: int = 2,
+    ) -> float:
+        """FSDP (ZeRO-3) traffic over ``devices`` ranks: per-layer all-gathers and reduce-scatters.
+
+        Each forward pass of a layer all-gathers its parameters; each backward
+        pass gathers them again and reduce-scatters their gradients (costed
+        like an all-gather of the same bytes). Latency-bound for small models.
+        """
+        if devices <= 1:
+            return 0.0
+        units = model.num_layers + 1  # the layers plus embeddings / output layer
+        unit_bytes = weight_bytes * model.num_params / units
+        gathers = (forward_passes + backward_passes) * units
+        scatters = backward_passes * units
+        return self.allgather(unit_bytes * gathers, devices, devices, calls=gathers) + (
+            self.allgather(unit_bytes * scatters, devices, devices, calls=scatters)
+        )
+
+    def decode_step_seconds(
+        self, model: ModelSpec, tg: int, running: int, context: float, weight_bytes: int = 2
+    ) -> float:
         """One decode step of ``running`` sequences with mean context ``context`` on ``tg`` devices.
 
         Memory-bound (read the weight shard and the KV cache) unless the batch
         is large enough to be compute-bound; plus two all-reduces per layer.
         """
         kv_split = min(tg, model.num_kv_heads)
-        read_bytes = 2 * model.num_params / tg + running * context * model.kv_bytes_per_token() / (
-            kv_split
-        )
+        kv_bytes = running * context * model.kv_bytes_per_token() / kv_split
+        read_bytes = weight_bytes * model.num_params / tg + kv_bytes
         memory_bound = read_bytes / (
             self.cluster.memory_bandwidth * self.settings.decode_bandwidth_efficiency
         )
@@ -197,7 +262,8 @@ class Simulator:
             tg,
             calls=model.num_layers * 2,
         )
-        return max(memory_bound, compute_bound) + comm
+        per_token = (model.num_layers + 1) * running / tg * self.cluster.token_overhead
+        return max(memory_bound, compute_bound) + comm + self._layer_calls(model, 1) + per_token
 
     def generation_seconds(
         self, model: ModelSpec, gen: GenerationLayout, workload: Workload
@@ -210,22 +276,28 @@ class Simulator:
         tg, dg = gen.tg, gen.dg
         replica_sequences = math.ceil(workload.sequences / dg)
         prefill_tokens = replica_sequences * workload.prompt_length
-        prefill = self._flops_time(
-            2 * model.num_params * prefill_tokens, tg, self.settings.prefill_efficiency
-        ) + self.allreduce(
-            model.num_layers * 2 * prefill_tokens * model.hidden_size * ACT_BYTES,
-            tg,
-            tg,
-            calls=model.num_layers * 2,
+        waves = math.ceil(replica_sequences / min(gen.running, replica_sequences))
+        prefill = (
+            self._layer_calls(model, waves)
+            + self._flops_time(
+                2 * model.num_params * prefill_tokens, tg, self.settings.prefill_efficiency
+            )
+            + self.allreduce(
+                model.num_layers * 2 * prefill_tokens * model.hidden_size * ACT_BYTES,
+                tg,
+                tg,
+                calls=model.num_layers * 2,
+            )
         )
         # Mean context over the response: the KV cache read grows linearly.
-        context = workload.prompt_length + workload.response_length / 2
+        context = workload.prompt_length + workload.generated_tokens / 2
         running = min(gen.running, replica_sequences)
         full_waves, rest = divmod(replica_sequences, running)
-        decode = full_waves * self.decode_step_seconds(model, tg, running, context)
+        width = workload.dtype_bytes
+        decode = full_waves * self.decode_step_seconds(model, tg, running, context, width)
         if rest:
-            decode += self.decode_step_seconds(model, tg, rest, context)
-        return prefill + workload.response_length * decode
+            decode += self.decode_step_seconds(model, tg, rest, context, width)
+        return prefill + workload.generated_tokens * decode
 
     def transition_seconds(self, model: ModelSpec, layout: Layout, gen: GenerationLayout) -> float:
         """Train -> generate resharding: the 3D-HybridEngine's broadcasts in each micro-DP group.

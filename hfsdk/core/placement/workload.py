@@ -35,7 +35,12 @@ class Workload:
     1024-token responses, one PPO epoch of 8 mini-batch updates.
     ``micro_batch_size`` is sequences per forward/backward micro-batch;
     ``max_running_sequences`` caps how many sequences a rollout replica
-    decodes at once (vLLM's ``max_num_seqs`` default).
+    decodes at once (vLLM's ``max_num_seqs`` default). ``recompute`` is full
+    activation recomputation in training (gradient checkpointing: 8 FLOPs per
+    parameter and token instead of 6); ``decode_steps`` how many tokens a
+    rollout decodes (0: ``response_length``; a batch decodes until its longest
+    response ends, so a run's mean response is shorter); ``dtype_bytes`` the width of the
+    weights a decode step reads (2 for bf16, 4 for fp32).
     """
 
     batch_size: int = attrs.field(default=1024, validator=_at_least(1))
@@ -45,6 +50,9 @@ class Workload:
     optimizer_steps: int = attrs.field(default=8, validator=_at_least(1))
     micro_batch_size: int = attrs.field(default=2, validator=_at_least(1))
     max_running_sequences: int = attrs.field(default=256, validator=_at_least(1))
+    decode_steps: int = attrs.field(default=0, validator=_at_least(0))
+    recompute: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    dtype_bytes: int = attrs.field(default=2, validator=_at_least(1))
 
     @property
     def sequences(self) -> int:
@@ -55,6 +63,11 @@ class Workload:
     def sequence_length(self) -> int:
         """Prompt plus response tokens."""
         return self.prompt_length + self.response_length
+
+    @property
+    def generated_tokens(self) -> int:
+        """Decode steps per rollout wave."""
+        return self.decode_steps or self.response_length
 
     @property
     def tokens(self) -> int:

@@ -70,19 +70,23 @@ class PlacementConfig:
         validator=attrs.validators.in_(("fused", "separate")),
     )
     cluster: str = help_field(
-        "Hardware the auto planner models: auto (detect this machine: its GPUs, else the CPU "
-        "cores) or a preset (a100-80gb, local).",
+        "Hardware the planner models: auto (detect this machine: its GPUs, else the CPU "
+        "cores), a preset (hfsdk list clusters: a100-80gb, h100-80gb, h200-141gb, local) or "
+        "a cluster profile YAML (hfsdk calibrate --output FILE).",
         default="auto",
     )
 
     @cluster.validator
     def _known_cluster(self, _attr: attrs.Attribute, value: str) -> None:
-        from hfsdk.core.placement.cluster import PRESETS
+        from hfsdk.core.placement.cluster import cluster_presets, is_profile_path
 
-        if value != "auto" and value.strip().lower() not in PRESETS:
+        if value == "auto" or is_profile_path(value):
+            return  # a profile file is read (and checked) when the planner runs
+        presets = cluster_presets()
+        if value.strip().lower() not in presets:
             raise ValueError(
-                f"'cluster' is {value!r}; expected 'auto' (detect this machine) or a preset: "
-                f"{', '.join(sorted(PRESETS))}"
+                f"'cluster' is {value!r}; expected 'auto' (detect this machine), a preset "
+                f"({', '.join(sorted(presets))}) or a cluster profile YAML path"
             )
 
     @pools.validator

@@ -25,6 +25,7 @@ from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.placement.run_plan import predicted_step_metrics
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.trainer.checkpoint import (
     clean_partial,
@@ -412,6 +413,7 @@ class Trainer:
         metrics["perf/controller_overhead_share"] = (calls_s - busy_s) / step_s if step_s else 0.0
         tokens = metrics.pop("perf/tokens", 0.0)
         metrics["perf/throughput_tokens_per_s"] = tokens / step_s if step_s > 0 else 0.0
+        metrics.update(predicted_step_metrics(cfg, {**metrics, "perf/tokens": tokens}))
         tracker.log(step, metrics)
         maybe_fault("step_end", step)
         last = step == cfg.trainer.total_steps

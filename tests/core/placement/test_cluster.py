@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import attrs
@@ -69,5 +70,70 @@ def test_bad_fields(field: str, value: object, message: str) -> None:
 
 
 def test_unknown_preset_lists_the_known_ones() -> None:
-    with pytest.raises(HfsdkError, match=r"unknown cluster preset 'h100'.*a100-80gb, local"):
+    with pytest.raises(
+        HfsdkError, match=r"unknown cluster preset 'h100'.*a100-80gb, h100-80gb, h200-141gb, local"
+    ):
         get_cluster("h100")
+
+
+def test_gpu_presets_carry_their_data_sheet_figures() -> None:
+    h100, h200 = get_cluster("h100-80gb"), get_cluster("h200-141gb")
+    assert (h100.device_memory, h200.device_memory) == (80e9, 141e9)
+    assert h100.peak_flops == h200.peak_flops == 989.4e12
+    assert (h100.memory_bandwidth, h200.memory_bandwidth) == (3.35e12, 4.8e12)
+    assert "data sheet" in h100.source and "H200" in h200.source
+    assert h100.for_dtype("float32").peak_flops == 66.9e12
+    assert h100.for_dtype("bf16").peak_flops == 989.4e12
+    assert local().for_dtype("float32") == local()  # nothing measured: the peak stays
+
+
+def test_presets_come_through_the_hook_and_a_plugin_adds_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hfsdk
+    from hfsdk.core import plugin_manager
+    from hfsdk.core.placement.cluster import cluster_presets
+
+    class TestClusters:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_clusters(register):  # type: ignore[no-untyped-def]
+            register("lab-4x", lambda: Cluster(name="lab-4x", devices_per_node=4))
+
+    pm = plugin_manager.build_plugin_manager([("lab", TestClusters)], load_entry_points=False)
+    monkeypatch.setattr(plugin_manager, "get_plugin_manager", functools.cache(lambda: pm))
+    assert {"a100-80gb", "h100-80gb", "h200-141gb", "local", "lab-4x"} <= set(cluster_presets())
+    assert pm.registry("clusters")["h200-141gb"].plugin == "hfsdk"
+    assert pm.registry("clusters")["lab-4x"].plugin == "lab"
+    assert get_cluster("lab-4x").devices_per_node == 4
+
+
+def test_a_profile_round_trips_and_is_accepted_by_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from hfsdk.core.trainer.placement_config import PlacementConfig
+
+    profile = attrs.evolve(
+        local(),
+        name="measured",
+        flops_by_dtype={"float32": 5e10, "bfloat16": 1e11},
+        layer_overhead=2e-4,
+        efficiency={"training_efficiency": 0.3},
+    )
+    path = tmp_path / "local.yaml"
+    profile.save(path)
+    assert get_cluster(str(path)) == profile
+    assert get_cluster(str(path)).for_dtype("float32").peak_flops == 5e10
+    assert PlacementConfig(cluster=str(path)).cluster == str(path)
+    path.write_text("name: x\npeak_flop: 1\n")
+    with pytest.raises(HfsdkError, match=r"unknown keys \['peak_flop'\]"):
+        get_cluster(str(path))
+    with pytest.raises(HfsdkError, match="does not exist; write one with `hfsdk calibrate"):
+        get_cluster(str(tmp_path / "missing.yaml"))
+
+
+def test_efficiency_of_a_profile_sets_the_simulator() -> None:
+    from hfsdk.core.placement.simulator import Simulator
+
+    cluster = attrs.evolve(local(), efficiency={"training_efficiency": 0.25})
+    assert Simulator(cluster).settings.training_efficiency == 0.25
+    with pytest.raises(HfsdkError, match="unknown keys \\['speed'\\]"):
+        Simulator(attrs.evolve(local(), efficiency={"speed": 0.5}))

@@ -28,7 +28,10 @@ SETTINGS = SimulatorSettings()
 
 
 def _sim(devices: int = 8, **changes: float) -> Simulator:
-    return Simulator(attrs.evolve(a100_80gb(), **changes).with_devices(devices), SETTINGS)
+    return Simulator(
+        attrs.evolve(a100_80gb(), **{"layer_overhead": 0.0, **changes}).with_devices(devices),
+        SETTINGS,
+    )
 
 
 def test_inference_without_model_parallelism_is_pure_compute() -> None:
@@ -42,11 +45,14 @@ def test_training_adds_gradient_all_reduce_per_optimizer_step() -> None:
     sim = _sim(8)
     single = sim.training_seconds(SEVEN, Layout(1, 1, 1), W)
     compute = 8 * SEVEN.num_params * W.tokens / (312e12 * SETTINGS.training_efficiency)
-    assert single == pytest.approx(compute)
+    adam = 28 * SEVEN.num_params / (2.039e12 * SETTINGS.decode_bandwidth_efficiency)
+    assert single == pytest.approx(compute + W.optimizer_steps * adam)
     replicated = sim.training_seconds(SEVEN, Layout(1, 1, 8), W)
     bandwidth = 300e9 * SETTINGS.link_efficiency
     ring = 2 * 7 / 8 * 2 * SEVEN.num_params / bandwidth + 3 * 10e-6
-    assert replicated == pytest.approx(compute / 8 + W.optimizer_steps * ring)
+    # The distributed optimizer: each device updates its eighth of the Adam state.
+    expected = compute / 8 + W.optimizer_steps * (ring + adam / 8)
+    assert replicated == pytest.approx(expected)
 
 
 def test_pipeline_bubble_and_tensor_parallel_cost_time() -> None:
@@ -161,3 +167,30 @@ def test_bad_settings_and_workloads() -> None:
         Workload(batch_size=0)
     with pytest.raises(HfsdkError, match="each step needs at least one sequence"):
         Workload(batch_size=4, optimizer_steps=8)
+
+
+def test_fixed_overheads_add_per_layer_call_and_per_decoded_sequence() -> None:
+    plain, slow = _sim(1), _sim(1, layer_overhead=1e-3, token_overhead=1e-5)
+    calls = SEVEN.num_layers + 1
+    micro = W.sequences // W.micro_batch_size
+    extra = slow.inference_seconds(SEVEN, Layout(1, 1, 1), W) - plain.inference_seconds(
+        SEVEN, Layout(1, 1, 1), W
+    )
+    assert extra == pytest.approx(micro * calls * 1e-3)
+    training = slow.training_seconds(SEVEN, Layout(1, 1, 1), W) - plain.training_seconds(
+        SEVEN, Layout(1, 1, 1), W
+    )
+    assert training == pytest.approx(4 * micro * calls * 1e-3)  # recomputation: 4 passes
+    step = slow.decode_step_seconds(SEVEN, 1, 16, 100) - plain.decode_step_seconds(
+        SEVEN, 1, 16, 100
+    )
+    assert step == pytest.approx(calls * (1e-3 + 16 * 1e-5))
+
+
+def test_sharded_data_parallel_traffic_needs_more_than_one_rank() -> None:
+    sim = _sim(8)
+    assert sim.sharded_data_parallel_seconds(SEVEN, 1, 4, 4) == 0.0
+    one = sim.sharded_data_parallel_seconds(SEVEN, 2, 1, 0)
+    assert one > 0
+    # A backward pass gathers again and reduce-scatters: three times a forward's traffic.
+    assert sim.sharded_data_parallel_seconds(SEVEN, 2, 1, 1) == pytest.approx(3 * one)

@@ -39,9 +39,7 @@ def test_bars_fill_each_pool_within_its_stages() -> None:
 
 
 def test_draws_a_png(tmp_path: Path) -> None:
-    plan = search_placement(
-        REMAX_SPEC.dataflow, "13B", get_cluster("a100-80gb").with_devices(16)
-    )
+    plan = search_placement(REMAX_SPEC.dataflow, "13B", get_cluster("a100-80gb").with_devices(16))
     out = draw_timeline(plan, tmp_path / "plan.png")
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"

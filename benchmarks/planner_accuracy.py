@@ -1,0 +1,180 @@
+"""How far the planner's estimates are from measured runs, per stage, on this machine.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/planner_accuracy.py [--profile local.yaml]
+
+Calibrates this machine (``hfsdk calibrate``; or reads ``--profile``), then
+for the default task and the compute-bound task (``compute_bound_task.py``:
+the ~30M Llama of ``vs_trl.py --task compute``), each with GRPO and PPO, at 1
+and 2 devices, trains a few steps (``hfsdk run``, one process each, one
+thread per device) and re-plans each run on the profile (``hfsdk plan
+--check``): predicted against measured seconds per step and per stage
+(generation, preparation, training, transition), means over the steps after
+the first. Goals: step within 25 %, each stage within 40 %. Prints a markdown
+table (docs/placement.md keeps one) and, last, the 70B/128-GPU search time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+STAGES = ("generation", "preparation", "training", "transition")
+
+
+def compute_overrides(workdir: Path, algo: str, dtype: str) -> list[str]:
+    """The compute-bound task: 8 prompts x 4 samples, 64-token responses, one update of 32."""
+    sys.path.insert(0, str(HERE))
+    from compute_bound_task import ensure_compute_bound_assets
+
+    from hfsdk.core.default_task import REWARD_FUNCTION_NAME
+
+    model_dir, train_jsonl = ensure_compute_bound_assets(workdir / "compute_task")
+    out = [
+        f"actor.model_path={model_dir}",
+        f"reference.model_path={model_dir}",
+        f"data.train_files=[{train_jsonl}]",
+        f"reward.functions=[{{name: {REWARD_FUNCTION_NAME}}}]",
+        "data.batch_size=8",
+        "algorithm.n_samples_per_prompt=4",
+        "rollout.max_response_length=64",
+        "actor.mini_batch_size=32",
+        "actor.micro_batch_size=32",
+        "reference.forward_micro_batch_size=32",
+        f"actor.dtype={dtype}",
+        f"reference.dtype={dtype}",
+    ]
+    if algo == "ppo":
+        out += [
+            f"critic.model_path={model_dir}",
+            "critic.mini_batch_size=32",
+            "critic.micro_batch_size=32",
+            f"critic.dtype={dtype}",
+        ]
+    return out
+
+
+def train(algo: str, task: str, devices: int, steps: int, workdir: Path, dtype: str) -> Path:
+    """One short run in its own process; its run directory."""
+    run_dir = workdir / f"{task}-{algo}-{devices}"
+    overrides = [
+        f"trainer.total_steps={steps}",
+        "trainer.save_every=0",
+        "trainer.val_every=0",
+        "trainer.loggers=[jsonl]",
+        f"placement.pools.global.devices={devices}",
+    ]
+    if task == "compute":
+        overrides += compute_overrides(workdir, algo, dtype)
+    cmd = [
+        sys.executable,
+        "-c",
+        "from hfsdk.core.cli.main import main; main()",
+        "run",
+        "--algo",
+        algo,
+        "--run-dir",
+        str(run_dir),
+        *overrides,
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"run {run_dir.name} failed:\n{done.stdout[-2000:]}{done.stderr[-4000:]}")
+    return run_dir
+
+
+def _pct(row: object) -> str:
+    ratio = row.ratio  # type: ignore[attr-defined]
+    return f"{(ratio - 1) * 100:+.0f}%" if ratio != float("inf") else "-"
+
+
+def main() -> None:
+    """Calibrate, run the grid, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", help="A cluster profile YAML (default: calibrate now).")
+    parser.add_argument("--steps", type=int, default=4, help="Steps per run (first one skipped).")
+    parser.add_argument("--tasks", default="default,compute")
+    parser.add_argument("--algos", default="grpo,ppo")
+    parser.add_argument("--devices", default="1,2")
+    parser.add_argument("--dtype", default="float32", help="Compute dtype of the compute task.")
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument(
+        "--recalibrate",
+        action="store_true",
+        help="Re-measure the device (not links or calls) right before each run: on a shared "
+        "machine the load changes by the minute.",
+    )
+    parser.add_argument(
+        "--statistic",
+        default="median",
+        choices=("mean", "median", "min"),
+        help="Of the measured steps after the first (min: the best, like the calibration).",
+    )
+    args = parser.parse_args()
+
+    from hfsdk.core.placement.cluster import Cluster
+    from hfsdk.core.placement.run_plan import check_run
+
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="planner_accuracy_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    profile = args.profile
+    if profile is None:
+        from hfsdk.core.placement.calibrate import calibrate, format_calibration
+
+        cluster, raw = calibrate()
+        profile = str(workdir / "local.yaml")
+        cluster.save(profile)
+        print(format_calibration(cluster, raw), flush=True)
+    print(f"profile: {profile} ({Cluster.load(profile).source})", flush=True)
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    header = (
+        "| task | algo | devices | step pred / meas s | step err | "
+        + " | ".join(f"{s} pred / meas s (err)" for s in STAGES)
+        + " |"
+    )
+    lines = [header, "|" + "---|" * (4 + len(STAGES)) + "---|"]
+    for task in args.tasks.split(","):
+        for algo in args.algos.split(","):
+            for devices in map(int, args.devices.split(",")):
+                started = time.perf_counter()
+                run_profile = profile
+                if args.recalibrate:
+                    from hfsdk.core.placement.calibrate import calibrate
+
+                    fresh, _raw = calibrate(links_from=Cluster.load(profile))
+                    run_profile = str(workdir / f"local-{task}-{algo}-{devices}.yaml")
+                    fresh.save(run_profile)
+                run_dir = train(algo, task, devices, args.steps, workdir, args.dtype)
+                _plan, table = check_run(run_dir, run_profile, statistic=args.statistic)
+                by = {r.name: r for r in table}
+                step = by["step"]
+                cells = [
+                    f"{by[s].predicted:.3f} / {by[s].measured:.3f} ({_pct(by[s])})" for s in STAGES
+                ]
+                line = (
+                    f"| {task} | {algo} | {devices} | {step.predicted:.3f} / {step.measured:.3f} "
+                    f"| {_pct(step)} | " + " | ".join(cells) + " |"
+                )
+                lines.append(line)
+                load = os.getloadavg()[0]
+                print(
+                    f"{line}   ({time.perf_counter() - started:.0f} s, load {load:.1f})",
+                    flush=True,
+                )
+    print()
+    print("\n".join(lines))
+    search = subprocess.run(
+        [sys.executable, str(HERE / "placement_search.py")], capture_output=True, text=True
+    )
+    print()
+    print(search.stdout.strip()[-1500:])
+
+
+if __name__ == "__main__":
+    main()
