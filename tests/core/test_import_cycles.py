@@ -122,7 +122,7 @@ def test_the_graph_sees_real_edges() -> None:
     graph = _graph()
     assert "hfsdk.core.registry" in graph["hfsdk.core.plugin_manager"]
     # ``from hfsdk import Batch`` in a plugin resolves to the defining module.
-    assert "hfsdk.core.batch" in graph["hfsdk_grpo.grpo_algorithm"]
+    assert "hfsdk.core.algorithm" in graph["hfsdk_grpo.grpo_algorithm"]
     # A function-level import counts.
     assert "hfsdk_backend_fsdp.fsdp_config" in graph["hfsdk_backend_fsdp.plugin"]
 

@@ -12,7 +12,8 @@ from hfsdk.core.placement.auto import (
     auto_placement_section,
     plan_for_algorithm,
 )
-from hfsdk.core.placement.cluster import PRESETS, Cluster, get_cluster
+from hfsdk.core.placement.cluster import PRESETS, Cluster
+from hfsdk.core.placement.cluster_lookup import get_cluster
 from hfsdk.core.placement.layout import GenerationLayout, Layout
 from hfsdk.core.placement.model_spec import ModelSpec, named_model, resolve_model
 from hfsdk.core.placement.partitions import allocations, bell_number, set_partitions

@@ -9,7 +9,8 @@ import attrs
 
 from hfsdk.core.dataflow import Dataflow, Stage
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.placement.cluster import Cluster, get_cluster
+from hfsdk.core.placement.cluster import Cluster
+from hfsdk.core.placement.cluster_lookup import get_cluster
 from hfsdk.core.placement.plan import Plan
 from hfsdk.core.placement.search import search_placement
 from hfsdk.core.placement.simulator import SimulatorSettings

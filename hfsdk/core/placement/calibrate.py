@@ -8,7 +8,7 @@ thread, or the first GPU):
 * memory bandwidth: a large tensor copy (read + write);
 * collective bandwidth and latency between two local processes: gloo on
   CPU, NCCL between two GPUs when there are two (one GPU: the preset's links);
-* the hfsdk decoder (:class:`~hfsdk.core.hybrid_engine.decoder.TPDecoder`) on
+* KV-cache decoding (transformers' ``generate`` on the model itself) on
   a small random Llama at a few batch sizes: its batch-1 step time gives the
   fixed per-layer overhead, its large batches the achieved fraction of the
   matmul peak in decode;
@@ -230,14 +230,11 @@ def measure_model(
     """
     import torch
 
-    from hfsdk.core.hybrid_engine.decoder import DecoderShape, TPDecoder
-    from hfsdk.core.hybrid_engine.params import hf_llama_shape, hf_llama_to_megatron
-
     def decode_steps(model: Any, batches: tuple[int, ...]) -> dict[int, float]:
-        weights = hf_llama_to_megatron(
-            {n: p.detach() for n, p in model.named_parameters()}, hf_llama_shape(model.config)
-        )
-        decoder = TPDecoder(weights, DecoderShape.from_hf_config(model.config), tg=1, tp_rank=0)
+        # transformers' KV-cache decoding of the model itself: the core measures without
+        # importing a backend (a rollout backend's own decoder may be somewhat faster).
+        from transformers import GenerationConfig
+
         vocab = model.config.vocab_size
         out: dict[int, float] = {}
         for batch in batches:
@@ -245,8 +242,12 @@ def measure_model(
             mask = torch.ones_like(ids)
 
             def run(n: int, ids: Any = ids, mask: Any = mask) -> None:
+                config = GenerationConfig(
+                    max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0,
+                    eos_token_id=None, use_cache=True,
+                )
                 with torch.no_grad():
-                    decoder.generate(ids, mask, max_new_tokens=n, eos_ids=[-1], pad_id=0)
+                    model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
 
             # Two lengths: their difference is pure decode steps (no prefill).
             long = _best(lambda run=run: run(1 + sizes.decode_tokens), sizes.repeats, sync)

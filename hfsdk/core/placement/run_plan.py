@@ -30,7 +30,8 @@ import attrs
 from hfsdk.core.dataflow import Dataflow
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.placement.auto import without_roles
-from hfsdk.core.placement.cluster import Cluster, resolve_cluster
+from hfsdk.core.placement.cluster import Cluster
+from hfsdk.core.placement.cluster_lookup import resolve_cluster
 from hfsdk.core.placement.layout import GenerationLayout, Layout
 from hfsdk.core.placement.model_spec import ModelSpec, resolve_model
 from hfsdk.core.placement.plan import Plan, PoolPlan, RolePlan

@@ -78,7 +78,7 @@ class PlacementConfig:
 
     @cluster.validator
     def _known_cluster(self, _attr: attrs.Attribute, value: str) -> None:
-        from hfsdk.core.placement.cluster import cluster_presets, is_profile_path
+        from hfsdk.core.placement.cluster_lookup import cluster_presets, is_profile_path
 
         if value == "auto" or is_profile_path(value):
             return  # a profile file is read (and checked) when the planner runs

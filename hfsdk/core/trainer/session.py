@@ -232,7 +232,7 @@ class TrainingSession:
     def _auto_placement(self) -> Any:
         """``placement.mode=auto``: the planner splits the configured devices among the roles."""
         from hfsdk.core.placement.auto import auto_placement_section
-        from hfsdk.core.placement.cluster import resolve_cluster
+        from hfsdk.core.placement.cluster_lookup import resolve_cluster
         from hfsdk.core.trainer.placement_config import PoolConfig
 
         placement = self.config.placement

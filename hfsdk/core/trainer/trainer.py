@@ -451,7 +451,7 @@ class Trainer:
 
         def save(directory: Path) -> None:
             # Taken before the workers save: in-process workers share this RNG, and saving
-            # may draw from it (a megatron HF export builds a model); resuming restores it
+            # may draw from it (an HF export may build a model); resuming restores it
             # last, so it must be the state an unsaved run continues from.
             rng = _rng_state()
             session.save_workers(directory, export_hf=export_hf)

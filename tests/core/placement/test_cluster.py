@@ -9,7 +9,8 @@ import attrs
 import pytest
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.placement.cluster import Cluster, a100_80gb, get_cluster, local
+from hfsdk.core.placement.cluster import Cluster, a100_80gb, local
+from hfsdk.core.placement.cluster_lookup import get_cluster
 
 
 def test_a100_preset_numbers() -> None:
@@ -92,7 +93,7 @@ def test_presets_come_through_the_hook_and_a_plugin_adds_one(
 ) -> None:
     import hfsdk
     from hfsdk.core import plugin_manager
-    from hfsdk.core.placement.cluster import cluster_presets
+    from hfsdk.core.placement.cluster_lookup import cluster_presets
 
     class TestClusters:
         @staticmethod

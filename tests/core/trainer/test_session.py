@@ -20,7 +20,7 @@ def test_default_task_fills_in_the_signals() -> None:
 
 
 def test_auto_placement_cluster_comes_from_config_or_detection() -> None:
-    from hfsdk.core.placement.cluster import resolve_cluster
+    from hfsdk.core.placement.cluster_lookup import resolve_cluster
 
     assert load_run_config("grpo").placement.cluster == "auto"
     assert resolve_cluster("auto").name == "local"  # no CUDA on the test machine
