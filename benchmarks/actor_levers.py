@@ -71,7 +71,7 @@ def main() -> None:
     from hfsdk_backend_common.tokenizers import load_tokenizer
     from hfsdk_backend_fsdp.actor import ActorEngine
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-    from hfsdk_backend_fsdp.hf_rollout import HFRollout
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 
     cores = torch.get_num_threads()
     with tempfile.TemporaryDirectory() as tmp:

@@ -19,9 +19,13 @@ def hfsdk_register_training_backends(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_rollout_backends(register: Register) -> None:
-    """Register the ``hf`` (transformers ``generate``) rollout backend, the default one."""
+    """Register the shared ``hf`` rollout backend, the default one.
+
+    It lives in hfsdk-backend-common, whose own entry point registers it once that
+    distribution is installed; until then this plugin does (remove it here then).
+    """
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
-    from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
     register("hf", HFRollout, config_cls=HFRolloutConfig, default=True)
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from hfsdk import DataParallelInfo
+
 if TYPE_CHECKING:
     import torch
     from torch import nn
@@ -21,12 +23,11 @@ if TYPE_CHECKING:
 
 
 @attrs.frozen(kw_only=True)
-class DataParallel:
-    """The data-parallel process group of an engine (``group`` is ``None`` in one process)."""
+class DataParallel(DataParallelInfo):
+    """The data-parallel process group of an engine (``group`` is ``None`` in one process).
 
-    group: Any = None
-    size: int = 1
-    rank: int = 0
+    What a rollout sees of it (``hfsdk.DataParallelInfo``): every fsdp rank collects.
+    """
 
     @property
     def distributed(self) -> bool:

@@ -25,7 +25,7 @@ from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.critic import CriticEngine
 from hfsdk_backend_fsdp.engine import resolve_model_path
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_fsdp.sharding import DataParallel
 
 

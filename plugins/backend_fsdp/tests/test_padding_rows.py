@@ -26,7 +26,7 @@ from hfsdk_backend_common.engine_support import without_padding_weight
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 
 sys.path.insert(0, str(Path(__file__).parent))
 from padded_rank_worker import GradientRecorder, objective

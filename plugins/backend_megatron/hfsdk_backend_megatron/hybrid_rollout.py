@@ -33,7 +33,7 @@ from hfsdk_backend_common.hybrid.groups import create_groups
 from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs
 from hfsdk_backend_common.hybrid.reshard import HybridEngine
 from hfsdk_backend_common.hybrid.stages import StageLink
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 
 if TYPE_CHECKING:
     from hfsdk_backend_common.rollout_config import HFRolloutConfig

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hfsdk import Batch
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
 
 if TYPE_CHECKING:

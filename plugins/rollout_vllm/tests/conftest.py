@@ -119,7 +119,7 @@ def vllm_rollout(actor):
 def hf_rollout(actor):
     """The reference implementation: HF ``generate`` on the same actor."""
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
-    from hfsdk_backend_fsdp.hf_rollout import HFRollout
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 
     return HFRollout(HFRolloutConfig(max_response_length=8, temperature=1.0), actor)
 
