@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -55,6 +55,9 @@ class DataParallelInfo:
     rank: int = 0
     group: Any = None
     collects: bool = True
+    actor_group: Any = None
+    """The process group of all the actor's ranks (``None``: the default group), over which a
+    rollout agrees that a per-rank step (an engine reload) succeeded everywhere."""
 
     @property
     def distributed(self) -> bool:
@@ -93,13 +96,21 @@ class GenerationShards(abc.ABC):
 
     @abc.abstractmethod
     def prompt_rows(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_id: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The left-padded prompts this rank's generation replica decodes (all its ranks alike)."""
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        pad_id: int,
+        per_row: Sequence[torch.Tensor] = (),
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """The left-padded prompts this rank's generation replica decodes (all its ranks alike).
+
+        ``per_row`` tensors (one row per prompt, e.g. sampling seeds) follow
+        the prompts; returns ``(input_ids, attention_mask, per_row)``.
+        """
 
     @abc.abstractmethod
     def own_rows(self, columns: list[torch.Tensor]) -> list[torch.Tensor]:
-        """This rank's rows of each per-row tensor its replica decoded (same order as its prompts)."""
+        """This rank's rows of each per-row tensor its replica decoded (in its prompts' order)."""
 
     @abc.abstractmethod
     def weights(self) -> Mapping[str, torch.Tensor]:

@@ -47,7 +47,9 @@ def data_parallel(group: ProcessGroup | None = None) -> DataParallel:
             )
         return DataParallel()
     group = group or dist.group.WORLD
-    return DataParallel(group=group, size=dist.get_world_size(group), rank=dist.get_rank(group))
+    return DataParallel(
+        group=group, size=dist.get_world_size(group), rank=dist.get_rank(group), actor_group=group
+    )
 
 
 def _layer_classes(model: nn.Module) -> set[str]:

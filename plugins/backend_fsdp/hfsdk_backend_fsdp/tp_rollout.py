@@ -14,7 +14,7 @@ slice is dropped before training resumes. The training shards are only read.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -85,7 +85,9 @@ class SliceShards(GenerationShards):
         if problem is not None or tg < 2:
             raise HfsdkError(problem or f"SliceShards needs tg >= 2, got tg={tg}")
         if not sharding.is_sharded(actor.module):
-            raise HfsdkError("actor.rollout_layout.tp > 1 needs the actor under FSDP2 (a process group)")
+            raise HfsdkError(
+                "actor.rollout_layout.tp > 1 needs the actor under FSDP2 (a process group)"
+            )
         model = actor.module.config
         problems = tp_support_problems(model.to_dict(), tg)
         if problems:
@@ -117,19 +119,25 @@ class SliceShards(GenerationShards):
         self._started = 0.0
 
     def prompt_rows(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_id: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        pad_id: int,
+        per_row: Sequence[torch.Tensor] = (),
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """The prompts of every rank of this replica, left-padded to one width."""
         shares: list[Any] = [None] * self.tg
-        dist.all_gather_object(shares, (input_ids.cpu(), attention_mask.cpu()), group=self.tp_group)
-        width = max(ids.shape[1] for ids, _ in shares)
+        mine = (input_ids.cpu(), attention_mask.cpu(), [t.cpu() for t in per_row])
+        dist.all_gather_object(shares, mine, group=self.tp_group)
+        width = max(ids.shape[1] for ids, _, _ in shares)
         all_ids, all_masks = [], []
-        for ids, mask in shares:
+        for ids, mask, _ in shares:
             extra = width - ids.shape[1]
             all_ids.append(torch.nn.functional.pad(ids, (extra, 0), value=pad_id))
             all_masks.append(torch.nn.functional.pad(mask, (extra, 0), value=0))
-        self._counts = [len(ids) for ids, _ in shares]
-        return torch.cat(all_ids), torch.cat(all_masks)
+        self._counts = [len(ids) for ids, _, _ in shares]
+        rows = [torch.cat([share[2][i] for share in shares]) for i in range(len(per_row))]
+        return torch.cat(all_ids), torch.cat(all_masks), rows
 
     def own_rows(self, columns: list[torch.Tensor]) -> list[torch.Tensor]:
         """This rank's rows (its share of the pooled prompts, in tensor-rank order)."""

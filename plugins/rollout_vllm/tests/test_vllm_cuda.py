@@ -16,8 +16,8 @@ pytestmark = [
 
 
 def test_cuda_engine_sleeps_reloads_and_matches_hf(make_prompts, prompt_texts, helpers) -> None:
-    from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_common.rollout.hf_rollout import HFRollout
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
     from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
 

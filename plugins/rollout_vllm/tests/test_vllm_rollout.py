@@ -110,8 +110,8 @@ def test_update_weights_follows_the_actor(
 
 def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, helpers) -> None:
     """A ~30M-parameter Llama (random weights, head_dim 64) decodes the same tokens in both."""
-    from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_common.rollout.hf_rollout import HFRollout
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
     from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
 

@@ -9,10 +9,12 @@ the collectives going (``drain``), then agrees on success over the group.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import torch
+import torch.distributed as dist
 
 from hfsdk import HfsdkError
 
@@ -28,8 +30,7 @@ def on_every_rank(
     step: Callable[[], T],
     *,
     what: str,
-    group: Any,
-    size: int,
+    group: Any = None,
     drain: Callable[[], None] | None = None,
     device: torch.device | str = "cpu",
 ) -> T:
@@ -37,8 +38,9 @@ def on_every_rank(
 
     ``drain`` runs after a local failure so this rank still takes its part in
     the collectives ``step`` was in the middle of (e.g. exhausting a weight
-    stream). ``group``/``size``: the ranks that run ``step`` together (no
-    agreement when ``size`` is 1); ``device``: where the flag lives (CUDA for NCCL).
+    stream). ``group``: the ranks that run ``step`` together (``None``: the
+    default group; no agreement without torch.distributed or with one rank);
+    ``device``: where the flag lives (CUDA for NCCL).
     """
     error: BaseException | None = None
     result: Any = None
@@ -47,13 +49,9 @@ def on_every_rank(
     except Exception as exc:  # every failure must reach the agreement below
         error = exc
         if drain is not None:
-            try:
+            with contextlib.suppress(Exception):  # the first failure is the one to report
                 drain()
-            except Exception:  # the first failure is the one to report
-                pass
-    if size > 1:
-        import torch.distributed as dist
-
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1:
         failed = torch.tensor([1.0 if error is not None else 0.0], device=device)
         dist.all_reduce(failed, op=dist.ReduceOp.MAX, group=group)
         if error is None and failed.item() > 0:

@@ -69,13 +69,7 @@ class HFRollout(RolloutBackend):
 
     def __init__(self, config: HFRolloutConfig, actor: ActorSource) -> None:
         super().__init__(config, actor)
-        self.tokenizer = actor.tokenizer
-        if self.tokenizer.pad_token_id is None:
-            raise HfsdkError(
-                "the tokenizer has no pad token; set one (e.g. tokenizer.pad_token = "
-                "tokenizer.eos_token) and save it with the model"
-            )
-        self.eos_ids = eos_token_ids(list(actor.generation_eos_ids), self.tokenizer)
+        self._setup_tokens()
         # Reshard for generation unless the user asked for transformers' generate.
         self.shards: GenerationShards | None = (
             actor.generation_shards(config) if config.decoder != "transformers" else None
@@ -91,6 +85,16 @@ class HFRollout(RolloutBackend):
                 DecoderShape.from_hf_config(actor.hf_config) if self.uses_hfsdk_decoder else None
             )
         self._module: torch.nn.Module | None = None
+
+    def _setup_tokens(self) -> None:
+        """The tokenizer (it must have a pad token) and the ids that end a response."""
+        self.tokenizer = self.actor.tokenizer
+        if self.tokenizer.pad_token_id is None:
+            raise HfsdkError(
+                "the tokenizer has no pad token; set one (e.g. tokenizer.pad_token = "
+                "tokenizer.eos_token) and save it with the model"
+            )
+        self.eos_ids = eos_token_ids(list(self.actor.generation_eos_ids), self.tokenizer)
         self.last_metrics: dict[str, float] = {}
 
     @staticmethod
@@ -214,9 +218,9 @@ class HFRollout(RolloutBackend):
         Every output row is one response; the prompt's columns (``raw_prompt``,
         ``uid``, dataset columns) are repeated so the ``n`` responses of a prompt
         are consecutive. ``meta['temperature']`` records the sampling
-        temperature (1 for greedy) for the log-prob computation. On a rank
-        whose outputs are not collected (``actor.dp.collects`` false) the
-        call takes part in the collectives and returns ``prompts``.
+        temperature (1 for greedy) for the log-prob computation. On the module
+        paths a rank whose outputs are not collected (``actor.dp.collects``
+        false) only takes its part in the weight gathers and returns ``prompts``.
         """
         require_keys(prompts, PROMPT_KEYS, "generate_sequences")
         n = int(n if n is not None else prompts.meta.get("n", self.config.n))
@@ -242,8 +246,7 @@ class HFRollout(RolloutBackend):
             tensor_keys=list(PROMPT_KEYS), non_tensor_keys=list(prompts.non_tensor_keys)
         ).repeat(n, interleave=True)
         responses, extra = self._generate(repeated, greedy)
-        out = self._assemble(repeated, responses, greedy, extra)
-        return out if self.actor.dp.collects else prompts
+        return self._assemble(repeated, responses, greedy, extra)
 
     def _generate(
         self, prompts: Batch, greedy: bool
@@ -286,7 +289,7 @@ class HFRollout(RolloutBackend):
         """This rank's responses, decoded by its generation replica on the actor's shards."""
         started = time.perf_counter()
         pad = self.tokenizer.pad_token_id
-        ids, mask = shards.prompt_rows(prompts["input_ids"], prompts["attention_mask"], pad)
+        ids, mask, _ = shards.prompt_rows(prompts["input_ids"], prompts["attention_mask"], pad)
         weights = shards.weights()
         try:
             decoder = TPDecoder(
@@ -398,5 +401,10 @@ def assemble_rollout(
             "response_mask": response_mask,
         },
         non_tensors=non_tensors,
-        meta={**prompts.meta, "temperature": temperature, "greedy": greedy, "rollout_metrics": metrics},
+        meta={
+            **prompts.meta,
+            "temperature": temperature,
+            "greedy": greedy,
+            "rollout_metrics": metrics,
+        },
     )
