@@ -2,13 +2,13 @@
 
 Two sides meet here, and neither imports the other:
 
-- a **training backend** (fsdp, megatron, a third party's) makes its actor an
+- every **training backend** (the shipped ones and a third party's) makes its actor an
   :class:`ActorSource`: its tokenizer, model config, device and dtype, its
   weights as HF-named full tensors one at a time (:meth:`ActorSource.hf_weights`),
   and optionally a zero-copy module (:meth:`ActorSource.live_hf_module`) or its
   generation shards through the 3D-HybridEngine
   (:meth:`ActorSource.generation_shards`);
-- a **rollout backend** (``hf``, ``vllm``, a third party's) subclasses
+- every **rollout backend** (the shipped ones and a third party's) subclasses
   :class:`RolloutBackend` and is registered with
   ``hfsdk_register_rollout_backends``. It is built once per actor worker by
   :func:`build_rollout` and must work with any actor that satisfies the
@@ -72,7 +72,8 @@ class GenerationShards(abc.ABC):
     layout returns one from :meth:`ActorSource.generation_shards`; a rollout
     then, for every call: :meth:`prompt_rows` (the rows this rank's generation
     replica decodes), :meth:`weights` (the transition: this rank's slices under
-    megatron-format names, see ``hfsdk_backend_common.hybrid.llama_format``),
+    megatron-format names: grouped QKV, fused gate/up; the shared backend package's
+    ``hybrid.llama_format``),
     decodes with them, :meth:`release` (training resumes), and
     :meth:`own_rows` (this rank's rows of what its replica decoded). A rollout
     that keeps its own copy instead streams :meth:`hf_stream`.
@@ -81,8 +82,8 @@ class GenerationShards(abc.ABC):
     ``tp_group`` / ``tp_ranks`` (this rank in its generation tensor group: its
     rank, the process group, ``None`` at tg = 1, and the group's global ranks),
     ``pg`` (generation pipeline stages) and ``stages`` (the pipeline link, a
-    ``hfsdk_backend_common.hybrid.stages.StageLink``; ``None`` at pg = 1),
-    ``shape`` (a ``hfsdk_backend_common.hybrid.decoder.DecoderShape``).
+    the shared package's ``hybrid.stages.StageLink``; ``None`` at pg = 1),
+    ``shape`` (its ``hybrid.decoder.DecoderShape``).
     Every method is collective over the actor's ranks unless it says otherwise.
     """
 
