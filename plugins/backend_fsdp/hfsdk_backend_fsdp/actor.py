@@ -200,6 +200,11 @@ class ActorEngine(_CausalLMEngine):
         super().load_checkpoint(directory)
         self.weights_version += 1
 
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output (see :meth:`FSDPEngine.load_state_dict`)."""
+        super().load_state_dict(state)
+        self.weights_version += 1
+
     def update_actor(self, batch: Batch, objective: ActorObjective) -> dict[str, float]:
         """Train the policy on ``batch`` (``ppo_epochs`` × mini-batches × micro-batches).
 

@@ -96,14 +96,14 @@ def test_update_weights_follows_the_actor(
         mask = sampled["response_mask"].bool()
         gap = sampled["rollout_log_probs"] - actor.compute_log_prob(sampled)["old_log_probs"]
         assert gap[mask].abs().max() > 1e-2
-        vllm_rollout.update_weights(actor.hf_weights())
+        vllm_rollout.update_weights(actor)
         ours = vllm_rollout.generate_sequences(prompts, greedy=True)
         theirs = hf_rollout.generate_sequences(prompts, greedy=True)
         _same_generation(ours, theirs)
         assert not torch.equal(ours["responses"], before["responses"])
     finally:
         actor.load_state_dict(saved)
-        vllm_rollout.update_weights(actor.hf_weights())
+        vllm_rollout.update_weights(actor)
     restored = vllm_rollout.generate_sequences(prompts, greedy=True)
     assert torch.equal(restored["responses"], before["responses"])
 
