@@ -55,3 +55,36 @@ def test_plugins_import_only_the_public_surface(path: Path) -> None:
             assert not (module.startswith("hfsdk.") or module == "hfsdk.core"), (
                 f"{path.relative_to(ROOT)} imports {module}; import it from hfsdk instead"
             )
+
+
+def _distributions() -> dict[str, tuple[str, set[str]]]:
+    """Each plugin package's (distribution name, declared dependencies)."""
+    import re
+    import tomllib
+
+    found = {}
+    for pyproject in ROOT.glob("plugins/*/pyproject.toml"):
+        project = tomllib.loads(pyproject.read_text())["project"]
+        deps = {re.split(r"[<>=!~ \[;]", d, maxsplit=1)[0] for d in project.get("dependencies", [])}
+        for package in pyproject.parent.glob("hfsdk_*/__init__.py"):
+            found[package.parent.name] = (project["name"], deps)
+    return found
+
+
+def test_plugins_import_no_other_plugin_they_do_not_declare() -> None:
+    """A plugin package imports another only if its pyproject depends on that distribution."""
+    packages = _distributions()
+    undeclared = []
+    for own, (_, deps) in packages.items():
+        for path in (ROOT / "plugins").glob(f"*/{own}/**/*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = []
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                for name in names:
+                    top = name.split(".")[0]
+                    if top in packages and top != own and packages[top][0] not in deps:
+                        undeclared.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not undeclared, "\n".join(sorted(set(undeclared)))
