@@ -178,10 +178,13 @@ class ActorEngine(_CausalLMEngine):
         for name, tensor in sharding.stream_full_parameters(self.module, self.dp, stats):
             yield name, tensor.detach().to(self.compute_dtype)
         self.last_stream = stats
-        self.last_weights_metrics = {
-            "perf/reshard_bytes": float(stats.received_bytes),
-            "perf/reshard_peak_extra_bytes": float(stats.peak_unit_bytes),
-        } if sharded else {}
+        # Unsharded, the module's own tensors were yielded: nothing received, nothing extra.
+        self.last_weights_metrics = {}
+        if sharded:
+            self.last_weights_metrics = {
+                "perf/reshard_bytes": float(stats.received_bytes),
+                "perf/reshard_peak_extra_bytes": float(stats.peak_unit_bytes),
+            }
 
     def generation_shards(self, config: Any) -> GenerationShards | None:
         """Tensor-parallel slices of the FSDP shards at ``actor.rollout_layout.tp > 1``, else None.

@@ -699,9 +699,8 @@ class MegatronEngine:
         def select(prefix: str) -> dict[str, torch.Tensor]:
             return {k: v for k, v in local.items() if k.startswith(prefix)}
 
-        for name, tensor in convert.embedding_to_hf(
-            gather(select("embedding."), 0), shape
-        ).items():
+        embedding = convert.embedding_to_hf(gather(select("embedding."), 0), shape)
+        for name, tensor in embedding.items():
             yield name, tensor.to(self.dtype)
         for layer in range(shape.num_layers):
             stage, number = divmod(layer, per)
