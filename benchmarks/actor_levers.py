@@ -67,11 +67,11 @@ def main() -> None:
     from hfsdk.core.maths.policy_losses import ppo_clip_loss
     from hfsdk_backend_common.objectives import ActorObjective
     from hfsdk_backend_common.optim_config import OptimConfig
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_common.tokenizers import load_tokenizer
     from hfsdk_backend_fsdp.actor import ActorEngine
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-    from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
     cores = torch.get_num_threads()
     with tempfile.TemporaryDirectory() as tmp:

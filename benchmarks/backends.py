@@ -111,7 +111,7 @@ def _rank(rank: int, world: int, port: int, layout: str, model: str, steps: int,
         tp, pp = (int(x) for x in shape.split("x"))
         config = MegatronRoleConfig(**common, parallel=ParallelConfig(tp=tp, pp=pp))
         engine = MegatronEngine(config, role="actor", kind="actor")
-        part = batch.chunk(engine.dp)[engine.dp_rank]
+        part = batch.chunk(engine.dp_size)[engine.dp_rank]
     engine.update_actor(part, objective)  # warm-up
     dist.barrier()
     started = time.perf_counter()

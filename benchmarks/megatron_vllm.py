@@ -73,6 +73,7 @@ def rank_main(
     from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
     from hfsdk_rollout_vllm.hybrid_vllm import HybridVLLMRollout
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+    from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
 
     config = MegatronRoleConfig(
         model_path=path,
@@ -81,10 +82,11 @@ def rank_main(
         rollout_layout=RolloutLayoutConfig(tp=tg),
     )
     engine = MegatronEngine(config, role="actor", kind="actor")
-    rollout = HybridVLLMRollout(
+    rollout = VLLMRollout.build(
         VLLMRolloutConfig(max_prompt_length=16, max_response_length=tokens, temperature=1.0),
         engine,
     )
+    assert isinstance(rollout, HybridVLLMRollout)
     stream, full = [], []
     for _ in range(repeats):
         dist.barrier()

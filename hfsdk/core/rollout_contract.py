@@ -2,13 +2,13 @@
 
 Two sides meet here, and neither imports the other:
 
-- a **training backend** (any installed one, or a third party's) makes its actor an
+- every **training backend** (the shipped ones and a third party's) makes its actor an
   :class:`ActorSource`: its tokenizer, model config, device and dtype, its
   weights as HF-named full tensors one at a time (:meth:`ActorSource.hf_weights`),
   and optionally a zero-copy module (:meth:`ActorSource.live_hf_module`) or its
   generation shards through the 3D-HybridEngine
   (:meth:`ActorSource.generation_shards`);
-- a **rollout backend** (any installed one, or a third party's) subclasses
+- every **rollout backend** (the shipped ones and a third party's) subclasses
   :class:`RolloutBackend` and is registered with
   ``hfsdk_register_rollout_backends``. It is built once per actor worker by
   :func:`build_rollout` and must work with any actor that satisfies the
@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -45,12 +45,19 @@ class DataParallelInfo:
 
     ``group`` is the ``torch.distributed`` process group over which metrics are
     agreed (``None`` when the actor is one process); ``size``/``rank`` place this
-    rank in it. Every rank of that group generates its own share of the prompts.
+    rank in it. Every data-parallel rank generates its own share of the prompts.
+    ``collects``: whether this rank's rollout outputs are the ones the worker
+    returns (one rank per data-parallel replica; a tensor- or pipeline-parallel
+    actor has ranks that do not). The members of ``group`` all collect or none do.
     """
 
     size: int = 1
     rank: int = 0
     group: Any = None
+    collects: bool = True
+    actor_group: Any = None
+    """The process group of all the actor's ranks (``None``: the default group), over which a
+    rollout agrees that a per-rank step (an engine reload) succeeded everywhere."""
 
     @property
     def distributed(self) -> bool:
@@ -58,30 +65,76 @@ class DataParallelInfo:
         return self.size > 1
 
 
-@attrs.frozen(kw_only=True)
-class GenerationShards:
-    """This rank's shard of the actor in its generation layout (the 3D-HybridEngine's output).
+class GenerationShards(abc.ABC):
+    """This rank's place in the actor's generation layout (the 3D-HybridEngine), built once.
 
-    ``weights`` maps megatron-format names (``decoder.layers.N.…``, grouped QKV,
-    fused gate/up; see ``hfsdk_backend_common.hybrid.llama_format``) to this
-    rank's slices at generation tensor-parallel size ``tg``; ``tp_group`` is the
-    generation tensor group (``None`` at tg = 1), ``tp_rank`` this rank's place in
-    it; ``stages`` the generation pipeline link (``None`` at pg = 1);
-    ``shape`` the decoder's shape (``hfsdk_backend_common.hybrid.decoder.DecoderShape``);
-    ``collects`` whether this rank's outputs are the ones collected (one rank
-    per generation replica); ``metrics`` the transition's cost on this rank.
-    ``release()`` frees the generation-only memory after the call.
+    An actor that can reshard its weights into a tensor-parallel generation
+    layout returns one from :meth:`ActorSource.generation_shards`; a rollout
+    then, for every call: :meth:`prompt_rows` (the rows this rank's generation
+    replica decodes), :meth:`weights` (the transition: this rank's slices under
+    megatron-format names: grouped QKV, fused gate/up; the shared backend package's
+    ``hybrid.llama_format``),
+    decodes with them, :meth:`release` (training resumes), and
+    :meth:`own_rows` (this rank's rows of what its replica decoded). A rollout
+    that keeps its own copy instead streams :meth:`hf_stream`.
+
+    Attributes: ``tg`` (generation tensor-parallel size), ``tp_rank`` /
+    ``tp_group`` / ``tp_ranks`` (this rank in its generation tensor group: its
+    rank, the process group, ``None`` at tg = 1, and the group's global ranks),
+    ``pg`` (generation pipeline stages) and ``stages`` (the pipeline link, a
+    the shared package's ``hybrid.stages.StageLink``; ``None`` at pg = 1),
+    ``shape`` (its ``hybrid.decoder.DecoderShape``).
+    Every method is collective over the actor's ranks unless it says otherwise.
     """
 
-    weights: Any
     tg: int
     tp_rank: int
     tp_group: Any
+    tp_ranks: tuple[int, ...]
+    pg: int
     stages: Any
     shape: Any
-    collects: bool
-    metrics: dict[str, float] = attrs.field(factory=dict)
-    release: Any = None
+
+    @abc.abstractmethod
+    def prompt_rows(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        pad_id: int,
+        per_row: Sequence[torch.Tensor] = (),
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """The left-padded prompts this rank's generation replica decodes (all its ranks alike).
+
+        ``per_row`` tensors (one row per prompt, e.g. sampling seeds) follow
+        the prompts; returns ``(input_ids, attention_mask, per_row)``.
+        """
+
+    @abc.abstractmethod
+    def own_rows(self, columns: list[torch.Tensor]) -> list[torch.Tensor]:
+        """This rank's rows of each per-row tensor its replica decoded (in its prompts' order)."""
+
+    @abc.abstractmethod
+    def weights(self) -> Mapping[str, torch.Tensor]:
+        """The transition: this rank's generation slices, held until :meth:`release`."""
+
+    @abc.abstractmethod
+    def release(self) -> None:
+        """Drop the generation-only memory (after :meth:`weights` or :meth:`hf_stream`)."""
+
+    @abc.abstractmethod
+    def metrics(self) -> dict[str, float]:
+        """The last transition's cost on this rank (``perf/reshard_*``, ``timing/reshard_s``)."""
+
+    def hf_stream(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """This rank's generation weights as whole HF-named tensors, one at a time.
+
+        For a rollout engine that keeps its own copy and cuts its own slices
+        (vLLM): at tg > 1 every weight is gathered over the generation tensor
+        group. A yielded tensor is valid until the iterator advances; the
+        iterator releases the transition when exhausted. Actors that do not
+        implement it leave such rollouts to :meth:`ActorSource.hf_weights`.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not stream HF-named weights")
 
 
 class ActorSource(Protocol):
@@ -89,40 +142,57 @@ class ActorSource(Protocol):
 
     Attributes: ``tokenizer`` (a transformers tokenizer with a pad token),
     ``hf_config`` (the actor's transformers ``PretrainedConfig``),
+    ``model_path`` (the HF model directory the actor started from: architecture
+    and first weights, for an engine that loads its own copy),
     ``generation_eos_ids`` (EOS ids of the model directory's generation config,
     may be empty), ``device`` and ``compute_dtype`` (the torch device and dtype
     generation should run in), ``dp`` (:class:`DataParallelInfo`) and
-    ``weights_version`` (incremented by every update, so a rollout that keeps a
-    copy knows when it is stale).
+    ``weights_version`` (incremented by every update and checkpoint load, so a
+    rollout that keeps a copy knows when it is stale), ``last_weights_metrics``
+    (what the last complete :meth:`hf_weights` iteration cost this rank:
+    ``perf/reshard_bytes`` received, ``perf/reshard_peak_extra_bytes`` held
+    beyond the training shard; empty before the first).
     """
 
     tokenizer: Any
     hf_config: Any
+    model_path: Any
     generation_eos_ids: list[int]
     device: torch.device
     compute_dtype: torch.dtype
     dp: DataParallelInfo
     weights_version: int
+    last_weights_metrics: dict[str, float]
 
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The actor's current weights as (HF parameter name, full tensor), one at a time.
 
-        Layer order; collective over the actor's ranks (every rank iterates it
-        to the end). Tied weights appear once, under the name transformers'
-        ``named_parameters()`` gives them (the embedding); a consumer that keeps
-        an untied output layer copies it from there.
+        Layer order, in the compute dtype; collective over the actor's ranks
+        (every rank iterates it to the end). Tied weights appear once, under
+        the name transformers' ``named_parameters()`` gives them (the
+        embedding); a consumer that keeps an untied output layer copies it from
+        there. A yielded tensor is valid until the iterator advances.
         """
         ...
 
-    def live_hf_module(self) -> contextlib.AbstractContextManager[torch.nn.Module | None]:
-        """The actor's own HF module when it can generate as is (zero copy), else ``None``."""
+    def live_hf_module(
+        self, *, gather: bool = False
+    ) -> contextlib.AbstractContextManager[torch.nn.Module | None]:
+        """The actor's own HF module when it can generate as is (zero copy), else ``None``.
+
+        ``gather=True`` lets a sharded actor gather its full weights into its
+        own module for the context (a full copy per rank, no rebuild); it is
+        collective then. The module is in eval mode under ``torch.no_grad``.
+        """
         ...
 
     def generation_shards(self, config: RolloutConfig) -> GenerationShards | None:
-        """This rank's generation shard for ``config`` (3D-HybridEngine), or ``None``.
+        """This rank's place in the generation layout for ``config`` (3D-HybridEngine), or ``None``.
 
-        ``None`` means the actor offers no resharding for this model or layout;
-        the rollout then uses :meth:`hf_weights`. Collective over the actor's ranks.
+        Built once per rollout (it may create process groups: collective over
+        the actor's ranks); moves no weights. ``None`` means the actor offers
+        no resharding for this model or layout; the rollout then uses
+        :meth:`hf_weights`.
         """
         ...
 
@@ -132,20 +202,31 @@ class RolloutBackend(abc.ABC):
 
     Subclasses implement :meth:`generate_sequences`; they may override
     :meth:`build` (choose a path from what the actor offers), :meth:`update_weights`
-    and :meth:`close`. ``collective`` says whether every rank of the actor's
-    group calls :meth:`generate_sequences` together (a resharding or
-    tensor-parallel decode); otherwise only the ranks whose outputs are collected
-    do, each with its own share of the prompts.
+    and :meth:`close`. ``collective`` (a class default an instance may change
+    in ``__init__``) says whether every rank of the actor's group calls
+    :meth:`generate_sequences` together (a resharding or tensor-parallel
+    decode, or a call that reads :meth:`ActorSource.hf_weights`); the worker
+    then keeps the outputs of the ranks whose ``actor.dp.collects`` and drops
+    the others'. Otherwise only the collecting ranks call it, each with its
+    own share of the prompts, and nothing in the call may be collective over
+    ranks that do not collect.
+
+    :meth:`update_weights` is called on every rank of the actor after every
+    update and checkpoint load; it may read :meth:`ActorSource.hf_weights`
+    (collective). If it raises on one rank, it must raise on all of them
+    (agree on success before returning), or the other ranks wait in the next
+    collective until its timeout.
 
     Output batch (see docs/backends.md): ``prompts``, ``responses`` (right-padded
     to ``max_response_length``), ``input_ids``, ``attention_mask``,
     ``position_ids``, ``response_mask``; optionally ``rollout_log_probs``
-    (raw, temperature-only log-probs of the sampled tokens); the prompts'
-    non-tensor columns repeated per response plus ``response_text``;
-    ``meta['temperature']``, ``meta['greedy']``, ``meta['rollout_metrics']``.
+    (log-probs of the sampled tokens); the prompts' non-tensor columns repeated
+    per response plus ``response_text``; ``meta['temperature']``,
+    ``meta['greedy']``, ``meta['rollout_metrics']`` (equal on every collecting
+    rank, so the outputs concatenate).
     """
 
-    collective: ClassVar[bool] = False
+    collective: bool = False
 
     def __init__(self, config: RolloutConfig, actor: ActorSource) -> None:
         self.config = config

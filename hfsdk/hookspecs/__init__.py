@@ -92,12 +92,19 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 def hfsdk_register_rollout_backends(register: Register) -> None:
     """Register rollout (generation) backends: ``register(name, cls, config_cls=...)``.
 
-    ``default=True`` makes it the backend of a ``rollout`` section that names none.
+    ``cls`` subclasses :class:`hfsdk.RolloutBackend`; ``config_cls`` is its
+    ``rollout`` section (a :class:`hfsdk.RolloutConfig` subclass). ``default=True``
+    makes it the backend of a ``rollout`` section that names none.
 
-    The actor's worker builds ``cls(rollout_config, actor_engine)`` once; the
-    instance implements ``generate_sequences(prompts)`` and
-    ``update_weights(weights)``, where ``weights`` iterates (HF parameter name,
-    full tensor) pairs of the actor's new weights in layer order.
+    Every actor worker builds it once with ``hfsdk.build_rollout(config, actor)``
+    (``cls.build``); ``actor`` is the training backend's :class:`hfsdk.ActorSource`
+    (HF-named weights one at a time, optionally its own module or its
+    3D-HybridEngine generation shards), never a backend-specific engine. The
+    worker calls ``generate_sequences(prompts)`` on every actor rank when
+    ``collective`` is true (else on the collecting ranks only),
+    ``update_weights(actor)`` after every update and checkpoint load, and
+    ``close()`` at the end. See ``hfsdk/core/rollout_contract.py`` and
+    docs/plugin_hooks.md (a worked example).
     """
 
 

@@ -10,7 +10,7 @@ concatenation: with ``t=2 -> tg=1`` the fused gate/up weight is
 
 This is layout maths (the planner and the byte accounting use it); which
 weights a model has, and their names, is model-format code that lives with
-the backends (``hfsdk_backend_common.hybrid.llama_format``).
+the backends (the shared backend package's ``hybrid.llama_format``).
 """
 
 from __future__ import annotations

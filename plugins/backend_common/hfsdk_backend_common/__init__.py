@@ -10,10 +10,14 @@ importing this package costs nothing):
   :mod:`.engine_support` (batch keys, devices, padding rows, metric
   accumulation, role kind -> engine kind), :mod:`.tokenizers`;
 - rollout: :mod:`.rollout_config` (the ``rollout`` section of HF-weight
-  rollouts), :mod:`.generation` (EOS ids, response masks);
+  rollouts), :mod:`.generation` (EOS ids, response masks), :mod:`.rollout`
+  (the ``hf`` rollout backend, written against ``hfsdk``'s rollout contract
+  for any training backend's actor, its weightless generation module, and the
+  every-rank agreement a reloading rollout uses); :mod:`.plugin` registers it;
 - model formats and the 3D-HybridEngine's execution, :mod:`.hybrid`:
   :mod:`.hybrid.llama_format` (megatron-core tensor names and HF mapping),
   :mod:`.hybrid.decoder` (the KV-cache tensor-parallel decoder),
+  :mod:`.hybrid.support` (which models it decodes),
   :mod:`.hybrid.reshard` (the micro-DP train -> generate transition),
   :mod:`.hybrid.groups`, :mod:`.hybrid.stages`;
 - :mod:`.testing`: synthetic weights and a local multi-process launcher for

@@ -5,13 +5,15 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import Iterator
-from typing import ClassVar, Literal
+from pathlib import Path
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch.nn import functional
 
 from hfsdk import (
     Batch,
+    GenerationShards,
     LossAggregation,
     LossCounts,
     entropy_from_logits,
@@ -110,6 +112,26 @@ class ActorEngine(_CausalLMEngine):
         log_probs, entropy = self._log_probs(batch, "compute_log_prob", with_entropy=True)
         return Batch.from_dict(tensors={"old_log_probs": log_probs, "entropys": entropy})
 
+    # -- the rollout contract's actor side (hfsdk.ActorSource) ---------------------------
+
+    weights_version: int = 0
+    """Incremented by every update and checkpoint load."""
+    last_weights_metrics: dict[str, float] = {}  # noqa: RUF012 (replaced, never mutated)
+    """What the last complete :meth:`hf_weights` iteration cost this rank."""
+
+    @property
+    def hf_config(self) -> Any:
+        """The actor's transformers config."""
+        return self.module.config
+
+    @property
+    def generation_eos_ids(self) -> list[int]:
+        """EOS ids of the model's generation config (may be empty)."""
+        configured = self.module.generation_config.eos_token_id
+        if configured is None:
+            return []
+        return [configured] if isinstance(configured, int) else list(configured)
+
     @contextlib.contextmanager
     def generation_module(self) -> Iterator[torch.nn.Module]:
         """The actor's own module with full weights, in eval mode, for ``generate``.
@@ -126,20 +148,65 @@ class ActorEngine(_CausalLMEngine):
         finally:
             self.module.train(was_training)
 
+    @contextlib.contextmanager
+    def live_hf_module(self, *, gather: bool = False) -> Iterator[torch.nn.Module | None]:
+        """The actor's own module when it generates as is: unsharded at float32, or gathered.
+
+        An unsharded actor that computes in bfloat16 keeps float32 weights
+        (autocast): ``None``, so generation gets a copy in the compute dtype.
+        A sharded one is gathered only with ``gather`` (``weight_sync: gather``).
+        """
+        sharded = sharding.is_sharded(self.module)
+        if (sharded and not gather) or (not sharded and self.config.dtype != "float32"):
+            yield None
+            return
+        with self.generation_module() as module:
+            yield module
+
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The actor's weights as (HF parameter name, full tensor) pairs, one at a time.
 
-        What a separate rollout engine (vLLM) loads after each update. Under
-        FSDP2 each parameter is all-gathered when it is reached and dropped
-        after the consumer moves on, so at most one full layer tensor exists
-        beside the shards — every rank of the group must consume the whole
-        iterator (the gathers are collective). Tensors are in the compute dtype.
+        Under FSDP2 one FSDP unit (transformer block) is all-gathered at a time
+        and resharded before the next (:func:`.sharding.stream_full_parameters`),
+        so at most one block of full tensors exists beside the shards — every
+        rank of the group must consume the whole iterator (the gathers are
+        collective). Tensors are in the compute dtype; tied weights appear once.
+        Sets :attr:`last_stream` and :attr:`last_weights_metrics` when exhausted.
         """
-        for name, param in self.module.named_parameters():
-            tensor = param.detach()
-            if hasattr(tensor, "full_tensor"):
-                tensor = tensor.full_tensor()
-            yield name, tensor.to(self.compute_dtype)
+        stats = sharding.StreamStats()
+        sharded = sharding.is_sharded(self.module)
+        for name, tensor in sharding.stream_full_parameters(self.module, self.dp, stats):
+            yield name, tensor.detach().to(self.compute_dtype)
+        self.last_stream = stats
+        # Unsharded, the module's own tensors were yielded: nothing received, nothing extra.
+        self.last_weights_metrics = {}
+        if sharded:
+            self.last_weights_metrics = {
+                "perf/reshard_bytes": float(stats.received_bytes),
+                "perf/reshard_peak_extra_bytes": float(stats.peak_unit_bytes),
+            }
+
+    def generation_shards(self, config: Any) -> GenerationShards | None:
+        """Tensor-parallel slices of the FSDP shards at ``actor.rollout_layout.tp > 1``, else None.
+
+        ``config`` (the rollout section) is not needed: the layout is the actor's.
+        """
+        from hfsdk_backend_fsdp.tp_rollout import SliceShards, resolve_rollout_tp
+
+        tg = resolve_rollout_tp(self.config.rollout_layout, self.dp.size, self.hf_config.to_dict())
+        if tg == 1:
+            return None
+        return SliceShards(self, tg=tg)
+
+    def load_checkpoint(self, directory: str | Path) -> None:
+        """Restore a checkpoint (see :meth:`FSDPEngine.load_checkpoint`); the weights changed."""
+        super().load_checkpoint(directory)
+        self.weights_version += 1
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output (see :meth:`FSDPEngine.load_state_dict`)."""
+        super().load_state_dict(state)
+        self.weights_version += 1
 
     def update_actor(self, batch: Batch, objective: ActorObjective) -> dict[str, float]:
         """Train the policy on ``batch`` (``ppo_epochs`` × mini-batches × micro-batches).
@@ -181,6 +248,7 @@ class ActorEngine(_CausalLMEngine):
                     )
                 self._optimizer_step(metrics, "actor")
                 metrics.end_minibatch()
+        self.weights_version += 1
         return self._finish_update(metrics, "actor")
 
     def is_on_policy(self, local_rows: int) -> bool:

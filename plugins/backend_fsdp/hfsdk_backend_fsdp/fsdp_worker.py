@@ -23,7 +23,9 @@ from hfsdk import (
     ActorLossTerms,
     Batch,
     BuiltinProtocol,
+    RolloutBackend,
     Worker,
+    build_rollout,
     get_registry,
     register,
     set_torch_rng_state,
@@ -107,27 +109,11 @@ class FSDPPolicyWorker(FSDPRoleWorker):
     def __init__(self, *, objective: ActorLossTerms | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.loss_terms = objective or ActorLossTerms()
-        self.rollout: Any = self._build_rollout()
-
-    def _build_rollout(self) -> Any:
-        """The configured rollout backend; ``hf`` at ``actor.rollout_layout.tp > 1`` decodes
-        tensor-parallel on slices of the FSDP shards (:mod:`.tp_rollout`)."""
-        rollout = self.run_config.rollout
-        if rollout.backend == "hf":
-            from hfsdk_backend_fsdp.tp_rollout import TPSliceRollout, resolve_rollout_tp
-
-            engine = self.engine
-            model = engine.module.config.to_dict()
-            tg = resolve_rollout_tp(engine.config.rollout_layout, engine.dp.size, model)
-            if tg > 1:
-                return TPSliceRollout(rollout, engine, tg=tg)
-        return get_registry("rollout_backends")[rollout.backend].impl(rollout, self.engine)
+        self.rollout: RolloutBackend = build_rollout(self.run_config.rollout, self.engine)
 
     def close(self) -> None:
-        """Shut the rollout engine down when it has to be (vLLM's in-process engine)."""
-        close = getattr(self.rollout, "close", None)
-        if close is not None:
-            close()
+        """Release the rollout's engines (vLLM's in-process engine)."""
+        self.rollout.close()
 
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def generate_sequences(self, prompts: Batch) -> Batch:
@@ -159,13 +145,8 @@ class FSDPPolicyWorker(FSDPRoleWorker):
         return metrics
 
     def _sync_rollout_weights(self) -> None:
-        """Hand the actor's current weights to the rollout (in memory, layer by layer).
-
-        The ``hf`` rollout generates on the actor's own module and ignores them;
-        a separate engine (``vllm``) reloads them in place.
-        """
-        if self.rollout is not None:
-            self.rollout.update_weights(self.engine.hf_weights())
+        """Tell the rollout the actor's weights changed (a rollout with its own copy reloads)."""
+        self.rollout.update_weights(self.engine)
 
     def _after_load(self) -> None:
         self._sync_rollout_weights()

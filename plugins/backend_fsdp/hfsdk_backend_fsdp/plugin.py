@@ -18,15 +18,6 @@ def hfsdk_register_training_backends(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_register_rollout_backends(register: Register) -> None:
-    """Register the ``hf`` (transformers ``generate``) rollout backend, the default one."""
-    from hfsdk_backend_common.rollout_config import HFRolloutConfig
-    from hfsdk_backend_fsdp.hf_rollout import HFRollout
-
-    register("hf", HFRollout, config_cls=HFRolloutConfig, default=True)
-
-
-@hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str]:
     """Reject rollout settings that a training run would silently ignore."""
     from hfsdk_backend_fsdp.fsdp_config import run_config_problems

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from hfsdk import DataParallelInfo
+
 if TYPE_CHECKING:
     import torch
     from torch import nn
@@ -21,12 +23,11 @@ if TYPE_CHECKING:
 
 
 @attrs.frozen(kw_only=True)
-class DataParallel:
-    """The data-parallel process group of an engine (``group`` is ``None`` in one process)."""
+class DataParallel(DataParallelInfo):
+    """The data-parallel process group of an engine (``group`` is ``None`` in one process).
 
-    group: Any = None
-    size: int = 1
-    rank: int = 0
+    What a rollout sees of it (``hfsdk.DataParallelInfo``): every fsdp rank collects.
+    """
 
     @property
     def distributed(self) -> bool:
@@ -46,7 +47,9 @@ def data_parallel(group: ProcessGroup | None = None) -> DataParallel:
             )
         return DataParallel()
     group = group or dist.group.WORLD
-    return DataParallel(group=group, size=dist.get_world_size(group), rank=dist.get_rank(group))
+    return DataParallel(
+        group=group, size=dist.get_world_size(group), rank=dist.get_rank(group), actor_group=group
+    )
 
 
 def _layer_classes(model: nn.Module) -> set[str]:

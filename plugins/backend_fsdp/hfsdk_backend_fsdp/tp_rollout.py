@@ -1,4 +1,4 @@
-"""The ``hf`` rollout of an fsdp actor at generation tensor-parallel size tg > 1.
+"""The fsdp actor's generation shards at tensor-parallel size tg > 1 (the rollout contract's).
 
 ``actor.rollout_layout.tp = tg``: the actor's ``N`` data-parallel ranks form
 ``N/tg`` generation replicas of ``tg`` ranks (at stride ``N/tg``, so each
@@ -6,25 +6,23 @@ rank's FSDP shard lies inside its slice: :func:`~.tp_slices.tp_index`). For ever
 each rank fetches only its megatron-format tensor-parallel slice of every
 weight from the FSDP2 shards (:class:`~.tp_exchange.SliceExchange`, layer by
 layer), the ranks of a replica pool their prompts and decode them together
-with ``TPDecoder``, each rank keeps the responses of its own
-prompts (so the ``hf`` rollout's batch contract holds per rank), and the
+with ``TPDecoder`` (the ``hf`` rollout's shard path), each rank keeps the
+responses of its own prompts (so the batch contract holds per rank), and the
 slice is dropped before training resumes. The training shards are only read.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 
-from hfsdk import Batch, HfsdkError
-from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+from hfsdk import GenerationShards, HfsdkError
+from hfsdk_backend_common.hybrid.decoder import DecoderShape
 from hfsdk_backend_fsdp import sharding
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
 from hfsdk_backend_fsdp.tp_exchange import SliceExchange, SliceStats
 from hfsdk_backend_fsdp.tp_slices import (
     replica_ranks,
@@ -35,7 +33,6 @@ from hfsdk_backend_fsdp.tp_slices import (
 
 if TYPE_CHECKING:
     from hfsdk import RolloutLayoutConfig
-    from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_fsdp.actor import ActorEngine
 
 logger = logging.getLogger(__name__)
@@ -70,21 +67,27 @@ def resolve_rollout_tp(layout: RolloutLayoutConfig, world: int, model: Mapping[s
     return tg
 
 
-class TPSliceRollout(HFRollout):
-    """``generate_sequences`` at tensor-parallel size ``tg`` over the FSDP actor's ranks.
+class SliceShards(GenerationShards):
+    """The fsdp actor's generation shards at tensor-parallel size ``tg`` (built once).
 
-    Every data-parallel rank of the actor must call it (the slice exchange is
-    collective over the group, decoding over each replica).
+    Every data-parallel rank of the actor takes part in every call (the slice
+    exchange is collective over the group, decoding over each replica). The
+    ranks of a replica pool their prompts (:meth:`prompt_rows`) and each keeps
+    the responses of its own (:meth:`own_rows`).
     """
 
-    def __init__(self, config: HFRolloutConfig, actor: ActorEngine, *, tg: int) -> None:
-        super().__init__(config, actor)
+    pg = 1
+    stages = None
+
+    def __init__(self, actor: ActorEngine, *, tg: int) -> None:
         dp = actor.dp
         problem = world_problem(tg, dp.size)
         if problem is not None or tg < 2:
-            raise HfsdkError(problem or f"TPSliceRollout needs tg >= 2, got tg={tg}")
+            raise HfsdkError(problem or f"SliceShards needs tg >= 2, got tg={tg}")
         if not sharding.is_sharded(actor.module):
-            raise HfsdkError("TPSliceRollout needs the actor under FSDP2 (a process group)")
+            raise HfsdkError(
+                "actor.rollout_layout.tp > 1 needs the actor under FSDP2 (a process group)"
+            )
         model = actor.module.config
         problems = tp_support_problems(model.to_dict(), tg)
         if problems:
@@ -94,64 +97,67 @@ class TPSliceRollout(HFRollout):
                 "actor.rollout_layout.tp > 1 needs the actor's data-parallel group to span the "
                 "torch.distributed world; run the actor in its own worker group"
             )
+        self.actor = actor
         self.tg = tg
         self.tp_rank = tp_index(dp.rank, dp.size, tg)
         # new_group is collective over the world: every rank creates every replica's group.
-        self.tp_group = None
+        self.tp_group: Any = None
+        self.tp_ranks: tuple[int, ...] = ()
         for replica in range(dp.size // tg):
             ranks = replica_ranks(replica, dp.size, tg)
             members = [dist.get_global_rank(dp.group, r) for r in ranks]
             group = dist.new_group(members)
             if dp.rank in ranks:
                 self.tp_group, self.tp_ranks = group, tuple(members)
-        self.decoder_shape = DecoderShape.from_hf_config(model)
-        dtype = actor.compute_dtype if actor.config.dtype != "float32" else torch.float32
+        self.shape = DecoderShape.from_hf_config(model)
         self.exchange = SliceExchange(
-            group=dp.group, world=dp.size, rank=dp.rank, tg=tg, dtype=dtype, device=actor.device
-        )
+            group=dp.group, world=dp.size, rank=dp.rank, tg=tg, dtype=actor.compute_dtype,
+            device=actor.device,
+        )  # fmt: skip
         self.last_slices = SliceStats()
+        self._counts: list[int] = []
+        self._started = 0.0
 
-    def _generate(
-        self, prompts: Batch, greedy: bool
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Right-padded responses of this rank's prompts, decoded with its replica's."""
-        started = time.perf_counter()
+    def prompt_rows(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        pad_id: int,
+        per_row: Sequence[torch.Tensor] = (),
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """The prompts of every rank of this replica, left-padded to one width."""
+        shares: list[Any] = [None] * self.tg
+        mine = (input_ids.cpu(), attention_mask.cpu(), [t.cpu() for t in per_row])
+        dist.all_gather_object(shares, mine, group=self.tp_group)
+        width = max(ids.shape[1] for ids, _, _ in shares)
+        all_ids, all_masks = [], []
+        for ids, mask, _ in shares:
+            extra = width - ids.shape[1]
+            all_ids.append(torch.nn.functional.pad(ids, (extra, 0), value=pad_id))
+            all_masks.append(torch.nn.functional.pad(mask, (extra, 0), value=0))
+        self._counts = [len(ids) for ids, _, _ in shares]
+        rows = [torch.cat([share[2][i] for share in shares]) for i in range(len(per_row))]
+        return torch.cat(all_ids), torch.cat(all_masks), rows
+
+    def own_rows(self, columns: list[torch.Tensor]) -> list[torch.Tensor]:
+        """This rank's rows (its share of the pooled prompts, in tensor-rank order)."""
+        return [column.split(self._counts)[self.tp_rank] for column in columns]
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """This rank's megatron-format slices, exchanged from the FSDP shards (layer by layer)."""
         module = self.actor.module
         for unit in sharding.fsdp_units(module):
             unit.reshard()  # a ZeRO-2 forward may have left units gathered: read the shards
         stats = SliceStats()
         shard = self.exchange.generation_shard(
-            module, self.decoder_shape.num_layers, self.decoder_shape.num_kv_heads, stats
+            module, self.shape.num_layers, self.shape.num_kv_heads, stats
         )
         self.last_slices = stats
-        try:
-            ids, mask, counts = self._replica_prompts(prompts)
-            decoder = TPDecoder(
-                shard,
-                self.decoder_shape,
-                tg=self.tg,
-                tp_rank=self.tp_rank,
-                tp_group=self.tp_group,
-                tp_ranks=self.tp_ranks,
-            )
-            responses = self._decode(decoder, ids, mask, greedy)
-        finally:
-            del shard  # the generation slice lives only for this call
-        mine = responses.split(counts)[self.tp_rank]
-        self.last_metrics = {**stats.metrics(), "timing/generate_s": time.perf_counter() - started}
-        return mine, {}
+        return shard
 
-    def _replica_prompts(self, prompts: Batch) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-        """The prompts of every rank of this replica, left-padded to one width, and their counts."""
-        shares: list[Any] = [None] * self.tg
-        mine = (prompts["input_ids"].cpu(), prompts["attention_mask"].cpu())
-        dist.all_gather_object(shares, mine, group=self.tp_group)
-        width = max(ids.shape[1] for ids, _ in shares)
-        pad = self.tokenizer.pad_token_id
-        all_ids, all_masks = [], []
-        for ids, mask in shares:
-            extra = width - ids.shape[1]
-            all_ids.append(torch.nn.functional.pad(ids, (extra, 0), value=pad))
-            all_masks.append(torch.nn.functional.pad(mask, (extra, 0), value=0))
-        counts = [len(ids) for ids, _ in shares]
-        return torch.cat(all_ids), torch.cat(all_masks), counts
+    def release(self) -> None:
+        """Nothing is cached: the caller drops the slices it got from :meth:`weights`."""
+
+    def metrics(self) -> dict[str, float]:
+        """The last exchange's cost on this rank."""
+        return self.last_slices.metrics()

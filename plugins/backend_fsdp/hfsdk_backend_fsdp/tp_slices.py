@@ -24,6 +24,12 @@ from typing import Any
 
 import attrs
 
+# The decoder's model checks live with the decoder; the fsdp config checks reach them here.
+from hfsdk_backend_common.hybrid.support import (  # noqa: F401
+    decoder_problems,
+    tp_support_problems,
+)
+
 _COLUMN_PARALLEL = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
 _ROW_PARALLEL = ("o_proj", "down_proj")
 _VOCAB_PARALLEL = ("model.embed_tokens.weight", "lm_head.weight")
@@ -148,60 +154,6 @@ def full_gather_bytes(
         a, b = fsdp_rows(shape[0], world, rank)
         total += (shape[0] - (b - a)) * _numel(shape[1:]) * element_size
     return total
-
-
-def decoder_problems(model: Mapping[str, Any]) -> list[str]:
-    """Why ``rollout.decoder: hfsdk`` cannot decode a model (empty: it can)."""
-    return tp_support_problems(
-        model, 1, where="rollout.decoder=hfsdk", fix="set rollout.decoder: transformers"
-    )
-
-
-def tp_support_problems(
-    model: Mapping[str, Any],
-    tg: int,
-    *,
-    where: str | None = None,
-    fix: str = "set actor.rollout_layout.tp: 1",
-) -> list[str]:
-    """Why a model (its HF ``config.json`` as a dict) cannot generate at ``tg`` (empty: it can).
-
-    ``where`` names the setting that asked for the hfsdk decoder and ``fix``
-    what to change instead (the messages' two ends).
-    """
-    where = where or f"actor.rollout_layout.tp={tg}"
-    model_type = model.get("model_type", "?")
-    if model_type != "llama":
-        return [
-            f"{where} decodes Llama models only, not model_type {model_type!r}; "
-            f"{fix} for this model"
-        ]
-    problems = []
-    if model.get("attention_bias") or model.get("mlp_bias"):
-        problems.append(
-            f"{where} decodes Llama models without biases (attention_bias/mlp_bias are set); "
-            f"{fix} for this model"
-        )
-    rope = model.get("rope_parameters") or model.get("rope_scaling") or {}
-    if rope.get("rope_type", rope.get("type", "default")) not in ("default", None):
-        problems.append(
-            f"{where} decodes plain RoPE, not rope_type {rope.get('rope_type')!r}; "
-            f"{fix} for this model"
-        )
-    if model.get("hidden_act", "silu") != "silu":
-        problems.append(
-            f"{where} decodes SwiGLU (hidden_act silu), not {model.get('hidden_act')!r}; "
-            f"{fix} for this model"
-        )
-    heads = int(model.get("num_attention_heads", 0))
-    kv_heads = int(model.get("num_key_value_heads") or heads)
-    ffn = int(model.get("intermediate_size", 0))
-    if heads % tg or kv_heads % tg or ffn % tg:
-        problems.append(
-            f"{where} does not divide the model's {heads} query heads, {kv_heads} key/value "
-            f"heads and FFN width {ffn}; choose a divisor of all three"
-        )
-    return problems
 
 
 def world_problem(tg: int, world: int) -> str | None:

@@ -12,11 +12,11 @@ from hfsdk.core.batch import Batch
 from hfsdk.core.errors import HfsdkError
 from hfsdk_backend_common.objectives import CriticObjective
 from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.critic import CriticEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
 from hfsdk_ppo.losses import clipped_value_loss
 
 

@@ -19,13 +19,13 @@ from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.engine_support import MetricAccumulator
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp import engine as engine_module
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.critic import CriticEngine
 from hfsdk_backend_fsdp.engine import resolve_model_path
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
 from hfsdk_backend_fsdp.sharding import DataParallel
 
 

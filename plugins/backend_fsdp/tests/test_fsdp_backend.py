@@ -63,8 +63,8 @@ def test_create_engine_builds_the_role(model_dir: Path) -> None:
 
 def test_plugin_registers_the_backends() -> None:
     import hfsdk
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
-    from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
     training = hfsdk.get_registry("training_backends").get("fsdp")
     assert training.config_cls is FSDPRoleConfig

@@ -12,10 +12,10 @@ import torch
 from hfsdk.core.batch import Batch
 from hfsdk.core.errors import HfsdkError
 from hfsdk_backend_common.generation import response_mask_from_eos
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "0 + 0 ="]
 

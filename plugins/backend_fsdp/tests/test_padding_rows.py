@@ -24,9 +24,9 @@ from hfsdk.core.workers.futures import CollectSpec
 from hfsdk.core.workers.protocols import PAD_ROWS_META, collect_mean_metrics
 from hfsdk_backend_common.engine_support import without_padding_weight
 from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
 sys.path.insert(0, str(Path(__file__).parent))
 from padded_rank_worker import GradientRecorder, objective

@@ -23,10 +23,10 @@ from hfsdk.core.batch import Batch
 from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
 from hfsdk_backend_fsdp.sharding import data_parallel, gathered, is_sharded
 
 WORKER = Path(__file__).with_name("two_rank_worker.py")

@@ -18,11 +18,11 @@ from hfsdk.core.batch import Batch
 from hfsdk.core.maths.policy_losses import ppo_clip_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_common.token_ops import padding_columns
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 + 4 =", "9 + 9 =", "4 + 0 ="]
 

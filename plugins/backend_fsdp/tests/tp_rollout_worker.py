@@ -1,7 +1,7 @@
 """Rank side of ``test_tp_rollout.py``: an FSDP2 actor generating at tensor-parallel size tg.
 
 Each rank greedy-decodes its share of the prompts through
-:class:`TPSliceRollout`, takes one ``update_actor`` step, decodes again, and
+the ``hf`` rollout's shard path (the actor's :class:`SliceShards`), takes one ``update_actor`` step, decodes again, and
 returns the responses, the slice exchange's counts, the weights' full shapes
 and (rank 0) the updated full state dict.
 """
@@ -17,11 +17,12 @@ from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
 from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.sharding import full_model_state
-from hfsdk_backend_fsdp.tp_rollout import TPSliceRollout, resolve_rollout_tp
+from hfsdk_backend_fsdp.tp_rollout import SliceShards, resolve_rollout_tp
 
 TRAIN_KEYS = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask"]
 
@@ -42,10 +43,11 @@ def run(
     actor = ActorEngine(config, role="actor")
     model = actor.module.config.to_dict()
     assert resolve_rollout_tp(config.rollout_layout, world, model) == tg
-    rollout = TPSliceRollout(HFRolloutConfig(max_response_length=6), actor, tg=tg)
+    rollout = HFRollout(HFRolloutConfig(max_response_length=6), actor)
+    assert isinstance(rollout.shards, SliceShards) and rollout.shards.tg == tg
     part = Batch.from_dict(tensors=prompts).chunk(world)[rank]
     first = rollout.generate_sequences(part, greedy=True)
-    stats = rollout.last_slices
+    stats = rollout.shards.last_slices
     # One policy-gradient step away from the greedy responses (advantage -1): the
     # next greedy decoding must come from the new weights.
     train = first.select(tensor_keys=TRAIN_KEYS)
@@ -60,7 +62,7 @@ def run(
         "second": second["responses"],
         "metrics": first.meta["rollout_metrics"],
         "stats": stats,
-        "second_stats": rollout.last_slices,
+        "second_stats": rollout.shards.last_slices,
         "shapes": {name: tuple(p.shape) for name, p in actor.module.named_parameters()},
         "state": state if rank == 0 else None,
     }

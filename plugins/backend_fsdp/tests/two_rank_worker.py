@@ -19,10 +19,10 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
 from hfsdk_backend_fsdp.sharding import (
     StreamStats,
     gathered,
@@ -57,7 +57,7 @@ def main() -> None:
     assert rollout.config.weight_sync == "stream"
     streamed = rollout.generate_sequences(prompts, greedy=True)
     greedy = streamed["responses"]
-    stream_stats = rollout.last_stream
+    stream_stats = actor.last_stream
     gathered_greedy = HFRollout(
         HFRolloutConfig(max_response_length=5, weight_sync="gather"), actor
     ).generate_sequences(prompts, greedy=True)["responses"]

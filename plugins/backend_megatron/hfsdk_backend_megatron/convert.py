@@ -163,35 +163,67 @@ def to_hf(
     if missing:
         raise HfsdkError(f"megatron shards {missing} (pp_rank, tp_rank) are missing")
 
-    def cat(p: int, name: str, dim: int = 0) -> torch.Tensor:
-        return torch.cat([shards[(p, t)][name] for t in range(tp)], dim=dim)
+    def stage(p: int) -> list[Mapping[str, torch.Tensor]]:
+        return [shards[(p, t)] for t in range(tp)]
 
-    hf: dict[str, torch.Tensor] = {}
-    vocab = shape.vocab_size
-    hf["model.embed_tokens.weight"] = cat(0, "embedding.word_embeddings.weight")[:vocab].clone()
+    hf = embedding_to_hf(stage(0), shape)
     for p in range(pp):
         for local, layer in enumerate(layers_of_stage(shape, pp, p)):
-            src, dst = f"decoder.layers.{local}.", f"model.layers.{layer}."
-            attn = dst + "self_attn."
-            q, k, v = _split_qkv(cat(p, src + "self_attention.linear_qkv.weight"), shape)
-            hf[attn + "q_proj.weight"], hf[attn + "k_proj.weight"] = q, k
-            hf[attn + "v_proj.weight"] = v
-            if shape.qkv_bias:
-                qb, kb, vb = _split_qkv(cat(p, src + "self_attention.linear_qkv.bias"), shape)
-                hf[attn + "q_proj.bias"], hf[attn + "k_proj.bias"] = qb, kb
-                hf[attn + "v_proj.bias"] = vb
-            hf[attn + "o_proj.weight"] = cat(p, src + "self_attention.linear_proj.weight", 1)
-            halves = [shards[(p, t)][src + "mlp.linear_fc1.weight"].chunk(2) for t in range(tp)]
-            hf[dst + "mlp.gate_proj.weight"] = torch.cat([h[0] for h in halves])
-            hf[dst + "mlp.up_proj.weight"] = torch.cat([h[1] for h in halves])
-            hf[dst + "mlp.down_proj.weight"] = cat(p, src + "mlp.linear_fc2.weight", 1)
-            for mname, hname in _LAYER_NORMS.items():
-                hf[dst + hname] = shards[(p, 0)][src + mname].clone()
-    last = shards[(pp - 1, 0)]
-    hf["model.norm.weight"] = last["decoder.final_layernorm.weight"].clone()
+            hf.update(layer_to_hf(stage(p), shape, local=local, layer=layer))
+    hf.update(final_to_hf(stage(pp - 1), shape, head=head))
+    return hf
+
+
+def embedding_to_hf(
+    parts: list[Mapping[str, torch.Tensor]], shape: ModelShape
+) -> dict[str, torch.Tensor]:
+    """The HF embedding from the first stage's tensor-parallel shards (``parts[tp_rank]``)."""
+    name = "embedding.word_embeddings.weight"
+    full = torch.cat([part[name] for part in parts])
+    return {"model.embed_tokens.weight": full[: shape.vocab_size].clone()}
+
+
+def layer_to_hf(
+    parts: list[Mapping[str, torch.Tensor]], shape: ModelShape, *, local: int, layer: int
+) -> dict[str, torch.Tensor]:
+    """HF tensors of global layer ``layer`` from its stage's tp shards (local number ``local``)."""
+    src, dst = f"decoder.layers.{local}.", f"model.layers.{layer}."
+
+    def cat(name: str, dim: int = 0) -> torch.Tensor:
+        return torch.cat([part[src + name] for part in parts], dim=dim)
+
+    hf: dict[str, torch.Tensor] = {}
+    attn = dst + "self_attn."
+    q, k, v = _split_qkv(cat("self_attention.linear_qkv.weight"), shape)
+    hf[attn + "q_proj.weight"], hf[attn + "k_proj.weight"] = q, k
+    hf[attn + "v_proj.weight"] = v
+    if shape.qkv_bias:
+        qb, kb, vb = _split_qkv(cat("self_attention.linear_qkv.bias"), shape)
+        hf[attn + "q_proj.bias"], hf[attn + "k_proj.bias"] = qb, kb
+        hf[attn + "v_proj.bias"] = vb
+    hf[attn + "o_proj.weight"] = cat("self_attention.linear_proj.weight", 1)
+    halves = [part[src + "mlp.linear_fc1.weight"].chunk(2) for part in parts]
+    hf[dst + "mlp.gate_proj.weight"] = torch.cat([h[0] for h in halves])
+    hf[dst + "mlp.up_proj.weight"] = torch.cat([h[1] for h in halves])
+    hf[dst + "mlp.down_proj.weight"] = cat("mlp.linear_fc2.weight", 1)
+    for mname, hname in _LAYER_NORMS.items():
+        hf[dst + hname] = parts[0][src + mname].clone()
+    return hf
+
+
+def final_to_hf(
+    parts: list[Mapping[str, torch.Tensor]], shape: ModelShape, *, head: Head = "lm"
+) -> dict[str, torch.Tensor]:
+    """The final norm and the output layer (or value/score head) from the last stage's shards.
+
+    A tied output layer is not returned (HF names it once, as the embedding).
+    """
+    last = parts[0]
+    hf = {"model.norm.weight": last["decoder.final_layernorm.weight"].clone()}
     if head == "lm":
         if not shape.tie_embeddings:
-            hf["lm_head.weight"] = cat(pp - 1, "output_layer.weight")[:vocab].clone()
+            full = torch.cat([part["output_layer.weight"] for part in parts])
+            hf["lm_head.weight"] = full[: shape.vocab_size].clone()
     else:
         for name in ("weight", "bias"):
             if f"output_layer.{name}" in last:

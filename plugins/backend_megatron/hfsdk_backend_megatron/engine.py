@@ -26,6 +26,7 @@ import torch.distributed as dist
 
 from hfsdk import (
     Batch,
+    DataParallelInfo,
     HfsdkError,
     LossAggregation,
     LossCounts,
@@ -103,7 +104,7 @@ class MegatronEngine:
                 f"{role}.parallel.sequence_parallel is not supported by the megatron backend "
                 "yet; set it to false"
             )
-        self.tp, self.pp, self.dp = init_parallel_state(tp, pp)
+        self.tp, self.pp, self.dp_size = init_parallel_state(tp, pp)
         from megatron.core import parallel_state as mpu
 
         self.mpu = mpu
@@ -112,6 +113,13 @@ class MegatronEngine:
         self.dp_rank = mpu.get_data_parallel_rank()
         self.first_stage = mpu.is_pipeline_first_stage()
         self.last_stage = mpu.is_pipeline_last_stage()
+        self.dp = DataParallelInfo(
+            size=self.dp_size,
+            rank=self.dp_rank,
+            group=mpu.get_data_parallel_group() if dist.is_initialized() else None,
+            collects=self.tp_rank == 0 and self.last_stage,
+        )
+        """The rollout contract's view: the collecting ranks are tp 0 of the last stage."""
         self.dtype = torch.float32 if self.trainable else _dtype(config.dtype)
         hf_state = load_hf_state(self.model_dir)
         # The same seed on every rank: a fresh value/score head is identical across replicas.
@@ -162,7 +170,10 @@ class MegatronEngine:
                 weight_decay=optim.weight_decay,
             )
             self.scheduler = build_scheduler(self.optimizer, optim, total_steps)
-        self._hf_module: Any = None
+        self.weights_version = 0
+        self.last_weights_metrics: dict[str, float] = {}
+        self._hf_config: Any = None
+        self._generation_shards: Any = None
 
     # -- layout ---------------------------------------------------------------------------
 
@@ -213,7 +224,7 @@ class MegatronEngine:
         return {
             "tp": self.tp,
             "pp": self.pp,
-            "dp": self.dp,
+            "dp": self.dp_size,
             "tp_rank": self.tp_rank,
             "pp_rank": self.pp_rank,
             "dp_rank": self.dp_rank,
@@ -376,18 +387,18 @@ class MegatronEngine:
             dtype=torch.float64,
             device=self.device,
         )
-        if self.dp > 1:
+        if self.dp_size > 1:
             dist.all_reduce(counts, group=self.mpu.get_data_parallel_group())
         return LossCounts(tokens=float(counts[0]), sequences=float(counts[1]))
 
     def _minibatches(self, batch: Batch, epoch: int) -> Iterator[Batch]:
         size = self.config.mini_batch_size
-        if size % self.dp:
+        if size % self.dp_size:
             raise HfsdkError(
-                f"{self.role}.mini_batch_size={size} is not divisible by the {self.dp} "
+                f"{self.role}.mini_batch_size={size} is not divisible by the {self.dp_size} "
                 "data-parallel replicas; make it a multiple of dp = devices / (tp·pp)"
             )
-        local = min(size // self.dp, len(batch))
+        local = min(size // self.dp_size, len(batch))
         seed = self.config.seed + 100_003 * self.update_calls + epoch
         return batch.iter_minibatches(local, shuffle=self.config.shuffle, seed=seed)
 
@@ -397,7 +408,7 @@ class MegatronEngine:
         for param in params:
             if param.grad is None:
                 param.grad = torch.zeros_like(param)
-        if self.dp > 1:
+        if self.dp_size > 1:
             group = self.mpu.get_data_parallel_group()
             for param in params:
                 dist.all_reduce(param.grad, op=dist.ReduceOp.AVG, group=group)
@@ -468,14 +479,14 @@ class MegatronEngine:
         batch = without_padding_weight(batch)  # dispatch padding rows get no weight
         has_reference = "ref_log_probs" in batch
         temperature = sampling_temperature(batch)
-        metrics = MetricAccumulator(self.dp)
+        metrics = MetricAccumulator(self.dp_size)
         self.model.train()
         for epoch in range(self.config.ppo_epochs):
             for mini in self._minibatches(batch, epoch):
                 counts = self._global_counts(mini["response_mask"])
                 norm_length = objective.norm_length or float(mini["responses"].shape[1])
                 agg = LossAggregation.from_counts(
-                    objective.loss_agg_mode, counts, norm_length=norm_length, dp_size=self.dp
+                    objective.loss_agg_mode, counts, norm_length=norm_length, dp_size=self.dp_size
                 )
                 self.optimizer.zero_grad(set_to_none=True)
 
@@ -492,6 +503,7 @@ class MegatronEngine:
                 self._pipeline(mini.split(self.config.micro_batch_size), last, backward=True)
                 self._optimizer_step(metrics, "actor")
                 metrics.end_minibatch()
+        self.weights_version += 1
         return self._finish_update(metrics, "actor")
 
     def _actor_loss(
@@ -520,21 +532,22 @@ class MegatronEngine:
 
     def is_on_policy(self, local_rows: int) -> bool:
         """Whether an update of ``local_rows`` rows per replica is one epoch of one mini-batch."""
-        return self.config.ppo_epochs == 1 and self.config.mini_batch_size // self.dp >= local_rows
+        local = self.config.mini_batch_size // self.dp_size
+        return self.config.ppo_epochs == 1 and local >= local_rows
 
     def update_critic(self, batch: Batch, objective: CriticObjective) -> dict[str, float]:
         """Fit the values to ``returns`` exactly as the fsdp critic does."""
         self._require_trainable("critic", "update_critic")
         require_keys(batch, CRITIC_UPDATE_KEYS, "update_critic")
         batch = without_padding_weight(batch)
-        metrics = MetricAccumulator(self.dp)
+        metrics = MetricAccumulator(self.dp_size)
         self.model.train()
         for epoch in range(self.config.ppo_epochs):
             for mini in self._minibatches(batch, epoch):
                 counts = self._global_counts(mini["response_mask"])
                 norm_length = objective.norm_length or float(mini["responses"].shape[1])
                 agg = LossAggregation.from_counts(
-                    objective.loss_agg_mode, counts, norm_length=norm_length, dp_size=self.dp
+                    objective.loss_agg_mode, counts, norm_length=norm_length, dp_size=self.dp_size
                 )
                 self.optimizer.zero_grad(set_to_none=True)
 
@@ -619,26 +632,104 @@ class MegatronEngine:
                 model.generation_config = GenerationConfig.from_pretrained(str(self.model_dir))
         return model.eval()
 
+    # -- the rollout contract's actor side (hfsdk.ActorSource) ---------------------------
+
     @property
-    def module(self) -> Any:
-        """An HF model of the current weights (built at first use; for ``generate``)."""
-        if self._hf_module is None:
-            self._hf_module = self._build_hf(load_hf_state(self.model_dir)).to(self.device)
-        return self._hf_module
+    def model_path(self) -> Path:
+        """The HF model directory the actor started from."""
+        return self.model_dir
 
-    def sync_generation_weights(self) -> None:
-        """Load the current weights into :attr:`module` (collective over tp × pp).
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype generation runs in: the engine's own."""
+        return self.dtype
 
-        A full copy on every rank: used only when the actor cannot generate
-        through the 3D-HybridEngine (``hybrid_rollout.hybrid_supported``).
-        """
-        self.module.load_state_dict(self.full_hf_state(), strict=False)
+    @property
+    def hf_config(self) -> Any:
+        """The model directory's transformers config (read once)."""
+        if self._hf_config is None:
+            from transformers import AutoConfig
+
+            self._hf_config = AutoConfig.from_pretrained(str(self.model_dir))
+        return self._hf_config
+
+    @property
+    def generation_eos_ids(self) -> list[int]:
+        """EOS ids of the model directory's generation config (empty without one)."""
+        from transformers import GenerationConfig
+
+        try:
+            configured = GenerationConfig.from_pretrained(str(self.model_dir)).eos_token_id
+        except OSError:
+            return []
+        if configured is None:
+            return []
+        return [configured] if isinstance(configured, int) else list(configured)
 
     @contextlib.contextmanager
-    def generation_module(self) -> Iterator[Any]:
-        """The HF model for ``generate`` (call :meth:`sync_generation_weights` first)."""
-        with torch.no_grad():
-            yield self.module
+    def live_hf_module(self, *, gather: bool = False) -> Iterator[None]:
+        """Never: the actor holds megatron-core shards, not an HF module."""
+        yield None
+
+    def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The actor's weights as (HF name, full CPU tensor), one piece at a time.
+
+        Pieces: the embedding, each layer in order, the final norm and output
+        layer; each is gathered from the (pp, tp) ranks that hold it (collective
+        over the model-parallel group) and converted to HF names, so a rank
+        holds at most one layer's full tensors beside its shard. Tied output
+        layers are not yielded (HF names them once, as the embedding).
+        """
+        shape, pp = self.shape, self.pp
+        per = shape.num_layers // pp
+        local = {k: v.detach() for k, v in self.model.named_parameters()}
+        stats = {"received": 0, "peak": 0}
+
+        def gather(mine: dict[str, torch.Tensor], stage: int) -> list[dict[str, torch.Tensor]]:
+            """The tp shards of ``stage``'s tensors ``mine`` (empty on other stages)."""
+            own = {k: v.cpu() for k, v in mine.items()} if self.pp_rank == stage else {}
+            parts = self._gather_shards(own)
+            by_tp = [parts[(stage, t)] for t in range(self.tp)]
+            piece = sum(t.numel() * t.element_size() for part in by_tp for t in part.values())
+            held = sum(t.numel() * t.element_size() for t in own.values())
+            stats["received"] += piece - held
+            stats["peak"] = max(stats["peak"], piece)
+            return by_tp
+
+        def select(prefix: str) -> dict[str, torch.Tensor]:
+            return {k: v for k, v in local.items() if k.startswith(prefix)}
+
+        embedding = convert.embedding_to_hf(gather(select("embedding."), 0), shape)
+        for name, tensor in embedding.items():
+            yield name, tensor.to(self.dtype)
+        for layer in range(shape.num_layers):
+            stage, number = divmod(layer, per)
+            parts = gather(select(f"decoder.layers.{number}."), stage)
+            for name, tensor in convert.layer_to_hf(
+                parts, shape, local=number, layer=layer
+            ).items():
+                yield name, tensor.to(self.dtype)
+        ends = {**select("decoder.final_layernorm."), **select("output_layer.")}
+        final = convert.final_to_hf(gather(ends, pp - 1), shape, head=self.head)
+        for name, tensor in final.items():
+            yield name, tensor.to(self.dtype)
+        self.last_weights_metrics = {
+            "perf/reshard_bytes": float(stats["received"]),
+            "perf/reshard_peak_extra_bytes": float(stats["peak"]),
+        }
+
+    def generation_shards(self, config: Any) -> Any:
+        """This rank's 3D-HybridEngine shards at ``actor.rollout_layout`` (None: unsupported model).
+
+        Built once (creates the generation process groups: collective over the world).
+        """
+        from hfsdk_backend_megatron.hybrid_shards import HybridShards, hybrid_supported
+
+        if hybrid_supported(self) is not None:
+            return None
+        if self._generation_shards is None:
+            self._generation_shards = HybridShards(self)
+        return self._generation_shards
 
     def export_hf(self, directory: str | Path) -> Path:
         """The model in HF format with its tokenizer (global rank 0 writes; collective)."""
@@ -714,6 +805,7 @@ class MegatronEngine:
                 group.update(saved)
             self.scheduler.load_state_dict(state["scheduler"])
         self.update_calls = int(state["update_calls"])
+        self.weights_version += 1
 
     def _reshard(self, directory: Path, tp: int, pp: int) -> tuple[dict, dict, dict]:
         """Merge a checkpoint saved at (tp, pp) to HF layout, then cut this rank's shard."""

@@ -25,8 +25,10 @@ from hfsdk import (
     DispatchContext,
     DispatchPlan,
     HfsdkError,
+    RolloutBackend,
     TransferProtocol,
     Worker,
+    build_rollout,
     check_mesh,
     collect_mean_metrics,
     get_registry,
@@ -109,23 +111,13 @@ class MegatronWorker(Worker):
         self.engine = MegatronEngine(
             section, role=role, kind=self.kind, total_steps=config.trainer.total_steps
         )
-        self.declare_mesh(MESH, pp=self.engine.pp, tp=self.engine.tp, dp=self.engine.dp)
+        self.declare_mesh(MESH, pp=self.engine.pp, tp=self.engine.tp, dp=self.engine.dp_size)
         torch.manual_seed(config.trainer.seed + 1000 * self.rank)
-        self.rollout: Any = None
+        self.rollout: RolloutBackend | None = None
         if self.kind == "actor":
-            from hfsdk_backend_megatron.hybrid_rollout import HybridRollout, hybrid_supported
-
-            rollout_cls = get_registry("rollout_backends")[config.rollout.backend].impl
-            from_hybrid = getattr(rollout_cls, "from_hybrid_engine", None)
-            why_not = hybrid_supported(self.engine) if config.rollout.backend == "hf" else "-"
-            if why_not is None:
-                # The 3D-HybridEngine: reshard into actor.rollout_layout, decode there.
-                self.rollout = HybridRollout(config.rollout, self.engine)
-            elif from_hybrid is not None:
-                # A rollout engine of its own (vLLM) fed from the 3D-HybridEngine's shards.
-                self.rollout = from_hybrid(config.rollout, self.engine)
-            else:
-                self.rollout = rollout_cls(config.rollout, self.engine)
+            # The engine is the rollout contract's actor (3D-HybridEngine shards when the
+            # model is supported, HF-named weights gathered layer by layer otherwise).
+            self.rollout = build_rollout(config.rollout, self.engine)
 
     def _require(self, kind: str, method: str) -> None:
         if self.kind != kind:
@@ -142,19 +134,22 @@ class MegatronWorker(Worker):
     # -- rollout and inference -------------------------------------------------------
 
     def close(self) -> None:
-        """Shut the rollout engine down when it has to be (vLLM's in-process engine)."""
-        close = getattr(self.rollout, "close", None)
-        if close is not None:
-            close()
+        """Release the rollout's engines (vLLM's in-process engine)."""
+        if self.rollout is not None:
+            self.rollout.close()
 
     @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
     def generate_sequences(self, prompts: Batch) -> Batch:
-        """Responses for ``prompts``: weights gathered over tp × pp, the collector generates."""
+        """Responses for ``prompts``; the collector's (tp 0, last stage) are returned.
+
+        A collective rollout runs on every rank (reshards, tensor-parallel
+        decoding, gathered weights); otherwise only the collectors generate.
+        """
         self._require("actor", "generate_sequences")
-        if getattr(self.rollout, "collective", False):
-            out = self.rollout.generate_sequences(prompts)  # every rank reshards and decodes
+        assert self.rollout is not None
+        if self.rollout.collective:
+            out = self.rollout.generate_sequences(prompts)
             return out if self._collects else prompts
-        self.engine.sync_generation_weights()  # collective: every rank of the replica
         if not self._collects:
             return prompts  # not collected
         return self.rollout.generate_sequences(prompts)
@@ -208,14 +203,9 @@ class MegatronWorker(Worker):
         return metrics
 
     def _weights_changed(self) -> None:
-        """Tell a rollout that keeps its own copy of the weights (vLLM) to reload them.
-
-        It reloads at its next rollout (a collective transition); rollouts that
-        reshard or gather for every call have nothing to track.
-        """
-        notify = getattr(self.rollout, "weights_changed", None)
-        if notify is not None:
-            notify()
+        """Tell the rollout the actor's weights changed (a rollout with its own copy reloads)."""
+        if self.rollout is not None:
+            self.rollout.update_weights(self.engine)
 
     @register(protocol=MESH_METRIC, mesh=MESH)
     def update_critic(self, batch: Batch) -> dict[str, float]:

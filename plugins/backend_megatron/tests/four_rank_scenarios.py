@@ -44,7 +44,7 @@ def engine(path: str, kind: str, tp: int, pp: int, optim: dict[str, Any]) -> Meg
 
 def my_part(eng: MegatronEngine, batch: Batch) -> Batch:
     """The rows MESH_PROTO would give this rank: its data-parallel replica's chunk."""
-    return batch.chunk(eng.dp)[eng.dp_rank]
+    return batch.chunk(eng.dp_size)[eng.dp_rank]
 
 
 def collector(eng: MegatronEngine) -> bool:

@@ -1,7 +1,7 @@
 """Rank side of ``test_hybrid_rollout.py``: megatron actor -> 3D-HybridEngine rollout.
 
 For each (p, t) -> (pg, tg): build the actor at (t, p) on four gloo ranks,
-greedy-decode through :class:`HybridRollout`, take one ``update_actor`` step,
+greedy-decode through the ``hf`` rollout's shard path (:class:`HybridShards`), take one ``update_actor`` step,
 decode again, and return (from the collecting rank of replica 0) the
 responses, the updated weights and the transition's metrics, and from every
 rank the bytes the micro-DP formula says it receives.
@@ -19,9 +19,9 @@ from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
 from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_megatron.engine import MegatronEngine
-from hfsdk_backend_megatron.hybrid_rollout import HybridRollout
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
 
 # The last two decode over two generation pipeline stages (rollout pp = 2).
@@ -43,9 +43,11 @@ def scenario(path: str, prompts: dict, p: int, t: int, pg: int, tg: int) -> dict
         optim=OptimConfig(lr=0.05),
     )
     eng = MegatronEngine(config, role="actor", kind="actor")
-    rollout = HybridRollout(HFRolloutConfig(max_response_length=6), eng)
+    rollout = HFRollout(HFRolloutConfig(max_response_length=6), eng)
+    shards = rollout.shards
+    assert shards is not None
     batch = Batch.from_dict(tensors=prompts)
-    part = batch.chunk(eng.dp)[eng.dp_rank]
+    part = batch.chunk(eng.dp_size)[eng.dp_rank]
     first = rollout.generate_sequences(part, greedy=True)
     metrics = first.meta["rollout_metrics"]
     # One policy-gradient step on the greedy responses (advantage +1): the next
@@ -59,9 +61,9 @@ def scenario(path: str, prompts: dict, p: int, t: int, pg: int, tg: int) -> dict
     eng.update_actor(train, ActorObjective(policy_loss=reinforce_loss))
     second = rollout.generate_sequences(part, greedy=True)
     state = eng.full_hf_state()
-    element_size = next(iter(rollout.training_shard().values())).element_size()
+    element_size = next(iter(shards.training_shard().values())).element_size()
     formula = transition_bytes(
-        rollout.specs, rollout.train, rollout.gen, torch.distributed.get_rank(),
+        shards.specs, shards.train, shards.gen, torch.distributed.get_rank(),
         eng.shape.num_layers, element_size=element_size,
     )  # fmt: skip
     collect = eng.last_stage and eng.tp_rank == 0 and eng.dp_rank == 0
@@ -69,7 +71,7 @@ def scenario(path: str, prompts: dict, p: int, t: int, pg: int, tg: int) -> dict
         "first": first["responses"],
         "second": second["responses"],
         "metrics": metrics,
-        "stats": rollout.hybrid.stats,
+        "stats": shards.hybrid.stats,
         "formula": formula,
         "state": state if collect else None,
         "collect": collect,

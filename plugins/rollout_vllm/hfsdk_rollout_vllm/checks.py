@@ -68,13 +68,9 @@ def run_config_problems(config: Any) -> list[str]:
     problem = vllm_problem()
     if problem:
         return [problem]
+    # Any training backend feeds the rollout (the rollout contract); these two fields are the
+    # ones every backend's actor section has (a third party's may lack them: then unknown).
     actor = getattr(config, "actor", None)
-    backend = getattr(actor, "backend", "fsdp")
-    if backend not in ("fsdp", "megatron"):
-        return [
-            f"rollout.backend=vllm is fed by the fsdp or megatron actor; actor.backend="
-            f"{backend!r} does not feed it: use one of those or rollout.backend=hf"
-        ]
     on_cpu = getattr(actor, "device", "auto") == "cpu" or not cuda_available()
     model_dir = getattr(actor, "model_path", None)
     if model_dir is None:
@@ -86,46 +82,7 @@ def run_config_problems(config: Any) -> list[str]:
     else:
         size = head_dim(model_dir)
     problem = servable_problem(model_dir, size, on_cpu)
-    if problem:
-        return [problem]
-    return megatron_problems(actor) if backend == "megatron" else []
-
-
-def megatron_problems(actor: Any) -> list[str]:
-    """What the megatron actor's 3D-HybridEngine cannot feed into vLLM (model, layout)."""
-    from hfsdk_backend_megatron.arch import read_shape
-    from hfsdk_backend_megatron.validation import default_task_shape
-
-    try:
-        shape = read_shape(actor.model_path, "actor") if actor.model_path else default_task_shape()
-    except HfsdkError:  # the megatron backend's own check reports an unreadable model
-        return []
-    prefix = "rollout.backend=vllm with actor.backend=megatron"
-    if shape.family != "llama" or shape.qkv_bias:
-        return [
-            f"{prefix}: the generation shards are built for Llama models without attention "
-            f"biases, not {shape.family!r}; use a Llama model, or actor.backend=fsdp"
-        ]
-    if shape.tie_embeddings:
-        return [
-            f"{prefix}: the generation shards need an untied output layer "
-            "(tie_word_embeddings: false in config.json); untie it, or use actor.backend=fsdp"
-        ]
-    layout = actor.rollout_layout
-    tp = actor.parallel.tp
-    tg = layout.tp or tp
-    if layout.pp != 1:
-        return [
-            f"{prefix}: actor.rollout_layout.pp={layout.pp}, but the vLLM engine is fed one "
-            "whole-model generation shard per rank; set actor.rollout_layout.pp=1"
-        ]
-    if tg not in (1, tp):
-        return [
-            f"{prefix}: actor.rollout_layout.tp={tg} with training tp={tp}: vLLM forms its "
-            "tensor-parallel groups from consecutive ranks, which are the generation groups "
-            f"only for tp 1 or {tp}; set actor.rollout_layout.tp to 1 or {tp}"
-        ]
-    return []
+    return [problem] if problem else []
 
 
 def require_servable(model_dir: str | Path, on_cpu: bool) -> None:

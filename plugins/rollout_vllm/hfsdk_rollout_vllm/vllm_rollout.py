@@ -1,36 +1,48 @@
 """The ``vllm`` rollout backend: generation by a vLLM engine colocated with the actor.
 
-It keeps the ``hf`` rollout's contract (inputs, output keys, response mask,
-``n`` / greedy / sampling settings; see :class:`HFRollout`) and changes who
-decodes: a vLLM engine built once in the actor's process. After every actor
-update the worker passes the new weights through :meth:`update_weights` as
-(HF name, tensor) pairs, in memory; on CUDA the engine's KV cache is released
-while the actor trains. Each response also gets ``rollout_log_probs``: the
-log-probability vLLM gave each sampled token (under the temperature-scaled,
-top-k/top-p-filtered distribution it sampled from; 0 where masked).
+It keeps the ``hf`` rollout's batch contract (inputs, output keys, response
+mask, ``n`` / greedy / sampling settings; see :class:`HFRollout`) and changes
+who decodes: a vLLM engine built once in the actor's process from the actor's
+model directory. Written against the rollout contract only
+(:mod:`hfsdk.core.rollout_contract`): when the actor offers generation shards
+in a layout vLLM can take (:func:`~.hybrid_vllm.vllm_layout_problem`) the
+engine is fed from them (:class:`~.hybrid_vllm.HybridVLLMRollout`);
+otherwise every rank reloads its own engine from ``actor.hf_weights()``
+after every update (in memory, one tensor at a time) and the collecting
+ranks generate. On CUDA the engine's KV cache is released while the actor
+trains. Each response also gets ``rollout_log_probs``: the log-probability
+vLLM gave each sampled token (0 where masked).
+
+A reload that fails on one rank fails on every rank at once, with one
+message (:func:`~hfsdk_backend_common.rollout.agreement.on_every_rank`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
 from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hfsdk import Batch
-from hfsdk_backend_fsdp.hf_rollout import HFRollout
+from hfsdk import ActorSource, Batch, RolloutBackend
+from hfsdk_backend_common.rollout.agreement import on_every_rank
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
+from hfsdk_rollout_vllm.requests import (
+    LOG_PROB_KEY,
+    SEED_RANGE,
+    drain,
+    engine_dtype,
+    generate_rows,
+    sampling_params,
+)
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedTokenizerBase
 
-    from hfsdk_backend_fsdp.actor import ActorEngine
     from hfsdk_rollout_vllm.engine import ColocatedEngine
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
 
-LOG_PROB_KEY = "rollout_log_probs"
-SEED_RANGE = 2**31 - 1
-
+logger = logging.getLogger(__name__)
 
 class VLLMRollout(HFRollout):
     """Generates with a vLLM engine in this process, reloaded with the actor's weights.
@@ -38,51 +50,58 @@ class VLLMRollout(HFRollout):
     ``actor`` supplies the model directory (architecture and first weights),
     the tokenizer, the device and the compute dtype. Sampled requests get
     per-request seeds drawn from torch's global generator, so a run that
-    checkpoints and restores that generator (the fsdp worker does) resumes
-    with exactly the samples it would have drawn.
+    checkpoints and restores that generator resumes with exactly the samples
+    it would have drawn. Only the collecting ranks call :meth:`generate_sequences`.
     """
 
     config: VLLMRolloutConfig
+    collective = False
 
-    def __init__(
-        self,
-        config: VLLMRolloutConfig,
-        actor: ActorEngine,
-        tokenizer: PreTrainedTokenizerBase | None = None,
-    ) -> None:
-        super().__init__(config, actor, tokenizer)
+    def __init__(self, config: VLLMRolloutConfig, actor: ActorSource) -> None:
+        RolloutBackend.__init__(self, config, actor)
+        self._setup_tokens()
+        self.shards = None
         from hfsdk_rollout_vllm.engine import ColocatedEngine
 
         on_cpu = actor.device.type == "cpu"
         require_servable(actor.model_path, on_cpu)
-        dtype = actor.compute_dtype if config.dtype == "auto" else getattr(torch, config.dtype)
-        self.engine: ColocatedEngine = ColocatedEngine(config, actor.model_path, dtype, on_cpu)
+        self.engine: ColocatedEngine = ColocatedEngine(
+            config, actor.model_path, engine_dtype(config, actor), on_cpu
+        )
         self.weight_updates = 0
-
-    def update_weights(self, weights: Iterable[tuple[str, torch.Tensor]] | None = None) -> None:
-        """Load the actor's new weights into the engine, in place (no files, no second model).
-
-        ``weights``: (HF parameter name, full tensor) pairs in the model's layer
-        order, e.g. :meth:`ActorEngine.hf_weights`; any producer (a megatron
-        actor converting its shards to HF names) may feed it. ``None``: nothing
-        changed.
-        """
-        if weights is None:
-            return
-        self.engine.reload_weights(weights)
-        self.weight_updates += 1
+        self.loaded_version = actor.weights_version
 
     @classmethod
-    def from_hybrid_engine(cls, config: VLLMRolloutConfig, engine: Any) -> Any:
-        """The same backend for an actor that feeds it through the 3D-HybridEngine (megatron).
+    def build(cls, config: VLLMRolloutConfig, actor: ActorSource) -> RolloutBackend:
+        """The shard-fed engine when the actor's generation shards suit vLLM, else this one."""
+        from hfsdk_rollout_vllm.hybrid_vllm import HybridVLLMRollout, vllm_layout_problem
 
-        ``engine`` is the megatron actor engine; the rollout reshards its
-        training shard into the generation layout and reloads the weights
-        from there (see :class:`~hfsdk_rollout_vllm.hybrid_vllm.HybridVLLMRollout`).
+        shards = actor.generation_shards(config)
+        if shards is not None:
+            problem = vllm_layout_problem(shards)
+            if problem is None:
+                return HybridVLLMRollout(config, actor, shards)
+            logger.warning("%s; every rank reloads its engine from the actor's weights", problem)
+        return cls(config, actor)
+
+    def update_weights(self, actor: ActorSource) -> None:
+        """Load the actor's new weights into the engine, in place (no files, no second model).
+
+        Collective over the actor's ranks (``actor.hf_weights()``); a failure
+        on any rank raises on every rank.
         """
-        from hfsdk_rollout_vllm.hybrid_vllm import HybridVLLMRollout
-
-        return HybridVLLMRollout(config, engine)
+        if actor.weights_version == self.loaded_version:
+            return
+        weights = actor.hf_weights()
+        on_every_rank(
+            lambda: self.engine.reload_weights(weights),
+            what="reloading the vLLM engine's weights",
+            group=actor.dp.actor_group,
+            drain=lambda: drain(weights),
+            device=actor.device,
+        )
+        self.loaded_version = actor.weights_version
+        self.weight_updates += 1
 
     def sampling_params(self, greedy: bool, seed: int | None = None) -> Any:
         """vLLM's ``SamplingParams`` for one request (the model's defaults never apply)."""
@@ -111,65 +130,3 @@ class VLLMRollout(HFRollout):
         # The actor trains next: on CUDA the KV cache is released until the next call.
         self.engine.sleep()
         return responses, {LOG_PROB_KEY: log_probs}
-
-
-def sampling_params(
-    config: VLLMRolloutConfig, eos_ids: list[int], greedy: bool, seed: int | None = None
-) -> Any:
-    """vLLM's ``SamplingParams`` for one request of a rollout configured by ``config``."""
-    from vllm import SamplingParams
-
-    common: dict[str, Any] = {
-        "max_tokens": config.max_response_length,
-        "stop_token_ids": eos_ids,
-        "logprobs": 0,  # the sampled token's own log-prob
-        "detokenize": False,
-    }
-    if greedy:
-        return SamplingParams(temperature=0.0, **common)
-    return SamplingParams(
-        temperature=config.temperature,
-        top_p=config.top_p,
-        top_k=config.top_k if config.top_k > 0 else 0,
-        seed=seed,
-        **common,
-    )
-
-
-def generate_rows(
-    engine: ColocatedEngine,
-    config: VLLMRolloutConfig,
-    eos_ids: list[int],
-    pad_id: int,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    seeds: list[int],
-    greedy: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded responses (B, R) and their tokens' log-probs for left-padded prompts.
-
-    ``seeds[i]`` is row i's sampling seed (ignored when ``greedy``); rows go to
-    the engine ``config.micro_batch_size`` at a time (all at once when 0).
-    """
-    width = config.max_response_length
-    rows = len(input_ids)
-    responses = torch.full((rows, width), pad_id, dtype=torch.long)
-    log_probs = torch.zeros((rows, width), dtype=torch.float32)
-    step = config.micro_batch_size or max(rows, 1)
-    for start in range(0, rows, step):
-        stop = min(start + step, rows)
-        requests = [
-            {"prompt_token_ids": row[m.bool()].tolist()}
-            for row, m in zip(input_ids[start:stop], attention_mask[start:stop], strict=True)
-        ]
-        params = [sampling_params(config, eos_ids, greedy, seeds[i]) for i in range(start, stop)]
-        for offset, output in enumerate(engine.generate(requests, params)):
-            completion = output.outputs[0]
-            tokens = list(completion.token_ids)[:width]
-            row = start + offset
-            responses[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
-            for t, (token, entry) in enumerate(
-                zip(tokens, completion.logprobs or [], strict=False)
-            ):
-                log_probs[row, t] = float(entry[token].logprob)
-    return responses, log_probs

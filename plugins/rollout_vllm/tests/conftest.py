@@ -118,8 +118,8 @@ def vllm_rollout(actor):
 @pytest.fixture(scope="session")
 def hf_rollout(actor):
     """The reference implementation: HF ``generate`` on the same actor."""
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
-    from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
     return HFRollout(HFRolloutConfig(max_response_length=8, temperature=1.0), actor)
 

@@ -1,7 +1,7 @@
 """Rank side of ``test_megatron_vllm.py``: a megatron actor feeding vLLM through the hybrid engine.
 
 For each generation tp: build the actor at training tp=2 on two gloo ranks,
-greedy-decode with :class:`HybridVLLMRollout`, sample once (log-probs against
+greedy-decode with :class:`HybridVLLMRollout` (built through the contract), sample once (log-probs against
 the actor's), take one ``update_actor`` step, decode again, and return what
 the test compares with HF ``generate``.
 """
@@ -22,6 +22,7 @@ from hfsdk_backend_megatron.engine import MegatronEngine
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
 from hfsdk_rollout_vllm.hybrid_vllm import HybridVLLMRollout
 from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
 
 
 def scenario(path: str, prompts: dict, tg: int, width: int) -> dict[str, Any]:
@@ -39,9 +40,10 @@ def scenario(path: str, prompts: dict, tg: int, width: int) -> dict[str, Any]:
         optim=OptimConfig(lr=0.01),
     )
     eng = MegatronEngine(config, role="actor", kind="actor")
-    rollout = HybridVLLMRollout(
+    rollout = VLLMRollout.build(
         VLLMRolloutConfig(max_prompt_length=16, max_response_length=width, temperature=1.0), eng
     )
+    assert isinstance(rollout, HybridVLLMRollout)
     batch = Batch.from_dict(tensors=prompts)
     first = rollout.generate_sequences(batch, greedy=True)
     fresh_metrics = first.meta["rollout_metrics"]
@@ -60,7 +62,7 @@ def scenario(path: str, prompts: dict, tg: int, width: int) -> dict[str, Any]:
     train["advantages"] = advantages * train["response_mask"]
     eng.update_actor(train, ActorObjective(policy_loss=reinforce_loss))
     stale = rollout.generate_sequences(batch, greedy=True)  # not told yet: old weights
-    rollout.weights_changed()
+    rollout.update_weights(eng)
     second = rollout.generate_sequences(batch, greedy=True)
     state = eng.full_hf_state()
     result = {

@@ -105,43 +105,38 @@ def _megatron_vllm(model: Path, tp: int, *extra: str) -> list[str]:
 
 
 def test_megatron_actor_feeds_vllm(tmp_path: Path) -> None:
-    """The blanket refusal is gone: tp=2 with rollout tp 1 or 2 (and the default task) pass."""
-    model = _megatron_model(tmp_path / "m")
-    for extra in ([], ["actor.rollout_layout.tp=1"]):
-        config = load_run_config("grpo", None, _megatron_vllm(model, 2, *extra))
-        assert checks.run_config_problems(config) == []
+    """Any model the megatron actor trains passes: tied and Qwen2 ones go through hf_weights."""
+    for changes in ({}, {"tie_word_embeddings": True}, {"model_type": "qwen2"}):
+        model = _megatron_model(tmp_path / str(len(list(tmp_path.iterdir()))), **changes)
+        for extra in ([], ["actor.rollout_layout.tp=1"]):
+            config = load_run_config("grpo", None, _megatron_vllm(model, 2, *extra))
+            assert checks.run_config_problems(config) == []
     default = load_run_config("grpo", None, ["rollout.backend=vllm", "actor.backend=megatron"])
     assert checks.run_config_problems(default) == []
 
 
-@pytest.mark.parametrize(
-    ("changes", "extra", "expected"),
-    [
-        ({"tie_word_embeddings": True}, [], "tie_word_embeddings: false"),
-        ({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}, [], "not 'qwen2'"),
-        ({}, ["actor.rollout_layout.tp=2"], "actor.rollout_layout.tp to 1 or 4"),
-        ({"hidden_size": 64}, [], "head_dim=16"),
-    ],
-    ids=["tied", "qwen2", "tg-between", "narrow-heads"],
-)
-def test_megatron_problems_are_one_line_errors(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, changes: dict, extra: list, expected: str
+def test_narrow_heads_are_a_one_line_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    model = _megatron_model(tmp_path / "m", **changes)
-    code, err = _hfsdk(capsys, "run", "--algo", "grpo", *_megatron_vllm(model, 4, *extra))
+    model = _megatron_model(tmp_path / "m", hidden_size=64)
+    code, err = _hfsdk(capsys, "run", "--algo", "grpo", *_megatron_vllm(model, 4))
     assert code == 2 and "\n" not in err and "Traceback" not in err, err
-    assert expected in err
+    assert "head_dim=16" in err
 
 
-def test_a_planned_rollout_tp_vllm_cannot_take_falls_back(caplog: pytest.LogCaptureFixture) -> None:
-    """placement: auto may plan 1 < tg < tp; the vllm rollout keeps the configured layout."""
-    from hfsdk import RolloutLayoutConfig
-    from hfsdk_rollout_vllm.hybrid_vllm import usable_rollout_layout
+class _Shards:
+    """What :func:`vllm_layout_problem` reads of an actor's generation shards."""
 
-    configured = RolloutLayoutConfig(tp=1)
-    for planned in (1, 4):
-        layout = RolloutLayoutConfig(tp=1, planned_tp=planned)
-        assert usable_rollout_layout(layout, train_tp=4) is layout
-    with caplog.at_level("WARNING"):
-        used = usable_rollout_layout(RolloutLayoutConfig(tp=1, planned_tp=2), train_tp=4)
-    assert used == configured and "planned rollout tp=2" in caplog.text
+    def __init__(self, tg: int, pg: int, tp_ranks: tuple[int, ...]) -> None:
+        self.tg, self.pg, self.tp_ranks = tg, pg, tp_ranks
+
+
+def test_vllm_takes_consecutive_generation_groups_only() -> None:
+    from hfsdk_rollout_vllm.hybrid_vllm import vllm_layout_problem
+
+    assert vllm_layout_problem(_Shards(1, 1, (3,))) is None
+    assert vllm_layout_problem(_Shards(2, 1, (2, 3))) is None
+    # tg=2 inside training tp=4: the generation groups are strided ({0, 2}), not vLLM's.
+    problem = vllm_layout_problem(_Shards(2, 1, (0, 2)))
+    assert problem is not None and "[0, 2]" in problem and "\n" not in problem
+    assert "pp=2" in str(vllm_layout_problem(_Shards(1, 2, (0,))))

@@ -16,8 +16,8 @@ pytestmark = [
 
 
 def test_cuda_engine_sleeps_reloads_and_matches_hf(make_prompts, prompt_texts, helpers) -> None:
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
-    from hfsdk_backend_fsdp.hf_rollout import HFRollout
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
     from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
 
@@ -34,7 +34,7 @@ def test_cuda_engine_sleeps_reloads_and_matches_hf(make_prompts, prompt_texts, h
     )
 
     helpers.train_step(actor, vllm.generate_sequences(prompts.repeat(8, interleave=True)))
-    vllm.update_weights(actor.hf_weights())
+    vllm.update_weights(actor)
     assert vllm.engine._asleep == {"kv_cache"}  # only the weights woke for the reload
     after = vllm.generate_sequences(prompts, greedy=True)
     assert torch.equal(after["responses"], hf.generate_sequences(prompts, greedy=True)["responses"])

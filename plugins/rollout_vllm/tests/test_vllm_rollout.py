@@ -96,22 +96,22 @@ def test_update_weights_follows_the_actor(
         mask = sampled["response_mask"].bool()
         gap = sampled["rollout_log_probs"] - actor.compute_log_prob(sampled)["old_log_probs"]
         assert gap[mask].abs().max() > 1e-2
-        vllm_rollout.update_weights(actor.hf_weights())
+        vllm_rollout.update_weights(actor)
         ours = vllm_rollout.generate_sequences(prompts, greedy=True)
         theirs = hf_rollout.generate_sequences(prompts, greedy=True)
         _same_generation(ours, theirs)
         assert not torch.equal(ours["responses"], before["responses"])
     finally:
         actor.load_state_dict(saved)
-        vllm_rollout.update_weights(actor.hf_weights())
+        vllm_rollout.update_weights(actor)
     restored = vllm_rollout.generate_sequences(prompts, greedy=True)
     assert torch.equal(restored["responses"], before["responses"])
 
 
 def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, helpers) -> None:
     """A ~30M-parameter Llama (random weights, head_dim 64) decodes the same tokens in both."""
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
-    from hfsdk_backend_fsdp.hf_rollout import HFRollout
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
     from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
 

@@ -1,0 +1,15 @@
+"""Hook implementations of the shared backend package: the ``hf`` rollout backend."""
+
+from __future__ import annotations
+
+import hfsdk
+from hfsdk import Register
+
+
+@hfsdk.hookimpl
+def hfsdk_register_rollout_backends(register: Register) -> None:
+    """Register the ``hf`` rollout backend (any training backend's actor), the default one."""
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
+
+    register("hf", HFRollout, config_cls=HFRolloutConfig, default=True)

@@ -1,0 +1,410 @@
+"""The ``hf`` rollout backend: decoding on the actor's own weights, for any training backend.
+
+Written against the rollout contract (:mod:`hfsdk.core.rollout_contract`)
+only; the path follows from what the actor offers:
+
+- **shards** — the actor reshards into a tensor-parallel generation layout
+  (:meth:`ActorSource.generation_shards`; the megatron actor's 3D-HybridEngine,
+  the fsdp actor at ``actor.rollout_layout.tp > 1``): every rank takes part,
+  its generation replica decodes its rows with ``TPDecoder`` and the
+  generation slices are dropped before training resumes;
+- **live module** — the actor's own HF module can generate as is (an fsdp
+  actor in one process at float32, or gathered under ``weight_sync: gather``);
+- **generation module** — otherwise a module of the actor's architecture,
+  built once with no weights (:mod:`.generation_module`), is filled from
+  :meth:`ActorSource.hf_weights` for the call and freed after it: between
+  calls only the training shard is held.
+
+Under the module paths ``rollout.decoder`` picks the decoding code (``hfsdk``:
+``TPDecoder`` at tg = 1 on the module's weights; ``transformers``:
+``model.generate``; ``auto``: hfsdk when the model is supported). Under
+``decoder: transformers`` the shard path is not taken.
+
+Prompts come in left-padded; responses go out right-padded to exactly
+``max_response_length`` (so every rank's output has the same shape and
+results concatenate). The response mask is 1 up to and including the first
+EOS; tokens after it are the pad id. Each call reports ``timing/reshard_s``,
+``perf/reshard_bytes`` (bytes received per rank) and
+``perf/reshard_peak_extra_bytes`` in the output's ``meta['rollout_metrics']``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from hfsdk import ActorSource, Batch, GenerationShards, HfsdkError, RolloutBackend
+from hfsdk_backend_common.engine_support import require_keys
+from hfsdk_backend_common.generation import eos_token_ids, response_mask_from_eos
+from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+from hfsdk_backend_common.hybrid.llama_format import hf_llama_shape, hf_llama_to_megatron
+from hfsdk_backend_common.hybrid.support import decoder_problems
+from hfsdk_backend_common.rollout import generation_module
+from hfsdk_backend_common.token_ops import position_ids_from_mask
+
+if TYPE_CHECKING:
+    from transformers import GenerationConfig
+
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
+
+PROMPT_KEYS = ("input_ids", "attention_mask")
+
+
+class HFRollout(RolloutBackend):
+    """Generates ``n`` responses per prompt with the actor's current weights.
+
+    ``generate_sequences(prompts, n=None, greedy=None)``: ``n`` and ``greedy``
+    default to ``prompts.meta['n']`` / ``prompts.meta['greedy']``, then to the
+    config (``n``; greedy when ``temperature`` is 0). Greedy decoding is what
+    ReMax baselines and validation use. Collective: every path reads the
+    actor's weights over all its ranks.
+    """
+
+    config: HFRolloutConfig
+    collective = True
+
+    def __init__(self, config: HFRolloutConfig, actor: ActorSource) -> None:
+        super().__init__(config, actor)
+        self._setup_tokens()
+        # Reshard for generation unless the user asked for transformers' generate.
+        self.shards: GenerationShards | None = (
+            actor.generation_shards(config) if config.decoder != "transformers" else None
+        )
+        if self.shards is not None:
+            self.uses_hfsdk_decoder = True
+            self.decoder_shape: DecoderShape | None = self.shards.shape
+        else:
+            self.uses_hfsdk_decoder = self._resolve_decoder(
+                config.decoder, actor.hf_config.to_dict()
+            )
+            self.decoder_shape = (
+                DecoderShape.from_hf_config(actor.hf_config) if self.uses_hfsdk_decoder else None
+            )
+        self._module: torch.nn.Module | None = None
+
+    def _setup_tokens(self) -> None:
+        """The tokenizer (it must have a pad token) and the ids that end a response."""
+        self.tokenizer = self.actor.tokenizer
+        if self.tokenizer.pad_token_id is None:
+            raise HfsdkError(
+                "the tokenizer has no pad token; set one (e.g. tokenizer.pad_token = "
+                "tokenizer.eos_token) and save it with the model"
+            )
+        self.eos_ids = eos_token_ids(list(self.actor.generation_eos_ids), self.tokenizer)
+        self.last_metrics: dict[str, float] = {}
+
+    @staticmethod
+    def _resolve_decoder(choice: str, model: dict[str, Any]) -> bool:
+        """Whether ``rollout.decoder`` (auto/hfsdk/transformers) means the hfsdk decoder."""
+        if choice == "transformers":
+            return False
+        problems = decoder_problems(model)
+        if choice == "hfsdk" and problems:
+            raise HfsdkError(problems[0])
+        return not problems
+
+    # -- weights -------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def weights(self) -> Iterator[torch.nn.Module]:
+        """A module with the actor's current full weights for one call (module paths).
+
+        Sets :attr:`last_metrics` (the transition's cost on this rank).
+        """
+        actor = self.actor
+        started = time.perf_counter()
+        dp = actor.dp.size
+        with actor.live_hf_module(gather=self.config.weight_sync == "gather") as live:
+            if live is not None:
+                full = generation_module.parameter_bytes(live)
+                self.last_metrics = {
+                    "timing/reshard_s": time.perf_counter() - started,
+                    "perf/reshard_bytes": full * (dp - 1) / dp,
+                    "perf/reshard_peak_extra_bytes": float(full if dp > 1 else 0),
+                }
+                yield live
+                return
+        module = self._generation_module()
+        try:
+            with torch.no_grad():
+                generation_module.materialize(module, actor.device, actor.compute_dtype)
+                targets = dict(module.named_parameters())
+                filled = set()
+                for name, tensor in actor.hf_weights():
+                    if name not in targets:
+                        raise HfsdkError(
+                            f"the actor's weight {name!r} has no parameter in the generation "
+                            f"module ({type(module).__name__}); hf_weights must yield the names "
+                            "of transformers' named_parameters()"
+                        )
+                    targets[name].copy_(tensor)
+                    filled.add(name)
+            missing = sorted(set(targets) - filled)
+            if missing:
+                raise HfsdkError(
+                    f"the actor's hf_weights() left {len(missing)} generation weights unset "
+                    f"(first: {missing[0]!r}); it must yield every parameter once"
+                )
+            own = generation_module.parameter_bytes(module)
+            reported = dict(actor.last_weights_metrics)
+            self.last_metrics = {
+                "timing/reshard_s": time.perf_counter() - started,
+                "perf/reshard_bytes": float(reported.get("perf/reshard_bytes", 0.0)),
+                "perf/reshard_peak_extra_bytes": float(
+                    reported.get("perf/reshard_peak_extra_bytes", own)
+                ),
+            }
+            with torch.no_grad():
+                yield module
+        finally:
+            # Drop the generation weights: between calls only the training shard is held.
+            generation_module.release(module)
+
+    def _generation_module(self) -> torch.nn.Module:
+        """The actor's architecture with no weights, built once (buffers real)."""
+        if self._module is None:
+            self._module = generation_module.build_on_meta(self.actor.hf_config, self.actor.device)
+        return self._module
+
+    def _agreed_metrics(self) -> dict[str, float]:
+        """The last transition's metrics, maxed over the actor's data-parallel ranks.
+
+        Every collecting rank then carries the same values, so the per-rank
+        outputs concatenate (meta must agree) and the logged numbers are the
+        worst rank's.
+        """
+        metrics = dict(self.last_metrics)
+        dp = self.actor.dp
+        if not metrics or dp.size < 2:
+            return metrics
+        import torch.distributed as dist
+
+        keys = sorted(metrics)
+        values = torch.tensor([metrics[k] for k in keys], dtype=torch.float64)
+        dist.all_reduce(values, op=dist.ReduceOp.MAX, group=dp.group)
+        return dict(zip(keys, values.tolist(), strict=True))
+
+    # -- generation ----------------------------------------------------------------------
+
+    def generation_config(self, greedy: bool) -> GenerationConfig:
+        """The sampling settings of one call (the model directory's defaults are ignored)."""
+        from transformers import GenerationConfig
+
+        common: dict[str, Any] = {
+            "max_new_tokens": self.config.max_response_length,
+            "eos_token_id": self.eos_ids,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            "use_cache": True,
+        }
+        if greedy:
+            return GenerationConfig(do_sample=False, **common)
+        return GenerationConfig(
+            do_sample=True,
+            temperature=self.config.temperature,
+            top_p=self.config.top_p,
+            top_k=self.config.top_k,
+            **common,
+        )
+
+    def generate_sequences(
+        self, prompts: Batch, *, n: int | None = None, greedy: bool | None = None
+    ) -> Batch:
+        """Responses for ``prompts`` (see the batch contract for the output keys).
+
+        Every output row is one response; the prompt's columns (``raw_prompt``,
+        ``uid``, dataset columns) are repeated so the ``n`` responses of a prompt
+        are consecutive. ``meta['temperature']`` records the sampling
+        temperature (1 for greedy) for the log-prob computation. On the module
+        paths a rank whose outputs are not collected (``actor.dp.collects``
+        false) only takes its part in the weight gathers and returns ``prompts``.
+        """
+        require_keys(prompts, PROMPT_KEYS, "generate_sequences")
+        n = int(n if n is not None else prompts.meta.get("n", self.config.n))
+        greedy = bool(
+            greedy
+            if greedy is not None
+            else prompts.meta.get("greedy", self.config.temperature == 0)
+        )
+        if n < 1:
+            raise HfsdkError(f"n={n}; expected at least one response per prompt")
+        prompt_length = prompts["input_ids"].shape[1]
+        if prompt_length > self.config.max_prompt_length:
+            raise HfsdkError(
+                f"prompts are {prompt_length} tokens wide but rollout.max_prompt_length is "
+                f"{self.config.max_prompt_length}; drop or truncate longer prompts in the data "
+                "loader, or raise the limit"
+            )
+        if self.shards is None and not self.actor.dp.collects:
+            for _ in self.actor.hf_weights():  # collective: this rank's part of the gathers
+                pass
+            return prompts
+        repeated = prompts.select(
+            tensor_keys=list(PROMPT_KEYS), non_tensor_keys=list(prompts.non_tensor_keys)
+        ).repeat(n, interleave=True)
+        responses, extra = self._generate(repeated, greedy)
+        return self._assemble(repeated, responses, greedy, extra)
+
+    def _generate(
+        self, prompts: Batch, greedy: bool
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Right-padded responses (B, R) plus extra per-token columns (none for HF)."""
+        if self.shards is not None:
+            return self._generate_sharded(self.shards, prompts, greedy), {}
+        config = self.generation_config(greedy)
+        width = self.config.max_response_length
+        pad = self.tokenizer.pad_token_id
+        step = (self.config.micro_batch_size or len(prompts)) if len(prompts) else 1
+        device = self.actor.device
+        parts = []
+        with self.weights() as module:
+            if self.uses_hfsdk_decoder:
+                assert self.decoder_shape is not None
+                weights = hf_llama_to_megatron(
+                    {name: p.detach() for name, p in module.named_parameters()},
+                    hf_llama_shape(module.config),
+                )
+                decoder = TPDecoder(weights, self.decoder_shape, tg=1, tp_rank=0)
+                ids, mask = prompts["input_ids"], prompts["attention_mask"]
+                return self._decode(decoder, ids, mask, greedy), {}
+            for part in prompts.split(step):
+                input_ids = part["input_ids"].to(device)
+                out = module.generate(
+                    input_ids=input_ids,
+                    attention_mask=part["attention_mask"].to(device),
+                    generation_config=config,
+                )
+                generated = out[:, input_ids.shape[1] :].cpu()
+                padded = torch.full((len(part), width), pad, dtype=generated.dtype)
+                padded[:, : generated.shape[1]] = generated[:, :width]
+                parts.append(padded)
+        return (torch.cat(parts) if parts else torch.empty((0, width), dtype=torch.long)), {}
+
+    def _generate_sharded(
+        self, shards: GenerationShards, prompts: Batch, greedy: bool
+    ) -> torch.Tensor:
+        """This rank's responses, decoded by its generation replica on the actor's shards."""
+        started = time.perf_counter()
+        pad = self.tokenizer.pad_token_id
+        ids, mask, _ = shards.prompt_rows(prompts["input_ids"], prompts["attention_mask"], pad)
+        weights = shards.weights()
+        try:
+            decoder = TPDecoder(
+                weights,
+                shards.shape,
+                tg=shards.tg,
+                tp_rank=shards.tp_rank,
+                tp_group=shards.tp_group,
+                tp_ranks=shards.tp_ranks,
+                stages=shards.stages,
+            )
+            responses = self._decode(decoder, ids.to(self.actor.device), mask, greedy)
+        finally:
+            del weights
+            shards.release()  # the generation slices live only for this call
+        (mine,) = shards.own_rows([responses])
+        self.last_metrics = {
+            **shards.metrics(),
+            "timing/generate_s": time.perf_counter() - started,
+        }
+        return mine
+
+    def _decode(
+        self, decoder: TPDecoder, ids: torch.Tensor, mask: torch.Tensor, greedy: bool
+    ) -> torch.Tensor:
+        """Responses (B, max_response_length) of the hfsdk decoder, in micro-batches.
+
+        Every rank of a tensor-parallel replica decodes the same rows, so they
+        all run the same number of micro-batches.
+        """
+        width = self.config.max_response_length
+        step = self.config.micro_batch_size or max(len(ids), 1)
+        device = self.actor.device
+        parts = [torch.empty((0, width), dtype=torch.long)]
+        for start in range(0, len(ids), step):
+            out = decoder.generate(
+                ids[start : start + step].to(device),
+                mask[start : start + step].to(device),
+                max_new_tokens=width,
+                eos_ids=self.eos_ids,
+                pad_id=self.tokenizer.pad_token_id,
+                greedy=greedy,
+                sampling={
+                    "temperature": self.config.temperature,
+                    "top_k": self.config.top_k,
+                    "top_p": self.config.top_p,
+                },
+            )
+            parts.append(out.cpu())
+        return torch.cat(parts)
+
+    def _assemble(
+        self,
+        prompts: Batch,
+        responses: torch.Tensor,
+        greedy: bool,
+        extra: dict[str, torch.Tensor] | None = None,
+    ) -> Batch:
+        """The output batch; ``extra`` per-token (B, R) columns are zeroed where masked."""
+        return assemble_rollout(
+            prompts,
+            responses,
+            tokenizer=self.tokenizer,
+            eos_ids=self.eos_ids,
+            temperature=1.0 if greedy else self.config.temperature,
+            greedy=greedy,
+            metrics=self._agreed_metrics(),
+            extra=extra,
+        )
+
+
+def assemble_rollout(
+    prompts: Batch,
+    responses: torch.Tensor,
+    *,
+    tokenizer: Any,
+    eos_ids: list[int],
+    temperature: float,
+    greedy: bool,
+    metrics: dict[str, float],
+    extra: dict[str, torch.Tensor] | None = None,
+) -> Batch:
+    """The rollout contract's output batch from left-padded prompts and right-padded responses.
+
+    ``prompts`` already holds one row per response; whatever follows a
+    response's first EOS becomes padding; ``extra`` per-token (B, R) columns
+    are zeroed where masked. Any rollout backend may use it.
+    """
+    pad = tokenizer.pad_token_id
+    response_mask = response_mask_from_eos(responses, eos_ids)
+    responses = torch.where(response_mask.bool(), responses, torch.full_like(responses, pad))
+    prompt_ids = prompts["input_ids"]
+    attention_mask = torch.cat([prompts["attention_mask"].long(), response_mask.long()], dim=1)
+    texts = tokenizer.batch_decode(
+        [row[mask.bool()].tolist() for row, mask in zip(responses, response_mask, strict=True)],
+        skip_special_tokens=True,
+    )
+    non_tensors = {k: prompts[k] for k in prompts.non_tensor_keys}
+    non_tensors["response_text"] = texts
+    masked_extra = {k: v * response_mask.to(v.dtype) for k, v in (extra or {}).items()}
+    return Batch.from_dict(
+        tensors={
+            **masked_extra,
+            "prompts": prompt_ids,
+            "responses": responses,
+            "input_ids": torch.cat([prompt_ids, responses], dim=1),
+            "attention_mask": attention_mask,
+            "position_ids": position_ids_from_mask(attention_mask),
+            "response_mask": response_mask,
+        },
+        non_tensors=non_tensors,
+        meta={
+            **prompts.meta,
+            "temperature": temperature,
+            "greedy": greedy,
+            "rollout_metrics": metrics,
+        },
+    )

@@ -1,0 +1,95 @@
+"""What both vLLM rollouts send the engine: sampling settings, requests, the weight stream.
+
+Shared by :mod:`.vllm_rollout` (an engine reloaded from the actor's HF weights)
+and :mod:`.hybrid_vllm` (an engine fed from generation shards), so neither
+imports the other.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from hfsdk import ActorSource
+    from hfsdk_rollout_vllm.engine import ColocatedEngine
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+LOG_PROB_KEY = "rollout_log_probs"
+SEED_RANGE = 2**31 - 1
+
+
+def engine_dtype(config: VLLMRolloutConfig, actor: ActorSource) -> torch.dtype:
+    """The engine's dtype: the actor's compute dtype unless ``rollout.dtype`` names one."""
+    return actor.compute_dtype if config.dtype == "auto" else getattr(torch, config.dtype)
+
+
+def drain(weights: Iterator[Any]) -> None:
+    """Consume the rest of a collective weight stream (this rank's part of its gathers)."""
+    for _ in weights:
+        pass
+
+
+def sampling_params(
+    config: VLLMRolloutConfig, eos_ids: list[int], greedy: bool, seed: int | None = None
+) -> Any:
+    """vLLM's ``SamplingParams`` for one request of a rollout configured by ``config``."""
+    from vllm import SamplingParams
+
+    common: dict[str, Any] = {
+        "max_tokens": config.max_response_length,
+        "stop_token_ids": eos_ids,
+        "logprobs": 0,  # the sampled token's own log-prob
+        "detokenize": False,
+    }
+    if greedy:
+        return SamplingParams(temperature=0.0, **common)
+    return SamplingParams(
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=config.top_k if config.top_k > 0 else 0,
+        seed=seed,
+        **common,
+    )
+
+
+def generate_rows(
+    engine: ColocatedEngine,
+    config: VLLMRolloutConfig,
+    eos_ids: list[int],
+    pad_id: int,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    seeds: list[int],
+    greedy: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded responses (B, R) and their tokens' log-probs for left-padded prompts.
+
+    ``seeds[i]`` is row i's sampling seed (ignored when ``greedy``); rows go to
+    the engine ``config.micro_batch_size`` at a time (all at once when 0).
+    """
+    width = config.max_response_length
+    rows = len(input_ids)
+    responses = torch.full((rows, width), pad_id, dtype=torch.long)
+    log_probs = torch.zeros((rows, width), dtype=torch.float32)
+    step = config.micro_batch_size or max(rows, 1)
+    for start in range(0, rows, step):
+        stop = min(start + step, rows)
+        requests = [
+            {"prompt_token_ids": row[m.bool()].tolist()}
+            for row, m in zip(input_ids[start:stop], attention_mask[start:stop], strict=True)
+        ]
+        params = [sampling_params(config, eos_ids, greedy, seeds[i]) for i in range(start, stop)]
+        for offset, output in enumerate(engine.generate(requests, params)):
+            completion = output.outputs[0]
+            tokens = list(completion.token_ids)[:width]
+            row = start + offset
+            responses[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
+            for t, (token, entry) in enumerate(
+                zip(tokens, completion.logprobs or [], strict=False)
+            ):
+                log_probs[row, t] = float(entry[token].logprob)
+    return responses, log_probs
