@@ -6,7 +6,8 @@ shard and broadcasts inside its micro-DP group only:
 
 * a weight whose generation slice *is* the training slice (dg = 1 on that
   axis, or a norm the rank already holds) is the training tensor itself: no
-  copy, no bytes;
+  copy, no bytes; a weight every member holds (the norms when p = pg) is not
+  sent at all, and a norm goes only to the members that lack it;
 * otherwise the generation tensor is allocated once and every member's part
   lands directly in its rows (``dist.broadcast`` into a view), so there is
   no gather buffer and no reslicing copy. Fused weights (QKV, gate/up) are
@@ -15,9 +16,9 @@ shard and broadcasts inside its micro-DP group only:
   contiguous block; the generation weight is a transposed view of it.
 
 The training shard is never written and the optimizer state never moves.
-``to_training`` drops the generation tensors. A rank therefore holds at most
-its training shard plus its generation shard (the norms that same-stage
-members receive again go through a small scratch buffer).
+``to_training`` drops the generation tensors. Every rank receives exactly what it
+lacks: its generation shard minus its training shard. A rank holds at most
+its training shard plus its generation shard.
 """
 
 from __future__ import annotations
@@ -230,20 +231,48 @@ class HybridEngine:
     def _replicated(
         self, spec: ParamSpec, holders: list[int], local: torch.Tensor | None
     ) -> torch.Tensor:
-        """A weight every tensor rank holds whole: the first holder sends it to the others."""
-        if self.gen.dg == 1:
+        """A weight every tensor rank holds whole: only the members that lack it receive it.
+
+        The holders are the ``b = t/tg`` members of the weight's training stage,
+        one per *column* (members ``m`` with the same ``m % b``). Every member
+        holds it when ``p = pg`` (nothing moves); with ``b = 1`` the one holder
+        broadcasts to the micro-DP group (every other member lacks it); with
+        ``b > 1`` each holder sends it to the lacking members of its column, so
+        no holder receives a copy of what it has.
+        """
+        if len(holders) == self.gen.dg:
             return local
-        src = holders[0]
-        if local is not None and self.place.k == src:
-            self._broadcast(local, src)
-            return local
-        scratch = self._alloc(spec.shape, local, spec.name)
-        self._broadcast(scratch, src)
+        if len(holders) == 1:
+            if local is not None:
+                self._broadcast(local, holders[0])
+                return local
+            scratch = self._alloc(spec.shape, None, spec.name)
+            self._broadcast(scratch, holders[0])
+            return scratch
+        b = self.train.t // self.gen.tg
+        column = self.place.k % b
         if local is not None:
-            # Same-stage holder: it already had the weight; keep the training tensor.
-            self.memory.free(scratch.numel() * scratch.element_size())
+            for member in range(self.gen.dg):
+                if member % b == column and member not in holders:
+                    self._send(local, member)
             return local
+        (src,) = [h for h in holders if h % b == column]
+        scratch = self._alloc(spec.shape, None, spec.name)
+        self._recv(scratch, src)
         return scratch
+
+    def _send(self, tensor: torch.Tensor, member: int) -> None:
+        import torch.distributed as dist
+
+        dist.send(tensor, dst=self._global(member), group=self.micro_dp)
+        self.collectives += 1
+
+    def _recv(self, tensor: torch.Tensor, member: int) -> None:
+        import torch.distributed as dist
+
+        dist.recv(tensor, src=self._global(member), group=self.micro_dp)
+        self.collectives += 1
+        self.bytes_received += tensor.numel() * tensor.element_size()
 
     def _whole(self, spec: ParamSpec, src: int, local: torch.Tensor | None) -> torch.Tensor:
         """tg = t on this weight's axis: the generation slice is one member's training slice."""

@@ -44,11 +44,17 @@ def check_case(
                 gen_shard[s.name], tp_slice(full_weight(s, 7), s, tg, j // (t // tg))
             )
         ]
+        # What this rank lacks, from the tensors themselves: its generation shard (the
+        # right slices, checked above) minus its training shard.
+        lacking = sum(t.numel() * t.element_size() for t in gen_shard.values()) - sum(
+            t.numel() * t.element_size() for t in shard.values()
+        )
         results.append(
             {
                 "names_ok": sorted(gen_shard) == sorted(s.name for s in expected),
                 "mismatched": mismatched,
                 "stats": engine.stats,
+                "lacking": lacking,
             }
         )
         engine.to_training()
@@ -63,7 +69,7 @@ def check_case(
     }
 
 
-CASES = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 2, 2, 1)]
+CASES = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 2, 2, 1), (2, 2, 1, 1)]
 
 
 def run_all(rank: int, world: int) -> dict[tuple, dict[str, Any]]:
