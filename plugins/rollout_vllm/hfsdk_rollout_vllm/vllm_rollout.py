@@ -6,8 +6,8 @@ decodes: a vLLM engine built once in the actor's process. After every actor
 update the worker passes the new weights through :meth:`update_weights` as
 (HF name, tensor) pairs, in memory; on CUDA the engine's KV cache is released
 while the actor trains. Each response also gets ``rollout_log_probs``: the
-log-probability vLLM gave each sampled token (under the temperature-scaled,
-top-k/top-p-filtered distribution it sampled from; 0 where masked).
+log-probability of each sampled token as the actor computes it (temperature-scaled,
+over the whole vocabulary, see ``VLLMRolloutConfig.logprobs_mode``; 0 where masked).
 """
 
 from __future__ import annotations
