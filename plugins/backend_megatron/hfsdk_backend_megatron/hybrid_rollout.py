@@ -92,6 +92,9 @@ class HybridRollout(HFRollout):
             num_layers=shape.num_layers,
             rank=rank,
             micro_dp=self.groups.micro_dp,
+            # Nothing trains or reads the training shard while the decoder runs (to_training
+            # in a finally): the own slices live only in the generation shard meanwhile.
+            lend_training=True,
         )
         super().__init__(config, engine, engine.tokenizer)  # type: ignore[arg-type]
 

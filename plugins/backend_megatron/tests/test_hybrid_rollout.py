@@ -97,3 +97,5 @@ def test_rollout_reports_the_transition(run: dict[str, Any], pair) -> None:
             formula.training_shard,
         )
         assert stats.peak_extra_bytes <= stats.generation_bytes
+        # Lent training tensors: while decoding only the generation shard is held.
+        assert stats.held_extra_bytes == stats.generation_bytes - stats.training_bytes

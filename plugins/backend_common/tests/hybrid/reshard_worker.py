@@ -28,14 +28,19 @@ def check_case(
     specs = llama_specs(SHAPE, qkv_format=qkv_format)
     groups = create_groups(train, gen)
     engine = HybridEngine(
-        train=train, gen=gen, specs=specs, num_layers=4, rank=rank, micro_dp=groups.micro_dp
-    )
+        train=train, gen=gen, specs=specs, num_layers=4, rank=rank, micro_dp=groups.micro_dp,
+        lend_training=True,
+    )  # fmt: skip
     i, j, _ = train.coords(rank)
     shard = synthetic_shard(specs, p=p, t=t, stage=i, tp=j, num_layers=4, seed=7)
     before = {k: v.clone() for k, v in shard.items()}
     results = []
     for _round in range(2):  # train -> generate -> train -> generate: nothing accumulates
         gen_shard = engine.to_generation(shard)
+        # Lent training tensors really gave their memory back while generating.
+        released = sum(
+            t.numel() * t.element_size() for t in shard.values() if not t.untyped_storage().nbytes()
+        )
         expected = generation_specs(specs, train, gen, engine.place.gen_stage, 4)
         mismatched = [
             s.name
@@ -55,6 +60,8 @@ def check_case(
                 "mismatched": mismatched,
                 "stats": engine.stats,
                 "lacking": lacking,
+                "released": released,
+                "largest_training": max(t.numel() * t.element_size() for t in shard.values()),
             }
         )
         engine.to_training()
