@@ -8,7 +8,10 @@ sharded in its training layout (p, t, d); each rank then builds its
 generation shard for (pg, tg, dg, d) three ways:
 
 (a) ``micro-DP``: hfsdk's 3D-HybridEngine (broadcasts inside the dg ranks of
-    a micro-DP group only, straight into the generation tensors);
+    a micro-DP group only, straight into the generation tensors); also run
+    with ``lend_training`` (``micro-DP, lent``: each training tensor's storage
+    released once its slice is in the generation tensor, restored after; run
+    alone, since the others read the training shard);
 (b) ``gather-all``: every rank gathers the full model over its training
     replica, reslices its generation shard and frees the rest (DeepSpeed-Chat /
     NeMo-Aligner style);
@@ -70,7 +73,12 @@ def _nbytes(tensors: Any) -> int:
 def _micro_dp(engine: HybridEngine, shard: dict) -> tuple[dict, dict]:
     gen = engine.to_generation(shard)
     s = engine.stats
-    return gen, {"bytes": s.bytes_received, "seconds": s.seconds, "peak": s.peak_extra_bytes}
+    return gen, {
+        "bytes": s.bytes_received,
+        "seconds": s.seconds,
+        "peak": s.peak_extra_bytes,
+        "held": s.held_extra_bytes,
+    }
 
 
 def _gather_all(full_engine: HybridEngine, train, gen_layout, rank) -> tuple:
@@ -164,6 +172,10 @@ def bench_rank(rank: int, world: int, layers: int, repeats: int) -> dict:
             train=train, gen=gen, specs=specs, num_layers=layers, rank=rank,
             micro_dp=groups.micro_dp,
         )  # fmt: skip
+        lending = HybridEngine(
+            train=train, gen=gen, specs=specs, num_layers=layers, rank=rank,
+            micro_dp=groups.micro_dp, lend_training=True,
+        )  # fmt: skip
         full_engine = HybridEngine(
             train=train, gen=full_layout, specs=specs, num_layers=layers, rank=rank,
             micro_dp=full_groups.micro_dp,
@@ -173,7 +185,8 @@ def bench_rank(rank: int, world: int, layers: int, repeats: int) -> dict:
             specs, p=p, t=t, stage=i, tp=j, num_layers=layers, seed=1, dtype=torch.bfloat16
         )
         full_engine.training = shard
-        runs: dict[str, list[dict]] = {"a": [], "b": [], "c": []}
+        before = {k: v.clone() for k, v in shard.items()}
+        runs: dict[str, list[dict]] = {"a": [], "l": [], "b": [], "c": []}
         copy = None
         for _ in range(repeats):
             dist.barrier()
@@ -189,7 +202,16 @@ def bench_rank(rank: int, world: int, layers: int, repeats: int) -> dict:
             dist.barrier()
             runs["c"].append(_rollout_copy(specs, train, gen, shard, rank, copy, layers))
             assert all(torch.equal(gen_a[k], copy[k]) for k in gen_a)
+            dist.barrier()
+            # (a) lending its training tensors: nothing else may read them meanwhile, so
+            # it runs alone, after the others; the shard must come back bit for bit.
+            gen_l, ml = _micro_dp(lending, shard)
+            runs["l"].append(ml)
+            assert all(torch.equal(gen_a[k], gen_l[k]) for k in gen_a)
+            del gen_l
+            lending.to_training()
             engine.to_training()
+            assert all(torch.equal(shard[k], before[k]) for k in shard)
             del gen_a
         results[(p, t, d, pg, tg)] = {
             "runs": runs,
@@ -223,26 +245,34 @@ def main() -> None:
         path=[str(Path(__file__).parent)],
         timeout=3000,
     )
-    names = {"a": "(a) micro-DP", "b": "(b) gather-all", "c": "(c) rollout copy"}
+    names = {
+        "a": "(a) micro-DP",
+        "l": "(a) micro-DP, lent",
+        "b": "(b) gather-all",
+        "c": "(c) rollout copy",
+    }
     print(
         "| (p,t,d) -> (pg,tg,dg,d) | scheme | MiB recv/rank | vs minimum | s | "
         "peak extra MiB/rank | bytes vs (b) | time vs (b) |"
     )
     print("|---|---|---|---|---|---|---|---|")
+    held: dict[str, tuple[int, int, int]] = {}
     for key in per_rank[0]:
         p, t, d, pg, tg = key
         dg = p * t // (pg * tg)
         label = f"({p},{t},{d}) -> ({pg},{tg},{dg},{d})"
         minimum = max(r[key]["minimum"] for r in per_rank)
         summary = {}
-        for scheme in "abc":
+        for scheme in "albc":
             best = [min(r[key]["runs"][scheme], key=lambda m: m["seconds"]) for r in per_rank]
             summary[scheme] = {
                 "bytes": max(m["bytes"] for m in best),
                 "seconds": max(m["seconds"] for m in best),
                 "peak": max(m["peak"] for m in best),
+                "held": max(m.get("held", 0) for m in best),
             }
-        for scheme in "abc":
+        held[label] = (summary["a"]["held"], summary["l"]["held"], minimum)
+        for scheme in "albc":
             s = summary[scheme]
             print(
                 f"| {label} | {names[scheme]} | {s['bytes'] / MB:.1f} | "
@@ -250,6 +280,11 @@ def main() -> None:
                 f"{s['bytes'] / summary['b']['bytes']:.2f} | "
                 f"{s['seconds'] / summary['b']['seconds']:.2f} |"
             )
+    print("\nHeld beyond the training shard while generating (MiB/rank, max over ranks):")
+    print("| layout | (a) | (a) lent | generation - training shard |")
+    print("|---|---|---|---|")
+    for label, (plain, lent, minimum) in held.items():
+        print(f"| {label} | {plain / MB:.1f} | {lent / MB:.1f} | {minimum / MB:.1f} |")
     sys.stdout.flush()
 
 

@@ -480,10 +480,10 @@ def fsdp_greedy_part(
     rows: list[dict[str, Any]], prof: Profile, assets: Assets, device: str
 ) -> None:
     """Part 5 for the fsdp actor: the hfsdk decoder and ``decoder: transformers``."""
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_fsdp.actor import ActorEngine
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-    from hfsdk_backend_fsdp.hf_rollout import HFRollout
 
     tokenizer, batch, prompts = greedy_prompts(prof, assets, device)
     dtypes = ("float32", "bfloat16") if device == "cuda" else ("float32",)
@@ -497,7 +497,7 @@ def fsdp_greedy_part(
             )
             for decoder in ("hfsdk", "transformers") if strict else ("hfsdk",):
                 config = HFRolloutConfig(max_response_length=prof.greedy_width, decoder=decoder)
-                rollout = HFRollout(config, actor)
+                rollout = HFRollout.build(config, actor)
                 out = rollout.generate_sequences(batch, greedy=True)
                 name = f"greedy fsdp {decoder} decoder ({dtype}) vs generate"
                 compare_greedy(rows, name, out["responses"], reference, strict=strict)
@@ -528,9 +528,9 @@ def megatron_greedy_part(
     rows: list[dict[str, Any]], prof: Profile, assets: Assets, device: str
 ) -> None:
     """Part 5 for the megatron actor (hybrid rollout); also which core attention was built."""
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_megatron.engine import MegatronEngine
-    from hfsdk_backend_megatron.hybrid_rollout import HybridRollout
     from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig
 
     tokenizer, batch, prompts = greedy_prompts(prof, assets, device)
@@ -557,7 +557,10 @@ def megatron_greedy_part(
                 f"built {', '.join(attention)} (expected {expected} on {device})",
                 attention=attention)
         )  # fmt: skip
-        rollout = HybridRollout(HFRolloutConfig(max_response_length=prof.greedy_width), engine)
+        config = HFRolloutConfig(max_response_length=prof.greedy_width)
+        if engine.generation_shards(config) is None:
+            raise RuntimeError("the megatron actor offers no generation shards for this model")
+        rollout = HFRollout.build(config, engine)  # the 3D-HybridEngine's shard path
         out = rollout.generate_sequences(batch, greedy=True)
         compare_greedy(
             rows, "greedy megatron hybrid rollout (float32) vs generate", out["responses"],
@@ -598,8 +601,9 @@ def fsdp_job(prof: Profile, assets: Assets, device: str, workdir: Path, rows: Ro
 def megatron_job(prof: Profile, assets: Assets, device: str, workdir: Path, rows: Rows) -> None:
     """Parts 2, 4 and 5 for the megatron backend (skipped rows without megatron-core).
 
-    The megatron actor's hybrid rollout decodes untied output layers only
-    (``hybrid_rollout.hybrid_supported``), so this job trains and decodes
+    The megatron actor's generation shards cover untied output layers only
+    (``hybrid_shards.hybrid_supported``; tied models decode through the actor's
+    HF weights instead), so to check the shard path this job trains and decodes
     copies of the models with ``tie_word_embeddings: false`` (the same shape
     plus a separate output matrix) and reports what the tied model gets.
     """
@@ -612,12 +616,13 @@ def megatron_job(prof: Profile, assets: Assets, device: str, workdir: Path, rows
     from types import SimpleNamespace
 
     from hfsdk_backend_megatron.arch import read_shape
-    from hfsdk_backend_megatron.hybrid_rollout import hybrid_supported
+    from hfsdk_backend_megatron.hybrid_shards import hybrid_supported
 
     why_not = hybrid_supported(SimpleNamespace(shape=read_shape(assets.model_dir)))
     rows.append(
-        row("2", "megatron hybrid rollout, tied embeddings", "info",
-            f"refused ({why_not}); this job uses an untied copy" if why_not else "supported")
+        row("2", "megatron generation shards, tied embeddings", "info",
+            f"not offered ({why_not}; the hf rollout decodes from the actor's HF weights); "
+            "this job uses an untied copy to check the shard path" if why_not else "supported")
     )  # fmt: skip
     assets = assets.untied(prof)
     grpo_part(rows, prof, assets, "megatron", workdir)

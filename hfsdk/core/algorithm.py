@@ -250,8 +250,10 @@ class Algorithm:
         (one epoch of one mini-batch, per the actor's ``ppo_epochs`` and
         ``mini_batch_size``) and no KL penalty goes into the reward: the old
         log-probs are then the current ones, which the update computes anyway
-        (a backend that finds otherwise, e.g. with padding rows, computes them
-        itself before its first optimizer step).
+        (a backend that finds otherwise, e.g. with padding rows or a model with
+        dropout, computes them itself before its first optimizer step). Without
+        them the actor's update reports ``rollout/log_prob_diff_*`` itself, from
+        the log-probs it computes anyway, so stale rollout weights still show.
         """
         if self.algo_config.kl_in_reward:
             return True

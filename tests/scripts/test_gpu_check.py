@@ -125,7 +125,7 @@ def test_hfsdk_and_its_backends_load_without_ray_or_vllm() -> None:
         "assert not bad, bad\n"
         "assert {'fsdp', 'megatron'} <= set(get_registry('training_backends'))\n"
         "assert 'hf' in get_registry('rollout_backends')\n"
-        "import hfsdk_backend_fsdp.fsdp_worker, hfsdk_backend_fsdp.hf_rollout\n"
+        "import hfsdk_backend_fsdp.fsdp_worker, hfsdk_backend_common.rollout.hf_rollout\n"
         "from hfsdk.core.trainer.trainer import run_training\n"
         "from hfsdk.core.workers import LocalPool\n"
         "print('ok')\n"

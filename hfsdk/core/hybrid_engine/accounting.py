@@ -1,11 +1,13 @@
-"""Bytes a rank receives in a transition, by formula, and a tracker of extra memory.
+"""Bytes a rank must receive in a transition, by formula, and a tracker of extra memory.
 
-The formula is the micro-DP gather of :class:`~hfsdk_backend_common.hybrid.reshard.HybridEngine`
-written in closed form per parameter (the engine counts what it actually
-receives; tests compare the two). The minimum any scheme can reach is the
-generation shard minus the training shard; the engine exceeds it only by the
-tensor-replicated norm vectors, which non-source members of the same stage
-receive again (one broadcast per group is cheaper than one group per holder).
+The formula does not follow any engine's communication pattern: per weight of
+the rank's generation stage it counts what the rank *lacks*, the elements of
+its generation slice that are not in its training shard. Because tg divides t
+and pg divides p, a rank's training slice of a weight lies inside its
+generation slice, so the total is the generation shard minus the training
+shard: the least any scheme can deliver. The resharding engine (it lives with
+the backends' shared model-format code) counts what it actually receives; the
+tests require the two to be equal.
 """
 
 from __future__ import annotations
@@ -48,21 +50,18 @@ def transition_bytes(
     num_layers: int,
     element_size: int,
 ) -> TransitionBytes:
-    """Bytes ``rank`` receives, and its shard sizes, in the micro-DP transition."""
+    """Bytes ``rank`` lacks for its generation shard (``received``), and its shard sizes."""
     pl = place(train, gen, rank)
-    b = train.t // gen.tg
-    received = gen_total = train_total = 0
+    lacking = gen_total = train_total = 0
     for spec in generation_specs(specs, train, gen, pl.gen_stage, num_layers):
-        mine = spec.stage(train.p, num_layers) == pl.stage
-        gen_bytes = spec.shard_numel(gen.tg) * element_size
-        own = spec.shard_numel(train.t) * element_size if mine else 0
-        gen_total += gen_bytes
-        train_total += own
-        if spec.split is not None:
-            received += gen_bytes - own
-        elif not (mine and pl.tp % b == 0):
-            received += gen_bytes
-    return TransitionBytes(received, gen_total, train_total)
+        gen_elems = spec.shard_numel(gen.tg)
+        # Held: the rank's training slice when the weight is on its training stage. Its
+        # tensor rank j sits in generation tensor rank j // (t/tg), whose slice contains it.
+        held = spec.shard_numel(train.t) if spec.stage(train.p, num_layers) == pl.stage else 0
+        lacking += (gen_elems - held) * element_size
+        gen_total += gen_elems * element_size
+        train_total += held * element_size
+    return TransitionBytes(lacking, gen_total, train_total)
 
 
 def uniform_transition_bytes(
@@ -80,24 +79,44 @@ def uniform_transition_bytes(
 
 
 def transition_collectives(
-    num_layers: int, train: TrainLayout, gen: GenLayout, gen_stage: int = 0
+    num_layers: int,
+    train: TrainLayout,
+    gen: GenLayout,
+    gen_stage: int = 0,
+    stage: int | None = None,
 ) -> int:
-    """Broadcasts a rank of generation stage ``gen_stage`` makes in a transition (grouped QKV).
+    """Communication calls a rank of generation stage ``gen_stage`` makes (grouped QKV).
 
-    Per decoder layer: with b = t/tg > 1, each of the b holders sends its
-    slice of every part (QKV 1, proj 1, gate/up 2, down 1) plus one broadcast
-    per norm; with b = 1 one broadcast per weight. The embedding (first
-    stage) and output layer (last stage) take b broadcasts each (one when
-    b = 1), the final norm one. None when dg = 1. The planner's latency term.
+    ``stage`` is its training stage (``None``: the worst case over the stages).
+    With ``a = p/pg`` and ``b = t/tg``, per decoder layer: when b > 1 each of
+    the b holders sends its slice of every part (QKV 1, proj 1, gate/up 2,
+    down 1) in one broadcast, when b = 1 one broadcast per weight. The two
+    norms move only when a > 1: one broadcast each when b = 1; when b > 1 a
+    holder sends each of its own stage's norms to the a - 1 members of its
+    column that lack it and receives each other stage's norm once, ``4(a-1)``
+    calls per own layer either way. The embedding (first stage) and output
+    layer (last stage) take b broadcasts each (one when b = 1); the final
+    norm moves like a layer norm (a - 1 sends from the last training stage, one
+    receive elsewhere). None when dg = 1. The planner's latency term.
     """
     if gen.dg == 1:
         return 0
-    b = train.t // gen.tg
-    calls = num_layers // gen.pg * (5 * b + 2 if b > 1 else 6)
+    a, b = train.p // gen.pg, train.t // gen.tg
+    layers = num_layers // gen.pg
+    if b > 1:
+        calls = layers * 5 * b
+        norm_calls = 4 * (a - 1) * (num_layers // train.p) if a > 1 else 0
+    else:
+        calls = layers * 4
+        norm_calls = 2 * layers if a > 1 else 0
+    calls += norm_calls
     if gen_stage == 0:
         calls += b
     if gen_stage == gen.pg - 1:
-        calls += b + 1
+        calls += b
+        if a > 1:
+            holder = stage is None or stage == train.p - 1
+            calls += a - 1 if b > 1 and holder else 1
     return calls
 
 

@@ -28,6 +28,7 @@ from hfsdk_backend_common.engine_support import (
     without_padding_weight,
 )
 from hfsdk_backend_common.objectives import ActorObjective, actor_micro_loss
+from hfsdk_backend_common.sync_check import RolloutSyncCheck, model_has_dropout
 from hfsdk_backend_common.token_ops import padding_columns, response_log_probs, response_slice
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.engine import FSDPEngine
@@ -106,6 +107,7 @@ class ActorEngine(_CausalLMEngine):
     """The policy: log-probs, the policy update, generation access and HF export."""
 
     trainable: ClassVar[bool] = True
+    _has_dropout: bool | None = None  # found on first use (the module is built by then)
 
     def compute_log_prob(self, batch: Batch) -> Batch:
         """``old_log_probs`` and ``entropys`` (both (B, R), 0 where masked) of the responses."""
@@ -214,10 +216,13 @@ class ActorEngine(_CausalLMEngine):
         Needs ``input_ids``, ``attention_mask``, ``responses``, ``response_mask``,
         ``old_log_probs``, ``advantages`` (and ``ref_log_probs`` for the KL term).
         ``old_log_probs`` may be left out: when the update is exactly on-policy
-        (one epoch, one mini-batch) the sampling policy is the current one, so
-        the detached current log-probs stand in for them (ratio 1, as verl and
-        TRL do) and no separate forward pass runs; otherwise they are computed
-        here first, before any optimizer step.
+        (one epoch, one mini-batch, no dropout) the sampling policy is the
+        current one, so the detached current log-probs stand in for them
+        (ratio 1, as verl and TRL do) and no separate forward pass runs;
+        otherwise they are computed here first, before any optimizer step.
+        Without old log-probs, a batch's ``rollout_log_probs`` are compared here
+        (``rollout/log_prob_diff_max`` / ``_mean``, see
+        :class:`~hfsdk_backend_common.sync_check.RolloutSyncCheck`).
         Returns metrics: ``actor/pg_loss``, ``actor/entropy``, ``actor/kl`` (with a
         reference), the policy loss's own metrics, ``actor/grad_norm``, ``actor/lr``.
         Losses are this rank's share of each mini-batch loss × the rank count, so
@@ -227,10 +232,16 @@ class ActorEngine(_CausalLMEngine):
         if objective.kl_loss_coef > 0:
             keys.append("ref_log_probs")
         require_keys(batch, keys, "update_actor")
-        if "old_log_probs" not in batch and not self.is_on_policy(len(batch)):
-            # Several optimizer steps: the sampler is the policy before the first of them.
+        sync = RolloutSyncCheck.for_update(batch)
+        computed_old = "old_log_probs" not in batch and not self.is_on_policy(len(batch))
+        if computed_old:
+            # Several optimizer steps (or dropout): the sampler is the policy before the first.
             batch = batch.union(self.compute_log_prob(batch).select(["old_log_probs"]))
         batch = without_padding_weight(batch)
+        if sync is not None and computed_old:
+            sync.observe(batch, batch["old_log_probs"])
+        # Otherwise the training forward before the first optimizer step is the sampler's.
+        first_forward = sync if sync is not None and not computed_old else None
         has_reference = "ref_log_probs" in batch
         temperature = sampling_temperature(batch)
         metrics = MetricAccumulator(self.dp.size)
@@ -244,16 +255,28 @@ class ActorEngine(_CausalLMEngine):
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in self._train_micro_batches(mini):
                     self._actor_micro_step(
-                        micro, objective, agg, counts, temperature, has_reference, metrics
-                    )
+                        micro, objective, agg, counts, temperature, has_reference, metrics,
+                        first_forward,
+                    )  # fmt: skip
                 self._optimizer_step(metrics, "actor")
                 metrics.end_minibatch()
+                first_forward = None
+        for name, value in (sync.metrics() if sync is not None else {}).items():
+            metrics.add_mean(name, value)
         self.weights_version += 1
         return self._finish_update(metrics, "actor")
 
     def is_on_policy(self, local_rows: int) -> bool:
-        """Whether an update of ``local_rows`` rows per rank is one epoch of one mini-batch."""
-        return self.config.ppo_epochs == 1 and self._local_minibatch_size() >= local_rows
+        """Whether an update of ``local_rows`` rows per rank may skip the old log-probs.
+
+        One epoch of one mini-batch, and a model without dropout (its training
+        forward must equal the sampler's; see :mod:`hfsdk_backend_common.sync_check`).
+        """
+        if self.config.ppo_epochs != 1 or self._local_minibatch_size() < local_rows:
+            return False
+        if self._has_dropout is None:
+            self._has_dropout = model_has_dropout(self.module)
+        return not self._has_dropout
 
     def _actor_micro_step(
         self,
@@ -264,12 +287,15 @@ class ActorEngine(_CausalLMEngine):
         temperature: float,
         has_reference: bool,
         metrics: MetricAccumulator,
+        sync: RolloutSyncCheck | None = None,
     ) -> None:
         # Entropy is only trained on with a bonus; otherwise it is reported without a graph.
         log_prob, entropy = self._response_outputs(
             micro, temperature, "grad" if objective.entropy_coef > 0 else "detached"
         )
         assert entropy is not None
+        if sync is not None:
+            sync.observe(micro, log_prob)
         loss = actor_micro_loss(
             objective,
             micro,

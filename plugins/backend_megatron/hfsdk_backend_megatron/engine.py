@@ -44,6 +44,7 @@ from hfsdk_backend_common.engine_support import (
 )
 from hfsdk_backend_common.lr_schedule import build_scheduler
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective, actor_micro_loss
+from hfsdk_backend_common.sync_check import RolloutSyncCheck
 from hfsdk_backend_common.token_ops import last_token_index, position_ids_from_mask, response_slice
 from hfsdk_backend_common.tokenizers import load_tokenizer
 from hfsdk_backend_megatron import convert
@@ -473,10 +474,17 @@ class MegatronEngine:
         self._require_trainable("actor", "update_actor")
         keys = list(UPDATE_KEYS) + (["ref_log_probs"] if objective.kl_loss_coef > 0 else [])
         require_keys(batch, keys, "update_actor")
-        if "old_log_probs" not in batch and not self.is_on_policy(len(batch)):
+        sync = RolloutSyncCheck.for_update(batch)
+        computed_old = "old_log_probs" not in batch and not self.is_on_policy(len(batch))
+        if computed_old:
             # Several optimizer steps: the sampler is the policy before the first of them.
             batch = batch.union(self.compute_log_prob(batch).select(["old_log_probs"]))
         batch = without_padding_weight(batch)  # dispatch padding rows get no weight
+        if sync is not None and computed_old and self.last_stage:
+            sync.observe(batch, batch["old_log_probs"])
+        # Otherwise the training forward before the first optimizer step is the sampler's
+        # (no rollout/log_prob_diff_* is lost when the old log-probs are skipped).
+        first_forward = [sync if sync is not None and not computed_old else None]
         has_reference = "ref_log_probs" in batch
         temperature = sampling_temperature(batch)
         metrics = MetricAccumulator(self.dp_size)
@@ -497,12 +505,16 @@ class MegatronEngine:
                     counts: Any = counts,
                 ) -> torch.Tensor:
                     return self._actor_loss(
-                        micro, logits, objective, agg, counts, temperature, has_reference, metrics
-                    )
+                        micro, logits, objective, agg, counts, temperature, has_reference, metrics,
+                        first_forward[0],
+                    )  # fmt: skip
 
                 self._pipeline(mini.split(self.config.micro_batch_size), last, backward=True)
                 self._optimizer_step(metrics, "actor")
                 metrics.end_minibatch()
+                first_forward[0] = None
+        for name, value in (sync.metrics() if sync is not None else {}).items():
+            metrics.add_mean(name, value)
         self.weights_version += 1
         return self._finish_update(metrics, "actor")
 
@@ -516,9 +528,12 @@ class MegatronEngine:
         temperature: float,
         has_reference: bool,
         metrics: MetricAccumulator,
+        sync: RolloutSyncCheck | None = None,
     ) -> torch.Tensor:
         log_prob, entropy = self._response_log_probs(logits, micro, temperature, True)
         assert entropy is not None
+        if sync is not None:
+            sync.observe(micro, log_prob)
         return actor_micro_loss(
             objective,
             micro,
@@ -531,7 +546,11 @@ class MegatronEngine:
         )
 
     def is_on_policy(self, local_rows: int) -> bool:
-        """Whether an update of ``local_rows`` rows per replica is one epoch of one mini-batch."""
+        """Whether an update of ``local_rows`` rows per replica is one epoch of one mini-batch.
+
+        Then the old log-probs may be skipped: the model is built without dropout
+        (``model_builder``), so the training forward equals the sampler's.
+        """
         local = self.config.mini_batch_size // self.dp_size
         return self.config.ppo_epochs == 1 and local >= local_rows
 

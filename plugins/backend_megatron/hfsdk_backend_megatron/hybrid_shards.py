@@ -91,6 +91,10 @@ class HybridShards(GenerationShards):
             num_layers=shape.num_layers,
             rank=rank,
             micro_dp=self.groups.micro_dp,
+            # Nothing trains or reads the training shard between weights() and release()
+            # (the rollout releases in a finally): the own slices live only in the
+            # generation shard meanwhile.
+            lend_training=True,
         )
         self.tg, self.pg = self.gen.tg, self.gen.pg
         self.tp_rank = self.hybrid.place.gen_tp

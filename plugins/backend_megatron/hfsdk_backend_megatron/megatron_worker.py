@@ -38,6 +38,7 @@ from hfsdk import (
 from hfsdk import BuiltinProtocol as Protocol
 from hfsdk_backend_common.engine_support import ENGINE_OF_ROLE_KIND
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
+from hfsdk_backend_megatron.rng import megatron_rng_state, set_megatron_rng_state
 
 MESH = "train"
 RNG_FILE = "rng_rank{rank}.pt"
@@ -224,10 +225,14 @@ class MegatronWorker(Worker):
 
     @register(protocol=Protocol.ONE_TO_ALL)
     def save_checkpoint(self, directory: str) -> str:
-        """Each (pp, tp) shard of replica 0 in its own file, plus every rank's sampling RNG."""
+        """Each (pp, tp) shard of replica 0 in its own file, plus every rank's RNGs.
+
+        The RNGs are CPU, CUDA and megatron's model-parallel tracker (see
+        :mod:`hfsdk_backend_megatron.rng`), so a resumed GPU run samples alike.
+        """
         path = Path(directory)
         self.engine.save_checkpoint(path)
-        torch.save(torch.get_rng_state(), path / RNG_FILE.format(rank=self.rank))
+        torch.save(megatron_rng_state(), path / RNG_FILE.format(rank=self.rank))
         return str(path)
 
     @register(protocol=Protocol.ONE_TO_ALL)
@@ -238,7 +243,7 @@ class MegatronWorker(Worker):
         self._weights_changed()
         rng = path / RNG_FILE.format(rank=self.rank)
         if rng.exists():
-            torch.set_rng_state(torch.load(rng, weights_only=False))
+            set_megatron_rng_state(torch.load(rng, weights_only=False))
         return str(path)
 
     @register(protocol=Protocol.ONE_TO_ALL)

@@ -113,6 +113,18 @@ def main() -> None:
     eng.export_hf(args.out / "export")
     del eng
 
+    # An on-policy update at (2, 1), dp=2, without old log-probs: the weight-sync check
+    # (rollout vs actor log-probs) runs on the training forward. The rollout log-probs are
+    # HF's exact ones shifted by 0.25 nats.
+    tensors = {k: v for k, v in inputs["batch"].items() if k != "old_log_probs"}
+    tensors["rollout_log_probs"] = (inputs["hf_log_probs"] + 0.25) * tensors["response_mask"]
+    skipped = Batch.from_dict(tensors=tensors, meta={"temperature": 0.7})
+    eng = engine(inputs["gqa"], "actor", 2, 1, inputs["optim"])
+    metrics = eng.update_actor(my_part(eng, skipped), actor_objective)
+    if collector(eng):
+        results["sync_check_21"] = metrics
+    del eng
+
     # One critic update at (1, 2) with dp=2 (value head from the critic directory).
     critic_batch = batch.union(Batch.from_dict(tensors=inputs["critic_extra"]))
     eng = engine(inputs["critic"], "critic", 1, 2, inputs["critic_optim"])

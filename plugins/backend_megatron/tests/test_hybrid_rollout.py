@@ -89,7 +89,7 @@ def test_rollout_reports_the_transition(run: dict[str, Any], pair) -> None:
         stats, metrics = outcome[pair]["stats"], outcome[pair]["metrics"]
         assert {"timing/reshard_s", "perf/reshard_bytes"} <= set(metrics)
         assert (stats.bytes_received == 0) == (dg == 1)
-        # Exactly the micro-DP gather's bytes (counted at the broadcasts vs the formula).
+        # Exactly what each rank lacks: its generation shard minus its training shard.
         formula = outcome[pair]["formula"]
         assert stats.bytes_received == formula.received
         assert (stats.generation_bytes, stats.training_bytes) == (
@@ -97,3 +97,5 @@ def test_rollout_reports_the_transition(run: dict[str, Any], pair) -> None:
             formula.training_shard,
         )
         assert stats.peak_extra_bytes <= stats.generation_bytes
+        # Lent training tensors: while decoding only the generation shard is held.
+        assert stats.held_extra_bytes == stats.generation_bytes - stats.training_bytes

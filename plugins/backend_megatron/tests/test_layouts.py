@@ -95,6 +95,7 @@ def run(
         "critic": str(critic),
         "score": str(score),
         "batch": tensors,
+        "hf_log_probs": old,
         "critic_extra": critic_extra,
         "optim": OPTIM,
         "critic_optim": CRITIC_OPTIM,
@@ -206,6 +207,13 @@ def test_update_actor_equals_fsdp(run: dict[str, Any], layout: str) -> None:
     keys = ("actor/pg_loss", "actor/entropy", "actor/grad_norm") if layout == "22" else ()
     for key in (*keys, "actor/grad_norm"):
         assert got["metrics"][key] == pytest.approx(fsdp_metrics[key], rel=1e-4, abs=1e-6)
+
+
+def test_update_without_old_log_probs_checks_the_rollout_log_probs(run: dict[str, Any]) -> None:
+    """The skipped old log-probs do not hide a rollout engine 0.25 nats off (finding: issue 20)."""
+    metrics = run["results"]["sync_check_21"]
+    assert metrics["rollout/log_prob_diff_mean"] == pytest.approx(0.25, abs=1e-4)
+    assert metrics["rollout/log_prob_diff_max"] == pytest.approx(0.25, abs=1e-4)
 
 
 def _fsdp_actor_state_before(run: dict[str, Any]) -> dict:

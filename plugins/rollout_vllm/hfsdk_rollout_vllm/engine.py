@@ -99,6 +99,9 @@ class ColocatedEngine:
             logging.getLogger(name).addFilter(_BenignWarnings())
 
         self.on_cpu = on_cpu
+        caveat = config.logprobs_caveat()
+        if caveat is not None:
+            logging.getLogger(__name__).warning(caveat)
         # vLLM seeds the process-wide generators (random, numpy, torch) with its own
         # seed when it runs in-process; the actor's sampling state must not change.
         rng_states = (random.getstate(), np.random.get_state(), torch.get_rng_state())
@@ -121,7 +124,8 @@ class ColocatedEngine:
             enforce_eager=config.enforce_eager,
             gpu_memory_utilization=config.gpu_memory_utilization,
             enable_sleep_mode=self.sleep_enabled,
-            logprobs_mode="processed_logprobs",
+            # The actor's log-probs (temperature only), not the top-k/top-p-renormalised ones.
+            logprobs_mode=config.logprobs_mode(),
             seed=config.seed,
             **parallel,
         )

@@ -28,6 +28,11 @@ class VLLMRolloutConfig(HFRolloutConfig):
     trains; ``auto`` does so where vLLM supports it (CUDA), not on CPU.
     ``max_num_seqs``: sequences decoded together. ``enforce_eager``: no CUDA
     graphs / compilation (faster start, slower decoding on GPU).
+
+    ``rollout_log_probs`` are what the actor computes for the same tokens,
+    ``log_softmax(logits / temperature)`` over the whole vocabulary, not the
+    top-k/top-p-renormalised values the engine samples from; see
+    :meth:`logprobs_mode`.
     """
 
     backend: str = help_field(
@@ -70,3 +75,37 @@ class VLLMRolloutConfig(HFRolloutConfig):
         "Sampling seed of the engine.",
         default=0,
     )
+
+    @property
+    def masks_vocabulary(self) -> bool:
+        """Whether sampling cuts the vocabulary (``top_p < 1`` or ``top_k > 0``)."""
+        return self.top_p < 1.0 or self.top_k > 0
+
+    def logprobs_mode(self) -> Literal["raw_logprobs", "processed_logprobs"]:
+        """vLLM's ``logprobs_mode`` whose values equal the actor's log-probs.
+
+        vLLM 0.32 offers ``raw_logprobs`` (the model's logits, before
+        temperature and top-k/top-p) and ``processed_logprobs`` (after
+        temperature *and* top-k/top-p: renormalised over the kept tokens). The
+        actor computes ``log_softmax(logits / temperature)`` (temperature 1 for
+        greedy calls; both modes give that for greedy requests). So: temperature 1
+        (or 0, greedy) takes the raw values, whatever top-k/top-p; another
+        temperature without top-k/top-p takes the processed ones (temperature
+        only). Another temperature *with* top-k/top-p has no matching mode; the
+        processed values (the distribution actually sampled) are returned and
+        :meth:`logprobs_caveat` says so.
+        """
+        if self.temperature in (0.0, 1.0):
+            return "raw_logprobs"
+        return "processed_logprobs"
+
+    def logprobs_caveat(self) -> str | None:
+        """One line when ``rollout_log_probs`` cannot equal the actor's (else ``None``)."""
+        if self.temperature in (0.0, 1.0) or not self.masks_vocabulary:
+            return None
+        return (
+            f"rollout.temperature={self.temperature} with top_p={self.top_p}/top_k={self.top_k}: "
+            "vLLM returns no temperature-scaled full-vocabulary log-probs, so rollout_log_probs "
+            "are renormalised over the kept tokens and rollout/log_prob_diff_* includes that "
+            "gap; use temperature 1 (or top_p 1, top_k 0) for an exact weight-sync check"
+        )

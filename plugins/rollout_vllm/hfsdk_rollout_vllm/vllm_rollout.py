@@ -11,7 +11,8 @@ otherwise every rank reloads its own engine from ``actor.hf_weights()``
 after every update (in memory, one tensor at a time) and the collecting
 ranks generate. On CUDA the engine's KV cache is released while the actor
 trains. Each response also gets ``rollout_log_probs``: the log-probability
-vLLM gave each sampled token (0 where masked).
+of each sampled token as the actor computes it (temperature-scaled, over the
+whole vocabulary, see ``VLLMRolloutConfig.logprobs_mode``; 0 where masked).
 
 A reload that fails on one rank fails on every rank at once, with one
 message (:func:`~hfsdk_backend_common.rollout.agreement.on_every_rank`).

@@ -40,20 +40,27 @@ def test_greedy_equals_hf_greedy(vllm_rollout, hf_rollout, make_prompts, prompt_
 
 
 def test_log_probs_match_the_actor(vllm_rollout, actor, make_prompts, prompt_texts) -> None:
-    """``rollout_log_probs`` equal the actor's log-probs of the same tokens (at T=1 and T=0.7)."""
+    """``rollout_log_probs`` equal the actor's log-probs of the same tokens, also under top_p.
+
+    With synced weights the gap must be float noise: at top_p=0.5 vLLM's processed
+    (nucleus-renormalised) log-probs would sit log(kept mass) above the actor's.
+    Another temperature takes the processed mode (``test_vllm_config.py``); it is
+    not exercised here because a second in-process engine cannot be closed without
+    tearing down vLLM's process-wide groups that the shared engine uses.
+    """
     import attrs
 
     prompts = make_prompts(prompt_texts).repeat(4, interleave=True)
-    for temperature in (1.0, 0.7):
-        vllm_rollout.config = attrs.evolve(vllm_rollout.config, temperature=temperature)
+    for top_p in (1.0, 0.5):
+        vllm_rollout.config = attrs.evolve(vllm_rollout.config, top_p=top_p)
         try:
             batch = vllm_rollout.generate_sequences(prompts)
         finally:
-            vllm_rollout.config = attrs.evolve(vllm_rollout.config, temperature=1.0)
-        assert batch.meta["temperature"] == temperature and not batch.meta["greedy"]
+            vllm_rollout.config = attrs.evolve(vllm_rollout.config, top_p=1.0)
+        assert batch.meta["temperature"] == 1.0 and not batch.meta["greedy"]
         old = actor.compute_log_prob(batch)["old_log_probs"]
         mask = batch["response_mask"].bool()
-        assert torch.allclose(batch["rollout_log_probs"][mask], old[mask], atol=1e-4)
+        assert torch.allclose(batch["rollout_log_probs"][mask], old[mask], atol=1e-4), top_p
         assert (batch["rollout_log_probs"][~mask] == 0).all()
 
 

@@ -6,7 +6,8 @@ shard and broadcasts inside its micro-DP group only:
 
 * a weight whose generation slice *is* the training slice (dg = 1 on that
   axis, or a norm the rank already holds) is the training tensor itself: no
-  copy, no bytes;
+  copy, no bytes; a weight every member holds (the norms when p = pg) is not
+  sent at all, and a norm goes only to the members that lack it;
 * otherwise the generation tensor is allocated once and every member's part
   lands directly in its rows (``dist.broadcast`` into a view), so there is
   no gather buffer and no reslicing copy. Fused weights (QKV, gate/up) are
@@ -14,10 +15,23 @@ shard and broadcasts inside its micro-DP group only:
   dim 1 (row-parallel) are stored transposed so every member's slice is a
   contiguous block; the generation weight is a transposed view of it.
 
-The training shard is never written and the optimizer state never moves.
-``to_training`` drops the generation tensors. A rank therefore holds at most
-its training shard plus its generation shard (the norms that same-stage
-members receive again go through a small scratch buffer).
+The optimizer state never moves. ``to_training`` drops the generation
+tensors. Every rank receives exactly what it lacks: its generation shard minus
+its training shard. A rank holds at most its training shard plus its
+generation shard, and with ``lend_training`` (tg < t, the slices that are
+copied) only its generation shard once the transition is done:
+
+* ``lend_training=True``: once a training tensor's slice has been copied into
+  its generation tensor, the training tensor's storage is released
+  (``untyped_storage().resize_(0)``, the parameter object and every view of it
+  stay valid) and ``to_training`` re-allocates it and copies the slice back
+  (exact: a copy). The training tensors are unusable in between, so only a
+  caller that neither trains nor reads them while generating may lend (the
+  megatron hybrid rollout); tensors that share their storage with another
+  tensor or cannot be resized are not lent. Peak extra memory is then the
+  generation shard minus the training shard plus one weight's training slice
+  (it is held until its slice is copied), and while generating a rank holds
+  its generation shard only (HybridFlow's zero redundancy).
 """
 
 from __future__ import annotations
@@ -45,6 +59,8 @@ class ReshardStats:
     generation_bytes: int
     training_bytes: int
     collectives: int
+    held_extra_bytes: int = 0
+    """Memory beyond the training shard still held once the transition is done."""
 
     def metrics(self) -> dict[str, float]:
         """The per-step metrics: ``timing/reshard_s``, ``perf/reshard_bytes``, peak extra memory."""
@@ -73,8 +89,13 @@ class HybridEngine:
         num_layers: int,
         rank: int,
         micro_dp: Any,
+        lend_training: bool = False,
     ) -> None:
         self.train, self.gen, self.num_layers = train, gen, num_layers
+        self.lend_training = lend_training
+        # name -> (training tensor, its slice's views in the generation tensor, spec)
+        self._lent: dict[str, tuple[torch.Tensor, list[torch.Tensor], ParamSpec]] = {}
+        self._lendable: set[str] = set()
         self.place = place(train, gen, rank)
         self.micro_dp = micro_dp
         if gen.dg > 1 and micro_dp is None:
@@ -102,8 +123,16 @@ class HybridEngine:
             raise HfsdkError(
                 "to_generation called twice without to_training; drop the generation shard first"
             )
-        for name, tensor in self._transition(training, keep=True):
-            self.shard[name] = tensor
+        if self.lend_training:
+            self._lendable = _exclusive(training)
+        try:
+            for name, tensor in self._transition(training, keep=True):
+                self.shard[name] = tensor
+        except BaseException:
+            self.to_training()  # give back what was lent before failing
+            raise
+        finally:
+            self._lendable = set()
         return self.shard
 
     def stream_generation(
@@ -160,6 +189,7 @@ class HybridEngine:
             generation_bytes=gen_bytes,
             training_bytes=train_bytes,
             collectives=self.collectives,
+            held_extra_bytes=self.memory.current,
         )
 
     def _cuda_reset(self) -> int | None:
@@ -172,7 +202,15 @@ class HybridEngine:
         return torch.cuda.memory_allocated(self._device)
 
     def to_training(self) -> None:
-        """Drop the gathered parts; the training shard was never touched."""
+        """Give back lent training tensors (their slices copied back), then drop the shard."""
+        import torch
+
+        for local, parts, spec in self._lent.values():
+            local.untyped_storage().resize_(local.numel() * local.element_size())
+            sizes = [size // self.train.t for size in spec.part_sizes]
+            for piece, source in zip(torch.split(local, sizes, dim=spec.split), parts, strict=True):
+                piece.copy_(source)
+        self._lent.clear()
         self.shard.clear()
         self._owned.clear()
         self.memory.reset()
@@ -230,20 +268,48 @@ class HybridEngine:
     def _replicated(
         self, spec: ParamSpec, holders: list[int], local: torch.Tensor | None
     ) -> torch.Tensor:
-        """A weight every tensor rank holds whole: the first holder sends it to the others."""
-        if self.gen.dg == 1:
+        """A weight every tensor rank holds whole: only the members that lack it receive it.
+
+        The holders are the ``b = t/tg`` members of the weight's training stage,
+        one per *column* (members ``m`` with the same ``m % b``). Every member
+        holds it when ``p = pg`` (nothing moves); with ``b = 1`` the one holder
+        broadcasts to the micro-DP group (every other member lacks it); with
+        ``b > 1`` each holder sends it to the lacking members of its column, so
+        no holder receives a copy of what it has.
+        """
+        if len(holders) == self.gen.dg:
             return local
-        src = holders[0]
-        if local is not None and self.place.k == src:
-            self._broadcast(local, src)
-            return local
-        scratch = self._alloc(spec.shape, local, spec.name)
-        self._broadcast(scratch, src)
+        if len(holders) == 1:
+            if local is not None:
+                self._broadcast(local, holders[0])
+                return local
+            scratch = self._alloc(spec.shape, None, spec.name)
+            self._broadcast(scratch, holders[0])
+            return scratch
+        b = self.train.t // self.gen.tg
+        column = self.place.k % b
         if local is not None:
-            # Same-stage holder: it already had the weight; keep the training tensor.
-            self.memory.free(scratch.numel() * scratch.element_size())
+            for member in range(self.gen.dg):
+                if member % b == column and member not in holders:
+                    self._send(local, member)
             return local
+        (src,) = [h for h in holders if h % b == column]
+        scratch = self._alloc(spec.shape, None, spec.name)
+        self._recv(scratch, src)
         return scratch
+
+    def _send(self, tensor: torch.Tensor, member: int) -> None:
+        import torch.distributed as dist
+
+        dist.send(tensor, dst=self._global(member), group=self.micro_dp)
+        self.collectives += 1
+
+    def _recv(self, tensor: torch.Tensor, member: int) -> None:
+        import torch.distributed as dist
+
+        dist.recv(tensor, src=self._global(member), group=self.micro_dp)
+        self.collectives += 1
+        self.bytes_received += tensor.numel() * tensor.element_size()
 
     def _whole(self, spec: ParamSpec, src: int, local: torch.Tensor | None) -> torch.Tensor:
         """tg = t on this weight's axis: the generation slice is one member's training slice."""
@@ -276,6 +342,7 @@ class HybridEngine:
             else None
         )
         offset = 0
+        own_views: list[torch.Tensor] = []
         for index, gen_part in enumerate(gen_parts):
             block = gen_part // b
             for position, member in enumerate(holders):
@@ -283,6 +350,34 @@ class HybridEngine:
                 if member == self.place.k:
                     own = local_parts[index]
                     view.copy_(own if split == 0 else own.transpose(0, 1))
+                    own_views.append(view if split == 0 else view.transpose(0, 1))
                 self._broadcast(view, member)
             offset += gen_part
+        if local is not None and spec.name in self._lendable:
+            self._lend(spec, local, own_views)
         return storage if split == 0 else storage.transpose(0, 1)
+
+    def _lend(self, spec: ParamSpec, local: torch.Tensor, own_views: list[torch.Tensor]) -> None:
+        """Release ``local``'s storage: its values now live in the generation tensor."""
+        try:
+            local.untyped_storage().resize_(0)
+        except RuntimeError:  # e.g. memory-mapped from a file: keep it, it is only slower
+            return
+        self._lent[spec.name] = (local, own_views, spec)
+        self.memory.free(local.numel() * local.element_size())
+
+
+def _exclusive(training: Mapping[str, torch.Tensor]) -> set[str]:
+    """Names of the training tensors that alone use their whole storage (safe to release)."""
+    users: dict[int, int] = {}
+    for tensor in training.values():
+        ptr = tensor.untyped_storage().data_ptr()
+        users[ptr] = users.get(ptr, 0) + 1
+    return {
+        name
+        for name, t in training.items()
+        if users[t.untyped_storage().data_ptr()] == 1
+        and t.is_contiguous()
+        and t.storage_offset() == 0
+        and t.untyped_storage().nbytes() == t.numel() * t.element_size()
+    }

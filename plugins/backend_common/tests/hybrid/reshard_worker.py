@@ -28,14 +28,19 @@ def check_case(
     specs = llama_specs(SHAPE, qkv_format=qkv_format)
     groups = create_groups(train, gen)
     engine = HybridEngine(
-        train=train, gen=gen, specs=specs, num_layers=4, rank=rank, micro_dp=groups.micro_dp
-    )
+        train=train, gen=gen, specs=specs, num_layers=4, rank=rank, micro_dp=groups.micro_dp,
+        lend_training=True,
+    )  # fmt: skip
     i, j, _ = train.coords(rank)
     shard = synthetic_shard(specs, p=p, t=t, stage=i, tp=j, num_layers=4, seed=7)
     before = {k: v.clone() for k, v in shard.items()}
     results = []
     for _round in range(2):  # train -> generate -> train -> generate: nothing accumulates
         gen_shard = engine.to_generation(shard)
+        # Lent training tensors really gave their memory back while generating.
+        released = sum(
+            t.numel() * t.element_size() for t in shard.values() if not t.untyped_storage().nbytes()
+        )
         expected = generation_specs(specs, train, gen, engine.place.gen_stage, 4)
         mismatched = [
             s.name
@@ -44,11 +49,19 @@ def check_case(
                 gen_shard[s.name], tp_slice(full_weight(s, 7), s, tg, j // (t // tg))
             )
         ]
+        # What this rank lacks, from the tensors themselves: its generation shard (the
+        # right slices, checked above) minus its training shard.
+        lacking = sum(t.numel() * t.element_size() for t in gen_shard.values()) - sum(
+            t.numel() * t.element_size() for t in shard.values()
+        )
         results.append(
             {
                 "names_ok": sorted(gen_shard) == sorted(s.name for s in expected),
                 "mismatched": mismatched,
                 "stats": engine.stats,
+                "lacking": lacking,
+                "released": released,
+                "largest_training": max(t.numel() * t.element_size() for t in shard.values()),
             }
         )
         engine.to_training()
@@ -63,7 +76,7 @@ def check_case(
     }
 
 
-CASES = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 2, 2, 1)]
+CASES = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 2, 2, 1), (2, 2, 1, 1)]
 
 
 def run_all(rank: int, world: int) -> dict[tuple, dict[str, Any]]:
