@@ -342,7 +342,8 @@ class Trainer:
         started = time.perf_counter()
         with algorithm.stage("data"):
             prompts = session.loader.next_batch()
-        maybe_kill_worker(step, lambda: session.groups["actor"].process_info[0]["pid"])
+        policy = self.spec.policy_role  # the role of kind policy, whatever its name
+        maybe_kill_worker(step, lambda: session.groups[policy].process_info[0]["pid"])
         metrics = algorithm.step(prompts)
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
             metrics.update(session.validate(algorithm))
