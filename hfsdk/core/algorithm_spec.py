@@ -127,8 +127,11 @@ class AlgorithmSpec:
       exactly one ``policy``.
     - ``extra_generations``: generation stages beyond the first (timed names).
     - ``preset``: the default task's settings (a nested config mapping merged
-      *under* the user's config when no training data is given). A section
-      that selects a backend other than the default one is not filled.
+      *under* the user's config when no training data is given): what the
+      task needs (response length, batch sizes, learning rates), never a
+      ``backend``. Each section applies to whichever backend the user selects,
+      with only the keys that backend's config class has
+      (:mod:`hfsdk.core.default_task.preset`).
     - ``actor_objective``: ``fn(algorithm_config) -> ActorLossTerms``.
     - ``summary``: one line for ``hfsdk list algorithms`` (defaults to the
       program's docstring).
@@ -160,6 +163,17 @@ class AlgorithmSpec:
             raise ValueError(
                 f"algorithm {self.name!r} needs exactly one role of kind 'policy', got {policies}"
             )
+
+    @preset.validator
+    def _check_preset(self, _attr: attrs.Attribute, value: Mapping[str, Any]) -> None:
+        for section, values in value.items():
+            if isinstance(values, Mapping) and "backend" in values:
+                raise ValueError(
+                    f"algorithm {self.name!r}: preset section {section!r} names a backend "
+                    f"({values['backend']!r}); a preset says what the task needs and applies "
+                    "to whichever backend is selected (keys a backend lacks are left out), "
+                    "so remove 'backend'"
+                )
 
     @property
     def role_names(self) -> tuple[str, ...]:

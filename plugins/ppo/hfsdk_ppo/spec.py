@@ -6,16 +6,14 @@ from hfsdk import AlgorithmSpec, RoleSpec
 from hfsdk_ppo.ppo_algorithm import PPOAlgorithm
 from hfsdk_ppo.ppo_config import PPOConfig
 
-# The default task's settings (tiny model, short responses), written for the
-# fsdp training backend and the hf rollout backend.
+# The default task's settings (tiny model, short responses). They name no backend:
+# each section applies to whichever one is selected, with the keys its config has.
 _ACTOR = {
-    "backend": ["fsdp", "megatron"],
     "optim": {"lr": 1e-4},
     "mini_batch_size": 8,
     "micro_batch_size": 16,
 }
 _CRITIC = {
-    "backend": ["fsdp", "megatron"],
     "optim": {"lr": 1e-3},
     "mini_batch_size": 8,
     "micro_batch_size": 16,
@@ -32,10 +30,10 @@ PPO_SPEC = AlgorithmSpec(
         RoleSpec(name="reward", kind="scorer"),
     ),
     preset={
-        "rollout": {"backend": ["hf", "vllm"], "max_response_length": 8},
+        "rollout": {"max_response_length": 8},
         "actor": _ACTOR,
         # The frozen reference scores the same batch in passes as large as the actor's.
-        "reference": {"backend": ["fsdp", "megatron"], "forward_micro_batch_size": 16},
+        "reference": {"forward_micro_batch_size": 16},
         "critic": _CRITIC,
     },
 )
