@@ -312,7 +312,11 @@ class Trainer:
         with TrainingSession(cfg, spec, prepared=self.prepared) as session:
             algorithm: Algorithm = spec.program(
                 AlgorithmContext(
-                    config=cfg, roles=session.roles, signals=session.signals, spec=spec
+                    config=cfg,
+                    roles=session.roles,
+                    signals=session.signals,
+                    spec=spec,
+                    prompts=session.loader,  # the stream the checkpoint's data position tracks
                 )
             )
             nodes = [
