@@ -49,6 +49,8 @@ def test_default_command_trains_and_reward_goes_up(tmp_path: Path) -> None:
     assert [r["step"] for r in rows] == list(range(1, 31))
     for key in REQUIRED:
         assert all(key in r for r in rows), key
+    # Every run measured (seeds 0-5, AVX-512 and AVX2 kernels) gained +0.28 to +0.38
+    # (docs/default_task.md); a policy that does not learn stays near 0.45.
     gain = _mean(rows[-5:], "reward/mean") - _mean(rows[:5], "reward/mean")
     assert gain >= 0.15, f"reward rose by only {gain:.3f}"
     assert "reward/mean" in result.stdout  # the closing summary line

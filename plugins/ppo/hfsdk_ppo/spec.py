@@ -19,6 +19,15 @@ _CRITIC = {
     "micro_batch_size": 16,
 }
 
+ONE_SAMPLE_PRESET = {
+    "rollout": {"max_response_length": 8},
+    "actor": _ACTOR,
+    # The frozen reference scores the same batch in passes as large as the actor's.
+    "reference": {"forward_micro_batch_size": 16},
+    "critic": _CRITIC,
+}
+"""PPO's default-task settings at one sample per prompt (16 samples a step; Safe-RLHF's)."""
+
 PPO_SPEC = AlgorithmSpec(
     name="ppo",
     program=PPOAlgorithm,
@@ -29,11 +38,13 @@ PPO_SPEC = AlgorithmSpec(
         RoleSpec(name="reference", kind="frozen_policy"),
         RoleSpec(name="reward", kind="scorer"),
     ),
+    # Four samples per prompt (64 a step, as GRPO and ReMax): at one, the 30-step gain
+    # ranged +0.19 to +0.39 over six seeds, at four +0.28 to +0.42 (docs/default_task.md).
     preset={
-        "rollout": {"max_response_length": 8},
-        "actor": _ACTOR,
-        # The frozen reference scores the same batch in passes as large as the actor's.
-        "reference": {"forward_micro_batch_size": 16},
-        "critic": _CRITIC,
+        **ONE_SAMPLE_PRESET,
+        "algorithm": {"n_samples_per_prompt": 4},
+        "actor": {**_ACTOR, "mini_batch_size": 32, "micro_batch_size": 64},
+        "reference": {"forward_micro_batch_size": 64},
+        "critic": {**_CRITIC, "mini_batch_size": 32, "micro_batch_size": 64},
     },
 )

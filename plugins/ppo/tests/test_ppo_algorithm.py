@@ -24,8 +24,12 @@ def test_default_run_learns(tmp_path: Path) -> None:
     rows = Trainer(load_run_config("ppo"), tmp_path / "run", quiet=True).fit()
     assert len(rows) == 30
     assert all("critic/vf_loss" in r and "timing/update_critic_s" in r for r in rows)
-    gain = _mean(rows[-5:], "reward/mean") - _mean(rows[:5], "reward/mean")
-    assert gain >= 0.15, f"reward rose by only {gain:.3f}"
+    # Bounds that held for every run measured (seeds 0-5, AVX-512 and AVX2 kernels, each
+    # with its own warm start): gain +0.28 to +0.42, last five 0.79 to 0.88
+    # (docs/default_task.md). A policy that does not learn stays near 0.45.
+    first, last = _mean(rows[:5], "reward/mean"), _mean(rows[-5:], "reward/mean")
+    assert last - first >= 0.15, f"reward rose by only {last - first:.3f}"
+    assert last >= 0.7, f"reward reached only {last:.3f}"
 
 
 class _RecordingCritic:
