@@ -32,7 +32,7 @@ def test_megatron_sections_take_the_preset_keys() -> None:
     merged = with_algorithm_preset("ppo", {"critic": {"backend": "megatron"}})
     assert merged["critic"]["backend"] == "megatron"
     assert merged["critic"]["optim"]["lr"] == 1e-3
-    assert merged["critic"]["mini_batch_size"] == 8
+    assert merged["critic"]["mini_batch_size"] == 32
     # The preset names no backend; the core never forces one.
     assert "backend" not in with_algorithm_preset("ppo", {})["critic"]
 
@@ -79,11 +79,11 @@ def test_a_new_backend_takes_the_preset_keys_its_config_has() -> None:
     pm = build_plugin_manager([("slim", _SlimPlugin)])
     user = {"actor": {"backend": "slim"}, "rollout": {"backend": "slimgen"}}
     merged = with_algorithm_preset("ppo", user, pm=pm)
-    assert merged["actor"] == {"backend": "slim", "optim": {"lr": 1e-4}, "mini_batch_size": 8}
+    assert merged["actor"] == {"backend": "slim", "optim": {"lr": 1e-4}, "mini_batch_size": 32}
     assert merged["rollout"] == {"backend": "slimgen"}  # no max_response_length there
-    assert merged["critic"]["micro_batch_size"] == 16  # the default (fsdp) section keeps it
+    assert merged["critic"]["micro_batch_size"] == 64  # the default (fsdp) section keeps it
     role = structure(make_converter(), merged["actor"], _SlimRole, path="actor")
-    assert role == _SlimRole(optim=_SlimOptim(lr=1e-4), mini_batch_size=8)
+    assert role == _SlimRole(optim=_SlimOptim(lr=1e-4), mini_batch_size=32)
 
 
 def test_an_unknown_backend_takes_the_preset_as_is_and_fails_on_its_name() -> None:
