@@ -84,9 +84,7 @@ def test_actor_shards_over_two_ranks() -> None:
         assert len(pids) == 2
         assert session.groups["reference"].world_size == 1
         algorithm = spec.program(
-            AlgorithmContext(
-                config=config, roles=session.roles, signals=session.signals, spec=spec
-            )
+            AlgorithmContext(config=config, roles=session.roles, signals=session.signals, spec=spec)
         )
         metrics = algorithm.step(session.loader.next_batch())
     assert 0.0 <= metrics["reward/mean"] <= 1.0
