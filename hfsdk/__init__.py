@@ -21,7 +21,13 @@ hookimpl = pluggy.HookimplMarker("hfsdk")
 """Marker for hook implementations in plugins: ``@hfsdk.hookimpl``."""
 
 if TYPE_CHECKING:
-    from hfsdk.core.algorithm import Algorithm, AlgorithmConfig, AlgorithmContext, Scorer
+    from hfsdk.core.algorithm import (
+        Algorithm,
+        AlgorithmConfig,
+        AlgorithmContext,
+        PromptSource,
+        Scorer,
+    )
     from hfsdk.core.algorithm_spec import (
         ROLE_KINDS,
         ActorLossTerms,
@@ -115,6 +121,7 @@ _LAZY = {
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",
     "AlgorithmContext": "hfsdk.core.algorithm",
+    "PromptSource": "hfsdk.core.algorithm",
     "Scorer": "hfsdk.core.algorithm",
     "AlgorithmSpec": "hfsdk.core.algorithm_spec",
     "RoleSpec": "hfsdk.core.algorithm_spec",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 import attrs
 
@@ -102,20 +102,37 @@ Scorer = Callable[["Batch"], tuple["torch.Tensor", dict[str, float]]]
 """Scores a generated batch: one float per sample (B,) plus metrics to log."""
 
 
+class PromptSource(Protocol):
+    """The run's stream of training prompts, as an algorithm sees it."""
+
+    def next_batch(self, n: int | None = None) -> Batch:
+        """The next ``n`` prompts (default: ``data.batch_size``), left-padded, as a batch.
+
+        The trainer checkpoints the stream's position after every step, so
+        prompts drawn within ``step()`` are part of an exact resume.
+        """
+        ...
+
+
 @attrs.define(kw_only=True)
 class AlgorithmContext:
-    """What the trainer hands an algorithm: its config, its roles and its signals.
+    """What the trainer hands an algorithm: its config, its roles, signals and prompts.
 
     ``roles`` maps each model role (``actor``, ``critic``, ``reference``, ...) to
     the worker-group handle whose methods run on that role's workers;
     ``signals`` maps each ``scorer`` role (``reward``, ``cost``) to a scorer;
-    ``spec`` is the algorithm's registered :class:`~hfsdk.core.algorithm_spec.AlgorithmSpec`.
+    ``spec`` is the algorithm's registered :class:`~hfsdk.core.algorithm_spec.AlgorithmSpec`;
+    ``prompts`` is the training prompt stream the trainer draws each step's
+    batch from (:class:`PromptSource`; ``None`` where a caller runs ``step()``
+    on batches of its own), so a program may draw more within a step (e.g.
+    DAPO's dynamic sampling refilling a batch) without a trainer change.
     """
 
     config: Any
     roles: Mapping[str, Any]
     signals: Mapping[str, Scorer]
     spec: AlgorithmSpec
+    prompts: PromptSource | None = None
 
 
 class Algorithm:
@@ -149,6 +166,22 @@ class Algorithm:
     def role(self, name: str) -> Any:
         """The worker-group handle of role ``name``."""
         return self.context.roles[name]
+
+    @property
+    def prompts(self) -> PromptSource:
+        """The run's prompt stream: ``self.prompts.next_batch(n)`` draws ``n`` more prompts.
+
+        Draws advance the same data position the trainer checkpoints, so a run
+        that draws within ``step()`` still resumes exactly. Time them under a
+        declared stage (``data``, or a name in the spec's ``extra_stages``).
+        """
+        if self.context.prompts is None:
+            raise HfsdkError(
+                f"algorithm {self.spec.name!r} draws prompts, but its AlgorithmContext has no "
+                "prompt source; pass prompts=<a PromptSource, e.g. the session's loader> "
+                "when building the context outside the trainer"
+            )
+        return self.context.prompts
 
     # -- the program ---------------------------------------------------------------
 

@@ -17,6 +17,7 @@ Keep this module free of heavy imports: ``hfsdk list`` and the planner read it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Literal
@@ -36,6 +37,7 @@ ROLE_KINDS: tuple[str, ...] = ("policy", "value", "frozen_policy", "scorer")
 """
 
 _NAME = attrs.validators.matches_re(r"^[a-z][a-z0-9_]*$")
+_STAGE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @attrs.frozen(kw_only=True)
@@ -71,7 +73,9 @@ def default_actor_objective(algorithm_config: Any) -> ActorLossTerms:
 
 
 def derive_dataflow(
-    roles: tuple[RoleSpec, ...], extra_generations: tuple[str, ...] = ()
+    roles: tuple[RoleSpec, ...],
+    extra_generations: tuple[str, ...] = (),
+    extra_stages: tuple[str, ...] = (),
 ) -> Dataflow:
     """The three-stage dataflow every on-policy program here follows, from the role kinds.
 
@@ -83,6 +87,10 @@ def derive_dataflow(
       ``advantages``).
     - ``training``: the policy and the value roles train (timed as
       ``update_critic`` and ``update_actor``).
+
+    Each name in ``extra_stages`` is one more timed part of the preparation
+    stage: controller-side work of the program (filtering, drawing more
+    prompts) that places no role of its own.
     """
     kinds = {role.name: role.kind for role in roles}
     by_kind = {kind: [n for n, k in kinds.items() if k == kind] for kind in ROLE_KINDS}
@@ -96,6 +104,7 @@ def derive_dataflow(
         prep_timings.append("values")
     prep_timings += by_kind["scorer"]
     prep_timings.append("advantages")
+    prep_timings += extra_stages
     stages.append(
         Stage(
             name="preparation",
@@ -126,9 +135,14 @@ class AlgorithmSpec:
     - ``roles``: :class:`RoleSpec` (or ``(name, kind)`` pairs) in a stable order;
       exactly one ``policy``.
     - ``extra_generations``: generation stages beyond the first (timed names).
+    - ``extra_stages``: more names ``step()`` may time (``timing/<name>_s``),
+      e.g. ``dynamic_sampling``; timed parts of the preparation stage.
     - ``preset``: the default task's settings (a nested config mapping merged
-      *under* the user's config when no training data is given). A section
-      that selects a backend other than the default one is not filled.
+      *under* the user's config when no training data is given): what the
+      task needs (response length, batch sizes, learning rates), never a
+      ``backend``. Each section applies to whichever backend the user selects,
+      with only the keys that backend's config class has
+      (:mod:`hfsdk.core.default_task.preset`).
     - ``actor_objective``: ``fn(algorithm_config) -> ActorLossTerms``.
     - ``summary``: one line for ``hfsdk list algorithms`` (defaults to the
       program's docstring).
@@ -139,6 +153,7 @@ class AlgorithmSpec:
     config_cls: type
     roles: tuple[RoleSpec, ...] = attrs.field(converter=_roles)
     extra_generations: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    extra_stages: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     preset: Mapping[str, Any] = attrs.field(
         factory=dict, converter=lambda d: MappingProxyType(dict(d))
     )
@@ -148,7 +163,8 @@ class AlgorithmSpec:
     """What the placement planner reads (derived, see :func:`derive_dataflow`)."""
 
     def __attrs_post_init__(self) -> None:
-        object.__setattr__(self, "dataflow", derive_dataflow(self.roles, self.extra_generations))
+        dataflow = derive_dataflow(self.roles, self.extra_generations, self.extra_stages)
+        object.__setattr__(self, "dataflow", dataflow)
 
     @roles.validator
     def _check_roles(self, _attr: attrs.Attribute, value: tuple[RoleSpec, ...]) -> None:
@@ -160,6 +176,33 @@ class AlgorithmSpec:
             raise ValueError(
                 f"algorithm {self.name!r} needs exactly one role of kind 'policy', got {policies}"
             )
+
+    @extra_stages.validator
+    def _check_extra_stages(self, _attr: attrs.Attribute, value: tuple[str, ...]) -> None:
+        derived = derive_dataflow(self.roles, self.extra_generations)
+        taken = {t for stage in derived.stages for t in stage.timed_names}
+        for name in value:
+            if not isinstance(name, str) or not _STAGE_NAME.match(name):
+                raise ValueError(
+                    f"algorithm {self.name!r}: extra stage {name!r} is not a name of lowercase "
+                    "letters, digits and '_' starting with a letter"
+                )
+            if name in taken or value.count(name) > 1:
+                raise ValueError(
+                    f"algorithm {self.name!r}: extra stage {name!r} is declared twice (the "
+                    f"derived stages time: {', '.join(sorted(taken))}); choose another name"
+                )
+
+    @preset.validator
+    def _check_preset(self, _attr: attrs.Attribute, value: Mapping[str, Any]) -> None:
+        for section, values in value.items():
+            if isinstance(values, Mapping) and "backend" in values:
+                raise ValueError(
+                    f"algorithm {self.name!r}: preset section {section!r} names a backend "
+                    f"({values['backend']!r}); a preset says what the task needs and applies "
+                    "to whichever backend is selected (keys a backend lacks are left out), "
+                    "so remove 'backend'"
+                )
 
     @property
     def role_names(self) -> tuple[str, ...]:

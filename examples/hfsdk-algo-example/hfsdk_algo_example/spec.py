@@ -15,12 +15,11 @@ REINFORCE_MEAN_SPEC = AlgorithmSpec(
         RoleSpec(name="reward", kind="scorer"),
     ),
     # The built-in default task's settings for this algorithm (tiny model, short
-    # responses), written for the fsdp training and hf rollout backends.
+    # responses); they name no backend and apply to whichever one is selected.
     preset={
         "algorithm": {"n_samples_per_prompt": 4},
-        "rollout": {"backend": ["hf", "vllm"], "max_response_length": 8},
+        "rollout": {"max_response_length": 8},
         "actor": {
-            "backend": "fsdp",
             "optim": {"lr": 1e-4},
             "mini_batch_size": 32,
             "micro_batch_size": 64,

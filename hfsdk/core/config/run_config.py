@@ -301,9 +301,11 @@ def with_algorithm_preset(
 ) -> dict[str, Any]:
     """``data`` on top of ``algo``'s default-task preset (unchanged for other runs).
 
-    A preset section that names a ``backend`` is written for that backend; it
-    is dropped when the section resolves to another one (the user's choice, or
-    the default an installed plugin declares), since its keys would not exist there.
+    Each preset section is applied to the config class its section resolves to
+    (a role's or the rollout's selected backend — the user's ``backend``, else
+    the declared default — the algorithm's config class, the core sections'
+    classes): the keys that class lacks are left out, so a preset never names a
+    backend and a new backend takes the keys it shares.
     """
     from hfsdk.core.default_task.preset import uses_default_task, with_default_task_preset
 
@@ -313,15 +315,27 @@ def with_algorithm_preset(
         return dict(data)  # unknown names are reported by resolve_run_config
     spec = spec_entry.impl
     kinds = {role.name: role.kind for role in spec.roles}
+    core = _core_sections()
 
-    def default_backend(section: str) -> str | None:
+    def chosen_backend(section: str) -> Any:
+        given = data.get(section)
+        return given.get("backend") if isinstance(given, Mapping) else None
+
+    def section_class(section: str) -> type | None:
         try:
             if section == "rollout":
-                return default_rollout_backend(pm.registry("rollout_backends"))
-            if section in kinds and kinds[section] != "scorer":
-                return default_training_backend(pm.registry("training_backends"), kinds[section])
+                registry = pm.registry("rollout_backends")
+                name = chosen_backend(section) or default_rollout_backend(registry)
+            elif section in kinds and kinds[section] != "scorer":
+                registry = pm.registry("training_backends")
+                name = chosen_backend(section) or default_training_backend(registry, kinds[section])
+            elif section == "algorithm":
+                return spec.config_cls
+            else:
+                return core.get(section)
         except ConfigError:
             return None  # resolve_run_config reports it
-        return None
+        entry = registry.get(name) if isinstance(name, str) else None
+        return entry.config_cls if entry is not None else None
 
-    return with_default_task_preset(spec.preset, data, default_backend)
+    return with_default_task_preset(spec.preset, data, section_class)

@@ -220,10 +220,17 @@ class PromptLoader:
         generator = torch.Generator().manual_seed(self.seed + epoch)
         return torch.randperm(len(self.rows), generator=generator).tolist()
 
-    def next_batch(self) -> Batch:
-        """The next ``data.batch_size`` prompts (wrapping into the next epoch)."""
+    def next_batch(self, n: int | None = None) -> Batch:
+        """The next ``n`` prompts (default ``data.batch_size``), wrapping into the next epoch.
+
+        Every call advances the one position that :meth:`state_dict` saves, so
+        prompts an algorithm draws within a step are resumed exactly too.
+        """
+        size = self.config.batch_size if n is None else n
+        if size < 1:
+            raise HfsdkError(f"next_batch(n={n}) needs n >= 1 prompts")
         picked: list[int] = []
-        while len(picked) < self.config.batch_size:
+        while len(picked) < size:
             if self.index >= len(self._order):
                 self.epoch += 1
                 self.index = 0

@@ -5,16 +5,24 @@ tiny, so it needs a larger learning rate and short responses. When a run names
 no training data (``data.train_files`` empty), the algorithm plugin's preset
 (``AlgorithmSpec.preset``) on top of the core sections below is merged *under*
 the user's config: anything the user sets still wins. ``hfsdk config show``
-prints the result. The core knows no algorithm and no backend: settings of
-backend sections (optimizer, batch sizes, response length) come from the
-algorithm's preset, each section naming the backend it was written for.
+prints the result.
+
+A preset says what the task needs (response length, batch sizes, learning
+rates), never which backend runs it: each preset section is applied to
+whatever config class the section resolves to (the user's ``backend`` or the
+declared default), and keys that class does not have (checked against its
+attrs fields, nested sections included) are left out. So a new backend takes
+the preset keys it shares with the others and no algorithm changes.
 """
 
 from __future__ import annotations
 
 import copy
+import typing
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import attrs
 
 CORE_PRESET: dict[str, Any] = {
     "trainer": {"total_steps": 30},
@@ -40,31 +48,66 @@ def uses_default_task(data: Mapping[str, Any]) -> bool:
     return not (isinstance(section, Mapping) and section.get("train_files"))
 
 
+def _nested_class(cls: type, field: attrs.Attribute) -> type | None:
+    """The attrs class of a nested section field (``optim: OptimConfig``), else ``None``."""
+    default = field.default
+    if isinstance(default, attrs.Factory) and not default.takes_self:  # type: ignore[arg-type]
+        made = type(default.factory())
+        if attrs.has(made):
+            return made
+    try:
+        hint = typing.get_type_hints(cls).get(field.name)
+    except (NameError, TypeError):  # an annotation that only resolves under TYPE_CHECKING
+        return None
+    for candidate in (hint, *typing.get_args(hint)):
+        if isinstance(candidate, type) and attrs.has(candidate):
+            return candidate
+    return None
+
+
+def keys_for(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of ``values`` whose keys are fields of the attrs class ``cls`` (recursively).
+
+    A mapping under a field whose type is itself an attrs class is filtered the
+    same way; any other value is kept whole.
+    """
+    fields = {f.name: f for f in attrs.fields(cls)}
+    kept: dict[str, Any] = {}
+    for key, value in values.items():
+        field = fields.get(key)
+        if field is None:
+            continue
+        nested = _nested_class(cls, field) if isinstance(value, Mapping) else None
+        if nested is not None:
+            value = keys_for(nested, value)
+            if not value:
+                continue
+        kept[key] = copy.deepcopy(value)
+    return kept
+
+
 def with_default_task_preset(
     preset: Mapping[str, Any],
     data: Mapping[str, Any],
-    default_backend: Callable[[str], str | None] = lambda _section: None,
+    section_class: Callable[[str], type | None] = lambda _section: None,
 ) -> dict[str, Any]:
     """``data`` on top of :data:`CORE_PRESET` and ``preset`` when it runs the default task.
 
-    A preset section with a ``backend`` key (a name, or a list of the backends
-    whose config classes share those keys) is kept only when the section
-    resolves to one of them: the user's ``backend`` if given, else
-    ``default_backend(section)``. The ``backend`` key itself is not forced on
-    the user's config.
+    ``section_class(section)`` is the attrs class ``section`` will be built
+    with (for a role: its selected backend's config class). Only the preset
+    keys that class has are applied (:func:`keys_for`); a section whose class is
+    unknown (``None``) takes the preset as is, and the config's own validation
+    reports what is wrong with it.
     """
     if not uses_default_task(data):
         return dict(data)
     merged = deep_merge(CORE_PRESET, preset)
-    for section, values in list(merged.items()):
-        if not (isinstance(values, Mapping) and "backend" in values):
-            continue
-        written_for = values["backend"]
-        written_for = (written_for,) if isinstance(written_for, str) else tuple(written_for)
-        given = data.get(section)
-        chosen = given.get("backend") if isinstance(given, Mapping) else None
-        if (chosen or default_backend(section)) not in written_for:
-            merged.pop(section)
-        else:
-            merged[section] = {k: v for k, v in values.items() if k != "backend"}
-    return deep_merge(merged, data)
+    applied: dict[str, Any] = {}
+    for section, values in merged.items():
+        cls = section_class(section)
+        if cls is not None and isinstance(values, Mapping) and attrs.has(cls):
+            values = keys_for(cls, values)
+            if not values:
+                continue
+        applied[section] = values
+    return deep_merge(applied, data)

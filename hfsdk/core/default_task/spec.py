@@ -47,9 +47,11 @@ class DefaultTaskSpec:
     )
     filler_word: str = "ugh"
     val_size: int = attrs.field(default=32, validator=attrs.validators.ge(1))
-    hidden_size: int = attrs.field(default=96, validator=attrs.validators.ge(8))
+    hidden_size: int = attrs.field(default=128, validator=attrs.validators.ge(8))
     num_layers: int = attrs.field(default=2, validator=attrs.validators.ge(1))
-    num_heads: int = attrs.field(default=3, validator=attrs.validators.ge(1))
+    # 4 heads: tensor parallelism at 2 and 4 (and the 3D-HybridEngine) divides them; the head
+    # dimension (hidden / heads = 32) is the smallest vLLM's CPU attention accepts.
+    num_heads: int = attrs.field(default=4, validator=attrs.validators.ge(1))
     intermediate_size: int = attrs.field(default=384, validator=attrs.validators.ge(8))
     max_position_embeddings: int = attrs.field(default=128, validator=attrs.validators.ge(16))
     warm_start_steps: int = attrs.field(default=160, validator=attrs.validators.ge(0))

@@ -31,10 +31,11 @@ class RunAssets:
     default_task: bool
 
 
-def resolve_assets(config: RunConfig, policy_role: str = "actor") -> RunAssets:
+def resolve_assets(config: RunConfig, policy_role: str) -> RunAssets:
     """Paths of the model, tokenizer and data; builds the default task's assets when needed.
 
-    The tokenizer is the policy's (``policy_role``: the spec's ``policy`` role).
+    The tokenizer is the policy's: ``policy_role`` names the spec's role of kind
+    ``policy`` (``AlgorithmSpec.policy_role``); no role name is assumed.
     """
     actor_path = getattr(getattr(config, policy_role), "model_path", None)
     tokenizer_path = getattr(getattr(config, policy_role), "tokenizer_path", None)

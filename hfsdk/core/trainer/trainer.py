@@ -351,7 +351,11 @@ class Trainer:
             self._stop.install()  # again: starting Ray installs its own SIGTERM handler
             algorithm: Algorithm = spec.program(
                 AlgorithmContext(
-                    config=cfg, roles=session.roles, signals=session.signals, spec=spec
+                    config=cfg,
+                    roles=session.roles,
+                    signals=session.signals,
+                    spec=spec,
+                    prompts=session.loader,  # the stream the checkpoint's data position tracks
                 )
             )
             nodes = [
@@ -397,7 +401,8 @@ class Trainer:
         started = time.perf_counter()
         with algorithm.stage("data"):
             prompts = session.loader.next_batch()
-        maybe_kill_worker(step, lambda: session.groups["actor"].process_info[0]["pid"])
+        policy = self.spec.policy_role  # the role of kind policy, whatever its name
+        maybe_kill_worker(step, lambda: session.groups[policy].process_info[0]["pid"])
         maybe_fault("sigterm", step)
         maybe_fault("sigint", step)
         metrics = algorithm.step(prompts)

@@ -29,7 +29,7 @@ from hfsdk_backend_common.token_ops import position_ids_from_mask
 from hfsdk_backend_common.tokenizers import load_tokenizer
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
-from hfsdk_backend_fsdp.micro_batches import token_budget_groups
+from hfsdk_backend_fsdp.micro_batches import row_extents, token_budget_groups
 from hfsdk_backend_fsdp.models import (
     ModelKind,
     build_model_on_meta,
@@ -229,7 +229,13 @@ class FSDPEngine:
         """``micro_batch_tokens`` passes; the ranks agree on their number (FSDP needs it)."""
         budget = self.config.micro_batch_tokens
         assert budget is not None
-        lengths = [int(n) for n in batch["attention_mask"].sum(dim=-1).tolist()]
+        # A pass runs at its longest prompt plus its longest response (padding columns are
+        # dropped only where every row has them), so that is what the budget counts.
+        lengths: list[Any] = (
+            row_extents(batch["attention_mask"], batch["responses"].shape[1])
+            if "responses" in batch
+            else [int(n) for n in batch["attention_mask"].sum(dim=-1).tolist()]
+        )
         count = len(token_budget_groups(lengths, budget, by_length=by_length))
         if self.dp.distributed:
             import torch.distributed as dist

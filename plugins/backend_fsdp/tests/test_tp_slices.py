@@ -155,9 +155,9 @@ def test_tp_must_divide_the_actor_ranks(model_dir: Path) -> None:
 
 
 def test_tp_must_divide_heads_and_ffn(tmp_path: Path) -> None:
-    # The default task's model has 3 heads.
-    message = _error(["actor.rollout_layout.tp=2", "placement.pools.global.devices=2"])
-    assert "does not divide the model's 3 query heads, 3 key/value heads" in message
+    # The default task's model has 4 heads: tp 3 does not divide them.
+    message = _error(["actor.rollout_layout.tp=3", "placement.pools.global.devices=3"])
+    assert "does not divide the model's 4 query heads, 4 key/value heads" in message
     path = _config_dir(tmp_path, intermediate_size=66)
     message = _error(
         [f"actor.model_path={path}", "actor.rollout_layout.tp=4",

@@ -1,9 +1,7 @@
 """End to end with Ray: GRPO on a tp=2 megatron actor learns; PPO at pp=2 resumes exactly.
 
-The default task's model has 3 attention heads, which tp=2 cannot split; these
-runs use the default task (same data, reward, preset) with a model built by
-the same builder at ``num_heads=2`` (:data:`TP_SPEC`), passed as
-``actor.model_path``.
+The runs use the default task (its 4 attention heads split over tp=2), with its
+model passed as ``actor.model_path``.
 """
 
 from __future__ import annotations
@@ -17,13 +15,10 @@ from pathlib import Path
 import pytest
 
 from hfsdk.core.config import load_run_config
-from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
+from hfsdk.core.default_task import ensure_default_assets
 from hfsdk.core.trainer.trainer import Trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
-
-TP_SPEC = DefaultTaskSpec(num_heads=2)
-"""The default task's model with 2 heads (head_dim 48) instead of 3, so tp=2 divides them."""
 
 SMALL = [
     "data.batch_size=4",
@@ -35,8 +30,8 @@ SMALL = [
 
 @pytest.fixture(scope="module")
 def tp_model() -> str:
-    """The default task's model at ``TP_SPEC`` (built once into the shared cache)."""
-    return str(ensure_default_assets(TP_SPEC).model_dir)
+    """The default task's model (built once into the shared cache)."""
+    return str(ensure_default_assets().model_dir)
 
 
 def _megatron_actor(model: str, tp: int = 2, rollout_tp: int | None = None) -> list[str]:

@@ -52,13 +52,14 @@ def test_pp_must_divide_the_layers(model: str) -> None:
     assert "actor.parallel.pp=3 does not divide the model's 2 layers" in message
 
 
-def test_the_default_task_model_cannot_take_tp2() -> None:
+def test_tp_must_divide_the_default_task_models_heads() -> None:
+    # 4 heads: tp 2 and 4 take it, tp 3 does not.
     overrides = [
         "actor.backend=megatron",
-        "actor.parallel.tp=2",
-        "placement.pools.global.devices=2",
+        "actor.parallel.tp=3",
+        "placement.pools.global.devices=3",
     ]
-    assert "does not divide the model's 3 attention heads" in _error(overrides)
+    assert "does not divide the model's 4 attention heads" in _error(overrides)
 
 
 def test_unknown_architecture(tmp_path: Path) -> None:

@@ -49,6 +49,8 @@ def test_default_command_trains_and_reward_goes_up(tmp_path: Path) -> None:
     assert [r["step"] for r in rows] == list(range(1, 31))
     for key in REQUIRED:
         assert all(key in r for r in rows), key
+    # Every run measured (seeds 0-5, AVX-512 and AVX2 kernels) gained +0.28 to +0.38
+    # (docs/default_task.md); a policy that does not learn stays near 0.45.
     gain = _mean(rows[-5:], "reward/mean") - _mean(rows[:5], "reward/mean")
     assert gain >= 0.15, f"reward rose by only {gain:.3f}"
     assert "reward/mean" in result.stdout  # the closing summary line
@@ -82,9 +84,7 @@ def test_actor_shards_over_two_ranks() -> None:
         assert len(pids) == 2
         assert session.groups["reference"].world_size == 1
         algorithm = spec.program(
-            AlgorithmContext(
-                config=config, roles=session.roles, signals=session.signals, spec=spec
-            )
+            AlgorithmContext(config=config, roles=session.roles, signals=session.signals, spec=spec)
         )
         metrics = algorithm.step(session.loader.next_batch())
     assert 0.0 <= metrics["reward/mean"] <= 1.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,8 +24,27 @@ def test_default_run_learns(tmp_path: Path) -> None:
     rows = Trainer(load_run_config("ppo"), tmp_path / "run", quiet=True).fit()
     assert len(rows) == 30
     assert all("critic/vf_loss" in r and "timing/update_critic_s" in r for r in rows)
-    gain = _mean(rows[-5:], "reward/mean") - _mean(rows[:5], "reward/mean")
-    assert gain >= 0.15, f"reward rose by only {gain:.3f}"
+    # Bounds that held for every run measured (seeds 0-5, AVX-512 and AVX2 kernels, each
+    # with its own warm start): gain +0.28 to +0.42, last five 0.79 to 0.88
+    # (docs/default_task.md). A policy that does not learn stays near 0.45.
+    first, last = _mean(rows[:5], "reward/mean"), _mean(rows[-5:], "reward/mean")
+    assert last - first >= 0.15, f"reward rose by only {last - first:.3f}"
+    assert last >= 0.7, f"reward reached only {last:.3f}"
+
+
+class _RecordingCritic:
+    """The critic's worker group, keeping each batch ``update_critic`` is given."""
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+        self.fitted: list[Any] = []
+
+    def update_critic(self, batch: Any) -> Any:
+        self.fitted.append(batch)
+        return self.group.update_critic(batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.group, name)
 
 
 @pytest.mark.distributed
@@ -46,13 +66,20 @@ def test_actor_and_critic_on_separate_pools() -> None:
         actor_pid = groups["actor"].process_info[0]["pid"]
         assert groups["reference"].process_info[0]["pid"] == actor_pid  # fused on one device
         assert groups["critic"].process_info[0]["pid"] != actor_pid
+        critic = _RecordingCritic(session.roles["critic"])
+        roles = {**session.roles, "critic": critic}
         algorithm = spec.program(
-            AlgorithmContext(config=config, roles=session.roles, signals=session.signals, spec=spec)
+            AlgorithmContext(config=config, roles=roles, signals=session.signals, spec=spec)
         )
-        first = algorithm.step(session.loader.next_batch())
-        second = algorithm.step(session.loader.next_batch())
-    for metrics in (first, second):
-        assert metrics["critic/vf_loss"] >= 0
-        assert "timing/values_s" in metrics and "actor/pg_loss" in metrics
-    # the critic learned something between the two steps
-    assert first["critic/vf_loss"] != second["critic/vf_loss"]
+        metrics = algorithm.step(session.loader.next_batch())
+        (batch,) = critic.fitted
+        after = critic.compute_values(batch)["values"]
+    assert "timing/values_s" in metrics and "actor/pg_loss" in metrics
+    mask = batch["response_mask"].bool()
+
+    def error(values: Any) -> float:
+        return float(((values - batch["returns"])[mask] ** 2).mean())
+
+    # The critic on its own pool learned: its values moved toward the returns it was fitted on.
+    before = error(batch["values"])
+    assert before > 0 and error(after) < before, (before, error(after))

@@ -6,10 +6,9 @@ from hfsdk import AlgorithmSpec, RoleSpec
 from hfsdk_remax.remax_algorithm import ReMaxAlgorithm
 from hfsdk_remax.remax_config import ReMaxConfig
 
-# The default task's settings (tiny model, short responses), written for the
-# fsdp training backend and the hf rollout backend.
+# The default task's settings (tiny model, short responses). They name no backend:
+# each section applies to whichever one is selected, with the keys its config has.
 _ACTOR = {
-    "backend": ["fsdp", "megatron"],
     "optim": {"lr": 1e-4},
     "mini_batch_size": 8,
     "micro_batch_size": 16,
@@ -26,11 +25,11 @@ REMAX_SPEC = AlgorithmSpec(
     ),
     extra_generations=("greedy_generation",),
     preset={
-        "rollout": {"backend": ["hf", "vllm"], "max_response_length": 8},
+        "rollout": {"max_response_length": 8},
         # One sample per prompt is too noisy against a greedy baseline; four are not.
         "algorithm": {"n_samples_per_prompt": 4},
         "actor": {**_ACTOR, "mini_batch_size": 32, "micro_batch_size": 64},
         # The frozen reference scores the same batch in passes as large as the actor's.
-        "reference": {"backend": ["fsdp", "megatron"], "forward_micro_batch_size": 64},
+        "reference": {"forward_micro_batch_size": 64},
     },
 )

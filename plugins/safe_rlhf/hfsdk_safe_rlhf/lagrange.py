@@ -24,6 +24,8 @@ import torch
 
 from hfsdk import HfsdkError
 
+_LOG_LARGEST = math.log(1e300)  # log λ beyond this would make λ (and the advantages) overflow
+
 
 @attrs.frozen(kw_only=True)
 class LagrangeConfig:
@@ -81,9 +83,19 @@ class LagrangeMultiplier:
         mean_cost = sum(self.window) / len(self.window)
         violation = mean_cost - self.config.cost_threshold
         if self.steps > self.config.lambda_update_delay:
-            self.log_lambda += self.config.lambda_lr * violation * self.value
+            # The step grows with λ itself, so an uncapped λ under a lasting violation
+            # runs away within a few steps: say so instead of overflowing.
+            log_lambda = self.log_lambda + self.config.lambda_lr * violation * self.value
             if self.config.lambda_max is not None:
-                self.log_lambda = min(self.log_lambda, math.log(self.config.lambda_max))
+                log_lambda = min(log_lambda, math.log(self.config.lambda_max))
+            if not log_lambda < _LOG_LARGEST:
+                raise HfsdkError(
+                    f"the Lagrange multiplier overflowed (log λ = {log_lambda:.3g}) while the "
+                    f"mean episode cost {mean_cost:.3g} exceeds cost_threshold="
+                    f"{self.config.cost_threshold}; set lambda_max (e.g. 10) or lower "
+                    f"lambda_lr={self.config.lambda_lr}"
+                )
+            self.log_lambda = log_lambda
         return {
             "lagrange/lambda": self.value,
             "lagrange/mean_episode_cost": mean_cost,

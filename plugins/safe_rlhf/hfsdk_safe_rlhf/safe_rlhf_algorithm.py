@@ -42,13 +42,16 @@ class SafeRLHFAlgorithm(Algorithm):
             batch["token_level_cost_scores"] = self.score(batch, "cost")
         with self.stage("advantages"):
             self.record(self.multiplier.update(batch["token_level_cost_scores"].sum(dim=-1)))
+            # One β for both signals of this step: read it before rewards_with_kl lets the
+            # adaptive controller move it (the next step gets the moved value).
+            kl_coef = self.kl_controller.value if self.algo_config.kl_in_reward else 0.0
             batch["token_level_rewards"] = self.rewards_with_kl(batch)
             costs, kl_metrics = apply_kl_to_costs(
                 batch["token_level_cost_scores"],
                 batch["old_log_probs"],
                 batch["ref_log_probs"],
                 batch["response_mask"],
-                self.kl_controller.value if self.algo_config.kl_in_reward else 0.0,
+                kl_coef,
                 self.algo_config.kl_estimator,
             )
             self.record(kl_metrics, "cost/")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hfsdk import AlgorithmSpec, RoleSpec
-from hfsdk_ppo.spec import PPO_SPEC
+from hfsdk_ppo.spec import ONE_SAMPLE_PRESET
 from hfsdk_safe_rlhf.safe_rlhf_algorithm import SafeRLHFAlgorithm
 from hfsdk_safe_rlhf.safe_rlhf_config import SafeRLHFConfig
 
@@ -19,11 +19,12 @@ SAFE_RLHF_SPEC = AlgorithmSpec(
         RoleSpec(name="reward", kind="scorer"),
         RoleSpec(name="cost", kind="scorer"),
     ),
-    # PPO's default-task settings (same roles, same model) with the cost critic trained
-    # like the reward critic.
+    # PPO's one-sample default-task settings (same roles, same model) with the cost critic
+    # trained like the reward critic. λ's step grows with λ, so it is capped: uncapped, one of the
+    # seeds measured (docs/default_task.md) ran λ to 4e8 by step 8 and overflowed.
     preset={
-        **PPO_SPEC.preset,
-        "cost_critic": PPO_SPEC.preset["critic"],
-        "algorithm": {"cost_threshold": 0.1, "lambda_lr": 0.5},
+        **ONE_SAMPLE_PRESET,
+        "cost_critic": ONE_SAMPLE_PRESET["critic"],
+        "algorithm": {"cost_threshold": 0.1, "lambda_lr": 0.5, "lambda_max": 10.0},
     },
 )

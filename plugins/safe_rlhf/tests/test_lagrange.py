@@ -35,6 +35,18 @@ def test_delay_and_cap() -> None:
     assert mult.update([5.0])["lagrange/lambda"] == pytest.approx(2.0)  # e^5 capped at 2
 
 
+def test_a_runaway_multiplier_stops_with_what_to_set() -> None:
+    mult = LagrangeMultiplier(LagrangeConfig(lambda_lr=0.5))
+    with pytest.raises(HfsdkError, match=r"overflowed .* set lambda_max"):
+        for _ in range(50):  # each step grows with λ: e, e^e/2, ... overflows within a few
+            mult.update([1.0])
+    assert math.isfinite(mult.value)  # the last good value stays
+    capped = LagrangeMultiplier(LagrangeConfig(lambda_lr=0.5, lambda_max=10.0))
+    for _ in range(50):
+        capped.update([1.0])
+    assert capped.value == pytest.approx(10.0)
+
+
 def test_checkpoint_resumes_exactly() -> None:
     config = LagrangeConfig(cost_threshold=0.2, lambda_lr=0.05, episode_cost_window=4)
     a = LagrangeMultiplier(config)

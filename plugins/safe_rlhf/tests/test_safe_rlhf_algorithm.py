@@ -25,6 +25,8 @@ def test_default_run_meets_the_cost_threshold(tmp_path: Path) -> None:
     assert len(rows) == 30
     for key in ("cost/mean", "lagrange/lambda", "critic/vf_loss", "cost_critic/vf_loss"):
         assert all(key in r for r in rows), key
+    # Every run measured (seeds 0-5, AVX-512 and AVX2 kernels) ended with a last-five cost
+    # of 0.000-0.025 and a reward gain of +0.11 to +0.45 (docs/default_task.md).
     threshold = config.algorithm.cost_threshold
     assert _mean(rows[:5], "cost/mean") > threshold  # the initial policy violates it
     assert _mean(rows[-5:], "cost/mean") < threshold

@@ -67,3 +67,20 @@ def test_cost_critic_trains_on_the_estimators_cost_returns() -> None:
     torch.testing.assert_close(cost_batch["values"], actor_batch["cost_values"])
     reward_batch = run.role("critic").batches["update_critic"]
     assert not torch.allclose(reward_batch["returns"], cost_batch["returns"])
+
+
+def test_reward_and_cost_use_the_same_kl_coefficient_with_the_adaptive_controller() -> None:
+    """Both signals of one step read β before the controller moves it (one β per step)."""
+    run = _run(
+        "algorithm.kl_in_reward=true",
+        "algorithm.kl_controller=adaptive",
+        "algorithm.kl_coef=0.1",
+        "algorithm.kl_horizon=4",
+    )
+    first = run.step()
+    assert first["actor/reward_kl_coef"] == pytest.approx(0.1)
+    assert first["cost/kl_coef"] == first["actor/reward_kl_coef"]
+    second = run.step()  # the controller moved β after the first step's KL
+    assert second["actor/reward_kl_coef"] != pytest.approx(0.1)
+    assert second["cost/kl_coef"] == second["actor/reward_kl_coef"]
+    assert run.algorithm.kl_controller.value != second["actor/reward_kl_coef"]

@@ -106,3 +106,20 @@ def test_executor_is_local_exactly_for_one_device_with_fused_roles(monkeypatch) 
     config = load_run_config("grpo", None, [])
     two = {"a": {}, "b": {}}
     assert "the roles use 2 pools" in local_executor_problem(config, config.placement, two)
+
+
+def test_assets_come_from_the_policy_role_whatever_its_name(tmp_path) -> None:
+    """The tokenizer and model are the ``policy`` role's, found by kind, never by ``"actor"``."""
+    import types
+
+    from hfsdk.core.trainer.run_assets import resolve_assets
+
+    data = types.SimpleNamespace(train_files=[str(tmp_path / "t.jsonl")], val_files=[])
+    config = types.SimpleNamespace(
+        data=data,
+        student=types.SimpleNamespace(model_path=str(tmp_path / "student")),
+        actor=types.SimpleNamespace(model_path=str(tmp_path / "not-the-policy")),
+    )
+    assets = resolve_assets(config, "student")  # type: ignore[arg-type]
+    assert assets.model_path == assets.tokenizer_path == str(tmp_path / "student")
+    assert not assets.default_task
