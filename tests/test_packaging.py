@@ -33,7 +33,7 @@ def test_grpo_plugin_installs_alone_with_its_backend(tmp_path: Path) -> None:
         _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), str(dist)])
     names = sorted(p.name.split("-")[0] for p in wheels.glob("*.whl"))
     assert names == sorted(
-        ["hfsdk", "hfsdk_plugin_backend_fsdp", "hfsdk_plugin_backend_megatron", "hfsdk_plugin_grpo",
+        ["hfsdk", "hfsdk_backend_common", "hfsdk_plugin_backend_fsdp", "hfsdk_plugin_backend_megatron", "hfsdk_plugin_grpo",
          "hfsdk_plugin_ppo", "hfsdk_plugin_remax", "hfsdk_plugin_rollout_vllm", "hfsdk_plugin_safe_rlhf"]
     )
 
@@ -49,6 +49,9 @@ def test_grpo_plugin_installs_alone_with_its_backend(tmp_path: Path) -> None:
     assert plugins["grpo"]["status"] == "loaded"
     assert plugins["backend_fsdp"]["status"] == "loaded"
     assert plugins["backend_fsdp"]["distribution"] == "hfsdk-plugin-backend-fsdp"
+    # The shared home of what backends have in common, pulled in by the fsdp backend;
+    # it registers the default `hf` rollout.
+    assert plugins["backend_common"]["status"] == "loaded"
     assert "ppo" not in plugins  # only what grpo depends on was installed
     # ... and that is enough to resolve (and so to run) a GRPO config
     shown = _run([str(venv / "bin" / "hfsdk"), "config", "show", "--algo", "grpo"])

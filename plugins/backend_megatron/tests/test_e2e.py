@@ -81,7 +81,7 @@ def test_grpo_with_a_tp2_megatron_actor_learns(tmp_path: Path, tp_model: str) ->
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(run_dir / "checkpoints" / "step_30" / "actor_hf")
-    assert model.config.num_attention_heads == 2
+    assert model.config.num_attention_heads == 4
 
 
 def test_ppo_with_a_tp2_megatron_actor_and_rollout_tp1_learns(

@@ -93,7 +93,9 @@ class VLLMRollout(HFRollout):
         """
         if actor.weights_version == self.loaded_version:
             return
-        weights = actor.hf_weights()
+        # The contract keeps a yielded tensor valid only until the iterator advances (an
+        # FSDP unit is resharded then); vLLM's loader may still hold it, so it gets a copy.
+        weights = ((name, tensor.clone()) for name, tensor in actor.hf_weights())
         on_every_rank(
             lambda: self.engine.reload_weights(weights),
             what="reloading the vLLM engine's weights",
