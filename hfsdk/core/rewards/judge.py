@@ -6,9 +6,9 @@ default task's model). For every sample the template is filled with
 generates greedily through a registered rollout backend (``backend``; unset:
 the one an installed plugin declares default; the rollout contract lets any
 backend serve a model that is not being trained), and ``score_pattern``'s
-first group in the verdict is the score, clamped to ``[min_score, max_score]``. A verdict without a match scores
-``no_score`` and counts in the ``parsed`` metric (the share of verdicts that
-held a score).
+first group in the verdict is the score, clamped to ``[min_score, max_score]``.
+A verdict without a match scores ``no_score`` and counts in the ``parsed``
+metric (the share of verdicts that held a score).
 
 The judge runs on the controller, in the process that computes every reward
 function, and is built once per configuration.
