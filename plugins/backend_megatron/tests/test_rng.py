@@ -23,7 +23,7 @@ class _NoEngine:
 
 
 def _worker() -> SimpleNamespace:
-    return SimpleNamespace(rank=0, engine=_NoEngine(), _weights_changed=lambda: None)
+    return SimpleNamespace(rank=0, engine=_NoEngine(), _after_load=lambda: None)
 
 
 def test_checkpoint_rng_holds_cpu_and_cuda_states_and_restores_the_stream(tmp_path: Path) -> None:
