@@ -13,7 +13,6 @@ extra loss terms from the algorithm's spec, so the workers hard-code no algorith
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -32,9 +31,8 @@ from hfsdk import (
     torch_rng_state,
 )
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
+from hfsdk_backend_common.worker_checkpoint import load_rank_checkpoint, save_rank_checkpoint
 from hfsdk_backend_fsdp.engine_factory import create_engine
-
-RNG_FILE = "rng_rank{rank}.pt"
 
 
 class FSDPRoleWorker(Worker):
@@ -72,21 +70,14 @@ class FSDPRoleWorker(Worker):
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def save_checkpoint(self, directory: str) -> str:
         """Engine state (each rank its shard) plus every rank's sampling RNGs (CPU and CUDA)."""
-        path = Path(directory)
-        self.engine.save_checkpoint(path)
-        torch.save(torch_rng_state(), path / RNG_FILE.format(rank=self.rank))
-        return str(path)
+        return save_rank_checkpoint(self.engine, directory, self.rank, torch_rng_state)
 
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def load_checkpoint(self, directory: str) -> str:
         """Restore what :meth:`save_checkpoint` wrote."""
-        path = Path(directory)
-        self.engine.load_checkpoint(path)
-        self._after_load()
-        rng = path / RNG_FILE.format(rank=self.rank)
-        if rng.exists():
-            set_torch_rng_state(torch.load(rng, weights_only=False))
-        return str(path)
+        return load_rank_checkpoint(
+            self.engine, directory, self.rank, set_torch_rng_state, self._after_load
+        )
 
     def _after_load(self) -> None:
         """Hook for kinds that keep derived state in step with the engine's weights."""

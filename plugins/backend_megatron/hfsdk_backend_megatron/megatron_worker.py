@@ -13,7 +13,6 @@ algorithm switches backend by changing ``<role>.backend``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -38,10 +37,10 @@ from hfsdk import (
 from hfsdk import BuiltinProtocol as Protocol
 from hfsdk_backend_common.engine_support import ENGINE_OF_ROLE_KIND
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
+from hfsdk_backend_common.worker_checkpoint import load_rank_checkpoint, save_rank_checkpoint
 from hfsdk_backend_megatron.rng import megatron_rng_state, set_megatron_rng_state
 
 MESH = "train"
-RNG_FILE = "rng_rank{rank}.pt"
 
 
 def dispatch_mesh_train(
@@ -141,21 +140,14 @@ class MegatronWorker(Worker):
         The RNGs are CPU, CUDA and megatron's model-parallel tracker (see
         :mod:`hfsdk_backend_megatron.rng`), so a resumed GPU run samples alike.
         """
-        path = Path(directory)
-        self.engine.save_checkpoint(path)
-        torch.save(megatron_rng_state(), path / RNG_FILE.format(rank=self.rank))
-        return str(path)
+        return save_rank_checkpoint(self.engine, directory, self.rank, megatron_rng_state)
 
     @register(protocol=Protocol.ONE_TO_ALL)
     def load_checkpoint(self, directory: str) -> str:
         """Restore :meth:`save_checkpoint`'s files (written at this or another layout)."""
-        path = Path(directory)
-        self.engine.load_checkpoint(path)
-        self._after_load()
-        rng = path / RNG_FILE.format(rank=self.rank)
-        if rng.exists():
-            set_megatron_rng_state(torch.load(rng, weights_only=False))
-        return str(path)
+        return load_rank_checkpoint(
+            self.engine, directory, self.rank, set_megatron_rng_state, self._after_load
+        )
 
     @register(protocol=Protocol.ONE_TO_ALL)
     def export_hf(self, directory: str) -> str:

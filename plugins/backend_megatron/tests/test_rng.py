@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hfsdk_backend_megatron.megatron_worker import RNG_FILE, MegatronWorker
+from hfsdk_backend_common.worker_checkpoint import RNG_FILE
+from hfsdk_backend_megatron.megatron_worker import MegatronWorker
 from hfsdk_backend_megatron.rng import TRACKER_KEY, megatron_rng_state, set_megatron_rng_state
 
 
