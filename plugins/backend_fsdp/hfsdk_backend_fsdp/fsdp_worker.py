@@ -25,12 +25,11 @@ from hfsdk import (
     RolloutBackend,
     Worker,
     build_rollout,
-    get_registry,
     register,
     set_torch_rng_state,
     torch_rng_state,
 )
-from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
+from hfsdk_backend_common.objectives import actor_objective_from, critic_objective_from
 from hfsdk_backend_common.worker_checkpoint import load_rank_checkpoint, save_rank_checkpoint
 from hfsdk_backend_fsdp.engine_factory import create_engine
 
@@ -61,9 +60,6 @@ class FSDPRoleWorker(Worker):
             total_steps=config.trainer.total_steps,
         )
         torch.manual_seed(config.trainer.seed + 1000 * self.rank)
-
-    def _norm_length(self) -> float:
-        return float(self.run_config.rollout.max_response_length)
 
     # -- checkpoints --------------------------------------------------------------------
 
@@ -119,18 +115,7 @@ class FSDPPolicyWorker(FSDPRoleWorker):
     @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
     def update_actor(self, batch: Batch) -> dict[str, float]:
         """One PPO-style update of the policy with the configured policy loss."""
-        cfg = self.run_config
-        algo = cfg.algorithm
-        terms = self.loss_terms
-        objective = ActorObjective(
-            policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
-            policy_loss_config=cfg.policy_loss,
-            loss_agg_mode=algo.loss_agg_mode,
-            kl_estimator=terms.kl_estimator,
-            kl_loss_coef=terms.kl_loss_coef,
-            entropy_coef=terms.entropy_coef,
-            norm_length=self._norm_length(),
-        )
+        objective = actor_objective_from(self.run_config, self.loss_terms)
         metrics = self.engine.update_actor(batch, objective)
         self._sync_rollout_weights()
         return metrics
@@ -167,13 +152,7 @@ class FSDPValueWorker(FSDPRoleWorker):
     @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
     def update_critic(self, batch: Batch) -> dict[str, float]:
         """One update of the critic towards ``returns`` with the configured value loss."""
-        cfg = self.run_config
-        objective = CriticObjective(
-            value_loss=get_registry("value_losses")[cfg.algorithm.value_loss].impl,
-            value_loss_config=cfg.value_loss,
-            loss_agg_mode=cfg.algorithm.loss_agg_mode,
-            norm_length=self._norm_length(),
-        )
+        objective = critic_objective_from(self.run_config)
         return self.engine.update_critic(batch, objective)
 
 

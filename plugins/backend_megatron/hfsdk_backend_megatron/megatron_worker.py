@@ -30,13 +30,12 @@ from hfsdk import (
     build_rollout,
     check_mesh,
     collect_mean_metrics,
-    get_registry,
     register,
     split_rows,
 )
 from hfsdk import BuiltinProtocol as Protocol
 from hfsdk_backend_common.engine_support import ENGINE_OF_ROLE_KIND
-from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
+from hfsdk_backend_common.objectives import actor_objective_from, critic_objective_from
 from hfsdk_backend_common.worker_checkpoint import load_rank_checkpoint, save_rank_checkpoint
 from hfsdk_backend_megatron.rng import megatron_rng_state, set_megatron_rng_state
 
@@ -128,9 +127,6 @@ class MegatronWorker(Worker):
 
     # -- training ------------------------------------------------------------------------
 
-    def _norm_length(self) -> float:
-        return float(self.run_config.rollout.max_response_length)
-
     # -- checkpoints --------------------------------------------------------------------
 
     @register(protocol=Protocol.ONE_TO_ALL)
@@ -201,17 +197,7 @@ class MegatronPolicyWorker(MegatronWorker):
     @register(protocol=MESH_METRIC, mesh=MESH)
     def update_actor(self, batch: Batch) -> dict[str, float]:
         """One PPO-style update of the policy with the configured policy loss."""
-        cfg = self.run_config
-        algo = cfg.algorithm
-        objective = ActorObjective(
-            policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
-            policy_loss_config=cfg.policy_loss,
-            loss_agg_mode=algo.loss_agg_mode,
-            kl_estimator=self.loss_terms.kl_estimator,
-            kl_loss_coef=self.loss_terms.kl_loss_coef,
-            entropy_coef=self.loss_terms.entropy_coef,
-            norm_length=self._norm_length(),
-        )
+        objective = actor_objective_from(self.run_config, self.loss_terms)
         metrics = self.engine.update_actor(batch, objective)
         self._after_load()  # the rollout reloads what it keeps
         return metrics
@@ -245,13 +231,7 @@ class MegatronValueWorker(MegatronWorker):
     @register(protocol=MESH_METRIC, mesh=MESH)
     def update_critic(self, batch: Batch) -> dict[str, float]:
         """One update of the critic towards ``returns`` with the configured value loss."""
-        cfg = self.run_config
-        objective = CriticObjective(
-            value_loss=get_registry("value_losses")[cfg.algorithm.value_loss].impl,
-            value_loss_config=cfg.value_loss,
-            loss_agg_mode=cfg.algorithm.loss_agg_mode,
-            norm_length=self._norm_length(),
-        )
+        objective = critic_objective_from(self.run_config)
         return self.engine.update_critic(batch, objective)
 
 
