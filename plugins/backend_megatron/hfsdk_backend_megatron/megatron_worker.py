@@ -125,8 +125,6 @@ class MegatronWorker(Worker):
         if parallel_state.model_parallel_is_initialized():
             parallel_state.destroy_model_parallel()
 
-    # -- training ------------------------------------------------------------------------
-
     # -- checkpoints --------------------------------------------------------------------
 
     @register(protocol=Protocol.ONE_TO_ALL)
