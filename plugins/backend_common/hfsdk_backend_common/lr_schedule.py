@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 import torch
@@ -54,3 +55,17 @@ def build_scheduler(
         min_lr_ratio=config.min_lr_ratio,
     )
     return torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
+
+
+def build_optimizer(
+    parameters: Any, optim: OptimConfig, total_steps: int | None
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    """AdamW over ``parameters`` with the role's ``optim`` settings, and its LR schedule."""
+    optimizer = torch.optim.AdamW(
+        parameters,
+        lr=optim.lr,
+        betas=optim.betas,
+        eps=optim.eps,
+        weight_decay=optim.weight_decay,
+    )
+    return optimizer, build_scheduler(optimizer, optim, total_steps)

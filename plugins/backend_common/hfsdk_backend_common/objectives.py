@@ -139,3 +139,36 @@ def actor_micro_loss(
     for name, value in pg_metrics.items():
         metrics.add_token_share(f"actor/{name}", float(value), tokens, counts)
     return loss
+
+
+def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
+    """The actor's objective for one update: the run's policy loss and the algorithm's terms.
+
+    ``terms`` are the algorithm's ``hfsdk.ActorLossTerms`` (KL as a loss, entropy);
+    ``norm_length`` is the rollout's response length (``seq-mean-token-sum-norm``).
+    """
+    from hfsdk import get_registry
+
+    algo = run_config.algorithm
+    return ActorObjective(
+        policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
+        policy_loss_config=run_config.policy_loss,
+        loss_agg_mode=algo.loss_agg_mode,
+        kl_estimator=terms.kl_estimator,
+        kl_loss_coef=terms.kl_loss_coef,
+        entropy_coef=terms.entropy_coef,
+        norm_length=float(run_config.rollout.max_response_length),
+    )
+
+
+def critic_objective_from(run_config: Any) -> CriticObjective:
+    """The critic's objective for one update: the run's value loss and aggregation."""
+    from hfsdk import get_registry
+
+    algo = run_config.algorithm
+    return CriticObjective(
+        value_loss=get_registry("value_losses")[algo.value_loss].impl,
+        value_loss_config=run_config.value_loss,
+        loss_agg_mode=algo.loss_agg_mode,
+        norm_length=float(run_config.rollout.max_response_length),
+    )

@@ -24,7 +24,7 @@ import torch
 
 from hfsdk import Batch, HfsdkError, LossAggregation, LossCounts
 from hfsdk_backend_common.engine_support import MetricAccumulator, resolve_device
-from hfsdk_backend_common.lr_schedule import build_scheduler
+from hfsdk_backend_common.lr_schedule import build_optimizer
 from hfsdk_backend_common.token_ops import position_ids_from_mask
 from hfsdk_backend_common.tokenizers import load_tokenizer
 from hfsdk_backend_fsdp import sharding
@@ -154,15 +154,9 @@ class FSDPEngine:
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         if self.trainable:
-            optim = config.optim
-            self.optimizer = torch.optim.AdamW(
-                self.module.parameters(),
-                lr=optim.lr,
-                betas=optim.betas,
-                eps=optim.eps,
-                weight_decay=optim.weight_decay,
+            self.optimizer, self.scheduler = build_optimizer(
+                self.module.parameters(), config.optim, total_steps
             )
-            self.scheduler = build_scheduler(self.optimizer, optim, total_steps)
 
     def _attn_implementation(self) -> str | None:
         """``attn_implementation`` with ``auto`` resolved (``None``: keep the model's default)."""

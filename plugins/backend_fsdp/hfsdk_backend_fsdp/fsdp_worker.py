@@ -13,7 +13,6 @@ extra loss terms from the algorithm's spec, so the workers hard-code no algorith
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -26,15 +25,13 @@ from hfsdk import (
     RolloutBackend,
     Worker,
     build_rollout,
-    get_registry,
     register,
     set_torch_rng_state,
     torch_rng_state,
 )
-from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
+from hfsdk_backend_common.objectives import actor_objective_from, critic_objective_from
+from hfsdk_backend_common.worker_checkpoint import load_rank_checkpoint, save_rank_checkpoint
 from hfsdk_backend_fsdp.engine_factory import create_engine
-
-RNG_FILE = "rng_rank{rank}.pt"
 
 
 class FSDPRoleWorker(Worker):
@@ -64,29 +61,19 @@ class FSDPRoleWorker(Worker):
         )
         torch.manual_seed(config.trainer.seed + 1000 * self.rank)
 
-    def _norm_length(self) -> float:
-        return float(self.run_config.rollout.max_response_length)
-
     # -- checkpoints --------------------------------------------------------------------
 
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def save_checkpoint(self, directory: str) -> str:
         """Engine state (each rank its shard) plus every rank's sampling RNGs (CPU and CUDA)."""
-        path = Path(directory)
-        self.engine.save_checkpoint(path)
-        torch.save(torch_rng_state(), path / RNG_FILE.format(rank=self.rank))
-        return str(path)
+        return save_rank_checkpoint(self.engine, directory, self.rank, torch_rng_state)
 
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def load_checkpoint(self, directory: str) -> str:
         """Restore what :meth:`save_checkpoint` wrote."""
-        path = Path(directory)
-        self.engine.load_checkpoint(path)
-        self._after_load()
-        rng = path / RNG_FILE.format(rank=self.rank)
-        if rng.exists():
-            set_torch_rng_state(torch.load(rng, weights_only=False))
-        return str(path)
+        return load_rank_checkpoint(
+            self.engine, directory, self.rank, set_torch_rng_state, self._after_load
+        )
 
     def _after_load(self) -> None:
         """Hook for kinds that keep derived state in step with the engine's weights."""
@@ -128,18 +115,7 @@ class FSDPPolicyWorker(FSDPRoleWorker):
     @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
     def update_actor(self, batch: Batch) -> dict[str, float]:
         """One PPO-style update of the policy with the configured policy loss."""
-        cfg = self.run_config
-        algo = cfg.algorithm
-        terms = self.loss_terms
-        objective = ActorObjective(
-            policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
-            policy_loss_config=cfg.policy_loss,
-            loss_agg_mode=algo.loss_agg_mode,
-            kl_estimator=terms.kl_estimator,
-            kl_loss_coef=terms.kl_loss_coef,
-            entropy_coef=terms.entropy_coef,
-            norm_length=self._norm_length(),
-        )
+        objective = actor_objective_from(self.run_config, self.loss_terms)
         metrics = self.engine.update_actor(batch, objective)
         self._sync_rollout_weights()
         return metrics
@@ -176,13 +152,7 @@ class FSDPValueWorker(FSDPRoleWorker):
     @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
     def update_critic(self, batch: Batch) -> dict[str, float]:
         """One update of the critic towards ``returns`` with the configured value loss."""
-        cfg = self.run_config
-        objective = CriticObjective(
-            value_loss=get_registry("value_losses")[cfg.algorithm.value_loss].impl,
-            value_loss_config=cfg.value_loss,
-            loss_agg_mode=cfg.algorithm.loss_agg_mode,
-            norm_length=self._norm_length(),
-        )
+        objective = critic_objective_from(self.run_config)
         return self.engine.update_critic(batch, objective)
 
 

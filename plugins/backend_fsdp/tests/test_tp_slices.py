@@ -21,16 +21,16 @@ from hfsdk_backend_common.hybrid.llama_format import (
     llama_specs,
     tp_slice,
 )
+from hfsdk_backend_common.testing.launch import run_gloo
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig, run_config_problems
 from hfsdk_backend_fsdp.tp_rollout import resolve_rollout_tp
 from hfsdk_backend_fsdp.tp_slices import (
     expected_received_bytes,
     fsdp_rows,
     full_gather_bytes,
-    piece_shape,
-    region,
 )
 
+HERE = str(Path(__file__).parent)
 SHAPE = LlamaShape(
     vocab_size=11, hidden_size=8, intermediate_size=12, num_layers=1, num_heads=4, num_kv_heads=2
 )
@@ -66,35 +66,23 @@ def test_fsdp_rows_follow_torch_chunk() -> None:
                 assert list(range(start, stop)) == expected
 
 
+@pytest.mark.distributed
 @pytest.mark.parametrize("world", [2, 4])
-def test_assembled_pieces_equal_megatrons_tp_slice(world: int) -> None:
-    # Emulate the exchange: concatenating every source's piece in rank order, then
-    # fusing q/k/v per group and gate/up, gives megatron's slice at tg=2.
+def test_exchanged_slices_equal_megatrons_tp_slice(world: int) -> None:
+    # The real exchange (all-to-alls over gloo) from FSDP's dim-0 rows; fusing its q/k/v per
+    # group and gate/up gives megatron's slice at tg=2.
     tg = 2
     state = _hf_state()
     full = hf_llama_to_megatron(state, SHAPE)
     specs = {s.name: s for s in llama_specs(attrs.evolve(SHAPE, vocab_size=12))}
     for name in ("embedding.word_embeddings.weight", "output_layer.weight"):
         full[name] = torch.cat([full[name], full[name].new_zeros(1, 8)])  # 11 -> 12 rows
-    for tp_rank in range(tg):
-        local: dict[str, torch.Tensor] = {}
-        for name, tensor in state.items():
-            want = region(name, tuple(tensor.shape), tg, tp_rank)
-            pieces = []
-            for source in range(world):
-                a, b = fsdp_rows(tensor.shape[0], world, source)
-                rows = tensor[a:b]
-                if want.dim == 0:
-                    lo, hi = max(a, want.lo), min(b, want.hi)
-                    piece = tensor[lo : max(lo, hi)]
-                else:
-                    piece = rows[:, want.lo : want.hi] if want.dim == 1 else rows
-                assert tuple(piece.shape) == piece_shape(want, tuple(tensor.shape), (a, b))
-                pieces.append(piece)
-            got = torch.cat(pieces)
-            if want.dim == 0 and got.shape[0] < want.rows:  # the padded vocabulary rows
-                got = torch.cat([got, got.new_zeros(want.rows - got.shape[0], *got.shape[1:])])
-            local[name] = got
+    results = run_gloo(
+        world, "slice_exchange_worker:run", {"state": state, "tg": tg}, path=[HERE], timeout=120
+    )
+    assert sorted({r["tp_rank"] for r in results}) == list(range(tg))
+    for result in results:
+        local, tp_rank = result["slices"], result["tp_rank"]
         qkv = full["decoder.layers.0.self_attention.linear_qkv.weight"]
         pre = "model.layers.0."
         fused = grouped_qkv(*(local[pre + f"self_attn.{x}_proj.weight"] for x in "qkv"), 1)

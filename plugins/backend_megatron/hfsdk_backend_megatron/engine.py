@@ -42,7 +42,7 @@ from hfsdk_backend_common.engine_support import (
     sampling_temperature,
     without_padding_weight,
 )
-from hfsdk_backend_common.lr_schedule import build_scheduler
+from hfsdk_backend_common.lr_schedule import build_optimizer
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective, actor_micro_loss
 from hfsdk_backend_common.sync_check import RolloutSyncCheck
 from hfsdk_backend_common.token_ops import last_token_index, position_ids_from_mask, response_slice
@@ -162,15 +162,9 @@ class MegatronEngine:
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: Any = None
         if self.trainable:
-            optim = config.optim
-            self.optimizer = torch.optim.AdamW(
-                self.model.parameters(),
-                lr=optim.lr,
-                betas=optim.betas,
-                eps=optim.eps,
-                weight_decay=optim.weight_decay,
+            self.optimizer, self.scheduler = build_optimizer(
+                self.model.parameters(), config.optim, total_steps
             )
-            self.scheduler = build_scheduler(self.optimizer, optim, total_steps)
         self.weights_version = 0
         self.last_weights_metrics: dict[str, float] = {}
         self._hf_config: Any = None

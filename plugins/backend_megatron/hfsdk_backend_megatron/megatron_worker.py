@@ -13,7 +13,6 @@ algorithm switches backend by changing ``<role>.backend``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -31,17 +30,16 @@ from hfsdk import (
     build_rollout,
     check_mesh,
     collect_mean_metrics,
-    get_registry,
     register,
     split_rows,
 )
 from hfsdk import BuiltinProtocol as Protocol
 from hfsdk_backend_common.engine_support import ENGINE_OF_ROLE_KIND
-from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
+from hfsdk_backend_common.objectives import actor_objective_from, critic_objective_from
+from hfsdk_backend_common.worker_checkpoint import load_rank_checkpoint, save_rank_checkpoint
 from hfsdk_backend_megatron.rng import megatron_rng_state, set_megatron_rng_state
 
 MESH = "train"
-RNG_FILE = "rng_rank{rank}.pt"
 
 
 def dispatch_mesh_train(
@@ -114,112 +112,18 @@ class MegatronWorker(Worker):
         )
         self.declare_mesh(MESH, pp=self.engine.pp, tp=self.engine.tp, dp=self.engine.dp_size)
         torch.manual_seed(config.trainer.seed + 1000 * self.rank)
-        self.rollout: RolloutBackend | None = None
-        if self.kind == "actor":
-            # The engine is the rollout contract's actor (3D-HybridEngine shards when the
-            # model is supported, HF-named weights gathered layer by layer otherwise).
-            self.rollout = build_rollout(config.rollout, self.engine)
-
-    def _require(self, kind: str, method: str) -> None:
-        if self.kind != kind:
-            raise HfsdkError(
-                f"{method} is an operation of the {kind} role, but this worker is role "
-                f"{self.role_name!r} ({self.kind}); call it on the {kind} group"
-            )
 
     @property
     def _collects(self) -> bool:
         position = self.mesh_position(MESH)
         return position is not None and position.collects
 
-    # -- rollout and inference -------------------------------------------------------
-
     def close(self) -> None:
-        """Release the rollout's engines (vLLM's in-process engine)."""
-        if self.rollout is not None:
-            self.rollout.close()
+        """Drop megatron-core's model-parallel groups (an in-process run can start again)."""
+        from megatron.core import parallel_state
 
-    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
-    def generate_sequences(self, prompts: Batch) -> Batch:
-        """Responses for ``prompts``; the collector's (tp 0, last stage) are returned.
-
-        A collective rollout runs on every rank (reshards, tensor-parallel
-        decoding, gathered weights); otherwise only the collectors generate.
-        """
-        self._require("actor", "generate_sequences")
-        assert self.rollout is not None
-        if self.rollout.collective:
-            out = self.rollout.generate_sequences(prompts)
-            return out if self._collects else prompts
-        if not self._collects:
-            return prompts  # not collected
-        return self.rollout.generate_sequences(prompts)
-
-    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
-    def compute_log_prob(self, batch: Batch) -> Batch:
-        """``old_log_probs`` and ``entropys`` of the responses under the current actor."""
-        self._require("actor", "compute_log_prob")
-        return self.engine.compute_log_prob(batch)
-
-    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
-    def compute_ref_log_prob(self, batch: Batch) -> Batch:
-        """``ref_log_probs`` of the responses under the frozen reference."""
-        self._require("reference", "compute_ref_log_prob")
-        return self.engine.compute_ref_log_prob(batch)
-
-    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
-    def compute_values(self, batch: Batch) -> Batch:
-        """``values`` (B, R) of the critic."""
-        self._require("critic", "compute_values")
-        return self.engine.compute_values(batch)
-
-    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
-    def compute_scores(self, batch: Batch) -> Batch:
-        """``rm_scores`` (B,) of a reward or cost model at the last response token."""
-        self._require("score", "compute_scores")
-        return self.engine.compute_scores(batch)
-
-    # -- training ------------------------------------------------------------------------
-
-    def _norm_length(self) -> float:
-        return float(self.run_config.rollout.max_response_length)
-
-    @register(protocol=MESH_METRIC, mesh=MESH)
-    def update_actor(self, batch: Batch) -> dict[str, float]:
-        """One PPO-style update of the policy with the configured policy loss."""
-        self._require("actor", "update_actor")
-        cfg = self.run_config
-        algo = cfg.algorithm
-        objective = ActorObjective(
-            policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
-            policy_loss_config=cfg.policy_loss,
-            loss_agg_mode=algo.loss_agg_mode,
-            kl_estimator=self.loss_terms.kl_estimator,
-            kl_loss_coef=self.loss_terms.kl_loss_coef,
-            entropy_coef=self.loss_terms.entropy_coef,
-            norm_length=self._norm_length(),
-        )
-        metrics = self.engine.update_actor(batch, objective)
-        self._weights_changed()
-        return metrics
-
-    def _weights_changed(self) -> None:
-        """Tell the rollout the actor's weights changed (a rollout with its own copy reloads)."""
-        if self.rollout is not None:
-            self.rollout.update_weights(self.engine)
-
-    @register(protocol=MESH_METRIC, mesh=MESH)
-    def update_critic(self, batch: Batch) -> dict[str, float]:
-        """One update of the critic towards ``returns`` with the configured value loss."""
-        self._require("critic", "update_critic")
-        cfg = self.run_config
-        objective = CriticObjective(
-            value_loss=get_registry("value_losses")[cfg.algorithm.value_loss].impl,
-            value_loss_config=cfg.value_loss,
-            loss_agg_mode=cfg.algorithm.loss_agg_mode,
-            norm_length=self._norm_length(),
-        )
-        return self.engine.update_critic(batch, objective)
+        if parallel_state.model_parallel_is_initialized():
+            parallel_state.destroy_model_parallel()
 
     # -- checkpoints --------------------------------------------------------------------
 
@@ -230,26 +134,22 @@ class MegatronWorker(Worker):
         The RNGs are CPU, CUDA and megatron's model-parallel tracker (see
         :mod:`hfsdk_backend_megatron.rng`), so a resumed GPU run samples alike.
         """
-        path = Path(directory)
-        self.engine.save_checkpoint(path)
-        torch.save(megatron_rng_state(), path / RNG_FILE.format(rank=self.rank))
-        return str(path)
+        return save_rank_checkpoint(self.engine, directory, self.rank, megatron_rng_state)
 
     @register(protocol=Protocol.ONE_TO_ALL)
     def load_checkpoint(self, directory: str) -> str:
         """Restore :meth:`save_checkpoint`'s files (written at this or another layout)."""
-        path = Path(directory)
-        self.engine.load_checkpoint(path)
-        self._weights_changed()
-        rng = path / RNG_FILE.format(rank=self.rank)
-        if rng.exists():
-            set_megatron_rng_state(torch.load(rng, weights_only=False))
-        return str(path)
+        return load_rank_checkpoint(
+            self.engine, directory, self.rank, set_megatron_rng_state, self._after_load
+        )
 
     @register(protocol=Protocol.ONE_TO_ALL)
     def export_hf(self, directory: str) -> str:
         """The model in HF format (with its tokenizer) in ``directory``."""
         return str(self.engine.export_hf(directory))
+
+    def _after_load(self) -> None:
+        """What a role does once its weights are restored (the policy's rollout reloads)."""
 
     @register(protocol=Protocol.ONE_TO_ALL)
     def layout(self) -> dict[str, int]:
@@ -258,9 +158,51 @@ class MegatronWorker(Worker):
 
 
 class MegatronPolicyWorker(MegatronWorker):
-    """A ``policy`` role on megatron-core."""
+    """A ``policy`` role on megatron-core: generation (the rollout contract), log-probs, updates."""
 
     engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["policy"]
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        # The engine is the rollout contract's actor (3D-HybridEngine shards when the
+        # model is supported, HF-named weights gathered layer by layer otherwise).
+        self.rollout: RolloutBackend = build_rollout(self.run_config.rollout, self.engine)
+
+    def close(self) -> None:
+        """Release the rollout's engines (vLLM's in-process engine), then the groups."""
+        self.rollout.close()
+        super().close()
+
+    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
+    def generate_sequences(self, prompts: Batch) -> Batch:
+        """Responses for ``prompts``; the collector's (tp 0, last stage) are returned.
+
+        A collective rollout runs on every rank (reshards, tensor-parallel
+        decoding, gathered weights); otherwise only the collectors generate.
+        """
+        if self.rollout.collective:
+            out = self.rollout.generate_sequences(prompts)
+            return out if self._collects else prompts
+        if not self._collects:
+            return prompts  # not collected
+        return self.rollout.generate_sequences(prompts)
+
+    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
+    def compute_log_prob(self, batch: Batch) -> Batch:
+        """``old_log_probs`` and ``entropys`` of the responses under the current actor."""
+        return self.engine.compute_log_prob(batch)
+
+    @register(protocol=MESH_METRIC, mesh=MESH)
+    def update_actor(self, batch: Batch) -> dict[str, float]:
+        """One PPO-style update of the policy with the configured policy loss."""
+        objective = actor_objective_from(self.run_config, self.loss_terms)
+        metrics = self.engine.update_actor(batch, objective)
+        self._after_load()  # the rollout reloads what it keeps
+        return metrics
+
+    def _after_load(self) -> None:
+        """Tell the rollout the actor's weights changed (a rollout with its own copy reloads)."""
+        self.rollout.update_weights(self.engine)
 
 
 class MegatronReferenceWorker(MegatronWorker):
@@ -268,17 +210,38 @@ class MegatronReferenceWorker(MegatronWorker):
 
     engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["frozen_policy"]
 
+    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
+    def compute_ref_log_prob(self, batch: Batch) -> Batch:
+        """``ref_log_probs`` of the responses under the frozen reference."""
+        return self.engine.compute_ref_log_prob(batch)
+
 
 class MegatronValueWorker(MegatronWorker):
     """A ``value`` role on megatron-core."""
 
     engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["value"]
 
+    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
+    def compute_values(self, batch: Batch) -> Batch:
+        """``values`` (B, R) of the critic."""
+        return self.engine.compute_values(batch)
+
+    @register(protocol=MESH_METRIC, mesh=MESH)
+    def update_critic(self, batch: Batch) -> dict[str, float]:
+        """One update of the critic towards ``returns`` with the configured value loss."""
+        objective = critic_objective_from(self.run_config)
+        return self.engine.update_critic(batch, objective)
+
 
 class MegatronScorerWorker(MegatronWorker):
     """A ``scorer`` role's model on megatron-core."""
 
     engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["scorer"]
+
+    @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
+    def compute_scores(self, batch: Batch) -> Batch:
+        """``rm_scores`` (B,) of a reward or cost model at the last response token."""
+        return self.engine.compute_scores(batch)
 
 
 class MegatronBackend:

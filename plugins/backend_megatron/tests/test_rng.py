@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from hfsdk_backend_megatron.megatron_worker import RNG_FILE, MegatronWorker
+from hfsdk_backend_common.worker_checkpoint import RNG_FILE
+from hfsdk_backend_megatron.megatron_worker import MegatronWorker
 from hfsdk_backend_megatron.rng import TRACKER_KEY, megatron_rng_state, set_megatron_rng_state
 
 
@@ -23,7 +24,7 @@ class _NoEngine:
 
 
 def _worker() -> SimpleNamespace:
-    return SimpleNamespace(rank=0, engine=_NoEngine(), _weights_changed=lambda: None)
+    return SimpleNamespace(rank=0, engine=_NoEngine(), _after_load=lambda: None)
 
 
 def test_checkpoint_rng_holds_cpu_and_cuda_states_and_restores_the_stream(tmp_path: Path) -> None:

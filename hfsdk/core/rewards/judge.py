@@ -1,0 +1,212 @@
+"""The ``llm_judge`` reward: a language model reads a filled-in template and writes a verdict.
+
+The judge is a local HF model directory (``model_path``; unset: the built-in
+default task's model). For every sample the template is filled with
+``{prompt}`` and ``{response}`` (and any dataset column by name), the judge
+generates greedily through a registered rollout backend (``backend``; unset:
+the one an installed plugin declares default; the rollout contract lets any
+backend serve a model that is not being trained), and ``score_pattern``'s
+first group in the verdict is the score, clamped to ``[min_score, max_score]``.
+A verdict without a match scores ``no_score`` and counts in the ``parsed``
+metric (the share of verdicts that held a score).
+
+The judge runs on the controller, in the process that computes every reward
+function, and is built once per configuration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+
+from hfsdk.core.config.help import help_field
+from hfsdk.core.errors import HfsdkError
+
+
+def _regex(_instance: object, attribute: attrs.Attribute, value: str) -> None:
+    try:
+        compiled = re.compile(value)
+    except re.error as exc:
+        raise ValueError(
+            f"{attribute.name}={value!r} is not a valid regular expression: {exc}"
+        ) from None
+    if compiled.groups < 1:
+        raise ValueError(f"{attribute.name}={value!r} needs a group around the score, e.g. (\\d+)")
+
+
+@attrs.frozen(kw_only=True)
+class JudgeConfig:
+    """Settings of ``llm_judge``: the judge model, its template, how a score is read."""
+
+    model_path: str | None = help_field(
+        "Local HF model directory of the judge; null: the default task's model.",
+        default=None,
+    )
+    template: str = help_field(
+        "What the judge reads: {prompt}, {response} and dataset columns by {name}.",
+        default="{prompt} {response}\nScore (0-9):",
+    )
+    score_pattern: str = help_field(
+        "Regex whose first group in the verdict is the score.",
+        default=r"(-?\d+(?:\.\d+)?)",
+        validator=_regex,
+    )
+    min_score: float = help_field("Scores below are raised to this.", default=0.0)
+    max_score: float = help_field("Scores above are lowered to this.", default=1.0)
+    no_score: float = help_field("The score of a verdict without a match.", default=0.0)
+    max_verdict_tokens: int = help_field(
+        "Longest verdict in tokens.", default=8, validator=attrs.validators.ge(1)
+    )
+    backend: str | None = help_field(
+        "Rollout backend that generates the verdicts; null: the default one.", default=None
+    )
+    device: str = help_field("cpu, cuda or auto.", default="cpu")
+    dtype: str = help_field(
+        "float32 or bfloat16.",
+        default="float32",
+        validator=attrs.validators.in_(("float32", "bfloat16")),
+    )
+
+
+class LocalJudgeModel:
+    """A frozen HF model in this process, offered to a rollout backend as an ``ActorSource``.
+
+    It never changes (``weights_version`` stays 0), generates on its own module
+    (``live_hf_module``) and has one data-parallel rank.
+    """
+
+    def __init__(self, config: JudgeConfig) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, GenerationConfig
+
+        from hfsdk.core.rollout_contract import DataParallelInfo
+        from hfsdk.core.trainer.run_assets import load_tokenizer
+
+        path = config.model_path
+        if path is None:
+            from hfsdk.core.default_task import ensure_default_assets
+
+            path = str(ensure_default_assets().model_dir)
+        self.model_path = path
+        self.tokenizer = load_tokenizer(path)
+        wants_cuda = config.device == "cuda" or (
+            config.device == "auto" and torch.cuda.is_available()
+        )
+        self.device = torch.device("cuda" if wants_cuda else "cpu")
+        self.compute_dtype = getattr(torch, config.dtype)
+        try:
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=self.compute_dtype)
+        except (OSError, ValueError) as exc:
+            raise HfsdkError(
+                f"llm_judge: the judge model {path!r} could not be loaded ({exc}); set "
+                "model_path to a local HF model directory"
+            ) from exc
+        self.module = model.to(self.device).eval()
+        self.hf_config = model.config
+        try:
+            eos = GenerationConfig.from_pretrained(path).eos_token_id
+        except OSError:
+            eos = None
+        self.generation_eos_ids = [eos] if isinstance(eos, int) else list(eos or [])
+        self.dp = DataParallelInfo()
+        self.weights_version = 0
+        self.last_weights_metrics: dict[str, float] = {}
+
+    def hf_weights(self) -> Iterator[tuple[str, Any]]:
+        """The judge's weights by HF name (it never trains)."""
+        for name, parameter in self.module.named_parameters():
+            yield name, parameter.detach()
+
+    @contextlib.contextmanager
+    def live_hf_module(self, *, gather: bool = False) -> Iterator[Any]:
+        """The judge's own module: it generates as it is."""
+        import torch
+
+        with torch.no_grad():
+            yield self.module
+
+    def generation_shards(self, config: Any) -> None:
+        """No resharding: the judge is one unsharded model."""
+        return None
+
+
+@functools.cache
+def _judge(config: JudgeConfig) -> tuple[LocalJudgeModel, Any]:
+    """The judge model and its rollout, built once per configuration."""
+    from hfsdk.core.backends import default_rollout_backend
+    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk.core.rollout_contract import build_rollout
+
+    registry = get_registry("rollout_backends")
+    name = config.backend or default_rollout_backend(registry)
+    entry = registry[name]
+    if entry.config_cls is None:
+        raise HfsdkError(
+            f"llm_judge: rollout backend {name!r} registers no config class; "
+            "choose another backend (hfsdk list rollout-backends)"
+        )
+    source = LocalJudgeModel(config)
+    rollout_config = entry.config_cls(
+        backend=name, max_response_length=config.max_verdict_tokens, temperature=0.0
+    )
+    return source, build_rollout(rollout_config, source)
+
+
+def _prompts(texts: Sequence[str], tokenizer: Any) -> Any:
+    import torch
+
+    from hfsdk.core.batch import Batch
+
+    encoded = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    width = max(len(ids) for ids in encoded)
+    input_ids = torch.full((len(encoded), width), tokenizer.pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(encoded), width), dtype=torch.long)
+    for row, ids in enumerate(encoded):
+        input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+        mask[row, width - len(ids) :] = 1
+    return Batch.from_dict(tensors={"input_ids": input_ids, "attention_mask": mask})
+
+
+def llm_judge(
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    *,
+    config: JudgeConfig | None = None,
+    **columns: Sequence[Any],
+) -> list[dict[str, float]]:
+    """Scores read from the judge's verdict on each (prompt, response)."""
+    config = config or JudgeConfig()
+    texts = []
+    for i, (prompt, response) in enumerate(zip(prompts, responses, strict=True)):
+        # The prompt and response passed in win over dataset columns of the same names.
+        fields = {**{k: v[i] for k, v in columns.items()}, "prompt": prompt, "response": response}
+        try:
+            texts.append(config.template.format(**fields))
+        except (KeyError, IndexError) as exc:
+            raise HfsdkError(
+                f"llm_judge: the template names {exc} that is neither prompt, response nor a "
+                f"dataset column (columns: {sorted(columns) or 'none'})"
+            ) from None
+    if not texts:
+        return []
+    source, rollout = _judge(config)
+    batch = _prompts(texts, source.tokenizer)
+    batch.meta.update(greedy=True, n=1)
+    verdicts = list(rollout.generate_sequences(batch)["response_text"])
+    pattern = re.compile(config.score_pattern)
+    rows = []
+    for verdict in verdicts:
+        match = pattern.search(verdict)
+        if match is None:
+            rows.append({"score": config.no_score, "parsed": 0.0})
+            continue
+        value = float(match.group(1))
+        rows.append(
+            {"score": min(max(value, config.min_score), config.max_score), "parsed": 1.0}
+        )
+    return rows

@@ -1,0 +1,43 @@
+"""A worker's part of a checkpoint: its engine's files plus this rank's sampling RNGs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+RNG_FILE = "rng_rank{rank}.pt"
+"""Each rank's RNG states, beside the engine's files."""
+
+
+def save_rank_checkpoint(
+    engine: Any, directory: str, rank: int, rng_state: Callable[[], Any]
+) -> str:
+    """``engine.save_checkpoint(directory)``, then this rank's ``rng_state()``."""
+    path = Path(directory)
+    engine.save_checkpoint(path)
+    torch.save(rng_state(), path / RNG_FILE.format(rank=rank))
+    return str(path)
+
+
+def load_rank_checkpoint(
+    engine: Any,
+    directory: str,
+    rank: int,
+    set_rng_state: Callable[[Any], None],
+    after_load: Callable[[], None],
+) -> str:
+    """Restore what :func:`save_rank_checkpoint` wrote; ``after_load`` runs before the RNGs.
+
+    The RNGs come last so that whatever ``after_load`` draws (a rollout reloading
+    its engine) does not shift the stream a resumed run continues from.
+    """
+    path = Path(directory)
+    engine.load_checkpoint(path)
+    after_load()
+    rng = path / RNG_FILE.format(rank=rank)
+    if rng.exists():  # older checkpoints have none
+        set_rng_state(torch.load(rng, weights_only=False))
+    return str(path)

@@ -1,0 +1,77 @@
+"""Configuration of the DAPO algorithm and its clip-higher policy loss."""
+
+from __future__ import annotations
+
+import attrs
+
+from hfsdk import LOSS_AGG_MODES, AlgorithmConfig, LossAggMode, help_field
+
+
+@attrs.frozen(kw_only=True)
+class DAPOConfig(AlgorithmConfig):
+    """DAPO: GRPO's group advantages without KL, token-mean loss, clip-higher (``dapo_clip``),
+    overlong reward shaping and dynamic sampling.
+
+    The paper's values (Yu et al., 2025) for 20k-token responses: ε_low 0.2,
+    ε_high 0.28, ``overlong_buffer_len`` 4096 with factor 1.0, 16 samples per
+    prompt, and filter groups on the accuracy with up to 10 generation rounds.
+    """
+
+    advantage_estimator: str = "grpo"
+    policy_loss: str = "dapo_clip"
+    loss_agg_mode: LossAggMode = attrs.field(
+        default="token-mean", validator=attrs.validators.in_(LOSS_AGG_MODES)
+    )
+    kl_in_reward: bool = False
+    kl_loss_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
+    n_samples_per_prompt: int = attrs.field(default=4, validator=attrs.validators.ge(2))
+    dynamic_sampling: bool = help_field(
+        "Drop prompt groups whose samples all score the same and draw more prompts until "
+        "the batch is full again.",
+        default=True,
+    )
+    max_generation_rounds: int = help_field(
+        "Dynamic sampling: generation rounds per step at most (the first included); a step "
+        "that is still short trains on the groups it has.",
+        default=4,
+        validator=attrs.validators.ge(1),
+    )
+    overlong_buffer_len: int = help_field(
+        "Overlong shaping: the last N tokens of rollout.max_response_length in which a "
+        "response's reward falls linearly by up to overlong_penalty_factor; 0: off.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
+    overlong_penalty_factor: float = help_field(
+        "Overlong shaping: the penalty at the length limit.",
+        default=1.0,
+        validator=attrs.validators.ge(0.0),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.kl_in_reward or self.kl_loss_coef > 0:
+            raise ValueError(
+                "dapo trains without a reference model, so kl_in_reward must be false and "
+                "kl_loss_coef 0; use grpo for a KL-regularised run"
+            )
+
+
+@attrs.frozen(kw_only=True)
+class DAPOClipConfig:
+    """``dapo_clip``: the clipped policy loss with DAPO's decoupled bounds (clip-higher)."""
+
+    clip_ratio_low: float = help_field(
+        "ε_low: the ratio π/π_old is clipped below at 1 − ε_low.",
+        default=0.2,
+        validator=attrs.validators.gt(0.0),
+    )
+    clip_ratio_high: float = help_field(
+        "ε_high: the ratio is clipped above at 1 + ε_high; above ε_low, low-probability "
+        "tokens can still rise (DAPO's clip-higher).",
+        default=0.28,
+        validator=attrs.validators.gt(0.0),
+    )
+    clip_ratio_c: float | None = help_field(
+        "Dual-clip constant c > 1 for negative advantages; null: off.",
+        default=None,
+    )

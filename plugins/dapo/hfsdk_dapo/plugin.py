@@ -1,0 +1,23 @@
+"""Hook implementations of the DAPO plugin."""
+
+from __future__ import annotations
+
+import hfsdk
+from hfsdk import Register
+
+
+@hfsdk.hookimpl
+def hfsdk_register_algorithms(register: Register) -> None:
+    """Register ``dapo``."""
+    from hfsdk_dapo.spec import DAPO_SPEC
+
+    register(DAPO_SPEC.name, DAPO_SPEC)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_policy_losses(register: Register) -> None:
+    """Register ``dapo_clip`` (the clipped loss with ε_low 0.2, ε_high 0.28)."""
+    from hfsdk_dapo.dapo_config import DAPOClipConfig
+    from hfsdk_dapo.losses import dapo_clip_loss
+
+    register("dapo_clip", dapo_clip_loss, config_cls=DAPOClipConfig)

@@ -1,0 +1,48 @@
+"""DAPO end to end on the default task: it learns, drops uniform groups and draws more."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hfsdk import ConfigError, get_registry
+from hfsdk.core.config import load_run_config
+from hfsdk.core.trainer.trainer import Trainer
+
+
+def _mean(rows: list[dict], key: str) -> float:
+    return sum(r[key] for r in rows) / len(rows)
+
+
+def test_it_is_registered_with_clip_higher_and_no_kl() -> None:
+    config = load_run_config("dapo", None, [])
+    assert config.algorithm.policy_loss == "dapo_clip"
+    assert config.algorithm.loss_agg_mode == "token-mean"
+    assert (config.policy_loss.clip_ratio_low, config.policy_loss.clip_ratio_high) == (0.2, 0.28)
+    spec = get_registry("algorithms")["dapo"].impl
+    assert spec.roles_of_kind("frozen_policy") == ()
+
+
+def test_a_kl_term_is_refused_in_one_line() -> None:
+    with pytest.raises(ConfigError, match="dapo trains without a reference model"):
+        load_run_config("dapo", None, ["algorithm.kl_loss_coef=0.1"])
+
+
+@pytest.mark.slow
+def test_default_task_learns_and_reports_dynamic_sampling(tmp_path: Path) -> None:
+    overrides = ["trainer.total_steps=12", "algorithm.overlong_buffer_len=2"]
+    rows = Trainer(load_run_config("dapo", None, overrides), tmp_path, quiet=True).fit()
+    assert [r["step"] for r in rows] == list(range(1, 13))
+    for row in rows:
+        # 16 prompts a step, groups of 4; uniform groups dropped, more prompts drawn.
+        assert row["dynamic_sampling/prompts_drawn"] >= 16
+        assert row["dynamic_sampling/groups_kept"] <= 16
+        drawn_rounds = row["dynamic_sampling/prompts_drawn"] / 16
+        assert drawn_rounds == row["dynamic_sampling/generation_rounds"]
+    assert sum(r["dynamic_sampling/groups_dropped"] for r in rows) > 0
+    assert max(r["dynamic_sampling/generation_rounds"] for r in rows) > 1
+    assert all(r["overlong/penalty_mean"] <= 0 for r in rows)
+    key = "dynamic_sampling/reward_before_filter"  # the policy's, before groups are dropped
+    gain = _mean(rows[-4:], key) - _mean(rows[:4], key)
+    assert gain >= 0.1, f"reward rose by only {gain:.3f}"
