@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         RoleSpec,
         default_actor_objective,
     )
+    from hfsdk.core.backends import default_rollout_backend
     from hfsdk.core.batch import Batch
     from hfsdk.core.config.help import field_help, help_field
     from hfsdk.core.dataflow import Dataflow, Stage
@@ -133,6 +134,7 @@ _LAZY = {
     "Stage": "hfsdk.core.dataflow",
     # data, config and errors
     "Batch": "hfsdk.core.batch",
+    "default_rollout_backend": "hfsdk.core.backends",
     "ensure_default_assets": "hfsdk.core.default_task",
     "RoleConfig": "hfsdk.core.role_config",
     "RolloutConfig": "hfsdk.core.role_config",

@@ -35,16 +35,15 @@ def hfsdk_register_policy_losses(register: Register) -> None:
 @hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
     """Register ``exact_match``, ``format_check``, ``length_penalty``, ``code_tests``,
-    ``remote``, ``llm_judge`` and the default task's."""
+    ``remote`` and the default task's."""
     from hfsdk.core import default_task
-    from hfsdk.core.rewards import builtins, code_tests, judge, remote
+    from hfsdk.core.rewards import builtins, code_tests, remote
 
     register("exact_match", builtins.exact_match, config_cls=builtins.ExactMatchConfig)
     register("format_check", builtins.format_check, config_cls=builtins.FormatCheckConfig)
     register("length_penalty", builtins.length_penalty, config_cls=builtins.LengthPenaltyConfig)
     register("code_tests", code_tests.code_tests, config_cls=code_tests.CodeTestsConfig)
     register("remote", remote.remote_reward, config_cls=remote.RemoteRewardConfig)
-    register("llm_judge", judge.llm_judge, config_cls=judge.JudgeConfig)
     register(default_task.REWARD_FUNCTION_NAME, default_task.default_task_reward)
     register(default_task.COST_FUNCTION_NAME, default_task.default_task_cost)
 

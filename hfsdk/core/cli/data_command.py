@@ -56,7 +56,7 @@ def inspect_command(
 
 def _tokenizer(actor: dict) -> object:
     """The actor's tokenizer (tokenizer_path, else model_path), else the default task's."""
-    from hfsdk.core.trainer.run_assets import load_tokenizer
+    from hfsdk.core.data.tokenizer_loading import load_tokenizer
 
     path = actor.get("tokenizer_path") or actor.get("model_path")
     if path:

@@ -210,7 +210,8 @@ def precision_warning(
 def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     """Check and build everything a session needs that does not need Ray."""
     from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
-    from hfsdk.core.trainer.run_assets import load_tokenizer, resolve_assets, signal_config_of
+    from hfsdk.core.data.tokenizer_loading import load_tokenizer
+    from hfsdk.core.trainer.run_assets import resolve_assets, signal_config_of
     from hfsdk.core.workers.ray_runtime import (
         check_auth_mode,
         check_reachable,

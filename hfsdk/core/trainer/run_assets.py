@@ -61,28 +61,6 @@ def resolve_assets(config: RunConfig, policy_role: str) -> RunAssets:
     )
 
 
-def load_tokenizer(path: str) -> Any:
-    """The tokenizer of ``path`` (fast tokenizer files; never a hub download)."""
-    from pathlib import Path
-
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    # tokenizer.json keeps its exact ids through PreTrainedTokenizerFast; other saved
-    # tokenizers (sentencepiece, vocab files) go through AutoTokenizer.
-    fast = (Path(path).expanduser() / "tokenizer.json").is_file()
-    loader = PreTrainedTokenizerFast if fast else AutoTokenizer
-    try:
-        tokenizer = loader.from_pretrained(str(Path(path).expanduser()), local_files_only=True)
-    except Exception as exc:
-        raise HfsdkError(
-            f"no tokenizer could be loaded from {path!r} ({exc}); point actor.model_path at a "
-            "local model directory that holds tokenizer.json"
-        ) from exc
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
 class SignalScorer:
     """Scores generated samples with a signal's functions (on the controller) and/or model."""
 

@@ -1,4 +1,4 @@
-"""Hook implementations of the shared backend package: the ``hf`` rollout backend."""
+"""Hook implementations of the shared backend package: the ``hf`` rollout, ``llm_judge``."""
 
 from __future__ import annotations
 
@@ -13,3 +13,11 @@ def hfsdk_register_rollout_backends(register: Register) -> None:
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
 
     register("hf", HFRollout, config_cls=HFRolloutConfig, default=True)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_reward_functions(register: Register) -> None:
+    """Register ``llm_judge`` (a local model's verdict through a rollout backend)."""
+    from hfsdk_backend_common.judge import JudgeConfig, llm_judge
+
+    register("llm_judge", llm_judge, config_cls=JudgeConfig)

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from hfsdk import Algorithm, Batch
+from hfsdk import Algorithm
 from hfsdk_dapo.dynamic_sampling import informative_groups, rows_of
-from hfsdk_dapo.overlong import overlong_penalty
-from hfsdk_dapo.padding import left_pad
 
 if TYPE_CHECKING:
+    from hfsdk import Batch
     from hfsdk_dapo.dapo_config import DAPOConfig
 
 
@@ -36,6 +33,11 @@ class DAPOAlgorithm(Algorithm):
 
     def _scored(self, prompts: Batch, round_index: int) -> Batch:
         """Rollouts of ``prompts`` with their (shaped) token-level scores."""
+        import torch  # here: registering the algorithm must not import torch
+
+        from hfsdk_dapo.overlong import overlong_penalty
+        from hfsdk_dapo.padding import left_pad
+
         width = self.config.rollout.max_prompt_length
         prompts = left_pad(prompts, width)  # every round's rollouts concatenate
         # Group ids unique within the step: a prompt drawn again after an epoch wraps
@@ -92,6 +94,8 @@ class DAPOAlgorithm(Algorithm):
             batch = self._scored(more, stats["rounds"])
             stats["rounds"] += 1
         self._record_sampling(stats, groups, target)
+        from hfsdk import Batch
+
         # No group disagreed in any round: train on the last one (its advantages are 0).
         return Batch.concat(kept) if kept else batch
 

@@ -185,16 +185,17 @@ def test_megatron_script_maps_tp_pp_and_explains_the_rollout_tp() -> None:
     assert result.config["actor"]["rollout_layout"] == {"tp": 2}
 
 
-def test_dapo_script_lists_filter_groups_and_offload_and_maps_token_budgets() -> None:
+def test_dapo_script_becomes_dapo_and_lists_offload_and_maps_token_budgets() -> None:
     result, cfg = _import("verl", "verl_run_dapo.sh")
+    # filter_groups inside a KL-free GRPO run is the dapo algorithm's dynamic sampling.
+    assert cfg.algo == "dapo" and cfg.algorithm.dynamic_sampling
+    assert cfg.algorithm.max_generation_rounds == 10
     assert cfg.actor.micro_batch_tokens == (2048 + 4096) * 2
     assert cfg.data.max_prompt_length == 2048 and cfg.rollout.max_response_length == 4096
     assert cfg.policy_loss.clip_ratio_high == 0.28 and cfg.actor.mini_batch_size == 64
     assert result.config["actor"]["model_path"] == "/home/u/models/Qwen2.5-Math-7B"
     joined = "\n".join(result.unmapped)
-    for key in ("enable = True", "metric = 'acc'", "max_num_gen_batches = 10"):
-        line = f"algorithm.filter_groups.{key}  (no DAPO dynamic sampling (filter_groups)"
-        assert line in joined
+    assert "filter_groups" not in joined
     assert "actor_rollout_ref.actor.fsdp_config.optimizer_offload = True  (no counterpart" in (
         joined
     )
@@ -430,3 +431,14 @@ def test_interpolation_cycles_and_unset_env_are_named_not_fatal() -> None:
         "NOT_SET_ANYWHERE is not set and has no default",
         "r = '${oc.nope:x}' left as written: ${oc.nope:...} is a resolver hfsdk does not know",
     ]
+
+
+def test_filter_groups_in_a_run_with_kl_stays_grpo_and_is_listed() -> None:
+    result, cfg = _import(
+        "verl", "verl_run_dapo.sh",
+        "actor_rollout_ref.actor.use_kl_loss=True", "actor_rollout_ref.actor.kl_loss_coef=0.01",
+    )  # fmt: skip
+    assert cfg.algo == "grpo"
+    joined = "\n".join(result.unmapped)
+    assert "algorithm.filter_groups.enable = True  (the dapo algorithm" in joined
+

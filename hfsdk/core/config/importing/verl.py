@@ -373,13 +373,66 @@ def _count_rows(files: list[str]) -> int | None:
     return rows
 
 
-def _filter_groups(m: Mapper) -> None:
-    """DAPO's dynamic sampling (``algorithm.filter_groups``): off is hfsdk's behaviour."""
-    if m.get("algorithm.filter_groups.enable") is True:
-        for key in m.keys("algorithm.filter_groups."):
-            m.reject(key, "no DAPO dynamic sampling (filter_groups) in hfsdk yet")
-    else:
+FILTER_METRICS = ("acc", "score", "seq_reward", "seq_final_reward")
+"""verl filter_groups metrics that are the sample's reward (what dapo's dynamic sampling reads)."""
+
+
+def _filter_groups(m: Mapper, chosen: str, explicit: bool) -> str:
+    """DAPO's dynamic sampling and overlong shaping: the ``dapo`` algorithm; returns the algo.
+
+    verl turns them on inside a GRPO run (``algorithm.filter_groups.enable``,
+    ``reward_model.overlong_buffer.*``); in hfsdk they are the ``dapo``
+    algorithm's, which trains without KL, so a run with KL keeps its algorithm
+    and lists them.
+    """
+    enabled = m.get("algorithm.filter_groups.enable") is True
+    overlong = m.get("reward_model.overlong_buffer.enable") is True
+    if not enabled:
         m.consume("algorithm.filter_groups.")
+    if not overlong:
+        m.consume("reward_model.overlong_buffer.")
+    if not (enabled or overlong):
+        return chosen
+    algorithm = m.out.get("algorithm", {})
+    with_kl = bool(algorithm.get("kl_loss_coef")) or bool(algorithm.get("kl_in_reward"))
+    why_not = None
+    if explicit and chosen != "dapo":
+        why_not = f"dynamic sampling and overlong shaping are the dapo algorithm's, not {chosen!r}"
+    elif with_kl:
+        why_not = "the dapo algorithm (dynamic sampling, overlong shaping) trains without KL"
+    elif algorithm.get("advantage_estimator") != "grpo":
+        why_not = "the dapo algorithm normalises rewards per group (adv_estimator=grpo)"
+    if why_not is not None:
+        for key in [*m.keys("algorithm.filter_groups."), *m.keys("reward_model.overlong_buffer.")]:
+            if m.flat.get(key) is not None:
+                m.reject(key, why_not)
+        return chosen
+    m.put("algo", "dapo")
+    m.put("algorithm.dynamic_sampling", enabled)
+    if enabled:
+        metric = m.get("algorithm.filter_groups.metric", "acc")
+        if metric not in FILTER_METRICS:
+            m.reject(
+                "algorithm.filter_groups.metric",
+                f"dapo filters groups on the sample's reward ({', '.join(FILTER_METRICS)})",
+            )
+        rounds = m.int("algorithm.filter_groups.max_num_gen_batches", 10)
+        if rounds == 0:  # verl: no limit
+            m.reject(
+                "algorithm.filter_groups.max_num_gen_batches",
+                "0 (no limit) has no counterpart; algorithm.max_generation_rounds bounds it",
+            )
+            rounds = 10
+        m.put("algorithm.max_generation_rounds", rounds)
+    if overlong:
+        m.put("algorithm.overlong_buffer_len", m.int("reward_model.overlong_buffer.len", 0))
+        m.put(
+            "algorithm.overlong_penalty_factor",
+            m.num("reward_model.overlong_buffer.penalty_factor", 1.0),
+        )
+    else:
+        m.consume("reward_model.overlong_buffer.")
+    return "dapo"
 
 
 def _reward(m: Mapper) -> None:
@@ -419,7 +472,7 @@ def import_verl(m: Mapper, algo: str | None) -> str:
     _kl(m)
     _advantage(m, estimator)
     _critic(m, chosen, n, total)
-    _filter_groups(m)
+    chosen = _filter_groups(m, chosen, explicit=algo is not None)
     _reward(m)
     list_leftovers(m)
     return chosen

@@ -9,8 +9,8 @@ import pytest
 import hfsdk
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards.judge import JudgeConfig, llm_judge
 from hfsdk.core.trainer.trainer import Trainer
+from hfsdk_backend_common.judge import JudgeConfig, llm_judge
 
 # The default task's model answers "a + b =" with a number: its verdict on the
 # filled-in template is that number, read by the score pattern.

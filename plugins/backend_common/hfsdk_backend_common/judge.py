@@ -11,7 +11,8 @@ A verdict without a match scores ``no_score`` and counts in the ``parsed``
 metric (the share of verdicts that held a score).
 
 The judge runs on the controller, in the process that computes every reward
-function, and is built once per configuration.
+function, and is built once per configuration. It lives with the backends
+(it drives a rollout backend) and is registered by this package's plugin.
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.config.help import help_field
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError, help_field
 
 
 def _regex(_instance: object, attribute: attrs.Attribute, value: str) -> None:
@@ -84,12 +84,12 @@ class LocalJudgeModel:
         import torch
         from transformers import AutoModelForCausalLM, GenerationConfig
 
-        from hfsdk.core.rollout_contract import DataParallelInfo
-        from hfsdk.core.trainer.run_assets import load_tokenizer
+        from hfsdk import DataParallelInfo
+        from hfsdk_backend_common.tokenizers import load_tokenizer
 
         path = config.model_path
         if path is None:
-            from hfsdk.core.default_task import ensure_default_assets
+            from hfsdk import ensure_default_assets
 
             path = str(ensure_default_assets().model_dir)
         self.model_path = path
@@ -138,9 +138,7 @@ class LocalJudgeModel:
 @functools.cache
 def _judge(config: JudgeConfig) -> tuple[LocalJudgeModel, Any]:
     """The judge model and its rollout, built once per configuration."""
-    from hfsdk.core.backends import default_rollout_backend
-    from hfsdk.core.plugin_manager import get_registry
-    from hfsdk.core.rollout_contract import build_rollout
+    from hfsdk import build_rollout, default_rollout_backend, get_registry
 
     registry = get_registry("rollout_backends")
     name = config.backend or default_rollout_backend(registry)
@@ -160,7 +158,7 @@ def _judge(config: JudgeConfig) -> tuple[LocalJudgeModel, Any]:
 def _prompts(texts: Sequence[str], tokenizer: Any) -> Any:
     import torch
 
-    from hfsdk.core.batch import Batch
+    from hfsdk import Batch
 
     encoded = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
     width = max(len(ids) for ids in encoded)
