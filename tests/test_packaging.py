@@ -23,6 +23,7 @@ def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
     return result
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_grpo_plugin_installs_alone_with_its_backend(tmp_path: Path) -> None:
     source = tmp_path / "src"

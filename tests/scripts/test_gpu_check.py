@@ -32,6 +32,7 @@ def _load(name: str):  # type: ignore[no-untyped-def]
     return module
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_the_tiny_mode_runs_every_part_and_passes(tmp_path: Path) -> None:
     out = tmp_path / "out"

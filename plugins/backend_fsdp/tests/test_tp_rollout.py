@@ -147,6 +147,7 @@ def test_each_rank_receives_the_formula_bytes_about_one_tg_of_a_full_gather(
         assert metrics["timing/reshard_s"] > 0
 
 
+@pytest.mark.heavy
 @pytest.mark.distributed
 def test_a_grpo_run_generates_at_rollout_tp2_through_ray(model_dir: Path, tmp_path: Path) -> None:
     """The worker picks the sliced rollout for ``actor.rollout_layout.tp=2`` and logs its cost."""

@@ -18,7 +18,7 @@ from hfsdk.core.config import load_run_config
 from hfsdk.core.default_task import ensure_default_assets
 from hfsdk.core.trainer.trainer import Trainer
 
-pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.heavy]
 
 SMALL = [
     "data.batch_size=4",

@@ -123,6 +123,7 @@ GRPO = [
 COMPARED = ("reward/mean", "response_length/mean", "actor/pg_loss", "rollout/log_prob_diff_max")
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_grpo_with_micro_dp_vllm_runs_in_sync_and_resumes_exactly(tmp_path: Path) -> None:

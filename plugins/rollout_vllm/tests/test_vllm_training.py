@@ -35,6 +35,7 @@ def _assert_in_sync(rows: list[dict]) -> None:
     assert max(gaps) < IN_SYNC, gaps
 
 
+@pytest.mark.heavy
 def test_grpo_command_learns_with_the_actor_on_two_ranks(tmp_path: Path) -> None:
     """Two FSDP2 actor ranks, one vLLM engine each, both fed the gathered weights every step."""
     hfsdk = Path(sys.executable).with_name("hfsdk")

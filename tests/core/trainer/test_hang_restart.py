@@ -14,7 +14,7 @@ from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.workers.errors import WorkerError
 from hfsdk.core.workers.host import WorkerHost
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 ARGS = ["trainer.total_steps=3", "trainer.save_every=1", "trainer.executor=local",
         "trainer.worker_timeout_s=20"]  # fmt: skip

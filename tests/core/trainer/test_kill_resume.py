@@ -28,7 +28,7 @@ import pytest
 
 from hfsdk.core.trainer.tracking import read_metrics
 
-pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.heavy]
 
 ARGS = ["--algo", "grpo", "--quiet", "trainer.total_steps=4", "trainer.save_every=2"]
 COMPARED = ("reward/mean", "response_length/mean", "actor/pg_loss", "actor/kl", "actor/grad_norm")

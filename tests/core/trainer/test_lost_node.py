@@ -24,7 +24,7 @@ from hfsdk.core.trainer import trainer as trainer_module
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.workers.ray_runtime import VIRTUAL_DEVICE_RESOURCE, health_check_config, shutdown
 
-pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.heavy]
 
 ARGS = ["trainer.total_steps=4", "trainer.save_every=2", "trainer.executor=ray",
         "trainer.startup_timeout_s=300"]  # fmt: skip

@@ -20,7 +20,7 @@ from hfsdk.core.trainer import faults
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.workers.errors import WorkerError
 
-pytestmark = [pytest.mark.slow, pytest.mark.distributed]
+pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.heavy]
 
 # Worker processes to kill: the in-process executor has none.
 ARGS = ["trainer.total_steps=4", "trainer.save_every=2", "trainer.executor=ray"]

@@ -119,6 +119,7 @@ def test_signals_in_process_stop_with_a_checkpoint_and_the_rerun_is_exact(
     [(signal.SIGTERM, False), (signal.SIGINT, True)],
     ids=["sigterm-to-the-driver", "ctrl-c-to-the-process-group"],
 )
+@pytest.mark.heavy
 def test_a_signal_from_outside_stops_a_ray_run_without_orphans(
     reference: Path, tmp_path: Path, signum: int, whole_group: bool
 ) -> None:

@@ -138,6 +138,7 @@ shutdown()
 ATTACH = "import ray, sys; ray.init(address=sys.argv[1], logging_level='ERROR'); print('ATTACHED')"
 
 
+@pytest.mark.heavy
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_a_driver_without_the_token_cannot_attach(tmp_path: Path) -> None:
