@@ -30,33 +30,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from megatron_vllm import build_model  # the same benchmark model (benchmarks/ is on sys.path)
 
 MB = 2**20
 HERE = str(Path(__file__).parent)
-
-
-def _build(directory: Path, layers: int) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    from hfsdk.core.default_task import ensure_default_assets
-
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(ensure_default_assets().model_dir))
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=512,
-        intermediate_size=1408,
-        num_hidden_layers=layers,
-        num_attention_heads=8,
-        num_key_value_heads=8,
-        max_position_embeddings=256,
-        tie_word_embeddings=False,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(str(directory))
-    tokenizer.save_pretrained(str(directory))
-    return directory
 
 
 def rank_main(rank: int, world: int, path: str, tg: int, decoder: str) -> dict[str, Any]:
@@ -127,7 +104,7 @@ def main() -> None:
         ("hf_weights", 2, "transformers"),
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        path = _build(Path(tmp) / "model", args.layers)
+        path = build_model(Path(tmp) / "model", args.layers)
         print("| path | training shard MB | generation shard MB | one layer MB | peak extra MB "
               "| HF module held after |")  # fmt: skip
         print("|---|---|---|---|---|---|")

@@ -37,7 +37,8 @@ import torch
 MB = 2**20
 
 
-def _build(directory: Path, layers: int) -> Path:
+def build_model(directory: Path, layers: int) -> Path:
+    """A random 512-wide Llama of ``layers`` layers with the default task's tokenizer."""
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     from hfsdk.core.default_task import ensure_default_assets
@@ -130,7 +131,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        path = _build(Path(tmp) / "model", args.layers)
+        path = build_model(Path(tmp) / "model", args.layers)
         rows = []
         for tg in (1, 2):
             kwargs = {
