@@ -1,14 +1,7 @@
 """KL divergence between the policy and the reference policy, per token.
 
-With ``d = log_prob - ref_log_prob`` (log π(y_t) − log π_ref(y_t), sampled from π):
-
-- ``k1``:  d                          (unbiased, high variance, can be negative)
-- ``abs``: |d|
-- ``k2``:  ½·d²                       (biased, low variance)
-- ``k3``:  exp(−d) + d − 1            (unbiased, low variance, always ≥ 0)
-- ``k3_clamped`` (alias ``low_var_kl``): k3 with −d clamped to [−20, 20] before
-  ``exp`` and the result clamped to [−10, 10], so one extreme token cannot
-  blow up a step.
+The estimators (``k1``, ``abs``, ``k2``, ``k3``, ``k3_clamped`` / ``low_var_kl``) are
+:mod:`.kl_estimators`'s; this module looks them up and applies them.
 
 The KL enters training either as a per-token reward penalty
 (:func:`apply_kl_penalty`, coefficient from a :class:`FixedKLController` or

@@ -15,15 +15,9 @@ from hfsdk_backend_common.rollout_config import HFRolloutConfig
 class FSDPRoleConfig(TrainedRoleConfig):
     """A role (actor, critic, reference, reward, cost) trained or served with FSDP2.
 
-    ``model_path`` is a local HF model directory; ``None`` uses the built-in
-    default task's model. ``tokenizer_path`` defaults to ``model_path``.
-
-    Batch sizes are in samples (responses). ``mini_batch_size`` is global: the
-    samples of one optimizer step summed over the data-parallel ranks (it must
-    be divisible by their number). ``micro_batch_size`` is per rank: the
-    samples of one forward/backward pass (gradients are accumulated over the
-    micro-batches of a mini-batch). ``forward_micro_batch_size`` is the same
-    for inference (log-probs, values, scores); ``None`` uses ``micro_batch_size``.
+    The model, tokenizer, batch-size, optimizer, dtype and device keys are the
+    shared :class:`~hfsdk_backend_common.role_fields.TrainedRoleConfig`'s (see
+    there what the batch sizes count); the rest is FSDP's own.
     """
 
     backend: str = help_field(
