@@ -231,16 +231,22 @@ class TrainingSession:
 
     def _auto_placement(self) -> Any:
         """``placement.mode=auto``: the planner splits the configured devices among the roles."""
-        from hfsdk.core.placement.auto import auto_placement_section
+        from hfsdk.core.placement.auto import FUNCTION, auto_placement_section
         from hfsdk.core.placement.cluster_lookup import resolve_cluster
+        from hfsdk.core.placement.run_plan import run_setup
         from hfsdk.core.trainer.placement_config import PoolConfig
 
         placement = self.config.placement
         devices = sum(pool.devices for pool in placement.pools.values())
         cluster = resolve_cluster(placement.cluster)
+        # Price the run's own roles: a signal scored by functions costs no device,
+        # and each model role has the size its model_path gives.
+        setup = run_setup(self.config)
+        role_sizes: dict[str, object] = dict(setup.models)
+        role_sizes.update({role: FUNCTION for role in setup.functions})
         section = auto_placement_section(
             self.config.algo,
-            model_size=self.assets.model_path,
+            role_sizes=role_sizes,
             num_devices=devices,
             cluster=cluster,
         )

@@ -38,9 +38,15 @@ def test_auto_placement_builds_the_planned_pools() -> None:
         "grpo", None, ["placement.mode=auto", "placement.pools={global: {devices: 2}}"]
     )
     with TrainingSession(config, get_registry("algorithms")["grpo"].impl) as session:
+        # The default task's reward is a function: the planner must not give it devices.
         plan = auto_placement_section(
-            "grpo", model_size=session.assets.model_path, num_devices=2, cluster="local"
+            "grpo",
+            model_size=session.assets.model_path,
+            role_sizes={"reward": "function"},
+            num_devices=2,
+            cluster="local",
         )
+        assert "reward" not in plan["roles"]
         for role in ("actor", "reference"):
             group = session.groups[role]
             pool = plan["roles"][role]
@@ -123,3 +129,28 @@ def test_assets_come_from_the_policy_role_whatever_its_name(tmp_path) -> None:
     assets = resolve_assets(config, "student")  # type: ignore[arg-type]
     assert assets.model_path == assets.tokenizer_path == str(tmp_path / "student")
     assert not assets.default_task
+
+
+def test_auto_placement_prices_a_function_reward_as_no_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hfsdk.core.placement.auto as auto
+
+    seen: dict[str, object] = {}
+    real = auto.auto_placement_section
+
+    def spy(algorithm: str, **kwargs: object) -> dict:
+        seen.update(kwargs)
+        return real(algorithm, **kwargs)
+
+    monkeypatch.setattr(auto, "auto_placement_section", spy)
+    config = load_run_config(
+        "grpo", None, ["placement.mode=auto", "placement.pools={global: {devices: 2}}"]
+    )
+    session = TrainingSession(config, get_registry("algorithms")["grpo"].impl)
+    placement = session._auto_placement()
+    sizes = seen["role_sizes"]
+    assert isinstance(sizes, dict)
+    assert sizes["reward"] == "function"
+    assert set(sizes) == {"actor", "reference", "reward"}
+    assert "reward" not in placement.roles
