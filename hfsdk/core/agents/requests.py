@@ -1,0 +1,165 @@
+"""Request-level generation: one turn of one trajectory in, the model's tokens out.
+
+:class:`GenerationRequest` / :class:`GenerationResult` are the rollout contract's
+request types (their final home is ``hfsdk.core.rollout_contract``; this module
+re-exports them there once both halves of the feature are merged). Until a rollout
+backend implements ``generate_request`` itself, :class:`BatchingServer` serves
+requests with its ``generate_sequences``: every request waiting at the same moment
+goes into one left-padded batch, so a turn-synchronous loop costs one call per turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from hfsdk.core.errors import HfsdkError
+
+if TYPE_CHECKING:
+    from hfsdk.core.rollout_contract import RolloutBackend
+
+
+@attrs.frozen(kw_only=True)
+class GenerationRequest:
+    """One turn of one trajectory: the whole context so far as token ids (token-in)."""
+
+    prompt_ids: tuple[int, ...]
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    greedy: bool = False
+    seed: int | None = None
+    stop_token_ids: tuple[int, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class GenerationResult:
+    """What the model produced for a request (token-out), incl. the stop token if any.
+
+    ``logprobs``: the raw (temperature-only) log-prob of each produced token (``nan``
+    where the backend does not report them); ``finish_reason``: ``stop`` or ``length``.
+    """
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finish_reason: str
+
+
+Generate = Callable[[GenerationRequest], Awaitable[GenerationResult]]
+"""How an agent loop asks for one turn."""
+
+
+def cut_at_stop(
+    ids: list[int], logprobs: list[float], stops: set[int], max_new_tokens: int
+) -> GenerationResult:
+    """``ids`` up to and including the first stop id, at most ``max_new_tokens`` long."""
+    for position, token in enumerate(ids[:max_new_tokens]):
+        if token in stops:
+            end = position + 1
+            return GenerationResult(
+                token_ids=tuple(ids[:end]), logprobs=tuple(logprobs[:end]), finish_reason="stop"
+            )
+    end = min(len(ids), max_new_tokens)
+    return GenerationResult(
+        token_ids=tuple(ids[:end]), logprobs=tuple(logprobs[:end]), finish_reason="length"
+    )
+
+
+class BatchingServer:
+    """Serves :class:`GenerationRequest` s with a rollout's ``generate_sequences``.
+
+    Requests that are waiting together (every trajectory whose tool has returned)
+    go into one batch; the rollout's own sampling settings apply (its temperature,
+    top-p and ``max_response_length``), and its output is cut at each request's stop
+    ids and ``max_new_tokens``. Tokens past the cut are dropped, never trained on.
+    ``eos_ids`` always stop.
+    """
+
+    def __init__(
+        self, rollout: RolloutBackend, *, pad_id: int, eos_ids: tuple[int, ...]
+    ) -> None:
+        self.rollout = rollout
+        self.pad_id = pad_id
+        self.eos_ids = tuple(eos_ids)
+        self.calls = 0
+        self._waiting: list[tuple[GenerationRequest, asyncio.Future[GenerationResult]]] = []
+        self._flush: asyncio.Task[None] | None = None
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """The result of ``request`` (batched with whatever else is waiting)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[GenerationResult] = loop.create_future()
+        self._waiting.append((request, future))
+        if self._flush is None or self._flush.done():
+            self._flush = loop.create_task(self._serve())
+        return await future
+
+    async def _serve(self) -> None:
+        # Let every runnable trajectory reach its next request before the batch closes.
+        for _ in range(8):
+            await asyncio.sleep(0)
+        waiting, self._waiting = self._waiting, []
+        groups: dict[bool, list[tuple[GenerationRequest, asyncio.Future[Any]]]] = {}
+        for request, future in waiting:
+            groups.setdefault(request.greedy, []).append((request, future))
+        for greedy, group in groups.items():
+            try:
+                results = await asyncio.to_thread(self._run, [r for r, _ in group], greedy)
+            except Exception as err:  # noqa: BLE001 - handed to every waiting trajectory
+                for _, future in group:
+                    if not future.done():
+                        future.set_exception(err)
+                continue
+            for (_, future), result in zip(group, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
+        if self._waiting:  # arrived while generating
+            self._flush = asyncio.get_running_loop().create_task(self._serve())
+
+    def _run(self, requests: list[GenerationRequest], greedy: bool) -> list[GenerationResult]:
+        import torch
+
+        from hfsdk.core.batch import Batch
+
+        width = max(len(r.prompt_ids) for r in requests)
+        ids = torch.full((len(requests), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(requests), width), dtype=torch.long)
+        for row, request in enumerate(requests):
+            if not request.prompt_ids:
+                raise HfsdkError("a generation request has no prompt tokens; give it a context")
+            ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
+            mask[row, width - len(request.prompt_ids) :] = 1
+        batch = Batch.from_dict(
+            tensors={"input_ids": ids, "attention_mask": mask}, meta={"greedy": greedy, "n": 1}
+        )
+        self.calls += 1
+        out = self.rollout.generate_sequences(batch)
+        responses, valid = out["responses"], out["response_mask"].bool()
+        logprobs = out["rollout_log_probs"] if "rollout_log_probs" in out else None
+        results = []
+        for row, request in enumerate(requests):
+            produced = responses[row][valid[row]].tolist()
+            row_lp = logprobs[row][valid[row]].tolist() if logprobs is not None else []
+            row_lp = row_lp or [math.nan] * len(produced)
+            stops = {*self.eos_ids, *request.stop_token_ids}
+            results.append(cut_at_stop(produced, row_lp, stops, request.max_new_tokens))
+        return results
+
+
+def request_generator(
+    rollout: RolloutBackend, *, pad_id: int, eos_ids: tuple[int, ...]
+) -> Generate:
+    """The one place the agent runner gets its ``generate(request)`` from a rollout.
+
+    A rollout whose class implements ``generate_request`` (the rollout contract's
+    request-level method) serves requests itself; otherwise a :class:`BatchingServer`
+    batches them through ``generate_sequences``.
+    """
+    method = getattr(type(rollout), "generate_request", None)
+    if method is not None:
+        return rollout.generate_request  # type: ignore[attr-defined,no-any-return]
+    return BatchingServer(rollout, pad_id=pad_id, eos_ids=eos_ids).generate
