@@ -330,7 +330,10 @@ class Algorithm:
         self.record(metrics, f"{signal}/")
         mask = batch["response_mask"]
         token_scores = torch.zeros(mask.shape, dtype=torch.float32)
-        last = (mask.sum(dim=-1).long() - 1).clamp(min=0)
+        # The last token the mask keeps (a multi-turn loss mask has holes where tools spoke).
+        width = mask.shape[-1]
+        positions = torch.arange(width).expand_as(mask)
+        last = torch.where(mask.bool(), positions, torch.zeros_like(positions)).max(dim=-1).values
         token_scores[torch.arange(mask.shape[0]), last] = scores.to(torch.float32)
         self.metrics[f"{signal}/mean"] = float(scores.float().mean())
         return token_scores

@@ -34,7 +34,7 @@ class MultiTurnConfig:
     )
     renderer: Literal["auto", "chat_template", "plain"] = help_field(
         "How tool outputs become tokens: the tokenizer's chat template, the plain "
-        "' <tool_response> ... </tool_response>' rendering, or auto (the template if there is one).",
+        "' <tool_response> ... </tool_response>' rendering, or auto (the template if any).",
         default="auto",
         validator=attrs.validators.in_(("auto", "chat_template", "plain")),
     )

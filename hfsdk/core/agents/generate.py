@@ -7,6 +7,7 @@ every training backend (fsdp, megatron) and every rollout backend works with it.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from hfsdk.core.agents.config import MultiTurnConfig
@@ -39,8 +40,6 @@ def generate_rollout(rollout: RolloutBackend, prompts: Batch) -> Batch:
 
 class AgentRollout:
     """The agent loop, its tools, parser and renderer for one rollout, built once."""
-
-    _cache: dict[int, AgentRollout] = {}
 
     def __init__(self, rollout: RolloutBackend, config: MultiTurnConfig) -> None:
         from hfsdk.core.agents.parsers import CALL_END_MARKERS
@@ -88,10 +87,10 @@ class AgentRollout:
     @classmethod
     def for_rollout(cls, rollout: RolloutBackend, config: MultiTurnConfig) -> AgentRollout:
         """The agent rollout of ``rollout`` (built on first use)."""
-        built = cls._cache.get(id(rollout))
-        if built is None or built.rollout is not rollout:
+        built = _BUILT.get(rollout)
+        if built is None:
             built = cls(rollout, config)
-            cls._cache[id(rollout)] = built
+            _BUILT[rollout] = built
         return built
 
     def generate(self, prompts: Batch) -> Batch:
@@ -117,7 +116,9 @@ class AgentRollout:
             raise HfsdkError(f"n={n}; expected at least one response per prompt")
         rows = prompts.repeat(n, interleave=True) if n > 1 else prompts
         check_width(
-            self.config, rows["input_ids"].shape[1], getattr(rollout_config, "max_prompt_length", None)
+            self.config,
+            rows["input_ids"].shape[1],
+            getattr(rollout_config, "max_prompt_length", None),
         )
         ctx = AgentContext(
             generate=self.generate_request,
@@ -153,3 +154,7 @@ class AgentRollout:
             greedy=greedy,
             metrics=metrics,
         )
+
+
+_BUILT: weakref.WeakKeyDictionary[Any, AgentRollout] = weakref.WeakKeyDictionary()
+"""Each rollout's agent rollout (tools loaded and the loop built once, dropped with it)."""

@@ -118,7 +118,9 @@ class AgentContext:
             return False
         text = self.tokenizer.decode(ids, skip_special_tokens=False)
         trajectory.add(
-            Segment(role=role, token_ids=tuple(ids), trainable=False, text=text, tool_results=results)
+            Segment(
+                role=role, token_ids=tuple(ids), trainable=False, text=text, tool_results=results
+            )
         )
         return True
 

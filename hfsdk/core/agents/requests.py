@@ -79,9 +79,7 @@ class BatchingServer:
     ``eos_ids`` always stop.
     """
 
-    def __init__(
-        self, rollout: RolloutBackend, *, pad_id: int, eos_ids: tuple[int, ...]
-    ) -> None:
+    def __init__(self, rollout: RolloutBackend, *, pad_id: int, eos_ids: tuple[int, ...]) -> None:
         self.rollout = rollout
         self.pad_id = pad_id
         self.eos_ids = tuple(eos_ids)
@@ -109,7 +107,7 @@ class BatchingServer:
         for greedy, group in groups.items():
             try:
                 results = await asyncio.to_thread(self._run, [r for r, _ in group], greedy)
-            except Exception as err:  # noqa: BLE001 - handed to every waiting trajectory
+            except Exception as err:
                 for _, future in group:
                     if not future.done():
                         future.set_exception(err)
@@ -139,7 +137,7 @@ class BatchingServer:
         self.calls += 1
         out = self.rollout.generate_sequences(batch)
         responses, valid = out["responses"], out["response_mask"].bool()
-        logprobs = out["rollout_log_probs"] if "rollout_log_probs" in out else None
+        logprobs = out["rollout_log_probs"] if "rollout_log_probs" in out.keys() else None
         results = []
         for row, request in enumerate(requests):
             produced = responses[row][valid[row]].tolist()

@@ -179,9 +179,7 @@ def prompt_rows(prompts: Batch) -> tuple[list[tuple[int, ...]], list[dict[str, A
     """Each row's prompt ids without padding, and its non-tensor columns."""
     ids, mask = prompts["input_ids"], prompts["attention_mask"].bool()
     tokens = [tuple(ids[i][mask[i]].tolist()) for i in range(len(prompts))]
-    columns = [
-        {k: prompts[k][i] for k in prompts.non_tensor_keys} for i in range(len(prompts))
-    ]
+    columns = [{k: prompts[k][i] for k in prompts.non_tensor_keys} for i in range(len(prompts))]
     return tokens, columns
 
 

@@ -31,6 +31,7 @@ import attrs
 
 from hfsdk.core.errors import ConfigError, HfsdkError
 
+
 class ToolError(Exception):
     """Raised by a tool to give the model ``str(error)`` as an error output (counted as one)."""
 
@@ -319,9 +320,9 @@ async def call_tool(
             value = await asyncio.wait_for(_in_thread(tool.fn, arguments), timeout=timeout_s)
     except ToolError as err:
         return fail("tool_error", str(err))
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         return fail("timeout", f"{name} did not return within {timeout_s:g} s")
-    except Exception as err:  # noqa: BLE001 - the model reads the error; the run goes on
+    except Exception as err:
         return fail("exception", f"{name} raised {type(err).__name__}: {err}")
     try:
         text = _as_text(value)
@@ -355,7 +356,7 @@ def _in_thread(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> asyncio.
         value, error = None, None
         try:
             value = fn(**arguments)
-        except BaseException as err:  # noqa: BLE001 - handed to the awaiting coroutine
+        except BaseException as err:
             error = err
         with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
             loop.call_soon_threadsafe(settle, value, error)

@@ -12,6 +12,13 @@ from hfsdk.core.cli.options import run_config_options
 @click.option("--run-dir", default=None, help="Run directory (default runs/<algo>-<timestamp>).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option(
+    "--task",
+    type=click.Choice(["default", "tool_use"]),
+    default="default",
+    help="Built-in task when the config names no data: default (addition) or tool_use "
+    "(multi-turn addition with a calculator tool, docs/agents.md).",
+)
+@click.option(
     "--ray-address",
     default=None,
     help="Join this Ray cluster (default: RAY_ADDRESS, else start a local instance).",
@@ -22,6 +29,7 @@ def run(
     overrides: tuple[str, ...],
     run_dir: str | None,
     quiet: bool,
+    task: str,
     ray_address: str | None,
 ) -> None:
     """Train: `hfsdk run --algo NAME` runs the built-in tiny task on CPU (hfsdk list algorithms)."""
@@ -30,7 +38,12 @@ def run(
 
     if ray_address:
         overrides = (*overrides, f"trainer.ray_address={ray_address}")
-    cfg = load_run_config(algo, config_file, overrides)
+    base = None
+    if task == "tool_use":
+        from hfsdk.core.agents.tool_use.build import ensure_tool_use_assets, tool_use_preset
+
+        base = tool_use_preset(ensure_tool_use_assets())
+    cfg = load_run_config(algo, config_file, overrides, base=base)
     trainer = Trainer(cfg, run_dir, quiet=quiet)
     metrics = trainer.fit()
     if not metrics:
