@@ -124,17 +124,20 @@ class AgentContext:
         )
         return True
 
-    def add_tool_turn(
-        self, trajectory: Trajectory, outputs: Sequence[ToolOutput], *, model_stopped: bool
-    ) -> bool:
+    @staticmethod
+    def _last_token(trajectory: Trajectory) -> int | None:
+        ids = trajectory.segments[-1].token_ids if trajectory.segments else ()
+        return ids[-1] if ids else None
+
+    def add_tool_turn(self, trajectory: Trajectory, outputs: Sequence[ToolOutput]) -> bool:
         """Append the tool outputs as a context turn; ``False`` (finish ``budget``) if too long."""
-        ids = self.renderer.tool_turn(outputs, model_stopped=model_stopped)
+        ids = self.renderer.tool_turn(outputs, last_token=self._last_token(trajectory))
         results = [attrs.asdict(o) for o in outputs]
         return self._append_context(trajectory, "tool", ids, results)
 
-    def add_user_turn(self, trajectory: Trajectory, text: str, *, model_stopped: bool) -> bool:
+    def add_user_turn(self, trajectory: Trajectory, text: str) -> bool:
         """Append a user / environment message; ``False`` (finish ``budget``) if too long."""
-        ids = self.renderer.user_turn(text, model_stopped=model_stopped)
+        ids = self.renderer.user_turn(text, last_token=self._last_token(trajectory))
         return self._append_context(trajectory, "user", ids, [])
 
 
@@ -178,8 +181,7 @@ class ToolLoop(AgentLoop):
             if turn == ctx.config.max_turns - 1:
                 break
             outputs = await ctx.run_tools(parsed)
-            stopped = segment.finish_reason == "stop"
-            if not ctx.add_tool_turn(trajectory, outputs, model_stopped=stopped):
+            if not ctx.add_tool_turn(trajectory, outputs):
                 return trajectory
         trajectory.finish = "max_turns"
         return trajectory

@@ -137,7 +137,8 @@ class BatchingServer:
         self.calls += 1
         out = self.rollout.generate_sequences(batch)
         responses, valid = out["responses"], out["response_mask"].bool()
-        logprobs = out["rollout_log_probs"] if "rollout_log_probs" in out.keys() else None
+        has_lp = "rollout_log_probs" in out.tensor_keys
+        logprobs = out["rollout_log_probs"] if has_lp else None
         results = []
         for row, request in enumerate(requests):
             produced = responses[row][valid[row]].tolist()

@@ -67,35 +67,29 @@ def _json_type(hint: Any) -> dict[str, Any]:
 _PARAM_LINE = re.compile(r"^\s*[*]{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
 
 
+_SECTIONS = ("args:", "arguments:", "parameters:", "returns:", "raises:", "yields:", "example:")
+
+
 def _docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
     """(description, {parameter: description}) from a Google-style docstring."""
-    lines = inspect.cleandoc(doc).splitlines() if doc else []
     description: list[str] = []
     params: dict[str, str] = {}
-    in_args = False
+    section = ""
     current = None
-    for line in lines:
+    for line in inspect.cleandoc(doc).splitlines() if doc else []:
         stripped = line.strip()
-        if stripped.lower() in ("args:", "arguments:", "parameters:"):
-            in_args = True
+        if stripped.lower() in _SECTIONS and not line.startswith((" ", "\t")):
+            section = stripped.lower()
             continue
-        if in_args:
-            if stripped.endswith(":") and not line.startswith((" ", "\t")):
-                in_args = False  # the next section (Returns:, Raises:)
-                continue
+        if not section:
+            description.append(stripped)
+        elif section in _SECTIONS[:3]:
             match = _PARAM_LINE.match(line)
             if match:
                 current = match.group(1)
                 params[current] = match.group(2).strip()
             elif current and stripped:
                 params[current] += " " + stripped
-            continue
-        if stripped.lower() in ("returns:", "raises:", "yields:"):
-            in_args = None  # type: ignore[assignment]
-            continue
-        if in_args is None:
-            continue
-        description.append(stripped)
     return " ".join(" ".join(description).split()), params
 
 

@@ -9,10 +9,11 @@ Tool turns become tokens through a :class:`TurnRenderer`:
 
 - :class:`ChatTemplateRenderer`: the tokenizer's chat template decides the
   markers. A tool turn's ids are what the template adds after an assistant turn:
-  the assistant turn's closing tokens after its stop token (e.g. Qwen's ``\\n``
-  after ``<|im_end|>``), the tool messages and the next assistant header
-  (``<|im_start|>assistant\\n``), all context (mask 0). The stop token the model
-  generated itself (``<|im_end|>``) is the model's (mask 1).
+  the assistant turn's closing tokens after its end-of-turn token (e.g. Qwen's
+  ``\\n`` after ``<|im_end|>``), the tool messages and the next assistant header
+  (``<|im_start|>assistant\\n``), all context (mask 0). An end-of-turn token the
+  model generated itself is the model's (mask 1); when its turn stopped at the
+  call's end marker instead, the template's end-of-turn token opens the context.
 - :class:`PlainRenderer` (the documented rendering for tokenizers without a chat
   template): each result as ``<tool_response> CONTENT </tool_response>`` (the
   ``template`` is configurable), tokenized without special tokens.
@@ -137,14 +138,14 @@ class TurnRenderer(abc.ABC):
     """How tool outputs become the token ids of a context turn."""
 
     @abc.abstractmethod
-    def tool_turn(self, outputs: Sequence[ToolOutput], *, model_stopped: bool) -> list[int]:
+    def tool_turn(self, outputs: Sequence[ToolOutput], *, last_token: int | None) -> list[int]:
         """The ids that follow a model turn whose calls returned ``outputs``.
 
-        ``model_stopped``: whether the model's turn ended with a stop token (else
-        the renderer closes the turn itself).
+        ``last_token``: the model turn's last id (a renderer closes the turn itself
+        when the model did not end it with the template's end-of-turn token).
         """
 
-    def user_turn(self, text: str, *, model_stopped: bool) -> list[int]:
+    def user_turn(self, text: str, *, last_token: int | None) -> list[int]:
         """The ids of a user / environment message after a model turn (custom loops)."""
         raise HfsdkError(f"{type(self).__name__} does not render user turns")
 
@@ -157,12 +158,12 @@ class PlainRenderer(TurnRenderer):
     template: str = " <tool_response> {content} </tool_response>"
     user_template: str = " {content}"
 
-    def tool_turn(self, outputs: Sequence[ToolOutput], *, model_stopped: bool) -> list[int]:
+    def tool_turn(self, outputs: Sequence[ToolOutput], *, last_token: int | None) -> list[int]:
         """One rendered template per output, concatenated."""
         text = "".join(self.template.format(content=o.content, name=o.name) for o in outputs)
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def user_turn(self, text: str, *, model_stopped: bool) -> list[int]:
+    def user_turn(self, text: str, *, last_token: int | None) -> list[int]:
         """``user_template`` with the text."""
         rendered = self.user_template.format(content=text)
         return list(self.tokenizer.encode(rendered, add_special_tokens=False))
@@ -189,7 +190,7 @@ class ChatTemplateRenderer(TurnRenderer):
             ids = ids["input_ids"]
         return list(ids)
 
-    def _after_assistant(self, messages: list[dict[str, Any]], model_stopped: bool) -> list[int]:
+    def _after_assistant(self, messages: list[dict[str, Any]], last_token: int | None) -> list[int]:
         base = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
         head = self._render(base, False)
         full = self._render([*base, *messages], True)
@@ -205,14 +206,16 @@ class ChatTemplateRenderer(TurnRenderer):
                 "the chat template's assistant turn ends with none of the stop ids "
                 f"{list(self.stop_ids)}; set rollout.multi_turn.stop_token_ids to its end token"
             )
-        closing = head[stops[-1] + 1 :] if model_stopped else head[stops[-1] :]
+        end = stops[-1]
+        # The model's own end-of-turn token is its (trained); one it did not produce is context.
+        closing = head[end + 1 :] if last_token == head[end] else head[end:]
         return closing + full[len(head) :]
 
-    def tool_turn(self, outputs: Sequence[ToolOutput], *, model_stopped: bool) -> list[int]:
+    def tool_turn(self, outputs: Sequence[ToolOutput], *, last_token: int | None) -> list[int]:
         """The template's tool messages (``role: tool``) and the next assistant header."""
         messages = [{"role": "tool", "name": o.name, "content": o.content} for o in outputs]
-        return self._after_assistant(messages, model_stopped)
+        return self._after_assistant(messages, last_token)
 
-    def user_turn(self, text: str, *, model_stopped: bool) -> list[int]:
+    def user_turn(self, text: str, *, last_token: int | None) -> list[int]:
         """The template's user message and the next assistant header."""
-        return self._after_assistant([{"role": "user", "content": text}], model_stopped)
+        return self._after_assistant([{"role": "user", "content": text}], last_token)
