@@ -156,6 +156,8 @@ class Algorithm:
         self.config = context.config
         self.algo_config = context.config.algorithm
         self.metrics: dict[str, float] = {}
+        self.last_batch: Batch | None = None
+        """The last finished step's batch (``finish``), for ``trainer.rollout_dump``."""
         from hfsdk.core.maths.kl import build_kl_controller
 
         cfg = self.algo_config
@@ -402,6 +404,7 @@ class Algorithm:
             self.metrics["rollout/log_prob_diff_max"] = float(gap.max()) if gap.numel() else 0.0
             self.metrics["rollout/log_prob_diff_mean"] = float(gap.mean()) if gap.numel() else 0.0
         self.metrics["perf/tokens"] = float(batch["attention_mask"].sum())
+        self.last_batch = batch  # the step's samples, for trainer.rollout_dump
         metrics, self.metrics = self.metrics, {}
         return metrics
 

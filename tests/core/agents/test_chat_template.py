@@ -52,7 +52,17 @@ def test_markers_follow_the_template_and_only_model_tokens_train() -> None:
     # the model stopped at </tool_call>: the template's <|im_end|> opens the tool turn (context)
     tool = [
         T[w]
-        for w in ["<|im_end|>", "NL", "<|im_start|>", "tool", "7", "<|im_end|>", "NL", "<|im_start|>", "assistant"]
+        for w in [
+            "<|im_end|>",
+            "NL",
+            "<|im_start|>",
+            "tool",
+            "7",
+            "<|im_end|>",
+            "NL",
+            "<|im_start|>",
+            "assistant",
+        ]
     ]
     model2 = [T["7"], T["<|im_end|>"]]  # its own end-of-turn token is the model's
     expected = [*model1, *tool, *model2]
