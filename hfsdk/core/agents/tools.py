@@ -222,9 +222,9 @@ def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool
     if not isinstance(spec, str):
         raise ConfigError(f"tool entry {spec!r} is a {type(spec).__name__}; give a string")
     if ":" not in spec:
-        from hfsdk.core.plugin_manager import get_registry
+        import hfsdk  # the registry through the public surface (no import cycle)
 
-        entry = get_registry("tools")[spec]
+        entry = hfsdk.get_registry("tools")[spec]
         impl = entry.impl
         if isinstance(impl, Tool):
             return impl
