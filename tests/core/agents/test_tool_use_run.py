@@ -56,3 +56,21 @@ def test_resume_mid_run_is_exact(tmp_path: Path) -> None:
     tail = resumed[2:]
     for a, b in zip(whole[2:], tail, strict=True):
         assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
+
+
+def test_grpo_on_tool_use_learns_with_a_megatron_actor(tmp_path: Path) -> None:
+    rows = _train(
+        tmp_path / "run",
+        "trainer.total_steps=5",
+        "actor.backend=megatron",
+        "reference.backend=megatron",
+    )
+    assert _mean(rows[-2:], "reward/mean") > rows[0]["reward/mean"] + 0.2
+
+
+@pytest.mark.heavy
+def test_grpo_on_tool_use_learns_with_the_vllm_rollout(tmp_path: Path) -> None:
+    pytest.importorskip("vllm")
+    rows = _train(tmp_path / "run", "trainer.total_steps=5", "rollout.backend=vllm")
+    assert _mean(rows[-2:], "reward/mean") > rows[0]["reward/mean"] + 0.2
+    assert _mean(rows[-2:], "agent/tool_call_success") > rows[0]["agent/tool_call_success"]
