@@ -83,3 +83,20 @@ def test_markers_follow_the_template_and_only_model_tokens_train() -> None:
     full = list(full["input_ids"] if hasattr(full, "keys") else full)
     produced = [*TOK.encode(prompt, add_special_tokens=False), *expected]
     assert produced == full[: len(produced)]
+
+
+def test_tool_schemas_reach_the_prompt_through_the_template() -> None:
+    from hfsdk.core.agents.tools import load_tools
+    from hfsdk.core.data.prompt_dataset import prepare_row
+
+    template = (
+        "{% if tools %}<tools> {% for t in tools %}{{ t.function.name }} "
+        "{{ t.function.parameters.required | join(' ') }} {% endfor %}</tools> {% endif %}"
+        + TEMPLATE
+    )
+    tok = word_tokenizer([*WORDS, "<tools>", "</tools>", "add", "a", "b"], template=template)
+    schemas = [dict(t.schema) for t in load_tools(["add"]).values()]
+    row = prepare_row({"prompt": "q"}, 0, "prompt", tok, True, schemas)
+    assert row.row["rendered_prompt"].startswith("<tools> add a b </tools> <|im_start|> user q")
+    plain = prepare_row({"prompt": "q"}, 0, "prompt", tok, True)
+    assert plain.row["rendered_prompt"].startswith("<|im_start|> user q")
