@@ -203,19 +203,34 @@ def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool
     """A tool from a config entry.
 
     ``spec`` is a registered name (``hfsdk list tools``), ``module:fn``,
-    ``file.py:fn``, a function, or a mapping ``{"fn": <one of those>, "name": ...,
-    "schema": {...}}`` (an explicit schema, e.g. imported from verl's tool config).
+    ``file.py:fn``, a function, a mapping ``{"fn": <one of those>, "name": ...,
+    "schema": {...}}`` (an explicit schema), or a verl tool class
+    ``{"verl_class": "module:Class", "schema": {...}, "config": {...}}`` (what
+    ``hfsdk config import verl`` writes from verl's tool config).
     """
     if isinstance(spec, Tool):
         return spec
     if callable(spec):
         return Tool.from_function(spec)
+    if isinstance(spec, Mapping) and "verl_class" in spec:
+        from hfsdk.core.agents.verl_adapter import verl_tool
+
+        unknown = set(spec) - {"verl_class", "name", "schema", "config"}
+        if unknown or not spec.get("schema"):
+            raise ConfigError(
+                f"tool entry {dict(spec)!r}: a verl tool takes verl_class, schema (required), "
+                f"name, config; got {sorted(spec)}"
+            )
+        cls = _load_callable(str(spec["verl_class"]))
+        return verl_tool(
+            cls, schema=spec["schema"], config=spec.get("config"), name=spec.get("name")
+        )
     if isinstance(spec, Mapping):
         unknown = set(spec) - {"fn", "name", "schema"}
         if unknown or "fn" not in spec:
             raise ConfigError(
-                f"tool entry {dict(spec)!r}: expected keys fn (required), name, schema; "
-                f"got {sorted(spec)}"
+                f"tool entry {dict(spec)!r}: expected keys fn (required), name, schema "
+                f"(or verl_class, schema, config); got {sorted(spec)}"
             )
         base = load_tool(spec["fn"])
         return Tool.from_function(base.fn, name=spec.get("name"), schema=spec.get("schema"))
