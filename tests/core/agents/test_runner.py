@@ -75,13 +75,17 @@ def test_masks_and_ids_exact_on_a_tool_trajectory() -> None:
 
 
 def test_score_lands_on_the_last_model_token() -> None:
-    from hfsdk.core.algorithm import Algorithm
+    from hfsdk.core.batch import Batch
+    from hfsdk.testing import FakeRun
 
-    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0, 1.0, 0.0]])
-    positions = torch.arange(mask.shape[-1]).expand_as(mask)
-    last = torch.where(mask.bool(), positions, torch.zeros_like(positions)).max(dim=-1).values
-    assert last.tolist() == [4]
-    assert "mask.bool(), positions" in __import__("inspect").getsource(Algorithm.score)
+    run = FakeRun.for_algorithm("grpo", rewards=[1.0, 0.5])
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]])
+    batch = Batch.from_dict(
+        tensors={"response_mask": mask}, non_tensors={"response_text": ["sampled"] * 2}
+    )
+    scores = run.algorithm.score(batch, "reward")
+    # row 0: the tool tokens (2, 3) are a hole; the score goes on its last model token (4)
+    assert scores.tolist() == [[0, 0, 0, 0, 1.0, 0], [0, 0, 0.5, 0, 0, 0]]
 
 
 def test_token_ids_are_kept_where_decode_then_encode_differs() -> None:
@@ -156,3 +160,31 @@ def test_budget_and_max_turns_end_trajectories() -> None:
     out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 ="]))
     assert out["agent_trajectory"][0]["finish"] == "budget"
     assert out["response_mask"][0].sum() == len(ids(call_text(3, 4)))
+
+
+def test_advantages_and_kl_are_zero_on_tool_tokens() -> None:
+    from hfsdk.core.maths.kl import token_kl
+    from hfsdk.testing import FakeRun
+
+    rollout = rollout_for(
+        TOKENIZER, calculator_script, tools=["add"], renderer="plain", max_response_tokens=32
+    )
+    out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 =", "1 + 1 ="]))
+    out["uid"] = [0, 0]
+    run = FakeRun.for_algorithm("grpo", rewards=[1.0, 0.0])
+    out["token_level_scores"] = run.algorithm.score(out, "reward")
+    out["token_level_rewards"] = out["token_level_scores"]
+    run.algorithm.estimate_advantages(out)
+    mask = out["response_mask"].bool()
+    present = out["attention_mask"][:, -32:].bool()
+    tool_tokens = present & ~mask
+    assert tool_tokens.sum() == 6  # three per trajectory
+    assert out["advantages"][tool_tokens].abs().max() == 0
+    assert (out["advantages"][mask] != 0).all()  # one right, one wrong: both carry signal
+    kl = token_kl(
+        out["rollout_log_probs"],
+        torch.zeros_like(out["rollout_log_probs"]),
+        out["response_mask"],
+        "k1",
+    )
+    assert kl[tool_tokens].abs().max() == 0 and kl[mask].abs().min() > 0
