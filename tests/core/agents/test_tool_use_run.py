@@ -74,3 +74,28 @@ def test_grpo_on_tool_use_learns_with_the_vllm_rollout(tmp_path: Path) -> None:
     rows = _train(tmp_path / "run", "trainer.total_steps=5", "rollout.backend=vllm")
     assert _mean(rows[-2:], "reward/mean") > rows[0]["reward/mean"] + 0.2
     assert _mean(rows[-2:], "agent/tool_call_success") > rows[0]["agent/tool_call_success"]
+
+
+def test_the_cli_task_flag_runs_tool_use_with_validation(tmp_path: Path, capsys) -> None:
+    from hfsdk.core.cli.main import main
+
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as info:
+        main(
+            [
+                "run",
+                "--algo",
+                "grpo",
+                "--task",
+                "tool_use",
+                "--run-dir",
+                str(run_dir),
+                "--quiet",
+                "trainer.total_steps=2",
+                "trainer.val_every=2",
+            ]
+        )
+    assert int(info.value.code or 0) == 0, capsys.readouterr().err
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["agent/turns_mean"] >= 1.0
+    assert any(k.startswith("val/") for k in rows[-1]), sorted(rows[-1])
