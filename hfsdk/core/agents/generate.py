@@ -43,7 +43,6 @@ class AgentRollout:
 
     def __init__(self, rollout: RolloutBackend, config: MultiTurnConfig) -> None:
         from hfsdk.core.agents.parsers import CALL_END_MARKERS
-        from hfsdk.core.agents.requests import request_generator
         from hfsdk.core.agents.tools import load_tools
         from hfsdk.core.agents.trajectory import ChatTemplateRenderer, PlainRenderer
         from hfsdk.core.plugin_manager import get_registry
@@ -81,8 +80,7 @@ class AgentRollout:
             self.renderer = PlainRenderer(tokenizer)
         loop_entry = get_registry("agent_loops")[config.loop_name]
         self.loop = loop_entry.impl(**config.loop_args)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        self.generate_request = request_generator(rollout, pad_id=pad, eos_ids=self.eos_ids)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     @classmethod
     def for_rollout(cls, rollout: RolloutBackend, config: MultiTurnConfig) -> AgentRollout:
@@ -120,8 +118,11 @@ class AgentRollout:
             rows["input_ids"].shape[1],
             getattr(rollout_config, "max_prompt_length", None),
         )
+        from hfsdk.core.agents.requests import request_server
+
+        server = request_server(self.rollout, pad_id=self.pad_id, eos_ids=self.eos_ids)
         ctx = AgentContext(
-            generate=self.generate_request,
+            generate=server.generate,
             tokenizer=self.tokenizer,
             tools=self.tools,
             parser=self.parser,
@@ -138,7 +139,13 @@ class AgentRollout:
         seeds = [base + i * self.config.max_turns for i in range(len(tokens))]
         trajectories = run_coroutine(
             run_agents(
-                self.loop, ctx, tokens, columns, seeds, max_concurrent=self.config.max_concurrent
+                self.loop,
+                ctx,
+                tokens,
+                columns,
+                seeds,
+                max_concurrent=self.config.max_concurrent,
+                server=server,
             )
         )
         dp = self.rollout.actor.dp

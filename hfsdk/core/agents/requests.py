@@ -4,8 +4,8 @@
 request types (their final home is ``hfsdk.core.rollout_contract``; this module
 re-exports them there once both halves of the feature are merged). Until a rollout
 backend implements ``generate_request`` itself, :class:`BatchingServer` serves
-requests with its ``generate_sequences``: every request waiting at the same moment
-goes into one left-padded batch, so a turn-synchronous loop costs one call per turn.
+requests with its ``generate_sequences`` turn by turn: the requests of every live
+trajectory go into one left-padded batch, one call per turn.
 """
 
 from __future__ import annotations
@@ -69,13 +69,34 @@ def cut_at_stop(
     )
 
 
-class BatchingServer:
-    """Serves :class:`GenerationRequest` s with a rollout's ``generate_sequences``.
+class RequestServer:
+    """Serves one rollout call's requests; told when each trajectory starts and ends."""
 
-    Requests that are waiting together (every trajectory whose tool has returned)
-    go into one batch; the rollout's own sampling settings apply (its temperature,
-    top-p and ``max_response_length``), and its output is cut at each request's stop
-    ids and ``max_new_tokens``. Tokens past the cut are dropped, never trained on.
+    def __init__(self, generate: Generate) -> None:
+        self._generate = generate
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """The result of ``request``."""
+        return await self._generate(request)
+
+    def trajectory_started(self) -> None:
+        """A trajectory began (it will send requests until :meth:`trajectory_finished`)."""
+
+    def trajectory_finished(self) -> None:
+        """A trajectory ended (it sends no more requests)."""
+
+
+class BatchingServer(RequestServer):
+    """Serves :class:`GenerationRequest` s with a rollout's ``generate_sequences``, turn by turn.
+
+    A batch closes when every live trajectory is waiting for its next turn, so its
+    rows do not depend on how fast each tool returned: the same requests make the
+    same batches on every run and on every rank of a collective rollout (a
+    tensor-parallel actor's ranks decode together). A slow tool holds up the turn;
+    a rollout that implements ``generate_request`` serves requests one by one
+    instead. The rollout's own sampling settings apply (its temperature, top-p,
+    ``max_response_length``); its output is cut at each request's stop ids and
+    ``max_new_tokens``, and tokens past the cut are dropped, never trained on.
     ``eos_ids`` always stop.
     """
 
@@ -84,39 +105,55 @@ class BatchingServer:
         self.pad_id = pad_id
         self.eos_ids = tuple(eos_ids)
         self.calls = 0
+        self._live = 0
+        self._busy = False
         self._waiting: list[tuple[GenerationRequest, asyncio.Future[GenerationResult]]] = []
-        self._flush: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def trajectory_started(self) -> None:
+        """One more trajectory takes part in the turns."""
+        self._live += 1
+
+    def trajectory_finished(self) -> None:
+        """A trajectory left: the others may no longer wait for it."""
+        self._live -= 1
+        self._poke()
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
-        """The result of ``request`` (batched with whatever else is waiting)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[GenerationResult] = loop.create_future()
+        """The result of ``request`` (batched with every other live trajectory's)."""
+        future: asyncio.Future[GenerationResult] = asyncio.get_running_loop().create_future()
         self._waiting.append((request, future))
-        if self._flush is None or self._flush.done():
-            self._flush = loop.create_task(self._serve())
+        self._poke()
         return await future
 
+    def _poke(self) -> None:
+        if self._busy or not self._waiting or len(self._waiting) < self._live:
+            return
+        self._busy = True
+        task = asyncio.get_running_loop().create_task(self._serve())
+        self._tasks.add(task)  # keep a reference until it is done
+        task.add_done_callback(self._tasks.discard)
+
     async def _serve(self) -> None:
-        # Let every runnable trajectory reach its next request before the batch closes.
-        for _ in range(8):
-            await asyncio.sleep(0)
         waiting, self._waiting = self._waiting, []
         groups: dict[bool, list[tuple[GenerationRequest, asyncio.Future[Any]]]] = {}
         for request, future in waiting:
             groups.setdefault(request.greedy, []).append((request, future))
-        for greedy, group in groups.items():
-            try:
-                results = await asyncio.to_thread(self._run, [r for r, _ in group], greedy)
-            except Exception as err:
-                for _, future in group:
+        try:
+            for greedy, group in groups.items():
+                try:
+                    results = await asyncio.to_thread(self._run, [r for r, _ in group], greedy)
+                except Exception as err:
+                    for _, future in group:
+                        if not future.done():
+                            future.set_exception(err)
+                    continue
+                for (_, future), result in zip(group, results, strict=True):
                     if not future.done():
-                        future.set_exception(err)
-                continue
-            for (_, future), result in zip(group, results, strict=True):
-                if not future.done():
-                    future.set_result(result)
-        if self._waiting:  # arrived while generating
-            self._flush = asyncio.get_running_loop().create_task(self._serve())
+                        future.set_result(result)
+        finally:
+            self._busy = False
+        self._poke()
 
     def _run(self, requests: list[GenerationRequest], greedy: bool) -> list[GenerationResult]:
         import torch
@@ -149,16 +186,16 @@ class BatchingServer:
         return results
 
 
-def request_generator(
+def request_server(
     rollout: RolloutBackend, *, pad_id: int, eos_ids: tuple[int, ...]
-) -> Generate:
-    """The one place the agent runner gets its ``generate(request)`` from a rollout.
+) -> RequestServer:
+    """The one place the agent runner gets its requests served from a rollout (per call).
 
     A rollout whose class implements ``generate_request`` (the rollout contract's
-    request-level method) serves requests itself; otherwise a :class:`BatchingServer`
-    batches them through ``generate_sequences``.
+    request-level method) serves requests itself, many in flight; otherwise a
+    :class:`BatchingServer` batches them turn by turn through ``generate_sequences``.
     """
     method = getattr(type(rollout), "generate_request", None)
     if method is not None:
-        return rollout.generate_request  # type: ignore[attr-defined,no-any-return]
-    return BatchingServer(rollout, pad_id=pad_id, eos_ids=eos_ids).generate
+        return RequestServer(rollout.generate_request)  # type: ignore[attr-defined]
+    return BatchingServer(rollout, pad_id=pad_id, eos_ids=eos_ids)

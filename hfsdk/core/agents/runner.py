@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from hfsdk.core.agents.config import MultiTurnConfig
 from hfsdk.core.agents.loops import AgentContext, AgentLoop
+from hfsdk.core.agents.requests import RequestServer
 from hfsdk.core.agents.trajectory import Trajectory
 
 if TYPE_CHECKING:
@@ -54,13 +55,24 @@ async def run_agents(
     seeds: Sequence[int],
     *,
     max_concurrent: int,
+    server: RequestServer | None = None,
 ) -> list[Trajectory]:
-    """One trajectory per prompt, at most ``max_concurrent`` in flight, in prompt order."""
+    """One trajectory per prompt, at most ``max_concurrent`` in flight, in prompt order.
+
+    ``server`` (the one behind ``ctx.generate``) is told when each trajectory starts
+    and ends, so a turn-by-turn server knows whom to wait for.
+    """
     gate = asyncio.Semaphore(max_concurrent)
 
     async def one(index: int) -> Trajectory:
         async with gate:
-            return await loop.run(prompts[index], rows[index], ctx, seed=seeds[index])
+            if server is not None:
+                server.trajectory_started()
+            try:
+                return await loop.run(prompts[index], rows[index], ctx, seed=seeds[index])
+            finally:
+                if server is not None:
+                    server.trajectory_finished()
 
     return list(await asyncio.gather(*(one(i) for i in range(len(prompts)))))
 
