@@ -99,3 +99,22 @@ def test_the_cli_task_flag_runs_tool_use_with_validation(tmp_path: Path, capsys)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["agent/turns_mean"] >= 1.0
     assert any(k.startswith("val/") for k in rows[-1]), sorted(rows[-1])
+
+
+@pytest.mark.heavy
+@pytest.mark.distributed
+def test_tool_use_with_a_tp2_megatron_actor_matches_one_rank(tmp_path: Path) -> None:
+    """Both tensor-parallel ranks run the loop; the turn-by-turn batches keep them in step."""
+    args = ("trainer.total_steps=3", "actor.backend=megatron", "reference.backend=megatron")
+    one = _train(tmp_path / "one", *args)
+    two = _train(
+        tmp_path / "two",
+        *args,
+        "actor.parallel.tp=2",
+        "reference.parallel.tp=2",
+        "placement.pools.global.devices=2",
+    )
+    keys = ("reward/mean", "agent/turns_mean", "agent/tool_calls_per_trajectory")
+    for a, b in zip(one, two, strict=True):
+        assert {k: a[k] for k in keys} == pytest.approx({k: b[k] for k in keys}, abs=0.05)
+    assert two[-1]["reward/mean"] > two[0]["reward/mean"]
