@@ -191,11 +191,16 @@ def request_server(
 ) -> RequestServer:
     """The one place the agent runner gets its requests served from a rollout (per call).
 
-    A rollout whose class implements ``generate_request`` (the rollout contract's
-    request-level method) serves requests itself, many in flight; otherwise a
-    :class:`BatchingServer` batches them turn by turn through ``generate_sequences``.
+    A rollout whose class overrides ``generate_request`` (the rollout contract's
+    request-level method) serves requests itself, many in flight. Otherwise — and
+    for a collective rollout, whose ranks must decode the same rows together — a
+    :class:`BatchingServer` batches them turn by turn through ``generate_sequences``
+    (the contract's one-row default would cost a call per request).
     """
+    from hfsdk.core.rollout_contract import RolloutBackend
+
     method = getattr(type(rollout), "generate_request", None)
-    if method is not None:
+    default = getattr(RolloutBackend, "generate_request", None)
+    if method is not None and method is not default and not rollout.collective:
         return RequestServer(rollout.generate_request)  # type: ignore[attr-defined]
     return BatchingServer(rollout, pad_id=pad_id, eos_ids=eos_ids)

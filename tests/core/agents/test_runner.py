@@ -10,7 +10,7 @@ from hfsdk.core.agents.generate import generate_rollout
 from hfsdk.core.agents.tool_use.build import ToolUseSpec, train_tokenizer
 from hfsdk.core.agents.tool_use.task import call_text, tool_use_reward
 
-from .fakes import prompt_batch, rollout_for, word_tokenizer
+from .fakes import ScriptedRollout, prompt_batch, rollout_for, word_tokenizer
 
 TOKENIZER = train_tokenizer(ToolUseSpec())
 
@@ -188,3 +188,38 @@ def test_advantages_and_kl_are_zero_on_tool_tokens() -> None:
         "k1",
     )
     assert kl[tool_tokens].abs().max() == 0 and kl[mask].abs().min() > 0
+
+
+def test_a_rollout_with_request_level_generation_serves_requests_itself() -> None:
+    import asyncio
+
+    from hfsdk.core.agents.requests import cut_at_stop
+
+    class RequestRollout(ScriptedRollout):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.seen: list = []
+
+        async def generate_request(self, request):
+            self.seen.append(request)
+            await asyncio.sleep(0)
+            ids = calculator_script(list(request.prompt_ids))
+            stops = set(request.stop_token_ids)
+            return cut_at_stop(ids, [-0.5] * len(ids), stops, request.max_new_tokens)
+
+    base = rollout_for(
+        TOKENIZER, calculator_script, tools=["add"], renderer="plain", max_response_tokens=32
+    )
+    rollout = RequestRollout(base.config, base.actor, calculator_script)
+    out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 =", "1 + 1 ="]))
+    assert rollout.calls == 0  # generate_sequences never called
+    assert len(rollout.seen) == 4  # two turns of two trajectories
+    first = rollout.seen[0]
+    assert first.stop_token_ids and TOKENIZER.convert_tokens_to_ids("</tool_call>") in (
+        first.stop_token_ids
+    )
+    assert first.max_new_tokens == 32 and not first.greedy
+    assert list(out["agent_turns"]) == [2, 2]
+    # the backend stopped at </tool_call>: nothing after the call is in the trajectory
+    assert rollout.seen[2].prompt_ids[-3:] == tuple(ids("<tool_response> 7 </tool_response>"))
+    assert out["rollout_log_probs"][0][out["response_mask"][0].bool()].eq(-0.5).all()
