@@ -128,8 +128,9 @@ def hfsdk_register_rollout_backends(register: Register) -> None:
     (``cls.build``); ``actor`` is the training backend's :class:`hfsdk.ActorSource`
     (HF-named weights one at a time, optionally its own module or its
     3D-HybridEngine generation shards), never a backend-specific engine. The
-    worker calls ``generate_sequences(prompts)`` on every actor rank when
-    ``collective`` is true (else on the collecting ranks only),
+    worker calls ``generate_sequences(prompts)`` (through ``hfsdk.generate_rollout``,
+    which runs the agent loop instead when ``rollout.multi_turn`` is set) on every
+    actor rank when ``collective`` is true (else on the collecting ranks only),
     ``update_weights(actor)`` after every update and checkpoint load, and
     ``close()`` at the end. See ``hfsdk/core/rollout_contract.py`` and
     docs/plugin_hooks.md (a worked example).
