@@ -2,7 +2,7 @@
 
 Workers call :func:`generate_rollout` (``hfsdk.generate_rollout``) where they used to
 call ``rollout.generate_sequences``; it goes through the rollout contract only, so
-every training backend (fsdp, megatron) and every rollout backend works with it.
+every training backend and every rollout backend works with it.
 """
 
 from __future__ import annotations

@@ -197,10 +197,10 @@ def request_server(
     :class:`BatchingServer` batches them turn by turn through ``generate_sequences``
     (the contract's one-row default would cost a call per request).
     """
-    from hfsdk.core.rollout_contract import RolloutBackend
+    import hfsdk  # the contract's base class through the public surface (no import cycle)
 
     method = getattr(type(rollout), "generate_request", None)
-    default = getattr(RolloutBackend, "generate_request", None)
+    default = getattr(hfsdk.RolloutBackend, "generate_request", None)
     if method is not None and method is not default and not rollout.collective:
         return RequestServer(rollout.generate_request)  # type: ignore[attr-defined]
     return BatchingServer(rollout, pad_id=pad_id, eos_ids=eos_ids)

@@ -213,7 +213,7 @@ def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool
     if callable(spec):
         return Tool.from_function(spec)
     if isinstance(spec, Mapping) and "verl_class" in spec:
-        from hfsdk.core.agents.verl_adapter import verl_tool
+        from hfsdk.core.agents.verl_adapter import verl_tool_function
 
         unknown = set(spec) - {"verl_class", "name", "schema", "config"}
         if unknown or not spec.get("schema"):
@@ -222,9 +222,9 @@ def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool
                 f"name, config; got {sorted(spec)}"
             )
         cls = _load_callable(str(spec["verl_class"]))
-        return verl_tool(
-            cls, schema=spec["schema"], config=spec.get("config"), name=spec.get("name")
-        )
+        name = spec.get("name")
+        fn = verl_tool_function(cls, schema=spec["schema"], config=spec.get("config"), name=name)
+        return Tool.from_function(fn, name=name, schema=spec["schema"])
     if isinstance(spec, Mapping):
         unknown = set(spec) - {"fn", "name", "schema"}
         if unknown or "fn" not in spec:

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from hfsdk.core.agents.tools import Tool
 from hfsdk.core.errors import ConfigError
 
 
@@ -35,10 +34,10 @@ def _text(result: Any) -> Any:
     return text if isinstance(text, str) else value
 
 
-def verl_tool(
+def verl_tool_function(
     cls: type, *, schema: Mapping[str, Any], config: Mapping[str, Any] | None, name: str | None
-) -> Tool:
-    """An hfsdk tool that calls an instance of the verl tool class ``cls``."""
+) -> Callable[..., Awaitable[Any]]:
+    """An async function that calls an instance of the verl tool class ``cls`` (built once)."""
     for method in ("execute",):
         if not inspect.iscoroutinefunction(getattr(cls, method, None)):
             raise ConfigError(
@@ -60,4 +59,4 @@ def verl_tool(
 
     call.__name__ = name or cls.__name__
     call.__doc__ = cls.__doc__
-    return Tool.from_function(call, name=name, schema=schema)
+    return call

@@ -12,7 +12,7 @@ distribution (soft labels, like the default task's):
   then ``</s>``.
 
 So calls are well-formed some of the time and right some of the time: a short
-GRPO run raises both the reward and the tool-call success.
+RL run raises both the reward and the tool-call success.
 """
 
 from __future__ import annotations
