@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import click
 
-from hfsdk.core.cli.options import run_config_options
+from hfsdk.core.cli.options import run_config_options, task_base, task_option
 
 
 @click.command()
 @run_config_options
 @click.option("--run-dir", default=None, help="Run directory (default runs/<algo>-<timestamp>).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-@click.option(
-    "--task",
-    type=click.Choice(["default", "tool_use"]),
-    default="default",
-    help="Built-in task when the config names no data: default (addition) or tool_use "
-    "(multi-turn addition with a calculator tool, docs/agents.md).",
-)
+@task_option
 @click.option(
     "--ray-address",
     default=None,
@@ -38,12 +32,7 @@ def run(
 
     if ray_address:
         overrides = (*overrides, f"trainer.ray_address={ray_address}")
-    base = None
-    if task == "tool_use":
-        from hfsdk.core.agents.tool_use.build import ensure_tool_use_assets, tool_use_preset
-
-        base = tool_use_preset(ensure_tool_use_assets())
-    cfg = load_run_config(algo, config_file, overrides, base=base)
+    cfg = load_run_config(algo, config_file, overrides, base=task_base(task))
     trainer = Trainer(cfg, run_dir, quiet=quiet)
     metrics = trainer.fit()
     if not metrics:
