@@ -63,7 +63,8 @@ class AgentRollout:
         stops = {*self.eos_ids, *config.stop_token_ids}
         if end:
             end_ids = tokenizer.encode(end, add_special_tokens=False)
-            if len(end_ids) == 1:  # a one-token call end: the turn stops right after the call
+            # A one-token call end stops the turn right after the call (not an unknown token).
+            if len(end_ids) == 1 and tokenizer.decode(end_ids).strip() == end:
                 stops.add(int(end_ids[0]))
         self.stop_ids = tuple(sorted(stops))
         renderer = config.renderer

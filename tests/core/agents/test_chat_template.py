@@ -100,3 +100,34 @@ def test_tool_schemas_reach_the_prompt_through_the_template() -> None:
     assert row.row["rendered_prompt"].startswith("<tools> add a b </tools> <|im_start|> user q")
     plain = prepare_row({"prompt": "q"}, 0, "prompt", tok, True)
     assert plain.row["rendered_prompt"].startswith("<|im_start|> user q")
+
+
+def test_a_turn_ended_by_the_models_own_end_token_keeps_it_trained() -> None:
+    call = '<function=add>{"a":3,"b":4}</function>'
+    tok = word_tokenizer([*WORDS, call], template=TEMPLATE)
+    ids = {w: tok.convert_tokens_to_ids(w) for w in [*WORDS, call]}
+
+    def own_end(context: list[int]) -> list[int]:
+        if ids["tool"] in context:
+            return [ids["7"], ids["<|im_end|>"]]
+        return [ids[call], ids["<|im_end|>"], ids["x"]]
+
+    rollout = rollout_for(
+        tok,
+        own_end,
+        tools=["add"],
+        renderer="chat_template",
+        parser="llama_function",
+        stop_token_ids=(ids["<|im_end|>"],),
+        max_response_tokens=24,
+    )
+    prompt = "<|im_start|> user q <|im_end|> NL <|im_start|> assistant"
+    out = generate_rollout(rollout, prompt_batch(tok, [prompt]))
+    model1 = [ids[call], ids["<|im_end|>"]]  # "</function>" is no token: <|im_end|> stops
+    tool = [ids[w] for w in ["NL", "<|im_start|>", "tool", "7", "<|im_end|>", "NL", "<|im_start|>", "assistant"]]
+    model2 = [ids["7"], ids["<|im_end|>"]]
+    expected = [*model1, *tool, *model2]
+    assert out["responses"][0, : len(expected)].tolist() == expected
+    mask = [1] * len(model1) + [0] * len(tool) + [1] * len(model2)
+    assert out["response_mask"][0, : len(expected)].tolist() == mask
+    assert out["agent_trajectory"][0]["segments"][1]["tool_results"][0]["content"] == "7"
