@@ -124,7 +124,19 @@ def test_a_turn_ended_by_the_models_own_end_token_keeps_it_trained() -> None:
     prompt = "<|im_start|> user q <|im_end|> NL <|im_start|> assistant"
     out = generate_rollout(rollout, prompt_batch(tok, [prompt]))
     model1 = [ids[call], ids["<|im_end|>"]]  # "</function>" is no token: <|im_end|> stops
-    tool = [ids[w] for w in ["NL", "<|im_start|>", "tool", "7", "<|im_end|>", "NL", "<|im_start|>", "assistant"]]
+    tool = [
+        ids[w]
+        for w in [
+            "NL",
+            "<|im_start|>",
+            "tool",
+            "7",
+            "<|im_end|>",
+            "NL",
+            "<|im_start|>",
+            "assistant",
+        ]
+    ]
     model2 = [ids["7"], ids["<|im_end|>"]]
     expected = [*model1, *tool, *model2]
     assert out["responses"][0, : len(expected)].tolist() == expected
