@@ -80,4 +80,5 @@ def test_hfsdk_run_uses_the_plugin_tool_and_loop(tmp_path: Path) -> None:
         results = [x for s in record["trajectory"]["segments"] for x in s["tool_results"]]
         assert [x["content"] for x in results] == extra["tool_answers"]
         # slow_add answered: its 5 ms wait shows in every successful call's latency
-        assert all(x["seconds"] >= 0.005 for x in results if x["ok"])
+        # (timer rounding may wake the 5 ms wait a hair early)
+        assert all(x["seconds"] >= 0.004 for x in results if x["ok"])
