@@ -118,12 +118,10 @@ def test_failures_become_error_outputs() -> None:
         "exception",
         "Error: boom raised ValueError: bad x 3",
     )
-    started = time.perf_counter()
     out = _call(tools, "hang", {}, timeout=0.2)
     assert (out.ok, out.error) == (False, "timeout")
     out = _call(tools, "slow_async", {}, timeout=0.2)
     assert (out.ok, out.error) == (False, "timeout")
-    assert time.perf_counter() - started < 20  # neither waited for its 30 s
     out = _call(tools, "huge", {}, chars=100)
     assert (out.ok, out.error, len(out.content)) == (False, "too_long", 100 + len(" [truncated]"))
     assert _call(tools, "junk", {}).error == "bad_output"
