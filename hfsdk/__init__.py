@@ -21,6 +21,12 @@ hookimpl = pluggy.HookimplMarker("hfsdk")
 """Marker for hook implementations in plugins: ``@hfsdk.hookimpl``."""
 
 if TYPE_CHECKING:
+    from hfsdk.core.agents.config import MultiTurnConfig
+    from hfsdk.core.agents.generate import generate_rollout
+    from hfsdk.core.agents.loops import AgentContext, AgentLoop
+    from hfsdk.core.agents.parsers import ParsedTurn, ToolCall
+    from hfsdk.core.agents.tools import Tool, ToolError
+    from hfsdk.core.agents.trajectory import Segment, Trajectory
     from hfsdk.core.algorithm import (
         Algorithm,
         AlgorithmConfig,
@@ -140,6 +146,16 @@ _LAZY = {
     "RolloutConfig": "hfsdk.core.role_config",
     # the rollout contract
     "RolloutBackend": "hfsdk.core.rollout_contract",
+    "generate_rollout": "hfsdk.core.agents.generate",
+    "AgentLoop": "hfsdk.core.agents.loops",
+    "AgentContext": "hfsdk.core.agents.loops",
+    "Tool": "hfsdk.core.agents.tools",
+    "ToolError": "hfsdk.core.agents.tools",
+    "ParsedTurn": "hfsdk.core.agents.parsers",
+    "ToolCall": "hfsdk.core.agents.parsers",
+    "Trajectory": "hfsdk.core.agents.trajectory",
+    "Segment": "hfsdk.core.agents.trajectory",
+    "MultiTurnConfig": "hfsdk.core.agents.config",
     "ActorSource": "hfsdk.core.rollout_contract",
     "DataParallelInfo": "hfsdk.core.rollout_contract",
     "GenerationShards": "hfsdk.core.rollout_contract",

@@ -156,6 +156,8 @@ class Algorithm:
         self.config = context.config
         self.algo_config = context.config.algorithm
         self.metrics: dict[str, float] = {}
+        self.last_batch: Batch | None = None
+        """The last finished step's batch (``finish``), for ``trainer.rollout_dump``."""
         from hfsdk.core.maths.kl import build_kl_controller
 
         cfg = self.algo_config
@@ -330,7 +332,10 @@ class Algorithm:
         self.record(metrics, f"{signal}/")
         mask = batch["response_mask"]
         token_scores = torch.zeros(mask.shape, dtype=torch.float32)
-        last = (mask.sum(dim=-1).long() - 1).clamp(min=0)
+        # The last token the mask keeps (a multi-turn loss mask has holes where tools spoke).
+        width = mask.shape[-1]
+        positions = torch.arange(width).expand_as(mask)
+        last = torch.where(mask.bool(), positions, torch.zeros_like(positions)).max(dim=-1).values
         token_scores[torch.arange(mask.shape[0]), last] = scores.to(torch.float32)
         self.metrics[f"{signal}/mean"] = float(scores.float().mean())
         return token_scores
@@ -399,6 +404,7 @@ class Algorithm:
             self.metrics["rollout/log_prob_diff_max"] = float(gap.max()) if gap.numel() else 0.0
             self.metrics["rollout/log_prob_diff_mean"] = float(gap.mean()) if gap.numel() else 0.0
         self.metrics["perf/tokens"] = float(batch["attention_mask"].sum())
+        self.last_batch = batch  # the step's samples, for trainer.rollout_dump
         metrics, self.metrics = self.metrics, {}
         return metrics
 

@@ -30,6 +30,9 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "training_backends": "hfsdk_register_training_backends",
         "transfer_protocols": "hfsdk_register_transfer_protocols",
         "clusters": "hfsdk_register_clusters",
+        "tools": "hfsdk_register_tools",
+        "agent_loops": "hfsdk_register_agent_loops",
+        "tool_parsers": "hfsdk_register_tool_parsers",
     }
 )
 """Registry kind -> the hook that fills it."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import attrs
 
+from hfsdk.core.agents.config import MultiTurnConfig
 from hfsdk.core.config.help import help_field
 
 
@@ -33,4 +34,8 @@ class RolloutConfig:
         "Rollout backend (hfsdk list rollout-backends); null: the one an installed plugin "
         "declares default.",
         default=None,
+    )
+    multi_turn: MultiTurnConfig = help_field(
+        "Multi-turn rollouts with tools (docs/agents.md); off unless tools or agent_loop is set.",
+        factory=MultiTurnConfig,
     )

@@ -89,6 +89,34 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 
 
 @hookspec
+def hfsdk_register_tools(register: Register) -> None:
+    """Register tools agent loops may call: ``register(name, fn, schema=None)``.
+
+    ``fn`` is a plain sync or ``async`` function (or an :class:`hfsdk.Tool`); its
+    OpenAI-style schema comes from its type hints and docstring unless ``schema=``
+    gives one. Configs name it in ``rollout.multi_turn.tools``. See docs/agents.md.
+    """
+
+
+@hookspec
+def hfsdk_register_agent_loops(register: Register) -> None:
+    """Register agent loops: ``register(name, cls)``, ``cls`` an :class:`hfsdk.AgentLoop`.
+
+    One async ``run(prompt_ids, row, ctx, *, seed)`` per trajectory; chosen with
+    ``rollout.multi_turn.agent_loop``. See docs/agents.md.
+    """
+
+
+@hookspec
+def hfsdk_register_tool_parsers(register: Register) -> None:
+    """Register tool-call parsers: ``register(name, fn, end_marker=None)``.
+
+    ``fn(text) -> hfsdk.ParsedTurn``; ``end_marker`` is the text closing a call (a
+    one-token marker ends the model's turn). Chosen with ``rollout.multi_turn.parser``.
+    """
+
+
+@hookspec
 def hfsdk_register_rollout_backends(register: Register) -> None:
     """Register rollout (generation) backends: ``register(name, cls, config_cls=...)``.
 
@@ -100,8 +128,9 @@ def hfsdk_register_rollout_backends(register: Register) -> None:
     (``cls.build``); ``actor`` is the training backend's :class:`hfsdk.ActorSource`
     (HF-named weights one at a time, optionally its own module or its
     3D-HybridEngine generation shards), never a backend-specific engine. The
-    worker calls ``generate_sequences(prompts)`` on every actor rank when
-    ``collective`` is true (else on the collecting ranks only),
+    worker calls ``generate_sequences(prompts)`` (through ``hfsdk.generate_rollout``,
+    which runs the agent loop instead when ``rollout.multi_turn`` is set) on every
+    actor rank when ``collective`` is true (else on the collecting ranks only),
     ``update_weights(actor)`` after every update and checkpoint load, and
     ``close()`` at the end. See ``hfsdk/core/rollout_contract.py`` and
     docs/plugin_hooks.md (a worked example).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hfsdk.core.cli.options import run_config_options
+from hfsdk.core.cli.options import run_config_options, task_base, task_option
 
 
 @click.group()
@@ -14,18 +14,23 @@ def config() -> None:
 
 @config.command()
 @run_config_options
+@task_option
 @click.option(
     "--explain",
     is_flag=True,
     help="Print every key with its value and what it means (unit, default, reference).",
 )
 def show(
-    algo: str | None, config_file: str | None, overrides: tuple[str, ...], explain: bool
+    algo: str | None,
+    config_file: str | None,
+    overrides: tuple[str, ...],
+    task: str,
+    explain: bool,
 ) -> None:
-    """Print the resolved config (defaults + file + overrides) as YAML."""
+    """Print the resolved config (defaults + task + file + overrides) as YAML."""
     from hfsdk.core.config import load_run_config
 
-    config = load_run_config(algo, config_file, overrides)
+    config = load_run_config(algo, config_file, overrides, base=task_base(task))
     if not explain:
         click.echo(config.to_yaml(), nl=False)
         return

@@ -16,7 +16,7 @@ def list_entries(kind: str) -> None:
 
     KIND is one of: algorithms, advantage-estimators, policy-losses, value-losses,
     kl-estimators, reward-functions, rollout-backends, training-backends,
-    transfer-protocols.
+    transfer-protocols, clusters, tools, agent-loops, tool-parsers.
     """
     from hfsdk.core.plugin_manager import get_registry
     from hfsdk.core.registry import normalize_kind

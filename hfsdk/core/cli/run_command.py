@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import click
 
-from hfsdk.core.cli.options import run_config_options
+from hfsdk.core.cli.options import run_config_options, task_base, task_option
 
 
 @click.command()
 @run_config_options
 @click.option("--run-dir", default=None, help="Run directory (default runs/<algo>-<timestamp>).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@task_option
 @click.option(
     "--ray-address",
     default=None,
@@ -22,6 +23,7 @@ def run(
     overrides: tuple[str, ...],
     run_dir: str | None,
     quiet: bool,
+    task: str,
     ray_address: str | None,
 ) -> None:
     """Train: `hfsdk run --algo NAME` runs the built-in tiny task on CPU (hfsdk list algorithms)."""
@@ -30,7 +32,7 @@ def run(
 
     if ray_address:
         overrides = (*overrides, f"trainer.ray_address={ray_address}")
-    cfg = load_run_config(algo, config_file, overrides)
+    cfg = load_run_config(algo, config_file, overrides, base=task_base(task))
     trainer = Trainer(cfg, run_dir, quiet=quiet)
     metrics = trainer.fit()
     if not metrics:

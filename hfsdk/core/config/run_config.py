@@ -284,14 +284,21 @@ def load_run_config(
     algo: str | None,
     config_file: str | None = None,
     overrides: list[str] | tuple[str, ...] = (),
+    *,
+    base: Mapping[str, Any] | None = None,
 ) -> RunConfig:
     """YAML file (optional) + dotted overrides -> a validated :class:`RunConfig`.
 
     A config without training data runs the built-in default task; the
     algorithm's preset (``AlgorithmSpec.preset``, on top of the core's
     ``hfsdk.core.default_task.preset``) fills the keys the user did not set.
+    ``base`` (a built-in task's settings) goes under the file and the overrides.
     """
     data = load_yaml(config_file) if config_file else {}
+    if base:  # a built-in task's settings (``--task``), under the file and the overrides
+        from hfsdk.core.default_task.preset import deep_merge
+
+        data = deep_merge(base, data)
     data = apply_overrides(data, overrides)
     return resolve_run_config(algo, with_algorithm_preset(algo or data.get("algo"), data))
 

@@ -78,9 +78,18 @@ def plain_rendering(messages: Messages) -> str:
     return "\n".join(lines)
 
 
-def render_prompt(prompt: str | Messages, tokenizer: Any, use_template: bool) -> str:
-    """The text the model sees for one prompt (a string or checked messages)."""
+def render_prompt(
+    prompt: str | Messages, tokenizer: Any, use_template: bool, tools: Sequence[Any] = ()
+) -> str:
+    """The text the model sees for one prompt (a string or checked messages).
+
+    ``tools`` (OpenAI-style schemas of a multi-turn rollout's tools) go to the chat
+    template's tools support; the plain rendering shows no schemas.
+    """
     if use_template:
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        extra = {"tools": [dict(t) for t in tools]} if tools else {}
+        return tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True, **extra
+        )
     return prompt if isinstance(prompt, str) else plain_rendering(prompt)

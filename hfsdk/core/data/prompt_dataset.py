@@ -129,7 +129,12 @@ class PreparedRow:
 
 
 def prepare_row(
-    row: dict[str, Any], index: int, prompt_key: str, tokenizer: Any, use_template: bool
+    row: dict[str, Any],
+    index: int,
+    prompt_key: str,
+    tokenizer: Any,
+    use_template: bool,
+    tools: Sequence[Any] = (),
 ) -> PreparedRow:
     """Check, render and tokenise one row's prompt; lift verl's nested reward fields.
 
@@ -142,7 +147,7 @@ def prepare_row(
     if is_messages(prompt) or not isinstance(prompt, str):
         messages = check_messages(prompt, where)
         plain: str = plain_rendering(messages)
-        text = render_prompt(messages, tokenizer, use_template)
+        text = render_prompt(messages, tokenizer, use_template, tools)
         if not use_template:
             name = str(getattr(tokenizer, "name_or_path", "") or id(tokenizer))
             if name not in _PLAIN_RENDERING_LOGGED:
@@ -155,7 +160,7 @@ def prepare_row(
     else:
         messages = None
         plain = prompt
-        text = render_prompt(prompt, tokenizer, use_template)
+        text = render_prompt(prompt, tokenizer, use_template, tools)
     ids = tokenizer(text, add_special_tokens=not use_template)["input_ids"]
     prepared = {
         **lift_nested(row),
@@ -175,7 +180,15 @@ class PromptLoader:
     is all a checkpoint needs to resume exactly.
     """
 
-    def __init__(self, dataset: Any, tokenizer: Any, config: DataConfig, *, seed: int) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        tokenizer: Any,
+        config: DataConfig,
+        *,
+        seed: int,
+        tools: Sequence[Any] = (),
+    ) -> None:
         self.config = config
         self.seed = seed
         self.pad_token_id = tokenizer.pad_token_id
@@ -187,7 +200,7 @@ class PromptLoader:
         self.token_ids: list[list[int]] = []
         dropped = 0
         for index, row in enumerate(dataset):
-            prepared = prepare_row(row, index, config.prompt_key, tokenizer, use_template)
+            prepared = prepare_row(row, index, config.prompt_key, tokenizer, use_template, tools)
             ids = prepared.token_ids
             if len(ids) > config.max_prompt_length:
                 dropped += 1

@@ -235,12 +235,15 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     assets = resolve_assets(config, spec.policy_role)
     tokenizer = load_tokenizer(assets.tokenizer_path)
     dataset = load_prompt_dataset(assets.train_files, config.data.prompt_key)
-    loader = PromptLoader(dataset, tokenizer, config.data, seed=config.trainer.seed)
+    # Multi-turn tools load here (a bad entry fails before Ray); their schemas reach the
+    # prompts through the chat template's tools support.
+    tools = _tool_schemas(config)
+    loader = PromptLoader(dataset, tokenizer, config.data, seed=config.trainer.seed, tools=tools)
     val_loader = None
     if assets.val_files and config.trainer.val_every:
         val = load_prompt_dataset(assets.val_files, config.data.prompt_key)
         val_cfg = attrs.evolve(config.data, shuffle=False, batch_size=len(val))
-        val_loader = PromptLoader(val, tokenizer, val_cfg, seed=config.trainer.seed)
+        val_loader = PromptLoader(val, tokenizer, val_cfg, seed=config.trainer.seed, tools=tools)
     signal_configs = {}
     for role in spec.roles_of_kind("scorer"):
         signal = signal_config_of(config, role, assets.default_task)
@@ -256,3 +259,14 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         val_loader=val_loader,
         signal_configs=signal_configs,
     )
+
+
+def _tool_schemas(config: Any) -> list[Any]:
+    """The schemas of ``rollout.multi_turn.tools`` (empty for single-turn rollouts)."""
+    from hfsdk.core.agents.generate import multi_turn_config
+    from hfsdk.core.agents.tools import load_tools
+
+    multi_turn = multi_turn_config(config.rollout)
+    if not multi_turn.active:
+        return []
+    return [dict(tool.schema) for tool in load_tools(multi_turn.tools).values()]

@@ -406,6 +406,11 @@ class Trainer:
         maybe_fault("sigterm", step)
         maybe_fault("sigint", step)
         metrics = algorithm.step(prompts)
+        if cfg.trainer.rollout_dump and algorithm.last_batch is not None:
+            from hfsdk.core.agents.dump import write_rollout_dump
+
+            write_rollout_dump(self.run_dir, step, algorithm.last_batch)
+            algorithm.last_batch = None
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
             metrics.update(self._validation_metrics(session, algorithm, tracker, step))
         step_s = time.perf_counter() - started

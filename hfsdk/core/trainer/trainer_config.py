@@ -54,6 +54,11 @@ class TrainerConfig:
         validator=attrs.validators.ge(0),
     )
     """Checkpoint every N steps (0: only at the end)."""
+    rollout_dump: bool = help_field(
+        "Write each step's samples (prompt, response, reward, multi-turn segments with tool "
+        "calls) to RUN_DIR/rollouts/step_N.jsonl.",
+        default=False,
+    )
     val_every: int = help_field(
         "Validate (val_n samples per held-out prompt: mean@n, pass@k) every N steps; 0: never.",
         default=0,

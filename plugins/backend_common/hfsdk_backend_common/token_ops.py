@@ -71,6 +71,11 @@ def padding_columns(attention_mask: torch.Tensor, response_mask: torch.Tensor) -
 
 
 def last_token_index(response_mask: torch.Tensor, prompt_length: int) -> torch.Tensor:
-    """Index in the full sequence of each sample's last response token."""
-    lengths = response_mask.long().sum(dim=-1)
-    return prompt_length + lengths - 1
+    """Index in the full sequence of each sample's last response token (the mask's last 1).
+
+    A multi-turn loss mask has holes where tools spoke; the last 1 is the model's
+    last token either way (a row without any gets the prompt's last position).
+    """
+    positions = torch.arange(response_mask.shape[-1], device=response_mask.device)
+    marked = torch.where(response_mask.bool(), positions, torch.full_like(positions, -1))
+    return prompt_length + marked.max(dim=-1).values

@@ -44,3 +44,5 @@ def test_log_probs_and_entropy_match_a_direct_computation() -> None:
 def test_last_token_index_points_at_the_last_valid_response_token() -> None:
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
     assert last_token_index(mask, prompt_length=4).tolist() == [5, 6, 4]
+    holes = torch.tensor([[1, 1, 0, 0, 1, 0], [1, 0, 0, 0, 0, 0]])  # tool tokens at 2, 3
+    assert last_token_index(holes, prompt_length=4).tolist() == [8, 4]

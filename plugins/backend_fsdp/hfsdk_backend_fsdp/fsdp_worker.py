@@ -25,6 +25,7 @@ from hfsdk import (
     RolloutBackend,
     Worker,
     build_rollout,
+    generate_rollout,
     register,
     set_torch_rng_state,
     torch_rng_state,
@@ -104,8 +105,11 @@ class FSDPPolicyWorker(FSDPRoleWorker):
 
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def generate_sequences(self, prompts: Batch) -> Batch:
-        """Responses for ``prompts`` (greedy when ``prompts.meta['greedy']``)."""
-        return self.rollout.generate_sequences(prompts)
+        """Responses for ``prompts`` (greedy when ``prompts.meta['greedy']``).
+
+        Multi-turn agent trajectories when ``rollout.multi_turn`` is configured.
+        """
+        return generate_rollout(self.rollout, prompts)
 
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def compute_log_prob(self, batch: Batch) -> Batch:

@@ -30,6 +30,7 @@ from hfsdk import (
     build_rollout,
     check_mesh,
     collect_mean_metrics,
+    generate_rollout,
     register,
     split_rows,
 )
@@ -181,11 +182,11 @@ class MegatronPolicyWorker(MegatronWorker):
         decoding, gathered weights); otherwise only the collectors generate.
         """
         if self.rollout.collective:
-            out = self.rollout.generate_sequences(prompts)
+            out = generate_rollout(self.rollout, prompts)
             return out if self._collects else prompts
         if not self._collects:
             return prompts  # not collected
-        return self.rollout.generate_sequences(prompts)
+        return generate_rollout(self.rollout, prompts)
 
     @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
     def compute_log_prob(self, batch: Batch) -> Batch:

@@ -103,6 +103,24 @@ def _vllm(m: Mapper) -> None:
         m.put("rollout.sleep", "on" if m.get("vllm_enable_sleep_mode") else "off")
 
 
+def _tools(m: Mapper) -> None:
+    """``GRPOTrainer(tools=[fn])`` written as ``tools: [module:fn, ...]`` -> multi-turn rollouts.
+
+    The functions stay as they are (type hints and docstring give their schemas);
+    ``max_tool_calling_iterations`` rounds of tool calls are that many model turns plus
+    the answer.
+    """
+    tools = m.get("tools")
+    if tools is None:
+        return
+    entries = [tools] if isinstance(tools, str) else list(tools)
+    m.put("rollout.multi_turn.tools", entries)
+    if m.has("max_tool_calling_iterations"):
+        m.put("rollout.multi_turn.max_turns", m.int("max_tool_calling_iterations") + 1)
+    if m.has("max_completion_length"):
+        m.put("rollout.multi_turn.max_response_tokens", m.int("max_completion_length"))
+
+
 def _grpo(m: Mapper) -> None:
     n = m.int("num_generations", 8, source_default=True)
     per_device = m.int("per_device_train_batch_size", 8, source_default=True)
@@ -132,6 +150,7 @@ def _grpo(m: Mapper) -> None:
     m.put("policy_loss.clip_ratio_high", m.num("epsilon_high", epsilon))
     if m.has("max_completion_length"):
         m.put("rollout.max_response_length", m.int("max_completion_length"))
+    _tools(m)
     loss_type = m.get("loss_type")
     if loss_type in LOSS_TYPES:
         m.put("algorithm.loss_agg_mode", LOSS_TYPES[loss_type])

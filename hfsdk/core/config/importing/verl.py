@@ -29,6 +29,7 @@ from hfsdk.core.config.importing.verl_roles import (
     map_rollout,
     map_strategy,
 )
+from hfsdk.core.config.importing.verl_tools import map_multi_turn
 from hfsdk.core.trainer.trainer_config import LOGGERS
 
 A = "actor_rollout_ref.actor."
@@ -469,6 +470,7 @@ def import_verl(m: Mapper, algo: str | None) -> str:
     _data(m)
     _actor(m, n, total)
     map_rollout(m)
+    map_multi_turn(m)
     _kl(m)
     _advantage(m, estimator)
     _critic(m, chosen, n, total)

@@ -34,7 +34,7 @@ GROUPS = (
     (r"^reward_model\.", "hfsdk's reward model is the reward.model section: set it by hand"),
     (r"^ray_kwargs\.", f"{SELF}: Ray is started for the run (trainer.ray_address joins one)"),
     (r"\.val_kwargs\.", "no counterpart: validation samples with the rollout settings"),
-    (r"\.rollout\.multi_turn\.", "no counterpart: hfsdk has no multi-turn (tool) rollouts yet"),
+    (r"\.rollout\.multi_turn\.", "no counterpart in rollout.multi_turn (docs/agents.md)"),
     (r"\.rollout\.(agent|trace|checkpoint_engine|engine_kwargs)\.", PERF),
     (r"\.megatron\.override_\w+\.", PERF),
     (

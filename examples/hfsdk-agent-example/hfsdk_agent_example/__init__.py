@@ -1,0 +1,1 @@
+"""Example third-party hfsdk plugin: a tool and an agent loop."""

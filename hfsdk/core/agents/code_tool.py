@@ -1,0 +1,34 @@
+"""The built-in ``python`` tool: run a model-written snippet in the sandbox.
+
+The snippet never runs in a worker process: :func:`hfsdk.core.sandbox.run_python`
+starts a separate process with a wall-clock limit, CPU and memory limits, no
+network (audit hook everywhere, an empty network namespace where the machine
+allows), a scratch directory that is removed afterwards, and output cut at the
+limit. The model reads the program's stdout, or the sandbox's one-line reason
+when it did not finish cleanly (``timeout``, ``memory``, ``refused: ...``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from hfsdk.core.agents.tools import ToolError
+from hfsdk.core.sandbox import SandboxLimits, run_python
+
+CODE_TOOL_LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5, memory_mb=512, output_bytes=8192)
+"""The limits of one ``python`` tool call."""
+
+
+async def python_tool(code: str) -> str:
+    """Run a Python program and return what it printed.
+
+    Args:
+        code: The Python source to run; print the result you want to see.
+    """
+    result = await asyncio.to_thread(run_python, code, limits=CODE_TOOL_LIMITS)
+    if result.ok:
+        return result.stdout
+    if result.status == "error":
+        tail = result.stderr.strip().splitlines()[-1:] or [result.reason]
+        raise ToolError(f"{result.stdout[:2000]}{tail[0][:500]}")
+    raise ToolError(f"{result.stdout[:2000]}{result.reason}")

@@ -1,0 +1,71 @@
+"""``trainer.rollout_dump``: each step's trajectories as JSON lines a person can read.
+
+``RUN_DIR/rollouts/step_N.jsonl``, one line per sample: the prompt, the response
+text, the reward, token counts (response, trained), and for multi-turn rollouts
+the segments (role, text, token count, whether trained, tool calls and results)
+and how the trajectory ended. Written atomically (a temporary file renamed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hfsdk.core.batch import Batch
+
+DUMP_DIR = "rollouts"
+
+
+def _plain(value: Any) -> Any:
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+def dump_records(batch: Batch) -> list[dict[str, Any]]:
+    """One JSON-ready record per sample of a finished step's batch."""
+    rows = len(batch)
+    mask = batch["response_mask"] if "response_mask" in batch.tensor_keys else None
+    present = batch["attention_mask"][:, -mask.shape[1] :] if mask is not None else None
+    scores = (
+        batch["token_level_scores"].sum(dim=-1)
+        if "token_level_scores" in batch.tensor_keys
+        else None
+    )
+    records = []
+    for row in range(rows):
+        record: dict[str, Any] = {}
+        for key in ("uid", "raw_prompt", "response_text"):
+            if key in batch.non_tensor_keys:
+                record[key] = _plain(batch[key][row])
+        if scores is not None:
+            record["reward"] = float(scores[row])
+        if mask is not None and present is not None:
+            record["response_tokens"] = int(present[row].sum())
+            record["trained_tokens"] = int(mask[row].sum())
+        if "agent_trajectory" in batch.non_tensor_keys:
+            record["trajectory"] = _plain(batch["agent_trajectory"][row])
+        records.append(record)
+    return records
+
+
+def write_rollout_dump(run_dir: str | Path, step: int, batch: Batch) -> Path:
+    """Write ``run_dir/rollouts/step_<step>.jsonl`` atomically; returns its path."""
+    folder = Path(run_dir) / DUMP_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"step_{step}.jsonl"
+    tmp = folder / f".{path.name}.tmp"
+    with open(tmp, "w", encoding="utf-8") as out:
+        for record in dump_records(batch):
+            out.write(json.dumps(record, default=str) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+    tmp.replace(path)
+    return path

@@ -1,0 +1,168 @@
+"""The actor worker's one generation entry: single-turn, or the agent loop when configured.
+
+Workers call :func:`generate_rollout` (``hfsdk.generate_rollout``) where they used to
+call ``rollout.generate_sequences``; it goes through the rollout contract only, so
+every training backend and every rollout backend works with it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from hfsdk.core.agents.config import MultiTurnConfig
+from hfsdk.core.errors import ConfigError, HfsdkError
+
+if TYPE_CHECKING:
+    from hfsdk.core.batch import Batch
+    from hfsdk.core.rollout_contract import RolloutBackend
+
+
+def multi_turn_config(rollout_config: Any) -> MultiTurnConfig:
+    """The ``rollout.multi_turn`` section (every rollout config has one)."""
+    section = getattr(rollout_config, "multi_turn", None)
+    return section if isinstance(section, MultiTurnConfig) else MultiTurnConfig()
+
+
+def generate_rollout(rollout: RolloutBackend, prompts: Batch) -> Batch:
+    """Responses for ``prompts``: ``generate_sequences``, or multi-turn agent trajectories.
+
+    With ``rollout.multi_turn`` active the configured agent loop runs on every row
+    (``meta['n']`` rows per prompt) against the rollout's request-level generation
+    and the result has the same keys as ``generate_sequences`` plus the agent columns
+    (:mod:`hfsdk.core.agents.runner`).
+    """
+    config = multi_turn_config(rollout.config)
+    if not config.active:
+        return rollout.generate_sequences(prompts)
+    return AgentRollout.for_rollout(rollout, config).generate(prompts)
+
+
+class AgentRollout:
+    """The agent loop, its tools, parser and renderer for one rollout, built once."""
+
+    def __init__(self, rollout: RolloutBackend, config: MultiTurnConfig) -> None:
+        from hfsdk.core.agents.parsers import CALL_END_MARKERS
+        from hfsdk.core.agents.tools import load_tools
+        from hfsdk.core.agents.trajectory import ChatTemplateRenderer, PlainRenderer
+        from hfsdk.core.plugin_manager import get_registry
+
+        self.rollout = rollout
+        self.config = config
+        actor = rollout.actor
+        tokenizer = actor.tokenizer
+        self.tokenizer = tokenizer
+        eos = {*(actor.generation_eos_ids or [])}
+        if tokenizer.eos_token_id is not None:
+            eos.add(int(tokenizer.eos_token_id))
+        self.eos_ids = tuple(sorted(eos))
+        self.tools = load_tools(config.tools)
+        parser_entry = get_registry("tool_parsers")[config.parser]
+        self.parser = parser_entry.impl
+        end = parser_entry.extra.get("end_marker", CALL_END_MARKERS.get(config.parser))
+        stops = {*self.eos_ids, *config.stop_token_ids}
+        if end:
+            end_ids = tokenizer.encode(end, add_special_tokens=False)
+            # A one-token call end stops the turn right after the call (not an unknown token).
+            if len(end_ids) == 1 and tokenizer.decode(end_ids).strip() == end:
+                stops.add(int(end_ids[0]))
+        self.stop_ids = tuple(sorted(stops))
+        renderer = config.renderer
+        if renderer == "auto":
+            renderer = "chat_template" if getattr(tokenizer, "chat_template", None) else "plain"
+        if renderer == "chat_template":
+            if not getattr(tokenizer, "chat_template", None):
+                raise ConfigError(
+                    "rollout.multi_turn.renderer=chat_template but the tokenizer has no chat "
+                    "template; use renderer=plain (or auto)"
+                )
+            self.renderer: Any = ChatTemplateRenderer(tokenizer, self.stop_ids)
+        else:
+            self.renderer = PlainRenderer(tokenizer)
+        loop_entry = get_registry("agent_loops")[config.loop_name]
+        self.loop = loop_entry.impl(**config.loop_args)
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    @classmethod
+    def for_rollout(cls, rollout: RolloutBackend, config: MultiTurnConfig) -> AgentRollout:
+        """The agent rollout of ``rollout`` (built on first use)."""
+        built = _BUILT.get(rollout)
+        if built is None:
+            built = cls(rollout, config)
+            _BUILT[rollout] = built
+        return built
+
+    def generate(self, prompts: Batch) -> Batch:
+        """Trajectories for the rows of ``prompts`` (repeated ``meta['n']`` times)."""
+        import torch
+
+        from hfsdk.core.agents.loops import AgentContext
+        from hfsdk.core.agents.runner import (
+            agree_metrics,
+            assemble,
+            check_width,
+            prompt_rows,
+            run_agents,
+            run_coroutine,
+            trajectory_metrics,
+        )
+
+        rollout_config = self.rollout.config
+        temperature = float(getattr(rollout_config, "temperature", 1.0))
+        greedy = bool(prompts.meta.get("greedy", temperature == 0))
+        n = int(prompts.meta.get("n", 1))
+        if n < 1:
+            raise HfsdkError(f"n={n}; expected at least one response per prompt")
+        rows = prompts.repeat(n, interleave=True) if n > 1 else prompts
+        check_width(
+            self.config,
+            rows["input_ids"].shape[1],
+            getattr(rollout_config, "max_prompt_length", None),
+        )
+        from hfsdk.core.agents.requests import request_server
+
+        server = request_server(self.rollout, pad_id=self.pad_id, eos_ids=self.eos_ids)
+        ctx = AgentContext(
+            generate=server.generate,
+            tokenizer=self.tokenizer,
+            tools=self.tools,
+            parser=self.parser,
+            renderer=self.renderer,
+            config=self.config,
+            stop_token_ids=self.stop_ids,
+            temperature=temperature,
+            top_p=float(getattr(rollout_config, "top_p", 1.0)),
+            greedy=greedy,
+        )
+        tokens, columns = prompt_rows(rows)
+        # Seeds from the torch RNG the trainer checkpoints, so a resumed run draws the same ones.
+        base = int(torch.randint(0, 2**31 - 1, (1,)).item())
+        seeds = [base + i * self.config.max_turns for i in range(len(tokens))]
+        trajectories = run_coroutine(
+            run_agents(
+                self.loop,
+                ctx,
+                tokens,
+                columns,
+                seeds,
+                max_concurrent=self.config.max_concurrent,
+                server=server,
+            )
+        )
+        dp = self.rollout.actor.dp
+        metrics = agree_metrics(
+            trajectory_metrics(trajectories), dp.group if dp.distributed else None
+        )
+        return assemble(
+            rows,
+            trajectories,
+            tokenizer=self.tokenizer,
+            width=self.config.max_response_tokens,
+            temperature=temperature,
+            greedy=greedy,
+            metrics=metrics,
+        )
+
+
+_BUILT: weakref.WeakKeyDictionary[Any, AgentRollout] = weakref.WeakKeyDictionary()
+"""Each rollout's agent rollout (tools loaded and the loop built once, dropped with it)."""

@@ -1,0 +1,206 @@
+"""Request-level generation: one turn of one trajectory in, the model's tokens out.
+
+:class:`GenerationRequest` / :class:`GenerationResult` are the rollout contract's
+request types (their final home is ``hfsdk.core.rollout_contract``; this module
+re-exports them there once both halves of the feature are merged). Until a rollout
+backend implements ``generate_request`` itself, :class:`BatchingServer` serves
+requests with its ``generate_sequences`` turn by turn: the requests of every live
+trajectory go into one left-padded batch, one call per turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from hfsdk.core.errors import HfsdkError
+
+if TYPE_CHECKING:
+    from hfsdk.core.rollout_contract import RolloutBackend
+
+
+@attrs.frozen(kw_only=True)
+class GenerationRequest:
+    """One turn of one trajectory: the whole context so far as token ids (token-in)."""
+
+    prompt_ids: tuple[int, ...]
+    max_new_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    greedy: bool = False
+    seed: int | None = None
+    stop_token_ids: tuple[int, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class GenerationResult:
+    """What the model produced for a request (token-out), incl. the stop token if any.
+
+    ``logprobs``: the raw (temperature-only) log-prob of each produced token (``nan``
+    where the backend does not report them); ``finish_reason``: ``stop`` or ``length``.
+    """
+
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    finish_reason: str
+
+
+Generate = Callable[[GenerationRequest], Awaitable[GenerationResult]]
+"""How an agent loop asks for one turn."""
+
+
+def cut_at_stop(
+    ids: list[int], logprobs: list[float], stops: set[int], max_new_tokens: int
+) -> GenerationResult:
+    """``ids`` up to and including the first stop id, at most ``max_new_tokens`` long."""
+    for position, token in enumerate(ids[:max_new_tokens]):
+        if token in stops:
+            end = position + 1
+            return GenerationResult(
+                token_ids=tuple(ids[:end]), logprobs=tuple(logprobs[:end]), finish_reason="stop"
+            )
+    end = min(len(ids), max_new_tokens)
+    return GenerationResult(
+        token_ids=tuple(ids[:end]), logprobs=tuple(logprobs[:end]), finish_reason="length"
+    )
+
+
+class RequestServer:
+    """Serves one rollout call's requests; told when each trajectory starts and ends."""
+
+    def __init__(self, generate: Generate) -> None:
+        self._generate = generate
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """The result of ``request``."""
+        return await self._generate(request)
+
+    def trajectory_started(self) -> None:
+        """A trajectory began (it will send requests until :meth:`trajectory_finished`)."""
+
+    def trajectory_finished(self) -> None:
+        """A trajectory ended (it sends no more requests)."""
+
+
+class BatchingServer(RequestServer):
+    """Serves :class:`GenerationRequest` s with a rollout's ``generate_sequences``, turn by turn.
+
+    A batch closes when every live trajectory is waiting for its next turn, so its
+    rows do not depend on how fast each tool returned: the same requests make the
+    same batches on every run and on every rank of a collective rollout (a
+    tensor-parallel actor's ranks decode together). A slow tool holds up the turn;
+    a rollout that implements ``generate_request`` serves requests one by one
+    instead. The rollout's own sampling settings apply (its temperature, top-p,
+    ``max_response_length``); its output is cut at each request's stop ids and
+    ``max_new_tokens``, and tokens past the cut are dropped, never trained on.
+    ``eos_ids`` always stop.
+    """
+
+    def __init__(self, rollout: RolloutBackend, *, pad_id: int, eos_ids: tuple[int, ...]) -> None:
+        self.rollout = rollout
+        self.pad_id = pad_id
+        self.eos_ids = tuple(eos_ids)
+        self.calls = 0
+        self._live = 0
+        self._busy = False
+        self._waiting: list[tuple[GenerationRequest, asyncio.Future[GenerationResult]]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def trajectory_started(self) -> None:
+        """One more trajectory takes part in the turns."""
+        self._live += 1
+
+    def trajectory_finished(self) -> None:
+        """A trajectory left: the others may no longer wait for it."""
+        self._live -= 1
+        self._poke()
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """The result of ``request`` (batched with every other live trajectory's)."""
+        future: asyncio.Future[GenerationResult] = asyncio.get_running_loop().create_future()
+        self._waiting.append((request, future))
+        self._poke()
+        return await future
+
+    def _poke(self) -> None:
+        if self._busy or not self._waiting or len(self._waiting) < self._live:
+            return
+        self._busy = True
+        task = asyncio.get_running_loop().create_task(self._serve())
+        self._tasks.add(task)  # keep a reference until it is done
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self) -> None:
+        waiting, self._waiting = self._waiting, []
+        groups: dict[bool, list[tuple[GenerationRequest, asyncio.Future[Any]]]] = {}
+        for request, future in waiting:
+            groups.setdefault(request.greedy, []).append((request, future))
+        try:
+            for greedy, group in groups.items():
+                try:
+                    results = await asyncio.to_thread(self._run, [r for r, _ in group], greedy)
+                except Exception as err:
+                    for _, future in group:
+                        if not future.done():
+                            future.set_exception(err)
+                    continue
+                for (_, future), result in zip(group, results, strict=True):
+                    if not future.done():
+                        future.set_result(result)
+        finally:
+            self._busy = False
+        self._poke()
+
+    def _run(self, requests: list[GenerationRequest], greedy: bool) -> list[GenerationResult]:
+        import torch
+
+        from hfsdk.core.batch import Batch
+
+        width = max(len(r.prompt_ids) for r in requests)
+        ids = torch.full((len(requests), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(requests), width), dtype=torch.long)
+        for row, request in enumerate(requests):
+            if not request.prompt_ids:
+                raise HfsdkError("a generation request has no prompt tokens; give it a context")
+            ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
+            mask[row, width - len(request.prompt_ids) :] = 1
+        batch = Batch.from_dict(
+            tensors={"input_ids": ids, "attention_mask": mask}, meta={"greedy": greedy, "n": 1}
+        )
+        self.calls += 1
+        out = self.rollout.generate_sequences(batch)
+        responses, valid = out["responses"], out["response_mask"].bool()
+        has_lp = "rollout_log_probs" in out.tensor_keys
+        logprobs = out["rollout_log_probs"] if has_lp else None
+        results = []
+        for row, request in enumerate(requests):
+            produced = responses[row][valid[row]].tolist()
+            row_lp = logprobs[row][valid[row]].tolist() if logprobs is not None else []
+            row_lp = row_lp or [math.nan] * len(produced)
+            stops = {*self.eos_ids, *request.stop_token_ids}
+            results.append(cut_at_stop(produced, row_lp, stops, request.max_new_tokens))
+        return results
+
+
+def request_server(
+    rollout: RolloutBackend, *, pad_id: int, eos_ids: tuple[int, ...]
+) -> RequestServer:
+    """The one place the agent runner gets its requests served from a rollout (per call).
+
+    A rollout whose class overrides ``generate_request`` (the rollout contract's
+    request-level method) serves requests itself, many in flight. Otherwise — and
+    for a collective rollout, whose ranks must decode the same rows together — a
+    :class:`BatchingServer` batches them turn by turn through ``generate_sequences``
+    (the contract's one-row default would cost a call per request).
+    """
+    import hfsdk  # the contract's base class through the public surface (no import cycle)
+
+    method = getattr(type(rollout), "generate_request", None)
+    default = getattr(hfsdk.RolloutBackend, "generate_request", None)
+    if method is not None and method is not default and not rollout.collective:
+        return RequestServer(rollout.generate_request)  # type: ignore[attr-defined]
+    return BatchingServer(rollout, pad_id=pad_id, eos_ids=eos_ids)

@@ -1,0 +1,42 @@
+"""``trainer.rollout_dump``: one JSON line per sample, written atomically."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from hfsdk.core.agents.dump import write_rollout_dump
+from hfsdk.core.batch import Batch
+
+
+def test_dump_has_the_samples_rewards_token_counts_and_segments(tmp_path: Path) -> None:
+    mask = torch.tensor([[1.0, 1.0, 0.0, 1.0, 0.0], [1.0, 0.0, 0.0, 0.0, 0.0]])
+    attention = torch.tensor([[1, 1, 1, 1, 1, 1, 0], [0, 1, 1, 0, 0, 0, 0]])
+    scores = torch.zeros(2, 5)
+    scores[0, 3] = 1.0
+    segments = [{"role": "assistant", "text": "a", "tokens": 2}, {"role": "tool", "tokens": 1}]
+    batch = Batch.from_dict(
+        tensors={"response_mask": mask, "attention_mask": attention, "token_level_scores": scores},
+        non_tensors={
+            "uid": [7, 8],
+            "raw_prompt": ["p0", "p1"],
+            "response_text": ["r0", "r1"],
+            "agent_trajectory": [{"finish": "stop", "segments": segments}, {"finish": "stop"}],
+        },
+    )
+    path = write_rollout_dump(tmp_path, 3, batch)
+    assert path == tmp_path / "rollouts" / "step_3.jsonl"
+    assert sorted(p.name for p in path.parent.iterdir()) == ["step_3.jsonl"]  # no temp left
+    first, second = (json.loads(line) for line in path.read_text().splitlines())
+    assert first == {
+        "uid": 7,
+        "raw_prompt": "p0",
+        "response_text": "r0",
+        "reward": 1.0,
+        "response_tokens": 4,
+        "trained_tokens": 3,
+        "trajectory": {"finish": "stop", "segments": segments},
+    }
+    assert (second["reward"], second["response_tokens"], second["trained_tokens"]) == (0.0, 1, 1)
