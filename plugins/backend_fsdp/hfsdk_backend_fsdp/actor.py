@@ -14,6 +14,7 @@ from torch.nn import functional
 from hfsdk import (
     Batch,
     GenerationShards,
+    HfsdkError,
     LossAggregation,
     LossCounts,
     entropy_from_logits,
@@ -114,6 +115,23 @@ class ActorEngine(_CausalLMEngine):
         log_probs, entropy = self._log_probs(batch, "compute_log_prob", with_entropy=True)
         return Batch.from_dict(tensors={"old_log_probs": log_probs, "entropys": entropy})
 
+    def compute_ref_log_prob(self, batch: Batch) -> Batch:
+        """``ref_log_probs`` under the base model: the LoRA actor with its adapters disabled.
+
+        This is the reference policy when the reference role shares the actor's
+        model (no second copy of the base); only a LoRA actor has it.
+        """
+        if not self.lora:
+            raise HfsdkError(
+                f"{self.role} has no LoRA adapters, so its base model is its trained weights, "
+                "not the reference; build a ReferenceEngine for the reference role"
+            )
+        from hfsdk_backend_fsdp.lora import adapters_disabled
+
+        with adapters_disabled(self.module):
+            log_probs, _ = self._log_probs(batch, "compute_ref_log_prob", with_entropy=False)
+        return Batch.from_dict(tensors={"ref_log_probs": log_probs})
+
     # -- the rollout contract's actor side (hfsdk.ActorSource) ---------------------------
 
     weights_version: int = 0
@@ -162,6 +180,10 @@ class ActorEngine(_CausalLMEngine):
         if (sharded and not gather) or (not sharded and self.config.dtype != "float32"):
             yield None
             return
+        if self.lora:
+            # A peft module is no plain HF model: the rollout gets merged weights instead.
+            yield None
+            return
         with self.generation_module() as module:
             yield module
 
@@ -177,7 +199,13 @@ class ActorEngine(_CausalLMEngine):
         """
         stats = sharding.StreamStats()
         sharded = sharding.is_sharded(self.module)
-        for name, tensor in sharding.stream_full_parameters(self.module, self.dp, stats):
+        stream = sharding.stream_full_parameters(self.module, self.dp, stats)
+        if self.lora:
+            # HF names and W + (alpha/r)·B·A: the rollout sees the merged model, never peft's.
+            from hfsdk_backend_fsdp.lora import merged_weights, scaling
+
+            stream = merged_weights(((n, t.detach()) for n, t in stream), scaling(self.module))
+        for name, tensor in stream:
             yield name, tensor.detach().to(self.compute_dtype)
         self.last_stream = stats
         # Unsharded, the module's own tensors were yielded: nothing received, nothing extra.
