@@ -70,8 +70,10 @@ class BaseOfLoraActor:
         return self.actor.compute_ref_log_prob(batch)
 
     def save_checkpoint(self, directory: str | Path) -> Path:
-        """Nothing to write: the reference is the frozen base model."""
-        return Path(directory)
+        """Nothing to write but the directory: the reference is the frozen base model."""
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def load_checkpoint(self, directory: str | Path) -> None:
         """Nothing to read (see :meth:`save_checkpoint`)."""

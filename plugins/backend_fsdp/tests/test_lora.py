@@ -53,9 +53,7 @@ def batch(model_dir: Path, make_prompts: Callable[..., Batch]) -> Batch:
 
 def _named(engine: ActorEngine, lora: bool) -> dict[str, torch.Tensor]:
     return {
-        k: v.detach().clone()
-        for k, v in engine.module.named_parameters()
-        if ("lora_" in k) == lora
+        k: v.detach().clone() for k, v in engine.module.named_parameters() if ("lora_" in k) == lora
     }
 
 
@@ -199,5 +197,7 @@ def test_lora_is_for_the_policy_only(model_dir: Path) -> None:
     from hfsdk import HfsdkError
 
     config = FSDPRoleConfig(model_path=str(model_dir), lora=LORA)
-    with pytest.raises(HfsdkError, match=r"reference\.lora\.rank=4: LoRA adapters train the policy"):
+    with pytest.raises(
+        HfsdkError, match=r"reference\.lora\.rank=4: LoRA adapters train the policy"
+    ):
         ReferenceEngine(config, role="reference")
