@@ -53,7 +53,8 @@ def with_advantages(batch: Batch, rewards: torch.Tensor, uids: list[str]) -> Bat
 def grpo_steps(actor: ActorEngine, batch: Batch) -> list[dict[str, float]]:
     """:data:`STEPS` updates of ``batch`` (this rank's rows), each after fresh ref log-probs."""
     metrics = []
-    keys = [k for k in batch if k not in ("ref_log_probs", "old_log_probs")]
+    dropped = ("ref_log_probs", "old_log_probs")
+    keys = [k for k in batch.keys() if k not in dropped]  # noqa: SIM118 (a Batch is no dict)
     for _ in range(STEPS):
         step = batch.select(keys)
         step = step.union(actor.compute_ref_log_prob(step))
