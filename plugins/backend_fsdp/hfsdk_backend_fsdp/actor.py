@@ -29,6 +29,7 @@ from hfsdk_backend_common.engine_support import (
     without_padding_weight,
 )
 from hfsdk_backend_common.objectives import ActorObjective, actor_micro_loss
+from hfsdk_backend_common.packing import pack_rows
 from hfsdk_backend_common.sync_check import RolloutSyncCheck, model_has_dropout
 from hfsdk_backend_common.token_ops import padding_columns, response_log_probs, response_slice
 from hfsdk_backend_fsdp import sharding
@@ -61,6 +62,8 @@ class _CausalLMEngine(FSDPEngine):
         ``entropy="detached"`` computes the entropy without building its graph
         (reported, not trained on). Positions past the longest response are 0.
         """
+        if self.config.packing:
+            return self._packed_response_outputs(micro, temperature, entropy)
         responses = micro["responses"].to(self.device)
         width = responses.shape[1]
         inputs = self._model_inputs(micro)
@@ -83,6 +86,43 @@ class _CausalLMEngine(FSDPEngine):
         if kept < width:
             log_probs = functional.pad(log_probs, (0, width - kept))
             ent = None if ent is None else functional.pad(ent, (0, width - kept))
+        return log_probs, ent
+
+    def _packed_response_outputs(
+        self, micro: Batch, temperature: float, entropy: EntropyMode
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`_response_outputs` over the micro-batch packed into one padding-free row.
+
+        The LM head runs on the response-predicting positions only (``logits_to_keep``
+        as indices); the results are scattered back into (B, R).
+        """
+        responses = micro["responses"].to(self.device)
+        width = responses.shape[1]
+        inputs = self._model_inputs(micro)
+        packed = pack_rows(
+            inputs["input_ids"], inputs["attention_mask"], inputs["position_ids"], width
+        )
+        call: dict[str, Any] = {
+            "input_ids": packed.input_ids,
+            "position_ids": packed.position_ids,
+            "attention_mask": None,  # packed positions: block-diagonal causal attention
+            "use_cache": False,
+        }
+        if self._logits_to_keep:
+            call["logits_to_keep"] = packed.keep
+        with self._autocast():
+            logits = self.module(**call).logits[0]
+        if not self._logits_to_keep:
+            logits = logits[packed.keep]
+        scaled = logits.float() / temperature if temperature != 1.0 else logits.float()
+        chosen = scaled.gather(-1, packed.response_tokens(responses).long()[:, None])[:, 0]
+        log_probs = packed.scatter(chosen - torch.logsumexp(scaled, dim=-1), width)
+        ent = None
+        if entropy == "grad":
+            ent = packed.scatter(entropy_from_logits(scaled), width)
+        elif entropy == "detached":
+            with torch.no_grad():
+                ent = packed.scatter(entropy_from_logits(scaled.detach()), width)
         return log_probs, ent
 
     def _log_probs(

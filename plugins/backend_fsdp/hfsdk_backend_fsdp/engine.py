@@ -244,14 +244,17 @@ class FSDPEngine:
             if "responses" in batch
             else [int(n) for n in batch["attention_mask"].sum(dim=-1).tolist()]
         )
-        count = len(token_budget_groups(lengths, budget, by_length=by_length))
+        packed = self.config.packing  # a packed pass costs its rows' summed length
+        count = len(token_budget_groups(lengths, budget, by_length=by_length, packed=packed))
         if self.dp.distributed:
             import torch.distributed as dist
 
             agreed = torch.tensor([count], dtype=torch.int64, device=self.device)
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=self.dp.group)
             count = int(agreed.item())
-        groups = token_budget_groups(lengths, budget, count=count, by_length=by_length)
+        groups = token_budget_groups(
+            lengths, budget, count=count, by_length=by_length, packed=packed
+        )
         return [batch.index(rows) for rows in groups]
 
     # -- training helpers ----------------------------------------------------------------

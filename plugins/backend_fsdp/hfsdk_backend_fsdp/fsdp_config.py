@@ -64,6 +64,13 @@ class FSDPRoleConfig(TrainedRoleConfig):
     )
     """Log-prob and training passes drop the columns that are padding in every row of a
     micro-batch (leading prompt padding, response padding after the longest response)."""
+    packing: bool = help_field(
+        "Pack each micro-batch's rows into one padding-free sequence (positions restart per "
+        "row, attention never crosses rows) for log-prob, value and training passes.",
+        default=False,
+    )
+    """Sequence packing (docs/backends.md, "Sequence packing"): no padding token is computed;
+    with ``micro_batch_tokens`` a pass's cost is its rows' summed length, not rows x longest."""
     lora: LoraConfig = help_field(
         "LoRA adapters on the policy {rank, alpha, dropout, target_modules}; rank 0: off.",
         factory=LoraConfig,
