@@ -87,8 +87,12 @@ def _is_lora_base(
     return mine is None or mine == _lever(_section(config, policy), "model_path", None)
 
 
-def run_memory(config: Any) -> list[PoolEstimate]:
-    """Per-pool memory estimates of a run config (a RunConfig or its ``config.yaml`` dict)."""
+def run_memory(config: Any, *, mean_sequence_length: int = 0) -> list[PoolEstimate]:
+    """Per-pool memory estimates of a run config (a RunConfig or its ``config.yaml`` dict).
+
+    ``mean_sequence_length``: prompt + response tokens of a mean sequence, when
+    known (packed passes are sized by it); 0 sizes them by the maxima.
+    """
     from hfsdk.core.placement.run_plan import run_setup
     from hfsdk.core.plugin_manager import get_registry
 
@@ -116,6 +120,7 @@ def run_memory(config: Any) -> list[PoolEstimate]:
                 packing=bool(_lever(section, "packing", False)),
                 lora_rank=int(getattr(lora, "rank", 0) or 0) if role == policy else 0,
                 dtype_bytes=_DTYPE_BYTES.get(str(dtype), base.dtype_bytes),
+                mean_sequence_length=mean_sequence_length,
             )
             task = RoleTask(model=setup.models[role], work=work, workload=workload)
             running = max(1, base.sequences // devices)
