@@ -117,6 +117,17 @@ def run_config_problems(config: Any) -> list[str]:
 def _lora_problems(config: Any) -> list[str]:
     """LoRA is for the policy: a non-policy fsdp role with ``lora.rank > 0`` is refused."""
     problems = []
+    actor = config.sections.get("actor")
+    if (
+        isinstance(actor, FSDPRoleConfig)
+        and actor.lora.enabled
+        and (actor.rollout_layout.tp or 1) > 1
+    ):
+        problems.append(
+            f"actor.lora.rank={actor.lora.rank} with actor.rollout_layout.tp="
+            f"{actor.rollout_layout.tp}: tensor-parallel generation slices the FSDP shards, which "
+            "LoRA's merged weights are not; set actor.rollout_layout.tp: 1"
+        )
     for role, section in config.sections.items():
         if role == "actor" or not isinstance(section, FSDPRoleConfig):
             continue
