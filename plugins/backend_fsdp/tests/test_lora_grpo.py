@@ -52,3 +52,26 @@ def test_lora_grpo_trains_shares_the_base_and_resumes(tmp_path: Path) -> None:
     resumed = _fit(tmp_path / "resumed", 2)
     for key in COMPARED:
         assert resumed[-1][key] == pytest.approx(straight[1][key], rel=1e-5, abs=1e-8), key
+
+
+@pytest.mark.distributed
+@pytest.mark.heavy
+def test_lora_grpo_at_dp2_on_ray_shares_the_base(tmp_path: Path) -> None:
+    """Two Ray workers (one fused actor + reference process each), FSDP over both."""
+    overrides = [
+        *(o for o in RUN if not o.startswith(("trainer.executor", "actor.mini_batch_size"))),
+        "actor.mini_batch_size=8",
+        "placement.pools.global.devices=2",
+        "trainer.executor=ray",
+        "trainer.total_steps=2",
+    ]
+    rows = Trainer(load_run_config("grpo", None, overrides), tmp_path / "run", quiet=True).fit()
+    assert rows[0]["actor/kl"] == pytest.approx(0.0, abs=1e-7)
+    assert rows[1]["actor/kl"] > 1e-6
+    step = tmp_path / "run" / "checkpoints" / "step_2"
+    assert not list((step / "reference").glob("*_dcp"))
+    assert sorted(p.name for p in (step / "reference").iterdir()) == [
+        "rng_rank0.pt",
+        "rng_rank1.pt",
+    ]
+    assert (step / "actor_hf" / "adapter_model.safetensors").is_file()
