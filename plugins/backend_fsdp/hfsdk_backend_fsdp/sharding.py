@@ -84,6 +84,13 @@ def shard_model(
     from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
     if not dp.distributed or (dp.size == 1 and not offload):
+        if offload:
+            import logging
+
+            logging.getLogger("hfsdk").info(
+                "offload needs a torch.distributed group (every worker has one); this engine "
+                "has none, so its model stays on the device"
+            )
         return model
     mesh = DeviceMesh.from_group(dp.group, device_type)
     mp_policy = MixedPrecisionPolicy(
