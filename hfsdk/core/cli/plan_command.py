@@ -106,6 +106,26 @@ def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
     default=None,
     help="Draw the execution timeline per pool and stage to this image (e.g. plan.png).",
 )
+@click.option(
+    "--lora-rank",
+    type=int,
+    default=0,
+    show_default=True,
+    help="The policy trains LoRA adapters of this rank (frozen base; 0: full fine-tuning).",
+)
+@click.option(
+    "--recompute/--no-recompute",
+    default=True,
+    show_default=True,
+    help="Training recomputes activations (gradient checkpointing).",
+)
+@click.option(
+    "--packing-length",
+    type=int,
+    default=0,
+    help="Passes pack their rows: activations cover this mean sequence length (prompt + "
+    "response tokens) instead of the padded one [default: 0, no packing].",
+)
 @click.option("--no-cache", is_flag=True, help="Simulate every lookup again (for comparison).")
 def plan(
     algo: str | None,
@@ -125,6 +145,9 @@ def plan(
     as_json: bool,
     output: str | None,
     timeline: str | None,
+    lora_rank: int,
+    recompute: bool,
+    packing_length: int,
     no_cache: bool,
 ) -> None:
     """Find the fastest placement of an algorithm's roles and their parallel layouts.
@@ -170,6 +193,10 @@ def plan(
         optimizer_steps=optimizer_steps,
         micro_batch_size=micro_batch_size,
         max_running_sequences=max_running_sequences,
+        lora_rank=lora_rank,
+        recompute=recompute,
+        packing=packing_length > 0,
+        mean_sequence_length=packing_length,
     )
     result = plan_for_algorithm(
         algo,

@@ -159,6 +159,8 @@ def run_setup(
         max_running_sequences=running,
         recompute=bool(actor.get("gradient_checkpointing", False)),
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2),
+        lora_rank=_int(actor.get("lora") or {}, "rank", 0),
+        packing=bool(actor.get("packing", False)),
     )
     placement = cfg.get("placement") or {}
     pool_cfg = placement.get("pools") or {"global": {"devices": 1}}

@@ -40,7 +40,12 @@ class Workload:
     parameter and token instead of 6); ``decode_steps`` how many tokens a
     rollout decodes (0: ``response_length``; a batch decodes until its longest
     response ends, so a run's mean response is shorter); ``dtype_bytes`` the width of the
-    weights a decode step reads (2 for bf16, 4 for fp32).
+    weights a decode step reads (2 for bf16, 4 for fp32). ``lora_rank`` > 0:
+    the policy (the role that generates and trains) trains LoRA adapters of
+    that rank on every linear layer of its blocks, its base frozen;
+    ``packing``: training and inference passes pack their rows, so their
+    activations cover ``mean_sequence_length`` tokens per sequence (0: the
+    full ``sequence_length``, i.e. no gain) instead of the padded length.
     """
 
     batch_size: int = attrs.field(default=1024, validator=_at_least(1))
@@ -53,6 +58,9 @@ class Workload:
     decode_steps: int = attrs.field(default=0, validator=_at_least(0))
     recompute: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     dtype_bytes: int = attrs.field(default=2, validator=_at_least(1))
+    lora_rank: int = attrs.field(default=0, validator=_at_least(0))
+    packing: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    mean_sequence_length: int = attrs.field(default=0, validator=_at_least(0))
 
     @property
     def sequences(self) -> int:

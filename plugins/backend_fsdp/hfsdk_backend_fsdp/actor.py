@@ -14,6 +14,7 @@ from torch.nn import functional
 from hfsdk import (
     Batch,
     GenerationShards,
+    HfsdkError,
     LossAggregation,
     LossCounts,
     entropy_from_logits,
@@ -28,6 +29,7 @@ from hfsdk_backend_common.engine_support import (
     without_padding_weight,
 )
 from hfsdk_backend_common.objectives import ActorObjective, actor_micro_loss
+from hfsdk_backend_common.packing import pack_rows
 from hfsdk_backend_common.sync_check import RolloutSyncCheck, model_has_dropout
 from hfsdk_backend_common.token_ops import padding_columns, response_log_probs, response_slice
 from hfsdk_backend_fsdp import sharding
@@ -60,6 +62,8 @@ class _CausalLMEngine(FSDPEngine):
         ``entropy="detached"`` computes the entropy without building its graph
         (reported, not trained on). Positions past the longest response are 0.
         """
+        if self.config.packing:
+            return self._packed_response_outputs(micro, temperature, entropy)
         responses = micro["responses"].to(self.device)
         width = responses.shape[1]
         inputs = self._model_inputs(micro)
@@ -82,6 +86,43 @@ class _CausalLMEngine(FSDPEngine):
         if kept < width:
             log_probs = functional.pad(log_probs, (0, width - kept))
             ent = None if ent is None else functional.pad(ent, (0, width - kept))
+        return log_probs, ent
+
+    def _packed_response_outputs(
+        self, micro: Batch, temperature: float, entropy: EntropyMode
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`_response_outputs` over the micro-batch packed into one padding-free row.
+
+        The LM head runs on the response-predicting positions only (``logits_to_keep``
+        as indices); the results are scattered back into (B, R).
+        """
+        responses = micro["responses"].to(self.device)
+        width = responses.shape[1]
+        inputs = self._model_inputs(micro)
+        packed = pack_rows(
+            inputs["input_ids"], inputs["attention_mask"], inputs["position_ids"], width
+        )
+        call: dict[str, Any] = {
+            "input_ids": packed.input_ids,
+            "position_ids": packed.position_ids,
+            "attention_mask": None,  # packed positions: block-diagonal causal attention
+            "use_cache": False,
+        }
+        if self._logits_to_keep:
+            call["logits_to_keep"] = packed.keep
+        with self._autocast():
+            logits = self.module(**call).logits[0]
+        if not self._logits_to_keep:
+            logits = logits[packed.keep]
+        scaled = logits.float() / temperature if temperature != 1.0 else logits.float()
+        chosen = scaled.gather(-1, packed.response_tokens(responses).long()[:, None])[:, 0]
+        log_probs = packed.scatter(chosen - torch.logsumexp(scaled, dim=-1), width)
+        ent = None
+        if entropy == "grad":
+            ent = packed.scatter(entropy_from_logits(scaled), width)
+        elif entropy == "detached":
+            with torch.no_grad():
+                ent = packed.scatter(entropy_from_logits(scaled.detach()), width)
         return log_probs, ent
 
     def _log_probs(
@@ -113,6 +154,23 @@ class ActorEngine(_CausalLMEngine):
         """``old_log_probs`` and ``entropys`` (both (B, R), 0 where masked) of the responses."""
         log_probs, entropy = self._log_probs(batch, "compute_log_prob", with_entropy=True)
         return Batch.from_dict(tensors={"old_log_probs": log_probs, "entropys": entropy})
+
+    def compute_ref_log_prob(self, batch: Batch) -> Batch:
+        """``ref_log_probs`` under the base model: the LoRA actor with its adapters disabled.
+
+        This is the reference policy when the reference role shares the actor's
+        model (no second copy of the base); only a LoRA actor has it.
+        """
+        if not self.lora:
+            raise HfsdkError(
+                f"{self.role} has no LoRA adapters, so its base model is its trained weights, "
+                "not the reference; build a ReferenceEngine for the reference role"
+            )
+        from hfsdk_backend_fsdp.lora import adapters_disabled
+
+        with adapters_disabled(self.module):
+            log_probs, _ = self._log_probs(batch, "compute_ref_log_prob", with_entropy=False)
+        return Batch.from_dict(tensors={"ref_log_probs": log_probs})
 
     # -- the rollout contract's actor side (hfsdk.ActorSource) ---------------------------
 
@@ -162,6 +220,10 @@ class ActorEngine(_CausalLMEngine):
         if (sharded and not gather) or (not sharded and self.config.dtype != "float32"):
             yield None
             return
+        if self.lora:
+            # A peft module is no plain HF model: the rollout gets merged weights instead.
+            yield None
+            return
         with self.generation_module() as module:
             yield module
 
@@ -177,7 +239,13 @@ class ActorEngine(_CausalLMEngine):
         """
         stats = sharding.StreamStats()
         sharded = sharding.is_sharded(self.module)
-        for name, tensor in sharding.stream_full_parameters(self.module, self.dp, stats):
+        stream = sharding.stream_full_parameters(self.module, self.dp, stats)
+        if self.lora:
+            # HF names and W + (alpha/r)·B·A: the rollout sees the merged model, never peft's.
+            from hfsdk_backend_fsdp.lora import merged_weights, scaling
+
+            stream = merged_weights(((n, t.detach()) for n, t in stream), scaling(self.module))
+        for name, tensor in stream:
             yield name, tensor.detach().to(self.compute_dtype)
         self.last_stream = stats
         # Unsharded, the module's own tensors were yielded: nothing received, nothing extra.

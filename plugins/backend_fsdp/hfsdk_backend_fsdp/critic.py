@@ -14,6 +14,7 @@ from hfsdk_backend_common.engine_support import (
     without_padding_weight,
 )
 from hfsdk_backend_common.objectives import CriticObjective
+from hfsdk_backend_common.packing import pack_rows
 from hfsdk_backend_common.token_ops import response_slice
 from hfsdk_backend_fsdp.engine import FSDPEngine
 from hfsdk_backend_fsdp.models import ModelKind
@@ -29,13 +30,30 @@ class CriticEngine(FSDPEngine):
     trainable: ClassVar[bool] = True
 
     def _values(self, micro: Batch) -> torch.Tensor:
+        width = micro["responses"].shape[1]
+        packed = None
+        inputs = self._model_inputs(micro)
+        if self.config.packing:
+            packed = pack_rows(
+                inputs["input_ids"], inputs["attention_mask"], inputs["position_ids"], width
+            )
+            inputs = {
+                "input_ids": packed.input_ids,
+                "position_ids": packed.position_ids,
+                "attention_mask": None,  # packed positions: block-diagonal causal attention
+                "use_cache": False,
+            }
         with warnings.catch_warnings():
             # The token-classification head's logits reach FSDP2 as a view, so it warns
             # about in-place ops on them; only out-of-place ops follow here.
             warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* view tensor")
-            logits = self._forward(micro).logits
+            with self._autocast():
+                logits = self.module(**inputs).logits
         per_token = logits[..., 0].float()
-        values = response_slice(per_token, micro["responses"].shape[1])
+        if packed is not None:
+            values = packed.scatter(per_token[0, packed.keep], width)
+        else:
+            values = response_slice(per_token, width)
         return masked_fill_zero(values, micro["response_mask"].to(self.device))
 
     def compute_values(self, batch: Batch) -> Batch:

@@ -118,23 +118,36 @@ class FSDPEngine:
         model = build(
             self.model_path, self.kind, weights_dtype, pad_token_id=self.tokenizer.pad_token_id
         )
-        self.materialized_before_sharding = sum(
-            p.numel() for p in model.parameters() if p.device.type != "meta"
-        )
-        full_state = dict(model.state_dict()) if broadcast and not on_meta else {}
         self.model_class: type[PreTrainedModel] = type(model)
         attention = self._attn_implementation()
         if attention is not None:
             model.set_attn_implementation(attention)
         if self.trainable and config.gradient_checkpointing:
             model.gradient_checkpointing_enable()
+        self._prepare_model(model)
+        self.lora = self.trainable and config.lora.enabled
+        if config.lora.enabled and not (self.trainable and self.kind == "causal_lm"):
+            raise HfsdkError(
+                f"{role}.lora.rank={config.lora.rank}: LoRA adapters train the policy only; "
+                f"set {role}.lora.rank: 0"
+            )
+        if self.lora:
+            from hfsdk_backend_fsdp.lora import attach_adapters
+
+            if config.gradient_checkpointing:
+                # The frozen embedding's output needs a gradient for checkpointed blocks.
+                model.enable_input_require_grads()
+            model = attach_adapters(model, config.lora, seed=config.seed)
+        self.materialized_before_sharding = sum(
+            p.numel() for p in model.parameters() if p.device.type != "meta"
+        )
+        full_state = dict(model.state_dict()) if broadcast and not on_meta else {}
         if not self.trainable:
             model.requires_grad_(False)
         model.eval()
         if not on_meta:
             # full_state keeps rank 0's loaded (CPU) tensors: the source of the broadcast.
             model.to(self.device)
-        self._prepare_model(model)
         self.module: PreTrainedModel = sharding.shard_model(
             model,
             self.dp,
@@ -143,6 +156,7 @@ class FSDPEngine:
             if (self.trainable and config.dtype != "float32")
             else None,
             reshard_after_forward=config.reshard_after_forward,
+            offload=sharding.offload_enabled(config.offload, self.device.type, role),
         )
         if broadcast:
             if on_meta:
@@ -154,9 +168,9 @@ class FSDPEngine:
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         if self.trainable:
-            self.optimizer, self.scheduler = build_optimizer(
-                self.module.parameters(), config.optim, total_steps
-            )
+            # With LoRA only the adapters train: the frozen base gets no optimizer state.
+            trained = [p for p in self.module.parameters() if p.requires_grad]
+            self.optimizer, self.scheduler = build_optimizer(trained, config.optim, total_steps)
 
     def _attn_implementation(self) -> str | None:
         """``attn_implementation`` with ``auto`` resolved (``None``: keep the model's default)."""
@@ -230,14 +244,17 @@ class FSDPEngine:
             if "responses" in batch
             else [int(n) for n in batch["attention_mask"].sum(dim=-1).tolist()]
         )
-        count = len(token_budget_groups(lengths, budget, by_length=by_length))
+        packed = self.config.packing  # a packed pass costs its rows' summed length
+        count = len(token_budget_groups(lengths, budget, by_length=by_length, packed=packed))
         if self.dp.distributed:
             import torch.distributed as dist
 
             agreed = torch.tensor([count], dtype=torch.int64, device=self.device)
             dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=self.dp.group)
             count = int(agreed.item())
-        groups = token_budget_groups(lengths, budget, count=count, by_length=by_length)
+        groups = token_budget_groups(
+            lengths, budget, count=count, by_length=by_length, packed=packed
+        )
         return [batch.index(rows) for rows in groups]
 
     # -- training helpers ----------------------------------------------------------------
@@ -357,13 +374,10 @@ class FSDPEngine:
         another world size); rank 0 adds the small rest (LR schedule, counters).
         """
         import torch.distributed.checkpoint as dcp
-        from torch.distributed.checkpoint.state_dict import (
-            get_model_state_dict,
-            get_optimizer_state_dict,
-        )
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
         path = Path(directory) / DCP_DIR.format(role=self.role)
-        state: dict[str, Any] = {"model": get_model_state_dict(self.module)}
+        state: dict[str, Any] = {"model": self._checkpointed_model_state()}
         if self.trainable:
             assert self.optimizer is not None
             state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
@@ -381,6 +395,16 @@ class FSDPEngine:
         self._barrier()
         return path
 
+    def _checkpointed_model_state(self) -> dict[str, Any]:
+        """This rank's model state to checkpoint: with LoRA only the (trainable) adapters.
+
+        The frozen base is the role's ``model_path`` and is rebuilt from it on resume.
+        """
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        options = StateDictOptions(ignore_frozen_params=self.lora)
+        return get_model_state_dict(self.module, options=options)
+
     def load_checkpoint(self, directory: str | Path) -> None:
         """Load what :meth:`save_checkpoint` wrote, at this engine's world size.
 
@@ -394,7 +418,7 @@ class FSDPEngine:
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.api import CheckpointException
         from torch.distributed.checkpoint.state_dict import (
-            get_model_state_dict,
+            StateDictOptions,
             get_optimizer_state_dict,
             set_model_state_dict,
             set_optimizer_state_dict,
@@ -408,7 +432,7 @@ class FSDPEngine:
             failure = f"no {self.role} engine checkpoint at {path}"
         else:
             try:
-                state = {"model": get_model_state_dict(self.module)}
+                state = {"model": self._checkpointed_model_state()}
                 if self.trainable:
                     assert self.optimizer is not None
                     state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
@@ -425,7 +449,9 @@ class FSDPEngine:
         failure = self._any_failure(failure)
         if failure is not None:
             raise HfsdkError(failure)
-        set_model_state_dict(self.module, state["model"])
+        set_model_state_dict(
+            self.module, state["model"], options=StateDictOptions(strict=not self.lora)
+        )
         if self.trainable:
             assert self.optimizer is not None and self.scheduler is not None
             set_optimizer_state_dict(self.module, self.optimizer, state["optimizer"])
@@ -479,19 +505,41 @@ class FSDPEngine:
 
         Every rank must call it. The result loads with the HF auto class of the
         role (``AutoModelForCausalLM`` for the actor) from the directory alone.
+        A LoRA actor writes its adapter instead (``adapter_config.json`` and
+        ``adapter_model.safetensors``, peft's format, naming the base model's
+        directory) and, with ``lora.export_merged``, the merged model in ``merged/``.
         """
         state = sharding.full_model_state(self.module)
         directory = Path(directory)
+        if self.lora:
+            self._export_lora(state, directory)
+            self._barrier()
+            return directory
         if self.dp.rank == 0:
-            config = self.module.config
-            with torch.device("meta"):
-                fresh = self.model_class(config)
-            fresh.load_state_dict(state, assign=True, strict=True)
-            if getattr(self.module, "generation_config", None) is not None:
-                fresh.generation_config = self.module.generation_config
-            directory.mkdir(parents=True, exist_ok=True)
-            with quiet_loading():  # no per-save progress bar on the console
-                fresh.save_pretrained(str(directory))
-                self.tokenizer.save_pretrained(str(directory))
+            self._write_hf(state, directory)
         self._barrier()
         return directory
+
+    def _export_lora(self, state: dict[str, torch.Tensor], directory: Path) -> None:
+        """The adapter (peft format) in ``directory``; on request the merged one in ``merged/``."""
+        from hfsdk_backend_fsdp import lora
+
+        if self.dp.rank != 0:
+            return
+        lora.export_adapter(self.module, state, directory, str(self.model_path))
+        self.tokenizer.save_pretrained(str(directory))
+        if self.config.lora.export_merged:
+            self._write_hf(lora.merged_state(self.module, state), directory / lora.MERGED_DIR)
+
+    def _write_hf(self, state: dict[str, torch.Tensor], directory: Path) -> None:
+        """Save a plain HF state dict of this role's model class, with the tokenizer (rank 0)."""
+        config = self.module.config
+        with torch.device("meta"):
+            fresh = self.model_class(config)
+        fresh.load_state_dict(state, assign=True, strict=True)
+        if getattr(self.module, "generation_config", None) is not None:
+            fresh.generation_config = self.module.generation_config
+        directory.mkdir(parents=True, exist_ok=True)
+        with quiet_loading():  # no per-save progress bar on the console
+            fresh.save_pretrained(str(directory))
+            self.tokenizer.save_pretrained(str(directory))

@@ -7,6 +7,7 @@ from typing import Any, Literal
 import attrs
 
 from hfsdk import RolloutLayoutConfig, help_field
+from hfsdk_backend_common.lora_config import LoraConfig
 from hfsdk_backend_common.role_fields import TrainedRoleConfig
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 
@@ -63,6 +64,29 @@ class FSDPRoleConfig(TrainedRoleConfig):
     )
     """Log-prob and training passes drop the columns that are padding in every row of a
     micro-batch (leading prompt padding, response padding after the longest response)."""
+    packing: bool = help_field(
+        "Pack each micro-batch's rows into one padding-free sequence (positions restart per "
+        "row, attention never crosses rows) for log-prob, value and training passes.",
+        default=False,
+    )
+    """Sequence packing (docs/backends.md, "Sequence packing"): no padding token is computed;
+    with ``micro_batch_tokens`` a pass's cost is its rows' summed length, not rows x longest."""
+    lora: LoraConfig = help_field(
+        "LoRA adapters on the policy {rank, alpha, dropout, target_modules}; rank 0: off.",
+        factory=LoraConfig,
+    )
+    """peft LoRA on the actor (docs/backends.md, "LoRA"): base weights frozen, only the
+    adapters and their optimizer state train and are checkpointed; a reference on the
+    actor's model is the actor with its adapters disabled."""
+    offload: bool = help_field(
+        "FSDP2 CPU offload of parameters, gradients and optimizer state (GPU only; a "
+        "no-op on CPU).",
+        default=False,
+    )
+    """FSDP2's ``CPUOffloadPolicy``: sharded parameters, gradients and the optimizer step live
+    in host memory; each unit is copied to the GPU for its forward/backward. On a CPU-only
+    machine everything already is in host memory: the key is accepted and does nothing
+    (one info line)."""
     rollout_layout: RolloutLayoutConfig = help_field(
         "The actor's generation layout {tp}: tp > 1 decodes with tensor parallelism over tp "
         "ranks, each fetching only its slice of the FSDP shards (Llama; tp must "
@@ -85,7 +109,34 @@ def run_config_problems(config: Any) -> list[str]:
             "algorithm.n_samples_per_prompt responses per prompt; set that instead"
         )
     problems.extend(_mini_batch_problems(config))
+    problems.extend(_lora_problems(config))
     problems.extend(_rollout_layout_problems(config))
+    return problems
+
+
+def _lora_problems(config: Any) -> list[str]:
+    """LoRA is for the policy: a non-policy fsdp role with ``lora.rank > 0`` is refused."""
+    problems = []
+    actor = config.sections.get("actor")
+    if (
+        isinstance(actor, FSDPRoleConfig)
+        and actor.lora.enabled
+        and (actor.rollout_layout.tp or 1) > 1
+    ):
+        problems.append(
+            f"actor.lora.rank={actor.lora.rank} with actor.rollout_layout.tp="
+            f"{actor.rollout_layout.tp}: tensor-parallel generation slices the FSDP shards, which "
+            "LoRA's merged weights are not; set actor.rollout_layout.tp: 1"
+        )
+    for role, section in config.sections.items():
+        if role == "actor" or not isinstance(section, FSDPRoleConfig):
+            continue
+        if section.lora.enabled:
+            problems.append(
+                f"{role}.lora.rank={section.lora.rank}: LoRA adapters train the policy only; "
+                f"set {role}.lora.rank: 0 (a reference on the actor's model already shares "
+                "the actor's base weights)"
+            )
     return problems
 
 

@@ -32,6 +32,8 @@ from hfsdk import (
 )
 from hfsdk_backend_common.objectives import actor_objective_from, critic_objective_from
 from hfsdk_backend_common.worker_checkpoint import load_rank_checkpoint, save_rank_checkpoint
+from hfsdk_backend_fsdp import shared_base
+from hfsdk_backend_fsdp.engine import resolve_model_path
 from hfsdk_backend_fsdp.engine_factory import create_engine
 
 
@@ -53,14 +55,18 @@ class FSDPRoleWorker(Worker):
             model_path=section.model_path or assets.model_path,
             tokenizer_path=section.tokenizer_path or assets.tokenizer_path,
         )
-        self.engine: Any = create_engine(
+        self.engine: Any = self._build_engine(role, section, config)
+        torch.manual_seed(config.trainer.seed + 1000 * self.rank)
+
+    def _build_engine(self, role: str, section: Any, config: Any) -> Any:
+        """This role's engine (of :attr:`engine_kind`) over the worker's process group."""
+        return create_engine(
             role,
             section,
             kind=self.engine_kind,
             process_group=self.process_group,
             total_steps=config.trainer.total_steps,
         )
-        torch.manual_seed(config.trainer.seed + 1000 * self.rank)
 
     # -- checkpoints --------------------------------------------------------------------
 
@@ -98,6 +104,7 @@ class FSDPPolicyWorker(FSDPRoleWorker):
         super().__init__(**kwargs)
         self.loss_terms = objective or ActorLossTerms()
         self.rollout: RolloutBackend = build_rollout(self.run_config.rollout, self.engine)
+        shared_base.offer(self.engine)  # a LoRA actor's base can serve as the reference
 
     def close(self) -> None:
         """Release the rollout's engines (vLLM's in-process engine)."""
@@ -136,6 +143,13 @@ class FSDPReferenceWorker(FSDPRoleWorker):
     """A ``frozen_policy`` role: log-probs under the frozen reference."""
 
     engine_kind: ClassVar[str] = "reference"
+
+    def _build_engine(self, role: str, section: Any, config: Any) -> Any:
+        """The LoRA actor's base when it lives in this process (:mod:`.shared_base`)."""
+        actor = shared_base.find(resolve_model_path(section, role), self.process_group)
+        if actor is not None:
+            return shared_base.BaseOfLoraActor(actor)
+        return super()._build_engine(role, section, config)
 
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def compute_ref_log_prob(self, batch: Batch) -> Batch:

@@ -17,7 +17,7 @@ largest, and every rank splits its rows into exactly that many groups.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -45,15 +45,22 @@ def padded_cost(lengths: Sequence[RowExtent], rows: Sequence[int]) -> int:
     return len(rows) * (max(p for p, _ in extents) + max(r for _, r in extents))
 
 
+def packed_cost(lengths: Sequence[RowExtent], rows: Sequence[int]) -> int:
+    """Tokens a packed pass over ``rows`` computes: the sum of their lengths (no padding)."""
+    return sum(_total(lengths[r]) for r in rows)
+
+
 def _total(row: RowExtent) -> int:
     prompt, response = _extent(row)
     return prompt + response
 
 
-def _greedy(lengths: Sequence[RowExtent], order: Sequence[int], budget: int) -> list[list[int]]:
+def _greedy(
+    lengths: Sequence[RowExtent], order: Sequence[int], budget: int, cost: Any
+) -> list[list[int]]:
     groups: list[list[int]] = []
     for row in order:
-        if groups and padded_cost(lengths, [*groups[-1], row]) <= budget:
+        if groups and cost(lengths, [*groups[-1], row]) <= budget:
             groups[-1].append(row)
         else:
             groups.append([row])  # a row longer than the budget still gets its own pass
@@ -66,6 +73,7 @@ def token_budget_groups(
     *,
     count: int | None = None,
     by_length: bool = False,
+    packed: bool = False,
 ) -> list[list[int]]:
     """Row indices per pass, each pass's padded cost within ``budget`` where possible.
 
@@ -76,14 +84,17 @@ def token_budget_groups(
     so concatenating their outputs keeps the batch's order (inference).
     ``count``: split into exactly this many non-empty passes (at least as
     many as the budget needs, at most one per row) by halving the costliest
-    pass; ranks agree on it so they run the same number of passes.
+    pass; ranks agree on it so they run the same number of passes. ``packed``:
+    the rows of a pass are packed into one sequence (``packing``), so a pass
+    costs :func:`packed_cost`, the sum of its rows' lengths.
     """
+    cost = packed_cost if packed else padded_cost
     if budget < 1:
         raise ValueError(f"token budget must be >= 1, got {budget}")
     order = (
         sorted(range(len(lengths)), key=lambda r: (-_total(lengths[r]), r)) if by_length else None
     )
-    groups = _greedy(lengths, order if order is not None else range(len(lengths)), budget)
+    groups = _greedy(lengths, order if order is not None else range(len(lengths)), budget, cost)
     if count is None:
         return groups
     if not len(groups) <= count <= len(lengths):
@@ -92,7 +103,7 @@ def token_budget_groups(
         )
     while len(groups) < count:
         splittable = [i for i, g in enumerate(groups) if len(g) > 1]
-        worst = max(splittable, key=lambda i: (padded_cost(lengths, groups[i]), -i))
+        worst = max(splittable, key=lambda i: (cost(lengths, groups[i]), -i))
         group = groups[worst]
         half = len(group) // 2
         groups[worst : worst + 1] = [group[:half], group[half:]]

@@ -65,6 +65,7 @@ def shard_model(
     *,
     compute_dtype: torch.dtype | None = None,
     reshard_after_forward: bool = True,
+    offload: bool = False,
 ) -> nn.Module:
     """Apply FSDP2 ``fully_shard`` to each transformer block, then to the whole model.
 
@@ -73,26 +74,63 @@ def shard_model(
     bfloat16) is the forward/backward dtype while the sharded master weights
     keep their own dtype and gradients are reduced in float32. A group of one
     rank (or none) leaves the model a plain module; the engine then computes
-    in ``compute_dtype`` under autocast.
+    in ``compute_dtype`` under autocast. ``offload`` (GPU only, see
+    :func:`offload_enabled`) keeps the shards, their gradients and the optimizer
+    step in host memory (FSDP2's ``CPUOffloadPolicy``); it shards even a group of
+    one rank, since the offload lives in FSDP.
     """
     import torch
     from torch.distributed.device_mesh import DeviceMesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
 
-    if not dp.distributed or dp.size == 1:
+    if not dp.distributed or (dp.size == 1 and not offload):
+        if offload:
+            import logging
+
+            logging.getLogger("hfsdk").info(
+                "offload needs a torch.distributed group (every worker has one); this engine "
+                "has none, so its model stays on the device"
+            )
         return model
     mesh = DeviceMesh.from_group(dp.group, device_type)
     mp_policy = MixedPrecisionPolicy(
         param_dtype=compute_dtype, reduce_dtype=torch.float32 if compute_dtype else None
     )
+    extra: dict[str, Any] = {"offload_policy": CPUOffloadPolicy()} if offload else {}
     blocks = _layer_classes(model)
     for module in list(model.modules()):
         if type(module).__name__ in blocks:
             fully_shard(
-                module, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp_policy
+                module,
+                mesh=mesh,
+                reshard_after_forward=reshard_after_forward,
+                mp_policy=mp_policy,
+                **extra,
             )
-    fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp_policy)
+    fully_shard(
+        model, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp_policy, **extra
+    )
     return model
+
+
+def offload_enabled(requested: bool, device_type: str, role: str) -> bool:
+    """Whether CPU offload applies: asked for and computing on a GPU.
+
+    On a CPU-only machine parameters and optimizer state already live in host
+    memory, so ``offload: true`` is a no-op there (one info line, not an error).
+    """
+    if not requested:
+        return False
+    if device_type == "cpu":
+        import logging
+
+        logging.getLogger("hfsdk").info(
+            "%s.offload: the role computes on the CPU, where parameters and optimizer state "
+            "already live in host memory; nothing to offload",
+            role,
+        )
+        return False
+    return True
 
 
 def is_sharded(model: nn.Module) -> bool:

@@ -63,3 +63,16 @@ def test_mini_batch_split_follows_the_declared_role_kinds() -> None:
     # The reference is of kind frozen_policy: it never splits mini-batches.
     config = resolve_run_config("ppo", {**two_devices, "reference": {"mini_batch_size": 7}})
     assert config.reference.mini_batch_size == 7
+
+
+def test_lora_is_for_the_actor_and_its_default_rollout_layout() -> None:
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.errors import ConfigError
+
+    load_run_config("grpo", None, ["actor.lora.rank=8"])  # fine
+    with pytest.raises(ConfigError, match=r"reference\.lora\.rank=4: LoRA adapters train the"):
+        load_run_config("grpo", None, ["reference.lora.rank=4"])
+    overrides = ["actor.lora.rank=8", "actor.rollout_layout.tp=2", "placement.pools.global.devices=2",
+                 "actor.mini_batch_size=8"]  # fmt: skip
+    with pytest.raises(ConfigError, match=r"actor\.lora\.rank=8 with actor\.rollout_layout\.tp=2"):
+        load_run_config("grpo", None, overrides)

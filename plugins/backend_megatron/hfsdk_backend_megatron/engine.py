@@ -52,6 +52,7 @@ from hfsdk_backend_megatron.arch import layout_problems, read_shape
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig
 from hfsdk_backend_megatron.model_builder import build_gpt, init_parallel_state, load_shard
 from hfsdk_backend_megatron.pipeline import run_pipeline
+from hfsdk_backend_megatron.validation import lora_problem
 from hfsdk_backend_megatron.vocab_parallel import vocab_parallel_log_probs
 from hfsdk_backend_megatron.weights import load_hf_state
 
@@ -105,6 +106,8 @@ class MegatronEngine:
                 f"{role}.parallel.sequence_parallel is not supported by the megatron backend "
                 "yet; set it to false"
             )
+        if config.lora.enabled:
+            raise HfsdkError(lora_problem(role, config.lora.rank))
         self.tp, self.pp, self.dp_size = init_parallel_state(tp, pp)
         from megatron.core import parallel_state as mpu
 
@@ -132,6 +135,7 @@ class MegatronEngine:
             device=self.device,
             sequence_parallel=config.parallel.sequence_parallel,
             score_bias=self.head == "value",
+            recompute=self.trainable and config.gradient_checkpointing,
         )
         shard = convert.to_megatron(
             hf_state,

@@ -7,6 +7,7 @@ from typing import Literal
 import attrs
 
 from hfsdk import RolloutLayoutConfig, help_field
+from hfsdk_backend_common.lora_config import LoraConfig
 from hfsdk_backend_common.role_fields import TrainedRoleConfig
 
 
@@ -64,3 +65,15 @@ class MegatronRoleConfig(TrainedRoleConfig):
         default="auto",
         validator=attrs.validators.in_(("auto", "cpu", "cuda")),
     )
+    gradient_checkpointing: bool = help_field(
+        "Recompute activations in backward (less memory, ~30% more compute).",
+        default=False,
+    )
+    """megatron-core's full activation recompute, one transformer layer per checkpoint
+    (``recompute_granularity=full``, ``recompute_method=uniform``, ``recompute_num_layers=1``):
+    only each layer's input is kept from the forward; the same key as the fsdp backend's."""
+    lora: LoraConfig = help_field(
+        "LoRA adapters: not supported by the megatron backend (rank must stay 0).",
+        factory=LoraConfig,
+    )
+    """Accepted so a config switches backend without edits; ``rank > 0`` is refused."""

@@ -89,12 +89,32 @@ class ScalarHead(torch.nn.Module):
 
 
 def transformer_config(
-    shape: ModelShape, tp: int, pp: int, dtype: torch.dtype, sequence_parallel: bool
+    shape: ModelShape,
+    tp: int,
+    pp: int,
+    dtype: torch.dtype,
+    sequence_parallel: bool,
+    recompute: bool = False,
 ) -> Any:
-    """megatron-core's ``TransformerConfig`` for ``shape`` at (tp, pp)."""
+    """megatron-core's ``TransformerConfig`` for ``shape`` at (tp, pp).
+
+    ``recompute``: full activation recompute of every layer (each layer's input
+    is kept; its inside is recomputed in backward), megatron-core's own
+    ``tensor_parallel.checkpoint`` with its RNG-state tracking.
+    """
     from megatron.core.transformer.transformer_config import TransformerConfig
 
+    recompute_args: dict[str, Any] = {}
+    # megatron-core's checkpoint saves and restores CUDA RNG states, so it needs a GPU;
+    # elsewhere :func:`recompute_layers` does the same recompute with torch's checkpoint.
+    if recompute and torch.cuda.is_available():
+        recompute_args = {
+            "recompute_granularity": "full",
+            "recompute_method": "uniform",
+            "recompute_num_layers": 1,
+        }
     return TransformerConfig(
+        **recompute_args,
         num_layers=shape.num_layers,
         hidden_size=shape.hidden_size,
         num_attention_heads=shape.num_heads,
@@ -147,14 +167,19 @@ def build_gpt(
     device: torch.device,
     sequence_parallel: bool = False,
     score_bias: bool = False,
+    recompute: bool = False,
 ) -> torch.nn.Module:
-    """This rank's GPTModel shard (empty weights; load them with :func:`load_shard`)."""
+    """This rank's GPTModel shard (empty weights; load them with :func:`load_shard`).
+
+    ``recompute`` turns on activation recompute: megatron-core's own on CUDA
+    (see :func:`transformer_config`), :func:`recompute_layers` elsewhere.
+    """
     from megatron.core import parallel_state as mpu
     from megatron.core.models.gpt import GPTModel
 
     tp = mpu.get_tensor_model_parallel_world_size()
     pp = mpu.get_pipeline_model_parallel_world_size()
-    config = transformer_config(shape, tp, pp, dtype, sequence_parallel)
+    config = transformer_config(shape, tp, pp, dtype, sequence_parallel, recompute)
     model = GPTModel(
         config=config,
         transformer_layer_spec=layer_spec(device),
@@ -171,7 +196,33 @@ def build_gpt(
     )
     if head != "lm" and mpu.is_pipeline_last_stage():
         model.output_layer = ScalarHead(shape.hidden_size, score_bias, shape.initializer_range)
+    if recompute and not torch.cuda.is_available():
+        recompute_layers(model)
     return model.to(device)
+
+
+def recompute_layers(model: torch.nn.Module) -> None:
+    """Recompute each transformer layer in backward (torch's non-reentrant checkpoint).
+
+    The same granularity as megatron-core's ``full``/``uniform``/1 recompute:
+    only a layer's inputs are kept from the forward. Without dropout (the
+    builder sets none) the recomputed forward is the same computation, so no
+    RNG state needs restoring — which is why this works without CUDA.
+    Inference (no grad, or eval mode) runs the layers as they are.
+    """
+    import functools
+
+    from torch.utils.checkpoint import checkpoint
+
+    for layer in model.decoder.layers:
+        plain = layer.forward
+
+        def forward(*args: Any, _plain: Any = plain, _layer: Any = layer, **kwargs: Any) -> Any:
+            if not (_layer.training and torch.is_grad_enabled()):
+                return _plain(*args, **kwargs)
+            return checkpoint(_plain, *args, use_reentrant=False, **kwargs)
+
+        layer.forward = functools.wraps(plain)(forward)
 
 
 def load_shard(model: torch.nn.Module, shard: dict[str, torch.Tensor]) -> None:

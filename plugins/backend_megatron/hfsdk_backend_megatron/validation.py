@@ -70,12 +70,23 @@ def run_config_problems(config: Any) -> list[str]:
         problems += layout_problems(shape, section.parallel.tp, section.parallel.pp, devices, role)
         if role == "actor" and not problems:
             problems += rollout_layout_problems(shape, section, devices)
+        lora = getattr(section, "lora", None)
+        if lora is not None and lora.enabled:
+            problems.append(lora_problem(role, lora.rank))
         if section.parallel.sequence_parallel:
             problems.append(
                 f"{role}.parallel.sequence_parallel is not supported by the megatron backend "
                 "yet; set it to false"
             )
     return problems
+
+
+def lora_problem(role: str, rank: int) -> str:
+    """The one line that refuses LoRA on a megatron role."""
+    return (
+        f"{role}.lora.rank={rank}: LoRA is not supported by the megatron backend; set "
+        f"{role}.lora.rank: 0 or use {role}.backend: fsdp"
+    )
 
 
 def rollout_layout_problems(shape: ModelShape, section: Any, devices: int) -> list[str]:

@@ -125,3 +125,11 @@ def test_sequence_parallel_is_refused(model: str) -> None:
         [*_actor(model, tp=2, pp=1, devices=2), "actor.parallel.sequence_parallel=true"]
     )
     assert "sequence_parallel is not supported" in message
+
+
+def test_lora_is_refused_in_one_line(model: str) -> None:
+    message = _error([*_actor(model, tp=1, pp=1, devices=1), "actor.lora.rank=8"])
+    assert (
+        "actor.lora.rank=8: LoRA is not supported by the megatron backend; set "
+        "actor.lora.rank: 0 or use actor.backend: fsdp"
+    ) in message

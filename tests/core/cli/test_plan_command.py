@@ -84,3 +84,27 @@ def test_listed_in_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "plan" in capsys.readouterr().out
+
+
+def test_plan_prices_lora_recompute_and_packing() -> None:
+    import json
+
+    def actor_peak(*extra: str) -> tuple[float, dict]:
+        args = ["--algo", "grpo", "--model-size", "7B", "--gpus", "8", "--json", *extra]
+        result = CliRunner().invoke(plan, args)
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        actor = next(r for r in data["roles"] if r["role"] == "actor")
+        layout = actor["layout"]
+        # Per model replica: the layouts the search picks may differ between the settings.
+        return actor["peak_memory_bytes"] * layout["p"] * layout["t"], data["workload"]
+
+    full, _ = actor_peak()
+    lora, workload = actor_peak("--lora-rank", "16")
+    assert workload["lora_rank"] == 16
+    assert (
+        lora < 0.97 * full
+    )  # base frozen: 4 instead of 16 bytes per parameter (KV cache dominates)
+    _, workload = actor_peak("--no-recompute", "--packing-length", "700")
+    assert workload["recompute"] is False and workload["packing"] is True
+    assert workload["mean_sequence_length"] == 700

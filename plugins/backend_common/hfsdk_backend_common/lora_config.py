@@ -1,0 +1,64 @@
+"""The ``lora`` key of a trained role: low-rank adapters on the policy (``rank: 0`` is off)."""
+
+from __future__ import annotations
+
+import attrs
+
+from hfsdk import help_field
+
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+"""Every linear layer of a Llama / Qwen2 / Mistral block."""
+
+
+def _check_targets(instance: object, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    if not value or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(
+            f"lora.target_modules={list(value)!r} must be a non-empty list of module names "
+            f"(e.g. {list(DEFAULT_TARGETS[:2])}) or ['all-linear']"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class LoraConfig:
+    """LoRA adapters (peft) on the actor: only they (and their optimizer state) are trained.
+
+    ``rank`` 0 (the default) trains the full model. With ``rank > 0`` the base
+    weights are frozen, an adapter ``B @ A`` (scaled by ``alpha / rank``) is added
+    to every module named in ``target_modules``, and the reference policy is the
+    same model with its adapters disabled when it shares the actor's model
+    (docs/backends.md, "LoRA").
+    """
+
+    rank: int = help_field(
+        "LoRA rank r of the adapters; 0: off (the full model trains).",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
+    alpha: float = help_field(
+        "LoRA scaling numerator: the adapter output is multiplied by alpha / rank.",
+        default=16.0,
+        validator=attrs.validators.gt(0),
+    )
+    dropout: float = help_field(
+        "Dropout on the adapter input (0: none; >0 makes training forwards stochastic).",
+        default=0.0,
+        validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)],
+    )
+    target_modules: tuple[str, ...] = help_field(
+        "Names of the linear modules that get adapters (peft's target_modules; "
+        "['all-linear'] for every linear layer but the LM head).",
+        default=DEFAULT_TARGETS,
+        converter=tuple,
+        validator=_check_targets,
+    )
+    export_merged: bool = help_field(
+        "HF export also writes the merged model (base + adapters) to <export>/merged.",
+        default=False,
+    )
+    """The export always writes the adapter (peft's files, loadable onto the base model); with
+    this the merged full model is written beside it, loadable without peft."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether adapters are used (``rank > 0``)."""
+        return self.rank > 0

@@ -1,0 +1,147 @@
+"""LoRA on the actor with peft: attaching adapters, merged HF weights, adapter export.
+
+The actor's module becomes a ``peft.PeftModel`` whose base weights are frozen.
+Everything that leaves the engine speaks plain HF names: :func:`merged_weights`
+turns the peft module's parameter stream into the merged model's
+``(name, W + (alpha / r) · B @ A)`` pairs, so a rollout never sees a peft name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from hfsdk_backend_common.lora_config import LoraConfig
+
+if TYPE_CHECKING:
+    from torch import nn
+
+PEFT_PREFIX = "base_model.model."
+"""What peft puts in front of every name of the wrapped model."""
+ADAPTER = "default"
+"""The one adapter the actor trains."""
+MERGED_DIR = "merged"
+"""Where :func:`export_adapter`'s caller writes the merged model, inside the export directory."""
+
+
+def attach_adapters(model: nn.Module, config: LoraConfig, *, seed: int) -> nn.Module:
+    """``model`` wrapped in a peft LoRA model: base weights frozen, adapters trainable.
+
+    Adapters are initialised from ``seed`` (the same on every rank); ``B`` starts
+    at zero, so the wrapped model computes exactly what ``model`` did.
+    """
+    from peft import LoraConfig as PeftLoraConfig
+    from peft import get_peft_model
+
+    targets: Any = list(config.target_modules)
+    if targets == ["all-linear"]:
+        targets = "all-linear"
+    peft_config = PeftLoraConfig(
+        r=config.rank,
+        lora_alpha=config.alpha,
+        lora_dropout=config.dropout,
+        target_modules=targets,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return get_peft_model(model, peft_config)
+
+
+def base_model(module: nn.Module) -> nn.Module:
+    """The HF model inside a peft wrapper (``module`` itself when it is not one)."""
+    getter = getattr(type(module), "get_base_model", None)
+    return module.get_base_model() if getter is not None else module
+
+
+def is_lora(module: nn.Module) -> bool:
+    """Whether ``module`` carries peft adapters."""
+    from peft import PeftModel
+
+    return isinstance(module, PeftModel)
+
+
+@contextlib.contextmanager
+def adapters_disabled(module: nn.Module) -> Iterator[None]:
+    """Forwards inside compute the base model alone (the reference policy)."""
+    with module.disable_adapter():
+        yield
+
+
+def scaling(module: nn.Module) -> float:
+    """The adapter's ``alpha / r`` (peft's ``scaling``)."""
+    config = module.peft_config[ADAPTER]
+    return float(config.lora_alpha) / float(config.r)
+
+
+def hf_name(name: str) -> str:
+    """The plain HF name of a peft parameter: no ``base_model.model.``, no ``.base_layer``."""
+    if name.startswith(PEFT_PREFIX):
+        name = name[len(PEFT_PREFIX) :]
+    return name.replace(".base_layer.", ".")
+
+
+def merged_weights(
+    stream: Iterable[tuple[str, torch.Tensor]], scale: float
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """HF-named merged weights from a peft module's ``(name, full tensor)`` stream.
+
+    A module's base weight and its ``lora_A`` / ``lora_B`` arrive together (one
+    FSDP unit holds them), so at most one module's tensors wait here. Merged
+    weights are new tensors; the others are passed through.
+    """
+    pending: dict[str, dict[str, torch.Tensor]] = {}
+    for name, tensor in stream:
+        for part in ("base_layer.weight", f"lora_A.{ADAPTER}.weight", f"lora_B.{ADAPTER}.weight"):
+            if name.endswith("." + part):
+                owner = name[: -len(part) - 1]
+                parts = pending.setdefault(owner, {})
+                parts[part.split(".")[0]] = tensor
+                if len(parts) == 3:
+                    del pending[owner]
+                    base, a, b = parts["base_layer"], parts["lora_A"], parts["lora_B"]
+                    delta = (b.float() @ a.float()) * scale
+                    yield hf_name(owner) + ".weight", (base.float() + delta).to(base.dtype)
+                break
+        else:
+            yield hf_name(name), tensor
+    if pending:
+        raise RuntimeError(f"LoRA modules without all of base, A and B: {sorted(pending)[:3]}")
+
+
+def adapter_state(module: nn.Module, full_state: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The adapter tensors of a full state dict, in peft's saved names."""
+    from peft import get_peft_model_state_dict
+
+    return get_peft_model_state_dict(module, state_dict=full_state, adapter_name=ADAPTER)
+
+
+def export_adapter(
+    module: nn.Module, full_state: dict[str, torch.Tensor], directory: Path, base_path: str
+) -> None:
+    """Write ``adapter_config.json`` and ``adapter_model.safetensors`` (what peft loads)."""
+    from safetensors.torch import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    adapters = adapter_state(module, full_state)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in adapters.items()}
+    tmp = directory / "adapter_model.safetensors.tmp"
+    save_file(tensors, str(tmp), metadata={"format": "pt"})
+    tmp.replace(directory / "adapter_model.safetensors")
+    config = module.peft_config[ADAPTER].to_dict()
+    config["base_model_name_or_path"] = base_path
+    config = {k: (sorted(v) if isinstance(v, set) else v) for k, v in config.items()}
+    tmp = directory / "adapter_config.json.tmp"
+    tmp.write_text(json.dumps(config, indent=2, default=str))
+    tmp.replace(directory / "adapter_config.json")
+
+
+def merged_state(module: nn.Module, full_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The merged model's HF state dict from a peft module's full state dict."""
+    return dict(merged_weights(full_state.items(), scaling(module)))

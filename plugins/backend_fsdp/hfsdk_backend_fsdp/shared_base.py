@@ -1,0 +1,83 @@
+"""The reference as the LoRA actor's base model: no second copy of the weights.
+
+A LoRA actor's base weights are frozen, so the reference policy (the model the
+actor started from) is the actor's own module with its adapters disabled. When
+the reference role runs in the same process as such an actor (fused
+colocation, the default, with the policy role built first — every algorithm
+declares it first) and names the same model directory, its worker serves
+``compute_ref_log_prob`` from the actor's engine through :class:`BaseOfLoraActor`
+instead of loading the model again. Otherwise it builds its own reference
+engine (the same numbers: adapters start at zero, the base never changes).
+"""
+
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hfsdk import Batch
+
+if TYPE_CHECKING:
+    from hfsdk_backend_fsdp.actor import ActorEngine
+
+_LORA_ACTORS: dict[str, weakref.ref[ActorEngine]] = {}
+"""This process's LoRA actors by resolved model directory."""
+
+
+def _key(model_path: str | Path) -> str:
+    return str(Path(model_path).resolve())
+
+
+def offer(engine: ActorEngine) -> None:
+    """Make a LoRA actor's base model available to a reference in this process."""
+    if engine.lora:
+        _LORA_ACTORS[_key(engine.model_path)] = weakref.ref(engine)
+
+
+def find(model_path: str | Path, process_group: Any) -> ActorEngine | None:
+    """The live LoRA actor of ``model_path`` in this process on the same ranks, if any."""
+    ref = _LORA_ACTORS.get(_key(model_path))
+    engine = ref() if ref is not None else None
+    if engine is None:
+        return None
+    if process_group is not None and engine.dp.group is not None:
+        import torch.distributed as dist
+
+        # The same ranks in the same order: every rank's reference call runs the actor's
+        # (collective) forward at the same time.
+        if dist.get_process_group_ranks(process_group) != dist.get_process_group_ranks(
+            engine.dp.group
+        ):
+            return None
+    return engine
+
+
+class BaseOfLoraActor:
+    """The reference role's engine when it is the LoRA actor's base (see the module doc).
+
+    Checkpoints hold nothing for it: the base is the model directory, which
+    the actor's checkpoint does not change.
+    """
+
+    shares_actor_base = True
+
+    def __init__(self, actor: ActorEngine) -> None:
+        self.actor = actor
+
+    def compute_ref_log_prob(self, batch: Batch) -> Batch:
+        """``ref_log_probs`` with the actor's adapters disabled."""
+        return self.actor.compute_ref_log_prob(batch)
+
+    def save_checkpoint(self, directory: str | Path) -> Path:
+        """Nothing to write but the directory: the reference is the frozen base model."""
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def load_checkpoint(self, directory: str | Path) -> None:
+        """Nothing to read (see :meth:`save_checkpoint`)."""
+
+    def export_hf(self, directory: str | Path) -> Path:
+        """Not exported: the reference is the base model's own directory."""
+        return Path(self.actor.model_path)
