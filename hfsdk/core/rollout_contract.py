@@ -366,16 +366,21 @@ class RolloutBackend(abc.ABC):
             if request.seed is not None:
                 torch.manual_seed(request.seed)
             out = self.generate_sequences(prompts)
-        kept = out["response_mask"][0].bool()
-        tokens = out["responses"][0][kept].tolist()
-        logprobs = (
-            out["rollout_log_probs"][0][kept].tolist()
-            if "rollout_log_probs" in out
-            else [math.nan] * len(tokens)
-        )
         stops = set(request.stop_token_ids) | set(self.actor.generation_eos_ids)
         if self.actor.tokenizer.eos_token_id is not None:
             stops.add(int(self.actor.tokenizer.eos_token_id))
+        row = out["responses"][0]
+        if "response_mask" in out:
+            width = int(out["response_mask"][0].sum())
+        else:  # a minimal backend: what follows the first stop is padding
+            ends = [i + 1 for i, t in enumerate(row.tolist()) if t in stops]
+            width = ends[0] if ends else len(row)
+        tokens = row[:width].tolist()
+        logprobs = (
+            out["rollout_log_probs"][0][:width].tolist()
+            if "rollout_log_probs" in out
+            else [math.nan] * len(tokens)
+        )
         end = min(len(tokens), request.max_new_tokens)
         for i, token in enumerate(tokens[:end]):
             if token in stops:
