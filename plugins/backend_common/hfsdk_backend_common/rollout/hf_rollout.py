@@ -384,9 +384,12 @@ class HFRollout(RolloutBackend):
 
         Outside :meth:`serving` the first request opens the server lazily and it
         stays until the weights change (:meth:`update_weights`) or :meth:`close`;
-        that is possible only when the actor is one process.
+        that is possible only when the actor is one process. A model the hfsdk
+        decoder does not run is served by the contract's default (one process only).
         """
         if not self.uses_hfsdk_decoder:
+            # The default calls generate_sequences per request, collective over the ranks.
+            self._require_one_process()
             return await super().generate_request(request)
         if self._server is None:
             self._require_one_process()
