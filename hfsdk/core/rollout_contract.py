@@ -341,7 +341,7 @@ class RolloutBackend(abc.ABC):
         ``stop_token_ids`` (cut after the first one), samples at the backend's
         configured temperature, and reports the backend's ``rollout_log_probs``
         when it returns them (NaN otherwise). Backends that batch requests
-        override it (``hf``, ``vllm``).
+        (continuous batching) override it.
         """
         lock = self.__dict__.setdefault("_one_row_lock", threading.Lock())
 
