@@ -105,3 +105,17 @@ def test_the_hf_request_server_works_with_a_tp2_megatron_actor(model: dict[str, 
         assert outcome["tokens"] == expected
         assert outcome["peak_batch"] > 1
     assert outcomes[0]["tg"] == 2  # the generation layout is tensor-parallel: full copy path
+
+
+@pytest.mark.distributed
+def test_the_hf_request_server_works_with_a_sharded_fsdp_actor(model: dict[str, Any]) -> None:
+    from hfsdk_backend_common.testing.launch import run_gloo
+
+    prompts = [*model["prompts"], model["prompts"][0]]  # 5 prompts: rank 0 serves 3, rank 1 two
+    kwargs = {"path": str(model["path"]), "prompts": prompts, "width": WIDTH}
+    outcomes = run_gloo(2, "request_rollout_worker:fsdp_requests", kwargs, path=[HERE],
+                        timeout=600)  # fmt: skip
+    expected = [*_reference(model), _reference(model)[0]]
+    assert [len(o["rows"]) for o in outcomes] == [3, 2]
+    for outcome in outcomes:
+        assert outcome["tokens"] == [expected[row] for row in outcome["rows"]]
