@@ -10,14 +10,14 @@ from hfsdk import GenerationRequest
 
 
 def megatron_requests(rank: int, world: int, path: str, prompts: list[list[int]],
-                      width: int) -> dict[str, Any]:  # fmt: skip
+                      width: int, tp: int = 2) -> dict[str, Any]:  # fmt: skip
     """Every rank enters ``serving()``; each serves the same greedy requests, all in flight."""
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_megatron.engine import MegatronEngine
     from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
 
     engine = MegatronEngine(
-        MegatronRoleConfig(model_path=path, device="cpu", parallel=ParallelConfig(tp=2)),
+        MegatronRoleConfig(model_path=path, device="cpu", parallel=ParallelConfig(tp=tp)),
         role="actor",
         kind="actor",
     )

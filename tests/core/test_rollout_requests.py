@@ -93,18 +93,21 @@ def test_the_default_serves_requests_for_a_rollout_that_knows_none(model: dict[s
 
 
 @pytest.mark.distributed
-def test_the_hf_request_server_works_with_a_tp2_megatron_actor(model: dict[str, Any]) -> None:
+@pytest.mark.parametrize("tp", [1, 2])
+def test_the_hf_request_server_works_with_a_megatron_actor(model: dict[str, Any], tp: int) -> None:
+    """tp = 1: the decoder runs on the actor's tg = 1 generation shards; tp = 2: the
+    generation layout is tensor-parallel, so every rank gathers a full copy to serve."""
     from hfsdk_backend_common.testing.launch import run_gloo
 
-    kwargs = {"path": str(model["path"]), "prompts": model["prompts"], "width": WIDTH}
-    outcomes = run_gloo(2, "request_rollout_worker:megatron_requests", kwargs, path=[HERE],
+    kwargs = {"path": str(model["path"]), "prompts": model["prompts"], "width": WIDTH, "tp": tp}
+    outcomes = run_gloo(tp, "request_rollout_worker:megatron_requests", kwargs, path=[HERE],
                         timeout=600)  # fmt: skip
     expected = _reference(model)
     assert len({tuple(e) for e in expected}) > 1  # the prompts decode differently
     for outcome in outcomes:  # every rank serves its own requests on the full weights
         assert outcome["tokens"] == expected
         assert outcome["peak_batch"] > 1
-    assert outcomes[0]["tg"] == 2  # the generation layout is tensor-parallel: full copy path
+    assert outcomes[0]["tg"] == tp
 
 
 @pytest.mark.distributed
