@@ -95,6 +95,8 @@ if TYPE_CHECKING:
     from hfsdk.core.rollout_contract import (
         ActorSource,
         DataParallelInfo,
+        GenerationRequest,
+        GenerationResult,
         GenerationShards,
         RolloutBackend,
         build_rollout,
@@ -159,6 +161,8 @@ _LAZY = {
     "ActorSource": "hfsdk.core.rollout_contract",
     "DataParallelInfo": "hfsdk.core.rollout_contract",
     "GenerationShards": "hfsdk.core.rollout_contract",
+    "GenerationRequest": "hfsdk.core.rollout_contract",
+    "GenerationResult": "hfsdk.core.rollout_contract",
     "build_rollout": "hfsdk.core.rollout_contract",
     "help_field": "hfsdk.core.config.help",
     "field_help": "hfsdk.core.config.help",

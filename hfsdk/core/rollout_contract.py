@@ -18,13 +18,20 @@ Two sides meet here, and neither imports the other:
 Workers build rollouts only through :func:`build_rollout`; the worker asks the
 rollout (``collective``) whether every rank of the actor's group takes part in
 a call, and tells it after every update (:meth:`RolloutBackend.update_weights`).
+Besides whole batches (:meth:`RolloutBackend.generate_sequences`) a rollout
+serves single requests (:class:`GenerationRequest` → :class:`GenerationResult`,
+token-in / token-out) with many in flight (:meth:`RolloutBackend.generate_request`),
+the base of multi-turn agent loops.
 See ``docs/plugin_hooks.md`` for a worked example.
 """
 
 from __future__ import annotations
 
 import abc
+import asyncio
 import contextlib
+import math
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,6 +44,77 @@ if TYPE_CHECKING:
 
     from hfsdk.core.batch import Batch
     from hfsdk.core.role_config import RolloutConfig
+
+
+FINISH_REASONS = ("stop", "length")
+
+
+def _token_ids(value: Sequence[int]) -> tuple[int, ...]:
+    return tuple(int(t) for t in value)
+
+
+@attrs.frozen(kw_only=True)
+class GenerationRequest:
+    """One turn of one trajectory: continue ``prompt_ids`` by at most ``max_new_tokens``.
+
+    ``prompt_ids`` is the whole context so far as token ids (token-in: nothing
+    is re-tokenized). Sampling: ``greedy`` (or ``temperature`` 0) picks the most
+    likely token; otherwise tokens are drawn at ``temperature`` from the nucleus
+    ``top_p``. ``seed`` makes one request's sampling reproducible whatever else
+    is in flight (``None``: drawn from torch's global generator). Generation
+    stops at the model's EOS ids, at any of ``stop_token_ids`` (e.g. the id that
+    ends a tool call), or after ``max_new_tokens``.
+    """
+
+    prompt_ids: tuple[int, ...] = attrs.field(converter=_token_ids)
+    max_new_tokens: int = attrs.field(validator=attrs.validators.ge(1))
+    temperature: float = attrs.field(default=1.0, validator=attrs.validators.ge(0.0))
+    top_p: float = attrs.field(
+        default=1.0, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)]
+    )
+    greedy: bool = False
+    seed: int | None = None
+    stop_token_ids: tuple[int, ...] = attrs.field(default=(), converter=_token_ids)
+
+    @prompt_ids.validator
+    def _check_prompt(self, attribute: attrs.Attribute, value: tuple[int, ...]) -> None:
+        if not value:
+            raise HfsdkError("GenerationRequest.prompt_ids is empty; a request needs a context")
+
+    @property
+    def is_greedy(self) -> bool:
+        """Whether the request picks the most likely token (``greedy`` or temperature 0)."""
+        return self.greedy or self.temperature == 0.0
+
+    @property
+    def logprob_temperature(self) -> float:
+        """The temperature its log-probs are taken at (1 for greedy requests)."""
+        return 1.0 if self.is_greedy else self.temperature
+
+
+@attrs.frozen(kw_only=True)
+class GenerationResult:
+    """What the model produced for one :class:`GenerationRequest` (token-out).
+
+    ``token_ids`` include the stop token when one ended it (``finish_reason``
+    ``"stop"``); ``"length"`` means ``max_new_tokens`` (or the backend's limit)
+    ran out. ``logprobs[i]`` is the log-probability of ``token_ids[i]`` under the
+    model's distribution at the request's temperature alone (no top-p
+    renormalisation; temperature 1 for greedy requests): what a teacher-forced
+    forward over the same tokens gives. A backend that cannot compute them
+    reports NaN.
+    """
+
+    token_ids: tuple[int, ...] = attrs.field(converter=_token_ids)
+    logprobs: tuple[float, ...] = attrs.field(converter=lambda v: tuple(float(x) for x in v))
+    finish_reason: str = attrs.field(validator=attrs.validators.in_(FINISH_REASONS))
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.token_ids) != len(self.logprobs):
+            raise HfsdkError(
+                f"GenerationResult has {len(self.token_ids)} tokens but {len(self.logprobs)} "
+                "log-probs; a backend must report one log-prob per produced token"
+            )
 
 
 @attrs.frozen(kw_only=True)
@@ -240,6 +318,78 @@ class RolloutBackend(abc.ABC):
     @abc.abstractmethod
     def generate_sequences(self, prompts: Batch) -> Batch:
         """Responses for ``prompts`` (``meta['n']`` per prompt, greedy if ``meta['greedy']``)."""
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Hold what :meth:`generate_request` needs (the weights) for a run of requests.
+
+        A multi-turn runner enters it around all of one step's trajectories, so
+        a backend that must gather or reshard the actor's weights does it once,
+        not per request. Collective like :meth:`generate_sequences` when
+        ``collective`` is true: every rank of the actor enters it (only the
+        collecting ranks need send requests). The default holds nothing.
+        """
+        yield
+
+    async def generate_request(self, request: GenerationRequest) -> GenerationResult:
+        """Serve one request; many may be in flight at once (await them concurrently).
+
+        The default serves it with :meth:`generate_sequences` on one row, one
+        request at a time in a worker thread (so the event loop stays free for
+        tools): it works for any backend, honours ``greedy``, ``seed``,
+        ``max_new_tokens`` (up to the backend's response length) and
+        ``stop_token_ids`` (cut after the first one), samples at the backend's
+        configured temperature, and reports the backend's ``rollout_log_probs``
+        when it returns them (NaN otherwise). Backends that batch requests
+        (continuous batching) override it.
+        """
+        lock = self.__dict__.setdefault("_one_row_lock", threading.Lock())
+
+        def serve() -> GenerationResult:
+            with lock:
+                return self._serve_one_row(request)
+
+        return await asyncio.to_thread(serve)
+
+    def _serve_one_row(self, request: GenerationRequest) -> GenerationResult:
+        """:meth:`generate_request`'s default body: ``generate_sequences`` on one row."""
+        import torch
+
+        from hfsdk.core.batch import Batch
+
+        ids = torch.tensor([request.prompt_ids], dtype=torch.long)
+        prompts = Batch.from_dict(
+            tensors={"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+            meta={"n": 1, "greedy": request.is_greedy},
+        )
+        with torch.random.fork_rng(devices=[]):
+            if request.seed is not None:
+                torch.manual_seed(request.seed)
+            out = self.generate_sequences(prompts)
+        stops = set(request.stop_token_ids) | set(self.actor.generation_eos_ids)
+        if self.actor.tokenizer.eos_token_id is not None:
+            stops.add(int(self.actor.tokenizer.eos_token_id))
+        row = out["responses"][0]
+        if "response_mask" in out:
+            width = int(out["response_mask"][0].sum())
+        else:  # a minimal backend: what follows the first stop is padding
+            ends = [i + 1 for i, t in enumerate(row.tolist()) if t in stops]
+            width = ends[0] if ends else len(row)
+        tokens = row[:width].tolist()
+        logprobs = (
+            out["rollout_log_probs"][0][:width].tolist()
+            if "rollout_log_probs" in out
+            else [math.nan] * len(tokens)
+        )
+        end = min(len(tokens), request.max_new_tokens)
+        for i, token in enumerate(tokens[:end]):
+            if token in stops:
+                end = i + 1
+                break
+        reason = "stop" if end and tokens[end - 1] in stops else "length"
+        return GenerationResult(
+            token_ids=tokens[:end], logprobs=logprobs[:end], finish_reason=reason
+        )
 
     def update_weights(self, actor: ActorSource) -> None:
         """The actor's weights changed (after an update or a checkpoint load).

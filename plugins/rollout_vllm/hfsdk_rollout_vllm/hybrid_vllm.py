@@ -28,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from hfsdk import ActorSource, Batch, GenerationShards, RolloutBackend
+from hfsdk import ActorSource, Batch, GenerationShards, HfsdkError, RolloutBackend
 from hfsdk_backend_common.rollout.agreement import on_every_rank
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
+from hfsdk_rollout_vllm.request_server import ServesRequests
 from hfsdk_rollout_vllm.requests import (
     LOG_PROB_KEY,
     SEED_RANGE,
@@ -41,6 +42,7 @@ from hfsdk_rollout_vllm.requests import (
 )
 
 if TYPE_CHECKING:
+    from hfsdk_rollout_vllm.engine import ColocatedEngine
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
 
 
@@ -67,12 +69,15 @@ def vllm_layout_problem(shards: GenerationShards) -> str | None:
     )
 
 
-class HybridVLLMRollout(HFRollout):
+class HybridVLLMRollout(ServesRequests, HFRollout):
     """``generate_sequences`` by vLLM engines fed from the actor's generation shards.
 
     Collective over the actor's ranks (every rank calls it). Keeps the
     ``vllm`` rollout's contract: ``rollout_log_probs`` and per-request seeds
-    drawn from torch's global generator (restored on resume).
+    drawn from torch's global generator (restored on resume). Single requests
+    (``generate_request``) are served at tg = 1 only: each rank's engine then
+    batches its own requests; a tensor-parallel engine would need its ranks to
+    send identical requests in lockstep.
     """
 
     config: VLLMRolloutConfig
@@ -127,7 +132,29 @@ class HybridVLLMRollout(HFRollout):
 
     def close(self) -> None:
         """Shut the vLLM engine down (in-process workers stop; see ``Worker.close``)."""
+        self._close_requests()
         self.vllm.close()
+
+    def _vllm_engine(self) -> ColocatedEngine:
+        return self.vllm
+
+    def _ready_for_requests(self, *, collective: bool) -> None:
+        shards = self.shards
+        assert shards is not None
+        if shards.tg > 1:
+            raise HfsdkError(
+                f"rollout.backend=vllm serves single requests (multi-turn) at generation tp = 1 "
+                f"only, but the actor generates at tp = {shards.tg}; set "
+                "actor.rollout_layout.tp=1 or use rollout.backend=hf"
+            )
+        if not self.weights_stale:
+            return
+        if not collective and dist.is_initialized() and dist.get_world_size() > 1:
+            raise HfsdkError(
+                "the vLLM engine's weights are stale and reloading them is collective; enter "
+                "rollout.serving() on every rank of the actor before sending generate_request"
+            )
+        self.reload_metrics = self.reload_weights()
 
     def _generate(
         self, prompts: Batch, greedy: bool

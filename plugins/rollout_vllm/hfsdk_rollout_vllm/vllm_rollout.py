@@ -29,6 +29,7 @@ from hfsdk import ActorSource, Batch, RolloutBackend
 from hfsdk_backend_common.rollout.agreement import on_every_rank
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
+from hfsdk_rollout_vllm.request_server import ServesRequests
 from hfsdk_rollout_vllm.requests import (
     LOG_PROB_KEY,
     SEED_RANGE,
@@ -39,13 +40,13 @@ from hfsdk_rollout_vllm.requests import (
 )
 
 if TYPE_CHECKING:
-
     from hfsdk_rollout_vllm.engine import ColocatedEngine
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
 
 logger = logging.getLogger(__name__)
 
-class VLLMRollout(HFRollout):
+
+class VLLMRollout(ServesRequests, HFRollout):
     """Generates with a vLLM engine in this process, reloaded with the actor's weights.
 
     ``actor`` supplies the model directory (architecture and first weights),
@@ -53,6 +54,8 @@ class VLLMRollout(HFRollout):
     per-request seeds drawn from torch's global generator, so a run that
     checkpoints and restores that generator resumes with exactly the samples
     it would have drawn. Only the collecting ranks call :meth:`generate_sequences`.
+    Single requests (``generate_request``) go to the same engine's continuous
+    batching (:mod:`.request_server`).
     """
 
     config: VLLMRolloutConfig
@@ -112,7 +115,11 @@ class VLLMRollout(HFRollout):
 
     def close(self) -> None:
         """Shut the vLLM engine down (in-process workers stop; see ``Worker.close``)."""
+        self._close_requests()
         self.engine.close()
+
+    def _vllm_engine(self) -> ColocatedEngine:
+        return self.engine
 
     def _generate(
         self, prompts: Batch, greedy: bool

@@ -20,6 +20,15 @@ Under the module paths ``rollout.decoder`` picks the decoding code (``hfsdk``:
 ``model.generate``; ``auto``: hfsdk when the model is supported). Under
 ``decoder: transformers`` the shard path is not taken.
 
+Requests (:meth:`HFRollout.generate_request`, token-in / token-out, many in
+flight) are served by a :class:`.request_server.RequestServer`: continuous
+batching over the hfsdk decoder at tg = 1 on this rank's full weights (the
+actor's tg = 1 generation shards, else its HF weights, also when its
+generation layout is tensor-parallel: every rank then holds a full copy while
+serving). :meth:`HFRollout.serving` holds those weights for a run of requests;
+models the hfsdk decoder does not support are served one request at a time
+by the contract's default.
+
 Prompts come in left-padded; responses go out right-padded to exactly
 ``max_response_length`` (so every rank's output has the same shape and
 results concatenate). The response mask is 1 up to and including the first
@@ -37,13 +46,22 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hfsdk import ActorSource, Batch, GenerationShards, HfsdkError, RolloutBackend
+from hfsdk import (
+    ActorSource,
+    Batch,
+    GenerationRequest,
+    GenerationResult,
+    GenerationShards,
+    HfsdkError,
+    RolloutBackend,
+)
 from hfsdk_backend_common.engine_support import require_keys
 from hfsdk_backend_common.generation import eos_token_ids, response_mask_from_eos
 from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
 from hfsdk_backend_common.hybrid.llama_format import hf_llama_shape, hf_llama_to_megatron
 from hfsdk_backend_common.hybrid.support import decoder_problems
 from hfsdk_backend_common.rollout import generation_module
+from hfsdk_backend_common.rollout.request_server import RequestServer
 from hfsdk_backend_common.token_ops import position_ids_from_mask
 
 if TYPE_CHECKING:
@@ -85,6 +103,8 @@ class HFRollout(RolloutBackend):
                 DecoderShape.from_hf_config(actor.hf_config) if self.uses_hfsdk_decoder else None
             )
         self._module: torch.nn.Module | None = None
+        self._server: RequestServer | None = None
+        self._server_stack: contextlib.ExitStack | None = None
 
     def _setup_tokens(self) -> None:
         """The tokenizer (it must have a pad token) and the ids that end a response."""
@@ -340,6 +360,111 @@ class HFRollout(RolloutBackend):
             )
             parts.append(out.cpu())
         return torch.cat(parts)
+
+    # -- request-level generation ----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Hold this rank's full weights and a request server for a run of requests.
+
+        Collective: every rank of the actor enters it (the weights are gathered
+        or resharded once); requests sent inside are batched continuously. Reentrant.
+        """
+        if self._server is not None or not self.uses_hfsdk_decoder:
+            yield
+            return
+        self._open_server()
+        try:
+            yield
+        finally:
+            self._close_server()
+
+    async def generate_request(self, request: GenerationRequest) -> GenerationResult:
+        """Serve ``request`` with the continuous-batching server (see :meth:`serving`).
+
+        Outside :meth:`serving` the first request opens the server lazily and it
+        stays until the weights change (:meth:`update_weights`) or :meth:`close`;
+        that is possible only when the actor is one process. A model the hfsdk
+        decoder does not run is served by the contract's default (one process only).
+        """
+        if not self.uses_hfsdk_decoder:
+            # The default calls generate_sequences per request, collective over the ranks.
+            self._require_one_process()
+            return await super().generate_request(request)
+        if self._server is None:
+            self._require_one_process()
+            self._open_server()
+        assert self._server is not None
+        return await self._server.generate(request)
+
+    @property
+    def request_server(self) -> RequestServer | None:
+        """The open request server (its ``stats``), or ``None``."""
+        return self._server
+
+    def update_weights(self, actor: ActorSource) -> None:
+        """The weights changed: a server holding the old ones closes."""
+        self._close_server()
+
+    def close(self) -> None:
+        """Close the request server, if one is open."""
+        self._close_server()
+
+    def _require_one_process(self) -> None:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            ranks = dist.get_world_size(self.actor.dp.actor_group)
+            if ranks > 1:
+                raise HfsdkError(
+                    f"the actor has {ranks} ranks; enter rollout.serving() on every rank "
+                    "before sending generate_request (it gathers the weights collectively)"
+                )
+
+    def _open_server(self) -> None:
+        stack = contextlib.ExitStack()
+        try:
+            weights = stack.enter_context(self._request_weights())
+            assert self.decoder_shape is not None
+            decoder = TPDecoder(weights, self.decoder_shape, tg=1, tp_rank=0)
+            self._server = RequestServer(
+                decoder,
+                eos_ids=self.eos_ids,
+                device=self.actor.device,
+                max_batch=self.config.micro_batch_size or 64,
+            )
+        except BaseException:
+            stack.close()
+            raise
+        self._server_stack = stack
+
+    def _close_server(self) -> None:
+        server, stack = self._server, self._server_stack
+        self._server, self._server_stack = None, None
+        if server is not None:
+            server.close()
+        if stack is not None:
+            stack.close()
+
+    @contextlib.contextmanager
+    def _request_weights(self) -> Iterator[dict[str, torch.Tensor]]:
+        """This rank's full megatron-format weights while the server runs (collective)."""
+        shards = self.shards
+        if shards is not None and shards.tg == 1 and shards.pg == 1:
+            weights = shards.weights()
+            try:
+                yield dict(weights)
+            finally:
+                del weights
+                shards.release()
+            return
+        # Tensor-parallel or pipelined generation layouts: every rank gathers a full copy,
+        # since one rank serves its own requests without stepping in lockstep with others.
+        with self.weights() as module:
+            yield hf_llama_to_megatron(
+                {name: p.detach() for name, p in module.named_parameters()},
+                hf_llama_shape(module.config),
+            )
 
     def _assemble(
         self,

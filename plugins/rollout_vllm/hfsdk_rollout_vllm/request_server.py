@@ -1,0 +1,233 @@
+"""Request-level generation on the colocated vLLM engine: its own continuous batching.
+
+:class:`VLLMRequestServer` drives the engine of one actor rank from asyncio:
+requests that arrive are handed to the engine (``LLM.enqueue``: added, not
+run) and a step loop calls ``LLMEngine.step()`` while any request is
+unfinished, so vLLM's scheduler batches whatever is running and requests join
+and leave between steps. Every engine call happens in one worker thread
+(the engine is not thread-safe; the event loop stays free for tools).
+
+vLLM 0.32 offline offers no asyncio engine in this process (``AsyncLLM``
+starts its engine core in another process, which would hold a second copy of
+the weights); ``enqueue`` + ``step`` on the in-process ``LLMEngine`` is its
+request-level interface.
+
+Log-probs: the engine's ``logprobs_mode`` is fixed when it is built (from
+``rollout.temperature``, :meth:`VLLMRolloutConfig.logprobs_mode`). A request's
+log-probs are the contract's (temperature only) when that mode gives them:
+raw log-probs for greedy and temperature-1 requests, processed ones for a
+request at the configured temperature without top-p; others get NaN (the
+trainer then relies on the actor's log-probs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from hfsdk import GenerationRequest, GenerationResult, HfsdkError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from hfsdk_rollout_vllm.engine import ColocatedEngine
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+
+@attrs.define(kw_only=True)
+class VLLMServerStats:
+    """Engine steps, wall seconds inside them, tokens produced, requests served, peak running."""
+
+    steps: int = 0
+    busy_s: float = 0.0
+    tokens: int = 0
+    requests: int = 0
+    peak_batch: int = 0
+
+
+def request_params(config: VLLMRolloutConfig, eos_ids: list[int], request: GenerationRequest,
+                   seed: int) -> Any:  # fmt: skip
+    """vLLM's ``SamplingParams`` of one request (the model's defaults never apply)."""
+    from vllm import SamplingParams
+
+    common: dict[str, Any] = {
+        "max_tokens": request.max_new_tokens,
+        "stop_token_ids": [*eos_ids, *request.stop_token_ids],
+        "logprobs": 0,  # the sampled token's own log-prob
+        "detokenize": False,
+    }
+    if request.is_greedy:
+        return SamplingParams(temperature=0.0, **common)
+    return SamplingParams(temperature=request.temperature, top_p=request.top_p, seed=seed,
+                          **common)  # fmt: skip
+
+
+def logprobs_match(config: VLLMRolloutConfig, request: GenerationRequest) -> bool:
+    """Whether the engine's log-probs are the contract's for ``request`` (see the module)."""
+    if config.logprobs_mode() == "raw_logprobs":
+        return request.logprob_temperature == 1.0
+    return request.temperature == config.temperature and request.top_p == 1.0
+
+
+class VLLMRequestServer:
+    """Serves :class:`GenerationRequest` s on one :class:`ColocatedEngine`, many in flight."""
+
+    def __init__(self, engine: ColocatedEngine, config: VLLMRolloutConfig,
+                 eos_ids: list[int]) -> None:  # fmt: skip
+        self.engine, self.config, self.eos_ids = engine, config, list(eos_ids)
+        self.stats = VLLMServerStats()
+        self._pending: list[tuple[GenerationRequest, asyncio.Future, int]] = []
+        # vLLM's request id -> (request, future, vLLM's internal id: to abort on close)
+        self._running: dict[str, tuple[GenerationRequest, asyncio.Future, str]] = {}
+        self._task: asyncio.Task | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="hfsdk-vllm-requests"
+        )
+        self._closed = False
+
+    async def generate(self, request: GenerationRequest) -> GenerationResult:
+        """The request's tokens, log-probs and finish reason once vLLM finishes it."""
+        if self._closed:
+            raise HfsdkError("the vLLM request server is closed; the rollout was closed")
+        import torch
+
+        loop = asyncio.get_running_loop()
+        seed = request.seed if request.seed is not None else int(torch.randint(2**31 - 1, (1,)))
+        future = loop.create_future()
+        self._pending.append((request, future, seed))
+        self.stats.requests += 1
+        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
+            self._task = loop.create_task(self._run())
+        return await future
+
+    def close(self) -> None:
+        """Fail what is waiting, abort what runs and stop the worker thread."""
+        self._closed = True
+        error = HfsdkError("the vLLM request server closed while this request was in flight")
+        for _, future, _ in [*self._pending, *self._running.values()]:
+            if not future.done():
+                future.get_loop().call_soon_threadsafe(_fail, future, error)
+        running = [internal for _, _, internal in self._running.values()]
+        self._pending, self._running = [], {}
+        if running:
+            self._executor.submit(self.engine.llm.llm_engine.abort_request, running, True)
+        self._executor.shutdown(wait=True)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while (self._pending or self._running) and not self._closed:
+            joiners, self._pending = self._pending, []
+            try:
+                finished = await loop.run_in_executor(self._executor, self._step, joiners)
+            except BaseException as error:  # every waiter must hear of it
+                for _, future, _ in [*joiners, *self._running.values()]:
+                    _fail(future, error)
+                self._running = {}
+                if not isinstance(error, Exception):
+                    raise
+                return
+            for future, result in finished:
+                if not future.done():
+                    future.set_result(result)
+
+    def _step(self, joiners: list[tuple[GenerationRequest, asyncio.Future, int]]) -> list:
+        """Add the joiners, run one engine step, return the finished (future, result)s."""
+        started = time.perf_counter()
+        llm = self.engine.llm
+        if joiners:
+            self.engine.wake_up()
+            prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r, _, _ in joiners]
+            params = [request_params(self.config, self.eos_ids, r, s) for r, _, s in joiners]
+            internal = llm.enqueue(prompts, params, use_tqdm=False)
+            for request_id, (request, future, _) in zip(internal, joiners, strict=True):
+                # enqueue returns vLLM's internal ids ("<id>-<suffix>"); outputs carry <id>.
+                self._running[request_id.rsplit("-", 1)[0]] = (request, future, request_id)
+        self.stats.peak_batch = max(self.stats.peak_batch, len(self._running))
+        done = []
+        for output in llm.llm_engine.step():
+            if not output.finished or output.request_id not in self._running:
+                continue
+            request, future, _ = self._running.pop(output.request_id)
+            done.append((future, self._result(request, output)))
+        if self._running and not llm.llm_engine.has_unfinished_requests():
+            raise HfsdkError(
+                f"vLLM finished every request but {len(self._running)} were not matched to "
+                f"their outputs (ids {sorted(self._running)[:3]}); the engine's request ids "
+                "changed format"
+            )
+        self.stats.steps += 1
+        self.stats.busy_s += time.perf_counter() - started
+        return done
+
+    def _result(self, request: GenerationRequest, output: Any) -> GenerationResult:
+        completion = output.outputs[0]
+        tokens = list(completion.token_ids)
+        self.stats.tokens += len(tokens)
+        if logprobs_match(self.config, request) and completion.logprobs:
+            pairs = zip(tokens, completion.logprobs, strict=True)
+            logprobs = [float(entry[token].logprob) for token, entry in pairs]
+        else:
+            logprobs = [math.nan] * len(tokens)
+        stops = set(self.eos_ids) | set(request.stop_token_ids)
+        reason = "stop" if tokens and tokens[-1] in stops else "length"
+        return GenerationResult(token_ids=tokens, logprobs=logprobs, finish_reason=reason)
+
+
+def _fail(future: asyncio.Future, error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
+class ServesRequests:
+    """The request-level side of both vLLM rollouts (mixed in before ``HFRollout``).
+
+    The engine keeps its own copy of the weights, so serving holds nothing
+    extra: :meth:`serving` only makes the weights current (a shard-fed engine
+    whose actor changed reloads, collectively) and lets the KV cache sleep
+    after; requests outside it are served too (the server starts lazily).
+    Don't run ``generate_sequences`` while requests are in flight: both drive
+    the same engine.
+    """
+
+    config: VLLMRolloutConfig
+    eos_ids: list[int]
+    _request_server: VLLMRequestServer | None = None
+
+    def _vllm_engine(self) -> ColocatedEngine:
+        """The engine requests go to."""
+        raise NotImplementedError
+
+    def _ready_for_requests(self, *, collective: bool) -> None:
+        """Make the engine's weights current (``collective``: every rank of the actor is here)."""
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Every rank enters it: the engine's weights are made current once for the requests."""
+        self._ready_for_requests(collective=True)
+        try:
+            yield
+        finally:
+            self._vllm_engine().sleep()  # the actor trains next (CUDA: KV cache released)
+
+    async def generate_request(self, request: GenerationRequest) -> GenerationResult:
+        """Serve ``request`` with vLLM's continuous batching (many may be in flight)."""
+        if self._request_server is None:
+            self._ready_for_requests(collective=False)
+            self._request_server = VLLMRequestServer(self._vllm_engine(), self.config, self.eos_ids)
+        return await self._request_server.generate(request)
+
+    @property
+    def request_server(self) -> VLLMRequestServer | None:
+        """The request server (its ``stats``), once a request started it."""
+        return self._request_server
+
+    def _close_requests(self) -> None:
+        server, self._request_server = self._request_server, None
+        if server is not None:
+            server.close()

@@ -1,0 +1,85 @@
+"""The vLLM rollout serves single requests with the engine's own continuous batching.
+
+Greedy requests in flight together (staggered arrival) get what the ``hf``
+rollout's greedy generation gives on each prompt; a seeded sampled request
+draws the same tokens alone and in a crowd; stop tokens end a request; the
+log-probs of temperature-1 requests equal a teacher-forced forward of the
+actor's model; requests the engine's log-prob mode cannot serve exactly get NaN.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from hfsdk import Batch, GenerationRequest, GenerationResult
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _serve(rollout: Any, requests: list[GenerationRequest],
+           stagger: float = 0.0) -> list[GenerationResult]:  # fmt: skip
+    async def one(i: int, request: GenerationRequest) -> GenerationResult:
+        await asyncio.sleep(stagger * i)
+        return await rollout.generate_request(request)
+
+    async def main() -> list[GenerationResult]:
+        return await asyncio.gather(*(one(i, r) for i, r in enumerate(requests)))
+
+    with rollout.serving():
+        return asyncio.run(main())
+
+
+def _ids(rollout: Any, texts: list[str]) -> list[list[int]]:
+    return [rollout.tokenizer(t).input_ids for t in texts]
+
+
+def test_greedy_requests_equal_hf_greedy(vllm_rollout, hf_rollout, prompt_texts) -> None:
+    prompts = _ids(vllm_rollout, prompt_texts)
+    results = _serve(vllm_rollout, [GenerationRequest(prompt_ids=p, max_new_tokens=8, greedy=True)
+                                    for p in prompts], stagger=0.01)  # fmt: skip
+    for ids, result in zip(prompts, results, strict=True):
+        tensor = torch.tensor([ids])
+        batch = Batch.from_dict(tensors={"input_ids": tensor,
+                                         "attention_mask": torch.ones_like(tensor)})  # fmt: skip
+        out = hf_rollout.generate_sequences(batch, greedy=True)
+        want = out["responses"][0][out["response_mask"][0].bool()].tolist()
+        assert list(result.token_ids) == want
+        eos = vllm_rollout.tokenizer.eos_token_id
+        assert result.finish_reason == ("stop" if want[-1] == eos else "length")
+    assert any(r.finish_reason == "stop" for r in results)  # the warm-started model answers
+    stats = vllm_rollout.request_server.stats
+    assert stats.peak_batch > 1 and stats.steps < stats.tokens  # batched by vLLM
+
+
+def test_sampled_requests_seeds_log_probs_and_stops(vllm_rollout, actor, prompt_texts) -> None:
+    prompts = _ids(vllm_rollout, prompt_texts)
+    target = GenerationRequest(prompt_ids=prompts[0], max_new_tokens=8, seed=7)
+    alone = _serve(vllm_rollout, [target])[0]
+    crowd = [GenerationRequest(prompt_ids=p, max_new_tokens=8, seed=i)
+             for i, p in enumerate(prompts)]  # fmt: skip
+    together = _serve(vllm_rollout, [*crowd, target, *crowd], stagger=0.005)
+    assert together[len(crowd)].token_ids == alone.token_ids
+    # Log-probs (temperature 1) of the actor's model on the produced tokens.
+    module = actor.module
+    for request, result in zip([*crowd, target], [*together[: len(crowd)], alone], strict=True):
+        full = torch.tensor([[*request.prompt_ids, *result.token_ids]])
+        with torch.no_grad():
+            logits = module(input_ids=full).logits[0, len(request.prompt_ids) - 1 : -1]
+        want = logits.float().log_softmax(-1).gather(-1, torch.tensor(result.token_ids)[:, None])
+        torch.testing.assert_close(torch.tensor(result.logprobs), want[:, 0], atol=1e-4, rtol=0)
+    # A stop token ends a request (and is kept).
+    tokens = list(alone.token_ids)
+    stop = tokens[1]
+    cut = _serve(vllm_rollout, [GenerationRequest(prompt_ids=prompts[0], max_new_tokens=8,
+                                                  seed=7, stop_token_ids=[stop])])[0]  # fmt: skip
+    assert list(cut.token_ids) == tokens[: tokens.index(stop) + 1]
+    assert cut.finish_reason == "stop"
+    # At another temperature the engine's raw log-probs are not the contract's: NaN.
+    warm = _serve(vllm_rollout, [GenerationRequest(prompt_ids=prompts[0], max_new_tokens=4,
+                                                   temperature=0.7, seed=1)])[0]  # fmt: skip
+    assert all(math.isnan(lp) for lp in warm.logprobs)
