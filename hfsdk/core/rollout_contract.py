@@ -305,6 +305,12 @@ class RolloutBackend(abc.ABC):
     """
 
     collective: bool = False
+    serves_requests: bool = False
+    """Whether :meth:`generate_request` batches requests itself (continuous batching, many
+    in flight, inside :meth:`serving`). A multi-turn runner then sends each turn as soon as
+    it is ready; otherwise it batches the turns of all trajectories through
+    :meth:`generate_sequences` (the one-row default would cost a call per request). A class
+    default an instance may change (a property, or in ``__init__``)."""
 
     def __init__(self, config: RolloutConfig, actor: ActorSource) -> None:
         self.config = config

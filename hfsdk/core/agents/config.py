@@ -71,6 +71,14 @@ class MultiTurnConfig:
         default=256,
         validator=attrs.validators.ge(1),
     )
+    serving: Literal["request", "turn"] = help_field(
+        "How turns reach the rollout: request (each turn as soon as its trajectory is ready, "
+        "when the rollout batches requests itself, e.g. hf on the hfsdk decoder, vLLM at "
+        "generation tp 1) or turn (all trajectories' turns in one generate call each: a "
+        "slow tool holds up the turn).",
+        default="request",
+        validator=attrs.validators.in_(("request", "turn")),
+    )
     loop_args: dict[str, Any] = help_field(
         "Keyword arguments of a custom agent loop's constructor.", factory=dict
     )

@@ -7,6 +7,7 @@ every training backend and every rollout backend works with it.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -119,9 +120,11 @@ class AgentRollout:
             rows["input_ids"].shape[1],
             getattr(rollout_config, "max_prompt_length", None),
         )
-        from hfsdk.core.agents.requests import request_server
+        from hfsdk.core.agents.requests import BatchingServer, RequestServer, request_server
 
-        server = request_server(self.rollout, pad_id=self.pad_id, eos_ids=self.eos_ids)
+        server = request_server(
+            self.rollout, pad_id=self.pad_id, eos_ids=self.eos_ids, serving=self.config.serving
+        )
         ctx = AgentContext(
             generate=server.generate,
             tokenizer=self.tokenizer,
@@ -138,17 +141,25 @@ class AgentRollout:
         # Seeds from the torch RNG the trainer checkpoints, so a resumed run draws the same ones.
         base = int(torch.randint(0, 2**31 - 1, (1,)).item())
         seeds = [base + i * self.config.max_turns for i in range(len(tokens))]
-        trajectories = run_coroutine(
-            run_agents(
-                self.loop,
-                ctx,
-                tokens,
-                columns,
-                seeds,
-                max_concurrent=self.config.max_concurrent,
-                server=server,
-            )
+        # A request-serving rollout holds its weights for the whole step (collective: every
+        # rank of the actor is here); turn batching goes through generate_sequences instead.
+        holding = (
+            self.rollout.serving()
+            if isinstance(server, RequestServer) and not isinstance(server, BatchingServer)
+            else contextlib.nullcontext()
         )
+        with holding:
+            trajectories = run_coroutine(
+                run_agents(
+                    self.loop,
+                    ctx,
+                    tokens,
+                    columns,
+                    seeds,
+                    max_concurrent=self.config.max_concurrent,
+                    server=server,
+                )
+            )
         dp = self.rollout.actor.dp
         metrics = agree_metrics(
             trajectory_metrics(trajectories), dp.group if dp.distributed else None

@@ -1,11 +1,12 @@
-"""Request-level generation: one turn of one trajectory in, the model's tokens out.
+"""How the agent runner has one step's requests served by a rollout.
 
-:class:`GenerationRequest` / :class:`GenerationResult` are the rollout contract's
-request types (their final home is ``hfsdk.core.rollout_contract``; this module
-re-exports them there once both halves of the feature are merged). Until a rollout
-backend implements ``generate_request`` itself, :class:`BatchingServer` serves
-requests with its ``generate_sequences`` turn by turn: the requests of every live
-trajectory go into one left-padded batch, one call per turn.
+The request types are the rollout contract's (:class:`GenerationRequest` /
+:class:`GenerationResult`, re-exported here). A rollout that batches requests
+itself (``serves_requests``: the ``hf`` rollout on the hfsdk decoder, vLLM at
+generation tp 1) gets each turn as soon as its trajectory is ready, inside
+``rollout.serving()``. Any other rollout — and every run with
+``rollout.multi_turn.serving=turn`` — is served by :class:`BatchingServer`,
+turn by turn through ``generate_sequences``.
 """
 
 from __future__ import annotations
@@ -15,38 +16,21 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.rollout_contract import GenerationRequest, GenerationResult
 
 if TYPE_CHECKING:
     from hfsdk.core.rollout_contract import RolloutBackend
 
-
-@attrs.frozen(kw_only=True)
-class GenerationRequest:
-    """One turn of one trajectory: the whole context so far as token ids (token-in)."""
-
-    prompt_ids: tuple[int, ...]
-    max_new_tokens: int
-    temperature: float = 1.0
-    top_p: float = 1.0
-    greedy: bool = False
-    seed: int | None = None
-    stop_token_ids: tuple[int, ...] = ()
-
-
-@attrs.frozen(kw_only=True)
-class GenerationResult:
-    """What the model produced for a request (token-out), incl. the stop token if any.
-
-    ``logprobs``: the raw (temperature-only) log-prob of each produced token (``nan``
-    where the backend does not report them); ``finish_reason``: ``stop`` or ``length``.
-    """
-
-    token_ids: tuple[int, ...]
-    logprobs: tuple[float, ...]
-    finish_reason: str
+__all__ = [
+    "BatchingServer",
+    "Generate",
+    "GenerationRequest",
+    "GenerationResult",
+    "RequestServer",
+    "cut_at_stop",
+    "request_server",
+]
 
 
 Generate = Callable[[GenerationRequest], Awaitable[GenerationResult]]
@@ -187,20 +171,16 @@ class BatchingServer(RequestServer):
 
 
 def request_server(
-    rollout: RolloutBackend, *, pad_id: int, eos_ids: tuple[int, ...]
+    rollout: RolloutBackend, *, pad_id: int, eos_ids: tuple[int, ...], serving: str = "request"
 ) -> RequestServer:
     """The one place the agent runner gets its requests served from a rollout (per call).
 
-    A rollout whose class overrides ``generate_request`` (the rollout contract's
-    request-level method) serves requests itself, many in flight. Otherwise — and
-    for a collective rollout, whose ranks must decode the same rows together — a
-    :class:`BatchingServer` batches them turn by turn through ``generate_sequences``
-    (the contract's one-row default would cost a call per request).
+    ``serving="request"`` and a rollout that ``serves_requests``: the rollout serves
+    each request itself, many in flight (the caller holds ``rollout.serving()``).
+    Otherwise a :class:`BatchingServer` batches the turns through ``generate_sequences``
+    (the contract's one-row default would cost a call per request; a collective rollout
+    without request serving needs every rank to decode the same rows together).
     """
-    import hfsdk  # the contract's base class through the public surface (no import cycle)
-
-    method = getattr(type(rollout), "generate_request", None)
-    default = getattr(hfsdk.RolloutBackend, "generate_request", None)
-    if method is not None and method is not default and not rollout.collective:
-        return RequestServer(rollout.generate_request)  # type: ignore[attr-defined]
+    if serving == "request" and rollout.serves_requests:
+        return RequestServer(rollout.generate_request)
     return BatchingServer(rollout, pad_id=pad_id, eos_ids=eos_ids)

@@ -138,6 +138,11 @@ class HybridVLLMRollout(ServesRequests, HFRollout):
     def _vllm_engine(self) -> ColocatedEngine:
         return self.vllm
 
+    @property
+    def serves_requests(self) -> bool:
+        """At generation tp > 1 the ranks decode in lockstep: turns are batched instead."""
+        return self.shards is None or self.shards.tg == 1
+
     def _ready_for_requests(self, *, collective: bool) -> None:
         shards = self.shards
         assert shards is not None

@@ -199,6 +199,11 @@ class ServesRequests:
     eos_ids: list[int]
     _request_server: VLLMRequestServer | None = None
 
+    @property
+    def serves_requests(self) -> bool:
+        """vLLM batches requests continuously (at generation tp 1, see ``_ready_for_requests``)."""
+        return True
+
     def _vllm_engine(self) -> ColocatedEngine:
         """The engine requests go to."""
         raise NotImplementedError

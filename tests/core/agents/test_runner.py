@@ -196,6 +196,8 @@ def test_a_rollout_with_request_level_generation_serves_requests_itself() -> Non
     from hfsdk.core.agents.requests import cut_at_stop
 
     class RequestRollout(ScriptedRollout):
+        serves_requests = True
+
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             self.seen: list = []

@@ -379,6 +379,11 @@ class HFRollout(RolloutBackend):
         finally:
             self._close_server()
 
+    @property
+    def serves_requests(self) -> bool:  # type: ignore[override]
+        """Requests are batched continuously when the hfsdk decoder runs the model."""
+        return self.uses_hfsdk_decoder
+
     async def generate_request(self, request: GenerationRequest) -> GenerationResult:
         """Serve ``request`` with the continuous-batching server (see :meth:`serving`).
 
