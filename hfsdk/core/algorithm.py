@@ -96,6 +96,24 @@ class AlgorithmConfig:
         default=1,
         validator=attrs.validators.ge(1),
     )
+    is_correction: Literal["none", "tis", "mis"] = help_field(
+        "Off-policy correction of the policy loss by the ratio π_old/π_rollout of the "
+        "rollout's own log-probs (rollout_log_probs): none, tis (truncated IS: min(ρ, is_cap)) "
+        "or mis (masked IS: tokens with ρ > is_cap drop out); see docs/async.md.",
+        default="none",
+        validator=attrs.validators.in_(("none", "tis", "mis")),
+    )
+    is_level: Literal["token", "sequence"] = help_field(
+        "The IS ratio per token, or per sequence (the product over its tokens, for every "
+        "token of it).",
+        default="token",
+        validator=attrs.validators.in_(("token", "sequence")),
+    )
+    is_cap: float = help_field(
+        "The IS cap: tis truncates ρ at it, mis masks where ρ exceeds it.",
+        default=2.0,
+        validator=attrs.validators.gt(0.0),
+    )
 
 
 Scorer = Callable[["Batch"], tuple["torch.Tensor", dict[str, float]]]
