@@ -60,7 +60,7 @@ def test_weights_and_metrics_equal_a_hand_computation(correction: str, level: st
     flat = [w for row in rows for w in row]
     assert metrics["is_weight_mean"] == pytest.approx(sum(flat) / 5)
     assert metrics["is_weight_max"] == pytest.approx(max(flat))
-    assert metrics["is_ratio_max"] == pytest.approx(E if level == "token" else E)
+    assert metrics["is_ratio_max"] == pytest.approx(E)  # row 1: e¹ per token and per sequence
     name = "is_truncated_share" if correction == "tis" else "is_masked_share"
     assert metrics[name] == pytest.approx(share)
 
