@@ -349,15 +349,16 @@ class Trainer:
         spec = self.spec
         with TrainingSession(cfg, spec, prepared=self.prepared) as session:
             self._stop.install()  # again: starting Ray installs its own SIGTERM handler
-            algorithm: Algorithm = spec.program(
-                AlgorithmContext(
-                    config=cfg,
-                    roles=session.roles,
-                    signals=session.signals,
-                    spec=spec,
-                    prompts=session.loader,  # the stream the checkpoint's data position tracks
-                )
+            context = AlgorithmContext(
+                config=cfg,
+                roles=session.roles,
+                signals=session.signals,
+                spec=spec,
+                prompts=session.loader,  # the stream the checkpoint's data position tracks
             )
+            algorithm: Algorithm = spec.program(context)
+            self._pipeline = self._build_pipeline(algorithm, session.loader)
+            context.pipeline = self._pipeline
             nodes = [
                 info["node_id"] for group in session.groups.values() for info in group.process_info
             ]
@@ -393,19 +394,36 @@ class Trainer:
                 self._stop.disarm()  # what the grace was for is done; tear-down may take its time
                 raise self._stopped(saved=done)
 
+    def _build_pipeline(self, algorithm: Algorithm, loader: Any) -> Any:
+        """The generation pipeline of ``trainer.pipeline`` (``None`` under ``sync``)."""
+        trainer = self.config.trainer
+        if trainer.pipeline == "sync":
+            return None
+        from hfsdk.core.trainer.pipeline import GenerationPipeline, pipeline_depth
+
+        return GenerationPipeline(
+            algorithm,
+            loader,
+            depth=pipeline_depth(trainer.pipeline, trainer.max_staleness),
+            behaviour_log_probs=self.config.algorithm.is_correction != "none",
+        )
+
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
         from hfsdk.core.workers.futures import CALL_CLOCK
 
         cfg = self.config
         CALL_CLOCK.take()  # calls before this step (set-up, checkpoints) are not its overhead
         started = time.perf_counter()
+        source = self._pipeline if self._pipeline is not None else session.loader
         with algorithm.stage("data"):
-            prompts = session.loader.next_batch()
+            prompts = source.next_batch()
         policy = self.spec.policy_role  # the role of kind policy, whatever its name
         maybe_kill_worker(step, lambda: session.groups[policy].process_info[0]["pid"])
         maybe_fault("sigterm", step)
         maybe_fault("sigint", step)
         metrics = algorithm.step(prompts)
+        if self._pipeline is not None:
+            self._pipeline.step_done()
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
             metrics.update(self._validation_metrics(session, algorithm, tracker, step))
         step_s = time.perf_counter() - started
@@ -466,6 +484,8 @@ class Trainer:
                 "algorithm": algorithm.state_dict(),
                 "rng": rng,
             }
+            if self._pipeline is not None:  # the batches generated ahead (docs/async.md)
+                state["pipeline"] = self._pipeline.state_dict()
             torch.save(state, directory / TRAINER_STATE)
 
         try:
@@ -515,6 +535,8 @@ class Trainer:
                 continue
             session.loader.load_state_dict(state["data"])
             algorithm.load_state_dict(state["algorithm"])
+            if self._pipeline is not None:
+                self._pipeline.load_state_dict(state["pipeline"])
             _set_rng_state(state["rng"])
             self.resume_from = (step, path)
             if not self.quiet:
