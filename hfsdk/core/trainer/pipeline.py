@@ -23,6 +23,23 @@ actor's ``compute_log_prob`` right behind each generation: it runs on the
 same weights the generation sampled with, so those are the behaviour policy's
 log-probs, taken before any later update.
 
+With a rollout pool of its own (``placement.pools.rollout``, the session's
+``rollout`` worker group of replicas) generation goes there instead, and the
+pipeline keeps the replicas' weights in step: it joins the actor's rank 0 and
+the replicas in a sync group once, and after every update submits the actor's
+``send_weights`` and the replicas' ``receive_weights`` (a bucketed broadcast
+worker to worker, :mod:`hfsdk_backend_common.weight_sync`). Both calls queue
+behind what each group is doing, so a generation submitted before the sync
+uses the older weights and one submitted after it the newer. Under ``sync``
+with a rollout pool the depth is 0: each step's batch is generated after the
+previous update's sync (staleness 0). The replicas return ``rollout_log_probs``
+themselves and each call carries a sampling seed (the run's seed and the
+call's number), so a replica samples the same after a restart or a resume.
+Metrics of the syncs finished by the time a step starts: ``sync/send_s``
+(the actor's side, including its wait for the replicas), ``sync/bytes``,
+``sync/rollout_wait_s`` (how long the replicas waited for the weights) and
+``sync/receive_s``.
+
 Checkpoints hold the pipeline (:meth:`state_dict`): the prompts drawn ahead
 and the batches generated for them, with their weight versions. A resumed run
 trains on exactly those batches; the data position saved beside them is the
@@ -100,14 +117,24 @@ class GenerationPipeline:
         *,
         depth: int,
         behaviour_log_probs: bool,
+        rollout: Any = None,
+        seed: int = 0,
+        bucket_bytes: int = 32 * 1024 * 1024,
     ) -> None:
-        if depth < 1:
+        if depth < (0 if rollout is not None else 1):
             raise HfsdkError(f"a generation pipeline needs depth >= 1, got {depth}")
         self.algorithm = algorithm
         self.loader = loader
         self.depth = depth
-        self.behaviour_log_probs = behaviour_log_probs
+        self.behaviour_log_probs = behaviour_log_probs and rollout is None
+        self.rollout = rollout
+        self.seed = seed
+        self.bucket_bytes = bucket_bytes
         self.version = 0
+        self.submitted = 0
+        """Generations submitted so far (numbers the replicas' sampling seeds)."""
+        self._started = rollout is None
+        self._syncs: list[tuple[Any, Any]] = []
         self._queue: collections.deque[Ahead] = collections.deque()
         self._current: Ahead | None = None
 
@@ -117,6 +144,8 @@ class GenerationPipeline:
         """This step's prompts; generation for the next ``depth`` steps is submitted first."""
         if n is not None:
             return self.loader.next_batch(n)  # a draw of its own: not pipelined
+        if not self._started:
+            self._start()
         # Always full, also near the last step: a run extended on resume then trains on the
         # batches an uninterrupted run would have (the last ``depth`` generations are spare).
         while len(self._queue) < self.depth + 1:
@@ -127,10 +156,54 @@ class GenerationPipeline:
     def step_done(self) -> None:
         """The step's update is done: later submissions sample with newer weights."""
         self.version += 1
+        if self.rollout is not None:
+            self._sync()
+
+    def _start(self) -> None:
+        """Join the actor's rank 0 and every replica in the sync group; send the weights."""
+        actor, rollout = self.algorithm.actor, self.rollout
+        endpoint = actor.open_weight_sync(1 + rollout.world_size)
+        joins = [actor.join_weight_sync.submit(endpoint), rollout.join_weight_sync.submit(endpoint)]
+        for join in joins:  # both sides block until every rank joined: submit, then wait
+            join.result()
+        self._started = True
+        self._sync()
+
+    def _sync(self) -> None:
+        """Submit one weight broadcast (actor → replicas); its metrics are read when done."""
+        send = self.algorithm.actor.send_weights.submit(self.bucket_bytes)
+        self._syncs.append((send, self.rollout.receive_weights.submit()))
+
+    def sync_metrics(self, *, wait: bool = False) -> dict[str, float]:
+        """``sync/*`` of the weight syncs finished by now (all of them with ``wait``), summed."""
+        totals: dict[str, float] = {}
+        pending = []
+        for send, receive in self._syncs:
+            if not wait and not (send.done() and receive.done()):
+                pending.append((send, receive))
+                continue
+            sent = send.result()[0]
+            received = receive.result()
+            parts = {
+                "sync/send_s": sent["sync/time_s"],
+                "sync/bytes": sent["sync/bytes"],
+                "sync/rollout_wait_s": max(r["sync/wait_s"] for r in received),
+                "sync/receive_s": max(r["sync/time_s"] for r in received),
+                "sync/count": 1.0,
+            }
+            for key, value in parts.items():
+                totals[key] = totals.get(key, 0.0) + float(value)
+        self._syncs = pending
+        return totals
 
     def _submit(self, prompts: Batch) -> Ahead:
         algorithm = self.algorithm
         batch = algorithm.generation_input(prompts)
+        self.submitted += 1
+        if self.rollout is not None:
+            batch.meta["sampling_seed"] = self.seed * 1_000_003 + self.submitted
+            generated = self.rollout.generate_sequences.submit(batch)
+            return Ahead(prompts=prompts, version=self.version, generated=generated)
         generated = algorithm.actor.generate_sequences.submit(batch)
         behaviour = None
         if self.behaviour_log_probs:
@@ -152,7 +225,12 @@ class GenerationPipeline:
         out: Batch = head.generated
         if head.behaviour is not None and ROLLOUT_LOG_PROBS not in out:
             out[ROLLOUT_LOG_PROBS] = head.behaviour["old_log_probs"]
-        return out, self.staleness_metrics(self.version - head.version)
+        metrics = self.staleness_metrics(self.version - head.version)
+        if self.rollout is not None:
+            # The replicas count their syncs, the first one included.
+            metrics["async/rollout_weights_version"] = float(out.meta.pop("weights_version")) - 1
+            metrics.update(self.sync_metrics())
+        return out, metrics
 
     def staleness_metrics(self, staleness: int) -> dict[str, float]:
         """``async/staleness_max``/``_mean`` and the histogram share of each value 0..depth.
@@ -178,6 +256,7 @@ class GenerationPipeline:
             ahead.resolve()
         return {
             "version": self.version,
+            "submitted": self.submitted,
             "depth": self.depth,
             "ahead": [
                 {
@@ -198,5 +277,6 @@ class GenerationPipeline:
                 f"{self.depth}; resume with the same trainer.pipeline and trainer.max_staleness"
             )
         self.version = int(state["version"])
+        self.submitted = int(state.get("submitted", 0))
         self._queue = collections.deque(Ahead(**entry) for entry in state["ahead"])
         self._current = None

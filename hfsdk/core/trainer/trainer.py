@@ -357,7 +357,7 @@ class Trainer:
                 prompts=session.loader,  # the stream the checkpoint's data position tracks
             )
             algorithm: Algorithm = spec.program(context)
-            self._pipeline = self._build_pipeline(algorithm, session.loader)
+            self._pipeline = self._build_pipeline(algorithm, session.loader, session.rollout)
             context.pipeline = self._pipeline
             nodes = [
                 info["node_id"] for group in session.groups.values() for info in group.process_info
@@ -394,10 +394,11 @@ class Trainer:
                 self._stop.disarm()  # what the grace was for is done; tear-down may take its time
                 raise self._stopped(saved=done)
 
-    def _build_pipeline(self, algorithm: Algorithm, loader: Any) -> Any:
-        """The generation pipeline of ``trainer.pipeline`` (``None`` under ``sync``)."""
+    def _build_pipeline(self, algorithm: Algorithm, loader: Any, rollout: Any = None) -> Any:
+        """The generation pipeline of ``trainer.pipeline`` (``None`` under ``sync`` unless the
+        rollout has a pool of its own, ``rollout``)."""
         trainer = self.config.trainer
-        if trainer.pipeline == "sync":
+        if trainer.pipeline == "sync" and rollout is None:
             return None
         from hfsdk.core.trainer.pipeline import GenerationPipeline, pipeline_depth
 
@@ -406,6 +407,8 @@ class Trainer:
             loader,
             depth=pipeline_depth(trainer.pipeline, trainer.max_staleness),
             behaviour_log_probs=self.config.algorithm.is_correction != "none",
+            rollout=rollout,
+            seed=trainer.seed,
         )
 
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:

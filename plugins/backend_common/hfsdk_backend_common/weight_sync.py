@@ -27,7 +27,7 @@ import attrs
 import torch
 import torch.distributed as dist
 
-from hfsdk import HfsdkError
+from hfsdk import BuiltinProtocol, HfsdkError, register
 
 DEFAULT_BUCKET_BYTES = 32 * 1024 * 1024
 _PREFIX = "hfsdk_weight_sync"
@@ -206,3 +206,36 @@ def receive_weights(group: WeightSyncGroup, targets: Mapping[str, torch.Tensor])
         "sync/wait_s": float(wait_s or 0.0),
         "missing": sorted(set(targets) - filled),
     }
+
+
+class WeightSenderMixin:
+    """The actor worker's side of the sync: mixed into a policy worker whose ``engine`` is an
+    :class:`hfsdk.ActorSource` (its ``hf_weights`` are read collectively, rank 0 sends)."""
+
+    engine: Any
+    rank: int
+    context: Any
+
+    @register(protocol=BuiltinProtocol.RANK_ZERO)
+    def open_weight_sync(self, world_size: int, timeout_s: float = 300.0) -> SyncEndpoint:
+        """Serve the sync group's store on this node (rank 0); where the others connect."""
+        self._sync_store, endpoint = open_store(self.context.node_ip, world_size, timeout_s)
+        return endpoint
+
+    @register(protocol=BuiltinProtocol.RANK_ZERO)
+    def join_weight_sync(self, endpoint: SyncEndpoint, timeout_s: float = 300.0) -> int:
+        """Join the sync group as its rank 0 (blocks until the replicas joined)."""
+        self._sync_group = WeightSyncGroup(
+            endpoint, 0, device=self.engine.device, store=self._sync_store, timeout_s=timeout_s
+        )
+        return 0
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def send_weights(self, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> dict[str, float]:
+        """Broadcast the current weights to the replicas; rank 0's ``sync/*`` metrics."""
+        weights = self.engine.hf_weights()  # collective over the actor's ranks
+        if self.rank == 0:
+            return send_weights(self._sync_group, weights, bucket_bytes=bucket_bytes)
+        for _ in weights:
+            pass
+        return {}

@@ -1,0 +1,183 @@
+"""A rollout replica on a pool of its own (``placement.pools.rollout``), fed by the actor.
+
+Each rank of the ``rollout`` worker group holds a full copy of the policy (an
+HF module loaded from the actor's model directory) and is, to the rollout
+backend, an :class:`hfsdk.ActorSource` (:class:`ReplicaSource`): the rollout
+is built through :func:`hfsdk.build_rollout` like any other, and generates on
+the replica's own module. After every actor update the weights arrive over
+the sync group (:mod:`hfsdk_backend_common.weight_sync`): the actor's rank 0
+broadcasts them, every replica rank receives them in place.
+
+Each output also carries ``rollout_log_probs`` (the replica's temperature-scaled
+log-probs of the tokens it sampled, from one forward pass when the rollout
+reports none): the behaviour policy's, for the off-policy correction.
+A call may carry ``meta['sampling_seed']``: the replica seeds its sampler
+with it (plus its rank), so what it generates for a step does not depend on
+the replica's history (a restarted replica or a resumed run samples the same).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from hfsdk import (
+    Batch,
+    BuiltinProtocol,
+    DataParallelInfo,
+    HfsdkError,
+    Worker,
+    build_rollout,
+    register,
+)
+from hfsdk_backend_common.engine_support import resolve_device, sampling_temperature
+from hfsdk_backend_common.token_ops import response_log_probs
+from hfsdk_backend_common.tokenizers import load_tokenizer
+from hfsdk_backend_common.weight_sync import SyncEndpoint, WeightSyncGroup, receive_weights
+
+ROLLOUT_LOG_PROBS = "rollout_log_probs"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ReplicaSource:
+    """The replica's own HF module as an :class:`hfsdk.ActorSource` (generation only)."""
+
+    def __init__(
+        self,
+        model_path: str,
+        tokenizer_path: str,
+        *,
+        device: torch.device,
+        dtype: torch.dtype,
+        dp: DataParallelInfo,
+    ) -> None:
+        from transformers import AutoModelForCausalLM
+
+        self.model_path = model_path
+        self.tokenizer = load_tokenizer(tokenizer_path)
+        self.device = device
+        self.compute_dtype = dtype
+        self.dp = dp
+        self.module = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(device)
+        self.module.eval().requires_grad_(False)
+        self.hf_config = self.module.config
+        configured = self.module.generation_config.eos_token_id
+        self.generation_eos_ids: list[int] = (
+            [] if configured is None else [configured] if isinstance(configured, int)
+            else list(configured)
+        )  # fmt: skip
+        self.weights_version = 0
+        self.last_weights_metrics: dict[str, float] = {}
+
+    def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The replica's weights (HF names, one at a time)."""
+        for name, param in self.module.named_parameters():
+            yield name, param.detach()
+
+    @contextlib.contextmanager
+    def live_hf_module(self, *, gather: bool = False) -> Iterator[torch.nn.Module]:
+        """The replica's module: it generates as is (zero copy)."""
+        with torch.no_grad():
+            yield self.module
+
+    def generation_shards(self, config: Any) -> None:
+        """No resharding: the replica holds full weights."""
+        return None
+
+    def targets(self) -> dict[str, torch.Tensor]:
+        """Name → parameter, what the sync writes into."""
+        return dict(self.module.named_parameters())
+
+
+def replica_log_probs(module: torch.nn.Module, batch: Batch) -> torch.Tensor:
+    """The module's temperature-scaled log-probs (B, R) of ``batch``'s responses, 0 where masked."""
+    with torch.no_grad():
+        device = next(module.parameters()).device
+        logits = module(
+            input_ids=batch["input_ids"].to(device),
+            attention_mask=batch["attention_mask"].to(device),
+            position_ids=batch["position_ids"].to(device),
+        ).logits
+        log_probs, _ = response_log_probs(
+            logits,
+            batch["responses"].to(device),
+            temperature=sampling_temperature(batch),
+            with_entropy=False,
+        )
+    return (log_probs * batch["response_mask"].to(log_probs)).cpu()
+
+
+class RolloutReplicaWorker(Worker):
+    """One rank of the ``rollout`` worker group (see module doc).
+
+    ``section`` is the actor's config section (model and tokenizer paths,
+    ``dtype``, ``device``); ``assets`` fills what it leaves out.
+    """
+
+    def __init__(self, *, role: str, config: Any, assets: Any, section: Any) -> None:
+        super().__init__()
+        self.run_config = config
+        model_path = getattr(section, "model_path", None) or assets.model_path
+        tokenizer_path = getattr(section, "tokenizer_path", None) or assets.tokenizer_path
+        dtype = _DTYPES.get(str(getattr(section, "dtype", "float32")), torch.float32)
+        self.source = ReplicaSource(
+            str(model_path),
+            str(tokenizer_path or model_path),
+            device=resolve_device(str(getattr(section, "device", "auto"))),
+            dtype=dtype,
+            dp=DataParallelInfo(size=self.world_size, rank=self.rank),
+        )
+        self.rollout = build_rollout(config.rollout, self.source)
+        self.sync_group: WeightSyncGroup | None = None
+        torch.manual_seed(config.trainer.seed + 7919 * (self.rank + 1))
+
+    def close(self) -> None:
+        """Release the rollout's engines and the sync group."""
+        self.rollout.close()
+        if self.sync_group is not None:
+            self.sync_group.close()
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def join_weight_sync(self, endpoint: SyncEndpoint, timeout_s: float = 300.0) -> int:
+        """Join the actor's sync group as rank 1 + this rank (blocks until all joined)."""
+        self.sync_group = WeightSyncGroup(
+            endpoint, 1 + self.rank, device=self.source.device, timeout_s=timeout_s
+        )
+        return 1 + self.rank
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def receive_weights(self) -> dict[str, float]:
+        """The actor's new weights, in place; ``sync/*`` metrics of this rank."""
+        if self.sync_group is None:
+            raise HfsdkError("receive_weights before join_weight_sync: the sync group is missing")
+        result = receive_weights(self.sync_group, self.source.targets())
+        missing = result.pop("missing")
+        if missing:
+            raise HfsdkError(
+                f"weight sync left {len(missing)} rollout weights unset (first: {missing[0]!r}); "
+                "the actor's hf_weights must yield every parameter"
+            )
+        self.source.weights_version += 1
+        self.rollout.update_weights(self.source)
+        return result
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def generate_sequences(self, prompts: Batch) -> Batch:
+        """Responses for this rank's prompts, with ``rollout_log_probs``."""
+        seed = prompts.meta.get("sampling_seed")
+        if seed is not None:
+            torch.manual_seed(int(seed) + 7919 * self.rank)
+        out = self.rollout.generate_sequences(prompts)
+        if ROLLOUT_LOG_PROBS not in out:
+            out[ROLLOUT_LOG_PROBS] = replica_log_probs(self.source.module, out)
+        out.meta["weights_version"] = self.source.weights_version
+        return out
+
+    @register(protocol=BuiltinProtocol.RANK_ZERO)
+    def weights_digest(self) -> dict[str, float]:
+        """Each weight's sum (rank 0): lets a test compare the replica with the actor."""
+        return {n: float(p.double().sum()) for n, p in self.source.module.named_parameters()}
+
