@@ -81,6 +81,17 @@ def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
         )
 
 
+def check_rollout_pool(config: Any, policy: str) -> None:
+    """Refuse ``placement.pools.rollout`` when the policy itself would be placed on it."""
+    placement = config.placement
+    if "rollout" in placement.pools and placement.pool_of(policy) == "rollout":
+        raise HfsdkError(
+            f"placement.pools.rollout is the rollout replicas' own pool, but {policy!r} is "
+            f"placed on it; set placement.roles.{policy} to another pool (roles not listed go "
+            "to the first pool, so list another pool first)"
+        )
+
+
 @attrs.define(kw_only=True)
 class Ahead:
     """One step's prompts, drawn ahead, and what was submitted for them."""

@@ -188,12 +188,9 @@ class TrainingSession:
             by_pool.setdefault(placement.pool_of(role), {})[role] = (worker_cls, kwargs)
         if ROLLOUT_POOL in placement.pools:  # a disaggregated rollout (docs/async.md)
             policy = self.spec.policy_role
-            if placement.pool_of(policy) == ROLLOUT_POOL:
-                raise HfsdkError(
-                    f"placement.pools.rollout is the rollout replicas' own pool, but {policy!r} "
-                    f"is placed on it; set placement.roles.{policy} to another pool (roles not "
-                    "listed go to the first pool)"
-                )
+            from hfsdk.core.trainer.pipeline import check_rollout_pool
+
+            check_rollout_pool(cfg, policy)
             section = getattr(cfg, policy)
             worker_cls = worker_class(backends[section.backend], ROLLOUT_POOL, "rollout")
             kwargs = {"role": ROLLOUT_POOL, "config": cfg, "assets": self.assets}

@@ -422,6 +422,8 @@ class Trainer:
             prompts = source.next_batch()
         policy = self.spec.policy_role  # the role of kind policy, whatever its name
         maybe_kill_worker(step, lambda: session.groups[policy].process_info[0]["pid"])
+        if session.rollout is not None:
+            maybe_kill_worker(step, lambda: session.rollout.process_info[0]["pid"], "rollout_kill")
         maybe_fault("sigterm", step)
         maybe_fault("sigint", step)
         metrics = algorithm.step(prompts)
