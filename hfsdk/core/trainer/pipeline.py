@@ -40,6 +40,18 @@ Metrics of the syncs finished by the time a step starts: ``sync/send_s``
 ``sync/rollout_wait_s`` (how long the replicas waited for the weights) and
 ``sync/receive_s``.
 
+**Partial rollouts** (``trainer.partial_rollout_tokens: S`` under ``async``
+with a rollout pool): a batch is generated in segments of ``S`` tokens, one
+replica call each. Its first segment is submitted when its prompts are drawn;
+after every update (behind that update's weight sync) the next segment of
+every batch still in the queue is submitted, so a weight update interrupts the
+in-flight generations at a segment boundary and they continue with the new
+weights; the step that trains a batch submits whatever segments it still
+lacks. Each token carries the version of the policy that sampled it
+(``token_versions``) and its behaviour log-prob from those weights; the
+staleness metrics are then per token (``async/staleness_max`` over every valid
+token, ``async/staleness_mean`` and the histogram shares over tokens).
+
 Checkpoints hold the pipeline (:meth:`state_dict`): the prompts drawn ahead
 and the batches generated for them, with their weight versions. A resumed run
 trains on exactly those batches; the data position saved beside them is the
@@ -82,8 +94,15 @@ def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
 
 
 def check_rollout_pool(config: Any, policy: str) -> None:
-    """Refuse ``placement.pools.rollout`` when the policy itself would be placed on it."""
+    """Refuse ``placement.pools.rollout`` when the policy itself would be placed on it, and
+    partial rollouts without a rollout pool under ``async``."""
     placement = config.placement
+    partial = config.trainer.partial_rollout_tokens
+    if partial and (config.trainer.pipeline != "async" or "rollout" not in placement.pools):
+        raise HfsdkError(
+            f"trainer.partial_rollout_tokens={partial} needs trainer.pipeline: async and a "
+            "rollout pool of its own (placement.pools.rollout); set those or set it to 0"
+        )
     if "rollout" in placement.pools and placement.pool_of(policy) == "rollout":
         raise HfsdkError(
             f"placement.pools.rollout is the rollout replicas' own pool, but {policy!r} is "
@@ -103,6 +122,8 @@ class Ahead:
     """A worker-group future of the generated batch, or the batch once resolved."""
     behaviour: Any = None
     """A future (or batch) of the actor's log-probs on the sampling weights, or ``None``."""
+    segments: int = 0
+    """Partial rollouts: segments submitted so far (0: generated in one call)."""
 
     def resolve(self) -> None:
         """Wait for the submitted calls; keep their results."""
@@ -131,6 +152,8 @@ class GenerationPipeline:
         rollout: Any = None,
         seed: int = 0,
         bucket_bytes: int = 32 * 1024 * 1024,
+        partial_tokens: int = 0,
+        response_length: int = 0,
     ) -> None:
         if depth < (0 if rollout is not None else 1):
             raise HfsdkError(f"a generation pipeline needs depth >= 1, got {depth}")
@@ -141,6 +164,9 @@ class GenerationPipeline:
         self.rollout = rollout
         self.seed = seed
         self.bucket_bytes = bucket_bytes
+        self.partial_tokens = partial_tokens if rollout is not None else 0
+        self.segments = -(-response_length // partial_tokens) if self.partial_tokens else 0
+        """Segments per batch under partial rollouts (0: off)."""
         self.version = 0
         self.submitted = 0
         """Generations submitted so far (numbers the replicas' sampling seeds)."""
@@ -169,6 +195,21 @@ class GenerationPipeline:
         self.version += 1
         if self.rollout is not None:
             self._sync()
+        for ahead in self._queue:  # behind the sync: the rest continues with the new weights
+            self._next_segment(ahead)
+
+    def _seed(self) -> int:
+        self.submitted += 1
+        return self.seed * 1_000_003 + self.submitted
+
+    def _next_segment(self, ahead: Ahead) -> None:
+        """Submit ``ahead``'s next segment (partial rollouts), if it has one left."""
+        if not self.segments or ahead.segments >= self.segments:
+            return
+        ahead.segments += 1
+        ahead.generated = self.rollout.continue_partial.submit(
+            ahead.generated, self.partial_tokens, ahead.segments == self.segments, self._seed()
+        )
 
     def _start(self) -> None:
         """Join the actor's rank 0 and every replica in the sync group; send the weights."""
@@ -210,9 +251,13 @@ class GenerationPipeline:
     def _submit(self, prompts: Batch) -> Ahead:
         algorithm = self.algorithm
         batch = algorithm.generation_input(prompts)
-        self.submitted += 1
+        if self.segments:
+            generated = self.rollout.start_partial.submit(
+                batch, self.partial_tokens, self.segments == 1, self._seed()
+            )
+            return Ahead(prompts=prompts, version=self.version, generated=generated, segments=1)
         if self.rollout is not None:
-            batch.meta["sampling_seed"] = self.seed * 1_000_003 + self.submitted
+            batch.meta["sampling_seed"] = self._seed()
             generated = self.rollout.generate_sequences.submit(batch)
             return Ahead(prompts=prompts, version=self.version, generated=generated)
         generated = algorithm.actor.generate_sequences.submit(batch)
@@ -232,11 +277,16 @@ class GenerationPipeline:
         if head is None or prompts is not head.prompts:
             return None
         self._current = None
+        while self.segments and head.segments < self.segments:
+            self._next_segment(head)  # what it still lacks, with the current weights
         head.resolve()
         out: Batch = head.generated
         if head.behaviour is not None and ROLLOUT_LOG_PROBS not in out:
             out[ROLLOUT_LOG_PROBS] = head.behaviour["old_log_probs"]
-        metrics = self.staleness_metrics(self.version - head.version)
+        if "token_versions" in out:
+            metrics = self.token_staleness_metrics(out)
+        else:
+            metrics = self.staleness_metrics(self.version - head.version)
         if self.rollout is not None:
             # The replicas count their syncs, the first one included.
             metrics["async/rollout_weights_version"] = float(out.meta.pop("weights_version")) - 1
@@ -259,6 +309,29 @@ class GenerationPipeline:
             metrics[f"async/staleness_hist_{value}"] = float(staleness == value)
         return metrics
 
+    def token_staleness_metrics(self, out: Batch) -> dict[str, float]:
+        """Per-token staleness of a partial rollout (``token_versions``) over its valid tokens."""
+        import torch
+
+        mask = out["response_mask"].bool()
+        staleness = (self.version - out["token_versions"])[mask]
+        if not staleness.numel():
+            return self.staleness_metrics(0)
+        metrics = {
+            "async/staleness_max": float(staleness.max()),
+            "async/staleness_mean": float(staleness.float().mean()),
+            "async/weights_version": float(self.version),
+            "async/versions_per_response_max": float(
+                max(
+                    len(torch.unique(row[m]))
+                    for row, m in zip(out["token_versions"], mask, strict=True)
+                )
+            ),
+        }
+        for value in range(self.depth + 1):
+            metrics[f"async/staleness_hist_{value}"] = float((staleness == value).float().mean())
+        return metrics
+
     # -- checkpoints ----------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
@@ -275,6 +348,7 @@ class GenerationPipeline:
                     "version": a.version,
                     "generated": a.generated,
                     "behaviour": a.behaviour,
+                    "segments": a.segments,
                 }
                 for a in self._queue
             ],

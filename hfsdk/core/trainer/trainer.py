@@ -409,6 +409,8 @@ class Trainer:
             behaviour_log_probs=self.config.algorithm.is_correction != "none",
             rollout=rollout,
             seed=trainer.seed,
+            partial_tokens=trainer.partial_rollout_tokens,
+            response_length=self.config.rollout.max_response_length,
         )
 
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:

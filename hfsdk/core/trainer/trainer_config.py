@@ -169,6 +169,13 @@ class TrainerConfig:
         default=2,
         validator=attrs.validators.ge(1),
     )
+    partial_rollout_tokens: int = help_field(
+        "Under pipeline: async with placement.pools.rollout: generate in segments of this "
+        "many tokens so a weight update interrupts in-flight responses and they continue with "
+        "the new weights (partial rollouts, tokens tagged with their policy version); 0: off.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
     worker_threads: int = help_field(
         "Intra-op threads of each worker process; 0: the node's cores divided by its device "
         "slots, capped by the controller's OMP_NUM_THREADS.",

@@ -11,6 +11,18 @@ broadcasts them, every replica rank receives them in place.
 Each output also carries ``rollout_log_probs`` (the replica's temperature-scaled
 log-probs of the tokens it sampled, from one forward pass when the rollout
 reports none): the behaviour policy's, for the off-policy correction.
+
+**Partial rollouts** (``trainer.partial_rollout_tokens``):
+:meth:`RolloutReplicaWorker.start_partial` and
+:meth:`~RolloutReplicaWorker.continue_partial` generate a batch in segments of
+that many tokens, one call each; a weight sync the controller queues between
+two segments applies to the rest of every response (the in-flight generation
+is interrupted there and continued with the new weights: the prompt and the
+response so far are the next segment's prompt). Every token is tagged in
+``token_versions`` with the policy version that sampled it (the replica's
+sync count minus one: the trainer's updates) and its log-prob is taken with
+those same weights.
+
 A call may carry ``meta['sampling_seed']``: the replica seeds its sampler
 with it (plus its rank), so what it generates for a step does not depend on
 the replica's history (a restarted replica or a resumed run samples the same).
@@ -22,6 +34,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+import attrs
 import torch
 
 from hfsdk import (
@@ -34,6 +47,8 @@ from hfsdk import (
     register,
 )
 from hfsdk_backend_common.engine_support import resolve_device, sampling_temperature
+from hfsdk_backend_common.generation import eos_token_ids
+from hfsdk_backend_common.rollout.hf_rollout import assemble_rollout
 from hfsdk_backend_common.token_ops import response_log_probs
 from hfsdk_backend_common.tokenizers import load_tokenizer
 from hfsdk_backend_common.weight_sync import SyncEndpoint, WeightSyncGroup, receive_weights
@@ -132,6 +147,7 @@ class RolloutReplicaWorker(Worker):
         )
         self.rollout = build_rollout(config.rollout, self.source)
         self.sync_group: WeightSyncGroup | None = None
+        self._segment_rollouts: dict[int, Any] = {}
         torch.manual_seed(config.trainer.seed + 7919 * (self.rank + 1))
 
     def close(self) -> None:
@@ -173,6 +189,121 @@ class RolloutReplicaWorker(Worker):
         out = self.rollout.generate_sequences(prompts)
         if ROLLOUT_LOG_PROBS not in out:
             out[ROLLOUT_LOG_PROBS] = replica_log_probs(self.source.module, out)
+        out.meta["weights_version"] = self.source.weights_version
+        return out
+
+    # -- partial rollouts -------------------------------------------------------------
+
+    def _segment_rollout(self, tokens: int) -> Any:
+        """A rollout of ``tokens`` new tokens whose prompts may hold a response so far."""
+        if tokens not in self._segment_rollouts:
+            cfg = self.run_config.rollout
+            segment = attrs.evolve(
+                cfg,
+                max_response_length=tokens,
+                max_prompt_length=cfg.max_prompt_length + cfg.max_response_length,
+            )
+            self._segment_rollouts[tokens] = build_rollout(segment, self.source)
+        return self._segment_rollouts[tokens]
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def start_partial(self, prompts: Batch, tokens: int, final: bool, seed: int) -> Batch:
+        """The first segment of ``tokens`` tokens for ``prompts`` (one row per response)."""
+        rows = len(prompts)
+        width = self.run_config.rollout.max_response_length
+        pad = self.source.tokenizer.pad_token_id
+        partial = prompts.select(
+            tensor_keys=["input_ids", "attention_mask"],
+            non_tensor_keys=list(prompts.non_tensor_keys),
+        )
+        partial["partial_responses"] = torch.full((rows, width), pad, dtype=torch.long)
+        partial["partial_log_probs"] = torch.zeros(rows, width)
+        partial["token_versions"] = torch.full((rows, width), -1.0)
+        partial["partial_lengths"] = torch.zeros(rows, dtype=torch.long)
+        partial["partial_done"] = torch.zeros(rows, dtype=torch.bool)
+        return self.continue_partial(partial, tokens, final, seed)
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def continue_partial(self, partial: Batch, tokens: int, final: bool, seed: int) -> Batch:
+        """Up to ``tokens`` more tokens per unfinished row with the current weights.
+
+        ``final``: return the finished rollout batch (the contract's keys plus
+        ``rollout_log_probs`` and ``token_versions``) instead of the partial state.
+        """
+        torch.manual_seed(int(seed) + 7919 * self.rank)
+        partial = self._segment(partial, tokens)
+        return self._finish(partial) if final else partial
+
+    def _segment(self, partial: Batch, tokens: int) -> Batch:
+        width = self.run_config.rollout.max_response_length
+        pad = self.source.tokenizer.pad_token_id
+        eos = set(eos_token_ids(list(self.source.generation_eos_ids), self.source.tokenizer))
+        active = (~partial["partial_done"]).nonzero().flatten().tolist()
+        if not active:
+            return partial
+        responses = partial["partial_responses"].clone()
+        log_probs = partial["partial_log_probs"].clone()
+        versions = partial["token_versions"].clone()
+        lengths = partial["partial_lengths"].clone()
+        done = partial["partial_done"].clone()
+        rows = []
+        for i in active:
+            prompt = partial["input_ids"][i][partial["attention_mask"][i].bool()]
+            rows.append(torch.cat([prompt, responses[i, : lengths[i]]]))
+        longest = max(len(r) for r in rows)
+        ids = torch.full((len(rows), longest), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), longest), dtype=torch.long)
+        for j, row in enumerate(rows):  # left-padded, as rollouts take prompts
+            ids[j, longest - len(row) :] = row
+            mask[j, longest - len(row) :] = 1
+        greedy = bool(partial.meta.get("greedy", False))
+        segment = Batch.from_dict(
+            tensors={"input_ids": ids, "attention_mask": mask}, meta={"n": 1, "greedy": greedy}
+        )
+        out = self._segment_rollout(tokens).generate_sequences(segment)
+        new_log_probs = replica_log_probs(self.source.module, out)
+        version = float(self.source.weights_version - 1)  # the trainer's updates
+        for j, i in enumerate(active):
+            valid = int(out["response_mask"][j].sum())
+            take = min(valid, width - int(lengths[i]))
+            start = int(lengths[i])
+            responses[i, start : start + take] = out["responses"][j, :take]
+            log_probs[i, start : start + take] = new_log_probs[j, :take]
+            versions[i, start : start + take] = version
+            lengths[i] = start + take
+            ended = take > 0 and int(out["responses"][j, take - 1]) in eos
+            done[i] = ended or lengths[i] >= width or valid < tokens
+        partial = partial.select(
+            tensor_keys=["input_ids", "attention_mask"],
+            non_tensor_keys=list(partial.non_tensor_keys),
+        )
+        partial.meta["greedy"] = greedy
+        partial["partial_responses"] = responses
+        partial["partial_log_probs"] = log_probs
+        partial["token_versions"] = versions
+        partial["partial_lengths"] = lengths
+        partial["partial_done"] = done
+        return partial
+
+    def _finish(self, partial: Batch) -> Batch:
+        greedy = bool(partial.meta.get("greedy", False))
+        prompts = partial.select(
+            tensor_keys=["input_ids", "attention_mask"],
+            non_tensor_keys=list(partial.non_tensor_keys),
+        )
+        out = assemble_rollout(
+            prompts,
+            partial["partial_responses"],
+            tokenizer=self.source.tokenizer,
+            eos_ids=eos_token_ids(list(self.source.generation_eos_ids), self.source.tokenizer),
+            temperature=1.0 if greedy else self.run_config.rollout.temperature,
+            greedy=greedy,
+            metrics={},
+            extra={
+                ROLLOUT_LOG_PROBS: partial["partial_log_probs"],
+                "token_versions": partial["token_versions"],
+            },
+        )
         out.meta["weights_version"] = self.source.weights_version
         return out
 
