@@ -87,3 +87,32 @@ def test_a_killed_rollout_replica_is_restarted_and_the_run_ends_exactly(
     for a, b in zip(expected, rows, strict=True):
         for key in (*COMPARED, "async/staleness_max"):
             assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-9), (a["step"], key)
+
+
+def test_partial_rollouts_without_async_and_a_rollout_pool_are_refused(tmp_path: Path) -> None:
+    config = load_run_config(
+        "grpo", None, [*SMALL, "trainer.pipeline=one_step_off", "trainer.partial_rollout_tokens=2"]
+    )
+    with pytest.raises(HfsdkError, match=r"partial_rollout_tokens=2 needs trainer.pipeline: async"):
+        Trainer(config, tmp_path / "run", quiet=True)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_partial_rollouts_mix_versions_within_the_staleness_bound(tmp_path: Path) -> None:
+    rows = _trainer(
+        tmp_path / "run",
+        "trainer.total_steps=4",
+        "trainer.pipeline=async",
+        "trainer.max_staleness=2",
+        "trainer.partial_rollout_tokens=2",
+        "rollout.temperature=3.0",  # longer responses: several segments each
+    ).fit()
+    assert all(r["async/staleness_max"] <= 2 for r in rows)
+    assert rows[0]["async/staleness_max"] == 0.0  # nothing was updated before step 1
+    # a weight update interrupted responses: they continued with newer weights
+    assert max(r["async/versions_per_response_max"] for r in rows) >= 2
+    for row in rows:
+        shares = sum(row[f"async/staleness_hist_{s}"] for s in range(3))
+        assert shares == pytest.approx(1.0)
+        assert row["async/staleness_mean"] <= row["async/staleness_max"]
