@@ -17,11 +17,14 @@ that response lengths vary widely: sampled from the warm-started model at 2.0
 they measured median 3, 90th percentile 7, longest 30 tokens (64 samples).
 ``--repeats`` runs the modes round-robin and prints medians (tokens/s, step
 time, sync share) and means (rewards) over the repeats.
-Printed per mode: tokens/s (all tokens of the steps after the first over their
-wall time), mean reward of the first and second half of the steps, mean
-response length, and the weight sync's transfer time (receive time minus the
-time the replica waited for the actor) as a share of the step. Numbers vary
-with the machine's load: it prints the load average beside them.
+``--task compute`` trains ``compute_bound_task.py``'s ~30M model instead (every
+response runs to the limit: no length variation, but the matrix
+multiplications dominate a step). Printed per mode: tokens/s (all tokens of
+the steps after the first over their wall time), mean reward of the first
+and second half of the steps, mean response length, and the weight sync's
+transfer time (receive time minus the time the replica waited for the actor)
+as a share of the step. Numbers vary with the machine's load: it prints the
+load average beside them.
 """
 
 from __future__ import annotations
@@ -71,6 +74,19 @@ def run(mode: str, args: argparse.Namespace, workdir: Path) -> list[dict]:
         "actor.mini_batch_size=32",
         "actor.micro_batch_size=32",
     ]
+    if args.task == "compute":  # a ~30M model at full length: the matmuls dominate
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from compute_bound_task import ensure_compute_bound_assets
+
+        from hfsdk.core.default_task import REWARD_FUNCTION_NAME
+
+        model_dir, train_jsonl = ensure_compute_bound_assets(args.cache / "compute_task")
+        overrides += [
+            f"actor.model_path={model_dir}",
+            f"reference.model_path={model_dir}",
+            f"data.train_files=[{train_jsonl}]",
+            f"reward.functions=[{{name: {REWARD_FUNCTION_NAME}}}]",
+        ]
     config = load_run_config("grpo", None, overrides)
     return Trainer(config, workdir / mode, quiet=True).fit()
 
@@ -105,6 +121,12 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-staleness", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--task", choices=("default", "compute"), default="default",
+        help="default: the default task, lengths vary; compute: compute_bound_task.py's "
+        "~30M model, every response at full length",
+    )  # fmt: skip
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "hfsdk_bench")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")

@@ -48,13 +48,14 @@ from hfsdk import (
 )
 from hfsdk_backend_common.engine_support import resolve_device, sampling_temperature
 from hfsdk_backend_common.generation import eos_token_ids
+from hfsdk_backend_common.role_fields import TrainedRoleConfig
 from hfsdk_backend_common.rollout.hf_rollout import assemble_rollout
 from hfsdk_backend_common.token_ops import response_log_probs
 from hfsdk_backend_common.tokenizers import load_tokenizer
 from hfsdk_backend_common.weight_sync import SyncEndpoint, WeightSyncGroup, receive_weights
 
 ROLLOUT_LOG_PROBS = "rollout_log_probs"
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 class ReplicaSource:
@@ -128,21 +129,23 @@ def replica_log_probs(module: torch.nn.Module, batch: Batch) -> torch.Tensor:
 class RolloutReplicaWorker(Worker):
     """One rank of the ``rollout`` worker group (see module doc).
 
-    ``section`` is the actor's config section (model and tokenizer paths,
-    ``dtype``, ``device``); ``assets`` fills what it leaves out.
+    ``section`` is the actor's config section (a backend's
+    :class:`~hfsdk_backend_common.role_fields.TrainedRoleConfig`: model and
+    tokenizer paths, ``dtype``, ``device``); ``assets`` fills the paths it leaves out.
     """
 
-    def __init__(self, *, role: str, config: Any, assets: Any, section: Any) -> None:
+    def __init__(
+        self, *, role: str, config: Any, assets: Any, section: TrainedRoleConfig
+    ) -> None:
         super().__init__()
         self.run_config = config
-        model_path = getattr(section, "model_path", None) or assets.model_path
-        tokenizer_path = getattr(section, "tokenizer_path", None) or assets.tokenizer_path
-        dtype = _DTYPES.get(str(getattr(section, "dtype", "float32")), torch.float32)
+        model_path = section.model_path or assets.model_path
+        tokenizer_path = section.tokenizer_path or assets.tokenizer_path or model_path
         self.source = ReplicaSource(
             str(model_path),
-            str(tokenizer_path or model_path),
-            device=resolve_device(str(getattr(section, "device", "auto"))),
-            dtype=dtype,
+            str(tokenizer_path),
+            device=resolve_device(section.device),
+            dtype=_DTYPES[section.dtype],
             dp=DataParallelInfo(size=self.world_size, rank=self.rank),
         )
         self.rollout = build_rollout(config.rollout, self.source)
