@@ -112,6 +112,28 @@ def summary(rows: list[dict]) -> dict[str, float]:
     }
 
 
+def plot(runs: dict[str, list[dict]], path: Path) -> None:
+    """Reward per step against the run's wall time (cumulative step time), one line per mode."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for mode, rows in runs.items():
+        clock, times = 0.0, []
+        for row in rows:
+            clock += row["timing/step_s"]
+            times.append(clock)
+        ax.plot(times, [r["reward/mean"] for r in rows], marker="o", label=mode)
+    ax.set_xlabel("wall time of the steps (s)")
+    ax.set_ylabel("reward/mean")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def main() -> None:
     """Run every mode and print the table (and each run's reward curve)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -130,6 +152,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--modes", default=",".join(MODES))
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    parser.add_argument("--plot", type=Path, default=None, help="reward vs wall time (PNG)")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     runs: dict[str, list[tuple[list[dict], dict[str, float]]]] = {}
@@ -164,6 +187,8 @@ def main() -> None:
     for mode, (rows, _) in results.items():
         curve = " ".join(f"{r['reward/mean']:.2f}" for r in rows)
         print(f"{mode} reward per step (run 1): {curve}")
+    if args.plot is not None:
+        plot({m: done[0][0] for m, done in runs.items()}, args.plot)
     if args.json is not None:
         every = {m: [rows for rows, _ in done] for m, done in runs.items()}
         args.json.write_text(json.dumps(every))
