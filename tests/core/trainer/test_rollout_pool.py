@@ -40,9 +40,12 @@ def test_the_policy_on_the_rollout_pool_is_refused(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_after_each_update_the_replicas_hold_the_actors_weights(tmp_path: Path) -> None:
-    """Under sync the replica's log-probs of what it sampled equal the actor's before its update
-    (one forward over every weight): any stale or partly synced tensor would show."""
-    rows = _trainer(tmp_path / "run", "trainer.total_steps=3").fit()
+    """Under sync each replica's log-probs of what it sampled equal the actor's before its
+    update (one forward over every weight): any stale or partly synced tensor would show.
+    Two replicas: the prompts are split between them, the weights broadcast to both."""
+    rows = _trainer(
+        tmp_path / "run", "trainer.total_steps=3", "placement.pools.rollout.devices=2"
+    ).fit()
     assert [r["async/rollout_weights_version"] for r in rows] == [0.0, 1.0, 2.0]
     assert [r["async/staleness_max"] for r in rows] == [0.0, 0.0, 0.0]
     for row in rows:
