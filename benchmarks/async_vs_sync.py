@@ -9,7 +9,9 @@ Two virtual devices with one intra-op thread each on both sides:
 - ``one_step_off`` and ``async`` (``trainer.max_staleness``, default 2): the
   actor and reference on one device, the rollout replica on the other
   (``placement.pools.rollout``), weights broadcast after every update, with the
-  truncated-IS correction (``algorithm.is_correction: tis``).
+  truncated-IS correction (``algorithm.is_correction: tis``);
+- ``async_partial`` (``--modes``): ``async`` with partial rollouts in segments
+  of 8 tokens (``trainer.partial_rollout_tokens``).
 
 The workload is GRPO on the default task with ``rollout.max_response_length``
 raised (default 48) and a hotter sampler (``--temperature``, default 2.0) so
@@ -51,7 +53,15 @@ MODES = {
         "trainer.pipeline=async",
         "algorithm.is_correction=tis",
     ],
+    "async_partial": [
+        "placement.pools.global.devices=1",
+        "placement.pools.rollout.devices=1",
+        "trainer.pipeline=async",
+        "algorithm.is_correction=tis",
+        "trainer.partial_rollout_tokens=8",
+    ],
 }
+DEFAULT_MODES = ("sync", "one_step_off", "async")
 
 
 def run(mode: str, args: argparse.Namespace, workdir: Path) -> list[dict]:
@@ -150,7 +160,9 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "hfsdk_bench")
     parser.add_argument("--repeats", type=int, default=1)
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument(
+        "--modes", default=",".join(DEFAULT_MODES), help=f"comma-separated, of {', '.join(MODES)}"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("--plot", type=Path, default=None, help="reward vs wall time (PNG)")
     args = parser.parse_args()

@@ -156,6 +156,7 @@ class Trainer:
         self._candidates: list[tuple[int, Path, dict[str, Any]]] = []
         self.resume_from: tuple[int, Path] | None = None
         self.restarts = 0
+        self._pipeline: Any = None  # trainer.pipeline's GenerationPipeline, per attempt
         _check_run_dir(self.run_dir)
         try:
             if self.run_dir.is_dir():  # refuse a concurrent run before any heavy work
