@@ -155,7 +155,8 @@ class RolloutReplicaWorker(Worker):
 
     def close(self) -> None:
         """Release the rollout's engines and the sync group."""
-        self.rollout.close()
+        for rollout in (self.rollout, *self._segment_rollouts.values()):
+            rollout.close()
         if self.sync_group is not None:
             self.sync_group.close()
 
@@ -180,7 +181,8 @@ class RolloutReplicaWorker(Worker):
                 "the actor's hf_weights must yield every parameter"
             )
         self.source.weights_version += 1
-        self.rollout.update_weights(self.source)
+        for rollout in (self.rollout, *self._segment_rollouts.values()):
+            rollout.update_weights(self.source)
         return result
 
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
