@@ -96,6 +96,24 @@ class AlgorithmConfig:
         default=1,
         validator=attrs.validators.ge(1),
     )
+    is_correction: Literal["none", "tis", "mis"] = help_field(
+        "Off-policy correction of the policy loss by the ratio π_old/π_rollout of the "
+        "rollout's own log-probs (rollout_log_probs): none, tis (truncated IS: min(ρ, is_cap)) "
+        "or mis (masked IS: tokens with ρ > is_cap drop out); see docs/async.md.",
+        default="none",
+        validator=attrs.validators.in_(("none", "tis", "mis")),
+    )
+    is_level: Literal["token", "sequence"] = help_field(
+        "The IS ratio per token, or per sequence (the product over its tokens, for every "
+        "token of it).",
+        default="token",
+        validator=attrs.validators.in_(("token", "sequence")),
+    )
+    is_cap: float = help_field(
+        "The IS cap: tis truncates ρ at it, mis masks where ρ exceeds it.",
+        default=2.0,
+        validator=attrs.validators.gt(0.0),
+    )
 
 
 Scorer = Callable[["Batch"], tuple["torch.Tensor", dict[str, float]]]
@@ -133,6 +151,9 @@ class AlgorithmContext:
     signals: Mapping[str, Scorer]
     spec: AlgorithmSpec
     prompts: PromptSource | None = None
+    pipeline: Any = None
+    """The :class:`~hfsdk.core.trainer.pipeline.GenerationPipeline` of a ``trainer.pipeline``
+    other than ``sync`` (``None``: each step generates from the weights it trains)."""
 
 
 class Algorithm:
@@ -262,12 +283,32 @@ class Algorithm:
         for key, value in metrics.items():
             self.metrics[f"{prefix}{key}"] = float(value)
 
-    def generate(self, prompts: Batch, *, n: int | None = None, greedy: bool = False) -> Batch:
-        """Sample ``n`` responses per prompt with the actor (``n`` defaults to the config's)."""
+    def generation_input(
+        self, prompts: Batch, *, n: int | None = None, greedy: bool = False
+    ) -> Batch:
+        """What :meth:`generate` hands the actor's rollout: each prompt repeated ``n`` times."""
         n = self.algo_config.n_samples_per_prompt if n is None else n
         batch = prompts.repeat(n, interleave=True) if n > 1 else prompts
         # Repeated here, so every rank gets whole rows; the rollout must not repeat again.
         batch.meta.update(greedy=greedy, n=1)
+        return batch
+
+    def generate(self, prompts: Batch, *, n: int | None = None, greedy: bool = False) -> Batch:
+        """Sample ``n`` responses per prompt with the actor (``n`` defaults to the config's).
+
+        Under a ``trainer.pipeline`` other than ``sync`` the step's sampled batch was
+        generated ahead (:mod:`hfsdk.core.trainer.pipeline`); it is returned with its
+        staleness metrics. Other generations (greedy, another ``n``) run now.
+        """
+        pipeline = self.context.pipeline
+        if pipeline is not None and n is None and not greedy:
+            ahead = pipeline.generated(prompts)
+            if ahead is not None:
+                out, staleness = ahead
+                self.record(staleness)
+                self.record(out.meta.pop("rollout_metrics", None) or {})
+                return out
+        batch = self.generation_input(prompts, n=n, greedy=greedy)
         out = self.actor.generate_sequences(batch)
         # The rollout's train -> generate transition (timing/reshard_s, perf/reshard_bytes, ...).
         self.record(out.meta.pop("rollout_metrics", None) or {})

@@ -146,6 +146,9 @@ class AlgorithmSpec:
     - ``actor_objective``: ``fn(algorithm_config) -> ActorLossTerms``.
     - ``summary``: one line for ``hfsdk list algorithms`` (defaults to the
       program's docstring).
+    - ``on_policy_only``: why the program needs every batch sampled from the
+      weights it trains (e.g. ReMax's greedy baseline), or ``None``; a
+      ``trainer.pipeline`` other than ``sync`` is then refused with this reason.
     """
 
     name: str
@@ -159,6 +162,7 @@ class AlgorithmSpec:
     )
     actor_objective: Callable[[Any], ActorLossTerms] = default_actor_objective
     summary: str | None = None
+    on_policy_only: str | None = None
     dataflow: Dataflow = attrs.field(init=False)
     """What the placement planner reads (derived, see :func:`derive_dataflow`)."""
 

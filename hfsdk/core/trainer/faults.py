@@ -11,7 +11,9 @@ Points: ``step_end`` (after a step's metrics line, before its checkpoint),
 checkpoint is published), ``metrics_mid`` (half of a metrics line written),
 ``save_enospc`` (the checkpoint write fails with "no space left on device"),
 ``worker_kill`` (the controller SIGKILLs actor rank 0's worker process at the
-start of the step, once per controller process: the restarted run passes it);
+start of the step, once per controller process: the restarted run passes it),
+``rollout_kill`` (the same for rank 0 of the rollout replicas on
+``placement.pools.rollout``);
 ``sigterm`` / ``sigint`` (the controller signals itself at the start of the
 step), ``save_sigterm`` (one SIGTERM mid-checkpoint-write, where ``save_mid``
 kills) and ``save_sigterm_twice`` (two SIGTERMs there), each once per process.
@@ -31,6 +33,7 @@ POINTS = (
     "metrics_mid",
     "save_enospc",
     "worker_kill",
+    "rollout_kill",
     "sigterm",
     "sigint",
     "save_sigterm",
@@ -73,16 +76,16 @@ def maybe_fault(point: str, step: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def maybe_kill_worker(step: int, pid: Callable[[], int]) -> None:
-    """``worker_kill`` point: SIGKILL the worker process ``pid()``, the first time only."""
-    if fault_requested("worker_kill", step) and ("worker_kill", step) not in _FIRED:
-        _FIRED.add(("worker_kill", step))
+def maybe_kill_worker(step: int, pid: Callable[[], int], point: str = "worker_kill") -> None:
+    """``worker_kill`` (or ``point``): SIGKILL the worker process ``pid()``, the first time only."""
+    if fault_requested(point, step) and (point, step) not in _FIRED:
+        _FIRED.add((point, step))
         target = pid()
         if target == os.getpid():
             from hfsdk.core.errors import HfsdkError
 
             raise HfsdkError(
-                f"{FAULT_ENV}=worker_kill:{step} needs worker processes, but the workers run "
+                f"{FAULT_ENV}={point}:{step} needs worker processes, but the workers run "
                 "in the controller's process; set trainer.executor: ray"
             )
         os.kill(target, signal.SIGKILL)

@@ -239,6 +239,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     """Check and build everything a session needs that does not need Ray."""
     from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
+    from hfsdk.core.trainer.pipeline import check_pipeline, check_rollout_pool
     from hfsdk.core.trainer.run_assets import resolve_assets, signal_config_of
     from hfsdk.core.workers.ray_runtime import (
         check_auth_mode,
@@ -247,6 +248,8 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         resolve_address,
     )
 
+    check_pipeline(spec, config.trainer.pipeline)
+    check_rollout_pool(config, spec.policy_role)
     for key, section in _model_sections(config, spec).items():
         check_model_path(f"{key}.model_path", getattr(section, "model_path", None))
         check_tokenizer_path(f"{key}.tokenizer_path", getattr(section, "tokenizer_path", None))

@@ -28,6 +28,9 @@ from hfsdk.core.trainer.validation import ValidationResult
 
 logger = logging.getLogger(__name__)
 
+ROLLOUT_POOL = "rollout"
+"""The pool (and worker-group role) of a disaggregated rollout: ``placement.pools.rollout``."""
+
 
 _WORKER_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
@@ -113,6 +116,8 @@ class TrainingSession:
         self.groups: dict[str, Any] = {}
         self.pools: list[Any] = []
         self.signals: dict[str, SignalScorer] = {}
+        self.rollout: Any = None
+        """The ``rollout`` replicas' worker group on ``placement.pools.rollout`` (or ``None``)."""
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -181,6 +186,16 @@ class TrainingSession:
             if kind == "policy":  # the algorithm, not the backend, decides the loss terms
                 kwargs["objective"] = self.spec.actor_objective(cfg.algorithm)
             by_pool.setdefault(placement.pool_of(role), {})[role] = (worker_cls, kwargs)
+        if ROLLOUT_POOL in placement.pools:  # a disaggregated rollout (docs/async.md)
+            policy = self.spec.policy_role
+            from hfsdk.core.trainer.pipeline import check_rollout_pool
+
+            check_rollout_pool(cfg, policy)
+            section = getattr(cfg, policy)
+            worker_cls = worker_class(backends[section.backend], ROLLOUT_POOL, "rollout")
+            kwargs = {"role": ROLLOUT_POOL, "config": cfg, "assets": self.assets}
+            kwargs["section"] = section  # the replicas load the actor's model
+            by_pool.setdefault(ROLLOUT_POOL, {})[ROLLOUT_POOL] = (worker_cls, kwargs)
         fused = placement.colocation == "fused"
         from hfsdk.core.trainer.preflight import startup_deadline_s
         from hfsdk.core.workers.futures import DATA_TIMEOUT_ENV
@@ -227,6 +242,7 @@ class TrainingSession:
                 call_timeout_s=cfg.trainer.worker_timeout_s,
                 env_vars=env_vars,
             )
+            self.rollout = groups.pop(ROLLOUT_POOL, self.rollout)
             self.groups.update(groups)
 
     def _auto_placement(self) -> Any:
@@ -257,7 +273,9 @@ class TrainingSession:
 
     def close(self) -> None:
         """Stop every worker group and release the pools."""
-        for group in self.groups.values():
+        groups = [*self.groups.values(), *([self.rollout] if self.rollout is not None else [])]
+        self.rollout = None
+        for group in groups:
             try:
                 group.shutdown()
             except Exception:  # shutting down after a failure must not hide it

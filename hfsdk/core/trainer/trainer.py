@@ -156,6 +156,7 @@ class Trainer:
         self._candidates: list[tuple[int, Path, dict[str, Any]]] = []
         self.resume_from: tuple[int, Path] | None = None
         self.restarts = 0
+        self._pipeline: Any = None  # trainer.pipeline's GenerationPipeline, per attempt
         _check_run_dir(self.run_dir)
         try:
             if self.run_dir.is_dir():  # refuse a concurrent run before any heavy work
@@ -349,15 +350,16 @@ class Trainer:
         spec = self.spec
         with TrainingSession(cfg, spec, prepared=self.prepared) as session:
             self._stop.install()  # again: starting Ray installs its own SIGTERM handler
-            algorithm: Algorithm = spec.program(
-                AlgorithmContext(
-                    config=cfg,
-                    roles=session.roles,
-                    signals=session.signals,
-                    spec=spec,
-                    prompts=session.loader,  # the stream the checkpoint's data position tracks
-                )
+            context = AlgorithmContext(
+                config=cfg,
+                roles=session.roles,
+                signals=session.signals,
+                spec=spec,
+                prompts=session.loader,  # the stream the checkpoint's data position tracks
             )
+            algorithm: Algorithm = spec.program(context)
+            self._pipeline = self._build_pipeline(algorithm, session.loader, session.rollout)
+            context.pipeline = self._pipeline
             nodes = [
                 info["node_id"] for group in session.groups.values() for info in group.process_info
             ]
@@ -393,16 +395,38 @@ class Trainer:
                 self._stop.disarm()  # what the grace was for is done; tear-down may take its time
                 raise self._stopped(saved=done)
 
+    def _build_pipeline(self, algorithm: Algorithm, loader: Any, rollout: Any = None) -> Any:
+        """The generation pipeline of ``trainer.pipeline`` (``None`` under ``sync`` unless the
+        rollout has a pool of its own, ``rollout``)."""
+        trainer = self.config.trainer
+        if trainer.pipeline == "sync" and rollout is None:
+            return None
+        from hfsdk.core.trainer.pipeline import GenerationPipeline, pipeline_depth
+
+        return GenerationPipeline(
+            algorithm,
+            loader,
+            depth=pipeline_depth(trainer.pipeline, trainer.max_staleness),
+            behaviour_log_probs=self.config.algorithm.is_correction != "none",
+            rollout=rollout,
+            seed=trainer.seed,
+            partial_tokens=trainer.partial_rollout_tokens,
+            response_length=self.config.rollout.max_response_length,
+        )
+
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
         from hfsdk.core.workers.futures import CALL_CLOCK
 
         cfg = self.config
         CALL_CLOCK.take()  # calls before this step (set-up, checkpoints) are not its overhead
         started = time.perf_counter()
+        source = self._pipeline if self._pipeline is not None else session.loader
         with algorithm.stage("data"):
-            prompts = session.loader.next_batch()
+            prompts = source.next_batch()
         policy = self.spec.policy_role  # the role of kind policy, whatever its name
         maybe_kill_worker(step, lambda: session.groups[policy].process_info[0]["pid"])
+        if session.rollout is not None:
+            maybe_kill_worker(step, lambda: session.rollout.process_info[0]["pid"], "rollout_kill")
         maybe_fault("sigterm", step)
         maybe_fault("sigint", step)
         metrics = algorithm.step(prompts)
@@ -411,6 +435,8 @@ class Trainer:
 
             write_rollout_dump(self.run_dir, step, algorithm.last_batch)
             algorithm.last_batch = None
+        if self._pipeline is not None:
+            self._pipeline.step_done()
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
             metrics.update(self._validation_metrics(session, algorithm, tracker, step))
         step_s = time.perf_counter() - started
@@ -471,6 +497,8 @@ class Trainer:
                 "algorithm": algorithm.state_dict(),
                 "rng": rng,
             }
+            if self._pipeline is not None:  # the batches generated ahead (docs/async.md)
+                state["pipeline"] = self._pipeline.state_dict()
             torch.save(state, directory / TRAINER_STATE)
 
         try:
@@ -520,6 +548,8 @@ class Trainer:
                 continue
             session.loader.load_state_dict(state["data"])
             algorithm.load_state_dict(state["algorithm"])
+            if self._pipeline is not None:
+                self._pipeline.load_state_dict(state["pipeline"])
             _set_rng_state(state["rng"])
             self.resume_from = (step, path)
             if not self.quiet:

@@ -161,6 +161,26 @@ class TrainerConfig:
         "(RAY_AUTH_MODE=disabled); refused otherwise.",
         default=False,
     )
+    pipeline: Literal["sync", "one_step_off", "async"] = help_field(
+        "sync: each step generates from the weights it trains; one_step_off: the next step's "
+        "batch is generated before this step's update (staleness 1); async: generation runs "
+        "max_staleness steps ahead. See docs/async.md.",
+        default="sync",
+        validator=attrs.validators.in_(("sync", "one_step_off", "async")),
+    )
+    max_staleness: int = help_field(
+        "Under pipeline: async, the most updates between the weights a batch was sampled "
+        "with and the weights it trains.",
+        default=2,
+        validator=attrs.validators.ge(1),
+    )
+    partial_rollout_tokens: int = help_field(
+        "Under pipeline: async with placement.pools.rollout: generate in segments of this "
+        "many tokens so a weight update interrupts in-flight responses and they continue with "
+        "the new weights (partial rollouts, tokens tagged with their policy version); 0: off.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
     worker_threads: int = help_field(
         "Intra-op threads of each worker process; 0: the node's cores divided by its device "
         "slots, capped by the controller's OMP_NUM_THREADS.",

@@ -71,7 +71,8 @@ class MetricAccumulator:
 
     ``add_share`` values are a micro-batch's share of a mini-batch total (the
     losses, built from global counts): they are summed within a mini-batch.
-    ``add_mean`` values are averaged. Both are then averaged over mini-batches.
+    ``add_mean`` values are averaged. Both are then averaged over mini-batches;
+    ``add_max`` values keep their maximum over the whole update.
     """
 
     def __init__(self, dp_size: int = 1) -> None:
@@ -79,6 +80,7 @@ class MetricAccumulator:
         self._shares: dict[str, float] = {}
         self._per_minibatch: dict[str, list[float]] = {}
         self._means: dict[str, list[float]] = {}
+        self._maxima: dict[str, float] = {}
 
     def add_share(self, name: str, value: float) -> None:
         """Add a micro-batch's share of a mini-batch total."""
@@ -95,6 +97,10 @@ class MetricAccumulator:
         else:
             self.add_share(name, 0.0)
 
+    def add_max(self, name: str, value: float) -> None:
+        """Record a value whose maximum over the update is reported (e.g. ``is_weight_max``)."""
+        self._maxima[name] = max(self._maxima.get(name, value), value)
+
     def add_mean(self, name: str, value: float) -> None:
         """Record a value to average."""
         self._means.setdefault(name, []).append(value)
@@ -108,4 +114,5 @@ class MetricAccumulator:
     def result(self) -> dict[str, float]:
         """One float per metric name."""
         merged = {**self._per_minibatch, **self._means}
-        return {name: sum(values) / len(values) for name, values in merged.items() if values}
+        out = {name: sum(values) / len(values) for name, values in merged.items() if values}
+        return {**out, **self._maxima}

@@ -13,7 +13,12 @@ from typing import Any
 
 import attrs
 
-from hfsdk import LOSS_AGG_MODES
+from hfsdk import LOSS_AGG_MODES, HfsdkError
+from hfsdk_backend_common.off_policy import (
+    OffPolicyCorrection,
+    importance_weights,
+    weighted_advantages,
+)
 
 LossFn = Callable[..., tuple[Any, dict[str, float]]]
 KLEstimatorFn = Callable[[Any, Any], Any]
@@ -55,6 +60,9 @@ class ActorObjective:
     kl_loss_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
     entropy_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
     norm_length: float | None = None
+    off_policy: OffPolicyCorrection = attrs.field(factory=OffPolicyCorrection)
+    """Importance-sampling correction between the rollout's policy (``rollout_log_probs``) and
+    ``π_old`` (:mod:`hfsdk_backend_common.off_policy`); ``correction: none`` by default."""
 
     @kl_loss_coef.validator
     def _kl_needs_estimator(self, _attr: attrs.Attribute, value: float) -> None:
@@ -106,10 +114,31 @@ def actor_micro_loss(
         old_log_prob = micro["old_log_probs"].to(device)
     else:  # exactly on-policy (see update_actor): the sampler is the current policy
         old_log_prob = masked_fill_zero(log_prob.detach(), mask)
+    advantages = micro["advantages"].to(device)
+    tokens = float((mask != 0).sum())
+    if objective.off_policy.active:
+        if "rollout_log_probs" not in micro:
+            raise HfsdkError(
+                f"algorithm.is_correction={objective.off_policy.correction!r} needs the "
+                "rollout's rollout_log_probs in the batch, which this rollout does not return; "
+                "use a rollout that reports them (vllm, or a pipeline other than sync) or set "
+                "algorithm.is_correction: none"
+            )
+        weights, is_metrics = importance_weights(
+            old_log_prob=old_log_prob,
+            rollout_log_prob=micro["rollout_log_probs"].to(device),
+            response_mask=mask,
+            correction=objective.off_policy,
+        )
+        advantages = weighted_advantages(advantages, weights)
+        for name in ("is_weight_max", "is_ratio_max"):
+            metrics.add_max(f"actor/{name}", is_metrics.pop(name))
+        for name, value in is_metrics.items():
+            metrics.add_token_share(f"actor/{name}", value, tokens, counts)
     pg_loss, pg_metrics = objective.policy_loss(
         log_prob=log_prob,
         old_log_prob=old_log_prob,
-        advantages=micro["advantages"].to(device),
+        advantages=advantages,
         response_mask=mask,
         config=objective.policy_loss_config,
         aggregation=aggregation,
@@ -135,7 +164,6 @@ def actor_micro_loss(
     metrics.add_share("actor/pg_loss", float(pg_loss.detach()))
     metrics.add_share("actor/loss", float(loss.detach()))
     # The loss's metrics are per-token means of this micro-batch: weight them by its tokens.
-    tokens = float((mask != 0).sum())
     for name, value in pg_metrics.items():
         metrics.add_token_share(f"actor/{name}", float(value), tokens, counts)
     return loss
@@ -151,6 +179,9 @@ def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
 
     algo = run_config.algorithm
     return ActorObjective(
+        off_policy=OffPolicyCorrection(
+            correction=algo.is_correction, level=algo.is_level, cap=algo.is_cap
+        ),
         policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
         policy_loss_config=run_config.policy_loss,
         loss_agg_mode=algo.loss_agg_mode,

@@ -31,6 +31,8 @@ from hfsdk import (
     torch_rng_state,
 )
 from hfsdk_backend_common.objectives import actor_objective_from, critic_objective_from
+from hfsdk_backend_common.rollout.replica import RolloutReplicaWorker
+from hfsdk_backend_common.weight_sync import WeightSenderMixin
 from hfsdk_backend_common.worker_checkpoint import load_rank_checkpoint, save_rank_checkpoint
 from hfsdk_backend_fsdp import shared_base
 from hfsdk_backend_fsdp.engine import resolve_model_path
@@ -91,8 +93,11 @@ class FSDPRoleWorker(Worker):
         return str(self.engine.export_hf(directory))
 
 
-class FSDPPolicyWorker(FSDPRoleWorker):
+class FSDPPolicyWorker(WeightSenderMixin, FSDPRoleWorker):
     """A ``policy`` role: generation (through the rollout backend), log-probs, updates.
+
+    With a rollout pool of its own it also sends its weights to the replicas
+    (:class:`~hfsdk_backend_common.weight_sync.WeightSenderMixin`).
 
     ``objective`` holds the loss terms the algorithm chose (KL as a loss or
     not, entropy); ``None`` means the plain policy loss.
@@ -185,10 +190,11 @@ class FSDPScorerWorker(FSDPRoleWorker):
         return self.engine.compute_scores(batch)
 
 
-WORKER_CLASSES: dict[str, type[FSDPRoleWorker]] = {
+WORKER_CLASSES: dict[str, type[Worker]] = {
     "policy": FSDPPolicyWorker,
     "frozen_policy": FSDPReferenceWorker,
     "value": FSDPValueWorker,
     "scorer": FSDPScorerWorker,
+    "rollout": RolloutReplicaWorker,
 }
-"""The worker class of each role kind."""
+"""The worker class of each role kind (``rollout``: a replica on ``placement.pools.rollout``)."""

@@ -37,6 +37,8 @@ from hfsdk import (
 from hfsdk import BuiltinProtocol as Protocol
 from hfsdk_backend_common.engine_support import ENGINE_OF_ROLE_KIND
 from hfsdk_backend_common.objectives import actor_objective_from, critic_objective_from
+from hfsdk_backend_common.rollout.replica import RolloutReplicaWorker
+from hfsdk_backend_common.weight_sync import WeightSenderMixin
 from hfsdk_backend_common.worker_checkpoint import load_rank_checkpoint, save_rank_checkpoint
 from hfsdk_backend_megatron.rng import megatron_rng_state, set_megatron_rng_state
 
@@ -158,8 +160,13 @@ class MegatronWorker(Worker):
         return self.engine.layout()
 
 
-class MegatronPolicyWorker(MegatronWorker):
-    """A ``policy`` role on megatron-core: generation (the rollout contract), log-probs, updates."""
+class MegatronPolicyWorker(WeightSenderMixin, MegatronWorker):
+    """A ``policy`` role on megatron-core: generation (the rollout contract), log-probs, updates.
+
+    With a rollout pool of its own it also sends its weights (gathered to HF names layer by
+    layer, ``hf_weights``) to the replicas
+    (:class:`~hfsdk_backend_common.weight_sync.WeightSenderMixin`).
+    """
 
     engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["policy"]
 
@@ -249,13 +256,14 @@ class MegatronBackend:
     """megatron-core TP/PP training backend: the worker class of each declared role kind."""
 
     @staticmethod
-    def worker_class(role_kind: str) -> type[MegatronWorker]:
+    def worker_class(role_kind: str) -> type[Worker]:
         """The worker class that runs a role of ``role_kind``."""
         classes = {
             "policy": MegatronPolicyWorker,
             "frozen_policy": MegatronReferenceWorker,
             "value": MegatronValueWorker,
             "scorer": MegatronScorerWorker,
+            "rollout": RolloutReplicaWorker,  # a replica on placement.pools.rollout
         }
         if role_kind not in classes:
             raise HfsdkError(

@@ -24,6 +24,10 @@ REMAX_SPEC = AlgorithmSpec(
         RoleSpec(name="reward", kind="scorer"),
     ),
     extra_generations=("greedy_generation",),
+    on_policy_only=(
+        "its baseline is the greedy response of the weights being trained, generated in the "
+        "same step as the sampled ones"
+    ),
     preset={
         "rollout": {"max_response_length": 8},
         # One sample per prompt is too noisy against a greedy baseline; four are not.

@@ -1,0 +1,367 @@
+"""Generation ahead of training: ``trainer.pipeline: one_step_off`` and ``async``.
+
+Under ``sync`` (the default) none of this runs: each step generates from the
+weights it then trains. Otherwise a :class:`GenerationPipeline` stands between
+the trainer and its prompt stream. When the trainer draws step ``k``'s prompts,
+the pipeline first makes sure generations are already submitted for the next
+``depth`` steps (``one_step_off``: 1; ``async``: ``trainer.max_staleness``),
+each submitted before step ``k``'s update, so it samples with the weights of
+``k − 1`` updates. Step ``k + depth`` trains on it: its staleness (updates
+between the sampling weights and the trained ones) is ``depth`` once the
+pipeline is full and never more (the first steps' batches are fresher).
+
+Submitting is non-blocking: the actor's worker group runs its calls in order,
+so a generation submitted before an update uses the weights before it, while
+the controller goes on. Where generation runs on devices of its own it
+overlaps with training; on shared devices the calls take turns, which keeps
+the staleness semantics (and the importance-sampling correction they need)
+without the speed-up.
+
+When the run corrects off-policy data (``algorithm.is_correction``) and the
+rollout reports no ``rollout_log_probs`` of its own, the pipeline submits the
+actor's ``compute_log_prob`` right behind each generation: it runs on the
+same weights the generation sampled with, so those are the behaviour policy's
+log-probs, taken before any later update.
+
+With a rollout pool of its own (``placement.pools.rollout``, the session's
+``rollout`` worker group of replicas) generation goes there instead, and the
+pipeline keeps the replicas' weights in step: it joins the actor's rank 0 and
+the replicas in a sync group once, and after every update submits the actor's
+``send_weights`` and the replicas' ``receive_weights`` (a bucketed broadcast
+worker to worker, :mod:`hfsdk_backend_common.weight_sync`). Both calls queue
+behind what each group is doing, so a generation submitted before the sync
+uses the older weights and one submitted after it the newer. Under ``sync``
+with a rollout pool the depth is 0: each step's batch is generated after the
+previous update's sync (staleness 0). The replicas return ``rollout_log_probs``
+themselves and each call carries a sampling seed (the run's seed and the
+call's number), so a replica samples the same after a restart or a resume.
+Metrics of the syncs finished by the time a step starts: ``sync/send_s``
+(the actor's side, including its wait for the replicas), ``sync/bytes``,
+``sync/rollout_wait_s`` (how long the replicas waited for the weights) and
+``sync/receive_s``.
+
+**Partial rollouts** (``trainer.partial_rollout_tokens: S`` under ``async``
+with a rollout pool): a batch is generated in segments of ``S`` tokens, one
+replica call each. Its first segment is submitted when its prompts are drawn;
+after every update (behind that update's weight sync) the next segment of
+every batch still in the queue is submitted, so a weight update interrupts the
+in-flight generations at a segment boundary and they continue with the new
+weights; the step that trains a batch submits whatever segments it still
+lacks. Each token carries the version of the policy that sampled it
+(``token_versions``) and its behaviour log-prob from those weights; the
+staleness metrics are then per token (``async/staleness_max`` over every valid
+token, ``async/staleness_mean`` and the histogram shares over tokens).
+
+Checkpoints hold the pipeline (:meth:`state_dict`): the prompts drawn ahead
+and the batches generated for them, with their weight versions. A resumed run
+trains on exactly those batches; the data position saved beside them is the
+one after the prompts drawn ahead. Regenerating them instead would need the
+older weights, which the checkpoint does not keep.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from hfsdk.core.errors import HfsdkError
+
+if TYPE_CHECKING:
+    from hfsdk.core.algorithm import Algorithm
+    from hfsdk.core.algorithm_spec import AlgorithmSpec
+    from hfsdk.core.batch import Batch
+
+PIPELINES = ("sync", "one_step_off", "async")
+ROLLOUT_LOG_PROBS = "rollout_log_probs"
+
+
+def pipeline_depth(pipeline: str, max_staleness: int) -> int:
+    """How many steps ahead generation runs: 0 (sync), 1 (one_step_off), ``max_staleness``."""
+    return {"sync": 0, "one_step_off": 1, "async": max_staleness}[pipeline]
+
+
+def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
+    """Refuse a pipeline other than ``sync`` for an algorithm that needs fresh on-policy data."""
+    reason = spec.on_policy_only
+    if pipeline != "sync" and reason:
+        raise HfsdkError(
+            f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} needs fresh on-policy data "
+            f"({reason}); use trainer.pipeline: sync"
+        )
+
+
+def check_rollout_pool(config: Any, policy: str) -> None:
+    """Refuse ``placement.pools.rollout`` when the policy itself would be placed on it, and
+    partial rollouts without a rollout pool under ``async``."""
+    placement = config.placement
+    partial = config.trainer.partial_rollout_tokens
+    if partial and (config.trainer.pipeline != "async" or "rollout" not in placement.pools):
+        raise HfsdkError(
+            f"trainer.partial_rollout_tokens={partial} needs trainer.pipeline: async and a "
+            "rollout pool of its own (placement.pools.rollout); set those or set it to 0"
+        )
+    if "rollout" in placement.pools and placement.pool_of(policy) == "rollout":
+        raise HfsdkError(
+            f"placement.pools.rollout is the rollout replicas' own pool, but {policy!r} is "
+            f"placed on it; set placement.roles.{policy} to another pool (roles not listed go "
+            "to the first pool, so list another pool first)"
+        )
+
+
+@attrs.define(kw_only=True)
+class Ahead:
+    """One step's prompts, drawn ahead, and what was submitted for them."""
+
+    prompts: Batch
+    version: int
+    """Updates done when its generation was submitted (the weights it samples with)."""
+    generated: Any
+    """A worker-group future of the generated batch, or the batch once resolved."""
+    behaviour: Any = None
+    """A future (or batch) of the actor's log-probs on the sampling weights, or ``None``."""
+    segments: int = 0
+    """Partial rollouts: segments submitted so far (0: generated in one call)."""
+
+    def resolve(self) -> None:
+        """Wait for the submitted calls; keep their results."""
+        if hasattr(self.generated, "result"):
+            self.generated = self.generated.result()
+        if self.behaviour is not None and hasattr(self.behaviour, "result"):
+            self.behaviour = self.behaviour.result()
+
+
+class GenerationPipeline:
+    """The trainer's prompt stream with generation ``depth`` steps ahead (see module doc).
+
+    ``next_batch()`` is the trainer's per-step draw; the algorithm's
+    :meth:`~hfsdk.core.algorithm.Algorithm.generate` asks :meth:`generated`
+    for the batch made ahead for those prompts (any other generation, e.g.
+    greedy validation, runs as before); :meth:`step_done` counts the update.
+    """
+
+    def __init__(
+        self,
+        algorithm: Algorithm,
+        loader: Any,
+        *,
+        depth: int,
+        behaviour_log_probs: bool,
+        rollout: Any = None,
+        seed: int = 0,
+        bucket_bytes: int = 32 * 1024 * 1024,
+        partial_tokens: int = 0,
+        response_length: int = 0,
+    ) -> None:
+        if depth < (0 if rollout is not None else 1):
+            raise HfsdkError(f"a generation pipeline needs depth >= 1, got {depth}")
+        self.algorithm = algorithm
+        self.loader = loader
+        self.depth = depth
+        self.behaviour_log_probs = behaviour_log_probs and rollout is None
+        self.rollout = rollout
+        self.seed = seed
+        self.bucket_bytes = bucket_bytes
+        self.partial_tokens = partial_tokens if rollout is not None else 0
+        self.segments = -(-response_length // partial_tokens) if self.partial_tokens else 0
+        """Segments per batch under partial rollouts (0: off)."""
+        self.version = 0
+        self.submitted = 0
+        """Generations submitted so far (numbers the replicas' sampling seeds)."""
+        self._started = rollout is None
+        self._syncs: list[tuple[Any, Any]] = []
+        self._queue: collections.deque[Ahead] = collections.deque()
+        self._current: Ahead | None = None
+
+    # -- the trainer's side ---------------------------------------------------------
+
+    def next_batch(self, n: int | None = None) -> Batch:
+        """This step's prompts; generation for the next ``depth`` steps is submitted first."""
+        if n is not None:
+            return self.loader.next_batch(n)  # a draw of its own: not pipelined
+        if not self._started:
+            self._start()
+        # Always full, also near the last step: a run extended on resume then trains on the
+        # batches an uninterrupted run would have (the last ``depth`` generations are spare).
+        while len(self._queue) < self.depth + 1:
+            self._queue.append(self._submit(self.loader.next_batch()))
+        self._current = self._queue.popleft()
+        return self._current.prompts
+
+    def step_done(self) -> None:
+        """The step's update is done: later submissions sample with newer weights."""
+        self.version += 1
+        if self.rollout is not None:
+            self._sync()
+        for ahead in self._queue:  # behind the sync: the rest continues with the new weights
+            self._next_segment(ahead)
+
+    def _seed(self) -> int:
+        self.submitted += 1
+        return self.seed * 1_000_003 + self.submitted
+
+    def _next_segment(self, ahead: Ahead) -> None:
+        """Submit ``ahead``'s next segment (partial rollouts), if it has one left."""
+        if not self.segments or ahead.segments >= self.segments:
+            return
+        ahead.segments += 1
+        ahead.generated = self.rollout.continue_partial.submit(
+            ahead.generated, self.partial_tokens, ahead.segments == self.segments, self._seed()
+        )
+
+    def _start(self) -> None:
+        """Join the actor's rank 0 and every replica in the sync group; send the weights."""
+        actor, rollout = self.algorithm.actor, self.rollout
+        endpoint = actor.open_weight_sync(1 + rollout.world_size)
+        joins = [actor.join_weight_sync.submit(endpoint), rollout.join_weight_sync.submit(endpoint)]
+        for join in joins:  # both sides block until every rank joined: submit, then wait
+            join.result()
+        self._started = True
+        self._sync()
+
+    def _sync(self) -> None:
+        """Submit one weight broadcast (actor → replicas); its metrics are read when done."""
+        send = self.algorithm.actor.send_weights.submit(self.bucket_bytes)
+        self._syncs.append((send, self.rollout.receive_weights.submit()))
+
+    def sync_metrics(self, *, wait: bool = False) -> dict[str, float]:
+        """``sync/*`` of the weight syncs finished by now (all of them with ``wait``), summed."""
+        totals: dict[str, float] = {}
+        pending = []
+        for send, receive in self._syncs:
+            if not wait and not (send.done() and receive.done()):
+                pending.append((send, receive))
+                continue
+            sent = send.result()[0]
+            received = receive.result()
+            parts = {
+                "sync/send_s": sent["sync/time_s"],
+                "sync/bytes": sent["sync/bytes"],
+                "sync/rollout_wait_s": max(r["sync/wait_s"] for r in received),
+                "sync/receive_s": max(r["sync/time_s"] for r in received),
+                "sync/count": 1.0,
+            }
+            for key, value in parts.items():
+                totals[key] = totals.get(key, 0.0) + float(value)
+        self._syncs = pending
+        return totals
+
+    def _submit(self, prompts: Batch) -> Ahead:
+        algorithm = self.algorithm
+        batch = algorithm.generation_input(prompts)
+        if self.segments:
+            generated = self.rollout.start_partial.submit(
+                batch, self.partial_tokens, self.segments == 1, self._seed()
+            )
+            return Ahead(prompts=prompts, version=self.version, generated=generated, segments=1)
+        if self.rollout is not None:
+            batch.meta["sampling_seed"] = self._seed()
+            generated = self.rollout.generate_sequences.submit(batch)
+            return Ahead(prompts=prompts, version=self.version, generated=generated)
+        generated = algorithm.actor.generate_sequences.submit(batch)
+        behaviour = None
+        if self.behaviour_log_probs:
+            # Queued behind the generation, before any later update: the sampling weights.
+            behaviour = algorithm.actor.compute_log_prob.submit(generated)
+        return Ahead(
+            prompts=prompts, version=self.version, generated=generated, behaviour=behaviour
+        )
+
+    # -- the algorithm's side -------------------------------------------------------
+
+    def generated(self, prompts: Batch) -> tuple[Batch, dict[str, float]] | None:
+        """The batch generated ahead for ``prompts`` and its staleness metrics, else ``None``."""
+        head = self._current
+        if head is None or prompts is not head.prompts:
+            return None
+        self._current = None
+        while self.segments and head.segments < self.segments:
+            self._next_segment(head)  # what it still lacks, with the current weights
+        head.resolve()
+        out: Batch = head.generated
+        if head.behaviour is not None and ROLLOUT_LOG_PROBS not in out:
+            out[ROLLOUT_LOG_PROBS] = head.behaviour["old_log_probs"]
+        if "token_versions" in out:
+            metrics = self.token_staleness_metrics(out)
+        else:
+            metrics = self.staleness_metrics(self.version - head.version)
+        if self.rollout is not None:
+            # The replicas count their syncs, the first one included.
+            metrics["async/rollout_weights_version"] = float(out.meta.pop("weights_version")) - 1
+            metrics.update(self.sync_metrics())
+        return out, metrics
+
+    def staleness_metrics(self, staleness: int) -> dict[str, float]:
+        """``async/staleness_max``/``_mean`` and the histogram share of each value 0..depth.
+
+        Every sample of a batch comes from one weight version (no partial
+        rollouts), so the histogram is one-hot per step; the run's histogram is
+        the mean of these shares over steps.
+        """
+        metrics = {
+            "async/staleness_max": float(staleness),
+            "async/staleness_mean": float(staleness),
+            "async/weights_version": float(self.version),
+        }
+        for value in range(self.depth + 1):
+            metrics[f"async/staleness_hist_{value}"] = float(staleness == value)
+        return metrics
+
+    def token_staleness_metrics(self, out: Batch) -> dict[str, float]:
+        """Per-token staleness of a partial rollout (``token_versions``) over its valid tokens."""
+        import torch
+
+        mask = out["response_mask"].bool()
+        staleness = (self.version - out["token_versions"])[mask]
+        if not staleness.numel():
+            return self.staleness_metrics(0)
+        metrics = {
+            "async/staleness_max": float(staleness.max()),
+            "async/staleness_mean": float(staleness.float().mean()),
+            "async/weights_version": float(self.version),
+            "async/versions_per_response_max": float(
+                max(
+                    len(torch.unique(row[m]))
+                    for row, m in zip(out["token_versions"], mask, strict=True)
+                )
+            ),
+        }
+        for value in range(self.depth + 1):
+            metrics[f"async/staleness_hist_{value}"] = float((staleness == value).float().mean())
+        return metrics
+
+    # -- checkpoints ----------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The weight version and every batch generated ahead (waits for them)."""
+        for ahead in self._queue:
+            ahead.resolve()
+        return {
+            "version": self.version,
+            "submitted": self.submitted,
+            "depth": self.depth,
+            "ahead": [
+                {
+                    "prompts": a.prompts,
+                    "version": a.version,
+                    "generated": a.generated,
+                    "behaviour": a.behaviour,
+                    "segments": a.segments,
+                }
+                for a in self._queue
+            ],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the loader's position is restored beside it)."""
+        if int(state["depth"]) != self.depth:
+            raise HfsdkError(
+                f"the checkpoint's pipeline runs {state['depth']} step(s) ahead, this run "
+                f"{self.depth}; resume with the same trainer.pipeline and trainer.max_staleness"
+            )
+        self.version = int(state["version"])
+        self.submitted = int(state.get("submitted", 0))
+        self._queue = collections.deque(Ahead(**entry) for entry in state["ahead"])
+        self._current = None

@@ -1,0 +1,319 @@
+"""A rollout replica on a pool of its own (``placement.pools.rollout``), fed by the actor.
+
+Each rank of the ``rollout`` worker group holds a full copy of the policy (an
+HF module loaded from the actor's model directory) and is, to the rollout
+backend, an :class:`hfsdk.ActorSource` (:class:`ReplicaSource`): the rollout
+is built through :func:`hfsdk.build_rollout` like any other, and generates on
+the replica's own module. After every actor update the weights arrive over
+the sync group (:mod:`hfsdk_backend_common.weight_sync`): the actor's rank 0
+broadcasts them, every replica rank receives them in place.
+
+Each output also carries ``rollout_log_probs`` (the replica's temperature-scaled
+log-probs of the tokens it sampled, from one forward pass when the rollout
+reports none): the behaviour policy's, for the off-policy correction.
+
+**Partial rollouts** (``trainer.partial_rollout_tokens``):
+:meth:`RolloutReplicaWorker.start_partial` and
+:meth:`~RolloutReplicaWorker.continue_partial` generate a batch in segments of
+that many tokens, one call each; a weight sync the controller queues between
+two segments applies to the rest of every response (the in-flight generation
+is interrupted there and continued with the new weights: the prompt and the
+response so far are the next segment's prompt). Every token is tagged in
+``token_versions`` with the policy version that sampled it (the replica's
+sync count minus one: the trainer's updates) and its log-prob is taken with
+those same weights.
+
+A call may carry ``meta['sampling_seed']``: the replica seeds its sampler
+with it (plus its rank), so what it generates for a step does not depend on
+the replica's history (a restarted replica or a resumed run samples the same).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import torch
+
+from hfsdk import (
+    Batch,
+    BuiltinProtocol,
+    DataParallelInfo,
+    HfsdkError,
+    Worker,
+    build_rollout,
+    register,
+)
+from hfsdk_backend_common.engine_support import resolve_device, sampling_temperature
+from hfsdk_backend_common.generation import eos_token_ids
+from hfsdk_backend_common.role_fields import TrainedRoleConfig
+from hfsdk_backend_common.rollout.hf_rollout import assemble_rollout
+from hfsdk_backend_common.token_ops import response_log_probs
+from hfsdk_backend_common.tokenizers import load_tokenizer
+from hfsdk_backend_common.weight_sync import SyncEndpoint, WeightSyncGroup, receive_weights
+
+ROLLOUT_LOG_PROBS = "rollout_log_probs"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+class ReplicaSource:
+    """The replica's own HF module as an :class:`hfsdk.ActorSource` (generation only)."""
+
+    def __init__(
+        self,
+        model_path: str,
+        tokenizer_path: str,
+        *,
+        device: torch.device,
+        dtype: torch.dtype,
+        dp: DataParallelInfo,
+    ) -> None:
+        from transformers import AutoModelForCausalLM
+
+        self.model_path = model_path
+        self.tokenizer = load_tokenizer(tokenizer_path)
+        self.device = device
+        self.compute_dtype = dtype
+        self.dp = dp
+        self.module = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(device)
+        self.module.eval().requires_grad_(False)
+        self.hf_config = self.module.config
+        configured = self.module.generation_config.eos_token_id
+        self.generation_eos_ids: list[int] = (
+            [] if configured is None else [configured] if isinstance(configured, int)
+            else list(configured)
+        )  # fmt: skip
+        self.weights_version = 0
+        self.last_weights_metrics: dict[str, float] = {}
+
+    def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The replica's weights (HF names, one at a time)."""
+        for name, param in self.module.named_parameters():
+            yield name, param.detach()
+
+    @contextlib.contextmanager
+    def live_hf_module(self, *, gather: bool = False) -> Iterator[torch.nn.Module]:
+        """The replica's module: it generates as is (zero copy)."""
+        with torch.no_grad():
+            yield self.module
+
+    def generation_shards(self, config: Any) -> None:
+        """No resharding: the replica holds full weights."""
+        return None
+
+    def targets(self) -> dict[str, torch.Tensor]:
+        """Name → parameter, what the sync writes into."""
+        return dict(self.module.named_parameters())
+
+
+def replica_log_probs(module: torch.nn.Module, batch: Batch) -> torch.Tensor:
+    """The module's temperature-scaled log-probs (B, R) of ``batch``'s responses, 0 where masked."""
+    with torch.no_grad():
+        device = next(module.parameters()).device
+        logits = module(
+            input_ids=batch["input_ids"].to(device),
+            attention_mask=batch["attention_mask"].to(device),
+            position_ids=batch["position_ids"].to(device),
+        ).logits
+        log_probs, _ = response_log_probs(
+            logits,
+            batch["responses"].to(device),
+            temperature=sampling_temperature(batch),
+            with_entropy=False,
+        )
+    return (log_probs * batch["response_mask"].to(log_probs)).cpu()
+
+
+class RolloutReplicaWorker(Worker):
+    """One rank of the ``rollout`` worker group (see module doc).
+
+    ``section`` is the actor's config section (a backend's
+    :class:`~hfsdk_backend_common.role_fields.TrainedRoleConfig`: model and
+    tokenizer paths, ``dtype``, ``device``); ``assets`` fills the paths it leaves out.
+    """
+
+    def __init__(
+        self, *, role: str, config: Any, assets: Any, section: TrainedRoleConfig
+    ) -> None:
+        super().__init__()
+        self.run_config = config
+        model_path = section.model_path or assets.model_path
+        tokenizer_path = section.tokenizer_path or assets.tokenizer_path or model_path
+        self.source = ReplicaSource(
+            str(model_path),
+            str(tokenizer_path),
+            device=resolve_device(section.device),
+            dtype=_DTYPES[section.dtype],
+            dp=DataParallelInfo(size=self.world_size, rank=self.rank),
+        )
+        self.rollout = build_rollout(config.rollout, self.source)
+        self.sync_group: WeightSyncGroup | None = None
+        self._segment_rollouts: dict[int, Any] = {}
+        torch.manual_seed(config.trainer.seed + 7919 * (self.rank + 1))
+
+    def close(self) -> None:
+        """Release the rollout's engines and the sync group."""
+        for rollout in (self.rollout, *self._segment_rollouts.values()):
+            rollout.close()
+        if self.sync_group is not None:
+            self.sync_group.close()
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def join_weight_sync(self, endpoint: SyncEndpoint, timeout_s: float = 300.0) -> int:
+        """Join the actor's sync group as rank 1 + this rank (blocks until all joined)."""
+        self.sync_group = WeightSyncGroup(
+            endpoint, 1 + self.rank, device=self.source.device, timeout_s=timeout_s
+        )
+        return 1 + self.rank
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def receive_weights(self) -> dict[str, float]:
+        """The actor's new weights, in place; ``sync/*`` metrics of this rank."""
+        if self.sync_group is None:
+            raise HfsdkError("receive_weights before join_weight_sync: the sync group is missing")
+        result = receive_weights(self.sync_group, self.source.targets())
+        missing = result.pop("missing")
+        if missing:
+            raise HfsdkError(
+                f"weight sync left {len(missing)} rollout weights unset (first: {missing[0]!r}); "
+                "the actor's hf_weights must yield every parameter"
+            )
+        self.source.weights_version += 1
+        for rollout in (self.rollout, *self._segment_rollouts.values()):
+            rollout.update_weights(self.source)
+        return result
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def generate_sequences(self, prompts: Batch) -> Batch:
+        """Responses for this rank's prompts, with ``rollout_log_probs``."""
+        seed = prompts.meta.get("sampling_seed")
+        if seed is not None:
+            torch.manual_seed(int(seed) + 7919 * self.rank)
+        out = self.rollout.generate_sequences(prompts)
+        if ROLLOUT_LOG_PROBS not in out:
+            out[ROLLOUT_LOG_PROBS] = replica_log_probs(self.source.module, out)
+        out.meta["weights_version"] = self.source.weights_version
+        return out
+
+    # -- partial rollouts -------------------------------------------------------------
+
+    def _segment_rollout(self, tokens: int) -> Any:
+        """A rollout of ``tokens`` new tokens whose prompts may hold a response so far."""
+        if tokens not in self._segment_rollouts:
+            cfg = self.run_config.rollout
+            segment = attrs.evolve(
+                cfg,
+                max_response_length=tokens,
+                max_prompt_length=cfg.max_prompt_length + cfg.max_response_length,
+            )
+            self._segment_rollouts[tokens] = build_rollout(segment, self.source)
+        return self._segment_rollouts[tokens]
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def start_partial(self, prompts: Batch, tokens: int, final: bool, seed: int) -> Batch:
+        """The first segment of ``tokens`` tokens for ``prompts`` (one row per response)."""
+        rows = len(prompts)
+        width = self.run_config.rollout.max_response_length
+        pad = self.source.tokenizer.pad_token_id
+        partial = prompts.select(
+            tensor_keys=["input_ids", "attention_mask"],
+            non_tensor_keys=list(prompts.non_tensor_keys),
+        )
+        partial["partial_responses"] = torch.full((rows, width), pad, dtype=torch.long)
+        partial["partial_log_probs"] = torch.zeros(rows, width)
+        partial["token_versions"] = torch.full((rows, width), -1.0)
+        partial["partial_lengths"] = torch.zeros(rows, dtype=torch.long)
+        partial["partial_done"] = torch.zeros(rows, dtype=torch.bool)
+        return self.continue_partial(partial, tokens, final, seed)
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
+    def continue_partial(self, partial: Batch, tokens: int, final: bool, seed: int) -> Batch:
+        """Up to ``tokens`` more tokens per unfinished row with the current weights.
+
+        ``final``: return the finished rollout batch (the contract's keys plus
+        ``rollout_log_probs`` and ``token_versions``) instead of the partial state.
+        """
+        torch.manual_seed(int(seed) + 7919 * self.rank)
+        partial = self._segment(partial, tokens)
+        return self._finish(partial) if final else partial
+
+    def _segment(self, partial: Batch, tokens: int) -> Batch:
+        width = self.run_config.rollout.max_response_length
+        pad = self.source.tokenizer.pad_token_id
+        eos = set(eos_token_ids(list(self.source.generation_eos_ids), self.source.tokenizer))
+        active = (~partial["partial_done"]).nonzero().flatten().tolist()
+        if not active:
+            return partial
+        responses = partial["partial_responses"].clone()
+        log_probs = partial["partial_log_probs"].clone()
+        versions = partial["token_versions"].clone()
+        lengths = partial["partial_lengths"].clone()
+        done = partial["partial_done"].clone()
+        rows = []
+        for i in active:
+            prompt = partial["input_ids"][i][partial["attention_mask"][i].bool()]
+            rows.append(torch.cat([prompt, responses[i, : lengths[i]]]))
+        longest = max(len(r) for r in rows)
+        ids = torch.full((len(rows), longest), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), longest), dtype=torch.long)
+        for j, row in enumerate(rows):  # left-padded, as rollouts take prompts
+            ids[j, longest - len(row) :] = row
+            mask[j, longest - len(row) :] = 1
+        greedy = bool(partial.meta.get("greedy", False))
+        segment = Batch.from_dict(
+            tensors={"input_ids": ids, "attention_mask": mask}, meta={"n": 1, "greedy": greedy}
+        )
+        out = self._segment_rollout(tokens).generate_sequences(segment)
+        new_log_probs = replica_log_probs(self.source.module, out)
+        version = float(self.source.weights_version - 1)  # the trainer's updates
+        for j, i in enumerate(active):
+            valid = int(out["response_mask"][j].sum())
+            take = min(valid, width - int(lengths[i]))
+            start = int(lengths[i])
+            responses[i, start : start + take] = out["responses"][j, :take]
+            log_probs[i, start : start + take] = new_log_probs[j, :take]
+            versions[i, start : start + take] = version
+            lengths[i] = start + take
+            ended = take > 0 and int(out["responses"][j, take - 1]) in eos
+            done[i] = ended or lengths[i] >= width or valid < tokens
+        partial = partial.select(
+            tensor_keys=["input_ids", "attention_mask"],
+            non_tensor_keys=list(partial.non_tensor_keys),
+        )
+        partial.meta["greedy"] = greedy
+        partial["partial_responses"] = responses
+        partial["partial_log_probs"] = log_probs
+        partial["token_versions"] = versions
+        partial["partial_lengths"] = lengths
+        partial["partial_done"] = done
+        return partial
+
+    def _finish(self, partial: Batch) -> Batch:
+        greedy = bool(partial.meta.get("greedy", False))
+        prompts = partial.select(
+            tensor_keys=["input_ids", "attention_mask"],
+            non_tensor_keys=list(partial.non_tensor_keys),
+        )
+        out = assemble_rollout(
+            prompts,
+            partial["partial_responses"],
+            tokenizer=self.source.tokenizer,
+            eos_ids=eos_token_ids(list(self.source.generation_eos_ids), self.source.tokenizer),
+            temperature=1.0 if greedy else self.run_config.rollout.temperature,
+            greedy=greedy,
+            metrics={},
+            extra={
+                ROLLOUT_LOG_PROBS: partial["partial_log_probs"],
+                "token_versions": partial["token_versions"],
+            },
+        )
+        out.meta["weights_version"] = self.source.weights_version
+        return out
+
+    @register(protocol=BuiltinProtocol.RANK_ZERO)
+    def weights_digest(self) -> dict[str, float]:
+        """Each weight's sum (rank 0): lets a test compare the replica with the actor."""
+        return {n: float(p.double().sum()) for n, p in self.source.module.named_parameters()}
+

@@ -1,0 +1,178 @@
+"""trainer.pipeline: generation ahead of training, staleness bounds, resume, refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.config import load_run_config
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer.pipeline import GenerationPipeline, pipeline_depth
+from hfsdk.core.trainer.trainer import Trainer
+
+SMALL = [
+    "data.batch_size=4",
+    "algorithm.n_samples_per_prompt=2",
+    "actor.mini_batch_size=4",
+    "actor.micro_batch_size=8",
+    "trainer.executor=local",
+    "trainer.loggers=[jsonl]",
+]
+COMPARED = ("reward/mean", "response_length/mean", "actor/pg_loss", "actor/kl", "actor/grad_norm")
+
+
+class _Future:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def result(self) -> Any:
+        return self.value
+
+
+class _Method:
+    """A worker method whose result records the weight version it ran with."""
+
+    def __init__(self, actor: _FakeActor, key: str) -> None:
+        self.actor, self.key = actor, key
+
+    def submit(self, batch: Any) -> _Future:
+        rows = len(batch.value if isinstance(batch, _Future) else batch)
+        column = torch.full((rows, 1), float(self.actor.version))
+        return _Future(Batch.from_dict(tensors={self.key: column}))
+
+
+class _FakeActor:
+    def __init__(self) -> None:
+        self.version = 0
+        self.generate_sequences = _Method(self, "sampled_with")
+        self.compute_log_prob = _Method(self, "old_log_probs")
+
+
+class _FakeAlgorithm:
+    def __init__(self) -> None:
+        self.actor = _FakeActor()
+
+    def generation_input(self, prompts: Batch) -> Batch:
+        return prompts
+
+
+class _Loader:
+    def __init__(self) -> None:
+        self.drawn = 0
+
+    def next_batch(self, n: int | None = None) -> Batch:
+        self.drawn += 1
+        return Batch.from_dict(tensors={"prompt_no": torch.full((2, 1), float(self.drawn))})
+
+
+@pytest.mark.parametrize(("pipeline", "bound"), [("one_step_off", 1), ("async", 3)])
+def test_staleness_never_exceeds_the_bound(pipeline: str, bound: int) -> None:
+    algorithm = _FakeAlgorithm()
+    depth = pipeline_depth(pipeline, max_staleness=3)
+    assert depth == bound
+    pipe = GenerationPipeline(algorithm, _Loader(), depth=depth, behaviour_log_probs=True)
+    seen = []
+    for step in range(1, 11):
+        prompts = pipe.next_batch()
+        assert float(prompts["prompt_no"][0, 0]) == step  # prompts in stream order
+        out, metrics = pipe.generated(prompts)
+        trained_with = step - 1  # updates done before this step's update
+        sampled_with = int(out["sampled_with"][0, 0])
+        # the behaviour log-probs ran on the sampling weights, not on later ones
+        assert torch.equal(out["rollout_log_probs"], out["sampled_with"])
+        assert metrics["async/staleness_max"] == trained_with - sampled_with
+        assert metrics[f"async/staleness_hist_{trained_with - sampled_with}"] == 1.0
+        seen.append(trained_with - sampled_with)
+        algorithm.actor.version += 1  # the step's update
+        pipe.step_done()
+    assert max(seen) == bound  # reached once the pipeline is full ...
+    assert seen[:bound] == list(range(bound))  # ... the first batches are fresher
+    assert all(s == bound for s in seen[bound:])
+
+
+def test_other_generations_are_not_pipelined() -> None:
+    pipe = GenerationPipeline(_FakeAlgorithm(), _Loader(), depth=1, behaviour_log_probs=False)
+    pipe.next_batch()
+    assert pipe.generated(_Loader().next_batch()) is None  # not the step's prompts
+
+
+def _fit(tmp_path: Path, run: str, *overrides: str) -> list[dict]:
+    config = load_run_config("grpo", None, [*SMALL, *overrides])
+    return Trainer(config, tmp_path / run, quiet=True).fit()
+
+
+@pytest.mark.distributed
+def test_one_step_off_trains_on_the_previous_weights_and_corrects_them(tmp_path: Path) -> None:
+    rows = _fit(
+        tmp_path,
+        "run",
+        "trainer.total_steps=3",
+        "trainer.pipeline=one_step_off",
+        "algorithm.is_correction=tis",
+        "algorithm.is_cap=2.0",
+    )
+    assert [r["async/staleness_max"] for r in rows] == [0.0, 1.0, 1.0]
+    # step 1 samples with the weights it trains: every importance weight is 1
+    assert rows[0]["actor/is_weight_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert rows[0]["rollout/log_prob_diff_max"] == pytest.approx(0.0, abs=1e-5)
+    # later steps sample with the weights before the last update: the ratios move, capped at 2
+    assert rows[1]["rollout/log_prob_diff_max"] > 1e-3
+    assert rows[1]["actor/is_ratio_max"] != pytest.approx(1.0, abs=1e-3)
+    assert all(r["actor/is_weight_max"] <= 2.0 + 1e-6 for r in rows)
+
+
+@pytest.mark.distributed
+def test_async_staleness_reaches_and_keeps_max_staleness(tmp_path: Path) -> None:
+    rows = _fit(
+        tmp_path, "run", "trainer.total_steps=4", "trainer.pipeline=async", "trainer.max_staleness=2"
+    )
+    assert [r["async/staleness_max"] for r in rows] == [0.0, 1.0, 2.0, 2.0]
+    assert [r["async/staleness_hist_2"] for r in rows] == [0.0, 0.0, 1.0, 1.0]
+
+
+def _weights(run_dir: Path, step: int) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(
+        str(run_dir / "checkpoints" / f"step_{step}" / "actor_hf" / "model.safetensors")
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_one_step_off_resumes_exactly(tmp_path: Path) -> None:
+    """The checkpoint holds the batch generated ahead; a resumed run trains on exactly it."""
+    common = ("trainer.pipeline=one_step_off", "algorithm.is_correction=tis")
+    straight = _fit(tmp_path, "straight", *common, "trainer.total_steps=4")
+    _fit(tmp_path, "resumed", *common, "trainer.total_steps=2")
+    resumed = _fit(tmp_path, "resumed", *common, "trainer.total_steps=4")
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4]
+    for a, b in zip(straight, resumed, strict=True):
+        for key in (*COMPARED, "actor/is_weight_mean", "async/staleness_max"):
+            assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-9), (a["step"], key)
+    final_a, final_b = _weights(tmp_path / "straight", 4), _weights(tmp_path / "resumed", 4)
+    for name in final_a:
+        assert torch.equal(final_a[name], final_b[name]), name
+    early = _weights(tmp_path / "resumed", 2)
+    assert any(not torch.equal(early[n], final_b[n]) for n in early)
+
+
+def test_an_algorithm_that_needs_on_policy_data_is_refused(tmp_path: Path) -> None:
+    config = load_run_config("remax", None, [*SMALL, "trainer.pipeline=one_step_off"])
+    with pytest.raises(HfsdkError, match=r"trainer.pipeline='one_step_off': algorithm 'remax'"):
+        Trainer(config, tmp_path / "run", quiet=True)
+    assert not (tmp_path / "run").exists()
+
+
+def test_sync_builds_no_pipeline(tmp_path: Path) -> None:
+    config = load_run_config("grpo", None, SMALL)
+    assert config.trainer.pipeline == "sync"
+    trainer = Trainer(config, tmp_path / "run", quiet=True)
+    try:
+        assert trainer._build_pipeline(object(), object()) is None  # type: ignore[arg-type]
+    finally:
+        trainer.close()

@@ -1,0 +1,121 @@
+"""A rollout pool of its own: replicas fed the actor's weights after every update."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.config import load_run_config
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer import faults
+from hfsdk.core.trainer.trainer import Trainer
+
+POOLS = [
+    "placement.pools.global.devices=1",
+    "placement.pools.rollout.devices=1",
+    "trainer.executor=ray",
+    "trainer.loggers=[jsonl]",
+]
+SMALL = [
+    "data.batch_size=4",
+    "algorithm.n_samples_per_prompt=2",
+    "actor.mini_batch_size=4",
+    "actor.micro_batch_size=8",
+]
+COMPARED = ("reward/mean", "response_length/mean", "actor/pg_loss", "actor/kl", "actor/grad_norm")
+
+
+def _trainer(run_dir: Path, *extra: str) -> Trainer:
+    return Trainer(load_run_config("grpo", None, [*SMALL, *POOLS, *extra]), run_dir, quiet=True)
+
+
+def test_the_policy_on_the_rollout_pool_is_refused(tmp_path: Path) -> None:
+    config = load_run_config("grpo", None, [*SMALL, "placement.pools.rollout.devices=1"])
+    with pytest.raises(HfsdkError, match=r"placement.pools.rollout is the rollout replicas'"):
+        Trainer(config, tmp_path / "run", quiet=True)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_after_each_update_the_replicas_hold_the_actors_weights(tmp_path: Path) -> None:
+    """Under sync each replica's log-probs of what it sampled equal the actor's before its
+    update (one forward over every weight): any stale or partly synced tensor would show.
+    Two replicas: the prompts are split between them, the weights broadcast to both."""
+    rows = _trainer(
+        tmp_path / "run", "trainer.total_steps=3", "placement.pools.rollout.devices=2"
+    ).fit()
+    assert [r["async/rollout_weights_version"] for r in rows] == [0.0, 1.0, 2.0]
+    assert [r["async/staleness_max"] for r in rows] == [0.0, 0.0, 0.0]
+    for row in rows:
+        assert row["rollout/log_prob_diff_max"] < 1e-5, row["step"]
+    synced = [r for r in rows if "sync/bytes" in r]
+    assert synced and all(r["sync/bytes"] == synced[0]["sync/bytes"] > 0 for r in synced)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_one_step_off_replicas_sample_with_the_weights_before_the_update(tmp_path: Path) -> None:
+    rows = _trainer(
+        tmp_path / "run",
+        "trainer.total_steps=3",
+        "trainer.pipeline=one_step_off",
+        "algorithm.is_correction=tis",
+    ).fit()
+    assert [r["async/staleness_max"] for r in rows] == [0.0, 1.0, 1.0]
+    assert [r["async/rollout_weights_version"] for r in rows] == [0.0, 0.0, 1.0]
+    assert rows[0]["rollout/log_prob_diff_max"] < 1e-5
+    assert rows[0]["actor/is_weight_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert all(r["rollout/log_prob_diff_max"] > 1e-3 for r in rows[1:])
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+@pytest.mark.heavy
+def test_a_killed_rollout_replica_is_restarted_and_the_run_ends_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    extra = ("trainer.total_steps=4", "trainer.save_every=2", "trainer.pipeline=one_step_off")
+    straight = _trainer(tmp_path / "straight", *extra)
+    expected = straight.fit()
+    monkeypatch.setenv(faults.FAULT_ENV, "rollout_kill:3")
+    monkeypatch.setattr(faults, "_FIRED", set())
+    killed = _trainer(tmp_path / "killed", *extra)
+    with caplog.at_level(logging.WARNING, logger="hfsdk.core.trainer.trainer"):
+        rows = killed.fit()
+    assert killed.restarts == 1
+    assert any("rollout" in r.getMessage() and "restart 1" in r.getMessage() for r in caplog.records)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    for a, b in zip(expected, rows, strict=True):
+        for key in (*COMPARED, "async/staleness_max"):
+            assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-9), (a["step"], key)
+
+
+def test_partial_rollouts_without_async_and_a_rollout_pool_are_refused(tmp_path: Path) -> None:
+    config = load_run_config(
+        "grpo", None, [*SMALL, "trainer.pipeline=one_step_off", "trainer.partial_rollout_tokens=2"]
+    )
+    with pytest.raises(HfsdkError, match=r"partial_rollout_tokens=2 needs trainer.pipeline: async"):
+        Trainer(config, tmp_path / "run", quiet=True)
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_partial_rollouts_mix_versions_within_the_staleness_bound(tmp_path: Path) -> None:
+    rows = _trainer(
+        tmp_path / "run",
+        "trainer.total_steps=4",
+        "trainer.pipeline=async",
+        "trainer.max_staleness=2",
+        "trainer.partial_rollout_tokens=2",
+        "rollout.temperature=3.0",  # longer responses: several segments each
+    ).fit()
+    assert all(r["async/staleness_max"] <= 2 for r in rows)
+    assert rows[0]["async/staleness_max"] == 0.0  # nothing was updated before step 1
+    # a weight update interrupted responses: they continued with newer weights
+    assert max(r["async/versions_per_response_max"] for r in rows) >= 2
+    for row in rows:
+        shares = sum(row[f"async/staleness_hist_{s}"] for s in range(3))
+        assert shares == pytest.approx(1.0)
+        assert row["async/staleness_mean"] <= row["async/staleness_max"]
