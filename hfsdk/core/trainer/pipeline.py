@@ -95,13 +95,18 @@ def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
 
 def check_rollout_pool(config: Any, policy: str) -> None:
     """Refuse ``placement.pools.rollout`` when the policy itself would be placed on it, and
-    partial rollouts without a rollout pool under ``async``."""
+    partial rollouts without a rollout pool under ``async`` or with multi-turn rollouts."""
     placement = config.placement
     partial = config.trainer.partial_rollout_tokens
     if partial and (config.trainer.pipeline != "async" or "rollout" not in placement.pools):
         raise HfsdkError(
             f"trainer.partial_rollout_tokens={partial} needs trainer.pipeline: async and a "
             "rollout pool of its own (placement.pools.rollout); set those or set it to 0"
+        )
+    if partial and config.rollout.multi_turn.active:
+        raise HfsdkError(
+            f"trainer.partial_rollout_tokens={partial} cuts generations into segments, which "
+            "multi-turn rollouts (rollout.multi_turn) do not support; set it to 0"
         )
     if "rollout" in placement.pools and placement.pool_of(policy) == "rollout":
         raise HfsdkError(

@@ -44,6 +44,7 @@ from hfsdk import (
     HfsdkError,
     Worker,
     build_rollout,
+    generate_rollout,
     register,
 )
 from hfsdk_backend_common.engine_support import resolve_device, sampling_temperature
@@ -191,7 +192,7 @@ class RolloutReplicaWorker(Worker):
         seed = prompts.meta.get("sampling_seed")
         if seed is not None:
             torch.manual_seed(int(seed) + 7919 * self.rank)
-        out = self.rollout.generate_sequences(prompts)
+        out = generate_rollout(self.rollout, prompts)  # multi-turn agent loops run here too
         if ROLLOUT_LOG_PROBS not in out:
             out[ROLLOUT_LOG_PROBS] = replica_log_probs(self.source.module, out)
         out.meta["weights_version"] = self.source.weights_version
