@@ -73,9 +73,9 @@ class MultiTurnConfig:
     )
     serving: Literal["request", "turn"] = help_field(
         "How turns reach the rollout: request (each turn as soon as its trajectory is ready, "
-        "when the rollout batches requests itself, e.g. hf on the hfsdk decoder, vLLM at "
-        "generation tp 1) or turn (all trajectories' turns in one generate call each: a "
-        "slow tool holds up the turn).",
+        "when the rollout batches requests itself: its serves_requests, docs/agents.md) or "
+        "turn (all trajectories' turns in one generate call each: a slow tool holds up the "
+        "turn).",
         default="request",
         validator=attrs.validators.in_(("request", "turn")),
     )

@@ -2,8 +2,8 @@
 
 The request types are the rollout contract's (:class:`GenerationRequest` /
 :class:`GenerationResult`, re-exported here). A rollout that batches requests
-itself (``serves_requests``: the ``hf`` rollout on the hfsdk decoder, vLLM at
-generation tp 1) gets each turn as soon as its trajectory is ready, inside
+itself (``serves_requests``: continuous batching; ``docs/agents.md`` lists the
+shipped ones) gets each turn as soon as its trajectory is ready, inside
 ``rollout.serving()``. Any other rollout — and every run with
 ``rollout.multi_turn.serving=turn`` — is served by :class:`BatchingServer`,
 turn by turn through ``generate_sequences``.

@@ -12,7 +12,7 @@ Assumptions (bf16 weights, mixed-precision Adam, Megatron-style layouts):
   (``workload.packing``) sizes them by the mean sequence length instead of
   the padded one;
 * LoRA (``workload.lora_rank``, the policy only): the frozen base is held as
-  fp32 master weights (4 bytes per parameter, what the fsdp backend keeps)
+  fp32 master weights (4 bytes per parameter, what a sharded data-parallel backend keeps)
   without gradients or optimizer state; the adapters (:func:`lora_params`)
   carry the 16 bytes per parameter of a trained weight; generating needs a
   merged copy of the weights in the compute dtype;

@@ -6,8 +6,8 @@ sizes); the role's own memory levers (``gradient_checkpointing``, ``packing``,
 the policy's ``lora.rank``) and dtype are applied to its workload, and
 :func:`~hfsdk.core.placement.memory_model.role_memory` prices it at one device.
 A role's data-parallel ranks split its parameters, gradients and optimizer
-state (FSDP shards all three; megatron's tp·pp split the model), so a device
-holds ``resident / devices`` plus the role's activations. Roles sharing a pool
+state (sharded data parallelism splits all three; tensor and pipeline
+parallelism split the model), so a device holds ``resident / devices`` plus the role's activations. Roles sharing a pool
 add their resident bytes; their activations are live one role at a time.
 """
 

@@ -28,7 +28,7 @@ With a rollout pool of its own (``placement.pools.rollout``, the session's
 pipeline keeps the replicas' weights in step: it joins the actor's rank 0 and
 the replicas in a sync group once, and after every update submits the actor's
 ``send_weights`` and the replicas' ``receive_weights`` (a bucketed broadcast
-worker to worker, :mod:`hfsdk_backend_common.weight_sync`). Both calls queue
+worker to worker, see docs/async.md). Both calls queue
 behind what each group is doing, so a generation submitted before the sync
 uses the older weights and one submitted after it the newer. Under ``sync``
 with a rollout pool the depth is 0: each step's batch is generated after the
