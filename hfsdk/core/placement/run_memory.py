@@ -7,8 +7,9 @@ the policy's ``lora.rank``) and dtype are applied to its workload, and
 :func:`~hfsdk.core.placement.memory_model.role_memory` prices it at one device.
 A role's data-parallel ranks split its parameters, gradients and optimizer
 state (sharded data parallelism splits all three; tensor and pipeline
-parallelism split the model), so a device holds ``resident / devices`` plus the role's activations. Roles sharing a pool
-add their resident bytes; their activations are live one role at a time.
+parallelism split the model), so a device holds ``resident / devices`` plus the
+role's activations. Roles sharing a pool add their resident bytes; their
+activations are live one role at a time.
 """
 
 from __future__ import annotations
