@@ -290,7 +290,8 @@ def _config_only(directory: Path, shape: str, layers: int) -> None:
 def main() -> None:
     """Run every setting in its own process and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--layers", type=int, default=24)
+    parser.add_argument("--layers", type=int, default=0, help="blocks (0: the shape's own)")
+    parser.add_argument("--shape", default="0.5B", choices=sorted(QWEN25))
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--samples", type=int, default=2)
@@ -311,10 +312,13 @@ def main() -> None:
     if args.plan_only:
         plan_only(args)
         return
-    model = build_model(Path(args.workdir) / f"qwen25-0.5B-{args.layers}l", args.layers)
+    layers = args.layers or QWEN25[args.shape][0]
+    model = build_model(
+        Path(args.workdir) / f"qwen25-{args.shape}-{layers}l", layers, shape=args.shape
+    )
     gib = 2**30
     print(
-        f"Qwen2.5-0.5B shape, {args.layers} layers; {args.prompts}x{args.samples} sequences, "
+        f"Qwen2.5-{args.shape} shape, {layers} layers; {args.prompts}x{args.samples} sequences, "
         f"prompt <= {args.prompt_length}, response {args.response_length}, float32, CPU"
     )
     header = (

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rollout_contract import GenerationRequest, GenerationResult
+from hfsdk.core.generation_requests import GenerationRequest, GenerationResult
 
 if TYPE_CHECKING:
     from hfsdk.core.rollout_contract import RolloutBackend
