@@ -1,11 +1,13 @@
 """Peak memory and tokens/s of one GRPO step per memory lever, beside the planner's estimate.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/memory.py --layers 24 --settings lora,all
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/memory.py --shape 1.5B --settings all
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/memory.py --plan-only
 
 The model is Qwen2.5-0.5B's shape (hidden 896, 14 heads / 2 key-value heads,
-FFN 4864, vocabulary 151936, tied embeddings) with ``--layers`` blocks (24:
-the real 0.5B), random weights, built locally — nothing is downloaded. Each
+FFN 4864, vocabulary 151936, tied embeddings; ``--shape`` picks another Qwen2.5
+size) with ``--layers`` blocks (default: the shape's own, 24 for the real 0.5B),
+random weights, built locally — nothing is downloaded. Each
 setting runs in a fresh process (so peaks do not mix): it builds the fsdp
 actor and reference engines in float32 on the CPU, then runs one GRPO step on
 ``--prompts`` x ``--samples`` sequences: sampling (hf rollout), reference and
