@@ -36,19 +36,29 @@ def training_corpus(spec: DefaultTaskSpec) -> list[str]:
 
 def train_tokenizer(spec: DefaultTaskSpec) -> PreTrainedTokenizerFast:
     """Train the word-level tokenizer on :func:`training_corpus` (deterministic)."""
+    return word_level_tokenizer(
+        training_corpus(spec), max_length=spec.max_position_embeddings, cleanup=True
+    )
+
+
+def word_level_tokenizer(
+    corpus: list[str], *, max_length: int, cleanup: bool
+) -> PreTrainedTokenizerFast:
+    """A word-level tokenizer trained on ``corpus``: one token per whitespace-split word,
+    ``<s>`` before each prompt, left padding. Decoding joins words with single spaces
+    (``cleanup``: and applies the WordPiece decoder's punctuation clean-up)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.WordLevel(unk_token=UNK_TOKEN))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     trainer = trainers.WordLevelTrainer(special_tokens=list(SPECIAL_TOKENS), min_frequency=1)
-    tokenizer.train_from_iterator(training_corpus(spec), trainer)
+    tokenizer.train_from_iterator(corpus, trainer)
     bos_id = tokenizer.token_to_id(BOS_TOKEN)
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{BOS_TOKEN} $A", pair=f"{BOS_TOKEN} $A $B", special_tokens=[(BOS_TOKEN, bos_id)]
     )
-    # The WordPiece decoder joins word-level tokens with single spaces.
-    tokenizer.decoder = decoders.WordPiece()
+    tokenizer.decoder = decoders.WordPiece(cleanup=cleanup)
     return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         bos_token=BOS_TOKEN,
@@ -56,7 +66,7 @@ def train_tokenizer(spec: DefaultTaskSpec) -> PreTrainedTokenizerFast:
         pad_token=PAD_TOKEN,
         unk_token=UNK_TOKEN,
         padding_side="left",
-        model_max_length=spec.max_position_embeddings,
+        model_max_length=max_length,
     )
 
 

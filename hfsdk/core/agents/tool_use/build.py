@@ -88,30 +88,10 @@ def corpus(spec: ToolUseSpec) -> list[str]:
 
 def train_tokenizer(spec: ToolUseSpec) -> Any:
     """The word-level tokenizer (one token per word; decoding joins words with spaces)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    from hfsdk.core.default_task.tokenizer import word_level_tokenizer
 
-    from hfsdk.core.default_task.tokenizer import BOS_TOKEN, EOS_TOKEN, PAD_TOKEN, UNK_TOKEN
-
-    tokenizer = Tokenizer(models.WordLevel(unk_token=UNK_TOKEN))
-    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    specials = [PAD_TOKEN, BOS_TOKEN, EOS_TOKEN, UNK_TOKEN]
-    trainer = trainers.WordLevelTrainer(special_tokens=specials, min_frequency=1)
-    tokenizer.train_from_iterator(corpus(spec), trainer)
-    bos = tokenizer.token_to_id(BOS_TOKEN)
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{BOS_TOKEN} $A", pair=f"{BOS_TOKEN} $A $B", special_tokens=[(BOS_TOKEN, bos)]
-    )
-    tokenizer.decoder = decoders.WordPiece(cleanup=False)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        bos_token=BOS_TOKEN,
-        eos_token=EOS_TOKEN,
-        pad_token=PAD_TOKEN,
-        unk_token=UNK_TOKEN,
-        padding_side="left",
-        model_max_length=64,
-    )
+    # No clean-up: tool calls' JSON punctuation must decode exactly as the model wrote it.
+    return word_level_tokenizer(corpus(spec), max_length=64, cleanup=False)
 
 
 def _targets(spec: ToolUseSpec, tokenizer: Any) -> tuple[Any, Any, Any]:
