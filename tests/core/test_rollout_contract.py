@@ -37,23 +37,12 @@ def _plugin() -> Any:
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A tiny Llama whose heads tp = 2 divides, its tokenizer and left-padded prompts."""
-    from hfsdk import DefaultTaskSpec, ensure_default_assets
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
-    from hfsdk.testing import save_tiny_llama
+def model(tp2_tiny_llama: tuple[Path, Any]) -> dict[str, Any]:
+    """The tp-2 tiny Llama, its tokenizer and left-padded prompts."""
+    import copy
 
-    root = tmp_path_factory.mktemp("contract")
-    assets = ensure_default_assets(
-        DefaultTaskSpec(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2,
-                        warm_start_steps=0),
-        cache_dir=root / "cache",
-    )  # fmt: skip
-    tokenizer = load_tokenizer(assets.model_dir)
-    path = save_tiny_llama(
-        root / "model", tokenizer, hidden_size=64, intermediate_size=64, num_heads=4,
-        num_kv_heads=2, init_std=0.2,
-    )  # fmt: skip
+    path, tokenizer = tp2_tiny_llama
+    tokenizer = copy.deepcopy(tokenizer)  # the session's copy keeps its padding side
     tokenizer.padding_side = "left"
     encoded = tokenizer(PROMPTS, return_tensors="pt", padding=True)
     prompts = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}

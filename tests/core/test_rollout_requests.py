@@ -30,23 +30,9 @@ WIDTH = 6
 
 
 @pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A tiny Llama whose heads tp = 2 divides (peaked logits), its tokenizer, the prompts."""
-    from hfsdk import DefaultTaskSpec, ensure_default_assets
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
-    from hfsdk.testing import save_tiny_llama
-
-    root = tmp_path_factory.mktemp("requests")
-    assets = ensure_default_assets(
-        DefaultTaskSpec(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2,
-                        warm_start_steps=0),
-        cache_dir=root / "cache",
-    )  # fmt: skip
-    tokenizer = load_tokenizer(assets.model_dir)
-    path = save_tiny_llama(
-        root / "model", tokenizer, hidden_size=64, intermediate_size=64, num_heads=4,
-        num_kv_heads=2, init_std=0.2,
-    )  # fmt: skip
+def model(tp2_tiny_llama: tuple[Path, Any]) -> dict[str, Any]:
+    """The tp-2 tiny Llama (peaked logits), its tokenizer and the prompts' token ids."""
+    path, tokenizer = tp2_tiny_llama
     prompts = [tokenizer(text).input_ids for text in PROMPTS]
     return {"path": path, "tokenizer": tokenizer, "prompts": prompts}
 
