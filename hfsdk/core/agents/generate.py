@@ -7,7 +7,6 @@ every training backend and every rollout backend works with it.
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +119,7 @@ class AgentRollout:
             rows["input_ids"].shape[1],
             getattr(rollout_config, "max_prompt_length", None),
         )
-        from hfsdk.core.agents.requests import BatchingServer, RequestServer, request_server
+        from hfsdk.core.agents.requests import request_server
 
         server = request_server(
             self.rollout, pad_id=self.pad_id, eos_ids=self.eos_ids, serving=self.config.serving
@@ -143,12 +142,7 @@ class AgentRollout:
         seeds = [base + i * self.config.max_turns for i in range(len(tokens))]
         # A request-serving rollout holds its weights for the whole step (collective: every
         # rank of the actor is here); turn batching goes through generate_sequences instead.
-        holding = (
-            self.rollout.serving()
-            if isinstance(server, RequestServer) and not isinstance(server, BatchingServer)
-            else contextlib.nullcontext()
-        )
-        with holding:
+        with server.serving():
             trajectories = run_coroutine(
                 run_agents(
                     self.loop,

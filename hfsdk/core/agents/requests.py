@@ -12,6 +12,7 @@ turn by turn through ``generate_sequences``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -54,10 +55,23 @@ def cut_at_stop(
 
 
 class RequestServer:
-    """Serves one rollout call's requests; told when each trajectory starts and ends."""
+    """Serves one rollout call's requests; told when each trajectory starts and ends.
 
-    def __init__(self, generate: Generate) -> None:
+    ``serving``: what holds the rollout's weights while the step's requests run (a
+    request-serving rollout's ``serving``; by default nothing).
+    """
+
+    def __init__(
+        self,
+        generate: Generate,
+        serving: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext,
+    ) -> None:
         self._generate = generate
+        self._serving = serving
+
+    def serving(self) -> contextlib.AbstractContextManager[None]:
+        """Entered around all of one step's trajectories (on every rank of the actor)."""
+        return self._serving()
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """The result of ``request``."""
@@ -93,6 +107,10 @@ class BatchingServer(RequestServer):
         self._busy = False
         self._waiting: list[tuple[GenerationRequest, asyncio.Future[GenerationResult]]] = []
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def serving(self) -> contextlib.AbstractContextManager[None]:
+        """Nothing to hold: each turn's ``generate_sequences`` call handles the weights."""
+        return contextlib.nullcontext()
 
     def trajectory_started(self) -> None:
         """One more trajectory takes part in the turns."""
@@ -182,5 +200,5 @@ def request_server(
     without request serving needs every rank to decode the same rows together).
     """
     if serving == "request" and rollout.serves_requests:
-        return RequestServer(rollout.generate_request)
+        return RequestServer(rollout.generate_request, rollout.serving)
     return BatchingServer(rollout, pad_id=pad_id, eos_ids=eos_ids)
