@@ -21,7 +21,11 @@ they measured median 3, 90th percentile 7, longest 30 tokens (64 samples).
 time, sync share) and means (rewards) over the repeats.
 ``--task compute`` trains ``compute_bound_task.py``'s ~30M model instead (every
 response runs to the limit: no length variation, but the matrix
-multiplications dominate a step). Printed per mode: tokens/s (all tokens of
+multiplications dominate a step). ``--task varied`` trains the same model
+shape over a 32-word vocabulary (the task's words and a few fillers): EOS is
+one word in 32, so the fresh model's responses end anywhere up to the limit
+(a long tail) while the matrix multiplications still dominate.
+Printed per mode: tokens/s (all tokens of
 the steps after the first over their wall time), mean reward of the first
 and second half of the steps, mean response length, and the weight sync's
 transfer time (receive time minus the time the replica waited for the actor)
@@ -62,6 +66,7 @@ MODES = {
     ],
 }
 DEFAULT_MODES = ("sync", "one_step_off", "async")
+VARIED_VOCABULARY = 32  # --task varied: EOS is one word in this many
 
 
 def run(mode: str, args: argparse.Namespace, workdir: Path) -> list[dict]:
@@ -84,13 +89,16 @@ def run(mode: str, args: argparse.Namespace, workdir: Path) -> list[dict]:
         "actor.mini_batch_size=32",
         "actor.micro_batch_size=32",
     ]
-    if args.task == "compute":  # a ~30M model at full length: the matmuls dominate
+    if args.task in ("compute", "varied"):  # a ~30M model: the matmuls dominate
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from compute_bound_task import ensure_compute_bound_assets
 
         from hfsdk.core.default_task import REWARD_FUNCTION_NAME
 
-        model_dir, train_jsonl = ensure_compute_bound_assets(args.cache / "compute_task")
+        vocab = {"compute": 4096, "varied": VARIED_VOCABULARY}[args.task]
+        model_dir, train_jsonl = ensure_compute_bound_assets(
+            args.cache / f"{args.task}_task", vocab_size=vocab
+        )
         overrides += [
             f"actor.model_path={model_dir}",
             f"reference.model_path={model_dir}",
@@ -154,9 +162,10 @@ def main() -> None:
     parser.add_argument("--max-staleness", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--task", choices=("default", "compute"), default="default",
+        "--task", choices=("default", "compute", "varied"), default="default",
         help="default: the default task, lengths vary; compute: compute_bound_task.py's "
-        "~30M model, every response at full length",
+        "~30M model, every response at full length; varied: that model over a 32-word "
+        "vocabulary, lengths vary widely",
     )  # fmt: skip
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "hfsdk_bench")
     parser.add_argument("--repeats", type=int, default=1)

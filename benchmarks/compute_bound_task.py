@@ -70,8 +70,14 @@ def build_tokenizer(words: list[str]) -> Any:
     )
 
 
-def ensure_compute_bound_assets(root: Path) -> tuple[Path, Path]:
-    """``(model_dir, train_jsonl)`` of the task under ``root`` (built once, atomically)."""
+def ensure_compute_bound_assets(
+    root: Path, vocab_size: int = MODEL_SETTINGS["vocab_size"]
+) -> tuple[Path, Path]:
+    """``(model_dir, train_jsonl)`` of the task under ``root`` (built once, atomically).
+
+    A smaller ``vocab_size`` (at least the task's own words) makes EOS one of
+    few words, so the fresh model ends its responses at widely varying lengths.
+    """
     from hfsdk.core.default_task import ensure_default_assets
 
     model_dir, train_jsonl = root / "model", root / "train.jsonl"
@@ -84,10 +90,12 @@ def ensure_compute_bound_assets(root: Path) -> tuple[Path, Path]:
     staging = root.with_name(root.name + ".building")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
-    tokenizer = build_tokenizer(vocabulary(source, MODEL_SETTINGS["vocab_size"]))
+    words = vocabulary(source, vocab_size)
+    tokenizer = build_tokenizer(words)
     ids = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2}
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(**MODEL_SETTINGS, **ids))
+    settings = {**MODEL_SETTINGS, "vocab_size": len(words)}
+    model = LlamaForCausalLM(LlamaConfig(**settings, **ids))
     model.generation_config = GenerationConfig(**ids)
     model.save_pretrained(str(staging / "model"))
     tokenizer.save_pretrained(str(staging / "model"))

@@ -435,6 +435,9 @@ class Algorithm:
 
         mask = batch["response_mask"]
         self.metrics["response_length/mean"] = float(mask.sum(dim=-1).float().mean())
+        if "input_ids" in batch:
+            # The padded width every training and inference pass runs over (the planner's).
+            self.metrics["perf/sequence_width"] = float(batch["input_ids"].shape[-1])
         if "old_log_probs" in batch and "ref_log_probs" in batch:
             kl = token_kl(batch["old_log_probs"], batch["ref_log_probs"], mask, "k1")
             self.metrics["actor/kl"] = float(masked_mean(kl, mask))

@@ -240,47 +240,20 @@ def _calibrate(output: str, quick: bool) -> str:
     help="Where to write the cluster profile (YAML).",
 )
 @click.option("--quick", is_flag=True, help="Tiny measurements in seconds (noisy; for tests).")
-@click.option(
-    "--refine-with",
-    "refine_with",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="A finished run (RUN_DIR) to fit the training backend's fixed cost per update from.",
-)
-@click.option(
-    "--profile",
-    "profile",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="With --refine-with: refine this profile instead of measuring a new one.",
-)
-def calibrate_command(
-    output: str, quick: bool, refine_with: str | None, profile: str | None
-) -> None:
+def calibrate_command(output: str, quick: bool) -> None:
     """Measure this machine for the planner and write a cluster profile.
 
     Matmul throughput per dtype, memory bandwidth, all-reduce bandwidth and
     latency between two local processes (gloo on CPU, NCCL between two GPUs),
-    and the hfsdk decoder's step time at a few batch sizes, in about a
-    minute. On CPU each device is one core with one thread: run training with
-    OMP_NUM_THREADS=1 to match. Example:
+    the hfsdk decoder's step time at a few batch sizes, the controller's cost
+    per worker call, and the training backend's fixed work per update,
+    micro-batch and inference pass (short runs of the default task, in
+    process and on two worker processes), in about two minutes. On CPU each
+    device is one core with one thread: run training with OMP_NUM_THREADS=1
+    to match. Example:
 
     \b
         hfsdk calibrate --output local.yaml
         hfsdk plan --algo ALGO --cluster local.yaml --gpus 2 ...
-        hfsdk calibrate --profile local.yaml --refine-with runs/my-run --output local.yaml
     """
-    if profile and not refine_with:
-        raise HfsdkError("--profile only goes with --refine-with RUN_DIR")
-    if not profile:
-        _calibrate(output, quick)
-        profile = output
-    if refine_with:
-        from hfsdk.core.placement.run_plan import refine_with_run
-
-        refined = refine_with_run(profile, refine_with)
-        refined.save(output)
-        click.echo(
-            f"update_overhead fitted on {refine_with}: {refined.update_overhead * 1e3:.1f} ms "
-            f"per optimizer step; profile saved to {output}"
-        )
+    _calibrate(output, quick)

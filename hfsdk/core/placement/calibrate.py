@@ -16,6 +16,11 @@ thread, or the first GPU):
   what a transformers-based training backend runs): the achieved fractions in inference and
   training once the per-layer overhead is taken out.
 
+* the training backend's fixed work per optimizer step, per training
+  micro-batch and per inference micro-batch: short runs of the default task
+  in process and on two worker processes
+  (:mod:`hfsdk.core.placement.calibrate_backend`).
+
 The result is a :class:`~hfsdk.core.placement.cluster.Cluster` whose
 ``efficiency`` holds the measured fractions; :meth:`Cluster.save` writes it as
 YAML for ``--cluster FILE`` and ``placement.cluster: FILE``. ``quick=True``
@@ -30,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -56,6 +62,7 @@ class CalibrationSizes:
     call_rows: int = 64
     call_width: int = 96
     remote_calls: bool = True
+    backend_runs: bool = True
 
     @classmethod
     def quick(cls) -> CalibrationSizes:
@@ -75,6 +82,7 @@ class CalibrationSizes:
             call_rows=8,
             call_width=16,
             remote_calls=False,
+            backend_runs=False,
         )
 
 
@@ -487,12 +495,27 @@ def calibrate(
         f"{backend if links else 'preset'})"
     )
     cluster = attrs.evolve(base, **changes)
+    overheads: dict[str, float] = {}
+    if links_from is not None:
+        overheads = {
+            f"{prefix}{name}": getattr(links_from, f"{prefix}{name}")
+            for prefix in ("", "remote_")
+            for name in ("update_overhead", "microbatch_overhead", "forward_overhead")
+        }
+    elif sizes.backend_runs:
+        from hfsdk.core.placement.calibrate_backend import measure_backend
+
+        with tempfile.TemporaryDirectory(prefix="hfsdk_calibrate_") as tmp:
+            two = sizes.remote_calls and (not cuda or torch.cuda.device_count() >= 2)
+            overheads = measure_backend(cluster, Path(tmp), remote=two, log=say)
+    cluster = attrs.evolve(cluster, **overheads)
     raw = {
         "seconds": time.perf_counter() - started,
         "matmul_flops": flops,
         "memory_bandwidth": bandwidth,
         "collectives": {"bandwidth": links[0], "latency": links[1]} if links else None,
         "calls": calls,
+        "backend": overheads,
         **model,
     }
     return cluster, raw
@@ -526,6 +549,11 @@ def format_calibration(cluster: Cluster, raw: dict[str, Any]) -> str:
             f"{k.removesuffix('_overhead')} {v * 1e3:.2f} ms" for k, v in raw["calls"].items()
         )
     )
+    if raw.get("backend"):
+        lines.append(
+            "  training backend: "
+            + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in raw["backend"].items())
+        )
     lines.append(
         "  achieved fractions: "
         + ", ".join(f"{k.removesuffix('_efficiency')} {v:.2f}" for k, v in sorted(eff.items()))

@@ -83,8 +83,13 @@ class Cluster:
     per-op dispatch), plus ``token_overhead`` per sequence in a decode step
     (the per-token work besides the weight matmuls: attention over the
     cache, norms, sampling); ``update_overhead`` is a training backend's fixed
-    work per optimizer step (loss terms, hooks, clipping, optimizer and metric
-    bookkeeping; fitted from a recorded run by ``hfsdk calibrate --refine-with``);
+    work per optimizer step (hooks, clipping, optimizer and metric bookkeeping),
+    ``microbatch_overhead`` its fixed work per training micro-batch (the loss
+    terms' small ops, autograd bookkeeping) and ``forward_overhead`` per
+    inference micro-batch (log-probs, values); these three describe
+    in-process workers (one-device runs) and their ``remote_`` twins worker
+    processes, which :meth:`for_executor` selects; ``hfsdk calibrate`` fits
+    all six from short runs of the real training backend;
     ``call_overhead`` is the controller's fixed cost per
     call to in-process workers (one-device runs), ``remote_call_overhead`` per
     call to worker processes (Ray); both include moving a rollout-sized batch.
@@ -111,6 +116,11 @@ class Cluster:
     layer_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     token_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     update_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    microbatch_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    forward_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    remote_update_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    remote_microbatch_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    remote_forward_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     remote_call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     efficiency: tuple[tuple[str, float], ...] = attrs.field(
@@ -168,6 +178,23 @@ class Cluster:
         if key not in table:
             return self
         return attrs.evolve(self, peak_flops=table[key])
+
+    def for_executor(self, in_process: bool) -> Cluster:
+        """This cluster with the backend and call overheads of one executor kind.
+
+        The simulator reads ``update_overhead``, ``microbatch_overhead``,
+        ``forward_overhead`` and ``call_overhead``; for worker processes
+        (``in_process`` false) they become the ``remote_`` figures.
+        """
+        if in_process:
+            return self
+        return attrs.evolve(
+            self,
+            update_overhead=self.remote_update_overhead,
+            microbatch_overhead=self.remote_microbatch_overhead,
+            forward_overhead=self.remote_forward_overhead,
+            call_overhead=self.remote_call_overhead,
+        )
 
     # -- profiles (YAML) -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -37,11 +37,13 @@ from hfsdk.core.placement.model_spec import ModelSpec, resolve_model
 from hfsdk.core.placement.plan import Plan, PoolPlan, RolePlan
 from hfsdk.core.placement.search import PlacementSearch
 from hfsdk.core.placement.workload import Workload
+from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
 
 STAGES = ("generation", "preparation", "training", "transition")
 """The stages ``--check`` compares (the transition is the actor's resharding)."""
 
 _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+_SYNC_BUCKET_BYTES = 32 * 2**20  # the weight sync's default bucket
 
 
 @attrs.frozen(kw_only=True)
@@ -50,7 +52,9 @@ class RunSetup:
 
     ``dataflow`` has only the roles that hold a model; ``functions`` are the
     signal roles scored by functions alone (controller work, no devices).
-    ``pools`` are ``(name, devices, roles)`` in the config's order.
+    ``pools`` are ``(name, devices, roles)`` in the config's order, without
+    the rollout replicas' own pool: ``rollout_devices`` (0: the policy
+    generates on its own devices) with ``pipeline`` (``trainer.pipeline``).
     """
 
     algorithm: str
@@ -63,6 +67,8 @@ class RunSetup:
     rollout_tp: int
     cluster: str
     in_process: bool
+    rollout_devices: int = 0
+    pipeline: str = "sync"
 
 
 def _as_dict(config: Any) -> dict[str, Any]:
@@ -141,7 +147,8 @@ def run_setup(
         ]
         dataflow = Dataflow(roles=dataflow.roles, stages=stages)
     kept = dataflow.roles
-    micro = _int(actor, "forward_micro_batch_size", 0) or _int(actor, "micro_batch_size", 2)
+    micro = _int(actor, "micro_batch_size", 2)
+    forward_micro = _int(actor, "forward_micro_batch_size", 0) or micro
     max_response = _int(rollout, "max_response_length", 1024)
     max_prompt = _int(rollout, "max_prompt_length", _int(data, "max_prompt_length", 1024))
     prompt = max(1, round(prompt_length)) if prompt_length else max_prompt
@@ -156,6 +163,7 @@ def run_setup(
         decode_steps=max_response,
         optimizer_steps=min(steps, sequences),
         micro_batch_size=min(micro, mini),
+        forward_micro_batch_size=min(forward_micro, sequences),
         max_running_sequences=running,
         recompute=bool(actor.get("gradient_checkpointing", False)),
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2),
@@ -163,7 +171,8 @@ def run_setup(
         packing=bool(actor.get("packing", False)),
     )
     placement = cfg.get("placement") or {}
-    pool_cfg = placement.get("pools") or {"global": {"devices": 1}}
+    pool_cfg = dict(placement.get("pools") or {"global": {"devices": 1}})
+    rollout_pool = pool_cfg.pop(ROLLOUT_POOL, None) or {}
     role_pool = placement.get("roles") or {}
     first = next(iter(pool_cfg))
     members: dict[str, list[str]] = {name: [] for name in pool_cfg}
@@ -185,7 +194,9 @@ def run_setup(
         dtype=dtype,
         rollout_tp=_int(layout, "tp", 0) or _int(layout, "planned_tp", 1),
         cluster=str(placement.get("cluster") or "auto"),
-        in_process=_in_process(cfg, pools),
+        in_process=_in_process(cfg, pools) and not rollout_pool,
+        rollout_devices=int(rollout_pool.get("devices", 0) or 0),
+        pipeline=str((cfg.get("trainer") or {}).get("pipeline") or "sync"),
     )
 
 
@@ -212,7 +223,7 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
     if total > hardware.num_devices or hardware.device_kind == "cpu":
         # A CPU profile describes per-core devices; a run may use any number of them.
         hardware = hardware.with_devices(max(total, 1))
-    hardware = hardware.for_dtype(setup.dtype)
+    hardware = hardware.for_dtype(setup.dtype).for_executor(setup.in_process)
     search = PlacementSearch(
         setup.dataflow, dict(setup.models), hardware, setup.workload, algorithm=setup.algorithm
     )
@@ -267,7 +278,7 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
                 )
             )
         # Every worker call of the pool's roles costs the controller a fixed overhead.
-        per_call = hardware.call_overhead if setup.in_process else hardware.remote_call_overhead
+        per_call = hardware.call_overhead
         for stage, calls in enumerate(_calls_per_stage(setup, members)):
             vector[stage] += calls * per_call
         vectors.append(vector)
@@ -280,6 +291,9 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
                 usable_memory_bytes=hardware.usable_memory,
             )
         )
+    iteration = None
+    if setup.rollout_devices:
+        iteration = _price_rollout_pool(search, setup, roles, vectors)
     stage_seconds = [max(v[s] for v in vectors) for s in range(stages)]
     return Plan(
         algorithm=setup.algorithm,
@@ -292,8 +306,45 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
         roles=roles,
         functions=setup.functions,
         stage_seconds=stage_seconds,
-        iteration_seconds=math.fsum(stage_seconds),
+        iteration_seconds=math.fsum(stage_seconds) if iteration is None else iteration,
     )
+
+
+def _price_rollout_pool(
+    search: PlacementSearch, setup: RunSetup, roles: list[RolePlan], vectors: list[list[float]]
+) -> float:
+    """Move the policy's generation onto the rollout replicas; the step's seconds.
+
+    Each of the ``rollout_devices`` replicas holds a full copy and decodes its
+    share of the sequences; after every update the actor's weights are
+    broadcast to them (the transition). ``sync`` runs generation, the other
+    stages and the weight sync one after another; ``one_step_off`` and
+    ``async`` overlap the next batch's generation with this batch's other
+    stages, so a step costs the slower of the two plus the sync.
+    """
+    w, r = setup.workload, setup.rollout_devices
+    at = next(i for i, rp in enumerate(roles) if rp.generation is not None)
+    policy = roles[at]
+    stage = policy.transition_stage
+    model = setup.models[policy.role]
+    running = min(w.max_running_sequences, math.ceil(w.sequences / r))
+    gen = GenerationLayout(tg=1, dg=r, running=running)
+    generation = search.simulator.generation_seconds(model, gen, w)
+    weights = w.dtype_bytes * model.num_params
+    buckets = max(1, math.ceil(weights / _SYNC_BUCKET_BYTES))
+    total = sum(devices for _n, devices, _roles in setup.pools) + r
+    hops = math.ceil(math.log2(r + 1))
+    sync = hops * search.simulator.send(weights, total, calls=buckets)
+    pool = next(i for i, (_n, _d, members) in enumerate(setup.pools) if policy.role in members)
+    vectors[pool][stage] -= policy.stage_seconds[stage]
+    seconds = list(policy.stage_seconds)
+    seconds[stage] = generation
+    roles[at] = attrs.evolve(policy, generation=gen, stage_seconds=seconds, transition_seconds=sync)
+    vectors.append([generation if i == stage else 0.0 for i in range(len(seconds))])
+    others = math.fsum(max(v[i] for v in vectors) for i in range(len(seconds)) if i != stage)
+    if setup.pipeline == "sync":
+        return generation + others + sync
+    return max(generation, others) + sync
 
 
 def _sharding_seconds(
@@ -312,7 +363,7 @@ def _sharding_seconds(
     width = w.dtype_bytes
     sim = search.simulator
     if kind == "inference":
-        passes = math.ceil(per_rank / w.micro_batch_size)
+        passes = math.ceil(per_rank / w.forward_micro_batch)
         return sim.sharded_data_parallel_seconds(model, devices, passes, 0, width)
     micro = max(1, math.ceil(per_rank / (w.optimizer_steps * w.micro_batch_size)))
     passes = micro * w.optimizer_steps
@@ -348,7 +399,7 @@ def _plan_for_step(config: Any, metrics: Mapping[str, float]) -> Plan:
         _PREDICTION_CACHE.clear()
         cached = _PREDICTION_CACHE[id(config)] = (config, setup, resolve_cluster(setup.cluster))
     _config, setup, cluster = cached
-    lengths = measured_lengths(metrics, setup.workload.sequences)
+    lengths = measured_lengths(metrics, setup.workload.sequences, setup.workload.packing)
     if lengths is not None:
         workload = attrs.evolve(
             setup.workload,
@@ -359,8 +410,14 @@ def _plan_for_step(config: Any, metrics: Mapping[str, float]) -> Plan:
     return price_setup(setup, cluster)
 
 
-def measured_lengths(metrics: Mapping[str, float], sequences: int) -> tuple[float, float] | None:
-    """Mean (prompt, response) tokens per sequence from a step's metrics, if it logged them."""
+def measured_lengths(
+    metrics: Mapping[str, float], sequences: int, packed: bool = False
+) -> tuple[float, float] | None:
+    """(prompt, response) tokens per sequence from a step's metrics, if it logged them.
+
+    Means, except that the response is stretched to the padded width
+    (``perf/sequence_width``) the passes run over unless ``packed``.
+    """
     response = metrics.get("response_length/mean")
     rate, step_s = metrics.get("perf/throughput_tokens_per_s"), metrics.get("timing/step_s")
     tokens = metrics.get("perf/tokens")
@@ -368,7 +425,12 @@ def measured_lengths(metrics: Mapping[str, float], sequences: int) -> tuple[floa
         tokens = rate * step_s
     if response is None or not tokens or sequences < 1:
         return None
-    return max(1.0, tokens / sequences - response), max(1.0, response)
+    prompt = max(1.0, tokens / sequences - response)
+    # Without packing, passes run over rows padded to the batch's longest sequence.
+    width = metrics.get("perf/sequence_width")
+    if width is not None and not packed:
+        response = max(response, width - prompt)
+    return prompt, max(1.0, response)
 
 
 # -- hfsdk plan --check -------------------------------------------------------------------
@@ -455,7 +517,7 @@ def check_run(
     steady = rows[1:] if skip_first and len(rows) > 1 else rows
     base = run_setup(cfg)
     sequences = base.workload.sequences
-    lengths = [measured_lengths(r, sequences) for r in steady]
+    lengths = [measured_lengths(r, sequences, base.workload.packing) for r in steady]
     known = [x for x in lengths if x is not None]
     if known:
         prompt = math.fsum(x[0] for x in known) / len(known)
@@ -503,24 +565,66 @@ def format_check(
     return "\n".join(lines)
 
 
-def refine_with_run(cluster: Cluster | str, run_dir: str | Path) -> Cluster:
-    """``cluster`` with ``update_overhead`` fitted to a recorded run's training stage.
+def _split_candidates(total: int) -> list[int]:
+    """Rollout-pool sizes worth pricing on ``total`` devices (0: no pool of its own)."""
+    if total <= 16:
+        return list(range(total))
+    sizes = {0, *(2**k for k in range(total.bit_length()) if 2**k < total)}
+    sizes |= {total * q // 8 for q in range(1, 8)}
+    return sorted(sizes)
 
-    The training time the run measured (median over steps after the first)
-    beyond the simulated one, per optimizer step of its training roles, is
-    the training backend's fixed work per update, which a calibration of
-    plain matmuls and a transformers step cannot see. Fit it on one run and
-    check it on others.
+
+def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | None = None) -> Any:
+    """``placement: auto`` under ``one_step_off`` / ``async``: the fastest rollout pool.
+
+    Prices every useful split of ``num_devices`` into the training roles'
+    devices (placed by :func:`~hfsdk.core.placement.auto.auto_placement_section`)
+    and a rollout pool of its own, plus none at all (generation on the actor's
+    devices, no overlap); returns ``(section, plan)`` of the fastest, the
+    section with ``placement.pools.rollout`` when it has one.
     """
-    base = attrs.evolve(resolve_cluster(cluster), update_overhead=0.0)
-    plan, table = check_run(run_dir, base, statistic="median")
-    training = next(r for r in table if r.name == "training")
-    stage = plan.stages.index("training")
-    trained = sum(1 for r in plan.roles if r.stage_seconds[stage] > 0)
-    updates = plan.workload.optimizer_steps * max(1, trained)
-    extra = max(training.measured - training.predicted, 0.0) / updates
-    return attrs.evolve(
-        base,
-        update_overhead=extra,
-        source=f"{base.source}; update_overhead fitted on {Path(run_dir).name}",
-    )
+    from hfsdk.core.placement.auto import FUNCTION, auto_placement_section
+
+    setup = run_setup(config)
+    hardware = resolve_cluster(setup.cluster if cluster is None else cluster)
+    role_sizes: dict[str, object] = dict(setup.models)
+    role_sizes.update({role: FUNCTION for role in setup.functions})
+    best: tuple[float, dict[str, Any], Plan] | None = None
+    for rollout in _split_candidates(num_devices):
+        train = num_devices - rollout
+        # A CPU profile describes per-core devices; a GPU cluster takes whole nodes only.
+        cpu = hardware.device_kind == "cpu"
+        on = attrs.evolve(hardware, nodes=1, devices_per_node=train) if cpu else hardware
+        try:
+            section = auto_placement_section(
+                setup.algorithm, role_sizes=role_sizes, num_devices=train, cluster=on
+            )
+        except HfsdkError:  # no placement on that many devices (e.g. not whole nodes)
+            continue
+        roles = section["roles"]
+        pools = tuple(
+            (
+                name,
+                int(p["devices"]),
+                tuple(r for r in setup.dataflow.roles if roles.get(r) == name),
+            )
+            for name, p in section["pools"].items()
+        )
+        candidate = attrs.evolve(
+            setup,
+            pools=tuple(p for p in pools if p[2]),
+            rollout_devices=rollout,
+            in_process=setup.in_process and num_devices == 1,
+        )
+        whole = attrs.evolve(hardware, nodes=1, devices_per_node=num_devices) if cpu else hardware
+        plan = price_setup(candidate, whole)
+        if rollout:
+            section["pools"][ROLLOUT_POOL] = {"devices": rollout}
+        if best is None or plan.iteration_seconds < best[0]:
+            best = (plan.iteration_seconds, section, plan)
+    if best is None:
+        raise HfsdkError(
+            f"placement: auto found no split of {num_devices} devices into training devices "
+            "and a rollout pool; give placement.pools by hand"
+        )
+    return best[1], best[2]

@@ -148,7 +148,7 @@ class Simulator:
         """A forward pass over every sequence of the iteration."""
         p, t, d = layout.p, layout.t, layout.d
         tokens_per_replica = workload.tokens / d
-        micro_batches = max(1, math.ceil(workload.sequences / d / workload.micro_batch_size))
+        micro_batches = max(1, math.ceil(workload.sequences / d / workload.forward_micro_batch))
         compute = self._flops_time(
             2 * model.num_params * workload.tokens,
             layout.devices,
@@ -167,6 +167,7 @@ class Simulator:
                 tokens_per_replica * model.hidden_size * ACT_BYTES / t, p * t, calls=micro_batches
             )
         overhead = self._layer_calls(model, micro_batches, p)
+        overhead += micro_batches * self.cluster.forward_overhead
         return (compute + tp + overhead) * (1 + (p - 1) / micro_batches) + pp
 
     def training_seconds(self, model: ModelSpec, layout: Layout, workload: Workload) -> float:
@@ -203,6 +204,7 @@ class Simulator:
         )
         # A backward pass costs about two forward passes' dispatch.
         overhead = self._layer_calls(model, passes * micro_batches * steps, p)
+        overhead += micro_batches * steps * self.cluster.microbatch_overhead
         return (
             (compute + tp + overhead) * (1 + (p - 1) / micro_batches)
             + pp

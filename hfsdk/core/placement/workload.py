@@ -33,7 +33,9 @@ class Workload:
 
     Defaults follow the HybridFlow paper's setup: 1024 prompts of 1024 tokens,
     1024-token responses, one PPO epoch of 8 mini-batch updates.
-    ``micro_batch_size`` is sequences per forward/backward micro-batch;
+    ``micro_batch_size`` is sequences per forward/backward micro-batch of
+    training, ``forward_micro_batch_size`` per micro-batch of an inference
+    pass (0: ``micro_batch_size``);
     ``max_running_sequences`` caps how many sequences a rollout replica
     decodes at once (vLLM's ``max_num_seqs`` default). ``recompute`` is full
     activation recomputation in training (gradient checkpointing: 8 FLOPs per
@@ -54,6 +56,7 @@ class Workload:
     response_length: int = attrs.field(default=1024, validator=_at_least(1))
     optimizer_steps: int = attrs.field(default=8, validator=_at_least(1))
     micro_batch_size: int = attrs.field(default=2, validator=_at_least(1))
+    forward_micro_batch_size: int = attrs.field(default=0, validator=_at_least(0))
     max_running_sequences: int = attrs.field(default=256, validator=_at_least(1))
     decode_steps: int = attrs.field(default=0, validator=_at_least(0))
     recompute: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
@@ -66,6 +69,11 @@ class Workload:
     def sequences(self) -> int:
         """Sequences generated and trained on per iteration."""
         return self.batch_size * self.samples_per_prompt
+
+    @property
+    def forward_micro_batch(self) -> int:
+        """Sequences per inference micro-batch."""
+        return self.forward_micro_batch_size or self.micro_batch_size
 
     @property
     def sequence_length(self) -> int:

@@ -8,6 +8,9 @@ import attrs
 
 from hfsdk.core.config.help import help_field
 
+ROLLOUT_POOL = "rollout"
+"""The pool name ``placement.pools.rollout``: the rollout replicas' own devices (docs/async.md)."""
+
 
 @attrs.frozen(kw_only=True)
 class PoolConfig:

@@ -21,15 +21,13 @@ import attrs
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
 from hfsdk.core.trainer.run_assets import (
     SignalScorer,
 )
 from hfsdk.core.trainer.validation import ValidationResult
 
 logger = logging.getLogger(__name__)
-
-ROLLOUT_POOL = "rollout"
-"""The pool (and worker-group role) of a disaggregated rollout: ``placement.pools.rollout``."""
 
 
 _WORKER_ENV = {
@@ -249,7 +247,7 @@ class TrainingSession:
         """``placement.mode=auto``: the planner splits the configured devices among the roles."""
         from hfsdk.core.placement.auto import FUNCTION, auto_placement_section
         from hfsdk.core.placement.cluster_lookup import resolve_cluster
-        from hfsdk.core.placement.run_plan import run_setup
+        from hfsdk.core.placement.run_plan import plan_rollout_split, run_setup
         from hfsdk.core.trainer.placement_config import PoolConfig
 
         placement = self.config.placement
@@ -257,15 +255,19 @@ class TrainingSession:
         cluster = resolve_cluster(placement.cluster)
         # Price the run's own roles: a signal scored by functions costs no device,
         # and each model role has the size its model_path gives.
-        setup = run_setup(self.config)
-        role_sizes: dict[str, object] = dict(setup.models)
-        role_sizes.update({role: FUNCTION for role in setup.functions})
-        section = auto_placement_section(
-            self.config.algo,
-            role_sizes=role_sizes,
-            num_devices=devices,
-            cluster=cluster,
-        )
+        if self.config.trainer.pipeline != "sync":
+            # Overlapped pipelines: the planner also sizes a rollout pool (or none).
+            section, _plan = plan_rollout_split(self.config, devices, cluster)
+        else:
+            setup = run_setup(self.config)
+            role_sizes: dict[str, object] = dict(setup.models)
+            role_sizes.update({role: FUNCTION for role in setup.functions})
+            section = auto_placement_section(
+                self.config.algo,
+                role_sizes=role_sizes,
+                num_devices=devices,
+                cluster=cluster,
+            )
         logger.warning("placement: auto chose %s", section)
         self._planned_rollout_tp = dict(section.get("rollout_tp", {}))
         pools = {name: PoolConfig(devices=p["devices"]) for name, p in section["pools"].items()}

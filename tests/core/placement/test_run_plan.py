@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 from click.testing import CliRunner
 
@@ -177,23 +178,60 @@ def test_a_run_logs_the_predicted_step_time_beside_the_measured_one(tmp_path: Pa
     )
 
 
-def test_refining_with_a_run_fits_the_fixed_cost_per_update(tmp_path: Path) -> None:
-    import attrs
+def _pooled(pipeline: str, rollout: int = 1, **extra: str) -> dict:
+    overrides = [
+        f"trainer.pipeline={pipeline}",
+        "placement.pools.global.devices=1",
+        f"placement.pools.rollout.devices={rollout}",
+        *(f"{k}={v}" for k, v in extra.items()),
+    ]
+    return load_run_config("grpo", None, overrides).to_dict()
 
+
+def test_a_rollout_pool_takes_the_generation_and_a_pipeline_overlaps_it() -> None:
+    sync = run_setup(_pooled("sync"))
+    assert sync.rollout_devices == 1 and sync.pipeline == "sync" and not sync.in_process
+    assert [p[0] for p in sync.pools] == ["global"]  # the replicas' pool holds no role
+    plan = price_setup(sync, "local")
+    actor = next(r for r in plan.roles if r.role == "actor")
+    assert actor.generation is not None and actor.generation.dg == 1
+    assert actor.transition_seconds > 0  # the weight broadcast after each update
+    generation, *others = plan.stage_seconds
+    assert generation == pytest.approx(actor.stage_seconds[0])
+    assert plan.iteration_seconds == pytest.approx(
+        generation + sum(others) + actor.transition_seconds
+    )
+    for pipeline in ("one_step_off", "async"):
+        overlapped = price_setup(run_setup(_pooled(pipeline)), "local")
+        assert overlapped.iteration_seconds == pytest.approx(
+            max(generation, sum(others)) + actor.transition_seconds
+        )
+    # Two replicas split the sequences: generation gets faster.
+    two = price_setup(run_setup(_pooled("sync", rollout=2)), "local")
+    assert two.stage_seconds[0] < generation
+
+
+def test_auto_placement_sizes_a_rollout_pool_for_overlapped_pipelines() -> None:
     from hfsdk.core.placement import get_cluster
-    from hfsdk.core.placement.run_plan import refine_with_run
+    from hfsdk.core.placement.run_plan import plan_rollout_split
 
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "config.yaml").write_text(load_run_config("grpo").to_yaml())
-    rows = [_row(1, update_actor=9.0), _row(2, update_actor=0.5), _row(3, update_actor=0.7)]
-    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    base = attrs.evolve(get_cluster("local"), update_overhead=0.123)  # replaced, not added
-    _plan, table = check_run(run, attrs.evolve(base, update_overhead=0.0), statistic="median")
-    training = {r.name: r for r in table}["training"]
-    refined = refine_with_run(base, run)
-    steps = _plan.workload.optimizer_steps  # the actor is the only trained role
-    assert refined.update_overhead == pytest.approx((0.6 - training.predicted) / steps)
-    _plan, table = check_run(run, refined, statistic="median")
-    assert {r.name: r for r in table}["training"].predicted == pytest.approx(0.6)
-    assert "update_overhead fitted on run" in refined.source
+    # Slow links: sharding the actor over every device and gathering it to generate costs
+    # more than a replica of its own fed once per step.
+    slow = attrs.evolve(
+        get_cluster("local"), intra_node_latency=5e-3, intra_node_bandwidth=1e8,
+        inter_node_latency=5e-3, inter_node_bandwidth=1e8,
+    )  # fmt: skip
+    cfg = _pooled("one_step_off")
+    section, plan = plan_rollout_split(cfg, 2, slow)
+    assert section["pools"]["rollout"] == {"devices": 1}
+    assert sum(p["devices"] for p in section["pools"].values()) == 2
+    assert "rollout" not in section["roles"].values()
+    whole = attrs.evolve(slow, nodes=1, devices_per_node=2)
+    colocated = attrs.evolve(
+        run_setup(cfg), rollout_devices=0, pools=(("global", 2, ("actor", "reference")),)
+    )
+    assert plan.iteration_seconds < price_setup(colocated, whole).iteration_seconds
+    # Fast links on the same devices: no pool of its own.
+    section, _plan = plan_rollout_split(cfg, 2, attrs.evolve(slow, intra_node_latency=1e-6,
+                                                             intra_node_bandwidth=1e11))  # fmt: skip
+    assert "rollout" not in section["pools"]
