@@ -5,7 +5,8 @@ thread, or the first GPU):
 
 * matmul throughput per dtype (float32, bfloat16): the best of a few square
   matmuls;
-* memory bandwidth: a large tensor copy (read + write);
+* memory bandwidth: a large tensor copy (read + write); on CPU also the
+  total when every core copies at once (cores share the memory bus);
 * collective bandwidth and latency between two local processes: gloo on
   CPU, NCCL between two GPUs when there are two (one GPU: the preset's links);
 * KV-cache decoding (transformers' ``generate`` on the model itself) on
@@ -63,6 +64,7 @@ class CalibrationSizes:
     call_width: int = 96
     remote_calls: bool = True
     backend_runs: bool = True
+    shared_copy_seconds: float = 2.0
 
     @classmethod
     def quick(cls) -> CalibrationSizes:
@@ -83,6 +85,7 @@ class CalibrationSizes:
             call_width=16,
             remote_calls=False,
             backend_runs=False,
+            shared_copy_seconds=0.2,
         )
 
 
@@ -123,6 +126,52 @@ def measure_bandwidth(sizes: CalibrationSizes, device: Any, sync: Callable[[], N
     dst = torch.empty_like(src)
     seconds = _best(lambda: dst.copy_(src), sizes.repeats, sync)
     return 2 * sizes.copy_bytes / seconds
+
+
+_COPY_WORKER = r"""
+import sys, time, torch
+torch.set_num_threads(1)
+nbytes, seconds = int(sys.argv[1]), float(sys.argv[2])
+src = torch.empty(nbytes // 4).uniform_()
+dst = torch.empty_like(src)
+dst.copy_(src)
+copies, start = 0, time.perf_counter()
+while time.perf_counter() - start < seconds:
+    dst.copy_(src)
+    copies += 1
+print(2 * nbytes * copies / (time.perf_counter() - start))
+"""
+
+
+def measure_shared_bandwidth(sizes: CalibrationSizes, devices: int) -> float | None:
+    """Total copy bandwidth (bytes/s) of ``devices`` single-thread processes copying at once.
+
+    CPU cores share the memory bus: each process copies for the same stretch
+    of time, the sum of their rates is the node's. ``None`` when they fail.
+    """
+    import subprocess
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    args = [str(sizes.copy_bytes), str(sizes.shared_copy_seconds)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _COPY_WORKER, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env=env,
+        )
+        for _ in range(devices)
+    ]
+    try:
+        outputs = [p.communicate(timeout=120)[0] for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        return None
+    if any(p.returncode for p in procs):
+        return None
+    return sum(float(out.strip().splitlines()[-1]) for out in outputs)
 
 
 _COLLECTIVE_WORKER = r"""
@@ -251,8 +300,12 @@ def measure_model(
 
             def run(n: int, ids: Any = ids, mask: Any = mask) -> None:
                 config = GenerationConfig(
-                    max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0,
-                    eos_token_id=None, use_cache=True,
+                    max_new_tokens=n,
+                    min_new_tokens=n,
+                    do_sample=False,
+                    pad_token_id=0,
+                    eos_token_id=None,
+                    use_cache=True,
                 )
                 with torch.no_grad():
                     model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
@@ -445,6 +498,10 @@ def calibrate(
         model = measure_model(sizes, flops["float32"], bandwidth, device, sync)
     finally:
         torch.set_num_threads(threads)
+    shared = None
+    if not cuda and base.devices_per_node > 1:
+        say(f"memory bandwidth shared by {base.devices_per_node} cores ...")
+        shared = measure_shared_bandwidth(sizes, base.devices_per_node)
     backend = "nccl" if cuda and torch.cuda.device_count() >= 2 else None if cuda else "gloo"
     links = None
     if links_from is not None:
@@ -466,6 +523,7 @@ def calibrate(
         "peak_flops": flops["float32"] if not cuda else flops["bfloat16"],
         "flops_by_dtype": flops,
         "memory_bandwidth": bandwidth,
+        "shared_memory_bandwidth": shared or 0.0,
         "layer_overhead": model["layer_overhead"],
         "token_overhead": model["token_overhead"],
         "efficiency": {
@@ -513,6 +571,7 @@ def calibrate(
         "seconds": time.perf_counter() - started,
         "matmul_flops": flops,
         "memory_bandwidth": bandwidth,
+        "shared_memory_bandwidth": shared,
         "collectives": {"bandwidth": links[0], "latency": links[1]} if links else None,
         "calls": calls,
         "backend": overheads,
@@ -531,6 +590,12 @@ def format_calibration(cluster: Cluster, raw: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in sorted(raw["matmul_flops"].items())),
         f"  memory bandwidth: {raw['memory_bandwidth'] / 1e9:.1f} GB/s",
     ]
+    if raw.get("shared_memory_bandwidth"):
+        lines.append(
+            f"  memory bandwidth, every core at once: {raw['shared_memory_bandwidth'] / 1e9:.1f} "
+            f"GB/s in total ({cluster.bandwidth_per_device(cluster.devices_per_node) / 1e9:.1f} "
+            "per core)"
+        )
     if raw["collectives"]:
         c = raw["collectives"]
         lines.append(

@@ -93,6 +93,9 @@ class Cluster:
     ``call_overhead`` is the controller's fixed cost per
     call to in-process workers (one-device runs), ``remote_call_overhead`` per
     call to worker processes (Ray); both include moving a rollout-sized batch.
+    ``shared_memory_bandwidth``: CPU cores share their node's memory bus, so
+    this is the node's total when every device copies at once (0: each
+    device has its own memory, as GPUs do); :meth:`bandwidth_per_device`.
     ``efficiency`` overrides the simulator's achieved fractions of the peaks
     (``SimulatorSettings`` field names); a calibrated profile carries the
     fractions it measured. ``source`` says where the figures came from.
@@ -105,6 +108,7 @@ class Cluster:
     device_memory: float = attrs.field(default=80e9, validator=_positive)
     peak_flops: float = attrs.field(default=312e12, validator=_positive)
     memory_bandwidth: float = attrs.field(default=2.0e12, validator=_positive)
+    shared_memory_bandwidth: float = attrs.field(default=0.0, validator=_non_negative)
     intra_node_bandwidth: float = attrs.field(default=300e9, validator=_positive)
     inter_node_bandwidth: float = attrs.field(default=25e9, validator=_positive)
     intra_node_latency: float = attrs.field(default=10e-6, validator=_positive)
@@ -178,6 +182,13 @@ class Cluster:
         if key not in table:
             return self
         return attrs.evolve(self, peak_flops=table[key])
+
+    def bandwidth_per_device(self, busy: int = 1) -> float:
+        """Memory bandwidth one device gets while ``busy`` devices of its node stream at once."""
+        if not self.shared_memory_bandwidth:
+            return self.memory_bandwidth
+        sharing = max(1, min(busy, self.devices_per_node))
+        return min(self.memory_bandwidth, self.shared_memory_bandwidth / sharing)
 
     def for_executor(self, in_process: bool) -> Cluster:
         """This cluster with the backend and call overheads of one executor kind.

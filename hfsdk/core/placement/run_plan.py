@@ -68,6 +68,7 @@ class RunSetup:
     cluster: str
     in_process: bool
     rollout_devices: int = 0
+    rollout_pool_tp: int = 1
     pipeline: str = "sync"
 
 
@@ -196,6 +197,7 @@ def run_setup(
         cluster=str(placement.get("cluster") or "auto"),
         in_process=_in_process(cfg, pools) and not rollout_pool,
         rollout_devices=int(rollout_pool.get("devices", 0) or 0),
+        rollout_pool_tp=int(rollout_pool.get("tp", 1) or 1),
         pipeline=str((cfg.get("trainer") or {}).get("pipeline") or "sync"),
     )
 
@@ -315,9 +317,10 @@ def _price_rollout_pool(
 ) -> float:
     """Move the policy's generation onto the rollout replicas; the step's seconds.
 
-    Each of the ``rollout_devices`` replicas holds a full copy and decodes its
-    share of the sequences; after every update the actor's weights are
-    broadcast to them (the transition). ``sync`` runs generation, the other
+    The ``rollout_devices`` form replicas of ``rollout_pool_tp`` devices
+    (``placement.pools.rollout.tp``), each decoding its share of the
+    sequences; after every update the actor's weights are broadcast to them
+    (the transition). ``sync`` runs generation, the other
     stages and the weight sync one after another; ``one_step_off`` and
     ``async`` overlap the next batch's generation with this batch's other
     stages, so a step costs the slower of the two plus the sync.
@@ -327,12 +330,16 @@ def _price_rollout_pool(
     policy = roles[at]
     stage = policy.transition_stage
     model = setup.models[policy.role]
-    running = min(w.max_running_sequences, math.ceil(w.sequences / r))
-    gen = GenerationLayout(tg=1, dg=r, running=running)
-    generation = search.simulator.generation_seconds(model, gen, w)
+    tg = setup.rollout_pool_tp if r % setup.rollout_pool_tp == 0 else 1
+    running = min(w.max_running_sequences, math.ceil(w.sequences / (r // tg)))
+    gen = GenerationLayout(tg=tg, dg=r // tg, running=running)
+    total = sum(devices for _n, devices, _roles in setup.pools) + r
+    # Overlapped, the replicas decode while the actor's devices train (a shared memory
+    # bus on one CPU node is shared by all of them).
+    busy = r if setup.pipeline == "sync" else total
+    generation = search.simulator.generation_seconds(model, gen, w, busy=busy)
     weights = w.dtype_bytes * model.num_params
     buckets = max(1, math.ceil(weights / _SYNC_BUCKET_BYTES))
-    total = sum(devices for _n, devices, _roles in setup.pools) + r
     hops = math.ceil(math.log2(r + 1))
     sync = hops * search.simulator.send(weights, total, calls=buckets)
     pool = next(i for i, (_n, _d, members) in enumerate(setup.pools) if policy.role in members)

@@ -208,13 +208,18 @@ class Simulator:
         return (
             (compute + tp + overhead) * (1 + (p - 1) / micro_batches)
             + pp
-            + steps * (grads + self.optimizer_step_seconds(model, layout.devices))
+            + steps * (grads + self.optimizer_step_seconds(model, layout.devices, layout.devices))
             + steps * self.cluster.update_overhead
         )
 
-    def optimizer_step_seconds(self, model: ModelSpec, shards: int) -> float:
-        """One Adam step over a device's shard: memory-bound, ``ADAM_BYTES`` per parameter."""
-        bandwidth = self.cluster.memory_bandwidth * self.settings.decode_bandwidth_efficiency
+    def optimizer_step_seconds(self, model: ModelSpec, shards: int, busy: int = 1) -> float:
+        """One Adam step over a device's shard: memory-bound, ``ADAM_BYTES`` per parameter.
+
+        ``busy`` devices step at once (they may share a memory bus).
+        """
+        bandwidth = (
+            self.cluster.bandwidth_per_device(busy) * self.settings.decode_bandwidth_efficiency
+        )
         return ADAM_BYTES * model.num_params / shards / bandwidth
 
     def sharded_data_parallel_seconds(
@@ -242,18 +247,25 @@ class Simulator:
         )
 
     def decode_step_seconds(
-        self, model: ModelSpec, tg: int, running: int, context: float, weight_bytes: int = 2
+        self,
+        model: ModelSpec,
+        tg: int,
+        running: int,
+        context: float,
+        weight_bytes: int = 2,
+        busy: int = 1,
     ) -> float:
         """One decode step of ``running`` sequences with mean context ``context`` on ``tg`` devices.
 
         Memory-bound (read the weight shard and the KV cache) unless the batch
         is large enough to be compute-bound; plus two all-reduces per layer.
+        ``busy`` devices decode at once (they may share a memory bus).
         """
         kv_split = min(tg, model.num_kv_heads)
         kv_bytes = running * context * model.kv_bytes_per_token() / kv_split
         read_bytes = weight_bytes * model.num_params / tg + kv_bytes
         memory_bound = read_bytes / (
-            self.cluster.memory_bandwidth * self.settings.decode_bandwidth_efficiency
+            self.cluster.bandwidth_per_device(busy) * self.settings.decode_bandwidth_efficiency
         )
         compute_bound = self._flops_time(
             2 * model.num_params * running / tg, 1, self.settings.decode_compute_efficiency
@@ -268,12 +280,13 @@ class Simulator:
         return max(memory_bound, compute_bound) + comm + self._layer_calls(model, 1) + per_token
 
     def generation_seconds(
-        self, model: ModelSpec, gen: GenerationLayout, workload: Workload
+        self, model: ModelSpec, gen: GenerationLayout, workload: Workload, busy: int = 0
     ) -> float:
         """Prefill plus decoding on rollout layout ``gen``; replicas run concurrently.
 
         A replica's share of the batch is decoded ``gen.running`` sequences at
-        a time; each wave takes ``response_length`` steps.
+        a time; each wave takes ``response_length`` steps. ``busy``: devices
+        streaming at once (0: the layout's own, ``tg * dg``).
         """
         tg, dg = gen.tg, gen.dg
         replica_sequences = math.ceil(workload.sequences / dg)
@@ -296,9 +309,10 @@ class Simulator:
         running = min(gen.running, replica_sequences)
         full_waves, rest = divmod(replica_sequences, running)
         width = workload.dtype_bytes
-        decode = full_waves * self.decode_step_seconds(model, tg, running, context, width)
+        busy = busy or tg * dg
+        decode = full_waves * self.decode_step_seconds(model, tg, running, context, width, busy)
         if rest:
-            decode += self.decode_step_seconds(model, tg, rest, context, width)
+            decode += self.decode_step_seconds(model, tg, rest, context, width, busy)
         return prefill + workload.generated_tokens * decode
 
     def transition_seconds(self, model: ModelSpec, layout: Layout, gen: GenerationLayout) -> float:

@@ -194,3 +194,27 @@ def test_sharded_data_parallel_traffic_needs_more_than_one_rank() -> None:
     assert one > 0
     # A backward pass gathers again and reduce-scatters: three times a forward's traffic.
     assert sim.sharded_data_parallel_seconds(SEVEN, 2, 1, 1) == pytest.approx(3 * one)
+
+
+def test_devices_that_share_a_memory_bus_decode_slower_together() -> None:
+    cpu = attrs.evolve(
+        a100_80gb(), device_kind="cpu", devices_per_node=2, memory_bandwidth=20e9,
+        shared_memory_bandwidth=26e9, peak_flops=1e20,
+    )  # fmt: skip
+    assert cpu.bandwidth_per_device(1) == 20e9  # alone: its own figure
+    assert cpu.bandwidth_per_device(2) == 13e9  # together: half the node's total
+    assert cpu.bandwidth_per_device(8) == 13e9  # only a node's devices share its bus
+    assert a100_80gb().bandwidth_per_device(8) == a100_80gb().memory_bandwidth  # own HBM
+    sim = Simulator(cpu)
+    alone = sim.decode_step_seconds(SEVEN, 1, 4, 100, busy=1)
+    together = sim.decode_step_seconds(SEVEN, 1, 4, 100, busy=2)
+    overhead = sim.decode_step_seconds(SEVEN, 1, 4, 0, weight_bytes=0)  # no bytes read
+    assert together - overhead == pytest.approx((alone - overhead) * 20 / 13)
+    # Two replicas of a generation layout stream at once; so do data-parallel optimizers.
+    work = Workload(batch_size=8, prompt_length=16, response_length=32)
+    one = sim.generation_seconds(SEVEN, GenerationLayout(tg=1, dg=1, running=8), work)
+    two = sim.generation_seconds(SEVEN, GenerationLayout(tg=1, dg=2, running=4), work)
+    assert two > one / 2
+    assert sim.optimizer_step_seconds(SEVEN, 2, busy=2) == pytest.approx(
+        sim.optimizer_step_seconds(SEVEN, 2, busy=1) * 20 / 13
+    )

@@ -154,3 +154,31 @@ def test_auto_placement_prices_a_function_reward_as_no_model(
     assert sizes["reward"] == "function"
     assert set(sizes) == {"actor", "reference", "reward"}
     assert "reward" not in placement.roles
+
+
+def test_auto_placement_sizes_a_rollout_pool_under_an_overlapped_pipeline(tmp_path) -> None:
+    import types
+
+    import attrs
+
+    from hfsdk.core.placement import get_cluster
+
+    # Slow links: a replica of its own beats sharding the actor over both devices.
+    slow = attrs.evolve(
+        get_cluster("local"), intra_node_latency=5e-3, intra_node_bandwidth=1e8,
+        inter_node_latency=5e-3, inter_node_bandwidth=1e8,
+    )  # fmt: skip
+    profile = tmp_path / "slow.yaml"
+    slow.save(profile)
+    overrides = [
+        "placement.mode=auto",
+        "placement.pools={global: {devices: 2}}",
+        f"placement.cluster={profile}",
+    ]
+    for pipeline, pools in (("one_step_off", {"devices": 1}), ("sync", None)):
+        config = load_run_config("grpo", None, [*overrides, f"trainer.pipeline={pipeline}"])
+        placement = TrainingSession._auto_placement(types.SimpleNamespace(config=config))
+        assert placement.mode == "manual"
+        rollout = placement.pools.get("rollout")
+        assert (rollout and {"devices": rollout.devices}) == pools
+        assert sum(p.devices for p in placement.pools.values()) == 2
