@@ -96,6 +96,7 @@ def slice_weight(full: torch.Tensor, spec: ParamSpec, tg: int, tp_rank: int) -> 
     if spec.name in _VOCAB_PARALLEL and full.shape[0] % tg:
         rows = -(-full.shape[0] // tg) * tg
         full = torch.nn.functional.pad(full, (0, 0, 0, rows - full.shape[0]))
+        return full.chunk(tg)[tp_rank].contiguous()  # one part: its rows block
     return tp_slice(full, spec, tg, tp_rank)
 
 
