@@ -165,7 +165,8 @@ class RolloutReplicaWorker(Worker):
             "dtype": _DTYPES[section.dtype],
             "dp": DataParallelInfo(size=self.world_size, rank=self.rank),
         }
-        self.tg = config.placement.pools[role].tp
+        pool = config.placement.pools.get(role)  # absent when a test builds a replica by hand
+        self.tg = pool.tp if pool is not None else 1
         self.source: Any
         if self.tg > 1:  # a tensor-parallel replica of tg ranks (module tp_replica)
             if config.rollout.multi_turn.active:
