@@ -116,9 +116,9 @@ class PlacementConfig:
         for name, pool in value.items():
             if pool.tp != 1 and name != ROLLOUT_POOL:
                 raise ValueError(
-                    f"'pools.{name}.tp' is {pool.tp}, but tp applies only to the rollout pool "
-                    f"(pools.{ROLLOUT_POOL}); set it to 1 (training layouts are the backends' "
-                    "parallel settings)"
+                    f"placement.pools.{name}.tp={pool.tp}, but tp applies only to the rollout "
+                    f"pool (placement.pools.{ROLLOUT_POOL}); set it to 1 (training layouts are "
+                    "the backends' parallel settings)"
                 )
 
     @roles.validator

@@ -104,14 +104,14 @@ def test_hf_to_megatron_is_unchanged_by_the_per_weight_table() -> None:
     ("overrides", "message"),
     [
         (["placement.pools.global.devices=2", "placement.pools.global.tp=2"],
-         r"'pools.global.tp' is 2, but tp applies only to the rollout pool"),
+         r"placement.pools.global.tp=2, but tp applies only to the rollout pool"),
         (["placement.pools.rollout.devices=3", "placement.pools.rollout.tp=2"],
          r"placement.pools.rollout.tp.*must divide 'devices' \(3\)"),
         (["placement.pools.rollout.tp=0"], r"placement.pools.rollout.tp"),
     ],
 )  # fmt: skip
 def test_bad_tp_settings_are_refused_in_one_line(overrides: list[str], message: str) -> None:
-    with pytest.raises(Exception, match=message) as info:
+    with pytest.raises(HfsdkError, match=message) as info:
         load_run_config("grpo", None, overrides)
     assert "\n" not in str(info.value)
 
