@@ -210,3 +210,37 @@ def test_a_tp2_replica_decodes_what_a_full_engine_does_before_and_after_a_sync(
     got = torch.cat([r["log_probs"] for r in ranks])
     assert got.abs().sum() > 0
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=0)
+
+
+@pytest.mark.distributed
+def test_a_tp2_replica_refuses_rollouts_that_want_full_weights(models: dict[str, Any]) -> None:
+    from hfsdk_backend_common.testing.launch import run_gloo
+
+    ranks = run_gloo(
+        2, "tp_replica_rank:refusals", {"model": models["old"]}, path=[HERE], timeout=300
+    )
+    for messages in ranks:
+        assert len(messages) == 3 and messages[2] == "taken=False"
+        for message in messages[:2]:
+            assert message.startswith("placement.pools.rollout.tp=2: the rollout asked for")
+            assert "\n" not in message
+
+
+def test_a_model_tp_cannot_split_is_refused_in_one_line(tmp_path: Path) -> None:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from hfsdk import DataParallelInfo, ensure_default_assets
+    from hfsdk_backend_common.rollout.tp_replica import TPReplicaSource
+
+    config = LlamaConfig(
+        vocab_size=26, hidden_size=48, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=3, num_key_value_heads=3,
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(tmp_path / "model")
+    with pytest.raises(HfsdkError, match=r"placement.pools.rollout.tp=2 does not divide") as info:
+        TPReplicaSource(
+            str(tmp_path / "model"), str(ensure_default_assets().model_dir),
+            device=torch.device("cpu"), dtype=torch.float32, dp=DataParallelInfo(size=2),
+            tg=2, rank=0, world=2,
+        )  # fmt: skip
+    assert "\n" not in str(info.value)

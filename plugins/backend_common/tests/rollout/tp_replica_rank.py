@@ -38,3 +38,24 @@ def replica_rank(
         "missing": receiver.missing(),
         "bytes": metrics["sync/bytes"],
     }
+
+
+def refusals(rank: int, world: int, *, model: str) -> list[str]:
+    """What a tp replica says to a rollout asking for full weights, and whether the
+    ``transformers`` decoder took its shards."""
+    from hfsdk import HfsdkError
+
+    source = TPReplicaSource(
+        model, model, device=torch.device("cpu"), dtype=torch.float32,
+        dp=DataParallelInfo(size=world, rank=rank), tg=world, rank=rank, world=world,
+    )  # fmt: skip
+    messages = []
+    for ask in (lambda: next(iter(source.hf_weights())), lambda: source.live_hf_module().__enter__()):
+        try:
+            ask()
+        except HfsdkError as error:
+            messages.append(str(error))
+    config = load_run_config("grpo", None, ["rollout.decoder=transformers"]).rollout
+    build_rollout(config, source)
+    messages.append(f"taken={source.shards_taken}")
+    return messages
