@@ -26,6 +26,12 @@ class PoolConfig:
         default=1,
         validator=attrs.validators.ge(1),
     )
+    tp: int = help_field(
+        "Rollout pool only: tensor-parallel size of each rollout replica (tp consecutive "
+        "devices decode together on megatron-format slices; must divide devices).",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
 
     @nodes.validator
     def _divides(self, _attr: attrs.Attribute, value: int) -> None:
@@ -33,6 +39,14 @@ class PoolConfig:
             raise ValueError(
                 f"'nodes' ({value}) must divide 'devices' ({self.devices}); "
                 "pools are spread evenly over nodes"
+            )
+
+    @tp.validator
+    def _tp_divides(self, _attr: attrs.Attribute, value: int) -> None:
+        if self.devices % value:
+            raise ValueError(
+                f"'tp' ({value}) must divide 'devices' ({self.devices}); the pool's devices "
+                f"form devices/tp replicas of tp devices each"
             )
 
 
@@ -96,6 +110,16 @@ class PlacementConfig:
     def _nonempty(self, _attr: attrs.Attribute, value: dict[str, PoolConfig]) -> None:
         if not value:
             raise ValueError("'pools' must name at least one pool, e.g. {global: {devices: 1}}")
+
+    @pools.validator
+    def _tp_on_rollout_only(self, _attr: attrs.Attribute, value: dict[str, PoolConfig]) -> None:
+        for name, pool in value.items():
+            if pool.tp != 1 and name != ROLLOUT_POOL:
+                raise ValueError(
+                    f"placement.pools.{name}.tp={pool.tp}, but tp applies only to the rollout "
+                    f"pool (placement.pools.{ROLLOUT_POOL}); set it to 1 (training layouts are "
+                    "the backends' parallel settings)"
+                )
 
     @roles.validator
     def _known_pools(self, _attr: attrs.Attribute, value: dict[str, str]) -> None:

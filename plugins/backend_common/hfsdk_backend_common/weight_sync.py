@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import pickle
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -164,16 +164,17 @@ def send_weights(
     }
 
 
-def receive_weights(group: WeightSyncGroup, targets: Mapping[str, torch.Tensor]) -> dict[str, Any]:
-    """Receive a :func:`send_weights` stream into ``targets`` (name → tensor); its cost.
+def receive_stream(
+    group: WeightSyncGroup, accept: Callable[[str, torch.Tensor], None]
+) -> dict[str, float]:
+    """Receive a :func:`send_weights` stream, handing each ``(name, full tensor)`` to ``accept``.
 
-    Every name sent must be in ``targets`` with the same shape; a target left
-    without a value is reported as ``missing`` in the result (a list of names).
+    The tensor is a view of the bucket's buffer, valid only during the call.
+    Returns the ``sync/*`` cost (``sync/wait_s``: how long it waited for the sender).
     """
     started = time.perf_counter()
     wait_s: float | None = None
     received = buckets = 0
-    filled: set[str] = set()
     while True:
         header = group._receive_blob()
         if wait_s is None:
@@ -187,15 +188,7 @@ def receive_weights(group: WeightSyncGroup, targets: Mapping[str, torch.Tensor])
         offset = 0
         with torch.no_grad():
             for name, shape, numel in meta["items"]:
-                target = targets.get(name)
-                if target is None or tuple(target.shape) != tuple(shape):
-                    found = None if target is None else tuple(target.shape)
-                    raise HfsdkError(
-                        f"weight sync: the actor sent {name!r} of shape {tuple(shape)}, the "
-                        f"rollout has {found}; the rollout must build the actor's architecture"
-                    )
-                target.copy_(flat[offset : offset + numel].view(shape))
-                filled.add(name)
+                accept(name, flat[offset : offset + numel].view(shape))
                 offset += numel
         received += flat.numel() * flat.element_size()
         buckets += 1
@@ -204,8 +197,31 @@ def receive_weights(group: WeightSyncGroup, targets: Mapping[str, torch.Tensor])
         "sync/buckets": float(buckets),
         "sync/time_s": time.perf_counter() - started,
         "sync/wait_s": float(wait_s or 0.0),
-        "missing": sorted(set(targets) - filled),
     }
+
+
+def receive_weights(group: WeightSyncGroup, targets: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """Receive a :func:`send_weights` stream into ``targets`` (name → tensor); its cost.
+
+    Every name sent must be in ``targets`` with the same shape; a target left
+    without a value is reported as ``missing`` in the result (a list of names).
+    """
+    filled: set[str] = set()
+
+    def accept(name: str, tensor: torch.Tensor) -> None:
+        target = targets.get(name)
+        if target is None or tuple(target.shape) != tuple(tensor.shape):
+            found = None if target is None else tuple(target.shape)
+            raise HfsdkError(
+                f"weight sync: the actor sent {name!r} of shape {tuple(tensor.shape)}, the "
+                f"rollout has {found}; the rollout must build the actor's architecture"
+            )
+        target.copy_(tensor)
+        filled.add(name)
+
+    result: dict[str, Any] = dict(receive_stream(group, accept))
+    result["missing"] = sorted(set(targets) - filled)
+    return result
 
 
 class WeightSenderMixin:

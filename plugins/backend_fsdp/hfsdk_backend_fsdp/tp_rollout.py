@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from hfsdk import GenerationShards, HfsdkError
 from hfsdk_backend_common.hybrid.decoder import DecoderShape
+from hfsdk_backend_common.hybrid.row_pool import RowPool
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.tp_exchange import SliceExchange, SliceStats
 from hfsdk_backend_fsdp.tp_slices import (
@@ -115,7 +116,7 @@ class SliceShards(GenerationShards):
             device=actor.device,
         )  # fmt: skip
         self.last_slices = SliceStats()
-        self._counts: list[int] = []
+        self.rows = RowPool(tg=tg, tp_rank=self.tp_rank, tp_group=self.tp_group)
         self._started = 0.0
 
     def prompt_rows(
@@ -126,22 +127,11 @@ class SliceShards(GenerationShards):
         per_row: Sequence[torch.Tensor] = (),
     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """The prompts of every rank of this replica, left-padded to one width."""
-        shares: list[Any] = [None] * self.tg
-        mine = (input_ids.cpu(), attention_mask.cpu(), [t.cpu() for t in per_row])
-        dist.all_gather_object(shares, mine, group=self.tp_group)
-        width = max(ids.shape[1] for ids, _, _ in shares)
-        all_ids, all_masks = [], []
-        for ids, mask, _ in shares:
-            extra = width - ids.shape[1]
-            all_ids.append(torch.nn.functional.pad(ids, (extra, 0), value=pad_id))
-            all_masks.append(torch.nn.functional.pad(mask, (extra, 0), value=0))
-        self._counts = [len(ids) for ids, _, _ in shares]
-        rows = [torch.cat([share[2][i] for share in shares]) for i in range(len(per_row))]
-        return torch.cat(all_ids), torch.cat(all_masks), rows
+        return self.rows.prompt_rows(input_ids, attention_mask, pad_id, per_row)
 
     def own_rows(self, columns: list[torch.Tensor]) -> list[torch.Tensor]:
         """This rank's rows (its share of the pooled prompts, in tensor-rank order)."""
-        return [column.split(self._counts)[self.tp_rank] for column in columns]
+        return self.rows.own_rows(columns)
 
     def weights(self) -> dict[str, torch.Tensor]:
         """This rank's megatron-format slices, exchanged from the FSDP shards (layer by layer)."""

@@ -38,3 +38,25 @@ def test_a_tp2_megatron_actor_sends_its_weights_to_the_replica(
     later = [r["rollout/log_prob_diff_max"] for r in rows[1:]]
     assert all((d > 1e-3) if stale else (d < 1e-4) for d in later), later
     assert [r["async/staleness_max"] for r in rows] == ([0.0, 1.0, 1.0] if stale else [0.0] * 3)
+
+
+def test_a_tp2_megatron_actor_feeds_a_tp2_rollout_replica(tmp_path: Path) -> None:
+    """``placement.pools.rollout.tp: 2``: the replica's two ranks keep their slices of the HF
+    tensors the actor's rank 0 broadcasts; under sync its log-probs equal the actor's."""
+    model = str(ensure_default_assets().model_dir)
+    overrides = [
+        f"actor.model_path={model}",
+        "actor.backend=megatron",
+        "actor.parallel.tp=2",
+        "reference.backend=megatron",
+        "reference.parallel.tp=2",
+        "placement.pools.global.devices=2",
+        "placement.pools.rollout.devices=2",
+        "placement.pools.rollout.tp=2",
+        "trainer.executor=ray",
+        "trainer.loggers=[jsonl]",
+        "trainer.total_steps=2",
+    ]
+    rows = Trainer(load_run_config("grpo", None, overrides), tmp_path / "run", quiet=True).fit()
+    assert all(r["rollout/log_prob_diff_max"] < 1e-4 for r in rows)
+    assert [r["async/rollout_weights_version"] for r in rows] == [0.0, 1.0]

@@ -25,8 +25,10 @@ __all__ = [
     "grouped_qkv",
     "hf_llama_shape",
     "hf_llama_to_megatron",
+    "hf_sources",
     "llama_specs",
     "megatron_to_hf_local",
+    "megatron_weight",
     "split_grouped_qkv",
     "tp_slice",
     "training_shard",
@@ -121,33 +123,54 @@ def hf_llama_shape(config: Any) -> LlamaShape:
     )
 
 
+def hf_sources(shape: LlamaShape, *, tied: bool = False) -> dict[str, tuple[str, ...]]:
+    """Each megatron-format weight's HF source weights (``tied``: no ``lm_head.weight``).
+
+    :func:`megatron_weight` builds the weight from them; a receiver that gets
+    HF tensors one at a time converts each megatron weight as soon as its sources arrived.
+    """
+    embed = "model.embed_tokens.weight"
+    out = {
+        "embedding.word_embeddings.weight": (embed,),
+        "decoder.final_layernorm.weight": ("model.norm.weight",),
+        "output_layer.weight": (embed,) if tied else ("lm_head.weight",),
+    }
+    for layer in range(shape.num_layers):
+        hf, mg = f"model.layers.{layer}.", f"decoder.layers.{layer}."
+        out[mg + "input_layernorm.weight"] = (hf + "input_layernorm.weight",)
+        out[mg + "pre_mlp_layernorm.weight"] = (hf + "post_attention_layernorm.weight",)
+        out[mg + "self_attention.linear_qkv.weight"] = tuple(
+            hf + f"self_attn.{x}_proj.weight" for x in "qkv"
+        )
+        out[mg + "self_attention.linear_proj.weight"] = (hf + "self_attn.o_proj.weight",)
+        out[mg + "mlp.linear_fc1.weight"] = (hf + "mlp.gate_proj.weight", hf + "mlp.up_proj.weight")
+        out[mg + "mlp.linear_fc2.weight"] = (hf + "mlp.down_proj.weight",)
+    return out
+
+
+def megatron_weight(
+    name: str, sources: tuple[torch.Tensor, ...], shape: LlamaShape
+) -> torch.Tensor:
+    """The full megatron-format weight ``name`` from its :func:`hf_sources` tensors, in order."""
+    import torch
+
+    if name.endswith("linear_qkv.weight"):
+        return grouped_qkv(*sources, shape.num_kv_heads)
+    if name.endswith("linear_fc1.weight"):
+        return torch.cat(sources)
+    (only,) = sources
+    return only
+
+
 def hf_llama_to_megatron(
     state: Mapping[str, torch.Tensor], shape: LlamaShape
 ) -> dict[str, torch.Tensor]:
     """Full megatron-format weights (grouped QKV, fused gate/up) from an HF Llama state dict."""
-    import torch
-
-    out = {
-        "embedding.word_embeddings.weight": state["model.embed_tokens.weight"],
-        "decoder.final_layernorm.weight": state["model.norm.weight"],
-        "output_layer.weight": state.get("lm_head.weight", state["model.embed_tokens.weight"]),
+    sources = hf_sources(shape, tied="lm_head.weight" not in state)
+    return {
+        name: megatron_weight(name, tuple(state[hf] for hf in needed), shape)
+        for name, needed in sources.items()
     }
-    for layer in range(shape.num_layers):
-        hf, mg = f"model.layers.{layer}.", f"decoder.layers.{layer}."
-        out[mg + "input_layernorm.weight"] = state[hf + "input_layernorm.weight"]
-        out[mg + "pre_mlp_layernorm.weight"] = state[hf + "post_attention_layernorm.weight"]
-        out[mg + "self_attention.linear_qkv.weight"] = grouped_qkv(
-            state[hf + "self_attn.q_proj.weight"],
-            state[hf + "self_attn.k_proj.weight"],
-            state[hf + "self_attn.v_proj.weight"],
-            shape.num_kv_heads,
-        )
-        out[mg + "self_attention.linear_proj.weight"] = state[hf + "self_attn.o_proj.weight"]
-        out[mg + "mlp.linear_fc1.weight"] = torch.cat(
-            [state[hf + "mlp.gate_proj.weight"], state[hf + "mlp.up_proj.weight"]]
-        )
-        out[mg + "mlp.linear_fc2.weight"] = state[hf + "mlp.down_proj.weight"]
-    return out
 
 
 def megatron_to_hf_local(
@@ -224,5 +247,3 @@ def split_grouped_qkv(
         ks.append(kg)
         vs.append(vg)
     return torch.cat(qs), torch.cat(ks), torch.cat(vs)
-
-

@@ -23,6 +23,10 @@ response so far are the next segment's prompt). Every token is tagged in
 sync count minus one: the trainer's updates) and its log-prob is taken with
 those same weights.
 
+**Tensor-parallel replicas** (``placement.pools.rollout.tp`` = tg > 1): the
+pool's ranks form replicas of tg consecutive ranks that hold megatron-format
+slices and decode together (:mod:`~hfsdk_backend_common.rollout.tp_replica`).
+
 A call may carry ``meta['sampling_seed']``: the replica seeds its sampler
 with it (plus its rank), so what it generates for a step does not depend on
 the replica's history (a restarted replica or a resumed run samples the same).
@@ -51,9 +55,15 @@ from hfsdk_backend_common.engine_support import resolve_device, sampling_tempera
 from hfsdk_backend_common.generation import eos_token_ids
 from hfsdk_backend_common.role_fields import TrainedRoleConfig
 from hfsdk_backend_common.rollout.hf_rollout import assemble_rollout
+from hfsdk_backend_common.rollout.tp_replica import TPReplicaSource, pool_key
 from hfsdk_backend_common.token_ops import response_log_probs
 from hfsdk_backend_common.tokenizers import load_tokenizer
-from hfsdk_backend_common.weight_sync import SyncEndpoint, WeightSyncGroup, receive_weights
+from hfsdk_backend_common.weight_sync import (
+    SyncEndpoint,
+    WeightSyncGroup,
+    receive_stream,
+    receive_weights,
+)
 
 ROLLOUT_LOG_PROBS = "rollout_log_probs"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -108,6 +118,14 @@ class ReplicaSource:
         """Name → parameter, what the sync writes into."""
         return dict(self.module.named_parameters())
 
+    def log_probs(self, batch: Batch) -> torch.Tensor:
+        """Behaviour log-probs (B, R) of ``batch``'s responses on the replica's module."""
+        return replica_log_probs(self.module, batch)
+
+    def digest(self) -> dict[str, float]:
+        """Each weight's sum."""
+        return {n: float(p.double().sum()) for n, p in self.module.named_parameters()}
+
 
 def replica_log_probs(module: torch.nn.Module, batch: Batch) -> torch.Tensor:
     """The module's temperature-scaled log-probs (B, R) of ``batch``'s responses, 0 where masked."""
@@ -142,14 +160,35 @@ class RolloutReplicaWorker(Worker):
         self.run_config = config
         model_path = section.model_path or assets.model_path
         tokenizer_path = section.tokenizer_path or assets.tokenizer_path or model_path
-        self.source = ReplicaSource(
-            str(model_path),
-            str(tokenizer_path),
-            device=resolve_device(section.device),
-            dtype=_DTYPES[section.dtype],
-            dp=DataParallelInfo(size=self.world_size, rank=self.rank),
-        )
+        common = {
+            "device": resolve_device(section.device),
+            "dtype": _DTYPES[section.dtype],
+            "dp": DataParallelInfo(size=self.world_size, rank=self.rank),
+        }
+        pool = config.placement.pools.get(role)  # absent when a test builds a replica by hand
+        self.tg = pool.tp if pool is not None else 1
+        self.source: Any
+        if self.tg > 1:  # a tensor-parallel replica of tg ranks (module tp_replica)
+            if config.rollout.multi_turn.active:
+                raise HfsdkError(
+                    f"{pool_key(self.tg)}: multi-turn rollouts (rollout.multi_turn) serve "
+                    "requests on full weights, which a tensor-parallel replica does not hold; "
+                    "set placement.pools.rollout.tp: 1"
+                )
+            self.source = TPReplicaSource(
+                str(model_path), str(tokenizer_path), tg=self.tg, rank=self.rank,
+                world=self.world_size, **common,
+            )  # fmt: skip
+        else:
+            self.source = ReplicaSource(str(model_path), str(tokenizer_path), **common)
         self.rollout = build_rollout(config.rollout, self.source)
+        if self.tg > 1 and not self.source.shards_taken:
+            raise HfsdkError(
+                f"{pool_key(self.tg)} needs a rollout that decodes tensor-parallel shards, but "
+                f"rollout.backend={config.rollout.backend!r} did not take them (nor does "
+                "rollout.decoder: transformers); use rollout.backend: hf with the hfsdk "
+                "decoder, or tp: 1"
+            )
         self.sync_group: WeightSyncGroup | None = None
         self._segment_rollouts: dict[int, Any] = {}
         torch.manual_seed(config.trainer.seed + 7919 * (self.rank + 1))
@@ -174,8 +213,13 @@ class RolloutReplicaWorker(Worker):
         """The actor's new weights, in place; ``sync/*`` metrics of this rank."""
         if self.sync_group is None:
             raise HfsdkError("receive_weights before join_weight_sync: the sync group is missing")
-        result = receive_weights(self.sync_group, self.source.targets())
-        missing = result.pop("missing")
+        if self.tg > 1:  # full tensors on the wire; this rank keeps its slices
+            receiver = self.source.receiver()
+            result: dict[str, Any] = dict(receive_stream(self.sync_group, receiver.accept))
+            missing = receiver.missing()
+        else:
+            result = receive_weights(self.sync_group, self.source.targets())
+            missing = result.pop("missing")
         if missing:
             raise HfsdkError(
                 f"weight sync left {len(missing)} rollout weights unset (first: {missing[0]!r}); "
@@ -194,7 +238,7 @@ class RolloutReplicaWorker(Worker):
             torch.manual_seed(int(seed) + 7919 * self.rank)
         out = generate_rollout(self.rollout, prompts)  # multi-turn agent loops run here too
         if ROLLOUT_LOG_PROBS not in out:
-            out[ROLLOUT_LOG_PROBS] = replica_log_probs(self.source.module, out)
+            out[ROLLOUT_LOG_PROBS] = self.source.log_probs(out)
         out.meta["weights_version"] = self.source.weights_version
         return out
 
@@ -267,7 +311,7 @@ class RolloutReplicaWorker(Worker):
             tensors={"input_ids": ids, "attention_mask": mask}, meta={"n": 1, "greedy": greedy}
         )
         out = self._segment_rollout(tokens).generate_sequences(segment)
-        new_log_probs = replica_log_probs(self.source.module, out)
+        new_log_probs = self.source.log_probs(out)
         version = float(self.source.weights_version - 1)  # the trainer's updates
         for j, i in enumerate(active):
             valid = int(out["response_mask"][j].sum())
@@ -315,6 +359,6 @@ class RolloutReplicaWorker(Worker):
 
     @register(protocol=BuiltinProtocol.RANK_ZERO)
     def weights_digest(self) -> dict[str, float]:
-        """Each weight's sum (rank 0): lets a test compare the replica with the actor."""
-        return {n: float(p.double().sum()) for n, p in self.source.module.named_parameters()}
-
+        """Each weight's sum (rank 0; its slices on a tensor-parallel replica): lets a test
+        compare the replica with the actor."""
+        return self.source.digest()
