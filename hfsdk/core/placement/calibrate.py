@@ -524,6 +524,7 @@ def calibrate(
         "flops_by_dtype": flops,
         "memory_bandwidth": bandwidth,
         "shared_memory_bandwidth": shared or 0.0,
+        "decode_overlap": False,  # measure_model fits a decode step as reads + matmuls
         "layer_overhead": model["layer_overhead"],
         "token_overhead": model["token_overhead"],
         "efficiency": {

@@ -96,6 +96,10 @@ class Cluster:
     ``shared_memory_bandwidth``: CPU cores share their node's memory bus, so
     this is the node's total when every device copies at once (0: each
     device has its own memory, as GPUs do); :meth:`bandwidth_per_device`.
+    ``decode_overlap``: a decode step's weight reads and matmuls overlap, so
+    it costs the larger of the two (a GPU's roofline, the presets); a
+    calibrated profile says ``False``: its fit adds them, as one CPU thread
+    that first streams the weights and then multiplies does.
     ``efficiency`` overrides the simulator's achieved fractions of the peaks
     (``SimulatorSettings`` field names); a calibrated profile carries the
     fractions it measured. ``source`` says where the figures came from.
@@ -109,6 +113,7 @@ class Cluster:
     peak_flops: float = attrs.field(default=312e12, validator=_positive)
     memory_bandwidth: float = attrs.field(default=2.0e12, validator=_positive)
     shared_memory_bandwidth: float = attrs.field(default=0.0, validator=_non_negative)
+    decode_overlap: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     intra_node_bandwidth: float = attrs.field(default=300e9, validator=_positive)
     inter_node_bandwidth: float = attrs.field(default=25e9, validator=_positive)
     intra_node_latency: float = attrs.field(default=10e-6, validator=_positive)

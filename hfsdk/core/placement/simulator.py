@@ -277,7 +277,11 @@ class Simulator:
             calls=model.num_layers * 2,
         )
         per_token = (model.num_layers + 1) * running / tg * self.cluster.token_overhead
-        return max(memory_bound, compute_bound) + comm + self._layer_calls(model, 1) + per_token
+        if self.cluster.decode_overlap:
+            step = max(memory_bound, compute_bound)
+        else:  # the calibration's model: reads, then multiplies
+            step = memory_bound + compute_bound
+        return step + comm + self._layer_calls(model, 1) + per_token
 
     def generation_seconds(
         self, model: ModelSpec, gen: GenerationLayout, workload: Workload, busy: int = 0

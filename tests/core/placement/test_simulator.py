@@ -218,3 +218,18 @@ def test_devices_that_share_a_memory_bus_decode_slower_together() -> None:
     assert sim.optimizer_step_seconds(SEVEN, 2, busy=2) == pytest.approx(
         sim.optimizer_step_seconds(SEVEN, 2, busy=1) * 20 / 13
     )
+
+
+def test_a_calibrated_profile_adds_a_decode_steps_reads_and_matmuls() -> None:
+    roofline = attrs.evolve(a100_80gb(), layer_overhead=0.0, token_overhead=0.0)
+    plain, cpu = Simulator(roofline), Simulator(attrs.evolve(roofline, decode_overlap=False))
+    settings = plain.settings
+    for running in (1, 64, 4096):  # memory-bound, and compute-bound at the largest
+        reads = 2 * SEVEN.num_params / (
+            roofline.memory_bandwidth * settings.decode_bandwidth_efficiency
+        )
+        flops = 2 * SEVEN.num_params * running / (
+            roofline.peak_flops * settings.decode_compute_efficiency
+        )
+        assert plain.decode_step_seconds(SEVEN, 1, running, 0) == pytest.approx(max(reads, flops))
+        assert cpu.decode_step_seconds(SEVEN, 1, running, 0) == pytest.approx(reads + flops)
