@@ -3,15 +3,17 @@
 Matmuls and a transformers step do not see what a real update adds: the
 policy loss's small ops, sharding hooks, gradient clipping, optimizer and
 metric bookkeeping. For small models on a CPU that is most of a step. So the
-calibration trains the built-in default task (GRPO, its tiny model) for a few
+calibration trains the built-in default task (its tiny model) for a few
 steps at two shapes, in process (one device) and in worker processes (two
-devices), and fits what the simulator leaves unexplained:
+devices), with the registered algorithm whose step is the plainest
+(:func:`calibration_algorithm`), and fits what the simulator leaves
+unexplained:
 
 * training: ``update_overhead`` per optimizer step plus ``microbatch_overhead``
-  per micro-batch (shape A: one step of one micro-batch; shape B: two steps
-  of four);
+  per micro-batch (shape A, 16 sequences: one step of one micro-batch; shape
+  B: two steps of four);
 * preparation: ``forward_overhead`` per inference micro-batch (one against
-  sixteen);
+  eight per role);
 
 each as the non-negative least-squares fit of the measured stage time
 (median of the steps after the first) minus the simulator's prediction
@@ -36,41 +38,69 @@ import attrs
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.placement.cluster import Cluster
 
-# (prompts, samples, mini-batch, micro-batch, forward micro-batch)
-SHAPES: dict[str, tuple[int, int, int, int, int]] = {
-    "A": (4, 4, 16, 16, 16),
-    "B": (4, 4, 8, 2, 2),
+# (sequences, mini-batch, micro-batch, forward micro-batch)
+SHAPES: dict[str, tuple[int, int, int, int]] = {
+    "A": (16, 16, 16, 16),
+    "B": (16, 8, 2, 2),
 }
 _OVERHEADS = ("update_overhead", "microbatch_overhead", "forward_overhead")
 
 
-def run_overrides(shape: str, devices: int, steps: int) -> list[str]:
+def calibration_algorithm() -> str:
+    """The registered algorithm whose step is the plainest: the fewest extra generations and
+    stages (they resample or regenerate: a step of no fixed shape), then the fewest model
+    roles, then by name."""
+    from hfsdk.core.plugin_manager import get_registry
+
+    registry = get_registry("algorithms")
+    if not registry:
+        raise HfsdkError(
+            "hfsdk calibrate trains the default task with an algorithm, but none is "
+            "installed; install one (hfsdk plugins lists what is)"
+        )
+
+    def cost(name: str) -> tuple[int, int]:
+        spec = registry[name].impl
+        models = sum(1 for role in spec.roles if role.kind != "scorer")
+        return len(spec.extra_generations) + len(spec.extra_stages), models
+
+    return min(sorted(registry), key=cost)
+
+
+def run_overrides(algorithm: str, shape: str, devices: int, steps: int) -> list[str]:
     """``hfsdk run`` overrides for one calibration run of the default task."""
-    prompts, samples, mini, micro, forward = SHAPES[shape]
-    return [
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.plugin_manager import get_registry
+
+    sequences, mini, micro, forward = SHAPES[shape]
+    spec = get_registry("algorithms")[algorithm].impl
+    section = load_run_config(algorithm).to_dict().get("algorithm") or {}
+    samples = max(1, int(section.get("n_samples_per_prompt", 1) or 1))
+    policy = spec.policy_role
+    out = [
         f"trainer.total_steps={steps}",
         "trainer.save_every=0",
         "trainer.val_every=0",
         "trainer.loggers=[jsonl]",
         f"placement.pools.global.devices={devices}",
-        f"data.batch_size={prompts}",
-        f"algorithm.n_samples_per_prompt={samples}",
-        f"actor.mini_batch_size={mini}",
-        f"actor.micro_batch_size={micro}",
-        f"actor.forward_micro_batch_size={forward}",
-        f"reference.forward_micro_batch_size={forward}",
+        f"data.batch_size={max(1, sequences // samples)}",
+        f"{policy}.mini_batch_size={mini}",
+        f"{policy}.micro_batch_size={micro}",
     ]
+    models = [role.name for role in spec.roles if role.kind != "scorer"]
+    out += [f"{name}.forward_micro_batch_size={forward}" for name in models]
+    return out
 
 
-def train_default_task(run_dir: Path, overrides: Sequence[str]) -> Path:
-    """One short GRPO run of the default task in its own process, one thread per device."""
+def train_default_task(run_dir: Path, algorithm: str, overrides: Sequence[str]) -> Path:
+    """One short run of the default task in its own process, one thread per device."""
     cmd = [
         sys.executable,
         "-c",
         "from hfsdk.core.cli.main import main; main()",
         "run",
         "--algo",
-        "grpo",
+        algorithm,
         "--run-dir",
         str(run_dir),
         *overrides,
@@ -80,7 +110,7 @@ def train_default_task(run_dir: Path, overrides: Sequence[str]) -> Path:
     if done.returncode:
         raise HfsdkError(
             f"calibration run {run_dir.name} failed (exit {done.returncode}); its output ends:\n"
-            f"{(done.stdout + done.stderr)[-3000:]}\nrun `hfsdk run --algo grpo` to see why"
+            f"{(done.stdout + done.stderr)[-3000:]}\nrun `hfsdk run --algo {algorithm}` to see why"
         )
     return run_dir
 
@@ -167,13 +197,14 @@ def measure_backend(
 ) -> dict[str, float]:
     """Fit the six backend overheads (three with ``remote`` false) on ``cluster``'s figures."""
     say = log or (lambda _msg: None)
+    algorithm = calibration_algorithm()
     fitted: dict[str, float] = {}
     for devices, prefix in ((1, ""), (2, "remote_")) if remote else ((1, ""),):
         samples: dict[str, list[StageSample]] = {"training": [], "preparation": []}
         for shape in SHAPES:
-            say(f"training backend: default task, shape {shape}, {devices} device(s) ...")
+            say(f"training backend: {algorithm}, shape {shape}, {devices} device(s) ...")
             run_dir = workdir / f"backend-{shape}-{devices}"
-            train_default_task(run_dir, run_overrides(shape, devices, steps))
+            train_default_task(run_dir, algorithm, run_overrides(algorithm, shape, devices, steps))
             for stage, sample in stage_samples(run_dir, cluster).items():
                 samples[stage].append(sample)
         update, micro = fit_non_negative(samples["training"])

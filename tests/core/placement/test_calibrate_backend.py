@@ -13,6 +13,7 @@ from hfsdk.core.placement import get_cluster
 from hfsdk.core.placement.calibrate_backend import (
     SHAPES,
     StageSample,
+    calibration_algorithm,
     fit_non_negative,
     measure_backend,
     run_overrides,
@@ -63,7 +64,8 @@ def test_the_coefficients_are_the_steps_and_micro_batches_the_simulator_prices(
 ) -> None:
     # Shape B: 16 sequences in mini-batches of 8 (2 updates) and micro-batches of 2 (4 each);
     # the old and reference log-probs each take 8 forward micro-batches.
-    overrides = [o for o in run_overrides("B", 1, 3) if not o.startswith("trainer.loggers")]
+    assert calibration_algorithm() == "grpo"  # the shipped plainest step
+    overrides = [o for o in run_overrides("grpo", "B", 1, 3) if not o.startswith("trainer.loggers")]
     run = _run(tmp_path, overrides, [_row(i, 0.2, 0.05, 0.05) for i in (1, 2, 3)])
     base = get_cluster("local")
     samples = stage_samples(run, base)
