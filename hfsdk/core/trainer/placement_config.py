@@ -87,8 +87,8 @@ class PlacementConfig:
         validator=attrs.validators.in_(("manual", "auto")),
     )
     pools: dict[str, PoolConfig] = help_field(
-        "Resource pools by name: {name: {devices: N, nodes: M}}; roles on one pool share its "
-        "devices.",
+        "Resource pools by name: {name: {devices: N, nodes: M}} (the rollout pool also tp, pp: "
+        "its replicas' layout); roles on one pool share its devices.",
         factory=_default_pools,
     )
     roles: dict[str, str] = help_field(

@@ -357,7 +357,7 @@ class TPReplicaSource:
         problems = tp_support_problems(
             self.hf_config.to_dict(), tg, where=pool_key(tg, pg),
             fix="set placement.pools.rollout.tp: 1",
-        ) + stage_problems(self.hf_config.num_hidden_layers, pg, where=pool_key(tg, pg))
+        ) + stage_problems(self.hf_config.num_hidden_layers, pg, where=pool_key(tg, pg))  # fmt: skip
         if problems:
             raise HfsdkError(problems[0])
         configured = module.generation_config.eos_token_id
