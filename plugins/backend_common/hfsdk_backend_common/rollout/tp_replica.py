@@ -354,10 +354,10 @@ class TPReplicaSource:
         self.device, self.compute_dtype, self.dp, self.tg, self.pg = device, dtype, dp, tg, pg
         module = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
         self.hf_config = module.config
+        where = pool_key(tg, pg)
         problems = tp_support_problems(
-            self.hf_config.to_dict(), tg, where=pool_key(tg, pg),
-            fix="set placement.pools.rollout.tp: 1",
-        ) + stage_problems(self.hf_config.num_hidden_layers, pg, where=pool_key(tg, pg))  # fmt: skip
+            self.hf_config.to_dict(), tg, where=where, fix="set placement.pools.rollout.tp: 1"
+        ) + stage_problems(self.hf_config.num_hidden_layers, pg, where=where)
         if problems:
             raise HfsdkError(problems[0])
         configured = module.generation_config.eos_token_id

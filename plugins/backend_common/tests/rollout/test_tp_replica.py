@@ -295,7 +295,14 @@ def test_a_tp2_replica_refuses_rollouts_that_want_full_weights(models: dict[str,
             assert "\n" not in message
 
 
-def test_a_model_tp_cannot_split_is_refused_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("tg", "pg", "message"),
+    [(2, 1, r"placement.pools.rollout.tp=2 does not divide"),
+     (1, 2, r"\(tp=1, pp=2\) splits the model's 1 layers into 2 generation stages")],
+)  # fmt: skip
+def test_a_model_tp_cannot_split_is_refused_in_one_line(
+    tmp_path: Path, tg: int, pg: int, message: str
+) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from hfsdk import DataParallelInfo, ensure_default_assets
@@ -306,10 +313,10 @@ def test_a_model_tp_cannot_split_is_refused_in_one_line(tmp_path: Path) -> None:
         num_attention_heads=3, num_key_value_heads=3,
     )  # fmt: skip
     LlamaForCausalLM(config).save_pretrained(tmp_path / "model")
-    with pytest.raises(HfsdkError, match=r"placement.pools.rollout.tp=2 does not divide") as info:
+    with pytest.raises(HfsdkError, match=message) as info:
         TPReplicaSource(
             str(tmp_path / "model"), str(ensure_default_assets().model_dir),
             device=torch.device("cpu"), dtype=torch.float32, dp=DataParallelInfo(size=2),
-            tg=2, rank=0, world=2,
+            tg=tg, pg=pg, rank=0, world=2,
         )  # fmt: skip
     assert "\n" not in str(info.value)
