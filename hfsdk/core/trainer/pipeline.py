@@ -96,7 +96,7 @@ def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
 def check_rollout_pool(config: Any, policy: str) -> None:
     """Refuse ``placement.pools.rollout`` when the policy itself would be placed on it, and
     partial rollouts without a rollout pool under ``async``, with multi-turn rollouts or with
-    tensor-parallel replicas (``placement.pools.rollout.tp`` > 1)."""
+    tensor-parallel or pipelined replicas (``placement.pools.rollout.tp`` or ``.pp`` > 1)."""
     placement = config.placement
     partial = config.trainer.partial_rollout_tokens
     if partial and (config.trainer.pipeline != "async" or "rollout" not in placement.pools):
@@ -109,11 +109,17 @@ def check_rollout_pool(config: Any, policy: str) -> None:
             f"trainer.partial_rollout_tokens={partial} cuts generations into segments, which "
             "multi-turn rollouts (rollout.multi_turn) do not support; set it to 0"
         )
-    tp = placement.pools["rollout"].tp if "rollout" in placement.pools else 1
+    pool = placement.pools.get("rollout")
+    tp, pp = (pool.tp, pool.pp) if pool is not None else (1, 1)
     if tp > 1 and partial:
         raise HfsdkError(
             f"trainer.partial_rollout_tokens={partial} is not supported with tensor-parallel "
             f"rollout replicas (placement.pools.rollout.tp={tp}); set one of them to 0 / 1"
+        )
+    if pp > 1 and partial:
+        raise HfsdkError(
+            f"trainer.partial_rollout_tokens={partial} is not supported with pipelined "
+            f"rollout replicas (placement.pools.rollout.pp={pp}); set one of them to 0 / 1"
         )
     if "rollout" in placement.pools and placement.pool_of(policy) == "rollout":
         raise HfsdkError(

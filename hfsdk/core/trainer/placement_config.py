@@ -32,6 +32,13 @@ class PoolConfig:
         default=1,
         validator=attrs.validators.ge(1),
     )
+    pp: int = help_field(
+        "Rollout pool only: generation pipeline stages of each rollout replica (a replica is "
+        "pp stages of tp devices, stage-major; pp must divide the model's layers and tp*pp "
+        "the devices).",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
 
     @nodes.validator
     def _divides(self, _attr: attrs.Attribute, value: int) -> None:
@@ -47,6 +54,14 @@ class PoolConfig:
             raise ValueError(
                 f"'tp' ({value}) must divide 'devices' ({self.devices}); the pool's devices "
                 f"form devices/tp replicas of tp devices each"
+            )
+
+    @pp.validator
+    def _pp_divides(self, _attr: attrs.Attribute, value: int) -> None:
+        if self.devices % (self.tp * value):
+            raise ValueError(
+                f"'pp' ({value}) times tp ({self.tp}) must divide 'devices' ({self.devices}); "
+                "the pool's devices form devices/(tp*pp) replicas of tp*pp devices each"
             )
 
 
@@ -72,8 +87,8 @@ class PlacementConfig:
         validator=attrs.validators.in_(("manual", "auto")),
     )
     pools: dict[str, PoolConfig] = help_field(
-        "Resource pools by name: {name: {devices: N, nodes: M}}; roles on one pool share its "
-        "devices.",
+        "Resource pools by name: {name: {devices: N, nodes: M}} (the rollout pool also tp, pp: "
+        "its replicas' layout); roles on one pool share its devices.",
         factory=_default_pools,
     )
     roles: dict[str, str] = help_field(
@@ -117,6 +132,12 @@ class PlacementConfig:
             if pool.tp != 1 and name != ROLLOUT_POOL:
                 raise ValueError(
                     f"placement.pools.{name}.tp={pool.tp}, but tp applies only to the rollout "
+                    f"pool (placement.pools.{ROLLOUT_POOL}); set it to 1 (training layouts are "
+                    "the backends' parallel settings)"
+                )
+            if pool.pp != 1 and name != ROLLOUT_POOL:
+                raise ValueError(
+                    f"placement.pools.{name}.pp={pool.pp}, but pp applies only to the rollout "
                     f"pool (placement.pools.{ROLLOUT_POOL}); set it to 1 (training layouts are "
                     "the backends' parallel settings)"
                 )

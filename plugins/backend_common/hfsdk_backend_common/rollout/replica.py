@@ -23,9 +23,11 @@ response so far are the next segment's prompt). Every token is tagged in
 sync count minus one: the trainer's updates) and its log-prob is taken with
 those same weights.
 
-**Tensor-parallel replicas** (``placement.pools.rollout.tp`` = tg > 1): the
-pool's ranks form replicas of tg consecutive ranks that hold megatron-format
-slices and decode together (:mod:`~hfsdk_backend_common.rollout.tp_replica`).
+**Tensor-parallel / pipelined replicas** (``placement.pools.rollout.tp`` = tg,
+``.pp`` = pg, tg * pg > 1): the pool's ranks form replicas of pg * tg
+consecutive ranks (pg stages of tg tensor ranks) that hold megatron-format
+slices of their stage and decode together
+(:mod:`~hfsdk_backend_common.rollout.tp_replica`).
 
 A call may carry ``meta['sampling_seed']``: the replica seeds its sampler
 with it (plus its rank), so what it generates for a step does not depend on
@@ -166,28 +168,29 @@ class RolloutReplicaWorker(Worker):
             "dp": DataParallelInfo(size=self.world_size, rank=self.rank),
         }
         pool = config.placement.pools.get(role)  # absent when a test builds a replica by hand
-        self.tg = pool.tp if pool is not None else 1
+        self.tg, self.pg = (pool.tp, pool.pp) if pool is not None else (1, 1)
+        self.sliced = self.tg * self.pg > 1
         self.source: Any
-        if self.tg > 1:  # a tensor-parallel replica of tg ranks (module tp_replica)
+        if self.sliced:  # a replica of pg stages of tg ranks (module tp_replica)
             if config.rollout.multi_turn.active:
                 raise HfsdkError(
-                    f"{pool_key(self.tg)}: multi-turn rollouts (rollout.multi_turn) serve "
-                    "requests on full weights, which a tensor-parallel replica does not hold; "
-                    "set placement.pools.rollout.tp: 1"
+                    f"{pool_key(self.tg, self.pg)}: multi-turn rollouts (rollout.multi_turn) "
+                    "serve requests on full weights, which a tensor-parallel or pipelined "
+                    "replica does not hold; set placement.pools.rollout.tp: 1 and pp: 1"
                 )
             self.source = TPReplicaSource(
-                str(model_path), str(tokenizer_path), tg=self.tg, rank=self.rank,
+                str(model_path), str(tokenizer_path), tg=self.tg, pg=self.pg, rank=self.rank,
                 world=self.world_size, **common,
             )  # fmt: skip
         else:
             self.source = ReplicaSource(str(model_path), str(tokenizer_path), **common)
         self.rollout = build_rollout(config.rollout, self.source)
-        if self.tg > 1 and not self.source.shards_taken:
+        if self.sliced and not self.source.shards_taken:
             raise HfsdkError(
-                f"{pool_key(self.tg)} needs a rollout that decodes tensor-parallel shards, but "
+                f"{pool_key(self.tg, self.pg)} needs a rollout that decodes sliced shards, but "
                 f"rollout.backend={config.rollout.backend!r} did not take them (nor does "
                 "rollout.decoder: transformers); use rollout.backend: hf with the hfsdk "
-                "decoder, or tp: 1"
+                "decoder, or tp: 1 and pp: 1"
             )
         self.sync_group: WeightSyncGroup | None = None
         self._segment_rollouts: dict[int, Any] = {}
@@ -213,7 +216,7 @@ class RolloutReplicaWorker(Worker):
         """The actor's new weights, in place; ``sync/*`` metrics of this rank."""
         if self.sync_group is None:
             raise HfsdkError("receive_weights before join_weight_sync: the sync group is missing")
-        if self.tg > 1:  # full tensors on the wire; this rank keeps its slices
+        if self.sliced:  # full tensors on the wire; this rank keeps its stage's slices
             receiver = self.source.receiver()
             result: dict[str, Any] = dict(receive_stream(self.sync_group, receiver.accept))
             missing = receiver.missing()
@@ -359,6 +362,6 @@ class RolloutReplicaWorker(Worker):
 
     @register(protocol=BuiltinProtocol.RANK_ZERO)
     def weights_digest(self) -> dict[str, float]:
-        """Each weight's sum (rank 0; its slices on a tensor-parallel replica): lets a test
+        """Each weight's sum (rank 0; its slices on a sliced replica): lets a test
         compare the replica with the actor."""
         return self.source.digest()

@@ -1,7 +1,12 @@
-"""A rollout replica spanning ``tg`` ranks with tensor parallelism (``placement.pools.rollout.tp``).
+"""A rollout replica of ``pg`` pipeline stages of ``tg`` tensor-parallel ranks each.
 
-The rollout pool's ranks form replicas of ``tg`` consecutive ranks (replica
-``rank // tg``, tensor rank ``rank % tg``). Each rank holds only its
+Set by ``placement.pools.rollout.tp`` (tg) and ``.pp`` (pg). The rollout
+pool's ranks form replicas of ``pg * tg`` consecutive ranks, stage-major
+(:func:`rank_layout`: replica ``rank // (pg*tg)``, stage ``local // tg``,
+tensor rank ``local % tg`` of ``local = rank % (pg*tg)``), so a stage's tensor
+group is ``tg`` consecutive ranks. A stage holds only its ``num_layers / pg``
+consecutive decoder layers (the first stage also the embedding, the last the
+final norm and output layer: :func:`stage_names`) and of those only its
 megatron-format tensor-parallel slice of every weight
 (:mod:`hfsdk_backend_common.hybrid.llama_format`: grouped QKV and fused
 gate/up column parallel, proj and fc2 row parallel, embedding and output
@@ -9,28 +14,34 @@ layer vocabulary parallel over the vocabulary padded to a multiple of ``tg``,
 norms replicated). To the rollout backend the rank is an
 :class:`hfsdk.ActorSource` whose :meth:`TPReplicaSource.generation_shards`
 returns :class:`ReplicaShards`, so the ``hf`` rollout takes its shard path
-and decodes with ``TPDecoder`` over the replica's tensor group; the replica's
-ranks pool their prompts and each keeps its own rows
-(:class:`~hfsdk_backend_common.hybrid.row_pool.RowPool`).
+and decodes with ``TPDecoder`` over the stage's tensor group, hidden states
+passed stage to stage (:class:`~hfsdk_backend_common.hybrid.stages.StageLink`
+over the pipeline group of the ranks with the same tensor rank); all
+``pg * tg`` ranks of the replica pool their prompts and each keeps its own
+rows (:class:`~hfsdk_backend_common.hybrid.row_pool.RowPool`).
 
 **Weight sync.** The actor's rank 0 still broadcasts every weight as a full
 HF-named tensor (:mod:`hfsdk_backend_common.weight_sync`): the wire carries
 full tensors to every replica rank. :func:`receive_slices` converts each
-megatron weight as soon as its HF sources arrived and keeps only this rank's
-slice (a layer's q/k/v or gate/up are held whole until the last of them
-arrives). Sending each rank only its slices is future work.
+megatron weight of its stage as soon as its HF sources arrived and keeps only
+this rank's slice (a layer's q/k/v or gate/up are held whole until the last of
+them arrives; tensors of other stages are dropped on arrival). Sending each
+rank only its slices is future work.
 
-**Behaviour log-probs** (:func:`tp_log_probs`): one ``TPDecoder`` forward
-over prompt + response on the slices (vocabulary-parallel logits gathered),
-the replica's rows pooled like the prompts.
+**Behaviour log-probs** (:func:`tp_log_probs`): one staged ``TPDecoder``
+forward over prompt + response on the slices (vocabulary-parallel logits
+gathered on the last stage, whose log-probs are broadcast to the other
+stages), the replica's rows pooled like the prompts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import attrs
 import torch
 
 from hfsdk import DataParallelInfo, GenerationShards, HfsdkError
@@ -47,43 +58,118 @@ from hfsdk_backend_common.hybrid.llama_format import (
     tp_slice,
 )
 from hfsdk_backend_common.hybrid.row_pool import RowPool
+from hfsdk_backend_common.hybrid.stages import StageLink
 from hfsdk_backend_common.hybrid.support import tp_support_problems
 from hfsdk_backend_common.token_ops import position_ids_from_mask, response_log_probs
 from hfsdk_backend_common.tokenizers import load_tokenizer
 
+_LAYER = re.compile(r"decoder\.layers\.\d+\.")
 _VOCAB_PARALLEL = ("embedding.word_embeddings.weight", "output_layer.weight")
 
 
-def pool_key(tg: int) -> str:
+def pool_key(tg: int, pg: int = 1) -> str:
     """How the config spells the setting (error messages)."""
-    return f"placement.pools.rollout.tp={tg}"
+    if pg == 1:
+        return f"placement.pools.rollout.tp={tg}"
+    return f"placement.pools.rollout (tp={tg}, pp={pg})"
 
 
-def rank_layout(rank: int, world: int, tg: int) -> tuple[int, int]:
-    """``(replica, tp_rank)`` of rollout rank ``rank``: replicas are ``tg`` consecutive ranks."""
-    if tg < 1 or world % tg:
+def rank_layout(rank: int, world: int, tg: int, pg: int = 1) -> tuple[int, int, int]:
+    """``(replica, stage, tp_rank)`` of rollout rank ``rank`` (stage-major replicas).
+
+    A replica is ``pg * tg`` consecutive ranks; its stage ``s`` holds the
+    ``tg`` consecutive ranks ``s * tg ..`` of it.
+    """
+    size = tg * pg
+    if tg < 1 or pg < 1 or world % size:
         raise HfsdkError(
-            f"{pool_key(tg)} does not divide the rollout pool's {world} ranks; choose a divisor"
+            f"{pool_key(tg, pg)}: tp*pp={size} does not divide the rollout pool's {world} "
+            "ranks; choose a divisor"
         )
-    return rank // tg, rank % tg
+    local = rank % size
+    return rank // size, local // tg, local % tg
 
 
-def replica_groups(rank: int, world: int, tg: int) -> tuple[Any, tuple[int, ...]]:
-    """This rank's replica tensor group and its global ranks (collective: every rank calls it).
+@attrs.frozen(kw_only=True)
+class ReplicaGroups:
+    """This rank's process groups in its replica (``None`` where a group has one rank).
+
+    ``replica``: all ``pg * tg`` ranks (the prompts are pooled over it; this rank is
+    ``local`` of them);
+    ``tensor`` / ``tp_ranks``: the stage's tensor group and its global ranks;
+    ``stages``: the pipeline link over the ranks of this tensor rank, in stage order.
+    """
+
+    replica: Any
+    replica_ranks: tuple[int, ...]
+    local: int
+    tensor: Any
+    tp_ranks: tuple[int, ...]
+    stages: StageLink | None
+
+
+def replica_groups(rank: int, world: int, tg: int, pg: int = 1) -> ReplicaGroups:
+    """This rank's replica, tensor and pipeline groups (collective: every rank calls it).
 
     ``new_group`` is collective over the rollout group's world, so every rank
-    creates every replica's group in the same order and keeps its own.
+    creates every replica's groups in the same order and keeps its own.
     """
     import torch.distributed as dist
 
-    replica, _ = rank_layout(rank, world, tg)
-    mine: Any = None
-    for r in range(world // tg):
-        members = list(range(r * tg, (r + 1) * tg))
-        group = dist.new_group(members)
+    size = tg * pg
+    replica, stage, tp_rank = rank_layout(rank, world, tg, pg)
+    mine: dict[str, Any] = {}
+    for r in range(world // size):
+        base = r * size
+        members = tuple(range(base, base + size))
+        group = dist.new_group(list(members)) if size > 1 else None
         if r == replica:
-            mine = group
-    return mine, tuple(range(replica * tg, (replica + 1) * tg))
+            mine["replica"] = (group, members)
+        for s in range(pg) if tg > 1 else ():
+            members = tuple(range(base + s * tg, base + (s + 1) * tg))
+            group = dist.new_group(list(members))
+            if (r, s) == (replica, stage):
+                mine["tensor"] = (group, members)
+        for t in range(tg) if pg > 1 else ():
+            members = tuple(base + s * tg + t for s in range(pg))
+            group = dist.new_group(list(members))
+            if (r, t) == (replica, tp_rank):
+                mine["stages"] = StageLink(ranks=members, rank=rank, group=group)
+    tensor, tp_ranks = mine.get("tensor", (None, (rank,)))
+    return ReplicaGroups(
+        replica=mine["replica"][0], replica_ranks=mine["replica"][1],
+        local=mine["replica"][1].index(rank), tensor=tensor,
+        tp_ranks=tp_ranks, stages=mine.get("stages"),
+    )  # fmt: skip
+
+
+def stage_names(specs: Sequence[ParamSpec], num_layers: int, stage: int, pg: int) -> list[str]:
+    """The megatron weights generation stage ``stage`` of ``pg`` holds (what ``TPDecoder``
+    expects): its ``num_layers / pg`` consecutive layers (global numbers), the embedding
+    on the first stage, the final norm and output layer on the last."""
+    per = num_layers // pg
+    layers = {f"decoder.layers.{i}." for i in range(stage * per, (stage + 1) * per)}
+    ends = set()
+    if stage == 0:
+        ends.add("embedding.word_embeddings.weight")
+    if stage == pg - 1:
+        ends |= {"decoder.final_layernorm.weight", "output_layer.weight"}
+    names = []
+    for spec in specs:
+        layer = _LAYER.match(spec.name)
+        if spec.name in ends or (layer is not None and layer.group(0) in layers):
+            names.append(spec.name)
+    return names
+
+
+def stage_problems(num_layers: int, pg: int, *, where: str) -> list[str]:
+    """Why ``num_layers`` cannot be split into ``pg`` stages (empty: it can)."""
+    if num_layers % pg:
+        return [
+            f"{where} splits the model's {num_layers} layers into {pg} generation stages, "
+            "which does not divide them; choose a pp that divides num_hidden_layers"
+        ]
+    return []
 
 
 def slice_weight(full: torch.Tensor, spec: ParamSpec, tg: int, tp_rank: int) -> torch.Tensor:
@@ -101,11 +187,19 @@ def slice_weight(full: torch.Tensor, spec: ParamSpec, tg: int, tp_rank: int) -> 
 
 
 def megatron_slices(
-    state: Mapping[str, torch.Tensor], shape: LlamaShape, tg: int, tp_rank: int
+    state: Mapping[str, torch.Tensor],
+    shape: LlamaShape,
+    tg: int,
+    tp_rank: int,
+    *,
+    stage: int = 0,
+    pg: int = 1,
 ) -> dict[str, torch.Tensor]:
-    """This rank's slices of every weight of an HF Llama state dict (full tensors in)."""
+    """This rank's slices of its stage's weights of an HF Llama state dict (full tensors in)."""
     full = hf_llama_to_megatron(state, shape)
-    return {s.name: slice_weight(full[s.name], s, tg, tp_rank) for s in llama_specs(shape)}
+    specs = {s.name: s for s in llama_specs(shape)}
+    names = stage_names(list(specs.values()), shape.num_layers, stage, pg)
+    return {n: slice_weight(full[n], specs[n], tg, tp_rank) for n in names}
 
 
 class SliceReceiver:
@@ -114,7 +208,9 @@ class SliceReceiver:
     :meth:`accept` is :func:`~hfsdk_backend_common.weight_sync.receive_stream`'s
     callback: an HF tensor is copied into a temporary until every source of its
     megatron weight has arrived, then that weight is built, sliced and written
-    into ``slices`` (the temporaries dropped).
+    into ``slices`` (the temporaries dropped). Only the weights ``slices``
+    holds (this rank's stage) are built; an HF tensor feeding none of them is
+    dropped on arrival.
     """
 
     def __init__(
@@ -129,8 +225,11 @@ class SliceReceiver:
         self.slices, self.shape, self.tg, self.tp_rank = slices, shape, tg, tp_rank
         self.specs = {s.name: s for s in llama_specs(shape)}
         self.sources = hf_sources(shape, tied=tied)
+        self.known = {hf for needed in self.sources.values() for hf in needed}
         self.users: dict[str, list[str]] = {}
         for name, needed in self.sources.items():
+            if name not in slices:  # another stage's weight
+                continue
             for hf in needed:
                 self.users.setdefault(hf, []).append(name)
         self.pending: dict[str, torch.Tensor] = {}
@@ -138,11 +237,13 @@ class SliceReceiver:
 
     def accept(self, name: str, tensor: torch.Tensor) -> None:
         """One full HF tensor from the wire (a view valid only during the call)."""
-        if name not in self.users:
+        if name not in self.known:
             raise HfsdkError(
                 f"weight sync: the actor sent {name!r}, which the tensor-parallel rollout "
                 "replica has no slice for; the rollout must build the actor's architecture"
             )
+        if name not in self.users:  # only other stages hold weights built from it
+            return
         self.pending[name] = tensor.clone()
         for target in self.users[name]:
             needed = self.sources[target]
@@ -168,14 +269,12 @@ class SliceReceiver:
 
 
 class ReplicaShards(GenerationShards):
-    """A tensor-parallel replica rank's slices as the rollout contract's generation shards.
+    """A replica rank's slices (its stage's, its tensor slice) as the rollout contract's shards.
 
     The slices are the replica's own (the weight sync writes them in place):
     :meth:`weights` hands them out as they are and :meth:`release` keeps them.
+    ``groups.stages`` is ``None`` at pg = 1.
     """
-
-    pg = 1
-    stages = None
 
     def __init__(
         self,
@@ -183,13 +282,16 @@ class ReplicaShards(GenerationShards):
         shape: DecoderShape,
         *,
         tg: int,
+        pg: int,
         tp_rank: int,
-        tp_group: Any,
-        tp_ranks: tuple[int, ...],
+        groups: ReplicaGroups,
     ) -> None:
         self.slices, self.shape = slices, shape
-        self.tg, self.tp_rank, self.tp_group, self.tp_ranks = tg, tp_rank, tp_group, tp_ranks
-        self.rows = RowPool(tg=tg, tp_rank=tp_rank, tp_group=tp_group)
+        self.tg, self.pg, self.tp_rank = tg, pg, tp_rank
+        self.tp_group, self.tp_ranks, self.stages = groups.tensor, groups.tp_ranks, groups.stages
+        self.rows = RowPool(
+            tg=len(groups.replica_ranks), tp_rank=groups.local, tp_group=groups.replica
+        )
 
     def prompt_rows(
         self,
@@ -217,17 +319,17 @@ class ReplicaShards(GenerationShards):
         return {}
 
     def decoder(self) -> TPDecoder:
-        """A ``TPDecoder`` over the slices and the replica's tensor group."""
+        """A ``TPDecoder`` over the slices, the stage's tensor group and the pipeline link."""
         return TPDecoder(
             self.slices, self.shape, tg=self.tg, tp_rank=self.tp_rank, tp_group=self.tp_group,
-            tp_ranks=self.tp_ranks,
+            tp_ranks=self.tp_ranks, stages=self.stages,
         )  # fmt: skip
 
 
 class TPReplicaSource:
-    """One rank of a tensor-parallel rollout replica as an :class:`hfsdk.ActorSource`.
+    """One rank of a tensor-parallel / pipelined rollout replica as an :class:`hfsdk.ActorSource`.
 
-    Loads the actor's model once to cut its slices, then drops it. Only
+    Loads the actor's model once to cut its stage's slices, then drops it. Only
     :meth:`generation_shards` serves generation: a rollout that asks for full
     weights (:meth:`hf_weights`, :meth:`live_hf_module`) is refused.
     """
@@ -243,18 +345,19 @@ class TPReplicaSource:
         tg: int,
         rank: int,
         world: int,
+        pg: int = 1,
     ) -> None:
         from transformers import AutoModelForCausalLM
 
         self.model_path = model_path
         self.tokenizer = load_tokenizer(tokenizer_path)
-        self.device, self.compute_dtype, self.dp, self.tg = device, dtype, dp, tg
+        self.device, self.compute_dtype, self.dp, self.tg, self.pg = device, dtype, dp, tg, pg
         module = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
         self.hf_config = module.config
+        where = pool_key(tg, pg)
         problems = tp_support_problems(
-            self.hf_config.to_dict(), tg, where=pool_key(tg),
-            fix="set placement.pools.rollout.tp: 1",
-        )  # fmt: skip
+            self.hf_config.to_dict(), tg, where=where, fix="set placement.pools.rollout.tp: 1"
+        ) + stage_problems(self.hf_config.num_hidden_layers, pg, where=where)
         if problems:
             raise HfsdkError(problems[0])
         configured = module.generation_config.eos_token_id
@@ -265,17 +368,16 @@ class TPReplicaSource:
         self.llama_shape = hf_llama_shape(self.hf_config)
         state = {name: p.detach() for name, p in module.named_parameters()}
         self.tied = "lm_head.weight" not in state
-        _, tp_rank = rank_layout(rank, world, tg)
+        _, stage, tp_rank = rank_layout(rank, world, tg, pg)
         slices = {
             name: t.to(device) for name, t in megatron_slices(
-                state, self.llama_shape, tg, tp_rank
+                state, self.llama_shape, tg, tp_rank, stage=stage, pg=pg
             ).items()
         }  # fmt: skip
         del module, state
-        tp_group, tp_ranks = replica_groups(rank, world, tg)
         self.shards = ReplicaShards(
-            slices, DecoderShape.from_hf_config(self.hf_config), tg=tg, tp_rank=tp_rank,
-            tp_group=tp_group, tp_ranks=tp_ranks,
+            slices, DecoderShape.from_hf_config(self.hf_config), tg=tg, pg=pg, tp_rank=tp_rank,
+            groups=replica_groups(rank, world, tg, pg),
         )  # fmt: skip
         self.shards_taken = False
         self.weights_version = 0
@@ -283,8 +385,9 @@ class TPReplicaSource:
 
     def _refuse(self, what: str) -> HfsdkError:
         return HfsdkError(
-            f"{pool_key(self.tg)}: the rollout asked for {what}, but a tensor-parallel replica "
-            "holds only its slices; use rollout.backend: hf with the hfsdk decoder, or tp: 1"
+            f"{pool_key(self.tg, self.pg)}: the rollout asked for {what}, but a tensor-parallel "
+            "or pipelined replica holds only its slices; use rollout.backend: hf with the hfsdk "
+            "decoder, or tp: 1 and pp: 1"
         )
 
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
@@ -322,15 +425,16 @@ def tp_log_probs(shards: ReplicaShards, batch: Any, *, pad_id: int) -> torch.Ten
     """Temperature-scaled log-probs (B, R) of ``batch``'s responses on the replica's slices.
 
     The replica's ranks pool their rows, run one ``TPDecoder`` forward over
-    prompt + response (the logits gathered over the vocabulary) and each keeps
-    its own rows; 0 where the response is masked.
+    prompt + response (stage to stage; the last stage's logits gathered over
+    the vocabulary), the last stage broadcasts the log-probs along each
+    pipeline group and every rank keeps its own rows; 0 where the response is masked.
     """
     ids, mask, (responses, response_mask) = shards.prompt_rows(
         batch["input_ids"], batch["attention_mask"], pad_id,
         [batch["responses"], batch["response_mask"]],
     )  # fmt: skip
     decoder = shards.decoder()
-    device = shards.slices["output_layer.weight"].device
+    device = next(iter(shards.slices.values())).device
     ids, mask = ids.to(device), mask.to(device)
     with torch.no_grad():
         t = ids.shape[1]
@@ -340,10 +444,18 @@ def tp_log_probs(shards: ReplicaShards, batch: Any, *, pad_id: int) -> torch.Ten
         # A padded query row would attend nothing; let it see itself (its output is unused).
         attend = attend | torch.eye(t, dtype=torch.bool, device=device)[None, None]
         logits = decoder.forward(ids, position_ids_from_mask(mask), attend, KVCache(capacity=t))
-        log_probs, _ = response_log_probs(
-            logits, responses.to(device), temperature=sampling_temperature(batch),
-            with_entropy=False,
-        )  # fmt: skip
+        if logits is not None:  # the last stage
+            log_probs, _ = response_log_probs(
+                logits, responses.to(device), temperature=sampling_temperature(batch),
+                with_entropy=False,
+            )  # fmt: skip
+            log_probs = log_probs.float()
+        else:  # filled by the last stage's broadcast
+            log_probs = torch.empty(responses.shape, dtype=torch.float32, device=device)
+        if shards.stages is not None:
+            import torch.distributed as dist
+
+            dist.broadcast(log_probs, src=shards.stages.ranks[-1], group=shards.stages.group)
     log_probs = (log_probs * response_mask.to(log_probs)).cpu()
     (mine,) = shards.own_rows([log_probs])
     return mine

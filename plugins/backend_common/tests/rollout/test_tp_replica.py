@@ -1,4 +1,5 @@
-"""Tensor-parallel rollout replicas (``placement.pools.rollout.tp``): slices, sync, decoding."""
+"""Tensor-parallel / pipelined rollout replicas (``placement.pools.rollout.tp``, ``.pp``):
+slices, stages, sync, decoding."""
 
 from __future__ import annotations
 
@@ -18,7 +19,12 @@ from hfsdk_backend_common.hybrid.llama_format import (
     hf_llama_to_megatron,
     llama_specs,
 )
-from hfsdk_backend_common.rollout.tp_replica import SliceReceiver, megatron_slices
+from hfsdk_backend_common.rollout.tp_replica import (
+    SliceReceiver,
+    megatron_slices,
+    rank_layout,
+    stage_problems,
+)
 
 HERE = str(Path(__file__).parent)
 WIDTH = 6
@@ -90,6 +96,48 @@ def test_the_receiver_builds_the_slices_from_full_tensors_in_any_order() -> None
         receiver.accept("model.layers.9.mlp.up_proj.weight", torch.zeros(1))
 
 
+def test_each_stage_keeps_its_layers_and_ends_and_the_stages_cover_the_model() -> None:
+    model = _llama(0)
+    state = {n: p.detach() for n, p in model.named_parameters()}
+    shape = hf_llama_shape(model.config)
+    everything = megatron_slices(state, shape, 2, 1)
+    first = megatron_slices(state, shape, 2, 1, stage=0, pg=2)
+    last = megatron_slices(state, shape, 2, 1, stage=1, pg=2)
+    assert "embedding.word_embeddings.weight" in first and "output_layer.weight" not in first
+    assert "output_layer.weight" in last and "decoder.final_layernorm.weight" in last
+    assert "embedding.word_embeddings.weight" not in last
+    assert all(".layers.1." not in n for n in first) and all(".layers.0." not in n for n in last)
+    assert not set(first) & set(last) and set(first) | set(last) == set(everything)
+    for name, tensor in {**first, **last}.items():
+        assert torch.equal(tensor, everything[name]), name
+    # stage-major: a replica of 2 stages of 2 tensor ranks is ranks 0-3, stage 1 = ranks 2, 3
+    assert [rank_layout(r, 8, 2, 2) for r in (0, 1, 2, 3, 5)] == [
+        (0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1), (1, 0, 1),
+    ]  # fmt: skip
+    (message,) = stage_problems(3, 2, where="placement.pools.rollout (tp=1, pp=2)")
+    assert "3 layers into 2 generation stages" in message and "\n" not in message
+    assert stage_problems(4, 2, where="x") == []
+
+
+def test_a_stage_receiver_builds_only_its_stage_and_drops_the_rest() -> None:
+    old, new = _llama(0), _llama(1)
+    shape = hf_llama_shape(new.config)
+    state = {n: p.detach() for n, p in new.named_parameters()}
+    for stage in range(2):
+        old_state = {n: p.detach() for n, p in old.named_parameters()}
+        slices = megatron_slices(old_state, shape, 1, 0, stage=stage, pg=2)
+        receiver = SliceReceiver(slices, shape, tg=1, tp_rank=0, tied=False)
+        for name in reversed(list(state)):
+            receiver.accept(name, state[name])
+        assert receiver.missing() == [] and receiver.pending == {}
+        expected = megatron_slices(state, shape, 1, 0, stage=stage, pg=2)
+        assert set(slices) == set(expected)
+        for name, tensor in expected.items():
+            assert torch.equal(slices[name], tensor), name
+    with pytest.raises(HfsdkError, match="has no slice for"):
+        receiver.accept("model.layers.9.mlp.up_proj.weight", torch.zeros(1))
+
+
 def test_hf_to_megatron_is_unchanged_by_the_per_weight_table() -> None:
     model = _llama(0)
     state = {n: p.detach() for n, p in model.named_parameters()}
@@ -108,6 +156,12 @@ def test_hf_to_megatron_is_unchanged_by_the_per_weight_table() -> None:
         (["placement.pools.rollout.devices=3", "placement.pools.rollout.tp=2"],
          r"placement.pools.rollout.tp.*must divide 'devices' \(3\)"),
         (["placement.pools.rollout.tp=0"], r"placement.pools.rollout.tp"),
+        (["placement.pools.global.devices=2", "placement.pools.global.pp=2"],
+         r"placement.pools.global.pp=2, but pp applies only to the rollout pool"),
+        (["placement.pools.rollout.devices=2", "placement.pools.rollout.tp=2",
+          "placement.pools.rollout.pp=2"],
+         r"placement.pools.rollout.pp': \(2\) times tp \(2\) must divide 'devices' \(2\)"),
+        (["placement.pools.rollout.pp=0"], r"placement.pools.rollout.pp"),
     ],
 )  # fmt: skip
 def test_bad_tp_settings_are_refused_in_one_line(overrides: list[str], message: str) -> None:
@@ -127,6 +181,15 @@ def test_tp_replicas_with_partial_rollouts_are_refused() -> None:
         ],
     )  # fmt: skip
     with pytest.raises(HfsdkError, match=r"partial_rollout_tokens=2 is not supported with"):
+        check_rollout_pool(config, "actor")
+    config = load_run_config(
+        "grpo", None, [
+            "placement.pools.global.devices=1", "placement.pools.rollout.devices=2",
+            "placement.pools.rollout.pp=2", "trainer.pipeline=async",
+            "trainer.partial_rollout_tokens=2",
+        ],
+    )  # fmt: skip
+    with pytest.raises(HfsdkError, match=r"pipelined rollout replicas .*rollout.pp=2"):
         check_rollout_pool(config, "actor")
 
 
@@ -163,12 +226,14 @@ def _full_engine(path: str, prompts: dict) -> tuple[Any, Any]:
 
 
 @pytest.mark.distributed
-def test_a_tp2_replica_decodes_what_a_full_engine_does_before_and_after_a_sync(
-    models: dict[str, Any],
+@pytest.mark.parametrize("pg", [1, 2], ids=["tp2", "pp2"])
+def test_a_two_rank_replica_decodes_what_a_full_engine_does_before_and_after_a_sync(
+    models: dict[str, Any], pg: int
 ) -> None:
-    """Two gloo ranks form one tp-2 replica; the test process sends the new weights over the sync
-    group: the replica's greedy tokens equal a fresh tp = 1 engine's on the old, then the new
-    weights (which differ), and its log-probs a full-module forward's."""
+    """Two gloo ranks form one tp-2 (or pp-2: two stages of one rank) replica; the test process
+    sends the new weights over the sync group: the replica's greedy tokens equal a fresh tp = 1
+    engine's on the old, then the new weights (which differ), and its log-probs a full-module
+    forward's."""
     from transformers import AutoModelForCausalLM
 
     from hfsdk_backend_common.testing.launch import run_gloo
@@ -187,10 +252,14 @@ def test_a_tp2_replica_decodes_what_a_full_engine_does_before_and_after_a_sync(
     ranks = run_gloo(
         2, "tp_replica_rank:replica_rank",
         {"model": models["old"], "endpoint": endpoint, "prompts": models["prompts"],
-         "width": WIDTH},
+         "width": WIDTH, "pg": pg},
         path=[HERE], timeout=300,
     )  # fmt: skip
     thread.join(timeout=60)
+    if pg == 2:  # each stage held only its layer and ends
+        first, last = (set(r["held"]) for r in ranks)
+        assert "embedding.word_embeddings.weight" in first - last
+        assert "output_layer.weight" in last - first and not first & last
     assert all(r["missing"] == [] and r["bytes"] == sent["sync/bytes"] > 0 for r in ranks)
     _, old = _full_engine(models["old"], models["prompts"])
     new_source, new = _full_engine(models["new"], models["prompts"])
@@ -226,7 +295,14 @@ def test_a_tp2_replica_refuses_rollouts_that_want_full_weights(models: dict[str,
             assert "\n" not in message
 
 
-def test_a_model_tp_cannot_split_is_refused_in_one_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("tg", "pg", "message"),
+    [(2, 1, r"placement.pools.rollout.tp=2 does not divide"),
+     (1, 2, r"\(tp=1, pp=2\) splits the model's 1 layers into 2 generation stages")],
+)  # fmt: skip
+def test_a_model_tp_cannot_split_is_refused_in_one_line(
+    tmp_path: Path, tg: int, pg: int, message: str
+) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from hfsdk import DataParallelInfo, ensure_default_assets
@@ -237,10 +313,10 @@ def test_a_model_tp_cannot_split_is_refused_in_one_line(tmp_path: Path) -> None:
         num_attention_heads=3, num_key_value_heads=3,
     )  # fmt: skip
     LlamaForCausalLM(config).save_pretrained(tmp_path / "model")
-    with pytest.raises(HfsdkError, match=r"placement.pools.rollout.tp=2 does not divide") as info:
+    with pytest.raises(HfsdkError, match=message) as info:
         TPReplicaSource(
             str(tmp_path / "model"), str(ensure_default_assets().model_dir),
             device=torch.device("cpu"), dtype=torch.float32, dp=DataParallelInfo(size=2),
-            tg=2, rank=0, world=2,
+            tg=tg, pg=pg, rank=0, world=2,
         )  # fmt: skip
     assert "\n" not in str(info.value)

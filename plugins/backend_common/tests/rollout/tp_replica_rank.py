@@ -1,4 +1,5 @@
-"""One rank of a tp-2 rollout replica (test helper run by ``run_gloo``): decode, sync, decode."""
+"""One rank of a tp-2 or pp-2 rollout replica (test helper run by ``run_gloo``): decode, sync,
+decode."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from hfsdk_backend_common.weight_sync import WeightSyncGroup, receive_stream
 
 
 def replica_rank(
-    rank: int, world: int, *, model: str, endpoint: Any, prompts: dict, width: int
+    rank: int, world: int, *, model: str, endpoint: Any, prompts: dict, width: int, pg: int = 1
 ) -> dict[str, Any]:
-    """Greedy responses before and after a weight sync, and the replica's log-probs after it."""
+    """Greedy responses before and after a weight sync, and the replica's log-probs after it
+    (one replica of ``pg`` stages of ``world / pg`` tensor ranks)."""
     config = load_run_config("grpo", None, [f"rollout.max_response_length={width}"]).rollout
     source = TPReplicaSource(
         model, model, device=torch.device("cpu"), dtype=torch.float32,
-        dp=DataParallelInfo(size=world, rank=rank), tg=world, rank=rank, world=world,
+        dp=DataParallelInfo(size=world, rank=rank), tg=world // pg, pg=pg, rank=rank,
+        world=world,
     )  # fmt: skip
     rollout = build_rollout(config, source)
     half = len(prompts["input_ids"]) // world  # this rank's share, as DP_COMPUTE_PROTO splits
@@ -37,6 +40,7 @@ def replica_rank(
         "log_probs": source.log_probs(after),
         "missing": receiver.missing(),
         "bytes": metrics["sync/bytes"],
+        "held": sorted(source.shards.slices),
     }
 
 
