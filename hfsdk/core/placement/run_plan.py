@@ -69,6 +69,7 @@ class RunSetup:
     in_process: bool
     rollout_devices: int = 0
     rollout_pool_tp: int = 1
+    rollout_pool_pp: int = 1
     pipeline: str = "sync"
 
 
@@ -198,6 +199,7 @@ def run_setup(
         in_process=_in_process(cfg, pools) and not rollout_pool,
         rollout_devices=int(rollout_pool.get("devices", 0) or 0),
         rollout_pool_tp=int(rollout_pool.get("tp", 1) or 1),
+        rollout_pool_pp=int(rollout_pool.get("pp", 1) or 1),
         pipeline=str((cfg.get("trainer") or {}).get("pipeline") or "sync"),
     )
 
@@ -317,12 +319,12 @@ def _price_rollout_pool(
 ) -> float:
     """Move the policy's generation onto the rollout replicas; the step's seconds.
 
-    The ``rollout_devices`` form replicas of ``rollout_pool_tp`` devices
-    (``placement.pools.rollout.tp``), each decoding its share of the
-    sequences; after every update the actor's weights are broadcast to them
-    (the transition). ``sync`` runs generation, the other
-    stages and the weight sync one after another; ``one_step_off`` and
-    ``async`` overlap the next batch's generation with this batch's other
+    The ``rollout_devices`` form replicas of ``rollout_pool_tp`` x
+    ``rollout_pool_pp`` devices (``placement.pools.rollout.tp``/``pp``), each
+    decoding its share of the sequences; after every update the actor's
+    weights are broadcast to them (the transition). ``sync`` runs generation,
+    the other stages and the weight sync one after another; ``one_step_off``
+    and ``async`` overlap the next batch's generation with this batch's other
     stages, so a step costs the slower of the two plus the sync.
     """
     w, r = setup.workload, setup.rollout_devices
@@ -330,9 +332,14 @@ def _price_rollout_pool(
     policy = roles[at]
     stage = policy.transition_stage
     model = setup.models[policy.role]
-    tg = setup.rollout_pool_tp if r % setup.rollout_pool_tp == 0 else 1
-    running = min(w.max_running_sequences, math.ceil(w.sequences / (r // tg)))
-    gen = GenerationLayout(tg=tg, dg=r // tg, running=running)
+    tg, pg = setup.rollout_pool_tp, setup.rollout_pool_pp
+    if r % (tg * pg):
+        tg = pg = 1
+    # A replica's pipeline stages run one after another (one micro-batch): they split
+    # the memory, not the time, so a replica decodes like a tg-way one.
+    replicas = r // (tg * pg)
+    running = min(w.max_running_sequences, math.ceil(w.sequences / replicas))
+    gen = GenerationLayout(tg=tg, dg=replicas, running=running)
     total = sum(devices for _n, devices, _roles in setup.pools) + r
     # Overlapped, the replicas decode while the actor's devices train (a shared memory
     # bus on one CPU node is shared by all of them).

@@ -209,6 +209,14 @@ def test_a_rollout_pool_takes_the_generation_and_a_pipeline_overlaps_it() -> Non
     # Two replicas split the sequences: generation gets faster.
     two = price_setup(run_setup(_pooled("sync", rollout=2)), "local")
     assert two.stage_seconds[0] < generation
+    # One replica of two tensor-parallel ranks, or of two pipeline stages: one replica.
+    for key in ("tp", "pp"):
+        one = price_setup(
+            run_setup(_pooled("sync", rollout=2, **{f"placement.pools.rollout.{key}": "2"})),
+            "local",
+        )
+        actor = next(r for r in one.roles if r.role == "actor")
+        assert actor.generation.dg == 1 and actor.generation.tg == (2 if key == "tp" else 1)
 
 
 def test_auto_placement_sizes_a_rollout_pool_for_overlapped_pipelines() -> None:
