@@ -14,7 +14,7 @@ slice is dropped before training resumes. The training shards are only read.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -22,7 +22,7 @@ import torch.distributed as dist
 
 from hfsdk import GenerationShards, HfsdkError
 from hfsdk_backend_common.hybrid.decoder import DecoderShape
-from hfsdk_backend_common.hybrid.row_pool import RowPool
+from hfsdk_backend_common.hybrid.row_pool import PooledRowsShards, RowPool
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.tp_exchange import SliceExchange, SliceStats
 from hfsdk_backend_fsdp.tp_slices import (
@@ -68,7 +68,7 @@ def resolve_rollout_tp(layout: RolloutLayoutConfig, world: int, model: Mapping[s
     return tg
 
 
-class SliceShards(GenerationShards):
+class SliceShards(PooledRowsShards, GenerationShards):
     """The fsdp actor's generation shards at tensor-parallel size ``tg`` (built once).
 
     Every data-parallel rank of the actor takes part in every call (the slice
@@ -118,20 +118,6 @@ class SliceShards(GenerationShards):
         self.last_slices = SliceStats()
         self.rows = RowPool(tg=tg, tp_rank=self.tp_rank, tp_group=self.tp_group)
         self._started = 0.0
-
-    def prompt_rows(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        pad_id: int,
-        per_row: Sequence[torch.Tensor] = (),
-    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        """The prompts of every rank of this replica, left-padded to one width."""
-        return self.rows.prompt_rows(input_ids, attention_mask, pad_id, per_row)
-
-    def own_rows(self, columns: list[torch.Tensor]) -> list[torch.Tensor]:
-        """This rank's rows (its share of the pooled prompts, in tensor-rank order)."""
-        return self.rows.own_rows(columns)
 
     def weights(self) -> dict[str, torch.Tensor]:
         """This rank's megatron-format slices, exchanged from the FSDP shards (layer by layer)."""

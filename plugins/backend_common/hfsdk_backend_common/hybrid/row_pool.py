@@ -53,3 +53,27 @@ class RowPool:
     def own_rows(self, columns: list[torch.Tensor]) -> list[torch.Tensor]:
         """This rank's rows of each pooled column (its share, in the order it gave them)."""
         return [column.split(self._counts)[self.tp_rank] for column in columns]
+
+
+class PooledRowsShards:
+    """``GenerationShards.prompt_rows`` / ``own_rows`` through a :class:`RowPool` (``self.rows``).
+
+    Mixed into the generation shards whose replicas pool their prompts (the fsdp
+    actor's tensor-parallel generation, the rollout pool's replicas).
+    """
+
+    rows: RowPool
+
+    def prompt_rows(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        pad_id: int,
+        per_row: Sequence[torch.Tensor] = (),
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        """The prompts of every rank of this replica, left-padded to one width."""
+        return self.rows.prompt_rows(input_ids, attention_mask, pad_id, per_row)
+
+    def own_rows(self, columns: list[torch.Tensor]) -> list[torch.Tensor]:
+        """This rank's rows of what the replica decoded (in the order it gave them)."""
+        return self.rows.own_rows(columns)

@@ -57,7 +57,7 @@ from hfsdk_backend_common.hybrid.llama_format import (
     megatron_weight,
     tp_slice,
 )
-from hfsdk_backend_common.hybrid.row_pool import RowPool
+from hfsdk_backend_common.hybrid.row_pool import PooledRowsShards, RowPool
 from hfsdk_backend_common.hybrid.stages import StageLink
 from hfsdk_backend_common.hybrid.support import tp_support_problems
 from hfsdk_backend_common.token_ops import position_ids_from_mask, response_log_probs
@@ -268,7 +268,7 @@ class SliceReceiver:
         return sorted(set(self.slices) - self.filled)
 
 
-class ReplicaShards(GenerationShards):
+class ReplicaShards(PooledRowsShards, GenerationShards):
     """A replica rank's slices (its stage's, its tensor slice) as the rollout contract's shards.
 
     The slices are the replica's own (the weight sync writes them in place):
@@ -292,20 +292,6 @@ class ReplicaShards(GenerationShards):
         self.rows = RowPool(
             tg=len(groups.replica_ranks), tp_rank=groups.local, tp_group=groups.replica
         )
-
-    def prompt_rows(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        pad_id: int,
-        per_row: Sequence[torch.Tensor] = (),
-    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        """The prompts of every rank of this replica, left-padded to one width."""
-        return self.rows.prompt_rows(input_ids, attention_mask, pad_id, per_row)
-
-    def own_rows(self, columns: list[torch.Tensor]) -> list[torch.Tensor]:
-        """This rank's rows of what the replica decoded."""
-        return self.rows.own_rows(columns)
 
     def weights(self) -> Mapping[str, torch.Tensor]:
         """The replica rank's slices (no transition: they are held between calls)."""
