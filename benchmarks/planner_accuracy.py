@@ -61,32 +61,12 @@ def compute_overrides(workdir: Path, algo: str, dtype: str) -> list[str]:
 
 def train(algo: str, task: str, devices: int, steps: int, workdir: Path, dtype: str) -> Path:
     """One short run in its own process; its run directory."""
-    run_dir = workdir / f"{task}-{algo}-{devices}"
-    overrides = [
-        f"trainer.total_steps={steps}",
-        "trainer.save_every=0",
-        "trainer.val_every=0",
-        "trainer.loggers=[jsonl]",
-        f"placement.pools.global.devices={devices}",
-    ]
+    from hfsdk.core.placement.calibrate_backend import short_run_overrides, train_in_subprocess
+
+    overrides = short_run_overrides(steps, devices)
     if task == "compute":
         overrides += compute_overrides(workdir, algo, dtype)
-    cmd = [
-        sys.executable,
-        "-c",
-        "from hfsdk.core.cli.main import main; main()",
-        "run",
-        "--algo",
-        algo,
-        "--run-dir",
-        str(run_dir),
-        *overrides,
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"run {run_dir.name} failed:\n{done.stdout[-2000:]}{done.stderr[-4000:]}")
-    return run_dir
+    return train_in_subprocess(workdir / f"{task}-{algo}-{devices}", algo, overrides)
 
 
 def _pct(row: object) -> str:

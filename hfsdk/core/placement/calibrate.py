@@ -41,6 +41,7 @@ from typing import Any
 
 import attrs
 
+from hfsdk.core.placement.calibrate_backend import OVERHEADS, measure_backend
 from hfsdk.core.placement.cluster import Cluster, a100_80gb, h100_80gb, h200_141gb, local
 from hfsdk.core.placement.simulator import ADAM_BYTES
 
@@ -559,11 +560,9 @@ def calibrate(
         overheads = {
             f"{prefix}{name}": getattr(links_from, f"{prefix}{name}")
             for prefix in ("", "remote_")
-            for name in ("update_overhead", "microbatch_overhead", "forward_overhead")
+            for name in OVERHEADS
         }
     elif sizes.backend_runs:
-        from hfsdk.core.placement.calibrate_backend import measure_backend
-
         with tempfile.TemporaryDirectory(prefix="hfsdk_calibrate_") as tmp:
             two = sizes.remote_calls and (not cuda or torch.cuda.device_count() >= 2)
             overheads = measure_backend(cluster, Path(tmp), remote=two, log=say)

@@ -43,7 +43,8 @@ SHAPES: dict[str, tuple[int, int, int, int]] = {
     "A": (16, 16, 16, 16),
     "B": (16, 8, 2, 2),
 }
-_OVERHEADS = ("update_overhead", "microbatch_overhead", "forward_overhead")
+OVERHEADS = ("update_overhead", "microbatch_overhead", "forward_overhead")
+"""The fitted fields (each with a ``remote_`` twin for worker processes)."""
 
 
 def calibration_algorithm() -> str:
@@ -67,6 +68,17 @@ def calibration_algorithm() -> str:
     return min(sorted(registry), key=cost)
 
 
+def short_run_overrides(steps: int, devices: int) -> list[str]:
+    """A short measured run: ``steps`` steps on one pool of ``devices``, metrics to jsonl only."""
+    return [
+        f"trainer.total_steps={steps}",
+        "trainer.save_every=0",
+        "trainer.val_every=0",
+        "trainer.loggers=[jsonl]",
+        f"placement.pools.global.devices={devices}",
+    ]
+
+
 def run_overrides(algorithm: str, shape: str, devices: int, steps: int) -> list[str]:
     """``hfsdk run`` overrides for one calibration run of the default task."""
     from hfsdk.core.config import load_run_config
@@ -78,11 +90,7 @@ def run_overrides(algorithm: str, shape: str, devices: int, steps: int) -> list[
     samples = max(1, int(section.get("n_samples_per_prompt", 1) or 1))
     policy = spec.policy_role
     out = [
-        f"trainer.total_steps={steps}",
-        "trainer.save_every=0",
-        "trainer.val_every=0",
-        "trainer.loggers=[jsonl]",
-        f"placement.pools.global.devices={devices}",
+        *short_run_overrides(steps, devices),
         f"data.batch_size={max(1, sequences // samples)}",
         f"{policy}.mini_batch_size={mini}",
         f"{policy}.micro_batch_size={micro}",
@@ -92,8 +100,9 @@ def run_overrides(algorithm: str, shape: str, devices: int, steps: int) -> list[
     return out
 
 
-def train_default_task(run_dir: Path, algorithm: str, overrides: Sequence[str]) -> Path:
-    """One short run of the default task in its own process, one thread per device."""
+def train_in_subprocess(run_dir: Path, algorithm: str, overrides: Sequence[str]) -> Path:
+    """``hfsdk run --algo algorithm`` with ``overrides`` in its own process, one thread per
+    device (the default task unless the overrides name data); its run directory."""
     cmd = [
         sys.executable,
         "-c",
@@ -109,7 +118,7 @@ def train_default_task(run_dir: Path, algorithm: str, overrides: Sequence[str]) 
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode:
         raise HfsdkError(
-            f"calibration run {run_dir.name} failed (exit {done.returncode}); its output ends:\n"
+            f"run {run_dir.name} failed (exit {done.returncode}); its output ends:\n"
             f"{(done.stdout + done.stderr)[-3000:]}\nrun `hfsdk run --algo {algorithm}` to see why"
         )
     return run_dir
@@ -125,7 +134,7 @@ class StageSample:
 
 def _with(cluster: Cluster, **values: float) -> Cluster:
     """``cluster`` with the given overheads for both executor kinds, the others zero."""
-    fields = {name: values.get(name, 0.0) for name in _OVERHEADS}
+    fields = {name: values.get(name, 0.0) for name in OVERHEADS}
     return attrs.evolve(cluster, **fields, **{f"remote_{k}": v for k, v in fields.items()})
 
 
@@ -204,7 +213,7 @@ def measure_backend(
         for shape in SHAPES:
             say(f"training backend: {algorithm}, shape {shape}, {devices} device(s) ...")
             run_dir = workdir / f"backend-{shape}-{devices}"
-            train_default_task(run_dir, algorithm, run_overrides(algorithm, shape, devices, steps))
+            train_in_subprocess(run_dir, algorithm, run_overrides(algorithm, shape, devices, steps))
             for stage, sample in stage_samples(run_dir, cluster).items():
                 samples[stage].append(sample)
         update, micro = fit_non_negative(samples["training"])

@@ -29,7 +29,7 @@ import attrs
 
 from hfsdk.core.dataflow import Dataflow
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.placement.auto import without_roles
+from hfsdk.core.placement.auto import FUNCTION, without_roles
 from hfsdk.core.placement.cluster import Cluster
 from hfsdk.core.placement.cluster_lookup import resolve_cluster
 from hfsdk.core.placement.layout import GenerationLayout, Layout
@@ -579,6 +579,11 @@ def format_check(
     return "\n".join(lines)
 
 
+def setup_role_sizes(setup: RunSetup) -> dict[str, object]:
+    """``role_sizes`` for the search: each model role's real model, signal functions as none."""
+    return {**setup.models, **{role: FUNCTION for role in setup.functions}}
+
+
 def _split_candidates(total: int) -> list[int]:
     """Rollout-pool sizes worth pricing on ``total`` devices (0: no pool of its own)."""
     if total <= 16:
@@ -597,12 +602,11 @@ def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | N
     devices, no overlap); returns ``(section, plan)`` of the fastest, the
     section with ``placement.pools.rollout`` when it has one.
     """
-    from hfsdk.core.placement.auto import FUNCTION, auto_placement_section
+    from hfsdk.core.placement.auto import auto_placement_section
 
     setup = run_setup(config)
     hardware = resolve_cluster(setup.cluster if cluster is None else cluster)
-    role_sizes: dict[str, object] = dict(setup.models)
-    role_sizes.update({role: FUNCTION for role in setup.functions})
+    role_sizes = setup_role_sizes(setup)
     best: tuple[float, dict[str, Any], Plan] | None = None
     for rollout in _split_candidates(num_devices):
         train = num_devices - rollout

@@ -245,9 +245,9 @@ class TrainingSession:
 
     def _auto_placement(self) -> Any:
         """``placement.mode=auto``: the planner splits the configured devices among the roles."""
-        from hfsdk.core.placement.auto import FUNCTION, auto_placement_section
+        from hfsdk.core.placement.auto import auto_placement_section
         from hfsdk.core.placement.cluster_lookup import resolve_cluster
-        from hfsdk.core.placement.run_plan import plan_rollout_split, run_setup
+        from hfsdk.core.placement.run_plan import plan_rollout_split, run_setup, setup_role_sizes
         from hfsdk.core.trainer.placement_config import PoolConfig
 
         placement = self.config.placement
@@ -259,12 +259,9 @@ class TrainingSession:
             # Overlapped pipelines: the planner also sizes a rollout pool (or none).
             section, _plan = plan_rollout_split(self.config, devices, cluster)
         else:
-            setup = run_setup(self.config)
-            role_sizes: dict[str, object] = dict(setup.models)
-            role_sizes.update({role: FUNCTION for role in setup.functions})
             section = auto_placement_section(
                 self.config.algo,
-                role_sizes=role_sizes,
+                role_sizes=setup_role_sizes(run_setup(self.config)),
                 num_devices=devices,
                 cluster=cluster,
             )
