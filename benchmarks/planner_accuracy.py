@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,7 +67,10 @@ def train(algo: str, task: str, devices: int, steps: int, workdir: Path, dtype: 
     overrides = short_run_overrides(steps, devices)
     if task == "compute":
         overrides += compute_overrides(workdir, algo, dtype)
-    return train_in_subprocess(workdir / f"{task}-{algo}-{devices}", algo, overrides)
+    run_dir = workdir / f"{task}-{algo}-{devices}"
+    # A run directory left by an earlier pass would resume, not measure.
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return train_in_subprocess(run_dir, algo, overrides)
 
 
 def _pct(row: object) -> str:

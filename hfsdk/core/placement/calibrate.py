@@ -8,7 +8,8 @@ thread, or the first GPU):
 * memory bandwidth: a large tensor copy (read + write); on CPU also the
   total when every core copies at once (cores share the memory bus);
 * collective bandwidth and latency between two local processes: gloo on
-  CPU, NCCL between two GPUs when there are two (one GPU: the preset's links);
+  CPU, NCCL between two GPUs when there are two (one GPU: the preset's links),
+  and how close an all-gather (FSDP's collective) comes to the ring bound;
 * KV-cache decoding (transformers' ``generate`` on the model itself) on
   a small random Llama at a few batch sizes: its batch-1 step time gives the
   fixed per-layer overhead, its large batches the achieved fraction of the
@@ -185,21 +186,28 @@ dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=ran
 dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
 if backend == "nccl":
     torch.cuda.set_device(rank)
-def timed(t, n):
-    dist.all_reduce(t); dist.barrier()
+def timed(op, n):
+    op(); dist.barrier()
     if backend == "nccl": torch.cuda.synchronize()
     best = []
     for _ in range(repeats):
         start = time.perf_counter()
         for _ in range(n):
-            dist.all_reduce(t)
+            op()
         if backend == "nccl": torch.cuda.synchronize()
         best.append((time.perf_counter() - start) / n)
     return min(best)
-small = timed(torch.zeros(2, device=dev), 20)
-large = timed(torch.zeros(nbytes // 4, device=dev), 2)
+tiny, full = torch.zeros(2, device=dev), torch.zeros(nbytes // 4, device=dev)
+half = torch.zeros(nbytes // 8, device=dev)
+small = timed(lambda: dist.all_reduce(tiny), 20)
+# Interleaved, so that both see the same load: their ratio is what is kept.
+large, gather = [], []
+for _ in range(3):
+    large.append(timed(lambda: dist.all_reduce(full), 2))
+    gather.append(timed(lambda: dist.all_gather_into_tensor(full, half), 2))
+large, gather = min(large), min(gather)
 if rank == 0:
-    print(json.dumps({"small": small, "large": large}))
+    print(json.dumps({"small": small, "large": large, "gather": gather}))
 dist.destroy_process_group()
 """
 
@@ -210,12 +218,22 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def measure_collectives(sizes: CalibrationSizes, backend: str) -> tuple[float, float] | None:
-    """(bandwidth bytes/s, latency s) of an all-reduce between two local processes.
+@attrs.frozen
+class Links:
+    """What the collectives between two local processes achieved."""
 
-    Two ranks' ring all-reduce moves ``2 (g-1)/g = 1`` times the buffer per rank;
-    the latency is a two-float all-reduce. ``None`` when the processes fail.
-    """
+    bandwidth: float
+    """Bytes/s of an all-reduce's ring (two ranks move the buffer once per rank)."""
+    latency: float
+    """Seconds of a two-float all-reduce."""
+    gather_efficiency: float
+    """An all-gather's fraction of the ring bound at that bandwidth (gloo on CPU: about
+    half, as it copies what a ring would only forward)."""
+
+
+def measure_collectives(sizes: CalibrationSizes, backend: str) -> Links | None:
+    """Bandwidth and latency of an all-reduce, and an all-gather's efficiency, between two
+    local processes; ``None`` when the processes fail."""
     import json
     import subprocess
 
@@ -248,7 +266,10 @@ def measure_collectives(sizes: CalibrationSizes, backend: str) -> tuple[float, f
     result = json.loads(outputs[0][0].strip().splitlines()[-1])
     latency = result["small"]
     bandwidth = sizes.collective_bytes / max(result["large"] - latency, 1e-9)
-    return bandwidth, latency
+    # The ring bound of the gather: each rank receives the other half of the buffer.
+    bound = sizes.collective_bytes / 2 / bandwidth
+    efficiency = bound / max(result["gather"] - latency, 1e-9)
+    return Links(bandwidth, latency, min(1.0, max(efficiency, 0.05)))
 
 
 def _tiny_llama(sizes: CalibrationSizes, dtype: Any, device: Any) -> Any:
@@ -311,9 +332,12 @@ def measure_model(
                 with torch.no_grad():
                     model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
 
-            # Two lengths: their difference is pure decode steps (no prefill).
-            long = _best(lambda run=run: run(1 + sizes.decode_tokens), sizes.repeats, sync)
-            short = _best(lambda run=run: run(1), sizes.repeats, sync)
+            # Two lengths: their difference is pure decode steps (no prefill). The smallest
+            # batch gets three times the repeats: the per-layer overhead is fitted from it,
+            # as the small difference of two models' steps, so its noise is amplified.
+            repeats = sizes.repeats * (3 if batch == min(batches) else 1)
+            long = _best(lambda run=run: run(1 + sizes.decode_tokens), repeats, sync)
+            short = _best(lambda run=run: run(1), repeats, sync)
             out[batch] = max(long - short, 1e-9) / sizes.decode_tokens
         return out
 
@@ -507,7 +531,11 @@ def calibrate(
     links = None
     if links_from is not None:
         backend = "reused"
-        links = (links_from.intra_node_bandwidth, links_from.intra_node_latency)
+        links = Links(
+            links_from.intra_node_bandwidth,
+            links_from.intra_node_latency,
+            float(dict(links_from.efficiency).get("gather_efficiency", 1.0)),
+        )
         calls = {
             "call_overhead": links_from.call_overhead,
             "remote_call_overhead": links_from.remote_call_overhead,
@@ -540,14 +568,14 @@ def calibrate(
         },
     }
     if links is not None:
-        bw, latency = links
         changes |= {
-            "intra_node_bandwidth": bw,
-            "inter_node_bandwidth": bw,
-            "intra_node_latency": latency,
-            "inter_node_latency": latency,
+            "intra_node_bandwidth": links.bandwidth,
+            "inter_node_bandwidth": links.bandwidth,
+            "intra_node_latency": links.latency,
+            "inter_node_latency": links.latency,
         }
         changes["efficiency"]["link_efficiency"] = 1.0
+        changes["efficiency"]["gather_efficiency"] = links.gather_efficiency
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     changes["source"] = (
         f"hfsdk calibrate{' --quick' if quick else ''} on {socket.gethostname()} at {when} "
@@ -561,7 +589,7 @@ def calibrate(
             f"{prefix}{name}": getattr(links_from, f"{prefix}{name}")
             for prefix in ("", "remote_")
             for name in OVERHEADS
-        }
+        } | {"reshard_overhead": links_from.reshard_overhead}
     elif sizes.backend_runs:
         with tempfile.TemporaryDirectory(prefix="hfsdk_calibrate_") as tmp:
             two = sizes.remote_calls and (not cuda or torch.cuda.device_count() >= 2)
@@ -572,7 +600,7 @@ def calibrate(
         "matmul_flops": flops,
         "memory_bandwidth": bandwidth,
         "shared_memory_bandwidth": shared,
-        "collectives": {"bandwidth": links[0], "latency": links[1]} if links else None,
+        "collectives": attrs.asdict(links) if links else None,
         "calls": calls,
         "backend": overheads,
         **model,
@@ -600,7 +628,8 @@ def format_calibration(cluster: Cluster, raw: dict[str, Any]) -> str:
         c = raw["collectives"]
         lines.append(
             f"  all-reduce (2 processes): {c['bandwidth'] / 1e9:.2f} GB/s, "
-            f"latency {c['latency'] * 1e6:.0f} us"
+            f"latency {c['latency'] * 1e6:.0f} us; all-gather at "
+            f"{c['gather_efficiency']:.2f} of the ring bound"
         )
     steps = ", ".join(f"b={b}: {s * 1e3:.2f} ms" for b, s in raw["decode_step_s"].items())
     lines.append(f"  hfsdk decoder step: {steps}")

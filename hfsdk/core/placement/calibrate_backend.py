@@ -14,6 +14,8 @@ unexplained:
   B: two steps of four);
 * preparation: ``forward_overhead`` per inference micro-batch (one against
   eight per role);
+* the transition on two devices (weights sharded by FSDP, gathered to
+  generate): ``reshard_overhead`` per transition;
 
 each as the non-negative least-squares fit of the measured stage time
 (median of the steps after the first) minus the simulator's prediction
@@ -135,7 +137,13 @@ class StageSample:
 def _with(cluster: Cluster, **values: float) -> Cluster:
     """``cluster`` with the given overheads for both executor kinds, the others zero."""
     fields = {name: values.get(name, 0.0) for name in OVERHEADS}
-    return attrs.evolve(cluster, **fields, **{f"remote_{k}": v for k, v in fields.items()})
+    reshard = values.get("reshard_overhead", 0.0)
+    return attrs.evolve(
+        cluster,
+        **fields,
+        **{f"remote_{k}": v for k, v in fields.items()},
+        reshard_overhead=reshard,
+    )
 
 
 def stage_samples(run_dir: Path, cluster: Cluster) -> dict[str, StageSample]:
@@ -153,11 +161,16 @@ def stage_samples(run_dir: Path, cluster: Cluster) -> dict[str, StageSample]:
     per_update = stage(_with(cluster, update_overhead=1.0), "training")[0] - train0
     per_micro = stage(_with(cluster, microbatch_overhead=1.0), "training")[0] - train0
     per_forward = stage(_with(cluster, forward_overhead=1.0), "preparation")[0] - prep0
+    reshard0, reshard_measured = stage(zero, "transition")
+    per_reshard = stage(_with(cluster, reshard_overhead=1.0), "transition")[0] - reshard0
     return {
         "training": StageSample(
             residual=train_measured - train0, coefficients=(per_update, per_micro)
         ),
         "preparation": StageSample(residual=prep_measured - prep0, coefficients=(per_forward,)),
+        "transition": StageSample(
+            residual=reshard_measured - reshard0, coefficients=(per_reshard,)
+        ),
     }
 
 
@@ -204,12 +217,17 @@ def measure_backend(
     steps: int = 4,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, float]:
-    """Fit the six backend overheads (three with ``remote`` false) on ``cluster``'s figures."""
+    """Fit the six backend overheads (three with ``remote`` false) on ``cluster``'s figures,
+    and with ``remote`` the ``reshard_overhead`` of the two-device runs' transitions."""
     say = log or (lambda _msg: None)
     algorithm = calibration_algorithm()
     fitted: dict[str, float] = {}
     for devices, prefix in ((1, ""), (2, "remote_")) if remote else ((1, ""),):
-        samples: dict[str, list[StageSample]] = {"training": [], "preparation": []}
+        samples: dict[str, list[StageSample]] = {
+            "training": [],
+            "preparation": [],
+            "transition": [],
+        }
         for shape in SHAPES:
             say(f"training backend: {algorithm}, shape {shape}, {devices} device(s) ...")
             run_dir = workdir / f"backend-{shape}-{devices}"
@@ -223,4 +241,6 @@ def measure_backend(
             f"{prefix}microbatch_overhead": micro,
             f"{prefix}forward_overhead": forward,
         }
+        if devices > 1:
+            (fitted["reshard_overhead"],) = fit_non_negative(samples["transition"])
     return fitted

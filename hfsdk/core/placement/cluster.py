@@ -90,6 +90,9 @@ class Cluster:
     in-process workers (one-device runs) and their ``remote_`` twins worker
     processes, which :meth:`for_executor` selects; ``hfsdk calibrate`` fits
     all six from short runs of the real training backend;
+    ``reshard_overhead`` is the fixed work of one train -> generate transition of
+    sharded weights besides its gathers and copies (building the generation
+    module, the per-unit bookkeeping), fitted from the same runs on two devices;
     ``call_overhead`` is the controller's fixed cost per
     call to in-process workers (one-device runs), ``remote_call_overhead`` per
     call to worker processes (Ray); both include moving a rollout-sized batch.
@@ -130,6 +133,7 @@ class Cluster:
     remote_update_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     remote_microbatch_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     remote_forward_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    reshard_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     remote_call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     efficiency: tuple[tuple[str, float], ...] = attrs.field(

@@ -249,11 +249,7 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
             transition = cand.transition_seconds
             gathered = 0.0
             if gen is not None and devices > 1:
-                # FSDP shards over the data-parallel ranks too: before decoding, each rank
-                # gathers the full weights ((d-1)/d of them, one call per layer unit).
-                units = setup.models[role].num_layers + 1
-                weights = setup.workload.dtype_bytes * setup.models[role].num_params
-                gathered = search.simulator.allgather(weights, devices, devices, calls=units)
+                gathered = _gather_seconds(search, setup, role, devices)
                 transition += gathered
             seconds = [0.0] * stages
             first_generation = True
@@ -359,6 +355,26 @@ def _price_rollout_pool(
     if setup.pipeline == "sync":
         return generation + others + sync
     return max(generation, others) + sync
+
+
+STREAM_COPIES = 4
+"""Weight-sized memory passes of a streamed transition: the gather's copy-out into the
+unit's parameters (read + write) and their copy into the generation module (read + write)."""
+
+
+def _gather_seconds(search: PlacementSearch, setup: RunSetup, role: str, devices: int) -> float:
+    """The train -> generate transition of a role sharded over ``devices`` ranks.
+
+    FSDP shards over the data-parallel ranks too: before decoding, each rank gathers the
+    full weights ((d-1)/d of them, one call per layer unit), copies them into the
+    generation module, and pays the transition's fixed work (``reshard_overhead``).
+    """
+    sim = search.simulator
+    model = setup.models[role]
+    weights = setup.workload.dtype_bytes * model.num_params
+    gather = sim.allgather(weights, devices, devices, calls=model.num_layers + 1)
+    copies = STREAM_COPIES * weights / sim.cluster.bandwidth_per_device(devices)
+    return gather + copies + sim.cluster.reshard_overhead
 
 
 def _sharding_seconds(

@@ -60,6 +60,9 @@ class SimulatorSettings:
     decode_compute_efficiency: float = attrs.field(default=0.4, validator=_efficiency)
     decode_bandwidth_efficiency: float = attrs.field(default=0.7, validator=_efficiency)
     link_efficiency: float = attrs.field(default=0.8, validator=_efficiency)
+    gather_efficiency: float = attrs.field(default=1.0, validator=_efficiency)
+    """All-gathers' and reduce-scatters' fraction of the ring bound at the link's all-reduce
+    bandwidth (NCCL: about 1; gloo on CPU: about half, measured by the calibration)."""
 
 
 @attrs.frozen
@@ -130,7 +133,11 @@ class Simulator:
         """Seconds to all-gather so each device ends with ``nbytes_out`` bytes."""
         if group <= 1:
             return 0.0
-        bandwidth = self.cluster.link(span)[0] * self.settings.link_efficiency
+        bandwidth = (
+            self.cluster.link(span)[0]
+            * self.settings.link_efficiency
+            * self.settings.gather_efficiency
+        )
         return (group - 1) / group * nbytes_out / bandwidth + calls * self._call_latency(
             group, span
         )

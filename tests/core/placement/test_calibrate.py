@@ -17,7 +17,8 @@ def test_a_quick_calibration_writes_a_profile_the_planner_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Two gloo processes take long on a loaded machine; their parsing is checked below.
-    monkeypatch.setattr(calibration, "measure_collectives", lambda *_a: (2.5e9, 1e-4))
+    links = calibration.Links(2.5e9, 1e-4, 0.5)
+    monkeypatch.setattr(calibration, "measure_collectives", lambda *_a: links)
     path = tmp_path / "local.yaml"
     result = CliRunner().invoke(calibrate_command, ["--quick", "--output", str(path)])
     assert result.exit_code == 0, result.output
@@ -27,6 +28,7 @@ def test_a_quick_calibration_writes_a_profile_the_planner_loads(
     flops = dict(cluster.flops_by_dtype)
     assert set(flops) == {"float32", "bfloat16"} and cluster.peak_flops == flops["float32"]
     assert cluster.intra_node_bandwidth == 2.5e9 and cluster.intra_node_latency == 1e-4
+    assert dict(cluster.efficiency)["gather_efficiency"] == 0.5
     assert cluster.layer_overhead >= 0 and cluster.call_overhead > 0
     assert cluster.decode_overlap is False  # priced the way its decode steps were fitted
     if cluster.devices_per_node > 1:  # the cores' shared memory bus was measured too
@@ -42,7 +44,7 @@ def test_a_quick_calibration_writes_a_profile_the_planner_loads(
     assert plan.cluster == "calibrated" and plan.iteration_seconds > 0
 
 
-def test_the_collective_probe_reports_bandwidth_above_latency(
+def test_the_collective_probe_reports_bandwidth_above_latency_and_the_gathers_efficiency(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sizes = calibration.CalibrationSizes.quick()
@@ -54,14 +56,16 @@ def test_the_collective_probe_reports_bandwidth_above_latency(
             pass
 
         def communicate(self, timeout: float) -> tuple[str, str]:
-            return '{"small": 0.0001, "large": 0.0011}\n', ""
+            # The gather took as long as the all-reduce: half the ring bound.
+            return '{"small": 0.0001, "large": 0.0011, "gather": 0.0011}\n', ""
 
     import subprocess
 
     monkeypatch.setattr(subprocess, "Popen", Done)
-    bandwidth, latency = calibration.measure_collectives(sizes, "gloo")
-    assert latency == 0.0001
-    assert bandwidth == pytest.approx(sizes.collective_bytes / 0.001)
+    links = calibration.measure_collectives(sizes, "gloo")
+    assert links is not None and links.latency == 0.0001
+    assert links.bandwidth == pytest.approx(sizes.collective_bytes / 0.001)
+    assert links.gather_efficiency == pytest.approx(0.5)
 
 
 def test_plan_calibrate_measures_then_plans_on_the_profile(

@@ -153,6 +153,31 @@ def test_check_compares_a_recorded_run_stage_by_stage(tmp_path: Path) -> None:
     assert "config.yaml is missing" in str(result.exception)
 
 
+def test_a_sharded_actor_pays_its_gather_copies_and_fixed_work_to_generate() -> None:
+    from hfsdk.core.placement.cluster import local
+    from hfsdk.core.placement.run_plan import STREAM_COPIES
+
+    setup = run_setup(load_run_config("grpo", None, ["placement.pools.global.devices=2"]))
+    base = attrs.evolve(local(), intra_node_bandwidth=1e9, efficiency={"link_efficiency": 1.0})
+    slow = attrs.evolve(
+        base,
+        reshard_overhead=0.01,
+        efficiency={"link_efficiency": 1.0, "gather_efficiency": 0.5},
+    )
+
+    def transition(cluster: object) -> float:
+        return next(r.transition_seconds for r in price_setup(setup, cluster).roles if r.generation)
+
+    model = setup.models["actor"]
+    weights = setup.workload.dtype_bytes * model.num_params
+    latency = (model.num_layers + 1) * base.intra_node_latency
+    copies = STREAM_COPIES * weights / base.with_devices(2).bandwidth_per_device(2)
+    # Two ranks: each receives half the weights, at the link's bandwidth, then copies them.
+    assert transition(base) == pytest.approx(weights / 2 / 1e9 + latency + copies)
+    # At half the ring bound the bytes take twice as long; the fixed work is added once.
+    assert transition(slow) == pytest.approx(weights / 1e9 + latency + copies + 0.01)
+
+
 def test_every_run_can_log_the_predicted_step_time() -> None:
     cfg = load_run_config("grpo")
     metrics = {"response_length/mean": 4.0, "perf/tokens": 64 * 12.0}

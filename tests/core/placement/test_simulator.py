@@ -106,6 +106,16 @@ def test_transition_gathers_only_when_shards_differ() -> None:
     assert bandwidth_part < gather < 2 * bandwidth_part  # plus ~700 call latencies
 
 
+def test_a_gather_slower_than_the_ring_bound_slows_gathers_only() -> None:
+    ring = _sim(8)
+    half = Simulator(ring.cluster, attrs.evolve(SETTINGS, gather_efficiency=0.5))
+    nbytes = 1e9
+    assert half.allgather(nbytes, 8, 8) == pytest.approx(
+        2 * ring.allgather(nbytes, 8, 8, calls=0) + ring.allgather(0, 8, 8)
+    )
+    assert half.allreduce(nbytes, 8, 8) == ring.allreduce(nbytes, 8, 8)
+
+
 def test_layouts_respect_the_model_and_the_node() -> None:
     cluster = a100_80gb().with_devices(128)
     model = named_model("13B")  # 40 layers, 40 heads
