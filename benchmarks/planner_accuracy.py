@@ -74,6 +74,9 @@ def train(algo: str, task: str, devices: int, steps: int, workdir: Path, dtype: 
 
 
 def _pct(row: object) -> str:
+    predicted, measured = row.predicted, row.measured  # type: ignore[attr-defined]
+    if predicted == 0 and measured < 2e-3:
+        return "n/a"  # nothing to price (one device: no transition), a millisecond measured
     ratio = row.ratio  # type: ignore[attr-defined]
     return f"{(ratio - 1) * 100:+.0f}%" if ratio != float("inf") else "-"
 

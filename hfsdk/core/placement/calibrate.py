@@ -6,7 +6,8 @@ thread, or the first GPU):
 * matmul throughput per dtype (float32, bfloat16): the best of a few square
   matmuls;
 * memory bandwidth: a large tensor copy (read + write); on CPU also the
-  total when every core copies at once (cores share the memory bus);
+  total when every core copies at once (cores share the memory bus), and
+  the rate of writing a fresh allocation (the OS maps each page on first touch);
 * collective bandwidth and latency between two local processes: gloo on
   CPU, NCCL between two GPUs when there are two (one GPU: the preset's links),
   and how close an all-gather (FSDP's collective) comes to the ring bound;
@@ -128,6 +129,20 @@ def measure_bandwidth(sizes: CalibrationSizes, device: Any, sync: Callable[[], N
     dst = torch.empty_like(src)
     seconds = _best(lambda: dst.copy_(src), sizes.repeats, sync)
     return 2 * sizes.copy_bytes / seconds
+
+
+def measure_fresh_bandwidth(sizes: CalibrationSizes) -> float:
+    """Bytes/s written into newly allocated CPU memory (first touch: the OS maps each page).
+
+    Large CPU allocations come fresh from the OS and go back when freed, so a buffer
+    allocated per step (a generation module's weights) is written at this rate, not at
+    the copy bandwidth; a GPU's caching allocator reuses its memory (not measured there).
+    """
+    import torch
+
+    count = sizes.copy_bytes // 4
+    seconds = _best(lambda: torch.empty(count).fill_(1.0), sizes.repeats, lambda: None)
+    return sizes.copy_bytes / seconds
 
 
 _COPY_WORKER = r"""
@@ -519,6 +534,7 @@ def calibrate(
         flops = measure_matmul(sizes, device, sync)
         say("memory bandwidth ...")
         bandwidth = measure_bandwidth(sizes, device, sync)
+        fresh = 0.0 if cuda else measure_fresh_bandwidth(sizes)
         say("decoder and training steps ...")
         model = measure_model(sizes, flops["float32"], bandwidth, device, sync)
     finally:
@@ -553,6 +569,7 @@ def calibrate(
         "flops_by_dtype": flops,
         "memory_bandwidth": bandwidth,
         "shared_memory_bandwidth": shared or 0.0,
+        "fresh_memory_bandwidth": fresh,
         "decode_overlap": False,  # measure_model fits a decode step as reads + matmuls
         "layer_overhead": model["layer_overhead"],
         "token_overhead": model["token_overhead"],
@@ -599,6 +616,7 @@ def calibrate(
         "seconds": time.perf_counter() - started,
         "matmul_flops": flops,
         "memory_bandwidth": bandwidth,
+        "fresh_memory_bandwidth": fresh,
         "shared_memory_bandwidth": shared,
         "collectives": attrs.asdict(links) if links else None,
         "calls": calls,
@@ -618,6 +636,10 @@ def format_calibration(cluster: Cluster, raw: dict[str, Any]) -> str:
         + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in sorted(raw["matmul_flops"].items())),
         f"  memory bandwidth: {raw['memory_bandwidth'] / 1e9:.1f} GB/s",
     ]
+    if raw.get("fresh_memory_bandwidth"):
+        lines.append(
+            f"  writing fresh allocations: {raw['fresh_memory_bandwidth'] / 1e9:.1f} GB/s"
+        )
     if raw.get("shared_memory_bandwidth"):
         lines.append(
             f"  memory bandwidth, every core at once: {raw['shared_memory_bandwidth'] / 1e9:.1f} "

@@ -99,6 +99,9 @@ class Cluster:
     ``shared_memory_bandwidth``: CPU cores share their node's memory bus, so
     this is the node's total when every device copies at once (0: each
     device has its own memory, as GPUs do); :meth:`bandwidth_per_device`.
+    ``fresh_memory_bandwidth``: bytes/s written into a new allocation, whose pages
+    the OS maps on first touch (CPUs: large buffers come fresh from the OS each
+    time; 0: allocations reuse memory, as GPUs' caching allocators do).
     ``decode_overlap``: a decode step's weight reads and matmuls overlap, so
     it costs the larger of the two (a GPU's roofline, the presets); a
     calibrated profile says ``False``: its fit adds them, as one CPU thread
@@ -116,6 +119,7 @@ class Cluster:
     peak_flops: float = attrs.field(default=312e12, validator=_positive)
     memory_bandwidth: float = attrs.field(default=2.0e12, validator=_positive)
     shared_memory_bandwidth: float = attrs.field(default=0.0, validator=_non_negative)
+    fresh_memory_bandwidth: float = attrs.field(default=0.0, validator=_non_negative)
     decode_overlap: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
     intra_node_bandwidth: float = attrs.field(default=300e9, validator=_positive)
     inter_node_bandwidth: float = attrs.field(default=25e9, validator=_positive)

@@ -357,24 +357,29 @@ def _price_rollout_pool(
     return max(generation, others) + sync
 
 
-STREAM_COPIES = 4
-"""Weight-sized memory passes of a streamed transition: the gather's copy-out into the
-unit's parameters (read + write) and their copy into the generation module (read + write)."""
+STREAM_COPIES = 3
+"""Weight-sized memory passes of a streamed transition besides writing the generation
+module: the gather's copy-out into the unit's parameters (read + write) and reading them
+for the copy. The generation module is allocated per step, so its write is one fresh
+write (``fresh_memory_bandwidth``) where allocations are fresh, else a fourth pass."""
 
 
 def _gather_seconds(search: PlacementSearch, setup: RunSetup, role: str, devices: int) -> float:
     """The train -> generate transition of a role sharded over ``devices`` ranks.
 
     FSDP shards over the data-parallel ranks too: before decoding, each rank gathers the
-    full weights ((d-1)/d of them, one call per layer unit), copies them into the
-    generation module, and pays the transition's fixed work (``reshard_overhead``).
+    full weights ((d-1)/d of them, one call per layer unit), copies them into a
+    generation module allocated for the step, and pays the transition's fixed work
+    (``reshard_overhead``).
     """
     sim = search.simulator
     model = setup.models[role]
     weights = setup.workload.dtype_bytes * model.num_params
     gather = sim.allgather(weights, devices, devices, calls=model.num_layers + 1)
-    copies = STREAM_COPIES * weights / sim.cluster.bandwidth_per_device(devices)
-    return gather + copies + sim.cluster.reshard_overhead
+    bandwidth = sim.cluster.bandwidth_per_device(devices)
+    copies = STREAM_COPIES * weights / bandwidth
+    written = weights / (sim.cluster.fresh_memory_bandwidth or bandwidth)
+    return gather + copies + written + sim.cluster.reshard_overhead
 
 
 def _sharding_seconds(

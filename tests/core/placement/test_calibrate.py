@@ -29,6 +29,7 @@ def test_a_quick_calibration_writes_a_profile_the_planner_loads(
     assert set(flops) == {"float32", "bfloat16"} and cluster.peak_flops == flops["float32"]
     assert cluster.intra_node_bandwidth == 2.5e9 and cluster.intra_node_latency == 1e-4
     assert dict(cluster.efficiency)["gather_efficiency"] == 0.5
+    assert cluster.fresh_memory_bandwidth > 0  # a CPU: fresh pages are mapped on first touch
     assert cluster.layer_overhead >= 0 and cluster.call_overhead > 0
     assert cluster.decode_overlap is False  # priced the way its decode steps were fitted
     if cluster.devices_per_node > 1:  # the cores' shared memory bus was measured too

@@ -162,6 +162,7 @@ def test_a_sharded_actor_pays_its_gather_copies_and_fixed_work_to_generate() -> 
     slow = attrs.evolve(
         base,
         reshard_overhead=0.01,
+        fresh_memory_bandwidth=1e9,
         efficiency={"link_efficiency": 1.0, "gather_efficiency": 0.5},
     )
 
@@ -171,11 +172,14 @@ def test_a_sharded_actor_pays_its_gather_copies_and_fixed_work_to_generate() -> 
     model = setup.models["actor"]
     weights = setup.workload.dtype_bytes * model.num_params
     latency = (model.num_layers + 1) * base.intra_node_latency
-    copies = STREAM_COPIES * weights / base.with_devices(2).bandwidth_per_device(2)
+    bandwidth = base.with_devices(2).bandwidth_per_device(2)
+    copies = (STREAM_COPIES + 1) * weights / bandwidth
     # Two ranks: each receives half the weights, at the link's bandwidth, then copies them.
     assert transition(base) == pytest.approx(weights / 2 / 1e9 + latency + copies)
-    # At half the ring bound the bytes take twice as long; the fixed work is added once.
-    assert transition(slow) == pytest.approx(weights / 1e9 + latency + copies + 0.01)
+    # At half the ring bound the bytes take twice as long; the fixed work is added once;
+    # the generation module's weights are written at the rate of a fresh allocation.
+    fresh = STREAM_COPIES * weights / bandwidth + weights / 1e9
+    assert transition(slow) == pytest.approx(weights / 1e9 + latency + fresh + 0.01)
 
 
 def test_every_run_can_log_the_predicted_step_time() -> None:
