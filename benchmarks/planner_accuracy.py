@@ -8,9 +8,11 @@ the ~30M Llama of ``vs_trl.py --task compute``), each with GRPO and PPO, at 1
 and 2 devices, trains a few steps (``hfsdk run``, one process each, one
 thread per device) and re-plans each run on the profile (``hfsdk plan
 --check``): predicted against measured seconds per step and per stage
-(generation, preparation, training, transition), means over the steps after
-the first. Goals: step within 25 %, each stage within 40 %. Prints a markdown
-table (docs/placement.md keeps one) and, last, the 70B/128-GPU search time.
+(generation, preparation, training, transition), medians over the steps after
+the first; ``--recalibrate`` measures the device again right before and right after
+each run and averages the two predictions. Goals: step within 25 %, each stage
+within 40 %. Prints a markdown table (docs/placement.md keeps one) and, last, the
+70B/128-GPU search time.
 """
 
 from __future__ import annotations
@@ -73,6 +75,16 @@ def train(algo: str, task: str, devices: int, steps: int, workdir: Path, dtype: 
     return train_in_subprocess(run_dir, algo, overrides)
 
 
+def _remeasure(profile: str, path: Path) -> str:
+    """``profile`` with the device measured again now (links, calls and backend kept)."""
+    from hfsdk.core.placement.calibrate import calibrate
+    from hfsdk.core.placement.cluster import Cluster
+
+    fresh, _raw = calibrate(links_from=Cluster.load(profile))
+    fresh.save(path)
+    return str(path)
+
+
 def _pct(row: object) -> str:
     predicted, measured = row.predicted, row.measured  # type: ignore[attr-defined]
     if predicted == 0 and measured < 2e-3:
@@ -94,8 +106,9 @@ def main() -> None:
     parser.add_argument(
         "--recalibrate",
         action="store_true",
-        help="Re-measure the device (not links or calls) right before each run: on a shared "
-        "machine the load changes by the minute.",
+        help="Re-measure the device (not links or calls) right before and right after each "
+        "run and average the two predictions: on a shared machine the speed changes by the "
+        "minute.",
     )
     parser.add_argument(
         "--statistic",
@@ -106,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from hfsdk.core.placement.cluster import Cluster
-    from hfsdk.core.placement.run_plan import check_run
+    from hfsdk.core.placement.run_plan import CheckRow, check_run
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="planner_accuracy_"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -130,16 +143,22 @@ def main() -> None:
         for algo in args.algos.split(","):
             for devices in map(int, args.devices.split(",")):
                 started = time.perf_counter()
-                run_profile = profile
+                name = f"{task}-{algo}-{devices}"
+                profiles = [profile]
                 if args.recalibrate:
-                    from hfsdk.core.placement.calibrate import calibrate
-
-                    fresh, _raw = calibrate(links_from=Cluster.load(profile))
-                    run_profile = str(workdir / f"local-{task}-{algo}-{devices}.yaml")
-                    fresh.save(run_profile)
+                    profiles = [_remeasure(profile, workdir / f"local-{name}-before.yaml")]
                 run_dir = train(algo, task, devices, args.steps, workdir, args.dtype)
-                _plan, table = check_run(run_dir, run_profile, statistic=args.statistic)
-                by = {r.name: r for r in table}
+                if args.recalibrate:
+                    profiles.append(_remeasure(profile, workdir / f"local-{name}-after.yaml"))
+                tables = [check_run(run_dir, p, statistic=args.statistic)[1] for p in profiles]
+                by = {
+                    rows[0].name: CheckRow(
+                        name=rows[0].name,
+                        predicted=sum(r.predicted for r in rows) / len(rows),
+                        measured=rows[0].measured,
+                    )
+                    for rows in zip(*tables, strict=True)
+                }
                 step = by["step"]
                 cells = [
                     f"{by[s].predicted:.3f} / {by[s].measured:.3f} ({_pct(by[s])})" for s in STAGES
