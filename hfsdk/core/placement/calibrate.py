@@ -242,8 +242,8 @@ class Links:
     latency: float
     """Seconds of a two-float all-reduce."""
     gather_efficiency: float
-    """An all-gather's fraction of the ring bound at that bandwidth (gloo on CPU: about
-    half, as it copies what a ring would only forward)."""
+    """An all-gather's fraction of the ring bound at that bandwidth (gloo on a CPU here:
+    0.4-0.8, as it copies what a ring would only forward)."""
 
 
 def measure_collectives(sizes: CalibrationSizes, backend: str) -> Links | None:

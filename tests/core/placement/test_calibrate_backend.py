@@ -77,6 +77,19 @@ def test_the_coefficients_are_the_steps_and_micro_batches_the_simulator_prices(
     assert {r.name: r for r in table}["training"].predicted == pytest.approx(0.2)
 
 
+def test_a_two_device_run_fits_one_reshard_overhead_per_transition(tmp_path: Path) -> None:
+    overrides = [o for o in run_overrides("grpo", "A", 2, 3) if not o.startswith("trainer.loggers")]
+    rows = [{**_row(i, 0.2, 0.05), "timing/reshard_s": 0.03} for i in (1, 2, 3)]
+    run = _run(tmp_path, overrides, rows)
+    base = get_cluster("local")
+    sample = stage_samples(run, base)["transition"]
+    assert sample.coefficients == pytest.approx((1.0,))  # one transition per step
+    (reshard,) = fit_non_negative([sample])
+    assert reshard > 0
+    _plan, table = check_run(run, attrs.evolve(base, reshard_overhead=reshard), statistic="median")
+    assert {r.name: r for r in table}["transition"].predicted == pytest.approx(0.03)
+
+
 def test_worker_processes_are_priced_with_the_remote_overheads() -> None:
     cfg = load_run_config("grpo", None, ["placement.pools.global.devices=2"]).to_dict()
     setup = run_setup(cfg)
