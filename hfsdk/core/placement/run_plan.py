@@ -71,6 +71,9 @@ class RunSetup:
     rollout_pool_tp: int = 1
     rollout_pool_pp: int = 1
     pipeline: str = "sync"
+    weight_sync: str = "stream"
+    """``rollout.weight_sync``: ``stream`` copies a sharded actor into a generation module
+    each step; ``gather`` unshards it in place and generates on it."""
 
 
 def _as_dict(config: Any) -> dict[str, Any]:
@@ -201,6 +204,7 @@ def run_setup(
         rollout_pool_tp=int(rollout_pool.get("tp", 1) or 1),
         rollout_pool_pp=int(rollout_pool.get("pp", 1) or 1),
         pipeline=str((cfg.get("trainer") or {}).get("pipeline") or "sync"),
+        weight_sync=str(rollout.get("weight_sync") or "stream"),
     )
 
 
@@ -369,14 +373,18 @@ def _gather_seconds(search: PlacementSearch, setup: RunSetup, role: str, devices
 
     FSDP shards over the data-parallel ranks too: before decoding, each rank gathers the
     full weights ((d-1)/d of them, one call per layer unit), copies them into a
-    generation module allocated for the step, and pays the transition's fixed work
-    (``reshard_overhead``).
+    generation module allocated for the step (``weight_sync: stream``; ``gather``
+    generates on the unsharded actor itself), and pays the transition's fixed work
+    (``reshard_overhead``, fitted on ``stream``).
     """
     sim = search.simulator
     model = setup.models[role]
     weights = setup.workload.dtype_bytes * model.num_params
     gather = sim.allgather(weights, devices, devices, calls=model.num_layers + 1)
     bandwidth = sim.cluster.bandwidth_per_device(devices)
+    if setup.weight_sync == "gather":
+        # Unsharded in place: only the gather's copy-out, no generation module.
+        return gather + 2 * weights / bandwidth + sim.cluster.reshard_overhead
     copies = STREAM_COPIES * weights / bandwidth
     written = weights / (sim.cluster.fresh_memory_bandwidth or bandwidth)
     return gather + copies + written + sim.cluster.reshard_overhead

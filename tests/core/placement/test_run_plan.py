@@ -180,6 +180,15 @@ def test_a_sharded_actor_pays_its_gather_copies_and_fixed_work_to_generate() -> 
     # the generation module's weights are written at the rate of a fresh allocation.
     fresh = STREAM_COPIES * weights / bandwidth + weights / 1e9
     assert transition(slow) == pytest.approx(weights / 1e9 + latency + fresh + 0.01)
+    # weight_sync: gather generates on the unsharded actor: only the gather's copy-out.
+    setup = run_setup(
+        load_run_config(
+            "grpo", None, ["placement.pools.global.devices=2", "rollout.weight_sync=gather"]
+        )
+    )
+    assert setup.weight_sync == "gather"
+    in_place = 2 * weights / bandwidth
+    assert transition(slow) == pytest.approx(weights / 1e9 + latency + in_place + 0.01)
 
 
 def test_every_run_can_log_the_predicted_step_time() -> None:
