@@ -62,12 +62,14 @@ older weights, which the checkpoint does not keep.
 from __future__ import annotations
 
 import collections
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
+from hfsdk.core.workers.errors import WorkerDiedError, WorkerTimeoutError
 
 if TYPE_CHECKING:
     from hfsdk.core.algorithm import Algorithm
@@ -76,6 +78,20 @@ if TYPE_CHECKING:
 
 PIPELINES = ("sync", "one_step_off", "async")
 ROLLOUT_LOG_PROBS = "rollout_log_probs"
+_T = TypeVar("_T")
+
+
+class RolloutSyncFailed(WorkerDiedError):
+    """The actor could not send its weights to the replicas (a replica's connection broke)."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(
+            f"role 'rollout': the actor's weight sync to the replicas failed: {cause}",
+            role=ROLLOUT_POOL,
+            rank=0,
+            method="receive_weights",
+            cause=cause,
+        )
 
 
 def pipeline_depth(pipeline: str, max_staleness: int) -> int:
@@ -172,6 +188,7 @@ class GenerationPipeline:
         bucket_bytes: int = 32 * 1024 * 1024,
         partial_tokens: int = 0,
         response_length: int = 0,
+        restart_rollout: Callable[[BaseException], Any] | None = None,
     ) -> None:
         if depth < (0 if rollout is not None else 1):
             raise HfsdkError(f"a generation pipeline needs depth >= 1, got {depth}")
@@ -192,6 +209,10 @@ class GenerationPipeline:
         self._syncs: list[tuple[Any, Any]] = []
         self._queue: collections.deque[Ahead] = collections.deque()
         self._current: Ahead | None = None
+        self.restart_rollout = restart_rollout
+        """Called with the failure when a replica died or hung: returns a fresh replica group
+        (or raises, when no restart is left). ``None``: the failure ends the session."""
+        self.rollout_restarts = 0
 
     # -- the trainer's side ---------------------------------------------------------
 
@@ -249,6 +270,9 @@ class GenerationPipeline:
         totals: dict[str, float] = {}
         pending = []
         for send, receive in self._syncs:
+            # A failed send is reported at once: its replicas may never finish receiving.
+            if (wait or send.done()) and "sync/failed" in send.result()[0]:
+                raise RolloutSyncFailed(send.result()[0]["sync/failed"])
             if not wait and not (send.done() and receive.done()):
                 pending.append((send, receive))
                 continue
@@ -265,6 +289,31 @@ class GenerationPipeline:
                 totals[key] = totals.get(key, 0.0) + float(value)
         self._syncs = pending
         return totals
+
+    def _recovering(self, call: Callable[[], _T], head: Ahead | None = None) -> _T:
+        """``call()``; if a replica died, hung or lost its sync connection, restart the rollout
+        pool alone (``restart_rollout``), sync it and submit again what was ahead, then retry.
+
+        Every batch generated ahead (``head``, the one being trained, too) is generated
+        again on the fresh replicas with the current weights: the replicas that made
+        them are gone with whatever they held, and a batch sampled around a failed sync
+        cannot be trusted to carry the weights its version says.
+        """
+        while True:
+            try:
+                return call()
+            except (WorkerDiedError, WorkerTimeoutError) as exc:
+                if self.restart_rollout is None or exc.role != self.rollout.role:
+                    raise
+                self.rollout = self.restart_rollout(exc)
+                self.rollout_restarts += 1
+                self._syncs = []  # those died with the old replicas
+                self._started = False
+                self._start()
+                for ahead in [*([head] if head is not None else []), *self._queue]:
+                    fresh = self._submit(ahead.prompts)
+                    ahead.version, ahead.generated = fresh.version, fresh.generated
+                    ahead.behaviour, ahead.segments = fresh.behaviour, fresh.segments
 
     def _submit(self, prompts: Batch) -> Ahead:
         algorithm = self.algorithm
@@ -295,9 +344,14 @@ class GenerationPipeline:
         if head is None or prompts is not head.prompts:
             return None
         self._current = None
-        while self.segments and head.segments < self.segments:
-            self._next_segment(head)  # what it still lacks, with the current weights
-        head.resolve()
+
+        def lacking_then_resolve() -> dict[str, float]:
+            while self.segments and head.segments < self.segments:
+                self._next_segment(head)  # what it still lacks, with the current weights
+            head.resolve()
+            return self.sync_metrics() if self.rollout is not None else {}
+
+        synced = self._recovering(lacking_then_resolve, head)
         out: Batch = head.generated
         if head.behaviour is not None and ROLLOUT_LOG_PROBS not in out:
             out[ROLLOUT_LOG_PROBS] = head.behaviour["old_log_probs"]
@@ -308,7 +362,8 @@ class GenerationPipeline:
         if self.rollout is not None:
             # The replicas count their syncs, the first one included.
             metrics["async/rollout_weights_version"] = float(out.meta.pop("weights_version")) - 1
-            metrics.update(self.sync_metrics())
+            metrics.update(synced)
+            metrics["async/rollout_restarts"] = float(self.rollout_restarts)
         return out, metrics
 
     def staleness_metrics(self, staleness: int) -> dict[str, float]:
@@ -354,8 +409,12 @@ class GenerationPipeline:
 
     def state_dict(self) -> dict[str, Any]:
         """The weight version and every batch generated ahead (waits for them)."""
-        for ahead in self._queue:
-            ahead.resolve()
+
+        def resolve_all() -> None:
+            for ahead in self._queue:
+                ahead.resolve()
+
+        self._recovering(resolve_all)
         return {
             "version": self.version,
             "submitted": self.submitted,

@@ -163,7 +163,7 @@ class TrainingSession:
     def _start_workers(self) -> None:
         from hfsdk.core.backends import worker_class
         from hfsdk.core.plugin_manager import get_registry
-        from hfsdk.core.workers import LocalPool, ResourcePool, colocate, connect
+        from hfsdk.core.workers import connect
 
         cfg = self.config
         placement = cfg.placement
@@ -219,29 +219,69 @@ class TrainingSession:
         )
         if not in_process:
             connect(cfg.trainer.ray_address, allow_no_auth=cfg.trainer.ray_allow_no_auth)
+        options = {
+            "in_process": in_process,
+            "fused": fused,
+            "start_timeout_s": start_timeout_s,
+            "call_timeout_s": cfg.trainer.worker_timeout_s,
+            "env_vars": env_vars,
+        }
         for pool_name, roles in by_pool.items():
-            pool_cfg = placement.pools[pool_name]
-            pool = (
-                LocalPool(pool_name)
-                if in_process
-                else ResourcePool(
-                    devices_per_node=pool_cfg.devices // pool_cfg.nodes,
-                    nodes=pool_cfg.nodes,
-                    name=pool_name,
-                    max_colocate=1 if fused else len(roles),
-                )
-            )
-            self.pools.append(pool)
-            groups = colocate(
-                pool,
-                roles,
-                fused=fused,
-                start_timeout_s=start_timeout_s,
-                call_timeout_s=cfg.trainer.worker_timeout_s,
-                env_vars=env_vars,
-            )
-            self.rollout = groups.pop(ROLLOUT_POOL, self.rollout)
+            groups = self._start_pool(placement.pools[pool_name], pool_name, roles, options)
+            if pool_name == ROLLOUT_POOL:
+                self.rollout = groups.pop(ROLLOUT_POOL)
+                self._rollout_start = (placement.pools[pool_name], roles, options)
             self.groups.update(groups)
+
+    def _start_pool(
+        self, pool_cfg: Any, pool_name: str, roles: dict[str, Any], options: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """One pool's resources and its roles' worker groups (the pool is kept in ``pools``)."""
+        from hfsdk.core.workers import LocalPool, ResourcePool, colocate
+
+        fused = options["fused"]
+        pool = (
+            LocalPool(pool_name)
+            if options["in_process"]
+            else ResourcePool(
+                devices_per_node=pool_cfg.devices // pool_cfg.nodes,
+                nodes=pool_cfg.nodes,
+                name=pool_name,
+                max_colocate=1 if fused else len(roles),
+            )
+        )
+        self.pools.append(pool)
+        return colocate(
+            pool,
+            roles,
+            fused=fused,
+            start_timeout_s=options["start_timeout_s"],
+            call_timeout_s=options["call_timeout_s"],
+            env_vars=options["env_vars"],
+        )
+
+    def restart_rollout(self) -> Any:
+        """Replace the rollout replicas' worker group with a fresh one on a fresh pool.
+
+        The old group is shut down and its pool released first (a dead replica's
+        peers are killed with it); the new replicas load the actor's model
+        directory, so they need a weight sync before they generate. The algorithm
+        roles are not touched.
+        """
+        if self.rollout is None:
+            raise HfsdkError("restart_rollout: this session has no rollout pool")
+        old, self.rollout = self.rollout, None
+        pool = old.pool
+        try:
+            old.shutdown()
+        except Exception:  # the group is already broken; what matters is that it is gone
+            logger.debug("rollout group shutdown failed", exc_info=True)
+        if pool in self.pools:
+            self.pools.remove(pool)
+            pool.release()
+        pool_cfg, roles, options = self._rollout_start
+        self.rollout = self._start_pool(pool_cfg, ROLLOUT_POOL, roles, options)[ROLLOUT_POOL]
+        return self.rollout
 
     def _auto_placement(self) -> Any:
         """``placement.mode=auto``: the planner splits the configured devices among the roles."""

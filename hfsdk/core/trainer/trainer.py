@@ -274,10 +274,13 @@ class Trainer:
         A worker that dies or misses its call deadline ends the attempt: the worker
         groups and their placement groups are torn down, started again and the run
         resumes from the newest complete checkpoint, up to ``trainer.max_restarts`` times.
+        A rollout replica on a pool of its own that dies or hangs is restarted alone
+        instead (:meth:`_restart_rollout`): the trainer and its workers keep their state.
+        Both kinds of restart count toward the same limit.
         """
         from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
 
-        restarts = 0
+        self.restarts = 0
         self._stop = StopSignals(self.config.trainer.stop_grace_s)
         self._stop.install()
         try:
@@ -292,19 +295,19 @@ class Trainer:
                     if self._stop.requested:  # e.g. the scheduler signalled the workers too
                         raise self._stopped(abandoned=_first_line(exc)) from exc
                     limit = self.config.trainer.max_restarts
-                    if restarts >= limit:
+                    if self.restarts >= limit:
                         raise WorkerError(
-                            f"{_first_line(exc)} (gave up after {restarts} restart(s); "
+                            f"{_first_line(exc)} (gave up after {self.restarts} restart(s); "
                             f"trainer.max_restarts={limit})",
                             role=exc.role,
                             rank=exc.rank,
                             method=exc.method,
                         ) from exc
-                    restarts += 1
+                    self.restarts += 1
                     logger.warning(
                         "worker failure: %s; restart %d of %d from the newest checkpoint",
                         _first_line(exc),
-                        restarts,
+                        self.restarts,
                         limit,
                     )
                     self._candidates = self._usable_checkpoints()
@@ -313,7 +316,6 @@ class Trainer:
             raise
         finally:
             self._stop.uninstall()
-        self.restarts = restarts
         self._lock.release()
         return read_metrics(self.run_dir)
 
@@ -358,7 +360,7 @@ class Trainer:
                 prompts=session.loader,  # the stream the checkpoint's data position tracks
             )
             algorithm: Algorithm = spec.program(context)
-            self._pipeline = self._build_pipeline(algorithm, session.loader, session.rollout)
+            self._pipeline = self._build_pipeline(algorithm, session.loader, session)
             context.pipeline = self._pipeline
             nodes = [
                 info["node_id"] for group in session.groups.values() for info in group.process_info
@@ -395,10 +397,11 @@ class Trainer:
                 self._stop.disarm()  # what the grace was for is done; tear-down may take its time
                 raise self._stopped(saved=done)
 
-    def _build_pipeline(self, algorithm: Algorithm, loader: Any, rollout: Any = None) -> Any:
+    def _build_pipeline(self, algorithm: Algorithm, loader: Any, session: Any = None) -> Any:
         """The generation pipeline of ``trainer.pipeline`` (``None`` under ``sync`` unless the
-        rollout has a pool of its own, ``rollout``)."""
+        rollout has a pool of its own, ``session.rollout``)."""
         trainer = self.config.trainer
+        rollout = session.rollout if session is not None else None
         if trainer.pipeline == "sync" and rollout is None:
             return None
         from hfsdk.core.trainer.pipeline import GenerationPipeline, pipeline_depth
@@ -412,7 +415,25 @@ class Trainer:
             seed=trainer.seed,
             partial_tokens=trainer.partial_rollout_tokens,
             response_length=self.config.rollout.max_response_length,
+            restart_rollout=(
+                (lambda exc: self._restart_rollout(session, exc)) if rollout is not None else None
+            ),
         )
+
+    def _restart_rollout(self, session: Any, exc: BaseException) -> Any:
+        """A fresh rollout replica group in place of one that failed (counts as a restart)."""
+        limit = self.config.trainer.max_restarts
+        if self.restarts >= limit:
+            raise exc
+        self.restarts += 1
+        logger.warning(
+            "rollout replica failure: %s; restart %d of %d of the rollout pool alone (the "
+            "trainer and its workers keep their state)",
+            _first_line(exc),
+            self.restarts,
+            limit,
+        )
+        return session.restart_rollout()
 
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
         from hfsdk.core.workers.futures import CALL_CLOCK

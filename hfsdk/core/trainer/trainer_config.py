@@ -128,7 +128,9 @@ class TrainerConfig:
     )
     max_restarts: int = help_field(
         "When a worker dies or misses its call deadline: tear the workers down, start them "
-        "again and resume from the newest complete checkpoint, up to this many times.",
+        "again and resume from the newest complete checkpoint, up to this many times. A "
+        "rollout replica on placement.pools.rollout is restarted alone instead (the trainer "
+        "keeps its state); that counts toward the same limit.",
         default=1,
         validator=attrs.validators.ge(0),
     )

@@ -248,10 +248,26 @@ class WeightSenderMixin:
 
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def send_weights(self, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> dict[str, float]:
-        """Broadcast the current weights to the replicas; rank 0's ``sync/*`` metrics."""
+        """Broadcast the current weights to the replicas; rank 0's ``sync/*`` metrics.
+
+        When the broadcast fails (a replica died), rank 0 says so in ``sync/failed`` (the
+        error's first line) instead of raising, so the controller can restart the replicas
+        and open a new sync group while the actor keeps its state.
+        """
         weights = self.engine.hf_weights()  # collective over the actor's ranks
-        if self.rank == 0:
-            return send_weights(self._sync_group, weights, bucket_bytes=bucket_bytes)
+        if self.rank != 0:
+            for _ in weights:
+                pass
+            return {}
+        failure = "an earlier weight sync failed; the replicas need a new sync group"
+        if self._sync_group is not None:
+            try:
+                return send_weights(self._sync_group, weights, bucket_bytes=bucket_bytes)
+            except RuntimeError as exc:  # gloo/NCCL: a replica's connection broke
+                failure = str(exc).splitlines()[0][:300]
+                self._sync_group = None
+        # The other actor ranks are still reading hf_weights collectively: finish with
+        # them, and report the failure instead of leaving them waiting.
         for _ in weights:
             pass
-        return {}
+        return {"sync/failed": failure}

@@ -86,3 +86,48 @@ def test_the_rollout_holds_the_actors_new_weights_after_a_sync(bucket_bytes: int
         assert sent["sync/buckets"] == 1
     assert received["missing"] == []
     assert received["sync/wait_s"] >= 0.0
+
+
+_JOIN_AND_DIE = """
+import os, sys
+from hfsdk_backend_common.weight_sync import SyncEndpoint, WeightSyncGroup
+endpoint = SyncEndpoint(host="127.0.0.1", port=int(sys.argv[1]), world_size=2)
+WeightSyncGroup(endpoint, 1, timeout_s=60)
+os._exit(0)  # a replica that dies after joining, as a killed one would
+"""
+
+
+def test_a_send_to_a_dead_replica_reports_the_failure_and_reads_every_weight() -> None:
+    """The actor's other ranks read ``hf_weights`` collectively with rank 0: after the
+    broadcast fails, rank 0 must still read them all, and answer instead of raising."""
+    import subprocess
+    import sys
+
+    from hfsdk_backend_common.weight_sync import WeightSenderMixin
+
+    model = _llama(0)
+    read: list[str] = []
+
+    class _Engine:
+        device = torch.device("cpu")
+
+        def hf_weights(self) -> Any:
+            for name, param in model.named_parameters():
+                read.append(name)
+                yield name, param
+
+    class _Sender(WeightSenderMixin):
+        rank = 0
+        engine = _Engine()
+
+    store, endpoint = open_store("127.0.0.1", world_size=2, timeout_s=60)
+    replica = subprocess.Popen([sys.executable, "-c", _JOIN_AND_DIE, str(endpoint.port)])
+    sender = _Sender()
+    sender._sync_group = WeightSyncGroup(endpoint, 0, store=store, timeout_s=60)
+    assert replica.wait(timeout=60) == 0
+    first = sender.send_weights(10_000)
+    assert set(first) == {"sync/failed"} and first["sync/failed"]
+    assert read == [name for name, _ in model.named_parameters()]
+    again = sender.send_weights(10_000)
+    assert "earlier weight sync failed" in again["sync/failed"]
+    assert len(read) == 2 * len(list(model.parameters()))

@@ -13,6 +13,7 @@ from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.pipeline import GenerationPipeline, pipeline_depth
 from hfsdk.core.trainer.trainer import Trainer
+from hfsdk.core.workers.errors import WorkerDiedError
 
 SMALL = [
     "data.batch_size=4",
@@ -100,6 +101,165 @@ def test_other_generations_are_not_pipelined() -> None:
     assert pipe.generated(_Loader().next_batch()) is None  # not the step's prompts
 
 
+class _Failing:
+    """The future of a call on a replica that died."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+
+    def done(self) -> bool:
+        return True
+
+    def result(self) -> Any:
+        raise WorkerDiedError(
+            f"role 'rollout' rank 0 died during method {self.method!r}: killed",
+            role="rollout",
+            rank=0,
+            method=self.method,
+            cause="killed",
+        )
+
+
+class _Done(_Future):
+    def done(self) -> bool:
+        return True
+
+
+class _Call:
+    def __init__(self, run: Any) -> None:
+        self.submit = run
+
+
+class _FakeReplicas:
+    """A rollout group whose calls run at submit time, in order, as a worker group's would.
+
+    ``weights``: the actor version of the last sync it received (``None``: none yet);
+    once ``dead`` every call fails, as a killed replica's would.
+    """
+
+    role = "rollout"
+    world_size = 1
+
+    def __init__(self, actor: _FakeActor) -> None:
+        self.actor = actor
+        self.weights: int | None = None
+        self.dead = False
+        self.join_weight_sync = _Call(lambda endpoint: self._call("join", lambda: 0))
+        self.receive_weights = _Call(lambda: self._call("receive_weights", self._receive))
+        self.generate_sequences = _Call(
+            lambda batch: self._call("generate", lambda: self._gen(batch))
+        )
+
+    def _call(self, method: str, run: Any) -> Any:
+        return _Failing(method) if self.dead else _Done(run())
+
+    def _receive(self) -> list[dict]:
+        self.weights = self.actor.version
+        return [{"sync/wait_s": 0.0, "sync/time_s": 0.0}]
+
+    def _gen(self, batch: Batch) -> Batch:
+        assert self.weights is not None, "generated before its first weight sync"
+        out = Batch.from_dict(
+            tensors={"sampled_with": torch.full((len(batch), 1), 1.0 * self.weights)}
+        )
+        out.meta["weights_version"] = self.weights + 1
+        return out
+
+
+class _SyncingActor(_FakeActor):
+    """The actor's side of the sync: a send fails once the replicas it feeds died."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.replicas: _FakeReplicas | None = None
+        self.open_weight_sync = lambda world_size: "endpoint"
+        self.join_weight_sync = _Call(lambda endpoint: _Done(0))
+        self.send_weights = _Call(self._send)
+
+    def _send(self, bucket_bytes: int) -> _Done:
+        if self.replicas is not None and self.replicas.dead:
+            return _Done([{"sync/failed": "Connection closed by peer"}])
+        return _Done([{"sync/time_s": 0.0, "sync/bytes": 8.0}])
+
+
+def _replica_pipeline(restart: Any) -> tuple[GenerationPipeline, _FakeAlgorithm]:
+    algorithm = _FakeAlgorithm()
+    algorithm.actor = _SyncingActor()
+    algorithm.actor.replicas = _FakeReplicas(algorithm.actor)
+    pipe = GenerationPipeline(
+        algorithm,
+        _Loader(),
+        depth=1,
+        behaviour_log_probs=False,
+        rollout=algorithm.actor.replicas,
+        restart_rollout=restart,
+    )
+    return pipe, algorithm
+
+
+def test_a_dead_replica_is_restarted_alone_and_regenerates_with_the_current_weights() -> None:
+    failures: list[BaseException] = []
+
+    def restart(exc: BaseException) -> _FakeReplicas:
+        failures.append(exc)
+        algorithm.actor.replicas = _FakeReplicas(algorithm.actor)
+        return algorithm.actor.replicas
+
+    pipe, algorithm = _replica_pipeline(restart)
+    staleness, restarts = [], []
+    for step in range(1, 7):
+        if step == 3:
+            # killed once step 3's batch was made (the fake generates at submit time): the
+            # step trains on it, and its update's send to the dead replica fails
+            algorithm.actor.replicas.dead = True
+        prompts = pipe.next_batch()
+        out, metrics = pipe.generated(prompts)
+        trained_with = step - 1
+        sampled_with = int(out["sampled_with"][0, 0])
+        assert metrics["async/staleness_max"] == trained_with - sampled_with
+        assert metrics["async/rollout_weights_version"] == sampled_with
+        staleness.append(trained_with - sampled_with)
+        restarts.append(metrics["async/rollout_restarts"])
+        algorithm.actor.version += 1
+        pipe.step_done()
+    assert len(failures) == 1 and isinstance(failures[0], WorkerDiedError)
+    # step 4's batch, submitted to the dead replica, was sampled again on the fresh one
+    # with the weights being trained; the pipeline then fills up again (staleness 1)
+    assert staleness == [0, 1, 1, 0, 1, 1]
+    assert restarts == [0, 0, 0, 1, 1, 1]
+
+
+def test_a_failed_send_is_a_replica_failure_that_ends_the_session_with_no_restart_left() -> None:
+    def no_restart_left(exc: BaseException) -> Any:
+        raise exc
+
+    pipe, algorithm = _replica_pipeline(no_restart_left)
+    pipe.generated(pipe.next_batch())
+    algorithm.actor.version += 1
+    algorithm.actor.replicas.dead = True
+    pipe.step_done()  # the send reports the failure; the receive fails with the replica
+    with pytest.raises(WorkerDiedError, match="role 'rollout'"):
+        pipe.generated(pipe.next_batch())
+
+
+def test_a_failure_of_another_role_is_not_a_replica_restart() -> None:
+    def restart(exc: BaseException) -> Any:
+        raise AssertionError("the replicas were restarted for the actor's failure")
+
+    pipe, _ = _replica_pipeline(restart)
+    pipe.next_batch()
+    head = pipe._current
+    assert head is not None
+
+    class _ActorDied(_Done):
+        def result(self) -> Any:
+            raise WorkerDiedError("actor died", role="actor", rank=0, method="gen", cause="x")
+
+    head.generated = _ActorDied(None)
+    with pytest.raises(WorkerDiedError, match="actor died"):
+        pipe.generated(head.prompts)
+
+
 def _fit(tmp_path: Path, run: str, *overrides: str) -> list[dict]:
     config = load_run_config("grpo", None, [*SMALL, *overrides])
     return Trainer(config, tmp_path / run, quiet=True).fit()
@@ -128,7 +288,11 @@ def test_one_step_off_trains_on_the_previous_weights_and_corrects_them(tmp_path:
 @pytest.mark.distributed
 def test_async_staleness_reaches_and_keeps_max_staleness(tmp_path: Path) -> None:
     rows = _fit(
-        tmp_path, "run", "trainer.total_steps=4", "trainer.pipeline=async", "trainer.max_staleness=2"
+        tmp_path,
+        "run",
+        "trainer.total_steps=4",
+        "trainer.pipeline=async",
+        "trainer.max_staleness=2",
     )
     assert [r["async/staleness_max"] for r in rows] == [0.0, 1.0, 2.0, 2.0]
     assert [r["async/staleness_hist_2"] for r in rows] == [0.0, 0.0, 1.0, 1.0]

@@ -73,23 +73,41 @@ def test_one_step_off_replicas_sample_with_the_weights_before_the_update(tmp_pat
 @pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.heavy
-def test_a_killed_rollout_replica_is_restarted_and_the_run_ends_exactly(
+def test_a_killed_rollout_replica_is_restarted_alone_and_the_run_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    extra = ("trainer.total_steps=4", "trainer.save_every=2", "trainer.pipeline=one_step_off")
-    straight = _trainer(tmp_path / "straight", *extra)
-    expected = straight.fit()
+    """The replica dies at the start of step 3; the trainer notices it at step 3 or 4 (when
+    the batch or the weight sync it waits for fails), restarts the rollout pool alone, syncs
+    it and samples that step's batch again on the current weights. Nothing is retrained:
+    no checkpoint exists before the last step, so a whole-session restart would show."""
+    extra = (
+        "trainer.total_steps=5",
+        "trainer.pipeline=one_step_off",
+        "algorithm.is_correction=tis",
+    )
+    expected = _trainer(tmp_path / "straight", *extra).fit()
     monkeypatch.setenv(faults.FAULT_ENV, "rollout_kill:3")
     monkeypatch.setattr(faults, "_FIRED", set())
     killed = _trainer(tmp_path / "killed", *extra)
     with caplog.at_level(logging.WARNING, logger="hfsdk.core.trainer.trainer"):
         rows = killed.fit()
     assert killed.restarts == 1
-    assert any("rollout" in r.getMessage() and "restart 1" in r.getMessage() for r in caplog.records)
-    assert [r["step"] for r in rows] == [1, 2, 3, 4]
-    for a, b in zip(expected, rows, strict=True):
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any("rollout pool alone" in m and "restart 1 of 1" in m for m in warnings), warnings
+    assert not any("newest checkpoint" in m for m in warnings), warnings
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
+    restarted = [r["step"] for r in rows if r["async/rollout_restarts"] == 1.0]
+    at = restarted[0]
+    assert at in (3, 4) and restarted == list(range(at, 6))
+    for a, b in zip(expected[: at - 1], rows[: at - 1], strict=True):
         for key in (*COMPARED, "async/staleness_max"):
             assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-9), (a["step"], key)
+    # The fresh replica sampled with exactly the weights being trained: staleness 0 and its
+    # log-probs equal the actor's (one forward over every synced weight).
+    fresh = rows[at - 1]
+    assert fresh["async/staleness_max"] == 0.0
+    assert fresh["rollout/log_prob_diff_max"] < 1e-5
+    assert all(r["async/staleness_max"] == 1.0 for r in rows[at:])  # full again, in bound
 
 
 def test_partial_rollouts_without_async_and_a_rollout_pool_are_refused(tmp_path: Path) -> None:
