@@ -34,6 +34,7 @@ ARGS = ["trainer.total_steps=4", "trainer.save_every=2", "trainer.executor=ray",
 def cluster() -> Iterator[Any]:
     from ray.cluster_utils import Cluster
 
+    shutdown()  # a Ray instance an earlier test left running would refuse the cluster's address
     os.environ["OMP_NUM_THREADS"] = "1"
     memory = {"object_store_memory": 96 * 2**20}
     cluster = Cluster(
