@@ -13,6 +13,12 @@ the first; ``--recalibrate`` measures the device again right before and right af
 each run and averages the two predictions. Goals: step within 25 %, each stage
 within 40 %. Prints a markdown table (docs/placement.md keeps one) and, last, the
 70B/128-GPU search time.
+
+``--devices`` also takes ``1+1``: the actor (and the other roles) on one device and
+one rollout replica on another (``placement.pools.rollout``) under
+``trainer.pipeline: one_step_off`` with TIS, where the planner prices a step as
+max(generation, the rest) + the weight sync. The step is what to compare there: the
+measured generation stage is the time the step waited for its batch.
 """
 
 from __future__ import annotations
@@ -62,11 +68,30 @@ def compute_overrides(workdir: Path, algo: str, dtype: str) -> list[str]:
     return out
 
 
-def train(algo: str, task: str, devices: int, steps: int, workdir: Path, dtype: str) -> Path:
-    """One short run in its own process; its run directory."""
-    from hfsdk.core.placement.calibrate_backend import short_run_overrides, train_in_subprocess
+OVERLAPPED = "1+1"
+"""The ``--devices`` entry for the actor's device plus a rollout replica's, one_step_off."""
 
-    overrides = short_run_overrides(steps, devices)
+
+def layout_overrides(devices: str, steps: int) -> list[str]:
+    """One pool of ``devices``, or (``1+1``) a rollout pool of its own under one_step_off."""
+    from hfsdk.core.placement.calibrate_backend import short_run_overrides
+
+    if devices != OVERLAPPED:
+        return short_run_overrides(steps, int(devices))
+    return [
+        *short_run_overrides(steps, 1),
+        "placement.pools.rollout.devices=1",
+        "trainer.pipeline=one_step_off",
+        "algorithm.is_correction=tis",
+        "trainer.executor=ray",
+    ]
+
+
+def train(algo: str, task: str, devices: str, steps: int, workdir: Path, dtype: str) -> Path:
+    """One short run in its own process; its run directory."""
+    from hfsdk.core.placement.calibrate_backend import train_in_subprocess
+
+    overrides = layout_overrides(devices, steps)
     if task == "compute":
         overrides += compute_overrides(workdir, algo, dtype)
     run_dir = workdir / f"{task}-{algo}-{devices}"
@@ -100,7 +125,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4, help="Steps per run (first one skipped).")
     parser.add_argument("--tasks", default="default,compute")
     parser.add_argument("--algos", default="grpo,ppo")
-    parser.add_argument("--devices", default="1,2")
+    parser.add_argument("--devices", default="1,2", help=f"Device counts, or {OVERLAPPED!r}.")
     parser.add_argument("--dtype", default="float32", help="Compute dtype of the compute task.")
     parser.add_argument("--workdir", default=None)
     parser.add_argument(
@@ -141,7 +166,7 @@ def main() -> None:
     lines = [header, "|" + "---|" * (4 + len(STAGES)) + "---|"]
     for task in args.tasks.split(","):
         for algo in args.algos.split(","):
-            for devices in map(int, args.devices.split(",")):
+            for devices in args.devices.split(","):
                 started = time.perf_counter()
                 name = f"{task}-{algo}-{devices}"
                 profiles = [profile]

@@ -213,6 +213,8 @@ class GenerationPipeline:
         """Called with the failure when a replica died or hung: returns a fresh replica group
         (or raises, when no restart is left). ``None``: the failure ends the session."""
         self.rollout_restarts = 0
+        self._replica_base = 0
+        """The weight version the replicas' first sync carried (they count their syncs)."""
 
     # -- the trainer's side ---------------------------------------------------------
 
@@ -258,6 +260,7 @@ class GenerationPipeline:
         for join in joins:  # both sides block until every rank joined: submit, then wait
             join.result()
         self._started = True
+        self._replica_base = self.version  # fresh replicas: at start, on resume, on a restart
         self._sync()
 
     def _sync(self) -> None:
@@ -360,8 +363,9 @@ class GenerationPipeline:
         else:
             metrics = self.staleness_metrics(self.version - head.version)
         if self.rollout is not None:
-            # The replicas count their syncs, the first one included.
-            metrics["async/rollout_weights_version"] = float(out.meta.pop("weights_version")) - 1
+            # The replicas count their syncs, the first one (of version _replica_base) included.
+            synced_count = float(out.meta.pop("weights_version"))
+            metrics["async/rollout_weights_version"] = synced_count - 1 + self._replica_base
             metrics.update(synced)
             metrics["async/rollout_restarts"] = float(self.rollout_restarts)
         return out, metrics

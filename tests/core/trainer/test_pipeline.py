@@ -143,6 +143,7 @@ class _FakeReplicas:
     def __init__(self, actor: _FakeActor) -> None:
         self.actor = actor
         self.weights: int | None = None
+        self.syncs = 0
         self.dead = False
         self.join_weight_sync = _Call(lambda endpoint: self._call("join", lambda: 0))
         self.receive_weights = _Call(lambda: self._call("receive_weights", self._receive))
@@ -155,6 +156,7 @@ class _FakeReplicas:
 
     def _receive(self) -> list[dict]:
         self.weights = self.actor.version
+        self.syncs += 1
         return [{"sync/wait_s": 0.0, "sync/time_s": 0.0}]
 
     def _gen(self, batch: Batch) -> Batch:
@@ -162,7 +164,7 @@ class _FakeReplicas:
         out = Batch.from_dict(
             tensors={"sampled_with": torch.full((len(batch), 1), 1.0 * self.weights)}
         )
-        out.meta["weights_version"] = self.weights + 1
+        out.meta["weights_version"] = self.syncs  # a replica counts its syncs, as a real one
         return out
 
 

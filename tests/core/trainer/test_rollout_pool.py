@@ -108,6 +108,8 @@ def test_a_killed_rollout_replica_is_restarted_alone_and_the_run_goes_on(
     assert fresh["async/staleness_max"] == 0.0
     assert fresh["rollout/log_prob_diff_max"] < 1e-5
     assert all(r["async/staleness_max"] == 1.0 for r in rows[at:])  # full again, in bound
+    for row in rows:  # the version each batch was sampled with, across the restart too
+        assert row["async/rollout_weights_version"] == row["step"] - 1 - row["async/staleness_max"]
 
 
 def test_partial_rollouts_without_async_and_a_rollout_pool_are_refused(tmp_path: Path) -> None:

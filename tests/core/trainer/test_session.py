@@ -14,7 +14,9 @@ from hfsdk.core.trainer.session import TrainingSession, worker_threads
 def test_default_task_fills_in_the_signals() -> None:
     config = load_run_config("safe_rlhf")
     assert [f.name for f in signal_config_of(config, "reward", True).functions] == ["default_task"]
-    assert [f.name for f in signal_config_of(config, "cost", True).functions] == ["default_task_cost"]
+    assert [f.name for f in signal_config_of(config, "cost", True).functions] == [
+        "default_task_cost"
+    ]
     with pytest.raises(HfsdkError, match="neither functions nor a model"):
         signal_config_of(config, "reward", False)
 
