@@ -158,6 +158,9 @@ class Ahead:
     """A future (or batch) of the actor's log-probs on the sampling weights, or ``None``."""
     segments: int = 0
     """Partial rollouts: segments submitted so far (0: generated in one call)."""
+    replica_base: int = 0
+    """The weight version of the first sync of the replicas it was submitted to (they
+    count their syncs: a count of n means version ``replica_base + n - 1``)."""
 
     def resolve(self) -> None:
         """Wait for the submitted calls; keep their results."""
@@ -317,6 +320,7 @@ class GenerationPipeline:
                     fresh = self._submit(ahead.prompts)
                     ahead.version, ahead.generated = fresh.version, fresh.generated
                     ahead.behaviour, ahead.segments = fresh.behaviour, fresh.segments
+                    ahead.replica_base = fresh.replica_base
 
     def _submit(self, prompts: Batch) -> Ahead:
         algorithm = self.algorithm
@@ -325,11 +329,22 @@ class GenerationPipeline:
             generated = self.rollout.start_partial.submit(
                 batch, self.partial_tokens, self.segments == 1, self._seed()
             )
-            return Ahead(prompts=prompts, version=self.version, generated=generated, segments=1)
+            return Ahead(
+                prompts=prompts,
+                version=self.version,
+                generated=generated,
+                segments=1,
+                replica_base=self._replica_base,
+            )
         if self.rollout is not None:
             batch.meta["sampling_seed"] = self._seed()
             generated = self.rollout.generate_sequences.submit(batch)
-            return Ahead(prompts=prompts, version=self.version, generated=generated)
+            return Ahead(
+                prompts=prompts,
+                version=self.version,
+                generated=generated,
+                replica_base=self._replica_base,
+            )
         generated = algorithm.actor.generate_sequences.submit(batch)
         behaviour = None
         if self.behaviour_log_probs:
@@ -363,9 +378,9 @@ class GenerationPipeline:
         else:
             metrics = self.staleness_metrics(self.version - head.version)
         if self.rollout is not None:
-            # The replicas count their syncs, the first one (of version _replica_base) included.
+            # The replicas count their syncs, the first one (of version replica_base) included.
             synced_count = float(out.meta.pop("weights_version"))
-            metrics["async/rollout_weights_version"] = synced_count - 1 + self._replica_base
+            metrics["async/rollout_weights_version"] = synced_count - 1 + head.replica_base
             metrics.update(synced)
             metrics["async/rollout_restarts"] = float(self.rollout_restarts)
         return out, metrics
@@ -430,6 +445,7 @@ class GenerationPipeline:
                     "generated": a.generated,
                     "behaviour": a.behaviour,
                     "segments": a.segments,
+                    "replica_base": a.replica_base,
                 }
                 for a in self._queue
             ],

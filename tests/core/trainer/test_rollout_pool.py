@@ -112,6 +112,24 @@ def test_a_killed_rollout_replica_is_restarted_alone_and_the_run_goes_on(
         assert row["async/rollout_weights_version"] == row["step"] - 1 - row["async/staleness_max"]
 
 
+@pytest.mark.slow
+@pytest.mark.distributed
+@pytest.mark.heavy
+def test_one_step_off_on_a_rollout_pool_resumes_exactly(tmp_path: Path) -> None:
+    """2 + 2 steps equal 4: the checkpoint holds the batch generated ahead, the replicas
+    seed each call by its number, and fresh replicas are synced with the resumed weights."""
+    common = ("trainer.pipeline=one_step_off", "algorithm.is_correction=tis")
+    straight = _trainer(tmp_path / "straight", *common, "trainer.total_steps=4").fit()
+    _trainer(tmp_path / "resumed", *common, "trainer.total_steps=2").fit()
+    resumed = _trainer(tmp_path / "resumed", *common, "trainer.total_steps=4").fit()
+    assert [r["step"] for r in resumed] == [1, 2, 3, 4]
+    keys = (*COMPARED, "actor/is_weight_mean", "async/staleness_max")
+    for a, b in zip(straight, resumed, strict=True):
+        for key in (*keys, "async/rollout_weights_version"):
+            assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-9), (a["step"], key)
+    assert [r["async/rollout_weights_version"] for r in resumed] == [0.0, 0.0, 1.0, 2.0]
+
+
 def test_partial_rollouts_without_async_and_a_rollout_pool_are_refused(tmp_path: Path) -> None:
     config = load_run_config(
         "grpo", None, [*SMALL, "trainer.pipeline=one_step_off", "trainer.partial_rollout_tokens=2"]
