@@ -87,9 +87,10 @@ class Cluster:
     ``microbatch_overhead`` its fixed work per training micro-batch (the loss
     terms' small ops, autograd bookkeeping) and ``forward_overhead`` per
     inference micro-batch (log-probs, values); these three describe
-    in-process workers (one-device runs) and their ``remote_`` twins worker
-    processes, which :meth:`for_executor` selects; ``hfsdk calibrate`` fits
-    all six from short runs of the real training backend;
+    in-process workers (one-device runs) and their ``remote_`` twins workers
+    sharded over several processes (the calibration's two-device Ray runs),
+    which :meth:`for_executor` selects; ``hfsdk calibrate`` fits all six from
+    short runs of the real training backend;
     ``reshard_overhead`` is the fixed work of one train -> generate transition of
     sharded weights besides its gathers and copies (building the generation
     module, the per-unit bookkeeping), fitted from the same runs on two devices;
@@ -203,22 +204,31 @@ class Cluster:
         sharing = max(1, min(busy, self.devices_per_node))
         return min(self.memory_bandwidth, self.shared_memory_bandwidth / sharing)
 
-    def for_executor(self, in_process: bool) -> Cluster:
+    def for_executor(self, in_process: bool, sharded: bool | None = None) -> Cluster:
         """This cluster with the backend and call overheads of one executor kind.
 
         The simulator reads ``update_overhead``, ``microbatch_overhead``,
-        ``forward_overhead`` and ``call_overhead``; for worker processes
-        (``in_process`` false) they become the ``remote_`` figures.
+        ``forward_overhead`` and ``call_overhead``. For worker processes
+        (``in_process`` false) the call overhead becomes ``remote_call_overhead``;
+        for roles sharded over several processes (``sharded``, by default
+        ``not in_process``) the backend's three become their ``remote_`` figures.
+        A one-device role in a worker process (beside a rollout pool, or under
+        ``trainer.executor: ray``) pays a process's calls but no sharding: the
+        remote backend figures, fitted on two ranks, would price the
+        collectives' fixed costs it does not have.
         """
-        if in_process:
-            return self
-        return attrs.evolve(
-            self,
-            update_overhead=self.remote_update_overhead,
-            microbatch_overhead=self.remote_microbatch_overhead,
-            forward_overhead=self.remote_forward_overhead,
-            call_overhead=self.remote_call_overhead,
-        )
+        sharded = not in_process if sharded is None else sharded
+        out = self
+        if sharded:
+            out = attrs.evolve(
+                out,
+                update_overhead=self.remote_update_overhead,
+                microbatch_overhead=self.remote_microbatch_overhead,
+                forward_overhead=self.remote_forward_overhead,
+            )
+        if not in_process:
+            out = attrs.evolve(out, call_overhead=self.remote_call_overhead)
+        return out
 
     # -- profiles (YAML) -------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -231,7 +231,9 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
     if total > hardware.num_devices or hardware.device_kind == "cpu":
         # A CPU profile describes per-core devices; a run may use any number of them.
         hardware = hardware.with_devices(max(total, 1))
-    hardware = hardware.for_dtype(setup.dtype).for_executor(setup.in_process)
+    # Sharded: some training pool spans several devices (a mixed setup is priced so).
+    sharded = any(devices > 1 for _name, devices, _roles in setup.pools)
+    hardware = hardware.for_dtype(setup.dtype).for_executor(setup.in_process, sharded)
     search = PlacementSearch(
         setup.dataflow, dict(setup.models), hardware, setup.workload, algorithm=setup.algorithm
     )

@@ -138,3 +138,28 @@ def test_efficiency_of_a_profile_sets_the_simulator() -> None:
     assert Simulator(cluster).settings.training_efficiency == 0.25
     with pytest.raises(HfsdkError, match="unknown keys \\['speed'\\]"):
         Simulator(attrs.evolve(local(), efficiency={"speed": 0.5}))
+
+
+def test_executor_overheads_follow_the_process_and_the_sharding() -> None:
+    """Calls to a worker process cost the remote call overhead; only roles sharded over
+    several ranks pay the backend's remote (two-rank) fixed costs."""
+    base = attrs.evolve(
+        local(),
+        update_overhead=0.01,
+        microbatch_overhead=0.002,
+        forward_overhead=0.001,
+        call_overhead=0.0003,
+        remote_update_overhead=0.0,
+        remote_microbatch_overhead=0.04,
+        remote_forward_overhead=0.011,
+        remote_call_overhead=0.014,
+    )
+    backend = ("update_overhead", "microbatch_overhead", "forward_overhead")
+
+    def figures(cluster: Cluster) -> tuple[float, ...]:
+        return (*(getattr(cluster, f) for f in backend), cluster.call_overhead)
+
+    assert figures(base.for_executor(True)) == (0.01, 0.002, 0.001, 0.0003)
+    assert figures(base.for_executor(False)) == (0.0, 0.04, 0.011, 0.014)  # sharded by default
+    # one device in a worker process (e.g. the actor beside a rollout pool)
+    assert figures(base.for_executor(False, sharded=False)) == (0.01, 0.002, 0.001, 0.014)
