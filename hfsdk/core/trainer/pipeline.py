@@ -276,13 +276,13 @@ class GenerationPipeline:
         totals: dict[str, float] = {}
         pending = []
         for send, receive in self._syncs:
+            sent = send.result()[0] if wait or send.done() else None
             # A failed send is reported at once: its replicas may never finish receiving.
-            if (wait or send.done()) and "sync/failed" in send.result()[0]:
-                raise RolloutSyncFailed(send.result()[0]["sync/failed"])
-            if not wait and not (send.done() and receive.done()):
+            if sent is not None and "sync/failed" in sent:
+                raise RolloutSyncFailed(sent["sync/failed"])
+            if sent is None or not (wait or receive.done()):
                 pending.append((send, receive))
                 continue
-            sent = send.result()[0]
             received = receive.result()
             parts = {
                 "sync/send_s": sent["sync/time_s"],
@@ -314,7 +314,6 @@ class GenerationPipeline:
                 self.rollout = self.restart_rollout(exc)
                 self.rollout_restarts += 1
                 self._syncs = []  # those died with the old replicas
-                self._started = False
                 self._start()
                 for ahead in [*([head] if head is not None else []), *self._queue]:
                     fresh = self._submit(ahead.prompts)

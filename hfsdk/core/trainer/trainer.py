@@ -294,22 +294,14 @@ class Trainer:
                 except (WorkerDiedError, WorkerTimeoutError) as exc:
                     if self._stop.requested:  # e.g. the scheduler signalled the workers too
                         raise self._stopped(abandoned=_first_line(exc)) from exc
-                    limit = self.config.trainer.max_restarts
-                    if self.restarts >= limit:
+                    if not self._take_restart(exc, "worker", "from the newest checkpoint"):
                         raise WorkerError(
                             f"{_first_line(exc)} (gave up after {self.restarts} restart(s); "
-                            f"trainer.max_restarts={limit})",
+                            f"trainer.max_restarts={self.config.trainer.max_restarts})",
                             role=exc.role,
                             rank=exc.rank,
                             method=exc.method,
                         ) from exc
-                    self.restarts += 1
-                    logger.warning(
-                        "worker failure: %s; restart %d of %d from the newest checkpoint",
-                        _first_line(exc),
-                        self.restarts,
-                        limit,
-                    )
                     self._candidates = self._usable_checkpoints()
         except BaseException:
             self._abandon()
@@ -420,19 +412,23 @@ class Trainer:
             ),
         )
 
-    def _restart_rollout(self, session: Any, exc: BaseException) -> Any:
-        """A fresh rollout replica group in place of one that failed (counts as a restart)."""
+    def _take_restart(self, exc: BaseException, what: str, how: str) -> bool:
+        """Count one restart and say so, or ``False`` when ``trainer.max_restarts`` are used."""
         limit = self.config.trainer.max_restarts
         if self.restarts >= limit:
-            raise exc
+            return False
         self.restarts += 1
         logger.warning(
-            "rollout replica failure: %s; restart %d of %d of the rollout pool alone (the "
-            "trainer and its workers keep their state)",
-            _first_line(exc),
-            self.restarts,
-            limit,
+            "%s failure: %s; restart %d of %d %s", what, _first_line(exc), self.restarts, limit, how
         )
+        return True
+
+    def _restart_rollout(self, session: Any, exc: BaseException) -> Any:
+        """A fresh rollout replica group in place of one that failed (counts as a restart;
+        with none left ``exc`` goes on to :meth:`fit`, which gives up)."""
+        how = "of the rollout pool alone (the trainer and its workers keep their state)"
+        if not self._take_restart(exc, "rollout replica", how):
+            raise exc
         return session.restart_rollout()
 
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:

@@ -255,19 +255,15 @@ class WeightSenderMixin:
         and open a new sync group while the actor keeps its state.
         """
         weights = self.engine.hf_weights()  # collective over the actor's ranks
-        if self.rank != 0:
-            for _ in weights:
-                pass
-            return {}
         failure = "an earlier weight sync failed; the replicas need a new sync group"
-        if self._sync_group is not None:
+        if self.rank == 0 and self._sync_group is not None:
             try:
                 return send_weights(self._sync_group, weights, bucket_bytes=bucket_bytes)
             except RuntimeError as exc:  # gloo/NCCL: a replica's connection broke
                 failure = str(exc).splitlines()[0][:300]
                 self._sync_group = None
-        # The other actor ranks are still reading hf_weights collectively: finish with
-        # them, and report the failure instead of leaving them waiting.
+        # The other ranks read hf_weights collectively with rank 0; after a failure rank 0
+        # finishes reading with them and reports it instead of leaving them waiting.
         for _ in weights:
             pass
-        return {"sync/failed": failure}
+        return {"sync/failed": failure} if self.rank == 0 else {}
