@@ -3,23 +3,21 @@
 A :class:`Tool` wraps a sync or ``async`` function. Its schema comes from the
 function's type hints and docstring (:func:`schema_from_function`) unless one is
 given. :func:`load_tool` finds a tool by registered name (``hfsdk_register_tools``),
-``module:fn`` or ``path/to/file.py:fn``. :func:`call_tool` runs one call with a
-timeout and turns every failure (an exception, a timeout, an unknown tool, bad
-arguments, output that is not text-like, output over the size limit) into an
-error message the model reads as the tool's output: a tool never ends the run.
+``module:fn`` or ``path/to/file.py:fn``. :func:`call_tool` runs one call in a worker
+process with a deadline (:mod:`hfsdk.core.agents.tool_worker`) and turns every
+failure (an exception, a timeout, a dead worker, an unknown tool, bad arguments,
+output that is not text-like, output over the size limit) into an error message
+the model reads as the tool's output: a tool never ends the run.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib
 import importlib.util
 import inspect
 import json
 import re
 import sys
-import threading
 import time
 import types
 import typing
@@ -29,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from hfsdk.core.agents.tool_worker import ToolWorkers
 from hfsdk.core.errors import ConfigError, HfsdkError
 
 
@@ -266,7 +265,8 @@ def load_tools(specs: typing.Sequence[Any]) -> dict[str, Tool]:
 class ToolOutput:
     """What one tool call gave the model: ``content`` (text), ``ok`` and the error kind.
 
-    ``error``: ``None``, ``unknown_tool``, ``bad_arguments``, ``exception``, ``timeout``,
+    ``error``: ``None``, ``unknown_tool``, ``bad_arguments``, ``exception``, ``tool_error``
+    (a :class:`ToolError`), ``timeout``, ``crashed`` (the tool's worker process died),
     ``bad_output`` (not text, numbers or JSON-serialisable) or ``too_long``
     (cut to the limit). ``seconds`` is the call's wall time.
     """
@@ -295,11 +295,14 @@ async def call_tool(
     *,
     timeout_s: float,
     max_output_chars: int,
+    runner: ToolWorkers | None = None,
 ) -> ToolOutput:
     """Run one tool call; every failure becomes an error message as the tool's output.
 
-    A sync function runs in a thread (so a slow one does not stall other
-    trajectories); one that never returns is abandoned after ``timeout_s``.
+    The call runs in ``runner``'s worker process (one made for this call when
+    ``None``), which is killed when the call passes ``timeout_s``
+    (:mod:`hfsdk.core.agents.tool_worker`): a tool that blocks or loops forever is
+    a ``timeout`` error and the rollout goes on.
     """
     started = time.perf_counter()
 
@@ -321,22 +324,16 @@ async def call_tool(
         inspect.signature(tool.fn).bind(**arguments)
     except (TypeError, ValueError) as err:
         return fail("bad_arguments", f"{name}: {err}")
-    try:
-        if inspect.iscoroutinefunction(tool.fn):
-            value = await asyncio.wait_for(tool.fn(**arguments), timeout=timeout_s)
-        else:
-            # A thread cannot be killed: a hanging sync tool keeps its (daemon) thread only.
-            value = await asyncio.wait_for(_in_thread(tool.fn, arguments), timeout=timeout_s)
-    except ToolError as err:
-        return fail("tool_error", str(err))
-    except TimeoutError:
-        return fail("timeout", f"{name} did not return within {timeout_s:g} s")
-    except Exception as err:
-        return fail("exception", f"{name} raised {type(err).__name__}: {err}")
-    try:
-        text = _as_text(value)
-    except (TypeError, ValueError):
-        return fail("bad_output", f"{name} returned a {type(value).__name__}, not text or JSON")
+    if runner is None:
+        runner = ToolWorkers({name: tool.fn})
+        try:
+            kind, text = await runner.run(name, arguments, timeout_s)
+        finally:
+            runner.close()
+    else:
+        kind, text = await runner.run(name, arguments, timeout_s)
+    if kind != "ok":
+        return fail(kind, text)
     if len(text) > max_output_chars:
         return ToolOutput(
             name=name,
@@ -346,29 +343,3 @@ async def call_tool(
             seconds=time.perf_counter() - started,
         )
     return ToolOutput(name=name, content=text, ok=True, seconds=time.perf_counter() - started)
-
-
-def _in_thread(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> asyncio.Future[Any]:
-    """``fn(**arguments)`` in a daemon thread, so a call that never returns never blocks exit."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
-    def work() -> None:
-        value, error = None, None
-        try:
-            value = fn(**arguments)
-        except BaseException as err:
-            error = err
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(settle, value, error)
-
-    threading.Thread(target=work, daemon=True, name="hfsdk-tool").start()
-    return future
