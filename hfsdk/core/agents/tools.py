@@ -186,16 +186,31 @@ def _load_callable(spec: str) -> Callable[..., Any]:
             assert loader_spec is not None and loader_spec.loader is not None
             module = importlib.util.module_from_spec(loader_spec)
             sys.modules[module_name] = module
-            loader_spec.loader.exec_module(module)
+            try:
+                loader_spec.loader.exec_module(module)
+            except Exception as err:
+                del sys.modules[module_name]  # a fixed file is read again, not this half
+                raise ConfigError(f"tool {spec!r}: {_import_failure(err)}") from None
     else:
         try:
             module = importlib.import_module(target)
         except ImportError as err:
             raise ConfigError(f"tool {spec!r}: cannot import {target!r} ({err})") from None
+        except Exception as err:
+            raise ConfigError(f"tool {spec!r}: {_import_failure(err)}") from None
     fn = getattr(module, attr, None)
     if fn is None:
         raise ConfigError(f"tool {spec!r}: {target!r} has no attribute {attr!r}")
     return fn  # type: ignore[no-any-return]
+
+
+def _import_failure(err: Exception) -> str:
+    """One line on why a tool's module could not be imported, and what to do."""
+    if isinstance(err, SyntaxError):
+        where = f"{Path(err.filename or '?').name}, line {err.lineno}"
+        return f"the file has a syntax error ({where}: {err.msg}); fix it and run again"
+    first = (str(err).strip().splitlines() or [""])[0]
+    return f"importing it raised {type(err).__name__}: {first}; fix the module and run again"
 
 
 def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool:
@@ -234,7 +249,11 @@ def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool
         base = load_tool(spec["fn"])
         return Tool.from_function(base.fn, name=spec.get("name"), schema=spec.get("schema"))
     if not isinstance(spec, str):
-        raise ConfigError(f"tool entry {spec!r} is a {type(spec).__name__}; give a string")
+        raise ConfigError(
+            f"rollout.multi_turn.tools: the entry {spec!r} ({type(spec).__name__}) is not a "
+            "tool; give a registered tool name (hfsdk list tools), 'module:function', "
+            "'path/to/file.py:function' or a mapping {fn: ..., name: ...}"
+        )
     if ":" not in spec:
         import hfsdk  # the registry through the public surface (no import cycle)
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.config.run_config import RunConfig
+from hfsdk.core.config.safe_yaml import load_yaml_text
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.placement.run_plan import predicted_step_metrics
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
@@ -216,7 +216,7 @@ class Trainer:
         path = self.run_dir / CONFIG_FILE
         if not complete_checkpoints(self.run_dir) or not path.exists():
             return
-        old = yaml.safe_load(path.read_text()) or {}
+        old = load_yaml_text(path.read_text(), source=str(path)) or {}
         changed = [
             ".".join(map(str, key))
             for key in _differences(old, self.config.to_dict())

@@ -24,8 +24,14 @@ import yaml
 
 from hfsdk.core.config.importing import hydra
 from hfsdk.core.config.importing.interpolation import parse_literal
-from hfsdk.core.config.importing.shell import Script, arguments_after, split_script
+from hfsdk.core.config.importing.shell import (
+    Script,
+    UnclosedQuoteError,
+    arguments_after,
+    split_script,
+)
 from hfsdk.core.config.importing.verl_defaults import default_tree
+from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
 from hfsdk.core.errors import ConfigError
 
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
@@ -36,7 +42,7 @@ def _as_mapping(path: Path, text: str) -> dict[str, Any] | None:
     if path.suffix in (".sh", ".bash"):
         return None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml_text(text, source=f"config file {str(path)!r}")
     except yaml.YAMLError as exc:
         if path.suffix in _YAML_SUFFIXES:
             raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from exc
@@ -52,9 +58,15 @@ def _as_mapping(path: Path, text: str) -> dict[str, Any] | None:
 
 def _read(path: str) -> tuple[Path, str]:
     file = Path(path).expanduser()
-    if not file.is_file():
-        raise ConfigError(f"config file {path!r} does not exist; pass an existing file")
-    return file, file.read_text()
+    hint = "a verl config directory goes to --verl-config-dir"
+    return file, read_config_text(file, shown=path, directory_hint=hint)
+
+
+def _split(path: str, text: str, env: Mapping[str, str] | None) -> Script:
+    try:
+        return split_script(text, env)
+    except UnclosedQuoteError as exc:
+        raise ConfigError(f"{path!r}: {exc}; nothing was written") from None
 
 
 # -- verl ---------------------------------------------------------------------------------
@@ -117,7 +129,7 @@ def read_verl(
         file, text = _read(path)
         data = _as_mapping(file, text)
         if data is None:
-            script = split_script(text, env)
+            script = _split(path, text, env)
             warnings.extend(script.warnings)
             arguments = _without_unset(_verl_arguments(script, path), script, warnings)
     arguments = [*arguments, *overrides]
@@ -234,7 +246,7 @@ def read_flags(
         if mapping is not None:
             data = mapping
         else:
-            script = split_script(text, env)
+            script = _split(path, text, env)
             warnings.extend(script.warnings)
             test = _is_trl if source == "trl" else _is_openrlhf
             what = "a TRL training script" if source == "trl" else "openrlhf.cli.train_ppo_ray"
