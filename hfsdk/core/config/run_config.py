@@ -295,12 +295,109 @@ def load_run_config(
     ``base`` (a built-in task's settings) goes under the file and the overrides.
     """
     data = load_yaml(config_file) if config_file else {}
+    data = one_prompt_length(data, f"config file {config_file!r}")
     if base:  # a built-in task's settings (``--task``), under the file and the overrides
         from hfsdk.core.default_task.preset import deep_merge
 
-        data = deep_merge(base, data)
-    data = apply_overrides(data, overrides)
+        data = deep_merge(one_prompt_length(dict(base), "the task's preset"), data)
+    overrides = [*overrides, *_prompt_length_overrides(overrides)]
+    data = apply_overrides(defaults_under_overrides(data, overrides), overrides)
     return resolve_run_config(algo, with_algorithm_preset(algo or data.get("algo"), data))
+
+
+PROMPT_LENGTH_KEYS = ("data.max_prompt_length", "rollout.max_prompt_length")
+"""One setting under two names: ``data.max_prompt_length`` is the key; the rollout's copy
+is kept so that older configs load (the two must agree)."""
+
+
+def one_prompt_length(layer: dict[str, Any], where: str) -> dict[str, Any]:
+    """``layer`` with the prompt length under both keys when it sets one; both, differing:
+    a :class:`ConfigError` naming ``where``."""
+    found = {}
+    for key in PROMPT_LENGTH_KEYS:
+        section, name = key.split(".")
+        value = layer.get(section)
+        if isinstance(value, dict) and name in value:
+            found[key] = value[name]
+    if len(found) == 2 and found[PROMPT_LENGTH_KEYS[0]] != found[PROMPT_LENGTH_KEYS[1]]:
+        data, rollout = found.values()
+        raise ConfigError(
+            f"{where}: data.max_prompt_length={data!r} and rollout.max_prompt_length={rollout!r} "
+            "disagree, but they are one setting (the widest prompt); set data.max_prompt_length "
+            "only (the rollout follows it)"
+        )
+    if len(found) != 1:
+        return layer
+    (value,) = found.values()
+    result = dict(layer)
+    for key in PROMPT_LENGTH_KEYS:
+        section, name = key.split(".")
+        current = result.get(section)
+        if current is None or isinstance(current, dict):
+            result[section] = {**(current or {}), name: value}
+    return result
+
+
+def _prompt_length_overrides(overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """The other key of the prompt length when the command line sets only one of them."""
+    given = {}
+    for text in overrides:  # the last of each wins, as in apply_overrides
+        key, sep, raw = text.partition("=")
+        if sep and key.strip() in PROMPT_LENGTH_KEYS:
+            given[key.strip()] = raw
+    one_prompt_length(
+        apply_overrides({}, [f"{k}={v}" for k, v in given.items()]), "the command line"
+    )
+    if len(given) != 1:
+        return []
+    ((source, raw),) = given.items()
+    return [f"{key}={raw}" for key in PROMPT_LENGTH_KEYS if key != source]
+
+
+def defaults_under_overrides(
+    data: dict[str, Any], overrides: list[str] | tuple[str, ...]
+) -> dict[str, Any]:
+    """``data`` with each map-valued setting that a dotted override reaches into filled with
+    its default first: ``placement.pools.rollout.devices=2`` adds the ``rollout`` pool beside
+    the default ``global`` one instead of replacing the whole map."""
+    result = dict(data)
+    core = _core_sections()
+    for text in overrides:
+        keys = text.partition("=")[0].strip().split(".")
+        cls: Any = core.get(keys[0])
+        for depth in range(1, len(keys) - 1):
+            field = attrs.fields_dict(cls).get(keys[depth]) if attrs.has(cls) else None
+            if field is None:
+                break
+            default = field.default
+            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                if default.takes_self:
+                    break
+                default = default.factory()
+            if attrs.has(type(default)):
+                cls = type(default)
+                continue
+            if isinstance(default, dict) and default:
+                _fill(result, keys[:depth], keys[depth], default)
+            break
+    return result
+
+
+def _fill(data: dict[str, Any], path: list[str], name: str, default: dict[str, Any]) -> None:
+    """Set ``data[path...][name]`` to ``default`` (as plain values) unless it is set."""
+    node = data
+    for key in path:
+        child = node.get(key)
+        if child is None:
+            child = {}
+        elif not isinstance(child, dict):
+            return  # not a section: the override's own error says so
+        else:
+            child = dict(child)
+        node[key] = child
+        node = child
+    if name not in node:
+        node[name] = {k: attrs.asdict(v) if attrs.has(type(v)) else v for k, v in default.items()}
 
 
 def with_algorithm_preset(

@@ -157,6 +157,7 @@ class Trainer:
         self.resume_from: tuple[int, Path] | None = None
         self.restarts = 0
         self._pipeline: Any = None  # trainer.pipeline's GenerationPipeline, per attempt
+        self._keep_best_seen: set[str] | None = set()  # metrics so far; None once it is found
         _check_run_dir(self.run_dir)
         try:
             if self.run_dir.is_dir():  # refuse a concurrent run before any heavy work
@@ -470,8 +471,30 @@ class Trainer:
         tracker.log(step, metrics)
         maybe_fault("step_end", step)
         last = step == cfg.trainer.total_steps
-        if last or (cfg.trainer.save_every and step % cfg.trainer.save_every == 0):
+        saving = last or bool(cfg.trainer.save_every and step % cfg.trainer.save_every == 0)
+        self._check_keep_best(metrics, saving=saving)
+        if saving:
             self._save(session, algorithm, step)
+
+    def _check_keep_best(self, metrics: dict, *, saving: bool) -> None:
+        """At the first checkpoint: has ``trainer.keep_best``'s metric been reported?
+
+        Checked against every metric so far (some appear only after a warm-up), once a
+        validation has run for a ``val/`` metric.
+        """
+        metric, seen = self.config.trainer.keep_best, self._keep_best_seen
+        if not metric or seen is None:
+            return
+        seen.update(metrics)
+        if metric in seen:
+            self._keep_best_seen = None
+            return
+        validated = any(k.startswith("val/") for k in seen)
+        if not saving or (metric.startswith("val/") and not validated):
+            return
+        from hfsdk.core.trainer.input_checks import check_keep_best_reported
+
+        check_keep_best_reported(metric, seen)
 
     def _validation_metrics(
         self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int
