@@ -12,10 +12,12 @@ turn still run concurrently.
 When a call passes its deadline the caller gets a ``timeout`` at once and the
 child is *retired*: new calls go to a fresh child, and the retired one is
 killed (``SIGKILL``) as soon as the other calls it was running have returned or
-passed their own deadlines. A child that dies (a tool called ``os._exit``, a
-segfault) fails the calls it held as ``crashed``. The child never outlives the
-caller: it leaves when its socket closes, and the caller kills its children at
-exit.
+passed their own deadlines. Once the run is asked to stop (SIGTERM / SIGINT,
+:mod:`hfsdk.core.stop_requests`) waiting calls end at once as ``stopped``, so the
+step finishes and writes its checkpoint within the grace. A child that dies (a
+tool called ``os._exit``, a segfault) fails the calls it held as ``crashed``. The
+child never outlives the caller: it leaves when its socket closes, and the caller
+kills its children at exit.
 """
 
 from __future__ import annotations
@@ -38,9 +40,14 @@ from typing import Any
 
 import attrs
 
+from hfsdk.core.stop_requests import stop_requested
+
+STOP_POLL_S = 0.1
+"""How often a waiting call looks for a stop request (a signal handler sets it)."""
+
 Outcome = tuple[str, str]
 """``(kind, text)``: ``ok`` with the output, or an error kind (``tool_error``,
-``exception``, ``bad_output``, ``timeout``, ``crashed``) with its message."""
+``exception``, ``bad_output``, ``timeout``, ``crashed``, ``stopped``) with its message."""
 
 
 @attrs.frozen
@@ -258,14 +265,24 @@ class ToolWorkers:
 
     async def run(self, name: str, arguments: Mapping[str, Any], timeout_s: float) -> Outcome:
         """``name(**arguments)`` in the worker; ``("timeout", ...)`` after ``timeout_s``."""
+        if stop_requested():
+            return ("stopped", f"{name} was not called: the run is stopping")
         worker = self._active()
         call = _Call(next(self._ids), name, dict(arguments))
-        future = worker.submit(call)
+        waiting = asyncio.wrap_future(worker.submit(call))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout=timeout_s)
-        except TimeoutError:
-            worker.abandon(call.call_id)
-            return ("timeout", f"{name} did not return within {timeout_s:g} s")
+            while not waiting.done():
+                left = deadline - loop.time()
+                if left <= 0:
+                    worker.abandon(call.call_id)
+                    return ("timeout", f"{name} did not return within {timeout_s:g} s")
+                if stop_requested():  # let the step finish and checkpoint within the grace
+                    worker.abandon(call.call_id)
+                    return ("stopped", f"{name} was cut short: the run is stopping")
+                await asyncio.wait({waiting}, timeout=min(left, STOP_POLL_S))
+            return waiting.result()
         except asyncio.CancelledError:
             worker.abandon(call.call_id)
             raise

@@ -286,6 +286,7 @@ class ToolOutput:
 
     ``error``: ``None``, ``unknown_tool``, ``bad_arguments``, ``exception``, ``tool_error``
     (a :class:`ToolError`), ``timeout``, ``crashed`` (the tool's worker process died),
+    ``stopped`` (cut short: the run is stopping),
     ``bad_output`` (not text, numbers or JSON-serialisable) or ``too_long``
     (cut to the limit). ``seconds`` is the call's wall time.
     """

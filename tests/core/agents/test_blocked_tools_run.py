@@ -1,5 +1,6 @@
 """A ``--task tool_use`` run whose ``add`` tool blocks: it finishes its steps, and a stop
-signal ends it within the grace with a checkpoint (each run bounded: it used to hang)."""
+signal ends it within the grace with a checkpoint, even when the tool's deadline is past
+the grace (each run bounded: it used to hang)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,10 @@ def test_a_stop_signal_while_a_tool_blocks_ends_the_run_with_a_checkpoint(
 ) -> None:
     grace_s = 20.0
     process, run_dir, called = _start(
-        tmp_path, "trainer.total_steps=50", f"trainer.stop_grace_s={grace_s:g}"
+        tmp_path,
+        "trainer.total_steps=50",
+        f"trainer.stop_grace_s={grace_s:g}",
+        "rollout.multi_turn.tool_timeout_s=1000",  # the tool blocks well past the grace
     )
     deadline = time.monotonic() + 600
     while not called.exists() and process.poll() is None and time.monotonic() < deadline:
@@ -90,5 +94,7 @@ def test_a_stop_signal_while_a_tool_blocks_ends_the_run_with_a_checkpoint(
     took = time.monotonic() - sent
     assert code == exit_code, err[-3000:]
     assert took < grace_s + 30, took  # the grace, plus tearing down on a shared host
+    # The blocked calls were cut short, so the step finished and its checkpoint was written.
     steps = [step for step, _ in complete_checkpoints(run_dir)]
     assert steps, f"no checkpoint was written: {err[-2000:]}"
+    assert f"at step {steps[-1]}: checkpoint step_{steps[-1]} written" in err, err[-2000:]

@@ -178,3 +178,30 @@ def test_closures_run_in_the_worker_and_close_kills_it() -> None:
         assert not _alive(worker.pid)
     finally:
         workers.close()
+
+
+def test_a_stop_request_cuts_waiting_calls_short() -> None:
+    from hfsdk.core.stop_requests import clear_stop, request_stop
+
+    workers = ToolWorkers({name: t.fn for name, t in TOOLS.items()})
+    timer = threading.Timer(0.3, request_stop)
+    try:
+        timer.start()
+        out, seconds = _bounded(
+            call_tool(TOOLS, "blocks_async", {"a": 1, "b": 2}, timeout_s=1000.0,
+                      max_output_chars=100, runner=workers),
+            20.0,
+        )  # fmt: skip
+        assert (out.ok, out.error) == (False, "stopped")
+        assert seconds < 5.0
+        assert workers.workers() == []  # its worker was killed
+        later, _ = _bounded(
+            call_tool(TOOLS, "quick", {"a": 1, "b": 2}, timeout_s=5.0, max_output_chars=100,
+                      runner=workers),
+            20.0,
+        )  # fmt: skip
+        assert later.error == "stopped"  # nothing new starts while the run stops
+    finally:
+        timer.cancel()
+        clear_stop()
+        workers.close()
