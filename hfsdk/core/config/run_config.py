@@ -294,64 +294,110 @@ def load_run_config(
     ``hfsdk.core.default_task.preset``) fills the keys the user did not set.
     ``base`` (a built-in task's settings) goes under the file and the overrides.
     """
-    data = load_yaml(config_file) if config_file else {}
-    data = one_prompt_length(data, f"config file {config_file!r}")
-    if base:  # a built-in task's settings (``--task``), under the file and the overrides
-        from hfsdk.core.default_task.preset import deep_merge
+    from hfsdk.core.default_task.preset import deep_merge
 
-        data = deep_merge(one_prompt_length(dict(base), "the task's preset"), data)
-    overrides = [*overrides, *_prompt_length_overrides(overrides)]
+    data = load_yaml(config_file) if config_file else {}
+    layers = [(dict(base or {}), "the task's preset"), (data, f"config file {config_file!r}")]
+    # The rollout's prompt length follows from data.max_prompt_length: each layer's
+    # rollout.max_prompt_length (older configs) becomes that, or is refused if it disagrees.
+    extra = _context_extra(apply_overrides(deep_merge(layers[0][0], data), overrides))
+    data = {}
+    for layer, where in layers:
+        data = deep_merge(data, _prompt_length_layer(layer, extra, where))
+    overrides = _prompt_length_overrides(overrides, extra)
     data = apply_overrides(defaults_under_overrides(data, overrides), overrides)
+    data = _derive_rollout_prompt_length(data, extra)
     return resolve_run_config(algo, with_algorithm_preset(algo or data.get("algo"), data))
 
 
-PROMPT_LENGTH_KEYS = ("data.max_prompt_length", "rollout.max_prompt_length")
-"""One setting under two names: ``data.max_prompt_length`` is the key; the rollout's copy
-is kept so that older configs load (the two must agree)."""
+def _context_extra(data: Mapping[str, Any]) -> int:
+    """What a turn's context holds beyond the prompt: the multi-turn budget, else 0."""
+    from hfsdk.core.agents.config import MultiTurnConfig
+
+    rollout = data.get("rollout")
+    multi_turn = rollout.get("multi_turn") if isinstance(rollout, Mapping) else None
+    if not isinstance(multi_turn, Mapping):
+        return 0
+    if not multi_turn.get("tools") and multi_turn.get("agent_loop") is None:
+        return 0
+    budget = multi_turn.get("max_response_tokens", MultiTurnConfig().max_response_tokens)
+    return budget if isinstance(budget, int) and not isinstance(budget, bool) else 0
 
 
-def one_prompt_length(layer: dict[str, Any], where: str) -> dict[str, Any]:
-    """``layer`` with the prompt length under both keys when it sets one; both, differing:
-    a :class:`ConfigError` naming ``where``."""
-    found = {}
-    for key in PROMPT_LENGTH_KEYS:
-        section, name = key.split(".")
-        value = layer.get(section)
-        if isinstance(value, dict) and name in value:
-            found[key] = value[name]
-    if len(found) == 2 and found[PROMPT_LENGTH_KEYS[0]] != found[PROMPT_LENGTH_KEYS[1]]:
-        data, rollout = found.values()
-        raise ConfigError(
-            f"{where}: data.max_prompt_length={data!r} and rollout.max_prompt_length={rollout!r} "
-            "disagree, but they are one setting (the widest prompt); set data.max_prompt_length "
-            "only (the rollout follows it)"
-        )
-    if len(found) != 1:
+def _prompt_length_rule(extra: int) -> str:
+    if extra:
+        return f"data.max_prompt_length + rollout.multi_turn.max_response_tokens ({extra})"
+    return "data.max_prompt_length"
+
+
+def _prompt_length_layer(layer: dict[str, Any], extra: int, where: str) -> dict[str, Any]:
+    """``layer`` with its rollout.max_prompt_length turned into data.max_prompt_length."""
+    rollout = layer.get("rollout")
+    if not isinstance(rollout, dict) or "max_prompt_length" not in rollout:
         return layer
-    (value,) = found.values()
-    result = dict(layer)
-    for key in PROMPT_LENGTH_KEYS:
-        section, name = key.split(".")
-        current = result.get(section)
-        if current is None or isinstance(current, dict):
-            result[section] = {**(current or {}), name: value}
+    given = rollout["max_prompt_length"]
+    section = layer.get("data")
+    prompt = section.get("max_prompt_length") if isinstance(section, dict) else None
+    result = {**layer, "rollout": {k: v for k, v in rollout.items() if k != "max_prompt_length"}}
+    if not isinstance(given, int) or isinstance(given, bool):
+        result["rollout"]["max_prompt_length"] = given  # its own validator names the type
+        return result
+    if prompt is not None:
+        if prompt + extra != given:
+            raise ConfigError(
+                f"{where}: rollout.max_prompt_length={given} disagrees with "
+                f"data.max_prompt_length={prompt}; it follows from them "
+                f"({_prompt_length_rule(extra)}): remove rollout.max_prompt_length"
+            )
+        return result
+    if given - extra < 1:
+        raise ConfigError(
+            f"{where}: rollout.max_prompt_length={given} leaves no room for a prompt beside "
+            f"rollout.multi_turn.max_response_tokens={extra}; set data.max_prompt_length (the "
+            "widest prompt) instead"
+        )
+    if not isinstance(section, dict) and section is not None:
+        return result  # a bad data section: its own error says so
+    result["data"] = {**(section or {}), "max_prompt_length": given - extra}
     return result
 
 
-def _prompt_length_overrides(overrides: list[str] | tuple[str, ...]) -> list[str]:
-    """The other key of the prompt length when the command line sets only one of them."""
-    given = {}
-    for text in overrides:  # the last of each wins, as in apply_overrides
-        key, sep, raw = text.partition("=")
-        if sep and key.strip() in PROMPT_LENGTH_KEYS:
-            given[key.strip()] = raw
-    one_prompt_length(
-        apply_overrides({}, [f"{k}={v}" for k, v in given.items()]), "the command line"
+def _prompt_length_overrides(overrides: list[str] | tuple[str, ...], extra: int) -> list[str]:
+    """The command line's overrides with rollout.max_prompt_length=N as data.max_prompt_length."""
+    rollout = [t for t in overrides if t.partition("=")[0].strip() == "rollout.max_prompt_length"]
+    if not rollout:
+        return list(overrides)
+    layer = apply_overrides(
+        {},
+        [
+            t
+            for t in overrides
+            if t.partition("=")[0].strip()
+            in ("rollout.max_prompt_length", "data.max_prompt_length")
+        ],
     )
-    if len(given) != 1:
-        return []
-    ((source, raw),) = given.items()
-    return [f"{key}={raw}" for key in PROMPT_LENGTH_KEYS if key != source]
+    converted = _prompt_length_layer(layer, extra, "the command line")
+    rest = [t for t in overrides if t not in rollout]
+    prompt = converted.get("data", {}).get("max_prompt_length")
+    if "max_prompt_length" in converted.get("rollout", {}):  # not a number: keep for its error
+        return list(overrides)
+    return rest if prompt is None else [*rest, f"data.max_prompt_length={prompt}"]
+
+
+def _derive_rollout_prompt_length(data: dict[str, Any], extra: int) -> dict[str, Any]:
+    """Write rollout.max_prompt_length = data.max_prompt_length (+ the multi-turn budget)."""
+    from hfsdk.core.data.data_config import DataConfig
+
+    section = data.get("data")
+    prompt = section.get("max_prompt_length") if isinstance(section, dict) else None
+    rollout = data.get("rollout")
+    if (prompt is None and not extra) or not (rollout is None or isinstance(rollout, dict)):
+        return data
+    if prompt is None:
+        prompt = DataConfig().max_prompt_length
+    if not isinstance(prompt, int) or isinstance(prompt, bool):
+        return data  # its own validator names the type
+    return {**data, "rollout": {**(rollout or {}), "max_prompt_length": prompt + extra}}
 
 
 def defaults_under_overrides(

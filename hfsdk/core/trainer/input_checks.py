@@ -1,8 +1,8 @@
 """Settings that only fail deep inside a run, refused before it starts in one line each.
 
-- the prompt length under its two keys (``data.max_prompt_length``, the key, and
-  ``rollout.max_prompt_length``, kept for older configs) disagreeing: vLLM then
-  fails much later with "528 > 128 positions";
+- ``rollout.max_prompt_length`` not what follows from ``data.max_prompt_length`` (the
+  one key; plus the multi-turn budget, which every turn's context may reach): vLLM
+  then failed much later with "528 > 128 positions";
 - prompt plus response longer than a model's positions (``max_position_embeddings``
   in its ``config.json``): transformers only warns, then the worker allocates for
   the whole length (51 GB measured);
@@ -24,14 +24,22 @@ _POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length
 
 
 def check_prompt_length(config: Any) -> None:
-    """``data.max_prompt_length`` and ``rollout.max_prompt_length`` must be one value."""
+    """``rollout.max_prompt_length`` must be what follows from ``data.max_prompt_length``."""
+    from hfsdk.core.agents.generate import multi_turn_config
+
     data = getattr(getattr(config, "data", None), "max_prompt_length", None)
     rollout = getattr(getattr(config, "rollout", None), "max_prompt_length", None)
-    if data is not None and rollout is not None and data != rollout:
+    if data is None or rollout is None:
+        return
+    multi_turn = multi_turn_config(config.rollout)
+    extra = multi_turn.max_response_tokens if multi_turn.active else 0
+    if rollout != data + extra:
+        rule = "data.max_prompt_length" + (
+            f" + rollout.multi_turn.max_response_tokens ({extra})" if extra else ""
+        )
         raise ConfigError(
-            f"data.max_prompt_length={data} and rollout.max_prompt_length={rollout} disagree, "
-            "but they are one setting (the widest prompt); set data.max_prompt_length only "
-            "(the rollout follows it)"
+            f"rollout.max_prompt_length={rollout} disagrees with data.max_prompt_length={data}; "
+            f"it follows from them ({rule}): remove rollout.max_prompt_length"
         )
 
 
@@ -59,7 +67,7 @@ def sequence_length(config: Any) -> tuple[int, str]:
     from hfsdk.core.agents.generate import multi_turn_config
 
     rollout = config.rollout
-    prompt = int(getattr(rollout, "max_prompt_length", None) or config.data.max_prompt_length)
+    prompt = int(config.data.max_prompt_length)
     multi_turn = multi_turn_config(rollout)
     if multi_turn.active:
         response, key = multi_turn.max_response_tokens, "rollout.multi_turn.max_response_tokens"

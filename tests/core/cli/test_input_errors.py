@@ -160,8 +160,8 @@ CASES: list[Case] = [
     (
         "prompt-lengths-disagree-on-the-command-line",
         lambda t: [*RUN, "data.max_prompt_length=96", "rollout.max_prompt_length=16"],
-        r"the command line: data\.max_prompt_length=96 and rollout\.max_prompt_length=16 "
-        r"disagree.*set data\.max_prompt_length only",
+        r"the command line: rollout\.max_prompt_length=16 disagrees with "
+        r"data\.max_prompt_length=96; it follows from them .*remove rollout\.max_prompt_length",
     ),
     (
         "prompt-lengths-disagree-in-a-file",
@@ -170,7 +170,8 @@ CASES: list[Case] = [
             "--config",
             _file(t, "c.yaml", "data: {max_prompt_length: 96}\nrollout: {max_prompt_length: 16}\n"),
         ],
-        r"config file '.*c\.yaml': data\.max_prompt_length=96 and rollout\.max_prompt_length=16",
+        r"config file '.*c\.yaml': rollout\.max_prompt_length=16 disagrees with "
+        r"data\.max_prompt_length=96",
     ),
 ]
 
