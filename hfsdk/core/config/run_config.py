@@ -243,6 +243,10 @@ def resolve_run_config(
         composer.errors.append(str(exc))
     else:
         rollout = {**rollout, "backend": rollout_backend}
+        entry = registry_of("rollout_backends").get(rollout_backend)
+        cls = entry.config_cls if entry is not None else None
+        if attrs.has(cls) and "max_prompt_length" in attrs.fields_dict(cls):
+            rollout = _derive_rollout_prompt_length(data, rollout)
         composer.named("rollout", "rollout_backends", "rollout.backend", rollout_backend, rollout)
     for name, cls in _core_sections().items():
         composer.add(name, cls, _section(data, name))
@@ -306,7 +310,6 @@ def load_run_config(
         data = deep_merge(data, _prompt_length_layer(layer, extra, where))
     overrides = _prompt_length_overrides(overrides, extra)
     data = apply_overrides(defaults_under_overrides(data, overrides), overrides)
-    data = _derive_rollout_prompt_length(data, extra)
     return resolve_run_config(algo, with_algorithm_preset(algo or data.get("algo"), data))
 
 
@@ -384,20 +387,22 @@ def _prompt_length_overrides(overrides: list[str] | tuple[str, ...], extra: int)
     return rest if prompt is None else [*rest, f"data.max_prompt_length={prompt}"]
 
 
-def _derive_rollout_prompt_length(data: dict[str, Any], extra: int) -> dict[str, Any]:
-    """Write rollout.max_prompt_length = data.max_prompt_length (+ the multi-turn budget)."""
+def _derive_rollout_prompt_length(data: Mapping[str, Any], rollout: dict[str, Any]) -> dict:
+    """``rollout`` with max_prompt_length = data.max_prompt_length (+ the multi-turn budget),
+    unless given (:func:`~hfsdk.core.trainer.input_checks.check_prompt_length` then holds it
+    to that)."""
     from hfsdk.core.data.data_config import DataConfig
 
+    extra = _context_extra(data)
     section = data.get("data")
-    prompt = section.get("max_prompt_length") if isinstance(section, dict) else None
-    rollout = data.get("rollout")
-    if (prompt is None and not extra) or not (rollout is None or isinstance(rollout, dict)):
-        return data
+    prompt = section.get("max_prompt_length") if isinstance(section, Mapping) else None
+    if (prompt is None and not extra) or "max_prompt_length" in rollout:
+        return rollout
     if prompt is None:
         prompt = DataConfig().max_prompt_length
     if not isinstance(prompt, int) or isinstance(prompt, bool):
-        return data  # its own validator names the type
-    return {**data, "rollout": {**(rollout or {}), "max_prompt_length": prompt + extra}}
+        return rollout  # its own validator names the type
+    return {**rollout, "max_prompt_length": prompt + extra}
 
 
 def defaults_under_overrides(
