@@ -77,7 +77,7 @@ def test_a_blocking_async_add_tool_fails_its_calls_and_the_run_finishes(tmp_path
 def test_a_stop_signal_while_a_tool_blocks_ends_the_run_with_a_checkpoint(
     tmp_path: Path, signum: int, exit_code: int
 ) -> None:
-    grace_s = 20.0
+    grace_s = 60.0  # the tool blocks far longer; a loaded CI machine needs a margin
     process, run_dir, called = _start(
         tmp_path,
         "trainer.total_steps=50",
@@ -93,7 +93,7 @@ def test_a_stop_signal_while_a_tool_blocks_ends_the_run_with_a_checkpoint(
     code, err = _finish(process, grace_s + 60)
     took = time.monotonic() - sent
     assert code == exit_code, err[-3000:]
-    assert took < grace_s + 30, took  # the grace, plus tearing down on a shared host
+    assert took < grace_s + 30, took  # within the grace, plus tearing down
     # The blocked calls were cut short, so the step finished and its checkpoint was written.
     steps = [step for step, _ in complete_checkpoints(run_dir)]
     assert steps, f"no checkpoint was written: {err[-2000:]}"
