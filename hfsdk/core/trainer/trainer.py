@@ -366,6 +366,7 @@ class Trainer:
                 start_step=start,
                 quiet=self.quiet,
                 config=cfg.to_dict(),
+                wandb=cfg.trainer.wandb,
             )
             self._saved_step = start
             done = start

@@ -152,16 +152,14 @@ def test_fsdp_vllm_grpo_script_maps_engine_tp_and_kl() -> None:
     assert cfg.data.train_files == ("/home/u/data/gsm8k/train.parquet",)
     assert cfg.trainer.loggers == ("console", "wandb", "jsonl")
     assert "$HOME taken from this environment: '/home/u'" in result.warnings
+    assert cfg.trainer.wandb.project == "fixture_grpo"
+    assert cfg.trainer.wandb.name == "qwen_fsdp_vllm"
     assert result.unmapped == (
         "actor_rollout_ref.ref.fsdp_config.param_offload = True  (no counterpart: hfsdk keeps "
         "each role's weights, gradients and optimizer state on its devices (rollout.sleep frees "
         "vLLM's memory while the actor trains))",
         "trainer.total_epochs = 15  (hfsdk counts steps: set trainer.total_steps = total_epochs "
         "x rows // data.train_batch_size (the train files are not here to count))",
-        "trainer.project_name = 'fixture_grpo'  (hfsdk names a run by its directory (hfsdk run "
-        "--run-dir))",
-        "trainer.experiment_name = 'qwen_fsdp_vllm'  (hfsdk names a run by its directory (hfsdk "
-        "run --run-dir))",
         "critic.* (15 keys)  (algorithm 'grpo' has no critic)",
     )
 
