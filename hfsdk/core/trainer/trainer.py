@@ -23,6 +23,7 @@ import yaml
 
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
+from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.placement.run_plan import predicted_step_metrics
@@ -244,7 +245,7 @@ class Trainer:
             if problem is None:
                 state_file = path / TRAINER_STATE
                 try:
-                    state = torch.load(state_file, weights_only=False)
+                    state = load_checkpoint_file(state_file)
                     if not isinstance(state, dict) or "step" not in state:
                         raise ValueError("not a trainer state")
                 except FileNotFoundError:
