@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hfsdk.core.atomic import write_text_atomic
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.faults import fault_requested, maybe_fault
 from hfsdk.core.trainer.trainer_config import WandbConfig
@@ -145,8 +146,6 @@ def start_wandb(run_dir: Path, settings: WandbConfig, config: dict[str, Any]) ->
 
     import wandb
 
-    from hfsdk.core.atomic import write_text_atomic
-
     id_file = run_dir / WANDB_ID_FILE
     if id_file.is_file():
         run_id = id_file.read_text().strip()
@@ -216,6 +215,4 @@ def _truncate_after(path: Path, step: int) -> None:
     for row in read_metrics(path.parent):
         if row["step"] <= step:
             by_step[row["step"]] = row
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(by_step[s]) + "\n" for s in sorted(by_step)))
-    tmp.replace(path)
+    write_text_atomic(path, "".join(json.dumps(by_step[s]) + "\n" for s in sorted(by_step)))

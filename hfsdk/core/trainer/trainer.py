@@ -23,6 +23,7 @@ import yaml
 
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
+from hfsdk.core.atomic import write_text_atomic
 from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
@@ -86,12 +87,6 @@ def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: tuple =
         elif a != b:
             out.append((*prefix, key))
     return out
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _rng_state() -> dict[str, Any]:
@@ -173,7 +168,7 @@ class Trainer:
                 self._candidates = self._usable_checkpoints()
             if self._candidates:
                 self.resume_from = self._candidates[0][:2]
-            _write_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
+            write_text_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
         except BaseException:
             self._abandon()
             raise
@@ -486,7 +481,7 @@ class Trainer:
         if result.samples:
             lines = "".join(json.dumps(s) + "\n" for s in result.samples)
             (self.run_dir / "validation").mkdir(exist_ok=True)
-            _write_atomic(self.run_dir / "validation" / f"step_{step}.jsonl", lines)
+            write_text_atomic(self.run_dir / "validation" / f"step_{step}.jsonl", lines)
             tracker.log_samples(step, result.samples)
         return {**result.metrics, "timing/validation_s": time.perf_counter() - started}
 

@@ -30,6 +30,7 @@ from hfsdk import (
     HfsdkError,
     LossAggregation,
     LossCounts,
+    atomic_path,
     load_checkpoint_file,
     masked_fill_zero,
     masked_mean,
@@ -790,9 +791,8 @@ class MegatronEngine:
             }
             directory.mkdir(parents=True, exist_ok=True)
             path = directory / SHARD_FILE.format(role=self.role, pp=self.pp_rank, tp=self.tp_rank)
-            tmp = path.with_suffix(".tmp")
-            torch.save(state, tmp)
-            tmp.replace(path)
+            with atomic_path(path) as tmp:
+                torch.save(state, tmp)
         dist.barrier()
         return directory
 
