@@ -119,7 +119,7 @@ def unavailable_line(mode: Isolation | None = None) -> str | None:
 
 @functools.cache
 def _process_isolation() -> tuple[bool, bool]:
-    """(network namespace works, dropping to ``nobody`` works), for ``process`` mode; probed once."""
+    """(netns works, dropping to ``nobody`` works) in ``process`` mode; probed once."""
     if os.name != "posix" or os.geteuid() != 0:
         return False, False
     unshare = shutil.which("unshare")
@@ -252,9 +252,7 @@ def _refused(reason: str) -> SandboxResult:
     )
 
 
-def run_python(
-    code: str, *, stdin: str = "", limits: SandboxLimits | None = None
-) -> SandboxResult:
+def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = None) -> SandboxResult:
     """Run ``code`` as a program with ``stdin`` as its standard input, under ``limits``."""
     limits = limits or SandboxLimits()
     mode = isolation()
