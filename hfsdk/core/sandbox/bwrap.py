@@ -4,8 +4,8 @@
 package needed). Each program gets new user, PID, network, IPC, UTS and
 cgroup namespaces and a mount namespace whose root holds only:
 
-* the interpreter's prefix, read-only (its ``site-packages`` hidden under an
-  empty tmpfs: ``-I -S`` programs see the standard library only);
+* the interpreter, its standard library and ``libpython``, read-only (no other
+  file of its prefix; ``site-packages`` hidden under an empty tmpfs);
 * the system's shared-library directories the interpreter and the standard
   library's extension modules load from, read-only (no ``/usr/bin``, no
   ``/etc``, no home directories);
@@ -55,10 +55,6 @@ def interpreter() -> str:
     return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
 
 
-def _prefix() -> str:
-    return os.path.realpath(sys.base_prefix)
-
-
 def _library_mounts() -> list[str]:
     """``--ro-bind``/``--symlink`` arguments for the shared-library directories that exist."""
     args: list[str] = []
@@ -71,15 +67,24 @@ def _library_mounts() -> list[str]:
 
 
 def _prefix_mounts() -> list[str]:
-    prefix = _prefix()
-    args = ["--ro-bind", prefix, prefix]
-    exe_dir = os.path.dirname(interpreter())
-    if not (exe_dir + os.sep).startswith(prefix + os.sep):
-        args += ["--ro-bind", exe_dir, exe_dir]
-    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
-    for site in (Path(prefix) / "lib" / version / "site-packages", Path(prefix) / "site-packages"):
+    """The interpreter, its standard library and ``libpython`` — not its ``bin`` or packages."""
+    import glob
+    import sysconfig
+
+    # The base installation's paths (in a venv, "platbase" would be the venv's).
+    paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
+    stdlib = os.path.realpath(paths["stdlib"])
+    args = ["--ro-bind", interpreter(), interpreter(), "--ro-bind", stdlib, stdlib]
+    platstdlib = os.path.realpath(paths["platstdlib"])
+    if not (platstdlib + os.sep).startswith(stdlib + os.sep) and platstdlib != stdlib:
+        args += ["--ro-bind", platstdlib, platstdlib]
+    for site in (Path(stdlib) / "site-packages", Path(stdlib) / "dist-packages"):
         if site.is_dir():
             args += ["--tmpfs", str(site)]
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if libdir:
+        for lib in sorted(glob.glob(os.path.join(libdir, "libpython*.so*"))):
+            args += ["--ro-bind", os.path.realpath(lib), lib]
     return args
 
 
