@@ -65,7 +65,7 @@ _RESUMABLE_CHANGES = {
         "stop_grace_s",
         "ray_allow_no_auth",
     )
-} | {(signal, "timeout_s") for signal in ("reward", "cost")}
+} | {(signal, "timeout_s") for signal in ("reward", "cost")} | {("sandbox", "isolation")}
 
 
 def default_run_dir(algo: str) -> Path:
