@@ -11,6 +11,8 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.rewards.code_tests import CodeTestsConfig, code_tests, last_code_block
 from hfsdk.core.sandbox import SandboxLimits
 
+pytestmark = pytest.mark.usefixtures("sandbox_any_isolation")
+
 CONFIG = CodeTestsConfig(limits=SandboxLimits(wall_s=3.0, cpu_s=2))
 IO = json.dumps({"inputs": ["1 2\n", "5 7\n"], "outputs": ["3\n", "12\n"]})
 ASSERTS = json.dumps({"asserts": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]})

@@ -12,6 +12,8 @@ import pytest
 
 from hfsdk.core.sandbox import SandboxLimits, run_many, run_python
 
+pytestmark = pytest.mark.usefixtures("sandbox_any_isolation")
+
 FAST = SandboxLimits(wall_s=3.0, cpu_s=2, memory_mb=256, output_bytes=4096)
 
 
