@@ -34,6 +34,14 @@ def _read_text(path: str, what: str) -> str:
 @click.argument("file", metavar="FILE")
 @click.option("--stdin", "stdin_file", default=None, metavar="FILE", help="Standard input.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (last line).")
+@click.option(
+    "--limits",
+    "preset",
+    type=click.Choice(["code_tests", "python"]),
+    default="code_tests",
+    show_default=True,
+    help="Start from the limits of the code_tests reward's default or of the python tool.",
+)
 @click.option("--wall-s", type=float, default=None, help="Wall-clock limit (default 5).")
 @click.option("--cpu-s", type=int, default=None, help="CPU-time limit (default 5).")
 @click.option("--memory-mb", type=int, default=None, help="Address-space limit (default 512).")
@@ -48,6 +56,7 @@ def run_command(
     file: str,
     stdin_file: str | None,
     as_json: bool,
+    preset: str,
     wall_s: float | None,
     cpu_s: int | None,
     memory_mb: int | None,
@@ -69,9 +78,14 @@ def run_command(
 
     code = _read_text(file, "program")
     stdin = _read_text(stdin_file, "--stdin file") if stdin_file else ""
+    import attrs
+
+    from hfsdk.core.agents.code_tool import CODE_TOOL_LIMITS
+
+    base = CODE_TOOL_LIMITS if preset == "python" else SandboxLimits()
     given = {"wall_s": wall_s, "cpu_s": cpu_s, "memory_mb": memory_mb, "output_bytes": output_bytes}
     try:
-        limits = SandboxLimits(**{k: v for k, v in given.items() if v is not None})
+        limits = attrs.evolve(base, **{k: v for k, v in given.items() if v is not None})
     except (TypeError, ValueError) as exc:
         raise HfsdkError(f"sandbox limits: {exc}") from None
     if isolation:

@@ -418,3 +418,17 @@ def test_a_missing_program_is_one_line_and_exit_2(
         main(["sandbox", "run", str(tmp_path / "nope.py")])
     _, err = capsys.readouterr()
     assert info.value.code == 2 and err.count("\n") == 1 and "does not exist" in err
+
+
+def test_the_python_tools_limits_are_one_option_away(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    program = tmp_path / "big.py"
+    program.write_text("print('x' * 9000)\n")  # over the tool's 8 KiB, under code_tests' 64 KiB
+    statuses = []
+    for preset in ("python", "code_tests"):
+        with pytest.raises(SystemExit):
+            main(["sandbox", "run", str(program), "--json", "--limits", preset])
+        out, _ = capsys.readouterr()
+        statuses.append(json.loads(out.strip().splitlines()[-1])["status"])
+    assert statuses == ["output_limit", "ok"]
