@@ -78,10 +78,37 @@ class PidsCgroup:
                 time.sleep(0.02)
 
 
+_PREFIX = "hfsdk-sandbox-"
+_STALE_S = 300.0
+_swept: set[Path] = set()
+
+
+def _sweep(parent: Path) -> None:
+    """Remove empty cgroups a killed trainer left behind (once per parent and process).
+
+    Only those older than a few minutes: a fresh one may not have its process yet.
+    """
+    if parent in _swept:
+        return
+    _swept.add(parent)
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for child in parent.iterdir():
+            if not child.name.startswith(_PREFIX):
+                continue
+            with contextlib.suppress(OSError):
+                if (
+                    now - child.stat().st_mtime > _STALE_S
+                    and not (child / "cgroup.procs").read_text().strip()
+                ):
+                    child.rmdir()
+
+
 def make_pids_cgroup(max_tasks: int, root: Path = _ROOT) -> PidsCgroup | None:
     """A fresh cgroup with ``pids.max = max_tasks``, or ``None`` where none can be made."""
     for parent in _candidates(root):
-        path = parent / f"hfsdk-sandbox-{uuid.uuid4().hex[:12]}"
+        _sweep(parent)
+        path = parent / f"{_PREFIX}{uuid.uuid4().hex[:12]}"
         try:
             path.mkdir()
         except OSError:
