@@ -145,7 +145,11 @@ _ns = {"__name__": "__main__", "__builtins__": __builtins__}
 try:
     exec(compile(PROGRAM, "main.py", "exec"), _ns)
 except BaseException as _e:  # SystemExit included: the program did not run to the end
-    _sys.stderr.write("program did not run to the end: " + _type(_e).__name__ + "\n")
+    try:
+        _why = _type(_e).__name__ + ": " + str(_e)
+    except BaseException:
+        _why = "an exception"
+    _sys.stderr.write("program did not run to the end: " + _why.replace("\n", " ") + "\n")
     _sys.stderr.flush()
     _os._exit(1)
 try:

@@ -133,3 +133,10 @@ def test_correct_programs_score_one_whatever_they_print_or_how_they_end() -> Non
     )
     assert [r["score"] for r in rows] == [1.0, 1.0, 1.0], rows
     assert all(r["cases_passed"] == 1.0 for r in rows)
+
+
+def test_an_assert_sample_reports_why_its_program_stopped() -> None:
+    programs = ["import ctypes\ndef add(a, b):\n    return a + b", "raise ValueError('nope')"]
+    rows = code_tests(["p"] * 2, [_fenced(p) for p in programs], config=CONFIG,
+                      ground_truth=[ASSERTS] * 2)  # fmt: skip
+    assert rows[0]["refused"] == 1.0 and rows[1]["error"] == 1.0
