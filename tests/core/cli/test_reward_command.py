@@ -23,6 +23,7 @@ def _rows(tmp_path: Path, rows: list[dict]) -> str:
     return str(path)
 
 
+@pytest.mark.usefixtures("sandbox_any_isolation")
 def test_code_tests_rows_are_scored_with_their_reasons(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
