@@ -129,7 +129,8 @@ def _process_isolation() -> tuple[bool, bool]:
         netns = probe.returncode == 0
     scratch = Path(tempfile.mkdtemp(prefix="hfsdk-sandbox-probe-"))
     try:
-        (scratch / "main.py").write_text("pass\n")
+        # Imports after the drop: nobody must be able to read the standard library too.
+        (scratch / "main.py").write_text("import json, decimal, fractions\n")
         shutil.copyfile(GUARD, scratch / ".guard.py")
         os.chown(scratch, NOBODY_UID, NOBODY_UID)
         probe = subprocess.run(
