@@ -47,8 +47,11 @@ def test_what_hfsdk_saves_round_trips(tmp_path: Path) -> None:
     )
     state = {
         "step": 7,
-        "rng": {"python": random.getstate(), "numpy": np.random.get_state(),
-                "torch": torch_rng_state()},  # fmt: skip
+        "rng": {
+            "python": random.getstate(),
+            "numpy": np.random.get_state(),
+            "torch": torch_rng_state(),
+        },
         "optimizer": torch.optim.AdamW([torch.nn.Parameter(torch.ones(2))]).state_dict(),
         "pipeline": {"ahead": [{"prompts": batch, "version": 2, "behaviour": None}]},
     }
