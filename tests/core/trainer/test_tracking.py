@@ -151,3 +151,38 @@ def test_wandb_takes_its_settings_from_config_and_env_and_resumes_the_same_run(
     assert (tracker._wandb.project, tracker._wandb.name) == ("from_env", "second")
     assert tracker._wandb.id != run_id
     tracker.close()
+
+
+@pytest.mark.slow
+def test_a_resumed_training_run_continues_its_wandb_run_and_tensorboard_curve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("wandb")
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.tracking import WANDB_ID_FILE
+    from hfsdk.core.trainer.trainer import Trainer
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
+    small = [
+        "data.batch_size=4", "algorithm.n_samples_per_prompt=2", "actor.mini_batch_size=4",
+        "actor.micro_batch_size=8", "trainer.loggers=[jsonl, wandb, tensorboard]",
+        "trainer.wandb.project=hfsdk-test",
+    ]  # fmt: skip
+    run_dir = tmp_path / "run"
+    Trainer(load_run_config("grpo", None, [*small, "trainer.total_steps=1"]), run_dir,
+            quiet=True).fit()  # fmt: skip
+    run_id = (run_dir / WANDB_ID_FILE).read_text().strip()
+    rows = Trainer(load_run_config("grpo", None, [*small, "trainer.total_steps=2"]), run_dir,
+                   quiet=True).fit()  # fmt: skip
+    assert [r["step"] for r in rows] == [1, 2]
+    assert (run_dir / WANDB_ID_FILE).read_text().strip() == run_id
+    runs = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2 and all(r.name.split("-")[3] == run_id for r in runs)
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("reward/mean")] == [1, 2]
