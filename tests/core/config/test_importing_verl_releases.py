@@ -131,19 +131,26 @@ LOCAL = [
 VLLM_ONLY = ("dtype", "gpu_memory_utilization", "max_num_seqs", "sleep", "enforce_eager")
 
 
+SHRUNK = {
+    "verl_run_grpo_fsdp_vllm.sh": [],
+    "verl_run_grpo_megatron.sh": ["actor.parallel={tp: 1, pp: 1}", "reference.parallel={tp: 1, pp: 1}"],
+}
+
+
 @pytest.mark.slow
-def test_a_shrunk_import_of_verl_0_9_trains_two_steps(tmp_path: Path) -> None:
+@pytest.mark.parametrize("script", list(SHRUNK))
+def test_a_shrunk_import_of_verl_0_9_trains_two_steps(tmp_path: Path, script: str) -> None:
     import yaml
 
     from hfsdk.core.config import load_run_config
     from hfsdk.core.trainer.trainer import Trainer
 
-    result, _ = _import("verl_run_grpo_fsdp_vllm.sh", _config_dir("0.9.1"))
+    result, _ = _import(script, _config_dir("0.9.1"))
     config = copy.deepcopy(result.config)
     config["rollout"] = {k: v for k, v in config["rollout"].items() if k not in VLLM_ONLY}
     config_file = tmp_path / "imported.yaml"
     config_file.write_text(yaml.safe_dump(config))
-    cfg = load_run_config(None, str(config_file), LOCAL)
+    cfg = load_run_config(None, str(config_file), [*LOCAL, *SHRUNK[script]])
     # Imported settings kept through the shrink: verl's KL loss and its estimator.
     assert cfg.algorithm.kl_estimator == "low_var_kl" and cfg.algorithm.kl_loss_coef == 0.001
     rows = Trainer(cfg, str(tmp_path / "run"), quiet=True).fit()
@@ -151,3 +158,5 @@ def test_a_shrunk_import_of_verl_0_9_trains_two_steps(tmp_path: Path) -> None:
     assert all(0.0 <= r["reward/mean"] <= 1.0 for r in rows)
     # The reference ran (verl's use_kl_loss=True came through): its KL to the actor is logged.
     assert all("timing/ref_log_prob_s" in r and r["actor/kl"] >= 0.0 for r in rows)
+    megatron = script == "verl_run_grpo_megatron.sh"
+    assert (cfg.actor.backend == "megatron") == megatron
