@@ -49,6 +49,13 @@ def _file(tmp: Path, name: str, content: str | bytes) -> str:
     return str(path)
 
 
+def _bomb_dir(tmp: Path) -> str:
+    """A verl config directory whose ppo_trainer.yaml is an alias bomb (Hydra reads it)."""
+    (tmp / "verl_config").mkdir()
+    (tmp / "verl_config" / "ppo_trainer.yaml").write_text(alias_bomb())
+    return str(tmp / "verl_config")
+
+
 def _dir(tmp: Path) -> str:
     (tmp / "configs").mkdir()
     (tmp / "configs" / "ppo.yaml").write_text("data: {}\n")
@@ -77,6 +84,19 @@ CASES: list[Case] = [
         "import-alias-bomb",
         lambda t: ["config", "import", "--from", "verl", _file(t, "bomb.yaml", alias_bomb())],
         r"aliases expand to more than 1,000,000 nodes",
+    ),
+    (
+        "import-config-dir-alias-bomb",
+        lambda t: [
+            "config",
+            "import",
+            "--from",
+            "verl",
+            "--verl-config-dir",
+            _bomb_dir(t),
+            _file(t, "run.sh", "python3 -m verl.trainer.main_ppo data.train_batch_size=32\n"),
+        ],
+        r"ppo_trainer\.yaml': YAML aliases expand to more than 1,000,000 nodes",
     ),
     (
         "override-alias-bomb",

@@ -62,6 +62,17 @@ def _read(path: str) -> tuple[Path, str]:
     return file, read_config_text(file, shown=path, directory_hint=hint)
 
 
+def _check_config_dirs(dirs: list[str]) -> None:
+    """Refuse an alias bomb in a config directory before Hydra reads it (it has no bound)."""
+    for directory in dirs:
+        for file in sorted(Path(directory).expanduser().rglob("*.yaml")):
+            try:
+                text = file.read_text(errors="replace")
+                load_yaml_text(text, source=f"config file {str(file)!r}")
+            except (yaml.YAMLError, OSError):
+                continue  # not ours to judge: Hydra reports a file it needs and cannot read
+
+
 def _split(path: str, text: str, env: Mapping[str, str] | None) -> Script:
     try:
         return split_script(text, env)
@@ -121,6 +132,7 @@ def read_verl(
     verl's); without any, :func:`~.verl_defaults.default_tree` is the base.
     """
     dirs = [config_dir] if isinstance(config_dir, str) else list(config_dir or [])
+    _check_config_dirs(dirs)
     warnings: list[str] = []
     config_name = "ppo_trainer"
     data: dict[str, Any] | None = None
