@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         default_actor_objective,
     )
     from hfsdk.core.backends import default_rollout_backend
-    from hfsdk.core.batch import Batch
+    from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.config.help import field_help, help_field
     from hfsdk.core.data.conversation import (
         SupervisedSequence,
@@ -159,6 +159,9 @@ _LAZY = {
     "Stage": "hfsdk.core.dataflow",
     # data, config and errors
     "Batch": "hfsdk.core.batch",
+    "ROW_GROUP": "hfsdk.core.batch",
+    "group_split": "hfsdk.core.batch",
+    "row_group": "hfsdk.core.batch",
     # supervised sequences and preference pairs (SFT, DPO, reward models)
     "SupervisedSequence": "hfsdk.core.data.conversation",
     "collate_supervised": "hfsdk.core.data.conversation",
