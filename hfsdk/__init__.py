@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from hfsdk.core.backends import default_rollout_backend
     from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.config.help import field_help, help_field
+    from hfsdk.core.data.chat import check_messages
     from hfsdk.core.data.conversation import (
         SupervisedSequence,
         collate_supervised,
@@ -163,6 +164,7 @@ _LAZY = {
     "group_split": "hfsdk.core.batch",
     "row_group": "hfsdk.core.batch",
     # supervised sequences and preference pairs (SFT, DPO, reward models)
+    "check_messages": "hfsdk.core.data.chat",
     "SupervisedSequence": "hfsdk.core.data.conversation",
     "collate_supervised": "hfsdk.core.data.conversation",
     "split_conversation": "hfsdk.core.data.conversation",
