@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
-from hfsdk import Algorithm, HfsdkError, resolve_use_template
-from hfsdk_dpo.losses import pair_rewards
-from hfsdk_dpo.pairs import PairRows, pair_batch
+from hfsdk import Algorithm, HfsdkError
 
 if TYPE_CHECKING:
+    # torch and the batch helpers load on first use: `hfsdk list` and the planner import specs.
+    import torch
+
     from hfsdk import Batch
+    from hfsdk_dpo.pairs import PairRows
 
 
 def preference_metrics(
@@ -19,6 +19,8 @@ def preference_metrics(
 ) -> dict[str, float]:
     """``dpo/*`` of an interleaved pair batch: implicit rewards, margin, accuracy, loss."""
     from torch.nn import functional
+
+    from hfsdk_dpo.losses import pair_rewards
 
     chosen, rejected = pair_rewards(log_prob, ref_log_prob, response_mask, beta)
     margin = chosen - rejected
@@ -35,6 +37,9 @@ class DPOAlgorithm(Algorithm):
     """DPO: a sigmoid loss on preference pairs against a frozen reference, no sampling."""
 
     def _pairs(self, rows: Batch) -> PairRows:
+        from hfsdk import resolve_use_template
+        from hfsdk_dpo.pairs import pair_batch
+
         tokenizer = self.tokenizer
         return pair_batch(
             rows,
@@ -57,6 +62,8 @@ class DPOAlgorithm(Algorithm):
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """Pairs → log-probs (policy, reference) → ``dpo/*`` metrics → ``update_actor`` (dpo)."""
+        import torch
+
         with self.stage("data"):
             rows = self._pairs(prompts)
         if rows.batch is None:

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hfsdk import Algorithm, HfsdkError, resolve_use_template
-from hfsdk_sft.targets import SupervisedRows, supervised_batch
+from hfsdk import Algorithm, HfsdkError
 
 if TYPE_CHECKING:
+    # The batch helpers (and torch) load on first use: `hfsdk list` and the planner import specs.
     from hfsdk import Batch
+    from hfsdk_sft.targets import SupervisedRows
 
 
 class SFTAlgorithm(Algorithm):
     """Supervised fine-tuning: the NLL of given responses, assistant tokens only, no sampling."""
 
     def _supervised(self, prompts: Batch) -> SupervisedRows:
+        from hfsdk import resolve_use_template
+        from hfsdk_sft.targets import supervised_batch
+
         tokenizer = self.tokenizer
         return supervised_batch(
             prompts,
