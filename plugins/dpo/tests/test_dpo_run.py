@@ -17,14 +17,16 @@ def _run(tmp: Path, name: str, *overrides: str) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
+@pytest.mark.parametrize("variant", ["fsdp", "lora", "megatron"])
 def test_first_update_trains_on_log_two_and_moves_towards_the_chosen(
-    tmp_path: Path, lora: bool
+    tmp_path: Path, variant: str
 ) -> None:
     overrides = ["trainer.total_steps=3", "trainer.val_before_train=false", "trainer.val_every=0"]
-    if lora:
+    if variant == "lora":
         # The reference is then the actor itself with its adapters disabled (no second copy).
         overrides += ["actor.lora.rank=8", "actor.optim.lr=1e-3"]
+    if variant == "megatron":
+        overrides += ["actor.backend=megatron", "reference.backend=megatron"]
     rows = _run(tmp_path, "run", *overrides)
     first = rows[0]
     # Policy = reference before the first update: every margin is 0, the loss is log 2 —

@@ -41,7 +41,7 @@ def test_short_run_reports_losses_and_its_export_is_an_rl_start(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_lora_packing_and_checkpointing_train_on_the_same_first_loss(tmp_path: Path) -> None:
+def test_lora_packing_checkpointing_and_megatron_train_on_the_same_first_loss(tmp_path: Path) -> None:
     base = ["trainer.total_steps=1", "trainer.val_before_train=false", "trainer.val_every=0"]
     plain = _run(tmp_path, "plain", *base)[-1]
     # LoRA starts at the base model (B = 0); packing and recomputation change no number.
@@ -55,6 +55,9 @@ def test_lora_packing_and_checkpointing_train_on_the_same_first_loss(tmp_path: P
     )[-1]
     assert variant["sft/loss"] == pytest.approx(plain["sft/loss"], rel=1e-5)
     assert variant["sft/trained_tokens"] == plain["sft/trained_tokens"]
+    # The megatron backend runs the same program and loss (its own kernels: float tolerance).
+    megatron = _run(tmp_path, "megatron", *base, "actor.backend=megatron")[-1]
+    assert megatron["sft/loss"] == pytest.approx(plain["sft/loss"], rel=1e-4)
 
 
 @pytest.mark.heavy
