@@ -41,7 +41,9 @@ def test_short_run_reports_losses_and_its_export_is_an_rl_start(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_lora_packing_checkpointing_and_megatron_train_on_the_same_first_loss(tmp_path: Path) -> None:
+def test_lora_packing_checkpointing_and_megatron_train_on_the_same_first_loss(
+    tmp_path: Path,
+) -> None:
     base = ["trainer.total_steps=1", "trainer.val_before_train=false", "trainer.val_every=0"]
     plain = _run(tmp_path, "plain", *base)[-1]
     # LoRA starts at the base model (B = 0); packing and recomputation change no number.
