@@ -90,7 +90,13 @@ class DPOAlgorithm(Algorithm):
         return self.finish(batch)
 
     def validation_metrics(self, prompts: Batch) -> dict[str, float]:
-        """``val/dpo/*``: implicit-reward accuracy and margin on the validation pairs."""
+        """``val/dpo/*``: implicit-reward accuracy and margin on the validation pairs.
+
+        Validation data without pairs (prompts and reward columns only) gets none.
+        """
+        cfg = self.algo_config
+        if not {cfg.chosen_key, cfg.rejected_key} <= set(prompts.non_tensor_keys):
+            return {}
         rows = self._pairs(prompts)
         if rows.batch is None:
             return {}

@@ -86,3 +86,15 @@ def test_metrics_equal_the_hand_computation() -> None:
     assert got["dpo/reward_accuracy"] == pytest.approx(0.5)
     expected = sum(math.log1p(math.exp(-m)) for m in margins) / 2
     assert got["dpo/loss"] == pytest.approx(expected)
+
+
+def test_validation_rows_without_pairs_get_no_pair_metrics() -> None:
+    algorithm, log = _program([])
+    prompts_only = Batch.from_dict(non_tensors={"prompt": ["3 + 5 ="], "uid": [0]})
+    assert algorithm.validation_metrics(prompts_only) == {}
+    assert log == []
+    metrics = algorithm.validation_metrics(_rows())
+    assert set(metrics) == {
+        "val/dpo/loss", "val/dpo/reward_accuracy", "val/dpo/reward_chosen",
+        "val/dpo/reward_margin", "val/dpo/reward_rejected",
+    }  # fmt: skip

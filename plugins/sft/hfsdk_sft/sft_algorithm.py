@@ -46,7 +46,13 @@ class SFTAlgorithm(Algorithm):
         return self.finish(batch)
 
     def validation_metrics(self, prompts: Batch) -> dict[str, float]:
-        """``val/loss``: the per-token NLL of the validation rows' responses (no update)."""
+        """``val/loss``: the per-token NLL of the validation rows' responses (no update).
+
+        Validation data without responses (prompts and reward columns only) gets none.
+        """
+        cfg = self.algo_config
+        if not {cfg.messages_key, cfg.response_key} & set(prompts.non_tensor_keys):
+            return {}
         rows = self._supervised(prompts)
         if rows.batch is None:
             return {}

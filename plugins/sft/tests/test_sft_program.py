@@ -53,3 +53,10 @@ def test_validation_loss_is_the_mean_token_nll() -> None:
     mask = seen["response_mask"].float()
     log_probs = -(torch.rand(mask.shape, generator=gen) * mask)
     assert metrics["val/loss"] == pytest.approx(float(-(log_probs * mask).sum() / mask.sum()))
+
+
+def test_validation_rows_without_responses_get_no_loss() -> None:
+    algorithm, log = _program()
+    prompts_only = Batch.from_dict(non_tensors={"prompt": ["3 + 5 ="], "uid": [0]})
+    assert algorithm.validation_metrics(prompts_only) == {}
+    assert log == []
