@@ -72,3 +72,55 @@ def test_sft_from_the_cold_model_raises_the_greedy_reward(tmp_path: Path) -> Non
         gains.append(val[-1]["val/reward_mean"] - val[0]["val/reward_mean"])
         assert val[-1]["val/loss"] < val[0]["val/loss"] - 1.5
     assert sum(gains) / len(gains) >= 0.3, gains
+
+
+@pytest.mark.slow
+def test_a_messages_dataset_trains_through_the_chat_template(tmp_path: Path) -> None:
+    import json
+    import shutil
+
+    import hfsdk
+    from hfsdk.core.data.tokenizer_loading import load_tokenizer
+
+    assets = hfsdk.ensure_default_assets()
+    model = tmp_path / "model"
+    shutil.copytree(assets.model_dir, model)
+    tokenizer = load_tokenizer(str(model))
+    # A template in the task's words: the user turn ends with "=", the reply follows it.
+    tokenizer.chat_template = (
+        "{% for m in messages %}{{ m['content'] }} "
+        "{% if m['role'] == 'user' %}= {% endif %}{% endfor %}"
+    )
+    tokenizer.save_pretrained(str(model))
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": f"{a} + {b}"},
+                {"role": "assistant", "content": str(a + b)},
+            ],
+            "answer": str(a + b),
+        }
+        for a in range(10)
+        for b in range(10)
+    ]
+    data = tmp_path / "chat.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = _run(
+        tmp_path,
+        "chat",
+        f"actor.model_path={model}",
+        f"data.train_files=[{data}]",
+        f"data.val_files=[{data}]",
+        "data.prompt_key=messages",
+        "reward.functions=[{name: default_task}]",
+        "trainer.total_steps=2",
+        "trainer.val_before_train=true",
+        "trainer.val_every=2",
+        "data.batch_size=16",
+        "actor.mini_batch_size=16",
+        "actor.micro_batch_size=16",
+    )
+    by_step = {r["step"]: r for r in out}
+    # Per row: the answer and </s> are trained; "a + b =" is the prompt.
+    assert by_step[1]["sft/trained_tokens"] == 2 * 16
+    assert by_step[2]["val/loss"] < by_step[0]["val/loss"]
