@@ -38,6 +38,10 @@ def test_first_update_trains_on_log_two_and_moves_towards_the_chosen(
     later = rows[1:]
     assert all(r["dpo/reward_margin"] > 0 for r in later), [r["dpo/reward_margin"] for r in later]
     assert later[-1]["dpo/loss"] < math.log(2.0)
+    if variant == "lora":
+        # The reference was the actor's base, not a second model: it checkpoints no weights.
+        reference = tmp_path / "run" / "checkpoints" / "step_3" / "reference"
+        assert {p.name for p in reference.rglob("*") if p.is_file()} <= {"rng_rank0.pt"}
 
 
 @pytest.mark.heavy
