@@ -14,12 +14,11 @@ they are asked for (atomically), without rebuilding the cached model.
 from __future__ import annotations
 
 import json
-import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Literal
 
+from hfsdk.core.atomic import write_text_atomic
 from hfsdk.core.default_task.assets import DefaultAssets
 from hfsdk.core.default_task.spec import DefaultTaskSpec
 from hfsdk.core.default_task.task import task_rows, validation_rows
@@ -57,9 +56,6 @@ def ensure_preference_pairs(assets: DefaultAssets) -> tuple[Path, Path]:
         if path.is_file():
             continue
         lines = "".join(json.dumps(r) + "\n" for r in preference_rows(assets.spec, split))
-        directory.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-        with os.fdopen(handle, "w") as out:
-            out.write(lines)
-        os.replace(temp, path)  # another process writing the same bytes is harmless
+        # Another process writing the same bytes at the same time is harmless.
+        write_text_atomic(path, lines)
     return paths
