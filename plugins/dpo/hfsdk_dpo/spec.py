@@ -19,6 +19,8 @@ DPO_SPEC = AlgorithmSpec(
     ),
     # The default task's pairs: its right answer chosen over a wrong one, from the warm start.
     default_data="preference_pairs",
+    # A generation pipeline would sample batches nothing reads: DPO trains on given responses.
+    on_policy_only="it trains on the dataset's responses and samples nothing to generate ahead",
     preset={
         "rollout": {"max_response_length": 8},
         "actor": {"optim": {"lr": 1e-4}, "mini_batch_size": 32, "micro_batch_size": 32},

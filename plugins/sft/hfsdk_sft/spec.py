@@ -17,6 +17,8 @@ SFT_SPEC = AlgorithmSpec(
     ),
     # The default task's freshly initialised model: SFT makes the warm start itself.
     default_model="cold",
+    # A generation pipeline would sample batches nothing reads: SFT trains on given responses.
+    on_policy_only="it trains on the dataset's responses and samples nothing to generate ahead",
     preset={
         # The task's answers are the responses: "3 + 5 =" -> "8 </s>".
         "algorithm": {"response_key": "answer"},
