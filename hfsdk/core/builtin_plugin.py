@@ -5,6 +5,8 @@ Entries that belong to no single algorithm or backend live here.
 
 from __future__ import annotations
 
+from typing import Any
+
 import hfsdk
 from hfsdk.hookspecs import Register
 
@@ -30,6 +32,29 @@ def hfsdk_register_policy_losses(register: Register) -> None:
 
     register("ppo_clip", ppo_clip_loss, config_cls=PPOClipConfig)
     register("reinforce", reinforce_loss, config_cls=ReinforceConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_rollout_corrections(register: Register) -> None:
+    """Register ``tis``, ``mis``, ``icepop``, ``geo_rs``, ``k3_rs``, ``trust_region`` and
+    ``dsv32_mask``."""
+    from hfsdk.core.maths.rollout_corrections import BUILTIN_CORRECTIONS
+
+    for name, (fn, config_cls) in BUILTIN_CORRECTIONS.items():
+        register(name, fn, config_cls=config_cls)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str]:
+    """The rollout corrections a config names exist and their settings are valid."""
+    from hfsdk.core.errors import ConfigError
+    from hfsdk.core.maths.rollout_correction_config import resolve_rollout_corrections
+
+    try:
+        resolve_rollout_corrections(config)
+    except ConfigError as exc:
+        return [str(exc)]
+    return []
 
 
 @hfsdk.hookimpl

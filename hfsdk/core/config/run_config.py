@@ -43,10 +43,16 @@ from hfsdk.core.registry import Registry, closest_match
 
 def _core_sections() -> dict[str, type]:
     from hfsdk.core.data.data_config import DataConfig
+    from hfsdk.core.maths.rollout_correction_config import RolloutCorrectionConfig
     from hfsdk.core.trainer.placement_config import PlacementConfig
     from hfsdk.core.trainer.trainer_config import TrainerConfig
 
-    return {"trainer": TrainerConfig, "data": DataConfig, "placement": PlacementConfig}
+    return {
+        "trainer": TrainerConfig,
+        "data": DataConfig,
+        "placement": PlacementConfig,
+        "rollout_correction": RolloutCorrectionConfig,
+    }
 
 
 @attrs.frozen(kw_only=True)

@@ -25,6 +25,7 @@ from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.maths.rollout_correction_config import corrections_requested
 from hfsdk.core.placement.run_plan import predicted_step_metrics
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.trainer.checkpoint import (
@@ -402,7 +403,7 @@ class Trainer:
             algorithm,
             loader,
             depth=pipeline_depth(trainer.pipeline, trainer.max_staleness),
-            behaviour_log_probs=self.config.algorithm.is_correction != "none",
+            behaviour_log_probs=corrections_requested(self.config),
             rollout=rollout,
             seed=trainer.seed,
             partial_tokens=trainer.partial_rollout_tokens,

@@ -7,7 +7,9 @@ import attrs
 from hfsdk import LOSS_AGG_MODES, AlgorithmConfig, LossAggMode, help_field
 
 
-def _dual_clip_above_one(_instance: object, attribute: attrs.Attribute, value: float | None) -> None:
+def _dual_clip_above_one(
+    _instance: object, attribute: attrs.Attribute, value: float | None
+) -> None:
     # c <= 1 would bound every negative-advantage token's loss at or below its unclipped
     # value at ratio 1, i.e. zero their gradient; PPO's config refuses it the same way.
     if value is not None and not value > 1.0:
