@@ -193,3 +193,15 @@ def test_bad_settings_are_one_line(overrides, needle) -> None:
         load_run_config("grpo", None, overrides)
     assert needle in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_the_docs_example_resolves_as_written(tmp_path) -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[3] / "docs" / "async.md").read_text()
+    block = text.split("```yaml\nrollout_correction:", 1)[1].split("```", 1)[0]
+    (tmp_path / "run.yaml").write_text("rollout_correction:" + block)
+    config = load_run_config("grpo", str(tmp_path / "run.yaml"), [])
+    resolved = resolve_rollout_corrections(config)
+    assert [name for name, _fn, _cfg in resolved] == ["geo_rs", "tis", "icepop", "k3_rs"]
+    assert resolved[-1][2] == K3RSConfig(threshold=0.02)
