@@ -90,6 +90,7 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.maths.rollout_correction_config import (
         RolloutCorrectionConfig,
+        behaviour_log_probs_needed,
         resolve_rollout_corrections,
     )
     from hfsdk.core.maths.rollout_corrections import (
@@ -190,6 +191,7 @@ _LAZY = {
     "combine_corrections": "hfsdk.core.maths.rollout_corrections",
     "RolloutCorrectionConfig": "hfsdk.core.maths.rollout_correction_config",
     "resolve_rollout_corrections": "hfsdk.core.maths.rollout_correction_config",
+    "behaviour_log_probs_needed": "hfsdk.core.maths.rollout_correction_config",
     "LOSS_AGG_MODES": "hfsdk.core.maths.aggregation",
     "LossAggMode": "hfsdk.core.maths.aggregation",
     "LossAggregation": "hfsdk.core.maths.aggregation",

@@ -115,6 +115,15 @@ def resolve_rollout_corrections(run_config: Any) -> list[ResolvedCorrection]:
     return resolved
 
 
+def behaviour_log_probs_needed(run_config: Any) -> bool:
+    """Whether the run needs the sampling policy's ``rollout_log_probs`` on every row: a
+    correction applies them, or ``trainer.max_mismatch_kl`` watches the gap."""
+    trainer = run_config.sections.get("trainer")
+    return corrections_requested(run_config) or (
+        trainer is not None and trainer.max_mismatch_kl is not None
+    )
+
+
 def corrections_requested(run_config: Any) -> bool:
     """Whether the run corrects off-policy tokens (it then needs behaviour log-probs)."""
     section = run_config.sections.get("rollout_correction")

@@ -25,7 +25,7 @@ from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.rollout_correction_config import corrections_requested
+from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
 from hfsdk.core.placement.run_plan import predicted_step_metrics
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.trainer.checkpoint import (
@@ -419,9 +419,7 @@ class Trainer:
             algorithm,
             loader,
             depth=pipeline_depth(trainer.pipeline, trainer.max_staleness),
-            # The gate needs the sampling policy's log-probs even when nothing corrects them.
-            behaviour_log_probs=corrections_requested(self.config)
-            or trainer.max_mismatch_kl is not None,
+            behaviour_log_probs=behaviour_log_probs_needed(self.config),
             rollout=rollout,
             seed=trainer.seed,
             partial_tokens=trainer.partial_rollout_tokens,
