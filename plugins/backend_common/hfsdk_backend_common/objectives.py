@@ -188,7 +188,8 @@ def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
     """The actor's objective for one update: the run's policy loss and the algorithm's terms.
 
     ``terms`` are the algorithm's ``hfsdk.ActorLossTerms`` (KL as a loss, entropy);
-    ``norm_length`` is the rollout's response length (``seq-mean-token-sum-norm``).
+    ``norm_length`` is the responses' width (``seq-mean-token-sum-norm``): the multi-turn
+    budget for multi-turn rollouts, else ``rollout.max_response_length``.
     """
     from hfsdk import get_registry, resolve_rollout_corrections
 
@@ -201,7 +202,7 @@ def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
         kl_estimator=terms.kl_estimator,
         kl_loss_coef=terms.kl_loss_coef,
         entropy_coef=terms.entropy_coef,
-        norm_length=float(run_config.rollout.max_response_length),
+        norm_length=float(run_config.rollout.response_width()),
     )
 
 
@@ -214,5 +215,5 @@ def critic_objective_from(run_config: Any) -> CriticObjective:
         value_loss=get_registry("value_losses")[algo.value_loss].impl,
         value_loss_config=run_config.value_loss,
         loss_agg_mode=algo.loss_agg_mode,
-        norm_length=float(run_config.rollout.max_response_length),
+        norm_length=float(run_config.rollout.response_width()),
     )

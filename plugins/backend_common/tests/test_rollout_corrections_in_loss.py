@@ -173,3 +173,27 @@ def test_max_metrics_keep_their_maximum_over_micro_batches() -> None:
         metrics.add_max("actor/is_weight_max", value)
         metrics.end_minibatch()
     assert metrics.result()["actor/is_weight_max"] == 3.0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "width"),
+    [
+        (["rollout.max_response_length=6"], 6.0),
+        (
+            [
+                "rollout.max_response_length=6",
+                "rollout.multi_turn.tools=[add]",
+                "rollout.multi_turn.max_response_tokens=40",
+            ],
+            40.0,
+        ),
+    ],
+)
+def test_norm_length_is_the_width_of_the_responses(overrides: list[str], width: float) -> None:
+    from hfsdk.core.config import load_run_config
+    from hfsdk_backend_common.objectives import actor_objective_from, critic_objective_from
+
+    config = load_run_config("ppo", None, overrides)
+    terms = get_registry("algorithms")["ppo"].impl.actor_objective(config.algorithm)
+    assert actor_objective_from(config, terms).norm_length == width
+    assert critic_objective_from(config).norm_length == width

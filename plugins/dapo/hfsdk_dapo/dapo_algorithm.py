@@ -85,11 +85,7 @@ class DAPOAlgorithm(Algorithm):
         cfg = self.algo_config
         if not cfg.overlong_buffer_len:
             return None
-        rollout = self.config.rollout
-        if rollout.multi_turn.active:
-            budget = rollout.multi_turn.max_response_tokens
-        else:
-            budget = rollout.max_response_length
+        budget = self.config.rollout.response_width()
         mask = batch["response_mask"]
         width = mask.shape[-1]
         lengths = batch["attention_mask"][:, -width:].sum(-1)
