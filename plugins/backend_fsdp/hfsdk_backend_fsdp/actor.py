@@ -105,7 +105,7 @@ class _CausalLMEngine(FSDPEngine):
         call: dict[str, Any] = {
             "input_ids": packed.input_ids,
             "position_ids": packed.position_ids,
-            "attention_mask": None,  # packed positions: block-diagonal causal attention
+            "attention_mask": packed.attention_mask(self.compute_dtype),
             "use_cache": False,
         }
         if self._logits_to_keep:
