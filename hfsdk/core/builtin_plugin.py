@@ -5,8 +5,6 @@ Entries that belong to no single algorithm or backend live here.
 
 from __future__ import annotations
 
-from typing import Any
-
 import hfsdk
 from hfsdk.hookspecs import Register
 
@@ -42,19 +40,6 @@ def hfsdk_register_rollout_corrections(register: Register) -> None:
 
     for name, (fn, config_cls) in BUILTIN_CORRECTIONS.items():
         register(name, fn, config_cls=config_cls)
-
-
-@hfsdk.hookimpl
-def hfsdk_validate_config(config: Any) -> list[str]:
-    """The rollout corrections a config names exist and their settings are valid."""
-    from hfsdk.core.errors import ConfigError
-    from hfsdk.core.maths.rollout_correction_config import resolve_rollout_corrections
-
-    try:
-        resolve_rollout_corrections(config)
-    except ConfigError as exc:
-        return [str(exc)]
-    return []
 
 
 @hfsdk.hookimpl

@@ -278,6 +278,10 @@ def resolve_run_config(
         raise ConfigError("; ".join(composer.errors))
 
     config = RunConfig(algo=algo, sections=composer.sections)
+    from hfsdk.core.maths.rollout_correction_config import resolve_rollout_corrections
+
+    # The corrections a config names exist and their settings are valid (one line if not).
+    resolve_rollout_corrections(config, registry_of("rollout_corrections"))
     _validate_across_sections(pm, config)
     return config
 

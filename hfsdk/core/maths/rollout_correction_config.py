@@ -71,13 +71,14 @@ class RolloutCorrectionConfig:
 ResolvedCorrection = tuple[str, Callable[..., Any], Any]
 
 
-def resolve_rollout_corrections(run_config: Any) -> list[ResolvedCorrection]:
+def resolve_rollout_corrections(run_config: Any, registry: Any) -> list[ResolvedCorrection]:
     """``(name, fn, config)`` for every correction the run applies, in order.
 
-    Raises :class:`ConfigError` with one line naming the bad entry.
+    ``registry`` is the ``rollout_corrections`` registry
+    (``hfsdk.get_registry("rollout_corrections")``). Raises :class:`ConfigError` with
+    one line naming the bad entry.
     """
     from hfsdk.core.config.converter import make_converter, structure
-    from hfsdk.core.plugin_manager import get_registry
 
     section = run_config.sections.get("rollout_correction") or RolloutCorrectionConfig()
     entries = section.entries()
@@ -90,7 +91,6 @@ def resolve_rollout_corrections(run_config: Any) -> list[ResolvedCorrection]:
                 "keep one (rollout_correction.apply=[{name: " + legacy + "}] replaces the former)"
             )
         entries = [{"name": legacy, "level": algo.is_level, "cap": algo.is_cap}]
-    registry = get_registry("rollout_corrections")
     converter = make_converter()
     resolved: list[ResolvedCorrection] = []
     for index, entry in enumerate(entries):

@@ -126,8 +126,10 @@ def _scores(config: RemoteRewardConfig, raw: bytes, expected: int) -> list[Any]:
         )
     for score in scores:
         value = score.get("score") if isinstance(score, dict) else score
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
-            value
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
         ):
             raise HfsdkError(
                 f"reward endpoint {config.url} answered the score {score!r}; expected a finite "

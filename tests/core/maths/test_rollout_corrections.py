@@ -159,7 +159,12 @@ def test_presets_and_apply_resolve_in_order() -> None:
     config = load_run_config(
         "grpo", None, ["rollout_correction.preset=geo_rs_tis", "rollout_correction.apply=[icepop]"]
     )
-    assert [name for name, _fn, _cfg in resolve_rollout_corrections(config)] == [
+    assert [
+        name
+        for name, _fn, _cfg in resolve_rollout_corrections(
+            config, get_registry("rollout_corrections")
+        )
+    ] == [
         "geo_rs",
         "tis",
         "icepop",
@@ -174,7 +179,7 @@ def test_the_older_is_correction_keys_still_work() -> None:
         None,
         ["algorithm.is_correction=mis", "algorithm.is_cap=3", "algorithm.is_level=sequence"],
     )
-    [(name, _fn, cfg)] = resolve_rollout_corrections(config)
+    [(name, _fn, cfg)] = resolve_rollout_corrections(config, get_registry("rollout_corrections"))
     assert (name, cfg) == ("mis", MISConfig(cap=3.0, level="sequence"))
 
 
@@ -202,6 +207,6 @@ def test_the_docs_example_resolves_as_written(tmp_path) -> None:
     block = text.split("```yaml\nrollout_correction:", 1)[1].split("```", 1)[0]
     (tmp_path / "run.yaml").write_text("rollout_correction:" + block)
     config = load_run_config("grpo", str(tmp_path / "run.yaml"), [])
-    resolved = resolve_rollout_corrections(config)
+    resolved = resolve_rollout_corrections(config, get_registry("rollout_corrections"))
     assert [name for name, _fn, _cfg in resolved] == ["geo_rs", "tis", "icepop", "k3_rs"]
     assert resolved[-1][2] == K3RSConfig(threshold=0.02)

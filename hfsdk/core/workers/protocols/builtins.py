@@ -1,5 +1,4 @@
-"""The built-in dispatch and collect functions and the table the core registers.
-"""
+"""The built-in dispatch and collect functions and the table the core registers."""
 
 from __future__ import annotations
 
