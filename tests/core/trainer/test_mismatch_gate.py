@@ -48,3 +48,26 @@ def test_one_step_off_reports_mismatch_and_the_gate_stops_with_a_checkpoint(
     assert rows[1]["mismatch/kl_k3"] > 1e-12
     assert rows[1]["mismatch/token_gap_max"] >= rows[1]["mismatch/token_gap_p99"] > 0
     assert complete_checkpoints(tmp_path / "run")[0][0] == 2  # newest first
+
+
+@pytest.mark.distributed
+def test_a_preset_and_listed_corrections_apply_in_a_run(tmp_path: Path) -> None:
+    overrides = [
+        *SMALL,
+        "trainer.total_steps=2",
+        "trainer.pipeline=one_step_off",
+        "rollout_correction.preset=geo_rs_tis",
+        "rollout_correction.apply=[{name: icepop, c: 1.001}]",
+    ]
+    rows = Trainer(load_run_config("grpo", None, overrides), tmp_path / "run", quiet=True).fit()
+    first, second = rows
+    # Step 1 samples with the weights it trains: nothing to correct, nothing dropped.
+    assert first["actor/is_kept_share"] == pytest.approx(1.0)
+    assert first["actor/icepop_masked_share"] == pytest.approx(0.0)
+    # Step 2's tokens are one update old: a band of ±0.1 % drops some, and what each
+    # correction dropped is reported.
+    assert second["actor/icepop_masked_share"] > 0
+    assert second["actor/is_kept_share"] < 1.0
+    for key in ("actor/geo_rs_masked_seq_share", "actor/tis_truncated_share"):
+        assert 0.0 <= second[key] <= 1.0
+    assert second["mismatch/kl_k3"] > 0
