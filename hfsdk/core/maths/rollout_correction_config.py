@@ -39,7 +39,7 @@ PRESETS: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType(
 def _preset_known(_instance: object, _attribute: attrs.Attribute, value: str | None) -> None:
     if value is not None and value not in PRESETS:
         raise ValueError(
-            f"preset={value!r} is not a rollout-correction preset; expected one of "
+            f"'preset' {value!r} is not a rollout-correction preset; expected one of "
             f"{', '.join(PRESETS)} (or null and a list in rollout_correction.apply)"
         )
 

@@ -83,14 +83,14 @@ class RolloutCorrection(Protocol):
 
 def _positive(_instance: object, attribute: attrs.Attribute, value: float) -> None:
     if not value > 0:
-        raise ValueError(f"{attribute.name}={value!r}; expected a number > 0")
+        raise ValueError(f"'{attribute.name}' must be > 0, got {value!r}")
 
 
 def _above_one(_instance: object, attribute: attrs.Attribute, value: float) -> None:
     if not value > 1.0:
         raise ValueError(
-            f"{attribute.name}={value!r}; the band [1/c, c] needs c > 1 (e.g. 2 for IcePop, "
-            "1.01 for geo_rs)"
+            f"'{attribute.name}' must be > 1 for the band [1/c, c] (e.g. 2 for IcePop, "
+            f"1.01 for geo_rs), got {value!r}"
         )
 
 

@@ -186,9 +186,9 @@ def test_the_older_is_correction_keys_still_work() -> None:
 @pytest.mark.parametrize(
     ("overrides", "needle"),
     [
-        (["rollout_correction.preset=icepopp"], "preset='icepopp'"),
+        (["rollout_correction.preset=icepopp"], "'rollout_correction.preset': 'icepopp'"),
         (["rollout_correction.apply=[icepopp]"], "did you mean 'icepop'"),
-        (["rollout_correction.apply=[{name: icepop, c: 0.5}]"], "rollout_correction.apply[0]"),
+        (["rollout_correction.apply=[{name: icepop, c: 0.5}]"], "'rollout_correction.apply[0].c'"),
         (["rollout_correction.apply=[{name: tis, caps: 2}]"], "caps"),
         (["algorithm.is_correction=tis", "rollout_correction.preset=mis"], "keep one"),
     ],
