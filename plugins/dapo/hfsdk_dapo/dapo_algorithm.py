@@ -136,10 +136,9 @@ class DAPOAlgorithm(Algorithm):
             batch = self._scored(more, stats["rounds"], behaviour)
             stats["rounds"] += 1
         self._record_sampling(stats, groups, target)
-        from hfsdk import Batch
 
         # No group disagreed in any round: train on the last one (its advantages are 0).
-        return Batch.concat(kept) if kept else batch
+        return _concat_rounds(kept) if kept else batch
 
     def _record_sampling(self, stats: dict[str, Any], groups: int, target: int) -> None:
         self.metrics["dynamic_sampling/prompts_drawn"] = float(stats["drawn"])
@@ -147,3 +146,19 @@ class DAPOAlgorithm(Algorithm):
         self.metrics["dynamic_sampling/generation_rounds"] = float(stats["rounds"])
         self.metrics["dynamic_sampling/groups_kept"] = float(groups)
         self.metrics["dynamic_sampling/batch_filled"] = groups / target
+
+
+def _concat_rounds(rounds: list[Batch]) -> Batch:
+    """The kept rows of every round as one batch, with the columns all rounds have.
+
+    A batch the pipeline generated ahead carries columns a round generated now does
+    not (a partial rollout's ``token_versions``, read for its staleness metrics
+    already); ``rollout_log_probs`` is made present on every round beforehand.
+    """
+    from hfsdk import Batch
+
+    if len(rounds) == 1:
+        return rounds[0]
+    tensors = [k for k in rounds[0].tensor_keys if all(k in r.tensor_keys for r in rounds)]
+    arrays = [k for k in rounds[0].non_tensor_keys if all(k in r.non_tensor_keys for r in rounds)]
+    return Batch.concat([r.select(tensor_keys=tensors, non_tensor_keys=arrays) for r in rounds])

@@ -153,3 +153,18 @@ def test_rounds_of_different_prompt_widths_concatenate_as_if_padded_first() -> N
     )
     assert torch.equal(padded["responses"], generated["responses"])
     assert left_pad_rollout(generated, 3) is generated
+
+
+def test_rounds_concatenate_on_the_columns_they_share() -> None:
+    from hfsdk_dapo.dapo_algorithm import _concat_rounds
+
+    ahead = Batch.from_dict(
+        tensors={"responses": torch.ones(2, 3), "token_versions": torch.zeros(2, 3)},
+        non_tensors={"uid": ["0:a", "0:a"]},
+    )
+    now = Batch.from_dict(
+        tensors={"responses": torch.zeros(2, 3)}, non_tensors={"uid": ["1:b"] * 2}
+    )
+    out = _concat_rounds([ahead, now])
+    assert out.tensor_keys == ["responses"] and len(out) == 4
+    assert list(out["uid"]) == ["0:a", "0:a", "1:b", "1:b"]
