@@ -1,4 +1,5 @@
-"""The built-in dispatch and collect functions and the table the core registers."""
+"""The built-in dispatch and collect functions and the table the core registers.
+"""
 
 from __future__ import annotations
 

@@ -67,9 +67,7 @@ def test_each_tp_slice_is_the_matching_piece_of_the_full_weight() -> None:
         assert torch.equal(
             got[pre + "mlp.linear_fc2.weight"], state[hf + "mlp.down_proj.weight"][:, rows]
         )
-        assert torch.equal(
-            got[pre + "input_layernorm.weight"], state[hf + "input_layernorm.weight"]
-        )
+        assert torch.equal(got[pre + "input_layernorm.weight"], state[hf + "input_layernorm.weight"])
         embed = got["embedding.word_embeddings.weight"]
         assert embed.shape == (13, shape.hidden_size)  # 25 rows padded to 26, 13 per rank
         real = state["model.embed_tokens.weight"][rank * 13 : rank * 13 + 13]
