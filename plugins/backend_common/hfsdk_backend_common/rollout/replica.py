@@ -155,7 +155,9 @@ class RolloutReplicaWorker(Worker):
     tokenizer paths, ``dtype``, ``device``); ``assets`` fills the paths it leaves out.
     """
 
-    def __init__(self, *, role: str, config: Any, assets: Any, section: TrainedRoleConfig) -> None:
+    def __init__(
+        self, *, role: str, config: Any, assets: Any, section: TrainedRoleConfig
+    ) -> None:
         super().__init__()
         self.run_config = config
         model_path = section.model_path or assets.model_path
