@@ -23,6 +23,8 @@ import yaml
 
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
+from hfsdk.core.atomic import write_text_atomic
+from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
@@ -88,12 +90,6 @@ def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: tuple =
         elif a != b:
             out.append((*prefix, key))
     return out
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _rng_state() -> dict[str, Any]:
@@ -191,7 +187,7 @@ class Trainer:
                 self._candidates = self._usable_checkpoints()
             if self._candidates:
                 self.resume_from = self._candidates[0][:2]
-            _write_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
+            write_text_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
         except BaseException:
             self._abandon()
             raise
@@ -263,7 +259,7 @@ class Trainer:
             if problem is None:
                 state_file = path / TRAINER_STATE
                 try:
-                    state = torch.load(state_file, weights_only=False)
+                    state = load_checkpoint_file(state_file)
                     if not isinstance(state, dict) or "step" not in state:
                         raise ValueError("not a trainer state")
                 except FileNotFoundError:
@@ -385,6 +381,7 @@ class Trainer:
                 start_step=start,
                 quiet=self.quiet,
                 config=cfg.to_dict(),
+                wandb=cfg.trainer.wandb,
             )
             self._saved_step = start
             done = start
@@ -506,7 +503,7 @@ class Trainer:
         if result.samples:
             lines = "".join(json.dumps(s) + "\n" for s in result.samples)
             (self.run_dir / "validation").mkdir(exist_ok=True)
-            _write_atomic(self.run_dir / "validation" / f"step_{step}.jsonl", lines)
+            write_text_atomic(self.run_dir / "validation" / f"step_{step}.jsonl", lines)
             tracker.log_samples(step, result.samples)
         return {**result.metrics, "timing/validation_s": time.perf_counter() - started}
 
