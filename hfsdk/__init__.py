@@ -108,6 +108,16 @@ if TYPE_CHECKING:
         PolicyLoss,
         ValueLoss,
     )
+    from hfsdk.core.maths.rollout_correction_config import (
+        RolloutCorrectionConfig,
+        behaviour_log_probs_needed,
+        resolve_rollout_corrections,
+    )
+    from hfsdk.core.maths.rollout_corrections import (
+        CorrectionResult,
+        RolloutCorrection,
+        combine_corrections,
+    )
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
     from hfsdk.core.registry import Registry, RegistryEntry
     from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
@@ -219,6 +229,12 @@ _LAZY = {
     "PolicyLoss": "hfsdk.core.maths.protocols",
     "ValueLoss": "hfsdk.core.maths.protocols",
     "KLEstimator": "hfsdk.core.maths.protocols",
+    "CorrectionResult": "hfsdk.core.maths.rollout_corrections",
+    "RolloutCorrection": "hfsdk.core.maths.rollout_corrections",
+    "combine_corrections": "hfsdk.core.maths.rollout_corrections",
+    "RolloutCorrectionConfig": "hfsdk.core.maths.rollout_correction_config",
+    "resolve_rollout_corrections": "hfsdk.core.maths.rollout_correction_config",
+    "behaviour_log_probs_needed": "hfsdk.core.maths.rollout_correction_config",
     "LOSS_AGG_MODES": "hfsdk.core.maths.aggregation",
     "LossAggMode": "hfsdk.core.maths.aggregation",
     "LossAggregation": "hfsdk.core.maths.aggregation",
