@@ -211,6 +211,10 @@ class TrainingSession:
             "MKL_NUM_THREADS": str(threads),
             DATA_TIMEOUT_ENV: str(cfg.trainer.worker_timeout_s),
         }
+        if cfg.trainer.deterministic:
+            from hfsdk.core.determinism import determinism_env
+
+            env_vars.update(determinism_env(cfg.trainer.seed))
         logger.info(
             "workers: %s, %d intra-op thread(s) each (%d device slot(s))",
             "in the controller's process" if in_process else "Ray processes",

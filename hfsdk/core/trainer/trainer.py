@@ -308,6 +308,10 @@ class Trainer:
             raise
         finally:
             self._stop.uninstall()
+            if self.config.trainer.deterministic:
+                from hfsdk.core.determinism import disable_determinism
+
+                disable_determinism()  # the controller's process goes on (tests, notebooks)
         self._lock.release()
         return read_metrics(self.run_dir)
 
@@ -337,6 +341,10 @@ class Trainer:
         from hfsdk.core.trainer.session import TrainingSession
 
         cfg = self.config
+        if cfg.trainer.deterministic:
+            from hfsdk.core.determinism import enable_determinism
+
+            enable_determinism()  # the controller, and the workers when they share its process
         random.seed(cfg.trainer.seed)
         np.random.seed(cfg.trainer.seed)
         torch.manual_seed(cfg.trainer.seed)

@@ -38,6 +38,13 @@ class TrainerConfig:
         "Seed of data order, sampling and initialisation (runs are reproducible).",
         default=0,
     )
+    deterministic: bool = help_field(
+        "Deterministic kernels everywhere (torch deterministic algorithms, no cuDNN "
+        "autotuning, no TF32, fixed cuBLAS workspace and Python hash seed in the workers): "
+        "two runs of one config give bitwise-identical metrics and weights. See "
+        "docs/training.md#deterministic-runs.",
+        default=False,
+    )
     device: Literal["auto", "cpu", "cuda"] = help_field(
         "auto (CUDA when available), cpu or cuda.",
         default="auto",
