@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -29,9 +30,8 @@ def replay(run_dir: Path, step: int) -> None:
                     f"  {key:<{width}}  logged {result.logged[key]!r:<24} "
                     f"replayed {result.replayed[key]!r}{mark}"
                 )
-        verdict = (
-            "reproduced exactly" if not differing else f"{len(differing)} metric(s) differ"
-        )
+        verdict = "reproduced exactly" if not differing else f"{len(differing)} metric(s) differ"
         click.echo(f"step {result.step}: {len(result.compared)} metrics compared, {verdict}")
     if results[-1].differing:
-        raise click.exceptions.Exit(EXIT_DIFFERS)
+        sys.stdout.flush()
+        raise SystemExit(EXIT_DIFFERS)  # click.exceptions.Exit would be returned, not exited

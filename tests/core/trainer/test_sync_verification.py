@@ -55,7 +55,9 @@ def test_a_faulty_sync_is_caught_within_one_step_and_the_replica_restarted(
     trainer = _trainer(tmp_path / "run")
     with caplog.at_level(logging.WARNING, logger="hfsdk.core.trainer.trainer"):
         rows = trainer.fit()
-    warnings = [r.getMessage() for r in caplog.records if "rollout replica failure" in r.getMessage()]
+    warnings = [
+        r.getMessage() for r in caplog.records if "rollout replica failure" in r.getMessage()
+    ]
     assert len(warnings) == 1 and says in warnings[0] and "\n" not in warnings[0], warnings
     assert [r["async/rollout_restarts"] for r in rows] == [0.0, 0.0, 1.0]
     assert rows[2]["rollout/log_prob_diff_max"] < 1e-5
