@@ -91,3 +91,14 @@ def check_version(held: int, expected: int, where: str) -> str | None:
         f"{where} generated with weights version {held} where version {expected} was synced "
         "(a skipped or lost weight sync)"
     )
+
+
+def require_loaded(loaded: int, current: int, engine: str) -> None:
+    """Refuse to generate from ``engine`` when the weights version it loaded is not the
+    actor's ``current`` one (a reload that was skipped): :class:`WeightSyncMismatch`."""
+    if loaded != current:
+        raise WeightSyncMismatch(
+            f"{engine} holds the actor's weights version {loaded} but the actor is at version "
+            f"{current}: a weight reload was skipped, and generating now would sample from "
+            "stale weights; the rollout's update_weights must run after every update"
+        )
