@@ -48,6 +48,7 @@ POINTS = (
     "sync_drop",
     "sync_stale",
     "sync_skip",
+    "reshard_drop",
 )
 _SIGNALS = {
     "sigterm": (signal.SIGTERM,),

@@ -211,6 +211,10 @@ class TrainingSession:
             "MKL_NUM_THREADS": str(threads),
             DATA_TIMEOUT_ENV: str(cfg.trainer.worker_timeout_s),
         }
+        from hfsdk.core.trainer.faults import FAULT_ENV
+
+        if os.environ.get(FAULT_ENV):  # the faults injected in worker processes (reshard_drop)
+            env_vars[FAULT_ENV] = os.environ[FAULT_ENV]
         if cfg.trainer.deterministic:
             from hfsdk.core.determinism import determinism_env
 
