@@ -29,8 +29,15 @@ import attrs
 import torch
 import torch.distributed as dist
 
-from hfsdk import BuiltinProtocol, HfsdkError, register
-from hfsdk.core.weight_check import Fingerprint, compare_manifest, fingerprint, manifest
+from hfsdk import (
+    BuiltinProtocol,
+    Fingerprint,
+    HfsdkError,
+    compare_manifest,
+    fingerprint,
+    manifest,
+    register,
+)
 
 DEFAULT_BUCKET_BYTES = 32 * 1024 * 1024
 _PREFIX = "hfsdk_weight_sync"

@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hfsdk import ActorSource, Batch, RolloutBackend
-from hfsdk.core.weight_check import require_loaded
+from hfsdk import ActorSource, Batch, RolloutBackend, require_loaded
 from hfsdk_backend_common.rollout.agreement import on_every_rank
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable

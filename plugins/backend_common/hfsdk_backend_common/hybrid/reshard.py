@@ -51,9 +51,18 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk import GenLayout, HfsdkError, MemoryTracker, TrainLayout, generation_specs, place
-from hfsdk.core.trainer.faults import take_fault
-from hfsdk.core.weight_check import Fingerprint, WeightSyncMismatch, fingerprint
+from hfsdk import (
+    Fingerprint,
+    GenLayout,
+    HfsdkError,
+    MemoryTracker,
+    TrainLayout,
+    WeightSyncMismatch,
+    fingerprint,
+    generation_specs,
+    place,
+    take_fault,
+)
 from hfsdk_backend_common.hybrid.llama_format import ParamSpec
 
 if TYPE_CHECKING:

@@ -50,10 +50,10 @@ from hfsdk import (
     HfsdkError,
     Worker,
     build_rollout,
+    fingerprint,
     generate_rollout,
     register,
 )
-from hfsdk.core.weight_check import fingerprint
 from hfsdk_backend_common.engine_support import resolve_device, sampling_temperature
 from hfsdk_backend_common.generation import eos_token_ids
 from hfsdk_backend_common.role_fields import TrainedRoleConfig

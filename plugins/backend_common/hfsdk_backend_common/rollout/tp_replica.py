@@ -44,8 +44,7 @@ from typing import Any
 import attrs
 import torch
 
-from hfsdk import DataParallelInfo, GenerationShards, HfsdkError
-from hfsdk.core.weight_check import Fingerprint, fingerprint
+from hfsdk import DataParallelInfo, Fingerprint, GenerationShards, HfsdkError, fingerprint
 from hfsdk_backend_common.engine_support import sampling_temperature
 from hfsdk_backend_common.hybrid.decoder import DecoderShape, KVCache, TPDecoder
 from hfsdk_backend_common.hybrid.llama_format import (
