@@ -66,6 +66,8 @@ _RESUMABLE_CHANGES = {
         "ray_allow_no_auth",
     )
 } | {(signal, "timeout_s") for signal in ("reward", "cost")}
+# A resumed run may move to a machine where bubblewrap cannot start.
+_RESUMABLE_CHANGES.add(("sandbox", "isolation"))
 
 
 def default_run_dir(algo: str) -> Path:
