@@ -204,6 +204,7 @@ class GenerationPipeline:
         partial_tokens: int = 0,
         response_length: int = 0,
         restart_rollout: Callable[[BaseException], Any] | None = None,
+        wait_syncs: bool = False,
     ) -> None:
         if depth < (0 if rollout is not None else 1):
             raise HfsdkError(f"a generation pipeline needs depth >= 1, got {depth}")
@@ -228,6 +229,9 @@ class GenerationPipeline:
         """Called with the failure when a replica died or hung: returns a fresh replica group
         (or raises, when no restart is left). ``None``: the failure ends the session."""
         self.rollout_restarts = 0
+        self.wait_syncs = wait_syncs
+        """Each step reports every sync submitted before it, not those finished by then
+        (``trainer.deterministic``: the ``sync/*`` counts then repeat run to run)."""
         self._replica_base = 0
         """The weight version the replicas' first sync carried (they count their syncs)."""
 
@@ -386,7 +390,7 @@ class GenerationPipeline:
             head.resolve()
             if self.rollout is None:
                 return {}
-            synced = self.sync_metrics()
+            synced = self.sync_metrics(wait=self.wait_syncs)
             held = head.generated.meta.get("synced_version")
             if held is not None and not self.segments:
                 stale = check_version(int(held), head.version, "the rollout replicas")

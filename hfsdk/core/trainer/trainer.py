@@ -427,6 +427,7 @@ class Trainer:
             restart_rollout=(
                 (lambda exc: self._restart_rollout(session, exc)) if rollout is not None else None
             ),
+            wait_syncs=trainer.deterministic,
         )
 
     def _take_restart(self, exc: BaseException, what: str, how: str) -> bool:
