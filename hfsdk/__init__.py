@@ -42,8 +42,10 @@ if TYPE_CHECKING:
         RoleSpec,
         default_actor_objective,
     )
+    from hfsdk.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
     from hfsdk.core.backends import default_rollout_backend
     from hfsdk.core.batch import Batch
+    from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.help import field_help, help_field
     from hfsdk.core.dataflow import Dataflow, Stage
     from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
@@ -87,6 +89,16 @@ if TYPE_CHECKING:
         KLEstimator,
         PolicyLoss,
         ValueLoss,
+    )
+    from hfsdk.core.maths.rollout_correction_config import (
+        RolloutCorrectionConfig,
+        behaviour_log_probs_needed,
+        resolve_rollout_corrections,
+    )
+    from hfsdk.core.maths.rollout_corrections import (
+        CorrectionResult,
+        RolloutCorrection,
+        combine_corrections,
     )
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
     from hfsdk.core.registry import Registry, RegistryEntry
@@ -176,6 +188,11 @@ _LAZY = {
     "help_field": "hfsdk.core.config.help",
     "field_help": "hfsdk.core.config.help",
     "HfsdkError": "hfsdk.core.errors",
+    # files: atomic writes, checkpoint files read without unpickling code
+    "atomic_path": "hfsdk.core.atomic",
+    "write_bytes_atomic": "hfsdk.core.atomic",
+    "write_text_atomic": "hfsdk.core.atomic",
+    "load_checkpoint_file": "hfsdk.core.checkpoint_files",
     "ConfigError": "hfsdk.core.errors",
     "UnknownNameError": "hfsdk.core.errors",
     "DuplicateNameError": "hfsdk.core.errors",
@@ -185,6 +202,12 @@ _LAZY = {
     "PolicyLoss": "hfsdk.core.maths.protocols",
     "ValueLoss": "hfsdk.core.maths.protocols",
     "KLEstimator": "hfsdk.core.maths.protocols",
+    "CorrectionResult": "hfsdk.core.maths.rollout_corrections",
+    "RolloutCorrection": "hfsdk.core.maths.rollout_corrections",
+    "combine_corrections": "hfsdk.core.maths.rollout_corrections",
+    "RolloutCorrectionConfig": "hfsdk.core.maths.rollout_correction_config",
+    "resolve_rollout_corrections": "hfsdk.core.maths.rollout_correction_config",
+    "behaviour_log_probs_needed": "hfsdk.core.maths.rollout_correction_config",
     "LOSS_AGG_MODES": "hfsdk.core.maths.aggregation",
     "LossAggMode": "hfsdk.core.maths.aggregation",
     "LossAggregation": "hfsdk.core.maths.aggregation",

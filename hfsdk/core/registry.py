@@ -25,6 +25,7 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "policy_losses": "hfsdk_register_policy_losses",
         "value_losses": "hfsdk_register_value_losses",
         "kl_estimators": "hfsdk_register_kl_estimators",
+        "rollout_corrections": "hfsdk_register_rollout_corrections",
         "reward_functions": "hfsdk_register_reward_functions",
         "rollout_backends": "hfsdk_register_rollout_backends",
         "training_backends": "hfsdk_register_training_backends",
@@ -164,9 +165,14 @@ class Registry(Mapping[str, RegistryEntry]):
         return f"Registry({self.kind!r}, {sorted(self._entries)})"
 
 
+KIND_ALIASES = {"rewards": "reward_functions"}
+"""Short names users type for a registry kind (``hfsdk list rewards``)."""
+
+
 def normalize_kind(kind: str) -> str:
     """``advantage-estimators`` -> ``advantage_estimators``; unknown kinds are an error."""
     normalized = kind.replace("-", "_")
+    normalized = KIND_ALIASES.get(normalized, normalized)
     if normalized not in REGISTRY_HOOKS:
         available = [k.replace("_", "-") for k in REGISTRY_HOOKS]
         raise UnknownNameError(unknown_name_message("registry kind", kind, available))

@@ -23,8 +23,11 @@ import yaml
 
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
+from hfsdk.core.atomic import write_text_atomic
+from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
 from hfsdk.core.placement.run_plan import predicted_step_metrics
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.trainer.checkpoint import (
@@ -89,12 +92,6 @@ def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: tuple =
     return out
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def _rng_state() -> dict[str, Any]:
     return {
         "python": random.getstate(),
@@ -117,6 +114,22 @@ def _is_no_space(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     return any(sign in str(exc) for sign in _NO_SPACE_SIGNS)
+
+
+class MismatchStop(HfsdkError):
+    """The rollout–training mismatch passed ``trainer.max_mismatch_kl``; the step is saved."""
+
+
+def mismatch_gate(limit: float | None, metrics: Mapping[str, Any]) -> str | None:
+    """Why the run must stop after a step with these metrics, or ``None``."""
+    value = metrics.get("mismatch/kl_k3")
+    if limit is None or value is None or not value > limit:
+        return None
+    return (
+        f"mismatch/kl_k3={value:.4g} exceeds trainer.max_mismatch_kl={limit:g} (the rollout "
+        "samples from another policy than the one trained: check the weight sync, the "
+        "rollout's dtype and sampling settings, or add a rollout correction)"
+    )
 
 
 def _first_line(text: object) -> str:
@@ -174,7 +187,7 @@ class Trainer:
                 self._candidates = self._usable_checkpoints()
             if self._candidates:
                 self.resume_from = self._candidates[0][:2]
-            _write_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
+            write_text_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
         except BaseException:
             self._abandon()
             raise
@@ -246,7 +259,7 @@ class Trainer:
             if problem is None:
                 state_file = path / TRAINER_STATE
                 try:
-                    state = torch.load(state_file, weights_only=False)
+                    state = load_checkpoint_file(state_file)
                     if not isinstance(state, dict) or "step" not in state:
                         raise ValueError("not a trainer state")
                 except FileNotFoundError:
@@ -378,6 +391,7 @@ class Trainer:
                 start_step=start,
                 quiet=self.quiet,
                 config=cfg.to_dict(),
+                wandb=cfg.trainer.wandb,
             )
             self._saved_step = start
             done = start
@@ -419,7 +433,7 @@ class Trainer:
             algorithm,
             loader,
             depth=pipeline_depth(trainer.pipeline, trainer.max_staleness),
-            behaviour_log_probs=self.config.algorithm.is_correction != "none",
+            behaviour_log_probs=behaviour_log_probs_needed(self.config),
             rollout=rollout,
             seed=trainer.seed,
             partial_tokens=trainer.partial_rollout_tokens,
@@ -491,8 +505,11 @@ class Trainer:
         tracker.log(step, metrics)
         maybe_fault("step_end", step)
         last = step == cfg.trainer.total_steps
-        if last or (cfg.trainer.save_every and step % cfg.trainer.save_every == 0):
+        gate = mismatch_gate(cfg.trainer.max_mismatch_kl, metrics)
+        if last or gate or (cfg.trainer.save_every and step % cfg.trainer.save_every == 0):
             self._save(session, algorithm, step)
+        if gate:
+            raise MismatchStop(f"step {step}: {gate}; checkpoint step_{step} saved")
 
     @staticmethod
     def _rollout_only_step(session: Any, algorithm: Algorithm, prompts: Any) -> dict[str, float]:
@@ -526,7 +543,7 @@ class Trainer:
         if result.samples:
             lines = "".join(json.dumps(s) + "\n" for s in result.samples)
             (self.run_dir / "validation").mkdir(exist_ok=True)
-            _write_atomic(self.run_dir / "validation" / f"step_{step}.jsonl", lines)
+            write_text_atomic(self.run_dir / "validation" / f"step_{step}.jsonl", lines)
             tracker.log_samples(step, result.samples)
         return {**result.metrics, "timing/validation_s": time.perf_counter() - started}
 

@@ -18,6 +18,37 @@ def _check_loggers(_inst: object, attribute: attrs.Attribute, value: tuple[str, 
 
 
 @attrs.frozen(kw_only=True)
+class WandbConfig:
+    """Where a wandb run goes (``trainer.loggers`` with ``wandb``).
+
+    An unset field is taken from wandb's own environment variables
+    (``WANDB_MODE``, ``WANDB_PROJECT``, ``WANDB_ENTITY``, ``WANDB_NAME``), then
+    wandb's defaults. The run id is kept in ``RUN_DIR/wandb_run_id``, so a
+    resumed run continues the same wandb run.
+    """
+
+    mode: Literal["online", "offline", "disabled"] | None = help_field(
+        "online, offline (synced later with `wandb sync`) or disabled; null: $WANDB_MODE, "
+        "else online.",
+        default=None,
+        validator=attrs.validators.optional(
+            attrs.validators.in_(("online", "offline", "disabled"))
+        ),
+    )
+    project: str | None = help_field(
+        "wandb project; null: $WANDB_PROJECT, else wandb's default.", default=None
+    )
+    entity: str | None = help_field(
+        "wandb entity (user or team); null: $WANDB_ENTITY, else your default entity.",
+        default=None,
+    )
+    name: str | None = help_field(
+        "Display name of the run; null: $WANDB_NAME, else the run directory's name.",
+        default=None,
+    )
+
+
+@attrs.frozen(kw_only=True)
 class TrainerConfig:
     """How long to train, how to log, when to validate and checkpoint."""
 
@@ -65,6 +96,10 @@ class TrainerConfig:
         "Metric sinks: console, jsonl (metrics.jsonl in the run dir), tensorboard, wandb.",
         default=("console", "jsonl"),
         validator=_check_loggers,
+    )
+    wandb: WandbConfig = help_field(
+        "Project, entity, name and mode of the wandb run (with `wandb` in loggers).",
+        factory=WandbConfig,
     )
     save_every: int = help_field(
         "Checkpoint every N steps (and at the end); 0: only at the end.",
@@ -214,6 +249,12 @@ class TrainerConfig:
         "the new weights (partial rollouts, tokens tagged with their policy version); 0: off.",
         default=0,
         validator=attrs.validators.ge(0),
+    )
+    max_mismatch_kl: float | None = help_field(
+        "Stop the run (after checkpointing the step) when mismatch/kl_k3, the K3 KL between "
+        "the rollout's sampling policy and the trained one, exceeds this; null: no limit.",
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.gt(0.0)),
     )
     worker_threads: int = help_field(
         "Intra-op threads of each worker process; 0: the node's cores divided by its device "

@@ -9,8 +9,7 @@ turns the peft module's parameter stream into the merged model's
 from __future__ import annotations
 
 import contextlib
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -87,14 +86,30 @@ def hf_name(name: str) -> str:
     return name.replace(".base_layer.", ".")
 
 
+def fan_in_fan_out_modules(module: nn.Module) -> frozenset[str]:
+    """Names (as the module names its parameters) of the LoRA layers whose base weight is
+    stored ``(in, out)`` (peft's ``fan_in_fan_out``: GPT-2-style ``Conv1D``)."""
+    from peft.tuners.lora import LoraLayer
+
+    return frozenset(
+        name
+        for name, layer in module.named_modules()
+        if isinstance(layer, LoraLayer) and layer.fan_in_fan_out
+    )
+
+
 def merged_weights(
-    stream: Iterable[tuple[str, torch.Tensor]], scale: float
+    stream: Iterable[tuple[str, torch.Tensor]],
+    scale: float,
+    fan_in_fan_out: Collection[str] = (),
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """HF-named merged weights from a peft module's ``(name, full tensor)`` stream.
 
     A module's base weight and its ``lora_A`` / ``lora_B`` arrive together (one
     FSDP unit holds them), so at most one module's tensors wait here. Merged
-    weights are new tensors; the others are passed through.
+    weights are new tensors; the others are passed through. ``B @ A`` is
+    ``(out, in)``; the modules named in ``fan_in_fan_out``
+    (:func:`fan_in_fan_out_modules`) store their weight transposed, so their delta is too.
     """
     pending: dict[str, dict[str, torch.Tensor]] = {}
     for name, tensor in stream:
@@ -107,6 +122,8 @@ def merged_weights(
                     del pending[owner]
                     base, a, b = parts["base_layer"], parts["lora_A"], parts["lora_B"]
                     delta = (b.float() @ a.float()) * scale
+                    if owner in fan_in_fan_out:
+                        delta = delta.T
                     yield hf_name(owner) + ".weight", (base.float() + delta).to(base.dtype)
                 break
         else:
@@ -125,23 +142,28 @@ def adapter_state(module: nn.Module, full_state: dict[str, torch.Tensor]) -> dic
 def export_adapter(
     module: nn.Module, full_state: dict[str, torch.Tensor], directory: Path, base_path: str
 ) -> None:
-    """Write ``adapter_config.json`` and ``adapter_model.safetensors`` (what peft loads)."""
-    from safetensors.torch import save_file
+    """``adapter_config.json`` and ``adapter_model.safetensors``, written by peft itself.
+
+    ``save_pretrained(state_dict=...)`` takes the gathered full state (an FSDP
+    module's own parameters are shards) and picks the adapter's tensors; its files
+    are moved into ``directory`` atomically.
+    """
+    import os
+    import tempfile
+
+    from hfsdk import atomic_path
 
     directory.mkdir(parents=True, exist_ok=True)
-    adapters = adapter_state(module, full_state)
-    tensors = {k: v.detach().cpu().contiguous() for k, v in adapters.items()}
-    tmp = directory / "adapter_model.safetensors.tmp"
-    save_file(tensors, str(tmp), metadata={"format": "pt"})
-    tmp.replace(directory / "adapter_model.safetensors")
-    config = module.peft_config[ADAPTER].to_dict()
-    config["base_model_name_or_path"] = base_path
-    config = {k: (sorted(v) if isinstance(v, set) else v) for k, v in config.items()}
-    tmp = directory / "adapter_config.json.tmp"
-    tmp.write_text(json.dumps(config, indent=2, default=str))
-    tmp.replace(directory / "adapter_config.json")
+    module.peft_config[ADAPTER].base_model_name_or_path = base_path
+    with tempfile.TemporaryDirectory(dir=directory, prefix=".adapter-") as tmp:
+        module.save_pretrained(
+            tmp, state_dict=full_state, selected_adapters=[ADAPTER], safe_serialization=True
+        )
+        for name in ("adapter_model.safetensors", "adapter_config.json"):
+            with atomic_path(directory / name) as target:
+                os.replace(Path(tmp) / name, target)
 
 
 def merged_state(module: nn.Module, full_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The merged model's HF state dict from a peft module's full state dict."""
-    return dict(merged_weights(full_state.items(), scaling(module)))
+    return dict(merged_weights(full_state.items(), scaling(module), fan_in_fan_out_modules(module)))
