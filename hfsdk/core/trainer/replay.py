@@ -1,7 +1,7 @@
 """``hfsdk replay RUN_DIR --step N``: run step N's update again and compare it with the log.
 
 A run made with ``trainer.rollout_dump: true`` keeps, for every step, the batch its
-update saw (``rollouts/step_N.pkl``, :mod:`.step_dump`), and its checkpoints keep the
+update saw (``rollouts/step_N.pt``, :mod:`.step_dump`), and its checkpoints keep the
 state between steps. Replay starts the run's workers from its config, loads the newest
 checkpoint before step N (none: the run's starting weights), re-runs the update of every
 step after it up to N on the dumped batches (:meth:`Algorithm.replay_update`, then
@@ -69,6 +69,7 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     import torch
 
     from hfsdk.core.algorithm import AlgorithmContext
+    from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.plugin_manager import get_registry
     from hfsdk.core.trainer.checkpoint import complete_checkpoints
     from hfsdk.core.trainer.preflight import prepare_run
@@ -112,7 +113,7 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
             algorithm = spec.program(context)
             if checkpoint is not None:
                 session.load_workers(checkpoint)
-                state = torch.load(checkpoint / TRAINER_STATE, weights_only=False)
+                state = load_checkpoint_file(checkpoint / TRAINER_STATE)
                 algorithm.load_state_dict(state["algorithm"])
             for dump in dumps:
                 if dump.update is None:

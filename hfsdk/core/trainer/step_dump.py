@@ -1,16 +1,17 @@
 """What ``trainer.rollout_dump`` keeps for replay and for ``trainer.mode: train_only``.
 
 Beside each step's readable ``rollouts/step_N.jsonl`` the trainer writes
-``rollouts/step_N.pkl``: the step's sampled generations as ``(prompts, generated)``
+``rollouts/step_N.pt``: the step's sampled generations as ``(prompts, generated)``
 batches in the order the algorithm drew them (what ``train_only`` trains from), and the
 batch exactly as the step's update saw it (what ``hfsdk replay`` updates on again).
-Written atomically; read back only from a run directory you trust (it is a pickle).
+Written atomically with ``torch.save``; read back with ``weights_only=True`` and the
+checkpoints' allow-list (:mod:`hfsdk.core.checkpoint_files`), so a dump from elsewhere
+cannot run code.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +36,8 @@ class StepDump:
 
 
 def step_dump_path(run_dir: str | Path, step: int) -> Path:
-    """``run_dir/rollouts/step_<step>.pkl``."""
-    return Path(run_dir) / DUMP_DIR / f"step_{step}.pkl"
+    """``run_dir/rollouts/step_<step>.pt``."""
+    return Path(run_dir) / DUMP_DIR / f"step_{step}.pt"
 
 
 def write_step_dump(
@@ -50,8 +51,10 @@ def write_step_dump(
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     state = {"format": _FORMAT, "step": step, "generations": generations, "update": update}
+    import torch
+
     with open(tmp, "wb") as out:
-        pickle.dump(state, out, protocol=pickle.HIGHEST_PROTOCOL)
+        torch.save(state, out)
         out.flush()
         os.fsync(out.fileno())
     tmp.replace(path)
@@ -66,9 +69,12 @@ def read_step_dump(run_dir: str | Path, step: int, *, for_what: str) -> StepDump
             f"{for_what} needs {str(path)!r}, which does not exist; the run must be made with "
             "trainer.rollout_dump: true (or trainer.mode: rollout_only) for every step it uses"
         )
+    from hfsdk.core.checkpoint_files import load_checkpoint_file
+
     try:
-        with open(path, "rb") as src:
-            state: Any = pickle.load(src)  # the user's own run directory (module doc)
+        state: Any = load_checkpoint_file(path)
+    except HfsdkError:
+        raise
     except Exception as exc:
         raise HfsdkError(
             f"{for_what}: {str(path)!r} cannot be read ({type(exc).__name__}: "

@@ -523,7 +523,7 @@ class Trainer:
         return algorithm.finish(batch)
 
     def _dump_step(self, algorithm: Algorithm, step: int) -> None:
-        """``rollouts/step_N.jsonl`` (readable) and ``.pkl`` (replay, train_only)."""
+        """``rollouts/step_N.jsonl`` (readable) and ``.pt`` (replay, train_only)."""
         from hfsdk.core.agents.dump import write_rollout_dump
         from hfsdk.core.trainer.step_dump import write_step_dump
 

@@ -110,7 +110,7 @@ class TrainerConfig:
     rollout_dump: bool = help_field(
         "Write each step's samples (prompt, response, reward, multi-turn segments with tool "
         "calls) to RUN_DIR/rollouts/step_N.jsonl, and what replay and train_only need (the "
-        "generations and the batch the update saw) to RUN_DIR/rollouts/step_N.pkl.",
+        "generations and the batch the update saw) to RUN_DIR/rollouts/step_N.pt.",
         default=False,
     )
     mode: Literal["train", "rollout_only", "train_only"] = help_field(
@@ -122,7 +122,7 @@ class TrainerConfig:
         validator=attrs.validators.in_(("train", "rollout_only", "train_only")),
     )
     rollouts_from: str | None = help_field(
-        "Under mode: train_only, the run directory whose rollouts/step_N.pkl each step N "
+        "Under mode: train_only, the run directory whose rollouts/step_N.pt each step N "
         "trains from (written by mode: rollout_only or trainer.rollout_dump: true).",
         default=None,
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 import shutil
 from pathlib import Path
 
@@ -70,9 +69,9 @@ def test_replay_of_a_batch_that_is_not_what_the_update_saw_differs_and_exits_1(
     copy = tmp_path / "copy"
     shutil.copytree(run_dir, copy)
     path = step_dump_path(copy, 3)
-    state = pickle.loads(path.read_bytes())
+    state = torch.load(path, weights_only=False)
     state["update"]["advantages"] = state["update"]["advantages"] * 1.001
-    path.write_bytes(pickle.dumps(state))
+    torch.save(state, path)
     with pytest.raises(SystemExit) as info:
         main(["replay", str(copy), "--step", "3"])
     out = capsys.readouterr().out
@@ -159,3 +158,12 @@ def test_train_only_from_a_directory_without_rollouts_is_refused(tmp_path: Path)
 
     with pytest.raises(HfsdkError, match="has no rollouts/ directory"):
         DumpedGenerations(tmp_path)
+
+
+def test_a_dump_naming_a_foreign_type_is_refused_without_running_it(tmp_path: Path) -> None:
+    """Dumps are read with weights_only and the checkpoints' allow-list: nothing executes."""
+    path = step_dump_path(tmp_path, 1)
+    path.parent.mkdir(parents=True)
+    torch.save({"format": 1, "step": 1, "generations": [], "update": Path("x")}, path)
+    with pytest.raises(HfsdkError, match="which hfsdk does not save"):
+        read_step_dump(tmp_path, 1, for_what="t")
