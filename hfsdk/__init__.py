@@ -44,9 +44,27 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
     from hfsdk.core.backends import default_rollout_backend
-    from hfsdk.core.batch import Batch
+    from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.help import field_help, help_field
+    from hfsdk.core.data.chat import check_messages
+    from hfsdk.core.data.conversation import (
+        SupervisedSequence,
+        collate_supervised,
+        split_conversation,
+        tokenize_supervised,
+    )
+    from hfsdk.core.data.preference_pairs import (
+        PairColumns,
+        PreferencePair,
+        chosen_rows,
+        collate_preference_pairs,
+        load_preference_pairs,
+        rejected_rows,
+        tokenize_preference_pair,
+        tokenize_preference_pairs,
+    )
+    from hfsdk.core.data.prompt_dataset import resolve_use_template
     from hfsdk.core.dataflow import Dataflow, Stage
     from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
@@ -163,6 +181,24 @@ _LAZY = {
     "Stage": "hfsdk.core.dataflow",
     # data, config and errors
     "Batch": "hfsdk.core.batch",
+    "ROW_GROUP": "hfsdk.core.batch",
+    "group_split": "hfsdk.core.batch",
+    "row_group": "hfsdk.core.batch",
+    # supervised sequences and preference pairs (SFT, DPO, reward models)
+    "check_messages": "hfsdk.core.data.chat",
+    "SupervisedSequence": "hfsdk.core.data.conversation",
+    "collate_supervised": "hfsdk.core.data.conversation",
+    "split_conversation": "hfsdk.core.data.conversation",
+    "tokenize_supervised": "hfsdk.core.data.conversation",
+    "PairColumns": "hfsdk.core.data.preference_pairs",
+    "PreferencePair": "hfsdk.core.data.preference_pairs",
+    "chosen_rows": "hfsdk.core.data.preference_pairs",
+    "collate_preference_pairs": "hfsdk.core.data.preference_pairs",
+    "load_preference_pairs": "hfsdk.core.data.preference_pairs",
+    "rejected_rows": "hfsdk.core.data.preference_pairs",
+    "tokenize_preference_pair": "hfsdk.core.data.preference_pairs",
+    "tokenize_preference_pairs": "hfsdk.core.data.preference_pairs",
+    "resolve_use_template": "hfsdk.core.data.prompt_dataset",
     "default_rollout_backend": "hfsdk.core.backends",
     "ensure_default_assets": "hfsdk.core.default_task",
     "RoleConfig": "hfsdk.core.role_config",
