@@ -324,6 +324,10 @@ class Trainer:
             raise
         finally:
             self._stop.uninstall()
+            if self.config.trainer.deterministic:
+                from hfsdk.core.determinism import disable_determinism
+
+                disable_determinism()  # the controller's process goes on (tests, notebooks)
         self._lock.release()
         return read_metrics(self.run_dir)
 
@@ -353,6 +357,10 @@ class Trainer:
         from hfsdk.core.trainer.session import TrainingSession
 
         cfg = self.config
+        if cfg.trainer.deterministic:
+            from hfsdk.core.determinism import enable_determinism
+
+            enable_determinism()  # the controller, and the workers when they share its process
         random.seed(cfg.trainer.seed)
         np.random.seed(cfg.trainer.seed)
         torch.manual_seed(cfg.trainer.seed)
@@ -371,6 +379,8 @@ class Trainer:
             algorithm: Algorithm = spec.program(context)
             self._pipeline = self._build_pipeline(algorithm, session.loader, session)
             context.pipeline = self._pipeline
+            if cfg.trainer.mode == "train_only":  # its draws too come from the dumped run
+                context.prompts = self._pipeline
             nodes = [
                 info["node_id"] for group in session.groups.values() for info in group.process_info
             ]
@@ -411,6 +421,11 @@ class Trainer:
         """The generation pipeline of ``trainer.pipeline`` (``None`` under ``sync`` unless the
         rollout has a pool of its own, ``session.rollout``)."""
         trainer = self.config.trainer
+        if trainer.mode == "train_only":
+            from hfsdk.core.trainer.step_dump import DumpedGenerations
+
+            assert trainer.rollouts_from is not None  # the config refuses train_only without
+            return DumpedGenerations(trainer.rollouts_from)
         rollout = session.rollout if session is not None else None
         if trainer.pipeline == "sync" and rollout is None:
             return None
@@ -428,6 +443,7 @@ class Trainer:
             restart_rollout=(
                 (lambda exc: self._restart_rollout(session, exc)) if rollout is not None else None
             ),
+            wait_syncs=trainer.deterministic,
         )
 
     def _take_restart(self, exc: BaseException, what: str, how: str) -> bool:
@@ -464,12 +480,15 @@ class Trainer:
             maybe_kill_worker(step, lambda: session.rollout.process_info[0]["pid"], "rollout_kill")
         maybe_fault("sigterm", step)
         maybe_fault("sigint", step)
-        metrics = algorithm.step(prompts)
-        if cfg.trainer.rollout_dump and algorithm.last_batch is not None:
-            from hfsdk.core.agents.dump import write_rollout_dump
-
-            write_rollout_dump(self.run_dir, step, algorithm.last_batch)
-            algorithm.last_batch = None
+        algorithm.generations = []
+        if cfg.trainer.mode == "rollout_only":
+            metrics = self._rollout_only_step(session, algorithm, prompts)
+        else:
+            metrics = algorithm.step(prompts)
+        if cfg.trainer.rollout_dump or cfg.trainer.mode == "rollout_only":
+            self._dump_step(algorithm, step)
+        algorithm.last_batch = None
+        algorithm.generations = []
         if self._pipeline is not None:
             self._pipeline.step_done()
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
@@ -515,6 +534,27 @@ class Trainer:
         from hfsdk.core.trainer.input_checks import check_keep_best_reported
 
         check_keep_best_reported(metric, seen)
+
+    @staticmethod
+    def _rollout_only_step(session: Any, algorithm: Algorithm, prompts: Any) -> dict[str, float]:
+        """``trainer.mode: rollout_only``: generate and score with every signal, no update."""
+        with algorithm.stage("generation"):
+            batch = algorithm.generate(prompts)
+        with algorithm.stage("reward"):
+            for signal in session.signals:
+                key = "token_level_scores" if signal == "reward" else f"token_level_{signal}s"
+                batch[key] = algorithm.score(batch, signal)
+        return algorithm.finish(batch)
+
+    def _dump_step(self, algorithm: Algorithm, step: int) -> None:
+        """``rollouts/step_N.jsonl`` (readable) and ``.pt`` (replay, train_only)."""
+        from hfsdk.core.agents.dump import write_rollout_dump
+        from hfsdk.core.trainer.step_dump import write_step_dump
+
+        if algorithm.last_batch is not None:
+            write_rollout_dump(self.run_dir, step, algorithm.last_batch)
+        update = algorithm.last_batch if self.config.trainer.mode != "rollout_only" else None
+        write_step_dump(self.run_dir, step, algorithm.generations, update)
 
     def _validation_metrics(
         self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int
