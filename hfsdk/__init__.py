@@ -43,8 +43,25 @@ if TYPE_CHECKING:
         default_actor_objective,
     )
     from hfsdk.core.backends import default_rollout_backend
-    from hfsdk.core.batch import Batch
+    from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.config.help import field_help, help_field
+    from hfsdk.core.data.conversation import (
+        SupervisedSequence,
+        collate_supervised,
+        split_conversation,
+        tokenize_supervised,
+    )
+    from hfsdk.core.data.preference_pairs import (
+        PairColumns,
+        PreferencePair,
+        chosen_rows,
+        collate_preference_pairs,
+        load_preference_pairs,
+        rejected_rows,
+        tokenize_preference_pair,
+        tokenize_preference_pairs,
+    )
+    from hfsdk.core.data.prompt_dataset import resolve_use_template
     from hfsdk.core.dataflow import Dataflow, Stage
     from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
@@ -142,6 +159,23 @@ _LAZY = {
     "Stage": "hfsdk.core.dataflow",
     # data, config and errors
     "Batch": "hfsdk.core.batch",
+    "ROW_GROUP": "hfsdk.core.batch",
+    "group_split": "hfsdk.core.batch",
+    "row_group": "hfsdk.core.batch",
+    # supervised sequences and preference pairs (SFT, DPO, reward models)
+    "SupervisedSequence": "hfsdk.core.data.conversation",
+    "collate_supervised": "hfsdk.core.data.conversation",
+    "split_conversation": "hfsdk.core.data.conversation",
+    "tokenize_supervised": "hfsdk.core.data.conversation",
+    "PairColumns": "hfsdk.core.data.preference_pairs",
+    "PreferencePair": "hfsdk.core.data.preference_pairs",
+    "chosen_rows": "hfsdk.core.data.preference_pairs",
+    "collate_preference_pairs": "hfsdk.core.data.preference_pairs",
+    "load_preference_pairs": "hfsdk.core.data.preference_pairs",
+    "rejected_rows": "hfsdk.core.data.preference_pairs",
+    "tokenize_preference_pair": "hfsdk.core.data.preference_pairs",
+    "tokenize_preference_pairs": "hfsdk.core.data.preference_pairs",
+    "resolve_use_template": "hfsdk.core.data.prompt_dataset",
     "default_rollout_backend": "hfsdk.core.backends",
     "ensure_default_assets": "hfsdk.core.default_task",
     "RoleConfig": "hfsdk.core.role_config",

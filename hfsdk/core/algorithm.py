@@ -154,6 +154,9 @@ class AlgorithmContext:
     pipeline: Any = None
     """The :class:`~hfsdk.core.trainer.pipeline.GenerationPipeline` of a ``trainer.pipeline``
     other than ``sync`` (``None``: each step generates from the weights it trains)."""
+    tokenizer: Any = None
+    """The run's tokenizer (the policy's), for programs that tokenize given responses on the
+    controller (SFT targets, preference pairs); ``None`` where a caller builds no run."""
 
 
 class Algorithm:
@@ -206,11 +209,32 @@ class Algorithm:
             )
         return self.context.prompts
 
+    @property
+    def tokenizer(self) -> Any:
+        """The run's tokenizer (``AlgorithmContext.tokenizer``); an error when none was given."""
+        if self.context.tokenizer is None:
+            raise HfsdkError(
+                f"algorithm {self.spec.name!r} tokenizes on the controller, but its "
+                "AlgorithmContext has no tokenizer; pass tokenizer=<the run's tokenizer> when "
+                "building the context outside the trainer"
+            )
+        return self.context.tokenizer
+
     # -- the program ---------------------------------------------------------------
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """Run one training iteration on a batch of prompts and return its metrics."""
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    def validation_metrics(self, prompts: Batch) -> dict[str, float]:
+        """Metrics of the program's own on the validation rows, beside the sampled reward.
+
+        The trainer calls it at every validation with the whole validation set
+        (every dataset column included) and logs the result with the ``val/``
+        metrics; the default adds nothing. SFT reports its validation loss here.
+        """
+        del prompts
+        return {}
 
     # -- building blocks -----------------------------------------------------------
 

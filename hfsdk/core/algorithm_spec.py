@@ -149,6 +149,10 @@ class AlgorithmSpec:
     - ``on_policy_only``: why the program needs every batch sampled from the
       weights it trains (e.g. ReMax's greedy baseline), or ``None``; a
       ``trainer.pipeline`` other than ``sync`` is then refused with this reason.
+    - ``default_model``: which default-task model a run without
+      ``actor.model_path`` starts from: ``warm`` (the warm-started one every RL
+      algorithm uses) or ``cold`` (the same architecture and tokenizer, freshly
+      initialised: for programs that make the warm start themselves, e.g. SFT).
     """
 
     name: str
@@ -163,6 +167,9 @@ class AlgorithmSpec:
     actor_objective: Callable[[Any], ActorLossTerms] = default_actor_objective
     summary: str | None = None
     on_policy_only: str | None = None
+    default_model: Literal["warm", "cold"] = attrs.field(
+        default="warm", validator=attrs.validators.in_(("warm", "cold"))
+    )
     dataflow: Dataflow = attrs.field(init=False)
     """What the placement planner reads (derived, see :func:`derive_dataflow`)."""
 

@@ -350,6 +350,7 @@ class Trainer:
                 signals=session.signals,
                 spec=spec,
                 prompts=session.loader,  # the stream the checkpoint's data position tracks
+                tokenizer=self.prepared.tokenizer,
             )
             algorithm: Algorithm = spec.program(context)
             self._pipeline = self._build_pipeline(algorithm, session.loader, session)
