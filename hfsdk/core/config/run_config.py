@@ -200,7 +200,8 @@ def resolve_run_config(
 
     algorithm = composer.add("algorithm", spec.config_cls, _section(data, "algorithm"))
     roles = spec.role_names
-    if algorithm is not None:
+    # Programs that train on given responses (SFT, DPO) estimate no advantages: None.
+    if algorithm is not None and algorithm.advantage_estimator is not None:
         composer.named(
             "advantage",
             "advantage_estimators",
@@ -208,6 +209,7 @@ def resolve_run_config(
             algorithm.advantage_estimator,
             _section(data, "advantage"),
         )
+    if algorithm is not None:
         composer.named(
             "policy_loss",
             "policy_losses",

@@ -249,7 +249,8 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     )
 
     check_pipeline(spec, config.trainer.pipeline)
-    check_rollout_pool(config, spec.policy_role)
+    if spec.has_policy:
+        check_rollout_pool(config, spec.policy_role)
     for key, section in _model_sections(config, spec).items():
         check_model_path(f"{key}.model_path", getattr(section, "model_path", None))
         check_tokenizer_path(f"{key}.tokenizer_path", getattr(section, "tokenizer_path", None))
@@ -263,7 +264,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     warning = precision_warning(config, spec)
     if warning:
         logger.warning(warning)
-    assets = resolve_assets(config, spec.policy_role, cold_model=spec.default_model == "cold")
+    assets = resolve_assets(config, spec.main_role, cold_model=spec.default_model == "cold")
     warning = run_memory_warning(config)
     if warning:
         logger.warning(warning)
