@@ -27,7 +27,8 @@ DISTILL_SPEC = AlgorithmSpec(
         # Deferred: the models are built (once, cached) only when the default task runs.
         "actor": {
             "model_path": student_model_path,
-            "optim": {"lr": 1e-4},
+            # Seeds 0-2 measured at 1e-4 and 3e-4: 3e-4 lowered the reverse KL by more.
+            "optim": {"lr": 3e-4},
             "mini_batch_size": 64,
             "micro_batch_size": 64,
         },

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 def objective_from(algorithm_config: Any) -> BradleyTerryLoss:
-    """The ``score_objective`` of the spec: Bradley-Terry with the configured margin and centring."""
+    """The spec's ``score_objective``: Bradley-Terry with the configured margin, centring."""
     return BradleyTerryLoss(
         margin=algorithm_config.margin,
         center_coef=algorithm_config.center_coef,

@@ -1,4 +1,4 @@
-"""Configuration of reward/cost model training (the ``algorithm`` section of ``--algo reward_model``)."""
+"""Configuration of reward/cost model training (``--algo reward_model``'s ``algorithm``)."""
 
 from __future__ import annotations
 
