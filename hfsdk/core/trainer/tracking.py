@@ -105,10 +105,8 @@ class Tracker:
         if self._tb is not None:
             rows = ["| prompt | response | score |", "|---|---|---|"]
             for s in samples:
-                cells = [
-                    str(s.get(k, "")).replace("|", "\\|").replace("\n", " ")
-                    for k in ("prompt", "response")
-                ]
+                cells = [str(s.get(k, "")).replace("|", "\\|").replace("\n", " ") for k in
+                         ("prompt", "response")]
                 rows.append(f"| {cells[0]} | {cells[1]} | {s.get('score', '')} |")
             self._tb.add_text("val/samples", "\n".join(rows), step)
         if self._wandb is not None:
