@@ -91,3 +91,11 @@ def test_spec_trains_a_score_model_without_a_policy() -> None:
     assert "update_score_model" in spec.timings and "generation" not in spec.timings
     with pytest.raises(hfsdk.HfsdkError, match="no role of kind 'policy'"):
         _ = spec.policy_role
+
+
+def test_an_overlapped_pipeline_is_refused_in_one_line() -> None:
+    from hfsdk.core.trainer.pipeline import check_pipeline
+
+    with pytest.raises(hfsdk.HfsdkError, match="generates nothing"):
+        check_pipeline(REWARD_MODEL_SPEC, "one_step_off")
+    check_pipeline(REWARD_MODEL_SPEC, "sync")
