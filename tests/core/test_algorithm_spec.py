@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import hfsdk
-from hfsdk import AlgorithmConfig, AlgorithmSpec, RoleSpec
+from hfsdk import AlgorithmConfig, AlgorithmSpec
 
 
 def _spec(*roles: tuple[str, str]) -> AlgorithmSpec:
