@@ -38,9 +38,12 @@ class RewardModelAlgorithm(Algorithm):
     def pairs(self, rows: Batch) -> Batch:
         """The rows' preference pairs, tokenized and interleaved (chosen, rejected, ...)."""
         cfg = self.algo_config
-        columns = PairColumns(
-            prompt=self.config.data.prompt_key, chosen=cfg.chosen_key, rejected=cfg.rejected_key
-        )
+        prompt = self.config.data.prompt_key
+        if prompt in (cfg.chosen_key, cfg.rejected_key):
+            # Data without a prompt column (data.prompt_key names a response column so the
+            # loader can read it): the prompt is what both responses begin with.
+            prompt = "\0no prompt column"
+        columns = PairColumns(prompt=prompt, chosen=cfg.chosen_key, rejected=cfg.rejected_key)
         keys = rows.non_tensor_keys
         records = [{k: rows[k][i] for k in keys} for i in range(len(rows))]
         tokenizer = self.tokenizer

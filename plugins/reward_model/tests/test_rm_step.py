@@ -99,3 +99,19 @@ def test_an_overlapped_pipeline_is_refused_in_one_line() -> None:
     with pytest.raises(hfsdk.HfsdkError, match="generates nothing"):
         check_pipeline(REWARD_MODEL_SPEC, "one_step_off")
     check_pipeline(REWARD_MODEL_SPEC, "sync")
+
+
+def test_data_without_a_prompt_column_takes_the_shared_beginning() -> None:
+    program, role, tokenizer = _program(["data.prompt_key=chosen"])
+    ids = torch.ones(2, 2, dtype=torch.long)
+    rows = Batch.from_dict(
+        tensors={"input_ids": ids, "attention_mask": ids},
+        non_tensors={"chosen": ["1 + 2 = 3", "2 + 2 = 4"], "rejected": ["1 + 2 = 5", "2 + 2 = 9"]},
+    )
+    program.step(rows)
+    batch = role.batches["update_score_model"]
+    responses = [
+        tokenizer.decode(r[m.bool()], skip_special_tokens=True)
+        for r, m in zip(batch["responses"], batch["response_mask"], strict=True)
+    ]
+    assert responses == ["3", "5", "4", "9"]
