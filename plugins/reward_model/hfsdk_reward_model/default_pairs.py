@@ -3,9 +3,12 @@
 Prompts are the built-in task's (``"a + b ="``); each pair's chosen response
 is the sum, its rejected one another number, both with or both without the
 task's filler word in front (the forms the policy samples), so a reward model
-trained on them scores a PPO run's responses by correctness. The validation
-prompts of the task are held out: no training pair uses them. Built once per
-default-task build, beside it (written to a temporary file, then renamed).
+trained on them scores a PPO run's responses by correctness. Training pairs
+come from every prompt of the task's training split; the held-out pairs are
+the validation split's prompts with wrong answers that prompt's training pairs
+never used (the RL runs these models serve sample those same prompts). Built
+once per default-task build, beside it (written to a temporary file, then
+renamed).
 """
 
 from __future__ import annotations
@@ -18,29 +21,45 @@ from typing import Any
 
 WRONG_PER_TRAIN_PROMPT = 4
 WRONG_PER_VAL_PROMPT = 2
-_VERSION = 1
+_VERSION = 2
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def _pairs(rows: list[dict[str, Any]], wrong: int, rng: random.Random, spec: Any) -> list[dict]:
-    out = []
-    for row in rows:
+def _pair(prompt: str, answer: int, bad: int, rng: random.Random, spec: Any) -> dict[str, Any]:
+    prefix = f"{spec.filler_word} " if rng.random() < 0.5 else ""
+    return {
+        "prompt": prompt,
+        "chosen": f"{prefix}{answer}",
+        "rejected": f"{prefix}{bad}",
+        "data_source": "default_task",
+    }
+
+
+def build_pairs(
+    train_rows: list[dict[str, Any]], val_rows: list[dict[str, Any]], spec: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Training and held-out pairs: no (prompt, wrong answer) of the second is in the first."""
+    rng = random.Random(spec.seed)
+    wrong: dict[str, list[int]] = {}
+    for row in [*train_rows, *val_rows]:
         answer = int(row["answer"])
-        others = [n for n in range(spec.max_answer + 1) if n != answer]
-        for bad in rng.sample(others, wrong):
-            prefix = f"{spec.filler_word} " if rng.random() < 0.5 else ""
-            out.append(
-                {
-                    "prompt": row["prompt"],
-                    "chosen": f"{prefix}{answer}",
-                    "rejected": f"{prefix}{bad}",
-                    "data_source": "default_task",
-                }
-            )
-    return out
+        if row["prompt"] not in wrong:
+            others = [n for n in range(spec.max_answer + 1) if n != answer]
+            wrong[row["prompt"]] = rng.sample(others, WRONG_PER_TRAIN_PROMPT + WRONG_PER_VAL_PROMPT)
+    train = [
+        _pair(r["prompt"], int(r["answer"]), bad, rng, spec)
+        for r in train_rows
+        for bad in wrong[r["prompt"]][:WRONG_PER_TRAIN_PROMPT]
+    ]
+    val = [
+        _pair(r["prompt"], int(r["answer"]), bad, rng, spec)
+        for r in val_rows
+        for bad in wrong[r["prompt"]][WRONG_PER_TRAIN_PROMPT:]
+    ]
+    return train, val
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -59,12 +78,11 @@ def default_pair_files() -> tuple[Path, Path]:
     if train.is_file() and val.is_file():
         return train, val
     folder.mkdir(parents=True, exist_ok=True)
-    val_rows = _read(assets.val_jsonl)
-    held_out = {r["prompt"] for r in val_rows}
-    train_rows = [r for r in _read(assets.train_jsonl) if r["prompt"] not in held_out]
-    rng = random.Random(assets.spec.seed)
-    _write(val, _pairs(val_rows, WRONG_PER_VAL_PROMPT, rng, assets.spec))
-    _write(train, _pairs(train_rows, WRONG_PER_TRAIN_PROMPT, rng, assets.spec))
+    train_pairs, val_pairs = build_pairs(
+        _read(assets.train_jsonl), _read(assets.val_jsonl), assets.spec
+    )
+    _write(val, val_pairs)
+    _write(train, train_pairs)
     return train, val
 
 

@@ -22,12 +22,16 @@ REWARD_MODEL_SPEC = AlgorithmSpec(
     ),
     preset={
         # Deferred: the pairs are built from the default task (once, cached) when it runs.
-        "data": {"train_files": default_pairs.train_files, "val_files": default_pairs.val_files},
-        "trainer": {"total_steps": 30, "val_every": 10, "val_before_train": True},
+        "data": {
+            "train_files": default_pairs.train_files,
+            "val_files": default_pairs.val_files,
+            "batch_size": 32,
+        },
+        "trainer": {"total_steps": 40, "val_every": 10, "val_before_train": True},
         "reward_model": {
-            "optim": {"lr": 1e-4},
-            "mini_batch_size": 32,
-            "micro_batch_size": 32,
+            "optim": {"lr": 3e-4},
+            "mini_batch_size": 64,  # 32 pairs: one optimizer step per training step
+            "micro_batch_size": 64,
             "forward_micro_batch_size": 64,
         },
     },
