@@ -287,6 +287,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
 
             load_reward_functions(signal)
         signal_configs[role] = signal
+    _sandbox_notice(config, tools, signal_configs)
     return PreparedRun(
         assets=assets,
         tokenizer=tokenizer,
@@ -294,6 +295,18 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         val_loader=val_loader,
         signal_configs=signal_configs,
     )
+
+
+def _sandbox_notice(config: RunConfig, tools: list[Any], signals: dict[str, Any]) -> None:
+    """Say once, before the first step, when model code would be refused or weakly isolated."""
+    from hfsdk.core.sandbox.preflight import sandbox_notice
+
+    tool_names = [str(t.get("function", t).get("name", "")) for t in tools]
+    reward_names = [str(f.name) for s in signals.values() for f in s.functions]
+    section = config.sections.get("sandbox")  # configs pickled before the section existed
+    line = sandbox_notice(section.isolation if section else "os", tool_names, reward_names)
+    if line:
+        logger.warning(line)
 
 
 def _tool_schemas(config: Any) -> list[Any]:
