@@ -14,14 +14,13 @@ renamed).
 from __future__ import annotations
 
 import json
-import os
 import random
 from pathlib import Path
 from typing import Any
 
-WRONG_PER_TRAIN_PROMPT = 4
+WRONG_PER_TRAIN_PROMPT = 8
 WRONG_PER_VAL_PROMPT = 2
-_VERSION = 2
+_VERSION = 3
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -63,9 +62,9 @@ def build_pairs(
 
 
 def _write(path: Path, rows: list[dict[str, Any]]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    os.replace(tmp, path)
+    from hfsdk import write_text_atomic
+
+    write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def default_pair_files() -> tuple[Path, Path]:

@@ -27,7 +27,7 @@ REWARD_MODEL_SPEC = AlgorithmSpec(
             "val_files": default_pairs.val_files,
             "batch_size": 32,
         },
-        "trainer": {"total_steps": 40, "val_every": 10, "val_before_train": True},
+        "trainer": {"total_steps": 50, "val_every": 10, "val_before_train": True},
         "reward_model": {
             "optim": {"lr": 3e-4},
             "mini_batch_size": 64,  # 32 pairs: one optimizer step per training step
