@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.help import field_help, help_field
+    from hfsdk.core.data.chat import check_messages
     from hfsdk.core.data.conversation import (
         SupervisedSequence,
         collate_supervised,
@@ -107,6 +108,16 @@ if TYPE_CHECKING:
         PolicyLoss,
         ValueLoss,
     )
+    from hfsdk.core.maths.rollout_correction_config import (
+        RolloutCorrectionConfig,
+        behaviour_log_probs_needed,
+        resolve_rollout_corrections,
+    )
+    from hfsdk.core.maths.rollout_corrections import (
+        CorrectionResult,
+        RolloutCorrection,
+        combine_corrections,
+    )
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
     from hfsdk.core.registry import Registry, RegistryEntry
     from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
@@ -165,6 +176,7 @@ _LAZY = {
     "group_split": "hfsdk.core.batch",
     "row_group": "hfsdk.core.batch",
     # supervised sequences and preference pairs (SFT, DPO, reward models)
+    "check_messages": "hfsdk.core.data.chat",
     "SupervisedSequence": "hfsdk.core.data.conversation",
     "collate_supervised": "hfsdk.core.data.conversation",
     "split_conversation": "hfsdk.core.data.conversation",
@@ -217,6 +229,12 @@ _LAZY = {
     "PolicyLoss": "hfsdk.core.maths.protocols",
     "ValueLoss": "hfsdk.core.maths.protocols",
     "KLEstimator": "hfsdk.core.maths.protocols",
+    "CorrectionResult": "hfsdk.core.maths.rollout_corrections",
+    "RolloutCorrection": "hfsdk.core.maths.rollout_corrections",
+    "combine_corrections": "hfsdk.core.maths.rollout_corrections",
+    "RolloutCorrectionConfig": "hfsdk.core.maths.rollout_correction_config",
+    "resolve_rollout_corrections": "hfsdk.core.maths.rollout_correction_config",
+    "behaviour_log_probs_needed": "hfsdk.core.maths.rollout_correction_config",
     "LOSS_AGG_MODES": "hfsdk.core.maths.aggregation",
     "LossAggMode": "hfsdk.core.maths.aggregation",
     "LossAggregation": "hfsdk.core.maths.aggregation",

@@ -346,7 +346,8 @@ class Algorithm:
     def needs_old_log_probs(self, samples: int) -> bool:
         """Whether the rollout must compute the sampling policy's log-probs separately.
 
-        Not when the actor's update of ``samples`` samples is exactly on-policy
+        Always with ``trainer.max_mismatch_kl`` (its gate reads them). Otherwise not when
+        the actor's update of ``samples`` samples is exactly on-policy
         (one epoch of one mini-batch, per the actor's ``ppo_epochs`` and
         ``mini_batch_size``) and no KL penalty goes into the reward: the old
         log-probs are then the current ones, which the update computes anyway
@@ -357,6 +358,9 @@ class Algorithm:
         """
         if self.algo_config.kl_in_reward:
             return True
+        trainer = getattr(self.config, "trainer", None)
+        if getattr(trainer, "max_mismatch_kl", None) is not None:
+            return True  # the gate reads mismatch/kl_k3, which needs π_old on the controller
         actor = getattr(self.config, self.spec.policy_role, None)
         epochs = getattr(actor, "ppo_epochs", None)
         mini_batch = getattr(actor, "mini_batch_size", None)
@@ -471,6 +475,11 @@ class Algorithm:
             gap = (batch["rollout_log_probs"] - batch["old_log_probs"]).abs()[mask.bool()]
             self.metrics["rollout/log_prob_diff_max"] = float(gap.max()) if gap.numel() else 0.0
             self.metrics["rollout/log_prob_diff_mean"] = float(gap.mean()) if gap.numel() else 0.0
+            from hfsdk.core.maths.mismatch import mismatch_metrics
+
+            self.metrics.update(
+                mismatch_metrics(batch["old_log_probs"], batch["rollout_log_probs"], mask)
+            )
         self.metrics["perf/tokens"] = float(batch["attention_mask"].sum())
         self.last_batch = batch  # the step's samples, for trainer.rollout_dump
         metrics, self.metrics = self.metrics, {}
