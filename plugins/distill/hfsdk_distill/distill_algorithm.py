@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import torch
-
-from hfsdk import Algorithm, masked_mean
+from hfsdk import Algorithm
 from hfsdk_distill.routing import route_rows, teacher_for_unrouted
 
 if TYPE_CHECKING:
@@ -55,6 +53,8 @@ class DistillAlgorithm(Algorithm):
         for teacher, rows in plan.items():
             method = self.role(teacher).compute_ref_log_prob
             calls.append(("ref_log_prob", _OnRows(method, rows, len(batch))))
+        import torch  # here, not at import: `hfsdk list` and the planner read the spec
+
         student, *scored = self.concurrently(batch, calls)
         batch = batch.union(student)
         teacher_log_probs = torch.zeros_like(batch["old_log_probs"])
@@ -79,6 +79,8 @@ class DistillAlgorithm(Algorithm):
 
     def _record_distill_metrics(self, batch: Batch, plan: dict[str, list[int]]) -> None:
         """``distill/reverse_kl`` (mean per token) and both log-prob means, per teacher too."""
+        from hfsdk import masked_mean
+
         mask = batch["response_mask"]
         teacher, student = batch["teacher_log_probs"], batch["old_log_probs"]
         self.metrics["distill/reverse_kl"] = float(masked_mean(student - teacher, mask))

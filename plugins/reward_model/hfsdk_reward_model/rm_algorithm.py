@@ -4,22 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hfsdk import (
-    ROW_GROUP,
-    Algorithm,
-    PairColumns,
-    collate_preference_pairs,
-    resolve_use_template,
-    tokenize_preference_pairs,
-)
-from hfsdk_reward_model.loss import BradleyTerryLoss, pair_metrics
+from hfsdk import Algorithm
 
 if TYPE_CHECKING:
     from hfsdk import Batch
+    from hfsdk_reward_model.loss import BradleyTerryLoss
 
 
 def objective_from(algorithm_config: Any) -> BradleyTerryLoss:
     """The spec's ``score_objective``: Bradley-Terry with the configured margin, centring."""
+    from hfsdk_reward_model.loss import BradleyTerryLoss  # torch: not at the spec's import
+
     return BradleyTerryLoss(
         margin=algorithm_config.margin,
         center_coef=algorithm_config.center_coef,
@@ -37,6 +32,15 @@ class RewardModelAlgorithm(Algorithm):
 
     def pairs(self, rows: Batch) -> Batch:
         """The rows' preference pairs, tokenized and interleaved (chosen, rejected, ...)."""
+        # Here, not at import: these pull in torch, and `hfsdk list` reads the spec.
+        from hfsdk import (
+            ROW_GROUP,
+            PairColumns,
+            collate_preference_pairs,
+            resolve_use_template,
+            tokenize_preference_pairs,
+        )
+
         cfg = self.algo_config
         prompt = self.config.data.prompt_key
         if prompt in (cfg.chosen_key, cfg.rejected_key):
@@ -71,6 +75,8 @@ class RewardModelAlgorithm(Algorithm):
     def validation_metrics(self, prompts: Batch) -> dict[str, float]:
         """``val/pairwise_accuracy``, ``val/margin_mean`` and both score means on held-out pairs."""
         batch = self.pairs(prompts)
+        from hfsdk_reward_model.loss import pair_metrics
+
         scores = self.model.compute_scores(batch)["rm_scores"]
         found = pair_metrics(scores, self.algo_config.higher)
         return {f"val/{name}": value for name, value in found.items()}
