@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.atomic import write_text_atomic
 from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.run_config import RunConfig
+from hfsdk.core.config.safe_yaml import load_yaml_text
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
 from hfsdk.core.placement.run_plan import predicted_step_metrics
@@ -172,6 +172,7 @@ class Trainer:
         self.resume_from: tuple[int, Path] | None = None
         self.restarts = 0
         self._pipeline: Any = None  # trainer.pipeline's GenerationPipeline, per attempt
+        self._keep_best_seen: set[str] | None = set()  # metrics so far; None once it is found
         _check_run_dir(self.run_dir)
         try:
             if self.run_dir.is_dir():  # refuse a concurrent run before any heavy work
@@ -231,7 +232,7 @@ class Trainer:
         path = self.run_dir / CONFIG_FILE
         if not complete_checkpoints(self.run_dir) or not path.exists():
             return
-        old = yaml.safe_load(path.read_text()) or {}
+        old = load_yaml_text(path.read_text(), source=str(path)) or {}
         changed = [
             ".".join(map(str, key))
             for key in _differences(old, self.config.to_dict())
@@ -488,10 +489,32 @@ class Trainer:
         maybe_fault("step_end", step)
         last = step == cfg.trainer.total_steps
         gate = mismatch_gate(cfg.trainer.max_mismatch_kl, metrics)
-        if last or gate or (cfg.trainer.save_every and step % cfg.trainer.save_every == 0):
+        saving = last or bool(cfg.trainer.save_every and step % cfg.trainer.save_every == 0)
+        self._check_keep_best(metrics, saving=saving or bool(gate))
+        if saving or gate:
             self._save(session, algorithm, step)
         if gate:
             raise MismatchStop(f"step {step}: {gate}; checkpoint step_{step} saved")
+
+    def _check_keep_best(self, metrics: dict, *, saving: bool) -> None:
+        """At the first checkpoint: has ``trainer.keep_best``'s metric been reported?
+
+        Checked against every metric so far (some appear only after a warm-up), once a
+        validation has run for a ``val/`` metric.
+        """
+        metric, seen = self.config.trainer.keep_best, self._keep_best_seen
+        if not metric or seen is None:
+            return
+        seen.update(metrics)
+        if metric in seen:
+            self._keep_best_seen = None
+            return
+        validated = any(k.startswith("val/") for k in seen)
+        if not saving or (metric.startswith("val/") and not validated):
+            return
+        from hfsdk.core.trainer.input_checks import check_keep_best_reported
+
+        check_keep_best_reported(metric, seen)
 
     def _validation_metrics(
         self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int
