@@ -25,16 +25,23 @@ from typing import Any, Literal
 import attrs
 
 from hfsdk.core.dataflow import Dataflow, Stage
+from hfsdk.core.errors import HfsdkError
 
-RoleKind = Literal["policy", "value", "frozen_policy", "scorer"]
-ROLE_KINDS: tuple[str, ...] = ("policy", "value", "frozen_policy", "scorer")
+RoleKind = Literal["policy", "value", "frozen_policy", "scorer", "score_model"]
+ROLE_KINDS: tuple[str, ...] = ("policy", "value", "frozen_policy", "scorer", "score_model")
 """What a role is, independent of its name.
 
 - ``policy``: the trained causal LM; generates, computes log-probs, is updated.
 - ``value``: a trained critic with one value per response token.
 - ``frozen_policy``: a frozen causal LM (the reference) that only computes log-probs.
 - ``scorer``: a signal (reward, cost): reward functions and/or a scoring model.
+- ``score_model``: a sequence scorer being trained (a reward or cost model): a
+  scalar head read at the last token, as a ``scorer``'s model is, updated by
+  ``update_score_model`` with the loss the algorithm's ``score_objective`` gives.
 """
+
+TRAINED_KINDS: tuple[str, ...] = ("policy", "value", "score_model")
+"""Role kinds whose weights a run updates (and checkpoints)."""
 
 _NAME = attrs.validators.matches_re(r"^[a-z][a-z0-9_]*$")
 _STAGE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -95,9 +102,13 @@ def derive_dataflow(
     kinds = {role.name: role.kind for role in roles}
     by_kind = {kind: [n for n, k in kinds.items() if k == kind] for kind in ROLE_KINDS}
     policy = by_kind["policy"]
-    stages = [Stage(name="generation", work=[(p, "generation") for p in policy])]
-    stages += [Stage(name=n, work=[(p, "generation") for p in policy]) for n in extra_generations]
-    prep_timings = ["old_log_prob"]
+    stages = []
+    if policy:  # a program that trains only a scorer (a reward model) generates nothing
+        stages.append(Stage(name="generation", work=[(p, "generation") for p in policy]))
+        stages += [
+            Stage(name=n, work=[(p, "generation") for p in policy]) for n in extra_generations
+        ]
+    prep_timings = ["old_log_prob"] if policy else []
     if by_kind["frozen_policy"]:
         prep_timings.append("ref_log_prob")
     if by_kind["value"]:
@@ -112,8 +123,10 @@ def derive_dataflow(
             timings=prep_timings,
         )
     )
-    train_timings = (["update_critic"] if by_kind["value"] else []) + ["update_actor"]
-    trained = [r.name for r in roles if r.kind in ("policy", "value")]
+    train_timings = ["update_critic"] if by_kind["value"] else []
+    train_timings += ["update_score_model"] if by_kind["score_model"] else []
+    train_timings += ["update_actor"] if policy else []
+    trained = [r.name for r in roles if r.kind in TRAINED_KINDS]
     stages.append(
         Stage(name="training", work=[(r, "training") for r in trained], timings=train_timings)
     )
@@ -133,7 +146,8 @@ class AlgorithmSpec:
       ``step()`` is the single-controller program.
     - ``config_cls``: the ``algorithm`` section's attrs class.
     - ``roles``: :class:`RoleSpec` (or ``(name, kind)`` pairs) in a stable order;
-      exactly one ``policy``.
+      exactly one ``policy``, or none and at least one ``score_model`` (a program
+      that trains a reward or cost model only).
     - ``extra_generations``: generation stages beyond the first (timed names).
     - ``extra_stages``: more names ``step()`` may time (``timing/<name>_s``),
       e.g. ``dynamic_sampling``; timed parts of the preparation stage.
@@ -149,6 +163,10 @@ class AlgorithmSpec:
     - ``on_policy_only``: why the program needs every batch sampled from the
       weights it trains (e.g. ReMax's greedy baseline), or ``None``; a
       ``trainer.pipeline`` other than ``sync`` is then refused with this reason.
+    - ``score_objective``: ``fn(algorithm_config) -> loss`` for the ``score_model``
+      roles: ``loss(scores, batch) -> (loss tensor, metrics)`` with ``scores`` (B,)
+      the head's output at each row's last response token (with gradients).
+      It must pickle (a module-level function or an attrs instance).
     - ``default_model``: which default-task model a run without
       ``actor.model_path`` starts from: ``warm`` (the warm-started one every RL
       algorithm uses) or ``cold`` (the same architecture and tokenizer, freshly
@@ -171,6 +189,7 @@ class AlgorithmSpec:
     actor_objective: Callable[[Any], ActorLossTerms] = default_actor_objective
     summary: str | None = None
     on_policy_only: str | None = None
+    score_objective: Callable[[Any], Callable[..., Any]] | None = None
     default_model: Literal["warm", "cold"] = attrs.field(
         default="warm", validator=attrs.validators.in_(("warm", "cold"))
     )
@@ -190,9 +209,11 @@ class AlgorithmSpec:
         if len(set(names)) != len(names):
             raise ValueError(f"algorithm {self.name!r} lists a role twice: {names}")
         policies = [r.name for r in value if r.kind == "policy"]
-        if len(policies) != 1:
+        scorers = [r.name for r in value if r.kind == "score_model"]
+        if len(policies) > 1 or not (policies or scorers):
             raise ValueError(
-                f"algorithm {self.name!r} needs exactly one role of kind 'policy', got {policies}"
+                f"algorithm {self.name!r} needs exactly one role of kind 'policy' (or none and "
+                f"a 'score_model' role it trains), got policies {policies}"
             )
 
     @extra_stages.validator
@@ -228,9 +249,34 @@ class AlgorithmSpec:
         return tuple(r.name for r in self.roles)
 
     @property
+    def has_policy(self) -> bool:
+        """Whether the algorithm has a ``policy`` role (a reward-model trainer has none)."""
+        return any(r.kind == "policy" for r in self.roles)
+
+    @property
     def policy_role(self) -> str:
-        """The name of the one ``policy`` role (``actor`` in every algorithm here)."""
-        return next(r.name for r in self.roles if r.kind == "policy")
+        """The name of the one ``policy`` role (``actor`` in every algorithm here).
+
+        A spec without one (it trains a ``score_model`` only) has none: see
+        :attr:`main_role`.
+        """
+        for role in self.roles:
+            if role.kind == "policy":
+                return role.name
+        raise HfsdkError(
+            f"algorithm {self.name!r} has no role of kind 'policy' (it trains "
+            f"{', '.join(self.roles_of_kind('score_model'))}); it cannot generate"
+        )
+
+    @property
+    def main_role(self) -> str:
+        """The role whose model is the run's result: the policy, else the first score model.
+
+        Its tokenizer is the run's and it is exported in HF format at the end.
+        """
+        if self.has_policy:
+            return self.policy_role
+        return self.roles_of_kind("score_model")[0]
 
     def kind_of(self, role: str) -> RoleKind:
         """The declared kind of ``role``."""

@@ -47,14 +47,17 @@ def run(
         f"{cfg.algo}: {len(metrics)} steps in {trainer.run_dir}; reward/mean "
         f"{mean(first, 'reward/mean'):.3f} (first 5) -> {mean(last, 'reward/mean'):.3f} (last 5)"
     )
-    validations = [r for r in metrics if r.get("val/reward_mean") is not None]
-    if not any("reward/mean" in r for r in metrics) and validations:
-        # Programs that sample nothing while training (SFT, DPO): the validation reward.
-        summary = (
-            f"{cfg.algo}: {len(metrics)} steps in {trainer.run_dir}; val/reward_mean "
-            f"{validations[0]['val/reward_mean']:.3f} (step {validations[0]['step']}) -> "
-            f"{validations[-1]['val/reward_mean']:.3f} (step {validations[-1]['step']})"
-        )
+    # Programs that sample nothing while training: the validation reward (SFT, DPO) or, for
+    # a reward model, its held-out pairwise accuracy.
+    for key in ("val/reward_mean", "val/pairwise_accuracy"):
+        validations = [r for r in metrics if r.get(key) is not None]
+        if not any("reward/mean" in r for r in metrics) and validations:
+            summary = (
+                f"{cfg.algo}: {len(metrics)} steps in {trainer.run_dir}; {key} "
+                f"{validations[0][key]:.3f} (step {validations[0]['step']}) -> "
+                f"{validations[-1][key]:.3f} (step {validations[-1]['step']})"
+            )
+            break
     if "cost/mean" in metrics[-1]:
         summary += f"; cost/mean {mean(first, 'cost/mean'):.3f} -> {mean(last, 'cost/mean'):.3f}"
     click.echo(summary)

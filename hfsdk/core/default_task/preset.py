@@ -110,4 +110,16 @@ def with_default_task_preset(
             if not values:
                 continue
         applied[section] = values
-    return deep_merge(applied, data)
+    return resolve_deferred(deep_merge(applied, data))
+
+
+def resolve_deferred(values: Any) -> Any:
+    """``values`` with every zero-argument callable leaf replaced by what it returns.
+
+    A preset value may be a function, called only when the preset applies and
+    the user has not set that key: e.g. the path of a model the plugin builds
+    (and caches) on first use, which a static mapping cannot name.
+    """
+    if isinstance(values, Mapping):
+        return {key: resolve_deferred(value) for key, value in values.items()}
+    return values() if callable(values) else values

@@ -114,6 +114,12 @@ def pipeline_depth(pipeline: str, max_staleness: int) -> int:
 def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
     """Refuse a pipeline other than ``sync`` for an algorithm that needs fresh on-policy data."""
     reason = spec.on_policy_only
+    if pipeline != "sync" and not spec.has_policy:
+        raise HfsdkError(
+            f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} generates nothing (it "
+            f"trains {', '.join(spec.roles_of_kind('score_model'))} on given data), so there is "
+            "no generation to overlap; use trainer.pipeline: sync"
+        )
     if pipeline != "sync" and reason:
         raise HfsdkError(
             f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} needs fresh on-policy data "

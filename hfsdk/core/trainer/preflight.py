@@ -249,7 +249,8 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     )
 
     check_pipeline(spec, config.trainer.pipeline)
-    check_rollout_pool(config, spec.policy_role)
+    if spec.has_policy:
+        check_rollout_pool(config, spec.policy_role)
     for key, section in _model_sections(config, spec).items():
         check_model_path(f"{key}.model_path", getattr(section, "model_path", None))
         check_tokenizer_path(f"{key}.tokenizer_path", getattr(section, "tokenizer_path", None))
@@ -265,7 +266,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         logger.warning(warning)
     assets = resolve_assets(
         config,
-        spec.policy_role,
+        spec.main_role,
         cold_model=spec.default_model == "cold",
         preference_pairs=spec.default_data == "preference_pairs",
     )

@@ -183,6 +183,13 @@ class TrainingSession:
             kwargs = {"role": role, "config": cfg, "assets": self.assets, "section": section}
             if kind == "policy":  # the algorithm, not the backend, decides the loss terms
                 kwargs["objective"] = self.spec.actor_objective(cfg.algorithm)
+            elif kind == "score_model":
+                if self.spec.score_objective is None:
+                    raise HfsdkError(
+                        f"algorithm {self.spec.name!r} trains {role!r} (kind 'score_model') "
+                        "but its spec has no score_objective; set AlgorithmSpec.score_objective"
+                    )
+                kwargs["objective"] = self.spec.score_objective(cfg.algorithm)
             by_pool.setdefault(placement.pool_of(role), {})[role] = (worker_cls, kwargs)
         if ROLLOUT_POOL in placement.pools:  # a disaggregated rollout (docs/async.md)
             policy = self.spec.policy_role
@@ -345,7 +352,7 @@ class TrainingSession:
         for role, group in self._stateful().items():
             group.save_checkpoint(str(directory / role))
         if export_hf:
-            policy = self.spec.policy_role
+            policy = self.spec.main_role
             self.groups[policy].export_hf(str(directory / f"{policy}_hf"))
 
     def load_workers(self, directory: Path) -> None:
@@ -368,6 +375,8 @@ class TrainingSession:
         from hfsdk.core.trainer.validation import validate
 
         prompts = self.val_loader.collate(range(len(self.val_loader)))
+        if not self.spec.has_policy:  # a reward-model trainer samples nothing to score
+            return ValidationResult(metrics=algorithm.validation_metrics(prompts), samples=[])
         scorer = self.signals.get("reward") or next(iter(self.signals.values()))
         result = validate(algorithm, prompts, scorer, self.config.trainer)
         extra = algorithm.validation_metrics(prompts)

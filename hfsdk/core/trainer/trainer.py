@@ -474,7 +474,7 @@ class Trainer:
         source = self._pipeline if self._pipeline is not None else session.loader
         with algorithm.stage("data"):
             prompts = source.next_batch()
-        policy = self.spec.policy_role  # the role of kind policy, whatever its name
+        policy = self.spec.main_role  # the role of kind policy, whatever its name
         maybe_kill_worker(step, lambda: session.groups[policy].process_info[0]["pid"])
         if session.rollout is not None:
             maybe_kill_worker(step, lambda: session.rollout.process_info[0]["pid"], "rollout_kill")

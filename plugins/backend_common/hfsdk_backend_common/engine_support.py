@@ -20,6 +20,7 @@ ENGINE_OF_ROLE_KIND = {
     "frozen_policy": "reference",
     "value": "critic",
     "scorer": "score",
+    "score_model": "score_model",
 }
 """Which engine kind serves each declared role kind (``hfsdk.ROLE_KINDS``)."""
 

@@ -12,20 +12,21 @@ if TYPE_CHECKING:
 
     from hfsdk_backend_fsdp.engine import FSDPEngine
 
-ENGINE_KINDS = ("actor", "reference", "critic", "score")
+ENGINE_KINDS = ("actor", "reference", "critic", "score", "score_model")
 
 
 def engine_class(kind: str) -> type[FSDPEngine]:
-    """The engine class of ``kind`` (``actor``, ``reference``, ``critic``, ``score``)."""
+    """The engine class of ``kind`` (one of :data:`ENGINE_KINDS`)."""
     from hfsdk_backend_fsdp.actor import ActorEngine, ReferenceEngine
     from hfsdk_backend_fsdp.critic import CriticEngine
-    from hfsdk_backend_fsdp.scorer import ScoreEngine
+    from hfsdk_backend_fsdp.scorer import ScoreEngine, TrainableScoreEngine
 
     classes: dict[str, type[FSDPEngine]] = {
         "actor": ActorEngine,
         "reference": ReferenceEngine,
         "critic": CriticEngine,
         "score": ScoreEngine,
+        "score_model": TrainableScoreEngine,
     }
     if kind not in classes:
         raise HfsdkError(f"engine kind {kind!r} is unknown; expected one of {ENGINE_KINDS}")

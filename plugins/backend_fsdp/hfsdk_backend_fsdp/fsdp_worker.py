@@ -22,6 +22,7 @@ from hfsdk import (
     ActorLossTerms,
     Batch,
     BuiltinProtocol,
+    HfsdkError,
     RolloutBackend,
     Worker,
     build_rollout,
@@ -190,11 +191,36 @@ class FSDPScorerWorker(FSDPRoleWorker):
         return self.engine.compute_scores(batch)
 
 
+class FSDPScoreModelWorker(FSDPScorerWorker):
+    """A ``score_model`` role: a reward or cost model being trained.
+
+    ``objective`` is the algorithm's loss (``AlgorithmSpec.score_objective``),
+    e.g. Bradley-Terry on preference pairs; the backend hard-codes none.
+    """
+
+    engine_kind: ClassVar[str] = "score_model"
+
+    def __init__(self, *, objective: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.objective = objective
+
+    @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
+    def update_score_model(self, batch: Batch) -> dict[str, float]:
+        """One update of the scorer with the algorithm's loss (``score_model/*`` metrics)."""
+        if self.objective is None:
+            raise HfsdkError(
+                f"{self.role_name} was started without a loss; the algorithm's spec must give "
+                "score_objective"
+            )
+        return self.engine.update_score_model(batch, self.objective)
+
+
 WORKER_CLASSES: dict[str, type[Worker]] = {
     "policy": FSDPPolicyWorker,
     "frozen_policy": FSDPReferenceWorker,
     "value": FSDPValueWorker,
     "scorer": FSDPScorerWorker,
+    "score_model": FSDPScoreModelWorker,
     "rollout": RolloutReplicaWorker,
 }
 """The worker class of each role kind (``rollout``: a replica on ``placement.pools.rollout``)."""

@@ -1,0 +1,1 @@
+"""On-policy distillation: the student samples, frozen teachers score its tokens."""

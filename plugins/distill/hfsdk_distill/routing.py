@@ -1,0 +1,61 @@
+"""Which teacher scores which rows: the dataset's ``data_source`` column, routed by config."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hfsdk import HfsdkError
+
+
+def teacher_for_unrouted(default_teacher: str | None, teachers: Sequence[str]) -> str | None:
+    """The teacher of rows no route names: the configured one, the first teacher, or none."""
+    if default_teacher is None:
+        return teachers[0]
+    return default_teacher or None
+
+
+def route_rows(
+    sources: Sequence[Any] | None,
+    n_rows: int,
+    routes: Mapping[str, str],
+    fallback: str | None,
+) -> dict[str, list[int]]:
+    """Teacher role → the row positions it scores (in row order); every row exactly once.
+
+    ``sources`` is the batch's ``data_source`` column (``None`` when the data has
+    none: every row goes to ``fallback``).
+    """
+    plan: dict[str, list[int]] = {}
+    for row in range(n_rows):
+        source = None if sources is None else sources[row]
+        teacher = routes.get(str(source), fallback) if source is not None else fallback
+        if teacher is None:
+            known = ", ".join(sorted(routes)) or "(none)"
+            raise HfsdkError(
+                f"row {row} has data_source {source!r}, which algorithm.teacher_routes does not "
+                f"route (routed: {known}) and algorithm.default_teacher is ''; add a route for "
+                "it or name a default teacher"
+            )
+        plan.setdefault(teacher, []).append(row)
+    return plan
+
+
+def routing_problems(
+    routes: Mapping[str, str], default_teacher: str | None, teachers: Sequence[str]
+) -> list[str]:
+    """Config problems: a route or default naming a role that is not one of the teachers."""
+    problems = []
+    allowed = ", ".join(teachers)
+    for source, role in routes.items():
+        if role not in teachers:
+            problems.append(
+                f"algorithm.teacher_routes.{source} is {role!r}, which is not a teacher role of "
+                f"this algorithm; teacher roles: {allowed}"
+            )
+    if default_teacher and default_teacher not in teachers:
+        problems.append(
+            f"algorithm.default_teacher is {default_teacher!r}, which is not a teacher role of "
+            f"this algorithm; teacher roles: {allowed} (or null for the first, '' for none)"
+        )
+    return problems

@@ -1,0 +1,40 @@
+"""Distillation end to end on the default task: the student's reverse KL to the teacher falls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.config import load_run_config
+from hfsdk.core.trainer.trainer import Trainer
+from hfsdk_distill.student import student_model_path, teacher_model_path
+
+
+def test_preset_pairs_the_warm_started_teacher_with_a_less_trained_student() -> None:
+    from transformers import PreTrainedTokenizerFast
+
+    config = load_run_config("distill")
+    assert config.teacher.model_path == teacher_model_path()
+    assert config.actor.model_path == student_model_path()
+    assert config.actor.model_path != config.teacher.model_path
+    # The same tokenizer: the teacher scores the student's token ids as they are.
+    vocab = [
+        PreTrainedTokenizerFast.from_pretrained(path).get_vocab()
+        for path in (config.actor.model_path, config.teacher.model_path)
+    ]
+    assert vocab[0] == vocab[1]
+    # A user's setting wins over the deferred preset value.
+    mine = load_run_config("distill", None, ["teacher.model_path=/somewhere/else"])
+    assert mine.teacher.model_path == "/somewhere/else"
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_default_run_lowers_the_reverse_kl(tmp_path: Path) -> None:
+    rows = Trainer(load_run_config("distill"), tmp_path / "run", quiet=True).fit()
+    assert len(rows) == 30
+    kl = [r["distill/reverse_kl"] for r in rows]
+    first, last = sum(kl[:5]) / 5, sum(kl[-5:]) / 5
+    # Measured (shared CPU, first vs last 5 steps): seeds 0/1/2 fell by 52/56/55 % (docs).
+    assert last <= 0.7 * first, f"reverse KL went from {first:.3f} to {last:.3f}"

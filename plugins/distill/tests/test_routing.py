@@ -1,0 +1,50 @@
+"""Teacher routing by ``data_source`` and its config checks."""
+
+from __future__ import annotations
+
+import pytest
+
+import hfsdk
+from hfsdk.core.config import load_run_config
+from hfsdk_distill.routing import route_rows, routing_problems, teacher_for_unrouted
+
+_PATHS = ["actor.model_path=/m/student", "teacher.model_path=/m/teacher"]
+
+
+def test_rows_go_to_their_source_teacher_and_the_rest_to_the_fallback() -> None:
+    plan = route_rows(
+        ["math", "code", "chat", "math"], 4, {"math": "t_math", "code": "t_code"}, "t0"
+    )
+    assert plan == {"t_math": [0, 3], "t_code": [1], "t0": [2]}
+
+
+def test_without_a_data_source_column_every_row_goes_to_the_fallback() -> None:
+    assert route_rows(None, 3, {"math": "t_math"}, "t0") == {"t0": [0, 1, 2]}
+
+
+def test_an_unrouted_source_without_a_default_is_refused_in_one_line() -> None:
+    with pytest.raises(hfsdk.HfsdkError, match=r"data_source 'chat'.*does not route"):
+        route_rows(["math", "chat"], 2, {"math": "t_math"}, None)
+
+
+def test_default_teacher_null_is_the_first_and_empty_is_none() -> None:
+    assert teacher_for_unrouted(None, ("a", "b")) == "a"
+    assert teacher_for_unrouted("b", ("a", "b")) == "b"
+    assert teacher_for_unrouted("", ("a", "b")) is None
+
+
+def test_routes_must_name_teacher_roles() -> None:
+    problems = routing_problems({"math": "actor"}, "nobody", ("teacher",))
+    assert len(problems) == 2
+    assert "teacher_routes.math is 'actor'" in problems[0]
+    assert "default_teacher is 'nobody'" in problems[1]
+
+
+def test_the_run_config_refuses_a_route_to_a_missing_teacher() -> None:
+    with pytest.raises(hfsdk.ConfigError, match=r"teacher_routes\.math is 'teacher_math'"):
+        load_run_config("distill", None, [*_PATHS, "algorithm.teacher_routes={math: teacher_math}"])
+
+
+def test_the_run_config_refuses_a_reference_kl() -> None:
+    with pytest.raises(hfsdk.ConfigError, match="no reference role"):
+        load_run_config("distill", None, [*_PATHS, "algorithm.kl_loss_coef=0.1"])

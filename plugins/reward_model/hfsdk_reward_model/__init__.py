@@ -1,0 +1,1 @@
+"""Reward and cost models: Bradley-Terry on preference pairs."""

@@ -1,0 +1,74 @@
+"""The Bradley-Terry loss of a reward (or cost) model on interleaved preference pairs.
+
+With ``r_c``, ``r_r`` the scores of a pair's preferred and other response::
+
+    ℓ = −log σ(r_c − r_r − m) + κ · (r_c + r_r)²
+
+``m`` a fixed margin (0: plain Bradley-Terry), ``κ`` the reward-centring
+coefficient (Eisenstein et al., 2023; TRL's ``center_rewards_coefficient``),
+which pins the scores' scale without changing which response wins. Metrics per
+pair: ``accuracy`` (1 when r_c > r_r), ``margin`` (r_c − r_r) and both scores.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+import torch
+from torch.nn import functional
+
+from hfsdk import Batch, HfsdkError
+
+
+@attrs.frozen(kw_only=True)
+class BradleyTerryLoss:
+    """``loss(scores, micro) -> (per-pair losses, per-pair metrics)`` (a ``score_objective``).
+
+    ``higher``: which response of a pair should score higher — ``chosen`` for a
+    reward model; ``rejected`` trains a cost model on data whose ``chosen`` is
+    the safer response.
+    """
+
+    margin: float = 0.0
+    center_coef: float = 0.0
+    higher: Literal["chosen", "rejected"] = "chosen"
+
+    def __call__(
+        self, scores: torch.Tensor, micro: Batch
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Per-pair loss (P,) and metrics of the micro-batch's ``2P`` interleaved rows."""
+        flags = micro["chosen"]
+        if len(scores) % 2 or not (bool(flags[0::2].all()) and not bool(flags[1::2].any())):
+            raise HfsdkError(
+                "the Bradley-Terry loss needs interleaved preference pairs (chosen, rejected, "
+                "chosen, ...); build the batch with hfsdk.collate_preference_pairs"
+            )
+        chosen, rejected = scores[0::2], scores[1::2]
+        if self.higher == "rejected":
+            chosen, rejected = rejected, chosen
+        diff = chosen - rejected
+        loss = -functional.logsigmoid(diff - self.margin)
+        if self.center_coef:
+            loss = loss + self.center_coef * (chosen + rejected) ** 2
+        detached = diff.detach()
+        return loss, {
+            "accuracy": (detached > 0).float(),
+            "margin": detached,
+            "chosen_score": chosen.detach(),
+            "rejected_score": rejected.detach(),
+        }
+
+
+def pair_metrics(scores: torch.Tensor, higher: str = "chosen") -> dict[str, float]:
+    """Pairwise accuracy and mean margin of interleaved pair scores (validation)."""
+    chosen, rejected = scores[0::2].float(), scores[1::2].float()
+    if higher == "rejected":
+        chosen, rejected = rejected, chosen
+    diff = chosen - rejected
+    return {
+        "pairwise_accuracy": float((diff > 0).float().mean()),
+        "margin_mean": float(diff.mean()),
+        "chosen_score_mean": float(chosen.mean()),
+        "rejected_score_mean": float(rejected.mean()),
+    }

@@ -1,0 +1,82 @@
+"""The reward-model trainer's single-controller program."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hfsdk import Algorithm
+
+if TYPE_CHECKING:
+    from hfsdk import Batch
+    from hfsdk_reward_model.loss import BradleyTerryLoss
+
+
+def objective_from(algorithm_config: Any) -> BradleyTerryLoss:
+    """The spec's ``score_objective``: Bradley-Terry with the configured margin, centring."""
+    from hfsdk_reward_model.loss import BradleyTerryLoss  # torch: not at the spec's import
+
+    return BradleyTerryLoss(
+        margin=algorithm_config.margin,
+        center_coef=algorithm_config.center_coef,
+        higher=algorithm_config.higher,
+    )
+
+
+class RewardModelAlgorithm(Algorithm):
+    """Reward/cost model: Bradley-Terry on preference pairs, scored at the last token."""
+
+    @property
+    def model(self) -> Any:
+        """The worker group of the trained scorer (the spec's ``score_model`` role)."""
+        return self.role(self.spec.main_role)
+
+    def pairs(self, rows: Batch) -> Batch:
+        """The rows' preference pairs, tokenized and interleaved (chosen, rejected, ...)."""
+        # Here, not at import: these pull in torch, and `hfsdk list` reads the spec.
+        from hfsdk import (
+            ROW_GROUP,
+            PairColumns,
+            collate_preference_pairs,
+            resolve_use_template,
+            tokenize_preference_pairs,
+        )
+
+        cfg = self.algo_config
+        prompt = self.config.data.prompt_key
+        if prompt in (cfg.chosen_key, cfg.rejected_key):
+            # Data without a prompt column (data.prompt_key names a response column so the
+            # loader can read it): the prompt is what both responses begin with.
+            prompt = "\0no prompt column"
+        columns = PairColumns(prompt=prompt, chosen=cfg.chosen_key, rejected=cfg.rejected_key)
+        keys = rows.non_tensor_keys
+        records = [{k: rows[k][i] for k in keys} for i in range(len(rows))]
+        tokenizer = self.tokenizer
+        use_template = resolve_use_template(tokenizer, self.config.data.apply_chat_template)
+        tokenized = tokenize_preference_pairs(
+            records,
+            tokenizer,
+            use_template=use_template,
+            columns=columns,
+            max_length=cfg.max_length,
+        )
+        batch = collate_preference_pairs(tokenized, tokenizer.pad_token_id)
+        batch.meta[ROW_GROUP] = 2  # a pair's two rows share every pass
+        return batch
+
+    def step(self, prompts: Batch) -> dict[str, float]:
+        """Tokenize the step's pairs, then one Bradley-Terry update of the scorer."""
+        with self.stage("pairs"):
+            batch = self.pairs(prompts)
+        with self.stage("update_score_model"):
+            self.record(self.model.update_score_model(batch))
+        self.metrics["pairs/count"] = float(len(batch) // 2)
+        return self.finish(batch)
+
+    def validation_metrics(self, prompts: Batch) -> dict[str, float]:
+        """``val/pairwise_accuracy``, ``val/margin_mean`` and both score means on held-out pairs."""
+        batch = self.pairs(prompts)
+        from hfsdk_reward_model.loss import pair_metrics
+
+        scores = self.model.compute_scores(batch)["rm_scores"]
+        found = pair_metrics(scores, self.algo_config.higher)
+        return {f"val/{name}": value for name, value in found.items()}

@@ -1,0 +1,117 @@
+"""The reward-model program against a fake scorer role: the pairs it sends, its metrics."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import hfsdk
+from hfsdk import AlgorithmContext, Batch
+from hfsdk.core.config import load_run_config
+from hfsdk.testing import FakeRole
+from hfsdk_reward_model.spec import REWARD_MODEL_SPEC
+
+
+class _FakeScorer(FakeRole):
+    """Scores each row by its response length; records the update's batch."""
+
+    def update_score_model(self, batch: Batch) -> dict[str, float]:
+        self._record("update_score_model", batch)
+        return {"score_model/loss": 0.5}
+
+    def compute_scores(self, batch: Batch) -> Batch:
+        self._record("compute_scores", batch)
+        return Batch.from_dict(tensors={"rm_scores": batch["response_mask"].sum(-1).float()})
+
+
+def _program(overrides: list[str] | None = None):
+    from transformers import PreTrainedTokenizerFast
+
+    from hfsdk import DefaultTaskSpec, ensure_default_assets
+
+    config = load_run_config("reward_model", None, overrides or [])
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(
+        str(ensure_default_assets(DefaultTaskSpec()).tokenizer_dir)
+    )
+    role = _FakeScorer("reward_model", [], seed=0)
+    context = AlgorithmContext(
+        config=config,
+        roles={"reward_model": role},
+        signals={},
+        spec=REWARD_MODEL_SPEC,
+        tokenizer=tokenizer,
+    )
+    return REWARD_MODEL_SPEC.program(context), role, tokenizer
+
+
+def _rows() -> Batch:
+    ids = torch.ones(3, 2, dtype=torch.long)
+    return Batch.from_dict(
+        tensors={"input_ids": ids, "attention_mask": ids},
+        non_tensors={
+            "prompt": ["1 + 2 =", "3 + 3 =", "4 + 0 ="],
+            "chosen": ["3", "6", "ugh 4"],
+            "rejected": ["ugh 5", "7", "ugh 9"],
+        },
+    )
+
+
+def test_a_step_sends_interleaved_pairs_kept_whole() -> None:
+    program, role, tokenizer = _program()
+    metrics = program.step(_rows())
+    batch = role.batches["update_score_model"]
+    assert len(batch) == 6
+    assert batch.meta[hfsdk.ROW_GROUP] == 2
+    assert batch["chosen"].tolist() == [1, 0, 1, 0, 1, 0]
+    assert batch["pair_index"].tolist() == [0, 0, 1, 1, 2, 2]
+    responses = [
+        tokenizer.decode(r[m.bool()], skip_special_tokens=True)
+        for r, m in zip(batch["responses"], batch["response_mask"], strict=True)
+    ]
+    assert responses == ["3", "ugh 5", "6", "7", "ugh 4", "ugh 9"]
+    assert metrics["score_model/loss"] == 0.5
+    assert metrics["pairs/count"] == 3.0
+    assert {"timing/pairs_s", "timing/update_score_model_s"} <= set(metrics)
+
+
+def test_validation_reports_pairwise_accuracy_from_the_models_scores() -> None:
+    program, _role, _ = _program()
+    found = program.validation_metrics(_rows())
+    # Scores are response lengths (with EOS): (2 vs 3), (2 vs 2), (3 vs 3): no pair won.
+    assert found["val/pairwise_accuracy"] == 0.0
+    assert found["val/margin_mean"] == pytest.approx(-1 / 3)
+    program, _role, _ = _program(["algorithm.higher=rejected"])
+    assert program.validation_metrics(_rows())["val/pairwise_accuracy"] == pytest.approx(1 / 3)
+
+
+def test_spec_trains_a_score_model_without_a_policy() -> None:
+    spec = hfsdk.get_registry("algorithms")["reward_model"].impl
+    assert not spec.has_policy
+    assert spec.main_role == "reward_model"
+    assert "update_score_model" in spec.timings and "generation" not in spec.timings
+    with pytest.raises(hfsdk.HfsdkError, match="no role of kind 'policy'"):
+        _ = spec.policy_role
+
+
+def test_an_overlapped_pipeline_is_refused_in_one_line() -> None:
+    from hfsdk.core.trainer.pipeline import check_pipeline
+
+    with pytest.raises(hfsdk.HfsdkError, match="generates nothing"):
+        check_pipeline(REWARD_MODEL_SPEC, "one_step_off")
+    check_pipeline(REWARD_MODEL_SPEC, "sync")
+
+
+def test_data_without_a_prompt_column_takes_the_shared_beginning() -> None:
+    program, role, tokenizer = _program(["data.prompt_key=chosen"])
+    ids = torch.ones(2, 2, dtype=torch.long)
+    rows = Batch.from_dict(
+        tensors={"input_ids": ids, "attention_mask": ids},
+        non_tensors={"chosen": ["1 + 2 = 3", "2 + 2 = 4"], "rejected": ["1 + 2 = 5", "2 + 2 = 9"]},
+    )
+    program.step(rows)
+    batch = role.batches["update_score_model"]
+    responses = [
+        tokenizer.decode(r[m.bool()], skip_special_tokens=True)
+        for r, m in zip(batch["responses"], batch["response_mask"], strict=True)
+    ]
+    assert responses == ["3", "5", "4", "9"]
