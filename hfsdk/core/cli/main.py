@@ -14,6 +14,7 @@ import hfsdk
 from hfsdk.core.cli.config_command import config
 from hfsdk.core.cli.data_command import data
 from hfsdk.core.cli.errors import exit_with, run_reporting_errors
+from hfsdk.core.cli.export_command import export
 from hfsdk.core.cli.list_command import list_entries
 from hfsdk.core.cli.plan_command import calibrate_command, plan
 from hfsdk.core.cli.plot_command import plot
@@ -36,6 +37,7 @@ cli.add_command(run)
 cli.add_command(plan)
 cli.add_command(calibrate_command)
 cli.add_command(plot)
+cli.add_command(export)
 
 
 def build_cli() -> click.Group:

@@ -385,7 +385,7 @@ class Trainer:
                     self._stop.disarm()
                     raise self._stopped()
                 if self._saved_step != done:
-                    self._save(session, algorithm, done)
+                    self._save(session, algorithm, done, last=True)
                 self._stop.disarm()  # what the grace was for is done; tear-down may take its time
                 raise self._stopped(saved=done)
 
@@ -494,11 +494,14 @@ class Trainer:
         if metrics:
             tracker.log(step, metrics)
 
-    def _save(self, session: Any, algorithm: Algorithm, step: int) -> None:
+    def _save(self, session: Any, algorithm: Algorithm, step: int, *, last: bool = False) -> None:
+        """Checkpoint ``step``; ``last``: the run stops after it (a signal), so under
+        ``trainer.hf_export: end`` it is the run's last checkpoint and exports too."""
         request = self.run_dir / EXPORT_REQUEST
         export_hf = (
             self.config.trainer.hf_export == "every_save"
             or step == self.config.trainer.total_steps
+            or last
             or request.exists()
         )
 
