@@ -37,16 +37,33 @@ def run(
     metrics = trainer.fit()
     if not metrics:
         return
-    first, last = metrics[: min(5, len(metrics))], metrics[-min(5, len(metrics)) :]
+    click.echo(run_summary(cfg.algo, metrics, trainer.run_dir))
+
+
+def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
+    """One line: steps, run directory, reward (and cost) over the first and last steps.
+
+    The two windows never overlap: up to 5 steps each, at most half the run each.
+    """
+    size = max(1, min(5, len(metrics) // 2))
+    first, last = metrics[:size], metrics[-size:]
 
     def mean(rows: list[dict], key: str) -> float:
         values = [r[key] for r in rows if r.get(key) is not None]
         return sum(values) / len(values) if values else float("nan")
 
+    label = f"{size}" if size > 1 else ""
+    if len(metrics) == 1:
+        summary = f"{algo}: 1 step in {run_dir}; reward/mean {mean(first, 'reward/mean'):.3f}"
+        if "cost/mean" in metrics[-1]:
+            summary += f"; cost/mean {mean(first, 'cost/mean'):.3f}"
+        return summary
+    first_name, last_name = (f"first {label}", f"last {label}") if label else ("first", "last")
     summary = (
-        f"{cfg.algo}: {len(metrics)} steps in {trainer.run_dir}; reward/mean "
-        f"{mean(first, 'reward/mean'):.3f} (first 5) -> {mean(last, 'reward/mean'):.3f} (last 5)"
+        f"{algo}: {len(metrics)} steps in {run_dir}; reward/mean "
+        f"{mean(first, 'reward/mean'):.3f} ({first_name}) -> "
+        f"{mean(last, 'reward/mean'):.3f} ({last_name})"
     )
     if "cost/mean" in metrics[-1]:
         summary += f"; cost/mean {mean(first, 'cost/mean'):.3f} -> {mean(last, 'cost/mean'):.3f}"
-    click.echo(summary)
+    return summary
