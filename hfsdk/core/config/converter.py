@@ -128,12 +128,12 @@ _KEY_SYNONYMS = {
 def closest_key(key: str, fields: list[str]) -> str | None:
     """The field a mistyped ``key`` most likely meant: a close spelling, a name other
     frameworks use (``learning_rate`` for ``lr``), or its initials (``lr``)."""
-    close = closest_match(key, fields)
-    if close:
-        return close
     synonym = _KEY_SYNONYMS.get(key)
     if synonym in fields:
         return synonym
+    close = closest_match(key, fields)
+    if close:
+        return close
     initials = "".join(word[0] for word in key.split("_") if word)
     return initials if len(initials) > 1 and initials in fields else None
 

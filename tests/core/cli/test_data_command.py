@@ -97,3 +97,12 @@ def test_inspect_bad_shapes_are_one_line_errors(
     assert code == 2 and "no dataset files given" in err
     code, _, err = _hfsdk(capsys, "data", "inspect", str(bad), "--set", "data.prompt_key=question")
     assert code == 2 and "has no column 'question'" in err
+
+
+def test_the_missing_chat_template_is_said_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, [_verl_row("2 + 3 =", "5"), _verl_row("4 + 4 =", "8")])
+    code, out, err = _hfsdk(capsys, "data", "inspect", str(path))
+    assert code == 0, err
+    assert (out + err).count("no chat template") == 1, out + err

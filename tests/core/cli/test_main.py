@@ -157,7 +157,7 @@ def test_run_passes_ray_address_and_run_dir_to_the_trainer(
     [
         ([0.5], "1 step in RUN; reward/mean 0.500"),
         ([0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0], "0.333 (first 3) -> 1.000 (last 3)"),
-        ([0.0] * 5 + [1.0] * 5 + [0.5] * 2, "0.000 (first 5) -> 0.700 (last 5)"),
+        ([0.0] * 5 + [1.0] * 5 + [0.5] * 2, "0.000 (first 5) -> 0.800 (last 5)"),
     ],
 )
 def test_run_summary_windows_never_overlap(rewards: list[float], expected: str) -> None:
