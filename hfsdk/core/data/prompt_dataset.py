@@ -217,18 +217,18 @@ class PromptLoader:
                 continue
             self.rows.append(prepared.row)
             self.token_ids.append(ids)
+        self.dropped = dropped
+        if not self.rows:  # the error alone: one line
+            raise HfsdkError(
+                f"every prompt is longer than data.max_prompt_length={config.max_prompt_length} "
+                "tokens; raise the limit"
+            )
         if dropped:
             logger.warning(
                 "dropped %d of %d prompts longer than data.max_prompt_length=%d tokens",
                 dropped,
                 dropped + len(self.rows),
                 config.max_prompt_length,
-            )
-        self.dropped = dropped
-        if not self.rows:
-            raise HfsdkError(
-                f"every prompt is longer than data.max_prompt_length={config.max_prompt_length} "
-                "tokens; raise the limit"
             )
         self.epoch = 0
         self.index = 0

@@ -48,7 +48,9 @@ def checkpoint_of(run_dir: Path, step: int | None) -> tuple[int, Path]:
             )
     problem = verify_checkpoint(chosen[1])
     if problem is not None:
-        raise HfsdkError(f"checkpoint step_{chosen[0]} is damaged: {problem}; export another --step")
+        raise HfsdkError(
+            f"checkpoint step_{chosen[0]} is damaged: {problem}; export another --step"
+        )
     return chosen
 
 

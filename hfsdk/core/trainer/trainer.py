@@ -25,6 +25,7 @@ from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.logs import attach_run_log, detach_run_log
 from hfsdk.core.placement.run_plan import predicted_step_metrics
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.trainer.checkpoint import (
@@ -173,6 +174,7 @@ class Trainer:
             if self._candidates:
                 self.resume_from = self._candidates[0][:2]
             _write_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
+            attach_run_log(self.run_dir)
         except BaseException:
             self._abandon()
             raise
@@ -191,6 +193,7 @@ class Trainer:
 
     def _abandon(self) -> None:
         """Release the lock; remove the run directory if this run created it and did nothing."""
+        detach_run_log()
         self._lock.release()
         if not self._created or not self.run_dir.is_dir():
             return
@@ -205,6 +208,7 @@ class Trainer:
 
     def close(self) -> None:
         """Release the run directory (:meth:`fit` does this itself)."""
+        detach_run_log()
         self._lock.release()
 
     def __del__(self) -> None:
@@ -238,6 +242,7 @@ class Trainer:
         found = complete_checkpoints(self.run_dir)
         usable = []
         problems = []
+        skipped: list[tuple[int, str]] = []
         for step, path in found:
             problem = verify_checkpoint(path)
             state: Any = None
@@ -257,6 +262,10 @@ class Trainer:
                 usable.append((step, path, state))
             else:
                 problems.append(problem)
+                if not usable:  # newer than any usable one: a resume skips it
+                    skipped.append((step, problem))
+        if usable:  # (with none usable the error below is the one line)
+            for step, problem in skipped:
                 logger.warning(
                     "checkpoint step_%d is unusable: %s; trying an older one", step, problem
                 )
@@ -308,6 +317,7 @@ class Trainer:
             raise
         finally:
             self._stop.uninstall()
+        detach_run_log()
         self._lock.release()
         return read_metrics(self.run_dir)
 
