@@ -105,9 +105,10 @@ def test_fsdp_export_reproduces_the_sharded_checkpoint(fsdp_run: Path, tmp_path:
     step = fsdp_run / "checkpoints" / "step_1"
     assert not (step / "actor_hf").exists()
     # (issue 42 #6) the run logged its info lines into its own log file.
-    assert "INFO hfsdk.core.trainer.trainer: checkpoint written to" in (
-        fsdp_run / "hfsdk.log"
-    ).read_text()
+    assert (
+        "INFO hfsdk.core.trainer.trainer: checkpoint written to"
+        in (fsdp_run / "hfsdk.log").read_text()
+    )
     out = _export(fsdp_run, tmp_path / "out", "--step", "1")
     assert sorted(p.name for p in out.iterdir()) == ["actor"]  # not the frozen reference
     ids = _ids(out / "actor")
