@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from hfsdk.core.backends import default_rollout_backend
     from hfsdk.core.batch import Batch
     from hfsdk.core.config.help import field_help, help_field
+    from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.dataflow import Dataflow, Stage
     from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
@@ -167,6 +168,7 @@ _LAZY = {
     "help_field": "hfsdk.core.config.help",
     "field_help": "hfsdk.core.config.help",
     "HfsdkError": "hfsdk.core.errors",
+    "load_tokenizer": "hfsdk.core.data.tokenizer_loading",
     "ConfigError": "hfsdk.core.errors",
     "UnknownNameError": "hfsdk.core.errors",
     "DuplicateNameError": "hfsdk.core.errors",
