@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from hfsdk.core.cli.options import run_config_options, task_base, task_option
@@ -28,16 +30,38 @@ def run(
 ) -> None:
     """Train: `hfsdk run --algo NAME` runs the built-in tiny task on CPU (hfsdk list algorithms)."""
     from hfsdk.core.config import load_run_config
+    from hfsdk.core.config.sources import ConfigLayers
     from hfsdk.core.trainer.trainer import Trainer
 
     if ray_address:
         overrides = (*overrides, f"trainer.ray_address={ray_address}")
-    cfg = load_run_config(algo, config_file, overrides, base=task_base(task))
+    base = task_base(task)
+    cfg = load_run_config(algo, config_file, overrides, base=base)
+    layers = ConfigLayers.read(algo, config_file, overrides, base=base, task=task)
+    notice = layers.dropped_preset()
+    if notice:
+        click.echo(f"note: {notice}", err=True)
     trainer = Trainer(cfg, run_dir, quiet=quiet)
+    write_sources(Path(trainer.run_dir), layers.sources())
     metrics = trainer.fit()
     if not metrics:
         return
     click.echo(run_summary(cfg.algo, metrics, trainer.run_dir))
+
+
+def write_sources(run_dir: Path, sources: dict[str, str]) -> None:
+    """``<run_dir>/config_sources.yaml``: each key that is not at its default and where its
+    value came from (written to a temporary file, then renamed)."""
+    import yaml
+
+    from hfsdk.core.config.sources import SOURCES_FILE
+
+    if not run_dir.is_dir():
+        return
+    header = "# where each value of config.yaml came from; keys not listed have their default\n"
+    tmp = run_dir / f".{SOURCES_FILE}.tmp"
+    tmp.write_text(header + yaml.safe_dump(dict(sorted(sources.items())), sort_keys=False))
+    tmp.replace(run_dir / SOURCES_FILE)
 
 
 def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
