@@ -38,10 +38,10 @@ def run(
     base = task_base(task)
     cfg = load_run_config(algo, config_file, overrides, base=base)
     layers = ConfigLayers.read(algo, config_file, overrides, base=base, task=task)
-    notice = layers.dropped_preset()
-    if notice:
-        click.echo(f"note: {notice}", err=True)
     trainer = Trainer(cfg, run_dir, quiet=quiet)
+    notice = layers.dropped_preset()
+    if notice:  # after the checks: an error stays the only line
+        click.echo(f"note: {notice}", err=True)
     write_sources(Path(trainer.run_dir), layers.sources())
     metrics = trainer.fit()
     if not metrics:
