@@ -112,6 +112,12 @@ def _function_view(call: Any, rows: Sequence[Mapping[str, Any]]) -> RewardFuncti
         missing.append(f"the label column {label_key!r}")
     elif call.style == "openrlhf" and not ({"label", "ground_truth"} & set(columns)):
         missing.append("a label column (label or ground_truth; or set kwargs.label_key)")
+    from hfsdk.core.data.columns import INTERNAL_COLUMNS
+    from hfsdk.core.rewards.signatures import signature_problem
+
+    problem = signature_problem(call, [name for name in rows[0] if name not in INTERNAL_COLUMNS])
+    if problem:
+        missing.append(f"CANNOT BE CALLED: {problem}")
     return RewardFunctionView(
         label=call.label, style=call.style, reads=tuple(reads), missing=tuple(missing)
     )

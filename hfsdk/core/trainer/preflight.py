@@ -287,7 +287,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         if signal.functions:
             from hfsdk.core.rewards import load_reward_functions
 
-            load_reward_functions(signal)
+            _check_signatures(load_reward_functions(signal), loader.rows[0])
         signal_configs[role] = signal
     return PreparedRun(
         assets=assets,
@@ -296,6 +296,19 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         val_loader=val_loader,
         signal_configs=signal_configs,
     )
+
+
+def _check_signatures(functions: Any, row: Any) -> None:
+    """Every reward function can be called the way its style calls it with this dataset's
+    columns (one line naming the convention and the clash if not)."""
+    from hfsdk.core.data.columns import INTERNAL_COLUMNS
+    from hfsdk.core.rewards.signatures import signature_problem
+
+    columns = [name for name in row if name not in INTERNAL_COLUMNS]
+    for weighted in functions:
+        problem = signature_problem(weighted.call, columns)
+        if problem:
+            raise HfsdkError(problem)
 
 
 def _check_unknown_tokens(
