@@ -184,8 +184,11 @@ CASES: list[Case] = [
     ),
     (
         "reward-signature-collides",
-        lambda t: [*BASE, f"data.train_files={_data(t)}",
-                   f"reward.functions=[{{name: {_per_sample_reward(t)}:per_sample}}]"],
+        lambda t: [
+            *BASE,
+            f"data.train_files={_data(t)}",
+            f"reward.functions=[{{name: {_per_sample_reward(t)}:per_sample}}]",
+        ],
         r"its parameter 'prompt' receives the prompts .* the dataset's column 'prompt' is "
         r"passed by keyword too; expected fn\(prompts, responses, \*\*columns\)",
     ),

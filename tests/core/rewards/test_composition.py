@@ -137,7 +137,9 @@ def test_dict_results_columns_kwargs_async_and_numpy(user_file: str) -> None:
 
 def test_functions_of_the_same_name_keep_their_full_names(user_file: str, tmp_path: Path) -> None:
     other = tmp_path / "other.py"
-    other.write_text("def scaled(prompts, responses, **columns):\n    return [1.0] * len(prompts)\n")
+    other.write_text(
+        "def scaled(prompts, responses, **columns):\n    return [1.0] * len(prompts)\n"
+    )
     config = [fn(user_file, "scaled"), {"name": f"{other}:scaled"}, fn(user_file, "slow_len")]
     _, metrics = compute_rewards(PROMPTS, RESPONSES, COLUMNS, config)
     assert metrics[f"{other}:scaled"] == 1.0
