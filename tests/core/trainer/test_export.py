@@ -191,3 +191,26 @@ def test_a_checkpoint_written_on_sigint_exports(tmp_path: Path) -> None:
     out = _export(run, tmp_path / "out")
     ids = _ids(out / "actor")
     assert (_hf_log_probs(out / "actor", ids) - _hf_log_probs(live, ids)).abs().max().item() <= TOL
+
+
+def test_ppo_exports_the_critic_with_its_value_head(tmp_path: Path) -> None:
+    """Every trained role: the critic loads with its head's auto class and holds exactly the
+    checkpoint's weights (its DCP files read by torch)."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    from transformers import AutoModelForTokenClassification
+
+    run = tmp_path / "run"
+    done = _hfsdk("run", "--algo", "ppo", "--quiet", "--run-dir", str(run),
+                  "trainer.total_steps=1", "data.batch_size=4", "actor.mini_batch_size=4",
+                  "critic.mini_batch_size=4")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = _export(run, tmp_path / "out")
+    assert sorted(p.name for p in out.iterdir()) == ["actor", "critic"]
+    critic = AutoModelForTokenClassification.from_pretrained(str(out / "critic"))
+    step = run / "checkpoints" / "step_1" / "critic" / "critic_dcp"
+    dcp_to_torch_save(str(step), str(tmp_path / "critic.pt"))
+    saved = torch.load(tmp_path / "critic.pt", weights_only=False)["model"]
+    exported = critic.state_dict()
+    assert saved.keys() == exported.keys()
+    assert all(torch.equal(saved[k].float(), exported[k].float()) for k in saved)
+    _ids(out / "critic")  # its tokenizer loads with AutoTokenizer too
