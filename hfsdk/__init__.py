@@ -42,8 +42,10 @@ if TYPE_CHECKING:
         RoleSpec,
         default_actor_objective,
     )
+    from hfsdk.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
     from hfsdk.core.backends import default_rollout_backend
     from hfsdk.core.batch import Batch
+    from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.help import field_help, help_field
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.dataflow import Dataflow, Stage
@@ -169,6 +171,11 @@ _LAZY = {
     "field_help": "hfsdk.core.config.help",
     "HfsdkError": "hfsdk.core.errors",
     "load_tokenizer": "hfsdk.core.data.tokenizer_loading",
+    # files: atomic writes, checkpoint files read without unpickling code
+    "atomic_path": "hfsdk.core.atomic",
+    "write_bytes_atomic": "hfsdk.core.atomic",
+    "write_text_atomic": "hfsdk.core.atomic",
+    "load_checkpoint_file": "hfsdk.core.checkpoint_files",
     "ConfigError": "hfsdk.core.errors",
     "UnknownNameError": "hfsdk.core.errors",
     "DuplicateNameError": "hfsdk.core.errors",

@@ -73,3 +73,14 @@ def tp2_tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, obje
         num_kv_heads=2, init_std=0.2,
     )  # fmt: skip
     return path, tokenizer
+
+
+@pytest.fixture
+def sandbox_any_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests of what sandboxed programs compute (not of the isolation) run where bubblewrap
+    cannot start too: there with ``process`` isolation, as ``sandbox.isolation: process`` would.
+    """
+    from hfsdk.core.sandbox.bwrap import unavailable_reason
+
+    if unavailable_reason() is not None:
+        monkeypatch.setenv("HFSDK_SANDBOX_ISOLATION", "process")

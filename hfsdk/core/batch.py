@@ -2,8 +2,8 @@
 
 A :class:`Batch` holds ``B`` samples as
 
-* ``tensors``: a :class:`tensordict.TensorDict` with ``batch_size [B]`` (every tensor has ``B``
-  rows in its first dimension),
+* ``tensors``: a :class:`~hfsdk.core.batch_columns.TensorColumns` mapping with ``batch_size
+  [B]`` (every tensor has ``B`` rows in its first dimension),
 * ``non_tensors``: per-sample numpy arrays of length ``B`` (object dtype for strings, dicts and
   lists; numeric arrays stay numeric),
 * ``meta``: a plain dict of values shared by the whole batch (not per sample).
@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from tensordict import TensorDict
 
+from hfsdk.core.batch_columns import TensorColumns
 from hfsdk.core.errors import HfsdkError
 
 # Bumped when the pickled layout changes, so an old/new mismatch is reported instead of misread.
@@ -34,10 +34,10 @@ RowIndex = Sequence[int] | Sequence[bool] | torch.Tensor | np.ndarray | slice | 
 class Batch:
     """Per-sample tensors, per-sample non-tensor arrays and a meta dict, all of length ``B``.
 
-    ``Batch(tensors, non_tensors, meta, batch_size=None)``: ``tensors`` is a TensorDict with
-    ``batch_size [B]`` or a mapping of name to tensor; ``non_tensors`` maps name to a sequence or
-    numpy array of length ``B``; ``meta`` holds values shared by all samples. A batch without
-    per-sample keys has length 0 unless ``batch_size`` is given. Every length mismatch raises
+    ``Batch(tensors, non_tensors, meta, batch_size=None)``: ``tensors`` maps name to tensor;
+    ``non_tensors`` maps name to a sequence or numpy array of length ``B``; ``meta`` holds
+    values shared by all samples. A batch without per-sample keys has length 0 unless
+    ``batch_size`` is given. Every length mismatch raises
     :class:`~hfsdk.core.errors.HfsdkError` naming the key and both lengths.
 
     Slicing operations (``chunk``, ``split``, ``index`` with a slice) return views that share
@@ -46,13 +46,13 @@ class Batch:
 
     __slots__ = ("_length", "meta", "non_tensors", "tensors")
 
-    tensors: TensorDict
+    tensors: TensorColumns
     non_tensors: dict[str, np.ndarray]
     meta: dict[str, Any]
 
     def __init__(
         self,
-        tensors: TensorDict | Mapping[str, torch.Tensor] | None = None,
+        tensors: Mapping[str, torch.Tensor] | None = None,
         non_tensors: Mapping[str, Sequence[Any] | np.ndarray] | None = None,
         meta: Mapping[str, Any] | None = None,
         *,
@@ -60,15 +60,6 @@ class Batch:
     ) -> None:
         tensor_items = _tensor_items(tensors)
         length, source = _resolve_length(tensors, tensor_items, non_tensors, batch_size)
-        if (
-            isinstance(tensors, TensorDict)
-            and len(tensors.batch_size) == 1
-            and tensors.batch_size[0] != length
-        ):
-            raise HfsdkError(
-                f"the tensors TensorDict has batch_size {list(tensors.batch_size)} but "
-                f"batch_size={length} was given; pass one of them, or make them agree"
-            )
         for key, value in tensor_items.items():
             _check_rows(key, int(value.shape[0]), length, source)
         arrays: dict[str, np.ndarray] = {}
@@ -82,14 +73,7 @@ class Batch:
             array = _to_array(key, value)
             _check_rows(key, int(array.shape[0]), length, source)
             arrays[key] = array
-        if isinstance(tensors, TensorDict):
-            # Keep the caller's TensorDict (and its device), only reshaping an empty one.
-            tensordict = tensors if tensors.batch_size == (length,) else tensors.clone(False)
-            if tensordict.batch_size != (length,):
-                tensordict.batch_size = [length]
-        else:
-            tensordict = TensorDict(tensor_items, batch_size=[length])
-        self.tensors = tensordict
+        self.tensors = TensorColumns(tensor_items, length)
         self.non_tensors = arrays
         self.meta = dict(meta or {})
         self._length = length
@@ -117,7 +101,7 @@ class Batch:
     ) -> Batch:
         """Assemble a batch from parts already known to be consistent (no validation)."""
         batch = cls.__new__(cls)
-        batch.tensors = TensorDict(tensors, batch_size=[length], device=device)
+        batch.tensors = TensorColumns(tensors, length, device)
         batch.non_tensors = non_tensors
         batch.meta = meta
         batch._length = length
@@ -176,7 +160,7 @@ class Batch:
             rows = int(value.shape[0])
         if not self.keys() and self._length == 0 and rows != 0:
             self._length = rows
-            self.tensors = TensorDict({}, batch_size=[rows], device=self.tensors.device)
+            self.tensors = TensorColumns({}, rows, self.tensors.device)
         _check_rows(key, rows, self._length, "the batch")
         # A key names one column, so replacing it with the other kind drops the old one.
         if isinstance(value, torch.Tensor):
@@ -559,7 +543,7 @@ class Batch:
                 buffer = buffer.copy()
             dtype = getattr(torch, dtype_name.removeprefix("torch."))
             tensors[key] = torch.from_numpy(buffer).view(dtype).reshape(shape)
-        self.tensors = TensorDict(tensors, batch_size=[length])
+        self.tensors = TensorColumns(tensors, length)
         self.non_tensors = state["non_tensors"]
         self.meta = state["meta"]
         self._length = length
@@ -596,25 +580,16 @@ def _check_rows(key: str, rows: int, length: int, source: str) -> None:
 
 
 def _tensor_items(
-    tensors: TensorDict | Mapping[str, torch.Tensor] | None,
+    tensors: Mapping[str, torch.Tensor] | None,
 ) -> dict[str, torch.Tensor]:
-    """The tensors of a TensorDict or mapping, checked to be flat, named, non-scalar tensors."""
+    """The tensors of a mapping, checked to be flat, named, non-scalar tensors."""
     if tensors is None:
         return {}
-    if isinstance(tensors, TensorDict):
-        if len(tensors.batch_size) > 1 or (len(tensors.batch_size) == 0 and list(tensors.keys())):
-            raise HfsdkError(
-                f"the tensors TensorDict has batch_size {list(tensors.batch_size)}; a Batch needs "
-                "batch_size [B] (one batch dimension) — build it with "
-                "TensorDict(..., batch_size=[B])"
-            )
-        # keys() is needed: iterating a TensorDict walks its rows, not its keys.
-        items = {key: tensors.get(key) for key in tensors.keys()}  # noqa: SIM118
-    elif isinstance(tensors, Mapping):
+    if isinstance(tensors, Mapping):
         items = dict(tensors)
     else:
         raise HfsdkError(
-            f"tensors must be a TensorDict or a dict of tensors, got {type(tensors).__name__}"
+            f"tensors must be a dict of tensors, got {type(tensors).__name__}"
         )
     for key, value in items.items():
         _check_key(key)
@@ -656,7 +631,7 @@ def _to_array(key: str, value: Sequence[Any] | np.ndarray) -> np.ndarray:
 
 
 def _resolve_length(
-    tensors: TensorDict | Mapping[str, torch.Tensor] | None,
+    tensors: Mapping[str, torch.Tensor] | None,
     tensor_items: dict[str, torch.Tensor],
     non_tensors: Mapping[str, Any] | None,
     batch_size: int | None,
@@ -666,8 +641,6 @@ def _resolve_length(
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 0:
             raise HfsdkError(f"batch_size must be a non-negative int, got {batch_size!r}")
         return batch_size, f"batch_size={batch_size}"
-    if isinstance(tensors, TensorDict) and len(tensors.batch_size) == 1:
-        return int(tensors.batch_size[0]), f"the TensorDict batch_size {list(tensors.batch_size)}"
     if tensor_items:
         key, value = next(iter(tensor_items.items()))
         return int(value.shape[0]), f"tensor {key!r}"

@@ -88,18 +88,27 @@ class HfsdkPluginManager:
         return self._registries[kind]
 
     def _fill(self, kind: str) -> Registry:
+        """Call the kind's hook through pluggy, once per plugin, each with its own ``register``.
+
+        Each call is pluggy's (``subset_hook_caller``: that plugin's implementation
+        plus every hook wrapper), so wrappers, ``tryfirst``/``trylast``, tracing and
+        call monitoring all apply; plugins run in pluggy's order (the last
+        registered first). One call per plugin tells ``register`` whose names it
+        receives, and one broken plugin is dropped without stopping the others.
+        """
         registry = Registry(kind)
         hook_name = REGISTRY_HOOKS[kind]
-        caller = getattr(self.pm.hook, hook_name)
-        # get_hookimpls() is in registration order: built-ins, entry points, extras.
-        for impl in caller.get_hookimpls():
-            plugin = impl.plugin_name
-            register = functools.partial(_register_into, registry, plugin)
-
+        impls = getattr(self.pm.hook, hook_name).get_hookimpls()
+        wrappers = {i.plugin_name for i in impls if i.hookwrapper or i.wrapper}
+        # get_hookimpls() lists the order pluggy calls in, reversed.
+        order = [i.plugin_name for i in reversed(impls) if i.plugin_name not in wrappers]
+        for plugin in order:
+            others = [self.pm.get_plugin(p) for p in order if p != plugin]
+            call = self.pm.subset_hook_caller(hook_name, remove_plugins=others)
             if _trace_enabled():
                 print(f"hfsdk: {hook_name} -> plugin {plugin!r}", file=sys.stderr)
             try:
-                impl.function(register=register)
+                call(register=functools.partial(_register_into, registry, plugin))
             except HfsdkError:
                 raise
             except Exception as exc:

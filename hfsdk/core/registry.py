@@ -164,9 +164,14 @@ class Registry(Mapping[str, RegistryEntry]):
         return f"Registry({self.kind!r}, {sorted(self._entries)})"
 
 
+KIND_ALIASES = {"rewards": "reward_functions"}
+"""Short names users type for a registry kind (``hfsdk list rewards``)."""
+
+
 def normalize_kind(kind: str) -> str:
     """``advantage-estimators`` -> ``advantage_estimators``; unknown kinds are an error."""
     normalized = kind.replace("-", "_")
+    normalized = KIND_ALIASES.get(normalized, normalized)
     if normalized not in REGISTRY_HOOKS:
         available = [k.replace("_", "-") for k in REGISTRY_HOOKS]
         raise UnknownNameError(unknown_name_message("registry kind", kind, available))

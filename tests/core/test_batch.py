@@ -10,7 +10,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tensordict import TensorDict
 
 import hfsdk
 from hfsdk.core.batch import Batch
@@ -95,12 +94,26 @@ def test_multi_dimensional_numeric_array_is_kept() -> None:
     assert batch.index([3])["grid"].tolist() == [[9, 10, 11]]
 
 
-def test_constructor_accepts_tensordict_and_keeps_it() -> None:
-    tensors = TensorDict({"x": torch.arange(3)}, batch_size=[3])
-    batch = Batch(tensors, {"s": ["a", "b", "c"]}, {"k": 1})
-    assert batch.tensors is tensors
-    assert len(batch) == 3
-    assert batch.meta == {"k": 1}
+def test_tensors_are_a_plain_typed_mapping_without_tensordict() -> None:
+    import subprocess
+    import sys
+
+    from hfsdk.core.batch_columns import TensorColumns
+
+    x = torch.arange(3)
+    batch = Batch({"x": x}, {"s": ["a", "b", "c"]}, {"k": 1})
+    assert isinstance(batch.tensors, TensorColumns) and batch.tensors["x"] is x
+    assert list(batch.tensors) == ["x"]  # a mapping iterates its names (a TensorDict its rows)
+    assert batch.tensors.batch_size == torch.Size([3]) and batch.tensors.device is None
+    assert len(batch) == 3 and batch.meta == {"k": 1}
+    assert batch.to("cpu").tensors.device == torch.device("cpu")
+    code = (
+        "import sys, torch; from hfsdk.core.batch import Batch; "
+        "b = Batch.concat(Batch({'x': torch.ones(4, 2)}).split(2)); "
+        "print(len(b), 'tensordict' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["4", "False"]
 
 
 def test_empty_batch_has_length_zero_unless_given() -> None:
@@ -109,7 +122,6 @@ def test_empty_batch_has_length_zero_unless_given() -> None:
     sized = Batch(batch_size=7)
     assert len(sized) == 7
     assert sized.tensors.batch_size == torch.Size([7])
-    assert len(Batch(TensorDict({}, batch_size=[4]))) == 4
 
 
 def test_length_mismatch_names_key_and_both_lengths() -> None:
@@ -147,11 +159,9 @@ def test_bad_construction_input(tensors: Any, non_tensors: Any, message: str) ->
         Batch.from_dict(tensors, non_tensors)
 
 
-def test_tensordict_with_wrong_batch_size_is_rejected() -> None:
-    with pytest.raises(HfsdkError, match=r"batch_size \[2, 3\]; a Batch needs batch_size \[B\]"):
-        Batch(TensorDict({"x": torch.zeros(2, 3)}, batch_size=[2, 3]))
-    with pytest.raises(HfsdkError, match=r"batch_size \[2\] but batch_size=3 was given"):
-        Batch(TensorDict({"x": torch.zeros(2)}, batch_size=[2]), batch_size=3)
+def test_a_given_batch_size_must_fit_the_tensors() -> None:
+    with pytest.raises(HfsdkError, match=r"3"):
+        Batch({"x": torch.zeros(2)}, batch_size=3)
 
 
 # ---------------------------------------------------------------------- container protocol

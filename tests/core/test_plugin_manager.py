@@ -159,3 +159,61 @@ def test_addhooks_lets_a_plugin_add_hook_specs() -> None:
     pm = build_plugin_manager([("adder", Adder), ("user", User)], load_entry_points=False)
     assert pm.hook.hfsdk_custom_hook(value=21) == [42]
     assert pm.plugin_info("user").status == "loaded"  # type: ignore[union-attr]
+
+
+def test_registry_hooks_are_called_through_pluggy_in_its_order() -> None:
+    calls: list[str] = []
+    wrapped: list[object] = []
+
+    class First:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            calls.append("first")
+            register("from_first", len)
+
+    class Second:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            calls.append("second")
+            register("from_second", len)
+
+    class Wrapper:
+        @staticmethod
+        @hfsdk.hookimpl(wrapper=True)
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            wrapped.append(register)
+            return (yield)
+
+    pm = build_plugin_manager(
+        [("first", First), ("second", Second), ("wrapper", Wrapper)], load_entry_points=False
+    )
+    monitored: list[str] = []
+    pm.pm.add_hookcall_monitoring(lambda name, impls, kwargs: monitored.append(name),
+                                  lambda outcome, name, impls, kwargs: None)  # fmt: skip
+    registry = pm.registry("reward_functions")
+    # pluggy's order (the last registered first), not registration order as before.
+    assert calls == ["second", "first"]
+    assert registry["from_first"].plugin == "first" and registry["from_second"].plugin == "second"
+    assert registry["exact_match"].plugin == "hfsdk"
+    # The wrapper and pluggy's call monitoring saw every plugin's call (hfsdk's too).
+    assert len(wrapped) == 3 and monitored == ["hfsdk_register_reward_functions"] * 3
+
+
+def test_a_duplicate_name_has_no_winner_and_names_both_plugins() -> None:
+    class One:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("score", len)
+
+    class Two:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("score", max)
+
+    pm = build_plugin_manager([("one", One), ("two", Two)], load_entry_points=False)
+    with pytest.raises(hfsdk.HfsdkError, match="registered by both plugin 'two' and plugin 'one'"):
+        pm.registry("reward_functions")

@@ -1,11 +1,11 @@
 """The built-in ``python`` tool: run a model-written snippet in the sandbox.
 
 The snippet never runs in a worker process: :func:`hfsdk.core.sandbox.run_python`
-starts a separate process with a wall-clock limit, CPU and memory limits, no
-network (audit hook everywhere, an empty network namespace where the machine
-allows), a scratch directory that is removed afterwards, and output cut at the
-limit. The model reads the program's stdout, or the sandbox's one-line reason
-when it did not finish cleanly (``timeout``, ``memory``, ``refused: ...``).
+runs it under bubblewrap (its own namespaces, uid 65534, a seccomp filter, a
+pids cgroup, a tmpfs working directory) with wall-clock, CPU and memory limits
+and output read through capped pipes (``docs/agents.md#sandbox-layers``). The
+model reads the program's stdout, or the sandbox's one-line reason when it did
+not finish cleanly (``timeout``, ``memory``, ``refused: ...``).
 """
 
 from __future__ import annotations

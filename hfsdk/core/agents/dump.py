@@ -9,9 +9,10 @@ and how the trajectory ended. Written atomically (a temporary file renamed).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from hfsdk.core.atomic import write_text_atomic
 
 if TYPE_CHECKING:
     from hfsdk.core.batch import Batch
@@ -58,14 +59,7 @@ def dump_records(batch: Batch) -> list[dict[str, Any]]:
 
 def write_rollout_dump(run_dir: str | Path, step: int, batch: Batch) -> Path:
     """Write ``run_dir/rollouts/step_<step>.jsonl`` atomically; returns its path."""
-    folder = Path(run_dir) / DUMP_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"step_{step}.jsonl"
-    tmp = folder / f".{path.name}.tmp"
-    with open(tmp, "w", encoding="utf-8") as out:
-        for record in dump_records(batch):
-            out.write(json.dumps(record, default=str) + "\n")
-        out.flush()
-        os.fsync(out.fileno())
-    tmp.replace(path)
+    path = Path(run_dir) / DUMP_DIR / f"step_{step}.jsonl"
+    lines = (json.dumps(record, default=str) + "\n" for record in dump_records(batch))
+    write_text_atomic(path, "".join(lines))
     return path

@@ -96,9 +96,28 @@ def _docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
 def schema_from_function(fn: Callable[..., Any], name: str | None = None) -> dict[str, Any]:
     """An OpenAI-style function schema from ``fn``'s signature, type hints and docstring.
 
-    Parameters without a default are required; the docstring's first part is the
+    ``transformers.utils.get_json_schema`` writes it when it accepts ``fn`` (a
+    docstring describing every parameter), so a tool reads the same to the model
+    as under TRL and transformers' chat templates; else hfsdk's own reading:
+    parameters without a default are required, the docstring's first part is the
     description and its ``Args:`` section describes the parameters.
     """
+    from transformers.utils import get_json_schema
+    from transformers.utils.chat_template_utils import (
+        DocstringParsingException,
+        TypeHintParsingException,
+    )
+
+    try:
+        schema = get_json_schema(fn)
+    except (DocstringParsingException, TypeHintParsingException, TypeError, ValueError):
+        return _own_schema(fn, name)
+    schema["function"]["name"] = name or schema["function"]["name"]
+    return schema
+
+
+def _own_schema(fn: Callable[..., Any], name: str | None) -> dict[str, Any]:
+    """hfsdk's schema of a function transformers cannot read (no or a partial docstring)."""
     description, described = _docstring_parts(inspect.getdoc(fn) or "")
     try:
         hints = typing.get_type_hints(fn)
@@ -288,6 +307,46 @@ def _as_text(value: Any) -> str:
     return json.dumps(value)  # raises TypeError/ValueError for junk
 
 
+def _nullable(schema: Any) -> Any:
+    """``schema`` with OpenAPI's ``nullable: true`` (transformers' Optional) as a null type."""
+    if isinstance(schema, list):
+        return [_nullable(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {key: _nullable(value) for key, value in schema.items() if key != "nullable"}
+    if schema.get("nullable") and "type" in out:
+        kinds = out["type"] if isinstance(out["type"], list) else [out["type"]]
+        out["type"] = [*kinds, "null"]
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+    return out
+
+
+def argument_error(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` do not fit ``tool`` (its JSON schema, then its signature), or ``None``.
+
+    The schema is what the model was shown, so its words are what the model reads back:
+    ``argument 'a': 'three' is not of type 'integer'``.
+    """
+    import jsonschema
+
+    schema = _nullable(dict(tool.parameters))
+    try:
+        validator_cls = jsonschema.validators.validator_for(schema)
+        validator_cls.check_schema(schema)
+    except jsonschema.SchemaError as err:
+        return f"the tool's own parameter schema is invalid ({err.message})"
+    error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(dict(arguments)))
+    if error is not None:
+        where = ".".join(str(part) for part in error.absolute_path)
+        return f"argument {where!r}: {error.message}" if where else error.message
+    try:
+        inspect.signature(tool.fn).bind(**arguments)
+    except (TypeError, ValueError) as err:
+        return str(err)
+    return None
+
+
 async def call_tool(
     tools: Mapping[str, Tool],
     name: str,
@@ -317,10 +376,9 @@ async def call_tool(
         return fail("unknown_tool", f"unknown tool {name!r}; available: {sorted(tools)}")
     if not isinstance(arguments, Mapping):
         return fail("bad_arguments", f"arguments of {name!r} must be a JSON object")
-    try:
-        inspect.signature(tool.fn).bind(**arguments)
-    except (TypeError, ValueError) as err:
-        return fail("bad_arguments", f"{name}: {err}")
+    problem = argument_error(tool, arguments)
+    if problem is not None:
+        return fail("bad_arguments", f"{name}: {problem}")
     try:
         if inspect.iscoroutinefunction(tool.fn):
             value = await asyncio.wait_for(tool.fn(**arguments), timeout=timeout_s)

@@ -172,7 +172,8 @@ def import_command(
         hfsdk config import --from trl --learning_rate 1e-6 --num_generations 8
         hfsdk config import --from openrlhf train_ppo.sh --out run.yaml
     """
-    from hfsdk.core.config.importing import import_config, read_source, write_atomic
+    from hfsdk.core.atomic import write_text_atomic
+    from hfsdk.core.config.importing import import_config, read_source
     from hfsdk.core.errors import ConfigError
 
     files, rest = _split_file(source, args)
@@ -187,7 +188,7 @@ def import_command(
     for line in result.warnings:
         click.echo(f"warning: {line}", err=True)
     if out:
-        write_atomic(out, result.to_yaml())
+        write_text_atomic(out, result.to_yaml())
         click.echo(f"wrote {out} (algo {result.config['algo']})")
     else:
         click.echo(result.to_yaml(), nl=False)

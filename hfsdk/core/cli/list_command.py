@@ -15,7 +15,7 @@ def list_entries(kind: str | None) -> None:
     """List registered names of KIND, e.g. algorithms, advantage-estimators, reward-functions.
 
     KIND is one of: algorithms, advantage-estimators, policy-losses, value-losses,
-    kl-estimators, reward-functions, rollout-backends, training-backends,
+    kl-estimators, reward-functions (or rewards), rollout-backends, training-backends,
     transfer-protocols, clusters, tools, agent-loops, tool-parsers.
     """
     if kind is None:  # a bare `hfsdk list`: what can be listed

@@ -51,17 +51,17 @@ def run(
 
 def write_sources(run_dir: Path, sources: dict[str, str]) -> None:
     """``<run_dir>/config_sources.yaml``: each key that is not at its default and where its
-    value came from (written to a temporary file, then renamed)."""
+    value came from (written atomically)."""
     import yaml
 
+    from hfsdk.core.atomic import write_text_atomic
     from hfsdk.core.config.sources import SOURCES_FILE
 
     if not run_dir.is_dir():
         return
     header = "# where each value of config.yaml came from; keys not listed have their default\n"
-    tmp = run_dir / f".{SOURCES_FILE}.tmp"
-    tmp.write_text(header + yaml.safe_dump(dict(sorted(sources.items())), sort_keys=False))
-    tmp.replace(run_dir / SOURCES_FILE)
+    text = header + yaml.safe_dump(dict(sorted(sources.items())), sort_keys=False)
+    write_text_atomic(run_dir / SOURCES_FILE, text)
 
 
 def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:

@@ -16,7 +16,8 @@ section                 config class
 ``reward``, ``cost``…   roles of kind ``scorer``: signal functions and/or a model
 ``rollout``             the class of ``rollout.backend`` (default: the declared default)
 ``trainer``, ``data``,  core classes
-``placement``
+``placement``,
+``sandbox``
 ======================  ==============================================================
 
 Names inside sections are resolved first (so ``algorithm.advantage_estimator=rloo``
@@ -43,10 +44,16 @@ from hfsdk.core.registry import Registry, closest_match
 
 def _core_sections() -> dict[str, type]:
     from hfsdk.core.data.data_config import DataConfig
+    from hfsdk.core.sandbox.sandbox_config import SandboxConfig
     from hfsdk.core.trainer.placement_config import PlacementConfig
     from hfsdk.core.trainer.trainer_config import TrainerConfig
 
-    return {"trainer": TrainerConfig, "data": DataConfig, "placement": PlacementConfig}
+    return {
+        "trainer": TrainerConfig,
+        "data": DataConfig,
+        "placement": PlacementConfig,
+        "sandbox": SandboxConfig,
+    }
 
 
 @attrs.frozen(kw_only=True)

@@ -255,10 +255,9 @@ class Cluster:
         """Write the profile to ``path`` as YAML (atomically: temp file, then rename)."""
         import yaml
 
-        path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
-        tmp.replace(path)
+        from hfsdk.core.atomic import write_text_atomic
+
+        write_text_atomic(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
 
     @classmethod
     def load(cls, path: str | Path) -> Cluster:

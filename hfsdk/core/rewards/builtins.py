@@ -1,5 +1,7 @@
 """Built-in reward functions: ``exact_match``, ``format_check``, ``length_penalty``.
 
+``math_verify`` (answers compared as mathematics) is in :mod:`.math_verify_reward`.
+
 Each follows the calling convention of :mod:`hfsdk.core.rewards` and takes its
 settings as ``config=`` (an instance of its attrs config class).
 """
@@ -33,9 +35,18 @@ class ExactMatchConfig:
 
     The answer is the ``match`` (``last`` or ``first``) match of
     ``answer_pattern`` in the response (its first group if it has one). The
-    default pattern takes the last number, as in GSM8K-style tasks; other
-    common choices are ``'####\\s*(.+)'`` and ``'\\\\boxed\\{([^}]*)\\}'``.
+    default pattern takes the last number, as in GSM8K-style tasks; another
+    common choice is ``'####\\s*(.+)'``. ``extract: boxed`` takes the content of
+    ``\\boxed{...}`` instead, nested braces included (``\\boxed{\\frac{1}{2}}``), which
+    no regular expression can; ``math_verify`` also compares such answers as values.
     """
+
+    extract: Literal["pattern", "boxed"] = help_field(
+        "Where the answer comes from: a match of answer_pattern, or the content of "
+        "\\boxed{...} (nested braces balanced).",
+        default="pattern",
+        validator=attrs.validators.in_(("pattern", "boxed")),
+    )
 
     answer_pattern: str = help_field(
         "Regex of a candidate answer in the response (default: a number).",
@@ -152,6 +163,25 @@ def extract_answer(text: str, pattern: str, match: str = "last") -> str | None:
     return chosen.group(1) if chosen.re.groups else chosen.group(0)
 
 
+def extract_boxed(text: str, match: str = "last") -> str | None:
+    """The content of the first or last ``\\boxed{...}`` (or ``\\fbox``) in ``text``, braces
+    balanced (``\\{`` and ``\\}`` are text, not braces), or ``None``."""
+    found = []
+    for start in (m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)):
+        depth, i = 1, start
+        while i < len(text) and depth:
+            if text[i] == "\\" and i + 1 < len(text):
+                i += 2  # an escaped character, \{ or \} among them
+                continue
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            found.append(text[start : i - 1])
+    if not found:
+        return None
+    return found[-1] if match == "last" else found[0]
+
+
 def _normalize(text: str, config: ExactMatchConfig) -> str | float:
     text = text.strip().rstrip(".").strip()
     if config.numeric:
@@ -187,7 +217,10 @@ def exact_match(
         reference = str(reference)
         if config.reference_pattern is not None:
             reference = extract_answer(reference, config.reference_pattern, "last") or reference
-        answer = extract_answer(response, config.answer_pattern, config.match)
+        if config.extract == "boxed":
+            answer = extract_boxed(response, config.match)
+        else:
+            answer = extract_answer(response, config.answer_pattern, config.match)
         if answer is None:
             score = config.no_answer_score
         elif _normalize(answer, config) == _normalize(reference, config):

@@ -3,13 +3,17 @@
 The program is the response's last fenced Python block (```` ```python ````
 or a bare ```` ``` ````). ``ground_truth`` (verl's ``reward_model.ground_truth``
 column) is a JSON string, either ``{"inputs": [...], "outputs": [...]}``
-(stdin/stdout pairs, the format of verl's and PRIME's code datasets) or
-``{"asserts": ["assert f(1) == 2", ...]}`` (statements run after the program).
-The score is 1.0 when every case passes, else 0.0. Each sample also reports
-the share of cases passed and, as 0/1 flags, why it failed — ``no_code``,
-``bad_tests``, ``wrong_answer``, ``error``, ``timeout``, ``memory``,
-``output_limit``, ``refused`` — so the batch means read as the share of
-samples with each reason.
+(stdin/stdout pairs, the format of verl's and PRIME's code datasets: one
+sandboxed run per case, which passes when it exits normally with the expected
+output) or ``{"asserts": ["assert f(1) == 2", ...]}`` (one sandboxed run per
+sample; each assert is a case that :mod:`.code_harness` decides in this
+process, from values the program's run serialised as plain data — never by
+the program's exit status or its objects' ``__eq__``). The score is 1.0 when
+every case passes, else 0.0. Each sample also reports the share of cases
+passed and, as 0/1 flags, why it failed — ``no_code``, ``bad_tests``,
+``wrong_answer``, ``early_exit`` (asserts left unreached), ``error``,
+``timeout``, ``memory``, ``output_limit``, ``refused`` — so the batch means
+read as the share of samples with each reason.
 """
 
 from __future__ import annotations
@@ -23,12 +27,21 @@ import attrs
 
 from hfsdk.core.config.help import help_field
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.rewards.code_harness import (
+    MARKER,
+    AssertPlan,
+    BadTests,
+    judge,
+    plan_asserts,
+    sandbox_program,
+)
 from hfsdk.core.sandbox import SandboxLimits, SandboxResult, run_many
 
 REASONS = (
     "no_code",
     "bad_tests",
     "wrong_answer",
+    "early_exit",
     "error",
     "timeout",
     "memory",
@@ -78,8 +91,12 @@ def last_code_block(response: str) -> str | None:
     return blocks[-1] if blocks else None
 
 
-def parse_cases(raw: Any) -> tuple[list[tuple[str, str | None]], str | None]:
-    """``[(stdin or assert program suffix, expected stdout or None)]`` and a problem, if any."""
+Cases = list[tuple[str, str]] | AssertPlan
+"""stdin/expected-stdout pairs, or the plan of an asserts sample."""
+
+
+def parse_cases(raw: Any) -> tuple[Cases, str | None]:
+    """The sample's cases and a problem, if any (then the cases are empty)."""
     try:
         spec = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
     except (TypeError, ValueError) as exc:
@@ -90,7 +107,10 @@ def parse_cases(raw: Any) -> tuple[list[tuple[str, str | None]], str | None]:
             asserts = [asserts]
         if not isinstance(asserts, list) or not all(isinstance(a, str) for a in asserts):
             return [], "'asserts' must be a list of strings"
-        return [("\n".join(asserts), None)], None
+        try:
+            return plan_asserts(asserts), None
+        except BadTests as exc:
+            return [], str(exc)
     if isinstance(spec, dict) and "inputs" in spec and "outputs" in spec:
         inputs, outputs = spec["inputs"], spec["outputs"]
         if not isinstance(inputs, list) or not isinstance(outputs, list):
@@ -110,14 +130,33 @@ def _same_output(got: str, expected: str) -> bool:
     return lines(got) == lines(expected)
 
 
-def _outcome(cases: list[tuple[str, str | None]], results: list[SandboxResult]) -> str | None:
-    """The first failure reason over a sample's case results (``None``: all passed)."""
-    for (_, expected), result in zip(cases, results, strict=True):
+def _io_verdicts(
+    cases: list[tuple[str, str]], results: list[SandboxResult]
+) -> tuple[list[bool], str | None]:
+    """Each stdin/stdout case's pass, and the first failure reason (``None``: all passed)."""
+    passed = [r.ok and _same_output(r.stdout, e) for (_, e), r in zip(cases, results, strict=True)]
+    for result, ok in zip(results, passed, strict=True):
         if result.status != "ok":
-            return result.status
-        if expected is not None and not _same_output(result.stdout, expected):
-            return "wrong_answer"
-    return None
+            return passed, result.status
+        if not ok:
+            return passed, "wrong_answer"
+    return passed, None
+
+
+def _assert_verdicts(plan: AssertPlan, result: SandboxResult) -> tuple[list[bool], str | None]:
+    """Each assert case's pass (decided here from the run's records) and the failure reason."""
+    passed = judge(plan, result.stdout)
+    if all(passed):
+        return passed, None
+    if result.status not in ("ok", "error"):
+        return passed, result.status
+    if result.status == "error" and "did not run to the end: SystemExit" in result.stderr:
+        return passed, "early_exit"
+    if result.status == "error" and not any(passed):
+        return passed, "error"
+    if result.status == "ok" and f"{MARKER} " not in result.stdout:
+        return passed, "early_exit"
+    return passed, "wrong_answer"
 
 
 def code_tests(
@@ -135,7 +174,7 @@ def code_tests(
             f"columns available: {sorted(columns) or 'none'} (set column, or add "
             "reward_model.ground_truth to the data)"
         )
-    plans: list[tuple[list[tuple[str, str | None]], str | None]] = []
+    plans: list[tuple[Cases, str | None]] = []
     jobs: list[tuple[str, str]] = []
     for response, raw in zip(responses, columns[config.column], strict=True):
         code = last_code_block(response)
@@ -146,24 +185,27 @@ def code_tests(
         if problem is not None or not cases:
             plans.append(([], "bad_tests"))
             continue
-        cases = cases[: config.max_cases]
+        if isinstance(cases, AssertPlan):
+            cases = AssertPlan(
+                cases=cases.cases[: config.max_cases],
+                statements=tuple(s for s in cases.statements if s[0] < config.max_cases),
+            )
+            jobs.append((sandbox_program(code, cases), ""))
+        else:
+            cases = cases[: config.max_cases]
+            jobs.extend((code, stdin) for stdin, _ in cases)
         plans.append((cases, None))
-        for stdin_or_asserts, expected in cases:
-            if expected is None:  # assert-style: one program, the asserts after the code
-                jobs.append((code + "\n\n" + stdin_or_asserts + "\n", ""))
-            else:
-                jobs.append((code, stdin_or_asserts))
     results = iter(run_many(jobs, limits=config.limits, concurrency=config.concurrency))
     out = []
     for cases, early in plans:
-        ran = [next(results) for _ in cases]
-        reason = early or _outcome(cases, ran)
-        passed = sum(
-            r.ok and (e is None or _same_output(r.stdout, e))
-            for (_, e), r in zip(cases, ran, strict=True)
-        )
+        if early is not None:
+            passed, reason = [], early
+        elif isinstance(cases, AssertPlan):
+            passed, reason = _assert_verdicts(cases, next(results))
+        else:
+            passed, reason = _io_verdicts(cases, [next(results) for _ in cases])
         row = {"score": 1.0 if reason is None else 0.0}
-        row["cases_passed"] = passed / len(cases) if cases else 0.0
+        row["cases_passed"] = sum(passed) / len(passed) if passed else 0.0
         row.update({name: float(reason == name) for name in REASONS})
         out.append(row)
     return out

@@ -8,19 +8,20 @@ as ``POST`` requests with a JSON body::
 
 and the endpoint answers ``{"scores": [...]}`` (or a bare list): one number, or
 one object with a ``score`` key (other numeric keys become metrics), per
-sample. Chunks go out concurrently (``concurrency``). A request that times
-out, cannot connect or gets a 5xx answer is retried ``retries`` times with
-exponential backoff; a 4xx answer or a malformed body is not retried. Every
-failure is one error line naming the endpoint, what happened and what to do.
+sample. Chunks go out concurrently (``concurrency``) over pooled, kept-alive
+connections (one ``requests`` session per endpoint). urllib3's ``Retry``
+retries a request that times out, cannot connect, or gets 429 or a 5xx answer
+``retries`` times with exponential backoff, waiting as long as a 429/503
+answer's ``Retry-After`` asks; another 4xx answer or a malformed body is not
+retried. Every failure is one error line naming the endpoint, what happened
+and what to do.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -52,12 +53,13 @@ class RemoteRewardConfig:
         validator=attrs.validators.gt(0.0),
     )
     retries: int = help_field(
-        "Retries of a request that timed out, could not connect or got a 5xx answer.",
+        "Retries of a request that timed out, could not connect or got a 429 or 5xx answer.",
         default=3,
         validator=attrs.validators.ge(0),
     )
     backoff_s: float = help_field(
-        "Wait before the first retry; doubled for each further one.",
+        "Backoff between retries (urllib3's backoff_factor: doubled for each further one); a "
+        "429/503 answer's Retry-After is waited instead when it says more.",
         default=0.5,
         validator=attrs.validators.ge(0.0),
     )
@@ -73,10 +75,6 @@ class RemoteRewardConfig:
     )
 
 
-class _Retryable(Exception):
-    """A failure worth another try (timeout, connection, 5xx)."""
-
-
 def _jsonable(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
@@ -89,23 +87,68 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def _post(config: RemoteRewardConfig, body: bytes) -> bytes:
-    request = urllib.request.Request(
-        config.url, data=body, method="POST", headers={"Content-Type": "application/json"}
+RETRY_STATUSES = (429, 500, 502, 503, 504)
+"""Answers worth another try: too many requests, and the server's own failures."""
+
+
+@functools.lru_cache(maxsize=16)
+def _session(url: str, retries: int, backoff_s: float, concurrency: int) -> Any:
+    """A ``requests`` session for one endpoint: pooled connections, urllib3's retries."""
+    import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    retry = Retry(
+        total=retries,
+        connect=retries,
+        read=retries,
+        status=retries,
+        other=0,
+        backoff_factor=backoff_s,
+        status_forcelist=RETRY_STATUSES,
+        allowed_methods=frozenset({"POST"}),  # scoring a batch again is harmless
+        respect_retry_after_header=True,
+        raise_on_status=False,  # the last answer is reported below
     )
+    session = requests.Session()
+    adapter = HTTPAdapter(max_retries=retry, pool_connections=1, pool_maxsize=concurrency)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def _post(config: RemoteRewardConfig, body: bytes) -> bytes:
+    import requests
+
+    session = _session(config.url, config.retries, config.backoff_s, config.concurrency)
+    tries = config.retries + 1
     try:
-        with urllib.request.urlopen(request, timeout=config.timeout_s) as answer:
-            return answer.read()
-    except urllib.error.HTTPError as exc:
-        if exc.code >= 500:
-            raise _Retryable(f"HTTP {exc.code} {exc.reason}") from None
+        answer = session.post(
+            config.url,
+            data=body,
+            headers={"Content-Type": "application/json"},
+            timeout=config.timeout_s,
+        )
+    except requests.RequestException as exc:
+        reason = exc.args[0] if exc.args else exc
+        reason = getattr(reason, "reason", None) or reason
         raise HfsdkError(
-            f"reward endpoint {config.url} answered HTTP {exc.code} {exc.reason}; check the URL "
-            "and what the endpoint expects (docs/rewards.md#remote-reward-endpoints)"
+            f"reward endpoint {config.url} failed {tries} times (last: "
+            f"{type(reason).__name__}: {reason}); check that it is running and reachable, or "
+            "raise timeout_s / retries"
         ) from None
-    except (TimeoutError, urllib.error.URLError, ConnectionError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise _Retryable(f"{type(reason).__name__}: {reason}") from None
+    if answer.status_code in RETRY_STATUSES:
+        raise HfsdkError(
+            f"reward endpoint {config.url} failed {tries} times (last: HTTP "
+            f"{answer.status_code} {answer.reason}); check that it is running and reachable, "
+            "or raise timeout_s / retries"
+        )
+    if answer.status_code >= 400:
+        raise HfsdkError(
+            f"reward endpoint {config.url} answered HTTP {answer.status_code} {answer.reason}; "
+            "check the URL and what the endpoint expects (docs/rewards.md#remote-reward-endpoints)"
+        )
+    return answer.content
 
 
 def _scores(config: RemoteRewardConfig, raw: bytes, expected: int) -> list[Any]:
@@ -137,21 +180,7 @@ def _scores(config: RemoteRewardConfig, raw: bytes, expected: int) -> list[Any]:
 
 
 def _request(config: RemoteRewardConfig, payload: dict[str, Any], size: int) -> list[Any]:
-    body = json.dumps(payload).encode()
-    wait = config.backoff_s
-    problem = ""
-    for attempt in range(config.retries + 1):
-        if attempt:
-            time.sleep(wait)
-            wait *= 2
-        try:
-            return _scores(config, _post(config, body), size)
-        except _Retryable as exc:
-            problem = str(exc)
-    raise HfsdkError(
-        f"reward endpoint {config.url} failed {config.retries + 1} times (last: {problem}); "
-        "check that it is running and reachable, or raise timeout_s / retries"
-    )
+    return _scores(config, _post(config, json.dumps(payload).encode()), size)
 
 
 def remote_reward(

@@ -4,11 +4,30 @@ One implementation serves every caller that executes generated code (the
 ``code_tests`` reward, code-execution tools): :func:`run_python` runs a
 snippet in a separate process and reports what happened as a
 :class:`SandboxResult`; :func:`run_many` runs several with bounded concurrency.
-See ``docs/rewards.md#sandboxed-code`` for the layers of protection and what
-each one stops.
+See ``docs/agents.md#sandbox-layers`` for the layers of protection, what each
+one guarantees and what it does not.
 """
 
 from hfsdk.core.sandbox.limits import SandboxLimits
-from hfsdk.core.sandbox.runner import SandboxResult, run_many, run_python
+from hfsdk.core.sandbox.runner import (
+    ISOLATIONS,
+    Isolation,
+    SandboxResult,
+    isolation,
+    run_many,
+    run_python,
+    set_isolation,
+    unavailable_line,
+)
 
-__all__ = ["SandboxLimits", "SandboxResult", "run_many", "run_python"]
+__all__ = [
+    "ISOLATIONS",
+    "Isolation",
+    "SandboxLimits",
+    "SandboxResult",
+    "isolation",
+    "run_many",
+    "run_python",
+    "set_isolation",
+    "unavailable_line",
+]

@@ -2,21 +2,20 @@
 
 Usage: ``python -I -S -B guard.py SCRATCH PROGRAM CPU_S MEMORY_BYTES FILE_BYTES DROP``.
 It first sets the kernel limits (CPU seconds, address space, the size of any
-file written — stdout and stderr are files — and no core dumps) and, when
-``DROP`` is 1, becomes the unprivileged ``nobody`` user with few processes
-allowed. Setting them here rather than between fork and exec in the parent
-keeps the parent free to run several sandboxes from threads. It then installs an audit hook
-(PEP 578) that refuses, with ``PermissionError``, what the program must not do:
-start processes (fork, exec, spawn, subprocess, os.system), open sockets,
-write, rename, delete or change anything outside ``SCRATCH``, and load native
-code through ``ctypes``. Audit hooks cannot be removed once added, so the
-program cannot switch the guard off from Python. The operating-system limits
-(CPU, memory, file size, no network namespace, another user) are set by the
-parent; this is the layer that works everywhere.
+file written, no core dumps) and, when ``DROP`` is 1 (``process`` isolation
+as root), becomes the unprivileged ``nobody`` user with few processes allowed.
+The limits hold whatever the program does next: it cannot raise them.
+
+It then installs an audit hook (PEP 578) that refuses, with a
+``PermissionError`` naming the operation, what a program should not try:
+processes, sockets, writes outside ``SCRATCH``, ``ctypes``. This is a
+friendly early error, NOT a boundary: a program can reach the hook's globals
+(``gc``, frames) and empty its event sets. The boundary is the operating
+system's — bubblewrap's namespaces and the seccomp filter (see
+``docs/agents.md#sandbox-layers``).
 """
 
 import os
-import runpy
 import sys
 
 _PROCESS_EVENTS = {
@@ -128,8 +127,17 @@ def main() -> None:
     _limit(cpu_s, memory, file_bytes, bool(drop))
     sys.argv = [program]
     sys.path.insert(0, scratch)
+    with open(program, "rb") as handle:
+        source = handle.read()
+    # A fresh __main__ module, as runpy.run_path would make (runpy's imports cost ~50 ms of
+    # start-up; a module object needs none).
+    module = type(sys)("__main__")
+    module.__file__ = program
+    module.__builtins__ = __builtins__
+    sys.modules["__main__"] = module
+    code = compile(source, program, "exec")
     sys.addaudithook(_hook(scratch))
-    runpy.run_path(program, run_name="__main__")
+    exec(code, module.__dict__)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ class SandboxLimits:
     ``wall_s`` bounds the whole run (the process group is killed after it);
     ``cpu_s`` is the kernel's CPU-time limit; ``memory_mb`` the address-space
     limit; ``output_bytes`` the largest stdout (and stderr) the program may
-    write — more is cut there and reported as ``output_limit``.
+    write — more is cut there and reported as ``output_limit``; ``max_tasks``
+    the processes and threads it may have at once (a pids cgroup, where one can
+    be made); ``scratch_mb`` the size of its working directory (a tmpfs).
     """
 
     wall_s: float = help_field(
@@ -36,4 +38,15 @@ class SandboxLimits:
         "Largest stdout/stderr a program may write (bytes); more is cut and reported.",
         default=65536,
         validator=attrs.validators.ge(1024),
+    )
+    max_tasks: int = help_field(
+        "Tasks (threads and the launcher's processes) one program may have at once "
+        "(cgroup pids.max, where one can be made).",
+        default=32,
+        validator=attrs.validators.ge(4),
+    )
+    scratch_mb: int = help_field(
+        "Size of the program's working directory in MiB (a tmpfs under bubblewrap).",
+        default=64,
+        validator=attrs.validators.ge(1),
     )

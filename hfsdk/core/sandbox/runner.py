@@ -1,25 +1,26 @@
-"""Run a Python snippet in its own process with limits, and say what happened.
+"""Run a Python snippet in its own sandbox with limits, and say what happened.
 
-Layers, outermost first (each is used where the machine allows it):
+Two isolation modes (``sandbox.isolation`` in a run config, or the
+``HFSDK_SANDBOX_ISOLATION`` environment variable, which child processes inherit):
 
-1. a separate process in its own session, killed with its whole process
-   group at the wall-clock limit — model-written code never runs in a worker;
-2. kernel limits set before the program starts (by :mod:`.guard`, first
-   thing): CPU time (``RLIMIT_CPU``), address space (``RLIMIT_AS``), the size of any file it writes
-   (``RLIMIT_FSIZE``, which also caps stdout/stderr: they go to files), and
-   no core dumps;
-3. when running as root: a network namespace with no interfaces
-   (``unshare --net``) and the unprivileged ``nobody`` user, which owns only
-   the scratch directory and may start few processes (``RLIMIT_NPROC``);
-4. inside the process, an audit hook (:mod:`.guard`) that refuses processes,
-   sockets, writes outside the scratch directory and ``ctypes``;
-5. a scratch directory as working directory, ``HOME`` and ``TMPDIR``,
-   removed afterwards, and an empty environment otherwise.
+``os`` (the default): bubblewrap (:mod:`.bwrap`) — new user, PID, network,
+IPC, UTS, cgroup and mount namespaces, a root holding only the interpreter,
+its standard library and the shared libraries, uid 65534, an empty
+environment, a seccomp filter (:mod:`.seccomp`) that refuses namespace,
+tracing and kernel-surface calls and new processes, and a pids cgroup
+(:mod:`.cgroup`) where one can be made. Where bubblewrap cannot start, model
+code is refused (status ``refused``) rather than run with less.
 
-Layer 3 is probed once per process and used where it works: the namespace
-needs root and ``unshare``; the ``nobody`` user also needs an interpreter and
-standard library others may read (a pyenv under ``/root`` is not). Layers 1,
-2, 4 and 5 hold everywhere.
+``process``: today's weaker layers, for machines without user namespaces: a
+process in its own session, an empty network namespace and the ``nobody``
+user where the caller is root and the interpreter is readable by others.
+It does not stop a program from reading what the caller's user may read.
+
+In both, the kernel limits (CPU, address space, file size, no core dumps) and
+the audit hook of :mod:`.guard` — a friendly early error, not a boundary —
+are set before the program starts; stdout and stderr come back through pipes
+read with a byte cap and the wall-clock deadline (:mod:`.pipes`); the whole
+process group (and cgroup) is killed at the end.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -41,13 +41,21 @@ from typing import Literal
 
 import attrs
 
+from hfsdk.core.sandbox import bwrap
+from hfsdk.core.sandbox.cgroup import PidsCgroup, make_pids_cgroup
 from hfsdk.core.sandbox.limits import SandboxLimits
+from hfsdk.core.sandbox.pipes import drain
+from hfsdk.core.sandbox.seccomp import build_filter
 
 log = logging.getLogger(__name__)
 
 Status = Literal["ok", "error", "timeout", "memory", "output_limit", "refused"]
+Isolation = Literal["os", "process"]
+ISOLATIONS: tuple[Isolation, ...] = ("os", "process")
+ISOLATION_ENV = "HFSDK_SANDBOX_ISOLATION"
 GUARD = Path(__file__).with_name("guard.py")
 NOBODY_UID = 65534
+_WRAP_IN_CGROUP = 'echo $$ > "$1" || exit 125; shift; exec "$@"'
 
 
 @attrs.frozen(kw_only=True)
@@ -57,8 +65,8 @@ class SandboxResult:
     ``status``: ``ok`` (exit 0), ``error`` (an exception or a non-zero exit),
     ``timeout`` (wall-clock or CPU limit), ``memory`` (the memory limit),
     ``output_limit`` (wrote more than allowed), ``refused`` (the guard stopped
-    a forbidden operation). ``stdout``/``stderr`` are cut at the output limit;
-    ``reason`` is one line for metrics and logs.
+    a forbidden operation, or no sandbox could start). ``stdout``/``stderr``
+    are cut at the output limit; ``reason`` is one line for metrics and logs.
     """
 
     status: Status
@@ -73,16 +81,45 @@ class SandboxResult:
         """Whether the program ran to the end and exited 0."""
         return self.status == "ok"
 
+    def to_dict(self) -> dict[str, object]:
+        """Plain data (``hfsdk sandbox run --json``)."""
+        return attrs.asdict(self)
 
-def _interpreter() -> str:
-    # The base interpreter, not a venv's link: ``-I -S`` needs only the standard library,
-    # and the unprivileged user may not be able to enter the venv's directory.
-    return os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+
+def isolation() -> Isolation:
+    """The isolation mode this process uses: ``HFSDK_SANDBOX_ISOLATION``, default ``os``."""
+    value = os.environ.get(ISOLATION_ENV, "os")
+    return value if value in ISOLATIONS else "os"  # type: ignore[return-value]
+
+
+def set_isolation(mode: Isolation) -> None:
+    """Use ``mode`` here and in the processes started from here (an environment variable)."""
+    if mode not in ISOLATIONS:
+        raise ValueError(f"sandbox isolation {mode!r}; expected one of {list(ISOLATIONS)}")
+    os.environ[ISOLATION_ENV] = mode
+
+
+def unavailable_line(mode: Isolation | None = None) -> str | None:
+    """One line when model code would be refused or weakly isolated here, else ``None``."""
+    mode = mode or isolation()
+    reason = bwrap.unavailable_reason()
+    if reason is None:
+        return None
+    if mode == "process":
+        return (
+            f"sandbox: bubblewrap cannot start here ({reason}); model code runs with the weaker "
+            "process isolation (sandbox.isolation: process; see docs/agents.md#sandbox-layers)"
+        )
+    return (
+        f"sandbox: bubblewrap cannot start here ({reason}); model code will be refused — "
+        "enable user namespaces, or set sandbox.isolation: process to accept weaker isolation "
+        "(docs/agents.md#sandbox-layers)"
+    )
 
 
 @functools.cache
-def _os_isolation() -> tuple[bool, bool]:
-    """(network namespace works, dropping to ``nobody`` works) on this machine; probed once."""
+def _process_isolation() -> tuple[bool, bool]:
+    """(netns works, dropping to ``nobody`` works) in ``process`` mode; probed once."""
     if os.name != "posix" or os.geteuid() != 0:
         return False, False
     unshare = shutil.which("unshare")
@@ -92,11 +129,12 @@ def _os_isolation() -> tuple[bool, bool]:
         netns = probe.returncode == 0
     scratch = Path(tempfile.mkdtemp(prefix="hfsdk-sandbox-probe-"))
     try:
-        (scratch / "main.py").write_text("pass\n")
+        # Imports after the drop: nobody must be able to read the standard library too.
+        (scratch / "main.py").write_text("import json, decimal, fractions\n")
         shutil.copyfile(GUARD, scratch / ".guard.py")
         os.chown(scratch, NOBODY_UID, NOBODY_UID)
         probe = subprocess.run(
-            _command(scratch, SandboxLimits(), drop=True, netns=False),
+            _process_command(scratch, SandboxLimits(), drop=True, netns=False),
             capture_output=True,
             timeout=10,
             cwd=scratch,
@@ -111,34 +149,35 @@ def _os_isolation() -> tuple[bool, bool]:
     return netns, nobody
 
 
-def _command(scratch: Path, limits: SandboxLimits, *, drop: bool, netns: bool) -> list[str]:
+def _guard_args(limits: SandboxLimits, drop: bool) -> list[str]:
+    return [
+        str(limits.cpu_s),
+        str(limits.memory_mb * 1024 * 1024),
+        str(limits.output_bytes),
+        str(int(drop)),
+    ]
+
+
+def _process_command(scratch: Path, limits: SandboxLimits, *, drop: bool, netns: bool) -> list[str]:
     command = [
-        _interpreter(),
+        bwrap.interpreter(),
         "-I",
         "-S",
         "-B",
         str(scratch / ".guard.py"),
         str(scratch),
         str(scratch / "main.py"),
-        str(limits.cpu_s),
-        str(limits.memory_mb * 1024 * 1024),
-        str(limits.output_bytes),
-        str(int(drop)),
+        *_guard_args(limits, drop),
     ]
     return [shutil.which("unshare") or "unshare", "--net", *command] if netns else command
 
 
-def _read(path: Path, limit: int) -> tuple[str, bool]:
-    data = path.read_bytes() if path.exists() else b""
-    return data[:limit].decode("utf-8", errors="replace"), len(data) >= limit
-
-
 def _classify(code: int | None, timed_out: bool, stderr: str, cut: bool) -> tuple[Status, str]:
     last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    if cut or code == -signal.SIGXFSZ:  # before timeout: the parent kills at the cap
+        return "output_limit", "output_limit: the program wrote more than the output limit"
     if timed_out or code in (-signal.SIGXCPU, -signal.SIGKILL):
         return "timeout", "timeout: the time limit was reached"
-    if cut or code == -signal.SIGXFSZ:
-        return "output_limit", "output_limit: the program wrote more than the output limit"
     if "MemoryError" in last or code == -signal.SIGSEGV:
         return "memory", "memory: the memory limit was reached"
     if "sandbox:" in last and "PermissionError" in last:
@@ -148,62 +187,143 @@ def _classify(code: int | None, timed_out: bool, stderr: str, cut: bool) -> tupl
     return "error", f"error: {last[:200] or f'exit status {code}'}"
 
 
-def run_python(
-    code: str, *, stdin: str = "", limits: SandboxLimits | None = None
-) -> SandboxResult:
+def _execute(
+    argv: list[str],
+    *,
+    stdin_path: Path,
+    cwd: Path,
+    limits: SandboxLimits,
+    pass_fds: tuple[int, ...] = (),
+    cgroup: PidsCgroup | None = None,
+    signal_exit: bool = False,
+) -> tuple[int | None, bytes, bytes, bool, bool]:
+    """Run ``argv``; (return code, stdout, stderr, cut at the cap, past the deadline).
+
+    ``signal_exit``: the launcher reports a program killed by signal N as exit
+    status 128 + N (bwrap does); it is turned back into ``-N`` like subprocess's.
+    """
+    if cgroup is not None:
+        argv = ["/bin/sh", "-c", _WRAP_IN_CGROUP, "hfsdk-sandbox", str(cgroup.procs), *argv]
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    deadline = time.monotonic() + limits.wall_s
+    try:
+        with open(stdin_path, "rb") as stdin_file:
+            process = subprocess.Popen(
+                argv,
+                stdin=stdin_file,
+                stdout=out_w,
+                stderr=err_w,
+                cwd=cwd,
+                env={},
+                start_new_session=True,
+                pass_fds=pass_fds,
+            )
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    try:
+        drained = drain(out_r, err_r, cap=limits.output_bytes, deadline=deadline)
+        timed_out = drained.timed_out
+        if not (drained.over_cap or timed_out):
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    finally:
+        # The whole session, and the cgroup: whatever the program started goes with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        if cgroup is not None:
+            cgroup.kill_all()
+        process.wait()
+    code = process.returncode
+    if signal_exit and code is not None and 128 < code < 128 + signal.NSIG:
+        code = -(code - 128)
+    return code, drained.stdout, drained.stderr, drained.over_cap, timed_out
+
+
+def _refused(reason: str) -> SandboxResult:
+    return SandboxResult(
+        status="refused", returncode=None, stdout="", stderr="", seconds=0.0, reason=reason
+    )
+
+
+def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = None) -> SandboxResult:
     """Run ``code`` as a program with ``stdin`` as its standard input, under ``limits``."""
     limits = limits or SandboxLimits()
-    netns, nobody = _os_isolation()
+    mode = isolation()
+    if mode == "os" and (problem := bwrap.unavailable_reason()) is not None:
+        return _refused(
+            f"refused: bubblewrap cannot start here ({problem}); "
+            "set sandbox.isolation: process to run model code with weaker isolation"
+        )
     scratch = Path(tempfile.mkdtemp(prefix="hfsdk-sandbox-"))
     started = time.perf_counter()
+    cgroup: PidsCgroup | None = None
     try:
         program = scratch / "main.py"
         program.write_text(code)
         (scratch / "stdin.txt").write_text(stdin)
-        # A copy the unprivileged user can read wherever the package is installed.
+        # A copy inside the scratch directory: readable wherever the package is installed.
         shutil.copyfile(GUARD, scratch / ".guard.py")
-        if nobody:
-            os.chown(scratch, NOBODY_UID, NOBODY_UID)
-            os.chown(program, NOBODY_UID, NOBODY_UID)
-        command = _command(scratch, limits, drop=nobody, netns=netns)
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(scratch), "TMPDIR": str(scratch)}
-        out_path, err_path = scratch / ".stdout", scratch / ".stderr"
-        with (
-            open(scratch / "stdin.txt", "rb") as stdin_file,
-            open(out_path, "wb") as out_file,
-            open(err_path, "wb") as err_file,
-        ):
-            process = subprocess.Popen(
-                command,
-                stdin=stdin_file,
-                stdout=out_file,
-                stderr=err_file,
-                cwd=scratch,
-                env=env,
-                start_new_session=True,
-            )
-            timed_out = False
+        if mode == "os":
+            seccomp_r, seccomp_w = os.pipe()
             try:
-                process.wait(timeout=limits.wall_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+                os.write(seccomp_w, build_filter(processes=False))
             finally:
-                # The whole session: whatever the program started goes with it.
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        stdout, cut_out = _read(out_path, limits.output_bytes)
-        stderr, cut_err = _read(err_path, limits.output_bytes)
-        status, reason = _classify(process.returncode, timed_out, stderr, cut_out or cut_err)
+                os.close(seccomp_w)
+            try:
+                cgroup = make_pids_cgroup(limits.max_tasks)
+                argv = bwrap.command(
+                    bwrap=bwrap.bwrap_path() or "bwrap",
+                    program=program,
+                    guard=scratch / ".guard.py",
+                    seccomp_fd=seccomp_r,
+                    scratch_bytes=limits.scratch_mb * 1024 * 1024,
+                    guard_args=_guard_args(limits, drop=False),
+                )
+                result = _execute(
+                    argv,
+                    stdin_path=scratch / "stdin.txt",
+                    cwd=scratch,
+                    limits=limits,
+                    pass_fds=(seccomp_r,),
+                    cgroup=cgroup,
+                    signal_exit=True,
+                )
+            finally:
+                os.close(seccomp_r)
+        else:
+            netns, nobody = _process_isolation()
+            if nobody:
+                os.chown(scratch, NOBODY_UID, NOBODY_UID)
+                os.chown(program, NOBODY_UID, NOBODY_UID)
+            result = _execute(
+                _process_command(scratch, limits, drop=nobody, netns=netns),
+                stdin_path=scratch / "stdin.txt",
+                cwd=scratch,
+                limits=limits,
+            )
+        returncode, out, err, cut, timed_out = result
+        stdout = out.decode("utf-8", errors="replace")
+        stderr = err.decode("utf-8", errors="replace")
+        status, reason = _classify(returncode, timed_out, stderr, cut)
         return SandboxResult(
             status=status,
-            returncode=process.returncode,
+            returncode=returncode,
             stdout=stdout,
             stderr=stderr,
             seconds=time.perf_counter() - started,
             reason=reason,
         )
     finally:
+        if cgroup is not None:
+            cgroup.remove()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -9,12 +9,12 @@ stage timed). matplotlib is imported only when drawing.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hfsdk.core.atomic import atomic_path
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
 
@@ -148,12 +148,9 @@ def draw_run(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "") 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}.png")
     try:
-        fig.savefig(tmp, dpi=90)
-        tmp.replace(path)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=90, format="png")
     finally:
         plt.close(fig)
-        tmp.unlink(missing_ok=True)
     return path

@@ -9,12 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hfsdk.core.atomic import write_text_atomic
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.faults import fault_requested, maybe_fault
+from hfsdk.core.trainer.trainer_config import WandbConfig
 
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
+WANDB_ID_FILE = "wandb_run_id"
+"""The wandb run id of a run directory: a restart resumes that wandb run."""
 
 
 def _jsonable(value: Any) -> Any:
@@ -28,7 +32,9 @@ class Tracker:
 
     ``jsonl`` appends to ``<run_dir>/metrics.jsonl`` and flushes each line, so a
     crashed run keeps every finished step. Tensorboard and wandb are imported only
-    when listed in ``trainer.loggers`` (wandb runs offline, inside the run dir).
+    when listed in ``trainer.loggers``. A resumed run (``start_step`` > 0)
+    continues the same wandb run (its id is kept in the run dir) and tells
+    TensorBoard to drop what the crashed run logged after the checkpoint.
     """
 
     def __init__(
@@ -40,6 +46,7 @@ class Tracker:
         start_step: int = 0,
         quiet: bool = False,
         config: dict[str, Any] | None = None,
+        wandb: WandbConfig | None = None,
     ) -> None:
         self.run_dir = run_dir
         self._jsonl = None
@@ -60,14 +67,12 @@ class Tracker:
             _require("tensorboard")
             from torch.utils.tensorboard import SummaryWriter
 
-            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+            # Steps after the checkpoint were logged by the run that crashed: purged on read.
+            purge = start_step + 1 if start_step > 0 else None
+            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge)
         if "wandb" in loggers:
             _require("wandb")
-            import wandb
-
-            self._wandb = wandb.init(
-                mode="offline", dir=str(run_dir), config=config or {}, name=run_dir.name
-            )
+            self._wandb = start_wandb(run_dir, wandb or WandbConfig(), config or {})
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Record ``metrics`` of ``step`` everywhere."""
@@ -129,6 +134,40 @@ class Tracker:
             self._wandb.finish()
 
 
+def start_wandb(run_dir: Path, settings: WandbConfig, config: dict[str, Any]) -> Any:
+    """``wandb.init`` for ``run_dir``: the run whose id the directory keeps, else a new one.
+
+    Unset settings are left to wandb, which reads ``WANDB_MODE``, ``WANDB_PROJECT``,
+    ``WANDB_ENTITY`` and ``WANDB_NAME``; ``WANDB_RUN_ID`` names a new run's id.
+    """
+    import os
+    import secrets
+    import string
+
+    import wandb
+
+    id_file = run_dir / WANDB_ID_FILE
+    if id_file.is_file():
+        run_id = id_file.read_text().strip()
+    else:
+        alphabet = string.ascii_lowercase + string.digits  # wandb's id alphabet
+        run_id = os.environ.get("WANDB_RUN_ID") or "".join(
+            secrets.choice(alphabet) for _ in range(8)
+        )
+        write_text_atomic(id_file, run_id + "\n")
+    name = settings.name or os.environ.get("WANDB_NAME") or run_dir.name
+    return wandb.init(
+        id=run_id,
+        resume="allow",
+        mode=settings.mode,
+        project=settings.project,
+        entity=settings.entity,
+        name=name,
+        dir=str(run_dir),
+        config=config,
+    )
+
+
 def _require(package: str) -> None:
     import importlib.util
 
@@ -176,6 +215,4 @@ def _truncate_after(path: Path, step: int) -> None:
     for row in read_metrics(path.parent):
         if row["step"] <= step:
             by_step[row["step"]] = row
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(by_step[s]) + "\n" for s in sorted(by_step)))
-    tmp.replace(path)
+    write_text_atomic(path, "".join(json.dumps(by_step[s]) + "\n" for s in sorted(by_step)))

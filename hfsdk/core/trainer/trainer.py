@@ -23,6 +23,8 @@ import yaml
 
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
+from hfsdk.core.atomic import write_text_atomic
+from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import attach_run_log, detach_run_log
@@ -67,6 +69,8 @@ _RESUMABLE_CHANGES = {
         "ray_allow_no_auth",
     )
 } | {(signal, "timeout_s") for signal in ("reward", "cost")}
+# A resumed run may move to a machine where bubblewrap cannot start.
+_RESUMABLE_CHANGES.add(("sandbox", "isolation"))
 
 
 def default_run_dir(algo: str) -> Path:
@@ -86,12 +90,6 @@ def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: tuple =
         elif a != b:
             out.append((*prefix, key))
     return out
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _rng_state() -> dict[str, Any]:
@@ -173,7 +171,7 @@ class Trainer:
                 self._candidates = self._usable_checkpoints()
             if self._candidates:
                 self.resume_from = self._candidates[0][:2]
-            _write_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
+            write_text_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
             attach_run_log(self.run_dir)
         except BaseException:
             self._abandon()
@@ -249,7 +247,7 @@ class Trainer:
             if problem is None:
                 state_file = path / TRAINER_STATE
                 try:
-                    state = torch.load(state_file, weights_only=False)
+                    state = load_checkpoint_file(state_file)
                     if not isinstance(state, dict) or "step" not in state:
                         raise ValueError("not a trainer state")
                 except FileNotFoundError:
@@ -376,6 +374,7 @@ class Trainer:
                 start_step=start,
                 quiet=self.quiet,
                 config=cfg.to_dict(),
+                wandb=cfg.trainer.wandb,
             )
             self._saved_step = start
             done = start
@@ -494,7 +493,7 @@ class Trainer:
         if result.samples:
             lines = "".join(json.dumps(s) + "\n" for s in result.samples)
             (self.run_dir / "validation").mkdir(exist_ok=True)
-            _write_atomic(self.run_dir / "validation" / f"step_{step}.jsonl", lines)
+            write_text_atomic(self.run_dir / "validation" / f"step_{step}.jsonl", lines)
             tracker.log_samples(step, result.samples)
         return {**result.metrics, "timing/validation_s": time.perf_counter() - started}
 

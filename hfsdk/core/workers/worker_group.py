@@ -239,7 +239,7 @@ def _placements(pool: ResourcePool) -> list[Placement]:
 
 
 def _nbytes(value: Any) -> int:
-    # Only a loaded batch module can have made a Batch; don't import it (and tensordict) here.
+    # Only a loaded batch module can have made a Batch; don't import it (and torch) here.
     batch_module = sys.modules.get("hfsdk.core.batch")
     if batch_module is not None and isinstance(value, batch_module.Batch):
         tensors = sum(t.numel() * t.element_size() for t in value.tensors.values())

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from hfsdk import load_checkpoint_file
+
 RNG_FILE = "rng_rank{rank}.pt"
 """Each rank's RNG states, beside the engine's files."""
 
@@ -39,5 +41,5 @@ def load_rank_checkpoint(
     after_load()
     rng = path / RNG_FILE.format(rank=rank)
     if rng.exists():  # older checkpoints have none
-        set_rng_state(torch.load(rng, weights_only=False))
+        set_rng_state(load_checkpoint_file(rng))
     return str(path)

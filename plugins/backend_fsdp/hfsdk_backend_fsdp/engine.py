@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from hfsdk import Batch, HfsdkError, LossAggregation, LossCounts, load_tokenizer
+from hfsdk import (
+    Batch,
+    HfsdkError,
+    LossAggregation,
+    LossCounts,
+    load_checkpoint_file,
+    load_tokenizer,
+)
 from hfsdk_backend_common.engine_support import MetricAccumulator, resolve_device
 from hfsdk_backend_common.lr_schedule import build_optimizer
 from hfsdk_backend_common.token_ops import position_ids_from_mask
@@ -441,7 +448,7 @@ class FSDPEngine:
                     process_group=self.dp.group,
                     no_dist=not self.dp.distributed,
                 )
-                extra = torch.load(path / EXTRA_FILE, map_location="cpu", weights_only=False)
+                extra = load_checkpoint_file(path / EXTRA_FILE)
             except (Exception, CheckpointException) as exc:  # a bad shard, metadata or extra
                 # (DCP's CheckpointException is a BaseException; it reaches every rank)
                 failure = f"{path} cannot be read ({type(exc).__name__}: {_first_line(exc)})"
@@ -474,7 +481,7 @@ class FSDPEngine:
         failure = None
         if self.dp.rank == 0:
             try:
-                state = torch.load(path, map_location="cpu", weights_only=False)
+                state = load_checkpoint_file(path)
             except Exception as exc:  # truncated or corrupt: every rank must learn of it
                 failure = f"{path} cannot be read ({type(exc).__name__}: {_first_line(exc)})"
         # The small parts (scheduler, counters) go to every rank; the tensors are broadcast later.

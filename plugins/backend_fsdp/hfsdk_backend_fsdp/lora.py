@@ -9,7 +9,6 @@ turns the peft module's parameter stream into the merged model's
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,21 +124,26 @@ def adapter_state(module: nn.Module, full_state: dict[str, torch.Tensor]) -> dic
 def export_adapter(
     module: nn.Module, full_state: dict[str, torch.Tensor], directory: Path, base_path: str
 ) -> None:
-    """Write ``adapter_config.json`` and ``adapter_model.safetensors`` (what peft loads)."""
-    from safetensors.torch import save_file
+    """``adapter_config.json`` and ``adapter_model.safetensors``, written by peft itself.
+
+    ``save_pretrained(state_dict=...)`` takes the gathered full state (an FSDP
+    module's own parameters are shards) and picks the adapter's tensors; its files
+    are moved into ``directory`` atomically.
+    """
+    import os
+    import tempfile
+
+    from hfsdk import atomic_path
 
     directory.mkdir(parents=True, exist_ok=True)
-    adapters = adapter_state(module, full_state)
-    tensors = {k: v.detach().cpu().contiguous() for k, v in adapters.items()}
-    tmp = directory / "adapter_model.safetensors.tmp"
-    save_file(tensors, str(tmp), metadata={"format": "pt"})
-    tmp.replace(directory / "adapter_model.safetensors")
-    config = module.peft_config[ADAPTER].to_dict()
-    config["base_model_name_or_path"] = base_path
-    config = {k: (sorted(v) if isinstance(v, set) else v) for k, v in config.items()}
-    tmp = directory / "adapter_config.json.tmp"
-    tmp.write_text(json.dumps(config, indent=2, default=str))
-    tmp.replace(directory / "adapter_config.json")
+    module.peft_config[ADAPTER].base_model_name_or_path = base_path
+    with tempfile.TemporaryDirectory(dir=directory, prefix=".adapter-") as tmp:
+        module.save_pretrained(
+            tmp, state_dict=full_state, selected_adapters=[ADAPTER], safe_serialization=True
+        )
+        for name in ("adapter_model.safetensors", "adapter_config.json"):
+            with atomic_path(directory / name) as target:
+                os.replace(Path(tmp) / name, target)
 
 
 def merged_state(module: nn.Module, full_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -178,6 +178,12 @@ def test_export_writes_the_adapter_and_the_merged_model(
     expected = actor.compute_log_prob(batch)["old_log_probs"]
     out = actor.export_hf(tmp_path / "export")
     assert (out / "adapter_config.json").is_file() and not (out / "config.json").exists()
+    # Written by peft's save_pretrained, moved in atomically: nothing of the staging is left.
+    import json
+
+    saved = json.loads((out / "adapter_config.json").read_text())
+    assert saved["base_model_name_or_path"] == str(model_dir) and saved["r"] == 4
+    assert not list(out.glob(".adapter-*")) and not list(out.glob(".*.tmp"))
     base = AutoModelForCausalLM.from_pretrained(str(model_dir))
     with_adapter = PeftModel.from_pretrained(base, str(out)).eval()
     merged = AutoModelForCausalLM.from_pretrained(str(out / "merged")).eval()

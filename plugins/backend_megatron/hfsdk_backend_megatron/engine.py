@@ -30,6 +30,8 @@ from hfsdk import (
     HfsdkError,
     LossAggregation,
     LossCounts,
+    atomic_path,
+    load_checkpoint_file,
     load_tokenizer,
     masked_fill_zero,
     masked_mean,
@@ -789,9 +791,8 @@ class MegatronEngine:
             }
             directory.mkdir(parents=True, exist_ok=True)
             path = directory / SHARD_FILE.format(role=self.role, pp=self.pp_rank, tp=self.tp_rank)
-            tmp = path.with_suffix(".tmp")
-            torch.save(state, tmp)
-            tmp.replace(path)
+            with atomic_path(path) as tmp:
+                torch.save(state, tmp)
         dist.barrier()
         return directory
 
@@ -802,10 +803,10 @@ class MegatronEngine:
         if not files:
             raise HfsdkError(f"no {self.role} megatron checkpoint in {str(directory)!r}")
         own = directory / SHARD_FILE.format(role=self.role, pp=self.pp_rank, tp=self.tp_rank)
-        probe = torch.load(files[0], map_location="cpu", weights_only=False)
+        probe = load_checkpoint_file(files[0])
         saved_tp, saved_pp = probe["layout"]["tp"], probe["layout"]["pp"]
         if (saved_tp, saved_pp) == (self.tp, self.pp):
-            state = torch.load(own, map_location="cpu", weights_only=False)
+            state = load_checkpoint_file(own)
             model, moments = state["model"], state["optimizer"].get("moments", {})
         else:
             state, model, moments = self._reshard(directory, saved_tp, saved_pp)
@@ -831,7 +832,7 @@ class MegatronEngine:
         for p in range(pp):
             for t in range(tp):
                 path = directory / SHARD_FILE.format(role=self.role, pp=p, tp=t)
-                state = torch.load(path, map_location="cpu", weights_only=False)
+                state = load_checkpoint_file(path)
                 shards[(p, t)] = state["model"]
                 found = state["optimizer"].get("moments", {})
                 for key in moment_shards:

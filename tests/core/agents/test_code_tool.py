@@ -11,6 +11,8 @@ from hfsdk.core.agents import code_tool
 from hfsdk.core.agents.tools import call_tool, load_tools
 from hfsdk.core.sandbox import SandboxLimits
 
+pytestmark = pytest.mark.usefixtures("sandbox_any_isolation")
+
 
 @pytest.fixture(autouse=True)
 def _fast_limits(monkeypatch: pytest.MonkeyPatch) -> None:

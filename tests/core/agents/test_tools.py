@@ -134,3 +134,42 @@ def test_failures_become_error_outputs() -> None:
 def test_async_tool_and_json_output() -> None:
     out = _call({"twice": Tool.from_function(twice)}, "twice", {"x": 4})
     assert (out.ok, out.content) == (True, '{"y": 8}')
+
+
+CALLS: list[tuple[int, int]] = []
+
+
+def add(a: int, b: int, mode: str | None = None) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+        mode: Unused; may be null.
+    """
+    CALLS.append((a, b))
+    return a + b
+
+
+def test_arguments_are_checked_against_the_schema_before_the_call() -> None:
+    tools = {"add": Tool.from_function(add)}
+    CALLS.clear()
+    out = _call(tools, "add", {"a": "three", "b": 1})
+    # Before: the function ran and the model read "add raised TypeError: can only concatenate".
+    assert (out.ok, out.error) == (False, "bad_arguments")
+    assert out.content == "Error: add: argument 'a': 'three' is not of type 'integer'"
+    assert _call(tools, "add", {"a": 1}).content == "Error: add: 'b' is a required property"
+    assert _call(tools, "add", {"a": 1.5, "b": 1}).error == "bad_arguments"
+    assert CALLS == []  # never called with bad arguments
+    # transformers marks Optional parameters nullable: null is accepted for them.
+    out = _call(tools, "add", {"a": 1, "b": 2, "mode": None})
+    assert (out.ok, out.content, CALLS) == (True, "3", [(1, 2)])
+
+
+def test_the_schema_is_transformers_own_where_it_reads_the_function() -> None:
+    from transformers.utils import get_json_schema
+
+    assert Tool.from_function(add).schema == get_json_schema(add)
+    renamed = Tool.from_function(add, name="plus").schema
+    assert renamed["function"]["name"] == "plus"
+    assert renamed["function"]["parameters"] == get_json_schema(add)["function"]["parameters"]

@@ -45,11 +45,11 @@ def test_verl_ppo_example_maps_to_ppo() -> None:
     # behaviour when off); what is left is named with its reason.
     assert cfg.rollout.backend == "vllm" and cfg.rollout.gpu_memory_utilization == 0.4
     assert result.config["actor"]["rollout_layout"] == {"tp": 1}
+    # verl's project and experiment name the wandb run (verl's logger=[console,wandb]).
+    assert (cfg.trainer.wandb.project, cfg.trainer.wandb.name) == (
+        "verl_example_gsm8k", "qwen2.5_0.5b_ppo",
+    )  # fmt: skip
     assert result.unmapped == (
-        "trainer.project_name = 'verl_example_gsm8k'  (hfsdk names a run by its directory "
-        "(hfsdk run --run-dir))",
-        "trainer.experiment_name = 'qwen2.5_0.5b_ppo'  (hfsdk names a run by its directory "
-        "(hfsdk run --run-dir))",
         "trainer.total_epochs = 15  (hfsdk counts steps: set trainer.total_steps = total_epochs "
         "x rows // data.train_batch_size (the train files are not here to count))",
     )

@@ -39,6 +39,8 @@ def server() -> Iterator[Callable[[Behaviour], str]]:
 
     def start(behaviour: Behaviour) -> str:
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, so a client can reuse a connection
+
             def do_POST(self) -> None:
                 payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 calls.append(payload)
@@ -146,3 +148,48 @@ def test_a_4xx_answer_is_not_retried(server) -> None:
 def test_a_bad_url_is_refused_in_the_config() -> None:
     with pytest.raises(ValueError, match=r"is not an http\(s\) URL"):
         RemoteRewardConfig(url="ftp://example/score")
+
+
+def test_a_429_is_retried_after_what_retry_after_asks(server) -> None:
+    attempts: list[float] = []
+
+    def busy_once(handler: BaseHTTPRequestHandler, payload: dict) -> None:
+        attempts.append(time.perf_counter())
+        if len(attempts) == 1:
+            handler.send_response(429)
+            handler.send_header("Retry-After", "1")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+        else:
+            length_scores(handler, payload)
+
+    config = RemoteRewardConfig(url=server(busy_once), retries=2, backoff_s=0.01)
+    assert [s["score"] for s in remote_reward(["p"], ["abc"], config=config)] == [3.0]
+    assert len(attempts) == 2 and attempts[1] - attempts[0] >= 0.95  # not the 0.01 s backoff
+
+
+def test_a_429_that_persists_fails_with_one_line(server) -> None:
+    def always_busy(handler: BaseHTTPRequestHandler, payload: dict) -> None:
+        handler.send_response(429)
+        handler.send_header("Retry-After", "0")
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    url = server(always_busy)
+    with pytest.raises(HfsdkError, match=rf"{url} failed 2 times \(last: HTTP 429 Too Many"):
+        remote_reward(["p"], ["ab"], config=RemoteRewardConfig(url=url, retries=1))
+    assert len(server.calls) == 2
+
+
+def test_connections_are_pooled_across_requests(server) -> None:
+    ports: list[int] = []
+
+    def record(handler: BaseHTTPRequestHandler, payload: dict) -> None:
+        ports.append(handler.client_address[1])
+        length_scores(handler, payload)
+
+    config = RemoteRewardConfig(url=server(record), batch_size=1, concurrency=1)
+    for _ in range(3):
+        remote_reward(["p", "p"], ["a", "bb"], config=config)
+    # Six requests over one kept-alive connection (urllib opened one per request).
+    assert len(ports) == 6 and len(set(ports)) == 1

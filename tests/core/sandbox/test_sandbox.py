@@ -12,6 +12,8 @@ import pytest
 
 from hfsdk.core.sandbox import SandboxLimits, run_many, run_python
 
+pytestmark = pytest.mark.usefixtures("sandbox_any_isolation")
+
 FAST = SandboxLimits(wall_s=3.0, cpu_s=2, memory_mb=256, output_bytes=4096)
 
 
@@ -20,13 +22,13 @@ def test_an_honest_program_reads_stdin_and_writes_stdout() -> None:
     assert (result.status, result.stdout, result.returncode) == ("ok", "42\n", 0)
 
 
-def test_it_may_write_inside_its_scratch_directory_which_is_removed_after() -> None:
-    code = "import os\nopen('notes.txt', 'w').write('x')\nprint(os.getcwd())"
+def test_it_may_write_inside_its_scratch_directory_which_is_gone_after() -> None:
+    code = "import os\nopen('notes.txt', 'w').write('x')\nprint(os.getcwd(), sorted(os.listdir()))"
     result = run_python(code, limits=FAST)
     assert result.ok, result.reason
-    scratch = Path(result.stdout.strip())
-    assert scratch.name.startswith("hfsdk-sandbox-")
-    assert not scratch.exists()
+    assert "notes.txt" in result.stdout
+    again = run_python("import os\nprint(sorted(os.listdir()))", limits=FAST)
+    assert again.ok and "notes.txt" not in again.stdout
 
 
 def test_an_exception_is_an_error_with_its_last_line() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
+
 from hfsdk.core.trainer.tracking import Tracker, read_metrics
 
 
@@ -90,3 +92,97 @@ def test_validation_samples_reach_tensorboard_as_a_table(tmp_path) -> None:
     assert text.splitlines()[2] == "| 1 + 2 = | 3 \\| ok more | 1.0 |"
     tracker._tb = None
     tracker.close()
+
+
+def test_tensorboard_drops_what_a_crashed_run_logged_after_its_checkpoint(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tracker = Tracker(tmp_path, ("tensorboard",), total_steps=4)
+    for step in (1, 2, 3, 4):
+        tracker.log(step, {"reward/mean": float(step)})
+    tracker.close()  # crashed after step 4; the last checkpoint was step 2
+    tracker = Tracker(tmp_path, ("tensorboard",), total_steps=4, start_step=2)
+    for step in (3, 4):
+        tracker.log(step, {"reward/mean": 10.0 * step})
+    tracker.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    # Without purge_step TensorBoard shows steps 3 and 4 twice (3, 4, 3, 4).
+    assert [(e.step, e.value) for e in events.Scalars("reward/mean")] == [
+        (1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0),
+    ]  # fmt: skip
+
+
+def test_wandb_takes_its_settings_from_config_and_env_and_resumes_the_same_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("wandb")
+    from hfsdk.core.trainer.tracking import WANDB_ID_FILE
+    from hfsdk.core.trainer.trainer_config import WandbConfig
+
+    # Offline mode from the environment: no network. Project from the config beats the env's.
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_PROJECT", "from_env")
+    monkeypatch.setenv("WANDB_ENTITY", "team_env")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
+    monkeypatch.delenv("WANDB_NAME", raising=False)
+    settings = WandbConfig(project="from_config", name="grpo-1")
+    tracker = Tracker(tmp_path, ("wandb",), total_steps=4, wandb=settings, config={"lr": 1e-6})
+    run = tracker._wandb
+    assert (run.project, run.name, run.settings.mode) == ("from_config", "grpo-1", "offline")
+    assert run.entity == "team_env"
+    run_id = (tmp_path / WANDB_ID_FILE).read_text().strip()
+    assert run.id == run_id and len(run_id) == 8
+    tracker.log(1, {"reward/mean": 0.5})
+    tracker.close()
+    # A restart in the same run directory resumes that wandb run (resume="allow").
+    tracker = Tracker(tmp_path, ("wandb",), total_steps=4, start_step=1, wandb=settings)
+    assert tracker._wandb.id == run_id and tracker._wandb.project == "from_config"
+    tracker.close()
+    runs = sorted(p.name for p in (tmp_path / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2 and all(name.split("-")[3] == run_id for name in runs)
+    # Project and mode from the environment alone; the name defaults to the run directory.
+    other = tmp_path / "second"
+    tracker = Tracker(other, ("wandb",), total_steps=1)
+    assert (tracker._wandb.project, tracker._wandb.name) == ("from_env", "second")
+    assert tracker._wandb.id != run_id
+    tracker.close()
+
+
+@pytest.mark.slow
+def test_a_resumed_training_run_continues_its_wandb_run_and_tensorboard_curve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("wandb")
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.tracking import WANDB_ID_FILE
+    from hfsdk.core.trainer.trainer import Trainer
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
+    small = [
+        "data.batch_size=4", "algorithm.n_samples_per_prompt=2", "actor.mini_batch_size=4",
+        "actor.micro_batch_size=8", "trainer.loggers=[jsonl, wandb, tensorboard]",
+        "trainer.wandb.project=hfsdk-test",
+    ]  # fmt: skip
+    run_dir = tmp_path / "run"
+    Trainer(load_run_config("grpo", None, [*small, "trainer.total_steps=1"]), run_dir,
+            quiet=True).fit()  # fmt: skip
+    run_id = (run_dir / WANDB_ID_FILE).read_text().strip()
+    rows = Trainer(load_run_config("grpo", None, [*small, "trainer.total_steps=2"]), run_dir,
+                   quiet=True).fit()  # fmt: skip
+    assert [r["step"] for r in rows] == [1, 2]
+    assert (run_dir / WANDB_ID_FILE).read_text().strip() == run_id
+    runs = sorted((run_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2 and all(r.name.split("-")[3] == run_id for r in runs)
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("reward/mean")] == [1, 2]

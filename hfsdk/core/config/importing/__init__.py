@@ -2,27 +2,25 @@
 
 :func:`read_source` reads what the user has (a YAML/JSON file, a launch
 script, a command line; :mod:`.sources`), :func:`import_config` resolves its
-OmegaConf interpolations (:mod:`.interpolation`), maps every key that has a
+OmegaConf interpolations with OmegaConf (:mod:`.verl_compose`), maps every key that has a
 counterpart, validates the result as a run config and reports the keys it
 could not map (one per line, with the reason). See ``docs/migrating.md``.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from hfsdk.core.config.importing.interpolation import resolve_tree
 from hfsdk.core.config.importing.mapper import Mapper, flatten
 from hfsdk.core.config.importing.openrlhf import import_openrlhf
 from hfsdk.core.config.importing.sources import read_flags, read_verl
 from hfsdk.core.config.importing.trl import import_trl
 from hfsdk.core.config.importing.verl import import_verl
+from hfsdk.core.config.importing.verl_compose import resolve
 from hfsdk.core.errors import ConfigError
 
 SOURCES: dict[str, Callable[[Mapper, str | None], str]] = {
@@ -76,13 +74,12 @@ def import_config(
     data: Mapping[str, Any],
     *,
     algo: str | None = None,
-    env: Mapping[str, str] | None = None,
     warnings: list[str] | tuple[str, ...] = (),
 ) -> ImportResult:
     """Map a ``source`` (``verl``, ``trl`` or ``openrlhf``) config into a validated hfsdk config."""
     if source not in SOURCES:
         raise ConfigError(f"unknown config source {source!r}; expected one of {', '.join(SOURCES)}")
-    resolved, problems = resolve_tree(data, env)
+    resolved, problems = resolve(data)
     mapper = Mapper(flatten(resolved))
     chosen = SOURCES[source](mapper, algo)
     config = mapper.out
@@ -133,17 +130,3 @@ def load_source(path: str | Path) -> dict[str, Any]:
     from hfsdk.core.config.loader import load_yaml
 
     return load_yaml(path)
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

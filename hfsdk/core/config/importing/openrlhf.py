@@ -138,6 +138,11 @@ def _trainer(m: Mapper) -> None:
     loggers = ["console"]
     if m.get("use_wandb"):
         loggers.append("wandb")
+        # OpenRLHF's use_wandb is the API key (or True); the key stays in WANDB_API_KEY.
+        for src, dest in (("wandb_project", "project"), ("wandb_org", "entity"),
+                          ("wandb_run_name", "name")):  # fmt: skip
+            if m.has(src):
+                m.put(f"trainer.wandb.{dest}", str(m.get(src)))
     if m.get("use_tensorboard"):
         loggers.append("tensorboard")
     if len(loggers) > 1:

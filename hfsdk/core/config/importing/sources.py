@@ -5,8 +5,9 @@ mapping plus warnings:
 
 - verl: a YAML (composed when it has a ``defaults:`` list), or a script /
   list of Hydra overrides on top of ``--config-name`` (``ppo_trainer`` by
-  default), composed from verl's config directory when one is given or
-  installed, else from :mod:`~hfsdk.core.config.importing.verl_defaults`;
+  default), composed by Hydra (:mod:`~hfsdk.core.config.importing.verl_compose`)
+  from verl's config directory when one is given or installed, else from
+  :mod:`~hfsdk.core.config.importing.verl_defaults`;
 - TRL: a ``GRPOConfig``/``PPOConfig`` YAML/JSON, or a ``TrlParser`` command line
   (``trl grpo ...``, ``python train.py --learning_rate 1e-6 ...``, ``accelerate
   launch ...``; ``--config FILE`` is read first);
@@ -22,8 +23,7 @@ from typing import Any
 
 import yaml
 
-from hfsdk.core.config.importing import hydra
-from hfsdk.core.config.importing.interpolation import parse_literal
+from hfsdk.core.config.importing import verl_compose
 from hfsdk.core.config.importing.shell import Script, arguments_after, split_script
 from hfsdk.core.config.importing.verl_defaults import default_tree
 from hfsdk.core.errors import ConfigError
@@ -140,30 +140,48 @@ def read_verl(
             hydra_overrides.append(word)
         else:
             warnings.append(f"argument {word!r} is not a key=value override; ignored")
-    installed = hydra.installed_config_dir()
+    layered = data is None or "defaults" in data  # on verl's tree; else the file is the whole
+    installed = verl_compose.installed_config_dir()
     roots = [Path(d) for d in (*dirs, installed) if d is not None]
-    directory = roots or None
-    composed_from_tree = data is None or "defaults" in data
-    if directory is not None and composed_from_tree:
-        base = (
-            hydra.compose(directory, config_name)
-            if data is None
-            else hydra.compose_data(data, directory)
-        )
-    elif composed_from_tree:
-        base = default_tree(config_name)
-        if data is not None:
-            hydra.merge(base, {k: v for k, v in data.items() if k != "defaults"})
+    if not roots and layered:
         warnings.append(
             f"composed on hfsdk's copy of verl's {config_name} defaults for the keys it maps "
             "(pass --verl-config-dir verl/trainer/config for verl's whole tree)"
         )
-    else:
-        base = data or {}
-    return hydra.apply_overrides(base, hydra_overrides), warnings
+    composed = verl_compose.compose(
+        roots if layered else [],
+        config_name,
+        hydra_overrides,
+        primary=data,
+        fallback=default_tree(config_name) if layered else None,
+    )
+    return composed, warnings
 
 
 # -- TRL and OpenRLHF ----------------------------------------------------------------------
+
+_NUMBER = re.compile(r"^[-+]?(\d[\d_]*\.?\d*|\.\d+)([eE][-+]?\d+)?$|^[-+]?(inf|nan)$", re.I)
+
+
+def parse_literal(text: str) -> Any:
+    """A flag's value as argparse with a typed field would read it: number, bool, null, list, text.
+
+    YAML alone would keep ``1e-6`` a string (YAML 1.1 floats need a dot).
+    """
+    text = text.strip()
+    if _NUMBER.match(text):
+        return (
+            int(text.replace("_", ""))
+            if text.lstrip("+-").replace("_", "").isdigit()
+            else (float(text.replace("_", "")))
+        )
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return value if value is None or isinstance(value, bool | list | dict) else text
 
 
 def parse_flags(words: list[str]) -> dict[str, Any]:

@@ -322,6 +322,10 @@ def _trainer(m: Mapper) -> int | None:
         m.put("trainer.loggers", list(dict.fromkeys([*kept, "jsonl"])))
         if len(kept) != len(names):
             m.reject("trainer.logger", f"hfsdk loggers: {', '.join(LOGGERS)}")
+    # verl names its wandb (and tensorboard) run by these; hfsdk's run dir stays the run's name.
+    for src, dest in (("project_name", "project"), ("experiment_name", "name")):
+        if m.has(f"trainer.{src}"):
+            m.put(f"trainer.wandb.{dest}", str(m.get(f"trainer.{src}")))
     gpus = m.get("trainer.n_gpus_per_node")
     nodes = m.get("trainer.nnodes")
     if gpus is not None or nodes is not None:
@@ -409,6 +413,8 @@ def _filter_groups(m: Mapper, chosen: str, explicit: bool) -> str:
                 m.reject(key, why_not)
         return chosen
     m.put("algo", "dapo")
+    # verl's full tree configures a reference model; dapo (no KL) builds none.
+    m.out.pop("reference", None)
     m.put("algorithm.dynamic_sampling", enabled)
     if enabled:
         metric = m.get("algorithm.filter_groups.metric", "acc")
@@ -437,15 +443,19 @@ def _filter_groups(m: Mapper, chosen: str, explicit: bool) -> str:
 
 
 def _reward(m: Mapper) -> None:
-    path = m.get("custom_reward_function.path")
+    # verl 0.9 moved the section under reward.; its legacy top-level copy is kept too.
+    prefix = "custom_reward_function."
+    if m.has("reward.custom_reward_function.path"):
+        prefix = "reward.custom_reward_function."
+    path = m.get(prefix + "path")
     if path is None:
         return
-    name = m.get("custom_reward_function.name", "compute_score")
+    name = m.get(prefix + "name", "compute_score")
     function: dict[str, Any] = {"name": f"{path}:{name}", "style": "verl"}
     kwargs = {
-        key.removeprefix("custom_reward_function.reward_kwargs."): m.get(key)
+        key.removeprefix(prefix + "reward_kwargs."): m.get(key)
         for key in list(m.flat)
-        if key.startswith("custom_reward_function.reward_kwargs.")
+        if key.startswith(prefix + "reward_kwargs.")
     }
     if kwargs:
         function["kwargs"] = kwargs

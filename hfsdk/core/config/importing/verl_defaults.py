@@ -3,7 +3,7 @@
 A verl YAML with a ``defaults:`` list, or a launch script of overrides, means
 "verl's composed ``ppo_trainer`` (or ``ppo_megatron_trainer``) plus these
 changes". With verl's ``trainer/config`` directory at hand (``--verl-config-dir``
-or an installed verl) :mod:`~hfsdk.core.config.importing.hydra` composes the
+or an installed verl) Hydra composes the
 real tree; without it this module supplies verl's default value of every key
 the importer maps (verl 0.9's values), so the result means what it means in
 verl. Keys hfsdk has no counterpart for are left out: they would only be listed.
@@ -11,10 +11,7 @@ verl. Keys hfsdk has no counterpart for are left out: they would only be listed.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
-
-from hfsdk.core.config.importing.hydra import merge
 
 _OPTIM = {
     "lr": 1e-6,
@@ -137,4 +134,7 @@ def default_tree(config_name: str = "ppo_trainer") -> dict[str, Any]:
     name = config_name.removesuffix(".yaml").rpartition("/")[2]
     if name not in STRATEGY:
         name = "ppo_megatron_trainer" if "megatron" in name else "ppo_trainer"
-    return merge(copy.deepcopy(COMMON), STRATEGY[name])
+    from omegaconf import OmegaConf
+
+    merged = OmegaConf.merge(OmegaConf.create(COMMON), OmegaConf.create(STRATEGY[name]))
+    return OmegaConf.to_container(merged, resolve=False)  # type: ignore[return-value]

@@ -44,7 +44,7 @@ GROUPS = (
 )
 """Sections listed as one line each: ``prefix* (N keys)  (reason)``."""
 RULES = (
-    (r"^trainer\.(project_name|experiment_name|default_local_dir|default_hdfs_dir)$",
+    (r"^trainer\.(default_local_dir|default_hdfs_dir)$",
      "hfsdk names a run by its directory (hfsdk run --run-dir)"),
     (r"^trainer\.(resume_mode|resume_from_path)$", "hfsdk resumes from the run directory"),
     (r"^trainer\.device$", f"{SELF}: trainer.device=auto takes the GPU when there is one"),

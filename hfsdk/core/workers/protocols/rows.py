@@ -56,7 +56,7 @@ def _mark_resolved_padding(pad: int, parts_after: int, transform: Any, values: l
 
 
 def _is_batch(value: Any) -> bool:
-    # Only a loaded batch module can have made a Batch; don't import it (and tensordict) here.
+    # Only a loaded batch module can have made a Batch; don't import it (and torch) here.
     batch_module = sys.modules.get("hfsdk.core.batch")
     return batch_module is not None and isinstance(value, batch_module.Batch)
 

@@ -1,0 +1,124 @@
+"""``hfsdk reward score``: score rows with one reward function, before a run uses it."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+
+from hfsdk.core.errors import HfsdkError
+
+
+@click.group()
+def reward() -> None:
+    """Check reward functions on a few rows."""
+
+
+def read_rows(path: str) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file, each with a ``response`` (one line per problem)."""
+    file = Path(path)
+    if file.is_dir():
+        raise HfsdkError(f"--data {path!r} is a directory; expected a JSON-lines file")
+    try:
+        text = file.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise HfsdkError(f"--data {path!r} does not exist; give a JSON-lines file") from None
+    except UnicodeDecodeError:
+        raise HfsdkError(f"--data {path!r} is not UTF-8 text; expected JSON lines") from None
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise HfsdkError(
+                f"--data {path!r} line {number} is not JSON ({exc.msg}); expected one object "
+                'per line, e.g. {"prompt": "...", "response": "...", "answer": "..."}'
+            ) from None
+        if not isinstance(row, dict) or not isinstance(row.get("response"), str):
+            raise HfsdkError(
+                f"--data {path!r} line {number} has no 'response' string; expected one object "
+                'per line, e.g. {"prompt": "...", "response": "...", "answer": "..."}'
+            )
+        rows.append(row)
+    if not rows:
+        raise HfsdkError(f"--data {path!r} holds no rows; expected one JSON object per line")
+    return rows
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-safe copy (numbers as floats where not finite-representable, others as text)."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(float(value)) else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item"):
+        return _plain(value.item())
+    return str(value)
+
+
+def score_rows(name: str, rows: list[dict[str, Any]], overrides: tuple[str, ...]) -> list[dict]:
+    """One object per row: ``score`` and the function's other outputs."""
+    import inspect
+
+    from hfsdk.core.config.loader import apply_overrides
+    from hfsdk.core.rewards.calling import (
+        _as_list,
+        check_result,
+        invoke,
+        locate_failure,
+        run_awaitable,
+    )
+    from hfsdk.core.rewards.composition import load_reward_functions
+
+    kwargs = apply_overrides({}, overrides)
+    [weighted] = load_reward_functions([{"name": name, "kwargs": kwargs}])
+    call = weighted.call
+    prompts = [str(row.get("prompt", "")) for row in rows]
+    responses = [row["response"] for row in rows]
+    keys = sorted({k for row in rows for k in row} - {"prompt", "response"})
+    columns = {k: [row.get(k) for row in rows] for k in keys}
+    try:
+        result = invoke(call, prompts, responses, columns)
+        if inspect.isawaitable(result):
+            result = run_awaitable(result)
+    except HfsdkError:
+        raise
+    except Exception as exc:
+        raise locate_failure(call, prompts, responses, columns, exc) from exc
+    checked = check_result(call.label, result, len(rows))
+    out = []
+    for score, item in zip(checked.scores, _as_list(call.label, result, len(rows)), strict=True):
+        extras = (
+            {str(k): _plain(v) for k, v in item.items() if k != "score"}
+            if isinstance(item, Mapping)
+            else {}
+        )
+        out.append({"score": score, **extras})
+    return out
+
+
+@reward.command(name="score")
+@click.argument("name", metavar="NAME")
+@click.option("--data", "data_file", required=True, metavar="ROWS.jsonl", help="Rows to score.")
+@click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
+def score_command(name: str, data_file: str, overrides: tuple[str, ...]) -> None:
+    """Score each row of ROWS.jsonl (prompt, response and dataset columns) with the reward
+    function NAME and its config (KEY=VALUE, values as YAML, dots for nested keys);
+    print one JSON object per row: its score and the function's other outputs.
+
+    \b
+        hfsdk reward score code_tests --data rows.jsonl limits.wall_s=3
+    """
+    rows = read_rows(data_file)
+    for row in score_rows(name, rows, overrides):
+        click.echo(json.dumps(row))

@@ -1,0 +1,70 @@
+"""Checkpoint files are read with ``torch.load(weights_only=True)`` and hfsdk's allow-list."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from hfsdk import Batch, HfsdkError, load_checkpoint_file
+
+
+class _RunsCode:
+    """What a hostile checkpoint holds: unpickling it calls ``os.mkdir(marker)``."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (os.mkdir, (str(self.marker),))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused_in_one_line(tmp_path: Path) -> None:
+    marker = tmp_path / "code_ran"
+    path = tmp_path / "trainer_state.pt"
+    torch.save({"step": 3, "payload": _RunsCode(marker)}, path)
+    with pytest.raises(HfsdkError) as info:
+        load_checkpoint_file(path)
+    message = str(info.value)
+    assert "\n" not in message and "'posix.mkdir'" in message
+    assert message.startswith(f"checkpoint file {str(path)!r} holds a ")
+    assert not marker.exists()  # with weights_only=False it would have been created
+    torch.load(path, weights_only=False)
+    assert marker.exists()
+
+
+def test_what_hfsdk_saves_round_trips(tmp_path: Path) -> None:
+    from hfsdk.core.rng import torch_rng_state
+
+    batch = Batch.from_dict(
+        {"input_ids": torch.arange(6).reshape(3, 2)},
+        non_tensors={"prompt": ["a", "b", "c"], "extra": [{"k": 1}, None, [2]]},
+        meta={"step": 1},
+    )
+    state = {
+        "step": 7,
+        "rng": {
+            "python": random.getstate(),
+            "numpy": np.random.get_state(),
+            "torch": torch_rng_state(),
+        },
+        "optimizer": torch.optim.AdamW([torch.nn.Parameter(torch.ones(2))]).state_dict(),
+        "pipeline": {"ahead": [{"prompts": batch, "version": 2, "behaviour": None}]},
+    }
+    path = tmp_path / "state.pt"
+    torch.save(state, path)
+    loaded = load_checkpoint_file(path)
+    assert loaded["step"] == 7 and loaded["rng"]["python"] == state["rng"]["python"]
+    assert all(
+        np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+        for a, b in zip(loaded["rng"]["numpy"], state["rng"]["numpy"], strict=True)
+    )
+    assert torch.equal(loaded["rng"]["torch"]["cpu"], state["rng"]["torch"]["cpu"])
+    again = loaded["pipeline"]["ahead"][0]["prompts"]
+    assert torch.equal(again["input_ids"], batch["input_ids"])
+    assert list(again.non_tensors["extra"]) == [{"k": 1}, None, [2]]
+    assert again.meta == {"step": 1}
