@@ -116,7 +116,7 @@ def export_checkpoint(
             f"its roles with weights are {', '.join(trained)}"
         )
     wanted = list(roles) or default
-    logger.warning(
+    logger.info(
         "export: step_%d of %s (%s) with the run's own backends", chosen_step, run_dir,
         ", ".join(wanted),
     )  # fmt: skip

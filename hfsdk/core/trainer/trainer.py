@@ -393,7 +393,9 @@ class Trainer:
                 if done == start:  # no step trained in this session: nothing new to save
                     self._stop.disarm()
                     raise self._stopped()
-                if self._saved_step != done:
+                # The run's last checkpoint holds the HF export under hf_export: end too; a
+                # regular save of this very step (save_every) did not export, so it is redone.
+                if self._saved_step != done or not self._has_hf_export(done):
                     self._save(session, algorithm, done, last=True)
                 self._stop.disarm()  # what the grace was for is done; tear-down may take its time
                 raise self._stopped(saved=done)
@@ -502,6 +504,11 @@ class Trainer:
         metrics = self._validation_metrics(session, algorithm, tracker, step)
         if metrics:
             tracker.log(step, metrics)
+
+    def _has_hf_export(self, step: int) -> bool:
+        """Whether checkpoint ``step_<step>`` holds the policy in HF format."""
+        policy = self.spec.policy_role
+        return (self.run_dir / "checkpoints" / f"step_{step}" / f"{policy}_hf").is_dir()
 
     def _save(self, session: Any, algorithm: Algorithm, step: int, *, last: bool = False) -> None:
         """Checkpoint ``step``; ``last``: the run stops after it (a signal), so under

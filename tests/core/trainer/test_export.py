@@ -180,12 +180,15 @@ def test_lora_export_writes_adapter_and_merged_model(tmp_path: Path) -> None:
     assert not (no_merge / "actor" / "merged").exists()
 
 
-def test_a_checkpoint_written_on_sigint_exports(tmp_path: Path) -> None:
-    """Ctrl-C at step 2 of 4: step_2 holds actor_hf (hf_export: end) and exports."""
-    run = _train(tmp_path / "run", "trainer.total_steps=4", "trainer.save_every=0",
+@pytest.mark.parametrize("save_every", [0, 1])
+def test_a_checkpoint_written_on_sigint_exports(tmp_path: Path, save_every: int) -> None:
+    """Ctrl-C at step 2 of 4: step_2 holds actor_hf (hf_export: end) and exports; also when
+    step 2 was saved anyway (save_every=1) before the stop was seen."""
+    run = _train(tmp_path / "run", "trainer.total_steps=4", f"trainer.save_every={save_every}",
                  fault="sigint:2")  # fmt: skip
     steps = sorted(p.name for p in (run / "checkpoints").iterdir() if p.name.startswith("step_"))
-    assert steps == ["step_2"]
+    assert steps == (["step_2"] if save_every == 0 else ["step_1", "step_2"])
+    assert not (run / "checkpoints" / "step_1" / "actor_hf").exists()
     live = run / "checkpoints" / "step_2" / "actor_hf"
     assert (live / "model.safetensors").is_file()
     out = _export(run, tmp_path / "out")
