@@ -44,9 +44,27 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
     from hfsdk.core.backends import default_rollout_backend
-    from hfsdk.core.batch import Batch
+    from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.help import field_help, help_field
+    from hfsdk.core.data.chat import check_messages
+    from hfsdk.core.data.conversation import (
+        SupervisedSequence,
+        collate_supervised,
+        split_conversation,
+        tokenize_supervised,
+    )
+    from hfsdk.core.data.preference_pairs import (
+        PairColumns,
+        PreferencePair,
+        chosen_rows,
+        collate_preference_pairs,
+        load_preference_pairs,
+        rejected_rows,
+        tokenize_preference_pair,
+        tokenize_preference_pairs,
+    )
+    from hfsdk.core.data.prompt_dataset import resolve_use_template
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.dataflow import Dataflow, Stage
     from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
@@ -90,6 +108,16 @@ if TYPE_CHECKING:
         KLEstimator,
         PolicyLoss,
         ValueLoss,
+    )
+    from hfsdk.core.maths.rollout_correction_config import (
+        RolloutCorrectionConfig,
+        behaviour_log_probs_needed,
+        resolve_rollout_corrections,
+    )
+    from hfsdk.core.maths.rollout_corrections import (
+        CorrectionResult,
+        RolloutCorrection,
+        combine_corrections,
     )
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
     from hfsdk.core.registry import Registry, RegistryEntry
@@ -145,6 +173,24 @@ _LAZY = {
     "Stage": "hfsdk.core.dataflow",
     # data, config and errors
     "Batch": "hfsdk.core.batch",
+    "ROW_GROUP": "hfsdk.core.batch",
+    "group_split": "hfsdk.core.batch",
+    "row_group": "hfsdk.core.batch",
+    # supervised sequences and preference pairs (SFT, DPO, reward models)
+    "check_messages": "hfsdk.core.data.chat",
+    "SupervisedSequence": "hfsdk.core.data.conversation",
+    "collate_supervised": "hfsdk.core.data.conversation",
+    "split_conversation": "hfsdk.core.data.conversation",
+    "tokenize_supervised": "hfsdk.core.data.conversation",
+    "PairColumns": "hfsdk.core.data.preference_pairs",
+    "PreferencePair": "hfsdk.core.data.preference_pairs",
+    "chosen_rows": "hfsdk.core.data.preference_pairs",
+    "collate_preference_pairs": "hfsdk.core.data.preference_pairs",
+    "load_preference_pairs": "hfsdk.core.data.preference_pairs",
+    "rejected_rows": "hfsdk.core.data.preference_pairs",
+    "tokenize_preference_pair": "hfsdk.core.data.preference_pairs",
+    "tokenize_preference_pairs": "hfsdk.core.data.preference_pairs",
+    "resolve_use_template": "hfsdk.core.data.prompt_dataset",
     "default_rollout_backend": "hfsdk.core.backends",
     "ensure_default_assets": "hfsdk.core.default_task",
     "RoleConfig": "hfsdk.core.role_config",
@@ -185,6 +231,12 @@ _LAZY = {
     "PolicyLoss": "hfsdk.core.maths.protocols",
     "ValueLoss": "hfsdk.core.maths.protocols",
     "KLEstimator": "hfsdk.core.maths.protocols",
+    "CorrectionResult": "hfsdk.core.maths.rollout_corrections",
+    "RolloutCorrection": "hfsdk.core.maths.rollout_corrections",
+    "combine_corrections": "hfsdk.core.maths.rollout_corrections",
+    "RolloutCorrectionConfig": "hfsdk.core.maths.rollout_correction_config",
+    "resolve_rollout_corrections": "hfsdk.core.maths.rollout_correction_config",
+    "behaviour_log_probs_needed": "hfsdk.core.maths.rollout_correction_config",
     "LOSS_AGG_MODES": "hfsdk.core.maths.aggregation",
     "LossAggMode": "hfsdk.core.maths.aggregation",
     "LossAggregation": "hfsdk.core.maths.aggregation",

@@ -154,6 +154,9 @@ class AlgorithmContext:
     pipeline: Any = None
     """The :class:`~hfsdk.core.trainer.pipeline.GenerationPipeline` of a ``trainer.pipeline``
     other than ``sync`` (``None``: each step generates from the weights it trains)."""
+    tokenizer: Any = None
+    """The run's tokenizer (the policy's), for programs that tokenize given responses on the
+    controller (SFT targets, preference pairs); ``None`` where a caller builds no run."""
 
 
 class Algorithm:
@@ -206,11 +209,32 @@ class Algorithm:
             )
         return self.context.prompts
 
+    @property
+    def tokenizer(self) -> Any:
+        """The run's tokenizer (``AlgorithmContext.tokenizer``); an error when none was given."""
+        if self.context.tokenizer is None:
+            raise HfsdkError(
+                f"algorithm {self.spec.name!r} tokenizes on the controller, but its "
+                "AlgorithmContext has no tokenizer; pass tokenizer=<the run's tokenizer> when "
+                "building the context outside the trainer"
+            )
+        return self.context.tokenizer
+
     # -- the program ---------------------------------------------------------------
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """Run one training iteration on a batch of prompts and return its metrics."""
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    def validation_metrics(self, prompts: Batch) -> dict[str, float]:
+        """Metrics of the program's own on the validation rows, beside the sampled reward.
+
+        The trainer calls it at every validation with the whole validation set
+        (every dataset column included) and logs the result with the ``val/``
+        metrics; the default adds nothing. SFT reports its validation loss here.
+        """
+        del prompts
+        return {}
 
     # -- building blocks -----------------------------------------------------------
 
@@ -322,7 +346,8 @@ class Algorithm:
     def needs_old_log_probs(self, samples: int) -> bool:
         """Whether the rollout must compute the sampling policy's log-probs separately.
 
-        Not when the actor's update of ``samples`` samples is exactly on-policy
+        Always with ``trainer.max_mismatch_kl`` (its gate reads them). Otherwise not when
+        the actor's update of ``samples`` samples is exactly on-policy
         (one epoch of one mini-batch, per the actor's ``ppo_epochs`` and
         ``mini_batch_size``) and no KL penalty goes into the reward: the old
         log-probs are then the current ones, which the update computes anyway
@@ -333,6 +358,9 @@ class Algorithm:
         """
         if self.algo_config.kl_in_reward:
             return True
+        trainer = getattr(self.config, "trainer", None)
+        if getattr(trainer, "max_mismatch_kl", None) is not None:
+            return True  # the gate reads mismatch/kl_k3, which needs π_old on the controller
         actor = getattr(self.config, self.spec.policy_role, None)
         epochs = getattr(actor, "ppo_epochs", None)
         mini_batch = getattr(actor, "mini_batch_size", None)
@@ -449,6 +477,11 @@ class Algorithm:
             gap = (batch["rollout_log_probs"] - batch["old_log_probs"]).abs()[mask.bool()]
             self.metrics["rollout/log_prob_diff_max"] = float(gap.max()) if gap.numel() else 0.0
             self.metrics["rollout/log_prob_diff_mean"] = float(gap.mean()) if gap.numel() else 0.0
+            from hfsdk.core.maths.mismatch import mismatch_metrics
+
+            self.metrics.update(
+                mismatch_metrics(batch["old_log_probs"], batch["rollout_log_probs"], mask)
+            )
         self.metrics["perf/tokens"] = float(batch["attention_mask"].sum())
         self.last_batch = batch  # the step's samples, for trainer.rollout_dump
         metrics, self.metrics = self.metrics, {}

@@ -149,6 +149,14 @@ class AlgorithmSpec:
     - ``on_policy_only``: why the program needs every batch sampled from the
       weights it trains (e.g. ReMax's greedy baseline), or ``None``; a
       ``trainer.pipeline`` other than ``sync`` is then refused with this reason.
+    - ``default_model``: which default-task model a run without
+      ``actor.model_path`` starts from: ``warm`` (the warm-started one every RL
+      algorithm uses) or ``cold`` (the same architecture and tokenizer, freshly
+      initialised: for programs that make the warm start themselves, e.g. SFT).
+    - ``default_data``: what a run without ``data.train_files`` trains on: the
+      default task's ``prompts`` (``prompt``, ``answer``) or its
+      ``preference_pairs`` (``prompt``, ``chosen``: the right answer,
+      ``rejected``: a wrong one, ``answer``), for DPO and reward models.
     """
 
     name: str
@@ -163,6 +171,12 @@ class AlgorithmSpec:
     actor_objective: Callable[[Any], ActorLossTerms] = default_actor_objective
     summary: str | None = None
     on_policy_only: str | None = None
+    default_model: Literal["warm", "cold"] = attrs.field(
+        default="warm", validator=attrs.validators.in_(("warm", "cold"))
+    )
+    default_data: Literal["prompts", "preference_pairs"] = attrs.field(
+        default="prompts", validator=attrs.validators.in_(("prompts", "preference_pairs"))
+    )
     dataflow: Dataflow = attrs.field(init=False)
     """What the placement planner reads (derived, see :func:`derive_dataflow`)."""
 

@@ -28,6 +28,11 @@ from hfsdk.core.errors import HfsdkError
 # Bumped when the pickled layout changes, so an old/new mismatch is reported instead of misread.
 _PICKLE_FORMAT = 1
 
+ROW_GROUP = "row_group"
+"""``meta`` key: rows come in consecutive groups of this many (e.g. 2 for interleaved
+preference pairs) that a training backend keeps together, in order, in every mini- and
+micro-batch (:meth:`Batch.iter_minibatches`, :func:`group_split`). Absent: 1."""
+
 RowIndex = Sequence[int] | Sequence[bool] | torch.Tensor | np.ndarray | slice | range
 
 
@@ -401,15 +406,25 @@ class Batch:
         return self._slice(0, self._length - pad_size)
 
     def iter_minibatches(
-        self, size: int, shuffle: bool = False, seed: int | None = None
+        self, size: int, shuffle: bool = False, seed: int | None = None, group: int = 1
     ) -> Iterator[Batch]:
         """Mini-batches of ``size`` rows covering every row once; the last may be shorter.
 
         With ``shuffle`` the rows are permuted by a ``torch.Generator`` seeded with ``seed``
         (the same seed gives the same order; ``None`` draws a fresh seed).
+        ``group``: rows come in consecutive groups of this many that stay together and in
+        order (``meta[ROW_GROUP]``, e.g. 2 for interleaved preference pairs); ``size`` is
+        rounded up to a whole number of groups and shuffling permutes whole groups.
         """
         # Validate now, not at the first next(), so bad arguments fail where they are passed.
         _check_positive("iter_minibatches", "size", size)
+        _check_positive("iter_minibatches", "group", group)
+        if self._length % group:
+            raise HfsdkError(
+                f"iter_minibatches(group={group}) needs a whole number of groups, but the batch "
+                f"has {self._length} rows; pad or drop rows so the count divides by {group}"
+            )
+        size = -(-size // group) * group
         if not shuffle:
             return iter(self.split(size))
         generator = torch.Generator()
@@ -417,7 +432,8 @@ class Batch:
             generator.seed()
         else:
             generator.manual_seed(seed)
-        order = torch.randperm(self._length, generator=generator)
+        blocks = torch.randperm(self._length // group, generator=generator)
+        order = (blocks[:, None] * group + torch.arange(group)[None, :]).reshape(-1)
         return (self._take(order[start : start + size]) for start in range(0, self._length, size))
 
     def to(self, device: str | torch.device) -> Batch:
@@ -745,3 +761,14 @@ def _values_equal(first: Any, second: Any) -> bool:
         return bool(first == second)
     except Exception:  # an __eq__ that returns something without a truth value
         return False
+
+
+def row_group(batch: Batch) -> int:
+    """The batch's row group size (``meta[ROW_GROUP]``, 1 when absent)."""
+    return int(batch.meta.get(ROW_GROUP, 1))
+
+
+def group_split(batch: Batch, size: int) -> list[Batch]:
+    """``batch.split(size)``, ``size`` rounded up to whole row groups (:data:`ROW_GROUP`)."""
+    group = row_group(batch)
+    return batch.split(-(-size // group) * group)

@@ -33,6 +33,16 @@ def hfsdk_register_policy_losses(register: Register) -> None:
 
 
 @hfsdk.hookimpl
+def hfsdk_register_rollout_corrections(register: Register) -> None:
+    """Register ``tis``, ``mis``, ``icepop``, ``geo_rs``, ``k3_rs``, ``trust_region`` and
+    ``dsv32_mask``."""
+    from hfsdk.core.maths.rollout_corrections import BUILTIN_CORRECTIONS
+
+    for name, (fn, config_cls) in BUILTIN_CORRECTIONS.items():
+        register(name, fn, config_cls=config_cls)
+
+
+@hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
     """Register ``exact_match``, ``math_verify``, ``format_check``, ``length_penalty``,
     ``code_tests``, ``remote`` and the default task's."""

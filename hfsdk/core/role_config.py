@@ -39,3 +39,10 @@ class RolloutConfig:
         "Multi-turn rollouts with tools (docs/agents.md); off unless tools or agent_loop is set.",
         factory=MultiTurnConfig,
     )
+
+    def response_width(self) -> int:
+        """The width of a batch's responses: the multi-turn token budget for multi-turn
+        rollouts, else the backend's ``max_response_length`` (every rollout section has it)."""
+        if self.multi_turn.active:
+            return self.multi_turn.max_response_tokens
+        return int(self.max_response_length)  # type: ignore[attr-defined]

@@ -79,6 +79,20 @@ def hfsdk_register_kl_estimators(register: Register) -> None:
 
 
 @hookspec
+def hfsdk_register_rollout_corrections(register: Register) -> None:
+    """Register rollout corrections: ``register(name, fn, config_cls=...)``.
+
+    ``fn`` is an ``hfsdk.RolloutCorrection``: keyword tensors ``old_log_prob``,
+    ``rollout_log_prob``, ``log_prob`` (the trained policy, detached),
+    ``advantages``, ``response_mask`` (all (B, T)) and ``config``; it returns an
+    ``hfsdk.CorrectionResult`` (detached non-negative ``weights``, a boolean
+    ``keep`` mask, ``metrics``). The actor multiplies the policy loss by the
+    weights and drops the tokens not kept, whatever the policy loss. Selected
+    with ``rollout_correction.preset`` / ``rollout_correction.apply``.
+    """
+
+
+@hookspec
 def hfsdk_register_reward_functions(register: Register) -> None:
     """Register reward functions.
 

@@ -668,3 +668,22 @@ def test_deepcopy_shares_no_memory_and_keeps_everything() -> None:
     twin["x"].zero_()
     twin.meta["nested"]["k"].append(2)
     assert batch["x"].sum() == 15 and batch.meta["nested"]["k"] == [1]
+
+
+def test_row_groups_stay_whole_in_shuffled_minibatches_and_splits() -> None:
+    import torch
+
+    from hfsdk.core.batch import ROW_GROUP, Batch, group_split
+
+    rows = torch.arange(12)
+    batch = Batch.from_dict(tensors={"x": rows}, meta={ROW_GROUP: 2})
+    seen = []
+    for mini in batch.iter_minibatches(3, shuffle=True, seed=5, group=2):
+        values = mini["x"].tolist()
+        assert len(values) == 4  # 3 rows rounded up to two whole pairs
+        assert all(values[i] % 2 == 0 and values[i + 1] == values[i] + 1 for i in (0, 2))
+        seen += values
+    assert sorted(seen) == rows.tolist() and seen != rows.tolist()  # shuffled, all kept
+    assert [len(part) for part in group_split(batch, 3)] == [4, 4, 4]
+    with pytest.raises(HfsdkError, match="whole number of groups"):
+        Batch.from_dict(tensors={"x": torch.arange(5)}).iter_minibatches(2, group=2)

@@ -167,8 +167,9 @@ def assemble(
     if reported and rows:
         tensors["rollout_log_probs"] = log_probs * loss_mask
     non_tensors: dict[str, Any] = {k: prompts[k] for k in prompts.non_tensor_keys}
+    # The text of what the tensors hold: a reward must score the response that is trained on.
     non_tensors["response_text"] = [
-        tokenizer.decode(t.response_ids, skip_special_tokens=True) for t in trajectories
+        tokenizer.decode(t.response_ids[:width], skip_special_tokens=True) for t in trajectories
     ]
     non_tensors["agent_trajectory"] = [t.to_json() for t in trajectories]
     non_tensors["agent_turns"] = [t.turns for t in trajectories]

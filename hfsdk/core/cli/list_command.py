@@ -15,8 +15,8 @@ def list_entries(kind: str | None) -> None:
     """List registered names of KIND, e.g. algorithms, advantage-estimators, reward-functions.
 
     KIND is one of: algorithms, advantage-estimators, policy-losses, value-losses,
-    kl-estimators, reward-functions (or rewards), rollout-backends, training-backends,
-    transfer-protocols, clusters, tools, agent-loops, tool-parsers.
+    kl-estimators, rollout-corrections, reward-functions (or rewards), rollout-backends,
+    training-backends, transfer-protocols, clusters, tools, agent-loops, tool-parsers.
     """
     if kind is None:  # a bare `hfsdk list`: what can be listed
         click.echo("hfsdk list KIND, where KIND is one of:")

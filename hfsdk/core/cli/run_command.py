@@ -68,6 +68,8 @@ def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
     """One line: steps, run directory, reward (and cost) over the first and last steps.
 
     The two windows never overlap: up to 5 steps each, at most half the run each.
+    Programs that sample nothing while training (SFT, DPO) report their validation
+    reward instead.
     """
     size = max(1, min(5, len(metrics) // 2))
     first, last = metrics[:size], metrics[-size:]
@@ -76,18 +78,27 @@ def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
         values = [r[key] for r in rows if r.get(key) is not None]
         return sum(values) / len(values) if values else float("nan")
 
-    label = f"{size}" if size > 1 else ""
-    if len(metrics) == 1:
-        summary = f"{algo}: 1 step in {run_dir}; reward/mean {mean(first, 'reward/mean'):.3f}"
-        if "cost/mean" in metrics[-1]:
-            summary += f"; cost/mean {mean(first, 'cost/mean'):.3f}"
-        return summary
-    first_name, last_name = (f"first {label}", f"last {label}") if label else ("first", "last")
-    summary = (
-        f"{algo}: {len(metrics)} steps in {run_dir}; reward/mean "
-        f"{mean(first, 'reward/mean'):.3f} ({first_name}) -> "
-        f"{mean(last, 'reward/mean'):.3f} ({last_name})"
-    )
+    steps = f"{len(metrics)} step{'s' if len(metrics) != 1 else ''} in {run_dir}"
+    validations = [r for r in metrics if r.get("val/reward_mean") is not None]
+    if not any("reward/mean" in r for r in metrics) and validations:
+        summary = (
+            f"{algo}: {steps}; val/reward_mean "
+            f"{validations[0]['val/reward_mean']:.3f} (step {validations[0]['step']}) -> "
+            f"{validations[-1]['val/reward_mean']:.3f} (step {validations[-1]['step']})"
+        )
+    elif len(metrics) == 1:
+        summary = f"{algo}: {steps}; reward/mean {mean(first, 'reward/mean'):.3f}"
+    else:
+        label = f" {size}" if size > 1 else ""
+        summary = (
+            f"{algo}: {steps}; reward/mean {mean(first, 'reward/mean'):.3f} (first{label}) -> "
+            f"{mean(last, 'reward/mean'):.3f} (last{label})"
+        )
     if "cost/mean" in metrics[-1]:
-        summary += f"; cost/mean {mean(first, 'cost/mean'):.3f} -> {mean(last, 'cost/mean'):.3f}"
+        if len(metrics) == 1:
+            summary += f"; cost/mean {mean(first, 'cost/mean'):.3f}"
+        else:
+            summary += (
+                f"; cost/mean {mean(first, 'cost/mean'):.3f} -> {mean(last, 'cost/mean'):.3f}"
+            )
     return summary

@@ -13,6 +13,7 @@ _KINDS = {
     "advantage_estimators": "Advantage estimators (`advantage:` section)",
     "policy_losses": "Policy losses (`policy_loss:` section)",
     "value_losses": "Value losses (`value_loss:` section)",
+    "rollout_corrections": "Rollout corrections (`rollout_correction.apply` entries)",
     "training_backends": "Training backends (role sections: `actor:`, `critic:`, ...)",
     "rollout_backends": "Rollout backends (`rollout:` section)",
     "reward_functions": "Reward functions (`reward.functions[].kwargs`)",

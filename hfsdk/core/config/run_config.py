@@ -44,6 +44,7 @@ from hfsdk.core.registry import Registry, closest_match
 
 def _core_sections() -> dict[str, type]:
     from hfsdk.core.data.data_config import DataConfig
+    from hfsdk.core.maths.rollout_correction_config import RolloutCorrectionConfig
     from hfsdk.core.sandbox.sandbox_config import SandboxConfig
     from hfsdk.core.trainer.placement_config import PlacementConfig
     from hfsdk.core.trainer.trainer_config import TrainerConfig
@@ -52,6 +53,7 @@ def _core_sections() -> dict[str, type]:
         "trainer": TrainerConfig,
         "data": DataConfig,
         "placement": PlacementConfig,
+        "rollout_correction": RolloutCorrectionConfig,
         "sandbox": SandboxConfig,
     }
 
@@ -207,7 +209,8 @@ def resolve_run_config(
 
     algorithm = composer.add("algorithm", spec.config_cls, _section(data, "algorithm"))
     roles = spec.role_names
-    if algorithm is not None:
+    # Programs that train on given responses (SFT, DPO) estimate no advantages: None.
+    if algorithm is not None and algorithm.advantage_estimator is not None:
         composer.named(
             "advantage",
             "advantage_estimators",
@@ -215,6 +218,7 @@ def resolve_run_config(
             algorithm.advantage_estimator,
             _section(data, "advantage"),
         )
+    if algorithm is not None:
         composer.named(
             "policy_loss",
             "policy_losses",
@@ -276,6 +280,10 @@ def resolve_run_config(
         raise ConfigError("; ".join(composer.errors))
 
     config = RunConfig(algo=algo, sections=composer.sections)
+    from hfsdk.core.maths.rollout_correction_config import resolve_rollout_corrections
+
+    # The corrections a config names exist and their settings are valid (one line if not).
+    resolve_rollout_corrections(config, registry_of("rollout_corrections"))
     _validate_across_sections(pm, config)
     return config
 

@@ -86,6 +86,13 @@ class LossAggregation:
     ``norm_length`` is the constant length of ``seq-mean-token-sum-norm``
     (``None``: the tensor's width); ``dp_size`` scales each rank's share so
     the data-parallel gradient average equals the full-batch gradient.
+
+    ``token_weights`` (B, T), when given, multiplies each token's loss before
+    aggregation (the rollout corrections' importance weights: a loss weight, so
+    no policy loss has to know about it). ``seq_token_counts`` (B,), when given,
+    is each sequence's token count for ``seq-mean-token-mean`` in place of the
+    mask's: tokens a correction dropped from the mask still count, so the loss
+    scale does not grow as more are dropped.
     """
 
     mode: str = attrs.field(default="token-mean", validator=_check_mode)
@@ -93,6 +100,8 @@ class LossAggregation:
     global_seq_count: Count | None = None
     norm_length: float | None = None
     dp_size: int = attrs.field(default=1, validator=_check_dp_size)
+    token_weights: Any = attrs.field(default=None, eq=False, repr=False)
+    seq_token_counts: Any = attrs.field(default=None, eq=False, repr=False)
 
     @classmethod
     def from_counts(
@@ -200,6 +209,9 @@ def aggregate_loss(
     check_token_tensors(response_mask, loss_mat=loss_mat)
     mask = as_bool_mask(response_mask)
     masked = masked_fill_zero(loss_mat, mask)
+    if agg.token_weights is not None:
+        check_token_tensors(response_mask, token_weights=agg.token_weights)
+        masked = masked * masked_fill_zero(agg.token_weights, mask).to(masked.dtype)
     tokens_per_seq = mask.sum(dim=-1)
 
     if mode == "token-mean":
@@ -210,7 +222,8 @@ def aggregate_loss(
         denominator = _count("global_seq_count", agg.global_seq_count, local_seqs)
         seq_sums = masked.sum(dim=-1)
         if mode == "seq-mean-token-mean":
-            seq_sums = seq_sums / tokens_per_seq.clamp(min=1).to(seq_sums.dtype)
+            lengths = tokens_per_seq if agg.seq_token_counts is None else agg.seq_token_counts
+            seq_sums = seq_sums / lengths.clamp(min=1).to(seq_sums.dtype)
         elif mode == "seq-mean-token-sum-norm":
             norm_length = agg.norm_length
             length = float(loss_mat.shape[-1]) if norm_length is None else float(norm_length)

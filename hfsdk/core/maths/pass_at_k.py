@@ -3,15 +3,18 @@
 ``pass@k`` is the unbiased estimator of the chance that at least one of k
 samples drawn (without replacement) from the n generated for a prompt is
 correct, given c of the n are: ``1 - C(n - c, k) / C(n, k)`` (Chen et al.,
-2021), averaged over prompts. ``maj@k`` is the share of prompts whose most
-frequent answer among their first k samples is a correct one.
+2021), averaged over prompts. ``maj@k`` is, likewise, the chance that the most
+frequent answer among k of the n samples is a correct one, averaged over the
+k-subsets and over prompts.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -29,24 +32,60 @@ def mean_pass_at_k(correct: Sequence[Sequence[bool]], k: int) -> float:
     return sum(pass_at_k(len(row), sum(map(bool, row)), k) for row in correct) / len(correct)
 
 
-def majority_at_k(
-    answers: Sequence[Sequence[str | None]], correct: Sequence[Sequence[bool]], k: int
-) -> float:
-    """Share of prompts whose most common answer among the first ``k`` samples is correct.
+MAJORITY_SUBSETS = 4096
+"""Above this many k-subsets of a prompt's n samples, maj@k averages over this many drawn ones."""
 
-    Samples without an answer (``None``) do not vote; ties go to the answer
-    seen first. A prompt with no answers counts as wrong.
+
+def _majority_correct(answers: Sequence[str | None], correct: Sequence[bool]) -> float:
+    """Whether the vote of these samples is right; a tie is split evenly among the tied.
+
+    Samples without an answer (``None``) do not vote; no votes at all is wrong.
+    An answer is right when the first sample giving it is.
     """
-    hits = 0
+    votes = Counter(a for a in answers if a is not None)
+    if not votes:
+        return 0.0
+    top = max(votes.values())
+    first: dict[str, bool] = {}
+    for answer, ok in zip(answers, correct, strict=True):
+        if answer is not None:
+            first.setdefault(answer, bool(ok))
+    tied = [answer for answer, count in votes.items() if count == top]
+    return sum(first[answer] for answer in tied) / len(tied)
+
+
+def majority_at_k(
+    answers: Sequence[Sequence[str | None]],
+    correct: Sequence[Sequence[bool]],
+    k: int,
+    *,
+    seed: int = 0,
+) -> float:
+    """maj@k: the chance that the vote of k of a prompt's n samples is right, averaged over
+    prompts.
+
+    The expectation runs over every k-subset of the n samples (exactly when there
+    are at most :data:`MAJORITY_SUBSETS` of them, else over that many drawn
+    without replacement within each, from ``seed``), as pass@k's does; voting
+    over the first k samples alone would be a one-subset estimate with its
+    variance. Ties are split evenly among the tied answers.
+    """
+    rng = random.Random(seed)
+    total = 0.0
     for row_answers, row_correct in zip(answers, correct, strict=True):
-        votes = Counter(a for a in row_answers[:k] if a is not None)
-        if not votes:
-            continue
-        top = max(votes.values())
-        winner = next(a for a in row_answers[:k] if a is not None and votes[a] == top)
-        index = row_answers.index(winner)
-        hits += bool(row_correct[index])
-    return hits / len(answers)
+        n = len(row_answers)
+        if not 1 <= k <= n:
+            raise ValueError(f"maj@k needs 1 <= k <= n; got n={n}, k={k}")
+        if math.comb(n, k) <= MAJORITY_SUBSETS:
+            subsets: Iterable[Sequence[int]] = itertools.combinations(range(n), k)
+        else:
+            subsets = [sorted(rng.sample(range(n), k)) for _ in range(MAJORITY_SUBSETS)]
+        scores = [
+            _majority_correct([row_answers[i] for i in s], [row_correct[i] for i in s])
+            for s in subsets
+        ]
+        total += sum(scores) / len(scores)
+    return total / len(answers)
 
 
 def default_ks(n: int) -> list[int]:

@@ -251,8 +251,14 @@ class GenerationPipeline:
         if not self.segments or ahead.segments >= self.segments:
             return
         ahead.segments += 1
+        # Tagged with the trainer's version: the replicas hold it (their sync was queued
+        # first), and a fresh replica's own sync count would restart at 0.
         ahead.generated = self.rollout.continue_partial.submit(
-            ahead.generated, self.partial_tokens, ahead.segments == self.segments, self._seed()
+            ahead.generated,
+            self.partial_tokens,
+            ahead.segments == self.segments,
+            self._seed(),
+            self.version,
         )
 
     def _start(self) -> None:
@@ -326,7 +332,7 @@ class GenerationPipeline:
         batch = algorithm.generation_input(prompts)
         if self.segments:
             generated = self.rollout.start_partial.submit(
-                batch, self.partial_tokens, self.segments == 1, self._seed()
+                batch, self.partial_tokens, self.segments == 1, self._seed(), self.version
             )
             return Ahead(
                 prompts=prompts,
@@ -379,7 +385,11 @@ class GenerationPipeline:
         if self.rollout is not None:
             # The replicas count their syncs, the first one (of version replica_base) included.
             synced_count = float(out.meta.pop("weights_version"))
-            metrics["async/rollout_weights_version"] = synced_count - 1 + head.replica_base
+            policy_version = out.meta.pop("policy_version", None)
+            if policy_version is not None:  # partial rollouts: the last segment's, as tagged
+                metrics["async/rollout_weights_version"] = float(policy_version)
+            else:
+                metrics["async/rollout_weights_version"] = synced_count - 1 + head.replica_base
             metrics.update(synced)
             metrics["async/rollout_restarts"] = float(self.rollout_restarts)
         return out, metrics

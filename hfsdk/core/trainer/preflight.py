@@ -263,7 +263,12 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     warning = precision_warning(config, spec)
     if warning:
         logger.warning(warning)
-    assets = resolve_assets(config, spec.policy_role)
+    assets = resolve_assets(
+        config,
+        spec.policy_role,
+        cold_model=spec.default_model == "cold",
+        preference_pairs=spec.default_data == "preference_pairs",
+    )
     warning = run_memory_warning(config)
     if warning:
         logger.warning(warning)

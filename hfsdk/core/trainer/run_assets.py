@@ -31,11 +31,22 @@ class RunAssets:
     default_task: bool
 
 
-def resolve_assets(config: RunConfig, policy_role: str) -> RunAssets:
+def resolve_assets(
+    config: RunConfig,
+    policy_role: str,
+    *,
+    cold_model: bool = False,
+    preference_pairs: bool = False,
+) -> RunAssets:
     """Paths of the model, tokenizer and data; builds the default task's assets when needed.
 
     The tokenizer is the policy's: ``policy_role`` names the spec's role of kind
     ``policy`` (``AlgorithmSpec.policy_role``); no role name is assumed.
+    ``cold_model``: a run without a model path starts from the default task's
+    freshly initialised model instead of the warm-started one
+    (``AlgorithmSpec.default_model``); the tokenizer and data are the same.
+    ``preference_pairs``: the default task's data are its preference pairs
+    (``AlgorithmSpec.default_data``, :mod:`hfsdk.core.default_task.pairs`).
     """
     actor_path = getattr(getattr(config, policy_role), "model_path", None)
     tokenizer_path = getattr(getattr(config, policy_role), "tokenizer_path", None)
@@ -51,12 +62,21 @@ def resolve_assets(config: RunConfig, policy_role: str) -> RunAssets:
     from hfsdk.core.default_task import ensure_default_assets
 
     assets = ensure_default_assets()
+    model_dir = assets.model_dir
+    if cold_model and actor_path is None:
+        cold = ensure_default_assets(attrs.evolve(assets.spec, warm_start_steps=0))
+        model_dir = cold.model_dir
+    train_jsonl, val_jsonl = assets.train_jsonl, assets.val_jsonl
+    if preference_pairs:
+        from hfsdk.core.default_task.pairs import ensure_preference_pairs
+
+        train_jsonl, val_jsonl = ensure_preference_pairs(assets)
     return RunAssets(
-        model_path=actor_path or str(assets.model_dir),
+        model_path=actor_path or str(model_dir),
         tokenizer_path=tokenizer_path or actor_path or str(assets.tokenizer_dir),
-        train_files=tuple(config.data.train_files) or (str(assets.train_jsonl),),
+        train_files=tuple(config.data.train_files) or (str(train_jsonl),),
         val_files=tuple(config.data.val_files)
-        or ((str(assets.val_jsonl),) if not config.data.train_files else ()),
+        or ((str(val_jsonl),) if not config.data.train_files else ()),
         default_task=not config.data.train_files,
     )
 

@@ -373,4 +373,8 @@ class TrainingSession:
 
         prompts = self.val_loader.collate(range(len(self.val_loader)))
         scorer = self.signals.get("reward") or next(iter(self.signals.values()))
-        return validate(algorithm, prompts, scorer, self.config.trainer)
+        result = validate(algorithm, prompts, scorer, self.config.trainer)
+        extra = algorithm.validation_metrics(prompts)
+        if not extra:
+            return result
+        return attrs.evolve(result, metrics={**result.metrics, **extra})

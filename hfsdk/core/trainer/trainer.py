@@ -28,6 +28,7 @@ from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import attach_run_log, detach_run_log
+from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
 from hfsdk.core.placement.run_plan import predicted_step_metrics
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.trainer.checkpoint import (
@@ -114,6 +115,22 @@ def _is_no_space(exc: BaseException) -> bool:
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     return any(sign in str(exc) for sign in _NO_SPACE_SIGNS)
+
+
+class MismatchStop(HfsdkError):
+    """The rollout–training mismatch passed ``trainer.max_mismatch_kl``; the step is saved."""
+
+
+def mismatch_gate(limit: float | None, metrics: Mapping[str, Any]) -> str | None:
+    """Why the run must stop after a step with these metrics, or ``None``."""
+    value = metrics.get("mismatch/kl_k3")
+    if limit is None or value is None or not value > limit:
+        return None
+    return (
+        f"mismatch/kl_k3={value:.4g} exceeds trainer.max_mismatch_kl={limit:g} (the rollout "
+        "samples from another policy than the one trained: check the weight sync, the "
+        "rollout's dtype and sampling settings, or add a rollout correction)"
+    )
 
 
 def _first_line(text: object) -> str:
@@ -358,6 +375,7 @@ class Trainer:
                 signals=session.signals,
                 spec=spec,
                 prompts=session.loader,  # the stream the checkpoint's data position tracks
+                tokenizer=self.prepared.tokenizer,
             )
             algorithm: Algorithm = spec.program(context)
             self._pipeline = self._build_pipeline(algorithm, session.loader, session)
@@ -413,7 +431,7 @@ class Trainer:
             algorithm,
             loader,
             depth=pipeline_depth(trainer.pipeline, trainer.max_staleness),
-            behaviour_log_probs=self.config.algorithm.is_correction != "none",
+            behaviour_log_probs=behaviour_log_probs_needed(self.config),
             rollout=rollout,
             seed=trainer.seed,
             partial_tokens=trainer.partial_rollout_tokens,
@@ -481,8 +499,11 @@ class Trainer:
         tracker.log(step, metrics)
         maybe_fault("step_end", step)
         last = step == cfg.trainer.total_steps
-        if last or (cfg.trainer.save_every and step % cfg.trainer.save_every == 0):
+        gate = mismatch_gate(cfg.trainer.max_mismatch_kl, metrics)
+        if last or gate or (cfg.trainer.save_every and step % cfg.trainer.save_every == 0):
             self._save(session, algorithm, step)
+        if gate:
+            raise MismatchStop(f"step {step}: {gate}; checkpoint step_{step} saved")
 
     def _validation_metrics(
         self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int

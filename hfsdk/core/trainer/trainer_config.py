@@ -220,6 +220,12 @@ class TrainerConfig:
         default=0,
         validator=attrs.validators.ge(0),
     )
+    max_mismatch_kl: float | None = help_field(
+        "Stop the run (after checkpointing the step) when mismatch/kl_k3, the K3 KL between "
+        "the rollout's sampling policy and the trained one, exceeds this; null: no limit.",
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.gt(0.0)),
+    )
     worker_threads: int = help_field(
         "Intra-op threads of each worker process; 0: the node's cores divided by its device "
         "slots, capped by the controller's OMP_NUM_THREADS.",

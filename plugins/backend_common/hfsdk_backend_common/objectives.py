@@ -14,11 +14,6 @@ from typing import Any
 import attrs
 
 from hfsdk import LOSS_AGG_MODES, HfsdkError
-from hfsdk_backend_common.off_policy import (
-    OffPolicyCorrection,
-    importance_weights,
-    weighted_advantages,
-)
 
 LossFn = Callable[..., tuple[Any, dict[str, float]]]
 KLEstimatorFn = Callable[[Any, Any], Any]
@@ -61,9 +56,12 @@ class ActorObjective:
     kl_loss_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
     entropy_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
     norm_length: float | None = None
-    off_policy: OffPolicyCorrection = attrs.field(factory=OffPolicyCorrection)
-    """Importance-sampling correction between the rollout's policy (``rollout_log_probs``) and
-    ``π_old`` (:mod:`hfsdk_backend_common.off_policy`); ``correction: none`` by default."""
+    corrections: tuple[tuple[str, Callable[..., Any], Any], ...] = attrs.field(
+        default=(), converter=tuple
+    )
+    """Rollout corrections ``(name, fn, config)`` between the rollout's policy
+    (``rollout_log_probs``) and ``π_old`` (:mod:`hfsdk.core.maths.rollout_corrections`),
+    applied as a loss weight and a mask; none by default."""
 
     @kl_loss_coef.validator
     def _kl_needs_estimator(self, _attr: attrs.Attribute, value: float) -> None:
@@ -107,7 +105,13 @@ def actor_micro_loss(
     KL loss) and the ``actor/*`` metrics mean the same on fsdp and megatron.
     ``metrics`` is the engine's ``MetricAccumulator``; the caller runs backward.
     """
-    from hfsdk import aggregate_loss, entropy_bonus, kl_loss, masked_fill_zero
+    from hfsdk import (
+        aggregate_loss,
+        combine_corrections,
+        entropy_bonus,
+        kl_loss,
+        masked_fill_zero,
+    )
 
     device = log_prob.device
     mask = micro["response_mask"].to(device)
@@ -117,21 +121,33 @@ def actor_micro_loss(
         old_log_prob = masked_fill_zero(log_prob.detach(), mask)
     advantages = micro["advantages"].to(device)
     tokens = float((mask != 0).sum())
-    if objective.off_policy.active:
+    pg_mask, pg_aggregation = mask, aggregation
+    if objective.corrections:
         if "rollout_log_probs" not in micro:
+            names = ", ".join(name for name, _fn, _cfg in objective.corrections)
             raise HfsdkError(
-                f"algorithm.is_correction={objective.off_policy.correction!r} needs the "
-                "rollout's rollout_log_probs in the batch, which this rollout does not return; "
-                "use a rollout that reports them (vllm, or a pipeline other than sync) or set "
-                "algorithm.is_correction: none"
+                f"rollout corrections ({names}) need the rollout's rollout_log_probs in the "
+                "batch, which this rollout does not return; use a rollout that reports them "
+                "(vllm, or a pipeline other than sync) or drop rollout_correction / "
+                "algorithm.is_correction"
             )
-        weights, is_metrics = importance_weights(
+        result = combine_corrections(
+            objective.corrections,
             old_log_prob=old_log_prob,
             rollout_log_prob=micro["rollout_log_probs"].to(device),
+            log_prob=log_prob.detach(),
+            advantages=advantages,
             response_mask=mask,
-            correction=objective.off_policy,
         )
-        advantages = weighted_advantages(advantages, weights)
+        # A loss weight and a smaller mask, never scaled advantages: a loss that normalises
+        # its advantages cannot undo it, and pg_clipfrac counts only the tokens kept.
+        pg_mask = result.keep.to(mask.dtype)
+        pg_aggregation = attrs.evolve(
+            aggregation,
+            token_weights=result.weights,
+            seq_token_counts=(mask != 0).sum(dim=-1),
+        )
+        is_metrics = dict(result.metrics)
         for name in ("is_weight_max", "is_ratio_max"):
             metrics.add_max(f"actor/{name}", is_metrics.pop(name))
         for name, value in is_metrics.items():
@@ -140,17 +156,15 @@ def actor_micro_loss(
         log_prob=log_prob,
         old_log_prob=old_log_prob,
         advantages=advantages,
-        response_mask=mask,
+        response_mask=pg_mask,
         config=objective.policy_loss_config,
-        aggregation=aggregation,
+        aggregation=pg_aggregation,
     )
     loss = pg_loss
     if objective.entropy_coef > 0:
         entropy_loss, _ = entropy_bonus(entropy, mask, aggregation, objective.entropy_coef)
         loss = loss + entropy_loss
-    metrics.add_share(
-        "actor/entropy", float(aggregate_loss(entropy.detach(), mask, aggregation))
-    )
+    metrics.add_share("actor/entropy", float(aggregate_loss(entropy.detach(), mask, aggregation)))
     if has_reference:
         kl_value, _ = kl_loss(
             log_prob,
@@ -169,7 +183,8 @@ def actor_micro_loss(
         metrics.add_share("actor/kl", float(shown))
     metrics.add_share("actor/pg_loss", float(pg_loss.detach()))
     metrics.add_share("actor/loss", float(loss.detach()))
-    # The loss's metrics are per-token means of this micro-batch: weight them by its tokens.
+    # The loss's metrics are per-token means of this micro-batch (over the tokens a correction
+    # kept): weight them by its tokens.
     for name, value in pg_metrics.items():
         metrics.add_token_share(f"actor/{name}", float(value), tokens, counts)
     return loss
@@ -179,22 +194,21 @@ def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
     """The actor's objective for one update: the run's policy loss and the algorithm's terms.
 
     ``terms`` are the algorithm's ``hfsdk.ActorLossTerms`` (KL as a loss, entropy);
-    ``norm_length`` is the rollout's response length (``seq-mean-token-sum-norm``).
+    ``norm_length`` is the responses' width (``seq-mean-token-sum-norm``): the multi-turn
+    budget for multi-turn rollouts, else ``rollout.max_response_length``.
     """
-    from hfsdk import get_registry
+    from hfsdk import get_registry, resolve_rollout_corrections
 
     algo = run_config.algorithm
     return ActorObjective(
-        off_policy=OffPolicyCorrection(
-            correction=algo.is_correction, level=algo.is_level, cap=algo.is_cap
-        ),
+        corrections=resolve_rollout_corrections(run_config, get_registry("rollout_corrections")),
         policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
         policy_loss_config=run_config.policy_loss,
         loss_agg_mode=algo.loss_agg_mode,
         kl_estimator=terms.kl_estimator,
         kl_loss_coef=terms.kl_loss_coef,
         entropy_coef=terms.entropy_coef,
-        norm_length=float(run_config.rollout.max_response_length),
+        norm_length=float(run_config.rollout.response_width()),
     )
 
 
@@ -207,5 +221,5 @@ def critic_objective_from(run_config: Any) -> CriticObjective:
         value_loss=get_registry("value_losses")[algo.value_loss].impl,
         value_loss_config=run_config.value_loss,
         loss_agg_mode=algo.loss_agg_mode,
-        norm_length=float(run_config.rollout.max_response_length),
+        norm_length=float(run_config.rollout.response_width()),
     )

@@ -3,10 +3,11 @@
 A padded micro-batch ``(B, P + R)`` (left-padded prompts, right-padded
 responses) becomes one row ``(1, N)`` of its ``N`` attended tokens, row after
 row. Positions restart at 0 with every row, and the attention of each token
-is limited to earlier tokens of its own row: transformers (5.x) builds that
-block-diagonal causal mask itself when it is given packed ``position_ids`` and
-no ``attention_mask`` (sdpa and eager attention on CPU; flash-attention's
-variable-length kernel on GPU reads the same positions).
+is limited to earlier tokens of its own row: :meth:`PackedRows.attention_mask`
+is that block-diagonal causal mask, passed to the model as a 4D additive mask
+(sdpa and eager attention use it as given). transformers can infer the same
+mask from packed ``position_ids`` with no mask, but only when no KV cache is
+made (``use_cache=False``): without it the rows would attend to each other.
 
 The outputs that matter are those predicting a response token (or, for a
 critic, valuing the state before it): :meth:`PackedRows.response_outputs`
@@ -42,6 +43,16 @@ class PackedRows:
     def tokens(self) -> int:
         """Tokens in the packed sequence."""
         return int(self.input_ids.shape[1])
+
+    def attention_mask(self, dtype: torch.dtype) -> torch.Tensor:
+        """The block-diagonal causal mask ``(1, 1, N, N)``: 0 where a token may attend (an
+        earlier or the same token of its own row), the dtype's minimum elsewhere."""
+        n = self.tokens
+        same_row = self.rows[:, None] == self.rows[None, :]
+        causal = torch.ones(n, n, dtype=torch.bool, device=self.rows.device).tril()
+        allowed = (same_row & causal)[None, None]
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+        return mask.masked_fill(~allowed, torch.finfo(dtype).min)
 
     def response_tokens(self, responses: torch.Tensor) -> torch.Tensor:
         """The response token each kept output predicts, ``(K,)``."""

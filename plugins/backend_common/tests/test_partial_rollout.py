@@ -64,3 +64,21 @@ def test_tokens_carry_the_version_and_log_probs_of_the_weights_that_sampled_them
     # the output is a rollout batch: prompts + responses, mask up to the first EOS
     assert torch.equal(out["input_ids"][:, -6:], out["responses"])
     assert out.meta["weights_version"] == 3
+
+
+def test_a_fresh_replica_tags_tokens_with_the_trainers_version() -> None:
+    """After a resume or a replica restart the replica's own sync count restarts at 1; the
+    tokens still carry the trainer's policy version the pipeline passes (staleness stays
+    true, not 5-6 steps where it is at most 2)."""
+    replica = _replica()
+    replica.source.weights_version = 4  # the old replica: synced with versions 0..3
+    partial = replica.start_partial(_prompts(replica.source.tokenizer), 2, False, 1, 3)
+    # Resumed: a fresh replica, synced once with the checkpoint's weights (version 5).
+    fresh = _replica()
+    fresh.source.weights_version = 1
+    out = fresh.continue_partial(partial, 2, True, 2, 5)
+    mask = out["response_mask"].bool()
+    versions = out["token_versions"]
+    assert (versions[:, :2][mask[:, :2]] == 3.0).all()
+    assert mask[:, 2:4].any() and (versions[:, 2:4][mask[:, 2:4]] == 5.0).all()
+    assert out.meta["policy_version"] == 5

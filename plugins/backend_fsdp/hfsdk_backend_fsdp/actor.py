@@ -105,7 +105,7 @@ class _CausalLMEngine(FSDPEngine):
         call: dict[str, Any] = {
             "input_ids": packed.input_ids,
             "position_ids": packed.position_ids,
-            "attention_mask": None,  # packed positions: block-diagonal causal attention
+            "attention_mask": packed.attention_mask(self.compute_dtype),
             "use_cache": False,
         }
         if self._logits_to_keep:
@@ -242,9 +242,13 @@ class ActorEngine(_CausalLMEngine):
         stream = sharding.stream_full_parameters(self.module, self.dp, stats)
         if self.lora:
             # HF names and W + (alpha/r)·B·A: the rollout sees the merged model, never peft's.
-            from hfsdk_backend_fsdp.lora import merged_weights, scaling
+            from hfsdk_backend_fsdp.lora import fan_in_fan_out_modules, merged_weights, scaling
 
-            stream = merged_weights(((n, t.detach()) for n, t in stream), scaling(self.module))
+            stream = merged_weights(
+                ((n, t.detach()) for n, t in stream),
+                scaling(self.module),
+                fan_in_fan_out_modules(self.module),
+            )
         for name, tensor in stream:
             yield name, tensor.detach().to(self.compute_dtype)
         self.last_stream = stats

@@ -40,7 +40,7 @@ class CriticEngine(FSDPEngine):
             inputs = {
                 "input_ids": packed.input_ids,
                 "position_ids": packed.position_ids,
-                "attention_mask": None,  # packed positions: block-diagonal causal attention
+                "attention_mask": packed.attention_mask(self.compute_dtype),
                 "use_cache": False,
             }
         with warnings.catch_warnings():

@@ -27,8 +27,10 @@ from hfsdk import (
     HfsdkError,
     LossAggregation,
     LossCounts,
+    group_split,
     load_checkpoint_file,
     load_tokenizer,
+    row_group,
 )
 from hfsdk_backend_common.engine_support import MetricAccumulator, resolve_device
 from hfsdk_backend_common.lr_schedule import build_optimizer
@@ -234,10 +236,20 @@ class FSDPEngine:
         return iter(batch.split(size))
 
     def _train_micro_batches(self, mini: Batch) -> list[Batch]:
-        """The forward/backward passes of one mini-batch (gradients accumulate over them)."""
+        """The forward/backward passes of one mini-batch (gradients accumulate over them).
+
+        Row groups (``hfsdk.ROW_GROUP``, e.g. preference pairs) stay whole in one pass.
+        """
         if self.config.micro_batch_tokens is not None:
+            if row_group(mini) > 1:
+                raise HfsdkError(
+                    f"{self.role}.micro_batch_tokens splits rows by length, but this batch's "
+                    f"rows come in groups of {row_group(mini)} that must share a pass "
+                    f"(preference pairs); unset {self.role}.micro_batch_tokens and use "
+                    f"{self.role}.micro_batch_size"
+                )
             return self._token_budget_split(mini, by_length=True)
-        return mini.split(self.config.micro_batch_size)
+        return group_split(mini, self.config.micro_batch_size)
 
     def _token_budget_split(self, batch: Batch, *, by_length: bool) -> list[Batch]:
         """``micro_batch_tokens`` passes; the ranks agree on their number (FSDP needs it)."""
@@ -310,7 +322,9 @@ class FSDPEngine:
     def _minibatches(self, batch: Batch, epoch: int) -> Iterator[Batch]:
         size = min(self._local_minibatch_size(), len(batch))
         seed = self.config.seed + 100_003 * self.update_calls + epoch
-        return batch.iter_minibatches(size, shuffle=self.config.shuffle, seed=seed)
+        return batch.iter_minibatches(
+            size, shuffle=self.config.shuffle, seed=seed, group=row_group(batch)
+        )
 
     def _optimizer_step(self, metrics: MetricAccumulator, prefix: str) -> None:
         """Clip, then step unless the gradient norm is not finite (that step is skipped)."""

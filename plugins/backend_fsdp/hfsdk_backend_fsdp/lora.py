@@ -9,7 +9,7 @@ turns the peft module's parameter stream into the merged model's
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,14 +86,30 @@ def hf_name(name: str) -> str:
     return name.replace(".base_layer.", ".")
 
 
+def fan_in_fan_out_modules(module: nn.Module) -> frozenset[str]:
+    """Names (as the module names its parameters) of the LoRA layers whose base weight is
+    stored ``(in, out)`` (peft's ``fan_in_fan_out``: GPT-2-style ``Conv1D``)."""
+    from peft.tuners.lora import LoraLayer
+
+    return frozenset(
+        name
+        for name, layer in module.named_modules()
+        if isinstance(layer, LoraLayer) and layer.fan_in_fan_out
+    )
+
+
 def merged_weights(
-    stream: Iterable[tuple[str, torch.Tensor]], scale: float
+    stream: Iterable[tuple[str, torch.Tensor]],
+    scale: float,
+    fan_in_fan_out: Collection[str] = (),
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """HF-named merged weights from a peft module's ``(name, full tensor)`` stream.
 
     A module's base weight and its ``lora_A`` / ``lora_B`` arrive together (one
     FSDP unit holds them), so at most one module's tensors wait here. Merged
-    weights are new tensors; the others are passed through.
+    weights are new tensors; the others are passed through. ``B @ A`` is
+    ``(out, in)``; the modules named in ``fan_in_fan_out``
+    (:func:`fan_in_fan_out_modules`) store their weight transposed, so their delta is too.
     """
     pending: dict[str, dict[str, torch.Tensor]] = {}
     for name, tensor in stream:
@@ -106,6 +122,8 @@ def merged_weights(
                     del pending[owner]
                     base, a, b = parts["base_layer"], parts["lora_A"], parts["lora_B"]
                     delta = (b.float() @ a.float()) * scale
+                    if owner in fan_in_fan_out:
+                        delta = delta.T
                     yield hf_name(owner) + ".weight", (base.float() + delta).to(base.dtype)
                 break
         else:
@@ -148,4 +166,4 @@ def export_adapter(
 
 def merged_state(module: nn.Module, full_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The merged model's HF state dict from a peft module's full state dict."""
-    return dict(merged_weights(full_state.items(), scaling(module)))
+    return dict(merged_weights(full_state.items(), scaling(module), fan_in_fan_out_modules(module)))

@@ -127,3 +127,33 @@ def test_token_budget_passes_pack_instead_of_padding() -> None:
     packed = token_budget_groups(lengths, 24, packed=True)
     assert len(padded) == 4
     assert packed == [[0, 1], [2, 3]]
+
+
+@pytest.mark.parametrize("attention", ["eager", "sdpa"])
+@pytest.mark.parametrize("use_cache", [None, True, False])
+def test_the_packed_mask_does_not_depend_on_use_cache(
+    model_dir: Path, attention: str, use_cache: bool | None
+) -> None:
+    """Without an explicit mask, transformers infers the packed rows' mask only when it makes
+    no KV cache; the explicit block-diagonal mask gives the padded pass's logits either way."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), attn_implementation=attention)
+    model = model.float().eval()
+    batch = _batch(model.config.vocab_size)
+    packed = pack_rows(batch["input_ids"], batch["attention_mask"], batch["position_ids"], RESPONSE)
+    extra = {} if use_cache is None else {"use_cache": use_cache}
+    with torch.no_grad():
+        padded = model(
+            input_ids=batch["input_ids"],
+            attention_mask=batch["attention_mask"],
+            position_ids=batch["position_ids"],
+        ).logits
+        got = model(
+            input_ids=packed.input_ids,
+            position_ids=packed.position_ids,
+            attention_mask=packed.attention_mask(torch.float32),
+            **extra,
+        ).logits[0]
+    torch.testing.assert_close(got, padded[packed.rows, packed.columns], rtol=1e-4, atol=1e-4)

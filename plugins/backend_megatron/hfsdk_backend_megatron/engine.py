@@ -31,10 +31,12 @@ from hfsdk import (
     LossAggregation,
     LossCounts,
     atomic_path,
+    group_split,
     load_checkpoint_file,
     load_tokenizer,
     masked_fill_zero,
     masked_mean,
+    row_group,
 )
 from hfsdk_backend_common.engine_support import (
     SEQUENCE_KEYS,
@@ -401,7 +403,9 @@ class MegatronEngine:
             )
         local = min(size // self.dp_size, len(batch))
         seed = self.config.seed + 100_003 * self.update_calls + epoch
-        return batch.iter_minibatches(local, shuffle=self.config.shuffle, seed=seed)
+        return batch.iter_minibatches(
+            local, shuffle=self.config.shuffle, seed=seed, group=row_group(batch)
+        )
 
     def _reduce_gradients(self) -> None:
         """Average over data-parallel replicas; sum a tied embedding's two copies (pp > 1)."""
@@ -509,7 +513,7 @@ class MegatronEngine:
                         first_forward[0],
                     )  # fmt: skip
 
-                self._pipeline(mini.split(self.config.micro_batch_size), last, backward=True)
+                self._pipeline(group_split(mini, self.config.micro_batch_size), last, backward=True)
                 self._optimizer_step(metrics, "actor")
                 metrics.end_minibatch()
                 first_forward[0] = None
@@ -594,7 +598,7 @@ class MegatronEngine:
                         metrics.add_token_share(f"critic/{name}", float(value), tokens, counts)
                     return loss
 
-                self._pipeline(mini.split(self.config.micro_batch_size), last, backward=True)
+                self._pipeline(group_split(mini, self.config.micro_batch_size), last, backward=True)
                 self._optimizer_step(metrics, "critic")
                 metrics.end_minibatch()
         return self._finish_update(metrics, "critic")

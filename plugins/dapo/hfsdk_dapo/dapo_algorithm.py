@@ -31,43 +31,84 @@ class DAPOAlgorithm(Algorithm):
             self.record(self.actor.update_actor(batch))
         return self.finish(batch)
 
-    def _scored(self, prompts: Batch, round_index: int) -> Batch:
-        """Rollouts of ``prompts`` with their (shaped) token-level scores."""
+    def _scored(self, prompts: Batch, round_index: int, behaviour: bool = False) -> Batch:
+        """Rollouts of ``prompts`` with their (shaped) token-level scores and ``accuracy``."""
+        from hfsdk_dapo.padding import left_pad_rollout
+
+        with self.stage("generation"):
+            # The prompts exactly as drawn: a batch the pipeline generated ahead is known by
+            # them (padding them first would make a new batch and regenerate it here).
+            batch = self.generate(prompts)
+        # Every round's rollouts concatenate: one prompt width for all.
+        batch = left_pad_rollout(batch, self.config.rollout.max_prompt_length)
+        # Group ids unique within the step: a prompt drawn again after an epoch wraps
+        # is a group of its own.
+        batch["uid"] = [f"{round_index}:{u}" for u in batch["uid"]]
+        if round_index > 0:
+            batch = self._with_behaviour_log_probs(batch, behaviour)
+        with self.stage("reward"):
+            scores = self.score(batch, "reward")
+            # What the groups are filtered on: the reward's own score (accuracy for a
+            # verifiable reward), before overlong shaping makes equal answers differ.
+            batch["accuracy"] = scores.sum(-1)
+            penalty = self._overlong_penalty(batch)
+            if penalty is not None:
+                scores = scores + penalty
+            batch["token_level_scores"] = scores
+        return batch
+
+    def _with_behaviour_log_probs(self, batch: Batch, needed: bool) -> Batch:
+        """A later round's rollout with ``rollout_log_probs`` when the run needs them.
+
+        Later rounds generate now, with the weights being trained, so their behaviour
+        policy is the current one: its log-probs are the actor's own. Rounds must carry the
+        same columns to concatenate, and a rollout correction needs them on every row.
+        """
+        if "rollout_log_probs" in batch or not needed:
+            return batch
+        (own,) = self.concurrently(batch, [("old_log_prob", self.actor.compute_log_prob)])
+        batch["rollout_log_probs"] = own["old_log_probs"]
+        return batch
+
+    def _overlong_penalty(self, batch: Batch) -> Any:
+        """DAPO's soft overlong penalty as token-level scores (B, R), or ``None`` when off.
+
+        The length is the whole response (model and tool tokens of a multi-turn
+        trajectory), against the responses' budget (``rollout.multi_turn.max_response_tokens``
+        for multi-turn rollouts, else ``rollout.max_response_length``); the penalty sits
+        where the score does, on the last token of the loss mask (a model token).
+        """
         import torch  # here: registering the algorithm must not import torch
 
         from hfsdk_dapo.overlong import overlong_penalty
-        from hfsdk_dapo.padding import left_pad
 
-        width = self.config.rollout.max_prompt_length
-        prompts = left_pad(prompts, width)  # every round's rollouts concatenate
-        # Group ids unique within the step: a prompt drawn again after an epoch wraps
-        # is a group of its own.
-        prompts["uid"] = [f"{round_index}:{u}" for u in prompts["uid"]]
-        with self.stage("generation"):
-            batch = self.generate(prompts)
-        with self.stage("reward"):
-            scores = self.score(batch, "reward")
-            cfg = self.algo_config
-            if cfg.overlong_buffer_len:
-                lengths = batch["response_mask"].sum(-1)
-                penalty = overlong_penalty(
-                    lengths,
-                    self.config.rollout.max_response_length,
-                    cfg.overlong_buffer_len,
-                    cfg.overlong_penalty_factor,
-                )
-                last = (lengths.long() - 1).clamp(min=0)
-                scores = scores.clone()
-                scores[torch.arange(len(batch)), last] += penalty.to(scores.dtype)
-                self.metrics["overlong/penalty_mean"] = float(penalty.mean())
-            batch["token_level_scores"] = scores
-        return batch
+        cfg = self.algo_config
+        if not cfg.overlong_buffer_len:
+            return None
+        budget = self.config.rollout.response_width()
+        mask = batch["response_mask"]
+        width = mask.shape[-1]
+        lengths = batch["attention_mask"][:, -width:].sum(-1)
+        penalty = overlong_penalty(
+            lengths, budget, cfg.overlong_buffer_len, cfg.overlong_penalty_factor
+        )
+        positions = torch.arange(width).expand_as(mask)
+        last = torch.where(mask.bool(), positions, torch.zeros_like(positions)).max(-1).values
+        out = torch.zeros(mask.shape, dtype=torch.float32)
+        out[torch.arange(len(batch)), last] = penalty.to(torch.float32)
+        self.metrics["overlong/penalty_mean"] = float(penalty.mean())
+        return out
 
     def _sample_informative(self, prompts: Batch) -> Batch:
         """The step's batch: only groups that disagree, refilled from the prompt stream."""
         cfg = self.algo_config
         target = len(prompts)
         batch = self._scored(prompts, 0)
+        # Later rounds carry rollout_log_probs when the first did (a rollout pool or the
+        # pipeline reports them) or the run needs them (a correction, the mismatch gate).
+        from hfsdk import behaviour_log_probs_needed
+
+        behaviour = "rollout_log_probs" in batch or behaviour_log_probs_needed(self.config)
         # The policy's reward on the prompts as drawn (reward/mean is the kept groups').
         first = batch["token_level_scores"].sum(-1)
         self.metrics["dynamic_sampling/reward_before_filter"] = float(first.mean())
@@ -80,8 +121,9 @@ class DAPOAlgorithm(Algorithm):
         while True:
             with self.stage("dynamic_sampling"):
                 ids = list(batch["uid"])
-                sequence_scores = batch["token_level_scores"].sum(-1).tolist()
-                keep = informative_groups(ids, sequence_scores)
+                # On accuracy, as the paper and verl do: four correct answers of different
+                # lengths differ in shaped score but carry no signal between them.
+                keep = informative_groups(ids, batch["accuracy"].tolist())
                 stats["dropped"] += len(set(ids)) - len(keep)
                 keep = keep[: target - groups]
                 if keep:
@@ -91,13 +133,12 @@ class DAPOAlgorithm(Algorithm):
                 break
             more = self.prompts.next_batch(len(prompts))
             stats["drawn"] += len(more)
-            batch = self._scored(more, stats["rounds"])
+            batch = self._scored(more, stats["rounds"], behaviour)
             stats["rounds"] += 1
         self._record_sampling(stats, groups, target)
-        from hfsdk import Batch
 
         # No group disagreed in any round: train on the last one (its advantages are 0).
-        return Batch.concat(kept) if kept else batch
+        return _concat_rounds(kept) if kept else batch
 
     def _record_sampling(self, stats: dict[str, Any], groups: int, target: int) -> None:
         self.metrics["dynamic_sampling/prompts_drawn"] = float(stats["drawn"])
@@ -105,3 +146,19 @@ class DAPOAlgorithm(Algorithm):
         self.metrics["dynamic_sampling/generation_rounds"] = float(stats["rounds"])
         self.metrics["dynamic_sampling/groups_kept"] = float(groups)
         self.metrics["dynamic_sampling/batch_filled"] = groups / target
+
+
+def _concat_rounds(rounds: list[Batch]) -> Batch:
+    """The kept rows of every round as one batch, with the columns all rounds have.
+
+    A batch the pipeline generated ahead carries columns a round generated now does
+    not (a partial rollout's ``token_versions``, read for its staleness metrics
+    already); ``rollout_log_probs`` is made present on every round beforehand.
+    """
+    from hfsdk import Batch
+
+    if len(rounds) == 1:
+        return rounds[0]
+    tensors = [k for k in rounds[0].tensor_keys if all(k in r.tensor_keys for r in rounds)]
+    arrays = [k for k in rounds[0].non_tensor_keys if all(k in r.non_tensor_keys for r in rounds)]
+    return Batch.concat([r.select(tensor_keys=tensors, non_tensor_keys=arrays) for r in rounds])

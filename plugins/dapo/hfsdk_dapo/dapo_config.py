@@ -7,6 +7,18 @@ import attrs
 from hfsdk import LOSS_AGG_MODES, AlgorithmConfig, LossAggMode, help_field
 
 
+def _dual_clip_above_one(
+    _instance: object, attribute: attrs.Attribute, value: float | None
+) -> None:
+    # c <= 1 would bound every negative-advantage token's loss at or below its unclipped
+    # value at ratio 1, i.e. zero their gradient; PPO's config refuses it the same way.
+    if value is not None and not value > 1.0:
+        raise ValueError(
+            f"{attribute.name}={value!r}; the dual-clip constant must be > 1 (typically 3), "
+            "or null to turn dual clipping off"
+        )
+
+
 @attrs.frozen(kw_only=True)
 class DAPOConfig(AlgorithmConfig):
     """DAPO: GRPO's group advantages without KL, token-mean loss, clip-higher (``dapo_clip``),
@@ -61,9 +73,9 @@ class DAPOClipConfig:
     """``dapo_clip``: the clipped policy loss with DAPO's decoupled bounds (clip-higher)."""
 
     clip_ratio_low: float = help_field(
-        "ε_low: the ratio π/π_old is clipped below at 1 − ε_low.",
+        "ε_low: the ratio π/π_old is clipped below at 1 − ε_low (0 < ε_low < 1).",
         default=0.2,
-        validator=attrs.validators.gt(0.0),
+        validator=[attrs.validators.gt(0.0), attrs.validators.lt(1.0)],
     )
     clip_ratio_high: float = help_field(
         "ε_high: the ratio is clipped above at 1 + ε_high; above ε_low, low-probability "
@@ -74,4 +86,5 @@ class DAPOClipConfig:
     clip_ratio_c: float | None = help_field(
         "Dual-clip constant c > 1 for negative advantages; null: off.",
         default=None,
+        validator=_dual_clip_above_one,
     )

@@ -59,12 +59,38 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def behaviour_policy_problem(config: Any) -> str | None:
+    """One line when a correction needs a behaviour policy vLLM cannot report.
+
+    The behaviour policy μ of every importance weight is defined as the
+    rollout's temperature-scaled softmax over the *whole* vocabulary (what
+    ``π_old`` is on the training side); top-k/top-p truncation is part of how the
+    rollout samples, not of μ. vLLM reports that at temperature 0 or 1, or at
+    another temperature without top-k/top-p; otherwise only values renormalised
+    over the kept tokens, which would scale every weight by the kept mass.
+    """
+    from hfsdk import behaviour_log_probs_needed
+
+    rollout = config.rollout
+    if rollout.logprobs_caveat() is None or not behaviour_log_probs_needed(config):
+        return None
+    return (
+        f"rollout.temperature={rollout.temperature} with top_p={rollout.top_p}/"
+        f"top_k={rollout.top_k} and a rollout correction (or trainer.max_mismatch_kl): vLLM "
+        "cannot report the full-vocabulary behaviour log-probs the importance weights are "
+        "defined on; use temperature 1 (or 0), or top_p 1 and top_k 0, or drop the correction"
+    )
+
+
 def run_config_problems(config: Any) -> list[str]:
     """A run config's mistakes for the ``vllm`` rollout, found before any worker starts."""
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
 
     if not isinstance(getattr(config, "rollout", None), VLLMRolloutConfig):
         return []
+    problem = behaviour_policy_problem(config)
+    if problem:
+        return [problem]
     problem = vllm_problem()
     if problem:
         return [problem]

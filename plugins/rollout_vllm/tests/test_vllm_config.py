@@ -27,3 +27,37 @@ def test_logprobs_mode_matches_the_actors_log_probs(
     assert (caveat is None) == exact
     if caveat is not None:
         assert "temperature=0.7" in caveat and "top_p=0.9" in caveat
+
+
+@pytest.mark.parametrize(
+    ("overrides", "refused"),
+    [
+        (["rollout.temperature=0.7", "rollout.top_p=0.9", "algorithm.is_correction=tis"], True),
+        (["rollout.temperature=0.7", "rollout.top_k=5", "rollout_correction.preset=icepop"], True),
+        (["rollout.temperature=0.7", "rollout.top_p=0.9", "trainer.max_mismatch_kl=0.1"], True),
+        (["rollout.temperature=0.7", "rollout.top_p=0.9"], False),  # no weight: metrics only
+        (["rollout.temperature=1.0", "rollout.top_p=0.9", "algorithm.is_correction=tis"], False),
+        (["rollout.temperature=0.7", "algorithm.is_correction=tis"], False),
+    ],
+)
+def test_a_correction_whose_behaviour_policy_vllm_cannot_report_is_refused(
+    overrides: list[str], refused: bool
+) -> None:
+    from hfsdk import ConfigError
+    from hfsdk.core.config import resolve_run_config
+    from hfsdk_rollout_vllm.checks import behaviour_policy_problem
+
+    data: dict = {"rollout": {"backend": "vllm"}}
+    for item in overrides:
+        key, value = item.split("=", 1)
+        section, name = key.split(".", 1)
+        data.setdefault(section, {})[name] = __import__("yaml").safe_load(value)
+    try:
+        config = resolve_run_config("grpo", data)
+    except ConfigError as exc:  # the config check runs behaviour_policy_problem first
+        said = "full-vocabulary behaviour log-probs" in str(exc)
+        assert said == refused, exc  # (not refused: vLLM missing on this machine, say)
+        assert "\n" not in str(exc)
+        return
+    assert not refused
+    assert behaviour_policy_problem(config) is None

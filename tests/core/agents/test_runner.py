@@ -225,3 +225,31 @@ def test_a_rollout_with_request_level_generation_serves_requests_itself() -> Non
     # the backend stopped at </tool_call>: nothing after the call is in the trajectory
     assert rollout.seen[2].prompt_ids[-3:] == tuple(ids("<tool_response> 7 </tool_response>"))
     assert out["rollout_log_probs"][0][out["response_mask"][0].bool()].eq(-0.5).all()
+
+
+def test_response_text_is_the_text_of_the_truncated_tensors() -> None:
+    from hfsdk.core.agents.runner import assemble
+    from hfsdk.core.agents.trajectory import Segment, Trajectory
+
+    prompts = prompt_batch(TOKENIZER, ["3 + 4 ="])
+    kept, cut = ids("7 7"), ids("1 2 3")
+    trajectory = Trajectory(prompt_ids=tuple(ids("3 + 4 =")))
+    trajectory.add(
+        Segment(
+            role="assistant",
+            token_ids=tuple(kept + cut),
+            trainable=True,
+            logprobs=tuple([-0.1] * (len(kept) + len(cut))),
+        )
+    )
+    out = assemble(
+        prompts,
+        [trajectory],
+        tokenizer=TOKENIZER,
+        width=len(kept),
+        temperature=1.0,
+        greedy=False,
+        metrics={},
+    )
+    assert out["responses"][0].tolist() == kept
+    assert out["response_text"][0] == TOKENIZER.decode(kept, skip_special_tokens=True)

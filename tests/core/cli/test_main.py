@@ -50,6 +50,14 @@ def test_list_kinds(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "fsdp" in out and "megatron" in out
 
 
+def test_list_rollout_corrections(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _hfsdk(capsys, "list", "rollout-corrections")
+    assert code == 0
+    names = {line.split()[0] for line in out.splitlines() if line.strip()}
+    assert {"tis", "mis", "icepop", "geo_rs", "k3_rs", "trust_region", "dsv32_mask"} <= names
+    assert "[hfsdk]" in out
+
+
 def test_list_unknown_kind_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = _hfsdk(capsys, "list", "algoritms")
     assert code == 2
@@ -61,7 +69,7 @@ def test_run_unknown_algorithm_exits_2_with_one_line(capsys: pytest.CaptureFixtu
     code, _out, err = _hfsdk(capsys, "run", "--algo", "nope")
     assert code == 2
     assert err.strip() == (
-        "Error: config key 'algo': unknown algorithm 'nope'; available: dapo, grpo, ppo, remax, safe_rlhf"
+        "Error: config key 'algo': unknown algorithm 'nope'; available: dapo, dpo, grpo, ppo, remax, safe_rlhf, sft"
     )
 
 

@@ -157,3 +157,23 @@ def test_partial_rollouts_mix_versions_within_the_staleness_bound(tmp_path: Path
         shares = sum(row[f"async/staleness_hist_{s}"] for s in range(3))
         assert shares == pytest.approx(1.0)
         assert row["async/staleness_mean"] <= row["async/staleness_max"]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_partial_rollouts_keep_true_staleness_across_a_resume(tmp_path: Path) -> None:
+    """The fresh replicas of a resumed run count their syncs from 1; tokens still carry the
+    trainer's version, so per-token staleness stays within max_staleness."""
+    common = (
+        "trainer.pipeline=async",
+        "trainer.max_staleness=2",
+        "trainer.partial_rollout_tokens=2",
+        "rollout.temperature=3.0",
+    )
+    _trainer(tmp_path / "run", *common, "trainer.total_steps=2").fit()
+    rows = _trainer(tmp_path / "run", *common, "trainer.total_steps=5").fit()
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
+    for row in rows:
+        assert row["async/staleness_max"] <= 2, row["step"]
+        # the weights of the last segment are at most max_staleness updates old ...
+        assert row["step"] - 1 - 2 <= row["async/rollout_weights_version"] <= row["step"] - 1

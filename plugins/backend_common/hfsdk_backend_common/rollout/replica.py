@@ -260,8 +260,15 @@ class RolloutReplicaWorker(Worker):
         return self._segment_rollouts[tokens]
 
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
-    def start_partial(self, prompts: Batch, tokens: int, final: bool, seed: int) -> Batch:
-        """The first segment of ``tokens`` tokens for ``prompts`` (one row per response)."""
+    def start_partial(
+        self, prompts: Batch, tokens: int, final: bool, seed: int, version: int | None = None
+    ) -> Batch:
+        """The first segment of ``tokens`` tokens for ``prompts`` (one row per response).
+
+        ``version``: the trainer's policy version of the weights this replica holds (the
+        pipeline knows it; a fresh replica's own sync count does not, after a resume or
+        a restart); ``None``: the replica's syncs counted from 0.
+        """
         rows = len(prompts)
         width = self.run_config.rollout.max_response_length
         pad = self.source.tokenizer.pad_token_id
@@ -274,20 +281,27 @@ class RolloutReplicaWorker(Worker):
         partial["token_versions"] = torch.full((rows, width), -1.0)
         partial["partial_lengths"] = torch.zeros(rows, dtype=torch.long)
         partial["partial_done"] = torch.zeros(rows, dtype=torch.bool)
-        return self.continue_partial(partial, tokens, final, seed)
+        return self.continue_partial(partial, tokens, final, seed, version)
 
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
-    def continue_partial(self, partial: Batch, tokens: int, final: bool, seed: int) -> Batch:
+    def continue_partial(
+        self, partial: Batch, tokens: int, final: bool, seed: int, version: int | None = None
+    ) -> Batch:
         """Up to ``tokens`` more tokens per unfinished row with the current weights.
 
         ``final``: return the finished rollout batch (the contract's keys plus
         ``rollout_log_probs`` and ``token_versions``) instead of the partial state.
+        ``version``: as in :meth:`start_partial`; the segment's tokens are tagged with it
+        and the batch's ``meta['policy_version']`` is the last segment's.
         """
         torch.manual_seed(int(seed) + 7919 * self.rank)
-        partial = self._segment(partial, tokens)
+        partial = self._segment(partial, tokens, version)
         return self._finish(partial) if final else partial
 
-    def _segment(self, partial: Batch, tokens: int) -> Batch:
+    def _segment(self, partial: Batch, tokens: int, policy_version: int | None = None) -> Batch:
+        if policy_version is None:  # the replica's own syncs, the first one being version 0
+            policy_version = self.source.weights_version - 1
+        partial.meta["policy_version"] = int(policy_version)  # what the weights held are
         width = self.run_config.rollout.max_response_length
         pad = self.source.tokenizer.pad_token_id
         eos = set(eos_token_ids(list(self.source.generation_eos_ids), self.source.tokenizer))
@@ -315,7 +329,7 @@ class RolloutReplicaWorker(Worker):
         )
         out = self._segment_rollout(tokens).generate_sequences(segment)
         new_log_probs = self.source.log_probs(out)
-        version = float(self.source.weights_version - 1)  # the trainer's updates
+        version = float(policy_version)
         for j, i in enumerate(active):
             valid = int(out["response_mask"][j].sum())
             take = min(valid, width - int(lengths[i]))
@@ -336,6 +350,7 @@ class RolloutReplicaWorker(Worker):
         partial["token_versions"] = versions
         partial["partial_lengths"] = lengths
         partial["partial_done"] = done
+        partial.meta["policy_version"] = int(policy_version)
         return partial
 
     def _finish(self, partial: Batch) -> Batch:
@@ -358,6 +373,8 @@ class RolloutReplicaWorker(Worker):
             },
         )
         out.meta["weights_version"] = self.source.weights_version
+        if "policy_version" in partial.meta:
+            out.meta["policy_version"] = partial.meta["policy_version"]
         return out
 
     @register(protocol=BuiltinProtocol.RANK_ZERO)

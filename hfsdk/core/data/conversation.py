@@ -1,0 +1,253 @@
+"""Supervised sequences: a prompt and a given response as token ids, with a loss mask.
+
+SFT, DPO and Bradley-Terry reward models all train on *given* responses
+rather than sampled ones. This module turns one prompt (a string or chat
+messages) and one response (a string or chat messages, possibly several
+turns) into the batch layout the workers already use for sampled responses
+(``token_ops``' contract): the prompt left-padded, the response right-padded,
+and a ``response_mask`` that is 1 on the tokens a loss may train on.
+
+How the text is cut into tokens, so the mask is exact token by token:
+
+- With a chat template, the conversation is rendered message by message
+  (``apply_chat_template`` of the first ``k`` messages, with the generation
+  prompt before an assistant message); each rendering must extend the one
+  before it. The text an assistant message adds (its content and the
+  template's end-of-turn marker) is a *trained* segment, everything else
+  (user turns, tool results, the next generation prompt) an untrained one.
+- Without a template, the plain rendering of :mod:`hfsdk.core.data.chat` is
+  the prompt and each response message is its content (several turns are
+  joined by ``"\\n"`` and non-assistant turns are ``role: content`` lines, not
+  trained).
+- Each segment is tokenized on its own and the ids concatenated: that is
+  how a rollout produces them too (generation continues from the prompt's
+  ids), so the log-probs of a given response and of a sampled one mean the
+  same.
+- ``append_eos``: the response ends with the tokenizer's EOS token (added,
+  and trained, unless the last segment already ends with it), so the model
+  learns to stop where a rollout stops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from hfsdk.core.data.chat import Messages, check_messages, plain_rendering
+from hfsdk.core.errors import HfsdkError
+
+TRAINED_ROLES = frozenset({"assistant"})
+"""Roles whose messages are trained on; every other role's tokens are masked out."""
+
+
+@attrs.frozen(kw_only=True)
+class SupervisedSequence:
+    """One prompt and its given response as token ids, with the response's loss mask.
+
+    ``loss_mask`` has one entry per ``response_ids`` token: 1 where a loss
+    trains on it (assistant tokens), 0 elsewhere (user or tool turns inside a
+    multi-turn response).
+    """
+
+    prompt_ids: tuple[int, ...]
+    response_ids: tuple[int, ...]
+    loss_mask: tuple[int, ...]
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.loss_mask) != len(self.response_ids):
+            raise ValueError(
+                f"loss_mask has {len(self.loss_mask)} entries for {len(self.response_ids)} "
+                "response tokens; give one per token"
+            )
+
+    @property
+    def trained_tokens(self) -> int:
+        """How many response tokens a loss trains on."""
+        return sum(self.loss_mask)
+
+
+def as_messages(value: Any, where: str) -> Messages | None:
+    """Checked messages when ``value`` is a list of messages, ``None`` when it is a string.
+
+    Anything else (a number, an empty list, a malformed message) is a one-line error naming
+    ``where``.
+    """
+    if isinstance(value, str):
+        return None
+    return check_messages(value, where)
+
+
+def _tokens(tokenizer: Any, text: str) -> list[int]:
+    # Templates and the plain rendering place special tokens themselves; never add BOS twice.
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
+
+
+def _prompt_tokens(tokenizer: Any, text: str, use_template: bool) -> list[int]:
+    # The same call PromptLoader makes, so a prompt has the same ids in SFT/DPO and in RL.
+    return list(tokenizer(text, add_special_tokens=not use_template)["input_ids"])
+
+
+def _render(tokenizer: Any, messages: Messages, *, generation_prompt: bool) -> str:
+    return str(
+        tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=generation_prompt
+        )
+    )
+
+
+def _template_segments(
+    tokenizer: Any, prompt: Messages, response: Messages, where: str
+) -> tuple[str, list[tuple[str, bool]]]:
+    """The prompt text and the response's ``(text, trained)`` segments under the template."""
+    first_trained = bool(response) and response[0]["role"] in TRAINED_ROLES
+    prompt_text = _render(tokenizer, prompt, generation_prompt=first_trained)
+    segments: list[tuple[str, bool]] = []
+    done = prompt_text
+    for index, message in enumerate(response):
+        trained = message["role"] in TRAINED_ROLES
+        if trained and index > 0:
+            # The generation prompt before this assistant turn is context, not a target.
+            cue = _render(tokenizer, [*prompt, *response[:index]], generation_prompt=True)
+            _check_prefix(done, cue, where, index)
+            segments.append((cue[len(done) :], False))
+            done = cue
+        full = _render(tokenizer, [*prompt, *response[: index + 1]], generation_prompt=False)
+        _check_prefix(done, full, where, index)
+        segments.append((full[len(done) :], trained))
+        done = full
+    return prompt_text, segments
+
+
+def _check_prefix(before: str, after: str, where: str, index: int) -> None:
+    if not after.startswith(before):
+        raise HfsdkError(
+            f"{where}: the chat template renders the conversation up to response message "
+            f"{index} so that it does not extend the rendering before it, so the trained "
+            "tokens cannot be marked exactly; use a template whose renderings of a "
+            "conversation's prefixes are prefixes of each other, or set "
+            "data.apply_chat_template=false"
+        )
+
+
+def _plain_segments(response: Messages) -> list[tuple[str, bool]]:
+    segments: list[tuple[str, bool]] = []
+    for index, message in enumerate(response):
+        sep = "\n" if index else ""
+        if message["role"] in TRAINED_ROLES:
+            segments.append((sep + message["content"], True))
+        else:
+            segments.append((f"{sep}{message['role']}: {message['content']}\nassistant:", False))
+    return segments
+
+
+def tokenize_supervised(
+    prompt: str | Messages,
+    response: str | Messages,
+    tokenizer: Any,
+    *,
+    use_template: bool,
+    append_eos: bool = True,
+    where: str = "row",
+) -> SupervisedSequence:
+    """Token ids of ``prompt`` and ``response`` with the response's loss mask (module docstring).
+
+    ``prompt``: a string or checked messages (the context). ``response``: a
+    string (one assistant reply) or checked messages (one or more turns;
+    assistant turns are trained). ``use_template``: render with the
+    tokenizer's chat template (:func:`hfsdk.core.data.prompt_dataset.resolve_use_template`).
+    ``where`` names the row in error messages.
+    """
+    reply: Messages = (
+        [{"role": "assistant", "content": response}] if isinstance(response, str) else response
+    )
+    if not reply:
+        raise HfsdkError(f"{where}: the response is empty; give it at least one message")
+    if not any(m["role"] in TRAINED_ROLES for m in reply):
+        raise HfsdkError(
+            f"{where}: the response has no assistant message (roles: "
+            f"{[m['role'] for m in reply]}), so nothing would be trained; give it an "
+            "assistant turn"
+        )
+    if use_template:
+        context = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        prompt_text, segments = _template_segments(tokenizer, context, reply, where)
+    else:
+        prompt_text = prompt if isinstance(prompt, str) else plain_rendering(prompt)
+        segments = _plain_segments(reply)
+    prompt_ids = _prompt_tokens(tokenizer, prompt_text, use_template)
+    response_ids: list[int] = []
+    mask: list[int] = []
+    for text, trained in segments:
+        ids = _tokens(tokenizer, text)
+        response_ids += ids
+        mask += [int(trained)] * len(ids)
+    eos = tokenizer.eos_token_id
+    if append_eos and eos is not None and (not response_ids or response_ids[-1] != eos):
+        response_ids.append(int(eos))
+        mask.append(1)
+    if not any(mask):
+        raise HfsdkError(
+            f"{where}: the response's assistant text tokenizes to no tokens; give it content"
+        )
+    return SupervisedSequence(
+        prompt_ids=tuple(prompt_ids), response_ids=tuple(response_ids), loss_mask=tuple(mask)
+    )
+
+
+def split_conversation(messages: Messages, where: str) -> tuple[Messages, Messages]:
+    """A whole conversation cut before its first assistant message: ``(prompt, response)``.
+
+    The layout of TRL's and verl's SFT datasets (one ``messages`` column). A
+    conversation that starts with the assistant or has none is a one-line error.
+    """
+    first = next((i for i, m in enumerate(messages) if m["role"] in TRAINED_ROLES), None)
+    if first is None or first == 0:
+        what = "no assistant message" if first is None else "an assistant message first"
+        raise HfsdkError(
+            f"{where}: the conversation has {what} (roles: {[m['role'] for m in messages]}); "
+            "expected context messages followed by at least one assistant reply"
+        )
+    return messages[:first], messages[first:]
+
+
+def collate_supervised(
+    sequences: Sequence[SupervisedSequence], pad_token_id: int
+) -> dict[str, Any]:
+    """The batch tensors of ``sequences`` in the workers' layout (``token_ops``' contract).
+
+    Returns ``prompts`` (B, P) left-padded, ``responses`` (B, R) right-padded,
+    ``input_ids`` and ``attention_mask`` (B, P + R), ``position_ids`` counting
+    attended tokens, and ``response_mask`` (B, R): the loss mask, 0 on padding.
+    ``attention_mask`` is 1 on every real token, trained or not.
+    """
+    import torch
+
+    if not sequences:
+        raise HfsdkError("no sequences to collate; give at least one")
+    rows = len(sequences)
+    prompt_width = max(len(s.prompt_ids) for s in sequences)
+    response_width = max(len(s.response_ids) for s in sequences)
+    prompts = torch.full((rows, prompt_width), pad_token_id, dtype=torch.long)
+    prompt_attention = torch.zeros((rows, prompt_width), dtype=torch.long)
+    responses = torch.full((rows, response_width), pad_token_id, dtype=torch.long)
+    response_attention = torch.zeros((rows, response_width), dtype=torch.long)
+    response_mask = torch.zeros((rows, response_width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        p, r = len(seq.prompt_ids), len(seq.response_ids)
+        if p:
+            prompts[row, prompt_width - p :] = torch.tensor(seq.prompt_ids, dtype=torch.long)
+            prompt_attention[row, prompt_width - p :] = 1
+        responses[row, :r] = torch.tensor(seq.response_ids, dtype=torch.long)
+        response_attention[row, :r] = 1
+        response_mask[row, :r] = torch.tensor(seq.loss_mask, dtype=torch.long)
+    attention = torch.cat([prompt_attention, response_attention], dim=1)
+    return {
+        "prompts": prompts,
+        "responses": responses,
+        "input_ids": torch.cat([prompts, responses], dim=1),
+        "attention_mask": attention,
+        "position_ids": (attention.cumsum(dim=1) - 1).clamp(min=0),
+        "response_mask": response_mask,
+    }

@@ -1,0 +1,289 @@
+"""Preference pairs: a prompt with a chosen and a rejected response, as the tensors DPO and
+Bradley-Terry reward models train on.
+
+Accepted row layouts (TRL's and verl's preference datasets):
+
+- **explicit prompt**: ``prompt`` plus ``chosen`` and ``rejected``; each a
+  string, or chat messages (the prompt's context messages; each response's
+  assistant turn(s));
+- **implicit prompt**: only ``chosen`` and ``rejected``, each a whole
+  conversation (messages) or a whole text; the prompt is their shared
+  beginning — the leading messages both share, or (text) the common prefix cut
+  back to the last whitespace, as TRL's ``extract_prompt`` does.
+
+Each response is tokenized after the prompt with the run's tokenizer (and its
+chat template when the run uses one) by
+:func:`hfsdk.core.data.conversation.tokenize_supervised`, so the prompt has the
+ids it has in an RL run and the response mask is 1 on assistant tokens only.
+
+:func:`collate_preference_pairs` returns one :class:`~hfsdk.core.batch.Batch`
+of ``2·N`` rows in the workers' sequence layout (``prompts``, ``responses``,
+``input_ids``, ``attention_mask``, ``position_ids``, ``response_mask``),
+**interleaved**: row ``2i`` is pair ``i``'s chosen response, row ``2i + 1`` its
+rejected one. A contiguous split into even-sized parts (data-parallel chunks,
+micro-batches) therefore keeps every pair together. ``pair_index`` (2N,) and
+``chosen`` (2N, 1 for chosen rows) say so explicitly; :func:`chosen_rows` and
+:func:`rejected_rows` take the two halves of any per-row tensor.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from hfsdk.core.batch import Batch
+from hfsdk.core.data.chat import Messages, check_messages
+from hfsdk.core.data.conversation import (
+    SupervisedSequence,
+    as_messages,
+    collate_supervised,
+    tokenize_supervised,
+)
+from hfsdk.core.errors import HfsdkError
+
+logger = logging.getLogger(__name__)
+
+
+@attrs.frozen(kw_only=True)
+class PairColumns:
+    """The dataset columns of a preference pair (TRL's names by default).
+
+    ``prompt`` may be absent from a dataset (the implicit-prompt layout).
+    """
+
+    prompt: str = "prompt"
+    chosen: str = "chosen"
+    rejected: str = "rejected"
+
+
+@attrs.frozen(kw_only=True)
+class PreferencePair:
+    """One tokenized pair: the same prompt ids in both sequences, two responses.
+
+    ``row`` keeps the dataset row's other columns (``data_source``, ids, ...).
+    """
+
+    chosen: SupervisedSequence
+    rejected: SupervisedSequence
+    row: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def length(self) -> int:
+        """Tokens of the longer of the two sequences (prompt included)."""
+        prompt = len(self.chosen.prompt_ids)
+        return prompt + max(len(self.chosen.response_ids), len(self.rejected.response_ids))
+
+
+def _shared_messages(chosen: Messages, rejected: Messages) -> int:
+    count = 0
+    for a, b in zip(chosen, rejected, strict=False):
+        if a != b:
+            break
+        count += 1
+    return count
+
+
+def _shared_text(chosen: str, rejected: str) -> int:
+    count = 0
+    for a, b in zip(chosen, rejected, strict=False):
+        if a != b:
+            break
+        count += 1
+    if count == min(len(chosen), len(rejected)):
+        return count
+    # Cut back to a word boundary so neither response starts inside a shared word.
+    while count > 0 and not chosen[count - 1].isspace():
+        count -= 1
+    return count
+
+
+def split_prompt(
+    row: Mapping[str, Any], columns: PairColumns = PairColumns(), where: str = "row"
+) -> tuple[str | Messages, str | Messages, str | Messages]:
+    """``(prompt, chosen response, rejected response)`` of one row in either layout."""
+    for key in (columns.chosen, columns.rejected):
+        if key not in row or row[key] is None:
+            raise HfsdkError(
+                f"{where} has no {key!r} column value (columns: {sorted(row)}); a preference "
+                f"pair needs {columns.chosen!r} and {columns.rejected!r} (and optionally "
+                f"{columns.prompt!r})"
+            )
+    chosen = as_messages(row[columns.chosen], f"{where}, column {columns.chosen!r}")
+    rejected = as_messages(row[columns.rejected], f"{where}, column {columns.rejected!r}")
+    chosen_value: str | Messages = chosen if chosen is not None else row[columns.chosen]
+    rejected_value: str | Messages = rejected if rejected is not None else row[columns.rejected]
+    if (chosen is None) != (rejected is None):
+        raise HfsdkError(
+            f"{where}: {columns.chosen!r} and {columns.rejected!r} differ in form (one text, one "
+            "messages); give both as text or both as lists of messages"
+        )
+    prompt_value = row.get(columns.prompt)
+    if prompt_value is not None:
+        if isinstance(prompt_value, str):
+            return prompt_value, chosen_value, rejected_value
+        return (
+            check_messages(prompt_value, f"{where}, column {columns.prompt!r}"),
+            chosen_value,
+            rejected_value,
+        )
+    if chosen is not None and rejected is not None:
+        shared = _shared_messages(chosen, rejected)
+        if shared == 0 or shared in (len(chosen), len(rejected)):
+            raise HfsdkError(
+                f"{where}: without a {columns.prompt!r} column the prompt is the messages "
+                f"{columns.chosen!r} and {columns.rejected!r} begin with, but they share "
+                f"{shared} of {len(chosen)}/{len(rejected)} messages; add a {columns.prompt!r} "
+                "column or give both the same leading context messages"
+            )
+        return chosen[:shared], chosen[shared:], rejected[shared:]
+    text_c, text_r = str(chosen_value), str(rejected_value)
+    shared = _shared_text(text_c, text_r)
+    if shared == 0 or shared in (len(text_c), len(text_r)):
+        raise HfsdkError(
+            f"{where}: without a {columns.prompt!r} column the prompt is the text "
+            f"{columns.chosen!r} and {columns.rejected!r} begin with, but they share no prompt "
+            f"(or one is a prefix of the other); add a {columns.prompt!r} column"
+        )
+    return text_c[:shared], text_c[shared:], text_r[shared:]
+
+
+def tokenize_preference_pair(
+    row: Mapping[str, Any],
+    tokenizer: Any,
+    *,
+    use_template: bool,
+    columns: PairColumns = PairColumns(),
+    append_eos: bool = True,
+    where: str = "row",
+) -> PreferencePair:
+    """One dataset row as a :class:`PreferencePair` (see the module docstring for layouts).
+
+    ``use_template``: whether the run renders chat with the tokenizer's template
+    (:func:`hfsdk.core.data.prompt_dataset.resolve_use_template`).
+    """
+    prompt, chosen, rejected = split_prompt(row, columns, where)
+    kwargs: dict[str, Any] = {"use_template": use_template, "append_eos": append_eos}
+    chosen_seq = tokenize_supervised(
+        prompt, chosen, tokenizer, where=f"{where}, {columns.chosen!r}", **kwargs
+    )
+    rejected_seq = tokenize_supervised(
+        prompt, rejected, tokenizer, where=f"{where}, {columns.rejected!r}", **kwargs
+    )
+    rest = {
+        k: v for k, v in row.items() if k not in (columns.prompt, columns.chosen, columns.rejected)
+    }
+    return PreferencePair(chosen=chosen_seq, rejected=rejected_seq, row=rest)
+
+
+def tokenize_preference_pairs(
+    rows: Iterable[Mapping[str, Any]],
+    tokenizer: Any,
+    *,
+    use_template: bool,
+    columns: PairColumns = PairColumns(),
+    max_length: int | None = None,
+    append_eos: bool = True,
+) -> list[PreferencePair]:
+    """Every row as a pair; pairs longer than ``max_length`` tokens are dropped with a warning.
+
+    An empty result is an error (every pair too long, or no rows).
+    """
+    pairs: list[PreferencePair] = []
+    dropped = 0
+    for index, row in enumerate(rows):
+        pair = tokenize_preference_pair(
+            row,
+            tokenizer,
+            use_template=use_template,
+            columns=columns,
+            append_eos=append_eos,
+            where=f"row {index}",
+        )
+        if max_length is not None and pair.length() > max_length:
+            dropped += 1
+            continue
+        pairs.append(pair)
+    if dropped:
+        logger.warning(
+            "dropped %d of %d preference pairs longer than %d tokens",
+            dropped,
+            dropped + len(pairs),
+            max_length,
+        )
+    if not pairs:
+        raise HfsdkError(
+            "no preference pairs to train on"
+            + (
+                f": all {dropped} are longer than {max_length} tokens; raise the limit"
+                if dropped
+                else "; the dataset has no rows"
+            )
+        )
+    return pairs
+
+
+def load_preference_pairs(
+    files: Sequence[str],
+    tokenizer: Any,
+    *,
+    apply_chat_template: bool | None = None,
+    columns: PairColumns = PairColumns(),
+    max_length: int | None = None,
+    append_eos: bool = True,
+) -> list[PreferencePair]:
+    """Read parquet/jsonl files (or a saved ``datasets`` directory) into tokenized pairs.
+
+    ``apply_chat_template`` follows ``data.apply_chat_template`` (``None``: the
+    template when the tokenizer has one).
+    """
+    from hfsdk.core.data.prompt_dataset import load_prompt_dataset, resolve_use_template
+
+    dataset = load_prompt_dataset(files, columns.chosen)
+    missing = [c for c in (columns.chosen, columns.rejected) if c not in dataset.column_names]
+    if missing:
+        raise HfsdkError(
+            f"dataset {list(files)} has no column {missing[0]!r} (columns: "
+            f"{dataset.column_names}); preference pairs need {columns.chosen!r} and "
+            f"{columns.rejected!r}"
+        )
+    use_template = resolve_use_template(tokenizer, apply_chat_template)
+    return tokenize_preference_pairs(
+        dataset,
+        tokenizer,
+        use_template=use_template,
+        columns=columns,
+        max_length=max_length,
+        append_eos=append_eos,
+    )
+
+
+def collate_preference_pairs(pairs: Sequence[PreferencePair], pad_token_id: int) -> Batch:
+    """``2·len(pairs)`` interleaved rows (chosen, rejected, chosen, ...) as one batch.
+
+    Tensors: the sequence layout of :func:`~hfsdk.core.data.conversation.collate_supervised`
+    plus ``pair_index`` and ``chosen`` (both (2N,)). Non-tensors: each pair's other
+    columns, repeated on both of its rows.
+    """
+    import torch
+
+    if not pairs:
+        raise HfsdkError("no preference pairs to collate; give at least one")
+    sequences = [seq for pair in pairs for seq in (pair.chosen, pair.rejected)]
+    tensors = collate_supervised(sequences, pad_token_id)
+    tensors["pair_index"] = torch.arange(len(pairs)).repeat_interleave(2)
+    tensors["chosen"] = torch.tensor([1, 0] * len(pairs), dtype=torch.long)
+    keys = sorted({k for pair in pairs for k in pair.row})
+    non_tensors = {k: [pair.row.get(k) for pair in pairs for _ in (0, 1)] for k in keys}
+    return Batch.from_dict(tensors=tensors, non_tensors=non_tensors, meta={"pairs": len(pairs)})
+
+
+def chosen_rows(values: Any) -> Any:
+    """The chosen rows (``0, 2, 4, ...``) of a per-row tensor of an interleaved pair batch."""
+    return values[0::2]
+
+
+def rejected_rows(values: Any) -> Any:
+    """The rejected rows (``1, 3, 5, ...``) of a per-row tensor of an interleaved pair batch."""
+    return values[1::2]

@@ -1,0 +1,71 @@
+"""Rollout–training mismatch metrics: how far the rollout's sampling policy is from π_old.
+
+With ``δ_t = log π_old(y_t) − log μ(y_t)`` over the valid tokens (``μ`` the
+rollout's ``rollout_log_probs``, ``π_old`` the training engine's
+``old_log_probs`` of the same tokens):
+
+- ``mismatch/token_gap_{mean,max,p50,p90,p99}``: of ``|δ_t|``;
+- ``mismatch/seq_gap_{mean,max,p50,p90,p99}``: of ``|Σ_t δ_t|`` per sequence
+  (the log of the sequence-level ratio);
+- ``mismatch/kl_k3``: the K3 estimate of KL(μ‖π_old) on μ's samples, the mean of
+  ``e^δ − 1 − δ`` (≥ 0 per token, unbiased, low variance; Schulman, 2020);
+- ``mismatch/turn_{k}/kl_k3`` and ``mismatch/turn_{k}/token_gap_mean`` for model
+  turn ``k`` (1-based; each maximal run of the response mask is a turn), when
+  some response has more than one turn (multi-turn rollouts).
+
+``trainer.max_mismatch_kl`` stops a run whose ``mismatch/kl_k3`` exceeds it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hfsdk.core.maths.masked import as_bool_mask
+
+MAX_TURNS_REPORTED = 8
+"""Turns beyond this many are folded into the last reported one."""
+
+
+def _percentiles(values: torch.Tensor, prefix: str) -> dict[str, float]:
+    if values.numel() == 0:
+        return {f"{prefix}_{k}": 0.0 for k in ("mean", "max", "p50", "p90", "p99")}
+    v = values.double()
+    q = torch.quantile(v, torch.tensor([0.5, 0.9, 0.99], dtype=torch.float64))
+    return {
+        f"{prefix}_mean": float(v.mean()),
+        f"{prefix}_max": float(v.max()),
+        f"{prefix}_p50": float(q[0]),
+        f"{prefix}_p90": float(q[1]),
+        f"{prefix}_p99": float(q[2]),
+    }
+
+
+def turn_index(response_mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) long: the 1-based model turn of each valid token, 0 off the mask."""
+    mask = as_bool_mask(response_mask)
+    starts = mask & ~torch.nn.functional.pad(mask[:, :-1], (1, 0), value=False)
+    return torch.where(mask, starts.long().cumsum(dim=-1), torch.zeros_like(mask, dtype=torch.long))
+
+
+def mismatch_metrics(
+    old_log_prob: torch.Tensor, rollout_log_prob: torch.Tensor, response_mask: torch.Tensor
+) -> dict[str, float]:
+    """The ``mismatch/*`` metrics of one batch (see the module docstring)."""
+    mask = as_bool_mask(response_mask)
+    delta = (old_log_prob.double() - rollout_log_prob.double()).masked_fill(~mask, 0.0)
+    k3 = (torch.expm1(delta.clamp(max=20.0)) - delta).masked_fill(~mask, 0.0)
+    out = {
+        **{f"mismatch/{k}": v for k, v in _percentiles(delta.abs()[mask], "token_gap").items()},
+        **{
+            f"mismatch/{k}": v
+            for k, v in _percentiles(delta.sum(dim=-1).abs()[mask.any(dim=-1)], "seq_gap").items()
+        },
+        "mismatch/kl_k3": float(k3[mask].mean()) if bool(mask.any()) else 0.0,
+    }
+    turns = turn_index(mask).clamp(max=MAX_TURNS_REPORTED)
+    if turns.numel() and int(turns.max()) > 1:
+        for k in range(1, int(turns.max()) + 1):
+            at = turns == k
+            out[f"mismatch/turn_{k}/kl_k3"] = float(k3[at].mean())
+            out[f"mismatch/turn_{k}/token_gap_mean"] = float(delta.abs()[at].mean())
+    return out

@@ -1,0 +1,133 @@
+"""The ``rollout_correction`` config section: which registered corrections the actor applies.
+
+``preset`` names a list of corrections (:data:`PRESETS`); ``apply`` adds more,
+each a registered name or a mapping ``{name: NAME, <its settings>}``. The older
+``algorithm.is_correction: tis|mis`` (with ``is_level``, ``is_cap``) still works:
+it is the one-entry list ``[{name: tis|mis, level: is_level, cap: is_cap}]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import attrs
+
+from hfsdk.core.config.help import help_field
+from hfsdk.core.errors import ConfigError
+
+PRESETS: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType(
+    {
+        "tis": ({"name": "tis"},),
+        "seq_tis": ({"name": "tis", "level": "sequence"},),
+        "mis": ({"name": "mis"},),
+        "seq_mis": ({"name": "mis", "level": "sequence"},),
+        "icepop": ({"name": "icepop"},),
+        "geo_rs": ({"name": "geo_rs"},),
+        "geo_rs_tis": ({"name": "geo_rs"}, {"name": "tis"}),
+        "k3_rs": ({"name": "k3_rs"},),
+        "k3_rs_tis": ({"name": "k3_rs"}, {"name": "tis"}),
+        "trust_region": ({"name": "trust_region"},),
+        "dsv32": ({"name": "dsv32_mask"},),
+        "dsv32_tis": ({"name": "dsv32_mask"}, {"name": "tis"}),
+    }
+)
+"""Named lists of corrections (``rollout_correction.preset``)."""
+
+
+def _preset_known(_instance: object, _attribute: attrs.Attribute, value: str | None) -> None:
+    if value is not None and value not in PRESETS:
+        raise ValueError(
+            f"'preset' {value!r} is not a rollout-correction preset; expected one of "
+            f"{', '.join(PRESETS)} (or null and a list in rollout_correction.apply)"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class RolloutCorrectionConfig:
+    """Corrections of the policy loss for tokens the rollout sampled with another policy."""
+
+    preset: str | None = help_field(
+        "A named list of corrections: " + ", ".join(PRESETS) + "; null: none (see "
+        "docs/async.md, 'Rollout corrections').",
+        default=None,
+        validator=_preset_known,
+    )
+    apply: tuple[Any, ...] = help_field(
+        "Corrections applied after the preset's, each a registered name (hfsdk list "
+        "rollout-corrections) or {name: NAME, <settings>}; weights multiply, masks intersect.",
+        factory=tuple,
+    )
+
+    def entries(self) -> list[Mapping[str, Any]]:
+        """The preset's corrections, then ``apply``'s, each as ``{name: ..., settings...}``."""
+        out: list[Mapping[str, Any]] = list(PRESETS[self.preset]) if self.preset else []
+        for item in self.apply:
+            out.append({"name": item} if isinstance(item, str) else item)
+        return out
+
+
+ResolvedCorrection = tuple[str, Callable[..., Any], Any]
+
+
+def resolve_rollout_corrections(run_config: Any, registry: Any) -> list[ResolvedCorrection]:
+    """``(name, fn, config)`` for every correction the run applies, in order.
+
+    ``registry`` is the ``rollout_corrections`` registry
+    (``hfsdk.get_registry("rollout_corrections")``). Raises :class:`ConfigError` with
+    one line naming the bad entry.
+    """
+    from hfsdk.core.config.converter import make_converter, structure
+
+    section = run_config.sections.get("rollout_correction") or RolloutCorrectionConfig()
+    entries = section.entries()
+    algo = run_config.sections.get("algorithm")
+    legacy = getattr(algo, "is_correction", "none")
+    if legacy != "none":
+        if entries:
+            raise ConfigError(
+                f"algorithm.is_correction={legacy!r} and rollout_correction are both set; "
+                "keep one (rollout_correction.apply=[{name: " + legacy + "}] replaces the former)"
+            )
+        entries = [{"name": legacy, "level": algo.is_level, "cap": algo.is_cap}]
+    converter = make_converter()
+    resolved: list[ResolvedCorrection] = []
+    for index, entry in enumerate(entries):
+        key = f"rollout_correction.apply[{index}]"
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise ConfigError(
+                f"{key}={entry!r}; expected a correction name or a mapping with a 'name' "
+                f"(one of {', '.join(registry)})"
+            )
+        settings = dict(entry)
+        name = settings.pop("name")
+        try:
+            found = registry[name]
+        except Exception as exc:  # UnknownNameError: one line with the close match
+            raise ConfigError(f"{key}: {exc}") from None
+        config = None
+        if found.config_cls is not None:
+            config = structure(converter, settings, found.config_cls, path=key)
+        elif settings:
+            raise ConfigError(f"{key}: correction {name!r} takes no settings; remove them")
+        resolved.append((name, found.impl, config))
+    return resolved
+
+
+def behaviour_log_probs_needed(run_config: Any) -> bool:
+    """Whether the run needs the sampling policy's ``rollout_log_probs`` on every row: a
+    correction applies them, or ``trainer.max_mismatch_kl`` watches the gap."""
+    trainer = run_config.sections.get("trainer")
+    return corrections_requested(run_config) or (
+        trainer is not None and trainer.max_mismatch_kl is not None
+    )
+
+
+def corrections_requested(run_config: Any) -> bool:
+    """Whether the run corrects off-policy tokens (it then needs behaviour log-probs)."""
+    section = run_config.sections.get("rollout_correction")
+    algo = run_config.sections.get("algorithm")
+    return bool(section is not None and section.entries()) or (
+        getattr(algo, "is_correction", "none") != "none"
+    )

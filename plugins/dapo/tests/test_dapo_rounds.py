@@ -1,0 +1,170 @@
+"""DAPO's rounds on a scripted actor: the group filter, overlong placement, padding, behaviour."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from hfsdk import AlgorithmContext, Batch, get_registry
+from hfsdk.core.config import load_run_config
+from hfsdk_dapo.padding import left_pad_rollout
+
+PAD = 0
+
+
+class _Prompts:
+    """A prompt stream of ``width``-token prompts (one uid per prompt)."""
+
+    def __init__(self, width: int) -> None:
+        self.width, self.drawn = width, 0
+
+    def next_batch(self, n: int | None = None) -> Batch:
+        n = n or 2
+        uids = [f"p{self.drawn + i}" for i in range(n)]
+        self.drawn += n
+        ids = torch.full((n, self.width), 7)
+        return Batch.from_dict(
+            tensors={"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+            non_tensors={"uid": uids},
+        )
+
+
+class _Actor:
+    """Generates scripted responses: ``lengths[i]`` model tokens for sample ``i`` of a group,
+    and optional tool tokens (attended, outside the loss mask) before the last model token."""
+
+    def __init__(self, lengths: list[int], width: int, tool_tokens: int = 0) -> None:
+        self.lengths, self.width, self.tool_tokens = lengths, width, tool_tokens
+        self.calls = 0
+
+    def generate_sequences(self, batch: Batch) -> Batch:
+        self.calls += 1
+        rows = len(batch)
+        prompt_ids, prompt_mask = batch["input_ids"], batch["attention_mask"]
+        responses = torch.full((rows, self.width), PAD)
+        mask = torch.zeros(rows, self.width, dtype=torch.long)
+        attn = torch.zeros(rows, self.width, dtype=torch.long)
+        for row in range(rows):
+            n = self.lengths[row % len(self.lengths)]
+            responses[row, : n + self.tool_tokens] = 5
+            attn[row, : n + self.tool_tokens] = 1
+            mask[row, : n - 1] = 1
+            mask[row, n - 1 + self.tool_tokens] = 1  # the last model token, after the tools
+        full_mask = torch.cat([prompt_mask, attn], 1)
+        return Batch.from_dict(
+            tensors={
+                "prompts": prompt_ids,
+                "responses": responses,
+                "input_ids": torch.cat([prompt_ids, responses], 1),
+                "attention_mask": full_mask,
+                "position_ids": (full_mask.cumsum(-1) - 1).clamp(min=0),
+                "response_mask": mask,
+            },
+            non_tensors={"uid": list(batch["uid"])},
+        )
+
+
+def _algorithm(overrides: list[str], actor: _Actor, prompts: _Prompts, scores) -> Any:
+    config = load_run_config("dapo", None, ["algorithm.n_samples_per_prompt=4", *overrides])
+    spec = get_registry("algorithms")["dapo"].impl
+
+    def reward(batch: Batch):
+        return torch.tensor(scores(batch), dtype=torch.float32), {}
+
+    context = AlgorithmContext(
+        config=config,
+        roles={"actor": actor},
+        signals={"reward": reward},
+        spec=spec,
+        prompts=prompts,
+    )
+    return spec.program(context)
+
+
+def test_groups_are_filtered_on_accuracy_not_on_the_shaped_score() -> None:
+    # Every answer correct (score 1), lengths 2..5 of a budget of 6 with a 4-token buffer:
+    # the overlong penalty makes the shaped scores differ, the accuracy does not.
+    actor = _Actor([2, 3, 4, 5], width=6)
+    algo = _algorithm(
+        [
+            "rollout.max_response_length=6",
+            "algorithm.overlong_buffer_len=4",
+            "algorithm.max_generation_rounds=1",
+        ],
+        actor,
+        _Prompts(3),
+        lambda batch: [1.0] * len(batch),
+    )
+    batch = algo._sample_informative(algo.prompts.next_batch(2))
+    shaped = batch["token_level_scores"].sum(-1)
+    assert len(set(shaped.tolist())) > 1  # the shaping did make them differ
+    assert algo.metrics["dynamic_sampling/groups_kept"] == 0.0
+    assert algo.metrics["dynamic_sampling/groups_dropped"] == 2.0
+
+
+def test_groups_whose_accuracy_differs_are_kept() -> None:
+    actor = _Actor([2, 3, 4, 5], width=6)
+    algo = _algorithm(
+        ["rollout.max_response_length=6", "algorithm.max_generation_rounds=1"],
+        actor,
+        _Prompts(3),
+        lambda batch: [float(i % 2) for i in range(len(batch))],
+    )
+    batch = algo._sample_informative(algo.prompts.next_batch(2))
+    assert algo.metrics["dynamic_sampling/groups_kept"] == 2.0
+    assert batch["accuracy"].tolist() == [0.0, 1.0] * 4
+
+
+def test_multi_turn_overlong_penalty_counts_tool_tokens_and_sits_on_a_model_token() -> None:
+    # 3 model tokens and 4 tool tokens: the response is 7 tokens long; the last model token
+    # sits at position 6 (after the tools). Budget: the multi-turn width 8, buffer 4: free
+    # up to 4 tokens, so the penalty is -(7 - 4) / 4 = -0.75.
+    actor = _Actor([3], width=8, tool_tokens=4)
+    algo = _algorithm(
+        [
+            "rollout.max_response_length=2",
+            "rollout.multi_turn.max_response_tokens=8",
+            "rollout.multi_turn.tools=[add]",
+            "algorithm.overlong_buffer_len=4",
+        ],
+        actor,
+        _Prompts(3),
+        lambda batch: [0.0] * len(batch),
+    )
+    batch = algo._scored(algo.prompts.next_batch(1), 0)
+    penalty = batch["token_level_scores"][0]
+    assert float(penalty[6]) == pytest.approx(-0.75)
+    assert float(penalty.abs().sum()) == pytest.approx(0.75)  # nowhere else (not on a tool)
+    assert int(batch["response_mask"][0, 6]) == 1
+
+
+def test_rounds_of_different_prompt_widths_concatenate_as_if_padded_first() -> None:
+    actor = _Actor([2, 3], width=4)
+    generated = actor.generate_sequences(_Prompts(3).next_batch(2))
+    padded = left_pad_rollout(generated, 5)
+    assert padded["input_ids"].shape == (2, 9) and padded["prompts"].shape == (2, 5)
+    assert padded["attention_mask"][:, :2].sum() == 0
+    # Positions of the real tokens are unchanged: the padding is invisible to the model.
+    real = padded["attention_mask"].bool()
+    assert torch.equal(
+        padded["position_ids"][real], generated["position_ids"][generated["attention_mask"].bool()]
+    )
+    assert torch.equal(padded["responses"], generated["responses"])
+    assert left_pad_rollout(generated, 3) is generated
+
+
+def test_rounds_concatenate_on_the_columns_they_share() -> None:
+    from hfsdk_dapo.dapo_algorithm import _concat_rounds
+
+    ahead = Batch.from_dict(
+        tensors={"responses": torch.ones(2, 3), "token_versions": torch.zeros(2, 3)},
+        non_tensors={"uid": ["0:a", "0:a"]},
+    )
+    now = Batch.from_dict(
+        tensors={"responses": torch.zeros(2, 3)}, non_tensors={"uid": ["1:b"] * 2}
+    )
+    out = _concat_rounds([ahead, now])
+    assert out.tensor_keys == ["responses"] and len(out) == 4
+    assert list(out["uid"]) == ["0:a", "0:a", "1:b", "1:b"]

@@ -1,0 +1,1 @@
+"""Direct preference optimisation (``hfsdk run --algo dpo``) as an algorithm plugin."""

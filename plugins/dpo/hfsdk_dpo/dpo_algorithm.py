@@ -1,0 +1,110 @@
+"""DPO's single-controller program: pairs -> policy and reference log-probs -> one update."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hfsdk import Algorithm, HfsdkError
+
+if TYPE_CHECKING:
+    # torch and the batch helpers load on first use: `hfsdk list` and the planner import specs.
+    import torch
+
+    from hfsdk import Batch
+    from hfsdk_dpo.pairs import PairRows
+
+
+def preference_metrics(
+    log_prob: torch.Tensor, ref_log_prob: torch.Tensor, response_mask: torch.Tensor, beta: float
+) -> dict[str, float]:
+    """``dpo/*`` of an interleaved pair batch: implicit rewards, margin, accuracy, loss."""
+    from torch.nn import functional
+
+    from hfsdk_dpo.losses import pair_rewards
+
+    chosen, rejected = pair_rewards(log_prob, ref_log_prob, response_mask, beta)
+    margin = chosen - rejected
+    return {
+        "dpo/reward_chosen": float(chosen.mean()),
+        "dpo/reward_rejected": float(rejected.mean()),
+        "dpo/reward_margin": float(margin.mean()),
+        "dpo/reward_accuracy": float((margin > 0).float().mean()),
+        "dpo/loss": float(-functional.logsigmoid(margin).mean()),
+    }
+
+
+class DPOAlgorithm(Algorithm):
+    """DPO: a sigmoid loss on preference pairs against a frozen reference, no sampling."""
+
+    def _pairs(self, rows: Batch) -> PairRows:
+        from hfsdk import resolve_use_template
+        from hfsdk_dpo.pairs import pair_batch
+
+        tokenizer = self.tokenizer
+        return pair_batch(
+            rows,
+            tokenizer,
+            config=self.algo_config,
+            prompt_key=self.config.data.prompt_key,
+            use_template=resolve_use_template(tokenizer, self.config.data.apply_chat_template),
+        )
+
+    def _log_probs(self, batch: Batch) -> Batch:
+        """The batch with the policy's (``old_log_probs``) and the reference's log-probs."""
+        reference = self.spec.roles_of_kind("frozen_policy")[0]
+        calls = [
+            ("old_log_prob", self.actor.compute_log_prob),
+            ("ref_log_prob", self.role(reference).compute_ref_log_prob),
+        ]
+        for part in self.concurrently(batch, calls):
+            batch = batch.union(part.select([k for k in part.tensor_keys if k != "entropys"], []))
+        return batch
+
+    def step(self, prompts: Batch) -> dict[str, float]:
+        """Pairs → log-probs (policy, reference) → ``dpo/*`` metrics → ``update_actor`` (dpo)."""
+        import torch
+
+        with self.stage("data"):
+            rows = self._pairs(prompts)
+        if rows.batch is None:
+            raise HfsdkError(
+                f"every pair of this step is longer than algorithm.max_length="
+                f"{self.algo_config.max_length} tokens; raise it"
+            )
+        batch = self._log_probs(rows.batch)
+        mask = batch["response_mask"]
+        self.record(
+            preference_metrics(
+                batch["old_log_probs"], batch["ref_log_probs"], mask, self.config.policy_loss.beta
+            )
+        )
+        self.metrics["dpo/dropped_pairs"] = float(rows.dropped)
+        # The loss's reading of the policy-loss arguments (hfsdk_dpo.losses): the log-ratio is
+        # taken against the reference, the label is +1 on chosen and -1 on rejected rows.
+        train = batch.select([k for k in batch.tensor_keys if k != "old_log_probs"], [])
+        train["old_log_probs"] = batch["ref_log_probs"]
+        label = torch.where(batch["chosen"].bool(), 1.0, -1.0)
+        train["advantages"] = label[:, None] * mask.float()
+        with self.stage("update_actor"):
+            self.record(self.actor.update_actor(train))
+        return self.finish(batch)
+
+    def validation_metrics(self, prompts: Batch) -> dict[str, float]:
+        """``val/dpo/*``: implicit-reward accuracy and margin on the validation pairs.
+
+        Validation data without pairs (prompts and reward columns only) gets none.
+        """
+        cfg = self.algo_config
+        if not {cfg.chosen_key, cfg.rejected_key} <= set(prompts.non_tensor_keys):
+            return {}
+        rows = self._pairs(prompts)
+        if rows.batch is None:
+            return {}
+        batch = self._log_probs(rows.batch)
+        metrics = preference_metrics(
+            batch["old_log_probs"],
+            batch["ref_log_probs"],
+            batch["response_mask"],
+            self.config.policy_loss.beta,
+        )
+        return {f"val/{k}": v for k, v in metrics.items()}

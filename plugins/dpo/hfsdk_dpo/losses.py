@@ -1,0 +1,112 @@
+"""The sigmoid DPO loss (Rafailov et al., 2023) as a registered policy loss.
+
+The program hands every training backend's ``update_actor`` a batch of
+interleaved preference pairs (row ``2i`` chosen, ``2i + 1`` rejected; the
+batch's ``hfsdk.ROW_GROUP`` is 2, so mini- and micro-batches keep pairs whole)
+with the policy-loss arguments read as:
+
+- ``log_prob``: the policy's per-token log-probs of each response;
+- ``old_log_prob``: the frozen **reference**'s (the policy the log-ratio is
+  taken against: DPO's implicit reward is ``β·log π/π_ref``);
+- ``advantages``: the preference label on every response token, ``+1`` on the
+  chosen row and ``−1`` on the rejected one.
+
+Per pair, with ``r = β·Σ_t (log π − log π_ref)`` over the response tokens:
+``z = r_chosen − r_rejected`` and ``ℓ = −(1 − ε)·log σ(z) − ε·log σ(−z)``
+(``ε``: label smoothing, 0 for plain DPO). The loss is the mean of ``ℓ`` over
+the mini-batch's pairs on every rank: each micro-batch adds its pairs' sum
+divided by the global pair count (half the global sequence count), times the
+data-parallel size that the gradient average divides out again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+
+from hfsdk import HfsdkError, check_token_tensors, help_field, masked_fill_zero
+
+if TYPE_CHECKING:
+    import torch
+
+    from hfsdk import LossAggregation
+
+
+@attrs.frozen(kw_only=True)
+class DPOLossConfig:
+    """Settings of the ``dpo`` loss (the ``policy_loss`` section)."""
+
+    beta: float = help_field(
+        "β: the strength of the implicit KL to the reference (larger keeps the policy closer; "
+        "the implicit reward is β·log π/π_ref).",
+        default=0.1,
+        validator=attrs.validators.gt(0.0),
+    )
+    label_smoothing: float = help_field(
+        "ε: the assumed share of flipped labels (conservative DPO); 0 is plain DPO.",
+        default=0.0,
+        validator=[attrs.validators.ge(0.0), attrs.validators.lt(0.5)],
+    )
+
+
+def pair_rewards(
+    log_prob: torch.Tensor, ref_log_prob: torch.Tensor, response_mask: torch.Tensor, beta: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The implicit rewards ``β·Σ_t (log π − log π_ref)`` of the chosen and the rejected rows."""
+    ratio = masked_fill_zero(log_prob - ref_log_prob, response_mask).sum(dim=-1) * beta
+    return ratio[0::2], ratio[1::2]
+
+
+def _check_pairs(advantages: torch.Tensor, response_mask: torch.Tensor) -> None:
+    import torch
+
+    labels = masked_fill_zero(advantages, response_mask).sum(dim=-1).sign()
+    rows = labels.shape[0]
+    if rows % 2 or not (bool(torch.all(labels[0::2] > 0)) and bool(torch.all(labels[1::2] < 0))):
+        raise HfsdkError(
+            f"the dpo loss got {rows} rows that are not whole (chosen, rejected) pairs in order; "
+            "it needs batches from the dpo program (interleaved pairs, labels +1/-1) and passes "
+            "that keep pairs whole: leave micro_batch_tokens unset and make data.batch_size a "
+            "multiple of the actor's data-parallel ranks"
+        )
+
+
+def dpo_loss(
+    *,
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    config: DPOLossConfig | None = None,
+    aggregation: LossAggregation | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """This part's share of the mini-batch's mean DPO loss (module docstring).
+
+    Metrics: ``dpo_accuracy`` (share of pairs with ``z > 0``) and ``dpo_margin``
+    (mean ``z``), over this part's pairs.
+    """
+    import torch
+    from torch.nn import functional
+
+    config = config or DPOLossConfig()
+    check_token_tensors(
+        response_mask, log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages
+    )
+    _check_pairs(advantages, response_mask)
+    chosen, rejected = pair_rewards(log_prob, old_log_prob.detach(), response_mask, config.beta)
+    z = chosen - rejected
+    eps = config.label_smoothing
+    per_pair = -(1.0 - eps) * functional.logsigmoid(z) - eps * functional.logsigmoid(-z)
+    pairs = float(z.shape[0])
+    dp_size = 1
+    if aggregation is not None:
+        dp_size = aggregation.dp_size
+        if aggregation.global_seq_count is not None:
+            pairs = float(torch.as_tensor(aggregation.global_seq_count)) / 2.0
+    loss = per_pair.sum() * dp_size / max(pairs, 1.0)
+    detached = z.detach()
+    return loss, {
+        "dpo_accuracy": float((detached > 0).float().mean()),
+        "dpo_margin": float(detached.mean()),
+    }

@@ -1,0 +1,22 @@
+"""Hook implementations of the DPO plugin."""
+
+from __future__ import annotations
+
+import hfsdk
+from hfsdk import Register
+
+
+@hfsdk.hookimpl
+def hfsdk_register_algorithms(register: Register) -> None:
+    """Register ``dpo``."""
+    from hfsdk_dpo.spec import DPO_SPEC
+
+    register(DPO_SPEC.name, DPO_SPEC)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_policy_losses(register: Register) -> None:
+    """Register ``dpo`` (sigmoid DPO against the reference's log-probs)."""
+    from hfsdk_dpo.losses import DPOLossConfig, dpo_loss
+
+    register("dpo", dpo_loss, config_cls=DPOLossConfig)

@@ -1,0 +1,41 @@
+"""DPO's rows -> pair batch: implicit prompts (data.prompt_key = the chosen column), length limit."""
+
+from __future__ import annotations
+
+from hfsdk import ROW_GROUP, Batch
+from hfsdk_dpo.dpo_config import DPOConfig
+from hfsdk_dpo.pairs import pair_batch
+
+WORDS = ["<pad>", "<unk>", "</s>", "add", "one", "two", "three", "four", "user:", "assistant:"]
+
+
+def _tokenizer():  # type: ignore[no-untyped-def]
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=raw, pad_token="<pad>", unk_token="<unk>", eos_token="</s>"
+    )
+
+
+def test_implicit_prompt_rows_read_through_the_chosen_column() -> None:
+    user = {"role": "user", "content": "add one two"}
+    rows = Batch.from_dict(
+        non_tensors={
+            "chosen": [[user, {"role": "assistant", "content": "three"}]],
+            "rejected": [[user, {"role": "assistant", "content": "four four"}]],
+        }
+    )
+    tok = _tokenizer()
+    out = pair_batch(rows, tok, config=DPOConfig(), prompt_key="chosen", use_template=False)
+    assert out.batch is not None and out.batch.meta[ROW_GROUP] == 2
+    words = [tok.convert_ids_to_tokens(r.tolist()) for r in out.batch["responses"]]
+    assert words == [["three", "</s>", "<pad>"], ["four", "four", "</s>"]]
+    # The shared user message is the prompt of both rows.
+    assert tok.convert_ids_to_tokens(out.batch["prompts"][0].tolist()) == ["add", "one", "two"]
+    limited = pair_batch(
+        rows, tok, config=DPOConfig(max_length=5), prompt_key="chosen", use_template=False
+    )
+    assert limited.batch is None and limited.dropped == 1

@@ -1,0 +1,1 @@
+"""Supervised fine-tuning (``hfsdk run --algo sft``) as an algorithm plugin."""

@@ -1,0 +1,22 @@
+"""Hook implementations of the SFT plugin."""
+
+from __future__ import annotations
+
+import hfsdk
+from hfsdk import Register
+
+
+@hfsdk.hookimpl
+def hfsdk_register_algorithms(register: Register) -> None:
+    """Register ``sft``."""
+    from hfsdk_sft.spec import SFT_SPEC
+
+    register(SFT_SPEC.name, SFT_SPEC)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_policy_losses(register: Register) -> None:
+    """Register ``nll`` (the negative log-likelihood of the masked tokens)."""
+    from hfsdk_sft.losses import NLLConfig, nll_loss
+
+    register("nll", nll_loss, config_cls=NLLConfig)

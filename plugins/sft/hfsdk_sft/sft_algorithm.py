@@ -1,0 +1,62 @@
+"""SFT's single-controller program: tokenize the step's given responses, one actor update."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hfsdk import Algorithm, HfsdkError
+
+if TYPE_CHECKING:
+    # The batch helpers (and torch) load on first use: `hfsdk list` and the planner import specs.
+    from hfsdk import Batch
+    from hfsdk_sft.targets import SupervisedRows
+
+
+class SFTAlgorithm(Algorithm):
+    """Supervised fine-tuning: the NLL of given responses, assistant tokens only, no sampling."""
+
+    def _supervised(self, prompts: Batch) -> SupervisedRows:
+        from hfsdk import resolve_use_template
+        from hfsdk_sft.targets import supervised_batch
+
+        tokenizer = self.tokenizer
+        return supervised_batch(
+            prompts,
+            tokenizer,
+            config=self.algo_config,
+            prompt_key=self.config.data.prompt_key,
+            use_template=resolve_use_template(tokenizer, self.config.data.apply_chat_template),
+        )
+
+    def step(self, prompts: Batch) -> dict[str, float]:
+        """Rows → (prompt, response) tokens with the assistant mask → ``update_actor`` (``nll``)."""
+        with self.stage("data"):
+            rows = self._supervised(prompts)
+        if rows.batch is None:
+            raise HfsdkError(
+                f"every row of this step is longer than algorithm.max_length="
+                f"{self.algo_config.max_length} tokens; raise it"
+            )
+        batch = rows.batch
+        with self.stage("update_actor"):
+            self.record(self.actor.update_actor(batch))
+        self.metrics["sft/loss"] = self.metrics.get("actor/pg_loss", float("nan"))
+        self.metrics["sft/trained_tokens"] = float(batch["response_mask"].sum())
+        self.metrics["sft/dropped_rows"] = float(rows.dropped)
+        return self.finish(batch)
+
+    def validation_metrics(self, prompts: Batch) -> dict[str, float]:
+        """``val/loss``: the per-token NLL of the validation rows' responses (no update).
+
+        Validation data without responses (prompts and reward columns only) gets none.
+        """
+        cfg = self.algo_config
+        if not {cfg.messages_key, cfg.response_key} & set(prompts.non_tensor_keys):
+            return {}
+        rows = self._supervised(prompts)
+        if rows.batch is None:
+            return {}
+        batch = rows.batch
+        log_probs = self.actor.compute_log_prob(batch)["old_log_probs"]
+        mask = batch["response_mask"].float()
+        return {"val/loss": float(-(log_probs * mask).sum() / mask.sum().clamp(min=1.0))}

@@ -1,0 +1,74 @@
+"""SFT's step() against fake roles: one update on the supervised batch; val/loss by hand."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import hfsdk
+from hfsdk import AlgorithmContext, Batch
+from hfsdk.testing import Call, FakeRole, FakeSignal
+
+
+def _program():  # type: ignore[no-untyped-def]
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.data.tokenizer_loading import load_tokenizer
+
+    spec = hfsdk.get_registry("algorithms")["sft"].impl
+    log: list[Call] = []
+    context = AlgorithmContext(
+        config=load_run_config("sft", None, []),
+        roles={"actor": FakeRole("actor", log, seed=0)},
+        signals={"reward": FakeSignal("reward", log, [0.0])},
+        spec=spec,
+        tokenizer=load_tokenizer(str(hfsdk.ensure_default_assets().tokenizer_dir)),
+    )
+    return spec.program(context), log
+
+
+ROWS = Batch.from_dict(
+    non_tensors={"prompt": ["3 + 5 =", "9 + 9 ="], "answer": ["8", "18"], "uid": [0, 1]}
+)
+
+
+def test_step_is_one_update_on_the_answers() -> None:
+    algorithm, log = _program()
+    metrics = algorithm.step(ROWS)
+    assert [(c.role, c.method) for c in log] == [("actor", "update_actor")]
+    update = algorithm.context.roles["actor"].batches["update_actor"]
+    tokenizer = algorithm.tokenizer
+    assert tokenizer.convert_ids_to_tokens(update["responses"][1].tolist()) == ["18", "</s>"]
+    assert update["response_mask"].tolist() == [[1, 1], [1, 1]]
+    assert metrics["sft/trained_tokens"] == 4.0
+    assert metrics["sft/loss"] == metrics["actor/pg_loss"]
+
+
+def test_validation_loss_is_the_mean_token_nll() -> None:
+    algorithm, log = _program()
+    metrics = algorithm.validation_metrics(ROWS)
+    seen = algorithm.context.roles["actor"].batches["compute_log_prob"]
+    assert [(c.role, c.method) for c in log] == [("actor", "compute_log_prob")]
+    # FakeRole's log-probs are drawn from its seeded generator: redraw them the same way.
+    gen = torch.Generator().manual_seed(0)
+    mask = seen["response_mask"].float()
+    log_probs = -(torch.rand(mask.shape, generator=gen) * mask)
+    assert metrics["val/loss"] == pytest.approx(float(-(log_probs * mask).sum() / mask.sum()))
+
+
+def test_validation_rows_without_responses_get_no_loss() -> None:
+    algorithm, log = _program()
+    prompts_only = Batch.from_dict(non_tensors={"prompt": ["3 + 5 ="], "uid": [0]})
+    assert algorithm.validation_metrics(prompts_only) == {}
+    assert log == []
+
+
+@pytest.mark.parametrize("algo", ["sft", "dpo"])
+def test_a_generation_pipeline_is_refused_in_one_line(algo: str) -> None:
+    from hfsdk import HfsdkError
+    from hfsdk.core.trainer.pipeline import check_pipeline
+
+    spec = hfsdk.get_registry("algorithms")[algo].impl
+    check_pipeline(spec, "sync")
+    with pytest.raises(HfsdkError, match="samples nothing to generate ahead") as info:
+        check_pipeline(spec, "one_step_off")
+    assert "\n" not in str(info.value)

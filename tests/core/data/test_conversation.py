@@ -1,0 +1,139 @@
+"""Supervised sequences: the loss mask is exact token by token, with and without a chat template."""
+
+from __future__ import annotations
+
+import pytest
+
+from hfsdk.core.data.conversation import (
+    collate_supervised,
+    split_conversation,
+    tokenize_supervised,
+)
+from hfsdk.core.errors import HfsdkError
+
+# Every role tag, every word and the end-of-turn marker is one token (word-level, whitespace).
+TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+WORDS = ["<pad>", "<unk>", "<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>", "<|tool|>"]
+WORDS += ["<|end|>", "add", "one", "two", "three", "four", "be", "brief", "again", "ok"]
+WORDS += ["user:", "assistant:", "tool:"]
+
+
+def make_tokenizer(template: str | None = TEMPLATE):  # type: ignore[no-untyped-def]
+    """A word-level tokenizer: one id per whitespace-separated word (test helper)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw, pad_token="<pad>", unk_token="<unk>", eos_token="</s>"
+    )
+    tokenizer.chat_template = template
+    return tokenizer
+
+
+def _words(tokenizer, ids) -> list[str]:  # type: ignore[no-untyped-def]
+    return tokenizer.convert_ids_to_tokens(list(ids))
+
+
+def _trained(tokenizer, seq) -> list[str]:  # type: ignore[no-untyped-def]
+    return [w for w, m in zip(_words(tokenizer, seq.response_ids), seq.loss_mask, strict=True) if m]
+
+
+def test_single_turn_with_template_trains_the_reply_and_its_end_of_turn() -> None:
+    tok = make_tokenizer()
+    seq = tokenize_supervised(
+        [{"role": "user", "content": "add one two"}], "three", tok, use_template=True
+    )
+    assert _words(tok, seq.prompt_ids) == [
+        "<|user|>",
+        "add",
+        "one",
+        "two",
+        "<|end|>",
+        "<|assistant|>",
+    ]
+    assert _words(tok, seq.response_ids) == ["three", "<|end|>", "</s>"]
+    assert list(seq.loss_mask) == [1, 1, 1]
+
+
+def test_multi_turn_masks_user_turns_and_generation_cues_token_by_token() -> None:
+    tok = make_tokenizer()
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "add one two"},
+        {"role": "assistant", "content": "three"},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": "ok four"},
+    ]
+    prompt, response = split_conversation(messages, "row 0")
+    assert [m["role"] for m in prompt] == ["system", "user"]
+    seq = tokenize_supervised(prompt, response, tok, use_template=True)
+    words = _words(tok, seq.response_ids)
+    assert words == [
+        "three", "<|end|>",                       # assistant: trained
+        "<|user|>", "again", "<|end|>",           # user turn: context
+        "<|assistant|>",                          # the cue before the next reply: context
+        "ok", "four", "<|end|>",                  # assistant: trained
+        "</s>",
+    ]  # fmt: skip
+    assert list(seq.loss_mask) == [1, 1, 0, 0, 0, 0, 1, 1, 1, 1]
+    # The trained text is exactly the assistant contents and their end-of-turn markers.
+    assert _trained(tok, seq) == ["three", "<|end|>", "ok", "four", "<|end|>", "</s>"]
+    # Prompt + response re-render the whole conversation (nothing lost or doubled).
+    full = tok.apply_chat_template(messages, tokenize=False)
+    assert _words(tok, seq.prompt_ids + seq.response_ids)[:-1] == full.split()
+
+
+def test_plain_rendering_without_template() -> None:
+    tok = make_tokenizer(None)
+    seq = tokenize_supervised("add one two", "three", tok, use_template=False)
+    assert _words(tok, seq.prompt_ids) == ["add", "one", "two"]
+    assert _words(tok, seq.response_ids) == ["three", "</s>"]
+    assert seq.trained_tokens == 2
+
+
+def test_eos_is_not_doubled_and_can_be_left_out() -> None:
+    tok = make_tokenizer(None)
+    assert _words(tok, tokenize_supervised("add", "one </s>", tok, use_template=False).response_ids) == [
+        "one", "</s>"
+    ]  # fmt: skip
+    seq = tokenize_supervised("add", "one", tok, use_template=False, append_eos=False)
+    assert _words(tok, seq.response_ids) == ["one"]
+
+
+@pytest.mark.parametrize(
+    ("messages", "needle"),
+    [
+        ([{"role": "user", "content": "add"}], "no assistant message"),
+        ([{"role": "assistant", "content": "one"}], "an assistant message first"),
+    ],
+)
+def test_conversations_without_a_reply_are_one_line_errors(messages, needle) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(HfsdkError, match=needle):
+        split_conversation(messages, "row 3")
+
+
+def test_a_template_whose_renderings_do_not_extend_each_other_is_refused() -> None:
+    # Puts the message count first: a longer conversation does not extend a shorter one.
+    odd = "{{ messages|length }} {% for m in messages %}{{ m['content'] }} {% endfor %}"
+    tok = make_tokenizer(odd)
+    with pytest.raises(HfsdkError, match="prefixes"):
+        tokenize_supervised("add", "one", tok, use_template=True, where="row 1")
+
+
+def test_collate_left_pads_prompts_right_pads_responses() -> None:
+    tok = make_tokenizer(None)
+    a = tokenize_supervised("add one two", "three", tok, use_template=False)
+    b = tokenize_supervised("add", "one two three", tok, use_template=False)
+    t = collate_supervised([a, b], tok.pad_token_id)
+    pad = tok.pad_token_id
+    assert t["prompts"].tolist() == [list(a.prompt_ids), [pad, pad, *b.prompt_ids]]
+    assert t["responses"].tolist() == [[*a.response_ids, pad, pad], list(b.response_ids)]
+    assert t["response_mask"].tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]]
+    assert t["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 0, 0], [0, 0, 1, 1, 1, 1, 1]]
+    assert t["position_ids"][1].tolist() == [0, 0, 0, 1, 2, 3, 4]
+    assert t["input_ids"].shape == (2, 7)

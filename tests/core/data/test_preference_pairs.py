@@ -1,0 +1,137 @@
+"""Preference pairs: both layouts (explicit/implicit prompt), both forms (text/messages), the batch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.data.preference_pairs import (
+    PairColumns,
+    chosen_rows,
+    collate_preference_pairs,
+    load_preference_pairs,
+    rejected_rows,
+    split_prompt,
+    tokenize_preference_pair,
+)
+from hfsdk.core.errors import HfsdkError
+from tests.core.data.test_conversation import make_tokenizer
+
+USER = {"role": "user", "content": "add one two"}
+
+
+def _words(tok, ids) -> list[str]:  # type: ignore[no-untyped-def]
+    return tok.convert_ids_to_tokens(list(ids))
+
+
+def test_explicit_prompt_text_pair() -> None:
+    tok = make_tokenizer(None)
+    pair = tokenize_preference_pair(
+        {"prompt": "add one two", "chosen": "three", "rejected": "four", "id": 7},
+        tok,
+        use_template=False,
+    )
+    assert pair.chosen.prompt_ids == pair.rejected.prompt_ids
+    assert _words(tok, pair.chosen.response_ids) == ["three", "</s>"]
+    assert _words(tok, pair.rejected.response_ids) == ["four", "</s>"]
+    assert dict(pair.row) == {"id": 7}
+
+
+def test_explicit_prompt_messages_pair_trl_layout() -> None:
+    tok = make_tokenizer()
+    row = {
+        "prompt": [USER],
+        "chosen": [{"role": "assistant", "content": "three"}],
+        "rejected": [{"role": "assistant", "content": "four"}],
+    }
+    pair = tokenize_preference_pair(row, tok, use_template=True)
+    assert _words(tok, pair.chosen.prompt_ids)[-1] == "<|assistant|>"
+    assert _words(tok, pair.chosen.response_ids) == ["three", "<|end|>", "</s>"]
+    assert _words(tok, pair.rejected.response_ids) == ["four", "<|end|>", "</s>"]
+
+
+def test_implicit_prompt_messages_take_the_shared_leading_messages() -> None:
+    tok = make_tokenizer()
+    row = {
+        "chosen": [USER, {"role": "assistant", "content": "three"}],
+        "rejected": [USER, {"role": "assistant", "content": "four"}],
+    }
+    prompt, chosen, rejected = split_prompt(row)
+    assert prompt == [USER]
+    assert chosen == [{"role": "assistant", "content": "three"}]
+    explicit = tokenize_preference_pair(
+        {"prompt": [USER], "chosen": chosen, "rejected": rejected}, tok, use_template=True
+    )
+    assert tokenize_preference_pair(row, tok, use_template=True) == explicit
+
+
+def test_implicit_prompt_text_is_cut_at_a_word_boundary() -> None:
+    prompt, chosen, rejected = split_prompt(
+        {"chosen": "add one two three", "rejected": "add one two two"}
+    )
+    # The texts share "add one two t"; the prompt stops before the shared "t" of a word.
+    assert (prompt, chosen, rejected) == ("add one two ", "three", "two")
+
+
+@pytest.mark.parametrize(
+    ("row", "needle"),
+    [
+        ({"prompt": "add", "chosen": "one"}, "no 'rejected'"),
+        (
+            {"prompt": "add", "chosen": "one", "rejected": [{"role": "assistant", "content": "x"}]},
+            "differ in form",
+        ),
+        ({"chosen": "add one", "rejected": "two one"}, "add a 'prompt' column"),
+        ({"chosen": [USER], "rejected": [USER]}, "share 1 of 1/1"),
+        ({"prompt": "add", "chosen": 3, "rejected": "one"}, "column 'chosen'"),
+    ],
+)
+def test_malformed_rows_are_one_line_errors(row, needle) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(HfsdkError, match=needle) as info:
+        tokenize_preference_pair(row, make_tokenizer(None), use_template=False, where="row 4")
+    assert "\n" not in str(info.value)
+
+
+def test_collate_interleaves_chosen_and_rejected() -> None:
+    tok = make_tokenizer(None)
+    pairs = [
+        tokenize_preference_pair(
+            {"prompt": "add one two", "chosen": "three", "rejected": "four four", "k": "a"},
+            tok, use_template=False,
+        ),
+        tokenize_preference_pair(
+            {"prompt": "add", "chosen": "one", "rejected": "two", "k": "b"},
+            tok, use_template=False,
+        ),
+    ]  # fmt: skip
+    batch = collate_preference_pairs(pairs, tok.pad_token_id)
+    assert len(batch) == 4 and batch.meta["pairs"] == 2
+    assert batch["pair_index"].tolist() == [0, 0, 1, 1]
+    assert batch["chosen"].tolist() == [1, 0, 1, 0]
+    assert list(batch["k"]) == ["a", "a", "b", "b"]
+    responses = batch["responses"]
+    assert _words(tok, chosen_rows(responses)[0][:2]) == ["three", "</s>"]
+    assert _words(tok, rejected_rows(responses)[0]) == ["four", "four", "</s>"]
+    assert batch["response_mask"].tolist() == [[1, 1, 0], [1, 1, 1], [1, 1, 0], [1, 1, 0]]
+    # Both rows of a pair have the same prompt ids (left-padded to one width).
+    assert batch["prompts"][0].tolist() == batch["prompts"][1].tolist()
+    # A contiguous even split keeps pairs together.
+    for part in batch.chunk(2):
+        assert part["pair_index"][0] == part["pair_index"][1]
+
+
+def test_load_from_jsonl_with_custom_columns_and_length_limit(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "pairs.jsonl"
+    rows = [
+        {"q": "add one", "good": "two", "bad": "three"},
+        {"q": "add one two", "good": "three", "bad": "four one two three four"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    columns = PairColumns(prompt="q", chosen="good", rejected="bad")
+    pairs = load_preference_pairs([str(path)], make_tokenizer(None), columns=columns, max_length=6)
+    assert len(pairs) == 1  # the second is 3 + 6 tokens long
+    assert "dropped 1 of 2" in caplog.text
+    with pytest.raises(HfsdkError, match="no column 'rejected'"):
+        load_preference_pairs([str(path)], make_tokenizer(None), columns=PairColumns(chosen="good"))

@@ -1,0 +1,212 @@
+"""Every registered rollout correction against a hand computation, and their composition."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from hfsdk import ConfigError, get_registry
+from hfsdk.core.config import load_run_config
+from hfsdk.core.maths.rollout_correction_config import PRESETS, resolve_rollout_corrections
+from hfsdk.core.maths.rollout_corrections import (
+    BandConfig,
+    DSV32MaskConfig,
+    GeoRSConfig,
+    K3RSConfig,
+    MISConfig,
+    TISConfig,
+    TrustRegionConfig,
+    combine_corrections,
+)
+
+# Two sequences, 3 and 2 valid tokens. δ = old − rollout: row 0: 0.5, −1.0, 0.0; row 1: 1.0, 0.0
+OLD = torch.tensor([[-1.0, -2.0, -0.5, 0.0], [-1.0, -1.0, 0.0, 0.0]])
+ROLLOUT = torch.tensor([[-1.5, -1.0, -0.5, -9.0], [-2.0, -1.0, -9.0, -9.0]])
+MASK = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+E = math.e
+
+
+def _rows(rows: list[list[float]]) -> torch.Tensor:
+    out = torch.zeros(2, 4)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row)
+    return out
+
+
+def _run(name: str, config, *, log_prob=OLD, advantages=None, rollout=ROLLOUT):
+    fn = get_registry("rollout_corrections")[name].impl
+    return fn(
+        old_log_prob=OLD,
+        rollout_log_prob=rollout,
+        log_prob=log_prob,
+        advantages=torch.ones(2, 4) if advantages is None else advantages,
+        response_mask=MASK,
+        config=config,
+    )
+
+
+def test_every_builtin_is_registered_and_listed() -> None:
+    names = set(get_registry("rollout_corrections"))
+    assert {"tis", "mis", "icepop", "geo_rs", "k3_rs", "trust_region", "dsv32_mask"} <= names
+
+
+@pytest.mark.parametrize(
+    ("level", "weights", "share"),
+    [
+        ("token", [[E**0.5, E**-1, 1.0], [2.0, 1.0]], 1 / 5),
+        # sequence ratios: row 0 exp(−0.5), row 1 exp(1) > 2 (both tokens over the cap)
+        ("sequence", [[E**-0.5] * 3, [2.0, 2.0]], 2 / 5),
+    ],
+)
+def test_tis_truncates_the_ratio(level, weights, share) -> None:
+    result = _run("tis", TISConfig(cap=2.0, level=level))
+    torch.testing.assert_close(result.weights, _rows(weights))
+    assert torch.equal(result.keep, MASK.bool())
+    assert result.metrics["tis_truncated_share"] == pytest.approx(share)
+
+
+@pytest.mark.parametrize(
+    ("level", "weights", "keep"),
+    [
+        ("token", [[E**0.5, E**-1, 1.0], [0.0, 1.0]], [[1, 1, 1], [0, 1]]),
+        ("sequence", [[E**-0.5] * 3, [0.0, 0.0]], [[1, 1, 1], [0, 0]]),
+    ],
+)
+def test_mis_drops_what_is_over_the_cap(level, weights, keep) -> None:
+    result = _run("mis", MISConfig(cap=2.0, level=level))
+    torch.testing.assert_close(result.weights, _rows(weights))
+    assert torch.equal(result.keep, _rows(keep).bool())
+
+
+def test_icepop_drops_tokens_outside_the_band() -> None:
+    # ρ: e^0.5 = 1.65 in, e^-1 = 0.37 < 1/2 out, 1 in; e = 2.72 > 2 out, 1 in.
+    result = _run("icepop", BandConfig(c=2.0))
+    assert torch.equal(result.keep, _rows([[1, 0, 1], [0, 1]]).bool())
+    torch.testing.assert_close(result.weights, MASK.float())  # masks, never reweights
+    assert result.metrics["icepop_masked_share"] == pytest.approx(2 / 5)
+
+
+def test_geo_rs_rejects_on_the_geometric_mean() -> None:
+    # mean δ: row 0 −0.5/3 = −0.167 (|.| < log 1.2 = 0.182), row 1 0.5 (out).
+    result = _run("geo_rs", GeoRSConfig(c=1.2))
+    assert torch.equal(result.keep, _rows([[1, 1, 1], [0, 0]]).bool())
+    assert result.metrics["geo_rs_masked_seq_share"] == pytest.approx(1 / 2)
+    assert result.metrics["geo_rs_masked_share"] == pytest.approx(2 / 5)
+    tight = _run("geo_rs", GeoRSConfig(c=1.1))  # log 1.1 = 0.095 < 0.167: both out
+    assert not bool(tight.keep.any())
+
+
+@pytest.mark.parametrize(
+    ("threshold", "keep"), [(0.2, [[1, 1, 1], [0, 0]]), (0.1, [[0] * 3, [0, 0]])]
+)
+def test_k3_rs_rejects_on_the_mean_k3(threshold, keep) -> None:
+    # k3 = e^δ − 1 − δ. Row 0: (e^0.5 − 1.5 + e^-1 + 0) / 3 = 0.1722; row 1: (e − 2) / 2 = 0.3591.
+    row0 = (E**0.5 - 1.5 + E**-1) / 3
+    row1 = (E - 2) / 2
+    assert row0 < 0.2 < row1 and row0 > 0.1
+    result = _run("k3_rs", K3RSConfig(threshold=threshold))
+    assert torch.equal(result.keep, _rows(keep).bool())
+
+
+def test_trust_region_drops_a_sequence_with_one_far_token() -> None:
+    # Row 1's first token: δ = 0.3 instead of 1.0; row 0 keeps its |δ| = 1.0 token.
+    rollout = ROLLOUT.clone()
+    rollout[1, 0] = -1.3
+    result = _run("trust_region", TrustRegionConfig(delta=0.5), rollout=rollout)
+    assert torch.equal(result.keep, _rows([[0, 0, 0], [1, 1]]).bool())
+    assert result.metrics["trust_region_masked_seq_share"] == pytest.approx(1 / 2)
+    loose = _run("trust_region", TrustRegionConfig(delta=1.0), rollout=rollout)
+    assert torch.equal(loose.keep, MASK.bool())  # |δ| = 1.0 is not above 1.0
+
+
+def test_dsv32_masks_only_negative_advantage_sequences_far_from_the_behaviour_policy() -> None:
+    # With log π_θ = log π_old: mean(log μ − log π_θ) = row 0: 0.5/3 = 0.167, row 1: −0.5.
+    negative = -torch.ones(2, 4)
+    result = _run("dsv32_mask", DSV32MaskConfig(delta=0.1), advantages=negative)
+    assert torch.equal(result.keep, _rows([[0, 0, 0], [1, 1]]).bool())
+    positive = torch.tensor([[1.0] * 4, [-1.0] * 4])
+    kept = _run("dsv32_mask", DSV32MaskConfig(delta=0.1), advantages=positive)
+    assert torch.equal(kept.keep, MASK.bool())  # row 0's advantage is positive
+    assert _run("dsv32_mask", DSV32MaskConfig(delta=0.2), advantages=negative).keep.all() == (
+        MASK.bool().all()
+    )
+
+
+def test_composition_multiplies_weights_and_intersects_masks() -> None:
+    registry = get_registry("rollout_corrections")
+    result = combine_corrections(
+        [
+            ("geo_rs", registry["geo_rs"].impl, GeoRSConfig(c=1.2)),
+            ("tis", registry["tis"].impl, TISConfig(cap=1.5)),
+        ],
+        old_log_prob=OLD,
+        rollout_log_prob=ROLLOUT,
+        log_prob=OLD,
+        advantages=torch.ones(2, 4),
+        response_mask=MASK,
+    )
+    torch.testing.assert_close(result.weights, _rows([[1.5, E**-1, 1.0], [0.0, 0.0]]))
+    assert result.metrics["is_kept_share"] == pytest.approx(3 / 5)
+    assert result.metrics["is_weight_mean"] == pytest.approx((1.5 + E**-1 + 1.0) / 3)
+    assert result.metrics["is_weight_max"] == pytest.approx(1.5)
+    assert result.metrics["is_ratio_max"] == pytest.approx(E)
+    assert result.metrics["tis_truncated_share"] == pytest.approx(2 / 5)
+
+
+def test_presets_and_apply_resolve_in_order() -> None:
+    config = load_run_config(
+        "grpo", None, ["rollout_correction.preset=geo_rs_tis", "rollout_correction.apply=[icepop]"]
+    )
+    assert [
+        name
+        for name, _fn, _cfg in resolve_rollout_corrections(
+            config, get_registry("rollout_corrections")
+        )
+    ] == [
+        "geo_rs",
+        "tis",
+        "icepop",
+    ]
+    for name in PRESETS:
+        load_run_config("grpo", None, [f"rollout_correction.preset={name}"])
+
+
+def test_the_older_is_correction_keys_still_work() -> None:
+    config = load_run_config(
+        "grpo",
+        None,
+        ["algorithm.is_correction=mis", "algorithm.is_cap=3", "algorithm.is_level=sequence"],
+    )
+    [(name, _fn, cfg)] = resolve_rollout_corrections(config, get_registry("rollout_corrections"))
+    assert (name, cfg) == ("mis", MISConfig(cap=3.0, level="sequence"))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        (["rollout_correction.preset=icepopp"], "'rollout_correction.preset': 'icepopp'"),
+        (["rollout_correction.apply=[icepopp]"], "did you mean 'icepop'"),
+        (["rollout_correction.apply=[{name: icepop, c: 0.5}]"], "'rollout_correction.apply[0].c'"),
+        (["rollout_correction.apply=[{name: tis, caps: 2}]"], "caps"),
+        (["algorithm.is_correction=tis", "rollout_correction.preset=mis"], "keep one"),
+    ],
+)
+def test_bad_settings_are_one_line(overrides, needle) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_run_config("grpo", None, overrides)
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_the_docs_example_resolves_as_written(tmp_path) -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[3] / "docs" / "async.md").read_text()
+    block = text.split("```yaml\nrollout_correction:", 1)[1].split("```", 1)[0]
+    (tmp_path / "run.yaml").write_text("rollout_correction:" + block)
+    config = load_run_config("grpo", str(tmp_path / "run.yaml"), [])
+    resolved = resolve_rollout_corrections(config, get_registry("rollout_corrections"))
+    assert [name for name, _fn, _cfg in resolved] == ["geo_rs", "tis", "icepop", "k3_rs"]
+    assert resolved[-1][2] == K3RSConfig(threshold=0.02)
