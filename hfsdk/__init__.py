@@ -132,6 +132,15 @@ if TYPE_CHECKING:
         RolloutBackend,
         build_rollout,
     )
+    from hfsdk.core.trainer.faults import take_fault
+    from hfsdk.core.weight_check import (
+        Fingerprint,
+        WeightSyncMismatch,
+        compare_manifest,
+        fingerprint,
+        manifest,
+        require_loaded,
+    )
     from hfsdk.core.workers import (
         BuiltinProtocol,
         ResourcePool,
@@ -289,6 +298,14 @@ _LAZY = {
     "generation_specs": "hfsdk.core.hybrid_engine.accounting",
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",
+    # verified weight syncs (docs/async.md#verified-weight-syncs)
+    "Fingerprint": "hfsdk.core.weight_check",
+    "WeightSyncMismatch": "hfsdk.core.weight_check",
+    "compare_manifest": "hfsdk.core.weight_check",
+    "fingerprint": "hfsdk.core.weight_check",
+    "manifest": "hfsdk.core.weight_check",
+    "require_loaded": "hfsdk.core.weight_check",
+    "take_fault": "hfsdk.core.trainer.faults",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

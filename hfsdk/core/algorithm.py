@@ -182,6 +182,9 @@ class Algorithm:
         self.metrics: dict[str, float] = {}
         self.last_batch: Batch | None = None
         """The last finished step's batch (``finish``), for ``trainer.rollout_dump``."""
+        self.generations: list[tuple[Batch, Batch]] = []
+        """This step's sampled generations, ``(prompts, generated)`` in order (the trainer
+        dumps and clears them): what ``trainer.mode: train_only`` trains from."""
         from hfsdk.core.maths.kl import build_kl_controller
 
         cfg = self.algo_config
@@ -331,11 +334,14 @@ class Algorithm:
                 out, staleness = ahead
                 self.record(staleness)
                 self.record(out.meta.pop("rollout_metrics", None) or {})
+                self.generations.append((prompts, out))
                 return out
         batch = self.generation_input(prompts, n=n, greedy=greedy)
         out = self.actor.generate_sequences(batch)
         # The rollout's train -> generate transition (timing/reshard_s, perf/reshard_bytes, ...).
         self.record(out.meta.pop("rollout_metrics", None) or {})
+        if n is None and not greedy:
+            self.generations.append((prompts, out))
         return out
 
     @property
@@ -486,6 +492,27 @@ class Algorithm:
         self.last_batch = batch  # the step's samples, for trainer.rollout_dump
         metrics, self.metrics = self.metrics, {}
         return metrics
+
+    def replay_update(self, batch: Batch) -> dict[str, float]:
+        """Run a finished step's updates again on the batch they saw (``hfsdk replay``).
+
+        The default updates the ``value`` role, if there is one (``update_critic``), and
+        then the policy (``update_actor``), as PPO-style programs do, and returns their
+        metrics. An algorithm whose updates differ (several critics fed different
+        views) overrides it.
+        """
+        critics = self.spec.roles_of_kind("value")
+        if len(critics) > 1:
+            raise HfsdkError(
+                f"algorithm {self.spec.name!r} has {len(critics)} value roles "
+                f"({', '.join(critics)}); replay needs its replay_update() to say how each is "
+                "updated, which it does not define"
+            )
+        metrics: dict[str, float] = {}
+        for critic in critics:
+            metrics.update(self.role(critic).update_critic(batch))
+        metrics.update(self.actor.update_actor(batch))
+        return {key: float(value) for key, value in metrics.items()}
 
     # -- checkpointed state --------------------------------------------------------
 

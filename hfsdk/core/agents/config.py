@@ -53,7 +53,8 @@ class MultiTurnConfig:
         validator=attrs.validators.optional(attrs.validators.ge(1)),
     )
     tool_timeout_s: float = help_field(
-        "Wall-clock limit of one tool call in seconds (then the model reads a timeout error).",
+        "Wall-clock limit of one tool call in seconds; past it the model reads a timeout error "
+        "and the tool's worker process is killed (docs/agents.md).",
         default=10.0,
         validator=attrs.validators.gt(0.0),
     )

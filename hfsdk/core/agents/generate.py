@@ -43,6 +43,7 @@ class AgentRollout:
 
     def __init__(self, rollout: RolloutBackend, config: MultiTurnConfig) -> None:
         from hfsdk.core.agents.parsers import CALL_END_MARKERS
+        from hfsdk.core.agents.tool_worker import ToolWorkers
         from hfsdk.core.agents.tools import load_tools
         from hfsdk.core.agents.trajectory import ChatTemplateRenderer, PlainRenderer
         from hfsdk.core.plugin_manager import get_registry
@@ -57,6 +58,8 @@ class AgentRollout:
             eos.add(int(tokenizer.eos_token_id))
         self.eos_ids = tuple(sorted(eos))
         self.tools = load_tools(config.tools)
+        # One worker process for the tool set, forked on the first call, killed with us.
+        self.tool_workers = ToolWorkers({name: tool.fn for name, tool in self.tools.items()})
         parser_entry = get_registry("tool_parsers")[config.parser]
         self.parser = parser_entry.impl
         end = parser_entry.extra.get("end_marker", CALL_END_MARKERS.get(config.parser))
@@ -135,6 +138,7 @@ class AgentRollout:
             temperature=temperature,
             top_p=float(getattr(rollout_config, "top_p", 1.0)),
             greedy=greedy,
+            tool_workers=self.tool_workers,
         )
         tokens, columns = prompt_rows(rows)
         # Seeds from the torch RNG the trainer checkpoints, so a resumed run draws the same ones.

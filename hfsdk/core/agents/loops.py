@@ -23,6 +23,7 @@ import attrs
 from hfsdk.core.agents.config import MultiTurnConfig
 from hfsdk.core.agents.parsers import ParsedTurn, ToolCall, ToolParser
 from hfsdk.core.agents.requests import Generate, GenerationRequest
+from hfsdk.core.agents.tool_worker import ToolWorkers
 from hfsdk.core.agents.tools import Tool, ToolOutput, call_tool
 from hfsdk.core.agents.trajectory import MODEL_ROLE, Segment, Trajectory, TurnRenderer
 
@@ -45,6 +46,9 @@ class AgentContext:
     temperature: float = 1.0
     top_p: float = 1.0
     greedy: bool = False
+    tool_workers: ToolWorkers | None = None
+    """The tool set's worker process (every call runs there, killed at its deadline);
+    ``None``: a worker per call."""
 
     def remaining(self, trajectory: Trajectory) -> int:
         """Tokens the trajectory may still add."""
@@ -100,6 +104,7 @@ class AgentContext:
                     call.arguments,
                     timeout_s=self.config.tool_timeout_s,
                     max_output_chars=self.config.max_tool_output_chars,
+                    runner=self.tool_workers,
                 )
                 for call in calls
             )

@@ -3,23 +3,21 @@
 A :class:`Tool` wraps a sync or ``async`` function. Its schema comes from the
 function's type hints and docstring (:func:`schema_from_function`) unless one is
 given. :func:`load_tool` finds a tool by registered name (``hfsdk_register_tools``),
-``module:fn`` or ``path/to/file.py:fn``. :func:`call_tool` runs one call with a
-timeout and turns every failure (an exception, a timeout, an unknown tool, bad
-arguments, output that is not text-like, output over the size limit) into an
-error message the model reads as the tool's output: a tool never ends the run.
+``module:fn`` or ``path/to/file.py:fn``. :func:`call_tool` runs one call in a worker
+process with a deadline (:mod:`hfsdk.core.agents.tool_worker`) and turns every
+failure (an exception, a timeout, a dead worker, an unknown tool, bad arguments,
+output that is not text-like, output over the size limit) into an error message
+the model reads as the tool's output: a tool never ends the run.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib
 import importlib.util
 import inspect
 import json
 import re
 import sys
-import threading
 import time
 import types
 import typing
@@ -29,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from hfsdk.core.agents.tool_worker import ToolWorkers
 from hfsdk.core.errors import ConfigError, HfsdkError
 
 
@@ -206,16 +205,31 @@ def _load_callable(spec: str) -> Callable[..., Any]:
             assert loader_spec is not None and loader_spec.loader is not None
             module = importlib.util.module_from_spec(loader_spec)
             sys.modules[module_name] = module
-            loader_spec.loader.exec_module(module)
+            try:
+                loader_spec.loader.exec_module(module)
+            except Exception as err:
+                del sys.modules[module_name]  # a fixed file is read again, not this half
+                raise ConfigError(f"tool {spec!r}: {_import_failure(err)}") from None
     else:
         try:
             module = importlib.import_module(target)
         except ImportError as err:
             raise ConfigError(f"tool {spec!r}: cannot import {target!r} ({err})") from None
+        except Exception as err:
+            raise ConfigError(f"tool {spec!r}: {_import_failure(err)}") from None
     fn = getattr(module, attr, None)
     if fn is None:
         raise ConfigError(f"tool {spec!r}: {target!r} has no attribute {attr!r}")
     return fn  # type: ignore[no-any-return]
+
+
+def _import_failure(err: Exception) -> str:
+    """One line on why a tool's module could not be imported, and what to do."""
+    if isinstance(err, SyntaxError):
+        where = f"{Path(err.filename or '?').name}, line {err.lineno}"
+        return f"the file has a syntax error ({where}: {err.msg}); fix it and run again"
+    first = (str(err).strip().splitlines() or [""])[0]
+    return f"importing it raised {type(err).__name__}: {first}; fix the module and run again"
 
 
 def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool:
@@ -254,7 +268,11 @@ def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool
         base = load_tool(spec["fn"])
         return Tool.from_function(base.fn, name=spec.get("name"), schema=spec.get("schema"))
     if not isinstance(spec, str):
-        raise ConfigError(f"tool entry {spec!r} is a {type(spec).__name__}; give a string")
+        raise ConfigError(
+            f"rollout.multi_turn.tools: the entry {spec!r} ({type(spec).__name__}) is not a "
+            "tool; give a registered tool name (hfsdk list tools), 'module:function', "
+            "'path/to/file.py:function' or a mapping {fn: ..., name: ...}"
+        )
     if ":" not in spec:
         import hfsdk  # the registry through the public surface (no import cycle)
 
@@ -285,7 +303,9 @@ def load_tools(specs: typing.Sequence[Any]) -> dict[str, Tool]:
 class ToolOutput:
     """What one tool call gave the model: ``content`` (text), ``ok`` and the error kind.
 
-    ``error``: ``None``, ``unknown_tool``, ``bad_arguments``, ``exception``, ``timeout``,
+    ``error``: ``None``, ``unknown_tool``, ``bad_arguments``, ``exception``, ``tool_error``
+    (a :class:`ToolError`), ``timeout``, ``crashed`` (the tool's worker process died),
+    ``stopped`` (cut short: the run is stopping),
     ``bad_output`` (not text, numbers or JSON-serialisable) or ``too_long``
     (cut to the limit). ``seconds`` is the call's wall time.
     """
@@ -354,11 +374,14 @@ async def call_tool(
     *,
     timeout_s: float,
     max_output_chars: int,
+    runner: ToolWorkers | None = None,
 ) -> ToolOutput:
     """Run one tool call; every failure becomes an error message as the tool's output.
 
-    A sync function runs in a thread (so a slow one does not stall other
-    trajectories); one that never returns is abandoned after ``timeout_s``.
+    The call runs in ``runner``'s worker process (one made for this call when
+    ``None``), which is killed when the call passes ``timeout_s``
+    (:mod:`hfsdk.core.agents.tool_worker`): a tool that blocks or loops forever is
+    a ``timeout`` error and the rollout goes on.
     """
     started = time.perf_counter()
 
@@ -379,22 +402,16 @@ async def call_tool(
     problem = argument_error(tool, arguments)
     if problem is not None:
         return fail("bad_arguments", f"{name}: {problem}")
-    try:
-        if inspect.iscoroutinefunction(tool.fn):
-            value = await asyncio.wait_for(tool.fn(**arguments), timeout=timeout_s)
-        else:
-            # A thread cannot be killed: a hanging sync tool keeps its (daemon) thread only.
-            value = await asyncio.wait_for(_in_thread(tool.fn, arguments), timeout=timeout_s)
-    except ToolError as err:
-        return fail("tool_error", str(err))
-    except TimeoutError:
-        return fail("timeout", f"{name} did not return within {timeout_s:g} s")
-    except Exception as err:
-        return fail("exception", f"{name} raised {type(err).__name__}: {err}")
-    try:
-        text = _as_text(value)
-    except (TypeError, ValueError):
-        return fail("bad_output", f"{name} returned a {type(value).__name__}, not text or JSON")
+    if runner is None:
+        runner = ToolWorkers({name: tool.fn})
+        try:
+            kind, text = await runner.run(name, arguments, timeout_s)
+        finally:
+            runner.close()
+    else:
+        kind, text = await runner.run(name, arguments, timeout_s)
+    if kind != "ok":
+        return fail(kind, text)
     if len(text) > max_output_chars:
         return ToolOutput(
             name=name,
@@ -404,29 +421,3 @@ async def call_tool(
             seconds=time.perf_counter() - started,
         )
     return ToolOutput(name=name, content=text, ok=True, seconds=time.perf_counter() - started)
-
-
-def _in_thread(fn: Callable[..., Any], arguments: Mapping[str, Any]) -> asyncio.Future[Any]:
-    """``fn(**arguments)`` in a daemon thread, so a call that never returns never blocks exit."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
-    def work() -> None:
-        value, error = None, None
-        try:
-            value = fn(**arguments)
-        except BaseException as err:
-            error = err
-        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
-            loop.call_soon_threadsafe(settle, value, error)
-
-    threading.Thread(target=work, daemon=True, name="hfsdk-tool").start()
-    return future

@@ -19,6 +19,7 @@ from hfsdk.core.cli.list_command import list_entries
 from hfsdk.core.cli.plan_command import calibrate_command, plan
 from hfsdk.core.cli.plot_command import plot
 from hfsdk.core.cli.plugins_command import plugins
+from hfsdk.core.cli.replay_command import replay
 from hfsdk.core.cli.reward_command import reward
 from hfsdk.core.cli.run_command import run
 from hfsdk.core.cli.sandbox_command import sandbox
@@ -50,6 +51,7 @@ cli.add_command(plan)
 cli.add_command(calibrate_command)
 cli.add_command(plot)
 cli.add_command(export)
+cli.add_command(replay)
 cli.add_command(sandbox)
 cli.add_command(reward)
 

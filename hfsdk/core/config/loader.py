@@ -8,16 +8,16 @@ from typing import Any
 
 import yaml
 
+from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
 from hfsdk.core.errors import ConfigError
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping from ``path``; a missing file or non-mapping is a ConfigError."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist; pass an existing YAML file")
+    text = read_config_text(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml_text(text, source=f"config file {str(path)!r}")
     except yaml.YAMLError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from exc
     if data is None:
@@ -38,7 +38,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
             f"override {text!r} is not of the form key.sub=value; e.g. actor.optim.lr=1e-6"
         )
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = load_yaml_text(raw, source=f"override {key!r}") if raw.strip() else ""
     except yaml.YAMLError as exc:
         raise ConfigError(f"override {text!r}: value {raw!r} is not valid YAML ({exc})") from exc
     return key.split("."), value

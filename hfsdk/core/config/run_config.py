@@ -254,6 +254,10 @@ def resolve_run_config(
         composer.errors.append(str(exc))
     else:
         rollout = {**rollout, "backend": rollout_backend}
+        entry = registry_of("rollout_backends").get(rollout_backend)
+        cls = entry.config_cls if entry is not None else None
+        if attrs.has(cls) and "max_prompt_length" in attrs.fields_dict(cls):
+            rollout = _derive_rollout_prompt_length(data, rollout)
         composer.named("rollout", "rollout_backends", "rollout.backend", rollout_backend, rollout)
     for name, cls in _core_sections().items():
         composer.add(name, cls, _section(data, name))
@@ -309,13 +313,157 @@ def load_run_config(
     ``hfsdk.core.default_task.preset``) fills the keys the user did not set.
     ``base`` (a built-in task's settings) goes under the file and the overrides.
     """
-    data = load_yaml(config_file) if config_file else {}
-    if base:  # a built-in task's settings (``--task``), under the file and the overrides
-        from hfsdk.core.default_task.preset import deep_merge
+    from hfsdk.core.default_task.preset import deep_merge
 
-        data = deep_merge(base, data)
-    data = apply_overrides(data, overrides)
+    data = load_yaml(config_file) if config_file else {}
+    layers = [(dict(base or {}), "the task's preset"), (data, f"config file {config_file!r}")]
+    # The rollout's prompt length follows from data.max_prompt_length: each layer's
+    # rollout.max_prompt_length (older configs) becomes that, or is refused if it disagrees.
+    extra = _context_extra(apply_overrides(deep_merge(layers[0][0], data), overrides))
+    data = {}
+    for layer, where in layers:
+        data = deep_merge(data, _prompt_length_layer(layer, extra, where))
+    overrides = _prompt_length_overrides(overrides, extra)
+    data = apply_overrides(defaults_under_overrides(data, overrides), overrides)
     return resolve_run_config(algo, with_algorithm_preset(algo or data.get("algo"), data))
+
+
+def _context_extra(data: Mapping[str, Any]) -> int:
+    """What a turn's context holds beyond the prompt: the multi-turn budget, else 0."""
+    from hfsdk.core.agents.config import MultiTurnConfig
+
+    rollout = data.get("rollout")
+    multi_turn = rollout.get("multi_turn") if isinstance(rollout, Mapping) else None
+    if not isinstance(multi_turn, Mapping):
+        return 0
+    if not multi_turn.get("tools") and multi_turn.get("agent_loop") is None:
+        return 0
+    budget = multi_turn.get("max_response_tokens", MultiTurnConfig().max_response_tokens)
+    return budget if isinstance(budget, int) and not isinstance(budget, bool) else 0
+
+
+def _prompt_length_rule(extra: int) -> str:
+    if extra:
+        return f"data.max_prompt_length + rollout.multi_turn.max_response_tokens ({extra})"
+    return "data.max_prompt_length"
+
+
+def _prompt_length_layer(layer: dict[str, Any], extra: int, where: str) -> dict[str, Any]:
+    """``layer`` with its rollout.max_prompt_length turned into data.max_prompt_length."""
+    rollout = layer.get("rollout")
+    if not isinstance(rollout, dict) or "max_prompt_length" not in rollout:
+        return layer
+    given = rollout["max_prompt_length"]
+    section = layer.get("data")
+    prompt = section.get("max_prompt_length") if isinstance(section, dict) else None
+    result = {**layer, "rollout": {k: v for k, v in rollout.items() if k != "max_prompt_length"}}
+    if not isinstance(given, int) or isinstance(given, bool):
+        result["rollout"]["max_prompt_length"] = given  # its own validator names the type
+        return result
+    if prompt is not None:
+        if prompt + extra != given:
+            raise ConfigError(
+                f"{where}: rollout.max_prompt_length={given} disagrees with "
+                f"data.max_prompt_length={prompt}; it follows from them "
+                f"({_prompt_length_rule(extra)}): remove rollout.max_prompt_length"
+            )
+        return result
+    if given - extra < 1:
+        raise ConfigError(
+            f"{where}: rollout.max_prompt_length={given} leaves no room for a prompt beside "
+            f"rollout.multi_turn.max_response_tokens={extra}; set data.max_prompt_length (the "
+            "widest prompt) instead"
+        )
+    if not isinstance(section, dict) and section is not None:
+        return result  # a bad data section: its own error says so
+    result["data"] = {**(section or {}), "max_prompt_length": given - extra}
+    return result
+
+
+def _prompt_length_overrides(overrides: list[str] | tuple[str, ...], extra: int) -> list[str]:
+    """The command line's overrides with rollout.max_prompt_length=N as data.max_prompt_length."""
+    rollout = [t for t in overrides if t.partition("=")[0].strip() == "rollout.max_prompt_length"]
+    if not rollout:
+        return list(overrides)
+    layer = apply_overrides(
+        {},
+        [
+            t
+            for t in overrides
+            if t.partition("=")[0].strip()
+            in ("rollout.max_prompt_length", "data.max_prompt_length")
+        ],
+    )
+    converted = _prompt_length_layer(layer, extra, "the command line")
+    rest = [t for t in overrides if t not in rollout]
+    prompt = converted.get("data", {}).get("max_prompt_length")
+    if "max_prompt_length" in converted.get("rollout", {}):  # not a number: keep for its error
+        return list(overrides)
+    return rest if prompt is None else [*rest, f"data.max_prompt_length={prompt}"]
+
+
+def _derive_rollout_prompt_length(data: Mapping[str, Any], rollout: dict[str, Any]) -> dict:
+    """``rollout`` with max_prompt_length = data.max_prompt_length (+ the multi-turn budget),
+    unless given (:func:`~hfsdk.core.trainer.input_checks.check_prompt_length` then holds it
+    to that)."""
+    from hfsdk.core.data.data_config import DataConfig
+
+    extra = _context_extra(data)
+    section = data.get("data")
+    prompt = section.get("max_prompt_length") if isinstance(section, Mapping) else None
+    if (prompt is None and not extra) or "max_prompt_length" in rollout:
+        return rollout
+    if prompt is None:
+        prompt = DataConfig().max_prompt_length
+    if not isinstance(prompt, int) or isinstance(prompt, bool):
+        return rollout  # its own validator names the type
+    return {**rollout, "max_prompt_length": prompt + extra}
+
+
+def defaults_under_overrides(
+    data: dict[str, Any], overrides: list[str] | tuple[str, ...]
+) -> dict[str, Any]:
+    """``data`` with each map-valued setting that a dotted override reaches into filled with
+    its default first: ``placement.pools.rollout.devices=2`` adds the ``rollout`` pool beside
+    the default ``global`` one instead of replacing the whole map."""
+    result = dict(data)
+    core = _core_sections()
+    for text in overrides:
+        keys = text.partition("=")[0].strip().split(".")
+        cls: Any = core.get(keys[0])
+        for depth in range(1, len(keys) - 1):
+            field = attrs.fields_dict(cls).get(keys[depth]) if attrs.has(cls) else None
+            if field is None:
+                break
+            default = field.default
+            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                if default.takes_self:
+                    break
+                default = default.factory()
+            if attrs.has(type(default)):
+                cls = type(default)
+                continue
+            if isinstance(default, dict) and default:
+                _fill(result, keys[:depth], keys[depth], default)
+            break
+    return result
+
+
+def _fill(data: dict[str, Any], path: list[str], name: str, default: dict[str, Any]) -> None:
+    """Set ``data[path...][name]`` to ``default`` (as plain values) unless it is set."""
+    node = data
+    for key in path:
+        child = node.get(key)
+        if child is None:
+            child = {}
+        elif not isinstance(child, dict):
+            return  # not a section: the override's own error says so
+        else:
+            child = dict(child)
+        node[key] = child
+        node = child
+    if name not in node:
+        node[name] = {k: attrs.asdict(v) if attrs.has(type(v)) else v for k, v in default.items()}
 
 
 def with_algorithm_preset(

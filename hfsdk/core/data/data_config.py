@@ -35,7 +35,8 @@ class DataConfig:
     )
     """Prompts per step (each is sampled ``n_samples_per_prompt`` times)."""
     max_prompt_length: int = help_field(
-        "Prompts longer than this many tokens are dropped with a warning.",
+        "Prompts longer than this many tokens are dropped with a warning; the one key for the "
+        "prompt length (rollout.max_prompt_length follows from it).",
         default=64,
         validator=attrs.validators.ge(1),
     )

@@ -264,9 +264,11 @@ class Cluster:
         """Read a profile written by :meth:`save` (or by hand)."""
         import yaml
 
+        from hfsdk.core.config.safe_yaml import load_yaml_text
+
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text())
+            data = load_yaml_text(path.read_text(), source=f"cluster profile {str(path)!r}")
         except (OSError, yaml.YAMLError) as exc:
             raise HfsdkError(f"cannot read cluster profile {str(path)!r}: {exc}") from None
         return cls.from_dict(data or {}, where=f"cluster profile {str(path)!r}")

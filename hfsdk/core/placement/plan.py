@@ -221,9 +221,9 @@ class Plan:
     @classmethod
     def from_yaml(cls, text: str) -> Plan:
         """Load a plan from YAML text."""
-        import yaml
+        from hfsdk.core.config.safe_yaml import load_yaml_text
 
-        return cls.from_dict(yaml.safe_load(text))
+        return cls.from_dict(load_yaml_text(text, source="plan"))
 
     def save(self, path: str | Path) -> None:
         """Write the plan to ``path`` (JSON for ``.json``, YAML otherwise)."""

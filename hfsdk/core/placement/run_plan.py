@@ -515,7 +515,7 @@ class CheckRow:
 
 
 def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    import yaml
+    from hfsdk.core.config.safe_yaml import load_yaml_text
 
     config_file, metrics_file = run_dir / "config.yaml", run_dir / "metrics.jsonl"
     for path in (config_file, metrics_file):
@@ -524,7 +524,7 @@ def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 f"--check {str(run_dir)!r}: {path.name} is missing; give the directory of a "
                 "finished run (hfsdk run --run-dir DIR with trainer.loggers including jsonl)"
             )
-    config = yaml.safe_load(config_file.read_text()) or {}
+    config = load_yaml_text(config_file.read_text(), source=str(config_file)) or {}
     rows = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
     if not rows:
         raise HfsdkError(f"--check {str(run_dir)!r}: metrics.jsonl has no steps yet")

@@ -17,6 +17,13 @@ start of the step, once per controller process: the restarted run passes it),
 ``sigterm`` / ``sigint`` (the controller signals itself at the start of the
 step), ``save_sigterm`` (one SIGTERM mid-checkpoint-write, where ``save_mid``
 kills) and ``save_sigterm_twice`` (two SIGTERMs there), each once per process.
+
+Weight-sync faults, each once per process, at the sync that carries the weights after
+step N's update (``N = 0``: the first sync, of the initial weights): ``sync_drop`` (the
+actor's sender leaves one tensor out of the stream), ``sync_stale`` (the rollout writes
+what arrived into copies, so it keeps generating with the old weights) and ``sync_skip``
+(the controller does not submit that sync at all). Verified syncs catch each one
+(docs/async.md#verified-weight-syncs).
 """
 
 from __future__ import annotations
@@ -38,6 +45,10 @@ POINTS = (
     "sigint",
     "save_sigterm",
     "save_sigterm_twice",
+    "sync_drop",
+    "sync_stale",
+    "sync_skip",
+    "reshard_drop",
 )
 _SIGNALS = {
     "sigterm": (signal.SIGTERM,),
@@ -89,3 +100,12 @@ def maybe_kill_worker(step: int, pid: Callable[[], int], point: str = "worker_ki
                 "in the controller's process; set trainer.executor: ray"
             )
         os.kill(target, signal.SIGKILL)
+
+
+def take_fault(point: str, step: int) -> bool:
+    """Whether ``point`` is requested at ``step`` and has not fired in this process yet (it
+    counts as fired from now): a fault a restarted component must not meet again."""
+    if not fault_requested(point, step) or (point, step) in _FIRED:
+        return False
+    _FIRED.add((point, step))
+    return True

@@ -37,8 +37,18 @@ themselves and each call carries a sampling seed (the run's seed and the
 call's number), so a replica samples the same after a restart or a resume.
 Metrics of the syncs finished by the time a step starts: ``sync/send_s``
 (the actor's side, including its wait for the replicas), ``sync/bytes``,
-``sync/rollout_wait_s`` (how long the replicas waited for the weights) and
-``sync/receive_s``.
+``sync/rollout_wait_s`` (how long the replicas waited for the weights),
+``sync/receive_s`` and ``sync/verified`` (the syncs every replica verified:
+equal to ``sync/count``). Every sync is verified on the receiving side: each
+carries the weights version and a fingerprint of every tensor sent, and each
+replica checks what arrived and reads back what it holds
+(:mod:`hfsdk.core.weight_check`); each generated batch reports the version its
+replica last verified, which must be the one the pipeline synced before
+submitting it. A dropped tensor, old weights or a skipped sync fails that
+step's check: the replicas are restarted like dead ones (one warning line
+naming the version, the replica and the first tensor that differs) and the
+batch is generated again, or the run stops with that line when no restart is
+left.
 
 **Partial rollouts** (``trainer.partial_rollout_tokens: S`` under ``async``
 with a rollout pool): a batch is generated in segments of ``S`` tokens, one
@@ -68,7 +78,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer.faults import take_fault
 from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
+from hfsdk.core.weight_check import check_version
 from hfsdk.core.workers.errors import WorkerDiedError, WorkerTimeoutError
 
 if TYPE_CHECKING:
@@ -192,6 +204,7 @@ class GenerationPipeline:
         partial_tokens: int = 0,
         response_length: int = 0,
         restart_rollout: Callable[[BaseException], Any] | None = None,
+        wait_syncs: bool = False,
     ) -> None:
         if depth < (0 if rollout is not None else 1):
             raise HfsdkError(f"a generation pipeline needs depth >= 1, got {depth}")
@@ -216,6 +229,9 @@ class GenerationPipeline:
         """Called with the failure when a replica died or hung: returns a fresh replica group
         (or raises, when no restart is left). ``None``: the failure ends the session."""
         self.rollout_restarts = 0
+        self.wait_syncs = wait_syncs
+        """Each step reports every sync submitted before it, not those finished by then
+        (``trainer.deterministic``: the ``sync/*`` counts then repeat run to run)."""
         self._replica_base = 0
         """The weight version the replicas' first sync carried (they count their syncs)."""
 
@@ -237,7 +253,7 @@ class GenerationPipeline:
     def step_done(self) -> None:
         """The step's update is done: later submissions sample with newer weights."""
         self.version += 1
-        if self.rollout is not None:
+        if self.rollout is not None and not take_fault("sync_skip", self.version):
             self._sync()
         for ahead in self._queue:  # behind the sync: the rest continues with the new weights
             self._next_segment(ahead)
@@ -274,8 +290,10 @@ class GenerationPipeline:
 
     def _sync(self) -> None:
         """Submit one weight broadcast (actor → replicas); its metrics are read when done."""
-        send = self.algorithm.actor.send_weights.submit(self.bucket_bytes)
-        self._syncs.append((send, self.rollout.receive_weights.submit()))
+        drop = "drop" if take_fault("sync_drop", self.version) else None
+        stale = "stale" if take_fault("sync_stale", self.version) else None
+        send = self.algorithm.actor.send_weights.submit(self.bucket_bytes, self.version, drop)
+        self._syncs.append((send, self.rollout.receive_weights.submit(stale)))
 
     def sync_metrics(self, *, wait: bool = False) -> dict[str, float]:
         """``sync/*`` of the weight syncs finished by now (all of them with ``wait``), summed."""
@@ -290,12 +308,16 @@ class GenerationPipeline:
                 pending.append((send, receive))
                 continue
             received = receive.result()
+            for got in received:
+                if "sync/mismatch" in got:
+                    raise RolloutSyncFailed(got["sync/mismatch"])
             parts = {
                 "sync/send_s": sent["sync/time_s"],
                 "sync/bytes": sent["sync/bytes"],
                 "sync/rollout_wait_s": max(r["sync/wait_s"] for r in received),
                 "sync/receive_s": max(r["sync/time_s"] for r in received),
                 "sync/count": 1.0,
+                "sync/verified": float(all(r.get("sync/verified") for r in received)),
             }
             for key, value in parts.items():
                 totals[key] = totals.get(key, 0.0) + float(value)
@@ -372,7 +394,15 @@ class GenerationPipeline:
             while self.segments and head.segments < self.segments:
                 self._next_segment(head)  # what it still lacks, with the current weights
             head.resolve()
-            return self.sync_metrics() if self.rollout is not None else {}
+            if self.rollout is None:
+                return {}
+            synced = self.sync_metrics(wait=self.wait_syncs)
+            held = head.generated.meta.get("synced_version")
+            if held is not None and not self.segments:
+                stale = check_version(int(held), head.version, "the rollout replicas")
+                if stale is not None:
+                    raise RolloutSyncFailed(stale)
+            return synced
 
         synced = self._recovering(lacking_then_resolve, head)
         out: Batch = head.generated
@@ -385,6 +415,7 @@ class GenerationPipeline:
         if self.rollout is not None:
             # The replicas count their syncs, the first one (of version replica_base) included.
             synced_count = float(out.meta.pop("weights_version"))
+            out.meta.pop("synced_version", None)
             policy_version = out.meta.pop("policy_version", None)
             if policy_version is not None:  # partial rollouts: the last segment's, as tagged
                 metrics["async/rollout_weights_version"] = float(policy_version)

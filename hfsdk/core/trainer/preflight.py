@@ -269,6 +269,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         cold_model=spec.default_model == "cold",
         preference_pairs=spec.default_data == "preference_pairs",
     )
+    _check_inputs(config, spec, assets)
     warning = run_memory_warning(config)
     if warning:
         logger.warning(warning)
@@ -335,6 +336,25 @@ def _check_unknown_tokens(
     check_prompt_tokens(
         share, limit, config.data.prompt_key, tokenizer_path, example, builtin=builtin
     )
+
+
+def _check_inputs(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> None:
+    """Settings that would fail deep inside the run (:mod:`.input_checks`)."""
+    from hfsdk.core.trainer.input_checks import (
+        check_keep_best_source,
+        check_positions,
+        check_prompt_length,
+    )
+
+    check_prompt_length(config)
+    check_keep_best_source(config, bool(assets.val_files))
+    paths = {
+        f"{key}.model_path": getattr(section, "model_path", None)
+        for key, section in _model_sections(config, spec).items()
+    }
+    policy = f"{spec.policy_role}.model_path"
+    paths[policy] = paths.get(policy) or assets.model_path
+    check_positions(config, paths)
 
 
 def _sandbox_notice(config: RunConfig, tools: list[Any], signals: dict[str, Any]) -> None:

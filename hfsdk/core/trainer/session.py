@@ -215,6 +215,14 @@ class TrainingSession:
             "MKL_NUM_THREADS": str(threads),
             DATA_TIMEOUT_ENV: str(cfg.trainer.worker_timeout_s),
         }
+        from hfsdk.core.trainer.faults import FAULT_ENV
+
+        if os.environ.get(FAULT_ENV):  # the faults injected in worker processes (reshard_drop)
+            env_vars[FAULT_ENV] = os.environ[FAULT_ENV]
+        if cfg.trainer.deterministic:
+            from hfsdk.core.determinism import determinism_env
+
+            env_vars.update(determinism_env(cfg.trainer.seed))
         logger.info(
             "workers: %s, %d intra-op thread(s) each (%d device slot(s))",
             "in the controller's process" if in_process else "Ray processes",

@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from hfsdk.core.deadlines import Armed, arm
+from hfsdk.core.stop_requests import clear_stop, request_stop
 
 logger = logging.getLogger(__name__)
 
@@ -86,6 +87,7 @@ class StopSignals:
     def uninstall(self) -> None:
         """Put the previous handlers back and disarm the grace period."""
         self.disarm()
+        clear_stop()
         for signum, previous in self._previous.items():
             with contextlib.suppress(ValueError, TypeError):
                 signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
@@ -101,6 +103,7 @@ class StopSignals:
             raise StopNow(f"a second {name}")
         self.signum = signum
         self.received_at = time.monotonic()
+        request_stop()  # waits that honour it (tool calls) end now, so the step can finish
         logger.warning(
             "%s received: finishing step %d and writing a checkpoint (at most %g s, "
             "trainer.stop_grace_s); send it again to stop at once",

@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.atomic import write_text_atomic
 from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.run_config import RunConfig
+from hfsdk.core.config.safe_yaml import load_yaml_text
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import attach_run_log, detach_run_log
 from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
@@ -173,6 +173,7 @@ class Trainer:
         self.resume_from: tuple[int, Path] | None = None
         self.restarts = 0
         self._pipeline: Any = None  # trainer.pipeline's GenerationPipeline, per attempt
+        self._keep_best_seen: set[str] | None = set()  # metrics so far; None once it is found
         _check_run_dir(self.run_dir)
         try:
             if self.run_dir.is_dir():  # refuse a concurrent run before any heavy work
@@ -235,7 +236,7 @@ class Trainer:
         path = self.run_dir / CONFIG_FILE
         if not complete_checkpoints(self.run_dir) or not path.exists():
             return
-        old = yaml.safe_load(path.read_text()) or {}
+        old = load_yaml_text(path.read_text(), source=str(path)) or {}
         changed = [
             ".".join(map(str, key))
             for key in _differences(old, self.config.to_dict())
@@ -332,6 +333,10 @@ class Trainer:
             raise
         finally:
             self._stop.uninstall()
+            if self.config.trainer.deterministic:
+                from hfsdk.core.determinism import disable_determinism
+
+                disable_determinism()  # the controller's process goes on (tests, notebooks)
         detach_run_log()
         self._lock.release()
         return read_metrics(self.run_dir)
@@ -362,6 +367,10 @@ class Trainer:
         from hfsdk.core.trainer.session import TrainingSession
 
         cfg = self.config
+        if cfg.trainer.deterministic:
+            from hfsdk.core.determinism import enable_determinism
+
+            enable_determinism()  # the controller, and the workers when they share its process
         random.seed(cfg.trainer.seed)
         np.random.seed(cfg.trainer.seed)
         torch.manual_seed(cfg.trainer.seed)
@@ -380,6 +389,8 @@ class Trainer:
             algorithm: Algorithm = spec.program(context)
             self._pipeline = self._build_pipeline(algorithm, session.loader, session)
             context.pipeline = self._pipeline
+            if cfg.trainer.mode == "train_only":  # its draws too come from the dumped run
+                context.prompts = self._pipeline
             nodes = [
                 info["node_id"] for group in session.groups.values() for info in group.process_info
             ]
@@ -422,6 +433,11 @@ class Trainer:
         """The generation pipeline of ``trainer.pipeline`` (``None`` under ``sync`` unless the
         rollout has a pool of its own, ``session.rollout``)."""
         trainer = self.config.trainer
+        if trainer.mode == "train_only":
+            from hfsdk.core.trainer.step_dump import DumpedGenerations
+
+            assert trainer.rollouts_from is not None  # the config refuses train_only without
+            return DumpedGenerations(trainer.rollouts_from)
         rollout = session.rollout if session is not None else None
         if trainer.pipeline == "sync" and rollout is None:
             return None
@@ -439,6 +455,7 @@ class Trainer:
             restart_rollout=(
                 (lambda exc: self._restart_rollout(session, exc)) if rollout is not None else None
             ),
+            wait_syncs=trainer.deterministic,
         )
 
     def _take_restart(self, exc: BaseException, what: str, how: str) -> bool:
@@ -475,12 +492,15 @@ class Trainer:
             maybe_kill_worker(step, lambda: session.rollout.process_info[0]["pid"], "rollout_kill")
         maybe_fault("sigterm", step)
         maybe_fault("sigint", step)
-        metrics = algorithm.step(prompts)
-        if cfg.trainer.rollout_dump and algorithm.last_batch is not None:
-            from hfsdk.core.agents.dump import write_rollout_dump
-
-            write_rollout_dump(self.run_dir, step, algorithm.last_batch)
-            algorithm.last_batch = None
+        algorithm.generations = []
+        if cfg.trainer.mode == "rollout_only":
+            metrics = self._rollout_only_step(session, algorithm, prompts)
+        else:
+            metrics = algorithm.step(prompts)
+        if cfg.trainer.rollout_dump or cfg.trainer.mode == "rollout_only":
+            self._dump_step(algorithm, step)
+        algorithm.last_batch = None
+        algorithm.generations = []
         if self._pipeline is not None:
             self._pipeline.step_done()
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
@@ -500,10 +520,53 @@ class Trainer:
         maybe_fault("step_end", step)
         last = step == cfg.trainer.total_steps
         gate = mismatch_gate(cfg.trainer.max_mismatch_kl, metrics)
-        if last or gate or (cfg.trainer.save_every and step % cfg.trainer.save_every == 0):
+        saving = last or bool(cfg.trainer.save_every and step % cfg.trainer.save_every == 0)
+        self._check_keep_best(metrics, saving=saving or bool(gate))
+        if saving or gate:
             self._save(session, algorithm, step)
         if gate:
             raise MismatchStop(f"step {step}: {gate}; checkpoint step_{step} saved")
+
+    def _check_keep_best(self, metrics: dict, *, saving: bool) -> None:
+        """At the first checkpoint: has ``trainer.keep_best``'s metric been reported?
+
+        Checked against every metric so far (some appear only after a warm-up), once a
+        validation has run for a ``val/`` metric.
+        """
+        metric, seen = self.config.trainer.keep_best, self._keep_best_seen
+        if not metric or seen is None:
+            return
+        seen.update(metrics)
+        if metric in seen:
+            self._keep_best_seen = None
+            return
+        validated = any(k.startswith("val/") for k in seen)
+        if not saving or (metric.startswith("val/") and not validated):
+            return
+        from hfsdk.core.trainer.input_checks import check_keep_best_reported
+
+        check_keep_best_reported(metric, seen)
+
+    @staticmethod
+    def _rollout_only_step(session: Any, algorithm: Algorithm, prompts: Any) -> dict[str, float]:
+        """``trainer.mode: rollout_only``: generate and score with every signal, no update."""
+        with algorithm.stage("generation"):
+            batch = algorithm.generate(prompts)
+        with algorithm.stage("reward"):
+            for signal in session.signals:
+                key = "token_level_scores" if signal == "reward" else f"token_level_{signal}s"
+                batch[key] = algorithm.score(batch, signal)
+        return algorithm.finish(batch)
+
+    def _dump_step(self, algorithm: Algorithm, step: int) -> None:
+        """``rollouts/step_N.jsonl`` (readable) and ``.pt`` (replay, train_only)."""
+        from hfsdk.core.agents.dump import write_rollout_dump
+        from hfsdk.core.trainer.step_dump import write_step_dump
+
+        if algorithm.last_batch is not None:
+            write_rollout_dump(self.run_dir, step, algorithm.last_batch)
+        update = algorithm.last_batch if self.config.trainer.mode != "rollout_only" else None
+        write_step_dump(self.run_dir, step, algorithm.generations, update)
 
     def _validation_metrics(
         self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int

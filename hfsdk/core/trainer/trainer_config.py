@@ -53,6 +53,17 @@ class TrainerConfig:
     """How long to train, how to log, when to validate and checkpoint."""
 
     def __attrs_post_init__(self) -> None:
+        if (self.mode == "train_only") != (self.rollouts_from is not None):
+            raise ValueError(
+                f"trainer.mode={self.mode!r} with trainer.rollouts_from={self.rollouts_from!r}: "
+                "train_only trains from the rollouts of a previous run and needs "
+                "trainer.rollouts_from=<its run dir>; other modes take no rollouts_from"
+            )
+        if self.mode != "train" and self.pipeline != "sync":
+            raise ValueError(
+                f"trainer.mode={self.mode!r} runs with trainer.pipeline: sync, not "
+                f"{self.pipeline!r} (nothing is generated ahead of an update there)"
+            )
         too_large = [k for k in self.val_k if not 1 <= k <= self.val_n]
         if too_large:
             raise ValueError(
@@ -68,6 +79,13 @@ class TrainerConfig:
     seed: int = help_field(
         "Seed of data order, sampling and initialisation (runs are reproducible).",
         default=0,
+    )
+    deterministic: bool = help_field(
+        "Deterministic kernels everywhere (torch deterministic algorithms, no cuDNN "
+        "autotuning, no TF32, fixed cuBLAS workspace and Python hash seed in the workers): "
+        "two runs of one config give bitwise-identical metrics and weights. See "
+        "docs/training.md#deterministic-runs.",
+        default=False,
     )
     device: Literal["auto", "cpu", "cuda"] = help_field(
         "auto (CUDA when available), cpu or cuda.",
@@ -91,8 +109,22 @@ class TrainerConfig:
     """Checkpoint every N steps (0: only at the end)."""
     rollout_dump: bool = help_field(
         "Write each step's samples (prompt, response, reward, multi-turn segments with tool "
-        "calls) to RUN_DIR/rollouts/step_N.jsonl.",
+        "calls) to RUN_DIR/rollouts/step_N.jsonl, and what replay and train_only need (the "
+        "generations and the batch the update saw) to RUN_DIR/rollouts/step_N.pt.",
         default=False,
+    )
+    mode: Literal["train", "rollout_only", "train_only"] = help_field(
+        "train: generate, score and update. rollout_only: generate and score with the "
+        "starting weights and write the rollouts (RUN_DIR/rollouts/), no update. train_only: "
+        "train from the rollouts a previous run wrote (trainer.rollouts_from), no generation. "
+        "See docs/training.md#debug-modes.",
+        default="train",
+        validator=attrs.validators.in_(("train", "rollout_only", "train_only")),
+    )
+    rollouts_from: str | None = help_field(
+        "Under mode: train_only, the run directory whose rollouts/step_N.pt each step N "
+        "trains from (written by mode: rollout_only or trainer.rollout_dump: true).",
+        default=None,
     )
     val_every: int = help_field(
         "Validate (val_n samples per held-out prompt: mean@n, pass@k) every N steps; 0: never.",

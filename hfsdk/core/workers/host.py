@@ -78,6 +78,9 @@ class WorkerHost:
     """One worker process (wrapped with ``ray.remote`` by the worker group)."""
 
     def __init__(self, placement: Placement, group_name: str) -> None:
+        from hfsdk.core.determinism import apply_from_env
+
+        apply_from_env()  # a deterministic run's workers (trainer.deterministic)
         self.placement = placement
         self.group_name = group_name
         self.roles: dict[str, Any] = {}

@@ -28,7 +28,8 @@ class HFRolloutConfig(RolloutConfig):
         default="hf",
     )
     max_prompt_length: int = help_field(
-        "Widest prompt (tokens) the rollout accepts.",
+        "Widest prompt (tokens) the rollout accepts; follows from data.max_prompt_length (plus "
+        "rollout.multi_turn.max_response_tokens with tools): leave it unset.",
         default=64,
         validator=attrs.validators.ge(1),
     )

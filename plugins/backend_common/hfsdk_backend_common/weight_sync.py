@@ -9,7 +9,9 @@ are disturbed, and never through the controller or Ray's object store.
 :func:`send_weights` packs consecutive tensors of one dtype into buckets of
 at most ``bucket_bytes`` (a larger tensor is a bucket of its own) and
 broadcasts each as: a header length, the header (names, shapes, offsets,
-pickled), then one flat buffer; a zero length ends the stream.
+pickled), then one flat buffer; a zero length ends the stream, and a last blob
+carries the manifest (the weights version and every sent tensor's fingerprint,
+:mod:`hfsdk.core.weight_check`) the receiver verifies what it loaded against.
 :func:`receive_weights` copies every slice into the receiver's tensor of that
 name. Both return their cost: ``sync/bytes``, ``sync/buckets``, ``sync/time_s``
 and, on a receiver, ``sync/wait_s`` (how long it waited for the sender to start).
@@ -27,7 +29,15 @@ import attrs
 import torch
 import torch.distributed as dist
 
-from hfsdk import BuiltinProtocol, HfsdkError, register
+from hfsdk import (
+    BuiltinProtocol,
+    Fingerprint,
+    HfsdkError,
+    compare_manifest,
+    fingerprint,
+    manifest,
+    register,
+)
 
 DEFAULT_BUCKET_BYTES = 32 * 1024 * 1024
 _PREFIX = "hfsdk_weight_sync"
@@ -131,8 +141,15 @@ def send_weights(
     weights: Iterable[tuple[str, torch.Tensor]],
     *,
     bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+    version: int = 0,
+    fault: str | None = None,
 ) -> dict[str, float]:
-    """Broadcast every ``(name, tensor)`` of ``weights`` from rank 0, in buckets; its cost."""
+    """Broadcast every ``(name, tensor)`` of ``weights`` from rank 0, in buckets, then the
+    manifest (``version`` and each tensor's fingerprint); its cost.
+
+    ``fault="drop"`` (fault injection, ``sync_drop``) leaves the second tensor out of the
+    stream while the manifest still lists it, as a sender that loses a tensor would.
+    """
     if group.rank != 0:
         raise HfsdkError(f"send_weights runs on the sync group's rank 0, not rank {group.rank}")
     started = time.perf_counter()
@@ -141,8 +158,12 @@ def send_weights(
     parts: list[torch.Tensor] = []
     size = 0
     dtype = None
-    for name, tensor in weights:
+    sent_prints: dict[str, Fingerprint] = {}
+    for index, (name, tensor) in enumerate(weights):
         tensor = tensor.detach()
+        sent_prints[name] = fingerprint(tensor)
+        if fault == "drop" and index == 1:
+            continue
         nbytes = tensor.numel() * tensor.element_size()
         if parts and (tensor.dtype != dtype or size + nbytes > bucket_bytes):
             sent += _bucket_flush(group, names, parts)
@@ -157,6 +178,7 @@ def send_weights(
         sent += _bucket_flush(group, names, parts)
         buckets += 1
     group._send_blob(b"")  # the end of the stream
+    group._send_blob(pickle.dumps({"version": version, "manifest": sent_prints}))
     return {
         "sync/bytes": float(sent),
         "sync/buckets": float(buckets),
@@ -170,11 +192,14 @@ def receive_stream(
     """Receive a :func:`send_weights` stream, handing each ``(name, full tensor)`` to ``accept``.
 
     The tensor is a view of the bucket's buffer, valid only during the call.
-    Returns the ``sync/*`` cost (``sync/wait_s``: how long it waited for the sender).
+    Returns the ``sync/*`` cost (``sync/wait_s``: how long it waited for the sender), plus
+    ``version`` (the weights version sent), ``manifest`` (the sender's fingerprints) and
+    ``wire`` (the fingerprints of what arrived).
     """
     started = time.perf_counter()
     wait_s: float | None = None
     received = buckets = 0
+    wire: dict[str, Fingerprint] = {}
     while True:
         header = group._receive_blob()
         if wait_s is None:
@@ -188,25 +213,54 @@ def receive_stream(
         offset = 0
         with torch.no_grad():
             for name, shape, numel in meta["items"]:
-                accept(name, flat[offset : offset + numel].view(shape))
+                tensor = flat[offset : offset + numel].view(shape)
+                wire[name] = fingerprint(tensor)
+                accept(name, tensor)
                 offset += numel
         received += flat.numel() * flat.element_size()
         buckets += 1
+    trailer = pickle.loads(group._receive_blob())
     return {
         "sync/bytes": float(received),
         "sync/buckets": float(buckets),
         "sync/time_s": time.perf_counter() - started,
         "sync/wait_s": float(wait_s or 0.0),
+        "version": int(trailer["version"]),
+        "manifest": trailer["manifest"],
+        "wire": wire,
     }
 
 
-def receive_weights(group: WeightSyncGroup, targets: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+def verify_sync(
+    result: Mapping[str, Any],
+    written: Mapping[str, Fingerprint] | None = None,
+    held: Mapping[str, Fingerprint] | None = None,
+) -> str | None:
+    """``None`` when a received stream is whole (every tensor of the sender's manifest arrived
+    unchanged) and what was ``written`` (the fingerprints of each tensor as the receiver
+    stored it: its own dtype, its own slice) is what it ``held`` afterwards (read back from
+    the weights it generates with); else one line saying what is wrong."""
+    problem = compare_manifest(result["manifest"], result["wire"])
+    if problem is None and written is not None and held is not None:
+        problem = compare_manifest(written, held)
+    return problem
+
+
+def receive_weights(
+    group: WeightSyncGroup, targets: Mapping[str, torch.Tensor], *, fault: str | None = None
+) -> dict[str, Any]:
     """Receive a :func:`send_weights` stream into ``targets`` (name → tensor); its cost.
 
     Every name sent must be in ``targets`` with the same shape; a target left
-    without a value is reported as ``missing`` in the result (a list of names).
+    without a value is reported as ``missing`` in the result (a list of names), and
+    ``mismatch`` is :func:`verify_sync`'s line on what ``targets`` hold afterwards (``None``:
+    verified). ``fault="stale"`` (fault injection, ``sync_stale``) writes into copies of the
+    targets, as a load that misses the live weights would: they keep the old values.
     """
+    if fault == "stale":
+        live, targets = targets, {name: t.clone() for name, t in targets.items()}
     filled: set[str] = set()
+    written: dict[str, Fingerprint] = {}
 
     def accept(name: str, tensor: torch.Tensor) -> None:
         target = targets.get(name)
@@ -218,9 +272,14 @@ def receive_weights(group: WeightSyncGroup, targets: Mapping[str, torch.Tensor])
             )
         target.copy_(tensor)
         filled.add(name)
+        written[name] = fingerprint(tensor if tensor.dtype == target.dtype else target)
 
     result: dict[str, Any] = dict(receive_stream(group, accept))
     result["missing"] = sorted(set(targets) - filled)
+    if fault == "stale":
+        targets = live
+    held = manifest((name, targets[name]) for name in written)
+    result["mismatch"] = verify_sync(result, written, held)
     return result
 
 
@@ -247,8 +306,11 @@ class WeightSenderMixin:
         return 0
 
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
-    def send_weights(self, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> dict[str, float]:
-        """Broadcast the current weights to the replicas; rank 0's ``sync/*`` metrics.
+    def send_weights(
+        self, bucket_bytes: int = DEFAULT_BUCKET_BYTES, version: int = 0, fault: str | None = None
+    ) -> dict[str, float]:
+        """Broadcast the current weights (the trainer's ``version``) to the replicas with their
+        manifest; rank 0's ``sync/*`` metrics (``fault``: see :func:`send_weights`).
 
         When the broadcast fails (a replica died), rank 0 says so in ``sync/failed`` (the
         error's first line) instead of raising, so the controller can restart the replicas
@@ -258,7 +320,13 @@ class WeightSenderMixin:
         failure = "an earlier weight sync failed; the replicas need a new sync group"
         if self.rank == 0 and self._sync_group is not None:
             try:
-                return send_weights(self._sync_group, weights, bucket_bytes=bucket_bytes)
+                return send_weights(
+                    self._sync_group,
+                    weights,
+                    bucket_bytes=bucket_bytes,
+                    version=version,
+                    fault=fault,
+                )
             except RuntimeError as exc:  # gloo/NCCL: a replica's connection broke
                 failure = str(exc).splitlines()[0][:300]
                 self._sync_group = None

@@ -131,3 +131,49 @@ def test_a_send_to_a_dead_replica_reports_the_failure_and_reads_every_weight() -
     again = sender.send_weights(10_000)
     assert "earlier weight sync failed" in again["sync/failed"]
     assert len(read) == 2 * len(list(model.parameters()))
+
+
+def _faulty_sync(sender: Any, receiver: Any, drop: str | None, stale: str | None) -> dict:
+    store, endpoint = open_store("127.0.0.1", world_size=2, timeout_s=60)
+    results: dict[str, Any] = {}
+
+    def receive() -> None:
+        group = WeightSyncGroup(endpoint, 1, timeout_s=60)
+        targets = dict(receiver.named_parameters())
+        results["received"] = receive_weights(group, targets, fault=stale)
+
+    thread = threading.Thread(target=receive)
+    thread.start()
+    group = WeightSyncGroup(endpoint, 0, store=store, timeout_s=60)
+    send_weights(group, sender.named_parameters(), bucket_bytes=10_000, version=7, fault=drop)
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    return results["received"]
+
+
+def test_a_clean_sync_is_verified_against_the_senders_manifest() -> None:
+    received = _faulty_sync(_llama(1), _llama(0), None, None)
+    assert received["mismatch"] is None and received["version"] == 7
+    assert set(received["manifest"]) == {n for n, _ in _llama(1).named_parameters()}
+
+
+def test_a_dropped_tensor_fails_verification_naming_it() -> None:
+    sender = _llama(1)
+    dropped = [n for n, _ in sender.named_parameters()][1]
+    received = _faulty_sync(sender, _llama(0), "drop", None)
+    assert received["mismatch"] == f"1 tensor(s) sent but never loaded (first: {dropped!r})"
+
+
+def test_weights_that_never_reached_the_live_tensors_fail_verification() -> None:
+    """The stream arrived whole but was written into copies: the rollout keeps the old
+    weights, which the read-back finds: exactly the tensors the two models differ in."""
+    received = _faulty_sync(_llama(1), _llama(0), None, "stale")
+    old, new = dict(_llama(0).named_parameters()), dict(_llama(1).named_parameters())
+    changed = [n for n in new if not torch.equal(new[n], old[n])]
+    assert 0 < len(changed) < len(new)  # the norms start at one in both
+    assert received["mismatch"] == (
+        f"{len(changed)} of {len(new)} tensor(s) differ from what was sent "
+        f"(first: {sorted(changed)[0]!r})"
+    )
+    same = _faulty_sync(_llama(0), _llama(0), None, "stale")  # nothing changed: nothing stale
+    assert same["mismatch"] is None

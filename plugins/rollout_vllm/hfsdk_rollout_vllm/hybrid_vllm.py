@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from hfsdk import ActorSource, Batch, GenerationShards, HfsdkError, RolloutBackend
+from hfsdk import (
+    ActorSource,
+    Batch,
+    GenerationShards,
+    HfsdkError,
+    RolloutBackend,
+    require_loaded,
+)
 from hfsdk_backend_common.rollout.agreement import on_every_rank
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
@@ -170,6 +177,7 @@ class HybridVLLMRollout(ServesRequests, HFRollout):
         assert shards is not None
         if self.weights_stale:
             self.reload_metrics = self.reload_weights()
+        require_loaded(self.loaded_version, self.actor.weights_version, "the vLLM engine")
         # Drawn for the whole batch on every rank, greedy or not: each rank's generator
         # advances alike whatever its share (exact resume).
         seeds = torch.randint(SEED_RANGE, (len(prompts),))

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hfsdk import ActorSource, Batch, RolloutBackend
+from hfsdk import ActorSource, Batch, RolloutBackend, require_loaded
 from hfsdk_backend_common.rollout.agreement import on_every_rank
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
@@ -124,6 +124,7 @@ class VLLMRollout(ServesRequests, HFRollout):
     def _generate(
         self, prompts: Batch, greedy: bool
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        require_loaded(self.loaded_version, self.actor.weights_version, "the vLLM engine")
         # Drawn even for greedy calls, so the generator advances the same way whatever
         # the call's kind; per-request seeds make samples independent of batching.
         seeds = torch.randint(SEED_RANGE, (len(prompts),)).tolist()

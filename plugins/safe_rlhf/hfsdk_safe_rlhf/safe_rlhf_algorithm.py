@@ -70,26 +70,25 @@ class SafeRLHFAlgorithm(Algorithm):
                     f"advantage estimator {self.algo_config.advantage_estimator!r} returned no "
                     "extras['cost_returns'], which the cost critic trains on; use 'safe_rlhf'"
                 )
+            batch["cost_returns"] = cost_returns  # kept with the batch: replay_update needs it
         with self.stage("update_critic"):
             self.record(critic.update_critic(batch))
-            cost_view = batch.select(
-                tensor_keys=[
-                    "input_ids",
-                    "attention_mask",
-                    "position_ids",
-                    "responses",
-                    "response_mask",
-                    "prompts",
-                ],
-                non_tensor_keys=[],
+            self.record(
+                {f"cost_{k}": v for k, v in cost_critic.update_critic(_cost_view(batch)).items()}
             )
-            cost_view["values"] = batch["cost_values"]
-            cost_view["returns"] = cost_returns
-            self.record({f"cost_{k}": v for k, v in cost_critic.update_critic(cost_view).items()})
         with self.stage("update_actor"):
             self.record(self.actor.update_actor(batch))
         self.metrics["lagrange/lambda"] = self.multiplier.value
         return self.finish(batch)
+
+    def replay_update(self, batch: Batch) -> dict[str, float]:
+        """The step's three updates again (``hfsdk replay``): the reward critic, the cost
+        critic on its own values and returns, then the actor."""
+        metrics = dict(self.role("critic").update_critic(batch))
+        cost = self.role("cost_critic").update_critic(_cost_view(batch))
+        metrics.update({f"cost_{k}": v for k, v in cost.items()})
+        metrics.update(self.actor.update_actor(batch))
+        return {key: float(value) for key, value in metrics.items()}
 
     def state_dict(self) -> dict[str, Any]:
         """KL controller plus the multiplier's state."""
@@ -99,3 +98,21 @@ class SafeRLHFAlgorithm(Algorithm):
         """Restore both."""
         super().load_state_dict(state)
         self.multiplier.load_state_dict(state["multiplier"])
+
+
+def _cost_view(batch: Batch) -> Batch:
+    """What the cost critic trains on: the samples with the cost values and cost returns."""
+    view = batch.select(
+        tensor_keys=[
+            "input_ids",
+            "attention_mask",
+            "position_ids",
+            "responses",
+            "response_mask",
+            "prompts",
+        ],
+        non_tensor_keys=[],
+    )
+    view["values"] = batch["cost_values"]
+    view["returns"] = batch["cost_returns"]
+    return view

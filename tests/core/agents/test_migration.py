@@ -66,9 +66,11 @@ def test_verl_multi_turn_and_its_tool_yaml_map_and_run(tmp_path: Path) -> None:
     assert not any("multi_turn" in line for line in result.unmapped)
     tools = load_tools(multi_turn.tools)
     assert list(tools) == ["calc"] and tools["calc"].schema == SCHEMA
-    CalcTool.events.clear()
     out = asyncio.run(call_tool(tools, "calc", {"a": 2, "b": 3}, timeout_s=5, max_output_chars=100))
     assert (out.ok, out.content) == (True, "105")  # the class ran, with its config
+    # call_tool runs it in a worker process; called here, its lifecycle is visible.
+    CalcTool.events.clear()
+    assert asyncio.run(tools["calc"].fn(a=2, b=3)) == "105"
     assert CalcTool.events == ["create", "execute", "release"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import time
 from pathlib import Path
 
@@ -136,7 +137,8 @@ def test_async_tool_and_json_output() -> None:
     assert (out.ok, out.content) == (True, '{"y": 8}')
 
 
-CALLS: list[tuple[int, int]] = []
+# Shared memory: the call runs in the tool's worker process (a fork), which sees it too.
+CALLS = multiprocessing.Array("q", 3)  # calls so far, and the last call's a and b
 
 
 def add(a: int, b: int, mode: str | None = None) -> int:
@@ -147,23 +149,24 @@ def add(a: int, b: int, mode: str | None = None) -> int:
         b: The second number.
         mode: Unused; may be null.
     """
-    CALLS.append((a, b))
+    with CALLS.get_lock():
+        CALLS[:] = [CALLS[0] + 1, a, b]
     return a + b
 
 
 def test_arguments_are_checked_against_the_schema_before_the_call() -> None:
     tools = {"add": Tool.from_function(add)}
-    CALLS.clear()
+    CALLS[:] = [0, 0, 0]
     out = _call(tools, "add", {"a": "three", "b": 1})
     # Before: the function ran and the model read "add raised TypeError: can only concatenate".
     assert (out.ok, out.error) == (False, "bad_arguments")
     assert out.content == "Error: add: argument 'a': 'three' is not of type 'integer'"
     assert _call(tools, "add", {"a": 1}).content == "Error: add: 'b' is a required property"
     assert _call(tools, "add", {"a": 1.5, "b": 1}).error == "bad_arguments"
-    assert CALLS == []  # never called with bad arguments
+    assert CALLS[0] == 0  # never called with bad arguments
     # transformers marks Optional parameters nullable: null is accepted for them.
     out = _call(tools, "add", {"a": 1, "b": 2, "mode": None})
-    assert (out.ok, out.content, CALLS) == (True, "3", [(1, 2)])
+    assert (out.ok, out.content, CALLS[:]) == (True, "3", [1, 1, 2])
 
 
 def test_the_schema_is_transformers_own_where_it_reads_the_function() -> None:

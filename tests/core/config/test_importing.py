@@ -187,11 +187,13 @@ LOCAL = {
         "data.train_files=[]", "data.val_files=[]", "actor.model_path=null",
         "critic.model_path=null", "trainer.loggers=[jsonl]", "data.batch_size=4",
         "actor.mini_batch_size=4", "critic.mini_batch_size=4", "rollout.max_response_length=8",
+        "data.max_prompt_length=64",  # the tiny model has 128 positions, not 512 + 8
     ],
     "verl_grpo_example": [
         "data.train_files=[train.parquet]", "data.val_files=[]", "actor.model_path=null",
         "placement.pools={global: {devices: 1}}", "data.batch_size=2",
         "actor.mini_batch_size=10", "actor.micro_batch_size=10", "rollout.max_response_length=8",
+        "data.max_prompt_length=64",
     ],
 }  # fmt: skip
 

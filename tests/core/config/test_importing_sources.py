@@ -336,6 +336,7 @@ LOCAL = [
     "trainer.loggers=[jsonl]", "trainer.total_steps=2", "trainer.save_every=0",
     "trainer.val_every=0", "rollout.backend=hf", "rollout.max_response_length=8",
     "placement.pools={global: {devices: 1}}", "data.batch_size=2", "actor.dtype=float32",
+    "data.max_prompt_length=64",  # the tiny model has 128 positions
 ]  # fmt: skip
 VLLM_ONLY = ("dtype", "gpu_memory_utilization", "max_num_seqs", "sleep", "enforce_eager")
 SMALL = ["actor.mini_batch_size=4", "actor.micro_batch_size=4", "algorithm.n_samples_per_prompt=2"]

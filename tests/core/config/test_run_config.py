@@ -261,3 +261,79 @@ def test_yaml_file_errors(tmp_path: Path) -> None:
     scalar.write_text("3\n")
     with pytest.raises(ConfigError, match="must hold a mapping"):
         load_yaml(scalar)
+
+
+def test_a_pool_override_updates_that_pool_only() -> None:
+    from hfsdk.core.config import load_run_config
+
+    config = load_run_config("grpo", None, ["placement.pools.rollout.devices=1"])
+    assert sorted(config.placement.pools) == ["global", "rollout"]
+    assert config.placement.pools["global"].devices == 1
+    config = load_run_config(
+        "grpo", None, ["placement.pools.global.devices=2", "placement.pools.global.nodes=1"]
+    )
+    assert sorted(config.placement.pools) == ["global"]
+    assert config.placement.pools["global"].devices == 2
+    # A whole map given as one value still replaces the default.
+    config = load_run_config("grpo", None, ["placement.pools={gpu: {devices: 1}}"])
+    assert sorted(config.placement.pools) == ["gpu"]
+
+
+def test_a_pool_override_keeps_the_pools_of_a_config_file(tmp_path: Path) -> None:
+    from hfsdk.core.config import load_run_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("placement:\n  pools:\n    train: {devices: 1}\n  roles: {actor: train}\n")
+    config = load_run_config("grpo", str(path), ["placement.pools.rollout.devices=1"])
+    assert sorted(config.placement.pools) == ["rollout", "train"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["data.max_prompt_length=40"], 40),
+        (["rollout.max_prompt_length=40"], 40),  # older configs: the rollout key sets both
+        (["data.max_prompt_length=40", "rollout.max_prompt_length=40"], 40),
+        (["data.max_prompt_length=30", "data.max_prompt_length=40"], 40),
+        ([], 64),
+    ],
+)
+def test_the_prompt_length_is_one_setting(overrides: list[str], expected: int) -> None:
+    """``data.max_prompt_length`` is the key; the rollout's follows (older configs: either)."""
+    from hfsdk.core.config import load_run_config
+
+    config = load_run_config("grpo", None, overrides)
+    assert (config.data.max_prompt_length, config.rollout.max_prompt_length) == (
+        expected,
+        expected,
+    )
+
+
+def test_the_prompt_length_of_a_later_layer_wins_under_either_key(tmp_path: Path) -> None:
+    from hfsdk.core.config import load_run_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text("data: {max_prompt_length: 48}\n")
+    config = load_run_config("grpo", str(path), ["rollout.max_prompt_length=32"])
+    assert (config.data.max_prompt_length, config.rollout.max_prompt_length) == (32, 32)
+    config = load_run_config("grpo", None, [], base={"rollout": {"max_prompt_length": 24}})
+    assert (config.data.max_prompt_length, config.rollout.max_prompt_length) == (24, 24)
+    with pytest.raises(ConfigError, match=r"the command line: .* disagree"):
+        load_run_config(
+            "grpo", str(path), ["data.max_prompt_length=8", "rollout.max_prompt_length=9"]
+        )
+
+
+def test_a_multi_turn_rollout_holds_the_prompt_and_the_budget() -> None:
+    from hfsdk.core.config import load_run_config
+
+    tools = ["rollout.multi_turn.tools=[add]", "rollout.multi_turn.max_response_tokens=24"]
+    config = load_run_config("grpo", None, [*tools, "data.max_prompt_length=40"])
+    assert (config.data.max_prompt_length, config.rollout.max_prompt_length) == (40, 64)
+    # An older multi-turn config gave the rollout's context: the prompt is what is left.
+    config = load_run_config("grpo", None, [*tools, "rollout.max_prompt_length=64"])
+    assert (config.data.max_prompt_length, config.rollout.max_prompt_length) == (40, 64)
+    with pytest.raises(ConfigError, match=r"rollout\.max_prompt_length=50 disagrees"):
+        load_run_config(
+            "grpo", None, [*tools, "data.max_prompt_length=40", "rollout.max_prompt_length=50"]
+        )

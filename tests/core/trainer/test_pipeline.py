@@ -146,7 +146,9 @@ class _FakeReplicas:
         self.syncs = 0
         self.dead = False
         self.join_weight_sync = _Call(lambda endpoint: self._call("join", lambda: 0))
-        self.receive_weights = _Call(lambda: self._call("receive_weights", self._receive))
+        self.receive_weights = _Call(
+            lambda fault=None: self._call("receive_weights", self._receive)
+        )
         self.generate_sequences = _Call(
             lambda batch: self._call("generate", lambda: self._gen(batch))
         )
@@ -157,7 +159,7 @@ class _FakeReplicas:
     def _receive(self) -> list[dict]:
         self.weights = self.actor.version
         self.syncs += 1
-        return [{"sync/wait_s": 0.0, "sync/time_s": 0.0}]
+        return [{"sync/wait_s": 0.0, "sync/time_s": 0.0, "sync/verified": 1.0}]
 
     def _gen(self, batch: Batch) -> Batch:
         assert self.weights is not None, "generated before its first weight sync"
@@ -178,7 +180,7 @@ class _SyncingActor(_FakeActor):
         self.join_weight_sync = _Call(lambda endpoint: _Done(0))
         self.send_weights = _Call(self._send)
 
-    def _send(self, bucket_bytes: int) -> _Done:
+    def _send(self, bucket_bytes: int, version: int = 0, fault: str | None = None) -> _Done:
         if self.replicas is not None and self.replicas.dead:
             return _Done([{"sync/failed": "Connection closed by peer"}])
         return _Done([{"sync/time_s": 0.0, "sync/bytes": 8.0}])

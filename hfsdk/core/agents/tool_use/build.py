@@ -247,6 +247,7 @@ def tool_use_preset(root: Path) -> dict[str, Any]:
             "train_files": [str(root / "train.jsonl")],
             "val_files": [str(root / "val.jsonl")],
             "batch_size": 16,
+            "max_prompt_length": 24,  # the rollout's context: 24 + 24 (the budget)
         },
         "trainer": {"total_steps": 30},
         "actor": {
@@ -258,7 +259,6 @@ def tool_use_preset(root: Path) -> dict[str, Any]:
         "reference": {"forward_micro_batch_size": 64},
         "reward": {"functions": [{"name": "tool_use"}]},
         "rollout": {
-            "max_prompt_length": 48,
             "max_response_length": 16,
             "multi_turn": {
                 "tools": ["add"],

@@ -95,8 +95,7 @@ def _data_and_rollout(m: Mapper) -> None:
         m.put("data.apply_chat_template", True)
     m.put("data.batch_size", m.int("rollout_batch_size", 1024, source_default=True))
     length = m.int("prompt_max_len", 1024, source_default=True)
-    m.put("data.max_prompt_length", length)
-    m.put("rollout.max_prompt_length", length)
+    m.put("data.max_prompt_length", length)  # the rollout's follows from it
     m.put("rollout.max_response_length", m.int("generate_max_len", 1024, source_default=True))
     for key in ("temperature", "top_p"):
         if m.has(key):

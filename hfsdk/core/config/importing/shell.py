@@ -28,6 +28,8 @@ from collections.abc import Mapping
 
 import attrs
 
+from hfsdk.core.errors import ConfigError
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 _OPS = {
@@ -38,6 +40,10 @@ _OPS = {
     ast.Div: operator.floordiv,  # shell arithmetic is integer arithmetic
     ast.Mod: operator.mod,
 }
+
+
+class UnclosedQuoteError(ConfigError):
+    """A script with a quote that is never closed (``str()`` says where)."""
 
 
 @attrs.define
@@ -201,8 +207,18 @@ class _Reader:
                 self.i += 1
         return "".join(out)
 
+    def _unclosed(self, quote: str, start: int) -> None:
+        """Refuse a quote that is never closed: bash would not run such a script either."""
+        line = self.text.count("\n", 0, start) + 1
+        snippet = self.text[start : start + 40].split("\n", 1)[0]
+        raise UnclosedQuoteError(
+            f"the {quote} quote opened on line {line} ({snippet!r}) is never closed; close it "
+            "(bash refuses this script too)"
+        )
+
     def _double(self) -> str:
         out = []
+        start = self.i
         self.i += 1
         while self.i < len(self.text) and self.text[self.i] != '"':
             char = self.text[self.i]
@@ -221,6 +237,8 @@ class _Reader:
             else:
                 out.append(char)
                 self.i += 1
+        if self.i >= len(self.text):
+            self._unclosed('"', start)
         self.i += 1
         return "".join(out)
 
@@ -257,7 +275,8 @@ class _Reader:
                 self.i += 2
             elif char == "'":
                 end = text.find("'", self.i + 1)
-                end = len(text) if end < 0 else end
+                if end < 0:
+                    self._unclosed("'", self.i)
                 current = (current or []) + [text[self.i + 1 : end]]
                 self.i, quoted = end + 1, True
             elif char == '"':

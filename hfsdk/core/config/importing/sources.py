@@ -24,8 +24,14 @@ from typing import Any
 import yaml
 
 from hfsdk.core.config.importing import verl_compose
-from hfsdk.core.config.importing.shell import Script, arguments_after, split_script
+from hfsdk.core.config.importing.shell import (
+    Script,
+    UnclosedQuoteError,
+    arguments_after,
+    split_script,
+)
 from hfsdk.core.config.importing.verl_defaults import default_tree
+from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
 from hfsdk.core.errors import ConfigError
 
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
@@ -36,7 +42,7 @@ def _as_mapping(path: Path, text: str) -> dict[str, Any] | None:
     if path.suffix in (".sh", ".bash"):
         return None
     try:
-        data = yaml.safe_load(text)
+        data = load_yaml_text(text, source=f"config file {str(path)!r}")
     except yaml.YAMLError as exc:
         if path.suffix in _YAML_SUFFIXES:
             raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from exc
@@ -52,9 +58,26 @@ def _as_mapping(path: Path, text: str) -> dict[str, Any] | None:
 
 def _read(path: str) -> tuple[Path, str]:
     file = Path(path).expanduser()
-    if not file.is_file():
-        raise ConfigError(f"config file {path!r} does not exist; pass an existing file")
-    return file, file.read_text()
+    hint = "a verl config directory goes to --verl-config-dir"
+    return file, read_config_text(file, shown=path, directory_hint=hint)
+
+
+def _check_config_dirs(dirs: list[str]) -> None:
+    """Refuse an alias bomb in a config directory before Hydra reads it (it has no bound)."""
+    for directory in dirs:
+        for file in sorted(Path(directory).expanduser().rglob("*.yaml")):
+            try:
+                text = file.read_text(errors="replace")
+                load_yaml_text(text, source=f"config file {str(file)!r}")
+            except (yaml.YAMLError, OSError):
+                continue  # not ours to judge: Hydra reports a file it needs and cannot read
+
+
+def _split(path: str, text: str, env: Mapping[str, str] | None) -> Script:
+    try:
+        return split_script(text, env)
+    except UnclosedQuoteError as exc:
+        raise ConfigError(f"{path!r}: {exc}; nothing was written") from None
 
 
 # -- verl ---------------------------------------------------------------------------------
@@ -109,6 +132,7 @@ def read_verl(
     verl's); without any, :func:`~.verl_defaults.default_tree` is the base.
     """
     dirs = [config_dir] if isinstance(config_dir, str) else list(config_dir or [])
+    _check_config_dirs(dirs)
     warnings: list[str] = []
     config_name = "ppo_trainer"
     data: dict[str, Any] | None = None
@@ -117,7 +141,7 @@ def read_verl(
         file, text = _read(path)
         data = _as_mapping(file, text)
         if data is None:
-            script = split_script(text, env)
+            script = _split(path, text, env)
             warnings.extend(script.warnings)
             arguments = _without_unset(_verl_arguments(script, path), script, warnings)
     arguments = [*arguments, *overrides]
@@ -178,7 +202,7 @@ def parse_literal(text: str) -> Any:
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
         return text[1:-1]
     try:
-        value = yaml.safe_load(text)
+        value = load_yaml_text(text, source=f"the value {text[:40]!r}")
     except yaml.YAMLError:
         return text
     return value if value is None or isinstance(value, bool | list | dict) else text
@@ -252,7 +276,7 @@ def read_flags(
         if mapping is not None:
             data = mapping
         else:
-            script = split_script(text, env)
+            script = _split(path, text, env)
             warnings.extend(script.warnings)
             test = _is_trl if source == "trl" else _is_openrlhf
             what = "a TRL training script" if source == "trl" else "openrlhf.cli.train_ppo_ray"

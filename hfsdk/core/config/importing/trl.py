@@ -83,8 +83,7 @@ def _common(m: Mapper, lr_default: float) -> None:
         m.put("rollout.top_k", max(m.int("top_k"), 0))
     if m.has("max_prompt_length"):
         length = m.int("max_prompt_length")
-        m.put("data.max_prompt_length", length)
-        m.put("rollout.max_prompt_length", length)
+        m.put("data.max_prompt_length", length)  # the rollout's follows from it
     _vllm(m)
 
 

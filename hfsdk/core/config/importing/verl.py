@@ -81,8 +81,7 @@ def _data(m: Mapper) -> None:
         m.put("data.batch_size", m.int("data.train_batch_size"))
     if m.has("data.max_prompt_length"):
         length = m.int("data.max_prompt_length")
-        m.put("data.max_prompt_length", length)
-        m.put("rollout.max_prompt_length", length)
+        m.put("data.max_prompt_length", length)  # the rollout's follows from it
     if m.has("data.max_response_length"):
         length = m.int("data.max_response_length")
         m.put("rollout.max_response_length", length)

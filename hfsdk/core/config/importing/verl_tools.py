@@ -23,7 +23,7 @@ FORMATS = {"hermes": "hermes", "qwen": "hermes", "llama": "llama_function"}
 
 def verl_tool_entries(path: str | Path) -> list[dict[str, Any]]:
     """The entries of a verl tool config file (``tools: [{class_name, config, tool_schema}]``)."""
-    import yaml
+    from hfsdk.core.config.safe_yaml import load_yaml_text
 
     file = Path(path).expanduser()
     if not file.is_file():
@@ -31,7 +31,7 @@ def verl_tool_entries(path: str | Path) -> list[dict[str, Any]]:
             f"{MT}tool_config_path={str(path)!r} does not exist; give the path of verl's tool "
             "config YAML (relative to where hfsdk config import runs)"
         )
-    data = yaml.safe_load(file.read_text()) or {}
+    data = load_yaml_text(file.read_text(), source=str(file)) or {}
     tools = data.get("tools") if isinstance(data, dict) else None
     if not isinstance(tools, list):
         raise ConfigError(f"{file}: expected a 'tools:' list of verl tool entries")

@@ -15,6 +15,15 @@ shard and broadcasts inside its micro-DP group only:
   dim 1 (row-parallel) are stored transposed so every member's slice is a
   contiguous block; the generation weight is a transposed view of it.
 
+Every transition is verified on the receiving side: each member fingerprints
+what it sends and what it receives (:mod:`hfsdk.core.weight_check`), the
+senders' fingerprints are gathered over the micro-DP group once at the end, and
+a piece that arrived different from what was sent (or never arrived) raises
+:class:`~hfsdk.core.weight_check.WeightSyncMismatch` on every member, naming the
+weight (``sync/verified`` in the metrics otherwise). Fault injection:
+``HFSDK_FAULT_INJECT=reshard_drop:N`` zeroes the first piece a member receives in
+its N-th transition, as a lost transfer would.
+
 The optimizer state never moves. ``to_training`` drops the generation
 tensors. Every rank receives exactly what it lacks: its generation shard minus
 its training shard. A rank holds at most its training shard plus its
@@ -42,7 +51,18 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk import GenLayout, HfsdkError, MemoryTracker, TrainLayout, generation_specs, place
+from hfsdk import (
+    Fingerprint,
+    GenLayout,
+    HfsdkError,
+    MemoryTracker,
+    TrainLayout,
+    WeightSyncMismatch,
+    fingerprint,
+    generation_specs,
+    place,
+    take_fault,
+)
 from hfsdk_backend_common.hybrid.llama_format import ParamSpec
 
 if TYPE_CHECKING:
@@ -61,14 +81,20 @@ class ReshardStats:
     collectives: int
     held_extra_bytes: int = 0
     """Memory beyond the training shard still held once the transition is done."""
+    verified: int = 0
+    """Pieces received and checked against the sender's fingerprint (0: nothing moved)."""
 
     def metrics(self) -> dict[str, float]:
-        """The per-step metrics: ``timing/reshard_s``, ``perf/reshard_bytes``, peak extra memory."""
-        return {
+        """The per-step metrics: ``timing/reshard_s``, ``perf/reshard_bytes``, peak extra
+        memory, and ``sync/verified`` (1.0) when pieces moved and every one was verified."""
+        out = {
             "timing/reshard_s": self.seconds,
             "perf/reshard_bytes": float(self.bytes_received),
             "perf/reshard_peak_extra_bytes": float(self.peak_extra_bytes),
         }
+        if self.verified:
+            out["sync/verified"] = 1.0
+        return out
 
 
 class HybridEngine:
@@ -110,6 +136,12 @@ class HybridEngine:
         self.shard: dict[str, torch.Tensor] = {}
         self.memory = MemoryTracker()
         self._owned: dict[str, int] = {}
+        self.transitions = 0
+        """Transitions started so far (numbers the ``reshard_drop`` fault)."""
+        self._sent: dict[tuple, Fingerprint] = {}
+        self._got: dict[tuple, tuple[int, Fingerprint]] = {}
+        self._broadcasts = 0
+        self._drop = False
 
     # -- train -> generate -------------------------------------------------------------
     def to_generation(self, training: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -161,6 +193,9 @@ class HybridEngine:
         self.memory.reset()
         self.bytes_received = 0
         self.collectives = 0
+        self.transitions += 1
+        self._sent, self._got, self._broadcasts = {}, {}, 0
+        self._drop = take_fault("reshard_drop", self.transitions)
         train_bytes = sum(t.numel() * t.element_size() for t in training.values())
         if not training:
             raise HfsdkError(f"rank {self.place.rank}: the training shard is empty")
@@ -176,6 +211,7 @@ class HybridEngine:
             if not keep:
                 # The consumer has copied it: what this weight allocated is free again.
                 self.memory.free(self.memory.current - held)
+        verified = self._verify()
         peak = self.memory.peak
         if cuda_start is not None:
             import torch
@@ -190,7 +226,48 @@ class HybridEngine:
             training_bytes=train_bytes,
             collectives=self.collectives,
             held_extra_bytes=self.memory.current,
+            verified=verified,
         )
+
+    def _verify(self) -> int:
+        """Check every received piece against its sender's fingerprint; the pieces checked.
+
+        Collective over the micro-DP group (two small object gathers): the senders'
+        fingerprints go to every member, and the members agree on the verdict, so a
+        mismatch raises on every rank at once (none is left waiting in a collective).
+        """
+        if self.micro_dp is None or self.gen.dg == 1:
+            return 0
+        import torch.distributed as dist
+
+        sent: list[Any] = [None] * self.gen.dg
+        dist.all_gather_object(sent, self._sent, group=self.micro_dp)
+        bad = sorted(
+            (key, src) for key, (src, got) in self._got.items() if sent[src].get(key) != got
+        )
+        mine = None
+        if bad:
+            (key, src) = bad[0]
+            mine = (
+                f"rank {self.place.rank} received {len(bad)} piece(s) that differ from what "
+                f"was sent (first: {key[1]!r} from rank {self._global(src)})"
+            )
+        verdicts: list[Any] = [None] * self.gen.dg
+        dist.all_gather_object(verdicts, mine, group=self.micro_dp)
+        problems = [v for v in verdicts if v]
+        if problems:
+            raise WeightSyncMismatch(
+                f"3D-HybridEngine transition {self.transitions} ({self.train} -> {self.gen}): "
+                f"{problems[0]}; the generation weights are not the actor's"
+            )
+        return len(self._got)
+
+    def _received(self, key: tuple, tensor: torch.Tensor, member: int) -> None:
+        """Note a received piece's fingerprint (a ``reshard_drop`` fault loses the first)."""
+        if self._drop:
+            self._drop = False
+            tensor.zero_()
+        self._got[key] = (member, fingerprint(tensor))
 
     def _cuda_reset(self) -> int | None:
         """Start the CUDA allocator's peak count; the bytes allocated now (None off CUDA)."""
@@ -223,13 +300,18 @@ class HybridEngine:
     def _global(self, member: int) -> int:
         return self.place.group[member]
 
-    def _broadcast(self, tensor: torch.Tensor, member: int) -> None:
+    def _broadcast(self, tensor: torch.Tensor, member: int, name: str) -> None:
         import torch.distributed as dist
 
         dist.broadcast(tensor, src=self._global(member), group=self.micro_dp)
         self.collectives += 1
+        key = ("broadcast", name, self._broadcasts)  # the same count on every member
+        self._broadcasts += 1
         if member != self.place.k:
             self.bytes_received += tensor.numel() * tensor.element_size()
+            self._received(key, tensor, member)
+        else:
+            self._sent[key] = fingerprint(tensor)
 
     def _local(self, spec: ParamSpec, training: Mapping[str, torch.Tensor]) -> torch.Tensor:
         tensor = training.get(spec.name)
@@ -281,35 +363,37 @@ class HybridEngine:
             return local
         if len(holders) == 1:
             if local is not None:
-                self._broadcast(local, holders[0])
+                self._broadcast(local, holders[0], spec.name)
                 return local
             scratch = self._alloc(spec.shape, None, spec.name)
-            self._broadcast(scratch, holders[0])
+            self._broadcast(scratch, holders[0], spec.name)
             return scratch
         b = self.train.t // self.gen.tg
         column = self.place.k % b
         if local is not None:
             for member in range(self.gen.dg):
                 if member % b == column and member not in holders:
-                    self._send(local, member)
+                    self._send(local, member, spec.name)
             return local
         (src,) = [h for h in holders if h % b == column]
         scratch = self._alloc(spec.shape, None, spec.name)
-        self._recv(scratch, src)
+        self._recv(scratch, src, spec.name)
         return scratch
 
-    def _send(self, tensor: torch.Tensor, member: int) -> None:
+    def _send(self, tensor: torch.Tensor, member: int, name: str) -> None:
         import torch.distributed as dist
 
         dist.send(tensor, dst=self._global(member), group=self.micro_dp)
         self.collectives += 1
+        self._sent[("send", name, member)] = fingerprint(tensor)
 
-    def _recv(self, tensor: torch.Tensor, member: int) -> None:
+    def _recv(self, tensor: torch.Tensor, member: int, name: str) -> None:
         import torch.distributed as dist
 
         dist.recv(tensor, src=self._global(member), group=self.micro_dp)
         self.collectives += 1
         self.bytes_received += tensor.numel() * tensor.element_size()
+        self._received(("send", name, self.place.k), tensor, member)
 
     def _whole(self, spec: ParamSpec, src: int, local: torch.Tensor | None) -> torch.Tensor:
         """tg = t on this weight's axis: the generation slice is one member's training slice."""
@@ -317,10 +401,10 @@ class HybridEngine:
             return local
         if local is not None:
             tensor = local.contiguous()
-            self._broadcast(tensor, src)
+            self._broadcast(tensor, src, spec.name)
             return local
         tensor = self._alloc(spec.shard_shape(self.gen.tg), None, spec.name)
-        self._broadcast(tensor, src)
+        self._broadcast(tensor, src, spec.name)
         return tensor
 
     def _parts(
@@ -351,7 +435,7 @@ class HybridEngine:
                     own = local_parts[index]
                     view.copy_(own if split == 0 else own.transpose(0, 1))
                     own_views.append(view if split == 0 else view.transpose(0, 1))
-                self._broadcast(view, member)
+                self._broadcast(view, member, spec.name)
             offset += gen_part
         if local is not None and spec.name in self._lendable:
             self._lend(spec, local, own_views)

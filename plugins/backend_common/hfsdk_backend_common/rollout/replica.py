@@ -50,6 +50,7 @@ from hfsdk import (
     HfsdkError,
     Worker,
     build_rollout,
+    fingerprint,
     generate_rollout,
     load_tokenizer,
     register,
@@ -65,6 +66,7 @@ from hfsdk_backend_common.weight_sync import (
     WeightSyncGroup,
     receive_stream,
     receive_weights,
+    verify_sync,
 )
 
 ROLLOUT_LOG_PROBS = "rollout_log_probs"
@@ -193,6 +195,8 @@ class RolloutReplicaWorker(Worker):
                 "decoder, or tp: 1 and pp: 1"
             )
         self.sync_group: WeightSyncGroup | None = None
+        self.synced_version = -1
+        """The trainer's weights version of the last verified sync (-1: none yet)."""
         self._segment_rollouts: dict[int, Any] = {}
         torch.manual_seed(config.trainer.seed + 7919 * (self.rank + 1))
 
@@ -212,22 +216,45 @@ class RolloutReplicaWorker(Worker):
         return 1 + self.rank
 
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
-    def receive_weights(self) -> dict[str, float]:
-        """The actor's new weights, in place; ``sync/*`` metrics of this rank."""
+    def receive_weights(self, fault: str | None = None) -> dict[str, Any]:
+        """The actor's new weights, in place, verified; ``sync/*`` metrics of this rank.
+
+        What arrived is checked against the sender's manifest and what the rollout holds
+        afterwards is read back (:mod:`hfsdk.core.weight_check`): ``sync/verified`` is 1.0,
+        or ``sync/mismatch`` says what differs (the controller restarts the replicas) and
+        the weights version this replica reports stays the last verified one. ``fault``
+        (fault injection, ``sync_stale``): see :func:`receive_weights`.
+        """
         if self.sync_group is None:
             raise HfsdkError("receive_weights before join_weight_sync: the sync group is missing")
         if self.sliced:  # full tensors on the wire; this rank keeps its stage's slices
             receiver = self.source.receiver()
+            live = receiver.slices
+            if fault == "stale":
+                receiver.slices = {name: t.clone() for name, t in live.items()}
             result: dict[str, Any] = dict(receive_stream(self.sync_group, receiver.accept))
             missing = receiver.missing()
+            held = {name: fingerprint(live[name]) for name in receiver.written}
+            mismatch = verify_sync(result, receiver.written, held)
         else:
-            result = receive_weights(self.sync_group, self.source.targets())
+            result = receive_weights(self.sync_group, self.source.targets(), fault=fault)
             missing = result.pop("missing")
-        if missing:
-            raise HfsdkError(
-                f"weight sync left {len(missing)} rollout weights unset (first: {missing[0]!r}); "
-                "the actor's hf_weights must yield every parameter"
+            mismatch = result.pop("mismatch")
+        version = result.pop("version")
+        for key in ("manifest", "wire"):
+            result.pop(key)
+        if mismatch is None and missing:
+            mismatch = (
+                f"{len(missing)} rollout weight(s) left unset (first: {missing[0]!r}); the "
+                "actor's hf_weights must yield every parameter"
             )
+        if mismatch is not None:
+            result["sync/mismatch"] = (
+                f"weights version {version} on replica rank {self.rank}: {mismatch}"
+            )
+            return result
+        result["sync/verified"] = 1.0
+        self.synced_version = version
         self.source.weights_version += 1
         for rollout in (self.rollout, *self._segment_rollouts.values()):
             rollout.update_weights(self.source)
@@ -243,6 +270,7 @@ class RolloutReplicaWorker(Worker):
         if ROLLOUT_LOG_PROBS not in out:
             out[ROLLOUT_LOG_PROBS] = self.source.log_probs(out)
         out.meta["weights_version"] = self.source.weights_version
+        out.meta["synced_version"] = self.synced_version
         return out
 
     # -- partial rollouts -------------------------------------------------------------

@@ -44,7 +44,14 @@ from typing import Any
 import attrs
 import torch
 
-from hfsdk import DataParallelInfo, GenerationShards, HfsdkError, load_tokenizer
+from hfsdk import (
+    DataParallelInfo,
+    Fingerprint,
+    GenerationShards,
+    HfsdkError,
+    fingerprint,
+    load_tokenizer,
+)
 from hfsdk_backend_common.engine_support import sampling_temperature
 from hfsdk_backend_common.hybrid.decoder import DecoderShape, KVCache, TPDecoder
 from hfsdk_backend_common.hybrid.llama_format import (
@@ -233,6 +240,8 @@ class SliceReceiver:
                 self.users.setdefault(hf, []).append(name)
         self.pending: dict[str, torch.Tensor] = {}
         self.filled: set[str] = set()
+        self.written: dict[str, Fingerprint] = {}
+        """Fingerprint of each slice as written (what a read-back must find)."""
 
     def accept(self, name: str, tensor: torch.Tensor) -> None:
         """One full HF tensor from the wire (a view valid only during the call)."""
@@ -257,6 +266,7 @@ class SliceReceiver:
                     )
                 self.slices[target].copy_(piece)
                 self.filled.add(target)
+                self.written[target] = fingerprint(self.slices[target])
         # Drop the sources no unfilled megatron weight still waits for.
         for hf in list(self.pending):
             if all(t in self.filled for t in self.users[hf]):

@@ -86,3 +86,34 @@ def run_all(rank: int, world: int) -> dict[tuple, dict[str, Any]]:
         for qkv_format in ("grouped", "stacked"):
             out[(p, t, pg, tg, qkv_format)] = check_case(rank, world, p, t, pg, tg, qkv_format)
     return out
+
+
+def check_dropped_piece(rank: int, world: int) -> dict[str, Any]:
+    """``reshard_drop:2``: the first transition verifies, the second loses a piece on every
+    receiving member and raises on every rank (none is left waiting in a collective)."""
+    import os
+
+    from hfsdk.core.trainer import faults
+    from hfsdk.core.weight_check import WeightSyncMismatch
+
+    os.environ[faults.FAULT_ENV] = "reshard_drop:2"
+    faults._FIRED.clear()
+    train = TrainLayout(1, 2, world // 2)
+    gen = generation_layout(train, tp=1, pp=1)  # t=2 -> tg=1: each rank receives a half
+    specs = llama_specs(SHAPE, qkv_format="grouped")
+    groups = create_groups(train, gen)
+    engine = HybridEngine(
+        train=train, gen=gen, specs=specs, num_layers=4, rank=rank, micro_dp=groups.micro_dp
+    )
+    _, j, _ = train.coords(rank)
+    shard = synthetic_shard(specs, p=1, t=2, stage=0, tp=j, num_layers=4, seed=7)
+    engine.to_generation(shard)
+    first = engine.stats.metrics()
+    engine.to_training()
+    try:
+        engine.to_generation(shard)
+        error = None
+    except WeightSyncMismatch as exc:
+        error = str(exc)
+    engine.to_training()
+    return {"first": first, "verified": engine.stats.verified, "error": error}

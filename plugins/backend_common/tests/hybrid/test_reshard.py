@@ -106,3 +106,15 @@ def test_no_rank_holds_more_than_generation_plus_training_shard(outcomes: list[d
                 assert attempt["released"] > 0.9 * train  # every tensor-split weight lent
                 # A weight's training slice is held until it is copied: one weight above.
                 assert stats.peak_extra_bytes <= gen - train + attempt["largest_training"]
+
+
+@pytest.mark.distributed
+def test_every_transition_is_verified_and_a_lost_piece_stops_every_rank() -> None:
+    ranks = run_gloo(4, "reshard_worker:check_dropped_piece", path=[HERE], timeout=300)
+    for outcome in ranks:
+        assert outcome["first"]["sync/verified"] == 1.0
+        assert outcome["verified"] > 0  # pieces were received and checked
+        error = outcome["error"]
+        assert error is not None and "\n" not in error
+        assert error.startswith("3D-HybridEngine transition 2 (")
+        assert "piece(s) that differ from what was sent (first: " in error

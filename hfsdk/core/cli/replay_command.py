@@ -1,0 +1,37 @@
+"""``hfsdk replay``: re-run a logged step's update from what the run dumped, compare exactly."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+EXIT_DIFFERS = 1
+"""The replayed update's metrics differ from the logged ones (the step did not reproduce)."""
+
+
+@click.command(name="replay")
+@click.argument("run_dir", type=click.Path(path_type=Path))
+@click.option("--step", "step", type=int, required=True, help="The step whose update to replay.")
+def replay(run_dir: Path, step: int) -> None:
+    """Replay step N of RUN_DIR (made with trainer.rollout_dump: true): its losses and gradient
+    norm are compared bit for bit with the logged ones; exit 1 when they differ."""
+    from hfsdk.core.trainer.replay import replay_steps
+
+    results = replay_steps(run_dir, step)
+    for result in results:
+        differing = result.differing
+        if result.step == step:
+            width = max((len(k) for k in result.compared), default=0)
+            for key in result.compared:
+                mark = "  DIFFERS" if key in differing else ""
+                click.echo(
+                    f"  {key:<{width}}  logged {result.logged[key]!r:<24} "
+                    f"replayed {result.replayed[key]!r}{mark}"
+                )
+        verdict = "reproduced exactly" if not differing else f"{len(differing)} metric(s) differ"
+        click.echo(f"step {result.step}: {len(result.compared)} metrics compared, {verdict}")
+    if results[-1].differing:
+        sys.stdout.flush()
+        raise SystemExit(EXIT_DIFFERS)  # click.exceptions.Exit would be returned, not exited

@@ -1,0 +1,122 @@
+"""Settings that only fail deep inside a run, refused before it starts in one line each.
+
+- ``rollout.max_prompt_length`` not what follows from ``data.max_prompt_length`` (the
+  one key; plus the multi-turn budget, which every turn's context may reach): vLLM
+  then failed much later with "528 > 128 positions";
+- prompt plus response longer than a model's positions (``max_position_embeddings``
+  in its ``config.json``): transformers only warns, then the worker allocates for
+  the whole length (51 GB measured);
+- ``trainer.keep_best`` on a validation metric when no validation runs, and (once
+  the first step has reported) on a metric the run does not report.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from hfsdk.core.errors import ConfigError
+
+_POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+
+
+def check_prompt_length(config: Any) -> None:
+    """``rollout.max_prompt_length`` must be what follows from ``data.max_prompt_length``."""
+    from hfsdk.core.agents.generate import multi_turn_config
+
+    data = getattr(getattr(config, "data", None), "max_prompt_length", None)
+    rollout = getattr(getattr(config, "rollout", None), "max_prompt_length", None)
+    if data is None or rollout is None:
+        return
+    multi_turn = multi_turn_config(config.rollout)
+    extra = multi_turn.max_response_tokens if multi_turn.active else 0
+    if rollout != data + extra:
+        rule = "data.max_prompt_length" + (
+            f" + rollout.multi_turn.max_response_tokens ({extra})" if extra else ""
+        )
+        raise ConfigError(
+            f"rollout.max_prompt_length={rollout} disagrees with data.max_prompt_length={data}; "
+            f"it follows from them ({rule}): remove rollout.max_prompt_length"
+        )
+
+
+def model_positions(model_path: str | None) -> tuple[int, str] | None:
+    """(positions, the config key) from a local model's ``config.json``; ``None`` if unknown."""
+    if not model_path:
+        return None
+    path = Path(model_path).expanduser() / "config.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    for section in (data, data.get("text_config") if isinstance(data, dict) else None):
+        if not isinstance(section, Mapping):
+            continue
+        for key in _POSITION_KEYS:
+            value = section.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value, key
+    return None
+
+
+def sequence_length(config: Any) -> tuple[int, str]:
+    """The longest sequence a run builds (prompt + response) and how it is made up."""
+    from hfsdk.core.agents.generate import multi_turn_config
+
+    rollout = config.rollout
+    prompt = int(config.data.max_prompt_length)
+    multi_turn = multi_turn_config(rollout)
+    if multi_turn.active:
+        response, key = multi_turn.max_response_tokens, "rollout.multi_turn.max_response_tokens"
+    else:
+        response, key = int(rollout.max_response_length), "rollout.max_response_length"
+    return prompt + response, f"data.max_prompt_length={prompt} + {key}={response}"
+
+
+def check_positions(config: Any, model_paths: Mapping[str, str | None]) -> None:
+    """Refuse a prompt + response budget beyond any of the models' positions."""
+    total, parts = sequence_length(config)
+    for key, model_path in model_paths.items():
+        found = model_positions(model_path)
+        if found is None:
+            continue
+        positions, name = found
+        if total > positions:
+            raise ConfigError(
+                f"{parts} = {total} tokens exceed the {positions} positions of {key} "
+                f"({name} in {model_path}/config.json); lower them to {positions} tokens "
+                "in all, or use a model with more positions"
+            )
+
+
+def check_keep_best_source(config: Any, has_validation_data: bool) -> None:
+    """``keep_best`` on a ``val/`` metric needs validation to run."""
+    trainer = config.trainer
+    metric = trainer.keep_best
+    if not metric or not metric.startswith("val/"):
+        return
+    if not trainer.val_every or not has_validation_data:
+        why = "trainer.val_every is 0" if not trainer.val_every else "there is no data.val_files"
+        raise ConfigError(
+            f"trainer.keep_best={metric} is a validation metric but no validation runs ({why}); "
+            "set trainer.val_every (a multiple of trainer.save_every) and data.val_files, or "
+            "keep_best on a training metric such as reward/mean"
+        )
+
+
+def check_keep_best_reported(metric: str, reported: Iterable[str]) -> None:
+    """After the first step that could report ``metric``: refuse it if that step did not."""
+    names = sorted(reported)
+    if metric in names:
+        return
+    close = difflib.get_close_matches(metric, names, n=3)
+    hint = f"did you mean {', '.join(close)}? " if close else ""
+    prefix = "val/" if metric.startswith("val/") else ""
+    some = [n for n in names if n.startswith(prefix)][:8]
+    raise ConfigError(
+        f"trainer.keep_best={metric}: the run reports no such metric; {hint}"
+        f"reported: {', '.join(some)}{', ...' if len(names) > len(some) else ''}"
+    )

@@ -1,0 +1,146 @@
+"""``hfsdk replay RUN_DIR --step N``: run step N's update again and compare it with the log.
+
+A run made with ``trainer.rollout_dump: true`` keeps, for every step, the batch its
+update saw (``rollouts/step_N.pt``, :mod:`.step_dump`), and its checkpoints keep the
+state between steps. Replay starts the run's workers from its config, loads the newest
+checkpoint before step N (none: the run's starting weights), re-runs the update of every
+step after it up to N on the dumped batches (:meth:`Algorithm.replay_update`, then
+:meth:`Algorithm.finish`'s batch metrics, as a step does) and compares each metric —
+losses, gradient norm, clip fractions, KL — with the one the run logged. Equal to the
+last bit means the step is reproduced: a bug can be studied on that one batch, with a
+debugger, without the rest of the run.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hfsdk.core.errors import HfsdkError
+
+
+@attrs.frozen(kw_only=True)
+class ReplayedStep:
+    """One replayed update: each metric it returned, as logged by the run and as replayed."""
+
+    step: int
+    logged: dict[str, float]
+    replayed: dict[str, float]
+
+    @property
+    def compared(self) -> list[str]:
+        """The metrics both the run's log and the replay hold."""
+        return sorted(set(self.logged) & set(self.replayed))
+
+    @property
+    def differing(self) -> list[str]:
+        """Compared metrics whose replayed value is not bit-for-bit the logged one."""
+        return [k for k in self.compared if not _same(self.logged[k], self.replayed[k])]
+
+
+_TIMED = ("timing/", "perf/")
+"""Wall-clock metrics, and the token count the trainer turns into a throughput."""
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _run_config(run_dir: Path) -> Any:
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.trainer import CONFIG_FILE
+
+    path = run_dir / CONFIG_FILE
+    if not path.is_file():
+        raise HfsdkError(
+            f"{str(run_dir)!r} is not a run directory (no {CONFIG_FILE}); pass the --run-dir "
+            "of an hfsdk run"
+        )
+    return load_run_config(None, str(path))
+
+
+def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
+    """Replay every update from the newest checkpoint before ``step`` through ``step``."""
+    import numpy as np
+    import torch
+
+    from hfsdk.core.algorithm import AlgorithmContext
+    from hfsdk.core.checkpoint_files import load_checkpoint_file
+    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk.core.trainer.checkpoint import complete_checkpoints
+    from hfsdk.core.trainer.preflight import prepare_run
+    from hfsdk.core.trainer.session import TrainingSession
+    from hfsdk.core.trainer.step_dump import read_step_dump
+    from hfsdk.core.trainer.tracking import read_metrics
+    from hfsdk.core.trainer.trainer import TRAINER_STATE
+
+    run_dir = Path(run_dir)
+    config = _run_config(run_dir)
+    logged = {int(row["step"]): row for row in read_metrics(run_dir)}
+    if step not in logged or step < 1:
+        done = max(logged) if logged else 0
+        raise HfsdkError(
+            f"--step {step}: the run in {str(run_dir)!r} logged steps 1..{done}; pass one of them"
+        )
+    if config.trainer.mode == "rollout_only":
+        raise HfsdkError(
+            f"the run in {str(run_dir)!r} ran trainer.mode: rollout_only and trained nothing; "
+            "there is no update to replay"
+        )
+    what = f"hfsdk replay --step {step}"
+    before = [(s, p) for s, p in complete_checkpoints(run_dir) if s < step]
+    start, checkpoint = max(before, key=lambda sp: sp[0]) if before else (0, None)
+    dumps = [read_step_dump(run_dir, s, for_what=what) for s in range(start + 1, step + 1)]
+    spec = get_registry("algorithms")[config.algo].impl
+    if config.trainer.deterministic:
+        from hfsdk.core.determinism import enable_determinism
+
+        enable_determinism()
+    random.seed(config.trainer.seed)  # as the trainer seeds a session it starts
+    np.random.seed(config.trainer.seed)
+    torch.manual_seed(config.trainer.seed)
+    try:
+        prepared = prepare_run(config, spec)
+        results = []
+        with TrainingSession(config, spec, prepared=prepared) as session:
+            context = AlgorithmContext(
+                config=config, roles=session.roles, signals=session.signals, spec=spec
+            )
+            algorithm = spec.program(context)
+            if checkpoint is not None:
+                session.load_workers(checkpoint)
+                state = load_checkpoint_file(checkpoint / TRAINER_STATE)
+                algorithm.load_state_dict(state["algorithm"])
+            for dump in dumps:
+                if dump.update is None:
+                    raise HfsdkError(
+                        f"{what}: step {dump.step}'s dump holds no update batch (written "
+                        "under trainer.mode: rollout_only)"
+                    )
+                # As a step does: the updates' metrics, then finish()'s batch metrics over
+                # them (finish's actor/kl, from the batch, is the one the log holds).
+                algorithm.metrics = {}
+                algorithm.record(algorithm.replay_update(dump.update))
+                replayed = {
+                    k: v
+                    for k, v in algorithm.finish(dump.update).items()
+                    if not k.startswith(_TIMED)
+                }
+                row = logged.get(dump.step, {})
+                results.append(
+                    ReplayedStep(
+                        step=dump.step,
+                        logged={k: float(row[k]) for k in replayed if k in row},
+                        replayed=replayed,
+                    )
+                )
+        return results
+    finally:
+        if config.trainer.deterministic:
+            from hfsdk.core.determinism import disable_determinism
+
+            disable_determinism()

@@ -1,0 +1,155 @@
+"""What ``trainer.rollout_dump`` keeps for replay and for ``trainer.mode: train_only``.
+
+Beside each step's readable ``rollouts/step_N.jsonl`` the trainer writes
+``rollouts/step_N.pt``: the step's sampled generations as ``(prompts, generated)``
+batches in the order the algorithm drew them (what ``train_only`` trains from), and the
+batch exactly as the step's update saw it (what ``hfsdk replay`` updates on again).
+Written atomically with ``torch.save``; read back with ``weights_only=True`` and the
+checkpoints' allow-list (:mod:`hfsdk.core.checkpoint_files`), so a dump from elsewhere
+cannot run code.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from hfsdk.core.errors import HfsdkError
+
+if TYPE_CHECKING:
+    from hfsdk.core.batch import Batch
+
+DUMP_DIR = "rollouts"
+_FORMAT = 1
+
+
+@attrs.frozen(kw_only=True)
+class StepDump:
+    """One step's dump: its generations and, unless it trained nothing, its update's batch."""
+
+    step: int
+    generations: list[tuple[Batch, Batch]]
+    update: Batch | None
+
+
+def step_dump_path(run_dir: str | Path, step: int) -> Path:
+    """``run_dir/rollouts/step_<step>.pt``."""
+    return Path(run_dir) / DUMP_DIR / f"step_{step}.pt"
+
+
+def write_step_dump(
+    run_dir: str | Path,
+    step: int,
+    generations: list[tuple[Batch, Batch]],
+    update: Batch | None,
+) -> Path:
+    """Write one step's dump atomically (a temporary file renamed); returns its path."""
+    path = step_dump_path(run_dir, step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    state = {"format": _FORMAT, "step": step, "generations": generations, "update": update}
+    import torch
+
+    with open(tmp, "wb") as out:
+        torch.save(state, out)
+        out.flush()
+        os.fsync(out.fileno())
+    tmp.replace(path)
+    return path
+
+
+def read_step_dump(run_dir: str | Path, step: int, *, for_what: str) -> StepDump:
+    """Step ``step``'s dump from ``run_dir``; one clear line when it is missing or unreadable."""
+    path = step_dump_path(run_dir, step)
+    if not path.is_file():
+        raise HfsdkError(
+            f"{for_what} needs {str(path)!r}, which does not exist; the run must be made with "
+            "trainer.rollout_dump: true (or trainer.mode: rollout_only) for every step it uses"
+        )
+    from hfsdk.core.checkpoint_files import load_checkpoint_file
+
+    try:
+        state: Any = load_checkpoint_file(path)
+    except HfsdkError:
+        raise
+    except Exception as exc:
+        raise HfsdkError(
+            f"{for_what}: {str(path)!r} cannot be read ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); it is damaged — rerun that step "
+            "with trainer.rollout_dump: true"
+        ) from None
+    if not isinstance(state, dict) or state.get("format") != _FORMAT:
+        raise HfsdkError(
+            f"{for_what}: {str(path)!r} is not a step dump of this hfsdk (format "
+            f"{state.get('format') if isinstance(state, dict) else None!r}, expected {_FORMAT})"
+        )
+    return StepDump(
+        step=int(state["step"]), generations=state["generations"], update=state["update"]
+    )
+
+
+class DumpedGenerations:
+    """``trainer.mode: train_only``: the prompt stream and the generations of a previous run.
+
+    It stands where the generation pipeline does: step ``N`` draws the prompts step ``N``
+    of ``run_dir`` drew, in the same order (a program that draws more within a step, as
+    DAPO's dynamic sampling does, gets that run's further draws), and
+    :meth:`generated` hands the algorithm the batch generated for them then, instead of
+    generating. Everything after generation (log-probs, scores, advantages, the update)
+    runs as in training.
+    """
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        if not (self.run_dir / DUMP_DIR).is_dir():
+            raise HfsdkError(
+                f"trainer.rollouts_from={str(run_dir)!r} has no {DUMP_DIR}/ directory; pass the "
+                "run directory of a run made with trainer.mode: rollout_only or "
+                "trainer.rollout_dump: true"
+            )
+        self.step = 0
+        self._queue: list[tuple[Batch, Batch]] = []
+        self._current: tuple[Batch, Batch] | None = None
+
+    def next_batch(self, n: int | None = None) -> Batch:
+        """The next prompts the dumped run drew (``n is None``: the first of a new step)."""
+        if n is None:
+            self.step += 1
+            what = f"trainer.mode=train_only (step {self.step})"
+            self._queue = list(read_step_dump(self.run_dir, self.step, for_what=what).generations)
+        if not self._queue:
+            raise HfsdkError(
+                f"trainer.mode=train_only: step {self.step} draws more prompts than the run in "
+                f"{str(self.run_dir)!r} did; train with the algorithm and data settings of "
+                "the run that wrote the rollouts"
+            )
+        self._current = self._queue.pop(0)
+        prompts = self._current[0]
+        if n is not None and len(prompts) != n:
+            raise HfsdkError(
+                f"trainer.mode=train_only: step {self.step} draws {n} prompts where the run in "
+                f"{str(self.run_dir)!r} drew {len(prompts)}; use that run's data settings"
+            )
+        return prompts
+
+    def generated(self, prompts: Batch) -> tuple[Batch, dict[str, float]] | None:
+        """The dumped generation for ``prompts`` (the batch :meth:`next_batch` returned)."""
+        if self._current is None or prompts is not self._current[0]:
+            return None
+        out = self._current[1]
+        self._current = None
+        return out, {}
+
+    def step_done(self) -> None:
+        """Nothing to keep in step with: no weights go anywhere."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """The step reached (a resumed train_only run goes on from the next dump)."""
+        return {"step": self.step}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore :meth:`state_dict`."""
+        self.step = int(state["step"])

@@ -1,0 +1,52 @@
+"""Settings refused before (or at the first checkpoint of) a run, not deep inside it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.errors import ConfigError
+from hfsdk.core.trainer.input_checks import (
+    check_keep_best_reported,
+    model_positions,
+)
+
+
+def test_model_positions_reads_the_config_of_a_local_model(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 4096}))
+    assert model_positions(str(tmp_path)) == (4096, "max_position_embeddings")
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"n_positions": 512}}))
+    assert model_positions(str(tmp_path)) == (512, "n_positions")
+    assert model_positions(str(tmp_path / "nope")) is None
+    assert model_positions("Qwen/Qwen2.5-0.5B") is None  # a hub name: nothing to read here
+
+
+def test_an_unreported_keep_best_metric_names_the_close_ones() -> None:
+    check_keep_best_reported("reward/mean", {"reward/mean", "actor/kl"})
+    with pytest.raises(ConfigError, match=r"keep_best=val/pass@3: .*did you mean val/pass@1"):
+        check_keep_best_reported("val/pass@3", {"val/pass@1", "val/reward_mean", "actor/kl"})
+
+
+@pytest.mark.slow
+def test_keep_best_on_a_metric_no_step_reports_stops_at_the_first_checkpoint(
+    tmp_path: Path,
+) -> None:
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.checkpoint import complete_checkpoints
+    from hfsdk.core.trainer.trainer import Trainer
+
+    overrides = [
+        "trainer.total_steps=3",
+        "trainer.save_every=1",
+        "trainer.keep_last=1",
+        "trainer.keep_best=reward/meen",
+    ]
+    config = load_run_config("grpo", None, overrides)
+    run_dir = tmp_path / "run"
+    with pytest.raises(ConfigError, match=r"keep_best=reward/meen: .*did you mean reward/mean"):
+        Trainer(config, run_dir, quiet=True).fit()
+    rows = (run_dir / "metrics.jsonl").read_text().splitlines()
+    assert len(rows) == 1  # refused at step 1's checkpoint, not after the whole run
+    assert complete_checkpoints(run_dir) == []

@@ -1,0 +1,169 @@
+"""``hfsdk replay`` and ``trainer.mode``: what a run dumped reproduces its steps exactly."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from hfsdk.core.cli.main import main
+from hfsdk.core.config import load_run_config
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer.replay import replay_steps
+from hfsdk.core.trainer.step_dump import read_step_dump, step_dump_path
+from hfsdk.core.trainer.trainer import Trainer
+
+SMALL = [
+    "data.batch_size=4",
+    "algorithm.n_samples_per_prompt=2",
+    "actor.mini_batch_size=4",
+    "actor.micro_batch_size=8",
+    "trainer.loggers=[jsonl]",
+    "trainer.total_steps=3",
+]
+_TIMED = ("timing/", "perf/")
+
+
+def _fit(run_dir: Path, *extra: str) -> list[dict]:
+    config = load_run_config("grpo", None, [*SMALL, *extra])
+    return Trainer(config, run_dir, quiet=True).fit()
+
+
+def _untimed(row: dict) -> dict:
+    return {k: v for k, v in row.items() if not k.startswith(_TIMED)}
+
+
+@pytest.fixture(scope="module")
+def dumped(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
+    """A 3-step run with rollout_dump and a checkpoint at step 2 (and the last step)."""
+    run_dir = tmp_path_factory.mktemp("dumped") / "run"
+    rows = _fit(run_dir, "trainer.rollout_dump=true", "trainer.save_every=2")
+    return run_dir, rows
+
+
+@pytest.mark.slow
+def test_replay_reproduces_the_logged_update_metrics_bit_for_bit(
+    dumped: tuple[Path, list[dict]],
+) -> None:
+    run_dir, rows = dumped
+    # Step 3: from checkpoint step_2, one update. Step 2: no checkpoint before it, so from
+    # the starting weights through step 1's update (the state step 2 started from).
+    for step, replayed_steps in ((3, [3]), (2, [1, 2])):
+        results = replay_steps(run_dir, step)
+        assert [r.step for r in results] == replayed_steps
+        for result in results:
+            assert {"actor/pg_loss", "actor/grad_norm", "actor/kl"} <= set(result.compared)
+            assert result.differing == [], (step, result.step, result.differing)
+            assert result.replayed["actor/grad_norm"] == rows[result.step - 1]["actor/grad_norm"]
+    # The steps' numbers differ from each other, so equality above is not a coincidence.
+    assert len({r["actor/grad_norm"] for r in rows}) == 3
+
+
+@pytest.mark.slow
+def test_replay_of_a_batch_that_is_not_what_the_update_saw_differs_and_exits_1(
+    dumped: tuple[Path, list[dict]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir, _ = dumped
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    path = step_dump_path(copy, 3)
+    state = torch.load(path, weights_only=False)
+    state["update"]["advantages"] = state["update"]["advantages"] * 1.001
+    torch.save(state, path)
+    with pytest.raises(SystemExit) as info:
+        main(["replay", str(copy), "--step", "3"])
+    out = capsys.readouterr().out
+    assert info.value.code == 1, out
+    assert "DIFFERS" in out and "step 3:" in out and "differ" in out.splitlines()[-1]
+    with pytest.raises(SystemExit) as info:
+        main(["replay", str(run_dir), "--step", "3"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.splitlines()[-1].endswith("reproduced exactly")
+
+
+@pytest.mark.slow
+def test_replay_without_dumps_or_of_an_unlogged_step_says_so_in_one_line(
+    dumped: tuple[Path, list[dict]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir, _ = dumped
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    step_dump_path(copy, 3).unlink()
+    for args, says in (
+        ([str(copy), "--step", "3"], "trainer.rollout_dump: true"),
+        ([str(run_dir), "--step", "9"], "logged steps 1..3"),
+        ([str(tmp_path), "--step", "1"], "is not a run directory"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(["replay", *args])
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert info.value.code == 2 and len(lines) == 1 and says in lines[0], err
+        assert "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_train_only_on_a_runs_rollouts_trains_exactly_as_that_run_did(
+    dumped: tuple[Path, list[dict]], tmp_path: Path
+) -> None:
+    """The generations come from the dump; everything after them (log-probs, rewards,
+    advantages, updates) runs again and lands on the same numbers, step after step."""
+    run_dir, rows = dumped
+    again = _fit(
+        tmp_path / "train_only", "trainer.mode=train_only", f"trainer.rollouts_from={run_dir}"
+    )
+    assert [r["step"] for r in again] == [1, 2, 3]
+    for a, b in zip(rows, again, strict=True):
+        assert _untimed(a) == _untimed(b), a["step"]
+    assert again[0]["timing/generation_s"] < 0.1  # nothing was generated
+
+
+@pytest.mark.slow
+def test_rollout_only_generates_and_scores_without_training(
+    dumped: tuple[Path, list[dict]], tmp_path: Path
+) -> None:
+    run_dir, rows = dumped
+    out = tmp_path / "rollout_only"
+    only = _fit(out, "trainer.mode=rollout_only")
+    assert [r["step"] for r in only] == [1, 2, 3]
+    assert not any(k.startswith("actor/") for r in only for k in r)
+    assert all("reward/mean" in r and "response_length/mean" in r for r in only)
+    # Step 1 samples with the starting weights in both runs: the same generations.
+    mine, theirs = read_step_dump(out, 1, for_what="t"), read_step_dump(run_dir, 1, for_what="t")
+    assert mine.update is None and theirs.update is not None
+    for key in ("responses", "input_ids"):
+        assert torch.equal(mine.generations[0][1][key], theirs.generations[0][1][key])
+    assert only[0]["reward/mean"] == rows[0]["reward/mean"]
+    assert (out / "rollouts" / "step_3.jsonl").is_file()
+    with pytest.raises(HfsdkError, match="rollout_only and trained nothing"):
+        replay_steps(out, 2)
+
+
+def test_modes_with_missing_or_conflicting_settings_are_refused_in_one_line() -> None:
+    cases = (
+        (["trainer.mode=train_only"], "needs trainer.rollouts_from"),
+        (["trainer.rollouts_from=/x"], "other modes take no rollouts_from"),
+        (["trainer.mode=rollout_only", "trainer.pipeline=one_step_off"], "pipeline: sync"),
+    )
+    for extra, says in cases:
+        with pytest.raises(HfsdkError) as info:
+            load_run_config("grpo", None, [*SMALL, *extra])
+        assert says in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_train_only_from_a_directory_without_rollouts_is_refused(tmp_path: Path) -> None:
+    from hfsdk.core.trainer.step_dump import DumpedGenerations
+
+    with pytest.raises(HfsdkError, match="has no rollouts/ directory"):
+        DumpedGenerations(tmp_path)
+
+
+def test_a_dump_naming_a_foreign_type_is_refused_without_running_it(tmp_path: Path) -> None:
+    """Dumps are read with weights_only and the checkpoints' allow-list: nothing executes."""
+    path = step_dump_path(tmp_path, 1)
+    path.parent.mkdir(parents=True)
+    torch.save({"format": 1, "step": 1, "generations": [], "update": Path("x")}, path)
+    with pytest.raises(HfsdkError, match="which hfsdk does not save"):
+        read_step_dump(tmp_path, 1, for_what="t")
