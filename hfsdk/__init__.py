@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         tokenize_preference_pairs,
     )
     from hfsdk.core.data.prompt_dataset import resolve_use_template
+    from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.dataflow import Dataflow, Stage
     from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
@@ -224,6 +225,7 @@ _LAZY = {
     "help_field": "hfsdk.core.config.help",
     "field_help": "hfsdk.core.config.help",
     "HfsdkError": "hfsdk.core.errors",
+    "load_tokenizer": "hfsdk.core.data.tokenizer_loading",
     # files: atomic writes, checkpoint files read without unpickling code
     "atomic_path": "hfsdk.core.atomic",
     "write_bytes_atomic": "hfsdk.core.atomic",

@@ -473,7 +473,9 @@ class Algorithm:
             # The padded width every training and inference pass runs over (the planner's).
             self.metrics["perf/sequence_width"] = float(batch["input_ids"].shape[-1])
         if "old_log_probs" in batch and "ref_log_probs" in batch:
-            kl = token_kl(batch["old_log_probs"], batch["ref_log_probs"], mask, "k1")
+            # k3 (exp(r) - r - 1, r = ref - old): unbiased for KL(policy || reference) on the
+            # policy's samples and never negative, unlike k1 (old - ref) on a finite batch.
+            kl = token_kl(batch["old_log_probs"], batch["ref_log_probs"], mask, "k3")
             self.metrics["actor/kl"] = float(masked_mean(kl, mask))
         if "rollout_log_probs" in batch and "old_log_probs" in batch:
             # A rollout engine other than the actor (vLLM) reports what it sampled with;

@@ -66,3 +66,31 @@ def test_concurrently_refuses_an_undeclared_stage_before_dispatching() -> None:
             ],
         )
     assert run.timeline == []
+
+
+def test_actor_kl_is_the_non_negative_k3_estimate() -> None:
+    """Sampled tokens the reference likes more than the policy: k1's mean is negative, the
+    reported KL (k3) is not, and it equals exp(r) - r - 1 averaged over response tokens."""
+    import math
+
+    import torch
+
+    from hfsdk.core.batch import Batch
+
+    algorithm = FakeRun.for_algorithm("grpo").algorithm
+    old = torch.tensor([[-2.0, -1.0, 0.0], [-0.5, -3.0, 0.0]])
+    ref = torch.tensor([[-1.0, -0.5, 0.0], [-0.25, -2.0, 0.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 0]])
+    batch = Batch.from_dict(
+        {
+            "old_log_probs": old,
+            "ref_log_probs": ref,
+            "response_mask": mask,
+            "attention_mask": torch.ones(2, 3, dtype=torch.long),
+        }
+    )
+    metrics = algorithm.finish(batch)
+    r = [1.0, 0.5, 0.25, 1.0]  # ref - old on the four response tokens
+    expected = sum(math.exp(x) - x - 1 for x in r) / 4
+    assert float((old - ref)[mask.bool()].mean()) < 0  # what k1 would have reported
+    assert metrics["actor/kl"] == pytest.approx(expected, rel=1e-6)

@@ -18,7 +18,9 @@ def config() -> None:
 @click.option(
     "--explain",
     is_flag=True,
-    help="Print every key with its value and what it means (unit, default, reference).",
+    help="Print every key with its value, where the value came from (default, task preset, "
+    "task, file, imported, command line) and what it means. Bare KEYs (actor.optim.lr) "
+    "among the arguments limit the output to those keys or sections.",
 )
 def show(
     algo: str | None,
@@ -29,19 +31,64 @@ def show(
 ) -> None:
     """Print the resolved config (defaults + task + file + overrides) as YAML."""
     from hfsdk.core.config import load_run_config
+    from hfsdk.core.config.sources import ConfigLayers
 
-    config = load_run_config(algo, config_file, overrides, base=task_base(task))
+    keys = [arg for arg in overrides if "=" not in arg]
+    overrides = tuple(arg for arg in overrides if "=" in arg)
+    if keys and not explain:
+        from hfsdk.core.errors import ConfigError
+
+        raise ConfigError(
+            f"{keys[0]!r} is not of the form key.sub=value; to look at one key use "
+            f"`hfsdk config show --explain {keys[0]}`"
+        )
+    base = task_base(task)
+    config = load_run_config(algo, config_file, overrides, base=base)
+    layers = ConfigLayers.read(algo, config_file, overrides, base=base, task=task)
+    notice = layers.dropped_preset()
+    if notice:
+        click.echo(f"note: {notice}", err=True)
     if not explain:
         click.echo(config.to_yaml(), nl=False)
         return
     from hfsdk.core.config.help import explain as explain_section
 
-    click.echo(f"algo: {config.algo!r}")
+    sources = layers.sources()
+    entries: list[tuple[str, list[str]]] = []
     for name, section in config.sections.items():
-        click.echo("")
-        click.echo(f"# {name}")
-        for line in explain_section(name, section):
+        for line in explain_section(name, section, sources):
+            if line.startswith("    ") and entries:
+                entries[-1][1].append(line)
+            else:
+                entries.append((line.split(":", 1)[0], [line]))
+    if keys:
+        _check_keys(keys, [key for key, _ in entries])
+        entries = [e for e in entries if any(e[0] == k or e[0].startswith(f"{k}.") for k in keys)]
+    else:
+        click.echo(f"algo: {config.algo!r}   (from: {sources.get('algo', '--algo')})")
+    section = None
+    for key, lines in entries:
+        top = key.split(".", 1)[0]
+        if not keys and top != section:
+            click.echo("")
+            click.echo(f"# {top}")
+            section = top
+        for line in lines:
             click.echo(line)
+
+
+def _check_keys(keys: list[str], known: list[str]) -> None:
+    """Each asked-for key names a key or section of the config (one line with a hint if not)."""
+    from hfsdk.core.config.converter import closest_key
+    from hfsdk.core.errors import ConfigError
+
+    for key in keys:
+        if not any(k == key or k.startswith(f"{key}.") for k in known):
+            parent, _, last = key.rpartition(".")
+            siblings = [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == parent]
+            close = closest_key(last, siblings)
+            hint = f"; did you mean {'.'.join(filter(None, [parent, close]))!r}?" if close else ""
+            raise ConfigError(f"config has no key {key!r}{hint}")
 
 
 _VALUE_FLAGS = ("--config-name", "-cn", "--config-path", "-cp")

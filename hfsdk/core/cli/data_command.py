@@ -50,6 +50,9 @@ def inspect_command(
         train_files = (train_files,)
     paths = check_files(files or tuple(train_files))
     tokenizer = _tokenizer(raw.get("actor") or {})
+    from hfsdk.core.data.prompt_dataset import plain_rendering_reported
+
+    plain_rendering_reported(tokenizer)  # the report's "rendering:" line says it once
     report = inspect_dataset(paths, tokenizer, data_section, raw.get("reward"))
     click.echo(report.format())
 

@@ -10,14 +10,19 @@ KINDS = [kind.replace("_", "-") for kind in REGISTRY_HOOKS]
 
 
 @click.command(name="list")
-@click.argument("kind", metavar="KIND")
-def list_entries(kind: str) -> None:
+@click.argument("kind", metavar="[KIND]", required=False)
+def list_entries(kind: str | None) -> None:
     """List registered names of KIND, e.g. algorithms, advantage-estimators, reward-functions.
 
     KIND is one of: algorithms, advantage-estimators, policy-losses, value-losses,
     kl-estimators, rollout-corrections, reward-functions (or rewards), rollout-backends,
     training-backends, transfer-protocols, clusters, tools, agent-loops, tool-parsers.
     """
+    if kind is None:  # a bare `hfsdk list`: what can be listed
+        click.echo("hfsdk list KIND, where KIND is one of:")
+        for name in KINDS:
+            click.echo(f"  {name}")
+        return
     from hfsdk.core.plugin_manager import get_registry
     from hfsdk.core.registry import normalize_kind
 

@@ -14,6 +14,7 @@ import hfsdk
 from hfsdk.core.cli.config_command import config
 from hfsdk.core.cli.data_command import data
 from hfsdk.core.cli.errors import exit_with, run_reporting_errors
+from hfsdk.core.cli.export_command import export
 from hfsdk.core.cli.list_command import list_entries
 from hfsdk.core.cli.plan_command import calibrate_command, plan
 from hfsdk.core.cli.plot_command import plot
@@ -22,13 +23,23 @@ from hfsdk.core.cli.replay_command import replay
 from hfsdk.core.cli.reward_command import reward
 from hfsdk.core.cli.run_command import run
 from hfsdk.core.cli.sandbox_command import sandbox
+from hfsdk.core.logs import configure_logging
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(hfsdk.__version__, "--version", prog_name="hfsdk")
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
-def cli(debug: bool) -> None:
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default=None,
+    help="hfsdk's log lines from this level (default info, or HFSDK_LOG_LEVEL); other "
+    "libraries' from warning. A run also logs to <run_dir>/hfsdk.log.",
+)
+def cli(debug: bool, log_level: str | None) -> None:
     """hfsdk: plugin-based RL post-training of language models (HybridFlow design)."""
+    if log_level:
+        configure_logging(log_level)
 
 
 cli.add_command(plugins)
@@ -39,6 +50,7 @@ cli.add_command(run)
 cli.add_command(plan)
 cli.add_command(calibrate_command)
 cli.add_command(plot)
+cli.add_command(export)
 cli.add_command(replay)
 cli.add_command(sandbox)
 cli.add_command(reward)
@@ -55,6 +67,9 @@ def build_cli() -> click.Group:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    code = run_reporting_errors(lambda: configure_logging(), argv)  # a bad HFSDK_LOG_LEVEL
+    if code:
+        exit_with(code)
     code = run_reporting_errors(
         lambda: build_cli().main(args=argv, prog_name="hfsdk", standalone_mode=False), argv
     )

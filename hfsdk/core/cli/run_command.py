@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from hfsdk.core.cli.options import run_config_options, task_base, task_option
@@ -28,36 +30,85 @@ def run(
 ) -> None:
     """Train: `hfsdk run --algo NAME` runs the built-in tiny task on CPU (hfsdk list algorithms)."""
     from hfsdk.core.config import load_run_config
+    from hfsdk.core.config.sources import ConfigLayers
     from hfsdk.core.trainer.trainer import Trainer
 
     if ray_address:
         overrides = (*overrides, f"trainer.ray_address={ray_address}")
-    cfg = load_run_config(algo, config_file, overrides, base=task_base(task))
+    base = task_base(task)
+    cfg = load_run_config(algo, config_file, overrides, base=base)
+    layers = ConfigLayers.read(algo, config_file, overrides, base=base, task=task)
     trainer = Trainer(cfg, run_dir, quiet=quiet)
+    notice = layers.dropped_preset()
+    if notice:  # after the checks: an error stays the only line
+        click.echo(f"note: {notice}", err=True)
+    write_sources(Path(trainer.run_dir), layers.sources())
     metrics = trainer.fit()
     if not metrics:
         return
-    first, last = metrics[: min(5, len(metrics))], metrics[-min(5, len(metrics)) :]
+    click.echo(run_summary(cfg.algo, metrics, trainer.run_dir))
+
+
+def write_sources(run_dir: Path, sources: dict[str, str]) -> None:
+    """``<run_dir>/config_sources.yaml``: each key that is not at its default and where its
+    value came from (written atomically)."""
+    import yaml
+
+    from hfsdk.core.atomic import write_text_atomic
+    from hfsdk.core.config.sources import SOURCES_FILE
+
+    if not run_dir.is_dir():
+        return
+    header = "# where each value of config.yaml came from; keys not listed have their default\n"
+    text = header + yaml.safe_dump(dict(sorted(sources.items())), sort_keys=False)
+    write_text_atomic(run_dir / SOURCES_FILE, text)
+
+
+def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
+    """One line: steps, run directory, reward (and cost) over the first and last steps.
+
+    The two windows never overlap: up to 5 steps each, at most half the run each.
+    Programs that sample nothing while training report their validation reward (SFT,
+    DPO) or held-out pairwise accuracy (reward models) instead.
+    """
+    size = max(1, min(5, len(metrics) // 2))
+    first, last = metrics[:size], metrics[-size:]
 
     def mean(rows: list[dict], key: str) -> float:
         values = [r[key] for r in rows if r.get(key) is not None]
         return sum(values) / len(values) if values else float("nan")
 
-    summary = (
-        f"{cfg.algo}: {len(metrics)} steps in {trainer.run_dir}; reward/mean "
-        f"{mean(first, 'reward/mean'):.3f} (first 5) -> {mean(last, 'reward/mean'):.3f} (last 5)"
-    )
+    steps = f"{len(metrics)} step{'s' if len(metrics) != 1 else ''} in {run_dir}"
     # Programs that sample nothing while training: the validation reward (SFT, DPO) or, for
     # a reward model, its held-out pairwise accuracy.
-    for key in ("val/reward_mean", "val/pairwise_accuracy"):
-        validations = [r for r in metrics if r.get(key) is not None]
-        if not any("reward/mean" in r for r in metrics) and validations:
-            summary = (
-                f"{cfg.algo}: {len(metrics)} steps in {trainer.run_dir}; {key} "
-                f"{validations[0][key]:.3f} (step {validations[0]['step']}) -> "
-                f"{validations[-1][key]:.3f} (step {validations[-1]['step']})"
-            )
-            break
+    validated = next(
+        (
+            key
+            for key in ("val/reward_mean", "val/pairwise_accuracy")
+            if any(r.get(key) is not None for r in metrics)
+        ),
+        None,
+    )
+    if not any("reward/mean" in r for r in metrics) and validated:
+        validations = [r for r in metrics if r.get(validated) is not None]
+        summary = (
+            f"{algo}: {steps}; {validated} "
+            f"{validations[0][validated]:.3f} (step {validations[0]['step']}) -> "
+            f"{validations[-1][validated]:.3f} (step {validations[-1]['step']})"
+        )
+    elif len(metrics) == 1:
+        summary = f"{algo}: {steps}; reward/mean {mean(first, 'reward/mean'):.3f}"
+    else:
+        label = f" {size}" if size > 1 else ""
+        summary = (
+            f"{algo}: {steps}; reward/mean {mean(first, 'reward/mean'):.3f} (first{label}) -> "
+            f"{mean(last, 'reward/mean'):.3f} (last{label})"
+        )
     if "cost/mean" in metrics[-1]:
-        summary += f"; cost/mean {mean(first, 'cost/mean'):.3f} -> {mean(last, 'cost/mean'):.3f}"
-    click.echo(summary)
+        if len(metrics) == 1:
+            summary += f"; cost/mean {mean(first, 'cost/mean'):.3f}"
+        else:
+            summary += (
+                f"; cost/mean {mean(first, 'cost/mean'):.3f} -> {mean(last, 'cost/mean'):.3f}"
+            )
+    return summary

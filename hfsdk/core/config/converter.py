@@ -111,13 +111,40 @@ def _describe_type(tp: Any) -> str:
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
+_KEY_SYNONYMS = {
+    "learning_rate": "lr",
+    "max_grad_norm": "grad_clip",
+    "gradient_clip": "grad_clip",
+    "clip_grad": "grad_clip",
+    "warmup": "warmup_steps",
+    "num_warmup_steps": "warmup_steps",
+    "adam_betas": "betas",
+    "adam_epsilon": "eps",
+    "epsilon": "eps",
+}
+"""Other frameworks' names for a field whose hfsdk name spelling similarity cannot find."""
+
+
+def closest_key(key: str, fields: list[str]) -> str | None:
+    """The field a mistyped ``key`` most likely meant: a close spelling, a name other
+    frameworks use (``learning_rate`` for ``lr``), or its initials (``lr``)."""
+    synonym = _KEY_SYNONYMS.get(key)
+    if synonym in fields:
+        return synonym
+    close = closest_match(key, fields)
+    if close:
+        return close
+    initials = "".join(word[0] for word in key.split("_") if word)
+    return initials if len(initials) > 1 and initials in fields else None
+
+
 def _messages(exc: BaseException, path: str, cls: type | None) -> list[str]:
     if isinstance(exc, ForbiddenExtraKeysError):
         fields = [f.name for f in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
         out = []
         for extra in sorted(exc.extra_fields):
             where = _join(path, extra)
-            close = closest_match(extra, fields)
+            close = closest_key(extra, fields)
             hint = f"; did you mean {_join(path, close)!r}?" if close else ""
             allowed = ", ".join(fields) or "(none)"
             out.append(f"unknown config key {where!r}{hint} (allowed here: {allowed})")

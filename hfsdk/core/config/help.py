@@ -100,17 +100,40 @@ def missing_help(cls: type) -> list[str]:
     return [f.name for f in field_help(cls) if not f.help.strip()]
 
 
-def explain(section: str, value: Any) -> list[str]:
-    """Lines ``section.key: value`` then the field's help, for every field of a section value."""
+def explain(section: str, value: Any, sources: dict[str, str] | None = None) -> list[str]:
+    """Lines ``section.key: value`` then the field's help, for every field of a section value.
+
+    With ``sources`` (dotted key -> where its value came from, see
+    :mod:`hfsdk.core.config.sources`) each line also names its source; a key
+    ``sources`` lacks has its default.
+    """
     lines: list[str] = []
     for field in attrs.fields(type(value)):
         current = getattr(value, field.name)
         key = f"{section}.{field.name}"
         if attrs.has(type(current)):
             lines.append(f"{key}:  ({_help_of(type(value), field) or 'section'})")
-            lines.extend(explain(key, current))
+            lines.extend(explain(key, current, sources))
             continue
-        lines.append(f"{key}: {current!r}   (default: {_default(field)})")
+        where = ""
+        if sources is not None:
+            where = f"from: {_source_of(sources, key)}; "
+        lines.append(f"{key}: {current!r}   ({where}default: {_default(field)})")
         text = _help_of(type(value), field)
         lines.append(f"    {text}" if text else "    (no help text)")
     return lines
+
+
+def _source_of(sources: dict[str, str], key: str) -> str:
+    """A key's source; a key under a mapping-valued one (``placement.pools.global.devices``
+    under ``placement.pools``) takes that one's."""
+    parts = key.split(".")
+    for end in range(len(parts), 0, -1):
+        found = sources.get(".".join(parts[:end]))
+        if found is not None:
+            return found
+    prefix = f"{key}."
+    inner = {v for k, v in sources.items() if k.startswith(prefix)}
+    if inner:  # a mapping-valued field some of whose entries were set
+        return "; ".join(sorted(inner))
+    return "default"

@@ -41,6 +41,12 @@ class DataConfig:
         validator=attrs.validators.ge(1),
     )
     """Prompts longer than this many tokens are dropped (with a count in the log)."""
+    max_unknown_token_share: float = help_field(
+        "A run stops before it starts when more than this share of the prompt tokens are the "
+        "tokenizer's unknown token (text the tokenizer cannot read); 1 turns the check off.",
+        default=0.05,
+        validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
+    )
     shuffle: bool = help_field(
         "Shuffle the prompts each epoch (seeded by trainer.seed).",
         default=True,

@@ -48,6 +48,9 @@ class DatasetReport:
     first_prompt_tokens: int
     reward_columns: tuple[str, ...]
     functions: tuple[RewardFunctionView, ...] = ()
+    unknown_tokens: tuple[tuple[str, float], ...] = ()
+    """(column, share of its tokens the tokenizer cannot read), for the text columns."""
+    unknown_limit: float = 0.05
 
     def format(self) -> str:
         """The report as aligned text lines."""
@@ -62,6 +65,16 @@ class DatasetReport:
             f"dropped (length): {self.dropped} of {self.rows} rows longer than "
             f"data.max_prompt_length={self.max_prompt_length} tokens",
         ]
+        if self.unknown_tokens:
+            shares = ", ".join(f"{column} {share:.1%}" for column, share in self.unknown_tokens)
+            lines.append(f"unknown tokens:   {shares}")
+            prompt_share = dict(self.unknown_tokens).get(self.prompt_key, 0.0)
+            if prompt_share > self.unknown_limit:
+                lines.append(
+                    f"                  the prompts exceed data.max_unknown_token_share="
+                    f"{self.unknown_limit}: a run stops; use a model whose tokenizer reads this "
+                    "text (actor.model_path)"
+                )
         for view in self.functions:
             line = f"reward function:  {view.label} (style {view.style}) reads "
             line += ", ".join(view.reads) or "no columns"
@@ -99,6 +112,12 @@ def _function_view(call: Any, rows: Sequence[Mapping[str, Any]]) -> RewardFuncti
         missing.append(f"the label column {label_key!r}")
     elif call.style == "openrlhf" and not ({"label", "ground_truth"} & set(columns)):
         missing.append("a label column (label or ground_truth; or set kwargs.label_key)")
+    from hfsdk.core.data.columns import INTERNAL_COLUMNS
+    from hfsdk.core.rewards.signatures import signature_problem
+
+    problem = signature_problem(call, [name for name in rows[0] if name not in INTERNAL_COLUMNS])
+    if problem:
+        missing.append(f"CANNOT BE CALLED: {problem}")
     return RewardFunctionView(
         label=call.label, style=call.style, reads=tuple(reads), missing=tuple(missing)
     )
@@ -122,6 +141,9 @@ def inspect_dataset(
     dataset = load_prompt_dataset(files, config.prompt_key)
     loader = PromptLoader(dataset, tokenizer, attrs.evolve(config, shuffle=False), seed=0)
     first = loader.rows[0]
+    from hfsdk.core.data.unknown_tokens import unknown_token_shares
+
+    shares = unknown_token_shares(tokenizer, loader.rows, loader.token_ids, config.prompt_key)
     views: list[RewardFunctionView] = []
     functions = (reward or {}).get("functions") if isinstance(reward, Mapping) else None
     if functions:
@@ -146,6 +168,8 @@ def inspect_dataset(
         first_prompt_tokens=len(loader.token_ids[0]),
         reward_columns=tuple(reward_column_names(first)),
         functions=tuple(views),
+        unknown_tokens=tuple(shares.items()),
+        unknown_limit=config.max_unknown_token_share,
     )
 
 

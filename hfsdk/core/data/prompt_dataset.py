@@ -149,7 +149,7 @@ def prepare_row(
         plain: str = plain_rendering(messages)
         text = render_prompt(messages, tokenizer, use_template, tools)
         if not use_template:
-            name = str(getattr(tokenizer, "name_or_path", "") or id(tokenizer))
+            name = _tokenizer_key(tokenizer)
             if name not in _PLAIN_RENDERING_LOGGED:
                 _PLAIN_RENDERING_LOGGED.add(name)
                 logger.warning(
@@ -170,6 +170,16 @@ def prepare_row(
         RENDERED_PROMPT: text,
     }
     return PreparedRow(row=prepared, token_ids=list(ids))
+
+
+def _tokenizer_key(tokenizer: Any) -> str:
+    return str(getattr(tokenizer, "name_or_path", "") or id(tokenizer))
+
+
+def plain_rendering_reported(tokenizer: Any) -> None:
+    """Say nothing more about ``tokenizer``'s missing chat template in this process: the
+    caller reports it itself (``hfsdk data inspect``'s ``rendering:`` line)."""
+    _PLAIN_RENDERING_LOGGED.add(_tokenizer_key(tokenizer))
 
 
 class PromptLoader:
@@ -207,18 +217,18 @@ class PromptLoader:
                 continue
             self.rows.append(prepared.row)
             self.token_ids.append(ids)
+        self.dropped = dropped
+        if not self.rows:  # the error alone: one line
+            raise HfsdkError(
+                f"every prompt is longer than data.max_prompt_length={config.max_prompt_length} "
+                "tokens; raise the limit"
+            )
         if dropped:
             logger.warning(
                 "dropped %d of %d prompts longer than data.max_prompt_length=%d tokens",
                 dropped,
                 dropped + len(self.rows),
                 config.max_prompt_length,
-            )
-        self.dropped = dropped
-        if not self.rows:
-            raise HfsdkError(
-                f"every prompt is longer than data.max_prompt_length={config.max_prompt_length} "
-                "tokens; raise the limit"
             )
         self.epoch = 0
         self.index = 0

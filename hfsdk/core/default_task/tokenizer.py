@@ -71,7 +71,8 @@ def word_level_tokenizer(
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
-    """Load a tokenizer directory saved by :func:`train_tokenizer`'s result."""
-    from transformers import PreTrainedTokenizerFast
+    """Load a tokenizer directory saved by :func:`train_tokenizer`'s result (through hfsdk's
+    one loader, :func:`hfsdk.core.data.tokenizer_loading.load_tokenizer`)."""
+    from hfsdk.core.data.tokenizer_loading import load_tokenizer as load
 
-    return PreTrainedTokenizerFast.from_pretrained(str(path))
+    return load(path)

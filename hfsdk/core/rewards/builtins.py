@@ -208,7 +208,9 @@ def exact_match(
     if config.answer_column not in columns:
         raise HfsdkError(
             f"exact_match needs the dataset column {config.answer_column!r} with the reference "
-            f"answers; columns available: {sorted(columns) or 'none'} (set answer_column)"
+            f"answers; columns available: {sorted(columns) or 'none'} (name the column in the "
+            "reward function's kwargs: reward.functions=[{name: exact_match, kwargs: "
+            "{answer_column: COLUMN}}], or rename the dataset column)"
         )
     results = []
     for response, reference in zip(responses, columns[config.answer_column], strict=True):

@@ -30,6 +30,8 @@ class RewardCall:
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
     style: str = "hfsdk"
     """The convention the user's function follows (``hfsdk.core.rewards.styles``)."""
+    metric: str | None = None
+    """The name its metrics are logged under (``None``: :attr:`label`)."""
 
     def arguments(self, columns: Columns) -> dict[str, Any]:
         """The keyword arguments for one call: the columns the function accepts plus settings."""

@@ -78,6 +78,20 @@ def _build_kwargs(label: str, config_cls: type | None, kwargs: Mapping[str, Any]
         ) from exc
 
 
+def metric_names(names: Sequence[Any]) -> list[Any]:
+    """Metric names of reward functions: a ``module:function`` or ``file.py:function``
+    is logged under its function's name, unless another entry's function has the same
+    name (then both keep their full name)."""
+
+    def short(name: Any) -> Any:
+        return name.rsplit(":", 1)[-1] if isinstance(name, str) and ":" in name else name
+
+    owners: dict[Any, set[Any]] = {}
+    for name in names:
+        owners.setdefault(short(name), set()).add(name)
+    return [short(n) if len(owners[short(n)]) == 1 else n for n in names]
+
+
 def load_reward_functions(
     config: Any, *, base_dir: str | Path | None = None
 ) -> list[WeightedReward]:
@@ -89,7 +103,9 @@ def load_reward_functions(
     """
     loaded: list[WeightedReward] = []
     seen: dict[str, int] = {}
-    for spec in _specs(config):
+    specs = _specs(config)
+    short = metric_names([_field(spec, "name", None) for spec in specs])
+    for spec, metric in zip(specs, short, strict=True):
         name = _field(spec, "name", None)
         weight = _field(spec, "weight", 1.0)
         kwargs = _field(spec, "kwargs", None) or {}
@@ -124,7 +140,8 @@ def load_reward_functions(
             )
         else:
             fn, call_kwargs, style = adapt(label, resolved.fn, style, kwargs)
-        call = RewardCall(label=label, fn=fn, kwargs=call_kwargs, style=style)
+        metric = metric if seen[name] == 1 else f"{metric}#{seen[name]}"
+        call = RewardCall(label=label, fn=fn, kwargs=call_kwargs, style=style, metric=metric)
         loaded.append(WeightedReward(call=call, weight=float(weight)))
     return loaded
 
@@ -179,7 +196,7 @@ def compute_rewards(
     totals = [0.0] * len(responses)
     metrics: dict[str, float] = {}
     for function, result in zip(functions, results, strict=True):
-        label = function.call.label
+        label = function.call.metric or function.call.label
         for index, score in enumerate(result.scores):
             totals[index] += function.weight * score
         metrics[label] = sum(result.scores) / len(result.scores)

@@ -130,6 +130,8 @@ def verl_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, Any]
         return results
 
     verl_style.__doc__ = f"verl-style adapter of {label}"
+    verl_style.hfsdk_source = fn  # type: ignore[attr-defined]  # for signature checks
+    verl_style.hfsdk_settings = dict(settings)  # type: ignore[attr-defined]
     return verl_style
 
 

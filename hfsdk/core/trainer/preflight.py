@@ -280,6 +280,9 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     # prompts through the chat template's tools support.
     tools = _tool_schemas(config)
     loader = PromptLoader(dataset, tokenizer, config.data, seed=config.trainer.seed, tools=tools)
+    policy = getattr(config, spec.policy_role)
+    builtin = not (policy.tokenizer_path or policy.model_path)
+    _check_unknown_tokens(config, tokenizer, loader, str(assets.tokenizer_path), builtin)
     val_loader = None
     if assets.val_files and config.trainer.val_every:
         val = load_prompt_dataset(assets.val_files, config.data.prompt_key)
@@ -291,7 +294,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         if signal.functions:
             from hfsdk.core.rewards import load_reward_functions
 
-            load_reward_functions(signal)
+            _check_signatures(load_reward_functions(signal), loader.rows[0])
         signal_configs[role] = signal
     _sandbox_notice(config, tools, signal_configs)
     return PreparedRun(
@@ -300,6 +303,39 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         loader=loader,
         val_loader=val_loader,
         signal_configs=signal_configs,
+    )
+
+
+def _check_signatures(functions: Any, row: Any) -> None:
+    """Every reward function can be called the way its style calls it with this dataset's
+    columns (one line naming the convention and the clash if not)."""
+    from hfsdk.core.data.columns import INTERNAL_COLUMNS
+    from hfsdk.core.rewards.signatures import signature_problem
+
+    columns = [name for name in row if name not in INTERNAL_COLUMNS]
+    for weighted in functions:
+        problem = signature_problem(weighted.call, columns)
+        if problem:
+            raise HfsdkError(problem)
+
+
+def _check_unknown_tokens(
+    config: Any, tokenizer: Any, loader: Any, tokenizer_path: str, builtin: bool
+) -> None:
+    """Stop (one line) when the tokenizer cannot read the prompts (see ``unknown_tokens``)."""
+    from hfsdk.core.data.unknown_tokens import SAMPLE_ROWS, check_prompt_tokens
+
+    limit = config.data.max_unknown_token_share
+    unk = tokenizer.unk_token_id
+    if unk is None or limit >= 1.0 or not loader.token_ids:
+        return
+    ids = loader.token_ids[:SAMPLE_ROWS]
+    total = sum(len(row) for row in ids)
+    share = sum(row.count(unk) for row in ids) / total if total else 0.0
+    worst = max(range(len(ids)), key=lambda i: ids[i].count(unk) / max(1, len(ids[i])))
+    example = str(loader.rows[worst].get("raw_prompt", ""))
+    check_prompt_tokens(
+        share, limit, config.data.prompt_key, tokenizer_path, example, builtin=builtin
     )
 
 

@@ -212,8 +212,12 @@ class TrainingSession:
         )
         in_process = use_local_executor(cfg, placement, by_pool)
         threads = worker_threads(cfg.trainer.worker_threads, slots)
+        from hfsdk.core.logs import DIR_ENV, LEVEL_ENV
+
         env_vars = {
             **_WORKER_ENV,
+            # Workers log at the controller's level, into its run directory (hfsdk.core.logs).
+            **{k: os.environ[k] for k in (LEVEL_ENV, DIR_ENV) if k in os.environ},
             "OMP_NUM_THREADS": str(threads),
             "MKL_NUM_THREADS": str(threads),
             DATA_TIMEOUT_ENV: str(cfg.trainer.worker_timeout_s),
@@ -242,6 +246,14 @@ class TrainingSession:
             "env_vars": env_vars,
         }
         for pool_name, roles in by_pool.items():
+            if not in_process:
+                pool_cfg = placement.pools[pool_name]
+                logger.info(
+                    "starting %s on pool %r: %d device slot(s), %s worker processes (building "
+                    "the models; startup deadline %.0f s) ...",
+                    ", ".join(roles), pool_name, pool_cfg.devices,
+                    "fused" if fused else "one per role and device", start_timeout_s,
+                )  # fmt: skip
             groups = self._start_pool(placement.pools[pool_name], pool_name, roles, options)
             if pool_name == ROLLOUT_POOL:
                 self.rollout = groups.pop(ROLLOUT_POOL)

@@ -27,6 +27,7 @@ from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.config.safe_yaml import load_yaml_text
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.logs import attach_run_log, detach_run_log
 from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
 from hfsdk.core.placement.run_plan import predicted_step_metrics
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
@@ -189,6 +190,7 @@ class Trainer:
             if self._candidates:
                 self.resume_from = self._candidates[0][:2]
             write_text_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
+            attach_run_log(self.run_dir)
         except BaseException:
             self._abandon()
             raise
@@ -207,6 +209,7 @@ class Trainer:
 
     def _abandon(self) -> None:
         """Release the lock; remove the run directory if this run created it and did nothing."""
+        detach_run_log()
         self._lock.release()
         if not self._created or not self.run_dir.is_dir():
             return
@@ -221,6 +224,7 @@ class Trainer:
 
     def close(self) -> None:
         """Release the run directory (:meth:`fit` does this itself)."""
+        detach_run_log()
         self._lock.release()
 
     def __del__(self) -> None:
@@ -254,6 +258,7 @@ class Trainer:
         found = complete_checkpoints(self.run_dir)
         usable = []
         problems = []
+        skipped: list[tuple[int, str]] = []
         for step, path in found:
             problem = verify_checkpoint(path)
             state: Any = None
@@ -273,6 +278,10 @@ class Trainer:
                 usable.append((step, path, state))
             else:
                 problems.append(problem)
+                if not usable:  # newer than any usable one: a resume skips it
+                    skipped.append((step, problem))
+        if usable:  # (with none usable the error below is the one line)
+            for step, problem in skipped:
                 logger.warning(
                     "checkpoint step_%d is unusable: %s; trying an older one", step, problem
                 )
@@ -328,6 +337,7 @@ class Trainer:
                 from hfsdk.core.determinism import disable_determinism
 
                 disable_determinism()  # the controller's process goes on (tests, notebooks)
+        detach_run_log()
         self._lock.release()
         return read_metrics(self.run_dir)
 
@@ -412,8 +422,10 @@ class Trainer:
                 if done == start:  # no step trained in this session: nothing new to save
                     self._stop.disarm()
                     raise self._stopped()
-                if self._saved_step != done:
-                    self._save(session, algorithm, done)
+                # The run's last checkpoint holds the HF export under hf_export: end too; a
+                # regular save of this very step (save_every) did not export, so it is redone.
+                if self._saved_step != done or not self._has_hf_export(done):
+                    self._save(session, algorithm, done, last=True)
                 self._stop.disarm()  # what the grace was for is done; tear-down may take its time
                 raise self._stopped(saved=done)
 
@@ -577,11 +589,19 @@ class Trainer:
         if metrics:
             tracker.log(step, metrics)
 
-    def _save(self, session: Any, algorithm: Algorithm, step: int) -> None:
+    def _has_hf_export(self, step: int) -> bool:
+        """Whether checkpoint ``step_<step>`` holds the policy in HF format."""
+        policy = self.spec.policy_role
+        return (self.run_dir / "checkpoints" / f"step_{step}" / f"{policy}_hf").is_dir()
+
+    def _save(self, session: Any, algorithm: Algorithm, step: int, *, last: bool = False) -> None:
+        """Checkpoint ``step``; ``last``: the run stops after it (a signal), so under
+        ``trainer.hf_export: end`` it is the run's last checkpoint and exports too."""
         request = self.run_dir / EXPORT_REQUEST
         export_hf = (
             self.config.trainer.hf_export == "every_save"
             or step == self.config.trainer.total_steps
+            or last
             or request.exists()
         )
 

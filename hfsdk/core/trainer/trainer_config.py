@@ -188,8 +188,10 @@ class TrainerConfig:
         validator=attrs.validators.gt(0.0),
     )
     hf_export: Literal["end", "every_save"] = help_field(
-        "When checkpoints also get the actor in HF format (actor_hf/): 'end' (the last step's "
-        "only; `touch <run_dir>/EXPORT_HF` asks for it at the next save) or 'every_save'.",
+        "When checkpoints also get the actor in HF format (actor_hf/): 'end' (the last "
+        "checkpoint a run writes: its last step's, or the one written when SIGINT/SIGTERM "
+        "stops it; `touch <run_dir>/EXPORT_HF` asks for it at the next save) or 'every_save'. "
+        "`hfsdk export` exports any checkpoint later.",
         default="end",
         validator=attrs.validators.in_(("end", "every_save")),
     )

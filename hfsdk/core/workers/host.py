@@ -121,6 +121,9 @@ class WorkerHost:
         current_role = next(iter(roles), "?")
         self.call_timeout_s = call_timeout_s
         _ignore_interrupts()
+        from hfsdk.core.logs import configure_worker_logging
+
+        configure_worker_logging("+".join(roles), self.placement.rank)
         try:
             self._init_runtime(master, collective_timeout_s)
             for role, spec in roles.items():

@@ -21,6 +21,8 @@ import attrs
 
 from hfsdk.core.errors import HfsdkError
 
+logger = logging.getLogger(__name__)
+
 VIRTUAL_DEVICE_RESOURCE = "hfsdk_device"
 """Custom Ray resource standing in for a device on machines without GPUs."""
 
@@ -153,6 +155,7 @@ def connect(
     }
     if target is not None:
         check_reachable(target)
+        logger.info("Ray: joining the cluster at %s ...", target)
         ray.init(address=target, **common)
         return _info(_current_address(), False)
     kwargs: dict[str, Any] = {
@@ -172,6 +175,12 @@ def connect(
         kwargs["_system_config"] = health_check_config(death_timeout_s)
     _quiet_auth_notice()
     _set_started(True)
+    logger.info(
+        "Ray: starting a local instance (%d CPUs, %s virtual device slot(s); a few seconds, "
+        "longer on a busy machine) ...",
+        kwargs["num_cpus"],
+        kwargs["resources"][VIRTUAL_DEVICE_RESOURCE],
+    )
     try:
         ray.init(**kwargs, **common)
     except Exception:

@@ -84,8 +84,7 @@ class LocalJudgeModel:
         import torch
         from transformers import AutoModelForCausalLM, GenerationConfig
 
-        from hfsdk import DataParallelInfo
-        from hfsdk_backend_common.tokenizers import load_tokenizer
+        from hfsdk import DataParallelInfo, load_tokenizer
 
         path = config.model_path
         if path is None:

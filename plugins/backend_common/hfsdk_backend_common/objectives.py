@@ -39,8 +39,9 @@ class ActorObjective:
       ``hfsdk.ActorLossTerms`` (the backend does not decide the loss mix).
     - ``kl_estimator``: per-token ``fn(log_prob, ref_log_prob)`` (or a
       registered name). The KL term is added when ``kl_loss_coef > 0`` (it
-      needs ``ref_log_probs`` in the batch); with a reference it is always
-      reported as ``actor/kl``.
+      needs ``ref_log_probs`` in the batch) and reported as ``actor/kl_loss``;
+      with a reference ``actor/kl`` is always reported, with the non-negative
+      ``k3`` estimator whatever the loss uses.
     - ``norm_length``: the constant length of ``seq-mean-token-sum-norm``;
       ``None`` uses the response width (the same on every rank, since rollouts
       pad responses to the configured maximum).
@@ -174,7 +175,12 @@ def actor_micro_loss(
         )
         if objective.kl_loss_coef > 0:
             loss = loss + objective.kl_loss_coef * kl_value
-        metrics.add_share("actor/kl", float(kl_value.detach()))
+            metrics.add_share("actor/kl_loss", float(kl_value.detach()))
+        # The reported KL: k3, never negative (a k1 mean can be, on a finite batch).
+        shown, _ = kl_loss(
+            log_prob.detach(), micro["ref_log_probs"].to(device), mask, aggregation, "k3"
+        )
+        metrics.add_share("actor/kl", float(shown))
     metrics.add_share("actor/pg_loss", float(pg_loss.detach()))
     metrics.add_share("actor/loss", float(loss.detach()))
     # The loss's metrics are per-token means of this micro-batch (over the tokens a correction

@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import PreTrainedTokenizerFast
 
+from hfsdk import load_tokenizer
 from hfsdk.core.errors import HfsdkError
-from hfsdk_backend_common.tokenizers import load_tokenizer
 from hfsdk_backend_fsdp.models import check_model_dir, load_model
 
 

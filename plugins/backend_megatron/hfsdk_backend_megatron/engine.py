@@ -33,6 +33,7 @@ from hfsdk import (
     atomic_path,
     group_split,
     load_checkpoint_file,
+    load_tokenizer,
     masked_fill_zero,
     masked_mean,
     row_group,
@@ -50,7 +51,6 @@ from hfsdk_backend_common.lr_schedule import build_optimizer
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective, actor_micro_loss
 from hfsdk_backend_common.sync_check import RolloutSyncCheck
 from hfsdk_backend_common.token_ops import last_token_index, position_ids_from_mask, response_slice
-from hfsdk_backend_common.tokenizers import load_tokenizer
 from hfsdk_backend_megatron import convert
 from hfsdk_backend_megatron.arch import layout_problems, read_shape
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig

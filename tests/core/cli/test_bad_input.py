@@ -36,6 +36,18 @@ def _data(tmp: Path) -> Path:
     return _jsonl(tmp / "data.jsonl", [{"prompt": "1 + 1 =", "answer": "2"}] * 4)
 
 
+def _per_sample_reward(tmp: Path) -> Path:
+    """A per-sample function under hfsdk's batch convention; verl data's 'prompt' collides."""
+    path = tmp / "rw.py"
+    path.write_text("def per_sample(prompt, response, answer):\n    return 0.0\n")
+    return path
+
+
+def _unknown_words(tmp: Path) -> Path:
+    """Prompts of words the built-in word-level tokenizer never saw."""
+    return _jsonl(tmp / "words.jsonl", [{"prompt": "Tom has many cards", "answer": "2"}] * 4)
+
+
 def _checkpoint_run(tmp: Path, damage: Callable[[Path], None]) -> Path:
     """A run dir with the base config and one checkpoint at step 1, then ``damage(step_dir)``."""
     import torch
@@ -163,6 +175,22 @@ CASES: list[Case] = [
         "data-prompts-too-long",
         lambda t: [*BASE, f"data.train_files={_data(t)}", "data.max_prompt_length=1"],
         r"data\.max_prompt_length=1",
+    ),
+    (
+        "data-unreadable-by-the-tokenizer",
+        lambda t: [*BASE, f"data.train_files={_unknown_words(t)}"],
+        r"\d+% of the prompt tokens \(column 'prompt'\) are unknown to the tokenizer .*built-in "
+        r"model's word-level tokenizer.*actor\.model_path",
+    ),
+    (
+        "reward-signature-collides",
+        lambda t: [
+            *BASE,
+            f"data.train_files={_data(t)}",
+            f"reward.functions=[{{name: {_per_sample_reward(t)}:per_sample}}]",
+        ],
+        r"its parameter 'prompt' receives the prompts .* the dataset's column 'prompt' is "
+        r"passed by keyword too; expected fn\(prompts, responses, \*\*columns\)",
     ),
     # -- model directories
     (

@@ -97,3 +97,31 @@ def test_inspect_bad_shapes_are_one_line_errors(
     assert code == 2 and "no dataset files given" in err
     code, _, err = _hfsdk(capsys, "data", "inspect", str(bad), "--set", "data.prompt_key=question")
     assert code == 2 and "has no column 'question'" in err
+
+
+def test_the_missing_chat_template_is_said_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, [_verl_row("2 + 3 =", "5"), _verl_row("4 + 4 =", "8")])
+    code, out, err = _hfsdk(capsys, "data", "inspect", str(path))
+    assert code == 0, err
+    assert (out + err).count("no chat template") == 1, out + err
+
+
+def test_inspect_reports_the_share_of_unknown_tokens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = [{"prompt": f"Tom has {i} cards and gets 6 more", "answer": "six"} for i in range(4)]
+    path = _write(tmp_path, rows)
+    code, out, err = _hfsdk(capsys, "data", "inspect", str(path))
+    assert code == 0, err
+    # The default task's word-level vocabulary holds digits, '+', '=' and few words:
+    # of '<s> Tom has 0 cards and gets 6 more' only BOS and the digits are known.
+    line = next(line for line in out.splitlines() if line.startswith("unknown tokens:"))
+    prompt_share = float(line.split("prompt ")[1].split("%")[0])
+    assert prompt_share > 50.0
+    assert "answer 100.0%" in line
+    assert "a run stops" in out
+    good = _write(tmp_path, [{"prompt": "2 + 3 =", "answer": "5"}])
+    code, out, _ = _hfsdk(capsys, "data", "inspect", str(good))
+    assert "unknown tokens:   prompt 0.0%, answer 0.0%" in out and "a run stops" not in out

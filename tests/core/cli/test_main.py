@@ -156,4 +156,26 @@ def test_run_passes_ray_address_and_run_dir_to_the_trainer(
     assert code == 0, err
     assert seen["config"].trainer.ray_address == "10.1.2.3:6379"
     assert seen["run_dir"] == str(tmp_path) and seen["quiet"] is True
-    assert "reward/mean 0.500 (first 5) -> 0.500 (last 5)" in out
+    # Two steps: the first and the last, never overlapping "first 5 / last 5" windows.
+    assert "reward/mean 0.250 (first) -> 0.750 (last)" in out
+
+
+@pytest.mark.parametrize(
+    ("rewards", "expected"),
+    [
+        ([0.5], "1 step in RUN; reward/mean 0.500"),
+        ([0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 1.0], "0.333 (first 3) -> 1.000 (last 3)"),
+        ([0.0] * 5 + [1.0] * 5 + [0.5] * 2, "0.000 (first 5) -> 0.800 (last 5)"),
+    ],
+)
+def test_run_summary_windows_never_overlap(rewards: list[float], expected: str) -> None:
+    from hfsdk.core.cli.run_command import run_summary
+
+    rows = [{"step": i + 1, "reward/mean": r} for i, r in enumerate(rewards)]
+    assert expected in run_summary("grpo", rows, "RUN")
+
+
+def test_bare_list_lists_the_kinds(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _hfsdk(capsys, "list")
+    assert code == 0, err
+    assert "algorithms" in out and "reward-functions" in out and "Missing argument" not in err

@@ -67,7 +67,11 @@ def test_config_show_explain_prints_values_and_meanings(algo: str) -> None:
     result = CliRunner().invoke(cli, ["config", "show", "--algo", algo, "--explain"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    at = lines.index("advantage.lam: 0.95   (default: 0.95)")
+    at = lines.index("advantage.lam: 0.95   (from: default; default: 0.95)")
     assert "GAE" in lines[at + 1] and "λ" in lines[at + 1]
-    assert "actor.optim.lr: 0.0001   (default: 1e-05)" in lines  # the preset's value
+    # the preset's value, and that it is the preset's
+    assert (
+        "actor.optim.lr: 0.0001   (from: task preset (the built-in task's settings for this "
+        "algorithm); default: 1e-05)" in lines
+    )
     assert "(no help text)" not in result.output

@@ -241,6 +241,6 @@ def test_imported_verl_examples_run_on_the_default_task(
     grpo, grpo_rows = runs["verl_grpo_example"]
     assert grpo.algo == "grpo" and grpo.algorithm.n_samples_per_prompt == 5
     assert grpo.algorithm.kl_estimator == "low_var_kl" and grpo.actor.optim.lr == 1e-6
-    assert len(grpo_rows) == 2 and "reward/my_reward.py:compute_score" in grpo_rows[-1]
+    assert len(grpo_rows) == 2 and "reward/compute_score" in grpo_rows[-1]  # the function name
     for rows in (ppo_rows, grpo_rows):
         assert all(0.0 <= r["reward/mean"] <= 1.0 for r in rows)

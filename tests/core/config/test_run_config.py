@@ -171,6 +171,10 @@ def test_run_config_pickles(pm: HfsdkPluginManager) -> None:
             "actor.optim.lrr=1",
             "unknown config key 'actor.optim.lrr'; did you mean 'actor.optim.lr'?",
         ),
+        (
+            "actor.optim.learning_rate=1e-5",  # TRL's / transformers' name of the field
+            "unknown config key 'actor.optim.learning_rate'; did you mean 'actor.optim.lr'?",
+        ),
         ("actor.optim.lr=-1", "bad value for config key 'actor.optim.lr': must be > 0.0"),
         ("actor.micro_batch_size=1.5", "'actor.micro_batch_size': expected an integer, got 1.5"),
         ("actor.micro_batch_size=[1]", "'actor.micro_batch_size': expected an integer"),

@@ -52,6 +52,9 @@ def test_exact_match_settings() -> None:
 def test_exact_match_missing_column_is_a_clear_error() -> None:
     with pytest.raises(HfsdkError, match=r"needs the dataset column 'answer'.*\['label'\]"):
         exact_match([""], ["1"], label=["1"])
+    # ... and says where answer_column is set.
+    with pytest.raises(HfsdkError, match=r"kwargs: \{answer_column: COLUMN\}"):
+        exact_match([""], ["1"], label=["1"])
 
 
 def test_format_check() -> None:

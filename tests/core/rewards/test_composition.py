@@ -127,11 +127,24 @@ def test_dict_results_columns_kwargs_async_and_numpy(user_file: str) -> None:
         for i, (n, a) in enumerate(zip(lengths, [1, 0, 1], strict=True))
     ]
     assert scores == pytest.approx(expected)
-    label = f"{user_file}:with_extras"
-    assert metrics[f"{label}/chars"] == pytest.approx(16 / 3)
-    assert f"{label}/note" not in metrics
-    assert metrics[f"{user_file}:scaled"] == pytest.approx(2 * sum(map(len, PROMPTS)) / 3)
-    assert metrics[f"{user_file}:only_answer#2"] == pytest.approx(2 / 3)
+    # A file's function logs under its own name (not the file path).
+    assert metrics["with_extras/chars"] == pytest.approx(16 / 3)
+    assert "with_extras/note" not in metrics
+    assert metrics["scaled"] == pytest.approx(2 * sum(map(len, PROMPTS)) / 3)
+    assert metrics["only_answer#2"] == pytest.approx(2 / 3)
+    assert not any(user_file in key for key in metrics)
+
+
+def test_functions_of_the_same_name_keep_their_full_names(user_file: str, tmp_path: Path) -> None:
+    other = tmp_path / "other.py"
+    other.write_text(
+        "def scaled(prompts, responses, **columns):\n    return [1.0] * len(prompts)\n"
+    )
+    config = [fn(user_file, "scaled"), {"name": f"{other}:scaled"}, fn(user_file, "slow_len")]
+    _, metrics = compute_rewards(PROMPTS, RESPONSES, COLUMNS, config)
+    assert metrics[f"{other}:scaled"] == 1.0
+    assert metrics[f"{user_file}:scaled"] == pytest.approx(sum(map(len, PROMPTS)) / 3)
+    assert "slow_len" in metrics and "scaled" not in metrics
 
 
 def test_async_functions_also_work_inside_a_running_event_loop(user_file: str) -> None:

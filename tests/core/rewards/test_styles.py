@@ -109,7 +109,7 @@ def test_verl_is_called_per_sample_with_its_fields(rewards: Any) -> None:
     assert scores == [1.0, 0.0]
     assert rewards.CALLS == [("toy", "5", "5", {"index": 0}), ("toy", "3", "2", {"index": 1})]
     # Other numeric keys become metrics; strings (the prediction) are skipped.
-    label = f"{rewards.path}:compute_score"
+    label = "compute_score"  # a file's function: metrics under its name
     assert metrics == {label: 0.5, f"{label}/len": 1.5}
 
 
@@ -195,7 +195,7 @@ def test_openrlhf_label_column_choice(rewards: Any) -> None:
 def test_openrlhf_dict_result_with_extra_logs(rewards: Any) -> None:
     scores, metrics = _score(rewards, "reward_func_dict", ["5", "3"], _columns())
     assert scores == [2.0, 2.0]
-    assert metrics[f"{rewards.path}:reward_func_dict/acc"] == 1.0
+    assert metrics["reward_func_dict/acc"] == 1.0
 
 
 def test_explicit_style_wins_and_bad_styles_are_refused(rewards: Any) -> None:

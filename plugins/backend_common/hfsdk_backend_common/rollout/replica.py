@@ -52,6 +52,7 @@ from hfsdk import (
     build_rollout,
     fingerprint,
     generate_rollout,
+    load_tokenizer,
     register,
 )
 from hfsdk_backend_common.engine_support import resolve_device, sampling_temperature
@@ -60,7 +61,6 @@ from hfsdk_backend_common.role_fields import TrainedRoleConfig
 from hfsdk_backend_common.rollout.hf_rollout import assemble_rollout
 from hfsdk_backend_common.rollout.tp_replica import TPReplicaSource, pool_key
 from hfsdk_backend_common.token_ops import response_log_probs
-from hfsdk_backend_common.tokenizers import load_tokenizer
 from hfsdk_backend_common.weight_sync import (
     SyncEndpoint,
     WeightSyncGroup,

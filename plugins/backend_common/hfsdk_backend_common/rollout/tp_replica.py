@@ -44,7 +44,14 @@ from typing import Any
 import attrs
 import torch
 
-from hfsdk import DataParallelInfo, Fingerprint, GenerationShards, HfsdkError, fingerprint
+from hfsdk import (
+    DataParallelInfo,
+    Fingerprint,
+    GenerationShards,
+    HfsdkError,
+    fingerprint,
+    load_tokenizer,
+)
 from hfsdk_backend_common.engine_support import sampling_temperature
 from hfsdk_backend_common.hybrid.decoder import DecoderShape, KVCache, TPDecoder
 from hfsdk_backend_common.hybrid.llama_format import (
@@ -61,7 +68,6 @@ from hfsdk_backend_common.hybrid.row_pool import PooledRowsShards, RowPool
 from hfsdk_backend_common.hybrid.stages import StageLink
 from hfsdk_backend_common.hybrid.support import tp_support_problems
 from hfsdk_backend_common.token_ops import position_ids_from_mask, response_log_probs
-from hfsdk_backend_common.tokenizers import load_tokenizer
 
 _LAYER = re.compile(r"decoder\.layers\.\d+\.")
 _VOCAB_PARALLEL = ("embedding.word_embeddings.weight", "output_layer.weight")

@@ -1,0 +1,125 @@
+"""Check a reward function's signature against its call style and the dataset's columns.
+
+Run before any worker starts (the preflight) and by ``hfsdk data inspect``, so a
+function that cannot be called the way its style calls it fails in one line
+that says the convention it was expected to follow and which parameter or
+column is at fault, instead of a raw ``TypeError`` from the first batch.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Collection
+from typing import Any
+
+CONVENTIONS = {
+    "hfsdk": "fn(prompts, responses, **columns), called once per batch with lists, the "
+    "dataset's columns by keyword",
+    "verl": "compute_score(data_source, solution_str, ground_truth, extra_info=None, "
+    "**kwargs), called once per sample",
+}
+_OTHER_STYLES = (
+    "for one call per sample write compute_score(data_source, solution_str, ground_truth, "
+    "extra_info=None) (verl style)"
+)
+_VERL_FIELDS = ("data_source", "solution_str", "ground_truth", "extra_info")
+
+
+def _parameters(fn: Callable[..., Any]) -> list[inspect.Parameter] | None:
+    try:
+        return list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        return None
+
+
+def _required_unfilled(parameters: list[inspect.Parameter], given: Collection[str]) -> list[str]:
+    keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [
+        p.name
+        for p in parameters
+        if p.kind in keyword_kinds and p.default is inspect.Parameter.empty and p.name not in given
+    ]
+
+
+def _check_hfsdk(call: Any, columns: Collection[str]) -> str | None:
+    parameters = _parameters(call.fn)
+    if parameters is None:
+        return None
+    positional = [
+        p
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters)
+    expected = f"expected {CONVENTIONS['hfsdk']}"
+    if len(positional) < 2 and not varargs:
+        names = ", ".join(p.name for p in positional) or "none"
+        return (
+            f"reward function {call.label!r} takes {len(positional)} positional parameter(s) "
+            f"({names}) but is given prompts and responses positionally; {expected} (or "
+            f"{_OTHER_STYLES})"
+        )
+    passed = call.arguments({name: [] for name in columns})  # what goes by keyword
+    for index, parameter in enumerate(positional[:2]):
+        if parameter.name in passed:
+            what = ("prompts", "responses")[index]
+            origin = (
+                f"the dataset's column {parameter.name!r}"
+                if parameter.name in columns
+                else f"the setting {parameter.name!r} in its kwargs"
+            )
+            return (
+                f"reward function {call.label!r}: its parameter {parameter.name!r} receives the "
+                f"{what} (positional argument {index + 1}), and {origin} is passed by keyword "
+                f"too; {expected}: rename the parameter (e.g. {what}) or the column (or "
+                f"{_OTHER_STYLES})"
+            )
+    rest = [p for p in parameters if p not in positional[:2]]
+    missing = _required_unfilled(rest, passed)
+    if missing:
+        return (
+            f"reward function {call.label!r} needs {missing[0]!r}, which is neither a dataset "
+            f"column ({', '.join(sorted(columns)) or 'none'}) nor a setting in its kwargs; "
+            f"{expected}: give it a default, add it to kwargs, or add the column"
+        )
+    return None
+
+
+def _check_verl(call: Any) -> str | None:
+    fn = getattr(call.fn, "hfsdk_source", None)
+    parameters = _parameters(fn) if fn is not None else None
+    if parameters is None:
+        return None
+    settings = dict(getattr(call.fn, "hfsdk_settings", {}) or {})
+    varkw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    given = set(_VERL_FIELDS) | set(settings)
+    given = given if varkw else {name for name in given if name in {p.name for p in parameters}}
+    if any(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in parameters):
+        return (
+            f"reward function {call.label!r} has positional-only parameters, but the verl style "
+            f"passes every field by keyword; expected {CONVENTIONS['verl']}"
+        )
+    missing = _required_unfilled(parameters, given)
+    if missing:
+        return (
+            f"reward function {call.label!r} (verl style) needs {missing[0]!r}, which verl's "
+            f"fields ({', '.join(_VERL_FIELDS)}) do not include; expected "
+            f"{CONVENTIONS['verl']}: give {missing[0]!r} a default or set it in the function's "
+            "kwargs"
+        )
+    return None
+
+
+def signature_problem(call: Any, columns: Collection[str]) -> str | None:
+    """Why ``call`` (a :class:`~hfsdk.core.rewards.calling.RewardCall`) cannot be called with
+    a batch holding ``columns``, in one line; ``None`` when it can."""
+    from hfsdk.core.errors import HfsdkError
+
+    try:
+        if call.style == "hfsdk":
+            return _check_hfsdk(call, columns)
+        if call.style == "verl":
+            return _check_verl(call)
+    except HfsdkError as exc:  # e.g. a setting named like a column
+        return str(exc)
+    return None

@@ -1,0 +1,101 @@
+"""Where each config value came from (``config show --explain``, ``config_sources.yaml``) and
+the one line a run prints when it drops the built-in task's preset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hfsdk.core.cli.main import main
+from hfsdk.core.config.sources import ConfigLayers
+
+
+def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(info.value.code or 0), out, err
+
+
+def test_explain_one_key_names_the_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _hfsdk(
+        capsys, "config", "show", "--algo", "grpo", "--explain", "actor.optim.lr"
+    )
+    assert code == 0, err
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("actor.optim.lr: 0.0001   (from: task preset")
+    assert "default: 1e-05" in lines[0] and len(lines) == 2  # the key and its help
+    code, _out, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", "--explain", "actor.optim")
+    assert code == 0 and "actor.optim.betas" in _out and "data." not in _out
+    code, _, err = _hfsdk(
+        capsys, "config", "show", "--algo", "grpo", "--explain", "actor.optim.learning_rate"
+    )
+    assert code == 2 and "did you mean 'actor.optim.lr'?" in err
+
+
+def test_own_data_on_the_built_in_model_says_the_preset_is_dropped(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"prompt": "1 + 1 =", "answer": "2"}\n')
+    code, out, err = _hfsdk(
+        capsys, "config", "show", "--algo", "grpo", "--explain", "actor.optim.lr",
+        f"data.train_files={data}",
+    )  # fmt: skip
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1
+    assert "data.train_files is set, so the built-in task's preset for grpo (" in notes[0]
+    assert "actor.optim.lr=0.0001" in notes[0] and "rollout.max_response_length=8" in notes[0]
+    assert out.startswith("actor.optim.lr: 1e-05   (from: default; default: 1e-05)")
+    # With a model of one's own there is no preset to drop.
+    layers = ConfigLayers.read("grpo", None, [f"data.train_files={data}", "actor.model_path=/m"])
+    assert layers.dropped_preset() is None
+    assert ConfigLayers.read("grpo").dropped_preset() is None
+
+
+def test_every_layer_is_named(tmp_path: Path) -> None:
+    plain = tmp_path / "run.yaml"
+    plain.write_text(yaml.safe_dump({"actor": {"optim": {"lr": 2e-5}}, "trainer": {"seed": 3}}))
+    imported = tmp_path / "imported.yaml"
+    imported.write_text(
+        "# hfsdk run config imported from verl by hfsdk config import\n"
+        + yaml.safe_dump({"actor": {"optim": {"lr": 3e-5}}})
+    )
+    sources = ConfigLayers.read(
+        "grpo", str(plain), ["trainer.seed=7", "placement.pools={global: {devices: 1}}"]
+    ).sources()
+    assert sources["actor.optim.lr"] == f"file {plain}"
+    assert sources["trainer.seed"] == "command line"
+    assert sources["placement.pools.global.devices"] == "command line"
+    assert sources["rollout.max_response_length"].startswith("task preset")
+    assert "actor.optim.eps" not in sources  # a default
+    sources = ConfigLayers.read("grpo", str(imported)).sources()
+    assert sources["actor.optim.lr"] == f"imported from verl ({imported})"
+    base = {"actor": {"optim": {"lr": 1e-3}}}
+    sources = ConfigLayers.read("grpo", None, [], base=base, task="tool_use").sources()
+    assert sources["actor.optim.lr"] == "task (--task tool_use)"
+
+
+def test_a_run_writes_config_sources(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import hfsdk.core.trainer.trainer as trainer_module
+
+    class FakeTrainer:
+        def __init__(self, config, run_dir, *, quiet):  # type: ignore[no-untyped-def]
+            self.run_dir = run_dir
+
+        def fit(self) -> list[dict]:
+            return []
+
+    monkeypatch.setattr(trainer_module, "Trainer", FakeTrainer)
+    code, _, err = _hfsdk(capsys, "run", "--algo", "grpo", "--run-dir", str(tmp_path),
+                          "actor.optim.eps=1e-6")  # fmt: skip
+    assert code == 0, err
+    written = yaml.safe_load((tmp_path / "config_sources.yaml").read_text())
+    assert written["actor.optim.eps"] == "command line"
+    assert written["actor.optim.lr"].startswith("task preset")
+    assert "note:" not in err  # the default task keeps its preset

@@ -1,0 +1,73 @@
+"""One tokenizer loader, one pad rule: a tokenizer without a pad token pads with EOS on the
+controller and in every backend's workers alike (issue 42 #5)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hfsdk
+from hfsdk.core.default_task import ensure_default_assets
+from hfsdk.core.errors import HfsdkError
+
+
+@pytest.fixture(scope="module")
+def no_pad_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The default task's tokenizer saved without its pad token."""
+    target = tmp_path_factory.mktemp("tok") / "no_pad"
+    shutil.copytree(ensure_default_assets().tokenizer_dir, target)
+    config = json.loads((target / "tokenizer_config.json").read_text())
+    config.pop("pad_token")
+    (target / "tokenizer_config.json").write_text(json.dumps(config))
+    return target
+
+
+def test_every_loader_gives_the_same_pad_token(no_pad_tokenizer: Path) -> None:
+    from hfsdk.core.default_task.tokenizer import load_tokenizer as default_task_loader
+
+    tokenizer = hfsdk.load_tokenizer(no_pad_tokenizer)
+    assert tokenizer.pad_token == tokenizer.eos_token == "</s>"
+    assert default_task_loader(no_pad_tokenizer).pad_token_id == tokenizer.pad_token_id
+    import importlib.util
+
+    assert importlib.util.find_spec("hfsdk_backend_common.tokenizers") is None  # no second one
+
+
+def test_a_tokenizer_with_neither_pad_nor_eos_is_refused(
+    no_pad_tokenizer: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "bare"
+    shutil.copytree(no_pad_tokenizer, target)
+    config = json.loads((target / "tokenizer_config.json").read_text())
+    config.pop("eos_token")
+    (target / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(HfsdkError, match="has neither a pad nor an EOS token"):
+        hfsdk.load_tokenizer(target)
+    with pytest.raises(HfsdkError, match="is not a directory"):
+        hfsdk.load_tokenizer(tmp_path / "missing")
+
+
+@pytest.mark.slow
+def test_a_run_on_a_tokenizer_without_pad_token_trains(
+    no_pad_tokenizer: Path, tmp_path: Path
+) -> None:
+    """Preflight and the rollout agree: the run trains (on main the actor refused to start)."""
+    tok = str(no_pad_tokenizer)
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "hfsdk"), "run", "--algo", "grpo", "--quiet",
+            "--run-dir", str(tmp_path / "run"), "trainer.total_steps=1", "data.batch_size=4",
+            "algorithm.n_samples_per_prompt=2", "actor.mini_batch_size=4",
+            f"actor.tokenizer_path={tok}", f"reference.tokenizer_path={tok}",
+        ],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "run" / "metrics.jsonl").read_text().count("\n") == 1
