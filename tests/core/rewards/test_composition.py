@@ -190,7 +190,7 @@ def test_function_errors_with_a_clear_message_keep_it() -> None:
 def test_config_errors() -> None:
     with pytest.raises(
         HfsdkError,
-        match=r"do not fit its config class ExactMatchConfig.*allowed keys: answer_pattern",
+        match=r"do not fit its config class ExactMatchConfig.*allowed keys: extract, answer_pattern",
     ):
         load_reward_functions([{"name": "exact_match", "kwargs": {"patern": "x"}}])
     with pytest.raises(HfsdkError, match="weight=nan; expected a finite number"):
