@@ -29,6 +29,7 @@ import contextlib
 import gc
 import inspect
 import itertools
+import json
 import os
 import signal
 import socket
@@ -71,16 +72,23 @@ def _kill_all() -> None:
 atexit.register(_kill_all)
 
 
-def _as_text(value: Any) -> str:
-    from hfsdk.core.agents.tools import _as_text as as_text
+class ToolError(Exception):
+    """Raised by a tool to give the model ``str(error)`` as an error output (counted as one)."""
 
-    return as_text(value)
+
+def _as_text(value: Any) -> str:
+    """A tool's return value as the text the model reads (JSON for containers)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, (int, float, bool)):
+        return str(value)
+    return json.dumps(value)  # raises TypeError/ValueError for junk
 
 
 def _run_one(fn: Callable[..., Any], call: _Call) -> Outcome:
     """Call ``fn`` in this (child) thread; an ``async def`` tool in an event loop of its own."""
-    from hfsdk.core.agents.tools import ToolError
-
     try:
         value = fn(**call.arguments)
         if inspect.isawaitable(value):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
-import json
 import re
 import sys
 import time
@@ -27,13 +26,9 @@ from typing import Any
 
 import attrs
 
+from hfsdk.core.agents.tool_worker import ToolError as ToolError  # public here
 from hfsdk.core.agents.tool_worker import ToolWorkers
 from hfsdk.core.errors import ConfigError, HfsdkError
-
-
-class ToolError(Exception):
-    """Raised by a tool to give the model ``str(error)`` as an error output (counted as one)."""
-
 
 _JSON_TYPES: dict[Any, str] = {
     str: "string",
@@ -315,16 +310,6 @@ class ToolOutput:
     ok: bool
     error: str | None = None
     seconds: float = 0.0
-
-
-def _as_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    if isinstance(value, (int, float, bool)):
-        return str(value)
-    return json.dumps(value)  # raises TypeError/ValueError for junk
 
 
 def _nullable(schema: Any) -> Any:
