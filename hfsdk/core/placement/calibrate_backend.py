@@ -50,9 +50,9 @@ OVERHEADS = ("update_overhead", "microbatch_overhead", "forward_overhead")
 
 
 def calibration_algorithm() -> str:
-    """The registered algorithm whose step is the plainest: the fewest extra generations and
-    stages (they resample or regenerate: a step of no fixed shape), then the fewest model
-    roles, then by name."""
+    """The registered algorithm whose step is the plainest: among those that sample the
+    default task's own model, the fewest extra generations and stages (they resample or
+    regenerate: a step of no fixed shape), then the fewest model roles, then by name."""
     from hfsdk.core.plugin_manager import get_registry
 
     registry = get_registry("algorithms")
@@ -62,12 +62,35 @@ def calibration_algorithm() -> str:
             "installed; install one (hfsdk plugins lists what is)"
         )
 
+    def samples_the_default_model(name: str) -> bool:
+        # A program that samples nothing (SFT, DPO, reward models), starts cold, or brings
+        # models of its own through its preset (distillation's teacher) would calibrate
+        # another step than the one the planner prices.
+        spec = registry[name].impl
+        own_models = any(
+            isinstance(section, dict) and "model_path" in section
+            for section in spec.preset.values()
+        )
+        return (
+            spec.has_policy
+            and spec.default_model == "warm"
+            and spec.default_data == "prompts"
+            and not own_models
+        )
+
     def cost(name: str) -> tuple[int, int]:
         spec = registry[name].impl
         models = sum(1 for role in spec.roles if role.kind != "scorer")
         return len(spec.extra_generations) + len(spec.extra_stages), models
 
-    return min(sorted(registry), key=cost)
+    candidates = sorted(n for n in registry if samples_the_default_model(n))
+    if not candidates:
+        raise HfsdkError(
+            "hfsdk calibrate trains the default task by sampling from its model, but no "
+            f"installed algorithm does ({', '.join(sorted(registry))}); install one that "
+            "samples, such as hfsdk-plugin-grpo"
+        )
+    return min(candidates, key=cost)
 
 
 def short_run_overrides(steps: int, devices: int) -> list[str]:
