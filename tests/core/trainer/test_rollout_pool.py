@@ -32,7 +32,9 @@ def _trainer(run_dir: Path, *extra: str) -> Trainer:
 
 
 def test_the_policy_on_the_rollout_pool_is_refused(tmp_path: Path) -> None:
-    config = load_run_config("grpo", None, [*SMALL, "placement.pools.rollout.devices=1"])
+    # A whole pools map with only the rollout pool: the policy would land on it.
+    # (``placement.pools.rollout.devices=1`` alone adds the pool beside the default one.)
+    config = load_run_config("grpo", None, [*SMALL, "placement.pools={rollout: {devices: 1}}"])
     with pytest.raises(HfsdkError, match=r"placement.pools.rollout is the rollout replicas'"):
         Trainer(config, tmp_path / "run", quiet=True)
 
