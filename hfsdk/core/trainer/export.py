@@ -4,8 +4,9 @@ The checkpoint is read by the training backend that wrote it: the run's saved
 ``config.yaml`` starts the same worker groups (same backends, layouts and LoRA
 settings), they load ``checkpoints/step_N`` exactly as a resume would, and each
 role writes itself with its backend's own HF export (the same code a run's
-``actor_hf/`` comes from). So sharded checkpoints, tensor/pipeline-parallel shards
-and LoRA adapters need no second reader that could drift from the writer. The result lands in a temporary sibling of ``--out`` and is renamed
+``actor_hf/`` comes from). So sharded checkpoints, tensor/pipeline-parallel
+shards and LoRA adapters need no second reader that could drift from the
+writer. The result lands in a temporary sibling of ``--out`` and is renamed
 into place only once every role is written.
 """
 
