@@ -203,10 +203,10 @@ class _Worker:
             with self._lock:
                 future = self.pending.pop(call_id, None)
                 idle = self.retired and not self.pending
+            if idle:  # before the result: its caller never sees a retired, idle child alive
+                self.kill()
             if future is not None:
                 future.set_result((kind, text))
-            if idle:
-                self.kill()
         _PARENT_FDS.discard(self.conn.fileno())
         self.conn.close()
         self._reap()
