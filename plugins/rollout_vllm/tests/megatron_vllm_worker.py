@@ -16,6 +16,7 @@ import torch
 from hfsdk.core.batch import Batch
 from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
 from hfsdk.core.maths.policy_losses import reinforce_loss
+from hfsdk.core.weight_check import WeightSyncMismatch
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_megatron.engine import MegatronEngine
@@ -61,13 +62,17 @@ def scenario(path: str, prompts: dict, tg: int, width: int) -> dict[str, Any]:
     advantages = torch.randn(len(train), 1, generator=torch.Generator().manual_seed(0))
     train["advantages"] = advantages * train["response_mask"]
     eng.update_actor(train, ActorObjective(policy_loss=reinforce_loss))
-    stale = rollout.generate_sequences(batch, greedy=True)  # not told yet: old weights
+    try:  # not told yet: generating from the old weights is refused (a skipped reload)
+        rollout.generate_sequences(batch, greedy=True)
+        stale = "generated"
+    except WeightSyncMismatch as err:
+        stale = str(err)
     rollout.update_weights(eng)
     second = rollout.generate_sequences(batch, greedy=True)
     state = eng.full_hf_state()
     result = {
         "first": first["responses"].tolist(),
-        "stale": stale["responses"].tolist(),
+        "stale": stale,
         "second": second["responses"].tolist(),
         "gap": gap,
         "fresh_metrics": fresh_metrics,

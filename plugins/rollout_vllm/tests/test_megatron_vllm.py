@@ -85,7 +85,7 @@ def test_greedy_equals_hf_before_and_after_update_actor(run: dict[str, Any]) -> 
     for outcome in run["outcomes"]:  # both generation replicas return the whole batch
         got = outcome[TG]
         assert got["first"] == before
-        assert got["stale"] == before  # not told about the update: the engine kept its weights
+        assert "a weight reload was skipped" in got["stale"]  # not told about the update
         assert got["second"] == after
         assert got["weight_updates"] == 1
         assert got["gap"] < IN_SYNC  # rollout_log_probs are the actor's log-probs
