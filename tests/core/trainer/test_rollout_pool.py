@@ -161,7 +161,7 @@ def test_partial_rollouts_mix_versions_within_the_staleness_bound(tmp_path: Path
         assert row["async/staleness_mean"] <= row["async/staleness_max"]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # a resumed Ray run; the replica's version tagging is unit-tested
 @pytest.mark.distributed
 def test_partial_rollouts_keep_true_staleness_across_a_resume(tmp_path: Path) -> None:
     """The fresh replicas of a resumed run count their syncs from 1; tokens still carry the
