@@ -10,12 +10,12 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -177,21 +177,10 @@ def test_processes_outside_cannot_be_signalled(
 
 
 def test_loopback_services_cannot_be_reached_even_through_setns(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, loopback_listener: Callable[[float], Any]
 ) -> None:
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    server.settimeout(8)
-    port = server.getsockname()[1]
-    accepted: list[object] = []
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):  # the timeout: nobody connected
-            accepted.append(server.accept())
-
-    thread = threading.Thread(target=accept)
-    thread.start()
+    listener = loopback_listener(8)
+    port = listener.port
     code = (
         "import ctypes, glob, os, socket\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -204,12 +193,8 @@ def test_loopback_services_cannot_be_reached_even_through_setns(
         "except OSError as e:\n"
         "    print('refused', e)\n"
     )
-    try:
-        result = _sandbox_run(capsys, tmp_path, code)
-    finally:
-        server.close()
-        thread.join()
-    assert not accepted, result
+    result = _sandbox_run(capsys, tmp_path, code)
+    assert not listener.finish(), result
     assert "connected" not in result["stdout"]
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import socket
-import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,31 +95,18 @@ def test_writes_and_deletes_outside_the_scratch_directory_are_refused(tmp_path: 
     assert target.read_text() == "keep"
 
 
-def test_network_access_is_refused() -> None:
+def test_network_access_is_refused(loopback_listener: Callable[[float], Any]) -> None:
     # A real listener on the loopback address: a connection would reach it.
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    server.settimeout(3)
-    port = server.getsockname()[1]
-    accepted: list[object] = []
-
-    def accept() -> None:
-        with contextlib.suppress(OSError):  # the timeout: nobody connected
-            accepted.append(server.accept())
-
-    thread = threading.Thread(target=accept)
-    thread.start()
+    listener = loopback_listener(3)
+    port = listener.port
     code = (
         "import socket\n"
         f"s = socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
         "s.sendall(b'leak')"
     )
     result = run_python(code, limits=FAST)
-    thread.join()
-    server.close()
+    assert not listener.finish()
     assert result.status == "refused" and "network" in result.reason
-    assert not accepted
 
 
 def test_the_environment_is_not_inherited(monkeypatch: pytest.MonkeyPatch) -> None:
