@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from hfsdk.core.config import load_run_config
 from hfsdk.core.default_task import ensure_default_assets
 from hfsdk.core.trainer.trainer import Trainer
+from hfsdk.testing import assert_runs_identical
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.heavy]
 
@@ -36,26 +36,12 @@ def _args() -> list[str]:
 
 
 def test_two_runs_of_a_tp2_megatron_actor_are_bitwise_identical(tmp_path: Path) -> None:
-    from safetensors.torch import load_file
-
     args = _args()
     runs = [
         Trainer(load_run_config("grpo", None, args), tmp_path / name, quiet=True).fit()
         for name in ("a", "b")
     ]
-    for a, b in zip(*runs, strict=True):
-        keys = [k for k in a if not k.startswith(("timing/", "perf/"))]
-        assert keys == [k for k in b if not k.startswith(("timing/", "perf/"))]
-        assert all(a[k] == b[k] for k in keys), [k for k in keys if a[k] != b[k]]
-    weights = [
-        load_file(
-            str(tmp_path / name / "checkpoints" / "step_2" / "actor_hf" / "model.safetensors")
-        )
-        for name in ("a", "b")
-    ]
-    assert weights[0].keys() == weights[1].keys()
-    assert all(torch.equal(weights[0][n], weights[1][n]) for n in weights[0])
-    assert runs[0][0]["actor/grad_norm"] != runs[0][1]["actor/grad_norm"]  # it trained
+    assert_runs_identical(tmp_path / "a", runs[0], tmp_path / "b", runs[1], 2)
     # tp=2 -> tp=1: each rank received the other's half, and every piece was verified.
     assert all(r["perf/reshard_bytes"] > 0 and r["sync/verified"] == 1.0 for r in runs[0])
 
