@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from hfsdk.core.hybrid_engine.layout import (
+from hfsdk_backend_common.hybrid.layout import (
     HeadShape,
     TrainLayout,
     generation_layout,

@@ -38,8 +38,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hfsdk.core.hybrid_engine.accounting import uniform_transition_bytes
-from hfsdk.core.hybrid_engine.layout import (
+from hfsdk_backend_common.hybrid.accounting import uniform_transition_bytes
+from hfsdk_backend_common.hybrid.layout import (
     GenLayout,
     HeadShape,
     TrainLayout,

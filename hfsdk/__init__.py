@@ -69,18 +69,6 @@ if TYPE_CHECKING:
     from hfsdk.core.dataflow import Dataflow, Stage
     from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
-    from hfsdk.core.hybrid_engine.accounting import MemoryTracker, generation_specs
-    from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig, resolve_rollout_layout
-    from hfsdk.core.hybrid_engine.layout import (
-        GenLayout,
-        HeadShape,
-        TrainLayout,
-        generation_pp_groups,
-        generation_tp_groups,
-        micro_dp_groups,
-        place,
-    )
-    from hfsdk.core.hybrid_engine.param_spec import ParamSpec, tp_slice, training_shard
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
         LossAggMode,
@@ -158,6 +146,21 @@ if TYPE_CHECKING:
         split_rows,
     )
     from hfsdk.hookspecs import Register
+    from hfsdk_backend_common.hybrid.accounting import MemoryTracker, generation_specs
+    from hfsdk_backend_common.hybrid.layout import (
+        GenLayout,
+        HeadShape,
+        TrainLayout,
+        generation_pp_groups,
+        generation_tp_groups,
+        micro_dp_groups,
+        place,
+    )
+    from hfsdk_backend_common.hybrid.layout_config import (
+        RolloutLayoutConfig,
+        resolve_rollout_layout,
+    )
+    from hfsdk_backend_common.hybrid.param_spec import ParamSpec, tp_slice, training_shard
 
 _LAZY = {
     # plugins and registries
@@ -282,20 +285,20 @@ _LAZY = {
     "split_rows": "hfsdk.core.workers.protocols.rows",
     "DefaultTaskSpec": "hfsdk.core.default_task",
     # 3D-HybridEngine (for training backends that reshard their actor for generation)
-    "RolloutLayoutConfig": "hfsdk.core.hybrid_engine.config",
-    "resolve_rollout_layout": "hfsdk.core.hybrid_engine.config",
-    "GenLayout": "hfsdk.core.hybrid_engine.layout",
-    "HeadShape": "hfsdk.core.hybrid_engine.layout",
-    "TrainLayout": "hfsdk.core.hybrid_engine.layout",
-    "generation_pp_groups": "hfsdk.core.hybrid_engine.layout",
-    "generation_tp_groups": "hfsdk.core.hybrid_engine.layout",
-    "place": "hfsdk.core.hybrid_engine.layout",
-    "micro_dp_groups": "hfsdk.core.hybrid_engine.layout",
-    "ParamSpec": "hfsdk.core.hybrid_engine.param_spec",
-    "tp_slice": "hfsdk.core.hybrid_engine.param_spec",
-    "training_shard": "hfsdk.core.hybrid_engine.param_spec",
-    "MemoryTracker": "hfsdk.core.hybrid_engine.accounting",
-    "generation_specs": "hfsdk.core.hybrid_engine.accounting",
+    "RolloutLayoutConfig": "hfsdk_backend_common.hybrid.layout_config",
+    "resolve_rollout_layout": "hfsdk_backend_common.hybrid.layout_config",
+    "GenLayout": "hfsdk_backend_common.hybrid.layout",
+    "HeadShape": "hfsdk_backend_common.hybrid.layout",
+    "TrainLayout": "hfsdk_backend_common.hybrid.layout",
+    "generation_pp_groups": "hfsdk_backend_common.hybrid.layout",
+    "generation_tp_groups": "hfsdk_backend_common.hybrid.layout",
+    "place": "hfsdk_backend_common.hybrid.layout",
+    "micro_dp_groups": "hfsdk_backend_common.hybrid.layout",
+    "ParamSpec": "hfsdk_backend_common.hybrid.param_spec",
+    "tp_slice": "hfsdk_backend_common.hybrid.param_spec",
+    "training_shard": "hfsdk_backend_common.hybrid.param_spec",
+    "MemoryTracker": "hfsdk_backend_common.hybrid.accounting",
+    "generation_specs": "hfsdk_backend_common.hybrid.accounting",
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",
     # verified weight syncs (docs/async.md#verified-weight-syncs)

@@ -76,15 +76,6 @@ def hfsdk_register_transfer_protocols(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_register_clusters(register: Register) -> None:
-    """Register the cluster presets ``a100-80gb``, ``h100-80gb``, ``h200-141gb`` and ``local``."""
-    from hfsdk.core.placement.cluster import PRESETS
-
-    for name, factory in PRESETS.items():
-        register(name, factory)
-
-
-@hfsdk.hookimpl
 def hfsdk_register_tools(register: Register) -> None:
     """Register ``python`` (a sandboxed snippet runner) and ``add`` (the tool_use task's)."""
     from hfsdk.core.agents.code_tool import python_tool

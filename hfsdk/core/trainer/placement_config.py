@@ -73,8 +73,9 @@ def _default_pools() -> dict[str, PoolConfig]:
 class PlacementConfig:
     """Which pool each role runs on.
 
-    Roles missing from ``roles`` go to the first pool, so by default every role
-    is colocated on one device. Roles on one pool share its devices (one
+    Roles missing from ``roles`` go to the first pool listed other than
+    ``rollout`` (the rollout replicas' own), so by default every role is
+    colocated on one device. Roles on one pool share its devices (one
     process per device holding all of them when ``colocation`` is ``fused``);
     roles on different pools run concurrently. ``mode: auto`` asks the
     placement planner instead (``hfsdk plan``).
@@ -92,7 +93,7 @@ class PlacementConfig:
         factory=_default_pools,
     )
     roles: dict[str, str] = help_field(
-        "Role -> pool; roles not listed go to the first pool.",
+        "Role -> pool; roles not listed go to the first pool other than 'rollout'.",
         factory=dict,
     )
     colocation: Literal["fused", "separate"] = help_field(
@@ -110,12 +111,13 @@ class PlacementConfig:
 
     @cluster.validator
     def _known_cluster(self, _attr: attrs.Attribute, value: str) -> None:
-        from hfsdk.core.placement.cluster_lookup import cluster_presets, is_profile_path
+        from hfsdk.core.plugin_manager import get_registry
 
-        if value == "auto" or is_profile_path(value):
+        text = value.strip()
+        if value == "auto" or text.endswith((".yaml", ".yml")) or "/" in text:
             return  # a profile file is read (and checked) when the planner runs
-        presets = cluster_presets()
-        if value.strip().lower() not in presets:
+        presets = get_registry("clusters")
+        if text.lower() not in presets:
             raise ValueError(
                 f"'cluster' is {value!r}; expected 'auto' (detect this machine), a preset "
                 f"({', '.join(sorted(presets))}) or a cluster profile YAML path"
@@ -152,5 +154,9 @@ class PlacementConfig:
                 )
 
     def pool_of(self, role: str) -> str:
-        """The pool ``role`` runs on."""
-        return self.roles.get(role, next(iter(self.pools)))
+        """The pool ``role`` runs on: its ``roles`` entry, else the first pool listed that
+        is not the rollout replicas' own (``placement.pools.rollout`` never receives a role
+        implicitly, wherever it is listed)."""
+        if role in self.roles:
+            return self.roles[role]
+        return next((name for name in self.pools if name != ROLLOUT_POOL), next(iter(self.pools)))

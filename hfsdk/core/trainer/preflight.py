@@ -207,34 +207,6 @@ def precision_warning(
     )
 
 
-def run_memory_warning(
-    config: RunConfig, *, device_bytes: float | None = None, host_bytes: float | None = None
-) -> str | None:
-    """One line when the planner's memory model says the run will not fit this machine.
-
-    Compared per GPU when the roles compute on CUDA (``device_bytes`` defaults
-    to device 0's memory), otherwise against the host's available memory summed
-    over the pools' virtual devices (``host_bytes`` defaults to ``MemAvailable``).
-    An estimate that cannot be made (an unreadable model config) warns nothing.
-    """
-    from hfsdk.core.placement.run_memory import host_memory_bytes, memory_warning, run_memory
-
-    try:
-        pools = run_memory(config)
-    except (HfsdkError, KeyError, ValueError, OSError) as exc:
-        logger.debug("no memory estimate for this run: %s", exc)
-        return None
-    if device_bytes is None and host_bytes is None:
-        import torch
-
-        if config.trainer.device != "cpu" and torch.cuda.is_available():
-            device_bytes = float(torch.cuda.get_device_properties(0).total_memory)
-        else:
-            found = host_memory_bytes()
-            host_bytes = float(found) if found is not None else None
-    return memory_warning(pools, device_bytes=device_bytes, host_bytes=host_bytes)
-
-
 def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     """Check and build everything a session needs that does not need Ray."""
     from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
@@ -271,9 +243,6 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         preference_pairs=spec.default_data == "preference_pairs",
     )
     _check_inputs(config, spec, assets)
-    warning = run_memory_warning(config)
-    if warning:
-        logger.warning(warning)
     tokenizer = load_tokenizer(assets.tokenizer_path)
     dataset = load_prompt_dataset(assets.train_files, config.data.prompt_key)
     # Multi-turn tools load here (a bad entry fails before Ray); their schemas reach the

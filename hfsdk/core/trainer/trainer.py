@@ -29,7 +29,6 @@ from hfsdk.core.config.safe_yaml import load_yaml_text
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import attach_run_log, detach_run_log
 from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
-from hfsdk.core.placement.run_plan import predicted_step_metrics
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.trainer.checkpoint import (
     clean_partial,
@@ -515,7 +514,6 @@ class Trainer:
         metrics["perf/controller_overhead_share"] = (calls_s - busy_s) / step_s if step_s else 0.0
         tokens = metrics.pop("perf/tokens", 0.0)
         metrics["perf/throughput_tokens_per_s"] = tokens / step_s if step_s > 0 else 0.0
-        metrics.update(predicted_step_metrics(cfg, {**metrics, "perf/tokens": tokens}))
         tracker.log(step, metrics)
         maybe_fault("step_end", step)
         last = step == cfg.trainer.total_steps

@@ -22,7 +22,7 @@ def test_default_task_fills_in_the_signals() -> None:
 
 
 def test_auto_placement_cluster_comes_from_config_or_detection() -> None:
-    from hfsdk.core.placement.cluster_lookup import resolve_cluster
+    from hfsdk_planner.cluster_lookup import resolve_cluster
 
     assert load_run_config("grpo").placement.cluster == "auto"
     assert resolve_cluster("auto").name == "local"  # no CUDA on the test machine
@@ -34,7 +34,7 @@ def test_auto_placement_cluster_comes_from_config_or_detection() -> None:
 
 @pytest.mark.distributed
 def test_auto_placement_builds_the_planned_pools() -> None:
-    from hfsdk.core.placement.auto import auto_placement_section
+    from hfsdk_planner.auto import auto_placement_section
 
     config = load_run_config(
         "grpo", None, ["placement.mode=auto", "placement.pools={global: {devices: 2}}"]
@@ -136,7 +136,7 @@ def test_assets_come_from_the_policy_role_whatever_its_name(tmp_path) -> None:
 def test_auto_placement_prices_a_function_reward_as_no_model(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import hfsdk.core.placement.auto as auto
+    import hfsdk_planner.auto as auto
 
     seen: dict[str, object] = {}
     real = auto.auto_placement_section
@@ -163,7 +163,7 @@ def test_auto_placement_sizes_a_rollout_pool_under_an_overlapped_pipeline(tmp_pa
 
     import attrs
 
-    from hfsdk.core.placement import get_cluster
+    from hfsdk_planner import get_cluster
 
     # Slow links: a replica of its own beats sharding the actor over both devices.
     slow = attrs.evolve(
