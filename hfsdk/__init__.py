@@ -146,21 +146,6 @@ if TYPE_CHECKING:
         split_rows,
     )
     from hfsdk.hookspecs import Register
-    from hfsdk_backend_common.hybrid.accounting import MemoryTracker, generation_specs
-    from hfsdk_backend_common.hybrid.layout import (
-        GenLayout,
-        HeadShape,
-        TrainLayout,
-        generation_pp_groups,
-        generation_tp_groups,
-        micro_dp_groups,
-        place,
-    )
-    from hfsdk_backend_common.hybrid.layout_config import (
-        RolloutLayoutConfig,
-        resolve_rollout_layout,
-    )
-    from hfsdk_backend_common.hybrid.param_spec import ParamSpec, tp_slice, training_shard
 
 _LAZY = {
     # plugins and registries
@@ -284,21 +269,6 @@ _LAZY = {
     "collect_mean_metrics": "hfsdk.core.workers.protocols.builtins",
     "split_rows": "hfsdk.core.workers.protocols.rows",
     "DefaultTaskSpec": "hfsdk.core.default_task",
-    # 3D-HybridEngine (for training backends that reshard their actor for generation)
-    "RolloutLayoutConfig": "hfsdk_backend_common.hybrid.layout_config",
-    "resolve_rollout_layout": "hfsdk_backend_common.hybrid.layout_config",
-    "GenLayout": "hfsdk_backend_common.hybrid.layout",
-    "HeadShape": "hfsdk_backend_common.hybrid.layout",
-    "TrainLayout": "hfsdk_backend_common.hybrid.layout",
-    "generation_pp_groups": "hfsdk_backend_common.hybrid.layout",
-    "generation_tp_groups": "hfsdk_backend_common.hybrid.layout",
-    "place": "hfsdk_backend_common.hybrid.layout",
-    "micro_dp_groups": "hfsdk_backend_common.hybrid.layout",
-    "ParamSpec": "hfsdk_backend_common.hybrid.param_spec",
-    "tp_slice": "hfsdk_backend_common.hybrid.param_spec",
-    "training_shard": "hfsdk_backend_common.hybrid.param_spec",
-    "MemoryTracker": "hfsdk_backend_common.hybrid.accounting",
-    "generation_specs": "hfsdk_backend_common.hybrid.accounting",
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",
     # verified weight syncs (docs/async.md#verified-weight-syncs)

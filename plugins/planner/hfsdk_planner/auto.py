@@ -7,8 +7,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.dataflow import Dataflow, Stage
-from hfsdk.core.errors import HfsdkError
+from hfsdk import Dataflow, HfsdkError, Stage
 from hfsdk_planner.cluster import Cluster
 from hfsdk_planner.cluster_lookup import get_cluster
 from hfsdk_planner.plan import Plan
@@ -19,7 +18,7 @@ from hfsdk_planner.workload import Workload
 
 def algorithm_dataflow(algorithm: str) -> Dataflow:
     """The dataflow derived from the registered spec of ``algorithm`` (its roles' kinds)."""
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk import get_registry
 
     return get_registry("algorithms")[algorithm].impl.dataflow
 
@@ -98,7 +97,7 @@ def plan_for_algorithm(
 
 
 def _role_kinds(algorithm: str) -> dict[str, str]:
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk import get_registry
 
     return {r.name: r.kind for r in get_registry("algorithms")[algorithm].impl.roles}
 

@@ -145,21 +145,6 @@ def measure_fresh_bandwidth(sizes: CalibrationSizes) -> float:
     return sizes.copy_bytes / seconds
 
 
-_COPY_WORKER = r"""
-import sys, time, torch
-torch.set_num_threads(1)
-nbytes, seconds = int(sys.argv[1]), float(sys.argv[2])
-src = torch.empty(nbytes // 4).uniform_()
-dst = torch.empty_like(src)
-dst.copy_(src)
-copies, start = 0, time.perf_counter()
-while time.perf_counter() - start < seconds:
-    dst.copy_(src)
-    copies += 1
-print(2 * nbytes * copies / (time.perf_counter() - start))
-"""
-
-
 def measure_shared_bandwidth(sizes: CalibrationSizes, devices: int) -> float | None:
     """Total copy bandwidth (bytes/s) of ``devices`` single-thread processes copying at once.
 
@@ -172,7 +157,7 @@ def measure_shared_bandwidth(sizes: CalibrationSizes, devices: int) -> float | N
     args = [str(sizes.copy_bytes), str(sizes.shared_copy_seconds)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", _COPY_WORKER, *args],
+            [sys.executable, "-m", "hfsdk_planner.workers.copy_worker", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             text=True,
@@ -189,42 +174,6 @@ def measure_shared_bandwidth(sizes: CalibrationSizes, devices: int) -> float | N
     if any(p.returncode for p in procs):
         return None
     return sum(float(out.strip().splitlines()[-1]) for out in outputs)
-
-
-_COLLECTIVE_WORKER = r"""
-import os, sys, time, json
-import torch, torch.distributed as dist
-rank, port, nbytes, repeats, backend = (int(sys.argv[1]), sys.argv[2], int(sys.argv[3]),
-                                        int(sys.argv[4]), sys.argv[5])
-torch.set_num_threads(1)
-dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-dev = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
-if backend == "nccl":
-    torch.cuda.set_device(rank)
-def timed(op, n):
-    op(); dist.barrier()
-    if backend == "nccl": torch.cuda.synchronize()
-    best = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(n):
-            op()
-        if backend == "nccl": torch.cuda.synchronize()
-        best.append((time.perf_counter() - start) / n)
-    return min(best)
-tiny, full = torch.zeros(2, device=dev), torch.zeros(nbytes // 4, device=dev)
-half = torch.zeros(nbytes // 8, device=dev)
-small = timed(lambda: dist.all_reduce(tiny), 20)
-# Interleaved, so that both see the same load: their ratio is what is kept.
-large, gather = [], []
-for _ in range(3):
-    large.append(timed(lambda: dist.all_reduce(full), 2))
-    gather.append(timed(lambda: dist.all_gather_into_tensor(full, half), 2))
-large, gather = min(large), min(gather)
-if rank == 0:
-    print(json.dumps({"small": small, "large": large, "gather": gather}))
-dist.destroy_process_group()
-"""
 
 
 def _free_port() -> int:
@@ -252,16 +201,15 @@ def measure_collectives(sizes: CalibrationSizes, backend: str) -> Links | None:
     import json
     import subprocess
 
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
-        f.write(_COLLECTIVE_WORKER)
-        script = f.name
     port = str(_free_port())
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     args = [str(sizes.collective_bytes), str(sizes.repeats), backend]
+    module = "hfsdk_planner.workers.collective_worker"
+    procs: list[subprocess.Popen] = []
     try:
         procs = [
             subprocess.Popen(
-                [sys.executable, script, str(rank), port, *args],
+                [sys.executable, "-m", module, str(rank), port, *args],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -274,8 +222,6 @@ def measure_collectives(sizes: CalibrationSizes, backend: str) -> Links | None:
         for p in procs:
             p.kill()
         return None
-    finally:
-        os.unlink(script)
     if any(p.returncode for p in procs):
         return None
     result = json.loads(outputs[0][0].strip().splitlines()[-1])

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_planner.cluster import Cluster
 
 # (sequences, mini-batch, micro-batch, forward micro-batch)
@@ -53,7 +53,7 @@ def calibration_algorithm() -> str:
     """The registered algorithm whose step is the plainest: among those that sample the
     default task's own model, the fewest extra generations and stages (they resample or
     regenerate: a step of no fixed shape), then the fewest model roles, then by name."""
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk import get_registry
 
     registry = get_registry("algorithms")
     if not registry:
@@ -106,8 +106,8 @@ def short_run_overrides(steps: int, devices: int) -> list[str]:
 
 def run_overrides(algorithm: str, shape: str, devices: int, steps: int) -> list[str]:
     """``hfsdk run`` overrides for one calibration run of the default task."""
+    from hfsdk import get_registry
     from hfsdk.core.config import load_run_config
-    from hfsdk.core.plugin_manager import get_registry
 
     sequences, mini, micro, forward = SHAPES[shape]
     spec = get_registry("algorithms")[algorithm].impl

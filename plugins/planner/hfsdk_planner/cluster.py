@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 GIB = 1024**3
 
@@ -255,7 +255,7 @@ class Cluster:
         """Write the profile to ``path`` as YAML (atomically: temp file, then rename)."""
         import yaml
 
-        from hfsdk.core.atomic import write_text_atomic
+        from hfsdk import write_text_atomic
 
         write_text_atomic(path, yaml.safe_dump(self.to_dict(), sort_keys=False))
 

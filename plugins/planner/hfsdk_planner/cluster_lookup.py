@@ -13,13 +13,13 @@ from pathlib import Path
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_planner.cluster import Cluster, a100_80gb, h100_80gb, h200_141gb, local
 
 
 def cluster_presets() -> dict[str, Callable[[], Cluster]]:
     """Every registered preset (``hfsdk_register_clusters``): name -> factory."""
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk import get_registry
 
     return {name: entry.impl for name, entry in get_registry("clusters").items()}
 

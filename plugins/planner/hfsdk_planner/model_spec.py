@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 
 @attrs.frozen(kw_only=True)

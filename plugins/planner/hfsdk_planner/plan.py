@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_planner.layout import GenerationLayout, Layout
 from hfsdk_planner.workload import Workload
 

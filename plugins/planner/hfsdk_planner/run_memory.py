@@ -94,7 +94,7 @@ def run_memory(config: Any, *, mean_sequence_length: int = 0) -> list[PoolEstima
     ``mean_sequence_length``: prompt + response tokens of a mean sequence, when
     known (packed passes are sized by it); 0 sizes them by the maxima.
     """
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk import get_registry
     from hfsdk_planner.run_plan import run_setup
 
     setup = run_setup(config)

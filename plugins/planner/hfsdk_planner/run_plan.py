@@ -28,8 +28,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.dataflow import Dataflow
-from hfsdk.core.errors import HfsdkError
+from hfsdk import Dataflow, HfsdkError
 from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
 from hfsdk_planner.auto import FUNCTION, without_roles
 from hfsdk_planner.cluster import Cluster
@@ -105,7 +104,7 @@ def run_setup(
     ``prompt_length``/``response_length`` are mean token counts per sequence
     when known (a finished run measures them); otherwise the config's maxima.
     """
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk import get_registry
 
     cfg = _as_dict(config)
     algorithm = str(cfg.get("algo"))

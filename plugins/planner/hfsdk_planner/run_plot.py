@@ -14,8 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hfsdk.core.atomic import atomic_path
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError, atomic_path
 from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
 
 CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (

@@ -24,8 +24,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from hfsdk.core.dataflow import Dataflow
-from hfsdk.core.errors import HfsdkError
+from hfsdk import Dataflow, HfsdkError
 from hfsdk_planner.cluster import Cluster
 from hfsdk_planner.memory_model import min_group_devices, sharded_footprint_bytes
 from hfsdk_planner.model_spec import ModelSpec, resolve_model

@@ -27,7 +27,7 @@ import math
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_planner.cluster import Cluster
 from hfsdk_planner.layout import (
     GenerationLayout,

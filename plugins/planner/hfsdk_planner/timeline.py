@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_planner.plan import Plan
 
 _COLORS = (

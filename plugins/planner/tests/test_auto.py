@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import hfsdk
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_planner import algorithm_dataflow, auto_placement_section, plan_for_algorithm
 
 

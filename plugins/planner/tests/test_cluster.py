@@ -8,7 +8,7 @@ import os
 import attrs
 import pytest
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_planner.cluster import Cluster, a100_80gb, local
 from hfsdk_planner.cluster_lookup import get_cluster
 
@@ -101,10 +101,14 @@ def test_presets_come_through_the_hook_and_a_plugin_adds_one(
         def hfsdk_register_clusters(register):  # type: ignore[no-untyped-def]
             register("lab-4x", lambda: Cluster(name="lab-4x", devices_per_node=4))
 
-    pm = plugin_manager.build_plugin_manager([("lab", TestClusters)], load_entry_points=False)
+    from hfsdk_planner import plugin as planner
+
+    pm = plugin_manager.build_plugin_manager(
+        [("planner", planner), ("lab", TestClusters)], load_entry_points=False
+    )
     monkeypatch.setattr(plugin_manager, "get_plugin_manager", functools.cache(lambda: pm))
     assert {"a100-80gb", "h100-80gb", "h200-141gb", "local", "lab-4x"} <= set(cluster_presets())
-    assert pm.registry("clusters")["h200-141gb"].plugin == "hfsdk"
+    assert pm.registry("clusters")["h200-141gb"].plugin == "planner"
     assert pm.registry("clusters")["lab-4x"].plugin == "lab"
     assert get_cluster("lab-4x").devices_per_node == 4
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_planner.model_spec import ModelSpec, named_model, resolve_model
 
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from hfsdk.core.dataflow import Dataflow, Stage
+from hfsdk import Dataflow, Stage
 from hfsdk_planner import Workload, get_cluster, search_placement
 from hfsdk_planner.partitions import allocations, bell_number, set_partitions
 

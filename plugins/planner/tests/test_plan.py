@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk.core.trainer.placement_config import PlacementConfig, PoolConfig
 from hfsdk_planner import Plan, get_cluster, search_placement
 from hfsdk_ppo.spec import PPO_SPEC

@@ -9,16 +9,15 @@ import attrs
 import pytest
 from click.testing import CliRunner
 
+from hfsdk import HfsdkError
 from hfsdk.core.config import load_run_config
-from hfsdk.core.errors import HfsdkError
-from hfsdk_planner import plan_for_algorithm
+from hfsdk_planner import get_cluster, plan_for_algorithm
 from hfsdk_planner.cli.plan_command import plan as plan_command
 from hfsdk_planner.layout import Layout
 from hfsdk_planner.model_spec import llama_param_count
 from hfsdk_planner.run_plan import (
     check_run,
     measured_stages,
-    predicted_step_metrics,
     price_setup,
     run_setup,
 )
@@ -68,7 +67,7 @@ def test_a_frozen_reference_costs_one_forward_pass() -> None:
     prep = plan.stages.index("preparation")
     busy = [s for s in reference.stage_seconds if s]
     assert len(busy) == 1  # no generation, no training
-    simulator = Simulator(plan_cluster := __import__("hfsdk").core.placement.get_cluster("local"))
+    simulator = Simulator(plan_cluster := get_cluster("local"))
     del plan_cluster
     expected = simulator.inference_seconds(
         setup.models["reference"], Layout(1, 1, 1), setup.workload
@@ -189,31 +188,6 @@ def test_a_sharded_actor_pays_its_gather_copies_and_fixed_work_to_generate() -> 
     assert setup.weight_sync == "gather"
     in_place = 2 * weights / bandwidth
     assert transition(slow) == pytest.approx(weights / 1e9 + latency + in_place + 0.01)
-
-
-def test_every_run_can_log_the_predicted_step_time() -> None:
-    cfg = load_run_config("grpo")
-    metrics = {"response_length/mean": 4.0, "perf/tokens": 64 * 12.0}
-    predicted = predicted_step_metrics(cfg, metrics)["perf/predicted_step_s"]
-    assert predicted > 0
-    longer = predicted_step_metrics(cfg, {**metrics, "perf/tokens": 64 * 40.0})
-    assert longer["perf/predicted_step_s"] > predicted  # the step's lengths are priced
-    assert predicted_step_metrics({"algo": "no-such-algorithm"}, metrics) == {}
-
-
-def test_a_run_logs_the_predicted_step_time_beside_the_measured_one(tmp_path: Path) -> None:
-    from hfsdk.core.trainer.trainer import Trainer
-
-    small = ["data.batch_size=4", "algorithm.n_samples_per_prompt=2", "actor.mini_batch_size=8"]
-    config = load_run_config(
-        "grpo", None, [*small, "trainer.total_steps=1", "trainer.loggers=[jsonl]"]
-    )
-    (row,) = Trainer(config, tmp_path / "run", quiet=True).fit()
-    assert row["perf/predicted_step_s"] > 0 and row["timing/step_s"] > 0
-    # What the trainer logged is the pricing of that step's setup and lengths.
-    assert row["perf/predicted_step_s"] == pytest.approx(
-        predicted_step_metrics(config, row)["perf/predicted_step_s"]
-    )
 
 
 def _pooled(pipeline: str, rollout: int = 1, **extra: str) -> dict:

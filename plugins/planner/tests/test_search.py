@@ -11,8 +11,7 @@ import sys
 import attrs
 import pytest
 
-from hfsdk.core.dataflow import Dataflow, Stage
-from hfsdk.core.errors import HfsdkError
+from hfsdk import Dataflow, HfsdkError, Stage
 from hfsdk_planner import (
     Cluster,
     PlacementSearch,

@@ -7,7 +7,7 @@ import itertools
 import attrs
 import pytest
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_backend_common.hybrid.accounting import uniform_transition_bytes
 from hfsdk_backend_common.hybrid.layout import GenLayout, TrainLayout
 from hfsdk_planner.cluster import a100_80gb

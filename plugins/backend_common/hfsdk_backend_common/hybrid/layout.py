@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 
 def _positive(_inst: object, attr: attrs.Attribute, value: int) -> None:

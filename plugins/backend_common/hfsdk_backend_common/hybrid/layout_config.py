@@ -13,8 +13,7 @@ import logging
 
 import attrs
 
-from hfsdk.core.config.help import help_field
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError, help_field
 from hfsdk_backend_common.hybrid.layout import (
     GenLayout,
     HeadShape,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk import ParamSpec, tp_slice, training_shard
+from hfsdk_backend_common.hybrid.param_spec import ParamSpec, tp_slice, training_shard
 
 __all__ = [
     "LlamaShape",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 
 def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from hfsdk import HfsdkError
 from hfsdk.core.cli.main import main
-from hfsdk.core.errors import HfsdkError
 from hfsdk_planner import Plan
 from hfsdk_planner.cli.plan_command import plan
 
