@@ -2,14 +2,19 @@
 
 ``hfsdk plot RUN_DIR`` reads ``metrics.jsonl`` and draws, in one PNG: the
 reward (and validation reward), the KL to the reference, the response length,
-the losses, and a stacked bar per step of the stage times (``timing/*_s``;
+the losses, a stacked bar per step of the stage times (``timing/*_s``;
 ``other`` is the rest of the step: the controller's own work and what no
-stage timed). matplotlib is imported only when drawing.
+stage timed), and one panel per metric namespace no panel above draws (a
+plugin's own metrics, e.g. ``lagrange/*``) plus the metrics asked for with
+``--metric``. Stages keep their colour from run to run. matplotlib is
+imported only when drawing.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,10 @@ STAGE_COLORS = {
 }
 """Stages keep their colour from run to run (a skipped stage must not recolour the rest)."""
 EXTRA_COLORS = ("tab:gray", "gold", "navy", "teal", "salmon", "darkkhaki")
+
+UNDRAWN_NAMESPACES = ("timing", "perf", "val")
+"""Namespaces the extra panels leave out: stage times have their bar, ``perf/*`` are
+throughput counters, ``val/*`` estimators sit beside the reward."""
 
 TOTAL_KEY = "timing/step_s"
 SKIPPED_STAGES = ("timing/data_s",)
@@ -88,8 +97,66 @@ def stage_times(rows: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
     return stages
 
 
-def draw_run(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "") -> Path:
-    """Draw the curves and the stage breakdown of ``rows`` into ``path`` (PNG, atomically)."""
+def stage_color(name: str) -> str:
+    """The colour of stage ``name``: its own for the known stages, else one picked by the
+    name alone, so the stages a run skips or adds never recolour the others."""
+    if name in STAGE_COLORS:
+        return STAGE_COLORS[name]
+    return EXTRA_COLORS[zlib.crc32(name.encode()) % len(EXTRA_COLORS)]
+
+
+def _numeric(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Every metric key some row holds a number for, in order of first appearance."""
+    keys: dict[str, None] = {}
+    for row in rows:
+        for key, value in row.items():
+            if key != "step" and isinstance(value, int | float) and not isinstance(value, bool):
+                keys.setdefault(key, None)
+    return list(keys)
+
+
+def extra_panels(
+    rows: Sequence[dict[str, Any]], chosen: Sequence[str] = ()
+) -> list[tuple[str, tuple[str, ...]]]:
+    """Panels beyond :data:`CURVES`: ``chosen`` metrics, then one per undrawn namespace.
+
+    ``chosen`` are glob patterns (``--metric 'actor/*'``); a pattern that matches
+    nothing is an error naming what the run logged. A namespace (the part before
+    ``/``) gets a panel when no :data:`CURVES` panel draws any of its keys and it
+    is not one of :data:`UNDRAWN_NAMESPACES`: what a plugin logs under its own
+    name (``lagrange/multiplier``) is drawn without being listed here.
+    """
+    keys = _numeric(rows)
+    panels: list[tuple[str, tuple[str, ...]]] = []
+    if chosen:
+        picked: dict[str, None] = {}
+        for pattern in chosen:
+            found = [k for k in keys if fnmatch.fnmatchcase(k, pattern)]
+            if not found:
+                raise HfsdkError(
+                    f"--metric {pattern!r} matches no metric of this run; it logged "
+                    f"{', '.join(keys)}"
+                )
+            picked.update(dict.fromkeys(found))
+        panels.append(("chosen metrics", tuple(picked)))
+    covered = {key.split("/")[0] for _panel, panel_keys in CURVES for key in panel_keys}
+    by_namespace: dict[str, list[str]] = {}
+    for key in keys:
+        namespace = key.split("/")[0] if "/" in key else "other"
+        if namespace not in covered and namespace not in UNDRAWN_NAMESPACES:
+            by_namespace.setdefault(namespace, []).append(key)
+    panels.extend((f"{ns}/*", tuple(ks)) for ns, ks in by_namespace.items())
+    return panels
+
+
+def draw_run(
+    rows: Sequence[dict[str, Any]],
+    path: str | Path,
+    title: str = "",
+    metrics: Sequence[str] = (),
+) -> Path:
+    """Draw the curves, the stage breakdown and the extra panels (:func:`extra_panels`,
+    ``metrics`` the ``--metric`` patterns) of ``rows`` into ``path`` (PNG, atomically)."""
     try:
         import matplotlib
 
@@ -106,16 +173,20 @@ def draw_run(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "") 
             f"--out {str(path)!r}: the picture is a PNG; give a file name ending in .png"
         )
     steps = [int(r["step"]) for r in rows]
-    fig = plt.figure(figsize=(15, 8))
-    grid = fig.add_gridspec(2, 3)
+    extra = extra_panels(rows, metrics)
+    extra_rows = -(-len(extra) // 3)
+    fig = plt.figure(figsize=(15, 4 * (2 + extra_rows)))
+    grid = fig.add_gridspec(2 + extra_rows, 3)
     estimators = sorted(
         {k for r in rows for k in r if re.fullmatch(r"val/(pass|mean|maj)@\d+", k)},
         key=lambda k: (k.split("@")[0], int(k.split("@")[1])),
     )
-    for index, (panel, keys) in enumerate(CURVES):
+    slots = [(i // 3, i % 3) for i in range(len(CURVES))]  # the stage bars take row 1's rest
+    slots += [(2 + i // 3, i % 3) for i in range(len(extra))]
+    for index, (panel, keys) in enumerate([*CURVES, *extra]):
         if index == 0:  # validation estimators (val/pass@k, ...) beside the reward
             keys = (*keys, *estimators)
-        ax = fig.add_subplot(grid[index // 3, index % 3])
+        ax = fig.add_subplot(grid[slots[index]])
         drawn = False
         for key in keys:
             points = [(int(r["step"]), float(r[key])) for r in rows if key in r]
@@ -134,9 +205,7 @@ def draw_run(rows: Sequence[dict[str, Any]], path: str | Path, title: str = "") 
     ax = fig.add_subplot(grid[1, 1:])
     bottom = [0.0] * len(rows)
     for name, values in stage_times(rows).items():
-        ax.bar(
-            steps, values, bottom=bottom, label=name, color="lightgrey" if name == "other" else None
-        )
+        ax.bar(steps, values, bottom=bottom, label=name, color=stage_color(name))
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     ax.set_title("time per step by stage")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))

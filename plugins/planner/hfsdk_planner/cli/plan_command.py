@@ -69,7 +69,13 @@ def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
     "measured seconds per stage.",
 )
 @click.option("--batch-size", type=int, default=1024, show_default=True, help="Prompts per step.")
-@click.option("--samples-per-prompt", type=int, default=1, show_default=True)
+@click.option(
+    "--samples-per-prompt",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Responses per prompt [default: the algorithm's, as hfsdk run --algo ALGO samples: "
+    "algorithm.n_samples_per_prompt x rollout.n].",
+)
 @click.option("--prompt-length", type=int, default=1024, show_default=True)
 @click.option("--response-length", type=int, default=1024, show_default=True)
 @click.option(
@@ -136,7 +142,7 @@ def plan(
     calibrate_to: str | None,
     check_dir: str | None,
     batch_size: int,
-    samples_per_prompt: int,
+    samples_per_prompt: int | None,
     prompt_length: int,
     response_length: int,
     optimizer_steps: int,
@@ -185,6 +191,10 @@ def plan(
     if not algo:
         raise HfsdkError("hfsdk plan needs --algo ALGO (hfsdk list algorithms) or --check RUN_DIR")
 
+    if samples_per_prompt is None:
+        from hfsdk_planner.run_defaults import default_samples_per_prompt
+
+        samples_per_prompt = default_samples_per_prompt(algo)
     workload = Workload(
         batch_size=batch_size,
         samples_per_prompt=samples_per_prompt,

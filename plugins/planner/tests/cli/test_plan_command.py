@@ -108,3 +108,22 @@ def test_plan_prices_lora_recompute_and_packing() -> None:
     _, workload = actor_peak("--no-recompute", "--packing-length", "700")
     assert workload["recompute"] is False and workload["packing"] is True
     assert workload["mean_sequence_length"] == 700
+
+
+@pytest.mark.parametrize(("algo", "samples"), [("grpo", 4), ("ppo", 4), ("reward_model", 1)])
+def test_samples_per_prompt_default_to_the_algorithms(algo: str, samples: int) -> None:
+    # The run `hfsdk run --algo ALGO` would train: grpo's groups and ppo's preset draw 4.
+    result = CliRunner().invoke(plan, ["--algo", algo, "--gpus", "8", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["workload"]["samples_per_prompt"] == samples
+    given = CliRunner().invoke(
+        plan, ["--algo", algo, "--gpus", "8", "--json", "--samples-per-prompt", "2"]
+    )
+    assert json.loads(given.output)["workload"]["samples_per_prompt"] == 2
+
+
+def test_samples_per_prompt_read_from_the_algorithms_config() -> None:
+    # grpo's own default (4) and the rollout's n both count; 4 x 1 here, the plan's table says so.
+    result = CliRunner().invoke(plan, ["--algo", "grpo", "--gpus", "8"])
+    assert result.exit_code == 0, result.output
+    assert "1024 prompts x 4 samples" in result.output

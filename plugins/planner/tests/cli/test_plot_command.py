@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hfsdk.core.cli.main import main
-from hfsdk_planner.run_plot import stage_times
+from hfsdk_planner.run_plot import draw_run, extra_panels, stage_times
 
 ROWS = [
     {
@@ -83,3 +83,68 @@ def test_matplotlib_is_imported_only_by_the_plot_command() -> None:
     probe = "import sys, hfsdk.core.cli.main; print('matplotlib' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert result.stdout.strip() == "False"
+
+
+def _recorded(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
+    """Record what the drawing plots (curve labels) and stacks (bar label -> colour)."""
+    import matplotlib.axes
+
+    seen: dict[str, list] = {"lines": [], "bars": []}
+    plot, bar = matplotlib.axes.Axes.plot, matplotlib.axes.Axes.bar
+
+    def record_plot(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen["lines"].append(kwargs.get("label"))
+        return plot(self, *args, **kwargs)
+
+    def record_bar(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen["bars"].append((kwargs.get("label"), kwargs.get("color")))
+        return bar(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot", record_plot)
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", record_bar)
+    return seen
+
+
+def test_a_plugins_own_metrics_are_drawn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [
+        {**row, "lagrange/multiplier": 0.5 * row["step"], "lagrange/violation": 0.1, "perf/x": 1}
+        for row in ROWS
+    ]
+    # Namespaces the fixed panels draw (actor, reward) and counters (perf, timing) get none.
+    assert extra_panels(rows) == [("lagrange/*", ("lagrange/multiplier", "lagrange/violation"))]
+    assert extra_panels(ROWS) == []
+    seen = _recorded(monkeypatch)
+    draw_run(rows, tmp_path / "run.png")
+    assert {"lagrange/multiplier", "lagrange/violation"} <= set(seen["lines"])
+    assert "perf/x" not in seen["lines"]
+
+
+def test_chosen_metrics_get_a_panel_and_a_bad_pattern_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = _run_dir(tmp_path)
+    code, out, _ = _hfsdk(capsys, "plot", str(run), "--metric", "timing/gen*")
+    assert code == 0, out
+    assert extra_panels(ROWS, ["timing/gen*"]) == [("chosen metrics", ("timing/generation_s",))]
+    code, _, err = _hfsdk(capsys, "plot", str(run), "--metric", "nope/*")
+    assert code == 2 and "'nope/*' matches no metric" in err and "Traceback" not in err
+
+
+def test_stage_colours_do_not_change_between_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _recorded(monkeypatch)
+    draw_run(ROWS, tmp_path / "a.png")
+    first = dict(seen["bars"])
+    seen["bars"].clear()
+    # Another run: no old-log-prob pass, a reward stage and a plugin's stage first.
+    other = [
+        {"step": 1, "timing/my_filter_s": 0.5, "timing/reward_s": 1.0, "timing/update_actor_s": 2.0,
+         "timing/generation_s": 1.0, "timing/step_s": 5.0},
+    ]
+    draw_run(other, tmp_path / "b.png")
+    second = dict(seen["bars"])
+    for stage in ("generation", "update_actor", "other"):
+        assert first[stage] == second[stage] and first[stage] is not None
+    assert second["my_filter"] is not None
+    assert len(set(first.values())) == len(first)  # the stages of one run are told apart
