@@ -69,6 +69,23 @@ def _default_pools() -> dict[str, PoolConfig]:
     return {"global": PoolConfig()}
 
 
+def _with_a_pool_for_the_roles(pools: dict[str, PoolConfig]) -> dict[str, PoolConfig]:
+    """A rollout pool alone (``pools: {rollout: {devices: 1}}``) still leaves the roles
+    a pool of their own: the default one, listed first."""
+    if pools and all(name == ROLLOUT_POOL for name in pools):
+        return {**_default_pools(), **pools}
+    return pools
+
+
+NO_PLACEMENT_PLUGIN = (
+    "placement.mode=auto needs a placement plugin, and none is installed or enabled (it "
+    "implements hfsdk_resolve_placement); install hfsdk-plugin-planner (pip install "
+    "hfsdk-plugin-planner, and drop it from HFSDK_DISABLE_PLUGINS) or set placement.mode=manual "
+    "with placement.pools and placement.roles"
+)
+"""The one line a run with ``placement: auto`` and no placement plugin stops with."""
+
+
 @attrs.frozen(kw_only=True)
 class PlacementConfig:
     """Which pool each role runs on.
@@ -89,8 +106,10 @@ class PlacementConfig:
     )
     pools: dict[str, PoolConfig] = help_field(
         "Resource pools by name: {name: {devices: N, nodes: M}} (the rollout pool also tp, pp: "
-        "its replicas' layout); roles on one pool share its devices.",
+        "its replicas' layout); roles on one pool share its devices. A rollout pool alone "
+        "gets the default global pool beside it for the roles.",
         factory=_default_pools,
+        converter=_with_a_pool_for_the_roles,
     )
     roles: dict[str, str] = help_field(
         "Role -> pool; roles not listed go to the first pool other than 'rollout'.",

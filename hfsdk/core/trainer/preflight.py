@@ -207,6 +207,17 @@ def precision_warning(
     )
 
 
+def check_placement_resolvable(config: RunConfig) -> None:
+    """Refuse ``placement.mode=auto`` before anything starts when no plugin resolves it."""
+    from hfsdk.core.plugin_manager import get_plugin_manager
+    from hfsdk.core.trainer.placement_config import NO_PLACEMENT_PLUGIN
+
+    if config.placement.mode != "auto":
+        return
+    if not get_plugin_manager().hook.hfsdk_resolve_placement.get_hookimpls():
+        raise HfsdkError(NO_PLACEMENT_PLUGIN)
+
+
 def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     """Check and build everything a session needs that does not need Ray."""
     from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
@@ -221,6 +232,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     )
 
     check_pipeline(spec, config.trainer.pipeline)
+    check_placement_resolvable(config)
     if spec.has_policy:
         check_rollout_pool(config, spec.policy_role)
     for key, section in _model_sections(config, spec).items():

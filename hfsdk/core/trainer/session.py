@@ -21,20 +21,13 @@ import attrs
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
+from hfsdk.core.trainer.placement_config import NO_PLACEMENT_PLUGIN, ROLLOUT_POOL
 from hfsdk.core.trainer.run_assets import (
     SignalScorer,
 )
 from hfsdk.core.trainer.validation import ValidationResult
 
 logger = logging.getLogger(__name__)
-
-NO_PLACEMENT_PLUGIN = (
-    "placement.mode=auto needs a placement plugin, and none is installed or enabled (it "
-    "implements hfsdk_resolve_placement); install hfsdk-plugin-planner (pip install "
-    "hfsdk-plugin-planner, and drop it from HFSDK_DISABLE_PLUGINS) or set placement.mode=manual "
-    "with placement.pools and placement.roles"
-)
 
 
 _WORKER_ENV = {
