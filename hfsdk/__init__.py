@@ -47,6 +47,10 @@ if TYPE_CHECKING:
     from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.help import field_help, help_field
+
+    # the placement plugin's needs (hfsdk-plugin-planner)
+    from hfsdk.core.config.run_config import load_run_config
+    from hfsdk.core.config.safe_yaml import load_yaml_text
     from hfsdk.core.data.chat import check_messages
     from hfsdk.core.data.conversation import (
         SupervisedSequence,
@@ -66,7 +70,7 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.data.prompt_dataset import resolve_use_template
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
-    from hfsdk.core.dataflow import Dataflow, Stage
+    from hfsdk.core.dataflow import WORK_KINDS, Dataflow, Stage
     from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
     from hfsdk.core.maths.aggregation import (
@@ -121,6 +125,8 @@ if TYPE_CHECKING:
         build_rollout,
     )
     from hfsdk.core.trainer.faults import take_fault
+    from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
+    from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
     from hfsdk.core.weight_check import (
         Fingerprint,
         WeightSyncMismatch,
@@ -137,6 +143,8 @@ if TYPE_CHECKING:
         WorkerGroup,
         register,
     )
+    from hfsdk.core.workers.colocation import colocate
+    from hfsdk.core.workers.local_hosts import LocalPool
     from hfsdk.core.workers.protocols import (
         DispatchContext,
         DispatchPlan,
@@ -145,6 +153,7 @@ if TYPE_CHECKING:
         padding_rows,
         split_rows,
     )
+    from hfsdk.core.workers.ray_runtime import connect_ray, shutdown_ray
     from hfsdk.hookspecs import Register
 
 _LAZY = {
@@ -279,6 +288,17 @@ _LAZY = {
     "manifest": "hfsdk.core.weight_check",
     "require_loaded": "hfsdk.core.weight_check",
     "take_fault": "hfsdk.core.trainer.faults",
+    # the placement plugin's needs (hfsdk-plugin-planner)
+    "load_run_config": "hfsdk.core.config.run_config",
+    "load_yaml_text": "hfsdk.core.config.safe_yaml",
+    "WORK_KINDS": "hfsdk.core.dataflow",
+    "ROLLOUT_POOL": "hfsdk.core.trainer.placement_config",
+    "METRICS_FILE": "hfsdk.core.trainer.tracking",
+    "read_metrics": "hfsdk.core.trainer.tracking",
+    "colocate": "hfsdk.core.workers.colocation",
+    "LocalPool": "hfsdk.core.workers.local_hosts",
+    "connect_ray": "hfsdk.core.workers.ray_runtime",
+    "shutdown_ray": "hfsdk.core.workers.ray_runtime",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

@@ -95,11 +95,11 @@ class PlacementConfig:
     colocated on one device. Roles on one pool share its devices (one
     process per device holding all of them when ``colocation`` is ``fused``);
     roles on different pools run concurrently. ``mode: auto`` asks the
-    placement planner instead (``hfsdk plan``).
+    placement plugin instead (``hfsdk_resolve_placement``; ``hfsdk plan``).
     """
 
     mode: Literal["manual", "auto"] = help_field(
-        "manual: pools and roles as given; auto: the placement planner splits the pools' "
+        "manual: pools and roles as given; auto: the placement plugin splits the pools' "
         "devices among the roles (hfsdk plan).",
         default="manual",
         validator=attrs.validators.in_(("manual", "auto")),
@@ -122,7 +122,7 @@ class PlacementConfig:
         validator=attrs.validators.in_(("fused", "separate")),
     )
     cluster: str = help_field(
-        "Hardware the planner models: auto (detect this machine: its GPUs, else the CPU "
+        "Hardware the placement search models: auto (detect this machine: its GPUs, else the CPU "
         "cores), a preset (hfsdk list clusters: a100-80gb, h100-80gb, h200-141gb, local) or "
         "a cluster profile YAML (hfsdk calibrate --output FILE).",
         default="auto",
@@ -134,7 +134,7 @@ class PlacementConfig:
 
         text = value.strip()
         if value == "auto" or text.endswith((".yaml", ".yml")) or "/" in text:
-            return  # a profile file is read (and checked) when the planner runs
+            return  # a profile file is read (and checked) when the placement plugin runs
         presets = get_registry("clusters")
         if text.lower() not in presets:
             raise ValueError(

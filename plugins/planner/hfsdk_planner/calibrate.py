@@ -396,7 +396,7 @@ def measure_calls(sizes: CalibrationSizes, remote: bool) -> dict[str, float]:
     also ``remote_call_overhead``: two Ray worker processes (a local Ray
     instance is started and stopped).
     """
-    from hfsdk.core.workers import LocalPool, colocate
+    from hfsdk import LocalPool, colocate
     from hfsdk_planner.probe_worker import EchoWorker
 
     batch = _probe_batch(sizes.call_rows, sizes.call_width)
@@ -411,10 +411,9 @@ def measure_calls(sizes: CalibrationSizes, remote: bool) -> dict[str, float]:
     finally:
         group.shutdown()
     if remote:
-        from hfsdk.core.workers import ResourcePool
-        from hfsdk.core.workers.ray_runtime import connect, shutdown
+        from hfsdk import ResourcePool, connect_ray, shutdown_ray
 
-        connect(virtual_devices=2, object_store_memory=256 * 2**20, log_to_driver=False)
+        connect_ray(virtual_devices=2, object_store_memory=256 * 2**20, log_to_driver=False)
         try:
             with ResourcePool(2, name="probe") as pool:
                 remote_group = colocate(
@@ -428,7 +427,7 @@ def measure_calls(sizes: CalibrationSizes, remote: bool) -> dict[str, float]:
                 finally:
                     remote_group.shutdown()
         finally:
-            shutdown()
+            shutdown_ray()
     return out
 
 

@@ -106,8 +106,7 @@ def short_run_overrides(steps: int, devices: int) -> list[str]:
 
 def run_overrides(algorithm: str, shape: str, devices: int, steps: int) -> list[str]:
     """``hfsdk run`` overrides for one calibration run of the default task."""
-    from hfsdk import get_registry
-    from hfsdk.core.config import load_run_config
+    from hfsdk import get_registry, load_run_config
 
     sequences, mini, micro, forward = SHAPES[shape]
     spec = get_registry("algorithms")[algorithm].impl

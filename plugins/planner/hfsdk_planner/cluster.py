@@ -264,7 +264,7 @@ class Cluster:
         """Read a profile written by :meth:`save` (or by hand)."""
         import yaml
 
-        from hfsdk.core.config.safe_yaml import load_yaml_text
+        from hfsdk import load_yaml_text
 
         path = Path(path)
         try:

@@ -221,7 +221,7 @@ class Plan:
     @classmethod
     def from_yaml(cls, text: str) -> Plan:
         """Load a plan from YAML text."""
-        from hfsdk.core.config.safe_yaml import load_yaml_text
+        from hfsdk import load_yaml_text
 
         return cls.from_dict(load_yaml_text(text, source="plan"))
 

@@ -10,7 +10,7 @@ def default_samples_per_prompt(algo: str) -> int:
     default-task preset), so ``hfsdk plan --algo grpo`` prices grpo's groups
     rather than one sample per prompt. ``rollout.n`` multiplies it, as in a run.
     """
-    from hfsdk.core.config import load_run_config
+    from hfsdk import load_run_config
 
     config = load_run_config(algo)
     samples = int(config.algorithm.n_samples_per_prompt)

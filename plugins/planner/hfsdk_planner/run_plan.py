@@ -28,8 +28,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk import Dataflow, HfsdkError
-from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
+from hfsdk import ROLLOUT_POOL, Dataflow, HfsdkError
 from hfsdk_planner.auto import FUNCTION, without_roles
 from hfsdk_planner.cluster import Cluster
 from hfsdk_planner.cluster_lookup import resolve_cluster
@@ -83,7 +82,7 @@ def _as_dict(config: Any) -> dict[str, Any]:
 
 
 def _default_model_dir() -> str:
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk import ensure_default_assets
 
     return str(ensure_default_assets().model_dir)
 
@@ -481,7 +480,7 @@ class CheckRow:
 
 
 def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from hfsdk.core.config.safe_yaml import load_yaml_text
+    from hfsdk import load_yaml_text
 
     config_file, metrics_file = run_dir / "config.yaml", run_dir / "metrics.jsonl"
     for path in (config_file, metrics_file):

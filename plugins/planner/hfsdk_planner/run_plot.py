@@ -19,8 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hfsdk import HfsdkError, atomic_path
-from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
+from hfsdk import METRICS_FILE, HfsdkError, atomic_path, read_metrics
 
 CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reward and validation", ("reward/mean", "val/reward_mean", "cost/mean")),

@@ -12,8 +12,7 @@ from collections.abc import Callable
 
 import attrs
 
-from hfsdk import HfsdkError
-from hfsdk.core.dataflow import WORK_KINDS
+from hfsdk import WORK_KINDS, HfsdkError
 from hfsdk_planner.model_spec import ModelSpec
 
 
