@@ -43,4 +43,4 @@ def test_the_resolve_placement_example_places_the_actor_alone(
     one = load_run_config("grpo", None, [*auto, "placement.pools={global: {devices: 1}}"])
     placement = TrainingSession._auto_placement(types.SimpleNamespace(config=one))
     assert sum(p.devices for p in placement.pools.values()) == 1
-    assert "actor_pool" not in placement.pools
+    assert placement.pool_of("reference") == placement.pool_of("actor")  # never the example's
