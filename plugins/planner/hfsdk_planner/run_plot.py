@@ -164,7 +164,8 @@ def draw_run(
         from matplotlib.ticker import MaxNLocator
     except ImportError:  # pragma: no cover - depends on the environment
         raise HfsdkError(
-            "hfsdk plot needs matplotlib; install it with `pip install 'hfsdk[plot]'`"
+            "hfsdk plot needs matplotlib; install it with "
+            "`pip install 'hfsdk-plugin-planner[plot]'`"
         ) from None
     path = Path(path)
     if path.suffix.lower() != ".png":

@@ -50,7 +50,8 @@ def draw_timeline(plan: Plan, path: str | Path) -> Path:
         import matplotlib.pyplot as plt
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise HfsdkError(
-            "drawing a timeline needs matplotlib; install it with `pip install hfsdk[plot]`"
+            "drawing a timeline needs matplotlib; install it with "
+            "`pip install 'hfsdk-plugin-planner[plot]'`"
         ) from exc
     path = Path(path)
     lanes = {pool.name: i for i, pool in enumerate(plan.pools)}
