@@ -137,9 +137,12 @@ class PlacementConfig:
             return  # a profile file is read (and checked) when the placement plugin runs
         presets = get_registry("clusters")
         if text.lower() not in presets:
+            known = ", ".join(sorted(presets)) or (
+                "none registered: the presets come with hfsdk-plugin-planner"
+            )
             raise ValueError(
                 f"'cluster' is {value!r}; expected 'auto' (detect this machine), a preset "
-                f"({', '.join(sorted(presets))}) or a cluster profile YAML path"
+                f"({known}) or a cluster profile YAML path"
             )
 
     @pools.validator

@@ -176,3 +176,8 @@ def test_a_manual_run_trains_without_the_planner(without_planner, tmp_path: Path
     (row,) = Trainer(config, tmp_path / "run", quiet=True).fit()
     assert row["timing/step_s"] > 0
     assert "perf/predicted_step_s" not in row  # no planner, no prediction observer
+
+
+def test_a_cluster_preset_without_the_planner_says_where_presets_come_from(without_planner) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(HfsdkError, match="presets come with hfsdk-plugin-planner"):
+        load_run_config("grpo", None, ["placement.cluster=a100-80gb"])
