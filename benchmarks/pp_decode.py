@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+from hfsdk_backend_common.hybrid.groups import create_groups
 from hfsdk_backend_common.hybrid.layout import (
     HeadShape,
     TrainLayout,
@@ -32,8 +34,6 @@ from hfsdk_backend_common.hybrid.layout import (
     generation_tp_groups,
     validate,
 )
-from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
-from hfsdk_backend_common.hybrid.groups import create_groups
 from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs
 from hfsdk_backend_common.hybrid.reshard import HybridEngine
 from hfsdk_backend_common.hybrid.stages import StageLink

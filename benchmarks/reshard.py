@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 
 from hfsdk_backend_common.hybrid.accounting import uniform_transition_bytes
+from hfsdk_backend_common.hybrid.groups import create_groups
 from hfsdk_backend_common.hybrid.layout import (
     GenLayout,
     HeadShape,
@@ -46,7 +47,6 @@ from hfsdk_backend_common.hybrid.layout import (
     generation_layout,
     validate,
 )
-from hfsdk_backend_common.hybrid.groups import create_groups
 from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs, tp_slice
 from hfsdk_backend_common.hybrid.reshard import HybridEngine
 from hfsdk_backend_common.testing.synthetic import synthetic_shard

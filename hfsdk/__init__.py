@@ -126,6 +126,7 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.trainer.faults import take_fault
     from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
+    from hfsdk.core.trainer.step_observers import StepObserver, StepView
     from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
     from hfsdk.core.weight_check import (
         Fingerprint,
@@ -163,6 +164,8 @@ _LAZY = {
     "Registry": "hfsdk.core.registry",
     "RegistryEntry": "hfsdk.core.registry",
     "Register": "hfsdk.hookspecs",
+    "StepObserver": "hfsdk.core.trainer.step_observers",
+    "StepView": "hfsdk.core.trainer.step_observers",
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",

@@ -128,23 +128,6 @@ class PlacementConfig:
         default="auto",
     )
 
-    @cluster.validator
-    def _known_cluster(self, _attr: attrs.Attribute, value: str) -> None:
-        from hfsdk.core.plugin_manager import get_registry
-
-        text = value.strip()
-        if value == "auto" or text.endswith((".yaml", ".yml")) or "/" in text:
-            return  # a profile file is read (and checked) when the placement plugin runs
-        presets = get_registry("clusters")
-        if text.lower() not in presets:
-            known = ", ".join(sorted(presets)) or (
-                "none registered: the presets come with hfsdk-plugin-planner"
-            )
-            raise ValueError(
-                f"'cluster' is {value!r}; expected 'auto' (detect this machine), a preset "
-                f"({known}) or a cluster profile YAML path"
-            )
-
     @pools.validator
     def _nonempty(self, _attr: attrs.Attribute, value: dict[str, PoolConfig]) -> None:
         if not value:

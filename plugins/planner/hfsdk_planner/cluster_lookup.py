@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -87,3 +88,19 @@ def resolve_cluster(name: str | Cluster) -> Cluster:
     if isinstance(name, str) and name.strip().lower() == "auto":
         return detect_cluster()
     return get_cluster(name)
+
+
+def cluster_config_problems(config: Any) -> list[str]:
+    """``placement.cluster`` names a registered preset, a profile path or ``auto``."""
+    value = str(config.placement.cluster)
+    text = value.strip()
+    if text == "auto" or is_profile_path(text):
+        return []  # a profile file is read (and checked) when the planner runs
+    presets = cluster_presets()
+    if text.lower() in presets:
+        return []
+    return [
+        f"placement.cluster is {value!r}; expected 'auto' (detect this machine), a preset "
+        f"({', '.join(sorted(presets))}) or a cluster profile YAML path "
+        "(hfsdk calibrate --output FILE)"
+    ]

@@ -37,8 +37,7 @@ def run_memory_warning(
     return memory_warning(pools, device_bytes=device_bytes, host_bytes=host_bytes)
 
 
-def memory_preflight(config: Any) -> None:
-    """The preflight check: log the warning (a tight estimate must not stop a run)."""
-    warning = run_memory_warning(config)
-    if warning:
-        logger.warning(warning)
+def memory_preflight(config: Any, spec: Any, prepared: Any) -> str | None:
+    """The ``run_memory`` preflight check: a warning line, never a refusal (an estimate
+    that is tight must not stop a run that may fit)."""
+    return run_memory_warning(config)

@@ -1,4 +1,5 @@
-"""Hook implementations of the planner: cluster presets, commands, ``placement: auto``."""
+"""Hook implementations of the planner: cluster presets, commands, ``placement: auto``,
+the predicted step time and the memory preflight."""
 
 from __future__ import annotations
 
@@ -33,3 +34,27 @@ def hfsdk_resolve_placement(config: Any) -> dict[str, Any]:
     from hfsdk_planner.resolve import resolve_placement
 
     return resolve_placement(config)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_step_observers(register: Register) -> None:
+    """Register ``predicted_step``: every run logs ``perf/predicted_step_s``."""
+    from hfsdk_planner.prediction import prediction_observer
+
+    register("predicted_step", prediction_observer)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``run_memory``: a warning when the memory model says the run will not fit."""
+    from hfsdk_planner.memory_check import memory_preflight
+
+    register("run_memory", memory_preflight)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str]:
+    """``placement.cluster`` names a preset, a profile file or ``auto``."""
+    from hfsdk_planner.cluster_lookup import cluster_config_problems
+
+    return cluster_config_problems(config)

@@ -642,3 +642,4 @@ def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | N
             "and a rollout pool; give placement.pools by hand"
         )
     return best[1], best[2]
+
