@@ -132,6 +132,13 @@ if TYPE_CHECKING:
         RolloutBackend,
         build_rollout,
     )
+    from hfsdk.core.rollout_output import (
+        assemble_rollout,
+        eos_token_ids,
+        merge_rollout_metrics,
+        position_ids_from_mask,
+        response_mask_from_eos,
+    )
     from hfsdk.core.trainer.faults import take_fault
     from hfsdk.core.trainer.step_observers import StepObserver, StepView
     from hfsdk.core.weight_check import (
@@ -225,6 +232,11 @@ _LAZY = {
     "GenerationRequest": "hfsdk.core.rollout_contract",
     "GenerationResult": "hfsdk.core.rollout_contract",
     "build_rollout": "hfsdk.core.rollout_contract",
+    "assemble_rollout": "hfsdk.core.rollout_output",
+    "eos_token_ids": "hfsdk.core.rollout_output",
+    "merge_rollout_metrics": "hfsdk.core.rollout_output",
+    "position_ids_from_mask": "hfsdk.core.rollout_output",
+    "response_mask_from_eos": "hfsdk.core.rollout_output",
     "help_field": "hfsdk.core.config.help",
     "field_help": "hfsdk.core.config.help",
     "HfsdkError": "hfsdk.core.errors",
