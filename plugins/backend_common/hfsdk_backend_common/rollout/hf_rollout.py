@@ -489,4 +489,3 @@ class HFRollout(RolloutBackend):
             metrics=self._agreed_metrics(),
             extra=extra,
         )
-
