@@ -11,6 +11,7 @@ differ), and the actor must train on it.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,6 @@ from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
 from hfsdk.core.trainer.trainer import Trainer
 from tests.conftest import make_distribution
 from tests.core.contract_rollout import doc_example_source
-
-pytest.importorskip("hfsdk_grpo")
 
 N = 4
 RUN = [
@@ -56,6 +55,19 @@ def doc_rollout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     names = [n for n, e in get_registry("rollout_backends").items() if e.plugin == "my_rollout"]
     assert len(names) == 1, names
     return names[0]
+
+
+def test_hfsdk_list_describes_the_example_by_its_docstring(doc_rollout: str) -> None:
+    from click.testing import CliRunner
+
+    from hfsdk.core.cli.main import cli
+
+    impl = get_registry("rollout_backends")[doc_rollout].impl
+    first_line = impl.__doc__.strip().splitlines()[0]
+    result = CliRunner().invoke(cli, ["list", "rollout-backends"])
+    assert result.exit_code == 0, result.output
+    line = rf"^{doc_rollout} +{re.escape(first_line)}  \[my_rollout\]$"
+    assert re.search(line, result.output, re.M), result.output
 
 
 def test_the_doc_rollout_example_trains_grpo(doc_rollout: str, tmp_path: Path) -> None:
