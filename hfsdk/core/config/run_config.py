@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -40,6 +40,13 @@ from hfsdk.core.config.signal_config import SignalConfig
 from hfsdk.core.errors import ConfigError, HfsdkError
 from hfsdk.core.plugin_manager import HfsdkPluginManager, get_plugin_manager
 from hfsdk.core.registry import Registry, closest_match
+
+if TYPE_CHECKING:
+    from hfsdk.core.algorithm import AlgorithmConfig
+    from hfsdk.core.data.data_config import DataConfig
+    from hfsdk.core.role_config import RolloutConfig
+    from hfsdk.core.trainer.placement_config import PlacementConfig
+    from hfsdk.core.trainer.trainer_config import TrainerConfig
 
 
 def section_classes(pm: HfsdkPluginManager | None = None) -> dict[str, type]:
@@ -59,6 +66,33 @@ class RunConfig:
 
     algo: str
     sections: Mapping[str, Any] = attrs.field(converter=lambda s: MappingProxyType(dict(s)))
+
+    # Typed views of the sections every run has; role sections (``actor``, ``critic``, ...)
+    # and plugin-contributed ones are reached by name (``config.sections[name]``).
+    @property
+    def trainer(self) -> TrainerConfig:
+        """The ``trainer`` section."""
+        return self.sections["trainer"]
+
+    @property
+    def data(self) -> DataConfig:
+        """The ``data`` section."""
+        return self.sections["data"]
+
+    @property
+    def placement(self) -> PlacementConfig:
+        """The ``placement`` section."""
+        return self.sections["placement"]
+
+    @property
+    def algorithm(self) -> AlgorithmConfig:
+        """The ``algorithm`` section (the algorithm's own config class)."""
+        return self.sections["algorithm"]
+
+    @property
+    def rollout(self) -> RolloutConfig:
+        """The ``rollout`` section (the selected rollout backend's config class)."""
+        return self.sections["rollout"]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
