@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from tinker import types
+from tinker.types.try_again_response import TryAgainResponse
 
 from hfsdk import HfsdkError
 from hfsdk_serve.futures import Futures
@@ -211,7 +212,7 @@ class TinkerApp:
             return _error(f"unknown request id {body.request_id!r} (expired or never sent)", 404)
         future = await self.futures.wait(body.request_id)
         if future is None:
-            return _json(types.TryAgainResponse(request_id=body.request_id, queue_state="active"))
+            return _json(TryAgainResponse(request_id=body.request_id, queue_state="active"))
         outcome = future.result()
         if isinstance(outcome, _Failure):
             return _json(types.RequestFailedResponse(error=outcome.message, category=outcome.category))
