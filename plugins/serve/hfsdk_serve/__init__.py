@@ -1,1 +1,1 @@
-"""hfsdk serve: the Tinker training API on hfsdk (fsdp backend, LoRA, several users per base model)."""
+"""hfsdk serve: the Tinker training API on hfsdk (LoRA clients sharing one base model)."""

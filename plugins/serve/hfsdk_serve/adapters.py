@@ -126,9 +126,7 @@ class AdapterPool:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(spec.seed)
             self.peft.add_adapter(name, config)
-        params = {
-            _key(n, name): p for n, p in self.peft.named_parameters() if f".{name}." in n
-        }
+        params = {_key(n, name): p for n, p in self.peft.named_parameters() if f".{name}." in n}
         if not params:
             raise HfsdkError(
                 f"the base model {self.model_dir.name} has none of the modules "

@@ -76,7 +76,9 @@ class TinkerApp:
                 route("/api/v1/client/dynamic_config", self.dynamic_config, methods=["POST"]),
                 route("/api/v1/create_session", self.create_session, methods=["POST"]),
                 route("/api/v1/session_heartbeat", self.heartbeat, methods=["POST"]),
-                route("/api/v1/sessions/{session_id}/finish", self.finish_session, methods=["POST"]),
+                route(
+                    "/api/v1/sessions/{session_id}/finish", self.finish_session, methods=["POST"]
+                ),
                 route("/api/v1/telemetry", self.telemetry, methods=["POST"]),
                 route("/api/v1/create_model", self.create_model, methods=["POST"]),
                 route("/api/v1/get_info", self.get_info, methods=["POST"]),
@@ -103,7 +105,13 @@ class TinkerApp:
         except pydantic.ValidationError as exc:
             raise _BadRequest(_validation_message(exc)) from None
 
-    def _submit(self, fn: Callable[..., Any], *args: Any, model_id: str | None = None, samples: int | None = None) -> Response:
+    def _submit(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        model_id: str | None = None,
+        samples: int | None = None,
+    ) -> Response:
         request_id = self.futures.submit(_guarded(fn), *args)
         future = types.UntypedAPIFuture(
             request_id=request_id,
@@ -215,7 +223,9 @@ class TinkerApp:
             return _json(TryAgainResponse(request_id=body.request_id, queue_state="active"))
         outcome = future.result()
         if isinstance(outcome, _Failure):
-            return _json(types.RequestFailedResponse(error=outcome.message, category=outcome.category))
+            return _json(
+                types.RequestFailedResponse(error=outcome.message, category=outcome.category)
+            )
         if isinstance(outcome, bytes):
             return Response(outcome, media_type=PROTO_CONTENT_TYPE)
         return _json(outcome)
@@ -241,7 +251,7 @@ class _Failure:
 
 
 def _guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` with its errors turned into a :class:`_Failure` (user errors: one line, no traceback)."""
+    """``fn`` with its errors turned into a :class:`_Failure` (user errors: one line)."""
 
     def run(*args: Any) -> Any:
         try:

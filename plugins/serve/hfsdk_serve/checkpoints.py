@@ -22,6 +22,7 @@ KINDS = ("weights", "sampler_weights")
 FILE = "checkpoint.pt"
 FORMAT = "hfsdk-serve/1"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
+_MODEL_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._:-]{0,255}$")
 
 
 def _check_name(value: str, what: str) -> str:
@@ -52,7 +53,9 @@ def resolve(state_dir: Path, path: str) -> Path:
             "sampler_weights>/<name>"
         )
     model_id, kind, name = parts
-    return state_dir / _check_name(model_id, "model id") / kind / _check_name(name, "name") / FILE
+    if not _MODEL_ID.match(model_id):
+        raise HfsdkError(f"checkpoint path {path!r} names no valid model id ({model_id!r})")
+    return state_dir / model_id / kind / _check_name(name, "name") / FILE
 
 
 def write(file: Path, state: dict[str, Any], *, overwrite: bool) -> None:

@@ -40,7 +40,13 @@ def check_listen(host: str, api_key: str | None) -> None:
         )
 
 
-def build_app(base_model: str | Path, state_dir: str | Path, *, api_key: str | None = None, model_name: str | None = None):  # noqa: ANN201
+def build_app(
+    base_model: str | Path,
+    state_dir: str | Path,
+    *,
+    api_key: str | None = None,
+    model_name: str | None = None,
+):
     """The ASGI app serving ``base_model`` (loads the model)."""
     from hfsdk_serve.app import TinkerApp
     from hfsdk_serve.service import Service
@@ -56,13 +62,50 @@ def build_app(base_model: str | Path, state_dir: str | Path, *, api_key: str | N
 
 
 @click.command("serve")
-@click.option("--base-model", required=True, type=click.Path(file_okay=False), help="Local HF model directory every client's LoRA adapters train on.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (beyond loopback only with an API key).")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port to listen on.")
-@click.option("--state-dir", default="serve_state", show_default=True, type=click.Path(file_okay=False), help="Where save_state / save_weights_for_sampler write (a restarted server loads from it).")
-@click.option("--api-key", default=None, help=f"Key clients must send (X-API-Key; starts with 'tml-'); default ${API_KEY_ENV}.")
-@click.option("--model-name", default=None, help="Name clients pass as base_model (default: the directory path).")
-def serve(base_model: str, host: str, port: int, state_dir: str, api_key: str | None, model_name: str | None) -> None:
+@click.option(
+    "--base-model",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Local HF model directory every client's LoRA adapters train on.",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (beyond loopback only with an API key).",
+)
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on.",
+)
+@click.option(
+    "--state-dir",
+    default="serve_state",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where save_state / save_weights_for_sampler write (a restarted server loads from it).",
+)
+@click.option(
+    "--api-key",
+    default=None,
+    help=f"Key clients must send (X-API-Key; starts with 'tml-'); default ${API_KEY_ENV}.",
+)
+@click.option(
+    "--model-name",
+    default=None,
+    help="Name clients pass as base_model (default: the directory path).",
+)
+def serve(
+    base_model: str,
+    host: str,
+    port: int,
+    state_dir: str,
+    api_key: str | None,
+    model_name: str | None,
+) -> None:
     """Serve the Tinker training API (forward_backward, optim_step, sample, save/load state)."""
     import uvicorn
 

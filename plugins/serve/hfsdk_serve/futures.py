@@ -29,7 +29,9 @@ class Futures:
     """The model thread and the results of the requests it ran."""
 
     def __init__(self) -> None:
-        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="hfsdk-serve-model")
+        self._thread = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="hfsdk-serve-model"
+        )
         self._results: OrderedDict[str, concurrent.futures.Future[Any]] = OrderedDict()
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> str:
@@ -48,8 +50,10 @@ class Futures:
         """Whether ``request_id`` is a request whose result is still kept."""
         return request_id in self._results
 
-    async def wait(self, request_id: str, timeout: float = POLL_SECONDS) -> concurrent.futures.Future[Any] | None:
-        """The finished future of ``request_id``, or ``None`` if it is still running after ``timeout``."""
+    async def wait(
+        self, request_id: str, timeout: float = POLL_SECONDS
+    ) -> concurrent.futures.Future[Any] | None:
+        """The finished future of ``request_id``; ``None`` if still running after ``timeout``."""
         future = self._results[request_id]
         if not future.done():
             waiter = asyncio.wrap_future(future)

@@ -23,7 +23,9 @@ import torch
 
 from hfsdk import HfsdkError
 
-LossFn = Callable[[torch.Tensor, Mapping[str, torch.Tensor], Mapping[str, float | str]], torch.Tensor]
+LossFn = Callable[
+    [torch.Tensor, Mapping[str, torch.Tensor], Mapping[str, float | str]], torch.Tensor
+]
 
 DEFAULT_CLIP_LOW = 0.8
 DEFAULT_CLIP_HIGH = 1.2
@@ -66,7 +68,10 @@ def _clip_bounds(
     inputs: Mapping[str, torch.Tensor], config: Mapping[str, float | str], like: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     bounds = []
-    for key, default in (("clip_low_threshold", DEFAULT_CLIP_LOW), ("clip_high_threshold", DEFAULT_CLIP_HIGH)):
+    for key, default in (
+        ("clip_low_threshold", DEFAULT_CLIP_LOW),
+        ("clip_high_threshold", DEFAULT_CLIP_HIGH),
+    ):
         if key in inputs:
             bounds.append(inputs[key])
             continue

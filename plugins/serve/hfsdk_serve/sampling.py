@@ -29,7 +29,9 @@ from hfsdk_serve.wire import SequenceOut
 class AdapterSource:
     """The rollout contract's ``ActorSource`` for adapter ``adapter`` (``None``: the base model)."""
 
-    def __init__(self, pool: AdapterPool, adapter: str | None, stop_ids: Sequence[int] = ()) -> None:
+    def __init__(
+        self, pool: AdapterPool, adapter: str | None, stop_ids: Sequence[int] = ()
+    ) -> None:
         self.pool = pool
         self.adapter = adapter
         self.tokenizer = pool.tokenizer
@@ -89,7 +91,9 @@ def _token_logprobs(
     return out
 
 
-def sample(pool: AdapterPool, adapter: str | None, spec: SampleSpec) -> tuple[list[SequenceOut], list[float] | None]:
+def sample(
+    pool: AdapterPool, adapter: str | None, spec: SampleSpec
+) -> tuple[list[SequenceOut], list[float] | None]:
     """``spec.num_samples`` continuations of ``spec.prompt`` (and the prompt's log-probs)."""
     vocab = pool.vocab_size
     bad = [t for t in spec.prompt if not 0 <= t < vocab]

@@ -40,14 +40,16 @@ class Sampler:
 class Service:
     """hfsdk serve's state: the adapter pool, the training clients and the samplers."""
 
-    def __init__(self, model_dir: str | Path, state_dir: str | Path, *, model_name: str | None = None) -> None:
+    def __init__(
+        self, model_dir: str | Path, state_dir: str | Path, *, model_name: str | None = None
+    ) -> None:
         self.pool = AdapterPool(model_dir)
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.model_name = model_name or str(self.pool.model_dir)
         self.sessions: set[str] = set()
         self.models: dict[str, str] = {}
-        """model id -> session id."""
+        """model id (``<session>:train:<n>``, as the SDK derives it) -> its adapter's name."""
         self.samplers: dict[str, Sampler] = {}
         self.snapshots: dict[str, OrderedDict[str, None]] = {}
         self._ids = itertools.count(1)
@@ -90,12 +92,24 @@ class Service:
             )
 
     def check_model(self, model_id: str | None) -> str:
-        """``model_id`` when it names a live training client (an error naming it otherwise)."""
-        if model_id not in self.models:
+        """The adapter of training client ``model_id`` (an error naming it when there is none)."""
+        if model_id is None or model_id not in self.models:
             raise HfsdkError(
                 f"unknown model_id {model_id!r}: no training client with that id on this server "
                 "(created on another server run?); create one, or load a saved state"
             )
+        return self.models[model_id]
+
+    def _register(self, session_id: str | None, model_seq_id: int | None, spec: AdapterSpec) -> str:
+        """A new training client's model id, with a fresh adapter of ``spec``."""
+        if session_id is None or model_seq_id is None:
+            raise HfsdkError("creating a training client needs a session_id and a model_seq_id")
+        model_id = f"{session_id}:train:{model_seq_id}"
+        if model_id in self.models:
+            raise HfsdkError(f"model {model_id!r} exists already; use a new model_seq_id")
+        adapter = self._new_id("tc")
+        self.pool.add(adapter, spec)
+        self.models[model_id] = adapter
         return model_id
 
     # -- training clients ------------------------------------------------------------------
@@ -119,17 +133,15 @@ class Service:
             train_mlp=lora.train_mlp,
             train_unembed=lora.train_unembed,
         )
-        model_id = self._new_id("tc")
-        self.pool.add(model_id, spec)
-        self.models[model_id] = request.session_id
-        return types.CreateModelResponse(model_id=model_id)
+        return types.CreateModelResponse(
+            model_id=self._register(request.session_id, request.model_seq_id, spec)
+        )
 
     def get_info(self, request: types.GetInfoRequest) -> types.GetInfoResponse:
         """The client's base model, tokenizer and LoRA rank."""
-        model_id = self.check_model(request.model_id)
-        spec = self.pool.get(model_id).spec
+        spec = self.pool.get(self.check_model(request.model_id)).spec
         return types.GetInfoResponse(
-            model_id=model_id,
+            model_id=request.model_id,
             model_data=types.ModelData(
                 arch=type(self.pool.peft.get_base_model()).__name__,
                 model_name=self.model_name,
@@ -142,10 +154,10 @@ class Service:
 
     def forward_backward(self, request: FwdBwdIn) -> bytes:
         """``forward`` / ``forward_backward``: per datum log-probs, ``loss:sum``; protobuf."""
-        model_id = self.check_model(request.model_id)
+        adapter = self.check_model(request.model_id)
         outputs, metrics = forward_backward(
             self.pool,
-            model_id,
+            adapter,
             request.data,
             request.loss_fn,
             request.loss_fn_config,
@@ -155,20 +167,22 @@ class Service:
 
     def optim_step(self, request: types.OptimStepRequest) -> types.OptimStepResponse:
         """One AdamW step with the request's ``AdamParams``."""
-        model_id = self.check_model(request.model_id)
+        adapter = self.check_model(request.model_id)
         params = request.optim_params
         if not isinstance(params, types.AdamParams):
-            raise HfsdkError(f"optimizer params of type {params.type!r} are not served; send AdamParams")
-        return types.OptimStepResponse(metrics=optim_step(self.pool, model_id, params.model_dump()))
+            raise HfsdkError(
+                f"optimizer params of type {params.type!r} are not served; send AdamParams"
+            )
+        return types.OptimStepResponse(metrics=optim_step(self.pool, adapter, params.model_dump()))
 
     # -- state -----------------------------------------------------------------------------
 
-    def _state(self, model_id: str, *, optimizer: bool) -> dict:
-        adapter = self.pool.get(model_id)
+    def _state(self, name: str, *, optimizer: bool) -> dict:
+        adapter = self.pool.get(name)
         state = {
             "base_model": str(self.pool.model_dir),
             "spec": adapter.spec.to_json(),
-            "adapter": self.pool.adapter_state(model_id),
+            "adapter": self.pool.adapter_state(name),
             "steps": adapter.steps,
         }
         if optimizer:
@@ -178,11 +192,11 @@ class Service:
 
     def save_weights(self, request: types.SaveWeightsRequest) -> types.SaveWeightsResponse:
         """``save_state``: adapter and optimizer under ``tinker://<model_id>/weights/<name>``."""
-        model_id = self.check_model(request.model_id)
-        name = request.path or f"step-{self.pool.get(model_id).steps}"
-        path = checkpoints.tinker_path(model_id, "weights", name)
+        adapter = self.check_model(request.model_id)
+        name = request.path or f"step-{self.pool.get(adapter).steps}"
+        path = checkpoints.tinker_path(request.model_id, "weights", name)
         file = checkpoints.resolve(self.state_dir, path)
-        checkpoints.write(file, self._state(model_id, optimizer=True), overwrite=request.overwrite)
+        checkpoints.write(file, self._state(adapter, optimizer=True), overwrite=request.overwrite)
         return types.SaveWeightsResponse(path=path, type="save_weights")
 
     def load_weights(self, request: types.LoadWeightsRequest) -> types.LoadWeightsResponse:
@@ -200,15 +214,15 @@ class Service:
                 f"{self.pool.model_dir}"
             )
         if request.model_id is not None:
-            model_id = self.check_model(request.model_id)
+            model_id = request.model_id
+            name = self.check_model(model_id)
         else:
-            if request.session_id is None:
-                raise HfsdkError("load_weights needs a model_id or a session_id")
-            model_id = self._new_id("tc")
-            self.pool.add(model_id, AdapterSpec(**state["spec"]))
-            self.models[model_id] = request.session_id
-        adapter = self.pool.get(model_id)
-        self.pool.load_adapter_state(model_id, state["adapter"])
+            model_id = self._register(
+                request.session_id, request.model_seq_id, AdapterSpec(**state["spec"])
+            )
+            name = self.models[model_id]
+        adapter = self.pool.get(name)
+        self.pool.load_adapter_state(name, state["adapter"])
         assert adapter.optimizer is not None
         if request.optimizer:
             adapter.optimizer.load_state_dict(state["optimizer"])
@@ -221,12 +235,12 @@ class Service:
 
     # -- samplers --------------------------------------------------------------------------
 
-    def _snapshot(self, model_id: str) -> str:
-        """A frozen copy of the client's adapter (what a snapshot sampler samples)."""
+    def _snapshot(self, adapter: str) -> str:
+        """A frozen copy of ``adapter`` (what a snapshot sampler samples)."""
         name = self._new_id("snap")
-        self.pool.add(name, self.pool.get(model_id).spec, trainable=False)
-        self.pool.copy_into(model_id, name)
-        kept = self.snapshots.setdefault(model_id, OrderedDict())
+        self.pool.add(name, self.pool.get(adapter).spec, trainable=False)
+        self.pool.copy_into(adapter, name)
+        kept = self.snapshots.setdefault(adapter, OrderedDict())
         kept[name] = None
         while len(kept) > SNAPSHOTS_KEPT:
             old, _ = kept.popitem(last=False)
@@ -237,16 +251,18 @@ class Service:
         self, request: types.SaveWeightsForSamplerRequest
     ) -> types.SaveWeightsForSamplerResponseInternal:
         """A named sampler checkpoint, or (no name) a snapshot sampling session."""
-        model_id = self.check_model(request.model_id)
+        adapter = self.check_model(request.model_id)
         if request.path is not None:
-            path = checkpoints.tinker_path(model_id, "sampler_weights", request.path)
+            path = checkpoints.tinker_path(request.model_id, "sampler_weights", request.path)
             file = checkpoints.resolve(self.state_dir, path)
-            checkpoints.write(file, self._state(model_id, optimizer=False), overwrite=True)
+            checkpoints.write(file, self._state(adapter, optimizer=False), overwrite=True)
             return types.SaveWeightsForSamplerResponseInternal(path=path)
         if request.kind != "snapshot":
             raise HfsdkError(f"sampling client kind {request.kind!r} is not served; use 'snapshot'")
         session = self._new_id("sampler")
-        self.samplers[session] = Sampler(adapter=self._snapshot(model_id), model_path=None, owner=model_id)
+        self.samplers[session] = Sampler(
+            adapter=self._snapshot(adapter), model_path=None, owner=request.model_id
+        )
         return types.SaveWeightsForSamplerResponseInternal(sampling_session_id=session)
 
     def create_sampling_session(
@@ -304,7 +320,9 @@ class Service:
             if asked
         ]
         if unsupported:
-            raise HfsdkError(f"{', '.join(unsupported)} not served by hfsdk serve; leave them unset")
+            raise HfsdkError(
+                f"{', '.join(unsupported)} not served by hfsdk serve; leave them unset"
+            )
         stop = params.stop
         if isinstance(stop, str) or (stop and not all(isinstance(s, int) for s in stop)):
             raise HfsdkError(
@@ -328,4 +346,3 @@ class Service:
         )
         sequences, prompt_logprobs = sample(self.pool, sampler.adapter, spec)
         return encode_sample(sequences, prompt_logprobs)
-

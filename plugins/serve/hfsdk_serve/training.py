@@ -41,7 +41,10 @@ def _check_datum(i: int, datum: DatumIn, vocab: int, limit: int) -> None:
                 f"datum {i}: loss_fn_inputs[{name!r}] has shape {list(value.shape)} but "
                 f"model_input has {n} tokens; every loss input needs one value per input token"
             )
-    for name, values in (("model_input", np.asarray(datum.tokens)), ("target_tokens", datum.inputs["target_tokens"])):
+    for name, values in (
+        ("model_input", np.asarray(datum.tokens)),
+        ("target_tokens", datum.inputs["target_tokens"]),
+    ):
         bad = values[(values < 0) | (values >= vocab)]
         if bad.size:
             raise HfsdkError(

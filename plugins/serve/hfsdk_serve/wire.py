@@ -56,7 +56,9 @@ def decode_forward_backward(body: bytes) -> FwdBwdIn:
     try:
         msg.ParseFromString(body)
     except Exception as exc:  # protobuf's DecodeError and friends
-        raise HfsdkError(f"the forward_backward body is not a ForwardBackwardRequest: {exc}") from None
+        raise HfsdkError(
+            f"the forward_backward body is not a ForwardBackwardRequest: {exc}"
+        ) from None
     config: dict[str, float | str] = {k: float(v) for k, v in msg.loss_fn_config.items()}
     for key, value in msg.loss_fn_config_v2.items():
         config[key] = value.text if value.WhichOneof("value") == "text" else float(value.number)
@@ -111,7 +113,9 @@ class SequenceOut:
     stopped: bool
 
 
-def encode_sample(sequences: Sequence[SequenceOut], prompt_logprobs: Sequence[float] | None) -> bytes:
+def encode_sample(
+    sequences: Sequence[SequenceOut], prompt_logprobs: Sequence[float] | None
+) -> bytes:
     """A ``SampleResponse`` (prompt log-probs NaN where none is defined: the first token)."""
     msg = pb.SampleResponse()
     for seq in sequences:

@@ -61,7 +61,9 @@ def start(model_dir: Path, state_dir: Path, *, api_key: str | None = None) -> Se
 
     app = build_app(model_dir, state_dir, api_key=api_key)
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app.asgi, host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(app.asgi, host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 60
@@ -69,7 +71,9 @@ def start(model_dir: Path, state_dir: Path, *, api_key: str | None = None) -> Se
         if time.monotonic() > deadline or not thread.is_alive():
             raise RuntimeError("the test server did not start")
         time.sleep(0.05)
-    return Served(f"http://127.0.0.1:{port}", app, Path(model_dir), load_tokenizer(model_dir), server)
+    return Served(
+        f"http://127.0.0.1:{port}", app, Path(model_dir), load_tokenizer(model_dir), server
+    )
 
 
 @pytest.fixture(scope="session")
@@ -94,6 +98,5 @@ def service_client(served: Served) -> Iterator[Any]:
     """A ``tinker.ServiceClient`` of the shared server (closed after the test)."""
     import tinker
 
-    client = tinker.ServiceClient(base_url=served.url, api_key=LOCAL_KEY)
-    yield client
-    client.close()
+    with tinker.ServiceClient(base_url=served.url, api_key=LOCAL_KEY) as client:
+        yield client
