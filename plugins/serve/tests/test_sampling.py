@@ -51,3 +51,36 @@ def test_sampler_logprobs_match_the_trainers_forward(served: Any, service_client
     assert scored[0] is None
     single = trainer.forward([datum], "cross_entropy").result().loss_fn_outputs[0]["logprobs"]
     np.testing.assert_allclose(scored[1:], single.to_numpy(), rtol=0, atol=1e-5)
+
+
+def test_forward_backward_custom_runs_through_the_sdk(served: Any, service_client: Any) -> None:
+    """A client-side custom loss equal to cross-entropy trains exactly like ``cross_entropy``.
+
+    The SDK runs ``forward``, differentiates the loss locally and sends the gradient as
+    ``cross_entropy`` weights: catches a server whose forward and backward disagree.
+    """
+    import torch
+
+    tokens = served.tokenizer.encode("5 + 3 = 8")
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": tokens[1:], "weights": [1.0] * (len(tokens) - 1)},
+    )
+    base = str(served.model_dir)
+    plain = service_client.create_lora_training_client(base_model=base, rank=4, seed=9).result()
+    custom = service_client.create_lora_training_client(base_model=base, rank=4, seed=9).result()
+
+    def nll(data: list, logprobs: list) -> tuple:
+        return -torch.stack([lp.sum() for lp in logprobs]).sum(), {}
+
+    for _ in range(2):
+        expected = plain.forward_backward([datum], "cross_entropy").result().metrics["loss:sum"]
+        plain.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+        got = custom.forward_backward_custom([datum], nll).result().metrics["loss:sum"]
+        custom.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+        assert abs(got - expected) < 1e-4 * max(1.0, abs(expected))
+    after_plain = plain.forward([datum], "cross_entropy").result().loss_fn_outputs[0]
+    after_custom = custom.forward([datum], "cross_entropy").result().loss_fn_outputs[0]
+    np.testing.assert_allclose(
+        after_custom["logprobs"].to_numpy(), after_plain["logprobs"].to_numpy(), atol=1e-4
+    )
