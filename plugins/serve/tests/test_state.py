@@ -167,3 +167,26 @@ def test_killed_server_resumes_from_last_saved_state(default_model_dir: Any, tmp
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(30)
+
+
+def test_named_sampler_weights_sample_like_the_snapshot(served: Any, service_client: Any) -> None:
+    """``save_weights_for_sampler(name)`` + ``create_sampling_client(model_path)`` = the snapshot.
+
+    Catches sampler checkpoints that miss tensors or load onto the base model.
+    """
+    data = _batch(served.tokenizer)
+    trainer = service_client.create_lora_training_client(
+        base_model=str(served.model_dir), rank=8, seed=4
+    ).result()
+    _step(trainer, data)
+    path = trainer.save_weights_for_sampler("sampler-one").result().path
+    assert path.endswith("/sampler_weights/sampler-one")
+    prompt = types.ModelInput.from_ints(served.tokenizer.encode("4 + 4 = 8"))
+    snapshot = trainer.save_weights_and_get_sampling_client().result()
+    loaded = service_client.create_sampling_client(model_path=path).result()
+    base = service_client.create_sampling_client(base_model=str(served.model_dir)).result()
+    expected = snapshot.compute_logprobs(prompt).result()
+    assert loaded.compute_logprobs(prompt).result() == expected
+    assert base.compute_logprobs(prompt).result() != expected
+    with pytest.raises(Exception, match="holds sampler weights only"):
+        service_client.create_training_client_from_state_with_optimizer(path).result()
