@@ -243,6 +243,7 @@ class Trainer:
                 spec=spec,
                 prompts=session.loader,  # the stream the checkpoint's data position tracks
                 tokenizer=self.prepared.tokenizer,
+                clock=session.clock,
             )
             algorithm: Algorithm = spec.program(context)
             self._observers = build_step_observers(
@@ -339,8 +340,6 @@ class Trainer:
         return session.restart_rollout()
 
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
-        from hfsdk.core.workers.futures import CALL_CLOCK
-
         cfg = self.config
         view = StepView(
             step=step,
@@ -351,7 +350,7 @@ class Trainer:
             session=session,
         )
         observers: StepObservers = self._observers
-        CALL_CLOCK.take()  # calls before this step (set-up, checkpoints) are not its overhead
+        session.clock.take()  # calls before this step (set-up, checkpoints) are not its overhead
         started = time.perf_counter()
         source = self._pipeline if self._pipeline is not None else session.loader
         with algorithm.stage("data"):
@@ -373,7 +372,7 @@ class Trainer:
         metrics["timing/step_s"] = step_s
         # What the controller added to its blocking worker calls: dispatch, serialization,
         # transfers, collect (the calls' wall time minus their slowest rank's method time).
-        calls_s, busy_s, calls = CALL_CLOCK.take()
+        calls_s, busy_s, calls = session.clock.take()
         metrics["perf/worker_calls"] = float(calls)
         metrics["perf/controller_overhead_s"] = calls_s - busy_s
         metrics["perf/controller_overhead_share"] = (calls_s - busy_s) / step_s if step_s else 0.0
