@@ -47,6 +47,11 @@ if TYPE_CHECKING:
     from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.help import field_help, help_field
+
+    # migration (issue 34): what the migration plugin (importers, reward styles, data inspect) uses
+    from hfsdk.core.config.loader import apply_overrides, load_yaml
+    from hfsdk.core.config.run_config import resolve_run_config, with_algorithm_preset
+    from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
     from hfsdk.core.data.chat import check_messages
     from hfsdk.core.data.conversation import (
         SupervisedSequence,
@@ -121,6 +126,7 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
     from hfsdk.core.registry import Registry, RegistryEntry
+    from hfsdk.core.rewards.call_styles import RewardCallStyle, RewardStyles
     from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
     from hfsdk.core.role_config import RoleConfig, RolloutConfig
     from hfsdk.core.rollout_contract import (
@@ -133,6 +139,7 @@ if TYPE_CHECKING:
         build_rollout,
     )
     from hfsdk.core.trainer.faults import take_fault
+    from hfsdk.core.trainer.trainer_config import LOGGERS
     from hfsdk.core.weight_check import (
         Fingerprint,
         WeightSyncMismatch,
@@ -306,6 +313,16 @@ _LAZY = {
     "manifest": "hfsdk.core.weight_check",
     "require_loaded": "hfsdk.core.weight_check",
     "take_fault": "hfsdk.core.trainer.faults",
+    # migration (issue 34): config files, run configs, reward call styles
+    "load_yaml": "hfsdk.core.config.loader",
+    "apply_overrides": "hfsdk.core.config.loader",
+    "load_yaml_text": "hfsdk.core.config.safe_yaml",
+    "read_config_text": "hfsdk.core.config.safe_yaml",
+    "resolve_run_config": "hfsdk.core.config.run_config",
+    "with_algorithm_preset": "hfsdk.core.config.run_config",
+    "LOGGERS": "hfsdk.core.trainer.trainer_config",
+    "RewardCallStyle": "hfsdk.core.rewards.call_styles",
+    "RewardStyles": "hfsdk.core.rewards.call_styles",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

@@ -193,3 +193,21 @@ def hfsdk_validate_config(config: Any) -> list[str] | None:
     Return a list of error messages (empty or ``None`` when the config is fine).
     Every plugin's answer is collected; any message stops the run before it starts.
     """
+
+
+# -- migration (issue 34): reward call styles --------------------------------------------------
+
+
+@hookspec
+def hfsdk_register_reward_styles(register: Register) -> None:
+    """Register reward call styles: ``register(name, hfsdk.RewardCallStyle(adapt=...))``.
+
+    A style calls reward functions written for another framework's convention
+    (e.g. verl's per-sample ``compute_score``) from hfsdk's
+    ``fn(prompts, responses, **columns)``: ``adapt(label, fn, settings)`` wraps
+    the function, ``recognises(fn)`` picks the style from a signature when a
+    config gives no ``style:``, and ``check(call, columns)`` explains, before a
+    run starts, why a function cannot be called that way. A reward section
+    selects one with ``functions: [{name: ..., style: NAME}]``; the table of
+    styles is resolved once when the section is loaded.
+    """

@@ -12,9 +12,9 @@ import click
 
 import hfsdk
 from hfsdk.core.cli.config_command import config
-from hfsdk.core.cli.data_command import data
 from hfsdk.core.cli.errors import exit_with, run_reporting_errors
 from hfsdk.core.cli.export_command import export
+from hfsdk.core.cli.known_commands import PluginCommandGroup
 from hfsdk.core.cli.list_command import list_entries
 from hfsdk.core.cli.plan_command import calibrate_command, plan
 from hfsdk.core.cli.plot_command import plot
@@ -26,7 +26,9 @@ from hfsdk.core.cli.sandbox_command import sandbox
 from hfsdk.core.logs import configure_logging
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=PluginCommandGroup, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(hfsdk.__version__, "--version", prog_name="hfsdk")
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.option(
@@ -45,7 +47,6 @@ def cli(debug: bool, log_level: str | None) -> None:
 cli.add_command(plugins)
 cli.add_command(list_entries)
 cli.add_command(config)
-cli.add_command(data)
 cli.add_command(run)
 cli.add_command(plan)
 cli.add_command(calibrate_command)

@@ -173,6 +173,8 @@ class _Composer:
         data = dict(data)
         model = data.pop("model", None)
         signal = self.add(role, SignalConfig, data)
+        if signal is not None:
+            self.signal_functions(role, signal)
         if model is None or signal is None:
             return
         if not isinstance(model, dict):
@@ -183,6 +185,27 @@ class _Composer:
         self.sections.pop(path, None)
         if structured is not None:
             self.sections[role] = attrs.evolve(signal, model=structured)
+
+
+    def signal_functions(self, role: str, signal: SignalConfig) -> None:
+        """Registered reward function names and call styles are known (files are not run
+        here): a name from a plugin that failed to load is refused now, naming the plugin."""
+        from hfsdk.core.rewards.call_styles import RewardStyles
+
+        styles = None
+        for index, function in enumerate(signal.functions):
+            key = f"{role}.functions[{index}]"
+            if function.name is not None and ":" not in function.name:
+                try:
+                    self.registry_of("reward_functions")[function.name]
+                except HfsdkError as exc:
+                    self.errors.append(f"config key '{key}.name': {exc}")
+            if function.style is not None:
+                styles = styles or RewardStyles.from_registry(self.registry_of("reward_styles"))
+                try:
+                    styles.check_name(function.name or "remote", function.style)
+                except HfsdkError as exc:
+                    self.errors.append(f"config key '{key}.style': {exc}")
 
 
 def resolve_run_config(

@@ -29,7 +29,9 @@ class RewardCall:
     fn: Callable[..., Any]
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
     style: str = "hfsdk"
-    """The convention the user's function follows (``hfsdk.core.rewards.styles``)."""
+    """The convention the user's function follows (``hfsdk.core.rewards.call_styles``)."""
+    check: Callable[[Any, Any], str | None] | None = None
+    """Its call style's signature check (``RewardCallStyle.check``); ``None`` for hfsdk's."""
     metric: str | None = None
     """The name its metrics are logged under (``None``: :attr:`label`)."""
 

@@ -39,7 +39,7 @@ def inspect_command(
     import datasets
 
     from hfsdk.core.config.loader import apply_overrides, load_yaml
-    from hfsdk.core.data.inspection import check_files, inspect_dataset
+    from hfsdk_migration.inspection import check_files, inspect_dataset
 
     datasets.disable_progress_bars()  # the report is the output; loading bars are noise
     raw = load_yaml(config_file) if config_file else {}

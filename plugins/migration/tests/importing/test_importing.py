@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hfsdk_migration.importing import import_config, load_source
 
 from hfsdk.core.cli.main import main
 from hfsdk.core.config import resolve_run_config
-from hfsdk.core.config.importing import import_config, load_source
 from hfsdk.core.errors import ConfigError
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 import torch
+from hfsdk_migration.reward_styles import detect_style
 
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.rewards import RewardFunctionError, compute_rewards, load_reward_functions
-from hfsdk.core.rewards.styles import detect_style
 
 SOURCE = """
 import torch
@@ -202,7 +202,7 @@ def test_explicit_style_wins_and_bad_styles_are_refused(rewards: Any) -> None:
     # 'plain(a, b)' matches no signature; declared verl, it is called per sample by keyword.
     with pytest.raises(RewardFunctionError, match=r"\(verl style\) raised TypeError"):
         _score(rewards, "plain", ["5", "3"], _columns(), style="verl")
-    with pytest.raises(HfsdkError, match="style='ray'; expected one of hfsdk, verl, trl, openrlhf"):
+    with pytest.raises(HfsdkError, match="style='ray'; expected one of hfsdk, openrlhf, trl, verl"):
         _score(rewards, "native", ["5", "3"], _columns(), style="ray")
     with pytest.raises(HfsdkError, match="registered hfsdk function; style='verl'"):
         compute_rewards(
