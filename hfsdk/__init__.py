@@ -323,6 +323,21 @@ _LAZY = {
     "LOGGERS": "hfsdk.core.trainer.trainer_config",
     "RewardCallStyle": "hfsdk.core.rewards.call_styles",
     "RewardStyles": "hfsdk.core.rewards.call_styles",
+    "load_run_config": "hfsdk.core.config.run_config",
+    "make_converter": "hfsdk.core.config.converter",
+    "structure": "hfsdk.core.config.converter",
+    # migration (issue 34): what `hfsdk data inspect` checks as a run would
+    "DataConfig": "hfsdk.core.data.data_config",
+    "INTERNAL_COLUMNS": "hfsdk.core.data.columns",
+    "reward_column_names": "hfsdk.core.data.columns",
+    "PromptLoader": "hfsdk.core.data.prompt_dataset",
+    "load_prompt_dataset": "hfsdk.core.data.prompt_dataset",
+    "plain_rendering_reported": "hfsdk.core.data.prompt_dataset",
+    "unknown_token_shares": "hfsdk.core.data.unknown_tokens",
+    "load_reward_functions": "hfsdk.core.rewards.composition",
+    "signature_problem": "hfsdk.core.rewards.signatures",
+    "run_assets": "hfsdk.core.trainer.preflight",
+    "run_signals": "hfsdk.core.trainer.preflight",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

@@ -96,9 +96,12 @@ def hfsdk_register_rollout_corrections(register: Register) -> None:
 def hfsdk_register_reward_functions(register: Register) -> None:
     """Register reward functions.
 
-    ``register(name, fn, config_cls=None)``. ``fn(prompts, responses, **columns)``
-    returns one float per sample, or one dict per sample with a ``score`` key
-    (other keys are logged as metrics). ``fn`` may be ``async``.
+    ``register(name, fn, config_cls=None, columns=None)``. ``fn(prompts, responses,
+    **columns)`` returns one float per sample, or one dict per sample with a ``score`` key
+    (other keys are logged as metrics). ``fn`` may be ``async``. ``columns(config)``
+    names the dataset columns it reads under that config (e.g. an answer column), so
+    a run refuses a dataset without them before it starts, and ``hfsdk data inspect``
+    says so.
     """
 
 

@@ -32,6 +32,9 @@ class RewardCall:
     """The convention the user's function follows (``hfsdk.core.rewards.call_styles``)."""
     check: Callable[[Any, Any], str | None] | None = None
     """Its call style's signature check (``RewardCallStyle.check``); ``None`` for hfsdk's."""
+    needs: tuple[str, ...] = ()
+    """Dataset columns it reads whatever its signature says (a registered function's
+    ``columns(config)``), e.g. ``exact_match``'s ``answer_column``."""
     metric: str | None = None
     """The name its metrics are logged under (``None``: :attr:`label`)."""
 

@@ -134,19 +134,27 @@ def load_reward_functions(
                 f"reward function {label!r} is a registered hfsdk function; style={style!r} "
                 "applies only to functions given as 'module:function' or 'file.py:function'"
             )
-        check = None
+        check, needs = None, ()
         if resolved.config_cls is not None:
             fn, call_kwargs, style = (
                 resolved.fn,
                 _build_kwargs(label, resolved.config_cls, kwargs),
                 "hfsdk",
             )
+            if resolved.columns is not None:
+                needs = tuple(resolved.columns(call_kwargs["config"]))
         else:
             fn, call_kwargs, style, call_style = styles.adapt(label, resolved.fn, style, kwargs)
             check = call_style.check if call_style is not None else None
         metric = metric if seen[name] == 1 else f"{metric}#{seen[name]}"
         call = RewardCall(
-            label=label, fn=fn, kwargs=call_kwargs, style=style, metric=metric, check=check
+            label=label,
+            fn=fn,
+            kwargs=call_kwargs,
+            style=style,
+            metric=metric,
+            check=check,
+            needs=needs,
         )
         loaded.append(WeightedReward(call=call, weight=float(weight)))
     return loaded

@@ -85,8 +85,17 @@ def _check_hfsdk(call: Any, columns: Collection[str]) -> str | None:
 def signature_problem(call: Any, columns: Collection[str]) -> str | None:
     """Why ``call`` (a :class:`~hfsdk.core.rewards.calling.RewardCall`) cannot be called with
     a batch holding ``columns``, in one line; ``None`` when it can."""
+    from hfsdk.core.data.columns import HIDDEN_COLUMNS
     from hfsdk.core.errors import HfsdkError
 
+    absent = [name for name in call.needs if name not in columns]
+    if absent:
+        shown = sorted(name for name in columns if name not in HIDDEN_COLUMNS)
+        return (
+            f"reward function {call.label!r} reads the dataset column {absent[0]!r}, which the "
+            f"dataset lacks (columns: {', '.join(shown) or 'none'}); name the column that "
+            "holds it in the function's kwargs, or add the column to the dataset"
+        )
     try:
         if call.style == "hfsdk":
             return _check_hfsdk(call, columns)

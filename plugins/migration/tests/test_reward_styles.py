@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 import torch
-from hfsdk_migration.reward_styles import detect_style
 
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.rewards import RewardFunctionError, compute_rewards, load_reward_functions
+from hfsdk_migration.reward_styles import detect_style
 
 SOURCE = """
 import torch

@@ -6,6 +6,8 @@ import copy
 from pathlib import Path
 
 import pytest
+
+from hfsdk.core.config import resolve_run_config
 from hfsdk_migration.importing import (
     import_config,
     read_source,
@@ -14,8 +16,6 @@ from hfsdk_migration.importing import (
 )
 from hfsdk_migration.importing.shell import split_script
 from hfsdk_migration.importing.verl_compose import compose, resolve
-
-from hfsdk.core.config import resolve_run_config
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ENV = {"HOME": "/home/u"}

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from hfsdk_migration.importing import import_config, read_source, without_source_paths
 
 from hfsdk.core.config import resolve_run_config
 from hfsdk.core.errors import ConfigError
+from hfsdk_migration.importing import import_config, read_source, without_source_paths
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ENV = {"HOME": "/home/u"}
