@@ -88,3 +88,22 @@ def test_an_unknown_style_lists_the_registered_ones(styles: RewardStyles) -> Non
 def test_a_style_must_be_a_reward_call_style() -> None:
     with pytest.raises(HfsdkError, match=r"registered as function; expected an hfsdk\.RewardCallStyle"):
         RewardStyles({"bad": longer})  # type: ignore[dict-item]
+
+
+def test_the_documented_example_runs_as_written() -> None:
+    import re
+    import types
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "plugin_hooks.md").read_text()
+    section = doc.split("## hfsdk_register_reward_styles", 1)[1].split("\n## ", 1)[0]
+    example = re.findall(r"```python\n(.*?)```", section, flags=re.S)[1]
+    module = types.ModuleType("pairs_doc_plugin")
+    exec(compile(example, "plugin_hooks.md", "exec"), module.__dict__)
+    pm = build_plugin_manager([("pairs_doc", module)], load_entry_points=False)
+    styles = RewardStyles.from_registry(pm.registry("reward_styles"))
+    spec = {"functions": [{"name": f"{__name__}:longer", "kwargs": {"bonus": 1.0}}]}
+    (loaded,) = load_reward_functions(spec, styles=styles)
+    assert loaded.call.style == "pairs"  # recognised by its `pairs` parameter
+    scores, _ = compute_rewards(["ab", "abcd"], ["abc", "a"], {}, spec, functions=[loaded])
+    assert scores == [2.0, 1.0]
