@@ -34,7 +34,7 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "tools": "hfsdk_register_tools",
         "agent_loops": "hfsdk_register_agent_loops",
         "tool_parsers": "hfsdk_register_tool_parsers",
-        # migration
+        # reward call styles (issue 34)
         "reward_styles": "hfsdk_register_reward_styles",
     }
 )

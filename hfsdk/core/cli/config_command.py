@@ -1,6 +1,6 @@
 """``hfsdk config show``: the resolved run config as YAML.
 
-Plugins add subcommands to the group (``hfsdk config import`` is the migration plugin's).
+Plugins add subcommands to the group (``hfsdk config import`` comes with hfsdk-plugin-migration).
 """
 
 from __future__ import annotations

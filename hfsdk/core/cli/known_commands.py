@@ -13,7 +13,7 @@ import click
 from hfsdk.core.errors import HfsdkError
 
 KNOWN_COMMANDS: dict[tuple[str, ...], str] = {
-    # migration (issue 34)
+    # issue 34: commands that moved out of the core
     ("config", "import"): "hfsdk-plugin-migration",
     ("data",): "hfsdk-plugin-migration",
 }

@@ -35,7 +35,7 @@ class SignalFunction:
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
     )
     """Calling convention: ``hfsdk`` or a registered reward call style (``hfsdk list
-    reward-styles``: verl, trl, openrlhf with the migration plugin), checked when the
+    reward-styles``: verl, trl, openrlhf with hfsdk-plugin-migration), checked when the
     functions are loaded; ``None`` recognises it by the function's parameters."""
 
     def __attrs_post_init__(self) -> None:
