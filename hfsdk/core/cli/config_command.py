@@ -48,6 +48,9 @@ def show(
         )
     base = task_base(task)
     config = load_run_config(algo, config_file, overrides, base=base)
+    from hfsdk.core.config.run_config import check_reward_function_names
+
+    check_reward_function_names(config)  # a name from a plugin that failed to load: exit 2
     layers = ConfigLayers.read(algo, config_file, overrides, base=base, task=task)
     notice = layers.dropped_preset()
     if notice:

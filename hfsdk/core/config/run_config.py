@@ -188,24 +188,39 @@ class _Composer:
 
 
     def signal_functions(self, role: str, signal: SignalConfig) -> None:
-        """Registered reward function names and call styles are known (files are not run
-        here): a name from a plugin that failed to load is refused now, naming the plugin."""
+        """Each function's call style is ``hfsdk`` or a registered one (``hfsdk list
+        reward-styles``); names are checked by :func:`check_reward_function_names`."""
         from hfsdk.core.rewards.call_styles import RewardStyles
 
         styles = None
         for index, function in enumerate(signal.functions):
-            key = f"{role}.functions[{index}]"
-            if function.name is not None and ":" not in function.name:
-                try:
-                    self.registry_of("reward_functions")[function.name]
-                except HfsdkError as exc:
-                    self.errors.append(f"config key '{key}.name': {exc}")
-            if function.style is not None:
-                styles = styles or RewardStyles.from_registry(self.registry_of("reward_styles"))
-                try:
-                    styles.check_name(function.name or "remote", function.style)
-                except HfsdkError as exc:
-                    self.errors.append(f"config key '{key}.style': {exc}")
+            if function.style is None:
+                continue
+            styles = styles or RewardStyles.from_registry(self.registry_of("reward_styles"))
+            try:
+                styles.check_name(function.name or "remote", function.style)
+            except HfsdkError as exc:
+                self.errors.append(f"config key '{role}.functions[{index}].style': {exc}")
+
+
+def check_reward_function_names(config: RunConfig, pm: HfsdkPluginManager | None = None) -> None:
+    """Every registered name a signal section gives (not ``module:function`` or a file,
+    which are not run here) is registered; else one :class:`ConfigError` line that also
+    names the plugins that failed to load (the name may be one of theirs).
+
+    ``hfsdk config show`` calls it; a run finds the same when it loads the functions.
+    """
+    registry = (pm or get_plugin_manager()).registry("reward_functions")
+    for role, section in config.sections.items():
+        if not isinstance(section, SignalConfig):
+            continue
+        for index, function in enumerate(section.functions):
+            if function.name is None or ":" in function.name:
+                continue
+            try:
+                registry[function.name]
+            except HfsdkError as exc:
+                raise ConfigError(f"config key '{role}.functions[{index}].name': {exc}") from None
 
 
 def resolve_run_config(
