@@ -57,10 +57,26 @@ cli.add_command(sandbox)
 cli.add_command(reward)
 
 
+def _groups(group: click.Group) -> list[click.Group]:
+    nested = [c for c in group.commands.values() if isinstance(c, click.Group)]
+    return [group, *(g for child in nested for g in _groups(child))]
+
+
+_CORE_COMMANDS = {group: dict(group.commands) for group in _groups(cli)}
+"""The core's own commands of each group, before any plugin adds to them."""
+
+
 def build_cli() -> click.Group:
-    """The command group with the subcommands plugins contribute."""
+    """The command group with the subcommands the loaded plugins contribute.
+
+    Plugins add to the core's groups; what an earlier build added (in the same
+    process, under other plugins) is taken away first, so a disabled plugin's
+    command is gone.
+    """
     from hfsdk.core.plugin_manager import get_plugin_manager
 
+    for group, commands in _CORE_COMMANDS.items():
+        group.commands = dict(commands)
     get_plugin_manager().hook.hfsdk_register_commands(cli=cli)
     return cli
 
