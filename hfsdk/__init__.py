@@ -153,6 +153,7 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.trainer.faults import take_fault
     from hfsdk.core.trainer.preflight import run_assets, run_signals
+    from hfsdk.core.trainer.step_observers import StepObserver, StepView
     from hfsdk.core.trainer.trainer_config import LOGGERS
     from hfsdk.core.weight_check import (
         Fingerprint,
@@ -187,6 +188,8 @@ _LAZY = {
     "Registry": "hfsdk.core.registry",
     "RegistryEntry": "hfsdk.core.registry",
     "Register": "hfsdk.hookspecs",
+    "StepObserver": "hfsdk.core.trainer.step_observers",
+    "StepView": "hfsdk.core.trainer.step_observers",
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",
