@@ -241,6 +241,9 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     run, returns one line to log as a warning, or ``None`` when all is well.
     Checks run in name order after the core's own checks, before the run directory
     is created.
+    """
+
+
 # -- migration (issue 34): reward call styles --------------------------------------------------
 
 
