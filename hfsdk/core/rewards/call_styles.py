@@ -70,13 +70,8 @@ class RewardStyles:
         self._explain_missing = explain_missing
 
     @classmethod
-    def from_registry(cls, registry: Registry | None = None) -> RewardStyles:
-        """The styles the installed plugins registered (``hfsdk list reward-styles``);
-        ``registry`` defaults to the process-wide plugin manager's."""
-        if registry is None:
-            from hfsdk.core.plugin_manager import get_registry
-
-            registry = get_registry("reward_styles")
+    def from_registry(cls, registry: Registry) -> RewardStyles:
+        """The styles in the ``reward_styles`` registry (``hfsdk list reward-styles``)."""
         return cls({name: registry[name].impl for name in registry}, registry.explain_missing)
 
     @property

@@ -33,7 +33,7 @@ from hfsdk.core.rewards.calling import (
     RewardCall,
     call_reward_functions,
 )
-from hfsdk.core.rewards.loading import resolve_reward_function
+from hfsdk.core.rewards.loading import registered_styles, resolve_reward_function
 
 
 @attrs.frozen(kw_only=True)
@@ -102,7 +102,7 @@ def load_reward_functions(
     ``weight`` (default 1) and ``kwargs`` (default none). ``styles``: the reward call
     styles (default: the registered ones, looked up once here).
     """
-    styles = styles if styles is not None else RewardStyles.from_registry()
+    styles = styles if styles is not None else registered_styles()
     loaded: list[WeightedReward] = []
     seen: dict[str, int] = {}
     specs = _specs(config)

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from hfsdk.core.errors import HfsdkError, UnknownNameError
+from hfsdk.core.rewards.call_styles import RewardStyles
 
 REFERENCE_FORMS = (
     "a registered name (hfsdk list reward-functions), 'package.module:function' or "
@@ -93,6 +94,14 @@ def _from_registry(name: str) -> ResolvedReward:
         config_cls=entry.config_cls,
         columns=entry.extra.get("columns"),
     )
+
+
+def registered_styles() -> RewardStyles:
+    """The reward call styles the installed plugins registered, looked up as the registered
+    functions are (:func:`_from_registry`)."""
+    import hfsdk
+
+    return RewardStyles.from_registry(hfsdk.get_registry("reward_styles"))
 
 
 def _import_module(reference: str, target: str) -> ModuleType:
