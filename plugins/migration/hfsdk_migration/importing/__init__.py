@@ -15,13 +15,13 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.config.importing.mapper import Mapper, flatten
-from hfsdk.core.config.importing.openrlhf import import_openrlhf
-from hfsdk.core.config.importing.sources import read_flags, read_verl
-from hfsdk.core.config.importing.trl import import_trl
-from hfsdk.core.config.importing.verl import import_verl
-from hfsdk.core.config.importing.verl_compose import resolve
-from hfsdk.core.errors import ConfigError
+from hfsdk import ConfigError
+from hfsdk_migration.importing.mapper import Mapper, flatten
+from hfsdk_migration.importing.openrlhf import import_openrlhf
+from hfsdk_migration.importing.sources import read_flags, read_verl
+from hfsdk_migration.importing.trl import import_trl
+from hfsdk_migration.importing.verl import import_verl
+from hfsdk_migration.importing.verl_compose import resolve
 
 SOURCES: dict[str, Callable[[Mapper, str | None], str]] = {
     "verl": import_verl,
@@ -83,7 +83,7 @@ def import_config(
     mapper = Mapper(flatten(resolved))
     chosen = SOURCES[source](mapper, algo)
     config = mapper.out
-    from hfsdk.core.config.run_config import resolve_run_config, with_algorithm_preset
+    from hfsdk import resolve_run_config, with_algorithm_preset
 
     try:
         # Model paths name the source machine's directories: validated apart from them.
@@ -127,6 +127,6 @@ def without_source_paths(config: dict[str, Any]) -> dict[str, Any]:
 
 def load_source(path: str | Path) -> dict[str, Any]:
     """A YAML or JSON mapping from ``path`` (JSON is YAML, so one reader does both)."""
-    from hfsdk.core.config.loader import load_yaml
+    from hfsdk import load_yaml
 
     return load_yaml(path)

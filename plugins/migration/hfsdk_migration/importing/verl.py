@@ -10,7 +10,7 @@ Strategies and engines map to hfsdk's backends: ``strategy: megatron`` to the
 megatron backend with its ``tp``/``pp``, ``rollout.name: vllm`` to the vLLM
 rollout, ``rollout.tensor_model_parallel_size`` to the actor's generation
 layout. Every key left over is listed once with its reason
-(:mod:`~hfsdk.core.config.importing.verl_reasons`); a switch set to its off
+(:mod:`~hfsdk_migration.importing.verl_reasons`); a switch set to its off
 value (``false``, ``{}``, ``[]``) has nothing to map and is not listed.
 """
 
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfsdk.core.algorithm import LOSS_AGG_MODES
-from hfsdk.core.config.importing.mapper import Mapper, as_int, as_number
-from hfsdk.core.config.importing.verl_reasons import list_leftovers
-from hfsdk.core.config.importing.verl_roles import (
+from hfsdk import LOGGERS, LOSS_AGG_MODES
+from hfsdk_migration.importing.mapper import Mapper, as_int, as_number
+from hfsdk_migration.importing.verl_reasons import list_leftovers
+from hfsdk_migration.importing.verl_roles import (
     backend_of,
     config_fields,
     map_engine,
@@ -29,8 +29,7 @@ from hfsdk.core.config.importing.verl_roles import (
     map_rollout,
     map_strategy,
 )
-from hfsdk.core.config.importing.verl_tools import map_multi_turn
-from hfsdk.core.trainer.trainer_config import LOGGERS
+from hfsdk_migration.importing.verl_tools import map_multi_turn
 
 A = "actor_rollout_ref.actor."
 R = "actor_rollout_ref.rollout."

@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hfsdk.core.config.importing.mapper import Mapper
-from hfsdk.core.errors import ConfigError
+from hfsdk import ConfigError
+from hfsdk_migration.importing.mapper import Mapper
 
 MT = "actor_rollout_ref.rollout.multi_turn."
 FORMATS = {"hermes": "hermes", "qwen": "hermes", "llama": "llama_function"}
@@ -23,7 +23,7 @@ FORMATS = {"hermes": "hermes", "qwen": "hermes", "llama": "llama_function"}
 
 def verl_tool_entries(path: str | Path) -> list[dict[str, Any]]:
     """The entries of a verl tool config file (``tools: [{class_name, config, tool_schema}]``)."""
-    from hfsdk.core.config.safe_yaml import load_yaml_text
+    from hfsdk import load_yaml_text
 
     file = Path(path).expanduser()
     if not file.is_file():

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfsdk.core.config.importing.mapper import Mapper
-from hfsdk.core.trainer.trainer_config import LOGGERS
+from hfsdk import LOGGERS
+from hfsdk_migration.importing.mapper import Mapper
 
 ESTIMATORS = {
     "gae": ("gae", "ppo"),

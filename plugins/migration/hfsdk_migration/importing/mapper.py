@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.errors import ConfigError
+from hfsdk import ConfigError
 
 
 def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

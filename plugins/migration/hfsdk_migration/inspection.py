@@ -4,7 +4,10 @@ Loads the files the way a run does (same prompt rendering, same length filter,
 same reward columns) and reports rows, the prompt key, the first rendered
 prompt with its token count, the columns a reward function sees and the rows
 dropped for length; for each configured reward function its style and the
-columns it reads.
+columns it reads, and what the run's own check before it starts
+(``hfsdk.signature_problem``) would refuse. Given a run config with an
+algorithm (:func:`inspect_run`), the files, tokenizer and reward functions are
+the ones the run resolves: the default task's where the config names none.
 """
 
 from __future__ import annotations
@@ -15,10 +18,15 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.config.converter import make_converter, structure
-from hfsdk.core.data.columns import reward_column_names
-from hfsdk.core.data.data_config import DataConfig
-from hfsdk.core.errors import HfsdkError
+from hfsdk import (
+    INTERNAL_COLUMNS,
+    DataConfig,
+    HfsdkError,
+    make_converter,
+    reward_column_names,
+    signature_problem,
+    structure,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -93,8 +101,10 @@ _STYLE_READS = {
 def _function_view(call: Any, rows: Sequence[Mapping[str, Any]]) -> RewardFunctionView:
     columns = reward_column_names(rows[0])
     label_key = getattr(call.fn, "label_key", None)
-    if call.style == "openrlhf" and label_key:
-        reads: tuple[str, ...] = (label_key,)
+    if call.needs:  # what a registered function says it reads (e.g. exact_match's answer)
+        reads: tuple[str, ...] = tuple(call.needs)
+    elif call.style == "openrlhf" and label_key:
+        reads = (label_key,)
     elif call.style in _STYLE_READS:
         reads = _STYLE_READS[call.style]
     else:
@@ -112,12 +122,10 @@ def _function_view(call: Any, rows: Sequence[Mapping[str, Any]]) -> RewardFuncti
         missing.append(f"the label column {label_key!r}")
     elif call.style == "openrlhf" and not ({"label", "ground_truth"} & set(columns)):
         missing.append("a label column (label or ground_truth; or set kwargs.label_key)")
-    from hfsdk.core.data.columns import INTERNAL_COLUMNS
-    from hfsdk.core.rewards.signatures import signature_problem
-
+    # The run's own check before it starts: what it refuses, this reports.
     problem = signature_problem(call, [name for name in rows[0] if name not in INTERNAL_COLUMNS])
     if problem:
-        missing.append(f"CANNOT BE CALLED: {problem}")
+        missing.append(f"A RUN STOPS BEFORE IT STARTS: {problem}")
     return RewardFunctionView(
         label=call.label, style=call.style, reads=tuple(reads), missing=tuple(missing)
     )
@@ -126,29 +134,36 @@ def _function_view(call: Any, rows: Sequence[Mapping[str, Any]]) -> RewardFuncti
 def inspect_dataset(
     files: Sequence[str],
     tokenizer: Any,
-    data: Mapping[str, Any] | None = None,
+    data: Mapping[str, Any] | DataConfig | None = None,
     reward: Any = None,
 ) -> DatasetReport:
     """Load ``files`` as a run would and describe them.
 
-    ``data`` is a raw ``data`` config section (prompt key, length limit, chat
-    template switch); ``reward`` a ``reward`` section whose functions are loaded.
+    ``data`` is a ``data`` config section, raw or resolved (prompt key, length
+    limit, chat template switch); ``reward`` a ``reward`` section (or the list of
+    its functions) whose functions are loaded.
     """
-    from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
+    from hfsdk import (
+        PromptLoader,
+        load_prompt_dataset,
+        load_reward_functions,
+        plain_rendering_reported,
+        unknown_token_shares,
+    )
 
-    section = {k: v for k, v in dict(data or {}).items() if k not in ("train_files", "val_files")}
-    config: DataConfig = structure(make_converter(), section, DataConfig, path="data")
+    plain_rendering_reported(tokenizer)  # the report's "rendering:" line says it once
+    if isinstance(data, DataConfig):
+        config = data
+    else:
+        raw = {k: v for k, v in dict(data or {}).items() if k not in ("train_files", "val_files")}
+        config = structure(make_converter(), raw, DataConfig, path="data")
     dataset = load_prompt_dataset(files, config.prompt_key)
     loader = PromptLoader(dataset, tokenizer, attrs.evolve(config, shuffle=False), seed=0)
     first = loader.rows[0]
-    from hfsdk.core.data.unknown_tokens import unknown_token_shares
-
     shares = unknown_token_shares(tokenizer, loader.rows, loader.token_ids, config.prompt_key)
     views: list[RewardFunctionView] = []
-    functions = (reward or {}).get("functions") if isinstance(reward, Mapping) else None
+    functions = (reward or {}).get("functions") if isinstance(reward, Mapping) else reward
     if functions:
-        from hfsdk.core.rewards import load_reward_functions
-
         for weighted in load_reward_functions(functions):
             views.append(_function_view(weighted.call, loader.rows))
     if loader.use_template:
@@ -173,10 +188,40 @@ def inspect_dataset(
     )
 
 
+def inspect_run(
+    algo: str | None,
+    config_file: str | None,
+    overrides: Sequence[str],
+    files: Sequence[str] = (),
+) -> DatasetReport:
+    """Describe the data a run of this config would train on, resolved as the run does.
+
+    ``files`` replace the run's training files; without them (and without
+    ``data.train_files``) they are the default task's, as are the tokenizer and
+    the reward functions when the config names none (``hfsdk.run_assets``,
+    ``hfsdk.run_signals``: the run's own resolution).
+    """
+    from hfsdk import get_registry, load_run_config, load_tokenizer, run_assets, run_signals
+
+    config = load_run_config(algo, config_file, list(overrides))
+    spec = get_registry("algorithms")[config.algo].impl
+    assets = run_assets(config, spec)
+    functions = [
+        function
+        for signal in run_signals(config, spec, assets).values()
+        for function in signal.functions
+    ]
+    tokenizer = load_tokenizer(str(assets.tokenizer_path))
+    paths = tuple(files) or tuple(str(path) for path in assets.train_files)
+    return inspect_dataset(paths, tokenizer, config.data, functions or None)
+
+
 def check_files(files: Sequence[str]) -> tuple[str, ...]:
     """``files`` as a tuple; none given is a one-line error."""
     if not files:
         raise HfsdkError(
-            "no dataset files given; pass FILE arguments or a --config with data.train_files"
+            "no dataset files given; pass FILE arguments, a --config with data.train_files, or "
+            "a run config with an algorithm (--algo, or algo: in the file) to inspect the data "
+            "its run resolves (the default task's when it names none)"
         )
     return tuple(files)

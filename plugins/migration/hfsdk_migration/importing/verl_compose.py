@@ -10,7 +10,7 @@ unresolvable value is reported instead of stopping the import.
 
 Without verl's configs (no ``--verl-config-dir`` and no verl installed) the
 base is hfsdk's copy of verl's defaults for the keys it maps
-(:mod:`~hfsdk.core.config.importing.verl_defaults`); overrides are then added
+(:mod:`~hfsdk_migration.importing.verl_defaults`); overrides are then added
 or replaced (``++``), since a misspelling cannot be told from a key hfsdk's
 copy leaves out.
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from hfsdk.core.errors import ConfigError
+from hfsdk import ConfigError
 
 _SOURCE_NAME = "hfsdk_import_source"
 """The file name a user's own verl YAML is composed under (in a temporary directory)."""
@@ -158,7 +158,7 @@ def _close_key(key: str, roots: list[Path], config_name: str) -> str | None:
     from hydra import initialize_config_dir
     from omegaconf import OmegaConf
 
-    from hfsdk.core.config.importing.mapper import flatten
+    from hfsdk_migration.importing.mapper import flatten
 
     name = _SOURCE_NAME if roots[0].name.startswith("hfsdk-verl-") else config_name
     extra = []

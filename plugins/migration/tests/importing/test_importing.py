@@ -10,8 +10,8 @@ import yaml
 
 from hfsdk.core.cli.main import main
 from hfsdk.core.config import resolve_run_config
-from hfsdk.core.config.importing import import_config, load_source
 from hfsdk.core.errors import ConfigError
+from hfsdk_migration.importing import import_config, load_source
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

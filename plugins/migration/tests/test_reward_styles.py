@@ -10,7 +10,7 @@ import torch
 
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.rewards import RewardFunctionError, compute_rewards, load_reward_functions
-from hfsdk.core.rewards.styles import detect_style
+from hfsdk_migration.reward_styles import detect_style
 
 SOURCE = """
 import torch
@@ -202,7 +202,7 @@ def test_explicit_style_wins_and_bad_styles_are_refused(rewards: Any) -> None:
     # 'plain(a, b)' matches no signature; declared verl, it is called per sample by keyword.
     with pytest.raises(RewardFunctionError, match=r"\(verl style\) raised TypeError"):
         _score(rewards, "plain", ["5", "3"], _columns(), style="verl")
-    with pytest.raises(HfsdkError, match="style='ray'; expected one of hfsdk, verl, trl, openrlhf"):
+    with pytest.raises(HfsdkError, match="style='ray'; expected one of hfsdk, openrlhf, trl, verl"):
         _score(rewards, "native", ["5", "3"], _columns(), style="ray")
     with pytest.raises(HfsdkError, match="registered hfsdk function; style='verl'"):
         compute_rewards(
@@ -228,3 +228,46 @@ def test_style_is_a_config_key() -> None:
     with pytest.raises(ConfigError, match="style"):
         load_run_config("grpo", None, ["reward.functions=[{name: exact_match, style: deepspeed}]"])
     assert torch  # torch tensors are what OpenRLHF functions return
+
+
+VERL_SIGNATURES = """
+def compute_score(solution_str, ground_truth, method):
+    return 0.0
+
+def verl_ok(data_source, solution_str, ground_truth, extra_info=None, method="strict"):
+    return 0.0
+"""
+
+
+def test_a_verl_function_missing_a_field_is_refused_before_a_run(tmp_path: Path) -> None:
+    # The verl style's own check (RewardCallStyle.check), run by the core's signature check.
+    from hfsdk.core.rewards.signatures import signature_problem
+
+    (tmp_path / "rw.py").write_text(VERL_SIGNATURES)
+
+    def problem(name: str, **kwargs: object) -> str | None:
+        (loaded,) = load_reward_functions([{"name": f"{tmp_path / 'rw.py'}:{name}", "kwargs": kwargs}])
+        return signature_problem(loaded.call, ["prompt", "ground_truth"])
+
+    found = problem("compute_score")
+    assert found is not None and "(verl style) needs 'method'" in found
+    assert "called once per sample" in found
+    assert problem("compute_score", method="flexible") is None
+    assert problem("verl_ok") is None
+
+
+def test_without_the_plugin_the_styles_are_gone(
+    rewards: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.errors import ConfigError
+
+    monkeypatch.setenv("HFSDK_DISABLE_PLUGINS", "migration")
+    from hfsdk.core.plugin_manager import reset_plugin_manager
+
+    reset_plugin_manager()
+    # recognised by its signature no more: called as an hfsdk function, which it is not
+    loaded = load_reward_functions({"functions": [{"name": f"{rewards.path}:trl_fn"}]})
+    assert loaded[0].call.style == "hfsdk"
+    with pytest.raises(ConfigError, match=r"style='verl'; expected one of hfsdk \(or leave"):
+        load_run_config("grpo", None, ["reward.functions=[{name: exact_match, style: verl}]"])

@@ -11,9 +11,8 @@ and listed in the output's header.
 
 from __future__ import annotations
 
-from hfsdk.core.config.importing.mapper import Mapper, as_int
-from hfsdk.core.errors import ConfigError
-from hfsdk.core.trainer.trainer_config import LOGGERS
+from hfsdk import LOGGERS, ConfigError
+from hfsdk_migration.importing.mapper import Mapper, as_int
 
 PPO_ONLY = ("num_ppo_epochs", "cliprange", "cliprange_value", "vf_coef", "kl_coef", "lam")
 """Keys only ``PPOConfig`` has: their presence selects PPO."""

@@ -1,7 +1,8 @@
 """Reward functions written for verl, TRL or OpenRLHF, called as they expect.
 
 A function's *style* is given as ``style:`` next to its name or recognised by
-its signature (:func:`detect_style`). Each foreign style is wrapped in an
+its signature. Each foreign style is a :class:`hfsdk.RewardCallStyle` this
+plugin registers (``hfsdk_register_reward_styles``, see :data:`STYLES`): an
 adapter that follows hfsdk's own convention (``fn(prompts, responses,
 **columns)``), so loading, weighting, metrics and error reports stay the same:
 
@@ -16,7 +17,7 @@ openrlhf ``reward_func(queries, prompts, labels)`` -> tensor    once per batch
 ======== ====================================================== ===========================
 
 The adapters read two hidden columns the prompt loader adds
-(:mod:`hfsdk.core.data.columns`): the prompt's chat messages and the prompt
+(the run's hidden columns): the prompt's chat messages and the prompt
 text the model saw. They receive them by naming them as parameters
 (``prompt_messages``, ``rendered_prompt``), the only way a function gets them.
 """
@@ -26,12 +27,10 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from hfsdk.core.errors import HfsdkError
-
-STYLES = ("hfsdk", "verl", "trl", "openrlhf")
+from hfsdk import HfsdkError, RewardCallStyle, RewardStyles
 
 
 def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
@@ -41,30 +40,20 @@ def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
         return {}
 
 
-def detect_style(fn: Callable[..., Any]) -> str:
-    """The style a function's parameter names say it follows (``hfsdk`` when none fits).
-
-    ``solution_str`` means verl, ``completions`` means TRL, ``queries`` means
-    OpenRLHF.
-    """
-    names = set(_parameters(fn))
-    if "solution_str" in names:
-        return "verl"
-    if "completions" in names:
-        return "trl"
-    if "queries" in names:
-        return "openrlhf"
-    return "hfsdk"
+# Each style is recognised by one parameter name; where a function has several of them,
+# verl's wins over TRL's over OpenRLHF's (the order hfsdk has always used).
+def _is_verl(fn: Callable[..., Any]) -> bool:
+    return "solution_str" in _parameters(fn)
 
 
-def check_style(label: str, style: Any) -> str | None:
-    """``style`` if it is one of :data:`STYLES` (or ``None``); otherwise a one-line error."""
-    if style is None or style in STYLES:
-        return style
-    raise HfsdkError(
-        f"reward function {label!r}: style={style!r}; expected one of {', '.join(STYLES)} "
-        "(or leave it out to recognise the style by the function's parameters)"
-    )
+def _is_trl(fn: Callable[..., Any]) -> bool:
+    names = _parameters(fn)
+    return "completions" in names and "solution_str" not in names
+
+
+def _is_openrlhf(fn: Callable[..., Any]) -> bool:
+    names = _parameters(fn)
+    return "queries" in names and not {"solution_str", "completions"} & set(names)
 
 
 def _accepts(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
@@ -266,26 +255,73 @@ def openrlhf_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, 
     return openrlhf_style
 
 
-_ADAPTERS = {"verl": verl_adapter, "trl": trl_adapter, "openrlhf": openrlhf_adapter}
+VERL_CONVENTION = (
+    "compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs), called "
+    "once per sample"
+)
+_VERL_FIELDS = ("data_source", "solution_str", "ground_truth", "extra_info")
 
 
-def adapt(
-    label: str, fn: Callable[..., Any], style: str | None, settings: Mapping[str, Any]
-) -> tuple[Callable[..., Any], dict[str, Any], str]:
-    """``(callable, kwargs, style)`` in hfsdk's convention for a function of any style.
+def check_verl(call: Any, columns: Collection[str]) -> str | None:
+    """Why a verl-style ``call`` cannot be called (verl passes every field by keyword).
 
-    For hfsdk-style functions the settings stay keyword arguments of the call;
-    the adapters bind them themselves.
+    ``columns`` do not matter: verl's fields come from fixed columns, checked per sample.
     """
-    style = check_style(label, style) or detect_style(fn)
-    if style == "hfsdk":
-        return fn, dict(settings), style
-    return _ADAPTERS[style](label, fn, settings), {}, style
+    fn = getattr(call.fn, "hfsdk_source", None)
+    if fn is None:
+        return None
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        return None
+    settings = dict(getattr(call.fn, "hfsdk_settings", {}) or {})
+    varkw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    given = set(_VERL_FIELDS) | set(settings)
+    given = given if varkw else {name for name in given if name in {p.name for p in parameters}}
+    if any(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in parameters):
+        return (
+            f"reward function {call.label!r} has positional-only parameters, but the verl style "
+            f"passes every field by keyword; expected {VERL_CONVENTION}"
+        )
+    keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    missing = [
+        p.name
+        for p in parameters
+        if p.kind in keyword_kinds and p.default is inspect.Parameter.empty and p.name not in given
+    ]
+    if missing:
+        return (
+            f"reward function {call.label!r} (verl style) needs {missing[0]!r}, which verl's "
+            f"fields ({', '.join(_VERL_FIELDS)}) do not include; expected "
+            f"{VERL_CONVENTION}: give {missing[0]!r} a default or set it in the function's "
+            "kwargs"
+        )
+    return None
 
 
-__all__ = [
-    "STYLES",
-    "adapt",
-    "check_style",
-    "detect_style",
-]
+STYLES = {
+    "verl": RewardCallStyle(adapt=verl_adapter, recognises=_is_verl, check=check_verl),
+    "trl": RewardCallStyle(adapt=trl_adapter, recognises=_is_trl),
+    "openrlhf": RewardCallStyle(adapt=openrlhf_adapter, recognises=_is_openrlhf),
+}
+"""The reward call styles this plugin registers, by name."""
+
+STYLE_DOCS = {
+    "verl": "verl's compute_score(data_source, solution_str, ground_truth, extra_info=None), "
+    "once per sample",
+    "trl": "TRL's fn(prompts, completions, **columns), once per batch",
+    "openrlhf": "OpenRLHF's reward_func(queries, prompts, labels), once per batch",
+}
+"""What ``hfsdk list reward-styles`` says of each."""
+
+
+def detect_style(fn: Callable[..., Any]) -> str:
+    """The style a function's parameter names say it follows (``hfsdk`` when none fits).
+
+    ``solution_str`` means verl, ``completions`` means TRL, ``queries`` means
+    OpenRLHF.
+    """
+    return RewardStyles(STYLES).detect(fn)
+
+
+__all__ = ["STYLES", "STYLE_DOCS", "check_verl", "detect_style"]

@@ -5,9 +5,9 @@ mapping plus warnings:
 
 - verl: a YAML (composed when it has a ``defaults:`` list), or a script /
   list of Hydra overrides on top of ``--config-name`` (``ppo_trainer`` by
-  default), composed by Hydra (:mod:`~hfsdk.core.config.importing.verl_compose`)
+  default), composed by Hydra (:mod:`~hfsdk_migration.importing.verl_compose`)
   from verl's config directory when one is given or installed, else from
-  :mod:`~hfsdk.core.config.importing.verl_defaults`;
+  :mod:`~hfsdk_migration.importing.verl_defaults`;
 - TRL: a ``GRPOConfig``/``PPOConfig`` YAML/JSON, or a ``TrlParser`` command line
   (``trl grpo ...``, ``python train.py --learning_rate 1e-6 ...``, ``accelerate
   launch ...``; ``--config FILE`` is read first);
@@ -23,16 +23,15 @@ from typing import Any
 
 import yaml
 
-from hfsdk.core.config.importing import verl_compose
-from hfsdk.core.config.importing.shell import (
+from hfsdk import ConfigError, load_yaml_text, read_config_text
+from hfsdk_migration.importing import verl_compose
+from hfsdk_migration.importing.shell import (
     Script,
     UnclosedQuoteError,
     arguments_after,
     split_script,
 )
-from hfsdk.core.config.importing.verl_defaults import default_tree
-from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
-from hfsdk.core.errors import ConfigError
+from hfsdk_migration.importing.verl_defaults import default_tree
 
 _YAML_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from hfsdk.core.errors import ConfigError
+from hfsdk import ConfigError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")

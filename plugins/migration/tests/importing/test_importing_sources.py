@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from hfsdk.core.config import resolve_run_config
-from hfsdk.core.config.importing import (
+from hfsdk_migration.importing import (
     import_config,
     read_source,
     verl_compose,
     without_source_paths,
 )
-from hfsdk.core.config.importing.shell import split_script
-from hfsdk.core.config.importing.verl_compose import compose, resolve
+from hfsdk_migration.importing.shell import split_script
+from hfsdk_migration.importing.verl_compose import compose, resolve
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ENV = {"HOME": "/home/u"}

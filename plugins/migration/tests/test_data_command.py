@@ -125,3 +125,82 @@ def test_inspect_reports_the_share_of_unknown_tokens(
     good = _write(tmp_path, [{"prompt": "2 + 3 =", "answer": "5"}])
     code, out, _ = _hfsdk(capsys, "data", "inspect", str(good))
     assert "unknown tokens:   prompt 0.0%, answer 0.0%" in out and "a run stops" not in out
+
+
+def _question_solution(tmp_path: Path) -> Path:
+    import json
+
+    path = tmp_path / "qs.jsonl"
+    rows = [{"question": "2 + 3 =", "solution": "5"}, {"question": "1 + 1 =", "solution": "2"}]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_inspect_finds_the_missing_answer_column_the_run_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 34: `exact_match … reads question, solution, uid` with no warning; the run
+    # failed at step 1. Now both say it, with the run's own line, before anything starts.
+    path = _question_solution(tmp_path)
+    config = {
+        "data": {"prompt_key": "question", "train_files": [str(path)]},
+        "reward": {"functions": [{"name": "exact_match"}]},
+    }
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    expected = (
+        "reward function 'exact_match' reads the dataset column 'answer', which the dataset "
+        "lacks (columns: question, solution, uid)"
+    )
+    code, out, err = _hfsdk(capsys, "data", "inspect", "--config", str(tmp_path / "run.yaml"))
+    assert code == 0, err
+    line = next(line for line in out.splitlines() if line.startswith("reward function:"))
+    assert line.startswith(
+        "reward function:  exact_match (style hfsdk) reads answer; MISSING: A RUN STOPS BEFORE "
+        "IT STARTS: " + expected
+    ), line
+
+    import ray
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise SystemError("ray.init was called: the run was not refused before Ray")
+
+    monkeypatch.setattr(ray, "init", refuse)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _hfsdk(
+        capsys, "run", "--algo", "grpo", "--quiet", "--config", str(tmp_path / "run.yaml"),
+        "trainer.total_steps=1",
+    )  # fmt: skip
+    assert code == 2, err
+    assert err.strip().splitlines()[-1].startswith("Error: " + expected)
+    assert not (tmp_path / "runs").exists()  # refused before a run directory was made
+
+    # ... and a config that names the column passes both
+    config["reward"] = {"functions": [{"name": "exact_match", "kwargs": {"answer_column": "solution"}}]}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
+    code, out, err = _hfsdk(capsys, "data", "inspect", "--config", str(tmp_path / "run.yaml"))
+    assert code == 0, err
+    assert "reward function:  exact_match (style hfsdk) reads solution\n" in out + "\n"
+
+
+def test_inspect_accepts_a_default_task_run_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 34: a default-task run's config was refused ("no dataset files given").
+    monkeypatch.setitem(sys.modules, "ray", None)  # any use of Ray would fail the command
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({"algo": "grpo", "trainer": {"total_steps": 2}}))
+    code, out, err = _hfsdk(capsys, "data", "inspect", "--config", str(tmp_path / "run.yaml"))
+    assert code == 0, err
+    files = next(line for line in out.splitlines() if line.startswith("files:"))
+    assert files.endswith("train.jsonl") and "default_task" in files  # the run's own data
+    assert "prompt key:       prompt (plain text)" in out
+    assert "reward columns:   answer, prompt, uid" in out
+    # the run's reward when the config names none: the default task's
+    assert "reward function:  default_task (style hfsdk) reads" in out
+    assert "MISSING" not in out and "a run stops" not in out
+    # --algo alone does the same
+    code, out2, err = _hfsdk(capsys, "data", "inspect", "--algo", "grpo")
+    assert code == 0 and out2 == out, err
+    # an override applies as in a run, and what the run refuses is refused the same way
+    code, _, err = _hfsdk(capsys, "data", "inspect", "--algo", "grpo", "--set", "data.max_prompt_length=4")
+    assert code == 2
+    assert err.strip() == "Error: every prompt is longer than data.max_prompt_length=4 tokens; raise the limit"

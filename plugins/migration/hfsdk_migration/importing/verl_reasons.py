@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from hfsdk.core.config.importing.mapper import Mapper
+from hfsdk_migration.importing.mapper import Mapper
 
 SELF = "hfsdk decides this itself"
 PERF = f"{SELF} (an engine performance setting)"

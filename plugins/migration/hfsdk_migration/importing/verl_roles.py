@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfsdk.core.config.importing.mapper import Mapper, as_int
+from hfsdk_migration.importing.mapper import Mapper, as_int
 
 A = "actor_rollout_ref.actor."
 R = "actor_rollout_ref.rollout."
@@ -22,7 +22,7 @@ def config_fields(kind: str, name: str) -> set[str]:
     """Field names of the config class registered as ``name`` in registry ``kind``."""
     import attrs
 
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk import get_registry
 
     registry = get_registry(kind)
     if name not in registry:
@@ -172,7 +172,7 @@ def map_rollout(m: Mapper) -> None:
 
 
 def _rollout_backends() -> set[str]:
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk import get_registry
 
     return set(get_registry("rollout_backends"))
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from hfsdk.core.config import resolve_run_config
-from hfsdk.core.config.importing import import_config, read_source, without_source_paths
 from hfsdk.core.errors import ConfigError
+from hfsdk_migration.importing import import_config, read_source, without_source_paths
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ENV = {"HOME": "/home/u"}
