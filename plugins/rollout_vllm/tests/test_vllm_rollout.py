@@ -132,3 +132,47 @@ def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, 
         vllm.generate_sequences(prompts, greedy=True), hf.generate_sequences(prompts, greedy=True)
     )
     del vllm
+
+
+def test_a_reload_is_read_back_from_the_engine_and_a_dropped_tensor_caught(
+    vllm_rollout, actor, make_prompts, prompt_texts, helpers, monkeypatch
+) -> None:
+    """After every reload the engine's weights are read back (through its CPU kernels, which
+    keep the linear weights repacked) and compared with what was streamed in: the engine's
+    exact bit sums equal the actor's tensors', a reload that lost a tensor
+    (``vllm_drop``) raises ``WeightSyncMismatch`` and generating stays refused."""
+    from hfsdk import bit_sum
+    from hfsdk.core.trainer import faults
+
+    prompts = make_prompts(prompt_texts)
+    saved = actor.state_dict()
+    try:
+        helpers.train_step(actor, vllm_rollout.generate_sequences(prompts.repeat(4, True)))
+        vllm_rollout.update_weights(actor)
+        out = vllm_rollout.generate_sequences(prompts, greedy=True)
+        assert out.meta["rollout_metrics"]["sync/verified"] == 1.0
+        assert out.meta["rollout_metrics"]["timing/vllm_verify_s"] > 0
+        # What the check compares: the engine's fused, padded, kernel-held tensors.
+        held = vllm_rollout.engine.held_sums()
+        engine_name = vllm_rollout.engine.engine_name()
+        expected: dict[str, int] = {}
+        for name, tensor in actor.hf_weights():
+            key = engine_name(name)
+            expected[key] = expected.get(key, 0) + bit_sum(tensor)
+        assert "model.layers.0.self_attn.qkv_proj.weight" in expected
+        assert {k: held[k] for k in expected} == expected
+
+        helpers.train_step(actor, vllm_rollout.generate_sequences(prompts.repeat(4, True)))
+        monkeypatch.setenv(faults.FAULT_ENV, f"vllm_drop:{actor.weights_version}")
+        monkeypatch.setattr(faults, "_FIRED", set())
+        with pytest.raises(WeightSyncMismatch) as info:
+            vllm_rollout.update_weights(actor)
+        line = str(info.value)
+        assert "\n" not in line and f"weights version {actor.weights_version}" in line
+        assert "differ from what was sent" in line, line
+        with pytest.raises(WeightSyncMismatch, match="a weight reload was skipped"):
+            vllm_rollout.generate_sequences(prompts, greedy=True)
+    finally:
+        actor.load_state_dict(saved)
+        vllm_rollout.update_weights(actor)  # the fault fired once: this reload is whole
+    assert vllm_rollout.last_metrics["sync/verified"] == 1.0
