@@ -48,6 +48,7 @@ from hfsdk import (
     BuiltinProtocol,
     DataParallelInfo,
     HfsdkError,
+    WeightSyncMismatch,
     Worker,
     build_rollout,
     fingerprint,
@@ -220,10 +221,12 @@ class RolloutReplicaWorker(Worker):
         """The actor's new weights, in place, verified; ``sync/*`` metrics of this rank.
 
         What arrived is checked against the sender's manifest and what the rollout holds
-        afterwards is read back (:mod:`hfsdk.core.weight_check`): ``sync/verified`` is 1.0,
-        or ``sync/mismatch`` says what differs (the controller restarts the replicas) and
-        the weights version this replica reports stays the last verified one. ``fault``
-        (fault injection, ``sync_stale``): see :func:`receive_weights`.
+        afterwards is read back (:mod:`hfsdk.core.weight_check`), and so is a rollout's own
+        copy when it keeps one (a vLLM engine raises :class:`hfsdk.WeightSyncMismatch` from
+        ``update_weights``): ``sync/verified`` is 1.0, or ``sync/mismatch`` says what
+        differs (the controller restarts the replicas) and the weights version this replica
+        reports stays the last verified one. ``fault`` (fault injection, ``sync_stale``):
+        see :func:`receive_weights`.
         """
         if self.sync_group is None:
             raise HfsdkError("receive_weights before join_weight_sync: the sync group is missing")
@@ -248,6 +251,13 @@ class RolloutReplicaWorker(Worker):
                 f"{len(missing)} rollout weight(s) left unset (first: {missing[0]!r}); the "
                 "actor's hf_weights must yield every parameter"
             )
+        if mismatch is None:
+            self.source.weights_version += 1
+            try:  # a rollout with its own copy (vLLM) reloads it now and verifies it
+                for rollout in (self.rollout, *self._segment_rollouts.values()):
+                    rollout.update_weights(self.source)
+            except WeightSyncMismatch as exc:
+                mismatch = str(exc)
         if mismatch is not None:
             result["sync/mismatch"] = (
                 f"weights version {version} on replica rank {self.rank}: {mismatch}"
@@ -255,9 +265,6 @@ class RolloutReplicaWorker(Worker):
             return result
         result["sync/verified"] = 1.0
         self.synced_version = version
-        self.source.weights_version += 1
-        for rollout in (self.rollout, *self._segment_rollouts.values()):
-            rollout.update_weights(self.source)
         return result
 
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
