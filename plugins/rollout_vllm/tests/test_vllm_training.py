@@ -144,7 +144,6 @@ def test_a_reload_that_drops_a_tensor_stops_the_run_with_one_line(tmp_path: Path
     assert result.returncode != 0 and "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1, result.stderr[-3000:]
-    assert "WeightSyncMismatch: the vLLM engine does not hold the actor's weights version 1" in (
-        errors[0]
-    )
+    expected = "WeightSyncMismatch: the vLLM engine does not hold the actor's weights version 1"
+    assert expected in errors[0], errors[0]
     assert "1 of 15 tensor(s) differ from what was sent" in errors[0], errors[0]
