@@ -176,3 +176,38 @@ def test_a_reload_is_read_back_from_the_engine_and_a_dropped_tensor_caught(
         actor.load_state_dict(saved)
         vllm_rollout.update_weights(actor)  # the fault fired once: this reload is whole
     assert vllm_rollout.last_metrics["sync/verified"] == 1.0
+
+
+def test_a_lora_actors_merged_weights_reach_the_engine_verified(
+    default_model_dir, make_prompts, prompt_texts, helpers
+) -> None:
+    """A LoRA actor streams ``W + (alpha/r)·B·A`` into vLLM: the reload is read back and
+    verified, and vLLM's log-probs of what it decoded are peft's merged model's
+    (``merge_and_unload``, an independent merge) within float32 noise."""
+    import copy
+
+    from hfsdk_backend_common.lora_config import LoraConfig
+    from hfsdk_backend_common.rollout.replica import replica_log_probs
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+    from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
+
+    lora = LoraConfig(rank=4, alpha=8.0, target_modules=("q_proj", "v_proj", "down_proj"))
+    actor = helpers.build_actor(default_model_dir, lora=lora)
+    vllm = VLLMRollout(VLLMRolloutConfig(max_response_length=8), actor)
+    prompts = make_prompts(prompt_texts)
+    before = vllm.generate_sequences(prompts, greedy=True)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # what an update of the adapters does, larger (B starts at 0)
+        for name, param in actor.module.named_parameters():
+            if "lora_B" in name:
+                param.copy_(0.3 * torch.randn(param.shape, generator=generator))
+    actor.weights_version += 1
+    vllm.update_weights(actor)
+    out = vllm.generate_sequences(prompts, greedy=True)
+    assert out.meta["rollout_metrics"]["sync/verified"] == 1.0
+    assert not torch.equal(out["responses"], before["responses"])  # the adapters matter
+    merged = copy.deepcopy(actor.module).merge_and_unload().eval()
+    mask = out["response_mask"].bool()
+    expected = replica_log_probs(merged, out)
+    assert torch.allclose(out["rollout_log_probs"][mask], expected[mask], atol=1e-4)
+    del vllm
