@@ -225,6 +225,7 @@ class HybridVLLMRollout(ServesRequests, HFRollout):
                 version=self.actor.weights_version,
                 group=self.actor.dp.actor_group,
                 device=self.actor.device,
+                verify=self.config.verify_weights,
             )
         else:  # each rank holds vLLM's own slices: not read back (docs/reliability.md)
             on_every_rank(

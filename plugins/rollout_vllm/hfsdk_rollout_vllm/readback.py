@@ -137,8 +137,10 @@ def verified_reload(
     version: int,
     group: Any = None,
     device: torch.device | str = "cpu",
+    verify: bool = True,
 ) -> dict[str, float]:
-    """Reload ``engine`` from ``weights`` (HF names, whole tensors), then read it back.
+    """Reload ``engine`` from ``weights`` (HF names, whole tensors), then read it back
+    (``verify``; without it only the reload, and no metrics).
 
     ``version`` is the actor's weights version being loaded (fault injection
     ``vllm_drop:N`` drops a tensor from the reload of version N). A reload that fails on
@@ -151,14 +153,24 @@ def verified_reload(
     from hfsdk_backend_common.rollout.agreement import on_every_rank
     from hfsdk_rollout_vllm.requests import drain
 
+    if not verify:
+        stream = iter(weights)
+        on_every_rank(
+            lambda: engine.reload_weights(stream),
+            what="reloading the vLLM engine's weights",
+            group=group,
+            drain=lambda: drain(stream),
+            device=device,
+        )
+        return {}
     started = time.perf_counter()
-    stream = RecordedStream(
+    recorded = RecordedStream(
         weights,
         dtype=dtype,
         engine_name=engine.engine_name(),
         drop=take_fault("vllm_drop", version),
     )
-    flowing = iter(stream)
+    flowing = iter(recorded)
     on_every_rank(
         lambda: engine.reload_weights(flowing),
         what="reloading the vLLM engine's weights",
@@ -168,7 +180,7 @@ def verified_reload(
     )
     reload_s = time.perf_counter() - started
     check_started = time.perf_counter()
-    problem = stream.problem(engine.held_sums())
+    problem = recorded.problem(engine.held_sums())
     check_s = time.perf_counter() - check_started
     failed = problem is not None
     if dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1:
@@ -186,6 +198,6 @@ def verified_reload(
         )
     return {
         "sync/verified": 1.0,
-        "timing/vllm_verify_s": stream.summing_s + check_s,
-        "timing/vllm_reload_s": reload_s - stream.summing_s,
+        "timing/vllm_verify_s": recorded.summing_s + check_s,
+        "timing/vllm_reload_s": reload_s - recorded.summing_s,
     }

@@ -108,6 +108,7 @@ class VLLMRollout(ServesRequests, HFRollout):
             version=actor.weights_version,
             group=actor.dp.actor_group,
             device=actor.device,
+            verify=self.config.verify_weights,
         )
         self.loaded_version = actor.weights_version
         self.weight_updates += 1
