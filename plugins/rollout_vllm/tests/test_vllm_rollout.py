@@ -112,28 +112,6 @@ def test_update_weights_follows_the_actor(
     assert torch.equal(restored["responses"], before["responses"])
 
 
-def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, helpers) -> None:
-    """A ~30M-parameter Llama (random weights, head_dim 64) decodes the same tokens in both."""
-    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
-    from hfsdk_backend_common.rollout_config import HFRolloutConfig
-    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
-    from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
-
-    model_dir = helpers.build_llama(tmp_path / "llama30m")
-    actor = helpers.build_actor(model_dir)
-    n_params = sum(p.numel() for p in actor.module.parameters())
-    assert 25e6 < n_params < 35e6
-    rng = torch.get_rng_state()
-    vllm = VLLMRollout(VLLMRolloutConfig(max_response_length=16), actor)
-    assert torch.equal(torch.get_rng_state(), rng)  # vLLM's seeding did not leak out
-    hf = HFRollout(HFRolloutConfig(max_response_length=16), actor)
-    prompts = make_prompts(prompt_texts)
-    _same_generation(
-        vllm.generate_sequences(prompts, greedy=True), hf.generate_sequences(prompts, greedy=True)
-    )
-    del vllm
-
-
 def test_a_reload_is_read_back_from_the_engine_and_a_dropped_tensor_caught(
     vllm_rollout, actor, make_prompts, prompt_texts, helpers, monkeypatch
 ) -> None:
@@ -176,6 +154,32 @@ def test_a_reload_is_read_back_from_the_engine_and_a_dropped_tensor_caught(
         actor.load_state_dict(saved)
         vllm_rollout.update_weights(actor)  # the fault fired once: this reload is whole
     assert vllm_rollout.last_metrics["sync/verified"] == 1.0
+
+
+def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, helpers) -> None:
+    """A ~30M-parameter Llama (random weights, head_dim 64) decodes the same tokens in both.
+
+    A second engine in this process: once it is dropped, vLLM's process-wide groups are
+    gone and the shared engine cannot generate any more, so only tests that build their
+    own engine may follow."""
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+    from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
+
+    model_dir = helpers.build_llama(tmp_path / "llama30m")
+    actor = helpers.build_actor(model_dir)
+    n_params = sum(p.numel() for p in actor.module.parameters())
+    assert 25e6 < n_params < 35e6
+    rng = torch.get_rng_state()
+    vllm = VLLMRollout(VLLMRolloutConfig(max_response_length=16), actor)
+    assert torch.equal(torch.get_rng_state(), rng)  # vLLM's seeding did not leak out
+    hf = HFRollout(HFRolloutConfig(max_response_length=16), actor)
+    prompts = make_prompts(prompt_texts)
+    _same_generation(
+        vllm.generate_sequences(prompts, greedy=True), hf.generate_sequences(prompts, greedy=True)
+    )
+    del vllm
 
 
 def test_a_lora_actors_merged_weights_reach_the_engine_verified(
