@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -31,13 +31,12 @@ class SignalFunction:
         factory=dict,
     )
     """Keyword arguments for the function's config class (or the function itself)."""
-    style: Literal["hfsdk", "verl", "trl", "openrlhf"] | None = attrs.field(
-        default=None,
-        validator=attrs.validators.optional(
-            attrs.validators.in_(("hfsdk", "verl", "trl", "openrlhf"))
-        ),
+    style: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
     )
-    """Calling convention: ``None`` recognises it by the function's parameters."""
+    """Calling convention: ``hfsdk`` or a registered reward call style (``hfsdk list
+    reward-styles``: verl, trl, openrlhf with hfsdk-plugin-migration), checked when the
+    functions are loaded; ``None`` recognises it by the function's parameters."""
 
     def __attrs_post_init__(self) -> None:
         if self.name is None and self.url is None:
@@ -72,6 +71,7 @@ class SignalConfig:
     timeout_s: float = help_field(
         "Seconds one call of a scoring function (a whole batch) may take; past it the run "
         "stops with one line naming the function and the sample it was on. 0: no limit.",
+        resumable=True,
         default=300.0,
         validator=[attrs.validators.ge(0.0), attrs.validators.lt(float("inf"))],
     )
