@@ -13,11 +13,6 @@ import torch
 from hfsdk import HfsdkError, entropy_from_logits
 
 
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Positions counting only attended tokens (left padding gets position 0)."""
-    return (attention_mask.long().cumsum(dim=-1) - 1).clamp(min=0)
-
-
 def response_slice(logits_or_values: torch.Tensor, response_length: int) -> torch.Tensor:
     """The outputs that belong to the ``response_length`` response tokens (see module docstring)."""
     total = logits_or_values.shape[1]

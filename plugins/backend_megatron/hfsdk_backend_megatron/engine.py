@@ -36,6 +36,7 @@ from hfsdk import (
     load_tokenizer,
     masked_fill_zero,
     masked_mean,
+    position_ids_from_mask,
     row_group,
 )
 from hfsdk_backend_common.engine_support import (
@@ -50,7 +51,7 @@ from hfsdk_backend_common.engine_support import (
 from hfsdk_backend_common.lr_schedule import build_optimizer
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective, actor_micro_loss
 from hfsdk_backend_common.sync_check import RolloutSyncCheck
-from hfsdk_backend_common.token_ops import last_token_index, position_ids_from_mask, response_slice
+from hfsdk_backend_common.token_ops import last_token_index, response_slice
 from hfsdk_backend_megatron import convert
 from hfsdk_backend_megatron.arch import layout_problems, read_shape
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig

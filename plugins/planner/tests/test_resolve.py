@@ -182,3 +182,18 @@ def test_a_manual_run_trains_without_the_planner(without_planner, tmp_path: Path
 def test_a_cluster_name_is_the_planners_to_check(without_planner) -> None:  # type: ignore[no-untyped-def]
     # Only the planner reads placement.cluster: without it the name is not refused.
     assert load_run_config("grpo", None, ["placement.cluster=a100-80gb"]).placement.cluster
+
+
+def test_the_planners_commands_without_it_name_the_distribution() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HFSDK_DISABLE_PLUGINS": "planner"}
+    code = "from hfsdk.core.cli.main import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", code, "plan", "--algo", "grpo"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2 and "hfsdk-plugin-planner" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
