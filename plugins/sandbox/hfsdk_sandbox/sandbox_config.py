@@ -6,7 +6,7 @@ from typing import Literal
 
 import attrs
 
-from hfsdk.core.config.help import help_field
+from hfsdk import help_field
 
 
 @attrs.frozen(kw_only=True)

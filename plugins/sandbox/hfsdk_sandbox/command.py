@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 
 @click.group()
@@ -74,15 +74,15 @@ def run_command(
     \b
         hfsdk sandbox run solution.py --stdin case1.txt --json
     """
-    from hfsdk.core.sandbox import SandboxLimits, run_python, set_isolation, unavailable_line
+    from hfsdk_sandbox import SandboxLimits, run_python, set_isolation, unavailable_line
 
     code = _read_text(file, "program")
     stdin = _read_text(stdin_file, "--stdin file") if stdin_file else ""
     import attrs
 
-    from hfsdk.core.agents.code_tool import CODE_TOOL_LIMITS
+    from hfsdk_sandbox.limits import PYTHON_TOOL_LIMITS
 
-    base = CODE_TOOL_LIMITS if preset == "python" else SandboxLimits()
+    base = PYTHON_TOOL_LIMITS if preset == "python" else SandboxLimits()
     given = {"wall_s": wall_s, "cpu_s": cpu_s, "memory_mb": memory_mb, "output_bytes": output_bytes}
     try:
         limits = attrs.evolve(base, **{k: v for k, v in given.items() if v is not None})

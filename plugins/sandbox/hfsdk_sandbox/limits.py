@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from hfsdk.core.config.help import help_field
+from hfsdk import help_field
 
 
 @attrs.frozen(kw_only=True)
@@ -50,3 +50,7 @@ class SandboxLimits:
         default=64,
         validator=attrs.validators.ge(1),
     )
+
+
+PYTHON_TOOL_LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5, memory_mb=512, output_bytes=8192)
+"""The limits of one call of the agents' ``python`` tool (``hfsdk sandbox run --limits python``)."""

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.sandbox import SandboxLimits, run_python, unavailable_line
-from hfsdk.core.sandbox.bwrap import unavailable_reason
-from hfsdk.core.sandbox.preflight import sandbox_notice
-from hfsdk.core.sandbox.runner import ISOLATION_ENV
+from hfsdk_sandbox import SandboxLimits, run_python, unavailable_line
+from hfsdk_sandbox.bwrap import unavailable_reason
+from hfsdk_sandbox.preflight import sandbox_notice
+from hfsdk_sandbox.runner import ISOLATION_ENV
 
 FAST = SandboxLimits(wall_s=3.0, cpu_s=2, memory_mb=256, output_bytes=4096)
 

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from hfsdk.core.sandbox.seccomp import _SYSCALLS, REFUSED, UnsupportedMachine, build_filter
+from hfsdk_sandbox.seccomp import _SYSCALLS, REFUSED, UnsupportedMachine, build_filter
 
 ALLOW, KILL = 0x7FFF0000, 0x80000000
 EPERM, ENOSYS = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS

@@ -41,11 +41,11 @@ from typing import Literal
 
 import attrs
 
-from hfsdk.core.sandbox import bwrap
-from hfsdk.core.sandbox.cgroup import PidsCgroup, make_pids_cgroup
-from hfsdk.core.sandbox.limits import SandboxLimits
-from hfsdk.core.sandbox.pipes import drain
-from hfsdk.core.sandbox.seccomp import build_filter
+from hfsdk_sandbox import bwrap
+from hfsdk_sandbox.cgroup import PidsCgroup, make_pids_cgroup
+from hfsdk_sandbox.limits import SandboxLimits
+from hfsdk_sandbox.pipes import drain
+from hfsdk_sandbox.seccomp import build_filter
 
 log = logging.getLogger(__name__)
 

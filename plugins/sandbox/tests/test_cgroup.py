@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.sandbox.cgroup import make_pids_cgroup
+from hfsdk_sandbox.cgroup import make_pids_cgroup
 
 
 def test_no_cgroup_hierarchy_means_none(tmp_path: Path) -> None:

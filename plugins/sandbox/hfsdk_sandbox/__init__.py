@@ -8,8 +8,8 @@ See ``docs/agents.md#sandbox-layers`` for the layers of protection, what each
 one guarantees and what it does not.
 """
 
-from hfsdk.core.sandbox.limits import SandboxLimits
-from hfsdk.core.sandbox.runner import (
+from hfsdk_sandbox.limits import SandboxLimits
+from hfsdk_sandbox.runner import (
     ISOLATIONS,
     Isolation,
     SandboxResult,

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from hfsdk.core.cli.main import main
-from hfsdk.core.sandbox.bwrap import unavailable_reason
-from hfsdk.core.sandbox.cgroup import make_pids_cgroup
+from hfsdk_sandbox.bwrap import unavailable_reason
+from hfsdk_sandbox.cgroup import make_pids_cgroup
 
 pytestmark = pytest.mark.skipif(
     unavailable_reason() is not None, reason=f"bubblewrap cannot start: {unavailable_reason()}"
@@ -295,7 +295,7 @@ def test_namespace_and_tracing_calls_are_refused(
 ) -> None:
     import platform
 
-    from hfsdk.core.sandbox import seccomp
+    from hfsdk_sandbox import seccomp
 
     column = 0 if platform.machine() in ("x86_64", "amd64") else 1
     calls = {

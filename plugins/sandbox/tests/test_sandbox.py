@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hfsdk.core.sandbox import SandboxLimits, run_many, run_python
+from hfsdk_sandbox import SandboxLimits, run_many, run_python
 
 pytestmark = pytest.mark.usefixtures("sandbox_any_isolation")
 
