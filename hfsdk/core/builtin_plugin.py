@@ -44,21 +44,9 @@ def hfsdk_register_rollout_corrections(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
-    """Register ``exact_match``, ``math_verify``, ``format_check``, ``length_penalty``,
-    ``code_tests``, ``remote`` and the default task's."""
+    """Register the default task's and the ``tool_use`` task's."""
     from hfsdk.core import default_task
-    from hfsdk.core.rewards import builtins, code_tests, math_verify_reward, remote
 
-    register("exact_match", builtins.exact_match, config_cls=builtins.ExactMatchConfig)
-    register(
-        "math_verify",
-        math_verify_reward.math_verify,
-        config_cls=math_verify_reward.MathVerifyConfig,
-    )
-    register("format_check", builtins.format_check, config_cls=builtins.FormatCheckConfig)
-    register("length_penalty", builtins.length_penalty, config_cls=builtins.LengthPenaltyConfig)
-    register("code_tests", code_tests.code_tests, config_cls=code_tests.CodeTestsConfig)
-    register("remote", remote.remote_reward, config_cls=remote.RemoteRewardConfig)
     register(default_task.REWARD_FUNCTION_NAME, default_task.default_task_reward)
     register(default_task.COST_FUNCTION_NAME, default_task.default_task_cost)
     from hfsdk.core.agents.tool_use import task as tool_use

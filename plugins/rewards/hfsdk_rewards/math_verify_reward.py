@@ -17,8 +17,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.config.help import help_field
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError, help_field
 
 
 @attrs.frozen(kw_only=True)

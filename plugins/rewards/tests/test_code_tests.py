@@ -8,8 +8,8 @@ import pytest
 
 import hfsdk
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards.code_tests import CodeTestsConfig, code_tests, last_code_block
-from hfsdk.core.sandbox import SandboxLimits
+from hfsdk_rewards.code_tests import CodeTestsConfig, code_tests, last_code_block
+from hfsdk_sandbox import SandboxLimits
 
 pytestmark = pytest.mark.usefixtures("sandbox_any_isolation")
 

@@ -29,8 +29,7 @@ from urllib.parse import urlparse
 
 import attrs
 
-from hfsdk.core.config.help import help_field
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError, help_field
 
 
 def _http_url(_instance: object, attribute: attrs.Attribute, value: str) -> None:

@@ -14,8 +14,7 @@ from typing import Any, Literal
 
 import attrs
 
-from hfsdk.core.config.help import help_field
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError, help_field
 
 
 def _regex(_instance: object, attribute: attrs.Attribute, value: str | None) -> None:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hfsdk.core.rewards.code_harness import (
+from hfsdk_rewards.code_harness import (
     MARKER,
     BadTests,
     judge,

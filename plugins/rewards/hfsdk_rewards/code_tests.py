@@ -25,9 +25,8 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.config.help import help_field
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards.code_harness import (
+from hfsdk import HfsdkError, help_field
+from hfsdk_rewards.code_harness import (
     MARKER,
     AssertPlan,
     BadTests,
@@ -35,7 +34,7 @@ from hfsdk.core.rewards.code_harness import (
     plan_asserts,
     sandbox_program,
 )
-from hfsdk.core.sandbox import SandboxLimits, SandboxResult, run_many
+from hfsdk_sandbox import SandboxLimits, SandboxResult, run_many
 
 REASONS = (
     "no_code",

@@ -6,7 +6,7 @@ import pytest
 
 import hfsdk
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards.builtins import (
+from hfsdk_rewards.builtins import (
     ExactMatchConfig,
     FormatCheckConfig,
     LengthPenaltyConfig,
@@ -89,7 +89,7 @@ def test_builtins_are_registered_with_their_configs() -> None:
     registry = hfsdk.get_registry("reward_functions")
     assert registry.get("exact_match").config_cls is ExactMatchConfig
     assert registry.get("format_check").impl is format_check
-    assert registry.get("length_penalty").plugin == "hfsdk"
+    assert registry.get("length_penalty").plugin == "rewards"
 
 
 # MATH-style answers: the cases of issue 42 (reference, response).
@@ -105,7 +105,7 @@ MATH_CASES = [
 
 
 def test_exact_match_boxed_extraction_balances_nested_braces() -> None:
-    from hfsdk.core.rewards.builtins import extract_boxed
+    from hfsdk_rewards.builtins import extract_boxed
 
     assert extract_boxed(r"\boxed{\frac{1}{2}} then \boxed{\{1,2\}}") == r"\{1,2\}"
     assert extract_boxed(r"\boxed{\frac{1}{2}} then \boxed{3}", "first") == r"\frac{1}{2}"
@@ -122,7 +122,7 @@ def test_exact_match_boxed_extraction_balances_nested_braces() -> None:
 
 
 def test_math_verify_scores_the_math_cases_exact_match_cannot() -> None:
-    from hfsdk.core.rewards.math_verify_reward import MathVerifyConfig, math_verify
+    from hfsdk_rewards.math_verify_reward import MathVerifyConfig, math_verify
 
     refs, responses = zip(*MATH_CASES, strict=True)
     out = math_verify([""] * 7, list(responses), answer=list(refs))
@@ -161,7 +161,7 @@ def test_math_verify_runs_under_hfsdks_deadline_outside_the_main_thread() -> Non
     worker.start()
     worker.join(120)
     assert found and found[0].scores == [1.0] * 7
-    assert entry.config_cls.__name__ == "MathVerifyConfig" and entry.plugin == "hfsdk"
+    assert entry.config_cls.__name__ == "MathVerifyConfig" and entry.plugin == "rewards"
 
 
 def test_hfsdk_list_rewards_shows_math_verify(capsys: pytest.CaptureFixture[str]) -> None:
@@ -172,4 +172,4 @@ def test_hfsdk_list_rewards_shows_math_verify(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert info.value.code in (0, None)
     line = next(x for x in out.splitlines() if x.startswith("math_verify"))
-    assert "equals the reference mathematically" in line and line.endswith("[hfsdk]")
+    assert "equals the reference mathematically" in line and line.endswith("[rewards]")

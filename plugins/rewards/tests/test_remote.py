@@ -13,7 +13,7 @@ import pytest
 
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.rewards import compute_rewards
-from hfsdk.core.rewards.remote import RemoteRewardConfig, remote_reward
+from hfsdk_rewards.remote import RemoteRewardConfig, remote_reward
 
 Behaviour = Callable[[BaseHTTPRequestHandler, dict], None]
 
