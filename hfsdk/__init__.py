@@ -67,7 +67,6 @@ if TYPE_CHECKING:
     from hfsdk.core.data.prompt_dataset import resolve_use_template
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.dataflow import Dataflow, Stage
-    from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
     from hfsdk.core.hybrid_engine.accounting import MemoryTracker, generation_specs
     from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig, resolve_rollout_layout
@@ -135,6 +134,8 @@ if TYPE_CHECKING:
     from hfsdk.core.tasks import (
         Task,
         TaskAssets,
+        cache_root,
+        default_model_config,
         default_model_dir,
         default_task_assets,
         get_task,
@@ -178,6 +179,8 @@ _LAZY = {
     "task_names": "hfsdk.core.tasks",
     "default_task_assets": "hfsdk.core.tasks",
     "default_model_dir": "hfsdk.core.tasks",
+    "default_model_config": "hfsdk.core.tasks",
+    "cache_root": "hfsdk.core.tasks",
     "Registry": "hfsdk.core.registry",
     "RegistryEntry": "hfsdk.core.registry",
     "Register": "hfsdk.hookspecs",
@@ -216,7 +219,6 @@ _LAZY = {
     "tokenize_preference_pairs": "hfsdk.core.data.preference_pairs",
     "resolve_use_template": "hfsdk.core.data.prompt_dataset",
     "default_rollout_backend": "hfsdk.core.backends",
-    "ensure_default_assets": "hfsdk.core.default_task",
     "RoleConfig": "hfsdk.core.role_config",
     "RolloutConfig": "hfsdk.core.role_config",
     # the rollout contract
@@ -295,7 +297,6 @@ _LAZY = {
     "check_mesh": "hfsdk.core.workers.protocols.rows",
     "collect_mean_metrics": "hfsdk.core.workers.protocols.builtins",
     "split_rows": "hfsdk.core.workers.protocols.rows",
-    "DefaultTaskSpec": "hfsdk.core.default_task",
     # 3D-HybridEngine (for training backends that reshard their actor for generation)
     "RolloutLayoutConfig": "hfsdk.core.hybrid_engine.config",
     "resolve_rollout_layout": "hfsdk.core.hybrid_engine.config",

@@ -57,17 +57,12 @@ def run_python(code: str, *, path: Path | None = None, env: dict[str, str] | Non
 def tp2_tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     """A tiny Llama whose 4 heads / 2 key-value heads tp = 2 divides (peaked logits) and the
     default task's tokenizer: ``(model path, tokenizer)``, built once per session."""
-    from hfsdk import DefaultTaskSpec, ensure_default_assets
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
+    from hfsdk import default_task_assets, load_tokenizer
     from hfsdk.testing import save_tiny_llama
 
     root = tmp_path_factory.mktemp("tp2_llama")
-    assets = ensure_default_assets(
-        DefaultTaskSpec(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2,
-                        warm_start_steps=0),
-        cache_dir=root / "cache",
-    )  # fmt: skip
-    tokenizer = load_tokenizer(assets.model_dir)
+    # The default task's tokenizer (its words; the model below is this fixture's own).
+    tokenizer = load_tokenizer(default_task_assets().tokenizer_dir)
     path = save_tiny_llama(
         root / "model", tokenizer, hidden_size=64, intermediate_size=64, num_heads=4,
         num_kv_heads=2, init_std=0.2,

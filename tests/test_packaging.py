@@ -37,7 +37,8 @@ def test_grpo_plugin_installs_alone_with_its_backend(tmp_path: Path) -> None:
         ["hfsdk", "hfsdk_backend_common", "hfsdk_plugin_backend_fsdp", "hfsdk_plugin_backend_megatron",
          "hfsdk_plugin_dapo", "hfsdk_plugin_distill", "hfsdk_plugin_dpo", "hfsdk_plugin_grpo",
          "hfsdk_plugin_ppo", "hfsdk_plugin_remax", "hfsdk_plugin_reward_model",
-         "hfsdk_plugin_rollout_vllm", "hfsdk_plugin_safe_rlhf", "hfsdk_plugin_sft"]
+         "hfsdk_plugin_rollout_vllm", "hfsdk_plugin_safe_rlhf", "hfsdk_plugin_sft",
+         "hfsdk_plugin_sandbox", "hfsdk_plugin_rewards", "hfsdk_plugin_tasks"]
     )
 
     venv = tmp_path / "venv"
@@ -55,6 +56,9 @@ def test_grpo_plugin_installs_alone_with_its_backend(tmp_path: Path) -> None:
     # The shared home of what backends have in common, pulled in by the fsdp backend;
     # it registers the default `hf` rollout.
     assert plugins["backend_common"]["status"] == "loaded"
+    # The built-in task and the standard rewards (with their sandbox) come with the algorithm.
+    for name in ("tasks", "rewards", "sandbox"):
+        assert plugins[name]["status"] == "loaded", plugins.get(name)
     assert "ppo" not in plugins  # only what grpo depends on was installed
     # ... and that is enough to resolve (and so to run) a GRPO config
     shown = _run([str(venv / "bin" / "hfsdk"), "config", "show", "--algo", "grpo"])

@@ -156,7 +156,7 @@ class AlgorithmSpec:
       task needs (response length, batch sizes, learning rates), never a
       ``backend``. Each section applies to whichever backend the user selects,
       with only the keys that backend's config class has
-      (:mod:`hfsdk.core.default_task.preset`).
+      (:mod:`hfsdk.core.config.presets`).
     - ``actor_objective``: ``fn(algorithm_config) -> ActorLossTerms``.
     - ``summary``: one line for ``hfsdk list algorithms`` (defaults to the
       program's docstring).

@@ -44,11 +44,7 @@ def hfsdk_register_rollout_corrections(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
-    """Register the default task's and the ``tool_use`` task's."""
-    from hfsdk.core import default_task
-
-    register(default_task.REWARD_FUNCTION_NAME, default_task.default_task_reward)
-    register(default_task.COST_FUNCTION_NAME, default_task.default_task_cost)
+    """Register the ``tool_use`` task's."""
     from hfsdk.core.agents.tool_use import task as tool_use
 
     register(tool_use.REWARD_FUNCTION_NAME, tool_use.tool_use_reward)
@@ -97,3 +93,33 @@ def hfsdk_register_tool_parsers(register: Register) -> None:
 
     for name, parser in BUILTIN_PARSERS.items():
         register(name, parser, end_marker=CALL_END_MARKERS[name])
+
+
+@hfsdk.hookimpl
+def hfsdk_register_tasks(register: Register) -> None:
+    """Register ``tool_use`` (multi-turn addition with a calculator tool, docs/agents.md).
+
+    It moves with the agents to their plugin, which registers it there.
+    """
+    from hfsdk.core.agents.tool_use.build import ensure_tool_use_assets, tool_use_preset
+    from hfsdk.core.tasks import Task, TaskAssets
+
+    def assets(model: str = "warm", data: str = "prompts") -> TaskAssets:
+        root = ensure_tool_use_assets()
+        return TaskAssets(
+            model_dir=root / "model",
+            tokenizer_dir=root / "model",
+            train_files=(str(root / "train.jsonl"),),
+            val_files=(str(root / "val.jsonl"),),
+            root=root,
+        )
+
+    register(
+        "tool_use",
+        Task(
+            summary="multi-turn addition with a calculator tool (docs/agents.md)",
+            assets=assets,
+            settings=lambda: tool_use_preset(ensure_tool_use_assets()),
+            signals={"reward": ("tool_use",)},
+        ),
+    )

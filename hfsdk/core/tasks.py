@@ -11,6 +11,7 @@ plugin that builds it. The built-in tasks ship in ``hfsdk-plugin-tasks``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 DEFAULT_TASK = "default"
 """The task of a run whose config names no training data."""
 
+CACHE_ENV = "HFSDK_CACHE_DIR"
+"""Where tasks cache what they build (default ``~/.cache/hfsdk``)."""
+
 TASKS_DISTRIBUTION = "hfsdk-plugin-tasks"
 """The distribution that registers the built-in tasks (named in the missing-task line)."""
 
@@ -36,8 +40,14 @@ class TaskAssets:
 
     model_dir: Path
     tokenizer_dir: Path
-    train_files: tuple[str, ...]
-    val_files: tuple[str, ...]
+    train_files: tuple[str, ...] = attrs.field(converter=tuple)
+    val_files: tuple[str, ...] = attrs.field(converter=tuple)
+    root: Path | None = None
+    """The task's cache directory, where a plugin may write files it derives from the task
+    (e.g. the reward-model plugin's preference pairs), or ``None``."""
+    spec: Any = None
+    """The task's own parameters (the default task: its ``DefaultTaskSpec``), for a plugin
+    that derives data from them; ``None`` when the task has none to share."""
 
 
 def _frozen_mapping(value: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -66,6 +76,10 @@ class Task:
       a task that runs as the no-data fallback (:data:`DEFAULT_TASK`).
     - ``signals``: signal section -> the reward function names that score it
       when the config names none (``{"reward": ("default_task",)}``).
+    - ``model_config(model)``: the ``config.json`` values (Hugging Face names:
+      ``hidden_size``, ``num_attention_heads``, ...) of a model variant, known
+      without building it, so a config check costs nothing; ``None``: read from
+      the built model.
     """
 
     summary: str
@@ -75,6 +89,7 @@ class Task:
     preset: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_mapping)
     settings: Callable[[], Mapping[str, Any]] | None = None
     signals: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict, converter=_signal_names)
+    model_config: Callable[[str], Mapping[str, Any]] | None = None
 
     def build(self, model: str = "warm", data: str = "prompts") -> TaskAssets:
         """:attr:`assets` for a model variant and data kind this task offers (else one line)."""
@@ -85,6 +100,13 @@ class Task:
         if data not in self.data:
             raise HfsdkError(f"this task has no {data!r} data; it offers {', '.join(self.data)}")
         return self.assets(model=model, data=data)
+
+
+def cache_root() -> Path:
+    """``$HFSDK_CACHE_DIR`` or ``~/.cache/hfsdk``: the root every task builds its assets under
+    (each in its own sub-directory)."""
+    value = os.environ.get(CACHE_ENV)
+    return Path(value).expanduser() if value else Path.home() / ".cache" / "hfsdk"
 
 
 def task_names(pm: HfsdkPluginManager | None = None) -> list[str]:
@@ -119,3 +141,14 @@ def default_task_assets(model: str = "warm", data: str = "prompts") -> TaskAsset
 def default_model_dir(model: str = "warm") -> Path:
     """The default task's model directory: what a role without ``model_path`` loads."""
     return default_task_assets(model=model).model_dir
+
+
+def default_model_config(model: str = "warm") -> dict[str, Any]:
+    """The default task's model's ``config.json`` values (without building it where the task
+    knows them: :attr:`Task.model_config`)."""
+    import json
+
+    task = get_task(DEFAULT_TASK)
+    if task.model_config is not None:
+        return dict(task.model_config(model))
+    return dict(json.loads((task.build(model=model).model_dir / "config.json").read_text()))

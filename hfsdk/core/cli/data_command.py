@@ -64,6 +64,6 @@ def _tokenizer(actor: dict) -> object:
     path = actor.get("tokenizer_path") or actor.get("model_path")
     if path:
         return load_tokenizer(str(path))
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk.core.tasks import default_task_assets
 
-    return load_tokenizer(str(ensure_default_assets().tokenizer_dir))
+    return load_tokenizer(str(default_task_assets().tokenizer_dir))

@@ -309,11 +309,12 @@ def load_run_config(
     """YAML file (optional) + dotted overrides -> a validated :class:`RunConfig`.
 
     A config without training data runs the built-in default task; the
-    algorithm's preset (``AlgorithmSpec.preset``, on top of the core's
-    ``hfsdk.core.default_task.preset``) fills the keys the user did not set.
+    algorithm's preset (``AlgorithmSpec.preset``, on top of the default task's
+    ``hfsdk.Task.preset``, see ``hfsdk.core.config.presets``) fills the keys the user
+    did not set.
     ``base`` (a built-in task's settings) goes under the file and the overrides.
     """
-    from hfsdk.core.default_task.preset import deep_merge
+    from hfsdk.core.config.presets import deep_merge
 
     data = load_yaml(config_file) if config_file else {}
     layers = [(dict(base or {}), "the task's preset"), (data, f"config file {config_file!r}")]
@@ -477,7 +478,7 @@ def with_algorithm_preset(
     classes): the keys that class lacks are left out, so a preset never names a
     backend and a new backend takes the keys it shares.
     """
-    from hfsdk.core.default_task.preset import uses_default_task, with_default_task_preset
+    from hfsdk.core.config.presets import uses_default_task, with_default_task_preset
 
     pm = pm or get_plugin_manager()
     spec_entry = pm.registry("algorithms").get(algo) if isinstance(algo, str) else None
@@ -508,4 +509,15 @@ def with_algorithm_preset(
         entry = registry.get(name) if isinstance(name, str) else None
         return entry.config_cls if entry is not None else None
 
-    return with_default_task_preset(spec.preset, data, section_class)
+    return with_default_task_preset(
+        spec.preset, data, section_class, task_preset=_default_task_preset(pm)
+    )
+
+
+def _default_task_preset(pm: HfsdkPluginManager) -> Mapping[str, Any]:
+    """The registry's default task's own preset (empty when no task plugin is installed:
+    the run then says which distribution to install when it looks for the task's assets)."""
+    from hfsdk.core.tasks import DEFAULT_TASK
+
+    entry = pm.registry("tasks").get(DEFAULT_TASK)
+    return entry.impl.preset if entry is not None else {}

@@ -67,9 +67,9 @@ CRITIC_UPDATE_KEYS = (*SEQUENCE_KEYS, "values", "returns")
 
 def _resolve_model_dir(config: MegatronRoleConfig) -> Path:
     if config.model_path is None:
-        from hfsdk import ensure_default_assets
+        from hfsdk import default_model_dir
 
-        return ensure_default_assets().model_dir
+        return default_model_dir()
     return Path(config.model_path).expanduser()
 
 

@@ -20,7 +20,7 @@ def _program(overrides: list[str]):  # type: ignore[no-untyped-def]
     config = load_run_config("dpo", None, overrides)
     log: list[Call] = []
     roles = {"actor": FakeRole("actor", log, seed=0), "reference": FakeRole("reference", log, 1)}
-    tokenizer = load_tokenizer(str(hfsdk.ensure_default_assets().tokenizer_dir))
+    tokenizer = load_tokenizer(str(hfsdk.default_task_assets().tokenizer_dir))
     context = AlgorithmContext(
         config=config,
         roles=roles,

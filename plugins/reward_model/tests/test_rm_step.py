@@ -27,12 +27,10 @@ class _FakeScorer(FakeRole):
 def _program(overrides: list[str] | None = None):
     from transformers import PreTrainedTokenizerFast
 
-    from hfsdk import DefaultTaskSpec, ensure_default_assets
+    from hfsdk import default_task_assets
 
     config = load_run_config("reward_model", None, overrides or [])
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(
-        str(ensure_default_assets(DefaultTaskSpec()).tokenizer_dir)
-    )
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(default_task_assets().tokenizer_dir))
     role = _FakeScorer("reward_model", [], seed=0)
     context = AlgorithmContext(
         config=config,

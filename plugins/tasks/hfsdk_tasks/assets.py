@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from hfsdk.core.default_task.spec import DefaultTaskSpec
-from hfsdk.core.default_task.task import task_rows, validation_rows
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
+from hfsdk.core.tasks import cache_root
+from hfsdk_tasks.spec import DefaultTaskSpec
+from hfsdk_tasks.task import task_rows, validation_rows
 
 if TYPE_CHECKING:
     import datasets
 
 log = logging.getLogger(__name__)
 
-CACHE_ENV = "HFSDK_CACHE_DIR"
 SPEC_FILE = "spec.json"
 Split = Literal["train", "val"]
 
@@ -94,12 +94,6 @@ class DefaultAssets:
             self.train_dataset_dir / "dataset_info.json",
             self.root / SPEC_FILE,
         )
-
-
-def cache_root() -> Path:
-    """``$HFSDK_CACHE_DIR`` or ``~/.cache/hfsdk``."""
-    value = os.environ.get(CACHE_ENV)
-    return Path(value).expanduser() if value else Path.home() / ".cache" / "hfsdk"
 
 
 def _library_versions() -> dict[str, str]:
@@ -199,8 +193,8 @@ def _quiet_progress_bars() -> Iterator[None]:
 
 
 def _build(root: Path, key: str, spec: DefaultTaskSpec, versions: dict[str, str]) -> None:
-    from hfsdk.core.default_task.tokenizer import train_tokenizer
-    from hfsdk.core.default_task.warm_start import build_warm_started_model
+    from hfsdk_tasks.tokenizer import train_tokenizer
+    from hfsdk_tasks.warm_start import build_warm_started_model
 
     started = time.perf_counter()
     assets = DefaultAssets.at(root, spec, {})

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from transformers import AutoModelForCausalLM
 
-from hfsdk.core.default_task import DefaultAssets, default_task_cost, default_task_reward
-from hfsdk.core.default_task.task import task_rows
-from hfsdk.core.default_task.tokenizer import load_tokenizer
+from hfsdk_tasks import DefaultAssets, default_task_cost, default_task_reward
+from hfsdk_tasks.task import task_rows
+from hfsdk_tasks.tokenizer import load_tokenizer
 
 
 def test_build_reports_a_policy_with_room_to_learn(default_assets: DefaultAssets) -> None:

@@ -15,8 +15,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from hfsdk.core.default_task.spec import DefaultTaskSpec
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
+from hfsdk_tasks.spec import DefaultTaskSpec
 
 REWARD_FUNCTION_NAME = "default_task"
 """Suggested registry name of :func:`default_task_reward`."""

@@ -8,15 +8,15 @@ See ``docs/default_task.md``.
 
 from __future__ import annotations
 
-from hfsdk.core.default_task.assets import (
+from hfsdk_tasks.assets import (
     DefaultAssets,
     build_prompt_dataset,
     cache_root,
     ensure_default_assets,
     load_prompt_dataset,
 )
-from hfsdk.core.default_task.spec import DefaultTaskSpec
-from hfsdk.core.default_task.task import (
+from hfsdk_tasks.spec import DefaultTaskSpec
+from hfsdk_tasks.task import (
     COST_FUNCTION_NAME,
     REWARD_FUNCTION_NAME,
     default_task_cost,

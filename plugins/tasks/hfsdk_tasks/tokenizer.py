@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hfsdk.core.default_task.spec import DefaultTaskSpec
-from hfsdk.core.default_task.task import format_prompt
+from hfsdk_tasks.spec import DefaultTaskSpec
+from hfsdk_tasks.task import format_prompt
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast
@@ -72,7 +72,7 @@ def word_level_tokenizer(
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerFast:
     """Load a tokenizer directory saved by :func:`train_tokenizer`'s result (through hfsdk's
-    one loader, :func:`hfsdk.core.data.tokenizer_loading.load_tokenizer`)."""
-    from hfsdk.core.data.tokenizer_loading import load_tokenizer as load
+    one loader, :func:`hfsdk.load_tokenizer`)."""
+    from hfsdk import load_tokenizer as load
 
     return load(path)

@@ -1,11 +1,11 @@
-"""Settings under which the built-in default task learns within a short CPU run.
+"""Merging a task's preset under a user's config (generic dict merging, no task named).
 
-The generic config defaults suit real models; the default task's model is
-tiny, so it needs a larger learning rate and short responses. When a run names
-no training data (``data.train_files`` empty), the algorithm plugin's preset
-(``AlgorithmSpec.preset``) on top of the core sections below is merged *under*
-the user's config: anything the user sets still wins. ``hfsdk config show``
-prints the result.
+The generic config defaults suit real models; a built-in task's model is tiny,
+so it needs a larger learning rate and short responses. When a run names no
+training data (``data.train_files`` empty), the algorithm plugin's preset
+(``AlgorithmSpec.preset``) on top of the default task's own preset
+(``hfsdk.Task.preset``, from the task registry) is merged *under* the user's
+config: anything the user sets still wins. ``hfsdk config show`` prints the result.
 
 A preset says what the task needs (response length, batch sizes, learning
 rates), never which backend runs it: each preset section is applied to
@@ -24,12 +24,6 @@ from typing import Any
 
 import attrs
 
-CORE_PRESET: dict[str, Any] = {
-    "trainer": {"total_steps": 30},
-    "data": {"batch_size": 16},
-}
-"""The default task's settings of the core's own sections, for every algorithm."""
-
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
     """``base`` with ``override`` on top, recursively (``override`` wins)."""
@@ -43,7 +37,8 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
 
 
 def uses_default_task(data: Mapping[str, Any]) -> bool:
-    """Whether a raw config names no training data (so the default task runs)."""
+    """Whether a raw config names no training data (so the default task of the task
+    registry runs)."""
     section = data.get("data") or {}
     return not (isinstance(section, Mapping) and section.get("train_files"))
 
@@ -90,8 +85,11 @@ def with_default_task_preset(
     preset: Mapping[str, Any],
     data: Mapping[str, Any],
     section_class: Callable[[str], type | None] = lambda _section: None,
+    *,
+    task_preset: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``data`` on top of :data:`CORE_PRESET` and ``preset`` when it runs the default task.
+    """``data`` on top of ``task_preset`` (the task's own: ``hfsdk.Task.preset``) and
+    ``preset`` (the algorithm's) when it runs the default task.
 
     ``section_class(section)`` is the attrs class ``section`` will be built
     with (for a role: its selected backend's config class). Only the preset
@@ -101,7 +99,7 @@ def with_default_task_preset(
     """
     if not uses_default_task(data):
         return dict(data)
-    merged = deep_merge(CORE_PRESET, preset)
+    merged = deep_merge(task_preset or {}, preset)
     applied: dict[str, Any] = {}
     for section, values in merged.items():
         cls = section_class(section)

@@ -16,7 +16,8 @@ from transformers import (
     AutoModelForTokenClassification,
 )
 
-from hfsdk.core.default_task import (
+from hfsdk.core.errors import HfsdkError
+from hfsdk_tasks import (
     DefaultAssets,
     DefaultTaskSpec,
     build_prompt_dataset,
@@ -24,8 +25,7 @@ from hfsdk.core.default_task import (
     ensure_default_assets,
     load_prompt_dataset,
 )
-from hfsdk.core.default_task import assets as assets_module
-from hfsdk.core.errors import HfsdkError
+from hfsdk_tasks import assets as assets_module
 
 
 def test_every_asset_exists_and_the_cache_is_reused(default_assets: DefaultAssets) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hfsdk.core.default_task import DefaultTaskSpec
-from hfsdk.core.default_task.tokenizer import SPECIAL_TOKENS, load_tokenizer, train_tokenizer
+from hfsdk_tasks import DefaultTaskSpec
+from hfsdk_tasks.tokenizer import SPECIAL_TOKENS, load_tokenizer, train_tokenizer
 
 
 def test_prompt_gets_bos_and_numbers_are_single_tokens() -> None:

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from hfsdk.core.default_task.spec import DefaultTaskSpec
-from hfsdk.core.default_task.task import format_prompt
+from hfsdk_tasks.spec import DefaultTaskSpec
+from hfsdk_tasks.task import format_prompt
 
 if TYPE_CHECKING:
     import torch

@@ -5,15 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hfsdk.core.default_task import DefaultTaskSpec, default_task_cost, default_task_reward
-from hfsdk.core.default_task.task import (
+from hfsdk.core.errors import HfsdkError
+from hfsdk_tasks import DefaultTaskSpec, default_task_cost, default_task_reward
+from hfsdk_tasks.task import (
     first_number,
     format_prompt,
     parse_prompt,
     task_rows,
     validation_rows,
 )
-from hfsdk.core.errors import HfsdkError
 
 
 def test_rows_cover_the_addition_table_once() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.default_task import DefaultAssets, DefaultTaskSpec, ensure_default_assets
+from hfsdk_tasks import DefaultAssets, DefaultTaskSpec, ensure_default_assets
 
 QUICK_SPEC = DefaultTaskSpec(
     hidden_size=16, num_heads=2, intermediate_size=32, num_layers=1, warm_start_steps=3

@@ -8,8 +8,8 @@ import pytest
 import hfsdk
 from hfsdk import AlgorithmSpec
 from hfsdk.core.config import load_run_config
+from hfsdk.core.config.presets import with_default_task_preset
 from hfsdk.core.config.run_config import with_algorithm_preset
-from hfsdk.core.default_task.preset import with_default_task_preset
 from hfsdk.core.errors import ConfigError
 from hfsdk.core.role_config import RoleConfig, RolloutConfig
 
@@ -117,7 +117,7 @@ def test_a_preset_that_names_a_backend_is_refused() -> None:
 
 def test_every_installed_presets_keys_exist_in_a_backend_of_their_section() -> None:
     """A preset key no installed backend has is a typo: it would be left out everywhere."""
-    from hfsdk.core.default_task.preset import CORE_PRESET, deep_merge, keys_for
+    from hfsdk.core.config.presets import CORE_PRESET, deep_merge, keys_for
 
     def configs(kind: str) -> list[type]:
         return [e.config_cls for e in hfsdk.get_registry(kind).values() if e.config_cls]

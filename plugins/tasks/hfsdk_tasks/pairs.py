@@ -18,10 +18,10 @@ import random
 from pathlib import Path
 from typing import Literal
 
-from hfsdk.core.atomic import write_text_atomic
-from hfsdk.core.default_task.assets import DefaultAssets
-from hfsdk.core.default_task.spec import DefaultTaskSpec
-from hfsdk.core.default_task.task import task_rows, validation_rows
+from hfsdk import write_text_atomic
+from hfsdk_tasks.assets import DefaultAssets
+from hfsdk_tasks.spec import DefaultTaskSpec
+from hfsdk_tasks.task import task_rows, validation_rows
 
 PAIRS_PER_PROMPT = 2
 """Rows per training prompt, each with another wrong answer."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hfsdk.core.default_task import DefaultTaskSpec
+from hfsdk_tasks import DefaultTaskSpec
 
 
 def test_cache_key_follows_every_field_and_the_extra_versions() -> None:
