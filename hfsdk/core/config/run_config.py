@@ -45,7 +45,6 @@ from hfsdk.core.registry import Registry, closest_match
 def _core_sections() -> dict[str, type]:
     from hfsdk.core.data.data_config import DataConfig
     from hfsdk.core.maths.rollout_correction_config import RolloutCorrectionConfig
-    from hfsdk.core.sandbox.sandbox_config import SandboxConfig
     from hfsdk.core.trainer.placement_config import PlacementConfig
     from hfsdk.core.trainer.trainer_config import TrainerConfig
 
@@ -54,7 +53,6 @@ def _core_sections() -> dict[str, type]:
         "data": DataConfig,
         "placement": PlacementConfig,
         "rollout_correction": RolloutCorrectionConfig,
-        "sandbox": SandboxConfig,
     }
 
 

@@ -296,7 +296,6 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
 
             _check_signatures(load_reward_functions(signal), loader.rows[0])
         signal_configs[role] = signal
-    _sandbox_notice(config, tools, signal_configs)
     return PreparedRun(
         assets=assets,
         tokenizer=tokenizer,
@@ -356,18 +355,6 @@ def _check_inputs(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> None:
     policy = f"{spec.policy_role}.model_path"
     paths[policy] = paths.get(policy) or assets.model_path
     check_positions(config, paths)
-
-
-def _sandbox_notice(config: RunConfig, tools: list[Any], signals: dict[str, Any]) -> None:
-    """Say once, before the first step, when model code would be refused or weakly isolated."""
-    from hfsdk.core.sandbox.preflight import sandbox_notice
-
-    tool_names = [str(t.get("function", t).get("name", "")) for t in tools]
-    reward_names = [str(f.name) for s in signals.values() for f in s.functions]
-    section = config.sections.get("sandbox")  # configs pickled before the section existed
-    line = sandbox_notice(section.isolation if section else "os", tool_names, reward_names)
-    if line:
-        logger.warning(line)
 
 
 def _tool_schemas(config: Any) -> list[Any]:

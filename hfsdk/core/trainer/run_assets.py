@@ -129,5 +129,14 @@ def signal_config_of(config: RunConfig, role: str, default_task: bool) -> Signal
     )
 
 
+def with_signals(config: RunConfig, signals: dict[str, SignalConfig]) -> RunConfig:
+    """``config`` with each signal section as the run scores it (the default task's reward
+    functions filled in), so the saved ``config.yaml`` shows what really ran."""
+    changed = {role: signal for role, signal in signals.items() if config.sections[role] != signal}
+    if not changed:
+        return config
+    return attrs.evolve(config, sections={**config.sections, **changed})
+
+
 # Their library chatter (load reports, save progress bars) would drown the console; the
 # thread count (OMP_NUM_THREADS) is each worker's share of the cores, see worker_threads().

@@ -161,6 +161,7 @@ class Trainer:
     ):
         from hfsdk.core.plugin_manager import get_registry
         from hfsdk.core.trainer.preflight import prepare_run
+        from hfsdk.core.trainer.run_assets import with_signals
 
         self.config = config
         self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config.algo)
@@ -179,6 +180,10 @@ class Trainer:
             if self.run_dir.is_dir():  # refuse a concurrent run before any heavy work
                 self._lock.acquire()
             self.prepared = prepare_run(config, self.spec)
+            # What really scores the run (the default task's functions when the config names
+            # none) is what the run directory's config.yaml shows and a resume compares.
+            self._given_config = config
+            self.config = config = with_signals(config, self.prepared.signal_configs)
             if not self._lock.held:
                 self._create_run_dir()
                 self._lock.acquire()
@@ -237,11 +242,16 @@ class Trainer:
         if not complete_checkpoints(self.run_dir) or not path.exists():
             return
         old = load_yaml_text(path.read_text(), source=str(path)) or {}
-        changed = [
-            ".".join(map(str, key))
-            for key in _differences(old, self.config.to_dict())
-            if tuple(key) not in _RESUMABLE_CHANGES
-        ]
+
+        def changed_from(config: RunConfig) -> list[str]:
+            return [
+                ".".join(map(str, key))
+                for key in _differences(old, config.to_dict())
+                if tuple(key) not in _RESUMABLE_CHANGES
+            ]
+
+        # A config.yaml saved before the signals were filled in shows them as given.
+        changed = changed_from(self.config) and changed_from(self._given_config)
         if changed:
             raise HfsdkError(
                 f"run directory {str(self.run_dir)!r} holds a checkpoint of a run with a different "
