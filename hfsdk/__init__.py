@@ -132,6 +132,7 @@ if TYPE_CHECKING:
         build_rollout,
     )
     from hfsdk.core.tasks import (
+        DEFAULT_TASK,
         Task,
         TaskAssets,
         cache_root,
@@ -173,14 +174,15 @@ _LAZY = {
     "get_plugin_manager": "hfsdk.core.plugin_manager",
     "get_registry": "hfsdk.core.plugin_manager",
     # the task registry (hfsdk_register_tasks)
-    "Task": "hfsdk.core.tasks",
-    "TaskAssets": "hfsdk.core.tasks",
+    "Task": "hfsdk.core.task_spec",
+    "TaskAssets": "hfsdk.core.task_spec",
     "get_task": "hfsdk.core.tasks",
     "task_names": "hfsdk.core.tasks",
     "default_task_assets": "hfsdk.core.tasks",
     "default_model_dir": "hfsdk.core.tasks",
     "default_model_config": "hfsdk.core.tasks",
-    "cache_root": "hfsdk.core.tasks",
+    "cache_root": "hfsdk.core.task_spec",
+    "DEFAULT_TASK": "hfsdk.core.task_spec",
     "Registry": "hfsdk.core.registry",
     "RegistryEntry": "hfsdk.core.registry",
     "Register": "hfsdk.hookspecs",

@@ -102,7 +102,7 @@ def hfsdk_register_tasks(register: Register) -> None:
     It moves with the agents to their plugin, which registers it there.
     """
     from hfsdk.core.agents.tool_use.build import ensure_tool_use_assets, tool_use_preset
-    from hfsdk.core.tasks import Task, TaskAssets
+    from hfsdk.core.task_spec import Task, TaskAssets
 
     def assets(model: str = "warm", data: str = "prompts") -> TaskAssets:
         root = ensure_tool_use_assets()

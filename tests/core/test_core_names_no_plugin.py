@@ -26,8 +26,11 @@ EXEMPT = {
 
 # Words that name a plugin here and, in the core, something else: verl's dataset column
 # `reward_model` (`reward_model.ground_truth`) is data the reward functions read, not the
-# `reward_model` algorithm plugin.
-OTHER_MEANINGS = {"reward_model"}
+# `reward_model` algorithm plugin; `rewards` are the scores and token rewards the core's
+# reward machinery (`hfsdk.core.rewards`) computes, not the standard-rewards plugin;
+# `tasks` is the core's task registry (`hfsdk.core.tasks`, `hfsdk_register_tasks`), not
+# the built-in tasks plugin that registers into it.
+OTHER_MEANINGS = {"reward_model", "rewards", "tasks"}
 
 
 def _plugin_distributions() -> dict[str, set[str]]:

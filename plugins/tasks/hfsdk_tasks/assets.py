@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from hfsdk import HfsdkError
-from hfsdk.core.tasks import cache_root
+from hfsdk import HfsdkError, cache_root
 from hfsdk_tasks.spec import DefaultTaskSpec
 from hfsdk_tasks.task import task_rows, validation_rows
 

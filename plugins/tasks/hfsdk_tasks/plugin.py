@@ -9,7 +9,7 @@ from hfsdk import Register
 @hfsdk.hookimpl
 def hfsdk_register_tasks(register: Register) -> None:
     """Register ``default`` (single-digit addition, docs/default_task.md)."""
-    from hfsdk.core.tasks import DEFAULT_TASK
+    from hfsdk import DEFAULT_TASK
     from hfsdk_tasks.builtin import ADDITION_TASK
 
     register(DEFAULT_TASK, ADDITION_TASK)
