@@ -97,9 +97,14 @@ def test_an_unknown_backend_takes_the_preset_as_is_and_fails_on_its_name() -> No
 def test_keys_a_section_class_lacks_are_left_out_recursively() -> None:
     preset = {"actor": {"optim": {"lr": 1, "betas": [0, 0]}, "width": 3}, "rollout": {"n": 2}}
     classes = {"actor": _SlimRole, "rollout": _SlimRollout}
-    merged = with_default_task_preset(preset, {}, classes.get)
+    task_preset = {"trainer": {"total_steps": 7}}
+    merged = with_default_task_preset(preset, {}, classes.get, task_preset=task_preset)
     assert merged["actor"] == {"optim": {"lr": 1}} and "rollout" not in merged
-    assert merged["trainer"]["total_steps"] == 30  # the core's own sections
+    assert merged["trainer"]["total_steps"] == 7  # the task's own preset, under the algorithm's
+    # The registry's default task brings its preset of the core's sections.
+    assert load_run_config("grpo").trainer.total_steps == hfsdk.get_task().preset["trainer"][
+        "total_steps"
+    ]
     # A section whose class is unknown takes the preset as is.
     assert with_default_task_preset(preset, {})["rollout"] == {"n": 2}
 
@@ -117,7 +122,9 @@ def test_a_preset_that_names_a_backend_is_refused() -> None:
 
 def test_every_installed_presets_keys_exist_in_a_backend_of_their_section() -> None:
     """A preset key no installed backend has is a typo: it would be left out everywhere."""
-    from hfsdk.core.config.presets import CORE_PRESET, deep_merge, keys_for
+    from hfsdk.core.config.presets import deep_merge, keys_for
+
+    task_preset = hfsdk.get_task().preset
 
     def configs(kind: str) -> list[type]:
         return [e.config_cls for e in hfsdk.get_registry(kind).values() if e.config_cls]
@@ -125,7 +132,7 @@ def test_every_installed_presets_keys_exist_in_a_backend_of_their_section() -> N
     for name, entry in hfsdk.get_registry("algorithms").items():
         spec = entry.impl
         kinds = {r.name: r.kind for r in spec.roles}
-        for section, values in deep_merge(CORE_PRESET, spec.preset).items():
+        for section, values in deep_merge(task_preset, spec.preset).items():
             if section == "rollout":
                 classes = configs("rollout_backends")
             elif section in kinds:
