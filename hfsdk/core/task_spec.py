@@ -97,3 +97,14 @@ def cache_root() -> Path:
     (each in its own sub-directory)."""
     value = os.environ.get(CACHE_ENV)
     return Path(value).expanduser() if value else Path.home() / ".cache" / "hfsdk"
+
+
+def task_entry(plugin: str, name: str, task: Any, extra: dict[str, Any]) -> dict[str, Any]:
+    """A registered task's entry extras: ``task`` must be a :class:`Task` (else one line);
+    its ``summary`` is what ``hfsdk list tasks`` shows."""
+    if not isinstance(task, Task):
+        raise HfsdkError(
+            f"plugin {plugin!r} registered task {name!r} as {type(task).__name__}; expected an "
+            "hfsdk.Task (summary, assets, ...): see docs/plugin_hooks.md#hfsdk_register_tasks"
+        )
+    return {"doc": task.summary, **extra}

@@ -16,7 +16,7 @@ def list_entries(kind: str | None) -> None:
 
     KIND is one of: algorithms, advantage-estimators, policy-losses, value-losses,
     kl-estimators, rollout-corrections, reward-functions (or rewards), rollout-backends,
-    training-backends, transfer-protocols, clusters, tools, agent-loops, tool-parsers.
+    training-backends, transfer-protocols, clusters, tools, agent-loops, tool-parsers, tasks.
     """
     if kind is None:  # a bare `hfsdk list`: what can be listed
         click.echo("hfsdk list KIND, where KIND is one of:")
