@@ -31,7 +31,7 @@ def _program(overrides: list[str] | None = None):
 
     config = load_run_config("reward_model", None, overrides or [])
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(default_task_assets().tokenizer_dir))
-    role = _FakeScorer("reward_model", [], seed=0)
+    role = _FakeScorer("reward_model", [], seed=0, kind="score_model")
     context = AlgorithmContext(
         config=config,
         roles={"reward_model": role},
