@@ -207,8 +207,6 @@ def hfsdk_register_config_sections(register: Register) -> None:
     gets it as ``config.sections[name]`` (YAML key ``name:``, dotted overrides
     ``name.key=value``, shown by ``hfsdk config show``). The core registers
     ``trainer``, ``data``, ``placement`` and ``rollout_correction`` this way.
-    ``resumable=("key", ...)`` names the section's keys a resumed run may change
-    (others refuse the resume as a different config).
     """
 
 

@@ -18,11 +18,10 @@ def hfsdk_register_commands(cli: Any) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_config_sections(register: Register) -> None:
-    """Register the ``sandbox`` section (``sandbox.isolation``: ``os`` or ``process``); a
-    resumed run may change the isolation (it may move to a machine without bubblewrap)."""
+    """Register the ``sandbox`` section (``sandbox.isolation``: ``os`` or ``process``)."""
     from hfsdk_sandbox.sandbox_config import SandboxConfig
 
-    register("sandbox", SandboxConfig, resumable=("isolation",))
+    register("sandbox", SandboxConfig)
 
 
 @hfsdk.hookimpl

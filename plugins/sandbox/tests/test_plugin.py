@@ -16,7 +16,6 @@ from hfsdk_sandbox.sandbox_config import SandboxConfig
 def test_the_plugin_contributes_the_sandbox_section_and_its_check() -> None:
     entry = get_registry("config_sections")["sandbox"]
     assert entry.impl is SandboxConfig and entry.plugin == "sandbox"
-    assert entry.extra["resumable"] == ("isolation",)
     assert get_registry("preflight_checks")["sandbox_notice"].plugin == "sandbox"
     assert load_run_config("grpo", None, ["sandbox.isolation=process"]).sandbox.isolation == (
         "process"
