@@ -17,20 +17,16 @@ import hfsdk
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "hfsdk" / "core"
-EXEMPT = {
-    # `hfsdk config import --from verl|trl` translates another project's config into
-    # this repository's algorithms and backends by name; it is a migration tool that
-    # knows the bundled plugins (moving it into a plugin is a follow-up).
-    CORE / "config" / "importing",
-}
+EXEMPT: set[Path] = set()
+"""Core paths allowed to name plugins: none (``config import``, which translates another
+project's config into this repository's algorithms by name, is the migration plugin's)."""
 
 # Words that name a plugin here and, in the core, something else: verl's dataset column
 # `reward_model` (`reward_model.ground_truth`) is data the reward functions read, not the
-# `reward_model` algorithm plugin; `rewards` are the scores and token rewards the core's
-# reward machinery (`hfsdk.core.rewards`) computes, not the standard-rewards plugin;
-# `tasks` is the core's task registry (`hfsdk.core.tasks`, `hfsdk_register_tasks`), not
-# the built-in tasks plugin that registers into it.
-OTHER_MEANINGS = {"reward_model", "rewards", "tasks"}
+# `reward_model` algorithm plugin; the default plugins' names are plain words the core uses
+# as words ("serve a request", the core's `rewards` machinery and token rewards, the core's
+# task registry `hfsdk.core.tasks` that the built-in `tasks` plugin registers into).
+OTHER_MEANINGS = {"reward_model", "serve", "rewards", "tasks"}
 
 
 def _plugin_distributions() -> dict[str, set[str]]:
