@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from hfsdk import (
+    REF_TOP_K,
     Batch,
     DataParallelInfo,
     HfsdkError,
@@ -322,6 +323,12 @@ class MegatronEngine:
 
     def compute_ref_log_prob(self, batch: Batch) -> Batch:
         """``ref_log_probs`` (B, R) under this (frozen) model."""
+        if batch.meta.get(REF_TOP_K):
+            raise HfsdkError(
+                f"{self.role}: the megatron backend does not compute a teacher's top-k "
+                f"log-probs (asked for k={batch.meta[REF_TOP_K]}); run the teacher on fsdp "
+                f"({self.role}.backend: fsdp) or set algorithm.top_k: 0"
+            )
         (log_probs, *_) = self._log_probs(batch, "compute_ref_log_prob", False)
         return Batch.from_dict(tensors={"ref_log_probs": log_probs})
 
@@ -476,6 +483,13 @@ class MegatronEngine:
     def update_actor(self, batch: Batch, objective: ActorObjective) -> dict[str, float]:
         """Train the policy on ``batch`` exactly as the fsdp actor does (same loss terms)."""
         self._require_trainable("actor", "update_actor")
+        if objective.token_terms:
+            names = ", ".join(term.name for term in objective.token_terms)
+            raise HfsdkError(
+                f"{self.role}: the megatron backend does not train token loss terms ({names}: "
+                f"they need the policy's log-probs at given token ids); train the actor on "
+                f"fsdp ({self.role}.backend: fsdp) or turn the term off (algorithm.top_k: 0)"
+            )
         keys = list(UPDATE_KEYS) + (["ref_log_probs"] if objective.kl_loss_coef > 0 else [])
         require_keys(batch, keys, "update_actor")
         sync = RolloutSyncCheck.for_update(batch)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hfsdk import Algorithm
+from hfsdk import REF_TOP_K, Algorithm
 from hfsdk_distill.routing import route_rows, teacher_for_unrouted
+from hfsdk_distill.top_k import TEACHER_TOP_K_IDS, TEACHER_TOP_K_LOG_PROBS
 
 if TYPE_CHECKING:
     from hfsdk import Batch
@@ -19,12 +20,17 @@ class _OnRows:
     dispatches every teacher before it waits on any.
     """
 
-    def __init__(self, method: Any, rows: Sequence[int], n_rows: int) -> None:
+    def __init__(
+        self, method: Any, rows: Sequence[int], n_rows: int, meta: dict[str, Any] | None = None
+    ) -> None:
         self.method = method
         self.rows = None if list(rows) == list(range(n_rows)) else list(rows)
+        self.meta = meta or {}
 
     def _part(self, batch: Batch) -> Batch:
-        return batch if self.rows is None else batch.index(self.rows)
+        part = batch.select() if self.rows is None else batch.index(self.rows)
+        part.meta.update(self.meta)
+        return part
 
     def __call__(self, batch: Batch) -> Batch:
         return self.method(self._part(batch))
@@ -32,6 +38,18 @@ class _OnRows:
     def submit(self, batch: Batch) -> Any:
         """Dispatch the method on this object's rows without waiting."""
         return self.method.submit(self._part(batch))
+
+
+def _merged(parts: Sequence[Batch], plan: dict[str, list[int]], key: str) -> Any:
+    """One tensor of every row from the teachers' answers for their rows (in ``plan`` order)."""
+    import torch  # here, not at import: `hfsdk list` and the planner read the spec
+
+    rows_total = sum(len(rows) for rows in plan.values())
+    first = parts[0][key]
+    out = torch.zeros((rows_total, *first.shape[1:]), dtype=first.dtype)
+    for rows, part in zip(plan.values(), parts, strict=True):
+        out[rows] = part[key].to(out.dtype)
+    return out
 
 
 class DistillAlgorithm(Algorithm):
@@ -50,17 +68,18 @@ class DistillAlgorithm(Algorithm):
         calls: list[tuple[str, Callable[[Batch], Any]]] = [
             ("old_log_prob", self.actor.compute_log_prob)
         ]
+        # With top_k each teacher also ships its k most likely tokens per position.
+        meta = {REF_TOP_K: cfg.top_k} if cfg.top_k else {}
         for teacher, rows in plan.items():
             method = self.role(teacher).compute_ref_log_prob
-            calls.append(("ref_log_prob", _OnRows(method, rows, len(batch))))
-        import torch  # here, not at import: `hfsdk list` and the planner read the spec
-
+            calls.append(("ref_log_prob", _OnRows(method, rows, len(batch), meta)))
         student, *scored = self.concurrently(batch, calls)
         batch = batch.union(student)
-        teacher_log_probs = torch.zeros_like(batch["old_log_probs"])
-        for rows, part in zip(plan.values(), scored, strict=True):
-            teacher_log_probs[rows] = part["ref_log_probs"].to(teacher_log_probs.dtype)
+        teacher_log_probs = _merged(scored, plan, "ref_log_probs")
         batch["teacher_log_probs"] = teacher_log_probs
+        if cfg.top_k:
+            batch[TEACHER_TOP_K_LOG_PROBS] = _merged(scored, plan, "ref_top_k_log_probs")
+            batch[TEACHER_TOP_K_IDS] = _merged(scored, plan, "ref_top_k_ids")
         with self.stage("reward"):
             batch["token_level_scores"] = self.score(batch, "reward")
         with self.stage("advantages"):

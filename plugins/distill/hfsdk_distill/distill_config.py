@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import attrs
 
 from hfsdk import AlgorithmConfig, help_field
@@ -35,4 +37,24 @@ class DistillConfig(AlgorithmConfig):
         "spec's first teacher; set teacher_routes for every source and this to '' to refuse "
         "unrouted rows).",
         default=None,
+    )
+    top_k: int = help_field(
+        "k > 0 adds the top-k logit KL loss: each teacher ships its k most likely tokens per "
+        "response position and the student minimises the forward KL(teacher‖student) over "
+        "them (see top_k_tail); 0: the sampled-token reverse KL only. Pure top-k "
+        "distillation: set distill_coef to 0.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
+    top_k_coef: float = help_field(
+        "Weight of the top-k logit KL loss in the actor's loss (with top_k > 0).",
+        default=1.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    top_k_tail: Literal["bucket", "renormalize"] = help_field(
+        "The vocabulary outside the teacher's top-k: bucket (one more outcome holding the "
+        "remaining mass of each model: a lower bound of the full forward KL) or renormalize "
+        "(both models renormalised over the k tokens).",
+        default="bucket",
+        validator=attrs.validators.in_(("bucket", "renormalize")),
     )

@@ -5,12 +5,14 @@ from __future__ import annotations
 from hfsdk import AlgorithmSpec, RoleSpec
 from hfsdk_distill.distill_algorithm import DistillAlgorithm
 from hfsdk_distill.distill_config import DistillConfig
+from hfsdk_distill.objective import distill_actor_objective
 from hfsdk_distill.student import student_model_path, teacher_model_path
 
 DISTILL_SPEC = AlgorithmSpec(
     name="distill",
     program=DistillAlgorithm,
     config_cls=DistillConfig,
+    actor_objective=distill_actor_objective,
     roles=(
         RoleSpec(name="actor", kind="policy"),
         # A frozen policy with its own model_path (any size, any backend, same tokenizer).
