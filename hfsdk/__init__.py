@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         AlgorithmContext,
         PromptSource,
         Scorer,
+        TrainerAlgorithmConfig,
     )
     from hfsdk.core.algorithm_spec import (
         ROLE_KINDS,
@@ -170,6 +171,7 @@ _LAZY = {
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",
+    "TrainerAlgorithmConfig": "hfsdk.core.algorithm",
     "AlgorithmContext": "hfsdk.core.algorithm",
     "PromptSource": "hfsdk.core.algorithm",
     "Scorer": "hfsdk.core.algorithm",
