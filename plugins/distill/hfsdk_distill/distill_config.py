@@ -32,6 +32,17 @@ class DistillConfig(AlgorithmConfig):
         "teacher_code}); rows of other sources go to default_teacher. Empty: every row to it.",
         factory=dict,
     )
+    route_key: str = help_field(
+        "The dataset column teacher_routes reads (a row's value names its teacher); rows "
+        "of data without it go to default_teacher.",
+        default="data_source",
+    )
+    teacher_weights: dict[str, float] = help_field(
+        "Teacher role → weight: every row is scored by each of these teachers and the "
+        "student distills toward their mixture, log Σ w_i·p_i(token) (weights normalised); "
+        "empty: each row to one teacher (teacher_routes). Not with teacher_routes or top_k.",
+        factory=dict,
+    )
     default_teacher: str | None = help_field(
         "The teacher role for rows whose data_source teacher_routes does not name (null: the "
         "spec's first teacher; set teacher_routes for every source and this to '' to refuse "
