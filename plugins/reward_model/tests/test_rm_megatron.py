@@ -36,3 +36,27 @@ def test_megatron_trains_a_reward_model_like_fsdp(tmp_path: Path) -> None:
         assert m["score_model/loss"] == pytest.approx(f["score_model/loss"], rel=1e-3)
     export = tmp_path / "megatron" / "checkpoints" / "step_4" / "reward_model_hf"
     assert "ForSequenceClassification" in (export / "config.json").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+@pytest.mark.distributed
+def test_a_tensor_parallel_reward_model_trains_like_fsdp(tmp_path: Path) -> None:
+    # tp=2 over gloo in two Ray workers: the score head's output and its gradient cross the
+    # tensor-parallel split of every layer.
+    _run(tmp_path / "start", "trainer.total_steps=1")
+    start = tmp_path / "start" / "checkpoints" / "step_1" / "reward_model_hf"
+    common = [f"reward_model.model_path={start}", "trainer.total_steps=2"]
+    fsdp = _run(tmp_path / "fsdp", *common)
+    tp2 = _run(
+        tmp_path / "tp2",
+        *common,
+        "reward_model.backend=megatron",
+        "reward_model.parallel.tp=2",
+        "placement.pools.global.devices=2",
+        "trainer.executor=ray",
+    )
+    for f, m in zip(fsdp, tp2, strict=True):
+        # tp=2 sums each layer's output over two ranks: another reduction order (1e-4).
+        assert m["score_model/loss"] == pytest.approx(f["score_model/loss"], rel=1e-4)
+        assert m["score_model/accuracy"] == pytest.approx(f["score_model/accuracy"], abs=1e-6)
