@@ -131,3 +131,14 @@ def test_mixing_two_copies_of_a_teacher_is_that_teacher(tmp_path: Path) -> None:
         kl = row["distill/reverse_kl"]
         assert row["distill/teacher/reverse_kl"] == pytest.approx(kl, abs=1e-4)
         assert row["distill/teacher_2/reverse_kl"] == pytest.approx(kl, abs=1e-4)
+
+
+def test_the_docs_example_builds_the_spec_it_names() -> None:
+    docs = Path(__file__).resolve().parents[3] / "docs" / "algorithms.md"
+    blocks = docs.read_text().split("```python\n")[1:]
+    (example,) = [b.split("```")[0] for b in blocks if "multi_teacher_spec" in b]
+    namespace: dict[str, object] = {}
+    exec(example, namespace)  # the example exactly as written
+    spec = namespace["THREE_TEACHERS"]
+    assert spec.name == "distill_three"
+    assert spec.roles_of_kind("frozen_policy") == ("t_math", "t_code", "t_chat")
