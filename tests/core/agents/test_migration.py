@@ -9,7 +9,7 @@ import yaml
 
 from hfsdk.core.agents.tools import call_tool, load_tools
 from hfsdk.core.config import resolve_run_config
-from hfsdk.core.config.importing import import_config
+from hfsdk_migration.importing import import_config
 
 from .verl_style_tools import CalcTool
 
