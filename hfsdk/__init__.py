@@ -160,6 +160,7 @@ if TYPE_CHECKING:
     from hfsdk.core.weight_check import (
         Fingerprint,
         WeightSyncMismatch,
+        bit_sum,
         compare_manifest,
         fingerprint,
         manifest,
@@ -330,6 +331,7 @@ _LAZY = {
     # verified weight syncs (docs/async.md#verified-weight-syncs)
     "Fingerprint": "hfsdk.core.weight_check",
     "WeightSyncMismatch": "hfsdk.core.weight_check",
+    "bit_sum": "hfsdk.core.weight_check",
     "compare_manifest": "hfsdk.core.weight_check",
     "fingerprint": "hfsdk.core.weight_check",
     "manifest": "hfsdk.core.weight_check",

@@ -227,8 +227,12 @@ class SliceReceiver:
         tg: int,
         tp_rank: int,
         tied: bool,
+        lose_first_write: bool = False,
     ) -> None:
         self.slices, self.shape, self.tg, self.tp_rank = slices, shape, tg, tp_rank
+        self.lose_first_write = lose_first_write
+        """Fault injection (``slice_drop``): the first slice is not written but counted as
+        written, as a copy that never reached the live tensor."""
         self.specs = {s.name: s for s in llama_specs(shape)}
         self.sources = hf_sources(shape, tied=tied)
         self.known = {hf for needed in self.sources.values() for hf in needed}
@@ -264,9 +268,13 @@ class SliceReceiver:
                         f"holds {tuple(self.slices[target].shape)}; the actor's architecture "
                         "differs from the rollout's"
                     )
-                self.slices[target].copy_(piece)
+                if self.lose_first_write:
+                    self.lose_first_write = False
+                else:
+                    self.slices[target].copy_(piece)
                 self.filled.add(target)
-                self.written[target] = fingerprint(self.slices[target])
+                # What was meant to be written, in the slice's dtype (what copy_ rounds to).
+                self.written[target] = fingerprint(piece.to(self.slices[target].dtype))
         # Drop the sources no unfilled megatron weight still waits for.
         for hf in list(self.pending):
             if all(t in self.filled for t in self.users[hf]):
@@ -400,11 +408,12 @@ class TPReplicaSource:
         self.shards_taken = True
         return self.shards
 
-    def receiver(self) -> SliceReceiver:
-        """A receiver writing a weight-sync stream into this rank's slices."""
+    def receiver(self, *, lose_first_write: bool = False) -> SliceReceiver:
+        """A receiver writing a weight-sync stream into this rank's slices (``lose_first_write``:
+        fault injection, see :class:`SliceReceiver`)."""
         return SliceReceiver(
             self.shards.slices, self.llama_shape, tg=self.tg, tp_rank=self.shards.tp_rank,
-            tied=self.tied,
+            tied=self.tied, lose_first_write=lose_first_write,
         )  # fmt: skip
 
     def log_probs(self, batch: Any) -> torch.Tensor:
