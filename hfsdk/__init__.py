@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         AlgorithmContext,
         PromptSource,
         Scorer,
+        TrainerAlgorithmConfig,
     )
     from hfsdk.core.algorithm_spec import (
         ROLE_KINDS,
@@ -40,11 +41,12 @@ if TYPE_CHECKING:
         AlgorithmSpec,
         RoleKind,
         RoleSpec,
+        TokenIdsLossTerm,
         default_actor_objective,
     )
     from hfsdk.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
     from hfsdk.core.backends import default_rollout_backend
-    from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
+    from hfsdk.core.batch import REF_TOP_K, ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.converter import make_converter, structure
     from hfsdk.core.config.help import field_help, help_field
@@ -201,6 +203,7 @@ _LAZY = {
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",
+    "TrainerAlgorithmConfig": "hfsdk.core.algorithm",
     "AlgorithmContext": "hfsdk.core.algorithm",
     "PromptSource": "hfsdk.core.algorithm",
     "Scorer": "hfsdk.core.algorithm",
@@ -209,12 +212,14 @@ _LAZY = {
     "RoleKind": "hfsdk.core.algorithm_spec",
     "ROLE_KINDS": "hfsdk.core.algorithm_spec",
     "ActorLossTerms": "hfsdk.core.algorithm_spec",
+    "TokenIdsLossTerm": "hfsdk.core.algorithm_spec",
     "default_actor_objective": "hfsdk.core.algorithm_spec",
     "Dataflow": "hfsdk.core.dataflow",
     "Stage": "hfsdk.core.dataflow",
     # data, config and errors
     "Batch": "hfsdk.core.batch",
     "ROW_GROUP": "hfsdk.core.batch",
+    "REF_TOP_K": "hfsdk.core.batch",
     "group_split": "hfsdk.core.batch",
     "row_group": "hfsdk.core.batch",
     # supervised sequences and preference pairs (SFT, DPO, reward models)
