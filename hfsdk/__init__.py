@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         AlgorithmContext,
         PromptSource,
         Scorer,
+        TrainerAlgorithmConfig,
     )
     from hfsdk.core.algorithm_spec import (
         ROLE_KINDS,
@@ -40,11 +41,12 @@ if TYPE_CHECKING:
         AlgorithmSpec,
         RoleKind,
         RoleSpec,
+        TokenIdsLossTerm,
         default_actor_objective,
     )
     from hfsdk.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
     from hfsdk.core.backends import default_rollout_backend
-    from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
+    from hfsdk.core.batch import REF_TOP_K, ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.converter import make_converter, structure
     from hfsdk.core.config.help import field_help, help_field
@@ -150,6 +152,13 @@ if TYPE_CHECKING:
         RolloutBackend,
         build_rollout,
     )
+    from hfsdk.core.rollout_output import (
+        assemble_rollout,
+        eos_token_ids,
+        merge_rollout_metrics,
+        position_ids_from_mask,
+        response_mask_from_eos,
+    )
     from hfsdk.core.tasks import (
         DEFAULT_TASK,
         Task,
@@ -214,6 +223,7 @@ _LAZY = {
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",
+    "TrainerAlgorithmConfig": "hfsdk.core.algorithm",
     "AlgorithmContext": "hfsdk.core.algorithm",
     "PromptSource": "hfsdk.core.algorithm",
     "Scorer": "hfsdk.core.algorithm",
@@ -222,12 +232,14 @@ _LAZY = {
     "RoleKind": "hfsdk.core.algorithm_spec",
     "ROLE_KINDS": "hfsdk.core.algorithm_spec",
     "ActorLossTerms": "hfsdk.core.algorithm_spec",
+    "TokenIdsLossTerm": "hfsdk.core.algorithm_spec",
     "default_actor_objective": "hfsdk.core.algorithm_spec",
     "Dataflow": "hfsdk.core.dataflow",
     "Stage": "hfsdk.core.dataflow",
     # data, config and errors
     "Batch": "hfsdk.core.batch",
     "ROW_GROUP": "hfsdk.core.batch",
+    "REF_TOP_K": "hfsdk.core.batch",
     "group_split": "hfsdk.core.batch",
     "row_group": "hfsdk.core.batch",
     # supervised sequences and preference pairs (SFT, DPO, reward models)
@@ -266,6 +278,11 @@ _LAZY = {
     "GenerationRequest": "hfsdk.core.rollout_contract",
     "GenerationResult": "hfsdk.core.rollout_contract",
     "build_rollout": "hfsdk.core.rollout_contract",
+    "assemble_rollout": "hfsdk.core.rollout_output",
+    "eos_token_ids": "hfsdk.core.rollout_output",
+    "merge_rollout_metrics": "hfsdk.core.rollout_output",
+    "position_ids_from_mask": "hfsdk.core.rollout_output",
+    "response_mask_from_eos": "hfsdk.core.rollout_output",
     "help_field": "hfsdk.core.config.help",
     "field_help": "hfsdk.core.config.help",
     "HfsdkError": "hfsdk.core.errors",

@@ -50,16 +50,16 @@ from hfsdk import (
     HfsdkError,
     WeightSyncMismatch,
     Worker,
+    assemble_rollout,
     build_rollout,
+    eos_token_ids,
     fingerprint,
     generate_rollout,
     load_tokenizer,
     register,
 )
 from hfsdk_backend_common.engine_support import resolve_device, sampling_temperature
-from hfsdk_backend_common.generation import eos_token_ids
 from hfsdk_backend_common.role_fields import TrainedRoleConfig
-from hfsdk_backend_common.rollout.hf_rollout import assemble_rollout
 from hfsdk_backend_common.rollout.tp_replica import TPReplicaSource, pool_key
 from hfsdk_backend_common.token_ops import response_log_probs
 from hfsdk_backend_common.weight_sync import (
