@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         AlgorithmContext,
         PromptSource,
         Scorer,
+        TrainerAlgorithmConfig,
     )
     from hfsdk.core.algorithm_spec import (
         ROLE_KINDS,
@@ -40,11 +41,12 @@ if TYPE_CHECKING:
         AlgorithmSpec,
         RoleKind,
         RoleSpec,
+        TokenIdsLossTerm,
         default_actor_objective,
     )
     from hfsdk.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
     from hfsdk.core.backends import default_rollout_backend
-    from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
+    from hfsdk.core.batch import REF_TOP_K, ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.converter import make_converter, structure
     from hfsdk.core.config.help import field_help, help_field
@@ -83,7 +85,6 @@ if TYPE_CHECKING:
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.data.unknown_tokens import unknown_token_shares
     from hfsdk.core.dataflow import WORK_KINDS, Dataflow, Stage
-    from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
@@ -146,6 +147,17 @@ if TYPE_CHECKING:
         position_ids_from_mask,
         response_mask_from_eos,
     )
+    from hfsdk.core.tasks import (
+        DEFAULT_TASK,
+        Task,
+        TaskAssets,
+        cache_root,
+        default_model_config,
+        default_model_dir,
+        default_task_assets,
+        get_task,
+        task_names,
+    )
     from hfsdk.core.trainer.faults import take_fault
     from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
     from hfsdk.core.trainer.preflight import run_assets, run_signals
@@ -186,6 +198,16 @@ _LAZY = {
     # plugins and registries
     "get_plugin_manager": "hfsdk.core.plugin_manager",
     "get_registry": "hfsdk.core.plugin_manager",
+    # the task registry (hfsdk_register_tasks)
+    "Task": "hfsdk.core.task_spec",
+    "TaskAssets": "hfsdk.core.task_spec",
+    "get_task": "hfsdk.core.tasks",
+    "task_names": "hfsdk.core.tasks",
+    "default_task_assets": "hfsdk.core.tasks",
+    "default_model_dir": "hfsdk.core.tasks",
+    "default_model_config": "hfsdk.core.tasks",
+    "cache_root": "hfsdk.core.task_spec",
+    "DEFAULT_TASK": "hfsdk.core.task_spec",
     "Registry": "hfsdk.core.registry",
     "RegistryEntry": "hfsdk.core.registry",
     "Register": "hfsdk.hookspecs",
@@ -194,6 +216,7 @@ _LAZY = {
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",
+    "TrainerAlgorithmConfig": "hfsdk.core.algorithm",
     "AlgorithmContext": "hfsdk.core.algorithm",
     "PromptSource": "hfsdk.core.algorithm",
     "Scorer": "hfsdk.core.algorithm",
@@ -202,12 +225,14 @@ _LAZY = {
     "RoleKind": "hfsdk.core.algorithm_spec",
     "ROLE_KINDS": "hfsdk.core.algorithm_spec",
     "ActorLossTerms": "hfsdk.core.algorithm_spec",
+    "TokenIdsLossTerm": "hfsdk.core.algorithm_spec",
     "default_actor_objective": "hfsdk.core.algorithm_spec",
     "Dataflow": "hfsdk.core.dataflow",
     "Stage": "hfsdk.core.dataflow",
     # data, config and errors
     "Batch": "hfsdk.core.batch",
     "ROW_GROUP": "hfsdk.core.batch",
+    "REF_TOP_K": "hfsdk.core.batch",
     "group_split": "hfsdk.core.batch",
     "row_group": "hfsdk.core.batch",
     # supervised sequences and preference pairs (SFT, DPO, reward models)
@@ -226,7 +251,6 @@ _LAZY = {
     "tokenize_preference_pairs": "hfsdk.core.data.preference_pairs",
     "resolve_use_template": "hfsdk.core.data.prompt_dataset",
     "default_rollout_backend": "hfsdk.core.backends",
-    "ensure_default_assets": "hfsdk.core.default_task",
     "RoleConfig": "hfsdk.core.role_config",
     "RolloutConfig": "hfsdk.core.role_config",
     # the rollout contract
@@ -310,7 +334,6 @@ _LAZY = {
     "check_mesh": "hfsdk.core.workers.protocols.rows",
     "collect_mean_metrics": "hfsdk.core.workers.protocols.builtins",
     "split_rows": "hfsdk.core.workers.protocols.rows",
-    "DefaultTaskSpec": "hfsdk.core.default_task",
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",
     # verified weight syncs (docs/async.md#verified-weight-syncs)

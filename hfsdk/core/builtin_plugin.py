@@ -44,30 +44,7 @@ def hfsdk_register_rollout_corrections(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
-    """Register ``exact_match``, ``math_verify``, ``format_check``, ``length_penalty``,
-    ``code_tests``, ``remote`` and the default task's."""
-    from hfsdk.core import default_task
-    from hfsdk.core.rewards import builtins, code_tests, math_verify_reward, remote
-
-    # columns=: what they read, so a run (and data inspect) refuses a dataset without it.
-    register(
-        "exact_match",
-        builtins.exact_match,
-        config_cls=builtins.ExactMatchConfig,
-        columns=lambda config: (config.answer_column,),
-    )
-    register(
-        "math_verify",
-        math_verify_reward.math_verify,
-        config_cls=math_verify_reward.MathVerifyConfig,
-        columns=lambda config: (config.answer_column,),
-    )
-    register("format_check", builtins.format_check, config_cls=builtins.FormatCheckConfig)
-    register("length_penalty", builtins.length_penalty, config_cls=builtins.LengthPenaltyConfig)
-    register("code_tests", code_tests.code_tests, config_cls=code_tests.CodeTestsConfig)
-    register("remote", remote.remote_reward, config_cls=remote.RemoteRewardConfig)
-    register(default_task.REWARD_FUNCTION_NAME, default_task.default_task_reward)
-    register(default_task.COST_FUNCTION_NAME, default_task.default_task_cost)
+    """Register the ``tool_use`` task's."""
     from hfsdk.core.agents.tool_use import task as tool_use
 
     register(tool_use.REWARD_FUNCTION_NAME, tool_use.tool_use_reward)
@@ -111,11 +88,10 @@ def hfsdk_register_tool_parsers(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_config_sections(register: Register) -> None:
-    """Register the core's sections ``trainer``, ``data``, ``placement``, ``rollout_correction``
-    and ``sandbox``."""
+    """Register the core's sections ``trainer``, ``data``, ``placement`` and
+    ``rollout_correction``."""
     from hfsdk.core.data.data_config import DataConfig
     from hfsdk.core.maths.rollout_correction_config import RolloutCorrectionConfig
-    from hfsdk.core.sandbox.sandbox_config import SandboxConfig
     from hfsdk.core.trainer.placement_config import PlacementConfig
     from hfsdk.core.trainer.trainer_config import TrainerConfig
 
@@ -123,7 +99,6 @@ def hfsdk_register_config_sections(register: Register) -> None:
     register("data", DataConfig)
     register("placement", PlacementConfig)
     register("rollout_correction", RolloutCorrectionConfig)
-    register("sandbox", SandboxConfig)
 
 
 @hfsdk.hookimpl
@@ -138,8 +113,30 @@ def hfsdk_register_step_observers(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_register_preflight_checks(register: Register) -> None:
-    """Register ``sandbox_notice`` (model code that would be refused or weakly isolated)."""
-    from hfsdk.core.sandbox.preflight import sandbox_preflight
+def hfsdk_register_tasks(register: Register) -> None:
+    """Register ``tool_use`` (multi-turn addition with a calculator tool, docs/agents.md).
 
-    register("sandbox_notice", sandbox_preflight)
+    It moves with the agents to their plugin, which registers it there.
+    """
+    from hfsdk.core.agents.tool_use.build import ensure_tool_use_assets, tool_use_preset
+    from hfsdk.core.task_spec import Task, TaskAssets
+
+    def assets(model: str = "warm", data: str = "prompts") -> TaskAssets:
+        root = ensure_tool_use_assets()
+        return TaskAssets(
+            model_dir=root / "model",
+            tokenizer_dir=root / "model",
+            train_files=(str(root / "train.jsonl"),),
+            val_files=(str(root / "val.jsonl"),),
+            root=root,
+        )
+
+    register(
+        "tool_use",
+        Task(
+            summary="multi-turn addition with a calculator tool (docs/agents.md)",
+            assets=assets,
+            settings=lambda: tool_use_preset(ensure_tool_use_assets()),
+            signals={"reward": ("tool_use",)},
+        ),
+    )

@@ -1,6 +1,6 @@
 """The built-in ``python`` tool: run a model-written snippet in the sandbox.
 
-The snippet never runs in a worker process: :func:`hfsdk.core.sandbox.run_python`
+The snippet never runs in a worker process: :func:`hfsdk_sandbox.run_python`
 runs it under bubblewrap (its own namespaces, uid 65534, a seccomp filter, a
 pids cgroup, a tmpfs working directory) with wall-clock, CPU and memory limits
 and output read through capped pipes (``docs/agents.md#sandbox-layers``). The
@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 
 from hfsdk.core.agents.tools import ToolError
-from hfsdk.core.sandbox import SandboxLimits, run_python
+from hfsdk_sandbox import SandboxLimits, run_python
 
 CODE_TOOL_LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5, memory_mb=512, output_bytes=8192)
 """The limits of one ``python`` tool call."""

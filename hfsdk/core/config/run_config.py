@@ -15,9 +15,10 @@ section                 config class
                         the role's kind)
 ``reward``, ``cost``…   roles of kind ``scorer``: signal functions and/or a model
 ``rollout``             the class of ``rollout.backend`` (default: the declared default)
-``trainer``, ``data``,  core classes
-``placement``,
-``sandbox``
+``trainer``, ``data``,  the classes ``hfsdk_register_config_sections`` registers: the
+``placement``, …        core's (``trainer``, ``data``, ``placement``,
+                        ``rollout_correction``) and the plugins' (``hfsdk list
+                        config-sections``)
 ======================  ==============================================================
 
 Names inside sections are resolved first (so ``algorithm.advantage_estimator=rloo``
@@ -272,21 +273,25 @@ def resolve_run_config(
 
     algorithm = composer.add("algorithm", spec.config_cls, _section(data, "algorithm"))
     roles = spec.role_names
+    from hfsdk.core.algorithm import AlgorithmConfig
+
+    # Only a policy-training algorithm's section has the RL settings (AlgorithmConfig).
+    rl = algorithm if isinstance(algorithm, AlgorithmConfig) else None
     # Programs that train on given responses (SFT, DPO) estimate no advantages: None.
-    if algorithm is not None and algorithm.advantage_estimator is not None:
+    if rl is not None and rl.advantage_estimator is not None:
         composer.named(
             "advantage",
             "advantage_estimators",
             "algorithm.advantage_estimator",
-            algorithm.advantage_estimator,
+            rl.advantage_estimator,
             _section(data, "advantage"),
         )
-    if algorithm is not None:
+    if rl is not None:
         composer.named(
             "policy_loss",
             "policy_losses",
             "algorithm.policy_loss",
-            algorithm.policy_loss,
+            rl.policy_loss,
             _section(data, "policy_loss"),
         )
         if hasattr(algorithm, "value_loss"):
@@ -298,7 +303,7 @@ def resolve_run_config(
                 _section(data, "value_loss"),
             )
         try:
-            _lookup(registry_of("kl_estimators"), algorithm.kl_estimator, "algorithm.kl_estimator")
+            _lookup(registry_of("kl_estimators"), rl.kl_estimator, "algorithm.kl_estimator")
         except ConfigError as exc:
             composer.errors.append(str(exc))
 
@@ -372,11 +377,12 @@ def load_run_config(
     """YAML file (optional) + dotted overrides -> a validated :class:`RunConfig`.
 
     A config without training data runs the built-in default task; the
-    algorithm's preset (``AlgorithmSpec.preset``, on top of the core's
-    ``hfsdk.core.default_task.preset``) fills the keys the user did not set.
+    algorithm's preset (``AlgorithmSpec.preset``, on top of the default task's
+    ``hfsdk.Task.preset``, see ``hfsdk.core.config.presets``) fills the keys the user
+    did not set.
     ``base`` (a built-in task's settings) goes under the file and the overrides.
     """
-    from hfsdk.core.default_task.preset import deep_merge
+    from hfsdk.core.config.presets import deep_merge
 
     data = load_yaml(config_file) if config_file else {}
     layers = [(dict(base or {}), "the task's preset"), (data, f"config file {config_file!r}")]
@@ -540,7 +546,7 @@ def with_algorithm_preset(
     classes): the keys that class lacks are left out, so a preset never names a
     backend and a new backend takes the keys it shares.
     """
-    from hfsdk.core.default_task.preset import uses_default_task, with_default_task_preset
+    from hfsdk.core.config.presets import uses_default_task, with_default_task_preset
 
     pm = pm or get_plugin_manager()
     spec_entry = pm.registry("algorithms").get(algo) if isinstance(algo, str) else None
@@ -571,4 +577,15 @@ def with_algorithm_preset(
         entry = registry.get(name) if isinstance(name, str) else None
         return entry.config_cls if entry is not None else None
 
-    return with_default_task_preset(spec.preset, data, section_class)
+    return with_default_task_preset(
+        spec.preset, data, section_class, task_preset=_default_task_preset(pm)
+    )
+
+
+def _default_task_preset(pm: HfsdkPluginManager) -> Mapping[str, Any]:
+    """The registry's default task's own preset (empty when no task plugin is installed:
+    the run then says which distribution to install when it looks for the task's assets)."""
+    from hfsdk.core.tasks import DEFAULT_TASK
+
+    entry = pm.registry("tasks").get(DEFAULT_TASK)
+    return entry.impl.preset if entry is not None else {}

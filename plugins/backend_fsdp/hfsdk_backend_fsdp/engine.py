@@ -62,9 +62,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 def resolve_model_path(config: FSDPRoleConfig, role: str) -> Path:
     """The role's model directory; the default task's model when ``model_path`` is unset."""
     if config.model_path is None:
-        from hfsdk import ensure_default_assets
+        from hfsdk import default_model_dir
 
-        return ensure_default_assets().model_dir
+        return default_model_dir()
     return check_model_dir(config.model_path, role)
 
 

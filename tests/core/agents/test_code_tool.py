@@ -9,7 +9,7 @@ import pytest
 
 from hfsdk.core.agents import code_tool
 from hfsdk.core.agents.tools import call_tool, load_tools
-from hfsdk.core.sandbox import SandboxLimits
+from hfsdk_sandbox import SandboxLimits
 
 pytestmark = pytest.mark.usefixtures("sandbox_any_isolation")
 

@@ -88,7 +88,7 @@ def corpus(spec: ToolUseSpec) -> list[str]:
 
 def train_tokenizer(spec: ToolUseSpec) -> Any:
     """The word-level tokenizer (one token per word; decoding joins words with spaces)."""
-    from hfsdk.core.default_task.tokenizer import word_level_tokenizer
+    from hfsdk_tasks.tokenizer import word_level_tokenizer
 
     # No clean-up: tool calls' JSON punctuation must decode exactly as the model wrote it.
     return word_level_tokenizer(corpus(spec), max_length=64, cleanup=False)
@@ -210,7 +210,7 @@ def build_model(spec: ToolUseSpec, tokenizer: Any) -> tuple[Any, dict[str, float
 
 def ensure_tool_use_assets(spec: ToolUseSpec | None = None) -> Path:
     """The cached build directory (``model/``, ``train.jsonl``, ``val.jsonl``), built once."""
-    from hfsdk.core.default_task.assets import cache_root
+    from hfsdk.core.task_spec import cache_root
 
     spec = spec or ToolUseSpec()
     base = cache_root() / "tool_use"
