@@ -13,5 +13,6 @@ def default_samples_per_prompt(algo: str) -> int:
     from hfsdk import load_run_config
 
     config = load_run_config(algo)
-    samples = int(config.algorithm.n_samples_per_prompt)
+    # An algorithm that samples nothing (a reward model on given pairs) has no such field.
+    samples = int(getattr(config.algorithm, "n_samples_per_prompt", 1))
     return samples * max(1, int(getattr(config.rollout, "n", 1) or 1))
