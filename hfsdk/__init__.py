@@ -132,6 +132,14 @@ if TYPE_CHECKING:
         RolloutBackend,
         build_rollout,
     )
+    from hfsdk.core.tasks import (
+        Task,
+        TaskAssets,
+        default_model_dir,
+        default_task_assets,
+        get_task,
+        task_names,
+    )
     from hfsdk.core.trainer.faults import take_fault
     from hfsdk.core.weight_check import (
         Fingerprint,
@@ -163,6 +171,13 @@ _LAZY = {
     # plugins and registries
     "get_plugin_manager": "hfsdk.core.plugin_manager",
     "get_registry": "hfsdk.core.plugin_manager",
+    # the task registry (hfsdk_register_tasks)
+    "Task": "hfsdk.core.tasks",
+    "TaskAssets": "hfsdk.core.tasks",
+    "get_task": "hfsdk.core.tasks",
+    "task_names": "hfsdk.core.tasks",
+    "default_task_assets": "hfsdk.core.tasks",
+    "default_model_dir": "hfsdk.core.tasks",
     "Registry": "hfsdk.core.registry",
     "RegistryEntry": "hfsdk.core.registry",
     "Register": "hfsdk.hookspecs",

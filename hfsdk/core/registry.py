@@ -34,6 +34,7 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "tools": "hfsdk_register_tools",
         "agent_loops": "hfsdk_register_agent_loops",
         "tool_parsers": "hfsdk_register_tool_parsers",
+        "tasks": "hfsdk_register_tasks",
     }
 )
 """Registry kind -> the hook that fills it."""

@@ -193,3 +193,19 @@ def hfsdk_validate_config(config: Any) -> list[str] | None:
     Return a list of error messages (empty or ``None`` when the config is fine).
     Every plugin's answer is collected; any message stops the run before it starts.
     """
+
+
+# --- tasks_rewards: the task registry -----------------------------------------------------
+
+
+@hookspec
+def hfsdk_register_tasks(register: Register) -> None:
+    """Register built-in tasks: ``register(name, task)``, ``task`` an :class:`hfsdk.Task`.
+
+    A task is what a run trains on when its config names no data: its assets
+    (model, tokenizer, train/val data, built on first use), the settings it puts
+    under the user's config, and the reward/cost functions that score it.
+    ``hfsdk run --task NAME`` selects one; ``default`` is the task of a run
+    given nothing else, and its model is what a role without ``model_path``
+    loads (``hfsdk.default_model_dir``). See docs/plugin_hooks.md.
+    """
