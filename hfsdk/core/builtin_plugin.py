@@ -61,9 +61,6 @@ def hfsdk_register_reward_functions(register: Register) -> None:
     register("remote", remote.remote_reward, config_cls=remote.RemoteRewardConfig)
     register(default_task.REWARD_FUNCTION_NAME, default_task.default_task_reward)
     register(default_task.COST_FUNCTION_NAME, default_task.default_task_cost)
-    from hfsdk.core.agents.tool_use import task as tool_use
-
-    register(tool_use.REWARD_FUNCTION_NAME, tool_use.tool_use_reward)
 
 
 @hfsdk.hookimpl
@@ -82,30 +79,3 @@ def hfsdk_register_clusters(register: Register) -> None:
 
     for name, factory in PRESETS.items():
         register(name, factory)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_tools(register: Register) -> None:
-    """Register ``python`` (a sandboxed snippet runner) and ``add`` (the tool_use task's)."""
-    from hfsdk.core.agents.code_tool import python_tool
-    from hfsdk.core.agents.tool_use.task import add
-
-    register("python", python_tool)
-    register("add", add)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_agent_loops(register: Register) -> None:
-    """Register ``tool_loop``: generate → tool calls → tools → generate, until done."""
-    from hfsdk.core.agents.loops import ToolLoop
-
-    register("tool_loop", ToolLoop)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_tool_parsers(register: Register) -> None:
-    """Register ``hermes`` (``<tool_call>{json}</tool_call>``) and ``llama_function``."""
-    from hfsdk.core.agents.parsers import BUILTIN_PARSERS, CALL_END_MARKERS
-
-    for name, parser in BUILTIN_PARSERS.items():
-        register(name, parser, end_marker=CALL_END_MARKERS[name])

@@ -35,6 +35,7 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "agent_loops": "hfsdk_register_agent_loops",
         "tool_parsers": "hfsdk_register_tool_parsers",
         "tasks": "hfsdk_register_tasks",
+        "rollout_sections": "hfsdk_register_rollout_sections",
     }
 )
 """Registry kind -> the hook that fills it."""

@@ -52,9 +52,9 @@ def test_hfsdks_writers_go_through_it(tmp_path: Path, synced: list[str]) -> None
     import torch
 
     from hfsdk import Batch
-    from hfsdk.core.agents.dump import write_rollout_dump
     from hfsdk.core.placement.cluster import local
     from hfsdk.core.trainer.tracking import Tracker
+    from hfsdk_agents.dump import write_rollout_dump
 
     batch = Batch.from_dict({"input_ids": torch.zeros(1, 2, dtype=torch.long)},
                             non_tensors={"prompt": ["p"]})  # fmt: skip

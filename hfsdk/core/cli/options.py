@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from hfsdk.core.tasks import DEFAULT_TASK, get_task
+
 
 def run_config_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--algo``, ``--config`` and trailing ``key.sub=value`` overrides."""
@@ -23,25 +25,19 @@ def run_config_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
-BUILTIN_TASKS = ("default", "tool_use")
-"""``--task`` values: the single-turn default task and the multi-turn ``tool_use`` task."""
-
-
 def task_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``--task``: which built-in task a config without data runs."""
+    """``--task``: which registered task a config without data runs (hfsdk list tasks)."""
     return click.option(
         "--task",
-        type=click.Choice(BUILTIN_TASKS),
-        default="default",
-        help="Built-in task: default (addition) or tool_use (multi-turn addition with a "
-        "calculator tool, docs/agents.md).",
+        default=DEFAULT_TASK,
+        help="Registered task (hfsdk list tasks): default (addition); tool_use (multi-turn "
+        "addition with a calculator tool) with the agents plugin.",
     )(func)
 
 
 def task_base(task: str) -> dict[str, Any] | None:
     """The settings ``task`` puts under the user's config (``None``: the default task)."""
-    if task != "tool_use":
+    if task == DEFAULT_TASK:
         return None
-    from hfsdk.core.agents.tool_use.build import ensure_tool_use_assets, tool_use_preset
-
-    return tool_use_preset(ensure_tool_use_assets())
+    found = get_task(task)
+    return dict(found.settings()) if found.settings is not None else None

@@ -80,9 +80,9 @@ def run_command(
     stdin = _read_text(stdin_file, "--stdin file") if stdin_file else ""
     import attrs
 
-    from hfsdk.core.agents.code_tool import CODE_TOOL_LIMITS
+    from hfsdk.core.sandbox.limits import PYTHON_TOOL_LIMITS
 
-    base = CODE_TOOL_LIMITS if preset == "python" else SandboxLimits()
+    base = PYTHON_TOOL_LIMITS if preset == "python" else SandboxLimits()
     given = {"wall_s": wall_s, "cpu_s": cpu_s, "memory_mb": memory_mb, "output_bytes": output_bytes}
     try:
         limits = attrs.evolve(base, **{k: v for k, v in given.items() if v is not None})

@@ -560,8 +560,8 @@ class Trainer:
 
     def _dump_step(self, algorithm: Algorithm, step: int) -> None:
         """``rollouts/step_N.jsonl`` (readable) and ``.pt`` (replay, train_only)."""
-        from hfsdk.core.agents.dump import write_rollout_dump
         from hfsdk.core.trainer.step_dump import write_step_dump
+        from hfsdk_agents.dump import write_rollout_dump
 
         if algorithm.last_batch is not None:
             write_rollout_dump(self.run_dir, step, algorithm.last_batch)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.agents import code_tool
-from hfsdk.core.agents.tools import call_tool, load_tools
 from hfsdk.core.sandbox import SandboxLimits
+from hfsdk_agents import code_tool
+from hfsdk_agents.tools import call_tool, load_tools
 
 pytestmark = pytest.mark.usefixtures("sandbox_any_isolation")
 

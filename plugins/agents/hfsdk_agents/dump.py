@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hfsdk.core.atomic import write_text_atomic
+from hfsdk import write_text_atomic
 
 if TYPE_CHECKING:
-    from hfsdk.core.batch import Batch
+    from hfsdk import Batch
 
 DUMP_DIR = "rollouts"
 

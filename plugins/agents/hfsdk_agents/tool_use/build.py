@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.agents.tool_use.task import (
+from hfsdk_agents.tool_use.task import (
     CALL_CLOSE,
     CALL_OPEN,
     CALL_WORDS,
