@@ -193,6 +193,11 @@ class _Composer:
                 built[key] = structure(self.converter, value, cls, path=f"rollout.{key}")
             except ConfigError as exc:
                 self.errors.append(str(exc))
+        # Every installed plugin's sub-section is there (its defaults when not given), so
+        # `config show` and a run's config.yaml list all settings, as for the rest.
+        for key, cls in classes.items():
+            if key not in built and key not in rollout:
+                built[key] = structure(self.converter, {}, cls, path=f"rollout.{key}")
         return rest, built
 
     def signal(self, role: str, data: dict[str, Any]) -> None:
@@ -290,7 +295,7 @@ def resolve_run_config(
         value = composer.named(
             "rollout", "rollout_backends", "rollout.backend", rollout_backend, rollout
         )
-        if value is not None and subsections:
+        if value is not None:
             composer.sections["rollout"] = attrs.evolve(value, subsections=subsections)
     for name, cls in _core_sections().items():
         composer.add(name, cls, _section(data, name))
