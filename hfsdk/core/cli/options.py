@@ -31,7 +31,7 @@ def task_option(func: Callable[..., Any]) -> Callable[..., Any]:
         "--task",
         default=DEFAULT_TASK,
         help="Registered task (hfsdk list tasks): default (addition); tool_use (multi-turn "
-        "addition with a calculator tool) with the agents plugin.",
+        "addition with a calculator tool, from hfsdk-plugin-agents).",
     )(func)
 
 

@@ -54,4 +54,4 @@ class SandboxLimits:
 
 PYTHON_TOOL_LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5, memory_mb=512, output_bytes=8192)
 """The limits of one ``python`` tool call (and of ``hfsdk sandbox run --preset python``);
-the sandbox owns them so its command needs no agents plugin."""
+the sandbox owns them so its command needs no tool plugin."""
