@@ -80,4 +80,5 @@ def hfsdk_register_tasks(register: Register) -> None:
     """Register ``tool_use``: two-number addition the model solves by calling ``add``."""
     from hfsdk_agents.tool_use.registration import tool_use_task
 
-    register("tool_use", tool_use_task())
+    task = tool_use_task()
+    register("tool_use", task, doc=task.summary)

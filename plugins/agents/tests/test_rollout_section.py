@@ -10,7 +10,7 @@ import yaml
 
 from hfsdk import ConfigError, RolloutConfig, generate_rollout
 from hfsdk.core.cli.main import main
-from hfsdk.core.config import resolve_run_config
+from hfsdk.core.config import load_run_config, resolve_run_config
 from hfsdk.core.generation_strategy import SequencesStrategy, resolve_generation
 from hfsdk.core.plugin_manager import reset_plugin_manager
 from hfsdk_agents.config import MultiTurnConfig
@@ -43,6 +43,19 @@ def test_multi_turn_keys_fill_the_plugins_subsection_and_print_back() -> None:
     assert plain["multi_turn"]["max_turns"] == 3 and "subsections" not in plain
     again = resolve_run_config("grpo", yaml.safe_load(cfg.to_yaml()))
     assert again.rollout == cfg.rollout
+
+
+def test_a_multi_turn_rollout_holds_the_prompt_and_the_budget() -> None:
+    tools = ["rollout.multi_turn.tools=[add]", "rollout.multi_turn.max_response_tokens=24"]
+    config = load_run_config("grpo", None, [*tools, "data.max_prompt_length=40"])
+    assert (config.data.max_prompt_length, config.rollout.max_prompt_length) == (40, 64)
+    # An older multi-turn config gave the rollout's context: the prompt is what is left.
+    config = load_run_config("grpo", None, [*tools, "rollout.max_prompt_length=64"])
+    assert (config.data.max_prompt_length, config.rollout.max_prompt_length) == (40, 64)
+    with pytest.raises(ConfigError, match=r"rollout\.max_prompt_length=50 disagrees"):
+        load_run_config(
+            "grpo", None, [*tools, "data.max_prompt_length=40", "rollout.max_prompt_length=50"]
+        )
 
 
 def test_without_multi_turn_the_backend_decides_the_width() -> None:
