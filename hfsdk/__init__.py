@@ -138,6 +138,7 @@ if TYPE_CHECKING:
         task_names,
     )
     from hfsdk.core.trainer.faults import take_fault
+    from hfsdk.core.trainer.step_observers import StepObserver, StepView
     from hfsdk.core.weight_check import (
         Fingerprint,
         WeightSyncMismatch,
@@ -178,6 +179,8 @@ _LAZY = {
     "Registry": "hfsdk.core.registry",
     "RegistryEntry": "hfsdk.core.registry",
     "Register": "hfsdk.hookspecs",
+    "StepObserver": "hfsdk.core.trainer.step_observers",
+    "StepView": "hfsdk.core.trainer.step_observers",
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",

@@ -79,3 +79,44 @@ def hfsdk_register_clusters(register: Register) -> None:
 
     for name, factory in PRESETS.items():
         register(name, factory)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_config_sections(register: Register) -> None:
+    """Register the core's sections ``trainer``, ``data``, ``placement``, ``rollout_correction``
+    and ``sandbox``."""
+    from hfsdk.core.data.data_config import DataConfig
+    from hfsdk.core.maths.rollout_correction_config import RolloutCorrectionConfig
+    from hfsdk.core.sandbox.sandbox_config import SandboxConfig
+    from hfsdk.core.trainer.placement_config import PlacementConfig
+    from hfsdk.core.trainer.trainer_config import TrainerConfig
+
+    register("trainer", TrainerConfig)
+    register("data", DataConfig)
+    register("placement", PlacementConfig)
+    register("rollout_correction", RolloutCorrectionConfig)
+    register("sandbox", SandboxConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_step_observers(register: Register) -> None:
+    """Register ``faults`` (``HFSDK_FAULT_INJECT``), ``rollout_dump`` (``trainer.rollout_dump``)
+    and ``predicted_step`` (the planner's ``perf/predicted_step_s``)."""
+    from hfsdk.core.placement.run_plan import prediction_observer
+    from hfsdk.core.trainer.faults import fault_observer
+    from hfsdk.core.trainer.rollout_dump import rollout_dump_observer
+
+    register("faults", fault_observer)
+    register("rollout_dump", rollout_dump_observer)
+    register("predicted_step", prediction_observer)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``run_memory`` (the planner's memory model against this machine) and
+    ``sandbox_notice`` (model code that would be refused or weakly isolated)."""
+    from hfsdk.core.sandbox.preflight import sandbox_preflight
+    from hfsdk.core.trainer.preflight import run_memory_check
+
+    register("run_memory", run_memory_check)
+    register("sandbox_notice", sandbox_preflight)

@@ -34,6 +34,9 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "tools": "hfsdk_register_tools",
         "agent_loops": "hfsdk_register_agent_loops",
         "tool_parsers": "hfsdk_register_tool_parsers",
+        "config_sections": "hfsdk_register_config_sections",
+        "step_observers": "hfsdk_register_step_observers",
+        "preflight_checks": "hfsdk_register_preflight_checks",
         "tasks": "hfsdk_register_tasks",
         "rollout_sections": "hfsdk_register_rollout_sections",
     }

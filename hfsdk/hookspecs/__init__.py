@@ -197,6 +197,52 @@ def hfsdk_validate_config(config: Any) -> list[str] | None:
     """
 
 
+# --- The runtime's seams: what features hang on to the trainer without the core importing them.
+
+
+@hookspec
+def hfsdk_register_config_sections(register: Register) -> None:
+    """Register a top-level run-config section: ``register(name, config_cls)``.
+
+    ``config_cls`` is a frozen attrs class whose defaults make a run that never
+    mentions the section behave as before; every run config of every algorithm
+    gets it as ``config.sections[name]`` (YAML key ``name:``, dotted overrides
+    ``name.key=value``, shown by ``hfsdk config show``). The core registers
+    ``trainer``, ``data``, ``placement`` and ``rollout_correction`` this way.
+    """
+
+
+@hookspec
+def hfsdk_register_step_observers(register: Register) -> None:
+    """Register something that watches every training step: ``register(name, factory)``.
+
+    ``factory(config, run_dir)`` is called once per run (a :class:`hfsdk.RunConfig`
+    and the run directory's :class:`~pathlib.Path`) and returns a
+    :class:`hfsdk.StepObserver`, or ``None`` when the run does not need it (so a
+    disabled feature costs nothing per step). The trainer calls each observer's
+    ``on_step_start`` before a step draws its prompts' batch, ``on_step_trained`` right
+    after the algorithm's step (the step's batch is ``view.algorithm.last_batch``),
+    ``on_step_metrics`` before the metrics line is written (its returned mapping is
+    added to the line) and ``on_step_logged`` after. Observers run in name order;
+    one that raises stops the run like any step error.
+    """
+
+
+@hookspec
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register a check run before a run starts any worker: ``register(name, check)``.
+
+    ``check(config, spec, prepared)`` gets the :class:`hfsdk.RunConfig`, the
+    algorithm's :class:`hfsdk.AlgorithmSpec` and the
+    :class:`~hfsdk.core.trainer.preflight.PreparedRun` (assets, tokenizer, the
+    loaded prompts, the signal configs, the tools' schemas). It raises
+    :class:`hfsdk.HfsdkError` (one line: what is wrong, what to do) to refuse the
+    run, returns one line to log as a warning, or ``None`` when all is well.
+    Checks run in name order after the core's own checks, before the run directory
+    is created.
+    """
+
+
 # --- tasks_rewards: the task registry -----------------------------------------------------
 
 

@@ -33,7 +33,7 @@ def _table(cls: type) -> list[str]:
 def config_reference_markdown() -> str:
     """The whole reference: core sections, then the config class of every entry registered
     by the core or an ``hfsdk-plugin-*`` distribution of this repository."""
-    from hfsdk.core.config.run_config import _core_sections
+    from hfsdk.core.config.run_config import section_classes
     from hfsdk.core.config.signal_config import SignalConfig
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
 
@@ -55,7 +55,7 @@ def config_reference_markdown() -> str:
         "",
         "## Core sections",
     ]
-    core = {**_core_sections(), "reward / cost (scorer roles)": SignalConfig}
+    core = {**section_classes(), "reward / cost (scorer roles)": SignalConfig}
     for name, cls in core.items():
         out += ["", f"### `{name}`", "", *_table(cls)]
     for kind, title in _KINDS.items():

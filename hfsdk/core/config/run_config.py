@@ -42,20 +42,11 @@ from hfsdk.core.plugin_manager import HfsdkPluginManager, get_plugin_manager
 from hfsdk.core.registry import Registry, closest_match
 
 
-def _core_sections() -> dict[str, type]:
-    from hfsdk.core.data.data_config import DataConfig
-    from hfsdk.core.maths.rollout_correction_config import RolloutCorrectionConfig
-    from hfsdk.core.sandbox.sandbox_config import SandboxConfig
-    from hfsdk.core.trainer.placement_config import PlacementConfig
-    from hfsdk.core.trainer.trainer_config import TrainerConfig
-
-    return {
-        "trainer": TrainerConfig,
-        "data": DataConfig,
-        "placement": PlacementConfig,
-        "rollout_correction": RolloutCorrectionConfig,
-        "sandbox": SandboxConfig,
-    }
+def section_classes(pm: HfsdkPluginManager | None = None) -> dict[str, type]:
+    """The top-level sections every run config has, from ``hfsdk_register_config_sections``
+    (``trainer``, ``data``, ... and what plugins contribute), in name order."""
+    registry = (pm or get_plugin_manager()).registry("config_sections")
+    return {name: registry[name].impl for name in registry}
 
 
 @attrs.frozen(kw_only=True)
@@ -297,11 +288,11 @@ def resolve_run_config(
         )
         if value is not None:
             composer.sections["rollout"] = attrs.evolve(value, subsections=subsections)
-    for name, cls in _core_sections().items():
+    for name, cls in section_classes(pm).items():
         composer.add(name, cls, _section(data, name))
 
     known = {"algorithm", "advantage", "policy_loss", "value_loss", "rollout", *roles}
-    known |= set(_core_sections())
+    known |= set(section_classes(pm))
     for key in data:
         if key not in known:
             close = closest_match(str(key), sorted(known))
@@ -479,7 +470,7 @@ def defaults_under_overrides(
     its default first: ``placement.pools.rollout.devices=2`` adds the ``rollout`` pool beside
     the default ``global`` one instead of replacing the whole map."""
     result = dict(data)
-    core = _core_sections()
+    core = section_classes()
     for text in overrides:
         keys = text.partition("=")[0].strip().split(".")
         cls: Any = core.get(keys[0])
@@ -537,7 +528,7 @@ def with_algorithm_preset(
         return dict(data)  # unknown names are reported by resolve_run_config
     spec = spec_entry.impl
     kinds = {role.name: role.kind for role in spec.roles}
-    core = _core_sections()
+    core = section_classes(pm)
 
     def chosen_backend(section: str) -> Any:
         given = data.get(section)

@@ -23,7 +23,7 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -38,6 +38,10 @@ from hfsdk.core.placement.plan import Plan, PoolPlan, RolePlan
 from hfsdk.core.placement.search import PlacementSearch
 from hfsdk.core.placement.workload import Workload
 from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
+from hfsdk.core.trainer.step_observers import StepObserver
+
+if TYPE_CHECKING:
+    from hfsdk.core.trainer.step_observers import StepView
 
 STAGES = ("generation", "preparation", "training", "transition")
 """The stages ``--check`` compares (the transition is the actor's resharding)."""
@@ -677,3 +681,16 @@ def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | N
             "and a rollout pool; give placement.pools by hand"
         )
     return best[1], best[2]
+
+
+class PredictionObserver(StepObserver):
+    """Adds ``perf/predicted_step_s`` (the planner's price of this step) to each metrics line."""
+
+    def on_step_metrics(self, view: StepView, metrics: Mapping[str, float]) -> Mapping[str, float]:
+        """The planner's prediction for the step just measured (``{}`` if unpriceable)."""
+        return predicted_step_metrics(view.config, metrics)
+
+
+def prediction_observer(config: Any, run_dir: Path) -> PredictionObserver:
+    """Every run logs the planner's prediction beside what it measured."""
+    return PredictionObserver()

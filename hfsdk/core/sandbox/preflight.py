@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from hfsdk.core.sandbox.runner import Isolation, set_isolation, unavailable_line
 
@@ -24,3 +25,11 @@ def sandbox_notice(
         SANDBOXED_REWARDS & set(reward_names)
     )
     return unavailable_line(isolation) if runs_code else None
+
+
+def sandbox_preflight(config: Any, spec: Any, prepared: Any) -> str | None:
+    """The ``sandbox_notice`` preflight check: :func:`sandbox_notice` for a prepared run."""
+    tool_names = [str(t.get("function", t).get("name", "")) for t in prepared.tools]
+    reward_names = [str(f.name) for s in prepared.signal_configs.values() for f in s.functions]
+    section = config.sections.get("sandbox")  # configs pickled before the section existed
+    return sandbox_notice(section.isolation if section else "os", tool_names, reward_names)

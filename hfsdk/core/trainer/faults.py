@@ -31,7 +31,14 @@ from __future__ import annotations
 import errno
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hfsdk.core.trainer.step_observers import StepObserver
+
+if TYPE_CHECKING:
+    from hfsdk.core.trainer.step_observers import StepView
 
 FAULT_ENV = "HFSDK_FAULT_INJECT"
 POINTS = (
@@ -109,3 +116,27 @@ def take_fault(point: str, step: int) -> bool:
         return False
     _FIRED.add((point, step))
     return True
+
+
+class FaultObserver(StepObserver):
+    """The step-level faults: worker/rollout kills and signals at a step's start, ``step_end``
+    after its metrics line."""
+
+    def on_step_start(self, view: StepView) -> None:
+        """``worker_kill``, ``rollout_kill``, ``sigterm``, ``sigint``."""
+        session, step = view.session, view.step
+        policy = view.spec.main_role  # the role of kind policy, whatever its name
+        maybe_kill_worker(step, lambda: session.groups[policy].process_info[0]["pid"])
+        if session.rollout is not None:
+            maybe_kill_worker(step, lambda: session.rollout.process_info[0]["pid"], "rollout_kill")
+        maybe_fault("sigterm", step)
+        maybe_fault("sigint", step)
+
+    def on_step_logged(self, view: StepView, metrics: Mapping[str, float]) -> None:
+        """``step_end``."""
+        maybe_fault("step_end", view.step)
+
+
+def fault_observer(config: Any, run_dir: Path) -> FaultObserver | None:
+    """The fault observer when ``HFSDK_FAULT_INJECT`` is set (otherwise nothing per step)."""
+    return FaultObserver() if os.environ.get(FAULT_ENV) else None

@@ -35,6 +35,8 @@ class PreparedRun:
     loader: Any
     val_loader: Any | None
     signal_configs: dict[str, Any]
+    tools: list[Any] = attrs.field(factory=list)
+    """The JSON schemas of the tools the prompts offer (multi-turn rollouts)."""
 
 
 def check_model_path(key: str, path: str | None) -> None:
@@ -271,9 +273,6 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         preference_pairs=spec.default_data == "preference_pairs",
     )
     _check_inputs(config, spec, assets)
-    warning = run_memory_warning(config)
-    if warning:
-        logger.warning(warning)
     tokenizer = load_tokenizer(assets.tokenizer_path)
     dataset = load_prompt_dataset(assets.train_files, config.data.prompt_key)
     # Plugins' tools load here (a bad entry fails before Ray); their schemas reach the
@@ -296,14 +295,32 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
 
             _check_signatures(load_reward_functions(signal), loader.rows[0])
         signal_configs[role] = signal
-    _sandbox_notice(config, tools, signal_configs)
-    return PreparedRun(
+    prepared = PreparedRun(
         assets=assets,
         tokenizer=tokenizer,
         loader=loader,
         val_loader=val_loader,
         signal_configs=signal_configs,
+        tools=tools,
     )
+    run_preflight_checks(config, spec, prepared)
+    return prepared
+
+
+def run_preflight_checks(config: RunConfig, spec: AlgorithmSpec, prepared: PreparedRun) -> None:
+    """Every registered preflight check, in name order; their warnings are logged."""
+    from hfsdk.core.plugin_manager import get_registry
+
+    registry = get_registry("preflight_checks")
+    for name in registry:
+        warning = registry[name].impl(config, spec, prepared)
+        if warning:
+            logger.warning(warning)
+
+
+def run_memory_check(config: RunConfig, spec: AlgorithmSpec, prepared: PreparedRun) -> str | None:
+    """The ``run_memory`` preflight check: :func:`run_memory_warning` for this machine."""
+    return run_memory_warning(config)
 
 
 def _check_signatures(functions: Any, row: Any) -> None:
@@ -356,18 +373,6 @@ def _check_inputs(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> None:
     policy = f"{spec.policy_role}.model_path"
     paths[policy] = paths.get(policy) or assets.model_path
     check_positions(config, paths)
-
-
-def _sandbox_notice(config: RunConfig, tools: list[Any], signals: dict[str, Any]) -> None:
-    """Say once, before the first step, when model code would be refused or weakly isolated."""
-    from hfsdk.core.sandbox.preflight import sandbox_notice
-
-    tool_names = [str(t.get("function", t).get("name", "")) for t in tools]
-    reward_names = [str(f.name) for s in signals.values() for f in s.functions]
-    section = config.sections.get("sandbox")  # configs pickled before the section existed
-    line = sandbox_notice(section.isolation if section else "os", tool_names, reward_names)
-    if line:
-        logger.warning(line)
 
 
 def _tool_schemas(config: Any) -> list[Any]:

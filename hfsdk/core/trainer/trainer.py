@@ -29,7 +29,6 @@ from hfsdk.core.config.safe_yaml import load_yaml_text
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import attach_run_log, detach_run_log
 from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
-from hfsdk.core.placement.run_plan import predicted_step_metrics
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.trainer.checkpoint import (
     clean_partial,
@@ -38,9 +37,9 @@ from hfsdk.core.trainer.checkpoint import (
     verify_checkpoint,
     write_checkpoint,
 )
-from hfsdk.core.trainer.faults import maybe_fault, maybe_kill_worker
 from hfsdk.core.trainer.run_lock import RunDirLock
 from hfsdk.core.trainer.shared_fs import check_run_dir_shared
+from hfsdk.core.trainer.step_observers import StepObservers, StepView, build_step_observers
 from hfsdk.core.trainer.stopping import RunStopped, StopNow, StopSignals, signal_name
 from hfsdk.core.trainer.tracking import Tracker, read_metrics
 
@@ -364,6 +363,7 @@ class Trainer:
 
     def _attempt(self) -> None:
         """One session: start the workers, resume, train to the end."""
+        from hfsdk.core.plugin_manager import get_registry
         from hfsdk.core.trainer.session import TrainingSession
 
         cfg = self.config
@@ -387,6 +387,9 @@ class Trainer:
                 tokenizer=self.prepared.tokenizer,
             )
             algorithm: Algorithm = spec.program(context)
+            self._observers = build_step_observers(
+                cfg, self.run_dir, get_registry("step_observers")
+            )
             self._pipeline = self._build_pipeline(algorithm, session.loader, session)
             context.pipeline = self._pipeline
             if cfg.trainer.mode == "train_only":  # its draws too come from the dumped run
@@ -481,24 +484,27 @@ class Trainer:
         from hfsdk.core.workers.futures import CALL_CLOCK
 
         cfg = self.config
+        view = StepView(
+            step=step,
+            config=cfg,
+            run_dir=self.run_dir,
+            spec=self.spec,
+            algorithm=algorithm,
+            session=session,
+        )
+        observers: StepObservers = self._observers
         CALL_CLOCK.take()  # calls before this step (set-up, checkpoints) are not its overhead
         started = time.perf_counter()
         source = self._pipeline if self._pipeline is not None else session.loader
         with algorithm.stage("data"):
             prompts = source.next_batch()
-        policy = self.spec.main_role  # the role of kind policy, whatever its name
-        maybe_kill_worker(step, lambda: session.groups[policy].process_info[0]["pid"])
-        if session.rollout is not None:
-            maybe_kill_worker(step, lambda: session.rollout.process_info[0]["pid"], "rollout_kill")
-        maybe_fault("sigterm", step)
-        maybe_fault("sigint", step)
+        observers.step_start(view)
         algorithm.generations = []
         if cfg.trainer.mode == "rollout_only":
             metrics = self._rollout_only_step(session, algorithm, prompts)
         else:
             metrics = algorithm.step(prompts)
-        if cfg.trainer.rollout_dump or cfg.trainer.mode == "rollout_only":
-            self._dump_step(algorithm, step)
+        observers.step_trained(view)
         algorithm.last_batch = None
         algorithm.generations = []
         if self._pipeline is not None:
@@ -515,9 +521,9 @@ class Trainer:
         metrics["perf/controller_overhead_share"] = (calls_s - busy_s) / step_s if step_s else 0.0
         tokens = metrics.pop("perf/tokens", 0.0)
         metrics["perf/throughput_tokens_per_s"] = tokens / step_s if step_s > 0 else 0.0
-        metrics.update(predicted_step_metrics(cfg, {**metrics, "perf/tokens": tokens}))
+        metrics.update(observers.step_metrics(view, {**metrics, "perf/tokens": tokens}))
         tracker.log(step, metrics)
-        maybe_fault("step_end", step)
+        observers.step_logged(view, metrics)
         last = step == cfg.trainer.total_steps
         gate = mismatch_gate(cfg.trainer.max_mismatch_kl, metrics)
         saving = last or bool(cfg.trainer.save_every and step % cfg.trainer.save_every == 0)
@@ -557,16 +563,6 @@ class Trainer:
                 key = "token_level_scores" if signal == "reward" else f"token_level_{signal}s"
                 batch[key] = algorithm.score(batch, signal)
         return algorithm.finish(batch)
-
-    def _dump_step(self, algorithm: Algorithm, step: int) -> None:
-        """``rollouts/step_N.jsonl`` (readable) and ``.pt`` (replay, train_only)."""
-        from hfsdk.core.trainer.step_dump import write_step_dump
-        from hfsdk_agents.dump import write_rollout_dump
-
-        if algorithm.last_batch is not None:
-            write_rollout_dump(self.run_dir, step, algorithm.last_batch)
-        update = algorithm.last_batch if self.config.trainer.mode != "rollout_only" else None
-        write_step_dump(self.run_dir, step, algorithm.generations, update)
 
     def _validation_metrics(
         self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int

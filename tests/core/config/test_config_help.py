@@ -12,7 +12,7 @@ import hfsdk
 from hfsdk.core.cli.main import cli
 from hfsdk.core.config.help import field_help, help_field, missing_help
 from hfsdk.core.config.reference import config_reference_markdown
-from hfsdk.core.config.run_config import _core_sections
+from hfsdk.core.config.run_config import section_classes
 from hfsdk.core.config.signal_config import SignalConfig
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "config_reference.md"
@@ -28,7 +28,7 @@ KINDS = (
 
 
 def _config_classes() -> dict[str, type]:
-    classes = {f"core {n}": c for n, c in _core_sections().items()}
+    classes = {f"core {n}": c for n, c in section_classes().items()}
     classes["core signal"] = SignalConfig
     for kind in KINDS:
         for name, entry in hfsdk.get_registry(kind).items():

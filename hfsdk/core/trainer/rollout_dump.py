@@ -12,10 +12,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hfsdk import write_text_atomic
+from hfsdk.core.atomic import write_text_atomic
+from hfsdk.core.trainer.step_observers import StepObserver
 
 if TYPE_CHECKING:
-    from hfsdk import Batch
+    from hfsdk.core.batch import Batch
+    from hfsdk.core.trainer.step_observers import StepView
 
 DUMP_DIR = "rollouts"
 
@@ -63,3 +65,23 @@ def write_rollout_dump(run_dir: str | Path, step: int, batch: Batch) -> Path:
     lines = (json.dumps(record, default=str) + "\n" for record in dump_records(batch))
     write_text_atomic(path, "".join(lines))
     return path
+
+
+class RolloutDumpObserver(StepObserver):
+    """Writes each step's ``rollouts/step_N.jsonl`` (readable) and ``.pt`` (replay)."""
+
+    def on_step_trained(self, view: StepView) -> None:
+        """Dump the step's batch and generations (the update's batch unless ``rollout_only``)."""
+        from hfsdk.core.trainer.step_dump import write_step_dump
+
+        batch = view.algorithm.last_batch
+        if batch is not None:
+            write_rollout_dump(view.run_dir, view.step, batch)
+        update = batch if view.config.trainer.mode != "rollout_only" else None
+        write_step_dump(view.run_dir, view.step, view.algorithm.generations, update)
+
+
+def rollout_dump_observer(config: Any, run_dir: Path) -> RolloutDumpObserver | None:
+    """The dump observer under ``trainer.rollout_dump`` or ``trainer.mode: rollout_only``."""
+    trainer = config.trainer
+    return RolloutDumpObserver() if trainer.rollout_dump or trainer.mode == "rollout_only" else None

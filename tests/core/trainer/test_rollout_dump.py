@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 import torch
 
-from hfsdk import Batch
-from hfsdk_agents.dump import write_rollout_dump
+from hfsdk.core.batch import Batch
+from hfsdk.core.trainer.rollout_dump import write_rollout_dump
 
 
 def test_dump_has_the_samples_rewards_token_counts_and_segments(tmp_path: Path) -> None:
@@ -41,27 +40,3 @@ def test_dump_has_the_samples_rewards_token_counts_and_segments(tmp_path: Path) 
         "trajectory": {"finish": "stop", "segments": segments},
     }
     assert (second["reward"], second["response_tokens"], second["trained_tokens"]) == (0.0, 1, 1)
-
-
-def test_the_dump_is_written_through_the_atomic_writer(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The file and then its directory are fsynced (a temp file renamed into place)."""
-    import os
-
-    from hfsdk.core import atomic
-
-    synced: list[str] = []
-    real = os.fsync
-
-    def fsync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real(fd)
-
-    monkeypatch.setattr(atomic.os, "fsync", fsync)
-    batch = Batch.from_dict(
-        {"input_ids": torch.zeros(1, 2, dtype=torch.long)}, non_tensors={"prompt": ["p"]}
-    )
-    path = write_rollout_dump(tmp_path, 3, batch)
-    assert synced[-1] == str(tmp_path / "rollouts") and len(synced) == 2
-    assert [p.name for p in path.parent.iterdir()] == ["step_3.jsonl"]

@@ -1,0 +1,98 @@
+"""Step observers: features that watch the trainer's steps without living in its loop.
+
+Plugins register factories through ``hfsdk_register_step_observers``; the
+trainer builds the observers once per run (:func:`build_step_observers`) and
+calls them at four points of every step (:class:`StepObserver`). The core's own
+fault injection and replay dump are observers too (``hfsdk list step-observers``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from hfsdk.core.algorithm import Algorithm
+    from hfsdk.core.algorithm_spec import AlgorithmSpec
+    from hfsdk.core.config.run_config import RunConfig
+    from hfsdk.core.registry import Registry
+
+
+@attrs.frozen(kw_only=True)
+class StepView:
+    """What an observer sees of one step: its number, the run and its live objects.
+
+    ``session`` is the running :class:`~hfsdk.core.trainer.session.TrainingSession`
+    (its ``groups`` by role, ``rollout`` replicas or ``None``); ``algorithm`` is the
+    algorithm program (``last_batch``: the step's trained batch once trained;
+    ``generations``: its sampled ``(prompts, generated)`` pairs).
+    """
+
+    step: int
+    config: RunConfig
+    run_dir: Path
+    spec: AlgorithmSpec
+    algorithm: Algorithm
+    session: Any
+
+
+class StepObserver:
+    """Base class of step observers; override the points you need (each is a no-op here)."""
+
+    def on_step_start(self, view: StepView) -> None:
+        """Before the step draws its prompts' batch."""
+
+    def on_step_trained(self, view: StepView) -> None:
+        """After the algorithm's step (or ``rollout_only``'s generation), before validation."""
+
+    def on_step_metrics(self, view: StepView, metrics: Mapping[str, float]) -> Mapping[str, float]:
+        """Metrics to add to the step's line (``metrics`` is the line so far, read-only)."""
+        return {}
+
+    def on_step_logged(self, view: StepView, metrics: Mapping[str, float]) -> None:
+        """After the step's metrics line is written, before its checkpoint."""
+
+
+class StepObservers:
+    """The run's observers in name order, called together at each point."""
+
+    def __init__(self, observers: Mapping[str, StepObserver]) -> None:
+        self.observers = dict(observers)
+
+    def __len__(self) -> int:
+        return len(self.observers)
+
+    def step_start(self, view: StepView) -> None:
+        """Call every observer's :meth:`StepObserver.on_step_start`."""
+        for observer in self.observers.values():
+            observer.on_step_start(view)
+
+    def step_trained(self, view: StepView) -> None:
+        """Call every observer's :meth:`StepObserver.on_step_trained`."""
+        for observer in self.observers.values():
+            observer.on_step_trained(view)
+
+    def step_metrics(self, view: StepView, metrics: Mapping[str, float]) -> dict[str, float]:
+        """Every observer's added metrics, merged in name order."""
+        added: dict[str, float] = {}
+        for observer in self.observers.values():
+            added.update(observer.on_step_metrics(view, {**metrics, **added}) or {})
+        return added
+
+    def step_logged(self, view: StepView, metrics: Mapping[str, float]) -> None:
+        """Call every observer's :meth:`StepObserver.on_step_logged`."""
+        for observer in self.observers.values():
+            observer.on_step_logged(view, metrics)
+
+
+def build_step_observers(config: RunConfig, run_dir: Path, registry: Registry) -> StepObservers:
+    """Call each registered factory once; keep the observers this run needs."""
+    built: dict[str, StepObserver] = {}
+    for name in registry:  # name order: a stable order whichever plugins are installed
+        observer = registry[name].impl(config, run_dir)
+        if observer is not None:
+            built[name] = observer
+    return StepObservers(built)
