@@ -34,4 +34,5 @@ def tool_use_task() -> hfsdk.Task:
         summary="multi-turn addition with an add calculator tool (docs/agents.md)",
         assets=_assets,
         settings=_settings,
+        signals={"reward": ("tool_use",)},
     )

@@ -260,7 +260,7 @@ class RolloutReplicaWorker(Worker):
         seed = prompts.meta.get("sampling_seed")
         if seed is not None:
             torch.manual_seed(int(seed) + 7919 * self.rank)
-        out = generate_rollout(self.rollout, prompts)  # multi-turn agent loops run here too
+        out = generate_rollout(self.rollout, prompts)  # a plugin's strategy (agents) too
         if ROLLOUT_LOG_PROBS not in out:
             out[ROLLOUT_LOG_PROBS] = self.source.log_probs(out)
         out.meta["weights_version"] = self.source.weights_version
