@@ -51,8 +51,9 @@ OPERATIONS = (
     "compute_scores",
     "update_actor",
     "update_critic",
+    "update_score_model",
 )
-"""The worker operations a :class:`FakeRole` answers."""
+"""Every worker operation a :class:`FakeRole` can fake (each role gets its kind's)."""
 
 
 class FakeFuture:
@@ -91,22 +92,42 @@ class FakeMethod:
 
 
 class FakeRole:
-    """The worker group of one role: every operation of every kind, recorded in ``log``.
+    """The worker group of one role: the operations of its kind, recorded in ``log``.
 
+    A role offers what a real backend's worker of its ``kind`` offers
+    (:data:`~hfsdk.core.algorithm_spec.KIND_OPERATIONS`): a program that calls
+    ``critic.generate_sequences`` fails here as it would on a real run.
     Operations can also be ``submit``-ted like a worker group's; ``timeline``
     records when each was dispatched and when its result was taken, so a test
     can tell which calls overlapped.
     """
 
-    def __init__(self, name: str, log: list[Call], seed: int, timeline: list | None = None) -> None:
+    def __init__(
+        self, name: str, log: list[Call], seed: int, timeline: list | None = None, *, kind: str
+    ) -> None:
+        from hfsdk.core.algorithm_spec import KIND_OPERATIONS
+
         self.name = name
+        self.kind = kind
         self.log = log
         self.timeline: list[tuple[str, str, str]] = [] if timeline is None else timeline
         self.gen = torch.Generator().manual_seed(seed)
         self.batches: dict[str, Batch] = {}
         """The last batch each operation was handed, by method name."""
-        for op in OPERATIONS:
+        self.operations = KIND_OPERATIONS[kind]
+        for op in self.operations:
             setattr(self, op, FakeMethod(self, op, getattr(self, op)))
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in OPERATIONS and name not in object.__getattribute__(self, "operations"):
+            kind = object.__getattribute__(self, "kind")
+            offered = ", ".join(object.__getattribute__(self, "operations"))
+            role = object.__getattribute__(self, "name")
+            raise AttributeError(
+                f"role {role!r} is of kind {kind!r}, whose workers offer {offered}; "
+                f"no backend runs {name} for it"
+            )
+        return object.__getattribute__(self, name)
 
     def _record(self, method: str, batch: Batch) -> None:
         self.log.append(Call(self.name, method, _keys(batch), bool(batch.meta.get("greedy"))))
@@ -171,6 +192,11 @@ class FakeRole:
         """Records the keys it was given; returns ``critic/vf_loss`` = mean return."""
         self._record("update_critic", batch)
         return {"critic/vf_loss": float(batch["returns"].mean())}
+
+    def update_score_model(self, batch: Batch) -> dict[str, float]:
+        """Records the keys it was given; returns ``score_model/loss`` = 0."""
+        self._record("update_score_model", batch)
+        return {"score_model/loss": 0.0}
 
 
 class FakeSignal:
@@ -240,7 +266,7 @@ class FakeRun:
         log: list[Call] = []
         timeline: list[tuple[str, str, str]] = []
         roles = {
-            r.name: FakeRole(r.name, log, seed=i, timeline=timeline)
+            r.name: FakeRole(r.name, log, seed=i, timeline=timeline, kind=r.kind)
             for i, r in enumerate(spec.roles)
             if r.kind != "scorer"
         }

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from hfsdk.core.algorithm_spec import AlgorithmSpec
     from hfsdk.core.batch import Batch
     from hfsdk.core.maths.protocols import AdvantageResult
+    from hfsdk.core.workers.futures import CallClock
 
 
 @attrs.frozen(kw_only=True)
@@ -132,6 +133,12 @@ class PromptSource(Protocol):
         ...
 
 
+def _new_clock() -> CallClock:
+    from hfsdk.core.workers.futures import CallClock
+
+    return CallClock()
+
+
 @attrs.define(kw_only=True)
 class AlgorithmContext:
     """What the trainer hands an algorithm: its config, its roles, signals and prompts.
@@ -157,6 +164,8 @@ class AlgorithmContext:
     tokenizer: Any = None
     """The run's tokenizer (the policy's), for programs that tokenize given responses on the
     controller (SFT targets, preference pairs); ``None`` where a caller builds no run."""
+    clock: CallClock = attrs.field(factory=lambda: _new_clock())
+    """The session's clock of blocking worker calls (the trainer's controller-overhead metrics)."""
 
 
 class Algorithm:
@@ -298,11 +307,9 @@ class Algorithm:
             key = f"timing/{name}_s"
             self.metrics[key] = self.metrics.get(key, 0.0) + seconds
         if any(future is not None for _, future, _ in pending):
-            from hfsdk.core.workers.futures import CALL_CLOCK
-
             # One entry for the group: the controller waited its wall time, workers were busy
             # for the slowest call (overlapping calls' busy times do not add up).
-            CALL_CLOCK.record(time.perf_counter() - started, busy)
+            self.context.clock.record(time.perf_counter() - started, busy)
         return results
 
     def record(self, metrics: Mapping[str, float], prefix: str = "") -> None:

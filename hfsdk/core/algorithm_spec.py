@@ -40,6 +40,18 @@ ROLE_KINDS: tuple[str, ...] = ("policy", "value", "frozen_policy", "scorer", "sc
   ``update_score_model`` with the loss the algorithm's ``score_objective`` gives.
 """
 
+KIND_OPERATIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {
+        "policy": ("generate_sequences", "compute_log_prob", "update_actor"),
+        "value": ("compute_values", "update_critic"),
+        "frozen_policy": ("compute_ref_log_prob",),
+        "scorer": ("compute_scores",),
+        "score_model": ("compute_scores", "update_score_model"),
+    }
+)
+"""The worker operations every training backend offers for a role of each kind (the
+contract an algorithm's program may call on ``self.role(name)``; backends may add more)."""
+
 TRAINED_KINDS: tuple[str, ...] = ("policy", "value", "score_model")
 """Role kinds whose weights a run updates (and checkpoints)."""
 

@@ -62,7 +62,7 @@ def test_concurrently_refuses_an_undeclared_stage_before_dispatching() -> None:
             batch,
             [
                 ("ref_log_prob", algo.role("reference").compute_ref_log_prob),
-                ("critic_values", algo.role("reference").compute_values),
+                ("critic_values", algo.role("reference").compute_ref_log_prob),
             ],
         )
     assert run.timeline == []

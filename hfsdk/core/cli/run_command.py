@@ -69,8 +69,14 @@ def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
 
     The two windows never overlap: up to 5 steps each, at most half the run each.
     Programs that sample nothing while training report their validation reward (SFT,
-    DPO) or held-out pairwise accuracy (reward models) instead.
+    DPO) or held-out pairwise accuracy (reward models) instead. A validation before
+    training (``trainer.val_before_train``, logged as step 0) is no training step: it is
+    neither counted nor averaged into the first window.
     """
+    validations_too = metrics
+    metrics = [r for r in metrics if r.get("step", 1) >= 1]
+    if not metrics:
+        return f"{algo}: 0 steps in {run_dir}"
     size = max(1, min(5, len(metrics) // 2))
     first, last = metrics[:size], metrics[-size:]
 
@@ -85,12 +91,12 @@ def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
         (
             key
             for key in ("val/reward_mean", "val/pairwise_accuracy")
-            if any(r.get(key) is not None for r in metrics)
+            if any(r.get(key) is not None for r in validations_too)
         ),
         None,
     )
     if not any("reward/mean" in r for r in metrics) and validated:
-        validations = [r for r in metrics if r.get(validated) is not None]
+        validations = [r for r in validations_too if r.get(validated) is not None]
         summary = (
             f"{algo}: {steps}; {validated} "
             f"{validations[0][validated]:.3f} (step {validations[0]['step']}) -> "

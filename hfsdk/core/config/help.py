@@ -13,16 +13,24 @@ from typing import Any
 
 import attrs
 
+RESUMABLE_KEY = "hfsdk_resumable"
+"""Field metadata: a resumed run may change the setting (:func:`help_field`)."""
 HELP_KEY = "help"
 SUBSECTIONS_KEY = "hfsdk_subsections"
 """attrs metadata marking a field that holds plugin-contributed sub-sections
 (:mod:`hfsdk.core.config.rollout_sections`)."""
 
 
-def help_field(help: str, **kwargs: Any) -> Any:
-    """``attrs.field(**kwargs)`` whose metadata holds ``help``."""
+def help_field(help: str, *, resumable: bool = False, **kwargs: Any) -> Any:
+    """``attrs.field(**kwargs)`` whose metadata holds ``help``.
+
+    ``resumable``: a run resumed from a checkpoint may change this setting (the run
+    length, loggers, timeouts: what the checkpoint's state does not depend on).
+    """
     metadata = dict(kwargs.pop("metadata", None) or {})
     metadata[HELP_KEY] = help
+    if resumable:
+        metadata[RESUMABLE_KEY] = True
     return attrs.field(metadata=metadata, **kwargs)
 
 

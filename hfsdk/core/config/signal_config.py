@@ -72,6 +72,7 @@ class SignalConfig:
     timeout_s: float = help_field(
         "Seconds one call of a scoring function (a whole batch) may take; past it the run "
         "stops with one line naming the function and the sample it was on. 0: no limit.",
+        resumable=True,
         default=300.0,
         validator=[attrs.validators.ge(0.0), attrs.validators.lt(float("inf"))],
     )

@@ -23,6 +23,7 @@ class SandboxConfig:
     isolation: Literal["os", "process"] = help_field(
         "How model-written code is isolated: 'os' (bubblewrap namespaces, seccomp, pids cgroup; "
         "refused where bubblewrap cannot start) or 'process' (weaker: see docs/agents.md).",
+        resumable=True,
         default="os",
         validator=attrs.validators.in_(("os", "process")),
     )

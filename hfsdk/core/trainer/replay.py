@@ -52,7 +52,7 @@ def _same(a: float, b: float) -> bool:
 
 def _run_config(run_dir: Path) -> Any:
     from hfsdk.core.config import load_run_config
-    from hfsdk.core.trainer.trainer import CONFIG_FILE
+    from hfsdk.core.trainer.run_directory import CONFIG_FILE
 
     path = run_dir / CONFIG_FILE
     if not path.is_file():
@@ -73,10 +73,10 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     from hfsdk.core.plugin_manager import get_registry
     from hfsdk.core.trainer.checkpoint import complete_checkpoints
     from hfsdk.core.trainer.preflight import prepare_run
+    from hfsdk.core.trainer.run_directory import TRAINER_STATE
     from hfsdk.core.trainer.session import TrainingSession
     from hfsdk.core.trainer.step_dump import read_step_dump
     from hfsdk.core.trainer.tracking import read_metrics
-    from hfsdk.core.trainer.trainer import TRAINER_STATE
 
     run_dir = Path(run_dir)
     config = _run_config(run_dir)

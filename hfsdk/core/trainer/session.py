@@ -26,6 +26,7 @@ from hfsdk.core.trainer.run_assets import (
     SignalScorer,
 )
 from hfsdk.core.trainer.validation import ValidationResult
+from hfsdk.core.workers.futures import CallClock
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,9 @@ class TrainingSession:
         self.signals: dict[str, SignalScorer] = {}
         self.rollout: Any = None
         """The ``rollout`` replicas' worker group on ``placement.pools.rollout`` (or ``None``)."""
+        self.clock = CallClock()
+        """Times the blocking calls of every group this session starts (the trainer's
+        ``perf/controller_overhead_s``)."""
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -278,7 +282,7 @@ class TrainingSession:
             )
         )
         self.pools.append(pool)
-        return colocate(
+        groups = colocate(
             pool,
             roles,
             fused=fused,
@@ -286,6 +290,9 @@ class TrainingSession:
             call_timeout_s=options["call_timeout_s"],
             env_vars=options["env_vars"],
         )
+        for group in groups.values():
+            group.clock = self.clock
+        return groups
 
     def restart_rollout(self) -> Any:
         """Replace the rollout replicas' worker group with a fresh one on a fresh pool.

@@ -10,7 +10,6 @@ import errno
 import json
 import logging
 import random
-import shutil
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -23,21 +22,17 @@ import torch
 from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.atomic import write_text_atomic
-from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.run_config import RunConfig
-from hfsdk.core.config.safe_yaml import load_yaml_text
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import attach_run_log, detach_run_log
 from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.trainer.checkpoint import (
     clean_partial,
-    complete_checkpoints,
     latest_checkpoint,
-    verify_checkpoint,
     write_checkpoint,
 )
-from hfsdk.core.trainer.run_lock import RunDirLock
+from hfsdk.core.trainer.run_directory import CONFIG_FILE, TRAINER_STATE, RunDirectory
 from hfsdk.core.trainer.shared_fs import check_run_dir_shared
 from hfsdk.core.trainer.step_observers import StepObservers, StepView, build_step_observers
 from hfsdk.core.trainer.stopping import RunStopped, StopNow, StopSignals, signal_name
@@ -45,51 +40,11 @@ from hfsdk.core.trainer.tracking import Tracker, read_metrics
 
 logger = logging.getLogger(__name__)
 
-CONFIG_FILE = "config.yaml"
-TRAINER_STATE = "trainer_state.pt"
 EXPORT_REQUEST = "EXPORT_HF"
 """``touch <run_dir>/EXPORT_HF``: the next checkpoint also exports the actor in HF format."""
-# Keys a resumed run may change without invalidating its checkpoints.
-_RESUMABLE_CHANGES = {
-    ("trainer", key)
-    for key in (
-        "total_steps",
-        "save_every",
-        "loggers",
-        "hf_export",
-        "max_restarts",
-        "worker_timeout_s",
-        "startup_timeout_s",
-        "ray_address",
-        "executor",
-        "keep_last",
-        "keep_best",
-        "val_samples",
-        "stop_grace_s",
-        "ray_allow_no_auth",
-    )
-} | {(signal, "timeout_s") for signal in ("reward", "cost")}
-# A resumed run may move to a machine where bubblewrap cannot start.
-_RESUMABLE_CHANGES.add(("sandbox", "isolation"))
-
-
 def default_run_dir(algo: str) -> Path:
     """``runs/<algo>-<UTC timestamp>``."""
     return Path("runs") / f"{algo}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
-
-
-def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: tuple = ()) -> list:
-    keys = set(old) | set(new)
-    out = []
-    for key in sorted(keys, key=str):
-        a, b = old.get(key), new.get(key)
-        if key not in old:
-            continue  # a key added to hfsdk after the run started: it had its default then
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
-            out.extend(_differences(a, b, (*prefix, key)))
-        elif a != b:
-            out.append((*prefix, key))
-    return out
 
 
 def _rng_state() -> dict[str, Any]:
@@ -137,15 +92,6 @@ def _first_line(text: object) -> str:
     return lines[0] if lines else ""
 
 
-def _check_run_dir(run_dir: Path) -> None:
-    for path in (run_dir, *run_dir.parents):
-        if path.exists() and not path.is_dir():
-            raise HfsdkError(
-                f"--run-dir {str(run_dir)!r}: {str(path)!r} is a file, not a directory; pass a "
-                "directory path (it is created if missing)"
-            )
-
-
 class Trainer:
     """Runs one algorithm on one run directory; resumes from its newest usable checkpoint.
 
@@ -165,27 +111,23 @@ class Trainer:
         self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config.algo)
         self.quiet = quiet
         self.spec: AlgorithmSpec = get_registry("algorithms")[config.algo].impl
-        self._lock = RunDirLock(self.run_dir)
-        self._created = False
-        self._created_parents: list[Path] = []
+        self.directory = RunDirectory(self.run_dir)
         self._candidates: list[tuple[int, Path, dict[str, Any]]] = []
         self.resume_from: tuple[int, Path] | None = None
         self.restarts = 0
         self._pipeline: Any = None  # trainer.pipeline's GenerationPipeline, per attempt
         self._keep_best_seen: set[str] | None = set()  # metrics so far; None once it is found
-        _check_run_dir(self.run_dir)
+        self._observers = StepObservers({})
+        self.directory.check_path()
         try:
-            if self.run_dir.is_dir():  # refuse a concurrent run before any heavy work
-                self._lock.acquire()
+            self.directory.lock_if_present()  # refuse a concurrent run before any heavy work
             self.prepared = prepare_run(config, self.spec)
-            if not self._lock.held:
-                self._create_run_dir()
-                self._lock.acquire()
+            self.directory.create_and_lock()
             for done in clean_partial(self.run_dir):
                 logger.warning("checkpoints: %s (left by an interrupted save)", done)
-            self._check_config_matches()
+            self.directory.check_config_matches(config)
             if config.trainer.resume:
-                self._candidates = self._usable_checkpoints()
+                self._candidates = self.directory.usable_checkpoints()
             if self._candidates:
                 self.resume_from = self._candidates[0][:2]
             write_text_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
@@ -194,103 +136,19 @@ class Trainer:
             self._abandon()
             raise
 
-    def _create_run_dir(self) -> None:
-        self._created = not self.run_dir.exists()
-        # The directories mkdir will create (e.g. runs/ for the default runs/<algo>-<ts>).
-        self._created_parents = [p for p in self.run_dir.parents if not p.exists()]
-        try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise HfsdkError(
-                f"--run-dir {str(self.run_dir)!r} cannot be created ({exc.strerror}); pass a "
-                "writable directory"
-            ) from None
-
     def _abandon(self) -> None:
-        """Release the lock; remove the run directory if this run created it and did nothing."""
         detach_run_log()
-        self._lock.release()
-        if not self._created or not self.run_dir.is_dir():
-            return
-        if complete_checkpoints(self.run_dir) or read_metrics(self.run_dir):
-            return  # finished steps are worth keeping
-        shutil.rmtree(self.run_dir, ignore_errors=True)
-        for parent in self._created_parents:  # innermost first; only if still empty
-            try:
-                parent.rmdir()
-            except OSError:
-                break
+        self.directory.abandon()
 
     def close(self) -> None:
         """Release the run directory (:meth:`fit` does this itself)."""
         detach_run_log()
-        self._lock.release()
+        self.directory.release()
 
     def __del__(self) -> None:
-        lock = getattr(self, "_lock", None)
-        if lock is not None:
-            lock.release()
-
-    def _check_config_matches(self) -> None:
-        path = self.run_dir / CONFIG_FILE
-        if not complete_checkpoints(self.run_dir) or not path.exists():
-            return
-        old = load_yaml_text(path.read_text(), source=str(path)) or {}
-        changed = [
-            ".".join(map(str, key))
-            for key in _differences(old, self.config.to_dict())
-            if tuple(key) not in _RESUMABLE_CHANGES
-        ]
-        if changed:
-            raise HfsdkError(
-                f"run directory {str(self.run_dir)!r} holds a checkpoint of a run with a different "
-                f"config ({', '.join(changed[:6])} changed); resume with the same config or pass "
-                "a new --run-dir"
-            )
-
-    def _usable_checkpoints(self) -> list[tuple[int, Path, dict[str, Any]]]:
-        """Complete checkpoints whose files are intact, newest first, with their trainer state.
-
-        A damaged one gets a one-line warning naming the file; if every checkpoint is
-        damaged the run stops (starting over would silently discard the run).
-        """
-        found = complete_checkpoints(self.run_dir)
-        usable = []
-        problems = []
-        skipped: list[tuple[int, str]] = []
-        for step, path in found:
-            problem = verify_checkpoint(path)
-            state: Any = None
-            if problem is None:
-                state_file = path / TRAINER_STATE
-                try:
-                    state = load_checkpoint_file(state_file)
-                    if not isinstance(state, dict) or "step" not in state:
-                        raise ValueError("not a trainer state")
-                except FileNotFoundError:
-                    problem = f"{state_file} is missing"
-                except Exception as exc:
-                    problem = (
-                        f"{state_file} cannot be read ({_first_line(exc) or type(exc).__name__})"
-                    )
-            if problem is None:
-                usable.append((step, path, state))
-            else:
-                problems.append(problem)
-                if not usable:  # newer than any usable one: a resume skips it
-                    skipped.append((step, problem))
-        if usable:  # (with none usable the error below is the one line)
-            for step, problem in skipped:
-                logger.warning(
-                    "checkpoint step_%d is unusable: %s; trying an older one", step, problem
-                )
-        if found and not usable:
-            raise HfsdkError(
-                f"no usable checkpoint in {str(self.run_dir)!r}: {problems[0]}; restore the file, "
-                f"or remove {str(self.run_dir / 'checkpoints')!r} to start over, or pass a new "
-                "--run-dir"
-            )
-        return usable
+        directory = getattr(self, "directory", None)
+        if directory is not None:
+            directory.release()
 
     def fit(self) -> list[dict[str, Any]]:
         """Train until ``trainer.total_steps``; return every step's metrics of this run dir.
@@ -326,7 +184,7 @@ class Trainer:
                             rank=exc.rank,
                             method=exc.method,
                         ) from exc
-                    self._candidates = self._usable_checkpoints()
+                    self._candidates = self.directory.usable_checkpoints()
         except BaseException:
             self._abandon()
             raise
@@ -337,7 +195,7 @@ class Trainer:
 
                 disable_determinism()  # the controller's process goes on (tests, notebooks)
         detach_run_log()
-        self._lock.release()
+        self.directory.release()
         return read_metrics(self.run_dir)
 
     def _stopped(self, *, abandoned: str | None = None, saved: int | None = None) -> RunStopped:
@@ -385,6 +243,7 @@ class Trainer:
                 spec=spec,
                 prompts=session.loader,  # the stream the checkpoint's data position tracks
                 tokenizer=self.prepared.tokenizer,
+                clock=session.clock,
             )
             algorithm: Algorithm = spec.program(context)
             self._observers = build_step_observers(
@@ -481,8 +340,6 @@ class Trainer:
         return session.restart_rollout()
 
     def _one_step(self, session: Any, algorithm: Algorithm, tracker: Tracker, step: int) -> None:
-        from hfsdk.core.workers.futures import CALL_CLOCK
-
         cfg = self.config
         view = StepView(
             step=step,
@@ -493,7 +350,7 @@ class Trainer:
             session=session,
         )
         observers: StepObservers = self._observers
-        CALL_CLOCK.take()  # calls before this step (set-up, checkpoints) are not its overhead
+        session.clock.take()  # calls before this step (set-up, checkpoints) are not its overhead
         started = time.perf_counter()
         source = self._pipeline if self._pipeline is not None else session.loader
         with algorithm.stage("data"):
@@ -515,7 +372,7 @@ class Trainer:
         metrics["timing/step_s"] = step_s
         # What the controller added to its blocking worker calls: dispatch, serialization,
         # transfers, collect (the calls' wall time minus their slowest rank's method time).
-        calls_s, busy_s, calls = CALL_CLOCK.take()
+        calls_s, busy_s, calls = session.clock.take()
         metrics["perf/worker_calls"] = float(calls)
         metrics["perf/controller_overhead_s"] = calls_s - busy_s
         metrics["perf/controller_overhead_share"] = (calls_s - busy_s) / step_s if step_s else 0.0

@@ -73,6 +73,7 @@ class TrainerConfig:
 
     total_steps: int = help_field(
         "Training steps (iterations of the algorithm's step()).",
+        resumable=True,
         default=30,
         validator=attrs.validators.ge(1),
     )
@@ -94,6 +95,7 @@ class TrainerConfig:
     )
     loggers: tuple[str, ...] = help_field(
         "Metric sinks: console, jsonl (metrics.jsonl in the run dir), tensorboard, wandb.",
+        resumable=True,
         default=("console", "jsonl"),
         validator=_check_loggers,
     )
@@ -103,6 +105,7 @@ class TrainerConfig:
     )
     save_every: int = help_field(
         "Checkpoint every N steps (and at the end); 0: only at the end.",
+        resumable=True,
         default=0,
         validator=attrs.validators.ge(0),
     )
@@ -158,16 +161,19 @@ class TrainerConfig:
     )
     keep_last: int = help_field(
         "Checkpoints to keep (the newest ones); 0: every one.",
+        resumable=True,
         default=0,
         validator=attrs.validators.ge(0),
     )
     keep_best: str | None = help_field(
         "Also keep the checkpoint of the step with the highest value of this metric (e.g. "
         "val/pass@1; validate on save steps); null: none.",
+        resumable=True,
         default=None,
     )
     val_samples: int = help_field(
         "Generations per validation written to RUN_DIR/validation/step_N.jsonl.",
+        resumable=True,
         default=4,
         validator=attrs.validators.ge(0),
     )
@@ -178,12 +184,14 @@ class TrainerConfig:
     """Resume from the newest checkpoint in the run directory if there is one."""
     ray_address: str | None = help_field(
         "Ray cluster to join ('auto' or host:port); null starts a local instance.",
+        resumable=True,
         default=None,
     )
     """Join this Ray cluster instead of starting a local one (also ``RAY_ADDRESS``)."""
     worker_timeout_s: float = help_field(
         "Seconds a worker call may take before the worker counts as stuck (reported with "
         "role and rank, then restarted like a dead one).",
+        resumable=True,
         default=600.0,
         validator=attrs.validators.gt(0.0),
     )
@@ -192,6 +200,7 @@ class TrainerConfig:
         "checkpoint a run writes: its last step's, or the one written when SIGINT/SIGTERM "
         "stops it; `touch <run_dir>/EXPORT_HF` asks for it at the next save) or 'every_save'. "
         "`hfsdk export` exports any checkpoint later.",
+        resumable=True,
         default="end",
         validator=attrs.validators.in_(("end", "every_save")),
     )
@@ -200,18 +209,21 @@ class TrainerConfig:
         "again and resume from the newest complete checkpoint, up to this many times. A "
         "rollout replica on placement.pools.rollout is restarted alone instead (the trainer "
         "keeps its state); that counts toward the same limit.",
+        resumable=True,
         default=1,
         validator=attrs.validators.ge(0),
     )
     startup_timeout_s: float = help_field(
         "Deadline (s) for starting the workers and loading their models; 0: 120 s plus 60 s "
         "per GiB of the largest model's weight files.",
+        resumable=True,
         default=0.0,
         validator=attrs.validators.ge(0.0),
     )
     executor: Literal["auto", "ray", "local"] = help_field(
         "Where workers run: ray (one process per device), local (in the controller's process; "
         "one device, fused roles) or auto (local exactly when the run fits it).",
+        resumable=True,
         default="auto",
         validator=attrs.validators.in_(("auto", "ray", "local")),
     )
@@ -222,6 +234,7 @@ class TrainerConfig:
     stop_grace_s: float = help_field(
         "On SIGTERM/SIGINT: seconds to finish the current step and write its checkpoint "
         "before the step is abandoned (the newest checkpoint then stands); 0: no limit.",
+        resumable=True,
         default=20.0,
         validator=[attrs.validators.ge(0.0), attrs.validators.lt(float("inf"))],
     )
@@ -230,6 +243,7 @@ class TrainerConfig:
     ray_allow_no_auth: bool = help_field(
         "Let hfsdk start its local Ray instance with token authentication off "
         "(RAY_AUTH_MODE=disabled); refused otherwise.",
+        resumable=True,
         default=False,
     )
     pipeline: Literal["sync", "one_step_off", "async"] = help_field(

@@ -77,7 +77,9 @@ class CallClock:
 
     The difference is what the controller adds to each call (dispatch,
     serialization, transfer, waiting on the slowest rank to report, collect):
-    its overhead. The trainer reads and resets it once per step.
+    its overhead. A training session owns one and hands it to every worker group it
+    starts and to the algorithm (``AlgorithmContext.clock``); the trainer reads and resets
+    it once per step.
     """
 
     def __init__(self) -> None:
@@ -96,10 +98,6 @@ class CallClock:
         out = (self.wall_s, self.busy_s, self.calls)
         self.wall_s, self.busy_s, self.calls = 0.0, 0.0, 0
         return out
-
-
-CALL_CLOCK = CallClock()
-"""The process's clock of blocking worker-group calls."""
 
 POLL_S = 0.25
 """How often a waiting controller looks at partial results (fail fast on the first error)."""

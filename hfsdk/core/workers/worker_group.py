@@ -24,7 +24,7 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.decorator import MethodSpec, registered_methods
 from hfsdk.core.workers.errors import WorkerError, WorkerTimeoutError
 from hfsdk.core.workers.futures import (
-    CALL_CLOCK,
+    CallClock,
     CallFuture,
     DataRef,
     is_ray_error,
@@ -312,7 +312,9 @@ class GroupMethod:
         if not self.spec.blocking:
             return future
         value = future.result()
-        CALL_CLOCK.record(time.perf_counter() - started, future.busy_s())
+        group = self._group()
+        if group is not None:
+            group.clock.record(time.perf_counter() - started, future.busy_s())
         return value
 
     def submit(self, *args: Any, **kwargs: Any) -> CallFuture:
@@ -398,6 +400,8 @@ class WorkerGroup:
         self.role = role
         self.worker_cls = worker_cls
         self.call_timeout_s = call_timeout_s
+        self.clock = CallClock()
+        """Where its blocking calls are timed; a training session shares one among its groups."""
         self._mesh_cache: dict[str, tuple[MeshPosition, ...]] = {}
         self._closed = False
         hosts.attach()

@@ -13,6 +13,7 @@ extra loss terms from the algorithm's spec, so the workers hard-code no algorith
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar
 
 import attrs
@@ -31,7 +32,11 @@ from hfsdk import (
     set_torch_rng_state,
     torch_rng_state,
 )
-from hfsdk_backend_common.objectives import actor_objective_from, critic_objective_from
+from hfsdk_backend_common.objectives import (
+    CriticObjective,
+    actor_objective_from,
+    critic_objective_from,
+)
 from hfsdk_backend_common.rollout.replica import RolloutReplicaWorker
 from hfsdk_backend_common.weight_sync import WeightSenderMixin
 from hfsdk_backend_common.worker_checkpoint import load_rank_checkpoint, save_rank_checkpoint
@@ -109,6 +114,8 @@ class FSDPPolicyWorker(WeightSenderMixin, FSDPRoleWorker):
     def __init__(self, *, objective: ActorLossTerms | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.loss_terms = objective or ActorLossTerms()
+        # Resolved once per run: the policy loss, its settings and the corrections by name.
+        self.objective = actor_objective_from(self.run_config, self.loss_terms)
         self.rollout: RolloutBackend = build_rollout(self.run_config.rollout, self.engine)
         shared_base.offer(self.engine)  # a LoRA actor's base can serve as the reference
 
@@ -132,8 +139,7 @@ class FSDPPolicyWorker(WeightSenderMixin, FSDPRoleWorker):
     @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
     def update_actor(self, batch: Batch) -> dict[str, float]:
         """One PPO-style update of the policy with the configured policy loss."""
-        objective = actor_objective_from(self.run_config, self.loss_terms)
-        metrics = self.engine.update_actor(batch, objective)
+        metrics = self.engine.update_actor(batch, self.objective)
         self._sync_rollout_weights()
         return metrics
 
@@ -168,6 +174,11 @@ class FSDPValueWorker(FSDPRoleWorker):
 
     engine_kind: ClassVar[str] = "critic"
 
+    @functools.cached_property
+    def objective(self) -> CriticObjective:
+        """The value loss and its settings, resolved once per run."""
+        return critic_objective_from(self.run_config)
+
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def compute_values(self, batch: Batch) -> Batch:
         """``values`` (B, R) of the critic."""
@@ -176,7 +187,7 @@ class FSDPValueWorker(FSDPRoleWorker):
     @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
     def update_critic(self, batch: Batch) -> dict[str, float]:
         """One update of the critic towards ``returns`` with the configured value loss."""
-        objective = critic_objective_from(self.run_config)
+        objective = self.objective
         return self.engine.update_critic(batch, objective)
 
 

@@ -13,6 +13,7 @@ algorithm switches backend by changing ``<role>.backend``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar
 
 import attrs
@@ -36,7 +37,11 @@ from hfsdk import (
 )
 from hfsdk import BuiltinProtocol as Protocol
 from hfsdk_backend_common.engine_support import ENGINE_OF_ROLE_KIND
-from hfsdk_backend_common.objectives import actor_objective_from, critic_objective_from
+from hfsdk_backend_common.objectives import (
+    CriticObjective,
+    actor_objective_from,
+    critic_objective_from,
+)
 from hfsdk_backend_common.rollout.replica import RolloutReplicaWorker
 from hfsdk_backend_common.weight_sync import WeightSenderMixin
 from hfsdk_backend_common.worker_checkpoint import load_rank_checkpoint, save_rank_checkpoint
@@ -101,6 +106,8 @@ class MegatronWorker(Worker):
                 "(MegatronBackend.worker_class(kind)), not MegatronWorker itself"
             )
         self.loss_terms = objective or ActorLossTerms()
+        # Resolved once per run: the policy loss, its settings and the corrections by name.
+        self.objective = actor_objective_from(self.run_config, self.loss_terms)
 
         self.role_name = role
         self.run_config = config
@@ -203,8 +210,7 @@ class MegatronPolicyWorker(WeightSenderMixin, MegatronWorker):
     @register(protocol=MESH_METRIC, mesh=MESH)
     def update_actor(self, batch: Batch) -> dict[str, float]:
         """One PPO-style update of the policy with the configured policy loss."""
-        objective = actor_objective_from(self.run_config, self.loss_terms)
-        metrics = self.engine.update_actor(batch, objective)
+        metrics = self.engine.update_actor(batch, self.objective)
         self._after_load()  # the rollout reloads what it keeps
         return metrics
 
@@ -229,6 +235,11 @@ class MegatronValueWorker(MegatronWorker):
 
     engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["value"]
 
+    @functools.cached_property
+    def objective(self) -> CriticObjective:
+        """The value loss and its settings, resolved once per run."""
+        return critic_objective_from(self.run_config)
+
     @register(protocol=Protocol.MESH_PROTO, mesh=MESH)
     def compute_values(self, batch: Batch) -> Batch:
         """``values`` (B, R) of the critic."""
@@ -237,7 +248,7 @@ class MegatronValueWorker(MegatronWorker):
     @register(protocol=MESH_METRIC, mesh=MESH)
     def update_critic(self, batch: Batch) -> dict[str, float]:
         """One update of the critic towards ``returns`` with the configured value loss."""
-        objective = critic_objective_from(self.run_config)
+        objective = self.objective
         return self.engine.update_critic(batch, objective)
 
 

@@ -72,8 +72,9 @@ def _two_teacher_run() -> tuple[object, dict[str, FakeRole], list]:
     config = type(config)(algo="distill", sections={**config.sections, "algorithm": algorithm})
     log: list = []
     timeline: list = []
+    kinds = {role.name: role.kind for role in spec.roles}
     roles = {
-        name: FakeRole(name, log, seed=i, timeline=timeline)
+        name: FakeRole(name, log, seed=i, timeline=timeline, kind=kinds[name])
         for i, name in enumerate(("actor", "teacher", "teacher_code"))
     }
     signals = {"reward": FakeSignal("reward", log, [1.0, 0.0])}

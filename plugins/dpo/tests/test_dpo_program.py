@@ -19,7 +19,10 @@ def _program(overrides: list[str]):  # type: ignore[no-untyped-def]
     spec = hfsdk.get_registry("algorithms")["dpo"].impl
     config = load_run_config("dpo", None, overrides)
     log: list[Call] = []
-    roles = {"actor": FakeRole("actor", log, seed=0), "reference": FakeRole("reference", log, 1)}
+    roles = {
+        "actor": FakeRole("actor", log, seed=0, kind="policy"),
+        "reference": FakeRole("reference", log, 1, kind="frozen_policy"),
+    }
     tokenizer = load_tokenizer(str(hfsdk.ensure_default_assets().tokenizer_dir))
     context = AlgorithmContext(
         config=config,

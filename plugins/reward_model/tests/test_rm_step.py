@@ -33,7 +33,7 @@ def _program(overrides: list[str] | None = None):
     tokenizer = PreTrainedTokenizerFast.from_pretrained(
         str(ensure_default_assets(DefaultTaskSpec()).tokenizer_dir)
     )
-    role = _FakeScorer("reward_model", [], seed=0)
+    role = _FakeScorer("reward_model", [], seed=0, kind="score_model")
     context = AlgorithmContext(
         config=config,
         roles={"reward_model": role},

@@ -18,7 +18,7 @@ def _program():  # type: ignore[no-untyped-def]
     log: list[Call] = []
     context = AlgorithmContext(
         config=load_run_config("sft", None, []),
-        roles={"actor": FakeRole("actor", log, seed=0)},
+        roles={"actor": FakeRole("actor", log, seed=0, kind="policy")},
         signals={"reward": FakeSignal("reward", log, [0.0])},
         spec=spec,
         tokenizer=load_tokenizer(str(hfsdk.ensure_default_assets().tokenizer_dir)),

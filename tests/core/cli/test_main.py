@@ -175,6 +175,18 @@ def test_run_summary_windows_never_overlap(rewards: list[float], expected: str) 
     assert expected in run_summary("grpo", rows, "RUN")
 
 
+def test_run_summary_leaves_the_validation_before_training_out() -> None:
+    """``trainer.val_before_train`` logs step 0: 12 trained steps are 12, and the first
+    window holds steps 1-5 (not the validation row and steps 1-4)."""
+    from hfsdk.core.cli.run_command import run_summary
+
+    rows = [{"step": 0, "val/reward_mean": 0.1}]
+    rows += [{"step": i, "reward/mean": 0.0 if i <= 5 else 1.0} for i in range(1, 13)]
+    line = run_summary("grpo", rows, "RUN")
+    assert "12 steps in RUN" in line
+    assert "0.000 (first 5) -> 1.000 (last 5)" in line
+
+
 def test_bare_list_lists_the_kinds(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _hfsdk(capsys, "list")
     assert code == 0, err

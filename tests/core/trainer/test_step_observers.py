@@ -56,6 +56,8 @@ def test_the_doc_examples_run_in_a_real_run(notes_plugin: None, tmp_path: Path) 
     metrics = Trainer(config, run_dir, quiet=True).fit()
     # each step trained on batch_size x n_samples_per_prompt = 4 samples
     assert [row["notes/samples"] for row in metrics] == [4.0, 4.0]
+    # the session's call clock reaches the trainer: every step made blocking worker calls
+    assert all(row["perf/worker_calls"] >= 2 for row in metrics)
     lines = (run_dir / "steps.txt").read_text().splitlines()
     assert lines == ["step 1: 4 samples", "step 2: 4 samples"]
 

@@ -14,7 +14,7 @@ from hfsdk.core.batch import Batch
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.colocation import colocate
 from hfsdk.core.workers.errors import WorkerError
-from hfsdk.core.workers.futures import CALL_CLOCK, CallFuture
+from hfsdk.core.workers.futures import CallFuture
 from hfsdk.core.workers.local_hosts import LocalPool
 
 
@@ -68,10 +68,10 @@ def test_fused_roles_run_in_this_process_and_leave_no_trace() -> None:
         pid, rank, device, world, threads, flag = groups["double"].where()[0]
         assert (pid, rank, str(device), world, threads, flag) == (os.getpid(), 0, "cpu", 1, 1, "on")
         batch = Batch.from_dict(tensors={"x": torch.arange(6.0).view(3, 2)})
-        CALL_CLOCK.take()
+        groups["double"].clock.take()
         out = groups["double"].scale(batch)
         torch.testing.assert_close(out["y"], batch["x"] * 3)
-        wall_s, busy_s, calls = CALL_CLOCK.take()
+        wall_s, busy_s, calls = groups["double"].clock.take()
         assert calls == 1 and 0 < busy_s <= wall_s
         # A future hands the data to another role without the controller collecting it.
         future = groups["double"].scale_later(batch)

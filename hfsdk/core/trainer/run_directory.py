@@ -1,0 +1,191 @@
+"""A run directory's lifecycle: its path, lock and creation, and what it already holds.
+
+The trainer opens one :class:`RunDirectory` per run: the path is checked first,
+the lock is taken before any heavy work when the directory exists (a
+concurrent run is refused at once), the directory is created only once the
+run's inputs are checked, and a run that fails before doing anything leaves
+nothing behind. A resumed run must keep the config of its checkpoints, except
+the settings marked resumable (``help_field(..., resumable=True)``).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hfsdk.core.checkpoint_files import load_checkpoint_file
+from hfsdk.core.config.help import RESUMABLE_KEY
+from hfsdk.core.config.safe_yaml import load_yaml_text
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer.checkpoint import complete_checkpoints, verify_checkpoint
+from hfsdk.core.trainer.run_lock import RunDirLock
+from hfsdk.core.trainer.tracking import read_metrics
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "config.yaml"
+TRAINER_STATE = "trainer_state.pt"
+
+Checkpoint = tuple[int, Path, dict[str, Any]]
+"""``(step, directory, trainer state)`` of a usable checkpoint."""
+
+
+def _first_line(text: object) -> str:
+    lines = str(text).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def resumable_keys(config: Any) -> set[tuple[str, str]]:
+    """``(section, field)`` of every setting a resumed run of ``config`` may change."""
+    keys = set()
+    for name, section in config.sections.items():
+        if attrs.has(type(section)):
+            for field in attrs.fields(type(section)):
+                if field.metadata.get(RESUMABLE_KEY):
+                    keys.add((name, field.name))
+    return keys
+
+
+def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: tuple = ()) -> list:
+    out = []
+    for key in sorted(set(old) | set(new), key=str):
+        a, b = old.get(key), new.get(key)
+        if key not in old:
+            continue  # a key added to hfsdk after the run started: it had its default then
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out.extend(_differences(a, b, (*prefix, key)))
+        elif a != b:
+            out.append((*prefix, key))
+    return out
+
+
+def config_changes(old: Mapping[str, Any], config: Any) -> list[str]:
+    """The dotted keys that differ between a saved ``config.yaml`` and ``config``, except
+    the resumable ones."""
+    allowed = resumable_keys(config)
+    return [
+        ".".join(map(str, key))
+        for key in _differences(old, config.to_dict())
+        if tuple(key) not in allowed
+    ]
+
+
+class RunDirectory:
+    """One run's directory: checked, locked, created on demand, removed if left empty."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = RunDirLock(path)
+        self._created = False
+        self._created_parents: list[Path] = []
+
+    def check_path(self) -> None:
+        """Refuse a path below a file (one line) before anything else runs."""
+        for path in (self.path, *self.path.parents):
+            if path.exists() and not path.is_dir():
+                raise HfsdkError(
+                    f"--run-dir {str(self.path)!r}: {str(path)!r} is a file, not a directory; "
+                    "pass a directory path (it is created if missing)"
+                )
+
+    def lock_if_present(self) -> None:
+        """Take the lock now when the directory exists (a concurrent run is refused at once)."""
+        if self.path.is_dir():
+            self._lock.acquire()
+
+    def create_and_lock(self) -> None:
+        """Create the directory (and its missing parents) unless held, then take the lock."""
+        if self._lock.held:
+            return
+        self._created = not self.path.exists()
+        # The directories mkdir will create (e.g. runs/ for the default runs/<algo>-<ts>).
+        self._created_parents = [p for p in self.path.parents if not p.exists()]
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise HfsdkError(
+                f"--run-dir {str(self.path)!r} cannot be created ({exc.strerror}); pass a "
+                "writable directory"
+            ) from None
+        self._lock.acquire()
+
+    def release(self) -> None:
+        """Release the lock (the directory stays)."""
+        self._lock.release()
+
+    def abandon(self) -> None:
+        """Release the lock; remove the directory if this run created it and did nothing."""
+        self._lock.release()
+        if not self._created or not self.path.is_dir():
+            return
+        if complete_checkpoints(self.path) or read_metrics(self.path):
+            return  # finished steps are worth keeping
+        shutil.rmtree(self.path, ignore_errors=True)
+        for parent in self._created_parents:  # innermost first; only if still empty
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+
+    def check_config_matches(self, config: Any) -> None:
+        """A directory with checkpoints resumes only the same config (resumable keys aside)."""
+        path = self.path / CONFIG_FILE
+        if not complete_checkpoints(self.path) or not path.exists():
+            return
+        old = load_yaml_text(path.read_text(), source=str(path)) or {}
+        changed = config_changes(old, config)
+        if changed:
+            raise HfsdkError(
+                f"run directory {str(self.path)!r} holds a checkpoint of a run with a different "
+                f"config ({', '.join(changed[:6])} changed); resume with the same config or pass "
+                "a new --run-dir"
+            )
+
+    def usable_checkpoints(self) -> list[Checkpoint]:
+        """Complete checkpoints whose files are intact, newest first, with their trainer state.
+
+        A damaged one gets a one-line warning naming the file; if every checkpoint is
+        damaged the run stops (starting over would silently discard the run).
+        """
+        found = complete_checkpoints(self.path)
+        usable = []
+        problems = []
+        skipped: list[tuple[int, str]] = []
+        for step, path in found:
+            problem = verify_checkpoint(path)
+            state: Any = None
+            if problem is None:
+                state_file = path / TRAINER_STATE
+                try:
+                    state = load_checkpoint_file(state_file)
+                    if not isinstance(state, dict) or "step" not in state:
+                        raise ValueError("not a trainer state")
+                except FileNotFoundError:
+                    problem = f"{state_file} is missing"
+                except Exception as exc:
+                    problem = (
+                        f"{state_file} cannot be read ({_first_line(exc) or type(exc).__name__})"
+                    )
+            if problem is None:
+                usable.append((step, path, state))
+            else:
+                problems.append(problem)
+                if not usable:  # newer than any usable one: a resume skips it
+                    skipped.append((step, problem))
+        if usable:  # (with none usable the error below is the one line)
+            for step, problem in skipped:
+                logger.warning(
+                    "checkpoint step_%d is unusable: %s; trying an older one", step, problem
+                )
+        if found and not usable:
+            raise HfsdkError(
+                f"no usable checkpoint in {str(self.path)!r}: {problems[0]}; restore the file, "
+                f"or remove {str(self.path / 'checkpoints')!r} to start over, or pass a new "
+                "--run-dir"
+            )
+        return usable
