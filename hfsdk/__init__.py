@@ -40,15 +40,25 @@ if TYPE_CHECKING:
     from hfsdk.core.backends import default_rollout_backend
     from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
+    from hfsdk.core.config.converter import make_converter, structure
     from hfsdk.core.config.help import field_help, help_field
+    from hfsdk.core.config.loader import apply_overrides, load_yaml
     from hfsdk.core.config.rollout_sections import RolloutSection
+    from hfsdk.core.config.run_config import (
+        load_run_config,
+        resolve_run_config,
+        with_algorithm_preset,
+    )
+    from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
     from hfsdk.core.data.chat import check_messages
+    from hfsdk.core.data.columns import INTERNAL_COLUMNS, reward_column_names
     from hfsdk.core.data.conversation import (
         SupervisedSequence,
         collate_supervised,
         split_conversation,
         tokenize_supervised,
     )
+    from hfsdk.core.data.data_config import DataConfig
     from hfsdk.core.data.preference_pairs import (
         PairColumns,
         PreferencePair,
@@ -59,8 +69,14 @@ if TYPE_CHECKING:
         tokenize_preference_pair,
         tokenize_preference_pairs,
     )
-    from hfsdk.core.data.prompt_dataset import resolve_use_template
+    from hfsdk.core.data.prompt_dataset import (
+        PromptLoader,
+        load_prompt_dataset,
+        plain_rendering_reported,
+        resolve_use_template,
+    )
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
+    from hfsdk.core.data.unknown_tokens import unknown_token_shares
     from hfsdk.core.dataflow import Dataflow, Stage
     from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
@@ -117,6 +133,9 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
     from hfsdk.core.registry import Registry, RegistryEntry
+    from hfsdk.core.rewards.call_styles import RewardCallStyle, RewardStyles
+    from hfsdk.core.rewards.composition import load_reward_functions
+    from hfsdk.core.rewards.signatures import signature_problem
     from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
     from hfsdk.core.role_config import RoleConfig, RolloutConfig
     from hfsdk.core.rollout_contract import (
@@ -138,7 +157,9 @@ if TYPE_CHECKING:
         task_names,
     )
     from hfsdk.core.trainer.faults import take_fault
+    from hfsdk.core.trainer.preflight import run_assets, run_signals
     from hfsdk.core.trainer.step_observers import StepObserver, StepView
+    from hfsdk.core.trainer.trainer_config import LOGGERS
     from hfsdk.core.weight_check import (
         Fingerprint,
         WeightSyncMismatch,
@@ -316,6 +337,31 @@ _LAZY = {
     "manifest": "hfsdk.core.weight_check",
     "require_loaded": "hfsdk.core.weight_check",
     "take_fault": "hfsdk.core.trainer.faults",
+    # migration (issue 34): config files, run configs, reward call styles
+    "load_yaml": "hfsdk.core.config.loader",
+    "apply_overrides": "hfsdk.core.config.loader",
+    "load_yaml_text": "hfsdk.core.config.safe_yaml",
+    "read_config_text": "hfsdk.core.config.safe_yaml",
+    "resolve_run_config": "hfsdk.core.config.run_config",
+    "with_algorithm_preset": "hfsdk.core.config.run_config",
+    "LOGGERS": "hfsdk.core.trainer.trainer_config",
+    "RewardCallStyle": "hfsdk.core.rewards.call_styles",
+    "RewardStyles": "hfsdk.core.rewards.call_styles",
+    "load_run_config": "hfsdk.core.config.run_config",
+    "make_converter": "hfsdk.core.config.converter",
+    "structure": "hfsdk.core.config.converter",
+    # migration (issue 34): what `hfsdk data inspect` checks as a run would
+    "DataConfig": "hfsdk.core.data.data_config",
+    "INTERNAL_COLUMNS": "hfsdk.core.data.columns",
+    "reward_column_names": "hfsdk.core.data.columns",
+    "PromptLoader": "hfsdk.core.data.prompt_dataset",
+    "load_prompt_dataset": "hfsdk.core.data.prompt_dataset",
+    "plain_rendering_reported": "hfsdk.core.data.prompt_dataset",
+    "unknown_token_shares": "hfsdk.core.data.unknown_tokens",
+    "load_reward_functions": "hfsdk.core.rewards.composition",
+    "signature_problem": "hfsdk.core.rewards.signatures",
+    "run_assets": "hfsdk.core.trainer.preflight",
+    "run_signals": "hfsdk.core.trainer.preflight",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

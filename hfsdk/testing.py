@@ -401,3 +401,15 @@ def assert_runs_identical(
     for name, tensor in weights_a.items():
         assert torch.equal(tensor, weights_b[name]), name
     assert rows_a[0]["actor/grad_norm"] != rows_a[-1]["actor/grad_norm"]  # the runs trained
+
+
+def alias_bomb(levels: int = 9) -> str:
+    """A YAML "billion laughs" document: ``levels`` levels of nine aliases (9^9 leaves at 9),
+    under ``trainer.total_steps``; every YAML reader must refuse it fast."""
+    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    previous = "a"
+    for name in "bcdefghijk"[: levels - 1]:
+        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
+        previous = name
+    lines.append(f"trainer:\n  total_steps: *{previous}")
+    return "\n".join(lines) + "\n"

@@ -49,11 +49,18 @@ def hfsdk_register_reward_functions(register: Register) -> None:
     from hfsdk.core import default_task
     from hfsdk.core.rewards import builtins, code_tests, math_verify_reward, remote
 
-    register("exact_match", builtins.exact_match, config_cls=builtins.ExactMatchConfig)
+    # columns=: what they read, so a run (and data inspect) refuses a dataset without it.
+    register(
+        "exact_match",
+        builtins.exact_match,
+        config_cls=builtins.ExactMatchConfig,
+        columns=lambda config: (config.answer_column,),
+    )
     register(
         "math_verify",
         math_verify_reward.math_verify,
         config_cls=math_verify_reward.MathVerifyConfig,
+        columns=lambda config: (config.answer_column,),
     )
     register("format_check", builtins.format_check, config_cls=builtins.FormatCheckConfig)
     register("length_penalty", builtins.length_penalty, config_cls=builtins.LengthPenaltyConfig)

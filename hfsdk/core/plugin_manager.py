@@ -80,11 +80,34 @@ class HfsdkPluginManager:
         """The report for plugin ``name``, if it was found."""
         return next((p for p in self.plugins if p.name == name), None)
 
+    def failed_plugins(self) -> list[PluginInfo]:
+        """The plugins that failed to load or to register (``hfsdk plugins`` shows why)."""
+        return [p for p in self.plugins if p.status == "failed"]
+
+    def failed_plugins_note(self) -> str:
+        """``"; plugin(s) that failed to load: NAME (why), ..."``, or ``""`` when none failed.
+
+        Appended to every failed lookup of a name: the name may belong to one of them.
+        """
+        failed = self.failed_plugins()
+        if not failed:
+            return ""
+        shown = ", ".join(
+            f"{p.name} [{p.distribution or 'in-process'}] ({_first_line(p.error)})"
+            for p in failed
+        )
+        return (
+            f"; plugin(s) that failed to load: {shown} (fix or reinstall them; hfsdk plugins "
+            "lists them)"
+        )
+
     def registry(self, kind: str) -> Registry:
         """The registry of ``kind``, filled from every loaded plugin on first use."""
         kind = normalize_kind(kind)
         if kind not in self._registries:
-            self._registries[kind] = self._fill(kind)
+            registry = self._fill(kind)
+            registry.explain_missing = self.failed_plugins_note
+            self._registries[kind] = registry
         return self._registries[kind]
 
     def _fill(self, kind: str) -> Registry:
@@ -122,6 +145,11 @@ class HfsdkPluginManager:
                     info.error = message
                 print(f"hfsdk: plugin {plugin!r} failed in {message}", file=sys.stderr)
         return registry
+
+
+def _first_line(text: str | None) -> str:
+    lines = (text or "").strip().splitlines()
+    return lines[0] if lines else "no reason given"
 
 
 def _register_into(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -37,6 +37,8 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "config_sections": "hfsdk_register_config_sections",
         "step_observers": "hfsdk_register_step_observers",
         "preflight_checks": "hfsdk_register_preflight_checks",
+        # reward call styles (issue 34)
+        "reward_styles": "hfsdk_register_reward_styles",
         "tasks": "hfsdk_register_tasks",
         "rollout_sections": "hfsdk_register_rollout_sections",
     }
@@ -97,6 +99,9 @@ class Registry(Mapping[str, RegistryEntry]):
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._entries: dict[str, RegistryEntry] = {}
+        self.explain_missing: Callable[[], str] | None = None
+        """Appended to an unknown-name error: the plugins that failed to load (set by the
+        plugin manager; a name from a broken plugin must not look merely misspelt)."""
 
     @property
     def what(self) -> str:
@@ -151,6 +156,8 @@ class Registry(Mapping[str, RegistryEntry]):
             return self._entries[name]
         except KeyError:
             message = unknown_name_message(self.what, name, list(self._entries))
+            if self.explain_missing is not None:
+                message += self.explain_missing()
             raise UnknownNameError(message) from None
 
     def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]

@@ -96,9 +96,12 @@ def hfsdk_register_rollout_corrections(register: Register) -> None:
 def hfsdk_register_reward_functions(register: Register) -> None:
     """Register reward functions.
 
-    ``register(name, fn, config_cls=None)``. ``fn(prompts, responses, **columns)``
-    returns one float per sample, or one dict per sample with a ``score`` key
-    (other keys are logged as metrics). ``fn`` may be ``async``.
+    ``register(name, fn, config_cls=None, columns=None)``. ``fn(prompts, responses,
+    **columns)`` returns one float per sample, or one dict per sample with a ``score`` key
+    (other keys are logged as metrics). ``fn`` may be ``async``. ``columns(config)``
+    names the dataset columns it reads under that config (e.g. an answer column), so
+    a run refuses a dataset without them before it starts, and ``hfsdk data inspect``
+    says so.
     """
 
 
@@ -240,6 +243,24 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     run, returns one line to log as a warning, or ``None`` when all is well.
     Checks run in name order after the core's own checks, before the run directory
     is created.
+    """
+
+
+# -- migration (issue 34): reward call styles --------------------------------------------------
+
+
+@hookspec
+def hfsdk_register_reward_styles(register: Register) -> None:
+    """Register reward call styles: ``register(name, hfsdk.RewardCallStyle(adapt=...))``.
+
+    A style calls reward functions written for another framework's convention
+    (e.g. verl's per-sample ``compute_score``) from hfsdk's
+    ``fn(prompts, responses, **columns)``: ``adapt(label, fn, settings)`` wraps
+    the function, ``recognises(fn)`` picks the style from a signature when a
+    config gives no ``style:``, and ``check(call, columns)`` explains, before a
+    run starts, why a function cannot be called that way. A reward section
+    selects one with ``functions: [{name: ..., style: NAME}]``; the table of
+    styles is resolved once when the section is loaded.
     """
 
 

@@ -17,12 +17,9 @@ import hfsdk
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "hfsdk" / "core"
-EXEMPT = {
-    # `hfsdk config import --from verl|trl` translates another project's config into
-    # this repository's algorithms and backends by name; it is a migration tool that
-    # knows the bundled plugins (moving it into a plugin is a follow-up).
-    CORE / "config" / "importing",
-}
+EXEMPT: set[Path] = set()
+"""Core paths allowed to name plugins: none (``config import``, which translates another
+project's config into this repository's algorithms by name, is the migration plugin's)."""
 
 # Words that name a plugin here and, in the core, something else: verl's dataset column
 # `reward_model` (`reward_model.ground_truth`) is data the reward functions read, not the

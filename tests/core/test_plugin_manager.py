@@ -217,3 +217,78 @@ def test_a_duplicate_name_has_no_winner_and_names_both_plugins() -> None:
     pm = build_plugin_manager([("one", One), ("two", Two)], load_entry_points=False)
     with pytest.raises(hfsdk.HfsdkError, match="registered by both plugin 'two' and plugin 'one'"):
         pm.registry("reward_functions")
+
+
+# A reward package whose plugin module fails to import (issue 34: "shows up only as
+# unknown reward function 'concise_sum'").
+CONCISE = """
+import hfsdk
+import a_module_that_is_not_installed  # noqa: F401
+
+@hfsdk.hookimpl
+def hfsdk_register_reward_functions(register):
+    register("concise_sum", lambda prompts, responses, **columns: [0.0] * len(responses))
+"""
+
+
+@pytest.fixture
+def broken_rewards(tmp_path: Path) -> Path:
+    make_distribution(tmp_path, "hfsdk-concise", "concise", "hfsdk_concise_plugin", CONCISE)
+    return tmp_path
+
+
+def _cli(site: Path, *args: str) -> tuple[int, str, str]:
+    code = f"""
+    import sys
+    from hfsdk.core.cli.main import main
+    main({list(args)!r})
+    """
+    result = run_python(code, path=site)
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_a_lookup_of_a_missing_name_names_the_plugins_that_failed_to_load(
+    broken_rewards: Path,
+) -> None:
+    code = """
+    import hfsdk
+    try:
+        hfsdk.get_registry("reward_functions")["concise_sum"]
+    except hfsdk.UnknownNameError as exc:
+        print(exc)
+    """
+    result = run_python(code, path=broken_rewards)
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip()
+    assert "unknown reward function 'concise_sum'" in line
+    assert "plugin(s) that failed to load: concise [hfsdk-concise]" in line
+    assert "ModuleNotFoundError: No module named 'a_module_that_is_not_installed'" in line
+
+
+def test_no_failed_plugins_no_note() -> None:
+    pm = build_plugin_manager(load_entry_points=False)
+    with pytest.raises(hfsdk.UnknownNameError) as info:
+        pm.registry("reward_functions")["concise_sum"]
+    assert "failed to load" not in str(info.value)
+
+
+def test_list_and_plugins_show_the_failed_plugin(broken_rewards: Path) -> None:
+    code, out, err = _cli(broken_rewards, "list", "reward-functions")
+    assert code == 0, err
+    assert "exact_match" in out  # the others are listed as before
+    assert "concise  [hfsdk-concise]  failed to load: ModuleNotFoundError" in out
+    code, out, err = _cli(broken_rewards, "plugins")
+    assert code == 0, err
+    assert "concise  [failed]  hfsdk-concise 0.1.0" in out
+    assert "error: ModuleNotFoundError: No module named 'a_module_that_is_not_installed'" in out
+
+
+def test_config_show_refuses_a_name_from_a_failed_plugin(broken_rewards: Path) -> None:
+    code, out, err = _cli(
+        broken_rewards, "config", "show", "--algo", "grpo", "reward.functions=[{name: concise_sum}]"
+    )
+    assert code == 2, out + err
+    assert "Traceback" not in err
+    [line] = err.strip().splitlines()
+    assert "config key 'reward.functions[0].name': unknown reward function 'concise_sum'" in line
+    assert "failed to load: concise [hfsdk-concise] (ModuleNotFoundError" in line

@@ -16,20 +16,30 @@ def list_entries(kind: str | None) -> None:
 
     KIND is one of: algorithms, advantage-estimators, policy-losses, value-losses,
     kl-estimators, rollout-corrections, reward-functions (or rewards), rollout-backends,
-    training-backends, transfer-protocols, clusters, tools, agent-loops, tool-parsers.
+    training-backends, transfer-protocols, clusters, tools, agent-loops, tool-parsers,
+    reward-styles.
     """
     if kind is None:  # a bare `hfsdk list`: what can be listed
         click.echo("hfsdk list KIND, where KIND is one of:")
         for name in KINDS:
             click.echo(f"  {name}")
         return
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk.core.plugin_manager import get_plugin_manager
     from hfsdk.core.registry import normalize_kind
 
-    registry = get_registry(normalize_kind(kind))
+    manager = get_plugin_manager()
+    registry = manager.registry(normalize_kind(kind))
     if not registry:
         click.echo(f"no {registry.what}s are registered")
-        return
-    width = max(len(name) for name in registry)
-    for name, entry in registry.items():
-        click.echo(f"{name:<{width}}  {entry.summary}  [{entry.plugin}]")
+    else:
+        width = max(len(name) for name in registry)
+        for name, entry in registry.items():
+            click.echo(f"{name:<{width}}  {entry.summary}  [{entry.plugin}]")
+    failed = manager.failed_plugins()
+    if failed:
+        # Their names are missing above: say which plugins and why, never omit them silently.
+        click.echo(f"plugins that failed to load (their {registry.what}s are missing):")
+        for info in failed:
+            reason = (info.error or "no reason given").strip().splitlines()[0]
+            where = info.distribution or "in-process"
+            click.echo(f"  {info.name}  [{where}]  failed to load: {reason}")

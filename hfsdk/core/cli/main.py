@@ -12,9 +12,9 @@ import click
 
 import hfsdk
 from hfsdk.core.cli.config_command import config
-from hfsdk.core.cli.data_command import data
 from hfsdk.core.cli.errors import exit_with, run_reporting_errors
 from hfsdk.core.cli.export_command import export
+from hfsdk.core.cli.known_commands import PluginCommandGroup
 from hfsdk.core.cli.list_command import list_entries
 from hfsdk.core.cli.plan_command import calibrate_command, plan
 from hfsdk.core.cli.plot_command import plot
@@ -26,7 +26,9 @@ from hfsdk.core.cli.sandbox_command import sandbox
 from hfsdk.core.logs import configure_logging
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=PluginCommandGroup, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(hfsdk.__version__, "--version", prog_name="hfsdk")
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.option(
@@ -45,7 +47,6 @@ def cli(debug: bool, log_level: str | None) -> None:
 cli.add_command(plugins)
 cli.add_command(list_entries)
 cli.add_command(config)
-cli.add_command(data)
 cli.add_command(run)
 cli.add_command(plan)
 cli.add_command(calibrate_command)
@@ -56,10 +57,26 @@ cli.add_command(sandbox)
 cli.add_command(reward)
 
 
+def _groups(group: click.Group) -> list[click.Group]:
+    nested = [c for c in group.commands.values() if isinstance(c, click.Group)]
+    return [group, *(g for child in nested for g in _groups(child))]
+
+
+_CORE_COMMANDS = {group: dict(group.commands) for group in _groups(cli)}
+"""The core's own commands of each group, before any plugin adds to them."""
+
+
 def build_cli() -> click.Group:
-    """The command group with the subcommands plugins contribute."""
+    """The command group with the subcommands the loaded plugins contribute.
+
+    Plugins add to the core's groups; what an earlier build added (in the same
+    process, under other plugins) is taken away first, so a disabled plugin's
+    command is gone.
+    """
     from hfsdk.core.plugin_manager import get_plugin_manager
 
+    for group, commands in _CORE_COMMANDS.items():
+        group.commands = dict(commands)
     get_plugin_manager().hook.hfsdk_register_commands(cli=cli)
     return cli
 

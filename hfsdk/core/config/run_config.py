@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -40,6 +40,13 @@ from hfsdk.core.config.signal_config import SignalConfig
 from hfsdk.core.errors import ConfigError, HfsdkError
 from hfsdk.core.plugin_manager import HfsdkPluginManager, get_plugin_manager
 from hfsdk.core.registry import Registry, closest_match
+
+if TYPE_CHECKING:
+    from hfsdk.core.algorithm import AlgorithmConfig
+    from hfsdk.core.data.data_config import DataConfig
+    from hfsdk.core.role_config import RolloutConfig
+    from hfsdk.core.trainer.placement_config import PlacementConfig
+    from hfsdk.core.trainer.trainer_config import TrainerConfig
 
 
 def section_classes(pm: HfsdkPluginManager | None = None) -> dict[str, type]:
@@ -59,6 +66,33 @@ class RunConfig:
 
     algo: str
     sections: Mapping[str, Any] = attrs.field(converter=lambda s: MappingProxyType(dict(s)))
+
+    # Typed views of the sections every run has; role sections (``actor``, ``critic``, ...)
+    # and plugin-contributed ones are reached by name (``config.sections[name]``).
+    @property
+    def trainer(self) -> TrainerConfig:
+        """The ``trainer`` section."""
+        return self.sections["trainer"]
+
+    @property
+    def data(self) -> DataConfig:
+        """The ``data`` section."""
+        return self.sections["data"]
+
+    @property
+    def placement(self) -> PlacementConfig:
+        """The ``placement`` section."""
+        return self.sections["placement"]
+
+    @property
+    def algorithm(self) -> AlgorithmConfig:
+        """The ``algorithm`` section (the algorithm's own config class)."""
+        return self.sections["algorithm"]
+
+    @property
+    def rollout(self) -> RolloutConfig:
+        """The ``rollout`` section (the selected rollout backend's config class)."""
+        return self.sections["rollout"]
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
@@ -195,6 +229,8 @@ class _Composer:
         data = dict(data)
         model = data.pop("model", None)
         signal = self.add(role, SignalConfig, data)
+        if signal is not None:
+            self.signal_functions(role, signal)
         if model is None or signal is None:
             return
         if not isinstance(model, dict):
@@ -205,6 +241,42 @@ class _Composer:
         self.sections.pop(path, None)
         if structured is not None:
             self.sections[role] = attrs.evolve(signal, model=structured)
+
+
+    def signal_functions(self, role: str, signal: SignalConfig) -> None:
+        """Each function's call style is ``hfsdk`` or a registered one (``hfsdk list
+        reward-styles``); names are checked by :func:`check_reward_function_names`."""
+        from hfsdk.core.rewards.call_styles import RewardStyles
+
+        styles = None
+        for index, function in enumerate(signal.functions):
+            if function.style is None:
+                continue
+            styles = styles or RewardStyles.from_registry(self.registry_of("reward_styles"))
+            try:
+                styles.check_name(function.name or "remote", function.style)
+            except HfsdkError as exc:
+                self.errors.append(f"config key '{role}.functions[{index}].style': {exc}")
+
+
+def check_reward_function_names(config: RunConfig, pm: HfsdkPluginManager | None = None) -> None:
+    """Every registered name a signal section gives (not ``module:function`` or a file,
+    which are not run here) is registered; else one :class:`ConfigError` line that also
+    names the plugins that failed to load (the name may be one of theirs).
+
+    ``hfsdk config show`` calls it; a run finds the same when it loads the functions.
+    """
+    registry = (pm or get_plugin_manager()).registry("reward_functions")
+    for role, section in config.sections.items():
+        if not isinstance(section, SignalConfig):
+            continue
+        for index, function in enumerate(section.functions):
+            if function.name is None or ":" in function.name:
+                continue
+            try:
+                registry[function.name]
+            except HfsdkError as exc:
+                raise ConfigError(f"config key '{role}.functions[{index}].name': {exc}") from None
 
 
 def resolve_run_config(

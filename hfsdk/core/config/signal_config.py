@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import attrs
 
@@ -31,13 +31,12 @@ class SignalFunction:
         factory=dict,
     )
     """Keyword arguments for the function's config class (or the function itself)."""
-    style: Literal["hfsdk", "verl", "trl", "openrlhf"] | None = attrs.field(
-        default=None,
-        validator=attrs.validators.optional(
-            attrs.validators.in_(("hfsdk", "verl", "trl", "openrlhf"))
-        ),
+    style: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
     )
-    """Calling convention: ``None`` recognises it by the function's parameters."""
+    """Calling convention: ``hfsdk`` or a registered reward call style (``hfsdk list
+    reward-styles``: verl, trl, openrlhf with hfsdk-plugin-migration), checked when the
+    functions are loaded; ``None`` recognises it by the function's parameters."""
 
     def __attrs_post_init__(self) -> None:
         if self.name is None and self.url is None:

@@ -29,7 +29,12 @@ class RewardCall:
     fn: Callable[..., Any]
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
     style: str = "hfsdk"
-    """The convention the user's function follows (``hfsdk.core.rewards.styles``)."""
+    """The convention the user's function follows (``hfsdk.core.rewards.call_styles``)."""
+    check: Callable[[Any, Any], str | None] | None = None
+    """Its call style's signature check (``RewardCallStyle.check``); ``None`` for hfsdk's."""
+    needs: tuple[str, ...] = ()
+    """Dataset columns it reads whatever its signature says (a registered function's
+    ``columns(config)``), e.g. ``exact_match``'s ``answer_column``."""
     metric: str | None = None
     """The name its metrics are logged under (``None``: :attr:`label`)."""
 

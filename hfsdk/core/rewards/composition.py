@@ -26,14 +26,14 @@ from typing import Any
 import attrs
 
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.rewards.call_styles import RewardStyles
 from hfsdk.core.rewards.calling import (
     DEFAULT_TIMEOUT_S,
     Columns,
     RewardCall,
     call_reward_functions,
 )
-from hfsdk.core.rewards.loading import resolve_reward_function
-from hfsdk.core.rewards.styles import adapt, check_style
+from hfsdk.core.rewards.loading import registered_styles, resolve_reward_function
 
 
 @attrs.frozen(kw_only=True)
@@ -93,14 +93,16 @@ def metric_names(names: Sequence[Any]) -> list[Any]:
 
 
 def load_reward_functions(
-    config: Any, *, base_dir: str | Path | None = None
+    config: Any, *, base_dir: str | Path | None = None, styles: RewardStyles | None = None
 ) -> list[WeightedReward]:
     """Resolve and configure every function of a reward section (call once to check a config).
 
     ``config`` is a ``SignalConfig`` (anything with ``functions``) or the list of
     functions itself; each function is an object or a dict with ``name``,
-    ``weight`` (default 1) and ``kwargs`` (default none).
+    ``weight`` (default 1) and ``kwargs`` (default none). ``styles``: the reward call
+    styles (default: the registered ones, looked up once here).
     """
+    styles = styles if styles is not None else registered_styles()
     loaded: list[WeightedReward] = []
     seen: dict[str, int] = {}
     specs = _specs(config)
@@ -126,22 +128,34 @@ def load_reward_functions(
         # The same function twice (e.g. with different kwargs) gets distinct metric names.
         seen[name] = seen.get(name, 0) + 1
         label = name if seen[name] == 1 else f"{name}#{seen[name]}"
-        style = check_style(label, _field(spec, "style", None))
+        style = styles.check_name(label, _field(spec, "style", None))
         if resolved.config_cls is not None and style not in (None, "hfsdk"):
             raise HfsdkError(
                 f"reward function {label!r} is a registered hfsdk function; style={style!r} "
                 "applies only to functions given as 'module:function' or 'file.py:function'"
             )
+        check, needs = None, ()
         if resolved.config_cls is not None:
             fn, call_kwargs, style = (
                 resolved.fn,
                 _build_kwargs(label, resolved.config_cls, kwargs),
                 "hfsdk",
             )
+            if resolved.columns is not None:
+                needs = tuple(resolved.columns(call_kwargs["config"]))
         else:
-            fn, call_kwargs, style = adapt(label, resolved.fn, style, kwargs)
+            fn, call_kwargs, style, call_style = styles.adapt(label, resolved.fn, style, kwargs)
+            check = call_style.check if call_style is not None else None
         metric = metric if seen[name] == 1 else f"{metric}#{seen[name]}"
-        call = RewardCall(label=label, fn=fn, kwargs=call_kwargs, style=style, metric=metric)
+        call = RewardCall(
+            label=label,
+            fn=fn,
+            kwargs=call_kwargs,
+            style=style,
+            metric=metric,
+            check=check,
+            needs=needs,
+        )
         loaded.append(WeightedReward(call=call, weight=float(weight)))
     return loaded
 
@@ -168,6 +182,7 @@ def compute_rewards(
     *,
     base_dir: str | Path | None = None,
     section: str = "reward",
+    functions: Sequence[WeightedReward] | None = None,
 ) -> tuple[list[float], dict[str, float]]:
     """Score a batch with the weighted sum of the configured reward functions.
 
@@ -177,11 +192,14 @@ def compute_rewards(
     :class:`~hfsdk.core.rewards.errors.RewardFunctionError` when a function
     raises (naming the function, the sample and the exception), returns
     anything but one finite score per response, or runs past the section's
-    ``timeout_s`` (``section`` names it in the message).
+    ``timeout_s`` (``section`` names it in the message). ``functions``: the section's
+    functions as :func:`load_reward_functions` loaded them (a run loads them once);
+    default: load them now.
     """
     columns = dict(columns or {})
     _check_batch(prompts, responses, columns)
-    functions = load_reward_functions(config, base_dir=base_dir)
+    if functions is None:
+        functions = load_reward_functions(config, base_dir=base_dir)
     if not responses:
         return [], {}
     timeout_s = _field(config, "timeout_s", DEFAULT_TIMEOUT_S)

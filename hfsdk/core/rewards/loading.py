@@ -6,7 +6,7 @@ import hashlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from hfsdk.core.errors import HfsdkError, UnknownNameError
+from hfsdk.core.rewards.call_styles import RewardStyles
 
 REFERENCE_FORMS = (
     "a registered name (hfsdk list reward-functions), 'package.module:function' or "
@@ -31,6 +32,9 @@ class ResolvedReward:
     reference: str
     fn: Callable[..., Any]
     config_cls: type | None = None
+    columns: Callable[[Any], Sequence[str]] | None = None
+    """``columns(config)``: the dataset columns a registered function reads (``columns=`` at
+    registration), checked before a run starts and by ``hfsdk data inspect``."""
 
 
 def is_file_reference(target: str) -> bool:
@@ -84,7 +88,20 @@ def _from_registry(name: str) -> ResolvedReward:
         raise UnknownNameError(
             f"{exc}; or give 'package.module:function' or 'path/to/file.py:function'"
         ) from None
-    return ResolvedReward(reference=name, fn=entry.impl, config_cls=entry.config_cls)
+    return ResolvedReward(
+        reference=name,
+        fn=entry.impl,
+        config_cls=entry.config_cls,
+        columns=entry.extra.get("columns"),
+    )
+
+
+def registered_styles() -> RewardStyles:
+    """The reward call styles the installed plugins registered, looked up as the registered
+    functions are (:func:`_from_registry`)."""
+    import hfsdk
+
+    return RewardStyles.from_registry(hfsdk.get_registry("reward_styles"))
 
 
 def _import_module(reference: str, target: str) -> ModuleType:

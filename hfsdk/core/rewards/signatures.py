@@ -15,14 +15,11 @@ from typing import Any
 CONVENTIONS = {
     "hfsdk": "fn(prompts, responses, **columns), called once per batch with lists, the "
     "dataset's columns by keyword",
-    "verl": "compute_score(data_source, solution_str, ground_truth, extra_info=None, "
-    "**kwargs), called once per sample",
 }
 _OTHER_STYLES = (
     "for one call per sample write compute_score(data_source, solution_str, ground_truth, "
     "extra_info=None) (verl style)"
 )
-_VERL_FIELDS = ("data_source", "solution_str", "ground_truth", "extra_info")
 
 
 def _parameters(fn: Callable[..., Any]) -> list[inspect.Parameter] | None:
@@ -85,41 +82,25 @@ def _check_hfsdk(call: Any, columns: Collection[str]) -> str | None:
     return None
 
 
-def _check_verl(call: Any) -> str | None:
-    fn = getattr(call.fn, "hfsdk_source", None)
-    parameters = _parameters(fn) if fn is not None else None
-    if parameters is None:
-        return None
-    settings = dict(getattr(call.fn, "hfsdk_settings", {}) or {})
-    varkw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-    given = set(_VERL_FIELDS) | set(settings)
-    given = given if varkw else {name for name in given if name in {p.name for p in parameters}}
-    if any(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in parameters):
-        return (
-            f"reward function {call.label!r} has positional-only parameters, but the verl style "
-            f"passes every field by keyword; expected {CONVENTIONS['verl']}"
-        )
-    missing = _required_unfilled(parameters, given)
-    if missing:
-        return (
-            f"reward function {call.label!r} (verl style) needs {missing[0]!r}, which verl's "
-            f"fields ({', '.join(_VERL_FIELDS)}) do not include; expected "
-            f"{CONVENTIONS['verl']}: give {missing[0]!r} a default or set it in the function's "
-            "kwargs"
-        )
-    return None
-
-
 def signature_problem(call: Any, columns: Collection[str]) -> str | None:
     """Why ``call`` (a :class:`~hfsdk.core.rewards.calling.RewardCall`) cannot be called with
     a batch holding ``columns``, in one line; ``None`` when it can."""
+    from hfsdk.core.data.columns import HIDDEN_COLUMNS
     from hfsdk.core.errors import HfsdkError
 
+    absent = [name for name in call.needs if name not in columns]
+    if absent:
+        shown = sorted(name for name in columns if name not in HIDDEN_COLUMNS)
+        return (
+            f"reward function {call.label!r} reads the dataset column {absent[0]!r}, which the "
+            f"dataset lacks (columns: {', '.join(shown) or 'none'}); name the column that "
+            "holds it in the function's kwargs, or add the column to the dataset"
+        )
     try:
         if call.style == "hfsdk":
             return _check_hfsdk(call, columns)
-        if call.style == "verl":
-            return _check_verl(call)
+        if call.check is not None:  # the call style's own check (docs/plugin_hooks.md)
+            return call.check(call, columns)
     except HfsdkError as exc:  # e.g. a setting named like a column
         return str(exc)
     return None

@@ -237,12 +237,35 @@ def run_memory_warning(
     return memory_warning(pools, device_bytes=device_bytes, host_bytes=host_bytes)
 
 
+def run_assets(config: RunConfig, spec: AlgorithmSpec) -> Any:
+    """The model, tokenizer and data files a run of ``config`` uses (``RunAssets``): the
+    config's, else the default task's (built on first use), as the run resolves them."""
+    from hfsdk.core.trainer.run_assets import resolve_assets
+
+    return resolve_assets(
+        config,
+        spec.main_role,
+        cold_model=spec.default_model == "cold",
+        preference_pairs=spec.default_data == "preference_pairs",
+    )
+
+
+def run_signals(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> dict[str, Any]:
+    """Each scorer role's signal section as the run scores with it (on the default task,
+    its own reward and cost functions when the config names none)."""
+    from hfsdk.core.trainer.run_assets import signal_config_of
+
+    return {
+        role: signal_config_of(config, role, assets.default_task)
+        for role in spec.roles_of_kind("scorer")
+    }
+
+
 def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     """Check and build everything a session needs that does not need Ray."""
     from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.trainer.pipeline import check_pipeline, check_rollout_pool
-    from hfsdk.core.trainer.run_assets import resolve_assets, signal_config_of
     from hfsdk.core.workers.ray_runtime import (
         check_auth_mode,
         check_reachable,
@@ -266,12 +289,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     warning = precision_warning(config, spec)
     if warning:
         logger.warning(warning)
-    assets = resolve_assets(
-        config,
-        spec.main_role,
-        cold_model=spec.default_model == "cold",
-        preference_pairs=spec.default_data == "preference_pairs",
-    )
+    assets = run_assets(config, spec)
     _check_inputs(config, spec, assets)
     tokenizer = load_tokenizer(assets.tokenizer_path)
     dataset = load_prompt_dataset(assets.train_files, config.data.prompt_key)
@@ -287,14 +305,12 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         val = load_prompt_dataset(assets.val_files, config.data.prompt_key)
         val_cfg = attrs.evolve(config.data, shuffle=False, batch_size=len(val))
         val_loader = PromptLoader(val, tokenizer, val_cfg, seed=config.trainer.seed, tools=tools)
-    signal_configs = {}
-    for role in spec.roles_of_kind("scorer"):
-        signal = signal_config_of(config, role, assets.default_task)
+    signal_configs = run_signals(config, spec, assets)
+    for signal in signal_configs.values():
         if signal.functions:
             from hfsdk.core.rewards import load_reward_functions
 
             _check_signatures(load_reward_functions(signal), loader.rows[0])
-        signal_configs[role] = signal
     prepared = PreparedRun(
         assets=assets,
         tokenizer=tokenizer,

@@ -88,10 +88,12 @@ class SignalScorer:
         self.name = name
         self.config = config
         self.model = model
+        self._functions = None
         if config.functions:
             from hfsdk.core.rewards import load_reward_functions
 
-            load_reward_functions(config)  # fail before training, not at the first step
+            # Once per run (names, styles): a bad entry fails before training, not at step 1.
+            self._functions = load_reward_functions(config)
 
     def __call__(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         scores = torch.zeros(len(batch), dtype=torch.float32)
@@ -107,6 +109,7 @@ class SignalScorer:
                 columns,
                 self.config,
                 section=self.name,
+                functions=self._functions,
             )
             scores += torch.tensor(values, dtype=torch.float32)
         if self.model is not None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import yaml
 
 from hfsdk.core.config import resolve_run_config
-from hfsdk.core.config.importing import import_config
 from hfsdk_agents.config import MultiTurnConfig
 from hfsdk_agents.tools import call_tool, load_tools
+from hfsdk_migration.importing import import_config
 
 from .verl_style_tools import CalcTool
 

@@ -33,6 +33,7 @@ from hfsdk import (
     torch_rng_state,
 )
 from hfsdk_backend_common.objectives import (
+    ActorObjective,
     CriticObjective,
     actor_objective_from,
     critic_objective_from,
@@ -114,8 +115,6 @@ class FSDPPolicyWorker(WeightSenderMixin, FSDPRoleWorker):
     def __init__(self, *, objective: ActorLossTerms | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.loss_terms = objective or ActorLossTerms()
-        # Resolved once per run: the policy loss, its settings and the corrections by name.
-        self.objective = actor_objective_from(self.run_config, self.loss_terms)
         self.rollout: RolloutBackend = build_rollout(self.run_config.rollout, self.engine)
         shared_base.offer(self.engine)  # a LoRA actor's base can serve as the reference
 
@@ -136,10 +135,15 @@ class FSDPPolicyWorker(WeightSenderMixin, FSDPRoleWorker):
         """``old_log_probs`` and ``entropys`` of the responses under the current actor."""
         return self.engine.compute_log_prob(batch)
 
+    @functools.cached_property
+    def actor_objective(self) -> ActorObjective:
+        """The policy loss, its settings and the corrections, resolved once per run."""
+        return actor_objective_from(self.run_config, self.loss_terms)
+
     @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
     def update_actor(self, batch: Batch) -> dict[str, float]:
         """One PPO-style update of the policy with the configured policy loss."""
-        metrics = self.engine.update_actor(batch, self.objective)
+        metrics = self.engine.update_actor(batch, self.actor_objective)
         self._sync_rollout_weights()
         return metrics
 
@@ -175,7 +179,7 @@ class FSDPValueWorker(FSDPRoleWorker):
     engine_kind: ClassVar[str] = "critic"
 
     @functools.cached_property
-    def objective(self) -> CriticObjective:
+    def critic_objective(self) -> CriticObjective:
         """The value loss and its settings, resolved once per run."""
         return critic_objective_from(self.run_config)
 
@@ -187,7 +191,7 @@ class FSDPValueWorker(FSDPRoleWorker):
     @register(protocol=BuiltinProtocol.DP_COMPUTE_METRIC)
     def update_critic(self, batch: Batch) -> dict[str, float]:
         """One update of the critic towards ``returns`` with the configured value loss."""
-        objective = self.objective
+        objective = self.critic_objective
         return self.engine.update_critic(batch, objective)
 
 

@@ -38,6 +38,7 @@ from hfsdk import (
 from hfsdk import BuiltinProtocol as Protocol
 from hfsdk_backend_common.engine_support import ENGINE_OF_ROLE_KIND
 from hfsdk_backend_common.objectives import (
+    ActorObjective,
     CriticObjective,
     actor_objective_from,
     critic_objective_from,
@@ -106,8 +107,6 @@ class MegatronWorker(Worker):
                 "(MegatronBackend.worker_class(kind)), not MegatronWorker itself"
             )
         self.loss_terms = objective or ActorLossTerms()
-        # Resolved once per run: the policy loss, its settings and the corrections by name.
-        self.objective = actor_objective_from(self.run_config, self.loss_terms)
 
         self.role_name = role
         self.run_config = config
@@ -207,10 +206,15 @@ class MegatronPolicyWorker(WeightSenderMixin, MegatronWorker):
         """``old_log_probs`` and ``entropys`` of the responses under the current actor."""
         return self.engine.compute_log_prob(batch)
 
+    @functools.cached_property
+    def actor_objective(self) -> ActorObjective:
+        """The policy loss, its settings and the corrections, resolved once per run."""
+        return actor_objective_from(self.run_config, self.loss_terms)
+
     @register(protocol=MESH_METRIC, mesh=MESH)
     def update_actor(self, batch: Batch) -> dict[str, float]:
         """One PPO-style update of the policy with the configured policy loss."""
-        metrics = self.engine.update_actor(batch, self.objective)
+        metrics = self.engine.update_actor(batch, self.actor_objective)
         self._after_load()  # the rollout reloads what it keeps
         return metrics
 
@@ -236,7 +240,7 @@ class MegatronValueWorker(MegatronWorker):
     engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["value"]
 
     @functools.cached_property
-    def objective(self) -> CriticObjective:
+    def critic_objective(self) -> CriticObjective:
         """The value loss and its settings, resolved once per run."""
         return critic_objective_from(self.run_config)
 
@@ -248,7 +252,7 @@ class MegatronValueWorker(MegatronWorker):
     @register(protocol=MESH_METRIC, mesh=MESH)
     def update_critic(self, batch: Batch) -> dict[str, float]:
         """One update of the critic towards ``returns`` with the configured value loss."""
-        objective = self.objective
+        objective = self.critic_objective
         return self.engine.update_critic(batch, objective)
 
 

@@ -16,20 +16,10 @@ from pathlib import Path
 import pytest
 
 from hfsdk.core.cli.main import main
+from hfsdk.testing import alias_bomb
 
 RUN = ("run", "--algo", "grpo", "--quiet", "trainer.total_steps=2")
 TOOLS = (*RUN, "rollout.multi_turn.max_response_tokens=32")  # within the tiny model's positions
-
-
-def alias_bomb(levels: int = 9) -> str:
-    """The "billion laughs" document: nine levels of nine aliases (9^9 leaves)."""
-    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    previous = "a"
-    for name in "bcdefghijk"[: levels - 1]:
-        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
-        previous = name
-    lines.append(f"trainer:\n  total_steps: *{previous}")
-    return "\n".join(lines) + "\n"
 
 
 def flow_alias_bomb() -> str:
@@ -49,27 +39,7 @@ def _file(tmp: Path, name: str, content: str | bytes) -> str:
     return str(path)
 
 
-def _bomb_dir(tmp: Path) -> str:
-    """A verl config directory whose ppo_trainer.yaml is an alias bomb (Hydra reads it)."""
-    (tmp / "verl_config").mkdir()
-    (tmp / "verl_config" / "ppo_trainer.yaml").write_text(alias_bomb())
-    return str(tmp / "verl_config")
-
-
-def _dir(tmp: Path) -> str:
-    (tmp / "configs").mkdir()
-    (tmp / "configs" / "ppo.yaml").write_text("data: {}\n")
-    return str(tmp / "configs")
-
-
 BINARY = bytes(range(256)) * 8
-UNCLOSED = (
-    "set -x\n"
-    "python3 -m verl.trainer.main_ppo \\\n"
-    "    data.train_batch_size=32 \\\n"
-    '    actor_rollout_ref.model.path="Qwen/Qwen2.5-0.5B \\\n'
-    "    trainer.total_epochs=2\n"
-)
 SYNTAX_ERROR_TOOL = "def add(a: int, b: int) -> int:\n    return a +\n"
 
 Case = tuple[str, Callable[[Path], list[str]], str]
@@ -79,24 +49,6 @@ CASES: list[Case] = [
         "run-config-alias-bomb",
         lambda t: [*RUN, "--config", _file(t, "bomb.yaml", alias_bomb())],
         r"aliases expand to more than 1,000,000 nodes",
-    ),
-    (
-        "import-alias-bomb",
-        lambda t: ["config", "import", "--from", "verl", _file(t, "bomb.yaml", alias_bomb())],
-        r"aliases expand to more than 1,000,000 nodes",
-    ),
-    (
-        "import-config-dir-alias-bomb",
-        lambda t: [
-            "config",
-            "import",
-            "--from",
-            "verl",
-            "--verl-config-dir",
-            _bomb_dir(t),
-            _file(t, "run.sh", "python3 -m verl.trainer.main_ppo data.train_batch_size=32\n"),
-        ],
-        r"ppo_trainer\.yaml': YAML aliases expand to more than 1,000,000 nodes",
     ),
     (
         "override-alias-bomb",
@@ -113,34 +65,11 @@ CASES: list[Case] = [
         lambda t: [*RUN, "--config", _file(t, "loop.yaml", "data: &d {x: *d}\n")],
         r"refers to a node that contains it",
     ),
-    # -- config import: what is not a config
-    (
-        "import-binary-file",
-        lambda t: ["config", "import", "--from", "verl", _file(t, "model.bin", BINARY)],
-        r"'.*model\.bin' is not a text file",
-    ),
+    # -- what is not a config
     (
         "run-binary-config",
         lambda t: [*RUN, "--config", _file(t, "model.bin", BINARY)],
         r"'.*model\.bin' is not a text file",
-    ),
-    (
-        "import-directory",
-        lambda t: ["config", "import", "--from", "verl", _dir(t)],
-        r"'.*configs' is a directory; pass a file in it.*--verl-config-dir",
-    ),
-    (
-        "import-unclosed-quote",
-        lambda t: [
-            "config",
-            "import",
-            "--from",
-            "verl",
-            _file(t, "run.sh", UNCLOSED),
-            "--out",
-            _file(t, "out.yaml", "kept: as it was\n"),
-        ],
-        r"the \" quote opened on line 4 .* is never closed.*nothing was written",
     ),
     # -- tools
     (

@@ -24,12 +24,6 @@ def good(prompts, responses, answer, scale=1.0):
 
 def starred(*args, **columns):
     return [0.0] * len(args[0])
-
-def compute_score(solution_str, ground_truth, method):
-    return 0.0
-
-def verl_ok(data_source, solution_str, ground_truth, extra_info=None, method="strict"):
-    return 0.0
 """
 COLUMNS = ["prompt", "answer", "uid", "prompt_messages", "rendered_prompt"]
 
@@ -66,14 +60,6 @@ def test_a_required_parameter_nothing_fills(rewards_file: str) -> None:
     assert _problem(rewards_file, "needs_x", x=3) is None  # a setting fills it
 
 
-def test_a_verl_function_missing_a_field(rewards_file: str) -> None:
-    problem = _problem(rewards_file, "compute_score")
-    assert problem is not None and "(verl style) needs 'method'" in problem
-    assert "called once per sample" in problem
-    assert _problem(rewards_file, "compute_score", method="flexible") is None
-    assert _problem(rewards_file, "verl_ok") is None
-
-
 def test_callable_functions_pass(rewards_file: str) -> None:
     assert _problem(rewards_file, "good") is None
     assert _problem(rewards_file, "good", scale=2.0) is None
@@ -81,3 +67,19 @@ def test_callable_functions_pass(rewards_file: str) -> None:
     # A setting named like a column is reported too (before the first batch).
     problem = _problem(rewards_file, "good", answer="5")
     assert problem is not None and "same name as dataset columns" in problem
+
+
+def test_a_registered_function_is_checked_for_the_columns_it_declares() -> None:
+    # exact_match registers columns=(answer_column,): a dataset without it is refused
+    # before a run starts, not at step 1 (issue 34).
+    (loaded,) = load_reward_functions([{"name": "exact_match"}])
+    assert loaded.call.needs == ("answer",)
+    problem = signature_problem(loaded.call, ["question", "solution", "uid", "prompt_messages"])
+    assert problem == (
+        "reward function 'exact_match' reads the dataset column 'answer', which the dataset "
+        "lacks (columns: question, solution, uid); name the column that holds it in the "
+        "function's kwargs, or add the column to the dataset"
+    )
+    (loaded,) = load_reward_functions([{"name": "exact_match", "kwargs": {"answer_column": "solution"}}])
+    assert loaded.call.needs == ("solution",)
+    assert signature_problem(loaded.call, ["question", "solution", "uid"]) is None

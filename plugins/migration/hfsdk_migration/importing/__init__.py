@@ -1,0 +1,132 @@
+"""``hfsdk config import``: a verl, TRL or OpenRLHF config turned into an hfsdk run config.
+
+:func:`read_source` reads what the user has (a YAML/JSON file, a launch
+script, a command line; :mod:`.sources`), :func:`import_config` resolves its
+OmegaConf interpolations with OmegaConf (:mod:`.verl_compose`), maps every key that has a
+counterpart, validates the result as a run config and reports the keys it
+could not map (one per line, with the reason). See ``docs/migrating.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hfsdk import ConfigError
+from hfsdk_migration.importing.mapper import Mapper, flatten
+from hfsdk_migration.importing.openrlhf import import_openrlhf
+from hfsdk_migration.importing.sources import read_flags, read_verl
+from hfsdk_migration.importing.trl import import_trl
+from hfsdk_migration.importing.verl import import_verl
+from hfsdk_migration.importing.verl_compose import resolve
+
+SOURCES: dict[str, Callable[[Mapper, str | None], str]] = {
+    "verl": import_verl,
+    "trl": import_trl,
+    "openrlhf": import_openrlhf,
+}
+
+
+@attrs.frozen(kw_only=True)
+class ImportResult:
+    """The hfsdk config (plain data), the unmapped source keys and the source defaults assumed."""
+
+    source: str
+    config: dict[str, Any]
+    unmapped: tuple[str, ...]
+    assumed: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+
+    def to_yaml(self) -> str:
+        """The config as YAML under a comment header naming the source and its assumed defaults."""
+        import yaml
+
+        header = [f"# hfsdk run config imported from {self.source} by hfsdk config import"]
+        if self.assumed:
+            header.append(f"# {self.source} defaults assumed for: {', '.join(self.assumed)}")
+        if self.unmapped:
+            header.append(f"# {len(self.unmapped)} key(s) had no counterpart (printed at import)")
+        header.extend(f"# warning: {line}" for line in self.warnings)
+        return "\n".join(header) + "\n" + yaml.safe_dump(self.config, sort_keys=False)
+
+
+def read_source(
+    source: str,
+    path: str | None,
+    arguments: list[str] | tuple[str, ...] = (),
+    *,
+    verl_config_dir: str | list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """The ``source`` config in ``path`` plus ``arguments``, and warnings about reading it."""
+    if source not in SOURCES:
+        raise ConfigError(f"unknown config source {source!r}; expected one of {', '.join(SOURCES)}")
+    if source == "verl":
+        return read_verl(path, list(arguments), config_dir=verl_config_dir, env=env)
+    return read_flags(source, path, list(arguments), env=env)
+
+
+def import_config(
+    source: str,
+    data: Mapping[str, Any],
+    *,
+    algo: str | None = None,
+    warnings: list[str] | tuple[str, ...] = (),
+) -> ImportResult:
+    """Map a ``source`` (``verl``, ``trl`` or ``openrlhf``) config into a validated hfsdk config."""
+    if source not in SOURCES:
+        raise ConfigError(f"unknown config source {source!r}; expected one of {', '.join(SOURCES)}")
+    resolved, problems = resolve(data)
+    mapper = Mapper(flatten(resolved))
+    chosen = SOURCES[source](mapper, algo)
+    config = mapper.out
+    from hfsdk import resolve_run_config, with_algorithm_preset
+
+    try:
+        # Model paths name the source machine's directories: validated apart from them.
+        resolve_run_config(chosen, with_algorithm_preset(chosen, without_source_paths(config)))
+    except ConfigError as exc:
+        raise ConfigError(
+            f"the {source} config maps to an invalid hfsdk config ({exc}); fix the value in the "
+            "source file or pass --algo"
+        ) from exc
+    return ImportResult(
+        source=source,
+        config=config,
+        unmapped=tuple(mapper.unmapped()),
+        assumed=tuple(mapper.defaults_used),
+        warnings=(*warnings, *problems),
+    )
+
+
+def without_source_paths(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` without model paths, and without layouts when the model is not here.
+
+    Layouts are checked against the model's shape, which only the model's own
+    directory holds; on another machine they are checked when the run starts.
+    """
+    from pathlib import Path
+
+    paths = [
+        v.get("model_path") for v in config.values() if isinstance(v, dict) and v.get("model_path")
+    ]
+    local = bool(paths) and all(
+        (Path(str(p)).expanduser() / "config.json").is_file() for p in paths
+    )
+    dropped = ("model_path", "tokenizer_path", *(() if local else ("parallel", "rollout_layout")))
+    out = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            value = {k: v for k, v in value.items() if k not in dropped}
+        out[key] = value
+    return out
+
+
+def load_source(path: str | Path) -> dict[str, Any]:
+    """A YAML or JSON mapping from ``path`` (JSON is YAML, so one reader does both)."""
+    from hfsdk import load_yaml
+
+    return load_yaml(path)

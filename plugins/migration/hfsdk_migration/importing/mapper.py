@@ -1,0 +1,129 @@
+"""Bookkeeping shared by the config importers: flat source keys in, nested hfsdk keys out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from hfsdk import ConfigError
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}`` (lists and scalars are leaves)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten(value, f"{dotted}."))
+        else:
+            out[dotted] = value
+    return out
+
+
+@attrs.define
+class Mapper:
+    """Reads source keys (marking them used) and writes hfsdk keys.
+
+    Keys whose value is ``None`` (unset) are not reported; ``_target_`` and
+    Hydra ``defaults`` entries are structure, not settings, and are ignored.
+    """
+
+    flat: dict[str, Any]
+    used: set[str] = attrs.field(factory=set)
+    out: dict[str, Any] = attrs.field(factory=dict)
+    reasons: dict[str, str] = attrs.field(factory=dict)
+    defaults_used: list[str] = attrs.field(factory=list)
+    groups: dict[str, tuple[int, str]] = attrs.field(factory=dict)
+
+    def has(self, key: str) -> bool:
+        """Whether the source sets ``key`` to something other than ``None``."""
+        return self.flat.get(key) is not None
+
+    def get(self, key: str, default: Any = None, *, source_default: bool = False) -> Any:
+        """The source value of ``key`` (marked as mapped), else ``default``.
+
+        With ``source_default`` a missing key's ``default`` is the source
+        project's own default, recorded so the output can say it was assumed.
+        """
+        if key in self.flat:
+            self.used.add(key)
+        value = self.flat.get(key)
+        if value is None:
+            if source_default and default is not None:
+                self.defaults_used.append(f"{key}={default!r}")
+            return default
+        return value
+
+    def int(self, key: str, default: Any = None, *, source_default: bool = False) -> Any:
+        """:meth:`get` as an integer (an error names ``key``); ``default`` when unset."""
+        value = self.get(key, default, source_default=source_default)
+        return None if value is None else as_int(key, value)
+
+    def num(self, key: str, default: Any = None, *, source_default: bool = False) -> Any:
+        """:meth:`get` as a float (an error names ``key``); ``default`` when unset."""
+        value = self.get(key, default, source_default=source_default)
+        return None if value is None else as_number(key, value)
+
+    def put(self, dest: str, value: Any) -> None:
+        """Set the hfsdk key ``dest`` (dotted) in the output."""
+        node = self.out
+        parts = dest.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = value
+
+    def reject(self, key: str, reason: str) -> None:
+        """Report ``key`` as unmapped with a reason (it has no faithful counterpart)."""
+        if key in self.flat:
+            self.used.discard(key)
+            self.reasons[key] = reason
+
+    def consume(self, prefix: str) -> None:
+        """Take every key under ``prefix`` as mapped (a section that has nothing to map)."""
+        for key in self.keys(prefix):
+            self.used.add(key)
+
+    def group(self, prefix: str, reason: str) -> None:
+        """Report every set key under ``prefix`` as one unmapped line with ``reason``."""
+        keys = [k for k in self.keys(prefix) if k not in self.reasons and k not in self.used]
+        count = sum(1 for k in keys if self.flat[k] is not None and not k.endswith("_target_"))
+        for key in keys:
+            self.used.add(key)
+        if count:
+            self.groups[prefix] = (count, reason)
+
+    def keys(self, prefix: str) -> list[str]:
+        """The source keys under ``prefix`` (``a.b.`` style) or equal to it."""
+        return [k for k in self.flat if k.startswith(prefix) or k == prefix.rstrip(".")]
+
+    def unmapped(self) -> list[str]:
+        """One line per source key that was not mapped: ``key = value`` and the reason if any."""
+        lines = []
+        for key, value in self.flat.items():
+            if key in self.used or value is None or key.endswith("_target_"):
+                continue
+            if key == "defaults" or key.startswith("defaults."):
+                continue
+            reason = self.reasons.get(key)
+            lines.append(f"{key} = {value!r}" + (f"  ({reason})" if reason else ""))
+        for prefix, (count, reason) in self.groups.items():
+            lines.append(f"{prefix}* ({count} key{'s' if count > 1 else ''})  ({reason})")
+        return lines
+
+
+def as_number(key: str, value: Any) -> float:
+    """A numeric source value (YAML may give ``'1e-6'`` as a string)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}={value!r} is not a number") from None
+
+
+def as_int(key: str, value: Any) -> int:
+    """An integer source value."""
+    number = as_number(key, value)
+    if not number.is_integer():
+        raise ConfigError(f"{key}={value!r} is not an integer")
+    return int(number)

@@ -1,0 +1,201 @@
+"""OpenRLHF's ``openrlhf.cli.train_ppo_ray`` flags (read from its launch command line).
+
+Batch sizes: ``--rollout_batch_size`` is prompts per step, ``--train_batch_size``
+samples per optimizer step (global), ``--micro_train_batch_size`` samples per
+pass on one device. For the flags whose OpenRLHF default differs from
+hfsdk's, OpenRLHF's default is assumed and listed in the output's header.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfsdk import LOGGERS
+from hfsdk_migration.importing.mapper import Mapper
+
+ESTIMATORS = {
+    "gae": ("gae", "ppo"),
+    "reinforce": ("reinforce_plus_plus", "grpo"),
+    "reinforce_baseline": ("reinforce_plus_plus_baseline", "grpo"),
+    "rloo": ("rloo", "grpo"),
+    "group_norm": ("grpo", "grpo"),
+    "dr_grpo": ("grpo", "grpo"),
+}
+"""OpenRLHF's ``--advantage_estimator`` -> (hfsdk estimator, algorithm)."""
+SELF = "hfsdk decides this itself"
+REASONS = {
+    "zero_stage": f"{SELF}: FSDP2 shards weights, gradients and optimizer state (ZeRO-3)",
+    "adam_offload": "no counterpart: hfsdk keeps optimizer state on the device",
+    "flash_attn": f"{SELF} (actor.attn_implementation=auto)",
+    "colocate_all_models": f"{SELF}: roles share placement.pools (fused by default)",
+    "save_path": "hfsdk names a run by its directory (hfsdk run --run-dir)",
+    "ckpt_path": "hfsdk keeps checkpoints in the run directory",
+    "max_ckpt_num": "no counterpart",
+    "logging_steps": f"{SELF}: every step is logged",
+    "reward_pretrain": "hfsdk's reward model is the reward.model section: set it by hand",
+    "num_episodes": "hfsdk counts steps: set trainer.total_steps",
+}
+
+
+def _role_batches(m: Mapper, role: str) -> None:
+    m.put(f"{role}.micro_batch_size", m.int("micro_train_batch_size", 8, source_default=True))
+    m.put(f"{role}.mini_batch_size", m.int("train_batch_size", 128, source_default=True))
+    if m.has("micro_rollout_batch_size"):
+        m.put(f"{role}.forward_micro_batch_size", m.int("micro_rollout_batch_size"))
+    m.put(f"{role}.ppo_epochs", m.int("max_epochs", 1))
+
+
+def _kl(m: Mapper) -> None:
+    coef = m.num("init_kl_coef", 0.01, source_default=True)
+    estimator = m.get("kl_estimator", "k1")
+    if estimator in ("k1", "k2", "k3"):
+        m.put("algorithm.kl_estimator", estimator)
+    else:
+        m.reject("kl_estimator", "hfsdk KL estimators: k1, k2, k3, low_var_kl, abs")
+    if m.get("use_kl_loss"):
+        m.put("algorithm.kl_in_reward", False)
+        m.put("algorithm.kl_loss_coef", coef)
+        m.put("algorithm.kl_coef", 0.0)
+        return
+    m.put("algorithm.kl_in_reward", True)
+    m.put("algorithm.kl_loss_coef", 0.0)
+    m.put("algorithm.kl_coef", coef)
+    if m.has("kl_target"):
+        m.put("algorithm.kl_controller", "adaptive")
+        m.put("algorithm.target_kl", m.num("kl_target"))
+    if m.has("kl_horizon"):
+        m.put("algorithm.kl_horizon", m.int("kl_horizon"))
+
+
+def _optim(m: Mapper, role: str, flag: str, default: float) -> None:
+    m.put(f"{role}.optim.lr", m.num(flag, default, source_default=True))
+    if m.has("l2"):
+        m.put(f"{role}.optim.weight_decay", m.num("l2"))
+    if m.has("max_norm"):
+        m.put(f"{role}.optim.grad_clip", m.num("max_norm"))
+    betas = m.get("adam_betas")
+    if betas is not None:
+        m.put(f"{role}.optim.betas", [float(b) for b in betas])
+    if m.has("lr_warmup_ratio"):
+        m.reject("lr_warmup_ratio", "needs the total steps; set actor.optim.warmup_steps")
+
+
+def _files(value: Any) -> list[str]:
+    return [v for v in str(value).split(",") if v]
+
+
+def _data_and_rollout(m: Mapper) -> None:
+    if m.has("prompt_data"):
+        m.put("data.train_files", _files(m.get("prompt_data")))
+    if m.has("eval_dataset"):
+        m.put("data.val_files", _files(m.get("eval_dataset")))
+    if m.has("input_key"):
+        m.put("data.prompt_key", str(m.get("input_key")))
+    if m.get("apply_chat_template"):
+        m.put("data.apply_chat_template", True)
+    m.put("data.batch_size", m.int("rollout_batch_size", 1024, source_default=True))
+    length = m.int("prompt_max_len", 1024, source_default=True)
+    m.put("data.max_prompt_length", length)  # the rollout's follows from it
+    m.put("rollout.max_response_length", m.int("generate_max_len", 1024, source_default=True))
+    for key in ("temperature", "top_p"):
+        if m.has(key):
+            m.put(f"rollout.{key}", m.num(key))
+    if m.has("vllm_num_engines"):
+        m.get("vllm_num_engines")
+        m.put("rollout.backend", "vllm")
+        if m.has("vllm_gpu_memory_utilization"):
+            m.put("rollout.gpu_memory_utilization", m.num("vllm_gpu_memory_utilization"))
+        if m.get("vllm_enable_sleep"):
+            m.put("rollout.sleep", "on")
+        if m.has("enforce_eager"):
+            m.put("rollout.enforce_eager", bool(m.get("enforce_eager")))
+    if m.has("vllm_tensor_parallel_size"):
+        m.put("actor.rollout_layout.tp", m.int("vllm_tensor_parallel_size"))
+
+
+def _reward(m: Mapper) -> None:
+    url = m.get("remote_rm_url")
+    if url is None:
+        return
+    if str(url).endswith(".py"):
+        function: dict[str, Any] = {"name": f"{url}:reward_func", "style": "openrlhf"}
+        if m.has("label_key"):
+            function["kwargs"] = {"label_key": str(m.get("label_key"))}
+        m.put("reward.functions", [function])
+    else:
+        m.reject("remote_rm_url", "a reward server: give a local reward_func.py instead")
+
+
+def _trainer(m: Mapper) -> None:
+    if m.has("max_steps"):
+        m.put("trainer.total_steps", m.int("max_steps"))
+    if m.has("seed"):
+        m.put("trainer.seed", m.int("seed"))
+    for src, dest in (("save_steps", "save_every"), ("eval_steps", "val_every")):
+        if m.has(src):
+            m.put(f"trainer.{dest}", max(m.int(src), 0))
+    loggers = ["console"]
+    if m.get("use_wandb"):
+        loggers.append("wandb")
+        # OpenRLHF's use_wandb is the API key (or True); the key stays in WANDB_API_KEY.
+        for src, dest in (("wandb_project", "project"), ("wandb_org", "entity"),
+                          ("wandb_run_name", "name")):  # fmt: skip
+            if m.has(src):
+                m.put(f"trainer.wandb.{dest}", str(m.get(src)))
+    if m.get("use_tensorboard"):
+        loggers.append("tensorboard")
+    if len(loggers) > 1:
+        m.put("trainer.loggers", [name for name in loggers if name in LOGGERS] + ["jsonl"])
+    nodes, gpus = m.get("actor_num_nodes"), m.get("actor_num_gpus_per_node")
+    if nodes is not None or gpus is not None:
+        pool = {"devices": int(gpus or 1), "nodes": int(nodes or 1)}
+        m.put("placement.pools", {"global": pool})
+    for role in ("ref", "critic", "reward"):
+        for suffix in ("_num_nodes", "_num_gpus_per_node"):
+            if m.has(role + suffix):
+                m.reject(role + suffix, f"{SELF}: roles share placement.pools")
+
+
+def import_openrlhf(m: Mapper, algo: str | None) -> str:
+    """Map OpenRLHF flags from ``m`` into hfsdk keys; returns the hfsdk algorithm chosen."""
+    name = m.get("advantage_estimator", "gae", source_default=True)
+    estimator, default_algo = ESTIMATORS.get(name, ("grpo", "grpo"))
+    if name not in ESTIMATORS:
+        m.reject("advantage_estimator", f"hfsdk counterparts exist for {', '.join(ESTIMATORS)}")
+    chosen = algo or default_algo
+    m.put("algo", chosen)
+    m.put("algorithm.advantage_estimator", estimator)
+    if name == "dr_grpo":
+        m.put("algorithm.loss_agg_mode", "seq-mean-token-sum-norm")
+        m.put("advantage.norm_by_std", False)
+    m.put("algorithm.n_samples_per_prompt", m.int("n_samples_per_prompt", 1))
+    if m.has("pretrain"):
+        m.put("actor.model_path", str(m.get("pretrain")))
+    if m.get("gradient_checkpointing"):
+        m.put("actor.gradient_checkpointing", True)
+    if m.get("bf16"):
+        m.put("actor.dtype", "bfloat16")
+    _optim(m, "actor", "actor_learning_rate", 1e-6)
+    _role_batches(m, "actor")
+    clip = m.get("eps_clip_low_high")
+    low, high = (clip if isinstance(clip, list) else [m.num("eps_clip", 0.2)] * 2)[:2]
+    m.put("policy_loss.clip_ratio_low", float(low))
+    m.put("policy_loss.clip_ratio_high", float(high))
+    if m.has("entropy_loss_coef"):
+        m.put("algorithm.entropy_coef", m.num("entropy_loss_coef"))
+    _kl(m)
+    if chosen in ("ppo", "safe_rlhf"):
+        if m.has("critic_pretrain"):
+            m.put("critic.model_path", str(m.get("critic_pretrain")))
+        _optim(m, "critic", "critic_learning_rate", 9e-6)
+        _role_batches(m, "critic")
+        m.put("advantage.gamma", m.num("gamma", 1.0))
+        m.put("advantage.lam", m.num("lambd", 1.0))
+        if m.has("value_clip"):
+            m.put("value_loss.clip_range_value", m.num("value_clip"))
+    _data_and_rollout(m)
+    _reward(m)
+    _trainer(m)
+    for key, reason in REASONS.items():
+        m.reject(key, reason)
+    return chosen

@@ -1,0 +1,211 @@
+"""TRL's ``GRPOConfig`` and ``PPOConfig`` (flat keys: YAML, JSON or a ``TrlParser`` command line).
+
+Batch sizes assume one process (TRL multiplies by the number of devices):
+``per_device_train_batch_size`` is the micro-batch, ``× gradient_accumulation_steps``
+the responses of one optimizer step, and for GRPO the generation batch
+(``generation_batch_size``, else ``per_device_train_batch_size ×
+steps_per_generation``) divided by ``num_generations`` the prompts per step.
+For the keys whose TRL default differs from hfsdk's, TRL's default is assumed
+and listed in the output's header.
+"""
+
+from __future__ import annotations
+
+from hfsdk import LOGGERS, ConfigError
+from hfsdk_migration.importing.mapper import Mapper, as_int
+
+PPO_ONLY = ("num_ppo_epochs", "cliprange", "cliprange_value", "vf_coef", "kl_coef", "lam")
+"""Keys only ``PPOConfig`` has: their presence selects PPO."""
+LOSS_TYPES = {
+    "grpo": "seq-mean-token-mean",
+    "bnpo": "token-mean",
+    "dapo": "token-mean",
+    "dr_grpo": "seq-mean-token-sum-norm",
+}
+"""TRL's ``loss_type`` -> hfsdk's ``algorithm.loss_agg_mode``."""
+
+
+def _common(m: Mapper, lr_default: float) -> None:
+    if m.has("model_name_or_path"):  # TRL scripts' ModelConfig, parsed by the same TrlParser
+        m.put("actor.model_path", str(m.get("model_name_or_path")))
+    m.put(
+        "actor.optim.lr",
+        m.num("learning_rate", lr_default, source_default=True),
+    )
+    for src, dest in (
+        ("weight_decay", "weight_decay"),
+        ("adam_epsilon", "eps"),
+        ("max_grad_norm", "grad_clip"),
+    ):
+        if m.has(src):
+            m.put(f"actor.optim.{dest}", m.num(src))
+    if m.has("adam_beta1") or m.has("adam_beta2"):
+        m.put(
+            "actor.optim.betas",
+            [
+                m.num("adam_beta1", 0.9),
+                m.num("adam_beta2", 0.999),
+            ],
+        )
+    if m.has("warmup_steps"):
+        m.put("actor.optim.warmup_steps", m.int("warmup_steps"))
+    schedule = m.get("lr_scheduler_type")
+    if schedule in ("constant", "cosine"):
+        m.put("actor.optim.lr_schedule", schedule)
+    elif schedule is not None:
+        m.reject("lr_scheduler_type", "hfsdk schedules: constant, cosine")
+    if m.has("max_steps") and as_int("max_steps", m.flat["max_steps"]) > 0:
+        m.put("trainer.total_steps", m.int("max_steps"))
+    elif m.has("num_train_epochs"):
+        m.reject("num_train_epochs", "hfsdk counts steps: set trainer.total_steps")
+    if m.has("seed"):
+        m.put("trainer.seed", m.int("seed"))
+    if m.has("save_steps") and m.get("save_strategy", "steps") == "steps":
+        m.put("trainer.save_every", m.int("save_steps"))
+    if m.has("eval_steps"):
+        m.put("trainer.val_every", m.int("eval_steps"))
+    if m.has("gradient_checkpointing"):
+        m.put("actor.gradient_checkpointing", bool(m.get("gradient_checkpointing")))
+    if m.get("bf16"):
+        m.put("actor.dtype", "bfloat16")
+    report = m.get("report_to")
+    if report is not None:
+        names = [report] if isinstance(report, str) else list(report)
+        kept = [n for n in names if n in LOGGERS]
+        m.put("trainer.loggers", list(dict.fromkeys(["console", *kept, "jsonl"])))
+        if len(kept) != len(names) and names != ["none"]:
+            m.reject("report_to", f"hfsdk loggers: {', '.join(LOGGERS)}")
+    for key in ("temperature", "top_p"):
+        if m.has(key):
+            m.put(f"rollout.{key}", m.num(key))
+    if m.has("top_k"):
+        m.put("rollout.top_k", max(m.int("top_k"), 0))
+    if m.has("max_prompt_length"):
+        length = m.int("max_prompt_length")
+        m.put("data.max_prompt_length", length)  # the rollout's follows from it
+    _vllm(m)
+
+
+def _vllm(m: Mapper) -> None:
+    """``use_vllm``: the vLLM rollout (hfsdk's runs in the actor's processes, TRL's colocate)."""
+    if not m.get("use_vllm"):
+        return
+    m.put("rollout.backend", "vllm")
+    if m.get("vllm_mode") not in (None, "colocate"):
+        m.reject("vllm_mode", "hfsdk's vLLM runs in the actor's processes (TRL's colocate mode)")
+    if m.has("vllm_gpu_memory_utilization"):
+        m.put("rollout.gpu_memory_utilization", m.num("vllm_gpu_memory_utilization"))
+    if m.has("vllm_tensor_parallel_size"):
+        m.put("actor.rollout_layout.tp", m.int("vllm_tensor_parallel_size"))
+    if m.has("vllm_enable_sleep_mode"):
+        m.put("rollout.sleep", "on" if m.get("vllm_enable_sleep_mode") else "off")
+
+
+def _tools(m: Mapper) -> None:
+    """``GRPOTrainer(tools=[fn])`` written as ``tools: [module:fn, ...]`` -> multi-turn rollouts.
+
+    The functions stay as they are (type hints and docstring give their schemas);
+    ``max_tool_calling_iterations`` rounds of tool calls are that many model turns plus
+    the answer.
+    """
+    tools = m.get("tools")
+    if tools is None:
+        return
+    entries = [tools] if isinstance(tools, str) else list(tools)
+    m.put("rollout.multi_turn.tools", entries)
+    if m.has("max_tool_calling_iterations"):
+        m.put("rollout.multi_turn.max_turns", m.int("max_tool_calling_iterations") + 1)
+    if m.has("max_completion_length"):
+        m.put("rollout.multi_turn.max_response_tokens", m.int("max_completion_length"))
+
+
+def _grpo(m: Mapper) -> None:
+    n = m.int("num_generations", 8, source_default=True)
+    per_device = m.int("per_device_train_batch_size", 8, source_default=True)
+    accumulation = m.int("gradient_accumulation_steps", 1)
+    m.put("algorithm.n_samples_per_prompt", n)
+    m.put("actor.micro_batch_size", per_device)
+    m.put("actor.mini_batch_size", per_device * accumulation)
+    steps_per_generation = m.int("steps_per_generation", accumulation)
+    generation = m.get("generation_batch_size")
+    responses = (
+        as_int("generation_batch_size", generation)
+        if generation
+        else per_device * steps_per_generation
+    )
+    if responses % n:
+        raise ConfigError(
+            f"the generation batch ({responses} responses) is not a multiple of "
+            f"num_generations={n}; TRL would refuse it too"
+        )
+    m.put("data.batch_size", responses // n)
+    m.put("actor.ppo_epochs", m.int("num_iterations", 1))
+    beta = m.num("beta", 0.0, source_default=True)
+    m.put("algorithm.kl_loss_coef", beta)
+    m.put("algorithm.kl_estimator", "k3")  # TRL's GRPO KL term is the k3 estimator
+    epsilon = m.num("epsilon", 0.2)
+    m.put("policy_loss.clip_ratio_low", epsilon)
+    m.put("policy_loss.clip_ratio_high", m.num("epsilon_high", epsilon))
+    if m.has("max_completion_length"):
+        m.put("rollout.max_response_length", m.int("max_completion_length"))
+    _tools(m)
+    loss_type = m.get("loss_type")
+    if loss_type in LOSS_TYPES:
+        m.put("algorithm.loss_agg_mode", LOSS_TYPES[loss_type])
+    elif loss_type is not None:
+        m.reject("loss_type", f"hfsdk counterparts exist for {', '.join(LOSS_TYPES)}")
+    scale = m.get("scale_rewards")
+    if scale in (True, "group"):
+        m.put("advantage.norm_by_std", True)
+    elif scale in (False, "none"):
+        m.put("advantage.norm_by_std", False)
+    elif scale is not None:
+        m.reject("scale_rewards", "hfsdk's grpo estimator scales per group or not at all")
+    level = m.get("importance_sampling_level")
+    if level == "sequence":
+        m.put("algorithm.policy_loss", "gspo")
+    elif level not in (None, "token"):
+        m.reject("importance_sampling_level", "token or sequence")
+
+
+def _ppo(m: Mapper) -> None:
+    per_device = m.int("per_device_train_batch_size", 8, source_default=True)
+    accumulation = m.int("gradient_accumulation_steps", 1)
+    mini_batches = m.int("num_mini_batches", 1)
+    for role in ("actor", "critic"):
+        m.put(f"{role}.micro_batch_size", per_device)
+        m.put(f"{role}.mini_batch_size", per_device * accumulation)
+    m.put("data.batch_size", per_device * accumulation * mini_batches)
+    epochs = m.int("num_ppo_epochs", 4, source_default=True)
+    m.put("actor.ppo_epochs", epochs)
+    m.put("critic.ppo_epochs", epochs)
+    clip = m.num("cliprange", 0.2)
+    m.put("policy_loss.clip_ratio_low", clip)
+    m.put("policy_loss.clip_ratio_high", clip)
+    m.put("value_loss.clip_range_value", m.num("cliprange_value", 0.2))
+    m.put("algorithm.kl_in_reward", True)
+    m.put("algorithm.kl_coef", m.num("kl_coef", 0.05))
+    estimator = m.get("kl_estimator", "k1")
+    if estimator in ("k1", "k3"):
+        m.put("algorithm.kl_estimator", estimator)
+    else:
+        m.reject("kl_estimator", "k1 or k3")
+    m.put("advantage.gamma", m.num("gamma", 1.0))
+    m.put("advantage.lam", m.num("lam", 0.95))
+    if m.has("response_length"):
+        m.put("rollout.max_response_length", m.int("response_length"))
+    if m.has("sft_model_path"):
+        m.put("actor.model_path", str(m.get("sft_model_path")))
+
+
+def import_trl(m: Mapper, algo: str | None) -> str:
+    """Map TRL keys from ``m`` into hfsdk keys; returns the hfsdk algorithm chosen."""
+    chosen = algo or ("ppo" if any(m.has(key) for key in PPO_ONLY) else "grpo")
+    m.put("algo", chosen)
+    if chosen == "ppo":
+        _common(m, 3e-6)
+        _ppo(m)
+    else:
+        _common(m, 1e-6)
+        _grpo(m)
+    return chosen

@@ -1,0 +1,246 @@
+"""``hfsdk config import``: verl and TRL configs mapped key by key, unmapped keys listed, runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hfsdk.core.cli.main import main
+from hfsdk.core.config import resolve_run_config
+from hfsdk.core.errors import ConfigError
+from hfsdk_migration.importing import import_config, load_source
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(info.value.code or 0), out, err
+
+
+def test_verl_ppo_example_maps_to_ppo() -> None:
+    result = import_config("verl", load_source(FIXTURES / "verl_ppo_example.yaml"))
+    cfg = resolve_run_config(None, result.config)
+    assert cfg.algo == "ppo"
+    assert cfg.algorithm.advantage_estimator == "gae"
+    assert cfg.algorithm.kl_in_reward and cfg.algorithm.kl_coef == 0.001
+    assert cfg.algorithm.kl_estimator == "k1" and cfg.algorithm.kl_loss_coef == 0.0
+    assert (cfg.advantage.gamma, cfg.advantage.lam) == (1.0, 1.0)
+    assert cfg.data.batch_size == 256 and cfg.data.max_prompt_length == 512
+    assert cfg.rollout.max_response_length == 256
+    assert cfg.actor.optim.lr == 1e-6 and cfg.critic.optim.lr == 1e-5
+    # rollout.n = 1: verl's mini-batch of 64 prompts is 64 responses; the critic inherits it.
+    assert cfg.actor.mini_batch_size == 64 and cfg.critic.mini_batch_size == 64
+    assert cfg.actor.micro_batch_size == 4 and cfg.actor.forward_micro_batch_size == 8
+    assert cfg.value_loss.clip_range_value == 0.5
+    assert cfg.policy_loss.clip_ratio_low == cfg.policy_loss.clip_ratio_high == 0.2
+    assert cfg.trainer.loggers == ("console", "wandb", "jsonl")
+    assert cfg.data.train_files == ("~/data/gsm8k/train.parquet",)
+    # Engine, generation tp and offload switches now have counterparts (or are hfsdk's own
+    # behaviour when off); what is left is named with its reason.
+    assert cfg.rollout.backend == "vllm" and cfg.rollout.gpu_memory_utilization == 0.4
+    assert result.config["actor"]["rollout_layout"] == {"tp": 1}
+    # verl's project and experiment name the wandb run (verl's logger=[console,wandb]).
+    assert (cfg.trainer.wandb.project, cfg.trainer.wandb.name) == (
+        "verl_example_gsm8k", "qwen2.5_0.5b_ppo",
+    )  # fmt: skip
+    assert result.unmapped == (
+        "trainer.total_epochs = 15  (hfsdk counts steps: set trainer.total_steps = total_epochs "
+        "x rows // data.train_batch_size (the train files are not here to count))",
+    )
+
+
+def test_verl_grpo_example_maps_to_grpo() -> None:
+    result = import_config("verl", load_source(FIXTURES / "verl_grpo_example.yaml"))
+    cfg = resolve_run_config(None, result.config)
+    assert cfg.algo == "grpo" and cfg.algorithm.n_samples_per_prompt == 5
+    # 256 prompts per mini-batch x 5 samples each.
+    assert cfg.actor.mini_batch_size == 1280
+    assert cfg.algorithm.kl_loss_coef == 0.001 and cfg.algorithm.kl_estimator == "low_var_kl"
+    assert not cfg.algorithm.kl_in_reward
+    assert cfg.algorithm.loss_agg_mode == "seq-mean-token-sum-norm"
+    assert (cfg.policy_loss.clip_ratio_low, cfg.policy_loss.clip_ratio_high) == (0.2, 0.28)
+    assert cfg.rollout.top_k == 0 and cfg.rollout.max_response_length == 1024
+    assert cfg.trainer.total_steps == 300 and cfg.trainer.save_every == 0
+    assert cfg.placement.pools["global"].devices == 8
+    function = cfg.reward.functions[0]
+    assert (function.name, function.style) == ("my_reward.py:compute_score", "verl")
+    # ${data.max_response_length} resolved and mapped; the engine is the vLLM rollout.
+    assert cfg.rollout.backend == "vllm"
+    assert result.unmapped == ()
+
+
+def test_verl_defaults_are_assumed_for_keys_left_out() -> None:
+    result = import_config("verl", {"algorithm": {"adv_estimator": "gae"}})
+    assert result.config["algorithm"]["kl_in_reward"] is False
+    assert result.config["advantage"] == {"gamma": 1.0, "lam": 1.0}
+    assert result.config["actor"]["optim"]["lr"] == 1e-6
+    assert "algorithm.use_kl_in_reward=False" in result.assumed
+    assert "verl defaults assumed for" in result.to_yaml()
+
+
+def test_verl_values_without_counterpart_are_listed_not_guessed() -> None:
+    data = {
+        "algorithm": {"adv_estimator": "grpo", "gamma": 0.99},
+        "actor_rollout_ref": {"actor": {"loss_agg_mode": "seq-sum", "use_kl_loss": True,
+                                         "kl_loss_type": "full"}},
+        "critic": {"optim": {"lr": 1e-5}},
+    }  # fmt: skip
+    result = import_config("verl", data)
+    lines = "\n".join(result.unmapped)
+    assert "actor_rollout_ref.actor.loss_agg_mode = 'seq-sum'" in lines
+    assert "actor_rollout_ref.actor.kl_loss_type = 'full'  (hfsdk KL estimators" in lines
+    assert "algorithm.gamma = 0.99  (estimator 'grpo' has no gamma)" in lines
+    assert "critic.* (1 key)  (algorithm 'grpo' has no critic)" in lines
+    assert "loss_agg_mode" not in result.config["algorithm"]
+
+
+def test_trl_grpo_config_maps_batches_and_loss() -> None:
+    result = import_config("trl", load_source(FIXTURES / "trl_grpo_config.json"))
+    cfg = resolve_run_config(None, result.config)
+    assert cfg.algo == "grpo" and cfg.algorithm.n_samples_per_prompt == 4
+    # 8 completions per device x 2 accumulation steps per optimizer step; 16 completions
+    # per generation round are 4 prompts of 4 generations.
+    assert cfg.actor.micro_batch_size == 8 and cfg.actor.mini_batch_size == 16
+    assert cfg.data.batch_size == 4 and cfg.actor.ppo_epochs == 2
+    assert cfg.algorithm.kl_loss_coef == 0.04 and cfg.algorithm.kl_estimator == "k3"
+    assert (cfg.policy_loss.clip_ratio_low, cfg.policy_loss.clip_ratio_high) == (0.2, 0.28)
+    assert cfg.algorithm.loss_agg_mode == "seq-mean-token-sum-norm"
+    assert cfg.advantage.norm_by_std is False
+    assert cfg.rollout.max_response_length == 128 and cfg.rollout.temperature == 0.9
+    assert cfg.trainer.total_steps == 500
+    assert cfg.rollout.backend == "vllm"  # use_vllm
+    assert result.unmapped == ("output_dir = 'qwen-grpo'", "logging_steps = 10")
+
+
+def test_trl_ppo_config_is_recognised() -> None:
+    data = {"learning_rate": 3e-6, "per_device_train_batch_size": 4, "num_mini_batches": 2,
+            "num_ppo_epochs": 2, "cliprange": 0.1, "kl_coef": 0.02, "vf_coef": 0.1,
+            "response_length": 32}  # fmt: skip
+    result = import_config("trl", data)
+    cfg = resolve_run_config(None, result.config)
+    assert cfg.algo == "ppo" and cfg.data.batch_size == 8 and cfg.actor.mini_batch_size == 4
+    assert cfg.algorithm.kl_in_reward and cfg.algorithm.kl_coef == 0.02
+    assert cfg.policy_loss.clip_ratio_low == 0.1 and cfg.critic.ppo_epochs == 2
+    assert result.unmapped == ("vf_coef = 0.1",)
+
+
+def test_trl_generation_batch_must_hold_whole_groups() -> None:
+    with pytest.raises(ConfigError, match="not a multiple of num_generations=3"):
+        import_config("trl", {"per_device_train_batch_size": 8, "num_generations": 3})
+
+
+def test_cli_writes_the_config_and_lists_unmapped_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_file = tmp_path / "run.yaml"
+    code, out, err = _hfsdk(
+        capsys, "config", "import", "--from", "verl",
+        str(FIXTURES / "verl_grpo_example.yaml"), "data.train_batch_size=32",
+        "--out", str(out_file),
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.splitlines()[0] == f"wrote {out_file} (algo grpo)"
+    assert out.splitlines()[1:] == []  # every key mapped
+    assert yaml.safe_load(out_file.read_text())["data"]["batch_size"] == 32
+    assert [p.name for p in tmp_path.iterdir()] == ["run.yaml"]  # no temp file left
+    code, _, err = _hfsdk(capsys, "config", "import", "--from", "verl", "a.yaml", "b.yaml")
+    assert code == 2 and "give one config FILE" in err
+    code, _, err = _hfsdk(
+        capsys, "config", "import", "--from", "verl", "actor_rollout_ref.actor.optim.lr=fast"
+    )
+    assert code == 2 and "is not a number" in err
+
+
+def _verl_parquet(path: Path) -> None:
+    import datasets
+
+    from hfsdk.core.default_task import ensure_default_assets
+
+    rows = [json.loads(x) for x in ensure_default_assets().train_jsonl.read_text().splitlines()]
+    datasets.Dataset.from_list(
+        [
+            {
+                "data_source": "hfsdk/addition",
+                "prompt": [{"role": "user", "content": r["prompt"]}],
+                "reward_model": {"style": "rule", "ground_truth": r["answer"]},
+            }
+            for r in rows
+        ]
+    ).to_parquet(str(path))
+
+
+MY_REWARD = """
+def compute_score(data_source, solution_str, ground_truth, extra_info=None):
+    return float(solution_str.split()[:1] == [ground_truth])
+"""
+
+# What the examples name that this machine does not have (a hub model, GPUs, wandb,
+# hundreds of prompts per step) is replaced; every other imported setting is used.
+LOCAL = {
+    "verl_ppo_example": [
+        "data.train_files=[]", "data.val_files=[]", "actor.model_path=null",
+        "critic.model_path=null", "trainer.loggers=[jsonl]", "data.batch_size=4",
+        "actor.mini_batch_size=4", "critic.mini_batch_size=4", "rollout.max_response_length=8",
+        "data.max_prompt_length=64",  # the tiny model has 128 positions, not 512 + 8
+    ],
+    "verl_grpo_example": [
+        "data.train_files=[train.parquet]", "data.val_files=[]", "actor.model_path=null",
+        "placement.pools={global: {devices: 1}}", "data.batch_size=2",
+        "actor.mini_batch_size=10", "actor.micro_batch_size=10", "rollout.max_response_length=8",
+        "data.max_prompt_length=64",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_imported_verl_examples_run_on_the_default_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.trainer import Trainer
+    from hfsdk.core.workers.ray_runtime import shutdown
+
+    monkeypatch.chdir(tmp_path)  # the GRPO example names my_reward.py and train.parquet
+    _verl_parquet(tmp_path / "train.parquet")
+    (tmp_path / "my_reward.py").write_text(MY_REWARD)
+    runs = {}
+    # Both runs share one Ray instance (started by the first, reused by the second). It is
+    # shut down here: its workers run in tmp_path, where later tests' modules do not import.
+    try:
+        for example, local in sorted(LOCAL.items()):
+            out_file = tmp_path / f"{example}.hfsdk.yaml"
+            code, _, err = _hfsdk(
+                capsys, "config", "import", "--from", "verl", str(FIXTURES / f"{example}.yaml"),
+                "--out", str(out_file),
+            )  # fmt: skip
+            assert code == 0, err
+            # The examples name vLLM; its own tests run it, here the hf engine generates.
+            config = yaml.safe_load(out_file.read_text())
+            config["rollout"] = {
+                k: v for k, v in config["rollout"].items() if k not in ("gpu_memory_utilization",)
+            }
+            config["rollout"]["backend"] = "hf"
+            config["actor"].pop("rollout_layout", None)
+            out_file.write_text(yaml.safe_dump(config))
+            steps = ["trainer.total_steps=2", "trainer.save_every=0", "trainer.val_every=0"]
+            cfg = load_run_config(None, str(out_file), [*steps, *local])
+            trainer = Trainer(cfg, str(tmp_path / example), quiet=True)
+            runs[example] = (cfg, trainer.fit())
+    finally:
+        shutdown()
+    ppo, ppo_rows = runs["verl_ppo_example"]
+    assert ppo.algo == "ppo" and ppo.critic.optim.lr == 1e-5 and ppo.algorithm.kl_coef == 0.001
+    assert len(ppo_rows) == 2 and "critic/vf_loss" in ppo_rows[-1]
+    grpo, grpo_rows = runs["verl_grpo_example"]
+    assert grpo.algo == "grpo" and grpo.algorithm.n_samples_per_prompt == 5
+    assert grpo.algorithm.kl_estimator == "low_var_kl" and grpo.actor.optim.lr == 1e-6
+    assert len(grpo_rows) == 2 and "reward/compute_score" in grpo_rows[-1]  # the function name
+    for rows in (ppo_rows, grpo_rows):
+        assert all(0.0 <= r["reward/mean"] <= 1.0 for r in rows)

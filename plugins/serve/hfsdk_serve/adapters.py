@@ -1,0 +1,207 @@
+"""One frozen base model, many LoRA adapters: each training client's own weights and optimizer.
+
+The base model is loaded once (the fsdp backend's loader) and wrapped once by the
+backend's :func:`~hfsdk_backend_fsdp.lora.attach_adapters` (frozen base weights,
+seeded adapter initialisation). Every training client then gets a peft adapter of
+its own, named after its model id, and an AdamW optimizer over that adapter's
+parameters only. peft computes only the active adapter, and only the active one
+requires gradients, so one client's forward, backward and step never touch another
+client's adapter, gradients or optimizer state.
+
+Everything here runs on the server's single model thread (see :mod:`.service`):
+activating an adapter and using it is not safe to interleave.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from hfsdk import HfsdkError, load_tokenizer
+from hfsdk_backend_common.lora_config import LoraConfig
+from hfsdk_backend_fsdp.lora import adapters_disabled, attach_adapters
+from hfsdk_backend_fsdp.models import load_model
+
+PLACEHOLDER = "default"
+"""The adapter ``attach_adapters`` creates; never trained, never active (clients get their own)."""
+
+ATTN_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP_MODULES = ("gate_proj", "up_proj", "down_proj")
+UNEMBED_MODULES = ("lm_head",)
+
+
+@attrs.frozen(kw_only=True)
+class AdapterSpec:
+    """What a client asked for: LoRA rank, which layers get adapters, the init seed."""
+
+    rank: int
+    seed: int = 0
+    train_attn: bool = True
+    train_mlp: bool = True
+    train_unembed: bool = True
+    alpha: float = 16.0
+
+    def lora_config(self) -> LoraConfig:
+        """The backend's LoRA config for this spec (one clear error when nothing would train)."""
+        targets = (
+            (ATTN_MODULES if self.train_attn else ())
+            + (MLP_MODULES if self.train_mlp else ())
+            + (UNEMBED_MODULES if self.train_unembed else ())
+        )
+        if self.rank < 1:
+            raise HfsdkError(f"LoRA rank {self.rank}: expected a rank of at least 1")
+        if not targets:
+            raise HfsdkError(
+                "train_attn, train_mlp and train_unembed are all false: no layer would get "
+                "an adapter; enable at least one"
+            )
+        return LoraConfig(rank=self.rank, alpha=self.alpha, target_modules=targets)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict (stored in checkpoints)."""
+        return attrs.asdict(self)
+
+
+@attrs.define
+class Adapter:
+    """One client's adapter: its spec, parameters (by name, adapter key normalised) and AdamW."""
+
+    name: str
+    spec: AdapterSpec
+    params: dict[str, torch.nn.Parameter]
+    optimizer: torch.optim.AdamW | None
+    steps: int = 0
+
+
+def _key(param_name: str, adapter: str) -> str:
+    """``param_name`` with the adapter's own key replaced, so states move between adapters."""
+    return param_name.replace(f".{adapter}.", ".{adapter}.")
+
+
+class AdapterPool:
+    """The base model of ``model_dir`` with one LoRA adapter per training client."""
+
+    def __init__(self, model_dir: str | Path, *, seed: int = 0) -> None:
+        self.model_dir = Path(model_dir).resolve()
+        self.tokenizer = load_tokenizer(self.model_dir)
+        model = load_model(
+            self.model_dir, "causal_lm", torch.float32, pad_token_id=self.tokenizer.pad_token_id
+        )
+        model.requires_grad_(False)
+        model.eval()
+        # Rank 1 on one module: the wrapper exists, the placeholder costs nothing and is
+        # never active once a client has an adapter.
+        self.peft = attach_adapters(
+            model, LoraConfig(rank=1, target_modules=("q_proj",)), seed=seed
+        )
+        self.peft.eval()
+        self.adapters: dict[str, Adapter] = {}
+        self.vocab_size = int(model.config.vocab_size)
+        self.max_length = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+
+    @property
+    def hf_config(self) -> Any:
+        """The base model's transformers config."""
+        return self.peft.get_base_model().config
+
+    def _peft_config(self, spec: AdapterSpec) -> Any:
+        lora = spec.lora_config()
+        config = copy.deepcopy(self.peft.peft_config[PLACEHOLDER])
+        config.r = lora.rank
+        config.lora_alpha = lora.alpha
+        config.target_modules = set(lora.target_modules)
+        return config
+
+    def add(self, name: str, spec: AdapterSpec, *, trainable: bool = True) -> Adapter:
+        """A new adapter ``name`` (``B`` at zero: it computes the base model exactly)."""
+        if name in self.adapters:
+            raise HfsdkError(f"adapter {name!r} exists already")
+        config = self._peft_config(spec)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(spec.seed)
+            self.peft.add_adapter(name, config)
+        params = {_key(n, name): p for n, p in self.peft.named_parameters() if f".{name}." in n}
+        if not params:
+            raise HfsdkError(
+                f"the base model {self.model_dir.name} has none of the modules "
+                f"{sorted(config.target_modules)}; LoRA needs Llama-style projection layers"
+            )
+        for p in params.values():
+            p.requires_grad_(False)
+        optimizer = torch.optim.AdamW(list(params.values()), lr=0.0) if trainable else None
+        adapter = Adapter(name=name, spec=spec, params=params, optimizer=optimizer)
+        self.adapters[name] = adapter
+        return adapter
+
+    def remove(self, name: str) -> None:
+        """Drop adapter ``name`` and its optimizer."""
+        if self.adapters.pop(name, None) is not None:
+            self.peft.delete_adapter(name)
+
+    def get(self, name: str) -> Adapter:
+        """The adapter ``name`` (an :class:`HfsdkError` naming it when there is none)."""
+        adapter = self.adapters.get(name)
+        if adapter is None:
+            raise HfsdkError(f"no adapter {name!r} on this server (unknown or released model)")
+        return adapter
+
+    @contextlib.contextmanager
+    def active(self, name: str | None, *, train: bool = False) -> Iterator[Adapter | None]:
+        """Forwards inside run with adapter ``name`` (``None``: the base model alone).
+
+        With ``train`` the adapter's parameters require gradients for the context.
+        """
+        if name is None:
+            with adapters_disabled(self.peft):
+                yield None
+            return
+        adapter = self.get(name)
+        self.peft.set_adapter(name)
+        # set_adapter marks the active adapter trainable; only forward_backward wants that.
+        for p in adapter.params.values():
+            p.requires_grad_(train)
+        try:
+            yield adapter
+        finally:
+            for p in adapter.params.values():
+                p.requires_grad_(False)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def copy_into(self, source: str, target: str) -> None:
+        """Adapter ``target``'s weights := adapter ``source``'s (same spec)."""
+        src, dst = self.get(source), self.get(target)
+        with torch.no_grad():
+            for key, p in dst.params.items():
+                p.copy_(src.params[key])
+
+    def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
+        """Adapter ``name``'s weights, cloned, by normalised name."""
+        return {k: p.detach().clone() for k, p in self.get(name).params.items()}
+
+    def load_adapter_state(self, name: str, state: dict[str, torch.Tensor]) -> None:
+        """Set adapter ``name``'s weights from :meth:`adapter_state`'s output (exact copy)."""
+        adapter = self.get(name)
+        if set(state) != set(adapter.params):
+            missing = sorted(set(adapter.params) - set(state))[:2]
+            extra = sorted(set(state) - set(adapter.params))[:2]
+            raise HfsdkError(
+                f"the checkpoint's adapter does not fit model {name!r} (missing {missing}, "
+                f"unexpected {extra}); load it into a client created with the same rank and "
+                "layers, or create one from the checkpoint"
+            )
+        with torch.no_grad():
+            for key, p in adapter.params.items():
+                value = state[key]
+                if value.shape != p.shape:
+                    raise HfsdkError(
+                        f"checkpoint tensor {key} has shape {tuple(value.shape)} but model "
+                        f"{name!r} has {tuple(p.shape)}; the LoRA ranks differ"
+                    )
+                p.copy_(value)

@@ -1,0 +1,116 @@
+"""``hfsdk serve``: start the Tinker API server on a local model directory."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+from pathlib import Path
+
+import click
+
+from hfsdk import HfsdkError
+
+log = logging.getLogger(__name__)
+
+API_KEY_ENV = "HFSDK_SERVE_API_KEY"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listen(host: str, api_key: str | None) -> None:
+    """Refuse to listen beyond loopback without a key, and keys the SDK would not send."""
+    if api_key is not None and not api_key.startswith("tml-"):
+        raise HfsdkError(
+            "the API key must start with 'tml-' (the tinker SDK refuses other keys); "
+            "e.g. --api-key tml-$(openssl rand -hex 16)"
+        )
+    if not is_loopback(host) and api_key is None:
+        raise HfsdkError(
+            f"--host {host} is reachable from other machines: pass --api-key tml-... (or set "
+            f"{API_KEY_ENV}) so only holders of the key can train here, or listen on 127.0.0.1"
+        )
+
+
+def build_app(
+    base_model: str | Path,
+    state_dir: str | Path,
+    *,
+    api_key: str | None = None,
+    model_name: str | None = None,
+):
+    """The ASGI app serving ``base_model`` (loads the model)."""
+    from hfsdk_serve.app import TinkerApp
+    from hfsdk_serve.service import Service
+
+    model_dir = Path(base_model)
+    if not (model_dir / "config.json").is_file():
+        raise HfsdkError(
+            f"--base-model {base_model}: not a model directory (no config.json); pass a local HF "
+            "model directory, e.g. the default task's (python -c 'import hfsdk; "
+            "print(hfsdk.ensure_default_assets().model_dir)')"
+        )
+    return TinkerApp(Service(model_dir, state_dir, model_name=model_name), api_key=api_key)
+
+
+@click.command("serve")
+@click.option(
+    "--base-model",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Local HF model directory every client's LoRA adapters train on.",
+)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (beyond loopback only with an API key).",
+)
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on.",
+)
+@click.option(
+    "--state-dir",
+    default="serve_state",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where save_state / save_weights_for_sampler write (a restarted server loads from it).",
+)
+@click.option(
+    "--api-key",
+    default=None,
+    help=f"Key clients must send (X-API-Key; starts with 'tml-'); default ${API_KEY_ENV}.",
+)
+@click.option(
+    "--model-name",
+    default=None,
+    help="Name clients pass as base_model (default: the directory path).",
+)
+def serve(
+    base_model: str,
+    host: str,
+    port: int,
+    state_dir: str,
+    api_key: str | None,
+    model_name: str | None,
+) -> None:
+    """Serve the Tinker training API (forward_backward, optim_step, sample, save/load state)."""
+    import uvicorn
+
+    api_key = api_key or os.environ.get(API_KEY_ENV) or None
+    check_listen(host, api_key)
+    app = build_app(base_model, state_dir, api_key=api_key, model_name=model_name)
+    click.echo(f"hfsdk serve: {app.service.model_name} on http://{host}:{port}", err=True)
+    uvicorn.run(app.asgi, host=host, port=port, log_level="warning")

@@ -1,0 +1,69 @@
+"""The futures the SDK polls: work queued on one model thread, results kept until fetched.
+
+Every model operation runs on one thread in arrival order (the SDK sends a
+training client's requests in its own order, one at a time), so operations of
+different clients interleave but never overlap. A POST returns a request id at
+once; ``/retrieve_future`` long-polls it: it answers as soon as the result is
+ready, or with ``try_again`` after :data:`POLL_SECONDS` (the SDK then asks again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 20.0
+"""How long one ``/retrieve_future`` waits before answering ``try_again`` (the SDK waits 45 s)."""
+KEPT = 4096
+"""Finished results kept for fetching (the oldest are dropped beyond it)."""
+
+
+class Futures:
+    """The model thread and the results of the requests it ran."""
+
+    def __init__(self) -> None:
+        self._thread = concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="hfsdk-serve-model"
+        )
+        self._results: OrderedDict[str, concurrent.futures.Future[Any]] = OrderedDict()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> str:
+        """Queue ``fn(*args)`` on the model thread; its request id."""
+        request_id = f"req_{secrets.token_hex(8)}"
+        self._results[request_id] = self._thread.submit(fn, *args)
+        while len(self._results) > KEPT:
+            self._results.popitem(last=False)
+        return request_id
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` on the model thread and wait for it (for the synchronous routes)."""
+        return await asyncio.wrap_future(self._thread.submit(fn, *args))
+
+    def known(self, request_id: str) -> bool:
+        """Whether ``request_id`` is a request whose result is still kept."""
+        return request_id in self._results
+
+    async def wait(
+        self, request_id: str, timeout: float = POLL_SECONDS
+    ) -> concurrent.futures.Future[Any] | None:
+        """The finished future of ``request_id``; ``None`` if still running after ``timeout``."""
+        future = self._results[request_id]
+        if not future.done():
+            waiter = asyncio.wrap_future(future)
+            # Mark a failure as seen: it is reported through the concurrent future.
+            waiter.add_done_callback(lambda f: f.cancelled() or f.exception())
+            await asyncio.wait({waiter}, timeout=timeout)
+            if not future.done():
+                return None
+        return future
+
+    def close(self) -> None:
+        """Stop the model thread after the queued work."""
+        self._thread.shutdown(wait=False, cancel_futures=True)

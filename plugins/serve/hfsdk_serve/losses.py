@@ -1,0 +1,126 @@
+"""The Tinker API's built-in losses, per datum, summed over tokens (the API's reduction).
+
+Each takes the trained policy's log-probabilities of the datum's ``target_tokens``
+(``logprobs``, with gradient), the datum's other ``loss_fn_inputs`` as tensors of
+the same length, and ``loss_fn_config``; it returns the datum's loss (a scalar).
+Gradients of several ``forward_backward`` calls add up until ``optim_step``, which
+is why every loss is a sum: the caller scales ``weights`` / ``advantages``.
+
+- ``cross_entropy``: ``-Σ weights · logp`` (``weights`` default 1).
+- ``importance_sampling``: ``-Σ exp(logp - sampler_logp) · A`` (REINFORCE with the
+  sampler's log-probs in ``logprobs`` as the behaviour policy).
+- ``ppo``: ``-Σ min(r · A, clip(r, low, high) · A)``, ``r = exp(logp - sampler_logp)``;
+  ``low`` / ``high`` from the datum's ``clip_low_threshold`` / ``clip_high_threshold``
+  when given, else ``loss_fn_config``'s, else 0.8 / 1.2.
+- ``cispo``: ``-Σ sg(clip(r, low, high)) · logp · A`` (the clipped ratio as a weight).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+
+from hfsdk import HfsdkError
+
+LossFn = Callable[
+    [torch.Tensor, Mapping[str, torch.Tensor], Mapping[str, float | str]], torch.Tensor
+]
+
+DEFAULT_CLIP_LOW = 0.8
+DEFAULT_CLIP_HIGH = 1.2
+
+
+def _need(inputs: Mapping[str, torch.Tensor], loss: str, *keys: str) -> list[torch.Tensor]:
+    missing = [k for k in keys if k not in inputs]
+    if missing:
+        raise HfsdkError(
+            f"loss {loss!r} needs loss_fn_inputs {list(keys)} (plus target_tokens); "
+            f"the datum lacks {missing}"
+        )
+    return [inputs[k] for k in keys]
+
+
+def cross_entropy(
+    logp: torch.Tensor, inputs: Mapping[str, torch.Tensor], config: Mapping[str, float | str]
+) -> torch.Tensor:
+    """Weighted negative log-likelihood of the target tokens."""
+    weights = inputs.get("weights")
+    if weights is None:
+        return -logp.sum()
+    return -(weights * logp).sum()
+
+
+def _ratio(logp: torch.Tensor, inputs: Mapping[str, torch.Tensor], loss: str) -> tuple:
+    sampler_logp, advantages = _need(inputs, loss, "logprobs", "advantages")
+    return torch.exp(logp - sampler_logp), advantages
+
+
+def importance_sampling(
+    logp: torch.Tensor, inputs: Mapping[str, torch.Tensor], config: Mapping[str, float | str]
+) -> torch.Tensor:
+    """Policy gradient with an importance weight against the sampler's log-probs."""
+    ratio, advantages = _ratio(logp, inputs, "importance_sampling")
+    return -(ratio * advantages).sum()
+
+
+def _clip_bounds(
+    inputs: Mapping[str, torch.Tensor], config: Mapping[str, float | str], like: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    bounds = []
+    for key, default in (
+        ("clip_low_threshold", DEFAULT_CLIP_LOW),
+        ("clip_high_threshold", DEFAULT_CLIP_HIGH),
+    ):
+        if key in inputs:
+            bounds.append(inputs[key])
+            continue
+        value = config.get(key, default)
+        if isinstance(value, str):
+            raise HfsdkError(f"loss_fn_config[{key!r}]={value!r}: expected a number")
+        bounds.append(torch.full_like(like, float(value)))
+    return bounds[0], bounds[1]
+
+
+def ppo(
+    logp: torch.Tensor, inputs: Mapping[str, torch.Tensor], config: Mapping[str, float | str]
+) -> torch.Tensor:
+    """PPO's clipped surrogate objective, negated."""
+    ratio, advantages = _ratio(logp, inputs, "ppo")
+    low, high = _clip_bounds(inputs, config, ratio)
+    clipped = torch.minimum(torch.maximum(ratio, low), high)
+    return -torch.minimum(ratio * advantages, clipped * advantages).sum()
+
+
+def cispo(
+    logp: torch.Tensor, inputs: Mapping[str, torch.Tensor], config: Mapping[str, float | str]
+) -> torch.Tensor:
+    """CISPO: the clipped importance ratio (no gradient) weights ``logp · A``."""
+    ratio, advantages = _ratio(logp, inputs, "cispo")
+    low, high = _clip_bounds(inputs, config, ratio)
+    weight = torch.minimum(torch.maximum(ratio, low), high).detach()
+    return -(weight * logp * advantages).sum()
+
+
+LOSSES: dict[str, LossFn] = {
+    "cross_entropy": cross_entropy,
+    "importance_sampling": importance_sampling,
+    "ppo": ppo,
+    "cispo": cispo,
+}
+"""The losses this server computes, by the API's name."""
+
+NOT_IMPLEMENTED = ("dro", "gspo", "stable_reinforce", "custom")
+"""Names the SDK lists that this server refuses (one clear error, see :func:`loss_fn`)."""
+
+
+def loss_fn(name: str) -> LossFn:
+    """The loss ``name`` (an :class:`HfsdkError` listing the served ones otherwise)."""
+    fn = LOSSES.get(name)
+    if fn is None:
+        why = "is not implemented by hfsdk serve" if name in NOT_IMPLEMENTED else "is unknown"
+        raise HfsdkError(
+            f"loss_fn {name!r} {why}; use one of {sorted(LOSSES)} "
+            "(forward_backward_custom runs a custom loss client-side)"
+        )
+    return fn

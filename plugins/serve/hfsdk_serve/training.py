@@ -1,0 +1,140 @@
+"""forward / forward_backward / optim_step on one client's adapter.
+
+A batch of datums is right-padded into one forward of the base model with the
+client's adapter active; each datum's loss (:mod:`.losses`) is summed and
+back-propagated into that adapter's parameters, where gradients accumulate
+until :func:`optim_step`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+
+from hfsdk import HfsdkError
+from hfsdk_serve.adapters import AdapterPool
+from hfsdk_serve.losses import loss_fn
+from hfsdk_serve.wire import DatumIn
+
+TOKEN_INPUTS = ("target_tokens",)
+
+
+def _check_datum(i: int, datum: DatumIn, vocab: int, limit: int) -> None:
+    n = len(datum.tokens)
+    if n == 0:
+        raise HfsdkError(f"datum {i}: model_input is empty; send at least one token")
+    if limit and n > limit:
+        raise HfsdkError(
+            f"datum {i}: {n} input tokens exceed the model's context of {limit}; truncate it"
+        )
+    if "target_tokens" not in datum.inputs:
+        raise HfsdkError(
+            f"datum {i}: loss_fn_inputs lacks 'target_tokens' (the next token at every input "
+            "position); every loss needs it"
+        )
+    for name, value in datum.inputs.items():
+        if value.shape != (n,):
+            raise HfsdkError(
+                f"datum {i}: loss_fn_inputs[{name!r}] has shape {list(value.shape)} but "
+                f"model_input has {n} tokens; every loss input needs one value per input token"
+            )
+    for name, values in (
+        ("model_input", np.asarray(datum.tokens)),
+        ("target_tokens", datum.inputs["target_tokens"]),
+    ):
+        bad = values[(values < 0) | (values >= vocab)]
+        if bad.size:
+            raise HfsdkError(
+                f"datum {i}: {name} holds token ids {bad[:3].tolist()} outside the vocabulary "
+                f"[0, {vocab}); encode with this model's tokenizer"
+            )
+
+
+def target_logprobs(pool: AdapterPool, data: Sequence[DatumIn]) -> list[torch.Tensor]:
+    """Per datum, the active adapter's ``log p(target_tokens[i] | model_input[:i+1])``."""
+    width = max(len(d.tokens) for d in data)
+    pad = pool.tokenizer.pad_token_id or 0
+    ids = torch.full((len(data), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(data), width), dtype=torch.long)
+    for row, datum in enumerate(data):
+        ids[row, : len(datum.tokens)] = torch.tensor(datum.tokens, dtype=torch.long)
+        mask[row, : len(datum.tokens)] = 1
+    logits = pool.peft(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
+    logp = torch.log_softmax(logits, dim=-1)
+    out = []
+    for row, datum in enumerate(data):
+        n = len(datum.tokens)
+        targets = torch.as_tensor(datum.inputs["target_tokens"], dtype=torch.long)
+        out.append(logp[row, :n].gather(1, targets[:, None])[:, 0])
+    return out
+
+
+def forward_backward(
+    pool: AdapterPool,
+    model_id: str,
+    data: Sequence[DatumIn],
+    loss_name: str,
+    config: Mapping[str, float | str],
+    *,
+    backward: bool,
+) -> tuple[list[dict[str, np.ndarray]], dict[str, float]]:
+    """Per datum ``logprobs`` and the ``loss:sum`` metric; gradients added when ``backward``."""
+    if not data:
+        raise HfsdkError("forward_backward got no datums; send at least one")
+    fn = loss_fn(loss_name)
+    for i, datum in enumerate(data):
+        _check_datum(i, datum, pool.vocab_size, pool.max_length)
+    with pool.active(model_id, train=backward), torch.set_grad_enabled(backward):
+        logps = target_logprobs(pool, data)
+        total = torch.zeros(())
+        for datum, logp in zip(data, logps, strict=True):
+            inputs = {
+                k: torch.as_tensor(v, dtype=torch.float32)
+                for k, v in datum.inputs.items()
+                if k not in TOKEN_INPUTS
+            }
+            total = total + fn(logp, inputs, config)
+        loss = float(total.detach())
+        if not math.isfinite(loss):
+            raise HfsdkError(
+                f"the {loss_name} loss is {loss} (not finite); check the advantages, weights "
+                "and sampler log-probs sent with the datums"
+            )
+        if backward:
+            total.backward()
+    outputs = [{"logprobs": lp.detach().numpy().astype(np.float32)} for lp in logps]
+    return outputs, {"loss:sum": loss}
+
+
+def optim_step(pool: AdapterPool, model_id: str, params: Mapping[str, float]) -> dict[str, float]:
+    """One AdamW step of the client's adapter with the request's hyper-parameters.
+
+    Gradients are cleared after the step. ``grad_clip_norm`` > 0 clips the global norm first.
+    """
+    adapter = pool.get(model_id)
+    optimizer = adapter.optimizer
+    if optimizer is None:
+        raise HfsdkError(f"model {model_id!r} is a sampler snapshot; it has no optimizer")
+    for key in ("learning_rate", "beta1", "beta2", "eps", "weight_decay"):
+        if not math.isfinite(params[key]) or params[key] < 0:
+            raise HfsdkError(f"AdamParams.{key}={params[key]}: expected a finite value >= 0")
+    if not (params["beta1"] < 1 and params["beta2"] < 1):
+        raise HfsdkError("AdamParams beta1 and beta2 must be below 1")
+    for group in optimizer.param_groups:
+        group["lr"] = params["learning_rate"]
+        group["betas"] = (params["beta1"], params["beta2"])
+        group["eps"] = params["eps"]
+        group["weight_decay"] = params["weight_decay"]
+    trained = list(adapter.params.values())
+    grads = [p.grad for p in trained if p.grad is not None]
+    norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
+    clip = params.get("grad_clip_norm", 0.0)
+    if clip > 0 and grads:
+        torch.nn.utils.clip_grad_norm_(trained, clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    adapter.steps += 1
+    return {"grad_norm:mean": norm}

@@ -1,0 +1,102 @@
+"""A ``hfsdk serve`` app on loopback, shared by the tests (the model loads once per session).
+
+The server runs in a thread of the test process (uvicorn on a free port); the
+tests talk to it only through the real ``tinker`` SDK.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+
+# The SDK would otherwise post its telemetry to the server (accepted, but noise).
+os.environ.setdefault("TINKER_TELEMETRY", "0")
+
+
+def _one_torch_thread() -> None:
+    # The tiny model's ops are too small to split: on the shared 2-core machine (load ~9)
+    # one sample call took ~2 s with torch's 2 threads and ~0.08 s with one.
+    import torch
+
+    torch.set_num_threads(1)
+
+
+_one_torch_thread()
+
+LOCAL_KEY = "tml-local-test"
+
+
+@attrs.frozen
+class Served:
+    """A running server: its URL, app, model directory and tokenizer."""
+
+    url: str
+    app: Any
+    model_dir: Path
+    tokenizer: Any
+    server: Any
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start(model_dir: Path, state_dir: Path, *, api_key: str | None = None) -> Served:
+    """Start a server in a thread; stop it with ``served.server.should_exit = True``."""
+    import uvicorn
+
+    from hfsdk import load_tokenizer
+    from hfsdk_serve.command import build_app
+
+    app = build_app(model_dir, state_dir, api_key=api_key)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(app.asgi, host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.05)
+    return Served(
+        f"http://127.0.0.1:{port}", app, Path(model_dir), load_tokenizer(model_dir), server
+    )
+
+
+@pytest.fixture(scope="session")
+def default_model_dir() -> Path:
+    """The built-in task's tiny Llama (built once, cached)."""
+    from hfsdk import ensure_default_assets
+
+    return ensure_default_assets().model_dir
+
+
+@pytest.fixture(scope="session")
+def served(default_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """One loopback server for the session."""
+    running = start(default_model_dir, tmp_path_factory.mktemp("serve_state"))
+    yield running
+    running.server.should_exit = True
+    running.app.futures.close()
+
+
+@pytest.fixture
+def service_client(served: Served) -> Iterator[Any]:
+    """A ``tinker.ServiceClient`` of the shared server (closed after the test)."""
+    import tinker
+
+    with tinker.ServiceClient(base_url=served.url, api_key=LOCAL_KEY) as client:
+        yield client

@@ -1,0 +1,138 @@
+"""Bad requests: the SDK raises its own exception with one clear line; the server keeps serving."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import httpx
+import pytest
+import tinker
+from tinker import types
+
+from hfsdk import HfsdkError
+from hfsdk_serve.command import check_listen, is_loopback
+
+from .conftest import LOCAL_KEY, start
+
+
+def _datum(tokens: list[int], **inputs: Any) -> types.Datum:
+    return types.Datum(model_input=types.ModelInput.from_ints(tokens), loss_fn_inputs=inputs)
+
+
+@pytest.fixture
+def trainer(served: Any, service_client: Any) -> Any:
+    return service_client.create_lora_training_client(
+        base_model=str(served.model_dir), rank=4
+    ).result()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc)
+    assert "Traceback" not in text
+    return text
+
+
+def test_unknown_base_model(service_client: Any) -> None:
+    with pytest.raises(tinker.RequestFailedError) as err:
+        service_client.create_lora_training_client(base_model="Qwen/Qwen3-8B", rank=4).result()
+    assert "base model 'Qwen/Qwen3-8B' is not served here" in _one_line(err.value)
+
+
+def test_bad_loss_name_and_unimplemented_loss(trainer: Any, served: Any) -> None:
+    tokens = served.tokenizer.encode("3 + 5 = 8")
+    datum = _datum(tokens[:-1], target_tokens=tokens[1:])
+    with pytest.raises(tinker.RequestFailedError, match="loss_fn 'dro' is not implemented"):
+        trainer.forward_backward([datum], "dro").result()
+    with pytest.raises(tinker.RequestFailedError, match="loss_fn 'nope' is unknown; use one of"):
+        trainer.forward([datum], "nope").result()  # type: ignore[arg-type]
+
+
+def test_shape_mismatch_and_missing_inputs(trainer: Any, served: Any) -> None:
+    tokens = served.tokenizer.encode("3 + 5 = 8")
+    short = _datum(tokens[:-1], target_tokens=tokens[2:])
+    with pytest.raises(
+        tinker.RequestFailedError, match=r"datum 0: loss_fn_inputs\['target_tokens'\] has shape"
+    ):
+        trainer.forward_backward([short], "cross_entropy").result()
+    no_adv = _datum(tokens[:-1], target_tokens=tokens[1:], logprobs=[0.0] * (len(tokens) - 1))
+    with pytest.raises(
+        tinker.RequestFailedError, match=r"needs loss_fn_inputs.*lacks \['advantages'\]"
+    ):
+        trainer.forward_backward([no_adv], "importance_sampling").result()
+    vocab = served.app.service.pool.vocab_size
+    outside = _datum([1, vocab + 5], target_tokens=[2, 3])
+    with pytest.raises(tinker.RequestFailedError, match="outside the vocabulary"):
+        trainer.forward([outside], "cross_entropy").result()
+    # After all that the client still trains.
+    good = _datum(tokens[:-1], target_tokens=tokens[1:])
+    assert trainer.forward_backward([good], "cross_entropy").result().metrics["loss:sum"] > 0
+
+
+def test_unknown_client_and_sampler(served: Any) -> None:
+    url = f"{served.url}/api/v1"
+    headers = {"X-API-Key": LOCAL_KEY}
+    response = httpx.post(f"{url}/get_info", json={"model_id": "tc404_x"}, headers=headers)
+    assert response.status_code == 404 and "unknown model_id 'tc404_x'" in response.json()["error"]
+    response = httpx.get(f"{url}/samplers/nobody", headers=headers)
+    assert response.status_code == 404 and "unknown sampling session" in response.json()["error"]
+    # A malformed body is a 400 with one line, not a crash.
+    response = httpx.post(f"{url}/optim_step", content=b"{not json", headers=headers)
+    assert response.status_code == 400 and "invalid request" in response.json()["error"]
+    response = httpx.post(f"{url}/forward_backward", content=b"\xff\x00garbage", headers=headers)
+    assert response.status_code == 400
+    assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
+
+
+def test_sampling_errors(service_client: Any, served: Any) -> None:
+    sampler = service_client.create_sampling_client(base_model=str(served.model_dir)).result()
+    prompt = types.ModelInput.from_ints(served.tokenizer.encode("3 + 5 ="))
+    with pytest.raises(tinker.RequestFailedError, match="stop strings are not served"):
+        sampler.sample(prompt, 1, types.SamplingParams(max_tokens=2, stop=["\n"])).result()
+    with pytest.raises(tinker.RequestFailedError, match="exceeds the model's context"):
+        sampler.sample(prompt, 1, types.SamplingParams(max_tokens=10_000)).result()
+    result = sampler.sample(prompt, 2, types.SamplingParams(max_tokens=2, temperature=0.0)).result()
+    assert len(result.sequences) == 2 and result.sequences[0].tokens == result.sequences[1].tokens
+
+
+def test_api_key_required_beyond_loopback(default_model_dir: Any, tmp_path: Any) -> None:
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0")
+    with pytest.raises(HfsdkError, match="reachable from other machines: pass --api-key"):
+        check_listen("0.0.0.0", None)
+    with pytest.raises(HfsdkError, match="must start with 'tml-'"):
+        check_listen("0.0.0.0", "secret")
+    check_listen("0.0.0.0", "tml-secret")
+    check_listen("127.0.0.1", None)
+
+    keyed = start(default_model_dir, tmp_path, api_key="tml-right")
+    try:
+        wrong = tinker.ServiceClient(base_url=keyed.url, api_key="tml-wrong")
+        with pytest.raises(tinker.AuthenticationError, match="missing or wrong API key"):
+            wrong.create_lora_training_client(base_model=str(default_model_dir), rank=4).result()
+        right = tinker.ServiceClient(base_url=keyed.url, api_key="tml-right")
+        trainer = right.create_lora_training_client(
+            base_model=str(default_model_dir), rank=4
+        ).result()
+        assert trainer.get_info().lora_rank == 4
+        right.close("success").result()
+        wrong.close("success").result()
+    finally:
+        keyed.server.should_exit = True
+        keyed.app.futures.close()
+
+
+def test_cli_refuses_bad_input_with_one_line(tmp_path: Any) -> None:
+    for argv, expected in (
+        (["serve", "--base-model", str(tmp_path)], "not a model directory (no config.json)"),
+        (["serve", "--base-model", str(tmp_path), "--host", "0.0.0.0"], "pass --api-key"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-c", "from hfsdk.core.cli.main import main; main()", *argv],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert expected in proc.stderr and "Traceback" not in proc.stderr
