@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         AlgorithmContext,
         PromptSource,
         Scorer,
+        TrainerAlgorithmConfig,
     )
     from hfsdk.core.algorithm_spec import (
         ROLE_KINDS,
@@ -34,11 +35,12 @@ if TYPE_CHECKING:
         AlgorithmSpec,
         RoleKind,
         RoleSpec,
+        TokenIdsLossTerm,
         default_actor_objective,
     )
     from hfsdk.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
     from hfsdk.core.backends import default_rollout_backend
-    from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
+    from hfsdk.core.batch import REF_TOP_K, ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.converter import make_converter, structure
     from hfsdk.core.config.help import field_help, help_field
@@ -147,6 +149,13 @@ if TYPE_CHECKING:
         RolloutBackend,
         build_rollout,
     )
+    from hfsdk.core.rollout_output import (
+        assemble_rollout,
+        eos_token_ids,
+        merge_rollout_metrics,
+        position_ids_from_mask,
+        response_mask_from_eos,
+    )
     from hfsdk.core.stop_requests import stop_requested
     from hfsdk.core.tasks import (
         Task,
@@ -163,6 +172,7 @@ if TYPE_CHECKING:
     from hfsdk.core.weight_check import (
         Fingerprint,
         WeightSyncMismatch,
+        bit_sum,
         compare_manifest,
         fingerprint,
         manifest,
@@ -205,6 +215,7 @@ _LAZY = {
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",
+    "TrainerAlgorithmConfig": "hfsdk.core.algorithm",
     "AlgorithmContext": "hfsdk.core.algorithm",
     "PromptSource": "hfsdk.core.algorithm",
     "Scorer": "hfsdk.core.algorithm",
@@ -213,12 +224,14 @@ _LAZY = {
     "RoleKind": "hfsdk.core.algorithm_spec",
     "ROLE_KINDS": "hfsdk.core.algorithm_spec",
     "ActorLossTerms": "hfsdk.core.algorithm_spec",
+    "TokenIdsLossTerm": "hfsdk.core.algorithm_spec",
     "default_actor_objective": "hfsdk.core.algorithm_spec",
     "Dataflow": "hfsdk.core.dataflow",
     "Stage": "hfsdk.core.dataflow",
     # data, config and errors
     "Batch": "hfsdk.core.batch",
     "ROW_GROUP": "hfsdk.core.batch",
+    "REF_TOP_K": "hfsdk.core.batch",
     "group_split": "hfsdk.core.batch",
     "row_group": "hfsdk.core.batch",
     # supervised sequences and preference pairs (SFT, DPO, reward models)
@@ -253,6 +266,11 @@ _LAZY = {
     "GenerationRequest": "hfsdk.core.rollout_contract",
     "GenerationResult": "hfsdk.core.rollout_contract",
     "build_rollout": "hfsdk.core.rollout_contract",
+    "assemble_rollout": "hfsdk.core.rollout_output",
+    "eos_token_ids": "hfsdk.core.rollout_output",
+    "merge_rollout_metrics": "hfsdk.core.rollout_output",
+    "position_ids_from_mask": "hfsdk.core.rollout_output",
+    "response_mask_from_eos": "hfsdk.core.rollout_output",
     "help_field": "hfsdk.core.config.help",
     "field_help": "hfsdk.core.config.help",
     "HfsdkError": "hfsdk.core.errors",
@@ -332,6 +350,7 @@ _LAZY = {
     # verified weight syncs (docs/async.md#verified-weight-syncs)
     "Fingerprint": "hfsdk.core.weight_check",
     "WeightSyncMismatch": "hfsdk.core.weight_check",
+    "bit_sum": "hfsdk.core.weight_check",
     "compare_manifest": "hfsdk.core.weight_check",
     "fingerprint": "hfsdk.core.weight_check",
     "manifest": "hfsdk.core.weight_check",

@@ -42,15 +42,30 @@ def _bits(tensor: torch.Tensor) -> torch.Tensor:
     return flat.view(as_int[flat.element_size()])
 
 
+def _bit_sum(bits: torch.Tensor) -> int:
+    import torch
+
+    total = 0
+    for start in range(0, bits.numel(), _CHUNK):
+        total += int(bits[start : start + _CHUNK].to(torch.int64).sum())
+    return total
+
+
+def bit_sum(tensor: torch.Tensor) -> int:
+    """The sum of ``tensor``'s raw bits read as integers: exact, and the same whatever the
+    order, layout or packing of its elements, so the bit sums of several tensors add up to
+    the bit sum of a tensor that holds them all (fused, transposed, zero-padded) — what a
+    receiver that repacks the weights it loads can be checked with."""
+    return _bit_sum(_bits(tensor))
+
+
 def fingerprint(tensor: torch.Tensor) -> Fingerprint:
     """``(numel, sum of raw bits, raw bits at SAMPLES fixed positions)`` of ``tensor``."""
     import torch
 
     bits = _bits(tensor)
     numel = bits.numel()
-    total = 0
-    for start in range(0, numel, _CHUNK):
-        total += int(bits[start : start + _CHUNK].to(torch.int64).sum())
+    total = _bit_sum(bits)
     if not numel:
         return (0, 0, ())
     positions = sorted({(numel - 1) * i // max(SAMPLES - 1, 1) for i in range(SAMPLES)})
@@ -64,11 +79,12 @@ def manifest(weights: Iterable[tuple[str, torch.Tensor]]) -> dict[str, Fingerpri
 
 
 def compare_manifest(
-    sent: Mapping[str, Fingerprint], held: Mapping[str, Fingerprint]
+    sent: Mapping[str, Fingerprint | int], held: Mapping[str, Fingerprint | int]
 ) -> str | None:
     """``None`` when ``held`` matches ``sent`` tensor for tensor, else one line saying what
     differs: tensors sent but not held (dropped), and tensors whose content differs (old or
-    partly written weights), with the count and the first name of each."""
+    partly written weights), with the count and the first name of each. The values are
+    fingerprints, or :func:`bit_sum` totals where the receiver keeps its own layout."""
     missing = sorted(set(sent) - set(held))
     differ = sorted(name for name in set(sent) & set(held) if sent[name] != held[name])
     problems = []

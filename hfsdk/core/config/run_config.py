@@ -303,21 +303,25 @@ def resolve_run_config(
 
     algorithm = composer.add("algorithm", spec.config_cls, _section(data, "algorithm"))
     roles = spec.role_names
+    from hfsdk.core.algorithm import AlgorithmConfig
+
+    # Only a policy-training algorithm's section has the RL settings (AlgorithmConfig).
+    rl = algorithm if isinstance(algorithm, AlgorithmConfig) else None
     # Programs that train on given responses (SFT, DPO) estimate no advantages: None.
-    if algorithm is not None and algorithm.advantage_estimator is not None:
+    if rl is not None and rl.advantage_estimator is not None:
         composer.named(
             "advantage",
             "advantage_estimators",
             "algorithm.advantage_estimator",
-            algorithm.advantage_estimator,
+            rl.advantage_estimator,
             _section(data, "advantage"),
         )
-    if algorithm is not None:
+    if rl is not None:
         composer.named(
             "policy_loss",
             "policy_losses",
             "algorithm.policy_loss",
-            algorithm.policy_loss,
+            rl.policy_loss,
             _section(data, "policy_loss"),
         )
         if hasattr(algorithm, "value_loss"):
@@ -329,7 +333,7 @@ def resolve_run_config(
                 _section(data, "value_loss"),
             )
         try:
-            _lookup(registry_of("kl_estimators"), algorithm.kl_estimator, "algorithm.kl_estimator")
+            _lookup(registry_of("kl_estimators"), rl.kl_estimator, "algorithm.kl_estimator")
         except ConfigError as exc:
             composer.errors.append(str(exc))
 

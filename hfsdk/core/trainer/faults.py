@@ -23,7 +23,12 @@ step N's update (``N = 0``: the first sync, of the initial weights): ``sync_drop
 actor's sender leaves one tensor out of the stream), ``sync_stale`` (the rollout writes
 what arrived into copies, so it keeps generating with the old weights) and ``sync_skip``
 (the controller does not submit that sync at all). Verified syncs catch each one
-(docs/async.md#verified-weight-syncs).
+(docs/async.md#verified-weight-syncs). ``slice_drop`` (the same sync, sliced replicas
+``placement.pools.rollout.tp > 1``): the last tensor-parallel rank of each replica does not
+write the first slice it received, so it keeps that slice's old values. ``vllm_drop``
+(once per process): a vLLM engine's reload of the actor's weights version N leaves one
+tensor out (the engine's read-back catches it; with a colocated actor N is the number of
+updates so far).
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ POINTS = (
     "sync_stale",
     "sync_skip",
     "reshard_drop",
+    "vllm_drop",
+    "slice_drop",
 )
 _SIGNALS = {
     "sigterm": (signal.SIGTERM,),

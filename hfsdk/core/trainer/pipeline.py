@@ -81,7 +81,7 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.faults import take_fault
 from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
 from hfsdk.core.weight_check import check_version
-from hfsdk.core.workers.errors import WorkerDiedError, WorkerTimeoutError
+from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
 
 if TYPE_CHECKING:
     from hfsdk.core.algorithm import Algorithm
@@ -293,6 +293,8 @@ class GenerationPipeline:
         """Submit one weight broadcast (actor → replicas); its metrics are read when done."""
         drop = "drop" if take_fault("sync_drop", self.version) else None
         stale = "stale" if take_fault("sync_stale", self.version) else None
+        if stale is None and take_fault("slice_drop", self.version):
+            stale = "slice_drop"  # a tensor-parallel replica rank loses one slice
         send = self.algorithm.actor.send_weights.submit(self.bucket_bytes, self.version, drop)
         self._syncs.append((send, self.rollout.receive_weights.submit(stale)))
 
@@ -394,7 +396,16 @@ class GenerationPipeline:
         def lacking_then_resolve() -> dict[str, float]:
             while self.segments and head.segments < self.segments:
                 self._next_segment(head)  # what it still lacks, with the current weights
-            head.resolve()
+            try:
+                head.resolve()
+            except (WorkerDiedError, WorkerTimeoutError):
+                raise
+            except (WorkerError, HfsdkError):
+                # A generation queued behind a sync that failed its check fails for it (a vLLM
+                # replica refuses to generate): report the sync, which restarts the replicas.
+                if self.rollout is not None:
+                    self.sync_metrics(wait=True)
+                raise
             if self.rollout is None:
                 return {}
             synced = self.sync_metrics(wait=self.wait_syncs)

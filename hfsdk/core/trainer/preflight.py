@@ -297,8 +297,8 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     # prompts through the chat template's tools support.
     tools = _tool_schemas(config)
     loader = PromptLoader(dataset, tokenizer, config.data, seed=config.trainer.seed, tools=tools)
-    policy = getattr(config, spec.policy_role)
-    builtin = not (policy.tokenizer_path or policy.model_path)
+    main = getattr(config, spec.main_role)
+    builtin = not (main.tokenizer_path or main.model_path)
     _check_unknown_tokens(config, tokenizer, loader, str(assets.tokenizer_path), builtin)
     val_loader = None
     if assets.val_files and config.trainer.val_every:
@@ -386,8 +386,9 @@ def _check_inputs(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> None:
         f"{key}.model_path": getattr(section, "model_path", None)
         for key, section in _model_sections(config, spec).items()
     }
-    policy = f"{spec.policy_role}.model_path"
-    paths[policy] = paths.get(policy) or assets.model_path
+    # The run's own model (the policy, or a reward-model trainer's scorer) defaults to the task's.
+    main = f"{spec.main_role}.model_path"
+    paths[main] = paths.get(main) or assets.model_path
     check_positions(config, paths)
 
 

@@ -30,11 +30,11 @@ from hfsdk import (
     group_split,
     load_checkpoint_file,
     load_tokenizer,
+    position_ids_from_mask,
     row_group,
 )
 from hfsdk_backend_common.engine_support import MetricAccumulator, resolve_device
 from hfsdk_backend_common.lr_schedule import build_optimizer
-from hfsdk_backend_common.token_ops import position_ids_from_mask
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.micro_batches import row_extents, token_budget_groups

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +99,7 @@ class ColocatedEngine:
             logging.getLogger(name).addFilter(_BenignWarnings())
 
         self.on_cpu = on_cpu
+        self.dtype = dtype
         caveat = config.logprobs_caveat()
         if caveat is not None:
             logging.getLogger(__name__).warning(caveat)
@@ -173,6 +174,20 @@ class ColocatedEngine:
         self.wake_up(("weights",))
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
         self.llm.reset_prefix_cache()
+
+    def held_sums(self) -> dict[str, int]:
+        """Engine tensor name → exact bit sum of what this rank's engine generates with
+        (:func:`~hfsdk_rollout_vllm.readback.held_sums`, read in this process)."""
+        from hfsdk_rollout_vllm.readback import held_sums
+
+        self.wake_up(("weights",))
+        return self.llm.apply_model(held_sums)[0]
+
+    def engine_name(self) -> Callable[[str], str]:
+        """HF weight name → engine tensor name (:func:`~.readback.name_mapping`)."""
+        from hfsdk_rollout_vllm.readback import name_mapping
+
+        return self.llm.apply_model(name_mapping)[0]
 
 
 def _unlink_cpu_shm() -> None:

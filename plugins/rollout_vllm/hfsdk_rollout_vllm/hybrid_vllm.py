@@ -39,6 +39,7 @@ from hfsdk import (
 from hfsdk_backend_common.rollout.agreement import on_every_rank
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
+from hfsdk_rollout_vllm.readback import verified_reload
 from hfsdk_rollout_vllm.request_server import ServesRequests
 from hfsdk_rollout_vllm.requests import (
     LOG_PROB_KEY,
@@ -215,16 +216,32 @@ class HybridVLLMRollout(ServesRequests, HFRollout):
         assert shards is not None
         started = time.perf_counter()
         stream = shards.hf_stream()
-        on_every_rank(
-            lambda: self.vllm.reload_weights(stream),
-            what="reloading the vLLM engine's weights",
-            group=self.actor.dp.actor_group,
-            drain=lambda: drain(stream),
-            device=self.actor.device,
-        )
+        verified: dict[str, float] = {}
+        if shards.tg == 1:  # a whole engine per rank: read it back (see .readback)
+            verified = verified_reload(
+                self.vllm,
+                stream,
+                dtype=self.vllm.dtype,
+                version=self.actor.weights_version,
+                group=self.actor.dp.actor_group,
+                device=self.actor.device,
+                verify=self.config.verify_weights,
+            )
+        else:  # each rank holds vLLM's own slices: not read back (docs/reliability.md)
+            on_every_rank(
+                lambda: self.vllm.reload_weights(stream),
+                what="reloading the vLLM engine's weights",
+                group=self.actor.dp.actor_group,
+                drain=lambda: drain(stream),
+                device=self.actor.device,
+            )
         self.weights_stale = False
         self.loaded_version = self.actor.weights_version
         self.weight_updates += 1
-        metrics: dict[str, Any] = {"perf/reshard_tp_gather_bytes": 0.0, **shards.metrics()}
+        metrics: dict[str, Any] = {
+            "perf/reshard_tp_gather_bytes": 0.0,
+            **shards.metrics(),
+            **verified,
+        }
         metrics.setdefault("timing/reshard_s", time.perf_counter() - started)
         return {k: float(v) for k, v in metrics.items()}

@@ -75,6 +75,12 @@ class VLLMRolloutConfig(HFRolloutConfig):
         "Sampling seed of the engine.",
         default=0,
     )
+    verify_weights: bool = help_field(
+        "Read the engine's weights back after every reload and compare them with what was "
+        "streamed in (exact bit sums, sync/verified). On CPU a linear weight is read through "
+        "its kernel, about (inputs) times a pass over it: see docs/reliability.md for the cost.",
+        default=True,
+    )
 
     @property
     def masks_vocabulary(self) -> bool:

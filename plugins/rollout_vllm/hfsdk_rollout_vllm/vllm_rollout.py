@@ -26,14 +26,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from hfsdk import ActorSource, Batch, RolloutBackend, require_loaded
-from hfsdk_backend_common.rollout.agreement import on_every_rank
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
+from hfsdk_rollout_vllm.readback import verified_reload
 from hfsdk_rollout_vllm.request_server import ServesRequests
 from hfsdk_rollout_vllm.requests import (
     LOG_PROB_KEY,
     SEED_RANGE,
-    drain,
     engine_dtype,
     generate_rows,
     sampling_params,
@@ -92,19 +91,24 @@ class VLLMRollout(ServesRequests, HFRollout):
         """Load the actor's new weights into the engine, in place (no files, no second model).
 
         Collective over the actor's ranks (``actor.hf_weights()``); a failure
-        on any rank raises on every rank.
+        on any rank raises on every rank. The engine is then read back and compared with
+        what was streamed (:func:`~.readback.verified_reload`): a tensor that did not
+        arrive raises :class:`hfsdk.WeightSyncMismatch` on every rank; otherwise the next
+        rollout reports ``sync/verified``.
         """
         if actor.weights_version == self.loaded_version:
             return
         # The contract keeps a yielded tensor valid only until the iterator advances (an
         # FSDP unit is resharded then); vLLM's loader may still hold it, so it gets a copy.
         weights = ((name, tensor.clone()) for name, tensor in actor.hf_weights())
-        on_every_rank(
-            lambda: self.engine.reload_weights(weights),
-            what="reloading the vLLM engine's weights",
+        self.last_metrics = verified_reload(
+            self.engine,
+            weights,
+            dtype=self.engine.dtype,
+            version=actor.weights_version,
             group=actor.dp.actor_group,
-            drain=lambda: drain(weights),
             device=actor.device,
+            verify=self.config.verify_weights,
         )
         self.loaded_version = actor.weights_version
         self.weight_updates += 1

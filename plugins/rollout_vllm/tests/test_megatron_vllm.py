@@ -149,3 +149,31 @@ def test_grpo_with_micro_dp_vllm_runs_in_sync_and_resumes_exactly(tmp_path: Path
     for a, b in zip(straight[1:], resumed[1:], strict=True):
         for key in COMPARED:
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-6), (a["step"], key)
+
+
+@pytest.mark.heavy
+@pytest.mark.distributed
+def test_a_whole_engine_per_rank_is_read_back_after_the_transition(
+    tmp_path: Path, default_model_dir: Path
+) -> None:
+    """Rollout tp=1 under training tp=2: each rank's whole-model engine, fed by the micro-DP
+    transition, is read back after the reload and verified on both ranks (the ranks agree
+    on the verdict), and then decodes what HF does with the new weights."""
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    path = _save_model(tmp_path / "model", default_model_dir)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    tokenizer.padding_side = "left"
+    encoded = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    prompts = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+    kwargs = {"path": str(path), "prompts": prompts, "tgs": [1], "width": WIDTH}
+    outcomes = run_gloo(2, "megatron_vllm_worker:run", kwargs, path=[HERE], timeout=600)
+    for outcome in outcomes:
+        assert "sync/verified" not in outcome[1]["fresh_metrics"]  # no reload yet
+        assert outcome[1]["reload_metrics"]["sync/verified"] == 1.0
+        assert outcome[1]["reload_metrics"]["timing/vllm_verify_s"] > 0
+    model = AutoModelForCausalLM.from_pretrained(str(path)).eval()
+    state = next(o[1]["state"] for o in outcomes if o[1]["state"] is not None)
+    model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=False)
+    after = _hf_greedy(model, prompts, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    assert all(o[1]["second"] == after for o in outcomes)  # each returns the whole batch

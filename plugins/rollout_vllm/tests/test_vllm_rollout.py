@@ -112,8 +112,56 @@ def test_update_weights_follows_the_actor(
     assert torch.equal(restored["responses"], before["responses"])
 
 
+def test_a_reload_is_read_back_from_the_engine_and_a_dropped_tensor_caught(
+    vllm_rollout, actor, make_prompts, prompt_texts, helpers, monkeypatch
+) -> None:
+    """After every reload the engine's weights are read back (through its CPU kernels, which
+    keep the linear weights repacked) and compared with what was streamed in: the engine's
+    exact bit sums equal the actor's tensors', a reload that lost a tensor
+    (``vllm_drop``) raises ``WeightSyncMismatch`` and generating stays refused."""
+    from hfsdk import bit_sum
+    from hfsdk.core.trainer import faults
+
+    prompts = make_prompts(prompt_texts)
+    saved = actor.state_dict()
+    try:
+        helpers.train_step(actor, vllm_rollout.generate_sequences(prompts.repeat(4, True)))
+        vllm_rollout.update_weights(actor)
+        out = vllm_rollout.generate_sequences(prompts, greedy=True)
+        assert out.meta["rollout_metrics"]["sync/verified"] == 1.0
+        assert out.meta["rollout_metrics"]["timing/vllm_verify_s"] > 0
+        # What the check compares: the engine's fused, padded, kernel-held tensors.
+        held = vllm_rollout.engine.held_sums()
+        engine_name = vllm_rollout.engine.engine_name()
+        expected: dict[str, int] = {}
+        for name, tensor in actor.hf_weights():
+            key = engine_name(name)
+            expected[key] = expected.get(key, 0) + bit_sum(tensor)
+        assert "model.layers.0.self_attn.qkv_proj.weight" in expected
+        assert {k: held[k] for k in expected} == expected
+
+        helpers.train_step(actor, vllm_rollout.generate_sequences(prompts.repeat(4, True)))
+        monkeypatch.setenv(faults.FAULT_ENV, f"vllm_drop:{actor.weights_version}")
+        monkeypatch.setattr(faults, "_FIRED", set())
+        with pytest.raises(WeightSyncMismatch) as info:
+            vllm_rollout.update_weights(actor)
+        line = str(info.value)
+        assert "\n" not in line and f"weights version {actor.weights_version}" in line
+        assert "differ from what was sent" in line, line
+        with pytest.raises(WeightSyncMismatch, match="a weight reload was skipped"):
+            vllm_rollout.generate_sequences(prompts, greedy=True)
+    finally:
+        actor.load_state_dict(saved)
+        vllm_rollout.update_weights(actor)  # the fault fired once: this reload is whole
+    assert vllm_rollout.last_metrics["sync/verified"] == 1.0
+
+
 def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, helpers) -> None:
-    """A ~30M-parameter Llama (random weights, head_dim 64) decodes the same tokens in both."""
+    """A ~30M-parameter Llama (random weights, head_dim 64) decodes the same tokens in both.
+
+    A second engine in this process: once it is dropped, vLLM's process-wide groups are
+    gone and the shared engine cannot generate any more, so only tests that build their
+    own engine may follow."""
     from hfsdk_backend_common.rollout.hf_rollout import HFRollout
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
@@ -131,4 +179,39 @@ def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, 
     _same_generation(
         vllm.generate_sequences(prompts, greedy=True), hf.generate_sequences(prompts, greedy=True)
     )
+    del vllm
+
+
+def test_a_lora_actors_merged_weights_reach_the_engine_verified(
+    default_model_dir, make_prompts, prompt_texts, helpers
+) -> None:
+    """A LoRA actor streams ``W + (alpha/r)·B·A`` into vLLM: the reload is read back and
+    verified, and vLLM's log-probs of what it decoded are peft's merged model's
+    (``merge_and_unload``, an independent merge) within float32 noise."""
+    import copy
+
+    from hfsdk_backend_common.lora_config import LoraConfig
+    from hfsdk_backend_common.rollout.replica import replica_log_probs
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+    from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
+
+    lora = LoraConfig(rank=4, alpha=8.0, target_modules=("q_proj", "v_proj", "down_proj"))
+    actor = helpers.build_actor(default_model_dir, lora=lora)
+    vllm = VLLMRollout(VLLMRolloutConfig(max_response_length=8), actor)
+    prompts = make_prompts(prompt_texts)
+    before = vllm.generate_sequences(prompts, greedy=True)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # what an update of the adapters does, larger (B starts at 0)
+        for name, param in actor.module.named_parameters():
+            if "lora_B" in name:
+                param.copy_(0.3 * torch.randn(param.shape, generator=generator))
+    actor.weights_version += 1
+    vllm.update_weights(actor)
+    out = vllm.generate_sequences(prompts, greedy=True)
+    assert out.meta["rollout_metrics"]["sync/verified"] == 1.0
+    assert not torch.equal(out["responses"], before["responses"])  # the adapters matter
+    merged = copy.deepcopy(actor.module).merge_and_unload().eval()
+    mask = out["response_mask"].bool()
+    expected = replica_log_probs(merged, out)
+    assert torch.allclose(out["rollout_log_probs"][mask], expected[mask], atol=1e-4)
     del vllm

@@ -125,3 +125,25 @@ def test_in_process_run_shuts_the_engine_down_cleanly(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     # Without close() vLLM's exit hook raised on the already destroyed process group.
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    # Step 2 generated after the first reload: the engine was read back and verified.
+    assert "sync/verified" not in rows[0] and rows[1]["sync/verified"] == 1.0
+
+
+@pytest.mark.heavy
+def test_a_reload_that_drops_a_tensor_stops_the_run_with_one_line(tmp_path: Path) -> None:
+    """``vllm_drop:1``: the engine's reload after step 1 loses a tensor; its read-back
+    catches it before step 2 generates, and the run stops with one line naming it."""
+    hfsdk = Path(sys.executable).with_name("hfsdk")
+    command = [str(hfsdk), "run", "--algo", "grpo", "rollout.backend=vllm",
+               "trainer.total_steps=2", "--run-dir", str(tmp_path / "run"), "--quiet"]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "HFSDK_FAULT_INJECT": "vllm_drop:1"},
+    )  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.stderr[-3000:]
+    expected = "WeightSyncMismatch: the vLLM engine does not hold the actor's weights version 1"
+    assert expected in errors[0], errors[0]
+    assert "1 of 15 tensor(s) differ from what was sent" in errors[0], errors[0]

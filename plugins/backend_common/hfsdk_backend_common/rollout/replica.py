@@ -48,17 +48,18 @@ from hfsdk import (
     BuiltinProtocol,
     DataParallelInfo,
     HfsdkError,
+    WeightSyncMismatch,
     Worker,
+    assemble_rollout,
     build_rollout,
+    eos_token_ids,
     fingerprint,
     generate_rollout,
     load_tokenizer,
     register,
 )
 from hfsdk_backend_common.engine_support import resolve_device, sampling_temperature
-from hfsdk_backend_common.generation import eos_token_ids
 from hfsdk_backend_common.role_fields import TrainedRoleConfig
-from hfsdk_backend_common.rollout.hf_rollout import assemble_rollout
 from hfsdk_backend_common.rollout.tp_replica import TPReplicaSource, pool_key
 from hfsdk_backend_common.token_ops import response_log_probs
 from hfsdk_backend_common.weight_sync import (
@@ -149,6 +150,22 @@ def replica_log_probs(module: torch.nn.Module, batch: Batch) -> torch.Tensor:
     return (log_probs * batch["response_mask"].to(log_probs)).cpu()
 
 
+def _first_problem(line: str | None) -> str | None:
+    """The first failing rank's line on every rank of the rollout pool (``None``: all verified).
+
+    A tensor-parallel replica's ranks generate together, and the pool's outputs are
+    collected as one batch: no rank may take new weights while another rejected them
+    (it would report another version). Collective over the pool (every rank receives).
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return line
+    lines: list[str | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(lines, line)
+    return next((found for found in lines if found is not None), None)
+
+
 class RolloutReplicaWorker(Worker):
     """One rank of the ``rollout`` worker group (see module doc).
 
@@ -214,15 +231,22 @@ class RolloutReplicaWorker(Worker):
         """The actor's new weights, in place, verified; ``sync/*`` metrics of this rank.
 
         What arrived is checked against the sender's manifest and what the rollout holds
-        afterwards is read back (:mod:`hfsdk.core.weight_check`): ``sync/verified`` is 1.0,
-        or ``sync/mismatch`` says what differs (the controller restarts the replicas) and
-        the weights version this replica reports stays the last verified one. ``fault``
-        (fault injection, ``sync_stale``): see :func:`receive_weights`.
+        afterwards is read back (:mod:`hfsdk.core.weight_check`), and so is a rollout's own
+        copy when it keeps one (a vLLM engine raises :class:`hfsdk.WeightSyncMismatch` from
+        ``update_weights``): ``sync/verified`` is 1.0, or ``sync/mismatch`` says what
+        differs (the controller restarts the replicas) and the weights version this replica
+        reports stays the last verified one; the pool's ranks agree on the verdict (one
+        rank's problem fails the sync on every rank). ``fault`` (fault injection): ``"stale"``
+        (``sync_stale``, see :func:`receive_weights`), or ``"slice_drop"`` (``slice_drop``,
+        sliced replicas: the last tensor-parallel rank of each replica does not write the
+        first slice it received, as a copy that missed the live tensor would).
         """
         if self.sync_group is None:
             raise HfsdkError("receive_weights before join_weight_sync: the sync group is missing")
         if self.sliced:  # full tensors on the wire; this rank keeps its stage's slices
-            receiver = self.source.receiver()
+            # slice_drop: the last tensor rank of each replica loses the write of a slice.
+            last = self.source.shards.tp_rank == self.tg - 1
+            receiver = self.source.receiver(lose_first_write=fault == "slice_drop" and last)
             live = receiver.slices
             if fault == "stale":
                 receiver.slices = {name: t.clone() for name, t in live.items()}
@@ -242,16 +266,22 @@ class RolloutReplicaWorker(Worker):
                 f"{len(missing)} rollout weight(s) left unset (first: {missing[0]!r}); the "
                 "actor's hf_weights must yield every parameter"
             )
-        if mismatch is not None:
-            result["sync/mismatch"] = (
-                f"weights version {version} on replica rank {self.rank}: {mismatch}"
-            )
+        where = f"weights version {version} on replica rank {self.rank}"
+        # Every rank then keeps its old weights version: the pool's outputs stay one batch.
+        line = _first_problem(None if mismatch is None else f"{where}: {mismatch}")
+        if line is None:
+            self.source.weights_version += 1
+            try:  # a rollout with its own copy (vLLM) reloads it now and reads it back
+                for rollout in (self.rollout, *self._segment_rollouts.values()):
+                    rollout.update_weights(self.source)
+            except WeightSyncMismatch as exc:
+                mismatch = str(exc)
+            line = _first_problem(None if mismatch is None else f"{where}: {mismatch}")
+        if line is not None:
+            result["sync/mismatch"] = line
             return result
         result["sync/verified"] = 1.0
         self.synced_version = version
-        self.source.weights_version += 1
-        for rollout in (self.rollout, *self._segment_rollouts.values()):
-            rollout.update_weights(self.source)
         return result
 
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)

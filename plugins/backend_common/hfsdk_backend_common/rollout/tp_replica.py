@@ -51,6 +51,7 @@ from hfsdk import (
     HfsdkError,
     fingerprint,
     load_tokenizer,
+    position_ids_from_mask,
 )
 from hfsdk_backend_common.engine_support import sampling_temperature
 from hfsdk_backend_common.hybrid.decoder import DecoderShape, KVCache, TPDecoder
@@ -67,7 +68,7 @@ from hfsdk_backend_common.hybrid.llama_format import (
 from hfsdk_backend_common.hybrid.row_pool import PooledRowsShards, RowPool
 from hfsdk_backend_common.hybrid.stages import StageLink
 from hfsdk_backend_common.hybrid.support import tp_support_problems
-from hfsdk_backend_common.token_ops import position_ids_from_mask, response_log_probs
+from hfsdk_backend_common.token_ops import response_log_probs
 
 _LAYER = re.compile(r"decoder\.layers\.\d+\.")
 _VOCAB_PARALLEL = ("embedding.word_embeddings.weight", "output_layer.weight")
@@ -227,8 +228,12 @@ class SliceReceiver:
         tg: int,
         tp_rank: int,
         tied: bool,
+        lose_first_write: bool = False,
     ) -> None:
         self.slices, self.shape, self.tg, self.tp_rank = slices, shape, tg, tp_rank
+        self.lose_first_write = lose_first_write
+        """Fault injection (``slice_drop``): the first slice is not written but counted as
+        written, as a copy that never reached the live tensor."""
         self.specs = {s.name: s for s in llama_specs(shape)}
         self.sources = hf_sources(shape, tied=tied)
         self.known = {hf for needed in self.sources.values() for hf in needed}
@@ -264,9 +269,13 @@ class SliceReceiver:
                         f"holds {tuple(self.slices[target].shape)}; the actor's architecture "
                         "differs from the rollout's"
                     )
-                self.slices[target].copy_(piece)
+                if self.lose_first_write:
+                    self.lose_first_write = False
+                else:
+                    self.slices[target].copy_(piece)
                 self.filled.add(target)
-                self.written[target] = fingerprint(self.slices[target])
+                # What was meant to be written, in the slice's dtype (what copy_ rounds to).
+                self.written[target] = fingerprint(piece.to(self.slices[target].dtype))
         # Drop the sources no unfilled megatron weight still waits for.
         for hf in list(self.pending):
             if all(t in self.filled for t in self.users[hf]):
@@ -400,11 +409,12 @@ class TPReplicaSource:
         self.shards_taken = True
         return self.shards
 
-    def receiver(self) -> SliceReceiver:
-        """A receiver writing a weight-sync stream into this rank's slices."""
+    def receiver(self, *, lose_first_write: bool = False) -> SliceReceiver:
+        """A receiver writing a weight-sync stream into this rank's slices (``lose_first_write``:
+        fault injection, see :class:`SliceReceiver`)."""
         return SliceReceiver(
             self.shards.slices, self.llama_shape, tg=self.tg, tp_rank=self.shards.tp_rank,
-            tied=self.tied,
+            tied=self.tied, lose_first_write=lose_first_write,
         )  # fmt: skip
 
     def log_probs(self, batch: Any) -> torch.Tensor:

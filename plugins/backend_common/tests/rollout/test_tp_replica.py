@@ -96,6 +96,34 @@ def test_the_receiver_builds_the_slices_from_full_tensors_in_any_order() -> None
         receiver.accept("model.layers.9.mlp.up_proj.weight", torch.zeros(1))
 
 
+def test_a_slice_whose_write_was_lost_fails_the_read_back() -> None:
+    """``slice_drop``: the receiver counts its first slice as written but never copies it;
+    reading the slices back against what was written names exactly that slice."""
+    from hfsdk import fingerprint
+    from hfsdk_backend_common.weight_sync import verify_sync
+
+    old, new = _llama(0), _llama(1)
+    shape = hf_llama_shape(new.config)
+    state = {n: p.detach() for n, p in new.named_parameters()}
+    slices = megatron_slices({n: p.detach() for n, p in old.named_parameters()}, shape, 2, 1)
+    receiver = SliceReceiver(slices, shape, tg=2, tp_rank=1, tied=False, lose_first_write=True)
+    for name in state:
+        receiver.accept(name, state[name])
+    assert receiver.missing() == []  # every slice counts as written...
+    wire = {name: fingerprint(t) for name, t in state.items()}
+    stream = {"manifest": wire, "wire": wire}  # ...and the stream itself arrived whole
+    held = {name: fingerprint(slices[name]) for name in receiver.written}
+    first = next(iter(receiver.written))
+    assert verify_sync(stream, receiver.written, held) == (
+        f"1 of {len(receiver.written)} tensor(s) differ from what was sent (first: {first!r})"
+    )
+    clean = SliceReceiver(slices, shape, tg=2, tp_rank=1, tied=False)
+    for name in state:
+        clean.accept(name, state[name])
+    held = {name: fingerprint(slices[name]) for name in clean.written}
+    assert verify_sync(stream, clean.written, held) is None
+
+
 def test_each_stage_keeps_its_layers_and_ends_and_the_stages_cover_the_model() -> None:
     model = _llama(0)
     state = {n: p.detach() for n, p in model.named_parameters()}

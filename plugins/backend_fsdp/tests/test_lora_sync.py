@@ -1,0 +1,114 @@
+"""A LoRA actor's weight sync: what the rollout receives is peft's own merged model.
+
+The merge arithmetic (``W + (alpha/r)·B·A``, transposed for GPT-2's ``Conv1D``) is checked
+against peft's ``merge_and_unload`` — an independent implementation — through the path a
+rollout pool takes: the actor's ``hf_weights`` broadcast over the sync group with their
+manifest, received and verified into a plain HF model, whose logits must then equal the
+merged model's. The same sync with a tensor dropped fails verification.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from hfsdk.core.default_task.tokenizer import load_tokenizer
+from hfsdk_backend_common.lora_config import LoraConfig
+from hfsdk_backend_common.weight_sync import (
+    WeightSyncGroup,
+    open_store,
+    receive_weights,
+    send_weights,
+)
+from hfsdk_backend_fsdp.actor import ActorEngine
+from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+
+IDS = torch.tensor([[1, 5, 9, 3, 7, 2, 4, 6], [2, 2, 8, 1, 3, 5, 9, 7]])
+TARGETS = {
+    "llama": ("q_proj", "v_proj", "down_proj"),
+    # attn.c_proj is square (32, 32): a merge that forgot the transpose would still load
+    "gpt2": ("c_attn", "attn.c_proj", "c_fc"),
+}
+
+
+def _gpt2_dir(directory: Path, tokenizer_dir: Path) -> Path:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = load_tokenizer(tokenizer_dir)
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=32, n_embd=32, n_layer=2, n_head=2,
+        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    GPT2LMHeadModel(config).save_pretrained(str(directory))
+    tokenizer.save_pretrained(str(directory))
+    return directory
+
+
+def _lora_actor(model_dir: Path, arch: str) -> ActorEngine:
+    lora = LoraConfig(rank=4, alpha=8.0, target_modules=TARGETS[arch])
+    config = FSDPRoleConfig(model_path=str(model_dir), lora=lora)
+    actor = ActorEngine(config, role="actor")
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # B starts at 0: give the adapters a large, known effect
+        for name, param in actor.module.named_parameters():
+            if "lora_B" in name:
+                param.copy_(0.5 * torch.randn(param.shape, generator=generator))
+    return actor
+
+
+def _sync(actor: ActorEngine, receiver: torch.nn.Module, drop: str | None = None) -> dict:
+    store, endpoint = open_store("127.0.0.1", world_size=2, timeout_s=60)
+    results: dict[str, Any] = {}
+
+    def receive() -> None:
+        group = WeightSyncGroup(endpoint, 1, timeout_s=60)
+        results["received"] = receive_weights(group, dict(receiver.named_parameters()))
+
+    thread = threading.Thread(target=receive)
+    thread.start()
+    group = WeightSyncGroup(endpoint, 0, store=store, timeout_s=60)
+    send_weights(group, actor.hf_weights(), bucket_bytes=4096, version=1, fault=drop)
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    return results["received"]
+
+
+def _logits(model: torch.nn.Module) -> torch.Tensor:
+    with torch.no_grad():
+        return model(input_ids=IDS).logits
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_a_lora_sync_gives_the_rollout_pefts_merged_model_and_is_verified(
+    arch: str, model_dir: Path, tmp_path: Path
+) -> None:
+    from transformers import AutoModelForCausalLM
+
+    directory = model_dir if arch == "llama" else _gpt2_dir(tmp_path / "gpt2", model_dir)
+    actor = _lora_actor(directory, arch)
+    if arch == "gpt2":  # peft's fan_in_fan_out layers: the transposed merge is exercised
+        from hfsdk_backend_fsdp.lora import fan_in_fan_out_modules
+
+        assert len(fan_in_fan_out_modules(actor.module)) == 3 * 2
+    merged = copy.deepcopy(actor.module).merge_and_unload().eval()  # peft's own arithmetic
+    rollout = AutoModelForCausalLM.from_pretrained(str(directory)).eval()  # the base weights
+    base = _logits(rollout)
+
+    received = _sync(actor, rollout)
+    assert received["mismatch"] is None and received["missing"] == []
+    assert set(received["manifest"]) == {n for n, _ in rollout.named_parameters()}
+    got, expected = _logits(rollout), _logits(merged)
+    assert (base - expected).abs().max() > 0.1  # the adapters matter
+    # float32 throughout; the two merges may round B·A's products differently
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+    dropped = [name for name, _ in actor.hf_weights()][1]
+    received = _sync(actor, AutoModelForCausalLM.from_pretrained(str(directory)), drop="drop")
+    assert received["mismatch"] == f"1 tensor(s) sent but never loaded (first: {dropped!r})"

@@ -1,0 +1,203 @@
+"""Verified reloads of a vLLM engine: what it holds after a reload, read back against what
+was streamed into it.
+
+vLLM keeps the weights in its own layout: q/k/v and gate/up projections fused into one
+tensor, the vocabulary padded with zero rows, and on CPU every linear weight moved into
+the matmul kernel's packed form (the layer's ``weight`` parameter is left empty). So the
+check compares, per engine tensor, the exact bit sum (:func:`hfsdk.bit_sum`) of what it
+holds with the sum of the bit sums of the HF tensors streamed into it (cast to the
+engine's dtype first, as the loader does): integer sums, exact and independent of the
+order, fusion or padding of the elements. A tensor whose weight lives in a kernel is read
+back through that kernel: the layer applied to an identity matrix returns its weight
+(each output is one product with 1.0, so nothing is rounded), i.e. what the engine really
+generates with.
+
+The cost per reload is one pass over each streamed tensor plus, for a kernel-held weight
+of K inputs, a K×K-by-weight matmul (measured in docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+
+from hfsdk import bit_sum, compare_manifest
+
+if TYPE_CHECKING:
+    from hfsdk_rollout_vllm.engine import ColocatedEngine
+
+_EYE_ROWS = 1024  # identity rows per kernel call: bounds the read-back's temporary output
+
+
+def _kernel_weight_sum(layer: torch.nn.Module, dtype: torch.dtype) -> int:
+    """The bit sum of a linear layer's weight held by its matmul kernel (read through it)."""
+    inputs = int(layer.input_size_per_partition)
+    total = 0
+    for start in range(0, inputs, _EYE_ROWS):
+        rows = min(_EYE_ROWS, inputs - start)
+        eye = torch.zeros(rows, inputs, dtype=dtype)
+        eye[:, start : start + rows] = torch.eye(rows, dtype=dtype)
+        total += bit_sum(layer.quant_method.apply(layer, eye, None))
+    return total
+
+
+def held_sums(model: torch.nn.Module) -> dict[str, int]:
+    """Engine tensor name → bit sum of what ``model`` (vLLM's model) computes with.
+
+    Runs inside vLLM's worker (``LLM.apply_model``). A parameter left empty by the CPU
+    kernels' repacking is read back through its layer's kernel.
+    """
+    sums: dict[str, int] = {}
+    with torch.no_grad():
+        for prefix, layer in model.named_modules():
+            for name, param in layer.named_parameters(recurse=False):
+                key = f"{prefix}.{name}" if prefix else name
+                if param.numel() == 0 and name == "weight" and hasattr(layer, "quant_method"):
+                    sums[key] = _kernel_weight_sum(layer, param.dtype)
+                else:
+                    sums[key] = bit_sum(param.data)
+    return sums
+
+
+def name_mapping(model: torch.nn.Module) -> Callable[[str], str]:
+    """HF weight name → the name of the engine tensor vLLM loads it into.
+
+    Follows the model's ``hf_to_vllm_mapper`` (renamed prefixes) and its
+    ``packed_modules_mapping`` (``q_proj`` → ``qkv_proj``, ...), which is how vLLM's
+    loaders route a checkpoint tensor.
+    """
+    mapper = getattr(model, "hf_to_vllm_mapper", None)
+    packed = {
+        part: fused
+        for fused, parts in dict(getattr(model, "packed_modules_mapping", None) or {}).items()
+        for part in parts
+    }
+
+    def engine_name(name: str) -> str:
+        mapped = mapper.map_name(name) if mapper is not None else name
+        return ".".join(packed.get(part, part) for part in (mapped or name).split("."))
+
+    return engine_name
+
+
+class RecordedStream:
+    """A weight stream on its way into the engine, with the bit sums of what it carried.
+
+    ``dtype``: the engine's dtype (each tensor is summed as the loader stores it).
+    ``engine_name``: :func:`name_mapping`'s function. ``drop`` (fault injection,
+    ``vllm_drop``) leaves the second tensor out of the stream while it still counts as
+    sent, as a loader that loses a tensor would.
+    """
+
+    def __init__(
+        self,
+        weights: Iterable[tuple[str, torch.Tensor]],
+        *,
+        dtype: torch.dtype,
+        engine_name: Callable[[str], str],
+        drop: bool = False,
+    ) -> None:
+        self._weights = weights
+        self.dtype = dtype
+        self.engine_name = engine_name
+        self.drop = drop
+        self.sent: dict[str, int] = {}
+        self.summing_s = 0.0
+        """Seconds spent summing what went by (the sender's share of the check's cost)."""
+
+    def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for index, (name, tensor) in enumerate(self._weights):
+            started = time.perf_counter()
+            key = self.engine_name(name)
+            cast = tensor if tensor.dtype == self.dtype else tensor.to(self.dtype)
+            self.sent[key] = self.sent.get(key, 0) + bit_sum(cast)
+            self.summing_s += time.perf_counter() - started
+            if self.drop and index == 1:
+                continue
+            yield name, tensor
+
+    def problem(self, held: dict[str, Any]) -> str | None:
+        """One line on what the engine holds that differs from what was streamed (else None).
+
+        Engine tensors nothing was streamed into (rotary caches, a tied head) are not
+        compared; a streamed name the engine has no tensor for shows as never loaded.
+        """
+        return compare_manifest(self.sent, {k: v for k, v in held.items() if k in self.sent})
+
+
+def verified_reload(
+    engine: ColocatedEngine,
+    weights: Iterable[tuple[str, torch.Tensor]],
+    *,
+    dtype: torch.dtype,
+    version: int,
+    group: Any = None,
+    device: torch.device | str = "cpu",
+    verify: bool = True,
+) -> dict[str, float]:
+    """Reload ``engine`` from ``weights`` (HF names, whole tensors), then read it back
+    (``verify``; without it only the reload, and no metrics).
+
+    ``version`` is the actor's weights version being loaded (fault injection
+    ``vllm_drop:N`` drops a tensor from the reload of version N). A reload that fails on
+    any rank of ``group`` fails on every rank; so does a verification: every rank raises
+    :class:`hfsdk.WeightSyncMismatch` (this rank's line, or one naming another rank).
+    Returns ``sync/verified`` (1.0) and ``timing/vllm_verify_s`` (the summing and the
+    read-back: what verifying cost on top of the reload).
+    """
+    from hfsdk import WeightSyncMismatch, take_fault
+    from hfsdk_backend_common.rollout.agreement import on_every_rank
+    from hfsdk_rollout_vllm.requests import drain
+
+    if not verify:
+        stream = iter(weights)
+        on_every_rank(
+            lambda: engine.reload_weights(stream),
+            what="reloading the vLLM engine's weights",
+            group=group,
+            drain=lambda: drain(stream),
+            device=device,
+        )
+        return {}
+    started = time.perf_counter()
+    recorded = RecordedStream(
+        weights,
+        dtype=dtype,
+        engine_name=engine.engine_name(),
+        drop=take_fault("vllm_drop", version),
+    )
+    flowing = iter(recorded)
+    on_every_rank(
+        lambda: engine.reload_weights(flowing),
+        what="reloading the vLLM engine's weights",
+        group=group,
+        drain=lambda: drain(flowing),
+        device=device,
+    )
+    reload_s = time.perf_counter() - started
+    check_started = time.perf_counter()
+    problem = recorded.problem(engine.held_sums())
+    check_s = time.perf_counter() - check_started
+    failed = problem is not None
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1:
+        flag = torch.tensor([1.0 if failed else 0.0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=group)
+        if not failed and flag.item() > 0:
+            raise WeightSyncMismatch(
+                f"the vLLM engine of another actor rank does not hold the actor's weights "
+                f"version {version} after reloading them (its log says why); stopping here too"
+            )
+    if failed:
+        raise WeightSyncMismatch(
+            f"the vLLM engine does not hold the actor's weights version {version} after "
+            f"reloading them: {problem}; it would generate with weights other than the actor's"
+        )
+    return {
+        "sync/verified": 1.0,
+        "timing/vllm_verify_s": recorded.summing_s + check_s,
+        "timing/vllm_reload_s": reload_s - recorded.summing_s,
+    }

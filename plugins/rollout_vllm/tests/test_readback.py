@@ -1,0 +1,98 @@
+"""The read-back check of a vLLM reload, on a stand-in engine (no vLLM started)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+import pytest
+import torch
+
+from hfsdk import WeightSyncMismatch, bit_sum
+from hfsdk_rollout_vllm.readback import RecordedStream, name_mapping, verified_reload
+
+
+class _Model(torch.nn.Module):
+    packed_modules_mapping: ClassVar = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
+
+
+def _weights() -> list[tuple[str, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    names = ["embed.weight", "attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"]
+    return [(name, torch.randn(4, 3, generator=generator)) for name in names]
+
+
+class _Engine:
+    """Holds what a fused, zero-padded engine would: q/k/v in one tensor, padded rows."""
+
+    def __init__(self, lose: str | None = None) -> None:
+        self.held: dict[str, torch.Tensor] = {}
+        self.lose = lose
+        self.reloads = 0
+
+    def engine_name(self):
+        return name_mapping(_Model())
+
+    def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        got = dict(weights)
+        self.reloads += 1
+        qkv = [got[f"attn.{p}_proj.weight"] for p in "qkv" if f"attn.{p}_proj.weight" in got]
+        self.held = {
+            "embed.weight": torch.cat(
+                [got["embed.weight"], got["embed.weight"].new_zeros(2, 3)]
+            ),  # padding
+            "attn.qkv_proj.weight": torch.cat(qkv).T.contiguous(),  # fused, another layout
+        }
+
+    def held_sums(self) -> dict[str, int]:
+        return {name: bit_sum(t) for name, t in self.held.items()}
+
+
+def test_the_names_follow_vllms_packing() -> None:
+    engine_name = name_mapping(_Model())
+    assert engine_name("model.layers.0.self_attn.k_proj.weight") == (
+        "model.layers.0.self_attn.qkv_proj.weight"
+    )
+    assert engine_name("model.norm.weight") == "model.norm.weight"
+
+
+def test_bit_sums_add_up_across_fusion_transposition_and_zero_padding() -> None:
+    engine = _Engine()
+    metrics = verified_reload(engine, _weights(), dtype=torch.float32, version=1)
+    assert metrics["sync/verified"] == 1.0 and metrics["timing/vllm_verify_s"] >= 0.0
+
+
+def test_a_dropped_tensor_and_a_changed_element_are_named(monkeypatch) -> None:
+    from hfsdk.core.trainer import faults
+
+    monkeypatch.setenv(faults.FAULT_ENV, "vllm_drop:4")
+    monkeypatch.setattr(faults, "_FIRED", set())
+    with pytest.raises(WeightSyncMismatch) as info:  # q_proj left out of the stream
+        verified_reload(_Engine(), _weights(), dtype=torch.float32, version=4)
+    assert str(info.value) == (
+        "the vLLM engine does not hold the actor's weights version 4 after reloading them: "
+        "1 of 2 tensor(s) differ from what was sent (first: 'attn.qkv_proj.weight'); it would "
+        "generate with weights other than the actor's"
+    )
+    stream = RecordedStream(_weights(), dtype=torch.float32, engine_name=name_mapping(_Model()))
+    engine = _Engine()
+    engine.reload_weights(stream)
+    engine.held["embed.weight"][0, 0] = torch.nextafter(
+        engine.held["embed.weight"][0, 0], torch.tensor(9.0)
+    )  # one element, one ulp
+    assert stream.problem(engine.held_sums()) == (
+        "1 of 2 tensor(s) differ from what was sent (first: 'embed.weight')"
+    )
+
+
+def test_sums_are_taken_in_the_engines_dtype_and_verification_can_be_off() -> None:
+    engine = _Engine()
+    weights = [(name, t.to(torch.bfloat16)) for name, t in _weights()]
+    recorded = RecordedStream(_weights(), dtype=torch.bfloat16, engine_name=engine.engine_name())
+    engine.reload_weights(weights)  # what a bfloat16 engine's loader stores
+    list(recorded)
+    assert recorded.problem(engine.held_sums()) is None
+    off = _Engine()
+    off.held_sums = None  # type: ignore[assignment]  # never read back
+    assert verified_reload(off, _weights(), dtype=torch.float32, version=2, verify=False) == {}
+    assert off.reloads == 1
