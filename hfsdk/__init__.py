@@ -21,12 +21,6 @@ hookimpl = pluggy.HookimplMarker("hfsdk")
 """Marker for hook implementations in plugins: ``@hfsdk.hookimpl``."""
 
 if TYPE_CHECKING:
-    from hfsdk.core.agents.config import MultiTurnConfig
-    from hfsdk.core.agents.generate import generate_rollout
-    from hfsdk.core.agents.loops import AgentContext, AgentLoop
-    from hfsdk.core.agents.parsers import ParsedTurn, ToolCall
-    from hfsdk.core.agents.tools import Tool, ToolError
-    from hfsdk.core.agents.trajectory import Segment, Trajectory
     from hfsdk.core.algorithm import (
         Algorithm,
         AlgorithmConfig,
@@ -51,6 +45,7 @@ if TYPE_CHECKING:
     from hfsdk.core.config.converter import make_converter, structure
     from hfsdk.core.config.help import field_help, help_field
     from hfsdk.core.config.loader import apply_overrides, load_yaml
+    from hfsdk.core.config.rollout_sections import RolloutSection
     from hfsdk.core.config.run_config import (
         load_run_config,
         resolve_run_config,
@@ -86,6 +81,7 @@ if TYPE_CHECKING:
     from hfsdk.core.data.unknown_tokens import unknown_token_shares
     from hfsdk.core.dataflow import WORK_KINDS, Dataflow, Stage
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
+    from hfsdk.core.generation_strategy import GenerationStrategy, generate_rollout
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
         LossAggMode,
@@ -147,6 +143,7 @@ if TYPE_CHECKING:
         position_ids_from_mask,
         response_mask_from_eos,
     )
+    from hfsdk.core.stop_requests import stop_requested
     from hfsdk.core.tasks import (
         DEFAULT_TASK,
         Task,
@@ -255,16 +252,11 @@ _LAZY = {
     "RolloutConfig": "hfsdk.core.role_config",
     # the rollout contract
     "RolloutBackend": "hfsdk.core.rollout_contract",
-    "generate_rollout": "hfsdk.core.agents.generate",
-    "AgentLoop": "hfsdk.core.agents.loops",
-    "AgentContext": "hfsdk.core.agents.loops",
-    "Tool": "hfsdk.core.agents.tools",
-    "ToolError": "hfsdk.core.agents.tools",
-    "ParsedTurn": "hfsdk.core.agents.parsers",
-    "ToolCall": "hfsdk.core.agents.parsers",
-    "Trajectory": "hfsdk.core.agents.trajectory",
-    "Segment": "hfsdk.core.agents.trajectory",
-    "MultiTurnConfig": "hfsdk.core.agents.config",
+    # generation strategies (hfsdk_wrap_generation) and rollout sub-sections
+    "generate_rollout": "hfsdk.core.generation_strategy",
+    "GenerationStrategy": "hfsdk.core.generation_strategy",
+    "RolloutSection": "hfsdk.core.config.rollout_sections",
+    "stop_requested": "hfsdk.core.stop_requests",
     "ActorSource": "hfsdk.core.rollout_contract",
     "DataParallelInfo": "hfsdk.core.rollout_contract",
     "GenerationShards": "hfsdk.core.rollout_contract",

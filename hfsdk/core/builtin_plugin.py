@@ -43,14 +43,6 @@ def hfsdk_register_rollout_corrections(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_register_reward_functions(register: Register) -> None:
-    """Register the ``tool_use`` task's."""
-    from hfsdk.core.agents.tool_use import task as tool_use
-
-    register(tool_use.REWARD_FUNCTION_NAME, tool_use.tool_use_reward)
-
-
-@hfsdk.hookimpl
 def hfsdk_register_transfer_protocols(register: Register) -> None:
     """Register the built-in transfer protocols (``one_to_all`` ... ``pp_as_dp``)."""
     from hfsdk.core.workers.protocols.builtins import BUILTIN_PROTOCOLS
@@ -60,30 +52,6 @@ def hfsdk_register_transfer_protocols(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_register_tools(register: Register) -> None:
-    """Register ``python`` (a sandboxed snippet runner) and ``add`` (the tool_use task's)."""
-    from hfsdk.core.agents.code_tool import python_tool
-    from hfsdk.core.agents.tool_use.task import add
-
-    register("python", python_tool)
-    register("add", add)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_agent_loops(register: Register) -> None:
-    """Register ``tool_loop``: generate → tool calls → tools → generate, until done."""
-    from hfsdk.core.agents.loops import ToolLoop
-
-    register("tool_loop", ToolLoop)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_tool_parsers(register: Register) -> None:
-    """Register ``hermes`` (``<tool_call>{json}</tool_call>``) and ``llama_function``."""
-    from hfsdk.core.agents.parsers import BUILTIN_PARSERS, CALL_END_MARKERS
-
-    for name, parser in BUILTIN_PARSERS.items():
-        register(name, parser, end_marker=CALL_END_MARKERS[name])
 
 
 @hfsdk.hookimpl
@@ -110,33 +78,3 @@ def hfsdk_register_step_observers(register: Register) -> None:
 
     register("faults", fault_observer)
     register("rollout_dump", rollout_dump_observer)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_tasks(register: Register) -> None:
-    """Register ``tool_use`` (multi-turn addition with a calculator tool, docs/agents.md).
-
-    It moves with the agents to their plugin, which registers it there.
-    """
-    from hfsdk.core.agents.tool_use.build import ensure_tool_use_assets, tool_use_preset
-    from hfsdk.core.task_spec import Task, TaskAssets
-
-    def assets(model: str = "warm", data: str = "prompts") -> TaskAssets:
-        root = ensure_tool_use_assets()
-        return TaskAssets(
-            model_dir=root / "model",
-            tokenizer_dir=root / "model",
-            train_files=(str(root / "train.jsonl"),),
-            val_files=(str(root / "val.jsonl"),),
-            root=root,
-        )
-
-    register(
-        "tool_use",
-        Task(
-            summary="multi-turn addition with a calculator tool (docs/agents.md)",
-            assets=assets,
-            settings=lambda: tool_use_preset(ensure_tool_use_assets()),
-            signals={"reward": ("tool_use",)},
-        ),
-    )

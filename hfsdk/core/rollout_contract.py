@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import torch
 
     from hfsdk.core.batch import Batch
+    from hfsdk.core.generation_strategy import GenerationStrategy
     from hfsdk.core.role_config import RolloutConfig
 
 
@@ -248,6 +249,9 @@ class RolloutBackend(abc.ABC):
     it is ready; otherwise it batches the turns of all trajectories through
     :meth:`generate_sequences` (the one-row default would cost a call per request). A class
     default an instance may change (a property, or in ``__init__``)."""
+    generation: GenerationStrategy | None = None
+    """How workers generate with this rollout (:func:`hfsdk.generate_rollout`): set once by
+    :func:`build_rollout` from the ``hfsdk_wrap_generation`` hook (``None`` until then)."""
 
     def __init__(self, config: RolloutConfig, actor: ActorSource) -> None:
         self.config = config
@@ -365,4 +369,7 @@ def build_rollout(config: RolloutConfig, actor: ActorSource) -> RolloutBackend:
             f"rollout backend {config.backend!r} (plugin {entry.plugin!r}): build() returned "
             f"{type(rollout).__name__}, not an hfsdk.RolloutBackend"
         )
+    from hfsdk.core.generation_strategy import resolve_generation
+
+    resolve_generation(rollout)  # once per rollout: a plugin may generate in its place
     return rollout

@@ -195,6 +195,37 @@ class _Composer:
         data = {**data, "backend": backend}
         return self.named(role, "training_backends", f"{role}.backend", backend, data)
 
+    def rollout_subsections(
+        self, rollout: dict[str, Any], classes: Mapping[str, type]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The rollout data without its plugins' sub-sections, and those sub-sections built
+        (``rollout.multi_turn`` with the class its plugin registered)."""
+        from hfsdk.core.config.rollout_sections import missing_plugin_line
+
+        rest: dict[str, Any] = {}
+        built: dict[str, Any] = {}
+        for key, value in rollout.items():
+            cls = classes.get(key)
+            if cls is None:
+                line = missing_plugin_line(f"rollout.{key}")
+                if line:
+                    self.errors.append(line)
+                else:
+                    rest[key] = value
+                continue
+            if value is None:
+                value = {}
+            try:
+                built[key] = structure(self.converter, value, cls, path=f"rollout.{key}")
+            except ConfigError as exc:
+                self.errors.append(str(exc))
+        # Every installed plugin's sub-section is there (its defaults when not given), so
+        # `config show` and a run's config.yaml list all settings, as for the rest.
+        for key, cls in classes.items():
+            if key not in built and key not in rollout:
+                built[key] = structure(self.converter, {}, cls, path=f"rollout.{key}")
+        return rest, built
+
     def signal(self, role: str, data: dict[str, Any]) -> None:
         data = dict(data)
         model = data.pop("model", None)
@@ -325,8 +356,15 @@ def resolve_run_config(
         entry = registry_of("rollout_backends").get(rollout_backend)
         cls = entry.config_cls if entry is not None else None
         if attrs.has(cls) and "max_prompt_length" in attrs.fields_dict(cls):
-            rollout = _derive_rollout_prompt_length(data, rollout)
-        composer.named("rollout", "rollout_backends", "rollout.backend", rollout_backend, rollout)
+            rollout = _derive_rollout_prompt_length(data, rollout, pm)
+        rollout, subsections = composer.rollout_subsections(
+            rollout, _rollout_section_classes(pm)
+        )
+        value = composer.named(
+            "rollout", "rollout_backends", "rollout.backend", rollout_backend, rollout
+        )
+        if value is not None:
+            composer.sections["rollout"] = attrs.evolve(value, subsections=subsections)
     for name, cls in section_classes(pm).items():
         composer.add(name, cls, _section(data, name))
 
@@ -397,28 +435,38 @@ def load_run_config(
     return resolve_run_config(algo, with_algorithm_preset(algo or data.get("algo"), data))
 
 
-def _context_extra(data: Mapping[str, Any]) -> int:
-    """What a turn's context holds beyond the prompt: the multi-turn budget, else 0."""
-    from hfsdk.core.agents.config import MultiTurnConfig
+def _context_extra(
+    data: Mapping[str, Any], pm: HfsdkPluginManager | None = None
+) -> tuple[int, str]:
+    """What a turn's context holds beyond the prompt and the key that sets it: a rollout
+    sub-section's response budget (multi-turn rollouts), else ``(0, "")``."""
+    from hfsdk.core.config.rollout_sections import raw_response_budget
 
-    rollout = data.get("rollout")
-    multi_turn = rollout.get("multi_turn") if isinstance(rollout, Mapping) else None
-    if not isinstance(multi_turn, Mapping):
-        return 0
-    if not multi_turn.get("tools") and multi_turn.get("agent_loop") is None:
-        return 0
-    budget = multi_turn.get("max_response_tokens", MultiTurnConfig().max_response_tokens)
-    return budget if isinstance(budget, int) and not isinstance(budget, bool) else 0
+    classes = _rollout_section_classes(pm or get_plugin_manager())
+    converter = make_converter()
+    budget = raw_response_budget(
+        data.get("rollout"), classes, lambda d, c: structure(converter, d, c)
+    )
+    return budget if budget is not None else (0, "")
 
 
-def _prompt_length_rule(extra: int) -> str:
-    if extra:
-        return f"data.max_prompt_length + rollout.multi_turn.max_response_tokens ({extra})"
+def _rollout_section_classes(pm: HfsdkPluginManager) -> dict[str, type]:
+    """Name -> config class of each contributed rollout sub-section."""
+    return {name: entry.impl for name, entry in pm.registry("rollout_sections").items()}
+
+
+def _prompt_length_rule(extra: tuple[int, str]) -> str:
+    tokens, key = extra
+    if tokens:
+        return f"data.max_prompt_length + {key} ({tokens})"
     return "data.max_prompt_length"
 
 
-def _prompt_length_layer(layer: dict[str, Any], extra: int, where: str) -> dict[str, Any]:
+def _prompt_length_layer(
+    layer: dict[str, Any], context_extra: tuple[int, str], where: str
+) -> dict[str, Any]:
     """``layer`` with its rollout.max_prompt_length turned into data.max_prompt_length."""
+    extra, extra_key = context_extra
     rollout = layer.get("rollout")
     if not isinstance(rollout, dict) or "max_prompt_length" not in rollout:
         return layer
@@ -434,13 +482,13 @@ def _prompt_length_layer(layer: dict[str, Any], extra: int, where: str) -> dict[
             raise ConfigError(
                 f"{where}: rollout.max_prompt_length={given} disagrees with "
                 f"data.max_prompt_length={prompt}; it follows from them "
-                f"({_prompt_length_rule(extra)}): remove rollout.max_prompt_length"
+                f"({_prompt_length_rule(context_extra)}): remove rollout.max_prompt_length"
             )
         return result
     if given - extra < 1:
         raise ConfigError(
             f"{where}: rollout.max_prompt_length={given} leaves no room for a prompt beside "
-            f"rollout.multi_turn.max_response_tokens={extra}; set data.max_prompt_length (the "
+            f"{extra_key}={extra}; set data.max_prompt_length (the "
             "widest prompt) instead"
         )
     if not isinstance(section, dict) and section is not None:
@@ -449,7 +497,9 @@ def _prompt_length_layer(layer: dict[str, Any], extra: int, where: str) -> dict[
     return result
 
 
-def _prompt_length_overrides(overrides: list[str] | tuple[str, ...], extra: int) -> list[str]:
+def _prompt_length_overrides(
+    overrides: list[str] | tuple[str, ...], extra: tuple[int, str]
+) -> list[str]:
     """The command line's overrides with rollout.max_prompt_length=N as data.max_prompt_length."""
     rollout = [t for t in overrides if t.partition("=")[0].strip() == "rollout.max_prompt_length"]
     if not rollout:
@@ -471,13 +521,15 @@ def _prompt_length_overrides(overrides: list[str] | tuple[str, ...], extra: int)
     return rest if prompt is None else [*rest, f"data.max_prompt_length={prompt}"]
 
 
-def _derive_rollout_prompt_length(data: Mapping[str, Any], rollout: dict[str, Any]) -> dict:
+def _derive_rollout_prompt_length(
+    data: Mapping[str, Any], rollout: dict[str, Any], pm: HfsdkPluginManager
+) -> dict:
     """``rollout`` with max_prompt_length = data.max_prompt_length (+ the multi-turn budget),
     unless given (:func:`~hfsdk.core.trainer.input_checks.check_prompt_length` then holds it
     to that)."""
     from hfsdk.core.data.data_config import DataConfig
 
-    extra = _context_extra(data)
+    extra, _key = _context_extra(data, pm)
     section = data.get("data")
     prompt = section.get("max_prompt_length") if isinstance(section, Mapping) else None
     if (prompt is None and not extra) or "max_prompt_length" in rollout:

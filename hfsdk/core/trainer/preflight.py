@@ -277,7 +277,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     _check_inputs(config, spec, assets)
     tokenizer = load_tokenizer(assets.tokenizer_path)
     dataset = load_prompt_dataset(assets.train_files, config.data.prompt_key)
-    # Multi-turn tools load here (a bad entry fails before Ray); their schemas reach the
+    # Plugins' tools load here (a bad entry fails before Ray); their schemas reach the
     # prompts through the chat template's tools support.
     tools = _tool_schemas(config)
     loader = PromptLoader(dataset, tokenizer, config.data, seed=config.trainer.seed, tools=tools)
@@ -374,11 +374,8 @@ def _check_inputs(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> None:
 
 
 def _tool_schemas(config: Any) -> list[Any]:
-    """The schemas of ``rollout.multi_turn.tools`` (empty for single-turn rollouts)."""
-    from hfsdk.core.agents.generate import multi_turn_config
-    from hfsdk.core.agents.tools import load_tools
+    """The tools the prompts announce (``hfsdk_prompt_tool_schemas``; empty for none)."""
+    from hfsdk.core.plugin_manager import get_plugin_manager
 
-    multi_turn = multi_turn_config(config.rollout)
-    if not multi_turn.active:
-        return []
-    return [dict(tool.schema) for tool in load_tools(multi_turn.tools).values()]
+    answers = get_plugin_manager().hook.hfsdk_prompt_tool_schemas(config=config)
+    return [dict(schema) for answer in answers if answer for schema in answer]

@@ -191,12 +191,6 @@ class RolloutReplicaWorker(Worker):
         self.sliced = self.tg * self.pg > 1
         self.source: Any
         if self.sliced:  # a replica of pg stages of tg ranks (module tp_replica)
-            if config.rollout.multi_turn.active:
-                raise HfsdkError(
-                    f"{pool_key(self.tg, self.pg)}: multi-turn rollouts (rollout.multi_turn) "
-                    "serve requests on full weights, which a tensor-parallel or pipelined "
-                    "replica does not hold; set placement.pools.rollout.tp: 1 and pp: 1"
-                )
             self.source = TPReplicaSource(
                 str(model_path), str(tokenizer_path), tg=self.tg, pg=self.pg, rank=self.rank,
                 world=self.world_size, **common,
@@ -296,7 +290,7 @@ class RolloutReplicaWorker(Worker):
         seed = prompts.meta.get("sampling_seed")
         if seed is not None:
             torch.manual_seed(int(seed) + 7919 * self.rank)
-        out = generate_rollout(self.rollout, prompts)  # multi-turn agent loops run here too
+        out = generate_rollout(self.rollout, prompts)  # a plugin's strategy (agents) too
         if ROLLOUT_LOG_PROBS not in out:
             out[ROLLOUT_LOG_PROBS] = self.source.log_probs(out)
         out.meta["weights_version"] = self.source.weights_version

@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.agents.tool_use.task import (
+from hfsdk_agents.tool_use.task import (
     CALL_CLOSE,
     CALL_OPEN,
     CALL_WORDS,
@@ -210,7 +210,7 @@ def build_model(spec: ToolUseSpec, tokenizer: Any) -> tuple[Any, dict[str, float
 
 def ensure_tool_use_assets(spec: ToolUseSpec | None = None) -> Path:
     """The cached build directory (``model/``, ``train.jsonl``, ``val.jsonl``), built once."""
-    from hfsdk.core.task_spec import cache_root
+    from hfsdk import cache_root
 
     spec = spec or ToolUseSpec()
     base = cache_root() / "tool_use"

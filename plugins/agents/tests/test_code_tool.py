@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.agents import code_tool
-from hfsdk.core.agents.tools import call_tool, load_tools
+from hfsdk_agents import code_tool
+from hfsdk_agents.tools import call_tool, load_tools
 from hfsdk_sandbox import SandboxLimits
 
 pytestmark = pytest.mark.usefixtures("sandbox_any_isolation")

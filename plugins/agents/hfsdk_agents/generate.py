@@ -1,52 +1,56 @@
-"""The actor worker's one generation entry: single-turn, or the agent loop when configured.
+"""Multi-turn generation: the agent loop as a rollout's generation strategy.
 
-Workers call :func:`generate_rollout` (``hfsdk.generate_rollout``) where they used to
-call ``rollout.generate_sequences``; it goes through the rollout contract only, so
-every training backend and every rollout backend works with it.
+The plugin answers ``hfsdk_wrap_generation`` with :func:`wrap_generation`: when
+``rollout.multi_turn`` is active, workers' ``hfsdk.generate_rollout`` runs the
+configured agent loop on every row instead of one ``generate_sequences`` call.
+It goes through the rollout contract only, so every training backend and every
+rollout backend works with it.
 """
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
-from hfsdk.core.agents.config import MultiTurnConfig
-from hfsdk.core.errors import ConfigError, HfsdkError
+from hfsdk import ConfigError, HfsdkError
+from hfsdk_agents.config import MultiTurnConfig, multi_turn_config
 
 if TYPE_CHECKING:
-    from hfsdk.core.batch import Batch
-    from hfsdk.core.rollout_contract import RolloutBackend
+    from hfsdk import Batch, RolloutBackend
 
 
-def multi_turn_config(rollout_config: Any) -> MultiTurnConfig:
-    """The ``rollout.multi_turn`` section (every rollout config has one)."""
-    section = getattr(rollout_config, "multi_turn", None)
-    return section if isinstance(section, MultiTurnConfig) else MultiTurnConfig()
-
-
-def generate_rollout(rollout: RolloutBackend, prompts: Batch) -> Batch:
-    """Responses for ``prompts``: ``generate_sequences``, or multi-turn agent trajectories.
-
-    With ``rollout.multi_turn`` active the configured agent loop runs on every row
-    (``meta['n']`` rows per prompt) against the rollout's request-level generation
-    and the result has the same keys as ``generate_sequences`` plus the agent columns
-    (:mod:`hfsdk.core.agents.runner`).
-    """
+def wrap_generation(rollout: RolloutBackend) -> AgentGeneration | None:
+    """The agent loop for ``rollout`` when its ``multi_turn`` sub-section is active."""
     config = multi_turn_config(rollout.config)
-    if not config.active:
-        return rollout.generate_sequences(prompts)
-    return AgentRollout.for_rollout(rollout, config).generate(prompts)
+    return AgentGeneration(rollout, config) if config.active else None
+
+
+class AgentGeneration:
+    """A rollout's generation strategy (:class:`hfsdk.GenerationStrategy`): multi-turn
+    agent trajectories with the same keys as ``generate_sequences`` plus the agent
+    columns (:mod:`hfsdk_agents.runner`). Its tools, parser and loop are built on the
+    first call (only the ranks that generate pay for them)."""
+
+    def __init__(self, rollout: RolloutBackend, config: MultiTurnConfig) -> None:
+        self.rollout = rollout
+        self.config = config
+        self._built: AgentRollout | None = None
+
+    def generate(self, prompts: Batch) -> Batch:
+        """Trajectories for the rows of ``prompts`` (``meta['n']`` per prompt)."""
+        if self._built is None:
+            self._built = AgentRollout(self.rollout, self.config)
+        return self._built.generate(prompts)
 
 
 class AgentRollout:
     """The agent loop, its tools, parser and renderer for one rollout, built once."""
 
     def __init__(self, rollout: RolloutBackend, config: MultiTurnConfig) -> None:
-        from hfsdk.core.agents.parsers import CALL_END_MARKERS
-        from hfsdk.core.agents.tool_worker import ToolWorkers
-        from hfsdk.core.agents.tools import load_tools
-        from hfsdk.core.agents.trajectory import ChatTemplateRenderer, PlainRenderer
-        from hfsdk.core.plugin_manager import get_registry
+        from hfsdk import get_registry
+        from hfsdk_agents.parsers import CALL_END_MARKERS
+        from hfsdk_agents.tool_worker import ToolWorkers
+        from hfsdk_agents.tools import load_tools
+        from hfsdk_agents.trajectory import ChatTemplateRenderer, PlainRenderer
 
         self.rollout = rollout
         self.config = config
@@ -86,21 +90,12 @@ class AgentRollout:
         self.loop = loop_entry.impl(**config.loop_args)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
-    @classmethod
-    def for_rollout(cls, rollout: RolloutBackend, config: MultiTurnConfig) -> AgentRollout:
-        """The agent rollout of ``rollout`` (built on first use)."""
-        built = _BUILT.get(rollout)
-        if built is None:
-            built = cls(rollout, config)
-            _BUILT[rollout] = built
-        return built
-
     def generate(self, prompts: Batch) -> Batch:
         """Trajectories for the rows of ``prompts`` (repeated ``meta['n']`` times)."""
         import torch
 
-        from hfsdk.core.agents.loops import AgentContext
-        from hfsdk.core.agents.runner import (
+        from hfsdk_agents.loops import AgentContext
+        from hfsdk_agents.runner import (
             agree_metrics,
             assemble,
             check_width,
@@ -122,7 +117,7 @@ class AgentRollout:
             rows["input_ids"].shape[1],
             getattr(rollout_config, "max_prompt_length", None),
         )
-        from hfsdk.core.agents.requests import request_server
+        from hfsdk_agents.requests import request_server
 
         server = request_server(
             self.rollout, pad_id=self.pad_id, eos_ids=self.eos_ids, serving=self.config.serving
@@ -171,7 +166,3 @@ class AgentRollout:
             greedy=greedy,
             metrics=metrics,
         )
-
-
-_BUILT: weakref.WeakKeyDictionary[Any, AgentRollout] = weakref.WeakKeyDictionary()
-"""Each rollout's agent rollout (tools loaded and the loop built once, dropped with it)."""

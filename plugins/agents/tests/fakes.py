@@ -8,10 +8,8 @@ from typing import Any
 import attrs
 import torch
 
-from hfsdk.core.agents.config import MultiTurnConfig
-from hfsdk.core.batch import Batch
-from hfsdk.core.role_config import RolloutConfig
-from hfsdk.core.rollout_contract import DataParallelInfo, RolloutBackend
+from hfsdk import Batch, DataParallelInfo, RolloutBackend, RolloutConfig
+from hfsdk_agents.config import MultiTurnConfig
 
 
 def word_tokenizer(words: Sequence[str], *, fuse: bool = False, template: str | None = None) -> Any:
@@ -87,7 +85,9 @@ def rollout_for(
     tokenizer: Any, script: Script, width: int = 16, **multi_turn: Any
 ) -> ScriptedRollout:
     """A scripted rollout whose config has ``multi_turn`` settings."""
-    config = RolloutConfig(backend="scripted", multi_turn=MultiTurnConfig(**multi_turn))
+    config = RolloutConfig(
+        backend="scripted", subsections={"multi_turn": MultiTurnConfig(**multi_turn)}
+    )
     return ScriptedRollout(config, FakeActor(tokenizer=tokenizer), script, width)
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.agents.tool_use.build import ensure_tool_use_assets, tool_use_preset
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.trainer import Trainer
+from hfsdk_agents.tool_use.build import ensure_tool_use_assets, tool_use_preset
 
 pytestmark = pytest.mark.slow
 

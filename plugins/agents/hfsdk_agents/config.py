@@ -2,6 +2,9 @@
 
 Multi-turn rollouts are on when ``tools`` names a tool or ``agent_loop`` is set;
 the actor worker then runs the agent loop on its prompts (``docs/agents.md``).
+The plugin contributes this class as the ``multi_turn`` sub-section of the
+``rollout`` config (``hfsdk_register_rollout_sections``); code reads it with
+:func:`multi_turn_config` (``rollout_config.section(MultiTurnConfig)``).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from typing import Any, Literal
 
 import attrs
 
-from hfsdk.core.config.help import help_field
+from hfsdk import help_field
 
 
 @attrs.frozen(kw_only=True)
@@ -93,3 +96,15 @@ class MultiTurnConfig:
     def loop_name(self) -> str:
         """The agent loop to run."""
         return self.agent_loop or "tool_loop"
+
+    def response_budget(self) -> tuple[int, str] | None:
+        """The trajectory's token budget owns the responses' width when rollouts are
+        multi-turn (:class:`hfsdk.RolloutSection`)."""
+        if not self.active:
+            return None
+        return self.max_response_tokens, "rollout.multi_turn.max_response_tokens"
+
+
+def multi_turn_config(rollout_config: Any) -> MultiTurnConfig:
+    """The ``rollout.multi_turn`` sub-section of a rollout config (defaults when absent)."""
+    return rollout_config.section(MultiTurnConfig)

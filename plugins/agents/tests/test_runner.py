@@ -6,9 +6,9 @@ import math
 
 import torch
 
-from hfsdk.core.agents.generate import generate_rollout
-from hfsdk.core.agents.tool_use.build import ToolUseSpec, train_tokenizer
-from hfsdk.core.agents.tool_use.task import call_text, tool_use_reward
+from hfsdk import generate_rollout
+from hfsdk_agents.tool_use.build import ToolUseSpec, train_tokenizer
+from hfsdk_agents.tool_use.task import call_text, tool_use_reward
 
 from .fakes import ScriptedRollout, prompt_batch, rollout_for, word_tokenizer
 
@@ -193,7 +193,7 @@ def test_advantages_and_kl_are_zero_on_tool_tokens() -> None:
 def test_a_rollout_with_request_level_generation_serves_requests_itself() -> None:
     import asyncio
 
-    from hfsdk.core.agents.requests import cut_at_stop
+    from hfsdk_agents.requests import cut_at_stop
 
     class RequestRollout(ScriptedRollout):
         serves_requests = True
@@ -228,8 +228,8 @@ def test_a_rollout_with_request_level_generation_serves_requests_itself() -> Non
 
 
 def test_response_text_is_the_text_of_the_truncated_tensors() -> None:
-    from hfsdk.core.agents.runner import assemble
-    from hfsdk.core.agents.trajectory import Segment, Trajectory
+    from hfsdk_agents.runner import assemble
+    from hfsdk_agents.trajectory import Segment, Trajectory
 
     prompts = prompt_batch(TOKENIZER, ["3 + 4 ="])
     kept, cut = ids("7 7"), ids("1 2 3")

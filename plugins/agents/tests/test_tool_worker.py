@@ -8,8 +8,8 @@ import threading
 import time
 from typing import Any
 
-from hfsdk.core.agents.tool_worker import ToolWorkers
-from hfsdk.core.agents.tools import Tool, ToolOutput, call_tool
+from hfsdk_agents.tool_worker import ToolWorkers
+from hfsdk_agents.tools import Tool, ToolOutput, call_tool
 
 
 async def blocks_async(a: int, b: int) -> int:

@@ -27,8 +27,8 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.agents.tools import ToolOutput
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
+from hfsdk_agents.tools import ToolOutput
 
 MODEL_ROLE = "assistant"
 

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from hfsdk.core.errors import ConfigError
+from hfsdk import ConfigError
 
 
 def _schema_object(schema: Mapping[str, Any]) -> Any:

@@ -26,15 +26,15 @@ import math
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
-from hfsdk.core.agents.config import MultiTurnConfig
-from hfsdk.core.agents.loops import AgentContext, AgentLoop
-from hfsdk.core.agents.requests import RequestServer
-from hfsdk.core.agents.trajectory import Trajectory
+from hfsdk_agents.config import MultiTurnConfig
+from hfsdk_agents.loops import AgentContext, AgentLoop
+from hfsdk_agents.requests import RequestServer
+from hfsdk_agents.trajectory import Trajectory
 
 if TYPE_CHECKING:
     import torch
 
-    from hfsdk.core.batch import Batch
+    from hfsdk import Batch
 
 
 def run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -133,7 +133,7 @@ def assemble(
     """The output batch (see the module docstring); ``prompts`` has one row per trajectory."""
     import torch
 
-    from hfsdk.core.batch import Batch
+    from hfsdk import Batch
 
     rows = len(trajectories)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -198,7 +198,7 @@ def prompt_rows(prompts: Batch) -> tuple[list[tuple[int, ...]], list[dict[str, A
 
 def check_width(config: MultiTurnConfig, prompt_width: int, limit: int | None) -> None:
     """Refuse a budget the rollout cannot hold (prompt + responses over its context)."""
-    from hfsdk.core.errors import ConfigError
+    from hfsdk import ConfigError
 
     if limit is not None and prompt_width + config.max_response_tokens > limit:
         raise ConfigError(

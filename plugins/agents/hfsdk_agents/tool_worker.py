@@ -41,7 +41,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.stop_requests import stop_requested
+from hfsdk import stop_requested
 
 STOP_POLL_S = 0.1
 """How often a waiting call looks for a stop request (a signal handler sets it)."""

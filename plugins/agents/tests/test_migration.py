@@ -7,8 +7,9 @@ from pathlib import Path
 
 import yaml
 
-from hfsdk.core.agents.tools import call_tool, load_tools
 from hfsdk.core.config import resolve_run_config
+from hfsdk_agents.config import MultiTurnConfig
+from hfsdk_agents.tools import call_tool, load_tools
 from hfsdk_migration.importing import import_config
 
 from .verl_style_tools import CalcTool
@@ -34,7 +35,7 @@ def test_verl_multi_turn_and_its_tool_yaml_map_and_run(tmp_path: Path) -> None:
             {
                 "tools": [
                     {
-                        "class_name": "tests.core.agents.verl_style_tools.CalcTool",
+                        "class_name": "plugins.agents.tests.verl_style_tools.CalcTool",
                         "config": {"type": "native", "offset": 100},
                         "tool_schema": SCHEMA,
                     }
@@ -60,7 +61,7 @@ def test_verl_multi_turn_and_its_tool_yaml_map_and_run(tmp_path: Path) -> None:
     }
     result = import_config("verl", source)
     cfg = resolve_run_config(None, result.config)
-    multi_turn = cfg.rollout.multi_turn
+    multi_turn = cfg.rollout.section(MultiTurnConfig)
     assert multi_turn.active and multi_turn.max_turns == 3 and multi_turn.parser == "hermes"
     assert multi_turn.max_tool_output_chars == 300 and multi_turn.max_response_tokens == 512
     assert not any("multi_turn" in line for line in result.unmapped)
@@ -78,12 +79,12 @@ def test_trl_tools_list_maps_with_schemas_from_the_functions() -> None:
     source = {
         "num_generations": 4,
         "max_completion_length": 200,
-        "tools": ["tests.core.agents.test_tools:search"],
+        "tools": ["plugins.agents.tests.test_tools:search"],
         "max_tool_calling_iterations": 2,
     }
     result = import_config("trl", source)
     cfg = resolve_run_config(None, result.config)
-    multi_turn = cfg.rollout.multi_turn
+    multi_turn = cfg.rollout.section(MultiTurnConfig)
     assert multi_turn.max_turns == 3 and multi_turn.max_response_tokens == 200
     (tool,) = load_tools(multi_turn.tools).values()
     assert tool.name == "search"

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 
-from hfsdk.core.agents.tools import ToolError
-from hfsdk_sandbox import SandboxLimits, run_python
+from hfsdk_agents.tools import ToolError
+from hfsdk_sandbox import run_python
+from hfsdk_sandbox.limits import PYTHON_TOOL_LIMITS
 
-CODE_TOOL_LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5, memory_mb=512, output_bytes=8192)
+CODE_TOOL_LIMITS = PYTHON_TOOL_LIMITS
 """The limits of one ``python`` tool call."""
 
 

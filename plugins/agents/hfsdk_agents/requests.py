@@ -17,11 +17,10 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.generation_requests import GenerationRequest, GenerationResult
+from hfsdk import GenerationRequest, GenerationResult, HfsdkError
 
 if TYPE_CHECKING:
-    from hfsdk.core.rollout_contract import RolloutBackend
+    from hfsdk import RolloutBackend
 
 __all__ = [
     "BatchingServer",
@@ -160,7 +159,7 @@ class BatchingServer(RequestServer):
     def _run(self, requests: list[GenerationRequest], greedy: bool) -> list[GenerationResult]:
         import torch
 
-        from hfsdk.core.batch import Batch
+        from hfsdk import Batch
 
         width = max(len(r.prompt_ids) for r in requests)
         ids = torch.full((len(requests), width), self.pad_id, dtype=torch.long)

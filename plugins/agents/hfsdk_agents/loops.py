@@ -20,12 +20,12 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.agents.config import MultiTurnConfig
-from hfsdk.core.agents.parsers import ParsedTurn, ToolCall, ToolParser
-from hfsdk.core.agents.requests import Generate, GenerationRequest
-from hfsdk.core.agents.tool_worker import ToolWorkers
-from hfsdk.core.agents.tools import Tool, ToolOutput, call_tool
-from hfsdk.core.agents.trajectory import MODEL_ROLE, Segment, Trajectory, TurnRenderer
+from hfsdk_agents.config import MultiTurnConfig
+from hfsdk_agents.parsers import ParsedTurn, ToolCall, ToolParser
+from hfsdk_agents.requests import Generate, GenerationRequest
+from hfsdk_agents.tool_worker import ToolWorkers
+from hfsdk_agents.tools import Tool, ToolOutput, call_tool
+from hfsdk_agents.trajectory import MODEL_ROLE, Segment, Trajectory, TurnRenderer
 
 
 @attrs.define(kw_only=True)

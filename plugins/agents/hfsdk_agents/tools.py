@@ -4,7 +4,7 @@ A :class:`Tool` wraps a sync or ``async`` function. Its schema comes from the
 function's type hints and docstring (:func:`schema_from_function`) unless one is
 given. :func:`load_tool` finds a tool by registered name (``hfsdk_register_tools``),
 ``module:fn`` or ``path/to/file.py:fn``. :func:`call_tool` runs one call in a worker
-process with a deadline (:mod:`hfsdk.core.agents.tool_worker`) and turns every
+process with a deadline (:mod:`hfsdk_agents.tool_worker`) and turns every
 failure (an exception, a timeout, a dead worker, an unknown tool, bad arguments,
 output that is not text-like, output over the size limit) into an error message
 the model reads as the tool's output: a tool never ends the run.
@@ -26,9 +26,9 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.agents.tool_worker import ToolError as ToolError  # public here
-from hfsdk.core.agents.tool_worker import ToolWorkers
-from hfsdk.core.errors import ConfigError, HfsdkError
+from hfsdk import ConfigError, HfsdkError
+from hfsdk_agents.tool_worker import ToolError as ToolError  # public here
+from hfsdk_agents.tool_worker import ToolWorkers
 
 _JSON_TYPES: dict[Any, str] = {
     str: "string",
@@ -241,7 +241,7 @@ def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool
     if callable(spec):
         return Tool.from_function(spec)
     if isinstance(spec, Mapping) and "verl_class" in spec:
-        from hfsdk.core.agents.verl_adapter import verl_tool_function
+        from hfsdk_agents.verl_adapter import verl_tool_function
 
         unknown = set(spec) - {"verl_class", "name", "schema", "config"}
         if unknown or not spec.get("schema"):
@@ -365,7 +365,7 @@ async def call_tool(
 
     The call runs in ``runner``'s worker process (one made for this call when
     ``None``), which is killed when the call passes ``timeout_s``
-    (:mod:`hfsdk.core.agents.tool_worker`): a tool that blocks or loops forever is
+    (:mod:`hfsdk_agents.tool_worker`): a tool that blocks or loops forever is
     a ``timeout`` error and the rollout goes on.
     """
     started = time.perf_counter()

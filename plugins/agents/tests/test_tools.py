@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.agents.tools import Tool, ToolError, call_tool, load_tool, load_tools
 from hfsdk.core.errors import ConfigError
+from hfsdk_agents.tools import Tool, ToolError, call_tool, load_tool, load_tools
 
 
 def search(query: str, limit: int = 3, tags: list[str] | None = None) -> list[str]:
@@ -50,7 +50,7 @@ def test_explicit_schema_wins_and_may_rename() -> None:
 
 def test_loading_by_registered_name_module_and_file(tmp_path: Path) -> None:
     assert load_tool("add").fn(a=2, b=3) == 5
-    assert load_tool("tests.core.agents.test_tools:search").name == "search"
+    assert load_tool("plugins.agents.tests.test_tools:search").name == "search"
     path = tmp_path / "calc.py"
     path.write_text("def mul(a: int, b: int) -> int:\n    '''Multiply.'''\n    return a * b\n")
     tool = load_tool(f"{path}:mul")
@@ -63,9 +63,9 @@ def test_loading_errors_name_the_entry(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         load_tool(f"{tmp_path}/nope.py:f")
     with pytest.raises(ConfigError, match="no attribute 'nope'"):
-        load_tool("tests.core.agents.test_tools:nope")
+        load_tool("plugins.agents.tests.test_tools:nope")
     with pytest.raises(ConfigError, match="two tools are named 'add'"):
-        load_tools(["add", {"fn": "tests.core.agents.test_tools:search", "name": "add"}])
+        load_tools(["add", {"fn": "plugins.agents.tests.test_tools:search", "name": "add"}])
 
 
 def _call(tools: dict[str, Tool], name: str, args: object, timeout: float = 5.0, chars: int = 100):

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hfsdk.core.agents.parsers import ToolCall, hermes_parser, llama_function_parser
 from hfsdk.core.plugin_manager import get_registry
+from hfsdk_agents.parsers import ToolCall, hermes_parser, llama_function_parser
 
 
 def test_hermes_calls_and_content() -> None:
