@@ -7,8 +7,6 @@ from typing import Any
 
 import click
 
-from hfsdk.core.tasks import DEFAULT_TASK, get_task
-
 
 def run_config_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--algo``, ``--config`` and trailing ``key.sub=value`` overrides."""
@@ -27,6 +25,7 @@ def run_config_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def task_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--task``: which registered task a config without data runs (``hfsdk list tasks``)."""
+    from hfsdk.core.tasks import DEFAULT_TASK
 
     return click.option(
         "--task",
@@ -41,6 +40,7 @@ def task_option(func: Callable[..., Any]) -> Callable[..., Any]:
 def task_base(task: str) -> dict[str, Any] | None:
     """The settings ``task`` puts under the user's config (``None``: the default task, which
     runs as the fallback of a config without data)."""
+    from hfsdk.core.tasks import DEFAULT_TASK, get_task
 
     if task == DEFAULT_TASK:
         return None  # looked up only when the run needs its assets (it may name its own)
