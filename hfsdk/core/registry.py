@@ -40,7 +40,6 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "preflight_checks": "hfsdk_register_preflight_checks",
         # reward call styles (issue 34)
         "reward_styles": "hfsdk_register_reward_styles",
-        "tasks": "hfsdk_register_tasks",
         "rollout_sections": "hfsdk_register_rollout_sections",
     }
 )

@@ -7,8 +7,6 @@ from typing import Any
 
 import click
 
-from hfsdk.core.tasks import DEFAULT_TASK, get_task
-
 
 def run_config_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--algo``, ``--config`` and trailing ``key.sub=value`` overrides."""
