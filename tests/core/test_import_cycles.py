@@ -3,8 +3,10 @@
 The graph has one node per module of ``hfsdk`` and of each package under
 ``plugins/`` and ``examples/``. An edge is any import that runs: module level or
 inside a function (a function-level import only hides a cycle until the function
-runs), but not under ``if TYPE_CHECKING:``. ``from hfsdk import Name`` resolves
-``Name`` through the public surface's lazy table to the module that defines it.
+runs), but not under ``if TYPE_CHECKING:``. ``from hfsdk import Name`` and
+``hfsdk.Name`` (an attribute of the imported facade) resolve ``Name`` through the
+public surface's lazy table to the module that defines it: a lookup through the
+facade runs that module's import as surely as a direct import does.
 """
 
 from __future__ import annotations
@@ -54,7 +56,14 @@ def _edges(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
     lazy: dict[str, str] = hfsdk._LAZY  # type: ignore[attr-defined]
     targets: set[str] = set()
     for node in _runtime_nodes(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "hfsdk"
+            and node.attr in lazy
+        ):
+            targets.add(lazy[node.attr])
+        elif isinstance(node, ast.Import):
             targets |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -130,3 +139,17 @@ def test_the_graph_sees_real_edges() -> None:
 def test_a_planted_cycle_is_found() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [["a", "b", "c"]]
+
+
+def test_a_planted_facade_cycle_is_found(tmp_path: Path) -> None:
+    """``hfsdk.get_registry(...)`` inside a function is an edge to the plugin manager; a
+    module the plugin manager imports that looks the registry up that way is a cycle."""
+    modules = _modules()
+    planted = tmp_path / "planted.py"
+    planted.write_text("import hfsdk\n\n\ndef tools():\n    return hfsdk.get_registry('tools')\n")
+    modules["hfsdk.core.planted"] = planted
+    graph = {name: _edges(name, path, modules) for name, path in modules.items()}
+    assert "hfsdk.core.plugin_manager" in graph["hfsdk.core.planted"]
+    graph["hfsdk.core.plugin_manager"].add("hfsdk.core.planted")
+    cycles = _cycles(graph)
+    assert any({"hfsdk.core.planted", "hfsdk.core.plugin_manager"} <= set(c) for c in cycles)
