@@ -10,7 +10,9 @@ engine's dtype first, as the loader does): integer sums, exact and independent o
 order, fusion or padding of the elements. A tensor whose weight lives in a kernel is read
 back through that kernel: the layer applied to an identity matrix returns its weight
 (each output is one product with 1.0, so nothing is rounded), i.e. what the engine really
-generates with.
+generates with. A tensor-parallel engine (generation tp > 1) holds only its rank's slices:
+each rank compares what its engine holds with the slices of the stream that rank's
+loaders cut (:func:`rank_slicer`).
 
 The cost per reload is one pass over each streamed tensor plus, for a kernel-held weight
 of K inputs, a K×K-by-weight matmul (measured in docs/reliability.md).
@@ -111,11 +113,11 @@ def rank_slicer(model: torch.nn.Module) -> Callable[[str, torch.Tensor], torch.T
     }
 
     def cut(name: str, tensor: torch.Tensor) -> torch.Tensor:
+        # The part a fused tensor takes is read off the HF name (the model's mapper may
+        # already rename ``q_proj`` to ``qkv_proj``, which loses it).
+        index = next((fused_part[p][1] for p in name.split(".") if p in fused_part), None)
         parts = ((mapper.map_name(name) if mapper is not None else name) or name).split(".")
-        index = None
-        for at, part in enumerate(parts):
-            if part in fused_part:
-                parts[at], index = fused_part[part]
+        parts = [fused_part[p][0] if p in fused_part else p for p in parts]
         try:
             layer = model.get_submodule(".".join(parts[:-1]))
         except AttributeError:
@@ -155,9 +157,9 @@ class RecordedStream:
     ``dtype``: the engine's dtype (each tensor is summed as the loader stores it).
     ``engine_name``: :func:`name_mapping`'s function. ``cut`` (a tensor-parallel
     engine's rank, :func:`rank_slicer`): each tensor counts by the slice of it this rank
-    loads, not whole. ``drop`` (fault injection,
-    ``vllm_drop``) leaves the second tensor out of the stream while it still counts as
-    sent, as a loader that loses a tensor would.
+    loads, not whole. ``drop`` (fault injection, ``vllm_drop``) leaves the second tensor
+    (with ``cut``: the first one this rank gets a slice of) out of the stream while it
+    still counts as sent, as a loader that loses a tensor would.
     """
 
     def __init__(
@@ -171,6 +173,7 @@ class RecordedStream:
     ) -> None:
         self._weights = weights
         self.cut = cut
+        self._dropped = False
         self.dtype = dtype
         self.engine_name = engine_name
         self.drop = drop
@@ -186,9 +189,19 @@ class RecordedStream:
             cast = part if part.dtype == self.dtype else part.to(self.dtype)
             self.sent[key] = self.sent.get(key, 0) + bit_sum(cast)
             self.summing_s += time.perf_counter() - started
-            if self.drop and index == 1:
+            if self.drop and self._drops(index, part.numel() < tensor.numel()):
                 continue
             yield name, tensor
+
+    def _drops(self, index: int, sliced: bool) -> bool:
+        """Whether the fault leaves this tensor out: the second one, or with ``cut`` the
+        first one this rank holds a slice of (a lost slice, not a replicated copy)."""
+        if self.cut is None:
+            return index == 1
+        if sliced and not self._dropped:
+            self._dropped = True
+            return True
+        return False
 
     def problem(self, held: dict[str, Any]) -> str | None:
         """One line on what the engine holds that differs from what was streamed (else None).
