@@ -50,7 +50,7 @@ def build(task: str, workdir: Path) -> tuple[str, list[str], int, int]:
         model_dir, train = ensure_compute_bound_assets(workdir / "compute_task")
         prompts, new_tokens = 8, 64
     else:
-        from hfsdk.core.default_task import ensure_default_assets
+        from hfsdk_tasks import ensure_default_assets
 
         assets = ensure_default_assets()
         model_dir, train, prompts, new_tokens = assets.model_dir, assets.train_jsonl, 16, 8

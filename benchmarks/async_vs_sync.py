@@ -93,7 +93,7 @@ def run(mode: str, args: argparse.Namespace, workdir: Path) -> list[dict]:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from compute_bound_task import ensure_compute_bound_assets
 
-        from hfsdk.core.default_task import REWARD_FUNCTION_NAME
+        from hfsdk_tasks import REWARD_FUNCTION_NAME
 
         vocab = {"compute": 4096, "varied": VARIED_VOCABULARY}[args.task]
         model_dir, train_jsonl = ensure_compute_bound_assets(

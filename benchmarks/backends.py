@@ -41,7 +41,7 @@ def build_model(directory: Path) -> int:
     """A ~30M-parameter Llama with the default task's tokenizer; returns the parameter count."""
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk_tasks import ensure_default_assets
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(ensure_default_assets().tokenizer_dir))
     config = LlamaConfig(

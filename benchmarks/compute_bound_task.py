@@ -78,7 +78,7 @@ def ensure_compute_bound_assets(
     A smaller ``vocab_size`` (at least the task's own words) makes EOS one of
     few words, so the fresh model ends its responses at widely varying lengths.
     """
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk_tasks import ensure_default_assets
 
     model_dir, train_jsonl = root / "model", root / "train.jsonl"
     if (model_dir / "model.safetensors").exists() and train_jsonl.exists():

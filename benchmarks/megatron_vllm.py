@@ -41,7 +41,7 @@ def build_model(directory: Path, layers: int) -> Path:
     """A random 512-wide Llama of ``layers`` layers with the default task's tokenizer."""
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk_tasks import ensure_default_assets
 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(ensure_default_assets().model_dir))
     config = LlamaConfig(

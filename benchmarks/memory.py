@@ -84,8 +84,8 @@ def build_model(directory: Path, layers: int, shape: str = "0.5B") -> Path:
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    from hfsdk.core.default_task import ensure_default_assets
     from hfsdk_backend_common.tokenizers import load_tokenizer
+    from hfsdk_tasks import ensure_default_assets
 
     if (directory / "config.json").is_file():
         return directory
@@ -189,7 +189,7 @@ def child(args: argparse.Namespace) -> None:
         reference = ReferenceEngine(FSDPRoleConfig(**common), role="reference")
         _touch(reference.module)
     after_reference = _rss("VmRSS")
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk_tasks import ensure_default_assets
 
     train = ensure_default_assets().train_jsonl
     texts = [json.loads(x)["prompt"] for x in train.read_text().splitlines()[: args.prompts]]

@@ -48,14 +48,14 @@ PROMPTS = ["3 + 4 =", "1 + 2 =", "9 + 9 =", "0 + 7 =", "5 + 5 =", "8 + 1 =", "2 
 
 def model_dir(name: str, root: Path) -> Path:
     """The model directory: the default task's model, or a ~29M random Llama saved to ``root``."""
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk_tasks import ensure_default_assets
 
     assets = ensure_default_assets()
     if name == "tiny":
         return assets.model_dir
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
+    from hfsdk_tasks.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(assets.model_dir)
     torch.manual_seed(0)

@@ -41,7 +41,7 @@ def compute_overrides(workdir: Path, algo: str, dtype: str) -> list[str]:
     sys.path.insert(0, str(HERE))
     from compute_bound_task import ensure_compute_bound_assets
 
-    from hfsdk.core.default_task import REWARD_FUNCTION_NAME
+    from hfsdk_tasks import REWARD_FUNCTION_NAME
 
     model_dir, train_jsonl = ensure_compute_bound_assets(workdir / "compute_task")
     out = [

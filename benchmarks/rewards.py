@@ -18,9 +18,9 @@ import subprocess
 import sys
 import time
 
-from hfsdk.core.rewards.code_tests import CodeTestsConfig, code_tests
-from hfsdk.core.sandbox import SandboxLimits
-from hfsdk.core.sandbox.runner import default_concurrency
+from hfsdk_rewards.code_tests import CodeTestsConfig, code_tests
+from hfsdk_sandbox import SandboxLimits
+from hfsdk_sandbox.runner import default_concurrency
 
 CORRECT = "a, b = map(int, input().split())\nprint(a + b)"
 LOOPING = "while True:\n    pass"
@@ -53,7 +53,7 @@ def _remote_latency(batches: int, batch_size: int) -> tuple[float, float]:
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    from hfsdk.core.rewards.remote import RemoteRewardConfig, remote_reward
+    from hfsdk_rewards.remote import RemoteRewardConfig, remote_reward
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:

@@ -42,8 +42,8 @@ def build_model(directory: Path) -> int:
     """Save the ~29M-parameter Llama (and the task's tokenizer) to ``directory``; its size."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from hfsdk.core.default_task import ensure_default_assets
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
+    from hfsdk_tasks import ensure_default_assets
+    from hfsdk_tasks.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(ensure_default_assets().model_dir)
     torch.manual_seed(0)
@@ -67,7 +67,7 @@ def build_model(directory: Path) -> int:
 
 def prompt_ids(model_dir: Path, batch: int) -> list[list[int]]:
     """``batch`` tokenized prompts (the default task's, cycled)."""
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
+    from hfsdk_tasks.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(model_dir)
     return [tokenizer(PROMPTS[i % len(PROMPTS)])["input_ids"] for i in range(batch)]

@@ -18,10 +18,10 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from hfsdk.core.sandbox import SandboxLimits, run_python
-from hfsdk.core.sandbox import runner as sandbox_runner
-from hfsdk.core.sandbox.bwrap import interpreter, unavailable_reason
-from hfsdk.core.sandbox.runner import ISOLATION_ENV
+from hfsdk_sandbox import SandboxLimits, run_python
+from hfsdk_sandbox import runner as sandbox_runner
+from hfsdk_sandbox.bwrap import interpreter, unavailable_reason
+from hfsdk_sandbox.runner import ISOLATION_ENV
 
 LIMITS = SandboxLimits(wall_s=10.0)
 

@@ -27,8 +27,8 @@ def _model_dir(kind: str, scratch: Path) -> Path | None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from hfsdk.core.default_task import ensure_default_assets
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
+    from hfsdk_tasks import ensure_default_assets
+    from hfsdk_tasks.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(ensure_default_assets().model_dir)
     torch.manual_seed(0)

@@ -202,7 +202,7 @@ def task_assets(s: Settings, workdir: Path) -> tuple[str, str]:
 
         model_dir, train_jsonl = ensure_compute_bound_assets(workdir / "compute_task")
         return str(model_dir), str(train_jsonl)
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk_tasks import ensure_default_assets
 
     assets = ensure_default_assets()
     return str(assets.model_dir), str(assets.train_jsonl)
@@ -214,7 +214,7 @@ def hfsdk_overrides(
     """Config overrides that make hfsdk's GRPO run the benchmark settings."""
     task: list[str] = []
     if s.task == "compute":
-        from hfsdk.core.default_task import REWARD_FUNCTION_NAME
+        from hfsdk_tasks import REWARD_FUNCTION_NAME
 
         task = [
             f"actor.model_path={model_dir}",
@@ -306,7 +306,7 @@ def default_task_reward_for_trl(
     (``answer`` here) and bookkeeping keywords (``completion_ids``,
     ``trainer_state``, ...), which this adapter ignores.
     """
-    from hfsdk.core.default_task import default_task_reward
+    from hfsdk_tasks import default_task_reward
 
     return default_task_reward(prompts, completions, answer=answer)
 

@@ -21,18 +21,13 @@ hookimpl = pluggy.HookimplMarker("hfsdk")
 """Marker for hook implementations in plugins: ``@hfsdk.hookimpl``."""
 
 if TYPE_CHECKING:
-    from hfsdk.core.agents.config import MultiTurnConfig
-    from hfsdk.core.agents.generate import generate_rollout
-    from hfsdk.core.agents.loops import AgentContext, AgentLoop
-    from hfsdk.core.agents.parsers import ParsedTurn, ToolCall
-    from hfsdk.core.agents.tools import Tool, ToolError
-    from hfsdk.core.agents.trajectory import Segment, Trajectory
     from hfsdk.core.algorithm import (
         Algorithm,
         AlgorithmConfig,
         AlgorithmContext,
         PromptSource,
         Scorer,
+        TrainerAlgorithmConfig,
     )
     from hfsdk.core.algorithm_spec import (
         ROLE_KINDS,
@@ -40,15 +35,17 @@ if TYPE_CHECKING:
         AlgorithmSpec,
         RoleKind,
         RoleSpec,
+        TokenIdsLossTerm,
         default_actor_objective,
     )
     from hfsdk.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
     from hfsdk.core.backends import default_rollout_backend
-    from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
+    from hfsdk.core.batch import REF_TOP_K, ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.converter import make_converter, structure
     from hfsdk.core.config.help import field_help, help_field
     from hfsdk.core.config.loader import apply_overrides, load_yaml
+    from hfsdk.core.config.rollout_sections import RolloutSection
     from hfsdk.core.config.run_config import (
         load_run_config,
         resolve_run_config,
@@ -83,8 +80,8 @@ if TYPE_CHECKING:
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.data.unknown_tokens import unknown_token_shares
     from hfsdk.core.dataflow import Dataflow, Stage
-    from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
+    from hfsdk.core.generation_strategy import GenerationStrategy, generate_rollout
     from hfsdk.core.hybrid_engine.accounting import MemoryTracker, generation_specs
     from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig, resolve_rollout_layout
     from hfsdk.core.hybrid_engine.layout import (
@@ -151,6 +148,25 @@ if TYPE_CHECKING:
         RolloutBackend,
         build_rollout,
     )
+    from hfsdk.core.rollout_output import (
+        assemble_rollout,
+        eos_token_ids,
+        merge_rollout_metrics,
+        position_ids_from_mask,
+        response_mask_from_eos,
+    )
+    from hfsdk.core.stop_requests import stop_requested
+    from hfsdk.core.tasks import (
+        DEFAULT_TASK,
+        Task,
+        TaskAssets,
+        cache_root,
+        default_model_config,
+        default_model_dir,
+        default_task_assets,
+        get_task,
+        task_names,
+    )
     from hfsdk.core.trainer.faults import take_fault
     from hfsdk.core.trainer.preflight import run_assets, run_signals
     from hfsdk.core.trainer.step_observers import StepObserver, StepView
@@ -186,6 +202,16 @@ _LAZY = {
     # plugins and registries
     "get_plugin_manager": "hfsdk.core.plugin_manager",
     "get_registry": "hfsdk.core.plugin_manager",
+    # the task registry (hfsdk_register_tasks)
+    "Task": "hfsdk.core.task_spec",
+    "TaskAssets": "hfsdk.core.task_spec",
+    "get_task": "hfsdk.core.tasks",
+    "task_names": "hfsdk.core.tasks",
+    "default_task_assets": "hfsdk.core.tasks",
+    "default_model_dir": "hfsdk.core.tasks",
+    "default_model_config": "hfsdk.core.tasks",
+    "cache_root": "hfsdk.core.task_spec",
+    "DEFAULT_TASK": "hfsdk.core.task_spec",
     "Registry": "hfsdk.core.registry",
     "RegistryEntry": "hfsdk.core.registry",
     "Register": "hfsdk.hookspecs",
@@ -194,6 +220,7 @@ _LAZY = {
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",
+    "TrainerAlgorithmConfig": "hfsdk.core.algorithm",
     "AlgorithmContext": "hfsdk.core.algorithm",
     "PromptSource": "hfsdk.core.algorithm",
     "Scorer": "hfsdk.core.algorithm",
@@ -202,12 +229,14 @@ _LAZY = {
     "RoleKind": "hfsdk.core.algorithm_spec",
     "ROLE_KINDS": "hfsdk.core.algorithm_spec",
     "ActorLossTerms": "hfsdk.core.algorithm_spec",
+    "TokenIdsLossTerm": "hfsdk.core.algorithm_spec",
     "default_actor_objective": "hfsdk.core.algorithm_spec",
     "Dataflow": "hfsdk.core.dataflow",
     "Stage": "hfsdk.core.dataflow",
     # data, config and errors
     "Batch": "hfsdk.core.batch",
     "ROW_GROUP": "hfsdk.core.batch",
+    "REF_TOP_K": "hfsdk.core.batch",
     "group_split": "hfsdk.core.batch",
     "row_group": "hfsdk.core.batch",
     # supervised sequences and preference pairs (SFT, DPO, reward models)
@@ -226,27 +255,26 @@ _LAZY = {
     "tokenize_preference_pairs": "hfsdk.core.data.preference_pairs",
     "resolve_use_template": "hfsdk.core.data.prompt_dataset",
     "default_rollout_backend": "hfsdk.core.backends",
-    "ensure_default_assets": "hfsdk.core.default_task",
     "RoleConfig": "hfsdk.core.role_config",
     "RolloutConfig": "hfsdk.core.role_config",
     # the rollout contract
     "RolloutBackend": "hfsdk.core.rollout_contract",
-    "generate_rollout": "hfsdk.core.agents.generate",
-    "AgentLoop": "hfsdk.core.agents.loops",
-    "AgentContext": "hfsdk.core.agents.loops",
-    "Tool": "hfsdk.core.agents.tools",
-    "ToolError": "hfsdk.core.agents.tools",
-    "ParsedTurn": "hfsdk.core.agents.parsers",
-    "ToolCall": "hfsdk.core.agents.parsers",
-    "Trajectory": "hfsdk.core.agents.trajectory",
-    "Segment": "hfsdk.core.agents.trajectory",
-    "MultiTurnConfig": "hfsdk.core.agents.config",
+    # generation strategies (hfsdk_wrap_generation) and rollout sub-sections
+    "generate_rollout": "hfsdk.core.generation_strategy",
+    "GenerationStrategy": "hfsdk.core.generation_strategy",
+    "RolloutSection": "hfsdk.core.config.rollout_sections",
+    "stop_requested": "hfsdk.core.stop_requests",
     "ActorSource": "hfsdk.core.rollout_contract",
     "DataParallelInfo": "hfsdk.core.rollout_contract",
     "GenerationShards": "hfsdk.core.rollout_contract",
     "GenerationRequest": "hfsdk.core.rollout_contract",
     "GenerationResult": "hfsdk.core.rollout_contract",
     "build_rollout": "hfsdk.core.rollout_contract",
+    "assemble_rollout": "hfsdk.core.rollout_output",
+    "eos_token_ids": "hfsdk.core.rollout_output",
+    "merge_rollout_metrics": "hfsdk.core.rollout_output",
+    "position_ids_from_mask": "hfsdk.core.rollout_output",
+    "response_mask_from_eos": "hfsdk.core.rollout_output",
     "help_field": "hfsdk.core.config.help",
     "field_help": "hfsdk.core.config.help",
     "HfsdkError": "hfsdk.core.errors",
@@ -305,7 +333,6 @@ _LAZY = {
     "check_mesh": "hfsdk.core.workers.protocols.rows",
     "collect_mean_metrics": "hfsdk.core.workers.protocols.builtins",
     "split_rows": "hfsdk.core.workers.protocols.rows",
-    "DefaultTaskSpec": "hfsdk.core.default_task",
     # 3D-HybridEngine (for training backends that reshard their actor for generation)
     "RolloutLayoutConfig": "hfsdk.core.hybrid_engine.config",
     "resolve_rollout_layout": "hfsdk.core.hybrid_engine.config",

@@ -109,8 +109,8 @@ def train_prompts(root: Path) -> Path:
     Written from the task's rows directly: the default task's own assets would
     also train its tokenizer and warm-start its model, which this check does not use.
     """
-    from hfsdk.core.default_task import DefaultTaskSpec
-    from hfsdk.core.default_task.task import task_rows
+    from hfsdk_tasks import DefaultTaskSpec
+    from hfsdk_tasks.task import task_rows
 
     target = root / "train.jsonl"
     if not target.exists():

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,17 +57,12 @@ def run_python(code: str, *, path: Path | None = None, env: dict[str, str] | Non
 def tp2_tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     """A tiny Llama whose 4 heads / 2 key-value heads tp = 2 divides (peaked logits) and the
     default task's tokenizer: ``(model path, tokenizer)``, built once per session."""
-    from hfsdk import DefaultTaskSpec, ensure_default_assets
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
+    from hfsdk import default_task_assets, load_tokenizer
     from hfsdk.testing import save_tiny_llama
 
     root = tmp_path_factory.mktemp("tp2_llama")
-    assets = ensure_default_assets(
-        DefaultTaskSpec(hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2,
-                        warm_start_steps=0),
-        cache_dir=root / "cache",
-    )  # fmt: skip
-    tokenizer = load_tokenizer(assets.model_dir)
+    # The default task's tokenizer (its words; the model below is this fixture's own).
+    tokenizer = load_tokenizer(default_task_assets().tokenizer_dir)
     path = save_tiny_llama(
         root / "model", tokenizer, hidden_size=64, intermediate_size=64, num_heads=4,
         num_kv_heads=2, init_std=0.2,
@@ -77,56 +72,9 @@ def tp2_tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, obje
 
 @pytest.fixture
 def sandbox_any_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests of what sandboxed programs compute (not of the isolation) run where bubblewrap
-    cannot start too: there with ``process`` isolation, as ``sandbox.isolation: process`` would.
-    """
-    from hfsdk.core.sandbox.bwrap import unavailable_reason
+    """The sandbox plugin's fixture, for the core tests of code that runs model programs."""
+    from hfsdk_sandbox.bwrap import unavailable_reason
+    from hfsdk_sandbox.runner import ISOLATION_ENV
 
     if unavailable_reason() is not None:
-        monkeypatch.setenv("HFSDK_SANDBOX_ISOLATION", "process")
-
-
-class LoopbackListener:
-    """A real listener on 127.0.0.1 that records every connection it accepts.
-
-    ``finish()`` waits out the accept (up to the timeout), closes the socket and
-    returns what connected: an empty list means nothing reached it.
-    """
-
-    def __init__(self, timeout_s: float) -> None:
-        import contextlib
-        import socket
-        import threading
-
-        self._server = socket.socket()
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(1)
-        self._server.settimeout(timeout_s)
-        self.port: int = self._server.getsockname()[1]
-        self.accepted: list[object] = []
-
-        def accept() -> None:
-            with contextlib.suppress(OSError):  # the timeout: nobody connected
-                self.accepted.append(self._server.accept())
-
-        self._thread = threading.Thread(target=accept)
-        self._thread.start()
-
-    def finish(self) -> list[object]:
-        self._thread.join()
-        self._server.close()
-        return self.accepted
-
-
-@pytest.fixture
-def loopback_listener() -> Iterator[Callable[[float], LoopbackListener]]:
-    """``loopback_listener(timeout_s)``: a :class:`LoopbackListener`, closed after the test."""
-    made: list[LoopbackListener] = []
-
-    def make(timeout_s: float) -> LoopbackListener:
-        made.append(LoopbackListener(timeout_s))
-        return made[-1]
-
-    yield make
-    for listener in made:
-        listener.finish()
+        monkeypatch.setenv(ISOLATION_ENV, "process")

@@ -28,7 +28,19 @@ if TYPE_CHECKING:
 
 
 @attrs.frozen(kw_only=True)
-class AlgorithmConfig:
+class TrainerAlgorithmConfig:
+    """The ``algorithm`` section of an algorithm that trains no policy (a reward or cost
+    model on preference pairs): none of the RL settings of :class:`AlgorithmConfig`.
+
+    A spec whose ``config_cls`` subclasses only this gets no ``policy_loss``,
+    ``advantage`` or ``value_loss`` section and no KL controller (its program
+    has no KL to control); one that samples or updates a policy uses
+    :class:`AlgorithmConfig`.
+    """
+
+
+@attrs.frozen(kw_only=True)
+class AlgorithmConfig(TrainerAlgorithmConfig):
     """Settings every algorithm shares; algorithm plugins subclass it.
 
     Names (``advantage_estimator``, ``policy_loss``, ``kl_estimator``) are looked
@@ -197,9 +209,12 @@ class Algorithm:
         from hfsdk.core.maths.kl import build_kl_controller
 
         cfg = self.algo_config
-        self.kl_controller = build_kl_controller(
-            cfg.kl_controller, cfg.kl_coef, cfg.target_kl, cfg.kl_horizon
-        )
+        if isinstance(cfg, AlgorithmConfig):
+            self.kl_controller = build_kl_controller(
+                cfg.kl_controller, cfg.kl_coef, cfg.target_kl, cfg.kl_horizon
+            )
+        else:  # no policy, no KL: a fixed 0 keeps checkpoints of every program alike
+            self.kl_controller = build_kl_controller("fixed", 0.0)
 
     def role(self, name: str) -> Any:
         """The worker-group handle of role ``name``."""

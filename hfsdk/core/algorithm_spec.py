@@ -68,17 +68,42 @@ class RoleSpec:
 
 
 @attrs.frozen(kw_only=True)
+class TokenIdsLossTerm:
+    """An actor loss term on the policy's log-probs of given token ids at each response position.
+
+    The contract with every training backend: for each micro-batch the backend
+    gathers, with gradient, the policy's log-softmax (temperature-scaled as the
+    sampler's) at the ids of the batch's ``ids_key`` column, an integer tensor
+    (B, R, k), and adds ``coef`` × ``fn(log_probs=(B, R, k), batch=micro,
+    response_mask=(B, R), aggregation=, config=config)`` to the loss; ``fn``
+    returns ``(loss, metrics)`` like a policy loss, its metrics reported as
+    ``actor/<name>`` (the loss) and ``actor/<name>/<metric>``. It lets an
+    algorithm train on a distribution over a few tokens per position (a
+    teacher's top-k, for distillation) without the full-vocabulary logits ever
+    leaving the backend. A backend that cannot gather refuses in one line.
+    """
+
+    name: str = attrs.field(validator=_NAME)
+    ids_key: str
+    fn: Callable[..., tuple[Any, dict[str, float]]]
+    coef: float = attrs.field(default=1.0, validator=attrs.validators.ge(0.0))
+    config: Any = None
+
+
+@attrs.frozen(kw_only=True)
 class ActorLossTerms:
     """The terms of the actor's loss besides the policy loss, chosen by the algorithm.
 
     ``kl_loss_coef`` > 0 adds ``kl_loss_coef``·KL(π‖π_ref) (``kl_estimator``) to
     the loss (GRPO's KL-as-loss); algorithms that put KL in the reward set it
     to 0. ``entropy_coef`` > 0 subtracts ``entropy_coef``·entropy.
+    ``token_terms`` are extra :class:`TokenIdsLossTerm` terms (none by default).
     """
 
     kl_loss_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
     kl_estimator: str = "k1"
     entropy_coef: float = attrs.field(default=0.0, validator=attrs.validators.ge(0.0))
+    token_terms: tuple[TokenIdsLossTerm, ...] = attrs.field(default=(), converter=tuple)
 
 
 def default_actor_objective(algorithm_config: Any) -> ActorLossTerms:
@@ -168,7 +193,7 @@ class AlgorithmSpec:
       task needs (response length, batch sizes, learning rates), never a
       ``backend``. Each section applies to whichever backend the user selects,
       with only the keys that backend's config class has
-      (:mod:`hfsdk.core.default_task.preset`).
+      (:mod:`hfsdk.core.config.presets`).
     - ``actor_objective``: ``fn(algorithm_config) -> ActorLossTerms``.
     - ``summary``: one line for ``hfsdk list algorithms`` (defaults to the
       program's docstring).

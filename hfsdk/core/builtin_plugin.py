@@ -43,37 +43,6 @@ def hfsdk_register_rollout_corrections(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_register_reward_functions(register: Register) -> None:
-    """Register ``exact_match``, ``math_verify``, ``format_check``, ``length_penalty``,
-    ``code_tests``, ``remote`` and the default task's."""
-    from hfsdk.core import default_task
-    from hfsdk.core.rewards import builtins, code_tests, math_verify_reward, remote
-
-    # columns=: what they read, so a run (and data inspect) refuses a dataset without it.
-    register(
-        "exact_match",
-        builtins.exact_match,
-        config_cls=builtins.ExactMatchConfig,
-        columns=lambda config: (config.answer_column,),
-    )
-    register(
-        "math_verify",
-        math_verify_reward.math_verify,
-        config_cls=math_verify_reward.MathVerifyConfig,
-        columns=lambda config: (config.answer_column,),
-    )
-    register("format_check", builtins.format_check, config_cls=builtins.FormatCheckConfig)
-    register("length_penalty", builtins.length_penalty, config_cls=builtins.LengthPenaltyConfig)
-    register("code_tests", code_tests.code_tests, config_cls=code_tests.CodeTestsConfig)
-    register("remote", remote.remote_reward, config_cls=remote.RemoteRewardConfig)
-    register(default_task.REWARD_FUNCTION_NAME, default_task.default_task_reward)
-    register(default_task.COST_FUNCTION_NAME, default_task.default_task_cost)
-    from hfsdk.core.agents.tool_use import task as tool_use
-
-    register(tool_use.REWARD_FUNCTION_NAME, tool_use.tool_use_reward)
-
-
-@hfsdk.hookimpl
 def hfsdk_register_transfer_protocols(register: Register) -> None:
     """Register the built-in transfer protocols (``one_to_all`` ... ``pp_as_dp``)."""
     from hfsdk.core.workers.protocols.builtins import BUILTIN_PROTOCOLS
@@ -92,39 +61,11 @@ def hfsdk_register_clusters(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_register_tools(register: Register) -> None:
-    """Register ``python`` (a sandboxed snippet runner) and ``add`` (the tool_use task's)."""
-    from hfsdk.core.agents.code_tool import python_tool
-    from hfsdk.core.agents.tool_use.task import add
-
-    register("python", python_tool)
-    register("add", add)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_agent_loops(register: Register) -> None:
-    """Register ``tool_loop``: generate → tool calls → tools → generate, until done."""
-    from hfsdk.core.agents.loops import ToolLoop
-
-    register("tool_loop", ToolLoop)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_tool_parsers(register: Register) -> None:
-    """Register ``hermes`` (``<tool_call>{json}</tool_call>``) and ``llama_function``."""
-    from hfsdk.core.agents.parsers import BUILTIN_PARSERS, CALL_END_MARKERS
-
-    for name, parser in BUILTIN_PARSERS.items():
-        register(name, parser, end_marker=CALL_END_MARKERS[name])
-
-
-@hfsdk.hookimpl
 def hfsdk_register_config_sections(register: Register) -> None:
-    """Register the core's sections ``trainer``, ``data``, ``placement``, ``rollout_correction``
-    and ``sandbox``."""
+    """Register the core's sections ``trainer``, ``data``, ``placement`` and
+    ``rollout_correction``."""
     from hfsdk.core.data.data_config import DataConfig
     from hfsdk.core.maths.rollout_correction_config import RolloutCorrectionConfig
-    from hfsdk.core.sandbox.sandbox_config import SandboxConfig
     from hfsdk.core.trainer.placement_config import PlacementConfig
     from hfsdk.core.trainer.trainer_config import TrainerConfig
 
@@ -132,7 +73,6 @@ def hfsdk_register_config_sections(register: Register) -> None:
     register("data", DataConfig)
     register("placement", PlacementConfig)
     register("rollout_correction", RolloutCorrectionConfig)
-    register("sandbox", SandboxConfig)
 
 
 @hfsdk.hookimpl
@@ -150,10 +90,7 @@ def hfsdk_register_step_observers(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_preflight_checks(register: Register) -> None:
-    """Register ``run_memory`` (the planner's memory model against this machine) and
-    ``sandbox_notice`` (model code that would be refused or weakly isolated)."""
-    from hfsdk.core.sandbox.preflight import sandbox_preflight
+    """Register ``run_memory`` (the planner's memory model against this machine)."""
     from hfsdk.core.trainer.preflight import run_memory_check
 
     register("run_memory", run_memory_check)
-    register("sandbox_notice", sandbox_preflight)

@@ -163,6 +163,10 @@ def _register_into(
 ) -> None:
     if registry.kind == "algorithms":
         config_cls, extra = _algorithm_entry(plugin, name, impl, config_cls, extra)
+    if registry.kind == "tasks":
+        from hfsdk.core.task_spec import task_entry
+
+        extra = task_entry(plugin, name, impl, extra)
     registry._add(name, impl, plugin=plugin, config_cls=config_cls, **extra)
 
 

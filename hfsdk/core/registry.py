@@ -34,11 +34,13 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "tools": "hfsdk_register_tools",
         "agent_loops": "hfsdk_register_agent_loops",
         "tool_parsers": "hfsdk_register_tool_parsers",
+        "tasks": "hfsdk_register_tasks",
         "config_sections": "hfsdk_register_config_sections",
         "step_observers": "hfsdk_register_step_observers",
         "preflight_checks": "hfsdk_register_preflight_checks",
         # reward call styles (issue 34)
         "reward_styles": "hfsdk_register_reward_styles",
+        "rollout_sections": "hfsdk_register_rollout_sections",
     }
 )
 """Registry kind -> the hook that fills it."""

@@ -9,10 +9,14 @@ default (``default_for=`` / ``default=True`` at registration).
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 import attrs
 
-from hfsdk.core.agents.config import MultiTurnConfig
 from hfsdk.core.config.help import help_field
+from hfsdk.core.config.rollout_sections import SUBSECTIONS_KEY, response_budget
+
+_Section = TypeVar("_Section")
 
 
 @attrs.frozen(kw_only=True)
@@ -35,14 +39,31 @@ class RolloutConfig:
         "declares default.",
         default=None,
     )
-    multi_turn: MultiTurnConfig = help_field(
-        "Multi-turn rollouts with tools (docs/agents.md); off unless tools or agent_loop is set.",
-        factory=MultiTurnConfig,
+    subsections: dict[str, Any] = help_field(
+        "Sub-sections installed plugins contribute (rollout.NAME.*, hfsdk list "
+        "rollout-sections); filled by the config composer, not a key of its own.",
+        factory=dict,
+        converter=dict,
+        metadata={SUBSECTIONS_KEY: True},
     )
 
+    def section(self, cls: type[_Section]) -> _Section:
+        """The contributed sub-section of class ``cls`` (its defaults when the config has none:
+        the plugin is not installed, or the config was built by hand)."""
+        for value in self.subsections.values():
+            if type(value) is cls:
+                return value
+        return cls()
+
+    def response_budget(self) -> tuple[int, str]:
+        """``(tokens, dotted key)`` of a response's width: a sub-section's budget when one owns
+        it (multi-turn rollouts), else the backend's ``max_response_length`` (every rollout
+        section has it)."""
+        owned = response_budget(self.subsections)
+        if owned is not None:
+            return owned
+        return int(self.max_response_length), "rollout.max_response_length"  # type: ignore[attr-defined]
+
     def response_width(self) -> int:
-        """The width of a batch's responses: the multi-turn token budget for multi-turn
-        rollouts, else the backend's ``max_response_length`` (every rollout section has it)."""
-        if self.multi_turn.active:
-            return self.multi_turn.max_response_tokens
-        return int(self.max_response_length)  # type: ignore[attr-defined]
+        """The width of a batch's responses (:meth:`response_budget`)."""
+        return self.response_budget()[0]

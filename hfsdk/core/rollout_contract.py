@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     import torch
 
     from hfsdk.core.batch import Batch
+    from hfsdk.core.generation_strategy import GenerationStrategy
     from hfsdk.core.role_config import RolloutConfig
 
 
@@ -225,13 +226,20 @@ class RolloutBackend(abc.ABC):
     (agree on success before returning), or the other ranks wait in the next
     collective until its timeout.
 
-    Output batch (see docs/backends.md): ``prompts``, ``responses`` (right-padded
-    to ``max_response_length``), ``input_ids``, ``attention_mask``,
-    ``position_ids``, ``response_mask``; optionally ``rollout_log_probs``
-    (log-probs of the sampled tokens); the prompts' non-tensor columns repeated
-    per response plus ``response_text``; ``meta['temperature']``,
-    ``meta['greedy']``, ``meta['rollout_metrics']`` (equal on every collecting
-    rank, so the outputs concatenate).
+    Output batch (see docs/backends.md): ``prompts.meta['n']`` rows per prompt,
+    the ``n`` responses of a prompt consecutive (``prompts.repeat(n, interleave=True)``);
+    ``prompts``, ``responses`` (right-padded to ``max_response_length``),
+    ``input_ids``, ``attention_mask``, ``position_ids``, ``response_mask``;
+    optionally ``rollout_log_probs`` (log-probs of the sampled tokens); the
+    prompts' non-tensor columns repeated per response plus ``response_text``;
+    ``meta['temperature']`` (what the tokens were sampled at, 1 when greedy),
+    ``meta['greedy']``, ``meta['rollout_metrics']`` (name -> number, this rank's
+    own measurements). :func:`hfsdk.assemble_rollout` builds all of it from the
+    repeated prompts and the generated tokens. When the worker collects several
+    ranks' outputs it replaces their ``rollout_metrics`` by each metric's mean over
+    the ranks, weighted by their rows (:func:`hfsdk.merge_rollout_metrics`), so a
+    backend need not agree them; every other meta key must be equal on every
+    collecting rank, or the outputs do not concatenate.
     """
 
     collective: bool = False
@@ -241,6 +249,9 @@ class RolloutBackend(abc.ABC):
     it is ready; otherwise it batches the turns of all trajectories through
     :meth:`generate_sequences` (the one-row default would cost a call per request). A class
     default an instance may change (a property, or in ``__init__``)."""
+    generation: GenerationStrategy | None = None
+    """How workers generate with this rollout (:func:`hfsdk.generate_rollout`): set once by
+    :func:`build_rollout` from the ``hfsdk_wrap_generation`` hook (``None`` until then)."""
 
     def __init__(self, config: RolloutConfig, actor: ActorSource) -> None:
         self.config = config
@@ -358,4 +369,7 @@ def build_rollout(config: RolloutConfig, actor: ActorSource) -> RolloutBackend:
             f"rollout backend {config.backend!r} (plugin {entry.plugin!r}): build() returned "
             f"{type(rollout).__name__}, not an hfsdk.RolloutBackend"
         )
+    from hfsdk.core.generation_strategy import resolve_generation
+
+    resolve_generation(rollout)  # once per rollout: a plugin may generate in its place
     return rollout

@@ -109,15 +109,16 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 def hfsdk_register_tools(register: Register) -> None:
     """Register tools agent loops may call: ``register(name, fn, schema=None)``.
 
-    ``fn`` is a plain sync or ``async`` function (or an :class:`hfsdk.Tool`); its
+    ``fn`` is a plain sync or ``async`` function (or an ``hfsdk_agents.Tool``); its
     OpenAI-style schema comes from its type hints and docstring unless ``schema=``
-    gives one. Configs name it in ``rollout.multi_turn.tools``. See docs/agents.md.
+    gives one. Configs name it in ``rollout.multi_turn.tools`` (the agents plugin's
+    sub-section). See docs/agents.md.
     """
 
 
 @hookspec
 def hfsdk_register_agent_loops(register: Register) -> None:
-    """Register agent loops: ``register(name, cls)``, ``cls`` an :class:`hfsdk.AgentLoop`.
+    """Register agent loops: ``register(name, cls)``, ``cls`` an ``hfsdk_agents.AgentLoop``.
 
     One async ``run(prompt_ids, row, ctx, *, seed)`` per trajectory; chosen with
     ``rollout.multi_turn.agent_loop``. See docs/agents.md.
@@ -128,7 +129,7 @@ def hfsdk_register_agent_loops(register: Register) -> None:
 def hfsdk_register_tool_parsers(register: Register) -> None:
     """Register tool-call parsers: ``register(name, fn, end_marker=None)``.
 
-    ``fn(text) -> hfsdk.ParsedTurn``; ``end_marker`` is the text closing a call (a
+    ``fn(text) -> hfsdk_agents.ParsedTurn``; ``end_marker`` is the text closing a call (a
     one-token marker ends the model's turn). Chosen with ``rollout.multi_turn.parser``.
     """
 
@@ -146,7 +147,8 @@ def hfsdk_register_rollout_backends(register: Register) -> None:
     (HF-named weights one at a time, optionally its own module or its
     3D-HybridEngine generation shards), never a backend-specific engine. The
     worker calls ``generate_sequences(prompts)`` (through ``hfsdk.generate_rollout``,
-    which runs the agent loop instead when ``rollout.multi_turn`` is set) on every
+    which runs a plugin's generation strategy instead when one answers
+    ``hfsdk_wrap_generation``, e.g. agent loops for ``rollout.multi_turn``) on every
     actor rank when ``collective`` is true (else on the collecting ranks only),
     ``update_weights(actor)`` after every update and checkpoint load, and
     ``close()`` at the end. See ``hfsdk/core/rollout_contract.py`` and
@@ -259,4 +261,61 @@ def hfsdk_register_reward_styles(register: Register) -> None:
     run starts, why a function cannot be called that way. A reward section
     selects one with ``functions: [{name: ..., style: NAME}]``; the table of
     styles is resolved once when the section is loaded.
+    """
+
+
+# --- tasks_rewards: the task registry -----------------------------------------------------
+
+
+@hookspec
+def hfsdk_register_tasks(register: Register) -> None:
+    """Register built-in tasks: ``register(name, task)``, ``task`` an :class:`hfsdk.Task`.
+
+    A task is what a run trains on when its config names no data: its assets
+    (model, tokenizer, train/val data, built on first use), the settings it puts
+    under the user's config, and the reward/cost functions that score it.
+    ``hfsdk run --task NAME`` selects one; ``default`` is the task of a run
+    given nothing else, and its model is what a role without ``model_path``
+    loads (``hfsdk.default_model_dir``). See docs/plugin_hooks.md.
+    """
+
+
+# --- agents: generation strategies and rollout sub-sections --------------------------------
+
+
+@hookspec(firstresult=True)
+def hfsdk_wrap_generation(rollout: Any) -> Any | None:
+    """Generate for ``rollout`` in place of its ``generate_sequences``, or return ``None``.
+
+    ``rollout`` is a built :class:`hfsdk.RolloutBackend` (its ``config`` is the
+    ``rollout`` section, its ``actor`` the :class:`hfsdk.ActorSource`). Return an
+    :class:`hfsdk.GenerationStrategy` (``generate(prompts) -> Batch``, the same
+    output as ``generate_sequences``) when your plugin's settings ask for it,
+    else ``None``. Called once per rollout, by ``hfsdk.build_rollout``; the
+    first answer wins. Workers then call ``hfsdk.generate_rollout(rollout,
+    prompts)``. See docs/plugin_hooks.md.
+    """
+
+
+@hookspec
+def hfsdk_register_rollout_sections(register: Register) -> None:
+    """Contribute a sub-section of the ``rollout`` config: ``register(name, cls)``.
+
+    ``cls`` is a frozen attrs class whose fields all have defaults; YAML keys and
+    overrides ``rollout.<name>.<key>`` fill it, ``hfsdk config show`` prints it
+    under ``rollout``, and code reads it with ``rollout_config.section(cls)``
+    (its defaults when the config has none). A class may define
+    ``response_budget() -> (tokens, key) | None`` (:class:`hfsdk.RolloutSection`)
+    to own the response width. See docs/plugin_hooks.md.
+    """
+
+
+@hookspec
+def hfsdk_prompt_tool_schemas(config: Any) -> list[dict[str, Any]] | None:
+    """OpenAI-style schemas of the tools a run's prompts announce (or ``None``).
+
+    ``config`` is the resolved run config. Every answer is concatenated and the
+    prompts are rendered with them (the tokenizer's chat template ``tools=``);
+    called once, before the run starts, so a tool that fails to load stops it
+    in one line. See docs/plugin_hooks.md.
     """

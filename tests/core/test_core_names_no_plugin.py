@@ -24,8 +24,9 @@ project's config into this repository's algorithms by name, is the migration plu
 # Words that name a plugin here and, in the core, something else: verl's dataset column
 # `reward_model` (`reward_model.ground_truth`) is data the reward functions read, not the
 # `reward_model` algorithm plugin; the default plugins' names are plain words the core uses
-# as words ("serve a request", the core's `rewards` machinery).
-OTHER_MEANINGS = {"reward_model", "serve"}
+# as words ("serve a request", the core's `rewards` machinery and token rewards, the core's
+# task registry `hfsdk.core.tasks` that the built-in `tasks` plugin registers into).
+OTHER_MEANINGS = {"reward_model", "serve", "rewards", "tasks"}
 
 
 def _plugin_distributions() -> dict[str, set[str]]:

@@ -1,10 +1,14 @@
 """The rollout contract: a third party's backend (``contract_rollout.py``) with either actor.
 
-``GreedyRollout`` is written against ``hfsdk`` only and registered like a
-plugin; built through ``hfsdk.build_rollout``, it generates what transformers
-does on the same weights with the fsdp actor (one process) and the megatron
-actor (tp = 2 over two gloo ranks, the collector's rows). ``build_rollout``
-refuses an implementation that is not a ``RolloutBackend``, in one line.
+``SamplingRollout`` (the worked example of ``docs/plugin_hooks.md``, run as
+written) is written against ``hfsdk`` only and registered like a plugin; built
+through ``hfsdk.build_rollout``, asked for greedy responses it generates what
+transformers does on the same weights with the fsdp actor (one process) and
+the megatron actor (tp = 2 over two gloo ranks, the collector's rows). Asked
+for ``meta['n']`` samples per prompt it returns the whole contract batch,
+``n`` consecutive rows per prompt, sampled from softmax(logits / temperature).
+``build_rollout`` refuses an implementation that is not a ``RolloutBackend``,
+in one line.
 """
 
 from __future__ import annotations
@@ -63,16 +67,69 @@ def _reference(model: dict[str, Any]) -> torch.Tensor:
 
 
 def test_a_third_party_rollout_works_with_the_fsdp_actor(model: dict[str, Any]) -> None:
+    rollout = _fsdp_rollout(model, max_response_length=WIDTH)
+    prompts = hfsdk.Batch.from_dict(tensors=model["prompts"], meta={"greedy": True})
+    out = rollout.generate_sequences(prompts)
+    assert torch.equal(out["responses"], _reference(model))
+    assert out.meta["greedy"] is True and out.meta["temperature"] == 1.0
+
+
+def _fsdp_rollout(model: dict[str, Any], **config: Any) -> Any:
     from hfsdk_backend_fsdp.actor import ActorEngine
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 
     plugin = _plugin()
-    get_plugin_manager().pm.register(plugin, name="greedy_contract")
+    get_plugin_manager().pm.register(plugin, name="sampling_contract")
     actor = ActorEngine(FSDPRoleConfig(model_path=str(model["path"]), device="cpu"), role="actor")
-    rollout = hfsdk.build_rollout(plugin.GreedyConfig(max_response_length=WIDTH), actor)
-    assert isinstance(rollout, plugin.GreedyRollout)
-    out = rollout.generate_sequences(hfsdk.Batch.from_dict(tensors=model["prompts"]))
-    assert torch.equal(out["responses"], _reference(model))
+    rollout = hfsdk.build_rollout(plugin.SamplingConfig(**config), actor)
+    assert isinstance(rollout, plugin.SamplingRollout)
+    return rollout
+
+
+CONTRACT_KEYS = {
+    "prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask",
+}  # fmt: skip
+
+
+def test_the_example_returns_n_sampled_responses_per_prompt(model: dict[str, Any]) -> None:
+    rollout = _fsdp_rollout(model, max_response_length=WIDTH, temperature=1.5)
+    n = 4
+    prompts = hfsdk.Batch.from_dict(
+        tensors=model["prompts"], non_tensors={"uid": ["a", "b", "c"]}, meta={"n": n}
+    )
+    out = rollout.generate_sequences(prompts)
+    assert set(out.tensor_keys) >= CONTRACT_KEYS and "response_text" in out.non_tensor_keys
+    assert list(out["uid"]) == [u for u in "abc" for _ in range(n)]
+    assert torch.equal(out["prompts"], model["prompts"]["input_ids"].repeat_interleave(n, 0))
+    assert out.meta["temperature"] == 1.5 and out.meta["greedy"] is False
+    groups = out["responses"].view(3, n, -1)
+    assert any(len({tuple(r.tolist()) for r in group}) > 1 for group in groups)
+    # whatever follows the first EOS is padding, and the masks agree with it
+    mask = out["response_mask"].bool()
+    assert torch.equal(out["attention_mask"][:, -WIDTH:].bool(), mask)
+    assert (out["responses"][~mask] == model["tokenizer"].pad_token_id).all()
+
+
+def test_the_example_samples_at_the_rollout_temperature(model: dict[str, Any]) -> None:
+    """The first token's frequencies over many samples follow softmax(logits / T)."""
+    from transformers import AutoModelForCausalLM
+
+    temperature, samples = 2.0, 3000
+    rollout = _fsdp_rollout(model, max_response_length=1, temperature=temperature)
+    prompt = {k: v[:1] for k, v in model["prompts"].items()}
+    torch.manual_seed(0)
+    out = rollout.generate_sequences(hfsdk.Batch.from_dict(tensors=prompt, meta={"n": samples}))
+    hf = AutoModelForCausalLM.from_pretrained(str(model["path"])).eval()
+    with torch.no_grad():
+        logits = hf(**prompt).logits[0, -1]
+    vocab = logits.shape[0]
+    seen = torch.bincount(out["responses"][:, 0], minlength=vocab).double() / samples
+    tv = lambda p: 0.5 * float((seen - p).abs().sum())  # noqa: E731
+    at_t = torch.softmax(logits.double() / temperature, -1)
+    at_one = torch.softmax(logits.double(), -1)
+    # sampling noise: E[TV] <= 0.5 * sum(sqrt(p (1 - p) / samples))
+    noise = 0.5 * float((at_t * (1 - at_t) / samples).sqrt().sum())
+    assert tv(at_t) < 3 * noise < tv(at_one), (tv(at_t), noise, tv(at_one))
 
 
 @pytest.mark.distributed

@@ -2,7 +2,7 @@
 
 The contract's default ``generate_request`` (``generate_sequences`` on one
 row) serves a third party's rollout that knows nothing of requests
-(``contract_rollout.py``) with the fsdp actor; the ``hf`` rollout's request
+(``contract_rollout.py``, the doc's example) with the fsdp actor; the ``hf`` rollout's request
 server serves a tp = 2 megatron actor (every rank in ``serving()``, the
 weights gathered once). Both give transformers' greedy tokens per prompt.
 """
@@ -61,9 +61,9 @@ def test_the_default_serves_requests_for_a_rollout_that_knows_none(model: dict[s
         sys.path.insert(0, HERE)
     import contract_rollout
 
-    get_plugin_manager().pm.register(contract_rollout, name="greedy_contract_requests")
+    get_plugin_manager().pm.register(contract_rollout, name="sampling_contract_requests")
     actor = ActorEngine(FSDPRoleConfig(model_path=str(model["path"]), device="cpu"), role="actor")
-    rollout = hfsdk.build_rollout(contract_rollout.GreedyConfig(max_response_length=WIDTH), actor)
+    rollout = hfsdk.build_rollout(contract_rollout.SamplingConfig(max_response_length=WIDTH), actor)
     assert type(rollout).generate_request is hfsdk.RolloutBackend.generate_request
 
     async def serve() -> list[Any]:

@@ -5,22 +5,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import hfsdk
+import hfsdk_agents
 
 
-class TracedToolLoop(hfsdk.AgentLoop):
+class TracedToolLoop(hfsdk_agents.AgentLoop):
     """generate → tools → generate like ``tool_loop``, recording each call's answer in ``extra``."""
 
     async def run(
         self,
         prompt_ids: tuple[int, ...],
         row: Mapping[str, Any],
-        ctx: hfsdk.AgentContext,
+        ctx: hfsdk_agents.AgentContext,
         *,
         seed: int,
-    ) -> hfsdk.Trajectory:
+    ) -> hfsdk_agents.Trajectory:
         """One trajectory; ``extra`` gets ``traced_calls`` and ``tool_answers``."""
-        trajectory = hfsdk.Trajectory(prompt_ids=tuple(prompt_ids))
+        trajectory = hfsdk_agents.Trajectory(prompt_ids=tuple(prompt_ids))
         answers: list[str] = []
         for turn in range(ctx.config.max_turns):
             made = await ctx.model_turn(trajectory, seed=seed + turn)

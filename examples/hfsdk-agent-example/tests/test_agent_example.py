@@ -46,7 +46,7 @@ def _hfsdk(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_configs_tool_entry_resolves_to_the_plugins_function(tmp_path: Path) -> None:
     code = (
-        "from hfsdk.core.agents.tools import load_tools\n"
+        "from hfsdk_agents.tools import load_tools\n"
         "import yaml\n"
         f"entries = yaml.safe_load(open({str(PACKAGE / 'tool_use.yaml')!r}))"
         "['rollout']['multi_turn']['tools']\n"

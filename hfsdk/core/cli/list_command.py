@@ -17,7 +17,7 @@ def list_entries(kind: str | None) -> None:
     KIND is one of: algorithms, advantage-estimators, policy-losses, value-losses,
     kl-estimators, rollout-corrections, reward-functions (or rewards), rollout-backends,
     training-backends, transfer-protocols, clusters, tools, agent-loops, tool-parsers,
-    reward-styles.
+    reward-styles, tasks.
     """
     if kind is None:  # a bare `hfsdk list`: what can be listed
         click.echo("hfsdk list KIND, where KIND is one of:")

@@ -22,7 +22,6 @@ from hfsdk.core.cli.plugins_command import plugins
 from hfsdk.core.cli.replay_command import replay
 from hfsdk.core.cli.reward_command import reward
 from hfsdk.core.cli.run_command import run
-from hfsdk.core.cli.sandbox_command import sandbox
 from hfsdk.core.logs import configure_logging
 
 
@@ -53,7 +52,6 @@ cli.add_command(calibrate_command)
 cli.add_command(plot)
 cli.add_command(export)
 cli.add_command(replay)
-cli.add_command(sandbox)
 cli.add_command(reward)
 
 

@@ -23,25 +23,26 @@ def run_config_options(func: Callable[..., Any]) -> Callable[..., Any]:
     )
 
 
-BUILTIN_TASKS = ("default", "tool_use")
-"""``--task`` values: the single-turn default task and the multi-turn ``tool_use`` task."""
-
-
 def task_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``--task``: which built-in task a config without data runs."""
+    """``--task``: which registered task a config without data runs (``hfsdk list tasks``)."""
+    from hfsdk.core.tasks import DEFAULT_TASK
+
     return click.option(
         "--task",
-        type=click.Choice(BUILTIN_TASKS),
-        default="default",
-        help="Built-in task: default (addition) or tool_use (multi-turn addition with a "
-        "calculator tool, docs/agents.md).",
+        default=DEFAULT_TASK,
+        metavar="NAME",
+        help="Built-in task a config without data runs, as plugins register them "
+        "(hfsdk list tasks): default (addition), tool_use (multi-turn addition with a "
+        "calculator tool, docs/agents.md), ...",
     )(func)
 
 
 def task_base(task: str) -> dict[str, Any] | None:
-    """The settings ``task`` puts under the user's config (``None``: the default task)."""
-    if task != "tool_use":
-        return None
-    from hfsdk.core.agents.tool_use.build import ensure_tool_use_assets, tool_use_preset
+    """The settings ``task`` puts under the user's config (``None``: the default task, which
+    runs as the fallback of a config without data)."""
+    from hfsdk.core.tasks import DEFAULT_TASK, get_task
 
-    return tool_use_preset(ensure_tool_use_assets())
+    if task == DEFAULT_TASK:
+        return None  # looked up only when the run needs its assets (it may name its own)
+    settings = get_task(task).settings
+    return dict(settings()) if settings is not None else None

@@ -21,6 +21,7 @@ from cattrs.errors import (
     IterableValidationError,
 )
 
+from hfsdk.core.config.help import SUBSECTIONS_KEY
 from hfsdk.core.errors import ConfigError
 from hfsdk.core.registry import closest_match
 
@@ -93,7 +94,45 @@ def make_converter() -> cattrs.Converter:
         _structure_str_tuple,
     )
     converter.register_structure_hook(typing.Any, lambda v, _t: v)
+    converter.register_structure_hook_factory(_has_subsections, _structure_hosting)
+    converter.register_unstructure_hook_factory(_has_subsections, _unstructure_hosting)
     return converter
+
+
+def _subsection_fields(cls: Any) -> list[str]:
+    if not (isinstance(cls, type) and attrs.has(cls)):
+        return []
+    return [f.name for f in attrs.fields(cls) if f.metadata.get(SUBSECTIONS_KEY)]
+
+
+def _has_subsections(cls: Any) -> bool:
+    return bool(_subsection_fields(cls))
+
+
+def _structure_hosting(cls: type, converter: cattrs.Converter) -> Any:
+    """A section hosting plugins' sub-sections: its sub-section field is no key of its own
+    (the composer fills it from ``section.<name>`` keys), so a config cannot set it."""
+    from cattrs.gen import make_dict_structure_fn, override
+
+    omitted = {name: override(omit=True) for name in _subsection_fields(cls)}
+    return make_dict_structure_fn(cls, converter, **omitted)
+
+
+def _unstructure_hosting(cls: type, converter: cattrs.Converter) -> Any:
+    """Plain data of a hosting section: each sub-section back under its own name."""
+    from cattrs.gen import make_dict_unstructure_fn, override
+
+    fields = _subsection_fields(cls)
+    base = make_dict_unstructure_fn(cls, converter, **{n: override(omit=True) for n in fields})
+
+    def unstructure_hosting(value: Any) -> dict[str, Any]:
+        out = base(value)
+        for name in fields:
+            for sub_name, sub in getattr(value, name).items():
+                out[sub_name] = converter.unstructure(sub)
+        return out
+
+    return unstructure_hosting
 
 
 _ATTRS_VALIDATOR_FIELD = re.compile(r"^'(?P<field>[A-Za-z_][A-Za-z0-9_]*)' (?P<rest>.*)$", re.S)
@@ -140,7 +179,12 @@ def closest_key(key: str, fields: list[str]) -> str | None:
 
 def _messages(exc: BaseException, path: str, cls: type | None) -> list[str]:
     if isinstance(exc, ForbiddenExtraKeysError):
-        fields = [f.name for f in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+        hosted = set(_subsection_fields(exc.cl))
+        fields = (
+            [f.name for f in attrs.fields(exc.cl) if f.name not in hosted]
+            if attrs.has(exc.cl)
+            else []
+        )
         out = []
         for extra in sorted(exc.extra_fields):
             where = _join(path, extra)

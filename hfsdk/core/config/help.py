@@ -16,6 +16,9 @@ import attrs
 RESUMABLE_KEY = "hfsdk_resumable"
 """Field metadata: a resumed run may change the setting (:func:`help_field`)."""
 HELP_KEY = "help"
+SUBSECTIONS_KEY = "hfsdk_subsections"
+"""attrs metadata marking a field that holds plugin-contributed sub-sections
+(:mod:`hfsdk.core.config.rollout_sections`)."""
 
 
 def help_field(help: str, *, resumable: bool = False, **kwargs: Any) -> Any:
@@ -85,6 +88,8 @@ def field_help(cls: type, prefix: str = "") -> list[FieldHelp]:
     """Every field of attrs class ``cls`` (recursing into nested config classes)."""
     out: list[FieldHelp] = []
     for field in attrs.fields(cls):
+        if field.metadata.get(SUBSECTIONS_KEY):
+            continue  # each contributed sub-section is documented with its own class
         name = f"{prefix}{field.name}"
         out.append(
             FieldHelp(
@@ -119,6 +124,11 @@ def explain(section: str, value: Any, sources: dict[str, str] | None = None) -> 
     for field in attrs.fields(type(value)):
         current = getattr(value, field.name)
         key = f"{section}.{field.name}"
+        if field.metadata.get(SUBSECTIONS_KEY):
+            for name, sub in current.items():
+                lines.append(f"{section}.{name}:  ({type(sub).__doc__ or 'section'})".strip())
+                lines.extend(explain(f"{section}.{name}", sub, sources))
+            continue
         if attrs.has(type(current)):
             lines.append(f"{key}:  ({_help_of(type(value), field) or 'section'})")
             lines.extend(explain(key, current, sources))

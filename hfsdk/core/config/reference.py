@@ -70,4 +70,9 @@ def config_reference_markdown() -> str:
             if not field_help(entry.config_cls):
                 continue
             out += ["", f"### `{name}` (plugin `{entry.plugin}`)", "", *_table(entry.config_cls)]
+    sections = [(n, e) for n, e in get_registry("rollout_sections").items() if documented(e.plugin)]
+    if sections:
+        out += ["", "## Rollout sub-sections (`rollout.<name>:`, contributed by plugins)"]
+        for name, entry in sections:
+            out += ["", f"### `rollout.{name}` (plugin `{entry.plugin}`)", "", *_table(entry.impl)]
     return "\n".join(out) + "\n"

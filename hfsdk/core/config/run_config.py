@@ -15,9 +15,10 @@ section                 config class
                         the role's kind)
 ``reward``, ``cost``…   roles of kind ``scorer``: signal functions and/or a model
 ``rollout``             the class of ``rollout.backend`` (default: the declared default)
-``trainer``, ``data``,  core classes
-``placement``,
-``sandbox``
+``trainer``, ``data``,  the classes ``hfsdk_register_config_sections`` registers: the
+``placement``, …        core's (``trainer``, ``data``, ``placement``,
+                        ``rollout_correction``) and the plugins' (``hfsdk list
+                        config-sections``)
 ======================  ==============================================================
 
 Names inside sections are resolved first (so ``algorithm.advantage_estimator=rloo``
@@ -194,6 +195,37 @@ class _Composer:
         data = {**data, "backend": backend}
         return self.named(role, "training_backends", f"{role}.backend", backend, data)
 
+    def rollout_subsections(
+        self, rollout: dict[str, Any], classes: Mapping[str, type]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The rollout data without its plugins' sub-sections, and those sub-sections built
+        (``rollout.multi_turn`` with the class its plugin registered)."""
+        from hfsdk.core.config.rollout_sections import missing_plugin_line
+
+        rest: dict[str, Any] = {}
+        built: dict[str, Any] = {}
+        for key, value in rollout.items():
+            cls = classes.get(key)
+            if cls is None:
+                line = missing_plugin_line(f"rollout.{key}")
+                if line:
+                    self.errors.append(line)
+                else:
+                    rest[key] = value
+                continue
+            if value is None:
+                value = {}
+            try:
+                built[key] = structure(self.converter, value, cls, path=f"rollout.{key}")
+            except ConfigError as exc:
+                self.errors.append(str(exc))
+        # Every installed plugin's sub-section is there (its defaults when not given), so
+        # `config show` and a run's config.yaml list all settings, as for the rest.
+        for key, cls in classes.items():
+            if key not in built and key not in rollout:
+                built[key] = structure(self.converter, {}, cls, path=f"rollout.{key}")
+        return rest, built
+
     def signal(self, role: str, data: dict[str, Any]) -> None:
         data = dict(data)
         model = data.pop("model", None)
@@ -272,21 +304,25 @@ def resolve_run_config(
 
     algorithm = composer.add("algorithm", spec.config_cls, _section(data, "algorithm"))
     roles = spec.role_names
+    from hfsdk.core.algorithm import AlgorithmConfig
+
+    # Only a policy-training algorithm's section has the RL settings (AlgorithmConfig).
+    rl = algorithm if isinstance(algorithm, AlgorithmConfig) else None
     # Programs that train on given responses (SFT, DPO) estimate no advantages: None.
-    if algorithm is not None and algorithm.advantage_estimator is not None:
+    if rl is not None and rl.advantage_estimator is not None:
         composer.named(
             "advantage",
             "advantage_estimators",
             "algorithm.advantage_estimator",
-            algorithm.advantage_estimator,
+            rl.advantage_estimator,
             _section(data, "advantage"),
         )
-    if algorithm is not None:
+    if rl is not None:
         composer.named(
             "policy_loss",
             "policy_losses",
             "algorithm.policy_loss",
-            algorithm.policy_loss,
+            rl.policy_loss,
             _section(data, "policy_loss"),
         )
         if hasattr(algorithm, "value_loss"):
@@ -298,7 +334,7 @@ def resolve_run_config(
                 _section(data, "value_loss"),
             )
         try:
-            _lookup(registry_of("kl_estimators"), algorithm.kl_estimator, "algorithm.kl_estimator")
+            _lookup(registry_of("kl_estimators"), rl.kl_estimator, "algorithm.kl_estimator")
         except ConfigError as exc:
             composer.errors.append(str(exc))
 
@@ -320,8 +356,15 @@ def resolve_run_config(
         entry = registry_of("rollout_backends").get(rollout_backend)
         cls = entry.config_cls if entry is not None else None
         if attrs.has(cls) and "max_prompt_length" in attrs.fields_dict(cls):
-            rollout = _derive_rollout_prompt_length(data, rollout)
-        composer.named("rollout", "rollout_backends", "rollout.backend", rollout_backend, rollout)
+            rollout = _derive_rollout_prompt_length(data, rollout, pm)
+        rollout, subsections = composer.rollout_subsections(
+            rollout, _rollout_section_classes(pm)
+        )
+        value = composer.named(
+            "rollout", "rollout_backends", "rollout.backend", rollout_backend, rollout
+        )
+        if value is not None:
+            composer.sections["rollout"] = attrs.evolve(value, subsections=subsections)
     for name, cls in section_classes(pm).items():
         composer.add(name, cls, _section(data, name))
 
@@ -372,11 +415,12 @@ def load_run_config(
     """YAML file (optional) + dotted overrides -> a validated :class:`RunConfig`.
 
     A config without training data runs the built-in default task; the
-    algorithm's preset (``AlgorithmSpec.preset``, on top of the core's
-    ``hfsdk.core.default_task.preset``) fills the keys the user did not set.
+    algorithm's preset (``AlgorithmSpec.preset``, on top of the default task's
+    ``hfsdk.Task.preset``, see ``hfsdk.core.config.presets``) fills the keys the user
+    did not set.
     ``base`` (a built-in task's settings) goes under the file and the overrides.
     """
-    from hfsdk.core.default_task.preset import deep_merge
+    from hfsdk.core.config.presets import deep_merge
 
     data = load_yaml(config_file) if config_file else {}
     layers = [(dict(base or {}), "the task's preset"), (data, f"config file {config_file!r}")]
@@ -391,28 +435,38 @@ def load_run_config(
     return resolve_run_config(algo, with_algorithm_preset(algo or data.get("algo"), data))
 
 
-def _context_extra(data: Mapping[str, Any]) -> int:
-    """What a turn's context holds beyond the prompt: the multi-turn budget, else 0."""
-    from hfsdk.core.agents.config import MultiTurnConfig
+def _context_extra(
+    data: Mapping[str, Any], pm: HfsdkPluginManager | None = None
+) -> tuple[int, str]:
+    """What a turn's context holds beyond the prompt and the key that sets it: a rollout
+    sub-section's response budget (multi-turn rollouts), else ``(0, "")``."""
+    from hfsdk.core.config.rollout_sections import raw_response_budget
 
-    rollout = data.get("rollout")
-    multi_turn = rollout.get("multi_turn") if isinstance(rollout, Mapping) else None
-    if not isinstance(multi_turn, Mapping):
-        return 0
-    if not multi_turn.get("tools") and multi_turn.get("agent_loop") is None:
-        return 0
-    budget = multi_turn.get("max_response_tokens", MultiTurnConfig().max_response_tokens)
-    return budget if isinstance(budget, int) and not isinstance(budget, bool) else 0
+    classes = _rollout_section_classes(pm or get_plugin_manager())
+    converter = make_converter()
+    budget = raw_response_budget(
+        data.get("rollout"), classes, lambda d, c: structure(converter, d, c)
+    )
+    return budget if budget is not None else (0, "")
 
 
-def _prompt_length_rule(extra: int) -> str:
-    if extra:
-        return f"data.max_prompt_length + rollout.multi_turn.max_response_tokens ({extra})"
+def _rollout_section_classes(pm: HfsdkPluginManager) -> dict[str, type]:
+    """Name -> config class of each contributed rollout sub-section."""
+    return {name: entry.impl for name, entry in pm.registry("rollout_sections").items()}
+
+
+def _prompt_length_rule(extra: tuple[int, str]) -> str:
+    tokens, key = extra
+    if tokens:
+        return f"data.max_prompt_length + {key} ({tokens})"
     return "data.max_prompt_length"
 
 
-def _prompt_length_layer(layer: dict[str, Any], extra: int, where: str) -> dict[str, Any]:
+def _prompt_length_layer(
+    layer: dict[str, Any], context_extra: tuple[int, str], where: str
+) -> dict[str, Any]:
     """``layer`` with its rollout.max_prompt_length turned into data.max_prompt_length."""
+    extra, extra_key = context_extra
     rollout = layer.get("rollout")
     if not isinstance(rollout, dict) or "max_prompt_length" not in rollout:
         return layer
@@ -428,13 +482,13 @@ def _prompt_length_layer(layer: dict[str, Any], extra: int, where: str) -> dict[
             raise ConfigError(
                 f"{where}: rollout.max_prompt_length={given} disagrees with "
                 f"data.max_prompt_length={prompt}; it follows from them "
-                f"({_prompt_length_rule(extra)}): remove rollout.max_prompt_length"
+                f"({_prompt_length_rule(context_extra)}): remove rollout.max_prompt_length"
             )
         return result
     if given - extra < 1:
         raise ConfigError(
             f"{where}: rollout.max_prompt_length={given} leaves no room for a prompt beside "
-            f"rollout.multi_turn.max_response_tokens={extra}; set data.max_prompt_length (the "
+            f"{extra_key}={extra}; set data.max_prompt_length (the "
             "widest prompt) instead"
         )
     if not isinstance(section, dict) and section is not None:
@@ -443,7 +497,9 @@ def _prompt_length_layer(layer: dict[str, Any], extra: int, where: str) -> dict[
     return result
 
 
-def _prompt_length_overrides(overrides: list[str] | tuple[str, ...], extra: int) -> list[str]:
+def _prompt_length_overrides(
+    overrides: list[str] | tuple[str, ...], extra: tuple[int, str]
+) -> list[str]:
     """The command line's overrides with rollout.max_prompt_length=N as data.max_prompt_length."""
     rollout = [t for t in overrides if t.partition("=")[0].strip() == "rollout.max_prompt_length"]
     if not rollout:
@@ -465,13 +521,15 @@ def _prompt_length_overrides(overrides: list[str] | tuple[str, ...], extra: int)
     return rest if prompt is None else [*rest, f"data.max_prompt_length={prompt}"]
 
 
-def _derive_rollout_prompt_length(data: Mapping[str, Any], rollout: dict[str, Any]) -> dict:
+def _derive_rollout_prompt_length(
+    data: Mapping[str, Any], rollout: dict[str, Any], pm: HfsdkPluginManager
+) -> dict:
     """``rollout`` with max_prompt_length = data.max_prompt_length (+ the multi-turn budget),
     unless given (:func:`~hfsdk.core.trainer.input_checks.check_prompt_length` then holds it
     to that)."""
     from hfsdk.core.data.data_config import DataConfig
 
-    extra = _context_extra(data)
+    extra, _key = _context_extra(data, pm)
     section = data.get("data")
     prompt = section.get("max_prompt_length") if isinstance(section, Mapping) else None
     if (prompt is None and not extra) or "max_prompt_length" in rollout:
@@ -540,7 +598,7 @@ def with_algorithm_preset(
     classes): the keys that class lacks are left out, so a preset never names a
     backend and a new backend takes the keys it shares.
     """
-    from hfsdk.core.default_task.preset import uses_default_task, with_default_task_preset
+    from hfsdk.core.config.presets import uses_default_task, with_default_task_preset
 
     pm = pm or get_plugin_manager()
     spec_entry = pm.registry("algorithms").get(algo) if isinstance(algo, str) else None
@@ -571,4 +629,15 @@ def with_algorithm_preset(
         entry = registry.get(name) if isinstance(name, str) else None
         return entry.config_cls if entry is not None else None
 
-    return with_default_task_preset(spec.preset, data, section_class)
+    return with_default_task_preset(
+        spec.preset, data, section_class, task_preset=_default_task_preset(pm)
+    )
+
+
+def _default_task_preset(pm: HfsdkPluginManager) -> Mapping[str, Any]:
+    """The registry's default task's own preset (empty when no task plugin is installed:
+    the run then says which distribution to install when it looks for the task's assets)."""
+    from hfsdk.core.tasks import DEFAULT_TASK
+
+    entry = pm.registry("tasks").get(DEFAULT_TASK)
+    return entry.impl.preset if entry is not None else {}

@@ -81,7 +81,7 @@ class ConfigLayers:
 
     def user_data(self) -> dict[str, Any]:
         """Task, file and overrides merged (what the preset goes under)."""
-        from hfsdk.core.default_task.preset import deep_merge
+        from hfsdk.core.config.presets import deep_merge
 
         data = dict(self.file_data)
         if self.task_data:
@@ -126,7 +126,7 @@ class ConfigLayers:
     def dropped_preset(self) -> str | None:
         """One line when the default task's preset is not applied although the built-in
         model runs (the config names training data but no model), else ``None``."""
-        from hfsdk.core.default_task.preset import uses_default_task
+        from hfsdk.core.config.presets import uses_default_task
 
         data = self.user_data()
         if uses_default_task(data):

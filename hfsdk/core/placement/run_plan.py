@@ -87,9 +87,9 @@ def _as_dict(config: Any) -> dict[str, Any]:
 
 
 def _default_model_dir() -> str:
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk.core.tasks import default_model_dir
 
-    return str(ensure_default_assets().model_dir)
+    return str(default_model_dir())
 
 
 def _int(section: Mapping[str, Any], key: str, default: int) -> int:

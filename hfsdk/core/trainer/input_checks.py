@@ -1,7 +1,8 @@
 """Settings that only fail deep inside a run, refused before it starts in one line each.
 
 - ``rollout.max_prompt_length`` not what follows from ``data.max_prompt_length`` (the
-  one key; plus the multi-turn budget, which every turn's context may reach): vLLM
+  one key; plus a rollout sub-section's response budget, e.g. multi-turn rollouts',
+  which every turn's context may reach): vLLM
   then failed much later with "528 > 128 positions";
 - prompt plus response longer than a model's positions (``max_position_embeddings``
   in its ``config.json``): transformers only warns, then the worker allocates for
@@ -24,19 +25,17 @@ _POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length
 
 
 def check_prompt_length(config: Any) -> None:
-    """``rollout.max_prompt_length`` must be what follows from ``data.max_prompt_length``."""
-    from hfsdk.core.agents.generate import multi_turn_config
+    """``rollout.max_prompt_length`` must be what follows from ``data.max_prompt_length``
+    (plus a rollout sub-section's response budget: every turn's context may reach it)."""
+    from hfsdk.core.config.rollout_sections import response_budget
 
     data = getattr(getattr(config, "data", None), "max_prompt_length", None)
     rollout = getattr(getattr(config, "rollout", None), "max_prompt_length", None)
     if data is None or rollout is None:
         return
-    multi_turn = multi_turn_config(config.rollout)
-    extra = multi_turn.max_response_tokens if multi_turn.active else 0
+    extra, key = response_budget(config.rollout.subsections) or (0, "")
     if rollout != data + extra:
-        rule = "data.max_prompt_length" + (
-            f" + rollout.multi_turn.max_response_tokens ({extra})" if extra else ""
-        )
+        rule = "data.max_prompt_length" + (f" + {key} ({extra})" if extra else "")
         raise ConfigError(
             f"rollout.max_prompt_length={rollout} disagrees with data.max_prompt_length={data}; "
             f"it follows from them ({rule}): remove rollout.max_prompt_length"
@@ -64,15 +63,8 @@ def model_positions(model_path: str | None) -> tuple[int, str] | None:
 
 def sequence_length(config: Any) -> tuple[int, str]:
     """The longest sequence a run builds (prompt + response) and how it is made up."""
-    from hfsdk.core.agents.generate import multi_turn_config
-
-    rollout = config.rollout
     prompt = int(config.data.max_prompt_length)
-    multi_turn = multi_turn_config(rollout)
-    if multi_turn.active:
-        response, key = multi_turn.max_response_tokens, "rollout.multi_turn.max_response_tokens"
-    else:
-        response, key = int(rollout.max_response_length), "rollout.max_response_length"
+    response, key = config.rollout.response_budget()
     return prompt + response, f"data.max_prompt_length={prompt} + {key}={response}"
 
 

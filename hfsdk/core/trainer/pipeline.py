@@ -129,7 +129,7 @@ def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
 
 def check_rollout_pool(config: Any, policy: str) -> None:
     """Refuse ``placement.pools.rollout`` when the policy itself would be placed on it, and
-    partial rollouts without a rollout pool under ``async``, with multi-turn rollouts or with
+    partial rollouts without a rollout pool under ``async`` or with
     tensor-parallel or pipelined replicas (``placement.pools.rollout.tp`` or ``.pp`` > 1)."""
     placement = config.placement
     partial = config.trainer.partial_rollout_tokens
@@ -137,11 +137,6 @@ def check_rollout_pool(config: Any, policy: str) -> None:
         raise HfsdkError(
             f"trainer.partial_rollout_tokens={partial} needs trainer.pipeline: async and a "
             "rollout pool of its own (placement.pools.rollout); set those or set it to 0"
-        )
-    if partial and config.rollout.multi_turn.active:
-        raise HfsdkError(
-            f"trainer.partial_rollout_tokens={partial} cuts generations into segments, which "
-            "multi-turn rollouts (rollout.multi_turn) do not support; set it to 0"
         )
     pool = placement.pools.get("rollout")
     tp, pp = (pool.tp, pool.pp) if pool is not None else (1, 1)

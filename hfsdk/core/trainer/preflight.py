@@ -293,12 +293,12 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     _check_inputs(config, spec, assets)
     tokenizer = load_tokenizer(assets.tokenizer_path)
     dataset = load_prompt_dataset(assets.train_files, config.data.prompt_key)
-    # Multi-turn tools load here (a bad entry fails before Ray); their schemas reach the
+    # Plugins' tools load here (a bad entry fails before Ray); their schemas reach the
     # prompts through the chat template's tools support.
     tools = _tool_schemas(config)
     loader = PromptLoader(dataset, tokenizer, config.data, seed=config.trainer.seed, tools=tools)
-    policy = getattr(config, spec.policy_role)
-    builtin = not (policy.tokenizer_path or policy.model_path)
+    main = getattr(config, spec.main_role)
+    builtin = not (main.tokenizer_path or main.model_path)
     _check_unknown_tokens(config, tokenizer, loader, str(assets.tokenizer_path), builtin)
     val_loader = None
     if assets.val_files and config.trainer.val_every:
@@ -386,17 +386,15 @@ def _check_inputs(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> None:
         f"{key}.model_path": getattr(section, "model_path", None)
         for key, section in _model_sections(config, spec).items()
     }
-    policy = f"{spec.policy_role}.model_path"
-    paths[policy] = paths.get(policy) or assets.model_path
+    # The run's own model (the policy, or a reward-model trainer's scorer) defaults to the task's.
+    main = f"{spec.main_role}.model_path"
+    paths[main] = paths.get(main) or assets.model_path
     check_positions(config, paths)
 
 
 def _tool_schemas(config: Any) -> list[Any]:
-    """The schemas of ``rollout.multi_turn.tools`` (empty for single-turn rollouts)."""
-    from hfsdk.core.agents.generate import multi_turn_config
-    from hfsdk.core.agents.tools import load_tools
+    """The tools the prompts announce (``hfsdk_prompt_tool_schemas``; empty for none)."""
+    from hfsdk.core.plugin_manager import get_plugin_manager
 
-    multi_turn = multi_turn_config(config.rollout)
-    if not multi_turn.active:
-        return []
-    return [dict(tool.schema) for tool in load_tools(multi_turn.tools).values()]
+    answers = get_plugin_manager().hook.hfsdk_prompt_tool_schemas(config=config)
+    return [dict(schema) for answer in answers if answer for schema in answer]

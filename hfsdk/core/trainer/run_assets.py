@@ -42,11 +42,12 @@ def resolve_assets(
 
     The tokenizer is the policy's: ``policy_role`` names the spec's role of kind
     ``policy`` (``AlgorithmSpec.policy_role``); no role name is assumed.
+    The default task is the task registry's (:func:`hfsdk.core.tasks.get_task`).
     ``cold_model``: a run without a model path starts from the default task's
     freshly initialised model instead of the warm-started one
     (``AlgorithmSpec.default_model``); the tokenizer and data are the same.
     ``preference_pairs``: the default task's data are its preference pairs
-    (``AlgorithmSpec.default_data``, :mod:`hfsdk.core.default_task.pairs`).
+    (``AlgorithmSpec.default_data``).
     """
     actor_path = getattr(getattr(config, policy_role), "model_path", None)
     tokenizer_path = getattr(getattr(config, policy_role), "tokenizer_path", None)
@@ -59,24 +60,17 @@ def resolve_assets(
             val_files=tuple(config.data.val_files),
             default_task=False,
         )
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk.core.tasks import get_task
 
-    assets = ensure_default_assets()
-    model_dir = assets.model_dir
-    if cold_model and actor_path is None:
-        cold = ensure_default_assets(attrs.evolve(assets.spec, warm_start_steps=0))
-        model_dir = cold.model_dir
-    train_jsonl, val_jsonl = assets.train_jsonl, assets.val_jsonl
-    if preference_pairs:
-        from hfsdk.core.default_task.pairs import ensure_preference_pairs
-
-        train_jsonl, val_jsonl = ensure_preference_pairs(assets)
+    task = get_task()  # the registry's default task; one line names its plugin when missing
+    model = "cold" if cold_model and actor_path is None else "warm"
+    built = task.build(model=model, data="preference_pairs" if preference_pairs else "prompts")
     return RunAssets(
-        model_path=actor_path or str(model_dir),
-        tokenizer_path=tokenizer_path or actor_path or str(assets.tokenizer_dir),
-        train_files=tuple(config.data.train_files) or (str(train_jsonl),),
+        model_path=actor_path or str(built.model_dir),
+        tokenizer_path=tokenizer_path or actor_path or str(built.tokenizer_dir),
+        train_files=tuple(config.data.train_files) or built.train_files,
         val_files=tuple(config.data.val_files)
-        or ((str(val_jsonl),) if not config.data.train_files else ()),
+        or (built.val_files if not config.data.train_files else ()),
         default_task=not config.data.train_files,
     )
 
@@ -120,20 +114,31 @@ class SignalScorer:
 
 
 def signal_config_of(config: RunConfig, role: str, default_task: bool) -> SignalConfig:
+    """The ``role`` signal's config; on the default task, its reward functions when the
+    config names none (the task registry's ``Task.signals``)."""
     signal: SignalConfig = getattr(config, role)
     if signal.functions or signal.model is not None:
         return signal
     if default_task:
-        from hfsdk.core.default_task import COST_FUNCTION_NAME, REWARD_FUNCTION_NAME
+        from hfsdk.core.tasks import get_task
 
-        # The default task scores two signals; a scorer role by another name must be set.
-        name = {"reward": REWARD_FUNCTION_NAME, "cost": COST_FUNCTION_NAME}.get(role)
-        if name is not None:
-            return attrs.evolve(signal, functions=(SignalFunction(name=name),))
+        # The default task scores the signals it names; a scorer role by another name must be set.
+        names = get_task().signals.get(role, ())
+        if names:
+            return attrs.evolve(signal, functions=tuple(SignalFunction(name=n) for n in names))
     raise HfsdkError(
         f"the {role!r} signal has neither functions nor a model; set e.g. "
         f"{role}.functions=[{{name: exact_match}}] or {role}.model.model_path=DIR"
     )
+
+
+def with_signals(config: RunConfig, signals: dict[str, SignalConfig]) -> RunConfig:
+    """``config`` with each signal section as the run scores it (the default task's reward
+    functions filled in), so the saved ``config.yaml`` shows what really ran."""
+    changed = {role: signal for role, signal in signals.items() if config.sections[role] != signal}
+    if not changed:
+        return config
+    return attrs.evolve(config, sections={**config.sections, **changed})
 
 
 # Their library chatter (load reports, save progress bars) would drown the console; the

@@ -132,13 +132,21 @@ class RunDirectory:
             except OSError:
                 break
 
-    def check_config_matches(self, config: Any) -> None:
-        """A directory with checkpoints resumes only the same config (resumable keys aside)."""
+    def check_config_matches(self, config: Any, *, given: Any | None = None) -> None:
+        """A directory with checkpoints resumes only the same config (resumable keys aside).
+
+        ``given``: the config as the user gave it, when ``config`` has the default task's
+        signals filled in; a ``config.yaml`` saved before they were filled shows them as
+        given, so a key has changed only if it differs from both.
+        """
         path = self.path / CONFIG_FILE
         if not complete_checkpoints(self.path) or not path.exists():
             return
         old = load_yaml_text(path.read_text(), source=str(path)) or {}
         changed = config_changes(old, config)
+        if given is not None:
+            as_given = set(config_changes(old, given))
+            changed = [key for key in changed if key in as_given]
         if changed:
             raise HfsdkError(
                 f"run directory {str(self.path)!r} holds a checkpoint of a run with a different "

@@ -106,6 +106,7 @@ class Trainer:
     ):
         from hfsdk.core.plugin_manager import get_registry
         from hfsdk.core.trainer.preflight import prepare_run
+        from hfsdk.core.trainer.run_assets import with_signals
 
         self.config = config
         self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config.algo)
@@ -122,10 +123,14 @@ class Trainer:
         try:
             self.directory.lock_if_present()  # refuse a concurrent run before any heavy work
             self.prepared = prepare_run(config, self.spec)
+            # What really scores the run (the default task's functions when the config names
+            # none) is what the run directory's config.yaml shows and a resume compares.
+            given_config = config
+            self.config = config = with_signals(config, self.prepared.signal_configs)
             self.directory.create_and_lock()
             for done in clean_partial(self.run_dir):
                 logger.warning("checkpoints: %s (left by an interrupted save)", done)
-            self.directory.check_config_matches(config)
+            self.directory.check_config_matches(config, given=given_config)
             if config.trainer.resume:
                 self._candidates = self.directory.usable_checkpoints()
             if self._candidates:

@@ -211,15 +211,17 @@ def apply_collect(
 def take_segments(segments: Sequence[tuple[int, int, int]], values: list[Any]) -> Any:
     """Transform: concatenate ``values[i][start:stop]`` for each ``(i, start, stop)``.
 
-    Works on :class:`~hfsdk.core.batch.Batch` and on lists.
+    Works on :class:`~hfsdk.core.batch.Batch` and on lists; batches' rollout
+    metrics are merged as the protocols' collect merges them.
     """
     pieces = [_slice_rows(values[i], start, stop) for i, start, stop in segments]
     first = pieces[0]
     if isinstance(first, list):
         return [item for piece in pieces for item in piece]
     from hfsdk.core.batch import Batch
+    from hfsdk.core.rollout_output import merge_rollout_metrics
 
-    return pieces[0] if len(pieces) == 1 else Batch.concat(pieces)
+    return pieces[0] if len(pieces) == 1 else Batch.concat(merge_rollout_metrics(pieces))
 
 
 def _slice_rows(value: Any, start: int, stop: int) -> Any:

@@ -167,7 +167,7 @@ def connect(
         "include_dashboard": False,
         "object_store_memory": object_store_memory,
         # Ray 2.60 has no setting that keeps a local instance on loopback (its GCS, raylet
-        # and agents listen on every interface; `_node_ip_address` changes none of them):
+        # and its per-node daemons listen on every interface; `_node_ip_address` changes none):
         # token authentication is what guards them, and it must stay on.
     }
     check_auth_mode(allow_no_auth)

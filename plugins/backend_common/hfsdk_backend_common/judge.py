@@ -88,9 +88,9 @@ class LocalJudgeModel:
 
         path = config.model_path
         if path is None:
-            from hfsdk import ensure_default_assets
+            from hfsdk import default_model_dir
 
-            path = str(ensure_default_assets().model_dir)
+            path = str(default_model_dir())
         self.model_path = path
         self.tokenizer = load_tokenizer(path)
         wants_cuda = config.device == "cuda" or (

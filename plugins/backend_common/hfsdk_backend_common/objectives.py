@@ -8,7 +8,7 @@ return ``(loss, metrics)``); see ``hfsdk.PolicyLoss`` and ``hfsdk.ValueLoss``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -62,6 +62,14 @@ class ActorObjective:
     """Rollout corrections ``(name, fn, config)`` between the rollout's policy
     (``rollout_log_probs``) and ``π_old`` (:mod:`hfsdk.core.maths.rollout_corrections`),
     applied as a loss weight and a mask; none by default."""
+    token_terms: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
+    """The algorithm's ``hfsdk.TokenIdsLossTerm`` terms: the engine gathers the policy's
+    log-probs at each term's ``ids_key`` ids and :func:`actor_micro_loss` adds the term."""
+
+    @property
+    def ids_keys(self) -> tuple[str, ...]:
+        """The batch columns of token ids the engine gathers log-probs at (each once)."""
+        return tuple(dict.fromkeys(term.ids_key for term in self.token_terms))
 
     @kl_loss_coef.validator
     def _kl_needs_estimator(self, _attr: attrs.Attribute, value: float) -> None:
@@ -98,12 +106,15 @@ def actor_micro_loss(
     counts: Any,
     has_reference: bool,
     metrics: Any,
+    ids_log_probs: Mapping[str, Any] | None = None,
 ) -> Any:
     """One micro-batch's actor loss from its response log-probs and entropy.
 
     Shared by every training backend so the loss mix (policy loss, entropy bonus,
-    KL loss) and the ``actor/*`` metrics mean the same on fsdp and megatron.
+    KL loss, token terms) and the ``actor/*`` metrics mean the same on fsdp and megatron.
     ``metrics`` is the engine's ``MetricAccumulator``; the caller runs backward.
+    ``ids_log_probs`` maps each of ``objective.ids_keys`` to the policy's log-probs
+    (B, R, k) at that column's ids (with gradient).
     """
     from hfsdk import (
         aggregate_loss,
@@ -181,6 +192,24 @@ def actor_micro_loss(
             log_prob.detach(), micro["ref_log_probs"].to(device), mask, aggregation, "k3"
         )
         metrics.add_share("actor/kl", float(shown))
+    for term in objective.token_terms:
+        if ids_log_probs is None or term.ids_key not in ids_log_probs:
+            raise HfsdkError(
+                f"actor loss term {term.name!r} needs the policy's log-probs at the "
+                f"{term.ids_key!r} ids, which this backend did not gather; use a backend that "
+                "supports token loss terms (fsdp)"
+            )
+        term_loss, term_metrics = term.fn(
+            log_probs=ids_log_probs[term.ids_key],
+            batch=micro,
+            response_mask=mask,
+            aggregation=aggregation,
+            config=term.config,
+        )
+        loss = loss + term.coef * term_loss
+        metrics.add_share(f"actor/{term.name}", float(term_loss.detach()))
+        for name, value in term_metrics.items():
+            metrics.add_token_share(f"actor/{term.name}/{name}", float(value), tokens, counts)
     metrics.add_share("actor/pg_loss", float(pg_loss.detach()))
     metrics.add_share("actor/loss", float(loss.detach()))
     # The loss's metrics are per-token means of this micro-batch (over the tokens a correction
@@ -209,6 +238,7 @@ def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
         kl_loss_coef=terms.kl_loss_coef,
         entropy_coef=terms.entropy_coef,
         norm_length=float(run_config.rollout.response_width()),
+        token_terms=terms.token_terms,
     )
 
 

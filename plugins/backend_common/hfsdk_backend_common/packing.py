@@ -60,9 +60,10 @@ class PackedRows:
         return responses[rows, index]
 
     def scatter(self, values: torch.Tensor, width: int) -> torch.Tensor:
-        """``(K,)`` per-response-token values into ``(B, width)``, 0 elsewhere (differentiable)."""
+        """``(K, ...)`` per-response-token values into ``(B, width, ...)``, 0 elsewhere
+        (differentiable)."""
         rows, index = self.targets
-        out = values.new_zeros((self.shape[0], width))
+        out = values.new_zeros((self.shape[0], width, *values.shape[1:]))
         return out.index_put((rows, index), values)
 
 

@@ -13,11 +13,6 @@ import torch
 from hfsdk import HfsdkError, entropy_from_logits
 
 
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    """Positions counting only attended tokens (left padding gets position 0)."""
-    return (attention_mask.long().cumsum(dim=-1) - 1).clamp(min=0)
-
-
 def response_slice(logits_or_values: torch.Tensor, response_length: int) -> torch.Tensor:
     """The outputs that belong to the ``response_length`` response tokens (see module docstring)."""
     total = logits_or_values.shape[1]
@@ -79,3 +74,27 @@ def last_token_index(response_mask: torch.Tensor, prompt_length: int) -> torch.T
     positions = torch.arange(response_mask.shape[-1], device=response_mask.device)
     marked = torch.where(response_mask.bool(), positions, torch.full_like(positions, -1))
     return prompt_length + marked.max(dim=-1).values
+
+
+def top_k_log_probs(
+    scaled_logits: torch.Tensor, log_z: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` largest log-probs per position and their token ids, each ``(..., k)``.
+
+    ``scaled_logits`` are ``(..., V)`` (temperature already applied), ``log_z``
+    their ``logsumexp`` over the vocabulary ``(...)``; ids are ``int64``, highest first.
+    """
+    if not 0 < k <= scaled_logits.shape[-1]:
+        raise HfsdkError(
+            f"top-k of {k} tokens does not fit a vocabulary of {scaled_logits.shape[-1]}; "
+            "use 1 <= k <= the vocabulary size"
+        )
+    values, ids = torch.topk(scaled_logits, k, dim=-1)
+    return values - log_z.unsqueeze(-1), ids
+
+
+def gathered_log_probs(
+    scaled_logits: torch.Tensor, log_z: torch.Tensor, ids: torch.Tensor
+) -> torch.Tensor:
+    """Log-probs ``(..., k)`` of the token ``ids`` ``(..., k)`` per position (differentiable)."""
+    return scaled_logits.gather(-1, ids.long()) - log_z.unsqueeze(-1)

@@ -1,4 +1,4 @@
-"""Per-token log-probs, entropy, positions and slicing of the response part."""
+"""Per-token log-probs, entropy and slicing of the response part."""
 
 from __future__ import annotations
 
@@ -8,15 +8,9 @@ import torch
 from hfsdk.core.errors import HfsdkError
 from hfsdk_backend_common.token_ops import (
     last_token_index,
-    position_ids_from_mask,
     response_log_probs,
     response_slice,
 )
-
-
-def test_position_ids_skip_left_padding() -> None:
-    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 0]])
-    assert position_ids_from_mask(mask).tolist() == [[0, 0, 0, 1, 2], [0, 1, 2, 3, 3]]
 
 
 def test_response_slice_is_the_outputs_that_predict_the_response() -> None:

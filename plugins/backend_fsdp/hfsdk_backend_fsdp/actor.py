@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+import attrs
 import torch
 from torch.nn import functional
 
 from hfsdk import (
+    REF_TOP_K,
     Batch,
     GenerationShards,
     HfsdkError,
@@ -31,12 +33,55 @@ from hfsdk_backend_common.engine_support import (
 from hfsdk_backend_common.objectives import ActorObjective, actor_micro_loss
 from hfsdk_backend_common.packing import pack_rows
 from hfsdk_backend_common.sync_check import RolloutSyncCheck, model_has_dropout
-from hfsdk_backend_common.token_ops import padding_columns, response_log_probs, response_slice
+from hfsdk_backend_common.token_ops import (
+    gathered_log_probs,
+    padding_columns,
+    response_log_probs,
+    response_slice,
+    top_k_log_probs,
+)
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.engine import FSDPEngine
 from hfsdk_backend_fsdp.models import ModelKind
 
 EntropyMode = Literal["none", "detached", "grad"]
+
+
+@attrs.define
+class ResponseExtras:
+    """What a forward pass computes besides the sampled tokens' log-probs, on request.
+
+    ``top_k``: the k most likely tokens per response position (a teacher's,
+    for distillation); ``ids_keys``: batch columns of token ids (B, R, k) to
+    gather the log-probs of, with gradient (a ``hfsdk.TokenIdsLossTerm``).
+    Results are (B, R, k), 0 past the longest response.
+    """
+
+    top_k: int = 0
+    ids_keys: tuple[str, ...] = ()
+    top_k_log_probs: torch.Tensor | None = None
+    top_k_ids: torch.Tensor | None = None
+    ids_log_probs: dict[str, torch.Tensor] = attrs.field(factory=dict)
+
+    @property
+    def wanted(self) -> bool:
+        """Whether anything is asked for."""
+        return bool(self.top_k or self.ids_keys)
+
+    def fill(
+        self,
+        scaled: torch.Tensor,
+        ids: dict[str, torch.Tensor],
+        to_batch: Callable[[torch.Tensor], torch.Tensor],
+    ) -> None:
+        """Compute from the response positions' scaled logits ``(..., V)``; ``to_batch``
+        lays a ``(..., k)`` result out as (B, R, k)."""
+        log_z = torch.logsumexp(scaled, dim=-1)
+        if self.top_k:
+            values, top_ids = top_k_log_probs(scaled, log_z, self.top_k)
+            self.top_k_log_probs, self.top_k_ids = to_batch(values), to_batch(top_ids)
+        for key, column in ids.items():
+            self.ids_log_probs[key] = to_batch(gathered_log_probs(scaled, log_z, column))
 
 
 class _CausalLMEngine(FSDPEngine):
@@ -49,21 +94,28 @@ class _CausalLMEngine(FSDPEngine):
     """
 
     kind: ClassVar[ModelKind] = "causal_lm"
+    last_top_k: tuple[torch.Tensor, torch.Tensor] | None = None
+    """The top-k ``(log_probs, ids)`` of the last :meth:`_log_probs` call that asked for them."""
 
     def _prepare_model(self, model: torch.nn.Module) -> None:
         params = inspect.signature(type(model).forward).parameters
         self._logits_to_keep = "logits_to_keep" in params
 
     def _response_outputs(
-        self, micro: Batch, temperature: float, entropy: EntropyMode
+        self,
+        micro: Batch,
+        temperature: float,
+        entropy: EntropyMode,
+        extras: ResponseExtras | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Log-probs (B, R) of the responses and, unless ``entropy`` is ``none``, entropies.
 
         ``entropy="detached"`` computes the entropy without building its graph
         (reported, not trained on). Positions past the longest response are 0.
+        ``extras``, when given, is filled from the same logits (see :class:`ResponseExtras`).
         """
         if self.config.packing:
-            return self._packed_response_outputs(micro, temperature, entropy)
+            return self._packed_response_outputs(micro, temperature, entropy, extras)
         responses = micro["responses"].to(self.device)
         width = responses.shape[1]
         inputs = self._model_inputs(micro)
@@ -86,10 +138,19 @@ class _CausalLMEngine(FSDPEngine):
         if kept < width:
             log_probs = functional.pad(log_probs, (0, width - kept))
             ent = None if ent is None else functional.pad(ent, (0, width - kept))
+        if extras is not None and extras.wanted:
+            scaled = response_slice(logits, kept).float() / temperature
+            ids = {key: micro[key][:, :kept].to(self.device) for key in extras.ids_keys}
+            # (B, kept, k) -> (B, R, k): the positions past the longest response are 0.
+            extras.fill(scaled, ids, lambda x: functional.pad(x, (0, 0, 0, width - kept)))
         return log_probs, ent
 
     def _packed_response_outputs(
-        self, micro: Batch, temperature: float, entropy: EntropyMode
+        self,
+        micro: Batch,
+        temperature: float,
+        entropy: EntropyMode,
+        extras: ResponseExtras | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """:meth:`_response_outputs` over the micro-batch packed into one padding-free row.
 
@@ -123,25 +184,48 @@ class _CausalLMEngine(FSDPEngine):
         elif entropy == "detached":
             with torch.no_grad():
                 ent = packed.scatter(entropy_from_logits(scaled.detach()), width)
+        if extras is not None and extras.wanted:
+            rows, index = packed.targets
+            ids = {key: micro[key].to(self.device)[rows, index] for key in extras.ids_keys}
+            extras.fill(scaled, ids, lambda x: packed.scatter(x, width))
         return log_probs, ent
 
     def _log_probs(
-        self, batch: Batch, operation: str, *, with_entropy: bool
+        self, batch: Batch, operation: str, *, with_entropy: bool, top_k: int = 0
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Log-probs (and entropies) of the responses; with ``top_k`` also the top-k per
+        position, left in :attr:`last_top_k` as ``(log_probs, ids)`` (B, R, k)."""
         require_keys(batch, SEQUENCE_KEYS, operation)
         temperature = sampling_temperature(batch)
-        log_probs, entropies = [], []
+        log_probs, entropies, top_values, top_ids = [], [], [], []
         self.module.eval()
         with torch.no_grad():
             for micro in self._forward_micro_batches(batch):
                 mask = micro["response_mask"].to(self.device)
+                extras = ResponseExtras(top_k=top_k)
                 lp, ent = self._response_outputs(
-                    micro, temperature, "grad" if with_entropy else "none"
+                    micro, temperature, "grad" if with_entropy else "none", extras
                 )
                 log_probs.append(masked_fill_zero(lp, mask).cpu())
                 if ent is not None:
                     entropies.append(masked_fill_zero(ent, mask).cpu())
+                if top_k:
+                    valid = mask.unsqueeze(-1).bool()
+                    top_values.append(extras.top_k_log_probs.masked_fill(~valid, 0.0).cpu())
+                    top_ids.append(extras.top_k_ids.masked_fill(~valid, 0).cpu())
+        self.last_top_k = (torch.cat(top_values), torch.cat(top_ids)) if top_k else None
         return torch.cat(log_probs), (torch.cat(entropies) if with_entropy else None)
+
+    def _ref_outputs(self, batch: Batch) -> Batch:
+        """``ref_log_probs``; with ``batch.meta[REF_TOP_K]`` = k also the top-k per position."""
+        top_k = int(batch.meta.get(REF_TOP_K) or 0)
+        log_probs, _ = self._log_probs(
+            batch, "compute_ref_log_prob", with_entropy=False, top_k=top_k
+        )
+        tensors = {"ref_log_probs": log_probs}
+        if self.last_top_k is not None:
+            tensors["ref_top_k_log_probs"], tensors["ref_top_k_ids"] = self.last_top_k
+        return Batch.from_dict(tensors=tensors)
 
 
 class ActorEngine(_CausalLMEngine):
@@ -169,8 +253,7 @@ class ActorEngine(_CausalLMEngine):
         from hfsdk_backend_fsdp.lora import adapters_disabled
 
         with adapters_disabled(self.module):
-            log_probs, _ = self._log_probs(batch, "compute_ref_log_prob", with_entropy=False)
-        return Batch.from_dict(tensors={"ref_log_probs": log_probs})
+            return self._ref_outputs(batch)
 
     # -- the rollout contract's actor side (hfsdk.ActorSource) ---------------------------
 
@@ -362,8 +445,9 @@ class ActorEngine(_CausalLMEngine):
         sync: RolloutSyncCheck | None = None,
     ) -> None:
         # Entropy is only trained on with a bonus; otherwise it is reported without a graph.
+        extras = ResponseExtras(ids_keys=objective.ids_keys)
         log_prob, entropy = self._response_outputs(
-            micro, temperature, "grad" if objective.entropy_coef > 0 else "detached"
+            micro, temperature, "grad" if objective.entropy_coef > 0 else "detached", extras
         )
         assert entropy is not None
         if sync is not None:
@@ -377,6 +461,7 @@ class ActorEngine(_CausalLMEngine):
             counts=counts,
             has_reference=has_reference,
             metrics=metrics,
+            ids_log_probs=extras.ids_log_probs,
         )
         loss.backward()
 
@@ -387,6 +472,9 @@ class ReferenceEngine(_CausalLMEngine):
     trainable: ClassVar[bool] = False
 
     def compute_ref_log_prob(self, batch: Batch) -> Batch:
-        """``ref_log_probs`` (B, R) of the responses under the reference policy (0 where masked)."""
-        log_probs, _ = self._log_probs(batch, "compute_ref_log_prob", with_entropy=False)
-        return Batch.from_dict(tensors={"ref_log_probs": log_probs})
+        """``ref_log_probs`` (B, R) of the responses under the reference policy (0 where masked).
+
+        With ``batch.meta[hfsdk.REF_TOP_K]`` = k it also returns the k most likely tokens of
+        every response position: ``ref_top_k_log_probs`` and ``ref_top_k_ids`` (B, R, k).
+        """
+        return self._ref_outputs(batch)

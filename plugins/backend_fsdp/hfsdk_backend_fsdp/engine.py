@@ -30,11 +30,11 @@ from hfsdk import (
     group_split,
     load_checkpoint_file,
     load_tokenizer,
+    position_ids_from_mask,
     row_group,
 )
 from hfsdk_backend_common.engine_support import MetricAccumulator, resolve_device
 from hfsdk_backend_common.lr_schedule import build_optimizer
-from hfsdk_backend_common.token_ops import position_ids_from_mask
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.micro_batches import row_extents, token_budget_groups
@@ -62,9 +62,9 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 def resolve_model_path(config: FSDPRoleConfig, role: str) -> Path:
     """The role's model directory; the default task's model when ``model_path`` is unset."""
     if config.model_path is None:
-        from hfsdk import ensure_default_assets
+        from hfsdk import default_model_dir
 
-        return ensure_default_assets().model_dir
+        return default_model_dir()
     return check_model_dir(config.model_path, role)
 
 

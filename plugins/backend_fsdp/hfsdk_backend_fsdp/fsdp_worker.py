@@ -126,7 +126,7 @@ class FSDPPolicyWorker(WeightSenderMixin, FSDPRoleWorker):
     def generate_sequences(self, prompts: Batch) -> Batch:
         """Responses for ``prompts`` (greedy when ``prompts.meta['greedy']``).
 
-        Multi-turn agent trajectories when ``rollout.multi_turn`` is configured.
+        Through the rollout's generation strategy (a plugin's, e.g. multi-turn agents).
         """
         return generate_rollout(self.rollout, prompts)
 

@@ -176,16 +176,9 @@ def model_config_dict(model_path: str | None) -> dict[str, Any] | None:
     from pathlib import Path
 
     if model_path is None:
-        from hfsdk import DefaultTaskSpec
+        from hfsdk import default_model_config
 
-        spec = DefaultTaskSpec()
-        return {
-            "model_type": "llama",
-            "num_attention_heads": spec.num_heads,
-            "num_key_value_heads": spec.num_heads,
-            "intermediate_size": spec.intermediate_size,
-            "hidden_act": "silu",
-        }
+        return default_model_config()  # the task registry's default model, not built
     try:
         return dict(json.loads((Path(model_path) / "config.json").read_text()))
     except (OSError, ValueError):

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from hfsdk import load_tokenizer
 from hfsdk.core.batch import Batch
-from hfsdk.core.default_task import DefaultTaskSpec, ensure_default_assets
-from hfsdk.core.default_task.tokenizer import load_tokenizer
+
+# A smaller build of the built-in task (a test-only dependency: pip install -e .[test]).
+from hfsdk_tasks import DefaultTaskSpec, ensure_default_assets
 
 TINY_SPEC = DefaultTaskSpec(
     hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2, warm_start_steps=60

@@ -140,15 +140,9 @@ def test_mini_batch_must_split_evenly_over_ranks(model_dir: Path, train_batch: B
 def test_model_path_defaults_to_the_default_task(
     monkeypatch: pytest.MonkeyPatch, model_dir: Path, tmp_path: Path
 ) -> None:
-    class Assets:
-        """Stands in for the default task's assets."""
+    import hfsdk.core.tasks as tasks
 
-        def __init__(self) -> None:
-            self.model_dir = model_dir
-
-    import hfsdk.core.default_task as default_task
-
-    monkeypatch.setattr(default_task, "ensure_default_assets", Assets)
+    monkeypatch.setattr(tasks, "default_model_dir", lambda model="warm": model_dir)
     assert resolve_model_path(FSDPRoleConfig(), "actor") == model_dir
     with pytest.raises(HfsdkError, match="not a local HF model directory"):
         resolve_model_path(FSDPRoleConfig(model_path=str(tmp_path)), "critic")

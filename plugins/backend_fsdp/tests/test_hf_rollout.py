@@ -11,7 +11,6 @@ import torch
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.errors import HfsdkError
-from hfsdk_backend_common.generation import response_mask_from_eos
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
@@ -24,13 +23,6 @@ PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "0 + 0 ="]
 def actor(model_dir: Path) -> ActorEngine:
     """An actor engine on the tiny model (never updated in this module)."""
     return ActorEngine(FSDPRoleConfig(model_path=str(model_dir)), role="actor")
-
-
-def test_response_mask_covers_up_to_and_including_the_first_eos() -> None:
-    responses = torch.tensor([[5, 2, 7, 2], [5, 6, 7, 8], [2, 0, 0, 0]])
-    mask = response_mask_from_eos(responses, [2])
-    assert mask.tolist() == [[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]]
-    assert response_mask_from_eos(torch.tensor([[5, 9, 3]]), [2, 9]).tolist() == [[1, 1, 0]]
 
 
 def test_output_follows_the_batch_contract(

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from hfsdk.core.default_task.tokenizer import load_tokenizer
+from hfsdk import load_tokenizer
 from hfsdk_backend_common.lora_config import LoraConfig
 from hfsdk_backend_common.weight_sync import (
     WeightSyncGroup,

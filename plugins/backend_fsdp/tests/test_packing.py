@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from hfsdk import position_ids_from_mask
 from hfsdk.core.batch import Batch
 from hfsdk_backend_common.lora_config import LoraConfig
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_common.packing import pack_rows
-from hfsdk_backend_common.token_ops import position_ids_from_mask
 from hfsdk_backend_fsdp.actor import ActorEngine, ReferenceEngine
 from hfsdk_backend_fsdp.critic import CriticEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig

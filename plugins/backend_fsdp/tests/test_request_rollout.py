@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 import torch
 
-from hfsdk import Batch, GenerationRequest, GenerationResult
-from hfsdk.core.default_task.tokenizer import load_tokenizer
+from hfsdk import Batch, GenerationRequest, GenerationResult, load_tokenizer
 from hfsdk.testing import save_tiny_llama
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import torch
 
-from hfsdk.core.default_task.tokenizer import load_tokenizer
+from hfsdk import load_tokenizer
 from hfsdk.testing import hf_greedy_responses, save_tiny_llama
 from hfsdk_backend_common.testing.launch import run_gloo
 

@@ -39,7 +39,7 @@ def _hf_greedy(model: Any, prompts: Batch, width: int, eos: int, pad: int) -> to
 
 def _save_tied_model(directory: Path, tokenizer_dir: Path) -> Path:
     """A random tiny Llama with tied embeddings and an odd vocabulary (padded for tg=2)."""
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
+    from hfsdk import load_tokenizer
 
     return save_tiny_llama(
         directory,
@@ -92,7 +92,7 @@ def test_greedy_equals_hf_before_and_after_update_actor(
 ) -> None:
     from transformers import AutoModelForCausalLM
 
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
+    from hfsdk import load_tokenizer
 
     outcomes = runs[setup]
     if setup == "tied":

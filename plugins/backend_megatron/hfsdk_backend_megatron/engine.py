@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from hfsdk import (
+    REF_TOP_K,
     Batch,
     DataParallelInfo,
     HfsdkError,
@@ -36,6 +37,7 @@ from hfsdk import (
     load_tokenizer,
     masked_fill_zero,
     masked_mean,
+    position_ids_from_mask,
     row_group,
 )
 from hfsdk_backend_common.engine_support import (
@@ -50,7 +52,7 @@ from hfsdk_backend_common.engine_support import (
 from hfsdk_backend_common.lr_schedule import build_optimizer
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective, actor_micro_loss
 from hfsdk_backend_common.sync_check import RolloutSyncCheck
-from hfsdk_backend_common.token_ops import last_token_index, position_ids_from_mask, response_slice
+from hfsdk_backend_common.token_ops import last_token_index, response_slice
 from hfsdk_backend_megatron import convert
 from hfsdk_backend_megatron.arch import layout_problems, read_shape
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig
@@ -61,15 +63,21 @@ from hfsdk_backend_megatron.vocab_parallel import vocab_parallel_log_probs
 from hfsdk_backend_megatron.weights import load_hf_state
 
 SHARD_FILE = "{role}_megatron_pp{pp}_tp{tp}.pt"
-KIND_HEADS = {"actor": "lm", "reference": "lm", "critic": "value", "score": "score"}
+KIND_HEADS = {
+    "actor": "lm",
+    "reference": "lm",
+    "critic": "value",
+    "score": "score",
+    "score_model": "score",  # a reward/cost model being trained: the scorer's head
+}
 CRITIC_UPDATE_KEYS = (*SEQUENCE_KEYS, "values", "returns")
 
 
 def _resolve_model_dir(config: MegatronRoleConfig) -> Path:
     if config.model_path is None:
-        from hfsdk import ensure_default_assets
+        from hfsdk import default_model_dir
 
-        return ensure_default_assets().model_dir
+        return default_model_dir()
     return Path(config.model_path).expanduser()
 
 
@@ -93,7 +101,7 @@ class MegatronEngine:
             raise HfsdkError(f"engine kind {kind!r} is unknown; expected one of {list(KIND_HEADS)}")
         self.config, self.role, self.kind = config, role, kind
         self.head: convert.Head = KIND_HEADS[kind]  # type: ignore[assignment]
-        self.trainable = kind in ("actor", "critic")
+        self.trainable = kind in ("actor", "critic", "score_model")
         self.model_dir = _resolve_model_dir(config)
         self.shape = read_shape(self.model_dir, role)
         self.tokenizer = load_tokenizer(config.tokenizer_path or self.model_dir)
@@ -322,6 +330,12 @@ class MegatronEngine:
 
     def compute_ref_log_prob(self, batch: Batch) -> Batch:
         """``ref_log_probs`` (B, R) under this (frozen) model."""
+        if batch.meta.get(REF_TOP_K):
+            raise HfsdkError(
+                f"{self.role}: the megatron backend does not compute a teacher's top-k "
+                f"log-probs (asked for k={batch.meta[REF_TOP_K]}); run the teacher on fsdp "
+                f"({self.role}.backend: fsdp) or set algorithm.top_k: 0"
+            )
         (log_probs, *_) = self._log_probs(batch, "compute_ref_log_prob", False)
         return Batch.from_dict(tensors={"ref_log_probs": log_probs})
 
@@ -364,15 +378,19 @@ class MegatronEngine:
             return Batch.from_dict(tensors={"values": torch.zeros(len(batch), width)})
         return Batch.from_dict(tensors={"values": torch.cat(parts)})
 
+    def _last_token_scores(self, out: torch.Tensor, micro: Batch) -> torch.Tensor:
+        """(B,) the score head's output at each row's last response token."""
+        prompt_length = micro["input_ids"].shape[1] - micro["responses"].shape[1]
+        index = last_token_index(micro["response_mask"], prompt_length).to(self.device)
+        return out[..., 0].float().gather(1, index[:, None])[:, 0]
+
     def compute_scores(self, batch: Batch, output_key: str = "rm_scores") -> Batch:
         """``output_key`` (B,): each response's score at its last token."""
         require_keys(batch, SEQUENCE_KEYS, "compute_scores")
         parts: list[torch.Tensor] = []
 
         def last(micro: Batch, out: torch.Tensor) -> None:
-            prompt_length = micro["input_ids"].shape[1] - micro["responses"].shape[1]
-            index = last_token_index(micro["response_mask"], prompt_length).to(self.device)
-            parts.append(out[..., 0].float().gather(1, index[:, None])[:, 0].cpu())
+            parts.append(self._last_token_scores(out, micro).cpu())
 
         self.model.eval()
         with torch.no_grad():
@@ -476,6 +494,13 @@ class MegatronEngine:
     def update_actor(self, batch: Batch, objective: ActorObjective) -> dict[str, float]:
         """Train the policy on ``batch`` exactly as the fsdp actor does (same loss terms)."""
         self._require_trainable("actor", "update_actor")
+        if objective.token_terms:
+            names = ", ".join(term.name for term in objective.token_terms)
+            raise HfsdkError(
+                f"{self.role}: the megatron backend does not train token loss terms ({names}: "
+                f"they need the policy's log-probs at given token ids); train the actor on "
+                f"fsdp ({self.role}.backend: fsdp) or turn the term off (algorithm.top_k: 0)"
+            )
         keys = list(UPDATE_KEYS) + (["ref_log_probs"] if objective.kl_loss_coef > 0 else [])
         require_keys(batch, keys, "update_actor")
         sync = RolloutSyncCheck.for_update(batch)
@@ -602,6 +627,54 @@ class MegatronEngine:
                 self._optimizer_step(metrics, "critic")
                 metrics.end_minibatch()
         return self._finish_update(metrics, "critic")
+
+    def update_score_model(self, batch: Batch, loss: Any) -> dict[str, Any]:
+        """Minimise a scorer ``loss`` (``hfsdk.ScoreLoss``) exactly as the fsdp score model does.
+
+        Each mini-batch's loss is the mean over its valid row groups (e.g. preference
+        pairs) on all data-parallel replicas; a group with a dispatch padding row is left
+        out. Metrics: ``score_model/loss``, the loss's own means, ``grad_norm``, ``lr``.
+        """
+        self._require_trainable("score_model", "update_score_model")
+        require_keys(batch, SEQUENCE_KEYS, "update_score_model")
+        group = row_group(batch)
+        if len(batch) % group:
+            raise HfsdkError(
+                f"update_score_model got {len(batch)} rows on one replica, which is not a "
+                f"whole number of groups of {group}; send the pairs' rows in whole groups"
+            )
+        batch = without_padding_weight(batch)
+        metrics = MetricAccumulator(self.dp_size)
+        self.model.train()
+        for epoch in range(self.config.ppo_epochs):
+            for mini in self._minibatches(batch, epoch):
+                valid_rows = mini["response_mask"].sum(dim=-1) > 0
+                total = self._global_groups(valid_rows.view(-1, group).all(dim=-1))
+                share = self.dp_size / total if total else 0.0
+                self.optimizer.zero_grad(set_to_none=True)
+
+                def last(micro: Batch, out: torch.Tensor, share: float = share) -> torch.Tensor:
+                    rows = micro["response_mask"].sum(dim=-1) > 0
+                    valid = rows.view(-1, group).all(dim=-1).to(self.device).float()
+                    per_group, stats = loss(self._last_token_scores(out, micro), micro)
+                    value = (per_group * valid).sum() * share
+                    metrics.add_share("score_model/loss", float(value.detach()))
+                    for name, per in stats.items():
+                        kept = float((per.detach().float() * valid).sum()) * share
+                        metrics.add_share(f"score_model/{name}", kept)
+                    return value
+
+                self._pipeline(group_split(mini, self.config.micro_batch_size), last, backward=True)
+                self._optimizer_step(metrics, "score_model")
+                metrics.end_minibatch()
+        return self._finish_update(metrics, "score_model")
+
+    def _global_groups(self, valid: torch.Tensor) -> float:
+        """Valid row groups of a mini-batch summed over the data-parallel replicas."""
+        count = torch.tensor([float(valid.sum())], dtype=torch.float64, device=self.device)
+        if self.dp_size > 1:
+            dist.all_reduce(count, group=self.mpu.get_data_parallel_group())
+        return float(count[0])
 
     def _require_trainable(self, kind: str, method: str) -> None:
         if self.kind != kind or self.optimizer is None:

@@ -267,6 +267,29 @@ class MegatronScorerWorker(MegatronWorker):
         return self.engine.compute_scores(batch)
 
 
+class MegatronScoreModelWorker(MegatronScorerWorker):
+    """A ``score_model`` role on megatron-core: a reward or cost model being trained.
+
+    ``objective`` is the algorithm's loss (``AlgorithmSpec.score_objective``).
+    """
+
+    engine_kind: ClassVar[str | None] = ENGINE_OF_ROLE_KIND["score_model"]
+
+    def __init__(self, *, objective: Any = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.score_loss = objective
+
+    @register(protocol=MESH_METRIC, mesh=MESH)
+    def update_score_model(self, batch: Batch) -> dict[str, float]:
+        """One update of the scorer with the algorithm's loss (``score_model/*`` metrics)."""
+        if self.score_loss is None:
+            raise HfsdkError(
+                f"{self.role_name} was started without a loss; the algorithm's spec must give "
+                "score_objective"
+            )
+        return self.engine.update_score_model(batch, self.score_loss)
+
+
 class MegatronBackend:
     """megatron-core TP/PP training backend: the worker class of each declared role kind."""
 
@@ -278,6 +301,7 @@ class MegatronBackend:
             "frozen_policy": MegatronReferenceWorker,
             "value": MegatronValueWorker,
             "scorer": MegatronScorerWorker,
+            "score_model": MegatronScoreModelWorker,
             "rollout": RolloutReplicaWorker,  # a replica on placement.pools.rollout
         }
         if role_kind not in classes:

@@ -17,22 +17,22 @@ _SIGNALS = ("reward", "cost")
 
 
 def default_task_shape() -> ModelShape:
-    """The built-in default task's model shape, from its spec (no assets are built)."""
-    from hfsdk import DefaultTaskSpec
+    """The default task's model shape, from the task registry (no assets are built)."""
+    from hfsdk import default_model_config
 
-    spec = DefaultTaskSpec()
+    config = default_model_config()
     return ModelShape(
         family="llama",
         vocab_size=1,
-        hidden_size=spec.hidden_size,
-        num_layers=spec.num_layers,
-        num_heads=spec.num_heads,
-        num_kv_heads=spec.num_heads,
-        head_dim=spec.hidden_size // spec.num_heads,
-        ffn_hidden_size=spec.intermediate_size,
+        hidden_size=config["hidden_size"],
+        num_layers=config["num_hidden_layers"],
+        num_heads=config["num_attention_heads"],
+        num_kv_heads=config["num_key_value_heads"],
+        head_dim=config["hidden_size"] // config["num_attention_heads"],
+        ffn_hidden_size=config["intermediate_size"],
         norm_eps=1e-6,
         rope_theta=10000.0,
-        max_positions=spec.max_position_embeddings,
+        max_positions=config["max_position_embeddings"],
         tie_embeddings=False,
         qkv_bias=False,
         initializer_range=0.02,

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
+from hfsdk import position_ids_from_mask
 from hfsdk.core.batch import Batch
-from hfsdk_backend_common.token_ops import position_ids_from_mask
 from hfsdk_backend_megatron.engine import MegatronEngine
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from hfsdk import default_task_assets
 from hfsdk.core.config import load_run_config
-from hfsdk.core.default_task import ensure_default_assets
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.testing import assert_runs_identical
 
@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.heavy]
 
 
 def _args() -> list[str]:
-    model = str(ensure_default_assets().model_dir)
+    model = str(default_task_assets().model_dir)
     return [
         "data.batch_size=4",
         "algorithm.n_samples_per_prompt=2",

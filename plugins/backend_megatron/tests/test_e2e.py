@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from hfsdk import default_task_assets
 from hfsdk.core.config import load_run_config
-from hfsdk.core.default_task import ensure_default_assets
 from hfsdk.core.trainer.trainer import Trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.heavy]
@@ -31,7 +31,7 @@ SMALL = [
 @pytest.fixture(scope="module")
 def tp_model() -> str:
     """The default task's model (built once into the shared cache)."""
-    return str(ensure_default_assets().model_dir)
+    return str(default_task_assets().model_dir)
 
 
 def _megatron_actor(model: str, tp: int = 2, rollout_tp: int | None = None) -> list[str]:

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 import torch
 
+from hfsdk import position_ids_from_mask
 from hfsdk.core.batch import Batch
 from hfsdk.core.maths.policy_losses import ppo_clip_loss
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
 from hfsdk_backend_common.optim_config import OptimConfig
-from hfsdk_backend_common.token_ops import position_ids_from_mask, response_log_probs
+from hfsdk_backend_common.token_ops import response_log_probs
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.critic import CriticEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from hfsdk import default_task_assets
 from hfsdk.core.config import load_run_config
-from hfsdk.core.default_task import ensure_default_assets
 from hfsdk.core.trainer.trainer import Trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.heavy]
@@ -19,7 +19,7 @@ def test_a_tp2_megatron_actor_sends_its_weights_to_the_replica(
 ) -> None:
     """Under sync the replica's log-probs of what it sampled equal the actor's (its weights are
     the actor's, gathered from both tensor ranks); one step off they trail by one update."""
-    model = str(ensure_default_assets().model_dir)
+    model = str(default_task_assets().model_dir)
     overrides = [
         f"actor.model_path={model}",
         "actor.backend=megatron",
@@ -43,7 +43,7 @@ def test_a_tp2_megatron_actor_sends_its_weights_to_the_replica(
 def test_a_tp2_megatron_actor_feeds_a_tp2_rollout_replica(tmp_path: Path) -> None:
     """``placement.pools.rollout.tp: 2``: the replica's two ranks keep their slices of the HF
     tensors the actor's rank 0 broadcasts; under sync its log-probs equal the actor's."""
-    model = str(ensure_default_assets().model_dir)
+    model = str(default_task_assets().model_dir)
     overrides = [
         f"actor.model_path={model}",
         "actor.backend=megatron",

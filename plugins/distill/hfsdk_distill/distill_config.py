@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import attrs
 
 from hfsdk import AlgorithmConfig, help_field
@@ -30,9 +32,40 @@ class DistillConfig(AlgorithmConfig):
         "teacher_code}); rows of other sources go to default_teacher. Empty: every row to it.",
         factory=dict,
     )
+    route_key: str = help_field(
+        "The dataset column teacher_routes reads (a row's value names its teacher); rows "
+        "of data without it go to default_teacher.",
+        default="data_source",
+    )
+    teacher_weights: dict[str, float] = help_field(
+        "Teacher role → weight: every row is scored by each of these teachers and the "
+        "student distills toward their mixture, log Σ w_i·p_i(token) (weights normalised); "
+        "empty: each row to one teacher (teacher_routes). Not with teacher_routes or top_k.",
+        factory=dict,
+    )
     default_teacher: str | None = help_field(
         "The teacher role for rows whose data_source teacher_routes does not name (null: the "
         "spec's first teacher; set teacher_routes for every source and this to '' to refuse "
         "unrouted rows).",
         default=None,
+    )
+    top_k: int = help_field(
+        "k > 0 adds the top-k logit KL loss: each teacher ships its k most likely tokens per "
+        "response position and the student minimises the forward KL(teacher‖student) over "
+        "them (see top_k_tail); 0: the sampled-token reverse KL only. Pure top-k "
+        "distillation: set distill_coef to 0.",
+        default=0,
+        validator=attrs.validators.ge(0),
+    )
+    top_k_coef: float = help_field(
+        "Weight of the top-k logit KL loss in the actor's loss (with top_k > 0).",
+        default=1.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    top_k_tail: Literal["bucket", "renormalize"] = help_field(
+        "The vocabulary outside the teacher's top-k: bucket (one more outcome holding the "
+        "remaining mass of each model: a lower bound of the full forward KL) or renormalize "
+        "(both models renormalised over the k tokens).",
+        default="bucket",
+        validator=attrs.validators.in_(("bucket", "renormalize")),
     )

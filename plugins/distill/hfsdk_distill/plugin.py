@@ -10,10 +10,11 @@ from hfsdk import Register
 
 @hfsdk.hookimpl
 def hfsdk_register_algorithms(register: Register) -> None:
-    """Register ``distill``."""
-    from hfsdk_distill.spec import DISTILL_SPEC
+    """Register ``distill`` and ``distill_multi`` (two teachers, routed or mixed)."""
+    from hfsdk_distill.spec import DISTILL_MULTI_SPEC, DISTILL_SPEC
 
     register(DISTILL_SPEC.name, DISTILL_SPEC)
+    register(DISTILL_MULTI_SPEC.name, DISTILL_MULTI_SPEC)
 
 
 @hfsdk.hookimpl

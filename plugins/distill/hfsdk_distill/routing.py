@@ -59,3 +59,21 @@ def routing_problems(
             f"this algorithm; teacher roles: {allowed} (or null for the first, '' for none)"
         )
     return problems
+
+
+def weight_problems(weights: Mapping[str, float], teachers: Sequence[str]) -> list[str]:
+    """Config problems of ``teacher_weights``: unknown teacher roles, weights not > 0."""
+    allowed = ", ".join(teachers)
+    problems = []
+    for role, weight in weights.items():
+        if role not in teachers:
+            problems.append(
+                f"algorithm.teacher_weights.{role}: {role!r} is not a teacher role of this "
+                f"algorithm; teacher roles: {allowed}"
+            )
+        elif not float(weight) > 0:
+            problems.append(
+                f"algorithm.teacher_weights.{role} is {weight}; a teacher's weight must be > 0 "
+                "(leave a teacher out to give it none)"
+            )
+    return problems

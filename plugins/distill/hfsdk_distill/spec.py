@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import attrs
+
 from hfsdk import AlgorithmSpec, RoleSpec
 from hfsdk_distill.distill_algorithm import DistillAlgorithm
 from hfsdk_distill.distill_config import DistillConfig
+from hfsdk_distill.objective import distill_actor_objective
 from hfsdk_distill.student import student_model_path, teacher_model_path
 
 DISTILL_SPEC = AlgorithmSpec(
     name="distill",
     program=DistillAlgorithm,
     config_cls=DistillConfig,
+    actor_objective=distill_actor_objective,
     roles=(
         RoleSpec(name="actor", kind="policy"),
         # A frozen policy with its own model_path (any size, any backend, same tokenizer).
@@ -35,3 +41,31 @@ DISTILL_SPEC = AlgorithmSpec(
         "teacher": {"model_path": teacher_model_path, "forward_micro_batch_size": 64},
     },
 )
+
+
+def multi_teacher_spec(name: str, teachers: Sequence[str]) -> AlgorithmSpec:
+    """The ``distill`` program with one ``frozen_policy`` role per name in ``teachers``.
+
+    Each teacher is a config section of its own (``<teacher>.model_path``, backend,
+    batch sizes); ``algorithm.teacher_routes`` sends each row to one of them (by
+    ``algorithm.route_key``), or ``algorithm.teacher_weights`` has every row scored by
+    a weighted mixture. On the default task every teacher is the warm-started model.
+    Register the result with ``hfsdk_register_algorithms`` to get ``--algo <name>``.
+    """
+    if len(set(teachers)) != len(teachers) or not teachers:
+        raise ValueError(f"teachers must be distinct role names, at least one; got {teachers!r}")
+    actor, _teacher, reward = DISTILL_SPEC.roles
+    preset = {key: value for key, value in DISTILL_SPEC.preset.items() if key != "teacher"}
+    for teacher in teachers:
+        preset[teacher] = DISTILL_SPEC.preset["teacher"]
+    return attrs.evolve(
+        DISTILL_SPEC,
+        name=name,
+        roles=(actor, *(RoleSpec(name=t, kind="frozen_policy") for t in teachers), reward),
+        summary=f"On-policy distillation from {len(teachers)} teachers, routed per row or mixed",
+        preset=preset,
+    )
+
+
+DISTILL_MULTI_SPEC = multi_teacher_spec("distill_multi", ("teacher", "teacher_2"))
+"""Two teachers: ``teacher_routes`` by a dataset column, or ``teacher_weights`` (a mixture)."""

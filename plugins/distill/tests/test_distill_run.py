@@ -38,3 +38,18 @@ def test_default_run_lowers_the_reverse_kl(tmp_path: Path) -> None:
     first, last = sum(kl[:5]) / 5, sum(kl[-5:]) / 5
     # Measured (shared CPU, first vs last 5 steps): seeds 0/1/2 fell by 52/56/55 % (docs).
     assert last <= 0.7 * first, f"reverse KL went from {first:.3f} to {last:.3f}"
+
+
+@pytest.mark.slow
+def test_top_k_distillation_trains_end_to_end(tmp_path: Path) -> None:
+    config = load_run_config(
+        "distill",
+        None,
+        ["algorithm.top_k=4", "algorithm.distill_coef=0", "trainer.total_steps=2"],
+    )
+    rows = Trainer(config, tmp_path / "run", quiet=True).fit()
+    for row in rows:
+        # Only the top-k KL trains (no policy gradient) and it is a real KL: positive.
+        assert row["actor/pg_loss"] == 0.0
+        assert row["actor/top_k_kl"] > 0.0
+        assert 0.0 < row["actor/top_k_kl/teacher_mass"] <= 1.0

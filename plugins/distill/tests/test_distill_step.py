@@ -60,14 +60,14 @@ def test_reward_weight_adds_the_group_centred_reward() -> None:
     assert torch.allclose(batch["advantages"], gap + 0.5 * (scores - 0.25)[:, None] * mask)
 
 
-def _two_teacher_run() -> tuple[object, dict[str, FakeRole], list]:
+def _two_teacher_run(overrides: list[str] | None = None) -> tuple[object, dict[str, FakeRole], list]:
     spec = attrs.evolve(
         DISTILL_SPEC,
         name="distill_two",
         roles=(*DISTILL_SPEC.roles[:2], RoleSpec(name="teacher_code", kind="frozen_policy"),
                DISTILL_SPEC.roles[2]),
     )  # fmt: skip
-    config = load_run_config("distill", None, _PATHS)
+    config = load_run_config("distill", None, [*_PATHS, *(overrides or [])])
     algorithm = attrs.evolve(config.algorithm, teacher_routes={"code": "teacher_code"})
     config = type(config)(algo="distill", sections={**config.sections, "algorithm": algorithm})
     log: list = []
@@ -125,3 +125,46 @@ def test_listed_with_its_config_explained() -> None:
     helped = {f.name: f.help for f in field_help(DistillConfig)}
     for name in ("distill_coef", "reward_weight", "teacher_routes", "default_teacher"):
         assert helped[name]
+
+
+def test_top_k_asks_every_teacher_and_hands_the_merged_top_k_to_the_update() -> None:
+    from hfsdk_distill.top_k import TEACHER_TOP_K_IDS, TEACHER_TOP_K_LOG_PROBS
+
+    program, roles, _timeline = _two_teacher_run(["algorithm.top_k=2"])
+    asked: dict[str, int] = {}
+
+    def top_k_answer(name: str, value: float):  # a teacher answering `value` on every slot
+        def answer(batch: Batch) -> Batch:
+            asked[name] = batch.meta[hfsdk.REF_TOP_K]
+            shape = (*batch["responses"].shape, 2)
+            return Batch.from_dict(
+                tensors={
+                    "ref_log_probs": torch.full(batch["responses"].shape, value),
+                    "ref_top_k_log_probs": torch.full(shape, value),
+                    "ref_top_k_ids": torch.full(shape, int(-value), dtype=torch.int64),
+                }
+            )
+
+        return answer
+
+    roles["teacher"].compute_ref_log_prob.fn = top_k_answer("teacher", -3.0)
+    roles["teacher_code"].compute_ref_log_prob.fn = top_k_answer("teacher_code", -7.0)
+    prompts = fake_prompts(3)
+    prompts["data_source"] = ["code", "math", "code"]
+    program.step(prompts)
+    assert asked == {"teacher": 2, "teacher_code": 2}
+    batch = roles["actor"].batches["update_actor"]
+    assert "ref_top_k" not in batch.meta  # the ask went to the teachers only
+    code_rows = [0, 1, 2, 3, 8, 9, 10, 11]
+    top = batch[TEACHER_TOP_K_LOG_PROBS]
+    assert top.shape == (12, batch["responses"].shape[1], 2)
+    assert top[code_rows].eq(-7.0).all() and top[4:8].eq(-3.0).all()
+    assert batch[TEACHER_TOP_K_IDS][code_rows].eq(7).all()
+    assert batch[TEACHER_TOP_K_IDS][4:8].eq(3).all()
+
+
+def test_without_top_k_the_teachers_are_not_asked_for_it() -> None:
+    run = FakeRun.for_algorithm("distill", _PATHS)
+    run.step()
+    assert hfsdk.REF_TOP_K not in run.role("teacher").batches["compute_ref_log_prob"].meta
+    assert "teacher_top_k_ids" not in run.role("actor").batches["update_actor"]

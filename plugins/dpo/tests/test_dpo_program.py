@@ -23,7 +23,7 @@ def _program(overrides: list[str]):  # type: ignore[no-untyped-def]
         "actor": FakeRole("actor", log, seed=0, kind="policy"),
         "reference": FakeRole("reference", log, 1, kind="frozen_policy"),
     }
-    tokenizer = load_tokenizer(str(hfsdk.ensure_default_assets().tokenizer_dir))
+    tokenizer = load_tokenizer(str(hfsdk.default_task_assets().tokenizer_dir))
     context = AlgorithmContext(
         config=config,
         roles=roles,

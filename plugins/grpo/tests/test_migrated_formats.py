@@ -63,10 +63,10 @@ def write_verl_parquet(path: Path) -> int:
     """The default task's training prompts in verl's parquet layout; returns the row count."""
     import datasets
 
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk import default_task_assets
 
-    assets = ensure_default_assets()
-    rows = [json.loads(line) for line in assets.train_jsonl.read_text().splitlines()]
+    assets = default_task_assets()
+    rows = [json.loads(line) for line in Path(assets.train_files[0]).read_text().splitlines()]
     verl_rows = [
         {
             "data_source": "hfsdk/addition",

@@ -69,9 +69,9 @@ def inspect_command(
 
 def _tokenizer(actor: dict) -> object:
     """The actor's tokenizer (tokenizer_path, else model_path), else the default task's."""
-    from hfsdk import ensure_default_assets, load_tokenizer
+    from hfsdk import default_task_assets, load_tokenizer
 
     path = actor.get("tokenizer_path") or actor.get("model_path")
     if path:
         return load_tokenizer(str(path))
-    return load_tokenizer(str(ensure_default_assets().tokenizer_dir))
+    return load_tokenizer(str(default_task_assets().tokenizer_dir))

@@ -69,16 +69,16 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def default_pair_files() -> tuple[Path, Path]:
     """``(train.jsonl, val.jsonl)`` of the default task's pairs (built on first use)."""
-    from hfsdk import ensure_default_assets
+    from hfsdk import default_task_assets
 
-    assets = ensure_default_assets()
+    assets = default_task_assets()  # the task registry's default task (its root and spec)
     folder = assets.root / f"preference_pairs_v{_VERSION}"
     train, val = folder / "train.jsonl", folder / "val.jsonl"
     if train.is_file() and val.is_file():
         return train, val
     folder.mkdir(parents=True, exist_ok=True)
     train_pairs, val_pairs = build_pairs(
-        _read(assets.train_jsonl), _read(assets.val_jsonl), assets.spec
+        _read(Path(assets.train_files[0])), _read(Path(assets.val_files[0])), assets.spec
     )
     _write(val, val_pairs)
     _write(train, train_pairs)

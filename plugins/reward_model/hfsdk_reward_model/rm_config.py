@@ -6,17 +6,16 @@ from typing import Literal
 
 import attrs
 
-from hfsdk import AlgorithmConfig, help_field
+from hfsdk import TrainerAlgorithmConfig, help_field
 
 
 @attrs.frozen(kw_only=True)
-class RewardModelConfig(AlgorithmConfig):
-    """Bradley-Terry on preference pairs: the preferred response should score higher."""
+class RewardModelConfig(TrainerAlgorithmConfig):
+    """Bradley-Terry on preference pairs: the preferred response should score higher.
 
-    advantage_estimator: str | None = help_field(
-        "Unused: a reward model is fitted to preference pairs, not to advantages (null).",
-        default=None,
-    )
+    No RL settings (no policy is sampled or updated): a
+    :class:`hfsdk.TrainerAlgorithmConfig`, not an ``AlgorithmConfig``.
+    """
     margin: float = help_field(
         "Fixed margin m of −log σ(r_chosen − r_rejected − m); 0 is plain Bradley-Terry.",
         default=0.0,

@@ -34,9 +34,11 @@ def test_default_run_ranks_held_out_pairs(trained: dict[int, tuple[list[dict], P
         assert accuracy[0] < 0.7  # step 0, before training
         finals.append(accuracy[-1])
         assert "ForSequenceClassification" in (export / "config.json").read_text()
-    # Measured (docs/algorithms.md): seed 0 ended at 0.938, seed 1 at 0.891 (64 held-out
-    # pairs, so one pair is 0.016); the claim is on their mean.
-    assert sum(finals) / len(finals) >= 0.9, f"held-out pairwise accuracy {finals}"
+    # Measured over seeds 0-5 (docs/algorithms.md; 64 held-out pairs, one pair is 0.016):
+    # 0.938, 0.891, 0.969, 0.938, 0.969, 0.953 — mean 0.943, lowest 0.891, and 0.914 for the
+    # mean of seeds 0 and 1 (the lowest two-seed mean of the six). The bound sits 4 pairs
+    # below that: an RM that stopped learning (0.45-0.56 untrained) still fails it.
+    assert sum(finals) / len(finals) >= 0.85, f"held-out pairwise accuracy {finals}"
 
 
 @pytest.mark.slow

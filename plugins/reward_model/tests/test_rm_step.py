@@ -27,12 +27,10 @@ class _FakeScorer(FakeRole):
 def _program(overrides: list[str] | None = None):
     from transformers import PreTrainedTokenizerFast
 
-    from hfsdk import DefaultTaskSpec, ensure_default_assets
+    from hfsdk import default_task_assets
 
     config = load_run_config("reward_model", None, overrides or [])
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(
-        str(ensure_default_assets(DefaultTaskSpec()).tokenizer_dir)
-    )
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(default_task_assets().tokenizer_dir))
     role = _FakeScorer("reward_model", [], seed=0, kind="score_model")
     context = AlgorithmContext(
         config=config,
@@ -115,3 +113,46 @@ def test_data_without_a_prompt_column_takes_the_shared_beginning() -> None:
         for r, m in zip(batch["responses"], batch["response_mask"], strict=True)
     ]
     assert responses == ["3", "5", "4", "9"]
+
+
+def test_the_algorithm_section_has_no_rl_settings() -> None:
+    import attrs
+
+    from hfsdk import AlgorithmConfig, TrainerAlgorithmConfig
+    from hfsdk.core.config import load_run_config
+    from hfsdk_reward_model.rm_config import RewardModelConfig
+
+    assert issubclass(RewardModelConfig, TrainerAlgorithmConfig)
+    assert not issubclass(RewardModelConfig, AlgorithmConfig)
+    fields = set(attrs.fields_dict(RewardModelConfig))
+    assert fields == {"margin", "center_coef", "higher", "chosen_key", "rejected_key", "max_length"}
+    config = load_run_config("reward_model")
+    # No policy loss, advantage or value-loss section is composed for it either.
+    assert not {"policy_loss", "advantage", "value_loss"} & set(config.sections)
+    with pytest.raises(hfsdk.ConfigError, match=r"unknown config key 'algorithm\.kl_coef'"):
+        load_run_config("reward_model", None, ["algorithm.kl_coef=0.1"])
+
+
+def test_config_show_lists_only_the_reward_model_settings() -> None:
+    import yaml
+    from click.testing import CliRunner
+
+    from hfsdk.core.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["config", "show", "--algo", "reward_model"])
+    assert result.exit_code == 0, result.output
+    shown = yaml.safe_load(result.output)
+    assert list(shown["algorithm"]) == [
+        "margin", "center_coef", "higher", "chosen_key", "rejected_key", "max_length"
+    ]  # fmt: skip
+    assert "policy_loss" not in shown
+
+
+def test_a_run_prepares_without_a_policy_role() -> None:
+    # The preflight used to ask the spec for its policy role and refused every reward-model
+    # run ("has no role of kind 'policy'"); the scorer being trained is the run's model.
+    from hfsdk.core.trainer.preflight import prepare_run
+
+    config = load_run_config("reward_model", None, ["trainer.total_steps=1"])
+    prepared = prepare_run(config, REWARD_MODEL_SPEC)
+    assert prepared is not None

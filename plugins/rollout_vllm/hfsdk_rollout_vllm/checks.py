@@ -100,10 +100,10 @@ def run_config_problems(config: Any) -> list[str]:
     on_cpu = getattr(actor, "device", "auto") == "cpu" or not cuda_available()
     model_dir = getattr(actor, "model_path", None)
     if model_dir is None:
-        from hfsdk import DefaultTaskSpec
+        from hfsdk import default_model_config
 
-        spec = DefaultTaskSpec()
-        size: int | None = spec.hidden_size // spec.num_heads
+        shape = default_model_config()  # the task registry's default model, not built
+        size: int | None = shape["hidden_size"] // shape["num_attention_heads"]
         model_dir = "the default task's model"
     else:
         size = head_dim(model_dir)

@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from hfsdk import default_task_assets, load_tokenizer
 from hfsdk.core.batch import Batch
-from hfsdk.core.default_task import ensure_default_assets
-from hfsdk.core.default_task.tokenizer import load_tokenizer
 
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
@@ -27,10 +26,9 @@ def build_llama(directory: Path, *, hidden: int = 512, layers: int = 8, heads: i
     """A randomly initialised Llama with the default task's tokenizer (about 30M parameters)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from hfsdk.core.default_task import ensure_default_assets
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
+    from hfsdk import default_task_assets, load_tokenizer
 
-    tokenizer = load_tokenizer(ensure_default_assets().model_dir)
+    tokenizer = load_tokenizer(default_task_assets().model_dir)
     torch.manual_seed(0)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
@@ -65,7 +63,7 @@ def train_step(actor, batch: Batch) -> dict[str, float]:
 @pytest.fixture(scope="session")
 def default_model_dir() -> Path:
     """The default task's warm-started model (shared cache)."""
-    return ensure_default_assets().model_dir
+    return default_task_assets().model_dir
 
 
 @pytest.fixture(scope="session")

@@ -170,11 +170,11 @@ COMPARED = ("reward/mean", "response_length/mean", "actor/pg_loss", "rollout/log
 @pytest.mark.distributed
 def test_grpo_with_micro_dp_vllm_runs_in_sync_and_resumes_exactly(tmp_path: Path) -> None:
     """GRPO, megatron actor at tp=2, a vLLM engine per rank (rollout tp=1); resume from step 1."""
+    from hfsdk import default_task_assets
     from hfsdk.core.config import load_run_config
-    from hfsdk.core.default_task import ensure_default_assets
     from hfsdk.core.trainer.trainer import Trainer
 
-    model = ensure_default_assets().model_dir  # 4 heads of 32: tp=2 splits them
+    model = default_task_assets().model_dir  # 4 heads of 32: tp=2 splits them
     overrides = [f"actor.model_path={model}", *GRPO]
     straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
     straight = Trainer(load_run_config("grpo", None, overrides), straight_dir, quiet=True).fit()

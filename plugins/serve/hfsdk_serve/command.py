@@ -56,7 +56,7 @@ def build_app(
         raise HfsdkError(
             f"--base-model {base_model}: not a model directory (no config.json); pass a local HF "
             "model directory, e.g. the default task's (python -c 'import hfsdk; "
-            "print(hfsdk.ensure_default_assets().model_dir)')"
+            "print(hfsdk.default_model_dir())')"
         )
     return TinkerApp(Service(model_dir, state_dir, model_name=model_name), api_key=api_key)
 

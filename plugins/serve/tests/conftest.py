@@ -79,9 +79,9 @@ def start(model_dir: Path, state_dir: Path, *, api_key: str | None = None) -> Se
 @pytest.fixture(scope="session")
 def default_model_dir() -> Path:
     """The built-in task's tiny Llama (built once, cached)."""
-    from hfsdk import ensure_default_assets
+    from hfsdk import default_model_dir
 
-    return ensure_default_assets().model_dir
+    return default_model_dir()
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ def _program():  # type: ignore[no-untyped-def]
         roles={"actor": FakeRole("actor", log, seed=0, kind="policy")},
         signals={"reward": FakeSignal("reward", log, [0.0])},
         spec=spec,
-        tokenizer=load_tokenizer(str(hfsdk.ensure_default_assets().tokenizer_dir)),
+        tokenizer=load_tokenizer(str(hfsdk.default_task_assets().tokenizer_dir)),
     )
     return spec.program(context), log
 

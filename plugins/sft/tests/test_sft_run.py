@@ -82,7 +82,7 @@ def test_a_messages_dataset_trains_through_the_chat_template(tmp_path: Path) -> 
     import hfsdk
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
 
-    assets = hfsdk.ensure_default_assets()
+    assets = hfsdk.default_task_assets()
     model = tmp_path / "model"
     shutil.copytree(assets.model_dir, model)
     tokenizer = load_tokenizer(str(model))

@@ -102,6 +102,7 @@ _HELD: list = []
 ENV = {
     "ray-address-env-unreachable": {"RAY_ADDRESS": "127.0.0.1:1"},
     "algo-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "grpo"},
+    "tasks-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "tasks"},
     "virtual-devices-text": {"HFSDK_VIRTUAL_DEVICES": "many"},
 }
 
@@ -243,6 +244,12 @@ CASES: list[Case] = [
     ("ray-address-env-unreachable", lambda t: list(BASE), r"127\.0\.0\.1:1' is unreachable"),
     # -- plugins and the environment
     ("algo-plugin-disabled", lambda t: list(BASE), r"algo.*'grpo'"),
+    (
+        "tasks-plugin-disabled",
+        lambda t: list(BASE),
+        r"no task 'default' is registered .*install hfsdk-plugin-tasks",
+    ),
+    ("unknown-task", lambda t: [*BASE, "--task", "nope"], r"no task 'nope' .*default, tool_use"),
     ("virtual-devices-text", lambda t: list(BASE), r"HFSDK_VIRTUAL_DEVICES='many'"),
     # -- the run directory
     (
@@ -372,7 +379,7 @@ def test_bad_input_gives_one_line(
     name, build, pattern = case
     for key, value in ENV.get(name, {}).items():
         monkeypatch.setenv(key, value)
-    if name == "algo-plugin-disabled":
+    if name in ("algo-plugin-disabled", "tasks-plugin-disabled"):
         from hfsdk.core.plugin_manager import reset_plugin_manager
 
         reset_plugin_manager()

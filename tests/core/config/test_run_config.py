@@ -322,18 +322,3 @@ def test_the_prompt_length_of_a_later_layer_wins_under_either_key(tmp_path: Path
         load_run_config(
             "grpo", str(path), ["data.max_prompt_length=8", "rollout.max_prompt_length=9"]
         )
-
-
-def test_a_multi_turn_rollout_holds_the_prompt_and_the_budget() -> None:
-    from hfsdk.core.config import load_run_config
-
-    tools = ["rollout.multi_turn.tools=[add]", "rollout.multi_turn.max_response_tokens=24"]
-    config = load_run_config("grpo", None, [*tools, "data.max_prompt_length=40"])
-    assert (config.data.max_prompt_length, config.rollout.max_prompt_length) == (40, 64)
-    # An older multi-turn config gave the rollout's context: the prompt is what is left.
-    config = load_run_config("grpo", None, [*tools, "rollout.max_prompt_length=64"])
-    assert (config.data.max_prompt_length, config.rollout.max_prompt_length) == (40, 64)
-    with pytest.raises(ConfigError, match=r"rollout\.max_prompt_length=50 disagrees"):
-        load_run_config(
-            "grpo", None, [*tools, "data.max_prompt_length=40", "rollout.max_prompt_length=50"]
-        )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import hfsdk
-from hfsdk.core.default_task import ensure_default_assets
+from hfsdk import default_task_assets
 from hfsdk.core.errors import HfsdkError
 
 
@@ -21,7 +21,7 @@ from hfsdk.core.errors import HfsdkError
 def no_pad_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The default task's tokenizer saved without its pad token."""
     target = tmp_path_factory.mktemp("tok") / "no_pad"
-    shutil.copytree(ensure_default_assets().tokenizer_dir, target)
+    shutil.copytree(default_task_assets().tokenizer_dir, target)
     config = json.loads((target / "tokenizer_config.json").read_text())
     config.pop("pad_token")
     (target / "tokenizer_config.json").write_text(json.dumps(config))
@@ -29,7 +29,7 @@ def no_pad_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_loader_gives_the_same_pad_token(no_pad_tokenizer: Path) -> None:
-    from hfsdk.core.default_task.tokenizer import load_tokenizer as default_task_loader
+    from hfsdk import load_tokenizer as default_task_loader
 
     tokenizer = hfsdk.load_tokenizer(no_pad_tokenizer)
     assert tokenizer.pad_token == tokenizer.eos_token == "</s>"

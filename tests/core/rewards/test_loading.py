@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards.builtins import ExactMatchConfig, exact_match
 from hfsdk.core.rewards.loading import resolve_reward_function
 
 SOURCE = """
@@ -16,11 +15,6 @@ def shout(prompts, responses, **columns):
 
 NOT_A_FUNCTION = 3
 """
-
-
-def test_registry_name() -> None:
-    resolved = resolve_reward_function("exact_match")
-    assert resolved.fn is exact_match and resolved.config_cls is ExactMatchConfig
 
 
 def test_unknown_name_lists_names_and_the_other_forms() -> None:

@@ -87,9 +87,9 @@ def _hf_log_probs(model_dir: Path, ids: torch.Tensor) -> torch.Tensor:
 
 
 def _base_model_dir() -> Path:
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk import default_task_assets
 
-    return Path(ensure_default_assets().model_dir)
+    return Path(default_task_assets().model_dir)
 
 
 @pytest.fixture(scope="module")

@@ -50,23 +50,23 @@ def _tokenizer_only(tmp_path: Path) -> Path:
     """A copy of the default task's tokenizer directory: tokenizer files, no config.json."""
     import shutil
 
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk import default_task_assets
 
     directory = tmp_path / "tokenizer"
-    shutil.copytree(ensure_default_assets().tokenizer_dir, directory)
+    shutil.copytree(default_task_assets().tokenizer_dir, directory)
     assert not (directory / "config.json").exists()
     return directory
 
 
 def test_a_tokenizer_only_directory_is_a_tokenizer_path_for_every_role(tmp_path: Path) -> None:
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk import default_task_assets
     from hfsdk.core.trainer.preflight import prepare_run
 
     tokenizer = _tokenizer_only(tmp_path)
-    assets = ensure_default_assets()
+    assets = default_task_assets()
     spec = get_registry("algorithms")["ppo"].impl
     overrides = [
-        f"data.train_files=[{assets.train_jsonl}]",
+        f"data.train_files=[{assets.train_files[0]}]",
         "reward.functions=[{name: exact_match}]",
         *(f"{role}.model_path={assets.model_dir}" for role in ("actor", "critic", "reference")),
         *(f"{role}.tokenizer_path={tokenizer}" for role in ("actor", "critic", "reference")),
@@ -120,37 +120,3 @@ def test_half_precision_on_a_cpu_without_native_kernels_is_warned_in_one_line(
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 amx_bf16\n")
     assert cpu_flags(str(cpuinfo)) == {"fpu", "avx2", "amx_bf16"}
     assert cpu_flags(str(tmp_path / "absent")) is None
-
-
-def test_a_run_with_model_code_says_once_when_the_sandbox_cannot_start(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    import logging
-
-    from hfsdk.core.default_task import ensure_default_assets
-    from hfsdk.core.sandbox.bwrap import unavailable_reason
-    from hfsdk.core.trainer.preflight import prepare_run
-
-    monkeypatch.setenv("HFSDK_SANDBOX_BWRAP", "/nonexistent/bwrap")
-    monkeypatch.setenv("HFSDK_SANDBOX_ISOLATION", "os")
-    unavailable_reason.cache_clear()
-    try:
-        assets = ensure_default_assets()
-        spec = get_registry("algorithms")["grpo"].impl
-        config = load_run_config(
-            "grpo",
-            None,
-            [
-                f"data.train_files=[{assets.train_jsonl}]",
-                "reward.functions=[{name: code_tests}]",
-                f"actor.model_path={assets.model_dir}",
-                f"reference.model_path={assets.model_dir}",
-            ],
-        )
-        with caplog.at_level(logging.WARNING):
-            prepare_run(config, spec)
-        lines = [r.getMessage() for r in caplog.records if "sandbox:" in r.getMessage()]
-        assert len(lines) == 1 and "\n" not in lines[0]
-        assert "sandbox.isolation: process" in lines[0]
-    finally:
-        unavailable_reason.cache_clear()

@@ -1,5 +1,4 @@
-"""The built-in dispatch and collect functions and the table the core registers.
-"""
+"""The built-in dispatch and collect functions and the table the core registers."""
 
 from __future__ import annotations
 
@@ -174,8 +173,15 @@ def collect_concat_lists(results: list[Any], spec: CollectSpec) -> list[Any]:
 
 
 def collect_concat_batches(results: list[Any], spec: CollectSpec) -> Any:
-    """The ranks' ``Batch`` results concatenated, with the dispatch's padding rows removed."""
+    """The ranks' ``Batch`` results concatenated, with the dispatch's padding rows removed.
+
+    Rollout outputs' ``meta['rollout_metrics']`` (each rank's own measurements)
+    are first reduced to their row-weighted mean over the ranks
+    (:func:`~hfsdk.core.rollout_output.merge_rollout_metrics`); every other meta
+    key must agree between ranks.
+    """
     from hfsdk.core.batch import Batch
+    from hfsdk.core.rollout_output import merge_rollout_metrics
 
     for rank, result in zip(spec.ranks, results, strict=True):
         if not isinstance(result, Batch):
@@ -183,7 +189,7 @@ def collect_concat_batches(results: list[Any], spec: CollectSpec) -> Any:
                 f"rank {rank} returned {describe_value(result)}; methods whose results are "
                 "concatenated (dp_compute_proto, mesh_proto, pp_as_dp) must return a Batch"
             )
-    out = results[0] if len(results) == 1 else Batch.concat(results)
+    out = results[0] if len(results) == 1 else Batch.concat(merge_rollout_metrics(results))
     if spec.pad:
         if spec.pad > len(out):
             raise HfsdkError(

@@ -54,15 +54,15 @@ from hfsdk import (
     GenerationShards,
     HfsdkError,
     RolloutBackend,
+    assemble_rollout,
+    eos_token_ids,
 )
 from hfsdk_backend_common.engine_support import require_keys
-from hfsdk_backend_common.generation import eos_token_ids, response_mask_from_eos
 from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
 from hfsdk_backend_common.hybrid.llama_format import hf_llama_shape, hf_llama_to_megatron
 from hfsdk_backend_common.hybrid.support import decoder_problems
 from hfsdk_backend_common.rollout import generation_module
 from hfsdk_backend_common.rollout.request_server import RequestServer
-from hfsdk_backend_common.token_ops import position_ids_from_mask
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
@@ -193,9 +193,9 @@ class HFRollout(RolloutBackend):
     def _agreed_metrics(self) -> dict[str, float]:
         """The last transition's metrics, maxed over the actor's data-parallel ranks.
 
-        Every collecting rank then carries the same values, so the per-rank
-        outputs concatenate (meta must agree) and the logged numbers are the
-        worst rank's.
+        The logged numbers are then the worst rank's (the slowest transition,
+        the most bytes), not the rows-weighted mean the worker would otherwise
+        take when it collects the ranks' outputs.
         """
         metrics = dict(self.last_metrics)
         dp = self.actor.dp
@@ -489,52 +489,3 @@ class HFRollout(RolloutBackend):
             metrics=self._agreed_metrics(),
             extra=extra,
         )
-
-
-def assemble_rollout(
-    prompts: Batch,
-    responses: torch.Tensor,
-    *,
-    tokenizer: Any,
-    eos_ids: list[int],
-    temperature: float,
-    greedy: bool,
-    metrics: dict[str, float],
-    extra: dict[str, torch.Tensor] | None = None,
-) -> Batch:
-    """The rollout contract's output batch from left-padded prompts and right-padded responses.
-
-    ``prompts`` already holds one row per response; whatever follows a
-    response's first EOS becomes padding; ``extra`` per-token (B, R) columns
-    are zeroed where masked. Any rollout backend may use it.
-    """
-    pad = tokenizer.pad_token_id
-    response_mask = response_mask_from_eos(responses, eos_ids)
-    responses = torch.where(response_mask.bool(), responses, torch.full_like(responses, pad))
-    prompt_ids = prompts["input_ids"]
-    attention_mask = torch.cat([prompts["attention_mask"].long(), response_mask.long()], dim=1)
-    texts = tokenizer.batch_decode(
-        [row[mask.bool()].tolist() for row, mask in zip(responses, response_mask, strict=True)],
-        skip_special_tokens=True,
-    )
-    non_tensors = {k: prompts[k] for k in prompts.non_tensor_keys}
-    non_tensors["response_text"] = texts
-    masked_extra = {k: v * response_mask.to(v.dtype) for k, v in (extra or {}).items()}
-    return Batch.from_dict(
-        tensors={
-            **masked_extra,
-            "prompts": prompt_ids,
-            "responses": responses,
-            "input_ids": torch.cat([prompt_ids, responses], dim=1),
-            "attention_mask": attention_mask,
-            "position_ids": position_ids_from_mask(attention_mask),
-            "response_mask": response_mask,
-        },
-        non_tensors=non_tensors,
-        meta={
-            **prompts.meta,
-            "temperature": temperature,
-            "greedy": greedy,
-            "rollout_metrics": metrics,
-        },
-    )

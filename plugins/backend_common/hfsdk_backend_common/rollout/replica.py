@@ -50,16 +50,16 @@ from hfsdk import (
     HfsdkError,
     WeightSyncMismatch,
     Worker,
+    assemble_rollout,
     build_rollout,
+    eos_token_ids,
     fingerprint,
     generate_rollout,
     load_tokenizer,
     register,
 )
 from hfsdk_backend_common.engine_support import resolve_device, sampling_temperature
-from hfsdk_backend_common.generation import eos_token_ids
 from hfsdk_backend_common.role_fields import TrainedRoleConfig
-from hfsdk_backend_common.rollout.hf_rollout import assemble_rollout
 from hfsdk_backend_common.rollout.tp_replica import TPReplicaSource, pool_key
 from hfsdk_backend_common.token_ops import response_log_probs
 from hfsdk_backend_common.weight_sync import (
@@ -191,12 +191,6 @@ class RolloutReplicaWorker(Worker):
         self.sliced = self.tg * self.pg > 1
         self.source: Any
         if self.sliced:  # a replica of pg stages of tg ranks (module tp_replica)
-            if config.rollout.multi_turn.active:
-                raise HfsdkError(
-                    f"{pool_key(self.tg, self.pg)}: multi-turn rollouts (rollout.multi_turn) "
-                    "serve requests on full weights, which a tensor-parallel or pipelined "
-                    "replica does not hold; set placement.pools.rollout.tp: 1 and pp: 1"
-                )
             self.source = TPReplicaSource(
                 str(model_path), str(tokenizer_path), tg=self.tg, pg=self.pg, rank=self.rank,
                 world=self.world_size, **common,
@@ -296,7 +290,7 @@ class RolloutReplicaWorker(Worker):
         seed = prompts.meta.get("sampling_seed")
         if seed is not None:
             torch.manual_seed(int(seed) + 7919 * self.rank)
-        out = generate_rollout(self.rollout, prompts)  # multi-turn agent loops run here too
+        out = generate_rollout(self.rollout, prompts)  # a plugin's strategy (agents) too
         if ROLLOUT_LOG_PROBS not in out:
             out[ROLLOUT_LOG_PROBS] = self.source.log_probs(out)
         out.meta["weights_version"] = self.source.weights_version

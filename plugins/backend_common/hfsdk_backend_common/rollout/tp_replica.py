@@ -51,6 +51,7 @@ from hfsdk import (
     HfsdkError,
     fingerprint,
     load_tokenizer,
+    position_ids_from_mask,
 )
 from hfsdk_backend_common.engine_support import sampling_temperature
 from hfsdk_backend_common.hybrid.decoder import DecoderShape, KVCache, TPDecoder
@@ -67,7 +68,7 @@ from hfsdk_backend_common.hybrid.llama_format import (
 from hfsdk_backend_common.hybrid.row_pool import PooledRowsShards, RowPool
 from hfsdk_backend_common.hybrid.stages import StageLink
 from hfsdk_backend_common.hybrid.support import tp_support_problems
-from hfsdk_backend_common.token_ops import position_ids_from_mask, response_log_probs
+from hfsdk_backend_common.token_ops import response_log_probs
 
 _LAYER = re.compile(r"decoder\.layers\.\d+\.")
 _VOCAB_PARALLEL = ("embedding.word_embeddings.weight", "output_layer.weight")

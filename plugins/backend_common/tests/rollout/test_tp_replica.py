@@ -224,11 +224,10 @@ def test_tp_replicas_with_partial_rollouts_are_refused() -> None:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A peaked tiny Llama (4 heads, 2 key/value heads) and its update, on the default tokenizer."""
-    from hfsdk import ensure_default_assets
-    from hfsdk.core.default_task.tokenizer import load_tokenizer
+    from hfsdk import default_task_assets, load_tokenizer
     from hfsdk.testing import save_tiny_llama
 
-    tokenizer = load_tokenizer(ensure_default_assets().model_dir)
+    tokenizer = load_tokenizer(default_task_assets().model_dir)
     root = tmp_path_factory.mktemp("tp_replica")
     common = {"hidden_size": 64, "intermediate_size": 64, "num_heads": 4, "num_kv_heads": 2}
     old = save_tiny_llama(root / "old", tokenizer, init_std=0.2, seed=0, **common)
@@ -333,7 +332,7 @@ def test_a_model_tp_cannot_split_is_refused_in_one_line(
 ) -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from hfsdk import DataParallelInfo, ensure_default_assets
+    from hfsdk import DataParallelInfo, default_task_assets
     from hfsdk_backend_common.rollout.tp_replica import TPReplicaSource
 
     config = LlamaConfig(
@@ -343,7 +342,7 @@ def test_a_model_tp_cannot_split_is_refused_in_one_line(
     LlamaForCausalLM(config).save_pretrained(tmp_path / "model")
     with pytest.raises(HfsdkError, match=message) as info:
         TPReplicaSource(
-            str(tmp_path / "model"), str(ensure_default_assets().model_dir),
+            str(tmp_path / "model"), str(default_task_assets().model_dir),
             device=torch.device("cpu"), dtype=torch.float32, dp=DataParallelInfo(size=2),
             tg=tg, pg=pg, rank=0, world=2,
         )  # fmt: skip

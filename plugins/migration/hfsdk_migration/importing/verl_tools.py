@@ -5,7 +5,7 @@
 → ``max_tool_output_chars``, and the tools of the file ``tool_config_path`` (verl's
 ``tools:`` YAML) become tool entries with their schemas, the verl tool classes
 kept as they are (``{verl_class: module:Class, config: ..., schema: ...}``, run by
-:mod:`hfsdk.core.agents.verl_adapter`). Other multi-turn keys are listed with reasons.
+:mod:`hfsdk_agents.verl_adapter`). Other multi-turn keys are listed with reasons.
 """
 
 from __future__ import annotations

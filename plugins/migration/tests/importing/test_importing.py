@@ -160,9 +160,10 @@ def test_cli_writes_the_config_and_lists_unmapped_keys(
 def _verl_parquet(path: Path) -> None:
     import datasets
 
-    from hfsdk.core.default_task import ensure_default_assets
+    from hfsdk import default_task_assets
 
-    rows = [json.loads(x) for x in ensure_default_assets().train_jsonl.read_text().splitlines()]
+    train = Path(default_task_assets().train_files[0])
+    rows = [json.loads(x) for x in train.read_text().splitlines()]
     datasets.Dataset.from_list(
         [
             {

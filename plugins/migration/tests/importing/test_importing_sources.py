@@ -370,12 +370,12 @@ def test_every_imported_config_runs_two_steps_on_the_default_task(
 ) -> None:
     import yaml
 
+    from hfsdk import default_task_assets
     from hfsdk.core.config import load_run_config
-    from hfsdk.core.default_task import ensure_default_assets
     from hfsdk.core.trainer.trainer import Trainer
     from hfsdk.core.workers.ray_runtime import shutdown
 
-    tokenizer = ensure_default_assets().tokenizer_dir  # tokenizer.json + tokenizer_config.json
+    tokenizer = default_task_assets().tokenizer_dir  # tokenizer.json + tokenizer_config.json
     assert not (tokenizer / "config.json").exists()
     monkeypatch.chdir(tmp_path)  # the OpenRLHF command names reward_func.py
     (tmp_path / "reward_func.py").write_text(OPENRLHF_REWARD)

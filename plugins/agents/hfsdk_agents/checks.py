@@ -1,0 +1,38 @@
+"""Settings multi-turn rollouts cannot run with, refused when the config is resolved."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfsdk_agents.config import multi_turn_config
+
+
+def multi_turn_problems(config: Any) -> list[str]:
+    """One line per setting that clashes with an active ``rollout.multi_turn``."""
+    if not multi_turn_config(config.rollout).active:
+        return []
+    problems = []
+    partial = config.trainer.partial_rollout_tokens
+    if partial:
+        problems.append(
+            f"trainer.partial_rollout_tokens={partial} cuts generations into segments, which "
+            "multi-turn rollouts (rollout.multi_turn) do not support; set it to 0"
+        )
+    pool = config.placement.pools.get("rollout")
+    if pool is not None and pool.tp * pool.pp > 1:
+        problems.append(
+            f"placement.pools.rollout (tp={pool.tp}, pp={pool.pp}): multi-turn rollouts "
+            "(rollout.multi_turn) serve requests on full weights, which a tensor-parallel or "
+            "pipelined replica does not hold; set placement.pools.rollout.tp: 1 and pp: 1"
+        )
+    return problems
+
+
+def prompt_tool_schemas(config: Any) -> list[dict[str, Any]]:
+    """The schemas of ``rollout.multi_turn.tools`` (a bad entry fails here, before Ray)."""
+    from hfsdk_agents.tools import load_tools
+
+    multi_turn = multi_turn_config(config.rollout)
+    if not multi_turn.active:
+        return []
+    return [dict(tool.schema) for tool in load_tools(multi_turn.tools).values()]

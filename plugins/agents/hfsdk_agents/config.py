@@ -1,0 +1,110 @@
+"""``rollout.multi_turn``: agent loops with tools instead of one generate call.
+
+Multi-turn rollouts are on when ``tools`` names a tool or ``agent_loop`` is set;
+the actor worker then runs the agent loop on its prompts (``docs/agents.md``).
+The plugin contributes this class as the ``multi_turn`` sub-section of the
+``rollout`` config (``hfsdk_register_rollout_sections``); code reads it with
+:func:`multi_turn_config` (``rollout_config.section(MultiTurnConfig)``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import attrs
+
+from hfsdk import help_field
+
+
+@attrs.frozen(kw_only=True)
+class MultiTurnConfig:
+    """Tools, the agent loop and its limits (all off by default: one generate call)."""
+
+    tools: tuple[Any, ...] = help_field(
+        "Tools the model may call: registered names (hfsdk list tools), module:fn, file.py:fn, "
+        "or {fn: ..., name: ..., schema: {...}}; non-empty turns multi-turn rollouts on.",
+        default=(),
+    )
+    agent_loop: str | None = help_field(
+        "Agent loop (hfsdk list agent-loops); null: tool_loop when tools are given, else "
+        "single-turn generation.",
+        default=None,
+    )
+    parser: str = help_field(
+        "Tool-call format of the model's text (hfsdk list tool-parsers): hermes "
+        "(<tool_call>{json}</tool_call>) or llama_function (<function=NAME>{json}</function>).",
+        default="hermes",
+    )
+    renderer: Literal["auto", "chat_template", "plain"] = help_field(
+        "How tool outputs become tokens: the tokenizer's chat template, the plain "
+        "' <tool_response> ... </tool_response>' rendering, or auto (the template if any).",
+        default="auto",
+        validator=attrs.validators.in_(("auto", "chat_template", "plain")),
+    )
+    max_turns: int = help_field(
+        "Model turns per trajectory at most.", default=4, validator=attrs.validators.ge(1)
+    )
+    max_response_tokens: int = help_field(
+        "Token budget of a trajectory after its prompt (model and tool tokens); also the "
+        "width of the responses.",
+        default=256,
+        validator=attrs.validators.ge(1),
+    )
+    max_tokens_per_turn: int | None = help_field(
+        "Most tokens one model turn may generate; null: what is left of the budget.",
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.ge(1)),
+    )
+    tool_timeout_s: float = help_field(
+        "Wall-clock limit of one tool call in seconds; past it the model reads a timeout error "
+        "and the tool's worker process is killed (docs/agents.md).",
+        default=10.0,
+        validator=attrs.validators.gt(0.0),
+    )
+    max_tool_output_chars: int = help_field(
+        "Longest tool output the model reads; longer ones are cut and count as errors.",
+        default=2000,
+        validator=attrs.validators.ge(1),
+    )
+    stop_token_ids: tuple[int, ...] = help_field(
+        "Extra token ids that end a model turn (besides EOS and a one-token call end marker).",
+        default=(),
+    )
+    max_concurrent: int = help_field(
+        "Trajectories in flight at once on one actor rank.",
+        default=256,
+        validator=attrs.validators.ge(1),
+    )
+    serving: Literal["request", "turn"] = help_field(
+        "How turns reach the rollout: request (each turn as soon as its trajectory is ready, "
+        "when the rollout batches requests itself: its serves_requests, docs/agents.md) or "
+        "turn (all trajectories' turns in one generate call each: a slow tool holds up the "
+        "turn).",
+        default="request",
+        validator=attrs.validators.in_(("request", "turn")),
+    )
+    loop_args: dict[str, Any] = help_field(
+        "Keyword arguments of a custom agent loop's constructor.", factory=dict
+    )
+
+    @property
+    def active(self) -> bool:
+        """Whether rollouts are multi-turn."""
+        return bool(self.tools) or self.agent_loop is not None
+
+    @property
+    def loop_name(self) -> str:
+        """The agent loop to run."""
+        return self.agent_loop or "tool_loop"
+
+    def response_budget(self) -> tuple[int, str] | None:
+        """The trajectory's token budget owns the responses' width when rollouts are
+        multi-turn (:class:`hfsdk.RolloutSection`)."""
+        if not self.active:
+            return None
+        return self.max_response_tokens, "rollout.multi_turn.max_response_tokens"
+
+
+def multi_turn_config(rollout_config: Any) -> MultiTurnConfig:
+    """The ``rollout.multi_turn`` sub-section of a rollout config (defaults when absent)."""
+    return rollout_config.section(MultiTurnConfig)

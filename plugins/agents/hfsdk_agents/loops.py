@@ -1,0 +1,192 @@
+"""Agent loops: what happens between a prompt and a finished trajectory.
+
+An agent loop is one class with one async method, :meth:`AgentLoop.run`, called
+once per trajectory; many run concurrently against the rollout's request-level
+generation. Loops are registered by name (``hfsdk_register_agent_loops``) and
+chosen with ``rollout.multi_turn.agent_loop``. The :class:`AgentContext` a loop
+gets does the token bookkeeping (model turns, tool turns, user turns, the budget),
+so a loop only decides what comes next. The built-in :class:`ToolLoop`
+(``tool_loop``): generate → parse tool calls → run them concurrently → append
+their outputs → generate, until the model answers without a call, ``max_turns``
+or the token budget.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from hfsdk_agents.config import MultiTurnConfig
+from hfsdk_agents.parsers import ParsedTurn, ToolCall, ToolParser
+from hfsdk_agents.requests import Generate, GenerationRequest
+from hfsdk_agents.tool_worker import ToolWorkers
+from hfsdk_agents.tools import Tool, ToolOutput, call_tool
+from hfsdk_agents.trajectory import MODEL_ROLE, Segment, Trajectory, TurnRenderer
+
+
+@attrs.define(kw_only=True)
+class AgentContext:
+    """What a loop may use: generation, tools, the parser, the renderer and the limits.
+
+    One context serves every trajectory of a rollout call; ``temperature``,
+    ``top_p`` and ``greedy`` are the call's sampling settings.
+    """
+
+    generate: Generate
+    tokenizer: Any
+    tools: Mapping[str, Tool]
+    parser: ToolParser
+    renderer: TurnRenderer
+    config: MultiTurnConfig
+    stop_token_ids: tuple[int, ...]
+    temperature: float = 1.0
+    top_p: float = 1.0
+    greedy: bool = False
+    tool_workers: ToolWorkers | None = None
+    """The tool set's worker process (every call runs there, killed at its deadline);
+    ``None``: a worker per call."""
+
+    def remaining(self, trajectory: Trajectory) -> int:
+        """Tokens the trajectory may still add."""
+        return self.config.max_response_tokens - trajectory.response_length
+
+    async def model_turn(
+        self, trajectory: Trajectory, *, seed: int | None = None
+    ) -> tuple[Segment, ParsedTurn] | None:
+        """Generate one model turn, append it and return it with its parsed tool calls.
+
+        ``None`` when the budget is spent (the trajectory then ends with ``budget``).
+        """
+        budget = self.remaining(trajectory)
+        if self.config.max_tokens_per_turn is not None:
+            budget = min(budget, self.config.max_tokens_per_turn)
+        if budget <= 0:
+            trajectory.finish = "budget"
+            return None
+        result = await self.generate(
+            GenerationRequest(
+                prompt_ids=trajectory.context_ids,
+                max_new_tokens=budget,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                greedy=self.greedy,
+                seed=seed,
+                stop_token_ids=self.stop_token_ids,
+            )
+        )
+        text = self.tokenizer.decode(list(result.token_ids), skip_special_tokens=False)
+        parsed = self.parser(text)
+        segment = Segment(
+            role=MODEL_ROLE,
+            token_ids=tuple(result.token_ids),
+            trainable=True,
+            logprobs=tuple(result.logprobs),
+            text=text,
+            finish_reason=result.finish_reason,
+            tool_calls=[{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
+            + [{"malformed": e} for e in parsed.errors],
+        )
+        trajectory.add(segment)
+        return segment, parsed
+
+    async def run_tools(self, parsed: ParsedTurn) -> list[ToolOutput]:
+        """Every call of the turn, concurrently; malformed calls answered with their error."""
+        calls: Sequence[ToolCall] = parsed.calls
+        outputs = await asyncio.gather(
+            *(
+                call_tool(
+                    self.tools,
+                    call.name,
+                    call.arguments,
+                    timeout_s=self.config.tool_timeout_s,
+                    max_output_chars=self.config.max_tool_output_chars,
+                    runner=self.tool_workers,
+                )
+                for call in calls
+            )
+        )
+        malformed = [
+            ToolOutput(name="", content=f"Error: {error}", ok=False, error="malformed_call")
+            for error in parsed.errors
+        ]
+        return [*outputs, *malformed]
+
+    def _append_context(
+        self, trajectory: Trajectory, role: str, ids: list[int], results: list[dict[str, Any]]
+    ) -> bool:
+        if len(ids) > self.remaining(trajectory):
+            trajectory.finish = "budget"
+            return False
+        text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        trajectory.add(
+            Segment(
+                role=role, token_ids=tuple(ids), trainable=False, text=text, tool_results=results
+            )
+        )
+        return True
+
+    @staticmethod
+    def _last_token(trajectory: Trajectory) -> int | None:
+        ids = trajectory.segments[-1].token_ids if trajectory.segments else ()
+        return ids[-1] if ids else None
+
+    def add_tool_turn(self, trajectory: Trajectory, outputs: Sequence[ToolOutput]) -> bool:
+        """Append the tool outputs as a context turn; ``False`` (finish ``budget``) if too long."""
+        ids = self.renderer.tool_turn(outputs, last_token=self._last_token(trajectory))
+        results = [attrs.asdict(o) for o in outputs]
+        return self._append_context(trajectory, "tool", ids, results)
+
+    def add_user_turn(self, trajectory: Trajectory, text: str) -> bool:
+        """Append a user / environment message; ``False`` (finish ``budget``) if too long."""
+        ids = self.renderer.user_turn(text, last_token=self._last_token(trajectory))
+        return self._append_context(trajectory, "user", ids, [])
+
+
+class AgentLoop(abc.ABC):
+    """One trajectory per :meth:`run` call; subclass it for a custom loop (a game, a user).
+
+    The constructor receives ``rollout.multi_turn.loop_args`` as keyword arguments.
+    """
+
+    def __init__(self, **loop_args: Any) -> None:
+        self.loop_args = loop_args
+
+    @abc.abstractmethod
+    async def run(
+        self, prompt_ids: tuple[int, ...], row: Mapping[str, Any], ctx: AgentContext, *, seed: int
+    ) -> Trajectory:
+        """The trajectory that starts with ``prompt_ids``.
+
+        ``row`` holds the prompt's non-tensor columns (``raw_prompt``, dataset
+        columns); ``seed`` is this trajectory's sampling seed (pass ``seed + turn``
+        to :meth:`AgentContext.model_turn`).
+        """
+
+
+class ToolLoop(AgentLoop):
+    """generate → tool calls → tools (concurrently) → their outputs → generate, until done."""
+
+    async def run(
+        self, prompt_ids: tuple[int, ...], row: Mapping[str, Any], ctx: AgentContext, *, seed: int
+    ) -> Trajectory:
+        """Turns until the model answers without a call, ``max_turns`` or the budget."""
+        trajectory = Trajectory(prompt_ids=tuple(prompt_ids))
+        for turn in range(ctx.config.max_turns):
+            made = await ctx.model_turn(trajectory, seed=seed + turn)
+            if made is None:
+                return trajectory
+            segment, parsed = made
+            if not parsed.wants_tools:
+                trajectory.finish = segment.finish_reason or "stop"
+                return trajectory
+            if turn == ctx.config.max_turns - 1:
+                break
+            outputs = await ctx.run_tools(parsed)
+            if not ctx.add_tool_turn(trajectory, outputs):
+                return trajectory
+        trajectory.finish = "max_turns"
+        return trajectory

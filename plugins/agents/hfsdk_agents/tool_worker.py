@@ -1,0 +1,309 @@
+"""Tool calls in a worker process that is killed at a call's deadline.
+
+A thread cannot be stopped: a sync tool that loops forever, or an ``async def``
+tool that blocks its event loop (``time.sleep`` inside a coroutine), used to hang
+the rollout, and with it the step, the watchdog and the stop signals. So every
+call of a tool set runs in a child process (:class:`ToolWorkers`), forked from
+the caller, so it holds the very tools the caller loaded (a file's functions, a
+closure, a verl class) without pickling them. Inside the child each call gets a
+thread of its own (an ``async def`` tool its own event loop), so calls of one
+turn still run concurrently.
+
+When a call passes its deadline the caller gets a ``timeout`` at once and the
+child is *retired*: new calls go to a fresh child, and the retired one is
+killed (``SIGKILL``) as soon as the other calls it was running have returned or
+passed their own deadlines. Once the run is asked to stop (SIGTERM / SIGINT,
+:mod:`hfsdk.core.stop_requests`) waiting calls end at once as ``stopped``, so the
+step finishes and writes its checkpoint within the grace. A child that dies (a
+tool called ``os._exit``, a segfault) fails the calls it held as ``crashed``. The
+child never outlives the caller: it leaves when its socket closes, and the caller
+kills its children at exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import gc
+import inspect
+import itertools
+import json
+import os
+import signal
+import socket
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from multiprocessing.connection import Connection
+from typing import Any
+
+import attrs
+
+from hfsdk import stop_requested
+
+STOP_POLL_S = 0.1
+"""How often a waiting call looks for a stop request (a signal handler sets it)."""
+
+Outcome = tuple[str, str]
+"""``(kind, text)``: ``ok`` with the output, or an error kind (``tool_error``,
+``exception``, ``bad_output``, ``timeout``, ``crashed``, ``stopped``) with its message."""
+
+
+@attrs.frozen
+class _Call:
+    call_id: int
+    name: str
+    arguments: dict[str, Any]
+
+
+# Parent-side sockets of the live children: a child forked later closes them, so that a
+# child sees its own socket close when the caller dies (not when every sibling does).
+_PARENT_FDS: set[int] = set()
+_LIVE: weakref.WeakSet[_Worker] = weakref.WeakSet()
+
+
+def _kill_all() -> None:
+    for worker in list(_LIVE):
+        worker.kill()
+
+
+atexit.register(_kill_all)
+
+
+class ToolError(Exception):
+    """Raised by a tool to give the model ``str(error)`` as an error output (counted as one)."""
+
+
+def _as_text(value: Any) -> str:
+    """A tool's return value as the text the model reads (JSON for containers)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, (int, float, bool)):
+        return str(value)
+    return json.dumps(value)  # raises TypeError/ValueError for junk
+
+
+def _run_one(fn: Callable[..., Any], call: _Call) -> Outcome:
+    """Call ``fn`` in this (child) thread; an ``async def`` tool in an event loop of its own."""
+    try:
+        value = fn(**call.arguments)
+        if inspect.isawaitable(value):
+            value = asyncio.run(_awaited(value))
+    except ToolError as err:
+        return ("tool_error", str(err))
+    except BaseException as err:  # SystemExit too: a tool must not end its worker quietly
+        return ("exception", f"{call.name} raised {type(err).__name__}: {err}")
+    try:
+        return ("ok", _as_text(value))
+    except (TypeError, ValueError):
+        return ("bad_output", f"{call.name} returned a {type(value).__name__}, not text or JSON")
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _serve(conn: Connection, fns: Mapping[str, Callable[..., Any]]) -> None:
+    """The child's main loop: a thread per call, results back over ``conn``; leave at EOF."""
+    lock = threading.Lock()
+
+    def work(call: _Call) -> None:
+        outcome = _run_one(fns[call.name], call)
+        with lock, contextlib.suppress(OSError, ValueError):
+            conn.send((call.call_id, *outcome))
+
+    while True:
+        try:
+            call = conn.recv()
+        except (EOFError, OSError):
+            return
+        threading.Thread(target=work, args=(call,), daemon=True).start()
+
+
+def _child_main(conn: Connection, fns: Mapping[str, Callable[..., Any]]) -> None:
+    """Runs in the forked child; never returns into the caller's code."""
+    code = 0
+    try:
+        for fd in list(_PARENT_FDS):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        # The caller's objects stay as they are: the collector never walks them (no copies).
+        gc.freeze()
+        # Ctrl-C reaches the whole foreground group: the caller decides what stops, not us.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for signum in (signal.SIGTERM, signal.SIGUSR2, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_DFL)
+        with contextlib.suppress(ValueError, OSError):
+            signal.set_wakeup_fd(-1)
+        _serve(conn, fns)
+    except BaseException:
+        code = 1
+    finally:
+        os._exit(code)
+
+
+class _Worker:
+    """One child process and the calls it is running."""
+
+    def __init__(self, fns: Mapping[str, Callable[..., Any]]) -> None:
+        parent_sock, child_sock = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:  # the child
+            parent_sock.close()
+            _child_main(Connection(child_sock.detach()), fns)
+        child_sock.close()
+        self.pid = pid
+        self.conn = Connection(parent_sock.detach())
+        _PARENT_FDS.add(self.conn.fileno())
+        self.pending: dict[int, concurrent.futures.Future[Outcome]] = {}
+        self.retired = False
+        self.dead = False
+        self.exit_status: int | None = None
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(
+            target=self._read, name=f"hfsdk-tool-worker-{pid}", daemon=True
+        )
+        self._reader.start()
+        _LIVE.add(self)
+
+    def submit(self, call: _Call) -> concurrent.futures.Future[Outcome]:
+        """Send ``call``; its future settles with the outcome (or ``crashed``)."""
+        future: concurrent.futures.Future[Outcome] = concurrent.futures.Future()
+        with self._lock:
+            if self.dead:
+                future.set_result(("crashed", f"{call.name}: the tool worker process is gone"))
+                return future
+            self.pending[call.call_id] = future
+            try:
+                self.conn.send(call)
+            except (OSError, ValueError):
+                self.pending.pop(call.call_id, None)
+                future.set_result(("crashed", f"{call.name}: the tool worker process is gone"))
+        return future
+
+    def abandon(self, call_id: int) -> None:
+        """The caller stopped waiting for ``call_id``: retire this child, kill it once idle."""
+        with self._lock:
+            self.pending.pop(call_id, None)
+            self.retired = True
+            idle = not self.pending
+        if idle:
+            self.kill()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                call_id, kind, text = self.conn.recv()
+            except (EOFError, OSError, ValueError):
+                break
+            with self._lock:
+                future = self.pending.pop(call_id, None)
+                idle = self.retired and not self.pending
+            if idle:  # before the result: its caller never sees a retired, idle child alive
+                self.kill()
+            if future is not None:
+                future.set_result((kind, text))
+        _PARENT_FDS.discard(self.conn.fileno())
+        self.conn.close()
+        self._reap()
+        with self._lock:
+            self.dead = True
+            orphans, self.pending = list(self.pending.values()), {}
+        status = self.exit_status
+        reason = f"exit status {status}" if status is not None else "it was killed"
+        for future in orphans:
+            future.set_result(("crashed", f"the tool worker process died ({reason})"))
+
+    def kill(self) -> None:
+        """SIGKILL the child (idempotent); the reader thread then ends."""
+        with self._lock:
+            if self.dead:
+                return
+            self.dead = True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        self._reap()  # its end of the socket is closed now: the reader thread reads EOF
+        _LIVE.discard(self)
+
+    def _reap(self) -> None:
+        if self.exit_status is not None:
+            return
+        with contextlib.suppress(ChildProcessError):
+            _, status = os.waitpid(self.pid, 0)
+            self.exit_status = os.waitstatus_to_exitcode(status)
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the reader thread (ends once the child is gone)."""
+        if self._reader is not threading.current_thread():
+            self._reader.join(timeout)
+
+
+class ToolWorkers:
+    """The worker process of one tool set: :meth:`run` calls a tool there with a deadline.
+
+    ``fns`` maps tool names to their functions. The child is forked on the first
+    call (and again after a retirement); :meth:`close` kills it.
+    """
+
+    def __init__(self, fns: Mapping[str, Callable[..., Any]]) -> None:
+        self.fns = dict(fns)
+        self._workers: list[_Worker] = []  # the last one takes new calls unless retired
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self.started = 0
+        """Children forked so far (one, plus one per retirement or crash)."""
+        weakref.finalize(self, ToolWorkers._kill_workers, self._workers)
+
+    @staticmethod
+    def _kill_workers(workers: list[_Worker]) -> None:
+        for worker in list(workers):
+            worker.kill()
+
+    def _active(self) -> _Worker:
+        with self._lock:
+            self._workers[:] = [w for w in self._workers if not w.dead]
+            if not self._workers or self._workers[-1].retired:
+                self._workers.append(_Worker(self.fns))
+                self.started += 1
+            return self._workers[-1]
+
+    async def run(self, name: str, arguments: Mapping[str, Any], timeout_s: float) -> Outcome:
+        """``name(**arguments)`` in the worker; ``("timeout", ...)`` after ``timeout_s``."""
+        if stop_requested():
+            return ("stopped", f"{name} was not called: the run is stopping")
+        worker = self._active()
+        call = _Call(next(self._ids), name, dict(arguments))
+        waiting = asyncio.wrap_future(worker.submit(call))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:
+            while not waiting.done():
+                left = deadline - loop.time()
+                if left <= 0:
+                    worker.abandon(call.call_id)
+                    return ("timeout", f"{name} did not return within {timeout_s:g} s")
+                if stop_requested():  # let the step finish and checkpoint within the grace
+                    worker.abandon(call.call_id)
+                    return ("stopped", f"{name} was cut short: the run is stopping")
+                await asyncio.wait({waiting}, timeout=min(left, STOP_POLL_S))
+            return waiting.result()
+        except asyncio.CancelledError:
+            worker.abandon(call.call_id)
+            raise
+
+    def workers(self) -> list[_Worker]:
+        """The live children (the active one and retired ones still finishing calls)."""
+        with self._lock:
+            return [w for w in self._workers if not w.dead]
+
+    def close(self) -> None:
+        """Kill every child and wait for their reader threads."""
+        with self._lock:
+            found, self._workers[:] = list(self._workers), []
+        for worker in found:
+            worker.kill()
+            worker.join(5.0)

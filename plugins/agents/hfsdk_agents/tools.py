@@ -1,0 +1,408 @@
+"""Tools: plain Python functions the model can call, with an OpenAI-style schema.
+
+A :class:`Tool` wraps a sync or ``async`` function. Its schema comes from the
+function's type hints and docstring (:func:`schema_from_function`) unless one is
+given. :func:`load_tool` finds a tool by registered name (``hfsdk_register_tools``),
+``module:fn`` or ``path/to/file.py:fn``. :func:`call_tool` runs one call in a worker
+process with a deadline (:mod:`hfsdk_agents.tool_worker`) and turns every
+failure (an exception, a timeout, a dead worker, an unknown tool, bad arguments,
+output that is not text-like, output over the size limit) into an error message
+the model reads as the tool's output: a tool never ends the run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import re
+import sys
+import time
+import types
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hfsdk import ConfigError, HfsdkError
+from hfsdk_agents.tool_worker import ToolError as ToolError  # public here
+from hfsdk_agents.tool_worker import ToolWorkers
+
+_JSON_TYPES: dict[Any, str] = {
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    list: "array",
+    tuple: "array",
+    dict: "object",
+}
+
+
+def _json_type(hint: Any) -> dict[str, Any]:
+    """The JSON-schema type of a type hint (``Optional``/unions take their first non-None)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return _json_type(args[0]) if args else {}
+    if origin is typing.Literal:
+        values = list(typing.get_args(hint))
+        return {**_json_type(type(values[0])), "enum": values}
+    if origin in (list, tuple):
+        args = typing.get_args(hint)
+        item = _json_type(args[0]) if args else {}
+        return {"type": "array", **({"items": item} if item else {})}
+    base = origin or hint
+    return {"type": _JSON_TYPES[base]} if base in _JSON_TYPES else {}
+
+
+_PARAM_LINE = re.compile(r"^\s*[*]{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
+
+
+_SECTIONS = ("args:", "arguments:", "parameters:", "returns:", "raises:", "yields:", "example:")
+
+
+def _docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
+    """(description, {parameter: description}) from a Google-style docstring."""
+    description: list[str] = []
+    params: dict[str, str] = {}
+    section = ""
+    current = None
+    for line in inspect.cleandoc(doc).splitlines() if doc else []:
+        stripped = line.strip()
+        if stripped.lower() in _SECTIONS and not line.startswith((" ", "\t")):
+            section = stripped.lower()
+            continue
+        if not section:
+            description.append(stripped)
+        elif section in _SECTIONS[:3]:
+            match = _PARAM_LINE.match(line)
+            if match:
+                current = match.group(1)
+                params[current] = match.group(2).strip()
+            elif current and stripped:
+                params[current] += " " + stripped
+    return " ".join(" ".join(description).split()), params
+
+
+def schema_from_function(fn: Callable[..., Any], name: str | None = None) -> dict[str, Any]:
+    """An OpenAI-style function schema from ``fn``'s signature, type hints and docstring.
+
+    ``transformers.utils.get_json_schema`` writes it when it accepts ``fn`` (a
+    docstring describing every parameter), so a tool reads the same to the model
+    as under TRL and transformers' chat templates; else hfsdk's own reading:
+    parameters without a default are required, the docstring's first part is the
+    description and its ``Args:`` section describes the parameters.
+    """
+    from transformers.utils import get_json_schema
+    from transformers.utils.chat_template_utils import (
+        DocstringParsingException,
+        TypeHintParsingException,
+    )
+
+    try:
+        schema = get_json_schema(fn)
+    except (DocstringParsingException, TypeHintParsingException, TypeError, ValueError):
+        return _own_schema(fn, name)
+    schema["function"]["name"] = name or schema["function"]["name"]
+    return schema
+
+
+def _own_schema(fn: Callable[..., Any], name: str | None) -> dict[str, Any]:
+    """hfsdk's schema of a function transformers cannot read (no or a partial docstring)."""
+    description, described = _docstring_parts(inspect.getdoc(fn) or "")
+    try:
+        hints = typing.get_type_hints(fn)
+    except (NameError, TypeError):
+        hints = {}
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        prop = _json_type(hints.get(param.name, Any))
+        if param.name in described:
+            prop["description"] = described[param.name]
+        properties[param.name] = prop
+        if param.default is inspect.Parameter.empty:
+            required.append(param.name)
+    return {
+        "type": "function",
+        "function": {
+            "name": name or fn.__name__,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
+
+
+@attrs.frozen(kw_only=True)
+class Tool:
+    """A function the model may call: ``name``, its callable and its OpenAI-style ``schema``."""
+
+    name: str
+    fn: Callable[..., Any]
+    schema: Mapping[str, Any]
+
+    @classmethod
+    def from_function(
+        cls,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> Tool:
+        """A tool of ``fn``; the schema from its hints and docstring unless ``schema`` is given.
+
+        An explicit ``schema`` may be the whole ``{"type": "function", "function": {...}}``
+        or just its ``function`` part.
+        """
+        if isinstance(fn, Tool):
+            return fn
+        if not callable(fn):
+            raise HfsdkError(f"tool {name or fn!r} is a {type(fn).__name__}, not a function")
+        if schema is not None:
+            schema = dict(schema)
+            if "function" not in schema:
+                schema = {"type": "function", "function": schema}
+            tool_name = name or schema["function"].get("name") or fn.__name__
+            function = {**schema["function"], "name": tool_name}
+            schema = {"type": "function", "function": function}
+        else:
+            tool_name = name or fn.__name__
+            schema = schema_from_function(fn, tool_name)
+        return cls(name=tool_name, fn=fn, schema=schema)
+
+    @property
+    def parameters(self) -> Mapping[str, Any]:
+        """The JSON schema of the arguments."""
+        return self.schema["function"].get("parameters", {})
+
+
+def _load_callable(spec: str) -> Callable[..., Any]:
+    """The function named by ``module:fn`` or ``path/to/file.py:fn``."""
+    target, _, attr = spec.rpartition(":")
+    if not target or not attr:
+        raise ConfigError(
+            f"tool {spec!r}: expected a registered tool name, 'module:function' or "
+            "'path/to/file.py:function' (hfsdk list tools)"
+        )
+    if target.endswith(".py"):
+        path = Path(target).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"tool {spec!r}: the file {str(path)!r} does not exist")
+        module_name = f"hfsdk_tools_{abs(hash(str(path.resolve())))}"
+        module = sys.modules.get(module_name)
+        if module is None:
+            loader_spec = importlib.util.spec_from_file_location(module_name, path)
+            assert loader_spec is not None and loader_spec.loader is not None
+            module = importlib.util.module_from_spec(loader_spec)
+            sys.modules[module_name] = module
+            try:
+                loader_spec.loader.exec_module(module)
+            except Exception as err:
+                del sys.modules[module_name]  # a fixed file is read again, not this half
+                raise ConfigError(f"tool {spec!r}: {_import_failure(err)}") from None
+    else:
+        try:
+            module = importlib.import_module(target)
+        except ImportError as err:
+            raise ConfigError(f"tool {spec!r}: cannot import {target!r} ({err})") from None
+        except Exception as err:
+            raise ConfigError(f"tool {spec!r}: {_import_failure(err)}") from None
+    fn = getattr(module, attr, None)
+    if fn is None:
+        raise ConfigError(f"tool {spec!r}: {target!r} has no attribute {attr!r}")
+    return fn  # type: ignore[no-any-return]
+
+
+def _import_failure(err: Exception) -> str:
+    """One line on why a tool's module could not be imported, and what to do."""
+    if isinstance(err, SyntaxError):
+        where = f"{Path(err.filename or '?').name}, line {err.lineno}"
+        return f"the file has a syntax error ({where}: {err.msg}); fix it and run again"
+    first = (str(err).strip().splitlines() or [""])[0]
+    return f"importing it raised {type(err).__name__}: {first}; fix the module and run again"
+
+
+def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool:
+    """A tool from a config entry.
+
+    ``spec`` is a registered name (``hfsdk list tools``), ``module:fn``,
+    ``file.py:fn``, a function, a mapping ``{"fn": <one of those>, "name": ...,
+    "schema": {...}}`` (an explicit schema), or a verl tool class
+    ``{"verl_class": "module:Class", "schema": {...}, "config": {...}}`` (what
+    ``hfsdk config import verl`` writes from verl's tool config).
+    """
+    if isinstance(spec, Tool):
+        return spec
+    if callable(spec):
+        return Tool.from_function(spec)
+    if isinstance(spec, Mapping) and "verl_class" in spec:
+        from hfsdk_agents.verl_adapter import verl_tool_function
+
+        unknown = set(spec) - {"verl_class", "name", "schema", "config"}
+        if unknown or not spec.get("schema"):
+            raise ConfigError(
+                f"tool entry {dict(spec)!r}: a verl tool takes verl_class, schema (required), "
+                f"name, config; got {sorted(spec)}"
+            )
+        cls = _load_callable(str(spec["verl_class"]))
+        name = spec.get("name")
+        fn = verl_tool_function(cls, schema=spec["schema"], config=spec.get("config"), name=name)
+        return Tool.from_function(fn, name=name, schema=spec["schema"])
+    if isinstance(spec, Mapping):
+        unknown = set(spec) - {"fn", "name", "schema"}
+        if unknown or "fn" not in spec:
+            raise ConfigError(
+                f"tool entry {dict(spec)!r}: expected keys fn (required), name, schema "
+                f"(or verl_class, schema, config); got {sorted(spec)}"
+            )
+        base = load_tool(spec["fn"])
+        return Tool.from_function(base.fn, name=spec.get("name"), schema=spec.get("schema"))
+    if not isinstance(spec, str):
+        raise ConfigError(
+            f"rollout.multi_turn.tools: the entry {spec!r} ({type(spec).__name__}) is not a "
+            "tool; give a registered tool name (hfsdk list tools), 'module:function', "
+            "'path/to/file.py:function' or a mapping {fn: ..., name: ...}"
+        )
+    if ":" not in spec:
+        import hfsdk  # the registry through the public surface (no import cycle)
+
+        entry = hfsdk.get_registry("tools")[spec]
+        impl = entry.impl
+        if isinstance(impl, Tool):
+            return impl
+        schema = entry.extra.get("schema")
+        return Tool.from_function(impl, name=spec, schema=schema)
+    return Tool.from_function(_load_callable(spec))
+
+
+def load_tools(specs: typing.Sequence[Any]) -> dict[str, Tool]:
+    """Tools by name; two tools of one name is an error naming both entries."""
+    tools: dict[str, Tool] = {}
+    for spec in specs:
+        tool = load_tool(spec)
+        if tool.name in tools:
+            raise ConfigError(
+                f"rollout.multi_turn.tools: two tools are named {tool.name!r}; rename one "
+                "(a mapping entry with name: ...)"
+            )
+        tools[tool.name] = tool
+    return tools
+
+
+@attrs.frozen(kw_only=True)
+class ToolOutput:
+    """What one tool call gave the model: ``content`` (text), ``ok`` and the error kind.
+
+    ``error``: ``None``, ``unknown_tool``, ``bad_arguments``, ``exception``, ``tool_error``
+    (a :class:`ToolError`), ``timeout``, ``crashed`` (the tool's worker process died),
+    ``stopped`` (cut short: the run is stopping),
+    ``bad_output`` (not text, numbers or JSON-serialisable) or ``too_long``
+    (cut to the limit). ``seconds`` is the call's wall time.
+    """
+
+    name: str
+    content: str
+    ok: bool
+    error: str | None = None
+    seconds: float = 0.0
+
+
+def _nullable(schema: Any) -> Any:
+    """``schema`` with OpenAPI's ``nullable: true`` (transformers' Optional) as a null type."""
+    if isinstance(schema, list):
+        return [_nullable(item) for item in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {key: _nullable(value) for key, value in schema.items() if key != "nullable"}
+    if schema.get("nullable") and "type" in out:
+        kinds = out["type"] if isinstance(out["type"], list) else [out["type"]]
+        out["type"] = [*kinds, "null"]
+        if "enum" in out:
+            out["enum"] = [*out["enum"], None]
+    return out
+
+
+def argument_error(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` do not fit ``tool`` (its JSON schema, then its signature), or ``None``.
+
+    The schema is what the model was shown, so its words are what the model reads back:
+    ``argument 'a': 'three' is not of type 'integer'``.
+    """
+    import jsonschema
+
+    schema = _nullable(dict(tool.parameters))
+    try:
+        validator_cls = jsonschema.validators.validator_for(schema)
+        validator_cls.check_schema(schema)
+    except jsonschema.SchemaError as err:
+        return f"the tool's own parameter schema is invalid ({err.message})"
+    error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(dict(arguments)))
+    if error is not None:
+        where = ".".join(str(part) for part in error.absolute_path)
+        return f"argument {where!r}: {error.message}" if where else error.message
+    try:
+        inspect.signature(tool.fn).bind(**arguments)
+    except (TypeError, ValueError) as err:
+        return str(err)
+    return None
+
+
+async def call_tool(
+    tools: Mapping[str, Tool],
+    name: str,
+    arguments: Any,
+    *,
+    timeout_s: float,
+    max_output_chars: int,
+    runner: ToolWorkers | None = None,
+) -> ToolOutput:
+    """Run one tool call; every failure becomes an error message as the tool's output.
+
+    The call runs in ``runner``'s worker process (one made for this call when
+    ``None``), which is killed when the call passes ``timeout_s``
+    (:mod:`hfsdk_agents.tool_worker`): a tool that blocks or loops forever is
+    a ``timeout`` error and the rollout goes on.
+    """
+    started = time.perf_counter()
+
+    def fail(kind: str, message: str) -> ToolOutput:
+        return ToolOutput(
+            name=name,
+            content=f"Error: {message}",
+            ok=False,
+            error=kind,
+            seconds=time.perf_counter() - started,
+        )
+
+    tool = tools.get(name)
+    if tool is None:
+        return fail("unknown_tool", f"unknown tool {name!r}; available: {sorted(tools)}")
+    if not isinstance(arguments, Mapping):
+        return fail("bad_arguments", f"arguments of {name!r} must be a JSON object")
+    problem = argument_error(tool, arguments)
+    if problem is not None:
+        return fail("bad_arguments", f"{name}: {problem}")
+    if runner is None:
+        runner = ToolWorkers({name: tool.fn})
+        try:
+            kind, text = await runner.run(name, arguments, timeout_s)
+        finally:
+            runner.close()
+    else:
+        kind, text = await runner.run(name, arguments, timeout_s)
+    if kind != "ok":
+        return fail(kind, text)
+    if len(text) > max_output_chars:
+        return ToolOutput(
+            name=name,
+            content=text[:max_output_chars] + " [truncated]",
+            ok=False,
+            error="too_long",
+            seconds=time.perf_counter() - started,
+        )
+    return ToolOutput(name=name, content=text, ok=True, seconds=time.perf_counter() - started)

@@ -1,0 +1,221 @@
+"""Trajectories as token ids: the model's own tokens and the context put between them.
+
+Token-in-token-out: a :class:`Trajectory` keeps the prompt's ids and then one
+:class:`Segment` per turn — the ids the model produced exactly as the rollout
+returned them (never decoded and re-encoded) or the ids of a tool / environment
+turn. The loss mask is 1 on the model's tokens and 0 on everything else.
+
+Tool turns become tokens through a :class:`TurnRenderer`:
+
+- :class:`ChatTemplateRenderer`: the tokenizer's chat template decides the
+  markers. A tool turn's ids are what the template adds after an assistant turn:
+  the assistant turn's closing tokens after its end-of-turn token (e.g. Qwen's
+  ``\\n`` after ``<|im_end|>``), the tool messages and the next assistant header
+  (``<|im_start|>assistant\\n``), all context (mask 0). An end-of-turn token the
+  model generated itself is the model's (mask 1); when its turn stopped at the
+  call's end marker instead, the template's end-of-turn token opens the context.
+- :class:`PlainRenderer` (the documented rendering for tokenizers without a chat
+  template): each result as ``<tool_response> CONTENT </tool_response>`` (the
+  ``template`` is configurable), tokenized without special tokens.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from hfsdk import HfsdkError
+from hfsdk_agents.tools import ToolOutput
+
+MODEL_ROLE = "assistant"
+
+
+@attrs.define(kw_only=True)
+class Segment:
+    """One turn's tokens: ``role`` (assistant / tool / user / ...), ids, and whether trained.
+
+    ``logprobs`` (model turns): the sampling log-prob of each token as the rollout
+    reported it. ``tool_calls``/``tool_results`` are what the turn asked / answered
+    (for the rollout dump), ``text`` is a decoded copy for people to read.
+    """
+
+    role: str
+    token_ids: tuple[int, ...]
+    trainable: bool
+    logprobs: tuple[float, ...] = ()
+    text: str = ""
+    finish_reason: str | None = None
+    tool_calls: list[dict[str, Any]] = attrs.field(factory=list)
+    tool_results: list[dict[str, Any]] = attrs.field(factory=list)
+
+
+@attrs.define(kw_only=True)
+class Trajectory:
+    """A prompt and the turns after it; ``finish`` says why it ended.
+
+    ``finish``: ``stop`` (the model answered without a tool call), ``length`` (a
+    turn hit its token limit), ``max_turns``, ``budget`` (the response token budget)
+    or whatever a custom loop sets. ``extra`` holds a custom loop's per-trajectory
+    values (e.g. an environment's reward), passed on as non-tensor columns.
+    """
+
+    prompt_ids: tuple[int, ...]
+    segments: list[Segment] = attrs.field(factory=list)
+    finish: str = ""
+    extra: dict[str, Any] = attrs.field(factory=dict)
+
+    def add(self, segment: Segment) -> None:
+        """Append a turn."""
+        self.segments.append(segment)
+
+    @property
+    def response_ids(self) -> list[int]:
+        """Every id after the prompt (model and context turns)."""
+        return [t for s in self.segments for t in s.token_ids]
+
+    @property
+    def loss_mask(self) -> list[int]:
+        """1 for each model token, 0 for each context token, aligned with :attr:`response_ids`."""
+        return [int(s.trainable) for s in self.segments for _ in s.token_ids]
+
+    @property
+    def response_logprobs(self) -> list[float]:
+        """The rollout's log-prob of each model token (``nan`` unknown), 0 on context tokens."""
+        out: list[float] = []
+        for segment in self.segments:
+            if segment.trainable and len(segment.logprobs) == len(segment.token_ids):
+                out.extend(segment.logprobs)
+            else:
+                out.extend([float("nan") if segment.trainable else 0.0] * len(segment.token_ids))
+        return out
+
+    @property
+    def context_ids(self) -> tuple[int, ...]:
+        """Prompt plus everything so far: the next request's input (token-in)."""
+        return (*self.prompt_ids, *self.response_ids)
+
+    @property
+    def response_length(self) -> int:
+        """Tokens after the prompt."""
+        return sum(len(s.token_ids) for s in self.segments)
+
+    @property
+    def turns(self) -> int:
+        """Model turns."""
+        return sum(1 for s in self.segments if s.trainable)
+
+    def tool_stats(self) -> tuple[int, int, float]:
+        """(tool calls, failed calls, their total seconds)."""
+        results = [r for s in self.segments for r in s.tool_results]
+        errors = sum(1 for r in results if not r.get("ok", False))
+        return len(results), errors, sum(float(r.get("seconds", 0.0)) for r in results)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready record (segments with role, text, token counts, mask, calls, results)."""
+        return {
+            "finish": self.finish,
+            "prompt_tokens": len(self.prompt_ids),
+            "segments": [
+                {
+                    "role": s.role,
+                    "text": s.text,
+                    "tokens": len(s.token_ids),
+                    "trained": s.trainable,
+                    "finish_reason": s.finish_reason,
+                    "tool_calls": s.tool_calls,
+                    "tool_results": s.tool_results,
+                }
+                for s in self.segments
+            ],
+            **({"extra": self.extra} if self.extra else {}),
+        }
+
+
+class TurnRenderer(abc.ABC):
+    """How tool outputs become the token ids of a context turn."""
+
+    @abc.abstractmethod
+    def tool_turn(self, outputs: Sequence[ToolOutput], *, last_token: int | None) -> list[int]:
+        """The ids that follow a model turn whose calls returned ``outputs``.
+
+        ``last_token``: the model turn's last id (a renderer closes the turn itself
+        when the model did not end it with the template's end-of-turn token).
+        """
+
+    def user_turn(self, text: str, *, last_token: int | None) -> list[int]:
+        """The ids of a user / environment message after a model turn (custom loops)."""
+        raise HfsdkError(f"{type(self).__name__} does not render user turns")
+
+
+@attrs.define
+class PlainRenderer(TurnRenderer):
+    """``template`` per tool result (``{content}``, ``{name}``), tokenized without specials."""
+
+    tokenizer: Any
+    template: str = " <tool_response> {content} </tool_response>"
+    user_template: str = " {content}"
+
+    def tool_turn(self, outputs: Sequence[ToolOutput], *, last_token: int | None) -> list[int]:
+        """One rendered template per output, concatenated."""
+        text = "".join(self.template.format(content=o.content, name=o.name) for o in outputs)
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def user_turn(self, text: str, *, last_token: int | None) -> list[int]:
+        """``user_template`` with the text."""
+        rendered = self.user_template.format(content=text)
+        return list(self.tokenizer.encode(rendered, add_special_tokens=False))
+
+
+@attrs.define
+class ChatTemplateRenderer(TurnRenderer):
+    """The tokenizer's chat template decides the markers (see the module docstring).
+
+    The template is rendered around a fixed stand-in conversation once per turn
+    kind; the ids after the stand-in assistant turn's stop token are the turn's
+    ids. A template whose rendering of a conversation is not a prefix of the
+    rendering of its continuation cannot be used this way (an error says so).
+    """
+
+    tokenizer: Any
+    stop_ids: tuple[int, ...]
+
+    def _render(self, messages: list[dict[str, Any]], generation_prompt: bool) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(
+            messages, tokenize=True, add_generation_prompt=generation_prompt
+        )
+        if isinstance(ids, Mapping):  # transformers 5 may return a BatchEncoding
+            ids = ids["input_ids"]
+        return list(ids)
+
+    def _after_assistant(self, messages: list[dict[str, Any]], last_token: int | None) -> list[int]:
+        base = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
+        head = self._render(base, False)
+        full = self._render([*base, *messages], True)
+        if full[: len(head)] != head:
+            raise HfsdkError(
+                "the tokenizer's chat template renders a conversation differently once a "
+                "turn follows it, so turns cannot be appended as tokens; use "
+                "rollout.multi_turn.renderer=plain or a prefix-stable template"
+            )
+        stops = [i for i, t in enumerate(head) if t in self.stop_ids]
+        if not stops:
+            raise HfsdkError(
+                "the chat template's assistant turn ends with none of the stop ids "
+                f"{list(self.stop_ids)}; set rollout.multi_turn.stop_token_ids to its end token"
+            )
+        end = stops[-1]
+        # The model's own end-of-turn token is its (trained); one it did not produce is context.
+        closing = head[end + 1 :] if last_token == head[end] else head[end:]
+        return closing + full[len(head) :]
+
+    def tool_turn(self, outputs: Sequence[ToolOutput], *, last_token: int | None) -> list[int]:
+        """The template's tool messages (``role: tool``) and the next assistant header."""
+        messages = [{"role": "tool", "name": o.name, "content": o.content} for o in outputs]
+        return self._after_assistant(messages, last_token)
+
+    def user_turn(self, text: str, *, last_token: int | None) -> list[int]:
+        """The template's user message and the next assistant header."""
+        return self._after_assistant([{"role": "user", "content": text}], last_token)

@@ -1,0 +1,255 @@
+"""The agent runner end to end on a scripted rollout: masks, token ids, tool failures, budget."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from hfsdk import generate_rollout
+from hfsdk_agents.tool_use.build import ToolUseSpec, train_tokenizer
+from hfsdk_agents.tool_use.task import call_text, tool_use_reward
+
+from .fakes import ScriptedRollout, prompt_batch, rollout_for, word_tokenizer
+
+TOKENIZER = train_tokenizer(ToolUseSpec())
+
+
+def ids(text: str) -> list[int]:
+    return TOKENIZER.encode(text, add_special_tokens=False)
+
+
+EOS = TOKENIZER.eos_token_id
+
+
+def calculator_script(context: list[int]) -> list[int]:
+    """Calls add(3, 4), then copies the tool's answer; keeps talking past the call end."""
+    if ids("</tool_response>")[0] in context:
+        answer = context[context.index(ids("<tool_response>")[0]) + 1]
+        return [answer, EOS, *ids("1 2")]
+    return [*ids(call_text(3, 4)), *ids("5 6")]  # tokens after </tool_call> are cut
+
+
+def test_masks_and_ids_exact_on_a_tool_trajectory() -> None:
+    rollout = rollout_for(
+        TOKENIZER, calculator_script, tools=["add"], renderer="plain", max_response_tokens=32
+    )
+    out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 =", "1 + 1 ="]))
+    call, tool, answer = (
+        ids(call_text(3, 4)),
+        ids("<tool_response> 7 </tool_response>"),
+        [*ids("7"), EOS],
+    )
+    expected = [*call, *tool, *answer]
+    mask = [1] * len(call) + [0] * len(tool) + [1] * len(answer)
+    width = 32
+    assert out["responses"].shape == (2, width)
+    assert out["responses"][0, : len(expected)].tolist() == expected
+    assert out["responses"][0, len(expected) :].eq(TOKENIZER.pad_token_id).all()
+    assert out["response_mask"][0].tolist() == mask + [0] * (width - len(mask))
+    prompt_mask = out["attention_mask"][0, :-width].tolist()
+    assert out["attention_mask"][0, -width:].tolist() == [1] * len(expected) + [0] * (
+        width - len(expected)
+    )
+    assert sum(prompt_mask) == len(TOKENIZER.encode("3 + 4 ="))
+    # rollout log-probs: -0.1 * (position in its turn + 1) on model tokens, 0 on tool tokens
+    lp = out["rollout_log_probs"][0].tolist()
+    turn1 = [-0.1 * (i + 1) for i in range(len(call))]
+    turn2 = [-0.1 * (i + 1) for i in range(len(answer))]
+    want = turn1 + [0.0] * len(tool) + turn2
+    assert all(math.isclose(a, b, abs_tol=1e-6) for a, b in zip(lp, want, strict=False))
+    assert list(out["agent_turns"]) == [2, 2]
+    assert list(out["agent_tool_calls"]) == [1, 1]
+    assert list(out["agent_tool_errors"]) == [0, 0]
+    # the second turn's request was the whole context, token for token
+    assert rollout.contexts[-1] == [*TOKENIZER.encode("1 + 1 ="), *call, *tool]
+    # the reward reads the answer after the tool response
+    assert tool_use_reward(["3 + 4 ="], [out["response_text"][0]]) == [1.0]
+    metrics = out.meta["rollout_metrics"]
+    assert metrics["agent/turns_mean"] == 2.0
+    assert metrics["agent/tool_call_success"] == 1.0
+    share = len(tool) / len(expected)
+    assert math.isclose(metrics["agent/context_token_share"], share, rel_tol=1e-9)
+    # two turns, each batched over both trajectories: two generate calls, not four
+    assert rollout.calls == 2
+
+
+def test_score_lands_on_the_last_model_token() -> None:
+    from hfsdk.core.batch import Batch
+    from hfsdk.testing import FakeRun
+
+    run = FakeRun.for_algorithm("grpo", rewards=[1.0, 0.5])
+    mask = torch.tensor([[1.0, 1.0, 0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]])
+    batch = Batch.from_dict(
+        tensors={"response_mask": mask}, non_tensors={"response_text": ["sampled"] * 2}
+    )
+    scores = run.algorithm.score(batch, "reward")
+    # row 0: the tool tokens (2, 3) are a hole; the score goes on its last model token (4)
+    assert scores.tolist() == [[0, 0, 0, 0, 1.0, 0], [0, 0, 0.5, 0, 0, 0]]
+
+
+def test_token_ids_are_kept_where_decode_then_encode_differs() -> None:
+    tok = word_tokenizer(["1", "2", "12", "+", "="], fuse=True)
+    one, two = tok.convert_tokens_to_ids(["1", "2"])
+    assert tok.encode(tok.decode([one, two]), add_special_tokens=False) != [one, two]
+    rollout = rollout_for(
+        tok,
+        lambda _ctx: [one, two, tok.eos_token_id],
+        tools=["add"],
+        renderer="plain",
+        max_response_tokens=8,
+    )
+    out = generate_rollout(rollout, prompt_batch(tok, ["1 + 2 ="]))
+    assert out["responses"][0, :3].tolist() == [one, two, tok.eos_token_id]
+    assert out["response_mask"][0, :3].tolist() == [1.0, 1.0, 1.0]
+    assert out["response_text"][0] == "12"
+
+
+def failing_script(context: list[int]) -> list[int]:
+    if ids("</tool_response>")[0] in context:
+        return [*ids("7"), EOS]
+    return ids(call_text(3, 4))
+
+
+def test_raising_hanging_and_oversized_tools_give_error_turns(tmp_path) -> None:
+    path = tmp_path / "bad.py"
+    path.write_text(
+        "import time\n"
+        "def raises(a: int, b: int) -> int:\n    raise RuntimeError('broken')\n"
+        "def hangs(a: int, b: int) -> int:\n    time.sleep(30)\n    return 0\n"
+        "def floods(a: int, b: int) -> str:\n    return 'x ' * 5000\n"
+    )
+    for name, kind in (("raises", "exception"), ("hangs", "timeout"), ("floods", "too_long")):
+        rollout = rollout_for(
+            TOKENIZER,
+            failing_script,
+            renderer="plain",
+            max_response_tokens=64,
+            tools=[{"fn": f"{path}:{name}", "name": "add"}],
+            tool_timeout_s=0.3,
+            max_tool_output_chars=20,
+        )
+        out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 ="]))
+        trajectory = out["agent_trajectory"][0]
+        roles = [s["role"] for s in trajectory["segments"]]
+        assert roles == ["assistant", "tool", "assistant"], name
+        (result,) = trajectory["segments"][1]["tool_results"]
+        assert (result["ok"], result["error"]) == (False, kind)
+        assert result["content"].startswith("Error:") or kind == "too_long"
+        assert trajectory["finish"] == "stop"
+        assert list(out["agent_tool_errors"]) == [1]
+        assert out.meta["rollout_metrics"]["agent/tool_call_success"] == 0.0
+
+
+def test_budget_and_max_turns_end_trajectories() -> None:
+    always_call = lambda _ctx: ids(call_text(3, 4))  # noqa: E731
+    rollout = rollout_for(
+        TOKENIZER, always_call, tools=["add"], renderer="plain", max_turns=3, max_response_tokens=64
+    )
+    out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 ="]))
+    assert out["agent_trajectory"][0]["finish"] == "max_turns"
+    assert list(out["agent_turns"]) == [3]
+    rollout = rollout_for(
+        TOKENIZER,
+        always_call,
+        tools=["add"],
+        renderer="plain",
+        max_turns=5,
+        max_response_tokens=len(ids(call_text(3, 4))) + 2,
+    )
+    out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 ="]))
+    assert out["agent_trajectory"][0]["finish"] == "budget"
+    assert out["response_mask"][0].sum() == len(ids(call_text(3, 4)))
+
+
+def test_advantages_and_kl_are_zero_on_tool_tokens() -> None:
+    from hfsdk.core.maths.kl import token_kl
+    from hfsdk.testing import FakeRun
+
+    rollout = rollout_for(
+        TOKENIZER, calculator_script, tools=["add"], renderer="plain", max_response_tokens=32
+    )
+    out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 =", "1 + 1 ="]))
+    out["uid"] = [0, 0]
+    run = FakeRun.for_algorithm("grpo", rewards=[1.0, 0.0])
+    out["token_level_scores"] = run.algorithm.score(out, "reward")
+    out["token_level_rewards"] = out["token_level_scores"]
+    run.algorithm.estimate_advantages(out)
+    mask = out["response_mask"].bool()
+    present = out["attention_mask"][:, -32:].bool()
+    tool_tokens = present & ~mask
+    assert tool_tokens.sum() == 6  # three per trajectory
+    assert out["advantages"][tool_tokens].abs().max() == 0
+    assert (out["advantages"][mask] != 0).all()  # one right, one wrong: both carry signal
+    kl = token_kl(
+        out["rollout_log_probs"],
+        torch.zeros_like(out["rollout_log_probs"]),
+        out["response_mask"],
+        "k1",
+    )
+    assert kl[tool_tokens].abs().max() == 0 and kl[mask].abs().min() > 0
+
+
+def test_a_rollout_with_request_level_generation_serves_requests_itself() -> None:
+    import asyncio
+
+    from hfsdk_agents.requests import cut_at_stop
+
+    class RequestRollout(ScriptedRollout):
+        serves_requests = True
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.seen: list = []
+
+        async def generate_request(self, request):
+            self.seen.append(request)
+            await asyncio.sleep(0)
+            ids = calculator_script(list(request.prompt_ids))
+            stops = set(request.stop_token_ids)
+            return cut_at_stop(ids, [-0.5] * len(ids), stops, request.max_new_tokens)
+
+    base = rollout_for(
+        TOKENIZER, calculator_script, tools=["add"], renderer="plain", max_response_tokens=32
+    )
+    rollout = RequestRollout(base.config, base.actor, calculator_script)
+    out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 =", "1 + 1 ="]))
+    assert rollout.calls == 0  # generate_sequences never called
+    assert len(rollout.seen) == 4  # two turns of two trajectories
+    first = rollout.seen[0]
+    assert first.stop_token_ids and TOKENIZER.convert_tokens_to_ids("</tool_call>") in (
+        first.stop_token_ids
+    )
+    assert first.max_new_tokens == 32 and not first.greedy
+    assert list(out["agent_turns"]) == [2, 2]
+    # the backend stopped at </tool_call>: nothing after the call is in the trajectory
+    assert rollout.seen[2].prompt_ids[-3:] == tuple(ids("<tool_response> 7 </tool_response>"))
+    assert out["rollout_log_probs"][0][out["response_mask"][0].bool()].eq(-0.5).all()
+
+
+def test_response_text_is_the_text_of_the_truncated_tensors() -> None:
+    from hfsdk_agents.runner import assemble
+    from hfsdk_agents.trajectory import Segment, Trajectory
+
+    prompts = prompt_batch(TOKENIZER, ["3 + 4 ="])
+    kept, cut = ids("7 7"), ids("1 2 3")
+    trajectory = Trajectory(prompt_ids=tuple(ids("3 + 4 =")))
+    trajectory.add(
+        Segment(
+            role="assistant",
+            token_ids=tuple(kept + cut),
+            trainable=True,
+            logprobs=tuple([-0.1] * (len(kept) + len(cut))),
+        )
+    )
+    out = assemble(
+        prompts,
+        [trajectory],
+        tokenizer=TOKENIZER,
+        width=len(kept),
+        temperature=1.0,
+        greedy=False,
+        metrics={},
+    )
+    assert out["responses"][0].tolist() == kept
+    assert out["response_text"][0] == TOKENIZER.decode(kept, skip_special_tokens=True)

@@ -1,0 +1,207 @@
+"""Tools run in a worker process that is killed at the deadline: nothing a tool does hangs us."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from typing import Any
+
+from hfsdk_agents.tool_worker import ToolWorkers
+from hfsdk_agents.tools import Tool, ToolOutput, call_tool
+
+
+async def blocks_async(a: int, b: int) -> int:
+    """An async tool that blocks its event loop (the hang of issue 35)."""
+    time.sleep(10_000)
+    return a + b
+
+
+def spins(a: int, b: int) -> int:
+    """A sync tool that never returns."""
+    while True:
+        a += 1
+
+
+def quick(a: int, b: int) -> int:
+    """Returns at once."""
+    return a + b
+
+
+def slowish(a: int, b: int) -> int:
+    """Returns after a moment."""
+    time.sleep(0.6)
+    return a * b
+
+
+def exits(a: int, b: int) -> int:
+    """Takes its worker down with it."""
+    os._exit(3)
+
+
+TOOLS = {f.__name__: Tool.from_function(f) for f in (blocks_async, spins, quick, slowish, exits)}
+
+
+def _bounded(coroutine: Any, limit_s: float) -> tuple[Any, float]:
+    """Run ``coroutine`` in a thread; fail (instead of hanging the suite) past ``limit_s``."""
+    box: list[Any] = []
+    started = time.perf_counter()
+    thread = threading.Thread(target=lambda: box.append(asyncio.run(coroutine)), daemon=True)
+    thread.start()
+    thread.join(limit_s)
+    assert box, f"the call did not return within {limit_s} s"
+    return box[0], time.perf_counter() - started
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_blocking_async_and_spinning_tools_time_out_and_their_worker_is_killed() -> None:
+    workers = ToolWorkers({name: t.fn for name, t in TOOLS.items()})
+    try:
+        threads_before = threading.active_count()
+        for name in ("blocks_async", "spins"):
+
+            async def one(name: str = name) -> ToolOutput:
+                return await call_tool(
+                    TOOLS,
+                    name,
+                    {"a": 1, "b": 2},
+                    timeout_s=0.5,
+                    max_output_chars=100,
+                    runner=workers,
+                )
+
+            out, seconds = _bounded(one(), 20.0)
+            assert (out.ok, out.error) == (False, "timeout"), out
+            assert seconds < 5.0, seconds  # 0.5 s deadline, plus fork and kill on a busy host
+            pids = [w.pid for w in workers.workers()]
+            assert pids == [], f"the retired worker still runs: {pids}"
+        # The next call gets a fresh worker and its answer.
+        out, _ = _bounded(
+            call_tool(
+                TOOLS,
+                "quick",
+                {"a": 2, "b": 3},
+                timeout_s=5.0,
+                max_output_chars=100,
+                runner=workers,
+            ),
+            20.0,
+        )
+        assert (out.ok, out.content) == (True, "5")
+        assert workers.started == 3
+        workers.close()
+        # No spinning thread stays behind here: only the reader of a live worker ever ran.
+        deadline = time.monotonic() + 5.0
+        while threading.active_count() > threads_before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert threading.active_count() <= threads_before
+    finally:
+        workers.close()
+
+
+def test_a_timeout_does_not_fail_the_other_calls_of_its_worker() -> None:
+    workers = ToolWorkers({name: t.fn for name, t in TOOLS.items()})
+
+    async def turn() -> list[ToolOutput]:
+        calls = [("spins", 0.3), ("slowish", 10.0), ("quick", 10.0)]
+        return list(
+            await asyncio.gather(
+                *(
+                    call_tool(
+                        TOOLS,
+                        name,
+                        {"a": 3, "b": 4},
+                        timeout_s=limit,
+                        max_output_chars=100,
+                        runner=workers,
+                    )
+                    for name, limit in calls
+                )
+            )
+        )
+
+    try:
+        (spin, slow, fast), _ = _bounded(turn(), 30.0)
+        assert spin.error == "timeout"
+        assert (slow.ok, slow.content) == (True, "12")  # its worker retired, not killed early
+        assert (fast.ok, fast.content) == (True, "7")
+        assert workers.workers() == [] or all(not w.retired for w in workers.workers())
+    finally:
+        workers.close()
+
+
+def test_a_tool_that_kills_its_worker_is_a_failed_call_and_the_next_call_works() -> None:
+    workers = ToolWorkers({name: t.fn for name, t in TOOLS.items()})
+
+    async def both() -> tuple[ToolOutput, ToolOutput]:
+        kw: dict[str, Any] = {"timeout_s": 10.0, "max_output_chars": 100, "runner": workers}
+        dead = await call_tool(TOOLS, "exits", {"a": 1, "b": 1}, **kw)
+        return dead, await call_tool(TOOLS, "quick", {"a": 1, "b": 1}, **kw)
+
+    try:
+        (dead, after), _ = _bounded(both(), 30.0)
+        assert (dead.ok, dead.error) == (False, "crashed")
+        assert "exit status 3" in dead.content
+        assert (after.ok, after.content) == (True, "2")
+    finally:
+        workers.close()
+
+
+def test_closures_run_in_the_worker_and_close_kills_it() -> None:
+    seen = {"calls": 0}
+
+    def counter(step: int) -> int:
+        seen["calls"] += step  # the worker's copy: the caller's dict is untouched
+        return seen["calls"]
+
+    tools = {"counter": Tool.from_function(counter)}
+    workers = ToolWorkers({"counter": counter})
+    try:
+
+        async def twice() -> list[str]:
+            kw: dict[str, Any] = {"timeout_s": 10.0, "max_output_chars": 100, "runner": workers}
+            return [(await call_tool(tools, "counter", {"step": 2}, **kw)).content for _ in "ab"]
+
+        outputs, _ = _bounded(twice(), 30.0)
+        assert outputs == ["2", "4"]  # one worker keeps the tool's state between calls
+        assert seen["calls"] == 0
+        (worker,) = workers.workers()
+        workers.close()
+        assert not _alive(worker.pid)
+    finally:
+        workers.close()
+
+
+def test_a_stop_request_cuts_waiting_calls_short() -> None:
+    from hfsdk.core.stop_requests import clear_stop, request_stop
+
+    workers = ToolWorkers({name: t.fn for name, t in TOOLS.items()})
+    timer = threading.Timer(0.3, request_stop)
+    try:
+        timer.start()
+        out, seconds = _bounded(
+            call_tool(TOOLS, "blocks_async", {"a": 1, "b": 2}, timeout_s=1000.0,
+                      max_output_chars=100, runner=workers),
+            20.0,
+        )  # fmt: skip
+        assert (out.ok, out.error) == (False, "stopped")
+        assert seconds < 5.0
+        assert workers.workers() == []  # its worker was killed
+        later, _ = _bounded(
+            call_tool(TOOLS, "quick", {"a": 1, "b": 2}, timeout_s=5.0, max_output_chars=100,
+                      runner=workers),
+            20.0,
+        )  # fmt: skip
+        assert later.error == "stopped"  # nothing new starts while the run stops
+    finally:
+        timer.cancel()
+        clear_stop()
+        workers.close()

@@ -1,0 +1,178 @@
+"""Tools: schemas from functions, loading by name / module:fn / file.py:fn, failures as output."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.errors import ConfigError
+from hfsdk_agents.tools import Tool, ToolError, call_tool, load_tool, load_tools
+
+
+def search(query: str, limit: int = 3, tags: list[str] | None = None) -> list[str]:
+    """Search the index.
+
+    Args:
+        query: What to look for.
+        limit: How many hits at most.
+
+    Returns:
+        The hits.
+    """
+    return [query] * limit
+
+
+def test_schema_from_hints_and_docstring() -> None:
+    fn = Tool.from_function(search).schema["function"]
+    assert fn["name"] == "search"
+    assert fn["description"] == "Search the index."
+    assert fn["parameters"] == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for."},
+            "limit": {"type": "integer", "description": "How many hits at most."},
+            "tags": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["query"],
+    }
+
+
+def test_explicit_schema_wins_and_may_rename() -> None:
+    schema = {"name": "lookup", "description": "d", "parameters": {"type": "object"}}
+    tool = Tool.from_function(search, schema=schema)
+    assert tool.name == "lookup"
+    assert tool.schema == {"type": "function", "function": schema}
+
+
+def test_loading_by_registered_name_module_and_file(tmp_path: Path) -> None:
+    assert load_tool("add").fn(a=2, b=3) == 5
+    assert load_tool("plugins.agents.tests.test_tools:search").name == "search"
+    path = tmp_path / "calc.py"
+    path.write_text("def mul(a: int, b: int) -> int:\n    '''Multiply.'''\n    return a * b\n")
+    tool = load_tool(f"{path}:mul")
+    assert (tool.name, tool.fn(a=6, b=7)) == ("mul", 42)
+    renamed = load_tool({"fn": f"{path}:mul", "name": "times"})
+    assert renamed.name == "times"
+
+
+def test_loading_errors_name_the_entry(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_tool(f"{tmp_path}/nope.py:f")
+    with pytest.raises(ConfigError, match="no attribute 'nope'"):
+        load_tool("plugins.agents.tests.test_tools:nope")
+    with pytest.raises(ConfigError, match="two tools are named 'add'"):
+        load_tools(["add", {"fn": "plugins.agents.tests.test_tools:search", "name": "add"}])
+
+
+def _call(tools: dict[str, Tool], name: str, args: object, timeout: float = 5.0, chars: int = 100):
+    return asyncio.run(call_tool(tools, name, args, timeout_s=timeout, max_output_chars=chars))
+
+
+def boom(x: int) -> int:
+    """Always fails."""
+    raise ValueError(f"bad x {x}")
+
+
+def hang() -> str:
+    """Never returns (in time)."""
+    time.sleep(30)
+    return "late"
+
+
+async def slow_async() -> str:
+    """An async tool that takes too long."""
+    await asyncio.sleep(30)
+    return "late"
+
+
+def huge() -> str:
+    """Too much output."""
+    return "x" * 10_000
+
+
+def junk() -> object:
+    """Not text, not JSON."""
+    return object()
+
+
+def refuse() -> str:
+    """A tool that reports a failure."""
+    raise ToolError("no such file")
+
+
+async def twice(x: int) -> dict[str, int]:
+    """An async tool returning JSON."""
+    return {"y": 2 * x}
+
+
+def test_failures_become_error_outputs() -> None:
+    tools = {
+        t.__name__: Tool.from_function(t) for t in (boom, hang, slow_async, huge, junk, refuse)
+    }
+    out = _call(tools, "boom", {"x": 3})
+    assert (out.ok, out.error, out.content) == (
+        False,
+        "exception",
+        "Error: boom raised ValueError: bad x 3",
+    )
+    out = _call(tools, "hang", {}, timeout=0.2)
+    assert (out.ok, out.error) == (False, "timeout")
+    out = _call(tools, "slow_async", {}, timeout=0.2)
+    assert (out.ok, out.error) == (False, "timeout")
+    out = _call(tools, "huge", {}, chars=100)
+    assert (out.ok, out.error, len(out.content)) == (False, "too_long", 100 + len(" [truncated]"))
+    assert _call(tools, "junk", {}).error == "bad_output"
+    assert _call(tools, "refuse", {}).content == "Error: no such file"
+    assert _call(tools, "nope", {}).error == "unknown_tool"
+    assert _call(tools, "boom", {"y": 1}).error == "bad_arguments"
+    assert _call(tools, "boom", [1]).error == "bad_arguments"
+
+
+def test_async_tool_and_json_output() -> None:
+    out = _call({"twice": Tool.from_function(twice)}, "twice", {"x": 4})
+    assert (out.ok, out.content) == (True, '{"y": 8}')
+
+
+# Shared memory: the call runs in the tool's worker process (a fork), which sees it too.
+CALLS = multiprocessing.Array("q", 3)  # calls so far, and the last call's a and b
+
+
+def add(a: int, b: int, mode: str | None = None) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+        mode: Unused; may be null.
+    """
+    with CALLS.get_lock():
+        CALLS[:] = [CALLS[0] + 1, a, b]
+    return a + b
+
+
+def test_arguments_are_checked_against_the_schema_before_the_call() -> None:
+    tools = {"add": Tool.from_function(add)}
+    CALLS[:] = [0, 0, 0]
+    out = _call(tools, "add", {"a": "three", "b": 1})
+    # Before: the function ran and the model read "add raised TypeError: can only concatenate".
+    assert (out.ok, out.error) == (False, "bad_arguments")
+    assert out.content == "Error: add: argument 'a': 'three' is not of type 'integer'"
+    assert _call(tools, "add", {"a": 1}).content == "Error: add: 'b' is a required property"
+    assert _call(tools, "add", {"a": 1.5, "b": 1}).error == "bad_arguments"
+    assert CALLS[0] == 0  # never called with bad arguments
+    # transformers marks Optional parameters nullable: null is accepted for them.
+    out = _call(tools, "add", {"a": 1, "b": 2, "mode": None})
+    assert (out.ok, out.content, CALLS[:]) == (True, "3", [1, 1, 2])
+
+
+def test_the_schema_is_transformers_own_where_it_reads_the_function() -> None:
+    from transformers.utils import get_json_schema
+
+    assert Tool.from_function(add).schema == get_json_schema(add)
+    renamed = Tool.from_function(add, name="plus").schema
+    assert renamed["function"]["name"] == "plus"
+    assert renamed["function"]["parameters"] == get_json_schema(add)["function"]["parameters"]

@@ -1,0 +1,48 @@
+"""Distillation on a rollout pool of its own, one step off: the teacher scores what the pool
+generated (on Ray: the replica, the actor and the teacher are separate workers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.config import load_run_config
+from hfsdk.core.trainer.trainer import Trainer
+
+OVERRIDES = [
+    "placement.pools.global.devices=1",
+    "placement.pools.rollout.devices=1",
+    "trainer.executor=ray",
+    "trainer.loggers=[jsonl]",
+    "trainer.pipeline=one_step_off",
+    "trainer.total_steps=3",
+    "data.batch_size=4",
+    "algorithm.n_samples_per_prompt=2",
+    "actor.mini_batch_size=8",
+    "actor.micro_batch_size=8",
+    "algorithm.top_k=4",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+@pytest.mark.heavy
+def test_distill_with_a_rollout_pool_one_step_off(tmp_path: Path) -> None:
+    config = load_run_config("distill", None, OVERRIDES)
+    rows = Trainer(config, tmp_path / "run", quiet=True).fit()
+    # The replica generated every batch, the second and third one step ahead of the actor.
+    assert [r["async/staleness_max"] for r in rows] == [0.0, 1.0, 1.0]
+    assert [r["async/rollout_weights_version"] for r in rows] == [0.0, 0.0, 1.0]
+    # Step 1's batch came from the replica on the actor's initial weights: the actor's
+    # log-probs of it equal the replica's own (the teacher scored the same tokens).
+    assert rows[0]["rollout/log_prob_diff_max"] < 1e-5
+    assert all(r["sync/bytes"] > 0 for r in rows if "sync/bytes" in r)
+    for row in rows:
+        # The teacher's sampled-token and top-k scores of the pool's batch reached the update.
+        assert row["distill/teacher_log_prob_mean"] < 0.0
+        assert row["distill/reverse_kl"] == pytest.approx(
+            row["distill/student_log_prob_mean"] - row["distill/teacher_log_prob_mean"], abs=1e-5
+        )
+        assert row["actor/top_k_kl"] > 0.0
+        assert 0.0 < row["actor/top_k_kl/teacher_mass"] <= 1.0

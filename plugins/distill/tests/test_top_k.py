@@ -1,0 +1,101 @@
+"""The top-k logit KL against hand computations, and the actor objective that carries it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import hfsdk
+from hfsdk import Batch
+from hfsdk.core.config import load_run_config
+from hfsdk_distill.objective import distill_actor_objective
+from hfsdk_distill.top_k import (
+    TEACHER_TOP_K_LOG_PROBS,
+    TopKKLConfig,
+    top_k_kl_loss,
+    top_k_kl_per_token,
+)
+
+_PATHS = ["actor.model_path=/m/student", "teacher.model_path=/m/teacher"]
+
+# One position, k = 2: the teacher puts 0.6 and 0.3 on its two tokens (tail 0.1), the
+# student 0.2 and 0.4 on the same tokens (tail 0.4).
+_TEACHER = [0.6, 0.3]
+_STUDENT = [0.2, 0.4]
+
+
+def _log(values: list[float]) -> torch.Tensor:
+    return torch.tensor([[[math.log(v) for v in values]]])
+
+
+def test_bucket_tail_is_the_kl_over_k_plus_one_outcomes() -> None:
+    got = top_k_kl_per_token(_log(_TEACHER), _log(_STUDENT), "bucket")
+    expected = (
+        0.6 * math.log(0.6 / 0.2) + 0.3 * math.log(0.3 / 0.4) + 0.1 * math.log(0.1 / 0.4)
+    )
+    assert got.shape == (1, 1)
+    assert float(got) == pytest.approx(expected, rel=1e-5)
+
+
+def test_renormalized_tail_is_the_kl_inside_the_top_k() -> None:
+    got = top_k_kl_per_token(_log(_TEACHER), _log(_STUDENT), "renormalize")
+    t, s = [v / 0.9 for v in _TEACHER], [v / 0.6 for v in _STUDENT]
+    expected = sum(p * math.log(p / q) for p, q in zip(t, s, strict=True))
+    assert float(got) == pytest.approx(expected, rel=1e-5)
+
+
+def test_equal_distributions_have_zero_kl_and_a_full_top_k_needs_no_tail() -> None:
+    same = top_k_kl_per_token(_log(_TEACHER), _log(_TEACHER), "bucket")
+    assert float(same) == pytest.approx(0.0, abs=1e-6)
+    # k = the whole (3-token) vocabulary: the bucket KL is the plain forward KL.
+    t, s = [0.5, 0.3, 0.2], [0.2, 0.2, 0.6]
+    got = top_k_kl_per_token(_log(t), _log(s), "bucket")
+    expected = sum(p * math.log(p / q) for p, q in zip(t, s, strict=True))
+    assert float(got) == pytest.approx(expected, rel=1e-4)
+
+
+def test_the_loss_averages_valid_tokens_and_its_gradient_moves_the_student_to_the_teacher() -> (
+    None
+):
+    # Two rows of two positions; the last position of row 1 is masked (its teacher row is 0,
+    # as the teacher ships it, and must change nothing, NaN included).
+    teacher = torch.log(torch.tensor([[[0.6, 0.3], [0.5, 0.1]], [[0.9, 0.05], [1.0, 1.0]]]))
+    teacher[1, 1] = 0.0
+    student = torch.log(torch.tensor([[[0.2, 0.4], [0.5, 0.1]], [[0.3, 0.3], [0.5, 0.2]]]))
+    student.requires_grad_(True)
+    mask = torch.tensor([[1, 1], [1, 0]])
+    batch = Batch.from_dict(tensors={TEACHER_TOP_K_LOG_PROBS: teacher})
+    loss, metrics = top_k_kl_loss(
+        log_probs=student, batch=batch, response_mask=mask, config=TopKKLConfig()
+    )
+    per_token = top_k_kl_per_token(teacher, student.detach(), "bucket")
+    assert float(loss.detach()) == pytest.approx(float(per_token[mask.bool()].mean()), rel=1e-5)
+    assert float(per_token[0, 1]) == pytest.approx(0.0, abs=1e-6)  # equal at that position
+    assert metrics["teacher_mass"] == pytest.approx((0.9 + 0.6 + 0.95) / 3, rel=1e-5)
+    loss.backward()
+    assert student.grad is not None and torch.isfinite(student.grad).all()
+    assert torch.equal(student.grad[1, 1], torch.zeros(2))
+    # Raising the log-prob of a token the teacher prefers more lowers the loss.
+    assert student.grad[0, 0, 0] < 0 and student.grad[1, 0, 0] < 0
+
+
+def test_objective_adds_the_term_only_with_top_k() -> None:
+    plain = load_run_config("distill", None, _PATHS).algorithm
+    assert distill_actor_objective(plain).token_terms == ()
+    config = load_run_config(
+        "distill",
+        None,
+        [*_PATHS, "algorithm.top_k=5", "algorithm.top_k_coef=0.5",
+         "algorithm.top_k_tail=renormalize"],
+    ).algorithm  # fmt: skip
+    (term,) = distill_actor_objective(config).token_terms
+    assert isinstance(term, hfsdk.TokenIdsLossTerm)
+    assert (term.name, term.ids_key, term.coef) == ("top_k_kl", "teacher_top_k_ids", 0.5)
+    assert term.fn is top_k_kl_loss and term.config == TopKKLConfig(tail="renormalize")
+
+
+def test_bad_tail_is_refused_in_one_line() -> None:
+    with pytest.raises(hfsdk.ConfigError, match="top_k_tail"):
+        load_run_config("distill", None, [*_PATHS, "algorithm.top_k_tail=drop"])

@@ -1,0 +1,92 @@
+"""A cost model trained with ``--algo reward_model`` is Safe-RLHF's cost role, end to end.
+
+The cost model is trained on the default task's pairs with ``algorithm.higher=
+rejected`` (the wrong answer costs more). A Safe-RLHF run then takes its export
+as ``cost.model.model_path``; every cost the run sees is checked against the
+export's own score of the same sequence, computed here with transformers
+alone, and the Lagrange multiplier is checked to have moved on those costs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from hfsdk import get_registry
+from hfsdk.core.config import load_run_config
+from hfsdk.core.trainer.trainer import Trainer
+
+COST_STEPS = 12
+
+
+@pytest.fixture(scope="module")
+def cost_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short cost-model run's export (the wrong answer of each pair scores higher)."""
+    run_dir = tmp_path_factory.mktemp("cost") / "run"
+    config = load_run_config(
+        "reward_model",
+        None,
+        ["algorithm.higher=rejected", f"trainer.total_steps={COST_STEPS}", "trainer.val_every=0",
+         "trainer.val_before_train=false"],
+    )  # fmt: skip
+    rows = Trainer(config, run_dir, quiet=True).fit()
+    # Trained as a cost model: the rejected (wrong) answer scores above the chosen one.
+    assert rows[-1]["score_model/margin"] > 0
+    return run_dir / "checkpoints" / f"step_{COST_STEPS}" / "reward_model_hf"
+
+
+def _independent_scores(export: Path, batch: Any) -> torch.Tensor:
+    """The export's score of each row: its head at the last response token, one row at a time."""
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(str(export)).eval()
+    prompt_width = batch["prompts"].shape[1]
+    scores = []
+    for row in range(len(batch)):
+        prompt = batch["prompts"][row][batch["attention_mask"][row, :prompt_width] == 1]
+        length = int(batch["response_mask"][row].sum())
+        ids = torch.cat([prompt, batch["responses"][row, :length]])[None]
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits
+        scores.append(float(logits[0, 0]) if logits.dim() == 2 else float(logits[0, -1, 0]))
+    return torch.tensor(scores)
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_safe_rlhf_runs_on_the_trained_cost_model(
+    cost_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    program = get_registry("algorithms")["safe_rlhf"].impl.program
+    seen: list[tuple[Any, torch.Tensor]] = []
+    original = program.score
+
+    def recording(self: Any, batch: Any, signal: str = "reward") -> torch.Tensor:
+        scores = original(self, batch, signal)
+        if signal == "cost":
+            seen.append((batch, scores))
+        return scores
+
+    monkeypatch.setattr(program, "score", recording)
+    config = load_run_config(
+        "safe_rlhf",
+        None,
+        [f"cost.model.model_path={cost_model}", "trainer.total_steps=2",
+         "algorithm.lambda_update_delay=0"],
+    )  # fmt: skip
+    assert config.cost.model.model_path == str(cost_model)
+    rows = Trainer(config, tmp_path / "safe", quiet=True).fit()
+    assert len(seen) == 2
+    for (batch, token_costs), row in zip(seen, rows, strict=True):
+        episode = token_costs.sum(dim=-1)
+        expected = _independent_scores(cost_model, batch)
+        # The costs are the export's scores (float32, another batch layout: 1e-4).
+        torch.testing.assert_close(episode, expected, atol=1e-4, rtol=1e-4)
+        assert row["cost/mean"] == pytest.approx(float(expected.mean()), abs=1e-4)
+    # The multiplier moved on those costs: J_c is the mean of the last window of them.
+    all_costs = torch.cat([costs.sum(dim=-1) for _batch, costs in seen])
+    window = all_costs[-config.algorithm.episode_cost_window :]
+    assert rows[-1]["lagrange/mean_episode_cost"] == pytest.approx(float(window.mean()), abs=1e-4)

@@ -1,0 +1,269 @@
+"""Built-in reward functions: ``exact_match``, ``format_check``, ``length_penalty``.
+
+``math_verify`` (answers compared as mathematics) is in :mod:`.math_verify_reward`.
+
+Each follows the calling convention of :mod:`hfsdk.core.rewards` and takes its
+settings as ``config=`` (an instance of its attrs config class).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import attrs
+
+from hfsdk import HfsdkError, help_field
+
+
+def _regex(_instance: object, attribute: attrs.Attribute, value: str | None) -> None:
+    if value is None:
+        return
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(
+            f"{attribute.name}={value!r} is not a valid regular expression: {exc}"
+        ) from None
+
+
+@attrs.frozen(kw_only=True)
+class ExactMatchConfig:
+    """Settings of ``exact_match``.
+
+    The answer is the ``match`` (``last`` or ``first``) match of
+    ``answer_pattern`` in the response (its first group if it has one). The
+    default pattern takes the last number, as in GSM8K-style tasks; another
+    common choice is ``'####\\s*(.+)'``. ``extract: boxed`` takes the content of
+    ``\\boxed{...}`` instead, nested braces included (``\\boxed{\\frac{1}{2}}``), which
+    no regular expression can; ``math_verify`` also compares such answers as values.
+    """
+
+    extract: Literal["pattern", "boxed"] = help_field(
+        "Where the answer comes from: a match of answer_pattern, or the content of "
+        "\\boxed{...} (nested braces balanced).",
+        default="pattern",
+        validator=attrs.validators.in_(("pattern", "boxed")),
+    )
+
+    answer_pattern: str = help_field(
+        "Regex of a candidate answer in the response (default: a number).",
+        default=r"-?\d[\d,]*(?:\.\d+)?",
+        validator=_regex,
+    )
+    answer_column: str = help_field(
+        "Dataset column holding the reference answer.",
+        default="answer",
+    )
+    reference_pattern: str | None = help_field(
+        "Regex applied to the reference column first (e.g. GSM8K's '#### (.*)'); null uses it "
+        "as is.",
+        default=None,
+        validator=_regex,
+    )
+    """Also extract the reference from the column with this pattern (e.g. GSM8K's '#### 42')."""
+    match: Literal["last", "first"] = help_field(
+        "Which candidate in the response counts: the last or the first match.",
+        default="last",
+        validator=attrs.validators.in_(("last", "first")),
+    )
+    case_sensitive: bool = help_field(
+        "Compare text answers case-sensitively.",
+        default=False,
+    )
+    numeric: bool = help_field(
+        "Compare as numbers when both sides parse (1,000 == 1000.0).",
+        default=True,
+    )
+    """Compare as numbers when both sides parse as numbers ('3.0' = '3', '1,000' = '1000')."""
+    correct_score: float = help_field(
+        "Score of a correct answer.",
+        default=1.0,
+    )
+    incorrect_score: float = help_field(
+        "Score of a wrong answer.",
+        default=0.0,
+    )
+    no_answer_score: float = help_field(
+        "Score when the response holds no candidate answer.",
+        default=0.0,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class FormatCheckConfig:
+    """Settings of ``format_check``: does the response follow ``pattern``?
+
+    The default asks for ``<think>...</think>`` followed by ``<answer>...</answer>``.
+    """
+
+    pattern: str = help_field(
+        "Regex the response must match (default: <think>…</think> <answer>…</answer>).",
+        default=r"<think>.*?</think>\s*<answer>.*?</answer>",
+        validator=_regex,
+    )
+    full_match: bool = help_field(
+        "Require the whole response to match (else a match anywhere counts).",
+        default=True,
+    )
+    """Require the whole (stripped) response to match, not just a part of it."""
+    match_score: float = help_field(
+        "Score when the response matches.",
+        default=1.0,
+    )
+    mismatch_score: float = help_field(
+        "Score when it does not.",
+        default=0.0,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class LengthPenaltyConfig:
+    """Settings of ``length_penalty``: a soft penalty for overlong responses (as in DAPO).
+
+    0 up to ``max_length − buffer_length``, then falling linearly to
+    ``−penalty`` at ``max_length``, and ``−penalty`` beyond.
+    """
+
+    max_length: int = help_field(
+        "Length (in unit) at which the penalty reaches its full value (DAPO's overlong shaping).",
+        default=512,
+        validator=attrs.validators.gt(0),
+    )
+    buffer_length: int = help_field(
+        "Length of the ramp before max_length over which the penalty grows linearly.",
+        default=128,
+        validator=attrs.validators.ge(0),
+    )
+    penalty: float = help_field(
+        "Full penalty (subtracted) at and beyond max_length.",
+        default=1.0,
+        validator=attrs.validators.ge(0.0),
+    )
+    unit: Literal["chars", "words"] = help_field(
+        "Measure length in characters or whitespace-separated words.",
+        default="chars",
+        validator=attrs.validators.in_(("chars", "words")),
+    )
+
+    @buffer_length.validator
+    def _buffer_fits(self, _attribute: attrs.Attribute, value: int) -> None:
+        if value > self.max_length:
+            raise ValueError(f"buffer_length={value} exceeds max_length={self.max_length}")
+
+
+def extract_answer(text: str, pattern: str, match: str = "last") -> str | None:
+    """The first or last match of ``pattern`` in ``text`` (group 1 if any), or ``None``."""
+    found = list(re.finditer(pattern, text))
+    if not found:
+        return None
+    chosen = found[-1] if match == "last" else found[0]
+    return chosen.group(1) if chosen.re.groups else chosen.group(0)
+
+
+def extract_boxed(text: str, match: str = "last") -> str | None:
+    """The content of the first or last ``\\boxed{...}`` (or ``\\fbox``) in ``text``, braces
+    balanced (``\\{`` and ``\\}`` are text, not braces), or ``None``."""
+    found = []
+    for start in (m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)):
+        depth, i = 1, start
+        while i < len(text) and depth:
+            if text[i] == "\\" and i + 1 < len(text):
+                i += 2  # an escaped character, \{ or \} among them
+                continue
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            found.append(text[start : i - 1])
+    if not found:
+        return None
+    return found[-1] if match == "last" else found[0]
+
+
+def _normalize(text: str, config: ExactMatchConfig) -> str | float:
+    text = text.strip().rstrip(".").strip()
+    if config.numeric:
+        try:
+            return float(text.replace(",", "").replace("$", ""))
+        except ValueError:
+            pass
+    return text if config.case_sensitive else text.casefold()
+
+
+def exact_match(
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    *,
+    config: ExactMatchConfig | None = None,
+    **columns: Sequence[Any],
+) -> list[dict[str, float]]:
+    """Score 1 (``correct_score``) when the answer extracted from the response equals the reference.
+
+    The reference is the dataset column ``answer_column``. Also reports
+    ``answer_found`` (the share of responses where the pattern matched).
+    """
+    config = config or ExactMatchConfig()
+    if config.answer_column not in columns:
+        raise HfsdkError(
+            f"exact_match needs the dataset column {config.answer_column!r} with the reference "
+            f"answers; columns available: {sorted(columns) or 'none'} (name the column in the "
+            "reward function's kwargs: reward.functions=[{name: exact_match, kwargs: "
+            "{answer_column: COLUMN}}], or rename the dataset column)"
+        )
+    results = []
+    for response, reference in zip(responses, columns[config.answer_column], strict=True):
+        reference = str(reference)
+        if config.reference_pattern is not None:
+            reference = extract_answer(reference, config.reference_pattern, "last") or reference
+        if config.extract == "boxed":
+            answer = extract_boxed(response, config.match)
+        else:
+            answer = extract_answer(response, config.answer_pattern, config.match)
+        if answer is None:
+            score = config.no_answer_score
+        elif _normalize(answer, config) == _normalize(reference, config):
+            score = config.correct_score
+        else:
+            score = config.incorrect_score
+        results.append({"score": score, "answer_found": float(answer is not None)})
+    return results
+
+
+def format_check(
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    *,
+    config: FormatCheckConfig | None = None,
+    **columns: Sequence[Any],
+) -> list[float]:
+    """Score 1 (``match_score``) when the response follows a regular expression (``pattern``)."""
+    config = config or FormatCheckConfig()
+    regex = re.compile(config.pattern, re.DOTALL)
+    check = regex.fullmatch if config.full_match else regex.search
+    return [
+        config.match_score if check(response.strip()) else config.mismatch_score
+        for response in responses
+    ]
+
+
+def length_penalty(
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    *,
+    config: LengthPenaltyConfig | None = None,
+    **columns: Sequence[Any],
+) -> list[float]:
+    """Soft penalty for overlong responses: 0 within budget, down to −penalty beyond it."""
+    config = config or LengthPenaltyConfig()
+    start = config.max_length - config.buffer_length
+    scores = []
+    for response in responses:
+        length = len(response.split()) if config.unit == "words" else len(response)
+        if length <= start:
+            scores.append(0.0)
+        elif length <= config.max_length:
+            scores.append(-config.penalty * (length - start) / config.buffer_length)
+        else:
+            scores.append(-config.penalty)
+    return scores

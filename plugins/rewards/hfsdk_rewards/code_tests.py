@@ -1,0 +1,210 @@
+"""The ``code_tests`` reward: run a response's code against test cases, in the sandbox.
+
+The program is the response's last fenced Python block (```` ```python ````
+or a bare ```` ``` ````). ``ground_truth`` (verl's ``reward_model.ground_truth``
+column) is a JSON string, either ``{"inputs": [...], "outputs": [...]}``
+(stdin/stdout pairs, the format of verl's and PRIME's code datasets: one
+sandboxed run per case, which passes when it exits normally with the expected
+output) or ``{"asserts": ["assert f(1) == 2", ...]}`` (one sandboxed run per
+sample; each assert is a case that :mod:`.code_harness` decides in this
+process, from values the program's run serialised as plain data — never by
+the program's exit status or its objects' ``__eq__``). The score is 1.0 when
+every case passes, else 0.0. Each sample also reports the share of cases
+passed and, as 0/1 flags, why it failed — ``no_code``, ``bad_tests``,
+``wrong_answer``, ``early_exit`` (asserts left unreached), ``error``,
+``timeout``, ``memory``, ``output_limit``, ``refused`` — so the batch means
+read as the share of samples with each reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from hfsdk import HfsdkError, help_field
+from hfsdk_rewards.code_harness import (
+    MARKER,
+    AssertPlan,
+    BadTests,
+    judge,
+    plan_asserts,
+    sandbox_program,
+)
+from hfsdk_sandbox import SandboxLimits, SandboxResult, run_many
+
+REASONS = (
+    "no_code",
+    "bad_tests",
+    "wrong_answer",
+    "early_exit",
+    "error",
+    "timeout",
+    "memory",
+    "output_limit",
+    "refused",
+)
+_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+
+def _limits(value: Any) -> SandboxLimits:
+    """Accept a YAML mapping for ``limits``."""
+    if isinstance(value, SandboxLimits):
+        return value
+    if isinstance(value, dict):
+        return SandboxLimits(**value)
+    raise ValueError(f"'limits' is {value!r}; expected a mapping such as {{wall_s: 5}}")
+
+
+@attrs.frozen(kw_only=True)
+class CodeTestsConfig:
+    """Settings of ``code_tests``: the column with the cases and the sandbox limits per case."""
+
+    column: str = help_field(
+        "Dataset column with the JSON test cases ({inputs, outputs} or {asserts}).",
+        default="ground_truth",
+    )
+    limits: SandboxLimits = help_field(
+        "Sandbox limits of one test-case run (wall_s, cpu_s, memory_mb, output_bytes).",
+        factory=SandboxLimits,
+        converter=_limits,
+    )
+    concurrency: int | None = help_field(
+        "Programs run at once; null: the cores this process may use.",
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.ge(1)),
+    )
+    max_cases: int = help_field(
+        "Test cases run per sample at most (the first ones).",
+        default=32,
+        validator=attrs.validators.ge(1),
+    )
+
+
+def last_code_block(response: str) -> str | None:
+    """The last fenced code block of ``response`` (Python or untagged), or ``None``."""
+    blocks = _FENCE.findall(response)
+    return blocks[-1] if blocks else None
+
+
+Cases = list[tuple[str, str]] | AssertPlan
+"""stdin/expected-stdout pairs, or the plan of an asserts sample."""
+
+
+def parse_cases(raw: Any) -> tuple[Cases, str | None]:
+    """The sample's cases and a problem, if any (then the cases are empty)."""
+    try:
+        spec = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
+    except (TypeError, ValueError) as exc:
+        return [], f"ground truth is not JSON ({exc})"
+    if isinstance(spec, dict) and "asserts" in spec:
+        asserts = spec["asserts"]
+        if isinstance(asserts, str):
+            asserts = [asserts]
+        if not isinstance(asserts, list) or not all(isinstance(a, str) for a in asserts):
+            return [], "'asserts' must be a list of strings"
+        try:
+            return plan_asserts(asserts), None
+        except BadTests as exc:
+            return [], str(exc)
+    if isinstance(spec, dict) and "inputs" in spec and "outputs" in spec:
+        inputs, outputs = spec["inputs"], spec["outputs"]
+        if not isinstance(inputs, list) or not isinstance(outputs, list):
+            return [], "'inputs' and 'outputs' must be lists"
+        if len(inputs) != len(outputs):
+            return [], f"{len(inputs)} inputs but {len(outputs)} outputs"
+        return [(str(i), str(o)) for i, o in zip(inputs, outputs, strict=True)], None
+    return [], "expected {'inputs': [...], 'outputs': [...]} or {'asserts': [...]}"
+
+
+def _same_output(got: str, expected: str) -> bool:
+    """Equal up to trailing whitespace on each line and trailing blank lines."""
+
+    def lines(text: str) -> list[str]:
+        return [line.rstrip() for line in text.strip("\n").splitlines()]
+
+    return lines(got) == lines(expected)
+
+
+def _io_verdicts(
+    cases: list[tuple[str, str]], results: list[SandboxResult]
+) -> tuple[list[bool], str | None]:
+    """Each stdin/stdout case's pass, and the first failure reason (``None``: all passed)."""
+    passed = [r.ok and _same_output(r.stdout, e) for (_, e), r in zip(cases, results, strict=True)]
+    for result, ok in zip(results, passed, strict=True):
+        if result.status != "ok":
+            return passed, result.status
+        if not ok:
+            return passed, "wrong_answer"
+    return passed, None
+
+
+def _assert_verdicts(plan: AssertPlan, result: SandboxResult) -> tuple[list[bool], str | None]:
+    """Each assert case's pass (decided here from the run's records) and the failure reason."""
+    passed = judge(plan, result.stdout)
+    if all(passed):
+        return passed, None
+    if result.status not in ("ok", "error"):
+        return passed, result.status
+    if result.status == "error" and "did not run to the end: SystemExit" in result.stderr:
+        return passed, "early_exit"
+    if result.status == "error" and not any(passed):
+        return passed, "error"
+    if result.status == "ok" and f"{MARKER} " not in result.stdout:
+        return passed, "early_exit"
+    return passed, "wrong_answer"
+
+
+def code_tests(
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    *,
+    config: CodeTestsConfig | None = None,
+    **columns: Sequence[Any],
+) -> list[dict[str, float]]:
+    """Score 1.0 for a response whose last code block passes every test case, else 0.0."""
+    config = config or CodeTestsConfig()
+    if config.column not in columns:
+        raise HfsdkError(
+            f"code_tests needs the dataset column {config.column!r} with JSON test cases; "
+            f"columns available: {sorted(columns) or 'none'} (set column, or add "
+            "reward_model.ground_truth to the data)"
+        )
+    plans: list[tuple[Cases, str | None]] = []
+    jobs: list[tuple[str, str]] = []
+    for response, raw in zip(responses, columns[config.column], strict=True):
+        code = last_code_block(response)
+        cases, problem = parse_cases(raw)
+        if code is None:
+            plans.append(([], "no_code"))
+            continue
+        if problem is not None or not cases:
+            plans.append(([], "bad_tests"))
+            continue
+        if isinstance(cases, AssertPlan):
+            cases = AssertPlan(
+                cases=cases.cases[: config.max_cases],
+                statements=tuple(s for s in cases.statements if s[0] < config.max_cases),
+            )
+            jobs.append((sandbox_program(code, cases), ""))
+        else:
+            cases = cases[: config.max_cases]
+            jobs.extend((code, stdin) for stdin, _ in cases)
+        plans.append((cases, None))
+    results = iter(run_many(jobs, limits=config.limits, concurrency=config.concurrency))
+    out = []
+    for cases, early in plans:
+        if early is not None:
+            passed, reason = [], early
+        elif isinstance(cases, AssertPlan):
+            passed, reason = _assert_verdicts(cases, next(results))
+        else:
+            passed, reason = _io_verdicts(cases, [next(results) for _ in cases])
+        row = {"score": 1.0 if reason is None else 0.0}
+        row["cases_passed"] = sum(passed) / len(passed) if passed else 0.0
+        row.update({name: float(reason == name) for name in REASONS})
+        out.append(row)
+    return out

@@ -1,0 +1,207 @@
+"""The ``remote`` reward: score a batch with an HTTP endpoint (a reward model served elsewhere).
+
+``reward.functions: [{url: http://host:port/score}]`` (or ``{name: remote,
+kwargs: {url: ...}}``). The batch is sent in chunks of ``batch_size`` samples
+as ``POST`` requests with a JSON body::
+
+    {"prompts": [...], "responses": [...], "columns": {"answer": [...], ...}}
+
+and the endpoint answers ``{"scores": [...]}`` (or a bare list): one number, or
+one object with a ``score`` key (other numeric keys become metrics), per
+sample. Chunks go out concurrently (``concurrency``) over pooled, kept-alive
+connections (one ``requests`` session per endpoint). urllib3's ``Retry``
+retries a request that times out, cannot connect, or gets 429 or a 5xx answer
+``retries`` times with exponential backoff, waiting as long as a 429/503
+answer's ``Retry-After`` asks; another 4xx answer or a malformed body is not
+retried. Every failure is one error line naming the endpoint, what happened
+and what to do.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlparse
+
+import attrs
+
+from hfsdk import HfsdkError, help_field
+
+
+def _http_url(_instance: object, attribute: attrs.Attribute, value: str) -> None:
+    parsed = urlparse(value)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError(
+            f"{attribute.name}={value!r} is not an http(s) URL; expected e.g. "
+            "http://127.0.0.1:8000/score"
+        )
+
+
+@attrs.frozen(kw_only=True)
+class RemoteRewardConfig:
+    """Where the endpoint is, and how long and how often to try it."""
+
+    url: str = help_field("The endpoint's URL (http or https).", validator=_http_url)
+    timeout_s: float = help_field(
+        "Seconds one request may take before it is retried.",
+        default=30.0,
+        validator=attrs.validators.gt(0.0),
+    )
+    retries: int = help_field(
+        "Retries of a request that timed out, could not connect or got a 429 or 5xx answer.",
+        default=3,
+        validator=attrs.validators.ge(0),
+    )
+    backoff_s: float = help_field(
+        "Backoff between retries (urllib3's backoff_factor: doubled for each further one); a "
+        "429/503 answer's Retry-After is waited instead when it says more.",
+        default=0.5,
+        validator=attrs.validators.ge(0.0),
+    )
+    batch_size: int = help_field(
+        "Samples per request.",
+        default=64,
+        validator=attrs.validators.ge(1),
+    )
+    concurrency: int = help_field(
+        "Requests in flight at once.",
+        default=4,
+        validator=attrs.validators.ge(1),
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+RETRY_STATUSES = (429, 500, 502, 503, 504)
+"""Answers worth another try: too many requests, and the server's own failures."""
+
+
+@functools.lru_cache(maxsize=16)
+def _session(url: str, retries: int, backoff_s: float, concurrency: int) -> Any:
+    """A ``requests`` session for one endpoint: pooled connections, urllib3's retries."""
+    import requests
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    retry = Retry(
+        total=retries,
+        connect=retries,
+        read=retries,
+        status=retries,
+        other=0,
+        backoff_factor=backoff_s,
+        status_forcelist=RETRY_STATUSES,
+        allowed_methods=frozenset({"POST"}),  # scoring a batch again is harmless
+        respect_retry_after_header=True,
+        raise_on_status=False,  # the last answer is reported below
+    )
+    session = requests.Session()
+    adapter = HTTPAdapter(max_retries=retry, pool_connections=1, pool_maxsize=concurrency)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
+
+
+def _post(config: RemoteRewardConfig, body: bytes) -> bytes:
+    import requests
+
+    session = _session(config.url, config.retries, config.backoff_s, config.concurrency)
+    tries = config.retries + 1
+    try:
+        answer = session.post(
+            config.url,
+            data=body,
+            headers={"Content-Type": "application/json"},
+            timeout=config.timeout_s,
+        )
+    except requests.RequestException as exc:
+        reason = exc.args[0] if exc.args else exc
+        reason = getattr(reason, "reason", None) or reason
+        raise HfsdkError(
+            f"reward endpoint {config.url} failed {tries} times (last: "
+            f"{type(reason).__name__}: {reason}); check that it is running and reachable, or "
+            "raise timeout_s / retries"
+        ) from None
+    if answer.status_code in RETRY_STATUSES:
+        raise HfsdkError(
+            f"reward endpoint {config.url} failed {tries} times (last: HTTP "
+            f"{answer.status_code} {answer.reason}); check that it is running and reachable, "
+            "or raise timeout_s / retries"
+        )
+    if answer.status_code >= 400:
+        raise HfsdkError(
+            f"reward endpoint {config.url} answered HTTP {answer.status_code} {answer.reason}; "
+            "check the URL and what the endpoint expects (docs/rewards.md#remote-reward-endpoints)"
+        )
+    return answer.content
+
+
+def _scores(config: RemoteRewardConfig, raw: bytes, expected: int) -> list[Any]:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        shown = raw[:80].decode("utf-8", errors="replace")
+        raise HfsdkError(
+            f"reward endpoint {config.url} answered something that is not JSON ({shown!r}); "
+            'it must answer {"scores": [...]}'
+        ) from None
+    scores = parsed.get("scores") if isinstance(parsed, dict) else parsed
+    if not isinstance(scores, list) or len(scores) != expected:
+        got = f"{len(scores)} scores" if isinstance(scores, list) else type(scores).__name__
+        raise HfsdkError(
+            f"reward endpoint {config.url} answered {got} for {expected} samples; it must "
+            'answer {"scores": [...]} with one score per sample'
+        )
+    for score in scores:
+        value = score.get("score") if isinstance(score, dict) else score
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
+            value
+        ):
+            raise HfsdkError(
+                f"reward endpoint {config.url} answered the score {score!r}; expected a finite "
+                "number or an object with a numeric 'score'"
+            )
+    return scores
+
+
+def _request(config: RemoteRewardConfig, payload: dict[str, Any], size: int) -> list[Any]:
+    return _scores(config, _post(config, json.dumps(payload).encode()), size)
+
+
+def remote_reward(
+    prompts: Sequence[str],
+    responses: Sequence[str],
+    *,
+    config: RemoteRewardConfig,
+    **columns: Sequence[Any],
+) -> list[Any]:
+    """Scores of the batch from the endpoint ``config.url`` (see the module docstring)."""
+    step = config.batch_size
+    chunks = []
+    for start in range(0, len(responses), step):
+        end = min(start + step, len(responses))
+        payload = {
+            "prompts": _jsonable(list(prompts[start:end])),
+            "responses": _jsonable(list(responses[start:end])),
+            "columns": {k: _jsonable(list(v[start:end])) for k, v in columns.items()},
+        }
+        chunks.append((payload, end - start))
+    if not chunks:
+        return []
+    with ThreadPoolExecutor(max_workers=min(config.concurrency, len(chunks))) as pool:
+        parts = list(pool.map(lambda chunk: _request(config, *chunk), chunks))
+    return [score for part in parts for score in part]

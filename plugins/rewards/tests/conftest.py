@@ -1,0 +1,5 @@
+"""Fixtures of the standard-rewards plugin's tests."""
+
+from __future__ import annotations
+
+from hfsdk_sandbox.testing import sandbox_any_isolation  # noqa: F401  (a fixture)

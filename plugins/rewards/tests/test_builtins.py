@@ -1,0 +1,175 @@
+"""Built-in reward functions: exact_match, format_check, length_penalty."""
+
+from __future__ import annotations
+
+import pytest
+
+import hfsdk
+from hfsdk.core.errors import HfsdkError
+from hfsdk_rewards.builtins import (
+    ExactMatchConfig,
+    FormatCheckConfig,
+    LengthPenaltyConfig,
+    exact_match,
+    format_check,
+    length_penalty,
+)
+
+
+def scores(results: list[dict[str, float]]) -> list[float]:
+    return [r["score"] for r in results]
+
+
+def test_exact_match_takes_the_last_number_by_default() -> None:
+    responses = ["2 + 3 = 5, so 5", "first 5 then 6", "1,000 apples", "3.0", "no idea"]
+    out = exact_match([""] * 5, responses, answer=["5", "5", "1000", 3, "7"])
+    assert scores(out) == [1.0, 0.0, 1.0, 1.0, 0.0]
+    assert [r["answer_found"] for r in out] == [1.0, 1.0, 1.0, 1.0, 0.0]
+
+
+def test_exact_match_settings() -> None:
+    config = ExactMatchConfig(
+        answer_pattern=r"<answer>(.*?)</answer>",
+        answer_column="solution",
+        reference_pattern=r"####\s*(\S+)",
+        match="first",
+        numeric=False,
+        correct_score=2.0,
+        incorrect_score=-1.0,
+        no_answer_score=-2.0,
+    )
+    out = exact_match(
+        ["", "", ""],
+        ["<answer>Paris</answer><answer>x</answer>", "<answer>Rome</answer>", "Paris"],
+        config=config,
+        solution=["... #### paris", "#### Paris", "#### Paris"],
+    )
+    assert scores(out) == [2.0, -1.0, -2.0]
+    sensitive = ExactMatchConfig(answer_pattern=r"\w+", case_sensitive=True, numeric=False)
+    assert scores(exact_match([""], ["Paris"], config=sensitive, answer=["paris"])) == [0.0]
+
+
+def test_exact_match_missing_column_is_a_clear_error() -> None:
+    with pytest.raises(HfsdkError, match=r"needs the dataset column 'answer'.*\['label'\]"):
+        exact_match([""], ["1"], label=["1"])
+    # ... and says where answer_column is set.
+    with pytest.raises(HfsdkError, match=r"kwargs: \{answer_column: COLUMN\}"):
+        exact_match([""], ["1"], label=["1"])
+
+
+def test_format_check() -> None:
+    good = "<think>a\nb</think>\n<answer>4</answer>"
+    responses = [good, "<answer>4</answer>", f"{good} trailing"]
+    assert format_check([""] * 3, responses) == [1.0, 0.0, 0.0]
+    partial = FormatCheckConfig(full_match=False, match_score=0.5, mismatch_score=-0.5)
+    assert format_check([""] * 3, responses, config=partial) == [0.5, -0.5, 0.5]
+
+
+def test_length_penalty_by_hand() -> None:
+    config = LengthPenaltyConfig(max_length=10, buffer_length=4, penalty=2.0)
+    responses = ["x" * 6, "x" * 7, "x" * 10, "x" * 11]
+    # 0 up to 6; (7 − 6)/4 · 2; (10 − 6)/4 · 2; beyond 10: 2
+    assert length_penalty([""] * 4, responses, config=config) == [0.0, -0.5, -2.0, -2.0]
+    words = LengthPenaltyConfig(max_length=4, buffer_length=2, unit="words")
+    assert length_penalty([""], ["a b c d"], config=words) == [-1.0]
+    hard = LengthPenaltyConfig(max_length=3, buffer_length=0)
+    assert length_penalty([""] * 2, ["abc", "abcd"], config=hard) == [0.0, -1.0]
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="not a valid regular expression"):
+        ExactMatchConfig(answer_pattern="(")
+    with pytest.raises(ValueError, match="exceeds max_length"):
+        LengthPenaltyConfig(max_length=4, buffer_length=5)
+    with pytest.raises(ValueError, match="match"):
+        ExactMatchConfig(match="middle")
+
+
+def test_builtins_are_registered_with_their_configs() -> None:
+    registry = hfsdk.get_registry("reward_functions")
+    assert registry.get("exact_match").config_cls is ExactMatchConfig
+    assert registry.get("format_check").impl is format_check
+    assert registry.get("length_penalty").plugin == "rewards"
+
+
+# MATH-style answers: the cases of issue 42 (reference, response).
+MATH_CASES = [
+    (r"\frac{1}{2}", r"so the answer is $\boxed{\frac{1}{2}}$"),
+    (r"\sqrt{2}", r"hence \boxed{\sqrt{2}}"),
+    (r"\{1,2\}", r"the set is \boxed{\{1,2\}}"),
+    (r"\frac12", r"It is \boxed{0.5}"),
+    ("42", r"\boxed{42}"),
+    ("0.5", r"\boxed{1/2}"),
+    ("x^2+1", r"we get \boxed{1 + x^2}"),
+]
+
+
+def test_exact_match_boxed_extraction_balances_nested_braces() -> None:
+    from hfsdk_rewards.builtins import extract_boxed
+
+    assert extract_boxed(r"\boxed{\frac{1}{2}} then \boxed{\{1,2\}}") == r"\{1,2\}"
+    assert extract_boxed(r"\boxed{\frac{1}{2}} then \boxed{3}", "first") == r"\frac{1}{2}"
+    assert extract_boxed(r"\boxed{\sqrt{2}") is None  # unclosed
+    config = ExactMatchConfig(extract="boxed", numeric=True)
+    refs, responses = zip(*MATH_CASES[:3], ("5", r"\boxed{5.0}"), strict=True)
+    out = exact_match([""] * 4, list(responses), config=config, answer=list(refs))
+    assert scores(out) == [1.0, 1.0, 1.0, 1.0]
+    # The regex formerly documented for boxed answers stops at the first closing brace.
+    old = ExactMatchConfig(answer_pattern=r"\\boxed\{([^}]*)\}")
+    assert scores(exact_match([""] * 3, list(responses[:3]), config=old, answer=list(refs[:3]))) == [
+        0.0, 0.0, 0.0,
+    ]  # fmt: skip
+
+
+def test_math_verify_scores_the_math_cases_exact_match_cannot() -> None:
+    from hfsdk_rewards.math_verify_reward import MathVerifyConfig, math_verify
+
+    refs, responses = zip(*MATH_CASES, strict=True)
+    out = math_verify([""] * 7, list(responses), answer=list(refs))
+    assert scores(out) == [1.0] * 7
+    # exact_match with boxed extraction: the string-equal ones only.
+    boxed = exact_match([""] * 7, list(responses), config=ExactMatchConfig(extract="boxed"),
+                        answer=list(refs))  # fmt: skip
+    assert scores(boxed) == [1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0]
+    config = MathVerifyConfig(correct_score=2.0, incorrect_score=-1.0, no_answer_score=-2.0)
+    out = math_verify(["", "", ""], [r"\boxed{3}", "no answer here", r"\boxed{4}"],
+                      config=config, answer=["4", "4", "4"])  # fmt: skip
+    assert scores(out) == [-1.0, -2.0, 2.0]
+    assert [r["answer_found"] for r in out] == [1.0, 0.0, 1.0]
+    with pytest.raises(HfsdkError, match="math_verify needs the dataset column 'answer'"):
+        math_verify([""], ["1"], solution=["1"])
+
+
+def test_math_verify_runs_under_hfsdks_deadline_outside_the_main_thread() -> None:
+    # math-verify's own timeout is SIGALRM, which only the main thread may set: on another
+    # thread it fails (and math-verify scores 0). Off, hfsdk's reward deadline bounds it.
+    import threading
+
+    from hfsdk.core.rewards.calling import RewardCall, call_reward_functions
+
+    registry = hfsdk.get_registry("reward_functions")
+    entry = registry.get("math_verify")
+    refs, responses = zip(*MATH_CASES, strict=True)
+    found: list = []
+    call = RewardCall(label="math_verify", fn=entry.impl)  # type: ignore[arg-type]
+    columns = {"answer": list(refs)}
+
+    def score() -> None:
+        found.extend(call_reward_functions([call], [""] * 7, list(responses), columns, timeout_s=60))
+
+    worker = threading.Thread(target=score)
+    worker.start()
+    worker.join(120)
+    assert found and found[0].scores == [1.0] * 7
+    assert entry.config_cls.__name__ == "MathVerifyConfig" and entry.plugin == "rewards"
+
+
+def test_hfsdk_list_rewards_shows_math_verify(capsys: pytest.CaptureFixture[str]) -> None:
+    from hfsdk.core.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["list", "rewards"])
+    out = capsys.readouterr().out
+    assert info.value.code in (0, None)
+    line = next(x for x in out.splitlines() if x.startswith("math_verify"))
+    assert "equals the reference mathematically" in line and line.endswith("[rewards]")

@@ -1,0 +1,142 @@
+"""The ``code_tests`` reward: last code block, stdin/stdout and assert cases, reasons."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import hfsdk
+from hfsdk.core.errors import HfsdkError
+from hfsdk_rewards.code_tests import CodeTestsConfig, code_tests, last_code_block
+from hfsdk_sandbox import SandboxLimits
+
+pytestmark = pytest.mark.usefixtures("sandbox_any_isolation")
+
+CONFIG = CodeTestsConfig(limits=SandboxLimits(wall_s=3.0, cpu_s=2))
+IO = json.dumps({"inputs": ["1 2\n", "5 7\n"], "outputs": ["3\n", "12\n"]})
+ASSERTS = json.dumps({"asserts": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"]})
+
+
+def _fenced(code: str) -> str:
+    return f"Here is my answer.\n```python\n{code}\n```\n"
+
+
+def test_the_last_fenced_block_is_the_program() -> None:
+    text = "```python\nprint(1)\n```\nbetter:\n```\nprint(2)\n```"
+    assert last_code_block(text).strip() == "print(2)"
+    assert last_code_block("no code here") is None
+
+
+def test_stdin_stdout_cases_score_one_only_when_all_pass() -> None:
+    right = _fenced("a, b = map(int, input().split())\nprint(a + b)")
+    half = _fenced("a, b = map(int, input().split())\nprint(3)")
+    rows = code_tests(["p", "p"], [right, half], config=CONFIG, ground_truth=[IO, IO])
+    assert [r["score"] for r in rows] == [1.0, 0.0]
+    assert rows[1]["cases_passed"] == 0.5 and rows[1]["wrong_answer"] == 1.0
+
+
+def test_assert_cases_run_after_the_program() -> None:
+    good = _fenced("def add(a, b):\n    return a + b")
+    bad = _fenced("def add(a, b):\n    return a - b")
+    rows = code_tests(["p", "p"], [good, bad], config=CONFIG, ground_truth=[ASSERTS, ASSERTS])
+    assert [r["score"] for r in rows] == [1.0, 0.0]
+    assert rows[1]["wrong_answer"] == 1.0 and rows[1]["cases_passed"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        ("while True:\n    pass", "timeout"),
+        ("import os\nwhile True:\n    os.fork()", "refused"),
+        ("x = bytearray(1 << 31)", "memory"),
+        ("print('x' * 10**7)", "output_limit"),
+        ("open('/etc/hfsdk_probe', 'w')", "refused"),
+    ],
+)
+def test_hostile_programs_score_zero_with_a_reason(code: str, reason: str) -> None:
+    [row] = code_tests(["p"], [_fenced(code)], config=CONFIG, ground_truth=[IO])
+    assert row["score"] == 0.0 and row[reason] == 1.0, row
+
+
+def test_missing_code_and_bad_cases_are_reasons_not_crashes() -> None:
+    rows = code_tests(
+        ["p", "p"], ["just text", _fenced("print(1)")], config=CONFIG, ground_truth=[IO, "{oops"]
+    )
+    assert rows[0]["no_code"] == 1.0 and rows[1]["bad_tests"] == 1.0
+    assert all(r["score"] == 0.0 for r in rows)
+
+
+def test_a_missing_column_is_one_clear_error() -> None:
+    with pytest.raises(HfsdkError, match=r"code_tests needs the dataset column 'ground_truth'"):
+        code_tests(["p"], ["r"], config=CONFIG, answer=["x"])
+
+
+def test_it_is_registered_with_its_config() -> None:
+    entry = hfsdk.get_registry("reward_functions")["code_tests"]
+    assert entry.impl is code_tests and entry.config_cls is CodeTestsConfig
+
+
+WRONG_ADD = "def add(a, b):\n    return 0\n"
+GAMES = {
+    "os_exit_at_top": "import os\n" + WRONG_ADD + "os._exit(0)",
+    "os_exit_in_call": "import os\ndef add(a, b):\n    os._exit(0)",
+    "system_exit_at_top": WRONG_ADD + "raise SystemExit(0)",
+    "system_exit_in_call": "def add(a, b):\n    raise SystemExit(0)",
+    "atexit": "import atexit, os\natexit.register(lambda: os._exit(0))\n" + WRONG_ADD,
+    "excepthook": "import os, sys\nsys.excepthook = lambda *a: os._exit(0)\n" + WRONG_ADD,
+    "always_equal": (
+        "class Yes:\n    def __eq__(self, other):\n        return True\n"
+        "    __hash__ = object.__hash__\n"
+        "def add(a, b):\n    return Yes()"
+    ),
+    "int_subclass": (
+        "class Yes(int):\n    def __eq__(self, other):\n        return True\n"
+        "    __hash__ = int.__hash__\n"
+        "def add(a, b):\n    return Yes(0)"
+    ),
+    "printed_records": (
+        "import sys\nfor i in range(2):\n"
+        '    sys.stdout.write(\'\\x1fhfsdk-case %d {"values": [["int", "3"], null]}\\n\' % i)\n'
+        "sys.stdout.flush()\nimport os\nos._exit(0)"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GAMES))
+def test_programs_that_game_the_asserts_score_zero(name: str) -> None:
+    [row] = code_tests(["p"], [_fenced(GAMES[name])], config=CONFIG, ground_truth=[ASSERTS])
+    assert row["score"] == 0.0, row
+    assert row["cases_passed"] < 1.0
+
+
+def test_correct_programs_score_one_whatever_they_print_or_how_they_end() -> None:
+    programs = [
+        "def add(a, b):\n    return a + b",
+        "import sys\ndef add(a, b):\n    print('debug', a, b)\n    return a + b\nsys.stdout.flush()",
+        "def add(a, b):\n    return sum((a, b))\nif __name__ == '__main__':\n    print(add(2, 2))",
+    ]
+    truth = json.dumps(
+        {
+            "asserts": [
+                "assert add(1, 2) == 3",
+                "xs = [4, 5]",
+                "assert add(*xs) in (9, 10)",
+                "assert add(-1, 1) == 0",
+                "assert add(0.5, 0.25) == 0.75",
+                "assert add(2, 2)",
+            ]
+        }
+    )
+    rows = code_tests(
+        ["p"] * 3, [_fenced(p) for p in programs], config=CONFIG, ground_truth=[truth] * 3
+    )
+    assert [r["score"] for r in rows] == [1.0, 1.0, 1.0], rows
+    assert all(r["cases_passed"] == 1.0 for r in rows)
+
+
+def test_an_assert_sample_reports_why_its_program_stopped() -> None:
+    programs = ["import ctypes\ndef add(a, b):\n    return a + b", "raise ValueError('nope')"]
+    rows = code_tests(["p"] * 2, [_fenced(p) for p in programs], config=CONFIG,
+                      ground_truth=[ASSERTS] * 2)  # fmt: skip
+    assert rows[0]["refused"] == 1.0 and rows[1]["error"] == 1.0

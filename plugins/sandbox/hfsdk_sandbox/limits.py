@@ -1,0 +1,56 @@
+"""The limits one sandboxed run gets (``code_tests`` reward and code tools take them as config)."""
+
+from __future__ import annotations
+
+import attrs
+
+from hfsdk import help_field
+
+
+@attrs.frozen(kw_only=True)
+class SandboxLimits:
+    """Wall-clock, CPU, memory and output limits of one sandboxed program.
+
+    ``wall_s`` bounds the whole run (the process group is killed after it);
+    ``cpu_s`` is the kernel's CPU-time limit; ``memory_mb`` the address-space
+    limit; ``output_bytes`` the largest stdout (and stderr) the program may
+    write — more is cut there and reported as ``output_limit``; ``max_tasks``
+    the processes and threads it may have at once (a pids cgroup, where one can
+    be made); ``scratch_mb`` the size of its working directory (a tmpfs).
+    """
+
+    wall_s: float = help_field(
+        "Wall-clock limit of one program run in seconds (its process group is killed after).",
+        default=5.0,
+        validator=attrs.validators.gt(0.0),
+    )
+    cpu_s: int = help_field(
+        "CPU-time limit of one program run in seconds (RLIMIT_CPU).",
+        default=5,
+        validator=attrs.validators.ge(1),
+    )
+    memory_mb: int = help_field(
+        "Address-space limit of one program run in MiB (RLIMIT_AS).",
+        default=512,
+        validator=attrs.validators.ge(64),
+    )
+    output_bytes: int = help_field(
+        "Largest stdout/stderr a program may write (bytes); more is cut and reported.",
+        default=65536,
+        validator=attrs.validators.ge(1024),
+    )
+    max_tasks: int = help_field(
+        "Tasks (threads and the launcher's processes) one program may have at once "
+        "(cgroup pids.max, where one can be made).",
+        default=32,
+        validator=attrs.validators.ge(4),
+    )
+    scratch_mb: int = help_field(
+        "Size of the program's working directory in MiB (a tmpfs under bubblewrap).",
+        default=64,
+        validator=attrs.validators.ge(1),
+    )
+
+
+PYTHON_TOOL_LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5, memory_mb=512, output_bytes=8192)
+"""The limits of one call of the agents' ``python`` tool (``hfsdk sandbox run --limits python``)."""

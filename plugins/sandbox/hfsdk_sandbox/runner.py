@@ -1,0 +1,349 @@
+"""Run a Python snippet in its own sandbox with limits, and say what happened.
+
+Two isolation modes (``sandbox.isolation`` in a run config, or the
+``HFSDK_SANDBOX_ISOLATION`` environment variable, which child processes inherit):
+
+``os`` (the default): bubblewrap (:mod:`.bwrap`) — new user, PID, network,
+IPC, UTS, cgroup and mount namespaces, a root holding only the interpreter,
+its standard library and the shared libraries, uid 65534, an empty
+environment, a seccomp filter (:mod:`.seccomp`) that refuses namespace,
+tracing and kernel-surface calls and new processes, and a pids cgroup
+(:mod:`.cgroup`) where one can be made. Where bubblewrap cannot start, model
+code is refused (status ``refused``) rather than run with less.
+
+``process``: today's weaker layers, for machines without user namespaces: a
+process in its own session, an empty network namespace and the ``nobody``
+user where the caller is root and the interpreter is readable by others.
+It does not stop a program from reading what the caller's user may read.
+
+In both, the kernel limits (CPU, address space, file size, no core dumps) and
+the audit hook of :mod:`.guard` — a friendly early error, not a boundary —
+are set before the program starts; stdout and stderr come back through pipes
+read with a byte cap and the wall-clock deadline (:mod:`.pipes`); the whole
+process group (and cgroup) is killed at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal
+
+import attrs
+
+from hfsdk_sandbox import bwrap
+from hfsdk_sandbox.cgroup import PidsCgroup, make_pids_cgroup
+from hfsdk_sandbox.limits import SandboxLimits
+from hfsdk_sandbox.pipes import drain
+from hfsdk_sandbox.seccomp import build_filter
+
+log = logging.getLogger(__name__)
+
+Status = Literal["ok", "error", "timeout", "memory", "output_limit", "refused"]
+Isolation = Literal["os", "process"]
+ISOLATIONS: tuple[Isolation, ...] = ("os", "process")
+ISOLATION_ENV = "HFSDK_SANDBOX_ISOLATION"
+GUARD = Path(__file__).with_name("guard.py")
+NOBODY_UID = 65534
+_WRAP_IN_CGROUP = 'echo $$ > "$1" || exit 125; shift; exec "$@"'
+
+
+@attrs.frozen(kw_only=True)
+class SandboxResult:
+    """What one sandboxed run did.
+
+    ``status``: ``ok`` (exit 0), ``error`` (an exception or a non-zero exit),
+    ``timeout`` (wall-clock or CPU limit), ``memory`` (the memory limit),
+    ``output_limit`` (wrote more than allowed), ``refused`` (the guard stopped
+    a forbidden operation, or no sandbox could start). ``stdout``/``stderr``
+    are cut at the output limit; ``reason`` is one line for metrics and logs.
+    """
+
+    status: Status
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    reason: str
+
+    @property
+    def ok(self) -> bool:
+        """Whether the program ran to the end and exited 0."""
+        return self.status == "ok"
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain data (``hfsdk sandbox run --json``)."""
+        return attrs.asdict(self)
+
+
+def isolation() -> Isolation:
+    """The isolation mode this process uses: ``HFSDK_SANDBOX_ISOLATION``, default ``os``."""
+    value = os.environ.get(ISOLATION_ENV, "os")
+    return value if value in ISOLATIONS else "os"  # type: ignore[return-value]
+
+
+def set_isolation(mode: Isolation) -> None:
+    """Use ``mode`` here and in the processes started from here (an environment variable)."""
+    if mode not in ISOLATIONS:
+        raise ValueError(f"sandbox isolation {mode!r}; expected one of {list(ISOLATIONS)}")
+    os.environ[ISOLATION_ENV] = mode
+
+
+def unavailable_line(mode: Isolation | None = None) -> str | None:
+    """One line when model code would be refused or weakly isolated here, else ``None``."""
+    mode = mode or isolation()
+    reason = bwrap.unavailable_reason()
+    if reason is None:
+        return None
+    if mode == "process":
+        return (
+            f"sandbox: bubblewrap cannot start here ({reason}); model code runs with the weaker "
+            "process isolation (sandbox.isolation: process; see docs/agents.md#sandbox-layers)"
+        )
+    return (
+        f"sandbox: bubblewrap cannot start here ({reason}); model code will be refused — "
+        "enable user namespaces, or set sandbox.isolation: process to accept weaker isolation "
+        "(docs/agents.md#sandbox-layers)"
+    )
+
+
+@functools.cache
+def _process_isolation() -> tuple[bool, bool]:
+    """(netns works, dropping to ``nobody`` works) in ``process`` mode; probed once."""
+    if os.name != "posix" or os.geteuid() != 0:
+        return False, False
+    unshare = shutil.which("unshare")
+    netns = False
+    if unshare:
+        probe = subprocess.run([unshare, "--net", "true"], capture_output=True, timeout=10)
+        netns = probe.returncode == 0
+    scratch = Path(tempfile.mkdtemp(prefix="hfsdk-sandbox-probe-"))
+    try:
+        # Imports after the drop: nobody must be able to read the standard library too.
+        (scratch / "main.py").write_text("import json, decimal, fractions\n")
+        shutil.copyfile(GUARD, scratch / ".guard.py")
+        os.chown(scratch, NOBODY_UID, NOBODY_UID)
+        probe = subprocess.run(
+            _process_command(scratch, SandboxLimits(), drop=True, netns=False),
+            capture_output=True,
+            timeout=10,
+            cwd=scratch,
+        )
+        nobody = probe.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        nobody = False
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if not (netns and nobody):
+        log.info("sandbox: network namespace %s, unprivileged user %s", netns, nobody)
+    return netns, nobody
+
+
+def _guard_args(limits: SandboxLimits, drop: bool) -> list[str]:
+    return [
+        str(limits.cpu_s),
+        str(limits.memory_mb * 1024 * 1024),
+        str(limits.output_bytes),
+        str(int(drop)),
+    ]
+
+
+def _process_command(scratch: Path, limits: SandboxLimits, *, drop: bool, netns: bool) -> list[str]:
+    command = [
+        bwrap.interpreter(),
+        "-I",
+        "-S",
+        "-B",
+        str(scratch / ".guard.py"),
+        str(scratch),
+        str(scratch / "main.py"),
+        *_guard_args(limits, drop),
+    ]
+    return [shutil.which("unshare") or "unshare", "--net", *command] if netns else command
+
+
+def _classify(code: int | None, timed_out: bool, stderr: str, cut: bool) -> tuple[Status, str]:
+    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    if cut or code == -signal.SIGXFSZ:  # before timeout: the parent kills at the cap
+        return "output_limit", "output_limit: the program wrote more than the output limit"
+    if timed_out or code in (-signal.SIGXCPU, -signal.SIGKILL):
+        return "timeout", "timeout: the time limit was reached"
+    if "MemoryError" in last or code == -signal.SIGSEGV:
+        return "memory", "memory: the memory limit was reached"
+    if "sandbox:" in last and "PermissionError" in last:
+        return "refused", "refused: " + last.split("sandbox:", 1)[1].strip()
+    if code == 0:
+        return "ok", "ok"
+    return "error", f"error: {last[:200] or f'exit status {code}'}"
+
+
+def _execute(
+    argv: list[str],
+    *,
+    stdin_path: Path,
+    cwd: Path,
+    limits: SandboxLimits,
+    pass_fds: tuple[int, ...] = (),
+    cgroup: PidsCgroup | None = None,
+    signal_exit: bool = False,
+) -> tuple[int | None, bytes, bytes, bool, bool]:
+    """Run ``argv``; (return code, stdout, stderr, cut at the cap, past the deadline).
+
+    ``signal_exit``: the launcher reports a program killed by signal N as exit
+    status 128 + N (bwrap does); it is turned back into ``-N`` like subprocess's.
+    """
+    if cgroup is not None:
+        argv = ["/bin/sh", "-c", _WRAP_IN_CGROUP, "hfsdk-sandbox", str(cgroup.procs), *argv]
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    deadline = time.monotonic() + limits.wall_s
+    try:
+        with open(stdin_path, "rb") as stdin_file:
+            process = subprocess.Popen(
+                argv,
+                stdin=stdin_file,
+                stdout=out_w,
+                stderr=err_w,
+                cwd=cwd,
+                env={},
+                start_new_session=True,
+                pass_fds=pass_fds,
+            )
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    try:
+        drained = drain(out_r, err_r, cap=limits.output_bytes, deadline=deadline)
+        timed_out = drained.timed_out
+        if not (drained.over_cap or timed_out):
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+    finally:
+        # The whole session, and the cgroup: whatever the program started goes with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        if cgroup is not None:
+            cgroup.kill_all()
+        process.wait()
+    code = process.returncode
+    if signal_exit and code is not None and 128 < code < 128 + signal.NSIG:
+        code = -(code - 128)
+    return code, drained.stdout, drained.stderr, drained.over_cap, timed_out
+
+
+def _refused(reason: str) -> SandboxResult:
+    return SandboxResult(
+        status="refused", returncode=None, stdout="", stderr="", seconds=0.0, reason=reason
+    )
+
+
+def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = None) -> SandboxResult:
+    """Run ``code`` as a program with ``stdin`` as its standard input, under ``limits``."""
+    limits = limits or SandboxLimits()
+    mode = isolation()
+    if mode == "os" and (problem := bwrap.unavailable_reason()) is not None:
+        return _refused(
+            f"refused: bubblewrap cannot start here ({problem}); "
+            "set sandbox.isolation: process to run model code with weaker isolation"
+        )
+    scratch = Path(tempfile.mkdtemp(prefix="hfsdk-sandbox-"))
+    started = time.perf_counter()
+    cgroup: PidsCgroup | None = None
+    try:
+        program = scratch / "main.py"
+        program.write_text(code)
+        (scratch / "stdin.txt").write_text(stdin)
+        # A copy inside the scratch directory: readable wherever the package is installed.
+        shutil.copyfile(GUARD, scratch / ".guard.py")
+        if mode == "os":
+            seccomp_r, seccomp_w = os.pipe()
+            try:
+                os.write(seccomp_w, build_filter(processes=False))
+            finally:
+                os.close(seccomp_w)
+            try:
+                cgroup = make_pids_cgroup(limits.max_tasks)
+                argv = bwrap.command(
+                    bwrap=bwrap.bwrap_path() or "bwrap",
+                    program=program,
+                    guard=scratch / ".guard.py",
+                    seccomp_fd=seccomp_r,
+                    scratch_bytes=limits.scratch_mb * 1024 * 1024,
+                    guard_args=_guard_args(limits, drop=False),
+                )
+                result = _execute(
+                    argv,
+                    stdin_path=scratch / "stdin.txt",
+                    cwd=scratch,
+                    limits=limits,
+                    pass_fds=(seccomp_r,),
+                    cgroup=cgroup,
+                    signal_exit=True,
+                )
+            finally:
+                os.close(seccomp_r)
+        else:
+            netns, nobody = _process_isolation()
+            if nobody:
+                os.chown(scratch, NOBODY_UID, NOBODY_UID)
+                os.chown(program, NOBODY_UID, NOBODY_UID)
+            result = _execute(
+                _process_command(scratch, limits, drop=nobody, netns=netns),
+                stdin_path=scratch / "stdin.txt",
+                cwd=scratch,
+                limits=limits,
+            )
+        returncode, out, err, cut, timed_out = result
+        stdout = out.decode("utf-8", errors="replace")
+        stderr = err.decode("utf-8", errors="replace")
+        status, reason = _classify(returncode, timed_out, stderr, cut)
+        return SandboxResult(
+            status=status,
+            returncode=returncode,
+            stdout=stdout,
+            stderr=stderr,
+            seconds=time.perf_counter() - started,
+            reason=reason,
+        )
+    finally:
+        if cgroup is not None:
+            cgroup.remove()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def default_concurrency() -> int:
+    """How many sandboxed programs run at once: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def run_many(
+    jobs: Sequence[tuple[str, str]],
+    *,
+    limits: SandboxLimits | None = None,
+    concurrency: int | None = None,
+) -> list[SandboxResult]:
+    """Run ``(code, stdin)`` jobs, at most ``concurrency`` at once; results in job order."""
+    if not jobs:
+        return []
+    workers = min(len(jobs), concurrency or default_concurrency())
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda job: run_python(job[0], stdin=job[1], limits=limits), jobs))

@@ -1,0 +1,76 @@
+"""Where bubblewrap cannot start (simulated: a bwrap that does not exist), model code is
+refused unless ``sandbox.isolation: process`` accepts the weaker layers, and it is said once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hfsdk_sandbox import SandboxLimits, run_python, unavailable_line
+from hfsdk_sandbox.bwrap import unavailable_reason
+from hfsdk_sandbox.preflight import sandbox_notice
+from hfsdk_sandbox.runner import ISOLATION_ENV
+
+FAST = SandboxLimits(wall_s=3.0, cpu_s=2, memory_mb=256, output_bytes=4096)
+
+
+@pytest.fixture
+def no_bwrap(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("HFSDK_SANDBOX_BWRAP", "/nonexistent/bwrap")
+    monkeypatch.setenv(ISOLATION_ENV, "os")
+    unavailable_reason.cache_clear()
+    yield
+    unavailable_reason.cache_clear()  # the next caller probes the real machine again
+
+
+def test_model_code_is_refused_without_bubblewrap(no_bwrap: None, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    result = run_python(f"open({str(marker)!r}, 'w')", limits=FAST)
+    assert result.status == "refused" and result.returncode is None
+    assert "bubblewrap cannot start" in result.reason
+    assert "sandbox.isolation: process" in result.reason
+    assert not marker.exists()
+    line = unavailable_line()
+    assert line is not None and "\n" not in line and "will be refused" in line
+
+
+def test_process_isolation_runs_it_and_says_it_is_weaker(
+    no_bwrap: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ISOLATION_ENV, "process")
+    # Modules the guard has not loaded: the stdlib must stay readable after any user switch.
+    result = run_python("import json, decimal\nprint(json.dumps(6 * 7))", limits=FAST)
+    assert (result.status, result.stdout) == ("ok", "42\n"), result.stderr
+    line = unavailable_line()
+    assert line is not None and "\n" not in line and "weaker process isolation" in line
+
+
+def test_the_notice_is_given_only_for_runs_that_execute_model_code(no_bwrap: None) -> None:
+    assert sandbox_notice("os", ["add"], ["exact_match"]) is None
+    assert "will be refused" in (sandbox_notice("os", ["python"], []) or "")
+    assert "weaker" in (sandbox_notice("process", [], ["code_tests"]) or "")
+    assert os.environ[ISOLATION_ENV] == "process"  # workers started from here inherit it
+
+
+def test_the_cli_says_so_in_one_line_before_the_result(tmp_path: Path) -> None:
+    program = tmp_path / "p.py"
+    program.write_text("print('ran')\n")
+    env = {**os.environ, "HFSDK_SANDBOX_BWRAP": "/nonexistent/bwrap", ISOLATION_ENV: "os"}
+    hfsdk = str(Path(sys.executable).with_name("hfsdk"))
+    done = subprocess.run(
+        [hfsdk, "sandbox", "run", str(program), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("sandbox: bubblewrap cannot start here")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["status"] == "refused" and result["stdout"] == ""

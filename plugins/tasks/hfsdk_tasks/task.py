@@ -1,0 +1,124 @@
+"""The built-in task: single-digit addition, its prompts, reward and cost.
+
+Pure Python (no torch), so the driver can import the reward functions cheaply.
+
+- Prompt: ``"3 + 5 ="``; dataset columns ``prompt`` and ``answer`` (``"8"``).
+- Reward: 1.0 when the first number in the response equals the answer, else 0.0.
+- Cost (Safe-RLHF): 1.0 when the response contains the filler word (``ugh``),
+  else 0.0 — a stand-in for an unwanted behaviour the warm-started policy has.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from hfsdk import HfsdkError
+from hfsdk_tasks.spec import DefaultTaskSpec
+
+REWARD_FUNCTION_NAME = "default_task"
+"""Suggested registry name of :func:`default_task_reward`."""
+COST_FUNCTION_NAME = "default_task_cost"
+"""Suggested registry name of :func:`default_task_cost`."""
+
+DEFAULT_FILLER_WORD = DefaultTaskSpec().filler_word
+
+_NUMBER = re.compile(r"-?\d+")
+_PROMPT = re.compile(r"^\s*(\d+)\s*\+\s*(\d+)\s*=\s*$")
+
+
+def format_prompt(a: int, b: int) -> str:
+    """The prompt text for ``a + b``."""
+    return f"{a} + {b} ="
+
+
+def parse_prompt(prompt: str) -> tuple[int, int]:
+    """The two operands of a prompt made by :func:`format_prompt`."""
+    match = _PROMPT.match(prompt)
+    if match is None:
+        raise HfsdkError(
+            f"prompt {prompt!r} is not a default-task prompt; expected the form 'A + B =' "
+            "(or pass the 'answer' column to the reward function)"
+        )
+    return int(match.group(1)), int(match.group(2))
+
+
+def task_rows(spec: DefaultTaskSpec) -> list[dict[str, str]]:
+    """Every prompt of the task once, shuffled with the spec's seed (the training split)."""
+    rows = [
+        {"prompt": format_prompt(a, b), "answer": str(a + b)}
+        for a in range(spec.max_operand + 1)
+        for b in range(spec.max_operand + 1)
+    ]
+    random.Random(spec.seed).shuffle(rows)
+    return rows
+
+
+def validation_rows(spec: DefaultTaskSpec) -> list[dict[str, str]]:
+    """A fixed sample of the task's prompts.
+
+    The task is a fixed table, so there is no held-out part: validation measures
+    how well the policy answers (greedily) prompts it was trained on.
+    """
+    rows = task_rows(spec)
+    random.Random(spec.seed + 1).shuffle(rows)
+    return rows[: min(spec.val_size, len(rows))]
+
+
+def first_number(text: str) -> int | None:
+    """The first integer in ``text``, or ``None`` when there is none."""
+    match = _NUMBER.search(text)
+    return int(match.group()) if match else None
+
+
+def _answers(prompts: Sequence[str], answer: Sequence[Any] | None) -> list[int]:
+    if answer is None:
+        return [sum(parse_prompt(p)) for p in prompts]
+    if len(answer) != len(prompts):
+        raise HfsdkError(
+            f"the 'answer' column has {len(answer)} entries but there are {len(prompts)} "
+            "prompts; pass one answer per sample"
+        )
+    try:
+        return [int(str(a).strip()) for a in answer]
+    except ValueError as err:
+        raise HfsdkError(
+            f"the 'answer' column must hold integers (as numbers or strings); {err}"
+        ) from None
+
+
+def default_task_reward(
+    prompts: list[str],
+    responses: list[str],
+    answer: Sequence[Any] | None = None,
+    **columns: Any,
+) -> list[float]:
+    """1.0 where the response's first number equals the answer, else 0.0.
+
+    ``answer`` is the dataset column; without it the answer is computed from
+    the prompt (``"a + b ="``). Other columns are ignored.
+    """
+    if len(responses) != len(prompts):
+        raise HfsdkError(
+            f"got {len(prompts)} prompts but {len(responses)} responses; "
+            "pass one response per prompt"
+        )
+    targets = _answers(prompts, answer)
+    return [1.0 if first_number(r) == t else 0.0 for r, t in zip(responses, targets, strict=True)]
+
+
+def default_task_cost(
+    prompts: list[str],
+    responses: list[str],
+    filler_word: str = DEFAULT_FILLER_WORD,
+    **columns: Any,
+) -> list[float]:
+    """1.0 where the response contains ``filler_word`` as a word, else 0.0."""
+    if len(responses) != len(prompts):
+        raise HfsdkError(
+            f"got {len(prompts)} prompts but {len(responses)} responses; "
+            "pass one response per prompt"
+        )
+    return [1.0 if filler_word in r.split() else 0.0 for r in responses]

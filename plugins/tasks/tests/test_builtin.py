@@ -1,0 +1,51 @@
+"""The plugin registers the addition task as ``default``: variants, data kinds, its signals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import hfsdk
+from hfsdk_tasks.builtin import ADDITION_TASK, addition_model_config
+from hfsdk_tasks.task import COST_FUNCTION_NAME, REWARD_FUNCTION_NAME
+
+
+def test_the_plugin_registers_the_default_task_and_its_signals() -> None:
+    assert hfsdk.get_task() is ADDITION_TASK
+    assert hfsdk.get_registry("tasks")["default"].plugin == "tasks"
+    rewards = hfsdk.get_registry("reward_functions")
+    assert rewards[REWARD_FUNCTION_NAME].plugin == rewards[COST_FUNCTION_NAME].plugin == "tasks"
+    assert dict(ADDITION_TASK.signals) == {
+        "reward": (REWARD_FUNCTION_NAME,),
+        "cost": (COST_FUNCTION_NAME,),
+    }
+
+
+@pytest.mark.slow
+def test_model_variants_share_tokenizer_and_data_and_differ_in_weights() -> None:
+    warm, cold, partial = (ADDITION_TASK.build(model=m) for m in ("warm", "cold", "partial"))
+    assert len({warm.model_dir, cold.model_dir, partial.model_dir}) == 3
+    assert warm.tokenizer_dir == cold.tokenizer_dir == partial.tokenizer_dir
+    assert warm.train_files == cold.train_files == partial.train_files
+    steps = {
+        name: json.loads((a.model_dir.parent / "spec.json").read_text())["spec"]["warm_start_steps"]
+        for name, a in (("warm", warm), ("cold", cold), ("partial", partial))
+    }
+    assert steps == {"warm": 160, "cold": 0, "partial": 30}
+    # The shape the config checks read without building is the built model's.
+    built = json.loads((warm.model_dir / "config.json").read_text())
+    for key, value in addition_model_config().items():
+        assert built[key] == value, key
+
+
+def test_preference_pairs_are_the_right_answer_over_a_wrong_one() -> None:
+    pairs = ADDITION_TASK.build(data="preference_pairs")
+    rows = [json.loads(line) for line in Path(pairs.train_files[0]).read_text().splitlines()]
+    assert rows and all(r["chosen"] == r["answer"] != r["rejected"] for r in rows)
+
+
+def test_an_unknown_variant_is_one_line() -> None:
+    with pytest.raises(hfsdk.HfsdkError, match="no 'huge' model; it offers warm, cold, partial"):
+        ADDITION_TASK.build(model="huge")
