@@ -41,7 +41,7 @@ def rank_main(rank: int, world: int, path: str, tg: int, decoder: str) -> dict[s
     from transformers import PreTrainedModel
 
     from hfsdk import Batch, build_rollout
-    from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
+    from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
     from hfsdk_backend_megatron.engine import MegatronEngine
     from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig

@@ -69,7 +69,7 @@ def rank_main(
     import torch.distributed as dist
 
     from hfsdk import Batch
-    from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
+    from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
     from hfsdk_backend_megatron.engine import MegatronEngine
     from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
     from hfsdk_rollout_vllm.hybrid_vllm import HybridVLLMRollout

@@ -24,7 +24,7 @@ Reported per setting: resident bytes of each role after it is built
 interpreter during the step (``/proc/self/status`` VmHWM, reset with
 ``clear_refs`` before the step), tokens/s over the step (prompt + response
 tokens / wall seconds), and the planner's estimate
-(:func:`hfsdk.core.placement.run_memory.run_memory`) for the same run config,
+(:func:`hfsdk_planner.run_memory.run_memory`) for the same run config,
 with its error. ``--plan-only`` prints, per setting, the largest Qwen2.5
 shape the planner says fits this machine's memory.
 """
@@ -140,7 +140,7 @@ def overrides(model: str, setting: str, args: argparse.Namespace) -> list[str]:
 def estimate(model: str, setting: str, args: argparse.Namespace, mean_length: int = 0) -> dict:
     """The planner's bytes for the setting: per role (resident, transient) and the pool total."""
     from hfsdk.core.config import load_run_config
-    from hfsdk.core.placement.run_memory import run_memory
+    from hfsdk_planner.run_memory import run_memory
 
     config = load_run_config("grpo", None, overrides(model, setting, args))
     pools = run_memory(config, mean_sequence_length=mean_length)
@@ -252,7 +252,7 @@ def child(args: argparse.Namespace) -> None:
 
 def plan_only(args: argparse.Namespace) -> None:
     """The largest Qwen2.5 shape each setting fits into this machine's memory, per the planner."""
-    from hfsdk.core.placement.run_memory import host_memory_bytes
+    from hfsdk_planner.run_memory import host_memory_bytes
 
     total = float(args.memory_gib) * 2**30 if args.memory_gib else host_memory_bytes()
     print(f"memory budget: {total / 2**30:.1f} GiB")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from hfsdk.core.placement import plan_for_algorithm
+from hfsdk_planner import plan_for_algorithm
 
 CASES = (
     ("ppo", "70B", 128),

@@ -11,7 +11,7 @@ quotes its output.
 from __future__ import annotations
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.placement import PlacementSearch, Plan, algorithm_dataflow, get_cluster
+from hfsdk_planner import PlacementSearch, Plan, algorithm_dataflow, get_cluster
 
 ALGORITHMS = ("ppo", "remax", "safe_rlhf")
 SIZES = ("7B", "13B", "34B", "70B")

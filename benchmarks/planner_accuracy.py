@@ -74,7 +74,7 @@ OVERLAPPED = "1+1"
 
 def layout_overrides(devices: str, steps: int) -> list[str]:
     """One pool of ``devices``, or (``1+1``) a rollout pool of its own under one_step_off."""
-    from hfsdk.core.placement.calibrate_backend import short_run_overrides
+    from hfsdk_planner.calibrate_backend import short_run_overrides
 
     if devices != OVERLAPPED:
         return short_run_overrides(steps, int(devices))
@@ -89,7 +89,7 @@ def layout_overrides(devices: str, steps: int) -> list[str]:
 
 def train(algo: str, task: str, devices: str, steps: int, workdir: Path, dtype: str) -> Path:
     """One short run in its own process; its run directory."""
-    from hfsdk.core.placement.calibrate_backend import train_in_subprocess
+    from hfsdk_planner.calibrate_backend import train_in_subprocess
 
     overrides = layout_overrides(devices, steps)
     if task == "compute":
@@ -102,8 +102,8 @@ def train(algo: str, task: str, devices: str, steps: int, workdir: Path, dtype: 
 
 def _remeasure(profile: str, path: Path) -> str:
     """``profile`` with the device measured again now (links, calls and backend kept)."""
-    from hfsdk.core.placement.calibrate import calibrate
-    from hfsdk.core.placement.cluster import Cluster
+    from hfsdk_planner.calibrate import calibrate
+    from hfsdk_planner.cluster import Cluster
 
     fresh, _raw = calibrate(links_from=Cluster.load(profile))
     fresh.save(path)
@@ -143,14 +143,14 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    from hfsdk.core.placement.cluster import Cluster
-    from hfsdk.core.placement.run_plan import CheckRow, check_run
+    from hfsdk_planner.cluster import Cluster
+    from hfsdk_planner.run_plan import CheckRow, check_run
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="planner_accuracy_"))
     workdir.mkdir(parents=True, exist_ok=True)
     profile = args.profile
     if profile is None:
-        from hfsdk.core.placement.calibrate import calibrate, format_calibration
+        from hfsdk_planner.calibrate import calibrate, format_calibration
 
         cluster, raw = calibrate()
         profile = str(workdir / "local.yaml")

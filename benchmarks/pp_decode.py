@@ -24,7 +24,9 @@ from pathlib import Path
 
 import torch
 
-from hfsdk.core.hybrid_engine.layout import (
+from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+from hfsdk_backend_common.hybrid.groups import create_groups
+from hfsdk_backend_common.hybrid.layout import (
     HeadShape,
     TrainLayout,
     generation_layout,
@@ -32,8 +34,6 @@ from hfsdk.core.hybrid_engine.layout import (
     generation_tp_groups,
     validate,
 )
-from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
-from hfsdk_backend_common.hybrid.groups import create_groups
 from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs
 from hfsdk_backend_common.hybrid.reshard import HybridEngine
 from hfsdk_backend_common.hybrid.stages import StageLink

@@ -38,15 +38,15 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hfsdk.core.hybrid_engine.accounting import uniform_transition_bytes
-from hfsdk.core.hybrid_engine.layout import (
+from hfsdk_backend_common.hybrid.accounting import uniform_transition_bytes
+from hfsdk_backend_common.hybrid.groups import create_groups
+from hfsdk_backend_common.hybrid.layout import (
     GenLayout,
     HeadShape,
     TrainLayout,
     generation_layout,
     validate,
 )
-from hfsdk_backend_common.hybrid.groups import create_groups
 from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs, tp_slice
 from hfsdk_backend_common.hybrid.reshard import HybridEngine
 from hfsdk_backend_common.testing.synthetic import synthetic_shard

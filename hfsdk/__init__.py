@@ -79,21 +79,9 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.data.unknown_tokens import unknown_token_shares
-    from hfsdk.core.dataflow import Dataflow, Stage
+    from hfsdk.core.dataflow import WORK_KINDS, Dataflow, Stage
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
     from hfsdk.core.generation_strategy import GenerationStrategy, generate_rollout
-    from hfsdk.core.hybrid_engine.accounting import MemoryTracker, generation_specs
-    from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig, resolve_rollout_layout
-    from hfsdk.core.hybrid_engine.layout import (
-        GenLayout,
-        HeadShape,
-        TrainLayout,
-        generation_pp_groups,
-        generation_tp_groups,
-        micro_dp_groups,
-        place,
-    )
-    from hfsdk.core.hybrid_engine.param_spec import ParamSpec, tp_slice, training_shard
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
         LossAggMode,
@@ -168,8 +156,10 @@ if TYPE_CHECKING:
         task_names,
     )
     from hfsdk.core.trainer.faults import take_fault
+    from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
     from hfsdk.core.trainer.preflight import run_assets, run_signals
     from hfsdk.core.trainer.step_observers import StepObserver, StepView
+    from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
     from hfsdk.core.trainer.trainer_config import LOGGERS
     from hfsdk.core.weight_check import (
         Fingerprint,
@@ -188,6 +178,8 @@ if TYPE_CHECKING:
         WorkerGroup,
         register,
     )
+    from hfsdk.core.workers.colocation import colocate
+    from hfsdk.core.workers.local_hosts import LocalPool
     from hfsdk.core.workers.protocols import (
         DispatchContext,
         DispatchPlan,
@@ -196,6 +188,7 @@ if TYPE_CHECKING:
         padding_rows,
         split_rows,
     )
+    from hfsdk.core.workers.ray_runtime import connect_ray, shutdown_ray
     from hfsdk.hookspecs import Register
 
 _LAZY = {
@@ -333,21 +326,6 @@ _LAZY = {
     "check_mesh": "hfsdk.core.workers.protocols.rows",
     "collect_mean_metrics": "hfsdk.core.workers.protocols.builtins",
     "split_rows": "hfsdk.core.workers.protocols.rows",
-    # 3D-HybridEngine (for training backends that reshard their actor for generation)
-    "RolloutLayoutConfig": "hfsdk.core.hybrid_engine.config",
-    "resolve_rollout_layout": "hfsdk.core.hybrid_engine.config",
-    "GenLayout": "hfsdk.core.hybrid_engine.layout",
-    "HeadShape": "hfsdk.core.hybrid_engine.layout",
-    "TrainLayout": "hfsdk.core.hybrid_engine.layout",
-    "generation_pp_groups": "hfsdk.core.hybrid_engine.layout",
-    "generation_tp_groups": "hfsdk.core.hybrid_engine.layout",
-    "place": "hfsdk.core.hybrid_engine.layout",
-    "micro_dp_groups": "hfsdk.core.hybrid_engine.layout",
-    "ParamSpec": "hfsdk.core.hybrid_engine.param_spec",
-    "tp_slice": "hfsdk.core.hybrid_engine.param_spec",
-    "training_shard": "hfsdk.core.hybrid_engine.param_spec",
-    "MemoryTracker": "hfsdk.core.hybrid_engine.accounting",
-    "generation_specs": "hfsdk.core.hybrid_engine.accounting",
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",
     # verified weight syncs (docs/async.md#verified-weight-syncs)
@@ -384,6 +362,15 @@ _LAZY = {
     "signature_problem": "hfsdk.core.rewards.signatures",
     "run_assets": "hfsdk.core.trainer.preflight",
     "run_signals": "hfsdk.core.trainer.preflight",
+    # the placement plugin's needs (hfsdk-plugin-planner)
+    "WORK_KINDS": "hfsdk.core.dataflow",
+    "ROLLOUT_POOL": "hfsdk.core.trainer.placement_config",
+    "METRICS_FILE": "hfsdk.core.trainer.tracking",
+    "read_metrics": "hfsdk.core.trainer.tracking",
+    "colocate": "hfsdk.core.workers.colocation",
+    "LocalPool": "hfsdk.core.workers.local_hosts",
+    "connect_ray": "hfsdk.core.workers.ray_runtime",
+    "shutdown_ray": "hfsdk.core.workers.ray_runtime",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

@@ -183,7 +183,7 @@ class AlgorithmContext:
 class Algorithm:
     """Base class of an algorithm's single-controller program.
 
-    Roles, their kinds and the planner's stages are stated once, in the
+    Roles, their kinds and the placement search's stages are stated once, in the
     :class:`~hfsdk.core.algorithm_spec.AlgorithmSpec` the plugin registers.
     Subclasses implement :meth:`step` as a short program of worker-group calls,
     using the building blocks below (generation, scoring, KL-in-reward, the
@@ -269,7 +269,7 @@ class Algorithm:
     def stage(self, name: str) -> Iterator[None]:
         """Time a stage; recorded as ``timing/<name>_s``.
 
-        ``name`` must be one the spec's dataflow declares (so the planner's
+        ``name`` must be one the spec's dataflow declares (so the placement search's
         stages and the program's timings cannot drift apart).
         """
         self._check_stage(name)
@@ -492,7 +492,7 @@ class Algorithm:
         mask = batch["response_mask"]
         self.metrics["response_length/mean"] = float(mask.sum(dim=-1).float().mean())
         if "input_ids" in batch:
-            # The padded width every training and inference pass runs over (the planner's).
+            # The padded width every training and inference pass runs over (the placement search's).
             self.metrics["perf/sequence_width"] = float(batch["input_ids"].shape[-1])
         if "old_log_probs" in batch and "ref_log_probs" in batch:
             # k3 (exp(r) - r - 1, r = ref - old): unbiased for KL(policy || reference) on the

@@ -6,13 +6,13 @@ derived from it:
 - the run config's sections (one per role, the ``algorithm`` section from
   ``config_cls``; roles of kind ``scorer`` are signal sections);
 - the role kinds a training backend builds (it never guesses from a role's name);
-- the placement planner's :class:`~hfsdk.core.dataflow.Dataflow`, derived from
+- the placement search's :class:`~hfsdk.core.dataflow.Dataflow`, derived from
   the role kinds, whose stage parts are the names ``step()`` times (the
   program cannot time a stage the spec does not declare);
 - the default task's settings (``preset``), merged under the user's config;
 - the actor's objective (``actor_objective``): which terms the policy loss gets.
 
-Keep this module free of heavy imports: ``hfsdk list`` and the planner read it.
+Keep this module free of heavy imports: ``hfsdk list`` and the placement search read it.
 """
 
 from __future__ import annotations
@@ -234,7 +234,7 @@ class AlgorithmSpec:
         default="prompts", validator=attrs.validators.in_(("prompts", "preference_pairs"))
     )
     dataflow: Dataflow = attrs.field(init=False)
-    """What the placement planner reads (derived, see :func:`derive_dataflow`)."""
+    """What the placement search reads (derived, see :func:`derive_dataflow`)."""
 
     def __attrs_post_init__(self) -> None:
         dataflow = derive_dataflow(self.roles, self.extra_generations, self.extra_stages)

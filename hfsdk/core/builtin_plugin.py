@@ -52,12 +52,6 @@ def hfsdk_register_transfer_protocols(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_register_clusters(register: Register) -> None:
-    """Register the cluster presets ``a100-80gb``, ``h100-80gb``, ``h200-141gb`` and ``local``."""
-    from hfsdk.core.placement.cluster import PRESETS
-
-    for name, factory in PRESETS.items():
-        register(name, factory)
 
 
 @hfsdk.hookimpl
@@ -77,20 +71,10 @@ def hfsdk_register_config_sections(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_step_observers(register: Register) -> None:
-    """Register ``faults`` (``HFSDK_FAULT_INJECT``), ``rollout_dump`` (``trainer.rollout_dump``)
-    and ``predicted_step`` (the planner's ``perf/predicted_step_s``)."""
-    from hfsdk.core.placement.run_plan import prediction_observer
+    """Register ``faults`` (``HFSDK_FAULT_INJECT``) and ``rollout_dump``
+    (``trainer.rollout_dump``)."""
     from hfsdk.core.trainer.faults import fault_observer
     from hfsdk.core.trainer.rollout_dump import rollout_dump_observer
 
     register("faults", fault_observer)
     register("rollout_dump", rollout_dump_observer)
-    register("predicted_step", prediction_observer)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_preflight_checks(register: Register) -> None:
-    """Register ``run_memory`` (the planner's memory model against this machine)."""
-    from hfsdk.core.trainer.preflight import run_memory_check
-
-    register("run_memory", run_memory_check)

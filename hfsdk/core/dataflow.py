@@ -1,6 +1,6 @@
 """Declarative description of an algorithm's dataflow.
 
-The placement planner reads it to decide which roles share devices; the
+The placement search reads it to decide which roles share devices; the
 trainer never needs it. Keep it free of heavy imports.
 """
 

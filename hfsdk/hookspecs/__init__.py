@@ -179,10 +179,10 @@ def hfsdk_register_transfer_protocols(register: Register) -> None:
 def hfsdk_register_clusters(register: Register) -> None:
     """Register cluster presets for the placement planner: ``register(name, factory)``.
 
-    ``factory()`` returns a ``hfsdk.core.placement.Cluster`` (devices per node,
-    memory, peak FLOP/s, bandwidths, latencies); ``hfsdk plan --cluster NAME``
-    and ``placement.cluster: NAME`` select it. Name figures' sources (a data
-    sheet, a calibration) in ``Cluster.source``.
+    ``factory()`` returns a cluster description (the placement plugin's
+    ``Cluster``: devices per node, memory, peak FLOP/s, bandwidths, latencies);
+    ``hfsdk plan --cluster NAME`` and ``placement.cluster: NAME`` select it.
+    Name figures' sources (a data sheet, a calibration) in ``Cluster.source``.
     """
 
 
@@ -318,4 +318,22 @@ def hfsdk_prompt_tool_schemas(config: Any) -> list[dict[str, Any]] | None:
     prompts are rendered with them (the tokenizer's chat template ``tools=``);
     called once, before the run starts, so a tool that fails to load stops it
     in one line. See docs/plugin_hooks.md.
+    """
+
+
+
+
+# -- planner: placement resolution ------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def hfsdk_resolve_placement(config: Any) -> dict[str, Any] | None:
+    """Choose where a run's roles go when its config says ``placement.mode: auto``.
+
+    Called once per run, before any worker starts, with the resolved run config;
+    the first plugin to answer wins. Return the placement section to run with:
+    ``{"pools": {name: {"devices": n}}, "roles": {role: pool}}`` and optionally
+    ``"rollout_tp": {role: tp}`` (a generation tensor-parallel size the hybrid
+    engine takes if it fits), or ``None`` to leave the choice to another plugin.
+    The pools' devices must sum to at most the configured pools' devices.
     """

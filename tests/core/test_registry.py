@@ -30,8 +30,13 @@ class _Program(hfsdk.Algorithm):
     """
 
 
+_TASKS: dict[str, object] = {}
+
+
 def _impl(hook: str, name: str) -> object:
-    """What the hook registers: algorithms register a spec, every other kind ``_thing``."""
+    """What the hook registers: algorithms a spec, tasks a task, every other kind ``_thing``."""
+    if hook == "hfsdk_register_tasks":
+        return _TASKS.setdefault(name, hfsdk.Task(summary="A test implementation.", assets=_thing))
     if hook == "hfsdk_register_algorithms":
         return hfsdk.AlgorithmSpec(
             name=name, program=_Program, config_cls=_Cfg, roles=[("actor", "policy")]

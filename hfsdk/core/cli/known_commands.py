@@ -16,6 +16,9 @@ KNOWN_COMMANDS: dict[tuple[str, ...], str] = {
     # issue 34: commands that moved out of the core
     ("config", "import"): "hfsdk-plugin-migration",
     ("data",): "hfsdk-plugin-migration",
+    ("plan",): "hfsdk-plugin-planner",
+    ("calibrate",): "hfsdk-plugin-planner",
+    ("plot",): "hfsdk-plugin-planner",
 }
 """``hfsdk`` subcommand words -> the distribution whose plugin adds them."""
 

@@ -16,8 +16,6 @@ from hfsdk.core.cli.errors import exit_with, run_reporting_errors
 from hfsdk.core.cli.export_command import export
 from hfsdk.core.cli.known_commands import PluginCommandGroup
 from hfsdk.core.cli.list_command import list_entries
-from hfsdk.core.cli.plan_command import calibrate_command, plan
-from hfsdk.core.cli.plot_command import plot
 from hfsdk.core.cli.plugins_command import plugins
 from hfsdk.core.cli.replay_command import replay
 from hfsdk.core.cli.reward_command import reward
@@ -47,9 +45,6 @@ cli.add_command(plugins)
 cli.add_command(list_entries)
 cli.add_command(config)
 cli.add_command(run)
-cli.add_command(plan)
-cli.add_command(calibrate_command)
-cli.add_command(plot)
 cli.add_command(export)
 cli.add_command(replay)
 cli.add_command(reward)

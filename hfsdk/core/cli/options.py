@@ -32,8 +32,7 @@ def task_option(func: Callable[..., Any]) -> Callable[..., Any]:
         default=DEFAULT_TASK,
         metavar="NAME",
         help="Built-in task a config without data runs, as plugins register them "
-        "(hfsdk list tasks): default (addition), tool_use (multi-turn addition with a "
-        "calculator tool, docs/agents.md), ...",
+        "(hfsdk list tasks: the addition task 'default', a multi-turn tool task, ...).",
     )(func)
 
 

@@ -69,30 +69,50 @@ def _default_pools() -> dict[str, PoolConfig]:
     return {"global": PoolConfig()}
 
 
+def _with_a_pool_for_the_roles(pools: dict[str, PoolConfig]) -> dict[str, PoolConfig]:
+    """A rollout pool alone (``pools: {rollout: {devices: 1}}``) still leaves the roles
+    a pool of their own: the default one, listed first."""
+    if pools and all(name == ROLLOUT_POOL for name in pools):
+        return {**_default_pools(), **pools}
+    return pools
+
+
+NO_PLACEMENT_PLUGIN = (
+    "placement.mode=auto needs a placement plugin, and none is installed or enabled (it "
+    "implements hfsdk_resolve_placement); install hfsdk-plugin-planner (pip install "
+    "hfsdk-plugin-planner, and drop it from HFSDK_DISABLE_PLUGINS) or set placement.mode=manual "
+    "with placement.pools and placement.roles"
+)
+"""The one line a run with ``placement: auto`` and no placement plugin stops with."""
+
+
 @attrs.frozen(kw_only=True)
 class PlacementConfig:
     """Which pool each role runs on.
 
-    Roles missing from ``roles`` go to the first pool, so by default every role
-    is colocated on one device. Roles on one pool share its devices (one
+    Roles missing from ``roles`` go to the first pool listed other than
+    ``rollout`` (the rollout replicas' own), so by default every role is
+    colocated on one device. Roles on one pool share its devices (one
     process per device holding all of them when ``colocation`` is ``fused``);
     roles on different pools run concurrently. ``mode: auto`` asks the
-    placement planner instead (``hfsdk plan``).
+    placement plugin instead (``hfsdk_resolve_placement``; ``hfsdk plan``).
     """
 
     mode: Literal["manual", "auto"] = help_field(
-        "manual: pools and roles as given; auto: the placement planner splits the pools' "
+        "manual: pools and roles as given; auto: the placement plugin splits the pools' "
         "devices among the roles (hfsdk plan).",
         default="manual",
         validator=attrs.validators.in_(("manual", "auto")),
     )
     pools: dict[str, PoolConfig] = help_field(
         "Resource pools by name: {name: {devices: N, nodes: M}} (the rollout pool also tp, pp: "
-        "its replicas' layout); roles on one pool share its devices.",
+        "its replicas' layout); roles on one pool share its devices. A rollout pool alone "
+        "gets the default global pool beside it for the roles.",
         factory=_default_pools,
+        converter=_with_a_pool_for_the_roles,
     )
     roles: dict[str, str] = help_field(
-        "Role -> pool; roles not listed go to the first pool.",
+        "Role -> pool; roles not listed go to the first pool other than 'rollout'.",
         factory=dict,
     )
     colocation: Literal["fused", "separate"] = help_field(
@@ -102,24 +122,11 @@ class PlacementConfig:
         validator=attrs.validators.in_(("fused", "separate")),
     )
     cluster: str = help_field(
-        "Hardware the planner models: auto (detect this machine: its GPUs, else the CPU "
+        "Hardware the placement search models: auto (detect this machine: its GPUs, else the CPU "
         "cores), a preset (hfsdk list clusters: a100-80gb, h100-80gb, h200-141gb, local) or "
         "a cluster profile YAML (hfsdk calibrate --output FILE).",
         default="auto",
     )
-
-    @cluster.validator
-    def _known_cluster(self, _attr: attrs.Attribute, value: str) -> None:
-        from hfsdk.core.placement.cluster_lookup import cluster_presets, is_profile_path
-
-        if value == "auto" or is_profile_path(value):
-            return  # a profile file is read (and checked) when the planner runs
-        presets = cluster_presets()
-        if value.strip().lower() not in presets:
-            raise ValueError(
-                f"'cluster' is {value!r}; expected 'auto' (detect this machine), a preset "
-                f"({', '.join(sorted(presets))}) or a cluster profile YAML path"
-            )
 
     @pools.validator
     def _nonempty(self, _attr: attrs.Attribute, value: dict[str, PoolConfig]) -> None:
@@ -152,5 +159,9 @@ class PlacementConfig:
                 )
 
     def pool_of(self, role: str) -> str:
-        """The pool ``role`` runs on."""
-        return self.roles.get(role, next(iter(self.pools)))
+        """The pool ``role`` runs on: its ``roles`` entry, else the first pool listed that
+        is not the rollout replicas' own (``placement.pools.rollout`` never receives a role
+        implicitly, wherever it is listed)."""
+        if role in self.roles:
+            return self.roles[role]
+        return next((name for name in self.pools if name != ROLLOUT_POOL), next(iter(self.pools)))

@@ -209,32 +209,15 @@ def precision_warning(
     )
 
 
-def run_memory_warning(
-    config: RunConfig, *, device_bytes: float | None = None, host_bytes: float | None = None
-) -> str | None:
-    """One line when the planner's memory model says the run will not fit this machine.
+def check_placement_resolvable(config: RunConfig) -> None:
+    """Refuse ``placement.mode=auto`` before anything starts when no plugin resolves it."""
+    from hfsdk.core.plugin_manager import get_plugin_manager
+    from hfsdk.core.trainer.placement_config import NO_PLACEMENT_PLUGIN
 
-    Compared per GPU when the roles compute on CUDA (``device_bytes`` defaults
-    to device 0's memory), otherwise against the host's available memory summed
-    over the pools' virtual devices (``host_bytes`` defaults to ``MemAvailable``).
-    An estimate that cannot be made (an unreadable model config) warns nothing.
-    """
-    from hfsdk.core.placement.run_memory import host_memory_bytes, memory_warning, run_memory
-
-    try:
-        pools = run_memory(config)
-    except (HfsdkError, KeyError, ValueError, OSError) as exc:
-        logger.debug("no memory estimate for this run: %s", exc)
-        return None
-    if device_bytes is None and host_bytes is None:
-        import torch
-
-        if config.trainer.device != "cpu" and torch.cuda.is_available():
-            device_bytes = float(torch.cuda.get_device_properties(0).total_memory)
-        else:
-            found = host_memory_bytes()
-            host_bytes = float(found) if found is not None else None
-    return memory_warning(pools, device_bytes=device_bytes, host_bytes=host_bytes)
+    if config.placement.mode != "auto":
+        return
+    if not get_plugin_manager().hook.hfsdk_resolve_placement.get_hookimpls():
+        raise HfsdkError(NO_PLACEMENT_PLUGIN)
 
 
 def run_assets(config: RunConfig, spec: AlgorithmSpec) -> Any:
@@ -274,6 +257,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     )
 
     check_pipeline(spec, config.trainer.pipeline)
+    check_placement_resolvable(config)
     if spec.has_policy:
         check_rollout_pool(config, spec.policy_role)
     for key, section in _model_sections(config, spec).items():
@@ -334,9 +318,6 @@ def run_preflight_checks(config: RunConfig, spec: AlgorithmSpec, prepared: Prepa
             logger.warning(warning)
 
 
-def run_memory_check(config: RunConfig, spec: AlgorithmSpec, prepared: PreparedRun) -> str | None:
-    """The ``run_memory`` preflight check: :func:`run_memory_warning` for this machine."""
-    return run_memory_warning(config)
 
 
 def _check_signatures(functions: Any, row: Any) -> None:

@@ -21,7 +21,7 @@ import attrs
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
+from hfsdk.core.trainer.placement_config import NO_PLACEMENT_PLUGIN, ROLLOUT_POOL
 from hfsdk.core.trainer.run_assets import (
     SignalScorer,
 )
@@ -318,28 +318,15 @@ class TrainingSession:
         return self.rollout
 
     def _auto_placement(self) -> Any:
-        """``placement.mode=auto``: the planner splits the configured devices among the roles."""
-        from hfsdk.core.placement.auto import auto_placement_section
-        from hfsdk.core.placement.cluster_lookup import resolve_cluster
-        from hfsdk.core.placement.run_plan import plan_rollout_split, run_setup, setup_role_sizes
+        """``placement.mode=auto``: a placement plugin (``hfsdk_resolve_placement``) splits
+        the configured devices among the roles; resolved once, before any worker starts."""
+        from hfsdk.core.plugin_manager import get_plugin_manager
         from hfsdk.core.trainer.placement_config import PoolConfig
 
         placement = self.config.placement
-        devices = sum(pool.devices for pool in placement.pools.values())
-        cluster = resolve_cluster(placement.cluster)
-        # Price the run's own roles: a signal scored by functions costs no device,
-        # and each model role has the size its model_path gives.
-        if self.config.trainer.pipeline != "sync":
-            # Overlapped pipelines: the planner also sizes a rollout pool (or none).
-            section, _plan = plan_rollout_split(self.config, devices, cluster)
-        else:
-            section = auto_placement_section(
-                self.config.algo,
-                role_sizes=setup_role_sizes(run_setup(self.config)),
-                num_devices=devices,
-                cluster=cluster,
-            )
-        logger.warning("placement: auto chose %s", section)
+        section = get_plugin_manager().hook.hfsdk_resolve_placement(config=self.config)
+        if section is None:
+            raise HfsdkError(NO_PLACEMENT_PLUGIN)
         self._planned_rollout_tp = dict(section.get("rollout_tp", {}))
         pools = {name: PoolConfig(devices=p["devices"]) for name, p in section["pools"].items()}
         return attrs.evolve(placement, mode="manual", pools=pools, roles=section["roles"])

@@ -298,3 +298,9 @@ def _info(address: str, started: bool) -> RayInfo:
         devices=float(resources.get(device, 0.0)),
         cpus=float(resources.get("CPU", 0.0)),
     )
+
+
+# The public surface's names (``hfsdk.connect_ray``, ``hfsdk.shutdown_ray``): plain
+# ``connect``/``shutdown`` would not say what they connect to.
+connect_ray = connect
+shutdown_ray = shutdown

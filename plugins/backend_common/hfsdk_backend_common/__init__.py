@@ -24,5 +24,5 @@ importing this package costs nothing):
   tests and benchmarks.
 
 The layout maths the planner uses (layouts, byte formulas, parameter split
-specs) stays in ``hfsdk.core.hybrid_engine``.
+specs) stays in ``hfsdk_backend_common.hybrid``.
 """

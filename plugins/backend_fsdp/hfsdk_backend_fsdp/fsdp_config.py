@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 import attrs
 
-from hfsdk import RolloutLayoutConfig, help_field
+from hfsdk import help_field
+from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
 from hfsdk_backend_common.lora_config import LoraConfig
 from hfsdk_backend_common.role_fields import TrainedRoleConfig
 from hfsdk_backend_common.rollout_config import HFRolloutConfig

@@ -33,7 +33,7 @@ from hfsdk_backend_fsdp.tp_slices import (
 )
 
 if TYPE_CHECKING:
-    from hfsdk import RolloutLayoutConfig
+    from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
     from hfsdk_backend_fsdp.actor import ActorEngine
 
 logger = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import torch
 
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import ConfigError, HfsdkError
-from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
+from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
 from hfsdk_backend_common.hybrid.llama_format import (
     LlamaShape,
     grouped_qkv,

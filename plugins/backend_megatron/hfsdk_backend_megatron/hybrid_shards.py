@@ -19,16 +19,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from hfsdk import (
-    GenerationShards,
+from hfsdk import GenerationShards
+from hfsdk_backend_common.hybrid.decoder import DecoderShape
+from hfsdk_backend_common.hybrid.groups import create_groups
+from hfsdk_backend_common.hybrid.layout import (
     HeadShape,
     TrainLayout,
     generation_pp_groups,
     generation_tp_groups,
-    resolve_rollout_layout,
 )
-from hfsdk_backend_common.hybrid.decoder import DecoderShape
-from hfsdk_backend_common.hybrid.groups import create_groups
+from hfsdk_backend_common.hybrid.layout_config import resolve_rollout_layout
 from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs, megatron_to_hf_local
 from hfsdk_backend_common.hybrid.reshard import HybridEngine
 from hfsdk_backend_common.hybrid.stages import StageLink

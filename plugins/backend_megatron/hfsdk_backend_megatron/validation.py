@@ -91,7 +91,8 @@ def lora_problem(role: str, rank: int) -> str:
 
 def rollout_layout_problems(shape: ModelShape, section: Any, devices: int) -> list[str]:
     """``actor.rollout_layout`` must be a regrouping of the training layout (one message)."""
-    from hfsdk import HeadShape, TrainLayout, resolve_rollout_layout
+    from hfsdk_backend_common.hybrid.layout import HeadShape, TrainLayout
+    from hfsdk_backend_common.hybrid.layout_config import resolve_rollout_layout
 
     tp, pp = section.parallel.tp, section.parallel.pp
     train = TrainLayout(pp, tp, max(1, devices // (tp * pp)))

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.hybrid_engine.accounting import transition_bytes
-from hfsdk.core.hybrid_engine.config import RolloutLayoutConfig
 from hfsdk.core.maths.policy_losses import reinforce_loss
+from hfsdk_backend_common.hybrid.accounting import transition_bytes
+from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout

@@ -1,10 +1,9 @@
-"""Training sessions: default-task assets, signals, and placement chosen by the planner."""
+"""Training sessions: default-task assets, signals, worker threads and executors."""
 
 from __future__ import annotations
 
 import pytest
 
-from hfsdk import get_registry
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.run_assets import signal_config_of
@@ -19,41 +18,6 @@ def test_default_task_fills_in_the_signals() -> None:
     ]
     with pytest.raises(HfsdkError, match="neither functions nor a model"):
         signal_config_of(config, "reward", False)
-
-
-def test_auto_placement_cluster_comes_from_config_or_detection() -> None:
-    from hfsdk.core.placement.cluster_lookup import resolve_cluster
-
-    assert load_run_config("grpo").placement.cluster == "auto"
-    assert resolve_cluster("auto").name == "local"  # no CUDA on the test machine
-    config = load_run_config("grpo", None, ["placement.cluster=a100-80gb"])
-    assert resolve_cluster(config.placement.cluster).name == "a100-80gb"
-    with pytest.raises(HfsdkError, match=r"placement\.cluster': is 'tpu'"):
-        load_run_config("grpo", None, ["placement.cluster=tpu"])
-
-
-@pytest.mark.distributed
-def test_auto_placement_builds_the_planned_pools() -> None:
-    from hfsdk.core.placement.auto import auto_placement_section
-
-    config = load_run_config(
-        "grpo", None, ["placement.mode=auto", "placement.pools={global: {devices: 2}}"]
-    )
-    with TrainingSession(config, get_registry("algorithms")["grpo"].impl) as session:
-        # The default task's reward is a function: the planner must not give it devices.
-        plan = auto_placement_section(
-            "grpo",
-            model_size=session.assets.model_path,
-            role_sizes={"reward": "function"},
-            num_devices=2,
-            cluster="local",
-        )
-        assert "reward" not in plan["roles"]
-        for role in ("actor", "reference"):
-            group = session.groups[role]
-            pool = plan["roles"][role]
-            assert group.pool.name == pool
-            assert group.world_size == plan["pools"][pool]["devices"]
 
 
 def test_a_backend_without_a_worker_class_is_refused_before_ray_starts(
@@ -131,56 +95,3 @@ def test_assets_come_from_the_policy_role_whatever_its_name(tmp_path) -> None:
     assets = resolve_assets(config, "student")  # type: ignore[arg-type]
     assert assets.model_path == assets.tokenizer_path == str(tmp_path / "student")
     assert not assets.default_task
-
-
-def test_auto_placement_prices_a_function_reward_as_no_model(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import hfsdk.core.placement.auto as auto
-
-    seen: dict[str, object] = {}
-    real = auto.auto_placement_section
-
-    def spy(algorithm: str, **kwargs: object) -> dict:
-        seen.update(kwargs)
-        return real(algorithm, **kwargs)
-
-    monkeypatch.setattr(auto, "auto_placement_section", spy)
-    config = load_run_config(
-        "grpo", None, ["placement.mode=auto", "placement.pools={global: {devices: 2}}"]
-    )
-    session = TrainingSession(config, get_registry("algorithms")["grpo"].impl)
-    placement = session._auto_placement()
-    sizes = seen["role_sizes"]
-    assert isinstance(sizes, dict)
-    assert sizes["reward"] == "function"
-    assert set(sizes) == {"actor", "reference", "reward"}
-    assert "reward" not in placement.roles
-
-
-def test_auto_placement_sizes_a_rollout_pool_under_an_overlapped_pipeline(tmp_path) -> None:
-    import types
-
-    import attrs
-
-    from hfsdk.core.placement import get_cluster
-
-    # Slow links: a replica of its own beats sharding the actor over both devices.
-    slow = attrs.evolve(
-        get_cluster("local"), intra_node_latency=5e-3, intra_node_bandwidth=1e8,
-        inter_node_latency=5e-3, inter_node_bandwidth=1e8,
-    )  # fmt: skip
-    profile = tmp_path / "slow.yaml"
-    slow.save(profile)
-    overrides = [
-        "placement.mode=auto",
-        "placement.pools={global: {devices: 2}}",
-        f"placement.cluster={profile}",
-    ]
-    for pipeline, pools in (("one_step_off", {"devices": 1}), ("sync", None)):
-        config = load_run_config("grpo", None, [*overrides, f"trainer.pipeline={pipeline}"])
-        placement = TrainingSession._auto_placement(types.SimpleNamespace(config=config))
-        assert placement.mode == "manual"
-        rollout = placement.pools.get("rollout")
-        assert (rollout and {"devices": rollout.devices}) == pools
-        assert sum(p.devices for p in placement.pools.values()) == 2

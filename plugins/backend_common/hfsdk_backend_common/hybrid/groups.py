@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk import (
+from hfsdk_backend_common.hybrid.layout import (
     GenLayout,
     TrainLayout,
     generation_pp_groups,

@@ -1,7 +1,7 @@
 """Llama-family weights in megatron-core's format: shapes, specs, HF name mapping.
 
 The model-format half of the 3D-HybridEngine: :func:`llama_specs` lists the
-:class:`~hfsdk.core.hybrid_engine.param_spec.ParamSpec` of every weight of a
+:class:`~hfsdk_backend_common.hybrid.param_spec.ParamSpec` of every weight of a
 Llama-shaped megatron GPT model (names ``decoder.layers.N.…``), and the
 ``hf_*`` / ``megatron_*`` functions convert between transformers' parameter
 names and that layout. The fused QKV weight comes in two formats: ``grouped``
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk import ParamSpec, tp_slice, training_shard
+from hfsdk_backend_common.hybrid.param_spec import ParamSpec, tp_slice, training_shard
 
 __all__ = [
     "LlamaShape",

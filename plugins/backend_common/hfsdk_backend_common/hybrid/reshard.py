@@ -51,18 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk import (
-    Fingerprint,
-    GenLayout,
-    HfsdkError,
-    MemoryTracker,
-    TrainLayout,
-    WeightSyncMismatch,
-    fingerprint,
-    generation_specs,
-    place,
-    take_fault,
-)
+from hfsdk import Fingerprint, HfsdkError, WeightSyncMismatch, fingerprint, take_fault
+from hfsdk_backend_common.hybrid.accounting import MemoryTracker, generation_specs
+from hfsdk_backend_common.hybrid.layout import GenLayout, TrainLayout, place
 from hfsdk_backend_common.hybrid.llama_format import ParamSpec
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ class StageLink:
     """This rank's place in its generation pipeline group and the sends along it.
 
     ``ranks`` are the global ranks of the group in stage order (from
-    :func:`~hfsdk.core.hybrid_engine.layout.generation_pp_groups`), ``rank``
+    :func:`~hfsdk_backend_common.hybrid.layout.generation_pp_groups`), ``rank``
     this rank, ``group`` the process group (``None`` when pg = 1).
     """
 

@@ -6,7 +6,9 @@ from typing import Any
 
 import torch
 
-from hfsdk.core.hybrid_engine.layout import (
+from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+from hfsdk_backend_common.hybrid.groups import create_groups
+from hfsdk_backend_common.hybrid.layout import (
     HeadShape,
     TrainLayout,
     generation_layout,
@@ -14,8 +16,6 @@ from hfsdk.core.hybrid_engine.layout import (
     generation_tp_groups,
     validate,
 )
-from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
-from hfsdk_backend_common.hybrid.groups import create_groups
 from hfsdk_backend_common.hybrid.llama_format import (
     hf_llama_shape,
     hf_llama_to_megatron,

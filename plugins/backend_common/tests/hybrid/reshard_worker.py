@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
-from hfsdk.core.hybrid_engine.accounting import generation_specs, transition_bytes
-from hfsdk.core.hybrid_engine.layout import HeadShape, TrainLayout, generation_layout, validate
+from hfsdk_backend_common.hybrid.accounting import generation_specs, transition_bytes
 from hfsdk_backend_common.hybrid.groups import create_groups
+from hfsdk_backend_common.hybrid.layout import HeadShape, TrainLayout, generation_layout, validate
 from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs, tp_slice
 from hfsdk_backend_common.hybrid.reshard import HybridEngine
 from hfsdk_backend_common.testing.synthetic import full_weight, synthetic_shard

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.hybrid_engine.accounting import transition_collectives
-from hfsdk.core.hybrid_engine.layout import GenLayout, TrainLayout
+from hfsdk_backend_common.hybrid.accounting import transition_collectives
+from hfsdk_backend_common.hybrid.layout import GenLayout, TrainLayout
 from hfsdk_backend_common.testing.launch import run_gloo
 
 HERE = str(Path(__file__).parent)

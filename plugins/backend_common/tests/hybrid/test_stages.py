@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.hybrid_engine.layout import GenLayout, TrainLayout, generation_pp_groups
 from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+from hfsdk_backend_common.hybrid.layout import GenLayout, TrainLayout, generation_pp_groups
 from hfsdk_backend_common.hybrid.stages import StageLink
 
 

@@ -1,0 +1,269 @@
+"""``hfsdk plan``: the auto-mapping planner's placement and layouts for an algorithm."""
+
+from __future__ import annotations
+
+import click
+
+from hfsdk import HfsdkError
+
+
+def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
+    """``("critic=7B", "reward=1.3B")`` -> ``{"critic": "7B", "reward": "1.3B"}``."""
+    sizes = {}
+    for value in values:
+        role, sep, size = value.partition("=")
+        if not sep or not role.strip() or not size.strip():
+            raise HfsdkError(f"--role-size expects ROLE=SIZE (e.g. critic=7B), got {value!r}")
+        sizes[role.strip()] = size.strip()
+    return sizes
+
+
+@click.command(name="plan")
+@click.option(
+    "--algo", default=None, help="Algorithm name (hfsdk list algorithms); not with --check."
+)
+@click.option(
+    "--model-size",
+    default="7B",
+    show_default=True,
+    help="Size of every role's model: 7B/13B/34B/70B, a parameter count (1.3B, 350M) or a "
+    "path to an HF config.json (or model directory).",
+)
+@click.option(
+    "--role-size",
+    "role_sizes",
+    multiple=True,
+    metavar="ROLE=SIZE",
+    help="Another size for one role, e.g. --role-size reward=7B (repeatable); "
+    "reward=function: a rule-based signal with no model (no device time).",
+)
+@click.option(
+    "--gpus",
+    "--devices",
+    "devices",
+    type=int,
+    default=None,
+    help="Devices to plan for [default: one node of the cluster preset; all cores for local].",
+)
+@click.option(
+    "--cluster",
+    default=None,
+    help="Cluster preset (hfsdk list clusters: a100-80gb, h100-80gb, h200-141gb, local) or a "
+    "profile YAML from hfsdk calibrate [default: a100-80gb; with --check: the run's "
+    "placement.cluster].",
+)
+@click.option(
+    "--calibrate",
+    "calibrate_to",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="First measure this machine (hfsdk calibrate), save the profile to this YAML and "
+    "plan on it.",
+)
+@click.option(
+    "--check",
+    "check_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Re-plan a finished run (its config.yaml and metrics.jsonl) and print predicted vs "
+    "measured seconds per stage.",
+)
+@click.option("--batch-size", type=int, default=1024, show_default=True, help="Prompts per step.")
+@click.option(
+    "--samples-per-prompt",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Responses per prompt [default: the algorithm's, as hfsdk run --algo ALGO samples: "
+    "algorithm.n_samples_per_prompt x rollout.n].",
+)
+@click.option("--prompt-length", type=int, default=1024, show_default=True)
+@click.option("--response-length", type=int, default=1024, show_default=True)
+@click.option(
+    "--optimizer-steps",
+    type=int,
+    default=8,
+    show_default=True,
+    help="Mini-batch updates per iteration.",
+)
+@click.option(
+    "--micro-batch-size",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Sequences per forward/backward micro-batch.",
+)
+@click.option(
+    "--max-running-sequences",
+    type=int,
+    default=256,
+    show_default=True,
+    help="Most sequences a rollout replica decodes at once.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON instead of a table.")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also save the plan (JSON for .json, YAML otherwise).",
+)
+@click.option(
+    "--timeline",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Draw the execution timeline per pool and stage to this image (e.g. plan.png).",
+)
+@click.option(
+    "--lora-rank",
+    type=int,
+    default=0,
+    show_default=True,
+    help="The policy trains LoRA adapters of this rank (frozen base; 0: full fine-tuning).",
+)
+@click.option(
+    "--recompute/--no-recompute",
+    default=True,
+    show_default=True,
+    help="Training recomputes activations (gradient checkpointing).",
+)
+@click.option(
+    "--packing-length",
+    type=int,
+    default=0,
+    help="Passes pack their rows: activations cover this mean sequence length (prompt + "
+    "response tokens) instead of the padded one [default: 0, no packing].",
+)
+@click.option("--no-cache", is_flag=True, help="Simulate every lookup again (for comparison).")
+def plan(
+    algo: str | None,
+    model_size: str,
+    role_sizes: tuple[str, ...],
+    devices: int | None,
+    cluster: str | None,
+    calibrate_to: str | None,
+    check_dir: str | None,
+    batch_size: int,
+    samples_per_prompt: int | None,
+    prompt_length: int,
+    response_length: int,
+    optimizer_steps: int,
+    micro_batch_size: int,
+    max_running_sequences: int,
+    as_json: bool,
+    output: str | None,
+    timeline: str | None,
+    lora_rank: int,
+    recompute: bool,
+    packing_length: int,
+    no_cache: bool,
+) -> None:
+    """Find the fastest placement of an algorithm's roles and their parallel layouts.
+
+    Searches every way to colocate the roles, every split of the devices
+    between the groups and each role's (pipeline, tensor, data) layout with a
+    latency simulator, and prints the fastest mapping with its estimated
+    stage and iteration times. Example:
+
+    \b
+        hfsdk plan --algo ALGO --model-size 70B --gpus 128 --timeline plan.png
+        hfsdk plan --check runs/my-run --cluster local.yaml
+    """
+    from hfsdk_planner import Workload, plan_for_algorithm
+
+    if calibrate_to:
+        cluster = _calibrate(calibrate_to, quick=False)
+    if check_dir:
+        if algo:
+            raise HfsdkError("--check re-plans the run's own algorithm; drop --algo")
+        from hfsdk_planner.run_plan import check_run, format_check
+
+        result, table = check_run(check_dir, cluster)
+        if as_json:
+            import json
+
+            rows = [
+                {"stage": r.name, "predicted_s": r.predicted, "measured_s": r.measured}
+                for r in table
+            ]
+            click.echo(json.dumps({"plan": result.to_dict(), "check": rows}, indent=2))
+        else:
+            click.echo(format_check(result, table, check_dir))
+        return
+    if not algo:
+        raise HfsdkError("hfsdk plan needs --algo ALGO (hfsdk list algorithms) or --check RUN_DIR")
+
+    if samples_per_prompt is None:
+        from hfsdk_planner.run_defaults import default_samples_per_prompt
+
+        samples_per_prompt = default_samples_per_prompt(algo)
+    workload = Workload(
+        batch_size=batch_size,
+        samples_per_prompt=samples_per_prompt,
+        prompt_length=prompt_length,
+        response_length=response_length,
+        optimizer_steps=optimizer_steps,
+        micro_batch_size=micro_batch_size,
+        max_running_sequences=max_running_sequences,
+        lora_rank=lora_rank,
+        recompute=recompute,
+        packing=packing_length > 0,
+        mean_sequence_length=packing_length,
+    )
+    result = plan_for_algorithm(
+        algo,
+        model_size=model_size,
+        role_sizes=_parse_role_sizes(role_sizes),
+        num_devices=devices,
+        cluster=cluster or "a100-80gb",
+        workload=workload,
+        use_cache=not no_cache,
+    )
+    click.echo(result.to_json() if as_json else result.format_table())
+    if output:
+        result.save(output)
+        if not as_json:
+            click.echo(f"plan saved to {output}")
+    if timeline:
+        from hfsdk_planner.timeline import draw_timeline
+
+        draw_timeline(result, timeline)
+        if not as_json:
+            click.echo(f"timeline drawn to {timeline}")
+
+
+def _calibrate(output: str, quick: bool) -> str:
+    """Measure this machine, save the profile to ``output``; return its path."""
+    from hfsdk_planner.calibrate import calibrate, format_calibration
+
+    cluster, raw = calibrate(quick=quick, log=lambda msg: click.echo(msg, err=True))
+    cluster.save(output)
+    click.echo(format_calibration(cluster, raw))
+    click.echo(f"profile saved to {output} (use --cluster {output} or placement.cluster)")
+    return output
+
+
+@click.command(name="calibrate")
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    default="cluster.yaml",
+    show_default=True,
+    help="Where to write the cluster profile (YAML).",
+)
+@click.option("--quick", is_flag=True, help="Tiny measurements in seconds (noisy; for tests).")
+def calibrate_command(output: str, quick: bool) -> None:
+    """Measure this machine for the planner and write a cluster profile.
+
+    Matmul throughput per dtype, memory bandwidth, all-reduce bandwidth and
+    latency between two local processes (gloo on CPU, NCCL between two GPUs),
+    the hfsdk decoder's step time at a few batch sizes, the controller's cost
+    per worker call, and the training backend's fixed work per update,
+    micro-batch and inference pass (short runs of the default task, in
+    process and on two worker processes), in about two minutes. On CPU each
+    device is one core with one thread: run training with OMP_NUM_THREADS=1
+    to match. Example:
+
+    \b
+        hfsdk calibrate --output local.yaml
+        hfsdk plan --algo ALGO --cluster local.yaml --gpus 2 ...
+    """
+    _calibrate(output, quick)

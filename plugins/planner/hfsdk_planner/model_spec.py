@@ -1,0 +1,279 @@
+"""Model sizes the planner reasons about: parameters and the transformer shape.
+
+A model is given as a named size (``7B``, ``13B``, ``34B``, ``70B`` with the
+standard Llama shapes), a parameter count (``6.7e9``, ``"1.3B"``, ``"350M"``),
+an HF ``config.json`` dict, or a path to such a file or its directory.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hfsdk import HfsdkError
+
+
+@attrs.frozen(kw_only=True)
+class ModelSpec:
+    """A decoder-only transformer: parameter count and the shape that sets costs.
+
+    ``num_params`` drives FLOPs and state memory; the shape drives the KV
+    cache and tensor-parallel traffic, and which layouts divide evenly.
+    """
+
+    name: str
+    num_params: int
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    intermediate_size: int
+    vocab_size: int
+
+    def __attrs_post_init__(self) -> None:
+        for field in (
+            "num_params",
+            "num_layers",
+            "hidden_size",
+            "num_heads",
+            "num_kv_heads",
+            "intermediate_size",
+            "vocab_size",
+        ):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise HfsdkError(
+                    f"model {self.name!r}: {field} must be a positive integer, got {value!r}"
+                )
+        if self.hidden_size % self.num_heads:
+            raise HfsdkError(
+                f"model {self.name!r}: hidden_size {self.hidden_size} is not divisible by "
+                f"num_heads {self.num_heads}; check the config"
+            )
+        if self.num_heads % self.num_kv_heads:
+            raise HfsdkError(
+                f"model {self.name!r}: num_heads {self.num_heads} is not a multiple of "
+                f"num_kv_heads {self.num_kv_heads}; check the config"
+            )
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head."""
+        return self.hidden_size // self.num_heads
+
+    def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
+        """Bytes of K and V cache one token occupies across all layers."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * dtype_bytes
+
+    @classmethod
+    def from_shape(
+        cls,
+        *,
+        name: str,
+        num_layers: int,
+        hidden_size: int,
+        num_heads: int,
+        num_kv_heads: int,
+        intermediate_size: int,
+        vocab_size: int,
+        tie_word_embeddings: bool = False,
+    ) -> ModelSpec:
+        """A Llama-style model whose parameter count follows from its shape."""
+        return cls(
+            name=name,
+            num_params=llama_param_count(
+                num_layers=num_layers,
+                hidden_size=hidden_size,
+                num_heads=num_heads,
+                num_kv_heads=num_kv_heads,
+                intermediate_size=intermediate_size,
+                vocab_size=vocab_size,
+                tie_word_embeddings=tie_word_embeddings,
+            ),
+            num_layers=num_layers,
+            hidden_size=hidden_size,
+            num_heads=num_heads,
+            num_kv_heads=num_kv_heads,
+            intermediate_size=intermediate_size,
+            vocab_size=vocab_size,
+        )
+
+    @classmethod
+    def from_hf_config(cls, config: dict[str, Any], name: str | None = None) -> ModelSpec:
+        """From an HF ``config.json`` dict (Llama/Qwen/Mistral-style keys)."""
+        required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
+        missing = [key for key in required if key not in config]
+        if missing:
+            raise HfsdkError(
+                f"HF config lacks {', '.join(missing)}; the planner needs num_hidden_layers, "
+                "hidden_size, num_attention_heads, vocab_size (and optionally "
+                "num_key_value_heads, intermediate_size)"
+            )
+        hidden = config["hidden_size"]
+        heads = config["num_attention_heads"]
+        return cls.from_shape(
+            name=name or str(config.get("_name_or_path") or config.get("model_type") or "model"),
+            num_layers=config["num_hidden_layers"],
+            hidden_size=hidden,
+            num_heads=heads,
+            num_kv_heads=config.get("num_key_value_heads") or heads,
+            intermediate_size=config.get("intermediate_size") or 4 * hidden,
+            vocab_size=config["vocab_size"],
+            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        )
+
+    @classmethod
+    def from_param_count(cls, num_params: float, name: str | None = None) -> ModelSpec:
+        """A Llama-proportioned shape for ``num_params`` parameters.
+
+        The count itself is kept exactly; the shape (hidden = 128 x layers,
+        head width 128, SwiGLU at 8/3 x hidden, 32k vocabulary) only sizes
+        the KV cache and communication.
+        """
+        if not (isinstance(num_params, int | float) and math.isfinite(num_params)):
+            raise HfsdkError(f"parameter count must be a number, got {num_params!r}")
+        if num_params < 1e6:
+            raise HfsdkError(
+                f"parameter count {num_params:g} is too small to plan for; give at least 1M "
+                "(e.g. 125M, 7B)"
+            )
+        vocab = 32000
+        # 12 * L * h^2 with L = h / 128 approximates the non-embedding parameters.
+        hidden = max(128, round((num_params * 128 / 12) ** (1 / 3) / 128) * 128)
+        layers = max(1, round((num_params - 2 * vocab * hidden) / (12 * hidden * hidden)))
+        return cls(
+            name=name or format_count(num_params),
+            num_params=int(num_params),
+            num_layers=layers,
+            hidden_size=hidden,
+            num_heads=hidden // 128,
+            num_kv_heads=hidden // 128,
+            intermediate_size=round(hidden * 8 / 3 / 256) * 256 or 256,
+            vocab_size=vocab,
+        )
+
+
+def llama_param_count(
+    *,
+    num_layers: int,
+    hidden_size: int,
+    num_heads: int,
+    num_kv_heads: int,
+    intermediate_size: int,
+    vocab_size: int,
+    tie_word_embeddings: bool = False,
+) -> int:
+    """Parameters of a Llama-style decoder (no biases, RMSNorm, SwiGLU MLP)."""
+    head_dim = hidden_size // num_heads
+    attention = hidden_size * head_dim * (2 * num_heads + 2 * num_kv_heads)
+    mlp = 3 * hidden_size * intermediate_size
+    per_layer = attention + mlp + 2 * hidden_size
+    embeddings = vocab_size * hidden_size * (1 if tie_word_embeddings else 2)
+    return num_layers * per_layer + embeddings + hidden_size
+
+
+# Llama-2 7B/13B/70B and Code Llama 34B shapes.
+NAMED_SHAPES: dict[str, dict[str, int]] = {
+    "7B": dict(
+        num_layers=32,
+        hidden_size=4096,
+        num_heads=32,
+        num_kv_heads=32,
+        intermediate_size=11008,
+        vocab_size=32000,
+    ),
+    "13B": dict(
+        num_layers=40,
+        hidden_size=5120,
+        num_heads=40,
+        num_kv_heads=40,
+        intermediate_size=13824,
+        vocab_size=32000,
+    ),
+    "34B": dict(
+        num_layers=48,
+        hidden_size=8192,
+        num_heads=64,
+        num_kv_heads=8,
+        intermediate_size=22016,
+        vocab_size=32000,
+    ),
+    "70B": dict(
+        num_layers=80,
+        hidden_size=8192,
+        num_heads=64,
+        num_kv_heads=8,
+        intermediate_size=28672,
+        vocab_size=32000,
+    ),
+}
+"""Standard Llama shapes for the named sizes."""
+
+_COUNT_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*([kmbt]?)\s*$", re.IGNORECASE)
+_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+
+
+def format_count(num_params: float) -> str:
+    """``6.74e9`` -> ``"6.7B"``, ``3.5e8`` -> ``"350M"``."""
+    for suffix, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6)):
+        if num_params >= scale:
+            return f"{num_params / scale:.3g}{suffix}"
+    return f"{num_params:.3g}"
+
+
+def named_model(size: str) -> ModelSpec:
+    """The standard Llama shape for ``7B``, ``13B``, ``34B`` or ``70B``."""
+    key = size.strip().upper()
+    if key not in NAMED_SHAPES:
+        raise HfsdkError(
+            f"unknown named model size {size!r}; named sizes: {', '.join(NAMED_SHAPES)}"
+        )
+    return ModelSpec.from_shape(name=key, **NAMED_SHAPES[key])
+
+
+def resolve_model(value: str | int | float | dict[str, Any] | ModelSpec) -> ModelSpec:
+    """Turn any accepted model description into a :class:`ModelSpec`.
+
+    Accepted: a ModelSpec; a named size (``"13B"``); a parameter count as a
+    number or string (``7e9``, ``"1.3B"``, ``"350M"``); an HF config dict; a
+    path to a ``config.json`` or a directory holding one.
+    """
+    if isinstance(value, ModelSpec):
+        return value
+    if isinstance(value, dict):
+        return ModelSpec.from_hf_config(value)
+    if isinstance(value, bool):
+        raise HfsdkError(f"model size must be a size or parameter count, got {value!r}")
+    if isinstance(value, int | float):
+        return ModelSpec.from_param_count(value)
+    if not isinstance(value, str):
+        raise HfsdkError(
+            f"model size must be a string, number or HF config dict, got {type(value).__name__}"
+        )
+    text = value.strip()
+    if text.upper() in NAMED_SHAPES:
+        return named_model(text)
+    match = _COUNT_RE.match(text)
+    if match:
+        return ModelSpec.from_param_count(float(match[1]) * _SUFFIX[match[2].lower()])
+    path = Path(text).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    if path.is_file():
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise HfsdkError(f"cannot read HF config {str(path)!r}: {exc}") from exc
+        if not isinstance(config, dict):
+            raise HfsdkError(f"HF config {str(path)!r} is not a JSON object")
+        return ModelSpec.from_hf_config(config, name=path.parent.name or path.stem)
+    raise HfsdkError(
+        f"cannot understand model size {value!r}; give a named size "
+        f"({', '.join(NAMED_SHAPES)}), a parameter count (7e9, 1.3B, 350M) or a path to an HF "
+        "config.json"
+    )

@@ -1,0 +1,183 @@
+"""What a run config's roles will hold in memory, from the planner's memory model.
+
+Each role's task comes from :func:`~hfsdk_planner.run_plan.run_setup`
+(its model, its work in the algorithm's dataflow, the run's lengths and batch
+sizes); the role's own memory levers (``gradient_checkpointing``, ``packing``,
+the policy's ``lora.rank``) and dtype are applied to its workload, and
+:func:`~hfsdk_planner.memory_model.role_memory` prices it at one device.
+A role's data-parallel ranks split its parameters, gradients and optimizer
+state (sharded data parallelism splits all three; tensor and pipeline
+parallelism split the model), so a device holds ``resident / devices`` plus the
+role's activations. Roles sharing a pool add their resident bytes; their
+activations are live one role at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from hfsdk_planner.layout import GenerationLayout, Layout
+from hfsdk_planner.memory_model import RoleMemory, role_memory
+from hfsdk_planner.workload import RoleTask
+
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@attrs.frozen(kw_only=True)
+class RoleEstimate:
+    """One role's bytes per device of its pool (``memory``) and the pool's device count."""
+
+    role: str
+    pool: str
+    devices: int
+    memory: RoleMemory
+
+
+@attrs.frozen(kw_only=True)
+class PoolEstimate:
+    """A pool's peak bytes per device: its roles' resident bytes plus the largest transient."""
+
+    pool: str
+    devices: int
+    roles: tuple[RoleEstimate, ...]
+
+    @property
+    def per_device(self) -> float:
+        """Peak bytes one device of the pool holds."""
+        resident = sum(r.memory.resident for r in self.roles)
+        return resident + max((r.memory.transient for r in self.roles), default=0.0)
+
+    @property
+    def total(self) -> float:
+        """Peak bytes over all the pool's devices."""
+        return self.per_device * self.devices
+
+
+def _section(config: Any, role: str) -> Any:
+    sections = getattr(config, "sections", None)
+    if isinstance(sections, Mapping):
+        return sections.get(role)
+    return None
+
+
+def _lever(section: Any, name: str, default: Any) -> Any:
+    return getattr(section, name, default) if section is not None else default
+
+
+def _policy_lora(config: Any, policy: str) -> int:
+    lora = _lever(_section(config, policy), "lora", None)
+    return int(getattr(lora, "rank", 0) or 0)
+
+
+def _is_lora_base(
+    config: Any, spec: Any, role: str, members: tuple[str, ...], *, base_lora: int
+) -> bool:
+    """A reference on the LoRA policy's model in the policy's pool holds no weights of its own."""
+    policy = spec.policy_role
+    if not base_lora or role == policy or policy not in members:
+        return False
+    if spec.kind_of(role) != "frozen_policy":
+        return False
+    placement = _section(config, "placement")
+    if placement is not None and getattr(placement, "colocation", "fused") != "fused":
+        return False
+    mine = _lever(_section(config, role), "model_path", None)
+    return mine is None or mine == _lever(_section(config, policy), "model_path", None)
+
+
+def run_memory(config: Any, *, mean_sequence_length: int = 0) -> list[PoolEstimate]:
+    """Per-pool memory estimates of a run config (a RunConfig or its ``config.yaml`` dict).
+
+    ``mean_sequence_length``: prompt + response tokens of a mean sequence, when
+    known (packed passes are sized by it); 0 sizes them by the maxima.
+    """
+    from hfsdk import get_registry
+    from hfsdk_planner.run_plan import run_setup
+
+    setup = run_setup(config)
+    algo = config["algo"] if isinstance(config, Mapping) else config.algo
+    spec = get_registry("algorithms")[algo].impl
+    policy = spec.policy_role
+    base = setup.workload
+    pools = []
+    for pool, devices, members in setup.pools:
+        roles = []
+        for role in members:
+            work = [
+                (i, kind)
+                for i, stage in enumerate(setup.dataflow.stages)
+                for name, kind in stage.work
+                if name == role
+            ]
+            section = _section(config, role)
+            lora = _lever(section, "lora", None)
+            dtype = _lever(section, "dtype", None)
+            workload = attrs.evolve(
+                base,
+                recompute=bool(_lever(section, "gradient_checkpointing", False)),
+                packing=bool(_lever(section, "packing", False)),
+                lora_rank=int(getattr(lora, "rank", 0) or 0) if role == policy else 0,
+                dtype_bytes=_DTYPE_BYTES.get(str(dtype), base.dtype_bytes),
+                mean_sequence_length=mean_sequence_length,
+            )
+            task = RoleTask(model=setup.models[role], work=work, workload=workload)
+            running = max(1, base.sequences // devices)
+            gen = GenerationLayout(tg=1, dg=1, running=running) if task.generates else None
+            whole = role_memory(task, Layout(1, 1, 1), gen)
+            resident = whole.resident / devices
+            if _is_lora_base(config, spec, role, members, base_lora=_policy_lora(config, policy)):
+                resident = 0.0  # served by the LoRA actor with adapters disabled (shared_base)
+            memory = RoleMemory(resident=resident, transient=whole.transient)
+            roles.append(RoleEstimate(role=role, pool=pool, devices=devices, memory=memory))
+        pools.append(PoolEstimate(pool=pool, devices=devices, roles=tuple(roles)))
+    return pools
+
+
+def host_memory_bytes(path: str = "/proc/meminfo") -> int | None:
+    """This machine's available memory (``MemAvailable``), ``None`` where unknown."""
+    try:
+        with open(path) as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def memory_warning(
+    pools: list[PoolEstimate], *, device_bytes: float | None, host_bytes: float | None
+) -> str | None:
+    """One line when a pool will not fit: per GPU (``device_bytes``) or, CPU-only, the host.
+
+    The line names the pool's largest role and its estimate, so the user knows
+    which role's levers to pull (docs/backends.md, "Memory levers").
+    """
+
+    def size(n: float) -> str:
+        return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+    for pool in pools:
+        if device_bytes is not None:
+            need, have, where = pool.per_device, device_bytes, "per device"
+        elif host_bytes is not None:
+            need, have, where = pool.total, host_bytes, "on this machine"
+        else:
+            return None
+        if need <= have:
+            continue
+        top = max(pool.roles, key=lambda r: r.memory.peak)
+        roles = ", ".join(
+            f"{r.role} ~{size(r.memory.peak * (1 if device_bytes else r.devices))}"
+            for r in pool.roles
+        )
+        return (
+            f"pool {pool.pool!r} needs ~{size(need)} {where} but {size(have)} is available "
+            f"({roles}); the largest is {top.role}: try {top.role}."
+            "gradient_checkpointing, packing, a smaller micro_batch_size, actor.lora.rank or "
+            "more devices (docs/backends.md#memory-levers)"
+        )
+    return None

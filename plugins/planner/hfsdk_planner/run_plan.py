@@ -1,0 +1,645 @@
+"""Price a run's own setup: the planner's estimate for a config, and its check against a run.
+
+:func:`run_setup` reads what one iteration of a run does from its config (a
+:class:`~hfsdk.core.config.run_config.RunConfig` or the plain ``config.yaml``
+dict): each role's real model (``model_path``, else the actor's, else the
+default task's), which signals are functions (no model: they run on the
+controller and cost about nothing on the devices), the batch, the lengths,
+the updates and the pools. :func:`price_setup` simulates that fixed placement
+(no search): each role data-parallel over its pool's devices, the actor
+generating with ``actor.rollout_layout.tp`` (default 1). The role sections'
+keys it reads are the ones both shipped training backends use
+(``model_path``, ``dtype``, ``micro_batch_size``, ``forward_micro_batch_size``,
+``mini_batch_size``, ``ppo_epochs``, ``gradient_checkpointing``); a section
+without them gets the planner's defaults.
+
+:func:`price_setup` is what the trainer logs each step through the planner's
+step observer (:mod:`hfsdk_planner.prediction`, ``perf/predicted_step_s``);
+:func:`check_run` is ``hfsdk plan --check``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from hfsdk import ROLLOUT_POOL, Dataflow, HfsdkError
+from hfsdk_planner.auto import FUNCTION, without_roles
+from hfsdk_planner.cluster import Cluster
+from hfsdk_planner.cluster_lookup import resolve_cluster
+from hfsdk_planner.layout import GenerationLayout, Layout
+from hfsdk_planner.model_spec import ModelSpec, resolve_model
+from hfsdk_planner.plan import Plan, PoolPlan, RolePlan
+from hfsdk_planner.search import PlacementSearch
+from hfsdk_planner.workload import Workload
+
+STAGES = ("generation", "preparation", "training", "transition")
+"""The stages ``--check`` compares (the transition is the actor's resharding)."""
+
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+_SYNC_BUCKET_BYTES = 32 * 2**20  # the weight sync's default bucket
+
+
+@attrs.frozen(kw_only=True)
+class RunSetup:
+    """What one iteration of a run does, as the planner sees it.
+
+    ``dataflow`` has only the roles that hold a model; ``functions`` are the
+    signal roles scored by functions alone (controller work, no devices).
+    ``pools`` are ``(name, devices, roles)`` in the config's order, without
+    the rollout replicas' own pool: ``rollout_devices`` (0: the policy
+    generates on its own devices) with ``pipeline`` (``trainer.pipeline``).
+    """
+
+    algorithm: str
+    dataflow: Dataflow
+    functions: tuple[str, ...]
+    models: Mapping[str, ModelSpec]
+    workload: Workload
+    pools: tuple[tuple[str, int, tuple[str, ...]], ...]
+    dtype: str
+    rollout_tp: int
+    cluster: str
+    in_process: bool
+    rollout_devices: int = 0
+    rollout_pool_tp: int = 1
+    rollout_pool_pp: int = 1
+    pipeline: str = "sync"
+    weight_sync: str = "stream"
+    """``rollout.weight_sync``: ``stream`` copies a sharded actor into a generation module
+    each step; ``gather`` unshards it in place and generates on it."""
+
+
+def _as_dict(config: Any) -> dict[str, Any]:
+    if isinstance(config, Mapping):
+        return dict(config)
+    return config.to_dict()
+
+
+def _default_model_dir() -> str:
+    from hfsdk import default_model_dir
+
+    return str(default_model_dir())
+
+
+def _int(section: Mapping[str, Any], key: str, default: int) -> int:
+    value = section.get(key)
+    return int(value) if isinstance(value, int | float) and value else default
+
+
+def run_setup(
+    config: Any,
+    *,
+    prompt_length: float | None = None,
+    response_length: float | None = None,
+) -> RunSetup:
+    """The planner's view of ``config`` (a RunConfig or its ``config.yaml`` dict).
+
+    ``prompt_length``/``response_length`` are mean token counts per sequence
+    when known (a finished run measures them); otherwise the config's maxima.
+    """
+    from hfsdk import get_registry
+
+    cfg = _as_dict(config)
+    algorithm = str(cfg.get("algo"))
+    spec = get_registry("algorithms")[algorithm].impl
+    policy = spec.policy_role
+    actor = cfg.get(policy) or {}
+    actor_path = actor.get("model_path") or _default_model_dir()
+    functions: list[str] = []
+    models: dict[str, ModelSpec] = {}
+    cache: dict[str, ModelSpec] = {}
+
+    def model(path: str) -> ModelSpec:
+        if path not in cache:
+            cache[path] = resolve_model(path)
+        return cache[path]
+
+    for role in spec.roles:
+        section = cfg.get(role.name) or {}
+        if role.kind == "scorer":
+            scoring_model = section.get("model")
+            if not scoring_model:
+                functions.append(role.name)
+                continue
+            models[role.name] = model(scoring_model.get("model_path") or actor_path)
+        else:
+            models[role.name] = model(section.get("model_path") or actor_path)
+    data = cfg.get("data") or {}
+    rollout = cfg.get("rollout") or {}
+    algo = cfg.get("algorithm") or {}
+    batch = _int(data, "batch_size", 1)
+    samples = _int(algo, "n_samples_per_prompt", 1) * max(1, _int(rollout, "n", 1))
+    sequences = batch * samples
+    mini = min(_int(actor, "mini_batch_size", sequences), sequences)
+    epochs = _int(actor, "ppo_epochs", 1)
+    steps = max(1, math.ceil(sequences / mini)) * epochs
+    # An exactly on-policy update (one epoch of one mini-batch, no KL in the reward)
+    # skips the old log-probs: the update computes them (Algorithm.needs_old_log_probs).
+    skip_old = epochs == 1 and mini >= sequences and not algo.get("kl_in_reward", False)
+    drop = set(functions)
+    dataflow = without_roles(spec.dataflow, drop)
+    if skip_old:
+        stages = [
+            attrs.evolve(st, work=[w for w in st.work if w != (policy, "inference")])
+            for st in dataflow.stages
+        ]
+        dataflow = Dataflow(roles=dataflow.roles, stages=stages)
+    kept = dataflow.roles
+    micro = _int(actor, "micro_batch_size", 2)
+    forward_micro = _int(actor, "forward_micro_batch_size", 0) or micro
+    max_response = _int(rollout, "max_response_length", 1024)
+    max_prompt = _int(rollout, "max_prompt_length", _int(data, "max_prompt_length", 1024))
+    prompt = max(1, round(prompt_length)) if prompt_length else max_prompt
+    response = max(1, round(response_length)) if response_length else max_response
+    dtype = str(actor.get("dtype") or "bfloat16")
+    running = _int(rollout, "micro_batch_size", 0) or sequences
+    workload = Workload(
+        batch_size=batch,
+        samples_per_prompt=samples,
+        prompt_length=prompt,
+        response_length=response,
+        decode_steps=max_response,
+        optimizer_steps=min(steps, sequences),
+        micro_batch_size=min(micro, mini),
+        forward_micro_batch_size=min(forward_micro, sequences),
+        max_running_sequences=running,
+        recompute=bool(actor.get("gradient_checkpointing", False)),
+        dtype_bytes=_DTYPE_BYTES.get(dtype, 2),
+        lora_rank=_int(actor.get("lora") or {}, "rank", 0),
+        packing=bool(actor.get("packing", False)),
+    )
+    placement = cfg.get("placement") or {}
+    pool_cfg = dict(placement.get("pools") or {"global": {"devices": 1}})
+    rollout_pool = pool_cfg.pop(ROLLOUT_POOL, None) or {}
+    role_pool = placement.get("roles") or {}
+    first = next(iter(pool_cfg))
+    members: dict[str, list[str]] = {name: [] for name in pool_cfg}
+    for role in kept:
+        members[role_pool.get(role, first)].append(role)
+    pools = tuple(
+        (name, int(pool_cfg[name].get("devices", 1)), tuple(roles))
+        for name, roles in members.items()
+        if roles
+    )
+    layout = actor.get("rollout_layout") or {}
+    return RunSetup(
+        algorithm=algorithm,
+        dataflow=dataflow,
+        functions=tuple(functions),
+        models=models,
+        workload=workload,
+        pools=pools,
+        dtype=dtype,
+        rollout_tp=_int(layout, "tp", 0) or _int(layout, "planned_tp", 1),
+        cluster=str(placement.get("cluster") or "auto"),
+        in_process=_in_process(cfg, pools) and not rollout_pool,
+        rollout_devices=int(rollout_pool.get("devices", 0) or 0),
+        rollout_pool_tp=int(rollout_pool.get("tp", 1) or 1),
+        rollout_pool_pp=int(rollout_pool.get("pp", 1) or 1),
+        pipeline=str((cfg.get("trainer") or {}).get("pipeline") or "sync"),
+        weight_sync=str(rollout.get("weight_sync") or "stream"),
+    )
+
+
+def _in_process(cfg: Mapping[str, Any], pools: tuple) -> bool:
+    """Whether the trainer runs the workers in its own process (one pool of one device).
+
+    Mirrors ``trainer.executor``: ``auto`` is in-process exactly for a one-device
+    pool on one node (:func:`hfsdk.core.trainer.session.local_executor_problem`).
+    """
+    trainer = cfg.get("trainer") or {}
+    executor = str(trainer.get("executor") or "auto")
+    if executor == "ray":
+        return False
+    placement = cfg.get("placement") or {}
+    one_device = len(pools) == 1 and pools[0][1] == 1
+    fused = placement.get("colocation", "fused") == "fused"
+    return one_device and fused and not trainer.get("ray_address")
+
+
+def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
+    """The simulated plan of ``setup``'s own placement on ``cluster`` (default: the config's)."""
+    hardware = resolve_cluster(setup.cluster if cluster is None else cluster)
+    total = sum(devices for _name, devices, _roles in setup.pools)
+    if total > hardware.num_devices or hardware.device_kind == "cpu":
+        # A CPU profile describes per-core devices; a run may use any number of them.
+        hardware = hardware.with_devices(max(total, 1))
+    # Sharded: some training pool spans several devices (a mixed setup is priced so).
+    sharded = any(devices > 1 for _name, devices, _roles in setup.pools)
+    hardware = hardware.for_dtype(setup.dtype).for_executor(setup.in_process, sharded)
+    search = PlacementSearch(
+        setup.dataflow, dict(setup.models), hardware, setup.workload, algorithm=setup.algorithm
+    )
+    stages = len(setup.dataflow.stages)
+    pools, roles, vectors = [], [], []
+    for name, devices, members in setup.pools:
+        vector = [0.0] * stages
+        peak = 0.0
+        for role in members:
+            task = search.tasks[role]
+            layout = Layout(1, 1, devices)
+            gen = None
+            if task.generates:
+                tg = setup.rollout_tp if devices % setup.rollout_tp == 0 else 1
+                replica = math.ceil(setup.workload.sequences / (devices // tg))
+                running = min(setup.workload.max_running_sequences, replica)
+                gen = GenerationLayout(tg=tg, dg=devices // tg, running=running)
+            cand = search.simulator.evaluate(task, layout, gen)
+            transition = cand.transition_seconds
+            gathered = 0.0
+            if gen is not None and devices > 1:
+                gathered = _gather_seconds(search, setup, role, devices)
+                transition += gathered
+            seconds = [0.0] * stages
+            first_generation = True
+            for (stage, kind), value in zip(task.work, cand.work_seconds, strict=True):
+                value += _sharding_seconds(search, setup, role, kind, devices)
+                if kind == "generation" and first_generation:
+                    value += gathered
+                    first_generation = False
+                seconds[stage] += value
+                vector[stage] += value
+            peak += cand.peak_bytes
+            roles.append(
+                RolePlan(
+                    role=role,
+                    pool=name,
+                    model=setup.models[role].name,
+                    num_params=setup.models[role].num_params,
+                    layout=layout,
+                    generation=gen,
+                    stage_seconds=seconds,
+                    transition_seconds=transition,
+                    transition_stage=next(
+                        (s for s, kind in task.work if kind == "generation"), None
+                    ),
+                    peak_memory_bytes=cand.peak_bytes,
+                )
+            )
+        # Every worker call of the pool's roles costs the controller a fixed overhead.
+        per_call = hardware.call_overhead
+        for stage, calls in enumerate(_calls_per_stage(setup, members)):
+            vector[stage] += calls * per_call
+        vectors.append(vector)
+        pools.append(
+            PoolPlan(
+                name=name,
+                devices=devices,
+                roles=members,
+                peak_memory_bytes=peak,
+                usable_memory_bytes=hardware.usable_memory,
+            )
+        )
+    iteration = None
+    if setup.rollout_devices:
+        iteration = _price_rollout_pool(search, setup, roles, vectors)
+    stage_seconds = [max(v[s] for v in vectors) for s in range(stages)]
+    return Plan(
+        algorithm=setup.algorithm,
+        cluster=hardware.name,
+        num_devices=total,
+        device_memory_bytes=hardware.device_memory,
+        workload=setup.workload,
+        stages=[s.name for s in setup.dataflow.stages],
+        pools=pools,
+        roles=roles,
+        functions=setup.functions,
+        stage_seconds=stage_seconds,
+        iteration_seconds=math.fsum(stage_seconds) if iteration is None else iteration,
+    )
+
+
+def _price_rollout_pool(
+    search: PlacementSearch, setup: RunSetup, roles: list[RolePlan], vectors: list[list[float]]
+) -> float:
+    """Move the policy's generation onto the rollout replicas; the step's seconds.
+
+    The ``rollout_devices`` form replicas of ``rollout_pool_tp`` x
+    ``rollout_pool_pp`` devices (``placement.pools.rollout.tp``/``pp``), each
+    decoding its share of the sequences; after every update the actor's
+    weights are broadcast to them (the transition). ``sync`` runs generation,
+    the other stages and the weight sync one after another; ``one_step_off``
+    and ``async`` overlap the next batch's generation with this batch's other
+    stages, so a step costs the slower of the two plus the sync.
+    """
+    w, r = setup.workload, setup.rollout_devices
+    at = next(i for i, rp in enumerate(roles) if rp.generation is not None)
+    policy = roles[at]
+    stage = policy.transition_stage
+    model = setup.models[policy.role]
+    tg, pg = setup.rollout_pool_tp, setup.rollout_pool_pp
+    if r % (tg * pg):
+        tg = pg = 1
+    # A replica's pipeline stages run one after another (one micro-batch): they split
+    # the memory, not the time, so a replica decodes like a tg-way one.
+    replicas = r // (tg * pg)
+    running = min(w.max_running_sequences, math.ceil(w.sequences / replicas))
+    gen = GenerationLayout(tg=tg, dg=replicas, running=running)
+    total = sum(devices for _n, devices, _roles in setup.pools) + r
+    # Overlapped, the replicas decode while the actor's devices train (a shared memory
+    # bus on one CPU node is shared by all of them).
+    busy = r if setup.pipeline == "sync" else total
+    generation = search.simulator.generation_seconds(model, gen, w, busy=busy)
+    weights = w.dtype_bytes * model.num_params
+    buckets = max(1, math.ceil(weights / _SYNC_BUCKET_BYTES))
+    hops = math.ceil(math.log2(r + 1))
+    sync = hops * search.simulator.send(weights, total, calls=buckets)
+    pool = next(i for i, (_n, _d, members) in enumerate(setup.pools) if policy.role in members)
+    vectors[pool][stage] -= policy.stage_seconds[stage]
+    seconds = list(policy.stage_seconds)
+    seconds[stage] = generation
+    roles[at] = attrs.evolve(policy, generation=gen, stage_seconds=seconds, transition_seconds=sync)
+    vectors.append([generation if i == stage else 0.0 for i in range(len(seconds))])
+    others = math.fsum(max(v[i] for v in vectors) for i in range(len(seconds)) if i != stage)
+    if setup.pipeline == "sync":
+        return generation + others + sync
+    return max(generation, others) + sync
+
+
+STREAM_COPIES = 3
+"""Weight-sized memory passes of a streamed transition besides writing the generation
+module: the gather's copy-out into the unit's parameters (read + write) and reading them
+for the copy. The generation module is allocated per step, so its write is one fresh
+write (``fresh_memory_bandwidth``) where allocations are fresh, else a fourth pass."""
+
+
+def _gather_seconds(search: PlacementSearch, setup: RunSetup, role: str, devices: int) -> float:
+    """The train -> generate transition of a role sharded over ``devices`` ranks.
+
+    FSDP shards over the data-parallel ranks too: before decoding, each rank gathers the
+    full weights ((d-1)/d of them, one call per layer unit), copies them into a
+    generation module allocated for the step (``weight_sync: stream``; ``gather``
+    generates on the unsharded actor itself), and pays the transition's fixed work
+    (``reshard_overhead``, fitted on ``stream``).
+    """
+    sim = search.simulator
+    model = setup.models[role]
+    weights = setup.workload.dtype_bytes * model.num_params
+    gather = sim.allgather(weights, devices, devices, calls=model.num_layers + 1)
+    bandwidth = sim.cluster.bandwidth_per_device(devices)
+    if setup.weight_sync == "gather":
+        # Unsharded in place: only the gather's copy-out, no generation module.
+        return gather + 2 * weights / bandwidth + sim.cluster.reshard_overhead
+    copies = STREAM_COPIES * weights / bandwidth
+    written = weights / (sim.cluster.fresh_memory_bandwidth or bandwidth)
+    return gather + copies + written + sim.cluster.reshard_overhead
+
+
+def _sharding_seconds(
+    search: PlacementSearch, setup: RunSetup, role: str, kind: str, devices: int
+) -> float:
+    """FSDP's per-layer collectives of ``role``'s ``kind`` of work on ``devices`` ranks.
+
+    A fully sharded (ZeRO-3) training backend shards every role's parameters over its
+    pool; generation runs on gathered weights (the transition).
+    """
+    if devices <= 1 or kind == "generation":
+        return 0.0
+    w = setup.workload
+    model = search.models[role]
+    per_rank = w.sequences / devices
+    width = w.dtype_bytes
+    sim = search.simulator
+    if kind == "inference":
+        passes = math.ceil(per_rank / w.forward_micro_batch)
+        return sim.sharded_data_parallel_seconds(model, devices, passes, 0, width)
+    micro = max(1, math.ceil(per_rank / (w.optimizer_steps * w.micro_batch_size)))
+    passes = micro * w.optimizer_steps
+    forwards = passes * (2 if w.recompute else 1)
+    return sim.sharded_data_parallel_seconds(model, devices, forwards, passes, width)
+
+
+def _calls_per_stage(setup: RunSetup, members: tuple[str, ...]) -> list[int]:
+    """Worker calls per stage: one per (role, work) entry of the pool's roles."""
+    return [sum(1 for role, _kind in s.work if role in members) for s in setup.dataflow.stages]
+
+
+def measured_lengths(
+    metrics: Mapping[str, float], sequences: int, packed: bool = False
+) -> tuple[float, float] | None:
+    """(prompt, response) tokens per sequence from a step's metrics, if it logged them.
+
+    Means, except that the response is stretched to the padded width
+    (``perf/sequence_width``) the passes run over unless ``packed``.
+    """
+    response = metrics.get("response_length/mean")
+    rate, step_s = metrics.get("perf/throughput_tokens_per_s"), metrics.get("timing/step_s")
+    tokens = metrics.get("perf/tokens")
+    if tokens is None and rate is not None and step_s:
+        tokens = rate * step_s
+    if response is None or not tokens or sequences < 1:
+        return None
+    prompt = max(1.0, tokens / sequences - response)
+    # Without packing, passes run over rows padded to the batch's longest sequence.
+    width = metrics.get("perf/sequence_width")
+    if width is not None and not packed:
+        response = max(response, width - prompt)
+    return prompt, max(1.0, response)
+
+
+# -- hfsdk plan --check -------------------------------------------------------------------
+def measured_stages(row: Mapping[str, float], functions: tuple[str, ...] = ()) -> dict[str, float]:
+    """Measured seconds per planner stage of one ``metrics.jsonl`` row.
+
+    Generation excludes the resharding (``timing/reshard_s``, shown as the
+    transition); preparation includes the signals' timings by role name.
+    """
+
+    def timing(name: str) -> float:
+        return float(row.get(f"timing/{name}_s", 0.0))
+
+    # The log-prob and value passes are dispatched together (Algorithm.concurrently):
+    # each timing runs to its own result, so the block's wall time is the longest.
+    concurrent = max(timing(n) for n in ("old_log_prob", "ref_log_prob", "values"))
+    return {
+        "generation": timing("generation") - timing("reshard"),
+        "preparation": concurrent + math.fsum(timing(n) for n in (*functions, "advantages")),
+        "training": timing("update_critic") + timing("update_actor"),
+        "transition": timing("reshard"),
+    }
+
+
+@attrs.frozen(kw_only=True)
+class CheckRow:
+    """Predicted against measured seconds for one stage (or the whole step)."""
+
+    name: str
+    predicted: float
+    measured: float
+
+    @property
+    def ratio(self) -> float:
+        """predicted / measured (1.0 is exact; inf when nothing was measured)."""
+        return self.predicted / self.measured if self.measured > 0 else math.inf
+
+
+def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    from hfsdk import load_yaml_text
+
+    config_file, metrics_file = run_dir / "config.yaml", run_dir / "metrics.jsonl"
+    for path in (config_file, metrics_file):
+        if not path.is_file():
+            raise HfsdkError(
+                f"--check {str(run_dir)!r}: {path.name} is missing; give the directory of a "
+                "finished run (hfsdk run --run-dir DIR with trainer.loggers including jsonl)"
+            )
+    config = load_yaml_text(config_file.read_text(), source=str(config_file)) or {}
+    rows = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+    if not rows:
+        raise HfsdkError(f"--check {str(run_dir)!r}: metrics.jsonl has no steps yet")
+    return config, rows
+
+
+_STATISTICS = {
+    "mean": lambda xs: math.fsum(xs) / len(xs),
+    "median": lambda xs: (
+        sorted(xs)[len(xs) // 2]
+        if len(xs) % 2
+        else math.fsum(sorted(xs)[len(xs) // 2 - 1 : len(xs) // 2 + 1]) / 2
+    ),
+    "min": min,
+}
+
+
+def check_run(
+    run_dir: str | Path,
+    cluster: Cluster | str | None = None,
+    skip_first: bool = True,
+    statistic: str = "mean",
+) -> tuple[Plan, list[CheckRow]]:
+    """Re-plan a finished run's setup and compare with what it measured, per stage.
+
+    Measured values are the ``statistic`` (``mean``, ``median`` or ``min``:
+    the best step, like a calibration's best-of-N) over the run's steps, the
+    first one left out when there are more (it includes warm-up); the
+    workload uses the run's mean measured lengths.
+    """
+    if statistic not in _STATISTICS:
+        raise HfsdkError(f"statistic {statistic!r} is not one of {', '.join(_STATISTICS)}")
+    reduce = _STATISTICS[statistic]
+    cfg, rows = _read_run(Path(run_dir))
+    steady = rows[1:] if skip_first and len(rows) > 1 else rows
+    base = run_setup(cfg)
+    sequences = base.workload.sequences
+    lengths = [measured_lengths(r, sequences, base.workload.packing) for r in steady]
+    known = [x for x in lengths if x is not None]
+    if known:
+        prompt = math.fsum(x[0] for x in known) / len(known)
+        response = math.fsum(x[1] for x in known) / len(known)
+        base = run_setup(cfg, prompt_length=prompt, response_length=response)
+    plan = price_setup(base, cluster)
+    per_row = [measured_stages(row, base.functions) for row in steady]
+    measured = {stage: reduce([r[stage] for r in per_row]) for stage in STAGES}
+    step = reduce([float(r.get("timing/step_s", 0.0)) for r in steady])
+    predicted = dict(zip(plan.stages, plan.stage_seconds, strict=True))
+    transition = math.fsum(r.transition_seconds for r in plan.roles)
+    if "generation" in predicted:
+        predicted["generation"] -= transition
+    predicted["transition"] = transition
+    table = [
+        CheckRow(name=name, predicted=predicted.get(name, 0.0), measured=measured.get(name, 0.0))
+        for name in STAGES
+    ]
+    table.append(CheckRow(name="step", predicted=plan.iteration_seconds, measured=step))
+    return plan, table
+
+
+def format_check(
+    plan: Plan, table: list[CheckRow], run_dir: str | Path, statistic: str = "mean"
+) -> str:
+    """The ``--check`` table: stage, predicted s, measured s, predicted/measured."""
+    w = plan.workload
+    lines = [
+        f"Check of {run_dir!s}: {plan.algorithm} on {plan.num_devices} x {plan.cluster}; "
+        f"{w.sequences} sequences of {w.prompt_length} + {w.response_length} tokens (mean), "
+        f"{w.optimizer_steps} updates"
+        + (
+            f"; function signals (controller): {', '.join(plan.functions)}"
+            if plan.functions
+            else ""
+        ),
+        "",
+        f"{'stage':<12} {'predicted s':>12} {'measured s':>11} {'ratio':>7}",
+    ]
+    for row in table:
+        ratio = f"{row.ratio:.2f}" if math.isfinite(row.ratio) else "-"
+        lines.append(f"{row.name:<12} {row.predicted:>12.4f} {row.measured:>11.4f} {ratio:>7}")
+    lines.append("")
+    lines.append(f"ratio = predicted / measured; measured = {statistic} over steps after the first")
+    return "\n".join(lines)
+
+
+def setup_role_sizes(setup: RunSetup) -> dict[str, object]:
+    """``role_sizes`` for the search: each model role's real model, signal functions as none."""
+    return {**setup.models, **{role: FUNCTION for role in setup.functions}}
+
+
+def _split_candidates(total: int) -> list[int]:
+    """Rollout-pool sizes worth pricing on ``total`` devices (0: no pool of its own)."""
+    if total <= 16:
+        return list(range(total))
+    sizes = {0, *(2**k for k in range(total.bit_length()) if 2**k < total)}
+    sizes |= {total * q // 8 for q in range(1, 8)}
+    return sorted(sizes)
+
+
+def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | None = None) -> Any:
+    """``placement: auto`` under ``one_step_off`` / ``async``: the fastest rollout pool.
+
+    Prices every useful split of ``num_devices`` into the training roles'
+    devices (placed by :func:`~hfsdk_planner.auto.auto_placement_section`)
+    and a rollout pool of its own, plus none at all (generation on the actor's
+    devices, no overlap); returns ``(section, plan)`` of the fastest, the
+    section with ``placement.pools.rollout`` when it has one.
+    """
+    from hfsdk_planner.auto import auto_placement_section
+
+    setup = run_setup(config)
+    hardware = resolve_cluster(setup.cluster if cluster is None else cluster)
+    role_sizes = setup_role_sizes(setup)
+    best: tuple[float, dict[str, Any], Plan] | None = None
+    for rollout in _split_candidates(num_devices):
+        train = num_devices - rollout
+        # A CPU profile describes per-core devices; a GPU cluster takes whole nodes only.
+        cpu = hardware.device_kind == "cpu"
+        on = attrs.evolve(hardware, nodes=1, devices_per_node=train) if cpu else hardware
+        try:
+            section = auto_placement_section(
+                setup.algorithm, role_sizes=role_sizes, num_devices=train, cluster=on
+            )
+        except HfsdkError:  # no placement on that many devices (e.g. not whole nodes)
+            continue
+        roles = section["roles"]
+        pools = tuple(
+            (
+                name,
+                int(p["devices"]),
+                tuple(r for r in setup.dataflow.roles if roles.get(r) == name),
+            )
+            for name, p in section["pools"].items()
+        )
+        candidate = attrs.evolve(
+            setup,
+            pools=tuple(p for p in pools if p[2]),
+            rollout_devices=rollout,
+            in_process=setup.in_process and num_devices == 1,
+        )
+        whole = attrs.evolve(hardware, nodes=1, devices_per_node=num_devices) if cpu else hardware
+        plan = price_setup(candidate, whole)
+        if rollout:
+            section["pools"][ROLLOUT_POOL] = {"devices": rollout}
+        if best is None or plan.iteration_seconds < best[0]:
+            best = (plan.iteration_seconds, section, plan)
+    if best is None:
+        raise HfsdkError(
+            f"placement: auto found no split of {num_devices} devices into training devices "
+            "and a rollout pool; give placement.pools by hand"
+        )
+    return best[1], best[2]
+

@@ -1,0 +1,224 @@
+"""One picture of a run: its learning curves and where each step's time went.
+
+``hfsdk plot RUN_DIR`` reads ``metrics.jsonl`` and draws, in one PNG: the
+reward (and validation reward), the KL to the reference, the response length,
+the losses, a stacked bar per step of the stage times (``timing/*_s``;
+``other`` is the rest of the step: the controller's own work and what no
+stage timed), and one panel per metric namespace no panel above draws (a
+plugin's own metrics, e.g. ``lagrange/*``) plus the metrics asked for with
+``--metric``. Stages keep their colour from run to run. matplotlib is
+imported only when drawing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hfsdk import METRICS_FILE, HfsdkError, atomic_path, read_metrics
+
+CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("reward and validation", ("reward/mean", "val/reward_mean", "cost/mean")),
+    ("KL to the reference", ("actor/kl",)),
+    ("response length (tokens)", ("response_length/mean",)),
+    ("losses", ("actor/pg_loss", "actor/loss", "critic/vf_loss", "cost_critic/vf_loss")),
+)
+"""Panel title -> the metrics it draws (those a run has)."""
+
+STAGE_COLORS = {
+    "generation": "tab:orange",
+    "old_log_prob": "tab:green",
+    "ref_log_prob": "tab:red",
+    "values": "tab:cyan",
+    "reward": "tab:purple",
+    "cost": "tab:pink",
+    "advantages": "tab:blue",
+    "update_critic": "tab:olive",
+    "update_actor": "tab:brown",
+    "other": "lightgrey",
+}
+"""Stages keep their colour from run to run (a skipped stage must not recolour the rest)."""
+EXTRA_COLORS = ("tab:gray", "gold", "navy", "teal", "salmon", "darkkhaki")
+
+UNDRAWN_NAMESPACES = ("timing", "perf", "val")
+"""Namespaces the extra panels leave out: stage times have their bar, ``perf/*`` are
+throughput counters, ``val/*`` estimators sit beside the reward."""
+
+TOTAL_KEY = "timing/step_s"
+SKIPPED_STAGES = ("timing/data_s",)
+"""Stages too small to draw (loading the next prompts); they count towards ``other``."""
+
+
+def load_run_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The run's per-step metrics; a clear error when the directory holds none."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise HfsdkError(
+            f"run directory {str(run_dir)!r} does not exist; pass a --run-dir of a run"
+        )
+    rows = [r for r in read_metrics(run_dir) if "step" in r]
+    if not rows:
+        raise HfsdkError(
+            f"{run_dir / METRICS_FILE} has no steps; plot a run that trained with the jsonl "
+            "logger (trainer.loggers includes jsonl, the default)"
+        )
+    return rows
+
+
+def stage_times(rows: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    """Seconds per stage per step, in order of first appearance, plus ``other``.
+
+    A stage missing from a step (e.g. the old-log-prob pass when it was
+    skipped) counts 0 there. ``other`` is the step time the stages do not
+    cover (never negative).
+    """
+    names: list[str] = []
+    for row in rows:
+        for key in row:
+            if (
+                key.startswith("timing/")
+                and key.endswith("_s")
+                and key not in (TOTAL_KEY, *SKIPPED_STAGES)
+                and key not in names
+            ):
+                names.append(key)
+    stages = {
+        name.removeprefix("timing/").removesuffix("_s"): [float(r.get(name, 0.0)) for r in rows]
+        for name in names
+    }
+    totals = [float(r.get(TOTAL_KEY, 0.0)) for r in rows]
+    covered = [sum(values[i] for values in stages.values()) for i in range(len(rows))]
+    stages["other"] = [max(0.0, t - c) for t, c in zip(totals, covered, strict=True)]
+    return stages
+
+
+def stage_color(name: str) -> str:
+    """The colour of stage ``name``: its own for the known stages, else one picked by the
+    name alone, so the stages a run skips or adds never recolour the others."""
+    if name in STAGE_COLORS:
+        return STAGE_COLORS[name]
+    return EXTRA_COLORS[zlib.crc32(name.encode()) % len(EXTRA_COLORS)]
+
+
+def _numeric(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Every metric key some row holds a number for, in order of first appearance."""
+    keys: dict[str, None] = {}
+    for row in rows:
+        for key, value in row.items():
+            if key != "step" and isinstance(value, int | float) and not isinstance(value, bool):
+                keys.setdefault(key, None)
+    return list(keys)
+
+
+def extra_panels(
+    rows: Sequence[dict[str, Any]], chosen: Sequence[str] = ()
+) -> list[tuple[str, tuple[str, ...]]]:
+    """Panels beyond :data:`CURVES`: ``chosen`` metrics, then one per undrawn namespace.
+
+    ``chosen`` are glob patterns (``--metric 'actor/*'``); a pattern that matches
+    nothing is an error naming what the run logged. A namespace (the part before
+    ``/``) gets a panel when no :data:`CURVES` panel draws any of its keys and it
+    is not one of :data:`UNDRAWN_NAMESPACES`: what a plugin logs under its own
+    name (``lagrange/multiplier``) is drawn without being listed here.
+    """
+    keys = _numeric(rows)
+    panels: list[tuple[str, tuple[str, ...]]] = []
+    if chosen:
+        picked: dict[str, None] = {}
+        for pattern in chosen:
+            found = [k for k in keys if fnmatch.fnmatchcase(k, pattern)]
+            if not found:
+                raise HfsdkError(
+                    f"--metric {pattern!r} matches no metric of this run; it logged "
+                    f"{', '.join(keys)}"
+                )
+            picked.update(dict.fromkeys(found))
+        panels.append(("chosen metrics", tuple(picked)))
+    covered = {key.split("/")[0] for _panel, panel_keys in CURVES for key in panel_keys}
+    by_namespace: dict[str, list[str]] = {}
+    for key in keys:
+        namespace = key.split("/")[0] if "/" in key else "other"
+        if namespace not in covered and namespace not in UNDRAWN_NAMESPACES:
+            by_namespace.setdefault(namespace, []).append(key)
+    panels.extend((f"{ns}/*", tuple(ks)) for ns, ks in by_namespace.items())
+    return panels
+
+
+def draw_run(
+    rows: Sequence[dict[str, Any]],
+    path: str | Path,
+    title: str = "",
+    metrics: Sequence[str] = (),
+) -> Path:
+    """Draw the curves, the stage breakdown and the extra panels (:func:`extra_panels`,
+    ``metrics`` the ``--metric`` patterns) of ``rows`` into ``path`` (PNG, atomically)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise HfsdkError(
+            "hfsdk plot needs matplotlib; install it with "
+            "`pip install 'hfsdk-plugin-planner[plot]'`"
+        ) from None
+    path = Path(path)
+    if path.suffix.lower() != ".png":
+        raise HfsdkError(
+            f"--out {str(path)!r}: the picture is a PNG; give a file name ending in .png"
+        )
+    steps = [int(r["step"]) for r in rows]
+    extra = extra_panels(rows, metrics)
+    extra_rows = -(-len(extra) // 3)
+    fig = plt.figure(figsize=(15, 4 * (2 + extra_rows)))
+    grid = fig.add_gridspec(2 + extra_rows, 3)
+    estimators = sorted(
+        {k for r in rows for k in r if re.fullmatch(r"val/(pass|mean|maj)@\d+", k)},
+        key=lambda k: (k.split("@")[0], int(k.split("@")[1])),
+    )
+    slots = [(i // 3, i % 3) for i in range(len(CURVES))]  # the stage bars take row 1's rest
+    slots += [(2 + i // 3, i % 3) for i in range(len(extra))]
+    for index, (panel, keys) in enumerate([*CURVES, *extra]):
+        if index == 0:  # validation estimators (val/pass@k, ...) beside the reward
+            keys = (*keys, *estimators)
+        ax = fig.add_subplot(grid[slots[index]])
+        drawn = False
+        for key in keys:
+            points = [(int(r["step"]), float(r[key])) for r in rows if key in r]
+            if points:
+                xs, ys = zip(*points, strict=True)
+                ax.plot(xs, ys, marker="o", markersize=3, label=key)
+                drawn = True
+        ax.set_title(panel)
+        ax.set_xlabel("step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if drawn:
+            ax.legend(fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes)
+    ax = fig.add_subplot(grid[1, 1:])
+    bottom = [0.0] * len(rows)
+    for name, values in stage_times(rows).items():
+        ax.bar(steps, values, bottom=bottom, label=name, color=stage_color(name))
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    ax.set_title("time per step by stage")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("step")
+    ax.set_ylabel("seconds")
+    ax.legend(fontsize=8, ncol=2)
+    ax.grid(alpha=0.3, axis="y")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=90, format="png")
+    finally:
+        plt.close(fig)
+    return path

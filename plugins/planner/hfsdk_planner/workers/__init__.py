@@ -1,0 +1,1 @@
+"""Processes ``hfsdk calibrate`` starts (``python -m hfsdk_planner.workers.<name>``)."""

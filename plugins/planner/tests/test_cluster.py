@@ -1,0 +1,169 @@
+"""Cluster descriptions and presets."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import attrs
+import pytest
+
+from hfsdk import HfsdkError
+from hfsdk_planner.cluster import Cluster, a100_80gb, local
+from hfsdk_planner.cluster_lookup import get_cluster
+
+
+def test_a100_preset_numbers() -> None:
+    cluster = get_cluster("a100-80gb")
+    assert (cluster.nodes, cluster.devices_per_node, cluster.num_devices) == (1, 8, 8)
+    assert cluster.device_memory == 80e9
+    assert cluster.usable_memory == pytest.approx(72e9)
+    assert cluster.peak_flops == 312e12
+    assert cluster.intra_node_bandwidth > cluster.inter_node_bandwidth
+
+
+def test_local_preset_reads_this_machine() -> None:
+    cluster = get_cluster("LOCAL")
+    cores = len(os.sched_getaffinity(0))
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert cluster.device_kind == "cpu"
+    assert cluster.num_devices == cores
+    assert cluster.device_memory * cores == pytest.approx(ram)
+
+
+def test_local_preset_is_read_at_call_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1, 2})
+    assert local().num_devices == 3
+
+
+def test_with_devices() -> None:
+    cluster = a100_80gb()
+    assert cluster.with_devices(128).nodes == 16
+    assert cluster.with_devices(128).num_devices == 128
+    small = cluster.with_devices(4)
+    assert (small.nodes, small.devices_per_node) == (1, 4)
+    with pytest.raises(HfsdkError, match=r"multiple of 8 \(e.g. 16 or 24\)"):
+        cluster.with_devices(20)
+    with pytest.raises(HfsdkError, match="integer >= 1"):
+        cluster.with_devices(0)
+
+
+def test_links_by_span() -> None:
+    cluster = a100_80gb().with_devices(16)
+    assert cluster.link(8) == (cluster.intra_node_bandwidth, cluster.intra_node_latency)
+    assert cluster.link(9) == (cluster.inter_node_bandwidth, cluster.inter_node_latency)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("nodes", 0, "integer >= 1"),
+        ("device_memory", -1.0, "positive number"),
+        ("peak_flops", float("inf"), "positive number"),
+        ("usable_memory_fraction", 1.5, r"in \(0, 1\]"),
+    ],
+)
+def test_bad_fields(field: str, value: object, message: str) -> None:
+    with pytest.raises(HfsdkError, match=f"{field}.*{message}"):
+        Cluster(**{field: value})
+    with pytest.raises(HfsdkError, match=field):
+        attrs.evolve(a100_80gb(), **{field: value})
+
+
+def test_unknown_preset_lists_the_known_ones() -> None:
+    with pytest.raises(
+        HfsdkError, match=r"unknown cluster preset 'h100'.*a100-80gb, h100-80gb, h200-141gb, local"
+    ):
+        get_cluster("h100")
+
+
+def test_gpu_presets_carry_their_data_sheet_figures() -> None:
+    h100, h200 = get_cluster("h100-80gb"), get_cluster("h200-141gb")
+    assert (h100.device_memory, h200.device_memory) == (80e9, 141e9)
+    assert h100.peak_flops == h200.peak_flops == 989.4e12
+    assert (h100.memory_bandwidth, h200.memory_bandwidth) == (3.35e12, 4.8e12)
+    assert "data sheet" in h100.source and "H200" in h200.source
+    assert h100.for_dtype("float32").peak_flops == 66.9e12
+    assert h100.for_dtype("bf16").peak_flops == 989.4e12
+    assert local().for_dtype("float32") == local()  # nothing measured: the peak stays
+
+
+def test_presets_come_through_the_hook_and_a_plugin_adds_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hfsdk
+    from hfsdk.core import plugin_manager
+    from hfsdk_planner.cluster_lookup import cluster_presets
+
+    class TestClusters:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_clusters(register):  # type: ignore[no-untyped-def]
+            register("lab-4x", lambda: Cluster(name="lab-4x", devices_per_node=4))
+
+    from hfsdk_planner import plugin as planner
+
+    pm = plugin_manager.build_plugin_manager(
+        [("planner", planner), ("lab", TestClusters)], load_entry_points=False
+    )
+    monkeypatch.setattr(plugin_manager, "get_plugin_manager", functools.cache(lambda: pm))
+    assert {"a100-80gb", "h100-80gb", "h200-141gb", "local", "lab-4x"} <= set(cluster_presets())
+    assert pm.registry("clusters")["h200-141gb"].plugin == "planner"
+    assert pm.registry("clusters")["lab-4x"].plugin == "lab"
+    assert get_cluster("lab-4x").devices_per_node == 4
+
+
+def test_a_profile_round_trips_and_is_accepted_by_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from hfsdk.core.trainer.placement_config import PlacementConfig
+
+    profile = attrs.evolve(
+        local(),
+        name="measured",
+        flops_by_dtype={"float32": 5e10, "bfloat16": 1e11},
+        layer_overhead=2e-4,
+        efficiency={"training_efficiency": 0.3},
+    )
+    path = tmp_path / "local.yaml"
+    profile.save(path)
+    assert get_cluster(str(path)) == profile
+    assert get_cluster(str(path)).for_dtype("float32").peak_flops == 5e10
+    assert PlacementConfig(cluster=str(path)).cluster == str(path)
+    path.write_text("name: x\npeak_flop: 1\n")
+    with pytest.raises(HfsdkError, match=r"unknown keys \['peak_flop'\]"):
+        get_cluster(str(path))
+    with pytest.raises(HfsdkError, match="does not exist; write one with `hfsdk calibrate"):
+        get_cluster(str(tmp_path / "missing.yaml"))
+
+
+def test_efficiency_of_a_profile_sets_the_simulator() -> None:
+    from hfsdk_planner.simulator import Simulator
+
+    cluster = attrs.evolve(local(), efficiency={"training_efficiency": 0.25})
+    assert Simulator(cluster).settings.training_efficiency == 0.25
+    with pytest.raises(HfsdkError, match="unknown keys \\['speed'\\]"):
+        Simulator(attrs.evolve(local(), efficiency={"speed": 0.5}))
+
+
+def test_executor_overheads_follow_the_process_and_the_sharding() -> None:
+    """Calls to a worker process cost the remote call overhead; only roles sharded over
+    several ranks pay the backend's remote (two-rank) fixed costs."""
+    base = attrs.evolve(
+        local(),
+        update_overhead=0.01,
+        microbatch_overhead=0.002,
+        forward_overhead=0.001,
+        call_overhead=0.0003,
+        remote_update_overhead=0.0,
+        remote_microbatch_overhead=0.04,
+        remote_forward_overhead=0.011,
+        remote_call_overhead=0.014,
+    )
+    backend = ("update_overhead", "microbatch_overhead", "forward_overhead")
+
+    def figures(cluster: Cluster) -> tuple[float, ...]:
+        return (*(getattr(cluster, f) for f in backend), cluster.call_overhead)
+
+    assert figures(base.for_executor(True)) == (0.01, 0.002, 0.001, 0.0003)
+    assert figures(base.for_executor(False)) == (0.0, 0.04, 0.011, 0.014)  # sharded by default
+    # one device in a worker process (e.g. the actor beside a rollout pool)
+    assert figures(base.for_executor(False, sharded=False)) == (0.01, 0.002, 0.001, 0.014)

@@ -1,0 +1,97 @@
+"""The memory model's levers: LoRA, activation recompute, packing; the preflight warning."""
+
+from __future__ import annotations
+
+import pytest
+
+from hfsdk.core.config import load_run_config
+from hfsdk_planner.layout import Layout
+from hfsdk_planner.memory_check import run_memory_warning
+from hfsdk_planner.memory_model import (
+    lora_params,
+    role_memory,
+    training_activation_bytes,
+    training_state_bytes,
+)
+from hfsdk_planner.model_spec import ModelSpec
+from hfsdk_planner.run_memory import memory_warning, run_memory
+from hfsdk_planner.workload import RoleTask, Workload
+
+QWEN_05B = ModelSpec.from_shape(
+    name="qwen2.5-0.5b",
+    num_layers=24,
+    hidden_size=896,
+    num_heads=14,
+    num_kv_heads=2,
+    intermediate_size=4864,
+    vocab_size=151936,
+    tie_word_embeddings=True,
+)
+"""Qwen2.5-0.5B's shape."""
+
+
+def test_lora_params_count_every_linear_layer_of_the_blocks() -> None:
+    # What peft reports for Qwen2.5-0.5B, r=16 on q,k,v,o,gate,up,down: 8,798,208.
+    assert lora_params(QWEN_05B, 16) == 8_798_208
+
+
+def test_lora_state_is_a_frozen_fp32_base_plus_trained_adapters() -> None:
+    p, a = QWEN_05B.num_params, lora_params(QWEN_05B, 16)
+    assert training_state_bytes(QWEN_05B, Layout(1, 1, 1), 16) == 4 * p + 16 * a
+    assert training_state_bytes(QWEN_05B, Layout(1, 1, 1)) == 16 * p
+    policy = RoleTask(
+        model=QWEN_05B, work=((0, "generation"), (1, "training")), workload=Workload(lora_rank=16)
+    )
+    critic = RoleTask(model=QWEN_05B, work=((1, "training"),), workload=Workload(lora_rank=16))
+    # Only the policy (it generates and trains) has adapters.
+    assert role_memory(policy, Layout(1, 1, 1), None).resident == 4 * p + 16 * a
+    assert role_memory(critic, Layout(1, 1, 1), None).resident == 16 * p
+
+
+def test_recompute_keeps_layer_inputs_and_packing_counts_real_tokens() -> None:
+    base = Workload(micro_batch_size=4, prompt_length=256, response_length=256, dtype_bytes=4)
+    full = training_activation_bytes(QWEN_05B, Layout(1, 1, 1), attrs_evolve(base, False))
+    ckpt = training_activation_bytes(QWEN_05B, Layout(1, 1, 1), attrs_evolve(base, True))
+    tokens, h = 4 * 512, QWEN_05B.hidden_size
+    logits = tokens * QWEN_05B.vocab_size * 4
+    assert full == pytest.approx(tokens * h * 68 * 24 + logits)
+    assert ckpt == pytest.approx(tokens * h * 4 * 24 + tokens * h * 68 + logits)
+    packed = attrs_evolve(base, True, packing=True, mean_sequence_length=256)
+    half = training_activation_bytes(QWEN_05B, Layout(1, 1, 1), packed)
+    assert half == pytest.approx(ckpt / 2)
+    # Without a known mean length packing promises nothing.
+    unknown = attrs_evolve(base, True, packing=True)
+    assert training_activation_bytes(QWEN_05B, Layout(1, 1, 1), unknown) == ckpt
+
+
+def attrs_evolve(workload: Workload, recompute: bool, **changes: object) -> Workload:
+    import attrs
+
+    return attrs.evolve(workload, recompute=recompute, **changes)
+
+
+def test_run_estimate_applies_each_roles_levers() -> None:
+    plain = {
+        r.role: r.memory for p in run_memory(load_run_config("grpo", None, [])) for r in p.roles
+    }
+    lora = load_run_config("grpo", None, ["actor.lora.rank=8", "actor.gradient_checkpointing=true"])
+    levers = {r.role: r.memory for p in run_memory(lora) for r in p.roles}
+    assert levers["actor"].resident < plain["actor"].resident / 2
+    assert levers["actor"].transient < plain["actor"].transient
+    # The reference is the LoRA actor's base: no weights of its own.
+    assert levers["reference"].resident == 0 < plain["reference"].resident
+
+
+def test_preflight_warns_with_the_role_and_its_estimate() -> None:
+    config = load_run_config("grpo", None, [])
+    total = sum(p.total for p in run_memory(config))
+    assert run_memory_warning(config, host_bytes=2 * total) is None
+    warning = run_memory_warning(config, host_bytes=total / 2)
+    assert warning is not None and "\n" not in warning
+    assert warning.startswith("pool 'global' needs ~")
+    assert "actor ~" in warning and "reference ~" in warning
+    assert "the largest is actor: try actor.gradient_checkpointing" in warning
+    # On GPUs the comparison is per device.
+    pools = run_memory(config)
+    assert memory_warning(pools, device_bytes=pools[0].per_device * 0.9, host_bytes=None)
+    assert memory_warning(pools, device_bytes=pools[0].per_device * 1.1, host_bytes=None) is None

@@ -1,0 +1,108 @@
+"""Model sizes: named Llama shapes, parameter counts, HF configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hfsdk import HfsdkError
+from hfsdk_planner.model_spec import ModelSpec, named_model, resolve_model
+
+
+@pytest.mark.parametrize(
+    ("size", "params"),
+    [
+        # Published parameter counts of Llama-2 7B/13B/70B and Code Llama 34B.
+        ("7B", 6_738_415_616),
+        ("13B", 13_015_864_320),
+        ("34B", 33_743_970_304),
+        ("70B", 68_976_648_192),
+    ],
+)
+def test_named_sizes_have_the_standard_parameter_counts(size: str, params: int) -> None:
+    assert named_model(size).num_params == params
+    assert resolve_model(size.lower()).num_params == params
+
+
+def test_kv_cache_per_token() -> None:
+    # Llama-2-7B: 2 (K, V) x 32 layers x 4096 x 2 bytes = 512 KiB per token.
+    assert named_model("7B").kv_bytes_per_token() == 512 * 1024
+    # 70B uses 8 grouped KV heads of 128: 2 x 80 x 8 x 128 x 2 bytes.
+    assert named_model("70B").kv_bytes_per_token() == 327_680
+
+
+@pytest.mark.parametrize(("text", "params"), [("1.3B", 1.3e9), ("350M", 350e6), ("6.7e9", 6.7e9)])
+def test_parameter_counts(text: str, params: float) -> None:
+    spec = resolve_model(text)
+    assert spec.num_params == int(params)
+    # The derived shape is Llama-proportioned and roughly accounts for the count.
+    shape_params = 12 * spec.num_layers * spec.hidden_size**2 + 2 * 32000 * spec.hidden_size
+    assert 0.6 < shape_params / params < 1.5
+    assert spec.hidden_size % spec.num_heads == 0
+    assert resolve_model(params).num_params == int(params)
+
+
+def _tiny_config() -> dict:
+    return {
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+        "tie_word_embeddings": True,
+    }
+
+
+def test_hf_config_dict_and_file(tmp_path: Path) -> None:
+    config = _tiny_config()
+    spec = resolve_model(config)
+    # embeddings (tied) + 2 x (q, o: 64x64 each; k, v: 64x32 each; mlp 3x64x128; 2 norms) + norm
+    per_layer = 2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64
+    assert spec.num_params == 100 * 64 + 2 * per_layer + 64
+    assert spec.num_kv_heads == 2
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "config.json").write_text(json.dumps(config))
+    from_dir = resolve_model(str(tmp_path / "tiny"))
+    assert from_dir.num_params == spec.num_params
+    assert from_dir.name == "tiny"
+    assert resolve_model(str(tmp_path / "tiny" / "config.json")).num_params == spec.num_params
+
+
+def test_spec_passes_through() -> None:
+    spec = named_model("13B")
+    assert resolve_model(spec) is spec
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("13Q", "cannot understand model size '13Q'"),
+        ("0.5k", "too small"),
+        ({"hidden_size": 64}, "HF config lacks num_hidden_layers"),
+        (True, "must be a size or parameter count"),
+        ([7], "must be a string, number or HF config dict"),
+        ("9B!", "cannot understand"),
+    ],
+)
+def test_bad_sizes(value: object, message: str) -> None:
+    with pytest.raises(HfsdkError, match=message):
+        resolve_model(value)  # type: ignore[arg-type]
+
+
+def test_bad_shapes() -> None:
+    with pytest.raises(HfsdkError, match="not divisible by num_heads"):
+        ModelSpec.from_shape(name="x", num_layers=2, hidden_size=100, num_heads=3,
+                             num_kv_heads=3, intermediate_size=8, vocab_size=10)  # fmt: skip
+    with pytest.raises(HfsdkError, match="num_layers must be a positive integer"):
+        ModelSpec(name="x", num_params=1, num_layers=0, hidden_size=8, num_heads=1,
+                  num_kv_heads=1, intermediate_size=8, vocab_size=8)  # fmt: skip
+
+
+def test_bad_config_file(tmp_path: Path) -> None:
+    broken = tmp_path / "config.json"
+    broken.write_text("{not json")
+    with pytest.raises(HfsdkError, match="cannot read HF config"):
+        resolve_model(str(broken))

@@ -1,0 +1,257 @@
+"""The planner on a run's own setup: function signals, real models, --check, the step metric."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import pytest
+from click.testing import CliRunner
+
+from hfsdk import HfsdkError
+from hfsdk.core.config import load_run_config
+from hfsdk_planner import get_cluster, plan_for_algorithm
+from hfsdk_planner.cli.plan_command import plan as plan_command
+from hfsdk_planner.layout import Layout
+from hfsdk_planner.model_spec import llama_param_count
+from hfsdk_planner.run_plan import (
+    check_run,
+    measured_stages,
+    price_setup,
+    run_setup,
+)
+from hfsdk_planner.simulator import Simulator
+
+SHAPE = {
+    "num_hidden_layers": 4,
+    "hidden_size": 256,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "intermediate_size": 512,
+    "vocab_size": 1000,
+}
+
+
+def _model_dir(root: Path, name: str, **changes: int) -> Path:
+    path = root / name
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({**SHAPE, **changes}))
+    return path
+
+
+def test_a_function_reward_has_no_model_cost() -> None:
+    setup = run_setup(load_run_config("grpo"))
+    assert setup.functions == ("reward",)
+    assert "reward" not in setup.dataflow.roles
+    plan = price_setup(setup, "local")
+    assert [r.role for r in plan.roles] == ["actor", "reference"]
+    assert plan.functions == ("reward",)
+    assert "function signals" in plan.format_table()
+
+    kwargs = dict(model_size="7B", num_devices=8, cluster="a100-80gb")
+    as_model = plan_for_algorithm("grpo", **kwargs)
+    as_function = plan_for_algorithm("grpo", role_sizes={"reward": "function"}, **kwargs)
+    prep = as_model.stages.index("preparation")
+    assert as_function.stage_seconds[prep] < as_model.stage_seconds[prep]
+    assert as_function.functions == ("reward",)
+    assert "reward" not in [r.role for r in as_function.roles]
+    with pytest.raises(HfsdkError, match="only a reward or cost role can be a function"):
+        plan_for_algorithm("grpo", role_sizes={"actor": "function"}, **kwargs)
+
+
+def test_a_frozen_reference_costs_one_forward_pass() -> None:
+    setup = run_setup(load_run_config("grpo"))
+    plan = price_setup(setup, "local")
+    reference = plan.role("reference")
+    prep = plan.stages.index("preparation")
+    busy = [s for s in reference.stage_seconds if s]
+    assert len(busy) == 1  # no generation, no training
+    simulator = Simulator(plan_cluster := get_cluster("local"))
+    del plan_cluster
+    expected = simulator.inference_seconds(
+        setup.models["reference"], Layout(1, 1, 1), setup.workload
+    )
+    assert reference.stage_seconds[prep] == pytest.approx(expected)
+
+
+def test_model_path_gives_each_role_its_real_size(tmp_path: Path) -> None:
+    actor = _model_dir(tmp_path, "actor")
+    critic = _model_dir(tmp_path, "critic", num_hidden_layers=2, hidden_size=128)
+    cfg = load_run_config("ppo").to_dict()
+    cfg["actor"]["model_path"] = str(actor)
+    cfg["critic"]["model_path"] = str(critic)
+    setup = run_setup(cfg)
+    expected = llama_param_count(
+        num_layers=4, hidden_size=256, num_heads=4, num_kv_heads=4, intermediate_size=512,
+        vocab_size=1000,
+    )  # fmt: skip
+    assert setup.models["actor"].num_params == expected
+    assert setup.models["reference"] == setup.models["actor"]  # no path: the actor's model
+    assert setup.models["critic"].num_layers == 2 and setup.models["critic"].hidden_size == 128
+    assert setup.functions == ("reward",)
+
+
+def test_an_on_policy_update_skips_the_old_log_probs() -> None:
+    cfg = load_run_config("grpo").to_dict()
+    sequences = cfg["data"]["batch_size"] * cfg["algorithm"]["n_samples_per_prompt"]
+    prep = {s.name: s for s in run_setup(cfg).dataflow.stages}["preparation"]
+    assert ("actor", "inference") in prep.work  # two mini-batches: old log-probs needed
+    cfg["actor"]["mini_batch_size"] = sequences
+    prep = {s.name: s for s in run_setup(cfg).dataflow.stages}["preparation"]
+    assert ("actor", "inference") not in prep.work
+    assert ("reference", "inference") in prep.work
+
+
+def _row(step: int, **timings: float) -> dict[str, float]:
+    return {
+        "step": step,
+        "response_length/mean": 4.0,
+        "perf/throughput_tokens_per_s": 64 * 12 / 0.05,
+        "timing/step_s": 0.05,
+        **{f"timing/{k}_s": v for k, v in timings.items()},
+    }
+
+
+def test_check_compares_a_recorded_run_stage_by_stage(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(load_run_config("grpo").to_yaml())
+    timings = dict(
+        generation=0.012, reshard=0.002, old_log_prob=0.010, ref_log_prob=0.011, reward=0.001,
+        advantages=0.0005, update_actor=0.020,
+    )  # fmt: skip
+    rows = [_row(1, **{k: 10 * v for k, v in timings.items()}), _row(2, **timings)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    stages = measured_stages(rows[1], ("reward",))
+    assert stages["generation"] == pytest.approx(0.010)
+    assert stages["preparation"] == pytest.approx(0.011 + 0.001 + 0.0005)  # concurrent: max
+    assert stages["training"] == pytest.approx(0.020)
+    assert stages["transition"] == pytest.approx(0.002)
+
+    plan, table = check_run(run, "local")
+    by = {r.name: r for r in table}
+    assert by["training"].measured == pytest.approx(0.020)  # the first step is left out
+    assert by["step"].measured == pytest.approx(0.05)
+    assert by["step"].predicted == pytest.approx(plan.iteration_seconds)
+    assert plan.workload.response_length == 4  # the run's mean, not the config's maximum
+    assert plan.workload.prompt_length == 8  # 12 tokens per sequence minus 4
+
+    result = CliRunner().invoke(plan_command, ["--check", str(run), "--cluster", "local"])
+    assert result.exit_code == 0, result.output
+    lines = {line.split()[0]: line.split()[1:] for line in result.output.splitlines() if line}
+    for stage in ("generation", "preparation", "training", "transition", "step"):
+        assert stage in lines
+    predicted, measured, ratio = map(float, lines["training"])
+    assert measured == pytest.approx(0.020, abs=1e-4)
+    assert ratio == pytest.approx(predicted / measured, rel=0.02)
+
+    result = CliRunner().invoke(plan_command, ["--check", str(tmp_path / "none")])
+    assert isinstance(result.exception, HfsdkError)
+    assert "config.yaml is missing" in str(result.exception)
+
+
+def test_a_sharded_actor_pays_its_gather_copies_and_fixed_work_to_generate() -> None:
+    from hfsdk_planner.cluster import local
+    from hfsdk_planner.run_plan import STREAM_COPIES
+
+    setup = run_setup(load_run_config("grpo", None, ["placement.pools.global.devices=2"]))
+    base = attrs.evolve(local(), intra_node_bandwidth=1e9, efficiency={"link_efficiency": 1.0})
+    slow = attrs.evolve(
+        base,
+        reshard_overhead=0.01,
+        fresh_memory_bandwidth=1e9,
+        efficiency={"link_efficiency": 1.0, "gather_efficiency": 0.5},
+    )
+
+    def transition(cluster: object) -> float:
+        return next(r.transition_seconds for r in price_setup(setup, cluster).roles if r.generation)
+
+    model = setup.models["actor"]
+    weights = setup.workload.dtype_bytes * model.num_params
+    latency = (model.num_layers + 1) * base.intra_node_latency
+    bandwidth = base.with_devices(2).bandwidth_per_device(2)
+    copies = (STREAM_COPIES + 1) * weights / bandwidth
+    # Two ranks: each receives half the weights, at the link's bandwidth, then copies them.
+    assert transition(base) == pytest.approx(weights / 2 / 1e9 + latency + copies)
+    # At half the ring bound the bytes take twice as long; the fixed work is added once;
+    # the generation module's weights are written at the rate of a fresh allocation.
+    fresh = STREAM_COPIES * weights / bandwidth + weights / 1e9
+    assert transition(slow) == pytest.approx(weights / 1e9 + latency + fresh + 0.01)
+    # weight_sync: gather generates on the unsharded actor: only the gather's copy-out.
+    setup = run_setup(
+        load_run_config(
+            "grpo", None, ["placement.pools.global.devices=2", "rollout.weight_sync=gather"]
+        )
+    )
+    assert setup.weight_sync == "gather"
+    in_place = 2 * weights / bandwidth
+    assert transition(slow) == pytest.approx(weights / 1e9 + latency + in_place + 0.01)
+
+
+def _pooled(pipeline: str, rollout: int = 1, **extra: str) -> dict:
+    overrides = [
+        f"trainer.pipeline={pipeline}",
+        "placement.pools.global.devices=1",
+        f"placement.pools.rollout.devices={rollout}",
+        *(f"{k}={v}" for k, v in extra.items()),
+    ]
+    return load_run_config("grpo", None, overrides).to_dict()
+
+
+def test_a_rollout_pool_takes_the_generation_and_a_pipeline_overlaps_it() -> None:
+    sync = run_setup(_pooled("sync"))
+    assert sync.rollout_devices == 1 and sync.pipeline == "sync" and not sync.in_process
+    assert [p[0] for p in sync.pools] == ["global"]  # the replicas' pool holds no role
+    plan = price_setup(sync, "local")
+    actor = next(r for r in plan.roles if r.role == "actor")
+    assert actor.generation is not None and actor.generation.dg == 1
+    assert actor.transition_seconds > 0  # the weight broadcast after each update
+    generation, *others = plan.stage_seconds
+    assert generation == pytest.approx(actor.stage_seconds[0])
+    assert plan.iteration_seconds == pytest.approx(
+        generation + sum(others) + actor.transition_seconds
+    )
+    for pipeline in ("one_step_off", "async"):
+        overlapped = price_setup(run_setup(_pooled(pipeline)), "local")
+        assert overlapped.iteration_seconds == pytest.approx(
+            max(generation, sum(others)) + actor.transition_seconds
+        )
+    # Two replicas split the sequences: generation gets faster.
+    two = price_setup(run_setup(_pooled("sync", rollout=2)), "local")
+    assert two.stage_seconds[0] < generation
+    # One replica of two tensor-parallel ranks, or of two pipeline stages: one replica.
+    for key in ("tp", "pp"):
+        one = price_setup(
+            run_setup(_pooled("sync", rollout=2, **{f"placement.pools.rollout.{key}": "2"})),
+            "local",
+        )
+        actor = next(r for r in one.roles if r.role == "actor")
+        assert actor.generation.dg == 1 and actor.generation.tg == (2 if key == "tp" else 1)
+
+
+def test_auto_placement_sizes_a_rollout_pool_for_overlapped_pipelines() -> None:
+    from hfsdk_planner import get_cluster
+    from hfsdk_planner.run_plan import plan_rollout_split
+
+    # Slow links: sharding the actor over every device and gathering it to generate costs
+    # more than a replica of its own fed once per step.
+    slow = attrs.evolve(
+        get_cluster("local"), intra_node_latency=5e-3, intra_node_bandwidth=1e8,
+        inter_node_latency=5e-3, inter_node_bandwidth=1e8,
+    )  # fmt: skip
+    cfg = _pooled("one_step_off")
+    section, plan = plan_rollout_split(cfg, 2, slow)
+    assert section["pools"]["rollout"] == {"devices": 1}
+    assert sum(p["devices"] for p in section["pools"].values()) == 2
+    assert "rollout" not in section["roles"].values()
+    whole = attrs.evolve(slow, nodes=1, devices_per_node=2)
+    colocated = attrs.evolve(
+        run_setup(cfg), rollout_devices=0, pools=(("global", 2, ("actor", "reference")),)
+    )
+    assert plan.iteration_seconds < price_setup(colocated, whole).iteration_seconds
+    # Fast links on the same devices: no pool of its own.
+    section, _plan = plan_rollout_split(cfg, 2, attrs.evolve(slow, intra_node_latency=1e-6,
+                                                             intra_node_bandwidth=1e11))  # fmt: skip
+    assert "rollout" not in section["pools"]
