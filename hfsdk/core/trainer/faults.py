@@ -28,7 +28,8 @@ what arrived into copies, so it keeps generating with the old weights) and ``syn
 write the first slice it received, so it keeps that slice's old values. ``vllm_drop``
 (once per process): a vLLM engine's reload of the actor's weights version N leaves one
 tensor out (the engine's read-back catches it; with a colocated actor N is the number of
-updates so far).
+updates so far; at generation tp > 1 only the last rank of each generation group loses its
+slice of one tensor).
 """
 
 from __future__ import annotations

@@ -189,6 +189,13 @@ class ColocatedEngine:
 
         return self.llm.apply_model(name_mapping)[0]
 
+    def rank_slicer(self) -> Callable[[str, torch.Tensor], torch.Tensor]:
+        """(HF name, whole tensor) → this tensor-parallel rank's slice of it
+        (:func:`~.readback.rank_slicer`)."""
+        from hfsdk_rollout_vllm.readback import rank_slicer
+
+        return self.llm.apply_model(rank_slicer)[0]
+
 
 def _unlink_cpu_shm() -> None:
     """Remove the name of this rank's shared-memory segment of vLLM's CPU tensor-parallel group.

@@ -36,7 +36,6 @@ from hfsdk import (
     RolloutBackend,
     require_loaded,
 )
-from hfsdk_backend_common.rollout.agreement import on_every_rank
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
 from hfsdk_rollout_vllm.readback import verified_reload
@@ -44,7 +43,6 @@ from hfsdk_rollout_vllm.request_server import ServesRequests
 from hfsdk_rollout_vllm.requests import (
     LOG_PROB_KEY,
     SEED_RANGE,
-    drain,
     engine_dtype,
     generate_rows,
 )
@@ -217,24 +215,27 @@ class HybridVLLMRollout(ServesRequests, HFRollout):
         started = time.perf_counter()
         stream = shards.hf_stream()
         verified: dict[str, float] = {}
-        if shards.tg == 1:  # a whole engine per rank: read it back (see .readback)
-            verified = verified_reload(
-                self.vllm,
-                stream,
-                dtype=self.vllm.dtype,
-                version=self.actor.weights_version,
-                group=self.actor.dp.actor_group,
-                device=self.actor.device,
-                verify=self.config.verify_weights,
-            )
-        else:  # each rank holds vLLM's own slices: not read back (docs/reliability.md)
-            on_every_rank(
-                lambda: self.vllm.reload_weights(stream),
-                what="reloading the vLLM engine's weights",
-                group=self.actor.dp.actor_group,
-                drain=lambda: drain(stream),
-                device=self.actor.device,
-            )
+        drop = None  # tg = 1: the vllm_drop fault as any engine takes it
+        if shards.tg > 1:
+            # vllm_drop at tg > 1: only the group's last rank loses a slice, so the others
+            # verify theirs and must still fail (the verdict is agreed over the actor's ranks).
+            from hfsdk import take_fault
+
+            last = dist.get_rank() == shards.tp_ranks[-1]
+            drop = last and take_fault("vllm_drop", self.actor.weights_version)
+        # Each rank's engine is read back (see .readback): the whole model at tg = 1, this
+        # rank's vLLM slices against the slices of the stream it loaded at tg > 1.
+        verified = verified_reload(
+            self.vllm,
+            stream,
+            dtype=self.vllm.dtype,
+            version=self.actor.weights_version,
+            group=self.actor.dp.actor_group,
+            device=self.actor.device,
+            verify=self.config.verify_weights,
+            sliced=shards.tg > 1,
+            drop=drop,
+        )
         self.weights_stale = False
         self.loaded_version = self.actor.weights_version
         self.weight_updates += 1

@@ -10,7 +10,9 @@ engine's dtype first, as the loader does): integer sums, exact and independent o
 order, fusion or padding of the elements. A tensor whose weight lives in a kernel is read
 back through that kernel: the layer applied to an identity matrix returns its weight
 (each output is one product with 1.0, so nothing is rounded), i.e. what the engine really
-generates with.
+generates with. A tensor-parallel engine (generation tp > 1) holds only its rank's slices:
+each rank compares what its engine holds with the slices of the stream that rank's
+loaders cut (:func:`rank_slicer`).
 
 The cost per reload is one pass over each streamed tensor plus, for a kernel-held weight
 of K inputs, a K×K-by-weight matmul (measured in docs/reliability.md).
@@ -84,13 +86,80 @@ def name_mapping(model: torch.nn.Module) -> Callable[[str], str]:
     return engine_name
 
 
+def rank_slicer(model: torch.nn.Module) -> Callable[[str, torch.Tensor], torch.Tensor]:
+    """(HF name, whole tensor) → the part of it this tensor-parallel rank's engine loads.
+
+    The sent side of a sliced engine's check (generation tp > 1): vLLM's loaders take
+    whole tensors and each rank cuts its own slice, so the slice this rank received is
+    cut here from the stream by the layer's partition (an identity at tp = 1): column
+    parallel layers by output rows (fused q/k/v and gate/up per part, a kv head shared
+    by several ranks cut as vLLM does), row parallel ones by input columns (their bias
+    is whole on every rank), vocabulary embeddings and heads by their shard's real
+    rows (the padding rows hold zeros, which sum to 0). Any other tensor is replicated.
+    """
+    from vllm.model_executor.layers.linear import (
+        ColumnParallelLinear,
+        MergedColumnParallelLinear,
+        QKVParallelLinear,
+        RowParallelLinear,
+    )
+    from vllm.model_executor.layers.vocab_parallel_embedding import VocabParallelEmbedding
+
+    mapper = getattr(model, "hf_to_vllm_mapper", None)
+    fused_part = {
+        part: (fused, index)
+        for fused, parts in dict(getattr(model, "packed_modules_mapping", None) or {}).items()
+        for index, part in enumerate(parts)
+    }
+
+    def cut(name: str, tensor: torch.Tensor) -> torch.Tensor:
+        # The part a fused tensor takes is read off the HF name (the model's mapper may
+        # already rename ``q_proj`` to ``qkv_proj``, which loses it).
+        index = next((fused_part[p][1] for p in name.split(".") if p in fused_part), None)
+        parts = ((mapper.map_name(name) if mapper is not None else name) or name).split(".")
+        parts = [fused_part[p][0] if p in fused_part else p for p in parts]
+        try:
+            layer = model.get_submodule(".".join(parts[:-1]))
+        except AttributeError:
+            return tensor  # not the engine's: compare_manifest names it as never loaded
+        param = parts[-1]
+        rank = int(getattr(layer, "tp_rank", 0))
+        if isinstance(layer, QKVParallelLinear) and index is not None:
+            if index == 0:
+                size, shard = layer.num_heads * layer.head_size, rank
+            else:
+                head = layer.head_size if index == 1 else layer.v_head_size
+                size, shard = layer.num_kv_heads * head, rank // layer.num_kv_head_replicas
+            return tensor.narrow(0, shard * size, size)
+        if isinstance(layer, MergedColumnParallelLinear) and index is not None:
+            size = layer.output_sizes[index] // layer.tp_size
+            return tensor.narrow(0, rank * size, size)
+        if isinstance(layer, ColumnParallelLinear):
+            size = layer.output_size_per_partition
+            return tensor.narrow(0, rank * size, size)
+        if isinstance(layer, RowParallelLinear) and param == "weight":
+            size = layer.input_size_per_partition
+            return tensor.narrow(1, rank * size, size)
+        if isinstance(layer, VocabParallelEmbedding) and param == "weight":
+            start, end = (
+                layer.shard_indices.org_vocab_start_index,
+                layer.shard_indices.org_vocab_end_index,
+            )
+            return tensor.narrow(0, start, end - start)
+        return tensor
+
+    return cut
+
+
 class RecordedStream:
     """A weight stream on its way into the engine, with the bit sums of what it carried.
 
     ``dtype``: the engine's dtype (each tensor is summed as the loader stores it).
-    ``engine_name``: :func:`name_mapping`'s function. ``drop`` (fault injection,
-    ``vllm_drop``) leaves the second tensor out of the stream while it still counts as
-    sent, as a loader that loses a tensor would.
+    ``engine_name``: :func:`name_mapping`'s function. ``cut`` (a tensor-parallel
+    engine's rank, :func:`rank_slicer`): each tensor counts by the slice of it this rank
+    loads, not whole. ``drop`` (fault injection, ``vllm_drop``) leaves the second tensor
+    (with ``cut``: the first one this rank gets a slice of) out of the stream while it
+    still counts as sent, as a loader that loses a tensor would.
     """
 
     def __init__(
@@ -99,9 +168,12 @@ class RecordedStream:
         *,
         dtype: torch.dtype,
         engine_name: Callable[[str], str],
+        cut: Callable[[str, torch.Tensor], torch.Tensor] | None = None,
         drop: bool = False,
     ) -> None:
         self._weights = weights
+        self.cut = cut
+        self._dropped = False
         self.dtype = dtype
         self.engine_name = engine_name
         self.drop = drop
@@ -113,12 +185,23 @@ class RecordedStream:
         for index, (name, tensor) in enumerate(self._weights):
             started = time.perf_counter()
             key = self.engine_name(name)
-            cast = tensor if tensor.dtype == self.dtype else tensor.to(self.dtype)
+            part = tensor if self.cut is None else self.cut(name, tensor)
+            cast = part if part.dtype == self.dtype else part.to(self.dtype)
             self.sent[key] = self.sent.get(key, 0) + bit_sum(cast)
             self.summing_s += time.perf_counter() - started
-            if self.drop and index == 1:
+            if self.drop and self._drops(index, part.numel() < tensor.numel()):
                 continue
             yield name, tensor
+
+    def _drops(self, index: int, sliced: bool) -> bool:
+        """Whether the fault leaves this tensor out: the second one, or with ``cut`` the
+        first one this rank holds a slice of (a lost slice, not a replicated copy)."""
+        if self.cut is None:
+            return index == 1
+        if sliced and not self._dropped:
+            self._dropped = True
+            return True
+        return False
 
     def problem(self, held: dict[str, Any]) -> str | None:
         """One line on what the engine holds that differs from what was streamed (else None).
@@ -138,12 +221,18 @@ def verified_reload(
     group: Any = None,
     device: torch.device | str = "cpu",
     verify: bool = True,
+    sliced: bool = False,
+    drop: bool | None = None,
 ) -> dict[str, float]:
     """Reload ``engine`` from ``weights`` (HF names, whole tensors), then read it back
     (``verify``; without it only the reload, and no metrics).
 
+    ``sliced``: the engine is one tensor-parallel rank of a vLLM engine (generation
+    tp > 1), which holds only its slices: what was sent counts by this rank's slices
+    (:func:`rank_slicer`) and is compared with what this rank's engine holds.
     ``version`` is the actor's weights version being loaded (fault injection
-    ``vllm_drop:N`` drops a tensor from the reload of version N). A reload that fails on
+    ``vllm_drop:N`` drops a tensor from the reload of version N; ``drop`` overrides
+    that decision: the caller took the fault, or not, for this rank). A reload that fails on
     any rank of ``group`` fails on every rank; so does a verification: every rank raises
     :class:`hfsdk.WeightSyncMismatch` (this rank's line, or one naming another rank).
     Returns ``sync/verified`` (1.0) and ``timing/vllm_verify_s`` (the summing and the
@@ -168,7 +257,8 @@ def verified_reload(
         weights,
         dtype=dtype,
         engine_name=engine.engine_name(),
-        drop=take_fault("vllm_drop", version),
+        cut=engine.rank_slicer() if sliced else None,
+        drop=take_fault("vllm_drop", version) if drop is None else drop,
     )
     flowing = iter(recorded)
     on_every_rank(

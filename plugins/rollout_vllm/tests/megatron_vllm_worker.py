@@ -9,12 +9,14 @@ the test compares with HF ``generate``.
 from __future__ import annotations
 
 import gc
+import os
 from typing import Any
 
 import torch
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.maths.policy_losses import reinforce_loss
+from hfsdk.core.trainer.faults import FAULT_ENV
 from hfsdk.core.weight_check import WeightSyncMismatch
 from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
 from hfsdk_backend_common.objectives import ActorObjective
@@ -26,8 +28,11 @@ from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
 from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
 
 
-def scenario(path: str, prompts: dict, tg: int, width: int) -> dict[str, Any]:
-    """One generation layout on this rank."""
+def scenario(
+    path: str, prompts: dict, tg: int, width: int, fault: str | None = None
+) -> dict[str, Any]:
+    """One generation layout on this rank (``fault``: ``HFSDK_FAULT_INJECT`` for the reload
+    after the update; the result then holds what the reload raised, as ``"raised"``)."""
     from megatron.core import parallel_state as mpu
 
     mpu.destroy_model_parallel()
@@ -68,6 +73,16 @@ def scenario(path: str, prompts: dict, tg: int, width: int) -> dict[str, Any]:
     except WeightSyncMismatch as err:
         stale = str(err)
     rollout.update_weights(eng)
+    if fault is not None:
+        os.environ[FAULT_ENV] = fault
+        try:
+            rollout.generate_sequences(batch, greedy=True)
+            raised = None
+        except WeightSyncMismatch as err:
+            raised = str(err)
+        del rollout, eng
+        gc.collect()
+        return {"raised": raised}
     second = rollout.generate_sequences(batch, greedy=True)
     state = eng.full_hf_state()
     result = {
@@ -93,9 +108,17 @@ def dist_rank() -> int:
     return dist.get_rank()
 
 
-def run(rank: int, world: int, path: str, prompts: dict, tgs: list[int], width: int) -> dict:
+def run(
+    rank: int,
+    world: int,
+    path: str,
+    prompts: dict,
+    tgs: list[int],
+    width: int,
+    fault: str | None = None,
+) -> dict:
     """Every generation tp in the same processes (one engine at a time)."""
     out = {}
     for tg in tgs:
-        out[tg] = scenario(path, prompts, tg, width)
+        out[tg] = scenario(path, prompts, tg, width, fault)
     return out

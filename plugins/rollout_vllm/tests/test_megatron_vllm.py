@@ -104,6 +104,48 @@ def test_reload_reports_the_transition(run: dict[str, Any]) -> None:
         assert 0 < reload["perf/reshard_peak_extra_bytes"] < reload["perf/reshard_tp_gather_bytes"]
 
 
+@pytest.mark.distributed
+def test_each_ranks_slices_are_read_back_after_the_reload(run: dict[str, Any]) -> None:
+    """Generation tp=2: each rank's engine holds its vLLM slices; after the reload each
+    rank reads them back against the slices of the stream it loaded, and verifies."""
+    for outcome in run["outcomes"]:
+        assert "sync/verified" not in outcome[TG]["fresh_metrics"]  # no reload yet
+        assert outcome[TG]["reload_metrics"]["sync/verified"] == 1.0
+        assert outcome[TG]["reload_metrics"]["timing/vllm_verify_s"] > 0
+
+
+@pytest.mark.distributed
+def test_a_slice_dropped_on_one_rank_fails_every_rank(
+    tmp_path: Path, default_model_dir: Path
+) -> None:
+    """``vllm_drop:1`` at generation tp=2: the last rank's reload of version 1 loses its
+    slice of one tensor; that rank's read-back names it, the other rank, whose own
+    slices are right, stops too (the verdict is agreed)."""
+    from transformers import PreTrainedTokenizerFast
+
+    path = _save_model(tmp_path / "model", default_model_dir)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    tokenizer.padding_side = "left"
+    encoded = tokenizer(PROMPTS, return_tensors="pt", padding=True)
+    prompts = {"input_ids": encoded.input_ids, "attention_mask": encoded.attention_mask}
+    kwargs = {"path": str(path), "prompts": prompts, "tgs": [TG], "width": WIDTH}
+    kwargs["fault"] = "vllm_drop:1"
+    first, last = (
+        o[TG]["raised"]
+        for o in run_gloo(2, "megatron_vllm_worker:run", kwargs, path=[HERE], timeout=600)
+    )
+    # The first tensor the last rank gets a slice of: its vocabulary shard of the embedding.
+    assert last is not None and last.startswith(
+        "the vLLM engine does not hold the actor's weights version 1 after reloading them: 1 of "
+    )
+    assert (
+        "1 of 15 tensor(s) differ from what was sent (first: 'model.embed_tokens.weight')" in last
+    )
+    assert first is not None and first.startswith(
+        "the vLLM engine of another actor rank does not hold the actor's weights version 1"
+    )
+
+
 GRPO = [
     "rollout.backend=vllm",
     "actor.backend=megatron",

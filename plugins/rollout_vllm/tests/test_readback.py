@@ -96,3 +96,51 @@ def test_sums_are_taken_in_the_engines_dtype_and_verification_can_be_off() -> No
     off.held_sums = None  # type: ignore[assignment]  # never read back
     assert verified_reload(off, _weights(), dtype=torch.float32, version=2, verify=False) == {}
     assert off.reloads == 1
+
+
+def _rows_of_rank(rank: int):
+    """A stand-in for :func:`rank_slicer` at tp=2: q/k/v split by rows, the rest replicated."""
+
+    def cut(name: str, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor if name == "embed.weight" else tensor.chunk(2)[rank]
+
+    return cut
+
+
+class _SlicedEngine(_Engine):
+    """One tensor-parallel rank: loads the whole embedding and its half of q, k and v."""
+
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    def rank_slicer(self):
+        return _rows_of_rank(self.rank)
+
+    def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        cut = _rows_of_rank(self.rank)
+        super().reload_weights((name, cut(name, t)) for name, t in weights)
+
+
+def test_a_sliced_engine_is_compared_with_its_slices_and_the_fault_drops_a_slice(
+    monkeypatch,
+) -> None:
+    from hfsdk.core.trainer import faults
+
+    for rank in (0, 1):  # each rank's slices, not the whole tensors, are what it was sent
+        metrics = verified_reload(
+            _SlicedEngine(rank), _weights(), dtype=torch.float32, version=1, sliced=True
+        )
+        assert metrics["sync/verified"] == 1.0
+    with pytest.raises(WeightSyncMismatch, match=r"1 of 2 tensor\(s\) differ"):  # compared whole
+        verified_reload(_SlicedEngine(1), _weights(), dtype=torch.float32, version=1)
+    monkeypatch.setenv(faults.FAULT_ENV, "vllm_drop:3")
+    monkeypatch.setattr(faults, "_FIRED", set())
+    # The fault skips the replicated embedding and drops the first slice (q_proj's half).
+    with pytest.raises(WeightSyncMismatch, match=r"first: 'attn\.qkv_proj\.weight'"):
+        verified_reload(_SlicedEngine(1), _weights(), dtype=torch.float32, version=3, sliced=True)
+    assert faults.fault_requested("vllm_drop", 3)
+    metrics = verified_reload(  # the caller decided this rank takes no fault
+        _SlicedEngine(0), _weights(), dtype=torch.float32, version=3, sliced=True, drop=False
+    )
+    assert metrics["sync/verified"] == 1.0
