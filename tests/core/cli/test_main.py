@@ -69,7 +69,7 @@ def test_run_unknown_algorithm_exits_2_with_one_line(capsys: pytest.CaptureFixtu
     code, _out, err = _hfsdk(capsys, "run", "--algo", "nope")
     assert code == 2
     assert err.strip() == (
-        "Error: config key 'algo': unknown algorithm 'nope'; available: dapo, distill, dpo, grpo, ppo, remax, reward_model, safe_rlhf, sft"
+        "Error: config key 'algo': unknown algorithm 'nope'; available: dapo, distill, distill_multi, dpo, grpo, ppo, remax, reward_model, safe_rlhf, sft"
     )
 
 
