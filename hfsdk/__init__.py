@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         TrainerAlgorithmConfig,
     )
     from hfsdk.core.algorithm_spec import (
+        REF_TOP_K,
         ROLE_KINDS,
         ActorLossTerms,
         AlgorithmSpec,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
     from hfsdk.core.backends import default_rollout_backend
-    from hfsdk.core.batch import REF_TOP_K, ROW_GROUP, Batch, group_split, row_group
+    from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.converter import make_converter, structure
     from hfsdk.core.config.help import field_help, help_field
@@ -229,7 +230,7 @@ _LAZY = {
     # data, config and errors
     "Batch": "hfsdk.core.batch",
     "ROW_GROUP": "hfsdk.core.batch",
-    "REF_TOP_K": "hfsdk.core.batch",
+    "REF_TOP_K": "hfsdk.core.algorithm_spec",
     "group_split": "hfsdk.core.batch",
     "row_group": "hfsdk.core.batch",
     # supervised sequences and preference pairs (SFT, DPO, reward models)

@@ -52,6 +52,13 @@ KIND_OPERATIONS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 """The worker operations every training backend offers for a role of each kind (the
 contract an algorithm's program may call on ``self.role(name)``; backends may add more)."""
 
+REF_TOP_K = "ref_top_k"
+"""``meta`` key of a batch handed to a ``frozen_policy`` role's ``compute_ref_log_prob``:
+k > 0 asks for the k most likely tokens of every response position besides the sampled
+tokens' log-probs, as ``ref_top_k_log_probs`` (float) and ``ref_top_k_ids`` (int64), both
+(B, R, k), highest first, temperature-scaled as the log-probs are, 0 where masked. A
+backend that cannot compute them refuses in one line. Absent or 0: log-probs only."""
+
 TRAINED_KINDS: tuple[str, ...] = ("policy", "value", "score_model")
 """Role kinds whose weights a run updates (and checkpoints)."""
 

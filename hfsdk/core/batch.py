@@ -33,12 +33,6 @@ ROW_GROUP = "row_group"
 preference pairs) that a training backend keeps together, in order, in every mini- and
 micro-batch (:meth:`Batch.iter_minibatches`, :func:`group_split`). Absent: 1."""
 
-REF_TOP_K = "ref_top_k"
-"""``meta`` key of a batch handed to a ``frozen_policy`` role's ``compute_ref_log_prob``:
-k > 0 asks for the k most likely tokens of every response position besides the sampled
-tokens' log-probs, as ``ref_top_k_log_probs`` (float) and ``ref_top_k_ids`` (int64), both
-(B, R, k), highest first, temperature-scaled as the log-probs are, 0 where masked. A
-backend that cannot compute them refuses in one line. Absent or 0: log-probs only."""
 
 RowIndex = Sequence[int] | Sequence[bool] | torch.Tensor | np.ndarray | slice | range
 

@@ -31,12 +31,12 @@ def _trainer(run_dir: Path, *extra: str) -> Trainer:
     return Trainer(load_run_config("grpo", None, [*SMALL, *POOLS, *extra]), run_dir, quiet=True)
 
 
-def test_the_policy_on_the_rollout_pool_is_refused(tmp_path: Path) -> None:
-    # A whole pools map with only the rollout pool: the policy would land on it.
-    # (``placement.pools.rollout.devices=1`` alone adds the pool beside the default one.)
+def test_a_rollout_only_pools_map_keeps_the_policy_off_the_rollout_pool() -> None:
+    # A whole pools map with only the rollout pool: the roles never land on the rollout
+    # replicas' pool; the default pool is added beside it for them.
     config = load_run_config("grpo", None, [*SMALL, "placement.pools={rollout: {devices: 1}}"])
-    with pytest.raises(HfsdkError, match=r"placement.pools.rollout is the rollout replicas'"):
-        Trainer(config, tmp_path / "run", quiet=True)
+    assert set(config.placement.pools) == {"global", "rollout"}
+    assert config.placement.pool_of("actor") == "global"
 
 
 @pytest.mark.slow
