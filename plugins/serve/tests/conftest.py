@@ -21,15 +21,23 @@ import pytest
 os.environ.setdefault("TINKER_TELEMETRY", "0")
 
 
-def _one_torch_thread() -> None:
-    # The tiny model's ops are too small to split: on the shared 2-core machine (load ~9)
-    # one sample call took ~2 s with torch's 2 threads and ~0.08 s with one.
+@pytest.fixture(autouse=True)
+def _one_torch_thread() -> Iterator[None]:
+    """The serve tests run with one torch thread, restored afterwards.
+
+    The tiny model's ops are too small to split: on the shared 2-core machine (load ~9)
+    one sample call took ~2 s with torch's 2 threads and ~0.08 s with one. Set at import
+    time it reached every test of the session, and vLLM's CPU attention refuses a thread
+    count that changed under it (``thread_num == thread_num (2 vs. 1)``), then hangs.
+    """
     import torch
 
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-
-
-_one_torch_thread()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 LOCAL_KEY = "tml-local-test"
 
