@@ -365,11 +365,12 @@ def resolve_run_config(
         )
         if value is not None:
             composer.sections["rollout"] = attrs.evolve(value, subsections=subsections)
-    for name, cls in section_classes(pm).items():
+    top_level = section_classes(pm)
+    for name, cls in top_level.items():
         composer.add(name, cls, _section(data, name))
 
     known = {"algorithm", "advantage", "policy_loss", "value_loss", "rollout", *roles}
-    known |= set(section_classes(pm))
+    known |= set(top_level)
     for key in data:
         if key not in known:
             close = closest_match(str(key), sorted(known))
