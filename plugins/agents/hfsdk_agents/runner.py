@@ -81,8 +81,9 @@ def trajectory_metrics(trajectories: Sequence[Trajectory]) -> dict[str, tuple[fl
     """Per-step agent metrics as (sum, count) pairs, so ranks can add them up before dividing."""
     turns = calls = errors = seconds = 0.0
     context = total = 0.0
-    budget = 0.0
+    budget = dropped = 0.0
     for t in trajectories:
+        dropped += float(t.finish == "dropped")  # a gateway agent that failed
         n_calls, n_errors, n_seconds = t.tool_stats()
         turns += t.turns
         calls += n_calls
@@ -101,6 +102,7 @@ def trajectory_metrics(trajectories: Sequence[Trajectory]) -> dict[str, tuple[fl
         "agent/tool_latency_s_mean": (seconds, calls),
         "agent/context_token_share": (context, total),
         "agent/budget_finish_share": (budget, n),
+        "agent/dropped": (dropped, n),
     }
 
 
