@@ -228,9 +228,10 @@ class Session:
 
     def _follow_text(self, prompt: str) -> _Start:
         for branch in self.branches:
-            if branch.text is None or not prompt.startswith(branch.text):
+            end = None if branch.text is None else _prefix_end(prompt, branch.text)
+            if end is None:
                 continue
-            suffix = prompt[len(branch.text) :]
+            suffix = prompt[end:]
             if branch.turns == 0:
                 if not suffix:
                     return _Start(branch=branch, text=prompt)
@@ -385,6 +386,21 @@ class Session:
             token_texts=tuple(tokenizer.decode([t], skip_special_tokens=False) for t in ids),
         )
         return trajectory, choice
+
+
+def _prefix_end(text: str, prefix: str) -> int | None:
+    """Where ``prefix`` ends in ``text`` when they agree up to whitespace (the agent joins the
+    returned text its own way); ``None`` when ``text`` does not start with it."""
+    at = 0
+    for char in prefix:
+        if char.isspace():
+            continue
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at >= len(text) or text[at] != char:
+            return None
+        at += 1
+    return at
 
 
 def _last(branch: Branch) -> int | None:

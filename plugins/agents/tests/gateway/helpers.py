@@ -17,8 +17,10 @@ SeededScript = Callable[[list[int], int], list[int]]
 
 
 class RequestRollout(ScriptedRollout):
-    """Serves each request itself with ``script``; log-prob of token i is ``-(seed % 7 + 1)/10
-    - i/100``, so captured log-probs can be told apart. ``results`` records what it returned."""
+    """Serves each request itself with ``seeded``; the seed it passes is the request's seed
+    minus the first request's (a trajectory's draws count 0, 1, ...). Log-prob of token i is
+    ``-(seed % 7 + 1)/10 - i/100``, so captured log-probs can be told apart. ``requests``
+    and ``results`` record what it was asked and what it returned."""
 
     serves_requests = True
 
@@ -28,10 +30,13 @@ class RequestRollout(ScriptedRollout):
         self.requests: list[GenerationRequest] = []
         self.results: list[GenerationResult] = []
         self._lock = threading.Lock()
+        self._first_seed: int | None = None
 
     async def generate_request(self, request: GenerationRequest) -> GenerationResult:
         await asyncio.sleep(0)
-        seed = request.seed or 0
+        if self._first_seed is None:
+            self._first_seed = request.seed or 0
+        seed = (request.seed or 0) - self._first_seed
         ids = self.seeded(list(request.prompt_ids), seed)
         lps = [-((seed % 7) + 1) / 10 - i / 100 for i in range(len(ids))]
         stops = {*request.stop_token_ids}

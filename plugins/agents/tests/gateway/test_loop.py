@@ -121,7 +121,7 @@ def test_an_async_agent_given_as_module_fn_runs() -> None:
 def test_an_unknown_agent_is_one_line() -> None:
     from hfsdk import ConfigError
 
-    with pytest.raises(ConfigError, match="not a registered agent .*tool_use"):
+    with pytest.raises(ConfigError, match=r"not a registered agent .*tool_use"):
         _run("no_such_agent", ["1 + 1 ="])
 
 
