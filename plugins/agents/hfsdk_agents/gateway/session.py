@@ -106,6 +106,10 @@ class Session:
         self.active = True
         self._lock = asyncio.Lock()
         self._specials = [s for s in getattr(ctx.tokenizer, "all_special_tokens", []) if s]
+        # A turn's end token (<|im_end|>, </s>) is not part of what it said.
+        self._stop_texts = [
+            t for t in (ctx.tokenizer.decode([i]) for i in ctx.stop_token_ids) if t.strip()
+        ]
 
     # -- what the loop reads at the end ----------------------------------------------------
 
@@ -336,7 +340,14 @@ class Session:
     def _strip(self, text: str) -> str:
         for special in self._specials:
             text = text.replace(special, "")
-        return text.strip()
+        text = text.strip()
+        ended = True
+        while ended:
+            ended = False
+            for stop in self._stop_texts:
+                if text.endswith(stop):
+                    text, ended = text[: -len(stop)].rstrip(), True
+        return text
 
     def _answer(
         self, base: Trajectory, result: GenerationResult, sampling: Sampling, *, parse: bool

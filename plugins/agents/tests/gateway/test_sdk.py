@@ -138,7 +138,7 @@ def test_stop_strings_cut_the_content_and_the_kept_tokens() -> None:
             stop=["1 2"],
         )
 
-    rollout, out = serve(agent, seed_offset=5)  # "5 1 2 </s>"
+    _, out = serve(agent, seed_offset=5)  # "5 1 2 </s>"
     choice = got["reply"].choices[0]
     assert choice.message.content == "5" and choice.finish_reason == "stop"
     # kept: up to the token that completes the stop string; the engine's later tokens dropped
