@@ -26,8 +26,8 @@ class MultiTurnConfig:
         default=(),
     )
     agent_loop: str | None = help_field(
-        "Agent loop (hfsdk list agent-loops); null: tool_loop when tools are given, else "
-        "single-turn generation.",
+        "Agent loop (hfsdk list agent-loops); null: gateway when agent is given, tool_loop "
+        "when tools are given, else single-turn generation.",
         default=None,
     )
     parser: str = help_field(

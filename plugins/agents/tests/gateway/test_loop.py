@@ -150,3 +150,19 @@ def test_requests_for_sessions_the_gateway_did_not_open_are_refused() -> None:
     late = openai.OpenAI(base_url=seen["url"], api_key="x", max_retries=0)
     with pytest.raises(openai.NotFoundError):
         late.chat.completions.create(model="p", messages=[{"role": "user", "content": "1 + 1 ="}])
+
+
+def test_a_config_with_a_bad_agent_is_refused_before_the_run() -> None:
+    from hfsdk import ConfigError
+    from hfsdk.core.config import resolve_run_config
+
+    with pytest.raises(ConfigError, match=r"agent='nope\.py:fn'.*does not exist"):
+        resolve_run_config("grpo", {"rollout": {"multi_turn": {"agent": "nope.py:fn"}}})
+    with pytest.raises(ConfigError, match="drop one of them"):
+        resolve_run_config(
+            "grpo", {"rollout": {"multi_turn": {"agent": "tool_use", "agent_loop": "tool_loop"}}}
+        )
+    cfg = resolve_run_config("grpo", {"rollout": {"multi_turn": {"agent": "tool_use"}}})
+    from hfsdk_agents.config import multi_turn_config
+
+    assert multi_turn_config(cfg.rollout).loop_name == "gateway"
