@@ -126,10 +126,14 @@ async def run_agent(
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
 
     def target() -> None:
+        if not future.set_running_or_notify_cancel():
+            return
         try:
-            future.set_result(_call(agent, base_url, dict(row)))
+            value = _call(agent, base_url, dict(row))
         except BaseException as err:  # reported, never raised in the rollout
             future.set_exception(err)
+        else:
+            future.set_result(value)
 
     threading.Thread(target=target, name="hfsdk-agent", daemon=True).start()
     try:
