@@ -255,15 +255,26 @@ class Session:
             return _Start(branch=branch, ids=prompt[len(context) :])
         return self._new_segment(prompt)
 
+    def carried(self, prompt: Sequence[int]) -> int:
+        """Ids of a segment's prompt after the part it shares with the row's prompt."""
+        shared = 0
+        for a, b in zip(prompt, self.prompt_ids, strict=False):
+            if a != b:
+                break
+            shared += 1
+        return len(prompt) - shared
+
     def _new_segment(
         self, prompt: list[int], *, messages: list[Message] | None = None, text: str | None = None
     ) -> _Start:
-        if len(prompt) >= self.context_cap:
+        limit = self.ctx.config.max_response_tokens
+        if len(prompt) >= self.context_cap or self.carried(prompt) >= limit:
             self.finish = "budget"
             raise GatewayError(
                 400,
-                f"the conversation is {len(prompt)} tokens; this trajectory's context holds "
-                f"{self.context_cap} (its prompt plus rollout.multi_turn.max_response_tokens)",
+                f"the conversation is {len(prompt)} tokens, {self.carried(prompt)} of them past "
+                f"the row's prompt; a segment holds the row's prompt plus {limit} "
+                "(rollout.multi_turn.max_response_tokens)",
                 code="context_length_exceeded",
                 param="messages",
             )
@@ -303,8 +314,10 @@ class Session:
                     text=ctx.tokenizer.decode(start.ids, skip_special_tokens=False),
                 )
             )
+        # A later segment's row carries its prompt's re-rendered part as context in the
+        # responses, so that part counts against the budget too.
         budget = min(
-            config.max_response_tokens - base.response_length,
+            config.max_response_tokens - self.carried(base.prompt_ids) - base.response_length,
             self.context_cap - len(base.context_ids),
         )
         if config.max_tokens_per_turn is not None:

@@ -166,3 +166,14 @@ def test_a_config_with_a_bad_agent_is_refused_before_the_run() -> None:
     from hfsdk_agents.config import multi_turn_config
 
     assert multi_turn_config(cfg.rollout).loop_name == "gateway"
+
+
+def test_past_max_turns_the_request_is_refused_and_the_trajectory_kept() -> None:
+    # the tool_use agent asks twice; with max_turns=1 its second request is a 400 it does not
+    # catch: the trajectory ends at max_turns with its first turn, not dropped
+    rollout, out = _run("tool_use", ["3 + 4 ="], max_turns=1)
+    (trajectory,) = out["agent_trajectory"]
+    assert trajectory["finish"] == "max_turns"
+    assert [s["trained"] for s in trajectory["segments"]] == [True]
+    assert len(rollout.requests) == 1
+    assert out.meta["rollout_metrics"]["agent/dropped"] == 0.0

@@ -81,13 +81,15 @@ def test_a_step_through_the_gateway_trains_on_the_engines_tokens(
 
 @pytest.mark.heavy
 def test_grpo_through_the_gateway_raises_the_reward() -> None:
-    """An agent that imports only openai learns the task: first 5 -> last 5 steps >= +0.15."""
+    """An agent that imports only openai learns the task: first 5 -> last 5 of 15 steps
+    >= +0.15 (measured on a loaded 2-core machine: +0.23 at seed 1; seed 0 gave +0.19 in
+    10 steps; the tool loop's own test asks +0.2 of 10 steps, first 2 -> last 4)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         rows = _train(
-            Path(tmp) / "run", "rollout.multi_turn.agent=tool_use", "trainer.total_steps=10"
+            Path(tmp) / "run", "rollout.multi_turn.agent=tool_use", "trainer.total_steps=15"
         )
-    first, last = rows[:5], rows[5:]
+    first, last = rows[:5], rows[-5:]
     assert _mean(last, "reward/mean") >= _mean(first, "reward/mean") + 0.15
     assert all(r["agent/dropped"] == 0.0 for r in rows)
