@@ -81,14 +81,15 @@ def test_a_step_through_the_gateway_trains_on_the_engines_tokens(
 
 @pytest.mark.heavy
 def test_grpo_through_the_gateway_raises_the_reward() -> None:
-    """An agent that imports only openai learns the task: first 5 -> last 5 of 15 steps
-    >= +0.15 (measured on a loaded 2-core machine: +0.23 at seed 1; seed 0 gave +0.19 in
-    10 steps; the tool loop's own test asks +0.2 of 10 steps, first 2 -> last 4)."""
+    """An agent that imports only openai learns the task: first 5 -> last 5 of 30 steps
+    >= +0.15. Measured through the gateway: +0.19 (seed 0, 10 steps), +0.23 (seed 1,
+    15 steps); seed 2 plateaus early (+0.12 at 15 steps), hence 30 steps (the tool loop,
+    which samples the same first step, goes 0.44 -> 0.85 in 30, docs/agents.md)."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
         rows = _train(
-            Path(tmp) / "run", "rollout.multi_turn.agent=tool_use", "trainer.total_steps=15"
+            Path(tmp) / "run", "rollout.multi_turn.agent=tool_use", "trainer.total_steps=30"
         )
     first, last = rows[:5], rows[-5:]
     assert _mean(last, "reward/mean") >= _mean(first, "reward/mean") + 0.15
