@@ -61,6 +61,7 @@ class _Start:
     branch: Branch
     ids: list[int] = attrs.field(factory=list)
     role: str = "user"
+    results: list[dict[str, Any]] = attrs.field(factory=list)
     messages: list[Message] | None = None
     text: str | None = None
 
@@ -217,7 +218,8 @@ class Session:
             except HfsdkError:
                 break  # this renderer has no form for it: a new segment renders it whole
             role = "tool" if new and all(m["role"] == "tool" for m in new) else "user"
-            return _Start(branch=branch, ids=ids, role=role, messages=messages)
+            results = [_tool_result(m) for m in rendered if m["role"] == "tool"]
+            return _Start(branch=branch, ids=ids, role=role, results=results, messages=messages)
         try:
             prompt = render_conversation(
                 self.ctx.tokenizer, messages, use_template=self.use_template, tools=tools
@@ -312,6 +314,7 @@ class Session:
                     token_ids=tuple(start.ids),
                     trainable=False,
                     text=ctx.tokenizer.decode(start.ids, skip_special_tokens=False),
+                    tool_results=start.results,
                 )
             )
         # A later segment's row carries its prompt's re-rendered part as context in the
@@ -410,6 +413,20 @@ class Session:
             token_texts=tuple(tokenizer.decode([t], skip_special_tokens=False) for t in ids),
         )
         return trajectory, choice
+
+
+def _tool_result(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool message the agent sent back, for the tool metrics and the rollout dump. The
+    gateway does not see the tool run: an ``Error...`` answer (the tool loop's convention)
+    counts as a failed call."""
+    content = str(message.get("content", ""))
+    failed = content.lstrip().lower().startswith("error")
+    return {
+        "name": message.get("name", ""),
+        "content": content,
+        "ok": not failed,
+        "error": "agent_reported" if failed else None,
+    }
 
 
 def _prefix_end(text: str, prefix: str) -> int | None:

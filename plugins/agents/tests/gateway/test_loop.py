@@ -66,6 +66,10 @@ def test_the_tool_use_agent_gives_the_tool_loops_tokens_and_the_engines_logprobs
             at += n
         assert out["responses"][row][:at].tolist() == context[len(TOKENIZER.encode(prompt)) :]
     assert tool_use_reward(prompts[:1], [out["response_text"][0]]) == [1.0]
+    # the tool messages the agent sent back count as the trajectory's tool calls
+    assert list(out["agent_tool_calls"]) == [1, 1]
+    assert list(out["agent_tool_errors"]) == [0, 0]
+    assert out.meta["rollout_metrics"]["agent/tool_call_success"] == 1.0
     assert out.meta["rollout_metrics"]["agent/dropped"] == 0.0
 
 
