@@ -144,6 +144,7 @@ if TYPE_CHECKING:
         position_ids_from_mask,
         response_mask_from_eos,
     )
+    from hfsdk.core.segments import SEGMENT_INDEX, TRAJECTORY_ID, last_segments
     from hfsdk.core.stop_requests import stop_requested
     from hfsdk.core.tasks import (
         DEFAULT_TASK,
@@ -269,6 +270,9 @@ _LAZY = {
     "merge_rollout_metrics": "hfsdk.core.rollout_output",
     "position_ids_from_mask": "hfsdk.core.rollout_output",
     "response_mask_from_eos": "hfsdk.core.rollout_output",
+    "SEGMENT_INDEX": "hfsdk.core.segments",
+    "TRAJECTORY_ID": "hfsdk.core.segments",
+    "last_segments": "hfsdk.core.segments",
     "help_field": "hfsdk.core.config.help",
     "field_help": "hfsdk.core.config.help",
     "HfsdkError": "hfsdk.core.errors",
