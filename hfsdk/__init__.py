@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
     from hfsdk.core.data.chat import check_messages
-    from hfsdk.core.data.columns import INTERNAL_COLUMNS, reward_column_names
+    from hfsdk.core.data.columns import INTERNAL_COLUMNS, PROMPT_MESSAGES, reward_column_names
     from hfsdk.core.data.conversation import (
         SupervisedSequence,
         collate_supervised,
@@ -358,6 +358,7 @@ _LAZY = {
     # migration (issue 34): what `hfsdk data inspect` checks as a run would
     "DataConfig": "hfsdk.core.data.data_config",
     "INTERNAL_COLUMNS": "hfsdk.core.data.columns",
+    "PROMPT_MESSAGES": "hfsdk.core.data.columns",
     "reward_column_names": "hfsdk.core.data.columns",
     "PromptLoader": "hfsdk.core.data.prompt_dataset",
     "load_prompt_dataset": "hfsdk.core.data.prompt_dataset",

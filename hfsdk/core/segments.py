@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 SEGMENT_INDEX = "segment_index"
 """Non-tensor column: the row's position among its trajectory's segments (0 first)."""
 TRAJECTORY_ID = "trajectory_id"
-"""Non-tensor column: the trajectory's position in the batch (set by :func:`number_trajectories`)."""
+"""Non-tensor column: the trajectory's position in the batch (:func:`number_trajectories`)."""
 
 
 @attrs.frozen
