@@ -14,7 +14,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import pytest
@@ -81,7 +81,7 @@ def says_answer(prompts: list[str], responses: list[str], answer: list[str], **_
 
 
 class _Plugin:
-    batches: list[Any] = []
+    batches: ClassVar[list[Any]] = []
 
     @staticmethod
     @hfsdk.hookimpl
