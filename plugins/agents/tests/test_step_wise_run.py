@@ -75,7 +75,9 @@ class ScriptedThinking(RolloutBackend):
         )
 
 
-def says_answer(prompts: list[str], responses: list[str], answer: list[str], **_: Any) -> list[float]:
+def says_answer(
+    prompts: list[str], responses: list[str], answer: list[str], **_: Any
+) -> list[float]:
     """1 when the response ends with the right answer."""
     return [float(r.rstrip().endswith(f"is {t}.")) for r, t in zip(responses, answer, strict=True)]
 
