@@ -161,3 +161,15 @@ def test_one_segment_per_trajectory_changes_nothing() -> None:
         return batch["advantages"]
 
     assert torch.equal(plain(True), plain(False))
+
+
+def test_dispatch_padding_is_removed_by_trajectory() -> None:
+    from hfsdk.core.workers.futures import CollectSpec
+    from hfsdk.core.workers.protocols.builtins import collect_concat_batches
+
+    batch = segmented_batch()
+    # two ranks; the last input row (trajectory H) was padding, come back as A's two rows
+    first, second = batch.index(slice(0, 6)), batch.index(slice(6, 12))
+    padded = Batch.concat([second, batch.index(slice(0, 2))])
+    out = collect_concat_batches([first, padded], CollectSpec(ranks=(0, 1), pad=1))
+    assert list(out["name"]) == list(batch["name"])
