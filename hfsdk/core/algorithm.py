@@ -500,16 +500,21 @@ class Algorithm:
         view = batch
         if segmented:
             if not estimator.extra.get("per_sequence", False):
+                registry = get_registry("advantage_estimators")
+                usable = sorted(n for n, e in registry.items() if e.extra.get("per_sequence"))
                 raise HfsdkError(
                     f"advantage estimator {name!r} (plugin {estimator.plugin!r}) is not "
                     "registered per_sequence=True, so its advantages cannot be shared by the "
                     f"{len(batch)} segments of {rows.count} step-wise trajectories; use a "
-                    "per-sequence estimator (grpo, rloo, reinforce_plus_plus_baseline, remax) "
-                    "or an agent that keeps one segment per trajectory"
+                    f"per-sequence estimator ({', '.join(usable) or 'none installed'}) or an "
+                    "agent that keeps one segment per trajectory"
                 )
+            import torch
+
             view = batch.index(rows.last)
+            # Per-row inputs follow the rows chosen; per-trajectory ones already fit.
             inputs = {
-                k: v[rows.last] if hasattr(v, "shape") and len(v) == len(batch) else v
+                k: v[rows.last] if isinstance(v, torch.Tensor) and len(v) == len(batch) else v
                 for k, v in inputs.items()
             }
         result = estimator.impl(
