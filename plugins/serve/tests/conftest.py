@@ -39,6 +39,7 @@ def _one_torch_thread() -> Iterator[None]:
     finally:
         torch.set_num_threads(threads)
 
+
 LOCAL_KEY = "tml-local-test"
 
 

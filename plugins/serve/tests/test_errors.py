@@ -43,8 +43,10 @@ def test_unknown_base_model(service_client: Any) -> None:
 def test_bad_loss_name_and_unimplemented_loss(trainer: Any, served: Any) -> None:
     tokens = served.tokenizer.encode("3 + 5 = 8")
     datum = _datum(tokens[:-1], target_tokens=tokens[1:])
-    with pytest.raises(tinker.RequestFailedError, match="loss_fn 'dro' is not implemented"):
-        trainer.forward_backward([datum], "dro").result()
+    with pytest.raises(
+        tinker.RequestFailedError, match="loss_fn 'stable_reinforce' is not implemented"
+    ):
+        trainer.forward_backward([datum], "stable_reinforce").result()
     with pytest.raises(tinker.RequestFailedError, match="loss_fn 'nope' is unknown; use one of"):
         trainer.forward([datum], "nope").result()  # type: ignore[arg-type]
 
