@@ -122,7 +122,7 @@ def test_api_key_required_beyond_loopback(default_model_dir: Any, tmp_path: Any)
         wrong.close("success").result()
     finally:
         keyed.server.should_exit = True
-        keyed.app.futures.close()
+        keyed.app.close()
 
 
 def test_cli_refuses_bad_input_with_one_line(tmp_path: Any) -> None:
