@@ -146,7 +146,8 @@ def serve(
         executor=executor,
     )
     click.echo(
-        f"hfsdk serve: {app.service.model_name} on http://{host}:{port} ({devices} device(s))",
+        f"hfsdk serve: {app.service.model_name} on http://{host}:{port} ({devices} rank(s), "
+        f"{'in this process' if app.service.pool.in_process else 'Ray worker processes'})",
         err=True,
     )
     try:

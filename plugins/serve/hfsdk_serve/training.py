@@ -67,7 +67,8 @@ def target_logprobs(pool: AdapterPool, data: Sequence[DatumIn]) -> list[torch.Te
     out = []
     for row, datum in enumerate(data):
         n = len(datum.tokens)
-        targets = torch.as_tensor(datum.inputs["target_tokens"], dtype=torch.long)
+        # A copy: arrays that crossed a process boundary arrive read-only.
+        targets = torch.tensor(datum.inputs["target_tokens"], dtype=torch.long)
         out.append(logp[row, :n].gather(1, targets[:, None])[:, 0])
     return out
 
@@ -92,7 +93,7 @@ def datum_losses(
     logps = target_logprobs(pool, data)
     for datum, logp in zip(data, logps, strict=True):
         inputs = {
-            k: torch.as_tensor(v, dtype=torch.float32)
+            k: torch.tensor(v, dtype=torch.float32)
             for k, v in datum.inputs.items()
             if k not in TOKEN_INPUTS
         }
