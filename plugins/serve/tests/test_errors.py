@@ -125,10 +125,15 @@ def test_api_key_required_beyond_loopback(default_model_dir: Any, tmp_path: Any)
         keyed.app.close()
 
 
-def test_cli_refuses_bad_input_with_one_line(tmp_path: Any) -> None:
+def test_cli_refuses_bad_input_with_one_line(tmp_path: Any, default_model_dir: Any) -> None:
+    model = str(default_model_dir)
     for argv, expected in (
         (["serve", "--base-model", str(tmp_path)], "not a model directory (no config.json)"),
         (["serve", "--base-model", str(tmp_path), "--host", "0.0.0.0"], "pass --api-key"),
+        (
+            ["serve", "--base-model", model, "--devices", "2", "--executor", "local"],
+            "--executor local runs the model in the server's process on one device",
+        ),
     ):
         proc = subprocess.run(
             [sys.executable, "-c", "from hfsdk.core.cli.main import main; main()", *argv],
