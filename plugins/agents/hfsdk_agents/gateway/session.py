@@ -33,10 +33,11 @@ from hfsdk_agents.gateway.responses import Choice, call_id, chat_completion, com
 from hfsdk_agents.gateway.sampling import Sampling
 from hfsdk_agents.loops import AgentContext
 from hfsdk_agents.requests import GenerationRequest, GenerationResult
-from hfsdk_agents.trajectory import MODEL_ROLE, Segment, Trajectory
+from hfsdk_agents.trajectory import MODEL_ROLE, Segment, Trajectory, shared_prefix
 
-REWRITTEN = "rewritten"
-"""``finish`` of a segment the agent's conversation left (a new segment followed it)."""
+REWRITTEN = "segment"
+"""``finish`` of a segment the agent's conversation left (a new segment followed it), as
+:meth:`~hfsdk_agents.trajectory.Trajectory.follow` marks one."""
 
 
 @attrs.define(kw_only=True)
@@ -51,7 +52,7 @@ class Branch:
     def fork(self) -> Trajectory:
         """A copy of the trajectory to append to (the branch itself stays as it was)."""
         t = self.trajectory
-        return Trajectory(prompt_ids=t.prompt_ids, segments=list(t.segments), extra=dict(t.extra))
+        return attrs.evolve(t, segments=list(t.segments), extra=dict(t.extra))
 
 
 @attrs.define(kw_only=True)
@@ -259,12 +260,7 @@ class Session:
 
     def carried(self, prompt: Sequence[int]) -> int:
         """Ids of a segment's prompt after the part it shares with the row's prompt."""
-        shared = 0
-        for a, b in zip(prompt, self.prompt_ids, strict=False):
-            if a != b:
-                break
-            shared += 1
-        return len(prompt) - shared
+        return len(prompt) - shared_prefix(prompt, self.prompt_ids)
 
     def _new_segment(
         self, prompt: list[int], *, messages: list[Message] | None = None, text: str | None = None
@@ -280,7 +276,10 @@ class Session:
                 code="context_length_exceeded",
                 param="messages",
             )
-        fresh = Branch(trajectory=Trajectory(prompt_ids=tuple(prompt)))
+        trajectory = Trajectory(
+            prompt_ids=tuple(prompt), row_prompt=self.prompt_ids, carried=self.carried(prompt)
+        )
+        fresh = Branch(trajectory=trajectory)
         return _Start(branch=fresh, messages=messages, text=text)
 
     def _advance(self, start: _Start, branches: list[Branch]) -> None:
@@ -388,9 +387,7 @@ class Session:
                     for c in parsed.calls
                 ]
                 content = self._strip(parsed.content)
-        trajectory = Trajectory(
-            prompt_ids=base.prompt_ids, segments=list(base.segments), extra=dict(base.extra)
-        )
+        trajectory = attrs.evolve(base, segments=list(base.segments), extra=dict(base.extra))
         trajectory.add(
             Segment(
                 role=MODEL_ROLE,

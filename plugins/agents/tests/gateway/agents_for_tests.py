@@ -29,7 +29,7 @@ def by_prompt(base_url: str, row: dict[str, Any]) -> float | None:
         raise RuntimeError("the agent broke")
     if prompt.startswith("hang"):
         _ask(base_url, row)
-        time.sleep(30)
+        time.sleep(60)
         return 1.0
     if prompt.startswith("silent"):
         return 1.0

@@ -87,13 +87,13 @@ def test_bad_agents_drop_their_trajectories_and_the_run_goes_on(caplog) -> None:
     seen.clear()
     prompts = ["ok 1 + 1 =", "raise 1 + 1 =", "hang 1 + 1 =", "silent 1 + 1 =", "malformed 1 ="]
     with caplog.at_level("WARNING"):
-        _, out = _run(f"{AGENTS}:by_prompt", prompts, agent_deadline_s=2.0)
+        _, out = _run(f"{AGENTS}:by_prompt", prompts, agent_deadline_s=8.0)
     finishes = [t["finish"] for t in out["agent_trajectory"]]
     assert finishes[0] != "dropped"
     assert finishes[1:] == ["dropped"] * 4
     reasons = [t["extra"]["agent_dropped"] for t in out["agent_trajectory"][1:]]
     assert "RuntimeError: the agent broke" in reasons[0]
-    assert "within 2 s" in reasons[1]
+    assert "within 8 s" in reasons[1]
     assert reasons[2] == "never called the model"
     assert "role 'wizard'" in reasons[3]
     # a dropped row trains on nothing; the kept one on its model tokens
