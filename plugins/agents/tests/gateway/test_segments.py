@@ -33,6 +33,15 @@ def render(messages: list[dict[str, Any]]) -> list[int]:
     return list(out["input_ids"] if hasattr(out, "keys") else out)
 
 
+def answer_ids(context: list[int]) -> list[int]:
+    """Calls add first; answers 7 after a tool turn; 3 after a rewritten conversation."""
+    if T["summary"] in context:
+        return [T["3"], T["<|im_end|>"]]
+    if T["tool"] in context:
+        return [T["7"], T["<|im_end|>"]]
+    return [T["<tool_call>"], T[CALL], T["</tool_call>"]]
+
+
 class Engine:
     """Calls add first; answers 7 after a tool turn; 3 after a rewritten conversation."""
 
@@ -40,13 +49,7 @@ class Engine:
         self.seen: list[tuple[GenerationRequest, GenerationResult]] = []
 
     async def __call__(self, request: GenerationRequest) -> GenerationResult:
-        context = list(request.prompt_ids)
-        if T["summary"] in context:
-            ids = [T["3"], T["<|im_end|>"]]
-        elif T["tool"] in context:
-            ids = [T["7"], T["<|im_end|>"]]
-        else:
-            ids = [T["<tool_call>"], T[CALL], T["</tool_call>"]]
+        ids = answer_ids(list(request.prompt_ids))
         result = GenerationResult(
             token_ids=ids, logprobs=[-0.25 * (i + 1) for i in range(len(ids))], finish_reason="stop"
         )
@@ -130,3 +133,41 @@ def test_changed_earlier_turns_start_a_new_segment_with_a_full_render() -> None:
     assert engine.seen[2][0].prompt_ids == tuple(render(summary))
     # the whole conversation the reward functions see is the last request's plus the answer
     assert [m["content"] for m in second.extra["messages"]] == ["q", "summary", "3"]
+
+
+def test_a_rewritten_conversation_becomes_two_rows_through_the_runner() -> None:
+    import sys
+
+    from hfsdk import generate_rollout
+
+    from ..fakes import prompt_batch
+    from .helpers import request_rollout
+
+    def seeded(context: list[int], seed: int) -> list[int]:
+        return answer_ids(context)
+
+    sys.modules[__name__].AGENT = lambda url, row: _conversation(url, rewrite=True)  # type: ignore[attr-defined]
+    rollout = request_rollout(
+        TOK,
+        seeded,
+        agent=f"{__name__}:AGENT",
+        renderer="chat_template",
+        stop_token_ids=(T["<|im_end|>"],),
+        max_response_tokens=32,
+    )
+    prompt = TOK.decode(render([{"role": "user", "content": "q"}]))
+    out = generate_rollout(rollout, prompt_batch(TOK, [prompt]))
+    assert list(out["segment_index"]) == [0, 1]
+    first, _ = out["agent_trajectory"]
+    assert first["finish"] == REWRITTEN
+    # the second row: the re-rendered part of its prompt opens its responses as context,
+    # then the engine's answer, trained
+    summary = render([{"role": "user", "content": "q"}, {"role": "user", "content": "summary"}])
+    shared = 0
+    while summary[shared] == render([{"role": "user", "content": "q"}])[shared]:
+        shared += 1
+    carried = summary[shared:]
+    answer = [T["3"], T["<|im_end|>"]]
+    row = out["responses"][1][: len(carried) + 2].tolist()
+    assert row == [*carried, *answer]
+    assert out["response_mask"][1][: len(carried) + 2].tolist() == [0.0] * len(carried) + [1.0, 1.0]
