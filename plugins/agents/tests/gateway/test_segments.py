@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from hfsdk import GenerationRequest, GenerationResult
 from hfsdk_agents.config import MultiTurnConfig
 from hfsdk_agents.gateway.loop import GatewayLoop
@@ -171,3 +173,40 @@ def test_a_rewritten_conversation_becomes_two_rows_through_the_runner() -> None:
     row = out["responses"][1][: len(carried) + 2].tolist()
     assert row == [*carried, *answer]
     assert out["response_mask"][1][: len(carried) + 2].tolist() == [0.0] * len(carried) + [1.0, 1.0]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="runner.assemble takes segment 0's prompt to be the row's; a gateway agent whose "
+    "first request is not the row's prompt (an added system prompt) needs segment 0's "
+    "unshared prompt carried into its responses as for later segments",
+)
+def test_a_first_request_that_is_not_the_rows_prompt_is_assembled_with_its_own_context() -> None:
+    import sys
+
+    from hfsdk import generate_rollout
+
+    from ..fakes import prompt_batch
+    from .helpers import request_rollout
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        import openai
+
+        c = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+        both = [{"role": "user", "content": "q"}, {"role": "user", "content": "summary"}]
+        c.chat.completions.create(model="policy", messages=both)
+
+    sys.modules[__name__].AGENT = agent  # type: ignore[attr-defined]
+    rollout = request_rollout(
+        TOK,
+        lambda context, seed: answer_ids(context),
+        agent=f"{__name__}:AGENT",
+        renderer="chat_template",
+        stop_token_ids=(T["<|im_end|>"],),
+        max_response_tokens=32,
+    )
+    prompt = TOK.decode(render([{"role": "user", "content": "q"}]))
+    out = generate_rollout(rollout, prompt_batch(TOK, [prompt]))
+    full = render([{"role": "user", "content": "q"}, {"role": "user", "content": "summary"}])
+    context = out["input_ids"][0][out["attention_mask"][0].bool()].tolist()
+    assert context[: len(full)] == full  # the context the engine answered from
