@@ -19,20 +19,6 @@ def hfsdk_register_kl_estimators(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_register_policy_losses(register: Register) -> None:
-    """Register ``ppo_clip`` (asymmetric clip ratios, dual clip) and ``reinforce``."""
-    from hfsdk.core.maths.policy_losses import (
-        PPOClipConfig,
-        ReinforceConfig,
-        ppo_clip_loss,
-        reinforce_loss,
-    )
-
-    register("ppo_clip", ppo_clip_loss, config_cls=PPOClipConfig)
-    register("reinforce", reinforce_loss, config_cls=ReinforceConfig)
-
-
-@hfsdk.hookimpl
 def hfsdk_register_transfer_protocols(register: Register) -> None:
     """Register the built-in transfer protocols (``one_to_all`` ... ``pp_as_dp``)."""
     from hfsdk.core.workers.protocols.builtins import BUILTIN_PROTOCOLS

@@ -17,9 +17,9 @@ from hfsdk import (
     get_registry,
     masked_whiten,
 )
-from hfsdk.core.maths.policy_losses import PPOClipConfig, ppo_clip_loss
 from hfsdk_backend_common.engine_support import MetricAccumulator
 from hfsdk_backend_common.objectives import ActorObjective, actor_micro_loss
+from hfsdk_policy_losses.losses import PPOClipConfig, ppo_clip_loss
 from hfsdk_rollout_corrections.corrections import (
     BandConfig,
     MISConfig,
