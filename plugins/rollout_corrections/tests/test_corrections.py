@@ -218,7 +218,7 @@ def test_the_docs_example_resolves_as_written(tmp_path) -> None:
     assert resolved[-1][2] == K3RSConfig(threshold=0.02)
 
 
-LOADED_WITHOUT = "grpo,backend_common,backend_fsdp,tasks,rewards"
+LOADED_WITHOUT = "grpo,backend_common,backend_fsdp,tasks,rewards,policy_losses"
 """What a GRPO run needs, less this plugin."""
 
 
