@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -97,3 +97,13 @@ def tp2_tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, obje
         num_kv_heads=2, init_std=0.2,
     )  # fmt: skip
     return path, tokenizer
+
+
+@pytest.fixture
+def fresh_plugin_manager() -> Iterator[None]:
+    """A plugin manager built from the installed plugins, before and after the test."""
+    from hfsdk.core.plugin_manager import reset_plugin_manager
+
+    reset_plugin_manager()
+    yield
+    reset_plugin_manager()

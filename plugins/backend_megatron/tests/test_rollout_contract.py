@@ -14,7 +14,6 @@ in one line.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import torch
 
 import hfsdk
 from hfsdk import HfsdkError
-from hfsdk.core.plugin_manager import get_plugin_manager, reset_plugin_manager
+from hfsdk.core.plugin_manager import get_plugin_manager
 
 pytest.importorskip("hfsdk_backend_fsdp")
 pytest.importorskip("hfsdk_backend_megatron")
@@ -31,14 +30,8 @@ pytest.importorskip("hfsdk_backend_megatron")
 HERE = str(Path(__file__).parent)
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 ="]
 WIDTH = 6
-
-
-@pytest.fixture(autouse=True)
-def _fresh_plugin_manager() -> Iterator[None]:
-    """The example registers itself as a plugin; each test starts from the installed ones."""
-    reset_plugin_manager()
-    yield
-    reset_plugin_manager()
+# The example registers itself as a plugin: each test starts from the installed ones.
+pytestmark = pytest.mark.usefixtures("fresh_plugin_manager")
 
 
 def _plugin() -> Any:

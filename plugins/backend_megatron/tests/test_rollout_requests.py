@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import torch
 
 import hfsdk
 from hfsdk import GenerationRequest
-from hfsdk.core.plugin_manager import get_plugin_manager, reset_plugin_manager
+from hfsdk.core.plugin_manager import get_plugin_manager
 
 pytest.importorskip("hfsdk_backend_fsdp")
 pytest.importorskip("hfsdk_backend_megatron")
@@ -28,14 +27,8 @@ pytest.importorskip("hfsdk_backend_megatron")
 HERE = str(Path(__file__).parent)
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
 WIDTH = 6
-
-
-@pytest.fixture(autouse=True)
-def _fresh_plugin_manager() -> Iterator[None]:
-    """The example registers itself as a plugin; each test starts from the installed ones."""
-    reset_plugin_manager()
-    yield
-    reset_plugin_manager()
+# The example registers itself as a plugin: each test starts from the installed ones.
+pytestmark = pytest.mark.usefixtures("fresh_plugin_manager")
 
 
 @pytest.fixture(scope="module")

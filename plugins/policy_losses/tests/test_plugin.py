@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from hfsdk import ConfigError, get_registry, load_run_config
 from hfsdk.core.plugin_manager import reset_plugin_manager
 from hfsdk_policy_losses.losses import PPOClipConfig, ppo_clip_loss
-
-
-@pytest.fixture(autouse=True)
-def _fresh_plugin_manager(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for var in ("HFSDK_LOAD_PLUGINS", "HFSDK_DISABLE_PLUGINS"):
-        monkeypatch.delenv(var, raising=False)
-    reset_plugin_manager()
-    yield
-    reset_plugin_manager()
 
 
 def test_ppo_clip_is_registered_by_this_plugin_with_its_config() -> None:
@@ -30,9 +19,13 @@ def test_a_run_without_the_plugin_names_the_distribution(monkeypatch: pytest.Mon
     """GRPO's default loss is ppo_clip: disabled, the line names the distribution to install."""
     monkeypatch.setenv("HFSDK_DISABLE_PLUGINS", "policy_losses")
     reset_plugin_manager()
-    assert "ppo_clip" not in get_registry("policy_losses")
-    with pytest.raises(ConfigError) as info:
-        load_run_config("grpo", None, [])
+    try:
+        assert "ppo_clip" not in get_registry("policy_losses")
+        with pytest.raises(ConfigError) as info:
+            load_run_config("grpo", None, [])
+    finally:  # the next test sees every installed plugin again
+        monkeypatch.delenv("HFSDK_DISABLE_PLUGINS")
+        reset_plugin_manager()
     message = str(info.value)
     assert "'algorithm.policy_loss': 'ppo_clip' comes with hfsdk-plugin-policy-losses" in message
     assert "\n" not in message

@@ -10,17 +10,12 @@ import pytest
 from hfsdk.core.cli.main import main
 
 
-def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+def _score(capsys: pytest.CaptureFixture[str], rows: Path, *settings: str) -> tuple[int, str, str]:
+    """``hfsdk reward score code_tests --data ROWS SETTINGS...``: (exit code, stdout, stderr)."""
     with pytest.raises(SystemExit) as info:
-        main(list(args))
+        main(["reward", "score", "code_tests", "--data", str(rows), *settings])
     out, err = capsys.readouterr()
     return int(info.value.code or 0), out, err
-
-
-def _rows(tmp_path: Path, rows: list[dict]) -> str:
-    path = tmp_path / "rows.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return str(path)
 
 
 @pytest.mark.usefixtures("sandbox_any_isolation")
@@ -33,10 +28,9 @@ def test_code_tests_rows_are_scored_with_their_reasons(
         {"prompt": "add", "response": "```python\nimport os\ndef add(a, b):\n    os._exit(0)\n```"},
         {"prompt": "add", "response": "```python\ndef add(a, b):\n    return 3\n```"},
     ]
-    path = _rows(tmp_path, [{**r, "ground_truth": truth} for r in rows])
-    code, out, err = _hfsdk(
-        capsys, "reward", "score", "code_tests", "--data", path, "limits.wall_s=4", "max_cases=8"
-    )
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({**r, "ground_truth": truth}) + "\n" for r in rows))
+    code, out, err = _score(capsys, path, "limits.wall_s=4", "max_cases=8")
     assert code == 0, err
     scored = [json.loads(line) for line in out.splitlines()]
     assert [r["score"] for r in scored] == [1.0, 0.0, 0.0]
@@ -46,6 +40,7 @@ def test_code_tests_rows_are_scored_with_their_reasons(
 def test_an_unknown_setting_names_the_allowed_keys(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    path = _rows(tmp_path, [{"prompt": "p", "response": "r", "ground_truth": "{}"}])
-    code, _, err = _hfsdk(capsys, "reward", "score", "code_tests", "--data", path, "wall=3")
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"prompt": "p", "response": "r", "ground_truth": "{}"}) + "\n")
+    code, _, err = _score(capsys, path, "wall=3")
     assert code == 2 and err.count("\n") == 1 and "allowed keys" in err
