@@ -53,25 +53,9 @@ if TYPE_CHECKING:
         with_algorithm_preset,
     )
     from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
-    from hfsdk.core.data.chat import check_messages
+    from hfsdk.core.data.chat import Messages, check_messages, plain_rendering
     from hfsdk.core.data.columns import INTERNAL_COLUMNS, PROMPT_MESSAGES, reward_column_names
-    from hfsdk.core.data.conversation import (
-        SupervisedSequence,
-        collate_supervised,
-        split_conversation,
-        tokenize_supervised,
-    )
     from hfsdk.core.data.data_config import DataConfig
-    from hfsdk.core.data.preference_pairs import (
-        PairColumns,
-        PreferencePair,
-        chosen_rows,
-        collate_preference_pairs,
-        load_preference_pairs,
-        rejected_rows,
-        tokenize_preference_pair,
-        tokenize_preference_pairs,
-    )
     from hfsdk.core.data.prompt_dataset import (
         PromptLoader,
         load_prompt_dataset,
@@ -160,6 +144,7 @@ if TYPE_CHECKING:
     from hfsdk.core.trainer.faults import take_fault
     from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
     from hfsdk.core.trainer.preflight import run_assets, run_signals
+    from hfsdk.core.trainer.session import worker_threads
     from hfsdk.core.trainer.step_observers import StepObserver, StepView
     from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
     from hfsdk.core.trainer.trainer_config import LOGGERS
@@ -234,20 +219,10 @@ _LAZY = {
     "REF_TOP_K": "hfsdk.core.algorithm_spec",
     "group_split": "hfsdk.core.batch",
     "row_group": "hfsdk.core.batch",
-    # supervised sequences and preference pairs (SFT, DPO, reward models)
+    # chat messages (supervised sequences and preference pairs: hfsdk-plugin-supervised-data)
+    "Messages": "hfsdk.core.data.chat",
     "check_messages": "hfsdk.core.data.chat",
-    "SupervisedSequence": "hfsdk.core.data.conversation",
-    "collate_supervised": "hfsdk.core.data.conversation",
-    "split_conversation": "hfsdk.core.data.conversation",
-    "tokenize_supervised": "hfsdk.core.data.conversation",
-    "PairColumns": "hfsdk.core.data.preference_pairs",
-    "PreferencePair": "hfsdk.core.data.preference_pairs",
-    "chosen_rows": "hfsdk.core.data.preference_pairs",
-    "collate_preference_pairs": "hfsdk.core.data.preference_pairs",
-    "load_preference_pairs": "hfsdk.core.data.preference_pairs",
-    "rejected_rows": "hfsdk.core.data.preference_pairs",
-    "tokenize_preference_pair": "hfsdk.core.data.preference_pairs",
-    "tokenize_preference_pairs": "hfsdk.core.data.preference_pairs",
+    "plain_rendering": "hfsdk.core.data.chat",
     "resolve_use_template": "hfsdk.core.data.prompt_dataset",
     "default_rollout_backend": "hfsdk.core.backends",
     "RoleConfig": "hfsdk.core.role_config",
@@ -375,6 +350,7 @@ _LAZY = {
     "read_metrics": "hfsdk.core.trainer.tracking",
     "colocate": "hfsdk.core.workers.colocation",
     "LocalPool": "hfsdk.core.workers.local_hosts",
+    "worker_threads": "hfsdk.core.trainer.session",
     "connect_ray": "hfsdk.core.workers.ray_runtime",
     "shutdown_ray": "hfsdk.core.workers.ray_runtime",
 }
