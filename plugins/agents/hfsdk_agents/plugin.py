@@ -9,6 +9,22 @@ from hfsdk import Register
 
 
 @hfsdk.hookimpl
+def hfsdk_addhooks(pluginmanager: Any) -> None:
+    """Add ``hfsdk_register_agents`` (gateway agents other plugins register)."""
+    from hfsdk_agents import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_agents(register: Register) -> None:
+    """Register ``tool_use``: the tool_use task's agent, written only against ``openai``."""
+    from hfsdk_agents.gateway.examples.tool_use_agent import tool_use_agent
+
+    register("tool_use", tool_use_agent)
+
+
+@hfsdk.hookimpl
 def hfsdk_register_rollout_sections(register: Register) -> None:
     """Contribute ``rollout.multi_turn``: tools, the agent loop and its limits."""
     from hfsdk_agents.config import MultiTurnConfig
@@ -52,10 +68,13 @@ def hfsdk_register_tools(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_agent_loops(register: Register) -> None:
-    """Register ``tool_loop``: generate → tool calls → tools → generate, until done."""
+    """Register ``tool_loop`` (generate → tool calls → tools → generate, until done) and
+    ``gateway`` (an agent program behind an OpenAI-compatible endpoint)."""
+    from hfsdk_agents.gateway.loop import GatewayLoop
     from hfsdk_agents.loops import ToolLoop
 
     register("tool_loop", ToolLoop)
+    register("gateway", GatewayLoop)
 
 
 @hfsdk.hookimpl
@@ -69,10 +88,13 @@ def hfsdk_register_tool_parsers(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
-    """Register the ``tool_use`` task's reward (a correct final answer, calls that parse)."""
+    """Register the ``tool_use`` task's reward (a correct final answer, calls that parse) and
+    ``agent_reward`` (the reward a gateway agent returned or posted)."""
+    from hfsdk_agents.gateway import reward as gateway_reward
     from hfsdk_agents.tool_use import task as tool_use
 
     register(tool_use.REWARD_FUNCTION_NAME, tool_use.tool_use_reward)
+    register(gateway_reward.REWARD_FUNCTION_NAME, gateway_reward.agent_reward)
 
 
 @hfsdk.hookimpl
