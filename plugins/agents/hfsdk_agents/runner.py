@@ -196,15 +196,16 @@ def assemble(
     index = [k for parts in trajectories for k in range(len(parts))]
     for row, trajectory in enumerate(segments):
         own = prompt_ids[row][prompt_mask[row].bool()].tolist()
-        # A later segment keeps the prompt it shares with the row; the rest is context.
-        shared = shared_prefix(trajectory.prompt_ids, own) if index[row] else len(own)
+        # A segment keeps the prompt it shares with the row; the rest is context (a later
+        # segment's re-render, or a gateway agent's own first request, e.g. a system prompt).
+        shared = shared_prefix(trajectory.prompt_ids, own)
         if shared < len(own):
             prompt_ids[row] = pad
             prompt_mask[row] = 0
             if shared:
                 prompt_ids[row, -shared:] = torch.tensor(own[:shared], dtype=torch.long)
                 prompt_mask[row, -shared:] = 1
-        carried = list(trajectory.prompt_ids[shared:]) if index[row] else []
+        carried = list(trajectory.prompt_ids[shared:])
         ids = (carried + trajectory.response_ids)[:width]
         length = len(ids)
         texts.append(tokenizer.decode(ids, skip_special_tokens=True))

@@ -233,7 +233,7 @@ def test_response_text_is_the_text_of_the_truncated_tensors() -> None:
 
     prompts = prompt_batch(TOKENIZER, ["3 + 4 ="])
     kept, cut = ids("7 7"), ids("1 2 3")
-    trajectory = Trajectory(prompt_ids=tuple(ids("3 + 4 =")))
+    trajectory = Trajectory(prompt_ids=tuple(TOKENIZER.encode("3 + 4 =")))  # the row's own prompt
     trajectory.add(
         Segment(
             role="assistant",

@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-
 from hfsdk import GenerationRequest, GenerationResult
 from hfsdk_agents.config import MultiTurnConfig
 from hfsdk_agents.gateway.loop import GatewayLoop
@@ -175,12 +173,6 @@ def test_a_rewritten_conversation_becomes_two_rows_through_the_runner() -> None:
     assert out["response_mask"][1][: len(carried) + 2].tolist() == [0.0] * len(carried) + [1.0, 1.0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runner.assemble takes segment 0's prompt to be the row's; a gateway agent whose "
-    "first request is not the row's prompt (an added system prompt) needs segment 0's "
-    "unshared prompt carried into its responses as for later segments",
-)
 def test_a_first_request_that_is_not_the_rows_prompt_is_assembled_with_its_own_context() -> None:
     import sys
 
