@@ -160,6 +160,7 @@ if TYPE_CHECKING:
     from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
     from hfsdk.core.trainer.preflight import run_assets, run_signals
     from hfsdk.core.trainer.step_observers import StepObserver, StepView
+    from hfsdk.core.trainer.threads import worker_threads
     from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
     from hfsdk.core.trainer.trainer_config import LOGGERS
     from hfsdk.core.weight_check import (
@@ -211,6 +212,7 @@ _LAZY = {
     "Register": "hfsdk.hookspecs",
     "StepObserver": "hfsdk.core.trainer.step_observers",
     "StepView": "hfsdk.core.trainer.step_observers",
+    "worker_threads": "hfsdk.core.trainer.threads",
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",

@@ -181,7 +181,15 @@ def plan(
             import json
 
             rows = [
-                {"stage": r.name, "predicted_s": r.predicted, "measured_s": r.measured}
+                {
+                    "stage": r.name,
+                    "predicted_s": r.predicted,
+                    "measured_s": r.measured,
+                    "flops_per_s": r.flops_per_s,
+                    "mfu": r.mfu,
+                    "bytes_per_s": r.bytes_per_s,
+                    "bandwidth_util": r.bandwidth_util,
+                }
                 for r in table
             ]
             click.echo(json.dumps({"plan": result.to_dict(), "check": rows}, indent=2))
