@@ -266,9 +266,10 @@ def calibrate_command(output: str, quick: bool) -> None:
     the hfsdk decoder's step time at a few batch sizes, the controller's cost
     per worker call, and the training backend's fixed work per update,
     micro-batch and inference pass (short runs of the default task, in
-    process and on two worker processes), in about two minutes. On CPU each
-    device is one core with one thread: run training with OMP_NUM_THREADS=1
-    to match. Example:
+    process and on two worker processes), in a few minutes. On CPU each
+    device is one core, measured at one thread, half the cores' and all the
+    cores' worth: a run is priced at the threads its workers use
+    (trainer.worker_threads; auto: the cores shared among its devices). Example:
 
     \b
         hfsdk calibrate --output local.yaml
