@@ -14,7 +14,13 @@ import attrs
 from hfsdk import StepObserver, StepView
 from hfsdk_planner.cluster import Cluster
 from hfsdk_planner.cluster_lookup import resolve_cluster
-from hfsdk_planner.run_plan import RunSetup, measured_lengths, price_setup, run_setup
+from hfsdk_planner.run_plan import (
+    RunSetup,
+    measured_lengths,
+    price_setup,
+    run_hardware,
+    run_setup,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +61,7 @@ class StepPrediction(StepObserver):
         from hfsdk_planner.run_utilisation import step_utilisation
 
         try:
-            out.update(step_utilisation(setup, cluster, metrics))
+            out.update(step_utilisation(setup, run_hardware(setup, cluster), metrics))
         except Exception:  # a stage the counting cannot size loses its rates, not the step
             logger.debug("no utilisation metrics for this step", exc_info=True)
         return out

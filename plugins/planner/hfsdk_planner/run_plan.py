@@ -614,7 +614,7 @@ def check_run(
     predicted["transition"] = transition
     from hfsdk_planner.run_utilisation import StageUtilisation, stage_utilisation
 
-    used = stage_utilisation(base, cluster, steady, measured)
+    used = stage_utilisation(base, run_hardware(base, cluster), steady, measured)
     table = [
         CheckRow(
             name=name,

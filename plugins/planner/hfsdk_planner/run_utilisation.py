@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
 from hfsdk_planner.cluster import Cluster
-from hfsdk_planner.run_plan import RunSetup, run_hardware
 from hfsdk_planner.utilisation import (
     StageWork,
     StepShape,
@@ -23,6 +23,9 @@ from hfsdk_planner.utilisation import (
     step_shape,
     utilisation_metrics,
 )
+
+if TYPE_CHECKING:  # run_plan's check calls this module: no import back at run time
+    from hfsdk_planner.run_plan import RunSetup
 
 PLANNER_STAGES = {
     "generation": ("generation",),
@@ -77,15 +80,15 @@ def shape_of(setup: RunSetup, metrics: Mapping[str, float]) -> StepShape | None:
 
 
 def step_utilisation(
-    setup: RunSetup, cluster: Cluster | str | None, metrics: Mapping[str, float]
+    setup: RunSetup, hardware: Cluster, metrics: Mapping[str, float]
 ) -> dict[str, float]:
     """One step's ``perf/<stage>_flops_per_s``, ``..._mfu`` and bandwidth metrics
-    (:func:`~hfsdk_planner.utilisation.utilisation_metrics`); ``{}`` without token counts."""
+    (:func:`~hfsdk_planner.utilisation.utilisation_metrics`) on ``hardware`` (the run's,
+    :func:`~hfsdk_planner.run_plan.run_hardware`); ``{}`` without token counts."""
     shape = shape_of(setup, metrics)
     if shape is None:
         return {}
-    work = setup_stage_work(setup, shape)
-    return utilisation_metrics(work, metrics, run_hardware(setup, cluster))
+    return utilisation_metrics(setup_stage_work(setup, shape), metrics, hardware)
 
 
 @attrs.frozen(kw_only=True)
@@ -100,7 +103,7 @@ class StageUtilisation:
 
 def stage_utilisation(
     setup: RunSetup,
-    cluster: Cluster | str | None,
+    hardware: Cluster,
     rows: Sequence[Mapping[str, float]],
     measured: Mapping[str, float],
 ) -> dict[str, StageUtilisation]:
@@ -112,7 +115,6 @@ def stage_utilisation(
     shapes = [s for s in (shape_of(setup, r) for r in rows) if s is not None]
     if not shapes:
         return {}
-    hardware = run_hardware(setup, cluster)
     works = [setup_stage_work(setup, s) for s in shapes]
     out: dict[str, StageUtilisation] = {}
     for stage, names in PLANNER_STAGES.items():
