@@ -281,7 +281,8 @@ def _in_process(cfg: Mapping[str, Any], pools: tuple) -> bool:
 
 def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
     """The simulated plan of ``setup``'s own placement on ``cluster`` (default: the config's)."""
-    hardware = run_hardware(setup, cluster)
+    given = resolve_cluster(setup.cluster if cluster is None else cluster)
+    hardware = run_hardware(setup, given)
     total = sum(devices for _name, devices, _roles in setup.pools)
     search = PlacementSearch(
         setup.dataflow, dict(setup.models), hardware, setup.workload, algorithm=setup.algorithm
@@ -360,11 +361,7 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
         pools=pools,
         roles=roles,
         functions=setup.functions,
-        threads_per_device=(
-            priced_threads(setup, resolve_cluster(setup.cluster if cluster is None else cluster))
-            if hardware.device_kind == "cpu"
-            else 0
-        ),
+        threads_per_device=priced_threads(setup, given) if given.device_kind == "cpu" else 0,
         stage_seconds=stage_seconds,
         iteration_seconds=math.fsum(stage_seconds) if iteration is None else iteration,
     )
