@@ -144,8 +144,8 @@ if TYPE_CHECKING:
     from hfsdk.core.trainer.faults import take_fault
     from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
     from hfsdk.core.trainer.preflight import run_assets, run_signals
-    from hfsdk.core.trainer.session import worker_threads
     from hfsdk.core.trainer.step_observers import StepObserver, StepView
+    from hfsdk.core.trainer.threads import worker_threads
     from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
     from hfsdk.core.trainer.trainer_config import LOGGERS
     from hfsdk.core.weight_check import (
@@ -350,7 +350,7 @@ _LAZY = {
     "read_metrics": "hfsdk.core.trainer.tracking",
     "colocate": "hfsdk.core.workers.colocation",
     "LocalPool": "hfsdk.core.workers.local_hosts",
-    "worker_threads": "hfsdk.core.trainer.session",
+    "worker_threads": "hfsdk.core.trainer.threads",
     "connect_ray": "hfsdk.core.workers.ray_runtime",
     "shutdown_ray": "hfsdk.core.workers.ray_runtime",
 }

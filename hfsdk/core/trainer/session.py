@@ -25,6 +25,7 @@ from hfsdk.core.trainer.placement_config import NO_PLACEMENT_PLUGIN, ROLLOUT_POO
 from hfsdk.core.trainer.run_assets import (
     SignalScorer,
 )
+from hfsdk.core.trainer.threads import worker_threads
 from hfsdk.core.trainer.validation import ValidationResult
 from hfsdk.core.workers.futures import CallClock
 
@@ -37,30 +38,6 @@ _WORKER_ENV = {
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     "HF_HUB_OFFLINE": "1",
 }
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on (its affinity set when the platform has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
-def worker_threads(configured: int, device_slots: int, cores: int | None = None) -> int:
-    """Intra-op threads per worker process: ``configured``, or each device slot's share of cores.
-
-    Workers on different devices run at the same time, so they split the
-    cores; roles colocated on one device take turns, so each gets the whole
-    share. ``OMP_NUM_THREADS`` in the controller's environment caps the
-    automatic value (tests and shared machines set it to 1).
-    """
-    if configured > 0:
-        return configured
-    share = max(1, (cores or available_cores()) // max(1, device_slots))
-    cap = os.environ.get("OMP_NUM_THREADS", "")
-    if cap.isdigit() and int(cap) > 0:
-        share = min(share, int(cap))
-    return share
 
 
 def local_executor_problem(cfg: Any, placement: Any, pools_in_use: Mapping[str, Any]) -> str | None:
@@ -120,6 +97,9 @@ class TrainingSession:
         self.clock = CallClock()
         """Times the blocking calls of every group this session starts (the trainer's
         ``perf/controller_overhead_s``)."""
+        self.worker_threads = 0
+        """Intra-op threads each worker runs with, as :func:`worker_threads` decided them
+        when the workers started (0 before); the planner prices the run's devices with it."""
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -215,7 +195,7 @@ class TrainingSession:
             placement.pools[name].devices // placement.pools[name].nodes for name in by_pool
         )
         in_process = use_local_executor(cfg, placement, by_pool)
-        threads = worker_threads(cfg.trainer.worker_threads, slots)
+        threads = self.worker_threads = worker_threads(cfg.trainer.worker_threads, slots)
         from hfsdk.core.logs import DIR_ENV, LEVEL_ENV
 
         env_vars = {

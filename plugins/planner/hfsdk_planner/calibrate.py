@@ -1,7 +1,10 @@
 """Measure this machine for the planner and write a cluster profile (``hfsdk calibrate``).
 
-What the simulator assumes, measured on one device (a CPU core with one
-thread, or the first GPU):
+What the simulator assumes, measured on one device (the first GPU, or a CPU
+device at each thread count a run's device may use: one, half the cores and
+all of them, :func:`calibration_threads`; the profile's top level is one
+thread's, ``by_threads`` the others', and the planner prices a run with the
+figures of the threads its workers use):
 
 * matmul throughput per dtype (float32, bfloat16): the best of a few square
   matmuls;
@@ -90,6 +93,46 @@ class CalibrationSizes:
             backend_runs=False,
             shared_copy_seconds=0.2,
         )
+
+
+def calibration_threads(cores: int) -> tuple[int, ...]:
+    """Thread counts per device a CPU calibration measures: one, half the cores (two
+    devices' automatic share) and all of them (one device's); between them the planner
+    interpolates (:meth:`Cluster.for_threads`). Two threads are not twice one: small
+    matmuls and per-op dispatch gain little from a second thread."""
+    return tuple(sorted({1, max(1, cores // 2), max(1, cores)}))
+
+
+def measure_device(
+    sizes: CalibrationSizes, device: Any, sync: Callable[[], None]
+) -> tuple[dict[str, float], float, dict[str, Any]]:
+    """Matmul peaks per dtype, copy bandwidth and the small model's steps on ``device``
+    with the current torch thread count."""
+    flops = measure_matmul(sizes, device, sync)
+    bandwidth = measure_bandwidth(sizes, device, sync)
+    model = measure_model(sizes, flops["float32"], bandwidth, device, sync)
+    return flops, bandwidth, model
+
+
+EFFICIENCY_KEYS = (
+    "training_efficiency",
+    "inference_efficiency",
+    "prefill_efficiency",
+    "decode_compute_efficiency",
+    "decode_bandwidth_efficiency",
+)
+
+
+def thread_figures(flops: dict[str, float], bandwidth: float, model: dict[str, Any]) -> dict:
+    """One thread count's entry of a profile's ``by_threads``."""
+    return {
+        "peak_flops": flops["float32"],
+        "flops_by_dtype": dict(flops),
+        "memory_bandwidth": bandwidth,
+        "layer_overhead": model["layer_overhead"],
+        "token_overhead": model["token_overhead"],
+        "efficiency": {key: model[key] for key in EFFICIENCY_KEYS},
+    }
 
 
 def _best(fn: Callable[[], Any], repeats: int, sync: Callable[[], None]) -> float:
@@ -440,8 +483,9 @@ def calibrate(
 ) -> tuple[Cluster, dict[str, Any]]:
     """Measure this machine; return its cluster profile and the raw measurements.
 
-    CPU: one device per usable core, measured with one thread (run
-    ``OMP_NUM_THREADS=1`` training to match). GPU: the first device; the
+    CPU: one device per usable core, measured at each of
+    :func:`calibration_threads` (the top level one thread's, ``by_threads`` the
+    rest; a run is priced at the threads its workers use). GPU: the first device; the
     rest of the node's figures come from the matching preset. ``links_from``
     (an earlier profile) keeps its links and call overheads and measures only
     the device (seconds: no processes to start), e.g. to re-measure a shared
@@ -471,19 +515,31 @@ def calibrate(
 
         base = local()
     threads = torch.get_num_threads()
-    if not cuda:
-        torch.set_num_threads(1)
+    counts = (1,) if cuda else calibration_threads(base.devices_per_node)
     started = time.perf_counter()
+    by_threads: dict[int, dict[str, Any]] = {}
+    raw_threads: dict[int, dict[str, Any]] = {}
     try:
-        say("matmul throughput ...")
-        flops = measure_matmul(sizes, device, sync)
-        say("memory bandwidth ...")
-        bandwidth = measure_bandwidth(sizes, device, sync)
+        for count in counts:
+            if not cuda:
+                torch.set_num_threads(count)
+            where = "" if cuda else f" ({count} thread{'s' if count > 1 else ''})"
+            say(f"matmul throughput, memory bandwidth, decoder and training steps{where} ...")
+            measured = measure_device(sizes, device, sync)
+            raw_threads[count] = {
+                "matmul_flops": measured[0],
+                "memory_bandwidth": measured[1],
+                **measured[2],
+            }
+            if count > 1:
+                by_threads[count] = thread_figures(*measured)
+        if not cuda:
+            torch.set_num_threads(1)
         fresh = 0.0 if cuda else measure_fresh_bandwidth(sizes)
-        say("decoder and training steps ...")
-        model = measure_model(sizes, flops["float32"], bandwidth, device, sync)
     finally:
         torch.set_num_threads(threads)
+    flops, bandwidth = raw_threads[1]["matmul_flops"], raw_threads[1]["memory_bandwidth"]
+    model = raw_threads[1]
     shared = None
     if not cuda and base.devices_per_node > 1:
         say(f"memory bandwidth shared by {base.devices_per_node} cores ...")
@@ -518,16 +574,9 @@ def calibrate(
         "decode_overlap": False,  # measure_model fits a decode step as reads + matmuls
         "layer_overhead": model["layer_overhead"],
         "token_overhead": model["token_overhead"],
-        "efficiency": {
-            key: model[key]
-            for key in (
-                "training_efficiency",
-                "inference_efficiency",
-                "prefill_efficiency",
-                "decode_compute_efficiency",
-                "decode_bandwidth_efficiency",
-            )
-        },
+        "efficiency": {key: model[key] for key in EFFICIENCY_KEYS},
+        "by_threads": by_threads,
+        "peaks_measured": True,
     }
     if links is not None:
         changes |= {
@@ -541,7 +590,7 @@ def calibrate(
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     changes["source"] = (
         f"hfsdk calibrate{' --quick' if quick else ''} on {socket.gethostname()} at {when} "
-        f"({'cuda:0' if cuda else 'one CPU thread per device'}; links: "
+        f"({'cuda:0' if cuda else threads_note(counts)}; links: "
         f"{backend if links else 'preset'})"
     )
     cluster = attrs.evolve(base, **changes)
@@ -566,9 +615,16 @@ def calibrate(
         "collectives": attrs.asdict(links) if links else None,
         "calls": calls,
         "backend": overheads,
+        "by_threads": {t: v for t, v in raw_threads.items() if t > 1},
         **model,
     }
     return cluster, raw
+
+
+def threads_note(counts: tuple[int, ...]) -> str:
+    """The profile's source note on the CPU thread counts it measured."""
+    listed = ", ".join(str(c) for c in counts)
+    return f"CPU device at {listed} thread(s); top level: one thread"
 
 
 def format_calibration(cluster: Cluster, raw: dict[str, Any]) -> str:
@@ -577,10 +633,19 @@ def format_calibration(cluster: Cluster, raw: dict[str, Any]) -> str:
     lines = [
         f"calibrated {cluster.name}: {cluster.num_devices} x {cluster.device_kind} "
         f"({cluster.device_memory / 1e9:.1f} GB each) in {raw['seconds']:.1f} s",
-        "  matmul: "
+        "  matmul (one thread): "
         + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in sorted(raw["matmul_flops"].items())),
         f"  memory bandwidth: {raw['memory_bandwidth'] / 1e9:.1f} GB/s",
     ]
+    for threads, figures in sorted(raw.get("by_threads", {}).items()):
+        flops = ", ".join(
+            f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in sorted(figures["matmul_flops"].items())
+        )
+        lines.append(
+            f"  at {threads} threads per device: matmul {flops}; memory bandwidth "
+            f"{figures['memory_bandwidth'] / 1e9:.1f} GB/s; training "
+            f"{figures['training_efficiency']:.2f} of that peak"
+        )
     if raw.get("fresh_memory_bandwidth"):
         lines.append(
             f"  writing fresh allocations: {raw['fresh_memory_bandwidth'] / 1e9:.1f} GB/s"

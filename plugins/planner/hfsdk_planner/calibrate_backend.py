@@ -124,9 +124,12 @@ def run_overrides(algorithm: str, shape: str, devices: int, steps: int) -> list[
     return out
 
 
-def train_in_subprocess(run_dir: Path, algorithm: str, overrides: Sequence[str]) -> Path:
-    """``hfsdk run --algo algorithm`` with ``overrides`` in its own process, one thread per
-    device (the default task unless the overrides name data); its run directory."""
+def train_in_subprocess(
+    run_dir: Path, algorithm: str, overrides: Sequence[str], threads: int = 1
+) -> Path:
+    """``hfsdk run --algo algorithm`` with ``overrides`` in its own process, ``threads``
+    per device (``trainer.worker_threads``; the default task unless the overrides name
+    data); its run directory."""
     cmd = [
         sys.executable,
         "-c",
@@ -137,8 +140,9 @@ def train_in_subprocess(run_dir: Path, algorithm: str, overrides: Sequence[str])
         "--run-dir",
         str(run_dir),
         *overrides,
+        f"trainer.worker_threads={threads}",
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if done.returncode:
         raise HfsdkError(
@@ -240,7 +244,13 @@ def measure_backend(
     log: Callable[[str], None] | None = None,
 ) -> dict[str, float]:
     """Fit the six backend overheads (three with ``remote`` false) on ``cluster``'s figures,
-    and with ``remote`` the ``reshard_overhead`` of the two-device runs' transitions."""
+    and with ``remote`` the ``reshard_overhead`` of the two-device runs' transitions.
+
+    Each run's devices get the threads a run of that many devices gets by default on
+    this machine (a CPU profile: its cores shared among the devices; the in-process
+    one-device run all of them), and the fit prices it at those threads (``hfsdk plan
+    --check`` reads them from the run).
+    """
     say = log or (lambda _msg: None)
     algorithm = calibration_algorithm()
     fitted: dict[str, float] = {}
@@ -253,7 +263,9 @@ def measure_backend(
         for shape in SHAPES:
             say(f"training backend: {algorithm}, shape {shape}, {devices} device(s) ...")
             run_dir = workdir / f"backend-{shape}-{devices}"
-            train_in_subprocess(run_dir, algorithm, run_overrides(algorithm, shape, devices, steps))
+            threads = max(1, cluster.num_devices // devices) if cluster.device_kind == "cpu" else 1
+            overrides = run_overrides(algorithm, shape, devices, steps)
+            train_in_subprocess(run_dir, algorithm, overrides, threads)
             for stage, sample in stage_samples(run_dir, cluster).items():
                 samples[stage].append(sample)
         update, micro = fit_non_negative(samples["training"])

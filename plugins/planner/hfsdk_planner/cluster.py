@@ -61,6 +61,59 @@ def _positive_pairs(_inst: object, attr: attrs.Attribute, value: tuple) -> None:
             )
 
 
+THREAD_FIELDS = (
+    "peak_flops",
+    "memory_bandwidth",
+    "layer_overhead",
+    "token_overhead",
+)
+"""The scalar fields a CPU profile measures per thread count (besides the per-dtype peaks,
+``flops.<dtype>``, and the achieved fractions, ``efficiency.<name>``)."""
+
+
+def _by_threads(value: Any) -> tuple[tuple[int, tuple[tuple[str, float], ...]], ...]:
+    """``{threads: {field: number}}`` -> sorted hashable pairs; nested per-dtype peaks and
+    fractions (``flops_by_dtype: {...}``, ``efficiency: {...}``) become dotted keys."""
+    items = value.items() if isinstance(value, Mapping) else value
+    out = []
+    try:
+        for threads, figures in items:
+            flat: dict[str, float] = {}
+            figures = dict(figures)
+            for key, number in figures.items():
+                if key in ("flops_by_dtype", "efficiency"):
+                    prefix = "flops" if key == "flops_by_dtype" else "efficiency"
+                    flat.update({f"{prefix}.{k}": float(v) for k, v in dict(number).items()})
+                else:
+                    flat[str(key)] = float(number)
+            out.append((int(threads), tuple(sorted(flat.items()))))
+    except (TypeError, ValueError) as exc:
+        raise HfsdkError(
+            f"cluster field 'by_threads' must map thread counts to {{field: number}}, got "
+            f"{value!r} ({exc})"
+        ) from None
+    return tuple(sorted(out))
+
+
+def _check_by_threads(_inst: object, attr: attrs.Attribute, value: tuple) -> None:
+    allowed = set(THREAD_FIELDS)
+    for threads, figures in value:
+        if threads < 1:
+            raise HfsdkError(f"cluster field 'by_threads': thread count {threads} must be >= 1")
+        for key, number in figures:
+            known = key in allowed or key.startswith(("flops.", "efficiency."))
+            if not known:
+                raise HfsdkError(
+                    f"cluster field 'by_threads' ({threads} threads): unknown key {key!r}; "
+                    f"allowed: {', '.join(THREAD_FIELDS)}, flops_by_dtype, efficiency"
+                )
+            if not (number >= 0 and math.isfinite(number)):
+                raise HfsdkError(
+                    f"cluster field 'by_threads' ({threads} threads): {key!r} must be a "
+                    f"number >= 0, got {number!r}"
+                )
+
+
 def _fraction(_inst: object, attr: attrs.Attribute, value: float) -> None:
     if not (isinstance(value, int | float) and 0 < value <= 1):
         raise HfsdkError(f"cluster field {attr.name!r} must be in (0, 1], got {value!r}")
@@ -109,7 +162,15 @@ class Cluster:
     that first streams the weights and then multiplies does.
     ``efficiency`` overrides the simulator's achieved fractions of the peaks
     (``SimulatorSettings`` field names); a calibrated profile carries the
-    fractions it measured. ``source`` says where the figures came from.
+    fractions it measured. ``by_threads``: a CPU profile's figures per
+    thread count above one (``{2: {peak_flops: ..., flops_by_dtype: {...},
+    memory_bandwidth: ..., layer_overhead: ..., token_overhead: ...,
+    efficiency: {...}}}``; the top level is one thread's), which
+    :meth:`for_threads` selects for the threads a run's device really uses.
+    ``peaks_measured``: the peaks are measured or quoted (a calibration, a
+    data sheet), so a run's share of them means something; ``False`` for
+    the uncalibrated ``local`` guesses. ``source`` says where the figures
+    came from.
     """
 
     name: str = "custom"
@@ -143,6 +204,12 @@ class Cluster:
     remote_call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
     efficiency: tuple[tuple[str, float], ...] = attrs.field(
         default=(), converter=_pairs, validator=_positive_pairs
+    )
+    by_threads: tuple[tuple[int, tuple[tuple[str, float], ...]], ...] = attrs.field(
+        default=(), converter=_by_threads, validator=_check_by_threads
+    )
+    peaks_measured: bool = attrs.field(
+        default=True, validator=attrs.validators.instance_of(bool)
     )
     source: str = ""
 
@@ -197,6 +264,43 @@ class Cluster:
             return self
         return attrs.evolve(self, peak_flops=table[key])
 
+    def thread_counts(self) -> tuple[int, ...]:
+        """The thread counts per device this profile has figures for (1: the top level)."""
+        return tuple(sorted({1, *(threads for threads, _f in self.by_threads)}))
+
+    def for_threads(self, threads: int) -> Cluster:
+        """The same hardware with each device computing on ``threads`` CPU threads.
+
+        The top-level figures are one thread's; ``by_threads`` holds what the
+        calibration measured at more (two threads are not twice one). Between
+        two measured counts every figure is interpolated linearly, beyond the
+        largest it stays at the largest's. A profile without ``by_threads``
+        (a GPU preset, an older calibration) is returned as it is.
+        """
+        if not self.by_threads or threads <= 1:
+            return self
+        points = [(1, {}), *((t, dict(f)) for t, f in self.by_threads)]
+        below = max((p for p in points if p[0] <= threads), key=lambda p: p[0])
+        above = min((p for p in points if p[0] >= threads), key=lambda p: p[0], default=below)
+
+        def figures(point: tuple[int, dict[str, float]]) -> dict[str, float]:
+            out = {name: float(getattr(self, name)) for name in THREAD_FIELDS}
+            out |= {f"flops.{k}": v for k, v in self.flops_by_dtype}
+            out |= {f"efficiency.{k}": v for k, v in self.efficiency}
+            return out | point[1]
+
+        low, high = figures(below), figures(above)
+        span = above[0] - below[0]
+        weight = (threads - below[0]) / span if span else 0.0
+        mixed = {k: low[k] + weight * (high.get(k, low[k]) - low[k]) for k in low}
+        return attrs.evolve(
+            self,
+            **{name: mixed[name] for name in THREAD_FIELDS},
+            flops_by_dtype={k[6:]: v for k, v in mixed.items() if k.startswith("flops.")},
+            efficiency={k[11:]: v for k, v in mixed.items() if k.startswith("efficiency.")},
+            by_threads=(),
+        )
+
     def bandwidth_per_device(self, busy: int = 1) -> float:
         """Memory bandwidth one device gets while ``busy`` devices of its node stream at once."""
         if not self.shared_memory_bandwidth:
@@ -236,6 +340,19 @@ class Cluster:
         data = attrs.asdict(self, recurse=False)
         data["flops_by_dtype"] = dict(self.flops_by_dtype)
         data["efficiency"] = dict(self.efficiency)
+        by_threads: dict[int, dict[str, Any]] = {}
+        for threads, figures in self.by_threads:
+            entry: dict[str, Any] = {}
+            for key, number in figures:
+                head, _dot, name = key.partition(".")
+                if head == "flops":
+                    entry.setdefault("flops_by_dtype", {})[name] = number
+                elif head == "efficiency":
+                    entry.setdefault("efficiency", {})[name] = number
+                else:
+                    entry[key] = number
+            by_threads[threads] = entry
+        data["by_threads"] = by_threads
         return data
 
     @classmethod
@@ -397,6 +514,7 @@ def local() -> Cluster:
         inter_node_latency=50e-6,
         usable_memory_fraction=0.7,
         layer_overhead=150e-6,
+        peaks_measured=False,
         source="uncalibrated guesses for a CPU core; run `hfsdk calibrate` to measure this machine",
     )
 

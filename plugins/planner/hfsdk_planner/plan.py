@@ -96,6 +96,9 @@ class Plan:
     stats: SearchStats | None = None
     functions: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     """Signal roles scored by functions only: controller work, no devices, no model."""
+    threads_per_device: int = 0
+    """CPU threads each device was priced with (a run's plan on a CPU profile; 0: not
+    applicable, e.g. GPUs or a search)."""
 
     def role(self, name: str) -> RolePlan:
         """The plan of role ``name``."""
@@ -165,6 +168,7 @@ class Plan:
             ],
             "stats": attrs.asdict(self.stats) if self.stats else None,
             "functions": list(self.functions),
+            "threads_per_device": self.threads_per_device,
             "placement": self.to_placement_section(),
         }
 
@@ -196,6 +200,7 @@ class Plan:
                 ],
                 stats=SearchStats(**data["stats"]) if data.get("stats") else None,
                 functions=data.get("functions", ()),
+                threads_per_device=int(data.get("threads_per_device", 0) or 0),
             )
         except (KeyError, TypeError) as exc:
             raise HfsdkError(

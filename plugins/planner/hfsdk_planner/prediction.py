@@ -1,7 +1,10 @@
-"""The predicted step time a run logs beside its measured one (``perf/predicted_step_s``)."""
+"""What the planner logs beside every step: the predicted step time
+(``perf/predicted_step_s``), the threads each worker used (``perf/worker_threads``) and
+each stage's utilisation of the peaks (:mod:`hfsdk_planner.run_utilisation`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -11,8 +14,15 @@ import attrs
 from hfsdk import StepObserver, StepView
 from hfsdk_planner.cluster import Cluster
 from hfsdk_planner.cluster_lookup import resolve_cluster
-from hfsdk_planner.plan import Plan
-from hfsdk_planner.run_plan import RunSetup, measured_lengths, price_setup, run_setup
+from hfsdk_planner.run_plan import (
+    RunSetup,
+    measured_lengths,
+    price_setup,
+    run_hardware,
+    run_setup,
+)
+
+logger = logging.getLogger(__name__)
 
 
 class StepPrediction(StepObserver):
@@ -28,29 +38,45 @@ class StepPrediction(StepObserver):
         self._setup: tuple[RunSetup, Cluster] | None = None
         self._failed = False
 
-    def metrics(self, metrics: Mapping[str, float]) -> dict[str, float]:
-        """``{"perf/predicted_step_s": s}`` for one step; ``{}`` if the run cannot be priced.
+    def metrics(self, metrics: Mapping[str, float], threads: int = 0) -> dict[str, float]:
+        """``perf/predicted_step_s`` and the stages' utilisation for one step; ``{}`` if
+        the run cannot be priced.
 
         The step's measured lengths (``response_length/mean``, tokens per sequence)
-        refine the workload. Never raises: a prediction must not stop a run.
+        refine the workload; ``threads`` (> 0) are the threads each worker really
+        used (the session's decision), else the planner asks the same rule. Never
+        raises: a prediction must not stop a run.
         """
         if self._failed:
             return {}
         try:
-            return {"perf/predicted_step_s": self._plan(metrics).iteration_seconds}
+            setup, cluster = self._step_setup(metrics, threads)
+            out = {
+                "perf/predicted_step_s": price_setup(setup, cluster).iteration_seconds,
+                "perf/worker_threads": float(setup.threads),
+            }
         except Exception:  # an unpriceable setup (unknown model, cluster) logs no prediction
             self._failed = self._setup is None  # the setup itself failed: do not retry each step
             return {}
+        from hfsdk_planner.run_utilisation import step_utilisation
+
+        try:
+            out.update(step_utilisation(setup, run_hardware(setup, cluster), metrics))
+        except Exception:  # a stage the counting cannot size loses its rates, not the step
+            logger.debug("no utilisation metrics for this step", exc_info=True)
+        return out
 
     def on_step_metrics(self, view: StepView, metrics: Mapping[str, float]) -> Mapping[str, float]:
-        """Add ``perf/predicted_step_s`` to the step's line (``{}`` if unpriceable)."""
-        return self.metrics(metrics)
+        """Add the prediction, the worker threads and the utilisation to the step's line."""
+        return self.metrics(metrics, threads=int(view.session.worker_threads or 0))
 
-    def _plan(self, metrics: Mapping[str, float]) -> Plan:
+    def _step_setup(self, metrics: Mapping[str, float], threads: int) -> tuple[RunSetup, Cluster]:
         if self._setup is None:
             setup = run_setup(self.config)
             self._setup = (setup, resolve_cluster(setup.cluster))
         setup, cluster = self._setup
+        if threads > 0:
+            setup = attrs.evolve(setup, threads=threads)
         lengths = measured_lengths(metrics, setup.workload.sequences, setup.workload.packing)
         if lengths is not None:
             workload = attrs.evolve(
@@ -59,7 +85,7 @@ class StepPrediction(StepObserver):
                 response_length=max(1, round(lengths[1])),
             )
             setup = attrs.evolve(setup, workload=workload)
-        return price_setup(setup, cluster)
+        return setup, cluster
 
 
 def predicted_step_metrics(config: Any, metrics: Mapping[str, float]) -> dict[str, float]:

@@ -73,6 +73,11 @@ class RunSetup:
     weight_sync: str = "stream"
     """``rollout.weight_sync``: ``stream`` copies a sharded actor into a generation module
     each step; ``gather`` unshards it in place and generates on it."""
+    threads: int = 1
+    """Intra-op threads per device (per worker): what :func:`hfsdk.worker_threads` decides
+    for ``trainer.worker_threads`` and the run's device slots; ``hfsdk plan --check`` and
+    the run's own step observer replace it with what the run logged it used
+    (``perf/worker_threads``)."""
 
 
 def _as_dict(config: Any) -> dict[str, Any]:
@@ -188,6 +193,8 @@ def run_setup(
         if roles
     )
     layout = actor.get("rollout_layout") or {}
+    trainer = cfg.get("trainer") or {}
+    rollout_devices = int(rollout_pool.get("devices", 0) or 0)
     return RunSetup(
         algorithm=algorithm,
         dataflow=dataflow,
@@ -199,12 +206,61 @@ def run_setup(
         rollout_tp=_int(layout, "tp", 0) or _int(layout, "planned_tp", 1),
         cluster=str(placement.get("cluster") or "auto"),
         in_process=_in_process(cfg, pools) and not rollout_pool,
-        rollout_devices=int(rollout_pool.get("devices", 0) or 0),
+        rollout_devices=rollout_devices,
         rollout_pool_tp=int(rollout_pool.get("tp", 1) or 1),
         rollout_pool_pp=int(rollout_pool.get("pp", 1) or 1),
-        pipeline=str((cfg.get("trainer") or {}).get("pipeline") or "sync"),
+        pipeline=str(trainer.get("pipeline") or "sync"),
         weight_sync=str(rollout.get("weight_sync") or "stream"),
+        threads=run_threads(trainer, pool_cfg, pools, rollout_pool),
     )
+
+
+def run_threads(
+    trainer: Mapping[str, Any],
+    pool_cfg: Mapping[str, Any],
+    pools: tuple[tuple[str, int, tuple[str, ...]], ...],
+    rollout_pool: Mapping[str, Any],
+) -> int:
+    """The threads each worker of the run gets, decided where the run decides them
+    (:func:`hfsdk.worker_threads`): ``trainer.worker_threads``, or the cores shared among
+    the device slots per node of the pools in use (the rollout pool's included)."""
+    from hfsdk import worker_threads
+
+    def per_node(section: Mapping[str, Any]) -> int:
+        devices = int(section.get("devices", 1) or 1)
+        return max(1, devices // max(1, int(section.get("nodes", 1) or 1)))
+
+    slots = sum(per_node(pool_cfg[name]) for name, _devices, _roles in pools)
+    if rollout_pool:
+        slots += per_node(rollout_pool)
+    return worker_threads(int(trainer.get("worker_threads", 0) or 0), slots)
+
+
+def priced_threads(setup: RunSetup, hardware: Cluster) -> int:
+    """The threads per device a run is priced with on a CPU profile: its ``threads``, at
+    most the cores each of its devices has to itself (more only contend for them)."""
+    total = sum(devices for _name, devices, _roles in setup.pools) + setup.rollout_devices
+    return max(1, min(setup.threads, hardware.num_devices // max(total, 1)))
+
+
+def run_hardware(setup: RunSetup, cluster: Cluster | str | None = None) -> Cluster:
+    """The hardware ``setup`` runs on, as priced: ``cluster`` (default: the config's) with
+    the run's devices, its threads per device, its dtype's peak and its executor's costs.
+
+    A CPU profile counts one device per core: the run's ``threads`` per device are
+    priced with the figures measured at that many threads (:meth:`Cluster.for_threads`),
+    at most the cores each device has to itself (more threads only contend).
+    """
+    hardware = resolve_cluster(setup.cluster if cluster is None else cluster)
+    if hardware.device_kind == "cpu":
+        hardware = hardware.for_threads(priced_threads(setup, hardware))
+    total = sum(devices for _name, devices, _roles in setup.pools)
+    if total > hardware.num_devices or hardware.device_kind == "cpu":
+        # A CPU profile describes per-core devices; a run may use any number of them.
+        hardware = hardware.with_devices(max(total, 1))
+    # Sharded: some training pool spans several devices (a mixed setup is priced so).
+    sharded = any(devices > 1 for _name, devices, _roles in setup.pools)
+    return hardware.for_dtype(setup.dtype).for_executor(setup.in_process, sharded)
 
 
 def _in_process(cfg: Mapping[str, Any], pools: tuple) -> bool:
@@ -225,14 +281,9 @@ def _in_process(cfg: Mapping[str, Any], pools: tuple) -> bool:
 
 def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
     """The simulated plan of ``setup``'s own placement on ``cluster`` (default: the config's)."""
-    hardware = resolve_cluster(setup.cluster if cluster is None else cluster)
+    given = resolve_cluster(setup.cluster if cluster is None else cluster)
+    hardware = run_hardware(setup, given)
     total = sum(devices for _name, devices, _roles in setup.pools)
-    if total > hardware.num_devices or hardware.device_kind == "cpu":
-        # A CPU profile describes per-core devices; a run may use any number of them.
-        hardware = hardware.with_devices(max(total, 1))
-    # Sharded: some training pool spans several devices (a mixed setup is priced so).
-    sharded = any(devices > 1 for _name, devices, _roles in setup.pools)
-    hardware = hardware.for_dtype(setup.dtype).for_executor(setup.in_process, sharded)
     search = PlacementSearch(
         setup.dataflow, dict(setup.models), hardware, setup.workload, algorithm=setup.algorithm
     )
@@ -310,6 +361,7 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
         pools=pools,
         roles=roles,
         functions=setup.functions,
+        threads_per_device=priced_threads(setup, given) if given.device_kind == "cpu" else 0,
         stage_seconds=stage_seconds,
         iteration_seconds=math.fsum(stage_seconds) if iteration is None else iteration,
     )
@@ -472,6 +524,14 @@ class CheckRow:
     name: str
     predicted: float
     measured: float
+    flops_per_s: float = 0.0
+    """Achieved FLOP/s per device over the measured seconds (0: none counted)."""
+    mfu: float | None = None
+    """``flops_per_s`` as a share of the device's peak (None: no measured peak)."""
+    bytes_per_s: float = 0.0
+    """Achieved bytes/s per device: decode's reads, the transition's gathered bytes."""
+    bandwidth_util: float | None = None
+    """``bytes_per_s`` as a share of the memory (transition: link) bandwidth."""
 
     @property
     def ratio(self) -> float:
@@ -526,13 +586,20 @@ def check_run(
     cfg, rows = _read_run(Path(run_dir))
     steady = rows[1:] if skip_first and len(rows) > 1 else rows
     base = run_setup(cfg)
+    # The threads the run's workers really used (logged by the planner's step observer);
+    # a run from before it logged them is priced with today's decision for its config.
+    threads = [int(r["perf/worker_threads"]) for r in steady if r.get("perf/worker_threads")]
+    if threads:
+        base = attrs.evolve(base, threads=max(threads))
     sequences = base.workload.sequences
     lengths = [measured_lengths(r, sequences, base.workload.packing) for r in steady]
     known = [x for x in lengths if x is not None]
     if known:
         prompt = math.fsum(x[0] for x in known) / len(known)
         response = math.fsum(x[1] for x in known) / len(known)
-        base = run_setup(cfg, prompt_length=prompt, response_length=response)
+        base = attrs.evolve(
+            run_setup(cfg, prompt_length=prompt, response_length=response), threads=base.threads
+        )
     plan = price_setup(base, cluster)
     per_row = [measured_stages(row, base.functions) for row in steady]
     measured = {stage: reduce([r[stage] for r in per_row]) for stage in STAGES}
@@ -542,8 +609,16 @@ def check_run(
     if "generation" in predicted:
         predicted["generation"] -= transition
     predicted["transition"] = transition
+    from hfsdk_planner.run_utilisation import StageUtilisation, stage_utilisation
+
+    used = stage_utilisation(base, run_hardware(base, cluster), steady, measured)
     table = [
-        CheckRow(name=name, predicted=predicted.get(name, 0.0), measured=measured.get(name, 0.0))
+        CheckRow(
+            name=name,
+            predicted=predicted.get(name, 0.0),
+            measured=measured.get(name, 0.0),
+            **attrs.asdict(used.get(name, StageUtilisation())),
+        )
         for name in STAGES
     ]
     table.append(CheckRow(name="step", predicted=plan.iteration_seconds, measured=step))
@@ -565,13 +640,34 @@ def format_check(
             else ""
         ),
         "",
-        f"{'stage':<12} {'predicted s':>12} {'measured s':>11} {'ratio':>7}",
+        f"{'stage':<12} {'predicted s':>12} {'measured s':>11} {'ratio':>7} "
+        f"{'GFLOP/s':>9} {'MFU':>6} {'GB/s':>7} {'BW util':>7}",
     ]
+
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{value:.0%}"
+
     for row in table:
         ratio = f"{row.ratio:.2f}" if math.isfinite(row.ratio) else "-"
-        lines.append(f"{row.name:<12} {row.predicted:>12.4f} {row.measured:>11.4f} {ratio:>7}")
+        flops = f"{row.flops_per_s / 1e9:.1f}" if row.flops_per_s else "-"
+        moved = f"{row.bytes_per_s / 1e9:.2f}" if row.bytes_per_s else "-"
+        used = share(row.mfu) if row.flops_per_s else "-"
+        lines.append(
+            f"{row.name:<12} {row.predicted:>12.4f} {row.measured:>11.4f} {ratio:>7} "
+            f"{flops:>9} {used:>6} {moved:>7} {share(row.bandwidth_util):>7}"
+        )
+    threads = (
+        f"; devices priced at {plan.threads_per_device} CPU thread(s) each"
+        if plan.threads_per_device
+        else ""
+    )
     lines.append("")
     lines.append(f"ratio = predicted / measured; measured = {statistic} over steps after the first")
+    lines.append(
+        "GFLOP/s, GB/s: achieved per device over the measured seconds (the planner's count of "
+        "the work); MFU, BW util: their share of the device's peak FLOP/s and memory bandwidth "
+        f"(transition: link bandwidth) on {plan.cluster}{threads}"
+    )
     return "\n".join(lines)
 
 

@@ -4,7 +4,9 @@
 reward (and validation reward), the KL to the reference, the response length,
 the losses, a stacked bar per step of the stage times (``timing/*_s``;
 ``other`` is the rest of the step: the controller's own work and what no
-stage timed), and one panel per metric namespace no panel above draws (a
+stage timed), each stage's share of the device's peak (``perf/*_mfu``,
+``perf/*_bandwidth_util``, ``perf/*_link_util``: what the planner's step
+observer logs, docs/placement.md), and one panel per metric namespace no panel above draws (a
 plugin's own metrics, e.g. ``lagrange/*``) plus the metrics asked for with
 ``--metric``. Stages keep their colour from run to run. matplotlib is
 imported only when drawing.
@@ -47,6 +49,10 @@ EXTRA_COLORS = ("tab:gray", "gold", "navy", "teal", "salmon", "darkkhaki")
 UNDRAWN_NAMESPACES = ("timing", "perf", "val")
 """Namespaces the extra panels leave out: stage times have their bar, ``perf/*`` are
 throughput counters, ``val/*`` estimators sit beside the reward."""
+
+UTILISATION_PATTERNS = ("perf/*_mfu", "perf/*_bandwidth_util", "perf/*_link_util")
+"""The per-stage shares of the peaks (:mod:`hfsdk_planner.utilisation`): one panel."""
+UTILISATION_PANEL = "share of the peak per stage (MFU, bandwidth)"
 
 TOTAL_KEY = "timing/step_s"
 SKIPPED_STAGES = ("timing/data_s",)
@@ -117,7 +123,8 @@ def _numeric(rows: Sequence[dict[str, Any]]) -> list[str]:
 def extra_panels(
     rows: Sequence[dict[str, Any]], chosen: Sequence[str] = ()
 ) -> list[tuple[str, tuple[str, ...]]]:
-    """Panels beyond :data:`CURVES`: ``chosen`` metrics, then one per undrawn namespace.
+    """Panels beyond :data:`CURVES`: ``chosen`` metrics, the stages' utilisation
+    (:data:`UTILISATION_PATTERNS`, when logged), then one per undrawn namespace.
 
     ``chosen`` are glob patterns (``--metric 'actor/*'``); a pattern that matches
     nothing is an error naming what the run logged. A namespace (the part before
@@ -138,6 +145,9 @@ def extra_panels(
                 )
             picked.update(dict.fromkeys(found))
         panels.append(("chosen metrics", tuple(picked)))
+    shares = [k for k in keys if any(fnmatch.fnmatchcase(k, p) for p in UTILISATION_PATTERNS)]
+    if shares:
+        panels.append((UTILISATION_PANEL, tuple(shares)))
     covered = {key.split("/")[0] for _panel, panel_keys in CURVES for key in panel_keys}
     by_namespace: dict[str, list[str]] = {}
     for key in keys:

@@ -29,6 +29,7 @@ import attrs
 
 from hfsdk import HfsdkError
 from hfsdk_planner.cluster import Cluster
+from hfsdk_planner.flops import decode_step_bytes, forward_flops, training_flops
 from hfsdk_planner.layout import (
     GenerationLayout,
     Layout,
@@ -157,7 +158,7 @@ class Simulator:
         tokens_per_replica = workload.tokens / d
         micro_batches = max(1, math.ceil(workload.sequences / d / workload.forward_micro_batch))
         compute = self._flops_time(
-            2 * model.num_params * workload.tokens,
+            forward_flops(model, workload.tokens),
             layout.devices,
             self.settings.inference_efficiency,
         )
@@ -187,7 +188,7 @@ class Simulator:
         )
         passes = 4 if workload.recompute else 3  # forward, (recomputed forward,) 2x backward
         compute = self._flops_time(
-            2 * passes * model.num_params * workload.tokens,
+            training_flops(model, workload.tokens, workload.recompute),
             layout.devices,
             self.settings.training_efficiency,
         )
@@ -268,14 +269,12 @@ class Simulator:
         is large enough to be compute-bound; plus two all-reduces per layer.
         ``busy`` devices decode at once (they may share a memory bus).
         """
-        kv_split = min(tg, model.num_kv_heads)
-        kv_bytes = running * context * model.kv_bytes_per_token() / kv_split
-        read_bytes = weight_bytes * model.num_params / tg + kv_bytes
+        read_bytes = decode_step_bytes(model, running, context, weight_bytes, tg)
         memory_bound = read_bytes / (
             self.cluster.bandwidth_per_device(busy) * self.settings.decode_bandwidth_efficiency
         )
         compute_bound = self._flops_time(
-            2 * model.num_params * running / tg, 1, self.settings.decode_compute_efficiency
+            forward_flops(model, running / tg), 1, self.settings.decode_compute_efficiency
         )
         comm = self.allreduce(
             model.num_layers * 2 * running * model.hidden_size * ACT_BYTES,
@@ -306,7 +305,7 @@ class Simulator:
         prefill = (
             self._layer_calls(model, waves)
             + self._flops_time(
-                2 * model.num_params * prefill_tokens, tg, self.settings.prefill_efficiency
+                forward_flops(model, prefill_tokens), tg, self.settings.prefill_efficiency
             )
             + self.allreduce(
                 model.num_layers * 2 * prefill_tokens * model.hidden_size * ACT_BYTES,

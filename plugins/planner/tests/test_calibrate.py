@@ -93,3 +93,53 @@ def test_plan_calibrate_measures_then_plans_on_the_profile(
     assert result.exit_code == 0, result.output
     assert "on 1 x measured-here" in result.output
     assert get_cluster(str(path)) == measured
+
+
+def test_each_thread_count_is_measured_with_that_many_threads_and_priced_at_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import attrs
+    import torch
+
+    from hfsdk_planner.cluster import local
+
+    # A four-core machine; what is not per thread count is faked (measured above).
+    monkeypatch.setattr(calibration, "local", lambda: attrs.evolve(local(), devices_per_node=4))
+    monkeypatch.setattr(calibration, "measure_collectives", lambda *_a: None)
+    monkeypatch.setattr(calibration, "measure_shared_bandwidth", lambda *_a: 40e9)
+    monkeypatch.setattr(calibration, "measure_fresh_bandwidth", lambda *_a: 2e9)
+    monkeypatch.setattr(calibration, "measure_calls", lambda *_a, **_k: {"call_overhead": 1e-4})
+    seen: list[int] = []
+
+    def fake_device(sizes: object, device: object, sync: object) -> tuple:
+        threads = torch.get_num_threads()
+        seen.append(threads)
+        # Not proportional: two threads are not twice one.
+        flops = {"float32": 30e9 * threads**0.8, "bfloat16": 10e9 * threads}
+        model = {
+            "layer_overhead": 1e-4 * threads,
+            "token_overhead": 1e-6,
+            "decode_step_s": {"1": 1e-3},
+            **{key: 0.1 * threads for key in calibration.EFFICIENCY_KEYS},
+        }
+        return flops, 5e9 * threads**0.5, model
+
+    monkeypatch.setattr(calibration, "measure_device", fake_device)
+    before = torch.get_num_threads()
+    cluster, raw = calibration.calibrate(quick=True)
+    assert torch.get_num_threads() == before
+    assert seen == [1, 2, 4] == list(calibration.calibration_threads(4))
+    assert cluster.peak_flops == 30e9 and cluster.thread_counts() == (1, 2, 4)
+    two, four = cluster.for_threads(2), cluster.for_threads(4)
+    assert two.peak_flops == pytest.approx(30e9 * 2**0.8)
+    assert dict(four.flops_by_dtype)["bfloat16"] == pytest.approx(40e9)
+    assert four.memory_bandwidth == pytest.approx(10e9)
+    assert dict(two.efficiency)["training_efficiency"] == pytest.approx(0.2)
+    assert four.layer_overhead == pytest.approx(4e-4)
+    # Three threads lie between the measured two and four.
+    assert cluster.for_threads(3).peak_flops == pytest.approx(30e9 * (2**0.8 + 4**0.8) / 2)
+    assert "1, 2, 4 thread(s)" in cluster.source and cluster.peaks_measured
+    saved = tmp_path / "four.yaml"
+    cluster.save(saved)
+    assert get_cluster(str(saved)).for_threads(2) == two  # the YAML keeps every thread count
+    assert set(raw["by_threads"]) == {2, 4}

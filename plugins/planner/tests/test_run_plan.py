@@ -143,7 +143,7 @@ def test_check_compares_a_recorded_run_stage_by_stage(tmp_path: Path) -> None:
     lines = {line.split()[0]: line.split()[1:] for line in result.output.splitlines() if line}
     for stage in ("generation", "preparation", "training", "transition", "step"):
         assert stage in lines
-    predicted, measured, ratio = map(float, lines["training"])
+    predicted, measured, ratio = map(float, lines["training"][:3])
     assert measured == pytest.approx(0.020, abs=1e-4)
     assert ratio == pytest.approx(predicted / measured, rel=0.02)
 
@@ -255,3 +255,74 @@ def test_auto_placement_sizes_a_rollout_pool_for_overlapped_pipelines() -> None:
     section, _plan = plan_rollout_split(cfg, 2, attrs.evolve(slow, intra_node_latency=1e-6,
                                                              intra_node_bandwidth=1e11))  # fmt: skip
     assert "rollout" not in section["pools"]
+
+
+def _threaded_profile(path: Path) -> Path:
+    """Two cores; one thread computes at 50 GFLOP/s, two at 80 (not twice)."""
+    from hfsdk_planner.cluster import local
+
+    cluster = attrs.evolve(
+        local(),
+        peak_flops=50e9,
+        flops_by_dtype={"float32": 50e9},
+        peaks_measured=True,
+        by_threads={2: {"flops_by_dtype": {"float32": 80e9}, "peak_flops": 80e9}},
+    ).with_devices(2)
+    cluster.save(path)
+    return path
+
+
+def test_a_run_is_priced_at_the_threads_its_workers_use(tmp_path: Path) -> None:
+    from hfsdk import worker_threads
+    from hfsdk_planner.run_plan import run_hardware
+
+    profile = str(_threaded_profile(tmp_path / "cpu.yaml"))
+    one = run_setup(load_run_config("grpo", None, ["trainer.worker_threads=1"]))
+    two = run_setup(load_run_config("grpo", None, ["trainer.worker_threads=2"]))
+    assert (one.threads, two.threads) == (1, 2)
+    # Automatic: the same decision the session makes for its device slots.
+    auto = run_setup(load_run_config("grpo", None, ["placement.pools.global.devices=2"]))
+    assert auto.threads == worker_threads(0, 2)
+    assert run_hardware(one, profile).peak_flops == 50e9
+    assert run_hardware(two, profile).peak_flops == 80e9
+    fast, slow = price_setup(two, profile), price_setup(one, profile)
+    assert fast.threads_per_device == 2 and slow.threads_per_device == 1
+    assert fast.iteration_seconds < slow.iteration_seconds
+    # Two devices on two cores: each has one core, more threads only contend.
+    crowded = attrs.evolve(
+        run_setup(load_run_config("grpo", None, ["placement.pools.global.devices=2"])),
+        threads=2,
+    )
+    assert run_hardware(crowded, profile).peak_flops == 50e9
+
+
+def test_check_prices_the_threads_the_run_logged_and_shows_utilisation(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    profile = str(_threaded_profile(tmp_path / "cpu.yaml"))
+    (run / "config.yaml").write_text(
+        load_run_config("grpo", None, ["trainer.worker_threads=1"]).to_yaml()
+    )
+    timings = dict(generation=0.012, ref_log_prob=0.011, old_log_prob=0.01, update_actor=0.020)
+    rows = [
+        {**_row(step, **timings), "perf/worker_threads": 2.0, "perf/sequence_width": 12.0}
+        for step in (1, 2)
+    ]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    plan, table = check_run(run, profile)
+    assert plan.threads_per_device == 2  # logged by the run, not the config's 1
+    by = {r.name: r for r in table}
+    setup = run_setup(load_run_config("grpo"))
+    params = setup.models["actor"].num_params
+    sequences = setup.workload.sequences
+    # Training: 6 FLOPs per parameter and token over the padded rows, in 0.020 s.
+    flops = 6 * params * sequences * 12 / 0.020
+    assert by["training"].flops_per_s == pytest.approx(flops)
+    assert by["training"].mfu == pytest.approx(flops / 80e9)
+    # Preparation: the old and reference passes (2 FLOPs each) in the stage's 0.011 s.
+    assert by["preparation"].flops_per_s == pytest.approx(2 * 2 * params * sequences * 12 / 0.011)
+    result = CliRunner().invoke(plan_command, ["--check", str(run), "--cluster", profile])
+    assert result.exit_code == 0, result.output
+    assert "MFU" in result.output and "2 CPU thread(s) each" in result.output
+    cells = {line.split()[0]: line.split()[1:] for line in result.output.splitlines() if line}
+    assert cells["training"][4] == f"{flops / 80e9:.0%}"

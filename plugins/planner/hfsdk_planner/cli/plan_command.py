@@ -181,7 +181,15 @@ def plan(
             import json
 
             rows = [
-                {"stage": r.name, "predicted_s": r.predicted, "measured_s": r.measured}
+                {
+                    "stage": r.name,
+                    "predicted_s": r.predicted,
+                    "measured_s": r.measured,
+                    "flops_per_s": r.flops_per_s,
+                    "mfu": r.mfu,
+                    "bytes_per_s": r.bytes_per_s,
+                    "bandwidth_util": r.bandwidth_util,
+                }
                 for r in table
             ]
             click.echo(json.dumps({"plan": result.to_dict(), "check": rows}, indent=2))
@@ -258,9 +266,10 @@ def calibrate_command(output: str, quick: bool) -> None:
     the hfsdk decoder's step time at a few batch sizes, the controller's cost
     per worker call, and the training backend's fixed work per update,
     micro-batch and inference pass (short runs of the default task, in
-    process and on two worker processes), in about two minutes. On CPU each
-    device is one core with one thread: run training with OMP_NUM_THREADS=1
-    to match. Example:
+    process and on two worker processes), in a few minutes. On CPU each
+    device is one core, measured at one thread, half the cores' and all the
+    cores' worth: a run is priced at the threads its workers use
+    (trainer.worker_threads; auto: the cores shared among its devices). Example:
 
     \b
         hfsdk calibrate --output local.yaml

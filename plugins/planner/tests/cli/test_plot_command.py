@@ -148,3 +148,27 @@ def test_stage_colours_do_not_change_between_runs(
         assert first[stage] == second[stage] and first[stage] is not None
     assert second["my_filter"] is not None
     assert len(set(first.values())) == len(first)  # the stages of one run are told apart
+
+
+def test_the_stages_utilisation_gets_its_panel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk_planner.run_plot import UTILISATION_PANEL
+
+    shares = {
+        "perf/update_actor_mfu": 0.4,
+        "perf/generation_mfu": 0.05,
+        "perf/generation_bandwidth_util": 0.3,
+        "perf/update_actor_flops_per_s": 4e10,  # a rate, not a share: not in the panel
+    }
+    rows = [{**row, **shares} for row in ROWS]
+    panels = dict(extra_panels(rows))
+    assert set(panels[UTILISATION_PANEL]) == {
+        "perf/update_actor_mfu",
+        "perf/generation_mfu",
+        "perf/generation_bandwidth_util",
+    }
+    assert UTILISATION_PANEL not in dict(extra_panels(ROWS))  # a run without them: no panel
+    seen = _recorded(monkeypatch)
+    draw_run(rows, tmp_path / "run.png")
+    assert {"perf/update_actor_mfu", "perf/generation_bandwidth_util"} <= set(seen["lines"])

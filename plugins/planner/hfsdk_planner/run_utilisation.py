@@ -1,0 +1,147 @@
+"""A run's per-stage utilisation: its setup's work over its measured seconds and peaks.
+
+Joins what :mod:`hfsdk_planner.run_plan` knows of a run (each role's model,
+kind and devices, the hardware priced at the run's threads per device) with
+:mod:`hfsdk_planner.utilisation`'s counting. The planner's step observer logs
+:func:`step_utilisation` every step; ``hfsdk plan --check`` shows
+:func:`stage_utilisation` beside its predictions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from hfsdk_planner.cluster import Cluster
+from hfsdk_planner.utilisation import (
+    StageWork,
+    StepShape,
+    stage_work,
+    step_shape,
+    utilisation_metrics,
+)
+
+if TYPE_CHECKING:  # run_plan's check calls this module: no import back at run time
+    from hfsdk_planner.run_plan import RunSetup
+
+PLANNER_STAGES = {
+    "generation": ("generation",),
+    "preparation": ("old_log_prob", "ref_log_prob", "values"),
+    "training": ("update_actor", "update_critic", "update_score_model"),
+}
+"""The timed stages each ``--check`` stage holds (its device work)."""
+
+
+def setup_roles(setup: RunSetup) -> dict[str, tuple[str, tuple[str, ...], object, int]]:
+    """Each model role of ``setup``: (its kind, its work kinds, its model, its devices).
+
+    A role's devices are its pool's; the policy's generation runs on the rollout
+    pool's devices when the run has one.
+    """
+    from hfsdk import get_registry
+
+    spec = get_registry("algorithms")[setup.algorithm].impl
+    kinds = {role.name: role.kind for role in spec.roles}
+    devices = {role: n for _pool, n, members in setup.pools for role in members}
+    works: dict[str, list[str]] = {}
+    for stage in setup.dataflow.stages:
+        for role, kind in stage.work:
+            if kind not in works.setdefault(role, []):
+                works[role].append(kind)
+    out: dict[str, tuple[str, tuple[str, ...], object, int]] = {}
+    for role, kinds_of_work in works.items():
+        model = setup.models[role]
+        if setup.rollout_devices and "generation" in kinds_of_work:
+            out[f"{role}@rollout"] = (kinds[role], ("generation",), model, setup.rollout_devices)
+            kinds_of_work = [k for k in kinds_of_work if k != "generation"]
+        out[role] = (kinds[role], tuple(kinds_of_work), model, devices.get(role, 1))
+    return out
+
+
+def setup_stage_work(setup: RunSetup, shape: StepShape) -> dict[str, StageWork]:
+    """The work of each timed stage of one step of ``setup`` with ``shape``."""
+    w = setup.workload
+    return stage_work(
+        setup_roles(setup),
+        shape,
+        recompute=w.recompute,
+        weight_bytes=w.dtype_bytes,
+        running=w.max_running_sequences,
+    )
+
+
+def shape_of(setup: RunSetup, metrics: Mapping[str, float]) -> StepShape | None:
+    """The step's shape from its metrics, with ``setup``'s sequences and decode limit."""
+    w = setup.workload
+    return step_shape(metrics, w.sequences, w.generated_tokens, w.packing)
+
+
+def step_utilisation(
+    setup: RunSetup, hardware: Cluster, metrics: Mapping[str, float]
+) -> dict[str, float]:
+    """One step's ``perf/<stage>_flops_per_s``, ``..._mfu`` and bandwidth metrics
+    (:func:`~hfsdk_planner.utilisation.utilisation_metrics`) on ``hardware`` (the run's,
+    :func:`~hfsdk_planner.run_plan.run_hardware`); ``{}`` without token counts."""
+    shape = shape_of(setup, metrics)
+    if shape is None:
+        return {}
+    return utilisation_metrics(setup_stage_work(setup, shape), metrics, hardware)
+
+
+@attrs.frozen(kw_only=True)
+class StageUtilisation:
+    """A ``--check`` stage's achieved rates per device and their shares of the peaks."""
+
+    flops_per_s: float = 0.0
+    mfu: float | None = None
+    bytes_per_s: float = 0.0
+    bandwidth_util: float | None = None
+
+
+def stage_utilisation(
+    setup: RunSetup,
+    hardware: Cluster,
+    rows: Sequence[Mapping[str, float]],
+    measured: Mapping[str, float],
+) -> dict[str, StageUtilisation]:
+    """Per ``--check`` stage: its work per step (mean over ``rows``) over its ``measured``
+    seconds, per device, and the shares of the peaks (``None`` for uncalibrated guesses).
+
+    Preparation's passes run together, so its rate is their FLOPs over the stage's time.
+    """
+    shapes = [s for s in (shape_of(setup, r) for r in rows) if s is not None]
+    if not shapes:
+        return {}
+    works = [setup_stage_work(setup, s) for s in shapes]
+    out: dict[str, StageUtilisation] = {}
+    for stage, names in PLANNER_STAGES.items():
+        parts = [w[n] for w in works for n in names if n in w]
+        seconds = measured.get(stage, 0.0)
+        if not parts or seconds <= 0:
+            continue
+        flops = math.fsum(p.flops for p in parts) / len(works)
+        read = math.fsum(p.bytes for p in parts) / len(works)
+        devices = max(p.devices for p in parts)
+        rate, bytes_rate = flops / seconds / devices, read / seconds / devices
+        known = hardware.peaks_measured
+        out[stage] = StageUtilisation(
+            flops_per_s=rate,
+            mfu=rate / hardware.peak_flops if known else None,
+            bytes_per_s=bytes_rate,
+            bandwidth_util=(
+                bytes_rate / hardware.bandwidth_per_device(devices) if known and read else None
+            ),
+        )
+    moved = [float(r.get("perf/reshard_bytes", 0.0)) for r in rows]
+    seconds = measured.get("transition", 0.0)
+    if any(moved) and seconds > 0:
+        bytes_rate = math.fsum(moved) / len(moved) / seconds
+        known = hardware.peaks_measured
+        out["transition"] = StageUtilisation(
+            bytes_per_s=bytes_rate,
+            bandwidth_util=bytes_rate / hardware.intra_node_bandwidth if known else None,
+        )
+    return out
