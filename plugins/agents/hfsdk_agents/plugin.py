@@ -9,6 +9,22 @@ from hfsdk import Register
 
 
 @hfsdk.hookimpl
+def hfsdk_addhooks(pluginmanager: Any) -> None:
+    """Add the plugin's own hook: ``hfsdk_register_environments``."""
+    from hfsdk_agents.environments import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_environments(register: Register) -> None:
+    """Register ``frozen_lake``: gymnasium's FrozenLake with a ``move`` tool."""
+    from hfsdk_agents.environments.frozen_lake import FrozenLake
+
+    register("frozen_lake", FrozenLake)
+
+
+@hfsdk.hookimpl
 def hfsdk_register_rollout_sections(register: Register) -> None:
     """Contribute ``rollout.multi_turn``: tools, the agent loop and its limits."""
     from hfsdk_agents.config import MultiTurnConfig
@@ -52,10 +68,14 @@ def hfsdk_register_tools(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_agent_loops(register: Register) -> None:
-    """Register ``tool_loop``: generate → tool calls → tools → generate, until done."""
+    """Register ``tool_loop`` (generate → tool calls → tools → generate, until done) and
+    ``environment_loop`` (the same on one environment instance per trajectory)."""
     from hfsdk_agents.loops import ToolLoop
 
+    from hfsdk_agents.environments.loop import EnvironmentLoop
+
     register("tool_loop", ToolLoop)
+    register("environment_loop", EnvironmentLoop)
 
 
 @hfsdk.hookimpl
@@ -69,16 +89,41 @@ def hfsdk_register_tool_parsers(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
-    """Register the ``tool_use`` task's reward (a correct final answer, calls that parse)."""
+    """Register ``tool_use`` (a correct final answer), ``environment`` (the environment's own
+    reward) and ``reasoning_gym`` (reasoning-gym's verifier of the row's task)."""
     from hfsdk_agents.tool_use import task as tool_use
 
+    from hfsdk_agents.environments import reasoning_gym_reward, reward
+
     register(tool_use.REWARD_FUNCTION_NAME, tool_use.tool_use_reward)
+    register(reward.REWARD_FUNCTION_NAME, reward.environment_reward)
+    register(
+        reasoning_gym_reward.REWARD_FUNCTION_NAME,
+        reasoning_gym_reward.reasoning_gym_reward,
+        columns=reasoning_gym_reward.columns_read,
+    )
 
 
 @hfsdk.hookimpl
 def hfsdk_register_tasks(register: Register) -> None:
-    """Register ``tool_use``: two-number addition the model solves by calling ``add``."""
+    """Register ``tool_use`` (addition with an ``add`` tool), ``frozen_lake`` (gymnasium's
+    FrozenLake with a ``move`` tool) and ``reasoning_gym`` (a reasoning-gym task, offline)."""
     from hfsdk_agents.tool_use.registration import tool_use_task
 
-    task = tool_use_task()
-    register("tool_use", task, doc=task.summary)
+    from hfsdk_agents.environments.frozen_lake_task import frozen_lake_task
+    from hfsdk_agents.environments.reasoning_gym_task import reasoning_gym_task
+
+    for name, task in (
+        ("tool_use", tool_use_task()),
+        ("frozen_lake", frozen_lake_task()),
+        ("reasoning_gym", reasoning_gym_task()),
+    ):
+        register(name, task, doc=task.summary)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``environments``: every row names a known environment before the run starts."""
+    from hfsdk_agents.environments.checks import environment_rows_check
+
+    register("environments", environment_rows_check)
