@@ -70,9 +70,8 @@ def hfsdk_register_tools(register: Register) -> None:
 def hfsdk_register_agent_loops(register: Register) -> None:
     """Register ``tool_loop`` (generate → tool calls → tools → generate, until done) and
     ``environment_loop`` (the same on one environment instance per trajectory)."""
-    from hfsdk_agents.loops import ToolLoop
-
     from hfsdk_agents.environments.loop import EnvironmentLoop
+    from hfsdk_agents.loops import ToolLoop
 
     register("tool_loop", ToolLoop)
     register("environment_loop", EnvironmentLoop)
@@ -91,9 +90,8 @@ def hfsdk_register_tool_parsers(register: Register) -> None:
 def hfsdk_register_reward_functions(register: Register) -> None:
     """Register ``tool_use`` (a correct final answer), ``environment`` (the environment's own
     reward) and ``reasoning_gym`` (reasoning-gym's verifier of the row's task)."""
-    from hfsdk_agents.tool_use import task as tool_use
-
     from hfsdk_agents.environments import reasoning_gym_reward, reward
+    from hfsdk_agents.tool_use import task as tool_use
 
     register(tool_use.REWARD_FUNCTION_NAME, tool_use.tool_use_reward)
     register(reward.REWARD_FUNCTION_NAME, reward.environment_reward)
@@ -108,10 +106,9 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 def hfsdk_register_tasks(register: Register) -> None:
     """Register ``tool_use`` (addition with an ``add`` tool), ``frozen_lake`` (gymnasium's
     FrozenLake with a ``move`` tool) and ``reasoning_gym`` (a reasoning-gym task, offline)."""
-    from hfsdk_agents.tool_use.registration import tool_use_task
-
     from hfsdk_agents.environments.frozen_lake_task import frozen_lake_task
     from hfsdk_agents.environments.reasoning_gym_task import reasoning_gym_task
+    from hfsdk_agents.tool_use.registration import tool_use_task
 
     for name, task in (
         ("tool_use", tool_use_task()),
@@ -127,3 +124,11 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     from hfsdk_agents.environments.checks import environment_rows_check
 
     register("environments", environment_rows_check)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_commands(cli: Any) -> None:
+    """Add ``hfsdk reasoning-gym NAME DIR`` (a reasoning-gym task's prompts as a dataset)."""
+    from hfsdk_agents.environments.command import reasoning_gym_command
+
+    cli.add_command(reasoning_gym_command)

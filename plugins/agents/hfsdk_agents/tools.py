@@ -352,7 +352,8 @@ def argument_error(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
     """
     import jsonschema
 
-    validator, invalid = _schema_validator(json.dumps(tool.parameters, sort_keys=True, default=dict))
+    schema_json = json.dumps(tool.parameters, sort_keys=True, default=dict)
+    validator, invalid = _schema_validator(schema_json)
     if invalid is not None:
         return f"the tool's own parameter schema is invalid ({invalid})"
     error = jsonschema.exceptions.best_match(validator.iter_errors(dict(arguments)))

@@ -52,7 +52,9 @@ async def call_environment_tool(
 
     tool = tools.get(name)
     if tool is None:
-        return out(f"Error: unknown tool {name!r}; available: {sorted(tools)}", False, "unknown_tool")
+        return out(
+            f"Error: unknown tool {name!r}; available: {sorted(tools)}", False, "unknown_tool"
+        )
     if not isinstance(arguments, Mapping):
         return out(f"Error: arguments of {name!r} must be a JSON object", False, "bad_arguments")
     problem = argument_error(tool, arguments)
@@ -64,7 +66,7 @@ async def call_environment_tool(
             value = await asyncio.wait_for(value, timeout_s)
     except ToolError as err:
         return out(f"Error: {err}", False, "tool_error")
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return out(f"Error: {name} did not return within {timeout_s:g} s", False, "timeout")
     except Exception as err:
         return out(f"Error: {name} raised {type(err).__name__}: {err}", False, "exception")

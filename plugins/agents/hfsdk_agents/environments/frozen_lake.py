@@ -47,11 +47,10 @@ class FrozenLake:
     lake_map: ClassVar[tuple[str, ...]] = LAKE_MAP
 
     def __init__(self) -> None:
-        import gymnasium
+        from hfsdk_agents.environments.extras import require
 
-        self.env: Any = gymnasium.make(
-            "FrozenLake-v1", desc=list(self.lake_map), is_slippery=False
-        )
+        gymnasium = require("gymnasium")
+        self.env: Any = gymnasium.make("FrozenLake-v1", desc=list(self.lake_map), is_slippery=False)
         self.state = 0
         self.total_reward = 0.0
         self.done = False

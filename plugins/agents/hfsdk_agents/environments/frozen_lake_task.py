@@ -39,13 +39,11 @@ def call_words(direction: str) -> list[str]:
 
 def corpus() -> list[str]:
     """Every word the task uses: prompt, calls, responses, every board row with the agent."""
-    rows = [
-        line[:c] + AGENT + line[c + 1 :] for line in LAKE_MAP for c in range(len(line))
-    ]
+    rows = [line[:c] + AGENT + line[c + 1 :] for line in LAKE_MAP for c in range(len(line))]
     return [
         PROMPT,
         *(call_text(d) for d in ACTIONS),
-        f"{RESPONSE_OPEN} {' '.join(LAKE_MAP)} {' '.join(rows)} {' '.join(STATUS)} {RESPONSE_CLOSE}",
+        " ".join([RESPONSE_OPEN, *LAKE_MAP, *rows, *STATUS, RESPONSE_CLOSE]),
     ]
 
 
@@ -67,7 +65,7 @@ def frozen_lake_preset(root: Path) -> dict[str, Any]:
         "trainer": {"total_steps": 20},
         "actor": {
             "model_path": str(root / "model"),
-            "optim": {"lr": 2e-3},
+            "optim": {"lr": 1e-3},
             "mini_batch_size": 64,
             "micro_batch_size": 64,
         },

@@ -48,7 +48,7 @@ class Environment:
         """The trajectory's reward, read once when it has ended."""
         raise NotImplementedError
 
-    def close(self) -> None:  # noqa: B027 - optional: most environments hold nothing to free
+    def close(self) -> None:
         """Free what the episode holds (called once, also after an error)."""
 
 
@@ -97,7 +97,9 @@ def environment_spec(name: str, cls: Any) -> EnvironmentSpec:
     missing = [m for m in _REQUIRED if not callable(getattr(cls, m, None))]
     tools = getattr(cls, "tools", None)
     if missing or not isinstance(tools, (tuple, list)) or not tools:
-        what = f"it has no {', '.join(missing)}" if missing else "its tools is not a non-empty tuple"
+        what = (
+            f"it has no {', '.join(missing)}" if missing else "its tools is not a non-empty tuple"
+        )
         raise ConfigError(
             f"environment {name!r} ({cls.__qualname__}): {what}; an environment class names its "
             "tool methods in tools = ('move', ...) and defines reset(row), reward() and close()"

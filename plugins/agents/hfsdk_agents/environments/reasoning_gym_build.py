@@ -67,8 +67,9 @@ def _read(path: Path) -> list[dict[str, Any]]:
 def build_model(spec: ReasoningGymSpec, rows: list[dict[str, Any]], words: list[str]) -> Any:
     """(tokenizer, warm-started model) for ``rows`` (``words``: every word of the data)."""
     import torch
-    from hfsdk_tasks.tokenizer import word_level_tokenizer
     from transformers import LlamaConfig, LlamaForCausalLM
+
+    from hfsdk_tasks.tokenizer import word_level_tokenizer
 
     tokenizer = word_level_tokenizer(words, max_length=64, cleanup=False)
     tid = tokenizer.convert_tokens_to_ids

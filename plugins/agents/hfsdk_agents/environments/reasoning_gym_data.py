@@ -20,9 +20,9 @@ from hfsdk import ConfigError
 
 def task_names() -> list[str]:
     """Every task name ``reasoning_gym`` registers."""
-    from reasoning_gym.factory import DATASETS
+    from hfsdk_agents.environments.extras import require
 
-    return sorted(DATASETS)
+    return sorted(require("reasoning_gym.factory").DATASETS)
 
 
 @functools.lru_cache(maxsize=32)

@@ -23,7 +23,9 @@ def columns_read(config: Any = None) -> tuple[str, ...]:
     return COLUMNS
 
 
-def score_response(response: str, task: str, seed: int, size: int, index: int, config: str) -> float:
+def score_response(
+    response: str, task: str, seed: int, size: int, index: int, config: str
+) -> float:
     """reasoning-gym's score of ``response`` for entry ``index`` of the task's dataset."""
     from reasoning_gym.utils import extract_answer
 
