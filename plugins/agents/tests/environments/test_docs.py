@@ -35,11 +35,9 @@ def doc_plugin() -> Iterator[types.ModuleType]:
     reset_plugin_manager()
 
 
-TOK = word_tokenizer(
-    ["guess", "a", "number", "from", "1", "to", "20", "right", "higher", "lower", "7}}", "9}}"]
-    + ["<tool_call>", "</tool_call>", '{"name":', '"guess",', '"arguments":', '{"number":']
-    + ["<tool_response>", "</tool_response>"]
-)
+WORDS = """guess a number from 1 to 20 right higher lower 7}} 9}} <tool_call> </tool_call>
+{"name": "guess", "arguments": {"number": <tool_response> </tool_response>"""
+TOK = word_tokenizer(WORDS.split())
 
 
 def test_the_docs_environment_runs_as_written(doc_plugin: types.ModuleType) -> None:
