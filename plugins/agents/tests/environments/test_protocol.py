@@ -151,15 +151,17 @@ def test_tool_failures_are_the_tools_output() -> None:
     assert _call("wait", [1])[1] == "bad_arguments"
 
 
-def test_settings_that_cannot_run_are_refused_one_line_each() -> None:
-    from hfsdk_agents.checks import multi_turn_problems
-
+def test_settings_that_cannot_run_are_refused_in_one_line() -> None:
     both = {"environment": "frozen_lake", "environment_column": "e", "tools": ["add"]}
-    problems = multi_turn_problems(resolve_run_config("grpo", {"rollout": {"multi_turn": both}}))
-    assert problems[:2] == [
+    with pytest.raises(HfsdkError) as info:
+        resolve_run_config("grpo", {"rollout": {"multi_turn": both}})
+    message = str(info.value)
+    assert "\n" not in message
+    assert (
         "rollout.multi_turn.environment and environment_column are both set; give one "
-        "environment for all rows or a column naming each row's",
+        "environment for all rows or a column naming each row's" in message
+    )
+    assert (
         "rollout.multi_turn.tools=['add'] with an environment: the model calls the "
-        "environment's own tools; drop rollout.multi_turn.tools",
-    ]
-    assert all("\n" not in p for p in problems)
+        "environment's own tools; drop rollout.multi_turn.tools" in message
+    )
