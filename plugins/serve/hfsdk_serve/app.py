@@ -97,6 +97,11 @@ class TinkerApp:
         )
         self.asgi.add_middleware(_KeyCheck, app_obj=self)
 
+    def close(self) -> None:
+        """Stop the model thread after the queued work, then the worker group."""
+        self.futures.close(wait=True)
+        self.service.close()
+
     # -- helpers ---------------------------------------------------------------------------
 
     async def _body(self, request: Request, model: type[pydantic.BaseModel]) -> Any:

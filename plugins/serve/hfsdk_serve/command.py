@@ -46,8 +46,10 @@ def build_app(
     *,
     api_key: str | None = None,
     model_name: str | None = None,
+    devices: int = 1,
+    executor: str = "auto",
 ):
-    """The ASGI app serving ``base_model`` (loads the model)."""
+    """The ASGI app serving ``base_model`` (starts the worker group, which loads the model)."""
     from hfsdk_serve.app import TinkerApp
     from hfsdk_serve.service import Service
 
@@ -58,7 +60,14 @@ def build_app(
             "model directory, e.g. the default task's (python -c 'import hfsdk; "
             "print(hfsdk.default_model_dir())')"
         )
-    return TinkerApp(Service(model_dir, state_dir, model_name=model_name), api_key=api_key)
+    service = Service(
+        model_dir,
+        state_dir,
+        model_name=model_name,
+        devices=devices,
+        executor=executor,  # type: ignore[arg-type]
+    )
+    return TinkerApp(service, api_key=api_key)
 
 
 @click.command("serve")
@@ -98,6 +107,21 @@ def build_app(
     default=None,
     help="Name clients pass as base_model (default: the directory path).",
 )
+@click.option(
+    "--devices",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Device slots of the serve worker group (data-parallel ranks).",
+)
+@click.option(
+    "--executor",
+    default="auto",
+    show_default=True,
+    type=click.Choice(["auto", "local", "ray"]),
+    help="Where the workers run (as trainer.executor): auto = in this process for one "
+    "device, Ray worker processes for several.",
+)
 def serve(
     base_model: str,
     host: str,
@@ -105,12 +129,28 @@ def serve(
     state_dir: str,
     api_key: str | None,
     model_name: str | None,
+    devices: int,
+    executor: str,
 ) -> None:
     """Serve the Tinker training API (forward_backward, optim_step, sample, save/load state)."""
     import uvicorn
 
     api_key = api_key or os.environ.get(API_KEY_ENV) or None
     check_listen(host, api_key)
-    app = build_app(base_model, state_dir, api_key=api_key, model_name=model_name)
-    click.echo(f"hfsdk serve: {app.service.model_name} on http://{host}:{port}", err=True)
-    uvicorn.run(app.asgi, host=host, port=port, log_level="warning")
+    app = build_app(
+        base_model,
+        state_dir,
+        api_key=api_key,
+        model_name=model_name,
+        devices=devices,
+        executor=executor,
+    )
+    click.echo(
+        f"hfsdk serve: {app.service.model_name} on http://{host}:{port} ({devices} rank(s), "
+        f"{'in this process' if app.service.pool.in_process else 'Ray worker processes'})",
+        err=True,
+    )
+    try:
+        uvicorn.run(app.asgi, host=host, port=port, log_level="warning")
+    finally:
+        app.close()

@@ -64,6 +64,6 @@ class Futures:
                 return None
         return future
 
-    def close(self) -> None:
-        """Stop the model thread after the queued work."""
-        self._thread.shutdown(wait=False, cancel_futures=True)
+    def close(self, *, wait: bool = False) -> None:
+        """Stop the model thread (queued work is cancelled; ``wait`` for the running one)."""
+        self._thread.shutdown(wait=wait, cancel_futures=True)

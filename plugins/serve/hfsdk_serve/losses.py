@@ -13,10 +13,21 @@ is why every loss is a sum: the caller scales ``weights`` / ``advantages``.
   ``low`` / ``high`` from the datum's ``clip_low_threshold`` / ``clip_high_threshold``
   when given, else ``loss_fn_config``'s, else 0.8 / 1.2.
 - ``cispo``: ``-Σ sg(clip(r, low, high)) · logp · A`` (the clipped ratio as a weight).
+- ``dro``: ``-Σ (logp · A - β/2 · (logp - sampler_logp)²)``: REINFORCE with a quadratic
+  penalty that keeps the learner near the sampler; ``β`` from ``loss_fn_config["beta"]``,
+  else :data:`DEFAULT_DRO_BETA`.
+- ``gspo`` (GSPO-token): one sequence ratio ``s = exp(mean_M(logp - sampler_logp))`` over the
+  positions ``M`` where ``sequence_ratio_mask`` is non-zero; every token's ratio has ``s``'s
+  value and its own ``logp``'s gradient (``s_t = sg(s) · exp(logp - sg(logp))``); then PPO's
+  clipped objective with ``s_t`` in place of ``r`` (same bounds as ``ppo``).
+
+``stable_reinforce`` is not served: its objective uses stability information the
+sampler records (``record_stability_info``) whose definition is not public.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 import torch
@@ -29,6 +40,8 @@ LossFn = Callable[
 
 DEFAULT_CLIP_LOW = 0.8
 DEFAULT_CLIP_HIGH = 1.2
+DEFAULT_DRO_BETA = 0.05
+"""``dro``'s penalty weight when ``loss_fn_config`` has no ``beta`` (the API documents none)."""
 
 
 def _need(inputs: Mapping[str, torch.Tensor], loss: str, *keys: str) -> list[torch.Tensor]:
@@ -102,15 +115,57 @@ def cispo(
     return -(weight * logp * advantages).sum()
 
 
+def _number(config: Mapping[str, float | str], key: str, default: float) -> float:
+    value = config.get(key, default)
+    if isinstance(value, str) or not math.isfinite(float(value)):
+        raise HfsdkError(f"loss_fn_config[{key!r}]={value!r}: expected a finite number")
+    return float(value)
+
+
+def dro(
+    logp: torch.Tensor, inputs: Mapping[str, torch.Tensor], config: Mapping[str, float | str]
+) -> torch.Tensor:
+    """DRO: ``logp · A`` with a quadratic penalty on the log-ratio to the sampler, negated."""
+    sampler_logp, advantages = _need(inputs, "dro", "logprobs", "advantages")
+    beta = _number(config, "beta", DEFAULT_DRO_BETA)
+    if beta < 0:
+        raise HfsdkError(f"loss_fn_config['beta']={beta}: expected a value >= 0")
+    penalty = (logp - sampler_logp) ** 2
+    return -(logp * advantages - 0.5 * beta * penalty).sum()
+
+
+def gspo(
+    logp: torch.Tensor, inputs: Mapping[str, torch.Tensor], config: Mapping[str, float | str]
+) -> torch.Tensor:
+    """GSPO-token: PPO's clipped objective on the sequence's geometric-mean ratio."""
+    sampler_logp, advantages, mask = _need(
+        inputs, "gspo", "logprobs", "advantages", "sequence_ratio_mask"
+    )
+    marked = mask != 0
+    if not bool(marked.any()):
+        raise HfsdkError(
+            "loss 'gspo': sequence_ratio_mask marks no position; set it non-zero on the "
+            "sampled tokens whose log-ratio forms the sequence ratio"
+        )
+    log_ratio = (logp.detach() - sampler_logp)[marked].mean()
+    # The value of the sequence ratio, the gradient of each token's own log-probability.
+    ratio = torch.exp(log_ratio + logp - logp.detach())
+    low, high = _clip_bounds(inputs, config, ratio)
+    clipped = torch.minimum(torch.maximum(ratio, low), high)
+    return -torch.minimum(ratio * advantages, clipped * advantages).sum()
+
+
 LOSSES: dict[str, LossFn] = {
     "cross_entropy": cross_entropy,
     "importance_sampling": importance_sampling,
     "ppo": ppo,
     "cispo": cispo,
+    "dro": dro,
+    "gspo": gspo,
 }
 """The losses this server computes, by the API's name."""
 
-NOT_IMPLEMENTED = ("dro", "gspo", "stable_reinforce", "custom")
+NOT_IMPLEMENTED = ("stable_reinforce", "custom")
 """Names the SDK lists that this server refuses (one clear error, see :func:`loss_fn`)."""
 
 

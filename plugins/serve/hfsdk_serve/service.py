@@ -3,7 +3,9 @@
 Transport-free: each method takes the SDK's request type and returns the SDK's
 response type (or protobuf bytes where the SDK asks for protobuf). All of them
 run on one thread, the model thread of :mod:`.futures`, in the order requests
-arrived, so the model never sees two operations at once.
+arrived, so the model never sees two operations at once. The model itself lives
+in the serve role's worker group (:mod:`.group`); this object keeps the
+bookkeeping: which adapter serves which client and sampler, and their steps.
 """
 
 from __future__ import annotations
@@ -14,14 +16,13 @@ from collections import OrderedDict
 from pathlib import Path
 
 import attrs
-import torch
 from tinker import types
 
 from hfsdk import HfsdkError
 from hfsdk_serve import checkpoints
-from hfsdk_serve.adapters import AdapterPool, AdapterSpec
-from hfsdk_serve.sampling import SampleSpec, sample
-from hfsdk_serve.training import forward_backward, optim_step
+from hfsdk_serve.adapters import AdapterSpec
+from hfsdk_serve.group import Executor, ServeGroup
+from hfsdk_serve.sampling import SampleSpec
 from hfsdk_serve.wire import FwdBwdIn, encode_forward_backward, encode_sample
 
 SNAPSHOTS_KEPT = 8
@@ -41,9 +42,15 @@ class Service:
     """hfsdk serve's state: the adapter pool, the training clients and the samplers."""
 
     def __init__(
-        self, model_dir: str | Path, state_dir: str | Path, *, model_name: str | None = None
+        self,
+        model_dir: str | Path,
+        state_dir: str | Path,
+        *,
+        model_name: str | None = None,
+        devices: int = 1,
+        executor: Executor = "auto",
     ) -> None:
-        self.pool = AdapterPool(model_dir)
+        self.pool = ServeGroup(model_dir, devices=devices, executor=executor)
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.model_name = model_name or str(self.pool.model_dir)
@@ -51,6 +58,10 @@ class Service:
         self.models: dict[str, str] = {}
         """model id (``<session>:train:<n>``, as the SDK derives it) -> its adapter's name."""
         self.samplers: dict[str, Sampler] = {}
+        self.adapters: dict[str, AdapterSpec] = {}
+        """adapter name -> its spec (every adapter the workers hold)."""
+        self.steps: dict[str, int] = {}
+        """training adapter name -> optimizer steps taken."""
         self.snapshots: dict[str, OrderedDict[str, None]] = {}
         self._ids = itertools.count(1)
         # Ids differ between server runs, so a restarted server never reuses a saved model id.
@@ -108,9 +119,25 @@ class Service:
         if model_id in self.models:
             raise HfsdkError(f"model {model_id!r} exists already; use a new model_seq_id")
         adapter = self._new_id("tc")
-        self.pool.add(adapter, spec)
+        self._add(adapter, spec, trainable=True)
         self.models[model_id] = adapter
         return model_id
+
+    def _add(self, name: str, spec: AdapterSpec, *, trainable: bool) -> None:
+        spec.lora_config()  # a spec that trains nothing is refused here, before the workers
+        self.pool.add(name, spec, trainable=trainable)
+        self.adapters[name] = spec
+        if trainable:
+            self.steps[name] = 0
+
+    def _remove(self, name: str) -> None:
+        self.pool.remove(name)
+        self.adapters.pop(name, None)
+        self.steps.pop(name, None)
+
+    def close(self) -> None:
+        """Stop the worker group."""
+        self.pool.close()
 
     # -- training clients ------------------------------------------------------------------
 
@@ -139,11 +166,11 @@ class Service:
 
     def get_info(self, request: types.GetInfoRequest) -> types.GetInfoResponse:
         """The client's base model, tokenizer and LoRA rank."""
-        spec = self.pool.get(self.check_model(request.model_id)).spec
+        spec = self.adapters[self.check_model(request.model_id)]
         return types.GetInfoResponse(
             model_id=request.model_id,
             model_data=types.ModelData(
-                arch=type(self.pool.peft.get_base_model()).__name__,
+                arch=self.pool.arch,
                 model_name=self.model_name,
                 tokenizer_id=str(self.pool.model_dir),
             ),
@@ -155,8 +182,7 @@ class Service:
     def forward_backward(self, request: FwdBwdIn) -> bytes:
         """``forward`` / ``forward_backward``: per datum log-probs, ``loss:sum``; protobuf."""
         adapter = self.check_model(request.model_id)
-        outputs, metrics = forward_backward(
-            self.pool,
+        outputs, metrics = self.pool.forward_backward(
             adapter,
             request.data,
             request.loss_fn,
@@ -173,27 +199,28 @@ class Service:
             raise HfsdkError(
                 f"optimizer params of type {params.type!r} are not served; send AdamParams"
             )
-        return types.OptimStepResponse(metrics=optim_step(self.pool, adapter, params.model_dump()))
+        metrics = self.pool.optim_step(adapter, params.model_dump())
+        self.steps[adapter] += 1
+        return types.OptimStepResponse(metrics=metrics)
 
     # -- state -----------------------------------------------------------------------------
 
     def _state(self, name: str, *, optimizer: bool) -> dict:
-        adapter = self.pool.get(name)
+        held = self.pool.state(name, optimizer=optimizer)
         state = {
             "base_model": str(self.pool.model_dir),
-            "spec": adapter.spec.to_json(),
-            "adapter": self.pool.adapter_state(name),
-            "steps": adapter.steps,
+            "spec": self.adapters[name].to_json(),
+            "adapter": held["adapter"],
+            "steps": self.steps.get(name, 0),
         }
         if optimizer:
-            assert adapter.optimizer is not None
-            state["optimizer"] = adapter.optimizer.state_dict()
+            state["optimizer"] = held["optimizer"]
         return state
 
     def save_weights(self, request: types.SaveWeightsRequest) -> types.SaveWeightsResponse:
         """``save_state``: adapter and optimizer under ``tinker://<model_id>/weights/<name>``."""
         adapter = self.check_model(request.model_id)
-        name = request.path or f"step-{self.pool.get(adapter).steps}"
+        name = request.path or f"step-{self.steps[adapter]}"
         path = checkpoints.tinker_path(request.model_id, "weights", name)
         file = checkpoints.resolve(self.state_dir, path)
         checkpoints.write(file, self._state(adapter, optimizer=True), overwrite=request.overwrite)
@@ -221,16 +248,18 @@ class Service:
                 request.session_id, request.model_seq_id, AdapterSpec(**state["spec"])
             )
             name = self.models[model_id]
-        adapter = self.pool.get(name)
-        self.pool.load_adapter_state(name, state["adapter"])
-        assert adapter.optimizer is not None
+        spec = AdapterSpec(**state["spec"])
+        if attrs.evolve(spec, seed=0) != attrs.evolve(self.adapters[name], seed=0):
+            raise HfsdkError(
+                f"the checkpoint's adapter does not fit model {model_id!r} (rank {spec.rank} "
+                f"vs {self.adapters[name].rank}, or other layers); load it into a client created "
+                "with the same rank and layers, or create one from the checkpoint"
+            )
+        self.pool.load_state(
+            name, state["adapter"], state["optimizer"] if request.optimizer else None
+        )
         if request.optimizer:
-            adapter.optimizer.load_state_dict(state["optimizer"])
-            adapter.steps = int(state["steps"])
-        else:
-            adapter.optimizer = torch.optim.AdamW(list(adapter.params.values()), lr=0.0)
-        for p in adapter.params.values():
-            p.grad = None
+            self.steps[name] = int(state["steps"])
         return types.LoadWeightsResponse(path=request.path, model_id=model_id, type="load_weights")
 
     # -- samplers --------------------------------------------------------------------------
@@ -238,13 +267,13 @@ class Service:
     def _snapshot(self, adapter: str) -> str:
         """A frozen copy of ``adapter`` (what a snapshot sampler samples)."""
         name = self._new_id("snap")
-        self.pool.add(name, self.pool.get(adapter).spec, trainable=False)
+        self._add(name, self.adapters[adapter], trainable=False)
         self.pool.copy_into(adapter, name)
         kept = self.snapshots.setdefault(adapter, OrderedDict())
         kept[name] = None
         while len(kept) > SNAPSHOTS_KEPT:
             old, _ = kept.popitem(last=False)
-            self.pool.remove(old)
+            self._remove(old)
         return name
 
     def save_weights_for_sampler(
@@ -279,8 +308,8 @@ class Service:
         path = request.model_path
         state = checkpoints.read(checkpoints.resolve(self.state_dir, path), path)
         name = self._new_id("snap")
-        self.pool.add(name, AdapterSpec(**state["spec"]), trainable=False)
-        self.pool.load_adapter_state(name, state["adapter"])
+        self._add(name, AdapterSpec(**state["spec"]), trainable=False)
+        self.pool.load_state(name, state["adapter"], None)
         self.samplers[session] = Sampler(adapter=name, model_path=path, owner=None)
         return types.CreateSamplingSessionResponse(sampling_session_id=session)
 
@@ -297,7 +326,7 @@ class Service:
             raise HfsdkError(
                 f"unknown sampling session {sampler_id!r}; create a sampling client on this server"
             )
-        if sampler.adapter is not None and sampler.adapter not in self.pool.adapters:
+        if sampler.adapter is not None and sampler.adapter not in self.adapters:
             raise HfsdkError(
                 f"sampling session {sampler_id!r} expired: its snapshot was dropped (only the "
                 f"last {SNAPSHOTS_KEPT} per training client are kept); create a new sampling client"
@@ -344,5 +373,5 @@ class Service:
             stop_ids=tuple(int(s) for s in stop or ()),
             prompt_logprobs=bool(request.prompt_logprobs),
         )
-        sequences, prompt_logprobs = sample(self.pool, sampler.adapter, spec)
+        sequences, prompt_logprobs = self.pool.sample(sampler.adapter, spec)
         return encode_sample(sequences, prompt_logprobs)

@@ -1,9 +1,9 @@
-"""forward / forward_backward / optim_step on one client's adapter.
+"""forward / forward_backward / optim_step on one client's adapter, on one rank.
 
 A batch of datums is right-padded into one forward of the base model with the
-client's adapter active; each datum's loss (:mod:`.losses`) is summed and
-back-propagated into that adapter's parameters, where gradients accumulate
-until :func:`optim_step`.
+client's adapter active; each datum's loss (:mod:`.losses`) is summed and (in
+:class:`~.worker.ServeWorker`) back-propagated into that adapter's parameters,
+where gradients accumulate until :func:`optim_step`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 
 from hfsdk import HfsdkError
 from hfsdk_serve.adapters import AdapterPool
-from hfsdk_serve.losses import loss_fn
+from hfsdk_serve.losses import LossFn, loss_fn
 from hfsdk_serve.wire import DatumIn
 
 TOKEN_INPUTS = ("target_tokens",)
@@ -67,46 +67,47 @@ def target_logprobs(pool: AdapterPool, data: Sequence[DatumIn]) -> list[torch.Te
     out = []
     for row, datum in enumerate(data):
         n = len(datum.tokens)
-        targets = torch.as_tensor(datum.inputs["target_tokens"], dtype=torch.long)
+        # A copy: arrays that crossed a process boundary arrive read-only.
+        targets = torch.tensor(datum.inputs["target_tokens"], dtype=torch.long)
         out.append(logp[row, :n].gather(1, targets[:, None])[:, 0])
     return out
 
 
-def forward_backward(
-    pool: AdapterPool,
-    model_id: str,
-    data: Sequence[DatumIn],
-    loss_name: str,
-    config: Mapping[str, float | str],
-    *,
-    backward: bool,
-) -> tuple[list[dict[str, np.ndarray]], dict[str, float]]:
-    """Per datum ``logprobs`` and the ``loss:sum`` metric; gradients added when ``backward``."""
+def check_request(pool: AdapterPool, data: Sequence[DatumIn], loss_name: str) -> LossFn:
+    """The loss of ``loss_name`` once every datum of the request is valid (else one error)."""
     if not data:
         raise HfsdkError("forward_backward got no datums; send at least one")
     fn = loss_fn(loss_name)
     for i, datum in enumerate(data):
         _check_datum(i, datum, pool.vocab_size, pool.max_length)
-    with pool.active(model_id, train=backward), torch.set_grad_enabled(backward):
-        logps = target_logprobs(pool, data)
-        total = torch.zeros(())
-        for datum, logp in zip(data, logps, strict=True):
-            inputs = {
-                k: torch.as_tensor(v, dtype=torch.float32)
-                for k, v in datum.inputs.items()
-                if k not in TOKEN_INPUTS
-            }
-            total = total + fn(logp, inputs, config)
-        loss = float(total.detach())
-        if not math.isfinite(loss):
-            raise HfsdkError(
-                f"the {loss_name} loss is {loss} (not finite); check the advantages, weights "
-                "and sampler log-probs sent with the datums"
-            )
-        if backward:
-            total.backward()
-    outputs = [{"logprobs": lp.detach().numpy().astype(np.float32)} for lp in logps]
-    return outputs, {"loss:sum": loss}
+    return fn
+
+
+def datum_losses(
+    pool: AdapterPool, data: Sequence[DatumIn], fn: LossFn, config: Mapping[str, float | str]
+) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Per datum log-probs under the active adapter, and the summed loss (with its graph)."""
+    total = torch.zeros(())
+    if not data:
+        return [], total
+    logps = target_logprobs(pool, data)
+    for datum, logp in zip(data, logps, strict=True):
+        inputs = {
+            k: torch.tensor(v, dtype=torch.float32)
+            for k, v in datum.inputs.items()
+            if k not in TOKEN_INPUTS
+        }
+        total = total + fn(logp, inputs, config)
+    return logps, total
+
+
+def check_adam(params: Mapping[str, float]) -> None:
+    """Refuse hyper-parameters AdamW cannot use (one line naming the field)."""
+    for key in ("learning_rate", "beta1", "beta2", "eps", "weight_decay"):
+        if not math.isfinite(params[key]) or params[key] < 0:
+            raise HfsdkError(f"AdamParams.{key}={params[key]}: expected a finite value >= 0")
+    if not (params["beta1"] < 1 and params["beta2"] < 1):
+        raise HfsdkError("AdamParams beta1 and beta2 must be below 1")
 
 
 def optim_step(pool: AdapterPool, model_id: str, params: Mapping[str, float]) -> dict[str, float]:
@@ -118,11 +119,7 @@ def optim_step(pool: AdapterPool, model_id: str, params: Mapping[str, float]) ->
     optimizer = adapter.optimizer
     if optimizer is None:
         raise HfsdkError(f"model {model_id!r} is a sampler snapshot; it has no optimizer")
-    for key in ("learning_rate", "beta1", "beta2", "eps", "weight_decay"):
-        if not math.isfinite(params[key]) or params[key] < 0:
-            raise HfsdkError(f"AdamParams.{key}={params[key]}: expected a finite value >= 0")
-    if not (params["beta1"] < 1 and params["beta2"] < 1):
-        raise HfsdkError("AdamParams beta1 and beta2 must be below 1")
+    check_adam(params)
     for group in optimizer.param_groups:
         group["lr"] = params["learning_rate"]
         group["betas"] = (params["beta1"], params["beta2"])

@@ -39,6 +39,7 @@ def _one_torch_thread() -> Iterator[None]:
     finally:
         torch.set_num_threads(threads)
 
+
 LOCAL_KEY = "tml-local-test"
 
 
@@ -98,7 +99,7 @@ def served(default_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     running = start(default_model_dir, tmp_path_factory.mktemp("serve_state"))
     yield running
     running.server.should_exit = True
-    running.app.futures.close()
+    running.app.close()
 
 
 @pytest.fixture

@@ -43,8 +43,10 @@ def test_unknown_base_model(service_client: Any) -> None:
 def test_bad_loss_name_and_unimplemented_loss(trainer: Any, served: Any) -> None:
     tokens = served.tokenizer.encode("3 + 5 = 8")
     datum = _datum(tokens[:-1], target_tokens=tokens[1:])
-    with pytest.raises(tinker.RequestFailedError, match="loss_fn 'dro' is not implemented"):
-        trainer.forward_backward([datum], "dro").result()
+    with pytest.raises(
+        tinker.RequestFailedError, match="loss_fn 'stable_reinforce' is not implemented"
+    ):
+        trainer.forward_backward([datum], "stable_reinforce").result()
     with pytest.raises(tinker.RequestFailedError, match="loss_fn 'nope' is unknown; use one of"):
         trainer.forward([datum], "nope").result()  # type: ignore[arg-type]
 
@@ -120,13 +122,18 @@ def test_api_key_required_beyond_loopback(default_model_dir: Any, tmp_path: Any)
         wrong.close("success").result()
     finally:
         keyed.server.should_exit = True
-        keyed.app.futures.close()
+        keyed.app.close()
 
 
-def test_cli_refuses_bad_input_with_one_line(tmp_path: Any) -> None:
+def test_cli_refuses_bad_input_with_one_line(tmp_path: Any, default_model_dir: Any) -> None:
+    model = str(default_model_dir)
     for argv, expected in (
         (["serve", "--base-model", str(tmp_path)], "not a model directory (no config.json)"),
         (["serve", "--base-model", str(tmp_path), "--host", "0.0.0.0"], "pass --api-key"),
+        (
+            ["serve", "--base-model", model, "--devices", "2", "--executor", "local"],
+            "--executor local runs the model in the server's process on one device",
+        ),
     ):
         proc = subprocess.run(
             [sys.executable, "-c", "from hfsdk.core.cli.main import main; main()", *argv],

@@ -96,7 +96,9 @@ def test_state_round_trips_bit_for_bit(served: Any, service_client: Any) -> None
         other.load_state(path).result()
 
 
-def _serve(model_dir: Any, state_dir: Any, port: int) -> subprocess.Popen:
+def _serve(
+    model_dir: Any, state_dir: Any, port: int, *options: str, stderr: Any = subprocess.PIPE
+) -> subprocess.Popen:
     env = {**os.environ, "TINKER_TELEMETRY": "0", "OMP_NUM_THREADS": "1"}
     # The console script's module has no __main__ guard; call main() the way the script does.
     cmd = [sys.executable, "-c", "from hfsdk.core.cli.main import main; main()"]
@@ -108,24 +110,26 @@ def _serve(model_dir: Any, state_dir: Any, port: int) -> subprocess.Popen:
         str(state_dir),
         "--port",
         str(port),
+        *options,
     ]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen) -> None:
+def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float = 120) -> None:
     import httpx
 
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"hfsdk serve exited: {proc.stderr.read().decode()[-2000:]}")
+            text = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+            raise RuntimeError(f"hfsdk serve exited ({proc.returncode}): {text}")
         try:
             if httpx.get(f"{url}/api/v1/healthz", timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.3)
-    raise RuntimeError("hfsdk serve did not answer within 120 s")
+    raise RuntimeError(f"hfsdk serve did not answer within {timeout_s:g} s")
 
 
 @pytest.mark.heavy
