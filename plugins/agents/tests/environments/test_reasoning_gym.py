@@ -91,3 +91,29 @@ def test_grpo_logs_the_verifiers_scores(tmp_path: Path) -> None:
         )
     # the warm start answers right about a third of the time: both outcomes occur
     assert 1.0 in seen and 0.0 in seen
+
+
+def test_the_command_writes_the_rows_and_refuses_a_bad_name_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hfsdk.core.cli.main import main
+
+    def run(*args: str) -> int:
+        with pytest.raises(SystemExit) as info:
+            main(["reasoning-gym", *args])
+        return int(info.value.code or 0)
+
+    config = json.dumps(CONFIG)
+    assert run("basic_arithmetic", str(tmp_path), "--train-size", "4", "--config", config) == 0
+    rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
+    assert rows == reasoning_gym_rows("basic_arithmetic", size=4, seed=0, config=CONFIG)
+    val = (tmp_path / "val.jsonl").read_text().splitlines()
+    assert len(val) == 100 and json.loads(val[0])["rg_seed"] == 1
+    capsys.readouterr()
+    for args, says in [
+        (("basic_arithmetik", str(tmp_path / "x")), "unknown reasoning_gym task"),
+        (("basic_arithmetic", str(tmp_path / "x"), "--config", "{max"), "is not JSON"),
+    ]:
+        assert run(*args) == 2
+        err = capsys.readouterr().err.strip()
+        assert says in err and len(err.splitlines()) == 1 and "Traceback" not in err
