@@ -93,3 +93,23 @@ def test_a_row_without_its_environment_is_refused_before_the_run(tmp_path: Path,
     err = _run(tmp_path, capsys, f"data.train_files=[{data}]", "data.val_files=[]")
     assert "train data: row 1 has no environment name in column 'environment' (got None)" in err
     assert not (tmp_path / "r" / "metrics.jsonl").exists()
+
+
+def test_the_docs_config_selects_the_environment_loop(doc_plugin: types.ModuleType) -> None:
+    import yaml
+
+    from hfsdk.core.config import resolve_run_config
+    from hfsdk_agents.checks import prompt_tool_schemas
+    from hfsdk_agents.config import multi_turn_config
+
+    section = re.search(r"^## Environments\n(.*?)(?=^## |\Z)", DOC.read_text(), re.M | re.S)
+    assert section is not None
+    overrides = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", section.group(1), re.S)[0])
+    config = resolve_run_config("grpo", overrides)
+    multi_turn = multi_turn_config(config.rollout)
+    assert (multi_turn.loop_name, multi_turn.environment) == (
+        "environment_loop",
+        "guess_the_number",
+    )
+    assert [s["function"]["name"] for s in prompt_tool_schemas(config)] == ["guess"]
+    assert [f.name for f in config.reward.functions] == ["environment"]
