@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
     from hfsdk.core.data.chat import check_messages
-    from hfsdk.core.data.columns import INTERNAL_COLUMNS, reward_column_names
+    from hfsdk.core.data.columns import INTERNAL_COLUMNS, PROMPT_MESSAGES, reward_column_names
     from hfsdk.core.data.conversation import (
         SupervisedSequence,
         collate_supervised,
@@ -144,6 +144,7 @@ if TYPE_CHECKING:
         position_ids_from_mask,
         response_mask_from_eos,
     )
+    from hfsdk.core.segments import SEGMENT_INDEX, TRAJECTORY_ID, last_segments
     from hfsdk.core.stop_requests import stop_requested
     from hfsdk.core.tasks import (
         DEFAULT_TASK,
@@ -269,6 +270,9 @@ _LAZY = {
     "merge_rollout_metrics": "hfsdk.core.rollout_output",
     "position_ids_from_mask": "hfsdk.core.rollout_output",
     "response_mask_from_eos": "hfsdk.core.rollout_output",
+    "SEGMENT_INDEX": "hfsdk.core.segments",
+    "TRAJECTORY_ID": "hfsdk.core.segments",
+    "last_segments": "hfsdk.core.segments",
     "help_field": "hfsdk.core.config.help",
     "field_help": "hfsdk.core.config.help",
     "HfsdkError": "hfsdk.core.errors",
@@ -354,6 +358,7 @@ _LAZY = {
     # migration (issue 34): what `hfsdk data inspect` checks as a run would
     "DataConfig": "hfsdk.core.data.data_config",
     "INTERNAL_COLUMNS": "hfsdk.core.data.columns",
+    "PROMPT_MESSAGES": "hfsdk.core.data.columns",
     "reward_column_names": "hfsdk.core.data.columns",
     "PromptLoader": "hfsdk.core.data.prompt_dataset",
     "load_prompt_dataset": "hfsdk.core.data.prompt_dataset",

@@ -17,6 +17,7 @@ import attrs
 from hfsdk.core.config.help import help_field
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.aggregation import LOSS_AGG_MODES, LossAggMode
+from hfsdk.core.segments import broadcast_advantages, last_segments, trajectory_rows
 
 if TYPE_CHECKING:
     import torch
@@ -347,19 +348,24 @@ class Algorithm:
 
         Under a ``trainer.pipeline`` other than ``sync`` the step's sampled batch was
         generated ahead (:mod:`hfsdk.core.trainer.pipeline`); it is returned with its
-        staleness metrics. Other generations (greedy, another ``n``) run now.
+        staleness metrics. Other generations (greedy, another ``n``) run now. A rollout
+        that returns several segments per trajectory gets them numbered
+        (:func:`hfsdk.core.segments.number_trajectories`).
         """
+        from hfsdk.core.segments import number_trajectories
+
         pipeline = self.context.pipeline
         if pipeline is not None and n is None and not greedy:
             ahead = pipeline.generated(prompts)
             if ahead is not None:
                 out, staleness = ahead
+                number_trajectories(out)
                 self.record(staleness)
                 self.record(out.meta.pop("rollout_metrics", None) or {})
                 self.generations.append((prompts, out))
                 return out
         batch = self.generation_input(prompts, n=n, greedy=greedy)
-        out = self.actor.generate_sequences(batch)
+        out = number_trajectories(self.actor.generate_sequences(batch))
         # The rollout's train -> generate transition (timing/reshard_s, perf/reshard_bytes, ...).
         self.record(out.meta.pop("rollout_metrics", None) or {})
         if n is None and not greedy:
@@ -422,20 +428,35 @@ class Algorithm:
         """Score each sample with ``signal`` and return token-level scores (B, R).
 
         The score sits on the last valid response token, as a reward model's would.
+        A batch of step-wise trajectories (:mod:`hfsdk.core.segments`) is scored once
+        per trajectory, on its last segment, and every segment gets that score;
+        ``<signal>/mean`` is then the mean over trajectories.
         """
         import torch
 
-        scores, metrics = self.context.signals[signal](batch)
-        self.record(metrics, f"{signal}/")
+        scores = self.trajectory_scores(batch, signal)
         mask = batch["response_mask"]
         token_scores = torch.zeros(mask.shape, dtype=torch.float32)
         # The last token the mask keeps (a multi-turn loss mask has holes where tools spoke).
         width = mask.shape[-1]
         positions = torch.arange(width).expand_as(mask)
         last = torch.where(mask.bool(), positions, torch.zeros_like(positions)).max(dim=-1).values
-        token_scores[torch.arange(mask.shape[0]), last] = scores.to(torch.float32)
         self.metrics[f"{signal}/mean"] = float(scores.float().mean())
+        rows = trajectory_rows(batch)
+        if rows is not None:
+            scores = rows.broadcast(scores)
+        token_scores[torch.arange(mask.shape[0]), last] = scores.to(torch.float32)
         return token_scores
+
+    def trajectory_scores(self, batch: Batch, signal: str = "reward") -> torch.Tensor:
+        """``signal``'s score of each trajectory (B,), its metrics recorded under ``signal/``.
+
+        One score per row for a batch without segments; for step-wise trajectories one
+        per trajectory, from its last segment (:func:`hfsdk.core.segments.last_segments`).
+        """
+        scores, metrics = self.context.signals[signal](last_segments(batch))
+        self.record(metrics, f"{signal}/")
+        return scores
 
     def rewards_with_kl(self, batch: Batch, scores_key: str = "token_level_scores") -> torch.Tensor:
         """Token-level rewards: scores minus ``kl_coef``·KL when KL is in the reward."""
@@ -460,6 +481,12 @@ class Algorithm:
 
         Returns the estimator's :class:`~hfsdk.core.maths.protocols.AdvantageResult`,
         whose ``extras`` hold what else it computed (e.g. Safe-RLHF's ``cost_returns``).
+        On a batch of step-wise trajectories (:mod:`hfsdk.core.segments`) the estimator
+        sees one row per trajectory (its last segment; per-row ``inputs`` are selected
+        the same way, per-trajectory ones passed as they are), so group statistics count
+        each trajectory once, and each trajectory's advantage (the estimator's value at
+        the first trained token) is broadcast to every trained token of its segments.
+        Only an estimator registered with ``per_sequence=True`` can be broadcast so.
         """
         from hfsdk.core.maths.protocols import AdvantageResult
         from hfsdk.core.plugin_manager import get_registry
@@ -468,10 +495,32 @@ class Algorithm:
         estimator = get_registry("advantage_estimators")[name]
         if "values" in batch and "values" not in inputs:
             inputs["values"] = batch["values"]
+        rows = trajectory_rows(batch)
+        segmented = rows is not None and rows.count < len(batch)
+        view = batch
+        if segmented:
+            if not estimator.extra.get("per_sequence", False):
+                registry = get_registry("advantage_estimators")
+                usable = sorted(n for n, e in registry.items() if e.extra.get("per_sequence"))
+                raise HfsdkError(
+                    f"advantage estimator {name!r} (plugin {estimator.plugin!r}) is not "
+                    "registered per_sequence=True, so its advantages cannot be shared by the "
+                    f"{len(batch)} segments of {rows.count} step-wise trajectories; use a "
+                    f"per-sequence estimator ({', '.join(usable) or 'none installed'}) or an "
+                    "agent that keeps one segment per trajectory"
+                )
+            import torch
+
+            view = batch.index(rows.last)
+            # Per-row inputs follow the rows chosen; per-trajectory ones already fit.
+            inputs = {
+                k: v[rows.last] if isinstance(v, torch.Tensor) and len(v) == len(batch) else v
+                for k, v in inputs.items()
+            }
         result = estimator.impl(
-            token_level_rewards=batch["token_level_rewards"],
-            response_mask=batch["response_mask"],
-            group_index=list(batch["uid"]),
+            token_level_rewards=view["token_level_rewards"],
+            response_mask=view["response_mask"],
+            group_index=list(view["uid"]),
             config=self.config.advantage,
             **inputs,
         )
@@ -480,6 +529,8 @@ class Algorithm:
                 f"advantage estimator {name!r} (plugin {estimator.plugin!r}) returned "
                 f"{type(result).__name__}; expected hfsdk.AdvantageResult(advantages=, returns=)"
             )
+        if segmented:
+            result = broadcast_advantages(result, view["response_mask"], batch, rows)
         batch["advantages"] = result.advantages
         batch["returns"] = result.returns
         return result

@@ -227,7 +227,9 @@ class RolloutBackend(abc.ABC):
     collective until its timeout.
 
     Output batch (see docs/backends.md): ``prompts.meta['n']`` rows per prompt,
-    the ``n`` responses of a prompt consecutive (``prompts.repeat(n, interleave=True)``);
+    the ``n`` responses of a prompt consecutive (``prompts.repeat(n, interleave=True)``),
+    or, for step-wise trajectories, one row per segment with a ``segment_index``
+    column, a trajectory's segments consecutive (:mod:`hfsdk.core.segments`);
     ``prompts``, ``responses`` (right-padded to ``max_response_length``),
     ``input_ids``, ``attention_mask``, ``position_ids``, ``response_mask``;
     optionally ``rollout_log_probs`` (log-probs of the sampled tokens); the

@@ -45,7 +45,7 @@ def dump_records(batch: Batch) -> list[dict[str, Any]]:
     records = []
     for row in range(rows):
         record: dict[str, Any] = {}
-        for key in ("uid", "raw_prompt", "response_text"):
+        for key in ("uid", "trajectory_id", "segment_index", "raw_prompt", "response_text"):
             if key in batch.non_tensor_keys:
                 record[key] = _plain(batch[key][row])
         if scores is not None:

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from hfsdk.core.maths.pass_at_k import default_ks, majority_at_k, mean_pass_at_k
+from hfsdk.core.segments import last_segments
 
 
 @attrs.frozen(kw_only=True)
@@ -71,7 +72,8 @@ def validate(algorithm: Any, prompts: Any, scorer: Any, trainer: Any) -> Validat
     """
     n = trainer.val_n
     ks = sorted(set(trainer.val_k or default_ks(n)))
-    batch = algorithm.generate(prompts, n=n, greedy=n == 1)
+    # One row per trajectory (the last segment of step-wise ones): n rows per prompt.
+    batch = last_segments(algorithm.generate(prompts, n=n, greedy=n == 1))
     scores_tensor, _ = scorer(batch)
     scores = [float(s) for s in scores_tensor]
     texts = list(batch["response_text"])

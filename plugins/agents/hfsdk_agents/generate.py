@@ -83,7 +83,9 @@ class AgentRollout:
                     "rollout.multi_turn.renderer=chat_template but the tokenizer has no chat "
                     "template; use renderer=plain (or auto)"
                 )
-            self.renderer: Any = ChatTemplateRenderer(tokenizer, self.stop_ids)
+            # The prompts' tool schemas, so a re-rendered conversation matches its prompt.
+            schemas = tuple(dict(tool.schema) for tool in self.tools.values())
+            self.renderer: Any = ChatTemplateRenderer(tokenizer, self.stop_ids, schemas)
         else:
             self.renderer = PlainRenderer(tokenizer)
         loop_entry = get_registry("agent_loops")[config.loop_name]

@@ -9,6 +9,13 @@ so a loop only decides what comes next. The built-in :class:`ToolLoop`
 (``tool_loop``): generate → parse tool calls → run them concurrently → append
 their outputs → generate, until the model answers without a call, ``max_turns``
 or the token budget.
+
+Step-wise trajectories: :meth:`AgentContext.new_trajectory` keeps the conversation
+as chat messages beside the tokens, and :meth:`AgentContext.next_segment`, called
+at a turn boundary, renders it again; where the template renders it differently
+from the token stream (e.g. it drops earlier turns' reasoning), the trajectory
+goes on in a new segment whose prompt is that rendering, which a fresh request
+would see. :meth:`AgentLoop.run` then returns the segments, in order.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 
 import attrs
 
+from hfsdk import PROMPT_MESSAGES
 from hfsdk_agents.config import MultiTurnConfig
 from hfsdk_agents.parsers import ParsedTurn, ToolCall, ToolParser
 from hfsdk_agents.requests import Generate, GenerationRequest
@@ -51,8 +59,44 @@ class AgentContext:
     ``None``: a worker per call."""
 
     def remaining(self, trajectory: Trajectory) -> int:
-        """Tokens the trajectory may still add."""
-        return self.config.max_response_tokens - trajectory.response_length
+        """Tokens the trajectory may still add (a later segment's carried context counts)."""
+        return self.config.max_response_tokens - trajectory.carried - trajectory.response_length
+
+    def new_trajectory(self, prompt_ids: Sequence[int], row: Mapping[str, Any]) -> Trajectory:
+        """The trajectory of ``prompt_ids``, keeping its conversation as messages when the
+        renderer can render it again and that rendering is the prompt (else no messages,
+        and :meth:`next_segment` never splits it).
+
+        The messages are the row's ``prompt_messages`` (a chat prompt) or its
+        ``raw_prompt`` as one user message.
+        """
+        trajectory = Trajectory(prompt_ids=tuple(prompt_ids))
+        messages = row.get(PROMPT_MESSAGES)
+        if messages is None and isinstance(row.get("raw_prompt"), str):
+            messages = [{"role": "user", "content": row["raw_prompt"]}]
+        if messages is None:
+            return trajectory
+        messages = [dict(m) for m in messages]
+        rendered = self.renderer.render_conversation(messages)
+        if rendered is not None and tuple(rendered) == trajectory.prompt_ids:
+            trajectory.messages = messages
+        return trajectory
+
+    def next_segment(self, trajectory: Trajectory) -> Trajectory | None:
+        """At a turn boundary: ``trajectory`` itself while its token stream is what the
+        template renders for its messages, else a new segment starting from that
+        rendering (:meth:`Trajectory.follow`); ``None`` (finish ``budget``) when the new
+        segment's carried context leaves no budget."""
+        if trajectory.messages is None:
+            return trajectory
+        rendered = self.renderer.render_conversation(trajectory.messages)
+        if rendered is None or tuple(rendered) == trajectory.context_ids:
+            return trajectory
+        following = trajectory.follow(rendered)
+        if self.remaining(following) <= 0:
+            trajectory.finish = "budget"
+            return None
+        return following
 
     async def model_turn(
         self, trajectory: Trajectory, *, seed: int | None = None
@@ -91,6 +135,8 @@ class AgentContext:
             + [{"malformed": e} for e in parsed.errors],
         )
         trajectory.add(segment)
+        if trajectory.messages is not None:
+            trajectory.messages.append(self.renderer.assistant_message(result.token_ids))
         return segment, parsed
 
     async def run_tools(self, parsed: ParsedTurn) -> list[ToolOutput]:
@@ -138,11 +184,17 @@ class AgentContext:
         """Append the tool outputs as a context turn; ``False`` (finish ``budget``) if too long."""
         ids = self.renderer.tool_turn(outputs, last_token=self._last_token(trajectory))
         results = [attrs.asdict(o) for o in outputs]
+        if trajectory.messages is not None:
+            trajectory.messages.extend(
+                {"role": "tool", "name": o.name, "content": o.content} for o in outputs
+            )
         return self._append_context(trajectory, "tool", ids, results)
 
     def add_user_turn(self, trajectory: Trajectory, text: str) -> bool:
         """Append a user / environment message; ``False`` (finish ``budget``) if too long."""
         ids = self.renderer.user_turn(text, last_token=self._last_token(trajectory))
+        if trajectory.messages is not None:
+            trajectory.messages.append({"role": "user", "content": text})
         return self._append_context(trajectory, "user", ids, [])
 
 
@@ -158,12 +210,15 @@ class AgentLoop(abc.ABC):
     @abc.abstractmethod
     async def run(
         self, prompt_ids: tuple[int, ...], row: Mapping[str, Any], ctx: AgentContext, *, seed: int
-    ) -> Trajectory:
-        """The trajectory that starts with ``prompt_ids``.
+    ) -> Trajectory | list[Trajectory]:
+        """The trajectory that starts with ``prompt_ids``, or its segments in order.
 
         ``row`` holds the prompt's non-tensor columns (``raw_prompt``, dataset
         columns); ``seed`` is this trajectory's sampling seed (pass ``seed + turn``
-        to :meth:`AgentContext.model_turn`).
+        to :meth:`AgentContext.model_turn`). A list is a step-wise trajectory: each
+        segment becomes a training row, all sharing the trajectory's reward and
+        advantage (the first starts with ``prompt_ids``; later ones from
+        :meth:`Trajectory.follow`).
         """
 
 
@@ -172,21 +227,31 @@ class ToolLoop(AgentLoop):
 
     async def run(
         self, prompt_ids: tuple[int, ...], row: Mapping[str, Any], ctx: AgentContext, *, seed: int
-    ) -> Trajectory:
-        """Turns until the model answers without a call, ``max_turns`` or the budget."""
-        trajectory = Trajectory(prompt_ids=tuple(prompt_ids))
+    ) -> Trajectory | list[Trajectory]:
+        """Turns until the model answers without a call, ``max_turns`` or the budget.
+
+        A new segment starts at a turn boundary where the conversation renders
+        differently from the tokens so far (:meth:`AgentContext.next_segment`).
+        """
+        segments = [ctx.new_trajectory(prompt_ids, row)]
         for turn in range(ctx.config.max_turns):
+            trajectory = segments[-1]
             made = await ctx.model_turn(trajectory, seed=seed + turn)
             if made is None:
-                return trajectory
+                break
             segment, parsed = made
             if not parsed.wants_tools:
                 trajectory.finish = segment.finish_reason or "stop"
-                return trajectory
+                break
             if turn == ctx.config.max_turns - 1:
+                trajectory.finish = "max_turns"
                 break
             outputs = await ctx.run_tools(parsed)
             if not ctx.add_tool_turn(trajectory, outputs):
-                return trajectory
-        trajectory.finish = "max_turns"
-        return trajectory
+                break
+            following = ctx.next_segment(trajectory)
+            if following is None:
+                break
+            if following is not trajectory:
+                segments.append(following)
+        return segments if len(segments) > 1 else segments[0]

@@ -15,7 +15,14 @@ every algorithm reads, with these columns:
   (only when the rollout reports them);
 - non-tensors: the prompt's columns, ``response_text`` (the whole response decoded),
   ``agent_trajectory`` (the turns as JSON for the rollout dump), ``agent_turns``,
-  ``agent_tool_calls``, ``agent_tool_errors``.
+  ``agent_tool_calls``, ``agent_tool_errors`` (the whole trajectory's), and
+  ``segment_index`` (:data:`hfsdk.SEGMENT_INDEX`).
+
+Step-wise trajectories (a loop that returns several segments) give one row per
+segment, consecutive, numbered by ``segment_index``. A later segment's row keeps
+the prompt it shares with the trajectory's prompt; the rest of its prompt (the
+earlier turns as rendered again) opens its responses as context (mask 0), so
+every row has the batch's prompt width and the budget's response width.
 """
 
 from __future__ import annotations
@@ -26,10 +33,11 @@ import math
 from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
+from hfsdk import HfsdkError
 from hfsdk_agents.config import MultiTurnConfig
 from hfsdk_agents.loops import AgentContext, AgentLoop
 from hfsdk_agents.requests import RequestServer
-from hfsdk_agents.trajectory import Trajectory
+from hfsdk_agents.trajectory import Trajectory, shared_prefix
 
 if TYPE_CHECKING:
     import torch
@@ -56,42 +64,73 @@ async def run_agents(
     *,
     max_concurrent: int,
     server: RequestServer | None = None,
-) -> list[Trajectory]:
-    """One trajectory per prompt, at most ``max_concurrent`` in flight, in prompt order.
+) -> list[list[Trajectory]]:
+    """Each prompt's trajectory as its segments, at most ``max_concurrent`` in flight,
+    in prompt order.
 
     ``server`` (the one behind ``ctx.generate``) is told when each trajectory starts
     and ends, so a turn-by-turn server knows whom to wait for.
     """
     gate = asyncio.Semaphore(max_concurrent)
 
-    async def one(index: int) -> Trajectory:
+    async def one(index: int) -> list[Trajectory]:
         async with gate:
             if server is not None:
                 server.trajectory_started()
             try:
-                return await loop.run(prompts[index], rows[index], ctx, seed=seeds[index])
+                made = await loop.run(prompts[index], rows[index], ctx, seed=seeds[index])
             finally:
                 if server is not None:
                     server.trajectory_finished()
+        return as_segments(made, loop)
 
     return list(await asyncio.gather(*(one(i) for i in range(len(prompts)))))
 
 
-def trajectory_metrics(trajectories: Sequence[Trajectory]) -> dict[str, tuple[float, float]]:
-    """Per-step agent metrics as (sum, count) pairs, so ranks can add them up before dividing."""
+def as_segments(made: Any, loop: AgentLoop) -> list[Trajectory]:
+    """A loop's result as a non-empty list of segments (a lone trajectory is one).
+
+    A segment without a model token is only context: it is dropped (the last one is
+    kept when no segment has one), so the last segment, which is scored, is trained on.
+    """
+    segments = [made] if isinstance(made, Trajectory) else made
+    if (
+        not isinstance(segments, list)
+        or not segments
+        or not all(isinstance(t, Trajectory) for t in segments)
+    ):
+        raise HfsdkError(
+            f"agent loop {type(loop).__name__}.run returned {type(made).__name__}; expected a "
+            "Trajectory or a non-empty list of Trajectory segments"
+        )
+    trained = [t for t in segments if t.turns]
+    return trained or segments[-1:]
+
+
+def trajectory_metrics(
+    trajectories: Sequence[Trajectory | Sequence[Trajectory]],
+) -> dict[str, tuple[float, float]]:
+    """Per-step agent metrics as (sum, count) pairs, so ranks can add them up before dividing.
+
+    ``trajectories``: each trajectory's segments (or a lone Trajectory); the counts are
+    per trajectory.
+    """
+    trajectories = _grouped(trajectories)
     turns = calls = errors = seconds = 0.0
     context = total = 0.0
-    budget = 0.0
-    for t in trajectories:
-        n_calls, n_errors, n_seconds = t.tool_stats()
-        turns += t.turns
-        calls += n_calls
-        errors += n_errors
-        seconds += n_seconds
-        mask = t.loss_mask
-        context += len(mask) - sum(mask)
-        total += len(mask)
-        budget += float(t.finish == "budget")
+    budget = segments = 0.0
+    for parts in trajectories:
+        for t in parts:
+            n_calls, n_errors, n_seconds = t.tool_stats()
+            turns += t.turns
+            calls += n_calls
+            errors += n_errors
+            seconds += n_seconds
+            mask = t.loss_mask
+            context += len(mask) - sum(mask) + t.carried
+            total += len(mask) + t.carried
+        budget += float(parts[-1].finish == "budget")
+        segments += len(parts)
     n = float(len(trajectories))
     return {
         "agent/turns_mean": (turns, n),
@@ -101,6 +140,7 @@ def trajectory_metrics(trajectories: Sequence[Trajectory]) -> dict[str, tuple[fl
         "agent/tool_latency_s_mean": (seconds, calls),
         "agent/context_token_share": (context, total),
         "agent/budget_finish_share": (budget, n),
+        "agent/segments_per_trajectory": (segments, n),
     }
 
 
@@ -122,7 +162,7 @@ def agree_metrics(pairs: dict[str, tuple[float, float]], group: Any = None) -> d
 
 def assemble(
     prompts: Batch,
-    trajectories: Sequence[Trajectory],
+    trajectories: Sequence[Trajectory | Sequence[Trajectory]],
     *,
     tokenizer: Any,
     width: int,
@@ -130,32 +170,54 @@ def assemble(
     greedy: bool,
     metrics: dict[str, float],
 ) -> Batch:
-    """The output batch (see the module docstring); ``prompts`` has one row per trajectory."""
+    """The output batch (see the module docstring); ``prompts`` has one row per trajectory,
+    ``trajectories`` each one's segments (one row each; a lone Trajectory is one segment)."""
     import torch
 
-    from hfsdk import Batch
+    from hfsdk import SEGMENT_INDEX, Batch
 
-    rows = len(trajectories)
+    trajectories = _grouped(trajectories)
+
+    source = [i for i, parts in enumerate(trajectories) for _ in parts]
+    segments = [t for parts in trajectories for t in parts]
+    rows = len(segments)
+    out_prompts = prompts.index(torch.tensor(source, dtype=torch.long)) if rows else prompts
+    prompt_ids = out_prompts["input_ids"].clone()
+    prompt_mask = out_prompts["attention_mask"].long().clone()
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     responses = torch.full((rows, width), pad, dtype=torch.long)
     present = torch.zeros((rows, width), dtype=torch.long)
     loss_mask = torch.zeros((rows, width), dtype=torch.float32)
     log_probs = torch.zeros((rows, width), dtype=torch.float32)
     reported = True
-    for row, trajectory in enumerate(trajectories):
-        ids = trajectory.response_ids[:width]
+    texts: list[str] = []
+    index = [k for parts in trajectories for k in range(len(parts))]
+    for row, trajectory in enumerate(segments):
+        own = prompt_ids[row][prompt_mask[row].bool()].tolist()
+        # A later segment keeps the prompt it shares with the row; the rest is context.
+        shared = shared_prefix(trajectory.prompt_ids, own) if index[row] else len(own)
+        if shared < len(own):
+            prompt_ids[row] = pad
+            prompt_mask[row] = 0
+            if shared:
+                prompt_ids[row, -shared:] = torch.tensor(own[:shared], dtype=torch.long)
+                prompt_mask[row, -shared:] = 1
+        carried = list(trajectory.prompt_ids[shared:]) if index[row] else []
+        ids = (carried + trajectory.response_ids)[:width]
         length = len(ids)
-        if length:
-            responses[row, :length] = torch.tensor(ids, dtype=torch.long)
-            present[row, :length] = 1
-            loss_mask[row, :length] = torch.tensor(trajectory.loss_mask[:width])
-            lp = trajectory.response_logprobs[:width]
-            if any(math.isnan(v) for v in lp):
-                reported = False
-            else:
-                log_probs[row, :length] = torch.tensor(lp)
-    prompt_ids = prompts["input_ids"]
-    attention_mask = torch.cat([prompts["attention_mask"].long(), present], dim=1)
+        texts.append(tokenizer.decode(ids, skip_special_tokens=True))
+        if not length:
+            continue
+        responses[row, :length] = torch.tensor(ids, dtype=torch.long)
+        present[row, :length] = 1
+        mask = ([0] * len(carried) + trajectory.loss_mask)[:width]
+        loss_mask[row, :length] = torch.tensor(mask, dtype=torch.float32)
+        lp = ([0.0] * len(carried) + trajectory.response_logprobs)[:width]
+        if any(math.isnan(v) for v in lp):
+            reported = False
+        else:
+            log_probs[row, :length] = torch.tensor(lp)
+    attention_mask = torch.cat([prompt_mask, present], dim=1)
     tensors: dict[str, torch.Tensor] = {
         "prompts": prompt_ids,
         "responses": responses,
@@ -166,15 +228,16 @@ def assemble(
     }
     if reported and rows:
         tensors["rollout_log_probs"] = log_probs * loss_mask
-    non_tensors: dict[str, Any] = {k: prompts[k] for k in prompts.non_tensor_keys}
+    non_tensors: dict[str, Any] = {k: out_prompts[k] for k in out_prompts.non_tensor_keys}
     # The text of what the tensors hold: a reward must score the response that is trained on.
-    non_tensors["response_text"] = [
-        tokenizer.decode(t.response_ids[:width], skip_special_tokens=True) for t in trajectories
-    ]
-    non_tensors["agent_trajectory"] = [t.to_json() for t in trajectories]
-    non_tensors["agent_turns"] = [t.turns for t in trajectories]
-    non_tensors["agent_tool_calls"] = [t.tool_stats()[0] for t in trajectories]
-    non_tensors["agent_tool_errors"] = [t.tool_stats()[1] for t in trajectories]
+    non_tensors["response_text"] = texts
+    non_tensors["agent_trajectory"] = [t.to_json() for t in segments]
+    non_tensors[SEGMENT_INDEX] = index
+    # Whole-trajectory counts on each of its rows (a reward reads them on the last one).
+    stats = [(sum(t.turns for t in p), *_tool_counts(p)) for p in trajectories]
+    non_tensors["agent_turns"] = [stats[i][0] for i in source]
+    non_tensors["agent_tool_calls"] = [stats[i][1] for i in source]
+    non_tensors["agent_tool_errors"] = [stats[i][2] for i in source]
     return Batch.from_dict(
         tensors=tensors,
         non_tensors=non_tensors,
@@ -186,6 +249,17 @@ def assemble(
         },
         batch_size=rows,
     )
+
+
+def _grouped(
+    trajectories: Sequence[Trajectory | Sequence[Trajectory]],
+) -> list[Sequence[Trajectory]]:
+    return [[t] if isinstance(t, Trajectory) else t for t in trajectories]
+
+
+def _tool_counts(parts: Sequence[Trajectory]) -> tuple[int, int]:
+    stats = [t.tool_stats() for t in parts]
+    return sum(s[0] for s in stats), sum(s[1] for s in stats)
 
 
 def prompt_rows(prompts: Batch) -> tuple[list[tuple[int, ...]], list[dict[str, Any]]]:

@@ -17,6 +17,12 @@ Tool turns become tokens through a :class:`TurnRenderer`:
 - :class:`PlainRenderer` (the documented rendering for tokenizers without a chat
   template): each result as ``<tool_response> CONTENT </tool_response>`` (the
   ``template`` is configurable), tokenized without special tokens.
+
+Step-wise trajectories: when the conversation, rendered again by the template,
+is no longer the token stream (a template that drops earlier turns' reasoning),
+the trajectory goes on in a new :class:`Trajectory` (:meth:`Trajectory.follow`)
+whose prompt is that re-rendering; each becomes its own training row
+(``docs/agents.md``, "Step-wise trajectories").
 """
 
 from __future__ import annotations
@@ -57,15 +63,39 @@ class Trajectory:
     """A prompt and the turns after it; ``finish`` says why it ended.
 
     ``finish``: ``stop`` (the model answered without a tool call), ``length`` (a
-    turn hit its token limit), ``max_turns``, ``budget`` (the response token budget)
-    or whatever a custom loop sets. ``extra`` holds a custom loop's per-trajectory
+    turn hit its token limit), ``max_turns``, ``budget`` (the response token budget),
+    ``segment`` (the trajectory goes on in a new segment, see :meth:`follow`) or
+    whatever a custom loop sets. ``extra`` holds a custom loop's per-trajectory
     values (e.g. an environment's reward), passed on as non-tensor columns.
+
+    A later segment of a step-wise trajectory (made by :meth:`follow`) keeps the
+    row's prompt in ``row_prompt``; ``carried`` of its ``prompt_ids`` (those after
+    the part it shares with ``row_prompt``) are the earlier turns as the template
+    renders them again: context at the start of its training row, counted in the
+    token budget. ``messages``: the conversation as chat messages when the loop
+    keeps it (:meth:`hfsdk_agents.AgentContext.new_trajectory`), else ``None``.
     """
 
     prompt_ids: tuple[int, ...]
     segments: list[Segment] = attrs.field(factory=list)
     finish: str = ""
     extra: dict[str, Any] = attrs.field(factory=dict)
+    row_prompt: tuple[int, ...] | None = None
+    carried: int = 0
+    messages: list[dict[str, Any]] | None = None
+
+    def follow(self, prompt_ids: Sequence[int]) -> Trajectory:
+        """The next segment of this trajectory, starting from ``prompt_ids`` (its whole
+        context so far, rendered again); this one ends with ``finish='segment'``."""
+        self.finish = "segment"
+        row_prompt = self.row_prompt if self.row_prompt is not None else self.prompt_ids
+        prompt = tuple(prompt_ids)
+        return Trajectory(
+            prompt_ids=prompt,
+            row_prompt=row_prompt,
+            carried=len(prompt) - shared_prefix(prompt, row_prompt),
+            messages=list(self.messages) if self.messages is not None else None,
+        )
 
     def add(self, segment: Segment) -> None:
         """Append a turn."""
@@ -118,6 +148,7 @@ class Trajectory:
         return {
             "finish": self.finish,
             "prompt_tokens": len(self.prompt_ids),
+            **({"carried_tokens": self.carried} if self.carried else {}),
             "segments": [
                 {
                     "role": s.role,
@@ -134,6 +165,16 @@ class Trajectory:
         }
 
 
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading ids ``a`` and ``b`` have in common."""
+    count = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        count += 1
+    return count
+
+
 class TurnRenderer(abc.ABC):
     """How tool outputs become the token ids of a context turn."""
 
@@ -148,6 +189,18 @@ class TurnRenderer(abc.ABC):
     def user_turn(self, text: str, *, last_token: int | None) -> list[int]:
         """The ids of a user / environment message after a model turn (custom loops)."""
         raise HfsdkError(f"{type(self).__name__} does not render user turns")
+
+    def render_conversation(self, messages: list[dict[str, Any]]) -> list[int] | None:
+        """The ids of the whole conversation with the next assistant header, as a fresh
+        request would render it; ``None`` when this renderer cannot (no template)."""
+        return None
+
+    def assistant_message(self, token_ids: Sequence[int]) -> dict[str, Any]:
+        """A model turn as the chat message :meth:`render_conversation` reads."""
+        raise HfsdkError(
+            f"{type(self).__name__} renders conversations but does not say how a model turn "
+            "becomes a message; implement assistant_message beside render_conversation"
+        )
 
 
 @attrs.define
@@ -181,10 +234,16 @@ class ChatTemplateRenderer(TurnRenderer):
 
     tokenizer: Any
     stop_ids: tuple[int, ...]
+    tools: tuple[dict[str, Any], ...] = ()
+    """The tool schemas the prompts were rendered with (the template's ``tools``)."""
+    _end: list[int | None] = attrs.field(factory=list, init=False, repr=False)
 
-    def _render(self, messages: list[dict[str, Any]], generation_prompt: bool) -> list[int]:
+    def _render(
+        self, messages: list[dict[str, Any]], generation_prompt: bool, tools: bool = False
+    ) -> list[int]:
+        extra = {"tools": [dict(t) for t in self.tools]} if tools and self.tools else {}
         ids = self.tokenizer.apply_chat_template(
-            messages, tokenize=True, add_generation_prompt=generation_prompt
+            messages, tokenize=True, add_generation_prompt=generation_prompt, **extra
         )
         if isinstance(ids, Mapping):  # transformers 5 may return a BatchEncoding
             ids = ids["input_ids"]
@@ -210,6 +269,25 @@ class ChatTemplateRenderer(TurnRenderer):
         # The model's own end-of-turn token is its (trained); one it did not produce is context.
         closing = head[end + 1 :] if last_token == head[end] else head[end:]
         return closing + full[len(head) :]
+
+    def render_conversation(self, messages: list[dict[str, Any]]) -> list[int]:
+        """The template's rendering of ``messages`` (with the tools) and the assistant header."""
+        return self._render(messages, True, tools=True)
+
+    def end_of_turn(self) -> int | None:
+        """The stop id that closes the template's assistant turn (``None``: none of them)."""
+        if not self._end:
+            base = [{"role": "user", "content": "x"}, {"role": MODEL_ROLE, "content": "y"}]
+            ends = [t for t in self._render(base, False) if t in self.stop_ids]
+            self._end.append(ends[-1] if ends else None)
+        return self._end[0]
+
+    def assistant_message(self, token_ids: Sequence[int]) -> dict[str, Any]:
+        """The model's text without the template's end-of-turn token (the template adds it)."""
+        ids = list(token_ids)
+        if ids and ids[-1] == self.end_of_turn():
+            ids = ids[:-1]
+        return {"role": MODEL_ROLE, "content": self.tokenizer.decode(ids)}
 
     def tool_turn(self, outputs: Sequence[ToolOutput], *, last_token: int | None) -> list[int]:
         """The template's tool messages (``role: tool``) and the next assistant header."""

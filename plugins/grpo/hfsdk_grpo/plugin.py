@@ -16,11 +16,17 @@ def hfsdk_register_algorithms(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_advantage_estimators(register: Register) -> None:
-    """Register ``grpo``, ``rloo``, ``reinforce_plus_plus``, ``reinforce_plus_plus_baseline``."""
+    """Register ``grpo``, ``rloo``, ``reinforce_plus_plus``, ``reinforce_plus_plus_baseline``.
+
+    ``per_sequence=True``: one advantage per sequence, so step-wise trajectories' segments
+    can share it (``reinforce_plus_plus`` discounts per token and cannot).
+    """
     from hfsdk_grpo import advantages as adv
 
-    register("grpo", adv.compute_grpo_advantages, config_cls=adv.GRPOAdvantageConfig)
-    register("rloo", adv.compute_rloo_advantages, config_cls=adv.RLOOConfig)
+    register(
+        "grpo", adv.compute_grpo_advantages, config_cls=adv.GRPOAdvantageConfig, per_sequence=True
+    )
+    register("rloo", adv.compute_rloo_advantages, config_cls=adv.RLOOConfig, per_sequence=True)
     register(
         "reinforce_plus_plus",
         adv.compute_reinforce_plus_plus,
@@ -30,6 +36,7 @@ def hfsdk_register_advantage_estimators(register: Register) -> None:
         "reinforce_plus_plus_baseline",
         adv.compute_reinforce_plus_plus_baseline,
         config_cls=adv.ReinforcePlusPlusBaselineConfig,
+        per_sequence=True,
     )
 
 

@@ -16,7 +16,7 @@ def hfsdk_register_algorithms(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_advantage_estimators(register: Register) -> None:
-    """Register ``remax`` (greedy-baseline advantages)."""
+    """Register ``remax`` (greedy-baseline advantages; one per sequence for step-wise segments)."""
     from hfsdk_remax.advantages import ReMaxAdvantageConfig, compute_remax_advantages
 
-    register("remax", compute_remax_advantages, config_cls=ReMaxAdvantageConfig)
+    register("remax", compute_remax_advantages, config_cls=ReMaxAdvantageConfig, per_sequence=True)

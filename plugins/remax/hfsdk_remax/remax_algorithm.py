@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hfsdk import Algorithm
+from hfsdk import Algorithm, last_segments
 
 if TYPE_CHECKING:
     from hfsdk import Batch
@@ -20,7 +20,8 @@ class ReMaxAlgorithm(Algorithm):
             greedy = self.generate(prompts, n=1, greedy=True)
         with self.stage("reward"):
             batch["token_level_scores"] = self.score(batch, "reward")
-            baseline, _ = self.context.signals["reward"](greedy)  # not logged as the reward
+            # One score per trajectory (a multi-turn greedy rollout may return segments).
+            baseline, _ = self.context.signals["reward"](last_segments(greedy))  # not logged
             self.metrics["reward/greedy_baseline_mean"] = float(baseline.mean())
         with self.stage("advantages"):
             batch["token_level_rewards"] = self.rewards_with_kl(batch)

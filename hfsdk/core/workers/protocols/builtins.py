@@ -173,7 +173,8 @@ def collect_concat_lists(results: list[Any], spec: CollectSpec) -> list[Any]:
 
 
 def collect_concat_batches(results: list[Any], spec: CollectSpec) -> Any:
-    """The ranks' ``Batch`` results concatenated, with the dispatch's padding rows removed.
+    """The ranks' ``Batch`` results concatenated, with the dispatch's padding rows removed
+    (a rollout's step-wise trajectories: the padding rows' trajectories, all their segments).
 
     Rollout outputs' ``meta['rollout_metrics']`` (each rank's own measurements)
     are first reduced to their row-weighted mean over the ranks
@@ -182,6 +183,7 @@ def collect_concat_batches(results: list[Any], spec: CollectSpec) -> Any:
     """
     from hfsdk.core.batch import Batch
     from hfsdk.core.rollout_output import merge_rollout_metrics
+    from hfsdk.core.segments import trajectory_rows
 
     for rank, result in zip(spec.ranks, results, strict=True):
         if not isinstance(result, Batch):
@@ -191,6 +193,11 @@ def collect_concat_batches(results: list[Any], spec: CollectSpec) -> Any:
             )
     out = results[0] if len(results) == 1 else Batch.concat(merge_rollout_metrics(results))
     if spec.pad:
+        rows = trajectory_rows(out)
+        if rows is not None and rows.count < len(out) and spec.pad <= rows.count:
+            # Step-wise trajectories: a padding input row came back as all its segments.
+            kept = int(rows.last[rows.count - spec.pad - 1]) + 1 if rows.count > spec.pad else 0
+            return out.unpad(len(out) - kept)
         if spec.pad > len(out):
             raise HfsdkError(
                 f"cannot remove {spec.pad} padding rows from a result of {len(out)} rows; "
