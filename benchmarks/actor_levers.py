@@ -64,7 +64,6 @@ def main() -> None:
     parser.add_argument("--task", choices=("compute", "default"), default="compute")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    from hfsdk.core.maths.policy_losses import ppo_clip_loss
     from hfsdk_backend_common.objectives import ActorObjective
     from hfsdk_backend_common.optim_config import OptimConfig
     from hfsdk_backend_common.rollout.hf_rollout import HFRollout
@@ -72,6 +71,7 @@ def main() -> None:
     from hfsdk_backend_common.tokenizers import load_tokenizer
     from hfsdk_backend_fsdp.actor import ActorEngine
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+    from hfsdk_policy_losses.losses import ppo_clip_loss
 
     cores = torch.get_num_threads()
     with tempfile.TemporaryDirectory() as tmp:

@@ -84,9 +84,9 @@ def _rank(rank: int, world: int, port: int, layout: str, model: str, steps: int,
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world
     )
     from hfsdk.core.batch import Batch
-    from hfsdk.core.maths.policy_losses import ppo_clip_loss
     from hfsdk_backend_common.objectives import ActorObjective
     from hfsdk_backend_common.optim_config import OptimConfig
+    from hfsdk_policy_losses.losses import ppo_clip_loss
 
     batch = Batch.from_dict(tensors=make_batch())
     objective = ActorObjective(policy_loss=ppo_clip_loss)

@@ -153,7 +153,6 @@ def child(args: argparse.Namespace) -> None:
     import torch
 
     from hfsdk.core.batch import Batch
-    from hfsdk.core.maths.policy_losses import ppo_clip_loss
     from hfsdk_backend_common.lora_config import LoraConfig
     from hfsdk_backend_common.objectives import ActorObjective
     from hfsdk_backend_common.optim_config import OptimConfig
@@ -163,6 +162,7 @@ def child(args: argparse.Namespace) -> None:
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
     from hfsdk_backend_fsdp.shared_base import BaseOfLoraActor
     from hfsdk_grpo.advantages import compute_grpo_advantages
+    from hfsdk_policy_losses.losses import ppo_clip_loss
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     levers = SETTINGS[args.setting]

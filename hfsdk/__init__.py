@@ -53,25 +53,9 @@ if TYPE_CHECKING:
         with_algorithm_preset,
     )
     from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
-    from hfsdk.core.data.chat import check_messages
+    from hfsdk.core.data.chat import Messages, check_messages, plain_rendering
     from hfsdk.core.data.columns import INTERNAL_COLUMNS, PROMPT_MESSAGES, reward_column_names
-    from hfsdk.core.data.conversation import (
-        SupervisedSequence,
-        collate_supervised,
-        split_conversation,
-        tokenize_supervised,
-    )
     from hfsdk.core.data.data_config import DataConfig
-    from hfsdk.core.data.preference_pairs import (
-        PairColumns,
-        PreferencePair,
-        chosen_rows,
-        collate_preference_pairs,
-        load_preference_pairs,
-        rejected_rows,
-        tokenize_preference_pair,
-        tokenize_preference_pairs,
-    )
     from hfsdk.core.data.prompt_dataset import (
         PromptLoader,
         load_prompt_dataset,
@@ -234,20 +218,10 @@ _LAZY = {
     "REF_TOP_K": "hfsdk.core.algorithm_spec",
     "group_split": "hfsdk.core.batch",
     "row_group": "hfsdk.core.batch",
-    # supervised sequences and preference pairs (SFT, DPO, reward models)
+    # chat messages (supervised sequences and preference pairs: hfsdk-plugin-supervised-data)
+    "Messages": "hfsdk.core.data.chat",
     "check_messages": "hfsdk.core.data.chat",
-    "SupervisedSequence": "hfsdk.core.data.conversation",
-    "collate_supervised": "hfsdk.core.data.conversation",
-    "split_conversation": "hfsdk.core.data.conversation",
-    "tokenize_supervised": "hfsdk.core.data.conversation",
-    "PairColumns": "hfsdk.core.data.preference_pairs",
-    "PreferencePair": "hfsdk.core.data.preference_pairs",
-    "chosen_rows": "hfsdk.core.data.preference_pairs",
-    "collate_preference_pairs": "hfsdk.core.data.preference_pairs",
-    "load_preference_pairs": "hfsdk.core.data.preference_pairs",
-    "rejected_rows": "hfsdk.core.data.preference_pairs",
-    "tokenize_preference_pair": "hfsdk.core.data.preference_pairs",
-    "tokenize_preference_pairs": "hfsdk.core.data.preference_pairs",
+    "plain_rendering": "hfsdk.core.data.chat",
     "resolve_use_template": "hfsdk.core.data.prompt_dataset",
     "default_rollout_backend": "hfsdk.core.backends",
     "RoleConfig": "hfsdk.core.role_config",

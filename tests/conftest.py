@@ -51,30 +51,3 @@ def run_python(code: str, *, path: Path | None = None, env: dict[str, str] | Non
         env=full_env,
         timeout=120,
     )
-
-
-@pytest.fixture(scope="session")
-def tp2_tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
-    """A tiny Llama whose 4 heads / 2 key-value heads tp = 2 divides (peaked logits) and the
-    default task's tokenizer: ``(model path, tokenizer)``, built once per session."""
-    from hfsdk import default_task_assets, load_tokenizer
-    from hfsdk.testing import save_tiny_llama
-
-    root = tmp_path_factory.mktemp("tp2_llama")
-    # The default task's tokenizer (its words; the model below is this fixture's own).
-    tokenizer = load_tokenizer(default_task_assets().tokenizer_dir)
-    path = save_tiny_llama(
-        root / "model", tokenizer, hidden_size=64, intermediate_size=64, num_heads=4,
-        num_kv_heads=2, init_std=0.2,
-    )  # fmt: skip
-    return path, tokenizer
-
-
-@pytest.fixture
-def sandbox_any_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sandbox plugin's fixture, for the core tests of code that runs model programs."""
-    from hfsdk_sandbox.bwrap import unavailable_reason
-    from hfsdk_sandbox.runner import ISOLATION_ENV
-
-    if unavailable_reason() is not None:
-        monkeypatch.setenv(ISOLATION_ENV, "process")

@@ -2,6 +2,9 @@
 
 - The core (``hfsdk``) imports no plugin package, not even for type checking: it
   reaches features only through hooks and registries.
+- The core's tests (``tests/``) import no plugin package either: they reach plugins
+  by registered name, as a user's config does; a test of a plugin's code lives in
+  that plugin's ``tests/`` and declares what it needs there.
 - A plugin distribution's code and tests import ``hfsdk``, their own package, and
   the packages of the distributions their ``pyproject.toml`` declares (as a
   dependency or an optional one), nothing else of this repository.
@@ -59,6 +62,13 @@ def layering_violations(root: Path) -> list[str]:
                 problems.append(
                     f"{path.relative_to(root)}:{line}: the core imports {top} ({owner[top]})"
                 )
+    for path in sorted((root / "tests").rglob("*.py")):
+        for line, top in _imported_tops(path):
+            if top in owner:
+                problems.append(
+                    f"{path.relative_to(root)}:{line}: a core test imports {top} ({owner[top]}); "
+                    "move it to that plugin's tests"
+                )
     for name, (package, declared, directory) in dists.items():
         allowed = {"hfsdk", package} | {package_of[d] for d in declared if d in package_of}
         for path in sorted(directory.rglob("*.py")):
@@ -91,11 +101,15 @@ def test_planted_violations_are_found(tmp_path: Path) -> None:
     (tmp_path / "hfsdk" / "core" / "loop.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from hfsdk_a import x\n"
     )
+    (tmp_path / "tests" / "core").mkdir(parents=True)
+    (tmp_path / "tests" / "core" / "test_x.py").write_text("def test():\n    import hfsdk_a.y\n")
     _plugin(tmp_path, "a", ["hfsdk"], "import hfsdk\n")
     _plugin(tmp_path, "b", ["hfsdk", "hfsdk-plugin-a"], "def f():\n    import hfsdk_a\n")
     _plugin(tmp_path, "c", ["hfsdk"], "from hfsdk_b.sub import y\n")
     assert layering_violations(tmp_path) == [
         "hfsdk/core/loop.py:3: the core imports hfsdk_a (hfsdk-plugin-a)",
+        "tests/core/test_x.py:2: a core test imports hfsdk_a (hfsdk-plugin-a); "
+        "move it to that plugin's tests",
         "plugins/c/hfsdk_c/__init__.py:1: hfsdk-plugin-c imports hfsdk_b without declaring "
         "hfsdk-plugin-b in its pyproject.toml",
     ]

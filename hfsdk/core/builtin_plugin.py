@@ -19,39 +19,12 @@ def hfsdk_register_kl_estimators(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_register_policy_losses(register: Register) -> None:
-    """Register ``ppo_clip`` (asymmetric clip ratios, dual clip) and ``reinforce``."""
-    from hfsdk.core.maths.policy_losses import (
-        PPOClipConfig,
-        ReinforceConfig,
-        ppo_clip_loss,
-        reinforce_loss,
-    )
-
-    register("ppo_clip", ppo_clip_loss, config_cls=PPOClipConfig)
-    register("reinforce", reinforce_loss, config_cls=ReinforceConfig)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_rollout_corrections(register: Register) -> None:
-    """Register ``tis``, ``mis``, ``icepop``, ``geo_rs``, ``k3_rs``, ``trust_region`` and
-    ``dsv32_mask``."""
-    from hfsdk.core.maths.rollout_corrections import BUILTIN_CORRECTIONS
-
-    for name, (fn, config_cls) in BUILTIN_CORRECTIONS.items():
-        register(name, fn, config_cls=config_cls)
-
-
-@hfsdk.hookimpl
 def hfsdk_register_transfer_protocols(register: Register) -> None:
     """Register the built-in transfer protocols (``one_to_all`` ... ``pp_as_dp``)."""
     from hfsdk.core.workers.protocols.builtins import BUILTIN_PROTOCOLS
 
     for name, protocol in BUILTIN_PROTOCOLS.items():
         register(name, protocol, doc=protocol.doc)
-
-
-@hfsdk.hookimpl
 
 
 @hfsdk.hookimpl

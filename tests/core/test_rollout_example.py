@@ -22,8 +22,8 @@ from hfsdk.core.config import load_run_config
 from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
 from hfsdk.core.trainer.trainer import Trainer
 from tests.conftest import make_distribution
-from tests.core.contract_rollout import doc_example_source
 
+DOC = Path(__file__).resolve().parents[2] / "docs" / "plugin_hooks.md"
 N = 4
 RUN = [
     "data.batch_size=2",
@@ -43,6 +43,14 @@ class _Batches(hfsdk.StepObserver):
 
     def on_step_trained(self, view: Any) -> None:
         self.batches.append(view.algorithm.last_batch)
+
+
+def doc_example_source() -> str:
+    """The python block of ``docs/plugin_hooks.md`` that opens with ``# my_rollout/plugin.py``."""
+    blocks = re.findall(r"^```python\n(.*?)^```", DOC.read_text(), re.M | re.S)
+    found = [block for block in blocks if block.startswith("# my_rollout/plugin.py\n")]
+    assert len(found) == 1, f"{DOC} has {len(found)} python blocks for the rollout example"
+    return found[0]
 
 
 @pytest.fixture

@@ -137,12 +137,27 @@ def _section(data: Mapping[str, Any], name: str) -> dict[str, Any]:
     return value
 
 
+DEFAULT_ENTRIES: Mapping[tuple[str, str], str] = {
+    ("policy_losses", "ppo_clip"): "hfsdk-plugin-policy-losses",
+    ("policy_losses", "reinforce"): "hfsdk-plugin-policy-losses",
+}
+"""(registry kind, name) of the entries default plugins register that a config names by
+default -> the distribution: without it loaded, the line says what to install."""
+
+
 def _lookup(registry: Registry, name: Any, key: str) -> Any:
     if not isinstance(name, str):
         raise ConfigError(f"config key {key!r} must be a name, got {name!r}")
     try:
         return registry[name]
     except HfsdkError as exc:
+        distribution = DEFAULT_ENTRIES.get((registry.kind, name))
+        if distribution is not None:  # not a typo: its plugin is missing, disabled or broken
+            raise ConfigError(
+                f"config key {key!r}: {name!r} comes with {distribution}, which is not "
+                "installed or is disabled (HFSDK_DISABLE_PLUGINS / HFSDK_LOAD_PLUGINS); pip "
+                f"install {distribution} ({exc})"
+            ) from None
         raise ConfigError(f"config key {key!r}: {exc}") from None
 
 

@@ -33,7 +33,11 @@ PRESETS: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType(
         "dsv32_tis": ({"name": "dsv32_mask"}, {"name": "tis"}),
     }
 )
-"""Named lists of corrections (``rollout_correction.preset``)."""
+"""Named lists of corrections (``rollout_correction.preset``); the names are the
+standard corrections of :data:`STANDARD_DISTRIBUTION`."""
+
+STANDARD_DISTRIBUTION = "hfsdk-plugin-rollout-corrections"
+"""The distribution whose plugin registers the corrections the presets name."""
 
 
 def _preset_known(_instance: object, _attribute: attrs.Attribute, value: str | None) -> None:
@@ -67,6 +71,8 @@ class RolloutCorrectionConfig:
             out.append({"name": item} if isinstance(item, str) else item)
         return out
 
+
+_STANDARD_NAMES = frozenset(e["name"] for entries in PRESETS.values() for e in entries)
 
 ResolvedCorrection = tuple[str, Callable[..., Any], Any]
 
@@ -105,7 +111,14 @@ def resolve_rollout_corrections(run_config: Any, registry: Any) -> list[Resolved
         try:
             found = registry[name]
         except Exception as exc:  # UnknownNameError: one line with the close match
-            raise ConfigError(f"{key}: {exc}") from None
+            problem = str(exc)
+            if name in _STANDARD_NAMES:  # not a typo: its plugin is missing, disabled or broken
+                problem = (
+                    f"the rollout correction {name!r} comes with {STANDARD_DISTRIBUTION}, which "
+                    "is not installed or is disabled (HFSDK_DISABLE_PLUGINS / HFSDK_LOAD_PLUGINS);"
+                    f" pip install {STANDARD_DISTRIBUTION} ({problem})"
+                )
+            raise ConfigError(f"{key}: {problem}") from None
         config = None
         if found.config_cls is not None:
             config = structure(converter, settings, found.config_cls, path=key)

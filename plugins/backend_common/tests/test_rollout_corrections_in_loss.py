@@ -17,10 +17,17 @@ from hfsdk import (
     get_registry,
     masked_whiten,
 )
-from hfsdk.core.maths.policy_losses import PPOClipConfig, ppo_clip_loss
-from hfsdk.core.maths.rollout_corrections import BandConfig, MISConfig, TISConfig, icepop, mis, tis
 from hfsdk_backend_common.engine_support import MetricAccumulator
 from hfsdk_backend_common.objectives import ActorObjective, actor_micro_loss
+from hfsdk_policy_losses.losses import PPOClipConfig, ppo_clip_loss
+from hfsdk_rollout_corrections.corrections import (
+    BandConfig,
+    MISConfig,
+    TISConfig,
+    icepop,
+    mis,
+    tis,
+)
 
 # δ = old − rollout: row 0: 0.5, −1.0, 0.0; row 1: 1.0, 0.0 (3 and 2 valid tokens)
 OLD = torch.tensor([[-1.0, -2.0, -0.5, 0.0], [-1.0, -1.0, 0.0, 0.0]])

@@ -12,13 +12,13 @@ from typing import Any
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import ppo_clip_loss
 from hfsdk_backend_common.lora_config import LoraConfig
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_grpo.advantages import compute_grpo_advantages
+from hfsdk_policy_losses.losses import ppo_clip_loss
 
 STEPS = 2
 LORA = LoraConfig(rank=4, alpha=8.0)

@@ -18,7 +18,6 @@ import torch
 import torch.distributed as dist
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import ppo_clip_loss
 from hfsdk.core.workers.protocols import (
     DispatchContext,
     dispatch_dp_compute_proto,
@@ -29,6 +28,7 @@ from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.micro_batches import token_budget_groups
+from hfsdk_policy_losses.losses import ppo_clip_loss
 
 
 class GradientRecorder(ActorEngine):

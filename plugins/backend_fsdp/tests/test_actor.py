@@ -10,13 +10,13 @@ import torch
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine, ReferenceEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+from hfsdk_policy_losses.losses import reinforce_loss
 
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
 

@@ -15,7 +15,6 @@ from transformers import (
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.engine_support import MetricAccumulator
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
@@ -27,6 +26,7 @@ from hfsdk_backend_fsdp.critic import CriticEngine
 from hfsdk_backend_fsdp.engine import resolve_model_path
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.sharding import DataParallel
+from hfsdk_policy_losses.losses import reinforce_loss
 
 
 def _config(model_dir: Path) -> FSDPRoleConfig:

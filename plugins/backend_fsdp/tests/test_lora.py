@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.lora_config import LoraConfig
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
@@ -22,6 +21,7 @@ from hfsdk_backend_common.token_ops import response_log_probs
 from hfsdk_backend_fsdp.actor import ActorEngine, ReferenceEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.shared_base import BaseOfLoraActor, find, offer
+from hfsdk_policy_losses.losses import reinforce_loss
 
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
 LORA = LoraConfig(rank=4, alpha=8.0, target_modules=("q_proj", "v_proj", "down_proj"))

@@ -10,12 +10,12 @@ import torch
 
 from hfsdk import position_ids_from_mask
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.sharding import is_sharded, offload_enabled
+from hfsdk_policy_losses.losses import reinforce_loss
 
 
 def _batch(vocab: int) -> Batch:

@@ -13,6 +13,7 @@ from hfsdk import Batch
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_fsdp.engine_factory import create_engine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+from hfsdk_supervised_data import collate_preference_pairs, tokenize_preference_pairs
 
 
 def _pair_loss(scores: torch.Tensor, micro: Batch) -> tuple[torch.Tensor, dict]:
@@ -25,8 +26,8 @@ def _pairs(tokenizer) -> Batch:
         {"prompt": f"{a} + {b} =", "chosen": str(a + b), "rejected": str((a + b + 3) % 19)}
         for a, b in [(1, 2), (3, 4), (5, 1), (2, 2), (0, 7), (6, 3)]
     ]
-    pairs = hfsdk.tokenize_preference_pairs(rows, tokenizer, use_template=False)
-    batch = hfsdk.collate_preference_pairs(pairs, tokenizer.pad_token_id)
+    pairs = tokenize_preference_pairs(rows, tokenizer, use_template=False)
+    batch = collate_preference_pairs(pairs, tokenizer.pad_token_id)
     batch.meta[hfsdk.ROW_GROUP] = 2
     return batch
 

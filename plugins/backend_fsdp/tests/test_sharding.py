@@ -20,7 +20,6 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
@@ -28,6 +27,7 @@ from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.sharding import data_parallel, gathered, is_sharded
+from hfsdk_policy_losses.losses import reinforce_loss
 
 WORKER = Path(__file__).with_name("two_rank_worker.py")
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]

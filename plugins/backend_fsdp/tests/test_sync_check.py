@@ -17,7 +17,6 @@ import pytest
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import ppo_clip_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
@@ -25,6 +24,7 @@ from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_common.sync_check import DIFF_MAX, DIFF_MEAN, model_has_dropout
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+from hfsdk_policy_losses.losses import ppo_clip_loss
 
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 + 4 =", "9 + 9 =", "4 + 0 ="]
 OBJECTIVE = ActorObjective(policy_loss=ppo_clip_loss)

@@ -15,7 +15,6 @@ import pytest
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import ppo_clip_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
@@ -24,6 +23,7 @@ from hfsdk_backend_common.token_ops import padding_columns
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.micro_batches import padded_cost, row_extents
+from hfsdk_policy_losses.losses import ppo_clip_loss
 
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 + 4 =", "9 + 9 =", "4 + 0 ="]
 LR = 1e-3

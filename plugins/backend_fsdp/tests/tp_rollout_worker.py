@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
@@ -23,6 +22,7 @@ from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.sharding import full_model_state
 from hfsdk_backend_fsdp.tp_rollout import SliceShards, resolve_rollout_tp
+from hfsdk_policy_losses.losses import reinforce_loss
 
 TRAIN_KEYS = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask"]
 

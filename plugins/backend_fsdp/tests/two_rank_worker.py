@@ -16,7 +16,6 @@ import torch.distributed as dist
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
@@ -30,6 +29,7 @@ from hfsdk_backend_fsdp.sharding import (
     stream_full_parameters,
     unsharded_units,
 )
+from hfsdk_policy_losses.losses import reinforce_loss
 
 
 def main() -> None:

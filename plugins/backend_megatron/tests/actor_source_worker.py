@@ -15,12 +15,12 @@ import torch
 
 from hfsdk import build_rollout
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_megatron.engine import MegatronEngine
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
+from hfsdk_policy_losses.losses import reinforce_loss
 
 TRAIN_KEYS = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask"]
 

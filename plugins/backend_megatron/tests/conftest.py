@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -80,3 +80,30 @@ def _save_tiny_llama(
 def save_tiny_llama() -> Callable[..., Path]:
     """``save_tiny_llama(directory, tokenizer_dir, tied=, head=, family=, seed=)``."""
     return _save_tiny_llama
+
+
+@pytest.fixture(scope="session")
+def tp2_tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
+    """A tiny Llama whose 4 heads / 2 key-value heads tp = 2 divides (peaked logits) and the
+    default task's tokenizer: ``(model path, tokenizer)``, built once per session."""
+    from hfsdk import default_task_assets, load_tokenizer
+    from hfsdk.testing import save_tiny_llama
+
+    root = tmp_path_factory.mktemp("tp2_llama")
+    # The default task's tokenizer (its words; the model below is this fixture's own).
+    tokenizer = load_tokenizer(default_task_assets().tokenizer_dir)
+    path = save_tiny_llama(
+        root / "model", tokenizer, hidden_size=64, intermediate_size=64, num_heads=4,
+        num_kv_heads=2, init_std=0.2,
+    )  # fmt: skip
+    return path, tokenizer
+
+
+@pytest.fixture
+def fresh_plugin_manager() -> Iterator[None]:
+    """A plugin manager built from the installed plugins, before and after the test."""
+    from hfsdk.core.plugin_manager import reset_plugin_manager
+
+    reset_plugin_manager()
+    yield
+    reset_plugin_manager()

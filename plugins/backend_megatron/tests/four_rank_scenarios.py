@@ -16,11 +16,11 @@ import torch
 import torch.distributed as dist
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import ppo_clip_loss
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_megatron.engine import MegatronEngine
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
+from hfsdk_policy_losses.losses import ppo_clip_loss
 from hfsdk_ppo.losses import clipped_value_loss
 
 LAYOUTS = ((1, 1), (2, 1), (1, 2), (2, 2))

@@ -14,7 +14,6 @@ from typing import Any
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import reinforce_loss
 from hfsdk_backend_common.hybrid.accounting import transition_bytes
 from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
 from hfsdk_backend_common.objectives import ActorObjective
@@ -23,6 +22,7 @@ from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_megatron.engine import MegatronEngine
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
+from hfsdk_policy_losses.losses import reinforce_loss
 
 # The last two decode over two generation pipeline stages (rollout pp = 2).
 PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 1, 2, 1), (2, 2, 2, 1)]

@@ -18,13 +18,13 @@ import torch
 
 from hfsdk import position_ids_from_mask
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import ppo_clip_loss
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_common.token_ops import response_log_probs
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.critic import CriticEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+from hfsdk_policy_losses.losses import ppo_clip_loss
 from hfsdk_ppo.losses import clipped_value_loss
 
 pytestmark = pytest.mark.distributed

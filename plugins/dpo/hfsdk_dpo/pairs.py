@@ -6,14 +6,9 @@ from typing import Any
 
 import attrs
 
-from hfsdk import (
-    ROW_GROUP,
-    Batch,
-    PairColumns,
-    collate_preference_pairs,
-    tokenize_preference_pair,
-)
+from hfsdk import ROW_GROUP, Batch
 from hfsdk_dpo.dpo_config import DPOConfig
+from hfsdk_supervised_data import PairColumns, collate_preference_pairs, tokenize_preference_pair
 
 
 @attrs.frozen(kw_only=True)

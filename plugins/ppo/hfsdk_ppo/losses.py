@@ -1,7 +1,7 @@
 """PPO's clipped value loss (``clipped``); reused by Safe-RLHF for both critics.
 
 (The ``ppo_clip`` policy loss is shared by every algorithm, so it lives in
-:mod:`hfsdk.core.maths.policy_losses`.)
+:mod:`hfsdk_policy_losses.losses`.)
 
 Value, with ``v`` the new and ``v_old`` the rollout-time values and ``R`` the returns::
 

@@ -11,7 +11,7 @@ import hfsdk
 from hfsdk import LossAggregation
 from hfsdk.core.algorithm import LOSS_AGG_MODES
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.policy_losses import ppo_clip_loss
+from hfsdk_policy_losses.losses import ppo_clip_loss
 from hfsdk_ppo.losses import ClippedValueLossConfig, clipped_value_loss
 
 

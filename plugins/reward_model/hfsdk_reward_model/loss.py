@@ -42,7 +42,7 @@ class BradleyTerryLoss:
         if len(scores) % 2 or not (bool(flags[0::2].all()) and not bool(flags[1::2].any())):
             raise HfsdkError(
                 "the Bradley-Terry loss needs interleaved preference pairs (chosen, rejected, "
-                "chosen, ...); build the batch with hfsdk.collate_preference_pairs"
+                "chosen, ...); build the batch with hfsdk_supervised_data.collate_preference_pairs"
             )
         chosen, rejected = scores[0::2], scores[1::2]
         if self.higher == "rejected":

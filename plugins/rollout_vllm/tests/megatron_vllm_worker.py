@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.core.maths.policy_losses import reinforce_loss
+from hfsdk.core.plugin_manager import get_registry
 from hfsdk.core.trainer.faults import FAULT_ENV
 from hfsdk.core.weight_check import WeightSyncMismatch
 from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
@@ -66,7 +66,8 @@ def scenario(
     train["old_log_probs"] = old
     advantages = torch.randn(len(train), 1, generator=torch.Generator().manual_seed(0))
     train["advantages"] = advantages * train["response_mask"]
-    eng.update_actor(train, ActorObjective(policy_loss=reinforce_loss))
+    reinforce = get_registry("policy_losses")["reinforce"].impl
+    eng.update_actor(train, ActorObjective(policy_loss=reinforce))
     try:  # not told yet: generating from the old weights is refused (a skipped reload)
         rollout.generate_sequences(batch, greedy=True)
         stale = "generated"

@@ -3,7 +3,7 @@
 The trainer's data stream hands the program every column of each row; the
 response to train on is read from the row (``algorithm.messages_key`` or
 ``algorithm.response_key``) and tokenized after the prompt with the run's
-tokenizer by ``hfsdk.tokenize_supervised`` (assistant tokens only in the mask).
+tokenizer by ``hfsdk_supervised_data.tokenize_supervised`` (assistant tokens only in the mask).
 """
 
 from __future__ import annotations
@@ -13,16 +13,14 @@ from typing import Any
 
 import attrs
 
-from hfsdk import (
-    Batch,
-    HfsdkError,
+from hfsdk import Batch, HfsdkError, check_messages
+from hfsdk_sft.sft_config import SFTConfig
+from hfsdk_supervised_data import (
     SupervisedSequence,
-    check_messages,
     collate_supervised,
     split_conversation,
     tokenize_supervised,
 )
-from hfsdk_sft.sft_config import SFTConfig
 
 
 def row_sequence(
@@ -79,7 +77,7 @@ def supervised_batch(
 ) -> SupervisedRows:
     """The rows of ``prompts`` (with every dataset column) as one supervised batch.
 
-    Tensors: the workers' sequence layout (``hfsdk.collate_supervised``) plus
+    Tensors: the workers' sequence layout (``hfsdk_supervised_data.collate_supervised``) plus
     ``advantages`` (the mask, unused by ``nll``) and zero ``old_log_probs`` (the
     loss needs no sampling policy, so no extra forward pass is run for one).
     """

@@ -55,7 +55,7 @@ def test_list_rollout_corrections(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     names = {line.split()[0] for line in out.splitlines() if line.strip()}
     assert {"tis", "mis", "icepop", "geo_rs", "k3_rs", "trust_region", "dsv32_mask"} <= names
-    assert "[hfsdk]" in out
+    assert "[rollout_corrections]" in out  # the standard ones are that plugin's
 
 
 def test_list_unknown_kind_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:

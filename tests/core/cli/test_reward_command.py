@@ -23,26 +23,6 @@ def _rows(tmp_path: Path, rows: list[dict]) -> str:
     return str(path)
 
 
-@pytest.mark.usefixtures("sandbox_any_isolation")
-def test_code_tests_rows_are_scored_with_their_reasons(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    truth = json.dumps({"asserts": ["assert add(1, 2) == 3", "assert add(5, 5) == 10"]})
-    rows = [
-        {"prompt": "add", "response": "```python\ndef add(a, b):\n    return a + b\n```"},
-        {"prompt": "add", "response": "```python\nimport os\ndef add(a, b):\n    os._exit(0)\n```"},
-        {"prompt": "add", "response": "```python\ndef add(a, b):\n    return 3\n```"},
-    ]
-    path = _rows(tmp_path, [{**r, "ground_truth": truth} for r in rows])
-    code, out, err = _hfsdk(
-        capsys, "reward", "score", "code_tests", "--data", path, "limits.wall_s=4", "max_cases=8"
-    )
-    assert code == 0, err
-    scored = [json.loads(line) for line in out.splitlines()]
-    assert [r["score"] for r in scored] == [1.0, 0.0, 0.0]
-    assert scored[1]["early_exit"] == 1.0 and scored[2]["cases_passed"] == 0.5
-
-
 def test_a_function_with_its_own_columns(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -73,11 +53,3 @@ def test_bad_rows_are_one_line_and_exit_2(
     path.write_text(content)
     code, _, err = _hfsdk(capsys, "reward", "score", "exact_match", "--data", str(path))
     assert code == 2 and err.count("\n") == 1 and expected in err
-
-
-def test_an_unknown_setting_names_the_allowed_keys(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    path = _rows(tmp_path, [{"prompt": "p", "response": "r", "ground_truth": "{}"}])
-    code, _, err = _hfsdk(capsys, "reward", "score", "code_tests", "--data", path, "wall=3")
-    assert code == 2 and err.count("\n") == 1 and "allowed keys" in err

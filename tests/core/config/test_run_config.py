@@ -181,7 +181,7 @@ def test_run_config_pickles(pm: HfsdkPluginManager) -> None:
         ("algorithm.kl_controller=pid", "bad value 'pid' for config key 'algorithm.kl_controller'"),
         (
             "algorithm.policy_loss=pgg",
-            "unknown policy loss 'pgg'; available: pg, ppo_clip, reinforce; did you mean 'pg'?",
+            "unknown policy loss 'pgg'; available: pg; did you mean 'pg'?",
         ),
         ("actor.backend=toyy", "config key 'actor.backend': unknown training backend 'toyy'"),
         (

@@ -8,10 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hfsdk
-from hfsdk import LossAggregation
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.aggregation import LOSS_AGG_MODES
-from hfsdk.core.maths.policy_losses import ReinforceConfig, reinforce_loss
+from hfsdk import LOSS_AGG_MODES, HfsdkError, LossAggregation
+from hfsdk_policy_losses.losses import ReinforceConfig, reinforce_loss
 
 
 def test_reinforce_by_hand() -> None:

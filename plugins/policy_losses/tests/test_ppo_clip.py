@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hfsdk.core.maths.policy_losses import PPOClipConfig, ppo_clip_loss
+from hfsdk_policy_losses.losses import PPOClipConfig, ppo_clip_loss
 
 RATIOS = [1.5, 0.5, 1.1, 5.0]
 ADV = [1.0, -1.0, 2.0, -1.0]

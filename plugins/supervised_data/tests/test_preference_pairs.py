@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.data.preference_pairs import (
+from hfsdk import HfsdkError
+from hfsdk_supervised_data.preference_pairs import (
     PairColumns,
     chosen_rows,
     collate_preference_pairs,
@@ -16,8 +17,6 @@ from hfsdk.core.data.preference_pairs import (
     split_prompt,
     tokenize_preference_pair,
 )
-from hfsdk.core.errors import HfsdkError
-from tests.core.data.test_conversation import make_tokenizer
 
 USER = {"role": "user", "content": "add one two"}
 
@@ -26,7 +25,7 @@ def _words(tok, ids) -> list[str]:  # type: ignore[no-untyped-def]
     return tok.convert_ids_to_tokens(list(ids))
 
 
-def test_explicit_prompt_text_pair() -> None:
+def test_explicit_prompt_text_pair(make_tokenizer) -> None:
     tok = make_tokenizer(None)
     pair = tokenize_preference_pair(
         {"prompt": "add one two", "chosen": "three", "rejected": "four", "id": 7},
@@ -39,7 +38,7 @@ def test_explicit_prompt_text_pair() -> None:
     assert dict(pair.row) == {"id": 7}
 
 
-def test_explicit_prompt_messages_pair_trl_layout() -> None:
+def test_explicit_prompt_messages_pair_trl_layout(make_tokenizer) -> None:
     tok = make_tokenizer()
     row = {
         "prompt": [USER],
@@ -52,7 +51,7 @@ def test_explicit_prompt_messages_pair_trl_layout() -> None:
     assert _words(tok, pair.rejected.response_ids) == ["four", "<|end|>", "</s>"]
 
 
-def test_implicit_prompt_messages_take_the_shared_leading_messages() -> None:
+def test_implicit_prompt_messages_take_the_shared_leading_messages(make_tokenizer) -> None:
     tok = make_tokenizer()
     row = {
         "chosen": [USER, {"role": "assistant", "content": "three"}],
@@ -88,13 +87,13 @@ def test_implicit_prompt_text_is_cut_at_a_word_boundary() -> None:
         ({"prompt": "add", "chosen": 3, "rejected": "one"}, "column 'chosen'"),
     ],
 )
-def test_malformed_rows_are_one_line_errors(row, needle) -> None:  # type: ignore[no-untyped-def]
+def test_malformed_rows_are_one_line_errors(row, needle, make_tokenizer) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(HfsdkError, match=needle) as info:
         tokenize_preference_pair(row, make_tokenizer(None), use_template=False, where="row 4")
     assert "\n" not in str(info.value)
 
 
-def test_collate_interleaves_chosen_and_rejected() -> None:
+def test_collate_interleaves_chosen_and_rejected(make_tokenizer) -> None:
     tok = make_tokenizer(None)
     pairs = [
         tokenize_preference_pair(
@@ -122,7 +121,7 @@ def test_collate_interleaves_chosen_and_rejected() -> None:
         assert part["pair_index"][0] == part["pair_index"][1]
 
 
-def test_load_from_jsonl_with_custom_columns_and_length_limit(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_load_from_jsonl_with_custom_columns_and_length_limit(tmp_path: Path, caplog, make_tokenizer) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "pairs.jsonl"
     rows = [
         {"q": "add one", "good": "two", "bad": "three"},

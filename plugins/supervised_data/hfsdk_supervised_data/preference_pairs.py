@@ -13,10 +13,10 @@ Accepted row layouts (TRL's and verl's preference datasets):
 
 Each response is tokenized after the prompt with the run's tokenizer (and its
 chat template when the run uses one) by
-:func:`hfsdk.core.data.conversation.tokenize_supervised`, so the prompt has the
+:func:`hfsdk_supervised_data.conversation.tokenize_supervised`, so the prompt has the
 ids it has in an RL run and the response mask is 1 on assistant tokens only.
 
-:func:`collate_preference_pairs` returns one :class:`~hfsdk.core.batch.Batch`
+:func:`collate_preference_pairs` returns one :class:`hfsdk.Batch`
 of ``2·N`` rows in the workers' sequence layout (``prompts``, ``responses``,
 ``input_ids``, ``attention_mask``, ``position_ids``, ``response_mask``),
 **interleaved**: row ``2i`` is pair ``i``'s chosen response, row ``2i + 1`` its
@@ -34,15 +34,13 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.data.chat import Messages, check_messages
-from hfsdk.core.data.conversation import (
+from hfsdk import Batch, HfsdkError, Messages, check_messages
+from hfsdk_supervised_data.conversation import (
     SupervisedSequence,
     as_messages,
     collate_supervised,
     tokenize_supervised,
 )
-from hfsdk.core.errors import HfsdkError
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +159,7 @@ def tokenize_preference_pair(
     """One dataset row as a :class:`PreferencePair` (see the module docstring for layouts).
 
     ``use_template``: whether the run renders chat with the tokenizer's template
-    (:func:`hfsdk.core.data.prompt_dataset.resolve_use_template`).
+    (:func:`hfsdk.resolve_use_template`).
     """
     prompt, chosen, rejected = split_prompt(row, columns, where)
     kwargs: dict[str, Any] = {"use_template": use_template, "append_eos": append_eos}
@@ -238,7 +236,7 @@ def load_preference_pairs(
     ``apply_chat_template`` follows ``data.apply_chat_template`` (``None``: the
     template when the tokenizer has one).
     """
-    from hfsdk.core.data.prompt_dataset import load_prompt_dataset, resolve_use_template
+    from hfsdk import load_prompt_dataset, resolve_use_template
 
     dataset = load_prompt_dataset(files, columns.chosen)
     missing = [c for c in (columns.chosen, columns.rejected) if c not in dataset.column_names]
@@ -262,7 +260,7 @@ def load_preference_pairs(
 def collate_preference_pairs(pairs: Sequence[PreferencePair], pad_token_id: int) -> Batch:
     """``2·len(pairs)`` interleaved rows (chosen, rejected, chosen, ...) as one batch.
 
-    Tensors: the sequence layout of :func:`~hfsdk.core.data.conversation.collate_supervised`
+    Tensors: the sequence layout of :func:`~hfsdk_supervised_data.conversation.collate_supervised`
     plus ``pair_index`` and ``chosen`` (both (2N,)). Non-tensors: each pair's other
     columns, repeated on both of its rows.
     """

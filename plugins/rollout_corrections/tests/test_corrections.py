@@ -1,4 +1,5 @@
-"""Every registered rollout correction against a hand computation, and their composition."""
+"""Every standard rollout correction against a hand computation, their composition, the
+presets that name them, and the line a run gets when their plugin is not loaded."""
 
 from __future__ import annotations
 
@@ -7,10 +8,16 @@ import math
 import pytest
 import torch
 
-from hfsdk import ConfigError, get_registry
-from hfsdk.core.config import load_run_config
-from hfsdk.core.maths.rollout_correction_config import PRESETS, resolve_rollout_corrections
-from hfsdk.core.maths.rollout_corrections import (
+from hfsdk import (
+    ConfigError,
+    combine_corrections,
+    get_registry,
+    load_run_config,
+    resolve_rollout_corrections,
+)
+from hfsdk.core.maths.rollout_correction_config import PRESETS
+from hfsdk.core.plugin_manager import reset_plugin_manager
+from hfsdk_rollout_corrections.corrections import (
     BandConfig,
     DSV32MaskConfig,
     GeoRSConfig,
@@ -18,7 +25,6 @@ from hfsdk.core.maths.rollout_corrections import (
     MISConfig,
     TISConfig,
     TrustRegionConfig,
-    combine_corrections,
 )
 
 # Two sequences, 3 and 2 valid tokens. δ = old − rollout: row 0: 0.5, −1.0, 0.0; row 1: 1.0, 0.0
@@ -210,3 +216,27 @@ def test_the_docs_example_resolves_as_written(tmp_path) -> None:
     resolved = resolve_rollout_corrections(config, get_registry("rollout_corrections"))
     assert [name for name, _fn, _cfg in resolved] == ["geo_rs", "tis", "icepop", "k3_rs"]
     assert resolved[-1][2] == K3RSConfig(threshold=0.02)
+
+
+LOADED_WITHOUT = "grpo,backend_common,backend_fsdp,tasks,rewards,policy_losses"
+"""What a GRPO run needs, less this plugin."""
+
+
+@pytest.mark.parametrize("variable", ["HFSDK_DISABLE_PLUGINS", "HFSDK_LOAD_PLUGINS"])
+def test_a_preset_without_the_plugin_names_the_distribution(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """Disabled (or not loaded): one line naming the distribution, not 'unknown correction'."""
+    value = "rollout_corrections" if variable == "HFSDK_DISABLE_PLUGINS" else LOADED_WITHOUT
+    monkeypatch.setenv(variable, value)
+    reset_plugin_manager()
+    try:
+        assert "tis" not in get_registry("rollout_corrections")
+        with pytest.raises(ConfigError) as info:
+            load_run_config("grpo", None, ["rollout_correction.preset=tis"])
+    finally:
+        monkeypatch.delenv(variable)
+        reset_plugin_manager()
+    message = str(info.value)
+    assert "hfsdk-plugin-rollout-corrections" in message and "\n" not in message
+    assert "rollout_correction.apply[0]" in message

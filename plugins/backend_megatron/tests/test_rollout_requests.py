@@ -27,6 +27,8 @@ pytest.importorskip("hfsdk_backend_megatron")
 HERE = str(Path(__file__).parent)
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
 WIDTH = 6
+# The example registers itself as a plugin: each test starts from the installed ones.
+pytestmark = pytest.mark.usefixtures("fresh_plugin_manager")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "plugin_hooks.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "plugin_hooks.md"
 FIRST_LINE = "# my_rollout/plugin.py"
 
 

@@ -30,6 +30,8 @@ pytest.importorskip("hfsdk_backend_megatron")
 HERE = str(Path(__file__).parent)
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 ="]
 WIDTH = 6
+# The example registers itself as a plugin: each test starts from the installed ones.
+pytestmark = pytest.mark.usefixtures("fresh_plugin_manager")
 
 
 def _plugin() -> Any:

@@ -4,35 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hfsdk.core.data.conversation import (
-    collate_supervised,
-    split_conversation,
-    tokenize_supervised,
-)
-from hfsdk.core.errors import HfsdkError
-
-# Every role tag, every word and the end-of-turn marker is one token (word-level, whitespace).
-TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
-    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
-)
-WORDS = ["<pad>", "<unk>", "<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>", "<|tool|>"]
-WORDS += ["<|end|>", "add", "one", "two", "three", "four", "be", "brief", "again", "ok"]
-WORDS += ["user:", "assistant:", "tool:"]
-
-
-def make_tokenizer(template: str | None = TEMPLATE):  # type: ignore[no-untyped-def]
-    """A word-level tokenizer: one id per whitespace-separated word (test helper)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    raw = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
-    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=raw, pad_token="<pad>", unk_token="<unk>", eos_token="</s>"
-    )
-    tokenizer.chat_template = template
-    return tokenizer
+from hfsdk import HfsdkError
+from hfsdk_supervised_data import collate_supervised, split_conversation, tokenize_supervised
 
 
 def _words(tokenizer, ids) -> list[str]:  # type: ignore[no-untyped-def]
@@ -43,7 +16,7 @@ def _trained(tokenizer, seq) -> list[str]:  # type: ignore[no-untyped-def]
     return [w for w, m in zip(_words(tokenizer, seq.response_ids), seq.loss_mask, strict=True) if m]
 
 
-def test_single_turn_with_template_trains_the_reply_and_its_end_of_turn() -> None:
+def test_single_turn_with_template_trains_the_reply_and_its_end_of_turn(make_tokenizer) -> None:
     tok = make_tokenizer()
     seq = tokenize_supervised(
         [{"role": "user", "content": "add one two"}], "three", tok, use_template=True
@@ -60,7 +33,7 @@ def test_single_turn_with_template_trains_the_reply_and_its_end_of_turn() -> Non
     assert list(seq.loss_mask) == [1, 1, 1]
 
 
-def test_multi_turn_masks_user_turns_and_generation_cues_token_by_token() -> None:
+def test_multi_turn_masks_user_turns_and_generation_cues_token_by_token(make_tokenizer) -> None:
     tok = make_tokenizer()
     messages = [
         {"role": "system", "content": "be brief"},
@@ -88,7 +61,7 @@ def test_multi_turn_masks_user_turns_and_generation_cues_token_by_token() -> Non
     assert _words(tok, seq.prompt_ids + seq.response_ids)[:-1] == full.split()
 
 
-def test_plain_rendering_without_template() -> None:
+def test_plain_rendering_without_template(make_tokenizer) -> None:
     tok = make_tokenizer(None)
     seq = tokenize_supervised("add one two", "three", tok, use_template=False)
     assert _words(tok, seq.prompt_ids) == ["add", "one", "two"]
@@ -96,7 +69,7 @@ def test_plain_rendering_without_template() -> None:
     assert seq.trained_tokens == 2
 
 
-def test_eos_is_not_doubled_and_can_be_left_out() -> None:
+def test_eos_is_not_doubled_and_can_be_left_out(make_tokenizer) -> None:
     tok = make_tokenizer(None)
     assert _words(tok, tokenize_supervised("add", "one </s>", tok, use_template=False).response_ids) == [
         "one", "</s>"
@@ -117,7 +90,7 @@ def test_conversations_without_a_reply_are_one_line_errors(messages, needle) -> 
         split_conversation(messages, "row 3")
 
 
-def test_a_template_whose_renderings_do_not_extend_each_other_is_refused() -> None:
+def test_a_template_whose_renderings_do_not_extend_each_other_is_refused(make_tokenizer) -> None:
     # Puts the message count first: a longer conversation does not extend a shorter one.
     odd = "{{ messages|length }} {% for m in messages %}{{ m['content'] }} {% endfor %}"
     tok = make_tokenizer(odd)
@@ -125,7 +98,7 @@ def test_a_template_whose_renderings_do_not_extend_each_other_is_refused() -> No
         tokenize_supervised("add", "one", tok, use_template=True, where="row 1")
 
 
-def test_collate_left_pads_prompts_right_pads_responses() -> None:
+def test_collate_left_pads_prompts_right_pads_responses(make_tokenizer) -> None:
     tok = make_tokenizer(None)
     a = tokenize_supervised("add one two", "three", tok, use_template=False)
     b = tokenize_supervised("add", "one two three", tok, use_template=False)

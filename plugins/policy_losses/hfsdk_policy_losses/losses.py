@@ -1,4 +1,4 @@
-"""Policy losses every algorithm may select: ``ppo_clip`` and ``reinforce``.
+"""The standard policy losses every algorithm may select: ``ppo_clip`` and ``reinforce``.
 
 ``ppo_clip``, with ratio ``ρ = exp(log π − log π_old)`` per token and advantage ``A``::
 
@@ -7,8 +7,8 @@
 
 Every policy loss takes ``log_prob``, ``old_log_prob``, ``advantages``,
 ``response_mask`` (all (B, T)), its ``config`` and one
-:class:`~hfsdk.core.maths.aggregation.LossAggregation` (mode, global counts,
-``norm_length``, dp size; see :class:`~hfsdk.core.maths.protocols.PolicyLoss`), and
+:class:`hfsdk.LossAggregation` (mode, global counts,
+``norm_length``, dp size; see :class:`hfsdk.PolicyLoss`), and
 returns ``(loss, metrics)`` with at least ``pg_clipfrac`` and ``ppo_kl``.
 """
 
@@ -17,9 +17,14 @@ from __future__ import annotations
 import attrs
 import torch
 
-from hfsdk.core.config.help import help_field
-from hfsdk.core.maths.aggregation import LossAggregation, aggregate_loss
-from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_mean
+from hfsdk import (
+    LossAggregation,
+    aggregate_loss,
+    check_token_tensors,
+    help_field,
+    masked_fill_zero,
+    masked_mean,
+)
 
 LOG_RATIO_CLAMP = 20.0
 """Bound on |log ρ| before ``exp``: keeps one stale token from overflowing (no gradient beyond)."""

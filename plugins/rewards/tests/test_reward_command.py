@@ -1,0 +1,46 @@
+"""``hfsdk reward score`` with ``code_tests``: rows scored in the sandbox, with their reasons."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.cli.main import main
+
+
+def _score(capsys: pytest.CaptureFixture[str], rows: Path, *settings: str) -> tuple[int, str, str]:
+    """``hfsdk reward score code_tests --data ROWS SETTINGS...``: (exit code, stdout, stderr)."""
+    with pytest.raises(SystemExit) as info:
+        main(["reward", "score", "code_tests", "--data", str(rows), *settings])
+    out, err = capsys.readouterr()
+    return int(info.value.code or 0), out, err
+
+
+@pytest.mark.usefixtures("sandbox_any_isolation")
+def test_code_tests_rows_are_scored_with_their_reasons(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    truth = json.dumps({"asserts": ["assert add(1, 2) == 3", "assert add(5, 5) == 10"]})
+    rows = [
+        {"prompt": "add", "response": "```python\ndef add(a, b):\n    return a + b\n```"},
+        {"prompt": "add", "response": "```python\nimport os\ndef add(a, b):\n    os._exit(0)\n```"},
+        {"prompt": "add", "response": "```python\ndef add(a, b):\n    return 3\n```"},
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({**r, "ground_truth": truth}) + "\n" for r in rows))
+    code, out, err = _score(capsys, path, "limits.wall_s=4", "max_cases=8")
+    assert code == 0, err
+    scored = [json.loads(line) for line in out.splitlines()]
+    assert [r["score"] for r in scored] == [1.0, 0.0, 0.0]
+    assert scored[1]["early_exit"] == 1.0 and scored[2]["cases_passed"] == 0.5
+
+
+def test_an_unknown_setting_names_the_allowed_keys(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"prompt": "p", "response": "r", "ground_truth": "{}"}) + "\n")
+    code, _, err = _score(capsys, path, "wall=3")
+    assert code == 2 and err.count("\n") == 1 and "allowed keys" in err

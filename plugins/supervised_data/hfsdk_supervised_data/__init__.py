@@ -1,0 +1,41 @@
+"""Given responses as training rows: what SFT, DPO and Bradley-Terry reward models share.
+
+- :mod:`.conversation`: a prompt and a given response (text or chat messages, several
+  turns) as token ids with a loss mask that is 1 on assistant tokens only, in the
+  workers' sequence layout (:func:`tokenize_supervised`, :func:`collate_supervised`).
+- :mod:`.preference_pairs`: a prompt with a chosen and a rejected response (TRL's and
+  verl's layouts, explicit or implicit prompt) as one interleaved batch
+  (:func:`load_preference_pairs`, :func:`collate_preference_pairs`).
+"""
+
+from hfsdk_supervised_data.conversation import (
+    SupervisedSequence,
+    collate_supervised,
+    split_conversation,
+    tokenize_supervised,
+)
+from hfsdk_supervised_data.preference_pairs import (
+    PairColumns,
+    PreferencePair,
+    chosen_rows,
+    collate_preference_pairs,
+    load_preference_pairs,
+    rejected_rows,
+    tokenize_preference_pair,
+    tokenize_preference_pairs,
+)
+
+__all__ = [
+    "PairColumns",
+    "PreferencePair",
+    "SupervisedSequence",
+    "chosen_rows",
+    "collate_preference_pairs",
+    "collate_supervised",
+    "load_preference_pairs",
+    "rejected_rows",
+    "split_conversation",
+    "tokenize_preference_pair",
+    "tokenize_preference_pairs",
+    "tokenize_supervised",
+]
