@@ -144,6 +144,7 @@ if TYPE_CHECKING:
     from hfsdk.core.trainer.faults import take_fault
     from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
     from hfsdk.core.trainer.preflight import run_assets, run_signals
+    from hfsdk.core.trainer.session import worker_threads
     from hfsdk.core.trainer.step_observers import StepObserver, StepView
     from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
     from hfsdk.core.trainer.trainer_config import LOGGERS
@@ -349,6 +350,7 @@ _LAZY = {
     "read_metrics": "hfsdk.core.trainer.tracking",
     "colocate": "hfsdk.core.workers.colocation",
     "LocalPool": "hfsdk.core.workers.local_hosts",
+    "worker_threads": "hfsdk.core.trainer.session",
     "connect_ray": "hfsdk.core.workers.ray_runtime",
     "shutdown_ray": "hfsdk.core.workers.ray_runtime",
 }

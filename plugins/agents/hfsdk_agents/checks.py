@@ -28,7 +28,27 @@ def multi_turn_problems(config: Any) -> list[str]:
             "(rollout.multi_turn) serve requests on full weights, which a tensor-parallel or "
             "pipelined replica does not hold; set placement.pools.rollout.tp: 1 and pp: 1"
         )
+    problems.extend(agent_problems(multi_turn_config(config.rollout)))
     return problems
+
+
+def agent_problems(multi_turn: Any) -> list[str]:
+    """An agent that cannot be loaded, or one given beside another agent loop."""
+    if multi_turn.agent is None:
+        return []
+    if multi_turn.agent_loop not in (None, "gateway"):
+        return [
+            f"rollout.multi_turn.agent={multi_turn.agent!r} runs through the gateway loop, but "
+            f"rollout.multi_turn.agent_loop={multi_turn.agent_loop!r}; drop one of them"
+        ]
+    from hfsdk import ConfigError
+    from hfsdk_agents.gateway.agents import load_agent
+
+    try:
+        load_agent(multi_turn.agent)
+    except ConfigError as err:
+        return [str(err)]
+    return []
 
 
 def prompt_tool_schemas(config: Any) -> list[dict[str, Any]]:

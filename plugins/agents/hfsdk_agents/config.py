@@ -26,8 +26,8 @@ class MultiTurnConfig:
         default=(),
     )
     agent_loop: str | None = help_field(
-        "Agent loop (hfsdk list agent-loops); null: tool_loop when tools are given, else "
-        "single-turn generation.",
+        "Agent loop (hfsdk list agent-loops); null: gateway when agent is given, tool_loop "
+        "when tools are given, else single-turn generation.",
         default=None,
     )
     parser: str = help_field(
@@ -83,6 +83,17 @@ class MultiTurnConfig:
         default="request",
         validator=attrs.validators.in_(("request", "turn")),
     )
+    agent: str | None = help_field(
+        "An agent program served by the OpenAI-compatible gateway (docs/agents.md): a "
+        "registered name (hfsdk_register_agents), module:fn or path/file.py:fn, called as "
+        "agent(base_url, row) -> reward | None; selects the gateway agent loop.",
+        default=None,
+    )
+    agent_deadline_s: float = help_field(
+        "Wall-clock limit of one gateway agent in seconds; past it its trajectory is dropped.",
+        default=300.0,
+        validator=attrs.validators.gt(0.0),
+    )
     loop_args: dict[str, Any] = help_field(
         "Keyword arguments of a custom agent loop's constructor.", factory=dict
     )
@@ -100,7 +111,12 @@ class MultiTurnConfig:
     @property
     def active(self) -> bool:
         """Whether rollouts are multi-turn."""
-        return bool(self.tools) or self.agent_loop is not None or self.uses_environments
+        return (
+            bool(self.tools)
+            or self.agent_loop is not None
+            or self.agent is not None
+            or self.uses_environments
+        )
 
     @property
     def uses_environments(self) -> bool:
@@ -110,8 +126,11 @@ class MultiTurnConfig:
     @property
     def loop_name(self) -> str:
         """The agent loop to run."""
-        default = "environment_loop" if self.uses_environments else "tool_loop"
-        return self.agent_loop or default
+        if self.agent_loop is not None:
+            return self.agent_loop
+        if self.agent is not None:
+            return "gateway"
+        return "environment_loop" if self.uses_environments else "tool_loop"
 
     def response_budget(self) -> tuple[int, str] | None:
         """The trajectory's token budget owns the responses' width when rollouts are

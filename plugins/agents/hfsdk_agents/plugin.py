@@ -10,10 +10,19 @@ from hfsdk import Register
 
 @hfsdk.hookimpl
 def hfsdk_addhooks(pluginmanager: Any) -> None:
-    """Add the plugin's own hook: ``hfsdk_register_environments``."""
-    from hfsdk_agents.environments import hookspecs
+    """Add the plugin's own hooks: ``hfsdk_register_agents`` (gateway agents) and
+    ``hfsdk_register_environments``."""
+    from hfsdk_agents import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_agents(register: Register) -> None:
+    """Register ``tool_use``: the tool_use task's agent, written only against ``openai``."""
+    from hfsdk_agents.gateway.examples.tool_use_agent import tool_use_agent
+
+    register("tool_use", tool_use_agent)
 
 
 @hfsdk.hookimpl
@@ -69,11 +78,14 @@ def hfsdk_register_tools(register: Register) -> None:
 @hfsdk.hookimpl
 def hfsdk_register_agent_loops(register: Register) -> None:
     """Register ``tool_loop`` (generate → tool calls → tools → generate, until done) and
-    ``environment_loop`` (the same on one environment instance per trajectory)."""
+    ``gateway`` (an agent program behind an OpenAI-compatible endpoint) and
+    ``environment_loop`` (the tool loop on one environment instance per trajectory)."""
     from hfsdk_agents.environments.loop import EnvironmentLoop
+    from hfsdk_agents.gateway.loop import GatewayLoop
     from hfsdk_agents.loops import ToolLoop
 
     register("tool_loop", ToolLoop)
+    register("gateway", GatewayLoop)
     register("environment_loop", EnvironmentLoop)
 
 
@@ -88,12 +100,15 @@ def hfsdk_register_tool_parsers(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
-    """Register ``tool_use`` (a correct final answer), ``environment`` (the environment's own
-    reward) and ``reasoning_gym`` (reasoning-gym's verifier of the row's task)."""
+    """Register ``tool_use`` (a correct final answer), ``agent_reward`` (the reward a gateway
+    agent returned or posted), ``environment`` (the environment's own reward) and
+    ``reasoning_gym`` (reasoning-gym's verifier of the row's task)."""
     from hfsdk_agents.environments import reasoning_gym_reward, reward
+    from hfsdk_agents.gateway import reward as gateway_reward
     from hfsdk_agents.tool_use import task as tool_use
 
     register(tool_use.REWARD_FUNCTION_NAME, tool_use.tool_use_reward)
+    register(gateway_reward.REWARD_FUNCTION_NAME, gateway_reward.agent_reward)
     register(reward.REWARD_FUNCTION_NAME, reward.environment_reward)
     register(
         reasoning_gym_reward.REWARD_FUNCTION_NAME,

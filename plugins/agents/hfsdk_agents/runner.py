@@ -118,7 +118,7 @@ def trajectory_metrics(
     trajectories = _grouped(trajectories)
     turns = calls = errors = seconds = 0.0
     context = total = 0.0
-    budget = segments = 0.0
+    budget = segments = dropped = 0.0
     for parts in trajectories:
         for t in parts:
             n_calls, n_errors, n_seconds = t.tool_stats()
@@ -130,6 +130,7 @@ def trajectory_metrics(
             context += len(mask) - sum(mask) + t.carried
             total += len(mask) + t.carried
         budget += float(parts[-1].finish == "budget")
+        dropped += float(parts[-1].finish == "dropped")  # a gateway agent that failed
         segments += len(parts)
     n = float(len(trajectories))
     return {
@@ -141,6 +142,7 @@ def trajectory_metrics(
         "agent/context_token_share": (context, total),
         "agent/budget_finish_share": (budget, n),
         "agent/segments_per_trajectory": (segments, n),
+        "agent/dropped": (dropped, n),
     }
 
 

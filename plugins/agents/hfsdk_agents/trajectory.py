@@ -154,6 +154,7 @@ class Trajectory:
                     "role": s.role,
                     "text": s.text,
                     "tokens": len(s.token_ids),
+                    "token_ids": list(s.token_ids),
                     "trained": s.trainable,
                     "finish_reason": s.finish_reason,
                     "tool_calls": s.tool_calls,
@@ -202,6 +203,12 @@ class TurnRenderer(abc.ABC):
             "becomes a message; implement assistant_message beside render_conversation"
         )
 
+    def context_turn(
+        self, messages: Sequence[Mapping[str, Any]], *, last_token: int | None
+    ) -> list[int]:
+        """The ids of chat ``messages`` (tool / user ...) after a model turn (the gateway)."""
+        raise HfsdkError(f"{type(self).__name__} does not render chat messages")
+
 
 @attrs.define
 class PlainRenderer(TurnRenderer):
@@ -220,6 +227,25 @@ class PlainRenderer(TurnRenderer):
         """``user_template`` with the text."""
         rendered = self.user_template.format(content=text)
         return list(self.tokenizer.encode(rendered, add_special_tokens=False))
+
+    def context_turn(
+        self, messages: Sequence[Mapping[str, Any]], *, last_token: int | None
+    ) -> list[int]:
+        """Tool messages as ``template``, user messages as ``user_template``, in order."""
+        ids: list[int] = []
+        for message in messages:
+            content, role = str(message.get("content") or ""), message.get("role")
+            if role == "tool":
+                text = self.template.format(content=content, name=message.get("name", ""))
+            elif role == "user":
+                text = self.user_template.format(content=content)
+            else:
+                raise HfsdkError(
+                    f"the plain rendering has no form for a {role!r} message after a model "
+                    "turn (only tool and user); use a tokenizer with a chat template"
+                )
+            ids.extend(self.tokenizer.encode(text, add_special_tokens=False))
+        return ids
 
 
 @attrs.define
@@ -297,3 +323,9 @@ class ChatTemplateRenderer(TurnRenderer):
     def user_turn(self, text: str, *, last_token: int | None) -> list[int]:
         """The template's user message and the next assistant header."""
         return self._after_assistant([{"role": "user", "content": text}], last_token)
+
+    def context_turn(
+        self, messages: Sequence[Mapping[str, Any]], *, last_token: int | None
+    ) -> list[int]:
+        """The template's rendering of ``messages`` and the next assistant header."""
+        return self._after_assistant([dict(m) for m in messages], last_token)

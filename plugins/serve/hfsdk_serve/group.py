@@ -3,7 +3,7 @@
 :class:`ServeGroup` starts :class:`~.worker.ServeWorker` on a resource pool of
 ``devices`` device slots through hfsdk's worker runtime (``colocate``), the way
 a training session starts a run's roles: with ``executor="auto"`` one device runs
-in the server's own process (a :class:`~hfsdk.core.workers.LocalPool`, no Ray),
+in the server's own process (a :class:`hfsdk.LocalPool`, no Ray),
 several devices run as Ray worker processes joined in one gloo/NCCL group. The
 server then calls the group's methods (transfer protocols split nothing: every
 rank gets the whole request and takes its share) and raises a rank's
@@ -54,7 +54,7 @@ class ServeGroup:
         ray_address: str | None = None,
         start_timeout_s: float = 300.0,
     ) -> None:
-        from hfsdk.core.workers import LocalPool, ResourcePool, colocate
+        from hfsdk import LocalPool, ResourcePool, colocate
 
         if devices < 1:
             raise HfsdkError(f"--devices {devices}: expected at least 1 device")
@@ -76,10 +76,9 @@ class ServeGroup:
                 self.pool, role, init_distributed=False, start_timeout_s=start_timeout_s
             )
         else:
-            from hfsdk.core.trainer.session import worker_threads
-            from hfsdk.core.workers import connect
+            from hfsdk import connect_ray, worker_threads
 
-            connect(ray_address)
+            connect_ray(ray_address)
             threads = worker_threads(0, devices)
             self.pool = ResourcePool(devices_per_node=devices, name=ROLE)
             try:

@@ -19,6 +19,11 @@ def environment_problems(config: MultiTurnConfig) -> list[str]:
             "rollout.multi_turn.environment and environment_column are both set; give one "
             "environment for all rows or a column naming each row's"
         )
+    if config.uses_environments and config.agent is not None:
+        problems.append(
+            f"rollout.multi_turn.agent={config.agent!r} with an environment: a gateway agent "
+            "brings its own tools and reward; drop one of them"
+        )
     if config.uses_environments and config.tools:
         problems.append(
             f"rollout.multi_turn.tools={list(config.tools)} with an environment: the model calls "

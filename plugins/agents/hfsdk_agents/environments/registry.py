@@ -1,7 +1,7 @@
 """Environments by name: the ``hfsdk_register_environments`` hook, ``module:Class`` or
 ``path/file.py:Class``.
 
-The hook is the agents plugin's own (:mod:`hfsdk_agents.environments.hookspecs`,
+The hook is the agents plugin's own (:mod:`hfsdk_agents.hookspecs`,
 added through ``hfsdk_addhooks``), so the core's fixed registry kinds do not
 know it; :func:`registered_environments` collects it once per plugin manager,
 keeping which plugin registered each name (two plugins registering one name is

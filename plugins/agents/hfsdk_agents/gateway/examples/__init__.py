@@ -1,0 +1,1 @@
+"""Agents written only against the ``openai`` SDK, run by the gateway."""

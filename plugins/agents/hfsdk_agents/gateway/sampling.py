@@ -1,0 +1,95 @@
+"""A request's sampling settings (``n``, ``temperature``, ``top_p``, ``max_tokens``, ``stop``,
+``logprobs``) checked, with the run's own settings as defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from hfsdk_agents.gateway.errors import bad_request
+from hfsdk_agents.loops import AgentContext
+
+MAX_N = 16
+MAX_STOPS = 4
+
+
+def _number(body: Mapping[str, Any], key: str, default: float, low: float, high: float) -> float:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise bad_request(f"{key}={value!r}; expected a number in [{low}, {high}]", param=key)
+    return float(value)
+
+
+@attrs.frozen(kw_only=True)
+class Sampling:
+    """What one request asks for; ``stop`` strings end a choice (the text before them is
+    the content; the tokens up to the one that completes them are kept)."""
+
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    logprobs: bool = False
+
+    @classmethod
+    def parse(cls, body: Mapping[str, Any], ctx: AgentContext) -> Sampling:
+        """From a request body; a bad value is a 400 naming the field."""
+        n = body.get("n", 1)
+        if n is None:
+            n = 1
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
+            raise bad_request(f"n={n!r}; expected an integer from 1 to {MAX_N}", param="n")
+        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
+            raise bad_request(
+                f"max_tokens={max_tokens!r}; expected a positive integer", param="max_tokens"
+            )
+        stop = body.get("stop")
+        stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
+        if len(stops) > MAX_STOPS or not all(isinstance(s, str) and s for s in stops):
+            raise bad_request(
+                f"stop={stop!r}; expected a string or up to {MAX_STOPS} non-empty strings",
+                param="stop",
+            )
+        top_p = _number(body, "top_p", ctx.top_p, 0.0, 1.0)
+        if top_p == 0.0:
+            raise bad_request("top_p=0; expected a number in (0, 1]", param="top_p")
+        return cls(
+            n=n,
+            temperature=_number(body, "temperature", ctx.temperature, 0.0, 2.0),
+            top_p=top_p,
+            max_tokens=max_tokens,
+            stop=stops,
+            logprobs=bool(body.get("logprobs")),
+        )
+
+    def stop_ids(self, tokenizer: Any) -> list[int]:
+        """Stop strings that are one token: the engine stops at them itself."""
+        out = []
+        for text in self.stop:
+            ids = tokenizer.encode(text, add_special_tokens=False)
+            if len(ids) == 1 and tokenizer.decode(ids, skip_special_tokens=False) == text:
+                out.append(int(ids[0]))
+        return out
+
+    def cut_at_stop_strings(self, tokenizer: Any, ids: list[int]) -> int | None:
+        """How many tokens to keep: up to the one that completes the first stop string."""
+        if not self.stop:
+            return None
+        for end in range(1, len(ids) + 1):
+            text = tokenizer.decode(ids[:end], skip_special_tokens=False)
+            if any(s in text for s in self.stop):
+                return end
+        return None
+
+    def before_stop_string(self, text: str) -> str:
+        """``text`` up to the first stop string (the API leaves the stop out)."""
+        cuts = [text.find(s) for s in self.stop if s in text]
+        return text[: min(cuts)] if cuts else text

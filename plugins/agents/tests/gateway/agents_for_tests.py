@@ -1,0 +1,60 @@
+"""Agents the gateway tests load by file path (``path/agents_for_tests.py:NAME``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import openai
+
+SEEN: list[Any] = []
+"""What the agents saw (responses, errors), for the tests to read."""
+
+
+def _client(base_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+
+
+def _ask(base_url: str, row: dict[str, Any]) -> Any:
+    return _client(base_url).chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": row["raw_prompt"]}]
+    )
+
+
+def by_prompt(base_url: str, row: dict[str, Any]) -> float | None:
+    """Behaves as the prompt says: ok, raise, hang, silent, malformed, reward."""
+    prompt = row["raw_prompt"]
+    if prompt.startswith("raise"):
+        _ask(base_url, row)
+        raise RuntimeError("the agent broke")
+    if prompt.startswith("hang"):
+        _ask(base_url, row)
+        time.sleep(60)
+        return 1.0
+    if prompt.startswith("silent"):
+        return 1.0
+    if prompt.startswith("malformed"):
+        _ask(base_url, row)
+        try:
+            _client(base_url).chat.completions.create(
+                model="policy", messages=[{"role": "wizard", "content": "x"}]
+            )
+        except openai.BadRequestError as err:
+            SEEN.append(err)
+        return 1.0
+    if prompt.startswith("posted"):
+        _ask(base_url, row)
+        _client(base_url).post("/reward", body={"reward": 0.25}, cast_to=object)
+        return None
+    _ask(base_url, row)
+    return 0.75
+
+
+async def async_agent(base_url: str, row: dict[str, Any]) -> float:
+    """An ``async`` agent on ``openai.AsyncOpenAI``."""
+    client = openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    reply = await client.chat.completions.create(
+        model="policy", messages=[{"role": "user", "content": row["raw_prompt"]}]
+    )
+    SEEN.append(reply)
+    return 0.5

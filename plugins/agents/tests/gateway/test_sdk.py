@@ -1,0 +1,206 @@
+"""What the openai SDK reads back: tool calls, n, log-probs, stop, usage, completions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+
+from hfsdk import generate_rollout
+from hfsdk_agents.tool_use.build import ToolUseSpec, train_tokenizer
+from hfsdk_agents.tool_use.task import call_text
+
+from ..fakes import prompt_batch
+from .helpers import request_rollout
+
+TOKENIZER = train_tokenizer(ToolUseSpec())
+EOS = TOKENIZER.eos_token_id
+
+
+def ids(text: str) -> list[int]:
+    return TOKENIZER.encode(text, add_special_tokens=False)
+
+
+def by_seed(context: list[int], seed: int) -> list[int]:
+    """Even seeds call add(3, 4); odd ones answer a number (seed-dependent) and stop."""
+    if ids("</tool_response>")[0] in context:
+        return [*ids("7"), EOS]
+    if seed % 2 == 0:
+        return [*ids(call_text(3, 4)), *ids("5 6")]
+    return [*ids(f"{seed % 10} 1 2"), EOS]
+
+
+def serve(agent: Any, *, seed_offset: int = 0, **multi_turn: Any) -> Any:
+    """Run ``agent`` (given as this module's attribute) on one prompt; the batch."""
+    import sys
+
+    module = sys.modules[__name__]
+    module.AGENT = agent  # type: ignore[attr-defined]
+    rollout = request_rollout(
+        TOKENIZER,
+        lambda c, s: by_seed(c, s + seed_offset),
+        agent=f"{__name__}:AGENT",
+        renderer="plain",
+        max_response_tokens=32,
+        **multi_turn,
+    )
+    out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 ="]))
+    return rollout, out
+
+
+def client(base_url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+
+
+def test_chat_with_tools_parses_calls_and_reports_usage_and_logprobs() -> None:
+    got: dict[str, Any] = {}
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        messages: list[Any] = [{"role": "user", "content": row["raw_prompt"]}]
+        first = c.chat.completions.create(model="policy", messages=messages, logprobs=True)
+        got["first"] = first
+        message = first.choices[0].message
+        messages.append(message.model_dump(exclude_none=True))
+        call = message.tool_calls[0]
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": "7"})
+        got["second"] = c.chat.completions.create(model="policy", messages=messages)
+
+    rollout, out = serve(agent, seed_offset=0)  # seed 0: a call first
+    first = got["first"]
+    choice = first.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    (call,) = choice.message.tool_calls
+    assert call.function.name == "add" and call.type == "function"
+    import json
+
+    assert json.loads(call.function.arguments) == {"a": 3, "b": 4}
+    assert choice.message.content is None
+    engine = rollout.results[0]
+    assert first.usage.prompt_tokens == len(TOKENIZER.encode("3 + 4 ="))
+    assert first.usage.completion_tokens == len(engine.token_ids)
+    assert first.usage.total_tokens == first.usage.prompt_tokens + len(engine.token_ids)
+    assert [t.logprob for t in choice.logprobs.content] == pytest.approx(list(engine.logprobs))
+    assert [t.token for t in choice.logprobs.content] == [
+        TOKENIZER.decode([t]) for t in engine.token_ids
+    ]
+    assert choice.model_extra["token_ids"] == list(engine.token_ids)
+    second = got["second"].choices[0]
+    assert second.message.content == "7" and second.finish_reason == "stop"
+    assert second.logprobs is None
+    # the second request's context: prompt, the engine's call tokens, the rendered tool turn
+    assert rollout.requests[1].prompt_ids == (
+        *TOKENIZER.encode("3 + 4 ="),
+        *engine.token_ids,
+        *ids("<tool_response> 7 </tool_response>"),
+    )
+    assert out["agent_turns"][0] == 2
+
+
+def test_n_choices_branch_and_the_agent_continues_the_one_it_picked() -> None:
+    got: dict[str, Any] = {}
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        messages: list[Any] = [{"role": "user", "content": row["raw_prompt"]}]
+        reply = c.chat.completions.create(model="policy", messages=messages, n=3)
+        got["reply"] = reply
+        picked = next(ch for ch in reply.choices if ch.message.tool_calls)  # seed 1: a call
+        messages.append(picked.message.model_dump(exclude_none=True))
+        call = picked.message.tool_calls[0]
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": "7"})
+        got["second"] = c.chat.completions.create(model="policy", messages=messages)
+
+    rollout, out = serve(agent, seed_offset=1)  # seeds 1, 2, 3: answer, call, answer
+    reply = got["reply"]
+    assert len(reply.choices) == 3 and [c.index for c in reply.choices] == [0, 1, 2]
+    assert [c.finish_reason for c in reply.choices] == ["stop", "tool_calls", "stop"]
+    assert len({r.seed for r in rollout.requests[:3]}) == 3
+    assert reply.usage.completion_tokens == sum(len(r.token_ids) for r in rollout.results[:3])
+    # the trajectory is the picked branch: its call, the tool turn, the answer
+    call_ids = list(rollout.results[1].token_ids)
+    segments = out["agent_trajectory"][0]["segments"]
+    assert [s["trained"] for s in segments] == [True, False, True]
+    assert segments[0]["token_ids"] == call_ids
+    assert rollout.requests[3].prompt_ids[-len(segments[1]["token_ids"]) :] == tuple(
+        segments[1]["token_ids"]
+    )
+
+
+def test_stop_strings_cut_the_content_and_the_kept_tokens() -> None:
+    got: dict[str, Any] = {}
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        got["reply"] = client(base_url).chat.completions.create(
+            model="policy",
+            messages=[{"role": "user", "content": row["raw_prompt"]}],
+            stop=["1 2"],
+        )
+
+    _, out = serve(agent, seed_offset=5)  # "5 1 2 </s>"
+    choice = got["reply"].choices[0]
+    assert choice.message.content == "5" and choice.finish_reason == "stop"
+    # kept: up to the token that completes the stop string; the engine's later tokens dropped
+    kept = ids("5 1 2")
+    assert out["agent_trajectory"][0]["segments"][0]["token_ids"] == kept
+    assert choice.model_extra["token_ids"] == kept
+    assert got["reply"].usage.completion_tokens == len(kept)
+
+
+def test_max_tokens_and_temperature_reach_the_request() -> None:
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        client(base_url).chat.completions.create(
+            model="policy",
+            messages=[{"role": "user", "content": row["raw_prompt"]}],
+            max_completion_tokens=3,
+            temperature=0.5,
+            top_p=0.9,
+        )
+
+    rollout, _ = serve(agent)
+    (request,) = rollout.requests
+    assert (request.max_new_tokens, request.temperature, request.top_p) == (3, 0.5, 0.9)
+
+
+def test_bad_parameters_are_400s_that_say_what_was_wrong() -> None:
+    errors: list[Any] = []
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        messages = [{"role": "user", "content": row["raw_prompt"]}]
+        for bad in ({"n": 0}, {"temperature": 7}, {"stream": True}, {"stop": [""]}):
+            try:
+                c.chat.completions.create(model="policy", messages=messages, **bad)
+            except openai.BadRequestError as err:
+                errors.append(err)
+            except Exception as err:  # the SDK itself may refuse stream without a parser
+                errors.append(err)
+        c.chat.completions.create(model="policy", messages=messages)
+
+    _, out = serve(agent)
+    assert len(errors) == 4
+    assert "n=0" in errors[0].message and "temperature=7" in errors[1].message
+    assert out["agent_trajectory"][0]["finish"] != "dropped"
+
+
+def test_completions_by_text_and_by_token_ids() -> None:
+    got: dict[str, Any] = {}
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        first = c.completions.create(model="policy", prompt=row["raw_prompt"], logprobs=1)
+        got["first"] = first
+        text = row["raw_prompt"] + " " + first.choices[0].text
+        got["second"] = c.completions.create(
+            model="policy", prompt=text + " <tool_response> 7 </tool_response>"
+        )
+
+    rollout, out = serve(agent)
+    first = got["first"].choices[0]
+    engine = rollout.results[0]
+    assert first.logprobs.token_logprobs == pytest.approx(list(engine.logprobs))
+    assert first.model_extra["token_ids"] == list(engine.token_ids)
+    segments = out["agent_trajectory"][0]["segments"]
+    assert [s["trained"] for s in segments] == [True, False, True]
+    assert segments[0]["token_ids"] == list(engine.token_ids)
