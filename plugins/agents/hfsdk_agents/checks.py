@@ -9,9 +9,12 @@ from hfsdk_agents.config import multi_turn_config
 
 def multi_turn_problems(config: Any) -> list[str]:
     """One line per setting that clashes with an active ``rollout.multi_turn``."""
-    if not multi_turn_config(config.rollout).active:
+    multi_turn = multi_turn_config(config.rollout)
+    if not multi_turn.active:
         return []
-    problems = []
+    from hfsdk_agents.environments.checks import environment_problems
+
+    problems = environment_problems(multi_turn)
     partial = config.trainer.partial_rollout_tokens
     if partial:
         problems.append(
@@ -55,4 +58,7 @@ def prompt_tool_schemas(config: Any) -> list[dict[str, Any]]:
     multi_turn = multi_turn_config(config.rollout)
     if not multi_turn.active:
         return []
-    return [dict(tool.schema) for tool in load_tools(multi_turn.tools).values()]
+    from hfsdk_agents.environments.checks import environment_schemas
+
+    tools = [dict(tool.schema) for tool in load_tools(multi_turn.tools).values()]
+    return tools + environment_schemas(multi_turn)

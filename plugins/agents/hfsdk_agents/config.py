@@ -97,18 +97,40 @@ class MultiTurnConfig:
     loop_args: dict[str, Any] = help_field(
         "Keyword arguments of a custom agent loop's constructor.", factory=dict
     )
+    environment: str | None = help_field(
+        "Environment every row runs in (hfsdk_register_environments name, module:Class or "
+        "file.py:Class; docs/agents.md, Environments); turns multi-turn rollouts on.",
+        default=None,
+    )
+    environment_column: str | None = help_field(
+        "Dataset column naming each row's environment (instead of one environment for all "
+        "rows); turns multi-turn rollouts on.",
+        default=None,
+    )
 
     @property
     def active(self) -> bool:
         """Whether rollouts are multi-turn."""
-        return bool(self.tools) or self.agent_loop is not None or self.agent is not None
+        return (
+            bool(self.tools)
+            or self.agent_loop is not None
+            or self.agent is not None
+            or self.uses_environments
+        )
+
+    @property
+    def uses_environments(self) -> bool:
+        """Whether rows run in environments (``environment`` or ``environment_column``)."""
+        return self.environment is not None or self.environment_column is not None
 
     @property
     def loop_name(self) -> str:
         """The agent loop to run."""
         if self.agent_loop is not None:
             return self.agent_loop
-        return "gateway" if self.agent is not None else "tool_loop"
+        if self.agent is not None:
+            return "gateway"
+        return "environment_loop" if self.uses_environments else "tool_loop"
 
     def response_budget(self) -> tuple[int, str] | None:
         """The trajectory's token budget owns the responses' width when rollouts are

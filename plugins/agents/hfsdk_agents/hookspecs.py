@@ -18,3 +18,17 @@ def hfsdk_register_agents(register: Register) -> None:
     for its trajectory alone) and may return the trajectory's reward. Chosen with
     ``rollout.multi_turn.agent``. See docs/agents.md, "The OpenAI-compatible gateway".
     """
+
+
+@hookspec
+def hfsdk_register_environments(register: Register) -> None:
+    """Register environments for multi-turn rollouts: ``register(name, cls)``.
+
+    ``cls`` is an environment class (``hfsdk_agents.environments.Environment`` or
+    any class of that shape): ``tools`` names its tool methods (schemas from their
+    type hints and docstrings), ``reset(row) -> str`` gives the first observation,
+    ``reward() -> float`` the trajectory's reward, ``close()`` frees it; a ``done``
+    attribute ends the episode. One instance per trajectory. Configs select it with
+    ``rollout.multi_turn.environment`` or per row through
+    ``rollout.multi_turn.environment_column``. See docs/agents.md, "Environments".
+    """

@@ -10,7 +10,8 @@ from hfsdk import Register
 
 @hfsdk.hookimpl
 def hfsdk_addhooks(pluginmanager: Any) -> None:
-    """Add ``hfsdk_register_agents`` (gateway agents other plugins register)."""
+    """Add the plugin's own hooks: ``hfsdk_register_agents`` (gateway agents) and
+    ``hfsdk_register_environments``."""
     from hfsdk_agents import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
@@ -22,6 +23,14 @@ def hfsdk_register_agents(register: Register) -> None:
     from hfsdk_agents.gateway.examples.tool_use_agent import tool_use_agent
 
     register("tool_use", tool_use_agent)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_environments(register: Register) -> None:
+    """Register ``frozen_lake``: gymnasium's FrozenLake with a ``move`` tool."""
+    from hfsdk_agents.environments.frozen_lake import FrozenLake
+
+    register("frozen_lake", FrozenLake)
 
 
 @hfsdk.hookimpl
@@ -69,12 +78,15 @@ def hfsdk_register_tools(register: Register) -> None:
 @hfsdk.hookimpl
 def hfsdk_register_agent_loops(register: Register) -> None:
     """Register ``tool_loop`` (generate → tool calls → tools → generate, until done) and
-    ``gateway`` (an agent program behind an OpenAI-compatible endpoint)."""
+    ``gateway`` (an agent program behind an OpenAI-compatible endpoint) and
+    ``environment_loop`` (the tool loop on one environment instance per trajectory)."""
+    from hfsdk_agents.environments.loop import EnvironmentLoop
     from hfsdk_agents.gateway.loop import GatewayLoop
     from hfsdk_agents.loops import ToolLoop
 
     register("tool_loop", ToolLoop)
     register("gateway", GatewayLoop)
+    register("environment_loop", EnvironmentLoop)
 
 
 @hfsdk.hookimpl
@@ -88,19 +100,50 @@ def hfsdk_register_tool_parsers(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
-    """Register the ``tool_use`` task's reward (a correct final answer, calls that parse) and
-    ``agent_reward`` (the reward a gateway agent returned or posted)."""
+    """Register ``tool_use`` (a correct final answer), ``agent_reward`` (the reward a gateway
+    agent returned or posted), ``environment`` (the environment's own reward) and
+    ``reasoning_gym`` (reasoning-gym's verifier of the row's task)."""
+    from hfsdk_agents.environments import reasoning_gym_reward, reward
     from hfsdk_agents.gateway import reward as gateway_reward
     from hfsdk_agents.tool_use import task as tool_use
 
     register(tool_use.REWARD_FUNCTION_NAME, tool_use.tool_use_reward)
     register(gateway_reward.REWARD_FUNCTION_NAME, gateway_reward.agent_reward)
+    register(reward.REWARD_FUNCTION_NAME, reward.environment_reward)
+    register(
+        reasoning_gym_reward.REWARD_FUNCTION_NAME,
+        reasoning_gym_reward.reasoning_gym_reward,
+        columns=reasoning_gym_reward.columns_read,
+    )
 
 
 @hfsdk.hookimpl
 def hfsdk_register_tasks(register: Register) -> None:
-    """Register ``tool_use``: two-number addition the model solves by calling ``add``."""
+    """Register ``tool_use`` (addition with an ``add`` tool), ``frozen_lake`` (gymnasium's
+    FrozenLake with a ``move`` tool) and ``reasoning_gym`` (a reasoning-gym task, offline)."""
+    from hfsdk_agents.environments.frozen_lake_task import frozen_lake_task
+    from hfsdk_agents.environments.reasoning_gym_task import reasoning_gym_task
     from hfsdk_agents.tool_use.registration import tool_use_task
 
-    task = tool_use_task()
-    register("tool_use", task, doc=task.summary)
+    for name, task in (
+        ("tool_use", tool_use_task()),
+        ("frozen_lake", frozen_lake_task()),
+        ("reasoning_gym", reasoning_gym_task()),
+    ):
+        register(name, task, doc=task.summary)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``environments``: every row names a known environment before the run starts."""
+    from hfsdk_agents.environments.checks import environment_rows_check
+
+    register("environments", environment_rows_check)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_commands(cli: Any) -> None:
+    """Add ``hfsdk reasoning-gym NAME DIR`` (a reasoning-gym task's prompts as a dataset)."""
+    from hfsdk_agents.environments.command import reasoning_gym_command
+
+    cli.add_command(reasoning_gym_command)

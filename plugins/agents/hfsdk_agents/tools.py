@@ -12,9 +12,11 @@ the model reads as the tool's output: a tool never ends the run.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
+import json
 import re
 import sys
 import time
@@ -327,6 +329,21 @@ def _nullable(schema: Any) -> Any:
     return out
 
 
+@functools.lru_cache(maxsize=256)
+def _schema_validator(schema_json: str) -> tuple[Any, str | None]:
+    """(a validator of the schema, why the schema itself is invalid or ``None``), made once per
+    schema: checking a schema against its meta-schema costs more than the call it guards."""
+    import jsonschema
+
+    schema = _nullable(json.loads(schema_json))
+    validator_cls = jsonschema.validators.validator_for(schema)
+    try:
+        validator_cls.check_schema(schema)
+    except jsonschema.SchemaError as err:
+        return None, err.message
+    return validator_cls(schema), None
+
+
 def argument_error(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
     """Why ``arguments`` do not fit ``tool`` (its JSON schema, then its signature), or ``None``.
 
@@ -335,13 +352,11 @@ def argument_error(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
     """
     import jsonschema
 
-    schema = _nullable(dict(tool.parameters))
-    try:
-        validator_cls = jsonschema.validators.validator_for(schema)
-        validator_cls.check_schema(schema)
-    except jsonschema.SchemaError as err:
-        return f"the tool's own parameter schema is invalid ({err.message})"
-    error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(dict(arguments)))
+    schema_json = json.dumps(tool.parameters, sort_keys=True, default=dict)
+    validator, invalid = _schema_validator(schema_json)
+    if invalid is not None:
+        return f"the tool's own parameter schema is invalid ({invalid})"
+    error = jsonschema.exceptions.best_match(validator.iter_errors(dict(arguments)))
     if error is not None:
         where = ".".join(str(part) for part in error.absolute_path)
         return f"argument {where!r}: {error.message}" if where else error.message

@@ -1,0 +1,83 @@
+"""Calling an environment's tool on the trajectory's own instance.
+
+Environment tools are stateful methods, so they run in this process, in the
+agent loop's thread, on the instance the trajectory holds (a forked tool worker
+would change a copy). They are the environment author's code — like a reward
+function — not model-written code: they do not pass through the tool worker
+process (no kill at the deadline) or the sandbox. A sync method runs to its end;
+an ``async`` one is cancelled at ``timeout_s``. Every failure becomes the
+tool's output as an error message, exactly as for plain tools
+(:func:`hfsdk_agents.tools.call_tool`), and the trajectory goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from hfsdk_agents.tool_worker import ToolError, _as_text
+from hfsdk_agents.tools import Tool, ToolOutput, argument_error
+
+
+def bound_tools(spec_schemas: Mapping[str, Mapping[str, Any]], env: Any) -> dict[str, Tool]:
+    """The tools of one environment instance: its bound methods with the class's schemas."""
+    return {
+        name: Tool(name=name, fn=getattr(env, name), schema=schema)
+        for name, schema in spec_schemas.items()
+    }
+
+
+async def call_environment_tool(
+    tools: Mapping[str, Tool],
+    name: str,
+    arguments: Any,
+    *,
+    timeout_s: float,
+    max_output_chars: int,
+) -> ToolOutput:
+    """One call of an environment tool; every failure is an error output, never a raise."""
+    started = time.perf_counter()
+
+    def out(content: str, ok: bool, error: str | None = None) -> ToolOutput:
+        return ToolOutput(
+            name=name,
+            content=content,
+            ok=ok,
+            error=error,
+            seconds=time.perf_counter() - started,
+        )
+
+    tool = tools.get(name)
+    if tool is None:
+        return out(
+            f"Error: unknown tool {name!r}; available: {sorted(tools)}", False, "unknown_tool"
+        )
+    if not isinstance(arguments, Mapping):
+        return out(f"Error: arguments of {name!r} must be a JSON object", False, "bad_arguments")
+    problem = argument_error(tool, arguments)
+    if problem is not None:
+        return out(f"Error: {name}: {problem}", False, "bad_arguments")
+    try:
+        value = tool.fn(**arguments)
+        if inspect.isawaitable(value):
+            value = await asyncio.wait_for(value, timeout_s)
+    except ToolError as err:
+        return out(f"Error: {err}", False, "tool_error")
+    except TimeoutError:
+        return out(f"Error: {name} did not return within {timeout_s:g} s", False, "timeout")
+    except Exception as err:
+        return out(f"Error: {name} raised {type(err).__name__}: {err}", False, "exception")
+    try:
+        text = _as_text(value)
+    except (TypeError, ValueError):
+        return out(
+            f"Error: {name} returned a {type(value).__name__}, not text or JSON",
+            False,
+            "bad_output",
+        )
+    if len(text) > max_output_chars:
+        return out(text[:max_output_chars] + " [truncated]", False, "too_long")
+    return out(text, True)

@@ -1,0 +1,79 @@
+"""Refusals before a run starts: the environment settings and every row's environment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from hfsdk import HfsdkError
+from hfsdk_agents.config import MultiTurnConfig, multi_turn_config
+
+
+def environment_problems(config: MultiTurnConfig) -> list[str]:
+    """One line per environment setting that cannot run (checked when the config resolves)."""
+    from hfsdk_agents.environments.registry import load_environment
+
+    problems = []
+    if config.environment is not None and config.environment_column is not None:
+        problems.append(
+            "rollout.multi_turn.environment and environment_column are both set; give one "
+            "environment for all rows or a column naming each row's"
+        )
+    if config.uses_environments and config.agent is not None:
+        problems.append(
+            f"rollout.multi_turn.agent={config.agent!r} with an environment: a gateway agent "
+            "brings its own tools and reward; drop one of them"
+        )
+    if config.uses_environments and config.tools:
+        problems.append(
+            f"rollout.multi_turn.tools={list(config.tools)} with an environment: the model calls "
+            "the environment's own tools; drop rollout.multi_turn.tools"
+        )
+    if config.environment is not None:
+        try:
+            load_environment(config.environment)
+        except HfsdkError as err:
+            problems.append(f"rollout.multi_turn.environment: {err}")
+    return problems
+
+
+def environment_schemas(config: MultiTurnConfig) -> list[dict[str, Any]]:
+    """The tool schemas of the one environment every row runs in (none for a column: each
+    row offers only its own environment's tools, which one prompt rendering cannot show)."""
+    from hfsdk_agents.environments.registry import load_environment
+
+    if config.environment is None:
+        return []
+    return [dict(s) for s in load_environment(config.environment).schemas.values()]
+
+
+def _rows(prepared: Any) -> Iterable[tuple[str, dict[str, Any]]]:
+    for label, loader in (("train", prepared.loader), ("validation", prepared.val_loader)):
+        for row in getattr(loader, "rows", None) or []:
+            yield label, row
+
+
+def environment_rows_check(config: Any, spec: Any, prepared: Any) -> str | None:
+    """Every row names an environment that loads (``environment_column``), else one line."""
+    from hfsdk_agents.environments.loop import environment_name
+    from hfsdk_agents.environments.registry import load_environment
+
+    multi_turn = multi_turn_config(config.rollout)
+    if multi_turn.environment_column is None:
+        return None
+    seen: set[str] = set()
+    for label, row in _rows(prepared):
+        try:
+            name = environment_name(row, multi_turn)
+        except HfsdkError as err:
+            raise HfsdkError(f"{label} data: {err}") from None
+        if name not in seen:
+            seen.add(name)
+            try:
+                load_environment(name)
+            except HfsdkError as err:
+                raise HfsdkError(
+                    f"{label} data, row {row.get('uid', '?')}, column "
+                    f"{multi_turn.environment_column!r}: {err}"
+                ) from None
+    return None

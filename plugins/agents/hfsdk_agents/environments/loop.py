@@ -1,0 +1,128 @@
+"""``environment_loop``: the tool loop driven by one environment instance per trajectory.
+
+Each trajectory gets a fresh instance of its row's environment
+(``rollout.multi_turn.environment``, or the row's
+``rollout.multi_turn.environment_column``). ``reset(row)``'s observation is the
+first context turn (a user turn of the renderer, never trained on); then: generate
+→ parse tool calls → call them on this instance, in the order written (the state
+makes order matter) → append their outputs → generate, until the environment is
+``done``, the model answers without a call, ``max_turns`` or the budget. Only that
+environment's tools can be called: another name gets the unknown-tool error listing
+the environment's own. The environment's :meth:`reward` lands in the trajectory's
+``extra`` (``environment_reward``), which the ``environment`` reward function reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from hfsdk import ConfigError, HfsdkError
+from hfsdk_agents.config import MultiTurnConfig
+from hfsdk_agents.environments.calls import bound_tools, call_environment_tool
+from hfsdk_agents.environments.registry import load_environment
+from hfsdk_agents.loops import AgentContext, AgentLoop
+from hfsdk_agents.tools import ToolOutput
+from hfsdk_agents.trajectory import Trajectory
+
+REWARD_KEY = "environment_reward"
+"""Where the loop puts the environment's reward in ``Trajectory.extra``."""
+
+
+def environment_name(row: Mapping[str, Any], config: MultiTurnConfig) -> str:
+    """The environment ``row`` runs in: the fixed one, or the row's column (else one line)."""
+    if config.environment is not None:
+        return config.environment
+    column = config.environment_column
+    if column is None:
+        raise ConfigError(
+            "rollout.multi_turn.agent_loop=environment_loop needs an environment: set "
+            "rollout.multi_turn.environment=NAME or environment_column=COLUMN"
+        )
+    value = row.get(column)
+    if not isinstance(value, str) or not value.strip():
+        where = f"row {row['uid']}" if "uid" in row else "a row"
+        raise HfsdkError(
+            f"{where} has no environment name in column {column!r} (got {value!r}); every row "
+            "needs one (rollout.multi_turn.environment_column), or set "
+            "rollout.multi_turn.environment for all rows"
+        )
+    return value
+
+
+class EnvironmentLoop(AgentLoop):
+    """One environment instance per trajectory; its tools, its end, its reward."""
+
+    async def run(
+        self, prompt_ids: tuple[int, ...], row: Mapping[str, Any], ctx: AgentContext, *, seed: int
+    ) -> Trajectory:
+        """The episode of ``row``'s environment (see the module docstring)."""
+        name = environment_name(row, ctx.config)
+        spec = load_environment(name)
+        trajectory = Trajectory(prompt_ids=tuple(prompt_ids))
+        trajectory.extra["environment"] = name
+        env = spec.create()
+        try:
+            try:
+                observation = env.reset(row)
+            except Exception as err:
+                raise HfsdkError(
+                    f"environment {name!r}: reset(row) raised {type(err).__name__}: {err}"
+                ) from err
+            if observation and not ctx.add_user_turn(trajectory, str(observation)):
+                return self._end(trajectory, env, name)
+            await self._turns(trajectory, env, spec.schemas, ctx, seed)
+            return self._end(trajectory, env, name)
+        finally:
+            env.close()
+
+    @staticmethod
+    async def _turns(
+        trajectory: Trajectory,
+        env: Any,
+        schemas: Mapping[str, Mapping[str, Any]],
+        ctx: AgentContext,
+        seed: int,
+    ) -> None:
+        tools = bound_tools(schemas, env)
+        config = ctx.config
+        for turn in range(config.max_turns):
+            made = await ctx.model_turn(trajectory, seed=seed + turn)
+            if made is None:
+                return
+            segment, parsed = made
+            if not parsed.wants_tools:
+                trajectory.finish = segment.finish_reason or "stop"
+                return
+            # Unlike the tool loop, the last turn's calls run too: they move the state the
+            # reward is read from.
+            outputs = [
+                await call_environment_tool(
+                    tools,
+                    call.name,
+                    call.arguments,
+                    timeout_s=config.tool_timeout_s,
+                    max_output_chars=config.max_tool_output_chars,
+                )
+                for call in parsed.calls
+            ]
+            outputs += [
+                ToolOutput(name="", content=f"Error: {e}", ok=False, error="malformed_call")
+                for e in parsed.errors
+            ]
+            if not ctx.add_tool_turn(trajectory, outputs):
+                return
+            if getattr(env, "done", False):
+                trajectory.finish = "done"
+                return
+        trajectory.finish = "max_turns"
+
+    @staticmethod
+    def _end(trajectory: Trajectory, env: Any, name: str) -> Trajectory:
+        try:
+            trajectory.extra[REWARD_KEY] = float(env.reward())
+        except Exception as err:
+            raise HfsdkError(
+                f"environment {name!r}: reward() raised {type(err).__name__}: {err}"
+            ) from err
+        return trajectory

@@ -1,0 +1,103 @@
+"""Prompts from one ``reasoning_gym`` task name, generated offline (its datasets are procedural).
+
+:func:`reasoning_gym_rows` turns ``reasoning_gym.create_dataset(name, seed=, size=,
+**config)`` into dataset rows: ``prompt`` (the question), ``answer`` and what the
+``reasoning_gym`` reward needs to rebuild the row's entry for the task's own
+verifier (``rg_task``, ``rg_seed``, ``rg_size``, ``rg_index``, ``rg_config``). The
+same name, seed, size and config give the same rows on any machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from hfsdk import ConfigError
+
+
+def task_names() -> list[str]:
+    """Every task name ``reasoning_gym`` registers."""
+    from hfsdk_agents.environments.extras import require
+
+    return sorted(require("reasoning_gym.factory").DATASETS)
+
+
+@functools.lru_cache(maxsize=32)
+def _dataset(name: str, seed: int, size: int, config_json: str) -> Any:
+    import reasoning_gym
+
+    if name not in task_names():
+        from hfsdk.core.registry import unknown_name_message
+
+        raise ConfigError(
+            unknown_name_message("reasoning_gym task", name, task_names())
+            + " (reasoning_gym.factory.DATASETS)"
+        )
+    config = json.loads(config_json)
+    try:
+        return reasoning_gym.create_dataset(name, seed=seed, size=size, **config)
+    except (TypeError, ValueError, AssertionError) as err:
+        raise ConfigError(
+            f"reasoning_gym task {name!r} refused its config {config}: "
+            f"{type(err).__name__}: {err}; see the task's config class in reasoning_gym"
+        ) from None
+
+
+def reasoning_gym_dataset(
+    name: str, *, seed: int, size: int, config: Mapping[str, Any] | None = None
+) -> Any:
+    """The ``reasoning_gym`` dataset (built once per arguments); one line for a bad name."""
+    return _dataset(name, int(seed), int(size), json.dumps(dict(config or {}), sort_keys=True))
+
+
+def reasoning_gym_rows(
+    name: str, *, size: int, seed: int = 0, config: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """``size`` rows of the task ``name`` (see the module docstring)."""
+    dataset = reasoning_gym_dataset(name, seed=seed, size=size, config=config)
+    config_json = json.dumps(dict(config or {}), sort_keys=True)
+    return [
+        {
+            "prompt": entry["question"],
+            "answer": str(entry["answer"]),
+            "rg_task": name,
+            "rg_seed": int(seed),
+            "rg_size": int(size),
+            "rg_index": index,
+            "rg_config": config_json,
+        }
+        for index, entry in enumerate(dataset)
+    ]
+
+
+def write_reasoning_gym_data(
+    name: str,
+    directory: str | Path,
+    *,
+    train_size: int,
+    val_size: int,
+    seed: int = 0,
+    config: Mapping[str, Any] | None = None,
+) -> tuple[Path, Path]:
+    """``train.jsonl`` and ``val.jsonl`` of the task in ``directory`` (written atomically).
+
+    Validation rows come from ``seed + 1``, so they are other questions than the training
+    rows.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for file, size, part_seed in (
+        ("train.jsonl", train_size, seed),
+        ("val.jsonl", val_size, seed + 1),
+    ):
+        rows = reasoning_gym_rows(name, size=size, seed=part_seed, config=config)
+        path = directory / file
+        staging = path.with_name(f".{file}.tmp")
+        staging.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        staging.replace(path)
+        paths.append(path)
+    return paths[0], paths[1]

@@ -1,0 +1,54 @@
+"""The ``reasoning_gym`` reward: the row's reasoning-gym task scores the response itself.
+
+The answer is what the response holds between ``<answer>`` and ``</answer>``
+(reasoning-gym's own ``extract_answer``, the format its prompts ask for); the
+score is the task's ``score_answer(answer, entry)`` on the row's entry, rebuilt
+from the columns :mod:`~hfsdk_agents.environments.reasoning_gym_data` wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+REWARD_FUNCTION_NAME = "reasoning_gym"
+"""Registry name of :func:`reasoning_gym_reward`."""
+
+COLUMNS = ("rg_task", "rg_seed", "rg_size", "rg_index", "rg_config")
+
+
+def columns_read(config: Any = None) -> tuple[str, ...]:
+    """The dataset columns the reward reads (a run without them is refused before it starts)."""
+    return COLUMNS
+
+
+def score_response(
+    response: str, task: str, seed: int, size: int, index: int, config: str
+) -> float:
+    """reasoning-gym's score of ``response`` for entry ``index`` of the task's dataset."""
+    from reasoning_gym.utils import extract_answer
+
+    from hfsdk_agents.environments.reasoning_gym_data import reasoning_gym_dataset
+
+    dataset = reasoning_gym_dataset(task, seed=seed, size=size, config=json.loads(config))
+    return float(dataset.score_answer(extract_answer(response), dataset[int(index)]))
+
+
+def reasoning_gym_reward(
+    prompts: list[str],
+    responses: list[str],
+    rg_task: Sequence[str],
+    rg_seed: Sequence[int],
+    rg_size: Sequence[int],
+    rg_index: Sequence[int],
+    rg_config: Sequence[str],
+    **columns: Any,
+) -> list[float]:
+    """Each response scored by its row's reasoning-gym verifier."""
+    return [
+        score_response(r, t, int(s), int(n), int(i), c)
+        for r, t, s, n, i, c in zip(
+            responses, rg_task, rg_seed, rg_size, rg_index, rg_config, strict=True
+        )
+    ]

@@ -1,0 +1,60 @@
+"""Environments for the loop tests: a counter (state per instance) and one whose tool raises."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from hfsdk_agents.environments import Environment
+
+CLOSED: list[str] = []
+"""Names of the instances closed so far (the tests read it)."""
+
+
+class Counter(Environment):
+    """Counts up; done at ``row['target']``; reward 1 when it got there."""
+
+    tools: ClassVar[tuple[str, ...]] = ("bump",)
+
+    def reset(self, row: Mapping[str, Any]) -> str:
+        self.count = 0
+        self.target = int(row.get("target", 2))
+        return f"count {self.count}"
+
+    def bump(self, by: int) -> str:
+        """Add to the counter.
+
+        Args:
+            by: How much to add.
+        """
+        self.count += by
+        self.done = self.count >= self.target
+        return f"count {self.count}"
+
+    def reward(self) -> float:
+        return 1.0 if self.count == self.target else 0.0
+
+    def close(self) -> None:
+        CLOSED.append(f"counter:{self.count}")
+
+
+class Broken(Environment):
+    """A tool that raises on every call; the reward counts the calls that reached it."""
+
+    tools: ClassVar[tuple[str, ...]] = ("bump",)
+
+    def reset(self, row: Mapping[str, Any]) -> str:
+        self.calls = 0
+        return "count 0"
+
+    def bump(self, by: int) -> str:
+        """Always fails.
+
+        Args:
+            by: Ignored.
+        """
+        self.calls += 1
+        raise ValueError(f"bump {by} is broken")
+
+    def reward(self) -> float:
+        return float(self.calls)

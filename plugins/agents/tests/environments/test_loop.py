@@ -1,0 +1,113 @@
+"""environment_loop on a scripted rollout: routing, per-trajectory state, errors, reward."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import torch
+
+from hfsdk import Batch, HfsdkError, generate_rollout
+from hfsdk_agents.environments.reward import environment_reward
+
+from ..fakes import rollout_for, word_tokenizer
+from . import counter_env
+
+WORDS = [
+    "go", "count", "0", "1", "2", "3", "4", "5", "6", "<tool_call>", "</tool_call>",
+    '{"name":', '"bump",', '"add",', '"arguments":', '{"by":', "1}}", "2}}", "<tool_response>",
+    "</tool_response>", "Error:", "done",
+]  # fmt: skip
+TOK = word_tokenizer(WORDS)
+COUNTER = f"{counter_env.__name__}:Counter"
+BROKEN = f"{counter_env.__name__}:Broken"
+
+
+def ids(text: str) -> list[int]:
+    return TOK.encode(text, add_special_tokens=False)
+
+
+def call(name: str = "bump", by: int = 1) -> list[int]:
+    return ids(f'<tool_call> {{"name": "{name}", "arguments": {{"by": {by}}}}} </tool_call>')
+
+
+def batch(rows: list[dict[str, Any]]) -> Batch:
+    encoded = [TOK.encode("go") for _ in rows]
+    ids_t = torch.tensor(encoded)
+    columns = {k: [r.get(k) for r in rows] for k in {k for r in rows for k in r}}
+    return Batch.from_dict(
+        tensors={"input_ids": ids_t, "attention_mask": torch.ones_like(ids_t)},
+        non_tensors={"raw_prompt": ["go"] * len(rows), "uid": list(range(len(rows))), **columns},
+        meta={"n": 1},
+    )
+
+
+def always(tokens: list[int]):
+    return lambda context: tokens
+
+
+def test_each_row_runs_its_own_environment_instance_and_its_reward_is_the_envs() -> None:
+    rollout = rollout_for(
+        TOK, always(call()), environment_column="env", renderer="plain", max_turns=6,
+        max_response_tokens=200,
+    )  # fmt: skip
+    rows = [{"env": COUNTER, "target": 2}, {"env": COUNTER, "target": 3}, {"env": BROKEN}]
+    counter_env.CLOSED.clear()
+    out = generate_rollout(rollout, batch(rows))
+    records = list(out["agent_trajectory"])
+    # Counters stop when done (2 and 3 bumps of 1); each instance kept its own count.
+    assert [r["finish"] for r in records] == ["done", "done", "max_turns"]
+    assert list(out["agent_turns"]) == [2, 3, 6]
+    assert sorted(counter_env.CLOSED) == ["counter:2", "counter:3"]
+    first = records[0]["segments"]
+    assert first[0] == {**first[0], "role": "user", "text": "count 0", "trained": False}
+    assert [s["text"] for s in first[1:] if s["role"] == "tool"] == [
+        "<tool_response> count 1 </tool_response>",
+        "<tool_response> count 2 </tool_response>",
+    ]
+    # The broken tool: every call answered with its error, the trajectory went on to max_turns.
+    broken = [s for s in records[2]["segments"] if s["role"] == "tool"]
+    assert len(broken) == 6
+    result = broken[0]["tool_results"][0]
+    assert (result["ok"], result["error"]) == (False, "exception")
+    assert result["content"] == "Error: bump raised ValueError: bump 1 is broken"
+    assert list(out["agent_tool_errors"]) == [0, 0, 6]
+    scores = environment_reward(["go"] * 3, list(out["response_text"]), records)
+    assert scores == [1.0, 1.0, 6.0]
+
+
+def test_only_the_rows_environment_tools_are_offered() -> None:
+    rollout = rollout_for(
+        TOK, always(call("add")), environment=COUNTER, renderer="plain", max_turns=1,
+    )  # fmt: skip
+    out = generate_rollout(rollout, batch([{}]))
+    [result] = [r for s in out["agent_trajectory"][0]["segments"] for r in s["tool_results"]]
+    assert result["error"] == "unknown_tool"
+    assert result["content"] == "Error: unknown tool 'add'; available: ['bump']"
+
+
+def test_a_row_without_its_environment_column_is_one_line() -> None:
+    rollout = rollout_for(TOK, always(call()), environment_column="env", renderer="plain")
+    with pytest.raises(HfsdkError) as info:
+        generate_rollout(rollout, batch([{"env": COUNTER}, {"env": None}]))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("row 1 has no environment name in column 'env' (got None)")
+
+
+def test_an_unknown_environment_name_is_one_line_listing_the_registered() -> None:
+    rollout = rollout_for(TOK, always(call()), environment_column="env", renderer="plain")
+    with pytest.raises(HfsdkError) as info:
+        generate_rollout(rollout, batch([{"env": "frozen_lak"}]))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("unknown environment 'frozen_lak'; available: frozen_lake")
+    assert "did you mean 'frozen_lake'?" in message
+
+
+def test_the_trajectory_json_carries_the_environment_and_its_reward() -> None:
+    rollout = rollout_for(TOK, always(call(by=2)), environment=COUNTER, renderer="plain")
+    out = generate_rollout(rollout, batch([{"target": 2}]))
+    extra = json.loads(json.dumps(out["agent_trajectory"][0]))["extra"]
+    assert extra == {"environment": COUNTER, "environment_reward": 1.0}

@@ -1,0 +1,167 @@
+"""The environment protocol: schemas from methods, loading by name, one-line refusals."""
+
+from __future__ import annotations
+
+import asyncio
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+import hfsdk
+from hfsdk import HfsdkError
+from hfsdk.core.config import resolve_run_config
+from hfsdk.core.plugin_manager import get_plugin_manager, reset_plugin_manager
+from hfsdk_agents.checks import prompt_tool_schemas
+from hfsdk_agents.environments import Environment, environment_spec
+from hfsdk_agents.environments.calls import bound_tools, call_environment_tool
+from hfsdk_agents.environments.frozen_lake import FrozenLake
+from hfsdk_agents.environments.registry import load_environment
+from hfsdk_agents.tools import ToolError
+
+from . import counter_env
+
+
+def test_tool_schemas_come_from_the_methods_without_self() -> None:
+    spec = environment_spec("frozen_lake", FrozenLake)
+    function = spec.schemas["move"]["function"]
+    assert function["name"] == "move"
+    assert function["description"] == "Move one cell on the frozen lake."
+    assert function["parameters"]["required"] == ["direction"]
+    direction = function["parameters"]["properties"]["direction"]
+    assert direction["enum"] == ["left", "down", "right", "up"]
+
+
+class NoTools:
+    def reset(self, row): ...
+    def reward(self): ...
+    def close(self): ...
+
+
+class ListsAnAttribute(NoTools):
+    tools: ClassVar[tuple[str, ...]] = ("speed",)
+    speed = 3
+
+
+@pytest.mark.parametrize(
+    ("cls", "says"),
+    [
+        (NoTools, "tools is not a non-empty tuple"),
+        (ListsAnAttribute, "lists tool 'speed', which is not a method of the class"),
+        (FrozenLake(), "is a FrozenLake, not a class"),
+        (type("Bare", (), {"tools": ("x",)}), "it has no reset, reward, close"),
+    ],
+)
+def test_a_class_that_is_no_environment_is_one_line(cls: object, says: str) -> None:
+    with pytest.raises(HfsdkError) as info:
+        environment_spec("bad", cls)
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_module_and_file_specs_load(tmp_path: Path) -> None:
+    assert load_environment(f"{counter_env.__name__}:Counter").cls is counter_env.Counter
+    path = tmp_path / "my_env.py"
+    path.write_text(
+        "from hfsdk_agents.environments.frozen_lake import FrozenLake\n"
+        "class Lake(FrozenLake):\n    pass\n"
+    )
+    assert load_environment(f"{path}:Lake").cls.__name__ == "Lake"
+    for spec, says in [
+        (f"{tmp_path}/nope.py:Lake", "does not exist"),
+        (f"{path}:Pond", "has no attribute 'Pond'"),
+        ("no_such_module_xyz:Lake", "cannot import 'no_such_module_xyz'"),
+    ]:
+        with pytest.raises(HfsdkError) as info:
+            load_environment(spec)
+        assert says in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.fixture
+def second_lake() -> Iterator[None]:
+    module = types.ModuleType("second_lake_plugin")
+
+    @hfsdk.hookimpl
+    def hfsdk_register_environments(register):  # type: ignore[no-untyped-def]
+        register("frozen_lake", counter_env.Counter)
+
+    module.hfsdk_register_environments = hfsdk_register_environments  # type: ignore[attr-defined]
+    reset_plugin_manager()
+    get_plugin_manager().pm.register(module, name="second_lake")
+    yield
+    reset_plugin_manager()
+
+
+def test_two_plugins_registering_one_name_is_an_error_naming_both(second_lake: None) -> None:
+    with pytest.raises(HfsdkError) as info:
+        load_environment("frozen_lake")
+    message = str(info.value)
+    assert "'agents'" in message and "'second_lake'" in message
+
+
+def test_the_prompts_announce_one_environments_tools_not_a_columns() -> None:
+    one = resolve_run_config("grpo", {"rollout": {"multi_turn": {"environment": "frozen_lake"}}})
+    assert [s["function"]["name"] for s in prompt_tool_schemas(one)] == ["move"]
+    column = resolve_run_config("grpo", {"rollout": {"multi_turn": {"environment_column": "e"}}})
+    assert prompt_tool_schemas(column) == []
+
+
+class Slow(Environment):
+    tools: ClassVar[tuple[str, ...]] = ("wait", "refuse")
+
+    def reset(self, row):  # type: ignore[no-untyped-def]
+        return ""
+
+    async def wait(self, seconds: float) -> str:
+        """Sleep.
+
+        Args:
+            seconds: How long.
+        """
+        await asyncio.sleep(seconds)
+        return "woke"
+
+    def refuse(self) -> str:
+        """Say no."""
+        raise ToolError("not now")
+
+    def reward(self) -> float:
+        return 0.0
+
+
+def _call(name: str, arguments: object) -> tuple[bool, str | None, str]:
+    tools = bound_tools(environment_spec("slow", Slow).schemas, Slow())
+    out = asyncio.run(
+        call_environment_tool(tools, name, arguments, timeout_s=0.2, max_output_chars=3)
+    )
+    return out.ok, out.error, out.content
+
+
+def test_tool_failures_are_the_tools_output() -> None:
+    assert _call("wait", {"seconds": 5}) == (
+        False,
+        "timeout",
+        "Error: wait did not return within 0.2 s",
+    )
+    assert _call("refuse", {}) == (False, "tool_error", "Error: not now")
+    ok, error, content = _call("wait", {"seconds": "soon"})
+    assert (ok, error) == (False, "bad_arguments") and "'soon' is not of type 'number'" in content
+    assert _call("wait", {"seconds": 0}) == (False, "too_long", "wok [truncated]")
+    assert _call("wait", [1])[1] == "bad_arguments"
+
+
+def test_settings_that_cannot_run_are_refused_in_one_line() -> None:
+    both = {"environment": "frozen_lake", "environment_column": "e", "tools": ["add"]}
+    with pytest.raises(HfsdkError) as info:
+        resolve_run_config("grpo", {"rollout": {"multi_turn": both}})
+    message = str(info.value)
+    assert "\n" not in message
+    assert (
+        "rollout.multi_turn.environment and environment_column are both set; give one "
+        "environment for all rows or a column naming each row's" in message
+    )
+    assert (
+        "rollout.multi_turn.tools=['add'] with an environment: the model calls the "
+        "environment's own tools; drop rollout.multi_turn.tools" in message
+    )

@@ -1,0 +1,119 @@
+"""reasoning-gym: rows generated offline, its verifier as the reward, end to end under GRPO."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hfsdk import HfsdkError
+from hfsdk_agents.environments.reasoning_gym_data import reasoning_gym_rows
+from hfsdk_agents.environments.reasoning_gym_reward import reasoning_gym_reward
+
+CONFIG = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
+
+
+def test_rows_are_the_tasks_entries_and_the_reward_is_its_verifier() -> None:
+    import reasoning_gym
+
+    rows = reasoning_gym_rows("basic_arithmetic", size=6, seed=3, config=CONFIG)
+    dataset = reasoning_gym.create_dataset("basic_arithmetic", seed=3, size=6, **CONFIG)
+    assert [r["prompt"] for r in rows] == [e["question"] for e in dataset]
+    assert rows == reasoning_gym_rows("basic_arithmetic", size=6, seed=3, config=CONFIG)
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k.startswith("rg_")}
+    right = [f"<answer>{r['answer']}</answer>" for r in rows]
+    assert reasoning_gym_reward([], right, **columns) == [1.0] * 6
+    # no answer tag: reasoning-gym's extract_answer finds nothing, its score is 0
+    assert reasoning_gym_reward([], [r["answer"] for r in rows], **columns) == [0.0] * 6
+    # partial credit is the verifier's own: the right answer inside a longer one
+    padded = [f"<answer>{r['answer']} 00</answer>" for r in rows]
+    want = [
+        dataset.score_answer(f"{r['answer']} 00", e) for r, e in zip(rows, dataset, strict=True)
+    ]
+    assert reasoning_gym_reward([], padded, **columns) == want
+    assert all(0.0 < w < 1.0 for w in want)
+
+
+def test_an_unknown_task_name_is_one_line() -> None:
+    with pytest.raises(HfsdkError) as info:
+        reasoning_gym_rows("basic_arithmetik", size=2)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("unknown reasoning_gym task 'basic_arithmetik'; available: ")
+    assert "did you mean 'basic_arithmetic'?" in message
+
+
+def test_a_config_the_task_refuses_is_one_line() -> None:
+    with pytest.raises(HfsdkError) as info:
+        reasoning_gym_rows("basic_arithmetic", size=2, config={"min_terms": 0})
+    assert "\n" not in str(info.value)
+    assert "reasoning_gym task 'basic_arithmetic' refused its config" in str(info.value)
+
+
+@pytest.mark.slow
+def test_grpo_logs_the_verifiers_scores(tmp_path: Path) -> None:
+    import reasoning_gym
+
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.trainer import Trainer
+    from hfsdk_agents.environments.reasoning_gym_build import ensure_reasoning_gym_assets
+    from hfsdk_agents.environments.reasoning_gym_task import reasoning_gym_preset
+
+    base = reasoning_gym_preset(ensure_reasoning_gym_assets())
+    config = load_run_config(
+        "grpo", None, ["trainer.total_steps=2", "trainer.rollout_dump=true"], base=base
+    )
+    Trainer(config, tmp_path, quiet=True).fit()
+    metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    rows = {
+        json.loads(line)["prompt"]: json.loads(line)
+        for line in (Path(config.data.train_files[0])).read_text().splitlines()
+    }
+    seen = set()
+    for step in (1, 2):
+        lines = (tmp_path / "rollouts" / f"step_{step}.jsonl").read_text().splitlines()
+        records = [json.loads(line) for line in lines]
+        scores = []
+        for record in records:
+            row = rows[record["raw_prompt"]]
+            dataset = reasoning_gym.create_dataset(
+                row["rg_task"], seed=row["rg_seed"], size=row["rg_size"],
+                **json.loads(row["rg_config"]),
+            )  # fmt: skip
+            entry = dataset[row["rg_index"]]
+            answer = reasoning_gym.utils.extract_answer(record["response_text"])
+            scores.append(dataset.score_answer(answer, entry))
+            assert record["reward"] == pytest.approx(scores[-1], abs=1e-6)
+        seen.update(scores)
+        assert metrics[step - 1]["reward/mean"] == pytest.approx(
+            sum(scores) / len(scores), abs=1e-6
+        )
+    # the warm start answers right about a third of the time: both outcomes occur
+    assert 1.0 in seen and 0.0 in seen
+
+
+def test_the_command_writes_the_rows_and_refuses_a_bad_name_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hfsdk.core.cli.main import main
+
+    def run(*args: str) -> int:
+        with pytest.raises(SystemExit) as info:
+            main(["reasoning-gym", *args])
+        return int(info.value.code or 0)
+
+    config = json.dumps(CONFIG)
+    assert run("basic_arithmetic", str(tmp_path), "--train-size", "4", "--config", config) == 0
+    rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
+    assert rows == reasoning_gym_rows("basic_arithmetic", size=4, seed=0, config=CONFIG)
+    val = (tmp_path / "val.jsonl").read_text().splitlines()
+    assert len(val) == 100 and json.loads(val[0])["rg_seed"] == 1
+    capsys.readouterr()
+    for args, says in [
+        (("basic_arithmetik", str(tmp_path / "x")), "unknown reasoning_gym task"),
+        (("basic_arithmetic", str(tmp_path / "x"), "--config", "{max"), "is not JSON"),
+    ]:
+        assert run(*args) == 2
+        err = capsys.readouterr().err.strip()
+        assert says in err and len(err.splitlines()) == 1 and "Traceback" not in err
