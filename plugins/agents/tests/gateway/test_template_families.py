@@ -95,7 +95,7 @@ def _render(tok: Any, messages: list[dict[str, Any]]) -> list[int]:
     return list(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
 
-def _run(name: str) -> tuple[Any, Batch, Any]:
+def _run(name: str, *, spelled_call: bool = False) -> tuple[Any, Batch, Any]:
     family = FAMILIES[name]
     tok = family["tokenizer"]()
     end = tok.eos_token_id  # <|im_end|> / <|eot_id|>
@@ -109,8 +109,10 @@ def _run(name: str) -> tuple[Any, Batch, Any]:
         done = sum(
             context[i : i + len(marker)] == marker for i in range(len(context) - len(marker) + 1)
         )
-        if done >= 2:  # the answer, one id per character: re-encoding it would change it
-            return [*(tok.encode(c, add_special_tokens=False)[0] for c in ANSWER), end]
+        if done >= 2 or (spelled_call and done == 0):
+            # one id per character: the same text, not its canonical ids
+            text = ANSWER if done >= 2 else turns[0]
+            return [*(tok.encode(c, add_special_tokens=False)[0] for c in text), end]
         return [*tok.encode(turns[done], add_special_tokens=False), end]
 
     SENT.clear()
@@ -178,7 +180,9 @@ def test_qwen3_thinking_dropped_between_turns_starts_a_segment_on_the_full_rende
     rollout, out, tok = _run("qwen3")
     _check_every_request_is_the_full_render(rollout, tok)
     # the agent sent its history back unchanged, thinking included: the template dropped it
-    assert [m.get("content", "") for m in SENT[2] if m["role"] == "assistant"] == [THINK.rstrip()] * 2
+    assert [m.get("content", "") for m in SENT[2] if m["role"] == "assistant"] == [
+        THINK.rstrip()
+    ] * 2
     # what the model thought is in its own tokens, and gone from the next request
     think = tok.convert_tokens_to_ids("<think>")
     assert think in rollout.results[0].token_ids
@@ -202,3 +206,18 @@ def test_qwen3_thinking_dropped_between_turns_starts_a_segment_on_the_full_rende
         assert response[carried:] == list(result.token_ids)
     assert out["agent_trajectory"][-1]["finish"] == "stop"
     assert out["response_text"][2].rstrip().endswith(ANSWER)
+
+
+def test_a_call_whose_ids_are_not_the_templates_starts_a_segment_on_the_full_render() -> None:
+    """The model spelled its first call one character at a time: the agent's history is
+    unchanged, but a fresh request would read the template's ids, so the gateway starts a
+    segment there instead of appending to ids no request would see."""
+    rollout, out, tok = _run("qwen2.5", spelled_call=True)
+    _check_every_request_is_the_full_render(rollout, tok)
+    assert [m["content"] for m in SENT[-1] if m["role"] == "tool"] == ["7", "12"]
+    assert list(out["segment_index"]) == [0, 1]
+    # the first row trains on the spelled call, the second on the second call and answer
+    assert _trained(out, 0)[0] == list(rollout.results[0].token_ids)
+    second = [t for r in rollout.results[1:] for t in r.token_ids]
+    assert _trained(out, 1)[0] == second
+    assert [t["finish"] for t in out["agent_trajectory"]] == ["segment", "stop"]
