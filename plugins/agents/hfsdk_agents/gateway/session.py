@@ -218,6 +218,8 @@ class Session:
                 ids = self.ctx.renderer.context_turn(rendered, last_token=_last(branch))
             except HfsdkError:
                 break  # this renderer has no form for it: a new segment renders it whole
+            if not self._renders_as(messages, tools, [*branch.trajectory.context_ids, *ids]):
+                break  # the template renders earlier turns differently (dropped thinking)
             role = "tool" if new and all(m["role"] == "tool" for m in new) else "user"
             results = [_tool_result(m) for m in rendered if m["role"] == "tool"]
             return _Start(branch=branch, ids=ids, role=role, results=results, messages=messages)
@@ -232,6 +234,20 @@ class Session:
                 param="messages",
             ) from None
         return self._new_segment(prompt, messages=messages)
+
+    def _renders_as(self, messages: list[Message], tools: Any, stream: list[int]) -> bool:
+        """Whether a fresh request for ``messages`` would read ``stream``: a chat template
+        may render earlier turns otherwise than the engine produced them (a Qwen3-style
+        template drops ``<think>`` blocks), and a request must see what the template
+        renders, as the tool loop's ``next_segment`` ensures. True without a template
+        (the plain rendering is never the stream) or when the template refuses."""
+        if not self.use_template:
+            return True
+        try:
+            full = render_conversation(self.ctx.tokenizer, messages, use_template=True, tools=tools)
+        except Exception:  # the new-segment path reports a template that refuses
+            return True
+        return full == stream
 
     def _follow_text(self, prompt: str) -> _Start:
         for branch in self.branches:

@@ -16,8 +16,12 @@ from hfsdk_agents.trajectory import ChatTemplateRenderer, Trajectory
 
 from ..fakes import word_tokenizer
 
+# Renders an assistant turn's calls as the engine wrote them (one word per call), so a
+# conversation rendered again is the stream and stays one segment.
 TEMPLATE = (
-    "{% for m in messages %}<|im_start|> {{ m.role }} {{ m.content }} <|im_end|> NL "
+    "{% for m in messages %}<|im_start|> {{ m.role }} {{ m.content }} "
+    "{% for c in m.tool_calls or [] %}<tool_call> {{ c.function | tojson | replace(' ', '') }} "
+    "</tool_call> {% endfor %}<|im_end|> NL "
     "{% endfor %}{% if add_generation_prompt %}<|im_start|> assistant {% endif %}"
 )
 CALL = '{"name":"add","arguments":{"a":3,"b":4}}'
