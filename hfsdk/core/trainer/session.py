@@ -99,7 +99,7 @@ class TrainingSession:
         ``perf/controller_overhead_s``)."""
         self.worker_threads = 0
         """Intra-op threads each worker runs with, as :func:`worker_threads` decided them
-        when the workers started (0 before); the planner prices the run's devices with it."""
+        when the workers started (0 before); placement plugins price the run's devices with it."""
 
     # -- lifecycle ----------------------------------------------------------------
 

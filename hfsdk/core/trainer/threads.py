@@ -1,4 +1,4 @@
-"""How many intra-op threads a run's workers use: decided here, read by the run and the planner.
+"""How many intra-op threads a run's workers use: decided here, read by the run and placement.
 
 Kept free of torch so that ``hfsdk plan`` can ask it without importing the stack.
 """
@@ -22,8 +22,8 @@ def worker_threads(configured: int, device_slots: int, cores: int | None = None)
     cores; roles colocated on one device take turns, so each gets the whole
     share. ``OMP_NUM_THREADS`` in the controller's environment caps the
     automatic value (tests and shared machines set it to 1). The session
-    starts its workers with this count and the planner prices a run's devices
-    at it (``trainer.worker_threads``, docs/placement.md).
+    starts its workers with this count and placement plugins price a run's
+    devices at it (``trainer.worker_threads``, docs/placement.md).
     """
     if configured > 0:
         return configured

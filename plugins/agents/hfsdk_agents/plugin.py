@@ -121,7 +121,7 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 def hfsdk_register_tasks(register: Register) -> None:
     """Register ``tool_use`` (addition with an ``add`` tool), ``frozen_lake`` (gymnasium's
     FrozenLake with a ``move`` tool) and ``reasoning_gym`` (a reasoning-gym task, offline)."""
-    from hfsdk_agents.environments.frozen_lake_task import frozen_lake_task
+    from hfsdk_agents.environments.frozen_lake_registration import frozen_lake_task
     from hfsdk_agents.environments.reasoning_gym_task import reasoning_gym_task
     from hfsdk_agents.tool_use.registration import tool_use_task
 

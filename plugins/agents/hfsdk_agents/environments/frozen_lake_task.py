@@ -15,7 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import hfsdk
 from hfsdk_agents.environments.frozen_lake import ACTIONS, AGENT, LAKE_MAP, STATUS
 
 ENVIRONMENT_NAME = "frozen_lake"
@@ -82,32 +81,3 @@ def frozen_lake_preset(root: Path) -> dict[str, Any]:
             },
         },
     }
-
-
-def _assets(model: str = "warm", data: str = "prompts") -> hfsdk.TaskAssets:
-    from hfsdk_agents.environments.frozen_lake_build import ensure_frozen_lake_assets
-
-    root = ensure_frozen_lake_assets()
-    return hfsdk.TaskAssets(
-        model_dir=root / "model",
-        tokenizer_dir=root / "model",
-        train_files=(str(root / "train.jsonl"),),
-        val_files=(str(root / "val.jsonl"),),
-        root=root,
-    )
-
-
-def _settings() -> dict[str, Any]:
-    from hfsdk_agents.environments.frozen_lake_build import ensure_frozen_lake_assets
-
-    return frozen_lake_preset(ensure_frozen_lake_assets())
-
-
-def frozen_lake_task() -> hfsdk.Task:
-    """The registry entry of the ``frozen_lake`` task."""
-    return hfsdk.Task(
-        summary="walk gymnasium's FrozenLake to the goal with a move tool (docs/agents.md)",
-        assets=_assets,
-        settings=_settings,
-        signals={"reward": ("environment",)},
-    )
