@@ -106,7 +106,7 @@ if TYPE_CHECKING:
         combine_corrections,
     )
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
-    from hfsdk.core.registry import Registry, RegistryEntry
+    from hfsdk.core.registry import Registry, RegistryEntry, unknown_name_message
     from hfsdk.core.rewards.call_styles import RewardCallStyle, RewardStyles
     from hfsdk.core.rewards.composition import load_reward_functions
     from hfsdk.core.rewards.signatures import signature_problem
@@ -194,6 +194,7 @@ _LAZY = {
     "DEFAULT_TASK": "hfsdk.core.task_spec",
     "Registry": "hfsdk.core.registry",
     "RegistryEntry": "hfsdk.core.registry",
+    "unknown_name_message": "hfsdk.core.registry",
     "Register": "hfsdk.hookspecs",
     "StepObserver": "hfsdk.core.trainer.step_observers",
     "StepView": "hfsdk.core.trainer.step_observers",

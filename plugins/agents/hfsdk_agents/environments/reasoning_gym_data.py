@@ -30,7 +30,7 @@ def _dataset(name: str, seed: int, size: int, config_json: str) -> Any:
     import reasoning_gym
 
     if name not in task_names():
-        from hfsdk.core.registry import unknown_name_message
+        from hfsdk import unknown_name_message
 
         raise ConfigError(
             unknown_name_message("reasoning_gym task", name, task_names())

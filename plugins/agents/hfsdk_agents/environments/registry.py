@@ -110,7 +110,7 @@ def load_environment(name: str) -> EnvironmentSpec:
     else:
         registered = registered_environments()
         if name not in registered:
-            from hfsdk.core.registry import unknown_name_message
+            from hfsdk import unknown_name_message
 
             raise ConfigError(
                 unknown_name_message("environment", name, list(registered))
