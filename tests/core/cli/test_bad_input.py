@@ -249,7 +249,7 @@ CASES: list[Case] = [
         lambda t: list(BASE),
         r"no task 'default' is registered .*install hfsdk-plugin-tasks",
     ),
-    ("unknown-task", lambda t: [*BASE, "--task", "nope"], r"no task 'nope' .*default, tool_use"),
+    ("unknown-task", lambda t: [*BASE, "--task", "nope"], r"no task 'nope' .*default, .*tool_use"),
     ("virtual-devices-text", lambda t: list(BASE), r"HFSDK_VIRTUAL_DEVICES='many'"),
     # -- the run directory
     (
