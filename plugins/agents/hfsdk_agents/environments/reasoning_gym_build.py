@@ -10,15 +10,13 @@ otherwise: a model whose verifier scores are a mix of 1s, 0s and partial credit.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from hfsdk_agents.environments.reasoning_gym_data import write_reasoning_gym_data
+from hfsdk_agents.warm_start import cached_build, fit_token_distributions, tiny_llama_config
 
 RG_TASK = "basic_arithmetic"
 RG_CONFIG: dict[str, Any] = {
@@ -67,7 +65,6 @@ def _read(path: Path) -> list[dict[str, Any]]:
 def build_model(spec: ReasoningGymSpec, rows: list[dict[str, Any]], words: list[str]) -> Any:
     """(tokenizer, warm-started model) for ``rows`` (``words``: every word of the data)."""
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
 
     from hfsdk_tasks.tokenizer import word_level_tokenizer
 
@@ -98,52 +95,16 @@ def build_model(spec: ReasoningGymSpec, rows: list[dict[str, Any]], words: list[
     weight_t = torch.zeros(len(seqs), width)
     for i, (s, t, w) in enumerate(zip(seqs, targets, weights, strict=True)):
         ids_t[i, : len(s)], target_t[i, : len(s)], weight_t[i, : len(s)] = torch.tensor(s), t, w
-    config = LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_layers,
-        num_attention_heads=spec.num_heads,
-        num_key_value_heads=spec.num_heads,
-        max_position_embeddings=64,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        tie_word_embeddings=False,
-    )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(spec.seed)
-            model = LlamaForCausalLM(config)
-            optimizer = torch.optim.AdamW(model.parameters(), lr=spec.warm_start_lr)
-            model.train()
-            for _ in range(spec.warm_start_steps):
-                log_probs = torch.log_softmax(model(input_ids=ids_t).logits, dim=-1)
-                per_token = -(target_t * log_probs).sum(dim=-1)
-                loss = (per_token * weight_t).sum() / weight_t.sum()
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-            model.eval()
-    finally:
-        torch.set_num_threads(threads)
+    config = tiny_llama_config(spec, tokenizer, max_positions=64)
+    model, _ = fit_token_distributions(spec, config, ids_t, target_t, weight_t)
     return tokenizer, model
 
 
 def ensure_reasoning_gym_assets(spec: ReasoningGymSpec | None = None) -> Path:
     """The cached build directory (``model/``, ``train.jsonl``, ``val.jsonl``), built once."""
-    from hfsdk import cache_root
-
     spec = spec or ReasoningGymSpec()
-    base = cache_root() / "reasoning_gym"
-    final = base / spec.cache_key()
-    if (final / "info.json").exists():
-        return final
-    base.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=base))
-    try:
+
+    def build(staging: Path) -> None:
         train, val = write_reasoning_gym_data(
             RG_TASK,
             staging,
@@ -162,12 +123,5 @@ def ensure_reasoning_gym_assets(spec: ReasoningGymSpec | None = None) -> Path:
         model.save_pretrained(str(staging / "model"))
         tokenizer.save_pretrained(str(staging / "model"))
         (staging / "info.json").write_text(json.dumps({"spec": attrs.asdict(spec)}))
-        try:
-            os.rename(staging, final)
-        except OSError:
-            if not (final / "info.json").exists():
-                raise
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return final
+
+    return cached_build("reasoning_gym", spec.cache_key(), build)

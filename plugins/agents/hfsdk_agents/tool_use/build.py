@@ -18,9 +18,6 @@ RL run raises both the reward and the tool-call success.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +35,7 @@ from hfsdk_agents.tool_use.task import (
     format_prompt,
     task_rows,
 )
+from hfsdk_agents.warm_start import cached_build, fit_token_distributions, tiny_llama_config
 
 BUILDER_VERSION = 1
 
@@ -166,60 +164,20 @@ def _targets(spec: ToolUseSpec, tokenizer: Any) -> tuple[Any, Any, Any]:
 
 def build_model(spec: ToolUseSpec, tokenizer: Any) -> tuple[Any, dict[str, float]]:
     """The warm-started tiny Llama and what the warm start measured."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     started = time.perf_counter()
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=spec.hidden_size,
-        intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_layers,
-        num_attention_heads=spec.num_heads,
-        num_key_value_heads=spec.num_heads,
-        max_position_embeddings=128,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        tie_word_embeddings=False,
+    config = tiny_llama_config(spec, tokenizer, max_positions=128)
+    ids, targets, weights = _targets(spec, tokenizer)
+    model, loss = fit_token_distributions(
+        spec, config, ids, targets, weights, batch_rows=spec.batch_rows
     )
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(spec.seed)
-            model = LlamaForCausalLM(config)
-            ids, targets, weights = _targets(spec, tokenizer)
-            optimizer = torch.optim.AdamW(model.parameters(), lr=spec.warm_start_lr)
-            generator = torch.Generator().manual_seed(spec.seed)
-            model.train()
-            loss = torch.zeros(())
-            for _ in range(spec.warm_start_steps):
-                pick = torch.randint(0, len(ids), (spec.batch_rows,), generator=generator)
-                log_probs = torch.log_softmax(model(input_ids=ids[pick]).logits, dim=-1)
-                per_token = -(targets[pick] * log_probs).sum(dim=-1)
-                loss = (per_token * weights[pick]).sum() / weights[pick].sum()
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-            model.eval()
-    finally:
-        torch.set_num_threads(threads)
-    return model, {"final_loss": float(loss.detach()), "seconds": time.perf_counter() - started}
+    return model, {"final_loss": loss, "seconds": time.perf_counter() - started}
 
 
 def ensure_tool_use_assets(spec: ToolUseSpec | None = None) -> Path:
     """The cached build directory (``model/``, ``train.jsonl``, ``val.jsonl``), built once."""
-    from hfsdk import cache_root
-
     spec = spec or ToolUseSpec()
-    base = cache_root() / "tool_use"
-    final = base / spec.cache_key()
-    if (final / "info.json").exists():
-        return final
-    base.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=base))
-    try:
+
+    def build(staging: Path) -> None:
         tokenizer = train_tokenizer(spec)
         model, report = build_model(spec, tokenizer)
         model.save_pretrained(str(staging / "model"))
@@ -228,15 +186,8 @@ def ensure_tool_use_assets(spec: ToolUseSpec | None = None) -> Path:
         for name, part in (("train.jsonl", rows), ("val.jsonl", rows[:32])):
             (staging / name).write_text("".join(json.dumps(r) + "\n" for r in part))
         (staging / "info.json").write_text(json.dumps({"spec": attrs.asdict(spec), **report}))
-        try:
-            os.rename(staging, final)
-        except OSError:
-            if not (final / "info.json").exists():
-                raise
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return final
+
+    return cached_build("tool_use", spec.cache_key(), build)
 
 
 def tool_use_preset(root: Path) -> dict[str, Any]:
