@@ -18,7 +18,6 @@ import importlib.util
 import inspect
 import json
 import re
-import sys
 import time
 import types
 import typing
@@ -29,6 +28,7 @@ from typing import Any
 import attrs
 
 from hfsdk import ConfigError, HfsdkError
+from hfsdk_agents.file_modules import import_file
 from hfsdk_agents.tool_worker import ToolError as ToolError  # public here
 from hfsdk_agents.tool_worker import ToolWorkers
 
@@ -195,18 +195,10 @@ def _load_callable(spec: str) -> Callable[..., Any]:
         path = Path(target).expanduser()
         if not path.is_file():
             raise ConfigError(f"tool {spec!r}: the file {str(path)!r} does not exist")
-        module_name = f"hfsdk_tools_{abs(hash(str(path.resolve())))}"
-        module = sys.modules.get(module_name)
-        if module is None:
-            loader_spec = importlib.util.spec_from_file_location(module_name, path)
-            assert loader_spec is not None and loader_spec.loader is not None
-            module = importlib.util.module_from_spec(loader_spec)
-            sys.modules[module_name] = module
-            try:
-                loader_spec.loader.exec_module(module)
-            except Exception as err:
-                del sys.modules[module_name]  # a fixed file is read again, not this half
-                raise ConfigError(f"tool {spec!r}: {_import_failure(err)}") from None
+        try:
+            module = import_file(path, "hfsdk_tools_")
+        except Exception as err:
+            raise ConfigError(f"tool {spec!r}: {_import_failure(err)}") from None
     else:
         try:
             module = importlib.import_module(target)

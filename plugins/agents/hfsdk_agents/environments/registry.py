@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
 import weakref
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ import attrs
 
 from hfsdk import ConfigError, HfsdkError
 from hfsdk_agents.environments.protocol import EnvironmentSpec, environment_spec
+from hfsdk_agents.file_modules import import_file
 
 
 @attrs.frozen
@@ -70,20 +70,12 @@ def _load_class(spec: str) -> Any:
         path = Path(target).expanduser()
         if not path.is_file():
             raise ConfigError(f"environment {spec!r}: the file {str(path)!r} does not exist")
-        module_name = f"hfsdk_environment_{abs(hash(str(path.resolve())))}"
-        module = sys.modules.get(module_name)
-        if module is None:
-            loader = importlib.util.spec_from_file_location(module_name, path)
-            assert loader is not None and loader.loader is not None
-            module = importlib.util.module_from_spec(loader)
-            sys.modules[module_name] = module
-            try:
-                loader.loader.exec_module(module)
-            except Exception as err:
-                del sys.modules[module_name]
-                raise ConfigError(
-                    f"environment {spec!r}: importing it raised {type(err).__name__}: {err}"
-                ) from None
+        try:
+            module = import_file(path, "hfsdk_environment_")
+        except Exception as err:
+            raise ConfigError(
+                f"environment {spec!r}: importing it raised {type(err).__name__}: {err}"
+            ) from None
     else:
         try:
             module = importlib.import_module(target)

@@ -15,7 +15,6 @@ import concurrent.futures
 import importlib
 import importlib.util
 import inspect
-import sys
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import attrs
 
 from hfsdk import ConfigError
+from hfsdk_agents.file_modules import import_file
 
 Agent = Callable[[str, dict[str, Any]], Any]
 """``agent(base_url, row) -> float | None`` (or a coroutine function of the same)."""
@@ -51,22 +51,13 @@ def _from_file(path: Path, spec: str) -> Any:
         raise ConfigError(
             f"rollout.multi_turn.agent={spec!r}: the file {str(path)!r} does not exist"
         )
-    name = f"hfsdk_agent_{abs(hash(str(path.resolve())))}"
-    module = sys.modules.get(name)
-    if module is None:
-        loader = importlib.util.spec_from_file_location(name, path)
-        assert loader is not None and loader.loader is not None
-        module = importlib.util.module_from_spec(loader)
-        sys.modules[name] = module
-        try:
-            loader.loader.exec_module(module)
-        except Exception as err:
-            del sys.modules[name]
-            raise ConfigError(
-                f"rollout.multi_turn.agent={spec!r}: importing the file raised "
-                f"{type(err).__name__}: {err}; fix it and run again"
-            ) from None
-    return module
+    try:
+        return import_file(path, "hfsdk_agent_")
+    except Exception as err:
+        raise ConfigError(
+            f"rollout.multi_turn.agent={spec!r}: importing the file raised "
+            f"{type(err).__name__}: {err}; fix it and run again"
+        ) from None
 
 
 def load_agent(spec: str) -> Agent:
