@@ -21,38 +21,9 @@ import torch
 
 from hfsdk import Batch, generate_rollout
 from hfsdk.core.data.prompt_dataset import prepare_row
-from hfsdk_agents.testing.templates import llama3_tokenizer, qwen3_tokenizer, qwen25_tokenizer
-from hfsdk_agents.tools import load_tools
 
+from ..template_conversation import ANSWER, FAMILIES, PROMPT, SCHEMAS, THINK, model_turns
 from .helpers import request_rollout
-
-SCHEMAS = [dict(t.schema) for t in load_tools(["add"]).values()]
-PROMPT = [
-    {"role": "system", "content": "You are a helpful assistant."},
-    {"role": "user", "content": "What is 3 + 4 + 5?"},
-]
-THINK = "<think>\nI should call the tool to add the numbers first.\n</think>\n\n"
-ANSWER = "The answer is 12."
-
-
-def hermes(a: int, b: int) -> str:
-    return f'<tool_call>\n{{"name": "add", "arguments": {{"a": {a}, "b": {b}}}}}\n</tool_call>'
-
-
-def llama_call(a: int, b: int) -> str:
-    return f'<function=add>{{"a": {a}, "b": {b}}}</function>'
-
-
-FAMILIES: dict[str, dict[str, Any]] = {
-    "qwen2.5": {"tokenizer": qwen25_tokenizer, "call": hermes, "parser": "hermes", "think": ""},
-    "llama3": {
-        "tokenizer": llama3_tokenizer,
-        "call": llama_call,
-        "parser": "llama_function",
-        "think": "",
-    },
-    "qwen3": {"tokenizer": qwen3_tokenizer, "call": hermes, "parser": "hermes", "think": THINK},
-}
 
 SENT: list[list[dict[str, Any]]] = []
 """The messages the agent sent, one list per request (filled by :func:`agent`)."""
@@ -82,12 +53,6 @@ def agent(base_url: str, row: dict[str, Any]) -> None:
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
 
 
-def _turns(family: dict[str, Any]) -> list[str]:
-    """The model's three turns: add(3, 4), add(7, 5), the answer (with thinking, qwen3)."""
-    call, think = family["call"], family["think"]
-    return [think + call(3, 4), think + call(7, 5), ANSWER]
-
-
 def _render(tok: Any, messages: list[dict[str, Any]]) -> list[int]:
     ids = tok.apply_chat_template(
         messages, tools=SCHEMAS, tokenize=True, add_generation_prompt=True
@@ -99,7 +64,7 @@ def _run(name: str, *, spelled_call: bool = False) -> tuple[Any, Batch, Any]:
     family = FAMILIES[name]
     tok = family["tokenizer"]()
     end = tok.eos_token_id  # <|im_end|> / <|eot_id|>
-    turns = _turns(family)
+    turns = model_turns(family)
     # The tool turn's closing marker tells how far the conversation got.
     marker = tok.encode(
         "</tool_response>" if name != "llama3" else "ipython", add_special_tokens=False
