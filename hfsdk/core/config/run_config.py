@@ -384,10 +384,23 @@ def resolve_run_config(
     for name, cls in top_level.items():
         composer.add(name, cls, _section(data, name))
 
-    known = {"algorithm", "advantage", "policy_loss", "value_loss", "rollout", *roles}
+    known = {"algorithm", "rollout", *roles}
     known |= set(top_level)
+    used = set()
+    if rl is not None:
+        used.add("policy_loss")
+        if rl.advantage_estimator is not None:
+            used.add("advantage")
+        if hasattr(algorithm, "value_loss"):
+            used.add("value_loss")
+    known |= used
     for key in data:
-        if key not in known:
+        unused = _unused_loss_section(key, data[key], used, algo, rl)
+        if unused:
+            composer.errors.append(unused)
+        elif key in _LOSS_SECTIONS:
+            continue
+        elif key not in known:
             close = closest_match(str(key), sorted(known))
             hint = f"; did you mean {close!r}?" if close else ""
             composer.errors.append(
@@ -412,6 +425,29 @@ def resolve_run_config(
     resolve_rollout_corrections(config, registry_of("rollout_corrections"))
     _validate_across_sections(pm, config)
     return config
+
+
+_LOSS_SECTIONS = ("advantage", "policy_loss", "value_loss")
+
+
+def _unused_loss_section(
+    key: str, value: Any, used: set[str], algo: str, rl: Any
+) -> str | None:
+    """One line when ``key`` sets an estimator's or a loss's settings that ``algo`` never
+    composes (they would be dropped without a word); ``None`` when it is used or unset."""
+    if key not in _LOSS_SECTIONS or key in used or not value:
+        return None
+    setting = ", ".join(f"{key}.{name}" for name in value) if isinstance(value, dict) else key
+    if rl is None:
+        why = (
+            "trains no policy (its 'algorithm' section has no RL settings: no advantage "
+            "estimator, policy loss, value loss or KL)"
+        )
+    elif key == "advantage":
+        why = "estimates no advantages (algorithm.advantage_estimator is unset)"
+    else:  # value_loss: the only other section a policy-training algorithm may not use
+        why = "trains no critic (it has no algorithm.value_loss)"
+    return f"{setting}: algorithm {algo!r} {why}, so these settings would do nothing; remove them"
 
 
 def _validate_across_sections(pm: HfsdkPluginManager, config: RunConfig) -> None:

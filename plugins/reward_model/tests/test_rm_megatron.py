@@ -1,4 +1,8 @@
-"""A reward model trains on the megatron backend: the same loss as fsdp, and it learns."""
+"""A reward model trains on the megatron backend: the same loss as fsdp, and it learns.
+
+Whole runs (heavy); the quick suite's check of the same engine operation is
+plugins/backend_megatron/tests/test_score_model.py.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ def _run(run_dir: Path, *overrides: str) -> list[dict]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # ~30 s on the shared CPU; the engine-level twin is in the quick suite
 def test_megatron_trains_a_reward_model_like_fsdp(tmp_path: Path) -> None:
     # Both backends start from the same sequence classifier (a fresh head is initialised
     # differently by each), made by one fsdp step.

@@ -148,6 +148,29 @@ def test_config_show_lists_only_the_reward_model_settings() -> None:
     assert "policy_loss" not in shown
 
 
+@pytest.mark.parametrize(
+    "override",
+    ["algorithm.kl_coef=0.1", "policy_loss.clip_ratio=0.3", "advantage.gamma=0.9",
+     "value_loss.clip_range_value=0.3"],
+)  # fmt: skip
+def test_an_rl_setting_is_refused_in_one_line(
+    override: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The loss and estimator sections used to take these silently and drop them.
+    from hfsdk.core.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["config", "show", "--algo", "reward_model", override])
+    assert exited.value.code == 2
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and not out
+    key = override.partition("=")[0]
+    assert key in lines[0]
+    if not key.startswith("algorithm."):
+        assert "'reward_model' trains no policy" in lines[0]
+
+
 def test_a_run_prepares_without_a_policy_role() -> None:
     # The preflight used to ask the spec for its policy role and refused every reward-model
     # run ("has no role of kind 'policy'"); the scorer being trained is the run's model.

@@ -148,6 +148,56 @@ def test_selecting_another_estimator_switches_its_section_class(pm: HfsdkPluginM
         _resolve(pm, "algorithm.advantage_estimator=whitened", "advantage.scale=2")
 
 
+@attrs.frozen(kw_only=True)
+class ToyPairsConfig(hfsdk.TrainerAlgorithmConfig):
+    margin: float = 0.0
+
+
+@attrs.frozen(kw_only=True)
+class ToyNoCriticConfig(AlgorithmConfig):
+    advantage_estimator: str | None = None
+    policy_loss: str = "pg"
+
+
+class ToyUnusedSections(ToyPlugin):
+    @staticmethod
+    @hfsdk.hookimpl
+    def hfsdk_register_algorithms(register):  # type: ignore[no-untyped-def]
+        ToyPlugin.hfsdk_register_algorithms(register)
+        for name, config_cls in (("pairs", ToyPairsConfig), ("nocritic", ToyNoCriticConfig)):
+            spec = hfsdk.AlgorithmSpec(
+                name=name, program=ToyAlgo, config_cls=config_cls, roles=[("actor", "policy")]
+            )
+            register(spec.name, spec)
+
+
+@pytest.mark.parametrize(
+    ("algo", "override", "why"),
+    [
+        ("pairs", "policy_loss.clip=0.2", "'pairs' trains no policy"),
+        ("pairs", "advantage.scale=2", "'pairs' trains no policy"),
+        ("pairs", "value_loss.clip=0.2", "'pairs' trains no policy"),
+        ("nocritic", "advantage.scale=2", "'nocritic' estimates no advantages"),
+        ("nocritic", "value_loss.clip=0.2", "'nocritic' trains no critic"),
+    ],
+)
+def test_settings_of_a_section_the_algorithm_never_uses_are_refused(
+    algo: str, override: str, why: str
+) -> None:
+    # They used to be dropped without a word (the section was "known" to every algorithm).
+    pm = build_plugin_manager([("toy", ToyUnusedSections)], load_entry_points=False)
+    data = apply_overrides({"actor": {"backend": "toy"}}, [override])
+    with pytest.raises(ConfigError) as caught:
+        resolve_run_config(algo, data, pm=pm)
+    message = str(caught.value)
+    key = override.partition("=")[0]
+    assert message.startswith(f"{key}: algorithm {why}") and "\n" not in message
+    assert message.endswith("remove them")
+    # An empty section (what `config show` of another algorithm may carry) sets nothing.
+    section = key.partition(".")[0]
+    assert resolve_run_config(algo, {"actor": {"backend": "toy"}, section: {}}, pm=pm)
+
+
 def test_yaml_round_trip(tmp_path: Path, pm: HfsdkPluginManager) -> None:
     cfg = _resolve(pm, "actor.optim.lr=3e-4", "reward.functions=[{name: exact, weight: 0.5}]")
     path = tmp_path / "run.yaml"
