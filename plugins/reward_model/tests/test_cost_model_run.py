@@ -22,20 +22,25 @@ from hfsdk.core.trainer.trainer import Trainer
 COST_STEPS = 12
 
 
-@pytest.fixture(scope="module")
-def cost_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A short cost-model run's export (the wrong answer of each pair scores higher)."""
-    run_dir = tmp_path_factory.mktemp("cost") / "run"
+def _train_cost_model(run_dir: Path, steps: int, *overrides: str) -> tuple[list[dict], Path]:
+    """A cost-model run (the wrong answer of each pair scores higher) and its export."""
     config = load_run_config(
         "reward_model",
         None,
-        ["algorithm.higher=rejected", f"trainer.total_steps={COST_STEPS}", "trainer.val_every=0",
-         "trainer.val_before_train=false"],
+        ["algorithm.higher=rejected", f"trainer.total_steps={steps}", "trainer.val_every=0",
+         "trainer.val_before_train=false", *overrides],
     )  # fmt: skip
     rows = Trainer(config, run_dir, quiet=True).fit()
+    return rows, run_dir / "checkpoints" / f"step_{steps}" / "reward_model_hf"
+
+
+@pytest.fixture(scope="module")
+def cost_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A short cost-model run's export, trained until the wrong answers cost more."""
+    rows, export = _train_cost_model(tmp_path_factory.mktemp("cost") / "run", COST_STEPS)
     # Trained as a cost model: the rejected (wrong) answer scores above the chosen one.
     assert rows[-1]["score_model/margin"] > 0
-    return run_dir / "checkpoints" / f"step_{COST_STEPS}" / "reward_model_hf"
+    return export
 
 
 def _independent_scores(export: Path, batch: Any) -> torch.Tensor:
@@ -55,11 +60,11 @@ def _independent_scores(export: Path, batch: Any) -> torch.Tensor:
     return torch.tensor(scores)
 
 
-@pytest.mark.slow
-@pytest.mark.heavy
-def test_safe_rlhf_runs_on_the_trained_cost_model(
-    cost_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _safe_rlhf_on(
+    cost_model: Path, run_dir: Path, monkeypatch: pytest.MonkeyPatch, *overrides: str
+) -> tuple[Any, list[dict], list[tuple[Any, torch.Tensor]]]:
+    """A Safe-RLHF run whose cost role is ``cost_model``: its config, rows and every
+    (batch, token costs) its program scored."""
     program = get_registry("algorithms")["safe_rlhf"].impl.program
     seen: list[tuple[Any, torch.Tensor]] = []
     original = program.score
@@ -74,12 +79,17 @@ def test_safe_rlhf_runs_on_the_trained_cost_model(
     config = load_run_config(
         "safe_rlhf",
         None,
-        [f"cost.model.model_path={cost_model}", "trainer.total_steps=2",
-         "algorithm.lambda_update_delay=0"],
-    )  # fmt: skip
+        [f"cost.model.model_path={cost_model}", "algorithm.lambda_update_delay=0", *overrides],
+    )
     assert config.cost.model.model_path == str(cost_model)
-    rows = Trainer(config, tmp_path / "safe", quiet=True).fit()
-    assert len(seen) == 2
+    rows = Trainer(config, run_dir, quiet=True).fit()
+    return config, rows, seen
+
+
+def _check_costs_are_the_exports(
+    cost_model: Path, config: Any, rows: list[dict], seen: list[tuple[Any, torch.Tensor]]
+) -> None:
+    assert len(seen) == len(rows)
     for (batch, token_costs), row in zip(seen, rows, strict=True):
         episode = token_costs.sum(dim=-1)
         expected = _independent_scores(cost_model, batch)
@@ -90,3 +100,32 @@ def test_safe_rlhf_runs_on_the_trained_cost_model(
     all_costs = torch.cat([costs.sum(dim=-1) for _batch, costs in seen])
     window = all_costs[-config.algorithm.episode_cost_window :]
     assert rows[-1]["lagrange/mean_episode_cost"] == pytest.approx(float(window.mean()), abs=1e-4)
+
+
+def test_a_cost_model_export_is_what_a_safe_rlhf_step_scores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The quick twin of the heavy test below: one cost-model step on four pairs, one
+    # Safe-RLHF step on four prompts (the plumbing, not the learning).
+    rows, export = _train_cost_model(
+        tmp_path / "cost", 1, "data.batch_size=4", "reward_model.mini_batch_size=8",
+        "reward_model.micro_batch_size=8", "reward_model.forward_micro_batch_size=8",
+    )  # fmt: skip
+    assert rows[0]["pairs/count"] == 4
+    assert "ForSequenceClassification" in (export / "config.json").read_text()
+    config, safe_rows, seen = _safe_rlhf_on(
+        export, tmp_path / "safe", monkeypatch, "trainer.total_steps=1", "data.batch_size=4"
+    )
+    _check_costs_are_the_exports(export, config, safe_rows, seen)
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_safe_rlhf_runs_on_the_trained_cost_model(
+    cost_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config, rows, seen = _safe_rlhf_on(
+        cost_model, tmp_path / "safe", monkeypatch, "trainer.total_steps=2"
+    )
+    assert len(rows) == 2
+    _check_costs_are_the_exports(cost_model, config, rows, seen)
