@@ -28,7 +28,10 @@ class GenerationRequest:
     is re-tokenized). Sampling: ``greedy`` (or ``temperature`` 0) picks the most
     likely token; otherwise tokens are drawn at ``temperature`` from the nucleus
     ``top_p``. ``seed`` makes one request's sampling reproducible whatever else
-    is in flight (``None``: drawn from torch's global generator). Generation
+    is in flight (``None``: drawn from torch's global generator). ``top_k`` > 0
+    keeps only the ``top_k`` most likely tokens before the nucleus cut (0: no
+    cut); a backend that cannot honour it per request refuses the request with
+    one line rather than ignore it. Generation
     stops at the model's EOS ids, at any of ``stop_token_ids`` (e.g. the id that
     ends a tool call), or after ``max_new_tokens``.
     """
@@ -39,6 +42,7 @@ class GenerationRequest:
     top_p: float = attrs.field(
         default=1.0, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)]
     )
+    top_k: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     greedy: bool = False
     seed: int | None = None
     stop_token_ids: tuple[int, ...] = attrs.field(default=(), converter=_token_ids)

@@ -64,8 +64,8 @@ def request_params(config: VLLMRolloutConfig, eos_ids: list[int], request: Gener
     }
     if request.is_greedy:
         return SamplingParams(temperature=0.0, **common)
-    return SamplingParams(temperature=request.temperature, top_p=request.top_p, seed=seed,
-                          **common)  # fmt: skip
+    return SamplingParams(temperature=request.temperature, top_p=request.top_p,
+                          top_k=request.top_k, seed=seed, **common)  # fmt: skip
 
 
 def logprobs_match(config: VLLMRolloutConfig, request: GenerationRequest) -> bool:

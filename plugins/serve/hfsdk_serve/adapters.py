@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,9 @@ class Adapter:
     params: dict[str, torch.nn.Parameter]
     optimizer: torch.optim.AdamW | None
     steps: int = 0
+    version: int = 0
+    """Changes whenever the weights do (unique over the pool's adapters; see
+    :meth:`AdapterPool.touch`), so a sampler that keeps merged weights knows when they are stale."""
 
 
 def _key(param_name: str, adapter: str) -> str:
@@ -102,6 +106,7 @@ class AdapterPool:
         )
         self.peft.eval()
         self.adapters: dict[str, Adapter] = {}
+        self._versions = itertools.count(1)  # 0 is the base model's version
         self.vocab_size = int(model.config.vocab_size)
         self.max_length = int(getattr(model.config, "max_position_embeddings", 0) or 0)
 
@@ -137,7 +142,46 @@ class AdapterPool:
         optimizer = torch.optim.AdamW(list(params.values()), lr=0.0) if trainable else None
         adapter = Adapter(name=name, spec=spec, params=params, optimizer=optimizer)
         self.adapters[name] = adapter
+        self.touch(name)
         return adapter
+
+    def touch(self, name: str) -> None:
+        """Adapter ``name``'s weights changed: give it a version no adapter had before."""
+        self.get(name).version = next(self._versions)
+
+    def version(self, name: str | None) -> int:
+        """The weights version of adapter ``name`` (``None``, the base model alone: 0)."""
+        return 0 if name is None else self.get(name).version
+
+    def merged_weights(self, name: str | None) -> Iterator[tuple[str, torch.Tensor]]:
+        """The HF model adapter ``name`` computes, as (HF name, tensor): ``W + s·B·A``.
+
+        Each LoRA layer's base weight plus that adapter's delta (``s`` its
+        ``alpha / r``), new tensors; every other weight is the base model's own
+        tensor. ``None``: the base model alone. For a rollout engine that keeps
+        its own copy of the weights; the pool's module is never changed (peft's
+        in-place merge and unmerge would round the base weights).
+        """
+        from peft.tuners.lora import LoraLayer
+
+        model = self.peft.get_base_model()
+        layers = {n: m for n, m in model.named_modules() if isinstance(m, LoraLayer)}
+        with torch.no_grad():
+            for param_name, param in model.named_parameters():
+                if ".lora_" in param_name:
+                    continue
+                owner, _, leaf = param_name.rpartition(".base_layer.")
+                if not owner:
+                    yield param_name, param.detach()
+                    continue
+                layer = layers[owner]
+                weight = param.detach()
+                if name is not None and leaf == "weight" and name in layer.lora_A:
+                    delta = layer.lora_B[name].weight.float() @ layer.lora_A[name].weight.float()
+                    if layer.fan_in_fan_out:
+                        delta = delta.T
+                    weight = (weight.float() + delta * layer.scaling[name]).to(weight.dtype)
+                yield f"{owner}.{leaf}", weight
 
     def remove(self, name: str) -> None:
         """Drop adapter ``name`` and its optimizer."""
@@ -180,6 +224,7 @@ class AdapterPool:
         with torch.no_grad():
             for key, p in dst.params.items():
                 p.copy_(src.params[key])
+        self.touch(target)
 
     def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
         """Adapter ``name``'s weights, cloned, by normalised name."""
@@ -196,7 +241,9 @@ class AdapterPool:
                 f"unexpected {extra}); load it into a client created with the same rank and "
                 "layers, or create one from the checkpoint"
             )
-        with torch.no_grad():
+        # Versioned even when a shape check fails half way: some tensors may have changed.
+        with torch.no_grad(), contextlib.ExitStack() as stack:
+            stack.callback(self.touch, name)
             for key, p in adapter.params.items():
                 value = state[key]
                 if value.shape != p.shape:

@@ -132,6 +132,7 @@ def optim_step(pool: AdapterPool, model_id: str, params: Mapping[str, float]) ->
     if clip > 0 and grads:
         torch.nn.utils.clip_grad_norm_(trained, clip)
     optimizer.step()
+    pool.touch(model_id)
     optimizer.zero_grad(set_to_none=True)
     adapter.steps += 1
     return {"grad_norm:mean": norm}

@@ -5,7 +5,9 @@ Each rank holds the base model with every client's LoRA adapter
 code). The adapters are the same on every rank: they start from the same seed,
 and ``optim_step`` sums their gradients over the ranks first, so every rank
 takes the same AdamW step. ``forward_backward`` gives each rank every
-``world_size``-th datum of the request (data parallel); sampling runs on rank 0.
+``world_size``-th datum of the request (data parallel); sampling runs on rank 0,
+through one rollout of the backend the server was started with
+(:class:`~.sampling.PoolSampler`).
 
 Every method is called on all ranks with the whole request (``ONE_TO_ALL``,
 sampling ``RANK_ZERO``) and validates all of it, so a bad request is refused by
@@ -29,7 +31,7 @@ import torch
 from hfsdk import BuiltinProtocol, HfsdkError, Worker, register
 from hfsdk_serve import training
 from hfsdk_serve.adapters import AdapterPool, AdapterSpec
-from hfsdk_serve.sampling import SampleSpec, sample
+from hfsdk_serve.sampling import PoolSampler, SampleSpec
 from hfsdk_serve.wire import DatumIn, SequenceOut
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -58,9 +60,23 @@ def _refusals(fn: F) -> F:
 class ServeWorker(Worker):
     """One rank of ``hfsdk serve``: the base model of ``model_dir`` and the clients' adapters."""
 
-    def __init__(self, *, model_dir: str) -> None:
+    def __init__(self, *, model_dir: str, rollout: str = "hf") -> None:
         super().__init__()
         self.pool = AdapterPool(Path(model_dir))
+        self.rollout = rollout
+        self._sampler: PoolSampler | None = None
+
+    def close(self) -> None:
+        """Release the sampler's rollout (a vLLM engine's threads and groups)."""
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.close()
+
+    def sampler(self) -> PoolSampler:
+        """Rank 0's rollout over the pool, built at the first sample (a vLLM engine: seconds)."""
+        if self._sampler is None:
+            self._sampler = PoolSampler(self.pool, self.rollout)
+        return self._sampler
 
     # -- collectives ---------------------------------------------------------------------
 
@@ -214,4 +230,9 @@ class ServeWorker(Worker):
         self, name: str | None, spec: SampleSpec
     ) -> tuple[list[SequenceOut], list[float] | None]:
         """Samples of adapter ``name`` (``None``: the base model) through the rollout contract."""
-        return sample(self.pool, name, spec)
+        return self.sampler().sample(name, spec)
+
+    @register(protocol=BuiltinProtocol.RANK_ZERO)
+    def sampler_reloads(self) -> int:
+        """How often the sampler's rollout was given new weights (0 before the first sample)."""
+        return 0 if self._sampler is None else self._sampler.reloads

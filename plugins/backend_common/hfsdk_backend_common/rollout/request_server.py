@@ -17,7 +17,8 @@ and writes each request's new key/value at its own position. Buffers grow
 (copying) when a request needs more slots or positions than they hold.
 
 Each request samples with its own generator (seeded by ``request.seed``), its
-own temperature and top-p; its log-probs are taken at its temperature alone
+own temperature, top-k (applied first, as transformers' ``generate`` does) and
+top-p; its log-probs are taken at its temperature alone
 (1 when greedy), before top-p. Arithmetic per row is the decoder's, so a
 greedy request's tokens are those of :meth:`TPDecoder.generate` on the same
 prompt up to float rounding of the batched matmuls.
@@ -305,8 +306,8 @@ class RequestServer:
             if request.is_greedy:
                 token = int(scaled.argmax(-1).item())
             else:
-                token = int(sample_rows(_nucleus(scaled, request.top_p).softmax(-1),
-                                        entry.generator).item())  # fmt: skip
+                kept = _nucleus(_top_k(scaled, request.top_k), request.top_p)
+                token = int(sample_rows(kept.softmax(-1), entry.generator).item())
             entry.tokens.append(token)
             entry.logprobs.append(float(logprobs[0, token].item()))
             self.stats.tokens += 1
@@ -330,6 +331,14 @@ class RequestServer:
             (len(e.request.prompt_ids) + e.request.max_new_tokens for e in self._active),
             default=0,
         )
+
+
+def _top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """``logits`` with everything below the ``k``-th largest set to -inf (``k`` 0: unchanged)."""
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth = logits.topk(k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
 
 
 def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
