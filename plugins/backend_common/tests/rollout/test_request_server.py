@@ -203,3 +203,20 @@ def test_requests_are_validated() -> None:
         GenerationRequest(prompt_ids=[1], max_new_tokens=0)
     with pytest.raises(HfsdkError, match="log-probs"):
         GenerationResult(token_ids=[1, 2], logprobs=[0.0], finish_reason="stop")
+
+
+def test_top_k_cuts_each_requests_own_draw(hf: Any) -> None:
+    """``top_k=1`` at a high temperature is the argmax; a wider cut still draws; the log-probs
+    stay the full-vocabulary ones (the cut is not renormalised into them)."""
+    decoder = _decoder(hf)
+    prompt = _prompts(1, seed=17)[0]
+    greedy = _alone(decoder, prompt, 8)
+    hot = [GenerationRequest(prompt_ids=prompt, max_new_tokens=8, temperature=3.0, seed=s,
+                             top_k=k) for s in range(4) for k in (1, 0)]  # fmt: skip
+    results = _serve(_server(decoder), hot)
+    cut, free = results[0::2], results[1::2]
+    assert all(list(r.token_ids) == greedy for r in cut)
+    assert any(list(r.token_ids) != greedy for r in free)
+    (forced,) = [torch.log_softmax(hf(torch.tensor([prompt + greedy])).logits[0, :-1] / 3.0, -1)]
+    expected = forced[len(prompt) - 1 :].gather(1, torch.tensor(greedy)[:, None])[:, 0]
+    torch.testing.assert_close(torch.tensor(cut[0].logprobs), expected.detach(), atol=1e-4, rtol=0)
