@@ -1,14 +1,15 @@
-"""``GenerationRequest.top_k``: validated, and refused by the contract's one-row default."""
+"""``GenerationRequest.top_k`` / ``prompt_logprobs``: validated, refused by the one-row default."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+import attrs
 import pytest
 import torch
 
-from hfsdk import Batch, GenerationRequest, HfsdkError, RolloutBackend
+from hfsdk import Batch, GenerationRequest, GenerationResult, HfsdkError, RolloutBackend
 
 
 class _OneRow(RolloutBackend):
@@ -41,3 +42,20 @@ def test_the_one_row_default_refuses_a_per_request_top_k() -> None:
         asyncio.run(rollout.generate_request(cut))
     greedy = GenerationRequest(prompt_ids=[3, 4], max_new_tokens=2, top_k=3, greedy=True)
     assert asyncio.run(rollout.generate_request(greedy)).token_ids == (5, 5)  # no draw to cut
+
+
+def test_the_one_row_default_refuses_prompt_logprobs() -> None:
+    rollout = _OneRow(config=None, actor=_Actor())  # type: ignore[arg-type]
+    asked = GenerationRequest(prompt_ids=[3, 4], max_new_tokens=2, prompt_logprobs=True)
+    with pytest.raises(HfsdkError, match="reports no prompt log-probs"):
+        asyncio.run(rollout.generate_request(asked))
+    assert asyncio.run(rollout.generate_request(attrs.evolve(asked, prompt_logprobs=False)))
+
+
+def test_a_result_carries_prompt_logprobs_only_when_given() -> None:
+    plain = GenerationResult(token_ids=[5], logprobs=[-0.5], finish_reason="length")
+    assert plain.prompt_logprobs is None
+    scored = GenerationResult(
+        token_ids=[5], logprobs=[-0.5], finish_reason="stop", prompt_logprobs=[-1, -2]
+    )
+    assert scored.prompt_logprobs == (-1.0, -2.0)

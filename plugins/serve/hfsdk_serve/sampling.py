@@ -17,7 +17,8 @@ together. Log-probs are the backend's (the contract's: at the request's
 temperature, over the whole vocabulary); where a backend reports NaN (a vLLM
 engine whose log-prob mode does not give the request's temperature) they are
 taken by a teacher-forced forward of the pool's model. Prompt log-probs
-(``compute_logprobs``) are always the pool's teacher-forced forward.
+(``compute_logprobs``, ``include_prompt_logprobs``) come the same way: the
+first request of a call asks the backend for them (``prompt_logprobs``).
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class SampleSpec:
                 top_k=max(self.top_k, 0),  # the SDK's -1 means no cut
                 seed=None if self.seed is None else sample_seed(self.seed, i),
                 stop_token_ids=self.stop_ids,
+                prompt_logprobs=self.prompt_logprobs and i == 0,  # one sample scores the prompt
             )
             for i in range(self.num_samples)
         ]
@@ -265,6 +267,9 @@ class PoolSampler:
             )
         prompt_logprobs = None
         if spec.prompt_logprobs:
-            (lp,) = token_logprobs(self.pool, adapter, [spec.prompt], 1.0)
-            prompt_logprobs = [math.nan, *lp.tolist()]
+            scored = results[0].prompt_logprobs
+            if scored is None or any(map(math.isnan, scored)):
+                (lp,) = token_logprobs(self.pool, adapter, [spec.prompt], 1.0)
+                scored = tuple(lp.tolist())
+            prompt_logprobs = [math.nan, *scored]
         return sequences, prompt_logprobs

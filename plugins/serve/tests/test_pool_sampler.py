@@ -6,6 +6,7 @@ The quick counterpart of ``test_vllm_sampling.py`` (heavy): the same
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,12 @@ def test_seeds_top_k_and_stop_ids_reach_the_rollout(pool: AdapterPool) -> None:
         assert len({tuple(s.tokens) for s in draws}) > 1  # sample i has its own seed
         top1, _ = sampler.sample("first", _spec(pool, temperature=2.0, top_k=1, num_samples=3))
         assert all(s.tokens == greedy[0].tokens for s in top1)  # top_k=1 is the argmax
+        # The prompt's log-probs come from the rollout and are the pool's forward.
+        _, scored = sampler.sample("first", _spec(pool, prompt_logprobs=True))
+        prompt = _spec(pool).prompt
+        (forced,) = token_logprobs(pool, "first", [prompt], 1.0)
+        assert scored is not None and math.isnan(scored[0]) and len(scored) == len(prompt)
+        torch.testing.assert_close(torch.tensor(scored[1:]), forced, rtol=0, atol=1e-5)
         stop = greedy[0].tokens[0]
         cut, _ = sampler.sample("first", _spec(pool, num_samples=1, stop_ids=(stop,)))
         assert cut[0].tokens == [stop] and cut[0].stopped

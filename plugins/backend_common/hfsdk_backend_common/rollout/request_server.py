@@ -19,7 +19,8 @@ and writes each request's new key/value at its own position. Buffers grow
 Each request samples with its own generator (seeded by ``request.seed``), its
 own temperature, top-k (applied first, as transformers' ``generate`` does) and
 top-p; its log-probs are taken at its temperature alone
-(1 when greedy), before top-p. Arithmetic per row is the decoder's, so a
+(1 when greedy), before top-p; a request that asks for its prompt's log-probs
+gets them from its prefill (temperature 1). Arithmetic per row is the decoder's, so a
 greedy request's tokens are those of :meth:`TPDecoder.generate` on the same
 prompt up to float rounding of the batched matmuls.
 """
@@ -117,6 +118,7 @@ class _Active:
     length: int = 0  # positions of this request in the cache
     tokens: list[int] = attrs.Factory(list)
     logprobs: list[float] = attrs.Factory(list)
+    prompt_logprobs: list[float] | None = None
     finish_reason: str | None = None
 
 
@@ -229,6 +231,7 @@ class RequestServer:
                             token_ids=entry.tokens,
                             logprobs=entry.logprobs,
                             finish_reason=entry.finish_reason or "length",
+                            prompt_logprobs=entry.prompt_logprobs,
                         )
                     )
 
@@ -274,6 +277,11 @@ class RequestServer:
         self.cache.bind(rows, positions, width)
         logits = self.decoder.forward(ids, positions, mask, self.cache)
         assert logits is not None
+        for row, entry in enumerate(joiners):
+            if entry.request.prompt_logprobs:  # teacher-forced over the prompt, temperature 1
+                n = lengths[row]
+                logp = logits[row, : n - 1].float().log_softmax(-1)
+                entry.prompt_logprobs = logp.gather(1, ids[row, 1:n, None])[:, 0].tolist()
         last = torch.tensor(lengths, device=dev) - 1
         logits = logits[torch.arange(len(joiners), device=dev), last]
         for entry, n in zip(joiners, lengths, strict=True):
