@@ -167,6 +167,14 @@ def serve(
         f"{'in this process' if app.service.pool.in_process else 'Ray worker processes'})",
         err=True,
     )
+    storage = app.service.pool.base_storage()
+    if len(storage) > 1:
+        shares = ", ".join(f"{held / whole:.3f}" for held, whole in storage)
+        click.echo(
+            f"hfsdk serve: base weights sharded over {len(storage)} ranks (FSDP2); share of "
+            f"the base held by each rank: {shares}",
+            err=True,
+        )
     try:
         uvicorn.run(app.asgi, host=host, port=port, log_level="warning")
     finally:

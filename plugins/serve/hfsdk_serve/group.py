@@ -174,7 +174,13 @@ class ServeGroup:
         self, name: str | None, spec: SampleSpec
     ) -> tuple[list[SequenceOut], list[float] | None]:
         """Samples of adapter ``name`` (``None``: the base model), generated on rank 0."""
-        return _unwrap(self.group.sample(name, spec))
+        results = _unwrap(self.group.sample(name, spec))
+        return results[0] if isinstance(results, list) else results
+
+    def base_storage(self) -> list[tuple[int, int]]:
+        """Per rank: (bytes of base weights it holds, bytes of the whole base model)."""
+        results = self.group.base_storage()
+        return [tuple(r) for r in (results if isinstance(results, list) else [results])]
 
     def sampler_reloads(self) -> int:
         """How often rank 0's rollout was given new weights (a vLLM engine reloaded)."""

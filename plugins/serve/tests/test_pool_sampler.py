@@ -1,4 +1,5 @@
-"""The sampler's rollout gets the sampled adapter's merged weights, and only when they change.
+"""The pool's sampler gets the sampled adapter's merged weights, and only when they change;
+the pool's share of the base and a datum-less rank's zero loss (sharded serving).
 
 The quick counterpart of ``test_vllm_sampling.py`` (heavy): the same
 :class:`PoolSampler` logic on the ``hf`` backend, in process, without the SDK.
@@ -135,3 +136,29 @@ def test_seeds_top_k_and_stop_ids_reach_the_rollout(pool: AdapterPool) -> None:
 def test_unknown_and_unservable_rollouts_are_refused(pool: AdapterPool) -> None:
     with pytest.raises(HfsdkError, match=r"unknown rollout backend 'hff'.*did you mean 'hf'"):
         PoolSampler(pool, "hff")
+
+
+def test_a_rank_without_datums_adds_zero_gradients(pool: AdapterPool) -> None:
+    """Under FSDP such a rank still runs one forward and backward (they gather the base);
+    its loss is zero and so is every gradient it adds to the sum over ranks."""
+    from hfsdk_serve.training import idle_loss
+
+    with pool.active("first", train=True):
+        loss = idle_loss(pool)
+        loss.backward()
+    params = pool.get("first").params.values()
+    try:
+        assert float(loss) == 0.0
+        assert all(p.grad is not None and not p.grad.any() for p in params)
+    finally:
+        for p in params:
+            p.grad = None
+
+
+def test_an_unsharded_pool_holds_the_whole_base(pool: AdapterPool) -> None:
+    """Adapters' tensors are not base weights: the count is the plain HF model's."""
+    from transformers import AutoModelForCausalLM
+
+    plain = AutoModelForCausalLM.from_config(pool.hf_config)
+    base = sum(p.numel() * p.element_size() for p in plain.parameters())
+    assert not pool.sharded and pool.base_storage() == (base, base)
