@@ -227,7 +227,8 @@ class PoolSampler:
         """Release the rollout (a vLLM engine shuts down)."""
         self.rollout.close()
 
-    def _select(self, adapter: str | None) -> None:
+    def select(self, adapter: str | None) -> None:
+        """Make adapter ``adapter``'s current weights the rollout's (a no-op when they are)."""
         if self.source.select(adapter):
             self.rollout.update_weights(self.source)
             self.reloads += 1
@@ -245,7 +246,7 @@ class PoolSampler:
         """``spec.num_samples`` continuations of ``spec.prompt`` (and the prompt's log-probs)."""
         check_spec(self.pool, spec)
         requests = spec.requests()
-        self._select(adapter)
+        self.select(adapter)
         results = self._generate(requests)
         sequences = []
         stale = [i for i, r in enumerate(results) if any(map(math.isnan, r.logprobs))]

@@ -241,11 +241,18 @@ class ServeWorker(Worker):
         self, name: str | None, spec: SampleSpec
     ) -> tuple[list[SequenceOut], list[float] | None] | None:
         """Samples of adapter ``name`` (``None``: the base model) through the rollout contract,
-        made on rank 0 (the others only take part in gathering a sharded base: ``None``)."""
+        made on rank 0; the other ranks return ``None``.
+
+        Every rank gathers a sharded base and gives its own rollout the sampled weights
+        (as every rank of a training actor does: a backend that keeps an engine per rank
+        may agree a reload over all ranks), so only the generation itself is rank 0's.
+        """
         with self.pool.whole():
+            sampler = self.sampler()
+            sampler.select(name)
             if self.rank != 0:
                 return None
-            return self.sampler().sample(name, spec)
+            return sampler.sample(name, spec)
 
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def base_storage(self) -> tuple[int, int]:
