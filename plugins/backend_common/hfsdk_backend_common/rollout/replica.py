@@ -103,6 +103,7 @@ class ReplicaSource:
         )  # fmt: skip
         self.weights_version = 0
         self.last_weights_metrics: dict[str, float] = {}
+        self.weight_probes: dict[str, Any] = {}  # sends only what it holds
 
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The replica's weights (HF names, one at a time)."""
