@@ -112,3 +112,48 @@ def test_a_lora_sync_gives_the_rollout_pefts_merged_model_and_is_verified(
     dropped = [name for name, _ in actor.hf_weights()][1]
     received = _sync(actor, AutoModelForCausalLM.from_pretrained(str(directory)), drop="drop")
     assert received["mismatch"] == f"1 tensor(s) sent but never loaded (first: {dropped!r})"
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_a_colocated_rollout_checks_each_merged_weight_and_catches_a_bad_merge(
+    arch: str, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The colocated ``hf`` rollout of a LoRA actor fills its generation module from the
+    merged stream and checks every merged weight it holds against the probe the actor took
+    from the base weight and the factors (``sync/merges_verified``; GPT-2's ``Conv1D``
+    weights take the update transposed); ``lora_merge_bad`` (one module sent without its
+    adapter) raises ``WeightSyncMismatch`` in one line before anything is generated, and
+    the next call, whole again, generates what the first did."""
+    from hfsdk import Batch, WeightSyncMismatch
+    from hfsdk.core.trainer import faults
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
+
+    directory = model_dir if arch == "llama" else _gpt2_dir(tmp_path / "gpt2", model_dir)
+    actor = _lora_actor(directory, arch)
+    rollout = HFRollout(HFRolloutConfig(max_response_length=4), actor)
+    prompts = Batch.from_dict(
+        tensors={"input_ids": IDS, "attention_mask": torch.ones_like(IDS)},
+        non_tensors={"uid": ["a", "b"]},
+    )
+    out = rollout.generate_sequences(prompts, greedy=True)
+    metrics = out.meta["rollout_metrics"]
+    assert metrics["sync/verified"] == 1.0
+    assert metrics["sync/merges_verified"] == 3 * 2  # three targets in each of 2 layers
+    assert len(actor.weight_probes) == 6
+    assert all(n.removesuffix(".weight").endswith(TARGETS[arch]) for n in actor.weight_probes)
+    first = next(iter(actor.weight_probes))  # the stream's first merged module
+
+    monkeypatch.setenv(faults.FAULT_ENV, f"lora_merge_bad:{actor.weights_version}")
+    monkeypatch.setattr(faults, "_FIRED", set())
+    with pytest.raises(WeightSyncMismatch) as info:
+        rollout.generate_sequences(prompts, greedy=True)
+    line = str(info.value)
+    assert "\n" not in line
+    assert line.startswith(
+        "the generation module of the actor's weights version 0 does not hold the actor's "
+        f"merged weights: 1 of 6 merged weight(s) wrong: {first!r} is not the merge of its "
+        "base weight and adapter"
+    ), line
+    again = rollout.generate_sequences(prompts, greedy=True)  # the fault fired once
+    assert torch.equal(again["responses"], out["responses"])
