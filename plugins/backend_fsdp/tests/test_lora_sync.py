@@ -4,7 +4,10 @@ The merge arithmetic (``W + (alpha/r)·B·A``, transposed for GPT-2's ``Conv1D``
 against peft's ``merge_and_unload`` — an independent implementation — through the path a
 rollout pool takes: the actor's ``hf_weights`` broadcast over the sync group with their
 manifest, received and verified into a plain HF model, whose logits must then equal the
-merged model's. The same sync with a tensor dropped fails verification.
+merged model's. The same sync with a tensor dropped fails verification, and so does one
+whose merge left a module's adapter out (each merged weight, as the receiver holds it, is
+checked against the probe the actor took of its base weight and factors). The colocated
+``hf`` rollout checks the merged weights it fills its generation module with the same way.
 """
 
 from __future__ import annotations
@@ -74,7 +77,10 @@ def _sync(actor: ActorEngine, receiver: torch.nn.Module, drop: str | None = None
     thread = threading.Thread(target=receive)
     thread.start()
     group = WeightSyncGroup(endpoint, 0, store=store, timeout_s=60)
-    send_weights(group, actor.hf_weights(), bucket_bytes=4096, version=1, fault=drop)
+    send_weights(
+        group, actor.hf_weights(), bucket_bytes=4096, version=1, fault=drop,
+        probes=lambda: actor.weight_probes,
+    )  # fmt: skip
     thread.join(timeout=60)
     assert not thread.is_alive()
     return results["received"]
@@ -87,7 +93,7 @@ def _logits(model: torch.nn.Module) -> torch.Tensor:
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
 def test_a_lora_sync_gives_the_rollout_pefts_merged_model_and_is_verified(
-    arch: str, model_dir: Path, tmp_path: Path
+    arch: str, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from transformers import AutoModelForCausalLM
 
@@ -103,6 +109,7 @@ def test_a_lora_sync_gives_the_rollout_pefts_merged_model_and_is_verified(
 
     received = _sync(actor, rollout)
     assert received["mismatch"] is None and received["missing"] == []
+    assert received["merges_verified"] == 6  # each merged weight, as held, is its merge
     assert set(received["manifest"]) == {n for n, _ in rollout.named_parameters()}
     got, expected = _logits(rollout), _logits(merged)
     assert (base - expected).abs().max() > 0.1  # the adapters matter
@@ -112,6 +119,18 @@ def test_a_lora_sync_gives_the_rollout_pefts_merged_model_and_is_verified(
     dropped = [name for name, _ in actor.hf_weights()][1]
     received = _sync(actor, AutoModelForCausalLM.from_pretrained(str(directory)), drop="drop")
     assert received["mismatch"] == f"1 tensor(s) sent but never loaded (first: {dropped!r})"
+
+    # lora_merge_bad: one module sent as its base alone; it arrives whole (the fingerprints
+    # agree) but is not the merge of the factors the actor probed.
+    from hfsdk.core.trainer import faults
+
+    monkeypatch.setenv(faults.FAULT_ENV, f"lora_merge_bad:{actor.weights_version}")
+    monkeypatch.setattr(faults, "_FIRED", set())
+    received = _sync(actor, AutoModelForCausalLM.from_pretrained(str(directory)))
+    first = next(iter(actor.weight_probes))
+    assert received["mismatch"].startswith(
+        f"1 of 6 merged weight(s) wrong: {first!r} is not the merge of its base weight"
+    ), received["mismatch"]
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
