@@ -199,3 +199,38 @@ def load_tiny_vlm(directory: str | Path) -> tuple[Qwen2VLForConditionalGeneratio
 
     model = Qwen2VLForConditionalGeneration.from_pretrained(str(directory)).eval()
     return model, VisionProcessor.from_pretrained(directory)
+
+
+def ensure_tiny_vlm(
+    corpus: Sequence[str], spec: TinyVLMSpec | None = None, cache_dir: str | Path | None = None
+) -> Path:
+    """The directory of the tiny model for ``corpus`` and ``spec``, built once and then read
+    from ``cache_dir`` (default: hfsdk's cache root, ``$HFSDK_CACHE_DIR``) under ``vision/``.
+
+    Built in a staging directory renamed into place, so a concurrent or interrupted build never
+    leaves a half-written model where a reader looks.
+    """
+    import os
+    import shutil
+    import tempfile
+
+    from hfsdk import cache_root
+
+    spec = spec or TinyVLMSpec()
+    base = (Path(cache_dir).expanduser() if cache_dir else cache_root()) / "vision"
+    final = base / f"tiny_qwen2_vl-{spec.cache_key(corpus)}"
+    if (final / "model.safetensors").is_file():
+        return final
+    base.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=base))
+    try:
+        save_tiny_vlm(staging, corpus, spec)
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if not (final / "model.safetensors").is_file():  # another process won the race
+                raise
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return final

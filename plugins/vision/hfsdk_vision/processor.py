@@ -67,9 +67,14 @@ class VisionProcessor:
                 f"got {len(texts)} texts but {len(images)} image lists; pass one list per text"
             )
         flat = [image for row in images for image in row]
-        vision = self.encode_images(flat) if flat else {
-            "pixel_values": torch.zeros(0, 0), "image_grid_thw": torch.zeros(0, 3, dtype=torch.long)
-        }
+        vision = (
+            self.encode_images(flat)
+            if flat
+            else {
+                "pixel_values": torch.zeros(0, 0),
+                "image_grid_thw": torch.zeros(0, 3, dtype=torch.long),
+            }
+        )
         expanded, first = [], 0
         for text, row in zip(texts, images, strict=True):
             grids = vision["image_grid_thw"][first : first + len(row)]
