@@ -81,8 +81,9 @@ def sample(
             out = model.generate(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
-                pixel_values=pixel_values,
-                image_grid_thw=grids,
+                # A batch without images: the tower must not run on nothing.
+                pixel_values=pixel_values if len(grids) else None,
+                image_grid_thw=grids if len(grids) else None,
                 mm_token_type_ids=mm_token_type_ids(input_ids, config.image_token_id),
                 max_new_tokens=max_new_tokens,
                 do_sample=do_sample,

@@ -51,8 +51,9 @@ def response_log_probs(
         input_ids=input_ids,
         attention_mask=attention_mask,
         position_ids=positions,
-        pixel_values=pixel_values,
-        image_grid_thw=image_grid_thw,
+        # Rows without images (a text-only micro-batch): the tower must not run on nothing.
+        pixel_values=pixel_values if len(image_grid_thw) else None,
+        image_grid_thw=image_grid_thw if len(image_grid_thw) else None,
         use_cache=False,
         logits_to_keep=response_width + 1,
     )

@@ -36,13 +36,15 @@ def mrope_position_ids(
     """
     import torch
 
+    text = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+    if image_grid_thw.shape[0] == 0:  # no image in these rows: the three streams are the text's
+        return text[None].expand(4, -1, -1)
     vision, _ = model.model.get_rope_index(
         input_ids,
         mm_token_type_ids=mm_token_type_ids(input_ids, image_token_id),
         image_grid_thw=image_grid_thw,
         attention_mask=attention_mask,
     )
-    text = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     return torch.cat([text[None].to(vision.device), vision], dim=0)
 
 
