@@ -5,7 +5,9 @@ messages (``[{"role": "user", "content": "<image>Find x ..."}]``) or a plain str
 ``images`` column: a list per row whose items are ``{"bytes": ..., "path": ...}`` dicts (the
 ``datasets`` Image feature's storage), raw bytes, or paths. Each ``<image>`` in the prompt
 takes the row's next image. All images are decoded when the file is loaded, so a broken one
-stops the run before training with one line naming the file, row and image.
+stops the run before training with one line naming the file, row and image. TRL's
+conversational layout (content parts ``{"type": "image"}``/``{"type": "text"}``, an ``images``
+or ``image`` column) loads the same way.
 """
 
 from __future__ import annotations
@@ -37,17 +39,37 @@ class ImagePrompt:
     columns: dict[str, Any] = attrs.field(factory=dict)
 
 
+def _content_text(content: Any) -> str | None:
+    """A message's content as text: a string as is; TRL's list of parts with each
+    ``{"type": "image"}`` as ``<image>`` and each ``{"type": "text", "text": ...}`` as its
+    text, joined by spaces; ``None`` for anything else."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, Sequence) or not all(isinstance(p, dict) for p in content):
+        return None
+    pieces = []
+    for part in content:
+        if part.get("type") == "image":
+            pieces.append(IMAGE_PLACEHOLDER)
+        elif part.get("type") == "text" and isinstance(part.get("text"), str):
+            pieces.append(part["text"])
+        else:
+            return None
+    return " ".join(pieces)
+
+
 def _render(prompt: Any, where: str) -> str:
     """The prompt column's text: a string as is, chat messages' contents joined by newlines."""
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, Sequence) and all(isinstance(m, dict) for m in prompt):
-        contents = [m.get("content") for m in prompt]
-        if all(isinstance(c, str) for c in contents):
-            return "\n".join(contents)
+        contents = [_content_text(m.get("content")) for m in prompt]
+        if all(c is not None for c in contents):
+            return "\n".join(c for c in contents if c is not None)
     raise HfsdkError(
         f"{where}: the 'prompt' column holds {type(prompt).__name__}; expected a string or chat "
-        "messages ([{'role': ..., 'content': '<image>...'}]) with string contents"
+        "messages ([{'role': ..., 'content': '<image>...'}]; TRL's content parts "
+        "[{'type': 'image'}, {'type': 'text', 'text': ...}] too)"
     )
 
 
@@ -83,6 +105,10 @@ def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
 def load_verl_parquet(path: str | Path) -> list[ImagePrompt]:
     """Every row of a verl multimodal parquet file as an :class:`ImagePrompt`, images decoded.
 
+    TRL's conversational image layout loads too: content parts (``{"type": "image"}`` become
+    ``<image>``) and an ``images`` list or a single ``image`` column (``datasets`` stores an
+    Image feature as ``{"bytes": ..., "path": ...}``).
+
     Raises one :class:`hfsdk.HfsdkError` for the first row whose image does not decode or whose
     ``<image>`` count differs from its image count.
     """
@@ -98,13 +124,15 @@ def load_verl_parquet(path: str | Path) -> list[ImagePrompt]:
     prompts = []
     for index, row in enumerate(rows):
         where = f"{path}: row {index}"
-        if "prompt" not in row or "images" not in row:
+        image_key = "images" if "images" in row else "image"
+        if "prompt" not in row or image_key not in row:
             raise HfsdkError(
-                f"{path}: has columns {sorted(row)}; a verl multimodal file needs 'prompt' and "
-                "'images'"
+                f"{path}: has columns {sorted(row)}; a multimodal file needs 'prompt' and "
+                "'images' (verl; TRL: 'images', or 'image' for one per row)"
             )
         text = _render(row["prompt"], where)
-        items = list(row["images"] or [])
+        value = row[image_key]
+        items = [value] if image_key == "image" else list(value or [])
         placeholders = text.count(IMAGE_PLACEHOLDER)
         if placeholders != len(items):
             raise HfsdkError(
@@ -115,7 +143,7 @@ def load_verl_parquet(path: str | Path) -> list[ImagePrompt]:
             decode_image(item, f"{where}, image {j}", base=path.parent)
             for j, item in enumerate(items)
         )
-        columns = {k: v for k, v in row.items() if k not in ("prompt", "images")}
+        columns = {k: v for k, v in row.items() if k not in ("prompt", image_key)}
         prompts.append(ImagePrompt(row=index, text=text, images=images, columns=columns))
     return prompts
 

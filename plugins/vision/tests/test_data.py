@@ -86,3 +86,28 @@ def test_placeholders_and_images_out_of_step_name_the_row(tmp_path: Path) -> Non
 def test_a_file_without_the_columns_is_refused(tmp_path: Path) -> None:
     with pytest.raises(HfsdkError, match="needs 'prompt' and 'images'"):
         load_verl_parquet(_write(tmp_path / "p.parquet", [{"question": "x"}]))
+
+
+def test_trls_conversational_image_layout_loads(tmp_path: Path) -> None:
+    parts = [
+        {"type": "image", "text": None},
+        {"type": "text", "text": "what colour is the square ?"},
+    ]
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": parts}],
+            "image": {"bytes": png_bytes(noise_image(0)), "path": None},
+            "solution": "red",
+        }
+    ]
+    (prompt,) = load_verl_parquet(_write(tmp_path / "trl.parquet", rows))
+    assert prompt.text == "<image> what colour is the square ?"
+    assert len(prompt.images) == 1 and prompt.columns == {"solution": "red"}
+
+
+def test_unknown_content_parts_are_refused(tmp_path: Path) -> None:
+    rows = [
+        {"prompt": [{"role": "user", "content": [{"type": "audio", "text": None}]}], "images": []}
+    ]
+    with pytest.raises(HfsdkError, match=r"row 0: the 'prompt' column holds list"):
+        load_verl_parquet(_write(tmp_path / "p.parquet", rows))
