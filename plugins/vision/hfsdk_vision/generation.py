@@ -2,15 +2,16 @@
 
 The hfsdk decoder has no vision path, so image prompts are decoded by the model's own
 ``generate``, which builds the multimodal rotary positions and scatters the image features
-itself. Each prompt's row, patches and grid are repeated ``n`` times (the tower encodes every
-copy: sharing one encoding across the ``n`` samples is not done). The result carries the
+itself. Each prompt's row and grid are repeated ``n`` times; its images go through the vision
+tower once and the ``n`` samples share those features (transformers' ``mm_encoder_outputs``),
+so the tower's work does not grow with ``n``. The result carries the
 sampler's own log-probs (from ``generate``'s scores: the sampling temperature, vision tokens
 suppressed, no top-k/top-p), so a caller can compare them with a recomputed forward.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -47,6 +48,7 @@ def sample(
     encoded: dict[str, torch.Tensor],
     *,
     n: int = 1,
+    share_image_encoding: bool = True,
     max_new_tokens: int = 8,
     temperature: float = 1.0,
     do_sample: bool = True,
@@ -54,7 +56,8 @@ def sample(
 ) -> ImageRollout:
     """Sample ``n`` responses to each prompt of ``encoded`` (a :class:`VisionProcessor`
     output) with ``model.generate``; ``generator_seed`` seeds torch's global RNG around the call
-    (restored afterwards)."""
+    (restored afterwards). ``share_image_encoding``: encode each prompt's images once for its
+    ``n`` samples (otherwise every copy's pixels go through the tower)."""
     import torch
 
     config = model.config
@@ -78,12 +81,11 @@ def sample(
         if generator_seed is not None:
             torch.manual_seed(generator_seed)
         with torch.no_grad():
+            images = _image_inputs(model, encoded, rows, pixel_values, grids, share_image_encoding)
             out = model.generate(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
-                # A batch without images: the tower must not run on nothing.
-                pixel_values=pixel_values if len(grids) else None,
-                image_grid_thw=grids if len(grids) else None,
+                **images,
                 mm_token_type_ids=mm_token_type_ids(input_ids, config.image_token_id),
                 max_new_tokens=max_new_tokens,
                 do_sample=do_sample,
@@ -114,6 +116,33 @@ def sample(
         log_probs=log_probs,
         temperature=temperature if do_sample else 1.0,
     )
+
+
+def _image_inputs(
+    model: torch.nn.Module,
+    encoded: dict[str, torch.Tensor],
+    rows: list[int],
+    pixel_values: torch.Tensor,
+    grids: torch.Tensor,
+    share: bool,
+) -> dict[str, Any]:
+    """``generate``'s image arguments for the repeated ``rows``: each distinct prompt's images
+    encoded once and their features repeated (``share``), or the repeated pixels."""
+    if not len(grids):  # a batch without images: the tower must not run on nothing
+        return {}
+    if not share:
+        return {"pixel_values": pixel_values, "image_grid_thw": grids}
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    features = model.model.get_image_features(
+        encoded["pixel_values"], encoded["image_grid_thw"], return_dict=True
+    ).pooler_output
+    first = [0, *encoded["images_per_row"].cumsum(0).tolist()]
+    repeated = tuple(features[i] for r in rows for i in range(first[r], first[r + 1]))
+    return {
+        "image_grid_thw": grids,
+        "mm_encoder_outputs": {"image": BaseModelOutputWithPooling(pooler_output=repeated)},
+    }
 
 
 def _until_eos(responses: torch.Tensor, eos: int | list[int] | None) -> torch.Tensor:

@@ -62,3 +62,25 @@ def test_the_response_mask_ends_at_the_first_eos(vlm) -> None:
     for row, mask in zip(ro.responses.tolist(), ro.response_mask.tolist(), strict=True):
         length = row.index(eos) + 1 if eos in row else len(row)
         assert mask == [1] * length + [0] * (len(row) - length)
+
+
+def test_the_samples_of_a_prompt_share_one_image_encoding(vlm) -> None:
+    model, processor = vlm
+    enc = _encoded(processor)
+    seen: list[int] = []
+    hook = model.model.visual.register_forward_pre_hook(
+        lambda module, args: seen.append(int(args[0].shape[0]))
+    )
+    try:
+        shared = sample(model, enc, n=3, max_new_tokens=5, generator_seed=5)
+        patches = seen.copy()
+        seen.clear()
+        copied = sample(
+            model, enc, n=3, max_new_tokens=5, generator_seed=5, share_image_encoding=False
+        )
+    finally:
+        hook.remove()
+    assert patches == [enc["pixel_values"].shape[0]]  # each prompt's patches once
+    assert seen == [3 * enc["pixel_values"].shape[0]]  # every copy's patches
+    assert torch.equal(shared.responses, copied.responses)
+    torch.testing.assert_close(shared.log_probs, copied.log_probs, atol=1e-6, rtol=0)
