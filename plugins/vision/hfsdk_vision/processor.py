@@ -5,7 +5,8 @@ which the CPU torch here cannot have), so this class does the processor's one te
 itself: each ``<|image_pad|>`` in the text becomes as many pad tokens as the image has
 vision features, ``t·h·w / merge_size²`` from the image processor's ``image_grid_thw``.
 The pixels go through transformers' own ``Qwen2VLImageProcessorPil`` (resize, normalise,
-patchify), and a directory it saves loads in ``Qwen2VLProcessor`` where torchvision exists.
+patchify); :meth:`save_pretrained` writes both halves' files into one directory (whether
+``Qwen2VLProcessor`` loads that directory where torchvision exists is not tested here).
 """
 
 from __future__ import annotations
