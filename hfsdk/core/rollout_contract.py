@@ -160,7 +160,11 @@ class ActorSource(Protocol):
     rollout that keeps a copy knows when it is stale), ``last_weights_metrics``
     (what the last complete :meth:`hf_weights` iteration cost this rank:
     ``perf/reshard_bytes`` received, ``perf/reshard_peak_extra_bytes`` held
-    beyond the training shard; empty before the first).
+    beyond the training shard; empty before the first), ``weight_probes``
+    (name → :data:`hfsdk.LowRankProbe` of every tensor :meth:`hf_weights` yields that
+    the actor computes rather than holds, a LoRA merge: set before the tensor is yielded,
+    so a receiver checks each as it arrives with :class:`hfsdk.ProbeCheck`; empty for an
+    actor that sends only what it holds).
     """
 
     tokenizer: Any
@@ -172,6 +176,7 @@ class ActorSource(Protocol):
     dp: DataParallelInfo
     weights_version: int
     last_weights_metrics: dict[str, float]
+    weight_probes: dict[str, Any]
 
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The actor's current weights as (HF parameter name, full tensor), one at a time.

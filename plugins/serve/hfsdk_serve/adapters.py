@@ -192,7 +192,9 @@ class AdapterPool:
         """The weights version of adapter ``name`` (``None``, the base model alone: 0)."""
         return 0 if name is None else self.get(name).version
 
-    def merged_weights(self, name: str | None) -> Iterator[tuple[str, torch.Tensor]]:
+    def merged_weights(
+        self, name: str | None, probes: dict[str, Any] | None = None
+    ) -> Iterator[tuple[str, torch.Tensor]]:
         """The HF model adapter ``name`` computes, as (HF name, tensor): ``W + s·B·A``.
 
         Each LoRA layer's base weight plus that adapter's delta (``s`` its
@@ -200,9 +202,13 @@ class AdapterPool:
         tensor. ``None``: the base model alone. For a rollout engine that keeps
         its own copy of the weights; the pool's module is never changed (peft's
         in-place merge and unmerge would round the base weights). A sharded pool
-        yields them only inside :meth:`whole`.
+        yields them only inside :meth:`whole`. ``probes`` (when given) receives each merged
+        weight's :func:`hfsdk.low_rank_probe` before the weight is yielded, so a rollout
+        checks the merge it receives (the contract's ``ActorSource.weight_probes``).
         """
         from peft.tuners.lora import LoraLayer
+
+        from hfsdk import low_rank_probe
 
         model = self.peft.get_base_model()
         layers = {n: m for n, m in model.named_modules() if isinstance(m, LoraLayer)}
@@ -220,6 +226,15 @@ class AdapterPool:
                     delta = layer.lora_B[name].weight.float() @ layer.lora_A[name].weight.float()
                     if layer.fan_in_fan_out:
                         delta = delta.T
+                    if probes is not None:
+                        probes[f"{owner}.{leaf}"] = low_rank_probe(
+                            weight,
+                            layer.lora_A[name].weight,
+                            layer.lora_B[name].weight,
+                            layer.scaling[name],
+                            transposed=layer.fan_in_fan_out,
+                            dtype=weight.dtype,
+                        )
                     weight = (weight.float() + delta * layer.scaling[name]).to(weight.dtype)
                 yield f"{owner}.{leaf}", weight
 

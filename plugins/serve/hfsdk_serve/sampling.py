@@ -66,6 +66,7 @@ class AdapterSource:
         self.dp = DataParallelInfo()
         self.weights_version = 0  # the base model's, which a new engine loads from model_path
         self.last_weights_metrics: dict[str, float] = {}
+        self.weight_probes: dict[str, Any] = {}  # each merged weight's, set as it is yielded
 
     def select(self, adapter: str | None) -> bool:
         """Offer adapter ``adapter``'s current weights; whether they differ from the last ones."""
@@ -76,7 +77,8 @@ class AdapterSource:
 
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The merged weights of the selected adapter (HF names, float32, one at a time)."""
-        yield from self.pool.merged_weights(self.adapter)
+        self.weight_probes = {}
+        yield from self.pool.merged_weights(self.adapter, probes=self.weight_probes)
 
     @contextlib.contextmanager
     def live_hf_module(self, *, gather: bool = False) -> Iterator[torch.nn.Module | None]:

@@ -1,0 +1,106 @@
+"""Images as per-row columns of an :class:`hfsdk.Batch`, so rows can move with their images.
+
+transformers' Qwen2-VL takes the patches of all images of a batch in one ``pixel_values``
+tensor and one ``image_grid_thw`` row per image. A ``Batch`` holds per-row columns and is
+chunked, indexed, repeated and padded by rows (dispatch to workers, ``n`` samples, dynamic
+sampling, micro-batches), so here each row carries its own images, zero-padded to the
+batch's widest row:
+
+- ``pixel_values`` (B, max patches, patch dim): the row's patches, then zeros;
+- ``image_grid_thw`` (B, max images, 3): the row's grids, then zero rows (0 patches);
+- ``images_per_row`` (B,).
+
+:func:`flat_images` turns any selection of such rows back into the model's layout. Two batches
+concatenate only at the same widths (``Batch.concat`` needs equal per-row shapes).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hfsdk_vision.log_probs import response_log_probs
+from hfsdk_vision.multimodal_inputs import patch_counts
+
+if TYPE_CHECKING:
+    import torch
+
+    from hfsdk import Batch
+    from hfsdk_vision.generation import ImageRollout
+
+IMAGE_KEYS = ("pixel_values", "image_grid_thw", "images_per_row")
+
+
+def per_row_images(
+    pixel_values: torch.Tensor, image_grid_thw: torch.Tensor, images_per_row: torch.Tensor
+) -> dict[str, torch.Tensor]:
+    """The flat (model) layout as per-row, zero-padded columns (the module docstring's)."""
+    import torch
+
+    rows = images_per_row.shape[0]
+    patches = patch_counts(image_grid_thw)
+    image_start = [0, *torch.cumsum(images_per_row, 0).tolist()]
+    patch_start = [0, *torch.cumsum(torch.tensor(patches, dtype=torch.long), 0).tolist()]
+    row_patches = [
+        patch_start[image_start[r + 1]] - patch_start[image_start[r]] for r in range(rows)
+    ]
+    width = max(row_patches, default=0)
+    most = int(images_per_row.max()) if rows else 0
+    pixels = pixel_values.new_zeros(rows, width, pixel_values.shape[-1])
+    grids = image_grid_thw.new_zeros(rows, most, 3)
+    for r in range(rows):
+        first, last = image_start[r], image_start[r + 1]
+        pixels[r, : row_patches[r]] = pixel_values[patch_start[first] : patch_start[last]]
+        grids[r, : last - first] = image_grid_thw[first:last]
+    return {
+        "pixel_values": pixels,
+        "image_grid_thw": grids,
+        "images_per_row": images_per_row.clone(),
+    }
+
+
+def flat_images(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(pixel_values, image_grid_thw, images_per_row)`` of ``batch``'s rows in the model's
+    layout: each row's real images and patches, in row order, padding dropped."""
+    import torch
+
+    pixels, grids = [], []
+    counts = batch["images_per_row"]
+    for r in range(len(batch)):
+        row_grids = batch["image_grid_thw"][r, : int(counts[r])]
+        grids.append(row_grids)
+        pixels.append(batch["pixel_values"][r, : sum(patch_counts(row_grids))])
+    return torch.cat(pixels), torch.cat(grids), counts.clone()
+
+
+def rollout_batch(rollout: ImageRollout, non_tensors: dict[str, Any] | None = None) -> Batch:
+    """An :class:`hfsdk.Batch` of a rollout: sequences, responses, masks, the sampler's
+    ``rollout_log_probs`` and the images as per-row columns; ``meta["temperature"]``."""
+    from hfsdk import Batch
+
+    tensors = {
+        "input_ids": rollout.input_ids,
+        "attention_mask": rollout.attention_mask,
+        "responses": rollout.responses,
+        "response_mask": rollout.response_mask,
+        "rollout_log_probs": rollout.log_probs,
+        **per_row_images(rollout.pixel_values, rollout.image_grid_thw, rollout.images_per_row),
+    }
+    return Batch.from_dict(
+        tensors=tensors, non_tensors=non_tensors, meta={"temperature": rollout.temperature}
+    )
+
+
+def batch_log_probs(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+    """(B, R) response log-probs of a :func:`rollout_batch` (or any selection of its rows),
+    the image-token invariant checked first."""
+    pixel_values, grids, per_row = flat_images(batch)
+    return response_log_probs(
+        model,
+        input_ids=batch["input_ids"],
+        attention_mask=batch["attention_mask"],
+        pixel_values=pixel_values,
+        image_grid_thw=grids,
+        images_per_row=per_row,
+        response_width=batch["responses"].shape[1],
+        temperature=float(batch.meta.get("temperature", 1.0)),
+    )

@@ -1,0 +1,155 @@
+"""verl's multimodal parquet layout loaded into image prompts, every image decoded up front.
+
+verl's Qwen2.5-VL datasets (e.g. its geo3k preprocessing) have a ``prompt`` column — chat
+messages (``[{"role": "user", "content": "<image>Find x ..."}]``) or a plain string — and an
+``images`` column: a list per row whose items are ``{"bytes": ..., "path": ...}`` dicts (the
+``datasets`` Image feature's storage), raw bytes, or paths. Each ``<image>`` in the prompt
+takes the row's next image. All images are decoded when the file is loaded, so a broken one
+stops the run before training with one line naming the file, row and image. TRL's
+conversational layout (content parts ``{"type": "image"}``/``{"type": "text"}``, an ``images``
+or ``image`` column) loads the same way.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from hfsdk import HfsdkError
+from hfsdk_vision.tokens import IMAGE_PLACEHOLDER, expand_placeholders
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+    from hfsdk_vision.processor import VisionProcessor
+
+
+@attrs.frozen(kw_only=True)
+class ImagePrompt:
+    """One row: its prompt text (``<image>`` placeholders kept), decoded RGB images, and the
+    other columns (e.g. ``answer``/``reward_model``) for the reward function."""
+
+    row: int
+    text: str
+    images: tuple[Image, ...]
+    columns: dict[str, Any] = attrs.field(factory=dict)
+
+
+def _content_text(content: Any) -> str | None:
+    """A message's content as text: a string as is; TRL's list of parts with each
+    ``{"type": "image"}`` as ``<image>`` and each ``{"type": "text", "text": ...}`` as its
+    text, joined by spaces; ``None`` for anything else."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, Sequence) or not all(isinstance(p, dict) for p in content):
+        return None
+    pieces = []
+    for part in content:
+        if part.get("type") == "image":
+            pieces.append(IMAGE_PLACEHOLDER)
+        elif part.get("type") == "text" and isinstance(part.get("text"), str):
+            pieces.append(part["text"])
+        else:
+            return None
+    return " ".join(pieces)
+
+
+def _render(prompt: Any, where: str) -> str:
+    """The prompt column's text: a string as is, chat messages' contents joined by newlines."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, Sequence) and all(isinstance(m, dict) for m in prompt):
+        contents = [_content_text(m.get("content")) for m in prompt]
+        if all(c is not None for c in contents):
+            return "\n".join(c for c in contents if c is not None)
+    raise HfsdkError(
+        f"{where}: the 'prompt' column holds {type(prompt).__name__}; expected a string or chat "
+        "messages ([{'role': ..., 'content': '<image>...'}]; TRL's content parts "
+        "[{'type': 'image'}, {'type': 'text', 'text': ...}] too)"
+    )
+
+
+def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
+    """An RGB PIL image from a verl ``images`` item: ``{"bytes": ...}``/``{"path": ...}``, raw
+    bytes, or a path (relative paths from ``base``); one line naming ``where`` when it fails."""
+    from PIL import Image as PILImage
+    from PIL import UnidentifiedImageError
+
+    source: Any = item
+    if isinstance(item, dict):
+        source = item.get("bytes") or item.get("path")
+    if isinstance(source, str):
+        path = Path(source).expanduser()
+        source = base / path if base is not None and not path.is_absolute() else path
+    try:
+        if isinstance(source, bytes | bytearray):
+            image = PILImage.open(io.BytesIO(source))
+        elif isinstance(source, Path):
+            image = PILImage.open(source)
+        else:
+            raise UnidentifiedImageError(f"an images item of type {type(item).__name__}")
+        image.load()
+        return image.convert("RGB")
+    except (OSError, UnidentifiedImageError, ValueError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise HfsdkError(
+            f"{where} could not be decoded ({first}); expected PNG/JPEG bytes "
+            "({'bytes': ...}) or a readable image path — fix or drop that row"
+        ) from None
+
+
+def load_verl_parquet(path: str | Path) -> list[ImagePrompt]:
+    """Every row of a verl multimodal parquet file as an :class:`ImagePrompt`, images decoded.
+
+    TRL's conversational image layout loads too: content parts (``{"type": "image"}`` become
+    ``<image>``) and an ``images`` list or a single ``image`` column (``datasets`` stores an
+    Image feature as ``{"bytes": ..., "path": ...}``).
+
+    Raises one :class:`hfsdk.HfsdkError` for the first row whose image does not decode or whose
+    ``<image>`` count differs from its image count.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        rows = pq.read_table(path).to_pylist()
+    except (OSError, ValueError) as err:
+        raise HfsdkError(
+            f"{path}: not a readable parquet file ({err}); pass a .parquet file"
+        ) from None
+    prompts = []
+    for index, row in enumerate(rows):
+        where = f"{path}: row {index}"
+        image_key = "images" if "images" in row else "image"
+        if "prompt" not in row or image_key not in row:
+            raise HfsdkError(
+                f"{path}: has columns {sorted(row)}; a multimodal file needs 'prompt' and "
+                "'images' (verl; TRL: 'images', or 'image' for one per row)"
+            )
+        text = _render(row["prompt"], where)
+        value = row[image_key]
+        items = [value] if image_key == "image" else list(value or [])
+        placeholders = text.count(IMAGE_PLACEHOLDER)
+        if placeholders != len(items):
+            raise HfsdkError(
+                f"{where}: the prompt has {placeholders} '<image>' placeholders but the row has "
+                f"{len(items)} images; put one '<image>' in the prompt per image"
+            )
+        images = tuple(
+            decode_image(item, f"{where}, image {j}", base=path.parent)
+            for j, item in enumerate(items)
+        )
+        columns = {k: v for k, v in row.items() if k not in ("prompt", image_key)}
+        prompts.append(ImagePrompt(row=index, text=text, images=images, columns=columns))
+    return prompts
+
+
+def encode_prompts(processor: VisionProcessor, prompts: Sequence[ImagePrompt]) -> dict[str, Any]:
+    """Model inputs of ``prompts`` (left-padded ids, pixel values, grids, images per row)."""
+    return processor(
+        [expand_placeholders(p.text) for p in prompts], [list(p.images) for p in prompts]
+    )

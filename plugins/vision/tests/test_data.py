@@ -1,0 +1,113 @@
+"""verl's multimodal parquet layout: bytes dicts, raw bytes and paths load; bad rows are named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from hfsdk import HfsdkError
+from hfsdk_vision.data import encode_prompts, load_verl_parquet
+from hfsdk_vision.shapes import png_bytes
+
+from .images import noise_image
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    return path
+
+
+def test_verl_rows_load_with_their_images_and_columns(tmp_path: Path, vlm) -> None:
+    _, processor = vlm
+    on_disk = tmp_path / "img" / "b.png"
+    on_disk.parent.mkdir()
+    noise_image(2, 30, 60).save(on_disk)
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": "<image> what colour is the square ?"}],
+            "images": [{"bytes": png_bytes(noise_image(0)), "path": None}],
+            "answer": "red",
+        },
+        {
+            "prompt": [{"role": "user", "content": "<image> <image> red"}],
+            "images": [{"bytes": None, "path": "img/b.png"}, {"bytes": png_bytes(noise_image(1))}],
+            "answer": "blue",
+        },
+    ]
+    prompts = load_verl_parquet(_write(tmp_path / "train.parquet", rows))
+    assert [p.row for p in prompts] == [0, 1]
+    assert prompts[1].columns == {"answer": "blue"}
+    assert [len(p.images) for p in prompts] == [1, 2]
+    assert prompts[1].images[0].size == (60, 30)  # the relative path, from the file's folder
+    assert prompts[0].images[0].tobytes() == noise_image(0).tobytes()
+    enc = encode_prompts(processor, prompts)
+    assert enc["images_per_row"].tolist() == [1, 2]
+    assert enc["image_grid_thw"].shape == (3, 3)
+
+
+def test_plain_string_prompts_and_raw_bytes_load(tmp_path: Path) -> None:
+    rows = [{"prompt": "<image> hi", "images": [png_bytes(noise_image(0))]}]
+    (prompt,) = load_verl_parquet(_write(tmp_path / "p.parquet", rows))
+    assert prompt.text == "<image> hi" and prompt.images[0].mode == "RGB"
+
+
+def test_an_image_that_does_not_decode_is_named_with_its_row(tmp_path: Path) -> None:
+    good = {"bytes": png_bytes(noise_image(0))}
+    broken = png_bytes(noise_image(1))[:40]  # a truncated PNG
+    rows = [{"prompt": "<image> a", "images": [good]}] * 2 + [
+        {"prompt": "<image> <image> b", "images": [good, {"bytes": broken}]}
+    ]
+    path = _write(tmp_path / "bad.parquet", rows)
+    with pytest.raises(HfsdkError) as err:
+        load_verl_parquet(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: row 2, image 1 could not be decoded (")
+    assert "fix or drop that row" in message and "\n" not in message
+
+
+def test_a_missing_image_path_is_named(tmp_path: Path) -> None:
+    rows = [{"prompt": "<image> a", "images": [{"bytes": None, "path": "nowhere.png"}]}]
+    with pytest.raises(HfsdkError, match=r"row 0, image 0 could not be decoded"):
+        load_verl_parquet(_write(tmp_path / "p.parquet", rows))
+
+
+def test_placeholders_and_images_out_of_step_name_the_row(tmp_path: Path) -> None:
+    rows = [
+        {"prompt": "<image> a", "images": [png_bytes(noise_image(0))]},
+        {"prompt": "b", "images": [png_bytes(noise_image(0))]},
+    ]
+    with pytest.raises(HfsdkError, match=r"row 1: the prompt has 0 '<image>' placeholders but"):
+        load_verl_parquet(_write(tmp_path / "p.parquet", rows))
+
+
+def test_a_file_without_the_columns_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(HfsdkError, match="needs 'prompt' and 'images'"):
+        load_verl_parquet(_write(tmp_path / "p.parquet", [{"question": "x"}]))
+
+
+def test_trls_conversational_image_layout_loads(tmp_path: Path) -> None:
+    parts = [
+        {"type": "image", "text": None},
+        {"type": "text", "text": "what colour is the square ?"},
+    ]
+    rows = [
+        {
+            "prompt": [{"role": "user", "content": parts}],
+            "image": {"bytes": png_bytes(noise_image(0)), "path": None},
+            "solution": "red",
+        }
+    ]
+    (prompt,) = load_verl_parquet(_write(tmp_path / "trl.parquet", rows))
+    assert prompt.text == "<image> what colour is the square ?"
+    assert len(prompt.images) == 1 and prompt.columns == {"solution": "red"}
+
+
+def test_unknown_content_parts_are_refused(tmp_path: Path) -> None:
+    rows = [
+        {"prompt": [{"role": "user", "content": [{"type": "audio", "text": None}]}], "images": []}
+    ]
+    with pytest.raises(HfsdkError, match=r"row 0: the 'prompt' column holds list"):
+        load_verl_parquet(_write(tmp_path / "p.parquet", rows))
