@@ -119,35 +119,6 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 
 
 @hookspec
-def hfsdk_register_tools(register: Register) -> None:
-    """Register tools agent loops may call: ``register(name, fn, schema=None)``.
-
-    ``fn`` is a plain sync or ``async`` function (or an ``hfsdk_agents.Tool``); its
-    OpenAI-style schema comes from its type hints and docstring unless ``schema=``
-    gives one. Configs name it in ``rollout.multi_turn.tools`` (the agents plugin's
-    sub-section). See docs/agents.md.
-    """
-
-
-@hookspec
-def hfsdk_register_agent_loops(register: Register) -> None:
-    """Register agent loops: ``register(name, cls)``, ``cls`` an ``hfsdk_agents.AgentLoop``.
-
-    One async ``run(prompt_ids, row, ctx, *, seed)`` per trajectory; chosen with
-    ``rollout.multi_turn.agent_loop``. See docs/agents.md.
-    """
-
-
-@hookspec
-def hfsdk_register_tool_parsers(register: Register) -> None:
-    """Register tool-call parsers: ``register(name, fn, end_marker=None)``.
-
-    ``fn(text) -> hfsdk_agents.ParsedTurn``; ``end_marker`` is the text closing a call (a
-    one-token marker ends the model's turn). Chosen with ``rollout.multi_turn.parser``.
-    """
-
-
-@hookspec
 def hfsdk_register_rollout_backends(register: Register) -> None:
     """Register rollout (generation) backends: ``register(name, cls, config_cls=...)``.
 
@@ -185,17 +156,6 @@ def hfsdk_register_transfer_protocols(register: Register) -> None:
     """Register transfer protocols: ``register(name, protocol)``.
 
     ``protocol`` is a (dispatch, collect) pair, see ``hfsdk.core.workers``.
-    """
-
-
-@hookspec
-def hfsdk_register_clusters(register: Register) -> None:
-    """Register cluster presets for the placement planner: ``register(name, factory)``.
-
-    ``factory()`` returns a cluster description (the placement plugin's
-    ``Cluster``: devices per node, memory, peak FLOP/s, bandwidths, latencies);
-    ``hfsdk plan --cluster NAME`` and ``placement.cluster: NAME`` select it.
-    Name figures' sources (a data sheet, a calibration) in ``Cluster.source``.
     """
 
 

@@ -197,7 +197,7 @@ def test_a_plugin_adds_a_registry_kind_that_works_like_a_core_one() -> None:
     ("kind", "hook", "says"),
     [
         ("rewards", "hfsdk_register_judges", "already has"),
-        ("tools", "hfsdk_register_judges", "the core already has"),
+        ("tasks", "hfsdk_register_judges", "the core already has"),
         ("judges", "hfsdk_register_jugdes", "no hook specification defines"),
     ],
 )

@@ -32,3 +32,33 @@ def hfsdk_register_environments(register: Register) -> None:
     ``rollout.multi_turn.environment`` or per row through
     ``rollout.multi_turn.environment_column``. See docs/agents.md, "Environments".
     """
+
+
+@hookspec
+def hfsdk_register_tools(register: Register) -> None:
+    """Register tools agent loops may call: ``register(name, fn, schema=None)``.
+
+    ``fn`` is a plain sync or ``async`` function (or an ``hfsdk_agents.Tool``); its
+    OpenAI-style schema comes from its type hints and docstring unless ``schema=``
+    gives one. Configs name it in ``rollout.multi_turn.tools`` (the agents plugin's
+    sub-section). See docs/agents.md.
+    """
+
+
+@hookspec
+def hfsdk_register_agent_loops(register: Register) -> None:
+    """Register agent loops: ``register(name, cls)``, ``cls`` an ``hfsdk_agents.AgentLoop``.
+
+    One async ``run(prompt_ids, row, ctx, *, seed)`` per trajectory; chosen with
+    ``rollout.multi_turn.agent_loop``. See docs/agents.md.
+    """
+
+
+@hookspec
+def hfsdk_register_tool_parsers(register: Register) -> None:
+    """Register tool-call parsers: ``register(name, fn, end_marker=None)``.
+
+    ``fn(text) -> hfsdk_agents.ParsedTurn``; ``end_marker`` is the text closing a call (a
+    one-token marker ends the model's turn). Chosen with ``rollout.multi_turn.parser``.
+    """
+

@@ -10,8 +10,8 @@ from hfsdk import Register
 
 @hfsdk.hookimpl
 def hfsdk_addhooks(pluginmanager: Any) -> None:
-    """Add the plugin's own hooks: ``hfsdk_register_agents`` (gateway agents) and
-    ``hfsdk_register_environments``."""
+    """Add the plugin's own hooks: tools, agent loops, tool-call parsers, gateway agents
+    and environments (``hfsdk_register_tools`` ... ``hfsdk_register_environments``)."""
     from hfsdk_agents import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
@@ -19,7 +19,11 @@ def hfsdk_addhooks(pluginmanager: Any) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_registry_kinds(register: Register) -> None:
-    """Add the kinds ``agents`` and ``environments`` (``hfsdk list agents``)."""
+    """Add the kinds ``tools``, ``agent_loops``, ``tool_parsers``, ``agents`` and
+    ``environments`` (``hfsdk list tools``, ...)."""
+    register("tools", "hfsdk_register_tools")
+    register("agent_loops", "hfsdk_register_agent_loops")
+    register("tool_parsers", "hfsdk_register_tool_parsers")
     register("agents", "hfsdk_register_agents")
     register("environments", "hfsdk_register_environments")
 

@@ -10,6 +10,20 @@ from hfsdk import Register
 
 
 @hfsdk.hookimpl
+def hfsdk_addhooks(pluginmanager: Any) -> None:
+    """Add the planner's own hook ``hfsdk_register_clusters`` (cluster presets)."""
+    from hfsdk_planner import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_registry_kinds(register: Register) -> None:
+    """Add the kind ``clusters`` (``hfsdk list clusters``)."""
+    register("clusters", "hfsdk_register_clusters")
+
+
+@hfsdk.hookimpl
 def hfsdk_register_clusters(register: Register) -> None:
     """Register the cluster presets ``a100-80gb``, ``h100-80gb``, ``h200-141gb`` and ``local``."""
     from hfsdk_planner.cluster import PRESETS
