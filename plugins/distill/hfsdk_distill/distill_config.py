@@ -52,9 +52,9 @@ class DistillConfig(AlgorithmConfig):
         factory=dict,
     )
     default_teacher: str | None = help_field(
-        "The teacher role for rows whose data_source teacher_routes does not name (null: the "
-        "spec's first teacher; set teacher_routes for every source and this to '' to refuse "
-        "unrouted rows).",
+        "The teacher role for rows whose data_source teacher_routes (or teachers) does not name "
+        "(null: the spec's first teacher, or with teachers none: such rows are refused; set "
+        "teacher_routes for every source and this to '' to refuse unrouted rows).",
         default=None,
     )
     top_k: int = help_field(

@@ -117,3 +117,19 @@ def test_objective_adds_the_term_only_with_top_k() -> None:
 def test_bad_tail_is_refused_in_one_line() -> None:
     with pytest.raises(hfsdk.ConfigError, match="top_k_tail"):
         load_run_config("distill", None, [*_PATHS, "algorithm.top_k_tail=drop"])
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_a_megatron_teacher_refuses_top_k_in_one_line(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hfsdk.core.cli.main import main
+
+    args = ["teacher.backend=megatron", "algorithm.top_k=4", "trainer.total_steps=1"]
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--algo", "distill", "--quiet", "--run-dir", f"{tmp_path}/run", *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code != 0
+    assert "the megatron backend does not compute a teacher's top-k log-probs" in err[-1]
+    assert "(teacher.backend: fsdp) or set algorithm.top_k: 0" in err[-1]
