@@ -22,6 +22,13 @@ def distill_config_problems(config: Any) -> list[str]:
             "algorithm.teachers and algorithm.teacher_routes are both set: teachers names the "
             "teacher roles and routes each data_source to one; keep only algorithm.teachers"
         )
+    placement = config.sections.get("placement")
+    if algo.teachers and placement is not None and placement.mode == "auto":
+        problems.append(
+            "placement: auto with algorithm.teachers: the planner plans the registered spec's "
+            "roles, not the teachers a config names; give placement.pools (and placement.roles) "
+            "yourself, or leave placement at its default"
+        )
     for role in dict.fromkeys(algo.teachers.values()):
         # Off the default task nothing fills a teacher's model in: unset would be the
         # built-in default model, silently scoring in place of the user's teacher.

@@ -52,6 +52,7 @@ def test_on_the_default_task_each_teacher_gets_the_teacher_preset() -> None:
         (["algorithm.teachers={math: Teacher-A}"], r"teachers\.math is 'Teacher-A'"),
         ([_TEACHERS, "algorithm.teacher_routes={math: teacher_math}"], "both set"),
         ([_TEACHERS, "teacher.model_path=/m/t"], "unknown config section 'teacher'"),
+        ([_TEACHERS, "placement.mode=auto"], "placement: auto with algorithm.teachers"),
         # Off the default task nothing fills a teacher in: a missing one is refused.
         ([_TEACHERS, "data.train_files=[/d/a.jsonl]", "actor.model_path=/m/s",
           "teacher_math.model_path=/m/math"], r"code to 'teacher_code', whose model_path"),
