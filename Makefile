@@ -39,7 +39,7 @@ demo: setup
 # so the suite stays within 20 minutes on two slow cores. `make test-all` adds them.
 test: setup
 	$(BIN)/ruff check .
-	$(BIN)/pytest -m "not heavy"
+	$(BIN)/pytest -m "not heavy" --durations=40
 
 test-all: setup
 	$(BIN)/ruff check .

@@ -151,10 +151,14 @@ if TYPE_CHECKING:
     from hfsdk.core.trainer.trainer_config import LOGGERS
     from hfsdk.core.weight_check import (
         Fingerprint,
+        LowRankProbe,
+        ProbeCheck,
         WeightSyncMismatch,
         bit_sum,
+        check_probe,
         compare_manifest,
         fingerprint,
+        low_rank_probe,
         manifest,
         require_loaded,
     )
@@ -319,6 +323,10 @@ _LAZY = {
     "fingerprint": "hfsdk.core.weight_check",
     "manifest": "hfsdk.core.weight_check",
     "require_loaded": "hfsdk.core.weight_check",
+    "LowRankProbe": "hfsdk.core.weight_check",
+    "ProbeCheck": "hfsdk.core.weight_check",
+    "check_probe": "hfsdk.core.weight_check",
+    "low_rank_probe": "hfsdk.core.weight_check",
     "take_fault": "hfsdk.core.trainer.faults",
     # migration (issue 34): config files, run configs, reward call styles
     "load_yaml": "hfsdk.core.config.loader",

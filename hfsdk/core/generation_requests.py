@@ -28,9 +28,14 @@ class GenerationRequest:
     is re-tokenized). Sampling: ``greedy`` (or ``temperature`` 0) picks the most
     likely token; otherwise tokens are drawn at ``temperature`` from the nucleus
     ``top_p``. ``seed`` makes one request's sampling reproducible whatever else
-    is in flight (``None``: drawn from torch's global generator). Generation
+    is in flight (``None``: drawn from torch's global generator). ``top_k`` > 0
+    keeps only the ``top_k`` most likely tokens before the nucleus cut (0: no
+    cut); a backend that cannot honour it per request refuses the request with
+    one line rather than ignore it. Generation
     stops at the model's EOS ids, at any of ``stop_token_ids`` (e.g. the id that
-    ends a tool call), or after ``max_new_tokens``.
+    ends a tool call), or after ``max_new_tokens``. ``prompt_logprobs`` asks for
+    the log-probability of every prompt token after the first as well (see
+    :class:`GenerationResult`); a backend that cannot give them refuses the request.
     """
 
     prompt_ids: tuple[int, ...] = attrs.field(converter=_token_ids)
@@ -39,9 +44,11 @@ class GenerationRequest:
     top_p: float = attrs.field(
         default=1.0, validator=[attrs.validators.gt(0.0), attrs.validators.le(1.0)]
     )
+    top_k: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     greedy: bool = False
     seed: int | None = None
     stop_token_ids: tuple[int, ...] = attrs.field(default=(), converter=_token_ids)
+    prompt_logprobs: bool = False
 
     @prompt_ids.validator
     def _check_prompt(self, attribute: attrs.Attribute, value: tuple[int, ...]) -> None:
@@ -69,12 +76,18 @@ class GenerationResult:
     model's distribution at the request's temperature alone (no top-p
     renormalisation; temperature 1 for greedy requests): what a teacher-forced
     forward over the same tokens gives. A backend that cannot compute them
-    reports NaN.
+    reports NaN. ``prompt_logprobs`` (when the request asked for them):
+    ``log p(prompt[i] | prompt[:i])`` for ``i >= 1`` at temperature 1, one per
+    prompt token after the first (NaN where the backend cannot compute them);
+    ``None`` otherwise.
     """
 
     token_ids: tuple[int, ...] = attrs.field(converter=_token_ids)
     logprobs: tuple[float, ...] = attrs.field(converter=lambda v: tuple(float(x) for x in v))
     finish_reason: str = attrs.field(validator=attrs.validators.in_(FINISH_REASONS))
+    prompt_logprobs: tuple[float, ...] | None = attrs.field(
+        default=None, converter=lambda v: None if v is None else tuple(float(x) for x in v)
+    )
 
     def __attrs_post_init__(self) -> None:
         if len(self.token_ids) != len(self.logprobs):

@@ -16,15 +16,16 @@ import inspect
 import os
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from importlib import metadata
+from types import MappingProxyType
 from typing import Any, Literal
 
 import attrs
 import pluggy
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.registry import REGISTRY_HOOKS, Registry, normalize_kind
+from hfsdk.core.registry import KIND_ALIASES, REGISTRY_HOOKS, Registry, normalize_kind
 
 ENTRY_POINT_GROUP = "hfsdk"
 BUILTIN_PLUGIN_NAME = "hfsdk"
@@ -70,6 +71,7 @@ class HfsdkPluginManager:
         self.pm = pm
         self.plugins = plugins
         self._registries: dict[str, Registry] = {}
+        self._kinds: dict[str, str] | None = None
 
     @property
     def hook(self) -> Any:
@@ -101,9 +103,42 @@ class HfsdkPluginManager:
             "lists them)"
         )
 
+    def registry_kinds(self) -> Mapping[str, str]:
+        """Every registry kind -> the hook that fills it: the core's, then those plugins
+        add through ``hfsdk_register_registry_kinds`` (collected once)."""
+        if self._kinds is None:
+            kinds = dict(REGISTRY_HOOKS)
+            owners: dict[str, str] = {}
+            for impl in reversed(self.pm.hook.hfsdk_register_registry_kinds.get_hookimpls()):
+                impl.function(
+                    register=functools.partial(self._add_kind, kinds, owners, impl.plugin_name)
+                )
+            self._kinds = kinds
+        return MappingProxyType(self._kinds)
+
+    def _add_kind(
+        self, kinds: dict[str, str], owners: dict[str, str], plugin: str, kind: str, hook_name: str
+    ) -> None:
+        kind = kind.replace("-", "_")
+        if kind in kinds or kind in KIND_ALIASES:
+            owner = owners.get(kind, "the core")
+            owner = owner if owner == "the core" else f"plugin {owner!r}"
+            raise HfsdkError(
+                f"plugin {plugin!r} adds registry kind {kind!r}, which {owner} already has; "
+                "choose another name"
+            )
+        caller = getattr(self.pm.hook, hook_name, None)
+        if caller is None or caller.spec is None:
+            raise HfsdkError(
+                f"plugin {plugin!r} adds registry kind {kind!r} filled by {hook_name!r}, which "
+                "no hook specification defines; add it with hfsdk_addhooks first"
+            )
+        kinds[kind] = hook_name
+        owners[kind] = plugin
+
     def registry(self, kind: str) -> Registry:
         """The registry of ``kind``, filled from every loaded plugin on first use."""
-        kind = normalize_kind(kind)
+        kind = normalize_kind(kind, self.registry_kinds())
         if kind not in self._registries:
             registry = self._fill(kind)
             registry.explain_missing = self.failed_plugins_note
@@ -120,7 +155,7 @@ class HfsdkPluginManager:
         receives, and one broken plugin is dropped without stopping the others.
         """
         registry = Registry(kind)
-        hook_name = REGISTRY_HOOKS[kind]
+        hook_name = self.registry_kinds()[kind]
         impls = getattr(self.pm.hook, hook_name).get_hookimpls()
         wrappers = {i.plugin_name for i in impls if i.hookwrapper or i.wrapper}
         # get_hookimpls() lists the order pluggy calls in, reversed.

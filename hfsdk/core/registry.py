@@ -181,11 +181,12 @@ KIND_ALIASES = {"rewards": "reward_functions"}
 """Short names users type for a registry kind (``hfsdk list rewards``)."""
 
 
-def normalize_kind(kind: str) -> str:
-    """``advantage-estimators`` -> ``advantage_estimators``; unknown kinds are an error."""
+def normalize_kind(kind: str, kinds: Mapping[str, str] = REGISTRY_HOOKS) -> str:
+    """``advantage-estimators`` -> ``advantage_estimators``; a kind not in ``kinds``
+    (kind -> hook; the core's by default) is an error listing them."""
     normalized = kind.replace("-", "_")
     normalized = KIND_ALIASES.get(normalized, normalized)
-    if normalized not in REGISTRY_HOOKS:
-        available = [k.replace("_", "-") for k in REGISTRY_HOOKS]
+    if normalized not in kinds:
+        available = [k.replace("_", "-") for k in kinds]
         raise UnknownNameError(unknown_name_message("registry kind", kind, available))
     return normalized

@@ -160,7 +160,11 @@ class ActorSource(Protocol):
     rollout that keeps a copy knows when it is stale), ``last_weights_metrics``
     (what the last complete :meth:`hf_weights` iteration cost this rank:
     ``perf/reshard_bytes`` received, ``perf/reshard_peak_extra_bytes`` held
-    beyond the training shard; empty before the first).
+    beyond the training shard; empty before the first), ``weight_probes``
+    (name → :data:`hfsdk.LowRankProbe` of every tensor :meth:`hf_weights` yields that
+    the actor computes rather than holds, a LoRA merge: set before the tensor is yielded,
+    so a receiver checks each as it arrives with :class:`hfsdk.ProbeCheck`; empty for an
+    actor that sends only what it holds).
     """
 
     tokenizer: Any
@@ -172,6 +176,7 @@ class ActorSource(Protocol):
     dp: DataParallelInfo
     weights_version: int
     last_weights_metrics: dict[str, float]
+    weight_probes: dict[str, Any]
 
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The actor's current weights as (HF parameter name, full tensor), one at a time.
@@ -289,9 +294,23 @@ class RolloutBackend(abc.ABC):
         ``max_new_tokens`` (up to the backend's response length) and
         ``stop_token_ids`` (cut after the first one), samples at the backend's
         configured temperature, and reports the backend's ``rollout_log_probs``
-        when it returns them (NaN otherwise). Backends that batch requests
-        (continuous batching) override it.
+        when it returns them (NaN otherwise). It refuses a sampled request with a
+        ``top_k`` (the backend's configured cut applies to every row) and one asking
+        for ``prompt_logprobs``. Backends that batch requests (continuous batching)
+        override it.
         """
+        if request.prompt_logprobs:
+            raise HfsdkError(
+                f"{type(self).__name__} serves requests one row at a time and reports no "
+                "prompt log-probs; send prompt_logprobs=False (score the prompt with the "
+                "actor's forward) or use a backend that serves requests"
+            )
+        if request.top_k and not request.is_greedy:
+            raise HfsdkError(
+                f"{type(self).__name__} serves requests one row at a time with its configured "
+                f"sampling settings and cannot apply top_k={request.top_k} per request; send "
+                "top_k=0 (set rollout.top_k instead) or use a backend that serves requests"
+            )
         lock = self.__dict__.setdefault("_one_row_lock", threading.Lock())
 
         def serve() -> GenerationResult:

@@ -16,7 +16,7 @@ as a mismatch; a skipped sync shows as a version behind the one expected
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from hfsdk.core.errors import HfsdkError
@@ -118,3 +118,131 @@ def require_loaded(loaded: int, current: int, engine: str) -> None:
             f"{current}: a weight reload was skipped, and generating now would sample from "
             "stale weights; the rollout's update_weights must run after every update"
         )
+
+
+# -- derived tensors: a weight the actor computes (a LoRA merge), checked without redoing it --
+
+LowRankProbe = tuple["torch.Tensor", "torch.Tensor", float]
+"""``(expected, tolerance, eps)``: what a weight computed as ``base + scale·(B @ A)`` must give
+times :func:`probe_input` (float64, one value per row of the weight as stored), how far an
+exact product of the weight as sent may be from it (float64, per row), and the machine
+epsilon of the dtype it was sent in (a receiver that keeps a coarser one adds its rounding)."""
+
+_PROBE_SEED = 0x5EED
+_SIGMAS = 8.0
+"""Rounding errors of a cast, summed against the ±1 probe, stay within this many times their
+largest possible standard deviation (Hoeffding: exceeded with probability below 1e-13 a row)."""
+
+
+def probe_input(columns: int) -> torch.Tensor:
+    """The fixed ±1 vector (float64) a stored 2-D weight of ``columns`` columns is multiplied
+    by: the same on every process, and exact in every dtype (no rounding of the input)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(_PROBE_SEED + columns)
+    return torch.randint(0, 2, (columns,), generator=generator).double() * 2 - 1
+
+
+def _cast_bound(eps: float, row_norms: torch.Tensor) -> torch.Tensor:
+    """What rounding each element of a row to a dtype of machine epsilon ``eps`` (at most half
+    an ulp, ``eps/2`` of the element) moves the row's product with the ±1 probe by."""
+    return _SIGMAS * (eps / 2) * row_norms
+
+
+def low_rank_probe(
+    base: torch.Tensor,
+    down: torch.Tensor,
+    up: torch.Tensor,
+    scale: float,
+    *,
+    transposed: bool = False,
+    dtype: torch.dtype,
+) -> LowRankProbe:
+    """The probe of ``base + scale·(up @ down)`` (``up`` (out, r), ``down`` (r, in); with
+    ``transposed`` the update is added transposed, as a weight stored ``(in, out)`` takes it),
+    computed from the factors without forming ``up @ down``: an independent way to the same
+    product as the merged weight's. ``dtype``: the merged weight's dtype as sent.
+
+    The tolerance covers the float32 merge (a worst-case bound on the rank-r products and the
+    addition) and the cast to ``dtype`` (:data:`_SIGMAS` times the rounding's standard
+    deviation, from a bound on the merged row's norm). A wrong scale, a missing or
+    untransposed update, another module's factors: each moves a row's product far beyond it
+    once the update is larger than the sent dtype's rounding of the weight.
+    """
+    import torch
+
+    x = probe_input(base.shape[1])
+    base64, down64, up64 = base.double(), down.double(), up.double()
+    ones = torch.ones_like(x)
+    if transposed:  # stored (in, out): (up @ down).T @ x = down.T @ (up.T @ x)
+        update = down64.T @ (up64.T @ x)
+        update_abs = down64.abs().T @ (up64.abs().T @ ones)
+        update_norms = down64.T.abs() @ up64.norm(dim=0)  # ||row j of (up@down).T||
+    else:
+        update = up64 @ (down64 @ x)
+        update_abs = up64.abs() @ (down64.abs() @ ones)
+        update_norms = up64.abs() @ down64.norm(dim=1)
+    expected = base64 @ x + scale * update
+    eps32 = torch.finfo(torch.float32).eps
+    eps = torch.finfo(dtype).eps
+    rank = down.shape[0]
+    merge = (rank + 2) * eps32 * abs(scale) * update_abs + eps32 * (base64.abs() @ ones)
+    row_norms = base64.norm(dim=1) + abs(scale) * update_norms
+    tolerance = 2 * merge + _cast_bound(eps, row_norms)
+    return expected, tolerance, eps
+
+
+def check_probe(name: str, held: torch.Tensor, probe: LowRankProbe) -> str | None:
+    """``None`` when ``held`` (the weight as a receiver stores it) times :func:`probe_input`
+    is the probe's expected product within its tolerance (plus ``held``'s own rounding, when
+    the receiver keeps a coarser dtype than was sent), else one line naming the weight and
+    the gap."""
+    import torch
+
+    expected, tolerance, sent_eps = probe
+    matrix = held.detach().double().reshape(held.shape[0], -1)
+    if matrix.shape[0] != expected.numel():
+        return f"{name!r} has {matrix.shape[0]} rows where its merge has {expected.numel()}"
+    got = matrix @ probe_input(matrix.shape[1])
+    slack = tolerance
+    held_eps = torch.finfo(held.dtype).eps
+    if held_eps > sent_eps:
+        slack = slack + _cast_bound(held_eps, matrix.norm(dim=1))
+    gap = (got - expected).abs()
+    if bool((gap <= slack).all()):
+        return None
+    worst = int(torch.argmax(gap / slack))
+    return (
+        f"{name!r} is not the merge of its base weight and adapter (row {worst}: "
+        f"|W·x − expected| = {float(gap[worst]):.3g} > tolerance {float(slack[worst]):.3g})"
+    )
+
+
+class ProbeCheck:
+    """A receiver's check of the derived weights it is sent (a LoRA merge), tensor by tensor.
+
+    ``probes`` is the sender's ``ActorSource.weight_probes`` (read at each call: the sender
+    fills it while its stream runs). :meth:`observe` each weight as the receiver holds it;
+    :meth:`problem` says what failed.
+    """
+
+    def __init__(self, probes: Callable[[], Mapping[str, LowRankProbe]]) -> None:
+        self._probes = probes
+        self.checked = 0
+        self.failures: list[str] = []
+
+    def observe(self, name: str, held: torch.Tensor) -> None:
+        """Check ``held`` when the sender computed ``name`` (else nothing to check)."""
+        probe = self._probes().get(name)
+        if probe is None:
+            return
+        self.checked += 1
+        line = check_probe(name, held, probe)
+        if line is not None:
+            self.failures.append(line)
+
+    def problem(self) -> str | None:
+        """One line on the merged weights that are not their merge (``None``: all are)."""
+        if not self.failures:
+            return None
+        return f"{len(self.failures)} of {self.checked} merged weight(s) wrong: {self.failures[0]}"

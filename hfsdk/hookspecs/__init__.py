@@ -33,6 +33,19 @@ def hfsdk_addhooks(pluginmanager: pluggy.PluginManager) -> None:
 
 
 @hookspec
+def hfsdk_register_registry_kinds(register: Register) -> None:
+    """Add registry kinds of a plugin's own: ``register(kind, hook_name)``.
+
+    ``hook_name`` is a registration hook the plugin added with
+    ``hfsdk_addhooks`` (it takes ``register``, as the core's do). The kind then
+    behaves like a core one: ``hfsdk.get_registry(kind)`` holds every plugin's
+    entries with their owners, a name registered twice is an error naming both
+    plugins, and ``hfsdk list KIND`` lists it (``-`` or ``_`` in the name).
+    A kind the core or another plugin already has is an error.
+    """
+
+
+@hookspec
 def hfsdk_register_algorithms(register: Register) -> None:
     """Register RL algorithms.
 

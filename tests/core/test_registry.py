@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import attrs
+import pluggy
 import pytest
 
 import hfsdk
@@ -144,3 +145,82 @@ def test_public_get_registry_sees_installed_plugins() -> None:
     assert "actor" in algorithms["ppo"].impl.role_names
     assert algorithms["ppo"].config_cls is algorithms["ppo"].impl.config_cls
     assert {"fsdp", "megatron"} <= set(hfsdk.get_registry("training-backends"))
+
+
+class _JudgeSpecs:
+    @staticmethod
+    @pluggy.HookspecMarker("hfsdk")
+    def hfsdk_register_judges(register: hfsdk.Register) -> None:
+        """Register judges (a plugin's own hook)."""
+
+
+def _judges_plugin(kind: str = "judges", hook: str = "hfsdk_register_judges") -> object:
+    class Plugin:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_addhooks(pluginmanager):  # type: ignore[no-untyped-def]
+            pluginmanager.add_hookspecs(_JudgeSpecs)
+
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_registry_kinds(register):  # type: ignore[no-untyped-def]
+            register(kind, hook)
+
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_judges(register):  # type: ignore[no-untyped-def]
+            register("strict", _thing)
+
+    return Plugin
+
+
+def test_a_plugin_adds_a_registry_kind_that_works_like_a_core_one() -> None:
+    other = _plugin_for("hfsdk_register_judges", "strict")
+    manager = build_plugin_manager(
+        [("judging", _judges_plugin()), ("other", other)], load_entry_points=False
+    )
+    assert manager.registry_kinds()["judges"] == "hfsdk_register_judges"
+    assert set(REGISTRY_HOOKS) < set(manager.registry_kinds())
+    with pytest.raises(DuplicateNameError) as info:
+        manager.registry("judges")
+    assert "'judging'" in str(info.value) and "'other'" in str(info.value)
+
+    alone = build_plugin_manager([("judging", _judges_plugin())], load_entry_points=False)
+    entry = alone.registry("judges")["strict"]
+    assert (entry.impl, entry.plugin, entry.summary) == (_thing, "judging", "A test implementation.")
+    with pytest.raises(UnknownNameError) as unknown:
+        alone.registry("judge")
+    assert "judges" in str(unknown.value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "hook", "says"),
+    [
+        ("rewards", "hfsdk_register_judges", "already has"),
+        ("tools", "hfsdk_register_judges", "the core already has"),
+        ("judges", "hfsdk_register_jugdes", "no hook specification defines"),
+    ],
+)
+def test_a_bad_registry_kind_is_one_line(kind: str, hook: str, says: str) -> None:
+    manager = build_plugin_manager([("judging", _judges_plugin(kind, hook))], load_entry_points=False)
+    with pytest.raises(HfsdkError) as info:
+        manager.registry_kinds()
+    assert says in str(info.value) and "'judging'" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_hfsdk_list_shows_a_plugin_kind() -> None:
+    from click.testing import CliRunner
+
+    from hfsdk.core.cli.main import cli
+    from hfsdk.core.plugin_manager import get_plugin_manager, reset_plugin_manager
+
+    reset_plugin_manager()
+    get_plugin_manager().pm.register(_judges_plugin(), name="judging")
+    try:
+        bare = CliRunner().invoke(cli, ["list"])
+        listed = CliRunner().invoke(cli, ["list", "judges"])
+    finally:
+        reset_plugin_manager()
+    assert "  judges" in bare.output, bare.output
+    assert listed.exit_code == 0 and "strict" in listed.output and "[judging]" in listed.output

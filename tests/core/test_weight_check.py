@@ -48,3 +48,66 @@ def test_a_version_behind_the_synced_one_is_a_skipped_sync() -> None:
     assert check_version(3, 3, "the replicas") is None
     line = check_version(2, 3, "the replicas")
     assert line is not None and "version 2 where version 3" in line and "skipped" in line
+
+
+def _factors(out: int, inp: int, rank: int, seed: int) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(seed)
+    base = torch.randn(out, inp, generator=generator) * 0.05
+    down = torch.randn(rank, inp, generator=generator) * 0.1
+    up = torch.randn(out, rank, generator=generator) * 0.5
+    return base, down, up
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(48, 32), (32, 32), (96, 200)])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_merge_passes_its_probe_in_every_orientation_and_dtype(
+    dtype: torch.dtype, shape: tuple[int, int], seed: int
+) -> None:
+    """The merge as the actor computes it (float32, cast to the sent dtype), stored (out, in)
+    or transposed (in, out) as a Conv1D weight: the factors' probe accepts it, with the
+    receiver holding it in the sent dtype or in float32."""
+    from hfsdk.core.weight_check import check_probe, low_rank_probe
+
+    base, down, up = _factors(*shape, rank=4, seed=seed)
+    merged = (base + 2.0 * (up @ down)).to(dtype)
+    probe = low_rank_probe(base, down, up, 2.0, dtype=dtype)
+    assert check_probe("w", merged, probe) is None
+    assert check_probe("w", merged.float(), probe) is None
+    stored = base.T.contiguous()  # a Conv1D's (in, out) weight; the update is transposed
+    merged_t = (stored + 2.0 * (up @ down).T).to(dtype)
+    assert check_probe("w", merged_t, low_rank_probe(stored, down, up, 2.0,
+                                                     transposed=True, dtype=dtype)) is None  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_wrong_merge_fails_its_probe_with_one_line(seed: int) -> None:
+    """What a merge gets wrong: the update left out, scaled wrong, not transposed (a square
+    Conv1D loads anyway), or another module's factors; and a one-ulp change stays within
+    the tolerance (the exact read-back, not the probe, catches those)."""
+    from hfsdk.core.weight_check import ProbeCheck, check_probe, low_rank_probe
+
+    base, down, up = _factors(32, 32, rank=4, seed=seed)
+    other_down, other_up = _factors(32, 32, rank=4, seed=seed + 10)[1:]
+    probe = low_rank_probe(base, down, up, 2.0, dtype=torch.float32)
+    wrong = {
+        "no update": base,
+        "scale 1": base + up @ down,
+        "untransposed": base + 2.0 * (up @ down).T,
+        "other factors": base + 2.0 * (other_up @ other_down),
+    }
+    for what, weight in wrong.items():
+        line = check_probe("layer.weight", weight, probe)
+        assert line is not None and "\n" not in line, what
+        assert line.startswith("'layer.weight' is not the merge of its base weight"), line
+    nudged = base + 2.0 * (up @ down)
+    nudged[3, 3] = torch.nextafter(nudged[3, 3], torch.tensor(9.0))
+    assert check_probe("layer.weight", nudged, probe) is None
+    check = ProbeCheck(lambda: {"a": probe, "b": probe})
+    check.observe("a", base + 2.0 * (up @ down))
+    check.observe("b", base)
+    check.observe("not derived", base)  # no probe: nothing to check
+    assert check.checked == 2
+    assert check.problem() is not None and check.problem().startswith(
+        "1 of 2 merged weight(s) wrong: 'b' is not the merge"
+    )

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import click
 
-from hfsdk.core.registry import REGISTRY_HOOKS
-
-KINDS = [kind.replace("_", "-") for kind in REGISTRY_HOOKS]
-
 
 @click.command(name="list")
 @click.argument("kind", metavar="[KIND]", required=False)
@@ -17,18 +13,18 @@ def list_entries(kind: str | None) -> None:
     KIND is one of: algorithms, advantage-estimators, policy-losses, value-losses,
     kl-estimators, rollout-corrections, reward-functions (or rewards), rollout-backends,
     training-backends, transfer-protocols, clusters, tools, agent-loops, tool-parsers,
-    reward-styles, tasks.
+    reward-styles, tasks, and the kinds installed plugins add (a bare ``hfsdk list``
+    shows them all).
     """
-    if kind is None:  # a bare `hfsdk list`: what can be listed
-        click.echo("hfsdk list KIND, where KIND is one of:")
-        for name in KINDS:
-            click.echo(f"  {name}")
-        return
     from hfsdk.core.plugin_manager import get_plugin_manager
-    from hfsdk.core.registry import normalize_kind
 
     manager = get_plugin_manager()
-    registry = manager.registry(normalize_kind(kind))
+    if kind is None:  # a bare `hfsdk list`: what can be listed
+        click.echo("hfsdk list KIND, where KIND is one of:")
+        for name in manager.registry_kinds():
+            click.echo(f"  {name.replace('_', '-')}")
+        return
+    registry = manager.registry(kind)
     if not registry:
         click.echo(f"no {registry.what}s are registered")
     else:

@@ -29,7 +29,12 @@ write the first slice it received, so it keeps that slice's old values. ``vllm_d
 (once per process): a vLLM engine's reload of the actor's weights version N leaves one
 tensor out (the engine's read-back catches it; with a colocated actor N is the number of
 updates so far; at generation tp > 1 only the last rank of each generation group loses its
-slice of one tensor).
+slice of one tensor); ``vllm_stale`` (the reload of version N consumes the stream but never
+writes the engine, which keeps its old weights: the read-back catches it) and ``vllm_skip``
+(the reload of version N does not run: the engine refuses to generate from the old
+version). ``lora_merge_bad`` (once per process): the first stream of a LoRA
+actor's merged weights at its weights version N yields one module's base weight without its
+adapter (the receiver's check of the merge against the factors' probe catches it).
 """
 
 from __future__ import annotations
@@ -64,6 +69,9 @@ POINTS = (
     "reshard_drop",
     "vllm_drop",
     "slice_drop",
+    "lora_merge_bad",
+    "vllm_stale",
+    "vllm_skip",
 )
 _SIGNALS = {
     "sigterm": (signal.SIGTERM,),

@@ -322,6 +322,9 @@ class GenerationPipeline:
                 "sync/count": 1.0,
                 "sync/verified": float(all(r.get("sync/verified") for r in received)),
             }
+            merges = [r.get("sync/merges_verified", 0.0) for r in received]
+            if any(merges):  # derived weights (a LoRA merge) checked against their probes
+                parts["sync/merges_verified"] = min(merges)
             for key, value in parts.items():
                 totals[key] = totals.get(key, 0.0) + float(value)
         self._syncs = pending

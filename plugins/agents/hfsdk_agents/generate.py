@@ -83,8 +83,14 @@ class AgentRollout:
                     "rollout.multi_turn.renderer=chat_template but the tokenizer has no chat "
                     "template; use renderer=plain (or auto)"
                 )
-            # The prompts' tool schemas, so a re-rendered conversation matches its prompt.
-            schemas = tuple(dict(tool.schema) for tool in self.tools.values())
+            # The prompts' tool schemas (the tools', then one environment's, as
+            # prompt_tool_schemas renders them), so a re-rendered conversation matches its
+            # prompt.
+            from hfsdk_agents.environments.checks import environment_schemas
+
+            schemas = tuple(
+                [dict(tool.schema) for tool in self.tools.values()] + environment_schemas(config)
+            )
             self.renderer: Any = ChatTemplateRenderer(tokenizer, self.stop_ids, schemas)
         else:
             self.renderer = PlainRenderer(tokenizer)

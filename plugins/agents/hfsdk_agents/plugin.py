@@ -18,6 +18,13 @@ def hfsdk_addhooks(pluginmanager: Any) -> None:
 
 
 @hfsdk.hookimpl
+def hfsdk_register_registry_kinds(register: Register) -> None:
+    """Add the kinds ``agents`` and ``environments`` (``hfsdk list agents``)."""
+    register("agents", "hfsdk_register_agents")
+    register("environments", "hfsdk_register_environments")
+
+
+@hfsdk.hookimpl
 def hfsdk_register_agents(register: Register) -> None:
     """Register ``tool_use``: the tool_use task's agent, written only against ``openai``."""
     from hfsdk_agents.gateway.examples.tool_use_agent import tool_use_agent

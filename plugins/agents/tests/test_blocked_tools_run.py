@@ -59,6 +59,7 @@ def _finish(process: subprocess.Popen[bytes], limit_s: float) -> tuple[int, str]
     return process.returncode, err.decode()
 
 
+@pytest.mark.heavy  # a whole run; test_tool_worker checks a blocking tool's timeout and kill
 def test_a_blocking_async_add_tool_fails_its_calls_and_the_run_finishes(tmp_path: Path) -> None:
     process, run_dir, called = _start(tmp_path, "trainer.total_steps=2")
     code, err = _finish(process, 600)
@@ -73,7 +74,11 @@ def test_a_blocking_async_add_tool_fails_its_calls_and_the_run_finishes(tmp_path
         assert row["agent/tool_call_success"] == 0.0
 
 
-@pytest.mark.parametrize(("signum", "exit_code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize(
+    ("signum", "exit_code"),
+    # SIGTERM is the same path as SIGINT with another exit code: heavy
+    [pytest.param(signal.SIGTERM, 143, marks=pytest.mark.heavy), (signal.SIGINT, 130)],
+)
 def test_a_stop_signal_while_a_tool_blocks_ends_the_run_with_a_checkpoint(
     tmp_path: Path, signum: int, exit_code: int
 ) -> None:

@@ -47,6 +47,7 @@ def test_grpo_on_tool_use_raises_reward_and_tool_call_success(tmp_path: Path) ->
         assert record["response_tokens"] == record["trained_tokens"] + tool["tokens"]
 
 
+@pytest.mark.heavy  # two runs; exact resume is tested on the default task in the quick suite
 def test_resume_mid_run_is_exact(tmp_path: Path) -> None:
     whole = _train(tmp_path / "whole", "trainer.total_steps=4", "trainer.save_every=2")
     _train(tmp_path / "split", "trainer.total_steps=2", "trainer.save_every=2")
@@ -58,6 +59,7 @@ def test_resume_mid_run_is_exact(tmp_path: Path) -> None:
         assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
 
 
+@pytest.mark.heavy  # a megatron run; the fsdp tool_use run stays quick
 def test_grpo_on_tool_use_learns_with_a_megatron_actor(tmp_path: Path) -> None:
     rows = _train(
         tmp_path / "run",

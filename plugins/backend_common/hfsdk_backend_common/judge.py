@@ -115,6 +115,7 @@ class LocalJudgeModel:
         self.dp = DataParallelInfo()
         self.weights_version = 0
         self.last_weights_metrics: dict[str, float] = {}
+        self.weight_probes: dict[str, Any] = {}  # sends only what it holds
 
     def hf_weights(self) -> Iterator[tuple[str, Any]]:
         """The judge's weights by HF name (it never trains)."""

@@ -33,6 +33,7 @@ from hfsdk import (
     BuiltinProtocol,
     Fingerprint,
     HfsdkError,
+    ProbeCheck,
     compare_manifest,
     fingerprint,
     manifest,
@@ -143,9 +144,12 @@ def send_weights(
     bucket_bytes: int = DEFAULT_BUCKET_BYTES,
     version: int = 0,
     fault: str | None = None,
+    probes: Callable[[], Mapping[str, Any]] | None = None,
 ) -> dict[str, float]:
     """Broadcast every ``(name, tensor)`` of ``weights`` from rank 0, in buckets, then the
-    manifest (``version`` and each tensor's fingerprint); its cost.
+    manifest (``version``, each tensor's fingerprint and, from ``probes`` read once the
+    stream ended, the sender's probes of the weights it computed: ``ActorSource.weight_probes``);
+    its cost.
 
     ``fault="drop"`` (fault injection, ``sync_drop``) leaves the second tensor out of the
     stream while the manifest still lists it, as a sender that loses a tensor would.
@@ -178,7 +182,8 @@ def send_weights(
         sent += _bucket_flush(group, names, parts)
         buckets += 1
     group._send_blob(b"")  # the end of the stream
-    group._send_blob(pickle.dumps({"version": version, "manifest": sent_prints}))
+    derived = {} if probes is None else dict(probes())
+    group._send_blob(pickle.dumps({"version": version, "manifest": sent_prints, "probes": derived}))
     return {
         "sync/bytes": float(sent),
         "sync/buckets": float(buckets),
@@ -193,8 +198,9 @@ def receive_stream(
 
     The tensor is a view of the bucket's buffer, valid only during the call.
     Returns the ``sync/*`` cost (``sync/wait_s``: how long it waited for the sender), plus
-    ``version`` (the weights version sent), ``manifest`` (the sender's fingerprints) and
-    ``wire`` (the fingerprints of what arrived).
+    ``version`` (the weights version sent), ``manifest`` (the sender's fingerprints),
+    ``probes`` (the sender's probes of the weights it computed, a LoRA merge) and ``wire``
+    (the fingerprints of what arrived).
     """
     started = time.perf_counter()
     wait_s: float | None = None
@@ -227,6 +233,7 @@ def receive_stream(
         "sync/wait_s": float(wait_s or 0.0),
         "version": int(trailer["version"]),
         "manifest": trailer["manifest"],
+        "probes": trailer.get("probes", {}),
         "wire": wire,
     }
 
@@ -254,8 +261,10 @@ def receive_weights(
     Every name sent must be in ``targets`` with the same shape; a target left
     without a value is reported as ``missing`` in the result (a list of names), and
     ``mismatch`` is :func:`verify_sync`'s line on what ``targets`` hold afterwards (``None``:
-    verified). ``fault="stale"`` (fault injection, ``sync_stale``) writes into copies of the
-    targets, as a load that misses the live weights would: they keep the old values.
+    verified; it also names a merged weight, as held, that is not the merge of the factors the
+    sender probed, counted in ``merges_verified``). ``fault="stale"`` (fault injection,
+    ``sync_stale``) writes into copies of the targets, as a load that misses the live
+    weights would: they keep the old values.
     """
     if fault == "stale":
         live, targets = targets, {name: t.clone() for name, t in targets.items()}
@@ -280,6 +289,14 @@ def receive_weights(
         targets = live
     held = manifest((name, targets[name]) for name in written)
     result["mismatch"] = verify_sync(result, written, held)
+    # The weights the sender computed (a LoRA merge), as held now, against its probes.
+    merges = ProbeCheck(lambda: result["probes"])
+    for name in written:
+        merges.observe(name, targets[name])
+    problem = merges.problem()
+    if problem is not None:
+        result["mismatch"] = "; ".join(p for p in (result["mismatch"], problem) if p)
+    result["merges_verified"] = merges.checked
     return result
 
 
@@ -326,6 +343,7 @@ class WeightSenderMixin:
                     bucket_bytes=bucket_bytes,
                     version=version,
                     fault=fault,
+                    probes=lambda: self.engine.weight_probes,
                 )
             except RuntimeError as exc:  # gloo/NCCL: a replica's connection broke
                 failure = str(exc).splitlines()[0][:300]

@@ -261,6 +261,9 @@ class ActorEngine(_CausalLMEngine):
     """Incremented by every update and checkpoint load."""
     last_weights_metrics: dict[str, float] = {}  # noqa: RUF012 (replaced, never mutated)
     """What the last complete :meth:`hf_weights` iteration cost this rank."""
+    weight_probes: dict[str, Any] = {}  # noqa: RUF012 (replaced per stream)
+    """Each merged LoRA weight's probe (:func:`hfsdk.low_rank_probe`), set by
+    :meth:`hf_weights` before it yields that weight; empty without LoRA."""
 
     @property
     def hf_config(self) -> Any:
@@ -325,12 +328,17 @@ class ActorEngine(_CausalLMEngine):
         stream = sharding.stream_full_parameters(self.module, self.dp, stats)
         if self.lora:
             # HF names and W + (alpha/r)·B·A: the rollout sees the merged model, never peft's.
+            from hfsdk import take_fault
             from hfsdk_backend_fsdp.lora import fan_in_fan_out_modules, merged_weights, scaling
 
+            self.weight_probes = {}  # each merged weight's probe, set before it is yielded
             stream = merged_weights(
                 ((n, t.detach()) for n, t in stream),
                 scaling(self.module),
                 fan_in_fan_out_modules(self.module),
+                probes=self.weight_probes,
+                sent_dtype=self.compute_dtype,
+                lose_first_update=take_fault("lora_merge_bad", self.weights_version),
             )
         for name, tensor in stream:
             yield name, tensor.detach().to(self.compute_dtype)

@@ -102,6 +102,10 @@ def merged_weights(
     stream: Iterable[tuple[str, torch.Tensor]],
     scale: float,
     fan_in_fan_out: Collection[str] = (),
+    *,
+    probes: dict[str, Any] | None = None,
+    sent_dtype: torch.dtype | None = None,
+    lose_first_update: bool = False,
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """HF-named merged weights from a peft module's ``(name, full tensor)`` stream.
 
@@ -110,7 +114,16 @@ def merged_weights(
     weights are new tensors; the others are passed through. ``B @ A`` is
     ``(out, in)``; the modules named in ``fan_in_fan_out``
     (:func:`fan_in_fan_out_modules`) store their weight transposed, so their delta is too.
+
+    ``probes``: filled with each merged weight's :func:`hfsdk.low_rank_probe` (from the
+    factors, before the weight is yielded), which a receiver checks what it holds against;
+    ``sent_dtype``: the dtype the weights leave in (its rounding is tolerated).
+    ``lose_first_update`` (fault injection, ``lora_merge_bad``): the first merged module
+    is yielded as its base weight alone, as a merge that skipped a module would; its probe
+    is still the true merge's.
     """
+    from hfsdk import low_rank_probe
+
     pending: dict[str, dict[str, torch.Tensor]] = {}
     for name, tensor in stream:
         for part in ("base_layer.weight", f"lora_A.{ADAPTER}.weight", f"lora_B.{ADAPTER}.weight"):
@@ -121,10 +134,24 @@ def merged_weights(
                 if len(parts) == 3:
                     del pending[owner]
                     base, a, b = parts["base_layer"], parts["lora_A"], parts["lora_B"]
+                    merged_name = hf_name(owner) + ".weight"
+                    transposed = owner in fan_in_fan_out
+                    if probes is not None:
+                        coarser = max(
+                            (base.dtype, sent_dtype or base.dtype),
+                            key=lambda d: torch.finfo(d).eps,
+                        )
+                        probes[merged_name] = low_rank_probe(
+                            base, a, b, scale, transposed=transposed, dtype=coarser
+                        )
+                    if lose_first_update:
+                        lose_first_update = False
+                        yield merged_name, base
+                        break
                     delta = (b.float() @ a.float()) * scale
-                    if owner in fan_in_fan_out:
+                    if transposed:
                         delta = delta.T
-                    yield hf_name(owner) + ".weight", (base.float() + delta).to(base.dtype)
+                    yield merged_name, (base.float() + delta).to(base.dtype)
                 break
         else:
             yield hf_name(name), tensor

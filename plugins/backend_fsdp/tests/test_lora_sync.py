@@ -4,7 +4,10 @@ The merge arithmetic (``W + (alpha/r)·B·A``, transposed for GPT-2's ``Conv1D``
 against peft's ``merge_and_unload`` — an independent implementation — through the path a
 rollout pool takes: the actor's ``hf_weights`` broadcast over the sync group with their
 manifest, received and verified into a plain HF model, whose logits must then equal the
-merged model's. The same sync with a tensor dropped fails verification.
+merged model's. The same sync with a tensor dropped fails verification, and so does one
+whose merge left a module's adapter out (each merged weight, as the receiver holds it, is
+checked against the probe the actor took of its base weight and factors). The colocated
+``hf`` rollout checks the merged weights it fills its generation module with the same way.
 """
 
 from __future__ import annotations
@@ -74,7 +77,10 @@ def _sync(actor: ActorEngine, receiver: torch.nn.Module, drop: str | None = None
     thread = threading.Thread(target=receive)
     thread.start()
     group = WeightSyncGroup(endpoint, 0, store=store, timeout_s=60)
-    send_weights(group, actor.hf_weights(), bucket_bytes=4096, version=1, fault=drop)
+    send_weights(
+        group, actor.hf_weights(), bucket_bytes=4096, version=1, fault=drop,
+        probes=lambda: actor.weight_probes,
+    )  # fmt: skip
     thread.join(timeout=60)
     assert not thread.is_alive()
     return results["received"]
@@ -87,7 +93,7 @@ def _logits(model: torch.nn.Module) -> torch.Tensor:
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
 def test_a_lora_sync_gives_the_rollout_pefts_merged_model_and_is_verified(
-    arch: str, model_dir: Path, tmp_path: Path
+    arch: str, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from transformers import AutoModelForCausalLM
 
@@ -103,6 +109,7 @@ def test_a_lora_sync_gives_the_rollout_pefts_merged_model_and_is_verified(
 
     received = _sync(actor, rollout)
     assert received["mismatch"] is None and received["missing"] == []
+    assert received["merges_verified"] == 6  # each merged weight, as held, is its merge
     assert set(received["manifest"]) == {n for n, _ in rollout.named_parameters()}
     got, expected = _logits(rollout), _logits(merged)
     assert (base - expected).abs().max() > 0.1  # the adapters matter
@@ -112,3 +119,60 @@ def test_a_lora_sync_gives_the_rollout_pefts_merged_model_and_is_verified(
     dropped = [name for name, _ in actor.hf_weights()][1]
     received = _sync(actor, AutoModelForCausalLM.from_pretrained(str(directory)), drop="drop")
     assert received["mismatch"] == f"1 tensor(s) sent but never loaded (first: {dropped!r})"
+
+    # lora_merge_bad: one module sent as its base alone; it arrives whole (the fingerprints
+    # agree) but is not the merge of the factors the actor probed.
+    from hfsdk.core.trainer import faults
+
+    monkeypatch.setenv(faults.FAULT_ENV, f"lora_merge_bad:{actor.weights_version}")
+    monkeypatch.setattr(faults, "_FIRED", set())
+    received = _sync(actor, AutoModelForCausalLM.from_pretrained(str(directory)))
+    first = next(iter(actor.weight_probes))
+    assert received["mismatch"].startswith(
+        f"1 of 6 merged weight(s) wrong: {first!r} is not the merge of its base weight"
+    ), received["mismatch"]
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt2"])
+def test_a_colocated_rollout_checks_each_merged_weight_and_catches_a_bad_merge(
+    arch: str, model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The colocated ``hf`` rollout of a LoRA actor fills its generation module from the
+    merged stream and checks every merged weight it holds against the probe the actor took
+    from the base weight and the factors (``sync/merges_verified``; GPT-2's ``Conv1D``
+    weights take the update transposed); ``lora_merge_bad`` (one module sent without its
+    adapter) raises ``WeightSyncMismatch`` in one line before anything is generated, and
+    the next call, whole again, generates what the first did."""
+    from hfsdk import Batch, WeightSyncMismatch
+    from hfsdk.core.trainer import faults
+    from hfsdk_backend_common.rollout.hf_rollout import HFRollout
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
+
+    directory = model_dir if arch == "llama" else _gpt2_dir(tmp_path / "gpt2", model_dir)
+    actor = _lora_actor(directory, arch)
+    rollout = HFRollout(HFRolloutConfig(max_response_length=4), actor)
+    prompts = Batch.from_dict(
+        tensors={"input_ids": IDS, "attention_mask": torch.ones_like(IDS)},
+        non_tensors={"uid": ["a", "b"]},
+    )
+    out = rollout.generate_sequences(prompts, greedy=True)
+    metrics = out.meta["rollout_metrics"]
+    assert metrics["sync/verified"] == 1.0
+    assert metrics["sync/merges_verified"] == 3 * 2  # three targets in each of 2 layers
+    assert len(actor.weight_probes) == 6
+    assert all(n.removesuffix(".weight").endswith(TARGETS[arch]) for n in actor.weight_probes)
+    first = next(iter(actor.weight_probes))  # the stream's first merged module
+
+    monkeypatch.setenv(faults.FAULT_ENV, f"lora_merge_bad:{actor.weights_version}")
+    monkeypatch.setattr(faults, "_FIRED", set())
+    with pytest.raises(WeightSyncMismatch) as info:
+        rollout.generate_sequences(prompts, greedy=True)
+    line = str(info.value)
+    assert "\n" not in line
+    assert line.startswith(
+        "the generation module of the actor's weights version 0 does not hold the actor's "
+        f"merged weights: 1 of 6 merged weight(s) wrong: {first!r} is not the merge of its "
+        "base weight and adapter"
+    ), line
+    again = rollout.generate_sequences(prompts, greedy=True)  # the fault fired once
+    assert torch.equal(again["responses"], out["responses"])

@@ -183,6 +183,7 @@ class MegatronEngine:
             )
         self.weights_version = 0
         self.last_weights_metrics: dict[str, float] = {}
+        self.weight_probes: dict[str, Any] = {}  # sends only what it holds
         self._hf_config: Any = None
         self._generation_shards: Any = None
 

@@ -115,6 +115,7 @@ def test_passes_are_priced_over_the_padded_width_unless_packed() -> None:
     assert measured_lengths(metrics, 10) == pytest.approx((6.0, 3.0))
 
 
+@pytest.mark.heavy  # a real run (~40 s); the fit itself is tested on recorded runs above
 def test_a_run_of_the_real_backend_fits_its_overheads(tmp_path: Path) -> None:
     assert set(SHAPES) == {"A", "B"}
     base = get_cluster("local")

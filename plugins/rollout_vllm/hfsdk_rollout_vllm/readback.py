@@ -21,7 +21,7 @@ of K inputs, a K×K-by-weight matmul (measured in docs/reliability.md).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -30,6 +30,7 @@ import torch.distributed as dist
 from hfsdk import bit_sum, compare_manifest
 
 if TYPE_CHECKING:
+    from hfsdk import ProbeCheck
     from hfsdk_rollout_vllm.engine import ColocatedEngine
 
 _EYE_ROWS = 1024  # identity rows per kernel call: bounds the read-back's temporary output
@@ -159,7 +160,9 @@ class RecordedStream:
     engine's rank, :func:`rank_slicer`): each tensor counts by the slice of it this rank
     loads, not whole. ``drop`` (fault injection, ``vllm_drop``) leaves the second tensor
     (with ``cut``: the first one this rank gets a slice of) out of the stream while it
-    still counts as sent, as a loader that loses a tensor would.
+    still counts as sent, as a loader that loses a tensor would. ``merges``: the sender's
+    derived weights (a LoRA merge) are checked against its probes as the loader receives
+    them, in the engine's dtype (the read-back then shows the engine holds exactly them).
     """
 
     def __init__(
@@ -170,8 +173,10 @@ class RecordedStream:
         engine_name: Callable[[str], str],
         cut: Callable[[str, torch.Tensor], torch.Tensor] | None = None,
         drop: bool = False,
+        merges: ProbeCheck | None = None,
     ) -> None:
         self._weights = weights
+        self.merges = merges
         self.cut = cut
         self._dropped = False
         self.dtype = dtype
@@ -188,6 +193,8 @@ class RecordedStream:
             part = tensor if self.cut is None else self.cut(name, tensor)
             cast = part if part.dtype == self.dtype else part.to(self.dtype)
             self.sent[key] = self.sent.get(key, 0) + bit_sum(cast)
+            if self.merges is not None:  # the whole tensor, as the loader receives it
+                self.merges.observe(name, tensor.to(self.dtype))
             self.summing_s += time.perf_counter() - started
             if self.drop and self._drops(index, part.numel() < tensor.numel()):
                 continue
@@ -209,7 +216,9 @@ class RecordedStream:
         Engine tensors nothing was streamed into (rotary caches, a tied head) are not
         compared; a streamed name the engine has no tensor for shows as never loaded.
         """
-        return compare_manifest(self.sent, {k: v for k, v in held.items() if k in self.sent})
+        problem = compare_manifest(self.sent, {k: v for k, v in held.items() if k in self.sent})
+        merged = None if self.merges is None else self.merges.problem()
+        return "; ".join(p for p in (problem, merged) if p is not None) or None
 
 
 def verified_reload(
@@ -223,6 +232,7 @@ def verified_reload(
     verify: bool = True,
     sliced: bool = False,
     drop: bool | None = None,
+    probes: Callable[[], Mapping[str, Any]] | None = None,
 ) -> dict[str, float]:
     """Reload ``engine`` from ``weights`` (HF names, whole tensors), then read it back
     (``verify``; without it only the reload, and no metrics).
@@ -232,13 +242,16 @@ def verified_reload(
     (:func:`rank_slicer`) and is compared with what this rank's engine holds.
     ``version`` is the actor's weights version being loaded (fault injection
     ``vllm_drop:N`` drops a tensor from the reload of version N; ``drop`` overrides
-    that decision: the caller took the fault, or not, for this rank). A reload that fails on
+    that decision: the caller took the fault, or not, for this rank; ``vllm_stale:N``: the
+    stream is consumed but never reaches the engine, which keeps its old weights).
+    ``probes``: the sender's ``weight_probes`` (:class:`hfsdk.ProbeCheck`): the merged
+    weights it computed are checked against them as they arrive. A reload that fails on
     any rank of ``group`` fails on every rank; so does a verification: every rank raises
     :class:`hfsdk.WeightSyncMismatch` (this rank's line, or one naming another rank).
     Returns ``sync/verified`` (1.0) and ``timing/vllm_verify_s`` (the summing and the
     read-back: what verifying cost on top of the reload).
     """
-    from hfsdk import WeightSyncMismatch, take_fault
+    from hfsdk import ProbeCheck, WeightSyncMismatch, take_fault
     from hfsdk_backend_common.rollout.agreement import on_every_rank
     from hfsdk_rollout_vllm.requests import drain
 
@@ -259,10 +272,13 @@ def verified_reload(
         engine_name=engine.engine_name(),
         cut=engine.rank_slicer() if sliced else None,
         drop=take_fault("vllm_drop", version) if drop is None else drop,
+        merges=None if probes is None else ProbeCheck(probes),
     )
     flowing = iter(recorded)
+    # vllm_stale: a reload whose writes miss the weights the engine generates with.
+    load = drain if take_fault("vllm_stale", version) else engine.reload_weights
     on_every_rank(
-        lambda: engine.reload_weights(flowing),
+        lambda: load(flowing),
         what="reloading the vLLM engine's weights",
         group=group,
         drain=lambda: drain(flowing),
@@ -286,8 +302,11 @@ def verified_reload(
             f"the vLLM engine does not hold the actor's weights version {version} after "
             f"reloading them: {problem}; it would generate with weights other than the actor's"
         )
-    return {
+    metrics = {
         "sync/verified": 1.0,
         "timing/vllm_verify_s": recorded.summing_s + check_s,
         "timing/vllm_reload_s": reload_s - recorded.summing_s,
     }
+    if recorded.merges is not None and recorded.merges.checked:
+        metrics["sync/merges_verified"] = float(recorded.merges.checked)
+    return metrics

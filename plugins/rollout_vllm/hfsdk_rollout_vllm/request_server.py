@@ -17,7 +17,8 @@ Log-probs: the engine's ``logprobs_mode`` is fixed when it is built (from
 log-probs are the contract's (temperature only) when that mode gives them:
 raw log-probs for greedy and temperature-1 requests, processed ones for a
 request at the configured temperature without top-p; others get NaN (the
-trainer then relies on the actor's log-probs).
+trainer then relies on the actor's log-probs). Prompt log-probs (temperature 1)
+are the engine's when its mode is ``raw_logprobs``, else NaN.
 """
 
 from __future__ import annotations
@@ -62,10 +63,12 @@ def request_params(config: VLLMRolloutConfig, eos_ids: list[int], request: Gener
         "logprobs": 0,  # the sampled token's own log-prob
         "detokenize": False,
     }
+    if request.prompt_logprobs:
+        common["prompt_logprobs"] = 0  # each prompt token's own log-prob
     if request.is_greedy:
         return SamplingParams(temperature=0.0, **common)
-    return SamplingParams(temperature=request.temperature, top_p=request.top_p, seed=seed,
-                          **common)  # fmt: skip
+    return SamplingParams(temperature=request.temperature, top_p=request.top_p,
+                          top_k=request.top_k, seed=seed, **common)  # fmt: skip
 
 
 def logprobs_match(config: VLLMRolloutConfig, request: GenerationRequest) -> bool:
@@ -176,7 +179,23 @@ class VLLMRequestServer:
             logprobs = [math.nan] * len(tokens)
         stops = set(self.eos_ids) | set(request.stop_token_ids)
         reason = "stop" if tokens and tokens[-1] in stops else "length"
-        return GenerationResult(token_ids=tokens, logprobs=logprobs, finish_reason=reason)
+        return GenerationResult(
+            token_ids=tokens,
+            logprobs=logprobs,
+            finish_reason=reason,
+            prompt_logprobs=self._prompt_logprobs(request, output),
+        )
+
+    def _prompt_logprobs(self, request: GenerationRequest, output: Any) -> list[float] | None:
+        """The prompt's log-probs after its first token (NaN unless the engine's are raw)."""
+        if not request.prompt_logprobs:
+            return None
+        prompt = list(request.prompt_ids)
+        entries = list(output.prompt_logprobs or [])[1:]  # vLLM's first entry is None
+        if self.config.logprobs_mode() != "raw_logprobs" or len(entries) != len(prompt) - 1:
+            return [math.nan] * (len(prompt) - 1)
+        pairs = zip(prompt[1:], entries, strict=True)
+        return [float(entry[token].logprob) for token, entry in pairs]
 
 
 def _fail(future: asyncio.Future, error: BaseException) -> None:

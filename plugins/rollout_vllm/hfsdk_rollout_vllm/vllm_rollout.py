@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hfsdk import ActorSource, Batch, RolloutBackend, require_loaded
+from hfsdk import ActorSource, Batch, RolloutBackend, require_loaded, take_fault
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
 from hfsdk_rollout_vllm.readback import verified_reload
@@ -93,11 +93,15 @@ class VLLMRollout(ServesRequests, HFRollout):
         Collective over the actor's ranks (``actor.hf_weights()``); a failure
         on any rank raises on every rank. The engine is then read back and compared with
         what was streamed (:func:`~.readback.verified_reload`): a tensor that did not
-        arrive raises :class:`hfsdk.WeightSyncMismatch` on every rank; otherwise the next
-        rollout reports ``sync/verified``.
+        arrive, or a merged LoRA weight that is not the merge of its factors (the actor's
+        ``weight_probes``), raises :class:`hfsdk.WeightSyncMismatch` on every rank;
+        otherwise the next rollout reports ``sync/verified``. ``vllm_skip:N`` (fault
+        injection) skips the reload of version N: the next generation is refused.
         """
         if actor.weights_version == self.loaded_version:
             return
+        if take_fault("vllm_skip", actor.weights_version):
+            return  # a reload that never ran: generating is refused (require_loaded)
         # The contract keeps a yielded tensor valid only until the iterator advances (an
         # FSDP unit is resharded then); vLLM's loader may still hold it, so it gets a copy.
         weights = ((name, tensor.clone()) for name, tensor in actor.hf_weights())
@@ -109,6 +113,7 @@ class VLLMRollout(ServesRequests, HFRollout):
             group=actor.dp.actor_group,
             device=actor.device,
             verify=self.config.verify_weights,
+            probes=lambda: actor.weight_probes,
         )
         self.loaded_version = actor.weights_version
         self.weight_updates += 1

@@ -144,3 +144,37 @@ def test_a_sliced_engine_is_compared_with_its_slices_and_the_fault_drops_a_slice
         _SlicedEngine(0), _weights(), dtype=torch.float32, version=3, sliced=True, drop=False
     )
     assert metrics["sync/verified"] == 1.0
+
+
+def test_a_stale_reload_and_a_wrong_merge_are_caught_on_a_stand_in_engine(monkeypatch) -> None:
+    """``vllm_stale``: the stream is consumed, the engine keeps what it held (here nothing
+    of q/k/v): the read-back names it. A derived weight (a LoRA merge) is checked against
+    the sender's probe as the loader gets it: a merge without its update is named even
+    though the engine holds exactly what was sent."""
+    from hfsdk import low_rank_probe
+    from hfsdk.core.trainer import faults
+
+    engine = _Engine()
+    engine.reload_weights(_weights())
+    old = {name: t.clone() for name, t in engine.held.items()}
+    changed = [(name, t + 1.0) for name, t in _weights()]
+    monkeypatch.setenv(faults.FAULT_ENV, "vllm_stale:5")
+    monkeypatch.setattr(faults, "_FIRED", set())
+    with pytest.raises(WeightSyncMismatch, match=r"2 of 2 tensor\(s\) differ"):
+        verified_reload(engine, changed, dtype=torch.float32, version=5)
+    assert all(torch.equal(old[n], t) for n, t in engine.held.items())  # never written
+
+    generator = torch.Generator().manual_seed(3)
+    base, down, up = _weights()[1][1], torch.randn(2, 3, generator=generator), torch.randn(4, 2)
+    probes = {"attn.q_proj.weight": low_rank_probe(base, down, up, 2.0, dtype=torch.float32)}
+    good = [(n, base + 2.0 * up @ down if n == "attn.q_proj.weight" else t) for n, t in _weights()]
+    metrics = verified_reload(
+        _Engine(), good, dtype=torch.float32, version=6, probes=lambda: probes
+    )
+    assert metrics["sync/merges_verified"] == 1.0 and metrics["sync/verified"] == 1.0
+    with pytest.raises(WeightSyncMismatch) as info:  # the base alone: the adapter left out
+        verified_reload(
+            _Engine(), _weights(), dtype=torch.float32, version=7, probes=lambda: probes
+        )
+    assert "1 of 1 merged weight(s) wrong: 'attn.q_proj.weight' is not the merge" in str(info.value)
+    assert "differ from what was sent" not in str(info.value)

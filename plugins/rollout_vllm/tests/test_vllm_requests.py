@@ -83,3 +83,22 @@ def test_sampled_requests_seeds_log_probs_and_stops(vllm_rollout, actor, prompt_
     warm = _serve(vllm_rollout, [GenerationRequest(prompt_ids=prompts[0], max_new_tokens=4,
                                                    temperature=0.7, seed=1)])[0]  # fmt: skip
     assert all(math.isnan(lp) for lp in warm.logprobs)
+
+
+def test_top_k_and_prompt_logprobs_per_request(vllm_rollout, actor, prompt_texts) -> None:
+    """``top_k=1`` at temperature 1 draws the argmax whatever the seed; asked-for prompt
+    log-probs equal the actor's teacher-forced forward (others get none)."""
+    prompts = _ids(vllm_rollout, prompt_texts[:3])
+    greedy = _serve(vllm_rollout, [GenerationRequest(prompt_ids=p, max_new_tokens=6,
+                                                     greedy=True) for p in prompts])  # fmt: skip
+    cut = _serve(vllm_rollout, [GenerationRequest(prompt_ids=p, max_new_tokens=6, seed=s,
+                                                  top_k=1, prompt_logprobs=s != 1)
+                                for s, p in enumerate(prompts)])  # fmt: skip
+    assert [r.token_ids for r in cut] == [r.token_ids for r in greedy]
+    assert cut[1].prompt_logprobs is None and greedy[0].prompt_logprobs is None
+    for i in (0, 2):
+        ids = torch.tensor([prompts[i]])
+        with torch.no_grad():
+            logits = actor.module(input_ids=ids).logits[0, :-1]
+        want = logits.float().log_softmax(-1).gather(-1, ids[0, 1:, None])[:, 0]
+        torch.testing.assert_close(torch.tensor(cut[i].prompt_logprobs), want, atol=1e-4, rtol=0)

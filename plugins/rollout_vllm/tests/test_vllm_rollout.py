@@ -156,6 +156,38 @@ def test_a_reload_is_read_back_from_the_engine_and_a_dropped_tensor_caught(
     assert vllm_rollout.last_metrics["sync/verified"] == 1.0
 
 
+def test_a_stale_or_skipped_reload_is_caught_before_the_engine_generates(
+    vllm_rollout, actor, make_prompts, prompt_texts, helpers, monkeypatch
+) -> None:
+    """``vllm_stale``: the reload consumes the stream but the engine keeps its old weights
+    (its read-back differs from what was sent: ``WeightSyncMismatch``, one line);
+    ``vllm_skip``: the reload never runs (generating is refused by the loaded version).
+    Either way nothing is generated from weights the actor no longer holds."""
+    from hfsdk.core.trainer import faults
+
+    prompts = make_prompts(prompt_texts)
+    saved = actor.state_dict()
+    try:
+        helpers.train_step(actor, vllm_rollout.generate_sequences(prompts.repeat(4, True)))
+        version = actor.weights_version
+        monkeypatch.setenv(faults.FAULT_ENV, f"vllm_stale:{version}")
+        monkeypatch.setattr(faults, "_FIRED", set())
+        with pytest.raises(WeightSyncMismatch) as info:
+            vllm_rollout.update_weights(actor)  # stale: every trained tensor differs
+        line = str(info.value)
+        assert "\n" not in line and f"weights version {version} after reloading" in line
+        assert "tensor(s) differ from what was sent" in line, line
+        monkeypatch.setenv(faults.FAULT_ENV, f"vllm_skip:{version}")
+        vllm_rollout.update_weights(actor)  # skip: returns without reloading
+        with pytest.raises(WeightSyncMismatch, match="a weight reload was skipped"):
+            vllm_rollout.generate_sequences(prompts, greedy=True)
+        vllm_rollout.update_weights(actor)  # both fired once: this reload is whole
+        assert vllm_rollout.last_metrics["sync/verified"] == 1.0
+    finally:
+        actor.load_state_dict(saved)
+        vllm_rollout.update_weights(actor)
+
+
 def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, helpers) -> None:
     """A ~30M-parameter Llama (random weights, head_dim 64) decodes the same tokens in both.
 
@@ -183,11 +215,12 @@ def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, 
 
 
 def test_a_lora_actors_merged_weights_reach_the_engine_verified(
-    default_model_dir, make_prompts, prompt_texts, helpers
+    default_model_dir, make_prompts, prompt_texts, helpers, monkeypatch
 ) -> None:
     """A LoRA actor streams ``W + (alpha/r)·B·A`` into vLLM: the reload is read back and
-    verified, and vLLM's log-probs of what it decoded are peft's merged model's
-    (``merge_and_unload``, an independent merge) within float32 noise."""
+    verified, each merged weight is checked against the actor's probe of its factors, and
+    vLLM's log-probs of what it decoded are peft's merged model's (``merge_and_unload``, an
+    independent merge) within float32 noise; ``lora_merge_bad`` fails the reload."""
     import copy
 
     from hfsdk_backend_common.lora_config import LoraConfig
@@ -209,9 +242,25 @@ def test_a_lora_actors_merged_weights_reach_the_engine_verified(
     vllm.update_weights(actor)
     out = vllm.generate_sequences(prompts, greedy=True)
     assert out.meta["rollout_metrics"]["sync/verified"] == 1.0
+    # each merged weight, as the engine's loader got it, is its base + scale·B·A
+    merges = out.meta["rollout_metrics"]["sync/merges_verified"]
+    assert merges == len(actor.weight_probes) > 0
     assert not torch.equal(out["responses"], before["responses"])  # the adapters matter
     merged = copy.deepcopy(actor.module).merge_and_unload().eval()
     mask = out["response_mask"].bool()
     expected = replica_log_probs(merged, out)
     assert torch.allclose(out["rollout_log_probs"][mask], expected[mask], atol=1e-4)
+
+    # A merge that left one module's adapter out: the engine loaded exactly what was sent
+    # (the bit sums agree), but it is not the merge, and the reload fails in one line.
+    from hfsdk.core.trainer import faults
+
+    actor.weights_version += 1
+    monkeypatch.setenv(faults.FAULT_ENV, f"lora_merge_bad:{actor.weights_version}")
+    monkeypatch.setattr(faults, "_FIRED", set())
+    with pytest.raises(WeightSyncMismatch) as info:
+        vllm.update_weights(actor)
+    line = str(info.value)
+    assert "\n" not in line and f"1 of {merges:.0f} merged weight(s) wrong" in line, line
+    assert "tensor(s) differ" not in line  # what was sent arrived; the merge was wrong
     del vllm

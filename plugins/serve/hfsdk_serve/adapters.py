@@ -1,12 +1,18 @@
 """One frozen base model, many LoRA adapters: each training client's own weights and optimizer.
 
-The base model is loaded once (the fsdp backend's loader) and wrapped once by the
-backend's :func:`~hfsdk_backend_fsdp.lora.attach_adapters` (frozen base weights,
-seeded adapter initialisation). Every training client then gets a peft adapter of
-its own, named after its model id, and an AdamW optimizer over that adapter's
-parameters only. peft computes only the active adapter, and only the active one
-requires gradients, so one client's forward, backward and step never touch another
-client's adapter, gradients or optimizer state.
+The base model is loaded once (the fsdp backend's loader), on several ranks
+sharded with FSDP2 ``fully_shard`` (the backend's
+:func:`~hfsdk_backend_fsdp.sharding.shard_model`: each rank keeps 1/N of the
+frozen base weights), and wrapped once by the backend's
+:func:`~hfsdk_backend_fsdp.lora.attach_adapters` (frozen base weights, seeded
+adapter initialisation). Adapters are added after the sharding, so their
+parameters are plain tensors outside the sharded units: replicated on every
+rank, their gradients summed over the ranks by the caller. Every training client
+then gets a peft adapter of its own, named after its model id, and an AdamW
+optimizer over that adapter's parameters only. peft computes only the active
+adapter, and only the active one requires gradients, so one client's forward,
+backward and step never touch another client's adapter, gradients or optimizer
+state.
 
 Everything here runs on the server's single model thread (see :mod:`.service`):
 activating an adapter and using it is not safe to interleave.
@@ -16,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +34,7 @@ from hfsdk import HfsdkError, load_tokenizer
 from hfsdk_backend_common.lora_config import LoraConfig
 from hfsdk_backend_fsdp.lora import adapters_disabled, attach_adapters
 from hfsdk_backend_fsdp.models import load_model
+from hfsdk_backend_fsdp.sharding import data_parallel, gathered, is_sharded, shard_model
 
 PLACEHOLDER = "default"
 """The adapter ``attach_adapters`` creates; never trained, never active (clients get their own)."""
@@ -77,6 +85,9 @@ class Adapter:
     params: dict[str, torch.nn.Parameter]
     optimizer: torch.optim.AdamW | None
     steps: int = 0
+    version: int = 0
+    """Changes whenever the weights do (unique over the pool's adapters; see
+    :meth:`AdapterPool.touch`), so a sampler that keeps merged weights knows when they are stale."""
 
 
 def _key(param_name: str, adapter: str) -> str:
@@ -85,9 +96,14 @@ def _key(param_name: str, adapter: str) -> str:
 
 
 class AdapterPool:
-    """The base model of ``model_dir`` with one LoRA adapter per training client."""
+    """The base model of ``model_dir`` with one LoRA adapter per training client.
 
-    def __init__(self, model_dir: str | Path, *, seed: int = 0) -> None:
+    ``group``: a torch.distributed group of several ranks to shard the base weights
+    over (``None``: every weight whole in this process). Sharded, every forward and
+    backward is collective over the group.
+    """
+
+    def __init__(self, model_dir: str | Path, *, seed: int = 0, group: Any = None) -> None:
         self.model_dir = Path(model_dir).resolve()
         self.tokenizer = load_tokenizer(self.model_dir)
         model = load_model(
@@ -95,6 +111,10 @@ class AdapterPool:
         )
         model.requires_grad_(False)
         model.eval()
+        self.arch = type(model).__name__
+        if group is not None:
+            shard_model(model, data_parallel(group), "cpu")
+        self.sharded = is_sharded(model)
         # Rank 1 on one module: the wrapper exists, the placeholder costs nothing and is
         # never active once a client has an adapter.
         self.peft = attach_adapters(
@@ -102,8 +122,32 @@ class AdapterPool:
         )
         self.peft.eval()
         self.adapters: dict[str, Adapter] = {}
+        self._versions = itertools.count(1)  # 0 is the base model's version
         self.vocab_size = int(model.config.vocab_size)
         self.max_length = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+
+    def base_storage(self) -> tuple[int, int]:
+        """(bytes of base weights this rank holds, bytes of the whole base model)."""
+        from torch.distributed.tensor import DTensor
+
+        held = whole = 0
+        for name, p in self.peft.get_base_model().named_parameters():
+            if ".lora_" in name:
+                continue
+            local = p.to_local() if isinstance(p, DTensor) else p
+            held += local.numel() * local.element_size()
+            whole += p.numel() * p.element_size()
+        return held, whole
+
+    @contextlib.contextmanager
+    def whole(self) -> Iterator[None]:
+        """Every base weight whole on this rank for the block (collective when sharded:
+        every rank enters; inside, this rank's forwards need no other rank)."""
+        if not self.sharded:
+            yield
+            return
+        with gathered(self.peft.get_base_model()):
+            yield
 
     @property
     def hf_config(self) -> Any:
@@ -137,7 +181,47 @@ class AdapterPool:
         optimizer = torch.optim.AdamW(list(params.values()), lr=0.0) if trainable else None
         adapter = Adapter(name=name, spec=spec, params=params, optimizer=optimizer)
         self.adapters[name] = adapter
+        self.touch(name)
         return adapter
+
+    def touch(self, name: str) -> None:
+        """Adapter ``name``'s weights changed: give it a version no adapter had before."""
+        self.get(name).version = next(self._versions)
+
+    def version(self, name: str | None) -> int:
+        """The weights version of adapter ``name`` (``None``, the base model alone: 0)."""
+        return 0 if name is None else self.get(name).version
+
+    def merged_weights(self, name: str | None) -> Iterator[tuple[str, torch.Tensor]]:
+        """The HF model adapter ``name`` computes, as (HF name, tensor): ``W + s·B·A``.
+
+        Each LoRA layer's base weight plus that adapter's delta (``s`` its
+        ``alpha / r``), new tensors; every other weight is the base model's own
+        tensor. ``None``: the base model alone. For a rollout engine that keeps
+        its own copy of the weights; the pool's module is never changed (peft's
+        in-place merge and unmerge would round the base weights). A sharded pool
+        yields them only inside :meth:`whole`.
+        """
+        from peft.tuners.lora import LoraLayer
+
+        model = self.peft.get_base_model()
+        layers = {n: m for n, m in model.named_modules() if isinstance(m, LoraLayer)}
+        with torch.no_grad():
+            for param_name, param in model.named_parameters():
+                if ".lora_" in param_name:
+                    continue
+                owner, _, leaf = param_name.rpartition(".base_layer.")
+                if not owner:
+                    yield param_name, param.detach()
+                    continue
+                layer = layers[owner]
+                weight = param.detach()
+                if name is not None and leaf == "weight" and name in layer.lora_A:
+                    delta = layer.lora_B[name].weight.float() @ layer.lora_A[name].weight.float()
+                    if layer.fan_in_fan_out:
+                        delta = delta.T
+                    weight = (weight.float() + delta * layer.scaling[name]).to(weight.dtype)
+                yield f"{owner}.{leaf}", weight
 
     def remove(self, name: str) -> None:
         """Drop adapter ``name`` and its optimizer."""
@@ -180,6 +264,7 @@ class AdapterPool:
         with torch.no_grad():
             for key, p in dst.params.items():
                 p.copy_(src.params[key])
+        self.touch(target)
 
     def adapter_state(self, name: str) -> dict[str, torch.Tensor]:
         """Adapter ``name``'s weights, cloned, by normalised name."""
@@ -196,7 +281,9 @@ class AdapterPool:
                 f"unexpected {extra}); load it into a client created with the same rank and "
                 "layers, or create one from the checkpoint"
             )
-        with torch.no_grad():
+        # Versioned even when a shape check fails half way: some tensors may have changed.
+        with torch.no_grad(), contextlib.ExitStack() as stack:
+            stack.callback(self.touch, name)
             for key, p in adapter.params.items():
                 value = state[key]
                 if value.shape != p.shape:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from hfsdk import HfsdkError
+from hfsdk import HfsdkError, get_registry, unknown_name_message
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,7 @@ def build_app(
     model_name: str | None = None,
     devices: int = 1,
     executor: str = "auto",
+    rollout: str = "hf",
 ):
     """The ASGI app serving ``base_model`` (starts the worker group, which loads the model)."""
     from hfsdk_serve.app import TinkerApp
@@ -60,12 +61,18 @@ def build_app(
             "model directory, e.g. the default task's (python -c 'import hfsdk; "
             "print(hfsdk.default_model_dir())')"
         )
+    backends = get_registry("rollout_backends")
+    if rollout not in backends:
+        raise HfsdkError(
+            "--rollout: " + unknown_name_message("rollout backend", rollout, sorted(backends))
+        )
     service = Service(
         model_dir,
         state_dir,
         model_name=model_name,
         devices=devices,
         executor=executor,  # type: ignore[arg-type]
+        rollout=rollout,
     )
     return TinkerApp(service, api_key=api_key)
 
@@ -122,6 +129,14 @@ def build_app(
     help="Where the workers run (as trainer.executor): auto = in this process for one "
     "device, Ray worker processes for several.",
 )
+@click.option(
+    "--rollout",
+    default="hf",
+    show_default=True,
+    help="Rollout backend that samples (hfsdk list rollout-backends): hf (the hfsdk KV-cache "
+    "decoder) or vllm (a persistent vLLM engine reloaded with the sampled adapter's merged "
+    "weights).",
+)
 def serve(
     base_model: str,
     host: str,
@@ -131,6 +146,7 @@ def serve(
     model_name: str | None,
     devices: int,
     executor: str,
+    rollout: str,
 ) -> None:
     """Serve the Tinker training API (forward_backward, optim_step, sample, save/load state)."""
     import uvicorn
@@ -144,12 +160,21 @@ def serve(
         model_name=model_name,
         devices=devices,
         executor=executor,
+        rollout=rollout,
     )
     click.echo(
         f"hfsdk serve: {app.service.model_name} on http://{host}:{port} ({devices} rank(s), "
         f"{'in this process' if app.service.pool.in_process else 'Ray worker processes'})",
         err=True,
     )
+    storage = app.service.pool.base_storage()
+    if len(storage) > 1:
+        shares = ", ".join(f"{held / whole:.3f}" for held, whole in storage)
+        click.echo(
+            f"hfsdk serve: base weights sharded over {len(storage)} ranks (FSDP2); share of "
+            f"the base held by each rank: {shares}",
+            err=True,
+        )
     try:
         uvicorn.run(app.asgi, host=host, port=port, log_level="warning")
     finally:

@@ -51,6 +51,7 @@ class ServeGroup:
         *,
         devices: int = 1,
         executor: Executor = "auto",
+        rollout: str = "hf",
         ray_address: str | None = None,
         start_timeout_s: float = 300.0,
     ) -> None:
@@ -67,7 +68,8 @@ class ServeGroup:
         self.devices = devices
         self.tokenizer = load_tokenizer(self.model_dir)
         in_process = executor == "local" or (executor == "auto" and devices == 1)
-        role = {ROLE: (ServeWorker, {"model_dir": str(self.model_dir)})}
+        self.rollout = rollout
+        role = {ROLE: (ServeWorker, {"model_dir": str(self.model_dir), "rollout": rollout})}
         if in_process:
             # One rank needs no process group, and the server's thread count and environment
             # stay as they are (the in-process host would otherwise set and later reset them).
@@ -172,4 +174,14 @@ class ServeGroup:
         self, name: str | None, spec: SampleSpec
     ) -> tuple[list[SequenceOut], list[float] | None]:
         """Samples of adapter ``name`` (``None``: the base model), generated on rank 0."""
-        return _unwrap(self.group.sample(name, spec))
+        results = _unwrap(self.group.sample(name, spec))
+        return results[0] if isinstance(results, list) else results
+
+    def base_storage(self) -> list[tuple[int, int]]:
+        """Per rank: (bytes of base weights it holds, bytes of the whole base model)."""
+        results = self.group.base_storage()
+        return [tuple(r) for r in (results if isinstance(results, list) else [results])]
+
+    def sampler_reloads(self) -> int:
+        """How often rank 0's rollout was given new weights (a vLLM engine reloaded)."""
+        return int(self.group.sampler_reloads())

@@ -21,8 +21,12 @@ is why every loss is a sum: the caller scales ``weights`` / ``advantages``.
   value and its own ``logp``'s gradient (``s_t = sg(s) · exp(logp - sg(logp))``); then PPO's
   clipped objective with ``s_t`` in place of ``r`` (same bounds as ``ppo``).
 
-``stable_reinforce`` is not served: its objective uses stability information the
-sampler records (``record_stability_info``) whose definition is not public.
+``stable_reinforce`` is not served: the SDK (tinker 0.38.0) only names it
+(``LossFnType``), mentions a ``kl_coeff`` in ``loss_fn_config`` and has samplers
+record "stability information" (``record_stability_info``) that datums reference
+by ``sequence_id`` (provenance spans); neither the objective nor what is recorded
+is defined in the SDK, its docs or tinker-cookbook, so there is nothing to implement
+against.
 """
 
 from __future__ import annotations

@@ -1,64 +1,90 @@
-"""Sampling through the rollout contract: one adapter of the pool as an ``ActorSource``.
+"""Sampling through the rollout contract: one persistent rollout, fed the sampled adapter's weights.
 
 A sampling client's weights are an adapter of the :class:`~.adapters.AdapterPool`
-(or the base model alone). :class:`AdapterSource` offers that adapter to a rollout
-backend the way a training backend's actor does: as its live HF module (zero
-copy: the peft-injected base model with that adapter active). The ``hf`` rollout
-backend (``decoder: transformers``, whose ``generate`` runs the injected LoRA
-layers) generates the responses; the sampled tokens' log-probabilities are then
-taken by a teacher-forced forward at the request's temperature, as
-:class:`hfsdk.GenerationResult` defines them.
+(or the base model alone). :class:`AdapterSource` offers them to a rollout
+backend the way a training backend's actor does: as HF-named *merged* weights
+(``W + s·B·A``, :meth:`AdapterPool.merged_weights`) under a ``weights_version``
+that changes whenever the sampled weights do. :class:`PoolSampler` builds the
+rollout once (``hfsdk serve --rollout NAME``: any registered backend that
+serves requests: ``hf``, the hfsdk KV-cache decoder; ``vllm``, a persistent
+vLLM engine) and, before a call, tells it about new weights
+(``update_weights``, as a worker does after every update) only when the sampled
+adapter or its weights changed: a vLLM engine reloads then, and only then.
+
+Each sample is one :class:`hfsdk.GenerationRequest` (temperature, top-p,
+top-k, stop ids, a seed derived from the client's), all of a call in flight
+together. Log-probs are the backend's (the contract's: at the request's
+temperature, over the whole vocabulary); where a backend reports NaN (a vLLM
+engine whose log-prob mode does not give the request's temperature) they are
+taken by a teacher-forced forward of the pool's model. Prompt log-probs
+(``compute_logprobs``, ``include_prompt_logprobs``) come the same way: the
+first request of a call asks the backend for them (``prompt_logprobs``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
+import numpy as np
 import torch
 
-from hfsdk import Batch, DataParallelInfo, HfsdkError, build_rollout
-from hfsdk_backend_common.rollout_config import HFRolloutConfig
+from hfsdk import (
+    DataParallelInfo,
+    GenerationRequest,
+    GenerationResult,
+    HfsdkError,
+    build_rollout,
+    get_registry,
+    unknown_name_message,
+)
 from hfsdk_serve.adapters import AdapterPool
 from hfsdk_serve.wire import SequenceOut
 
+SEED_RANGE = 2**31 - 1
+DEFAULT_CONTEXT = 2048
+"""The context a rollout is built for when the model's config names none."""
+
 
 class AdapterSource:
-    """The rollout contract's ``ActorSource`` for adapter ``adapter`` (``None``: the base model)."""
+    """The rollout contract's ``ActorSource`` for the adapter being sampled (``None``: base)."""
 
-    def __init__(
-        self, pool: AdapterPool, adapter: str | None, stop_ids: Sequence[int] = ()
-    ) -> None:
+    def __init__(self, pool: AdapterPool) -> None:
         self.pool = pool
-        self.adapter = adapter
+        self.adapter: str | None = None
         self.tokenizer = pool.tokenizer
         self.hf_config = pool.hf_config
         self.model_path = pool.model_dir
-        self.generation_eos_ids = list(stop_ids)
+        self.generation_eos_ids: list[int] = []  # the tokenizer's EOS; a request adds its stops
         self.device = torch.device("cpu")
         self.compute_dtype = torch.float32
         self.dp = DataParallelInfo()
-        self.weights_version = 0
+        self.weights_version = 0  # the base model's, which a new engine loads from model_path
         self.last_weights_metrics: dict[str, float] = {}
 
+    def select(self, adapter: str | None) -> bool:
+        """Offer adapter ``adapter``'s current weights; whether they differ from the last ones."""
+        version = self.pool.version(adapter)
+        changed = (adapter, version) != (self.adapter, self.weights_version)
+        self.adapter, self.weights_version = adapter, version
+        return changed
+
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """Not offered: :meth:`live_hf_module` always serves (one process, float32)."""
-        raise HfsdkError(
-            "hfsdk serve's sampler offers its live module only; use a rollout backend that "
-            "generates on ActorSource.live_hf_module (the hf backend)"
-        )
+        """The merged weights of the selected adapter (HF names, float32, one at a time)."""
+        yield from self.pool.merged_weights(self.adapter)
 
     @contextlib.contextmanager
-    def live_hf_module(self, *, gather: bool = False) -> Iterator[torch.nn.Module]:
-        """The base HF model with this adapter's LoRA layers active, in eval mode, no grad."""
-        with self.pool.active(self.adapter), torch.no_grad():
-            yield self.pool.peft.get_base_model()
+    def live_hf_module(self, *, gather: bool = False) -> Iterator[torch.nn.Module | None]:
+        """None: the pool's module is a peft model, so generation gets the merged weights."""
+        yield None
 
     def generation_shards(self, config: Any) -> None:
-        """No resharding: the module is whole in this process."""
+        """No resharding: the weights are whole in this process."""
         return None
 
 
@@ -76,25 +102,31 @@ class SampleSpec:
     stop_ids: tuple[int, ...]
     prompt_logprobs: bool
 
+    def requests(self) -> list[GenerationRequest]:
+        """One request per sample; sample ``i`` of a seeded call gets its own derived seed."""
+        return [
+            GenerationRequest(
+                prompt_ids=self.prompt,
+                max_new_tokens=self.max_tokens,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                top_k=max(self.top_k, 0),  # the SDK's -1 means no cut
+                seed=None if self.seed is None else sample_seed(self.seed, i),
+                stop_token_ids=self.stop_ids,
+                prompt_logprobs=self.prompt_logprobs and i == 0,  # one sample scores the prompt
+            )
+            for i in range(self.num_samples)
+        ]
 
-def _token_logprobs(
-    pool: AdapterPool, adapter: str | None, rows: list[list[int]], temperature: float
-) -> list[torch.Tensor]:
-    """Per row, ``log p(row[i] | row[:i])`` for ``i >= 1`` at ``temperature`` (teacher-forced)."""
-    out = []
-    with pool.active(adapter), torch.no_grad():
-        for row in rows:
-            ids = torch.tensor([row], dtype=torch.long)
-            logits = pool.peft(input_ids=ids, use_cache=False).logits[0, :-1].float()
-            logp = torch.log_softmax(logits / temperature, dim=-1)
-            out.append(logp.gather(1, ids[0, 1:, None])[:, 0])
-    return out
+
+def sample_seed(seed: int, index: int) -> int:
+    """The seed of sample ``index`` of a call seeded ``seed`` (stable, independent per sample)."""
+    state = np.random.SeedSequence([seed % 2**64, index]).generate_state(1, dtype=np.uint64)
+    return int(state[0]) % SEED_RANGE
 
 
-def sample(
-    pool: AdapterPool, adapter: str | None, spec: SampleSpec
-) -> tuple[list[SequenceOut], list[float] | None]:
-    """``spec.num_samples`` continuations of ``spec.prompt`` (and the prompt's log-probs)."""
+def check_spec(pool: AdapterPool, spec: SampleSpec) -> None:
+    """Refuse a request the model cannot serve, with one line."""
     vocab = pool.vocab_size
     bad = [t for t in spec.prompt if not 0 <= t < vocab]
     if bad:
@@ -108,52 +140,137 @@ def sample(
         raise HfsdkError(f"max_tokens={spec.max_tokens}; expected at least 1")
     if spec.num_samples < 1:
         raise HfsdkError(f"num_samples={spec.num_samples}; expected at least 1")
+    if spec.temperature < 0 or not 0 < spec.top_p <= 1:
+        raise HfsdkError(
+            f"temperature={spec.temperature}, top_p={spec.top_p}: expected temperature >= 0 "
+            "and 0 < top_p <= 1"
+        )
     limit = pool.max_length
     if limit and len(spec.prompt) + spec.max_tokens > limit:
         raise HfsdkError(
             f"prompt ({len(spec.prompt)} tokens) + max_tokens ({spec.max_tokens}) exceeds the "
             f"model's context of {limit} tokens; shorten the prompt or lower max_tokens"
         )
-    greedy = spec.temperature == 0.0
-    config = HFRolloutConfig(
-        backend="hf",
-        decoder="transformers",
-        max_prompt_length=len(spec.prompt),
-        max_response_length=spec.max_tokens,
-        temperature=spec.temperature if not greedy else 1.0,
-        top_p=spec.top_p,
-        top_k=max(spec.top_k, 0),
-    )
-    source = AdapterSource(pool, adapter, spec.stop_ids)
-    rollout = build_rollout(config, source)
-    ids = torch.tensor([spec.prompt], dtype=torch.long)
-    prompts = Batch.from_dict(
-        tensors={"input_ids": ids, "attention_mask": torch.ones_like(ids)},
-        meta={"n": spec.num_samples, "greedy": greedy},
-    )
-    with torch.random.fork_rng(devices=[]):
-        if spec.seed is not None:
-            torch.manual_seed(spec.seed)
-        out = rollout.generate_sequences(prompts)
-    rollout.close()
-    stops = set(rollout.eos_ids)
-    rows, tokens = [], []
-    for response, mask in zip(out["responses"], out["response_mask"], strict=True):
-        row = response[mask.bool()].tolist()
-        tokens.append(row)
-        rows.append(spec.prompt + row)
-    temperature = 1.0 if greedy else spec.temperature
-    logprobs = _token_logprobs(pool, adapter, rows, temperature)
-    sequences = [
-        SequenceOut(
-            tokens=row,
-            logprobs=lp[len(spec.prompt) - 1 :].tolist(),
-            stopped=bool(row) and row[-1] in stops,
+
+
+def token_logprobs(
+    pool: AdapterPool, adapter: str | None, rows: list[list[int]], temperature: float
+) -> list[torch.Tensor]:
+    """Per row, ``log p(row[i] | row[:i])`` for ``i >= 1`` at ``temperature`` (teacher-forced)."""
+    out = []
+    with pool.active(adapter), torch.no_grad():
+        for row in rows:
+            ids = torch.tensor([row], dtype=torch.long)
+            logits = pool.peft(input_ids=ids, use_cache=False).logits[0, :-1].float()
+            logp = torch.log_softmax(logits / temperature, dim=-1)
+            out.append(logp.gather(1, ids[0, 1:, None])[:, 0])
+    return out
+
+
+def rollout_config(backend: str, context: int) -> Any:
+    """The config of rollout backend ``backend`` for a model of ``context`` positions.
+
+    Half the context for the prompt, half for the response: the engine's limit is
+    their sum, and each request asks for its own ``max_new_tokens`` within it.
+    Temperature 1 makes a vLLM engine report the contract's log-probs for
+    temperature-1 and greedy requests (``raw_logprobs``).
+    """
+    registry = get_registry("rollout_backends")
+    if backend not in registry:
+        raise HfsdkError(unknown_name_message("rollout backend", backend, sorted(registry)))
+    prompt = context // 2
+    try:
+        return registry[backend].make_config(
+            backend=backend,
+            max_prompt_length=prompt,
+            max_response_length=context - prompt,
+            temperature=1.0,
         )
-        for row, lp in zip(tokens, logprobs, strict=True)
-    ]
-    prompt_logprobs = None
-    if spec.prompt_logprobs:
-        (lp,) = _token_logprobs(pool, adapter, [spec.prompt], 1.0)
-        prompt_logprobs = [math.nan, *lp.tolist()]
-    return sequences, prompt_logprobs
+    except TypeError as exc:
+        raise HfsdkError(
+            f"rollout backend {backend!r} has no max_prompt_length / max_response_length / "
+            f"temperature settings ({exc}); hfsdk serve samples with the hf-family backends "
+            "(hf, vllm)"
+        ) from None
+
+
+def _run(coroutine: Any) -> Any:
+    """Run ``coroutine`` to its end from synchronous code (a fresh loop; another thread if
+    this one already runs a loop, as an async Ray actor's does)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+class PoolSampler:
+    """One rollout of backend ``backend`` over ``pool``, built once, fed the sampled adapter."""
+
+    def __init__(self, pool: AdapterPool, backend: str = "hf") -> None:
+        self.pool = pool
+        self.source = AdapterSource(pool)
+        config = rollout_config(backend, pool.max_length or DEFAULT_CONTEXT)
+        self.rollout = build_rollout(config, self.source)
+        if not self.rollout.serves_requests:
+            self.rollout.close()
+            raise HfsdkError(
+                f"rollout backend {backend!r} does not serve single requests for "
+                f"{type(pool.hf_config).__name__} models (it would sample at its configured "
+                "settings, not the client's); use --rollout hf with a Llama-style model"
+            )
+        self.reloads = 0
+        """How often the rollout was told of new weights (a vLLM engine reloaded)."""
+
+    def close(self) -> None:
+        """Release the rollout (a vLLM engine shuts down)."""
+        self.rollout.close()
+
+    def select(self, adapter: str | None) -> None:
+        """Make adapter ``adapter``'s current weights the rollout's (a no-op when they are)."""
+        if self.source.select(adapter):
+            self.rollout.update_weights(self.source)
+            self.reloads += 1
+
+    def _generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        async def together() -> list[GenerationResult]:
+            return list(await asyncio.gather(*(self.rollout.generate_request(r) for r in requests)))
+
+        with self.rollout.serving():
+            return _run(together())
+
+    def sample(
+        self, adapter: str | None, spec: SampleSpec
+    ) -> tuple[list[SequenceOut], list[float] | None]:
+        """``spec.num_samples`` continuations of ``spec.prompt`` (and the prompt's log-probs)."""
+        check_spec(self.pool, spec)
+        requests = spec.requests()
+        self.select(adapter)
+        results = self._generate(requests)
+        sequences = []
+        stale = [i for i, r in enumerate(results) if any(map(math.isnan, r.logprobs))]
+        forced = token_logprobs(
+            self.pool,
+            adapter,
+            [spec.prompt + list(results[i].token_ids) for i in stale],
+            requests[0].logprob_temperature,
+        )
+        start = len(spec.prompt) - 1
+        recomputed = {i: lp[start:].tolist() for i, lp in zip(stale, forced, strict=True)}
+        for i, result in enumerate(results):
+            sequences.append(
+                SequenceOut(
+                    tokens=list(result.token_ids),
+                    logprobs=recomputed.get(i, list(result.logprobs)),
+                    stopped=result.finish_reason == "stop",
+                )
+            )
+        prompt_logprobs = None
+        if spec.prompt_logprobs:
+            scored = results[0].prompt_logprobs
+            if scored is None or any(map(math.isnan, scored)):
+                (lp,) = token_logprobs(self.pool, adapter, [spec.prompt], 1.0)
+                scored = tuple(lp.tolist())
+            prompt_logprobs = [math.nan, *scored]
+        return sequences, prompt_logprobs

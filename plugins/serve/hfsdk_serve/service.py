@@ -49,8 +49,9 @@ class Service:
         model_name: str | None = None,
         devices: int = 1,
         executor: Executor = "auto",
+        rollout: str = "hf",
     ) -> None:
-        self.pool = ServeGroup(model_dir, devices=devices, executor=executor)
+        self.pool = ServeGroup(model_dir, devices=devices, executor=executor, rollout=rollout)
         self.state_dir = Path(state_dir)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self.model_name = model_name or str(self.pool.model_dir)

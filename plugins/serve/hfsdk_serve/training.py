@@ -73,6 +73,17 @@ def target_logprobs(pool: AdapterPool, data: Sequence[DatumIn]) -> list[torch.Te
     return out
 
 
+def idle_loss(pool: AdapterPool) -> torch.Tensor:
+    """A zero loss through one forward of the active adapter (on a one-token input).
+
+    For a rank without a datum when the base is sharded: every forward and backward
+    gathers the base over all ranks, so each rank runs one of each; this one adds zero
+    gradients (the ranks' gradients are summed before the step).
+    """
+    ids = torch.tensor([[pool.tokenizer.pad_token_id or 0]], dtype=torch.long)
+    return pool.peft(input_ids=ids, use_cache=False).logits.sum() * 0.0
+
+
 def check_request(pool: AdapterPool, data: Sequence[DatumIn], loss_name: str) -> LossFn:
     """The loss of ``loss_name`` once every datum of the request is valid (else one error)."""
     if not data:
@@ -132,6 +143,7 @@ def optim_step(pool: AdapterPool, model_id: str, params: Mapping[str, float]) ->
     if clip > 0 and grads:
         torch.nn.utils.clip_grad_norm_(trained, clip)
     optimizer.step()
+    pool.touch(model_id)
     optimizer.zero_grad(set_to_none=True)
     adapter.steps += 1
     return {"grad_norm:mean": norm}

@@ -1,11 +1,18 @@
 """The serve role's worker: one rank of the worker group that holds the base model and adapters.
 
 Each rank holds the base model with every client's LoRA adapter
-(:class:`~.adapters.AdapterPool`: the fsdp backend's model loader and LoRA
-code). The adapters are the same on every rank: they start from the same seed,
+(:class:`~.adapters.AdapterPool`: the fsdp backend's model loader, FSDP2
+sharding and LoRA code); on several ranks the base weights are sharded over
+them (1/N each) and the adapters replicated. The adapters are the same on
+every rank: they start from the same seed,
 and ``optim_step`` sums their gradients over the ranks first, so every rank
 takes the same AdamW step. ``forward_backward`` gives each rank every
-``world_size``-th datum of the request (data parallel); sampling runs on rank 0.
+``world_size``-th datum of the request (data parallel; under FSDP every rank
+runs exactly one forward and one backward, a rank without a datum with a zero
+loss, since each pass gathers the sharded base collectively); sampling runs on
+rank 0 (a sharded base is gathered on every rank for the call),
+through one rollout of the backend the server was started with
+(:class:`~.sampling.PoolSampler`).
 
 Every method is called on all ranks with the whole request (``ONE_TO_ALL``,
 sampling ``RANK_ZERO``) and validates all of it, so a bad request is refused by
@@ -29,7 +36,7 @@ import torch
 from hfsdk import BuiltinProtocol, HfsdkError, Worker, register
 from hfsdk_serve import training
 from hfsdk_serve.adapters import AdapterPool, AdapterSpec
-from hfsdk_serve.sampling import SampleSpec, sample
+from hfsdk_serve.sampling import PoolSampler, SampleSpec
 from hfsdk_serve.wire import DatumIn, SequenceOut
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -58,9 +65,25 @@ def _refusals(fn: F) -> F:
 class ServeWorker(Worker):
     """One rank of ``hfsdk serve``: the base model of ``model_dir`` and the clients' adapters."""
 
-    def __init__(self, *, model_dir: str) -> None:
+    def __init__(self, *, model_dir: str, rollout: str = "hf") -> None:
         super().__init__()
-        self.pool = AdapterPool(Path(model_dir))
+        self.pool = AdapterPool(
+            Path(model_dir), group=self.process_group if self._distributed() else None
+        )
+        self.rollout = rollout
+        self._sampler: PoolSampler | None = None
+
+    def close(self) -> None:
+        """Release the sampler's rollout (a vLLM engine's threads and groups)."""
+        sampler, self._sampler = self._sampler, None
+        if sampler is not None:
+            sampler.close()
+
+    def sampler(self) -> PoolSampler:
+        """Rank 0's rollout over the pool, built at the first sample (a vLLM engine: seconds)."""
+        if self._sampler is None:
+            self._sampler = PoolSampler(self.pool, self.rollout)
+        return self._sampler
 
     # -- collectives ---------------------------------------------------------------------
 
@@ -94,7 +117,7 @@ class ServeWorker(Worker):
     def describe(self) -> dict[str, Any]:
         """The base model's architecture, vocabulary size and context length."""
         return {
-            "arch": type(self.pool.peft.get_base_model()).__name__,
+            "arch": self.pool.arch,
             "vocab_size": self.pool.vocab_size,
             "max_length": self.pool.max_length,
         }
@@ -170,7 +193,11 @@ class ServeWorker(Worker):
         total = torch.zeros(())
         try:
             with self.pool.active(name, train=backward), torch.set_grad_enabled(backward):
-                logps, total = training.datum_losses(self.pool, [data[i] for i in mine], fn, config)
+                if mine or not self.pool.sharded:
+                    share = [data[i] for i in mine]
+                    logps, total = training.datum_losses(self.pool, share, fn, config)
+                else:  # the sharded base is gathered in every pass: this rank joins it
+                    logps, total = [], training.idle_loss(self.pool)
                 loss = float(total.detach())
                 if not math.isfinite(loss):
                     raise HfsdkError(
@@ -179,7 +206,7 @@ class ServeWorker(Worker):
                     )
                 if not self._all_agree(True):
                     return Refusal(None)
-                if backward and mine:
+                if backward and (mine or self.pool.sharded):
                     total.backward()
         except HfsdkError as exc:
             refusal = str(exc).strip().splitlines()[0]
@@ -208,10 +235,31 @@ class ServeWorker(Worker):
 
     # -- sampling ------------------------------------------------------------------------
 
-    @register(protocol=BuiltinProtocol.RANK_ZERO)
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     @_refusals
     def sample(
         self, name: str | None, spec: SampleSpec
-    ) -> tuple[list[SequenceOut], list[float] | None]:
-        """Samples of adapter ``name`` (``None``: the base model) through the rollout contract."""
-        return sample(self.pool, name, spec)
+    ) -> tuple[list[SequenceOut], list[float] | None] | None:
+        """Samples of adapter ``name`` (``None``: the base model) through the rollout contract,
+        made on rank 0; the other ranks return ``None``.
+
+        Every rank gathers a sharded base and gives its own rollout the sampled weights
+        (as every rank of a training actor does: a backend that keeps an engine per rank
+        may agree a reload over all ranks), so only the generation itself is rank 0's.
+        """
+        with self.pool.whole():
+            sampler = self.sampler()
+            sampler.select(name)
+            if self.rank != 0:
+                return None
+            return sampler.sample(name, spec)
+
+    @register(protocol=BuiltinProtocol.ONE_TO_ALL)
+    def base_storage(self) -> tuple[int, int]:
+        """(bytes of base weights this rank holds, bytes of the whole base model)."""
+        return self.pool.base_storage()
+
+    @register(protocol=BuiltinProtocol.RANK_ZERO)
+    def sampler_reloads(self) -> int:
+        """How often the sampler's rollout was given new weights (0 before the first sample)."""
+        return 0 if self._sampler is None else self._sampler.reloads

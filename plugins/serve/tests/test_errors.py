@@ -143,3 +143,14 @@ def test_cli_refuses_bad_input_with_one_line(tmp_path: Any, default_model_dir: A
         )
         assert proc.returncode == 2, proc.stderr
         assert expected in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_unknown_rollout_backend_is_refused_before_loading(
+    tmp_path: Any, default_model_dir: Any
+) -> None:
+    """``--rollout`` names a registered rollout backend (the CLI prints this one line)."""
+    from hfsdk import HfsdkError
+    from hfsdk_serve.command import build_app
+
+    with pytest.raises(HfsdkError, match=r"--rollout: unknown rollout backend 'vlm'.*'vllm'"):
+        build_app(default_model_dir, tmp_path, rollout="vlm")

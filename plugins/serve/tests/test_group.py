@@ -1,7 +1,9 @@
-"""The serve role's worker group at two ranks: Ray worker processes, gradients summed over them."""
+"""The serve role's worker group at two ranks: Ray worker processes, the base sharded over them
+(FSDP2), adapters replicated, gradients summed over them."""
 
 from __future__ import annotations
 
+import re
 import signal
 from typing import Any
 
@@ -14,6 +16,17 @@ from .test_state import _batch, _logprobs, _serve, _wait_healthy
 
 LR = types.AdamParams(learning_rate=1e-2)
 STEPS = 5
+
+
+def _greedy(client: Any, tokenizer: Any) -> list[Any]:
+    sampler = client.save_weights_and_get_sampling_client().result()
+    params = types.SamplingParams(max_tokens=4, temperature=0.0)
+    return [
+        sampler.sample(types.ModelInput.from_ints(tokenizer.encode(p)), 1, params)
+        .result()
+        .sequences[0]
+        for p in ("3 + 4 =", "9 + 9 =")
+    ]
 
 
 def _train(client: Any, data: list[types.Datum], steps: int) -> list[float]:
@@ -31,18 +44,26 @@ def _train(client: Any, data: list[types.Datum], steps: int) -> list[float]:
 def test_two_ranks_train_like_one_and_round_trip_state(
     served: Any, service_client: Any, tmp_path: Any
 ) -> None:
-    """``hfsdk serve --devices 2``: two Ray ranks, each with half of every batch.
+    """``hfsdk serve --devices 2``: two Ray ranks, each with half of every batch and half
+    of the base weights (FSDP2 ``fully_shard``).
 
-    The supervised loss falls, and every step's loss equals the one-rank server's to
-    float rounding (the ranks' gradients are summed before AdamW; a missing or
-    doubled all-reduce, a datum lost or counted twice, ranks drifting apart would all
-    show). Saved state resumes bit for bit on the two ranks. ~4 min on the shared
+    Each rank holds ~1/2 of the base parameters' storage. The supervised loss falls,
+    and every step's loss equals the one-rank server's to float rounding (the ranks'
+    gradients are summed before AdamW; a missing or doubled all-reduce, a datum lost or
+    counted twice, ranks drifting apart, a shard gathered wrongly would all show), also
+    for a batch of one datum (rank 1 has none and joins the collective passes with a
+    zero loss). Greedy samples (made on rank 0 with the base gathered) equal the one-rank
+    server's. Saved state resumes bit for bit on the two ranks. ~4 min on the shared
     2-core machine (Ray start and two model loads), hence heavy.
     """
     data = _batch(served.tokenizer)
     base = str(served.model_dir)
     reference = service_client.create_lora_training_client(base_model=base, rank=8, seed=5)
-    expected = _train(reference.result(), data, STEPS)
+    reference = reference.result()
+    expected = _train(reference, data, STEPS)
+    one = data[:1]  # rank 1 gets no datum
+    expected_one = _train(reference, one, 1)
+    expected_greedy = _greedy(reference, served.tokenizer)
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -59,6 +80,11 @@ def test_two_ranks_train_like_one_and_round_trip_state(
         losses = _train(trainer, data, STEPS)
         assert losses == pytest.approx(expected, rel=1e-4), (losses, expected)
         assert losses[-1] < 0.5 * losses[0], losses
+        assert _train(trainer, one, 1) == pytest.approx(expected_one, rel=1e-4)
+        greedy = _greedy(trainer, served.tokenizer)
+        assert [s.tokens for s in greedy] == [s.tokens for s in expected_greedy]
+        for ours, theirs in zip(greedy, expected_greedy, strict=True):
+            assert ours.logprobs == pytest.approx(theirs.logprobs, abs=1e-4)
 
         path = trainer.save_state("five").result().path
         saved = _logprobs(trainer, data)
@@ -75,3 +101,7 @@ def test_two_ranks_train_like_one_and_round_trip_state(
         log.close()
     text = (tmp_path / "serve.log").read_text(errors="replace")
     assert "(2 rank(s), Ray worker processes)" in text, text[-2000:]
+    found = re.search(r"share of the base held by each rank: ([0-9., ]+)", text)
+    assert found, text[-2000:]
+    shares = [float(x) for x in found.group(1).strip().rstrip(",").split(",")]
+    assert len(shares) == 2 and all(abs(x - 0.5) < 0.02 for x in shares), shares

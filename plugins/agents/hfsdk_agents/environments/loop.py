@@ -55,12 +55,12 @@ class EnvironmentLoop(AgentLoop):
 
     async def run(
         self, prompt_ids: tuple[int, ...], row: Mapping[str, Any], ctx: AgentContext, *, seed: int
-    ) -> Trajectory:
-        """The episode of ``row``'s environment (see the module docstring)."""
+    ) -> Trajectory | list[Trajectory]:
+        """The episode of ``row``'s environment (see the module docstring), as segments
+        where the conversation stops rendering as the token stream (as the tool loop)."""
         name = environment_name(row, ctx.config)
         spec = load_environment(name)
-        trajectory = Trajectory(prompt_ids=tuple(prompt_ids))
-        trajectory.extra["environment"] = name
+        segments = [ctx.new_trajectory(prompt_ids, row)]
         env = spec.create()
         try:
             try:
@@ -69,16 +69,15 @@ class EnvironmentLoop(AgentLoop):
                 raise HfsdkError(
                     f"environment {name!r}: reset(row) raised {type(err).__name__}: {err}"
                 ) from err
-            if observation and not ctx.add_user_turn(trajectory, str(observation)):
-                return self._end(trajectory, env, name)
-            await self._turns(trajectory, env, spec.schemas, ctx, seed)
-            return self._end(trajectory, env, name)
+            if not observation or ctx.add_user_turn(segments[0], str(observation)):
+                await self._turns(segments, env, spec.schemas, ctx, seed)
+            return self._end(segments, env, name)
         finally:
             env.close()
 
     @staticmethod
     async def _turns(
-        trajectory: Trajectory,
+        segments: list[Trajectory],
         env: Any,
         schemas: Mapping[str, Mapping[str, Any]],
         ctx: AgentContext,
@@ -87,6 +86,7 @@ class EnvironmentLoop(AgentLoop):
         tools = bound_tools(schemas, env)
         config = ctx.config
         for turn in range(config.max_turns):
+            trajectory = segments[-1]
             made = await ctx.model_turn(trajectory, seed=seed + turn)
             if made is None:
                 return
@@ -115,14 +115,23 @@ class EnvironmentLoop(AgentLoop):
             if getattr(env, "done", False):
                 trajectory.finish = "done"
                 return
-        trajectory.finish = "max_turns"
+            if turn < config.max_turns - 1:
+                following = ctx.next_segment(trajectory)
+                if following is None:
+                    return
+                if following is not trajectory:
+                    segments.append(following)
+        segments[-1].finish = "max_turns"
 
     @staticmethod
-    def _end(trajectory: Trajectory, env: Any, name: str) -> Trajectory:
+    def _end(segments: list[Trajectory], env: Any, name: str) -> Trajectory | list[Trajectory]:
         try:
-            trajectory.extra[REWARD_KEY] = float(env.reward())
+            reward = float(env.reward())
         except Exception as err:
             raise HfsdkError(
                 f"environment {name!r}: reward() raised {type(err).__name__}: {err}"
             ) from err
-        return trajectory
+        for trajectory in segments:
+            trajectory.extra["environment"] = name
+        segments[-1].extra[REWARD_KEY] = reward  # the last segment is the one scored
+        return segments if len(segments) > 1 else segments[0]

@@ -1,11 +1,10 @@
 """Environments by name: the ``hfsdk_register_environments`` hook, ``module:Class`` or
 ``path/file.py:Class``.
 
-The hook is the agents plugin's own (:mod:`hfsdk_agents.hookspecs`,
-added through ``hfsdk_addhooks``), so the core's fixed registry kinds do not
-know it; :func:`registered_environments` collects it once per plugin manager,
-keeping which plugin registered each name (two plugins registering one name is
-an error naming both).
+The hook is the agents plugin's own (:mod:`hfsdk_agents.hookspecs`, added
+through ``hfsdk_addhooks``) and fills the ``environments`` registry kind the plugin
+adds (``hfsdk list environments``): the registry keeps which plugin registered
+each name, and two plugins registering one name is an error naming both.
 """
 
 from __future__ import annotations
@@ -16,51 +15,11 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-import attrs
-
-from hfsdk import ConfigError, HfsdkError
+from hfsdk import ConfigError
 from hfsdk_agents.environments.protocol import EnvironmentSpec, environment_spec
 from hfsdk_agents.file_modules import import_file
 
-
-@attrs.frozen
-class RegisteredEnvironment:
-    """One registered name: the class and the plugin that registered it."""
-
-    cls: type
-    plugin: str
-
-
-_BY_MANAGER: weakref.WeakKeyDictionary[Any, dict[str, RegisteredEnvironment]] = (
-    weakref.WeakKeyDictionary()
-)
 _SPECS: weakref.WeakKeyDictionary[Any, dict[str, EnvironmentSpec]] = weakref.WeakKeyDictionary()
-
-
-def registered_environments() -> dict[str, RegisteredEnvironment]:
-    """Every registered environment of the process's plugin manager, by name."""
-    import hfsdk
-
-    manager = hfsdk.get_plugin_manager()
-    found = _BY_MANAGER.get(manager)
-    if found is not None:
-        return found
-    found = {}
-    hook = getattr(manager.pm.hook, "hfsdk_register_environments", None)
-    for impl in reversed(hook.get_hookimpls() if hook is not None else []):
-
-        def register(name: str, cls: Any, *, _plugin: str = impl.plugin_name) -> None:
-            if name in found:
-                raise HfsdkError(
-                    f"environment {name!r} is registered by both plugin {found[name].plugin!r} "
-                    f"and plugin {_plugin!r}; uninstall one or block one with "
-                    "HFSDK_DISABLE_PLUGINS"
-                )
-            found[name] = RegisteredEnvironment(cls=cls, plugin=_plugin)
-
-        impl.function(register=register)
-    _BY_MANAGER[manager] = found
-    return found
 
 
 def _load_class(spec: str) -> Any:
@@ -100,7 +59,7 @@ def load_environment(name: str) -> EnvironmentSpec:
     if ":" in name:
         cls = _load_class(name)
     else:
-        registered = registered_environments()
+        registered = hfsdk.get_registry("environments")
         if name not in registered:
             from hfsdk import unknown_name_message
 
@@ -108,7 +67,7 @@ def load_environment(name: str) -> EnvironmentSpec:
                 unknown_name_message("environment", name, list(registered))
                 + " (or give 'module:Class' / 'path/to/file.py:Class')"
             )
-        cls = registered[name].cls
+        cls = registered[name].impl
     spec = environment_spec(name, cls)
     specs[name] = spec
     return spec

@@ -30,20 +30,11 @@ Agent = Callable[[str, dict[str, Any]], Any]
 
 
 def registered_agents() -> dict[str, Agent]:
-    """Every agent registered through ``hfsdk_register_agents`` (a name twice is an error)."""
-    from hfsdk import get_plugin_manager
+    """Every agent registered through ``hfsdk_register_agents`` (the ``agents`` registry
+    kind; a name two plugins register is an error naming both)."""
+    from hfsdk import get_registry
 
-    found: dict[str, Agent] = {}
-
-    def register(name: str, fn: Agent, **_: Any) -> None:
-        if name in found:
-            raise ConfigError(f"two plugins register the agent {name!r}; uninstall one")
-        found[name] = fn
-
-    hook = getattr(get_plugin_manager().pm.hook, "hfsdk_register_agents", None)
-    if hook is not None:
-        hook(register=register)
-    return found
+    return {name: entry.impl for name, entry in get_registry("agents").items()}
 
 
 def _from_file(path: Path, spec: str) -> Any:

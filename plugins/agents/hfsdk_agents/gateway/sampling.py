@@ -58,6 +58,12 @@ class Sampling:
                 f"stop={stop!r}; expected a string or up to {MAX_STOPS} non-empty strings",
                 param="stop",
             )
+        if body.get("top_logprobs"):
+            raise bad_request(
+                f"top_logprobs={body['top_logprobs']!r} is not served: the engine returns the "
+                "sampled token's log-prob only; leave top_logprobs unset or 0",
+                param="top_logprobs",
+            )
         top_p = _number(body, "top_p", ctx.top_p, 0.0, 1.0)
         if top_p == 0.0:
             raise bad_request("top_p=0; expected a number in (0, 1]", param="top_p")

@@ -18,12 +18,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from hfsdk import HfsdkError
 from hfsdk_agents.gateway.errors import GatewayError, bad_request
 from hfsdk_agents.gateway.responses import models
 from hfsdk_agents.gateway.session import Session
+from hfsdk_agents.gateway.streaming import chat_events, completion_events, include_usage
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +66,9 @@ def build_app(sessions: dict[str, Session]) -> FastAPI:
             raise bad_request("the request body must be a JSON object")
         return body
 
-    async def serve(token: str, request: Request | None, kind: str) -> JSONResponse:
+    async def serve(
+        token: str, request: Request | None, kind: str
+    ) -> Response:
         session = sessions.get(token)
         try:
             if session is None:
@@ -74,12 +77,21 @@ def build_app(sessions: dict[str, Session]) -> FastAPI:
             if kind == "models":
                 return JSONResponse(models(session.model))
             body = await body_of(request) if request is not None else {}
+            stream = kind != "reward" and bool(body.get("stream"))
+            usage = include_usage(body)
+            if stream:  # generated whole, then sent as events (gateway/streaming.py)
+                body = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
             if kind == "chat":
                 out = await on_loop(session, lambda: session.chat(body))
             elif kind == "completions":
                 out = await on_loop(session, lambda: session.complete(body))
             else:
                 out = await on_loop(session, lambda: _post_reward(session, body))
+            if stream:
+                events = chat_events if kind == "chat" else completion_events
+                return StreamingResponse(
+                    events(out, include_usage=usage), media_type="text/event-stream"
+                )
             return JSONResponse(out)
         except GatewayError as err:
             return error(err)
@@ -94,11 +106,11 @@ def build_app(sessions: dict[str, Session]) -> FastAPI:
         return await serve(token, None, "models")
 
     @app.post("/s/{token}/v1/chat/completions")
-    async def chat(token: str, request: Request) -> JSONResponse:
+    async def chat(token: str, request: Request) -> Response:
         return await serve(token, request, "chat")
 
     @app.post("/s/{token}/v1/completions")
-    async def completions(token: str, request: Request) -> JSONResponse:
+    async def completions(token: str, request: Request) -> Response:
         return await serve(token, request, "completions")
 
     @app.post("/s/{token}/reward")

@@ -138,8 +138,6 @@ class Session:
     async def chat(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/chat/completions``."""
         self.check_open()
-        if body.get("stream"):
-            raise bad_request("stream=true is not served; leave stream unset", param="stream")
         try:
             messages = check_messages(body.get("messages"))
         except GatewayError as err:
@@ -172,8 +170,6 @@ class Session:
     async def complete(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/completions`` (a prompt as text or as token ids)."""
         self.check_open()
-        if body.get("stream"):
-            raise bad_request("stream=true is not served; leave stream unset", param="stream")
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]

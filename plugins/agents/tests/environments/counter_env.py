@@ -58,3 +58,26 @@ class Broken(Environment):
 
     def reward(self) -> float:
         return float(self.calls)
+
+
+class Adder(Environment):
+    """The tool_use task's ``add`` as an environment; the reward is the number of adds."""
+
+    tools: ClassVar[tuple[str, ...]] = ("add",)
+
+    def reset(self, row: Mapping[str, Any]) -> str:
+        self.adds = 0
+        return ""
+
+    def add(self, a: int, b: int) -> int:
+        """Add two integers.
+
+        Args:
+            a: The first number.
+            b: The second number.
+        """
+        self.adds += 1
+        return int(a) + int(b)
+
+    def reward(self) -> float:
+        return float(self.adds)

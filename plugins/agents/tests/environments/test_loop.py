@@ -111,3 +111,40 @@ def test_the_trajectory_json_carries_the_environment_and_its_reward() -> None:
     out = generate_rollout(rollout, batch([{"target": 2}]))
     extra = json.loads(json.dumps(out["agent_trajectory"][0]))["extra"]
     assert extra == {"environment": COUNTER, "environment_reward": 1.0}
+
+
+def test_an_episode_whose_template_drops_thinking_trains_as_segments() -> None:
+    from hfsdk.core.data.prompt_dataset import prepare_row
+
+    from ..template_conversation import FAMILIES, PROMPT, SCHEMAS, model_turns
+
+    family = FAMILIES["qwen3"]
+    tok = family["tokenizer"]()
+    turns = model_turns(family)
+    marker = tok.encode("</tool_response>", add_special_tokens=False)
+
+    def script(context: list[int]) -> list[int]:
+        done = sum(
+            context[i : i + len(marker)] == marker for i in range(len(context) - len(marker) + 1)
+        )
+        return [*tok.encode(turns[done], add_special_tokens=False), tok.eos_token_id]
+
+    rollout = rollout_for(
+        tok, script, width=64, environment=f"{counter_env.__name__}:Adder",
+        renderer="chat_template", parser="hermes", max_response_tokens=400, max_turns=4,
+    )  # fmt: skip
+    prepared = prepare_row({"prompt": PROMPT}, 0, "prompt", tok, True, SCHEMAS)
+    ids_t = torch.tensor([prepared.token_ids])
+    prompts = Batch.from_dict(
+        tensors={"input_ids": ids_t, "attention_mask": torch.ones_like(ids_t)},
+        non_tensors={k: [v] for k, v in prepared.row.items()},
+        meta={"n": 1},
+    )
+    out = generate_rollout(rollout, prompts)
+    # each turn that thought ends its segment (the template drops the thinking later)
+    assert list(out["segment_index"]) == [0, 1, 2]
+    records = list(out["agent_trajectory"])
+    assert [r["finish"] for r in records] == ["segment", "segment", "stop"]
+    # the environment's reward lands on the last segment, the one that is scored
+    assert environment_reward([""], [out["response_text"][2]], records[2:]) == [2.0]
+    assert all(r["extra"]["environment"].endswith(":Adder") for r in records)

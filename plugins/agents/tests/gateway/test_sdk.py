@@ -169,19 +169,72 @@ def test_bad_parameters_are_400s_that_say_what_was_wrong() -> None:
     def agent(base_url: str, row: dict[str, Any]) -> None:
         c = client(base_url)
         messages = [{"role": "user", "content": row["raw_prompt"]}]
-        for bad in ({"n": 0}, {"temperature": 7}, {"stream": True}, {"stop": [""]}):
+        bad_ones: list[dict[str, Any]] = [
+            {"n": 0},
+            {"temperature": 7},
+            {"logprobs": True, "top_logprobs": 2},
+            {"stop": [""]},
+        ]
+        for bad in bad_ones:
             try:
                 c.chat.completions.create(model="policy", messages=messages, **bad)
             except openai.BadRequestError as err:
-                errors.append(err)
-            except Exception as err:  # the SDK itself may refuse stream without a parser
                 errors.append(err)
         c.chat.completions.create(model="policy", messages=messages)
 
     _, out = serve(agent)
     assert len(errors) == 4
     assert "n=0" in errors[0].message and "temperature=7" in errors[1].message
+    assert "top_logprobs=2 is not served" in errors[2].message
     assert out["agent_trajectory"][0]["finish"] != "dropped"
+
+
+def test_streamed_answers_are_what_the_sdk_assembles_into_the_unstreamed_ones() -> None:
+    got: dict[str, Any] = {}
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        messages: list[Any] = [{"role": "user", "content": row["raw_prompt"]}]
+        got["chunks"] = list(
+            c.chat.completions.create(
+                model="policy",
+                messages=messages,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        )
+        calls = [d for ch in got["chunks"] for c in ch.choices for d in c.delta.tool_calls or []]
+        (call,) = calls
+        messages.append(
+            {"role": "assistant", "content": None, "tool_calls": [call.model_dump(exclude={"index"})]}
+        )
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": "7"})
+        with c.chat.completions.stream(model="policy", messages=messages, logprobs=True) as s:
+            got["final"] = s.get_final_completion()
+
+    rollout, out = serve(agent, seed_offset=0)  # seed 0: a call first, then "7"
+    import json
+
+    chunks = got["chunks"]
+    (call,) = [d for ch in chunks for c in ch.choices for d in c.delta.tool_calls or []]
+    assert call.function.name == "add" and json.loads(call.function.arguments) == {"a": 3, "b": 4}
+    assert [c.finish_reason for ch in chunks for c in ch.choices if c.finish_reason] == [
+        "tool_calls"
+    ]
+    engine = rollout.results[0]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == len(engine.token_ids)
+    final = got["final"].choices[0]
+    assert final.message.content == "7" and final.finish_reason == "stop"
+    assert [t.logprob for t in final.logprobs.content] == pytest.approx(
+        list(rollout.results[1].logprobs)
+    )
+    # streaming changes nothing the run trains on: the same context as unstreamed requests
+    assert rollout.requests[1].prompt_ids == (
+        *TOKENIZER.encode("3 + 4 ="),
+        *engine.token_ids,
+        *ids("<tool_response> 7 </tool_response>"),
+    )
+    assert out["agent_turns"][0] == 2
 
 
 def test_completions_by_text_and_by_token_ids() -> None:

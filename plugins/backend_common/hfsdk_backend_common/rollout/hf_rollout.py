@@ -53,7 +53,9 @@ from hfsdk import (
     GenerationResult,
     GenerationShards,
     HfsdkError,
+    ProbeCheck,
     RolloutBackend,
+    WeightSyncMismatch,
     assemble_rollout,
     eos_token_ids,
 )
@@ -154,6 +156,8 @@ class HFRollout(RolloutBackend):
                 generation_module.materialize(module, actor.device, actor.compute_dtype)
                 targets = dict(module.named_parameters())
                 filled = set()
+                # The weights the actor computed (a LoRA merge) are checked as held here.
+                merges = ProbeCheck(lambda: actor.weight_probes)
                 for name, tensor in actor.hf_weights():
                     if name not in targets:
                         raise HfsdkError(
@@ -162,12 +166,20 @@ class HFRollout(RolloutBackend):
                             "of transformers' named_parameters()"
                         )
                     targets[name].copy_(tensor)
+                    merges.observe(name, targets[name])
                     filled.add(name)
             missing = sorted(set(targets) - filled)
             if missing:
                 raise HfsdkError(
                     f"the actor's hf_weights() left {len(missing)} generation weights unset "
                     f"(first: {missing[0]!r}); it must yield every parameter once"
+                )
+            problem = merges.problem()
+            if problem is not None:
+                raise WeightSyncMismatch(
+                    f"the generation module of the actor's weights version "
+                    f"{actor.weights_version} does not hold the actor's merged weights: "
+                    f"{problem}; it would generate with weights other than the actor's"
                 )
             own = generation_module.parameter_bytes(module)
             reported = dict(actor.last_weights_metrics)
@@ -178,6 +190,9 @@ class HFRollout(RolloutBackend):
                     reported.get("perf/reshard_peak_extra_bytes", own)
                 ),
             }
+            if merges.checked:  # every merged weight held is its merge
+                self.last_metrics["sync/verified"] = 1.0
+                self.last_metrics["sync/merges_verified"] = float(merges.checked)
             with torch.no_grad():
                 yield module
         finally:

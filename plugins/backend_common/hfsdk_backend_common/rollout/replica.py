@@ -103,6 +103,7 @@ class ReplicaSource:
         )  # fmt: skip
         self.weights_version = 0
         self.last_weights_metrics: dict[str, float] = {}
+        self.weight_probes: dict[str, Any] = {}  # sends only what it holds
 
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The replica's weights (HF names, one at a time)."""
@@ -174,9 +175,7 @@ class RolloutReplicaWorker(Worker):
     tokenizer paths, ``dtype``, ``device``); ``assets`` fills the paths it leaves out.
     """
 
-    def __init__(
-        self, *, role: str, config: Any, assets: Any, section: TrainedRoleConfig
-    ) -> None:
+    def __init__(self, *, role: str, config: Any, assets: Any, section: TrainedRoleConfig) -> None:
         super().__init__()
         self.run_config = config
         model_path = section.model_path or assets.model_path
@@ -258,8 +257,11 @@ class RolloutReplicaWorker(Worker):
             result = receive_weights(self.sync_group, self.source.targets(), fault=fault)
             missing = result.pop("missing")
             mismatch = result.pop("mismatch")
+            checked = result.pop("merges_verified")
+            if checked:  # a LoRA actor's merged weights, each checked as held
+                result["sync/merges_verified"] = float(checked)
         version = result.pop("version")
-        for key in ("manifest", "wire"):
+        for key in ("manifest", "wire", "probes"):
             result.pop(key)
         if mismatch is None and missing:
             mismatch = (

@@ -17,8 +17,10 @@ and writes each request's new key/value at its own position. Buffers grow
 (copying) when a request needs more slots or positions than they hold.
 
 Each request samples with its own generator (seeded by ``request.seed``), its
-own temperature and top-p; its log-probs are taken at its temperature alone
-(1 when greedy), before top-p. Arithmetic per row is the decoder's, so a
+own temperature, top-k (applied first, as transformers' ``generate`` does) and
+top-p; its log-probs are taken at its temperature alone
+(1 when greedy), before top-p; a request that asks for its prompt's log-probs
+gets them from its prefill (temperature 1). Arithmetic per row is the decoder's, so a
 greedy request's tokens are those of :meth:`TPDecoder.generate` on the same
 prompt up to float rounding of the batched matmuls.
 """
@@ -116,6 +118,7 @@ class _Active:
     length: int = 0  # positions of this request in the cache
     tokens: list[int] = attrs.Factory(list)
     logprobs: list[float] = attrs.Factory(list)
+    prompt_logprobs: list[float] | None = None
     finish_reason: str | None = None
 
 
@@ -228,6 +231,7 @@ class RequestServer:
                             token_ids=entry.tokens,
                             logprobs=entry.logprobs,
                             finish_reason=entry.finish_reason or "length",
+                            prompt_logprobs=entry.prompt_logprobs,
                         )
                     )
 
@@ -273,6 +277,11 @@ class RequestServer:
         self.cache.bind(rows, positions, width)
         logits = self.decoder.forward(ids, positions, mask, self.cache)
         assert logits is not None
+        for row, entry in enumerate(joiners):
+            if entry.request.prompt_logprobs:  # teacher-forced over the prompt, temperature 1
+                n = lengths[row]
+                logp = logits[row, : n - 1].float().log_softmax(-1)
+                entry.prompt_logprobs = logp.gather(1, ids[row, 1:n, None])[:, 0].tolist()
         last = torch.tensor(lengths, device=dev) - 1
         logits = logits[torch.arange(len(joiners), device=dev), last]
         for entry, n in zip(joiners, lengths, strict=True):
@@ -305,8 +314,8 @@ class RequestServer:
             if request.is_greedy:
                 token = int(scaled.argmax(-1).item())
             else:
-                token = int(sample_rows(_nucleus(scaled, request.top_p).softmax(-1),
-                                        entry.generator).item())  # fmt: skip
+                kept = _nucleus(_top_k(scaled, request.top_k), request.top_p)
+                token = int(sample_rows(kept.softmax(-1), entry.generator).item())
             entry.tokens.append(token)
             entry.logprobs.append(float(logprobs[0, token].item()))
             self.stats.tokens += 1
@@ -330,6 +339,14 @@ class RequestServer:
             (len(e.request.prompt_ids) + e.request.max_new_tokens for e in self._active),
             default=0,
         )
+
+
+def _top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """``logits`` with everything below the ``k``-th largest set to -inf (``k`` 0: unchanged)."""
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth = logits.topk(k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
 
 
 def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:

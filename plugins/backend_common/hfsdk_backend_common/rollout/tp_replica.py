@@ -386,6 +386,7 @@ class TPReplicaSource:
         self.shards_taken = False
         self.weights_version = 0
         self.last_weights_metrics: dict[str, float] = {}
+        self.weight_probes: dict[str, Any] = {}  # sends only what it holds
 
     def _refuse(self, what: str) -> HfsdkError:
         return HfsdkError(

@@ -203,3 +203,39 @@ def test_requests_are_validated() -> None:
         GenerationRequest(prompt_ids=[1], max_new_tokens=0)
     with pytest.raises(HfsdkError, match="log-probs"):
         GenerationResult(token_ids=[1, 2], logprobs=[0.0], finish_reason="stop")
+
+
+def test_top_k_cuts_each_requests_own_draw(hf: Any) -> None:
+    """``top_k=1`` at a high temperature is the argmax; a wider cut still draws; the log-probs
+    stay the full-vocabulary ones (the cut is not renormalised into them)."""
+    decoder = _decoder(hf)
+    prompt = _prompts(1, seed=17)[0]
+    greedy = _alone(decoder, prompt, 8)
+    hot = [GenerationRequest(prompt_ids=prompt, max_new_tokens=8, temperature=3.0, seed=s,
+                             top_k=k) for s in range(4) for k in (1, 0)]  # fmt: skip
+    results = _serve(_server(decoder), hot)
+    cut, free = results[0::2], results[1::2]
+    assert all(list(r.token_ids) == greedy for r in cut)
+    assert any(list(r.token_ids) != greedy for r in free)
+    (forced,) = [torch.log_softmax(hf(torch.tensor([prompt + greedy])).logits[0, :-1] / 3.0, -1)]
+    expected = forced[len(prompt) - 1 :].gather(1, torch.tensor(greedy)[:, None])[:, 0]
+    torch.testing.assert_close(torch.tensor(cut[0].logprobs), expected.detach(), atol=1e-4, rtol=0)
+
+
+def test_prompt_logprobs_are_the_prefills_teacher_forced_ones(hf: Any) -> None:
+    """Asked for, a request's prompt log-probs (temperature 1) equal the HF model's forward;
+    the other requests of the same prefill get none."""
+    decoder = _decoder(hf)
+    prompts = _prompts(3, seed=19)  # different lengths: the prefill is right-padded
+    results = _serve(_server(decoder), [
+        GenerationRequest(prompt_ids=p, max_new_tokens=2, temperature=2.0, seed=1,
+                          prompt_logprobs=i != 1) for i, p in enumerate(prompts)
+    ])  # fmt: skip
+    assert results[1].prompt_logprobs is None
+    for i in (0, 2):
+        ids = torch.tensor([prompts[i]])
+        with torch.no_grad():
+            logp = torch.log_softmax(hf(ids).logits[0, :-1], -1)
+        expected = logp.gather(1, ids[0, 1:, None])[:, 0]
+        torch.testing.assert_close(torch.tensor(results[i].prompt_logprobs), expected,
+                                   atol=1e-4, rtol=0)  # fmt: skip
