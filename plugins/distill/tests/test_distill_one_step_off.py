@@ -29,7 +29,6 @@ OVERRIDES = [
 
 
 @pytest.mark.slow
-@pytest.mark.heavy  # 32-51 s on the shared CPU (twice the 2-step default-task run beside it)
 def test_one_step_off_the_teacher_scores_the_batch_generated_ahead(tmp_path: Path) -> None:
     from hfsdk_backend_fsdp.actor import ReferenceEngine
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
