@@ -128,6 +128,7 @@ if TYPE_CHECKING:
         position_ids_from_mask,
         response_mask_from_eos,
     )
+    from hfsdk.core.run_spec import run_spec
     from hfsdk.core.segments import SEGMENT_INDEX, TRAJECTORY_ID, last_segments
     from hfsdk.core.stop_requests import stop_requested
     from hfsdk.core.tasks import (
@@ -216,6 +217,7 @@ _LAZY = {
     "ActorLossTerms": "hfsdk.core.algorithm_spec",
     "TokenIdsLossTerm": "hfsdk.core.algorithm_spec",
     "default_actor_objective": "hfsdk.core.algorithm_spec",
+    "run_spec": "hfsdk.core.run_spec",
     "Dataflow": "hfsdk.core.dataflow",
     "Stage": "hfsdk.core.dataflow",
     # data, config and errors

@@ -259,10 +259,10 @@ class FakeRun:
         to a factory of another one.
         """
         from hfsdk.core.config import load_run_config
-        from hfsdk.core.plugin_manager import get_registry
+        from hfsdk.core.run_spec import run_spec
 
-        spec = get_registry("algorithms")[algo].impl
         config = load_run_config(algo, None, list(overrides))
+        spec = run_spec(config)
         log: list[Call] = []
         timeline: list[tuple[str, str, str]] = []
         roles = {

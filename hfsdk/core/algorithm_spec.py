@@ -219,6 +219,10 @@ class AlgorithmSpec:
       default task's ``prompts`` (``prompt``, ``answer``) or its
       ``preference_pairs`` (``prompt``, ``chosen``: the right answer,
       ``rejected``: a wrong one, ``answer``), for DPO and reward models.
+    - ``configure``: ``fn(spec, algorithm_config) -> AlgorithmSpec``, the spec of a run
+      whose ``algorithm`` section is that config (e.g. roles the config names,
+      one per teacher), or ``None``: every run's spec is this one. Code that
+      has a run config reads the run's spec with :func:`hfsdk.run_spec`.
     """
 
     name: str
@@ -240,6 +244,7 @@ class AlgorithmSpec:
     default_data: Literal["prompts", "preference_pairs"] = attrs.field(
         default="prompts", validator=attrs.validators.in_(("prompts", "preference_pairs"))
     )
+    configure: Callable[[AlgorithmSpec, Any], AlgorithmSpec] | None = None
     dataflow: Dataflow = attrs.field(init=False)
     """What the placement search reads (derived, see :func:`derive_dataflow`)."""
 
@@ -329,6 +334,13 @@ class AlgorithmSpec:
                 return spec.kind
         raise KeyError(f"algorithm {self.name!r} has no role {role!r}; roles: {self.role_names}")
 
+    def for_run(self, algorithm_config: Any) -> AlgorithmSpec:
+        """The spec of a run whose ``algorithm`` section is ``algorithm_config`` (see
+        ``configure``); this spec when it has no ``configure``."""
+        if self.configure is None or algorithm_config is None:
+            return self
+        return self.configure(self, algorithm_config)
+
     def roles_of_kind(self, kind: str) -> tuple[str, ...]:
         """Names of the roles of ``kind``, in order."""
         return tuple(r.name for r in self.roles if r.kind == kind)
@@ -337,3 +349,4 @@ class AlgorithmSpec:
     def timings(self) -> frozenset[str]:
         """Every stage name ``step()`` may time."""
         return frozenset(t for stage in self.dataflow.stages for t in stage.timed_names)
+

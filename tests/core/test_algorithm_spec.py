@@ -34,3 +34,22 @@ def test_with_a_policy_the_main_role_is_the_policy() -> None:
     assert spec.main_role == "actor"
     training = next(s for s in spec.dataflow.stages if s.name == "training")
     assert training.timed_names == ("update_score_model", "update_actor")
+
+
+def test_configure_gives_the_run_its_own_roles() -> None:
+    import attrs
+
+    def one_reference_per_name(spec: AlgorithmSpec, algorithm: object) -> AlgorithmSpec:
+        names = getattr(algorithm, "names", ())
+        extra = tuple(hfsdk.RoleSpec(name=n, kind="frozen_policy") for n in names)
+        return attrs.evolve(spec, roles=(*spec.roles, *extra), configure=None)
+
+    spec = attrs.evolve(_spec(("actor", "policy")), configure=one_reference_per_name)
+    assert spec.for_run(None) is spec  # no algorithm section (it did not resolve)
+    run = spec.for_run(type("Config", (), {"names": ("ref_a", "ref_b")})())
+    assert run.role_names == ("actor", "ref_a", "ref_b")
+    assert spec.role_names == ("actor",)  # the registered spec is unchanged
+    # The derived stages follow the run's roles (the references' log-prob stage).
+    assert "ref_a" in {role for s in run.dataflow.stages for role, _ in s.work}
+    plain = _spec(("actor", "policy"))
+    assert plain.for_run(object()) is plain

@@ -318,6 +318,10 @@ def resolve_run_config(
     composer = _Composer(pm)
 
     algorithm = composer.add("algorithm", spec.config_cls, _section(data, "algorithm"))
+    try:
+        spec = spec.for_run(algorithm)  # roles the algorithm section names, if any
+    except ConfigError as exc:
+        composer.errors.append(str(exc))
     roles = spec.role_names
     from hfsdk.core.algorithm import AlgorithmConfig
 
@@ -656,7 +660,7 @@ def with_algorithm_preset(
     spec_entry = pm.registry("algorithms").get(algo) if isinstance(algo, str) else None
     if spec_entry is None or not uses_default_task(data):
         return dict(data)  # unknown names are reported by resolve_run_config
-    spec = spec_entry.impl
+    spec = _configured_spec(spec_entry.impl, data, pm)
     kinds = {role.name: role.kind for role in spec.roles}
     core = section_classes(pm)
 
@@ -684,6 +688,20 @@ def with_algorithm_preset(
     return with_default_task_preset(
         spec.preset, data, section_class, task_preset=_default_task_preset(pm)
     )
+
+
+def _configured_spec(spec: Any, data: Mapping[str, Any], pm: HfsdkPluginManager) -> Any:
+    """``spec`` as configured by the user's ``algorithm`` section (itself when that section
+    does not resolve: resolve_run_config reports it)."""
+    if spec.configure is None:
+        return spec
+    try:
+        algorithm = structure(
+            make_converter(), dict(_section(dict(data), "algorithm")), spec.config_cls
+        )
+        return spec.for_run(algorithm)
+    except ConfigError:
+        return spec
 
 
 def _default_task_preset(pm: HfsdkPluginManager) -> Mapping[str, Any]:

@@ -91,7 +91,7 @@ def export_checkpoint(
     (peft format) and, unless ``lora_merged`` is off, the merged model in
     ``merged/``. Returns role -> directory.
     """
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk.core.run_spec import run_spec
     from hfsdk.core.trainer.preflight import prepare_run
     from hfsdk.core.trainer.session import TrainingSession
 
@@ -105,7 +105,7 @@ def export_checkpoint(
         )
     chosen_step, path = checkpoint_of(run_dir, step)
     config = run_config_of(run_dir, lora_merged=lora_merged)
-    spec = get_registry("algorithms")[config.algo].impl
+    spec = run_spec(config)
     trained = [r for r in spec.role_names if spec.kind_of(r) != "scorer"]
     # The reference is the starting model, unchanged: exported only when asked for by name.
     default = [r for r in trained if spec.kind_of(r) != "frozen_policy" and (path / r).exists()]

@@ -70,7 +70,7 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
 
     from hfsdk.core.algorithm import AlgorithmContext
     from hfsdk.core.checkpoint_files import load_checkpoint_file
-    from hfsdk.core.plugin_manager import get_registry
+    from hfsdk.core.run_spec import run_spec
     from hfsdk.core.trainer.checkpoint import complete_checkpoints
     from hfsdk.core.trainer.preflight import prepare_run
     from hfsdk.core.trainer.run_directory import TRAINER_STATE
@@ -95,7 +95,7 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     before = [(s, p) for s, p in complete_checkpoints(run_dir) if s < step]
     start, checkpoint = max(before, key=lambda sp: sp[0]) if before else (0, None)
     dumps = [read_step_dump(run_dir, s, for_what=what) for s in range(start + 1, step + 1)]
-    spec = get_registry("algorithms")[config.algo].impl
+    spec = run_spec(config)
     if config.trainer.deterministic:
         from hfsdk.core.determinism import enable_determinism
 

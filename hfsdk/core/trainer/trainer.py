@@ -27,6 +27,7 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import attach_run_log, detach_run_log
 from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
+from hfsdk.core.run_spec import run_spec
 from hfsdk.core.trainer.checkpoint import (
     clean_partial,
     latest_checkpoint,
@@ -104,14 +105,13 @@ class Trainer:
     def __init__(
         self, config: RunConfig, run_dir: str | Path | None = None, *, quiet: bool = False
     ):
-        from hfsdk.core.plugin_manager import get_registry
         from hfsdk.core.trainer.preflight import prepare_run
         from hfsdk.core.trainer.run_assets import with_signals
 
         self.config = config
         self.run_dir = Path(run_dir) if run_dir is not None else default_run_dir(config.algo)
         self.quiet = quiet
-        self.spec: AlgorithmSpec = get_registry("algorithms")[config.algo].impl
+        self.spec: AlgorithmSpec = run_spec(config)
         self.directory = RunDirectory(self.run_dir)
         self._candidates: list[tuple[int, Path, dict[str, Any]]] = []
         self.resume_from: tuple[int, Path] | None = None

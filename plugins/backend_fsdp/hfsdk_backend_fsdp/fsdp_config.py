@@ -193,9 +193,9 @@ TRAINED_KINDS = ("policy", "value")
 
 def _trained_roles(config: Any) -> set[str]:
     """The roles of the run's algorithm whose declared kind is trained."""
-    from hfsdk import get_registry
+    from hfsdk import run_spec
 
-    spec = get_registry("algorithms")[config.algo].impl
+    spec = run_spec(config)
     return {r.name for r in spec.roles if r.kind in TRAINED_KINDS}
 
 

@@ -62,10 +62,18 @@ class DistillAlgorithm(Algorithm):
         cfg = self.algo_config
         if cfg.teacher_weights:
             return {name: list(range(len(batch))) for name in cfg.teacher_weights}
-        teachers = self.spec.roles_of_kind("frozen_policy")
         sources = list(batch[cfg.route_key]) if cfg.route_key in batch else None
+        if cfg.teachers:
+            # Config-named teachers: a source none of them is named for is refused (unless
+            # default_teacher names one), never silently scored by another domain's teacher.
+            fallback = cfg.default_teacher or None
+            return route_rows(
+                sources, len(batch), cfg.teachers, fallback,
+                setting="teachers", column=cfg.route_key,
+            )  # fmt: skip
+        teachers = self.spec.roles_of_kind("frozen_policy")
         fallback = teacher_for_unrouted(cfg.default_teacher, teachers)
-        return route_rows(sources, len(batch), cfg.teacher_routes, fallback)
+        return route_rows(sources, len(batch), cfg.teacher_routes, fallback, column=cfg.route_key)
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """Sample → student and teacher log-probs (routed, or a weighted mixture) → reward →

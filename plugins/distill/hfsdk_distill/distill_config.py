@@ -27,6 +27,14 @@ class DistillConfig(AlgorithmConfig):
         default=0.0,
         validator=attrs.validators.ge(0.0),
     )
+    teachers: dict[str, str] = help_field(
+        "data_source value → teacher role name ({math: teacher_math, code: teacher_code}): "
+        "each named role becomes a frozen teacher of its own, replacing the spec's teachers "
+        "(its config section: <role>.model_path, backend, batch sizes) and scores the rows of "
+        "its sources; a row of another source is refused unless default_teacher names one of "
+        "them. Empty: the spec's teacher roles. Not with teacher_routes.",
+        factory=dict,
+    )
     teacher_routes: dict[str, str] = help_field(
         "data_source value → the teacher role that scores its rows ({math: teacher, code: "
         "teacher_code}); rows of other sources go to default_teacher. Empty: every row to it.",
@@ -44,9 +52,9 @@ class DistillConfig(AlgorithmConfig):
         factory=dict,
     )
     default_teacher: str | None = help_field(
-        "The teacher role for rows whose data_source teacher_routes does not name (null: the "
-        "spec's first teacher; set teacher_routes for every source and this to '' to refuse "
-        "unrouted rows).",
+        "The teacher role for rows whose data_source teacher_routes (or teachers) does not name "
+        "(null: the spec's first teacher, or with teachers none: such rows are refused; set "
+        "teacher_routes for every source and this to '' to refuse unrouted rows).",
         default=None,
     )
     top_k: int = help_field(

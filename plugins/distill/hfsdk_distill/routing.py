@@ -20,12 +20,22 @@ def route_rows(
     n_rows: int,
     routes: Mapping[str, str],
     fallback: str | None,
+    *,
+    setting: str = "teacher_routes",
+    column: str = "data_source",
 ) -> dict[str, list[int]]:
     """Teacher role → the row positions it scores (in row order); every row exactly once.
 
-    ``sources`` is the batch's ``data_source`` column (``None`` when the data has
-    none: every row goes to ``fallback``).
+    ``sources`` is the batch's ``column`` (``None`` when the data has none: every
+    row goes to ``fallback``). ``setting`` names the routes' config key in the
+    refusal of a row no route and no fallback takes.
     """
+    if sources is None and fallback is None and n_rows:
+        raise HfsdkError(
+            f"algorithm.{setting} routes rows by their {column!r} column, which this data does "
+            f"not have; add the column to the data, set algorithm.route_key to the column that "
+            "names each row's source, or set algorithm.default_teacher"
+        )
     plan: dict[str, list[int]] = {}
     for row in range(n_rows):
         source = None if sources is None else sources[row]
@@ -33,9 +43,9 @@ def route_rows(
         if teacher is None:
             known = ", ".join(sorted(routes)) or "(none)"
             raise HfsdkError(
-                f"row {row} has data_source {source!r}, which algorithm.teacher_routes does not "
-                f"route (routed: {known}) and algorithm.default_teacher is ''; add a route for "
-                "it or name a default teacher"
+                f"row {row} has {column} {source!r}, which algorithm.{setting} does not "
+                f"route (routed: {known}) and algorithm.default_teacher names no teacher; add "
+                "a route for it or set algorithm.default_teacher to one of the teacher roles"
             )
         plan.setdefault(teacher, []).append(row)
     return plan

@@ -11,12 +11,15 @@ from hfsdk_distill.distill_algorithm import DistillAlgorithm
 from hfsdk_distill.distill_config import DistillConfig
 from hfsdk_distill.objective import distill_actor_objective
 from hfsdk_distill.student import student_model_path, teacher_model_path
+from hfsdk_distill.teachers import configure_teachers
 
 DISTILL_SPEC = AlgorithmSpec(
     name="distill",
     program=DistillAlgorithm,
     config_cls=DistillConfig,
     actor_objective=distill_actor_objective,
+    # algorithm.teachers names the run's teacher roles (one frozen role each).
+    configure=configure_teachers,
     roles=(
         RoleSpec(name="actor", kind="policy"),
         # A frozen policy with its own model_path (any size, any backend, same tokenizer).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfsdk import get_registry
+from hfsdk import run_spec
 from hfsdk_distill.distill_config import DistillConfig
 from hfsdk_distill.routing import routing_problems, weight_problems
 
@@ -14,9 +14,30 @@ def distill_config_problems(config: Any) -> list[str]:
     algo = config.algorithm
     if not isinstance(algo, DistillConfig):
         return []
-    spec = get_registry("algorithms")[config.algo].impl
+    spec = run_spec(config)
     teachers = spec.roles_of_kind("frozen_policy")
     problems = routing_problems(algo.teacher_routes, algo.default_teacher, teachers)
+    if algo.teachers and algo.teacher_routes:
+        problems.append(
+            "algorithm.teachers and algorithm.teacher_routes are both set: teachers names the "
+            "teacher roles and routes each data_source to one; keep only algorithm.teachers"
+        )
+    placement = config.sections.get("placement")
+    if algo.teachers and placement is not None and placement.mode == "auto":
+        problems.append(
+            "placement: auto with algorithm.teachers: the planner plans the registered spec's "
+            "roles, not the teachers a config names; give placement.pools (and placement.roles) "
+            "yourself, or leave placement at its default"
+        )
+    for role in dict.fromkeys(algo.teachers.values()):
+        # Off the default task nothing fills a teacher's model in: unset would be the
+        # built-in default model, silently scoring in place of the user's teacher.
+        if role in config.sections and config.sections[role].model_path is None:
+            sources = ", ".join(s for s, r in algo.teachers.items() if r == role)
+            problems.append(
+                f"algorithm.teachers routes {sources} to {role!r}, whose model_path is not set; "
+                f"set {role}.model_path to that teacher's model directory"
+            )
     problems += weight_problems(algo.teacher_weights, teachers)
     if algo.teacher_weights and algo.teacher_routes:
         problems.append(

@@ -22,6 +22,7 @@ OVERRIDES = [
     "actor.mini_batch_size=8",
     "actor.micro_batch_size=8",
     "algorithm.top_k=4",
+    "trainer.rollout_dump=true",
 ]
 
 
@@ -31,6 +32,7 @@ OVERRIDES = [
 def test_distill_with_a_rollout_pool_one_step_off(tmp_path: Path) -> None:
     config = load_run_config("distill", None, OVERRIDES)
     rows = Trainer(config, tmp_path / "run", quiet=True).fit()
+    _teacher_scored_the_pools_batches(config, tmp_path / "run")
     # The replica generated every batch, the second and third one step ahead of the actor.
     assert [r["async/staleness_max"] for r in rows] == [0.0, 1.0, 1.0]
     assert [r["async/rollout_weights_version"] for r in rows] == [0.0, 0.0, 1.0]
@@ -46,3 +48,29 @@ def test_distill_with_a_rollout_pool_one_step_off(tmp_path: Path) -> None:
         )
         assert row["actor/top_k_kl"] > 0.0
         assert 0.0 < row["actor/top_k_kl/teacher_mass"] <= 1.0
+
+
+def _teacher_scored_the_pools_batches(config: object, run_dir: Path) -> None:
+    """Each update's teacher log-probs and top-k (read back from the step dumps) equal the
+    teacher's own scoring of that batch, the responses the replica sampled."""
+    import torch
+
+    from hfsdk import REF_TOP_K
+    from hfsdk.core.trainer.step_dump import read_step_dump
+    from hfsdk_backend_fsdp.actor import ReferenceEngine
+    from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+    from hfsdk_distill.top_k import TEACHER_TOP_K_IDS, TEACHER_TOP_K_LOG_PROBS
+
+    teacher = ReferenceEngine(FSDPRoleConfig(model_path=config.teacher.model_path), role="t")
+    for step in (1, 2, 3):
+        update = read_step_dump(run_dir, step, for_what="this test").update
+        assert update is not None
+        asked = update.select()
+        asked.meta[REF_TOP_K] = 4
+        alone = teacher.compute_ref_log_prob(asked)
+        mask = update["response_mask"].bool()
+        got = update["teacher_log_probs"][mask]
+        assert torch.allclose(got, alone["ref_log_probs"][mask], atol=1e-5), step
+        assert torch.equal(update[TEACHER_TOP_K_IDS][mask], alone["ref_top_k_ids"][mask])
+        top_k = update[TEACHER_TOP_K_LOG_PROBS][mask]
+        assert torch.allclose(top_k, alone["ref_top_k_log_probs"][mask], atol=1e-5), step

@@ -53,3 +53,28 @@ def test_top_k_distillation_trains_end_to_end(tmp_path: Path) -> None:
         assert row["actor/pg_loss"] == 0.0
         assert row["actor/top_k_kl"] > 0.0
         assert 0.0 < row["actor/top_k_kl/teacher_mass"] <= 1.0
+
+
+def _fall(overrides: list[str], seeds: tuple[int, ...]) -> tuple[float, float]:
+    """Mean over ``seeds`` of the first and the last five steps' ``distill/reverse_kl``."""
+    import tempfile
+
+    first, last = [], []
+    for seed in seeds:
+        config = load_run_config("distill", None, [*overrides, f"trainer.seed={seed}"])
+        with tempfile.TemporaryDirectory() as run_dir:
+            rows = Trainer(config, Path(run_dir) / "run", quiet=True).fit()
+        kl = [r["distill/reverse_kl"] for r in rows]
+        first.append(sum(kl[:5]) / 5)
+        last.append(sum(kl[-5:]) / 5)
+    return sum(first) / len(first), sum(last) / len(last)
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_a_short_run_with_top_k_lowers_the_reverse_kl() -> None:
+    # The default preset, top-k (k = 8) on beside the sampled reverse KL, 20 steps, seeds 0
+    # and 1 averaged (one seed's per-step reverse KL is noisy).
+    first, last = _fall(["algorithm.top_k=8", "trainer.total_steps=20"], (0, 1))
+    # Measured (shared CPU): seed 0 0.72 -> 0.38, seed 1 0.72 -> 0.41 (falls of 47 / 43 %).
+    assert last <= 0.75 * first, f"reverse KL went from {first:.3f} to {last:.3f}"

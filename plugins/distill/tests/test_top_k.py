@@ -32,9 +32,7 @@ def _log(values: list[float]) -> torch.Tensor:
 
 def test_bucket_tail_is_the_kl_over_k_plus_one_outcomes() -> None:
     got = top_k_kl_per_token(_log(_TEACHER), _log(_STUDENT), "bucket")
-    expected = (
-        0.6 * math.log(0.6 / 0.2) + 0.3 * math.log(0.3 / 0.4) + 0.1 * math.log(0.1 / 0.4)
-    )
+    expected = 0.6 * math.log(0.6 / 0.2) + 0.3 * math.log(0.3 / 0.4) + 0.1 * math.log(0.1 / 0.4)
     assert got.shape == (1, 1)
     assert float(got) == pytest.approx(expected, rel=1e-5)
 
@@ -44,6 +42,28 @@ def test_renormalized_tail_is_the_kl_inside_the_top_k() -> None:
     t, s = [v / 0.9 for v in _TEACHER], [v / 0.6 for v in _STUDENT]
     expected = sum(p * math.log(p / q) for p, q in zip(t, s, strict=True))
     assert float(got) == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("tail", "expected"),
+    [
+        # bucket: d/ds_j = -p_j + p_tail * q_j / q_tail (the tail's log-mass moves with s_j):
+        # -0.6 + 0.1 * 0.2 / 0.4 and -0.3 + 0.1 * 0.4 / 0.4.
+        ("bucket", [-0.55, -0.2]),
+        # renormalize: d/ds_j = -p^_j + q^_j with p^ = (2/3, 1/3), q^ = (1/3, 2/3).
+        ("renormalize", [-1 / 3, 1 / 3]),
+    ],
+)
+def test_the_gradient_equals_the_hand_computation(tail: str, expected: list[float]) -> None:
+    student = _log(_STUDENT).requires_grad_(True)
+    batch = Batch.from_dict(tensors={TEACHER_TOP_K_LOG_PROBS: _log(_TEACHER)})
+    loss, _ = top_k_kl_loss(
+        log_probs=student, batch=batch, response_mask=torch.ones(1, 1),
+        config=TopKKLConfig(tail=tail),
+    )  # fmt: skip
+    loss.backward()
+    assert student.grad is not None
+    assert student.grad.flatten().tolist() == pytest.approx(expected, abs=1e-5)
 
 
 def test_equal_distributions_have_zero_kl_and_a_full_top_k_needs_no_tail() -> None:
@@ -56,9 +76,7 @@ def test_equal_distributions_have_zero_kl_and_a_full_top_k_needs_no_tail() -> No
     assert float(got) == pytest.approx(expected, rel=1e-4)
 
 
-def test_the_loss_averages_valid_tokens_and_its_gradient_moves_the_student_to_the_teacher() -> (
-    None
-):
+def test_the_loss_averages_valid_tokens_and_its_gradient_moves_the_student_to_the_teacher() -> None:
     # Two rows of two positions; the last position of row 1 is masked (its teacher row is 0,
     # as the teacher ships it, and must change nothing, NaN included).
     teacher = torch.log(torch.tensor([[[0.6, 0.3], [0.5, 0.1]], [[0.9, 0.05], [1.0, 1.0]]]))
@@ -99,3 +117,19 @@ def test_objective_adds_the_term_only_with_top_k() -> None:
 def test_bad_tail_is_refused_in_one_line() -> None:
     with pytest.raises(hfsdk.ConfigError, match="top_k_tail"):
         load_run_config("distill", None, [*_PATHS, "algorithm.top_k_tail=drop"])
+
+
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_a_megatron_teacher_refuses_top_k_in_one_line(
+    tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hfsdk.core.cli.main import main
+
+    args = ["teacher.backend=megatron", "algorithm.top_k=4", "trainer.total_steps=1"]
+    with pytest.raises(SystemExit) as exited:
+        main(["run", "--algo", "distill", "--quiet", "--run-dir", f"{tmp_path}/run", *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exited.value.code != 0
+    assert "the megatron backend does not compute a teacher's top-k log-probs" in err[-1]
+    assert "(teacher.backend: fsdp) or set algorithm.top_k: 0" in err[-1]

@@ -201,10 +201,10 @@ def inspect_run(
     the reward functions when the config names none (``hfsdk.run_assets``,
     ``hfsdk.run_signals``: the run's own resolution).
     """
-    from hfsdk import get_registry, load_run_config, load_tokenizer, run_assets, run_signals
+    from hfsdk import load_run_config, load_tokenizer, run_assets, run_signals, run_spec
 
     config = load_run_config(algo, config_file, list(overrides))
-    spec = get_registry("algorithms")[config.algo].impl
+    spec = run_spec(config)
     assets = run_assets(config, spec)
     functions = [
         function
