@@ -196,7 +196,10 @@ class ActorSource(Protocol):
 
         ``gather=True`` lets a sharded actor gather its full weights into its
         own module for the context (a full copy per rank, no rebuild); it is
-        collective then. The module is in eval mode under ``torch.no_grad``.
+        collective then, and the actor checks the gathered parameters against its shards
+        (a mismatch raises :class:`hfsdk.WeightSyncMismatch`; a clean gather sets
+        ``sync/verified`` in ``last_weights_metrics``, where a module that moved nothing
+        sets none). The module is in eval mode under ``torch.no_grad``.
         """
         ...
 

@@ -35,6 +35,10 @@ writes the engine, which keeps its old weights: the read-back catches it) and ``
 version). ``lora_merge_bad`` (once per process): the first stream of a LoRA
 actor's merged weights at its weights version N yields one module's base weight without its
 adapter (the receiver's check of the merge against the factors' probe catches it).
+``gather_drop`` (once per process): at the N-th gather (counted from 1) of a sharded actor's
+own module for a colocated rollout (``rollout.weight_sync: gather``), the last rank flips
+one bit of one gathered parameter after the gather (the ranks' check of the gathered
+parameters against their shards' bit sums catches it).
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ POINTS = (
     "lora_merge_bad",
     "vllm_stale",
     "vllm_skip",
+    "gather_drop",
 )
 _SIGNALS = {
     "sigterm": (signal.SIGTERM,),

@@ -261,6 +261,8 @@ class ActorEngine(_CausalLMEngine):
     """Incremented by every update and checkpoint load."""
     last_weights_metrics: dict[str, float] = {}  # noqa: RUF012 (replaced, never mutated)
     """What the last complete :meth:`hf_weights` iteration cost this rank."""
+    gathers: int = 0
+    """How many times :meth:`live_hf_module` gathered the sharded module (``gather_drop:N``)."""
     weight_probes: dict[str, Any] = {}  # noqa: RUF012 (replaced per stream)
     """Each merged LoRA weight's probe (:func:`hfsdk.low_rank_probe`), set by
     :meth:`hf_weights` before it yields that weight; empty without LoRA."""
@@ -310,7 +312,31 @@ class ActorEngine(_CausalLMEngine):
             # A peft module is no plain HF model: the rollout gets merged weights instead.
             yield None
             return
+        if not sharded:  # the module's own tensors: nothing moves, nothing to verify
+            self.last_weights_metrics = {}
+            with self.generation_module() as module:
+                yield module
+            return
+        from hfsdk import WeightSyncMismatch, take_fault
+
+        # Taken before the gather: what the shards hold, as FSDP will gather them.
+        shard_sums = sharding.shard_bit_sums(self.module, self.param_dtype)
+        self.gathers += 1
+        corrupt = next(iter(shard_sums)) if take_fault("gather_drop", self.gathers) else None
         with self.generation_module() as module:
+            problem = sharding.check_gathered(
+                module, shard_sums, self.dp, self.device, corrupt=corrupt
+            )
+            if problem is not None:
+                raise WeightSyncMismatch(
+                    f"the gathered module of the actor's weights version {self.weights_version} "
+                    f"is not what its shards hold: {problem}; generating from it would sample "
+                    "from weights other than the actor's"
+                )
+            self.last_weights_metrics = {
+                "sync/verified": 1.0,
+                "sync/gathered_verified": float(len(shard_sums)),
+            }
             yield module
 
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:

@@ -156,13 +156,15 @@ class FSDPEngine:
         if not on_meta:
             # full_state keeps rank 0's loaded (CPU) tensors: the source of the broadcast.
             model.to(self.device)
+        # The dtype FSDP gathers the shards in (mixed precision), None: the shards' own.
+        self.param_dtype = (
+            self.compute_dtype if (self.trainable and config.dtype != "float32") else None
+        )
         self.module: PreTrainedModel = sharding.shard_model(
             model,
             self.dp,
             self.device.type,
-            compute_dtype=self.compute_dtype
-            if (self.trainable and config.dtype != "float32")
-            else None,
+            compute_dtype=self.param_dtype,
             reshard_after_forward=config.reshard_after_forward,
             offload=sharding.offload_enabled(config.offload, self.device.type, role),
         )

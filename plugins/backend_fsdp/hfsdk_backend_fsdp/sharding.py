@@ -165,6 +165,77 @@ def gathered(model: nn.Module, *, reshard_after_forward: bool = True) -> Iterato
             module.set_reshard_after_forward(reshard_after_forward, recurse=False)
 
 
+def shard_bit_sums(model: nn.Module, param_dtype: torch.dtype | None) -> dict[str, int]:
+    """Name → :func:`hfsdk.bit_sum` of this rank's part of every parameter, as it will be gathered.
+
+    A sharded parameter's local shard (``to_local()``: FSDP2's padding is not in it) is cast
+    to ``param_dtype`` first (the mixed-precision dtype FSDP gathers in; ``None``: its own),
+    so the sums over the ranks add up to the gathered parameter's. A parameter that is not
+    sharded counts on rank 0 only (every rank holds all of it).
+    """
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+
+    from hfsdk import bit_sum
+
+    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+    sums = {}
+    for name, param in model.named_parameters():
+        if isinstance(param, DTensor):
+            local = param.to_local().detach()
+            sums[name] = bit_sum(local.to(param_dtype) if param_dtype is not None else local)
+        else:
+            sums[name] = bit_sum(param.detach()) if rank == 0 else 0
+    return sums
+
+
+def check_gathered(
+    model: nn.Module,
+    shard_sums: dict[str, int],
+    dp: DataParallel,
+    device: torch.device,
+    *,
+    corrupt: str | None = None,
+) -> str | None:
+    """Whether the full parameters ``model`` holds (inside :func:`gathered`) are what its shards
+    held: ``None``, else one line naming the first that is not. Collective over ``dp``.
+
+    ``shard_sums`` (:func:`shard_bit_sums`, taken before the gather) are summed over the
+    ranks; each rank compares them with the bit sums of the full parameters it holds, and the
+    ranks agree on the verdict (a parameter wrong on any rank is wrong on all), so every rank
+    raises or none does. ``corrupt`` (fault injection, ``gather_drop``): on the last rank,
+    change one element of that gathered parameter first.
+    """
+    import torch
+    import torch.distributed as dist
+
+    from hfsdk import bit_sum
+
+    names = list(shard_sums)
+    held = dict(model.named_parameters())
+    missing = [name for name in names if name not in held]
+    if missing:
+        return f"{len(missing)} parameter(s) not in the gathered module (first: {missing[0]!r})"
+    if corrupt is not None and dp.rank == dp.size - 1:
+        flat = held[corrupt].data.view(-1)
+        as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+        flat.view(as_int[flat.element_size()])[0] ^= 1  # one bit of one element flipped
+    expected = torch.tensor([shard_sums[n] for n in names], dtype=torch.int64, device=device)
+    full = torch.tensor([bit_sum(held[n]) for n in names], dtype=torch.int64, device=device)
+    if dp.group is not None:
+        dist.all_reduce(expected, op=dist.ReduceOp.SUM, group=dp.group)
+    wrong = (full != expected).to(torch.int64)
+    if dp.group is not None:
+        dist.all_reduce(wrong, op=dist.ReduceOp.MAX, group=dp.group)
+    bad = [name for name, flag in zip(names, wrong.tolist(), strict=True) if flag]
+    if not bad:
+        return None
+    return (
+        f"{len(bad)} of {len(names)} gathered parameter(s) differ from the sum of their shards "
+        f"(first: {bad[0]!r})"
+    )
+
+
 def fsdp_units(model: nn.Module) -> list[nn.Module]:
     """The FSDP2-managed modules of ``model``: blocks in order, the root last."""
     from torch.distributed.fsdp import FSDPModule

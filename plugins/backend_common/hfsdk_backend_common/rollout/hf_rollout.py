@@ -148,6 +148,10 @@ class HFRollout(RolloutBackend):
                     "perf/reshard_bytes": full * (dp - 1) / dp,
                     "perf/reshard_peak_extra_bytes": float(full if dp > 1 else 0),
                 }
+                # A gathered module was checked against its shards by the actor (sync/...).
+                self.last_metrics.update(
+                    (k, v) for k, v in actor.last_weights_metrics.items() if k.startswith("sync/")
+                )
                 yield live
                 return
         module = self._generation_module()

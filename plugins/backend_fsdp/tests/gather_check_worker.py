@@ -1,0 +1,64 @@
+"""One rank of the two-process gathered-module check in ``test_gather_check.py`` (a script).
+
+Shards a bfloat16 actor (float32 shards, gathered in bfloat16) over a gloo group of two,
+generates twice from the gathered live module (``weight_sync: gather``) and writes what
+each rank saw to ``--out``: the first gather's metrics, the shards' local sizes, and the
+one line the second gather raised (``HFSDK_FAULT_INJECT=gather_drop:2`` set by the test).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from hfsdk import WeightSyncMismatch
+from hfsdk.core.batch import Batch
+from hfsdk_backend_common.rollout.hf_rollout import HFRollout
+from hfsdk_backend_common.rollout_config import HFRolloutConfig
+from hfsdk_backend_fsdp.actor import ActorEngine
+from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+from hfsdk_backend_fsdp.sharding import is_sharded
+
+
+def main() -> None:
+    """Run one rank."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--inputs", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=2
+    )
+    inputs = torch.load(args.inputs, weights_only=False)
+    actor = ActorEngine(FSDPRoleConfig(**inputs["config"]), role="actor")
+    assert is_sharded(actor.module) and actor.param_dtype == torch.bfloat16
+    local_shapes = {n: tuple(p.to_local().shape) for n, p in actor.module.named_parameters()}
+    full_shapes = {n: tuple(p.shape) for n, p in actor.module.named_parameters()}
+    prompts = Batch.from_dict(tensors=inputs["prompts"]).chunk(2)[args.rank]
+    rollout = HFRollout(HFRolloutConfig(max_response_length=3, weight_sync="gather"), actor)
+    clean = rollout.generate_sequences(prompts, greedy=True).meta["rollout_metrics"]
+    try:
+        rollout.generate_sequences(prompts, greedy=True)
+        error = ""
+    except WeightSyncMismatch as exc:
+        error = str(exc)
+    torch.save(
+        {
+            "clean": clean,
+            "error": error,
+            "local_shapes": local_shapes,
+            "full_shapes": full_shapes,
+        },
+        args.out / f"gather{args.rank}.pt",
+    )
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The gathered live module (``weight_sync: gather``) is checked against its shards.
+
+Quick: the arithmetic (bit sums of uneven, cast shards add up to the gathered tensor's) and
+the comparison in one process. Two gloo ranks: a clean gather reports ``sync/verified`` and
+``gather_drop`` is caught on every rank with one line.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+from hfsdk import bit_sum
+from hfsdk.core.batch import Batch
+from hfsdk_backend_fsdp.sharding import DataParallel, check_gathered
+
+WORKER = Path(__file__).with_name("gather_check_worker.py")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_bit_sums_of_uneven_cast_shards_add_up_to_the_gathered_tensors(
+    dtype: torch.dtype,
+) -> None:
+    full = torch.randn(7, 5, generator=torch.Generator().manual_seed(3)) * 100
+    shards = torch.tensor_split(full, 3)  # 3, 2, 2 rows: uneven
+    assert [s.shape[0] for s in shards] == [3, 2, 2]
+    gathered = torch.cat([s.to(dtype) for s in shards])  # what FSDP gathers: cast, then joined
+    assert sum(bit_sum(s.to(dtype)) for s in shards) == bit_sum(gathered)
+    # FSDP2's zero padding of the last shard would add nothing either.
+    assert bit_sum(torch.cat([shards[-1].to(dtype), torch.zeros(1, 5, dtype=dtype)])) == bit_sum(
+        shards[-1].to(dtype)
+    )
+    # Summed before the cast, the shards would not match a bfloat16 gather.
+    if dtype == torch.bfloat16:
+        assert sum(bit_sum(s) for s in shards) != bit_sum(gathered)
+
+
+def test_a_gathered_parameter_unlike_its_shards_is_named() -> None:
+    module = torch.nn.Sequential(torch.nn.Linear(5, 3), torch.nn.Linear(3, 2))
+    sums = {
+        n: sum(bit_sum(s) for s in torch.tensor_split(p.detach(), 2))
+        for n, p in module.named_parameters()
+    }
+    alone = DataParallel()
+    assert check_gathered(module, sums, alone, torch.device("cpu")) is None
+    line = check_gathered(module, sums, alone, torch.device("cpu"), corrupt="1.weight")
+    assert line is not None and "\n" not in line
+    assert "1 of 4 gathered parameter(s)" in line and "'1.weight'" in line
+    assert check_gathered(module, {**sums, "2.weight": 0}, alone, torch.device("cpu"))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.distributed
+def test_a_gather_is_verified_on_every_rank_and_a_corrupted_one_caught(
+    model_dir: Path, make_prompts: Callable[..., Batch], tmp_path: Path
+) -> None:
+    prompts = make_prompts(["3 + 5 =", "1 + 2 =", "9 + 9 =", "4 + 0 ="])
+    torch.save(
+        {
+            "config": {"model_path": str(model_dir), "dtype": "bfloat16"},
+            "prompts": {k: prompts[k] for k in ("input_ids", "attention_mask")},
+        },
+        tmp_path / "inputs.pt",
+    )
+    port = _free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HFSDK_FAULT_INJECT": "gather_drop:2"}
+    ranks = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(WORKER),
+                "--rank",
+                str(rank),
+                "--port",
+                str(port),
+                "--inputs",
+                str(tmp_path / "inputs.pt"),
+                "--out",
+                str(tmp_path),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    for process in ranks:
+        output, _ = process.communicate(timeout=120)
+        assert process.returncode == 0, output[-3000:]
+    results = [torch.load(tmp_path / f"gather{r}.pt", weights_only=False) for r in range(2)]
+    # Some parameter is split unevenly (or not at all on one rank): the sums still add up.
+    assert any(
+        results[0]["local_shapes"][n] != results[1]["local_shapes"][n]
+        for n in results[0]["full_shapes"]
+    )
+    for result in results:
+        assert result["clean"]["sync/verified"] == 1.0
+        assert result["clean"]["sync/gathered_verified"] == len(result["full_shapes"])
+        error = result["error"]
+        assert error and "\n" not in error  # the corrupted gather, caught on both ranks
+        assert "weights version 0" in error and "'model.embed_tokens.weight'" in error
+    assert results[0]["error"] == results[1]["error"]
