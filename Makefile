@@ -22,6 +22,13 @@ setup: $(STAMP)
 # config importer is tested on its shipped configs) is installed without its
 # dependencies, which an extra cannot say, and outside site-packages: its wheel
 # also installs top-level `tests` and `scripts` packages.
+# tinker-cookbook (test-only: serve's cookbook test uses its renderers and datum
+# helpers) is installed without dependencies too: its newest release needs a
+# tml-renderers that PyPI lacks, and 0.5.8 pins transformers<=5.5.4, which would
+# downgrade the transformers vLLM needs. Its renderers and supervised.data import
+# only chz, blobfile and lxml beyond what is here already (checked by blocking the
+# others), so `pip check` reports, knowingly, the transformers pin and the unused
+# declared dependencies (tml-renderers, pyrage, termcolor, pycryptodomex...).
 $(STAMP): Makefile pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
@@ -30,6 +37,7 @@ $(STAMP): Makefile pyproject.toml $(wildcard plugins/*/pyproject.toml)
 	$(BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	for v in $(VERL_VERSIONS); do test -d $(VENV)/verl/$$v/verl || \
 	    $(BIN)/python -m pip install --quiet --no-deps --target $(VENV)/verl/$$v verl==$$v; done
+	$(BIN)/python -m pip install --quiet --no-deps tinker-cookbook==0.5.8 chz==0.4.0 blobfile==3.3.0 lxml==6.2.0
 	touch $@
 
 demo: setup

@@ -23,6 +23,7 @@ from hfsdk_serve import checkpoints
 from hfsdk_serve.adapters import AdapterSpec
 from hfsdk_serve.group import Executor, ServeGroup
 from hfsdk_serve.sampling import SampleSpec
+from hfsdk_serve.stops import cut_at_stop, split_stop
 from hfsdk_serve.wire import FwdBwdIn, encode_forward_backward, encode_sample
 
 SNAPSHOTS_KEPT = 8
@@ -353,13 +354,7 @@ class Service:
             raise HfsdkError(
                 f"{', '.join(unsupported)} not served by hfsdk serve; leave them unset"
             )
-        stop = params.stop
-        if isinstance(stop, str) or (stop and not all(isinstance(s, int) for s in stop)):
-            raise HfsdkError(
-                "stop strings are not served; pass stop token ids (SamplingParams(stop=[ids]))"
-            )
-        if stop is not None and len(stop) == 0:
-            raise HfsdkError("stop=[] (no EOS) is not served; leave stop unset or pass token ids")
+        stop_ids, stop_strings = split_stop(params.stop)
         tokens = [t for chunk in request.prompt.chunks for t in getattr(chunk, "tokens", [None])]
         if any(t is None for t in tokens):
             raise HfsdkError("the prompt has a non-text chunk; hfsdk serve samples text only")
@@ -371,8 +366,11 @@ class Service:
             top_p=float(params.top_p),
             top_k=int(params.top_k),
             seed=params.seed,
-            stop_ids=tuple(int(s) for s in stop or ()),
+            stop_ids=stop_ids,
             prompt_logprobs=bool(request.prompt_logprobs),
         )
         sequences, prompt_logprobs = self.pool.sample(sampler.adapter, spec)
+        if stop_strings:
+            decode = self.pool.tokenizer.decode
+            sequences = [cut_at_stop(seq, stop_strings, decode) for seq in sequences]
         return encode_sample(sequences, prompt_logprobs)

@@ -90,8 +90,8 @@ def test_unknown_client_and_sampler(served: Any) -> None:
 def test_sampling_errors(service_client: Any, served: Any) -> None:
     sampler = service_client.create_sampling_client(base_model=str(served.model_dir)).result()
     prompt = types.ModelInput.from_ints(served.tokenizer.encode("3 + 5 ="))
-    with pytest.raises(tinker.RequestFailedError, match="stop strings are not served"):
-        sampler.sample(prompt, 1, types.SamplingParams(max_tokens=2, stop=["\n"])).result()
+    with pytest.raises(tinker.RequestFailedError, match="malformed; expected non-empty"):
+        sampler.sample(prompt, 1, types.SamplingParams(max_tokens=2, stop=[""])).result()
     with pytest.raises(tinker.RequestFailedError, match="exceeds the model's context"):
         sampler.sample(prompt, 1, types.SamplingParams(max_tokens=10_000)).result()
     result = sampler.sample(prompt, 2, types.SamplingParams(max_tokens=2, temperature=0.0)).result()
