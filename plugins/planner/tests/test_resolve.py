@@ -168,7 +168,8 @@ def test_placement_auto_without_the_planner_is_one_line_from_the_cli() -> None:
 def test_a_manual_run_trains_without_the_planner(without_planner, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from hfsdk.core.trainer.trainer import Trainer
 
-    assert not list(get_registry("clusters"))  # the presets went with the planner
+    with pytest.raises(HfsdkError, match="unknown registry kind 'clusters'"):
+        get_registry("clusters")  # the kind and its presets went with the planner
     small = ["data.batch_size=4", "algorithm.n_samples_per_prompt=2", "actor.mini_batch_size=8"]
     config = load_run_config(
         "grpo", None, [*small, "trainer.total_steps=1", "trainer.loggers=[jsonl]"]
