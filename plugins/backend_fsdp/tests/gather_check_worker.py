@@ -8,11 +8,9 @@ one line the second gather raised (``HFSDK_FAULT_INJECT=gather_drop:2`` set by t
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import torch
 import torch.distributed as dist
+from gloo_ranks import join_group  # beside this script, on its sys.path
 
 from hfsdk import WeightSyncMismatch
 from hfsdk.core.batch import Batch
@@ -52,16 +50,7 @@ def _uneven_module_check() -> dict[str, object]:
 
 def main() -> None:
     """Run one rank."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--inputs", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=2
-    )
+    args = join_group()
     inputs = torch.load(args.inputs, weights_only=False)
     actor = ActorEngine(FSDPRoleConfig(**inputs["config"]), role="actor")
     assert is_sharded(actor.module) and actor.param_dtype == torch.bfloat16

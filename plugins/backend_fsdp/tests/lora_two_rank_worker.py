@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from gloo_ranks import join_group
 from lora_steps import adapter_tensors, grpo_steps, lora_actor
 
 from hfsdk.core.batch import Batch
@@ -19,16 +19,7 @@ from hfsdk_backend_fsdp.sharding import is_sharded
 
 def main() -> None:
     """Run one rank: the GRPO steps on its half, then merged weights and a checkpoint."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--inputs", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=2
-    )
+    args = join_group()
     inputs = torch.load(args.inputs, weights_only=False)
     actor = lora_actor(inputs["model"])
     assert is_sharded(actor.module) and actor.dp.size == 2

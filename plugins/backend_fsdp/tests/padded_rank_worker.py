@@ -9,13 +9,12 @@ the rank's metrics of each update to ``--out``.
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
 from typing import Any
 
 import attrs
 import torch
 import torch.distributed as dist
+from gloo_ranks import join_group  # beside this script, on its sys.path
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.workers.protocols import (
@@ -73,17 +72,7 @@ def plan_for(batch: Batch, world: int) -> Any:
 
 def main() -> None:
     """Run one rank."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--world", type=int, required=True)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--inputs", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=args.world
-    )
+    args = join_group()
     inputs = torch.load(args.inputs, weights_only=False)
     config = FSDPRoleConfig(**inputs["config"], optim=OptimConfig(lr=1e-3))
     actor = GradientRecorder(config, role="actor")

@@ -7,9 +7,6 @@ the comparison in one process. Two gloo ranks: a clean gather reports ``sync/ver
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +17,9 @@ import torch
 from hfsdk import bit_sum
 from hfsdk.core.batch import Batch
 from hfsdk_backend_fsdp.sharding import DataParallel, check_gathered
+
+sys.path.insert(0, str(Path(__file__).parent))
+from gloo_ranks import run_ranks
 
 WORKER = Path(__file__).with_name("gather_check_worker.py")
 
@@ -56,11 +56,6 @@ def test_a_gathered_parameter_unlike_its_shards_is_named() -> None:
     assert check_gathered(module, {**sums, "2.weight": 0}, alone, torch.device("cpu"))
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
 
 @pytest.mark.heavy  # about 40 s on the shared machine (two processes)
 @pytest.mark.distributed
@@ -75,32 +70,7 @@ def test_a_gather_is_verified_on_every_rank_and_a_corrupted_one_caught(
         },
         tmp_path / "inputs.pt",
     )
-    port = _free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HFSDK_FAULT_INJECT": "gather_drop:2"}
-    ranks = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(WORKER),
-                "--rank",
-                str(rank),
-                "--port",
-                str(port),
-                "--inputs",
-                str(tmp_path / "inputs.pt"),
-                "--out",
-                str(tmp_path),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    for process in ranks:
-        output, _ = process.communicate(timeout=120)
-        assert process.returncode == 0, output[-3000:]
+    run_ranks(WORKER, tmp_path, env={"HFSDK_FAULT_INJECT": "gather_drop:2"})
     results = [torch.load(tmp_path / f"gather{r}.pt", weights_only=False) for r in range(2)]
     # Odd sizes: rank 1 holds 2 of 5 rows and no part of the 1-row weight; the bfloat16
     # gather still matches the sums of the float32 shards cast to bfloat16, on both ranks.

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +14,7 @@ from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 
 sys.path.insert(0, str(Path(__file__).parent))
-
+from gloo_ranks import run_ranks
 from lora_steps import adapter_tensors, grpo_steps, lora_actor, with_advantages
 
 pytestmark = pytest.mark.distributed
@@ -26,11 +23,6 @@ WORKER = Path(__file__).with_name("lora_two_rank_worker.py")
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
 KEYS = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "advantages"]
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_lora_grpo_steps_at_dp2_equal_one_process(
@@ -55,34 +47,7 @@ def test_lora_grpo_steps_at_dp2_equal_one_process(
     expected_merged = {k: v.clone() for k, v in actor.hf_weights()}
     expected_adapters = adapter_tensors(actor)
 
-    port = _free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    ranks = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-W",
-                "ignore",
-                str(WORKER),
-                "--rank",
-                str(rank),
-                "--port",
-                str(port),
-                "--inputs",
-                str(tmp_path / "inputs.pt"),
-                "--out",
-                str(tmp_path),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    for process in ranks:
-        output, _ = process.communicate(timeout=300)
-        assert process.returncode == 0, output[-3000:]
+    run_ranks(WORKER, tmp_path, timeout=300, python_args=("-W", "ignore"))
     results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]
 
     assert all(r["base_unchanged"] for r in results)

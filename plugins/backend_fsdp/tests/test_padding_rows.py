@@ -9,9 +9,6 @@ equal those of the whole batch on one process. Without the marks (the plain
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +26,7 @@ from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 
 sys.path.insert(0, str(Path(__file__).parent))
+from gloo_ranks import run_ranks
 from padded_rank_worker import GradientRecorder, objective
 
 WORKER = Path(__file__).with_name("padded_rank_worker.py")
@@ -45,17 +43,6 @@ METRICS = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _rank_arguments(rank: int, port: int, tmp_path: Path) -> list[str]:
-    return [
-        *("--rank", str(rank), "--world", str(WORLD), "--port", str(port)),
-        *("--inputs", str(tmp_path / "in.pt"), "--out", str(tmp_path)),
-    ]
 
 
 def test_padding_rows_lose_their_mask_and_the_callers_batch_is_kept() -> None:
@@ -96,21 +83,7 @@ def test_six_samples_on_four_ranks_train_like_one_process(
     expected_metrics = actor.update_actor(batch, objective())
     expected_gradient = actor.last_gradient
 
-    port = _free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    ranks = [
-        subprocess.Popen(
-            [sys.executable, str(WORKER), *_rank_arguments(rank, port, tmp_path)],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in range(WORLD)
-    ]
-    for process in ranks:
-        output, _ = process.communicate(timeout=240)
-        assert process.returncode == 0, output[-3000:]
+    run_ranks(WORKER, tmp_path, world=WORLD, inputs="in.pt", timeout=240)
     results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
     spec = CollectSpec(ranks=tuple(range(WORLD)))
 

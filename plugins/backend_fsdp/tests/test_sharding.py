@@ -8,9 +8,6 @@ rank 0) and the HF export must all agree.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -29,14 +26,12 @@ from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.sharding import data_parallel, gathered, is_sharded
 from hfsdk_policy_losses.losses import reinforce_loss
 
+sys.path.insert(0, str(Path(__file__).parent))
+from gloo_ranks import run_ranks
+
 WORKER = Path(__file__).with_name("two_rank_worker.py")
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_without_torch_distributed_nothing_is_sharded(model_dir: Path) -> None:
@@ -92,32 +87,7 @@ def test_two_ranks_match_one_process(
     )["responses"]
     assert not torch.equal(greedy_after, greedy)  # lr=1e-3 moves the greedy answers
 
-    port = _free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    ranks = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(WORKER),
-                "--rank",
-                str(rank),
-                "--port",
-                str(port),
-                "--inputs",
-                str(tmp_path / "inputs.pt"),
-                "--out",
-                str(tmp_path),
-            ],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for rank in range(2)
-    ]
-    for process in ranks:
-        output, _ = process.communicate(timeout=120)
-        assert process.returncode == 0, output[-3000:]
+    run_ranks(WORKER, tmp_path)
     results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]
 
     # Each rank holds about half of the weights.

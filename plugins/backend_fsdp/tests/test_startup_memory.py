@@ -11,22 +11,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+from gloo_ranks import free_port
+
 pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 
 WORKER = Path(__file__).with_name("startup_memory_worker.py")
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +53,7 @@ def medium_model(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
 def test_the_second_rank_never_materialises_the_full_model(
     medium_model: Path, tmp_path: Path
 ) -> None:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     ranks = [
         subprocess.Popen(

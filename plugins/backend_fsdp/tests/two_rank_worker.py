@@ -6,13 +6,12 @@ and writes what rank 0 (and each rank's own outputs) saw to ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import shutil
-from pathlib import Path
 
 import attrs
 import torch
 import torch.distributed as dist
+from gloo_ranks import join_group  # beside this script, on its sys.path
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.errors import HfsdkError
@@ -34,16 +33,7 @@ from hfsdk_policy_losses.losses import reinforce_loss
 
 def main() -> None:
     """Run one rank."""
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--inputs", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    dist.init_process_group(
-        "gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank, world_size=2
-    )
+    args = join_group()
     inputs = torch.load(args.inputs, weights_only=False)
     config = FSDPRoleConfig(**inputs["config"], optim=OptimConfig(**inputs["optim"]))
     actor = ActorEngine(config, role="actor")
