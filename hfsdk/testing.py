@@ -370,6 +370,26 @@ def hf_greedy_responses(
     return padded
 
 
+def hf_sequence_scores(model_dir: Any, batch: Batch) -> torch.Tensor:
+    """Each row's score by transformers alone (``AutoModelForSequenceClassification`` from
+    ``model_dir``): its head at the row's last response token, one row at a time, with no
+    padding — the reference for score-model (reward, cost) tests. ``batch`` has
+    ``prompts`` (left-padded), ``responses``, ``attention_mask`` and ``response_mask``."""
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(str(model_dir)).eval()
+    prompt_width = batch["prompts"].shape[1]
+    scores = []
+    for row in range(len(batch)):
+        prompt = batch["prompts"][row][batch["attention_mask"][row, :prompt_width] == 1]
+        length = int(batch["response_mask"][row].sum())
+        ids = torch.cat([prompt, batch["responses"][row, :length]])[None]
+        with torch.no_grad():
+            logits = model(input_ids=ids).logits
+        scores.append(float(logits[0, 0]) if logits.dim() == 2 else float(logits[0, -1, 0]))
+    return torch.tensor(scores)
+
+
 # Wall-clock measurements, and what is derived from them, differ between any two runs.
 TIMED_METRIC_PREFIXES = (
     "timing/", "perf/", "sync/send_s", "sync/receive_s", "sync/rollout_wait_s", "plan/",

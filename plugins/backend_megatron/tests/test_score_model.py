@@ -17,6 +17,7 @@ from torch.nn import functional
 
 import hfsdk
 from hfsdk import Batch
+from hfsdk.testing import hf_sequence_scores
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_supervised_data import collate_preference_pairs, tokenize_preference_pairs
 
@@ -39,21 +40,6 @@ def _pairs(tokenizer: Any) -> Batch:
     batch.meta[hfsdk.ROW_GROUP] = 2
     return batch
 
-
-def _hf_scores(model_dir: Path, batch: Batch) -> torch.Tensor:
-    """Each row's score with transformers alone: the head at the last response token."""
-    from transformers import AutoModelForSequenceClassification
-
-    model = AutoModelForSequenceClassification.from_pretrained(str(model_dir)).eval()
-    prompt_width = batch["prompts"].shape[1]
-    scores = []
-    for row in range(len(batch)):
-        prompt = batch["prompts"][row][batch["attention_mask"][row, :prompt_width] == 1]
-        length = int(batch["response_mask"][row].sum())
-        ids = torch.cat([prompt, batch["responses"][row, :length]])[None]
-        with torch.no_grad():
-            scores.append(float(model(input_ids=ids).logits[0, 0]))
-    return torch.tensor(scores)
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +75,7 @@ def test_megatron_trains_a_score_model_like_fsdp_and_transformers(classifier: Pa
         total_steps=STEPS,
     )
     batch = _pairs(megatron.tokenizer)
-    hf = _hf_scores(classifier, batch)
+    hf = hf_sequence_scores(classifier, batch)
     before = megatron.compute_scores(batch)["rm_scores"]
     # Scores of a 32-wide float32 model, another kernel order than transformers': 1e-5
     # (measured: 1.8e-6 at most).

@@ -18,6 +18,7 @@ import torch
 from hfsdk import get_registry
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.trainer import Trainer
+from hfsdk.testing import hf_sequence_scores
 
 COST_STEPS = 12
 
@@ -42,22 +43,6 @@ def cost_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert rows[-1]["score_model/margin"] > 0
     return export
 
-
-def _independent_scores(export: Path, batch: Any) -> torch.Tensor:
-    """The export's score of each row: its head at the last response token, one row at a time."""
-    from transformers import AutoModelForSequenceClassification
-
-    model = AutoModelForSequenceClassification.from_pretrained(str(export)).eval()
-    prompt_width = batch["prompts"].shape[1]
-    scores = []
-    for row in range(len(batch)):
-        prompt = batch["prompts"][row][batch["attention_mask"][row, :prompt_width] == 1]
-        length = int(batch["response_mask"][row].sum())
-        ids = torch.cat([prompt, batch["responses"][row, :length]])[None]
-        with torch.no_grad():
-            logits = model(input_ids=ids).logits
-        scores.append(float(logits[0, 0]) if logits.dim() == 2 else float(logits[0, -1, 0]))
-    return torch.tensor(scores)
 
 
 def _safe_rlhf_on(
@@ -92,7 +77,7 @@ def _check_costs_are_the_exports(
     assert len(seen) == len(rows)
     for (batch, token_costs), row in zip(seen, rows, strict=True):
         episode = token_costs.sum(dim=-1)
-        expected = _independent_scores(cost_model, batch)
+        expected = hf_sequence_scores(cost_model, batch)
         # The costs are the export's scores (float32, another batch layout: 1e-4).
         torch.testing.assert_close(episode, expected, atol=1e-4, rtol=1e-4)
         assert row["cost/mean"] == pytest.approx(float(expected.mean()), abs=1e-4)
