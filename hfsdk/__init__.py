@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from hfsdk.core.data.unknown_tokens import unknown_token_shares
     from hfsdk.core.dataflow import WORK_KINDS, Dataflow, Stage
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
+    from hfsdk.core.generation_requests import run_coroutine
     from hfsdk.core.generation_strategy import GenerationStrategy, generate_rollout
     from hfsdk.core.maths.aggregation import (
         LOSS_AGG_MODES,
@@ -246,6 +247,7 @@ _LAZY = {
     "GenerationShards": "hfsdk.core.rollout_contract",
     "GenerationRequest": "hfsdk.core.rollout_contract",
     "GenerationResult": "hfsdk.core.rollout_contract",
+    "run_coroutine": "hfsdk.core.generation_requests",
     "build_rollout": "hfsdk.core.rollout_contract",
     "assemble_rollout": "hfsdk.core.rollout_output",
     "eos_token_ids": "hfsdk.core.rollout_output",

@@ -7,7 +7,10 @@ agent loops can use them without importing the contract's registry lookups.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+import concurrent.futures
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 import attrs
 
@@ -95,3 +98,15 @@ class GenerationResult:
                 f"GenerationResult has {len(self.token_ids)} tokens but {len(self.logprobs)} "
                 "log-probs; a backend must report one log-prob per produced token"
             )
+
+
+def run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    """Run ``coroutine`` (requests to ``generate_request``, say) to its end from synchronous
+    code: on a fresh event loop, in a thread of its own when this thread already runs a loop
+    (as an async Ray actor's does)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -102,6 +102,7 @@ class AgentRollout:
         """Trajectories for the rows of ``prompts`` (repeated ``meta['n']`` times)."""
         import torch
 
+        from hfsdk import run_coroutine
         from hfsdk_agents.loops import AgentContext
         from hfsdk_agents.runner import (
             agree_metrics,
@@ -109,7 +110,6 @@ class AgentRollout:
             check_width,
             prompt_rows,
             run_agents,
-            run_coroutine,
             trajectory_metrics,
         )
 

@@ -28,9 +28,8 @@ every row has the batch's prompt width and the budget's response width.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import math
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from hfsdk import HfsdkError
@@ -44,15 +43,6 @@ if TYPE_CHECKING:
 
     from hfsdk import Batch
 
-
-def run_coroutine(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    """Run ``coroutine`` to the end from sync code (a fresh thread if a loop is running here)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
 
 
 async def run_agents(

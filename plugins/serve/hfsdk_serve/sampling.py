@@ -24,7 +24,6 @@ first request of a call asks the backend for them (``prompt_logprobs``).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
@@ -41,6 +40,7 @@ from hfsdk import (
     HfsdkError,
     build_rollout,
     get_registry,
+    run_coroutine,
     unknown_name_message,
 )
 from hfsdk_serve.adapters import AdapterPool
@@ -196,16 +196,6 @@ def rollout_config(backend: str, context: int) -> Any:
         ) from None
 
 
-def _run(coroutine: Any) -> Any:
-    """Run ``coroutine`` to its end from synchronous code (a fresh loop; another thread if
-    this one already runs a loop, as an async Ray actor's does)."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coroutine)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine).result()
-
 
 class PoolSampler:
     """One rollout of backend ``backend`` over ``pool``, built once, fed the sampled adapter."""
@@ -240,7 +230,7 @@ class PoolSampler:
             return list(await asyncio.gather(*(self.rollout.generate_request(r) for r in requests)))
 
         with self.rollout.serving():
-            return _run(together())
+            return run_coroutine(together())
 
     def sample(
         self, adapter: str | None, spec: SampleSpec
