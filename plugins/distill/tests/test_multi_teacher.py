@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
 import hfsdk
-from hfsdk import Batch
 from hfsdk.core.config import load_run_config
 from hfsdk.testing import FakeRun, fake_prompts
 from hfsdk_distill.distill_algorithm import mixture_log_probs
@@ -21,17 +21,6 @@ _PATHS = [
     "teacher_2.model_path=/m/teacher_2",
 ]
 
-
-def _constant(run: FakeRun, role: str, value: float) -> None:
-    """Role ``role`` answers ``value`` on every valid token (its calls still recorded)."""
-    method = run.role(role).compute_ref_log_prob
-    recorded = method.fn
-
-    def answer(batch: Batch) -> Batch:
-        recorded(batch)
-        return Batch.from_dict(tensors={"ref_log_probs": value * batch["response_mask"].float()})
-
-    method.fn = answer
 
 
 def test_mixture_is_the_log_of_the_weighted_probabilities() -> None:
@@ -53,12 +42,14 @@ def test_the_shipped_spec_has_two_teacher_sections() -> None:
     assert default.teacher.model_path == default.teacher_2.model_path == teacher_model_path()
 
 
-def test_weighted_teachers_score_every_row_and_the_student_distills_their_mixture() -> None:
+def test_weighted_teachers_score_every_row_and_the_student_distills_their_mixture(
+    teacher_answers: Callable[[FakeRun, str, float], None],
+) -> None:
     run = FakeRun.for_algorithm(
         "distill_multi", [*_PATHS, "algorithm.teacher_weights={teacher: 1, teacher_2: 3}"]
     )
-    _constant(run, "teacher", -1.0)
-    _constant(run, "teacher_2", -3.0)
+    teacher_answers(run, "teacher", -1.0)
+    teacher_answers(run, "teacher_2", -3.0)
     metrics = run.step()
     rows = len(run.role("actor").batches["update_actor"])
     for role in ("teacher", "teacher_2"):
@@ -75,12 +66,14 @@ def test_weighted_teachers_score_every_row_and_the_student_distills_their_mixtur
     assert metrics["distill/reverse_kl"] == pytest.approx(student - mixed, rel=1e-5)
 
 
-def test_rows_are_routed_by_the_configured_column() -> None:
+def test_rows_are_routed_by_the_configured_column(
+    teacher_answers: Callable[[FakeRun, str, float], None],
+) -> None:
     run = FakeRun.for_algorithm(
         "distill_multi",
         [*_PATHS, "algorithm.route_key=domain", "algorithm.teacher_routes={code: teacher_2}"],
     )
-    _constant(run, "teacher_2", -7.0)
+    teacher_answers(run, "teacher_2", -7.0)
     prompts = fake_prompts(2)
     prompts["domain"] = ["code", "math"]
     prompts["data_source"] = ["math", "code"]  # not the route key: ignored

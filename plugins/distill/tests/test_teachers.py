@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 
 import hfsdk
-from hfsdk import Batch, run_spec
+from hfsdk import run_spec
 from hfsdk.core.config import load_run_config
 from hfsdk.testing import FakeRun, fake_prompts
 
@@ -64,22 +65,13 @@ def test_bad_teacher_config_is_refused_in_one_line(overrides: list[str], message
     assert "\n" not in str(caught.value)
 
 
-def _answer(run: FakeRun, role: str, value: float) -> None:
-    """Role ``role`` answers ``value`` on every valid token (its calls still recorded)."""
-    method = run.role(role).compute_ref_log_prob
-    recorded = method.fn
 
-    def answer(batch: Batch) -> Batch:
-        recorded(batch)
-        return Batch.from_dict(tensors={"ref_log_probs": value * batch["response_mask"].float()})
-
-    method.fn = answer
-
-
-def test_rows_go_to_the_teacher_named_for_their_source() -> None:
+def test_rows_go_to_the_teacher_named_for_their_source(
+    teacher_answers: Callable[[FakeRun, str, float], None],
+) -> None:
     run = FakeRun.for_algorithm("distill", [_TEACHERS, *_PATHS])
-    _answer(run, "teacher_math", -1.0)
-    _answer(run, "teacher_code", -5.0)
+    teacher_answers(run, "teacher_math", -1.0)
+    teacher_answers(run, "teacher_code", -5.0)
     prompts = fake_prompts(3)
     prompts["data_source"] = ["code", "math", "code"]
     metrics = run.algorithm.step(prompts)
