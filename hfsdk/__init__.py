@@ -53,17 +53,10 @@ if TYPE_CHECKING:
         with_algorithm_preset,
     )
     from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
-    from hfsdk.core.data.chat import Messages, check_messages, plain_rendering
-    from hfsdk.core.data.columns import INTERNAL_COLUMNS, PROMPT_MESSAGES, reward_column_names
+    from hfsdk.core.data.columns import INTERNAL_COLUMNS, PROMPT_MESSAGES, RENDERED_PROMPT
     from hfsdk.core.data.data_config import DataConfig
-    from hfsdk.core.data.prompt_dataset import (
-        PromptLoader,
-        load_prompt_dataset,
-        plain_rendering_reported,
-        resolve_use_template,
-    )
+    from hfsdk.core.data.prompt_source import PromptRequest, PromptSet, PromptStream, RunPrompts
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
-    from hfsdk.core.data.unknown_tokens import unknown_token_shares
     from hfsdk.core.dataflow import WORK_KINDS, Dataflow, Stage
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
     from hfsdk.core.generation_requests import run_coroutine
@@ -227,11 +220,6 @@ _LAZY = {
     "REF_TOP_K": "hfsdk.core.algorithm_spec",
     "group_split": "hfsdk.core.batch",
     "row_group": "hfsdk.core.batch",
-    # chat messages (supervised sequences and preference pairs: hfsdk-plugin-supervised-data)
-    "Messages": "hfsdk.core.data.chat",
-    "check_messages": "hfsdk.core.data.chat",
-    "plain_rendering": "hfsdk.core.data.chat",
-    "resolve_use_template": "hfsdk.core.data.prompt_dataset",
     "default_rollout_backend": "hfsdk.core.backends",
     "RoleConfig": "hfsdk.core.role_config",
     "RolloutConfig": "hfsdk.core.role_config",
@@ -347,11 +335,12 @@ _LAZY = {
     "DataConfig": "hfsdk.core.data.data_config",
     "INTERNAL_COLUMNS": "hfsdk.core.data.columns",
     "PROMPT_MESSAGES": "hfsdk.core.data.columns",
-    "reward_column_names": "hfsdk.core.data.columns",
-    "PromptLoader": "hfsdk.core.data.prompt_dataset",
-    "load_prompt_dataset": "hfsdk.core.data.prompt_dataset",
-    "plain_rendering_reported": "hfsdk.core.data.prompt_dataset",
-    "unknown_token_shares": "hfsdk.core.data.unknown_tokens",
+    "RENDERED_PROMPT": "hfsdk.core.data.columns",
+    # a run's prompts (hfsdk_load_prompts)
+    "PromptRequest": "hfsdk.core.data.prompt_source",
+    "PromptSet": "hfsdk.core.data.prompt_source",
+    "PromptStream": "hfsdk.core.data.prompt_source",
+    "RunPrompts": "hfsdk.core.data.prompt_source",
     "load_reward_functions": "hfsdk.core.rewards.composition",
     "signature_problem": "hfsdk.core.rewards.signatures",
     "run_assets": "hfsdk.core.trainer.preflight",

@@ -219,6 +219,24 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     """
 
 
+# -- prompt datasets: loading a run's prompts ---------------------------------------------
+
+
+@hookspec(firstresult=True)
+def hfsdk_load_prompts(request: Any) -> Any | None:
+    """Load, check and tokenise a run's prompts, or return ``None``.
+
+    ``request`` is a :class:`hfsdk.PromptRequest` (the run config, the train and
+    validation files, the tokenizer, the tools' schemas). Return a
+    :class:`hfsdk.RunPrompts`: the training :class:`hfsdk.PromptStream` the trainer
+    draws each step's batch from and checkpoints the position of, the validation
+    :class:`hfsdk.PromptSet` (``None`` without validation files) and the columns of
+    a training row. Called once per run, before any worker starts; the first answer
+    wins. Raise :class:`hfsdk.HfsdkError` (one line) for data the run cannot use.
+    See docs/plugin_hooks.md.
+    """
+
+
 # -- migration (issue 34): reward call styles --------------------------------------------------
 
 

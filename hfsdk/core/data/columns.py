@@ -1,21 +1,11 @@
-"""The columns a reward function sees, including verl's nested ``reward_model`` layout.
+"""The columns a prompt batch carries besides the dataset's own.
 
-verl's preprocessing scripts write rows like::
-
-    {"data_source": "openai/gsm8k", "prompt": [{"role": "user", "content": "..."}],
-     "ability": "math", "reward_model": {"style": "rule", "ground_truth": "72"},
-     "extra_info": {"split": "train", "index": 0}}
-
-Every column reaches reward functions under its own name; ``reward_model.ground_truth``
-is also lifted to a top-level ``ground_truth`` column (the name verl's
-``compute_score``, TRL-style ``**kwargs`` functions and OpenRLHF labels use),
-unless the dataset already has one.
+A prompt loader adds them to every row; the reward runtime decides which of
+them a reward function sees. verl's nested ``reward_model.ground_truth`` is
+lifted to a top-level ``ground_truth`` column by the loader (``docs/migrating.md``).
 """
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any
 
 PROMPT_MESSAGES = "prompt_messages"
 """Hidden column: the prompt's chat messages (``None`` for plain-string prompts)."""
@@ -25,19 +15,3 @@ HIDDEN_COLUMNS = frozenset({PROMPT_MESSAGES, RENDERED_PROMPT})
 """Columns passed only to functions that name them (the style adapters)."""
 INTERNAL_COLUMNS = frozenset({"raw_prompt", "response_text"})
 """Batch entries that become the ``prompts``/``responses`` arguments, not columns."""
-
-
-def lift_nested(row: Mapping[str, Any]) -> dict[str, Any]:
-    """``row`` plus ``ground_truth`` taken from verl's ``reward_model`` struct when present."""
-    out = dict(row)
-    nested = row.get("reward_model")
-    if isinstance(nested, Mapping) and "ground_truth" not in row:
-        truth = nested.get("ground_truth")
-        if truth is not None:
-            out["ground_truth"] = truth
-    return out
-
-
-def reward_column_names(row: Mapping[str, Any]) -> list[str]:
-    """The column names a reward function with ``**kwargs`` will see for a loaded row."""
-    return sorted(k for k in row if k not in HIDDEN_COLUMNS | INTERNAL_COLUMNS)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from hfsdk.core.config.run_config import RunConfig
+from hfsdk.core.data.prompt_source import PromptSet, PromptStream
 from hfsdk.core.errors import HfsdkError
 
 if TYPE_CHECKING:
@@ -28,12 +29,13 @@ logger = logging.getLogger(__name__)
 
 @attrs.frozen(kw_only=True)
 class PreparedRun:
-    """What :func:`prepare_run` built: assets, tokenizer, loaders and signal configs."""
+    """What :func:`prepare_run` built: assets, tokenizer, prompts and signal configs."""
 
     assets: Any
     tokenizer: Any
-    loader: Any
-    val_loader: Any | None
+    loader: PromptStream
+    """The training prompts (:class:`~hfsdk.core.data.prompt_source.PromptStream`)."""
+    val_loader: PromptSet | None
     signal_configs: dict[str, Any]
     tools: list[Any] = attrs.field(factory=list)
     """The JSON schemas of the tools the prompts offer (multi-turn rollouts)."""
@@ -246,7 +248,7 @@ def run_signals(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> dict[str
 
 def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     """Check and build everything a session needs that does not need Ray."""
-    from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
+    from hfsdk.core.data.prompt_source import PromptRequest, load_run_prompts
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.trainer.pipeline import check_pipeline, check_rollout_pool
     from hfsdk.core.workers.ray_runtime import (
@@ -276,30 +278,32 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     assets = run_assets(config, spec)
     _check_inputs(config, spec, assets)
     tokenizer = load_tokenizer(assets.tokenizer_path)
-    dataset = load_prompt_dataset(assets.train_files, config.data.prompt_key)
     # Plugins' tools load here (a bad entry fails before Ray); their schemas reach the
     # prompts through the chat template's tools support.
     tools = _tool_schemas(config)
-    loader = PromptLoader(dataset, tokenizer, config.data, seed=config.trainer.seed, tools=tools)
     main = getattr(config, spec.main_role)
-    builtin = not (main.tokenizer_path or main.model_path)
-    _check_unknown_tokens(config, tokenizer, loader, str(assets.tokenizer_path), builtin)
-    val_loader = None
-    if assets.val_files and config.trainer.val_every:
-        val = load_prompt_dataset(assets.val_files, config.data.prompt_key)
-        val_cfg = attrs.evolve(config.data, shuffle=False, batch_size=len(val))
-        val_loader = PromptLoader(val, tokenizer, val_cfg, seed=config.trainer.seed, tools=tools)
+    prompts = load_run_prompts(
+        PromptRequest(
+            config=config,
+            train_files=tuple(assets.train_files),
+            val_files=tuple(assets.val_files) if config.trainer.val_every else (),
+            tokenizer=tokenizer,
+            tokenizer_path=str(assets.tokenizer_path),
+            builtin_tokenizer=not (main.tokenizer_path or main.model_path),
+            tools=tools,
+        )
+    )
     signal_configs = run_signals(config, spec, assets)
     for signal in signal_configs.values():
         if signal.functions:
             from hfsdk.core.rewards import load_reward_functions
 
-            _check_signatures(load_reward_functions(signal), loader.rows[0])
+            _check_signatures(load_reward_functions(signal), prompts.row_columns)
     prepared = PreparedRun(
         assets=assets,
         tokenizer=tokenizer,
-        loader=loader,
-        val_loader=val_loader,
+        loader=prompts.train,
+        val_loader=prompts.validation,
         signal_configs=signal_configs,
         tools=tools,
     )
@@ -320,37 +324,17 @@ def run_preflight_checks(config: RunConfig, spec: AlgorithmSpec, prepared: Prepa
 
 
 
-def _check_signatures(functions: Any, row: Any) -> None:
+def _check_signatures(functions: Any, row_columns: Any) -> None:
     """Every reward function can be called the way its style calls it with this dataset's
     columns (one line naming the convention and the clash if not)."""
     from hfsdk.core.data.columns import INTERNAL_COLUMNS
     from hfsdk.core.rewards.signatures import signature_problem
 
-    columns = [name for name in row if name not in INTERNAL_COLUMNS]
+    columns = [name for name in row_columns if name not in INTERNAL_COLUMNS]
     for weighted in functions:
         problem = signature_problem(weighted.call, columns)
         if problem:
             raise HfsdkError(problem)
-
-
-def _check_unknown_tokens(
-    config: Any, tokenizer: Any, loader: Any, tokenizer_path: str, builtin: bool
-) -> None:
-    """Stop (one line) when the tokenizer cannot read the prompts (see ``unknown_tokens``)."""
-    from hfsdk.core.data.unknown_tokens import SAMPLE_ROWS, check_prompt_tokens
-
-    limit = config.data.max_unknown_token_share
-    unk = tokenizer.unk_token_id
-    if unk is None or limit >= 1.0 or not loader.token_ids:
-        return
-    ids = loader.token_ids[:SAMPLE_ROWS]
-    total = sum(len(row) for row in ids)
-    share = sum(row.count(unk) for row in ids) / total if total else 0.0
-    worst = max(range(len(ids)), key=lambda i: ids[i].count(unk) / max(1, len(ids[i])))
-    example = str(loader.rows[worst].get("raw_prompt", ""))
-    check_prompt_tokens(
-        share, limit, config.data.prompt_key, tokenizer_path, example, builtin=builtin
-    )
 
 
 def _check_inputs(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> None:

@@ -360,7 +360,7 @@ class TrainingSession:
             return None
         from hfsdk.core.trainer.validation import validate
 
-        prompts = self.val_loader.collate(range(len(self.val_loader)))
+        prompts = self.val_loader.whole()
         if not self.spec.has_policy:  # a reward-model trainer samples nothing to score
             return ValidationResult(metrics=algorithm.validation_metrics(prompts), samples=[])
         scorer = self.signals.get("reward") or next(iter(self.signals.values()))

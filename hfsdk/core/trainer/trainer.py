@@ -123,6 +123,7 @@ class Trainer:
         try:
             self.directory.lock_if_present()  # refuse a concurrent run before any heavy work
             self.prepared = prepare_run(config, self.spec)
+            self._data_start = self.prepared.loader.state_dict()  # each attempt starts here
             # What really scores the run (the default task's functions when the config names
             # none) is what the run directory's config.yaml shows and a resume compares.
             given_config = config
@@ -237,7 +238,7 @@ class Trainer:
         random.seed(cfg.trainer.seed)
         np.random.seed(cfg.trainer.seed)
         torch.manual_seed(cfg.trainer.seed)
-        self.prepared.loader.load_state_dict({"epoch": 0, "index": 0})
+        self.prepared.loader.load_state_dict(self._data_start)
         spec = self.spec
         with TrainingSession(cfg, spec, prepared=self.prepared) as session:
             self._stop.install()  # again: starting Ray installs its own SIGTERM handler

@@ -86,8 +86,8 @@ def test_markers_follow_the_template_and_only_model_tokens_train() -> None:
 
 
 def test_tool_schemas_reach_the_prompt_through_the_template() -> None:
-    from hfsdk.core.data.prompt_dataset import prepare_row
     from hfsdk_agents.tools import load_tools
+    from hfsdk_datasets import prepare_row
 
     template = (
         "{% if tools %}<tools> {% for t in tools %}{{ t.function.name }} "

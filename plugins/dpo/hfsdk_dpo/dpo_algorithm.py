@@ -37,7 +37,7 @@ class DPOAlgorithm(Algorithm):
     """DPO: a sigmoid loss on preference pairs against a frozen reference, no sampling."""
 
     def _pairs(self, rows: Batch) -> PairRows:
-        from hfsdk import resolve_use_template
+        from hfsdk_datasets import resolve_use_template
         from hfsdk_dpo.pairs import pair_batch
 
         tokenizer = self.tokenizer

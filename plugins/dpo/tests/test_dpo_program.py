@@ -13,8 +13,8 @@ from hfsdk.testing import Call, FakeRole, FakeSignal
 
 
 def _program(overrides: list[str]):  # type: ignore[no-untyped-def]
+    from hfsdk import load_tokenizer
     from hfsdk.core.config import load_run_config
-    from hfsdk.core.data.tokenizer_loading import load_tokenizer
 
     spec = hfsdk.get_registry("algorithms")["dpo"].impl
     config = load_run_config("dpo", None, overrides)

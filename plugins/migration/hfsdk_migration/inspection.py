@@ -23,10 +23,10 @@ from hfsdk import (
     DataConfig,
     HfsdkError,
     make_converter,
-    reward_column_names,
     signature_problem,
     structure,
 )
+from hfsdk_datasets import reward_column_names
 
 
 @attrs.frozen(kw_only=True)
@@ -143,10 +143,10 @@ def inspect_dataset(
     limit, chat template switch); ``reward`` a ``reward`` section (or the list of
     its functions) whose functions are loaded.
     """
-    from hfsdk import (
+    from hfsdk import load_reward_functions
+    from hfsdk_datasets import (
         PromptLoader,
         load_prompt_dataset,
-        load_reward_functions,
         plain_rendering_reported,
         unknown_token_shares,
     )

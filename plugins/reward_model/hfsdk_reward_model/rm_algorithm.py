@@ -33,7 +33,8 @@ class RewardModelAlgorithm(Algorithm):
     def pairs(self, rows: Batch) -> Batch:
         """The rows' preference pairs, tokenized and interleaved (chosen, rejected, ...)."""
         # Here, not at import: these pull in torch, and `hfsdk list` reads the spec.
-        from hfsdk import ROW_GROUP, resolve_use_template
+        from hfsdk import ROW_GROUP
+        from hfsdk_datasets import resolve_use_template
         from hfsdk_supervised_data import (
             PairColumns,
             collate_preference_pairs,

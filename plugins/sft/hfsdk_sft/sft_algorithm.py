@@ -16,7 +16,7 @@ class SFTAlgorithm(Algorithm):
     """Supervised fine-tuning: the NLL of given responses, assistant tokens only, no sampling."""
 
     def _supervised(self, prompts: Batch) -> SupervisedRows:
-        from hfsdk import resolve_use_template
+        from hfsdk_datasets import resolve_use_template
         from hfsdk_sft.targets import supervised_batch
 
         tokenizer = self.tokenizer

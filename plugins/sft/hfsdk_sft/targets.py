@@ -13,7 +13,8 @@ from typing import Any
 
 import attrs
 
-from hfsdk import Batch, HfsdkError, check_messages
+from hfsdk import Batch, HfsdkError
+from hfsdk_datasets import check_messages
 from hfsdk_sft.sft_config import SFTConfig
 from hfsdk_supervised_data import (
     SupervisedSequence,

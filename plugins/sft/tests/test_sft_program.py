@@ -11,8 +11,8 @@ from hfsdk.testing import Call, FakeRole, FakeSignal
 
 
 def _program():  # type: ignore[no-untyped-def]
+    from hfsdk import load_tokenizer
     from hfsdk.core.config import load_run_config
-    from hfsdk.core.data.tokenizer_loading import load_tokenizer
 
     spec = hfsdk.get_registry("algorithms")["sft"].impl
     log: list[Call] = []

@@ -80,7 +80,7 @@ def test_a_messages_dataset_trains_through_the_chat_template(tmp_path: Path) -> 
     import shutil
 
     import hfsdk
-    from hfsdk.core.data.tokenizer_loading import load_tokenizer
+    from hfsdk import load_tokenizer
 
     assets = hfsdk.default_task_assets()
     model = tmp_path / "model"

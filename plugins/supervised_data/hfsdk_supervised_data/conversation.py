@@ -15,7 +15,7 @@ How the text is cut into tokens, so the mask is exact token by token:
   before it. The text an assistant message adds (its content and the
   template's end-of-turn marker) is a *trained* segment, everything else
   (user turns, tool results, the next generation prompt) an untrained one.
-- Without a template, the plain rendering of ``hfsdk.plain_rendering`` is
+- Without a template, the plain rendering of ``hfsdk_datasets.plain_rendering`` is
   the prompt and each response message is its content (several turns are
   joined by ``"\\n"`` and non-assistant turns are ``role: content`` lines, not
   trained).
@@ -35,7 +35,8 @@ from typing import Any
 
 import attrs
 
-from hfsdk import HfsdkError, Messages, check_messages, plain_rendering
+from hfsdk import HfsdkError
+from hfsdk_datasets import Messages, check_messages, plain_rendering
 
 TRAINED_ROLES = frozenset({"assistant"})
 """Roles whose messages are trained on; every other role's tokens are masked out."""
@@ -155,7 +156,7 @@ def tokenize_supervised(
     ``prompt``: a string or checked messages (the context). ``response``: a
     string (one assistant reply) or checked messages (one or more turns;
     assistant turns are trained). ``use_template``: render with the
-    tokenizer's chat template (:func:`hfsdk.resolve_use_template`).
+    tokenizer's chat template (:func:`hfsdk_datasets.resolve_use_template`).
     ``where`` names the row in error messages.
     """
     reply: Messages = (

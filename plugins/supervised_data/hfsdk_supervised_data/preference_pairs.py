@@ -34,7 +34,8 @@ from typing import Any
 
 import attrs
 
-from hfsdk import Batch, HfsdkError, Messages, check_messages
+from hfsdk import Batch, HfsdkError
+from hfsdk_datasets import Messages, check_messages
 from hfsdk_supervised_data.conversation import (
     SupervisedSequence,
     as_messages,
@@ -159,7 +160,7 @@ def tokenize_preference_pair(
     """One dataset row as a :class:`PreferencePair` (see the module docstring for layouts).
 
     ``use_template``: whether the run renders chat with the tokenizer's template
-    (:func:`hfsdk.resolve_use_template`).
+    (:func:`hfsdk_datasets.resolve_use_template`).
     """
     prompt, chosen, rejected = split_prompt(row, columns, where)
     kwargs: dict[str, Any] = {"use_template": use_template, "append_eos": append_eos}
@@ -236,7 +237,7 @@ def load_preference_pairs(
     ``apply_chat_template`` follows ``data.apply_chat_template`` (``None``: the
     template when the tokenizer has one).
     """
-    from hfsdk import load_prompt_dataset, resolve_use_template
+    from hfsdk_datasets import load_prompt_dataset, resolve_use_template
 
     dataset = load_prompt_dataset(files, columns.chosen)
     missing = [c for c in (columns.chosen, columns.rejected) if c not in dataset.column_names]

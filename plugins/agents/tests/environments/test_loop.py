@@ -114,7 +114,7 @@ def test_the_trajectory_json_carries_the_environment_and_its_reward() -> None:
 
 
 def test_an_episode_whose_template_drops_thinking_trains_as_segments() -> None:
-    from hfsdk.core.data.prompt_dataset import prepare_row
+    from hfsdk_datasets import prepare_row
 
     from ..template_conversation import FAMILIES, PROMPT, SCHEMAS, model_turns
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from hfsdk import Batch, generate_rollout
-from hfsdk.core.data.prompt_dataset import prepare_row
+from hfsdk_datasets import prepare_row
 
 from ..template_conversation import ANSWER, FAMILIES, PROMPT, SCHEMAS, THINK, model_turns
 from .helpers import request_rollout

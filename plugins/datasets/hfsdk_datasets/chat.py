@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 Messages = list[dict[str, Any]]
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.data.data_config import DataConfig
-from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
-from hfsdk.core.errors import HfsdkError
+from hfsdk import DataConfig, HfsdkError
+from hfsdk_datasets.prompt_dataset import PromptLoader, load_prompt_dataset
 
 
 @pytest.fixture(scope="module")

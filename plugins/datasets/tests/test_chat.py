@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.data import prompt_dataset
-from hfsdk.core.data.chat import check_messages, is_messages, plain_rendering, render_prompt
-from hfsdk.core.data.columns import lift_nested, reward_column_names
-from hfsdk.core.data.data_config import DataConfig
-from hfsdk.core.data.prompt_dataset import PromptLoader, load_prompt_dataset
-from hfsdk.core.errors import HfsdkError
+from hfsdk import DataConfig, HfsdkError
+from hfsdk_datasets import prompt_dataset
+from hfsdk_datasets.chat import check_messages, is_messages, plain_rendering, render_prompt
+from hfsdk_datasets.columns import lift_nested, reward_column_names
+from hfsdk_datasets.prompt_dataset import PromptLoader, load_prompt_dataset
 
 TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"

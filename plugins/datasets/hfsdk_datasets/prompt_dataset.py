@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 import torch
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.data.chat import check_messages, is_messages, plain_rendering, render_prompt
-from hfsdk.core.data.columns import PROMPT_MESSAGES, RENDERED_PROMPT, lift_nested
-from hfsdk.core.data.data_config import DataConfig
-from hfsdk.core.errors import HfsdkError
+from hfsdk import PROMPT_MESSAGES, RENDERED_PROMPT, Batch, DataConfig, HfsdkError
+from hfsdk_datasets.chat import check_messages, is_messages, plain_rendering, render_prompt
+from hfsdk_datasets.columns import lift_nested
 
 logger = logging.getLogger(__name__)
 
@@ -280,11 +278,15 @@ class PromptLoader:
             non_tensors=columns,
         )
 
+    def whole(self) -> Batch:
+        """Every kept prompt, in file order, as one batch (what validation scores)."""
+        return self.collate(range(len(self.rows)))
+
     def state_dict(self) -> dict[str, int]:
         """Position in the data stream, for exact resumption."""
         return {"epoch": self.epoch, "index": self.index}
 
-    def load_state_dict(self, state: dict[str, int]) -> None:
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
         """Continue from a saved position."""
         self.epoch = int(state["epoch"])
         self.index = int(state["index"])

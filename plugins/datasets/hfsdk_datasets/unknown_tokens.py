@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hfsdk.core.data.columns import reward_column_names
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
+from hfsdk_datasets.columns import reward_column_names
 
 SAMPLE_ROWS = 512
 """Rows looked at per column (the first ones): enough for a share, cheap on a large set."""
@@ -76,3 +76,24 @@ def check_prompt_tokens(
         "actor.tokenizer_path) to a model whose tokenizer reads your data, run a built-in task "
         f"with --task, or raise data.max_unknown_token_share (now {limit})"
     )
+
+
+def check_loaded_prompts(
+    tokenizer: Any,
+    token_ids: Sequence[Sequence[int]],
+    rows: Sequence[Mapping[str, Any]],
+    limit: float,
+    prompt_key: str,
+    tokenizer_path: str,
+    *,
+    builtin: bool,
+) -> None:
+    """Stop (one line) when more than ``limit`` of the loaded prompts' tokens are unknown."""
+    unk = tokenizer.unk_token_id
+    if unk is None or limit >= 1.0 or not token_ids:
+        return
+    ids = token_ids[:SAMPLE_ROWS]
+    share = _share(tokenizer, ids)
+    worst = max(range(len(ids)), key=lambda i: ids[i].count(unk) / max(1, len(ids[i])))
+    example = str(rows[worst].get("raw_prompt", ""))
+    check_prompt_tokens(share, limit, prompt_key, tokenizer_path, example, builtin=builtin)
