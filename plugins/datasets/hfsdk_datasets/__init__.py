@@ -3,7 +3,7 @@ prompt stream (chat templating, verl's nested columns, the unknown-token check).
 
 The core asks for a run's prompts through ``hfsdk_load_prompts``; this package
 answers. Its loader and helpers are public for plugins that read the same data
-(``hfsdk data inspect``, the supervised-data trainers). See ``docs/data.md``.
+(``hfsdk data inspect``, the supervised-data trainers). See ``docs/training.md`` (Data).
 """
 
 from __future__ import annotations

@@ -10,19 +10,6 @@ import pytest
 from hfsdk import DataConfig, HfsdkError
 from hfsdk_datasets.prompt_dataset import PromptLoader, load_prompt_dataset
 
-
-@pytest.fixture(scope="module")
-def tokenizer():  # type: ignore[no-untyped-def]
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    words = ["<pad>", "<unk>", "add", "one", "two", "three", "and", "please", "now"]
-    vocab = {w: i for i, w in enumerate(words)}
-    raw = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    raw.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<pad>", unk_token="<unk>")
-
-
 ROWS = [
     {"prompt": "add one and two", "answer": "three"},
     {"prompt": "add two", "answer": "two"},
