@@ -9,16 +9,19 @@ tokenizer. A run whose prompts no plugin loads stops with
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from hfsdk.core.batch import Batch
 from hfsdk.core.errors import HfsdkError
+
+if TYPE_CHECKING:
+    from hfsdk.core.batch import Batch
 
 
 class PromptStream(Protocol):
-    """The training prompts as the trainer holds them: draws and a resumable position."""
+    """The training prompts as the trainer holds them: the :class:`hfsdk.PromptSource` an
+    algorithm draws from, plus the position every checkpoint saves."""
 
     def next_batch(self, n: int | None = None) -> Batch:
         """The next ``n`` prompts (default ``data.batch_size``), left-padded, wrapping epochs."""
@@ -78,7 +81,7 @@ NO_PROMPT_PLUGIN = (
 """The one line a run stops with when no plugin loads its prompts."""
 
 
-def load_run_prompts(request: PromptRequest) -> RunPrompts:
+def prompts_for_run(request: PromptRequest) -> RunPrompts:
     """The run's prompts, from the first plugin that loads them."""
     from hfsdk.core.plugin_manager import get_plugin_manager
 

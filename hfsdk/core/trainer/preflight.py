@@ -2,10 +2,10 @@
 
 :func:`prepare_run` resolves the assets (building the default task's when the
 config names none), checks every model directory, the Ray address, the data
-(loads and tokenises it) and the reward/cost functions, and returns what it
-built so the session does not redo it. Each problem is one
-:class:`~hfsdk.core.errors.HfsdkError` line naming the key, the bad value and
-what to do; nothing is written to the run directory before this passes.
+(loaded and tokenised by the plugin answering ``hfsdk_load_prompts``) and the
+reward/cost functions, and returns what it built so the session does not redo it.
+Each problem is one :class:`~hfsdk.core.errors.HfsdkError` line naming the key,
+the bad value and what to do; nothing is written to the run directory before this passes.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from hfsdk.core.config.run_config import RunConfig
-from hfsdk.core.data.prompt_source import PromptSet, PromptStream
 from hfsdk.core.errors import HfsdkError
 
 if TYPE_CHECKING:
     from hfsdk.core.algorithm_spec import AlgorithmSpec
+    from hfsdk.core.data.prompt_source import PromptSet, PromptStream
 
 logger = logging.getLogger(__name__)
 
@@ -248,7 +248,7 @@ def run_signals(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> dict[str
 
 def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     """Check and build everything a session needs that does not need Ray."""
-    from hfsdk.core.data.prompt_source import PromptRequest, load_run_prompts
+    from hfsdk.core.data.prompt_source import PromptRequest, prompts_for_run
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.trainer.pipeline import check_pipeline, check_rollout_pool
     from hfsdk.core.workers.ray_runtime import (
@@ -282,7 +282,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     # prompts through the chat template's tools support.
     tools = _tool_schemas(config)
     main = getattr(config, spec.main_role)
-    prompts = load_run_prompts(
+    prompts = prompts_for_run(
         PromptRequest(
             config=config,
             train_files=tuple(assets.train_files),
