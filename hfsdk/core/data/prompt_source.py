@@ -85,7 +85,8 @@ def prompts_for_run(request: PromptRequest) -> RunPrompts:
     """The run's prompts, from the first plugin that loads them."""
     from hfsdk.core.plugin_manager import get_plugin_manager
 
-    prompts = get_plugin_manager().hook.hfsdk_load_prompts(request=request)
-    if prompts is None:
-        raise HfsdkError(NO_PROMPT_PLUGIN)
+    manager = get_plugin_manager()
+    prompts = manager.hook.hfsdk_load_prompts(request=request)
+    if prompts is None:  # a plugin that failed to import may be the one meant
+        raise HfsdkError(NO_PROMPT_PLUGIN + manager.failed_plugins_note())
     return prompts

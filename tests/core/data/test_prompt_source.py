@@ -80,3 +80,20 @@ def test_no_prompt_plugin_is_one_line_naming_the_distribution(
     lines = [line for line in err.splitlines() if "hfsdk-plugin-datasets" in line]
     assert len(lines) == 1 and "Traceback" not in err
     assert not run_dir.exists()  # refused before the run directory is made
+
+
+def test_a_broken_prompt_plugin_is_named_with_why_it_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    broken = "import hfsdk\nfrom no_such_module import loader\n"
+    make_distribution(site, "hfsdk-broken-prompts", "broken_prompts", "broken_prompts", broken)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("HFSDK_DISABLE_PLUGINS", "prompt_datasets")
+    reset_plugin_manager()
+    with pytest.raises(hfsdk.HfsdkError) as info:
+        prepare_run(load_run_config("grpo", None, SMALL), _grpo())
+    message = str(info.value)
+    assert message.startswith(NO_PROMPT_PLUGIN) and "\n" not in message
+    assert "broken_prompts [hfsdk-broken-prompts]" in message and "no_such_module" in message
