@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         TrainerAlgorithmConfig,
     )
     from hfsdk.core.algorithm_spec import (
+        KIND_OPERATIONS,
         REF_TOP_K,
         ROLE_KINDS,
         ActorLossTerms,
@@ -215,6 +216,7 @@ _LAZY = {
     "RoleSpec": "hfsdk.core.algorithm_spec",
     "RoleKind": "hfsdk.core.algorithm_spec",
     "ROLE_KINDS": "hfsdk.core.algorithm_spec",
+    "KIND_OPERATIONS": "hfsdk.core.algorithm_spec",
     "ActorLossTerms": "hfsdk.core.algorithm_spec",
     "TokenIdsLossTerm": "hfsdk.core.algorithm_spec",
     "default_actor_objective": "hfsdk.core.algorithm_spec",

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from hfsdk import Batch, GenerationRequest, GenerationResult, load_tokenizer
-from hfsdk.testing import save_tiny_llama
+from hfsdk_testing import save_tiny_llama
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from hfsdk import load_tokenizer
-from hfsdk.testing import hf_greedy_responses, save_tiny_llama
+from hfsdk_testing import hf_greedy_responses, save_tiny_llama
 from hfsdk_backend_common.testing.launch import run_gloo
 
 HERE = str(Path(__file__).parent)

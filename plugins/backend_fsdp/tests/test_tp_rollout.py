@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.testing import hf_greedy_responses, save_tiny_llama
+from hfsdk_testing import hf_greedy_responses, save_tiny_llama
 from hfsdk_backend_common.testing.launch import run_gloo
 from hfsdk_backend_fsdp.tp_slices import (
     expected_received_bytes,

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from hfsdk.testing import hf_greedy_responses
+from hfsdk_testing import hf_greedy_responses
 from hfsdk_backend_common.testing.launch import run_gloo
 
 HERE = str(Path(__file__).parent)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-from hfsdk.testing import hf_greedy_responses, save_tiny_llama
+from hfsdk_testing import hf_greedy_responses, save_tiny_llama
 from hfsdk_backend_common.testing.launch import run_gloo
 
 HERE = str(Path(__file__).parent)

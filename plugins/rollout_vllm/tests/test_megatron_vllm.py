@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from hfsdk.testing import hf_greedy_responses, save_tiny_llama
+from hfsdk_testing import hf_greedy_responses, save_tiny_llama
 from hfsdk_backend_common.testing.launch import run_gloo
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

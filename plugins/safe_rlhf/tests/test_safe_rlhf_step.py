@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import hfsdk
-from hfsdk.testing import FakeRun, FakeSignal
+from hfsdk_testing import FakeRun, FakeSignal
 from hfsdk_ppo.advantages import gae_advantages_and_returns
 
 

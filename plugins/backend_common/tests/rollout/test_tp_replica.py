@@ -225,7 +225,7 @@ def test_tp_replicas_with_partial_rollouts_are_refused() -> None:
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A peaked tiny Llama (4 heads, 2 key/value heads) and its update, on the default tokenizer."""
     from hfsdk import default_task_assets, load_tokenizer
-    from hfsdk.testing import save_tiny_llama
+    from hfsdk_testing import save_tiny_llama
 
     tokenizer = load_tokenizer(default_task_assets().model_dir)
     root = tmp_path_factory.mktemp("tp_replica")
