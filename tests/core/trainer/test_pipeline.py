@@ -11,7 +11,7 @@ import torch
 from hfsdk.core.batch import Batch
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.pipeline import GenerationPipeline, pipeline_depth
+from hfsdk.core.trainer.pipeline import GenerationPipeline, check_version, pipeline_depth
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.workers.errors import WorkerDiedError
 
@@ -344,3 +344,9 @@ def test_sync_builds_no_pipeline(tmp_path: Path) -> None:
         assert trainer._build_pipeline(object(), object()) is None  # type: ignore[arg-type]
     finally:
         trainer.close()
+
+
+def test_a_version_behind_the_synced_one_is_a_skipped_sync() -> None:
+    assert check_version(3, 3, "the replicas") is None
+    line = check_version(2, 3, "the replicas")
+    assert line is not None and "version 2 where version 3" in line and "skipped" in line
