@@ -219,21 +219,20 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     """
 
 
-# -- migration (issue 34): reward call styles --------------------------------------------------
+# -- the reward contract: scoring a signal section's functions ------------------------------
 
 
-@hookspec
-def hfsdk_register_reward_styles(register: Register) -> None:
-    """Register reward call styles: ``register(name, hfsdk.RewardCallStyle(adapt=...))``.
+@hookspec(firstresult=True)
+def hfsdk_build_reward_scorer(section: str, config: Any) -> Any | None:
+    """Build the scorer of a signal section that lists reward functions, or return ``None``.
 
-    A style calls reward functions written for another framework's convention
-    (e.g. verl's per-sample ``compute_score``) from hfsdk's
-    ``fn(prompts, responses, **columns)``: ``adapt(label, fn, settings)`` wraps
-    the function, ``recognises(fn)`` picks the style from a signature when a
-    config gives no ``style:``, and ``check(call, columns)`` explains, before a
-    run starts, why a function cannot be called that way. A reward section
-    selects one with ``functions: [{name: ..., style: NAME}]``; the table of
-    styles is resolved once when the section is loaded.
+    ``section`` names it (``reward``, ``cost``, ...), ``config`` is its signal config
+    (``functions``: name, weight, kwargs, style; ``timeout_s``). Return an
+    :class:`hfsdk.RewardScorer` (``score(prompts, responses, columns) -> (scores,
+    metrics)``), resolving every function now so a bad entry fails before the run
+    starts. Called once per run and section, before any worker starts; the first
+    answer wins. A run whose config names functions and that no plugin answers stops
+    with one line naming the distribution to install.
     """
 
 

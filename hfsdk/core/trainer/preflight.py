@@ -37,6 +37,8 @@ class PreparedRun:
     signal_configs: dict[str, Any]
     tools: list[Any] = attrs.field(factory=list)
     """The JSON schemas of the tools the prompts offer (multi-turn rollouts)."""
+    reward_scorers: dict[str, Any] = attrs.field(factory=dict)
+    """Each signal section that lists functions -> its :class:`hfsdk.RewardScorer`."""
 
 
 def check_model_path(key: str, path: str | None) -> None:
@@ -290,11 +292,14 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         val_cfg = attrs.evolve(config.data, shuffle=False, batch_size=len(val))
         val_loader = PromptLoader(val, tokenizer, val_cfg, seed=config.trainer.seed, tools=tools)
     signal_configs = run_signals(config, spec, assets)
-    for signal in signal_configs.values():
-        if signal.functions:
-            from hfsdk.core.rewards import load_reward_functions
+    from hfsdk.core.reward_scoring import build_reward_scorer
 
-            _check_signatures(load_reward_functions(signal), loader.rows[0])
+    # Built once per run: a missing scorer plugin or a bad function entry stops here.
+    scorers = {
+        role: build_reward_scorer(role, signal)
+        for role, signal in signal_configs.items()
+        if signal.functions
+    }
     prepared = PreparedRun(
         assets=assets,
         tokenizer=tokenizer,
@@ -302,6 +307,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         val_loader=val_loader,
         signal_configs=signal_configs,
         tools=tools,
+        reward_scorers=scorers,
     )
     run_preflight_checks(config, spec, prepared)
     return prepared
@@ -318,19 +324,6 @@ def run_preflight_checks(config: RunConfig, spec: AlgorithmSpec, prepared: Prepa
             logger.warning(warning)
 
 
-
-
-def _check_signatures(functions: Any, row: Any) -> None:
-    """Every reward function can be called the way its style calls it with this dataset's
-    columns (one line naming the convention and the clash if not)."""
-    from hfsdk.core.data.columns import INTERNAL_COLUMNS
-    from hfsdk.core.rewards.signatures import signature_problem
-
-    columns = [name for name in row if name not in INTERNAL_COLUMNS]
-    for weighted in functions:
-        problem = signature_problem(weighted.call, columns)
-        if problem:
-            raise HfsdkError(problem)
 
 
 def _check_unknown_tokens(

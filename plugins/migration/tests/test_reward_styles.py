@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards import RewardFunctionError, compute_rewards, load_reward_functions
 from hfsdk_migration.reward_styles import detect_style
+from hfsdk_rewards import RewardFunctionError, compute_rewards, load_reward_functions
 
 SOURCE = """
 import torch
@@ -70,7 +70,7 @@ def rewards(tmp_path: Path) -> Any:
     """The module of SOURCE, loaded the way reward references load files."""
     import sys
 
-    from hfsdk.core.rewards.loading import resolve_reward_function
+    from hfsdk_rewards.loading import resolve_reward_function
 
     (tmp_path / "styled.py").write_text(SOURCE)
     module = sys.modules[resolve_reward_function(f"{tmp_path}/styled.py:native").fn.__module__]
@@ -241,7 +241,7 @@ def verl_ok(data_source, solution_str, ground_truth, extra_info=None, method="st
 
 def test_a_verl_function_missing_a_field_is_refused_before_a_run(tmp_path: Path) -> None:
     # The verl style's own check (RewardCallStyle.check), run by the core's signature check.
-    from hfsdk.core.rewards.signatures import signature_problem
+    from hfsdk_rewards.signatures import signature_problem
 
     (tmp_path / "rw.py").write_text(VERL_SIGNATURES)
 
