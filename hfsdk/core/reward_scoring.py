@@ -10,9 +10,12 @@ one line naming the distribution to install.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from hfsdk.core.errors import HfsdkError
+
+if TYPE_CHECKING:
+    from hfsdk.core.plugin_manager import HfsdkPluginManager
 
 REWARDS_DISTRIBUTION = "hfsdk-plugin-rewards"
 """The distribution whose plugin scores reward functions by default."""
@@ -37,8 +40,11 @@ class RewardScorer(Protocol):
         ...
 
 
-def build_reward_scorer(section: str, config: Any) -> RewardScorer:
-    """The scorer of signal section ``section`` (its config ``config`` lists functions).
+def build_reward_scorer(
+    section: str, config: Any, pm: HfsdkPluginManager | None = None
+) -> RewardScorer:
+    """The scorer of signal section ``section`` (its config ``config`` lists functions),
+    from ``pm``'s plugins (default: the process's plugin manager).
 
     Raises one :class:`hfsdk.HfsdkError` line when no installed, enabled plugin builds
     scorers, saying which distribution to install (or why it did not load).
@@ -46,9 +52,10 @@ def build_reward_scorer(section: str, config: Any) -> RewardScorer:
     from hfsdk.core.cli.known_commands import MissingPluginError, missing_plugin_message
     from hfsdk.core.plugin_manager import get_plugin_manager
 
-    scorer = get_plugin_manager().hook.hfsdk_build_reward_scorer(section=section, config=config)
+    hook = (pm or get_plugin_manager()).hook.hfsdk_build_reward_scorer
+    scorer = hook(section=section, config=config)
     if scorer is None:
-        what = f"scoring {section}.functions (reward functions)"
+        what = f"scoring {section}.functions (the reward runtime)"
         message = missing_plugin_message(what, REWARDS_DISTRIBUTION)
         raise MissingPluginError(
             f"{message}; or score {section} with a model ({section}.model.model_path=DIR)"
