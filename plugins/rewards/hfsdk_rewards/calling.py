@@ -258,7 +258,7 @@ def _machinery(filename: str) -> bool:
     """Frames of this module, the deadline and asyncio: not where the user's function was."""
     import contextlib
 
-    own = (__file__, inspect.getfile(deadline), contextlib.__file__)
+    own = (__file__, inspect.getfile(DeadlineExceeded), contextlib.__file__)
     return filename in own or filename.startswith(str(Path(asyncio.__file__).parent))
 
 
