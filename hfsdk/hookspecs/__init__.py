@@ -211,7 +211,7 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     ``check(config, spec, prepared)`` gets the :class:`hfsdk.RunConfig`, the
     algorithm's :class:`hfsdk.AlgorithmSpec` and the
     :class:`~hfsdk.core.trainer.preflight.PreparedRun` (assets, tokenizer, the
-    loaded prompts, the signal configs, the tools' schemas). It raises
+    loaded prompts, the signal configs and their reward scorers, the tools' schemas). It raises
     :class:`hfsdk.HfsdkError` (one line: what is wrong, what to do) to refuse the
     run, returns one line to log as a warning, or ``None`` when all is well.
     Checks run in name order after the core's own checks, before the run directory
