@@ -271,3 +271,15 @@ def test_without_the_plugin_the_styles_are_gone(
     assert loaded[0].call.style == "hfsdk"
     with pytest.raises(ConfigError, match=r"style='verl'; expected one of hfsdk \(or leave"):
         load_run_config("grpo", None, ["reward.functions=[{name: exact_match, style: verl}]"])
+
+
+def test_with_the_rewards_plugin_disabled_the_importers_still_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hfsdk.core.plugin_manager import get_plugin_manager, reset_plugin_manager
+
+    monkeypatch.setenv("HFSDK_DISABLE_PLUGINS", "rewards")
+    reset_plugin_manager()
+    status = {p.name: (p.status, p.error) for p in get_plugin_manager().plugins}
+    assert status["rewards"][0] == "disabled"
+    assert status["migration"] == ("loaded", None)
