@@ -54,11 +54,18 @@ if TYPE_CHECKING:
         with_algorithm_preset,
     )
     from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
-    from hfsdk.core.data.columns import INTERNAL_COLUMNS, PROMPT_MESSAGES, RENDERED_PROMPT
+    from hfsdk.core.config.signal_config import SignalConfig
+    from hfsdk.core.data.columns import (
+        HIDDEN_COLUMNS,
+        INTERNAL_COLUMNS,
+        PROMPT_MESSAGES,
+        RENDERED_PROMPT,
+    )
     from hfsdk.core.data.data_config import DataConfig
     from hfsdk.core.data.prompt_source import PromptRequest, PromptSet, PromptStream, RunPrompts
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.dataflow import WORK_KINDS, Dataflow, Stage
+    from hfsdk.core.deadlines import DeadlineExceeded, deadline
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
     from hfsdk.core.generation_requests import run_coroutine
     from hfsdk.core.generation_strategy import GenerationStrategy, generate_rollout
@@ -102,9 +109,7 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
     from hfsdk.core.registry import Registry, RegistryEntry, unknown_name_message
-    from hfsdk.core.rewards.call_styles import RewardCallStyle, RewardStyles
-    from hfsdk.core.rewards.composition import load_reward_functions
-    from hfsdk.core.rewards.signatures import signature_problem
+    from hfsdk.core.reward_scoring import RewardScorer
     from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
     from hfsdk.core.role_config import RoleConfig, RolloutConfig
     from hfsdk.core.rollout_contract import (
@@ -304,8 +309,6 @@ _LAZY = {
     "resolve_run_config": "hfsdk.core.config.run_config",
     "with_algorithm_preset": "hfsdk.core.config.run_config",
     "LOGGERS": "hfsdk.core.trainer.trainer_config",
-    "RewardCallStyle": "hfsdk.core.rewards.call_styles",
-    "RewardStyles": "hfsdk.core.rewards.call_styles",
     "load_run_config": "hfsdk.core.config.run_config",
     "make_converter": "hfsdk.core.config.converter",
     "structure": "hfsdk.core.config.converter",
@@ -319,8 +322,6 @@ _LAZY = {
     "PromptSet": "hfsdk.core.data.prompt_source",
     "PromptStream": "hfsdk.core.data.prompt_source",
     "RunPrompts": "hfsdk.core.data.prompt_source",
-    "load_reward_functions": "hfsdk.core.rewards.composition",
-    "signature_problem": "hfsdk.core.rewards.signatures",
     "run_assets": "hfsdk.core.trainer.preflight",
     "run_signals": "hfsdk.core.trainer.preflight",
     # the placement plugin's needs (hfsdk-plugin-planner)
@@ -333,6 +334,12 @@ _LAZY = {
     "worker_threads": "hfsdk.core.trainer.threads",
     "connect_ray": "hfsdk.core.workers.ray_runtime",
     "shutdown_ray": "hfsdk.core.workers.ray_runtime",
+    # the reward contract (hfsdk_build_reward_scorer) and what its scorer plugin needs
+    "RewardScorer": "hfsdk.core.reward_scoring",
+    "SignalConfig": "hfsdk.core.config.signal_config",
+    "HIDDEN_COLUMNS": "hfsdk.core.data.columns",
+    "deadline": "hfsdk.core.deadlines",
+    "DeadlineExceeded": "hfsdk.core.deadlines",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

@@ -317,6 +317,8 @@ def _check_unknown_hooks(pm: pluggy.PluginManager, plugins: list[PluginInfo]) ->
         if not name.startswith("hfsdk_") or caller.spec is not None:
             continue
         for impl in caller.get_hookimpls():
+            if impl.optionalhook:
+                continue  # a hook of a plugin that may be absent, implemented on purpose
             info = next((p for p in plugins if p.name == impl.plugin_name), None)
             if info is not None and info.status == "loaded":
                 info.status = "failed"

@@ -34,8 +34,6 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "config_sections": "hfsdk_register_config_sections",
         "step_observers": "hfsdk_register_step_observers",
         "preflight_checks": "hfsdk_register_preflight_checks",
-        # reward call styles (issue 34)
-        "reward_styles": "hfsdk_register_reward_styles",
         "rollout_sections": "hfsdk_register_rollout_sections",
     }
 )

@@ -211,7 +211,7 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     ``check(config, spec, prepared)`` gets the :class:`hfsdk.RunConfig`, the
     algorithm's :class:`hfsdk.AlgorithmSpec` and the
     :class:`~hfsdk.core.trainer.preflight.PreparedRun` (assets, tokenizer, the
-    loaded prompts, the signal configs, the tools' schemas). It raises
+    loaded prompts, the signal configs and their reward scorers, the tools' schemas). It raises
     :class:`hfsdk.HfsdkError` (one line: what is wrong, what to do) to refuse the
     run, returns one line to log as a warning, or ``None`` when all is well.
     Checks run in name order after the core's own checks, before the run directory
@@ -237,21 +237,20 @@ def hfsdk_load_prompts(request: Any) -> Any | None:
     """
 
 
-# -- migration (issue 34): reward call styles --------------------------------------------------
+# -- the reward contract: scoring a signal section's functions ------------------------------
 
 
-@hookspec
-def hfsdk_register_reward_styles(register: Register) -> None:
-    """Register reward call styles: ``register(name, hfsdk.RewardCallStyle(adapt=...))``.
+@hookspec(firstresult=True)
+def hfsdk_build_reward_scorer(section: str, config: Any) -> Any | None:
+    """Build the scorer of a signal section that lists reward functions, or return ``None``.
 
-    A style calls reward functions written for another framework's convention
-    (e.g. verl's per-sample ``compute_score``) from hfsdk's
-    ``fn(prompts, responses, **columns)``: ``adapt(label, fn, settings)`` wraps
-    the function, ``recognises(fn)`` picks the style from a signature when a
-    config gives no ``style:``, and ``check(call, columns)`` explains, before a
-    run starts, why a function cannot be called that way. A reward section
-    selects one with ``functions: [{name: ..., style: NAME}]``; the table of
-    styles is resolved once when the section is loaded.
+    ``section`` names it (``reward``, ``cost``, ...), ``config`` is its signal config
+    (``functions``: name, weight, kwargs, style; ``timeout_s``). Return an
+    :class:`hfsdk.RewardScorer` (``score(prompts, responses, columns) -> (scores,
+    metrics)``), resolving every function now so a bad entry fails before the run
+    starts. Called once per run and section, before any worker starts; the first
+    answer wins. A run whose config names functions and that no plugin answers stops
+    with one line naming the distribution to install.
     """
 
 

@@ -133,6 +133,18 @@ def test_unknown_hook_name_marks_plugin_failed() -> None:
     assert "hfsdk_register_reward_function" in (info.error or "")
 
 
+def test_an_optional_hook_of_an_absent_plugin_does_not_fail_the_plugin() -> None:
+    class Extends:
+        @staticmethod
+        @hfsdk.hookimpl(optionalhook=True)
+        def hfsdk_register_things_of_an_absent_plugin(register):  # type: ignore[no-untyped-def]
+            pass
+
+    pm = build_plugin_manager([("extends", Extends)], load_entry_points=False)
+    info = pm.plugin_info("extends")
+    assert info is not None and (info.status, info.error) == ("loaded", None)
+
+
 def test_addhooks_lets_a_plugin_add_hook_specs() -> None:
     import pluggy
 

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1]
 SELECT = """
 import json
 import hfsdk
-from hfsdk.core.rewards import compute_rewards
+from hfsdk_rewards import compute_rewards
 
 entry = hfsdk.get_registry("reward_functions").get("keyword_bonus")
 scores, metrics = compute_rewards(

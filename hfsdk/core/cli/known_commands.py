@@ -19,6 +19,7 @@ KNOWN_COMMANDS: dict[tuple[str, ...], str] = {
     ("plan",): "hfsdk-plugin-planner",
     ("calibrate",): "hfsdk-plugin-planner",
     ("plot",): "hfsdk-plugin-planner",
+    ("reward",): "hfsdk-plugin-rewards",
 }
 """``hfsdk`` subcommand words -> the distribution whose plugin adds them."""
 

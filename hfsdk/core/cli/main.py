@@ -18,7 +18,6 @@ from hfsdk.core.cli.known_commands import PluginCommandGroup
 from hfsdk.core.cli.list_command import list_entries
 from hfsdk.core.cli.plugins_command import plugins
 from hfsdk.core.cli.replay_command import replay
-from hfsdk.core.cli.reward_command import reward
 from hfsdk.core.cli.run_command import run
 from hfsdk.core.logs import configure_logging
 
@@ -47,7 +46,6 @@ cli.add_command(config)
 cli.add_command(run)
 cli.add_command(export)
 cli.add_command(replay)
-cli.add_command(reward)
 
 
 def _groups(group: click.Group) -> list[click.Group]:

@@ -245,8 +245,6 @@ class _Composer:
         data = dict(data)
         model = data.pop("model", None)
         signal = self.add(role, SignalConfig, data)
-        if signal is not None:
-            self.signal_functions(role, signal)
         if model is None or signal is None:
             return
         if not isinstance(model, dict):
@@ -257,22 +255,6 @@ class _Composer:
         self.sections.pop(path, None)
         if structured is not None:
             self.sections[role] = attrs.evolve(signal, model=structured)
-
-
-    def signal_functions(self, role: str, signal: SignalConfig) -> None:
-        """Each function's call style is ``hfsdk`` or a registered one (``hfsdk list
-        reward-styles``); names are checked by :func:`check_reward_function_names`."""
-        from hfsdk.core.rewards.call_styles import RewardStyles
-
-        styles = None
-        for index, function in enumerate(signal.functions):
-            if function.style is None:
-                continue
-            styles = styles or RewardStyles.from_registry(self.registry_of("reward_styles"))
-            try:
-                styles.check_name(function.name or "remote", function.style)
-            except HfsdkError as exc:
-                self.errors.append(f"config key '{role}.functions[{index}].style': {exc}")
 
 
 def check_reward_function_names(config: RunConfig, pm: HfsdkPluginManager | None = None) -> None:

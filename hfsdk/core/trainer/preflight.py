@@ -39,6 +39,10 @@ class PreparedRun:
     signal_configs: dict[str, Any]
     tools: list[Any] = attrs.field(factory=list)
     """The JSON schemas of the tools the prompts offer (multi-turn rollouts)."""
+    reward_scorers: dict[str, Any] = attrs.field(factory=dict)
+    """Each signal section that lists functions -> its :class:`hfsdk.RewardScorer`."""
+    row_columns: tuple[str, ...] = ()
+    """The columns of a training row (what reward functions may read)."""
 
 
 def check_model_path(key: str, path: str | None) -> None:
@@ -294,11 +298,14 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         )
     )
     signal_configs = run_signals(config, spec, assets)
-    for signal in signal_configs.values():
-        if signal.functions:
-            from hfsdk.core.rewards import load_reward_functions
+    from hfsdk.core.reward_scoring import build_reward_scorer
 
-            _check_signatures(load_reward_functions(signal), prompts.row_columns)
+    # Built once per run: a missing scorer plugin or a bad function entry stops here.
+    scorers = {
+        role: build_reward_scorer(role, signal)
+        for role, signal in signal_configs.items()
+        if signal.functions
+    }
     prepared = PreparedRun(
         assets=assets,
         tokenizer=tokenizer,
@@ -306,6 +313,8 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         val_loader=prompts.validation,
         signal_configs=signal_configs,
         tools=tools,
+        reward_scorers=scorers,
+        row_columns=tuple(prompts.row_columns),
     )
     run_preflight_checks(config, spec, prepared)
     return prepared
@@ -324,17 +333,6 @@ def run_preflight_checks(config: RunConfig, spec: AlgorithmSpec, prepared: Prepa
 
 
 
-def _check_signatures(functions: Any, row_columns: Any) -> None:
-    """Every reward function can be called the way its style calls it with this dataset's
-    columns (one line naming the convention and the clash if not)."""
-    from hfsdk.core.data.columns import INTERNAL_COLUMNS
-    from hfsdk.core.rewards.signatures import signature_problem
-
-    columns = [name for name in row_columns if name not in INTERNAL_COLUMNS]
-    for weighted in functions:
-        problem = signature_problem(weighted.call, columns)
-        if problem:
-            raise HfsdkError(problem)
 
 
 def _check_inputs(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> None:

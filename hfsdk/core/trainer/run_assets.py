@@ -16,6 +16,7 @@ from hfsdk.core.batch import Batch
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.config.signal_config import SignalConfig, SignalFunction
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.reward_scoring import RewardScorer, build_reward_scorer
 
 logger = logging.getLogger(__name__)
 
@@ -76,34 +77,35 @@ def resolve_assets(
 
 
 class SignalScorer:
-    """Scores generated samples with a signal's functions (on the controller) and/or model."""
+    """Scores generated samples with a signal's functions (on the controller) and/or model.
 
-    def __init__(self, name: str, config: SignalConfig, model: Any | None) -> None:
+    ``functions``: the section's :class:`~hfsdk.core.reward_scoring.RewardScorer`, built
+    once per run (the preflight's); ``None`` builds it here when the section lists any.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        config: SignalConfig,
+        model: Any | None,
+        functions: RewardScorer | None = None,
+    ) -> None:
         self.name = name
         self.config = config
         self.model = model
-        self._functions = None
-        if config.functions:
-            from hfsdk.core.rewards import load_reward_functions
-
+        self._functions = functions
+        if config.functions and functions is None:
             # Once per run (names, styles): a bad entry fails before training, not at step 1.
-            self._functions = load_reward_functions(config)
+            self._functions = build_reward_scorer(name, config)
 
     def __call__(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         scores = torch.zeros(len(batch), dtype=torch.float32)
         metrics: dict[str, float] = {}
-        if self.config.functions:
-            from hfsdk.core.rewards import compute_rewards
-
+        if self._functions is not None:
             skip = {"raw_prompt", "response_text"}
             columns = {k: list(batch[k]) for k in batch.non_tensor_keys if k not in skip}
-            values, metrics = compute_rewards(
-                list(batch["raw_prompt"]),
-                list(batch["response_text"]),
-                columns,
-                self.config,
-                section=self.name,
-                functions=self._functions,
+            values, metrics = self._functions.score(
+                list(batch["raw_prompt"]), list(batch["response_text"]), columns
             )
             scores += torch.tensor(values, dtype=torch.float32)
         if self.model is not None:

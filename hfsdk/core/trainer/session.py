@@ -125,7 +125,9 @@ class TrainingSession:
         self.val_loader = prepared.val_loader
         self._start_workers()
         for role, signal in prepared.signal_configs.items():
-            self.signals[role] = SignalScorer(role, signal, self.groups.get(role))
+            self.signals[role] = SignalScorer(
+                role, signal, self.groups.get(role), prepared.reward_scorers.get(role)
+            )
 
     @property
     def roles(self) -> dict[str, Any]:

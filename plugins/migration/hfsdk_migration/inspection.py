@@ -5,7 +5,7 @@ same reward columns) and reports rows, the prompt key, the first rendered
 prompt with its token count, the columns a reward function sees and the rows
 dropped for length; for each configured reward function its style and the
 columns it reads, and what the run's own check before it starts
-(``hfsdk.signature_problem``) would refuse. Given a run config with an
+(``hfsdk_rewards.signature_problem``) would refuse. Given a run config with an
 algorithm (:func:`inspect_run`), the files, tokenizer and reward functions are
 the ones the run resolves: the default task's where the config names none.
 """
@@ -23,10 +23,10 @@ from hfsdk import (
     DataConfig,
     HfsdkError,
     make_converter,
-    signature_problem,
     structure,
 )
 from hfsdk_datasets import reward_column_names
+from hfsdk_rewards import load_reward_functions, signature_problem
 
 
 @attrs.frozen(kw_only=True)

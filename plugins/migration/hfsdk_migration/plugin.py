@@ -8,7 +8,8 @@ import hfsdk
 from hfsdk import Register
 
 
-@hfsdk.hookimpl
+# optionalhook: the rewards plugin adds this hook; with it disabled the importers still load.
+@hfsdk.hookimpl(optionalhook=True)
 def hfsdk_register_reward_styles(register: Register) -> None:
     """Register the ``verl``, ``trl`` and ``openrlhf`` reward call styles."""
     from hfsdk_migration.reward_styles import STYLE_DOCS, STYLES

@@ -1,7 +1,7 @@
 """Reward functions written for verl, TRL or OpenRLHF, called as they expect.
 
 A function's *style* is given as ``style:`` next to its name or recognised by
-its signature. Each foreign style is a :class:`hfsdk.RewardCallStyle` this
+its signature. Each foreign style is a :class:`hfsdk_rewards.RewardCallStyle` this
 plugin registers (``hfsdk_register_reward_styles``, see :data:`STYLES`): an
 adapter that follows hfsdk's own convention (``fn(prompts, responses,
 **columns)``), so loading, weighting, metrics and error reports stay the same:
@@ -30,7 +30,8 @@ import numbers
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from hfsdk import HfsdkError, RewardCallStyle, RewardStyles
+from hfsdk import HfsdkError
+from hfsdk_rewards import RewardCallStyle, RewardStyles
 
 
 def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards import RewardFunctionError, compute_rewards, load_reward_functions
 from hfsdk_migration.reward_styles import detect_style
+from hfsdk_rewards import RewardFunctionError, compute_rewards, load_reward_functions
 
 SOURCE = """
 import torch
@@ -70,7 +70,7 @@ def rewards(tmp_path: Path) -> Any:
     """The module of SOURCE, loaded the way reward references load files."""
     import sys
 
-    from hfsdk.core.rewards.loading import resolve_reward_function
+    from hfsdk_rewards.loading import resolve_reward_function
 
     (tmp_path / "styled.py").write_text(SOURCE)
     module = sys.modules[resolve_reward_function(f"{tmp_path}/styled.py:native").fn.__module__]
@@ -241,7 +241,7 @@ def verl_ok(data_source, solution_str, ground_truth, extra_info=None, method="st
 
 def test_a_verl_function_missing_a_field_is_refused_before_a_run(tmp_path: Path) -> None:
     # The verl style's own check (RewardCallStyle.check), run by the core's signature check.
-    from hfsdk.core.rewards.signatures import signature_problem
+    from hfsdk_rewards.signatures import signature_problem
 
     (tmp_path / "rw.py").write_text(VERL_SIGNATURES)
 
@@ -271,3 +271,15 @@ def test_without_the_plugin_the_styles_are_gone(
     assert loaded[0].call.style == "hfsdk"
     with pytest.raises(ConfigError, match=r"style='verl'; expected one of hfsdk \(or leave"):
         load_run_config("grpo", None, ["reward.functions=[{name: exact_match, style: verl}]"])
+
+
+def test_with_the_rewards_plugin_disabled_the_importers_still_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hfsdk.core.plugin_manager import get_plugin_manager, reset_plugin_manager
+
+    monkeypatch.setenv("HFSDK_DISABLE_PLUGINS", "rewards")
+    reset_plugin_manager()
+    status = {p.name: (p.status, p.error) for p in get_plugin_manager().plugins}
+    assert status["rewards"][0] == "disabled"
+    assert status["migration"] == ("loaded", None)

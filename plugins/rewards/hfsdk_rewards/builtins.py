@@ -2,7 +2,7 @@
 
 ``math_verify`` (answers compared as mathematics) is in :mod:`.math_verify_reward`.
 
-Each follows the calling convention of :mod:`hfsdk.core.rewards` and takes its
+Each follows the calling convention of :mod:`hfsdk_rewards.calling` and takes its
 settings as ``config=`` (an instance of its attrs config class).
 """
 

@@ -145,7 +145,7 @@ def test_math_verify_runs_under_hfsdks_deadline_outside_the_main_thread() -> Non
     # thread it fails (and math-verify scores 0). Off, hfsdk's reward deadline bounds it.
     import threading
 
-    from hfsdk.core.rewards.calling import RewardCall, call_reward_functions
+    from hfsdk_rewards.calling import RewardCall, call_reward_functions
 
     registry = hfsdk.get_registry("reward_functions")
     entry = registry.get("math_verify")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from hfsdk.core.rewards.loading import resolve_reward_function
 from hfsdk_rewards.builtins import ExactMatchConfig, exact_match
 from hfsdk_rewards.code_tests import CodeTestsConfig, code_tests
+from hfsdk_rewards.loading import resolve_reward_function
 
 
 def test_registry_names_resolve_to_the_plugins_functions() -> None:

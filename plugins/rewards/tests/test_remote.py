@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards import compute_rewards
+from hfsdk_rewards import compute_rewards
 from hfsdk_rewards.remote import RemoteRewardConfig, remote_reward
 
 Behaviour = Callable[[BaseHTTPRequestHandler, dict], None]

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 if TYPE_CHECKING:
-    from hfsdk.core.registry import Registry
+    from hfsdk import Registry
 
 HFSDK_STYLE = "hfsdk"
 """hfsdk's own convention: ``fn(prompts, responses, **columns)``, once per batch."""
@@ -42,7 +42,7 @@ class RewardCallStyle:
     function's signature follows this style (used when a config gives no
     ``style:``; ``None``: only chosen by name). ``check(call, columns)`` returns
     one line saying why the adapted ``call`` (a
-    :class:`~hfsdk.core.rewards.calling.RewardCall`) cannot be called with a
+    :class:`~hfsdk_rewards.calling.RewardCall`) cannot be called with a
     dataset of ``columns``, or ``None`` when it can (run before any worker
     starts and by ``hfsdk data inspect``).
     """

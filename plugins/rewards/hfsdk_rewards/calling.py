@@ -13,10 +13,8 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.data.columns import HIDDEN_COLUMNS
-from hfsdk.core.deadlines import DeadlineExceeded, deadline
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards.errors import RewardFunctionError
+from hfsdk import HIDDEN_COLUMNS, DeadlineExceeded, HfsdkError, deadline
+from hfsdk_rewards.errors import RewardFunctionError
 
 Columns = Mapping[str, Sequence[Any]]
 
@@ -29,7 +27,7 @@ class RewardCall:
     fn: Callable[..., Any]
     kwargs: Mapping[str, Any] = attrs.field(factory=dict)
     style: str = "hfsdk"
-    """The convention the user's function follows (``hfsdk.core.rewards.call_styles``)."""
+    """The convention the user's function follows (``hfsdk_rewards.call_styles``)."""
     check: Callable[[Any, Any], str | None] | None = None
     """Its call style's signature check (``RewardCallStyle.check``); ``None`` for hfsdk's."""
     needs: tuple[str, ...] = ()
@@ -260,9 +258,7 @@ def _machinery(filename: str) -> bool:
     """Frames of this module, the deadline and asyncio: not where the user's function was."""
     import contextlib
 
-    from hfsdk.core import deadlines
-
-    own = (__file__, deadlines.__file__, contextlib.__file__)
+    own = (__file__, inspect.getfile(DeadlineExceeded), contextlib.__file__)
     return filename in own or filename.startswith(str(Path(asyncio.__file__).parent))
 
 

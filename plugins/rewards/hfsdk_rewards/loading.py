@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError, UnknownNameError
-from hfsdk.core.rewards.call_styles import RewardStyles
+from hfsdk import HfsdkError, UnknownNameError
+from hfsdk_rewards.call_styles import RewardStyles
 
 REFERENCE_FORMS = (
     "a registered name (hfsdk list reward-functions), 'package.module:function' or "

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards.loading import resolve_reward_function
+from hfsdk_rewards.loading import resolve_reward_function
 
 SOURCE = """
 def shout(prompts, responses, **columns):

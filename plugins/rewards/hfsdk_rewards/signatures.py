@@ -83,10 +83,9 @@ def _check_hfsdk(call: Any, columns: Collection[str]) -> str | None:
 
 
 def signature_problem(call: Any, columns: Collection[str]) -> str | None:
-    """Why ``call`` (a :class:`~hfsdk.core.rewards.calling.RewardCall`) cannot be called with
+    """Why ``call`` (a :class:`~hfsdk_rewards.calling.RewardCall`) cannot be called with
     a batch holding ``columns``, in one line; ``None`` when it can."""
-    from hfsdk.core.data.columns import HIDDEN_COLUMNS
-    from hfsdk.core.errors import HfsdkError
+    from hfsdk import HIDDEN_COLUMNS, HfsdkError
 
     absent = [name for name in call.needs if name not in columns]
     if absent:

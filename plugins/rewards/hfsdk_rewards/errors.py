@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 
 class RewardFunctionError(HfsdkError):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.core.rewards import load_reward_functions
-from hfsdk.core.rewards.signatures import signature_problem
+from hfsdk_rewards import load_reward_functions
+from hfsdk_rewards.signatures import signature_problem
 
 FUNCTIONS = """
 def per_sample(prompt, response, answer):

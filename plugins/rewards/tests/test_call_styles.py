@@ -11,9 +11,10 @@ import pytest
 import hfsdk
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.plugin_manager import build_plugin_manager
-from hfsdk.core.rewards import compute_rewards, load_reward_functions
-from hfsdk.core.rewards.call_styles import RewardCallStyle, RewardStyles
-from hfsdk.core.rewards.signatures import signature_problem
+from hfsdk_rewards import compute_rewards, load_reward_functions
+from hfsdk_rewards import plugin as rewards_plugin
+from hfsdk_rewards.call_styles import RewardCallStyle, RewardStyles
+from hfsdk_rewards.signatures import signature_problem
 
 
 def pairs_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, Any]) -> Callable:
@@ -50,7 +51,9 @@ def longer(pairs: list[tuple[str, str]], bonus: float = 0.0) -> list[float]:
 
 @pytest.fixture
 def styles() -> RewardStyles:
-    pm = build_plugin_manager([("pairs_plugin", PairsPlugin)], load_entry_points=False)
+    pm = build_plugin_manager(
+        [("rewards", rewards_plugin), ("pairs_plugin", PairsPlugin)], load_entry_points=False
+    )
     registry = pm.registry("reward_styles")
     assert registry["pairs"].plugin == "pairs_plugin"
     assert registry["pairs"].summary == "fn(pairs): (prompt, response) tuples"
@@ -100,7 +103,9 @@ def test_the_documented_example_runs_as_written() -> None:
     example = re.findall(r"```python\n(.*?)```", section, flags=re.S)[1]
     module = types.ModuleType("pairs_doc_plugin")
     exec(compile(example, "plugin_hooks.md", "exec"), module.__dict__)
-    pm = build_plugin_manager([("pairs_doc", module)], load_entry_points=False)
+    pm = build_plugin_manager(
+        [("rewards", rewards_plugin), ("pairs_doc", module)], load_entry_points=False
+    )
     styles = RewardStyles.from_registry(pm.registry("reward_styles"))
     spec = {"functions": [{"name": f"{__name__}:longer", "kwargs": {"bonus": 1.0}}]}
     (loaded,) = load_reward_functions(spec, styles=styles)

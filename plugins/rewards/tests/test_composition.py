@@ -10,7 +10,7 @@ import pytest
 
 from hfsdk.core.config.signal_config import SignalConfig, SignalFunction
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards import RewardFunctionError, compute_rewards, load_reward_functions
+from hfsdk_rewards import RewardFunctionError, compute_rewards, load_reward_functions
 
 PROMPTS = ["What is 2+3?", "What is 1+1?", "Say hi"]
 RESPONSES = ["It is 5", "It is 3", "hi"]

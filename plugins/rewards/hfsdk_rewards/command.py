@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 
 @click.group()
@@ -70,15 +70,15 @@ def score_rows(name: str, rows: list[dict[str, Any]], overrides: tuple[str, ...]
     """One object per row: ``score`` and the function's other outputs."""
     import inspect
 
-    from hfsdk.core.config.loader import apply_overrides
-    from hfsdk.core.rewards.calling import (
+    from hfsdk import apply_overrides
+    from hfsdk_rewards.calling import (
         _as_list,
         check_result,
         invoke,
         locate_failure,
         run_awaitable,
     )
-    from hfsdk.core.rewards.composition import load_reward_functions
+    from hfsdk_rewards.composition import load_reward_functions
 
     kwargs = apply_overrides({}, overrides)
     [weighted] = load_reward_functions([{"name": name, "kwargs": kwargs}])

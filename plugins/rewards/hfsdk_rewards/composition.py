@@ -1,6 +1,6 @@
 """The weighted sum of reward functions that a ``reward`` (or ``cost``) section describes.
 
-The section (``hfsdk.core.config.signal_config.SignalConfig``) lists functions::
+The section (a signal section of the run config) lists functions::
 
     reward:
       functions:
@@ -25,15 +25,15 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.rewards.call_styles import RewardStyles
-from hfsdk.core.rewards.calling import (
+from hfsdk import HfsdkError
+from hfsdk_rewards.call_styles import RewardStyles
+from hfsdk_rewards.calling import (
     DEFAULT_TIMEOUT_S,
     Columns,
     RewardCall,
     call_reward_functions,
 )
-from hfsdk.core.rewards.loading import registered_styles, resolve_reward_function
+from hfsdk_rewards.loading import registered_styles, resolve_reward_function
 
 
 @attrs.frozen(kw_only=True)
@@ -189,7 +189,7 @@ def compute_rewards(
     Returns one float per response and metrics: ``<label>`` (the mean raw score
     of each function) and ``<label>/<key>`` (the mean of each extra numeric
     value a function returned in its dicts). Raises
-    :class:`~hfsdk.core.rewards.errors.RewardFunctionError` when a function
+    :class:`~hfsdk_rewards.errors.RewardFunctionError` when a function
     raises (naming the function, the sample and the exception), returns
     anything but one finite score per response, or runs past the section's
     ``timeout_s`` (``section`` names it in the message). ``functions``: the section's

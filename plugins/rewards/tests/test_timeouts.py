@@ -9,9 +9,9 @@ import time
 import pytest
 
 from hfsdk.core.config.signal_config import SignalConfig
-from hfsdk.core.rewards import compute_rewards
-from hfsdk.core.rewards.calling import RewardCall, call_reward_functions
-from hfsdk.core.rewards.errors import RewardFunctionError
+from hfsdk_rewards import compute_rewards
+from hfsdk_rewards.calling import RewardCall, call_reward_functions
+from hfsdk_rewards.errors import RewardFunctionError
 
 PROMPTS = ["p0", "p1", "p2"]
 RESPONSES = ["fine", "hangs here", "fine too"]
