@@ -143,7 +143,6 @@ def inspect_dataset(
     limit, chat template switch); ``reward`` a ``reward`` section (or the list of
     its functions) whose functions are loaded.
     """
-    from hfsdk import load_reward_functions
     from hfsdk_datasets import (
         PromptLoader,
         load_prompt_dataset,
