@@ -19,6 +19,8 @@ KNOWN_COMMANDS: dict[tuple[str, ...], str] = {
     ("plan",): "hfsdk-plugin-planner",
     ("calibrate",): "hfsdk-plugin-planner",
     ("plot",): "hfsdk-plugin-planner",
+    ("replay",): "hfsdk-plugin-run-records",
+    ("export",): "hfsdk-plugin-run-records",
 }
 """``hfsdk`` subcommand words -> the distribution whose plugin adds them."""
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.trainer.rollout_dump import write_rollout_dump
+from hfsdk import Batch
+from hfsdk_run_records.rollout_dump import write_rollout_dump
 
 
 def test_dump_has_the_samples_rewards_token_counts_and_segments(tmp_path: Path) -> None:
