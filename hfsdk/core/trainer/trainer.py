@@ -303,7 +303,14 @@ class Trainer:
         if trainer.mode == "train_only":  # a plugin reads the generations (checked in preflight)
             from hfsdk.core.plugin_manager import get_plugin_manager
 
-            return get_plugin_manager().hook.hfsdk_recorded_generations(config=self.config)
+            source = get_plugin_manager().hook.hfsdk_recorded_generations(config=self.config)
+            if source is None:
+                raise HfsdkError(
+                    f"trainer.mode=train_only: no plugin reads trainer.rollouts_from="
+                    f"{trainer.rollouts_from!r} (every hfsdk_recorded_generations answered "
+                    "None); pass the run directory of a run made with trainer.rollout_dump: true"
+                )
+            return source
         rollout = session.rollout if session is not None else None
         if trainer.pipeline == "sync" and rollout is None:
             return None
