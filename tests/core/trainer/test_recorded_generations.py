@@ -22,10 +22,8 @@ TRAIN_ONLY = ["trainer.mode=train_only", "trainer.rollouts_from=/runs/r"]
 def no_record_plugins(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """The plugin manager with every plugin that implements the hook disabled."""
     reset_plugin_manager()
-    names = [
-        get_plugin_manager().get_name(impl.plugin)
-        for impl in get_plugin_manager().hook.hfsdk_recorded_generations.get_hookimpls()
-    ]
+    hook = get_plugin_manager().hook.hfsdk_recorded_generations
+    names = [impl.plugin_name for impl in hook.get_hookimpls()]
     monkeypatch.setenv("HFSDK_DISABLE_PLUGINS", ",".join(names))
     reset_plugin_manager()
     yield
@@ -61,7 +59,7 @@ def _pipeline(config: object) -> object:
 
 def test_the_trainer_trains_from_what_the_hook_answers(no_record_plugins) -> None:  # type: ignore[no-untyped-def]
     config = load_run_config("grpo", None, TRAIN_ONLY)
-    manager = get_plugin_manager()
+    manager = get_plugin_manager().pm
     manager.register(_AnswersNone(), name="answers_none")
     check_run_records(config)  # a plugin implements it: the preflight lets it through
     with pytest.raises(HfsdkError, match=r"no plugin reads trainer\.rollouts_from='/runs/r'"):
