@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
     from hfsdk.core.dataflow import WORK_KINDS, Dataflow, Stage
     from hfsdk.core.deadlines import DeadlineExceeded, deadline
+    from hfsdk.core.determinism import disable_determinism, enable_determinism
     from hfsdk.core.errors import ConfigError, DuplicateNameError, HfsdkError, UnknownNameError
     from hfsdk.core.generation_requests import run_coroutine
     from hfsdk.core.generation_strategy import GenerationStrategy, generate_rollout
@@ -142,9 +143,12 @@ if TYPE_CHECKING:
         get_task,
         task_names,
     )
+    from hfsdk.core.trainer.checkpoint import complete_checkpoints, verify_checkpoint
     from hfsdk.core.trainer.faults import take_fault
     from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
-    from hfsdk.core.trainer.preflight import run_assets, run_signals
+    from hfsdk.core.trainer.preflight import prepare_run, run_assets, run_signals
+    from hfsdk.core.trainer.run_directory import CONFIG_FILE, TRAINER_STATE
+    from hfsdk.core.trainer.session import TrainingSession
     from hfsdk.core.trainer.step_observers import StepObserver, StepView
     from hfsdk.core.trainer.threads import worker_threads
     from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
@@ -340,6 +344,15 @@ _LAZY = {
     "HIDDEN_COLUMNS": "hfsdk.core.data.columns",
     "deadline": "hfsdk.core.deadlines",
     "DeadlineExceeded": "hfsdk.core.deadlines",
+    # run records (replay and export start a run's workers from its directory)
+    "CONFIG_FILE": "hfsdk.core.trainer.run_directory",
+    "TRAINER_STATE": "hfsdk.core.trainer.run_directory",
+    "TrainingSession": "hfsdk.core.trainer.session",
+    "prepare_run": "hfsdk.core.trainer.preflight",
+    "complete_checkpoints": "hfsdk.core.trainer.checkpoint",
+    "verify_checkpoint": "hfsdk.core.trainer.checkpoint",
+    "enable_determinism": "hfsdk.core.determinism",
+    "disable_determinism": "hfsdk.core.determinism",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

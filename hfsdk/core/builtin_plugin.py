@@ -44,10 +44,7 @@ def hfsdk_register_config_sections(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_step_observers(register: Register) -> None:
-    """Register ``faults`` (``HFSDK_FAULT_INJECT``) and ``rollout_dump``
-    (``trainer.rollout_dump``)."""
+    """Register ``faults`` (``HFSDK_FAULT_INJECT``)."""
     from hfsdk.core.trainer.faults import fault_observer
-    from hfsdk.core.trainer.rollout_dump import rollout_dump_observer
 
     register("faults", fault_observer)
-    register("rollout_dump", rollout_dump_observer)

@@ -327,3 +327,21 @@ def hfsdk_resolve_placement(config: Any) -> dict[str, Any] | None:
     engine takes if it fits), or ``None`` to leave the choice to another plugin.
     The pools' devices must sum to at most the configured pools' devices.
     """
+
+
+# -- run records: generations a previous run recorded ------------------------------------
+
+
+@hookspec(firstresult=True)
+def hfsdk_recorded_generations(config: Any) -> Any | None:
+    """The generation source of a ``trainer.mode: train_only`` run (or ``None``).
+
+    Called once per run attempt with the resolved run config (its
+    ``trainer.rollouts_from`` names the run whose generations to train from); the
+    first answer wins. Return an object that stands where the generation pipeline
+    does: ``next_batch(n=None) -> Batch`` (the prompts a step draws; ``None``: the
+    first of a new step), ``generated(prompts) -> (Batch, metrics) | None`` (the
+    generation recorded for those prompts), ``step_done()``, and
+    ``state_dict()`` / ``load_state_dict(state)`` (kept in the trainer's checkpoint).
+    See docs/plugin_hooks.md.
+    """

@@ -49,18 +49,11 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp(tmp_path: Path) -> None:
 
 
 def test_hfsdks_writers_go_through_it(tmp_path: Path, synced: list[str]) -> None:
-    import torch
-
-    from hfsdk import Batch
-    from hfsdk.core.trainer.rollout_dump import write_rollout_dump
     from hfsdk.core.trainer.tracking import Tracker
 
-    batch = Batch.from_dict({"input_ids": torch.zeros(1, 2, dtype=torch.long)},
-                            non_tensors={"prompt": ["p"]})  # fmt: skip
-    write_rollout_dump(tmp_path, 3, batch)
     tracker = Tracker(tmp_path, ("jsonl",), total_steps=2)
     tracker.log(1, {"x": 1.0})
     tracker.close()
     Tracker(tmp_path, ("jsonl",), total_steps=2, start_step=1).close()  # resume truncation
     dirs = [p for p in synced if Path(p).is_dir()]
-    assert dirs == [str(tmp_path / "rollouts"), str(tmp_path)]
+    assert dirs == [str(tmp_path)]

@@ -20,6 +20,8 @@ KNOWN_COMMANDS: dict[tuple[str, ...], str] = {
     ("calibrate",): "hfsdk-plugin-planner",
     ("plot",): "hfsdk-plugin-planner",
     ("reward",): "hfsdk-plugin-rewards",
+    ("replay",): "hfsdk-plugin-run-records",
+    ("export",): "hfsdk-plugin-run-records",
 }
 """``hfsdk`` subcommand words -> the distribution whose plugin adds them."""
 

@@ -13,11 +13,9 @@ import click
 import hfsdk
 from hfsdk.core.cli.config_command import config
 from hfsdk.core.cli.errors import exit_with, run_reporting_errors
-from hfsdk.core.cli.export_command import export
 from hfsdk.core.cli.known_commands import PluginCommandGroup
 from hfsdk.core.cli.list_command import list_entries
 from hfsdk.core.cli.plugins_command import plugins
-from hfsdk.core.cli.replay_command import replay
 from hfsdk.core.cli.run_command import run
 from hfsdk.core.logs import configure_logging
 
@@ -44,8 +42,6 @@ cli.add_command(plugins)
 cli.add_command(list_entries)
 cli.add_command(config)
 cli.add_command(run)
-cli.add_command(export)
-cli.add_command(replay)
 
 
 def _groups(group: click.Group) -> list[click.Group]:

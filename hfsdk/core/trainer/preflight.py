@@ -226,6 +226,30 @@ def check_placement_resolvable(config: RunConfig) -> None:
         raise HfsdkError(NO_PLACEMENT_PLUGIN)
 
 
+RUN_RECORDS = "hfsdk-plugin-run-records"
+"""The distribution that keeps a run's records (``trainer.rollout_dump``) and trains from
+them (``trainer.mode: train_only``)."""
+
+
+def check_run_records(config: RunConfig) -> None:
+    """Refuse the trainer keys that keep or read run records when no plugin does so."""
+    from hfsdk.core.cli.known_commands import MissingPluginError, missing_plugin_message
+    from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
+
+    trainer = config.trainer
+    hook = get_plugin_manager().hook.hfsdk_recorded_generations
+    wanted = []
+    if trainer.mode == "train_only" and not hook.get_hookimpls():
+        wanted.append("trainer.mode=train_only")
+    dumps = trainer.rollout_dump or trainer.mode == "rollout_only"
+    if dumps and "rollout_dump" not in get_registry("step_observers"):
+        wanted.append(
+            "trainer.rollout_dump=true" if trainer.rollout_dump else "trainer.mode=rollout_only"
+        )
+    if wanted:
+        raise MissingPluginError(missing_plugin_message(" and ".join(wanted), RUN_RECORDS))
+
+
 def run_assets(config: RunConfig, spec: AlgorithmSpec) -> Any:
     """The model, tokenizer and data files a run of ``config`` uses (``RunAssets``): the
     config's, else the default task's (built on first use), as the run resolves them."""
@@ -264,6 +288,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
 
     check_pipeline(spec, config.trainer.pipeline)
     check_placement_resolvable(config)
+    check_run_records(config)
     if spec.has_policy:
         check_rollout_pool(config, spec.policy_role)
     for key, section in _model_sections(config, spec).items():

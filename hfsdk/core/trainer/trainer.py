@@ -301,11 +301,17 @@ class Trainer:
         """The generation pipeline of ``trainer.pipeline`` (``None`` under ``sync`` unless the
         rollout has a pool of its own, ``session.rollout``)."""
         trainer = self.config.trainer
-        if trainer.mode == "train_only":
-            from hfsdk.core.trainer.step_dump import DumpedGenerations
+        if trainer.mode == "train_only":  # a plugin reads the generations (checked in preflight)
+            from hfsdk.core.plugin_manager import get_plugin_manager
 
-            assert trainer.rollouts_from is not None  # the config refuses train_only without
-            return DumpedGenerations(trainer.rollouts_from)
+            source = get_plugin_manager().hook.hfsdk_recorded_generations(config=self.config)
+            if source is None:
+                raise HfsdkError(
+                    f"trainer.mode=train_only: no plugin reads trainer.rollouts_from="
+                    f"{trainer.rollouts_from!r} (every hfsdk_recorded_generations answered "
+                    "None); pass the run directory of a run made with trainer.rollout_dump: true"
+                )
+            return source
         rollout = session.rollout if session is not None else None
         if trainer.pipeline == "sync" and rollout is None:
             return None

@@ -113,7 +113,8 @@ class TrainerConfig:
     rollout_dump: bool = help_field(
         "Write each step's samples (prompt, response, reward, multi-turn segments with tool "
         "calls) to RUN_DIR/rollouts/step_N.jsonl, and what replay and train_only need (the "
-        "generations and the batch the update saw) to RUN_DIR/rollouts/step_N.pt.",
+        "generations and the batch the update saw) to RUN_DIR/rollouts/step_N.pt. Needs "
+        "the run-records plugin (hfsdk-plugin-run-records), as rollout_only and train_only do.",
         default=False,
     )
     mode: Literal["train", "rollout_only", "train_only"] = help_field(

@@ -11,9 +11,9 @@ import torch
 
 from hfsdk import REF_TOP_K
 from hfsdk.core.config import load_run_config
-from hfsdk.core.trainer.step_dump import read_step_dump
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk_distill.top_k import TEACHER_TOP_K_IDS, TEACHER_TOP_K_LOG_PROBS
+from hfsdk_run_records.step_dump import read_step_dump
 
 OVERRIDES = [
     "trainer.pipeline=one_step_off",

@@ -56,10 +56,10 @@ def _teacher_scored_the_pools_batches(config: object, run_dir: Path) -> None:
     import torch
 
     from hfsdk import REF_TOP_K
-    from hfsdk.core.trainer.step_dump import read_step_dump
     from hfsdk_backend_fsdp.actor import ReferenceEngine
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
     from hfsdk_distill.top_k import TEACHER_TOP_K_IDS, TEACHER_TOP_K_LOG_PROBS
+    from hfsdk_run_records.step_dump import read_step_dump
 
     teacher = ReferenceEngine(FSDPRoleConfig(model_path=config.teacher.model_path), role="t")
     for step in (1, 2, 3):

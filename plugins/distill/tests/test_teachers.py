@@ -114,11 +114,11 @@ def test_data_without_the_route_column_is_refused_at_run_time() -> None:
 def test_two_real_teachers_each_score_their_own_rows(tmp_path: Path) -> None:
     """The default task's warm model teaches 'math', its less-trained copy 'code'; each row's
     teacher log-probs in the update equal its own teacher's, scored alone on the same batch."""
-    from hfsdk.core.trainer.step_dump import read_step_dump
     from hfsdk.core.trainer.trainer import Trainer
     from hfsdk_backend_fsdp.actor import ReferenceEngine
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
     from hfsdk_distill.student import student_model_path, teacher_model_path
+    from hfsdk_run_records.step_dump import read_step_dump
 
     sums = [(a, b) for a in range(10) for b in range(10)][:8]
     data = tmp_path / "train.jsonl"

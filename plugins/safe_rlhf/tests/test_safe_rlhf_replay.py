@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from hfsdk.core.config import load_run_config
-from hfsdk.core.trainer.replay import replay_steps
 from hfsdk.core.trainer.trainer import Trainer
+from hfsdk_run_records.replay import replay_steps
 
 
 @pytest.mark.slow

@@ -5,7 +5,7 @@ Beside each step's readable ``rollouts/step_N.jsonl`` the trainer writes
 batches in the order the algorithm drew them (what ``train_only`` trains from), and the
 batch exactly as the step's update saw it (what ``hfsdk replay`` updates on again).
 Written atomically with ``torch.save``; read back with ``weights_only=True`` and the
-checkpoints' allow-list (:mod:`hfsdk.core.checkpoint_files`), so a dump from elsewhere
+checkpoints' allow-list (:func:`hfsdk.load_checkpoint_file`), so a dump from elsewhere
 cannot run code.
 """
 
@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 if TYPE_CHECKING:
-    from hfsdk.core.batch import Batch
+    from hfsdk import Batch
 
 DUMP_DIR = "rollouts"
 _FORMAT = 1
@@ -69,7 +69,7 @@ def read_step_dump(run_dir: str | Path, step: int, *, for_what: str) -> StepDump
             f"{for_what} needs {str(path)!r}, which does not exist; the run must be made with "
             "trainer.rollout_dump: true (or trainer.mode: rollout_only) for every step it uses"
         )
-    from hfsdk.core.checkpoint_files import load_checkpoint_file
+    from hfsdk import load_checkpoint_file
 
     try:
         state: Any = load_checkpoint_file(path)

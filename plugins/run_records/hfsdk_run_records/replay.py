@@ -1,14 +1,14 @@
 """``hfsdk replay RUN_DIR --step N``: run step N's update again and compare it with the log.
 
 A run made with ``trainer.rollout_dump: true`` keeps, for every step, the batch its
-update saw (``rollouts/step_N.pt``, :mod:`.step_dump`), and its checkpoints keep the
-state between steps. Replay starts the run's workers from its config, loads the newest
-checkpoint before step N (none: the run's starting weights), re-runs the update of every
-step after it up to N on the dumped batches (:meth:`Algorithm.replay_update`, then
-:meth:`Algorithm.finish`'s batch metrics, as a step does) and compares each metric —
-losses, gradient norm, clip fractions, KL — with the one the run logged. Equal to the
-last bit means the step is reproduced: a bug can be studied on that one batch, with a
-debugger, without the rest of the run.
+update saw (``rollouts/step_N.pt``, :mod:`hfsdk_run_records.step_dump`), and its
+checkpoints keep the state between steps. Replay starts the run's workers from its
+config, loads the newest checkpoint before step N (none: the run's starting weights),
+re-runs the update of every step after it up to N on the dumped batches
+(:meth:`Algorithm.replay_update`, then :meth:`Algorithm.finish`'s batch metrics, as a
+step does) and compares each metric — losses, gradient norm, clip fractions, KL — with
+the one the run logged. Equal to the last bit means the step is reproduced: a bug can
+be studied on that one batch, with a debugger, without the rest of the run.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 
 @attrs.frozen(kw_only=True)
@@ -51,8 +51,7 @@ def _same(a: float, b: float) -> bool:
 
 
 def _run_config(run_dir: Path) -> Any:
-    from hfsdk.core.config import load_run_config
-    from hfsdk.core.trainer.run_directory import CONFIG_FILE
+    from hfsdk import CONFIG_FILE, load_run_config
 
     path = run_dir / CONFIG_FILE
     if not path.is_file():
@@ -68,15 +67,17 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     import numpy as np
     import torch
 
-    from hfsdk.core.algorithm import AlgorithmContext
-    from hfsdk.core.checkpoint_files import load_checkpoint_file
-    from hfsdk.core.run_spec import run_spec
-    from hfsdk.core.trainer.checkpoint import complete_checkpoints
-    from hfsdk.core.trainer.preflight import prepare_run
-    from hfsdk.core.trainer.run_directory import TRAINER_STATE
-    from hfsdk.core.trainer.session import TrainingSession
-    from hfsdk.core.trainer.step_dump import read_step_dump
-    from hfsdk.core.trainer.tracking import read_metrics
+    from hfsdk import (
+        TRAINER_STATE,
+        AlgorithmContext,
+        TrainingSession,
+        complete_checkpoints,
+        load_checkpoint_file,
+        prepare_run,
+        read_metrics,
+        run_spec,
+    )
+    from hfsdk_run_records.step_dump import read_step_dump
 
     run_dir = Path(run_dir)
     config = _run_config(run_dir)
@@ -97,7 +98,7 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     dumps = [read_step_dump(run_dir, s, for_what=what) for s in range(start + 1, step + 1)]
     spec = run_spec(config)
     if config.trainer.deterministic:
-        from hfsdk.core.determinism import enable_determinism
+        from hfsdk import enable_determinism
 
         enable_determinism()
     random.seed(config.trainer.seed)  # as the trainer seeds a session it starts
@@ -141,6 +142,6 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
         return results
     finally:
         if config.trainer.deterministic:
-            from hfsdk.core.determinism import disable_determinism
+            from hfsdk import disable_determinism
 
             disable_determinism()

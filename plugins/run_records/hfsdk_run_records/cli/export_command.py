@@ -28,7 +28,7 @@ def export(
     Every role with trained weights goes to OUT/<role> (the actor loads with
     AutoModelForCausalLM, a critic with its value-head class), with its tokenizer.
     """
-    from hfsdk.core.trainer.export import export_checkpoint
+    from hfsdk_run_records.export import export_checkpoint
 
     written = export_checkpoint(run_dir, out, step=step, roles=roles, lora_merged=lora_merged)
     for role, directory in written.items():

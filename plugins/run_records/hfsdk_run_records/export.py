@@ -20,12 +20,9 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.checkpoint import complete_checkpoints, verify_checkpoint
+from hfsdk import CONFIG_FILE, HfsdkError, complete_checkpoints, verify_checkpoint
 
 logger = logging.getLogger(__name__)
-
-CONFIG_FILE = "config.yaml"
 
 
 def checkpoint_of(run_dir: Path, step: int | None) -> tuple[int, Path]:
@@ -56,7 +53,7 @@ def checkpoint_of(run_dir: Path, step: int | None) -> tuple[int, Path]:
 
 def run_config_of(run_dir: Path, *, lora_merged: bool) -> Any:
     """The run's saved config, with every LoRA role also exporting its merged model if asked."""
-    from hfsdk.core.config import load_run_config
+    from hfsdk import load_run_config
 
     path = run_dir / CONFIG_FILE
     if not path.is_file():
@@ -91,9 +88,7 @@ def export_checkpoint(
     (peft format) and, unless ``lora_merged`` is off, the merged model in
     ``merged/``. Returns role -> directory.
     """
-    from hfsdk.core.run_spec import run_spec
-    from hfsdk.core.trainer.preflight import prepare_run
-    from hfsdk.core.trainer.session import TrainingSession
+    from hfsdk import TrainingSession, prepare_run, run_spec
 
     run_dir, out = Path(run_dir), Path(out)
     if not run_dir.is_dir():

@@ -12,9 +12,9 @@ import torch
 from hfsdk.core.cli.main import main
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.replay import replay_steps
-from hfsdk.core.trainer.step_dump import read_step_dump, step_dump_path
 from hfsdk.core.trainer.trainer import Trainer
+from hfsdk_run_records.replay import replay_steps
+from hfsdk_run_records.step_dump import read_step_dump, step_dump_path
 
 SMALL = [
     "data.batch_size=4",
@@ -155,7 +155,7 @@ def test_modes_with_missing_or_conflicting_settings_are_refused_in_one_line() ->
 
 
 def test_train_only_from_a_directory_without_rollouts_is_refused(tmp_path: Path) -> None:
-    from hfsdk.core.trainer.step_dump import DumpedGenerations
+    from hfsdk_run_records.step_dump import DumpedGenerations
 
     with pytest.raises(HfsdkError, match="has no rollouts/ directory"):
         DumpedGenerations(tmp_path)

@@ -12,12 +12,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hfsdk.core.atomic import write_text_atomic
-from hfsdk.core.trainer.step_observers import StepObserver
+from hfsdk import StepObserver, write_text_atomic
 
 if TYPE_CHECKING:
-    from hfsdk.core.batch import Batch
-    from hfsdk.core.trainer.step_observers import StepView
+    from hfsdk import Batch, StepView
 
 DUMP_DIR = "rollouts"
 
@@ -72,7 +70,7 @@ class RolloutDumpObserver(StepObserver):
 
     def on_step_trained(self, view: StepView) -> None:
         """Dump the step's batch and generations (the update's batch unless ``rollout_only``)."""
-        from hfsdk.core.trainer.step_dump import write_step_dump
+        from hfsdk_run_records.step_dump import write_step_dump
 
         batch = view.algorithm.last_batch
         if batch is not None:

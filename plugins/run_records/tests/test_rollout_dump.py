@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
-from hfsdk.core.batch import Batch
-from hfsdk.core.trainer.rollout_dump import write_rollout_dump
+from hfsdk import Batch
+from hfsdk_run_records.rollout_dump import write_rollout_dump
 
 
 def test_dump_has_the_samples_rewards_token_counts_and_segments(tmp_path: Path) -> None:
@@ -40,3 +41,27 @@ def test_dump_has_the_samples_rewards_token_counts_and_segments(tmp_path: Path) 
         "trajectory": {"finish": "stop", "segments": segments},
     }
     assert (second["reward"], second["response_tokens"], second["trained_tokens"]) == (0.0, 1, 1)
+
+
+def test_the_dump_goes_through_the_atomic_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Temp file fsynced, renamed, then its directory fsynced (``hfsdk.write_text_atomic``)."""
+    import os
+
+    from hfsdk.core import atomic
+
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
+    batch = Batch.from_dict({"input_ids": torch.zeros(1, 2, dtype=torch.long)},
+                            non_tensors={"raw_prompt": ["p"]})  # fmt: skip
+    path = write_rollout_dump(tmp_path, 3, batch)
+    assert json.loads(path.read_text()) == {"raw_prompt": "p"}
+    assert synced[-1] == str(tmp_path / "rollouts") and len(synced) == 2
+    assert Path(synced[0]).parent == path.parent and synced[0] != str(path)

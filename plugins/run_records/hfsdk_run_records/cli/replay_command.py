@@ -17,7 +17,7 @@ EXIT_DIFFERS = 1
 def replay(run_dir: Path, step: int) -> None:
     """Replay step N of RUN_DIR (made with trainer.rollout_dump: true): its losses and gradient
     norm are compared bit for bit with the logged ones; exit 1 when they differ."""
-    from hfsdk.core.trainer.replay import replay_steps
+    from hfsdk_run_records.replay import replay_steps
 
     results = replay_steps(run_dir, step)
     for result in results:

@@ -1,0 +1,1 @@
+"""The plugin's commands: ``hfsdk replay`` and ``hfsdk export``."""

@@ -1,0 +1,35 @@
+"""Hook implementations of the run records: the dump observer, the dumped generations of
+``trainer.mode: train_only``, and the ``replay``/``export`` commands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hfsdk
+from hfsdk import Register
+
+
+@hfsdk.hookimpl
+def hfsdk_register_step_observers(register: Register) -> None:
+    """Register ``rollout_dump`` (``trainer.rollout_dump``, ``trainer.mode: rollout_only``)."""
+    from hfsdk_run_records.rollout_dump import rollout_dump_observer
+
+    register("rollout_dump", rollout_dump_observer)
+
+
+@hfsdk.hookimpl
+def hfsdk_recorded_generations(config: Any) -> Any:
+    """``trainer.mode: train_only``: the generations ``trainer.rollouts_from`` dumped."""
+    from hfsdk_run_records.step_dump import DumpedGenerations
+
+    return DumpedGenerations(config.trainer.rollouts_from)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_commands(cli: Any) -> None:
+    """Add ``hfsdk replay`` and ``hfsdk export``."""
+    from hfsdk_run_records.cli.export_command import export
+    from hfsdk_run_records.cli.replay_command import replay
+
+    for command in (export, replay):
+        cli.add_command(command)
