@@ -129,6 +129,7 @@ if TYPE_CHECKING:
         position_ids_from_mask,
         response_mask_from_eos,
     )
+    from hfsdk.core.model_inputs import MODEL_INPUTS, ModelInputs, model_inputs_of
     from hfsdk.core.run_spec import run_spec
     from hfsdk.core.segments import SEGMENT_INDEX, TRAJECTORY_ID, last_segments
     from hfsdk.core.stop_requests import stop_requested
@@ -250,6 +251,9 @@ _LAZY = {
     "run_coroutine": "hfsdk.core.generation_requests",
     "build_rollout": "hfsdk.core.rollout_contract",
     "assemble_rollout": "hfsdk.core.rollout_output",
+    "MODEL_INPUTS": "hfsdk.core.model_inputs",
+    "ModelInputs": "hfsdk.core.model_inputs",
+    "model_inputs_of": "hfsdk.core.model_inputs",
     "eos_token_ids": "hfsdk.core.rollout_output",
     "merge_rollout_metrics": "hfsdk.core.rollout_output",
     "position_ids_from_mask": "hfsdk.core.rollout_output",

@@ -37,6 +37,7 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         # reward call styles (issue 34)
         "reward_styles": "hfsdk_register_reward_styles",
         "rollout_sections": "hfsdk_register_rollout_sections",
+        "model_inputs": "hfsdk_register_model_inputs",
     }
 )
 """Registry kind -> the hook that fills it."""

@@ -30,6 +30,7 @@ from hfsdk import (
     group_split,
     load_checkpoint_file,
     load_tokenizer,
+    model_inputs_of,
     position_ids_from_mask,
     row_group,
 )
@@ -210,19 +211,25 @@ class FSDPEngine:
         else:
             yield
 
-    def _model_inputs(self, micro: Batch) -> dict[str, torch.Tensor]:
+    def _model_inputs(self, micro: Batch) -> dict[str, Any]:
+        """The forward's arguments for ``micro``: token ids, mask and positions, plus what
+        the batch's ``hfsdk.ModelInputs`` entry adds (pixel values, multimodal positions)."""
         input_ids = micro["input_ids"].to(self.device)
         attention_mask = micro["attention_mask"].to(self.device)
         if "position_ids" in micro:
             position_ids = micro["position_ids"].to(self.device)
         else:
             position_ids = position_ids_from_mask(attention_mask)
-        return {
+        inputs: dict[str, Any] = {
             "input_ids": input_ids,
             "attention_mask": attention_mask,
             "position_ids": position_ids,
             "use_cache": False,
         }
+        extra = model_inputs_of(micro)
+        if extra is not None:  # images and the like: the model family's entry builds the call
+            inputs = extra.forward_kwargs(self.module, micro, inputs)
+        return inputs
 
     def _forward(self, micro: Batch) -> Any:
         with self._autocast():

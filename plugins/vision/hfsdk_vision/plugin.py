@@ -12,3 +12,11 @@ def hfsdk_register_reward_functions(register: Register) -> None:
     from hfsdk_vision import shapes
 
     register(shapes.REWARD_FUNCTION_NAME, shapes.shapes_reward)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_model_inputs(register: Register) -> None:
+    """Register ``qwen2_vl_images``: rows with images through a Qwen2-VL-family forward."""
+    from hfsdk_vision.forward_inputs import NAME, Qwen2VLImages
+
+    register(NAME, Qwen2VLImages())
