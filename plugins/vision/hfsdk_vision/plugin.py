@@ -20,3 +20,11 @@ def hfsdk_register_model_inputs(register: Register) -> None:
     from hfsdk_vision.forward_inputs import NAME, Qwen2VLImages
 
     register(NAME, Qwen2VLImages())
+
+
+@hfsdk.hookimpl
+def hfsdk_register_rollout_backends(register: Register) -> None:
+    """Register ``hf_vision``: generation from image prompts with the actor's own module."""
+    from hfsdk_vision.rollout import BACKEND, VisionRollout, VisionRolloutConfig
+
+    register(BACKEND, VisionRollout, config_cls=VisionRolloutConfig)
