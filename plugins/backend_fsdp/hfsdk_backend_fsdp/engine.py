@@ -69,6 +69,20 @@ def resolve_model_path(config: FSDPRoleConfig, role: str) -> Path:
     return check_model_dir(config.model_path, role)
 
 
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "chat_template.json")
+"""A model directory's non-tokenizer processor files (an image processor's settings)."""
+
+
+def copy_processor_files(source: Path, directory: Path) -> None:
+    """Copy ``source``'s processor files into the export ``directory``, so a vision-language
+    model's export loads with its processor as the model it started from did."""
+    import shutil
+
+    for name in PROCESSOR_FILES:
+        if (source / name).is_file():
+            shutil.copyfile(source / name, directory / name)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else ""
@@ -572,3 +586,4 @@ class FSDPEngine:
         with quiet_loading():  # no per-save progress bar on the console
             fresh.save_pretrained(str(directory))
             self.tokenizer.save_pretrained(str(directory))
+        copy_processor_files(self.model_path, directory)

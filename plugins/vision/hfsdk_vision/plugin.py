@@ -28,3 +28,11 @@ def hfsdk_register_rollout_backends(register: Register) -> None:
     from hfsdk_vision.rollout import BACKEND, VisionRollout, VisionRolloutConfig
 
     register(BACKEND, VisionRollout, config_cls=VisionRolloutConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``images``: image prompts need ``rollout.backend=hf_vision``; images decode."""
+    from hfsdk_vision.preflight import NAME, images_check
+
+    register(NAME, images_check)

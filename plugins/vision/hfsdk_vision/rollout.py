@@ -60,8 +60,9 @@ class VisionRolloutConfig(RolloutConfig):
         default=BACKEND,
     )
     max_prompt_length: int = help_field(
-        "Widest prompt (tokens, image tokens included) the rollout accepts.",
-        default=256,
+        "Widest prompt text (tokens, before each image becomes its image tokens); follows "
+        "from data.max_prompt_length: leave it unset.",
+        default=64,
         validator=attrs.validators.ge(1),
     )
     max_response_length: int = help_field(
@@ -147,14 +148,8 @@ class VisionRollout(RolloutBackend):
             ]
             texts.append(expand_placeholders(str(text)))
             images.append(row_images)
-        encoded = self.processor(texts, images)
-        width = encoded["input_ids"].shape[1]
-        if width > self.config.max_prompt_length:
-            raise HfsdkError(
-                f"image prompts are {width} tokens wide (image tokens included) but "
-                f"rollout.max_prompt_length is {self.config.max_prompt_length}; raise it"
-            )
-        return encoded
+        # The loader bounded the text (data.max_prompt_length); each image adds its tokens.
+        return self.processor(texts, images)
 
     def generate_sequences(
         self, prompts: Batch, *, n: int | None = None, greedy: bool | None = None
