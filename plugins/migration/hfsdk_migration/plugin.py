@@ -9,6 +9,20 @@ from hfsdk import Register
 
 
 @hfsdk.hookimpl
+def hfsdk_addhooks(pluginmanager: Any) -> None:
+    """Add the hook ``hfsdk_register_prompt_describers`` (lines of ``hfsdk data inspect``)."""
+    from hfsdk_migration import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_registry_kinds(register: Register) -> None:
+    """Add the kind ``prompt_describers`` (``hfsdk list prompt-describers``)."""
+    register("prompt_describers", "hfsdk_register_prompt_describers")
+
+
+@hfsdk.hookimpl
 def hfsdk_register_reward_styles(register: Register) -> None:
     """Register the ``verl``, ``trl`` and ``openrlhf`` reward call styles."""
     from hfsdk_migration.reward_styles import STYLE_DOCS, STYLES

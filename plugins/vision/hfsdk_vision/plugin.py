@@ -36,3 +36,11 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     from hfsdk_vision.preflight import NAME, images_check
 
     register(NAME, images_check)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_prompt_describers(register: Register) -> None:
+    """Register ``images`` (``hfsdk data inspect``: image and image-token counts)."""
+    from hfsdk_vision.inspection import NAME, describe_images
+
+    register(NAME, describe_images)
