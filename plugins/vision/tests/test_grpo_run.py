@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,9 @@ from hfsdk import HfsdkError, get_registry, load_run_config
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk_vision.model import ensure_tiny_vlm, load_tiny_vlm
 from hfsdk_vision.shapes import shapes_rows, tokenizer_corpus, write_parquet
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "multimodal.md"
+IN_PROCESS = ["trainer.executor=local", "trainer.loggers=[jsonl]"]
 
 
 def _overrides(model: Path, train: Path, steps: int) -> list[str]:
@@ -30,11 +34,21 @@ def _overrides(model: Path, train: Path, steps: int) -> list[str]:
     ]
 
 
+def _docs_config(tmp_path: Path, model: Path, train: Path) -> Path:
+    """docs/multimodal.md's ``shapes.yaml`` as written, with the paths filled in."""
+    (text,) = re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S)
+    text = text.replace("MODEL_DIR", str(model)).replace("TRAIN_FILE", str(train))
+    path = tmp_path / "shapes.yaml"
+    path.write_text(text)
+    return path
+
+
 @pytest.mark.heavy  # 50-130 s on the shared 2-core machine
 def test_grpo_trains_the_tiny_vlm_on_images(tmp_path: Path) -> None:
     model = ensure_tiny_vlm(tokenizer_corpus(), cache_dir=tmp_path)
     train = write_parquet(shapes_rows(32, seed=0), tmp_path / "train.parquet")
-    config = load_run_config("grpo", None, _overrides(model, train, 2))
+    config_file = _docs_config(tmp_path, model, train)
+    config = load_run_config("grpo", str(config_file), IN_PROCESS)
     rows = Trainer(config, tmp_path / "run", quiet=True).fit()
     assert len(rows) == 2
     for row in rows:
@@ -82,3 +96,10 @@ def test_an_image_that_does_not_decode_is_named_before_training(
     config = load_run_config("grpo", None, _overrides(vlm_dir, train, 1))
     with pytest.raises(HfsdkError, match=r"^train data: row 2, image 0 could not be decoded"):
         Trainer(config, tmp_path / "run", quiet=True)
+
+
+def test_the_docs_config_resolves(tmp_path: Path, vlm_dir: Path) -> None:
+    train = write_parquet(shapes_rows(2, seed=0), tmp_path / "train.parquet")
+    config = load_run_config("grpo", str(_docs_config(tmp_path, vlm_dir, train)), IN_PROCESS)
+    assert config.rollout.backend == "hf_vision"
+    assert config.actor.model_path == str(vlm_dir)
