@@ -53,6 +53,7 @@ def test_padding_rows_lose_their_mask_and_the_callers_batch_is_kept() -> None:
     assert batch["response_mask"].sum() == 12  # the input is untouched
 
 
+@pytest.mark.heavy
 @pytest.mark.distributed
 def test_six_samples_on_four_ranks_train_like_one_process(
     model_dir: Path, make_prompts: Callable[..., Batch], tmp_path: Path

@@ -62,6 +62,9 @@ def test_default_command_trains_and_reward_goes_up(tmp_path: Path) -> None:
     assert model.config.model_type == "llama"
 
 
+# The fsdp backend's tests/test_sharding.py checks two ranks against one process in the
+# quick suite; this whole-algorithm variant is heavy to keep that suite's time.
+@pytest.mark.heavy
 @pytest.mark.distributed
 def test_actor_shards_over_two_ranks() -> None:
     config = load_run_config(

@@ -48,6 +48,7 @@ def plan_for_algorithm(
     workload: Workload | None = None,
     settings: SimulatorSettings | None = None,
     use_cache: bool = True,
+    threads: int | None = None,
 ) -> Plan:
     """Search the fastest placement for a registered algorithm.
 
@@ -57,10 +58,18 @@ def plan_for_algorithm(
     device time (it is listed in :attr:`Plan.functions`). ``num_devices``
     defaults to the cluster preset's size (one node for the GPU presets,
     every core for ``local``); ``cluster`` is a preset name, a profile path or
-    a :class:`Cluster`.
+    a :class:`Cluster`. On a CPU profile each device computes on ``threads``
+    intra-op threads, priced with the figures the calibration measured at that
+    many (:meth:`Cluster.for_threads`); default: what a run on ``num_devices``
+    devices would use (:func:`hfsdk.worker_threads`), at most the cores each
+    device has to itself.
     """
     dataflow = algorithm_dataflow(algorithm)
     hardware = get_cluster(cluster)
+    priced = 0
+    if hardware.device_kind == "cpu":
+        priced = search_threads(hardware, num_devices, threads)
+        hardware = hardware.for_threads(priced)
     if num_devices is not None:
         hardware = hardware.with_devices(num_devices)
     role_sizes = dict(role_sizes or {})
@@ -93,7 +102,21 @@ def plan_for_algorithm(
         use_cache=use_cache,
         algorithm=algorithm,
     )
-    return attrs.evolve(plan, functions=functions) if functions else plan
+    return attrs.evolve(plan, functions=functions, threads_per_device=priced)
+
+
+def search_threads(hardware: Cluster, num_devices: int | None, threads: int | None) -> int:
+    """The threads per device a placement search on a CPU profile prices: ``threads`` as
+    given (the caller priced them for the whole machine), else the run's automatic choice
+    for ``num_devices`` devices, at most the profile's cores per device (more threads only
+    contend for them)."""
+    from hfsdk import worker_threads
+
+    if threads is not None:
+        return max(1, threads)
+    cores = hardware.num_devices  # a CPU profile counts one device per core
+    devices = max(1, num_devices or cores)
+    return max(1, min(worker_threads(0, devices, cores=cores), cores // devices or 1))
 
 
 def _role_kinds(algorithm: str) -> dict[str, str]:

@@ -248,7 +248,9 @@ class Plan:
         w = self.workload
         lines = [
             f"Plan for {self.algorithm}: {len(self.roles)} roles on {self.num_devices} x "
-            f"{self.cluster} ({self.device_memory_bytes / GB:.0f} GB each); "
+            f"{self.cluster} ({self.device_memory_bytes / GB:.0f} GB each"
+            + (f", {self.threads_per_device} CPU thread(s) each" if self.threads_per_device else "")
+            + "); "
             f"{w.batch_size} prompts x {w.samples_per_prompt} samples, "
             f"{w.prompt_length} + {w.response_length} tokens, {w.optimizer_steps} updates",
             "",

@@ -18,7 +18,12 @@ def resolve_placement(config: Any) -> dict[str, Any]:
     """
     from hfsdk_planner.auto import auto_placement_section
     from hfsdk_planner.cluster_lookup import resolve_cluster
-    from hfsdk_planner.run_plan import plan_rollout_split, run_setup, setup_role_sizes
+    from hfsdk_planner.run_plan import (
+        plan_rollout_split,
+        priced_threads,
+        run_setup,
+        setup_role_sizes,
+    )
 
     placement = config.placement
     devices = sum(pool.devices for pool in placement.pools.values())
@@ -28,11 +33,14 @@ def resolve_placement(config: Any) -> dict[str, Any]:
     else:
         # Price the run's own roles: a signal scored by functions costs no device,
         # and each model role has the size its model_path gives.
+        setup = run_setup(config)
         section = auto_placement_section(
             config.algo,
-            role_sizes=setup_role_sizes(run_setup(config)),
+            role_sizes=setup_role_sizes(setup),
             num_devices=devices,
             cluster=cluster,
+            # The threads the run's workers will use, as the session decides them.
+            threads=priced_threads(setup, cluster) if cluster.device_kind == "cpu" else None,
         )
     logger.warning("placement: auto chose %s", section)
     return section

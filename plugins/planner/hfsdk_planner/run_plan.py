@@ -699,6 +699,8 @@ def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | N
     setup = run_setup(config)
     hardware = resolve_cluster(setup.cluster if cluster is None else cluster)
     role_sizes = setup_role_sizes(setup)
+    # Every split runs on the same devices, so its workers get the same threads.
+    threads = priced_threads(setup, hardware) if hardware.device_kind == "cpu" else None
     best: tuple[float, dict[str, Any], Plan] | None = None
     for rollout in _split_candidates(num_devices):
         train = num_devices - rollout
@@ -707,7 +709,11 @@ def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | N
         on = attrs.evolve(hardware, nodes=1, devices_per_node=train) if cpu else hardware
         try:
             section = auto_placement_section(
-                setup.algorithm, role_sizes=role_sizes, num_devices=train, cluster=on
+                setup.algorithm,
+                role_sizes=role_sizes,
+                num_devices=train,
+                cluster=on,
+                threads=threads,
             )
         except HfsdkError:  # no placement on that many devices (e.g. not whole nodes)
             continue

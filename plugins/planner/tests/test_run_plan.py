@@ -296,6 +296,43 @@ def test_a_run_is_priced_at_the_threads_its_workers_use(tmp_path: Path) -> None:
     assert run_hardware(crowded, profile).peak_flops == 50e9
 
 
+def test_searches_price_the_threads_a_run_on_those_devices_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    profile = str(_threaded_profile(tmp_path / "cpu.yaml"))
+    # One device on two cores: the run's worker takes both, and the search prices that.
+    alone = plan_for_algorithm("grpo", model_size="1M", num_devices=1, cluster=profile)
+    single = plan_for_algorithm("grpo", model_size="1M", num_devices=1, cluster=profile, threads=1)
+    assert (alone.threads_per_device, single.threads_per_device) == (2, 1)
+    assert alone.iteration_seconds < single.iteration_seconds
+    assert "2 CPU thread(s) each" in alone.format_table()
+    # Two devices share the two cores: one thread each, whatever the profile measured at two.
+    shared = plan_for_algorithm("grpo", model_size="1M", num_devices=2, cluster=profile)
+    assert shared.threads_per_device == 1
+    # placement: auto prices the threads the session will give the run's workers.
+    from hfsdk_planner.resolve import resolve_placement
+
+    seen: list[int | None] = []
+
+    def record(algorithm: str, **kwargs: object) -> dict:
+        seen.append(kwargs.get("threads"))  # type: ignore[arg-type]
+        return {"pools": {"global": {"devices": 1}}, "roles": {}}
+
+    monkeypatch.setattr("hfsdk_planner.auto.auto_placement_section", record)
+    resolve_placement(
+        load_run_config("grpo", None, ["placement.mode=auto", f"placement.cluster={profile}"])
+    )
+    resolve_placement(
+        load_run_config(
+            "grpo",
+            None,
+            ["placement.mode=auto", f"placement.cluster={profile}", "trainer.worker_threads=1"],
+        )
+    )
+    assert seen == [2, 1]
+
+
 def test_check_prices_the_threads_the_run_logged_and_shows_utilisation(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()

@@ -114,6 +114,7 @@ def test_each_ranks_slices_are_read_back_after_the_reload(run: dict[str, Any]) -
         assert outcome[TG]["reload_metrics"]["timing/vllm_verify_s"] > 0
 
 
+@pytest.mark.heavy
 @pytest.mark.distributed
 def test_a_slice_dropped_on_one_rank_fails_every_rank(
     tmp_path: Path, default_model_dir: Path

@@ -62,6 +62,7 @@ def test_grpo_command_learns_with_the_actor_on_two_ranks(tmp_path: Path) -> None
     assert [r["step"] for r in validated] == [15, 30]
 
 
+@pytest.mark.heavy
 def test_remax_learns(tmp_path: Path) -> None:
     config = load_run_config("remax", None, ["rollout.backend=vllm"])
     rows = Trainer(config, tmp_path / "run", quiet=True).fit()
@@ -90,6 +91,7 @@ def _weights(run_dir: Path, step: int) -> dict:
     )
 
 
+@pytest.mark.heavy
 def test_ppo_runs_and_resumes_exactly(tmp_path: Path) -> None:
     """PPO end to end; a copy of the run cut back to step 1 resumes to the same steps 2–3."""
     straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"

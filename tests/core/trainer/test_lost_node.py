@@ -20,7 +20,7 @@ import pytest
 
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer import trainer as trainer_module
+from hfsdk.core.trainer import faults as faults_module
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.workers.ray_runtime import VIRTUAL_DEVICE_RESOURCE, health_check_config, shutdown
 
@@ -65,8 +65,8 @@ def _node_of(cluster: Any, pid: int) -> Any:
 
 
 def _remove_at(cluster: Any, step: int, removed: list[Any]) -> Callable[..., None]:
-    def remove(at: int, pid: Callable[[], int]) -> None:
-        if at == step and not removed:
+    def remove(at: int, pid: Callable[[], int], point: str = "worker_kill") -> None:
+        if at == step and point == "worker_kill" and not removed:
             node = _node_of(cluster, pid())
             removed.append(node)
             cluster.remove_node(node)
@@ -81,7 +81,9 @@ def test_a_lost_node_is_reported_and_the_run_restarts_on_the_other(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     removed: list[Any] = []
-    monkeypatch.setattr(trainer_module, "maybe_kill_worker", _remove_at(cluster, 3, removed))
+    # The worker_kill fault point (a step observer) removes the node instead of killing.
+    monkeypatch.setenv(faults_module.FAULT_ENV, "worker_kill:3")
+    monkeypatch.setattr(faults_module, "maybe_kill_worker", _remove_at(cluster, 3, removed))
     config = load_run_config("grpo", None, [*ARGS, f"trainer.ray_address={cluster.address}"])
     trainer = Trainer(config, tmp_path / "run", quiet=True)
     with caplog.at_level(logging.WARNING, logger="hfsdk.core.trainer.trainer"):
@@ -100,7 +102,9 @@ def test_with_no_node_left_for_the_pool_the_restart_stops_with_one_line(
     others = [n for n in cluster.list_all_nodes() if n is not cluster.head_node]
     cluster.remove_node(others[0])  # one device node left: the one the run will lose
     removed: list[Any] = []
-    monkeypatch.setattr(trainer_module, "maybe_kill_worker", _remove_at(cluster, 3, removed))
+    # The worker_kill fault point (a step observer) removes the node instead of killing.
+    monkeypatch.setenv(faults_module.FAULT_ENV, "worker_kill:3")
+    monkeypatch.setattr(faults_module, "maybe_kill_worker", _remove_at(cluster, 3, removed))
     config = load_run_config(
         "grpo", None, [*ARGS, f"trainer.ray_address={cluster.address}", "trainer.max_restarts=1"]
     )

@@ -46,6 +46,13 @@ def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
     help="Devices to plan for [default: one node of the cluster preset; all cores for local].",
 )
 @click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Intra-op threads per device on a CPU profile (trainer.worker_threads) [default: "
+    "what a run on these devices uses: the cores shared among them].",
+)
+@click.option(
     "--cluster",
     default=None,
     help="Cluster preset (hfsdk list clusters: a100-80gb, h100-80gb, h200-141gb, local) or a "
@@ -138,6 +145,7 @@ def plan(
     model_size: str,
     role_sizes: tuple[str, ...],
     devices: int | None,
+    threads: int | None,
     cluster: str | None,
     calibrate_to: str | None,
     check_dir: str | None,
@@ -224,6 +232,7 @@ def plan(
         cluster=cluster or "a100-80gb",
         workload=workload,
         use_cache=not no_cache,
+        threads=threads,
     )
     click.echo(result.to_json() if as_json else result.format_table())
     if output:
