@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         TrainerAlgorithmConfig,
     )
     from hfsdk.core.algorithm_spec import (
+        KIND_OPERATIONS,
         REF_TOP_K,
         ROLE_KINDS,
         ActorLossTerms,
@@ -151,19 +152,6 @@ if TYPE_CHECKING:
     from hfsdk.core.trainer.threads import worker_threads
     from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
     from hfsdk.core.trainer.trainer_config import LOGGERS
-    from hfsdk.core.weight_check import (
-        Fingerprint,
-        LowRankProbe,
-        ProbeCheck,
-        WeightSyncMismatch,
-        bit_sum,
-        check_probe,
-        compare_manifest,
-        fingerprint,
-        low_rank_probe,
-        manifest,
-        require_loaded,
-    )
     from hfsdk.core.workers import (
         BuiltinProtocol,
         ResourcePool,
@@ -216,6 +204,7 @@ _LAZY = {
     "RoleSpec": "hfsdk.core.algorithm_spec",
     "RoleKind": "hfsdk.core.algorithm_spec",
     "ROLE_KINDS": "hfsdk.core.algorithm_spec",
+    "KIND_OPERATIONS": "hfsdk.core.algorithm_spec",
     "ActorLossTerms": "hfsdk.core.algorithm_spec",
     "TokenIdsLossTerm": "hfsdk.core.algorithm_spec",
     "default_actor_objective": "hfsdk.core.algorithm_spec",
@@ -322,17 +311,6 @@ _LAZY = {
     "torch_rng_state": "hfsdk.core.rng",
     "set_torch_rng_state": "hfsdk.core.rng",
     # verified weight syncs (docs/async.md#verified-weight-syncs)
-    "Fingerprint": "hfsdk.core.weight_check",
-    "WeightSyncMismatch": "hfsdk.core.weight_check",
-    "bit_sum": "hfsdk.core.weight_check",
-    "compare_manifest": "hfsdk.core.weight_check",
-    "fingerprint": "hfsdk.core.weight_check",
-    "manifest": "hfsdk.core.weight_check",
-    "require_loaded": "hfsdk.core.weight_check",
-    "LowRankProbe": "hfsdk.core.weight_check",
-    "ProbeCheck": "hfsdk.core.weight_check",
-    "check_probe": "hfsdk.core.weight_check",
-    "low_rank_probe": "hfsdk.core.weight_check",
     "take_fault": "hfsdk.core.trainer.faults",
     # migration (issue 34): config files, run configs, reward call styles
     "load_yaml": "hfsdk.core.config.loader",

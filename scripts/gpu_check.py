@@ -444,7 +444,7 @@ def reference_greedy(
     import torch
     from transformers import AutoModelForCausalLM
 
-    from hfsdk.testing import hf_greedy_responses
+    from hfsdk_testing import hf_greedy_responses
 
     model = AutoModelForCausalLM.from_pretrained(
         str(assets.model_dir), dtype=getattr(torch, dtype)

@@ -4,7 +4,10 @@
   reaches features only through hooks and registries.
 - The core's tests (``tests/``) import no plugin package either: they reach plugins
   by registered name, as a user's config does; a test of a plugin's code lives in
-  that plugin's ``tests/`` and declares what it needs there.
+  that plugin's ``tests/`` and declares what it needs there. The one exception is a
+  test-time library the root ``pyproject.toml`` declares as an optional dependency
+  (``hfsdk-testing`` in ``dev``, as pytest ships ``pytester``): the core's tests may
+  import it, the core never.
 - A plugin distribution's code and tests import ``hfsdk``, their own package, and
   the packages of the distributions their ``pyproject.toml`` declares (as a
   dependency or an optional one), nothing else of this repository.
@@ -41,6 +44,15 @@ def _distributions(root: Path) -> dict[str, tuple[str, set[str], Path]]:
     return found
 
 
+def _test_distributions(root: Path) -> set[str]:
+    """The distributions the root ``pyproject.toml`` declares as optional (test-time) ones."""
+    pyproject = root / "pyproject.toml"
+    if not pyproject.exists():
+        return set()
+    extras = tomllib.loads(pyproject.read_text())["project"].get("optional-dependencies", {})
+    return {_requirement_name(r) for extra in extras.values() for r in extra}
+
+
 def _imported_tops(path: Path) -> Iterator[tuple[int, str]]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -62,9 +74,10 @@ def layering_violations(root: Path) -> list[str]:
                 problems.append(
                     f"{path.relative_to(root)}:{line}: the core imports {top} ({owner[top]})"
                 )
+    for_tests = {package_of[d] for d in _test_distributions(root) if d in package_of}
     for path in sorted((root / "tests").rglob("*.py")):
         for line, top in _imported_tops(path):
-            if top in owner:
+            if top in owner and top not in for_tests:
                 problems.append(
                     f"{path.relative_to(root)}:{line}: a core test imports {top} ({owner[top]}); "
                     "move it to that plugin's tests"
@@ -102,13 +115,24 @@ def test_planted_violations_are_found(tmp_path: Path) -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from hfsdk_a import x\n"
     )
     (tmp_path / "tests" / "core").mkdir(parents=True)
-    (tmp_path / "tests" / "core" / "test_x.py").write_text("def test():\n    import hfsdk_a.y\n")
+    (tmp_path / "tests" / "core" / "test_x.py").write_text(
+        "from hfsdk_t import FakeRun\ndef test():\n    import hfsdk_a.y\n"
+    )
+    (tmp_path / "hfsdk" / "core" / "helpers.py").write_text("import hfsdk_t\n")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "hfsdk"\n[project.optional-dependencies]\n'
+        'dev = ["pytest>=8", "hfsdk-plugin-t==0.1.0"]\n'
+    )
+    _plugin(tmp_path, "t", ["hfsdk"], "import hfsdk\n")
     _plugin(tmp_path, "a", ["hfsdk"], "import hfsdk\n")
     _plugin(tmp_path, "b", ["hfsdk", "hfsdk-plugin-a"], "def f():\n    import hfsdk_a\n")
     _plugin(tmp_path, "c", ["hfsdk"], "from hfsdk_b.sub import y\n")
+    # the core's tests may import the test-time library the root declares (hfsdk_t), the
+    # core may not
     assert layering_violations(tmp_path) == [
+        "hfsdk/core/helpers.py:1: the core imports hfsdk_t (hfsdk-plugin-t)",
         "hfsdk/core/loop.py:3: the core imports hfsdk_a (hfsdk-plugin-a)",
-        "tests/core/test_x.py:2: a core test imports hfsdk_a (hfsdk-plugin-a); "
+        "tests/core/test_x.py:3: a core test imports hfsdk_a (hfsdk-plugin-a); "
         "move it to that plugin's tests",
         "plugins/c/hfsdk_c/__init__.py:1: hfsdk-plugin-c imports hfsdk_b without declaring "
         "hfsdk-plugin-b in its pyproject.toml",

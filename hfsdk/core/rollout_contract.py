@@ -161,10 +161,11 @@ class ActorSource(Protocol):
     (what the last complete :meth:`hf_weights` iteration cost this rank:
     ``perf/reshard_bytes`` received, ``perf/reshard_peak_extra_bytes`` held
     beyond the training shard; empty before the first), ``weight_probes``
-    (name → :data:`hfsdk.LowRankProbe` of every tensor :meth:`hf_weights` yields that
-    the actor computes rather than holds, a LoRA merge: set before the tensor is yielded,
-    so a receiver checks each as it arrives with :class:`hfsdk.ProbeCheck`; empty for an
-    actor that sends only what it holds).
+    (name → a probe of every tensor :meth:`hf_weights` yields that the actor computes
+    rather than holds, a LoRA merge: the expected product of that tensor with a fixed
+    vector and its tolerance, set before the tensor is yielded, so a receiver checks each
+    as it arrives without redoing the merge; the backends define the probe and its check;
+    empty for an actor that sends only what it holds).
     """
 
     tokenizer: Any
@@ -197,7 +198,7 @@ class ActorSource(Protocol):
         ``gather=True`` lets a sharded actor gather its full weights into its
         own module for the context (a full copy per rank, no rebuild); it is
         collective then, and the actor checks the gathered parameters against its shards
-        (a mismatch raises :class:`hfsdk.WeightSyncMismatch`; a clean gather sets
+        (a mismatch raises an :class:`hfsdk.HfsdkError` naming it; a clean gather sets
         ``sync/verified`` in ``last_weights_metrics``, where a module that moved nothing
         sets none). The module is in eval mode under ``torch.no_grad``.
         """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hfsdk import HfsdkError
-from hfsdk.testing import FakeRun, fake_prompts
+from hfsdk_testing import FakeRun, fake_prompts
 
 
 def test_concurrently_dispatches_every_call_before_waiting_and_returns_results_in_order() -> None:

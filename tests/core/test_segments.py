@@ -10,7 +10,7 @@ import torch
 
 from hfsdk import Batch, HfsdkError
 from hfsdk.core.segments import last_segments, number_trajectories, trajectory_rows
-from hfsdk.testing import FakeRun
+from hfsdk_testing import FakeRun
 
 # Prompt 0: trajectories A and B have two segments each and are right; C and D are one
 # segment each and wrong. Prompt 1: E (three segments) right; F, G, H wrong.

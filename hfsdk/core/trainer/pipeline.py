@@ -41,12 +41,14 @@ Metrics of the syncs finished by the time a step starts: ``sync/send_s``
 ``sync/receive_s`` and ``sync/verified`` (the syncs every replica verified:
 equal to ``sync/count``). Every sync is verified on the receiving side: each
 carries the weights version and a fingerprint of every tensor sent, and each
-replica checks what arrived and reads back what it holds
-(:mod:`hfsdk.core.weight_check`); each generated batch reports the version its
-replica last verified, which must be the one the pipeline synced before
-submitting it. A dropped tensor, old weights or a skipped sync fails that
-step's check: the replicas are restarted like dead ones (one warning line
-naming the version, the replica and the first tensor that differs) and the
+replica checks what arrived and reads back what it holds (the backends' own
+checks: a replica's ``receive_weights`` reports ``sync/verified`` or
+``sync/mismatch``, which is all the pipeline reads); each generated batch
+reports the version its replica last verified, which must be the one the
+pipeline synced before submitting it (:func:`check_version`). A dropped tensor,
+old weights or a skipped sync fails that step's check: the replicas are
+restarted like dead ones (one warning line naming the version, the replica and
+the first tensor that differs) and the
 batch is generated again, or the run stops with that line when no restart is
 left.
 
@@ -80,7 +82,6 @@ import attrs
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.faults import take_fault
 from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
-from hfsdk.core.weight_check import check_version
 from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
 
 if TYPE_CHECKING:
@@ -104,6 +105,17 @@ class RolloutSyncFailed(WorkerDiedError):
             method="receive_weights",
             cause=cause,
         )
+
+
+def check_version(held: int, expected: int, where: str) -> str | None:
+    """One line when a rollout generated with weights of version ``held`` where it should have
+    held ``expected`` (a skipped or lost sync), else ``None``."""
+    if held == expected:
+        return None
+    return (
+        f"{where} generated with weights version {held} where version {expected} was synced "
+        "(a skipped or lost weight sync)"
+    )
 
 
 def pipeline_depth(pipeline: str, max_staleness: int) -> int:

@@ -76,7 +76,7 @@ def test_masks_and_ids_exact_on_a_tool_trajectory() -> None:
 
 def test_score_lands_on_the_last_model_token() -> None:
     from hfsdk.core.batch import Batch
-    from hfsdk.testing import FakeRun
+    from hfsdk_testing import FakeRun
 
     run = FakeRun.for_algorithm("grpo", rewards=[1.0, 0.5])
     mask = torch.tensor([[1.0, 1.0, 0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]])
@@ -164,7 +164,7 @@ def test_budget_and_max_turns_end_trajectories() -> None:
 
 def test_advantages_and_kl_are_zero_on_tool_tokens() -> None:
     from hfsdk.core.maths.kl import token_kl
-    from hfsdk.testing import FakeRun
+    from hfsdk_testing import FakeRun
 
     rollout = rollout_for(
         TOKENIZER, calculator_script, tools=["add"], renderer="plain", max_response_tokens=32

@@ -20,9 +20,44 @@ importing this package costs nothing):
   :mod:`.hybrid.support` (which models it decodes),
   :mod:`.hybrid.reshard` (the micro-DP train -> generate transition),
   :mod:`.hybrid.groups`, :mod:`.hybrid.stages`;
+- verified weight syncs, :mod:`.weight_check` (its names are importable from
+  this package: ``from hfsdk_backend_common import fingerprint``): exact
+  fingerprints and bit sums of what a sender sent and a receiver holds,
+  :class:`WeightSyncMismatch`, and the probes that check a derived weight (a
+  LoRA merge) without redoing it;
 - :mod:`.testing`: synthetic weights and a local multi-process launcher for
   tests and benchmarks.
 
 The layout maths the planner uses (layouts, byte formulas, parameter split
 specs) stays in ``hfsdk_backend_common.hybrid``.
 """
+
+from hfsdk_backend_common.weight_check import (
+    Fingerprint,
+    LowRankProbe,
+    ProbeCheck,
+    WeightSyncMismatch,
+    bit_sum,
+    check_probe,
+    compare_manifest,
+    fingerprint,
+    low_rank_probe,
+    manifest,
+    probe_input,
+    require_loaded,
+)
+
+__all__ = [
+    "Fingerprint",
+    "LowRankProbe",
+    "ProbeCheck",
+    "WeightSyncMismatch",
+    "bit_sum",
+    "check_probe",
+    "compare_manifest",
+    "fingerprint",
+    "low_rank_probe",
+    "manifest",
+    "probe_input",
+    "require_loaded",
+]

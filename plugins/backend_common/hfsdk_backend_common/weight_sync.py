@@ -11,7 +11,7 @@ at most ``bucket_bytes`` (a larger tensor is a bucket of its own) and
 broadcasts each as: a header length, the header (names, shapes, offsets,
 pickled), then one flat buffer; a zero length ends the stream, and a last blob
 carries the manifest (the weights version and every sent tensor's fingerprint,
-:mod:`hfsdk.core.weight_check`) the receiver verifies what it loaded against.
+:mod:`hfsdk_backend_common.weight_check`) the receiver verifies what it loaded against.
 :func:`receive_weights` copies every slice into the receiver's tensor of that
 name. Both return their cost: ``sync/bytes``, ``sync/buckets``, ``sync/time_s``
 and, on a receiver, ``sync/wait_s`` (how long it waited for the sender to start).
@@ -29,15 +29,13 @@ import attrs
 import torch
 import torch.distributed as dist
 
-from hfsdk import (
-    BuiltinProtocol,
+from hfsdk import BuiltinProtocol, HfsdkError, register
+from hfsdk_backend_common.weight_check import (
     Fingerprint,
-    HfsdkError,
     ProbeCheck,
     compare_manifest,
     fingerprint,
     manifest,
-    register,
 )
 
 DEFAULT_BUCKET_BYTES = 32 * 1024 * 1024

@@ -279,7 +279,7 @@ class ActorEngine(_CausalLMEngine):
     gathers: int = 0
     """How many times :meth:`live_hf_module` gathered the sharded module (``gather_drop:N``)."""
     weight_probes: dict[str, Any] = {}  # noqa: RUF012 (replaced per stream)
-    """Each merged LoRA weight's probe (:func:`hfsdk.low_rank_probe`), set by
+    """Each merged LoRA weight's probe (:func:`hfsdk_backend_common.low_rank_probe`), set by
     :meth:`hf_weights` before it yields that weight; empty without LoRA."""
 
     @property
@@ -332,7 +332,8 @@ class ActorEngine(_CausalLMEngine):
             with self.generation_module() as module:
                 yield module
             return
-        from hfsdk import WeightSyncMismatch, take_fault
+        from hfsdk import take_fault
+        from hfsdk_backend_common import WeightSyncMismatch
 
         # Taken before the gather: what the shards hold, as FSDP will gather them.
         shard_sums = sharding.shard_bit_sums(self.module, self.param_dtype)

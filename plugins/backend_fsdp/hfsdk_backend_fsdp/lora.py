@@ -115,14 +115,14 @@ def merged_weights(
     ``(out, in)``; the modules named in ``fan_in_fan_out``
     (:func:`fan_in_fan_out_modules`) store their weight transposed, so their delta is too.
 
-    ``probes``: filled with each merged weight's :func:`hfsdk.low_rank_probe` (from the
-    factors, before the weight is yielded), which a receiver checks what it holds against;
+    ``probes``: filled with each merged weight's :func:`~hfsdk_backend_common.low_rank_probe`
+    (from the factors, before the weight is yielded), which a receiver checks what it holds against;
     ``sent_dtype``: the dtype the weights leave in (its rounding is tolerated).
     ``lose_first_update`` (fault injection, ``lora_merge_bad``): the first merged module
     is yielded as its base weight alone, as a merge that skipped a module would; its probe
     is still the true merge's.
     """
-    from hfsdk import low_rank_probe
+    from hfsdk_backend_common import low_rank_probe
 
     pending: dict[str, dict[str, torch.Tensor]] = {}
     for name, tensor in stream:

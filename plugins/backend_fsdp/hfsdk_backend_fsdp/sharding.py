@@ -166,7 +166,8 @@ def gathered(model: nn.Module, *, reshard_after_forward: bool = True) -> Iterato
 
 
 def shard_bit_sums(model: nn.Module, param_dtype: torch.dtype | None) -> dict[str, int]:
-    """Name → :func:`hfsdk.bit_sum` of this rank's part of every parameter, as it will be gathered.
+    """Name → bit sum (:func:`hfsdk_backend_common.bit_sum`) of this rank's part of every
+    parameter, as it will be gathered.
 
     A sharded parameter's local shard (``to_local()``: FSDP2's padding is not in it) is cast
     to ``param_dtype`` first (the mixed-precision dtype FSDP gathers in; ``None``: its own),
@@ -176,7 +177,7 @@ def shard_bit_sums(model: nn.Module, param_dtype: torch.dtype | None) -> dict[st
     import torch.distributed as dist
     from torch.distributed.tensor import DTensor
 
-    from hfsdk import bit_sum
+    from hfsdk_backend_common import bit_sum
 
     rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
     sums = {}
@@ -209,7 +210,7 @@ def check_gathered(
     import torch
     import torch.distributed as dist
 
-    from hfsdk import bit_sum
+    from hfsdk_backend_common import bit_sum
 
     names = list(shard_sums)
     held = dict(model.named_parameters())

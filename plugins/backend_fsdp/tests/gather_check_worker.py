@@ -12,8 +12,8 @@ import torch
 import torch.distributed as dist
 from gloo_ranks import join_group  # beside this script, on its sys.path
 
-from hfsdk import WeightSyncMismatch
 from hfsdk.core.batch import Batch
+from hfsdk_backend_common import WeightSyncMismatch
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hfsdk import bit_sum
 from hfsdk.core.batch import Batch
+from hfsdk_backend_common import bit_sum
 from hfsdk_backend_fsdp.sharding import DataParallel, check_gathered
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -54,7 +54,6 @@ def test_a_gathered_parameter_unlike_its_shards_is_named() -> None:
     assert line is not None and "\n" not in line
     assert "1 of 4 gathered parameter(s)" in line and "'1.weight'" in line
     assert check_gathered(module, {**sums, "2.weight": 0}, alone, torch.device("cpu"))
-
 
 
 @pytest.mark.heavy  # about 40 s on the shared machine (two processes)

@@ -143,8 +143,9 @@ def test_a_colocated_rollout_checks_each_merged_weight_and_catches_a_bad_merge(
     weights take the update transposed); ``lora_merge_bad`` (one module sent without its
     adapter) raises ``WeightSyncMismatch`` in one line before anything is generated, and
     the next call, whole again, generates what the first did."""
-    from hfsdk import Batch, WeightSyncMismatch
+    from hfsdk import Batch
     from hfsdk.core.trainer import faults
+    from hfsdk_backend_common import WeightSyncMismatch
     from hfsdk_backend_common.rollout.hf_rollout import HFRollout
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
 

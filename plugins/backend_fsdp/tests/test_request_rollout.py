@@ -18,11 +18,11 @@ import pytest
 import torch
 
 from hfsdk import Batch, GenerationRequest, GenerationResult, load_tokenizer
-from hfsdk.testing import save_tiny_llama
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 from hfsdk_backend_fsdp.actor import ActorEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+from hfsdk_testing import save_tiny_llama
 
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 =", "7 + 1 + 1 ="]
 WIDTH = 8

@@ -17,8 +17,8 @@ import pytest
 import torch
 
 from hfsdk import load_tokenizer
-from hfsdk.testing import hf_greedy_responses, save_tiny_llama
 from hfsdk_backend_common.testing.launch import run_gloo
+from hfsdk_testing import hf_greedy_responses, save_tiny_llama
 
 HERE = str(Path(__file__).parent)
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]

@@ -18,7 +18,6 @@ import pytest
 import torch
 
 from hfsdk.core.batch import Batch
-from hfsdk.testing import hf_greedy_responses, save_tiny_llama
 from hfsdk_backend_common.testing.launch import run_gloo
 from hfsdk_backend_fsdp.tp_slices import (
     expected_received_bytes,
@@ -26,6 +25,7 @@ from hfsdk_backend_fsdp.tp_slices import (
     region,
     tp_index,
 )
+from hfsdk_testing import hf_greedy_responses, save_tiny_llama
 
 HERE = str(Path(__file__).parent)
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 =", "7 + 1 =", "2 + 2 =", "5 =", "6 + 3 ="]

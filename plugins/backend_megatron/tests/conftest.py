@@ -87,7 +87,7 @@ def tp2_tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, obje
     """A tiny Llama whose 4 heads / 2 key-value heads tp = 2 divides (peaked logits) and the
     default task's tokenizer: ``(model path, tokenizer)``, built once per session."""
     from hfsdk import default_task_assets, load_tokenizer
-    from hfsdk.testing import save_tiny_llama
+    from hfsdk_testing import save_tiny_llama
 
     root = tmp_path_factory.mktemp("tp2_llama")
     # The default task's tokenizer (its words; the model below is this fixture's own).

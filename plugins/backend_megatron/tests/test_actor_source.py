@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from hfsdk.testing import hf_greedy_responses
 from hfsdk_backend_common.testing.launch import run_gloo
+from hfsdk_testing import hf_greedy_responses
 
 HERE = str(Path(__file__).parent)
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]

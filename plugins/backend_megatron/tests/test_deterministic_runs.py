@@ -10,7 +10,7 @@ import pytest
 from hfsdk import default_task_assets
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.trainer import Trainer
-from hfsdk.testing import assert_runs_identical
+from hfsdk_testing import assert_runs_identical
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.heavy]
 

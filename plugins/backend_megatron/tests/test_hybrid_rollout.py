@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import torch
 
-from hfsdk.testing import hf_greedy_responses, save_tiny_llama
 from hfsdk_backend_common.testing.launch import run_gloo
+from hfsdk_testing import hf_greedy_responses, save_tiny_llama
 
 HERE = str(Path(__file__).parent)
 PAIRS = [(1, 2, 1, 1), (2, 2, 1, 2), (1, 4, 1, 2), (2, 1, 1, 1), (2, 1, 2, 1), (2, 2, 2, 1)]

@@ -58,7 +58,7 @@ def model(tp2_tiny_llama: tuple[Path, Any]) -> dict[str, Any]:
 def _reference(model: dict[str, Any]) -> torch.Tensor:
     from transformers import AutoModelForCausalLM
 
-    from hfsdk.testing import hf_greedy_responses
+    from hfsdk_testing import hf_greedy_responses
 
     hf = AutoModelForCausalLM.from_pretrained(str(model["path"])).eval()
     tok = model["tokenizer"]

@@ -17,9 +17,9 @@ from torch.nn import functional
 
 import hfsdk
 from hfsdk import Batch
-from hfsdk.testing import hf_sequence_scores
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_supervised_data import collate_preference_pairs, tokenize_preference_pairs
+from hfsdk_testing import hf_sequence_scores
 
 STEPS = 4
 

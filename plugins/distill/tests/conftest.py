@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from hfsdk import Batch
-from hfsdk.testing import FakeRun
+from hfsdk_testing import FakeRun
 
 
 def _teacher_answers(run: FakeRun, role: str, value: float) -> None:

@@ -9,8 +9,8 @@ import torch
 import hfsdk
 from hfsdk import AlgorithmContext, Batch, RoleSpec
 from hfsdk.core.config import load_run_config
-from hfsdk.testing import FakeRole, FakeRun, FakeSignal, fake_prompts
 from hfsdk_distill.spec import DISTILL_SPEC
+from hfsdk_testing import FakeRole, FakeRun, FakeSignal, fake_prompts
 
 _PATHS = ["actor.model_path=/m/student", "teacher.model_path=/m/teacher"]
 

@@ -11,9 +11,9 @@ import torch
 
 import hfsdk
 from hfsdk.core.config import load_run_config
-from hfsdk.testing import FakeRun, fake_prompts
 from hfsdk_distill.distill_algorithm import mixture_log_probs
 from hfsdk_distill.spec import multi_teacher_spec
+from hfsdk_testing import FakeRun, fake_prompts
 
 _PATHS = [
     "actor.model_path=/m/student",

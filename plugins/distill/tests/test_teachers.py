@@ -13,7 +13,7 @@ import torch
 import hfsdk
 from hfsdk import run_spec
 from hfsdk.core.config import load_run_config
-from hfsdk.testing import FakeRun, fake_prompts
+from hfsdk_testing import FakeRun, fake_prompts
 
 _TEACHERS = "algorithm.teachers={math: teacher_math, code: teacher_code}"
 _PATHS = [

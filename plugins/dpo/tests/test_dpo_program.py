@@ -9,7 +9,7 @@ import torch
 
 import hfsdk
 from hfsdk import ROW_GROUP, AlgorithmContext, Batch
-from hfsdk.testing import Call, FakeRole, FakeSignal
+from hfsdk_testing import Call, FakeRole, FakeSignal
 
 
 def _program(overrides: list[str]):  # type: ignore[no-untyped-def]

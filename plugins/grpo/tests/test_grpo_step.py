@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import hfsdk
-from hfsdk.testing import FakeRun
+from hfsdk_testing import FakeRun
 
 
 def _timings(metrics: dict[str, float]) -> set[str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.testing import alias_bomb, assert_refused_in_one_line
+from hfsdk_testing import alias_bomb, assert_refused_in_one_line
 
 IMPORT = ("config", "import", "--from", "verl")
 UNCLOSED = (

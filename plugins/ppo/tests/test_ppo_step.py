@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import hfsdk
-from hfsdk.testing import FakeRun
+from hfsdk_testing import FakeRun
 
 
 def test_step_calls_roles_in_order_and_hands_over_the_keys() -> None:

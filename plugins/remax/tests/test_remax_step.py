@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import hfsdk
-from hfsdk.testing import FakeRun
+from hfsdk_testing import FakeRun
 
 
 def test_greedy_baseline_is_scored_but_not_logged_as_the_reward() -> None:

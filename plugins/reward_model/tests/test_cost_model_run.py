@@ -18,7 +18,7 @@ import torch
 from hfsdk import get_registry
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.trainer import Trainer
-from hfsdk.testing import hf_sequence_scores
+from hfsdk_testing import hf_sequence_scores
 
 COST_STEPS = 12
 

@@ -8,8 +8,8 @@ import torch
 import hfsdk
 from hfsdk import AlgorithmContext, Batch
 from hfsdk.core.config import load_run_config
-from hfsdk.testing import FakeRole
 from hfsdk_reward_model.spec import REWARD_MODEL_SPEC
+from hfsdk_testing import FakeRole
 
 
 class _FakeScorer(FakeRole):

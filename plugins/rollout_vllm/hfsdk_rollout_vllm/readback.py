@@ -4,8 +4,8 @@ was streamed into it.
 vLLM keeps the weights in its own layout: q/k/v and gate/up projections fused into one
 tensor, the vocabulary padded with zero rows, and on CPU every linear weight moved into
 the matmul kernel's packed form (the layer's ``weight`` parameter is left empty). So the
-check compares, per engine tensor, the exact bit sum (:func:`hfsdk.bit_sum`) of what it
-holds with the sum of the bit sums of the HF tensors streamed into it (cast to the
+check compares, per engine tensor, the exact bit sum (:func:`hfsdk_backend_common.bit_sum`) of
+what it holds with the sum of the bit sums of the HF tensors streamed into it (cast to the
 engine's dtype first, as the loader does): integer sums, exact and independent of the
 order, fusion or padding of the elements. A tensor whose weight lives in a kernel is read
 back through that kernel: the layer applied to an identity matrix returns its weight
@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from hfsdk import bit_sum, compare_manifest
+from hfsdk_backend_common import bit_sum, compare_manifest
 
 if TYPE_CHECKING:
-    from hfsdk import ProbeCheck
+    from hfsdk_backend_common import ProbeCheck
     from hfsdk_rollout_vllm.engine import ColocatedEngine
 
 _EYE_ROWS = 1024  # identity rows per kernel call: bounds the read-back's temporary output
@@ -244,14 +244,16 @@ def verified_reload(
     ``vllm_drop:N`` drops a tensor from the reload of version N; ``drop`` overrides
     that decision: the caller took the fault, or not, for this rank; ``vllm_stale:N``: the
     stream is consumed but never reaches the engine, which keeps its old weights).
-    ``probes``: the sender's ``weight_probes`` (:class:`hfsdk.ProbeCheck`): the merged
-    weights it computed are checked against them as they arrive. A reload that fails on
+    ``probes``: the sender's ``weight_probes`` (:class:`hfsdk_backend_common.ProbeCheck`):
+    the merged weights it computed are checked against them as they arrive. A reload that fails on
     any rank of ``group`` fails on every rank; so does a verification: every rank raises
-    :class:`hfsdk.WeightSyncMismatch` (this rank's line, or one naming another rank).
+    :class:`hfsdk_backend_common.WeightSyncMismatch` (this rank's line, or one naming another
+    rank).
     Returns ``sync/verified`` (1.0) and ``timing/vllm_verify_s`` (the summing and the
     read-back: what verifying cost on top of the reload).
     """
-    from hfsdk import ProbeCheck, WeightSyncMismatch, take_fault
+    from hfsdk import take_fault
+    from hfsdk_backend_common import ProbeCheck, WeightSyncMismatch
     from hfsdk_backend_common.rollout.agreement import on_every_rank
     from hfsdk_rollout_vllm.requests import drain
 

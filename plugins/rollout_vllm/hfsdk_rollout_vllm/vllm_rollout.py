@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from hfsdk import ActorSource, Batch, RolloutBackend, require_loaded, take_fault
+from hfsdk import ActorSource, Batch, RolloutBackend, take_fault
+from hfsdk_backend_common import require_loaded
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
 from hfsdk_rollout_vllm.readback import verified_reload
@@ -94,7 +95,7 @@ class VLLMRollout(ServesRequests, HFRollout):
         on any rank raises on every rank. The engine is then read back and compared with
         what was streamed (:func:`~.readback.verified_reload`): a tensor that did not
         arrive, or a merged LoRA weight that is not the merge of its factors (the actor's
-        ``weight_probes``), raises :class:`hfsdk.WeightSyncMismatch` on every rank;
+        ``weight_probes``), raises :class:`hfsdk_backend_common.WeightSyncMismatch` on every rank;
         otherwise the next rollout reports ``sync/verified``. ``vllm_skip:N`` (fault
         injection) skips the reload of version N: the next generation is refused.
         """

@@ -17,7 +17,7 @@ import torch
 from hfsdk.core.batch import Batch
 from hfsdk.core.plugin_manager import get_registry
 from hfsdk.core.trainer.faults import FAULT_ENV
-from hfsdk.core.weight_check import WeightSyncMismatch
+from hfsdk_backend_common import WeightSyncMismatch
 from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig

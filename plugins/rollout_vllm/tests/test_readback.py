@@ -8,7 +8,7 @@ from typing import ClassVar
 import pytest
 import torch
 
-from hfsdk import WeightSyncMismatch, bit_sum
+from hfsdk_backend_common import WeightSyncMismatch, bit_sum
 from hfsdk_rollout_vllm.readback import RecordedStream, name_mapping, verified_reload
 
 
@@ -151,8 +151,8 @@ def test_a_stale_reload_and_a_wrong_merge_are_caught_on_a_stand_in_engine(monkey
     of q/k/v): the read-back names it. A derived weight (a LoRA merge) is checked against
     the sender's probe as the loader gets it: a merge without its update is named even
     though the engine holds exactly what was sent."""
-    from hfsdk import low_rank_probe
     from hfsdk.core.trainer import faults
+    from hfsdk_backend_common import low_rank_probe
 
     engine = _Engine()
     engine.reload_weights(_weights())

@@ -9,7 +9,7 @@ import torch
 
 from hfsdk import get_registry
 from hfsdk.core.batch import Batch
-from hfsdk.core.weight_check import WeightSyncMismatch
+from hfsdk_backend_common import WeightSyncMismatch
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -119,8 +119,8 @@ def test_a_reload_is_read_back_from_the_engine_and_a_dropped_tensor_caught(
     keep the linear weights repacked) and compared with what was streamed in: the engine's
     exact bit sums equal the actor's tensors', a reload that lost a tensor
     (``vllm_drop``) raises ``WeightSyncMismatch`` and generating stays refused."""
-    from hfsdk import bit_sum
     from hfsdk.core.trainer import faults
+    from hfsdk_backend_common import bit_sum
 
     prompts = make_prompts(prompt_texts)
     saved = actor.state_dict()

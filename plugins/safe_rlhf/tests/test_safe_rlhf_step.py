@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import hfsdk
-from hfsdk.testing import FakeRun, FakeSignal
 from hfsdk_ppo.advantages import gae_advantages_and_returns
+from hfsdk_testing import FakeRun, FakeSignal
 
 
 def _run(*overrides: str) -> FakeRun:

@@ -203,12 +203,12 @@ class AdapterPool:
         its own copy of the weights; the pool's module is never changed (peft's
         in-place merge and unmerge would round the base weights). A sharded pool
         yields them only inside :meth:`whole`. ``probes`` (when given) receives each merged
-        weight's :func:`hfsdk.low_rank_probe` before the weight is yielded, so a rollout
-        checks the merge it receives (the contract's ``ActorSource.weight_probes``).
+        weight's :func:`hfsdk_backend_common.low_rank_probe` before the weight is yielded, so
+        a rollout checks the merge it receives (the contract's ``ActorSource.weight_probes``).
         """
         from peft.tuners.lora import LoraLayer
 
-        from hfsdk import low_rank_probe
+        from hfsdk_backend_common import low_rank_probe
 
         model = self.peft.get_base_model()
         layers = {n: m for n, m in model.named_modules() if isinstance(m, LoraLayer)}

@@ -7,7 +7,7 @@ import torch
 
 import hfsdk
 from hfsdk import AlgorithmContext, Batch
-from hfsdk.testing import Call, FakeRole, FakeSignal
+from hfsdk_testing import Call, FakeRole, FakeSignal
 
 
 def _program():  # type: ignore[no-untyped-def]

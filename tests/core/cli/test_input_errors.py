@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk.testing import alias_bomb, assert_refused_in_one_line
+from hfsdk_testing import alias_bomb, assert_refused_in_one_line
 
 RUN = ("run", "--algo", "grpo", "--quiet", "trainer.total_steps=2")
 TOOLS = (*RUN, "rollout.multi_turn.max_response_tokens=32")  # within the tiny model's positions

@@ -9,7 +9,7 @@ import torch
 
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.trainer import Trainer
-from hfsdk.testing import assert_runs_identical
+from hfsdk_testing import assert_runs_identical
 
 SMALL = [
     "data.batch_size=4",

@@ -11,7 +11,7 @@ import torch
 from hfsdk.core.batch import Batch
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.pipeline import GenerationPipeline, pipeline_depth
+from hfsdk.core.trainer.pipeline import GenerationPipeline, check_version, pipeline_depth
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.workers.errors import WorkerDiedError
 
@@ -134,7 +134,10 @@ class _FakeReplicas:
     """A rollout group whose calls run at submit time, in order, as a worker group's would.
 
     ``weights``: the actor version of the last sync it received (``None``: none yet);
-    once ``dead`` every call fails, as a killed replica's would.
+    once ``dead`` every call fails, as a killed replica's would. ``mismatch``: what its
+    own check of the next sync finds (reported as ``sync/mismatch``, the weights kept);
+    ``lose_syncs``: syncs report verified but change nothing; ``report_version``: each
+    batch carries the version it was generated with (``synced_version``).
     """
 
     role = "rollout"
@@ -145,6 +148,9 @@ class _FakeReplicas:
         self.weights: int | None = None
         self.syncs = 0
         self.dead = False
+        self.mismatch: str | None = None
+        self.lose_syncs = False
+        self.report_version = False
         self.join_weight_sync = _Call(lambda endpoint: self._call("join", lambda: 0))
         self.receive_weights = _Call(
             lambda fault=None: self._call("receive_weights", self._receive)
@@ -157,7 +163,10 @@ class _FakeReplicas:
         return _Failing(method) if self.dead else _Done(run())
 
     def _receive(self) -> list[dict]:
-        self.weights = self.actor.version
+        if self.mismatch is not None:
+            return [{"sync/wait_s": 0.0, "sync/time_s": 0.0, "sync/mismatch": self.mismatch}]
+        if not self.lose_syncs or self.weights is None:
+            self.weights = self.actor.version
         self.syncs += 1
         return [{"sync/wait_s": 0.0, "sync/time_s": 0.0, "sync/verified": 1.0}]
 
@@ -167,6 +176,8 @@ class _FakeReplicas:
             tensors={"sampled_with": torch.full((len(batch), 1), 1.0 * self.weights)}
         )
         out.meta["weights_version"] = self.syncs  # a replica counts its syncs, as a real one
+        if self.report_version:
+            out.meta["synced_version"] = self.weights
         return out
 
 
@@ -231,6 +242,50 @@ def test_a_dead_replica_is_restarted_alone_and_regenerates_with_the_current_weig
     # with the weights being trained; the pipeline then fills up again (staleness 1)
     assert staleness == [0, 1, 1, 0, 1, 1]
     assert restarts == [0, 0, 0, 1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    ("fault", "says"),
+    [
+        ("mismatch", "1 tensor(s) sent but never loaded (first: 'w')"),
+        ("lose_syncs", "generated with weights version 1 where version 2 was synced"),
+    ],
+)
+def test_what_the_replicas_report_of_a_sync_restarts_them(fault: str, says: str) -> None:
+    """The pipeline's side of a verified sync, with no backend: it acts on what the replicas
+    report (``sync/mismatch`` from their own check; the version a batch was generated with),
+    restarts them and trains on a batch sampled with the current weights."""
+    failures: list[BaseException] = []
+
+    def restart(exc: BaseException) -> _FakeReplicas:
+        failures.append(exc)
+        algorithm.actor.replicas = _FakeReplicas(algorithm.actor)
+        algorithm.actor.replicas.report_version = True
+        return algorithm.actor.replicas
+
+    pipe, algorithm = _replica_pipeline(restart)
+    algorithm.actor.replicas.report_version = True
+    sampled = []
+    for step in range(1, 5):
+        if step == 2:  # the sync after step 2's update goes wrong
+            if fault == "mismatch":
+                algorithm.actor.replicas.mismatch = says
+            else:
+                algorithm.actor.replicas.lose_syncs = True
+        out, _ = pipe.generated(pipe.next_batch())
+        sampled.append(int(out["sampled_with"][0, 0]))
+        algorithm.actor.version += 1
+        pipe.step_done()
+    assert len(failures) == 1 and isinstance(failures[0], WorkerDiedError)
+    assert says in str(failures[0])
+    if fault == "mismatch":
+        # reported with the sync of version 2, read when step 3's batch is taken: both batches
+        # ahead are sampled again on fresh replicas with version 2
+        assert sampled == [0, 0, 2, 2]
+    else:
+        # step 3's batch was sampled before the lost sync (version 1, as due); step 4's, after
+        # it, carries version 1 where 2 was synced: sampled again with the current version 3
+        assert sampled == [0, 0, 1, 3]
 
 
 def test_a_failed_send_is_a_replica_failure_that_ends_the_session_with_no_restart_left() -> None:
@@ -344,3 +399,9 @@ def test_sync_builds_no_pipeline(tmp_path: Path) -> None:
         assert trainer._build_pipeline(object(), object()) is None  # type: ignore[arg-type]
     finally:
         trainer.close()
+
+
+def test_a_version_behind_the_synced_one_is_a_skipped_sync() -> None:
+    assert check_version(3, 3, "the replicas") is None
+    line = check_version(2, 3, "the replicas")
+    assert line is not None and "version 2 where version 3" in line and "skipped" in line

@@ -35,8 +35,9 @@ def _trainer(run_dir: Path, *extra: str) -> Trainer:
     ("fault", "says"),
     [
         ("sync_drop", "1 tensor(s) sent but never loaded"),
-        # The same restart path as a dropped tensor; their detection is unit-tested in
-        # tests/core/test_weight_check.py, so the quick suite runs one end to end.
+        # The same restart path as a dropped tensor; their detection is unit-tested (the
+        # backends' fingerprints, and the pipeline's check_version in test_pipeline.py), so
+        # the quick suite runs one end to end.
         pytest.param("sync_stale", "tensor(s) differ from what was sent", marks=pytest.mark.heavy),
         pytest.param(
             "sync_skip",

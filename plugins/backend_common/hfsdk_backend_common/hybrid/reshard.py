@@ -16,10 +16,10 @@ shard and broadcasts inside its micro-DP group only:
   contiguous block; the generation weight is a transposed view of it.
 
 Every transition is verified on the receiving side: each member fingerprints
-what it sends and what it receives (:mod:`hfsdk.core.weight_check`), the
+what it sends and what it receives (:mod:`hfsdk_backend_common.weight_check`), the
 senders' fingerprints are gathered over the micro-DP group once at the end, and
 a piece that arrived different from what was sent (or never arrived) raises
-:class:`~hfsdk.core.weight_check.WeightSyncMismatch` on every member, naming the
+:class:`~hfsdk_backend_common.weight_check.WeightSyncMismatch` on every member, naming the
 weight (``sync/verified`` in the metrics otherwise). Fault injection:
 ``HFSDK_FAULT_INJECT=reshard_drop:N`` zeroes the first piece a member receives in
 its N-th transition, as a lost transfer would.
@@ -51,10 +51,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk import Fingerprint, HfsdkError, WeightSyncMismatch, fingerprint, take_fault
+from hfsdk import HfsdkError, take_fault
 from hfsdk_backend_common.hybrid.accounting import MemoryTracker, generation_specs
 from hfsdk_backend_common.hybrid.layout import GenLayout, TrainLayout, place
 from hfsdk_backend_common.hybrid.llama_format import ParamSpec
+from hfsdk_backend_common.weight_check import Fingerprint, WeightSyncMismatch, fingerprint
 
 if TYPE_CHECKING:
     import torch

@@ -53,9 +53,7 @@ from hfsdk import (
     GenerationResult,
     GenerationShards,
     HfsdkError,
-    ProbeCheck,
     RolloutBackend,
-    WeightSyncMismatch,
     assemble_rollout,
     eos_token_ids,
 )
@@ -65,6 +63,7 @@ from hfsdk_backend_common.hybrid.llama_format import hf_llama_shape, hf_llama_to
 from hfsdk_backend_common.hybrid.support import decoder_problems
 from hfsdk_backend_common.rollout import generation_module
 from hfsdk_backend_common.rollout.request_server import RequestServer
+from hfsdk_backend_common.weight_check import ProbeCheck, WeightSyncMismatch
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig

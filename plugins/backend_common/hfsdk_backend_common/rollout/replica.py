@@ -48,12 +48,10 @@ from hfsdk import (
     BuiltinProtocol,
     DataParallelInfo,
     HfsdkError,
-    WeightSyncMismatch,
     Worker,
     assemble_rollout,
     build_rollout,
     eos_token_ids,
-    fingerprint,
     generate_rollout,
     load_tokenizer,
     register,
@@ -62,6 +60,7 @@ from hfsdk_backend_common.engine_support import resolve_device, sampling_tempera
 from hfsdk_backend_common.role_fields import TrainedRoleConfig
 from hfsdk_backend_common.rollout.tp_replica import TPReplicaSource, pool_key
 from hfsdk_backend_common.token_ops import response_log_probs
+from hfsdk_backend_common.weight_check import WeightSyncMismatch, fingerprint
 from hfsdk_backend_common.weight_sync import (
     SyncEndpoint,
     WeightSyncGroup,
@@ -230,8 +229,8 @@ class RolloutReplicaWorker(Worker):
         """The actor's new weights, in place, verified; ``sync/*`` metrics of this rank.
 
         What arrived is checked against the sender's manifest and what the rollout holds
-        afterwards is read back (:mod:`hfsdk.core.weight_check`), and so is a rollout's own
-        copy when it keeps one (a vLLM engine raises :class:`hfsdk.WeightSyncMismatch` from
+        afterwards is read back (:mod:`..weight_check`), and so is a rollout's own
+        copy when it keeps one (a vLLM engine raises :class:`..WeightSyncMismatch` from
         ``update_weights``): ``sync/verified`` is 1.0, or ``sync/mismatch`` says what
         differs (the controller restarts the replicas) and the weights version this replica
         reports stays the last verified one; the pool's ranks agree on the verdict (one

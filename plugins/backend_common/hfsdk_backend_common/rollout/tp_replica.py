@@ -46,10 +46,8 @@ import torch
 
 from hfsdk import (
     DataParallelInfo,
-    Fingerprint,
     GenerationShards,
     HfsdkError,
-    fingerprint,
     load_tokenizer,
     position_ids_from_mask,
 )
@@ -69,6 +67,7 @@ from hfsdk_backend_common.hybrid.row_pool import PooledRowsShards, RowPool
 from hfsdk_backend_common.hybrid.stages import StageLink
 from hfsdk_backend_common.hybrid.support import tp_support_problems
 from hfsdk_backend_common.token_ops import response_log_probs
+from hfsdk_backend_common.weight_check import Fingerprint, fingerprint
 
 _LAYER = re.compile(r"decoder\.layers\.\d+\.")
 _VOCAB_PARALLEL = ("embedding.word_embeddings.weight", "output_layer.weight")

@@ -94,7 +94,7 @@ def check_dropped_piece(rank: int, world: int) -> dict[str, Any]:
     import os
 
     from hfsdk.core.trainer import faults
-    from hfsdk.core.weight_check import WeightSyncMismatch
+    from hfsdk_backend_common import WeightSyncMismatch
 
     os.environ[faults.FAULT_ENV] = "reshard_drop:2"
     faults._FIRED.clear()

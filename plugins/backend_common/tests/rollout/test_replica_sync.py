@@ -6,9 +6,9 @@ import copy
 import threading
 from typing import Any
 
-from hfsdk import WeightSyncMismatch
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.run_assets import resolve_assets
+from hfsdk_backend_common import WeightSyncMismatch
 from hfsdk_backend_common.rollout.replica import RolloutReplicaWorker
 from hfsdk_backend_common.weight_sync import WeightSyncGroup, open_store, send_weights
 

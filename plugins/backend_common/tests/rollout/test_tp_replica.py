@@ -67,7 +67,9 @@ def test_each_tp_slice_is_the_matching_piece_of_the_full_weight() -> None:
         assert torch.equal(
             got[pre + "mlp.linear_fc2.weight"], state[hf + "mlp.down_proj.weight"][:, rows]
         )
-        assert torch.equal(got[pre + "input_layernorm.weight"], state[hf + "input_layernorm.weight"])
+        assert torch.equal(
+            got[pre + "input_layernorm.weight"], state[hf + "input_layernorm.weight"]
+        )
         embed = got["embedding.word_embeddings.weight"]
         assert embed.shape == (13, shape.hidden_size)  # 25 rows padded to 26, 13 per rank
         real = state["model.embed_tokens.weight"][rank * 13 : rank * 13 + 13]
@@ -99,7 +101,7 @@ def test_the_receiver_builds_the_slices_from_full_tensors_in_any_order() -> None
 def test_a_slice_whose_write_was_lost_fails_the_read_back() -> None:
     """``slice_drop``: the receiver counts its first slice as written but never copies it;
     reading the slices back against what was written names exactly that slice."""
-    from hfsdk import fingerprint
+    from hfsdk_backend_common import fingerprint
     from hfsdk_backend_common.weight_sync import verify_sync
 
     old, new = _llama(0), _llama(1)
@@ -225,7 +227,7 @@ def test_tp_replicas_with_partial_rollouts_are_refused() -> None:
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A peaked tiny Llama (4 heads, 2 key/value heads) and its update, on the default tokenizer."""
     from hfsdk import default_task_assets, load_tokenizer
-    from hfsdk.testing import save_tiny_llama
+    from hfsdk_testing import save_tiny_llama
 
     tokenizer = load_tokenizer(default_task_assets().model_dir)
     root = tmp_path_factory.mktemp("tp_replica")

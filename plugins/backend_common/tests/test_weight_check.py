@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from hfsdk.core import weight_check
-from hfsdk.core.weight_check import check_version, compare_manifest, fingerprint, manifest
+from hfsdk_backend_common import compare_manifest, fingerprint, manifest, weight_check
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
@@ -44,12 +43,6 @@ def test_the_comparison_names_dropped_and_changed_tensors() -> None:
     )
 
 
-def test_a_version_behind_the_synced_one_is_a_skipped_sync() -> None:
-    assert check_version(3, 3, "the replicas") is None
-    line = check_version(2, 3, "the replicas")
-    assert line is not None and "version 2 where version 3" in line and "skipped" in line
-
-
 def _factors(out: int, inp: int, rank: int, seed: int) -> tuple[torch.Tensor, ...]:
     generator = torch.Generator().manual_seed(seed)
     base = torch.randn(out, inp, generator=generator) * 0.05
@@ -67,7 +60,7 @@ def test_a_merge_passes_its_probe_in_every_orientation_and_dtype(
     """The merge as the actor computes it (float32, cast to the sent dtype), stored (out, in)
     or transposed (in, out) as a Conv1D weight: the factors' probe accepts it, with the
     receiver holding it in the sent dtype or in float32."""
-    from hfsdk.core.weight_check import check_probe, low_rank_probe
+    from hfsdk_backend_common import check_probe, low_rank_probe
 
     base, down, up = _factors(*shape, rank=4, seed=seed)
     merged = (base + 2.0 * (up @ down)).to(dtype)
@@ -85,7 +78,7 @@ def test_a_wrong_merge_fails_its_probe_with_one_line(seed: int) -> None:
     """What a merge gets wrong: the update left out, scaled wrong, not transposed (a square
     Conv1D loads anyway), or another module's factors; and a one-ulp change stays within
     the tolerance (the exact read-back, not the probe, catches those)."""
-    from hfsdk.core.weight_check import ProbeCheck, check_probe, low_rank_probe
+    from hfsdk_backend_common import ProbeCheck, check_probe, low_rank_probe
 
     base, down, up = _factors(32, 32, rank=4, seed=seed)
     other_down, other_up = _factors(32, 32, rank=4, seed=seed + 10)[1:]

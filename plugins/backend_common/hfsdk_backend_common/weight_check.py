@@ -10,8 +10,8 @@ a few elements at fixed positions. It costs one pass over the tensor, on its own
 Senders fingerprint every tensor they send (a *manifest*, tagged with the weights version
 it carries); receivers fingerprint what they hold after loading it and call
 :func:`compare_manifest`. A dropped tensor shows as missing, old or partly written weights
-as a mismatch; a skipped sync shows as a version behind the one expected
-(:func:`check_version`).
+as a mismatch. (A skipped sync shows as a version behind the one expected: the trainer's
+pipeline checks the version each generated batch reports.)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import HfsdkError
 
 if TYPE_CHECKING:
     import torch
@@ -96,17 +96,6 @@ def compare_manifest(
             f"(first: {differ[0]!r})"
         )
     return "; ".join(problems) or None
-
-
-def check_version(held: int, expected: int, where: str) -> str | None:
-    """One line when a rollout generated with weights of version ``held`` where it should have
-    held ``expected`` (a skipped or lost sync), else ``None``."""
-    if held == expected:
-        return None
-    return (
-        f"{where} generated with weights version {held} where version {expected} was synced "
-        "(a skipped or lost weight sync)"
-    )
 
 
 def require_loaded(loaded: int, current: int, engine: str) -> None:

@@ -1,29 +1,21 @@
 """Run an algorithm's ``step()`` in milliseconds against fake roles that record their calls.
 
-For plugin authors' unit tests (and this repository's): no Ray, no model. Each
-fake role answers the worker operations of its kind with small deterministic
-tensors and records every call (role, method, batch keys, greedy or not), so a
-test can check the program's order of calls, the keys it hands over and the
-metrics it records. The maths (estimators, KL) are the real registered ones.
-
-    from hfsdk.testing import FakeRun
-
-    run = FakeRun.for_algorithm("grpo", rewards=[1.0, 0.0, 1.0, 0.0])
-    metrics = run.step()
-    assert run.calls_of("actor")[0].method == "generate_sequences"
+No Ray, no model. Each fake role answers the worker operations of its kind
+(and only those) with small deterministic tensors and records every call (role,
+method, batch keys, greedy or not), so a test can check the program's order of
+calls, the keys it hands over and the metrics it records. The maths
+(estimators, KL) are the real registered ones.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import attrs
 import torch
 
-from hfsdk.core.algorithm import AlgorithmContext
-from hfsdk.core.batch import Batch
+from hfsdk import KIND_OPERATIONS, AlgorithmContext, Batch, load_run_config, run_spec
 
 PROMPT_WIDTH = 3
 RESPONSE_WIDTH = 4
@@ -43,16 +35,7 @@ def _keys(batch: Batch) -> tuple[str, ...]:
     return tuple(sorted(batch.keys()))
 
 
-OPERATIONS = (
-    "generate_sequences",
-    "compute_log_prob",
-    "compute_ref_log_prob",
-    "compute_values",
-    "compute_scores",
-    "update_actor",
-    "update_critic",
-    "update_score_model",
-)
+OPERATIONS = tuple(dict.fromkeys(op for ops in KIND_OPERATIONS.values() for op in ops))
 """Every worker operation a :class:`FakeRole` can fake (each role gets its kind's)."""
 
 
@@ -95,7 +78,7 @@ class FakeRole:
     """The worker group of one role: the operations of its kind, recorded in ``log``.
 
     A role offers what a real backend's worker of its ``kind`` offers
-    (:data:`~hfsdk.core.algorithm_spec.KIND_OPERATIONS`): a program that calls
+    (:data:`hfsdk.KIND_OPERATIONS`): a program that calls
     ``critic.generate_sequences`` fails here as it would on a real run.
     Operations can also be ``submit``-ted like a worker group's; ``timeline``
     records when each was dispatched and when its result was taken, so a test
@@ -105,8 +88,6 @@ class FakeRole:
     def __init__(
         self, name: str, log: list[Call], seed: int, timeline: list | None = None, *, kind: str
     ) -> None:
-        from hfsdk.core.algorithm_spec import KIND_OPERATIONS
-
         self.name = name
         self.kind = kind
         self.log = log
@@ -258,9 +239,6 @@ class FakeRun:
         responses, ``greedy_reward`` for greedy ones) unless ``signals`` maps it
         to a factory of another one.
         """
-        from hfsdk.core.config import load_run_config
-        from hfsdk.core.run_spec import run_spec
-
         config = load_run_config(algo, None, list(overrides))
         spec = run_spec(config)
         log: list[Call] = []
@@ -293,182 +271,3 @@ class FakeRun:
     def order(self) -> list[tuple[str, str]]:
         """``(role, method)`` of every call, in order."""
         return [(c.role, c.method) for c in self.log]
-
-
-def save_tiny_llama(
-    directory: Path,
-    tokenizer: Any,
-    *,
-    hidden_size: int,
-    intermediate_size: int,
-    num_heads: int,
-    num_kv_heads: int,
-    num_layers: int = 2,
-    extra_vocab: int = 0,
-    tied: bool = False,
-    init_std: float | None = None,
-    seed: int = 0,
-) -> Path:
-    """Save a randomly initialised HF Llama and ``tokenizer`` to ``directory``; return it.
-
-    ``extra_vocab`` rows beyond the tokenizer's make an odd vocabulary (which
-    tensor-parallel engines pad); ``init_std`` redraws every matrix from
-    N(0, init_std²), which peaks the logits so greedy decoding has no near-ties.
-    """
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    config = LlamaConfig(
-        vocab_size=len(tokenizer) + extra_vocab,
-        hidden_size=hidden_size,
-        intermediate_size=intermediate_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_kv_heads,
-        max_position_embeddings=64,
-        tie_word_embeddings=tied,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
-    if init_std is not None:
-        with torch.no_grad():
-            for param in model.parameters():
-                if param.dim() == 2:
-                    param.normal_(0.0, init_std)
-    model.save_pretrained(str(directory))
-    tokenizer.save_pretrained(str(directory))
-    return directory
-
-
-def hf_greedy_responses(
-    model: Any,
-    input_ids: torch.Tensor,
-    attention_mask: torch.Tensor,
-    *,
-    width: int,
-    eos: int,
-    pad: int,
-) -> torch.Tensor:
-    """HF greedy ``generate``'s responses as a rollout returns them: ``width`` columns,
-    padding after each row's first EOS (the reference for rollout-engine tests)."""
-    with torch.no_grad():
-        out = model.generate(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            max_new_tokens=width,
-            do_sample=False,
-            eos_token_id=eos,
-            pad_token_id=pad,
-        )[:, input_ids.shape[1] :]
-    padded = torch.full((len(out), width), pad, dtype=torch.long)
-    padded[:, : out.shape[1]] = out
-    for row in padded:
-        hits = (row == eos).nonzero()
-        if len(hits):
-            row[hits[0, 0] + 1 :] = pad
-    return padded
-
-
-def hf_sequence_scores(model_dir: Any, batch: Batch) -> torch.Tensor:
-    """Each row's score by transformers alone (``AutoModelForSequenceClassification`` from
-    ``model_dir``): its head at the row's last response token, one row at a time, with no
-    padding — the reference for score-model (reward, cost) tests. ``batch`` has
-    ``prompts`` (left-padded), ``responses``, ``attention_mask`` and ``response_mask``."""
-    from transformers import AutoModelForSequenceClassification
-
-    model = AutoModelForSequenceClassification.from_pretrained(str(model_dir)).eval()
-    prompt_width = batch["prompts"].shape[1]
-    scores = []
-    for row in range(len(batch)):
-        prompt = batch["prompts"][row][batch["attention_mask"][row, :prompt_width] == 1]
-        length = int(batch["response_mask"][row].sum())
-        ids = torch.cat([prompt, batch["responses"][row, :length]])[None]
-        with torch.no_grad():
-            logits = model(input_ids=ids).logits
-        scores.append(float(logits[0, 0]) if logits.dim() == 2 else float(logits[0, -1, 0]))
-    return torch.tensor(scores)
-
-
-# Wall-clock measurements, and what is derived from them, differ between any two runs.
-TIMED_METRIC_PREFIXES = (
-    "timing/", "perf/", "sync/send_s", "sync/receive_s", "sync/rollout_wait_s", "plan/",
-)  # fmt: skip
-
-
-def untimed_metrics(row: dict[str, Any]) -> dict[str, Any]:
-    """``row`` without the wall-clock metrics (:data:`TIMED_METRIC_PREFIXES`)."""
-    return {k: v for k, v in row.items() if not k.startswith(TIMED_METRIC_PREFIXES)}
-
-
-def assert_runs_identical(
-    run_a: Path, rows_a: Sequence[dict], run_b: Path, rows_b: Sequence[dict], step: int
-) -> None:
-    """Two runs of one config are bitwise identical: every untimed metric of every step
-    (``==``; NaN only where the other is NaN) and the actor's HF weights at ``step``; and
-    they trained (the first and last steps' gradient norms differ)."""
-    from safetensors.torch import load_file
-
-    for row_a, row_b in zip(rows_a, rows_b, strict=True):
-        untimed_a, untimed_b = untimed_metrics(row_a), untimed_metrics(row_b)
-        assert untimed_a.keys() == untimed_b.keys(), row_a["step"]
-        for key, value in untimed_a.items():
-            other = untimed_b[key]
-            assert value == other or (value != value and other != other), (row_a["step"], key)
-    path = Path("checkpoints") / f"step_{step}" / "actor_hf" / "model.safetensors"
-    weights_a, weights_b = load_file(str(run_a / path)), load_file(str(run_b / path))
-    assert weights_a.keys() == weights_b.keys()
-    for name, tensor in weights_a.items():
-        assert torch.equal(tensor, weights_b[name]), name
-    assert rows_a[0]["actor/grad_norm"] != rows_a[-1]["actor/grad_norm"]  # the runs trained
-
-
-def alias_bomb(levels: int = 9) -> str:
-    """A YAML "billion laughs" document: ``levels`` levels of nine aliases (9^9 leaves at 9),
-    under ``trainer.total_steps``; every YAML reader must refuse it fast."""
-    lines = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
-    previous = "a"
-    for name in "bcdefghijk"[: levels - 1]:
-        lines.append(f"{name}: &{name} [{', '.join([f'*{previous}'] * 9)}]")
-        previous = name
-    lines.append(f"trainer:\n  total_steps: *{previous}")
-    return "\n".join(lines) + "\n"
-
-
-def assert_refused_in_one_line(
-    args: Sequence[str], pattern: str, capsys: Any, *, root: Path, within_s: float = 60.0
-) -> str:
-    """Run ``hfsdk ARGS`` in-process and check the refusal contract: exit 2, one
-    ``Error:`` line matching ``pattern`` (no traceback), within ``within_s``, and no
-    file under ``root`` written or changed. Returns the line."""
-    import re
-    import time
-
-    from hfsdk.core.cli.main import main
-
-    def files() -> dict[str, bytes]:
-        return {
-            p.relative_to(root).as_posix(): p.read_bytes()
-            for p in root.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts
-        }
-
-    before = files()
-    started = time.perf_counter()
-    try:
-        main(list(args))
-    except SystemExit as exc:
-        code = exc.code
-    else:
-        code = 0
-    took = time.perf_counter() - started
-    out, err = capsys.readouterr()
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2, err[-2000:]
-    assert len(lines) == 1, err[:2000]
-    assert "Traceback" not in err + out and "internal error" not in err
-    assert lines[0].startswith("Error: ") and len(lines[0]) < 600, lines[0][:2000]
-    assert re.search(pattern, lines[0]), lines[0]
-    assert took < within_s, f"took {took:.1f} s"  # an alias bomb used to hang for good
-    assert files() == before, "a file was written or changed"
-    return lines[0]

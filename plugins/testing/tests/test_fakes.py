@@ -1,11 +1,11 @@
-"""The fakes of ``hfsdk.testing`` behave like real worker groups where it matters."""
+"""The fakes of ``hfsdk_testing`` behave like real worker groups where it matters."""
 
 from __future__ import annotations
 
 import pytest
 
-from hfsdk.core.algorithm_spec import KIND_OPERATIONS
-from hfsdk.testing import FakeRole, FakeRun
+from hfsdk import KIND_OPERATIONS
+from hfsdk_testing import FakeRole, FakeRun
 
 
 def test_a_role_offers_only_its_kinds_operations() -> None:
@@ -30,6 +30,6 @@ def test_a_program_calling_a_wrong_kinds_operation_fails_under_fake_run() -> Non
 
 
 def test_every_kind_has_operations() -> None:
-    from hfsdk.core.algorithm_spec import ROLE_KINDS
+    from hfsdk import ROLE_KINDS
 
     assert set(KIND_OPERATIONS) == set(ROLE_KINDS)

@@ -1,0 +1,41 @@
+"""Comparing two training runs of one config: bitwise equal apart from wall-clock metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# Wall-clock measurements, and what is derived from them, differ between any two runs.
+TIMED_METRIC_PREFIXES = (
+    "timing/", "perf/", "sync/send_s", "sync/receive_s", "sync/rollout_wait_s", "plan/",
+)  # fmt: skip
+
+
+def untimed_metrics(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` without the wall-clock metrics (:data:`TIMED_METRIC_PREFIXES`)."""
+    return {k: v for k, v in row.items() if not k.startswith(TIMED_METRIC_PREFIXES)}
+
+
+def assert_runs_identical(
+    run_a: Path, rows_a: Sequence[dict], run_b: Path, rows_b: Sequence[dict], step: int
+) -> None:
+    """Two runs of one config are bitwise identical: every untimed metric of every step
+    (``==``; NaN only where the other is NaN) and the actor's HF weights at ``step``; and
+    they trained (the first and last steps' gradient norms differ)."""
+    from safetensors.torch import load_file
+
+    for row_a, row_b in zip(rows_a, rows_b, strict=True):
+        untimed_a, untimed_b = untimed_metrics(row_a), untimed_metrics(row_b)
+        assert untimed_a.keys() == untimed_b.keys(), row_a["step"]
+        for key, value in untimed_a.items():
+            other = untimed_b[key]
+            assert value == other or (value != value and other != other), (row_a["step"], key)
+    path = Path("checkpoints") / f"step_{step}" / "actor_hf" / "model.safetensors"
+    weights_a, weights_b = load_file(str(run_a / path)), load_file(str(run_b / path))
+    assert weights_a.keys() == weights_b.keys()
+    for name, tensor in weights_a.items():
+        assert torch.equal(tensor, weights_b[name]), name
+    assert rows_a[0]["actor/grad_norm"] != rows_a[-1]["actor/grad_norm"]  # the runs trained
