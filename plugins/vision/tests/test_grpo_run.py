@@ -43,7 +43,7 @@ def _docs_config(tmp_path: Path, model: Path, train: Path) -> Path:
     return path
 
 
-@pytest.mark.heavy  # 50-130 s on the shared 2-core machine
+@pytest.mark.heavy  # 7 s on an idle moment, 50-130 s while the 2-core machine was shared
 def test_grpo_trains_the_tiny_vlm_on_images(tmp_path: Path) -> None:
     model = ensure_tiny_vlm(tokenizer_corpus(), cache_dir=tmp_path)
     train = write_parquet(shapes_rows(32, seed=0), tmp_path / "train.parquet")
