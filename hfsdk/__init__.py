@@ -108,6 +108,7 @@ if TYPE_CHECKING:
         RolloutCorrection,
         combine_corrections,
     )
+    from hfsdk.core.model_inputs import MODEL_INPUTS, ModelInputs, model_inputs_of
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
     from hfsdk.core.registry import Registry, RegistryEntry, unknown_name_message
     from hfsdk.core.reward_scoring import RewardScorer
@@ -236,6 +237,9 @@ _LAZY = {
     "run_coroutine": "hfsdk.core.generation_requests",
     "build_rollout": "hfsdk.core.rollout_contract",
     "assemble_rollout": "hfsdk.core.rollout_output",
+    "MODEL_INPUTS": "hfsdk.core.model_inputs",
+    "ModelInputs": "hfsdk.core.model_inputs",
+    "model_inputs_of": "hfsdk.core.model_inputs",
     "eos_token_ids": "hfsdk.core.rollout_output",
     "merge_rollout_metrics": "hfsdk.core.rollout_output",
     "position_ids_from_mask": "hfsdk.core.rollout_output",

@@ -35,6 +35,7 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "step_observers": "hfsdk_register_step_observers",
         "preflight_checks": "hfsdk_register_preflight_checks",
         "rollout_sections": "hfsdk_register_rollout_sections",
+        "model_inputs": "hfsdk_register_model_inputs",
     }
 )
 """Registry kind -> the hook that fills it."""

@@ -141,6 +141,17 @@ def hfsdk_register_rollout_backends(register: Register) -> None:
 
 
 @hookspec
+def hfsdk_register_model_inputs(register: Register) -> None:
+    """Register how a model family's extra per-row inputs reach its forward.
+
+    ``register(name, inputs)`` with an :class:`hfsdk.ModelInputs` instance. A batch whose
+    ``meta[hfsdk.MODEL_INPUTS]`` is ``name`` (set by the rollout that made it, e.g. one that
+    generates from images) is run through ``inputs.forward_kwargs`` by the training
+    backends; such rows are neither packed nor stripped of padding columns.
+    """
+
+
+@hookspec
 def hfsdk_register_training_backends(register: Register) -> None:
     """Register training backends: ``register(name, impl, config_cls=..., default_for=(...))``.
 

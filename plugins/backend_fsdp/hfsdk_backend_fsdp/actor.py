@@ -21,6 +21,7 @@ from hfsdk import (
     LossCounts,
     entropy_from_logits,
     masked_fill_zero,
+    model_inputs_of,
 )
 from hfsdk_backend_common.engine_support import (
     SEQUENCE_KEYS,
@@ -84,6 +85,15 @@ class ResponseExtras:
             self.ids_log_probs[key] = to_batch(gathered_log_probs(scaled, log_z, column))
 
 
+def _suppress(logits: torch.Tensor, token_ids: list[int]) -> torch.Tensor:
+    """``logits`` with ``token_ids`` out of the distribution, as a sampler that suppresses
+    them has it. A large finite negative, not -inf: entropies stay finite (0·-inf is nan)."""
+    if not token_ids:
+        return logits
+    ids = torch.tensor(token_ids, device=logits.device)
+    return logits.index_fill(-1, ids, -1.0e4)
+
+
 class _CausalLMEngine(FSDPEngine):
     """Shared log-prob computation of the actor and the reference.
 
@@ -114,20 +124,25 @@ class _CausalLMEngine(FSDPEngine):
         (reported, not trained on). Positions past the longest response are 0.
         ``extras``, when given, is filled from the same logits (see :class:`ResponseExtras`).
         """
-        if self.config.packing:
+        # Rows with extra model inputs (images) run as the rollout made them: packing or
+        # dropping columns would cut them apart from their per-row positions and features.
+        extra = model_inputs_of(micro)
+        if self.config.packing and extra is None:
             return self._packed_response_outputs(micro, temperature, entropy, extras)
         responses = micro["responses"].to(self.device)
         width = responses.shape[1]
         inputs = self._model_inputs(micro)
         first, kept = 0, width
-        if self.config.remove_padding:
+        if self.config.remove_padding and extra is None:
             first, kept = padding_columns(inputs["attention_mask"], micro["response_mask"])
-        stop = inputs["input_ids"].shape[1] - width + kept
-        inputs = {k: v[:, first:stop] if torch.is_tensor(v) else v for k, v in inputs.items()}
+            stop = inputs["input_ids"].shape[1] - width + kept
+            inputs = {k: v[:, first:stop] if torch.is_tensor(v) else v for k, v in inputs.items()}
         if self._logits_to_keep:
             inputs["logits_to_keep"] = kept + 1
         with self._autocast():
             logits = self.module(**inputs).logits
+        if extra is not None:
+            logits = _suppress(logits, extra.suppressed_token_ids(self.module))
         log_probs, ent = response_log_probs(
             logits, responses[:, :kept], temperature=temperature, with_entropy=entropy == "grad"
         )

@@ -30,6 +30,7 @@ from hfsdk import (
     group_split,
     load_checkpoint_file,
     load_tokenizer,
+    model_inputs_of,
     position_ids_from_mask,
     row_group,
 )
@@ -66,6 +67,20 @@ def resolve_model_path(config: FSDPRoleConfig, role: str) -> Path:
 
         return default_model_dir()
     return check_model_dir(config.model_path, role)
+
+
+PROCESSOR_FILES = ("preprocessor_config.json", "processor_config.json", "chat_template.json")
+"""A model directory's non-tokenizer processor files (an image processor's settings)."""
+
+
+def copy_processor_files(source: Path, directory: Path) -> None:
+    """Copy ``source``'s processor files into the export ``directory``, so a vision-language
+    model's export loads with its processor as the model it started from did."""
+    import shutil
+
+    for name in PROCESSOR_FILES:
+        if (source / name).is_file():
+            shutil.copyfile(source / name, directory / name)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -210,19 +225,25 @@ class FSDPEngine:
         else:
             yield
 
-    def _model_inputs(self, micro: Batch) -> dict[str, torch.Tensor]:
+    def _model_inputs(self, micro: Batch) -> dict[str, Any]:
+        """The forward's arguments for ``micro``: token ids, mask and positions, plus what
+        the batch's ``hfsdk.ModelInputs`` entry adds (pixel values, multimodal positions)."""
         input_ids = micro["input_ids"].to(self.device)
         attention_mask = micro["attention_mask"].to(self.device)
         if "position_ids" in micro:
             position_ids = micro["position_ids"].to(self.device)
         else:
             position_ids = position_ids_from_mask(attention_mask)
-        return {
+        inputs: dict[str, Any] = {
             "input_ids": input_ids,
             "attention_mask": attention_mask,
             "position_ids": position_ids,
             "use_cache": False,
         }
+        extra = model_inputs_of(micro)
+        if extra is not None:  # images and the like: the model family's entry builds the call
+            inputs = extra.forward_kwargs(self.module, micro, inputs)
+        return inputs
 
     def _forward(self, micro: Batch) -> Any:
         with self._autocast():
@@ -565,3 +586,4 @@ class FSDPEngine:
         with quiet_loading():  # no per-save progress bar on the console
             fresh.save_pretrained(str(directory))
             self.tokenizer.save_pretrained(str(directory))
+        copy_processor_files(self.model_path, directory)

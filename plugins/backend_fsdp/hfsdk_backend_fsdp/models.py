@@ -2,7 +2,9 @@
 
 Three kinds, all built on the same causal-LM checkpoint:
 
-- ``causal_lm``: the actor and the reference (``AutoModelForCausalLM``);
+- ``causal_lm``: the actor and the reference (``AutoModelForCausalLM``; a
+  vision-language model transformers has no causal-LM class for, e.g. Qwen2-VL, through
+  ``AutoModelForImageTextToText``);
 - ``token_value``: the critic, a one-output head on the backbone giving one
   value per token (``AutoModelForTokenClassification`` with ``num_labels=1``);
 - ``sequence_score``: a reward or cost model, a one-output head read at the
@@ -88,6 +90,11 @@ def _loader_and_config(
         "sequence_score": AutoModelForSequenceClassification,
     }
     config = AutoConfig.from_pretrained(str(path))
+    if kind == "causal_lm" and _image_text_only(config):
+        # A vision-language model generates text but is no causal LM to transformers.
+        from transformers import AutoModelForImageTextToText
+
+        loaders["causal_lm"] = AutoModelForImageTextToText
     if kind != "causal_lm":
         config.num_labels = 1
         if getattr(config, "pad_token_id", None) is None and pad_token_id is not None:
@@ -96,6 +103,20 @@ def _loader_and_config(
         # A value head must be deterministic: no dropout between backbone and head.
         config.classifier_dropout = 0.0
     return loaders, config
+
+
+def _image_text_only(config: Any) -> bool:
+    """Whether transformers maps ``config`` to an image-text-to-text model but no causal LM."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
+
+    kind = config.model_type
+    return (
+        kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and kind in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+    )
 
 
 def has_tied_weights(path: str | Path) -> bool:

@@ -62,8 +62,11 @@ def inspect_command(
     if isinstance(train_files, str):
         train_files = (train_files,)
     paths = check_files(files or tuple(train_files))
-    tokenizer = _tokenizer(raw.get("actor") or {})
-    report = inspect_dataset(paths, tokenizer, data_section, raw.get("reward"))
+    actor = raw.get("actor") or {}
+    tokenizer = _tokenizer(actor)
+    report = inspect_dataset(
+        paths, tokenizer, data_section, raw.get("reward"), model_path=actor.get("model_path")
+    )
     click.echo(report.format())
 
 

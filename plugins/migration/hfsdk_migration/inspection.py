@@ -59,6 +59,8 @@ class DatasetReport:
     unknown_tokens: tuple[tuple[str, float], ...] = ()
     """(column, share of its tokens the tokenizer cannot read), for the text columns."""
     unknown_limit: float = 0.05
+    described: tuple[str, ...] = ()
+    """Lines the registered ``prompt_describers`` add (e.g. image-token counts)."""
 
     def format(self) -> str:
         """The report as aligned text lines."""
@@ -83,6 +85,7 @@ class DatasetReport:
                     f"{self.unknown_limit}: a run stops; use a model whose tokenizer reads this "
                     "text (actor.model_path)"
                 )
+        lines.extend(self.described)
         for view in self.functions:
             line = f"reward function:  {view.label} (style {view.style}) reads "
             line += ", ".join(view.reads) or "no columns"
@@ -136,12 +139,14 @@ def inspect_dataset(
     tokenizer: Any,
     data: Mapping[str, Any] | DataConfig | None = None,
     reward: Any = None,
+    model_path: str | None = None,
 ) -> DatasetReport:
     """Load ``files`` as a run would and describe them.
 
     ``data`` is a ``data`` config section, raw or resolved (prompt key, length
     limit, chat template switch); ``reward`` a ``reward`` section (or the list of
-    its functions) whose functions are loaded.
+    its functions) whose functions are loaded; ``model_path`` the run's model directory, for
+    the ``prompt_describers`` that need more than the tokenizer (an image processor).
     """
     from hfsdk_datasets import (
         PromptLoader,
@@ -184,7 +189,20 @@ def inspect_dataset(
         functions=tuple(views),
         unknown_tokens=tuple(shares.items()),
         unknown_limit=config.max_unknown_token_share,
+        described=tuple(_described(loader.rows, tokenizer, model_path)),
     )
+
+
+def _described(
+    rows: Sequence[Mapping[str, Any]], tokenizer: Any, model_path: str | None
+) -> list[str]:
+    """Every registered prompt describer's lines, in name order."""
+    from hfsdk import get_registry
+
+    lines: list[str] = []
+    for name in get_registry("prompt_describers"):
+        lines.extend(get_registry("prompt_describers")[name].impl(rows, tokenizer, model_path))
+    return lines
 
 
 def inspect_run(
@@ -212,7 +230,9 @@ def inspect_run(
     ]
     tokenizer = load_tokenizer(str(assets.tokenizer_path))
     paths = tuple(files) or tuple(str(path) for path in assets.train_files)
-    return inspect_dataset(paths, tokenizer, config.data, functions or None)
+    return inspect_dataset(
+        paths, tokenizer, config.data, functions or None, model_path=assets.model_path
+    )
 
 
 def check_files(files: Sequence[str]) -> tuple[str, ...]:

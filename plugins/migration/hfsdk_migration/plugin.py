@@ -8,6 +8,20 @@ import hfsdk
 from hfsdk import Register
 
 
+@hfsdk.hookimpl
+def hfsdk_addhooks(pluginmanager: Any) -> None:
+    """Add the hook ``hfsdk_register_prompt_describers`` (lines of ``hfsdk data inspect``)."""
+    from hfsdk_migration import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_registry_kinds(register: Register) -> None:
+    """Add the kind ``prompt_describers`` (``hfsdk list prompt-describers``)."""
+    register("prompt_describers", "hfsdk_register_prompt_describers")
+
+
 # optionalhook: the rewards plugin adds this hook; with it disabled the importers still load.
 @hfsdk.hookimpl(optionalhook=True)
 def hfsdk_register_reward_styles(register: Register) -> None:

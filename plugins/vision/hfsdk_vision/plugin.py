@@ -12,3 +12,35 @@ def hfsdk_register_reward_functions(register: Register) -> None:
     from hfsdk_vision import shapes
 
     register(shapes.REWARD_FUNCTION_NAME, shapes.shapes_reward)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_model_inputs(register: Register) -> None:
+    """Register ``qwen2_vl_images``: rows with images through a Qwen2-VL-family forward."""
+    from hfsdk_vision.forward_inputs import NAME, Qwen2VLImages
+
+    register(NAME, Qwen2VLImages())
+
+
+@hfsdk.hookimpl
+def hfsdk_register_rollout_backends(register: Register) -> None:
+    """Register ``hf_vision``: generation from image prompts with the actor's own module."""
+    from hfsdk_vision.rollout import BACKEND, VisionRollout, VisionRolloutConfig
+
+    register(BACKEND, VisionRollout, config_cls=VisionRolloutConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``images``: image prompts need ``rollout.backend=hf_vision``; images decode."""
+    from hfsdk_vision.preflight import NAME, images_check
+
+    register(NAME, images_check)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_prompt_describers(register: Register) -> None:
+    """Register ``images`` (``hfsdk data inspect``: image and image-token counts)."""
+    from hfsdk_vision.inspection import NAME, describe_images
+
+    register(NAME, describe_images)

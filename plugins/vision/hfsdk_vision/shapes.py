@@ -97,8 +97,11 @@ def write_parquet(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:
 
 
 def tokenizer_corpus() -> list[str]:
-    """Every word the task's prompts and answers use (the tiny tokenizer's training text)."""
-    return [QUESTION, "circle", *COLOURS]
+    """Every word the task's prompts and answers use (the tiny tokenizer's training text).
+
+    ``<image>`` is a word too: a run's prompt loader tokenises the raw prompt (placeholder
+    included) to measure and check it before the rollout expands the placeholder."""
+    return [PROMPT, "circle", *COLOURS]
 
 
 def shapes_reward(

@@ -1,0 +1,70 @@
+"""``images``: what ``hfsdk data inspect`` says about image prompts (a prompt describer).
+
+For a dataset whose rows carry images (verl's ``images`` column) it decodes every image (a
+broken one is one line naming its row, as a run's preflight check would say) and reports how
+many rows and images there are and what the first image prompt becomes once each ``<image>``
+is replaced by its image tokens: the model directory's image processor decides how many.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from hfsdk_vision.data import decode_image
+from hfsdk_vision.rollout import IMAGES, PROMPT_TEXT
+from hfsdk_vision.tokens import IMAGE_PLACEHOLDER, expand_placeholders
+
+NAME = "images"
+"""The ``prompt_describers`` registry name of :func:`describe_images`."""
+
+PREPROCESSOR_FILE = "preprocessor_config.json"
+
+
+def describe_images(
+    rows: Sequence[Mapping[str, Any]], tokenizer: Any, model_path: str | None
+) -> list[str]:
+    """Report lines on the rows' images; ``[]`` when no row has one."""
+    with_images = [row for row in rows if row.get(IMAGES) is not None and len(row[IMAGES])]
+    if not with_images:
+        return []
+    decoded = []
+    for row in with_images:
+        where = f"row {row.get('uid', '?')}"
+        decoded.append(
+            [decode_image(item, f"{where}, image {j}") for j, item in enumerate(row[IMAGES])]
+        )
+    count = sum(len(images) for images in decoded)
+    lines = [f"images:           {count} in {len(with_images)} of {len(rows)} rows (all decode)"]
+    first, images = with_images[0], decoded[0]
+    text = str(first.get(PROMPT_TEXT, ""))
+    if text.count(IMAGE_PLACEHOLDER) != len(images):
+        lines.append(
+            f"                  row {first.get('uid', '?')}: {text.count(IMAGE_PLACEHOLDER)} "
+            f"'<image>' placeholders for {len(images)} images: a run stops"
+        )
+        return lines
+    if model_path is None or not (Path(model_path) / PREPROCESSOR_FILE).is_file():
+        lines.append(
+            "image tokens:     unknown: the model directory has no image processor "
+            f"({PREPROCESSOR_FILE}); set actor.model_path to a vision-language model"
+        )
+        return lines
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+        Qwen2VLImageProcessorPil,
+    )
+
+    from hfsdk_vision.processor import VisionProcessor
+
+    processor = VisionProcessor(Qwen2VLImageProcessorPil.from_pretrained(model_path), tokenizer)
+    encoded = processor([expand_placeholders(text)], [images])
+    image_tokens = int((encoded["input_ids"] == processor.image_token_id).sum())
+    per_image = ", ".join(
+        str(int(grid.prod()) // processor.merge_size**2) for grid in encoded["image_grid_thw"]
+    )
+    lines.append(
+        f"image tokens:     first image prompt {image_tokens} ({per_image} per image), "
+        f"{encoded['input_ids'].shape[1]} tokens in all once its images are expanded"
+    )
+    return lines

@@ -1,0 +1,218 @@
+"""``hf_vision``: a rollout backend that generates from image prompts, through the contract.
+
+The hfsdk decoder has no vision path, so this backend decodes with the actor's own module and
+transformers' ``generate`` (:func:`hfsdk_vision.generation.sample`). Each prompt row brings its
+text (the data loader's ``rendered_prompt`` column, ``<image>`` where an image goes) and its
+images (the dataset's ``images`` column, verl's layout: ``{"bytes": ...}``, bytes or paths); the
+rollout encodes them with the model directory's image processor and returns the contract's
+batch plus the images as per-row columns (:mod:`hfsdk_vision.batch_images`) and
+``meta[hfsdk.MODEL_INPUTS] = "qwen2_vl_images"``, so the training backend's forward gets the
+same pixels, grids and multimodal positions the sampler used. The sampler's own log-probs come
+back as ``rollout_log_probs``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from hfsdk import (
+    MODEL_INPUTS,
+    ActorSource,
+    Batch,
+    HfsdkError,
+    RolloutBackend,
+    RolloutConfig,
+    assemble_rollout,
+    eos_token_ids,
+    help_field,
+)
+from hfsdk_vision.batch_images import per_row_images
+from hfsdk_vision.data import decode_image
+from hfsdk_vision.forward_inputs import NAME as MODEL_INPUTS_NAME
+from hfsdk_vision.generation import sample
+from hfsdk_vision.tokens import expand_placeholders
+
+if TYPE_CHECKING:
+    from hfsdk_vision.processor import VisionProcessor
+
+BACKEND = "hf_vision"
+"""The rollout registry name of :class:`VisionRollout`."""
+
+PROMPT_TEXT = "rendered_prompt"
+"""The prompt loader's column of the text the model sees (the prompt after its template)."""
+
+IMAGES = "images"
+"""The dataset column of each row's images (verl's name)."""
+
+
+@attrs.frozen(kw_only=True)
+class VisionRolloutConfig(RolloutConfig):
+    """Sampling from image prompts with ``generate`` on the actor's own module.
+
+    ``temperature: 0`` means greedy decoding (no top-k/top-p filters: the sampler's log-probs
+    are the plain tempered distribution's, vision tokens excluded).
+    """
+
+    backend: str = help_field(
+        "Rollout backend (hf_vision: transformers generate from image prompts).",
+        default=BACKEND,
+    )
+    max_prompt_length: int = help_field(
+        "Widest prompt text (tokens, before each image becomes its image tokens); follows "
+        "from data.max_prompt_length: leave it unset.",
+        default=64,
+        validator=attrs.validators.ge(1),
+    )
+    max_response_length: int = help_field(
+        "Longest response in tokens; responses are padded to it.",
+        default=8,
+        validator=attrs.validators.ge(1),
+    )
+    temperature: float = help_field(
+        "Sampling temperature (0: greedy).", default=1.0, validator=attrs.validators.ge(0.0)
+    )
+    n: int = help_field(
+        "Samples per prompt inside the rollout; must stay 1 in training (use "
+        "algorithm.n_samples_per_prompt).",
+        default=1,
+        validator=attrs.validators.ge(1),
+    )
+    share_image_encoding: bool = help_field(
+        "Encode each prompt's images once for its n samples.", default=True
+    )
+
+
+class VisionRollout(RolloutBackend):
+    """``n`` responses per image prompt with the actor's current weights (one process).
+
+    ``generate_sequences(prompts, n=None, greedy=None)``: ``n``/``greedy`` default to
+    ``prompts.meta['n']``/``['greedy']``, then to the config. Needs an actor whose own module
+    generates as is (an unsharded fsdp actor at float32 without LoRA); other actors are refused
+    in one line when the rollout is built.
+    """
+
+    config: VisionRolloutConfig
+    collective = True
+
+    def __init__(self, config: VisionRolloutConfig, actor: ActorSource) -> None:
+        super().__init__(config, actor)
+        if getattr(actor.hf_config, "image_token_id", None) is None:
+            raise HfsdkError(
+                f"rollout.backend={BACKEND} generates from images, but the actor's model "
+                f"({type(actor.hf_config).__name__}) has no image token; use a Qwen2-VL-family "
+                "model or rollout.backend=hf"
+            )
+        if actor.dp.size > 1:
+            raise HfsdkError(
+                f"rollout.backend={BACKEND} runs in one process, but the actor has "
+                f"{actor.dp.size} data-parallel ranks; run the actor on one device"
+            )
+        if actor.tokenizer.pad_token_id is None:
+            raise HfsdkError("the tokenizer has no pad token; save one with the model")
+        self.eos_ids = eos_token_ids(list(actor.generation_eos_ids), actor.tokenizer)
+        self._processor: VisionProcessor | None = None
+
+    @property
+    def processor(self) -> VisionProcessor:
+        """The model directory's image processor over the actor's tokenizer (loaded once)."""
+        if self._processor is None:
+            from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import (
+                Qwen2VLImageProcessorPil,
+            )
+
+            from hfsdk_vision.processor import VisionProcessor
+
+            image_processor = Qwen2VLImageProcessorPil.from_pretrained(str(self.actor.model_path))
+            self._processor = VisionProcessor(image_processor, self.actor.tokenizer)
+        return self._processor
+
+    def encode(self, prompts: Batch) -> dict[str, Any]:
+        """The processor's model inputs of ``prompts``' texts and images (left-padded)."""
+        for key in (PROMPT_TEXT, IMAGES):
+            if key not in prompts.non_tensor_keys:
+                raise HfsdkError(
+                    f"rollout.backend={BACKEND} needs a prompt column {key!r} but the prompts "
+                    f"have {sorted(prompts.non_tensor_keys)}; load a dataset in verl's "
+                    "multimodal layout ('prompt' with '<image>', 'images')"
+                )
+        texts, images = [], []
+        for row, (text, items) in enumerate(
+            zip(prompts[PROMPT_TEXT], prompts[IMAGES], strict=True)
+        ):
+            uid = prompts["uid"][row] if "uid" in prompts.non_tensor_keys else row
+            row_images = [
+                decode_image(item, f"prompt {uid}, image {j}")
+                for j, item in enumerate(list(items or []))
+            ]
+            texts.append(expand_placeholders(str(text)))
+            images.append(row_images)
+        # The loader bounded the text (data.max_prompt_length); each image adds its tokens.
+        return self.processor(texts, images)
+
+    def generate_sequences(
+        self, prompts: Batch, *, n: int | None = None, greedy: bool | None = None
+    ) -> Batch:
+        """Responses for ``prompts``: the contract's output batch, the image columns and
+        ``rollout_log_probs``; ``meta[MODEL_INPUTS]`` names the forward's image entry."""
+        import torch
+
+        n = int(n if n is not None else prompts.meta.get("n", self.config.n))
+        greedy = bool(
+            greedy
+            if greedy is not None
+            else prompts.meta.get("greedy", self.config.temperature == 0)
+        )
+        encoded = self.encode(prompts)
+        width = self.config.max_response_length
+        with self.actor.live_hf_module() as module:
+            if module is None:
+                raise HfsdkError(
+                    f"rollout.backend={BACKEND} generates with the actor's own module, which "
+                    "this actor does not offer (sharded, bfloat16 or LoRA); train the actor "
+                    "unsharded at actor.dtype=float32 without LoRA"
+                )
+            rollout = sample(
+                module,
+                encoded,
+                n=n,
+                share_image_encoding=self.config.share_image_encoding,
+                max_new_tokens=width,
+                temperature=self.config.temperature if not greedy else 1.0,
+                do_sample=not greedy,
+            )
+        pad = self.actor.tokenizer.pad_token_id
+        responses = torch.full((len(rollout.responses), width), pad, dtype=torch.long)
+        responses[:, : rollout.responses.shape[1]] = rollout.responses
+        log_probs = torch.zeros(responses.shape, dtype=torch.float32)
+        log_probs[:, : rollout.log_probs.shape[1]] = rollout.log_probs
+        prompt_width = encoded["input_ids"].shape[1]
+        repeated = Batch.from_dict(
+            tensors={
+                "input_ids": rollout.input_ids[:, :prompt_width],
+                "attention_mask": rollout.attention_mask[:, :prompt_width],
+            },
+            non_tensors={
+                k: [v for v in prompts[k] for _ in range(n)] for k in prompts.non_tensor_keys
+            },
+        )
+        out = assemble_rollout(
+            repeated,
+            responses,
+            tokenizer=self.actor.tokenizer,
+            eos_ids=self.eos_ids,
+            temperature=1.0 if greedy else self.config.temperature,
+            greedy=greedy,
+            extra={"rollout_log_probs": log_probs},
+        )
+        images = per_row_images(
+            rollout.pixel_values, rollout.image_grid_thw, rollout.images_per_row
+        )
+        for key, value in images.items():
+            out.tensors[key] = value
+        out.meta[MODEL_INPUTS] = MODEL_INPUTS_NAME
+        return out
+
+    def update_weights(self, actor: ActorSource) -> None:
+        """Nothing to do: every call generates with the actor's own module."""

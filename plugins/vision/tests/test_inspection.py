@@ -1,0 +1,58 @@
+"""``hfsdk data inspect`` on image prompts: image and image-token counts, broken images named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hfsdk.core.cli.main import main
+from hfsdk_vision.shapes import shapes_rows, write_parquet
+
+
+def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(info.value.code or 0), out, err
+
+
+def test_inspect_counts_images_and_their_tokens(
+    tmp_path: Path, vlm_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = shapes_rows(3, seed=0)
+    text = [{"role": "user", "content": "what colour is the square ?"}]
+    rows.append({"prompt": text, "images": [], "answer": "red"})
+    data = write_parquet(rows, tmp_path / "train.parquet")
+    code, out, _ = _hfsdk(
+        capsys, "data", "inspect", str(data), "--set", f"actor.model_path={vlm_dir}"
+    )
+    assert code == 0
+    assert "images:           3 in 3 of 4 rows (all decode)" in out
+    # A 56 px image: a 4×4 patch grid merged 2×2 is 4 tokens; 7 text tokens + the two span
+    # markers + 4 image tokens in place of '<image>' (one word) = 12.
+    assert "image tokens:     first image prompt 4 (4 per image), 12 tokens in all" in out
+
+
+def test_a_text_dataset_gets_no_image_lines(
+    tmp_path: Path, vlm_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = write_parquet([{"prompt": "square", "answer": "red"}], tmp_path / "text.parquet")
+    code, out, _ = _hfsdk(
+        capsys, "data", "inspect", str(data), "--set", f"actor.model_path={vlm_dir}"
+    )
+    assert code == 0 and "image" not in out
+
+
+def test_an_image_that_does_not_decode_is_one_line(
+    tmp_path: Path, vlm_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = shapes_rows(3, seed=0)
+    rows[1]["images"] = [{"bytes": b"not an image", "path": None}]
+    data = write_parquet(rows, tmp_path / "bad.parquet")
+    code, _, err = _hfsdk(
+        capsys, "data", "inspect", str(data), "--set", f"actor.model_path={vlm_dir}"
+    )
+    assert code == 2
+    assert err.startswith("Error: row 1, image 0 could not be decoded") and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1

@@ -1,0 +1,75 @@
+"""``hf_vision``: generation from image prompts through the rollout contract."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from hfsdk import MODEL_INPUTS, Batch, DataConfig, HfsdkError, build_rollout
+from hfsdk_backend_fsdp.actor import ActorEngine
+from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+from hfsdk_datasets import PromptLoader
+from hfsdk_vision.forward_inputs import NAME
+from hfsdk_vision.invariant import check_image_tokens
+from hfsdk_vision.rollout import VisionRollout, VisionRolloutConfig
+from hfsdk_vision.shapes import shapes_rows
+
+ATOL = 2e-5  # as in test_log_probs: a cached decode against one full forward, float32
+
+
+@pytest.fixture(scope="module")
+def actor(vlm_dir: Path) -> ActorEngine:
+    return ActorEngine(
+        FSDPRoleConfig(model_path=str(vlm_dir), mini_batch_size=6, micro_batch_size=6),
+        role="actor",
+    )
+
+
+def _prompts(actor: ActorEngine, count: int = 3) -> Batch:
+    """Shapes rows (verl's layout) through the core's prompt loader, as a run loads them."""
+    loader = PromptLoader(
+        shapes_rows(count, seed=1), actor.tokenizer, DataConfig(batch_size=count), seed=0
+    )
+    return loader.next_batch()
+
+
+def test_the_registered_rollout_samples_what_the_actor_scores(actor: ActorEngine) -> None:
+    config = VisionRolloutConfig(max_response_length=6, temperature=0.8)
+    rollout = build_rollout(config, actor)
+    assert isinstance(rollout, VisionRollout)
+    torch.manual_seed(0)
+    out = rollout.generate_sequences(_prompts(actor), n=2)
+    assert len(out) == 6 and out["responses"].shape == (6, 6)
+    assert out.meta[MODEL_INPUTS] == NAME and out.meta["temperature"] == 0.8
+    assert out["images_per_row"].tolist() == [1] * 6
+    assert list(out["answer"]) == [a for a in _prompts(actor)["answer"] for _ in range(2)]
+    config_of = actor.module.config
+    ids = out["input_ids"]
+    grids = out["image_grid_thw"].reshape(-1, 3)
+    check_image_tokens(
+        ids, grids, out["images_per_row"], image_token_id=config_of.image_token_id,
+        merge_size=config_of.vision_config.spatial_merge_size, attention_mask=out["attention_mask"],
+    )  # fmt: skip
+    # The two samples of a prompt share its pixels; different prompts' images differ.
+    assert torch.equal(out["pixel_values"][0], out["pixel_values"][1])
+    assert not torch.equal(out["pixel_values"][0], out["pixel_values"][2])
+    old = actor.compute_log_prob(out)["old_log_probs"]
+    torch.testing.assert_close(old, out["rollout_log_probs"], atol=ATOL, rtol=0)
+    assert out["response_mask"].sum() > 6
+
+
+def test_greedy_samples_of_one_prompt_agree(actor: ActorEngine) -> None:
+    rollout = build_rollout(VisionRolloutConfig(max_response_length=4), actor)
+    out = rollout.generate_sequences(_prompts(actor, 2), n=2, greedy=True)
+    assert out.meta["temperature"] == 1.0
+    assert torch.equal(out["responses"][0], out["responses"][1])
+
+
+def test_prompts_without_images_are_refused_in_one_line(actor: ActorEngine) -> None:
+    rollout = build_rollout(VisionRolloutConfig(), actor)
+    prompts = _prompts(actor)
+    prompts.pop(non_tensor_keys=["images"])
+    with pytest.raises(HfsdkError, match=r"needs a prompt column 'images'"):
+        rollout.generate_sequences(prompts)
