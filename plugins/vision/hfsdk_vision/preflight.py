@@ -34,6 +34,8 @@ def _has_images(loader: Any) -> bool:
 
 def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
     """Refuse image prompts a rollout would not see; decode every image of an ``hf_vision`` run."""
+    if IMAGES not in prepared.row_columns:  # no image column: nothing of this check's
+        return None
     backend = config.rollout.backend
     for label, loader in _loaders(prepared):
         if backend != BACKEND:
