@@ -60,12 +60,11 @@ def test_the_preflight_check_refuses_a_function_the_columns_cannot_feed(tmp_path
     )
     scorer = build_reward_scorer("cost", {"functions": [{"name": f"{tmp_path}/mine.py:needs_gold"}]})
     prepared = types.SimpleNamespace(
-        loader=types.SimpleNamespace(rows=[{"raw_prompt": "p", "answer": "1"}]),
-        reward_scorers={"cost": scorer},
+        row_columns=("raw_prompt", "answer"), reward_scorers={"cost": scorer}
     )
     with pytest.raises(HfsdkError, match=r"needs_gold' needs 'gold', which is neither a dataset"):
         check_signatures(None, None, prepared)
-    prepared.loader.rows[0]["gold"] = "1"
+    prepared.row_columns = ("raw_prompt", "answer", "gold")
     assert check_signatures(None, None, prepared) is None
 
 
