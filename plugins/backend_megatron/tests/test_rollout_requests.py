@@ -81,7 +81,7 @@ def test_the_default_serves_requests_for_a_rollout_that_knows_none(model: dict[s
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("tp", [1, 2])
+@pytest.mark.parametrize("tp", [1, pytest.param(2, marks=pytest.mark.heavy)])
 def test_the_hf_request_server_works_with_a_megatron_actor(model: dict[str, Any], tp: int) -> None:
     """tp = 1: the decoder runs on the actor's tg = 1 generation shards; tp = 2: the
     generation layout is tensor-parallel, so every rank gathers a full copy to serve."""

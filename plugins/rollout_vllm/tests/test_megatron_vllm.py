@@ -21,7 +21,8 @@ import torch
 from hfsdk_backend_common.testing.launch import run_gloo
 from hfsdk_testing import hf_greedy_responses, save_tiny_llama
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+# Heavy: megatron beside vLLM repeats, on another actor, what the fsdp + vLLM tests check quick.
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning"), pytest.mark.heavy]
 
 HERE = str(Path(__file__).parent)
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]

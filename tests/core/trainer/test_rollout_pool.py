@@ -140,6 +140,7 @@ def test_partial_rollouts_without_async_and_a_rollout_pool_are_refused(tmp_path:
         Trainer(config, tmp_path / "run", quiet=True)
 
 
+@pytest.mark.heavy  # dapo's pool test runs partial rollouts in the quick suite
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_partial_rollouts_mix_versions_within_the_staleness_bound(tmp_path: Path) -> None:

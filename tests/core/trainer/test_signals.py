@@ -79,6 +79,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
+@pytest.mark.heavy  # five runs of a subprocess; the hung-reward stop below stays quick
 def test_signals_in_process_stop_with_a_checkpoint_and_the_rerun_is_exact(
     reference: Path, tmp_path: Path
 ) -> None:

@@ -34,10 +34,10 @@ def _trainer(run_dir: Path, *extra: str) -> Trainer:
 @pytest.mark.parametrize(
     ("fault", "says"),
     [
-        ("sync_drop", "1 tensor(s) sent but never loaded"),
-        # The same restart path as a dropped tensor; their detection is unit-tested (the
-        # backends' fingerprints, and the pipeline's check_version in test_pipeline.py), so
-        # the quick suite runs one end to end.
+        # All heavy: detection is unit-tested (the backends' fingerprints), the restart on a
+        # reported mismatch without Ray (test_pipeline.py), and the run below that stops on a
+        # faulty sync runs the path end to end in the quick suite.
+        pytest.param("sync_drop", "1 tensor(s) sent but never loaded", marks=pytest.mark.heavy),
         pytest.param("sync_stale", "tensor(s) differ from what was sent", marks=pytest.mark.heavy),
         pytest.param(
             "sync_skip",

@@ -29,7 +29,11 @@ OVERRIDES = [
     ("pipeline", "stale"),
     # one_step_off over a tp-2 replica repeats what the sync run and the tp = 1 pool's
     # one_step_off test check; heavy keeps the suite's time (make test-all runs it).
-    [("sync", False), pytest.param("one_step_off", True, marks=pytest.mark.heavy)],
+    # heavy both: test_tp_replica.py decodes through a tp-2 replica in the quick suite
+    [
+        pytest.param("sync", False, marks=pytest.mark.heavy),
+        pytest.param("one_step_off", True, marks=pytest.mark.heavy),
+    ],
 )
 def test_a_tp2_replica_samples_with_the_actors_weights(
     tmp_path: Path, pipeline: str, stale: bool
