@@ -47,6 +47,8 @@ class _RecordingCritic:
         return getattr(self.group, name)
 
 
+# Heavy: separate pools are built in the quick suite by the planner's placement tests.
+@pytest.mark.heavy
 @pytest.mark.distributed
 def test_actor_and_critic_on_separate_pools() -> None:
     config = load_run_config(

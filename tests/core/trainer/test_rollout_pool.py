@@ -56,6 +56,8 @@ def test_after_each_update_the_replicas_hold_the_actors_weights(tmp_path: Path) 
     assert synced and all(r["sync/bytes"] == synced[0]["sync/bytes"] > 0 for r in synced)
 
 
+# Heavy: one_step_off's ordering is checked in process by the distill plugin's quick test.
+@pytest.mark.heavy
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_one_step_off_replicas_sample_with_the_weights_before_the_update(tmp_path: Path) -> None:
