@@ -16,7 +16,7 @@ from hfsdk.core.batch import Batch
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.config.signal_config import SignalConfig, SignalFunction
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.reward_scoring import RewardScorer, build_reward_scorer
+from hfsdk.core.reward_scoring import RewardScorer
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,8 @@ class SignalScorer:
     """Scores generated samples with a signal's functions (on the controller) and/or model.
 
     ``functions``: the section's :class:`~hfsdk.core.reward_scoring.RewardScorer`, built
-    once per run (the preflight's); ``None`` builds it here when the section lists any.
+    once per run by the preflight (``PreparedRun.reward_scorers``); ``None`` when the
+    section lists no functions.
     """
 
     def __init__(
@@ -88,15 +89,12 @@ class SignalScorer:
         name: str,
         config: SignalConfig,
         model: Any | None,
-        functions: RewardScorer | None = None,
+        functions: RewardScorer | None,
     ) -> None:
         self.name = name
         self.config = config
         self.model = model
         self._functions = functions
-        if config.functions and functions is None:
-            # Once per run (names, styles): a bad entry fails before training, not at step 1.
-            self._functions = build_reward_scorer(name, config)
 
     def __call__(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
         scores = torch.zeros(len(batch), dtype=torch.float32)
