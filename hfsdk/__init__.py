@@ -109,7 +109,7 @@ if TYPE_CHECKING:
         combine_corrections,
     )
     from hfsdk.core.model_inputs import MODEL_INPUTS, ModelInputs, model_inputs_of
-    from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
+    from hfsdk.core.plugin_manager import get_plugin_manager, get_registry, reset_plugin_manager
     from hfsdk.core.registry import Registry, RegistryEntry, unknown_name_message
     from hfsdk.core.reward_scoring import RewardScorer
     from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
@@ -179,6 +179,7 @@ _LAZY = {
     # plugins and registries
     "get_plugin_manager": "hfsdk.core.plugin_manager",
     "get_registry": "hfsdk.core.plugin_manager",
+    "reset_plugin_manager": "hfsdk.core.plugin_manager",
     # the task registry (hfsdk_register_tasks)
     "Task": "hfsdk.core.task_spec",
     "TaskAssets": "hfsdk.core.task_spec",
