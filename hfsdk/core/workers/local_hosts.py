@@ -138,6 +138,10 @@ class LocalHostSet(SharedHosts):
         self._saved_env = dict(os.environ)
         self._saved_filters = _logger_filters()
         self._saved_threads = torch.get_num_threads()
+        # An engine may replace torch.set_num_threads process-wide (vLLM's CPU worker
+        # makes it a no-op while its attention kernels run); put torch's own back too,
+        # or the count below is never restored and a later engine aborts on it.
+        self._saved_set_num_threads = torch.set_num_threads
         os.environ.update(options.env_vars)
         threads = options.env_vars.get("OMP_NUM_THREADS", "")
         if threads.isdigit() and int(threads) > 0:
@@ -226,5 +230,6 @@ class LocalHostSet(SharedHosts):
                 dist.destroy_process_group()
             _restore_environment(self._saved_env)
             _restore_filters(self._saved_filters)
+            torch.set_num_threads = self._saved_set_num_threads
             torch.set_num_threads(self._saved_threads)
         self.pool.unreserve(self.ids)

@@ -125,6 +125,9 @@ class Hanger(Worker):
         os.environ["OMP_NUM_THREADS"] = "3"
         logging.getLogger("hfsdk_test_engine").addFilter(logging.Filter("nothing"))
         logging.getLogger().addFilter(logging.Filter("nothing"))
+        # vLLM's CPU worker: threads bound, then torch.set_num_threads made a no-op.
+        torch.set_num_threads(2)
+        torch.set_num_threads = lambda _count: None
 
 
 def test_a_hung_in_process_call_is_interrupted_with_role_method_and_stack() -> None:
@@ -150,10 +153,20 @@ def test_kill_restores_environment_and_logging_filters_an_engine_changed() -> No
 
     env_before = dict(os.environ)
     root_filters = list(logging.getLogger().filters)
-    groups = colocate(LocalPool("leak"), {"engine": Hanger}, env_vars={"OMP_NUM_THREADS": "1"})
-    groups["engine"].quieten()
-    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
-    groups["engine"].shutdown()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        groups = colocate(LocalPool("leak"), {"engine": Hanger}, env_vars={"OMP_NUM_THREADS": "1"})
+        groups["engine"].quieten()
+        assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
+        assert torch.get_num_threads() == 2
+        groups["engine"].shutdown()
+        # torch's own function is back, and with it the count from before the pool
+        assert torch.set_num_threads is torch._C.set_num_threads
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads = torch._C.set_num_threads
+        torch.set_num_threads(threads)
     assert dict(os.environ) == env_before
     assert logging.getLogger().filters == root_filters
     assert logging.getLogger("hfsdk_test_engine").filters == []
