@@ -49,9 +49,13 @@ test: setup
 	$(BIN)/ruff check .
 	$(BIN)/pytest -m "not heavy" --durations=40
 
+# CI's command (.ci/run): the quick suite, then the heavy runs in a process of their
+# own (they start engines and Ray clusters; a fresh process keeps one suite's leftovers
+# out of the other).
 test-all: setup
 	$(BIN)/ruff check .
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not heavy" --durations=40
+	$(BIN)/pytest -m heavy --durations=40
 
 lint: setup
 	$(BIN)/ruff check .
