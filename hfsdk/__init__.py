@@ -98,16 +98,6 @@ if TYPE_CHECKING:
         PolicyLoss,
         ValueLoss,
     )
-    from hfsdk.core.maths.rollout_correction_config import (
-        RolloutCorrectionConfig,
-        behaviour_log_probs_needed,
-        resolve_rollout_corrections,
-    )
-    from hfsdk.core.maths.rollout_corrections import (
-        CorrectionResult,
-        RolloutCorrection,
-        combine_corrections,
-    )
     from hfsdk.core.model_inputs import MODEL_INPUTS, ModelInputs, model_inputs_of
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry, reset_plugin_manager
     from hfsdk.core.registry import Registry, RegistryEntry, unknown_name_message
@@ -146,6 +136,7 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.trainer.checkpoint import complete_checkpoints, verify_checkpoint
     from hfsdk.core.trainer.faults import take_fault
+    from hfsdk.core.trainer.pipeline import behaviour_log_probs_needed
     from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
     from hfsdk.core.trainer.preflight import prepare_run, run_assets, run_signals
     from hfsdk.core.trainer.run_directory import CONFIG_FILE, TRAINER_STATE
@@ -266,12 +257,7 @@ _LAZY = {
     "PolicyLoss": "hfsdk.core.maths.protocols",
     "ValueLoss": "hfsdk.core.maths.protocols",
     "KLEstimator": "hfsdk.core.maths.protocols",
-    "CorrectionResult": "hfsdk.core.maths.rollout_corrections",
-    "RolloutCorrection": "hfsdk.core.maths.rollout_corrections",
-    "combine_corrections": "hfsdk.core.maths.rollout_corrections",
-    "RolloutCorrectionConfig": "hfsdk.core.maths.rollout_correction_config",
-    "resolve_rollout_corrections": "hfsdk.core.maths.rollout_correction_config",
-    "behaviour_log_probs_needed": "hfsdk.core.maths.rollout_correction_config",
+    "behaviour_log_probs_needed": "hfsdk.core.trainer.pipeline",
     "LOSS_AGG_MODES": "hfsdk.core.maths.aggregation",
     "LossAggMode": "hfsdk.core.maths.aggregation",
     "LossAggregation": "hfsdk.core.maths.aggregation",

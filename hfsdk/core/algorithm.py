@@ -556,11 +556,6 @@ class Algorithm:
             gap = (batch["rollout_log_probs"] - batch["old_log_probs"]).abs()[mask.bool()]
             self.metrics["rollout/log_prob_diff_max"] = float(gap.max()) if gap.numel() else 0.0
             self.metrics["rollout/log_prob_diff_mean"] = float(gap.mean()) if gap.numel() else 0.0
-            from hfsdk.core.maths.mismatch import mismatch_metrics
-
-            self.metrics.update(
-                mismatch_metrics(batch["old_log_probs"], batch["rollout_log_probs"], mask)
-            )
         self.metrics["perf/tokens"] = float(batch["attention_mask"].sum())
         self.last_batch = batch  # the step's samples, for trainer.rollout_dump
         metrics, self.metrics = self.metrics, {}

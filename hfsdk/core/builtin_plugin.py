@@ -29,17 +29,14 @@ def hfsdk_register_transfer_protocols(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_config_sections(register: Register) -> None:
-    """Register the core's sections ``trainer``, ``data``, ``placement`` and
-    ``rollout_correction``."""
+    """Register the core's sections ``trainer``, ``data`` and ``placement``."""
     from hfsdk.core.data.data_config import DataConfig
-    from hfsdk.core.maths.rollout_correction_config import RolloutCorrectionConfig
     from hfsdk.core.trainer.placement_config import PlacementConfig
     from hfsdk.core.trainer.trainer_config import TrainerConfig
 
     register("trainer", TrainerConfig)
     register("data", DataConfig)
     register("placement", PlacementConfig)
-    register("rollout_correction", RolloutCorrectionConfig)
 
 
 @hfsdk.hookimpl

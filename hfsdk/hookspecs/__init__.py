@@ -95,13 +95,24 @@ def hfsdk_register_kl_estimators(register: Register) -> None:
 def hfsdk_register_rollout_corrections(register: Register) -> None:
     """Register rollout corrections: ``register(name, fn, config_cls=...)``.
 
-    ``fn`` is an ``hfsdk.RolloutCorrection``: keyword tensors ``old_log_prob``,
-    ``rollout_log_prob``, ``log_prob`` (the trained policy, detached),
-    ``advantages``, ``response_mask`` (all (B, T)) and ``config``; it returns an
-    ``hfsdk.CorrectionResult`` (detached non-negative ``weights``, a boolean
-    ``keep`` mask, ``metrics``). The actor multiplies the policy loss by the
-    weights and drops the tokens not kept, whatever the policy loss. Selected
-    with ``rollout_correction.preset`` / ``rollout_correction.apply``.
+    ``fn`` takes keyword tensors ``old_log_prob``, ``rollout_log_prob``,
+    ``log_prob`` (the trained policy, detached), ``advantages``, ``response_mask``
+    (all (B, T)) and ``config``; it returns a ``CorrectionResult`` (detached
+    non-negative ``weights``, a boolean ``keep`` mask, ``metrics``). The contract,
+    the ``rollout_correction`` section that selects them (``preset`` / ``apply``) and
+    the actor's application are the ``hfsdk-plugin-rollout-corrections``
+    distribution's; the core keeps only this registry.
+    """
+
+
+@hookspec(firstresult=True)
+def hfsdk_behaviour_log_probs_needed(config: Any) -> bool | None:
+    """Whether a run needs the sampling policy's ``rollout_log_probs`` on every row.
+
+    The generation pipeline then computes them behind each generation when the rollout
+    reports none (``hfsdk.behaviour_log_probs_needed``). Answer ``True`` when a feature
+    of the resolved run ``config`` reads them (a rollout correction, a mismatch gate),
+    else ``None`` so that another plugin may answer; nobody answering means no.
     """
 
 
@@ -195,7 +206,7 @@ def hfsdk_register_config_sections(register: Register) -> None:
     mentions the section behave as before; every run config of every algorithm
     gets it as ``config.sections[name]`` (YAML key ``name:``, dotted overrides
     ``name.key=value``, shown by ``hfsdk config show``). The core registers
-    ``trainer``, ``data``, ``placement`` and ``rollout_correction`` this way.
+    ``trainer``, ``data`` and ``placement`` this way.
     """
 
 
@@ -320,8 +331,6 @@ def hfsdk_prompt_tool_schemas(config: Any) -> list[dict[str, Any]] | None:
     called once, before the run starts, so a tool that fails to load stops it
     in one line. See docs/plugin_hooks.md.
     """
-
-
 
 
 # -- planner: placement resolution ------------------------------------------------------

@@ -11,7 +11,7 @@ name ``rollout.<name>.<key>``) and keeps it in the rollout section's
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -69,9 +69,32 @@ def raw_response_budget(
     return response_budget(built)
 
 
-FEATURE_DISTRIBUTIONS = {"rollout.multi_turn": "hfsdk-plugin-agents"}
-"""Config keys the default plugins contribute -> the distribution that does: a config that
-sets one without that plugin gets a line saying what to install, not an unknown key."""
+FEATURE_DISTRIBUTIONS = {
+    "rollout.multi_turn": "hfsdk-plugin-agents",
+    "rollout_correction": "hfsdk-plugin-rollout-corrections",
+    "algorithm.is_correction": "hfsdk-plugin-rollout-corrections",
+    "trainer.max_mismatch_kl": "hfsdk-plugin-rollout-corrections",
+}
+"""Config keys the default plugins contribute or alone read -> the distribution: a config
+that sets one without that plugin gets a line saying what to install, not an unknown key
+(or a setting nothing reads)."""
+
+READ_BY_SECTION_PLUGIN = {
+    "rollout_correction": ("algorithm.is_correction", "trainer.max_mismatch_kl"),
+}
+"""Core keys only the plugin that registers a section reads (the older correction key; the
+gate on the mismatch metrics that plugin reports) -> that section."""
+
+
+def unread_key_line(config: Any, sections: Collection[str]) -> str | None:
+    """The line for a key of :data:`READ_BY_SECTION_PLUGIN` set (not ``None``/``"none"``)
+    while its section, so its plugin, is not registered; else ``None``."""
+    for section, keys in READ_BY_SECTION_PLUGIN.items():
+        for key in keys if section not in sections else ():
+            top, name = key.split(".")
+            if getattr(config.sections.get(top), name, None) not in (None, "none"):
+                return missing_plugin_line(key)
+    return None
 
 
 def missing_plugin_line(key: str) -> str | None:

@@ -37,6 +37,7 @@ import attrs
 from hfsdk.core.backends import default_rollout_backend, default_training_backend
 from hfsdk.core.config.converter import make_converter, structure, unstructure
 from hfsdk.core.config.loader import apply_overrides, load_yaml
+from hfsdk.core.config.rollout_sections import missing_plugin_line, unread_key_line
 from hfsdk.core.config.signal_config import SignalConfig
 from hfsdk.core.errors import ConfigError, HfsdkError
 from hfsdk.core.plugin_manager import HfsdkPluginManager, get_plugin_manager
@@ -215,8 +216,6 @@ class _Composer:
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """The rollout data without its plugins' sub-sections, and those sub-sections built
         (``rollout.multi_turn`` with the class its plugin registered)."""
-        from hfsdk.core.config.rollout_sections import missing_plugin_line
-
         rest: dict[str, Any] = {}
         built: dict[str, Any] = {}
         for key, value in rollout.items():
@@ -386,6 +385,8 @@ def resolve_run_config(
             composer.errors.append(unused)
         elif key in _LOSS_SECTIONS:
             continue
+        elif key not in known and missing_plugin_line(str(key)):  # its plugin is not loaded
+            composer.errors.append(missing_plugin_line(str(key)))
         elif key not in known:
             close = closest_match(str(key), sorted(known))
             hint = f"; did you mean {close!r}?" if close else ""
@@ -405,10 +406,9 @@ def resolve_run_config(
         raise ConfigError("; ".join(composer.errors))
 
     config = RunConfig(algo=algo, sections=composer.sections)
-    from hfsdk.core.maths.rollout_correction_config import resolve_rollout_corrections
-
-    # The corrections a config names exist and their settings are valid (one line if not).
-    resolve_rollout_corrections(config, registry_of("rollout_corrections"))
+    unread = unread_key_line(config, top_level)
+    if unread:
+        raise ConfigError(unread)
     _validate_across_sections(pm, config)
     return config
 

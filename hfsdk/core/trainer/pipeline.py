@@ -17,11 +17,12 @@ overlaps with training; on shared devices the calls take turns, which keeps
 the staleness semantics (and the importance-sampling correction they need)
 without the speed-up.
 
-When the run corrects off-policy data (``algorithm.is_correction``) and the
-rollout reports no ``rollout_log_probs`` of its own, the pipeline submits the
-actor's ``compute_log_prob`` right behind each generation: it runs on the
-same weights the generation sampled with, so those are the behaviour policy's
-log-probs, taken before any later update.
+When the run needs behaviour log-probs (:func:`behaviour_log_probs_needed`: a
+plugin's rollout correction or mismatch gate reads them) and the rollout reports
+no ``rollout_log_probs`` of its own, the pipeline submits the actor's
+``compute_log_prob`` right behind each generation: it runs on the same weights the
+generation sampled with, so those are the behaviour policy's log-probs, taken before
+any later update.
 
 With a rollout pool of its own (``placement.pools.rollout``, the session's
 ``rollout`` worker group of replicas) generation goes there instead, and the
@@ -116,6 +117,14 @@ def check_version(held: int, expected: int, where: str) -> str | None:
         f"{where} generated with weights version {held} where version {expected} was synced "
         "(a skipped or lost weight sync)"
     )
+
+
+def behaviour_log_probs_needed(config: Any) -> bool:
+    """Whether the run needs the sampling policy's ``rollout_log_probs`` on every row: some
+    plugin's ``hfsdk_behaviour_log_probs_needed`` says so (a correction or a gate reads them)."""
+    from hfsdk.core.plugin_manager import get_plugin_manager
+
+    return bool(get_plugin_manager().hook.hfsdk_behaviour_log_probs_needed(config=config))
 
 
 def pipeline_depth(pipeline: str, max_staleness: int) -> int:

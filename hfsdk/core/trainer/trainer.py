@@ -25,7 +25,6 @@ from hfsdk.core.atomic import write_text_atomic
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import attach_run_log, detach_run_log
-from hfsdk.core.maths.rollout_correction_config import behaviour_log_probs_needed
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.run_spec import run_spec
 from hfsdk.core.trainer.checkpoint import (
@@ -315,7 +314,11 @@ class Trainer:
         rollout = session.rollout if session is not None else None
         if trainer.pipeline == "sync" and rollout is None:
             return None
-        from hfsdk.core.trainer.pipeline import GenerationPipeline, pipeline_depth
+        from hfsdk.core.trainer.pipeline import (
+            GenerationPipeline,
+            behaviour_log_probs_needed,
+            pipeline_depth,
+        )
 
         return GenerationPipeline(
             algorithm,

@@ -60,7 +60,7 @@ class ActorObjective:
         default=(), converter=tuple
     )
     """Rollout corrections ``(name, fn, config)`` between the rollout's policy
-    (``rollout_log_probs``) and ``π_old`` (:mod:`hfsdk.core.maths.rollout_corrections`),
+    (``rollout_log_probs``) and ``π_old`` (:mod:`hfsdk_rollout_corrections.contract`),
     applied as a loss weight and a mask; none by default."""
     token_terms: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
     """The algorithm's ``hfsdk.TokenIdsLossTerm`` terms: the engine gathers the policy's
@@ -116,13 +116,8 @@ def actor_micro_loss(
     ``ids_log_probs`` maps each of ``objective.ids_keys`` to the policy's log-probs
     (B, R, k) at that column's ids (with gradient).
     """
-    from hfsdk import (
-        aggregate_loss,
-        combine_corrections,
-        entropy_bonus,
-        kl_loss,
-        masked_fill_zero,
-    )
+    from hfsdk import aggregate_loss, entropy_bonus, kl_loss, masked_fill_zero
+    from hfsdk_rollout_corrections.contract import combine_corrections
 
     device = log_prob.device
     mask = micro["response_mask"].to(device)
@@ -226,7 +221,8 @@ def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
     ``norm_length`` is the responses' width (``seq-mean-token-sum-norm``): the multi-turn
     budget for multi-turn rollouts, else ``rollout.max_response_length``.
     """
-    from hfsdk import get_registry, resolve_rollout_corrections
+    from hfsdk import get_registry
+    from hfsdk_rollout_corrections.section import resolve_rollout_corrections
 
     algo = run_config.algorithm
     return ActorObjective(

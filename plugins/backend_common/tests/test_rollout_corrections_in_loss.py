@@ -9,7 +9,6 @@ import torch
 
 from hfsdk import (
     Batch,
-    CorrectionResult,
     HfsdkError,
     LossAggregation,
     LossCounts,
@@ -20,6 +19,7 @@ from hfsdk import (
 from hfsdk_backend_common.engine_support import MetricAccumulator
 from hfsdk_backend_common.objectives import ActorObjective, actor_micro_loss
 from hfsdk_policy_losses.losses import PPOClipConfig, ppo_clip_loss
+from hfsdk_rollout_corrections.contract import CorrectionResult
 from hfsdk_rollout_corrections.corrections import (
     BandConfig,
     MISConfig,

@@ -3,10 +3,11 @@
 The rollout samples with a behaviour policy ``μ`` (its ``rollout_log_probs``),
 the loss's ratio is taken against ``π_old`` (the training engine's
 ``old_log_probs``). With ``δ_t = log π_old(y_t) − log μ(y_t)`` and
-``ρ_t = exp(δ_t)``, every correction returns an :class:`hfsdk.CorrectionResult`:
-a detached, non-negative per-token **weight** and a boolean **keep** mask (the
-core's :func:`hfsdk.combine_corrections` composes a run's list and the actor's
-loss applies it).
+``ρ_t = exp(δ_t)``, every correction returns a
+:class:`~hfsdk_rollout_corrections.contract.CorrectionResult`: a detached,
+non-negative per-token **weight** and a boolean **keep** mask
+(:func:`~hfsdk_rollout_corrections.contract.combine_corrections` composes a run's
+list and the actor's loss applies it).
 
 Registered corrections (``hfsdk list rollout-corrections``):
 
@@ -39,10 +40,8 @@ from typing import Any, Literal
 import attrs
 import torch
 
-from hfsdk import CorrectionResult, as_bool_mask, help_field, masked_fill_zero
-
-LOG_RATIO_CLAMP = 20.0
-"""Bound on a log ratio before ``exp`` (a sequence-level sum could overflow)."""
+from hfsdk import as_bool_mask, help_field, masked_fill_zero
+from hfsdk_rollout_corrections.contract import LOG_RATIO_CLAMP, CorrectionResult
 
 
 def _positive(_instance: object, attribute: attrs.Attribute, value: float) -> None:

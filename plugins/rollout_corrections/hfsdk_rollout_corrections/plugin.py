@@ -1,6 +1,9 @@
-"""Hook implementations of the standard rollout corrections."""
+"""Hook implementations of the rollout corrections: the corrections, the ``rollout_correction``
+section, its validation, the behaviour log-probs it needs and the mismatch metrics."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import hfsdk
 from hfsdk import Register
@@ -15,3 +18,40 @@ def hfsdk_register_rollout_corrections(register: Register) -> None:
 
     for name, (fn, config_cls) in STANDARD_CORRECTIONS.items():
         register(name, fn, config_cls=config_cls)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_config_sections(register: Register) -> None:
+    """Register the ``rollout_correction`` section (``preset``, ``apply``)."""
+    from hfsdk_rollout_corrections.section import RolloutCorrectionConfig
+
+    register("rollout_correction", RolloutCorrectionConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str] | None:
+    """The corrections the config names exist and their settings are valid (one line if not)."""
+    from hfsdk_rollout_corrections.section import resolve_rollout_corrections
+
+    try:
+        resolve_rollout_corrections(config, hfsdk.get_registry("rollout_corrections"))
+    except hfsdk.ConfigError as exc:
+        return [str(exc)]
+    return None
+
+
+@hfsdk.hookimpl
+def hfsdk_behaviour_log_probs_needed(config: Any) -> bool | None:
+    """``True`` when a correction or ``trainer.max_mismatch_kl`` reads ``rollout_log_probs``."""
+    from hfsdk_rollout_corrections.section import behaviour_log_probs_needed
+
+    # None, not False: another plugin may still need them.
+    return True if behaviour_log_probs_needed(config) else None
+
+
+@hfsdk.hookimpl
+def hfsdk_register_step_observers(register: Register) -> None:
+    """Register ``mismatch`` (the ``mismatch/*`` metrics that ``trainer.max_mismatch_kl`` reads)."""
+    from hfsdk_rollout_corrections.mismatch import mismatch_observer
+
+    register("mismatch", mismatch_observer)

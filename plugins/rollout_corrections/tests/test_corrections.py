@@ -8,15 +8,10 @@ import math
 import pytest
 import torch
 
-from hfsdk import (
-    ConfigError,
-    combine_corrections,
-    get_registry,
-    load_run_config,
-    resolve_rollout_corrections,
-)
-from hfsdk.core.maths.rollout_correction_config import PRESETS
+import hfsdk
+from hfsdk import ConfigError, get_registry, load_run_config
 from hfsdk.core.plugin_manager import reset_plugin_manager
+from hfsdk_rollout_corrections.contract import combine_corrections
 from hfsdk_rollout_corrections.corrections import (
     BandConfig,
     DSV32MaskConfig,
@@ -26,6 +21,7 @@ from hfsdk_rollout_corrections.corrections import (
     TISConfig,
     TrustRegionConfig,
 )
+from hfsdk_rollout_corrections.section import PRESETS, resolve_rollout_corrections
 
 # Two sequences, 3 and 2 valid tokens. δ = old − rollout: row 0: 0.5, −1.0, 0.0; row 1: 1.0, 0.0
 OLD = torch.tensor([[-1.0, -2.0, -0.5, 0.0], [-1.0, -1.0, 0.0, 0.0]])
@@ -223,20 +219,42 @@ LOADED_WITHOUT = "grpo,backend_common,backend_fsdp,tasks,rewards,policy_losses"
 
 
 @pytest.mark.parametrize("variable", ["HFSDK_DISABLE_PLUGINS", "HFSDK_LOAD_PLUGINS"])
-def test_a_preset_without_the_plugin_names_the_distribution(
-    monkeypatch: pytest.MonkeyPatch, variable: str
+@pytest.mark.parametrize(
+    "setting",
+    ["rollout_correction.preset=tis", "algorithm.is_correction=tis", "trainer.max_mismatch_kl=0.1"],
+)
+def test_a_correction_without_the_plugin_names_the_distribution(
+    monkeypatch: pytest.MonkeyPatch, variable: str, setting: str
 ) -> None:
-    """Disabled (or not loaded): one line naming the distribution, not 'unknown correction'."""
+    """Disabled (or not loaded): one line naming the distribution, not 'unknown section' (nor a
+    setting that nothing would read: the older key, the gate on this plugin's metrics)."""
     value = "rollout_corrections" if variable == "HFSDK_DISABLE_PLUGINS" else LOADED_WITHOUT
     monkeypatch.setenv(variable, value)
     reset_plugin_manager()
     try:
         assert "tis" not in get_registry("rollout_corrections")
+        assert not hfsdk.behaviour_log_probs_needed(load_run_config("grpo", None, []))
         with pytest.raises(ConfigError) as info:
-            load_run_config("grpo", None, ["rollout_correction.preset=tis"])
+            load_run_config("grpo", None, [setting])
     finally:
         monkeypatch.delenv(variable)
         reset_plugin_manager()
     message = str(info.value)
     assert "hfsdk-plugin-rollout-corrections" in message and "\n" not in message
-    assert "rollout_correction.apply[0]" in message
+    key = setting.split("=")[0]
+    assert f"config key {key.split('.')[0] if key.startswith('rollout_') else key!r}" in message
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needed"),
+    [
+        ([], False),
+        (["rollout_correction.preset=icepop"], True),
+        (["algorithm.is_correction=mis"], True),
+        (["trainer.max_mismatch_kl=0.1"], True),
+    ],
+)
+def test_behaviour_log_probs_are_needed_by_a_correction_or_the_gate(
+    overrides: list[str], needed: bool
+) -> None:
+    assert hfsdk.behaviour_log_probs_needed(load_run_config("grpo", None, overrides)) is needed

@@ -83,7 +83,7 @@ def test_without_the_plugin_the_section_is_unknown() -> None:
 
 def test_the_core_registers_its_observers_and_checks() -> None:
     assert "faults" in get_registry("step_observers")
-    assert {"trainer", "data", "placement", "rollout_correction"} <= set(
+    assert {"trainer", "data", "placement"} <= set(
         get_registry("config_sections")
     )
     config = load_run_config("grpo", None, SMALL)

@@ -13,14 +13,20 @@ rollout's ``rollout_log_probs``, ``π_old`` the training engine's
   turn ``k`` (1-based; each maximal run of the response mask is a turn), when
   some response has more than one turn (multi-turn rollouts).
 
-``trainer.max_mismatch_kl`` stops a run whose ``mismatch/kl_k3`` exceeds it.
+They come to every step's line from :class:`MismatchObserver` (a step observer);
+the core's ``trainer.max_mismatch_kl`` gate stops a run whose ``mismatch/kl_k3``
+exceeds it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
 import torch
 
-from hfsdk.core.maths.masked import as_bool_mask
+from hfsdk import StepObserver, StepView, as_bool_mask
 
 MAX_TURNS_REPORTED = 8
 """Turns beyond this many are folded into the last reported one."""
@@ -69,3 +75,32 @@ def mismatch_metrics(
             out[f"mismatch/turn_{k}/kl_k3"] = float(k3[at].mean())
             out[f"mismatch/turn_{k}/token_gap_mean"] = float(delta.abs()[at].mean())
     return out
+
+
+class MismatchObserver(StepObserver):
+    """Adds the ``mismatch/*`` metrics of each step's trained batch to its line, when the
+    batch has both the rollout's and the training engine's log-probs."""
+
+    def __init__(self) -> None:
+        self._metrics: dict[str, float] = {}
+
+    def on_step_trained(self, view: StepView) -> None:
+        """Measure the trained batch now: the trainer drops ``last_batch`` before the metrics."""
+        batch = view.algorithm.last_batch
+        if batch is None or "rollout_log_probs" not in batch or "old_log_probs" not in batch:
+            self._metrics = {}
+            return
+        self._metrics = mismatch_metrics(
+            batch["old_log_probs"], batch["rollout_log_probs"], batch["response_mask"]
+        )
+
+    def on_step_metrics(self, view: StepView, metrics: Mapping[str, float]) -> Mapping[str, float]:
+        """The metrics measured at :meth:`on_step_trained` (none without ``rollout_log_probs``)."""
+        out, self._metrics = self._metrics, {}
+        return out
+
+
+def mismatch_observer(_config: Any, _run_dir: Path) -> MismatchObserver:
+    """The ``mismatch`` step observer's factory: every run gets it (it costs nothing on a
+    batch without ``rollout_log_probs``)."""
+    return MismatchObserver()

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hfsdk.core.maths.mismatch import mismatch_metrics, turn_index
+from hfsdk_rollout_corrections.mismatch import mismatch_metrics, turn_index
 
 # δ = old − rollout: row 0: 0.5, −1.0, 0.0 ; row 1: 1.0, 0.0
 OLD = torch.tensor([[-1.0, -2.0, -0.5, 0.0], [-1.0, -1.0, 0.0, 0.0]])

@@ -11,9 +11,9 @@ the mask the loss sees, never by scaling advantages, so every registered policy
 loss takes them unchanged. Corrections compose: the weights of a list multiply,
 the keep masks intersect (:func:`combine_corrections`).
 
-The corrections themselves (``tis``, ``mis``, ``icepop``, ``geo_rs``, ``k3_rs``,
-``trust_region``, ``dsv32_mask``) are the ``hfsdk-plugin-rollout-corrections``
-distribution's (``hfsdk list rollout-corrections``).
+The standard corrections themselves are in :mod:`hfsdk_rollout_corrections.corrections`
+(``hfsdk list rollout-corrections``); the backends' shared actor loss
+(``hfsdk_backend_common.objectives``) calls :func:`combine_corrections`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import attrs
 import torch
 
-from hfsdk.core.maths.masked import as_bool_mask, check_token_tensors, masked_fill_zero
+from hfsdk import as_bool_mask, check_token_tensors, masked_fill_zero
 
 LOG_RATIO_CLAMP = 20.0
 """Bound on a log ratio before ``exp`` (a sequence-level sum could overflow)."""
@@ -110,7 +110,7 @@ def combine_corrections(
             if not isinstance(result, CorrectionResult):
                 raise TypeError(
                     f"rollout correction {name!r} returned {type(result).__name__}; expected "
-                    "hfsdk.CorrectionResult(weights=, keep=, metrics=)"
+                    "hfsdk_rollout_corrections.CorrectionResult(weights=, keep=, metrics=)"
                 )
             weights = weights * result.weights.detach().float()
             keep = keep & result.keep.bool()

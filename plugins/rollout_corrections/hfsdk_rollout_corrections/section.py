@@ -14,8 +14,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk.core.config.help import help_field
-from hfsdk.core.errors import ConfigError
+from hfsdk import ConfigError, help_field
 
 PRESETS: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType(
     {
@@ -33,11 +32,8 @@ PRESETS: Mapping[str, tuple[Mapping[str, Any], ...]] = MappingProxyType(
         "dsv32_tis": ({"name": "dsv32_mask"}, {"name": "tis"}),
     }
 )
-"""Named lists of corrections (``rollout_correction.preset``); the names are the
-standard corrections of :data:`STANDARD_DISTRIBUTION`."""
-
-STANDARD_DISTRIBUTION = "hfsdk-plugin-rollout-corrections"
-"""The distribution whose plugin registers the corrections the presets name."""
+"""Named lists of corrections (``rollout_correction.preset``); the names are this
+plugin's standard corrections."""
 
 
 def _preset_known(_instance: object, _attribute: attrs.Attribute, value: str | None) -> None:
@@ -72,8 +68,6 @@ class RolloutCorrectionConfig:
         return out
 
 
-_STANDARD_NAMES = frozenset(e["name"] for entries in PRESETS.values() for e in entries)
-
 ResolvedCorrection = tuple[str, Callable[..., Any], Any]
 
 
@@ -84,7 +78,7 @@ def resolve_rollout_corrections(run_config: Any, registry: Any) -> list[Resolved
     (``hfsdk.get_registry("rollout_corrections")``). Raises :class:`ConfigError` with
     one line naming the bad entry.
     """
-    from hfsdk.core.config.converter import make_converter, structure
+    from hfsdk import make_converter, structure
 
     section = run_config.sections.get("rollout_correction") or RolloutCorrectionConfig()
     entries = section.entries()
@@ -111,14 +105,7 @@ def resolve_rollout_corrections(run_config: Any, registry: Any) -> list[Resolved
         try:
             found = registry[name]
         except Exception as exc:  # UnknownNameError: one line with the close match
-            problem = str(exc)
-            if name in _STANDARD_NAMES:  # not a typo: its plugin is missing, disabled or broken
-                problem = (
-                    f"the rollout correction {name!r} comes with {STANDARD_DISTRIBUTION}, which "
-                    "is not installed or is disabled (HFSDK_DISABLE_PLUGINS / HFSDK_LOAD_PLUGINS);"
-                    f" pip install {STANDARD_DISTRIBUTION} ({problem})"
-                )
-            raise ConfigError(f"{key}: {problem}") from None
+            raise ConfigError(f"{key}: {exc}") from None
         config = None
         if found.config_cls is not None:
             config = structure(converter, settings, found.config_cls, path=key)
@@ -130,7 +117,8 @@ def resolve_rollout_corrections(run_config: Any, registry: Any) -> list[Resolved
 
 def behaviour_log_probs_needed(run_config: Any) -> bool:
     """Whether the run needs the sampling policy's ``rollout_log_probs`` on every row: a
-    correction applies them, or ``trainer.max_mismatch_kl`` watches the gap."""
+    correction applies them, or ``trainer.max_mismatch_kl`` watches the gap (this plugin's
+    answer to ``hfsdk_behaviour_log_probs_needed``)."""
     trainer = run_config.sections.get("trainer")
     return corrections_requested(run_config) or (
         trainer is not None and trainer.max_mismatch_kl is not None
