@@ -154,6 +154,7 @@ if TYPE_CHECKING:
     from hfsdk.core.trainer.threads import worker_threads
     from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
     from hfsdk.core.trainer.trainer_config import LOGGERS
+    from hfsdk.core.trainer.validation import ValidationResult
     from hfsdk.core.workers import (
         BuiltinProtocol,
         ResourcePool,
@@ -358,6 +359,8 @@ _LAZY = {
     "verify_checkpoint": "hfsdk.core.trainer.checkpoint",
     "enable_determinism": "hfsdk.core.determinism",
     "disable_determinism": "hfsdk.core.determinism",
+    # validation (hfsdk_validate)
+    "ValidationResult": "hfsdk.core.trainer.validation",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

@@ -322,8 +322,6 @@ def hfsdk_prompt_tool_schemas(config: Any) -> list[dict[str, Any]] | None:
     """
 
 
-
-
 # -- planner: placement resolution ------------------------------------------------------
 
 
@@ -355,4 +353,24 @@ def hfsdk_recorded_generations(config: Any) -> Any | None:
     generation recorded for those prompts), ``step_done()``, and
     ``state_dict()`` / ``load_state_dict(state)`` (kept in the trainer's checkpoint).
     See docs/plugin_hooks.md.
+    """
+
+
+# -- validation: the metrics of the held-out prompts ----------------------------------------
+
+
+@hookspec(firstresult=True)
+def hfsdk_validate(algorithm: Any, prompts: Any, scorer: Any, trainer_config: Any) -> Any | None:
+    """Validate a policy on the validation prompts, or return ``None``.
+
+    Called at every validation the trainer schedules (``trainer.val_every``,
+    ``trainer.val_before_train``) of a run with a policy: ``algorithm`` generates
+    (``algorithm.generate(prompts, n=..., greedy=...)``), ``prompts`` is the whole
+    validation :class:`hfsdk.Batch`, ``scorer(batch) -> (scores, metrics)`` is the run's
+    reward and ``trainer_config`` its ``TrainerConfig`` (``val_n``, ``val_k``, ...).
+    Return an :class:`hfsdk.ValidationResult`: ``val/``-prefixed metrics (what
+    ``trainer.keep_best`` may name) and a few samples (``prompt``, ``response``,
+    ``score``) for ``RUN_DIR/validation/step_N.jsonl``. The first answer wins; the
+    validation plugin (``hfsdk-plugin-validation``) answers with mean@n, pass@k and
+    maj@k. See docs/plugin_hooks.md.
     """

@@ -26,7 +26,7 @@ from hfsdk.core.trainer.run_assets import (
     SignalScorer,
 )
 from hfsdk.core.trainer.threads import worker_threads
-from hfsdk.core.trainer.validation import ValidationResult
+from hfsdk.core.trainer.validation import VALIDATION, ValidationResult
 from hfsdk.core.workers.futures import CallClock
 
 logger = logging.getLogger(__name__)
@@ -357,16 +357,21 @@ class TrainingSession:
     # -- validation -------------------------------------------------------------------
 
     def validate(self, algorithm: Any) -> ValidationResult | None:
-        """mean@n, pass@k (and maj@k) on the validation set (:mod:`.validation`)."""
+        """The validation plugin's metrics on the validation set (``hfsdk_validate``), with
+        the algorithm's own (``validation_metrics``)."""
         if self.val_loader is None:
             return None
-        from hfsdk.core.trainer.validation import validate
+        from hfsdk.core.plugin_manager import get_plugin_manager
 
         prompts = self.val_loader.whole()
         if not self.spec.has_policy:  # a reward-model trainer samples nothing to score
             return ValidationResult(metrics=algorithm.validation_metrics(prompts), samples=[])
         scorer = self.signals.get("reward") or next(iter(self.signals.values()))
-        result = validate(algorithm, prompts, scorer, self.config.trainer)
+        result = get_plugin_manager().hook.hfsdk_validate(
+            algorithm=algorithm, prompts=prompts, scorer=scorer, trainer_config=self.config.trainer
+        )
+        if result is None:  # the preflight refuses this run without the plugin (check_validation)
+            raise HfsdkError(f"trainer.val_every: no plugin validates; pip install {VALIDATION}")
         extra = algorithm.validation_metrics(prompts)
         if not extra:
             return result
