@@ -197,6 +197,7 @@ _LAZY = {
     "Register": "hfsdk.hookspecs",
     "StepObserver": "hfsdk.core.trainer.step_observers",
     "StepView": "hfsdk.core.trainer.step_observers",
+    "ValidationResult": "hfsdk.core.trainer.validation",
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",
@@ -359,8 +360,6 @@ _LAZY = {
     "verify_checkpoint": "hfsdk.core.trainer.checkpoint",
     "enable_determinism": "hfsdk.core.determinism",
     "disable_determinism": "hfsdk.core.determinism",
-    # validation (hfsdk_validate)
-    "ValidationResult": "hfsdk.core.trainer.validation",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

@@ -40,11 +40,3 @@ def hfsdk_register_config_sections(register: Register) -> None:
     register("data", DataConfig)
     register("placement", PlacementConfig)
     register("rollout_correction", RolloutCorrectionConfig)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_step_observers(register: Register) -> None:
-    """Register ``faults`` (``HFSDK_FAULT_INJECT``)."""
-    from hfsdk.core.trainer.faults import fault_observer
-
-    register("faults", fault_observer)

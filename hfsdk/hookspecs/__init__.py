@@ -363,14 +363,25 @@ def hfsdk_recorded_generations(config: Any) -> Any | None:
 def hfsdk_validate(algorithm: Any, prompts: Any, scorer: Any, trainer_config: Any) -> Any | None:
     """Validate a policy on the validation prompts, or return ``None``.
 
-    Called at every validation the trainer schedules (``trainer.val_every``,
-    ``trainer.val_before_train``) of a run with a policy: ``algorithm`` generates
-    (``algorithm.generate(prompts, n=..., greedy=...)``), ``prompts`` is the whole
-    validation :class:`hfsdk.Batch`, ``scorer(batch) -> (scores, metrics)`` is the run's
-    reward and ``trainer_config`` its ``TrainerConfig`` (``val_n``, ``val_k``, ...).
-    Return an :class:`hfsdk.ValidationResult`: ``val/``-prefixed metrics (what
-    ``trainer.keep_best`` may name) and a few samples (``prompt``, ``response``,
-    ``score``) for ``RUN_DIR/validation/step_N.jsonl``. The first answer wins; the
-    validation plugin (``hfsdk-plugin-validation``) answers with mean@n, pass@k and
-    maj@k. See docs/plugin_hooks.md.
+    Called at every validation the trainer schedules (``trainer.val_every``) of a run
+    with a policy: ``algorithm.generate(prompts, n=..., greedy=...)`` samples, ``prompts``
+    is the whole validation :class:`hfsdk.Batch`, ``scorer(batch) -> (scores, metrics)``
+    the run's reward, ``trainer_config`` its ``TrainerConfig``. Return an
+    :class:`hfsdk.ValidationResult` (``val/`` metrics, a few samples for
+    ``RUN_DIR/validation/step_N.jsonl``); the first answer wins. See docs/plugin_hooks.md.
+    """
+
+
+# -- fault injection: the named points a reliability test may break a run at ---------------
+
+
+@hookspec(firstresult=True)
+def hfsdk_fault_point(point: str, step: int) -> bool | None:
+    """Inject a fault at a named point, or return ``None``.
+
+    ``hfsdk.take_fault(point, step)`` asks, while ``HFSDK_FAULT_INJECT`` is set, where the
+    core or a backend may break a run (``save_mid``, ``sync_drop``, ...; ``step`` is the
+    step or weights version). Make the fault (end the process, raise ``OSError``, signal)
+    or return ``True`` for the caller to make it (drop a tensor, skip a sync). The first
+    answer wins. See docs/plugin_hooks.md.
     """

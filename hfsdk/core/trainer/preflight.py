@@ -250,16 +250,19 @@ def check_run_records(config: RunConfig) -> None:
         raise MissingPluginError(missing_plugin_message(" and ".join(wanted), RUN_RECORDS))
 
 
+VALIDATION = "hfsdk-plugin-validation"
+"""The distribution that validates (``hfsdk_validate``: mean@n, pass@k, maj@k)."""
+
+
 def check_validation(config: RunConfig, spec: AlgorithmSpec, val_files: bool) -> None:
-    """Refuse a run that validates (``trainer.val_every`` with validation files and a policy to
-    sample) when no plugin answers ``hfsdk_validate``."""
+    """Refuse a run that validates (a policy, ``trainer.val_every``, validation files) when no
+    plugin answers ``hfsdk_validate``."""
     from hfsdk.core.cli.known_commands import MissingPluginError, missing_plugin_message
     from hfsdk.core.plugin_manager import get_plugin_manager
-    from hfsdk.core.trainer.validation import VALIDATION
 
     wanted = config.trainer.val_every > 0 and val_files and spec.has_policy
     if wanted and not get_plugin_manager().hook.hfsdk_validate.get_hookimpls():
-        what = f"trainer.val_every={config.trainer.val_every}"
+        what = f"trainer.val_every={config.trainer.val_every}"  # the key that asks for it
         raise MissingPluginError(missing_plugin_message(what, VALIDATION))
 
 

@@ -26,7 +26,7 @@ from hfsdk.core.trainer.run_assets import (
     SignalScorer,
 )
 from hfsdk.core.trainer.threads import worker_threads
-from hfsdk.core.trainer.validation import VALIDATION, ValidationResult
+from hfsdk.core.trainer.validation import ValidationResult
 from hfsdk.core.workers.futures import CallClock
 
 logger = logging.getLogger(__name__)
@@ -199,19 +199,17 @@ class TrainingSession:
         in_process = use_local_executor(cfg, placement, by_pool)
         threads = self.worker_threads = worker_threads(cfg.trainer.worker_threads, slots)
         from hfsdk.core.logs import DIR_ENV, LEVEL_ENV
+        from hfsdk.core.trainer.faults import FAULT_ENV
 
         env_vars = {
             **_WORKER_ENV,
-            # Workers log at the controller's level, into its run directory (hfsdk.core.logs).
-            **{k: os.environ[k] for k in (LEVEL_ENV, DIR_ENV) if k in os.environ},
+            # Workers log at the controller's level, into its run directory (hfsdk.core.logs),
+            # and meet the faults injected in worker processes (reshard_drop).
+            **{k: os.environ[k] for k in (LEVEL_ENV, DIR_ENV, FAULT_ENV) if k in os.environ},
             "OMP_NUM_THREADS": str(threads),
             "MKL_NUM_THREADS": str(threads),
             DATA_TIMEOUT_ENV: str(cfg.trainer.worker_timeout_s),
         }
-        from hfsdk.core.trainer.faults import FAULT_ENV
-
-        if os.environ.get(FAULT_ENV):  # the faults injected in worker processes (reshard_drop)
-            env_vars[FAULT_ENV] = os.environ[FAULT_ENV]
         if cfg.trainer.deterministic:
             from hfsdk.core.determinism import determinism_env
 
@@ -357,8 +355,7 @@ class TrainingSession:
     # -- validation -------------------------------------------------------------------
 
     def validate(self, algorithm: Any) -> ValidationResult | None:
-        """The validation plugin's metrics on the validation set (``hfsdk_validate``), with
-        the algorithm's own (``validation_metrics``)."""
+        """``hfsdk_validate``'s metrics on the validation set, with the algorithm's own."""
         if self.val_loader is None:
             return None
         from hfsdk.core.plugin_manager import get_plugin_manager
@@ -370,8 +367,8 @@ class TrainingSession:
         result = get_plugin_manager().hook.hfsdk_validate(
             algorithm=algorithm, prompts=prompts, scorer=scorer, trainer_config=self.config.trainer
         )
-        if result is None:  # the preflight refuses this run without the plugin (check_validation)
-            raise HfsdkError(f"trainer.val_every: no plugin validates; pip install {VALIDATION}")
+        if result is None:  # the preflight refused a run without the plugin; a plugin said None
+            raise HfsdkError("trainer.val_every: every hfsdk_validate answered None")
         extra = algorithm.validation_metrics(prompts)
         if not extra:
             return result

@@ -6,9 +6,6 @@ from typing import Any
 
 import attrs
 
-VALIDATION = "hfsdk-plugin-validation"
-"""The distribution that validates (``trainer.val_every`` with validation files)."""
-
 
 @attrs.frozen(kw_only=True)
 class ValidationResult:
