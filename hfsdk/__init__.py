@@ -145,6 +145,7 @@ if TYPE_CHECKING:
     from hfsdk.core.trainer.threads import worker_threads
     from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
     from hfsdk.core.trainer.trainer_config import LOGGERS
+    from hfsdk.core.trainer.validation import ValidationResult
     from hfsdk.core.workers import (
         BuiltinProtocol,
         ResourcePool,
@@ -187,6 +188,7 @@ _LAZY = {
     "Register": "hfsdk.hookspecs",
     "StepObserver": "hfsdk.core.trainer.step_observers",
     "StepView": "hfsdk.core.trainer.step_observers",
+    "ValidationResult": "hfsdk.core.trainer.validation",
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",
     "AlgorithmConfig": "hfsdk.core.algorithm",

@@ -37,11 +37,3 @@ def hfsdk_register_config_sections(register: Register) -> None:
     register("trainer", TrainerConfig)
     register("data", DataConfig)
     register("placement", PlacementConfig)
-
-
-@hfsdk.hookimpl
-def hfsdk_register_step_observers(register: Register) -> None:
-    """Register ``faults`` (``HFSDK_FAULT_INJECT``)."""
-    from hfsdk.core.trainer.faults import fault_observer
-
-    register("faults", fault_observer)

@@ -365,3 +365,34 @@ def hfsdk_recorded_generations(config: Any) -> Any | None:
     ``state_dict()`` / ``load_state_dict(state)`` (kept in the trainer's checkpoint).
     See docs/plugin_hooks.md.
     """
+
+
+# -- validation: the metrics of the held-out prompts ----------------------------------------
+
+
+@hookspec(firstresult=True)
+def hfsdk_validate(algorithm: Any, prompts: Any, scorer: Any, trainer_config: Any) -> Any | None:
+    """Validate a policy on the validation prompts, or return ``None``.
+
+    Called at every validation the trainer schedules (``trainer.val_every``) of a run
+    with a policy: ``algorithm.generate(prompts, n=..., greedy=...)`` samples, ``prompts``
+    is the whole validation :class:`hfsdk.Batch`, ``scorer(batch) -> (scores, metrics)``
+    the run's reward, ``trainer_config`` its ``TrainerConfig``. Return an
+    :class:`hfsdk.ValidationResult` (``val/`` metrics, a few samples for
+    ``RUN_DIR/validation/step_N.jsonl``); the first answer wins. See docs/plugin_hooks.md.
+    """
+
+
+# -- fault injection: the named points a reliability test may break a run at ---------------
+
+
+@hookspec(firstresult=True)
+def hfsdk_fault_point(point: str, step: int) -> bool | None:
+    """Inject a fault at a named point, or return ``None``.
+
+    ``hfsdk.take_fault(point, step)`` asks, while ``HFSDK_FAULT_INJECT`` is set, where the
+    core or a backend may break a run (``save_mid``, ``sync_drop``, ...; ``step`` is the
+    step or weights version). Make the fault (end the process, raise ``OSError``, signal)
+    or return ``True`` for the caller to make it (drop a tensor, skip a sync). The first
+    answer wins. See docs/plugin_hooks.md.
+    """

@@ -21,7 +21,7 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from hfsdk.core.trainer.faults import maybe_fault
+from hfsdk.core.trainer.faults import take_fault
 
 CHECKPOINTS = "checkpoints"
 COMPLETE_MARKER = "COMPLETE"
@@ -167,10 +167,8 @@ def write_checkpoint(run_dir: Path, step: int, save: Callable[[Path], None]) -> 
     tmp.mkdir()
     try:
         save(tmp)
-        maybe_fault("save_enospc", step)
-        maybe_fault("save_mid", step)
-        maybe_fault("save_sigterm", step)
-        maybe_fault("save_sigterm_twice", step)
+        for point in ("save_enospc", "save_mid", "save_sigterm", "save_sigterm_twice"):
+            take_fault(point, step)  # a faults plugin acts here itself: raises, kills, signals
         _write_marker(tmp, step)
         if final.exists():  # a rerun of the same step replaces the old copy
             old = root / f".step_{step}.old-{os.getpid()}"

@@ -1,163 +1,20 @@
-"""Fault injection for reliability tests: ``HFSDK_FAULT_INJECT=point:step[,point:step...]``.
+"""The fault points where a reliability test may break a run (``hfsdk_fault_point``).
 
-The trainer calls :func:`maybe_fault` at named points; when the environment
-variable names that point and step, the process does what the point is for:
-``kill`` points end the process with SIGKILL (as ``kill -9`` would, nothing is
-flushed or cleaned), ``enospc`` points raise ``OSError(ENOSPC)`` as a full disk
-would. Unset (the normal case) it costs one dictionary lookup.
-
-Points: ``step_end`` (after a step's metrics line, before its checkpoint),
-``save_mid`` (inside a checkpoint write, after the state files, before the
-checkpoint is published), ``metrics_mid`` (half of a metrics line written),
-``save_enospc`` (the checkpoint write fails with "no space left on device"),
-``worker_kill`` (the controller SIGKILLs actor rank 0's worker process at the
-start of the step, once per controller process: the restarted run passes it),
-``rollout_kill`` (the same for rank 0 of the rollout replicas on
-``placement.pools.rollout``);
-``sigterm`` / ``sigint`` (the controller signals itself at the start of the
-step), ``save_sigterm`` (one SIGTERM mid-checkpoint-write, where ``save_mid``
-kills) and ``save_sigterm_twice`` (two SIGTERMs there), each once per process.
-
-Weight-sync faults, each once per process, at the sync that carries the weights after
-step N's update (``N = 0``: the first sync, of the initial weights): ``sync_drop`` (the
-actor's sender leaves one tensor out of the stream), ``sync_stale`` (the rollout writes
-what arrived into copies, so it keeps generating with the old weights) and ``sync_skip``
-(the controller does not submit that sync at all). Verified syncs catch each one
-(docs/async.md#verified-weight-syncs). ``slice_drop`` (the same sync, sliced replicas
-``placement.pools.rollout.tp > 1``): the last tensor-parallel rank of each replica does not
-write the first slice it received, so it keeps that slice's old values. ``vllm_drop``
-(once per process): a vLLM engine's reload of the actor's weights version N leaves one
-tensor out (the engine's read-back catches it; with a colocated actor N is the number of
-updates so far; at generation tp > 1 only the last rank of each generation group loses its
-slice of one tensor); ``vllm_stale`` (the reload of version N consumes the stream but never
-writes the engine, which keeps its old weights: the read-back catches it) and ``vllm_skip``
-(the reload of version N does not run: the engine refuses to generate from the old
-version). ``lora_merge_bad`` (once per process): the first stream of a LoRA
-actor's merged weights at its weights version N yields one module's base weight without its
-adapter (the receiver's check of the merge against the factors' probe catches it).
-``gather_drop`` (once per process): at the N-th gather (counted from 1) of a sharded actor's
-own module for a colocated rollout (``rollout.weight_sync: gather``), the last rank flips
-one bit of one gathered parameter after the gather (the ranks' check of the gathered
-parameters against their shards' bit sums catches it).
+The faults plugin answers; without it, or with :data:`FAULT_ENV` unset, none fires.
 """
 
 from __future__ import annotations
 
-import errno
 import os
-import signal
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from hfsdk.core.trainer.step_observers import StepObserver
-
-if TYPE_CHECKING:
-    from hfsdk.core.trainer.step_observers import StepView
 
 FAULT_ENV = "HFSDK_FAULT_INJECT"
-POINTS = (
-    "step_end",
-    "save_mid",
-    "metrics_mid",
-    "save_enospc",
-    "worker_kill",
-    "rollout_kill",
-    "sigterm",
-    "sigint",
-    "save_sigterm",
-    "save_sigterm_twice",
-    "sync_drop",
-    "sync_stale",
-    "sync_skip",
-    "reshard_drop",
-    "vllm_drop",
-    "slice_drop",
-    "lora_merge_bad",
-    "vllm_stale",
-    "vllm_skip",
-    "gather_drop",
-)
-_SIGNALS = {
-    "sigterm": (signal.SIGTERM,),
-    "sigint": (signal.SIGINT,),
-    "save_sigterm": (signal.SIGTERM,),
-    "save_sigterm_twice": (signal.SIGTERM, signal.SIGTERM),
-}
-_FIRED: set[tuple[str, int]] = set()
-
-
-def fault_requested(point: str, step: int) -> bool:
-    """Whether ``HFSDK_FAULT_INJECT`` names ``point`` at ``step``."""
-    raw = os.environ.get(FAULT_ENV)
-    if not raw:
-        return False
-    for item in raw.split(","):
-        name, _, at = item.strip().partition(":")
-        if name == point and at.strip() == str(step):
-            return True
-    return False
-
-
-def maybe_fault(point: str, step: int) -> None:
-    """Kill this process, or raise a full-disk error, when the test asked for it here."""
-    if not fault_requested(point, step):
-        return
-    if point.endswith("enospc"):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), f"injected at {point}:{step}")
-    if point in _SIGNALS:  # what a scheduler (or Ctrl-C) does: the handlers take it from here
-        if (point, step) in _FIRED:
-            return
-        _FIRED.add((point, step))
-        for signum in _SIGNALS[point]:
-            os.kill(os.getpid(), signum)
-        return
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
-def maybe_kill_worker(step: int, pid: Callable[[], int], point: str = "worker_kill") -> None:
-    """``worker_kill`` (or ``point``): SIGKILL the worker process ``pid()``, the first time only."""
-    if fault_requested(point, step) and (point, step) not in _FIRED:
-        _FIRED.add((point, step))
-        target = pid()
-        if target == os.getpid():
-            from hfsdk.core.errors import HfsdkError
-
-            raise HfsdkError(
-                f"{FAULT_ENV}={point}:{step} needs worker processes, but the workers run "
-                "in the controller's process; set trainer.executor: ray"
-            )
-        os.kill(target, signal.SIGKILL)
+"""The variable that asks for faults; the controller passes it on to its workers."""
 
 
 def take_fault(point: str, step: int) -> bool:
-    """Whether ``point`` is requested at ``step`` and has not fired in this process yet (it
-    counts as fired from now): a fault a restarted component must not meet again."""
-    if not fault_requested(point, step) or (point, step) in _FIRED:
+    """Whether the caller is to inject ``point``'s fault at ``step`` (``hfsdk_fault_point``)."""
+    if not os.environ.get(FAULT_ENV):  # the normal case: one lookup, no plugin asked
         return False
-    _FIRED.add((point, step))
-    return True
+    from hfsdk.core.plugin_manager import get_plugin_manager
 
-
-class FaultObserver(StepObserver):
-    """The step-level faults: worker/rollout kills and signals at a step's start, ``step_end``
-    after its metrics line."""
-
-    def on_step_start(self, view: StepView) -> None:
-        """``worker_kill``, ``rollout_kill``, ``sigterm``, ``sigint``."""
-        session, step = view.session, view.step
-        policy = view.spec.main_role  # the role of kind policy, whatever its name
-        maybe_kill_worker(step, lambda: session.groups[policy].process_info[0]["pid"])
-        if session.rollout is not None:
-            maybe_kill_worker(step, lambda: session.rollout.process_info[0]["pid"], "rollout_kill")
-        maybe_fault("sigterm", step)
-        maybe_fault("sigint", step)
-
-    def on_step_logged(self, view: StepView, metrics: Mapping[str, float]) -> None:
-        """``step_end``."""
-        maybe_fault("step_end", view.step)
-
-
-def fault_observer(config: Any, run_dir: Path) -> FaultObserver | None:
-    """The fault observer when ``HFSDK_FAULT_INJECT`` is set (otherwise nothing per step)."""
-    return FaultObserver() if os.environ.get(FAULT_ENV) else None
+    return bool(get_plugin_manager().hook.hfsdk_fault_point(point=point, step=step))

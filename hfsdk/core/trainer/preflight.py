@@ -250,6 +250,22 @@ def check_run_records(config: RunConfig) -> None:
         raise MissingPluginError(missing_plugin_message(" and ".join(wanted), RUN_RECORDS))
 
 
+VALIDATION = "hfsdk-plugin-validation"
+"""The distribution that validates (``hfsdk_validate``: mean@n, pass@k, maj@k)."""
+
+
+def check_validation(config: RunConfig, spec: AlgorithmSpec, val_files: bool) -> None:
+    """Refuse a run that validates (a policy, ``trainer.val_every``, validation files) when no
+    plugin answers ``hfsdk_validate``."""
+    from hfsdk.core.cli.known_commands import MissingPluginError, missing_plugin_message
+    from hfsdk.core.plugin_manager import get_plugin_manager
+
+    wanted = config.trainer.val_every > 0 and val_files and spec.has_policy
+    if wanted and not get_plugin_manager().hook.hfsdk_validate.get_hookimpls():
+        what = f"trainer.val_every={config.trainer.val_every}"  # the key that asks for it
+        raise MissingPluginError(missing_plugin_message(what, VALIDATION))
+
+
 def run_assets(config: RunConfig, spec: AlgorithmSpec) -> Any:
     """The model, tokenizer and data files a run of ``config`` uses (``RunAssets``): the
     config's, else the default task's (built on first use), as the run resolves them."""
@@ -305,6 +321,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     if warning:
         logger.warning(warning)
     assets = run_assets(config, spec)
+    check_validation(config, spec, bool(assets.val_files))
     _check_inputs(config, spec, assets)
     tokenizer = load_tokenizer(assets.tokenizer_path)
     # Plugins' tools load here (a bad entry fails before Ray); their schemas reach the
@@ -354,10 +371,6 @@ def run_preflight_checks(config: RunConfig, spec: AlgorithmSpec, prepared: Prepa
         warning = registry[name].impl(config, spec, prepared)
         if warning:
             logger.warning(warning)
-
-
-
-
 
 
 def _check_inputs(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> None:

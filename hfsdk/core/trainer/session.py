@@ -199,19 +199,17 @@ class TrainingSession:
         in_process = use_local_executor(cfg, placement, by_pool)
         threads = self.worker_threads = worker_threads(cfg.trainer.worker_threads, slots)
         from hfsdk.core.logs import DIR_ENV, LEVEL_ENV
+        from hfsdk.core.trainer.faults import FAULT_ENV
 
         env_vars = {
             **_WORKER_ENV,
-            # Workers log at the controller's level, into its run directory (hfsdk.core.logs).
-            **{k: os.environ[k] for k in (LEVEL_ENV, DIR_ENV) if k in os.environ},
+            # Workers log at the controller's level, into its run directory (hfsdk.core.logs),
+            # and meet the faults injected in worker processes (reshard_drop).
+            **{k: os.environ[k] for k in (LEVEL_ENV, DIR_ENV, FAULT_ENV) if k in os.environ},
             "OMP_NUM_THREADS": str(threads),
             "MKL_NUM_THREADS": str(threads),
             DATA_TIMEOUT_ENV: str(cfg.trainer.worker_timeout_s),
         }
-        from hfsdk.core.trainer.faults import FAULT_ENV
-
-        if os.environ.get(FAULT_ENV):  # the faults injected in worker processes (reshard_drop)
-            env_vars[FAULT_ENV] = os.environ[FAULT_ENV]
         if cfg.trainer.deterministic:
             from hfsdk.core.determinism import determinism_env
 
@@ -357,16 +355,20 @@ class TrainingSession:
     # -- validation -------------------------------------------------------------------
 
     def validate(self, algorithm: Any) -> ValidationResult | None:
-        """mean@n, pass@k (and maj@k) on the validation set (:mod:`.validation`)."""
+        """``hfsdk_validate``'s metrics on the validation set, with the algorithm's own."""
         if self.val_loader is None:
             return None
-        from hfsdk.core.trainer.validation import validate
+        from hfsdk.core.plugin_manager import get_plugin_manager
 
         prompts = self.val_loader.whole()
         if not self.spec.has_policy:  # a reward-model trainer samples nothing to score
             return ValidationResult(metrics=algorithm.validation_metrics(prompts), samples=[])
         scorer = self.signals.get("reward") or next(iter(self.signals.values()))
-        result = validate(algorithm, prompts, scorer, self.config.trainer)
+        result = get_plugin_manager().hook.hfsdk_validate(
+            algorithm=algorithm, prompts=prompts, scorer=scorer, trainer_config=self.config.trainer
+        )
+        if result is None:  # the preflight refused a run without the plugin; a plugin said None
+            raise HfsdkError("trainer.val_every: every hfsdk_validate answered None")
         extra = algorithm.validation_metrics(prompts)
         if not extra:
             return result

@@ -2,8 +2,7 @@
 
 Plugins register factories through ``hfsdk_register_step_observers``; the
 trainer builds the observers once per run (:func:`build_step_observers`) and
-calls them at four points of every step (:class:`StepObserver`). The core's own
-fault injection is an observer too (``hfsdk list step-observers``).
+calls them at four points of every step (:class:`StepObserver`).
 """
 
 from __future__ import annotations

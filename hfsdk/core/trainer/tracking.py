@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from hfsdk.core.atomic import write_text_atomic
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.faults import fault_requested, maybe_fault
+from hfsdk.core.trainer.faults import take_fault
 from hfsdk.core.trainer.trainer_config import WandbConfig
 
 logger = logging.getLogger(__name__)
@@ -79,10 +81,10 @@ class Tracker:
         record = {"step": step, **{k: _jsonable(v) for k, v in sorted(metrics.items())}}
         if self._jsonl is not None:
             line = json.dumps(record) + "\n"
-            if fault_requested("metrics_mid", step):  # a kill half-way through the line
+            if take_fault("metrics_mid", step):  # a kill half-way through the line
                 self._jsonl.write(line[: len(line) // 2])
                 self._jsonl.flush()
-                maybe_fault("metrics_mid", step)
+                os.kill(os.getpid(), signal.SIGKILL)  # as kill -9 would: nothing more written
             self._jsonl.write(line)
             self._jsonl.flush()
         if self._bar is not None and step > 0:  # step 0: validation before training

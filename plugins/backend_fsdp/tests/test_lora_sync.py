@@ -122,7 +122,7 @@ def test_a_lora_sync_gives_the_rollout_pefts_merged_model_and_is_verified(
 
     # lora_merge_bad: one module sent as its base alone; it arrives whole (the fingerprints
     # agree) but is not the merge of the factors the actor probed.
-    from hfsdk.core.trainer import faults
+    from hfsdk_faults import faults
 
     monkeypatch.setenv(faults.FAULT_ENV, f"lora_merge_bad:{actor.weights_version}")
     monkeypatch.setattr(faults, "_FIRED", set())
@@ -144,10 +144,10 @@ def test_a_colocated_rollout_checks_each_merged_weight_and_catches_a_bad_merge(
     adapter) raises ``WeightSyncMismatch`` in one line before anything is generated, and
     the next call, whole again, generates what the first did."""
     from hfsdk import Batch
-    from hfsdk.core.trainer import faults
     from hfsdk_backend_common import WeightSyncMismatch
     from hfsdk_backend_common.rollout.hf_rollout import HFRollout
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
+    from hfsdk_faults import faults
 
     directory = model_dir if arch == "llama" else _gpt2_dir(tmp_path / "gpt2", model_dir)
     actor = _lora_actor(directory, arch)

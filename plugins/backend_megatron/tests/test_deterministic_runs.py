@@ -49,8 +49,8 @@ def test_two_runs_of_a_tp2_megatron_actor_are_bitwise_identical(tmp_path: Path) 
 def test_a_piece_lost_in_the_transition_stops_the_run_with_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hfsdk.core.trainer import faults
     from hfsdk.core.workers.errors import WorkerError
+    from hfsdk_faults import faults
 
     monkeypatch.setenv(faults.FAULT_ENV, "reshard_drop:2")  # the workers get it too
     trainer = Trainer(load_run_config("grpo", None, _args()), tmp_path / "run", quiet=True)

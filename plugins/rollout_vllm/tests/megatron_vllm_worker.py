@@ -16,13 +16,13 @@ import torch
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.plugin_manager import get_registry
-from hfsdk.core.trainer.faults import FAULT_ENV
 from hfsdk_backend_common import WeightSyncMismatch
 from hfsdk_backend_common.hybrid.layout_config import RolloutLayoutConfig
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
 from hfsdk_backend_megatron.engine import MegatronEngine
 from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig, ParallelConfig
+from hfsdk_faults.faults import FAULT_ENV
 from hfsdk_rollout_vllm.hybrid_vllm import HybridVLLMRollout
 from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
 from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout

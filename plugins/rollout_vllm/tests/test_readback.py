@@ -63,7 +63,7 @@ def test_bit_sums_add_up_across_fusion_transposition_and_zero_padding() -> None:
 
 
 def test_a_dropped_tensor_and_a_changed_element_are_named(monkeypatch) -> None:
-    from hfsdk.core.trainer import faults
+    from hfsdk_faults import faults
 
     monkeypatch.setenv(faults.FAULT_ENV, "vllm_drop:4")
     monkeypatch.setattr(faults, "_FIRED", set())
@@ -125,7 +125,7 @@ class _SlicedEngine(_Engine):
 def test_a_sliced_engine_is_compared_with_its_slices_and_the_fault_drops_a_slice(
     monkeypatch,
 ) -> None:
-    from hfsdk.core.trainer import faults
+    from hfsdk_faults import faults
 
     for rank in (0, 1):  # each rank's slices, not the whole tensors, are what it was sent
         metrics = verified_reload(
@@ -151,8 +151,8 @@ def test_a_stale_reload_and_a_wrong_merge_are_caught_on_a_stand_in_engine(monkey
     of q/k/v): the read-back names it. A derived weight (a LoRA merge) is checked against
     the sender's probe as the loader gets it: a merge without its update is named even
     though the engine holds exactly what was sent."""
-    from hfsdk.core.trainer import faults
     from hfsdk_backend_common import low_rank_probe
+    from hfsdk_faults import faults
 
     engine = _Engine()
     engine.reload_weights(_weights())

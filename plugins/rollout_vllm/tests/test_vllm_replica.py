@@ -77,7 +77,7 @@ def test_a_faulty_sync_to_a_vllm_replica_is_caught_within_one_step(
     engine read-back failing its sync in plugins/backend_common/tests/rollout/test_replica_sync.py."""
     import logging
 
-    from hfsdk.core.trainer import faults
+    from hfsdk_faults import faults
 
     monkeypatch.setenv(faults.FAULT_ENV, fault)
     monkeypatch.setattr(faults, "_FIRED", set())

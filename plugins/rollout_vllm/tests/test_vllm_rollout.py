@@ -119,8 +119,8 @@ def test_a_reload_is_read_back_from_the_engine_and_a_dropped_tensor_caught(
     keep the linear weights repacked) and compared with what was streamed in: the engine's
     exact bit sums equal the actor's tensors', a reload that lost a tensor
     (``vllm_drop``) raises ``WeightSyncMismatch`` and generating stays refused."""
-    from hfsdk.core.trainer import faults
     from hfsdk_backend_common import bit_sum
+    from hfsdk_faults import faults
 
     prompts = make_prompts(prompt_texts)
     saved = actor.state_dict()
@@ -163,7 +163,7 @@ def test_a_stale_or_skipped_reload_is_caught_before_the_engine_generates(
     (its read-back differs from what was sent: ``WeightSyncMismatch``, one line);
     ``vllm_skip``: the reload never runs (generating is refused by the loaded version).
     Either way nothing is generated from weights the actor no longer holds."""
-    from hfsdk.core.trainer import faults
+    from hfsdk_faults import faults
 
     prompts = make_prompts(prompt_texts)
     saved = actor.state_dict()
@@ -253,7 +253,7 @@ def test_a_lora_actors_merged_weights_reach_the_engine_verified(
 
     # A merge that left one module's adapter out: the engine loaded exactly what was sent
     # (the bit sums agree), but it is not the merge, and the reload fails in one line.
-    from hfsdk.core.trainer import faults
+    from hfsdk_faults import faults
 
     actor.weights_version += 1
     monkeypatch.setenv(faults.FAULT_ENV, f"lora_merge_bad:{actor.weights_version}")

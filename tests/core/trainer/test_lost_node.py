@@ -20,9 +20,9 @@ import pytest
 
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer import faults as faults_module
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.workers.ray_runtime import VIRTUAL_DEVICE_RESOURCE, health_check_config, shutdown
+from hfsdk_faults import faults as faults_module
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.heavy]
 

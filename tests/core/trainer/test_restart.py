@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from hfsdk.core.config import load_run_config
-from hfsdk.core.trainer import faults
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.workers.errors import WorkerError
+from hfsdk_faults import faults
 
 pytestmark = [pytest.mark.slow, pytest.mark.distributed, pytest.mark.heavy]
 

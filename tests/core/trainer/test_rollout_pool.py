@@ -9,8 +9,8 @@ import pytest
 
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer import faults
 from hfsdk.core.trainer.trainer import Trainer
+from hfsdk_faults import faults
 
 POOLS = [
     "placement.pools.global.devices=1",

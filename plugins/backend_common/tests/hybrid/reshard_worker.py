@@ -93,8 +93,8 @@ def check_dropped_piece(rank: int, world: int) -> dict[str, Any]:
     receiving member and raises on every rank (none is left waiting in a collective)."""
     import os
 
-    from hfsdk.core.trainer import faults
     from hfsdk_backend_common import WeightSyncMismatch
+    from hfsdk_faults import faults
 
     os.environ[faults.FAULT_ENV] = "reshard_drop:2"
     faults._FIRED.clear()

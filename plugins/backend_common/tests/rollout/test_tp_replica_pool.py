@@ -76,7 +76,7 @@ def test_a_faulty_sync_to_a_tp2_replica_is_caught_and_the_replica_restarted(
     restarted and synced afresh, and step 3 sampled with exactly the actor's weights."""
     import logging
 
-    from hfsdk.core.trainer import faults
+    from hfsdk_faults import faults
 
     monkeypatch.setenv(faults.FAULT_ENV, f"{fault}:2")
     monkeypatch.setattr(faults, "_FIRED", set())

@@ -6,7 +6,7 @@ from math import comb
 
 import pytest
 
-from hfsdk.core.maths.pass_at_k import default_ks, majority_at_k, mean_pass_at_k, pass_at_k
+from hfsdk_validation.pass_at_k import default_ks, majority_at_k, mean_pass_at_k, pass_at_k
 
 
 @pytest.mark.parametrize(

@@ -11,10 +11,10 @@ import torch
 from hfsdk.core.batch import Batch
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import ConfigError
-from hfsdk.core.maths.pass_at_k import pass_at_k
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.trainer.trainer_config import TrainerConfig
-from hfsdk.core.trainer.validation import validate
+from hfsdk_validation.pass_at_k import pass_at_k
+from hfsdk_validation.validation import validate
 
 SMALL = [
     "data.batch_size=4",

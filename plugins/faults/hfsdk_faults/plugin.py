@@ -1,0 +1,22 @@
+"""Hook implementations of the fault-injection plugin."""
+
+from __future__ import annotations
+
+import hfsdk
+from hfsdk import Register
+
+
+@hfsdk.hookimpl
+def hfsdk_fault_point(point: str, step: int) -> bool | None:
+    """The fault at a named point of the core or a backend (``HFSDK_FAULT_INJECT``)."""
+    from hfsdk_faults.faults import fault_point
+
+    return fault_point(point, step) or None  # None: a later plugin may still answer
+
+
+@hfsdk.hookimpl
+def hfsdk_register_step_observers(register: Register) -> None:
+    """Register ``faults``: kills and signals at a step's start, ``step_end`` after its line."""
+    from hfsdk_faults.faults import fault_observer
+
+    register("faults", fault_observer)

@@ -1,0 +1,78 @@
+"""Fault injection: silent unless asked, then exactly where asked, through the core's
+``take_fault`` (the ``hfsdk_fault_point`` hook) and the plugin's step observer."""
+
+from __future__ import annotations
+
+import errno
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import hfsdk
+from hfsdk import get_registry, load_run_config, take_fault
+from hfsdk_faults import faults
+from hfsdk_faults.faults import FAULT_ENV, FaultObserver, fault_requested, maybe_fault
+
+
+def test_only_the_named_point_and_step_fire(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    assert not fault_requested("save_mid", 2)
+    monkeypatch.setenv(FAULT_ENV, "save_mid:2, step_end:5")
+    assert fault_requested("save_mid", 2) and fault_requested("step_end", 5)
+    assert not fault_requested("save_mid", 3) and not fault_requested("metrics_mid", 2)
+
+
+def test_enospc_points_raise_a_full_disk_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FAULT_ENV, "save_enospc:1")
+    with pytest.raises(OSError) as info:
+        maybe_fault("save_enospc", 1)
+    assert info.value.errno == errno.ENOSPC
+
+
+def test_kill_points_end_the_process_with_sigkill() -> None:
+    code = "from hfsdk_faults.faults import maybe_fault; maybe_fault('step_end', 3)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={FAULT_ENV: "step_end:3"}, capture_output=True
+    )
+    assert done.returncode == -9
+
+
+def test_the_plugin_registers_its_observer_built_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    entry = get_registry("step_observers")["faults"]
+    assert entry.plugin == "faults"
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    assert entry.impl(load_run_config("grpo"), Path(".")) is None  # off: nothing per step
+    monkeypatch.setenv(FAULT_ENV, "step_end:9")
+    assert isinstance(entry.impl(load_run_config("grpo"), Path(".")), FaultObserver)
+
+
+def test_take_fault_asks_the_plugin_once_per_point_and_only_when_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(faults, "_FIRED", set())
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    assert not take_fault("sync_drop", 2)
+    monkeypatch.setenv(FAULT_ENV, "sync_drop:2,save_enospc:2")
+    assert not take_fault("sync_drop", 1)
+    assert take_fault("sync_drop", 2) and not take_fault("sync_drop", 2)  # once per process
+    with pytest.raises(OSError):  # an acting point: the plugin raises there itself
+        take_fault("save_enospc", 2)
+
+
+def test_the_docs_example_works_as_written() -> None:
+    doc = Path(__file__).resolve().parents[3] / "docs" / "plugin_hooks.md"
+    section = re.search(r"^## hfsdk_fault_point\n(.*?)(?=^## |\Z)", doc.read_text(), re.M | re.S)
+    assert section, "hfsdk_fault_point is not documented"
+    blocks = re.findall(r"```python\n(.*?)```", section.group(1), re.S)
+    module = types.ModuleType("doc_example")
+    module.__dict__["hfsdk"] = hfsdk
+    exec(compile(blocks[1], str(doc), "exec"), module.__dict__)
+    assert module.hfsdk_fault_point("sync_drop", 3) and module.hfsdk_fault_point("sync_drop", 4)
+    assert module.hfsdk_fault_point("sync_drop", 2) is None
+    assert module.hfsdk_fault_point("sync_skip", 3) is None
