@@ -109,7 +109,6 @@ if TYPE_CHECKING:
         DataParallelInfo,
         GenerationRequest,
         GenerationResult,
-        GenerationShards,
         RolloutBackend,
         build_rollout,
     )
@@ -225,7 +224,6 @@ _LAZY = {
     "stop_requested": "hfsdk.core.stop_requests",
     "ActorSource": "hfsdk.core.rollout_contract",
     "DataParallelInfo": "hfsdk.core.rollout_contract",
-    "GenerationShards": "hfsdk.core.rollout_contract",
     "GenerationRequest": "hfsdk.core.rollout_contract",
     "GenerationResult": "hfsdk.core.rollout_contract",
     "run_coroutine": "hfsdk.core.generation_requests",

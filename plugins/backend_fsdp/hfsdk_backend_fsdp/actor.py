@@ -15,7 +15,6 @@ from torch.nn import functional
 from hfsdk import (
     REF_TOP_K,
     Batch,
-    GenerationShards,
     HfsdkError,
     LossAggregation,
     LossCounts,
@@ -31,6 +30,7 @@ from hfsdk_backend_common.engine_support import (
     sampling_temperature,
     without_padding_weight,
 )
+from hfsdk_backend_common.hybrid.shards import GenerationShards
 from hfsdk_backend_common.objectives import ActorObjective, actor_micro_loss
 from hfsdk_backend_common.packing import pack_rows
 from hfsdk_backend_common.sync_check import RolloutSyncCheck, model_has_dropout

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from hfsdk import GenerationShards, HfsdkError
+from hfsdk import HfsdkError
 from hfsdk_backend_common.hybrid.decoder import DecoderShape
 from hfsdk_backend_common.hybrid.row_pool import PooledRowsShards, RowPool
+from hfsdk_backend_common.hybrid.shards import GenerationShards
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.tp_exchange import SliceExchange, SliceStats
 from hfsdk_backend_fsdp.tp_slices import (

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from hfsdk import GenerationShards
 from hfsdk_backend_common.hybrid.decoder import DecoderShape
 from hfsdk_backend_common.hybrid.groups import create_groups
 from hfsdk_backend_common.hybrid.layout import (
@@ -31,6 +30,7 @@ from hfsdk_backend_common.hybrid.layout import (
 from hfsdk_backend_common.hybrid.layout_config import resolve_rollout_layout
 from hfsdk_backend_common.hybrid.llama_format import LlamaShape, llama_specs, megatron_to_hf_local
 from hfsdk_backend_common.hybrid.reshard import HybridEngine
+from hfsdk_backend_common.hybrid.shards import GenerationShards
 from hfsdk_backend_common.hybrid.stages import StageLink
 
 if TYPE_CHECKING:

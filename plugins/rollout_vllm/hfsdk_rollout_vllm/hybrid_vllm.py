@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-from hfsdk import ActorSource, Batch, GenerationShards, HfsdkError, RolloutBackend
+from hfsdk import ActorSource, Batch, HfsdkError, RolloutBackend
 from hfsdk_backend_common import require_loaded
+from hfsdk_backend_common.hybrid.shards import GenerationShards
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_rollout_vllm.checks import require_servable
 from hfsdk_rollout_vllm.readback import verified_reload

@@ -51,7 +51,6 @@ from hfsdk import (
     Batch,
     GenerationRequest,
     GenerationResult,
-    GenerationShards,
     HfsdkError,
     RolloutBackend,
     assemble_rollout,
@@ -60,6 +59,7 @@ from hfsdk import (
 from hfsdk_backend_common.engine_support import require_keys
 from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
 from hfsdk_backend_common.hybrid.llama_format import hf_llama_shape, hf_llama_to_megatron
+from hfsdk_backend_common.hybrid.shards import GenerationShards
 from hfsdk_backend_common.hybrid.support import decoder_problems
 from hfsdk_backend_common.rollout import generation_module
 from hfsdk_backend_common.rollout.request_server import RequestServer

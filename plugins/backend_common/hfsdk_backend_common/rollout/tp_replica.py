@@ -46,7 +46,6 @@ import torch
 
 from hfsdk import (
     DataParallelInfo,
-    GenerationShards,
     HfsdkError,
     load_tokenizer,
     position_ids_from_mask,
@@ -64,6 +63,7 @@ from hfsdk_backend_common.hybrid.llama_format import (
     tp_slice,
 )
 from hfsdk_backend_common.hybrid.row_pool import PooledRowsShards, RowPool
+from hfsdk_backend_common.hybrid.shards import GenerationShards
 from hfsdk_backend_common.hybrid.stages import StageLink
 from hfsdk_backend_common.hybrid.support import tp_support_problems
 from hfsdk_backend_common.token_ops import response_log_probs
