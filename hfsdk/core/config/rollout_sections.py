@@ -69,7 +69,10 @@ def raw_response_budget(
     return response_budget(built)
 
 
-FEATURE_DISTRIBUTIONS = {"rollout.multi_turn": "hfsdk-plugin-agents"}
+FEATURE_DISTRIBUTIONS = {
+    "rollout.multi_turn": "hfsdk-plugin-agents",
+    "wandb": "hfsdk-plugin-tracking",
+}
 """Config keys the default plugins contribute -> the distribution that does: a config that
 sets one without that plugin gets a line saying what to install, not an unknown key."""
 

@@ -293,6 +293,12 @@ def resolve_run_config(
     data = dict(data or {})
     algo = algo or data.pop("algo", None)
     data.pop("algo", None)
+    trainer = data.get("trainer")
+    if isinstance(trainer, dict) and "wandb" in trainer and "wandb" not in data:
+        # Where the wandb settings were before a plugin's ``wandb`` section held them: the
+        # configs and run directories (config.yaml) written then still load.
+        data["trainer"] = {k: v for k, v in trainer.items() if k != "wandb"}
+        data["wandb"] = trainer["wandb"]
     if not algo:
         names = ", ".join(registry_of("algorithms")) or "(none installed)"
         raise ConfigError(f"no algorithm given; pass --algo NAME (installed: {names})")
@@ -369,6 +375,11 @@ def resolve_run_config(
     top_level = section_classes(pm)
     for name, cls in top_level.items():
         composer.add(name, cls, _section(data, name))
+    trainer = composer.sections.get("trainer")
+    if trainer is not None:
+        from hfsdk.core.trainer.tracking import logger_problems
+
+        composer.errors.extend(logger_problems(trainer.loggers, registry_of("trackers")))
 
     known = {"algorithm", "rollout", *roles}
     known |= set(top_level)
@@ -387,6 +398,12 @@ def resolve_run_config(
         elif key in _LOSS_SECTIONS:
             continue
         elif key not in known:
+            from hfsdk.core.config.rollout_sections import missing_plugin_line
+
+            line = missing_plugin_line(str(key))
+            if line:
+                composer.errors.append(line)
+                continue
             close = closest_match(str(key), sorted(known))
             hint = f"; did you mean {close!r}?" if close else ""
             composer.errors.append(
