@@ -140,6 +140,10 @@ def _section(data: Mapping[str, Any], name: str) -> dict[str, Any]:
 DEFAULT_ENTRIES: Mapping[tuple[str, str], str] = {
     ("policy_losses", "ppo_clip"): "hfsdk-plugin-policy-losses",
     ("policy_losses", "reinforce"): "hfsdk-plugin-policy-losses",
+    **{
+        ("kl_estimators", name): "hfsdk-plugin-policy-losses"
+        for name in ("k1", "abs", "k2", "k3", "k3_clamped", "low_var_kl")
+    },
 }
 """(registry kind, name) of the entries default plugins register that a config names by
 default -> the distribution: without it loaded, the line says what to install."""

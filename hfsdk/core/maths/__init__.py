@@ -2,12 +2,14 @@
 
 - :mod:`~hfsdk.core.maths.masked`: masked sums, means, variances, whitening and shape checks.
 - :mod:`~hfsdk.core.maths.aggregation`: loss aggregation modes from global counts.
-- :mod:`~hfsdk.core.maths.kl`: KL estimators, KL controllers, KL as reward penalty or loss.
+- :mod:`~hfsdk.core.maths.kl`: KL by a registered estimator, KL controllers, KL as reward
+  penalty or loss.
 - :mod:`~hfsdk.core.maths.entropy`: entropy from logits and the entropy bonus.
 - :mod:`~hfsdk.core.maths.rollout_corrections`: how a run's rollout corrections compose.
 
-The standard policy losses (``ppo_clip``, ``reinforce``) and rollout corrections are
-default plugins' (``hfsdk-plugin-policy-losses``, ``hfsdk-plugin-rollout-corrections``).
+The standard policy losses (``ppo_clip``, ``reinforce``), KL estimators (``k1`` ... ``k3``)
+and rollout corrections are default plugins' (``hfsdk-plugin-policy-losses``,
+``hfsdk-plugin-rollout-corrections``).
 
 Algorithm-specific maths (GAE, PPO clipping, group advantages, ...) lives in
 the plugin that owns it and is registered by name.
