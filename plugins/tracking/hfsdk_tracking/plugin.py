@@ -11,8 +11,8 @@ def hfsdk_register_trackers(register: Register) -> None:
     """Register the metric sinks ``tensorboard`` and ``wandb``."""
     from hfsdk_tracking.sinks import TensorboardSink, WandbSink
 
-    register("tensorboard", TensorboardSink.open)
-    register("wandb", WandbSink.open)
+    register("tensorboard", TensorboardSink.open, doc=TensorboardSink.__doc__)
+    register("wandb", WandbSink.open, doc=WandbSink.__doc__)
 
 
 @hfsdk.hookimpl

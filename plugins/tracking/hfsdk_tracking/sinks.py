@@ -62,7 +62,7 @@ def _require(package: str) -> None:
 
 
 class TensorboardSink:
-    """Scalars and a markdown table of validation samples in ``RUN_DIR/tensorboard``."""
+    """TensorBoard event files in RUN_DIR/tensorboard: scalars, a val/samples table."""
 
     def __init__(self, writer: Any) -> None:
         self._tb = writer
@@ -98,7 +98,7 @@ class TensorboardSink:
 
 
 class WandbSink:
-    """A wandb run per run directory (resumed with it)."""
+    """A wandb run per run directory (resumed with it), set up by the wandb section."""
 
     def __init__(self, run: Any) -> None:
         self._wandb = run
