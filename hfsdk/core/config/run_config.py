@@ -298,11 +298,13 @@ def resolve_run_config(
     algo = algo or data.pop("algo", None)
     data.pop("algo", None)
     trainer = data.get("trainer")
-    if isinstance(trainer, dict) and "wandb" in trainer and "wandb" not in data:
+    if isinstance(trainer, dict) and "wandb" in trainer:
         # Where the wandb settings were before a plugin's ``wandb`` section held them: the
-        # configs and run directories (config.yaml) written then still load.
+        # configs and run directories (config.yaml) written then still load; ``wandb.*`` wins.
         data["trainer"] = {k: v for k, v in trainer.items() if k != "wandb"}
-        data["wandb"] = trainer["wandb"]
+        old, new = trainer["wandb"], data.get("wandb")
+        both = isinstance(old, dict) and isinstance(new, dict)
+        data["wandb"] = {**old, **new} if both else (old if new is None else new)
     if not algo:
         names = ", ".join(registry_of("algorithms")) or "(none installed)"
         raise ConfigError(f"no algorithm given; pass --algo NAME (installed: {names})")

@@ -14,6 +14,9 @@ def test_the_plugin_registers_both_sinks_and_the_wandb_section() -> None:
     assert {"tensorboard", "wandb"} <= set(get_registry("trackers"))
     config = load_run_config("grpo", None, ["trainer.wandb.project=old_place"])
     assert config.sections["wandb"] == WandbConfig(project="old_place")  # trainer.wandb still reads
+    both = ["trainer.wandb.project=old", "trainer.wandb.name=kept", "wandb.project=new"]
+    config = load_run_config("grpo", None, both)  # an old run's config.yaml, a new override
+    assert config.wandb == WandbConfig(project="new", name="kept")
     config = load_run_config("grpo", None, ["wandb.mode=offline", "trainer.loggers=[wandb]"])
     assert config.wandb.mode == "offline" and config.trainer.loggers == ("wandb",)
 
