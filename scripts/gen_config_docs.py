@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from hfsdk.core.config.reference import config_reference_markdown
+from config_reference import config_reference_markdown  # scripts/config_reference.py
 
 TARGET = Path(__file__).resolve().parents[1] / "docs" / "config_reference.md"
 

@@ -537,8 +537,9 @@ class Algorithm:
 
     def finish(self, batch: Batch) -> dict[str, float]:
         """Batch-level metrics (lengths, KL to the reference, token counts); returns all."""
-        from hfsdk.core.maths.kl import token_kl
-        from hfsdk.core.maths.masked import masked_mean
+        import torch
+
+        from hfsdk.core.maths.masked import masked_fill_zero, masked_mean
 
         mask = batch["response_mask"]
         self.metrics["response_length/mean"] = float(mask.sum(dim=-1).float().mean())
@@ -548,7 +549,12 @@ class Algorithm:
         if "old_log_probs" in batch and "ref_log_probs" in batch:
             # k3 (exp(r) - r - 1, r = ref - old): unbiased for KL(policy || reference) on the
             # policy's samples and never negative, unlike k1 (old - ref) on a finite batch.
-            kl = token_kl(batch["old_log_probs"], batch["ref_log_probs"], mask, "k3")
+            # Computed here, not by name: the metric needs no estimator plugin. Masked
+            # log-probs are zeroed first, so r = 0 there and padding cannot leak through exp.
+            r = masked_fill_zero(batch["ref_log_probs"], mask) - masked_fill_zero(
+                batch["old_log_probs"], mask
+            )
+            kl = torch.exp(r) - r - 1
             self.metrics["actor/kl"] = float(masked_mean(kl, mask))
         if "rollout_log_probs" in batch and "old_log_probs" in batch:
             # A rollout engine other than the actor (vLLM) reports what it sampled with;

@@ -10,15 +10,6 @@ from hfsdk.hookspecs import Register
 
 
 @hfsdk.hookimpl
-def hfsdk_register_kl_estimators(register: Register) -> None:
-    """Register the KL estimators (``k1``, ``abs``, ``k2``, ``k3``, ``k3_clamped``, ...)."""
-    from hfsdk.core.maths.kl_estimators import KL_ESTIMATORS
-
-    for name, fn in KL_ESTIMATORS.items():
-        register(name, fn)
-
-
-@hfsdk.hookimpl
 def hfsdk_register_transfer_protocols(register: Register) -> None:
     """Register the built-in transfer protocols (``one_to_all`` ... ``pp_as_dp``)."""
     from hfsdk.core.workers.protocols.builtins import BUILTIN_PROTOCOLS

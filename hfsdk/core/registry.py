@@ -36,6 +36,7 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "preflight_checks": "hfsdk_register_preflight_checks",
         "rollout_sections": "hfsdk_register_rollout_sections",
         "model_inputs": "hfsdk_register_model_inputs",
+        "trackers": "hfsdk_register_trackers",
     }
 )
 """Registry kind -> the hook that fills it."""

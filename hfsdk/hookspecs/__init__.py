@@ -227,6 +227,20 @@ def hfsdk_register_step_observers(register: Register) -> None:
 
 
 @hookspec
+def hfsdk_register_trackers(register: Register) -> None:
+    """Register a metric sink for ``trainer.loggers``: ``register(name, factory)``.
+
+    ``factory(run_dir=, config=, start_step=)`` is called once per run that lists
+    ``name`` (the run directory's :class:`~pathlib.Path`, the :class:`hfsdk.RunConfig`,
+    the step the run resumes from, 0 for a new run) and returns an object with
+    ``log(step, metrics)``, ``log_samples(step, samples)`` (validation generations:
+    dicts with ``prompt``, ``response``, ``score``) and ``close()``. The core writes
+    ``jsonl`` and ``console`` itself; a logger no plugin registers is refused when the
+    config is loaded.
+    """
+
+
+@hookspec
 def hfsdk_register_preflight_checks(register: Register) -> None:
     """Register a check run before a run starts any worker: ``register(name, check)``.
 

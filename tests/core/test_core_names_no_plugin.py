@@ -27,10 +27,11 @@ project's config into this repository's algorithms by name, is the migration plu
 # as words ("serve a request", the core's `rewards` machinery and token rewards, the core's
 # task registry `hfsdk.core.tasks` that the built-in `tasks` plugin registers into, the
 # `rollout_corrections` and `policy_losses` registries the plugins of those names register into,
-# the core's validation schedule and `ValidationResult`, worker faults and the core's fault points).
+# the core's validation schedule and `ValidationResult`, worker faults and the core's fault points;
+# the core's metrics module `hfsdk.core.trainer.tracking` whose sinks the `tracking` plugin adds).
 OTHER_MEANINGS = {
     "reward_model", "serve", "rewards", "tasks", "rollout_corrections", "policy_losses",
-    "validation", "faults",
+    "validation", "faults", "tracking",
 }  # fmt: skip
 
 

@@ -4,7 +4,8 @@ Every field of a config class carries ``metadata={"help": "..."}``: what it
 means, its unit, and a paper or reference where it has one. :func:`help_field`
 is ``attrs.field`` with that metadata; :func:`field_help` reads it back with
 each field's type and default, for ``hfsdk config show --explain`` and for
-``scripts/gen_config_docs.py`` (so the docs come from the same source).
+``scripts/gen_config_docs.py`` (its module ``scripts/config_reference.py``: so the docs
+come from the same source).
 """
 
 from __future__ import annotations

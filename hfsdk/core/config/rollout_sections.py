@@ -74,6 +74,7 @@ FEATURE_DISTRIBUTIONS = {
     "rollout_correction": "hfsdk-plugin-rollout-corrections",
     "algorithm.is_correction": "hfsdk-plugin-rollout-corrections",
     "trainer.max_mismatch_kl": "hfsdk-plugin-rollout-corrections",
+    "wandb": "hfsdk-plugin-tracking",
 }
 """Config keys the default plugins contribute or alone read -> the distribution: a config
 that sets one without that plugin gets a line saying what to install, not an unknown key

@@ -141,6 +141,10 @@ def _section(data: Mapping[str, Any], name: str) -> dict[str, Any]:
 DEFAULT_ENTRIES: Mapping[tuple[str, str], str] = {
     ("policy_losses", "ppo_clip"): "hfsdk-plugin-policy-losses",
     ("policy_losses", "reinforce"): "hfsdk-plugin-policy-losses",
+    **{
+        ("kl_estimators", name): "hfsdk-plugin-policy-losses"
+        for name in ("k1", "abs", "k2", "k3", "k3_clamped", "low_var_kl")
+    },
 }
 """(registry kind, name) of the entries default plugins register that a config names by
 default -> the distribution: without it loaded, the line says what to install."""
@@ -292,6 +296,14 @@ def resolve_run_config(
     data = dict(data or {})
     algo = algo or data.pop("algo", None)
     data.pop("algo", None)
+    trainer = data.get("trainer")
+    if isinstance(trainer, dict) and "wandb" in trainer:
+        # Where the wandb settings were before a plugin's ``wandb`` section held them: the
+        # configs and run directories (config.yaml) written then still load; ``wandb.*`` wins.
+        data["trainer"] = {k: v for k, v in trainer.items() if k != "wandb"}
+        old, new = trainer["wandb"], data.get("wandb")
+        both = isinstance(old, dict) and isinstance(new, dict)
+        data["wandb"] = {**old, **new} if both else (old if new is None else new)
     if not algo:
         names = ", ".join(registry_of("algorithms")) or "(none installed)"
         raise ConfigError(f"no algorithm given; pass --algo NAME (installed: {names})")
@@ -368,6 +380,11 @@ def resolve_run_config(
     top_level = section_classes(pm)
     for name, cls in top_level.items():
         composer.add(name, cls, _section(data, name))
+    trainer = composer.sections.get("trainer")
+    if trainer is not None:
+        from hfsdk.core.trainer.tracking import logger_problems
+
+        composer.errors.extend(logger_problems(trainer.loggers, registry_of("trackers")))
 
     known = {"algorithm", "rollout", *roles}
     known |= set(top_level)
@@ -385,9 +402,11 @@ def resolve_run_config(
             composer.errors.append(unused)
         elif key in _LOSS_SECTIONS:
             continue
-        elif key not in known and missing_plugin_line(str(key)):  # its plugin is not loaded
-            composer.errors.append(missing_plugin_line(str(key)))
         elif key not in known:
+            line = missing_plugin_line(str(key))  # set, but its plugin is not loaded
+            if line:
+                composer.errors.append(line)
+                continue
             close = closest_match(str(key), sorted(known))
             hint = f"; did you mean {close!r}?" if close else ""
             composer.errors.append(

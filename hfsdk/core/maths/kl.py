@@ -1,7 +1,8 @@
 """KL divergence between the policy and the reference policy, per token.
 
-The estimators (``k1``, ``abs``, ``k2``, ``k3``, ``k3_clamped`` / ``low_var_kl``) are
-:mod:`.kl_estimators`'s; this module looks them up and applies them.
+The estimators (``k1``, ``abs``, ``k2``, ``k3``, ``k3_clamped`` / ``low_var_kl``) are the
+``kl_estimators`` registry's (hfsdk-plugin-policy-losses); this module looks them up and
+applies them.
 
 The KL enters training either as a per-token reward penalty
 (:func:`apply_kl_penalty`, coefficient from a :class:`FixedKLController` or
@@ -18,17 +19,14 @@ import torch
 
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.aggregation import LossAggregation, aggregate_loss
-from hfsdk.core.maths.kl_estimators import KL_ESTIMATORS
 from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_mean
 from hfsdk.core.maths.protocols import KLEstimator
 
 
 def resolve_kl_estimator(estimator: str | KLEstimator) -> KLEstimator:
-    """A KL estimator from a callable or a name (built-ins first, then the registry)."""
+    """A KL estimator from a callable or a registered name."""
     if callable(estimator):
         return estimator
-    if estimator in KL_ESTIMATORS:
-        return KL_ESTIMATORS[estimator]
     from hfsdk.core.plugin_manager import get_registry
 
     return get_registry("kl_estimators")[estimator].impl

@@ -1,4 +1,8 @@
-"""Metrics: one JSON line per step, a console progress bar, tensorboard/wandb on request."""
+"""Metrics: one JSON line per step, a console progress bar, and the sinks plugins register.
+
+``trainer.loggers`` names ``jsonl`` and ``console`` (kept here) or a sink from
+``hfsdk_register_trackers`` (``tensorboard`` and ``wandb`` come with hfsdk-plugin-tracking).
+"""
 
 from __future__ import annotations
 
@@ -12,15 +16,32 @@ from pathlib import Path
 from typing import Any
 
 from hfsdk.core.atomic import write_text_atomic
-from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.faults import take_fault
-from hfsdk.core.trainer.trainer_config import WandbConfig
+from hfsdk.core.trainer.trainer_config import BUILTIN_LOGGERS
 
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
-WANDB_ID_FILE = "wandb_run_id"
-"""The wandb run id of a run directory: a restart resumes that wandb run."""
+
+TRACKER_DISTRIBUTIONS = {"tensorboard": "hfsdk-plugin-tracking", "wandb": "hfsdk-plugin-tracking"}
+"""Sinks of the default plugins -> their distribution (the line that says what to install)."""
+
+
+def logger_problems(loggers: tuple[str, ...], trackers: Any) -> list[str]:
+    """One line per name in ``trainer.loggers`` that is neither built in nor registered."""
+    from hfsdk.core.cli.known_commands import missing_plugin_message
+
+    problems = []
+    allowed = (*BUILTIN_LOGGERS, *trackers)
+    for name in loggers:
+        if name in allowed:
+            continue
+        if name in TRACKER_DISTRIBUTIONS:
+            what = f"trainer.loggers={name}"
+            problems.append(missing_plugin_message(what, TRACKER_DISTRIBUTIONS[name]))
+        else:
+            problems.append(f"'loggers' has unknown logger {name!r}; allowed: {allowed}")
+    return problems
 
 
 def _jsonable(value: Any) -> Any:
@@ -33,10 +54,9 @@ class Tracker:
     """Writes every step's metrics to each configured sink.
 
     ``jsonl`` appends to ``<run_dir>/metrics.jsonl`` and flushes each line, so a
-    crashed run keeps every finished step. Tensorboard and wandb are imported only
-    when listed in ``trainer.loggers``. A resumed run (``start_step`` > 0)
-    continues the same wandb run (its id is kept in the run dir) and tells
-    TensorBoard to drop what the crashed run logged after the checkpoint.
+    crashed run keeps every finished step; a resumed run (``start_step`` > 0) first
+    drops the lines after its checkpoint. Other names in ``trainer.loggers`` are
+    built from the ``trackers`` registry (``factory(run_dir=, config=, start_step=)``).
     """
 
     def __init__(
@@ -47,14 +67,13 @@ class Tracker:
         total_steps: int,
         start_step: int = 0,
         quiet: bool = False,
-        config: dict[str, Any] | None = None,
-        wandb: WandbConfig | None = None,
+        config: Any = None,
+        trackers: Any = None,
     ) -> None:
         self.run_dir = run_dir
         self._jsonl = None
         self._bar = None
-        self._tb = None
-        self._wandb = None
+        self._sinks: list[Any] = []  # what the registered factories return
         if "jsonl" in loggers:
             path = run_dir / METRICS_FILE
             _truncate_after(path, start_step)
@@ -65,16 +84,14 @@ class Tracker:
             self._bar = tqdm(
                 total=total_steps, initial=start_step, desc="hfsdk", unit="step", file=sys.stderr
             )
-        if "tensorboard" in loggers:
-            _require("tensorboard")
-            from torch.utils.tensorboard import SummaryWriter
+        plugged = [name for name in loggers if name not in BUILTIN_LOGGERS]
+        if plugged and trackers is None:
+            from hfsdk.core.plugin_manager import get_registry
 
-            # Steps after the checkpoint were logged by the run that crashed: purged on read.
-            purge = start_step + 1 if start_step > 0 else None
-            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge)
-        if "wandb" in loggers:
-            _require("wandb")
-            self._wandb = start_wandb(run_dir, wandb or WandbConfig(), config or {})
+            trackers = get_registry("trackers")
+        for name in plugged:
+            factory = trackers[name].impl
+            self._sinks.append(factory(run_dir=run_dir, config=config, start_step=start_step))
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Record ``metrics`` of ``step`` everywhere."""
@@ -95,34 +112,16 @@ class Tracker:
                 postfix["tok/s"] = f"{metrics['perf/throughput_tokens_per_s']:.0f}"
             self._bar.set_postfix(postfix, refresh=False)
             self._bar.update(1)
-        if self._tb is not None:
-            for key, value in metrics.items():
-                self._tb.add_scalar(key, value, step)
-        if self._wandb is not None:
-            self._wandb.log(metrics, step=step)
+        for sink in self._sinks:
+            sink.log(step, metrics)
 
     def log_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
-        """A table of validation generations, for the loggers that show text.
-
-        Tensorboard gets a markdown table under ``val/samples``; wandb a
-        ``wandb.Table``. The jsonl copy is the trainer's ``validation/step_N.jsonl``.
-        """
+        """Validation generations, for the sinks that show text (the jsonl copy is the
+        trainer's ``validation/step_N.jsonl``)."""
         if not samples:
             return
-        if self._tb is not None:
-            rows = ["| prompt | response | score |", "|---|---|---|"]
-            for s in samples:
-                cells = [str(s.get(k, "")).replace("|", "\\|").replace("\n", " ") for k in
-                         ("prompt", "response")]
-                rows.append(f"| {cells[0]} | {cells[1]} | {s.get('score', '')} |")
-            self._tb.add_text("val/samples", "\n".join(rows), step)
-        if self._wandb is not None:
-            import wandb
-
-            table = wandb.Table(columns=["prompt", "response", "score"])
-            for s in samples:
-                table.add_data(s.get("prompt"), s.get("response"), s.get("score"))
-            self._wandb.log({"val/samples": table}, step=step)
+        for sink in self._sinks:
+            sink.log_samples(step, samples)
 
     def close(self) -> None:
         """Flush and close every sink."""
@@ -130,54 +129,8 @@ class Tracker:
             self._jsonl.close()
         if self._bar is not None:
             self._bar.close()
-        if self._tb is not None:
-            self._tb.close()
-        if self._wandb is not None:
-            self._wandb.finish()
-
-
-def start_wandb(run_dir: Path, settings: WandbConfig, config: dict[str, Any]) -> Any:
-    """``wandb.init`` for ``run_dir``: the run whose id the directory keeps, else a new one.
-
-    Unset settings are left to wandb, which reads ``WANDB_MODE``, ``WANDB_PROJECT``,
-    ``WANDB_ENTITY`` and ``WANDB_NAME``; ``WANDB_RUN_ID`` names a new run's id.
-    """
-    import os
-    import secrets
-    import string
-
-    import wandb
-
-    id_file = run_dir / WANDB_ID_FILE
-    if id_file.is_file():
-        run_id = id_file.read_text().strip()
-    else:
-        alphabet = string.ascii_lowercase + string.digits  # wandb's id alphabet
-        run_id = os.environ.get("WANDB_RUN_ID") or "".join(
-            secrets.choice(alphabet) for _ in range(8)
-        )
-        write_text_atomic(id_file, run_id + "\n")
-    name = settings.name or os.environ.get("WANDB_NAME") or run_dir.name
-    return wandb.init(
-        id=run_id,
-        resume="allow",
-        mode=settings.mode,
-        project=settings.project,
-        entity=settings.entity,
-        name=name,
-        dir=str(run_dir),
-        config=config,
-    )
-
-
-def _require(package: str) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec(package) is None:
-        raise HfsdkError(
-            f"trainer.loggers asks for {package}, which is not installed; "
-            f"pip install 'hfsdk[{package}]' or remove it from trainer.loggers"
-        )
+        for sink in self._sinks:
+            sink.close()
 
 
 def read_metrics(run_dir: Path | str) -> list[dict[str, Any]]:

@@ -269,8 +269,7 @@ class Trainer:
                 total_steps=cfg.trainer.total_steps,
                 start_step=start,
                 quiet=self.quiet,
-                config=cfg.to_dict(),
-                wandb=cfg.trainer.wandb,
+                config=cfg,
             )
             self._saved_step = start
             done = start

@@ -8,44 +8,11 @@ import attrs
 
 from hfsdk.core.config.help import help_field
 
+BUILTIN_LOGGERS = ("console", "jsonl")
+"""The metric sinks the core writes itself; others come from ``hfsdk_register_trackers``."""
+
 LOGGERS = ("console", "jsonl", "tensorboard", "wandb")
-
-
-def _check_loggers(_inst: object, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
-    for name in value:
-        if name not in LOGGERS:
-            raise ValueError(f"'{attribute.name}' has unknown logger {name!r}; allowed: {LOGGERS}")
-
-
-@attrs.frozen(kw_only=True)
-class WandbConfig:
-    """Where a wandb run goes (``trainer.loggers`` with ``wandb``).
-
-    An unset field is taken from wandb's own environment variables
-    (``WANDB_MODE``, ``WANDB_PROJECT``, ``WANDB_ENTITY``, ``WANDB_NAME``), then
-    wandb's defaults. The run id is kept in ``RUN_DIR/wandb_run_id``, so a
-    resumed run continues the same wandb run.
-    """
-
-    mode: Literal["online", "offline", "disabled"] | None = help_field(
-        "online, offline (synced later with `wandb sync`) or disabled; null: $WANDB_MODE, "
-        "else online.",
-        default=None,
-        validator=attrs.validators.optional(
-            attrs.validators.in_(("online", "offline", "disabled"))
-        ),
-    )
-    project: str | None = help_field(
-        "wandb project; null: $WANDB_PROJECT, else wandb's default.", default=None
-    )
-    entity: str | None = help_field(
-        "wandb entity (user or team); null: $WANDB_ENTITY, else your default entity.",
-        default=None,
-    )
-    name: str | None = help_field(
-        "Display name of the run; null: $WANDB_NAME, else the run directory's name.",
-        default=None,
-    )
+"""The sinks of the core and the default plugins (what an imported config may keep)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -94,14 +61,10 @@ class TrainerConfig:
         validator=attrs.validators.in_(("auto", "cpu", "cuda")),
     )
     loggers: tuple[str, ...] = help_field(
-        "Metric sinks: console, jsonl (metrics.jsonl in the run dir), tensorboard, wandb.",
+        "Metric sinks: console, jsonl (metrics.jsonl in the run dir) and those plugins "
+        "register (`hfsdk list trackers`; tensorboard and wandb: hfsdk-plugin-tracking).",
         resumable=True,
         default=("console", "jsonl"),
-        validator=_check_loggers,
-    )
-    wandb: WandbConfig = help_field(
-        "Project, entity, name and mode of the wandb run (with `wandb` in loggers).",
-        factory=WandbConfig,
     )
     save_every: int = help_field(
         "Checkpoint every N steps (and at the end); 0: only at the end.",

@@ -103,6 +103,7 @@ ENV = {
     "ray-address-env-unreachable": {"RAY_ADDRESS": "127.0.0.1:1"},
     "algo-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "grpo"},
     "tasks-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "tasks"},
+    "tracking-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "tracking"},
     "virtual-devices-text": {"HFSDK_VIRTUAL_DEVICES": "many"},
 }
 
@@ -249,6 +250,12 @@ CASES: list[Case] = [
         lambda t: list(BASE),
         r"no task 'default' is registered .*install hfsdk-plugin-tasks",
     ),
+    (
+        "tracking-plugin-disabled",
+        lambda t: [*BASE, "trainer.loggers=[tensorboard]"],
+        r"trainer\.loggers=tensorboard comes with hfsdk-plugin-tracking, whose plugin 'tracking' "
+        r"is disabled",
+    ),
     ("unknown-task", lambda t: [*BASE, "--task", "nope"], r"no task 'nope' .*default, .*tool_use"),
     ("virtual-devices-text", lambda t: list(BASE), r"HFSDK_VIRTUAL_DEVICES='many'"),
     # -- the run directory
@@ -379,7 +386,7 @@ def test_bad_input_gives_one_line(
     name, build, pattern = case
     for key, value in ENV.get(name, {}).items():
         monkeypatch.setenv(key, value)
-    if name in ("algo-plugin-disabled", "tasks-plugin-disabled"):
+    if name in ENV and "HFSDK_DISABLE_PLUGINS" in ENV[name]:
         from hfsdk.core.plugin_manager import reset_plugin_manager
 
         reset_plugin_manager()

@@ -90,6 +90,11 @@ class ToyPlugin:
 
     @staticmethod
     @hfsdk.hookimpl
+    def hfsdk_register_kl_estimators(register):  # type: ignore[no-untyped-def]
+        register("k1", len)  # the default algorithm.kl_estimator (a plugin's, not the core's)
+
+    @staticmethod
+    @hfsdk.hookimpl
     def hfsdk_register_training_backends(register):  # type: ignore[no-untyped-def]
         register("toy", object, config_cls=ToyRole, default_for=("policy", "value"))
 

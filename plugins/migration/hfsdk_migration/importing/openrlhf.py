@@ -141,7 +141,7 @@ def _trainer(m: Mapper) -> None:
         for src, dest in (("wandb_project", "project"), ("wandb_org", "entity"),
                           ("wandb_run_name", "name")):  # fmt: skip
             if m.has(src):
-                m.put(f"trainer.wandb.{dest}", str(m.get(src)))
+                m.put(f"wandb.{dest}", str(m.get(src)))
     if m.get("use_tensorboard"):
         loggers.append("tensorboard")
     if len(loggers) > 1:

@@ -323,7 +323,7 @@ def _trainer(m: Mapper) -> int | None:
     # verl names its wandb (and tensorboard) run by these; hfsdk's run dir stays the run's name.
     for src, dest in (("project_name", "project"), ("experiment_name", "name")):
         if m.has(f"trainer.{src}"):
-            m.put(f"trainer.wandb.{dest}", str(m.get(f"trainer.{src}")))
+            m.put(f"wandb.{dest}", str(m.get(f"trainer.{src}")))
     gpus = m.get("trainer.n_gpus_per_node")
     nodes = m.get("trainer.nnodes")
     if gpus is not None or nodes is not None:

@@ -46,7 +46,7 @@ def test_verl_ppo_example_maps_to_ppo() -> None:
     assert cfg.rollout.backend == "vllm" and cfg.rollout.gpu_memory_utilization == 0.4
     assert result.config["actor"]["rollout_layout"] == {"tp": 1}
     # verl's project and experiment name the wandb run (verl's logger=[console,wandb]).
-    assert (cfg.trainer.wandb.project, cfg.trainer.wandb.name) == (
+    assert (cfg.wandb.project, cfg.wandb.name) == (
         "verl_example_gsm8k", "qwen2.5_0.5b_ppo",
     )  # fmt: skip
     assert result.unmapped == (

@@ -152,8 +152,8 @@ def test_fsdp_vllm_grpo_script_maps_engine_tp_and_kl() -> None:
     assert cfg.data.train_files == ("/home/u/data/gsm8k/train.parquet",)
     assert cfg.trainer.loggers == ("console", "wandb", "jsonl")
     assert "$HOME taken from this environment: '/home/u'" in result.warnings
-    assert cfg.trainer.wandb.project == "fixture_grpo"
-    assert cfg.trainer.wandb.name == "qwen_fsdp_vllm"
+    assert cfg.wandb.project == "fixture_grpo"
+    assert cfg.wandb.name == "qwen_fsdp_vllm"
     assert result.unmapped == (
         "actor_rollout_ref.ref.fsdp_config.param_offload = True  (no counterpart: hfsdk keeps "
         "each role's weights, gradients and optimizer state on its devices (rollout.sleep frees "

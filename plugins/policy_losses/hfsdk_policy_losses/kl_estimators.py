@@ -1,4 +1,4 @@
-"""The built-in per-token KL estimators (pure functions; the core registers them).
+"""The standard per-token KL estimators (``hfsdk_register_kl_estimators``).
 
 With ``d = log_prob - ref_log_prob`` (log π(y_t) − log π_ref(y_t), sampled from π):
 
@@ -10,9 +10,7 @@ With ``d = log_prob - ref_log_prob`` (log π(y_t) − log π_ref(y_t), sampled f
   ``exp`` and the result clamped to [−10, 10], so one extreme token cannot
   blow up a step.
 
-This module looks nothing up: the registry lookup is :mod:`.kl`'s, so the
-core's built-in plugin can import the estimators without a cycle through the
-plugin manager.
+The core looks them up by name (``algorithm.kl_estimator``, ``hfsdk.token_kl``).
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from collections.abc import Mapping
 
 import torch
 
-from hfsdk.core.maths.protocols import KLEstimator
+from hfsdk import KLEstimator
 
 K3_LOG_RATIO_CLAMP = 20.0
 """Bound on |log π_ref − log π| before ``exp`` in ``k3_clamped`` (exp(20) ≈ 5e8)."""
@@ -65,4 +63,4 @@ KL_ESTIMATORS: Mapping[str, KLEstimator] = {
     "k3_clamped": kl_k3_clamped,
     "low_var_kl": kl_k3_clamped,
 }
-"""The built-in estimators by name (registered as ``kl_estimators`` by the core)."""
+"""The estimators by name (registered as ``kl_estimators`` by this plugin)."""

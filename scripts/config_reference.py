@@ -1,12 +1,13 @@
 """The config reference (``docs/config_reference.md``), generated from the attrs metadata.
 
 The same help texts ``hfsdk config show --explain`` prints; a test checks the
-committed file matches (regenerate with ``python scripts/gen_config_docs.py``).
+committed file matches (regenerate with ``python scripts/gen_config_docs.py``). A
+developer tool beside its script, not part of the installed package.
 """
 
 from __future__ import annotations
 
-from hfsdk.core.config.help import field_help
+from hfsdk import field_help
 
 _KINDS = {
     "algorithms": "Algorithms (`algorithm:` section)",
@@ -33,9 +34,8 @@ def _table(cls: type) -> list[str]:
 def config_reference_markdown() -> str:
     """The whole reference: core sections, then the config class of every entry registered
     by the core or an ``hfsdk-plugin-*`` distribution of this repository."""
+    from hfsdk import SignalConfig, get_plugin_manager, get_registry
     from hfsdk.core.config.run_config import section_classes
-    from hfsdk.core.config.signal_config import SignalConfig
-    from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
 
     pm = get_plugin_manager()
 
