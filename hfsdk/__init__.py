@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         Algorithm,
         AlgorithmConfig,
         AlgorithmContext,
+        GenerationSource,
         PromptSource,
         Scorer,
         TrainerAlgorithmConfig,
@@ -163,6 +164,7 @@ if TYPE_CHECKING:
         register,
     )
     from hfsdk.core.workers.colocation import colocate
+    from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
     from hfsdk.core.workers.local_hosts import LocalPool
     from hfsdk.core.workers.protocols import (
         DispatchContext,
@@ -358,6 +360,11 @@ _LAZY = {
     "verify_checkpoint": "hfsdk.core.trainer.checkpoint",
     "enable_determinism": "hfsdk.core.determinism",
     "disable_determinism": "hfsdk.core.determinism",
+    # generation ahead of training (hfsdk_build_generation_pipeline)
+    "GenerationSource": "hfsdk.core.algorithm",
+    "WorkerError": "hfsdk.core.workers.errors",
+    "WorkerDiedError": "hfsdk.core.workers.errors",
+    "WorkerTimeoutError": "hfsdk.core.workers.errors",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

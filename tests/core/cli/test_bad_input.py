@@ -103,6 +103,7 @@ ENV = {
     "ray-address-env-unreachable": {"RAY_ADDRESS": "127.0.0.1:1"},
     "algo-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "grpo"},
     "tasks-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "tasks"},
+    "pipelines-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "pipelines"},
     "virtual-devices-text": {"HFSDK_VIRTUAL_DEVICES": "many"},
 }
 
@@ -249,6 +250,11 @@ CASES: list[Case] = [
         lambda t: list(BASE),
         r"no task 'default' is registered .*install hfsdk-plugin-tasks",
     ),
+    (
+        "pipelines-plugin-disabled",
+        lambda t: [*BASE, "trainer.pipeline=one_step_off"],
+        r"trainer\.pipeline=one_step_off comes with hfsdk-plugin-pipelines",
+    ),
     ("unknown-task", lambda t: [*BASE, "--task", "nope"], r"no task 'nope' .*default, .*tool_use"),
     ("virtual-devices-text", lambda t: list(BASE), r"HFSDK_VIRTUAL_DEVICES='many'"),
     # -- the run directory
@@ -379,7 +385,7 @@ def test_bad_input_gives_one_line(
     name, build, pattern = case
     for key, value in ENV.get(name, {}).items():
         monkeypatch.setenv(key, value)
-    if name in ("algo-plugin-disabled", "tasks-plugin-disabled"):
+    if name in ("algo-plugin-disabled", "tasks-plugin-disabled", "pipelines-plugin-disabled"):
         from hfsdk.core.plugin_manager import reset_plugin_manager
 
         reset_plugin_manager()
