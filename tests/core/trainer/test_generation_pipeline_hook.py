@@ -78,15 +78,16 @@ def test_the_cli_exits_2_and_leaves_no_run_directory(
 
 class _AnswersNone:
     @hfsdk.hookimpl
-    def hfsdk_build_generation_pipeline(self, **_: object) -> None:
+    def hfsdk_build_generation_pipeline(self, config: object) -> None:
         return None
 
 
 def test_a_plugin_that_answers_none_is_one_line_not_a_silent_sync_run(
     no_pipeline_plugins: None,
 ) -> None:
-    get_plugin_manager().register(_AnswersNone())
     config = load_run_config("grpo", None, ["trainer.pipeline=one_step_off"])
+    get_plugin_manager().pm.register(_AnswersNone(), name="answers_none")
+    check_generation_pipeline(config)  # a plugin implements it: the preflight lets it through
     trainer = types.SimpleNamespace(config=config)
     with pytest.raises(HfsdkError, match=r"answered None; install hfsdk-plugin-pipelines"):
         Trainer._build_pipeline(trainer, None, None)  # type: ignore[arg-type]
