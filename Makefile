@@ -3,7 +3,7 @@
 PYTHON ?= python3.11
 VENV ?= .venv
 BIN := $(VENV)/bin
-PLUGINS := plugins/testing plugins/sandbox plugins/rewards plugins/tasks plugins/datasets plugins/supervised_data plugins/rollout_corrections plugins/policy_losses plugins/backend_common plugins/planner plugins/backend_fsdp plugins/backend_megatron[megatron] plugins/rollout_vllm[cpu] plugins/ppo plugins/grpo plugins/remax plugins/safe_rlhf plugins/dapo plugins/sft plugins/dpo plugins/distill plugins/reward_model plugins/serve plugins/migration plugins/agents[environments] plugins/vision plugins/run_records plugins/validation plugins/faults plugins/tracking[tensorboard,wandb]
+PLUGINS := plugins/testing plugins/sandbox plugins/rewards plugins/tasks plugins/datasets plugins/supervised_data plugins/rollout_corrections plugins/policy_losses plugins/backend_common plugins/pipelines plugins/planner plugins/backend_fsdp plugins/backend_megatron[megatron] plugins/rollout_vllm[cpu] plugins/ppo plugins/grpo plugins/remax plugins/safe_rlhf plugins/dapo plugins/sft plugins/dpo plugins/distill plugins/reward_model plugins/serve plugins/migration plugins/agents[environments] plugins/vision plugins/run_records plugins/validation plugins/faults plugins/tracking[tensorboard,wandb]
 STAMP := $(VENV)/.hfsdk-installed
 ALGO ?= grpo
 # verl releases whose shipped configs the config-import tests compose (test-only).

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         Algorithm,
         AlgorithmConfig,
         AlgorithmContext,
+        GenerationSource,
         PromptSource,
         Scorer,
         TrainerAlgorithmConfig,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from hfsdk.core.atomic import atomic_path, write_bytes_atomic, write_text_atomic
     from hfsdk.core.backends import default_rollout_backend
     from hfsdk.core.batch import ROW_GROUP, Batch, group_split, row_group
+    from hfsdk.core.behaviour_log_probs import behaviour_log_probs_needed
     from hfsdk.core.checkpoint_files import load_checkpoint_file
     from hfsdk.core.config.converter import make_converter, structure
     from hfsdk.core.config.help import field_help, help_field
@@ -135,7 +137,6 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.trainer.checkpoint import complete_checkpoints, verify_checkpoint
     from hfsdk.core.trainer.faults import take_fault
-    from hfsdk.core.trainer.pipeline import behaviour_log_probs_needed
     from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
     from hfsdk.core.trainer.preflight import prepare_run, run_assets, run_signals
     from hfsdk.core.trainer.run_directory import CONFIG_FILE, TRAINER_STATE
@@ -154,6 +155,7 @@ if TYPE_CHECKING:
         register,
     )
     from hfsdk.core.workers.colocation import colocate
+    from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
     from hfsdk.core.workers.local_hosts import LocalPool
     from hfsdk.core.workers.protocols import (
         DispatchContext,
@@ -257,7 +259,7 @@ _LAZY = {
     "PolicyLoss": "hfsdk.core.maths.protocols",
     "ValueLoss": "hfsdk.core.maths.protocols",
     "KLEstimator": "hfsdk.core.maths.protocols",
-    "behaviour_log_probs_needed": "hfsdk.core.trainer.pipeline",
+    "behaviour_log_probs_needed": "hfsdk.core.behaviour_log_probs",
     "LOSS_AGG_MODES": "hfsdk.core.maths.aggregation",
     "LossAggMode": "hfsdk.core.maths.aggregation",
     "LossAggregation": "hfsdk.core.maths.aggregation",
@@ -344,6 +346,11 @@ _LAZY = {
     "verify_checkpoint": "hfsdk.core.trainer.checkpoint",
     "enable_determinism": "hfsdk.core.determinism",
     "disable_determinism": "hfsdk.core.determinism",
+    # generation ahead of training (hfsdk_build_generation_pipeline)
+    "GenerationSource": "hfsdk.core.algorithm",
+    "WorkerError": "hfsdk.core.workers.errors",
+    "WorkerDiedError": "hfsdk.core.workers.errors",
+    "WorkerTimeoutError": "hfsdk.core.workers.errors",
 }
 
 __all__ = ["__version__", "hookimpl", *_LAZY]

@@ -57,9 +57,9 @@ def test_grpo_plugin_installs_alone_with_its_backend(tmp_path: Path) -> None:
     # The shared home of what backends have in common, pulled in by the fsdp backend;
     # it registers the default `hf` rollout.
     assert plugins["backend_common"]["status"] == "loaded"
-    # The built-in task, the prompt datasets and the standard rewards (with their sandbox)
-    # come with the algorithm.
-    for name in ("tasks", "rewards", "sandbox", "prompt_datasets"):
+    # The built-in task, the prompt datasets, the standard rewards (with their sandbox) and
+    # generation ahead of training (trainer.pipeline: one_step_off) come with the algorithm.
+    for name in ("tasks", "rewards", "sandbox", "prompt_datasets", "pipelines"):
         assert plugins[name]["status"] == "loaded", plugins.get(name)
     assert "ppo" not in plugins  # only what grpo depends on was installed
     # ... and that is enough to resolve (and so to run) a GRPO config

@@ -146,6 +146,27 @@ class PromptSource(Protocol):
         ...
 
 
+class GenerationSource(PromptSource, Protocol):
+    """What stands between the trainer and its prompt stream when generation runs ahead
+    (``hfsdk_build_generation_pipeline``) or was recorded (``hfsdk_recorded_generations``)."""
+
+    def generated(self, prompts: Batch) -> tuple[Batch, dict[str, float]] | None:
+        """The batch generated for ``prompts`` (this step's draw) and its metrics, else ``None``."""
+        ...
+
+    def step_done(self) -> None:
+        """The step's update is done (later generations sample with the newer weights)."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of it (the trainer's ``pipeline`` entry)."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` on resume."""
+        ...
+
+
 def _new_clock() -> CallClock:
     from hfsdk.core.workers.futures import CallClock
 
@@ -171,9 +192,10 @@ class AlgorithmContext:
     signals: Mapping[str, Scorer]
     spec: AlgorithmSpec
     prompts: PromptSource | None = None
-    pipeline: Any = None
-    """The :class:`~hfsdk.core.trainer.pipeline.GenerationPipeline` of a ``trainer.pipeline``
-    other than ``sync`` (``None``: each step generates from the weights it trains)."""
+    pipeline: GenerationSource | None = None
+    """The generation pipeline of a ``trainer.pipeline`` other than ``sync`` or of a rollout
+    pool (``hfsdk_build_generation_pipeline``; ``None``: each step generates from the weights
+    it trains)."""
     tokenizer: Any = None
     """The run's tokenizer (the policy's), for programs that tokenize given responses on the
     controller (SFT targets, preference pairs); ``None`` where a caller builds no run."""
@@ -347,7 +369,7 @@ class Algorithm:
         """Sample ``n`` responses per prompt with the actor (``n`` defaults to the config's).
 
         Under a ``trainer.pipeline`` other than ``sync`` the step's sampled batch was
-        generated ahead (:mod:`hfsdk.core.trainer.pipeline`); it is returned with its
+        generated ahead (:class:`GenerationSource`); it is returned with its
         staleness metrics. Other generations (greedy, another ``n``) run now. A rollout
         that returns several segments per trajectory gets them numbered
         (:func:`hfsdk.core.segments.number_trajectories`).

@@ -372,12 +372,29 @@ def hfsdk_recorded_generations(config: Any) -> Any | None:
 
     Called once per run attempt with the resolved run config (its
     ``trainer.rollouts_from`` names the run whose generations to train from); the
-    first answer wins. Return an object that stands where the generation pipeline
-    does: ``next_batch(n=None) -> Batch`` (the prompts a step draws; ``None``: the
-    first of a new step), ``generated(prompts) -> (Batch, metrics) | None`` (the
-    generation recorded for those prompts), ``step_done()``, and
-    ``state_dict()`` / ``load_state_dict(state)`` (kept in the trainer's checkpoint).
-    See docs/plugin_hooks.md.
+    first answer wins. Return a :class:`hfsdk.GenerationSource` (it stands where the
+    generation pipeline does; ``generated(prompts)`` answers the recorded generation for
+    those prompts). See docs/plugin_hooks.md.
+    """
+
+
+# -- generation pipelines: generation ahead of training --------------------------------
+
+
+@hookspec(firstresult=True)
+def hfsdk_build_generation_pipeline(
+    algorithm: Any, loader: Any, config: Any, rollout: Any, restart_rollout: Any
+) -> Any | None:
+    """The generation pipeline of a run whose ``trainer.pipeline`` is not ``sync``, or that
+    has a rollout pool of its own (``placement.pools.rollout``); first answer wins.
+
+    Called once per run attempt with the algorithm program, the prompt stream
+    (``loader``), the resolved run config, the session's rollout replica group (or
+    ``None``) and ``restart_rollout(exc)``, which returns a fresh replica group (or
+    ``None`` without a pool). Return a :class:`hfsdk.GenerationSource`: the trainer
+    draws each step's prompts from it and calls ``step_done()`` after the update, the
+    algorithm's ``generate`` takes the batch made ahead from ``generated(prompts)``,
+    checkpoints keep ``state_dict()``. See docs/plugin_hooks.md and docs/async.md.
     """
 
 

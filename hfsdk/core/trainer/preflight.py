@@ -266,6 +266,44 @@ def check_validation(config: RunConfig, spec: AlgorithmSpec, val_files: bool) ->
         raise MissingPluginError(missing_plugin_message(what, VALIDATION))
 
 
+PIPELINES = "hfsdk-plugin-pipelines"
+"""The distribution of ``trainer.pipeline: one_step_off|async`` and the rollout pool's syncs."""
+
+
+def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
+    """Refuse a pipeline other than ``sync`` for an algorithm that needs fresh on-policy data."""
+    reason = spec.on_policy_only
+    if pipeline != "sync" and not spec.has_policy:
+        raise HfsdkError(
+            f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} generates nothing (it "
+            f"trains {', '.join(spec.roles_of_kind('score_model'))} on given data), so there is "
+            "no generation to overlap; use trainer.pipeline: sync"
+        )
+    if pipeline != "sync" and reason:
+        raise HfsdkError(
+            f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} needs fresh on-policy data "
+            f"({reason}); use trainer.pipeline: sync"
+        )
+
+
+def check_generation_pipeline(config: RunConfig) -> None:
+    """Refuse generation ahead of training, a rollout pool or partial rollouts when no plugin
+    builds the generation pipeline (``hfsdk_build_generation_pipeline``)."""
+    from hfsdk.core.cli.known_commands import MissingPluginError, missing_plugin_message
+    from hfsdk.core.plugin_manager import get_plugin_manager
+    from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
+
+    trainer = config.trainer
+    wanted = [f"trainer.pipeline={trainer.pipeline}"] if trainer.pipeline != "sync" else []
+    if ROLLOUT_POOL in config.placement.pools:
+        wanted.append(f"placement.pools.{ROLLOUT_POOL}")
+    if trainer.partial_rollout_tokens:
+        wanted.append(f"trainer.partial_rollout_tokens={trainer.partial_rollout_tokens}")
+    hook = get_plugin_manager().hook.hfsdk_build_generation_pipeline
+    if wanted and not hook.get_hookimpls():
+        raise MissingPluginError(missing_plugin_message(" and ".join(wanted), PIPELINES))
+
+
 def run_assets(config: RunConfig, spec: AlgorithmSpec) -> Any:
     """The model, tokenizer and data files a run of ``config`` uses (``RunAssets``): the
     config's, else the default task's (built on first use), as the run resolves them."""
@@ -294,7 +332,6 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     """Check and build everything a session needs that does not need Ray."""
     from hfsdk.core.data.prompt_source import PromptRequest, prompts_for_run
     from hfsdk.core.data.tokenizer_loading import load_tokenizer
-    from hfsdk.core.trainer.pipeline import check_pipeline, check_rollout_pool
     from hfsdk.core.workers.ray_runtime import (
         check_auth_mode,
         check_reachable,
@@ -303,10 +340,9 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     )
 
     check_pipeline(spec, config.trainer.pipeline)
+    check_generation_pipeline(config)
     check_placement_resolvable(config)
     check_run_records(config)
-    if spec.has_policy:
-        check_rollout_pool(config, spec.policy_role)
     for key, section in _model_sections(config, spec).items():
         check_model_path(f"{key}.model_path", getattr(section, "model_path", None))
         check_tokenizer_path(f"{key}.tokenizer_path", getattr(section, "tokenizer_path", None))

@@ -178,11 +178,8 @@ class TrainingSession:
                 kwargs["objective"] = self.spec.score_objective(cfg.algorithm)
             by_pool.setdefault(placement.pool_of(role), {})[role] = (worker_cls, kwargs)
         if ROLLOUT_POOL in placement.pools:  # a disaggregated rollout (docs/async.md)
-            policy = self.spec.policy_role
-            from hfsdk.core.trainer.pipeline import check_rollout_pool
-
-            check_rollout_pool(cfg, policy)
-            section = getattr(cfg, policy)
+            # Its settings were checked in preflight (a plugin's check of the rollout pool).
+            section = getattr(cfg, self.spec.policy_role)
             worker_cls = worker_class(backends[section.backend], ROLLOUT_POOL, "rollout")
             kwargs = {"role": ROLLOUT_POOL, "config": cfg, "assets": self.assets}
             kwargs["section"] = section  # the replicas load the actor's model

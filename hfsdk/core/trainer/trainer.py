@@ -115,7 +115,7 @@ class Trainer:
         self._candidates: list[tuple[int, Path, dict[str, Any]]] = []
         self.resume_from: tuple[int, Path] | None = None
         self.restarts = 0
-        self._pipeline: Any = None  # trainer.pipeline's GenerationPipeline, per attempt
+        self._pipeline: Any = None  # trainer.pipeline's GenerationSource, per attempt
         self._keep_best_seen: set[str] | None = set()  # metrics so far; None once it is found
         self._observers = StepObservers({})
         self.directory.check_path()
@@ -298,10 +298,11 @@ class Trainer:
     def _build_pipeline(self, algorithm: Algorithm, loader: Any, session: Any = None) -> Any:
         """The generation pipeline of ``trainer.pipeline`` (``None`` under ``sync`` unless the
         rollout has a pool of its own, ``session.rollout``)."""
+        from hfsdk.core.plugin_manager import get_plugin_manager
+        from hfsdk.core.trainer.preflight import PIPELINES
+
         trainer = self.config.trainer
         if trainer.mode == "train_only":  # a plugin reads the generations (checked in preflight)
-            from hfsdk.core.plugin_manager import get_plugin_manager
-
             source = get_plugin_manager().hook.hfsdk_recorded_generations(config=self.config)
             if source is None:
                 raise HfsdkError(
@@ -313,26 +314,21 @@ class Trainer:
         rollout = session.rollout if session is not None else None
         if trainer.pipeline == "sync" and rollout is None:
             return None
-        from hfsdk.core.trainer.pipeline import (
-            GenerationPipeline,
-            behaviour_log_probs_needed,
-            pipeline_depth,
-        )
-
-        return GenerationPipeline(
-            algorithm,
-            loader,
-            depth=pipeline_depth(trainer.pipeline, trainer.max_staleness),
-            behaviour_log_probs=behaviour_log_probs_needed(self.config),
+        pipeline = get_plugin_manager().hook.hfsdk_build_generation_pipeline(
+            algorithm=algorithm,
+            loader=loader,
+            config=self.config,
             rollout=rollout,
-            seed=trainer.seed,
-            partial_tokens=trainer.partial_rollout_tokens,
-            response_length=self.config.rollout.max_response_length,
             restart_rollout=(
                 (lambda exc: self._restart_rollout(session, exc)) if rollout is not None else None
             ),
-            wait_syncs=trainer.deterministic,
         )
+        if pipeline is None:  # with no plugin at all, preflight refused the run already
+            raise HfsdkError(
+                f"trainer.pipeline={trainer.pipeline!r}: every hfsdk_build_generation_pipeline "
+                f"answered None; install {PIPELINES} or enable its plugin"
+            )
+        return pipeline
 
     def _take_restart(self, exc: BaseException, what: str, how: str) -> bool:
         """Count one restart and say so, or ``False`` when ``trainer.max_restarts`` are used."""

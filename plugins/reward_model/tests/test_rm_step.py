@@ -92,7 +92,7 @@ def test_spec_trains_a_score_model_without_a_policy() -> None:
 
 
 def test_an_overlapped_pipeline_is_refused_in_one_line() -> None:
-    from hfsdk.core.trainer.pipeline import check_pipeline
+    from hfsdk.core.trainer.preflight import check_pipeline
 
     with pytest.raises(hfsdk.HfsdkError, match="generates nothing"):
         check_pipeline(REWARD_MODEL_SPEC, "one_step_off")

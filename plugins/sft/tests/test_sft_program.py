@@ -65,7 +65,7 @@ def test_validation_rows_without_responses_get_no_loss() -> None:
 @pytest.mark.parametrize("algo", ["sft", "dpo"])
 def test_a_generation_pipeline_is_refused_in_one_line(algo: str) -> None:
     from hfsdk import HfsdkError
-    from hfsdk.core.trainer.pipeline import check_pipeline
+    from hfsdk.core.trainer.preflight import check_pipeline
 
     spec = hfsdk.get_registry("algorithms")[algo].impl
     check_pipeline(spec, "sync")

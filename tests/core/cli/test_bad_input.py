@@ -104,6 +104,7 @@ ENV = {
     "algo-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "grpo"},
     "tasks-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "tasks"},
     "tracking-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "tracking"},
+    "pipelines-plugin-disabled": {"HFSDK_DISABLE_PLUGINS": "pipelines"},
     "virtual-devices-text": {"HFSDK_VIRTUAL_DEVICES": "many"},
 }
 
@@ -255,6 +256,9 @@ CASES: list[Case] = [
         lambda t: [*BASE, "trainer.loggers=[tensorboard]"],
         r"trainer\.loggers=tensorboard comes with hfsdk-plugin-tracking, whose plugin 'tracking' "
         r"is disabled",
+        "pipelines-plugin-disabled",
+        lambda t: [*BASE, "trainer.pipeline=one_step_off"],
+        r"trainer\.pipeline=one_step_off comes with hfsdk-plugin-pipelines",
     ),
     ("unknown-task", lambda t: [*BASE, "--task", "nope"], r"no task 'nope' .*default, .*tool_use"),
     ("virtual-devices-text", lambda t: list(BASE), r"HFSDK_VIRTUAL_DEVICES='many'"),

@@ -200,29 +200,6 @@ def test_bad_tp_settings_are_refused_in_one_line(overrides: list[str], message: 
     assert "\n" not in str(info.value)
 
 
-def test_tp_replicas_with_partial_rollouts_are_refused() -> None:
-    from hfsdk.core.trainer.pipeline import check_rollout_pool
-
-    config = load_run_config(
-        "grpo", None, [
-            "placement.pools.global.devices=1", "placement.pools.rollout.devices=2",
-            "placement.pools.rollout.tp=2", "trainer.pipeline=async",
-            "trainer.partial_rollout_tokens=2",
-        ],
-    )  # fmt: skip
-    with pytest.raises(HfsdkError, match=r"partial_rollout_tokens=2 is not supported with"):
-        check_rollout_pool(config, "actor")
-    config = load_run_config(
-        "grpo", None, [
-            "placement.pools.global.devices=1", "placement.pools.rollout.devices=2",
-            "placement.pools.rollout.pp=2", "trainer.pipeline=async",
-            "trainer.partial_rollout_tokens=2",
-        ],
-    )  # fmt: skip
-    with pytest.raises(HfsdkError, match=r"pipelined rollout replicas .*rollout.pp=2"):
-        check_rollout_pool(config, "actor")
-
-
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A peaked tiny Llama (4 heads, 2 key/value heads) and its update, on the default tokenizer."""

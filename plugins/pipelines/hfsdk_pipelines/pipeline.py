@@ -80,15 +80,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.faults import take_fault
-from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
-from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
+from hfsdk import (
+    ROLLOUT_POOL,
+    HfsdkError,
+    WorkerDiedError,
+    WorkerError,
+    WorkerTimeoutError,
+    behaviour_log_probs_needed,
+    take_fault,
+)
 
 if TYPE_CHECKING:
-    from hfsdk.core.algorithm import Algorithm
-    from hfsdk.core.algorithm_spec import AlgorithmSpec
-    from hfsdk.core.batch import Batch
+    from hfsdk import Algorithm, AlgorithmSpec, Batch
 
 PIPELINES = ("sync", "one_step_off", "async")
 ROLLOUT_LOG_PROBS = "rollout_log_probs"
@@ -119,33 +122,9 @@ def check_version(held: int, expected: int, where: str) -> str | None:
     )
 
 
-def behaviour_log_probs_needed(config: Any) -> bool:
-    """Whether the run needs the sampling policy's ``rollout_log_probs`` on every row: some
-    plugin's ``hfsdk_behaviour_log_probs_needed`` says so (a correction or a gate reads them)."""
-    from hfsdk.core.plugin_manager import get_plugin_manager
-
-    return bool(get_plugin_manager().hook.hfsdk_behaviour_log_probs_needed(config=config))
-
-
 def pipeline_depth(pipeline: str, max_staleness: int) -> int:
     """How many steps ahead generation runs: 0 (sync), 1 (one_step_off), ``max_staleness``."""
     return {"sync": 0, "one_step_off": 1, "async": max_staleness}[pipeline]
-
-
-def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
-    """Refuse a pipeline other than ``sync`` for an algorithm that needs fresh on-policy data."""
-    reason = spec.on_policy_only
-    if pipeline != "sync" and not spec.has_policy:
-        raise HfsdkError(
-            f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} generates nothing (it "
-            f"trains {', '.join(spec.roles_of_kind('score_model'))} on given data), so there is "
-            "no generation to overlap; use trainer.pipeline: sync"
-        )
-    if pipeline != "sync" and reason:
-        raise HfsdkError(
-            f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} needs fresh on-policy data "
-            f"({reason}); use trainer.pipeline: sync"
-        )
 
 
 def check_rollout_pool(config: Any, policy: str) -> None:
@@ -177,6 +156,36 @@ def check_rollout_pool(config: Any, policy: str) -> None:
             f"placed on it; set placement.roles.{policy} to another pool (roles not listed go "
             "to the first pool, so list another pool first)"
         )
+
+
+def rollout_pool_check(config: Any, spec: AlgorithmSpec, prepared: Any) -> None:
+    """The ``rollout_pool`` preflight check: :func:`check_rollout_pool` for the policy."""
+    if spec.has_policy:
+        check_rollout_pool(config, spec.policy_role)
+
+
+def build_pipeline(
+    algorithm: Algorithm,
+    loader: Any,
+    config: Any,
+    rollout: Any,
+    restart_rollout: Callable[[BaseException], Any] | None,
+) -> GenerationPipeline:
+    """The pipeline of ``config.trainer.pipeline`` (depth 0 under ``sync`` with ``rollout``,
+    the session's rollout replica group, or ``None``)."""
+    trainer = config.trainer
+    return GenerationPipeline(
+        algorithm,
+        loader,
+        depth=pipeline_depth(trainer.pipeline, trainer.max_staleness),
+        behaviour_log_probs=behaviour_log_probs_needed(config),
+        rollout=rollout,
+        seed=trainer.seed,
+        partial_tokens=trainer.partial_rollout_tokens,
+        response_length=config.rollout.max_response_length,
+        restart_rollout=restart_rollout,
+        wait_syncs=trainer.deterministic,
+    )
 
 
 @attrs.define(kw_only=True)

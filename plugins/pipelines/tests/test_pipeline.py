@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 import torch
+from hfsdk_pipelines.pipeline import GenerationPipeline, check_version, pipeline_depth
 
 from hfsdk.core.batch import Batch
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.pipeline import GenerationPipeline, check_version, pipeline_depth
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.workers.errors import WorkerDiedError
 

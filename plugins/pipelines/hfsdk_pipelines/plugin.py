@@ -1,0 +1,32 @@
+"""Hook implementations of the generation pipelines: the pipeline the trainer asks for, and
+the rollout pool's preflight check."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import hfsdk
+from hfsdk import Register
+
+
+@hfsdk.hookimpl
+def hfsdk_build_generation_pipeline(
+    algorithm: Any,
+    loader: Any,
+    config: Any,
+    rollout: Any,
+    restart_rollout: Callable[[BaseException], Any] | None,
+) -> Any:
+    """A :class:`~hfsdk_pipelines.pipeline.GenerationPipeline` for ``config.trainer.pipeline``."""
+    from hfsdk_pipelines.pipeline import build_pipeline
+
+    return build_pipeline(algorithm, loader, config, rollout, restart_rollout)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``rollout_pool``: the rollout pool's and partial rollouts' settings."""
+    from hfsdk_pipelines.pipeline import rollout_pool_check
+
+    register("rollout_pool", rollout_pool_check)
