@@ -256,6 +256,8 @@ CASES: list[Case] = [
         lambda t: [*BASE, "trainer.loggers=[tensorboard]"],
         r"trainer\.loggers=tensorboard comes with hfsdk-plugin-tracking, whose plugin 'tracking' "
         r"is disabled",
+    ),
+    (
         "pipelines-plugin-disabled",
         lambda t: [*BASE, "trainer.pipeline=one_step_off"],
         r"trainer\.pipeline=one_step_off comes with hfsdk-plugin-pipelines",
