@@ -1,4 +1,5 @@
-"""Hook implementations of the shared backend package: the ``hf`` rollout, ``llm_judge``."""
+"""Hook implementations of the shared backend package: the ``hf`` rollout, ``llm_judge``, the
+half-precision-on-CPU preflight warning."""
 
 from __future__ import annotations
 
@@ -21,3 +22,11 @@ def hfsdk_register_reward_functions(register: Register) -> None:
     from hfsdk_backend_common.judge import JudgeConfig, llm_judge
 
     register("llm_judge", llm_judge, config_cls=JudgeConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``half_precision_on_cpu`` (a warning: bf16/fp16 emulated on this CPU)."""
+    from hfsdk_backend_common.precision_check import half_precision_on_cpu
+
+    register("half_precision_on_cpu", half_precision_on_cpu)
