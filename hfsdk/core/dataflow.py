@@ -61,7 +61,3 @@ class Dataflow:
                     raise ValueError(
                         f"stage {stage.name!r} uses unknown role {role!r}; roles are {self.roles}"
                     )
-
-    def work_of(self, role: str) -> tuple[tuple[str, WorkKind], ...]:
-        """(stage name, work kind) pairs for ``role`` in execution order."""
-        return tuple((s.name, kind) for s in self.stages for r, kind in s.work if r == role)

@@ -90,12 +90,6 @@ def trajectory_rows(batch: Batch) -> TrajectoryRows | None:
     )
 
 
-def is_multi_segment(batch: Batch) -> bool:
-    """Whether some trajectory of ``batch`` has more than one row."""
-    rows = trajectory_rows(batch)
-    return rows is not None and rows.count < len(batch)
-
-
 def number_trajectories(batch: Batch) -> Batch:
     """Write :data:`TRAJECTORY_ID` (the trajectory's position) on a batch with segments.
 

@@ -14,10 +14,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol, runtime_checkable
 
-import attrs
-
-from hfsdk.core.config.help import SUBSECTIONS_KEY
-
 
 @runtime_checkable
 class RolloutSection(Protocol):
@@ -28,13 +24,6 @@ class RolloutSection(Protocol):
         decides it (multi-turn: the whole trajectory's budget), else ``None`` (the
         backend's ``rollout.max_response_length``)."""
         ...
-
-
-def subsection_fields(cls: type) -> list[str]:
-    """The fields of attrs class ``cls`` that hold contributed sub-sections."""
-    if not attrs.has(cls):
-        return []
-    return [f.name for f in attrs.fields(cls) if f.metadata.get(SUBSECTIONS_KEY)]
 
 
 def response_budget(sections: Mapping[str, Any]) -> tuple[int, str] | None:

@@ -282,10 +282,6 @@ class WorkerHost:
         """The position role ``role`` declared in mesh ``mesh`` (``None`` if undeclared)."""
         return self.roles[role].mesh_position(mesh)
 
-    def ping(self) -> int:
-        """The process id (answers once every earlier call on this host has finished)."""
-        return os.getpid()
-
     def _timeout_failure(self, role: str, method: str, exc: BaseException) -> WorkerFailure:
         """A call interrupted at its deadline: where it was is the last frame of its stack."""
         import contextlib

@@ -153,11 +153,6 @@ class ResourcePool:
     def __len__(self) -> int:
         return len(self.slots)
 
-    @property
-    def node_ips(self) -> list[str]:
-        """Node address of each device, in rank order."""
-        return [s.node_ip for s in self.slots]
-
     def __repr__(self) -> str:
         layout: dict[str, int] = {}
         for slot in self.slots:

@@ -430,11 +430,6 @@ class WorkerGroup:
         """Per rank: ``pid``, ``node_ip``, ``node_id`` and ``device`` of the worker process."""
         return [dict(info) for info in self._hosts.process_info]
 
-    @property
-    def actor_handles(self) -> list[Any]:
-        """The Ray actor of each rank (for tools; calls go through the group methods)."""
-        return list(self._hosts.handles)
-
     def __repr__(self) -> str:
         return (
             f"WorkerGroup({self.role!r}, {self.worker_cls.__name__}, {self.world_size} ranks on "
