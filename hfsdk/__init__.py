@@ -81,8 +81,7 @@ if TYPE_CHECKING:
         global_counts,
         local_counts,
     )
-    from hfsdk.core.maths.entropy import entropy_bonus, entropy_from_logits
-    from hfsdk.core.maths.kl import apply_kl_penalty, kl_loss, resolve_kl_estimator, token_kl
+    from hfsdk.core.maths.kl import apply_kl_penalty, resolve_kl_estimator, token_kl
     from hfsdk.core.maths.masked import (
         as_bool_mask,
         check_per_sample,
@@ -267,10 +266,7 @@ _LAZY = {
     "aggregate_loss": "hfsdk.core.maths.aggregation",
     "global_counts": "hfsdk.core.maths.aggregation",
     "local_counts": "hfsdk.core.maths.aggregation",
-    "entropy_bonus": "hfsdk.core.maths.entropy",
-    "entropy_from_logits": "hfsdk.core.maths.entropy",
     "apply_kl_penalty": "hfsdk.core.maths.kl",
-    "kl_loss": "hfsdk.core.maths.kl",
     "resolve_kl_estimator": "hfsdk.core.maths.kl",
     "token_kl": "hfsdk.core.maths.kl",
     "as_bool_mask": "hfsdk.core.maths.masked",

@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 import attrs
 
-from hfsdk.core.config.help import help_field
-from hfsdk.core.config.rollout_sections import SUBSECTIONS_KEY, response_budget
+from hfsdk.core.config.help import SUBSECTIONS_KEY, help_field
+from hfsdk.core.config.rollout_sections import response_budget
 
 _Section = TypeVar("_Section")
 

@@ -3,8 +3,7 @@
 - :mod:`~hfsdk.core.maths.masked`: masked sums, means, variances, whitening and shape checks.
 - :mod:`~hfsdk.core.maths.aggregation`: loss aggregation modes from global counts.
 - :mod:`~hfsdk.core.maths.kl`: KL by a registered estimator, KL controllers, KL as reward
-  penalty or loss.
-- :mod:`~hfsdk.core.maths.entropy`: entropy from logits and the entropy bonus.
+  penalty (KL as a loss term and the entropy bonus are the backends' shared package's).
 
 The standard policy losses (``ppo_clip``, ``reinforce``), KL estimators (``k1`` ... ``k3``)
 and the rollout corrections (their contract and composition too) are default plugins'

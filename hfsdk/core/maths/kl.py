@@ -18,7 +18,6 @@ from typing import Any
 import torch
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.maths.aggregation import LossAggregation, aggregate_loss
 from hfsdk.core.maths.masked import check_token_tensors, masked_fill_zero, masked_mean
 from hfsdk.core.maths.protocols import KLEstimator
 
@@ -73,22 +72,6 @@ def apply_kl_penalty(
         "kl_penalty": float(penalty.sum(dim=-1).mean().item()),
     }
     return rewards, metrics
-
-
-def kl_loss(
-    log_prob: torch.Tensor,
-    ref_log_prob: torch.Tensor,
-    response_mask: torch.Tensor,
-    aggregation: LossAggregation | None = None,
-    estimator: str | KLEstimator = "k3_clamped",
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """KL as a loss term: the aggregated per-token KL (multiply by ``kl_loss_coef``).
-
-    Returns ``(loss, {"kl_loss": value})``; gradients flow into ``log_prob``.
-    """
-    kl = token_kl(log_prob, ref_log_prob, response_mask, estimator)
-    loss = aggregate_loss(kl, response_mask, aggregation)
-    return loss, {"kl_loss": float(loss.detach().item())}
 
 
 class FixedKLController:

@@ -116,7 +116,8 @@ def actor_micro_loss(
     ``ids_log_probs`` maps each of ``objective.ids_keys`` to the policy's log-probs
     (B, R, k) at that column's ids (with gradient).
     """
-    from hfsdk import aggregate_loss, entropy_bonus, kl_loss, masked_fill_zero
+    from hfsdk import aggregate_loss, masked_fill_zero
+    from hfsdk_backend_common.loss_terms import entropy_bonus, kl_loss
     from hfsdk_rollout_corrections.contract import combine_corrections
 
     device = log_prob.device

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from hfsdk import HfsdkError, entropy_from_logits
+from hfsdk import HfsdkError
+from hfsdk_backend_common.loss_terms import entropy_from_logits
 
 
 def response_slice(logits_or_values: torch.Tensor, response_length: int) -> torch.Tensor:

@@ -18,7 +18,6 @@ from hfsdk import (
     HfsdkError,
     LossAggregation,
     LossCounts,
-    entropy_from_logits,
     masked_fill_zero,
     model_inputs_of,
 )
@@ -31,6 +30,7 @@ from hfsdk_backend_common.engine_support import (
     without_padding_weight,
 )
 from hfsdk_backend_common.hybrid.shards import GenerationShards
+from hfsdk_backend_common.loss_terms import entropy_from_logits
 from hfsdk_backend_common.objectives import ActorObjective, actor_micro_loss
 from hfsdk_backend_common.packing import pack_rows
 from hfsdk_backend_common.sync_check import RolloutSyncCheck, model_has_dropout

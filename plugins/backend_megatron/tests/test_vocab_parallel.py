@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from hfsdk.core.maths.entropy import entropy_from_logits
+from hfsdk_backend_common.loss_terms import entropy_from_logits
 from hfsdk_backend_megatron.vocab_parallel import vocab_parallel_log_probs
 
 

@@ -1,4 +1,4 @@
-"""KL by a registered estimator, KL penalty in the reward, KL loss, and the KL controllers."""
+"""KL by a registered estimator, KL penalty in the reward, and the KL controllers."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from hfsdk.core.maths.kl import (
     FixedKLController,
     apply_kl_penalty,
     build_kl_controller,
-    kl_loss,
     token_kl,
 )
 
@@ -43,17 +42,6 @@ def test_apply_kl_penalty_by_hand() -> None:
     _, metrics = apply_kl_penalty(scores, log_prob, ref, mask, 0.1, "abs")
     assert metrics["kl"] == pytest.approx((1.0 / 3 + 2.0 / 2) / 2)
     assert metrics["kl_penalty"] == pytest.approx((0.1 + 0.2) / 2)
-
-
-def test_kl_loss_aggregates_and_has_gradients() -> None:
-    log_prob = torch.tensor([[-1.0, -2.0, 0.0]], requires_grad=True)
-    ref = torch.tensor([[-1.5, -1.0, 0.0]])
-    loss, metrics = kl_loss(log_prob, ref, torch.tensor([[1, 1, 0]]), "token-mean", "k2")
-    assert loss.item() == pytest.approx((0.125 + 0.5) / 2)
-    assert metrics["kl_loss"] == pytest.approx(loss.item())
-    loss.backward()
-    # d/dlogp ½ d² = d, averaged over 2 tokens.
-    torch.testing.assert_close(log_prob.grad, torch.tensor([[0.25, -0.5, 0.0]]))
 
 
 def test_unknown_estimator_lists_names() -> None:

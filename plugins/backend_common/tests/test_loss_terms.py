@@ -1,4 +1,4 @@
-"""Entropy from logits and the entropy bonus."""
+"""The entropy bonus and KL as a loss term (the backends' shared loss terms)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from hfsdk.core.maths.entropy import entropy_bonus, entropy_from_logits
+from hfsdk_backend_common.loss_terms import entropy_bonus, entropy_from_logits, kl_loss
 
 
 def test_entropy_from_logits_by_hand() -> None:
@@ -31,3 +31,14 @@ def test_entropy_bonus_by_hand() -> None:
     loss, metrics = entropy_bonus(entropy, mask, "seq-mean-token-mean", entropy_coef=0.5)
     assert metrics["entropy"] == pytest.approx((1.0 + 3.5) / 2)
     assert loss.item() == pytest.approx(-0.5 * 2.25)
+
+
+def test_kl_loss_aggregates_and_has_gradients() -> None:
+    log_prob = torch.tensor([[-1.0, -2.0, 0.0]], requires_grad=True)
+    ref = torch.tensor([[-1.5, -1.0, 0.0]])
+    loss, metrics = kl_loss(log_prob, ref, torch.tensor([[1, 1, 0]]), "token-mean", "k2")
+    assert loss.item() == pytest.approx((0.125 + 0.5) / 2)
+    assert metrics["kl_loss"] == pytest.approx(loss.item())
+    loss.backward()
+    # d/dlogp ½ d² = d, averaged over 2 tokens.
+    torch.testing.assert_close(log_prob.grad, torch.tensor([[0.25, -0.5, 0.0]]))
