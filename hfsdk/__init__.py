@@ -140,7 +140,7 @@ if TYPE_CHECKING:
     from hfsdk.core.trainer.preflight import prepare_run, run_assets, run_signals
     from hfsdk.core.trainer.run_directory import CONFIG_FILE, TRAINER_STATE
     from hfsdk.core.trainer.session import TrainingSession
-    from hfsdk.core.trainer.step_observers import StepObserver, StepView
+    from hfsdk.core.trainer.step_observers import StepObserver, StepView, StopRun
     from hfsdk.core.trainer.threads import worker_threads
     from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
     from hfsdk.core.trainer.trainer_config import LOGGERS
@@ -188,6 +188,7 @@ _LAZY = {
     "Register": "hfsdk.hookspecs",
     "StepObserver": "hfsdk.core.trainer.step_observers",
     "StepView": "hfsdk.core.trainer.step_observers",
+    "StopRun": "hfsdk.core.trainer.step_observers",
     "ValidationResult": "hfsdk.core.trainer.validation",
     # algorithms
     "Algorithm": "hfsdk.core.algorithm",

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from hfsdk.core.errors import HfsdkError
+
 if TYPE_CHECKING:
     from hfsdk.core.algorithm import Algorithm
     from hfsdk.core.algorithm_spec import AlgorithmSpec
@@ -38,6 +40,11 @@ class StepView:
     session: Any
 
 
+class StopRun(HfsdkError):
+    """Raised by :meth:`StepObserver.on_step_logged` to end the run after this step: the
+    trainer saves the step's checkpoint, then raises it with "; checkpoint step_N saved"."""
+
+
 class StepObserver:
     """Base class of step observers; override the points you need (each is a no-op here)."""
 
@@ -52,7 +59,8 @@ class StepObserver:
         return {}
 
     def on_step_logged(self, view: StepView, metrics: Mapping[str, float]) -> None:
-        """After the step's metrics line is written, before its checkpoint."""
+        """After the step's metrics line is written, before its checkpoint (raise
+        :class:`StopRun` to end the run once the step is saved)."""
 
 
 class StepObservers:
@@ -81,10 +89,16 @@ class StepObservers:
             added.update(observer.on_step_metrics(view, {**metrics, **added}) or {})
         return added
 
-    def step_logged(self, view: StepView, metrics: Mapping[str, float]) -> None:
-        """Call every observer's :meth:`StepObserver.on_step_logged`."""
+    def step_logged(self, view: StepView, metrics: Mapping[str, float]) -> StopRun | None:
+        """Call every observer's :meth:`StepObserver.on_step_logged`; return the first
+        :class:`StopRun` raised (the others still see the step) or ``None``."""
+        stop: StopRun | None = None
         for observer in self.observers.values():
-            observer.on_step_logged(view, metrics)
+            try:
+                observer.on_step_logged(view, metrics)
+            except StopRun as exc:
+                stop = stop or exc
+        return stop
 
 
 def build_step_observers(config: RunConfig, run_dir: Path, registry: Registry) -> StepObservers:

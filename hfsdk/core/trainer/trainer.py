@@ -71,22 +71,6 @@ def _is_no_space(exc: BaseException) -> bool:
     return any(sign in str(exc) for sign in _NO_SPACE_SIGNS)
 
 
-class MismatchStop(HfsdkError):
-    """The rollout–training mismatch passed ``trainer.max_mismatch_kl``; the step is saved."""
-
-
-def mismatch_gate(limit: float | None, metrics: Mapping[str, Any]) -> str | None:
-    """Why the run must stop after a step with these metrics, or ``None``."""
-    value = metrics.get("mismatch/kl_k3")
-    if limit is None or value is None or not value > limit:
-        return None
-    return (
-        f"mismatch/kl_k3={value:.4g} exceeds trainer.max_mismatch_kl={limit:g} (the rollout "
-        "samples from another policy than the one trained: check the weight sync, the "
-        "rollout's dtype and sampling settings, or add a rollout correction)"
-    )
-
-
 def _first_line(text: object) -> str:
     lines = str(text).strip().splitlines()
     return lines[0] if lines else ""
@@ -390,15 +374,14 @@ class Trainer:
         metrics["perf/throughput_tokens_per_s"] = tokens / step_s if step_s > 0 else 0.0
         metrics.update(observers.step_metrics(view, {**metrics, "perf/tokens": tokens}))
         tracker.log(step, metrics)
-        observers.step_logged(view, metrics)
+        stop = observers.step_logged(view, metrics)
         last = step == cfg.trainer.total_steps
-        gate = mismatch_gate(cfg.trainer.max_mismatch_kl, metrics)
         saving = last or bool(cfg.trainer.save_every and step % cfg.trainer.save_every == 0)
-        self._check_keep_best(metrics, saving=saving or bool(gate))
-        if saving or gate:
+        self._check_keep_best(metrics, saving=saving or stop is not None)
+        if saving or stop is not None:
             self._save(session, algorithm, step)
-        if gate:
-            raise MismatchStop(f"step {step}: {gate}; checkpoint step_{step} saved")
+        if stop is not None:
+            raise type(stop)(f"{stop}; checkpoint step_{step} saved")
 
     def _check_keep_best(self, metrics: dict, *, saving: bool) -> None:
         """At the first checkpoint: has ``trainer.keep_best``'s metric been reported?

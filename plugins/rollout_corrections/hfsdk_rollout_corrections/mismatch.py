@@ -13,9 +13,9 @@ rollout's ``rollout_log_probs``, ``π_old`` the training engine's
   turn ``k`` (1-based; each maximal run of the response mask is a turn), when
   some response has more than one turn (multi-turn rollouts).
 
-They come to every step's line from :class:`MismatchObserver` (a step observer);
-the core's ``trainer.max_mismatch_kl`` gate stops a run whose ``mismatch/kl_k3``
-exceeds it.
+They come to every step's line from :class:`MismatchObserver` (a step observer),
+which also stops a run whose ``mismatch/kl_k3`` exceeds ``trainer.max_mismatch_kl``
+(:class:`MismatchStop`, once the step's line is written; the trainer saves the step).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from hfsdk import StepObserver, StepView, as_bool_mask
+from hfsdk import StepObserver, StepView, StopRun, as_bool_mask
 
 MAX_TURNS_REPORTED = 8
 """Turns beyond this many are folded into the last reported one."""
@@ -77,6 +77,22 @@ def mismatch_metrics(
     return out
 
 
+class MismatchStop(StopRun):
+    """The rollout–training mismatch passed ``trainer.max_mismatch_kl``; the step is saved."""
+
+
+def mismatch_gate(limit: float | None, metrics: Mapping[str, Any]) -> str | None:
+    """Why the run must stop after a step with these metrics, or ``None``."""
+    value = metrics.get("mismatch/kl_k3")
+    if limit is None or value is None or not value > limit:
+        return None
+    return (
+        f"mismatch/kl_k3={value:.4g} exceeds trainer.max_mismatch_kl={limit:g} (the rollout "
+        "samples from another policy than the one trained: check the weight sync, the "
+        "rollout's dtype and sampling settings, or add a rollout correction)"
+    )
+
+
 class MismatchObserver(StepObserver):
     """Adds the ``mismatch/*`` metrics of each step's trained batch to its line, when the
     batch has both the rollout's and the training engine's log-probs."""
@@ -98,6 +114,12 @@ class MismatchObserver(StepObserver):
         """The metrics measured at :meth:`on_step_trained` (none without ``rollout_log_probs``)."""
         out, self._metrics = self._metrics, {}
         return out
+
+    def on_step_logged(self, view: StepView, metrics: Mapping[str, float]) -> None:
+        """Stop the run (saved by the trainer) when ``mismatch/kl_k3`` passes the limit."""
+        gate = mismatch_gate(view.config.trainer.max_mismatch_kl, metrics)
+        if gate:
+            raise MismatchStop(f"step {view.step}: {gate}")
 
 
 def mismatch_observer(_config: Any, _run_dir: Path) -> MismatchObserver:

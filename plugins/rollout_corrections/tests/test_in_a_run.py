@@ -11,7 +11,8 @@ import pytest
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.checkpoint import complete_checkpoints
 from hfsdk.core.trainer.tracking import read_metrics
-from hfsdk.core.trainer.trainer import MismatchStop, Trainer
+from hfsdk.core.trainer.trainer import Trainer
+from hfsdk_rollout_corrections.mismatch import MismatchStop
 
 SMALL = [
     "data.batch_size=4",

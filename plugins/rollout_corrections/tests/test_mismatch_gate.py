@@ -1,11 +1,11 @@
 """``trainer.max_mismatch_kl``: a run whose rollout drifts from the trained policy stops, saved.
 
-The ``mismatch/*`` metrics the gate reads are hfsdk-plugin-rollout-corrections'; a run that
-stops on them is tested there (``plugins/rollout_corrections/tests/test_in_a_run.py``)."""
+The gate is the ``mismatch`` observer's (moved from ``tests/core/trainer``); a run that stops
+on it is tested in ``test_in_a_run.py``."""
 
 from __future__ import annotations
 
-from hfsdk.core.trainer.trainer import mismatch_gate
+from hfsdk_rollout_corrections.mismatch import mismatch_gate
 
 
 def test_the_gate_names_the_value_and_the_limit() -> None:
