@@ -142,59 +142,53 @@ def _model_sections(config: RunConfig, spec: AlgorithmSpec) -> dict[str, Any]:
     return out
 
 
-def check_placement_resolvable(config: RunConfig) -> None:
-    """Refuse ``placement.mode=auto`` before anything starts when no plugin resolves it."""
-    from hfsdk.core.plugin_manager import get_plugin_manager
-    from hfsdk.core.trainer.placement_config import NO_PLACEMENT_PLUGIN
-
-    if config.placement.mode != "auto":
-        return
-    if not get_plugin_manager().hook.hfsdk_resolve_placement.get_hookimpls():
-        raise HfsdkError(NO_PLACEMENT_PLUGIN)
-
-
 RUN_RECORDS = "hfsdk-plugin-run-records"
 """The distribution that keeps a run's records (``trainer.rollout_dump``) and trains from
 them (``trainer.mode: train_only``)."""
-
-
-def check_run_records(config: RunConfig) -> None:
-    """Refuse the trainer keys that keep or read run records when no plugin does so."""
-    from hfsdk.core.cli.known_commands import MissingPluginError, missing_plugin_message
-    from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
-
-    trainer = config.trainer
-    hook = get_plugin_manager().hook.hfsdk_recorded_generations
-    wanted = []
-    if trainer.mode == "train_only" and not hook.get_hookimpls():
-        wanted.append("trainer.mode=train_only")
-    dumps = trainer.rollout_dump or trainer.mode == "rollout_only"
-    if dumps and "rollout_dump" not in get_registry("step_observers"):
-        wanted.append(
-            "trainer.rollout_dump=true" if trainer.rollout_dump else "trainer.mode=rollout_only"
-        )
-    if wanted:
-        raise MissingPluginError(missing_plugin_message(" and ".join(wanted), RUN_RECORDS))
-
-
 VALIDATION = "hfsdk-plugin-validation"
 """The distribution that validates (``hfsdk_validate``: mean@n, pass@k, maj@k)."""
-
-
-def check_validation(config: RunConfig, spec: AlgorithmSpec, val_files: bool) -> None:
-    """Refuse a run that validates (a policy, ``trainer.val_every``, validation files) when no
-    plugin answers ``hfsdk_validate``."""
-    from hfsdk.core.cli.known_commands import MissingPluginError, missing_plugin_message
-    from hfsdk.core.plugin_manager import get_plugin_manager
-
-    wanted = config.trainer.val_every > 0 and val_files and spec.has_policy
-    if wanted and not get_plugin_manager().hook.hfsdk_validate.get_hookimpls():
-        what = f"trainer.val_every={config.trainer.val_every}"  # the key that asks for it
-        raise MissingPluginError(missing_plugin_message(what, VALIDATION))
-
-
 PIPELINES = "hfsdk-plugin-pipelines"
 """The distribution of ``trainer.pipeline: one_step_off|async`` and the rollout pool's syncs."""
+
+
+def check_features(config: RunConfig, validates: bool = False) -> None:
+    """Refuse, in one line naming the distribution to install, a feature ``config`` asks for
+    that no loaded plugin implements. Validation is checked alone, with ``validates`` (a
+    policy and validation files: known once the assets resolve)."""
+    from hfsdk.core.cli.known_commands import MissingPluginError, missing_plugin_message
+    from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
+    from hfsdk.core.trainer.placement_config import NO_PLACEMENT_PLUGIN, ROLLOUT_POOL
+
+    trainer, hook = config.trainer, get_plugin_manager().hook
+
+    def has(name: str) -> bool:
+        return bool(getattr(hook, name).get_hookimpls())
+
+    pipeline, tokens = has("hfsdk_build_generation_pipeline"), trainer.partial_rollout_tokens
+    dump = "trainer.rollout_dump=true" if trainer.rollout_dump else "trainer.mode=rollout_only"
+    # (does the config ask for it, the key that asks, is it implemented, the distribution)
+    rows = [
+        (trainer.pipeline != "sync", f"trainer.pipeline={trainer.pipeline}", pipeline, PIPELINES),
+        (ROLLOUT_POOL in config.placement.pools, f"placement.pools.{ROLLOUT_POOL}", pipeline,
+         PIPELINES),
+        (bool(tokens), f"trainer.partial_rollout_tokens={tokens}", pipeline, PIPELINES),
+        (config.placement.mode == "auto", "", has("hfsdk_resolve_placement"), ""),
+        (trainer.mode == "train_only", "trainer.mode=train_only", has("hfsdk_recorded_generations"),
+         RUN_RECORDS),
+        (trainer.rollout_dump or trainer.mode == "rollout_only", dump,
+         "rollout_dump" in get_registry("step_observers"), RUN_RECORDS),
+    ]  # fmt: skip
+    if validates:
+        every = trainer.val_every
+        rows = [(every > 0, f"trainer.val_every={every}", has("hfsdk_validate"), VALIDATION)]
+    missing: dict[str, list[str]] = {}
+    for asked, key, implemented, distribution in rows:
+        if asked and not implemented:
+            missing.setdefault(distribution, []).append(key)
+    for distribution, keys in missing.items():
+        if not distribution:  # placement.mode=auto: its own line (the session stops with it too)
+            raise HfsdkError(NO_PLACEMENT_PLUGIN)
+        raise MissingPluginError(missing_plugin_message(" and ".join(keys), distribution))
 
 
 def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
@@ -211,24 +205,6 @@ def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
             f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} needs fresh on-policy data "
             f"({reason}); use trainer.pipeline: sync"
         )
-
-
-def check_generation_pipeline(config: RunConfig) -> None:
-    """Refuse generation ahead of training, a rollout pool or partial rollouts when no plugin
-    builds the generation pipeline (``hfsdk_build_generation_pipeline``)."""
-    from hfsdk.core.cli.known_commands import MissingPluginError, missing_plugin_message
-    from hfsdk.core.plugin_manager import get_plugin_manager
-    from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
-
-    trainer = config.trainer
-    wanted = [f"trainer.pipeline={trainer.pipeline}"] if trainer.pipeline != "sync" else []
-    if ROLLOUT_POOL in config.placement.pools:
-        wanted.append(f"placement.pools.{ROLLOUT_POOL}")
-    if trainer.partial_rollout_tokens:
-        wanted.append(f"trainer.partial_rollout_tokens={trainer.partial_rollout_tokens}")
-    hook = get_plugin_manager().hook.hfsdk_build_generation_pipeline
-    if wanted and not hook.get_hookimpls():
-        raise MissingPluginError(missing_plugin_message(" and ".join(wanted), PIPELINES))
 
 
 def run_assets(config: RunConfig, spec: AlgorithmSpec) -> Any:
@@ -267,9 +243,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     )
 
     check_pipeline(spec, config.trainer.pipeline)
-    check_generation_pipeline(config)
-    check_placement_resolvable(config)
-    check_run_records(config)
+    check_features(config)
     for key, section in _model_sections(config, spec).items():
         check_model_path(f"{key}.model_path", getattr(section, "model_path", None))
         check_tokenizer_path(f"{key}.tokenizer_path", getattr(section, "tokenizer_path", None))
@@ -281,7 +255,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     else:  # a bad HFSDK_VIRTUAL_DEVICES is refused even when the workers run in-process
         default_virtual_devices()
     assets = run_assets(config, spec)
-    check_validation(config, spec, bool(assets.val_files))
+    check_features(config, validates=bool(assets.val_files) and spec.has_policy)
     _check_inputs(config, spec, assets)
     tokenizer = load_tokenizer(assets.tokenizer_path)
     # Plugins' tools load here (a bad entry fails before Ray); their schemas reach the

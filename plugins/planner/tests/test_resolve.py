@@ -136,17 +136,17 @@ def test_the_session_asks_the_hook_once_and_builds_manual_pools(
 
 
 def test_placement_auto_without_the_planner_names_the_distribution(without_planner) -> None:  # type: ignore[no-untyped-def]
-    from hfsdk.core.trainer.preflight import check_placement_resolvable
+    from hfsdk.core.trainer.preflight import check_features
 
     config = load_run_config(
         "grpo", None, ["placement.mode=auto", "placement.pools={global: {devices: 2}}"]
     )
     with pytest.raises(HfsdkError, match="install hfsdk-plugin-planner") as info:
-        check_placement_resolvable(config)
+        check_features(config)
     assert "\n" not in str(info.value)
     with pytest.raises(HfsdkError, match="install hfsdk-plugin-planner"):
         TrainingSession._auto_placement(types.SimpleNamespace(config=config))
-    check_placement_resolvable(load_run_config("grpo"))  # a manual placement needs no planner
+    check_features(load_run_config("grpo"))  # a manual placement needs no planner
 
 
 def test_placement_auto_without_the_planner_is_one_line_from_the_cli() -> None:

@@ -14,7 +14,7 @@ from hfsdk import HfsdkError, get_plugin_manager, get_registry
 from hfsdk.core.cli.main import main
 from hfsdk.core.config import load_run_config
 from hfsdk.core.plugin_manager import reset_plugin_manager
-from hfsdk.core.trainer.preflight import check_run_records
+from hfsdk.core.trainer.preflight import check_features
 from hfsdk_run_records.rollout_dump import RolloutDumpObserver
 from hfsdk_run_records.step_dump import DumpedGenerations
 
@@ -47,7 +47,7 @@ def test_train_only_gets_the_dumped_generations_of_rollouts_from(tmp_path: Path)
     )
     source = get_plugin_manager().hook.hfsdk_recorded_generations(config=config)
     assert isinstance(source, DumpedGenerations) and source.run_dir == tmp_path
-    check_run_records(config)  # the plugin is here: nothing refused
+    check_features(config)  # the plugin is here: nothing refused
 
 
 def test_replay_and_export_are_the_plugins_commands(capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,11 +72,11 @@ def test_a_config_asking_for_run_records_without_the_plugin_names_it(
     assert "rollout_dump" not in get_registry("step_observers")
     config = load_run_config("grpo", None, overrides)  # the keys stay the core's
     with pytest.raises(HfsdkError) as info:
-        check_run_records(config)
+        check_features(config)
     line = str(info.value)
     assert "\n" not in line and line.startswith(f"{what} comes with {DISTRIBUTION}"), line
     assert "HFSDK_DISABLE_PLUGINS" in line  # disabled here, not missing: it says so
-    check_run_records(load_run_config("grpo"))  # a run that keeps no records needs no plugin
+    check_features(load_run_config("grpo"))  # a run that keeps no records needs no plugin
 
 
 def _hfsdk_without_the_plugin(*args: str) -> subprocess.CompletedProcess:

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 import hfsdk
-from hfsdk import Batch, HfsdkError, ValidationResult, get_plugin_manager, run_spec
+from hfsdk import Batch, HfsdkError, ValidationResult, get_plugin_manager
 from hfsdk.core.config import load_run_config
 from hfsdk.core.plugin_manager import reset_plugin_manager
-from hfsdk.core.trainer.preflight import check_validation
+from hfsdk.core.trainer.preflight import check_features
 from hfsdk.core.trainer.trainer_config import TrainerConfig
 
 DISTRIBUTION = "hfsdk-plugin-validation"
@@ -71,14 +71,13 @@ def test_the_docs_example_works_as_written() -> None:
 
 def test_a_run_that_validates_without_the_plugin_names_it(without_validation) -> None:  # type: ignore[no-untyped-def]
     config = load_run_config("grpo", None, ["trainer.val_every=2"])
-    spec = run_spec(config)
     with pytest.raises(HfsdkError) as info:
-        check_validation(config, spec, True)
+        check_features(config, validates=True)
     line = str(info.value)
     assert "\n" not in line and line.startswith(f"trainer.val_every=2 comes with {DISTRIBUTION}")
     assert "HFSDK_DISABLE_PLUGINS" in line  # disabled here, not missing: it says so
-    check_validation(config, spec, False)  # no validation files: nothing validates
-    check_validation(load_run_config("grpo"), spec, True)  # val_every=0 by default
+    check_features(config, validates=False)  # no validation files: nothing validates
+    check_features(load_run_config("grpo"), validates=True)  # val_every=0 by default
 
 
 def test_without_the_plugin_the_cli_says_one_line_and_exits_2(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from hfsdk.core.cli.main import main
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.plugin_manager import get_plugin_manager, reset_plugin_manager
-from hfsdk.core.trainer.preflight import PIPELINES, check_generation_pipeline
+from hfsdk.core.trainer.preflight import PIPELINES, check_features
 from hfsdk.core.trainer.trainer import Trainer
 
 
@@ -45,7 +45,7 @@ def test_without_a_pipeline_plugin_the_run_is_refused_in_one_line(
 ) -> None:
     assert not get_plugin_manager().hook.hfsdk_build_generation_pipeline.get_hookimpls()
     with pytest.raises(HfsdkError) as info:
-        check_generation_pipeline(load_run_config("grpo", None, overrides))
+        check_features(load_run_config("grpo", None, overrides))
     line = str(info.value)
     assert line.startswith(f"{what} comes with {PIPELINES}") and "\n" not in line
 
@@ -54,7 +54,7 @@ def test_a_sync_run_without_a_rollout_pool_needs_no_pipeline_plugin(
     no_pipeline_plugins: None,
 ) -> None:
     config = load_run_config("grpo", None, [])
-    check_generation_pipeline(config)  # not refused
+    check_features(config)  # not refused
     trainer = types.SimpleNamespace(config=config)
     assert Trainer._build_pipeline(trainer, None, None) is None  # type: ignore[arg-type]
 
@@ -87,7 +87,7 @@ def test_a_plugin_that_answers_none_is_one_line_not_a_silent_sync_run(
 ) -> None:
     config = load_run_config("grpo", None, ["trainer.pipeline=one_step_off"])
     get_plugin_manager().pm.register(_AnswersNone(), name="answers_none")
-    check_generation_pipeline(config)  # a plugin implements it: the preflight lets it through
+    check_features(config)  # a plugin implements it: the preflight lets it through
     trainer = types.SimpleNamespace(config=config)
     with pytest.raises(HfsdkError, match=r"answered None; install hfsdk-plugin-pipelines"):
         Trainer._build_pipeline(trainer, None, None)  # type: ignore[arg-type]

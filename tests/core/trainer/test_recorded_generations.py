@@ -12,7 +12,7 @@ import hfsdk
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.plugin_manager import get_plugin_manager, reset_plugin_manager
-from hfsdk.core.trainer.preflight import RUN_RECORDS, check_run_records
+from hfsdk.core.trainer.preflight import RUN_RECORDS, check_features
 from hfsdk.core.trainer.trainer import Trainer
 
 TRAIN_ONLY = ["trainer.mode=train_only", "trainer.rollouts_from=/runs/r"]
@@ -34,7 +34,7 @@ def no_record_plugins(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyp
 def test_train_only_without_a_plugin_reading_records_is_one_line(no_record_plugins) -> None:  # type: ignore[no-untyped-def]
     assert not get_plugin_manager().hook.hfsdk_recorded_generations.get_hookimpls()
     with pytest.raises(HfsdkError) as info:
-        check_run_records(load_run_config("grpo", None, TRAIN_ONLY))
+        check_features(load_run_config("grpo", None, TRAIN_ONLY))
     line = str(info.value)
     assert line.startswith(f"trainer.mode=train_only comes with {RUN_RECORDS}") and "\n" not in line
 
@@ -61,7 +61,7 @@ def test_the_trainer_trains_from_what_the_hook_answers(no_record_plugins) -> Non
     config = load_run_config("grpo", None, TRAIN_ONLY)
     manager = get_plugin_manager().pm
     manager.register(_AnswersNone(), name="answers_none")
-    check_run_records(config)  # a plugin implements it: the preflight lets it through
+    check_features(config)  # a plugin implements it: the preflight lets it through
     with pytest.raises(HfsdkError, match=r"no plugin reads trainer\.rollouts_from='/runs/r'"):
         _pipeline(config)
     manager.register(_AnswersOne(), name="answers_one")
