@@ -25,7 +25,6 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
         "policy_losses": "hfsdk_register_policy_losses",
         "value_losses": "hfsdk_register_value_losses",
         "kl_estimators": "hfsdk_register_kl_estimators",
-        "rollout_corrections": "hfsdk_register_rollout_corrections",
         "reward_functions": "hfsdk_register_reward_functions",
         "rollout_backends": "hfsdk_register_rollout_backends",
         "training_backends": "hfsdk_register_training_backends",

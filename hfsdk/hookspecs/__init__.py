@@ -91,20 +91,6 @@ def hfsdk_register_kl_estimators(register: Register) -> None:
     """Register per-token KL estimators ``fn(log_prob, ref_log_prob) -> Tensor``."""
 
 
-@hookspec
-def hfsdk_register_rollout_corrections(register: Register) -> None:
-    """Register rollout corrections: ``register(name, fn, config_cls=...)``.
-
-    ``fn`` takes keyword tensors ``old_log_prob``, ``rollout_log_prob``,
-    ``log_prob`` (the trained policy, detached), ``advantages``, ``response_mask``
-    (all (B, T)) and ``config``; it returns a ``CorrectionResult`` (detached
-    non-negative ``weights``, a boolean ``keep`` mask, ``metrics``). The contract,
-    the ``rollout_correction`` section that selects them (``preset`` / ``apply``) and
-    the actor's application are the ``hfsdk-plugin-rollout-corrections``
-    distribution's; the core keeps only this registry.
-    """
-
-
 @hookspec(firstresult=True)
 def hfsdk_behaviour_log_probs_needed(config: Any) -> bool | None:
     """Whether a run needs the sampling policy's ``rollout_log_probs`` on every row.

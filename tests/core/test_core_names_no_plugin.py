@@ -26,11 +26,11 @@ project's config into this repository's algorithms by name, is the migration plu
 # `reward_model` algorithm plugin; the default plugins' names are plain words the core uses
 # as words ("serve a request", the core's `rewards` machinery and token rewards, the core's
 # task registry `hfsdk.core.tasks` that the built-in `tasks` plugin registers into, the
-# `rollout_corrections` and `policy_losses` registries the plugins of those names register into,
+# `policy_losses` registry the plugin of that name registers into,
 # the core's validation schedule and `ValidationResult`, worker faults and the core's fault points;
 # the core's metrics module `hfsdk.core.trainer.tracking` whose sinks the `tracking` plugin adds).
 OTHER_MEANINGS = {
-    "reward_model", "serve", "rewards", "tasks", "rollout_corrections", "policy_losses",
+    "reward_model", "serve", "rewards", "tasks", "policy_losses",
     "validation", "faults", "tracking",
 }  # fmt: skip
 

@@ -11,10 +11,9 @@ def list_entries(kind: str | None) -> None:
     """List registered names of KIND, e.g. algorithms, advantage-estimators, reward-functions.
 
     KIND is one of the core's: algorithms, advantage-estimators, policy-losses,
-    value-losses, kl-estimators, rollout-corrections, reward-functions (or rewards),
-    rollout-backends, training-backends, transfer-protocols, reward-styles, tasks, or a
-    kind an installed plugin adds (a bare ``hfsdk list``
-    shows them all).
+    value-losses, kl-estimators, reward-functions (or rewards), rollout-backends,
+    training-backends, transfer-protocols, tasks, or a kind an installed plugin adds
+    (rollout-corrections, reward-styles, ...; a bare ``hfsdk list`` shows them all).
     """
     from hfsdk.core.plugin_manager import get_plugin_manager
 

@@ -227,7 +227,7 @@ def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
 
     algo = run_config.algorithm
     return ActorObjective(
-        corrections=resolve_rollout_corrections(run_config, get_registry("rollout_corrections")),
+        corrections=resolve_rollout_corrections(run_config),
         policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
         policy_loss_config=run_config.policy_loss,
         loss_agg_mode=algo.loss_agg_mode,

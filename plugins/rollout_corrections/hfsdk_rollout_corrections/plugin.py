@@ -10,6 +10,20 @@ from hfsdk import Register
 
 
 @hfsdk.hookimpl
+def hfsdk_addhooks(pluginmanager: Any) -> None:
+    """Add ``hfsdk_register_rollout_corrections`` (the corrections' registry hook)."""
+    from hfsdk_rollout_corrections import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_registry_kinds(register: Register) -> None:
+    """Add the kind ``rollout_corrections`` (``hfsdk list rollout-corrections``)."""
+    register("rollout_corrections", "hfsdk_register_rollout_corrections")
+
+
+@hfsdk.hookimpl
 def hfsdk_register_rollout_corrections(register: Register) -> None:
     """Register ``tis``, ``mis``, ``icepop``, ``geo_rs``, ``k3_rs``, ``trust_region`` and
     ``dsv32_mask``."""

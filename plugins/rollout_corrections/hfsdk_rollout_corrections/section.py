@@ -71,14 +71,18 @@ class RolloutCorrectionConfig:
 ResolvedCorrection = tuple[str, Callable[..., Any], Any]
 
 
-def resolve_rollout_corrections(run_config: Any, registry: Any) -> list[ResolvedCorrection]:
+def resolve_rollout_corrections(
+    run_config: Any, registry: Any = None
+) -> list[ResolvedCorrection]:
     """``(name, fn, config)`` for every correction the run applies, in order.
 
-    ``registry`` is the ``rollout_corrections`` registry
-    (``hfsdk.get_registry("rollout_corrections")``). Raises :class:`ConfigError` with
-    one line naming the bad entry.
+    ``registry`` is the ``rollout_corrections`` registry, by default
+    ``hfsdk.get_registry("rollout_corrections")`` read only when the run applies a
+    correction (the kind is this plugin's: with the plugin disabled it does not exist, and a
+    run without corrections still resolves to none). Raises :class:`ConfigError` with one
+    line naming the bad entry.
     """
-    from hfsdk import make_converter, structure
+    from hfsdk import get_registry, make_converter, structure
 
     section = run_config.sections.get("rollout_correction") or RolloutCorrectionConfig()
     entries = section.entries()
@@ -91,6 +95,8 @@ def resolve_rollout_corrections(run_config: Any, registry: Any) -> list[Resolved
                 "keep one (rollout_correction.apply=[{name: " + legacy + "}] replaces the former)"
             )
         entries = [{"name": legacy, "level": algo.is_level, "cap": algo.is_cap}]
+    if entries and registry is None:
+        registry = get_registry("rollout_corrections")
     converter = make_converter()
     resolved: list[ResolvedCorrection] = []
     for index, entry in enumerate(entries):

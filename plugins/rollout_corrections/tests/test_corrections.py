@@ -232,7 +232,11 @@ def test_a_correction_without_the_plugin_names_the_distribution(
     monkeypatch.setenv(variable, value)
     reset_plugin_manager()
     try:
-        assert "tis" not in get_registry("rollout_corrections")
+        # The registry kind is this plugin's too; a run without corrections (the backends'
+        # actor objective resolves them) still resolves to none.
+        with pytest.raises(hfsdk.HfsdkError, match="unknown registry kind"):
+            get_registry("rollout_corrections")
+        assert resolve_rollout_corrections(load_run_config("grpo", None, [])) == []
         assert not hfsdk.behaviour_log_probs_needed(load_run_config("grpo", None, []))
         with pytest.raises(ConfigError) as info:
             load_run_config("grpo", None, [setting])
