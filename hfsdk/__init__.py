@@ -9,6 +9,7 @@ and type checkers resolve them.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import warnings
 from typing import TYPE_CHECKING, Any
@@ -167,193 +168,31 @@ if TYPE_CHECKING:
     from hfsdk.core.workers.ray_runtime import connect_ray, shutdown_ray
     from hfsdk.hookspecs import Register
 
-_LAZY = {
-    # plugins and registries
-    "get_plugin_manager": "hfsdk.core.plugin_manager",
-    "get_registry": "hfsdk.core.plugin_manager",
-    "reset_plugin_manager": "hfsdk.core.plugin_manager",
-    # the task registry (hfsdk_register_tasks)
-    "Task": "hfsdk.core.task_spec",
-    "TaskAssets": "hfsdk.core.task_spec",
-    "get_task": "hfsdk.core.tasks",
-    "task_names": "hfsdk.core.tasks",
-    "default_task_assets": "hfsdk.core.tasks",
-    "default_model_dir": "hfsdk.core.tasks",
-    "default_model_config": "hfsdk.core.tasks",
-    "cache_root": "hfsdk.core.task_spec",
-    "DEFAULT_TASK": "hfsdk.core.task_spec",
-    "Registry": "hfsdk.core.registry",
-    "RegistryEntry": "hfsdk.core.registry",
-    "unknown_name_message": "hfsdk.core.registry",
-    "Register": "hfsdk.hookspecs",
-    "StepObserver": "hfsdk.core.trainer.step_observers",
-    "StepView": "hfsdk.core.trainer.step_observers",
-    "StopRun": "hfsdk.core.trainer.step_observers",
-    "ValidationResult": "hfsdk.core.trainer.validation",
-    # algorithms
-    "Algorithm": "hfsdk.core.algorithm",
-    "AlgorithmConfig": "hfsdk.core.algorithm",
-    "TrainerAlgorithmConfig": "hfsdk.core.algorithm",
-    "AlgorithmContext": "hfsdk.core.algorithm",
-    "PromptSource": "hfsdk.core.algorithm",
-    "Scorer": "hfsdk.core.algorithm",
-    "AlgorithmSpec": "hfsdk.core.algorithm_spec",
-    "RoleSpec": "hfsdk.core.algorithm_spec",
-    "RoleKind": "hfsdk.core.algorithm_spec",
-    "ROLE_KINDS": "hfsdk.core.algorithm_spec",
-    "KIND_OPERATIONS": "hfsdk.core.algorithm_spec",
-    "ActorLossTerms": "hfsdk.core.algorithm_spec",
-    "TokenIdsLossTerm": "hfsdk.core.algorithm_spec",
-    "default_actor_objective": "hfsdk.core.algorithm_spec",
-    "run_spec": "hfsdk.core.run_spec",
-    "Dataflow": "hfsdk.core.dataflow",
-    "Stage": "hfsdk.core.dataflow",
-    # data, config and errors
-    "Batch": "hfsdk.core.batch",
-    "ROW_GROUP": "hfsdk.core.batch",
-    "REF_TOP_K": "hfsdk.core.algorithm_spec",
-    "group_split": "hfsdk.core.batch",
-    "row_group": "hfsdk.core.batch",
-    "default_rollout_backend": "hfsdk.core.backends",
-    "RoleConfig": "hfsdk.core.role_config",
-    "RolloutConfig": "hfsdk.core.role_config",
-    # the rollout contract
-    "RolloutBackend": "hfsdk.core.rollout_contract",
-    # generation strategies (hfsdk_wrap_generation) and rollout sub-sections
-    "generate_rollout": "hfsdk.core.generation_strategy",
-    "GenerationStrategy": "hfsdk.core.generation_strategy",
-    "RolloutSection": "hfsdk.core.config.rollout_sections",
-    "stop_requested": "hfsdk.core.stop_requests",
-    "ActorSource": "hfsdk.core.rollout_contract",
-    "DataParallelInfo": "hfsdk.core.rollout_contract",
-    "GenerationRequest": "hfsdk.core.rollout_contract",
-    "GenerationResult": "hfsdk.core.rollout_contract",
-    "run_coroutine": "hfsdk.core.generation_requests",
-    "build_rollout": "hfsdk.core.rollout_contract",
-    "assemble_rollout": "hfsdk.core.rollout_output",
-    "MODEL_INPUTS": "hfsdk.core.model_inputs",
-    "ModelInputs": "hfsdk.core.model_inputs",
-    "model_inputs_of": "hfsdk.core.model_inputs",
-    "eos_token_ids": "hfsdk.core.rollout_output",
-    "merge_rollout_metrics": "hfsdk.core.rollout_output",
-    "position_ids_from_mask": "hfsdk.core.rollout_output",
-    "response_mask_from_eos": "hfsdk.core.rollout_output",
-    "SEGMENT_INDEX": "hfsdk.core.segments",
-    "TRAJECTORY_ID": "hfsdk.core.segments",
-    "last_segments": "hfsdk.core.segments",
-    "help_field": "hfsdk.core.config.help",
-    "field_help": "hfsdk.core.config.help",
-    "HfsdkError": "hfsdk.core.errors",
-    "load_tokenizer": "hfsdk.core.data.tokenizer_loading",
-    # files: atomic writes, checkpoint files read without unpickling code
-    "atomic_path": "hfsdk.core.atomic",
-    "write_bytes_atomic": "hfsdk.core.atomic",
-    "write_text_atomic": "hfsdk.core.atomic",
-    "load_checkpoint_file": "hfsdk.core.checkpoint_files",
-    "ConfigError": "hfsdk.core.errors",
-    "UnknownNameError": "hfsdk.core.errors",
-    "DuplicateNameError": "hfsdk.core.errors",
-    # maths
-    "AdvantageResult": "hfsdk.core.maths.protocols",
-    "AdvantageEstimator": "hfsdk.core.maths.protocols",
-    "PolicyLoss": "hfsdk.core.maths.protocols",
-    "ValueLoss": "hfsdk.core.maths.protocols",
-    "KLEstimator": "hfsdk.core.maths.protocols",
-    "behaviour_log_probs_needed": "hfsdk.core.behaviour_log_probs",
-    "LOSS_AGG_MODES": "hfsdk.core.maths.aggregation",
-    "LossAggMode": "hfsdk.core.maths.aggregation",
-    "LossAggregation": "hfsdk.core.maths.aggregation",
-    "LossCounts": "hfsdk.core.maths.aggregation",
-    "aggregate_loss": "hfsdk.core.maths.aggregation",
-    "global_counts": "hfsdk.core.maths.aggregation",
-    "local_counts": "hfsdk.core.maths.aggregation",
-    "apply_kl_penalty": "hfsdk.core.maths.kl",
-    "resolve_kl_estimator": "hfsdk.core.maths.kl",
-    "token_kl": "hfsdk.core.maths.kl",
-    "as_bool_mask": "hfsdk.core.maths.masked",
-    "check_per_sample": "hfsdk.core.maths.masked",
-    "check_token_tensors": "hfsdk.core.maths.masked",
-    "masked_fill_zero": "hfsdk.core.maths.masked",
-    "masked_mean": "hfsdk.core.maths.masked",
-    "masked_sum": "hfsdk.core.maths.masked",
-    "masked_var": "hfsdk.core.maths.masked",
-    "masked_whiten": "hfsdk.core.maths.masked",
-    # workers
-    "Worker": "hfsdk.core.workers",
-    "WorkerGroup": "hfsdk.core.workers",
-    "ResourcePool": "hfsdk.core.workers",
-    "register": "hfsdk.core.workers",
-    "BuiltinProtocol": "hfsdk.core.workers",
-    "TransferProtocol": "hfsdk.core.workers",
-    "padding_rows": "hfsdk.core.workers.protocols.rows",
-    "DispatchContext": "hfsdk.core.workers.protocols.types",
-    "DispatchPlan": "hfsdk.core.workers.protocols.types",
-    "check_mesh": "hfsdk.core.workers.protocols.rows",
-    "collect_mean_metrics": "hfsdk.core.workers.protocols.builtins",
-    "split_rows": "hfsdk.core.workers.protocols.rows",
-    "torch_rng_state": "hfsdk.core.rng",
-    "set_torch_rng_state": "hfsdk.core.rng",
-    # verified weight syncs (docs/async.md#verified-weight-syncs)
-    "take_fault": "hfsdk.core.trainer.faults",
-    # migration (issue 34): config files, run configs, reward call styles
-    "load_yaml": "hfsdk.core.config.loader",
-    "apply_overrides": "hfsdk.core.config.loader",
-    "load_yaml_text": "hfsdk.core.config.safe_yaml",
-    "read_config_text": "hfsdk.core.config.safe_yaml",
-    "resolve_run_config": "hfsdk.core.config.run_config",
-    "with_algorithm_preset": "hfsdk.core.config.run_config",
-    "LOGGERS": "hfsdk.core.trainer.trainer_config",
-    "load_run_config": "hfsdk.core.config.run_config",
-    "make_converter": "hfsdk.core.config.converter",
-    "structure": "hfsdk.core.config.converter",
-    # migration (issue 34): what `hfsdk data inspect` checks as a run would
-    "DataConfig": "hfsdk.core.data.data_config",
-    "INTERNAL_COLUMNS": "hfsdk.core.data.columns",
-    "PROMPT_MESSAGES": "hfsdk.core.data.columns",
-    "RENDERED_PROMPT": "hfsdk.core.data.columns",
-    # a run's prompts (hfsdk_load_prompts)
-    "PromptRequest": "hfsdk.core.data.prompt_source",
-    "PromptSet": "hfsdk.core.data.prompt_source",
-    "PromptStream": "hfsdk.core.data.prompt_source",
-    "RunPrompts": "hfsdk.core.data.prompt_source",
-    "run_assets": "hfsdk.core.trainer.preflight",
-    "run_signals": "hfsdk.core.trainer.preflight",
-    # the placement plugin's needs (hfsdk-plugin-planner)
-    "WORK_KINDS": "hfsdk.core.dataflow",
-    "ROLLOUT_POOL": "hfsdk.core.trainer.placement_config",
-    "METRICS_FILE": "hfsdk.core.trainer.tracking",
-    "read_metrics": "hfsdk.core.trainer.tracking",
-    "colocate": "hfsdk.core.workers.colocation",
-    "LocalPool": "hfsdk.core.workers.local_hosts",
-    "worker_threads": "hfsdk.core.trainer.threads",
-    "connect_ray": "hfsdk.core.workers.ray_runtime",
-    "shutdown_ray": "hfsdk.core.workers.ray_runtime",
-    # the reward contract (hfsdk_build_reward_scorer) and what its scorer plugin needs
-    "RewardScorer": "hfsdk.core.reward_scoring",
-    "SignalConfig": "hfsdk.core.config.signal_config",
-    "HIDDEN_COLUMNS": "hfsdk.core.data.columns",
-    "deadline": "hfsdk.core.deadlines",
-    "DeadlineExceeded": "hfsdk.core.deadlines",
-    # run records (replay and export start a run's workers from its directory)
-    "CONFIG_FILE": "hfsdk.core.trainer.run_directory",
-    "TRAINER_STATE": "hfsdk.core.trainer.run_directory",
-    "TrainingSession": "hfsdk.core.trainer.session",
-    "prepare_run": "hfsdk.core.trainer.preflight",
-    "complete_checkpoints": "hfsdk.core.trainer.checkpoint",
-    "verify_checkpoint": "hfsdk.core.trainer.checkpoint",
-    "enable_determinism": "hfsdk.core.determinism",
-    "disable_determinism": "hfsdk.core.determinism",
-    # generation ahead of training (hfsdk_build_generation_pipeline)
-    "GenerationSource": "hfsdk.core.algorithm",
-    "WorkerError": "hfsdk.core.workers.errors",
-    "WorkerDiedError": "hfsdk.core.workers.errors",
-    "WorkerTimeoutError": "hfsdk.core.workers.errors",
-}
 
-__all__ = ["__version__", "hookimpl", *_LAZY]
+@functools.cache
+def _public_names() -> dict[str, str]:
+    """Public name -> the module it is imported from, read off the ``TYPE_CHECKING``
+    imports above: one list serves editors, type checkers and the lazy lookup."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    block = next(
+        n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"
+    )
+    return {
+        alias.name: node.module
+        for node in block.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
 
 
 def __getattr__(name: str) -> Any:
+    if name == "_LAZY":
+        return _public_names()
+    if name == "__all__":  # read by ``from hfsdk import *`` and documentation tools
+        return ["__version__", "hookimpl", *_public_names()]
     if name == "Protocol":  # the old name; it read like typing.Protocol
         warnings.warn(
             "hfsdk.Protocol is deprecated; use hfsdk.BuiltinProtocol",
@@ -361,11 +200,11 @@ def __getattr__(name: str) -> Any:
             stacklevel=2,
         )
         name = "BuiltinProtocol"
-    module = _LAZY.get(name)
+    module = _public_names().get(name)
     if module is None:
         raise AttributeError(f"module 'hfsdk' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
 
 
 def __dir__() -> list[str]:
-    return __all__
+    return __getattr__("__all__")
