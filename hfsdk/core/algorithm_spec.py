@@ -349,4 +349,3 @@ class AlgorithmSpec:
     def timings(self) -> frozenset[str]:
         """Every stage name ``step()`` may time."""
         return frozenset(t for stage in self.dataflow.stages for t in stage.timed_names)
-

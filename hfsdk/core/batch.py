@@ -605,9 +605,7 @@ def _tensor_items(
     if isinstance(tensors, Mapping):
         items = dict(tensors)
     else:
-        raise HfsdkError(
-            f"tensors must be a dict of tensors, got {type(tensors).__name__}"
-        )
+        raise HfsdkError(f"tensors must be a dict of tensors, got {type(tensors).__name__}")
     for key, value in items.items():
         _check_key(key)
         if not isinstance(value, torch.Tensor):

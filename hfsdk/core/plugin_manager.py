@@ -95,8 +95,7 @@ class HfsdkPluginManager:
         if not failed:
             return ""
         shown = ", ".join(
-            f"{p.name} [{p.distribution or 'in-process'}] ({_first_line(p.error)})"
-            for p in failed
+            f"{p.name} [{p.distribution or 'in-process'}] ({_first_line(p.error)})" for p in failed
         )
         return (
             f"; plugin(s) that failed to load: {shown} (fix or reinstall them; hfsdk plugins "

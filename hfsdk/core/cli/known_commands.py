@@ -63,6 +63,4 @@ class PluginCommandGroup(click.Group):
         distribution = KNOWN_COMMANDS.get(words)
         if distribution is None:
             return None
-        raise MissingPluginError(
-            missing_plugin_message(f"`hfsdk {' '.join(words)}`", distribution)
-        )
+        raise MissingPluginError(missing_plugin_message(f"`hfsdk {' '.join(words)}`", distribution))

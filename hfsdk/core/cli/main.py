@@ -20,9 +20,7 @@ from hfsdk.core.cli.run_command import run
 from hfsdk.core.logs import configure_logging
 
 
-@click.group(
-    cls=PluginCommandGroup, context_settings={"help_option_names": ["-h", "--help"]}
-)
+@click.group(cls=PluginCommandGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(hfsdk.__version__, "--version", prog_name="hfsdk")
 @click.option("--debug", is_flag=True, help="Show full tracebacks on errors.")
 @click.option(

@@ -369,9 +369,7 @@ def resolve_run_config(
         cls = entry.config_cls if entry is not None else None
         if attrs.has(cls) and "max_prompt_length" in attrs.fields_dict(cls):
             rollout = _derive_rollout_prompt_length(data, rollout, pm)
-        rollout, subsections = composer.rollout_subsections(
-            rollout, _rollout_section_classes(pm)
-        )
+        rollout, subsections = composer.rollout_subsections(rollout, _rollout_section_classes(pm))
         value = composer.named(
             "rollout", "rollout_backends", "rollout.backend", rollout_backend, rollout
         )
@@ -435,9 +433,7 @@ def resolve_run_config(
 _LOSS_SECTIONS = ("advantage", "policy_loss", "value_loss")
 
 
-def _unused_loss_section(
-    key: str, value: Any, used: set[str], algo: str, rl: Any
-) -> str | None:
+def _unused_loss_section(key: str, value: Any, used: set[str], algo: str, rl: Any) -> str | None:
     """One line when ``key`` sets an estimator's or a loss's settings that ``algo`` never
     composes (they would be dropped without a word); ``None`` when it is used or unset."""
     if key not in _LOSS_SECTIONS or key in used or not value:

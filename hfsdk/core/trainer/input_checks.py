@@ -4,9 +4,6 @@
   one key; plus a rollout sub-section's response budget, e.g. multi-turn rollouts',
   which every turn's context may reach): vLLM
   then failed much later with "528 > 128 positions";
-- prompt plus response longer than a model's positions (``max_position_embeddings``
-  in its ``config.json``): transformers only warns, then the worker allocates for
-  the whole length (51 GB measured);
 - ``trainer.keep_best`` on a validation metric when no validation runs, and (once
   the first step has reported) on a metric the run does not report.
 """
@@ -14,14 +11,10 @@
 from __future__ import annotations
 
 import difflib
-import json
-from collections.abc import Iterable, Mapping
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 from hfsdk.core.errors import ConfigError
-
-_POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
 
 
 def check_prompt_length(config: Any) -> None:
@@ -40,48 +33,6 @@ def check_prompt_length(config: Any) -> None:
             f"rollout.max_prompt_length={rollout} disagrees with data.max_prompt_length={data}; "
             f"it follows from them ({rule}): remove rollout.max_prompt_length"
         )
-
-
-def model_positions(model_path: str | None) -> tuple[int, str] | None:
-    """(positions, the config key) from a local model's ``config.json``; ``None`` if unknown."""
-    if not model_path:
-        return None
-    path = Path(model_path).expanduser() / "config.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    for section in (data, data.get("text_config") if isinstance(data, dict) else None):
-        if not isinstance(section, Mapping):
-            continue
-        for key in _POSITION_KEYS:
-            value = section.get(key)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value, key
-    return None
-
-
-def sequence_length(config: Any) -> tuple[int, str]:
-    """The longest sequence a run builds (prompt + response) and how it is made up."""
-    prompt = int(config.data.max_prompt_length)
-    response, key = config.rollout.response_budget()
-    return prompt + response, f"data.max_prompt_length={prompt} + {key}={response}"
-
-
-def check_positions(config: Any, model_paths: Mapping[str, str | None]) -> None:
-    """Refuse a prompt + response budget beyond any of the models' positions."""
-    total, parts = sequence_length(config)
-    for key, model_path in model_paths.items():
-        found = model_positions(model_path)
-        if found is None:
-            continue
-        positions, name = found
-        if total > positions:
-            raise ConfigError(
-                f"{parts} = {total} tokens exceed the {positions} positions of {key} "
-                f"({name} in {model_path}/config.json); lower them to {positions} tokens "
-                "in all, or use a model with more positions"
-            )
 
 
 def check_keep_best_source(config: Any, has_validation_data: bool) -> None:

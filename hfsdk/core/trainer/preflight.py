@@ -256,7 +256,10 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         default_virtual_devices()
     assets = run_assets(config, spec)
     check_features(config, validates=bool(assets.val_files) and spec.has_policy)
-    _check_inputs(config, spec, assets)
+    from hfsdk.core.trainer.input_checks import check_keep_best_source, check_prompt_length
+
+    check_prompt_length(config)  # settings that would fail deep inside the run
+    check_keep_best_source(config, bool(assets.val_files))
     tokenizer = load_tokenizer(assets.tokenizer_path)
     # Plugins' tools load here (a bad entry fails before Ray); their schemas reach the
     # prompts through the chat template's tools support.
@@ -305,26 +308,6 @@ def run_preflight_checks(config: RunConfig, spec: AlgorithmSpec, prepared: Prepa
         warning = registry[name].impl(config, spec, prepared)
         if warning:
             logger.warning(warning)
-
-
-def _check_inputs(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> None:
-    """Settings that would fail deep inside the run (:mod:`.input_checks`)."""
-    from hfsdk.core.trainer.input_checks import (
-        check_keep_best_source,
-        check_positions,
-        check_prompt_length,
-    )
-
-    check_prompt_length(config)
-    check_keep_best_source(config, bool(assets.val_files))
-    paths = {
-        f"{key}.model_path": getattr(section, "model_path", None)
-        for key, section in _model_sections(config, spec).items()
-    }
-    # The run's own model (the policy, or a reward-model trainer's scorer) defaults to the task's.
-    main = f"{spec.main_role}.model_path"
-    paths[main] = paths.get(main) or assets.model_path
-    check_positions(config, paths)
 
 
 def _tool_schemas(config: Any) -> list[Any]:

@@ -63,6 +63,7 @@ def prune_checkpoints(
             _remove(path, step)
             removed.append(step)
     if removed:
-        log.info("removed checkpoints %s (keep_last=%d, keep_best=%s)", removed, keep_last,
-                 keep_best)
+        log.info(
+            "removed checkpoints %s (keep_last=%d, keep_best=%s)", removed, keep_last, keep_best
+        )
     return removed

@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 EXPORT_REQUEST = "EXPORT_HF"
 """``touch <run_dir>/EXPORT_HF``: the next checkpoint also exports the actor in HF format."""
+
+
 def default_run_dir(algo: str) -> Path:
     """``runs/<algo>-<UTC timestamp>``."""
     return Path("runs") / f"{algo}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"

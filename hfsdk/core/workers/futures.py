@@ -99,6 +99,7 @@ class CallClock:
         self.wall_s, self.busy_s, self.calls = 0.0, 0.0, 0
         return out
 
+
 POLL_S = 0.25
 """How often a waiting controller looks at partial results (fail fast on the first error)."""
 

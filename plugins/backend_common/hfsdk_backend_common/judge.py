@@ -204,7 +204,5 @@ def llm_judge(
             rows.append({"score": config.no_score, "parsed": 0.0})
             continue
         value = float(match.group(1))
-        rows.append(
-            {"score": min(max(value, config.min_score), config.max_score), "parsed": 1.0}
-        )
+        rows.append({"score": min(max(value, config.min_score), config.max_score), "parsed": 1.0})
     return rows

@@ -1,5 +1,5 @@
 """Hook implementations of the shared backend package: the ``hf`` rollout, ``llm_judge``, the
-half-precision-on-CPU preflight warning."""
+half-precision-on-CPU preflight warning, the model-positions preflight check."""
 
 from __future__ import annotations
 
@@ -26,7 +26,10 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_preflight_checks(register: Register) -> None:
-    """Register ``half_precision_on_cpu`` (a warning: bf16/fp16 emulated on this CPU)."""
+    """Register ``half_precision_on_cpu`` (a warning: bf16/fp16 emulated on this CPU) and
+    ``model_positions`` (a refusal: prompt + response beyond a model's positions)."""
+    from hfsdk_backend_common.positions_check import check_model_positions
     from hfsdk_backend_common.precision_check import half_precision_on_cpu
 
     register("half_precision_on_cpu", half_precision_on_cpu)
+    register("model_positions", check_model_positions)

@@ -13,7 +13,7 @@ from typing import Any
 import attrs
 
 
-def _model_sections(config: Any, spec: Any) -> dict[str, Any]:
+def model_sections(config: Any, spec: Any) -> dict[str, Any]:
     """Each model role's section by its config key (a scorer role's ``model`` sub-section)."""
     out = {}
     for role in spec.role_names:
@@ -85,7 +85,7 @@ def precision_warning(
         return None
     slow = [
         f"{key}={value}"
-        for name, section in _model_sections(config, spec).items()
+        for name, section in model_sections(config, spec).items()
         for key, value in _dtype_settings(section, name)
         if value in NATIVE_HALF_FLAGS and not flags.intersection(NATIVE_HALF_FLAGS[value])
     ]

@@ -93,5 +93,3 @@ def test_a_directory_without_a_tokenizer_is_refused_by_name(tmp_path: Path) -> N
         check_tokenizer_path("critic.tokenizer_path", str(empty))
     with pytest.raises(HfsdkError, match="is not a directory"):
         check_tokenizer_path("actor.tokenizer_path", str(tmp_path / "absent"))
-
-

@@ -1,5 +1,4 @@
-"""Finding a protocol by name in the registry (the only part that reads the registry).
-"""
+"""Finding a protocol by name in the registry (the only part that reads the registry)."""
 
 from __future__ import annotations
 

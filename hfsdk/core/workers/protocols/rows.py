@@ -1,5 +1,4 @@
-"""Splitting a call's arguments over ranks: rows, padding to a divisor, futures, meshes.
-"""
+"""Splitting a call's arguments over ranks: rows, padding to a divisor, futures, meshes."""
 
 from __future__ import annotations
 

@@ -23,8 +23,6 @@ as a list, one per rank (a future of it can be handed out per rank);
 """
 
 
-
-
 @attrs.frozen(kw_only=True)
 class DispatchContext:
     """What a dispatch function knows about the call."""

@@ -54,7 +54,10 @@ def refusals(rank: int, world: int, *, model: str) -> list[str]:
         dp=DataParallelInfo(size=world, rank=rank), tg=world, rank=rank, world=world,
     )  # fmt: skip
     messages = []
-    for ask in (lambda: next(iter(source.hf_weights())), lambda: source.live_hf_module().__enter__()):
+    for ask in (
+        lambda: next(iter(source.hf_weights())),
+        lambda: source.live_hf_module().__enter__(),
+    ):
         try:
             ask()
         except HfsdkError as error:
