@@ -191,22 +191,6 @@ def check_features(config: RunConfig, validates: bool = False) -> None:
         raise MissingPluginError(missing_plugin_message(" and ".join(keys), distribution))
 
 
-def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
-    """Refuse a pipeline other than ``sync`` for an algorithm that needs fresh on-policy data."""
-    reason = spec.on_policy_only
-    if pipeline != "sync" and not spec.has_policy:
-        raise HfsdkError(
-            f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} generates nothing (it "
-            f"trains {', '.join(spec.roles_of_kind('score_model'))} on given data), so there is "
-            "no generation to overlap; use trainer.pipeline: sync"
-        )
-    if pipeline != "sync" and reason:
-        raise HfsdkError(
-            f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} needs fresh on-policy data "
-            f"({reason}); use trainer.pipeline: sync"
-        )
-
-
 def run_assets(config: RunConfig, spec: AlgorithmSpec) -> Any:
     """The model, tokenizer and data files a run of ``config`` uses (``RunAssets``): the
     config's, else the default task's (built on first use), as the run resolves them."""
@@ -242,7 +226,6 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         resolve_address,
     )
 
-    check_pipeline(spec, config.trainer.pipeline)
     check_features(config)
     for key, section in _model_sections(config, spec).items():
         check_model_path(f"{key}.model_path", getattr(section, "model_path", None))

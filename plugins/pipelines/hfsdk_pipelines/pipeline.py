@@ -158,6 +158,27 @@ def check_rollout_pool(config: Any, policy: str) -> None:
         )
 
 
+def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
+    """Refuse a pipeline other than ``sync`` for an algorithm that needs fresh on-policy data."""
+    reason = spec.on_policy_only
+    if pipeline != "sync" and not spec.has_policy:
+        raise HfsdkError(
+            f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} generates nothing (it "
+            f"trains {', '.join(spec.roles_of_kind('score_model'))} on given data), so there is "
+            "no generation to overlap; use trainer.pipeline: sync"
+        )
+    if pipeline != "sync" and reason:
+        raise HfsdkError(
+            f"trainer.pipeline={pipeline!r}: algorithm {spec.name!r} needs fresh on-policy data "
+            f"({reason}); use trainer.pipeline: sync"
+        )
+
+
+def pipeline_check(config: Any, spec: AlgorithmSpec, prepared: Any) -> None:
+    """The ``pipeline`` preflight check: :func:`check_pipeline` of ``trainer.pipeline``."""
+    check_pipeline(spec, config.trainer.pipeline)
+
+
 def rollout_pool_check(config: Any, spec: AlgorithmSpec, prepared: Any) -> None:
     """The ``rollout_pool`` preflight check: :func:`check_rollout_pool` for the policy."""
     if spec.has_policy:

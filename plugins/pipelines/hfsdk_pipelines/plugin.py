@@ -26,7 +26,10 @@ def hfsdk_build_generation_pipeline(
 
 @hfsdk.hookimpl
 def hfsdk_register_preflight_checks(register: Register) -> None:
-    """Register ``rollout_pool``: the rollout pool's and partial rollouts' settings."""
-    from hfsdk_pipelines.pipeline import rollout_pool_check
+    """Register ``pipeline`` (a pipeline other than ``sync`` for an algorithm that needs
+    fresh on-policy data, or generates nothing) and ``rollout_pool`` (the rollout pool's
+    and partial rollouts' settings)."""
+    from hfsdk_pipelines.pipeline import pipeline_check, rollout_pool_check
 
+    register("pipeline", pipeline_check)
     register("rollout_pool", rollout_pool_check)

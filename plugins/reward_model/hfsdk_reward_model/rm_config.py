@@ -16,6 +16,7 @@ class RewardModelConfig(TrainerAlgorithmConfig):
     No RL settings (no policy is sampled or updated): a
     :class:`hfsdk.TrainerAlgorithmConfig`, not an ``AlgorithmConfig``.
     """
+
     margin: float = help_field(
         "Fixed margin m of −log σ(r_chosen − r_rejected − m); 0 is plain Bradley-Terry.",
         default=0.0,

@@ -44,7 +44,6 @@ def cost_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return export
 
 
-
 def _safe_rlhf_on(
     cost_model: Path, run_dir: Path, monkeypatch: pytest.MonkeyPatch, *overrides: str
 ) -> tuple[Any, list[dict], list[tuple[Any, torch.Tensor]]]:

@@ -91,14 +91,6 @@ def test_spec_trains_a_score_model_without_a_policy() -> None:
         _ = spec.policy_role
 
 
-def test_an_overlapped_pipeline_is_refused_in_one_line() -> None:
-    from hfsdk.core.trainer.preflight import check_pipeline
-
-    with pytest.raises(hfsdk.HfsdkError, match="generates nothing"):
-        check_pipeline(REWARD_MODEL_SPEC, "one_step_off")
-    check_pipeline(REWARD_MODEL_SPEC, "sync")
-
-
 def test_data_without_a_prompt_column_takes_the_shared_beginning() -> None:
     program, role, tokenizer = _program(["data.prompt_key=chosen"])
     ids = torch.ones(2, 2, dtype=torch.long)

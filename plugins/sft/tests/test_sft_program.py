@@ -60,15 +60,3 @@ def test_validation_rows_without_responses_get_no_loss() -> None:
     prompts_only = Batch.from_dict(non_tensors={"prompt": ["3 + 5 ="], "uid": [0]})
     assert algorithm.validation_metrics(prompts_only) == {}
     assert log == []
-
-
-@pytest.mark.parametrize("algo", ["sft", "dpo"])
-def test_a_generation_pipeline_is_refused_in_one_line(algo: str) -> None:
-    from hfsdk import HfsdkError
-    from hfsdk.core.trainer.preflight import check_pipeline
-
-    spec = hfsdk.get_registry("algorithms")[algo].impl
-    check_pipeline(spec, "sync")
-    with pytest.raises(HfsdkError, match="samples nothing to generate ahead") as info:
-        check_pipeline(spec, "one_step_off")
-    assert "\n" not in str(info.value)

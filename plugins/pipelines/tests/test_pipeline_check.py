@@ -1,0 +1,30 @@
+"""The ``pipeline`` preflight check: generation ahead of training only where it can be."""
+
+from __future__ import annotations
+
+import pytest
+from hfsdk_pipelines.pipeline import check_pipeline
+
+import hfsdk
+
+
+@pytest.mark.parametrize(
+    ("algo", "reason"),
+    [
+        ("reward_model", "generates nothing"),  # it trains a score model on given pairs
+        ("sft", "samples nothing to generate ahead"),
+        ("dpo", "samples nothing to generate ahead"),
+    ],
+)
+def test_a_pipeline_is_refused_in_one_line_where_nothing_is_generated(
+    algo: str, reason: str
+) -> None:
+    spec = hfsdk.get_registry("algorithms")[algo].impl
+    check_pipeline(spec, "sync")
+    with pytest.raises(hfsdk.HfsdkError, match=reason) as info:
+        check_pipeline(spec, "one_step_off")
+    assert "\n" not in str(info.value)
+
+
+def test_the_check_is_registered() -> None:
+    assert "pipeline" in hfsdk.get_registry("preflight_checks")
