@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -27,3 +28,25 @@ def _torch_threads_unchanged() -> Iterator[None]:
             "in a finally block or a fixture",
             pytrace=False,
         )
+
+
+@pytest.fixture(autouse=True)
+def _no_process_group_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that leaves a ``torch.distributed`` process group behind fails here; it is destroyed.
+
+    The suite runs in one process; a group left initialised makes every later
+    in-process run (``trainer.executor=local``) refuse to start, far from the test
+    that leaked it. A group made by a wider-scoped fixture exists before and is not blamed.
+    """
+    dist = sys.modules.get("torch.distributed")
+    before = dist is not None and dist.is_available() and dist.is_initialized()
+    yield
+    dist = sys.modules.get("torch.distributed")
+    if before or dist is None or not (dist.is_available() and dist.is_initialized()):
+        return
+    dist.destroy_process_group()
+    pytest.fail(
+        f"{request.node.nodeid} left torch.distributed initialised; destroy the process group "
+        "it created (dist.destroy_process_group()) in a finally block or a fixture",
+        pytrace=False,
+    )

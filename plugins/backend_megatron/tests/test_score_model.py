@@ -7,7 +7,7 @@ fsdp score model's, and a few steps lower the loss.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,6 @@ def _pairs(tokenizer: Any) -> Batch:
     return batch
 
 
-
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory: pytest.TempPathFactory, save_tiny_llama: Callable) -> Path:
     """A tiny Llama sequence classifier (its score head included: both backends load it)."""
@@ -61,8 +60,29 @@ def _losses(engine: Any, batch: Batch) -> list[float]:
 OPTIM = {"lr": 3e-3, "grad_clip": 1.0}
 
 
-@pytest.mark.heavy  # builds a megatron engine in the test process: its torch.distributed and
-# parallel state outlive the test and broke later in-process runs (dapo one_step_off, sft) in CI
+@pytest.fixture
+def own_megatron_state() -> Iterator[None]:
+    """Destroy the megatron groups and the one-rank process group a bare engine makes here.
+
+    Both are process-wide and outlive the engine; left behind, every later in-process
+    run of the session refuses to start (torch.distributed already initialised).
+    """
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+
+    had_group = dist.is_initialized()
+    try:
+        yield
+    finally:
+        if parallel_state.model_parallel_is_initialized():
+            parallel_state.destroy_model_parallel()
+        if not had_group and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+@pytest.mark.heavy  # builds a megatron engine in the test process (its process-wide state is
+# destroyed by own_megatron_state; before that it broke later in-process runs in CI)
+@pytest.mark.usefixtures("own_megatron_state")
 def test_megatron_trains_a_score_model_like_fsdp_and_transformers(classifier: Path) -> None:
     from hfsdk_backend_megatron.engine import MegatronEngine
     from hfsdk_backend_megatron.megatron_config import MegatronRoleConfig
