@@ -123,6 +123,15 @@ def hf_rollout(actor):
 
 
 @pytest.fixture(autouse=True)
+def _no_process_group_left() -> Iterator[None]:
+    """The root conftest's check, off here: an in-process vLLM engine initialises
+    torch.distributed (a one-rank group) for the life of the process, since its parallel
+    state is global, and later engines in the process reuse it. Destroying it after the test
+    that built the first engine breaks every engine after (``Invalid process group``)."""
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _seeded() -> Iterator[None]:
     """Every test samples from the same random state."""
     torch.manual_seed(0)
