@@ -148,6 +148,10 @@ class FSDPEngine:
         if self.trainable and config.gradient_checkpointing:
             model.gradient_checkpointing_enable()
         self._prepare_model(model)
+        if self.trainable and config.freeze_vision:
+            from hfsdk_backend_common.vision_tower import freeze_vision_tower
+
+            freeze_vision_tower(model, f"{role}.freeze_vision")
         self.lora = self.trainable and config.lora.enabled
         if config.lora.enabled and not (self.trainable and self.kind == "causal_lm"):
             raise HfsdkError(

@@ -72,6 +72,12 @@ class FSDPRoleConfig(TrainedRoleConfig):
     )
     """Sequence packing (docs/backends.md, "Sequence packing"): no padding token is computed;
     with ``micro_batch_tokens`` a pass's cost is its rows' summed length, not rows x longest."""
+    freeze_vision: bool = help_field(
+        "Freeze the vision tower of an image-text model (its parameters under visual., "
+        "vision_tower. or vision_model.): no gradient, no optimizer state; the language "
+        "model trains.",
+        default=False,
+    )
     lora: LoraConfig = help_field(
         "LoRA adapters on the policy {rank, alpha, dropout, target_modules}; rank 0: off.",
         factory=LoraConfig,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -201,36 +201,45 @@ def load_tiny_vlm(directory: str | Path) -> tuple[Qwen2VLForConditionalGeneratio
     return model, VisionProcessor.from_pretrained(directory)
 
 
-def ensure_tiny_vlm(
-    corpus: Sequence[str], spec: TinyVLMSpec | None = None, cache_dir: str | Path | None = None
-) -> Path:
-    """The directory of the tiny model for ``corpus`` and ``spec``, built once and then read
-    from ``cache_dir`` (default: hfsdk's cache root, ``$HFSDK_CACHE_DIR``) under ``vision/``.
+def cached_directory(final: Path, marker: str, build: Callable[[Path], Any]) -> Path:
+    """``final``, made once by ``build(staging)`` and renamed into place; it counts as made when
+    it holds ``marker`` (the file ``build`` writes last).
 
-    Built in a staging directory renamed into place, so a concurrent or interrupted build never
-    leaves a half-written model where a reader looks.
+    A concurrent or interrupted build never leaves a half-written directory where a reader
+    looks; two builders racing keep the first complete one.
     """
     import os
     import shutil
     import tempfile
 
-    from hfsdk import cache_root
-
-    spec = spec or TinyVLMSpec()
-    base = (Path(cache_dir).expanduser() if cache_dir else cache_root()) / "vision"
-    final = base / f"tiny_qwen2_vl-{spec.cache_key(corpus)}"
-    if (final / "model.safetensors").is_file():
+    if (final / marker).is_file():
         return final
-    base.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=base))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=final.parent))
     try:
-        save_tiny_vlm(staging, corpus, spec)
+        build(staging)
         try:
             os.rename(staging, final)
         except OSError:
-            if not (final / "model.safetensors").is_file():  # another process won the race
+            if not (final / marker).is_file():  # another process won the race
                 raise
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+def ensure_tiny_vlm(
+    corpus: Sequence[str], spec: TinyVLMSpec | None = None, cache_dir: str | Path | None = None
+) -> Path:
+    """The directory of the tiny model for ``corpus`` and ``spec``, built once and then read
+    from ``cache_dir`` (default: hfsdk's cache root, ``$HFSDK_CACHE_DIR``) under ``vision/``
+    (:func:`cached_directory`)."""
+    from hfsdk import cache_root
+
+    spec = spec or TinyVLMSpec()
+    base = (Path(cache_dir).expanduser() if cache_dir else cache_root()) / "vision"
+    final = base / f"tiny_qwen2_vl-{spec.cache_key(corpus)}"
+    return cached_directory(
+        final, "model.safetensors", lambda staging: save_tiny_vlm(staging, corpus, spec)
+    )

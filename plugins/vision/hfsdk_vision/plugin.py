@@ -8,7 +8,7 @@ from hfsdk import Register
 
 @hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
-    """Register ``shapes``: 1.0 where the response names the square's colour."""
+    """Register ``shapes``: 1.0 where the response names the largest shape's colour."""
     from hfsdk_vision import shapes
 
     register(shapes.REWARD_FUNCTION_NAME, shapes.shapes_reward)
@@ -44,3 +44,12 @@ def hfsdk_register_prompt_describers(register: Register) -> None:
     from hfsdk_vision.inspection import NAME, describe_images
 
     register(NAME, describe_images)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_tasks(register: Register) -> None:
+    """Register ``shapes`` (``--task shapes``: a tiny VLM names the largest shape's colour)."""
+    from hfsdk_vision.shapes_task import TASK_NAME, shapes_task
+
+    task = shapes_task()
+    register(TASK_NAME, task, doc=task.summary)

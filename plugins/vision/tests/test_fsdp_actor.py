@@ -110,3 +110,25 @@ def test_the_update_reaches_the_vision_tower(vlm_dir: Path, batch: Batch) -> Non
     mask = train["response_mask"]
     change = ((new - train["rollout_log_probs"]) * mask).sum(-1) / mask.sum(-1)
     assert change[:4].mean() > 0 and change[4:].mean() < 0
+
+
+def test_a_frozen_vision_tower_stays_while_the_language_model_trains(
+    vlm_dir: Path, batch: Batch
+) -> None:
+    actor = _actor(vlm_dir, freeze_vision=True)
+    before = {n: p.detach().clone() for n, p in actor.module.named_parameters()}
+    visual = {n for n in before if ".visual." in f".{n}"}
+    assert visual and all(not p.requires_grad for n, p in actor.module.named_parameters()
+                          if n in visual)  # fmt: skip
+    train = batch.index(torch.arange(len(batch)))
+    train.tensors["advantages"] = torch.ones(len(train), 1) * train["response_mask"]
+    assert (
+        actor.update_actor(train, ActorObjective(policy_loss=reinforce_loss))["actor/grad_norm"] > 0
+    )
+    after = dict(actor.module.named_parameters())
+    assert all(torch.equal(after[n], before[n]) for n in visual)
+    assert any(not torch.equal(after[n], before[n]) for n in before if n not in visual)
+    # The frozen tower has no optimizer state: only the language model's parameters do.
+    assert actor.optimizer is not None
+    stateful = {id(p) for p in actor.optimizer.state}
+    assert not any(id(after[n]) in stateful for n in visual)

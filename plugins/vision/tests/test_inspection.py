@@ -29,9 +29,9 @@ def test_inspect_counts_images_and_their_tokens(
     )
     assert code == 0
     assert "images:           3 in 3 of 4 rows (all decode)" in out
-    # A 56 px image: a 4×4 patch grid merged 2×2 is 4 tokens; 7 text tokens + the two span
-    # markers + 4 image tokens in place of '<image>' (one word) = 12.
-    assert "image tokens:     first image prompt 4 (4 per image), 12 tokens in all" in out
+    # A 56 px image: a 4×4 patch grid merged 2×2 is 4 tokens; 7 text tokens ("what colour is
+    # the largest shape ?") + the two span markers + 4 image tokens in place of '<image>' = 13.
+    assert "image tokens:     first image prompt 4 (4 per image), 13 tokens in all" in out
 
 
 def test_a_text_dataset_gets_no_image_lines(

@@ -10,7 +10,7 @@ import pytest
 
 from hfsdk import HfsdkError
 from hfsdk_vision.data import load_verl_parquet
-from hfsdk_vision.shapes import COLOURS, draw, shapes_reward, shapes_rows, write_parquet
+from hfsdk_vision.shapes import BACKGROUND, COLOURS, draw, shapes_reward, shapes_rows, write_parquet
 
 
 def test_the_reward_checks_the_first_word() -> None:
@@ -26,18 +26,16 @@ def test_the_reward_checks_the_first_word() -> None:
         shapes_reward(prompts, responses)
 
 
-def test_the_square_has_the_answers_colour() -> None:
+def test_the_largest_shape_has_the_answers_colour() -> None:
     rng = random.Random(0)
-    for _ in range(20):
-        square, circle = rng.sample(list(COLOURS), 2)
-        pixels = np.asarray(draw(square, circle, rng))
-        colours = {name: (pixels == rgb).all(-1) for name, rgb in COLOURS.items()}
-        # the square fills its bounding box; the circle does not
-        ys, xs = np.nonzero(colours[square])
-        box = colours[square][ys.min() : ys.max() + 1, xs.min() : xs.max() + 1]
-        assert box.all()
-        ys, xs = np.nonzero(colours[circle])
-        assert not colours[circle][ys.min() : ys.max() + 1, xs.min() : xs.max() + 1].all()
+    for _ in range(50):
+        large, small = rng.sample(list(COLOURS), 2)
+        pixels = np.asarray(draw(large, small, rng))
+        counts = {name: int((pixels == rgb).all(-1).sum()) for name, rgb in COLOURS.items()}
+        background = int((pixels == BACKGROUND).all(-1).sum())
+        assert counts[large] > 4 * counts[small] > 0  # apart: neither covers the other
+        assert background + counts[large] + counts[small] == 56 * 56  # nothing else drawn
+        assert all(counts[c] == 0 for c in COLOURS if c not in (large, small))
 
 
 def test_rows_are_reproducible_and_load_as_verl_data(tmp_path: Path) -> None:
