@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from hfsdk import HfsdkError
+from hfsdk_backend_common.rollout.generation_module import image_text_only
 
 if TYPE_CHECKING:
     import torch
@@ -90,7 +91,7 @@ def _loader_and_config(
         "sequence_score": AutoModelForSequenceClassification,
     }
     config = AutoConfig.from_pretrained(str(path))
-    if kind == "causal_lm" and _image_text_only(config):
+    if kind == "causal_lm" and image_text_only(config):
         # A vision-language model generates text but is no causal LM to transformers.
         from transformers import AutoModelForImageTextToText
 
@@ -103,20 +104,6 @@ def _loader_and_config(
         # A value head must be deterministic: no dropout between backbone and head.
         config.classifier_dropout = 0.0
     return loaders, config
-
-
-def _image_text_only(config: Any) -> bool:
-    """Whether transformers maps ``config`` to an image-text-to-text model but no causal LM."""
-    from transformers.models.auto.modeling_auto import (
-        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
-    )
-
-    kind = config.model_type
-    return (
-        kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-        and kind in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
-    )
 
 
 def has_tied_weights(path: str | Path) -> bool:

@@ -39,7 +39,10 @@ def mrope_position_ids(
     text = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     if image_grid_thw.shape[0] == 0:  # no image in these rows: the three streams are the text's
         return text[None].expand(4, -1, -1)
-    vision, _ = model.model.get_rope_index(
+    # A LoRA actor's module is peft's wrapper around the transformers model.
+    unwrap = getattr(model, "get_base_model", None)
+    base = unwrap() if callable(unwrap) else model
+    vision, _ = base.model.get_rope_index(
         input_ids,
         mm_token_type_ids=mm_token_type_ids(input_ids, image_token_id),
         image_grid_thw=image_grid_thw,

@@ -1,7 +1,11 @@
 """``hf_vision``: a rollout backend that generates from image prompts, through the contract.
 
-The hfsdk decoder has no vision path, so this backend decodes with the actor's own module and
-transformers' ``generate`` (:func:`hfsdk_vision.generation.sample`). Each prompt row brings its
+The hfsdk decoder has no vision path, so this backend decodes with transformers' ``generate``
+(:func:`hfsdk_vision.generation.sample`) on a module holding the actor's current weights,
+obtained as the ``hf`` rollout obtains them (``hfsdk_backend_common``'s ``ActorWeights``): the
+actor's own module when it generates as is (one process, float32, no LoRA), else a module of
+its architecture filled from the actor's weights for the call (sharded actors, bfloat16, LoRA
+merged) and freed after it. Each prompt row brings its
 text (the data loader's ``rendered_prompt`` column, ``<image>`` where an image goes) and its
 images (the dataset's ``images`` column, verl's layout: ``{"bytes": ...}``, bytes or paths); the
 rollout encodes them with the model directory's image processor and returns the contract's
@@ -13,7 +17,7 @@ back as ``rollout_log_probs``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -28,6 +32,7 @@ from hfsdk import (
     eos_token_ids,
     help_field,
 )
+from hfsdk_backend_common.rollout.actor_weights import ActorWeights
 from hfsdk_vision.batch_images import per_row_images
 from hfsdk_vision.data import decode_image
 from hfsdk_vision.forward_inputs import NAME as MODEL_INPUTS_NAME
@@ -49,7 +54,7 @@ IMAGES = "images"
 
 @attrs.frozen(kw_only=True)
 class VisionRolloutConfig(RolloutConfig):
-    """Sampling from image prompts with ``generate`` on the actor's own module.
+    """Sampling from image prompts with ``generate`` on the actor's current weights.
 
     ``temperature: 0`` means greedy decoding (no top-k/top-p filters: the sampler's log-probs
     are the plain tempered distribution's, vision tokens excluded).
@@ -82,15 +87,20 @@ class VisionRolloutConfig(RolloutConfig):
     share_image_encoding: bool = help_field(
         "Encode each prompt's images once for its n samples.", default=True
     )
+    weight_sync: Literal["stream", "gather"] = help_field(
+        "How a sharded actor's weights reach generate: stream (one FSDP unit at a time into a "
+        "module that exists for the call) or gather (the whole model at once).",
+        default="stream",
+        validator=attrs.validators.in_(("stream", "gather")),
+    )
 
 
 class VisionRollout(RolloutBackend):
-    """``n`` responses per image prompt with the actor's current weights (one process).
+    """``n`` responses per image prompt with the actor's current weights.
 
     ``generate_sequences(prompts, n=None, greedy=None)``: ``n``/``greedy`` default to
-    ``prompts.meta['n']``/``['greedy']``, then to the config. Needs an actor whose own module
-    generates as is (an unsharded fsdp actor at float32 without LoRA); other actors are refused
-    in one line when the rollout is built.
+    ``prompts.meta['n']``/``['greedy']``, then to the config. Collective: each data-parallel
+    rank generates for its own prompts, and every rank takes part in reading the weights.
     """
 
     config: VisionRolloutConfig
@@ -104,15 +114,11 @@ class VisionRollout(RolloutBackend):
                 f"({type(actor.hf_config).__name__}) has no image token; use a Qwen2-VL-family "
                 "model or rollout.backend=hf"
             )
-        if actor.dp.size > 1:
-            raise HfsdkError(
-                f"rollout.backend={BACKEND} runs in one process, but the actor has "
-                f"{actor.dp.size} data-parallel ranks; run the actor on one device"
-            )
         if actor.tokenizer.pad_token_id is None:
             raise HfsdkError("the tokenizer has no pad token; save one with the model")
         self.eos_ids = eos_token_ids(list(actor.generation_eos_ids), actor.tokenizer)
         self._processor: VisionProcessor | None = None
+        self._weights = ActorWeights(actor, config.weight_sync)
 
     @property
     def processor(self) -> VisionProcessor:
@@ -166,13 +172,7 @@ class VisionRollout(RolloutBackend):
         )
         encoded = self.encode(prompts)
         width = self.config.max_response_length
-        with self.actor.live_hf_module() as module:
-            if module is None:
-                raise HfsdkError(
-                    f"rollout.backend={BACKEND} generates with the actor's own module, which "
-                    "this actor does not offer (sharded, bfloat16 or LoRA); train the actor "
-                    "unsharded at actor.dtype=float32 without LoRA"
-                )
+        with self._weights.module() as module:
             rollout = sample(
                 module,
                 encoded,
@@ -215,4 +215,4 @@ class VisionRollout(RolloutBackend):
         return out
 
     def update_weights(self, actor: ActorSource) -> None:
-        """Nothing to do: every call generates with the actor's own module."""
+        """Nothing to do: every call reads the actor's current weights."""

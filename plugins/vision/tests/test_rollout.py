@@ -73,3 +73,44 @@ def test_prompts_without_images_are_refused_in_one_line(actor: ActorEngine) -> N
     prompts.pop(non_tensor_keys=["images"])
     with pytest.raises(HfsdkError, match=r"needs a prompt column 'images'"):
         rollout.generate_sequences(prompts)
+
+
+def test_a_lora_actor_generates_with_its_merged_weights(vlm_dir: Path) -> None:
+    """A peft-wrapped actor has no plain HF module: the rollout fills a generation module with
+    the merged weights (base + scale·B·A), checked against the actor's probes of each merge,
+    and what it samples is what the actor (adapters on) scores."""
+    from hfsdk_backend_common.lora_config import LoraConfig
+
+    lora = LoraConfig(rank=4, alpha=8.0, target_modules=("q_proj", "v_proj"))
+    actor = ActorEngine(
+        FSDPRoleConfig(model_path=str(vlm_dir), mini_batch_size=6, micro_batch_size=6, lora=lora),
+        role="actor",
+    )
+    with torch.no_grad():  # what an update of the adapters does (B starts at 0)
+        generator = torch.Generator().manual_seed(1)
+        for name, param in actor.module.named_parameters():
+            if "lora_B" in name:
+                param.copy_(0.3 * torch.randn(param.shape, generator=generator))
+    rollout = build_rollout(VisionRolloutConfig(max_response_length=4, temperature=0.8), actor)
+    torch.manual_seed(0)
+    out = rollout.generate_sequences(_prompts(actor), n=2)
+    merges = actor.weight_probes
+    assert merges and all(".visual." not in f".{name}" for name in merges)  # the LM's only
+    old = actor.compute_log_prob(out)["old_log_probs"]
+    torch.testing.assert_close(old, out["rollout_log_probs"], atol=ATOL, rtol=0)
+
+
+def test_a_bfloat16_actor_generates_from_a_copy_in_its_compute_dtype(vlm_dir: Path) -> None:
+    actor = ActorEngine(
+        FSDPRoleConfig(
+            model_path=str(vlm_dir), mini_batch_size=6, micro_batch_size=6, dtype="bfloat16"
+        ),
+        role="actor",
+    )
+    rollout = build_rollout(VisionRolloutConfig(max_response_length=4), actor)
+    out = rollout.generate_sequences(_prompts(actor), n=2, greedy=True)
+    assert out["responses"].shape == (6, 4) and out.meta[MODEL_INPUTS] == NAME
+    old = actor.compute_log_prob(out)["old_log_probs"]
+    # bfloat16 has 8 bits of mantissa: the sampler's and the actor's forwards agree to ~1e-2.
+    mask = out["response_mask"].bool()
+    assert (old - out["rollout_log_probs"])[mask].abs().max() < 0.1

@@ -86,3 +86,37 @@ def test_resume_mid_run_is_exact(task_dir: Path, tmp_path: Path) -> None:
     keys = ("reward/shapes", "actor/kl", "actor/pg_loss", "actor/grad_norm")
     for a, b in zip(whole[2:], resumed[2:], strict=True):
         assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
+
+
+@pytest.mark.heavy  # Ray workers: about 40 s
+def test_two_data_parallel_ranks_train_on_images(task_dir: Path, tmp_path: Path) -> None:
+    rows = _train(
+        task_dir, tmp_path / "run", "placement.pools.global.devices=2", "trainer.total_steps=2"
+    )
+    assert len(rows) == 2
+    for row in rows:
+        # Each rank generated its rows from a module filled from the sharded actor's weights;
+        # the training forward saw the same pixels, grids and positions.
+        assert row["rollout/log_prob_diff_max"] < 1e-5
+        assert row["actor/grad_norm"] > 0
+
+
+@pytest.mark.heavy  # four short runs
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ("actor.dtype=bfloat16",),
+        ("actor.gradient_checkpointing=true",),
+        ("actor.lora.rank=8", "actor.lora.alpha=16", "actor.optim.lr=1e-2"),
+        ("actor.freeze_vision=true",),
+    ],
+    ids=["bfloat16", "gradient-checkpointing", "lora", "frozen-vision"],
+)
+def test_the_actors_settings_train_on_images(
+    task_dir: Path, tmp_path: Path, overrides: tuple[str, ...]
+) -> None:
+    rows = _train(task_dir, tmp_path / "run", "trainer.total_steps=2", *overrides)
+    tolerance = 0.1 if "bfloat16" in overrides[0] else 1e-5  # 8 bits of mantissa vs float32
+    for row in rows:
+        assert row["rollout/log_prob_diff_max"] < tolerance
+        assert row["actor/grad_norm"] > 0

@@ -38,12 +38,29 @@ def _parameters_on_meta() -> Iterator[None]:
         nn.Module.register_parameter = register  # type: ignore[method-assign]
 
 
-def build_on_meta(hf_config: Any, device: torch.device) -> nn.Module:
-    """The causal LM of ``hf_config`` in eval mode: parameters on meta, buffers on ``device``."""
-    from transformers import AutoModelForCausalLM
+def image_text_only(config: Any) -> bool:
+    """Whether transformers maps ``config`` to an image-text-to-text model but no causal LM
+    (Qwen2-VL): such a model generates text but loads with ``AutoModelForImageTextToText``."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES,
+    )
 
+    kind = config.model_type
+    return (
+        kind not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and kind in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+    )
+
+
+def build_on_meta(hf_config: Any, device: torch.device) -> nn.Module:
+    """The text generator of ``hf_config`` (its causal LM, or its image-text-to-text model) in
+    eval mode: parameters on meta, buffers on ``device``."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+
+    auto = AutoModelForImageTextToText if image_text_only(hf_config) else AutoModelForCausalLM
     with _parameters_on_meta(), torch.device(device):
-        module = AutoModelForCausalLM.from_config(hf_config)
+        module = auto.from_config(hf_config)
     return module.eval()
 
 

@@ -61,9 +61,8 @@ from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
 from hfsdk_backend_common.hybrid.llama_format import hf_llama_shape, hf_llama_to_megatron
 from hfsdk_backend_common.hybrid.shards import GenerationShards
 from hfsdk_backend_common.hybrid.support import decoder_problems
-from hfsdk_backend_common.rollout import generation_module
+from hfsdk_backend_common.rollout.actor_weights import ActorWeights
 from hfsdk_backend_common.rollout.request_server import RequestServer
-from hfsdk_backend_common.weight_check import ProbeCheck, WeightSyncMismatch
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
@@ -103,7 +102,7 @@ class HFRollout(RolloutBackend):
             self.decoder_shape = (
                 DecoderShape.from_hf_config(actor.hf_config) if self.uses_hfsdk_decoder else None
             )
-        self._module: torch.nn.Module | None = None
+        self._weights = ActorWeights(actor, config.weight_sync)
         self._server: RequestServer | None = None
         self._server_stack: contextlib.ExitStack | None = None
 
@@ -132,81 +131,13 @@ class HFRollout(RolloutBackend):
 
     @contextlib.contextmanager
     def weights(self) -> Iterator[torch.nn.Module]:
-        """A module with the actor's current full weights for one call (module paths).
+        """A module with the actor's current full weights for one call (:class:`ActorWeights`).
 
         Sets :attr:`last_metrics` (the transition's cost on this rank).
         """
-        actor = self.actor
-        started = time.perf_counter()
-        dp = actor.dp.size
-        with actor.live_hf_module(gather=self.config.weight_sync == "gather") as live:
-            if live is not None:
-                full = generation_module.parameter_bytes(live)
-                self.last_metrics = {
-                    "timing/reshard_s": time.perf_counter() - started,
-                    "perf/reshard_bytes": full * (dp - 1) / dp,
-                    "perf/reshard_peak_extra_bytes": float(full if dp > 1 else 0),
-                }
-                # A gathered module was checked against its shards by the actor (sync/...).
-                self.last_metrics.update(
-                    (k, v) for k, v in actor.last_weights_metrics.items() if k.startswith("sync/")
-                )
-                yield live
-                return
-        module = self._generation_module()
-        try:
-            with torch.no_grad():
-                generation_module.materialize(module, actor.device, actor.compute_dtype)
-                targets = dict(module.named_parameters())
-                filled = set()
-                # The weights the actor computed (a LoRA merge) are checked as held here.
-                merges = ProbeCheck(lambda: actor.weight_probes)
-                for name, tensor in actor.hf_weights():
-                    if name not in targets:
-                        raise HfsdkError(
-                            f"the actor's weight {name!r} has no parameter in the generation "
-                            f"module ({type(module).__name__}); hf_weights must yield the names "
-                            "of transformers' named_parameters()"
-                        )
-                    targets[name].copy_(tensor)
-                    merges.observe(name, targets[name])
-                    filled.add(name)
-            missing = sorted(set(targets) - filled)
-            if missing:
-                raise HfsdkError(
-                    f"the actor's hf_weights() left {len(missing)} generation weights unset "
-                    f"(first: {missing[0]!r}); it must yield every parameter once"
-                )
-            problem = merges.problem()
-            if problem is not None:
-                raise WeightSyncMismatch(
-                    f"the generation module of the actor's weights version "
-                    f"{actor.weights_version} does not hold the actor's merged weights: "
-                    f"{problem}; it would generate with weights other than the actor's"
-                )
-            own = generation_module.parameter_bytes(module)
-            reported = dict(actor.last_weights_metrics)
-            self.last_metrics = {
-                "timing/reshard_s": time.perf_counter() - started,
-                "perf/reshard_bytes": float(reported.get("perf/reshard_bytes", 0.0)),
-                "perf/reshard_peak_extra_bytes": float(
-                    reported.get("perf/reshard_peak_extra_bytes", own)
-                ),
-            }
-            if merges.checked:  # every merged weight held is its merge
-                self.last_metrics["sync/verified"] = 1.0
-                self.last_metrics["sync/merges_verified"] = float(merges.checked)
-            with torch.no_grad():
-                yield module
-        finally:
-            # Drop the generation weights: between calls only the training shard is held.
-            generation_module.release(module)
-
-    def _generation_module(self) -> torch.nn.Module:
-        """The actor's architecture with no weights, built once (buffers real)."""
-        if self._module is None:
-            self._module = generation_module.build_on_meta(self.actor.hf_config, self.actor.device)
-        return self._module
+        with self._weights.module() as module:
+            self.last_metrics = dict(self._weights.last_metrics)
+            yield module
 
     def _agreed_metrics(self) -> dict[str, float]:
         """The last transition's metrics, maxed over the actor's data-parallel ranks.
