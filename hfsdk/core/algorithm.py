@@ -8,6 +8,7 @@ the registries so any algorithm can select any of them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
@@ -17,6 +18,7 @@ import attrs
 from hfsdk.core.config.help import help_field
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.maths.aggregation import LOSS_AGG_MODES, LossAggMode
+from hfsdk.core.role_config import RoleConfig
 from hfsdk.core.segments import broadcast_advantages, last_segments, trajectory_rows
 
 if TYPE_CHECKING:
@@ -24,7 +26,8 @@ if TYPE_CHECKING:
 
     from hfsdk.core.algorithm_spec import AlgorithmSpec
     from hfsdk.core.batch import Batch
-    from hfsdk.core.maths.protocols import AdvantageResult
+    from hfsdk.core.maths.protocols import AdvantageResult, KLEstimator
+    from hfsdk.core.registry import RegistryEntry
     from hfsdk.core.workers.futures import CallClock
 
 
@@ -239,6 +242,20 @@ class Algorithm:
         else:  # no policy, no KL: a fixed 0 keeps checkpoints of every program alike
             self.kl_controller = build_kl_controller("fixed", 0.0)
 
+    @functools.cached_property
+    def _advantage_estimator(self) -> RegistryEntry:
+        """``algorithm.advantage_estimator``'s registry entry, looked up once per run."""
+        from hfsdk.core.plugin_manager import get_registry
+
+        return get_registry("advantage_estimators")[self.algo_config.advantage_estimator]
+
+    @functools.cached_property
+    def _kl_estimator(self) -> KLEstimator:
+        """``algorithm.kl_estimator`` resolved once per run (a callable or a registered name)."""
+        from hfsdk.core.maths.kl import resolve_kl_estimator
+
+        return resolve_kl_estimator(self.algo_config.kl_estimator)
+
     def role(self, name: str) -> Any:
         """The worker-group handle of role ``name``."""
         return self.context.roles[name]
@@ -404,8 +421,8 @@ class Algorithm:
 
         Always with ``trainer.max_mismatch_kl`` (its gate reads them). Otherwise not when
         the actor's update of ``samples`` samples is exactly on-policy
-        (one epoch of one mini-batch, per the actor's ``ppo_epochs`` and
-        ``mini_batch_size``) and no KL penalty goes into the reward: the old
+        (:meth:`hfsdk.RoleConfig.updates_in_one_pass` of the actor's config: one epoch of
+        one mini-batch) and no KL penalty goes into the reward: the old
         log-probs are then the current ones, which the update computes anyway
         (a backend that finds otherwise, e.g. with padding rows or a model with
         dropout, computes them itself before its first optimizer step). Without
@@ -417,12 +434,8 @@ class Algorithm:
         trainer = getattr(self.config, "trainer", None)
         if getattr(trainer, "max_mismatch_kl", None) is not None:
             return True  # the gate reads mismatch/kl_k3, which needs π_old on the controller
-        actor = getattr(self.config, self.spec.policy_role, None)
-        epochs = getattr(actor, "ppo_epochs", None)
-        mini_batch = getattr(actor, "mini_batch_size", None)
-        if epochs != 1 or not isinstance(mini_batch, int):
-            return True
-        return mini_batch < samples
+        actor = self.config.sections.get(self.spec.policy_role)
+        return not (isinstance(actor, RoleConfig) and actor.updates_in_one_pass(samples))
 
     def rollout(
         self, prompts: Batch, also: Sequence[tuple[str, Callable[[Batch], Any]]] = ()
@@ -492,7 +505,7 @@ class Algorithm:
             batch["ref_log_probs"],
             batch["response_mask"],
             self.kl_controller.value,
-            self.algo_config.kl_estimator,
+            self._kl_estimator,
         )
         self.kl_controller.update(metrics["kl"], len(batch))
         self.record(metrics, "actor/reward_")
@@ -514,7 +527,7 @@ class Algorithm:
         from hfsdk.core.plugin_manager import get_registry
 
         name = self.algo_config.advantage_estimator
-        estimator = get_registry("advantage_estimators")[name]
+        estimator = self._advantage_estimator
         if "values" in batch and "values" not in inputs:
             inputs["values"] = batch["values"]
         rows = trajectory_rows(batch)

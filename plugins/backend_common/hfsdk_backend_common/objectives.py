@@ -222,16 +222,19 @@ def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
     ``norm_length`` is the responses' width (``seq-mean-token-sum-norm``): the multi-turn
     budget for multi-turn rollouts, else ``rollout.max_response_length``.
     """
-    from hfsdk import get_registry
+    from hfsdk import get_registry, resolve_kl_estimator
     from hfsdk_rollout_corrections.section import resolve_rollout_corrections
 
     algo = run_config.algorithm
+    # A registered name is resolved here, once per run, not at every micro-batch's KL term
+    # (k1 is what the reported KL uses when the algorithm names none).
+    kl_estimator = resolve_kl_estimator(terms.kl_estimator or "k1")
     return ActorObjective(
         corrections=resolve_rollout_corrections(run_config),
         policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
         policy_loss_config=run_config.policy_loss,
         loss_agg_mode=algo.loss_agg_mode,
-        kl_estimator=terms.kl_estimator,
+        kl_estimator=kl_estimator,
         kl_loss_coef=terms.kl_loss_coef,
         entropy_coef=terms.entropy_coef,
         norm_length=float(run_config.rollout.response_width()),

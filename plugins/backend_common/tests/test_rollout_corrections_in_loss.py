@@ -208,3 +208,14 @@ def test_norm_length_is_the_width_of_the_responses(overrides: list[str], width: 
     terms = get_registry("algorithms")["ppo"].impl.actor_objective(config.algorithm)
     assert actor_objective_from(config, terms).norm_length == width
     assert critic_objective_from(config).norm_length == width
+
+
+def test_the_kl_estimator_is_resolved_once_when_the_objective_is_built() -> None:
+    from hfsdk.core.config import load_run_config
+    from hfsdk_backend_common.objectives import actor_objective_from
+
+    config = load_run_config("grpo", None, ["algorithm.kl_estimator=k3"])
+    terms = get_registry("algorithms")["grpo"].impl.actor_objective(config.algorithm)
+    objective = actor_objective_from(config, terms)
+    # The registered function itself, not its name: no registry lookup per micro-batch.
+    assert objective.kl_estimator is get_registry("kl_estimators")["k3"].impl

@@ -477,7 +477,7 @@ class ActorEngine(_CausalLMEngine):
         One epoch of one mini-batch, and a model without dropout (its training
         forward must equal the sampler's; see :mod:`hfsdk_backend_common.sync_check`).
         """
-        if self.config.ppo_epochs != 1 or self._local_minibatch_size() < local_rows:
+        if not self.config.updates_in_one_pass(local_rows * self.dp.size):
             return False
         if self._has_dropout is None:
             self._has_dropout = model_has_dropout(self.module)

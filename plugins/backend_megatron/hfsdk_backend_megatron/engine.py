@@ -581,8 +581,7 @@ class MegatronEngine:
         Then the old log-probs may be skipped: the model is built without dropout
         (``model_builder``), so the training forward equals the sampler's.
         """
-        local = self.config.mini_batch_size // self.dp_size
-        return self.config.ppo_epochs == 1 and local >= local_rows
+        return self.config.updates_in_one_pass(local_rows * self.dp_size)
 
     def update_critic(self, batch: Batch, objective: CriticObjective) -> dict[str, float]:
         """Fit the values to ``returns`` exactly as the fsdp critic does."""

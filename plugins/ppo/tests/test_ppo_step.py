@@ -53,3 +53,35 @@ def test_returns_are_advantage_targets_from_gae() -> None:
     # Un-whitened GAE: returns = advantages + values on every valid token.
     diff = (batch["returns"] - batch["advantages"] - batch["values"])[mask]
     assert diff.abs().max() < 1e-5
+
+
+def test_registry_names_are_looked_up_once_per_run(monkeypatch) -> None:
+    """The advantage estimator and the KL estimator (KL in the reward) are resolved at their
+    first use, not at every step."""
+    from hfsdk.core import plugin_manager
+
+    run = FakeRun.for_algorithm("ppo", ["algorithm.kl_in_reward=true"])
+    looked_up: list[str] = []
+    real = plugin_manager.get_registry
+
+    def counting(kind: str):  # type: ignore[no-untyped-def]
+        looked_up.append(kind)
+        return real(kind)
+
+    monkeypatch.setattr(plugin_manager, "get_registry", counting)
+    for _ in range(3):
+        run.step()
+    assert looked_up.count("advantage_estimators") == 1
+    assert looked_up.count("kl_estimators") == 1
+
+
+def test_the_actors_config_alone_decides_whether_old_log_probs_are_computed(
+    monkeypatch,
+) -> None:
+    """One owner: the algorithm asks the actor config's ``updates_in_one_pass``, as the
+    backend does before its update; it does not read ``ppo_epochs`` itself."""
+    grpo = FakeRun.for_algorithm("grpo", ["actor.mini_batch_size=64"]).algorithm
+    assert not grpo.needs_old_log_probs(8)  # one epoch of one mini-batch: skipped
+    actor_config = type(grpo.config.sections["actor"])
+    monkeypatch.setattr(actor_config, "updates_in_one_pass", lambda self, samples: False)
+    assert grpo.needs_old_log_probs(8)
