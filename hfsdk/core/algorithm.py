@@ -419,15 +419,12 @@ class Algorithm:
     def needs_old_log_probs(self, samples: int) -> bool:
         """Whether the rollout must compute the sampling policy's log-probs separately.
 
-        Always with ``trainer.max_mismatch_kl`` (its gate reads them). Otherwise not when
-        the actor's update of ``samples`` samples is exactly on-policy
-        (:meth:`hfsdk.RoleConfig.updates_in_one_pass` of the actor's config: one epoch of
-        one mini-batch) and no KL penalty goes into the reward: the old
-        log-probs are then the current ones, which the update computes anyway
-        (a backend that finds otherwise, e.g. with padding rows or a model with
-        dropout, computes them itself before its first optimizer step). Without
-        them the actor's update reports ``rollout/log_prob_diff_*`` itself, from
-        the log-probs it computes anyway, so stale rollout weights still show.
+        Always with a KL penalty in the reward or ``trainer.max_mismatch_kl`` (they read
+        them); otherwise only when the actor's config says an update of ``samples`` is not
+        one epoch of one mini-batch (:meth:`hfsdk.RoleConfig.updates_in_one_pass`). Without
+        them the update computes them itself where it must (a model with dropout) and
+        reports ``rollout/log_prob_diff_*``, so stale rollout weights still show
+        (docs/backends.md).
         """
         if self.algo_config.kl_in_reward:
             return True

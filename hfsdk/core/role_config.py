@@ -30,10 +30,9 @@ class RoleConfig:
     )
 
     def updates_in_one_pass(self, samples: int) -> bool:
-        """Whether an update on ``samples`` samples is one optimizer step of one epoch: its
-        forward then starts at the sampling policy, so the old log-probs need no pass of
-        their own. The one place that decides it (the algorithm asks before the step, the
-        backend before the update); ``False`` unless the backend's config says."""
+        """Whether an update on ``samples`` samples is one optimizer step of one epoch, so the
+        old log-probs need no pass of their own. The one place that decides it (asked by the
+        algorithm before the step, by the backend before the update); ``False`` here."""
         return False
 
 
