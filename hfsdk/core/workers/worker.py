@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -33,18 +34,18 @@ class WorkerContext:
     master_port: int | None = None
 
 
-_ACTIVE_CONTEXT: WorkerContext | None = None
+# Scoped to the block that builds the worker (its thread or task), not to the process.
+_BUILDING: ContextVar[WorkerContext | None] = ContextVar("hfsdk_worker_context", default=None)
 
 
 @contextmanager
 def active_context(context: WorkerContext) -> Iterator[None]:
     """Make ``context`` the one every :class:`Worker` built inside the block receives."""
-    global _ACTIVE_CONTEXT
-    previous, _ACTIVE_CONTEXT = _ACTIVE_CONTEXT, context
+    token = _BUILDING.set(context)
     try:
         yield
     finally:
-        _ACTIVE_CONTEXT = previous
+        _BUILDING.reset(token)
 
 
 class Worker:
@@ -83,7 +84,7 @@ class Worker:
     def __new__(cls, *args: Any, **kwargs: Any) -> Worker:
         """Attach the worker context before any subclass ``__init__`` runs."""
         self = super().__new__(cls)
-        self._hfsdk_context = _ACTIVE_CONTEXT or WorkerContext()
+        self._hfsdk_context = _BUILDING.get() or WorkerContext()
         self._hfsdk_meshes = {}
         return self
 

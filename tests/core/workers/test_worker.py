@@ -60,3 +60,26 @@ def test_declare_mesh_uses_the_rank_and_checks_the_product() -> None:
 def test_device_mesh_needs_torch_distributed() -> None:
     with pytest.raises(HfsdkError, match="init_distributed=True"):
         ConfiguredWorker(_Config()).device_mesh((1,), ("dp",))
+
+
+def test_the_building_context_belongs_to_the_block_that_builds() -> None:
+    """No process-wide state: a worker built in another thread meanwhile gets no context."""
+    import threading
+
+    seen: dict[str, WorkerContext] = {}
+    inside, done = threading.Event(), threading.Event()
+
+    def elsewhere() -> None:
+        inside.wait(timeout=30)
+        seen["elsewhere"] = NoSuperWorker(1)._hfsdk_context
+        done.set()
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    with active_context(WorkerContext(rank=3, world_size=4)):
+        seen["here"] = NoSuperWorker(0)._hfsdk_context
+        inside.set()
+        done.wait(timeout=30)
+    thread.join(timeout=30)
+    assert (seen["here"].rank, seen["here"].world_size) == (3, 4)
+    assert (seen["elsewhere"].rank, seen["elsewhere"].world_size) == (0, 1)
