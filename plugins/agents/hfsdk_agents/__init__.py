@@ -1,7 +1,8 @@
 """hfsdk-plugin-agents: multi-turn rollouts with tools (docs/agents.md).
 
 The public names of agent authors: subclass :class:`AgentLoop`, write tools
-(plain functions, or :class:`Tool`), raise :class:`ToolError`, build a
+(plain functions, or :class:`Tool`), raise :class:`ToolError`, return images with
+:class:`ToolResult`, build a
 :class:`Trajectory` of :class:`Segment` s, parse calls into :class:`ParsedTurn`
 and :class:`ToolCall`; ``rollout.multi_turn`` is :class:`MultiTurnConfig`.
 Loaded lazily so the plugin's hooks load without importing the loop machinery.
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from hfsdk_agents.config import MultiTurnConfig
     from hfsdk_agents.loops import AgentContext, AgentLoop
     from hfsdk_agents.parsers import ParsedTurn, ToolCall
-    from hfsdk_agents.tools import Tool, ToolError
+    from hfsdk_agents.tools import Tool, ToolError, ToolResult
     from hfsdk_agents.trajectory import Segment, Trajectory
 
 _LAZY = {
@@ -24,6 +25,7 @@ _LAZY = {
     "AgentContext": "hfsdk_agents.loops",
     "Tool": "hfsdk_agents.tools",
     "ToolError": "hfsdk_agents.tools",
+    "ToolResult": "hfsdk_agents.tools",
     "ParsedTurn": "hfsdk_agents.parsers",
     "ToolCall": "hfsdk_agents.parsers",
     "Trajectory": "hfsdk_agents.trajectory",
@@ -40,6 +42,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolError",
+    "ToolResult",
     "Trajectory",
 ]
 

@@ -103,6 +103,7 @@ class AgentRollout:
         import torch
 
         from hfsdk import run_coroutine
+        from hfsdk_agents.images import image_turns
         from hfsdk_agents.loops import AgentContext
         from hfsdk_agents.runner import (
             agree_metrics,
@@ -125,6 +126,16 @@ class AgentRollout:
             rows["input_ids"].shape[1],
             getattr(rollout_config, "max_prompt_length", None),
         )
+        images = image_turns(self.rollout)
+        if images is not None:
+            if self.rollout.actor.dp.size > 1:
+                # Trajectories take different numbers of turns on each rank, and a sharded
+                # actor's weights are gathered collectively on every generate call.
+                raise HfsdkError(
+                    "multi-turn rollouts with images run on one data-parallel rank for now; "
+                    "set the actor's data-parallel size to 1 or turn rollout.multi_turn off"
+                )
+            rows = images.image_prompts(rows)
         from hfsdk_agents.requests import request_server
 
         server = request_server(
@@ -142,6 +153,7 @@ class AgentRollout:
             top_p=float(getattr(rollout_config, "top_p", 1.0)),
             greedy=greedy,
             tool_workers=self.tool_workers,
+            images=images,
         )
         tokens, columns = prompt_rows(rows)
         # Seeds from the torch RNG the trainer checkpoints, so a resumed run draws the same ones.
@@ -165,7 +177,7 @@ class AgentRollout:
         metrics = agree_metrics(
             trajectory_metrics(trajectories), dp.group if dp.distributed else None
         )
-        return assemble(
+        out = assemble(
             rows,
             trajectories,
             tokenizer=self.tokenizer,
@@ -174,3 +186,6 @@ class AgentRollout:
             greedy=greedy,
             metrics=metrics,
         )
+        if images is None:
+            return out
+        return images.with_images(out, [t.images for parts in trajectories for t in parts])

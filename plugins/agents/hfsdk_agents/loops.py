@@ -27,8 +27,9 @@ from typing import Any
 
 import attrs
 
-from hfsdk import PROMPT_MESSAGES
+from hfsdk import PROMPT_MESSAGES, HfsdkError
 from hfsdk_agents.config import MultiTurnConfig
+from hfsdk_agents.images import ImageRequest, ImageTurns
 from hfsdk_agents.parsers import ParsedTurn, ToolCall, ToolParser
 from hfsdk_agents.requests import Generate, GenerationRequest
 from hfsdk_agents.tool_worker import ToolWorkers
@@ -57,6 +58,8 @@ class AgentContext:
     tool_workers: ToolWorkers | None = None
     """The tool set's worker process (every call runs there, killed at its deadline);
     ``None``: a worker per call."""
+    images: ImageTurns | None = None
+    """The rollout, when it can carry images in trajectories (:mod:`hfsdk_agents.images`)."""
 
     def remaining(self, trajectory: Trajectory) -> int:
         """Tokens the trajectory may still add (a later segment's carried context counts)."""
@@ -68,9 +71,14 @@ class AgentContext:
         and :meth:`next_segment` never splits it).
 
         The messages are the row's ``prompt_messages`` (a chat prompt) or its
-        ``raw_prompt`` as one user message.
+        ``raw_prompt`` as one user message. A prompt with images keeps them
+        (:class:`ImageTurns`) and no messages.
         """
         trajectory = Trajectory(prompt_ids=tuple(prompt_ids))
+        if self.images is not None:
+            trajectory.images = list(self.images.row_images(row))
+            if trajectory.images:
+                return trajectory
         messages = row.get(PROMPT_MESSAGES)
         if messages is None and isinstance(row.get("raw_prompt"), str):
             messages = [{"role": "user", "content": row["raw_prompt"]}]
@@ -111,17 +119,18 @@ class AgentContext:
         if budget <= 0:
             trajectory.finish = "budget"
             return None
-        result = await self.generate(
-            GenerationRequest(
-                prompt_ids=trajectory.context_ids,
-                max_new_tokens=budget,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                greedy=self.greedy,
-                seed=seed,
-                stop_token_ids=self.stop_token_ids,
-            )
-        )
+        settings = {
+            "prompt_ids": trajectory.context_ids,
+            "max_new_tokens": budget,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "greedy": self.greedy,
+            "seed": seed,
+            "stop_token_ids": self.stop_token_ids,
+        }
+        images = tuple(trajectory.images)
+        request = ImageRequest(**settings, images=images) if images else None
+        result = await self.generate(request or GenerationRequest(**settings))
         text = self.tokenizer.decode(list(result.token_ids), skip_special_tokens=False)
         parsed = self.parser(text)
         segment = Segment(
@@ -181,14 +190,38 @@ class AgentContext:
         return ids[-1] if ids else None
 
     def add_tool_turn(self, trajectory: Trajectory, outputs: Sequence[ToolOutput]) -> bool:
-        """Append the tool outputs as a context turn; ``False`` (finish ``budget``) if too long."""
-        ids = self.renderer.tool_turn(outputs, last_token=self._last_token(trajectory))
-        results = [attrs.asdict(o) for o in outputs]
+        """Append the tool outputs as a context turn; ``False`` (finish ``budget``) if too long.
+
+        A tool's images come before its text, as their image tokens; the trajectory keeps
+        them (and from then on no messages: a template cannot render image tokens again).
+        """
+        images = [image for o in outputs for image in o.images]
+        rendered = [self._with_image_text(o) for o in outputs] if images else outputs
+        ids = self.renderer.tool_turn(rendered, last_token=self._last_token(trajectory))
+        results = [o.record() for o in outputs]
         if trajectory.messages is not None:
             trajectory.messages.extend(
                 {"role": "tool", "name": o.name, "content": o.content} for o in outputs
             )
-        return self._append_context(trajectory, "tool", ids, results)
+        if not self._append_context(trajectory, "tool", ids, results):
+            return False
+        if images:
+            trajectory.images.extend(images)
+            trajectory.messages = None
+        return True
+
+    def _with_image_text(self, output: ToolOutput) -> ToolOutput:
+        """``output`` with its images' token text before its content."""
+        if not output.images:
+            return output
+        if self.images is None:
+            raise HfsdkError(
+                f"tool {output.name!r} returned {len(output.images)} image(s) but the rollout "
+                "generates from text only (it does not implement hfsdk_agents.images."
+                "ImageTurns); use rollout.backend=hf_vision or return text"
+            )
+        text = "".join(self.images.image_text(image) for image in output.images)
+        return attrs.evolve(output, content=text + output.content)
 
     def add_user_turn(self, trajectory: Trajectory, text: str) -> bool:
         """Append a user / environment message; ``False`` (finish ``budget``) if too long."""

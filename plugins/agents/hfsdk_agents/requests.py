@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from hfsdk import GenerationRequest, GenerationResult, HfsdkError
+from hfsdk_agents.images import IMAGES, ImageRequest
 
 if TYPE_CHECKING:
     from hfsdk import RolloutBackend
@@ -73,7 +74,13 @@ class RequestServer:
         return self._serving()
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
-        """The result of ``request``."""
+        """The result of ``request`` (one with images is refused: the turn batcher serves those)."""
+        if isinstance(request, ImageRequest) and request.images:
+            raise HfsdkError(
+                "a turn with images reached a rollout's generate_request, which takes token ids "
+                "only; serve image turns through generate_sequences "
+                "(rollout.multi_turn.serving=turn)"
+            )
         return await self._generate(request)
 
     def trajectory_started(self) -> None:
@@ -94,7 +101,8 @@ class BatchingServer(RequestServer):
     instead. The rollout's own sampling settings apply (its temperature, top-p,
     ``max_response_length``); its output is cut at each request's stop ids and
     ``max_new_tokens``, and tokens past the cut are dropped, never trained on.
-    ``eos_ids`` always stop.
+    ``eos_ids`` always stop. Turns with images (:class:`ImageRequest`) bring them as the
+    non-tensor column :data:`hfsdk_agents.images.IMAGES` (an empty list on other rows).
     """
 
     def __init__(self, rollout: RolloutBackend, *, pad_id: int, eos_ids: tuple[int, ...]) -> None:
@@ -169,8 +177,11 @@ class BatchingServer(RequestServer):
                 raise HfsdkError("a generation request has no prompt tokens; give it a context")
             ids[row, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
             mask[row, width - len(request.prompt_ids) :] = 1
+        images = [list(r.images) if isinstance(r, ImageRequest) else [] for r in requests]
         batch = Batch.from_dict(
-            tensors={"input_ids": ids, "attention_mask": mask}, meta={"greedy": greedy, "n": 1}
+            tensors={"input_ids": ids, "attention_mask": mask},
+            non_tensors={IMAGES: images} if any(images) else None,
+            meta={"greedy": greedy, "n": 1},
         )
         self.calls += 1
         out = self.rollout.generate_sequences(batch)

@@ -28,11 +28,13 @@ import concurrent.futures
 import contextlib
 import gc
 import inspect
+import io
 import itertools
 import json
 import os
 import signal
 import socket
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -46,9 +48,24 @@ from hfsdk import stop_requested
 STOP_POLL_S = 0.1
 """How often a waiting call looks for a stop request (a signal handler sets it)."""
 
-Outcome = tuple[str, str]
-"""``(kind, text)``: ``ok`` with the output, or an error kind (``tool_error``,
-``exception``, ``bad_output``, ``timeout``, ``crashed``, ``stopped``) with its message."""
+
+@attrs.frozen
+class ToolResult:
+    """What a tool returns to show the model images: ``images`` then ``content`` in the next turn.
+
+    ``images``: PIL images or encoded image files (PNG, JPEG bytes). A tool may also return
+    one PIL image alone. Only a rollout that generates from images can show them (the run
+    stops with one line otherwise: ``docs/multimodal.md``, "Tools that return images").
+    """
+
+    content: str = ""
+    images: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
+
+
+Outcome = tuple[str, "str | ToolResult"]
+"""``(kind, output)``: ``ok`` with the text (a :class:`ToolResult` when it has images, the images
+as PNG / encoded bytes), or an error kind (``tool_error``, ``exception``, ``bad_output``,
+``timeout``, ``crashed``, ``stopped``) with its message."""
 
 
 @attrs.frozen
@@ -87,6 +104,28 @@ def _as_text(value: Any) -> str:
     return json.dumps(value)  # raises TypeError/ValueError for junk
 
 
+def _image_bytes(image: Any) -> bytes:
+    """An encoded image file of ``image`` (PNG for a PIL image; bytes pass as they are)."""
+    if isinstance(image, bytes):
+        return image
+    if "PIL.Image" in sys.modules and isinstance(image, sys.modules["PIL.Image"].Image):
+        buffer = io.BytesIO()
+        image.save(buffer, format="PNG")
+        return buffer.getvalue()
+    raise TypeError(f"an image must be a PIL image or encoded bytes, not {type(image).__name__}")
+
+
+def _as_output(value: Any) -> str | ToolResult:
+    """A tool's return value as what crosses to the caller: text, or a :class:`ToolResult`
+    whose images are encoded bytes (pickled over the socket)."""
+    if "PIL.Image" in sys.modules and isinstance(value, sys.modules["PIL.Image"].Image):
+        value = ToolResult(images=(value,))
+    if isinstance(value, ToolResult):
+        images = tuple(_image_bytes(image) for image in value.images)
+        return ToolResult(content=_as_text(value.content), images=images)
+    return _as_text(value)
+
+
 def _run_one(fn: Callable[..., Any], call: _Call) -> Outcome:
     """Call ``fn`` in this (child) thread; an ``async def`` tool in an event loop of its own."""
     try:
@@ -98,8 +137,8 @@ def _run_one(fn: Callable[..., Any], call: _Call) -> Outcome:
     except BaseException as err:  # SystemExit too: a tool must not end its worker quietly
         return ("exception", f"{call.name} raised {type(err).__name__}: {err}")
     try:
-        return ("ok", _as_text(value))
-    except (TypeError, ValueError):
+        return ("ok", _as_output(value))
+    except (TypeError, ValueError, OSError):
         return ("bad_output", f"{call.name} returned a {type(value).__name__}, not text or JSON")
 
 

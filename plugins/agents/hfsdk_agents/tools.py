@@ -30,6 +30,7 @@ import attrs
 from hfsdk import ConfigError, HfsdkError
 from hfsdk_agents.file_modules import import_file
 from hfsdk_agents.tool_worker import ToolError as ToolError  # public here
+from hfsdk_agents.tool_worker import ToolResult as ToolResult  # public here
 from hfsdk_agents.tool_worker import ToolWorkers
 
 _JSON_TYPES: dict[Any, str] = {
@@ -296,7 +297,8 @@ class ToolOutput:
     (a :class:`ToolError`), ``timeout``, ``crashed`` (the tool's worker process died),
     ``stopped`` (cut short: the run is stopping),
     ``bad_output`` (not text, numbers or JSON-serialisable) or ``too_long``
-    (cut to the limit). ``seconds`` is the call's wall time.
+    (cut to the limit). ``seconds`` is the call's wall time. ``images``: the encoded images
+    a tool returned (:class:`ToolResult`), shown to the model before ``content``.
     """
 
     name: str
@@ -304,6 +306,12 @@ class ToolOutput:
     ok: bool
     error: str | None = None
     seconds: float = 0.0
+    images: tuple[bytes, ...] = ()
+
+    def record(self) -> dict[str, Any]:
+        """A JSON-ready record of the call (images as their count)."""
+        record = attrs.asdict(self, filter=lambda field, _: field.name != "images")
+        return {**record, "images": len(self.images)} if self.images else record
 
 
 def _nullable(schema: Any) -> Any:
@@ -397,13 +405,14 @@ async def call_tool(
     if runner is None:
         runner = ToolWorkers({name: tool.fn})
         try:
-            kind, text = await runner.run(name, arguments, timeout_s)
+            kind, output = await runner.run(name, arguments, timeout_s)
         finally:
             runner.close()
     else:
-        kind, text = await runner.run(name, arguments, timeout_s)
+        kind, output = await runner.run(name, arguments, timeout_s)
     if kind != "ok":
-        return fail(kind, text)
+        return fail(kind, str(output))
+    text, images = (output, ()) if isinstance(output, str) else (output.content, output.images)
     if len(text) > max_output_chars:
         return ToolOutput(
             name=name,
@@ -411,5 +420,7 @@ async def call_tool(
             ok=False,
             error="too_long",
             seconds=time.perf_counter() - started,
+            images=images,
         )
-    return ToolOutput(name=name, content=text, ok=True, seconds=time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    return ToolOutput(name=name, content=text, ok=True, seconds=seconds, images=images)

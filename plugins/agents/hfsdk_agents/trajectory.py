@@ -73,7 +73,9 @@ class Trajectory:
     the part it shares with ``row_prompt``) are the earlier turns as the template
     renders them again: context at the start of its training row, counted in the
     token budget. ``messages``: the conversation as chat messages when the loop
-    keeps it (:meth:`hfsdk_agents.AgentContext.new_trajectory`), else ``None``.
+    keeps it (:meth:`hfsdk_agents.AgentContext.new_trajectory`), else ``None``. ``images``:
+    the images of its image tokens (the prompt's, then the tools'), in order
+    (:mod:`hfsdk_agents.images`).
     """
 
     prompt_ids: tuple[int, ...]
@@ -83,6 +85,7 @@ class Trajectory:
     row_prompt: tuple[int, ...] | None = None
     carried: int = 0
     messages: list[dict[str, Any]] | None = None
+    images: list[Any] = attrs.field(factory=list)
 
     def follow(self, prompt_ids: Sequence[int]) -> Trajectory:
         """The next segment of this trajectory, starting from ``prompt_ids`` (its whole
@@ -95,6 +98,7 @@ class Trajectory:
             row_prompt=row_prompt,
             carried=len(prompt) - shared_prefix(prompt, row_prompt),
             messages=list(self.messages) if self.messages is not None else None,
+            images=list(self.images),
         )
 
     def add(self, segment: Segment) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import multiprocessing
 import time
 from pathlib import Path
@@ -10,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from hfsdk.core.errors import ConfigError
-from hfsdk_agents.tools import Tool, ToolError, call_tool, load_tool, load_tools
+from hfsdk_agents.tools import (
+    Tool,
+    ToolError,
+    ToolResult,
+    call_tool,
+    load_tool,
+    load_tools,
+)
 
 
 def search(query: str, limit: int = 3, tags: list[str] | None = None) -> list[str]:
@@ -176,3 +184,37 @@ def test_the_schema_is_transformers_own_where_it_reads_the_function() -> None:
     renamed = Tool.from_function(add, name="plus").schema
     assert renamed["function"]["name"] == "plus"
     assert renamed["function"]["parameters"] == get_json_schema(add)["function"]["parameters"]
+
+
+def crop() -> object:
+    """A 4 × 2 red picture (a PIL image, returned as it is)."""
+    from PIL import Image
+
+    return Image.new("RGB", (4, 2), (255, 0, 0))
+
+
+def captioned() -> ToolResult:
+    """An already encoded image and a caption."""
+    return ToolResult(content="a dot", images=(b"\x89PNG fake",))
+
+
+def not_an_image() -> ToolResult:
+    """An image that is neither a PIL image nor bytes."""
+    return ToolResult(content="?", images=([1, 2],))
+
+
+def test_tools_return_images_as_encoded_bytes_beside_their_text() -> None:
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    tools = {t.__name__: Tool.from_function(t) for t in (crop, captioned, not_an_image)}
+    out = _call(tools, "crop", {})
+    assert (out.ok, out.content, len(out.images)) == (True, "", 1)
+    with Image.open(io.BytesIO(out.images[0])) as image:  # PNG, made in the tool's process
+        assert (image.format, image.size, image.getpixel((0, 0))) == ("PNG", (4, 2), (255, 0, 0))
+    out = _call(tools, "captioned", {})
+    assert (out.ok, out.content, out.images) == (True, "a dot", (b"\x89PNG fake",))
+    assert out.record()["images"] == 1  # the rollout dump counts them, never holds the bytes
+    assert "images" not in _call(tools, "crop", {"x": 1}).record()
+    out = _call(tools, "not_an_image", {})
+    assert (out.ok, out.error, out.images) == (False, "bad_output", ())

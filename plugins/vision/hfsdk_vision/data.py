@@ -75,9 +75,13 @@ def _render(prompt: Any, where: str) -> str:
 
 def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
     """An RGB PIL image from a verl ``images`` item: ``{"bytes": ...}``/``{"path": ...}``, raw
-    bytes, or a path (relative paths from ``base``); one line naming ``where`` when it fails."""
+    bytes, a path (relative paths from ``base``) or a PIL image; one line naming ``where`` when it
+    fails."""
     from PIL import Image as PILImage
     from PIL import UnidentifiedImageError
+
+    if isinstance(item, PILImage.Image):
+        return item.convert("RGB")
 
     source: Any = item
     if isinstance(item, dict):

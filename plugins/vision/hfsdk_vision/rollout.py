@@ -13,10 +13,18 @@ batch plus the images as per-row columns (:mod:`hfsdk_vision.batch_images`) and
 ``meta[hfsdk.MODEL_INPUTS] = "qwen2_vl_images"``, so the training backend's forward gets the
 same pixels, grids and multimodal positions the sampler used. The sampler's own log-probs come
 back as ``rollout_log_probs``.
+
+Multi-turn: the backend also offers what the agents plugin asks of a rollout whose trajectories
+carry images (``hfsdk_agents.images.ImageTurns``, met by its methods, no import): prompts as
+token ids with each image's tokens expanded (:meth:`VisionRollout.image_prompts`), an image's
+token text for a tool turn (:meth:`VisionRollout.image_text`), token-in generation (prompts
+without ``rendered_prompt``: ``input_ids`` and the rows' ``images``) and the assembled batch's
+image columns (:meth:`VisionRollout.with_images`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -37,7 +45,8 @@ from hfsdk_vision.batch_images import per_row_images
 from hfsdk_vision.data import decode_image
 from hfsdk_vision.forward_inputs import NAME as MODEL_INPUTS_NAME
 from hfsdk_vision.generation import sample
-from hfsdk_vision.tokens import expand_placeholders
+from hfsdk_vision.invariant import check_image_tokens
+from hfsdk_vision.tokens import IMAGE_PAD, VISION_END, VISION_START, expand_placeholders
 
 if TYPE_CHECKING:
     from hfsdk_vision.processor import VisionProcessor
@@ -134,8 +143,37 @@ class VisionRollout(RolloutBackend):
             self._processor = VisionProcessor(image_processor, self.actor.tokenizer)
         return self._processor
 
+    def _decoded(self, rows: Sequence[Sequence[Any]], uids: Sequence[Any]) -> list[list[Any]]:
+        return [
+            [decode_image(item, f"prompt {uid}, image {j}") for j, item in enumerate(items)]
+            for uid, items in zip(uids, rows, strict=True)
+        ]
+
+    def _vision_inputs(self, images: Sequence[Sequence[Any]]) -> dict[str, Any]:
+        """``pixel_values``, ``image_grid_thw`` and ``images_per_row`` of decoded ``images``."""
+        import torch
+
+        flat = [image for row in images for image in row]
+        vision = (
+            self.processor.encode_images(flat)
+            if flat
+            else {"pixel_values": torch.zeros(0, 0), "image_grid_thw": torch.zeros(0, 3).long()}
+        )
+        counts = torch.tensor([len(row) for row in images], dtype=torch.long)
+        return {**vision, "images_per_row": counts}
+
     def encode(self, prompts: Batch) -> dict[str, Any]:
-        """The processor's model inputs of ``prompts``' texts and images (left-padded)."""
+        """The processor's model inputs of ``prompts``' texts and images (left-padded); token-in
+        prompts (no ``rendered_prompt``: ``input_ids`` with expanded image tokens) keep their
+        ids and get their images' pixels."""
+        uids = prompts["uid"] if "uid" in prompts.non_tensor_keys else range(len(prompts))
+        if PROMPT_TEXT not in prompts.non_tensor_keys and "input_ids" in prompts.tensor_keys:
+            images = prompts[IMAGES] if IMAGES in prompts.non_tensor_keys else [[]] * len(prompts)
+            return {
+                "input_ids": prompts["input_ids"],
+                "attention_mask": prompts["attention_mask"],
+                **self._vision_inputs(self._decoded([list(r or []) for r in images], uids)),
+            }
         for key in (PROMPT_TEXT, IMAGES):
             if key not in prompts.non_tensor_keys:
                 raise HfsdkError(
@@ -143,19 +181,52 @@ class VisionRollout(RolloutBackend):
                     f"have {sorted(prompts.non_tensor_keys)}; load a dataset in verl's "
                     "multimodal layout ('prompt' with '<image>', 'images')"
                 )
-        texts, images = [], []
-        for row, (text, items) in enumerate(
-            zip(prompts[PROMPT_TEXT], prompts[IMAGES], strict=True)
-        ):
-            uid = prompts["uid"][row] if "uid" in prompts.non_tensor_keys else row
-            row_images = [
-                decode_image(item, f"prompt {uid}, image {j}")
-                for j, item in enumerate(list(items or []))
-            ]
-            texts.append(expand_placeholders(str(text)))
-            images.append(row_images)
+        texts = [expand_placeholders(str(text)) for text in prompts[PROMPT_TEXT]]
+        images = self._decoded([list(items or []) for items in prompts[IMAGES]], uids)
         # The loader bounded the text (data.max_prompt_length); each image adds its tokens.
         return self.processor(texts, images)
+
+    def image_prompts(self, prompts: Batch) -> Batch:
+        """``prompts`` as token ids: ``input_ids``/``attention_mask`` with each ``<image>``
+        expanded to its image tokens (left-padded); the non-tensor columns as they were."""
+        encoded = self.encode(prompts)
+        return Batch.from_dict(
+            tensors={k: encoded[k] for k in ("input_ids", "attention_mask")},
+            non_tensors={k: prompts[k] for k in prompts.non_tensor_keys},
+            meta=dict(prompts.meta),
+        )
+
+    def row_images(self, row: Mapping[str, Any]) -> list[Any]:
+        """The row's ``images`` column (verl's items), in the order of its placeholders."""
+        return list(row.get(IMAGES) or [])
+
+    def image_text(self, image: Any) -> str:
+        """The vision span of ``image`` with as many pad tokens as it has vision features."""
+        grids = self.processor.encode_images([decode_image(image, "a tool's image")])
+        features = int(grids["image_grid_thw"][0].prod()) // self.processor.merge_size**2
+        return VISION_START + IMAGE_PAD * features + VISION_END
+
+    def with_images(self, batch: Batch, images: Sequence[Sequence[Any]]) -> Batch:
+        """``batch`` (an assembled multi-turn rollout) with each row's ``images`` as per-row
+        image columns and ``meta[MODEL_INPUTS]``; the image-token invariant checked on it."""
+        uids = batch["uid"] if "uid" in batch.non_tensor_keys else range(len(batch))
+        vision = self._vision_inputs(self._decoded(images, uids))
+        config = self.actor.hf_config
+        check_image_tokens(
+            batch["input_ids"],
+            vision["image_grid_thw"],
+            vision["images_per_row"],
+            image_token_id=config.image_token_id,
+            merge_size=self.processor.merge_size,
+            attention_mask=batch["attention_mask"],
+        )
+        images_columns = per_row_images(
+            vision["pixel_values"], vision["image_grid_thw"], vision["images_per_row"]
+        )
+        for key, value in images_columns.items():
+            batch.tensors[key] = value
+        batch.meta[MODEL_INPUTS] = MODEL_INPUTS_NAME
+        return batch
 
     def generate_sequences(
         self, prompts: Batch, *, n: int | None = None, greedy: bool | None = None
