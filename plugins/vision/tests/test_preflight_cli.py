@@ -141,3 +141,13 @@ def test_the_backend_check_names_the_role_and_passes_text_runs() -> None:
         backend_check(_config("hf_vision", **on_megatron), SPEC, _prepared(False))
     # A text run (text rollout, no images) on megatron is none of this check's business.
     assert backend_check(_config("hf", **on_megatron), SPEC, _prepared(False)) is None
+
+
+def test_vllm_still_cannot_load_qwen2_vl_here() -> None:
+    """The fact the ``vllm`` refusal states (docs/multimodal.md, "vLLM"): vLLM's Qwen2-VL module
+    needs torchvision, which this CPU torch cannot import. When this fails, vLLM may load the
+    model: check generation from an image and revisit the refusal."""
+    pytest.importorskip("vllm")
+    with pytest.raises(ModuleNotFoundError) as info:
+        import vllm.model_executor.models.qwen2_vl  # noqa: F401
+    assert info.value.name == "torchvision"
