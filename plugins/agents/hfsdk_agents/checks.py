@@ -29,6 +29,14 @@ def multi_turn_problems(config: Any) -> list[str]:
             "pipelined replica does not hold; set placement.pools.rollout.tp: 1 and pp: 1"
         )
     problems.extend(agent_problems(multi_turn_config(config.rollout)))
+    if multi_turn.agent_loop is not None and ":" in multi_turn.agent_loop:
+        from hfsdk import ConfigError
+        from hfsdk_agents.loops import load_agent_loop
+
+        try:
+            load_agent_loop(multi_turn.agent_loop)
+        except ConfigError as err:
+            problems.append(str(err))
     return problems
 
 

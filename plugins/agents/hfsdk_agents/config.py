@@ -26,8 +26,9 @@ class MultiTurnConfig:
         default=(),
     )
     agent_loop: str | None = help_field(
-        "Agent loop (hfsdk list agent-loops); null: gateway when agent is given, tool_loop "
-        "when tools are given, else single-turn generation.",
+        "Agent loop: a registered name (hfsdk list agent-loops), module:Class or "
+        "file.py:Class; null: gateway when agent is given, tool_loop when tools are given, "
+        "else single-turn generation.",
         default=None,
     )
     parser: str = help_field(

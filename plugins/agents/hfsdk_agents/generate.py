@@ -9,6 +9,7 @@ rollout backend works with it.
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from hfsdk import ConfigError, HfsdkError
@@ -47,6 +48,7 @@ class AgentRollout:
 
     def __init__(self, rollout: RolloutBackend, config: MultiTurnConfig) -> None:
         from hfsdk import get_registry
+        from hfsdk_agents.loops import load_agent_loop
         from hfsdk_agents.parsers import CALL_END_MARKERS
         from hfsdk_agents.tool_worker import ToolWorkers
         from hfsdk_agents.tools import load_tools
@@ -94,8 +96,7 @@ class AgentRollout:
             self.renderer: Any = ChatTemplateRenderer(tokenizer, self.stop_ids, schemas)
         else:
             self.renderer = PlainRenderer(tokenizer)
-        loop_entry = get_registry("agent_loops")[config.loop_name]
-        self.loop = loop_entry.impl(**config.loop_args)
+        self.loop = load_agent_loop(config.loop_name)(**config.loop_args)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def generate(self, prompts: Batch) -> Batch:
@@ -128,13 +129,6 @@ class AgentRollout:
         )
         images = image_turns(self.rollout)
         if images is not None:
-            if self.rollout.actor.dp.size > 1:
-                # Trajectories take different numbers of turns on each rank, and a sharded
-                # actor's weights are gathered collectively on every generate call.
-                raise HfsdkError(
-                    "multi-turn rollouts with images run on one data-parallel rank for now; "
-                    "set the actor's data-parallel size to 1 or turn rollout.multi_turn off"
-                )
             rows = images.image_prompts(rows)
         from hfsdk_agents.requests import request_server
 
@@ -161,7 +155,9 @@ class AgentRollout:
         seeds = [base + i * self.config.max_turns for i in range(len(tokens))]
         # A request-serving rollout holds its weights for the whole step (collective: every
         # rank of the actor is here); turn batching goes through generate_sequences instead.
-        with server.serving():
+        # An image rollout holds them too: ranks take different numbers of turns.
+        holding = self.rollout.serving() if images is not None else contextlib.nullcontext()
+        with holding, server.serving():
             trajectories = run_coroutine(
                 run_agents(
                     self.loop,

@@ -32,7 +32,9 @@ class ImageTurns(Protocol):
     """What a rollout offers so that trajectories may carry images (``hf_vision`` does).
 
     Its ``generate_sequences`` also takes token-in prompts: ``input_ids`` whose image tokens
-    are already expanded, with the rows' images in the non-tensor column :data:`IMAGES`.
+    are already expanded, with the rows' images in the non-tensor column :data:`IMAGES`; its
+    ``serving()`` (entered around a whole step's trajectories on every rank) holds what those
+    calls need, so ranks may make different numbers of them.
     """
 
     def image_prompts(self, prompts: Batch) -> Batch:

@@ -288,3 +288,24 @@ class ToolLoop(AgentLoop):
             if following is not trajectory:
                 segments.append(following)
         return segments if len(segments) > 1 else segments[0]
+
+
+def load_agent_loop(spec: str) -> type[AgentLoop]:
+    """The agent loop class named by ``spec``: a registered name (``hfsdk list agent-loops``),
+    ``module:Class`` or ``path/to/file.py:Class``; one line when it is none of them."""
+    from hfsdk import ConfigError, get_registry
+    from hfsdk_agents.tools import _load_callable
+
+    if ":" not in spec:
+        return get_registry("agent_loops")[spec].impl  # type: ignore[no-any-return]
+    try:
+        cls = _load_callable(spec)
+    except ConfigError as err:
+        raise ConfigError(str(err).replace("tool ", "rollout.multi_turn.agent_loop ", 1)) from None
+    if not (isinstance(cls, type) and issubclass(cls, AgentLoop)):
+        raise ConfigError(
+            f"rollout.multi_turn.agent_loop {spec!r} is a {type(cls).__name__}, not a subclass of "
+            "hfsdk_agents.AgentLoop; point it at the loop class"
+        )
+    return cls
+

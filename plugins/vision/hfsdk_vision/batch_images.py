@@ -11,7 +11,9 @@ batch's widest row:
 - ``images_per_row`` (B,).
 
 :func:`flat_images` turns any selection of such rows back into the model's layout. Two batches
-concatenate only at the same widths (``Batch.concat`` needs equal per-row shapes).
+concatenate only at the same widths (``Batch.concat`` needs equal per-row shapes), so a
+rollout whose data-parallel ranks' outputs are concatenated pads every rank's columns to the
+widest rank's (:func:`agreed_widths`).
 """
 
 from __future__ import annotations
@@ -30,10 +32,38 @@ if TYPE_CHECKING:
 IMAGE_KEYS = ("pixel_values", "image_grid_thw", "images_per_row")
 
 
+def row_widths(image_grid_thw: torch.Tensor, images_per_row: torch.Tensor) -> tuple[int, int]:
+    """(patches, images) of the widest row: the per-row columns' widths."""
+    import torch
+
+    patches = torch.tensor(patch_counts(image_grid_thw), dtype=torch.long)
+    row_of = torch.repeat_interleave(torch.arange(len(images_per_row)), images_per_row)
+    per_row = torch.zeros(len(images_per_row), dtype=torch.long).index_add_(0, row_of, patches)
+    if not len(per_row):
+        return 0, 0
+    return int(per_row.max()), int(images_per_row.max())
+
+
+def agreed_widths(widths: tuple[int, int], group: Any) -> tuple[int, int]:
+    """The widest of every rank's ``widths`` over ``group`` (collective; ``None``: these)."""
+    if group is None:
+        return widths
+    import torch
+    import torch.distributed as dist
+
+    both = torch.tensor(widths, dtype=torch.long)
+    dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group)
+    return int(both[0]), int(both[1])
+
+
 def per_row_images(
-    pixel_values: torch.Tensor, image_grid_thw: torch.Tensor, images_per_row: torch.Tensor
+    pixel_values: torch.Tensor,
+    image_grid_thw: torch.Tensor,
+    images_per_row: torch.Tensor,
+    widths: tuple[int, int] = (0, 0),
 ) -> dict[str, torch.Tensor]:
-    """The flat (model) layout as per-row, zero-padded columns (the module docstring's)."""
+    """The flat (model) layout as per-row, zero-padded columns (the module docstring's), at
+    least ``widths`` (patches, images) wide."""
     import torch
 
     rows = images_per_row.shape[0]
@@ -43,8 +73,8 @@ def per_row_images(
     row_patches = [
         patch_start[image_start[r + 1]] - patch_start[image_start[r]] for r in range(rows)
     ]
-    width = max(row_patches, default=0)
-    most = int(images_per_row.max()) if rows else 0
+    width = max(max(row_patches, default=0), widths[0])
+    most = max(int(images_per_row.max()) if rows else 0, widths[1])
     pixels = pixel_values.new_zeros(rows, width, pixel_values.shape[-1])
     grids = image_grid_thw.new_zeros(rows, most, 3)
     for r in range(rows):

@@ -24,7 +24,8 @@ image columns (:meth:`VisionRollout.with_images`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -41,7 +42,7 @@ from hfsdk import (
     help_field,
 )
 from hfsdk_backend_common.rollout.actor_weights import ActorWeights
-from hfsdk_vision.batch_images import per_row_images
+from hfsdk_vision.batch_images import agreed_widths, per_row_images, row_widths
 from hfsdk_vision.data import decode_image
 from hfsdk_vision.forward_inputs import NAME as MODEL_INPUTS_NAME
 from hfsdk_vision.generation import sample
@@ -128,6 +129,7 @@ class VisionRollout(RolloutBackend):
         self.eos_ids = eos_token_ids(list(actor.generation_eos_ids), actor.tokenizer)
         self._processor: VisionProcessor | None = None
         self._weights = ActorWeights(actor, config.weight_sync)
+        self._held: Any = None
 
     @property
     def processor(self) -> VisionProcessor:
@@ -220,7 +222,7 @@ class VisionRollout(RolloutBackend):
             merge_size=self.processor.merge_size,
             attention_mask=batch["attention_mask"],
         )
-        images_columns = per_row_images(
+        images_columns = self._image_columns(
             vision["pixel_values"], vision["image_grid_thw"], vision["images_per_row"]
         )
         for key, value in images_columns.items():
@@ -243,7 +245,8 @@ class VisionRollout(RolloutBackend):
         )
         encoded = self.encode(prompts)
         width = self.config.max_response_length
-        with self._weights.module() as module:
+        held = self._held
+        with contextlib.nullcontext(held) if held is not None else self._weights.module() as module:
             rollout = sample(
                 module,
                 encoded,
@@ -277,13 +280,36 @@ class VisionRollout(RolloutBackend):
             greedy=greedy,
             extra={"rollout_log_probs": log_probs},
         )
-        images = per_row_images(
+        images = self._image_columns(
             rollout.pixel_values, rollout.image_grid_thw, rollout.images_per_row
         )
         for key, value in images.items():
             out.tensors[key] = value
         out.meta[MODEL_INPUTS] = MODEL_INPUTS_NAME
         return out
+
+    def _image_columns(self, pixel_values: Any, grids: Any, per_row: Any) -> dict[str, Any]:
+        """Per-row image columns as wide as the widest data-parallel rank's (collective), so
+        the ranks' outputs concatenate whatever images each drew. Inside :meth:`serving` calls
+        are this rank's alone (a multi-turn step's turns): no agreement there."""
+        dp = self.actor.dp
+        group = dp.group if dp.size > 1 and self._held is None else None
+        widths = agreed_widths(row_widths(grids, per_row), group)
+        return per_row_images(pixel_values, grids, per_row, widths)
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Hold the module with the actor's weights for a run of calls (a multi-turn step):
+        collective once on entry, so ranks may then make different numbers of calls. Reentrant."""
+        if self._held is not None:
+            yield
+            return
+        with self._weights.module() as module:
+            self._held = module
+            try:
+                yield
+            finally:
+                self._held = None
 
     def update_weights(self, actor: ActorSource) -> None:
         """Nothing to do: every call reads the actor's current weights."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
@@ -45,18 +44,24 @@ def draw(colour: str) -> Image.Image:
 
 
 class LookTwice(AgentLoop):
-    """Turn 1, then a ``draw`` call whatever the model said, then turn 2."""
+    """Turn 1, then a ``draw`` call whatever the model said, then a turn after it; with
+    ``uneven``, data-parallel rank 0 draws and answers twice (ranks then take different
+    numbers of turns and hold different numbers of images)."""
 
     async def run(
         self, prompt_ids: tuple[int, ...], row: Mapping[str, Any], ctx: AgentContext, *, seed: int
     ) -> Trajectory:
+        rank = torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+        rounds = 2 if self.loop_args.get("uneven") and rank == 0 else 1
         trajectory = ctx.new_trajectory(prompt_ids, row)
         await ctx.model_turn(trajectory, seed=seed)
-        call = ToolCall(name="draw", arguments={"colour": self.loop_args.get("colour", "red")})
-        outputs = await ctx.run_tools(ParsedTurn(calls=(call,)))
-        if ctx.add_tool_turn(trajectory, outputs):
-            await ctx.model_turn(trajectory, seed=seed + 1)
-            trajectory.finish = "stop"
+        for turn in range(rounds):
+            call = ToolCall(name="draw", arguments={"colour": "red"})
+            outputs = await ctx.run_tools(ParsedTurn(calls=(call,)))
+            if not ctx.add_tool_turn(trajectory, outputs):
+                return trajectory
+            await ctx.model_turn(trajectory, seed=seed + 1 + turn)
+        trajectory.finish = "stop"
         return trajectory
 
 
@@ -135,15 +140,6 @@ def test_a_tool_turn_over_the_budget_leaves_its_image_out(actor: ActorEngine) ->
     )
 
 
-def test_image_turns_on_several_data_parallel_ranks_are_refused_in_one_line(
-    actor: ActorEngine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    agents = _agents(actor, budget=24)
-    monkeypatch.setattr(actor, "dp", SimpleNamespace(size=2, distributed=True, group=None))
-    with pytest.raises(HfsdkError, match=r"^multi-turn rollouts with images run on one data"):
-        agents.generate(_prompts(actor, count=2))
-
-
 def test_an_image_from_a_tool_with_a_text_only_rollout_is_refused_in_one_line() -> None:
     from hfsdk_agents.tools import ToolOutput
     from hfsdk_agents.trajectory import PlainRenderer
@@ -165,19 +161,9 @@ def test_an_image_from_a_tool_with_a_text_only_rollout_is_refused_in_one_line() 
 
 
 class _Plugin:
-    """Registers ``draw`` and the ``look_twice`` loop, and keeps each step's trained batch."""
+    """Keeps each step's trained batch (in the controller)."""
 
     batches: ClassVar[list[Any]] = []
-
-    @staticmethod
-    @hfsdk.hookimpl
-    def hfsdk_register_tools(register: Any) -> None:
-        register("draw", draw)
-
-    @staticmethod
-    @hfsdk.hookimpl
-    def hfsdk_register_agent_loops(register: Any) -> None:
-        register("look_twice", LookTwice)
 
     @staticmethod
     @hfsdk.hookimpl
@@ -198,10 +184,13 @@ def plugin() -> Any:
     reset_plugin_manager()
 
 
-@pytest.mark.heavy  # two GRPO steps of 4 prompts x 4 two-turn trajectories: ~15 s idle
+@pytest.mark.heavy  # two GRPO steps of 4 prompts x 4 two-turn trajectories: ~15 s, 2 ranks ~45 s
+@pytest.mark.parametrize("devices", [1, 2])
 def test_grpo_trains_on_trajectories_whose_tool_returned_an_image(
-    plugin: Any, tmp_path: Path, vlm_dir: Path
+    plugin: Any, tmp_path: Path, vlm_dir: Path, devices: int
 ) -> None:
+    # The tool and the loop by file path: Ray workers load them there (no registration).
+    here = Path(__file__).resolve()
     train = write_parquet(shapes_rows(16, seed=0), tmp_path / "train.parquet")
     overrides = [
         f"actor.model_path={vlm_dir}",
@@ -212,24 +201,32 @@ def test_grpo_trains_on_trajectories_whose_tool_returned_an_image(
         "actor.micro_batch_size=8",
         "rollout.backend=hf_vision",
         "rollout.max_response_length=4",
-        "rollout.multi_turn.tools=[draw]",
-        "rollout.multi_turn.agent_loop=look_twice",
-        "rollout.multi_turn.max_turns=2",
-        "rollout.multi_turn.max_response_tokens=24",
+        f"rollout.multi_turn.tools=[{here}:draw]",
+        f"rollout.multi_turn.agent_loop={here}:LookTwice",
+        "rollout.multi_turn.max_turns=3",
+        "rollout.multi_turn.max_response_tokens=40",
+        f"rollout.multi_turn.loop_args={{uneven: {str(devices > 1).lower()}}}",
         "reward.functions=[{name: shapes}]",
-        "trainer.executor=local",
         "trainer.loggers=[jsonl]",
         "trainer.total_steps=2",
+        f"placement.pools.global.devices={devices}",
+        *(["trainer.executor=local"] if devices == 1 else []),
     ]
     rows = Trainer(load_run_config("grpo", None, overrides), tmp_path / "run", quiet=True).fit()
     assert len(rows) == 2 and len(plugin.batches) == 2
+    # With two ranks, rank 0's rows drew twice: three images a row against two, and more turns
+    # (generate calls) than rank 1 — its module is held for the step, and the image columns
+    # are padded to the widest rank's, so the ranks' outputs concatenate.
+    images = [2] * 16 if devices == 1 else [3] * 8 + [2] * 8
     for row, batch in zip(rows, plugin.batches, strict=True):
-        # Each old/reference/actor forward saw both images where the sampler did.
+        # Each old/reference/actor forward saw every image where the sampler did.
         assert row["rollout/log_prob_diff_max"] < 1e-5
-        assert row["agent/tool_calls_per_trajectory"] == 1.0
-        assert batch["images_per_row"].tolist() == [2] * 16
+        assert row["agent/tool_calls_per_trajectory"] == (1.0 if devices == 1 else 1.5)
+        assert sorted(batch["images_per_row"].tolist(), reverse=True) == images
         image = batch["responses"] == batch_image_token(vlm_dir)
-        assert image.sum(dim=1).tolist() == [4] * 16 and not batch["response_mask"][image].any()
+        tool_images = batch["images_per_row"] - 1
+        assert image.sum(dim=1).tolist() == (4 * tool_images).tolist()
+        assert not batch["response_mask"][image].any()
     assert rows[1]["actor/kl"] > 0  # the first update moved the policy
 
 
