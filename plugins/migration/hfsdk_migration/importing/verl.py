@@ -30,6 +30,7 @@ from hfsdk_migration.importing.verl_roles import (
     map_strategy,
 )
 from hfsdk_migration.importing.verl_tools import map_multi_turn
+from hfsdk_migration.importing.verl_vision import is_vision, map_freeze_vision, map_image_key
 
 A = "actor_rollout_ref.actor."
 R = "actor_rollout_ref.rollout."
@@ -201,6 +202,7 @@ def _clipping(m: Mapper) -> None:
 def _actor(m: Mapper, n: int, total: int | None) -> None:
     backend = map_strategy(m, A, "actor")
     map_model(m, M, "actor", backend)
+    map_freeze_vision(m, backend, config_fields("training_backends", backend))
     map_engine(m, A, "actor", backend)
     ref_backend = backend_of(m.get(F + "strategy", m.flat.get(A + "strategy")))
     if ref_backend == "megatron":
@@ -476,8 +478,9 @@ def import_verl(m: Mapper, algo: str | None) -> str:
     m.put("algorithm.n_samples_per_prompt", n)
     total = _trainer(m)
     _data(m)
+    map_image_key(m)
     _actor(m, n, total)
-    map_rollout(m)
+    map_rollout(m, vision=is_vision(m))
     map_multi_turn(m)
     _kl(m)
     _advantage(m, estimator)
