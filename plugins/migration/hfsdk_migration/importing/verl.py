@@ -9,7 +9,8 @@ in responses, so it is multiplied by ``rollout.n``.
 Strategies and engines map to hfsdk's backends: ``strategy: megatron`` to the
 megatron backend with its ``tp``/``pp``, ``rollout.name: vllm`` to the vLLM
 rollout, ``rollout.tensor_model_parallel_size`` to the actor's generation
-layout. Every key left over is listed once with its reason
+layout; a vision-language config gets the ``hf_vision`` rollout instead
+(:mod:`~hfsdk_migration.importing.verl_vision`). Every key left over is listed once with its reason
 (:mod:`~hfsdk_migration.importing.verl_reasons`); a switch set to its off
 value (``false``, ``{}``, ``[]``) has nothing to map and is not listed.
 """
