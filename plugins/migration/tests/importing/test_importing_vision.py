@@ -24,6 +24,7 @@ from hfsdk_migration.importing import import_config, read_source, without_source
 FIXTURES = Path(__file__).parent / "fixtures"
 DOC = Path(__file__).resolve().parents[4] / "docs" / "multimodal.md"
 ENV = {"HOME": "/home/u"}
+R = "actor_rollout_ref.rollout."
 VL_GRPO = """\
 set -x
 ENGINE=${1:-vllm}
@@ -112,20 +113,19 @@ def test_a_verl_vl_grpo_command_imports_to_the_image_rollout(tmp_path: Path) -> 
     # No vLLM setting and no generation layout reach the image rollout's config.
     assert set(result.config["rollout"]) == {"backend", "max_response_length", "temperature"}
     assert "rollout_layout" not in result.config["actor"]
-    r = "actor_rollout_ref.rollout."
     assert result.unmapped == (
         "actor_rollout_ref.ref.fsdp_config.param_offload = True  (no counterpart: hfsdk keeps "
         "each role's weights, gradients and optimizer state on its devices (rollout.sleep frees "
         "vLLM's memory while the actor trains))",
-        f"{r}dtype = 'bfloat16'  {ENGINE_REASON}",  # verl's default, composed in
-        f"{r}gpu_memory_utilization = 0.6  {ENGINE_REASON}",
-        f"{r}tensor_model_parallel_size = 2  (rollout.backend=hf_vision generates on the "
+        f"{R}dtype = 'bfloat16'  {ENGINE_REASON}",  # verl's default, composed in
+        f"{R}gpu_memory_utilization = 0.6  {ENGINE_REASON}",
+        f"{R}tensor_model_parallel_size = 2  (rollout.backend=hf_vision generates on the "
         "actor's module without tensor parallelism)",
-        f"{r}max_num_seqs = 256  {ENGINE_REASON}",  # verl's default, composed in
+        f"{R}max_num_seqs = 256  {ENGINE_REASON}",  # verl's default, composed in
         "trainer.total_epochs = 15  (hfsdk counts steps: set trainer.total_steps = total_epochs "
         "x rows // data.train_batch_size (the train files are not here to count))",
         "critic.* (15 keys)  (algorithm 'grpo' has no critic)",
-        f"{r}engine_kwargs.* (1 key)  (hfsdk decides this itself (an engine performance setting))",
+        f"{R}engine_kwargs.* (1 key)  (hfsdk decides this itself (an engine performance setting))",
     )
 
 
@@ -253,3 +253,38 @@ def test_a_megatron_actor_lists_the_frozen_tower(tmp_path: Path) -> None:
         "actor_rollout_ref.actor.freeze_vision_tower = True  (the megatron backend has no "
         "actor.freeze_vision (the fsdp backend has))"
     ) in result.unmapped
+
+
+@pytest.mark.usefixtures("needs_vision")
+@pytest.mark.parametrize("version", ["0.9.1", "0.5.0"])
+def test_verls_own_tree_composes_the_vl_command(tmp_path: Path, version: str) -> None:
+    """On verl's shipped ``ppo_trainer`` (``make setup`` installs it; skipped without it)."""
+    import sys
+
+    config_dir = Path(sys.prefix) / "verl" / version / "verl" / "trainer" / "config"
+    if not (config_dir / "ppo_trainer.yaml").is_file():
+        pytest.skip(f"verl {version} is not in {config_dir.parents[2]}; run `make setup`")
+    # verl 0.9.1 has no engine_kwargs.vllm.disable_mm_preprocessor_cache (verl refuses it too),
+    # verl 0.5.0 no freeze_vision_tower: each release gets the keys it defines.
+    script = VL_GRPO.replace(
+        "    actor_rollout_ref.rollout.engine_kwargs.vllm.disable_mm_preprocessor_cache=True \\\n",
+        "",
+    )
+    if version == "0.5.0":
+        script = script.replace("    actor_rollout_ref.actor.freeze_vision_tower=True \\\n", "")
+    path = tmp_path / "run_qwen2_5_vl-7b.sh"
+    path.write_text(script)
+    data, warnings = read_source("verl", str(path), [], verl_config_dir=[str(config_dir)], env=ENV)
+    assert data["data"]["image_key"] == "images"  # verl's default, composed in
+    assert data["actor_rollout_ref"]["rollout"]["top_k"] == -1
+    result = import_config("verl", data, warnings=warnings)
+    cfg = resolve_run_config(None, without_source_paths(result.config))
+    assert cfg.rollout.backend == "hf_vision" and cfg.actor.mini_batch_size == 640
+    assert cfg.actor.freeze_vision is (version == "0.9.1")
+    assert f"actor_rollout_ref.rollout.gpu_memory_utilization = 0.6  {ENGINE_REASON}" in (
+        result.unmapped
+    )
+    joined = "\n".join(result.unmapped)
+    # top_p 1 and top_k -1 are off; image_key=images and the tower's switch are mapped.
+    for key in (R + "top_p", R + "top_k", "data.image_key", "freeze_vision_tower"):
+        assert key not in joined
