@@ -9,7 +9,8 @@ in responses, so it is multiplied by ``rollout.n``.
 Strategies and engines map to hfsdk's backends: ``strategy: megatron`` to the
 megatron backend with its ``tp``/``pp``, ``rollout.name: vllm`` to the vLLM
 rollout, ``rollout.tensor_model_parallel_size`` to the actor's generation
-layout. Every key left over is listed once with its reason
+layout; a vision-language config gets the ``hf_vision`` rollout instead
+(:mod:`~hfsdk_migration.importing.verl_vision`). Every key left over is listed once with its reason
 (:mod:`~hfsdk_migration.importing.verl_reasons`); a switch set to its off
 value (``false``, ``{}``, ``[]``) has nothing to map and is not listed.
 """
@@ -30,6 +31,7 @@ from hfsdk_migration.importing.verl_roles import (
     map_strategy,
 )
 from hfsdk_migration.importing.verl_tools import map_multi_turn
+from hfsdk_migration.importing.verl_vision import is_vision, map_freeze_vision, map_image_key
 
 A = "actor_rollout_ref.actor."
 R = "actor_rollout_ref.rollout."
@@ -201,6 +203,7 @@ def _clipping(m: Mapper) -> None:
 def _actor(m: Mapper, n: int, total: int | None) -> None:
     backend = map_strategy(m, A, "actor")
     map_model(m, M, "actor", backend)
+    map_freeze_vision(m, backend, config_fields("training_backends", backend))
     map_engine(m, A, "actor", backend)
     ref_backend = backend_of(m.get(F + "strategy", m.flat.get(A + "strategy")))
     if ref_backend == "megatron":
@@ -476,8 +479,9 @@ def import_verl(m: Mapper, algo: str | None) -> str:
     m.put("algorithm.n_samples_per_prompt", n)
     total = _trainer(m)
     _data(m)
+    map_image_key(m)
     _actor(m, n, total)
-    map_rollout(m)
+    map_rollout(m, vision=is_vision(m))
     map_multi_turn(m)
     _kl(m)
     _advantage(m, estimator)

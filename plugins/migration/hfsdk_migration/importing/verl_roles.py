@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from hfsdk_migration.importing.mapper import Mapper, as_int
+from hfsdk_migration.importing.verl_vision import map_vision_rollout
 
 A = "actor_rollout_ref.actor."
 R = "actor_rollout_ref.rollout."
@@ -134,8 +135,27 @@ def map_model(m: Mapper, prefix: str, role: str, backend: str) -> None:
         m.put(f"{role}.remove_padding", bool(m.get(padding)))
 
 
-def map_rollout(m: Mapper) -> None:
-    """The rollout section: sampling, the engine and its sizes, the generation tp."""
+def map_rollout(m: Mapper, vision: bool = False) -> None:
+    """The rollout section: sampling, the engine and its sizes, the generation tp.
+
+    A ``vision`` config (:func:`~hfsdk_migration.importing.verl_vision.is_vision`) gets the
+    image rollout instead of verl's engine.
+    """
+    if vision:
+        map_vision_rollout(m, _rollout_backends())
+    else:
+        _map_engine_rollout(m)
+    for key in ("log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu"):
+        for prefix in (R, F):
+            if m.has(prefix + key):
+                m.reject(
+                    prefix + key,
+                    "hfsdk decides this itself: micro_batch_tokens covers inference passes",
+                )
+
+
+def _map_engine_rollout(m: Mapper) -> None:
+    """verl's text rollout: ``rollout.name`` selects hfsdk's rollout backend of that name."""
     for key in ("temperature", "top_p"):
         if m.has(R + key):
             m.put(f"rollout.{key}", m.num(R + key))
@@ -161,13 +181,6 @@ def map_rollout(m: Mapper) -> None:
         m.put("rollout.sleep", "auto" if m.get(R + "free_cache_engine") else "off")
     if "dtype" in fields and m.get(R + "dtype") in ("bfloat16", "float16", "float32"):
         m.put("rollout.dtype", m.get(R + "dtype"))
-    for key in ("log_prob_use_dynamic_bsz", "log_prob_max_token_len_per_gpu"):
-        for prefix in (R, F):
-            if m.has(prefix + key):
-                m.reject(
-                    prefix + key,
-                    "hfsdk decides this itself: micro_batch_tokens covers inference passes",
-                )
     _generation_tp(m)
 
 
