@@ -298,10 +298,7 @@ def load_agent_loop(spec: str) -> type[AgentLoop]:
 
     if ":" not in spec:
         return get_registry("agent_loops")[spec].impl  # type: ignore[no-any-return]
-    try:
-        cls = _load_callable(spec)
-    except ConfigError as err:
-        raise ConfigError(str(err).replace("tool ", "rollout.multi_turn.agent_loop ", 1)) from None
+    cls = _load_callable(spec, "rollout.multi_turn.agent_loop")
     if not (isinstance(cls, type) and issubclass(cls, AgentLoop)):
         raise ConfigError(
             f"rollout.multi_turn.agent_loop {spec!r} is a {type(cls).__name__}, not a subclass of "

@@ -184,32 +184,33 @@ class Tool:
         return self.schema["function"].get("parameters", {})
 
 
-def _load_callable(spec: str) -> Callable[..., Any]:
-    """The function named by ``module:fn`` or ``path/to/file.py:fn``."""
+def _load_callable(spec: str, what: str = "tool") -> Callable[..., Any]:
+    """The function named by ``module:fn`` or ``path/to/file.py:fn`` (``what`` names the setting
+    in errors)."""
     target, _, attr = spec.rpartition(":")
     if not target or not attr:
         raise ConfigError(
-            f"tool {spec!r}: expected a registered tool name, 'module:function' or "
+            f"{what} {spec!r}: expected a registered tool name, 'module:function' or "
             "'path/to/file.py:function' (hfsdk list tools)"
         )
     if target.endswith(".py"):
         path = Path(target).expanduser()
         if not path.is_file():
-            raise ConfigError(f"tool {spec!r}: the file {str(path)!r} does not exist")
+            raise ConfigError(f"{what} {spec!r}: the file {str(path)!r} does not exist")
         try:
             module = import_file(path, "hfsdk_tools_")
         except Exception as err:
-            raise ConfigError(f"tool {spec!r}: {_import_failure(err)}") from None
+            raise ConfigError(f"{what} {spec!r}: {_import_failure(err)}") from None
     else:
         try:
             module = importlib.import_module(target)
         except ImportError as err:
-            raise ConfigError(f"tool {spec!r}: cannot import {target!r} ({err})") from None
+            raise ConfigError(f"{what} {spec!r}: cannot import {target!r} ({err})") from None
         except Exception as err:
-            raise ConfigError(f"tool {spec!r}: {_import_failure(err)}") from None
+            raise ConfigError(f"{what} {spec!r}: {_import_failure(err)}") from None
     fn = getattr(module, attr, None)
     if fn is None:
-        raise ConfigError(f"tool {spec!r}: {target!r} has no attribute {attr!r}")
+        raise ConfigError(f"{what} {spec!r}: {target!r} has no attribute {attr!r}")
     return fn  # type: ignore[no-any-return]
 
 

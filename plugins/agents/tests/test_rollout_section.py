@@ -138,3 +138,38 @@ def test_the_strategy_is_resolved_once_per_rollout(monkeypatch: pytest.MonkeyPat
     assert "agent_trajectory" in out.non_tensor_keys and multi.calls == 2
     plain = generate_rollout(single, prompt_batch(TOK, ["1 + 2 ="]))
     assert "agent_trajectory" not in plain.non_tensor_keys and single.calls == 1
+
+
+LOOP_FILE = '''
+from hfsdk_agents import AgentLoop
+
+
+class Once(AgentLoop):
+    async def run(self, prompt_ids, row, ctx, *, seed):
+        trajectory = ctx.new_trajectory(prompt_ids, row)
+        await ctx.model_turn(trajectory, seed=seed)
+        return trajectory
+
+
+NOT_A_LOOP = 3
+'''
+
+
+def test_an_agent_loop_is_loaded_from_a_file_or_refused_in_one_line(tmp_path) -> None:
+    from hfsdk_agents.loops import AgentLoop, load_agent_loop
+
+    path = tmp_path / "loops.py"
+    path.write_text(LOOP_FILE)
+    cls = load_agent_loop(f"{path}:Once")
+    assert issubclass(cls, AgentLoop) and cls.__name__ == "Once"
+    assert load_agent_loop("tool_loop").__name__ == "ToolLoop"
+    cases = {
+        f"{path}:NOT_A_LOOP": r"is a int, not a subclass of hfsdk_agents.AgentLoop",
+        f"{path}:Missing": r"has no attribute 'Missing'",
+        f"{tmp_path}/absent.py:Once": r"^rollout.multi_turn.agent_loop .*does not exist",
+    }
+    for spec, pattern in cases.items():
+        data = {"rollout": {"multi_turn": {**MULTI_TURN, "agent_loop": spec}}}
+        with pytest.raises(ConfigError, match=pattern) as caught:
+            resolve_run_config("grpo", data)
+        assert "\n" not in str(caught.value)
