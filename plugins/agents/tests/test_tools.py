@@ -218,3 +218,18 @@ def test_tools_return_images_as_encoded_bytes_beside_their_text() -> None:
     assert "images" not in _call(tools, "crop", {"x": 1}).record()
     out = _call(tools, "not_an_image", {})
     assert (out.ok, out.error, out.images) == (False, "bad_output", ())
+
+
+def test_a_turn_with_images_is_refused_by_a_request_serving_rollout() -> None:
+    from hfsdk import GenerationResult, HfsdkError
+    from hfsdk_agents.images import ImageRequest
+    from hfsdk_agents.requests import RequestServer
+
+    async def answer(request: object) -> GenerationResult:
+        return GenerationResult(token_ids=(1,), logprobs=(0.0,), finish_reason="stop")
+
+    server = RequestServer(answer)
+    plain = ImageRequest(prompt_ids=(5, 6), max_new_tokens=2)  # no images: served as usual
+    assert asyncio.run(server.generate(plain)).token_ids == (1,)
+    with pytest.raises(HfsdkError, match=r"^a turn with images reached a rollout's generate_req"):
+        asyncio.run(server.generate(ImageRequest(prompt_ids=(5,), max_new_tokens=2, images=[b"x"])))
