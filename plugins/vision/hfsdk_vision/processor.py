@@ -61,21 +61,12 @@ class VisionProcessor:
     ) -> dict[str, torch.Tensor]:
         """Model inputs for ``texts[i]`` with its images ``images[i]`` (left-padded), plus
         ``images_per_row`` (B,): how many of ``image_grid_thw``'s rows belong to each text."""
-        import torch
 
         if len(texts) != len(images):
             raise HfsdkError(
                 f"got {len(texts)} texts but {len(images)} image lists; pass one list per text"
             )
-        flat = [image for row in images for image in row]
-        vision = (
-            self.encode_images(flat)
-            if flat
-            else {
-                "pixel_values": torch.zeros(0, 0),
-                "image_grid_thw": torch.zeros(0, 3, dtype=torch.long),
-            }
-        )
+        vision = self.encode_image_rows(images)
         expanded, first = [], 0
         for text, row in zip(texts, images, strict=True):
             grids = vision["image_grid_thw"][first : first + len(row)]
@@ -86,8 +77,24 @@ class VisionProcessor:
             "input_ids": encoded["input_ids"],
             "attention_mask": encoded["attention_mask"],
             **vision,
-            "images_per_row": torch.tensor([len(row) for row in images], dtype=torch.long),
         }
+
+    def encode_image_rows(self, images: Sequence[Sequence[Image]]) -> dict[str, torch.Tensor]:
+        """:meth:`encode_images` of every row's images at once, plus ``images_per_row`` (B,);
+        rows without any image give empty ``pixel_values`` and ``image_grid_thw``."""
+        import torch
+
+        flat = [image for row in images for image in row]
+        vision = (
+            self.encode_images(flat)
+            if flat
+            else {
+                "pixel_values": torch.zeros(0, 0),
+                "image_grid_thw": torch.zeros(0, 3, dtype=torch.long),
+            }
+        )
+        counts = torch.tensor([len(row) for row in images], dtype=torch.long)
+        return {**vision, "images_per_row": counts}
 
     def save_pretrained(self, directory: str | Path) -> None:
         """Save the image processor and the tokenizer into ``directory``."""

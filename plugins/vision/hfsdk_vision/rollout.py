@@ -151,19 +151,6 @@ class VisionRollout(RolloutBackend):
             for uid, items in zip(uids, rows, strict=True)
         ]
 
-    def _vision_inputs(self, images: Sequence[Sequence[Any]]) -> dict[str, Any]:
-        """``pixel_values``, ``image_grid_thw`` and ``images_per_row`` of decoded ``images``."""
-        import torch
-
-        flat = [image for row in images for image in row]
-        vision = (
-            self.processor.encode_images(flat)
-            if flat
-            else {"pixel_values": torch.zeros(0, 0), "image_grid_thw": torch.zeros(0, 3).long()}
-        )
-        counts = torch.tensor([len(row) for row in images], dtype=torch.long)
-        return {**vision, "images_per_row": counts}
-
     def encode(self, prompts: Batch) -> dict[str, Any]:
         """The processor's model inputs of ``prompts``' texts and images (left-padded); token-in
         prompts (no ``rendered_prompt``: ``input_ids`` with expanded image tokens) keep their
@@ -174,7 +161,9 @@ class VisionRollout(RolloutBackend):
             return {
                 "input_ids": prompts["input_ids"],
                 "attention_mask": prompts["attention_mask"],
-                **self._vision_inputs(self._decoded([list(r or []) for r in images], uids)),
+                **self.processor.encode_image_rows(
+                    self._decoded([list(r or []) for r in images], uids)
+                ),
             }
         for key in (PROMPT_TEXT, IMAGES):
             if key not in prompts.non_tensor_keys:
@@ -212,7 +201,7 @@ class VisionRollout(RolloutBackend):
         """``batch`` (an assembled multi-turn rollout) with each row's ``images`` as per-row
         image columns and ``meta[MODEL_INPUTS]``; the image-token invariant checked on it."""
         uids = batch["uid"] if "uid" in batch.non_tensor_keys else range(len(batch))
-        vision = self._vision_inputs(self._decoded(images, uids))
+        vision = self.processor.encode_image_rows(self._decoded(images, uids))
         config = self.actor.hf_config
         check_image_tokens(
             batch["input_ids"],
