@@ -50,9 +50,16 @@ def slow_agent(base_url: str, row: dict[str, Any]) -> None:
     """The registered ``tool_use`` agent, whose calculator takes 50-300 ms a call."""
     import openai
 
-    from hfsdk_agents.gateway.examples.tool_use_agent import ADD_TOOL, MAX_TURNS, run_call
+    from hfsdk_agents.gateway.examples.tool_use_agent import (
+        ADD_TOOL,
+        MAX_TURNS,
+        http_client,
+        run_call,
+    )
 
-    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    client = openai.OpenAI(
+        base_url=base_url, api_key="unused", max_retries=0, http_client=http_client()
+    )
     messages: list[Any] = [{"role": "user", "content": row["raw_prompt"]}]
     for _ in range(MAX_TURNS):
         reply = client.chat.completions.create(model="policy", messages=messages, tools=[ADD_TOOL])
