@@ -140,7 +140,7 @@ class _CausalLMEngine(FSDPEngine):
         if self._logits_to_keep:
             inputs["logits_to_keep"] = kept + 1
         with self._autocast():
-            logits = self.module(**inputs).logits
+            logits = self.compute_module(**inputs).logits
         if extra is not None:
             logits = _suppress(logits, extra.suppressed_token_ids(self.module))
         log_probs, ent = response_log_probs(
@@ -187,7 +187,7 @@ class _CausalLMEngine(FSDPEngine):
         if self._logits_to_keep:
             call["logits_to_keep"] = packed.keep
         with self._autocast():
-            logits = self.module(**call).logits[0]
+            logits = self.compute_module(**call).logits[0]
         if not self._logits_to_keep:
             logits = logits[packed.keep]
         scaled = logits.float() / temperature if temperature != 1.0 else logits.float()

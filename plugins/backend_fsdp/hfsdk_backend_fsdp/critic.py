@@ -48,7 +48,7 @@ class CriticEngine(FSDPEngine):
             # about in-place ops on them; only out-of-place ops follow here.
             warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* view tensor")
             with self._autocast():
-                logits = self.module(**inputs).logits
+                logits = self.compute_module(**inputs).logits
         per_token = logits[..., 0].float()
         if packed is not None:
             values = packed.scatter(per_token[0, packed.keep], width)

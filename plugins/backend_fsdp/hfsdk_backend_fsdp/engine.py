@@ -187,6 +187,11 @@ class FSDPEngine:
             reshard_after_forward=config.reshard_after_forward,
             offload=sharding.offload_enabled(config.offload, self.device.type, role),
         )
+        # What the log-prob, value and training passes call: the module itself, or
+        # torch.compile's wrapper of it (same parameters; state dicts stay the module's).
+        self.compute_module: torch.nn.Module = (
+            torch.compile(self.module) if config.compile else self.module
+        )
         if broadcast:
             if on_meta:
                 self.module.to_empty(device=self.device)
@@ -251,7 +256,7 @@ class FSDPEngine:
 
     def _forward(self, micro: Batch) -> Any:
         with self._autocast():
-            return self.module(**self._model_inputs(micro))
+            return self.compute_module(**self._model_inputs(micro))
 
     def _forward_micro_batches(self, batch: Batch) -> Iterator[Batch]:
         """Micro-batches for inference, consecutive rows (the same count on every rank)."""

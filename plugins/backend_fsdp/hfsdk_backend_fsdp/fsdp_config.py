@@ -58,6 +58,14 @@ class FSDPRoleConfig(TrainedRoleConfig):
         default=True,
     )
     """FSDP2: free gathered weights after each forward (less memory, one more all-gather)."""
+    compile: bool = help_field(
+        "torch.compile the model for log-prob, value and training passes (inductor; the "
+        "first passes of each shape family compile, about 30 s for a 30M model on CPU).",
+        default=False,
+    )
+    """``torch.compile`` of the model for the log-prob, value and training passes (not
+    generation). Measured in docs/benchmarks.md ("torch.compile"): it pays only once its
+    compile time is amortised over many steps of the same shapes."""
     remove_padding: bool = help_field(
         "Log-prob and training passes drop the columns that are padding in every row of a "
         "micro-batch.",

@@ -188,3 +188,28 @@ def test_token_budget_passes_train_and_score_like_fixed_row_counts(
         atol=1e-5,
         rtol=1e-4,
     )
+
+
+@pytest.mark.heavy
+def test_compiled_passes_give_the_eager_numbers(model_dir: Path, sampled: Batch) -> None:
+    """``compile: true`` runs the log-prob and training passes through inductor (about a
+    minute of compiling here), with the eager passes' numbers up to reduction order."""
+    from torch._dynamo.eval_frame import OptimizedModule
+    from torch._dynamo.utils import counters
+
+    objective = ActorObjective(policy_loss=ppo_clip_loss)
+    eager = _actor(model_dir, optim=COMPARABLE)
+    compiled = _actor(model_dir, optim=COMPARABLE, compile=True)
+    assert isinstance(compiled.compute_module, OptimizedModule)
+    assert eager.compute_module is eager.module
+    graphs = counters["stats"]["unique_graphs"]
+    out_eager, out_compiled = eager.compute_log_prob(sampled), compiled.compute_log_prob(sampled)
+    assert counters["stats"]["unique_graphs"] > graphs  # the pass went through dynamo
+    for key in ("old_log_probs", "entropys"):
+        torch.testing.assert_close(out_compiled[key], out_eager[key], atol=1e-5, rtol=1e-4)
+    batch = sampled.union(out_eager)
+    metrics_eager = eager.update_actor(batch, objective)
+    metrics_compiled = compiled.update_actor(batch, objective)
+    for name in ("actor/pg_loss", "actor/grad_norm"):
+        assert metrics_compiled[name] == pytest.approx(metrics_eager[name], rel=1e-4, abs=1e-6)
+    _assert_same_weights(eager, compiled, int(sampled["attention_mask"].sum()))

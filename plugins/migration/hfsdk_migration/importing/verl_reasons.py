@@ -51,7 +51,10 @@ RULES = (
     (r"(nccl_timeout|ray_wait_register_center_timeout)$",
      f"{SELF}: trainer.worker_timeout_s bounds worker calls"),
     (r"^trainer\.balance_batch$", f"{SELF}: passes are balanced by micro_batch_tokens"),
-    (r"(use_torch_compile|use_fused_kernels|use_liger|entropy_from_logits_with_chunking|"
+    (r"use_torch_compile$",
+     "not carried over: hfsdk's actor.compile (fsdp) is off by default; set it by hand "
+     "for long runs (docs/benchmarks.md, torch.compile)"),
+    (r"(use_fused_kernels|use_liger|entropy_from_logits_with_chunking|"
      r"entropy_checkpointing|fused_kernel_options\.\w+|use_mbridge|vanilla_mbridge|"
      r"use_distributed_optimizer|forward_prefetch|wrap_policy\.\w+|use_orig_params)$", PERF),
     (r"\.rollout\.(mode|load_format|layered_summon|enable_chunked_prefill|"
