@@ -283,6 +283,9 @@ def run_hfsdk(s: Settings, workdir: Path, extra: Sequence[str] = ()) -> dict[str
                 for k, v in m.items()
                 if k.startswith("timing/")
             },
+            # The planner's per-stage utilisation: achieved FLOP/s and, with a calibrated
+            # placement.cluster, the share of its peak (perf/<stage>_mfu).
+            "utilisation": {k: v for k, v in m.items() if k.endswith(("_flops_per_s", "_mfu"))},
         }
         for m in metrics
     ]
@@ -530,13 +533,26 @@ def stage_table(result: dict[str, Any]) -> str:
     names = [k for k in later[0]["stages_s"] if k != "step"]
     means = {k: statistics.mean(x["stages_s"].get(k, 0.0) for x in later) for k in names}
     step = statistics.mean(x["step_s"] for x in later)
-    lines = ["| stage | s/step | share |", "|---|---:|---:|"]
+    lines = [
+        "| stage | s/step | share | GFLOP/s | of the calibrated peak |",
+        "|---|---:|---:|---:|---:|",
+    ]
+
+    def utilisation(name: str, suffix: str) -> float | None:
+        values = [x.get("utilisation", {}).get(f"perf/{name}{suffix}") for x in later]
+        present = [v for v in values if v is not None]
+        return statistics.mean(present) if present else None
+
     for name, value in means.items():
-        lines.append(f"| {name} | {value:.3f} | {value / step:.0%} |")
-    lines.append(f"| step | {step:.3f} | 100% |")
+        rate, mfu = utilisation(name, "_flops_per_s"), utilisation(name, "_mfu")
+        gflops = "" if rate is None else f"{rate / 1e9:.0f}"
+        share = "" if mfu is None else f"{mfu:.0%}"
+        lines.append(f"| {name} | {value:.3f} | {value / step:.0%} | {gflops} | {share} |")
+    lines.append(f"| step | {step:.3f} | 100% | | |")
     shares = [x["controller_share"] for x in later if x.get("controller_share") is not None]
     if shares:
-        lines.append(f"| controller overhead (median) | | {statistics.median(shares):.1%} |")
+        median = statistics.median(shares)
+        lines.append(f"| controller overhead (median) | | {median:.1%} | | |")
     return "\n".join(lines)
 
 
