@@ -21,6 +21,8 @@ micro-batch) with the levers switched on one after the other:
 6. ``+torch.compile``: the fsdp option ``compile: true`` (inductor) on top. Its
    first passes compile; they run once before the clock and their time is
    printed apart.
+7. ``+threads, packed``: variant 5 with ``packing: true`` (each micro-batch as one
+   padding-free row, a block-diagonal mask) instead of trimming columns.
 
 Skipping the old-log-prob pass (exactly on-policy updates) saves one whole
 ``compute_log_prob``. Variants are run round-robin ``--repeats`` times and the
@@ -46,6 +48,7 @@ VARIANTS = (
     "+detached entropy",
     "+threads",
     "+torch.compile",
+    "+threads, packed",
 )
 
 
@@ -112,11 +115,12 @@ def main() -> None:
         compiled = torch.compile(actor.module)
 
         def configure(variant: str) -> ActorObjective:
-            level = VARIANTS.index(variant)
+            packed = variant == "+threads, packed"
+            level = 4 if packed else VARIANTS.index(variant)
             actor.compute_module = compiled if level >= 5 else actor.module
             torch.set_num_threads(cores if level >= 4 else 1)
             actor._logits_to_keep = level >= 1
-            actor.config = attrs_evolve(config, remove_padding=level >= 2)
+            actor.config = attrs_evolve(config, remove_padding=level >= 2, packing=packed)
             # A negligible bonus makes the entropy part of the graph, as before.
             return ActorObjective(policy_loss=ppo_clip_loss, entropy_coef=0 if level >= 3 else 1e-9)
 
@@ -149,10 +153,10 @@ def main() -> None:
         for variant in VARIANTS:
             lp = statistics.median(times[variant]["log_prob"])
             up = statistics.median(times[variant]["update"])
-            print(f"| {variant} | {lp:.2f} | {up:.2f} | {2 * lp + up:.2f} |")
+            print(f"| {variant} | {lp:.3f} | {up:.3f} | {2 * lp + up:.3f} |")
         lp = statistics.median(times[VARIANTS[3]]["log_prob"])
         up = statistics.median(times[VARIANTS[3]]["update"])
-        print(f"| +detached entropy, skip old log-probs | (saved) | {up:.2f} | {lp + up:.2f} |")
+        print(f"| +detached entropy, skip old log-probs | (saved) | {up:.3f} | {lp + up:.3f} |")
         print(
             f"\ntorch.compile's first passes (before the clock): compute_log_prob "
             f"{warm_up[0]:.1f} s, update_actor {warm_up[1]:.1f} s"
