@@ -88,6 +88,21 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
+def _require_cpp_compiler(role: str) -> None:
+    """``compile`` on CPU: inductor builds C++ kernels, so refuse it in one line without a
+    compiler (instead of the first pass failing inside a worker)."""
+    from torch._inductor.cpp_builder import get_cpp_compiler
+    from torch._inductor.exc import InvalidCxxCompiler
+
+    try:
+        get_cpp_compiler()
+    except InvalidCxxCompiler:
+        raise HfsdkError(
+            f"{role}.compile=true: torch.compile on CPU builds C++ kernels and no C++ "
+            f"compiler was found (g++, or $CXX); install one or set {role}.compile: false"
+        ) from None
+
+
 def _detached_copy(value: Any) -> Any:
     """``value`` with every tensor inside (dicts, lists, tuples) replaced by a detached clone."""
     if isinstance(value, torch.Tensor):
@@ -127,6 +142,8 @@ class FSDPEngine:
             config.tokenizer_path or self.model_path
         )
         self.compute_dtype = DTYPES[config.dtype]
+        if config.compile and self.device.type == "cpu":
+            _require_cpp_compiler(role)
         # Trained roles keep float32 master weights; frozen ones are stored in the compute dtype.
         weights_dtype = torch.float32 if self.trainable else self.compute_dtype
         # Load once: with several ranks only rank 0 reads the weights; the others build the

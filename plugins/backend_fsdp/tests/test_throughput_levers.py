@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from hfsdk import HfsdkError
 from hfsdk.core.batch import Batch
 from hfsdk_backend_common.objectives import ActorObjective
 from hfsdk_backend_common.optim_config import OptimConfig
@@ -188,6 +189,22 @@ def test_token_budget_passes_train_and_score_like_fixed_row_counts(
         atol=1e-5,
         rtol=1e-4,
     )
+
+
+def test_compile_without_a_cpp_compiler_is_refused_in_one_line(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from torch._inductor.cpp_builder import cpp_compiler_search
+
+    # Inductor caches the compiler it found; forget it so the search runs on this PATH.
+    cpp_compiler_search.cache_clear()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    try:
+        with pytest.raises(HfsdkError, match=r"actor.compile=true: .*no C\+\+ compiler") as err:
+            _actor(model_dir, compile=True)
+    finally:
+        cpp_compiler_search.cache_clear()
+    assert "\n" not in str(err.value)
 
 
 @pytest.mark.heavy
