@@ -8,6 +8,9 @@ update is exactly on-policy.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +29,9 @@ from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.micro_batches import padded_cost, row_extents
 from hfsdk_policy_losses.losses import ppo_clip_loss
 
+COMPILED_PASSES_WORKER = Path(__file__).with_name("compiled_passes_worker.py")
+COMPILE_STALL_S = 480
+"""Seconds the compile check may take (about 60 cold here) before its process dumps its stacks."""
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 + 4 =", "9 + 9 =", "4 + 0 ="]
 LR = 1e-3
 COMPARABLE = OptimConfig(lr=LR, eps=1.0)
@@ -51,10 +57,20 @@ def _assert_same_weights(a: ActorEngine, b: ActorEngine, tokens: int, steps: int
     this bound's 6.9e-8 for 72 tokens; a wrong loss scale or a lost pass moves
     the weights by ~1e-4.)
     """
+    _assert_same_parameters(
+        dict(a.module.named_parameters()), dict(b.module.named_parameters()), tokens, steps
+    )
+
+
+def _assert_same_parameters(
+    a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], tokens: int, steps: int = 1
+) -> None:
+    """:func:`_assert_same_weights` on named parameters."""
     u = torch.finfo(torch.float32).eps
     atol = steps * LR * 8 * tokens * u
-    for (name, x), y in zip(a.module.named_parameters(), b.module.parameters(), strict=True):
-        torch.testing.assert_close(y, x, atol=atol, rtol=2 * u, msg=name)
+    assert list(b) == list(a)
+    for name, x in a.items():
+        torch.testing.assert_close(b[name], x, atol=atol, rtol=2 * u, msg=name)
 
 
 def _actor(model_dir: Path, **overrides: object) -> ActorEngine:
@@ -208,25 +224,42 @@ def test_compile_without_a_cpp_compiler_is_refused_in_one_line(
 
 
 @pytest.mark.heavy
-def test_compiled_passes_give_the_eager_numbers(model_dir: Path, sampled: Batch) -> None:
+def test_compiled_passes_give_the_eager_numbers(
+    model_dir: Path, sampled: Batch, tmp_path: Path
+) -> None:
     """``compile: true`` runs the log-prob and training passes through inductor (about a
-    minute of compiling here), with the eager passes' numbers up to reduction order."""
-    from torch._dynamo.eval_frame import OptimizedModule
-    from torch._dynamo.utils import counters
+    minute of compiling here), with the eager passes' numbers up to reduction order.
 
-    objective = ActorObjective(policy_loss=ppo_clip_loss)
-    eager = _actor(model_dir, optim=COMPARABLE)
-    compiled = _actor(model_dir, optim=COMPARABLE, compile=True)
-    assert isinstance(compiled.compute_module, OptimizedModule)
-    assert eager.compute_module is eager.module
-    graphs = counters["stats"]["unique_graphs"]
-    out_eager, out_compiled = eager.compute_log_prob(sampled), compiled.compute_log_prob(sampled)
-    assert counters["stats"]["unique_graphs"] > graphs  # the pass went through dynamo
+    Both actors run in a fresh process (``compiled_passes_worker.py`` says why), which
+    dumps its stacks and exits if it stalls.
+    """
+    torch.save(sampled, tmp_path / "batch.pt")
+    command = [
+        sys.executable,
+        str(COMPILED_PASSES_WORKER),
+        f"--model={model_dir}",
+        f"--batch={tmp_path / 'batch.pt'}",
+        f"--out={tmp_path / 'result.pt'}",
+        f"--stall-after={COMPILE_STALL_S}",
+    ]
+    # One compile thread: inductor builds its kernels in this process, not a worker pool.
+    env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=COMPILE_STALL_S + 60
+    )
+    assert done.returncode == 0, done.stderr[-6000:]
+    result = torch.load(tmp_path / "result.pt", weights_only=False)
+    assert result["compute_module_is_compiled"] and result["eager_module_is_plain"]
+    assert result["new_graphs"] > 0  # the pass went through dynamo
+    out = result["out"]
     for key in ("old_log_probs", "entropys"):
-        torch.testing.assert_close(out_compiled[key], out_eager[key], atol=1e-5, rtol=1e-4)
-    batch = sampled.union(out_eager)
-    metrics_eager = eager.update_actor(batch, objective)
-    metrics_compiled = compiled.update_actor(batch, objective)
+        torch.testing.assert_close(out["compiled"][key], out["eager"][key], atol=1e-5, rtol=1e-4)
+    metrics = result["metrics"]
     for name in ("actor/pg_loss", "actor/grad_norm"):
-        assert metrics_compiled[name] == pytest.approx(metrics_eager[name], rel=1e-4, abs=1e-6)
-    _assert_same_weights(eager, compiled, int(sampled["attention_mask"].sum()))
+        assert metrics["compiled"][name] == pytest.approx(
+            metrics["eager"][name], rel=1e-4, abs=1e-6
+        )
+    weights = result["weights"]
+    _assert_same_parameters(
+        weights["eager"], weights["compiled"], int(sampled["attention_mask"].sum())
+    )
