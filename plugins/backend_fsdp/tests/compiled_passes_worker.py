@@ -33,28 +33,18 @@ def main() -> None:
     faulthandler.dump_traceback_later(args.stall_after, exit=True, file=sys.stderr)
     torch.set_num_threads(1)
 
+    # The test's own actor settings, so its weight bound (from COMPARABLE's lr) holds here.
+    from test_throughput_levers import COMPARABLE, _actor  # beside this script, on its sys.path
     from torch._dynamo.eval_frame import OptimizedModule
     from torch._dynamo.utils import counters
 
     from hfsdk_backend_common.objectives import ActorObjective
-    from hfsdk_backend_common.optim_config import OptimConfig
-    from hfsdk_backend_fsdp.actor import ActorEngine
-    from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
     from hfsdk_policy_losses.losses import ppo_clip_loss
-
-    def actor(compile: bool) -> ActorEngine:
-        config = FSDPRoleConfig(
-            model_path=str(args.model),
-            mini_batch_size=8,
-            micro_batch_size=4,
-            optim=OptimConfig(lr=1e-3, eps=1.0),  # test_throughput_levers.COMPARABLE
-            compile=compile,
-        )
-        return ActorEngine(config, role="actor")
 
     sampled = torch.load(args.batch, weights_only=False)
     objective = ActorObjective(policy_loss=ppo_clip_loss)
-    eager, compiled = actor(compile=False), actor(compile=True)
+    eager = _actor(args.model, optim=COMPARABLE)
+    compiled = _actor(args.model, optim=COMPARABLE, compile=True)
     graphs = counters["stats"]["unique_graphs"]
     out_eager, out_compiled = eager.compute_log_prob(sampled), compiled.compute_log_prob(sampled)
     result = {
