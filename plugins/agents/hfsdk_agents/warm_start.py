@@ -7,10 +7,11 @@ and the cached, atomically renamed build directory are the same for all of them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -110,7 +111,8 @@ def cached_build(kind: str, key: str, build: Callable[[Path], None]) -> Path:
     base.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=base))
     try:
-        build(staging)
+        with _no_progress_bars():
+            build(staging)
         try:
             os.rename(staging, final)
         except OSError:
@@ -120,3 +122,18 @@ def cached_build(kind: str, key: str, build: Callable[[Path], None]) -> Path:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return final
+
+
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """Keep transformers' "Writing model shards" bar out of the output (a CLI error stays
+    one line when the task's model is first built during the run)."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
