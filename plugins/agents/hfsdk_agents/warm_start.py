@@ -7,11 +7,10 @@ and the cached, atomically renamed build directory are the same for all of them.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -103,6 +102,7 @@ def cached_build(kind: str, key: str, build: Callable[[Path], None]) -> Path:
     racing keep the first complete one.
     """
     from hfsdk import cache_root
+    from hfsdk_tasks import quiet_progress_bars
 
     base = cache_root() / kind
     final = base / key
@@ -111,7 +111,7 @@ def cached_build(kind: str, key: str, build: Callable[[Path], None]) -> Path:
     base.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=base))
     try:
-        with _no_progress_bars():
+        with quiet_progress_bars():  # a CLI error during a first build stays one line
             build(staging)
         try:
             os.rename(staging, final)
@@ -122,18 +122,3 @@ def cached_build(kind: str, key: str, build: Callable[[Path], None]) -> Path:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return final
-
-
-@contextlib.contextmanager
-def _no_progress_bars() -> Iterator[None]:
-    """Keep transformers' "Writing model shards" bar out of the output (a CLI error stays
-    one line when the task's model is first built during the run)."""
-    from transformers.utils import logging as hf_logging
-
-    was_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if was_on:
-            hf_logging.enable_progress_bar()

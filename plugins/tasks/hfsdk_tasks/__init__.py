@@ -14,6 +14,7 @@ from hfsdk_tasks.assets import (
     cache_root,
     ensure_default_assets,
     load_prompt_dataset,
+    quiet_progress_bars,
 )
 from hfsdk_tasks.spec import DefaultTaskSpec
 from hfsdk_tasks.task import (
@@ -34,4 +35,5 @@ __all__ = [
     "default_task_reward",
     "ensure_default_assets",
     "load_prompt_dataset",
+    "quiet_progress_bars",
 ]

@@ -138,7 +138,7 @@ def ensure_default_assets(
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=base))
     try:
         log.info("building the default task's model and data in %s (once)", final)
-        with _quiet_progress_bars():
+        with quiet_progress_bars():
             _build(staging, final.name, spec, versions)
         try:
             os.rename(staging, final)
@@ -173,7 +173,7 @@ def _read_existing(root: Path, spec: DefaultTaskSpec) -> DefaultAssets | None:
 
 
 @contextlib.contextmanager
-def _quiet_progress_bars() -> Iterator[None]:
+def quiet_progress_bars() -> Iterator[None]:
     """Hide the progress bars transformers and datasets print while saving small files."""
     import datasets
     from transformers.utils import logging as hf_logging

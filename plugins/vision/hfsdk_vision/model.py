@@ -215,7 +215,11 @@ def cached_directory(final: Path, marker: str, build: Callable[[Path], Any]) -> 
     if (final / marker).is_file():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
+    from transformers.utils import logging as hf_logging
+
     staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=final.parent))
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a CLI error during a first build stays one line
     try:
         build(staging)
         try:
@@ -224,6 +228,8 @@ def cached_directory(final: Path, marker: str, build: Callable[[Path], Any]) -> 
             if not (final / marker).is_file():  # another process won the race
                 raise
     finally:
+        if bars:
+            hf_logging.enable_progress_bar()
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return final
