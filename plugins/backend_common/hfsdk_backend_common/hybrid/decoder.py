@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from hfsdk import HfsdkError
+from hfsdk_backend_common.hybrid.packed_linear import DecodeLinears
 from hfsdk_backend_common.hybrid.stages import StageLink
 
 if TYPE_CHECKING:
@@ -115,6 +116,11 @@ class KVCache:
         self.length += positions
 
 
+_PRODUCTS = ("linear_qkv.weight", "linear_proj.weight", "linear_fc1.weight",
+             "linear_fc2.weight", "output_layer.weight")  # fmt: skip
+"""The weights the decoder multiplies by (the embedding is looked up, not multiplied)."""
+
+
 class TPDecoder:
     """Greedy or sampled decoding with a KV cache over one rank's generation shard.
 
@@ -150,6 +156,7 @@ class TPDecoder:
         self.dtype = shard[
             f"decoder.layers.{self.layers.start}.self_attention.linear_qkv.weight"
         ].dtype
+        self.linear = DecodeLinears(shard, [n for n in shard if n.endswith(_PRODUCTS)])
 
     def _check_stage(self, shard: Mapping[str, torch.Tensor]) -> None:
         """A one-line error unless ``shard`` holds this stage's layers and ends."""
@@ -230,7 +237,7 @@ class TPDecoder:
         b, t, _ = x.shape
         hd, groups = self.shape.head_dim, self.local_groups
         per = self.local_heads // groups
-        qkv = (x @ self.w[pre + "linear_qkv.weight"].T).view(b, t, groups, per + 2, hd)
+        qkv = self.linear(x, pre + "linear_qkv.weight").view(b, t, groups, per + 2, hd)
         q = qkv[:, :, :, :per].reshape(b, t, groups * per, hd).transpose(1, 2)
         k = qkv[:, :, :, per].transpose(1, 2)
         v = qkv[:, :, :, per + 1].transpose(1, 2)
@@ -240,14 +247,14 @@ class TPDecoder:
         # Grouped-query attention: each key/value head serves its `per` query heads.
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=per > 1)
         out = out.transpose(1, 2).reshape(b, t, groups * per * hd)
-        return self._all_reduce(out @ self.w[pre + "linear_proj.weight"].T)
+        return self._all_reduce(self.linear(out, pre + "linear_proj.weight"))
 
     def _mlp(self, layer: int, x: torch.Tensor) -> torch.Tensor:
         import torch.nn.functional as F
 
         pre = f"decoder.layers.{layer}.mlp."
-        gate, up = (x @ self.w[pre + "linear_fc1.weight"].T).chunk(2, dim=-1)
-        return self._all_reduce((F.silu(gate) * up) @ self.w[pre + "linear_fc2.weight"].T)
+        gate, up = self.linear(x, pre + "linear_fc1.weight").chunk(2, dim=-1)
+        return self._all_reduce(self.linear(F.silu(gate) * up, pre + "linear_fc2.weight"))
 
     def forward(
         self, ids: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache: KVCache
@@ -275,7 +282,7 @@ class TPDecoder:
             self.stages.send(x)
             return None
         x = self._norm(x, self.w["decoder.final_layernorm.weight"])
-        logits = self._all_gather_last(x @ self.w["output_layer.weight"].T)
+        logits = self._all_gather_last(self.linear(x, "output_layer.weight"))
         return logits[..., : self.shape.vocab_size]
 
     # -- decoding -------------------------------------------------------------------------

@@ -1,0 +1,73 @@
+"""The decoder's matrix products ``x @ W.T``, with CPU weights prepacked for oneDNN.
+
+A decode step multiplies a few rows (one per sequence) by every weight matrix
+of the model. On CPU torch's default kernel for that shape reads the weight
+in its stored layout at every step; oneDNN's inner product on a weight
+reordered once into its blocked layout runs the same products 1.2–2× faster
+(32 rows, the compute-bound benchmark model's shapes, 2-core AVX-512 machine:
+float32 101–145 → 201–218 GFLOP/s, bfloat16 252–342 → 359–406; numbers and
+command in docs/benchmarks.md). Reordering costs one copy of each weight, paid
+once per decoder (one ``generate`` call, or one request server's life), and
+holds that copy while the decoder lives.
+
+GPUs, and CPU builds without oneDNN, multiply by the weights as they are.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
+logger = logging.getLogger(__name__)
+
+_PACKABLE_DTYPES = ("float32", "bfloat16")
+# oneDNN picks its blocking for this many rows; any count of 8 or more ran as fast at
+# 8 and 32 rows, one did not (docs/benchmarks.md), and every row count stays correct.
+_ROWS_HINT = 32
+
+
+def packing_available(weight: torch.Tensor) -> bool:
+    """Whether ``weight`` can be reordered for oneDNN here (CPU, a supported dtype, oneDNN)."""
+    import torch
+
+    return (
+        weight.device.type == "cpu"
+        and str(weight.dtype).removeprefix("torch.") in _PACKABLE_DTYPES
+        and torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+    )
+
+
+class DecodeLinears:
+    """``x @ weights[name].T`` for the named 2-D weights, on reordered copies where possible."""
+
+    def __init__(self, weights: Mapping[str, torch.Tensor], names: Iterable[str]) -> None:
+        import torch
+
+        self.weights = weights
+        self.packed: dict[str, torch.Tensor] = {}
+        for name in names:
+            weight = weights[name]
+            if not packing_available(weight):
+                continue
+            try:
+                self.packed[name] = torch.ops.mkldnn._reorder_linear_weight(
+                    weight.detach(), _ROWS_HINT
+                )
+            except RuntimeError as error:  # a oneDNN build without this path: plain products
+                logger.debug("decoder: %s stays unpacked (%s)", name, error)
+                self.packed.clear()
+                return
+
+    def __call__(self, x: torch.Tensor, name: str) -> torch.Tensor:
+        """``x (..., in) @ W.T`` → ``(..., out)``."""
+        packed = self.packed.get(name)
+        if packed is None or x.dtype != packed.dtype:
+            return x @ self.weights[name].T
+        import torch
+
+        return torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
