@@ -34,6 +34,7 @@ from hfsdk import (
     position_ids_from_mask,
     row_group,
 )
+from hfsdk_backend_common.cpu_allocator import keep_freed_cpu_memory
 from hfsdk_backend_common.engine_support import MetricAccumulator, resolve_device
 from hfsdk_backend_common.lr_schedule import build_optimizer
 from hfsdk_backend_fsdp import sharding
@@ -137,6 +138,8 @@ class FSDPEngine:
         self.role = role
         self.dp = sharding.data_parallel(process_group)
         self.device = resolve_device(config.device)
+        if self.device.type == "cpu":
+            keep_freed_cpu_memory()
         self.model_path = resolve_model_path(config, role)
         self.tokenizer: PreTrainedTokenizerBase = load_tokenizer(
             config.tokenizer_path or self.model_path

@@ -40,6 +40,7 @@ from hfsdk import (
     position_ids_from_mask,
     row_group,
 )
+from hfsdk_backend_common.cpu_allocator import keep_freed_cpu_memory
 from hfsdk_backend_common.engine_support import (
     SEQUENCE_KEYS,
     UPDATE_KEYS,
@@ -106,6 +107,8 @@ class MegatronEngine:
         self.shape = read_shape(self.model_dir, role)
         self.tokenizer = load_tokenizer(config.tokenizer_path or self.model_dir)
         self.device = resolve_device(config.device)
+        if self.device.type == "cpu":
+            keep_freed_cpu_memory()
         tp, pp = config.parallel.tp, config.parallel.pp
         if dist.is_initialized():
             problems = layout_problems(self.shape, tp, pp, dist.get_world_size(), role)
