@@ -314,10 +314,18 @@ def measure_model(
     import torch
 
     def decode_steps(model: Any, batches: tuple[int, ...]) -> dict[int, float]:
-        # transformers' KV-cache decoding of the model itself: the core measures without
-        # importing a backend (a rollout backend's own decoder may be somewhat faster).
-        from transformers import GenerationConfig
+        # The decoder the rollouts run on a Llama by default (`rollout.decoder: auto`; the
+        # tensor-parallel replicas' too): transformers' `generate` is much slower on CPU,
+        # and a planner calibrated on it overestimated generation by 37-72 %.
+        from hfsdk_backend_common.hybrid.decoder import DecoderShape, TPDecoder
+        from hfsdk_backend_common.hybrid.llama_format import (
+            hf_llama_shape,
+            hf_llama_to_megatron,
+        )
 
+        named = {name: p.detach() for name, p in model.named_parameters()}
+        weights = hf_llama_to_megatron(named, hf_llama_shape(model.config))
+        decoder = TPDecoder(weights, DecoderShape.from_hf_config(model.config), tg=1, tp_rank=0)
         vocab = model.config.vocab_size
         out: dict[int, float] = {}
         for batch in batches:
@@ -325,16 +333,7 @@ def measure_model(
             mask = torch.ones_like(ids)
 
             def run(n: int, ids: Any = ids, mask: Any = mask) -> None:
-                config = GenerationConfig(
-                    max_new_tokens=n,
-                    min_new_tokens=n,
-                    do_sample=False,
-                    pad_token_id=0,
-                    eos_token_id=None,
-                    use_cache=True,
-                )
-                with torch.no_grad():
-                    model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+                decoder.generate(ids, mask, max_new_tokens=n, eos_ids=[], pad_id=0, greedy=True)
 
             # Two lengths: their difference is pure decode steps (no prefill). The smallest
             # batch gets three times the repeats: the per-layer overhead is fitted from it,
