@@ -3,12 +3,12 @@
 A decode step multiplies a few rows (one per sequence) by every weight matrix
 of the model. On CPU torch's default kernel for that shape reads the weight
 in its stored layout at every step; oneDNN's inner product on a weight
-reordered once into its blocked layout runs the same products 1.2–2× faster
+reordered once into its blocked layout runs the same products 1.4–2.6× faster
 (32 rows, the compute-bound benchmark model's shapes, 2-core AVX-512 machine:
-float32 101–145 → 201–218 GFLOP/s, bfloat16 252–342 → 359–406; numbers and
-command in docs/benchmarks.md). Reordering costs one copy of each weight, paid
-once per decoder (one ``generate`` call, or one request server's life), and
-holds that copy while the decoder lives.
+float32 79–120 → 166–210 GFLOP/s, bfloat16 207–278 → 295–417;
+``benchmarks/decode_kernels.py``, docs/benchmarks.md). Reordering costs one copy
+of each weight, paid once per decoder (one ``generate`` call, or one request
+server's life), and holds that copy while the decoder lives.
 
 GPUs, and CPU builds without oneDNN, multiply by the weights as they are.
 """
@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 _PACKABLE_DTYPES = ("float32", "bfloat16")
-# oneDNN picks its blocking for this many rows; any count of 8 or more ran as fast at
-# 8 and 32 rows, one did not (docs/benchmarks.md), and every row count stays correct.
+# oneDNN picks its blocking for this many rows (every row count stays correct). Reordered
+# for 8, 32, 64 or 256 rows, products of 8 and 32 rows ran equally fast; for 1 row,
+# 15-40 % slower (2-core AVX-512 machine, float32, the benchmark model's shapes).
 _ROWS_HINT = 32
 
 
