@@ -34,7 +34,9 @@ def test_packed_products_equal_the_plain_ones(dtype: torch.dtype, rows: tuple[in
     w = torch.randn(96, 48).to(dtype)
     x = torch.randn(*rows, 48).to(dtype)
     linears = DecodeLinears({"w": w}, ["w"])
-    assert "w" in linears.packed
+    # oneDNN has no bfloat16 inner product without AVX-512 BF16 or AMX (an AVX2 CPU): the
+    # reorder fails and the products stay plain, which must be right all the same.
+    assert "w" in linears.packed or dtype == torch.bfloat16
     _within_rounding(linears(x, "w"), x, w)
 
 
