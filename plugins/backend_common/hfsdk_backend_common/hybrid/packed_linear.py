@@ -10,7 +10,8 @@ float32 79–120 → 166–210 GFLOP/s, bfloat16 207–278 → 295–417;
 of each weight, paid once per decoder (one ``generate`` call, or one request
 server's life), and holds that copy while the decoder lives.
 
-GPUs, and CPU builds without oneDNN, multiply by the weights as they are.
+GPUs, CPU builds without oneDNN, and bfloat16 weights on a CPU without oneDNN's
+bfloat16 kernels (AVX2 only: the reorder fails) multiply by the weights as they are.
 """
 
 from __future__ import annotations
