@@ -13,7 +13,7 @@ of going back to the system (measured in docs/benchmarks.md).
 
 Only glibc is tuned, and only where the user has not tuned it: any
 ``MALLOC_*`` environment variable (glibc's own tunables, e.g.
-``MALLOC_TRIM_THRESHOLD_=131072`` to keep its default behaviour) or a
+``MALLOC_TRIM_THRESHOLD_=131072``, its default trim threshold) or a
 preloaded allocator (``LD_PRELOAD``, e.g. jemalloc or tcmalloc) leaves
 ``malloc`` as it is.
 """
