@@ -7,9 +7,6 @@ and the cached, atomically renamed build directory are the same for all of them.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -95,30 +92,9 @@ def fit_token_distributions(
 
 
 def cached_build(kind: str, key: str, build: Callable[[Path], None]) -> Path:
-    """``cache_root()/kind/key``, made once by ``build(staging)`` and renamed into place.
-
-    ``build`` writes everything, ``info.json`` last, into a fresh staging directory;
-    a build interrupted half-way leaves nothing at the final path, and two builders
-    racing keep the first complete one.
-    """
+    """``cache_root()/kind/key``, made once by ``build(staging)`` (which writes ``info.json``
+    last) and renamed into place (:func:`hfsdk_tasks.build_once`)."""
     from hfsdk import cache_root
-    from hfsdk_tasks import quiet_progress_bars
+    from hfsdk_tasks import build_once, holds
 
-    base = cache_root() / kind
-    final = base / key
-    if (final / "info.json").exists():
-        return final
-    base.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=base))
-    try:
-        with quiet_progress_bars():  # a CLI error during a first build stays one line
-            build(staging)
-        try:
-            os.rename(staging, final)
-        except OSError:
-            if not (final / "info.json").exists():
-                raise
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return final
+    return build_once(cache_root() / kind / key, build, complete=holds("info.json"))

@@ -14,8 +14,8 @@ from hfsdk_tasks.assets import (
     cache_root,
     ensure_default_assets,
     load_prompt_dataset,
-    quiet_progress_bars,
 )
+from hfsdk_tasks.build_once import build_once, holds, quiet_progress_bars
 from hfsdk_tasks.spec import DefaultTaskSpec
 from hfsdk_tasks.task import (
     COST_FUNCTION_NAME,
@@ -29,11 +29,13 @@ __all__ = [
     "REWARD_FUNCTION_NAME",
     "DefaultAssets",
     "DefaultTaskSpec",
+    "build_once",
     "build_prompt_dataset",
     "cache_root",
     "default_task_cost",
     "default_task_reward",
     "ensure_default_assets",
+    "holds",
     "load_prompt_dataset",
     "quiet_progress_bars",
 ]

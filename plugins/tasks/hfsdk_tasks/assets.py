@@ -13,20 +13,17 @@ Cache root: ``$HFSDK_CACHE_DIR`` or ``~/.cache/hfsdk``; assets live in
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
 import shutil
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import attrs
 
 from hfsdk import HfsdkError, cache_root
+from hfsdk_tasks.build_once import build_once
 from hfsdk_tasks.spec import DefaultTaskSpec
 from hfsdk_tasks.task import task_rows, validation_rows
 
@@ -134,21 +131,12 @@ def ensure_default_assets(
     cached = _read_existing(final, spec)
     if cached is not None:
         return cached
-    base.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=base))
-    try:
-        log.info("building the default task's model and data in %s (once)", final)
-        with quiet_progress_bars():
-            _build(staging, final.name, spec, versions)
-        try:
-            os.rename(staging, final)
-        except OSError:
-            # Another process finished first; its build is as good as ours.
-            if _read_existing(final, spec) is None:
-                raise
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+    log.info("building the default task's model and data in %s (once)", final)
+    build_once(
+        final,
+        lambda staging: _build(staging, final.name, spec, versions),
+        complete=lambda root: _read_existing(root, spec) is not None,
+    )
     built = _read_existing(final, spec)
     if built is None:
         raise HfsdkError(f"the default task build in {final} is incomplete; delete it and retry")
@@ -170,25 +158,6 @@ def _read_existing(root: Path, spec: DefaultTaskSpec) -> DefaultAssets | None:
     log.warning("default task cache %s is incomplete; rebuilding it", root)
     shutil.rmtree(root, ignore_errors=True)
     return None
-
-
-@contextlib.contextmanager
-def quiet_progress_bars() -> Iterator[None]:
-    """Hide the progress bars transformers and datasets print while saving small files."""
-    import datasets
-    from transformers.utils import logging as hf_logging
-
-    datasets_were_on = datasets.is_progress_bar_enabled()
-    hf_was_on = hf_logging.is_progress_bar_enabled()
-    datasets.disable_progress_bars()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if datasets_were_on:
-            datasets.enable_progress_bars()
-        if hf_was_on:
-            hf_logging.enable_progress_bar()
 
 
 def _build(root: Path, key: str, spec: DefaultTaskSpec, versions: dict[str, str]) -> None:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from hfsdk_tasks import build_once, holds
 from hfsdk_vision.processor import VisionProcessor
 from hfsdk_vision.tokens import VISION_TOKENS
 
@@ -201,51 +202,19 @@ def load_tiny_vlm(directory: str | Path) -> tuple[Qwen2VLForConditionalGeneratio
     return model, VisionProcessor.from_pretrained(directory)
 
 
-def cached_directory(final: Path, marker: str, build: Callable[[Path], Any]) -> Path:
-    """``final``, made once by ``build(staging)`` and renamed into place; it counts as made when
-    it holds ``marker`` (the file ``build`` writes last).
-
-    A concurrent or interrupted build never leaves a half-written directory where a reader
-    looks; two builders racing keep the first complete one.
-    """
-    import os
-    import shutil
-    import tempfile
-
-    if (final / marker).is_file():
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    from transformers.utils import logging as hf_logging
-
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.building-", dir=final.parent))
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a CLI error during a first build stays one line
-    try:
-        build(staging)
-        try:
-            os.rename(staging, final)
-        except OSError:
-            if not (final / marker).is_file():  # another process won the race
-                raise
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return final
-
-
 def ensure_tiny_vlm(
     corpus: Sequence[str], spec: TinyVLMSpec | None = None, cache_dir: str | Path | None = None
 ) -> Path:
     """The directory of the tiny model for ``corpus`` and ``spec``, built once and then read
     from ``cache_dir`` (default: hfsdk's cache root, ``$HFSDK_CACHE_DIR``) under ``vision/``
-    (:func:`cached_directory`)."""
+    (:func:`hfsdk_tasks.build_once`)."""
     from hfsdk import cache_root
 
     spec = spec or TinyVLMSpec()
     base = (Path(cache_dir).expanduser() if cache_dir else cache_root()) / "vision"
     final = base / f"tiny_qwen2_vl-{spec.cache_key(corpus)}"
-    return cached_directory(
-        final, "model.safetensors", lambda staging: save_tiny_vlm(staging, corpus, spec)
+    return build_once(
+        final,
+        lambda staging: save_tiny_vlm(staging, corpus, spec),
+        complete=holds("model.safetensors"),
     )

@@ -23,7 +23,8 @@ from typing import Any
 import attrs
 
 import hfsdk
-from hfsdk_vision.model import TinyVLMSpec, cached_directory, load_tiny_vlm, save_tiny_vlm
+from hfsdk_tasks import build_once, holds
+from hfsdk_vision.model import TinyVLMSpec, load_tiny_vlm, save_tiny_vlm
 from hfsdk_vision.shapes import COLOURS, PROMPT, draw, shapes_rows, tokenizer_corpus, write_parquet
 
 BUILDER_VERSION = 1
@@ -95,7 +96,9 @@ def ensure_shapes_assets(spec: ShapesTaskSpec | None = None) -> Path:
     """The task's cached directory, built on first use (see :func:`build_shapes_assets`)."""
     spec = spec or ShapesTaskSpec()
     final = hfsdk.cache_root() / "vision" / f"shapes-{spec.cache_key()}"
-    return cached_directory(final, "info.json", lambda staging: build_shapes_assets(staging, spec))
+    return build_once(
+        final, lambda staging: build_shapes_assets(staging, spec), complete=holds("info.json")
+    )
 
 
 def shapes_settings(root: Path) -> dict[str, Any]:
