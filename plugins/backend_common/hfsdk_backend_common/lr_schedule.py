@@ -11,6 +11,9 @@ import torch
 from hfsdk import HfsdkError
 from hfsdk_backend_common.optim_config import OptimConfig
 
+_FUSED_ADAMW_DEVICES = ("cpu", "cuda")
+"""Where ``torch.optim.AdamW(fused=True)`` has a kernel (torch also has it for a few more)."""
+
 
 @attrs.define(frozen=True, slots=False)
 class LRMultiplier:
@@ -60,12 +63,22 @@ def build_scheduler(
 def build_optimizer(
     parameters: Any, optim: OptimConfig, total_steps: int | None
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-    """AdamW over ``parameters`` with the role's ``optim`` settings, and its LR schedule."""
+    """AdamW over ``parameters`` with the role's ``optim`` settings, and its LR schedule.
+
+    The step runs as torch's fused kernel where every parameter's device has one: on CPU
+    torch otherwise steps one parameter at a time (the compute-bound benchmark model's
+    step: 92 ms one at a time, 9 ms fused, 2-core machine; docs/backends.md).
+    """
+    parameters = list(parameters)
+    fused = bool(parameters) and all(
+        p.is_floating_point() and p.device.type in _FUSED_ADAMW_DEVICES for p in parameters
+    )
     optimizer = torch.optim.AdamW(
         parameters,
         lr=optim.lr,
         betas=optim.betas,
         eps=optim.eps,
         weight_decay=optim.weight_decay,
+        fused=True if fused else None,
     )
     return optimizer, build_scheduler(optimizer, optim, total_steps)

@@ -1,4 +1,4 @@
-"""Warmup + constant/cosine learning-rate schedule."""
+"""Warmup + constant/cosine learning-rate schedule, and the AdamW it drives."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk_backend_common.lr_schedule import build_scheduler
+from hfsdk_backend_common.lr_schedule import build_optimizer, build_scheduler
 from hfsdk_backend_common.optim_config import OptimConfig
 
 
@@ -64,3 +64,30 @@ def test_state_round_trip_resumes_the_schedule() -> None:
     fresh_optimizer.step()
     fresh.step()
     assert fresh.get_last_lr() == pytest.approx(scheduler.get_last_lr())
+
+
+def test_cpu_parameters_step_with_the_fused_kernel_and_the_role_settings() -> None:
+    optim = OptimConfig(lr=0.05, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
+    torch.manual_seed(0)
+    start = [torch.randn(7, 5), torch.randn(5)]
+    fused_params = [torch.nn.Parameter(t.clone()) for t in start]
+    loop_params = [torch.nn.Parameter(t.clone()) for t in start]
+    fused, _ = build_optimizer(iter(fused_params), optim, total_steps=10)  # a generator too
+    loop = torch.optim.AdamW(loop_params, lr=0.05, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
+    assert fused.defaults["fused"] is True and loop.defaults["fused"] is None
+    for step in range(3):
+        for params in (fused_params, loop_params):
+            for p in params:
+                p.grad = torch.sin(p.detach() * (step + 1))
+        fused.step()
+        loop.step()
+    for a, b in zip(fused_params, loop_params, strict=True):
+        # Same arithmetic in another order: a few float32 ulps of values of order 1.
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-6)
+        assert not torch.equal(a, torch.zeros_like(a))
+
+
+def test_parameters_on_a_device_without_the_fused_kernel_step_one_at_a_time() -> None:
+    optimizer, _ = build_optimizer([torch.nn.Parameter(torch.zeros(3, device="meta"))],
+                                   OptimConfig(), total_steps=1)  # fmt: skip
+    assert optimizer.defaults["fused"] is None
