@@ -70,9 +70,7 @@ def build_optimizer(
     step: 92 ms one at a time, 9 ms fused, 2-core machine; docs/backends.md).
     """
     parameters = list(parameters)
-    fused = bool(parameters) and all(
-        p.is_floating_point() and p.device.type in _FUSED_ADAMW_DEVICES for p in parameters
-    )
+    fused = all(p.is_floating_point() and p.device.type in _FUSED_ADAMW_DEVICES for p in parameters)
     optimizer = torch.optim.AdamW(
         parameters,
         lr=optim.lr,
