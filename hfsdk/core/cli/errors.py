@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -17,6 +18,9 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 1
 EXIT_WORKER_FAILURE = 3
 """A worker process raised, died or timed out (not a bug in the controller)."""
+_PATH_ERRNOS = {errno.ENOTDIR, errno.EEXIST, errno.EISDIR, errno.EACCES, errno.EPERM,
+                errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG}  # fmt: skip
+"""Errors of a path the user gave (a file where a folder must be, no permission, disk full)."""
 
 
 def _first_line(text: object) -> str:
@@ -66,6 +70,14 @@ def run_reporting_errors(entry: Callable[[], Any], argv: list[str]) -> int:
         hint = "" if debug else " (rerun with --debug for the worker traceback)"
         click.echo(f"Error: worker failure: {_first_line(exc)}{hint}", err=True)
         return EXIT_WORKER_FAILURE
+    except OSError as exc:
+        if exc.filename is None or exc.errno not in _PATH_ERRNOS:
+            return _internal(exc, debug)
+        if debug:
+            traceback.print_exc()
+        click.echo(f"Error: cannot use {exc.filename!r}: {exc.strerror}; give a path whose "
+                   "folders exist or can be made, and that you can write", err=True)  # fmt: skip
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
         return 130

@@ -193,21 +193,15 @@ def _messages(exc: BaseException, path: str, cls: type | None) -> list[str]:
             allowed = ", ".join(fields) or "(none)"
             out.append(f"unknown config key {where!r}{hint} (allowed here: {allowed})")
         return out
-    if isinstance(exc, ClassValidationError):
+    if isinstance(exc, ClassValidationError | IterableValidationError):
+        # A class's errors carry their field (note.name), a list's their index (note.index).
+        fields = isinstance(exc, ClassValidationError)
         with_notes, without = exc.group_exceptions()
         out = []
         for sub, note in with_notes:
-            out.extend(_messages(sub, _join(path, note.name), note.type))
+            out.extend(_messages(sub, _join(path, note.name if fields else note.index), note.type))
         for sub in without:
-            out.extend(_messages(sub, path, exc.cl))
-        return out
-    if isinstance(exc, IterableValidationError):
-        with_notes, without = exc.group_exceptions()
-        out = []
-        for sub, note in with_notes:
-            out.extend(_messages(sub, _join(path, note.index), note.type))
-        for sub in without:
-            out.extend(_messages(sub, path, None))
+            out.extend(_messages(sub, path, exc.cl if fields else None))
         return out
     text = str(exc)
     match = _ATTRS_VALIDATOR_FIELD.match(text)

@@ -61,14 +61,8 @@ def check_model_path(key: str, path: str | None) -> None:
         )
 
 
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "tokenizer.model",
-    "vocab.json",
-    "vocab.txt",
-    "spiece.model",
-)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json",
+                   "vocab.txt", "spiece.model")  # fmt: skip
 """Files of a directory ``PreTrainedTokenizerFast`` / ``AutoTokenizer`` load a tokenizer from."""
 
 

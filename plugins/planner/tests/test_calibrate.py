@@ -143,3 +143,17 @@ def test_each_thread_count_is_measured_with_that_many_threads_and_priced_at_it(
     cluster.save(saved)
     assert get_cluster(str(saved)).for_threads(2) == two  # the YAML keeps every thread count
     assert set(raw["by_threads"]) == {2, 4}
+
+
+def test_an_unwritable_output_stops_before_measuring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def measure(**_kwargs: object) -> None:
+        raise AssertionError("measured although the profile could not be saved")
+
+    monkeypatch.setattr(calibration, "calibrate", measure)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    result = CliRunner().invoke(calibrate_command, ["--output", str(afile / "new" / "x.yaml")])
+    assert result.exit_code != 0
+    assert f"{str(afile)!r} is a file, not a folder" in str(result.exception)

@@ -1,6 +1,10 @@
-"""How the CLI reports failures: worker failures and hidden EOFErrors are one clear line."""
+"""How the CLI reports failures: worker failures, hidden EOFErrors and unusable paths are one
+clear line."""
 
 from __future__ import annotations
+
+import errno
+from pathlib import Path
 
 import click
 import pytest
@@ -84,3 +88,22 @@ def test_an_eof_error_is_named_instead_of_aborted(capsys: pytest.CaptureFixture[
 def test_user_errors_print_their_first_line_only(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _report(HfsdkError("bad thing; do this\nmore detail"), capsys)
     assert code == EXIT_BAD_INPUT and err == "Error: bad thing; do this\n"
+
+
+def test_a_path_the_user_gave_that_cannot_be_written_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with pytest.raises(OSError) as raised:  # what writing below a file raises
+        (afile / "out").mkdir(parents=True)
+    code, err = _report(raised.value, capsys)
+    assert code == EXIT_BAD_INPUT and err.count("\n") == 1 and "internal error" not in err
+    assert f"cannot use {str(afile / 'out')!r}: Not a directory" in err
+
+
+def test_other_os_errors_stay_internal(capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _report(ConnectionResetError(104, "Connection reset by peer"), capsys)
+    assert code == EXIT_INTERNAL and "internal error" in err
+    code, err = _report(OSError(errno.EEXIST, "File exists"), capsys)  # no path named: ours
+    assert code == EXIT_INTERNAL and "internal error" in err

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 
 from hfsdk import HfsdkError
@@ -247,10 +250,24 @@ def plan(
             click.echo(f"timeline drawn to {timeline}")
 
 
+def _check_writable(path: str) -> None:
+    """Stop before minutes of measuring when the profile could not be saved to ``path``."""
+    folder = Path(path).expanduser().absolute().parent
+    while not folder.exists():  # the save makes the missing folders
+        folder = folder.parent
+    problem = "a file, not a folder" if not folder.is_dir() else "not writable"
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise HfsdkError(
+            f"cannot save the profile to {path!r}: {str(folder)!r} is {problem}; give a path "
+            "whose folders exist or can be made, and that you can write"
+        )
+
+
 def _calibrate(output: str, quick: bool) -> str:
     """Measure this machine, save the profile to ``output``; return its path."""
     from hfsdk_planner.calibrate import calibrate, format_calibration
 
+    _check_writable(output)
     cluster, raw = calibrate(quick=quick, log=lambda msg: click.echo(msg, err=True))
     cluster.save(output)
     click.echo(format_calibration(cluster, raw))
