@@ -103,8 +103,8 @@ class GatewayLoop(AgentLoop):
 def _reward(value: Any) -> tuple[float | None, str | None]:
     if value is None:
         return None, None
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        return None, f"returned {value!r}; an agent returns a number (its reward) or None"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None, f"returned {value!r}; an agent returns a finite number (its reward) or None"
     return float(value), None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import socket
 import threading
 import time
@@ -135,8 +136,9 @@ def build_app(sessions: dict[str, Session]) -> FastAPI:
 
 async def _post_reward(session: Session, body: dict[str, Any]) -> dict[str, Any]:
     value = body.get("reward")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise bad_request(f"reward={value!r}; send {{'reward': <number>}}", param="reward")
+    # JSON parsers accept NaN and Infinity; one such reward would poison the whole step.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise bad_request(f"reward={value!r}; send {{'reward': <finite number>}}", param="reward")
     session.reward = float(value)
     return {"reward": session.reward}
 

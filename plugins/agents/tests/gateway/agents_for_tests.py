@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import httpx
 import openai
 
 SEEN: list[Any] = []
@@ -22,7 +23,8 @@ def _ask(base_url: str, row: dict[str, Any]) -> Any:
 
 
 def by_prompt(base_url: str, row: dict[str, Any]) -> float | None:
-    """Behaves as the prompt says: ok, raise, hang, silent, malformed, reward."""
+    """Behaves as the prompt says: ok, raise, hang, silent, malformed, infinite, post nan,
+    posted."""
     prompt = row["raw_prompt"]
     if prompt.startswith("raise"):
         _ask(base_url, row)
@@ -42,6 +44,14 @@ def by_prompt(base_url: str, row: dict[str, Any]) -> float | None:
         except openai.BadRequestError as err:
             SEEN.append(err)
         return 1.0
+    if prompt.startswith("infinite"):
+        _ask(base_url, row)
+        return float("inf")
+    if prompt.startswith("post nan"):
+        _ask(base_url, row)
+        # The openai SDK will not send NaN; other HTTP clients do (JSON parsers accept it).
+        SEEN.append(httpx.post(f"{base_url}/reward", content=b'{"reward": NaN}'))
+        return None
     if prompt.startswith("posted"):
         _ask(base_url, row)
         _client(base_url).post("/reward", body={"reward": 0.25}, cast_to=object)

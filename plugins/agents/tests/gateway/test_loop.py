@@ -113,6 +113,19 @@ def test_rewards_returned_or_posted_reach_the_agent_reward_function() -> None:
     assert rewards == [0.75, 0.25]
 
 
+def test_a_non_finite_reward_drops_or_is_refused_and_the_run_goes_on() -> None:
+    from hfsdk_agents.gateway.agents import load_agent
+
+    seen = load_agent(f"{AGENTS}:by_prompt").__globals__["SEEN"]
+    seen.clear()
+    _, out = _run(f"{AGENTS}:by_prompt", ["infinite 1 + 1 =", "post nan 1 + 1 ="])
+    returned, posted = out["agent_trajectory"]
+    assert returned["finish"] == "dropped" and "returned inf" in returned["extra"]["agent_dropped"]
+    assert posted["finish"] != "dropped" and "agent_reward" not in posted["extra"]
+    (reply,) = seen
+    assert reply.status_code == 400 and "finite number" in reply.json()["error"]["message"]
+
+
 def test_an_async_agent_given_as_module_fn_runs() -> None:
     agents_for_tests.SEEN.clear()
     module = agents_for_tests.__name__
