@@ -177,8 +177,8 @@ class Session:
         async with self._lock:
             if isinstance(prompt, str):
                 start = self._follow_text(prompt)
-            elif isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-                start = self._follow_ids([int(t) for t in prompt])
+            elif isinstance(prompt, list) and prompt and all(type(t) is int for t in prompt):
+                start = self._follow_ids(self._checked_ids(prompt))
             else:
                 raise bad_request(
                     "prompt must be a string or a list of token ids (one prompt per request)",
@@ -259,6 +259,19 @@ class Session:
             return _Start(branch=branch, ids=list(ids), text=prompt)
         ids = self.ctx.tokenizer(prompt)["input_ids"]
         return self._new_segment(list(ids), text=prompt)
+
+    def _checked_ids(self, prompt: list[int]) -> list[int]:
+        """``prompt`` when every id is in the tokenizer's vocabulary: an id past the model's
+        embedding fails the engine's batched step, and with it every session's request."""
+        vocab = len(self.ctx.tokenizer)
+        outside = [t for t in prompt if not 0 <= t < vocab]
+        if outside:
+            raise bad_request(
+                f"prompt token id {outside[0]} is outside the vocabulary [0, {vocab}); send "
+                "ids the model's tokenizer produced",
+                param="prompt",
+            )
+        return prompt
 
     def _follow_ids(self, prompt: list[int]) -> _Start:
         for branch in self.branches:

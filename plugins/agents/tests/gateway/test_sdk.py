@@ -257,3 +257,23 @@ def test_completions_by_text_and_by_token_ids() -> None:
     segments = out["agent_trajectory"][0]["segments"]
     assert [s["trained"] for s in segments] == [True, False, True]
     assert segments[0]["token_ids"] == list(engine.token_ids)
+
+
+def test_token_ids_outside_the_vocabulary_are_refused_before_the_engine() -> None:
+    errors: list[Any] = []
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        for bad in ([len(TOKENIZER)], [-1], [True]):
+            try:
+                c.completions.create(model="policy", prompt=[*ids(row["raw_prompt"]), *bad])
+            except openai.BadRequestError as err:
+                errors.append(err)
+        c.completions.create(model="policy", prompt=ids(row["raw_prompt"]))
+
+    rollout, out = serve(agent)
+    assert len(errors) == 3 and len(rollout.requests) == 1  # none of them reached the engine
+    assert f"token id {len(TOKENIZER)} is outside the vocabulary" in errors[0].message
+    assert "token id -1 is outside" in errors[1].message
+    assert "a list of token ids" in errors[2].message
+    assert out["agent_trajectory"][0]["finish"] != "dropped"
