@@ -52,8 +52,11 @@ class Sampling:
                 f"max_tokens={max_tokens!r}; expected a positive integer", param="max_tokens"
             )
         stop = body.get("stop")
-        stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
-        if len(stops) > MAX_STOPS or not all(isinstance(s, str) and s for s in stops):
+        listed = isinstance(stop, list) and len(stop) <= MAX_STOPS
+        stops = (stop,) if isinstance(stop, str) else tuple(stop) if listed else ()
+        if (stop is not None and not (listed or stops)) or not all(
+            isinstance(s, str) and s for s in stops
+        ):
             raise bad_request(
                 f"stop={stop!r}; expected a string or up to {MAX_STOPS} non-empty strings",
                 param="stop",

@@ -174,6 +174,8 @@ def test_bad_parameters_are_400s_that_say_what_was_wrong() -> None:
             {"temperature": 7},
             {"logprobs": True, "top_logprobs": 2},
             {"stop": [""]},
+            {"stop": 5},
+            {"stop": ["a", "b", "c", "d", "e"]},
         ]
         for bad in bad_ones:
             try:
@@ -183,9 +185,10 @@ def test_bad_parameters_are_400s_that_say_what_was_wrong() -> None:
         c.chat.completions.create(model="policy", messages=messages)
 
     _, out = serve(agent)
-    assert len(errors) == 4
+    assert len(errors) == 6
     assert "n=0" in errors[0].message and "temperature=7" in errors[1].message
     assert "top_logprobs=2 is not served" in errors[2].message
+    assert all("up to 4 non-empty strings" in e.message for e in errors[3:])
     assert out["agent_trajectory"][0]["finish"] != "dropped"
 
 
