@@ -14,6 +14,7 @@ the environment's own. The environment's :meth:`reward` lands in the trajectory'
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -131,6 +132,11 @@ class EnvironmentLoop(AgentLoop):
             raise HfsdkError(
                 f"environment {name!r}: reward() raised {type(err).__name__}: {err}"
             ) from err
+        if not math.isfinite(reward):
+            raise HfsdkError(
+                f"environment {name!r}: reward() returned {reward}; return a finite number "
+                "(e.g. 0.0 for an episode that failed)"
+            )
         for trajectory in segments:
             trajectory.extra["environment"] = name
         segments[-1].extra[REWARD_KEY] = reward  # the last segment is the one scored

@@ -96,6 +96,12 @@ def test_a_row_without_its_environment_column_is_one_line() -> None:
     assert message.startswith("row 1 has no environment name in column 'env' (got None)")
 
 
+def test_a_non_finite_reward_is_one_line_naming_the_environment() -> None:
+    rollout = rollout_for(TOK, always(call()), environment_column="env", renderer="plain")
+    with pytest.raises(HfsdkError, match=r"environment '.*Unscored': reward\(\) returned nan;"):
+        generate_rollout(rollout, batch([{"env": f"{counter_env.__name__}:Unscored"}]))
+
+
 def test_an_unknown_environment_name_is_one_line_listing_the_registered() -> None:
     rollout = rollout_for(TOK, always(call()), environment_column="env", renderer="plain")
     with pytest.raises(HfsdkError) as info:
