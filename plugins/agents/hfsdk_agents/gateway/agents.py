@@ -79,6 +79,11 @@ def load_agent(spec: str) -> Agent:
     return fn  # type: ignore[no-any-return]
 
 
+class AgentExit(Exception):
+    """How an agent ended that is not an exception of its own: ``sys.exit(N)`` with N not 0,
+    or a ``BaseException`` such as ``KeyboardInterrupt`` raised in its thread."""
+
+
 @attrs.frozen(kw_only=True)
 class AgentOutcome:
     """How an agent ended: its returned value, or the error / deadline that stopped it."""
@@ -112,8 +117,15 @@ async def run_agent(
             return
         try:
             value = _call(agent, base_url, dict(row))
-        except BaseException as err:  # reported, never raised in the rollout
+        except SystemExit as err:  # a script's sys.exit() ends the agent, never the run
+            if err.code in (None, 0):
+                future.set_result(None)
+            else:
+                future.set_exception(AgentExit(f"exited with status {err.code!r}"))
+        except Exception as err:  # reported, never raised in the rollout
             future.set_exception(err)
+        except BaseException as err:
+            future.set_exception(AgentExit(f"raised {type(err).__name__}"))
         else:
             future.set_result(value)
 
@@ -122,6 +134,8 @@ async def run_agent(
         value = await asyncio.wait_for(asyncio.wrap_future(future), timeout=deadline_s)
     except TimeoutError:
         return AgentOutcome(error=f"hung: no answer within {deadline_s:g} s", timed_out=True)
+    except AgentExit as err:
+        return AgentOutcome(error=str(err))
     except Exception as err:  # the agent's own exception
         first = (str(err).strip().splitlines() or [""])[0]
         return AgentOutcome(error=f"raised {type(err).__name__}: {first}"[:300])

@@ -68,3 +68,12 @@ async def async_agent(base_url: str, row: dict[str, Any]) -> float:
     )
     SEEN.append(reply)
     return 0.5
+
+
+def exits(base_url: str, row: dict[str, Any]) -> float:
+    """Ends as a script would, after one model call: ``sys.exit()``, or ``sys.exit(3)`` when
+    the prompt starts with "fail"."""
+    import sys
+
+    _ask(base_url, row)
+    sys.exit(3 if row["raw_prompt"].startswith("fail") else None)

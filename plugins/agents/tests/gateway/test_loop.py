@@ -113,6 +113,14 @@ def test_rewards_returned_or_posted_reach_the_agent_reward_function() -> None:
     assert rewards == [0.75, 0.25]
 
 
+def test_an_agent_that_calls_sys_exit_ends_itself_not_the_rollout() -> None:
+    _, out = _run(f"{AGENTS}:exits", ["ok 1 + 1 =", "fail 1 + 1 ="])
+    done, failed = out["agent_trajectory"]
+    assert done["finish"] != "dropped" and out["response_mask"][0].sum() > 0
+    assert failed["finish"] == "dropped"
+    assert failed["extra"]["agent_dropped"] == "exited with status 3"
+
+
 def test_a_non_finite_reward_drops_or_is_refused_and_the_run_goes_on() -> None:
     from hfsdk_agents.gateway.agents import load_agent
 
