@@ -51,8 +51,10 @@ ToolParser = Callable[[str], ParsedTurn]
 def _load_json(body: str) -> tuple[Any, str | None]:
     try:
         return json.loads(body), None
-    except ValueError as err:
+    except json.JSONDecodeError as err:
         return None, f"the tool call is not valid JSON ({err.msg} at position {err.pos})"
+    except (ValueError, RecursionError) as err:  # an integer over 4300 digits; deep nesting
+        return None, f"the tool call is not JSON a tool can take ({str(err)[:120]})"
 
 
 _HERMES = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)

@@ -133,13 +133,22 @@ def _run_one(fn: Callable[..., Any], call: _Call) -> Outcome:
         if inspect.isawaitable(value):
             value = asyncio.run(_awaited(value))
     except ToolError as err:
-        return ("tool_error", str(err))
+        return ("tool_error", _said(err))
     except BaseException as err:  # SystemExit too: a tool must not end its worker quietly
-        return ("exception", f"{call.name} raised {type(err).__name__}: {err}")
+        return ("exception", f"{call.name} raised {type(err).__name__}: {_said(err)}")
     try:
         return ("ok", _as_output(value))
-    except (TypeError, ValueError, OSError):
+    except BaseException:  # not JSON (nor nested too deep for it), or a failing __str__
         return ("bad_output", f"{call.name} returned a {type(value).__name__}, not text or JSON")
+
+
+def _said(err: BaseException) -> str:
+    """``str(err)``, or a stand-in when the exception's own ``__str__`` raises (the worker
+    thread must answer every call, or the caller waits out the whole deadline)."""
+    try:
+        return str(err)
+    except BaseException:
+        return f"(its message could not be shown: str() of the {type(err).__name__} raised)"
 
 
 async def _awaited(awaitable: Any) -> Any:

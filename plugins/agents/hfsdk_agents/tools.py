@@ -290,6 +290,21 @@ def load_tools(specs: typing.Sequence[Any]) -> dict[str, Tool]:
     return tools
 
 
+def encodable_text(text: str) -> str:
+    """``text`` as a tokenizer takes it: a lone surrogate (half of an emoji's ``\\ud83d``
+    escape, which a model can write and a tool echo back) becomes U+FFFD."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
+def cut_text(text: str, limit: int) -> str | None:
+    """``text`` cut to ``limit`` characters and marked, or ``None`` when it fits."""
+    return text[:limit] + " [truncated]" if len(text) > limit else None
+
+
 @attrs.frozen(kw_only=True)
 class ToolOutput:
     """What one tool call gave the model: ``content`` (text), ``ok`` and the error kind.
@@ -303,7 +318,7 @@ class ToolOutput:
     """
 
     name: str
-    content: str
+    content: str = attrs.field(converter=encodable_text)
     ok: bool
     error: str | None = None
     seconds: float = 0.0
@@ -387,9 +402,10 @@ async def call_tool(
     started = time.perf_counter()
 
     def fail(kind: str, message: str) -> ToolOutput:
+        text = f"Error: {message}"
         return ToolOutput(
             name=name,
-            content=f"Error: {message}",
+            content=cut_text(text, max_output_chars) or text,  # the limit holds for errors too
             ok=False,
             error=kind,
             seconds=time.perf_counter() - started,
@@ -414,10 +430,11 @@ async def call_tool(
     if kind != "ok":
         return fail(kind, str(output))
     text, images = (output, ()) if isinstance(output, str) else (output.content, output.images)
-    if len(text) > max_output_chars:
+    cut = cut_text(text, max_output_chars)
+    if cut is not None:
         return ToolOutput(
             name=name,
-            content=text[:max_output_chars] + " [truncated]",
+            content=cut,
             ok=False,
             error="too_long",
             seconds=time.perf_counter() - started,

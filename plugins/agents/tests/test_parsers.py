@@ -42,3 +42,15 @@ def test_parsers_are_registered_with_their_end_markers() -> None:
     assert registry["hermes"].impl is hermes_parser
     assert registry["hermes"].extra["end_marker"] == "</tool_call>"
     assert registry["llama_function"].extra["end_marker"] == "</function>"
+
+
+def test_json_that_python_refuses_to_decode_is_a_malformed_call_not_a_crash() -> None:
+    huge = "1" * 5000  # over Python's 4300-digit limit for int()
+    deep = "[" * 100_000  # past the recursion limit
+    for body in (f'{{"name": "add", "arguments": {{"a": {huge}}}}}', deep):
+        parsed = hermes_parser(f"<tool_call>{body}</tool_call>")
+        assert parsed.calls == () and len(parsed.errors) == 1
+        assert parsed.errors[0].startswith("the tool call is not JSON a tool can take")
+    as_string = '{"name": "add", "arguments": "{\\"a\\": ' + huge + '}"}'
+    assert len(hermes_parser(f"<tool_call>{as_string}</tool_call>").errors) == 1
+    assert len(llama_function_parser(f"<function=add>{deep}</function>").errors) == 1

@@ -112,6 +112,38 @@ def refuse() -> str:
     raise ToolError("no such file")
 
 
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no message")
+
+
+def unprintable() -> str:
+    """Raises an exception whose str() raises too."""
+    raise _Unprintable
+
+
+def deep() -> list:
+    """Nested past what JSON can write."""
+    nested: list = []
+    for _ in range(100_000):
+        nested = [nested]
+    return nested
+
+
+def rant() -> str:
+    """A failure with a long message."""
+    raise ToolError("no" * 1000)
+
+
+def echo(text: str) -> str:
+    """Gives back what it was sent.
+
+    Args:
+        text: What to say.
+    """
+    return text
+
+
 async def twice(x: int) -> dict[str, int]:
     """An async tool returning JSON."""
     return {"y": 2 * x}
@@ -138,6 +170,23 @@ def test_failures_become_error_outputs() -> None:
     assert _call(tools, "nope", {}).error == "unknown_tool"
     assert _call(tools, "boom", {"y": 1}).error == "bad_arguments"
     assert _call(tools, "boom", [1]).error == "bad_arguments"
+
+
+def test_odd_failures_are_answered_at_once_and_within_the_limit() -> None:
+    tools = {t.__name__: Tool.from_function(t) for t in (unprintable, deep, rant, echo)}
+    start = time.perf_counter()
+    out = _call(tools, "unprintable", {}, timeout=20.0, chars=200)
+    assert (out.error, out.content) == (
+        "exception",
+        "Error: unprintable raised _Unprintable: (its message could not be shown: str() of "
+        "the _Unprintable raised)",
+    )
+    assert _call(tools, "deep", {}, timeout=20.0).error == "bad_output"
+    assert time.perf_counter() - start < 10  # answered, not left to the deadline
+    out = _call(tools, "rant", {}, chars=50)
+    assert (out.error, out.content) == ("tool_error", "Error: " + "no" * 21 + "n [truncated]")
+    # half of an emoji's escape, as a model can write it, reaches the tokenizer as U+FFFD
+    assert _call(tools, "echo", {"text": "a\ud83d"}).content == "a\ufffd"
 
 
 def test_async_tool_and_json_output() -> None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hfsdk_agents.tool_worker import ToolError, _as_text
-from hfsdk_agents.tools import Tool, ToolOutput, argument_error
+from hfsdk_agents.tools import Tool, ToolOutput, argument_error, cut_text
 
 
 def bound_tools(spec_schemas: Mapping[str, Mapping[str, Any]], env: Any) -> dict[str, Tool]:
@@ -42,10 +42,11 @@ async def call_environment_tool(
     started = time.perf_counter()
 
     def out(content: str, ok: bool, error: str | None = None) -> ToolOutput:
+        cut = cut_text(content, max_output_chars)
         return ToolOutput(
             name=name,
-            content=content,
-            ok=ok,
+            content=content if cut is None else cut,
+            ok=ok and cut is None,
             error=error,
             seconds=time.perf_counter() - started,
         )
@@ -68,16 +69,16 @@ async def call_environment_tool(
         return out(f"Error: {err}", False, "tool_error")
     except TimeoutError:
         return out(f"Error: {name} did not return within {timeout_s:g} s", False, "timeout")
-    except Exception as err:
+    except (asyncio.CancelledError, KeyboardInterrupt):  # a stop: the run's, not the tool's
+        raise
+    except BaseException as err:  # sys.exit() in a tool ends the call, not the run
         return out(f"Error: {name} raised {type(err).__name__}: {err}", False, "exception")
     try:
         text = _as_text(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return out(
             f"Error: {name} returned a {type(value).__name__}, not text or JSON",
             False,
             "bad_output",
         )
-    if len(text) > max_output_chars:
-        return out(text[:max_output_chars] + " [truncated]", False, "too_long")
-    return out(text, True)
+    return out(text, True, None if len(text) <= max_output_chars else "too_long")

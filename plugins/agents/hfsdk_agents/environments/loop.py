@@ -14,6 +14,7 @@ the environment's own. The environment's :meth:`reward` lands in the trajectory'
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -72,9 +73,18 @@ class EnvironmentLoop(AgentLoop):
                 ) from err
             if not observation or ctx.add_user_turn(segments[0], str(observation)):
                 await self._turns(segments, env, spec.schemas, ctx, seed)
-            return self._end(segments, env, name)
-        finally:
+            made = self._end(segments, env, name)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                env.close()
+            raise
+        try:
             env.close()
+        except Exception as err:
+            raise HfsdkError(
+                f"environment {name!r}: close() raised {type(err).__name__}: {err}"
+            ) from err
+        return made
 
     @staticmethod
     async def _turns(

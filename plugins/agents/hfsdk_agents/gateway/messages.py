@@ -52,7 +52,7 @@ def _arguments(value: Any) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             return value  # compared as given; the agent sent what it sent
     return value
 

@@ -88,3 +88,10 @@ class Unscored(Counter):
 
     def reward(self) -> float:
         return float("nan")
+
+
+class Unclosable(Counter):
+    """A counter whose close() fails."""
+
+    def close(self) -> None:
+        raise RuntimeError("close failed")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,7 +109,7 @@ def test_the_prompts_announce_one_environments_tools_not_a_columns() -> None:
 
 
 class Slow(Environment):
-    tools: ClassVar[tuple[str, ...]] = ("wait", "refuse")
+    tools: ClassVar[tuple[str, ...]] = ("wait", "refuse", "quit", "rant", "echo")
 
     def reset(self, row):  # type: ignore[no-untyped-def]
         return ""
@@ -126,14 +127,35 @@ class Slow(Environment):
         """Say no."""
         raise ToolError("not now")
 
+    def quit(self) -> str:
+        """Exit as a script would."""
+        sys.exit("bye")
+
+    def rant(self) -> str:
+        """Fail with a long message."""
+        raise ToolError("no" * 1000)
+
+    def echo(self, text: str) -> list:
+        """Give back what it was sent, as text or nested too deep for JSON.
+
+        Args:
+            text: What to say.
+        """
+        if text != "deep":
+            return text  # type: ignore[return-value]
+        nested: list = []
+        for _ in range(100_000):
+            nested = [nested]
+        return nested
+
     def reward(self) -> float:
         return 0.0
 
 
-def _call(name: str, arguments: object) -> tuple[bool, str | None, str]:
+def _call(name: str, arguments: object, chars: int = 100) -> tuple[bool, str | None, str]:
     tools = bound_tools(environment_spec("slow", Slow).schemas, Slow())
     out = asyncio.run(
-        call_environment_tool(tools, name, arguments, timeout_s=0.2, max_output_chars=3)
+        call_environment_tool(tools, name, arguments, timeout_s=0.2, max_output_chars=chars)
     )
     return out.ok, out.error, out.content
 
@@ -147,8 +169,14 @@ def test_tool_failures_are_the_tools_output() -> None:
     assert _call("refuse", {}) == (False, "tool_error", "Error: not now")
     ok, error, content = _call("wait", {"seconds": "soon"})
     assert (ok, error) == (False, "bad_arguments") and "'soon' is not of type 'number'" in content
-    assert _call("wait", {"seconds": 0}) == (False, "too_long", "wok [truncated]")
+    assert _call("wait", {"seconds": 0}, chars=3) == (False, "too_long", "wok [truncated]")
     assert _call("wait", [1])[1] == "bad_arguments"
+    # sys.exit() in a tool ends the call, not the run; an error output keeps the limit too
+    assert _call("quit", {}) == (False, "exception", "Error: quit raised SystemExit: bye")
+    assert _call("rant", {}) == (False, "tool_error", "Error: " + "no" * 46 + "n [truncated]")
+    assert _call("echo", {"text": "deep"})[:2] == (False, "bad_output")
+    # half of an emoji's escape, echoed back, reaches the tokenizer as U+FFFD
+    assert _call("echo", {"text": "a\ud83d"}) == (True, None, "a\ufffd")
 
 
 def test_settings_that_cannot_run_are_refused_in_one_line() -> None:
