@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import torch
 from hfsdk import PROMPT_MESSAGES, RENDERED_PROMPT, Batch, DataConfig, HfsdkError
 from hfsdk_datasets.chat import check_messages, is_messages, plain_rendering, render_prompt
 from hfsdk_datasets.columns import lift_nested
+from hfsdk_datasets.json_columns import check_json_columns
 
 logger = logging.getLogger(__name__)
 
@@ -66,19 +69,26 @@ def _load_files(datasets: Any, files: Sequence[str], prompt_key: str) -> Any:
                 f"dataset file {name!r} has an unknown format; expected .parquet, .jsonl, "
                 ".json or a saved dataset directory"
             )
-        if fmt == "json" and not _has_content(path):
+        if fmt == "json" and not _utf8_content(path, name):
             # datasets fails on an empty json file with a bare StopIteration.
             raise HfsdkError(f"dataset {name!r} is empty; add at least one prompt")
         try:
-            parts.append(datasets.load_dataset(fmt, data_files=str(path), split="train"))
+            with _quiet_loader_log(datasets):
+                loaded = datasets.load_dataset(fmt, data_files=str(path), split="train")
         except Exception as exc:
-            if "no data" in str(exc):
+            # datasets wraps the reader's error; its cause says what is wrong with the file.
+            said = f"{exc} {exc.__cause__ or ''}"
+            if "no data" in said or "BatchSize must be greater than 0" in said:
                 raise HfsdkError(f"dataset {name!r} is empty; add at least one prompt") from exc
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            cause = exc.__cause__ or exc
+            first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
             raise HfsdkError(
                 f"dataset file {name!r} could not be read ({first}); expected one JSON object "
                 "per line (jsonl) or a parquet file"
             ) from exc
+        if fmt == "json":
+            check_json_columns(loaded, path, name)
+        parts.append(loaded)
     dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     if prompt_key not in dataset.column_names:
         raise HfsdkError(
@@ -90,13 +100,38 @@ def _load_files(datasets: Any, files: Sequence[str], prompt_key: str) -> Any:
     return dataset
 
 
-def _has_content(path: Path) -> bool:
-    """Whether ``path`` holds anything but whitespace (read in blocks; files may be large)."""
+def _utf8_content(path: Path, name: str) -> bool:
+    """Whether ``path`` holds anything but whitespace; an error unless it is UTF-8 text
+    (read in blocks; files may be large)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    content, offset = False, 0
     with path.open("rb") as handle:
-        while block := handle.read(1 << 16):
-            if block.strip():
-                return True
-    return False
+        while True:
+            block = handle.read(1 << 16)
+            try:
+                decoder.decode(block, final=not block)
+            except UnicodeDecodeError as err:
+                raise HfsdkError(
+                    f"dataset file {name!r} is not UTF-8 text (byte {offset + err.start}); "
+                    "save it as UTF-8"
+                ) from None
+            if not block:
+                return content
+            content = content or bool(block.strip())
+            offset += len(block)
+
+
+@contextlib.contextmanager
+def _quiet_loader_log(datasets: Any) -> Iterator[None]:
+    """Without datasets' own log lines: a file it cannot read is one error line, said once."""
+    from datasets.utils import logging as datasets_logging
+
+    level = datasets_logging.get_verbosity()
+    datasets_logging.set_verbosity(datasets_logging.CRITICAL)
+    try:
+        yield
+    finally:
+        datasets_logging.set_verbosity(level)
 
 
 _PLAIN_RENDERING_LOGGED: set[str] = set()

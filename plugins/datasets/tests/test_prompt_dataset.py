@@ -54,6 +54,32 @@ def test_clear_errors(tmp_path: Path) -> None:
         load_prompt_dataset([str(empty)], "prompt")
 
 
+def test_a_column_datasets_would_read_back_changed_is_refused(tmp_path: Path) -> None:
+    mixed = [{"prompt": "a", "answer": "abc"}, {"prompt": "b", "answer": 8}]
+    _write_jsonl(tmp_path / "m.jsonl", [*mixed, {"prompt": "c", "answer": "007"}])
+    with pytest.raises(HfsdkError) as info:
+        load_prompt_dataset([str(tmp_path / "m.jsonl")], "prompt")
+    assert str(info.value) == (
+        "dataset '" + str(tmp_path / "m.jsonl") + "': column 'answer' mixes types across rows, "
+        "and row 2's '007' reads back as 7; give the column one type in every row (e.g. quote "
+        "every value, or make every value an object)"
+    )
+    # strings that are no JSON come back as written; objects with differing keys too
+    rows = [*mixed, {"prompt": "c", "extra": {"x": 1}}, {"prompt": "d", "extra": {"y": "s"}}]
+    loaded = load_prompt_dataset([str(_write_jsonl(tmp_path / "ok.jsonl", rows))], "prompt")
+    assert loaded["answer"] == ["abc", 8, None, None]
+    assert loaded["extra"] == [None, None, {"x": 1}, {"y": "s"}]
+
+
+def test_a_file_that_is_not_utf8_or_not_jsonl_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "latin1.jsonl").write_bytes('{"prompt": "café"}\n'.encode("latin-1"))
+    with pytest.raises(HfsdkError, match=r"latin1.jsonl' is not UTF-8 text \(byte 15\)"):
+        load_prompt_dataset([str(tmp_path / "latin1.jsonl")], "prompt")
+    (tmp_path / "twice.jsonl").write_text('{"prompt": "a", "prompt": "b"}\n')
+    with pytest.raises(HfsdkError, match=r"could not be read \(.*specified twice"):
+        load_prompt_dataset([str(tmp_path / "twice.jsonl")], "prompt")
+
+
 def test_long_prompts_are_dropped_and_batches_left_padded(tokenizer, caplog) -> None:  # type: ignore[no-untyped-def]
     import datasets
 
