@@ -24,13 +24,15 @@ def read_rows(path: str) -> list[dict[str, Any]]:
     if file.is_dir():
         raise HfsdkError(f"--data {path!r} is a directory; expected a JSON-lines file")
     try:
-        text = file.read_bytes().decode("utf-8")
+        text = file.read_bytes().decode("utf-8-sig")
     except FileNotFoundError:
         raise HfsdkError(f"--data {path!r} does not exist; give a JSON-lines file") from None
     except UnicodeDecodeError:
         raise HfsdkError(f"--data {path!r} is not UTF-8 text; expected JSON lines") from None
     rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Only newlines end a row: str.splitlines() would also split at U+2028 or U+0085,
+    # which JSON allows unescaped inside a string.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:

@@ -44,3 +44,12 @@ def test_an_unknown_setting_names_the_allowed_keys(
     path.write_text(json.dumps({"prompt": "p", "response": "r", "ground_truth": "{}"}) + "\n")
     code, _, err = _score(capsys, path, "wall=3")
     assert code == 2 and err.count("\n") == 1 and "allowed keys" in err
+
+
+def test_rows_are_split_at_newlines_only_and_a_bom_is_read(tmp_path: Path) -> None:
+    from hfsdk_rewards.command import read_rows
+
+    rows = [{"response": "a\u2028b\x85c", "answer": "x"}, {"response": "d", "answer": "y"}]
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows)
+    (tmp_path / "rows.jsonl").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    assert read_rows(str(tmp_path / "rows.jsonl")) == rows
