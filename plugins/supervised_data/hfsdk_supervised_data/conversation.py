@@ -170,6 +170,12 @@ def tokenize_supervised(
             f"{[m['role'] for m in reply]}), so nothing would be trained; give it an "
             "assistant turn"
         )
+    trained = [m for m in reply if m["role"] in TRAINED_ROLES]
+    if not any(str(m.get("content") or "").strip() or m.get("tool_calls") for m in trained):
+        raise HfsdkError(
+            f"{where}: the response's assistant text is empty, so the model would learn to end "
+            "its turn at once; give it content or leave the row out"
+        )
     if use_template:
         context = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         prompt_text, segments = _template_segments(tokenizer, context, reply, where)
@@ -183,14 +189,15 @@ def tokenize_supervised(
         ids = _tokens(tokenizer, text)
         response_ids += ids
         mask += [int(trained)] * len(ids)
-    eos = tokenizer.eos_token_id
-    if append_eos and eos is not None and (not response_ids or response_ids[-1] != eos):
-        response_ids.append(int(eos))
-        mask.append(1)
+    # Checked before the EOS is added: an empty answer would train "stop at once".
     if not any(mask):
         raise HfsdkError(
             f"{where}: the response's assistant text tokenizes to no tokens; give it content"
         )
+    eos = tokenizer.eos_token_id
+    if append_eos and eos is not None and (not response_ids or response_ids[-1] != eos):
+        response_ids.append(int(eos))
+        mask.append(1)
     return SupervisedSequence(
         prompt_ids=tuple(prompt_ids), response_ids=tuple(response_ids), loss_mask=tuple(mask)
     )

@@ -78,6 +78,16 @@ def test_eos_is_not_doubled_and_can_be_left_out(make_tokenizer) -> None:
     assert _words(tok, seq.response_ids) == ["one"]
 
 
+@pytest.mark.parametrize("use_template", [False, True])
+def test_an_empty_answer_is_refused_rather_than_trained_as_an_instant_stop(
+    make_tokenizer, use_template
+) -> None:  # type: ignore[no-untyped-def]
+    tok = make_tokenizer() if use_template else make_tokenizer(None)
+    for empty in ("", "  ", [{"role": "assistant", "content": ""}]):
+        with pytest.raises(HfsdkError, match="row 2: the response's assistant text is empty"):
+            tokenize_supervised("add", empty, tok, use_template=use_template, where="row 2")
+
+
 @pytest.mark.parametrize(
     ("messages", "needle"),
     [
