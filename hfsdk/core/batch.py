@@ -275,24 +275,19 @@ class Batch:
                 )
         tensors: dict[str, torch.Tensor] = dict(self.tensors.items())
         arrays = dict(self.non_tensors)
-        for key, value in other.tensors.items():
-            if key in self.non_tensors:
-                raise HfsdkError(
-                    f"union: key {key!r} is a non-tensor in the first batch and a tensor in the "
-                    "second; rename one of them"
-                )
-            if key in tensors and not _values_equal(tensors[key], value):
-                raise HfsdkError(_conflict_message("tensor", key, tensors[key], value))
-            tensors[key] = value
-        for key, value in other.non_tensors.items():
-            if key in self.tensors:
-                raise HfsdkError(
-                    f"union: key {key!r} is a tensor in the first batch and a non-tensor in the "
-                    "second; rename one of them"
-                )
-            if key in arrays and not _values_equal(arrays[key], value):
-                raise HfsdkError(_conflict_message("non-tensor", key, arrays[key], value))
-            arrays[key] = value
+        for kind, mine, theirs, other_kind, elsewhere in (
+            ("tensor", tensors, other.tensors, "non-tensor", self.non_tensors),
+            ("non-tensor", arrays, other.non_tensors, "tensor", self.tensors),
+        ):
+            for key, value in theirs.items():
+                if key in elsewhere:
+                    raise HfsdkError(
+                        f"union: key {key!r} is a {other_kind} in the first batch and a {kind} "
+                        "in the second; rename one of them"
+                    )
+                if key in mine and not _values_equal(mine[key], value):
+                    raise HfsdkError(_conflict_message(kind, key, mine[key], value))
+                mine[key] = value
         meta = _merge_meta([self.meta, other.meta], "union")
         device = self.tensors.device if self.tensors.device == other.tensors.device else None
         return Batch._trusted(tensors, arrays, meta, length, device)

@@ -6,8 +6,9 @@ then hang whatever walks it (a deep copy, a merge, ``repr`` in an error message:
 522 MB on one line). :func:`load_yaml_text` composes the document, counts the
 nodes it would have with every alias expanded (linear in its distinct nodes,
 memoised per node) and refuses past :data:`MAX_EXPANDED_NODES`, a recursive
-alias, or nesting deeper than :data:`MAX_DEPTH`, before anything is built.
-Every place hfsdk reads YAML goes through it.
+alias, or nesting deeper than :data:`MAX_DEPTH`, before anything is built; a
+key twice in one mapping (YAML keeps the last, silently) is refused too. Every
+place hfsdk reads YAML goes through it.
 """
 
 from __future__ import annotations
@@ -85,6 +86,17 @@ class _BoundedLoader(yaml.SafeLoader):
     def construct_document(self, node: yaml.Node) -> Any:
         _expanded_nodes(node, self.source)
         return super().construct_document(node)
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> Any:
+        seen: set[tuple[str, str]] = set()  # YAML would keep the last of two equal keys
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+                if (key.tag, key.value) in seen:
+                    line = key.start_mark.line + 1
+                    raise ConfigError(f"{self.source}: the key {key.value!r} appears twice in one "
+                                      f"mapping (line {line}); keep one")  # fmt: skip
+                seen.add((key.tag, key.value))
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_yaml_text(text: str, *, source: str = "YAML") -> Any:

@@ -30,7 +30,6 @@ class SignalFunction:
         "Settings of the function (its registered config class checks them).",
         factory=dict,
     )
-    """Keyword arguments for the function's config class (or the function itself)."""
     style: str | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))
     )

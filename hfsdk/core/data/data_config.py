@@ -33,14 +33,12 @@ class DataConfig:
         default=8,
         validator=attrs.validators.ge(1),
     )
-    """Prompts per step (each is sampled ``n_samples_per_prompt`` times)."""
     max_prompt_length: int = help_field(
         "Prompts longer than this many tokens are dropped with a warning; the one key for the "
         "prompt length (rollout.max_prompt_length follows from it).",
         default=64,
         validator=attrs.validators.ge(1),
     )
-    """Prompts longer than this many tokens are dropped (with a count in the log)."""
     max_unknown_token_share: float = help_field(
         "A run stops before it starts when more than this share of the prompt tokens are the "
         "tokenizer's unknown token (text the tokenizer cannot read); 1 turns the check off.",
@@ -56,4 +54,3 @@ class DataConfig:
         " messages.",
         default=None,
     )
-    """``None``: use the tokenizer's chat template when it has one."""

@@ -72,7 +72,6 @@ class TrainerConfig:
         default=0,
         validator=attrs.validators.ge(0),
     )
-    """Checkpoint every N steps (0: only at the end)."""
     rollout_dump: bool = help_field(
         "Write each step's samples (prompt, response, reward, multi-turn segments with tool "
         "calls) to RUN_DIR/rollouts/step_N.jsonl, and what replay and train_only need (the "
@@ -98,7 +97,6 @@ class TrainerConfig:
         default=0,
         validator=attrs.validators.ge(0),
     )
-    """Validate every N steps (0: never); see docs/training.md#validation."""
     val_before_train: bool = help_field(
         "Also validate before the first step, logged as step 0.",
         default=False,
@@ -145,7 +143,6 @@ class TrainerConfig:
         "Resume from the latest checkpoint in --run-dir if there is one.",
         default=True,
     )
-    """Resume from the newest checkpoint in the run directory if there is one."""
     ray_address: str | None = help_field(
         "Ray cluster to join ('auto' or host:port); null starts a local instance.",
         resumable=True,

@@ -1,4 +1,5 @@
-"""YAML within bounds: aliases used as meant still load; bombs, loops and depth are refused."""
+"""YAML within bounds: aliases used as meant still load; bombs, loops, depth and repeated keys
+are refused."""
 
 from __future__ import annotations
 
@@ -48,3 +49,17 @@ def test_recursive_aliases_and_deep_nesting_are_one_line_errors() -> None:
         load_yaml_text("[" * 300 + "]" * 300)
     with pytest.raises(YamlBombError, match="nested"):
         load_yaml_text("[" * 5000 + "]" * 5000)  # past the parser's own recursion
+
+
+def test_a_key_twice_in_one_mapping_is_refused_not_silently_the_last() -> None:
+    from hfsdk.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        load_yaml_text("data:\n  batch_size: 4\n  batch_size: 8\n", source="run.yaml")
+    assert str(info.value) == (
+        "run.yaml: the key 'batch_size' appears twice in one mapping (line 3); keep one"
+    )
+    # the same name in two mappings, and keys of two types, are not the same key
+    assert load_yaml_text("a: {x: 1}\nb: {x: 2}\n'1': s\n1: i\n") == {
+        "a": {"x": 1}, "b": {"x": 2}, "1": "s", 1: "i"
+    }  # fmt: skip
