@@ -29,6 +29,7 @@ from tinker.types.try_again_response import TryAgainResponse
 
 from hfsdk import HfsdkError
 from hfsdk_serve.futures import Futures
+from hfsdk_serve.sampling import MAX_SAMPLES
 from hfsdk_serve.service import Service
 from hfsdk_serve.wire import PROTO_CONTENT_TYPE, decode_forward_backward
 
@@ -182,7 +183,10 @@ class TinkerApp:
         if request.headers.get("content-encoding") == "zstd":
             import zstandard
 
-            raw = zstandard.ZstdDecompressor().decompress(raw)
+            try:
+                raw = zstandard.ZstdDecompressor().decompress(raw)
+            except zstandard.ZstdError as exc:
+                raise _BadRequest(f"the zstd-encoded body does not decompress: {exc}") from None
         try:
             body = decode_forward_backward(raw)
         except HfsdkError as exc:
@@ -214,8 +218,11 @@ class TinkerApp:
 
     async def asample(self, request: Request) -> Response:
         body = await self._body(request, types.SampleRequest)
-        if body.num_samples < 1:
-            raise _BadRequest(f"num_samples={body.num_samples}; expected at least 1")
+        if not 1 <= body.num_samples <= MAX_SAMPLES:
+            raise _BadRequest(
+                f"num_samples={body.num_samples}; expected 1 to {MAX_SAMPLES} (one request holds "
+                "the model for all of them; send several for more)"
+            )
         return self._submit(self.service.sample, body, samples=body.num_samples)
 
     async def retrieve_future(self, request: Request) -> Response:

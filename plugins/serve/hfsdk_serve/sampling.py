@@ -47,6 +47,9 @@ from hfsdk_serve.adapters import AdapterPool
 from hfsdk_serve.wire import SequenceOut
 
 SEED_RANGE = 2**31 - 1
+MAX_SAMPLES = 1024
+"""Samples one request may ask for: the model thread serves one request at a time, so a
+request for millions would stall every other client."""
 DEFAULT_CONTEXT = 2048
 """The context a rollout is built for when the model's config names none."""
 
@@ -140,12 +143,12 @@ def check_spec(pool: AdapterPool, spec: SampleSpec) -> None:
         raise HfsdkError("the prompt is empty; send at least one token")
     if spec.max_tokens < 1:
         raise HfsdkError(f"max_tokens={spec.max_tokens}; expected at least 1")
-    if spec.num_samples < 1:
-        raise HfsdkError(f"num_samples={spec.num_samples}; expected at least 1")
-    if spec.temperature < 0 or not 0 < spec.top_p <= 1:
+    if not 1 <= spec.num_samples <= MAX_SAMPLES:
+        raise HfsdkError(f"num_samples={spec.num_samples}; expected 1 to {MAX_SAMPLES}")
+    if not math.isfinite(spec.temperature) or spec.temperature < 0 or not 0 < spec.top_p <= 1:
         raise HfsdkError(
-            f"temperature={spec.temperature}, top_p={spec.top_p}: expected temperature >= 0 "
-            "and 0 < top_p <= 1"
+            f"temperature={spec.temperature}, top_p={spec.top_p}: expected a finite "
+            "temperature >= 0 and 0 < top_p <= 1"
         )
     limit = pool.max_length
     if limit and len(spec.prompt) + spec.max_tokens > limit:
@@ -194,7 +197,6 @@ def rollout_config(backend: str, context: int) -> Any:
             f"temperature settings ({exc}); hfsdk serve samples with the hf-family backends "
             "(hf, vllm)"
         ) from None
-
 
 
 class PoolSampler:

@@ -45,10 +45,12 @@ def _check_datum(i: int, datum: DatumIn, vocab: int, limit: int) -> None:
         ("model_input", np.asarray(datum.tokens)),
         ("target_tokens", datum.inputs["target_tokens"]),
     ):
-        bad = values[(values < 0) | (values >= vocab)]
+        # A float tensor may carry NaN or fractions, which the cast to long would garble.
+        whole = np.isfinite(values) & (values == np.floor(values))
+        bad = values[~whole | (values < 0) | (values >= vocab)]
         if bad.size:
             raise HfsdkError(
-                f"datum {i}: {name} holds token ids {bad[:3].tolist()} outside the vocabulary "
+                f"datum {i}: {name} holds {bad[:3].tolist()}, not token ids in the vocabulary "
                 f"[0, {vocab}); encode with this model's tokenizer"
             )
 
@@ -117,6 +119,8 @@ def check_adam(params: Mapping[str, float]) -> None:
     for key in ("learning_rate", "beta1", "beta2", "eps", "weight_decay"):
         if not math.isfinite(params[key]) or params[key] < 0:
             raise HfsdkError(f"AdamParams.{key}={params[key]}: expected a finite value >= 0")
+    if params["eps"] == 0:  # a parameter whose gradient is 0 would step by 0/0
+        raise HfsdkError("AdamParams.eps=0: expected a value > 0 (the SDK's default is 1e-12)")
     if not (params["beta1"] < 1 and params["beta2"] < 1):
         raise HfsdkError("AdamParams beta1 and beta2 must be below 1")
 
@@ -139,6 +143,12 @@ def optim_step(pool: AdapterPool, model_id: str, params: Mapping[str, float]) ->
     trained = list(adapter.params.values())
     grads = [p.grad for p in trained if p.grad is not None]
     norm = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
+    if not math.isfinite(norm):  # e.g. 0 * inf from a sampler log-prob of -1e30: keep the weights
+        optimizer.zero_grad(set_to_none=True)
+        raise HfsdkError(
+            f"the accumulated gradients are not finite (norm {norm}); no step was taken and they "
+            "were cleared: check the loss inputs of the forward_backward calls since the last step"
+        )
     clip = params.get("grad_clip_norm", 0.0)
     if clip > 0 and grads:
         torch.nn.utils.clip_grad_norm_(trained, clip)

@@ -47,7 +47,12 @@ def _chunk_tokens(chunk: pb.Chunk, index: int) -> list[int]:
             f"datum {index}: model_input has a {kind} chunk; hfsdk serve trains text models, "
             "send token ids only (ModelInput.from_ints)"
         )
-    return np.frombuffer(chunk.encoded_text.tokens, dtype=np.int32).astype(np.int64).tolist()
+    raw = chunk.encoded_text.tokens
+    if len(raw) % 4:
+        raise HfsdkError(
+            f"datum {index}: model_input's token bytes ({len(raw)}) are not whole int32 ids"
+        )
+    return np.frombuffer(raw, dtype=np.int32).astype(np.int64).tolist()
 
 
 def decode_forward_backward(body: bytes) -> FwdBwdIn:
@@ -67,8 +72,12 @@ def decode_forward_backward(body: bytes) -> FwdBwdIn:
         tokens = [t for chunk in datum.model_input for t in _chunk_tokens(chunk, i)]
         inputs = {}
         for name, tensor in datum.loss_fn_inputs.items():
-            array = np.asarray(_tensor_data_from_proto(tensor).to_numpy())
-            inputs[name] = array
+            try:  # a dtype left unset, a shape its bytes do not fill
+                inputs[name] = np.asarray(_tensor_data_from_proto(tensor).to_numpy())
+            except Exception as exc:
+                raise HfsdkError(
+                    f"datum {i}: loss_fn_inputs[{name!r}] is not a readable tensor ({exc})"
+                ) from None
         data.append(DatumIn(tokens=tokens, inputs=inputs))
     return FwdBwdIn(
         model_id=msg.model_id,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from typing import Any
@@ -65,7 +66,7 @@ def test_shape_mismatch_and_missing_inputs(trainer: Any, served: Any) -> None:
         trainer.forward_backward([no_adv], "importance_sampling").result()
     vocab = served.app.service.pool.vocab_size
     outside = _datum([1, vocab + 5], target_tokens=[2, 3])
-    with pytest.raises(tinker.RequestFailedError, match="outside the vocabulary"):
+    with pytest.raises(tinker.RequestFailedError, match="not token ids in the vocabulary"):
         trainer.forward([outside], "cross_entropy").result()
     # After all that the client still trains.
     good = _datum(tokens[:-1], target_tokens=tokens[1:])
@@ -154,3 +155,112 @@ def test_an_unknown_rollout_backend_is_refused_before_loading(
 
     with pytest.raises(HfsdkError, match=r"--rollout: unknown rollout backend 'vlm'.*'vllm'"):
         build_app(default_model_dir, tmp_path, rollout="vlm")
+
+
+def _retrieve(url: str, request_id: str) -> Any:
+    """The outcome of a submitted request (polled as the SDK does)."""
+    headers = {"X-API-Key": LOCAL_KEY}
+    for _ in range(100):
+        out = httpx.post(f"{url}/retrieve_future", json={"request_id": request_id}, headers=headers)
+        if out.json().get("type") != "try_again":
+            return out.json()
+    raise AssertionError(f"request {request_id} never finished")
+
+
+def _forward_backward_body(served: Any, model_id: str, tokens: bytes, target: Any) -> bytes:
+    """A raw ForwardBackwardRequest (what the SDK sends), with bytes the SDK would not write."""
+    import numpy as np
+    from tinker.proto import tinker_public_pb2 as pb
+
+    msg = pb.ForwardBackwardRequest(model_id=model_id, seq_id=100, loss_fn="cross_entropy")
+    datum = msg.data.add()
+    datum.model_input.add().encoded_text.tokens = tokens
+    array, dtype = target
+    tensor = datum.loss_fn_inputs["target_tokens"]
+    tensor.dense, tensor.dtype = np.asarray(array).tobytes(), dtype
+    tensor.shape.extend(np.asarray(array).shape)
+    return msg.SerializeToString()
+
+
+def test_malformed_tensors_and_bodies_are_400s(trainer: Any, served: Any) -> None:
+    import numpy as np
+    from tinker.proto import tinker_public_pb2 as pb
+
+    ids = served.tokenizer.encode("3 + 5 = 8")
+    tokens, target = np.array(ids[:-1], np.int32).tobytes(), np.array(ids[1:], np.int64)
+    url = f"{served.url}/api/v1/forward_backward"
+    headers = {"X-API-Key": LOCAL_KEY, "content-type": "application/x-protobuf"}
+    nan = np.full(len(target), np.nan, np.float32)
+    cases = {
+        "are not whole int32 ids": (tokens[:-1], (target, pb.DTYPE_INT64)),
+        "is not a readable tensor": (tokens, (target, 0)),  # no dtype
+        "not token ids in the vocabulary": (tokens, (nan, pb.DTYPE_FLOAT32)),
+    }
+    for needle, (ids_bytes, tensor) in cases.items():
+        body = _forward_backward_body(served, trainer.model_id, ids_bytes, tensor)
+        response = httpx.post(url, content=body, headers=headers)
+        if response.status_code == 200:  # checked on the model thread: the future says it
+            out = _retrieve(f"{served.url}/api/v1", response.json()["request_id"])
+            assert out["category"] == "user", out
+        else:
+            assert response.status_code == 400
+            out = response.json()
+        assert needle in out["error"], out
+    zstd = {**headers, "content-encoding": "zstd"}
+    response = httpx.post(url, content=b"garbage", headers=zstd)
+    assert response.status_code == 400 and "does not decompress" in response.json()["error"]
+
+
+def test_a_step_that_would_write_nan_weights_is_refused_and_the_client_goes_on(
+    trainer: Any, served: Any
+) -> None:
+    tokens = served.tokenizer.encode("3 + 5 = 8")
+    good = _datum(tokens[:-1], target_tokens=tokens[1:])
+    trainer.forward_backward([good], "cross_entropy").result()
+    with pytest.raises(tinker.RequestFailedError, match=r"AdamParams.eps=0: expected a value > 0"):
+        trainer.optim_step(types.AdamParams(learning_rate=1e-3, eps=0.0)).result()
+    # A finite loss whose gradient is 0 * inf: the sampler's log-prob of a token is -1e30.
+    n = len(tokens) - 1
+    wild = _datum(
+        tokens[:-1], target_tokens=tokens[1:], logprobs=[-1e30] + [-1.0] * (n - 1),
+        advantages=[1.0] * n,
+    )  # fmt: skip
+    trainer.forward_backward([wild], "ppo").result()
+    with pytest.raises(tinker.RequestFailedError, match="gradients are not finite"):
+        trainer.optim_step(types.AdamParams(learning_rate=1e-3)).result()
+    before = trainer.forward([good], "cross_entropy").result().metrics["loss:sum"]
+    trainer.forward_backward([good], "cross_entropy").result()
+    trainer.optim_step(types.AdamParams(learning_rate=1e-2)).result()
+    after = trainer.forward([good], "cross_entropy").result().metrics["loss:sum"]
+    assert math.isfinite(before) and after < before
+
+
+def test_sampling_settings_that_cannot_run_are_refused(served: Any) -> None:
+    import json
+
+    from hfsdk_serve.sampling import MAX_SAMPLES
+
+    url, headers = f"{served.url}/api/v1", {"X-API-Key": LOCAL_KEY}
+    session = httpx.post(
+        f"{url}/create_sampling_session",
+        json={"session_id": "s", "sampling_session_seq_id": 0, "base_model": str(served.model_dir)},
+        headers=headers,
+    ).json()["sampling_session_id"]
+    prompt = json.dumps(served.tokenizer.encode("3 + 5 ="))
+
+    def sample(params: str, num: int = 1) -> Any:
+        # Raw JSON: the SDK itself refuses to send NaN or Infinity, other clients do not.
+        body = (
+            f'{{"sampling_session_id": "{session}", "num_samples": {num}, "prompt": {{"chunks": '
+            f'[{{"type": "encoded_text", "tokens": {prompt}}}]}}, "sampling_params": {params}}}'
+        )
+        response = httpx.post(f"{url}/asample", content=body, headers=headers)
+        if response.status_code != 200:
+            return response.json()
+        return _retrieve(url, response.json()["request_id"])
+
+    for temperature in ("NaN", "Infinity"):
+        out = sample(f'{{"max_tokens": 2, "temperature": {temperature}}}')
+        assert out["category"] == "user" and "expected a finite temperature" in out["error"]
+    out = sample('{"max_tokens": 1}', num=MAX_SAMPLES + 1)
+    assert f"expected 1 to {MAX_SAMPLES}" in out["error"]
