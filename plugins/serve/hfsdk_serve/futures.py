@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 POLL_SECONDS = 20.0
 """How long one ``/retrieve_future`` waits before answering ``try_again`` (the SDK waits 45 s)."""
 KEPT = 4096
-"""Finished results kept for fetching (the oldest are dropped beyond it)."""
+"""Finished results kept for fetching (the oldest finished are dropped beyond it; requests
+still queued or running are always kept)."""
 
 
 class Futures:
@@ -38,8 +39,10 @@ class Futures:
         """Queue ``fn(*args)`` on the model thread; its request id."""
         request_id = f"req_{secrets.token_hex(8)}"
         self._results[request_id] = self._thread.submit(fn, *args)
-        while len(self._results) > KEPT:
-            self._results.popitem(last=False)
+        excess = len(self._results) - KEPT
+        if excess > 0:  # drop the oldest finished ones: a queued request's client still polls
+            for old in [k for k, f in self._results.items() if f.done()][:excess]:
+                del self._results[old]
         return request_id
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:

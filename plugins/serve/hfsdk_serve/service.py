@@ -27,7 +27,10 @@ from hfsdk_serve.stops import cut_at_stop, split_stop
 from hfsdk_serve.wire import FwdBwdIn, encode_forward_backward, encode_sample
 
 SNAPSHOTS_KEPT = 8
-"""Sampler snapshots kept per training client (older sampling clients then fail clearly)."""
+"""Sampler snapshots kept per training client, and of sampling clients made from a path
+(older sampling clients then fail clearly)."""
+FROM_PATHS = "<sampling clients from paths>"
+"""The owner the snapshots of ``create_sampling_client(model_path=...)`` are counted under."""
 
 
 @attrs.define
@@ -271,12 +274,16 @@ class Service:
         name = self._new_id("snap")
         self._add(name, self.adapters[adapter], trainable=False)
         self.pool.copy_into(adapter, name)
-        kept = self.snapshots.setdefault(adapter, OrderedDict())
+        self._keep(adapter, name)
+        return name
+
+    def _keep(self, owner: str, name: str) -> None:
+        """Count snapshot ``name`` as ``owner``'s, dropping its oldest past the bound."""
+        kept = self.snapshots.setdefault(owner, OrderedDict())
         kept[name] = None
         while len(kept) > SNAPSHOTS_KEPT:
             old, _ = kept.popitem(last=False)
             self._remove(old)
-        return name
 
     def save_weights_for_sampler(
         self, request: types.SaveWeightsForSamplerRequest
@@ -312,6 +319,7 @@ class Service:
         name = self._new_id("snap")
         self._add(name, AdapterSpec(**state["spec"]), trainable=False)
         self.pool.load_state(name, state["adapter"], None)
+        self._keep(FROM_PATHS, name)  # bounded too: each such client loads an adapter
         self.samplers[session] = Sampler(adapter=name, model_path=path, owner=None)
         return types.CreateSamplingSessionResponse(sampling_session_id=session)
 
@@ -331,7 +339,8 @@ class Service:
         if sampler.adapter is not None and sampler.adapter not in self.adapters:
             raise HfsdkError(
                 f"sampling session {sampler_id!r} expired: its snapshot was dropped (only the "
-                f"last {SNAPSHOTS_KEPT} per training client are kept); create a new sampling client"
+                f"last {SNAPSHOTS_KEPT} per training client, and the last {SNAPSHOTS_KEPT} loaded "
+                "from paths, are kept); create a new sampling client"
             )
         return sampler
 

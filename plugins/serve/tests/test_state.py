@@ -194,3 +194,27 @@ def test_named_sampler_weights_sample_like_the_snapshot(served: Any, service_cli
     assert base.compute_logprobs(prompt).result() != expected
     with pytest.raises(Exception, match="holds sampler weights only"):
         service_client.create_training_client_from_state_with_optimizer(path).result()
+
+
+def test_sampling_clients_from_paths_are_bounded_like_snapshots(
+    served: Any, service_client: Any
+) -> None:
+    from hfsdk_serve.service import FROM_PATHS, SNAPSHOTS_KEPT
+
+    trainer = service_client.create_lora_training_client(
+        base_model=str(served.model_dir), rank=4
+    ).result()
+    path = trainer.save_weights_for_sampler("bounded").result().path
+    service = served.app.service
+    before = len(service.adapters)
+    clients = [
+        service_client.create_sampling_client(model_path=path).result()
+        for _ in range(SNAPSHOTS_KEPT + 2)
+    ]
+    # not one more adapter per client (earlier tests' path clients count towards the bound)
+    assert len(service.adapters) - before <= SNAPSHOTS_KEPT
+    assert len(service.snapshots[FROM_PATHS]) == SNAPSHOTS_KEPT
+    prompt = types.ModelInput.from_ints(served.tokenizer.encode("4 + 4 = 8"))
+    assert clients[-1].compute_logprobs(prompt).result()
+    with pytest.raises(Exception, match="expired: its snapshot was dropped"):
+        clients[0].compute_logprobs(prompt).result()
