@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from hfsdk import HfsdkError
-from hfsdk_vision.tokens import IMAGE_PLACEHOLDER, expand_placeholders
+from hfsdk_vision.tokens import IMAGE_PLACEHOLDER, VISION_TOKENS, expand_placeholders
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -97,13 +97,55 @@ def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
         else:
             raise UnidentifiedImageError(f"an images item of type {type(item).__name__}")
         image.load()
-        return image.convert("RGB")
-    except (OSError, UnidentifiedImageError, ValueError) as err:
+    except (OSError, UnidentifiedImageError, ValueError, PILImage.DecompressionBombError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise HfsdkError(
             f"{where} could not be decoded ({first}); expected PNG/JPEG bytes "
             "({'bytes': ...}) or a readable image path — fix or drop that row"
         ) from None
+    return _checked(image, where).convert("RGB")
+
+
+WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")
+"""16-bit and float modes: ``convert("RGB")`` clips them to white instead of scaling them."""
+MAX_ASPECT = 200
+"""The longest side over the shortest the Qwen2-VL image processor takes."""
+
+
+def _checked(image: Image, where: str) -> Image:
+    """``image`` unless the processor would garble it (a wide mode) or refuse it (its shape)."""
+    if image.mode in WIDE_MODES:
+        raise HfsdkError(
+            f"{where} is a {image.mode!r} image (16-bit or float), which would reach the model "
+            "clipped to white; save it as 8-bit (RGB or L)"
+        )
+    width, height = image.size
+    if max(width, height) >= MAX_ASPECT * min(width, height):
+        raise HfsdkError(
+            f"{where} is {width}x{height} pixels; the image processor takes sides within "
+            f"{MAX_ASPECT}:1 of each other — crop or pad it"
+        )
+    return image
+
+
+def check_image_prompt(
+    text: str, items: Sequence[Any], where: str, base: Path | None = None
+) -> list[Image]:
+    """The decoded images of one prompt (paths relative to ``base``), once its text has one
+    ``<image>`` per image and none of the model's own vision tokens (which the processor
+    would count as more images)."""
+    literal = [token for token in VISION_TOKENS if token in text]
+    if literal:
+        raise HfsdkError(
+            f"{where}: the prompt holds the vision token {literal[0]!r} as text; mark each "
+            f"image with one {IMAGE_PLACEHOLDER!r} and leave the model's tokens out"
+        )
+    if text.count(IMAGE_PLACEHOLDER) != len(items):
+        raise HfsdkError(
+            f"{where}: the prompt has {text.count(IMAGE_PLACEHOLDER)} '<image>' placeholders but "
+            f"the row has {len(items)} images; put one '<image>' in the prompt per image"
+        )
+    return [decode_image(item, f"{where}, image {j}", base) for j, item in enumerate(items)]
 
 
 def load_verl_parquet(path: str | Path) -> list[ImagePrompt]:
@@ -137,16 +179,7 @@ def load_verl_parquet(path: str | Path) -> list[ImagePrompt]:
         text = _render(row["prompt"], where)
         value = row[image_key]
         items = [value] if image_key == "image" else list(value or [])
-        placeholders = text.count(IMAGE_PLACEHOLDER)
-        if placeholders != len(items):
-            raise HfsdkError(
-                f"{where}: the prompt has {placeholders} '<image>' placeholders but the row has "
-                f"{len(items)} images; put one '<image>' in the prompt per image"
-            )
-        images = tuple(
-            decode_image(item, f"{where}, image {j}", base=path.parent)
-            for j, item in enumerate(items)
-        )
+        images = tuple(check_image_prompt(text, items, where, base=path.parent))
         columns = {k: v for k, v in row.items() if k not in ("prompt", image_key)}
         prompts.append(ImagePrompt(row=index, text=text, images=images, columns=columns))
     return prompts

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hfsdk_vision.data import decode_image
+from hfsdk_vision.data import check_image_prompt
 from hfsdk_vision.rollout import IMAGES, PROMPT_TEXT
-from hfsdk_vision.tokens import IMAGE_PLACEHOLDER, expand_placeholders
+from hfsdk_vision.tokens import expand_placeholders
 
 NAME = "images"
 """The ``prompt_describers`` registry name of :func:`describe_images`."""
@@ -29,22 +29,17 @@ def describe_images(
     with_images = [row for row in rows if row.get(IMAGES) is not None and len(row[IMAGES])]
     if not with_images:
         return []
-    decoded = []
-    for row in with_images:
-        where = f"row {row.get('uid', '?')}"
-        decoded.append(
-            [decode_image(item, f"{where}, image {j}") for j, item in enumerate(row[IMAGES])]
+    # Every row as a run's preflight checks it: a mismatch anywhere is the same one line.
+    decoded = [
+        check_image_prompt(
+            str(row.get(PROMPT_TEXT, "")), list(row.get(IMAGES) or []), f"row {row.get('uid', '?')}"
         )
+        for row in rows
+    ]
     count = sum(len(images) for images in decoded)
     lines = [f"images:           {count} in {len(with_images)} of {len(rows)} rows (all decode)"]
-    first, images = with_images[0], decoded[0]
+    first, images = with_images[0], decoded[rows.index(with_images[0])]
     text = str(first.get(PROMPT_TEXT, ""))
-    if text.count(IMAGE_PLACEHOLDER) != len(images):
-        lines.append(
-            f"                  row {first.get('uid', '?')}: {text.count(IMAGE_PLACEHOLDER)} "
-            f"'<image>' placeholders for {len(images)} images: a run stops"
-        )
-        return lines
     if model_path is None or not (Path(model_path) / PREPROCESSOR_FILE).is_file():
         lines.append(
             "image tokens:     unknown: the model directory has no image processor "

@@ -21,9 +21,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from hfsdk import HfsdkError
-from hfsdk_vision.data import decode_image
+from hfsdk_vision.data import check_image_prompt
 from hfsdk_vision.rollout import BACKEND, IMAGES, PROMPT_TEXT
-from hfsdk_vision.tokens import IMAGE_PLACEHOLDER
 
 NAME = "images"
 """The preflight registry name of :func:`images_check`."""
@@ -50,6 +49,17 @@ def _loaders(prepared: Any) -> Iterator[tuple[str, Any]]:
         yield "validation", prepared.val_loader
 
 
+SINGLE_IMAGE = "image"
+"""TRL's one-image-per-row column (``load_verl_parquet`` reads it; a run reads ``images``)."""
+
+
+def _an_image(value: Any) -> bool:
+    """Whether ``value`` looks like an image (encoded bytes, a datasets Image dict, PIL)."""
+    if isinstance(value, dict):
+        return bool(value.get("bytes") or value.get("path"))
+    return isinstance(value, bytes | bytearray) or type(value).__module__.startswith("PIL.")
+
+
 def _has_images(loader: Any) -> bool:
     return any(row.get(IMAGES) is not None and len(row[IMAGES]) for row in loader.rows)
 
@@ -57,6 +67,16 @@ def _has_images(loader: Any) -> bool:
 def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
     """Refuse image prompts a rollout would not see; decode every image of an ``hf_vision`` run."""
     if IMAGES not in prepared.row_columns:  # no image column: nothing of this check's
+        if SINGLE_IMAGE in prepared.row_columns and any(
+            _an_image(row.get(SINGLE_IMAGE))
+            for _, loader in _loaders(prepared)
+            for row in loader.rows
+        ):
+            raise HfsdkError(
+                f"the prompts carry images in TRL's single {SINGLE_IMAGE!r} column, which a run "
+                f"does not read (it would train on the text alone); name the column {IMAGES!r}, "
+                "a list of images per row"
+            )
         return None
     backend = config.rollout.backend
     for label, loader in _loaders(prepared):
@@ -70,16 +90,8 @@ def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
                 )
             continue
         for row in loader.rows:
-            items = list(row.get(IMAGES) or [])
             where = f"{label} data: row {row.get('uid', '?')}"
-            placeholders = str(row.get(PROMPT_TEXT, "")).count(IMAGE_PLACEHOLDER)
-            if placeholders != len(items):
-                raise HfsdkError(
-                    f"{where}: the prompt has {placeholders} '<image>' placeholders but the row "
-                    f"has {len(items)} images; put one '<image>' in the prompt per image"
-                )
-            for j, item in enumerate(items):
-                decode_image(item, f"{where}, image {j}")
+            check_image_prompt(str(row.get(PROMPT_TEXT, "")), list(row.get(IMAGES) or []), where)
     return None
 
 

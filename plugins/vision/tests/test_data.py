@@ -83,6 +83,29 @@ def test_placeholders_and_images_out_of_step_name_the_row(tmp_path: Path) -> Non
         load_verl_parquet(_write(tmp_path / "p.parquet", rows))
 
 
+def test_images_the_processor_would_garble_or_refuse_name_their_row(tmp_path: Path) -> None:
+    from PIL import Image
+
+    cases = {
+        # 250:1, past the processor's 200:1
+        r"image 0 is 2000x8 pixels; the image processor takes sides within 200:1": (2000, 8, "RGB"),
+        # 16-bit: convert("RGB") would clip it to white
+        r"row 0, image 0 is a 'I;16' image \(16-bit or float\)": (32, 32, "I;16"),
+        # 200 M pixels: PIL's decompression-bomb error, no longer an internal error
+        r"row 0, image 0 could not be decoded \(Image size .* exceeds limit": (20_000, 10_000, "1"),
+    }
+    for needle, (width, height, mode) in cases.items():
+        rows = [{"prompt": "<image> a", "images": [png_bytes(Image.new(mode, (width, height)))]}]
+        with pytest.raises(HfsdkError, match=needle):
+            load_verl_parquet(_write(tmp_path / "p.parquet", rows))
+
+
+def test_a_prompt_with_the_models_own_vision_tokens_is_refused(tmp_path: Path) -> None:
+    rows = [{"prompt": "<image> <|image_pad|> a", "images": [png_bytes(noise_image(0))]}]
+    with pytest.raises(HfsdkError, match=r"row 0: the prompt holds the vision token '<\|image_pad"):
+        load_verl_parquet(_write(tmp_path / "p.parquet", rows))
+
+
 def test_a_file_without_the_columns_is_refused(tmp_path: Path) -> None:
     with pytest.raises(HfsdkError, match="needs 'prompt' and 'images'"):
         load_verl_parquet(_write(tmp_path / "p.parquet", [{"question": "x"}]))

@@ -98,6 +98,19 @@ def test_an_image_that_does_not_decode_is_named_before_training(
         Trainer(config, tmp_path / "run", quiet=True)
 
 
+@pytest.mark.parametrize("backend", ["hf", "hf_vision"])
+def test_trls_single_image_column_is_refused_not_left_out(
+    tmp_path: Path, vlm_dir: Path, backend: str
+) -> None:
+    rows = shapes_rows(3, seed=0)
+    for row in rows:
+        row["image"] = row.pop("images")[0]
+    train = write_parquet(rows, tmp_path / "train.parquet")
+    overrides = [*_overrides(vlm_dir, train, 1), f"rollout.backend={backend}"]
+    with pytest.raises(HfsdkError, match=r"TRL's single 'image' column, which a run does not"):
+        Trainer(load_run_config("grpo", None, overrides), tmp_path / "run", quiet=True)
+
+
 def test_the_docs_config_resolves(tmp_path: Path, vlm_dir: Path) -> None:
     train = write_parquet(shapes_rows(2, seed=0), tmp_path / "train.parquet")
     config = load_run_config("grpo", str(_docs_config(tmp_path, vlm_dir, train)), IN_PROCESS)

@@ -56,3 +56,16 @@ def test_an_image_that_does_not_decode_is_one_line(
     assert code == 2
     assert err.startswith("Error: row 1, image 0 could not be decoded") and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_later_row_out_of_step_is_the_line_a_run_would_stop_with(
+    tmp_path: Path, vlm_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = shapes_rows(3, seed=0)
+    rows[2]["images"] = []  # its prompt keeps its '<image>'
+    data = write_parquet(rows, tmp_path / "bad.parquet")
+    code, _, err = _hfsdk(
+        capsys, "data", "inspect", str(data), "--set", f"actor.model_path={vlm_dir}"
+    )
+    assert code == 2
+    assert err.startswith("Error: row 2: the prompt has 1 '<image>' placeholders but the row has")
