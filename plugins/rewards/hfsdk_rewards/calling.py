@@ -95,8 +95,17 @@ def _slice(columns: Columns, index: int) -> dict[str, Sequence[Any]]:
 def invoke(
     call: RewardCall, prompts: Sequence[str], responses: Sequence[str], columns: Columns
 ) -> Any:
-    """Call the function (its result may be awaitable)."""
-    return call.fn(list(prompts), list(responses), **call.arguments(columns))
+    """Call the function (its result may be awaitable) on copies of the columns: one that
+    sorts or edits a list in place must not change what the next function sees."""
+    copies = {k: list(v) if isinstance(v, list) else v for k, v in columns.items()}
+    try:
+        return call.fn(list(prompts), list(responses), **call.arguments(copies))
+    except SystemExit as exc:  # would end the run quietly, with its status
+        raise _exited(exc) from None
+
+
+def _exited(exc: SystemExit) -> HfsdkError:
+    return HfsdkError(f"called sys.exit({exc.code!r}); return a score per sample instead")
 
 
 def locate_failure(
@@ -148,8 +157,12 @@ def _as_list(label: str, result: Any, batch_size: int) -> list[Any]:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, numbers.Real):
-        return float(value)
+    # A bool is no score (True would count as 1.0); numpy's bool is no numbers.Real.
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:  # an int past a float's range: as non-finite as inf
+            return math.inf
     return None
 
 
@@ -326,7 +339,10 @@ def _await_all(
 
     async def timed(position: int, awaitable: Awaitable[Any]) -> Any:
         running["position"] = position
-        return await awaitable
+        try:
+            return await awaitable
+        except SystemExit as exc:
+            raise _exited(exc) from None
 
     async def gather() -> list[Any]:
         tasks = [asyncio.ensure_future(timed(p, a)) for p, a in pending.items()]

@@ -22,8 +22,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlparse
 
@@ -90,6 +90,12 @@ RETRY_STATUSES = (429, 500, 502, 503, 504)
 """Answers worth another try: too many requests, and the server's own failures."""
 
 
+MAX_ANSWER_BYTES = 64 << 20
+"""The most an endpoint's answer may hold (one that never ends would fill the memory)."""
+MAX_RETRY_AFTER_S = 30.0
+"""The longest ``Retry-After`` honoured: a day-long one would hang the run's reward stage."""
+
+
 @functools.lru_cache(maxsize=16)
 def _session(url: str, retries: int, backoff_s: float, concurrency: int) -> Any:
     """A ``requests`` session for one endpoint: pooled connections, urllib3's retries."""
@@ -97,7 +103,12 @@ def _session(url: str, retries: int, backoff_s: float, concurrency: int) -> Any:
     from requests.adapters import HTTPAdapter
     from urllib3.util.retry import Retry
 
-    retry = Retry(
+    class CappedRetry(Retry):  # type: ignore[misc]
+        def get_retry_after(self, response: Any) -> float | None:
+            wait = super().get_retry_after(response)
+            return None if wait is None else min(wait, MAX_RETRY_AFTER_S)
+
+    retry = CappedRetry(
         total=retries,
         connect=retries,
         read=retries,
@@ -127,7 +138,10 @@ def _post(config: RemoteRewardConfig, body: bytes) -> bytes:
             data=body,
             headers={"Content-Type": "application/json"},
             timeout=config.timeout_s,
+            allow_redirects=False,  # the batch goes to the configured endpoint only
+            stream=True,
         )
+        content = _bounded_content(config, answer) if answer.status_code < 300 else b""
     except requests.RequestException as exc:
         reason = exc.args[0] if exc.args else exc
         reason = getattr(reason, "reason", None) or reason
@@ -142,18 +156,33 @@ def _post(config: RemoteRewardConfig, body: bytes) -> bytes:
             f"{answer.status_code} {answer.reason}); check that it is running and reachable, "
             "or raise timeout_s / retries"
         )
-    if answer.status_code >= 400:
+    if answer.status_code >= 300:
         raise HfsdkError(
             f"reward endpoint {config.url} answered HTTP {answer.status_code} {answer.reason}; "
             "check the URL and what the endpoint expects (docs/rewards.md#remote-reward-endpoints)"
         )
-    return answer.content
+    return content
+
+
+def _bounded_content(config: RemoteRewardConfig, answer: Any) -> bytes:
+    """The answer's body, refused past :data:`MAX_ANSWER_BYTES`."""
+    parts, size = [], 0
+    for part in answer.iter_content(1 << 16):
+        size += len(part)
+        if size > MAX_ANSWER_BYTES:
+            answer.close()
+            raise HfsdkError(
+                f"reward endpoint {config.url} answered more than {MAX_ANSWER_BYTES >> 20} MiB; "
+                'it must answer {"scores": [...]} with one score per sample'
+            )
+        parts.append(part)
+    return b"".join(parts)
 
 
 def _scores(config: RemoteRewardConfig, raw: bytes, expected: int) -> list[Any]:
     try:
         parsed = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # also a 5000-digit number or deep nesting
         shown = raw[:80].decode("utf-8", errors="replace")
         raise HfsdkError(
             f"reward endpoint {config.url} answered something that is not JSON ({shown!r}); "
@@ -168,8 +197,10 @@ def _scores(config: RemoteRewardConfig, raw: bytes, expected: int) -> list[Any]:
         )
     for score in scores:
         value = score.get("score") if isinstance(score, dict) else score
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(
-            value
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
         ):
             raise HfsdkError(
                 f"reward endpoint {config.url} answered the score {score!r}; expected a finite "
@@ -202,6 +233,42 @@ def remote_reward(
         chunks.append((payload, end - start))
     if not chunks:
         return []
-    with ThreadPoolExecutor(max_workers=min(config.concurrency, len(chunks))) as pool:
-        parts = list(pool.map(lambda chunk: _request(config, *chunk), chunks))
+    parts = _fan_out(lambda chunk: _request(config, *chunk), chunks, config.concurrency)
     return [score for part in parts for score in part]
+
+
+def _fan_out(fn: Any, items: Sequence[Any], workers: int) -> list[Any]:
+    """``[fn(item) for item in items]`` on up to ``workers`` daemon threads.
+
+    Not a ``ThreadPoolExecutor``: when the run's reward deadline interrupts the caller,
+    a request still hanging (a server that drips its answer) must not hold the caller in
+    the pool's shutdown, nor the process at exit.
+    """
+    results: list[Any] = [None] * len(items)
+    failures: list[BaseException] = []
+    queue = list(enumerate(items))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                if not queue or failures:
+                    return
+                index, item = queue.pop(0)
+            try:
+                results[index] = fn(item)
+            except BaseException as exc:
+                failures.append(exc)
+                return
+
+    threads = [
+        threading.Thread(target=work, name="hfsdk-remote-reward", daemon=True)
+        for _ in range(min(workers, len(items)))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()  # a deadline's signal interrupts the wait
+    if failures:
+        raise failures[0]
+    return results

@@ -193,3 +193,67 @@ def test_connections_are_pooled_across_requests(server) -> None:
         remote_reward(["p", "p"], ["a", "bb"], config=config)
     # Six requests over one kept-alive connection (urllib opened one per request).
     assert len(ports) == 6 and len(set(ports)) == 1
+
+
+def test_a_server_that_drips_its_answer_is_stopped_at_the_runs_deadline(server) -> None:
+    def drip(handler: BaseHTTPRequestHandler, payload: dict) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", "1000")
+        handler.end_headers()
+        for _ in range(1000):  # a byte every 0.1 s: no single read ever times out
+            handler.wfile.write(b" ")
+            handler.wfile.flush()
+            time.sleep(0.1)
+
+    url = server(drip)
+    start = time.perf_counter()
+    with pytest.raises(HfsdkError, match="timeout_s"):
+        compute_rewards(
+            ["p"], ["abc"], {},
+            {"functions": [{"url": url, "kwargs": {"timeout_s": 1, "retries": 0}}], "timeout_s": 2},
+        )  # fmt: skip
+    assert time.perf_counter() - start < 15  # the deadline, not the 100 s the body takes
+
+
+def test_a_retry_after_of_a_day_is_capped(server, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hfsdk_rewards import remote
+
+    monkeypatch.setattr(remote, "MAX_RETRY_AFTER_S", 0.5)
+    remote._session.cache_clear()
+    attempts: list[float] = []
+
+    def busy_once(handler: BaseHTTPRequestHandler, payload: dict) -> None:
+        attempts.append(time.perf_counter())
+        if len(attempts) == 1:
+            handler.send_response(503)
+            handler.send_header("Retry-After", "86400")
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+        else:
+            length_scores(handler, payload)
+
+    config = RemoteRewardConfig(url=server(busy_once), retries=1, backoff_s=0.01)
+    assert [s["score"] for s in remote_reward(["p"], ["abc"], config=config)] == [3.0]
+    assert attempts[1] - attempts[0] < 5
+
+
+def test_answers_too_large_or_redirected_are_refused(server, monkeypatch) -> None:
+    from hfsdk_rewards import remote
+
+    monkeypatch.setattr(remote, "MAX_ANSWER_BYTES", 1000)
+
+    def huge(handler: BaseHTTPRequestHandler, payload: dict) -> None:
+        _answer(handler, 200, b" " * 5000)
+
+    with pytest.raises(HfsdkError, match="answered more than 0 MiB"):
+        remote_reward(["p"], ["abc"], config=RemoteRewardConfig(url=server(huge), retries=0))
+    elsewhere = server(length_scores)
+
+    def redirect(handler: BaseHTTPRequestHandler, payload: dict) -> None:
+        handler.send_response(307)
+        handler.send_header("Location", elsewhere)
+        handler.send_header("Content-Length", "0")
+        handler.end_headers()
+
+    with pytest.raises(HfsdkError, match="answered HTTP 307"):
+        remote_reward(["p"], ["abc"], config=RemoteRewardConfig(url=server(redirect), retries=0))
