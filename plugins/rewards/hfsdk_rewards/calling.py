@@ -108,35 +108,60 @@ def _exited(exc: SystemExit) -> HfsdkError:
     return HfsdkError(f"called sys.exit({exc.code!r}); return a score per sample instead")
 
 
+DEFAULT_TIMEOUT_S = 300.0
+"""A scoring function's deadline when the caller gives none (``reward.timeout_s``)."""
+LOCATE_SAMPLES = 64
+"""The most samples a failed batch is retried one by one on, to name the one that fails."""
+
+
 def locate_failure(
     call: RewardCall,
     prompts: Sequence[str],
     responses: Sequence[str],
     columns: Columns,
     error: BaseException,
+    *,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    timeout_key: str = "reward.timeout_s",
 ) -> RewardFunctionError:
-    """Turn a batch call's exception into an error naming the first sample that fails alone."""
+    """Turn a batch call's exception into an error naming the first sample that fails alone.
+
+    The first :data:`LOCATE_SAMPLES` samples are tried, all of them within ``timeout_s``:
+    a function that raises on the batch and hangs on one sample must not hang the run.
+    """
     if isinstance(error, HfsdkError):
         # A clear message from the function itself (e.g. a missing column): keep it.
         return RewardFunctionError(f"reward function {call.label!r}: {error}")
-    for index in range(len(prompts)):
-        try:
-            result = invoke(
-                call,
-                prompts[index : index + 1],
-                responses[index : index + 1],
-                _slice(columns, index),
-            )
-            if inspect.isawaitable(result):
-                run_awaitable(result)
-        except Exception as exc:
-            return RewardFunctionError(
-                f"reward function {call.label!r} raised {type(exc).__name__}: {exc} on sample "
-                f"{index} (response {responses[index][:80]!r}); fix the function or the data"
-            )
+    tried = min(len(prompts), LOCATE_SAMPLES)
+    limit = timeout_s if timeout_s and timeout_s > 0 else None
+    index = 0
+    try:
+        with deadline(limit, f"reward function {call.label!r}", log_stack=False):
+            for index in range(tried):
+                try:
+                    result = invoke(
+                        call,
+                        prompts[index : index + 1],
+                        responses[index : index + 1],
+                        _slice(columns, index),
+                    )
+                    if inspect.isawaitable(result):
+                        run_awaitable(result)
+                except Exception as exc:
+                    return RewardFunctionError(
+                        f"reward function {call.label!r} raised {type(exc).__name__}: {exc} on "
+                        f"sample {index} (response {responses[index][:80]!r}); fix the function "
+                        "or the data"
+                    )
+    except DeadlineExceeded:
+        return RewardFunctionError(
+            f"reward function {call.label!r} raised {type(error).__name__}: {error} on the batch "
+            f"of {len(prompts)} samples, then did not return within {limit:g} s ({timeout_key}) "
+            f"on sample {index} alone; fix the function"
+        )
     return RewardFunctionError(
         f"reward function {call.label!r} raised {type(error).__name__}: {error} on the batch of "
-        f"{len(prompts)} samples, though no sample fails alone; fix the function"
+        f"{len(prompts)} samples, though none of the first {tried} fails alone; fix the function"
     )
 
 
@@ -201,8 +226,6 @@ def check_result(label: str, result: Any, batch_size: int) -> RewardResult:
     return RewardResult(scores=scores, metrics=metrics)
 
 
-DEFAULT_TIMEOUT_S = 300.0
-"""A scoring function's deadline when the caller gives none (``reward.timeout_s``)."""
 ASYNC_SLACK_S = 5.0
 """Extra time before async functions that block their event loop are interrupted."""
 
@@ -322,8 +345,9 @@ def call_reward_functions(
     if failures:
         position = min(failures)
         raise locate_failure(
-            calls[position], prompts, responses, columns, failures[position]
-        ) from failures[position]
+            calls[position], prompts, responses, columns, failures[position],
+            timeout_s=timeout_s, timeout_key=timeout_key,
+        ) from failures[position]  # fmt: skip
     return [check_result(call.label, outcomes[i], len(prompts)) for i, call in enumerate(calls)]
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from hfsdk import HfsdkError
+from hfsdk_rewards.calling import DEFAULT_TIMEOUT_S
 
 
 @click.group()
@@ -68,17 +69,24 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def score_rows(name: str, rows: list[dict[str, Any]], overrides: tuple[str, ...]) -> list[dict]:
-    """One object per row: ``score`` and the function's other outputs."""
+def score_rows(
+    name: str,
+    rows: list[dict[str, Any]],
+    overrides: tuple[str, ...],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> list[dict]:
+    """One object per row: ``score`` and the function's other outputs (within ``timeout_s``)."""
     import inspect
 
-    from hfsdk import apply_overrides
+    from hfsdk import DeadlineExceeded, apply_overrides, deadline
     from hfsdk_rewards.calling import (
         _as_list,
+        _tb_frames,
         check_result,
         invoke,
         locate_failure,
         run_awaitable,
+        timeout_error,
     )
     from hfsdk_rewards.composition import load_reward_functions
 
@@ -90,13 +98,19 @@ def score_rows(name: str, rows: list[dict[str, Any]], overrides: tuple[str, ...]
     keys = sorted({k for row in rows for k in row} - {"prompt", "response"})
     columns = {k: [row.get(k) for row in rows] for k in keys}
     try:
-        result = invoke(call, prompts, responses, columns)
-        if inspect.isawaitable(result):
-            result = run_awaitable(result)
+        with deadline(timeout_s, f"reward function {call.label!r}", log_stack=False):
+            result = invoke(call, prompts, responses, columns)
+            if inspect.isawaitable(result):
+                result = run_awaitable(result)
+    except DeadlineExceeded as exc:
+        frames = _tb_frames(exc)
+        raise timeout_error(call.label, timeout_s, "--timeout-s", responses, frames) from None
     except HfsdkError:
         raise
     except Exception as exc:
-        raise locate_failure(call, prompts, responses, columns, exc) from exc
+        raise locate_failure(
+            call, prompts, responses, columns, exc, timeout_s=timeout_s, timeout_key="--timeout-s"
+        ) from exc
     checked = check_result(call.label, result, len(rows))
     out = []
     for score, item in zip(checked.scores, _as_list(call.label, result, len(rows)), strict=True):
@@ -112,8 +126,15 @@ def score_rows(name: str, rows: list[dict[str, Any]], overrides: tuple[str, ...]
 @reward.command(name="score")
 @click.argument("name", metavar="NAME")
 @click.option("--data", "data_file", required=True, metavar="ROWS.jsonl", help="Rows to score.")
+@click.option(
+    "--timeout-s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_TIMEOUT_S,
+    show_default=True,
+    help="Seconds the function may take for all rows (a hang is one line naming it).",
+)
 @click.argument("overrides", nargs=-1, metavar="[KEY=VALUE]...")
-def score_command(name: str, data_file: str, overrides: tuple[str, ...]) -> None:
+def score_command(name: str, data_file: str, timeout_s: float, overrides: tuple[str, ...]) -> None:
     """Score each row of ROWS.jsonl (prompt, response and dataset columns) with the reward
     function NAME and its config (KEY=VALUE, values as YAML, dots for nested keys);
     print one JSON object per row: its score and the function's other outputs.
@@ -122,5 +143,5 @@ def score_command(name: str, data_file: str, overrides: tuple[str, ...]) -> None
         hfsdk reward score code_tests --data rows.jsonl limits.wall_s=3
     """
     rows = read_rows(data_file)
-    for row in score_rows(name, rows, overrides):
+    for row in score_rows(name, rows, overrides, timeout_s):
         click.echo(json.dumps(row))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -61,3 +62,29 @@ def test_a_function_that_edits_a_column_changes_nothing_for_the_next() -> None:
     columns = {"answer": ["a", "b", "c"]}
     assert _score("reverses", "matches", columns=columns) == [1.0, 1.0, 1.0]
     assert columns == {"answer": ["a", "b", "c"]}
+
+
+def hangs_alone(prompts: list[str], responses: list[str], **_: Any) -> list[float]:
+    if len(responses) > 1:
+        raise ValueError("only batches fail")
+    time.sleep(3600)
+    return [0.0]
+
+
+def test_finding_the_failing_sample_keeps_the_deadline() -> None:
+    spec = {"functions": [{"name": f"{__name__}:hangs_alone"}], "timeout_s": 1}
+    start = time.perf_counter()
+    with pytest.raises(HfsdkError, match=r"then did not return within 1 s \(reward.timeout_s\)"):
+        compute_rewards(["p", "q"], ["a", "b"], {}, spec)
+    assert time.perf_counter() - start < 10
+
+
+def test_reward_score_stops_a_hung_function_in_one_line(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from hfsdk.core.cli.main import main
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"response": "a"}\n')
+    with pytest.raises(SystemExit) as info:
+        main(["reward", "score", f"{__name__}:hangs_alone", "--data", str(rows), "--timeout-s", "1"])
+    assert info.value.code == 2
+    assert "did not return within 1 s (--timeout-s)" in capsys.readouterr().err
