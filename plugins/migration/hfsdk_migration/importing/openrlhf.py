@@ -100,8 +100,7 @@ def _data_and_rollout(m: Mapper) -> None:
     for key in ("temperature", "top_p"):
         if m.has(key):
             m.put(f"rollout.{key}", m.num(key))
-    if m.has("vllm_num_engines"):
-        m.get("vllm_num_engines")
+    if m.has("vllm_num_engines") and int(m.get("vllm_num_engines") or 0) > 0:  # 0: no vLLM
         m.put("rollout.backend", "vllm")
         if m.has("vllm_gpu_memory_utilization"):
             m.put("rollout.gpu_memory_utilization", m.num("vllm_gpu_memory_utilization"))
@@ -148,7 +147,8 @@ def _trainer(m: Mapper) -> None:
         m.put("trainer.loggers", [name for name in loggers if name in LOGGERS] + ["jsonl"])
     nodes, gpus = m.get("actor_num_nodes"), m.get("actor_num_gpus_per_node")
     if nodes is not None or gpus is not None:
-        pool = {"devices": int(gpus or 1), "nodes": int(nodes or 1)}
+        # An hfsdk pool counts its devices in total, spread over its nodes.
+        pool = {"devices": int(gpus or 1) * int(nodes or 1), "nodes": int(nodes or 1)}
         m.put("placement.pools", {"global": pool})
     for role in ("ref", "critic", "reward"):
         for suffix in ("_num_nodes", "_num_gpus_per_node"):

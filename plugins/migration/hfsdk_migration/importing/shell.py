@@ -12,6 +12,7 @@ commands (lists of words) with quoting and expansion done as bash does:
   assignments first, then the environment (each variable taken from the
   environment is named in a warning, e.g. ``$HOME``); an unset variable is
   left as written and named in a warning;
+- arrays: ``A=( x y )`` and ``A+=( z )``; ``"${A[@]}"`` is one word per element;
 - ``$((...))`` is integer arithmetic; ``$@`` / ``$1``... (the script's own
   arguments) are empty, with a warning; ``$(...)`` and backquotes are not run:
   left as written, with a warning;
@@ -52,6 +53,8 @@ class Script:
 
     commands: list[list[str]] = attrs.field(factory=list)
     variables: dict[str, str] = attrs.field(factory=dict)
+    arrays: dict[str, list[str]] = attrs.field(factory=dict)
+    """Bash arrays (``ARGS=( a=1 b=2 )``, ``ARGS+=( ... )``), expanded by ``"${ARGS[@]}"``."""
     warnings: list[str] = attrs.field(factory=list)
     unset: set[str] = attrs.field(factory=set)
     """Variables that were neither assigned nor in the environment (left as written)."""
@@ -74,7 +77,8 @@ def _arith(expr: str, lookup: Mapping[str, str]) -> int:
             return -value(node.operand)
         raise ValueError(expr)
 
-    return value(ast.parse(expr.replace("$", "").strip(), mode="eval").body)
+    bare = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", r"\1", expr)  # $a and ${a} read as a
+    return value(ast.parse(bare.replace("$", "").strip(), mode="eval").body)
 
 
 def _brace_end(text: str, start: int) -> int:
@@ -97,10 +101,41 @@ def _brace_end(text: str, start: int) -> int:
     return len(text) - 1
 
 
+_SPLIT = "\x00"
+"""Between the elements of an expanded array inside one word: they become separate words."""
+_ARRAY_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=")
+
+
 class _Reader:
     def __init__(self, text: str, env: Mapping[str, str], script: Script) -> None:
         self.text, self.env, self.script = text, env, script
         self.i = 0
+        self.collected: list[str] | None = None  # an array's elements: words, no commands
+
+    def _array(self, name: str, append: bool) -> None:
+        """Read the ``( ... )`` at ``self.i`` as the elements of array ``name``."""
+        text, depth, j, quote = self.text, 0, self.i, None
+        while j < len(text):
+            char = text[j]
+            if quote:
+                quote = None if char == quote else quote
+            elif char in "'\"":
+                quote = char
+            elif char == "(":
+                depth += 1
+            elif char == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        if j >= len(text):
+            self._unclosed("(", self.i)
+        inner = _Reader(text[self.i + 1 : j], self.env, self.script)
+        inner.collected = []
+        inner.commands()
+        before = self.script.arrays.get(name, []) if append else []
+        self.script.arrays[name] = before + inner.collected
+        self.i = j + 1
 
     # -- expansion ------------------------------------------------------------------------
 
@@ -141,6 +176,20 @@ class _Reader:
             end = _brace_end(text, i + 1)
             body = text[i + 2 : end]
             self.i = end + 1
+            element = re.match(r"^([A-Za-z_][A-Za-z0-9_]*)\[([@*]|\d+)\]$", body)
+            if element is not None:
+                name = element.group(1)
+                if name in self.script.arrays:
+                    items = self.script.arrays[name]
+                else:  # a plain variable is an array of one; an unset one of none
+                    scalar = self._lookup(name)
+                    if scalar is None:
+                        self.script.warn(f"${{{body}}} is not set here; taken as empty")
+                    items = [] if scalar is None else [scalar]
+                if element.group(2) in "@*":
+                    return _SPLIT + _SPLIT.join(items) + _SPLIT  # separate words, even quoted
+                index = int(element.group(2))
+                return items[index] if index < len(items) else ""
             match = re.match(r"^([A-Za-z_][A-Za-z0-9_]*|\d+)(:?[-=+?])?(.*)$", body, re.DOTALL)
             if match is None:
                 if body in ("@", "*") or body.isdigit():
@@ -254,6 +303,8 @@ class _Reader:
                 word = "".join(current)
                 if skip_next:
                     skip_next = False
+                elif _SPLIT in word:  # an array's elements, each its own word
+                    words.extend(piece for piece in word.split(_SPLIT) if piece)
                 elif word or quoted:  # an unquoted empty expansion is no word
                     words.append(word)
             current, quoted = None, False
@@ -303,6 +354,11 @@ class _Reader:
                 self.script.warn(f"{raw} is a command substitution; not run, left as written")
                 current = (current or []) + [raw]
                 self.i = end + 1
+            elif char == "(" and current is not None and (
+                assignment := _ARRAY_ASSIGNMENT.fullmatch("".join(current))
+            ):
+                self._array(assignment.group(1), append=bool(assignment.group(2)))
+                current = None
             elif char == "#" and current is None:
                 end = text.find("\n", self.i)
                 self.i = len(text) if end < 0 else end
@@ -328,6 +384,9 @@ class _Reader:
         end_command()
 
     def _finish(self, words: list[str]) -> None:
+        if self.collected is not None:
+            self.collected.extend(words)
+            return
         body = words[1:] if words[0] in ("export", "local", "readonly", "declare") else words
         if body and all(_ASSIGNMENT.match(w) for w in body):
             for word in body:

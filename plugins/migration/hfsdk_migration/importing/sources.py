@@ -242,6 +242,21 @@ def parse_flags(words: list[str]) -> dict[str, Any]:
     return out
 
 
+PROCESSES = "num_processes"
+"""The key the launcher's process count reaches the TRL mapper under (``accelerate launch
+--num_processes N``, ``torchrun --nproc_per_node N``): TRL's batches are per process."""
+
+
+def _launcher_processes(words: list[str]) -> int | None:
+    """The process count the launcher words before the script ask for, if any."""
+    for index, word in enumerate(words):
+        name, eq, value = word.partition("=")
+        if name in ("--num_processes", "--nproc_per_node", "--nproc-per-node"):
+            value = value if eq else (words[index + 1] if index + 1 < len(words) else "")
+            return int(value) if value.isdigit() else None
+    return None
+
+
 def _is_trl(words: list[str], i: int) -> bool:
     word = words[i]
     if word == "trl" and i + 1 < len(words) and not words[i + 1].startswith("-"):
@@ -282,6 +297,9 @@ def read_flags(
             found = arguments_after(script, test, what=what)
             if found is not None:
                 words = found[1]
+                processes = _launcher_processes(found[0])
+                if source == "trl" and processes is not None:
+                    data[PROCESSES] = processes
             else:
                 words = [w for command in script.commands for w in command]
                 if not words or not words[0].startswith("--"):

@@ -123,16 +123,22 @@ def _grpo(m: Mapper) -> None:
     n = m.int("num_generations", 8, source_default=True)
     per_device = m.int("per_device_train_batch_size", 8, source_default=True)
     accumulation = m.int("gradient_accumulation_steps", 1)
+    # TRL's batches are per process: the launcher's process count multiplies them.
+    processes = m.int("num_processes", 1)
+    if processes > 1:
+        m.put("placement.pools", {"global": {"devices": processes}})
     m.put("algorithm.n_samples_per_prompt", n)
     m.put("actor.micro_batch_size", per_device)
-    m.put("actor.mini_batch_size", per_device * accumulation)
+    m.put("actor.mini_batch_size", per_device * accumulation * processes)
     steps_per_generation = m.int("steps_per_generation", accumulation)
     generation = m.get("generation_batch_size")
     responses = (
         as_int("generation_batch_size", generation)
         if generation
-        else per_device * steps_per_generation
+        else per_device * steps_per_generation * processes
     )
+    if n < 1:
+        raise ConfigError(f"num_generations={n}; GRPO needs at least 1 (TRL's default is 8)")
     if responses % n:
         raise ConfigError(
             f"the generation batch ({responses} responses) is not a multiple of "

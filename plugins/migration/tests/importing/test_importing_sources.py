@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hfsdk import HfsdkError
 from hfsdk.core.config import resolve_run_config
 from hfsdk_migration.importing import (
     import_config,
@@ -141,6 +142,22 @@ def test_the_shell_reads_a_launch_script_as_bash_would() -> None:
     ]
 
 
+def test_arrays_expand_to_their_elements_as_separate_words() -> None:
+    # How verl's newer example scripts pass their overrides (bash arrays).
+    script = split_script(
+        "a=1024\nb=2048\nALGO=(\n  algo.x=grpo   # a comment\n  'optim.lr=3e-6'\n)\n"
+        "ALGO+=( rollout.n=8 )\nMODEL=( model.path=Qwen )\n"
+        'python3 -m verl.trainer.main_ppo "${ALGO[@]}" ${MODEL[@]} len=$(( ${a} + ${b} )) '
+        '"${NONE[@]}" first=${ALGO[0]}\n',
+        ENV,
+    )
+    assert script.commands[-1] == [
+        "python3", "-m", "verl.trainer.main_ppo", "algo.x=grpo", "optim.lr=3e-6", "rollout.n=8",
+        "model.path=Qwen", "len=3072", "first=algo.x=grpo",
+    ]  # fmt: skip
+    assert script.warnings == ["${NONE[@]} is not set here; taken as empty"]
+
+
 def test_fsdp_vllm_grpo_script_maps_engine_tp_and_kl() -> None:
     result, cfg = _import("verl", "verl_run_grpo_fsdp_vllm.sh")
     assert cfg.algo == "grpo" and cfg.rollout.backend == "vllm"
@@ -236,6 +253,31 @@ def test_openrlhf_command_line_imports() -> None:
     joined = "\n".join(result.unmapped)
     assert "zero_stage = 3  (hfsdk decides this itself: FSDP2 shards" in joined
     assert "ref_num_gpus_per_node = 2  (hfsdk decides this itself" in joined
+
+
+def test_launchers_processes_nodes_and_no_vllm_are_counted(tmp_path: Path) -> None:
+    # TRL's batches are per process: accelerate's 8 processes make 8 x 4 responses a step.
+    trl = tmp_path / "trl.sh"
+    trl.write_text(
+        "accelerate launch --num_processes=8 train_grpo.py --per_device_train_batch_size 4 "
+        "--num_generations 16\n"
+    )
+    data, _ = read_source("trl", str(trl), [], env=ENV)
+    cfg = resolve_run_config(None, import_config("trl", data).config)
+    assert cfg.data.batch_size == 2 and cfg.actor.mini_batch_size == 32
+    assert cfg.placement.pools["global"].devices == 8
+    with pytest.raises(HfsdkError, match=r"num_generations=0; GRPO needs at least 1"):
+        import_config("trl", {"num_generations": 0})
+    # OpenRLHF's GPUs are per node; hfsdk's pools count them all. 0 engines: no vLLM.
+    orl = tmp_path / "orl.sh"
+    orl.write_text(
+        "python -m openrlhf.cli.train_ppo_ray --actor_num_nodes 2 --actor_num_gpus_per_node 8 "
+        "--vllm_num_engines 0\n"
+    )
+    data, _ = read_source("openrlhf", str(orl), [], env=ENV)
+    cfg = resolve_run_config(None, import_config("openrlhf", data).config)
+    pool = cfg.placement.pools["global"]
+    assert (pool.devices, pool.nodes) == (16, 2) and cfg.rollout.backend != "vllm"
 
 
 def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
