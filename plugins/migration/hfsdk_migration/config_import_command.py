@@ -5,6 +5,8 @@ Added to the core's ``hfsdk config`` group by this plugin's ``hfsdk_register_com
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 _VALUE_FLAGS = ("--config-name", "-cn", "--config-path", "-cp")
@@ -96,6 +98,11 @@ def import_command(
         raise ConfigError(f"give one config FILE, got {files}; the rest must be KEY=VALUE")
     if not files and not rest:
         raise ConfigError("give a config FILE and/or arguments to import")
+    if out and files and Path(out).resolve() == Path(files[0]).resolve():
+        raise ConfigError(
+            f"--out {out!r} is the file being imported; write the hfsdk config elsewhere "
+            "(the source would be lost)"
+        )
     data, warnings = read_source(
         source, files[0] if files else None, rest, verl_config_dir=list(verl_config_dir)
     )

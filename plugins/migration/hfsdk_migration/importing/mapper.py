@@ -51,8 +51,9 @@ class Mapper:
             self.used.add(key)
         value = self.flat.get(key)
         if value is None:
-            if source_default and default is not None:
-                self.defaults_used.append(f"{key}={default!r}")
+            assumed = f"{key}={default!r}"
+            if source_default and default is not None and assumed not in self.defaults_used:
+                self.defaults_used.append(assumed)
             return default
         return value
 

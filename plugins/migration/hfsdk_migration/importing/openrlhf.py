@@ -73,9 +73,9 @@ def _optim(m: Mapper, role: str, flag: str, default: float) -> None:
         m.put(f"{role}.optim.weight_decay", m.num("l2"))
     if m.has("max_norm"):
         m.put(f"{role}.optim.grad_clip", m.num("max_norm"))
-    betas = m.get("adam_betas")
-    if betas is not None:
-        m.put(f"{role}.optim.betas", [float(b) for b in betas])
+    # train_ppo_ray's own default, not hfsdk's (0.9, 0.999).
+    betas = m.get("adam_betas", [0.9, 0.95], source_default=True)
+    m.put(f"{role}.optim.betas", [float(b) for b in betas])
     if m.has("lr_warmup_ratio"):
         m.reject("lr_warmup_ratio", "needs the total steps; set actor.optim.warmup_steps")
 

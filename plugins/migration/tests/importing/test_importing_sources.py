@@ -278,6 +278,7 @@ def test_launchers_processes_nodes_and_no_vllm_are_counted(tmp_path: Path) -> No
     cfg = resolve_run_config(None, import_config("openrlhf", data).config)
     pool = cfg.placement.pools["global"]
     assert (pool.devices, pool.nodes) == (16, 2) and cfg.rollout.backend != "vllm"
+    assert tuple(cfg.actor.optim.betas) == (0.9, 0.95)  # train_ppo_ray's default, not hfsdk's
 
 
 def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -493,3 +494,15 @@ def test_filter_groups_in_a_run_with_kl_stays_grpo_and_is_listed() -> None:
     joined = "\n".join(result.unmapped)
     assert "algorithm.filter_groups.enable = True  (the dapo algorithm" in joined
 
+
+
+def test_out_naming_the_imported_file_is_refused_and_the_file_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "grpo.yaml"
+    source.write_text("num_generations: 4\n")
+    code, _, err = _hfsdk(
+        capsys, "config", "import", "--from", "trl", str(source), "--out", str(source)
+    )
+    assert code == 2 and "is the file being imported" in err
+    assert source.read_text() == "num_generations: 4\n"
