@@ -81,8 +81,9 @@ def _arith(expr: str, lookup: Mapping[str, str]) -> int:
     return value(ast.parse(bare.replace("$", "").strip(), mode="eval").body)
 
 
-def _brace_end(text: str, start: int) -> int:
-    """Index of the ``}`` matching the ``{`` at ``start`` (quotes and nesting respected)."""
+def _brace_end(text: str, start: int, pair: str = "{}") -> int:
+    """Index of the closing ``pair[1]`` matching the ``pair[0]`` at ``start`` (quotes and
+    nesting respected); the last index when it is never closed."""
     depth, i, quote = 0, start, None
     while i < len(text):
         char = text[i]
@@ -91,9 +92,9 @@ def _brace_end(text: str, start: int) -> int:
                 quote = None
         elif char in "'\"":
             quote = char
-        elif char == "{":
+        elif char == pair[0]:
             depth += 1
-        elif char == "}":
+        elif char == pair[1]:
             depth -= 1
             if depth == 0:
                 return i
@@ -114,21 +115,9 @@ class _Reader:
 
     def _array(self, name: str, append: bool) -> None:
         """Read the ``( ... )`` at ``self.i`` as the elements of array ``name``."""
-        text, depth, j, quote = self.text, 0, self.i, None
-        while j < len(text):
-            char = text[j]
-            if quote:
-                quote = None if char == quote else quote
-            elif char in "'\"":
-                quote = char
-            elif char == "(":
-                depth += 1
-            elif char == ")":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        if j >= len(text):
+        text = self.text
+        j = _brace_end(text, self.i, "()")
+        if text[j] != ")":
             self._unclosed("(", self.i)
         inner = _Reader(text[self.i + 1 : j], self.env, self.script)
         inner.collected = []
