@@ -268,7 +268,8 @@ def _fan_out(fn: Any, items: Sequence[Any], workers: int) -> list[Any]:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()  # a deadline's signal interrupts the wait
+        while thread.is_alive():  # short waits: a deadline lands between them in any thread
+            thread.join(0.1)
     if failures:
         raise failures[0]
     return results
