@@ -29,6 +29,13 @@ SOURCES: dict[str, Callable[[Mapper, str | None], str]] = {
     "openrlhf": import_openrlhf,
 }
 
+GENERATION_TP_KEYS = {
+    "verl": "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "trl": "vllm_tensor_parallel_size",
+    "openrlhf": "vllm_tensor_parallel_size",
+}
+"""The source key each importer maps to ``actor.rollout_layout.tp``."""
+
 
 @attrs.frozen(kw_only=True)
 class ImportResult:
@@ -82,6 +89,7 @@ def import_config(
     resolved, problems = resolve(data)
     mapper = Mapper(flatten(resolved))
     chosen = SOURCES[source](mapper, algo)
+    _drop_unfit_generation_tp(mapper, source)
     config = mapper.out
     from hfsdk import resolve_run_config, with_algorithm_preset
 
@@ -99,6 +107,29 @@ def import_config(
         unmapped=tuple(mapper.unmapped()),
         assumed=tuple(mapper.defaults_used),
         warnings=(*warnings, *problems),
+    )
+
+
+def _drop_unfit_generation_tp(m: Mapper, source: str) -> None:
+    """Report a generation tp that does not divide the actor's devices as unmapped.
+
+    Validation leaves layouts out when the model is not on this machine (they are
+    checked against its shape), so this one check, which needs no model, is made here:
+    otherwise ``config show`` would refuse the written file.
+    """
+    layout = m.out.get("actor", {}).get("rollout_layout", {})
+    tp = layout.get("tp")
+    pool = m.out.get("placement", {}).get("pools", {}).get("global", {})
+    devices = int(pool.get("devices", 1))
+    if tp is None or devices % tp == 0:
+        return
+    del layout["tp"]
+    if not layout:
+        del m.out["actor"]["rollout_layout"]
+    m.reject(
+        GENERATION_TP_KEYS[source],
+        f"{tp} does not divide the actor's {devices} device(s), where hfsdk generates; "
+        "set actor.rollout_layout.tp to a divisor of placement.pools.global.devices",
     )
 
 

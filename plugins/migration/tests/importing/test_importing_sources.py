@@ -281,6 +281,22 @@ def test_launchers_processes_nodes_and_no_vllm_are_counted(tmp_path: Path) -> No
     assert tuple(cfg.actor.optim.betas) == (0.9, 0.95)  # train_ppo_ray's default, not hfsdk's
 
 
+def test_a_generation_tp_the_actors_devices_cannot_hold_is_listed_not_written() -> None:
+    # TRL refuses tp 2 on one process too; written, the file would fail `config show`.
+    one = import_config("trl", {"use_vllm": True, "vllm_tensor_parallel_size": 2})
+    assert "rollout_layout" not in one.config["actor"]
+    assert one.unmapped == (
+        "vllm_tensor_parallel_size = 2  (2 does not divide the actor's 1 device(s), where hfsdk "
+        "generates; set actor.rollout_layout.tp to a divisor of placement.pools.global.devices)",
+    )
+    resolve_run_config(None, one.config)
+    two = import_config(
+        "trl", {"use_vllm": True, "vllm_tensor_parallel_size": 2, "num_processes": 2}
+    )
+    assert two.config["actor"]["rollout_layout"] == {"tp": 2} and not two.unmapped
+    assert resolve_run_config(None, two.config).actor.rollout_layout.tp == 2
+
+
 def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     from hfsdk.core.cli.main import main
 
@@ -493,7 +509,6 @@ def test_filter_groups_in_a_run_with_kl_stays_grpo_and_is_listed() -> None:
     assert cfg.algo == "grpo"
     joined = "\n".join(result.unmapped)
     assert "algorithm.filter_groups.enable = True  (the dapo algorithm" in joined
-
 
 
 def test_out_naming_the_imported_file_is_refused_and_the_file_kept(
