@@ -59,10 +59,12 @@ if TYPE_CHECKING:
     from hfsdk.core.config.safe_yaml import load_yaml_text, read_config_text
     from hfsdk.core.config.signal_config import SignalConfig
     from hfsdk.core.data.columns import (
+        DATA_DIR,
         HIDDEN_COLUMNS,
         INTERNAL_COLUMNS,
         PROMPT_MESSAGES,
         RENDERED_PROMPT,
+        plain_rendering,
     )
     from hfsdk.core.data.data_config import DataConfig
     from hfsdk.core.data.prompt_source import PromptRequest, PromptSet, PromptStream, RunPrompts

@@ -113,8 +113,6 @@ class Batch:
         batch._length = length
         return batch
 
-    # ------------------------------------------------------------------ container protocol
-
     def __len__(self) -> int:
         return self._length
 
@@ -208,8 +206,6 @@ class Batch:
     def _missing_key_message(self, key: object) -> str:
         return f"batch has no key {key!r}; its keys are {self.keys()}"
 
-    # ------------------------------------------------------------------ key operations
-
     def select(
         self,
         tensor_keys: Iterable[str] | None = None,
@@ -302,8 +298,6 @@ class Batch:
             raise HfsdkError(
                 f"batch has no {kind} key(s) {missing}; its {kind} keys are {available}"
             )
-
-    # ------------------------------------------------------------------ row operations
 
     def index(self, idx: RowIndex) -> Batch:
         """Rows selected by an index list/tensor/array, a boolean mask of length ``B``, or a slice.
@@ -501,8 +495,6 @@ class Batch:
             )
         return torch.where(positions < 0, positions + self._length, positions)
 
-    # ------------------------------------------------------------------ pickling
-
     def __deepcopy__(self, memo: dict[int, Any]) -> Batch:
         """A batch sharing no memory with this one (what a trip between processes gives).
 
@@ -559,9 +551,6 @@ class Batch:
         self.non_tensors = state["non_tensors"]
         self.meta = state["meta"]
         self._length = length
-
-
-# ---------------------------------------------------------------------- validation helpers
 
 
 def _check_key(key: object) -> None:

@@ -67,12 +67,8 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
 
 
 def check_tokenizer_path(key: str, path: str | None) -> None:
-    """``path`` (config key ``key``) must be a local directory holding a saved tokenizer.
-
-    A model directory qualifies, and so does a tokenizer-only one (what
-    ``tokenizer.save_pretrained`` writes: ``tokenizer.json`` +
-    ``tokenizer_config.json``, no ``config.json``).
-    """
+    """``path`` (config key ``key``) must be a local directory holding a saved tokenizer: a
+    model directory or a tokenizer-only one (``tokenizer.save_pretrained``'s, no config.json)."""
     if path is None:
         return
     directory = Path(path).expanduser()

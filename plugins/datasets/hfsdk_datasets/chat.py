@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hfsdk import HfsdkError
+from hfsdk import HfsdkError, plain_rendering
 
 Messages = list[dict[str, Any]]
 
@@ -67,15 +67,6 @@ def check_messages(value: Any, where: str) -> Messages:
         # Parquet structs give every message every key seen in the column; drop the Nones.
         messages.append({k: v for k, v in message.items() if v is not None})
     return messages
-
-
-def plain_rendering(messages: Messages) -> str:
-    """The text of ``messages`` without a chat template (see the module docstring)."""
-    if len(messages) == 1 and messages[0]["role"] == "user":
-        return messages[0]["content"]
-    lines = [f"{m['role']}: {m['content']}" for m in messages]
-    lines.append("assistant:")
-    return "\n".join(lines)
 
 
 def render_prompt(

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from hfsdk import HfsdkError
+from hfsdk import PROMPT_MESSAGES, HfsdkError, plain_rendering
 from hfsdk_rewards.calling import DEFAULT_TIMEOUT_S
 
 
@@ -54,6 +54,33 @@ def read_rows(path: str) -> list[dict[str, Any]]:
     return rows
 
 
+def _messages(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(
+            isinstance(m, dict)
+            and isinstance(m.get("role"), str)
+            and isinstance(m.get("content"), str)
+            for m in value
+        )
+    )
+
+
+def prompt_text(row: Mapping[str, Any], number: int) -> str:
+    """A row's ``prompt`` as a run passes it: a string as it is, chat messages in their plain
+    rendering (a run's ``raw_prompt``)."""
+    prompt = row.get("prompt", "")
+    if isinstance(prompt, str):
+        return prompt
+    if _messages(prompt):
+        return plain_rendering(prompt)
+    raise HfsdkError(
+        f"--data row {number}: 'prompt' is {json.dumps(prompt)[:80]}; expected a string or chat "
+        'messages, e.g. [{"role": "user", "content": "..."}]'
+    )
+
+
 def _plain(value: Any) -> Any:
     """A JSON-safe copy (numbers as floats where not finite-representable, others as text)."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
@@ -93,10 +120,14 @@ def score_rows(
     kwargs = apply_overrides({}, overrides)
     [weighted] = load_reward_functions([{"name": name, "kwargs": kwargs}])
     call = weighted.call
-    prompts = [str(row.get("prompt", "")) for row in rows]
+    prompts = [prompt_text(row, number) for number, row in enumerate(rows, start=1)]
     responses = [row["response"] for row in rows]
     keys = sorted({k for row in rows for k in row} - {"prompt", "response"})
     columns = {k: [row.get(k) for row in rows] for k in keys}
+    # As in a run: the messages reach only a function that names the column.
+    columns[PROMPT_MESSAGES] = [
+        row["prompt"] if _messages(row.get("prompt")) else None for row in rows
+    ]
     try:
         with deadline(timeout_s, f"reward function {call.label!r}", log_stack=False):
             result = invoke(call, prompts, responses, columns)

@@ -53,3 +53,30 @@ def test_rows_are_split_at_newlines_only_and_a_bom_is_read(tmp_path: Path) -> No
     text = "".join(json.dumps(r, ensure_ascii=False) + "\r\n" for r in rows)
     (tmp_path / "rows.jsonl").write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
     assert read_rows(str(tmp_path / "rows.jsonl")) == rows
+
+
+def test_chat_prompts_reach_the_function_as_a_run_gives_them(tmp_path: Path) -> None:
+    from hfsdk import HfsdkError
+    from hfsdk_rewards.command import score_rows
+
+    (tmp_path / "rw.py").write_text(
+        "def echo(prompts, responses, prompt_messages=None, **kw):\n"
+        "    return [{'score': len(m or []), 'prompt': p}"
+        " for p, m in zip(prompts, prompt_messages)]\n"
+    )
+    chat = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "2 + 2 ="}]
+    rows = [
+        {"prompt": chat, "response": "4"},
+        {"prompt": [{"role": "user", "content": "3 + 3 ="}], "response": "6"},
+        {"prompt": "plain", "response": "x"},
+    ]
+    scored = score_rows(f"{tmp_path / 'rw.py'}:echo", rows, ())
+    # The plain rendering a run's reward functions get, not the list's Python repr.
+    assert [r["prompt"] for r in scored] == [
+        "system: be brief\nuser: 2 + 2 =\nassistant:",
+        "3 + 3 =",
+        "plain",
+    ]
+    assert [r["score"] for r in scored] == [2.0, 1.0, 0.0]
+    with pytest.raises(HfsdkError, match=r"^--data row 1: 'prompt' is \[1, 2\]; expected a str"):
+        score_rows(f"{tmp_path / 'rw.py'}:echo", [{"prompt": [1, 2], "response": "r"}], ())
