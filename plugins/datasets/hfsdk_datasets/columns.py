@@ -17,10 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from hfsdk import INTERNAL_COLUMNS, PROMPT_MESSAGES, RENDERED_PROMPT
-
-HIDDEN_COLUMNS = frozenset({PROMPT_MESSAGES, RENDERED_PROMPT})
-"""The loader's columns a reward function sees only by naming them (the style adapters)."""
+from hfsdk import HIDDEN_COLUMNS, INTERNAL_COLUMNS
 
 
 def lift_nested(row: Mapping[str, Any]) -> dict[str, Any]:

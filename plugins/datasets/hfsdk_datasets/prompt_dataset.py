@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import torch
 
-from hfsdk import PROMPT_MESSAGES, RENDERED_PROMPT, Batch, DataConfig, HfsdkError
+from hfsdk import DATA_DIR, PROMPT_MESSAGES, RENDERED_PROMPT, Batch, DataConfig, HfsdkError
 from hfsdk_datasets.chat import check_messages, is_messages, plain_rendering, render_prompt
 from hfsdk_datasets.columns import lift_nested
 from hfsdk_datasets.json_columns import check_json_columns
@@ -59,7 +59,7 @@ def _load_files(datasets: Any, files: Sequence[str], prompt_key: str) -> Any:
                 ) from exc
             if isinstance(loaded, datasets.DatasetDict):
                 loaded = loaded["train"] if "train" in loaded else next(iter(loaded.values()))
-            parts.append(loaded)
+            parts.append(_with_data_dir(loaded, path))
             continue
         if not path.is_file():
             raise HfsdkError(f"dataset file {name!r} does not exist; check data.train_files")
@@ -88,7 +88,7 @@ def _load_files(datasets: Any, files: Sequence[str], prompt_key: str) -> Any:
             ) from exc
         if fmt == "json":
             check_json_columns(loaded, path, name)
-        parts.append(loaded)
+        parts.append(_with_data_dir(loaded, path.parent))
     dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
     if prompt_key not in dataset.column_names:
         raise HfsdkError(
@@ -98,6 +98,14 @@ def _load_files(datasets: Any, files: Sequence[str], prompt_key: str) -> Any:
     if len(dataset) == 0:
         raise HfsdkError(f"dataset {list(files)} is empty; it needs at least one prompt")
     return dataset
+
+
+def _with_data_dir(dataset: Any, folder: Path) -> Any:
+    """``dataset`` with the hidden ``data_dir`` column: relative paths in its rows (images)
+    resolve from its own folder, not from wherever the run starts."""
+    if DATA_DIR in dataset.column_names:
+        return dataset
+    return dataset.add_column(DATA_DIR, [str(folder.resolve())] * len(dataset))
 
 
 def _utf8_content(path: Path, name: str) -> bool:

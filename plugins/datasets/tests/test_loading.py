@@ -44,8 +44,9 @@ def test_train_stream_validation_set_and_row_columns(tokenizer, tmp_path: Path) 
     assert list(whole["raw_prompt"]) == ["add one and two", "add two"]
     assert prompts.validation.whole() is not whole  # callers may change a batch's meta
     assert set(prompts.row_columns) == {
-        "prompt", "answer", "uid", "raw_prompt", "prompt_messages", "rendered_prompt"
+        "prompt", "answer", "uid", "raw_prompt", "prompt_messages", "rendered_prompt", "data_dir"
     }  # fmt: skip
+    assert set(whole["data_dir"]) == {str(tmp_path.resolve())}  # relative paths resolve there
     assert load_run_prompts(_request(tokenizer, train)).validation is None
 
 

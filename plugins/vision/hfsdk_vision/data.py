@@ -13,13 +13,13 @@ or ``image`` column) loads the same way.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from hfsdk import HfsdkError
+from hfsdk import DATA_DIR, HfsdkError
 from hfsdk_vision.tokens import IMAGE_PLACEHOLDER, VISION_TOKENS, expand_placeholders
 
 if TYPE_CHECKING:
@@ -73,6 +73,26 @@ def _render(prompt: Any, where: str) -> str:
     )
 
 
+def row_base(row: Mapping[str, Any]) -> Path | None:
+    """The folder a row's relative image paths resolve from: its data file's (the loader's
+    ``data_dir`` column), else ``None`` (the working directory)."""
+    folder = row.get(DATA_DIR)
+    return Path(folder) if folder else None
+
+
+def resolved_item(item: Any, base: Path | None) -> Any:
+    """``item`` with a relative path (a string or a ``{"path": ...}`` without bytes) made
+    absolute from ``base``; anything else as it is."""
+    if base is None:
+        return item
+    if isinstance(item, str):
+        path = Path(item).expanduser()
+        return item if path.is_absolute() else str(base / path)
+    if isinstance(item, Mapping) and not item.get("bytes") and isinstance(item.get("path"), str):
+        return {**item, "path": resolved_item(item["path"], base)}
+    return item
+
+
 def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
     """An RGB PIL image from a verl ``images`` item: ``{"bytes": ...}``/``{"path": ...}``, raw
     bytes, a path (relative paths from ``base``) or a PIL image; one line naming ``where`` when it
@@ -87,8 +107,7 @@ def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
     if isinstance(item, dict):
         source = item.get("bytes") or item.get("path")
     if isinstance(source, str):
-        path = Path(source).expanduser()
-        source = base / path if base is not None and not path.is_absolute() else path
+        source = Path(resolved_item(source, base)).expanduser()
     try:
         if isinstance(source, bytes | bytearray):
             image = PILImage.open(io.BytesIO(source))

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hfsdk_vision.data import check_image_prompt
+from hfsdk_vision.data import check_image_prompt, row_base
 from hfsdk_vision.rollout import IMAGES, PROMPT_TEXT
 from hfsdk_vision.tokens import expand_placeholders
 
@@ -32,7 +32,10 @@ def describe_images(
     # Every row as a run's preflight checks it: a mismatch anywhere is the same one line.
     decoded = [
         check_image_prompt(
-            str(row.get(PROMPT_TEXT, "")), list(row.get(IMAGES) or []), f"row {row.get('uid', '?')}"
+            str(row.get(PROMPT_TEXT, "")),
+            list(row.get(IMAGES) or []),
+            f"row {row.get('uid', '?')}",
+            base=row_base(row),
         )
         for row in rows
     ]

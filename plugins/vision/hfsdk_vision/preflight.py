@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from hfsdk import HfsdkError
-from hfsdk_vision.data import check_image_prompt
+from hfsdk_vision.data import check_image_prompt, row_base
 from hfsdk_vision.rollout import BACKEND, IMAGES, PROMPT_TEXT
 
 NAME = "images"
@@ -91,7 +91,8 @@ def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
             continue
         for row in loader.rows:
             where = f"{label} data: row {row.get('uid', '?')}"
-            check_image_prompt(str(row.get(PROMPT_TEXT, "")), list(row.get(IMAGES) or []), where)
+            items = list(row.get(IMAGES) or [])
+            check_image_prompt(str(row.get(PROMPT_TEXT, "")), items, where, base=row_base(row))
     return None
 
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 
 from hfsdk import (
+    DATA_DIR,
     MODEL_INPUTS,
     ActorSource,
     Batch,
@@ -43,7 +44,7 @@ from hfsdk import (
 )
 from hfsdk_backend_common.rollout.actor_weights import ActorWeights
 from hfsdk_vision.batch_images import agreed_widths, per_row_images, row_widths
-from hfsdk_vision.data import decode_image
+from hfsdk_vision.data import decode_image, resolved_item, row_base
 from hfsdk_vision.forward_inputs import NAME as MODEL_INPUTS_NAME
 from hfsdk_vision.generation import sample
 from hfsdk_vision.invariant import check_image_tokens
@@ -145,10 +146,18 @@ class VisionRollout(RolloutBackend):
             self._processor = VisionProcessor(image_processor, self.actor.tokenizer)
         return self._processor
 
-    def _decoded(self, rows: Sequence[Sequence[Any]], uids: Sequence[Any]) -> list[list[Any]]:
+    def _decoded(
+        self, rows: Sequence[Sequence[Any]], uids: Sequence[Any], prompts: Batch | None = None
+    ) -> list[list[Any]]:
+        """Each row's images decoded; relative paths from the row's data file (``prompts``)."""
+        with_dirs = prompts is not None and DATA_DIR in prompts.non_tensor_keys
+        folders = prompts[DATA_DIR] if with_dirs else [None] * len(rows)
         return [
-            [decode_image(item, f"prompt {uid}, image {j}") for j, item in enumerate(items)]
-            for uid, items in zip(uids, rows, strict=True)
+            [
+                decode_image(item, f"prompt {uid}, image {j}", row_base({DATA_DIR: folder}))
+                for j, item in enumerate(items)
+            ]
+            for uid, items, folder in zip(uids, rows, folders, strict=True)
         ]
 
     def encode(self, prompts: Batch) -> dict[str, Any]:
@@ -162,7 +171,7 @@ class VisionRollout(RolloutBackend):
                 "input_ids": prompts["input_ids"],
                 "attention_mask": prompts["attention_mask"],
                 **self.processor.encode_image_rows(
-                    self._decoded([list(r or []) for r in images], uids)
+                    self._decoded([list(r or []) for r in images], uids, prompts)
                 ),
             }
         for key in (PROMPT_TEXT, IMAGES):
@@ -173,7 +182,7 @@ class VisionRollout(RolloutBackend):
                     "multimodal layout ('prompt' with '<image>', 'images')"
                 )
         texts = [expand_placeholders(str(text)) for text in prompts[PROMPT_TEXT]]
-        images = self._decoded([list(items or []) for items in prompts[IMAGES]], uids)
+        images = self._decoded([list(items or []) for items in prompts[IMAGES]], uids, prompts)
         # The loader bounded the text (data.max_prompt_length); each image adds its tokens.
         return self.processor(texts, images)
 
@@ -188,8 +197,10 @@ class VisionRollout(RolloutBackend):
         )
 
     def row_images(self, row: Mapping[str, Any]) -> list[Any]:
-        """The row's ``images`` column (verl's items), in the order of its placeholders."""
-        return list(row.get(IMAGES) or [])
+        """The row's ``images`` column (verl's items), in the order of its placeholders;
+        relative paths made absolute from the row's data file."""
+        base = row_base(row)
+        return [resolved_item(item, base) for item in row.get(IMAGES) or []]
 
     def image_text(self, image: Any) -> str:
         """The vision span of ``image`` with as many pad tokens as it has vision features."""

@@ -69,3 +69,23 @@ def test_a_later_row_out_of_step_is_the_line_a_run_would_stop_with(
     )
     assert code == 2
     assert err.startswith("Error: row 2: the prompt has 1 '<image>' placeholders but the row has")
+
+
+def test_relative_image_paths_resolve_from_the_data_files_folder(
+    tmp_path: Path,
+    vlm_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows = shapes_rows(2, seed=0)
+    (tmp_path / "data" / "img").mkdir(parents=True)
+    for i, row in enumerate(rows):
+        (tmp_path / "data" / "img" / f"{i}.png").write_bytes(row["images"][0]["bytes"])
+        row["images"] = [{"bytes": None, "path": f"img/{i}.png"}]  # the rollout test: strings
+    data = write_parquet(rows, tmp_path / "data" / "train.parquet")
+    monkeypatch.chdir(tmp_path)  # not the file's folder: before, 'img/0.png' was looked up here
+    code, out, err = _hfsdk(
+        capsys, "data", "inspect", str(data), "--set", f"actor.model_path={vlm_dir}"
+    )
+    assert (code, err) == (0, "")
+    assert "images:           2 in 2 of 2 rows (all decode)" in out

@@ -114,3 +114,31 @@ def test_a_bfloat16_actor_generates_from_a_copy_in_its_compute_dtype(vlm_dir: Pa
     # bfloat16 has 8 bits of mantissa: the sampler's and the actor's forwards agree to ~1e-2.
     mask = out["response_mask"].bool()
     assert (old - out["rollout_log_probs"])[mask].abs().max() < 0.1
+
+
+def test_relative_image_paths_decode_from_the_data_files_folder(
+    actor: ActorEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk_datasets import load_prompt_dataset
+    from hfsdk_vision.shapes import write_parquet
+
+    rows = shapes_rows(2, seed=1)
+    (tmp_path / "img").mkdir()
+    for i, row in enumerate(rows):
+        (tmp_path / "img" / f"{i}.png").write_bytes(row["images"][0]["bytes"])
+    by_bytes = PromptLoader(rows, actor.tokenizer, DataConfig(batch_size=2, shuffle=False), seed=0)
+    for i, row in enumerate(rows):
+        row["images"] = [f"img/{i}.png"]
+    data = write_parquet(rows, tmp_path / "train.parquet")
+    monkeypatch.chdir(tmp_path / "img")
+    dataset = load_prompt_dataset([str(data)], "prompt")
+    by_path = PromptLoader(
+        dataset, actor.tokenizer, DataConfig(batch_size=2, shuffle=False), seed=0
+    )
+    rollout = build_rollout(VisionRolloutConfig(), actor)
+    assert isinstance(rollout, VisionRollout)
+    expected = rollout.encode(by_bytes.next_batch())
+    prompts = by_path.next_batch()
+    assert torch.equal(rollout.encode(prompts)["pixel_values"], expected["pixel_values"])
+    row = {key: prompts[key][0] for key in prompts.non_tensor_keys}
+    assert rollout.row_images(row) == [str(tmp_path / "img" / "0.png")]
