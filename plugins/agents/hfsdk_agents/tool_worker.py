@@ -17,7 +17,8 @@ passed their own deadlines. Once the run is asked to stop (SIGTERM / SIGINT,
 step finishes and writes its checkpoint within the grace. A child that dies (a
 tool called ``os._exit``, a segfault) fails the calls it held as ``crashed``. The
 child never outlives the caller: it leaves when its socket closes, and the caller
-kills its children at exit.
+kills its children at exit. Each child leads a process group, killed whole: processes a
+tool forked go with it (unless they left the group, ``setsid``).
 """
 
 from __future__ import annotations
@@ -181,7 +182,10 @@ def _child_main(conn: Connection, fns: Mapping[str, Callable[..., Any]]) -> None
                 os.close(fd)
         # The caller's objects stay as they are: the collector never walks them (no copies).
         gc.freeze()
-        # Ctrl-C reaches the whole foreground group: the caller decides what stops, not us.
+        # A group of its own, so that killing it kills what a tool forked too (a grandchild
+        # would otherwise live on, holding this socket open); the caller decides what stops.
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         for signum in (signal.SIGTERM, signal.SIGUSR2, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)
@@ -204,6 +208,8 @@ class _Worker:
             parent_sock.close()
             _child_main(Connection(child_sock.detach()), fns)
         child_sock.close()
+        with contextlib.suppress(OSError):  # as the child does: whichever runs first
+            os.setpgid(pid, pid)
         self.pid = pid
         self.conn = Connection(parent_sock.detach())
         _PARENT_FDS.add(self.conn.fileno())
@@ -267,11 +273,13 @@ class _Worker:
             future.set_result(("crashed", f"the tool worker process died ({reason})"))
 
     def kill(self) -> None:
-        """SIGKILL the child (idempotent); the reader thread then ends."""
+        """SIGKILL the child and its process group (idempotent); the reader thread then ends."""
         with self._lock:
             if self.dead:
                 return
             self.dead = True
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.pid, signal.SIGKILL)
         self._reap()  # its end of the socket is closed now: the reader thread reads EOF

@@ -205,3 +205,42 @@ def test_a_stop_request_cuts_waiting_calls_short() -> None:
         timer.cancel()
         clear_stop()
         workers.close()
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited (a zombie counts: it runs no more)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_what_a_tool_forked_goes_with_its_worker(tmp_path: Any) -> None:
+    record = tmp_path / "grandchild"
+
+    def forks(a: int) -> int:
+        """Leaves a process behind (it holds the worker's socket), then hangs."""
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        record.write_text(str(pid))
+        time.sleep(60)
+        return a
+
+    workers = ToolWorkers({"forks": forks})
+    try:
+        outcome, _ = _bounded(workers.run("forks", {"a": 1}, 1.0), 30.0)
+        assert outcome[0] == "timeout"
+        started = time.perf_counter()
+        workers.close()
+        # Before, the grandchild lived on and kept the socket open: close() waited 5 s.
+        assert time.perf_counter() - started < 2.0
+        grandchild = int(record.read_text())
+        deadline = time.monotonic() + 5.0
+        while not _gone(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(grandchild)
+    finally:
+        workers.close()
