@@ -72,6 +72,8 @@ class RoleSpec:
 
     name: str = attrs.field(validator=_NAME)
     kind: RoleKind = attrs.field(validator=attrs.validators.in_(ROLE_KINDS))
+    optional: bool = False
+    """A scorer only validation reads: unset (no functions, no model), a run goes without."""
 
 
 @attrs.frozen(kw_only=True)

@@ -67,11 +67,10 @@ def write_sources(run_dir: Path, sources: dict[str, str]) -> None:
 def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
     """One line: steps, run directory, reward (and cost) over the first and last steps.
 
-    The two windows never overlap: up to 5 steps each, at most half the run each.
-    Programs that sample nothing while training report their validation reward (SFT,
-    DPO) or held-out pairwise accuracy (reward models) instead. A validation before
-    training (``trainer.val_before_train``, logged as step 0) is no training step: it is
-    neither counted nor averaged into the first window.
+    The two windows never overlap: up to 5 steps each, at most half the run each. Programs
+    that sample nothing while training report their validation reward (SFT, DPO), held-out
+    pairwise accuracy (reward models) or loss instead. A validation before training (step 0,
+    ``trainer.val_before_train``) is neither counted nor averaged into the first window.
     """
     validations_too = metrics
     metrics = [r for r in metrics if r.get("step", 1) >= 1]
@@ -85,12 +84,10 @@ def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
         return sum(values) / len(values) if values else float("nan")
 
     steps = f"{len(metrics)} step{'s' if len(metrics) != 1 else ''} in {run_dir}"
-    # Programs that sample nothing while training: the validation reward (SFT, DPO) or, for
-    # a reward model, its held-out pairwise accuracy.
     validated = next(
         (
             key
-            for key in ("val/reward_mean", "val/pairwise_accuracy")
+            for key in ("val/reward_mean", "val/pairwise_accuracy", "val/loss")
             if any(r.get(key) is not None for r in validations_too)
         ),
         None,
@@ -102,6 +99,8 @@ def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
             f"{validations[0][validated]:.3f} (step {validations[0]['step']}) -> "
             f"{validations[-1][validated]:.3f} (step {validations[-1]['step']})"
         )
+    elif not any("reward/mean" in r for r in metrics):  # nothing scored: no nan to show
+        summary = f"{algo}: {steps}"
     elif len(metrics) == 1:
         summary = f"{algo}: {steps}; reward/mean {mean(first, 'reward/mean'):.3f}"
     else:

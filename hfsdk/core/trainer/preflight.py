@@ -195,13 +195,14 @@ def run_assets(config: RunConfig, spec: AlgorithmSpec) -> Any:
 
 
 def run_signals(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> dict[str, Any]:
-    """Each scorer role's signal section as the run scores with it (on the default task,
-    its own reward and cost functions when the config names none)."""
+    """Each scorer role's signal as the run scores it (unset: the default task's own)."""
     from hfsdk.core.trainer.run_assets import signal_config_of
 
+    optional = {role.name for role in spec.roles if role.optional and not assets.default_task}
     return {
         role: signal_config_of(config, role, assets.default_task)
         for role in spec.roles_of_kind("scorer")
+        if role not in optional or getattr(config, role).functions or getattr(config, role).model
     }
 
 

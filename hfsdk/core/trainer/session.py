@@ -358,7 +358,7 @@ class TrainingSession:
         from hfsdk.core.plugin_manager import get_plugin_manager
 
         prompts = self.val_loader.whole()
-        if not self.spec.has_policy:  # a reward-model trainer samples nothing to score
+        if not self.spec.has_policy or not self.signals:  # nothing samples, or nothing scores
             return ValidationResult(metrics=algorithm.validation_metrics(prompts), samples=[])
         scorer = self.signals.get("reward") or next(iter(self.signals.values()))
         result = get_plugin_manager().hook.hfsdk_validate(

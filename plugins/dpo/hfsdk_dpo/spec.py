@@ -14,8 +14,8 @@ DPO_SPEC = AlgorithmSpec(
         RoleSpec(name="actor", kind="policy"),
         # Frozen: a second copy of the start, or the LoRA actor with its adapters disabled.
         RoleSpec(name="reference", kind="frozen_policy"),
-        # Not trained against: the run's reward functions score greedy validation samples.
-        RoleSpec(name="reward", kind="scorer"),
+        # Optional, not trained against: reward functions set score greedy validation samples.
+        RoleSpec(name="reward", kind="scorer", optional=True),
     ),
     # The default task's pairs: its right answer chosen over a wrong one, from the warm start.
     default_data="preference_pairs",

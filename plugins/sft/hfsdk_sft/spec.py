@@ -12,8 +12,8 @@ SFT_SPEC = AlgorithmSpec(
     config_cls=SFTConfig,
     roles=(
         RoleSpec(name="actor", kind="policy"),
-        # Not trained against: the run's reward functions score greedy validation samples.
-        RoleSpec(name="reward", kind="scorer"),
+        # Optional, not trained against: reward functions set score greedy validation samples.
+        RoleSpec(name="reward", kind="scorer", optional=True),
     ),
     # The default task's freshly initialised model: SFT makes the warm start itself.
     default_model="cold",

@@ -75,7 +75,8 @@ def test_sft_from_the_cold_model_raises_the_greedy_reward(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-def test_a_messages_dataset_trains_through_the_chat_template(tmp_path: Path) -> None:
+def _chat_data(tmp_path: Path) -> tuple[Path, Path]:
+    """The default task's model with a chat template in its words, and its sums as chats."""
     import json
     import shutil
 
@@ -105,22 +106,48 @@ def test_a_messages_dataset_trains_through_the_chat_template(tmp_path: Path) -> 
     ]
     data = tmp_path / "chat.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return model, data
+
+
+CHAT_RUN = (
+    "data.prompt_key=messages",
+    "trainer.total_steps=2",
+    "trainer.val_before_train=true",
+    "trainer.val_every=2",
+    "data.batch_size=16",
+    "actor.mini_batch_size=16",
+    "actor.micro_batch_size=16",
+)
+
+
+def test_a_messages_dataset_trains_through_the_chat_template(tmp_path: Path) -> None:
+    model, data = _chat_data(tmp_path)
     out = _run(
         tmp_path,
         "chat",
         f"actor.model_path={model}",
         f"data.train_files=[{data}]",
         f"data.val_files=[{data}]",
-        "data.prompt_key=messages",
         "reward.functions=[{name: default_task}]",
-        "trainer.total_steps=2",
-        "trainer.val_before_train=true",
-        "trainer.val_every=2",
-        "data.batch_size=16",
-        "actor.mini_batch_size=16",
-        "actor.micro_batch_size=16",
+        *CHAT_RUN,
     )
     by_step = {r["step"]: r for r in out}
     # Per row: the answer and </s> are trained; "a + b =" is the prompt.
     assert by_step[1]["sft/trained_tokens"] == 2 * 16
     assert by_step[2]["val/loss"] < by_step[0]["val/loss"]
+
+
+def test_own_data_without_reward_functions_trains_and_validates_its_loss(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hfsdk.core.cli.main import main
+
+    # The docs' command: the reward only scores validation samples, so none is needed.
+    model, data = _chat_data(tmp_path)
+    settings = [f"actor.model_path={model}", f"data.train_files=[{data}]"]
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--algo", "sft", "--run-dir", str(tmp_path / "run"), "--quiet",
+              *settings, f"data.val_files=[{data}]", *CHAT_RUN])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert info.value.code in (0, None), err
+    assert "val/loss" in out and "nan" not in out  # the summary: no reward to show
