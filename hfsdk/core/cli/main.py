@@ -72,7 +72,10 @@ def main(argv: list[str] | None = None) -> None:
     code = run_reporting_errors(lambda: configure_logging(), argv)  # a bad HFSDK_LOG_LEVEL
     if code:
         exit_with(code)
-    code = run_reporting_errors(
-        lambda: build_cli().main(args=argv, prog_name="hfsdk", standalone_mode=False), argv
-    )
-    exit_with(code)
+    exit_with(run_reporting_errors(lambda: _run_cli(argv), argv))
+
+
+def _run_cli(argv: list[str]) -> None:
+    status = build_cli().main(args=argv, prog_name="hfsdk", standalone_mode=False)
+    if type(status) is int and status:  # click returns an Exit's status here, not raises it
+        raise click.exceptions.Exit(status)

@@ -16,12 +16,22 @@ def sandbox() -> None:
     """Run programs in the sandbox that runs model-written code."""
 
 
+MAX_INPUT_BYTES = 64 << 20
+"""The largest program or standard input the command reads (either is held in memory)."""
+
+
 def _read_text(path: str, what: str) -> str:
     file = Path(path)
     if file.is_dir():
         raise HfsdkError(f"{what} {path!r} is a directory; expected a Python file")
+    if file.exists() and not file.is_file():  # a FIFO blocks the open, /dev/zero never ends
+        raise HfsdkError(f"{what} {path!r} is not a regular file; give a file")
     try:
-        return file.read_bytes().decode("utf-8")
+        with file.open("rb") as handle:
+            data = handle.read(MAX_INPUT_BYTES + 1)
+        if len(data) > MAX_INPUT_BYTES:
+            raise HfsdkError(f"{what} {path!r} is over {MAX_INPUT_BYTES >> 20} MiB; give less")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise HfsdkError(f"{what} {path!r} does not exist; give the path of a file") from None
     except UnicodeDecodeError:

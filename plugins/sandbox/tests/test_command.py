@@ -64,10 +64,35 @@ def test_an_honest_program_runs_with_its_stdin(
 ) -> None:
     (tmp_path / "in.txt").write_text("20 22\n")
     (tmp_path / "p.py").write_text("a, b = map(int, input().split())\nprint(a + b)\n")
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as info:
         main(["sandbox", "run", str(tmp_path / "p.py"), "--stdin", str(tmp_path / "in.txt")])
     out, err = capsys.readouterr()
-    assert out == "42\n" and "sandbox: ok" in err
+    assert out == "42\n" and "sandbox: ok" in err and info.value.code in (0, None)
+
+
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [("import sys\nsys.exit(3)\n", "exit status 3"), ("while True:\n    pass\n", "timeout")],
+)
+def test_a_program_that_fails_or_times_out_exits_1(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, code: str, reason: str
+) -> None:
+    (tmp_path / "p.py").write_text(code)
+    with pytest.raises(SystemExit) as info:  # before, click's status was dropped: 0
+        main(["sandbox", "run", str(tmp_path / "p.py"), "--wall-s", "1"])
+    assert info.value.code == 1 and reason in capsys.readouterr().err
+
+
+def test_a_fifo_or_device_as_input_is_refused_not_waited_on(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "p.py").write_text("print(len(input()))\n")
+    os.mkfifo(tmp_path / "fifo")
+    for source in ("/dev/zero", str(tmp_path / "fifo")):
+        with pytest.raises(SystemExit) as info:
+            main(["sandbox", "run", str(tmp_path / "p.py"), "--stdin", source])
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and err.count("\n") == 1 and "not a regular file" in err
 
 
 def test_the_callers_environment_is_out_of_reach(tmp_path: Path) -> None:
