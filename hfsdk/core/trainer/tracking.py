@@ -50,6 +50,13 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _from_json(value: Any) -> Any:
+    """What :func:`_jsonable` wrote, back: ``null`` is NaN, ±1e308 is ±inf."""
+    if value is None:
+        return math.nan
+    return value * math.inf if value in (1e308, -1e308) else value
+
+
 class Tracker:
     """Writes every step's metrics to each configured sink.
 
@@ -153,7 +160,7 @@ def read_metrics(run_dir: Path | str) -> list[dict[str, Any]]:
         if not isinstance(row, dict) or not isinstance(row.get("step"), int):
             logger.warning("%s line %d is not a complete metrics record; skipped", path, number)
             continue
-        rows.append(row)
+        rows.append({k: _from_json(v) for k, v in row.items()})
     return rows
 
 
@@ -170,4 +177,5 @@ def _truncate_after(path: Path, step: int) -> None:
     for row in read_metrics(path.parent):
         if row["step"] <= step:
             by_step[row["step"]] = row
-    write_text_atomic(path, "".join(json.dumps(by_step[s]) + "\n" for s in sorted(by_step)))
+    lines = (json.dumps({k: _jsonable(v) for k, v in by_step[s].items()}) for s in sorted(by_step))
+    write_text_atomic(path, "".join(line + "\n" for line in lines))

@@ -20,7 +20,6 @@ step observer (:mod:`hfsdk_planner.prediction`, ``perf/predicted_step_s``);
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -540,7 +539,9 @@ class CheckRow:
 
 
 def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from hfsdk import load_yaml_text
+    import yaml
+
+    from hfsdk import load_yaml_text, read_config_text, read_metrics
 
     config_file, metrics_file = run_dir / "config.yaml", run_dir / "metrics.jsonl"
     for path in (config_file, metrics_file):
@@ -549,11 +550,22 @@ def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 f"--check {str(run_dir)!r}: {path.name} is missing; give the directory of a "
                 "finished run (hfsdk run --run-dir DIR with trainer.loggers including jsonl)"
             )
-    config = load_yaml_text(config_file.read_text(), source=str(config_file)) or {}
-    rows = [json.loads(line) for line in metrics_file.read_text().splitlines() if line.strip()]
+    try:
+        config = load_yaml_text(read_config_text(config_file), source=str(config_file)) or {}
+    except yaml.YAMLError as exc:
+        raise HfsdkError(f"--check {str(run_dir)!r}: config.yaml is not YAML ({exc})") from None
+    if not isinstance(config, dict) or not config.get("algo"):
+        raise HfsdkError(f"--check {str(run_dir)!r}: config.yaml holds no run config (no algo)")
+    # Damaged lines are skipped; values that are not finite numbers (NaN is logged as null)
+    # count as not logged, so no stage is predicted from them.
+    rows = [{k: v for k, v in row.items() if _finite(v)} for row in read_metrics(run_dir)]
     if not rows:
         raise HfsdkError(f"--check {str(run_dir)!r}: metrics.jsonl has no steps yet")
     return config, rows
+
+
+def _finite(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)
 
 
 _STATISTICS = {
@@ -744,4 +756,3 @@ def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | N
             "and a rollout pool; give placement.pools by hand"
         )
     return best[1], best[2]
-

@@ -152,6 +152,29 @@ def test_check_compares_a_recorded_run_stage_by_stage(tmp_path: Path) -> None:
     assert "config.yaml is missing" in str(result.exception)
 
 
+def test_check_reads_a_damaged_log_and_never_predicts_from_nan(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(load_run_config("grpo").to_yaml())
+    timings = dict(generation=0.012, update_actor=0.020)
+    rows = [_row(1, **timings), _row(2, **timings)]
+    del rows[1]["response_length/mean"]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, table = check_run(run, "local")
+    expected = {r.name: r.predicted for r in table}
+    # A NaN mean length (logged as null) is no length; a killed run leaves half a line.
+    rows[1]["response_length/mean"] = None
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows) + '{"step": 3, "timing/st'
+    )
+    _, table = check_run(run, "local")  # before: JSONDecodeError; max(1.0, nan) -> 1 token
+    assert {r.name: r.predicted for r in table} == pytest.approx(expected)
+    for text, said in (("[1, 2]\n", "no run config"), ("a: [\n", "config.yaml is not YAML")):
+        (run / "config.yaml").write_text(text)
+        with pytest.raises(HfsdkError, match=said):
+            check_run(run, "local")
+
+
 def test_a_sharded_actor_pays_its_gather_copies_and_fixed_work_to_generate() -> None:
     from hfsdk_planner.cluster import local
     from hfsdk_planner.run_plan import STREAM_COPIES

@@ -11,11 +11,14 @@ from hfsdk.core.trainer.tracking import Tracker, read_metrics
 def test_jsonl_lines_and_resume_truncation(tmp_path: Path) -> None:
     tracker = Tracker(tmp_path, ("jsonl",), total_steps=4)
     for step in (1, 2, 3):
-        tracker.log(step, {"reward/mean": step / 10, "actor/kl": math.nan})
+        tracker.log(step, {"reward/mean": step / 10, "actor/kl": math.nan, "g": -math.inf})
     tracker.close()
+    # Standard JSON on disk (NaN as null, inf as ±1e308), the floats again when read.
+    assert "NaN" not in (tmp_path / "metrics.jsonl").read_text()
     rows = read_metrics(tmp_path)
     assert [r["step"] for r in rows] == [1, 2, 3]
-    assert rows[1]["reward/mean"] == 0.2 and rows[0]["actor/kl"] is None
+    assert rows[1]["reward/mean"] == 0.2 and math.isnan(rows[0]["actor/kl"])
+    assert rows[0]["g"] == -math.inf
 
     # resuming from the step-2 checkpoint drops step 3, which will be redone
     tracker = Tracker(tmp_path, ("jsonl",), total_steps=4, start_step=2)
@@ -26,6 +29,7 @@ def test_jsonl_lines_and_resume_truncation(tmp_path: Path) -> None:
         (2, 0.2),
         (3, 0.9),
     ]
+    assert "NaN" not in (tmp_path / "metrics.jsonl").read_text()  # the rewrite too
 
 
 def test_console_only_writes_no_file(tmp_path: Path) -> None:

@@ -69,6 +69,17 @@ def test_plot_writes_one_png(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert not list(run.glob(".*tmp*"))  # written atomically, no leftovers
 
 
+def test_a_nan_metric_is_a_gap_not_a_crash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run_dir(tmp_path)
+    rows = [{**ROWS[0], "actor/pg_loss": None, "timing/update_actor_s": None}, ROWS[1]]
+    # How the trainer logs a NaN: null (before, float(None) stopped the plot).
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = _hfsdk(capsys, "plot", str(run))
+    assert (code, err) == (0, "") and "2 steps" in out
+
+
 def test_plot_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _hfsdk(capsys, "plot", str(tmp_path / "missing"))
     assert code == 2 and "does not exist" in err and "Traceback" not in err
