@@ -13,6 +13,7 @@ into place only once every role is written.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -90,7 +91,7 @@ def export_checkpoint(
     """
     from hfsdk import TrainingSession, prepare_run, run_spec
 
-    run_dir, out = Path(run_dir), Path(out)
+    run_dir, out = Path(run_dir), Path(out).absolute()  # absolute: "." has a name too
     if not run_dir.is_dir():
         raise HfsdkError(f"RUN_DIR {str(run_dir)!r} is not a directory; pass a run directory")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -104,6 +105,8 @@ def export_checkpoint(
     trained = [r for r in spec.role_names if spec.kind_of(r) != "scorer"]
     # The reference is the starting model, unchanged: exported only when asked for by name.
     default = [r for r in trained if spec.kind_of(r) != "frozen_policy" and (path / r).exists()]
+    if not path.is_dir():
+        raise HfsdkError(_PRUNED.format(path=path))
     unknown = [r for r in roles if r not in trained]
     if unknown:
         raise HfsdkError(
@@ -115,22 +118,51 @@ def export_checkpoint(
         "export: step_%d of %s (%s) with the run's own backends", chosen_step, run_dir,
         ", ".join(wanted),
     )  # fmt: skip
-    tmp = out.with_name(f".{out.name}.tmp-export")
-    shutil.rmtree(tmp, ignore_errors=True)
+    # This process's own: two exports to one --out must not share (or delete) a folder. An
+    # existing (empty) --out, the working directory say, is filled from a folder inside it.
+    name = f"tmp-export-{os.getpid()}"
+    tmp = out / f".{name}" if out.is_dir() else out.with_name(f".{out.name}.{name}")
     tmp.mkdir(parents=True)
     written: dict[str, Path] = {}
     try:
         with TrainingSession(config, spec, prepared=prepare_run(config, spec)) as session:
-            session.load_workers(path)
+            try:
+                session.load_workers(path)
+            except HfsdkError:
+                if not path.is_dir():
+                    raise HfsdkError(_PRUNED.format(path=path)) from None
+                raise
             for role in wanted:
                 target = tmp if len(wanted) == 1 and roles else tmp / role
                 session.groups[role].export_hf(str(target))
                 written[role] = out if target == tmp else out / role
-        if out.exists():
-            out.rmdir()  # empty (checked above)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp.rename(out)
+        _move_into(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return written
+
+
+_PRUNED = (
+    "checkpoint {path} was removed while it was read (the run's trainer.keep_last pruned "
+    "it?); export again with --step of a checkpoint the run keeps"
+)
+
+
+def _move_into(tmp: Path, out: Path) -> None:
+    """``tmp``'s export at ``out``: renamed there, or, when ``tmp`` is inside ``out`` (an
+    existing empty folder), its entries moved up; never over anything."""
+    if tmp.parent == out:
+        if any(entry != tmp for entry in out.iterdir()):
+            raise HfsdkError(f"--out {str(out)!r} was written meanwhile; pass a new directory")
+        for entry in tmp.iterdir():
+            entry.rename(out / entry.name)
+        tmp.rmdir()
+        return
+    try:
+        tmp.rename(out)  # fails on a folder with files: another export got there first
+    except OSError as exc:
+        raise HfsdkError(
+            f"--out {str(out)!r} was written meanwhile ({exc.strerror}); nothing of it is "
+            "overwritten, pass a new directory"
+        ) from None

@@ -146,6 +146,29 @@ def test_export_refuses_bad_input_with_one_line(fsdp_run: Path, tmp_path: Path) 
     assert not (tmp_path / "new").exists()
 
 
+def test_export_fills_an_empty_working_directory_and_never_merges_two(
+    fsdp_run: Path, tmp_path: Path
+) -> None:
+    from hfsdk import HfsdkError
+    from hfsdk_run_records.export import _move_into
+
+    (tmp_path / "here").mkdir()
+    done = subprocess.run(
+        [HFSDK, "export", str(fsdp_run), "--out", "."], cwd=tmp_path / "here", env=_env(None),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]  # before: "'.' has an empty name"
+    assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["actor"]
+    # Another export finished first: this one's files are refused, not mixed in.
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "actor").mkdir()
+    with pytest.raises(HfsdkError, match="was written meanwhile"):
+        _move_into(tmp_path / "mine", tmp_path / "here")
+    with pytest.raises(HfsdkError, match="was written meanwhile"):
+        (tmp_path / "here" / ".tmp-export-1").mkdir()
+        _move_into(tmp_path / "here" / ".tmp-export-1", tmp_path / "here")
+
+
 def test_megatron_export_reproduces_the_checkpoint(tmp_path: Path) -> None:
     run = _train(tmp_path / "run", "actor.backend=megatron", "reference.backend=megatron")
     first = _export(run, tmp_path / "s1", "--step", "1")
