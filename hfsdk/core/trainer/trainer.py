@@ -505,8 +505,8 @@ class Trainer:
                 if index + 1 == len(self._candidates):
                     raise HfsdkError(
                         f"no usable checkpoint in {str(self.run_dir)!r}: step_{step} could not be "
-                        f"loaded ({_first_line(exc)}); restore it, or remove "
-                        f"{str(self.run_dir / 'checkpoints')!r} to start over"
+                        f"loaded ({_first_line(exc)}); restore it (or the model it was trained "
+                        f"from), or remove {str(self.run_dir / 'checkpoints')!r} to start over"
                     ) from None
                 logger.warning(
                     "checkpoint step_%d could not be loaded (%s); trying an older one",

@@ -446,6 +446,7 @@ class FSDPEngine:
         another world size); rank 0 adds the small rest (LR schedule, counters).
         """
         import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.api import CheckpointException
         from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 
         path = Path(directory) / DCP_DIR.format(role=self.role)
@@ -453,12 +454,16 @@ class FSDPEngine:
         if self.trainable:
             assert self.optimizer is not None
             state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
-        dcp.save(
-            state,
-            checkpoint_id=str(path),
-            process_group=self.dp.group,
-            no_dist=not self.dp.distributed,
-        )
+        try:
+            dcp.save(
+                state,
+                checkpoint_id=str(path),
+                process_group=self.dp.group,
+                no_dist=not self.dp.distributed,
+            )
+        except CheckpointException as exc:
+            # A stop (a second Ctrl-C) or an error inside DCP's writers, as it was raised.
+            raise rank_failure(exc) from None
         if self.dp.rank == 0:
             extra: dict[str, Any] = {"update_calls": self.update_calls}
             if self.scheduler is not None:
@@ -517,7 +522,8 @@ class FSDPEngine:
                 extra = load_checkpoint_file(path / EXTRA_FILE)
             except (Exception, CheckpointException) as exc:  # a bad shard, metadata or extra
                 # (DCP's CheckpointException is a BaseException; it reaches every rank)
-                failure = f"{path} cannot be read ({type(exc).__name__}: {_first_line(exc)})"
+                cause = rank_failure(exc) if isinstance(exc, CheckpointException) else exc
+                failure = f"{path} cannot be read ({type(cause).__name__}: {_first_line(cause)})"
         failure = self._any_failure(failure)
         if failure is not None:
             raise HfsdkError(failure)
@@ -616,3 +622,10 @@ class FSDPEngine:
             fresh.save_pretrained(str(directory))
             self.tokenizer.save_pretrained(str(directory))
         copy_processor_files(self.model_path, directory)
+
+
+def rank_failure(exc: Any) -> BaseException:
+    """The first failing rank's own exception inside DCP's ``CheckpointException`` (whose
+    message is only ``CheckpointException ranks:...``): a size mismatch, a stop request."""
+    failures = sorted(exc.failures.items())
+    return failures[0][1][0] if failures else exc
