@@ -62,8 +62,6 @@ class DPOAlgorithm(Algorithm):
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """Pairs → log-probs (policy, reference) → ``dpo/*`` metrics → ``update_actor`` (dpo)."""
-        import torch
-
         with self.stage("data"):
             rows = self._pairs(prompts)
         if rows.batch is None:
@@ -79,15 +77,25 @@ class DPOAlgorithm(Algorithm):
             )
         )
         self.metrics["dpo/dropped_pairs"] = float(rows.dropped)
-        # The loss's reading of the policy-loss arguments (hfsdk_dpo.losses): the log-ratio is
-        # taken against the reference, the label is +1 on chosen and -1 on rejected rows.
+        with self.stage("update_actor"):
+            self.record(self.actor.update_actor(self._training_view(batch)))
+        return self.finish(batch)
+
+    @staticmethod
+    def _training_view(batch: Batch) -> Batch:
+        """The loss's reading of the policy-loss arguments (hfsdk_dpo.losses): the log-ratio
+        is taken against the reference, the label is +1 on chosen and -1 on rejected rows."""
+        import torch
+
         train = batch.select([k for k in batch.tensor_keys if k != "old_log_probs"], [])
         train["old_log_probs"] = batch["ref_log_probs"]
         label = torch.where(batch["chosen"].bool(), 1.0, -1.0)
-        train["advantages"] = label[:, None] * mask.float()
-        with self.stage("update_actor"):
-            self.record(self.actor.update_actor(train))
-        return self.finish(batch)
+        train["advantages"] = label[:, None] * batch["response_mask"].float()
+        return train
+
+    def replay_update(self, batch: Batch) -> dict[str, float]:
+        """Step ``batch``'s update again (``hfsdk replay``): the same view of it as the step."""
+        return {k: float(v) for k, v in self.actor.update_actor(self._training_view(batch)).items()}
 
     def validation_metrics(self, prompts: Batch) -> dict[str, float]:
         """``val/dpo/*``: implicit-reward accuracy and margin on the validation pairs.

@@ -92,11 +92,16 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
             f"the run in {str(run_dir)!r} ran trainer.mode: rollout_only and trained nothing; "
             "there is no update to replay"
         )
+    spec = run_spec(config)
+    if not spec.has_policy:
+        raise HfsdkError(
+            f"the {config.algo} run in {str(run_dir)!r} trains no policy; hfsdk replay replays "
+            "policy updates (a score model's are not dumped)"
+        )
     what = f"hfsdk replay --step {step}"
     before = [(s, p) for s, p in complete_checkpoints(run_dir) if s < step]
     start, checkpoint = max(before, key=lambda sp: sp[0]) if before else (0, None)
     dumps = [read_step_dump(run_dir, s, for_what=what) for s in range(start + 1, step + 1)]
-    spec = run_spec(config)
     if config.trainer.deterministic:
         from hfsdk import enable_determinism
 

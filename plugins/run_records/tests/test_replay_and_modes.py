@@ -170,3 +170,17 @@ def test_a_dump_naming_a_foreign_type_is_refused_without_running_it(tmp_path: Pa
     torch.save({"format": 1, "step": 1, "generations": [], "update": os.getcwd}, path)
     with pytest.raises(HfsdkError, match="which hfsdk does not save"):
         read_step_dump(tmp_path, 1, for_what="t")
+
+
+@pytest.mark.slow
+def test_dpo_replays_exactly_and_a_score_model_run_is_refused(tmp_path: Path) -> None:
+    dump = ["trainer.total_steps=2", "trainer.rollout_dump=true", "trainer.loggers=[jsonl]"]
+    Trainer(load_run_config("dpo", None, dump), tmp_path / "dpo", quiet=True).fit()
+    # Before: update_actor missed 'advantages' (the default replay skipped DPO's own view).
+    results = replay_steps(tmp_path / "dpo", 2)
+    assert [r.step for r in results] == [1, 2]
+    for result in results:
+        assert "actor/pg_loss" in result.compared and result.differing == []
+    Trainer(load_run_config("reward_model", None, dump), tmp_path / "rm", quiet=True).fit()
+    with pytest.raises(HfsdkError, match="trains no policy"):
+        replay_steps(tmp_path / "rm", 2)
