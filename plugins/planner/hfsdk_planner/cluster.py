@@ -32,9 +32,19 @@ def _positive(_inst: object, attr: attrs.Attribute, value: float) -> None:
         )
 
 
+MAX_DEVICES = 16384
+"""The most devices a cluster may have: the search walks every device count of every group,
+and past this it would run for minutes (8,192 devices take about 8 s)."""
+
+
 def _positive_int(_inst: object, attr: attrs.Attribute, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise HfsdkError(f"cluster field {attr.name!r} must be an integer >= 1, got {value!r}")
+
+
+def _bool(_inst: object, attr: attrs.Attribute, value: bool) -> None:
+    if not isinstance(value, bool):
+        raise HfsdkError(f"cluster field {attr.name!r} must be true or false, got {value!r}")
 
 
 def _non_negative(_inst: object, attr: attrs.Attribute, value: float) -> None:
@@ -182,7 +192,7 @@ class Cluster:
     memory_bandwidth: float = attrs.field(default=2.0e12, validator=_positive)
     shared_memory_bandwidth: float = attrs.field(default=0.0, validator=_non_negative)
     fresh_memory_bandwidth: float = attrs.field(default=0.0, validator=_non_negative)
-    decode_overlap: bool = attrs.field(default=True, validator=attrs.validators.instance_of(bool))
+    decode_overlap: bool = attrs.field(default=True, validator=_bool)
     intra_node_bandwidth: float = attrs.field(default=300e9, validator=_positive)
     inter_node_bandwidth: float = attrs.field(default=25e9, validator=_positive)
     intra_node_latency: float = attrs.field(default=10e-6, validator=_positive)
@@ -208,10 +218,15 @@ class Cluster:
     by_threads: tuple[tuple[int, tuple[tuple[str, float], ...]], ...] = attrs.field(
         default=(), converter=_by_threads, validator=_check_by_threads
     )
-    peaks_measured: bool = attrs.field(
-        default=True, validator=attrs.validators.instance_of(bool)
-    )
+    peaks_measured: bool = attrs.field(default=True, validator=_bool)
     source: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        if self.num_devices > MAX_DEVICES:
+            raise HfsdkError(
+                f"cluster {self.name!r} has {self.num_devices} devices ({self.nodes} nodes of "
+                f"{self.devices_per_node}); the planner searches at most {MAX_DEVICES}"
+            )
 
     @property
     def num_devices(self) -> int:
@@ -386,10 +401,20 @@ class Cluster:
         path = Path(path)
         try:
             data = load_yaml_text(path.read_text(), source=f"cluster profile {str(path)!r}")
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, ValueError, yaml.YAMLError) as exc:  # ValueError: not UTF-8
             raise HfsdkError(f"cannot read cluster profile {str(path)!r}: {exc}") from None
-        return cls.from_dict(data or {}, where=f"cluster profile {str(path)!r}")
+        # The other fields have defaults; without these the plan would be a data sheet's GPU.
+        missing = [k for k in PROFILE_FIGURES if not isinstance(data, dict) or k not in data]
+        if missing:
+            raise HfsdkError(
+                f"cluster profile {str(path)!r} has no {', '.join(missing)}; a profile gives "
+                "the device's figures (hfsdk calibrate --output FILE measures them)"
+            )
+        return cls.from_dict(data, where=f"cluster profile {str(path)!r}")
 
+
+PROFILE_FIGURES = ("device_memory", "peak_flops", "memory_bandwidth")
+"""The fields a cluster profile file must give: what the planner prices every stage with."""
 
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
 """Short dtype names accepted by :meth:`Cluster.for_dtype`."""

@@ -538,7 +538,8 @@ class CheckRow:
         return self.predicted / self.measured if self.measured > 0 else math.inf
 
 
-def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A finished run's ``config.yaml`` and ``metrics.jsonl`` rows; one line when unusable."""
     import yaml
 
     from hfsdk import load_yaml_text, read_config_text, read_metrics
@@ -595,7 +596,7 @@ def check_run(
     if statistic not in _STATISTICS:
         raise HfsdkError(f"statistic {statistic!r} is not one of {', '.join(_STATISTICS)}")
     reduce = _STATISTICS[statistic]
-    cfg, rows = _read_run(Path(run_dir))
+    cfg, rows = read_run(Path(run_dir))
     steady = rows[1:] if skip_first and len(rows) > 1 else rows
     base = run_setup(cfg)
     # The threads the run's workers really used (logged by the planner's step observer);

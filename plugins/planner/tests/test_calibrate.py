@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from click.testing import CliRunner
 from hfsdk_planner import calibrate as calibration
 from hfsdk_planner import get_cluster, plan_for_algorithm
 from hfsdk_planner.cli.plan_command import calibrate_command
+from hfsdk_planner.cli.plan_command import plan as plan_command
 from hfsdk_planner.simulator import SimulatorSettings, settings_for
 
 
@@ -157,3 +159,27 @@ def test_an_unwritable_output_stops_before_measuring(
     result = CliRunner().invoke(calibrate_command, ["--output", str(afile / "new" / "x.yaml")])
     assert result.exit_code != 0
     assert f"{str(afile)!r} is a file, not a folder" in str(result.exception)
+
+
+def test_a_device_fifo_or_empty_output_and_bad_plan_arguments_stop_before_measuring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def measure(**_kwargs: object) -> None:
+        raise AssertionError("measured although the command could not finish")
+
+    monkeypatch.setattr(calibration, "calibrate", measure)
+    os.mkfifo(tmp_path / "fifo.yaml")
+    for output in ("", "/dev/null", str(tmp_path / "fifo.yaml")):
+        # Before: measured, then renamed a new file over the device or FIFO.
+        result = CliRunner().invoke(calibrate_command, ["--output", output])
+        assert "not a regular file's path" in str(result.exception), output
+    assert (tmp_path / "fifo.yaml").is_fifo()
+    profile = str(tmp_path / "p.yaml")
+    for args, said in (
+        ([], "needs --algo"),
+        (["--algo", "grpo", "--batch-size", "0"], "batch_size must be"),
+        (["--check", str(tmp_path / "none")], "config.yaml is missing"),
+        (["--algo", "grpo", "--cluster", "local"], "drop --cluster"),
+    ):
+        result = CliRunner().invoke(plan_command, ["--calibrate", profile, *args])
+        assert said in str(result.exception), args

@@ -128,9 +128,23 @@ def test_a_profile_round_trips_and_is_accepted_by_path(tmp_path) -> None:  # typ
     assert get_cluster(str(path)) == profile
     assert get_cluster(str(path)).for_dtype("float32").peak_flops == 5e10
     assert PlacementConfig(cluster=str(path)).cluster == str(path)
-    path.write_text("name: x\npeak_flop: 1\n")
+    figures = "device_memory: 1.0e+9\npeak_flops: 1.0e+10\nmemory_bandwidth: 1.0e+10\n"
+    path.write_text(f"name: x\npeak_flop: 1\n{figures}")
     with pytest.raises(HfsdkError, match=r"unknown keys \['peak_flop'\]"):
         get_cluster(str(path))
+    # Before: an empty or partial profile planned on the A100 data sheet's figures.
+    for text in ("", "# measured later\n", "name: x\npeak_flops: 1.0e+10\n"):
+        path.write_text(text)
+        with pytest.raises(HfsdkError, match="has no device_memory"):
+            get_cluster(str(path))
+    path.write_text(f"{figures}decode_overlap: 'false'\n")
+    with pytest.raises(HfsdkError, match="'decode_overlap' must be true or false"):
+        get_cluster(str(path))
+    path.write_text(f"{figures}devices_per_node: 1000000000\n")  # the search never ended
+    with pytest.raises(HfsdkError, match="the planner searches at most 16384"):
+        get_cluster(str(path))
+    with pytest.raises(HfsdkError, match="the planner searches at most 16384"):
+        a100_80gb().with_devices(1_000_000)
     with pytest.raises(HfsdkError, match="does not exist; write one with `hfsdk calibrate"):
         get_cluster(str(tmp_path / "missing.yaml"))
 

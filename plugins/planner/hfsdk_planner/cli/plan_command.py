@@ -180,13 +180,19 @@ def plan(
     """
     from hfsdk_planner import Workload, plan_for_algorithm
 
-    if calibrate_to:
-        cluster = _calibrate(calibrate_to, quick=False)
+    # Every argument is checked before --calibrate spends minutes measuring.
+    if check_dir and algo:
+        raise HfsdkError("--check re-plans the run's own algorithm; drop --algo")
+    if not check_dir and not algo:
+        raise HfsdkError("hfsdk plan needs --algo ALGO (hfsdk list algorithms) or --check RUN_DIR")
+    if calibrate_to and cluster:
+        raise HfsdkError("--calibrate plans on the profile it measures; drop --cluster")
     if check_dir:
-        if algo:
-            raise HfsdkError("--check re-plans the run's own algorithm; drop --algo")
-        from hfsdk_planner.run_plan import check_run, format_check
+        from hfsdk_planner.run_plan import check_run, format_check, read_run
 
+        read_run(Path(check_dir))
+        if calibrate_to:
+            cluster = _calibrate(calibrate_to, quick=False)
         result, table = check_run(check_dir, cluster)
         if as_json:
             import json
@@ -207,9 +213,7 @@ def plan(
         else:
             click.echo(format_check(result, table, check_dir))
         return
-    if not algo:
-        raise HfsdkError("hfsdk plan needs --algo ALGO (hfsdk list algorithms) or --check RUN_DIR")
-
+    assert algo is not None
     if samples_per_prompt is None:
         from hfsdk_planner.run_defaults import default_samples_per_prompt
 
@@ -227,6 +231,8 @@ def plan(
         packing=packing_length > 0,
         mean_sequence_length=packing_length,
     )
+    if calibrate_to:
+        cluster = _calibrate(calibrate_to, quick=False)
     result = plan_for_algorithm(
         algo,
         model_size=model_size,
@@ -252,7 +258,14 @@ def plan(
 
 def _check_writable(path: str) -> None:
     """Stop before minutes of measuring when the profile could not be saved to ``path``."""
-    folder = Path(path).expanduser().absolute().parent
+    target = Path(path).expanduser()
+    if not path.strip() or target.is_dir() or (target.exists() and not target.is_file()):
+        # The save renames a new file over the path: never over a device or a FIFO.
+        raise HfsdkError(
+            f"cannot save the profile to {path!r}: not a regular file's path; give one, e.g. "
+            "local.yaml"
+        )
+    folder = target.absolute().parent
     while not folder.exists():  # the save makes the missing folders
         folder = folder.parent
     problem = "a file, not a folder" if not folder.is_dir() else "not writable"
