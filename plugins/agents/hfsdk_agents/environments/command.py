@@ -12,8 +12,14 @@ from hfsdk import ConfigError
 @click.command("reasoning-gym")
 @click.argument("name")
 @click.argument("directory", type=click.Path(file_okay=False))
-@click.option("--train-size", type=int, default=1000, show_default=True, help="Training rows.")
-@click.option("--val-size", type=int, default=100, show_default=True, help="Validation rows.")
+@click.option(
+    "--train-size", type=click.IntRange(min=1), default=1000, show_default=True,
+    help="Training rows.",
+)  # fmt: skip
+@click.option(
+    "--val-size", type=click.IntRange(min=1), default=100, show_default=True,
+    help="Validation rows.",
+)  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="The task's seed.")
 @click.option(
     "--config",

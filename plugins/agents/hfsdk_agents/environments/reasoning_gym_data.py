@@ -82,22 +82,29 @@ def write_reasoning_gym_data(
     seed: int = 0,
     config: Mapping[str, Any] | None = None,
 ) -> tuple[Path, Path]:
-    """``train.jsonl`` and ``val.jsonl`` of the task in ``directory`` (written atomically).
+    """``train.jsonl`` and ``val.jsonl`` of the task in ``directory``.
 
     Validation rows come from ``seed + 1``, so they are other questions than the training
-    rows.
+    rows. Both are generated before either file is written: a call that fails or is
+    interrupted while generating leaves an older pair as it was.
     """
+    from hfsdk import write_text_atomic
+
+    for what, size in (("train_size", train_size), ("val_size", val_size)):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"{what} {size!r}: give a number of rows >= 1")
+    texts = {
+        file: "".join(
+            json.dumps(r) + "\n"
+            for r in reasoning_gym_rows(name, size=size, seed=part_seed, config=config)
+        )
+        for file, size, part_seed in (
+            ("train.jsonl", train_size, seed),
+            ("val.jsonl", val_size, seed + 1),
+        )
+    }
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for file, size, part_seed in (
-        ("train.jsonl", train_size, seed),
-        ("val.jsonl", val_size, seed + 1),
-    ):
-        rows = reasoning_gym_rows(name, size=size, seed=part_seed, config=config)
-        path = directory / file
-        staging = path.with_name(f".{file}.tmp")
-        staging.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        staging.replace(path)
-        paths.append(path)
-    return paths[0], paths[1]
+    for file, text in texts.items():
+        write_text_atomic(directory / file, text)
+    return directory / "train.jsonl", directory / "val.jsonl"

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from hfsdk import HfsdkError
-from hfsdk_agents.environments.reasoning_gym_data import reasoning_gym_rows
+from hfsdk import ConfigError, HfsdkError
+from hfsdk_agents.environments.reasoning_gym_data import (
+    reasoning_gym_rows,
+    write_reasoning_gym_data,
+)
 from hfsdk_agents.environments.reasoning_gym_reward import reasoning_gym_reward
 
 CONFIG = {"min_terms": 2, "max_terms": 2, "min_digits": 1, "max_digits": 1}
@@ -117,3 +120,27 @@ def test_the_command_writes_the_rows_and_refuses_a_bad_name_in_one_line(
         assert run(*args) == 2
         err = capsys.readouterr().err.strip()
         assert says in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "x").exists()  # before: a failed call left its folder behind
+
+
+def test_sizes_below_one_are_refused_and_a_failed_val_keeps_the_old_pair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk_agents.environments import reasoning_gym_data
+
+    with pytest.raises(ConfigError, match="train_size -5: give a number of rows >= 1"):
+        write_reasoning_gym_data("basic_arithmetic", tmp_path, train_size=-5, val_size=2)
+    write_reasoning_gym_data("basic_arithmetic", tmp_path, train_size=2, val_size=2, seed=0)
+    before = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    real = reasoning_gym_data.reasoning_gym_rows
+
+    def val_fails(name: str, *, size: int, seed: int, config: object) -> list:
+        if seed == 8:  # the validation part of seed 7 (interrupted, say)
+            raise KeyboardInterrupt
+        return real(name, size=size, seed=seed, config=config)
+
+    monkeypatch.setattr(reasoning_gym_data, "reasoning_gym_rows", val_fails)
+    with pytest.raises(KeyboardInterrupt):
+        write_reasoning_gym_data("basic_arithmetic", tmp_path, train_size=2, val_size=2, seed=7)
+    # Before: train.jsonl was already seed 7's, val.jsonl still seed 0's.
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before
