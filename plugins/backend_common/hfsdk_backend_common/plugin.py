@@ -1,5 +1,5 @@
 """Hook implementations of the shared backend package: the ``hf`` rollout, ``llm_judge``, the
-half-precision-on-CPU preflight warning, the model-positions preflight check."""
+half-precision-on-CPU preflight warning, the model-positions and shared-tokenizer checks."""
 
 from __future__ import annotations
 
@@ -26,10 +26,13 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_register_preflight_checks(register: Register) -> None:
-    """Register ``half_precision_on_cpu`` (a warning: bf16/fp16 emulated on this CPU) and
-    ``model_positions`` (a refusal: prompt + response beyond a model's positions)."""
+    """Register ``half_precision_on_cpu`` (a warning: bf16/fp16 emulated on this CPU),
+    ``model_positions`` (a refusal: prompt + response beyond a model's positions) and
+    ``shared_tokenizer`` (a refusal: a reference, teacher or critic with another tokenizer)."""
     from hfsdk_backend_common.positions_check import check_model_positions
     from hfsdk_backend_common.precision_check import half_precision_on_cpu
+    from hfsdk_backend_common.tokenizer_check import check_shared_tokenizer
 
     register("half_precision_on_cpu", half_precision_on_cpu)
     register("model_positions", check_model_positions)
+    register("shared_tokenizer", check_shared_tokenizer)

@@ -29,15 +29,17 @@ def distill_config_problems(config: Any) -> list[str]:
             "roles, not the teachers a config names; give placement.pools (and placement.roles) "
             "yourself, or leave placement at its default"
         )
-    for role in dict.fromkeys(algo.teachers.values()):
-        # Off the default task nothing fills a teacher's model in: unset would be the
-        # built-in default model, silently scoring in place of the user's teacher.
+    for role in dict.fromkeys([*algo.teachers.values(), *teachers]):
+        # Off the default task nothing fills a teacher's model in: unset, the teacher would
+        # be the student's own model (a reverse KL of 0: nothing learned, nothing said).
         if role in config.sections and config.sections[role].model_path is None:
             sources = ", ".join(s for s, r in algo.teachers.items() if r == role)
-            problems.append(
-                f"algorithm.teachers routes {sources} to {role!r}, whose model_path is not set; "
-                f"set {role}.model_path to that teacher's model directory"
+            what = (
+                f"algorithm.teachers routes {sources} to {role!r}, whose model_path is not set"
+                if sources
+                else f"{role}.model_path is not set (the teacher would be the student itself)"
             )
+            problems.append(f"{what}; set {role}.model_path to that teacher's model directory")
     problems += weight_problems(algo.teacher_weights, teachers)
     if algo.teacher_weights and algo.teacher_routes:
         problems.append(

@@ -57,6 +57,9 @@ def test_on_the_default_task_each_teacher_gets_the_teacher_preset() -> None:
         # Off the default task nothing fills a teacher in: a missing one is refused.
         ([_TEACHERS, "data.train_files=[/d/a.jsonl]", "actor.model_path=/m/s",
           "teacher_math.model_path=/m/math"], r"code to 'teacher_code', whose model_path"),
+        # ... and so is the spec's own teacher (it distilled the student into itself).
+        (["data.train_files=[/d/a.jsonl]", "actor.model_path=/m/s"],
+         r"teacher\.model_path is not set \(the teacher would be the student itself\)"),
     ],
 )  # fmt: skip
 def test_bad_teacher_config_is_refused_in_one_line(overrides: list[str], message: str) -> None:

@@ -1,0 +1,53 @@
+"""Roles that read the policy's token ids must share its tokenizer, checked before a run.
+
+A reference, a distillation teacher or a critic gets the policy's token ids as they are: with
+another vocabulary each id names another token (training toward nonsense, silently), or lies
+past the role's embeddings (an ``IndexError`` mid-step). Every backend loads the HF tokenizer
+next to the model, so the check is the backends': the ``shared_tokenizer`` preflight check
+compares the tokenizer of each such role that has a model directory of its own with the run's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hfsdk import ConfigError, load_tokenizer
+
+ID_READING_KINDS = ("frozen_policy", "value")
+"""Role kinds whose forward reads the policy's token ids (the reference, teachers, critics)."""
+
+
+def _difference(ours: dict[str, int], theirs: dict[str, int]) -> str:
+    by_id = sorted(ours.items(), key=lambda item: item[1])
+    token = next((t for t, i in by_id if theirs.get(t) != i), None)
+    if token is None:
+        return f"{len(ours)} tokens against {len(theirs)}"
+    there = "absent" if token not in theirs else f"id {theirs[token]}"
+    return f"{token!r} is id {ours[token]} in the policy's and {there} in this one"
+
+
+def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> None:
+    """Refuse a reference, teacher or critic whose tokenizer is not the policy's."""
+    if not spec.has_policy:
+        return
+    own = str(Path(prepared.assets.tokenizer_path).expanduser().resolve())
+    vocab: dict[str, int] | None = None
+    for role in spec.role_names:
+        section = getattr(config, role, None)
+        path = getattr(section, "tokenizer_path", None) or getattr(section, "model_path", None)
+        if spec.kind_of(role) not in ID_READING_KINDS or not path:
+            continue
+        if str(Path(path).expanduser().resolve()) == own:
+            continue
+        try:
+            theirs = load_tokenizer(path).get_vocab()
+        except Exception:  # no tokenizer to compare: the role's loader reports its own
+            continue
+        vocab = vocab if vocab is not None else prepared.tokenizer.get_vocab()
+        if theirs != vocab:
+            raise ConfigError(
+                f"{role} ({path}) has another tokenizer than the policy "
+                f"({prepared.assets.tokenizer_path}): {_difference(vocab, theirs)}; {role} reads "
+                f"the policy's token ids as they are, so give it a model with the same tokenizer"
+            )
