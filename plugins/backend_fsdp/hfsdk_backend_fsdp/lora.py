@@ -40,6 +40,8 @@ def attach_adapters(model: nn.Module, config: LoraConfig, *, seed: int) -> nn.Mo
     targets: Any = list(config.target_modules)
     if targets == ["all-linear"]:
         targets = "all-linear"
+    else:
+        _check_targets(model, targets)
     peft_config = PeftLoraConfig(
         r=config.rank,
         lora_alpha=config.alpha,
@@ -51,6 +53,23 @@ def attach_adapters(model: nn.Module, config: LoraConfig, *, seed: int) -> nn.Mo
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return get_peft_model(model, peft_config)
+
+
+def _check_targets(model: nn.Module, targets: list[str]) -> None:
+    """Every target must name a layer of ``model`` LoRA adapts (peft ignores a name that
+    matches nothing while another matches, and fails obscurely when none does)."""
+    from transformers.pytorch_utils import Conv1D  # GPT-2's projections
+
+    from hfsdk import HfsdkError
+
+    kinds = (torch.nn.Linear, torch.nn.Embedding, Conv1D)
+    layers = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, kinds)}
+    unknown = [t for t in targets if t.rsplit(".", 1)[-1] not in layers]
+    if unknown:
+        raise HfsdkError(
+            f"actor.lora.target_modules names {unknown}, which this model has no layer of; "
+            f"its layers LoRA can adapt are {sorted(layers)} (or give ['all-linear'])"
+        )
 
 
 def base_model(module: nn.Module) -> nn.Module:

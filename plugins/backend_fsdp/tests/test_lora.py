@@ -207,3 +207,17 @@ def test_lora_is_for_the_policy_only(model_dir: Path) -> None:
         HfsdkError, match=r"reference\.lora\.rank=4: LoRA adapters train the policy"
     ):
         ReferenceEngine(config, role="reference")
+
+
+def test_a_target_module_the_model_lacks_is_named_with_the_ones_it_has(model_dir: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from hfsdk import HfsdkError
+    from hfsdk_backend_fsdp.lora import attach_adapters
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir))
+    # Before: 'v_prj' was ignored beside 'q_proj' (an adapter on q alone, nothing said).
+    config = LoraConfig(rank=4, target_modules=("q_proj", "v_prj"))
+    with pytest.raises(HfsdkError, match=r"names \['v_prj'\].*'q_proj', 'up_proj', 'v_proj'"):
+        attach_adapters(model, config, seed=0)
+    attach_adapters(model, LoraConfig(rank=4, target_modules=("q_proj", "v_proj")), seed=0)
