@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from hfsdk import Algorithm, HfsdkError
@@ -12,6 +13,8 @@ if TYPE_CHECKING:
 
     from hfsdk import Batch
     from hfsdk_dpo.pairs import PairRows
+
+logger = logging.getLogger(__name__)
 
 
 def preference_metrics(
@@ -35,6 +38,9 @@ def preference_metrics(
 
 class DPOAlgorithm(Algorithm):
     """DPO: a sigmoid loss on preference pairs against a frozen reference, no sampling."""
+
+    _drops_said = False
+    """Whether the run's log has said that pairs longer than ``max_length`` are dropped."""
 
     def _pairs(self, rows: Batch) -> PairRows:
         from hfsdk_datasets import resolve_use_template
@@ -69,6 +75,13 @@ class DPOAlgorithm(Algorithm):
                 f"every pair of this step is longer than algorithm.max_length="
                 f"{self.algo_config.max_length} tokens; raise it"
             )
+        if rows.dropped and not self._drops_said:
+            self._drops_said = True
+            logger.warning(
+                "dropped %d of this step's pairs longer than algorithm.max_length=%d tokens (and "
+                "so on in later steps: dpo/dropped_pairs counts them); raise it to train on them",
+                rows.dropped, self.algo_config.max_length,
+            )  # fmt: skip
         batch = self._log_probs(rows.batch)
         mask = batch["response_mask"]
         self.record(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from hfsdk import Algorithm, HfsdkError
@@ -11,9 +12,14 @@ if TYPE_CHECKING:
     from hfsdk import Batch
     from hfsdk_sft.targets import SupervisedRows
 
+logger = logging.getLogger(__name__)
+
 
 class SFTAlgorithm(Algorithm):
     """Supervised fine-tuning: the NLL of given responses, assistant tokens only, no sampling."""
+
+    _drops_said = False
+    """Whether the run's log has said that rows longer than ``max_length`` are dropped."""
 
     def _supervised(self, prompts: Batch) -> SupervisedRows:
         from hfsdk_datasets import resolve_use_template
@@ -37,6 +43,13 @@ class SFTAlgorithm(Algorithm):
                 f"every row of this step is longer than algorithm.max_length="
                 f"{self.algo_config.max_length} tokens; raise it"
             )
+        if rows.dropped and not self._drops_said:
+            self._drops_said = True
+            logger.warning(
+                "dropped %d of this step's rows longer than algorithm.max_length=%d tokens (and "
+                "so on in later steps: sft/dropped_rows counts them); raise it to train on them",
+                rows.dropped, self.algo_config.max_length,
+            )  # fmt: skip
         batch = rows.batch
         with self.stage("update_actor"):
             self.record(self.actor.update_actor(batch))

@@ -10,14 +10,14 @@ from hfsdk import AlgorithmContext, Batch
 from hfsdk_testing import Call, FakeRole, FakeSignal
 
 
-def _program():  # type: ignore[no-untyped-def]
+def _program(*overrides: str):  # type: ignore[no-untyped-def]
     from hfsdk import load_tokenizer
     from hfsdk.core.config import load_run_config
 
     spec = hfsdk.get_registry("algorithms")["sft"].impl
     log: list[Call] = []
     context = AlgorithmContext(
-        config=load_run_config("sft", None, []),
+        config=load_run_config("sft", None, list(overrides)),
         roles={"actor": FakeRole("actor", log, seed=0, kind="policy")},
         signals={"reward": FakeSignal("reward", log, [0.0])},
         spec=spec,
@@ -60,3 +60,16 @@ def test_validation_rows_without_responses_get_no_loss() -> None:
     prompts_only = Batch.from_dict(non_tensors={"prompt": ["3 + 5 ="], "uid": [0]})
     assert algorithm.validation_metrics(prompts_only) == {}
     assert log == []
+
+
+def test_rows_over_max_length_are_dropped_and_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    algorithm, _ = _program("algorithm.max_length=8")
+    rows = Batch.from_dict(
+        non_tensors={"prompt": ["3 + 5 =", "3 + 5 + 9 ="], "answer": ["8", "17"], "uid": [0, 1]}
+    )
+    with caplog.at_level("WARNING"):
+        for _ in range(2):
+            assert algorithm.step(rows)["sft/dropped_rows"] == 1.0
+    # Before: only the metric said so; the run's log said nothing.
+    said = [r for r in caplog.records if "longer than algorithm.max_length=8" in r.getMessage()]
+    assert len(said) == 1
