@@ -31,7 +31,8 @@ class DPOConfig(AlgorithmConfig):
     max_length: int | None = help_field(
         "Pairs whose prompt plus longer response exceed this many tokens are dropped from a "
         "step (dpo/dropped_pairs); null keeps every pair.",
-        default=None,        validator=attrs.validators.optional(attrs.validators.ge(2)),
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.ge(2)),
     )
     append_eos: bool = help_field(
         "End both responses with the tokenizer's EOS token, as a rollout's end.",

@@ -19,6 +19,16 @@ class PairRows:
     dropped: int
 
 
+def pair_columns(config: DPOConfig, prompt_key: str) -> PairColumns:
+    """The pair's columns; no prompt column when ``data.prompt_key`` names the chosen one
+    (implicit-prompt data)."""
+    return PairColumns(
+        prompt=prompt_key if prompt_key != config.chosen_key else "",
+        chosen=config.chosen_key,
+        rejected=config.rejected_key,
+    )
+
+
 def pair_batch(
     rows: Batch, tokenizer: Any, *, config: DPOConfig, prompt_key: str, use_template: bool
 ) -> PairRows:
@@ -27,11 +37,7 @@ def pair_batch(
     The prompt column is used when its value differs from the chosen column
     (``data.prompt_key`` may name ``chosen_key`` for implicit-prompt data).
     """
-    columns = PairColumns(
-        prompt=prompt_key if prompt_key != config.chosen_key else "",
-        chosen=config.chosen_key,
-        rejected=config.rejected_key,
-    )
+    columns = pair_columns(config, prompt_key)
     keys = list(rows.non_tensor_keys)
     pairs = []
     dropped = 0

@@ -20,3 +20,11 @@ def hfsdk_register_policy_losses(register: Register) -> None:
     from hfsdk_dpo.losses import DPOLossConfig, dpo_loss
 
     register("dpo", dpo_loss, config_cls=DPOLossConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``dpo_pairs`` (every pair tokenized before the run starts)."""
+    from hfsdk_dpo.preflight import check_dpo_pairs
+
+    register("dpo_pairs", check_dpo_pairs)

@@ -55,3 +55,20 @@ def test_default_run_learns_the_preference(tmp_path: Path) -> None:
     assert val[-1]["val/mean@4"] >= val[0]["val/mean@4"] + 0.15
     assert val[-1]["val/dpo/reward_margin"] >= 0.2
     assert val[-1]["val/dpo/loss"] < val[0]["val/dpo/loss"] - 0.1
+
+
+@pytest.mark.parametrize("algo", ["dpo", "reward_model"])
+def test_a_bad_pair_anywhere_is_refused_before_the_run_starts(tmp_path: Path, algo: str) -> None:
+    import json
+
+    from hfsdk import HfsdkError
+
+    rows = [{"prompt": f"{a} + 1 =", "chosen": str(a + 1), "rejected": str(a)} for a in range(9)]
+    rows.append({"prompt": "3 + 5 =", "chosen": "8", "rejected": "8"})
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = load_run_config(algo, overrides=[f"data.train_files=[{data}]", "data.shuffle=false"])
+    # Before: found by the step that drew it (the reward model named its place in the step).
+    with pytest.raises(HfsdkError, match=r"^row 9: 'chosen' and 'rejected' are the same"):
+        Trainer(config, tmp_path / "run", quiet=True).fit()
+    assert not (tmp_path / "run").exists()

@@ -9,6 +9,7 @@ from hfsdk import Algorithm
 if TYPE_CHECKING:
     from hfsdk import Batch
     from hfsdk_reward_model.loss import BradleyTerryLoss
+    from hfsdk_supervised_data import PairColumns
 
 
 def objective_from(algorithm_config: Any) -> BradleyTerryLoss:
@@ -20,6 +21,16 @@ def objective_from(algorithm_config: Any) -> BradleyTerryLoss:
         center_coef=algorithm_config.center_coef,
         higher=algorithm_config.higher,
     )
+
+
+def pair_columns(algorithm_config: Any, prompt_key: str) -> PairColumns:
+    """The pair's columns. Data without a prompt column (``data.prompt_key`` names a response
+    column so the loader can read it) has none: the prompt is what both responses begin with."""
+    from hfsdk_supervised_data import PairColumns
+
+    cfg = algorithm_config
+    prompt = "" if prompt_key in (cfg.chosen_key, cfg.rejected_key) else prompt_key
+    return PairColumns(prompt=prompt, chosen=cfg.chosen_key, rejected=cfg.rejected_key)
 
 
 class RewardModelAlgorithm(Algorithm):
@@ -35,19 +46,10 @@ class RewardModelAlgorithm(Algorithm):
         # Here, not at import: these pull in torch, and `hfsdk list` reads the spec.
         from hfsdk import ROW_GROUP
         from hfsdk_datasets import resolve_use_template
-        from hfsdk_supervised_data import (
-            PairColumns,
-            collate_preference_pairs,
-            tokenize_preference_pairs,
-        )
+        from hfsdk_supervised_data import collate_preference_pairs, tokenize_preference_pairs
 
+        columns = pair_columns(self.algo_config, self.config.data.prompt_key)
         cfg = self.algo_config
-        prompt = self.config.data.prompt_key
-        if prompt in (cfg.chosen_key, cfg.rejected_key):
-            # Data without a prompt column (data.prompt_key names a response column so the
-            # loader can read it): the prompt is what both responses begin with.
-            prompt = "\0no prompt column"
-        columns = PairColumns(prompt=prompt, chosen=cfg.chosen_key, rejected=cfg.rejected_key)
         keys = rows.non_tensor_keys
         records = [{k: rows[k][i] for k in keys} for i in range(len(rows))]
         tokenizer = self.tokenizer

@@ -20,3 +20,11 @@ def hfsdk_register_policy_losses(register: Register) -> None:
     from hfsdk_sft.losses import NLLConfig, nll_loss
 
     register("nll", nll_loss, config_cls=NLLConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``sft_rows`` (every row tokenized before the run starts)."""
+    from hfsdk_sft.preflight import check_sft_rows
+
+    register("sft_rows", check_sft_rows)

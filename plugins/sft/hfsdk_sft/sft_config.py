@@ -40,7 +40,8 @@ class SFTConfig(AlgorithmConfig):
     max_length: int | None = help_field(
         "Rows whose prompt plus response is longer than this many tokens are dropped from a "
         "step (counted in sft/dropped_rows); null keeps every row.",
-        default=None,        validator=attrs.validators.optional(attrs.validators.ge(2)),
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.ge(2)),
     )
     append_eos: bool = help_field(
         "End every response with the tokenizer's EOS token (trained), so the model learns to "

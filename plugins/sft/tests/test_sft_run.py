@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hfsdk import HfsdkError
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.trainer import Trainer
 
@@ -151,3 +152,16 @@ def test_own_data_without_reward_functions_trains_and_validates_its_loss(
     out, err = capsys.readouterr()
     assert info.value.code in (0, None), err
     assert "val/loss" in out and "nan" not in out  # the summary: no reward to show
+
+
+def test_a_bad_row_anywhere_is_refused_before_the_run_starts(tmp_path: Path) -> None:
+    import json
+
+    model, data = _chat_data(tmp_path)
+    bad = {"messages": [{"role": "assistant", "content": "7"}, {"role": "user", "content": "?"}]}
+    with data.open("a") as handle:  # the last of 101 rows: a step would meet it late
+        handle.write(json.dumps(bad) + "\n")
+    run = [f"actor.model_path={model}", f"data.train_files=[{data}]", *CHAT_RUN]
+    with pytest.raises(HfsdkError, match=r"^row 100, 'messages': the conversation has an ass"):
+        _run(tmp_path, "bad", *run, "data.shuffle=false")
+    assert not (tmp_path / "bad").exists()  # refused before the run directory is made

@@ -6,6 +6,7 @@
 - :mod:`.preference_pairs`: a prompt with a chosen and a rejected response (TRL's and
   verl's layouts, explicit or implicit prompt) as one interleaved batch
   (:func:`load_preference_pairs`, :func:`collate_preference_pairs`).
+- :mod:`.row_checks`: every loaded row tokenized before a run starts (the preflight checks).
 """
 
 from hfsdk_supervised_data.conversation import (
@@ -24,15 +25,18 @@ from hfsdk_supervised_data.preference_pairs import (
     tokenize_preference_pair,
     tokenize_preference_pairs,
 )
+from hfsdk_supervised_data.row_checks import check_preference_rows, prepared_rows
 
 __all__ = [
     "PairColumns",
     "PreferencePair",
     "SupervisedSequence",
+    "check_preference_rows",
     "chosen_rows",
     "collate_preference_pairs",
     "collate_supervised",
     "load_preference_pairs",
+    "prepared_rows",
     "rejected_rows",
     "split_conversation",
     "tokenize_preference_pair",

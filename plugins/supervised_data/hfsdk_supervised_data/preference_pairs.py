@@ -118,7 +118,13 @@ def split_prompt(
             f"{where}: {columns.chosen!r} and {columns.rejected!r} differ in form (one text, one "
             "messages); give both as text or both as lists of messages"
         )
-    prompt_value = row.get(columns.prompt)
+    if chosen_value == rejected_value:
+        raise HfsdkError(
+            f"{where}: {columns.chosen!r} and {columns.rejected!r} are the same response; a "
+            "pair needs two different ones (this one trains nothing and counts as misranked)"
+        )
+    prompt_name = repr(columns.prompt) if columns.prompt else "prompt"
+    prompt_value = row.get(columns.prompt) if columns.prompt else None
     if prompt_value is not None:
         if isinstance(prompt_value, str):
             return prompt_value, chosen_value, rejected_value
@@ -131,9 +137,9 @@ def split_prompt(
         shared = _shared_messages(chosen, rejected)
         if shared == 0 or shared in (len(chosen), len(rejected)):
             raise HfsdkError(
-                f"{where}: without a {columns.prompt!r} column the prompt is the messages "
+                f"{where}: without a {prompt_name} column the prompt is the messages "
                 f"{columns.chosen!r} and {columns.rejected!r} begin with, but they share "
-                f"{shared} of {len(chosen)}/{len(rejected)} messages; add a {columns.prompt!r} "
+                f"{shared} of {len(chosen)}/{len(rejected)} messages; add a {prompt_name} "
                 "column or give both the same leading context messages"
             )
         return chosen[:shared], chosen[shared:], rejected[shared:]
@@ -141,9 +147,9 @@ def split_prompt(
     shared = _shared_text(text_c, text_r)
     if shared == 0 or shared in (len(text_c), len(text_r)):
         raise HfsdkError(
-            f"{where}: without a {columns.prompt!r} column the prompt is the text "
+            f"{where}: without a {prompt_name} column the prompt is the text "
             f"{columns.chosen!r} and {columns.rejected!r} begin with, but they share no prompt "
-            f"(or one is a prefix of the other); add a {columns.prompt!r} column"
+            f"(or one is a prefix of the other); add a {prompt_name} column"
         )
     return text_c[:shared], text_c[shared:], text_r[shared:]
 
@@ -198,7 +204,7 @@ def tokenize_preference_pairs(
             use_template=use_template,
             columns=columns,
             append_eos=append_eos,
-            where=f"row {index}",
+            where=f"row {row.get('uid', index)}",  # the file's row, not the step's
         )
         if max_length is not None and pair.length() > max_length:
             dropped += 1

@@ -83,7 +83,13 @@ def test_implicit_prompt_text_is_cut_at_a_word_boundary() -> None:
             "differ in form",
         ),
         ({"chosen": "add one", "rejected": "two one"}, "add a 'prompt' column"),
-        ({"chosen": [USER], "rejected": [USER]}, "share 1 of 1/1"),
+        (
+            {"chosen": [USER], "rejected": [USER, {"role": "assistant", "content": "x"}]},
+            "share 1 of 1/2",
+        ),
+        # Before: trained on (no gradient, counted as misranked), or "add a '' column".
+        ({"chosen": [USER], "rejected": [USER]}, "are the same response"),
+        ({"prompt": "add", "chosen": "one", "rejected": "one"}, "are the same response"),
         ({"prompt": "add", "chosen": 3, "rejected": "one"}, "column 'chosen'"),
     ],
 )
@@ -121,7 +127,9 @@ def test_collate_interleaves_chosen_and_rejected(make_tokenizer) -> None:
         assert part["pair_index"][0] == part["pair_index"][1]
 
 
-def test_load_from_jsonl_with_custom_columns_and_length_limit(tmp_path: Path, caplog, make_tokenizer) -> None:  # type: ignore[no-untyped-def]
+def test_load_from_jsonl_with_custom_columns_and_length_limit(
+    tmp_path: Path, caplog, make_tokenizer
+) -> None:  # type: ignore[no-untyped-def]
     path = tmp_path / "pairs.jsonl"
     rows = [
         {"q": "add one", "good": "two", "bad": "three"},

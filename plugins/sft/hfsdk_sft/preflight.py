@@ -1,0 +1,27 @@
+"""``sft_rows``: every training (and validation) row tokenized before an SFT run starts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfsdk_sft.sft_config import SFTConfig
+
+
+def check_sft_rows(config: Any, spec: Any, prepared: Any) -> None:
+    """Refuse a run one of whose rows a step would refuse (no assistant turn, say)."""
+    del spec
+    cfg = config.algorithm
+    if not isinstance(cfg, SFTConfig):
+        return
+    from hfsdk_datasets import resolve_use_template
+    from hfsdk_sft.targets import row_sequence
+    from hfsdk_supervised_data import prepared_rows
+
+    tokenizer = prepared.tokenizer
+    use_template = resolve_use_template(tokenizer, config.data.apply_chat_template)
+    responses = {cfg.messages_key, cfg.response_key}
+    for where, row in prepared_rows(prepared, lambda row: bool(responses & set(row))):
+        row_sequence(
+            row, tokenizer, config=cfg, prompt_key=config.data.prompt_key,
+            use_template=use_template, where=where,
+        )  # fmt: skip
