@@ -231,9 +231,11 @@ class Plan:
         return cls.from_dict(load_yaml_text(text, source="plan"))
 
     def save(self, path: str | Path) -> None:
-        """Write the plan to ``path`` (JSON for ``.json``, YAML otherwise)."""
+        """Write the plan to ``path`` (JSON for ``.json``, YAML otherwise), atomically."""
+        from hfsdk import write_text_atomic
+
         path = Path(path)
-        path.write_text(self.to_json() if path.suffix == ".json" else self.to_yaml())
+        write_text_atomic(path, self.to_json() if path.suffix == ".json" else self.to_yaml())
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:

@@ -9,8 +9,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hfsdk import HfsdkError
+from hfsdk import HfsdkError, atomic_path
 from hfsdk_planner.plan import Plan
+
+IMAGE_FORMATS = ("png", "svg", "pdf", "jpg", "jpeg")
+"""The suffixes a timeline may be drawn to (matplotlib writes each)."""
+
+
+def check_image_path(path: str | Path) -> None:
+    """Refuse a timeline path of a format not drawn, before the search runs."""
+    if Path(path).suffix.lstrip(".").lower() not in IMAGE_FORMATS:
+        raise HfsdkError(
+            f"--timeline {str(path)!r}: draw to a file ending in one of "
+            f"{', '.join('.' + f for f in IMAGE_FORMATS)}"
+        )
 
 _COLORS = (
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
@@ -92,6 +104,7 @@ def draw_timeline(plan: Plan, path: str | Path) -> Path:
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".").lower())
     plt.close(fig)
     return path

@@ -22,7 +22,8 @@ class SandboxLimits:
     wall_s: float = help_field(
         "Wall-clock limit of one program run in seconds (its process group is killed after).",
         default=5.0,
-        validator=attrs.validators.gt(0.0),
+        # A day at most: an inf or 1e300 s deadline overflowed the timers that enforce it.
+        validator=[attrs.validators.gt(0.0), attrs.validators.le(86400.0)],
     )
     cpu_s: int = help_field(
         "CPU-time limit of one program run in seconds (RLIMIT_CPU).",

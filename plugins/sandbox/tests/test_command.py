@@ -83,6 +83,16 @@ def test_a_program_that_fails_or_times_out_exits_1(
     assert info.value.code == 1 and reason in capsys.readouterr().err
 
 
+def test_an_endless_wall_limit_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "p.py").write_text("print(1)\n")
+    for value in ("inf", "1e300"):  # before: an internal OverflowError
+        with pytest.raises(SystemExit) as info:
+            main(["sandbox", "run", str(tmp_path / "p.py"), "--wall-s", value])
+        assert info.value.code == 2 and "must be <= 86400" in capsys.readouterr().err
+
+
 def test_a_fifo_or_device_as_input_is_refused_not_waited_on(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

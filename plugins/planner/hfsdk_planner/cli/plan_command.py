@@ -181,6 +181,10 @@ def plan(
     from hfsdk_planner import Workload, plan_for_algorithm
 
     # Every argument is checked before --calibrate spends minutes measuring.
+    if timeline:
+        from hfsdk_planner.timeline import check_image_path
+
+        check_image_path(timeline)
     if check_dir and algo:
         raise HfsdkError("--check re-plans the run's own algorithm; drop --algo")
     if not check_dir and not algo:

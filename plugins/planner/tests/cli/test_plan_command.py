@@ -40,6 +40,20 @@ def test_json_and_saved_plan_and_timeline(tmp_path: Path) -> None:
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_outputs_in_new_folders_are_made_and_a_bad_image_suffix_refused_first(
+    tmp_path: Path,
+) -> None:
+    args = ["--algo", "grpo", "--model-size", "0.5B"]
+    out, png = tmp_path / "a" / "b" / "plan.yaml", tmp_path / "c" / "t.png"
+    # Before: an internal FileNotFoundError after the plan was printed.
+    result = CliRunner().invoke(plan, [*args, "--output", str(out), "--timeline", str(png)])
+    assert result.exit_code == 0, result.output
+    assert Plan.load(out).algorithm == "grpo" and png.read_bytes()[:4] == b"\x89PNG"
+    result = CliRunner().invoke(plan, [*args, "--output", str(out), "--timeline", "t.xyz"])
+    assert "draw to a file ending in one of .png" in str(result.exception)
+    assert "estimated iteration" not in result.output  # refused before the search
+
+
 def test_workload_and_role_size_options() -> None:
     result = CliRunner().invoke(
         plan,
