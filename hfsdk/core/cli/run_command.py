@@ -79,27 +79,24 @@ def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
     size = max(1, min(5, len(metrics) // 2))
     first, last = metrics[:size], metrics[-size:]
 
+    def known(rows: list[dict], key: str) -> list[float]:  # NaN is logged as null: neither
+        return [r[key] for r in rows if r.get(key) is not None and r[key] == r[key]]
+
     def mean(rows: list[dict], key: str) -> float:
-        values = [r[key] for r in rows if r.get(key) is not None]
+        values = known(rows, key)
         return sum(values) / len(values) if values else float("nan")
 
     steps = f"{len(metrics)} step{'s' if len(metrics) != 1 else ''} in {run_dir}"
-    validated = next(
-        (
-            key
-            for key in ("val/reward_mean", "val/pairwise_accuracy", "val/loss")
-            if any(r.get(key) is not None for r in validations_too)
-        ),
-        None,
-    )
-    if not any("reward/mean" in r for r in metrics) and validated:
-        validations = [r for r in validations_too if r.get(validated) is not None]
+    keys = ("val/reward_mean", "val/pairwise_accuracy", "val/loss")
+    validated = next((key for key in keys if known(validations_too, key)), None)
+    if not known(metrics, "reward/mean") and validated:
+        validations = [r for r in validations_too if known([r], validated)]
         summary = (
             f"{algo}: {steps}; {validated} "
             f"{validations[0][validated]:.3f} (step {validations[0]['step']}) -> "
             f"{validations[-1][validated]:.3f} (step {validations[-1]['step']})"
         )
-    elif not any("reward/mean" in r for r in metrics):  # nothing scored: no nan to show
+    elif not known(metrics, "reward/mean"):  # nothing scored: no nan to show
         summary = f"{algo}: {steps}"
     elif len(metrics) == 1:
         summary = f"{algo}: {steps}; reward/mean {mean(first, 'reward/mean'):.3f}"
@@ -110,10 +107,6 @@ def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
             f"{mean(last, 'reward/mean'):.3f} (last{label})"
         )
     if "cost/mean" in metrics[-1]:
-        if len(metrics) == 1:
-            summary += f"; cost/mean {mean(first, 'cost/mean'):.3f}"
-        else:
-            summary += (
-                f"; cost/mean {mean(first, 'cost/mean'):.3f} -> {mean(last, 'cost/mean'):.3f}"
-            )
+        later = f" -> {mean(last, 'cost/mean'):.3f}" if len(metrics) > 1 else ""
+        summary += f"; cost/mean {mean(first, 'cost/mean'):.3f}{later}"
     return summary

@@ -7,8 +7,6 @@ lifted to a top-level ``ground_truth`` column by the loader (``docs/migrating.md
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 PROMPT_MESSAGES = "prompt_messages"
 """Hidden column: the prompt's chat messages (``None`` for plain-string prompts)."""
 RENDERED_PROMPT = "rendered_prompt"
@@ -21,7 +19,7 @@ INTERNAL_COLUMNS = frozenset({"raw_prompt", "response_text"})
 """Batch entries that become the ``prompts``/``responses`` arguments, not columns."""
 
 
-def plain_rendering(messages: Sequence[Mapping[str, str]]) -> str:
+def plain_rendering(messages: list[dict[str, str]]) -> str:
     """Chat messages as plain text (``raw_prompt``, a reward function's ``prompts``): a lone
     user message is its content, else ``role: content`` lines and ``assistant:``."""
     if len(messages) == 1 and messages[0]["role"] == "user":

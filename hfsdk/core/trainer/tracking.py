@@ -46,15 +46,13 @@ def logger_problems(loggers: tuple[str, ...], trackers: Any) -> list[str]:
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
-        return None if math.isnan(value) else (1e308 if value > 0 else -1e308)
+        return None if math.isnan(value) else math.copysign(1e308, value)
     return value
 
 
 def _from_json(value: Any) -> Any:
     """What :func:`_jsonable` wrote, back: ``null`` is NaN, ±1e308 is ±inf."""
-    if value is None:
-        return math.nan
-    return value * math.inf if value in (1e308, -1e308) else value
+    return math.nan if value is None else value * math.inf if value in (1e308, -1e308) else value
 
 
 class Tracker:
