@@ -52,6 +52,11 @@ def distill_config_problems(config: Any) -> list[str]:
             "tokens differ, so their mixture has no top-k to ship; use one teacher per row "
             "(teacher_routes) for top-k, or set top_k: 0"
         )
+    if algo.distill_coef == 0 and algo.reward_weight == 0 and not (algo.top_k and algo.top_k_coef):
+        problems.append(
+            "algorithm.distill_coef, reward_weight and the top-k loss (top_k, top_k_coef) are "
+            "all 0: nothing would be learned; set distill_coef > 0 (or top_k and top_k_coef)"
+        )
     if algo.kl_in_reward or algo.kl_loss_coef > 0:
         problems.append(
             "algorithm.kl_in_reward / kl_loss_coef: distillation has no reference role (the "

@@ -57,6 +57,7 @@ def test_on_the_default_task_each_teacher_gets_the_teacher_preset() -> None:
         # Off the default task nothing fills a teacher in: a missing one is refused.
         ([_TEACHERS, "data.train_files=[/d/a.jsonl]", "actor.model_path=/m/s",
           "teacher_math.model_path=/m/math"], r"code to 'teacher_code', whose model_path"),
+        (["algorithm.distill_coef=0"], r"all 0: nothing would be learned"),
         # ... and so is the spec's own teacher (it distilled the student into itself).
         (["data.train_files=[/d/a.jsonl]", "actor.model_path=/m/s"],
          r"teacher\.model_path is not set \(the teacher would be the student itself\)"),
@@ -66,7 +67,6 @@ def test_bad_teacher_config_is_refused_in_one_line(overrides: list[str], message
     with pytest.raises(hfsdk.ConfigError, match=message) as caught:
         load_run_config("distill", None, overrides)
     assert "\n" not in str(caught.value)
-
 
 
 def test_rows_go_to_the_teacher_named_for_their_source(
