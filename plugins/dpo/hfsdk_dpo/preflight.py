@@ -24,4 +24,5 @@ def check_dpo_pairs(config: Any, spec: Any, prepared: Any) -> None:
         use_template=resolve_use_template(tokenizer, config.data.apply_chat_template),
         columns=pair_columns(cfg, config.data.prompt_key),
         append_eos=cfg.append_eos,
+        max_length=cfg.max_length,
     )

@@ -22,4 +22,5 @@ def check_rm_pairs(config: Any, spec: Any, prepared: Any) -> None:
         tokenizer,
         use_template=resolve_use_template(tokenizer, config.data.apply_chat_template),
         columns=pair_columns(config.algorithm, config.data.prompt_key),
+        max_length=config.algorithm.max_length,
     )

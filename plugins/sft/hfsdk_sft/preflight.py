@@ -8,20 +8,26 @@ from hfsdk_sft.sft_config import SFTConfig
 
 
 def check_sft_rows(config: Any, spec: Any, prepared: Any) -> None:
-    """Refuse a run one of whose rows a step would refuse (no assistant turn, say)."""
+    """Refuse a run one of whose rows a step would refuse (no assistant turn, say), or whose
+    longest kept row outgrows the model's positions."""
     del spec
     cfg = config.algorithm
     if not isinstance(cfg, SFTConfig):
         return
     from hfsdk_datasets import resolve_use_template
     from hfsdk_sft.targets import row_sequence
-    from hfsdk_supervised_data import prepared_rows
+    from hfsdk_supervised_data.row_checks import check_fits, prepared_rows
 
     tokenizer = prepared.tokenizer
     use_template = resolve_use_template(tokenizer, config.data.apply_chat_template)
     responses = {cfg.messages_key, cfg.response_key}
+    longest: tuple[int, str] | None = None
     for where, row in prepared_rows(prepared, lambda row: bool(responses & set(row))):
-        row_sequence(
+        sequence = row_sequence(
             row, tokenizer, config=cfg, prompt_key=config.data.prompt_key,
             use_template=use_template, where=where,
         )  # fmt: skip
+        tokens = len(sequence.prompt_ids) + len(sequence.response_ids)
+        if longest is None or tokens > longest[0]:
+            longest = (tokens, where)
+    check_fits(longest, prepared, cfg.max_length)

@@ -165,3 +165,25 @@ def test_a_bad_row_anywhere_is_refused_before_the_run_starts(tmp_path: Path) -> 
     with pytest.raises(HfsdkError, match=r"^row 100, 'messages': the conversation has an ass"):
         _run(tmp_path, "bad", *run, "data.shuffle=false")
     assert not (tmp_path / "bad").exists()  # refused before the run directory is made
+
+
+def test_rows_past_the_models_positions_are_refused_unless_max_length_leaves_them_out(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    model, _ = _chat_data(tmp_path)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 6}))
+    rows = [{"prompt": f"{a} + 1", "completion": str(a + 1)} for a in range(8)]
+    rows.append({"prompt": "3 + 4", "completion": "7 " * 6})  # the loader bounds prompts only
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = [f"actor.model_path={model}", f"data.train_files=[{data}]", *CHAT_RUN[1:],
+           "algorithm.response_key=completion", "data.batch_size=4", "actor.mini_batch_size=4",
+           "actor.micro_batch_size=4", "data.max_prompt_length=5", "rollout.max_response_length=1"]  # fmt: skip
+    # Before: transformers only warned; the step failed (or trained past the context).
+    with pytest.raises(HfsdkError, match=r"^row 8 is 11 tokens, more than the 6 positions"):
+        _run(tmp_path, "long", *run)
+    assert not (tmp_path / "long").exists()
+    _run(tmp_path, "kept", *run, "algorithm.max_length=6")  # the row is left out instead

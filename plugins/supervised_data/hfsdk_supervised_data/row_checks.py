@@ -2,7 +2,9 @@
 
 A step tokenizes its own rows' given responses, so a bad row (no assistant turn, an
 empty rejected response) used to stop the run at the step that drew it, hours in and
-after the last checkpoint. The algorithms' preflight checks walk all rows up front instead.
+after the last checkpoint. The algorithms' preflight checks walk all rows up front instead,
+and refuse a row longer than the model's positions that ``algorithm.max_length`` keeps
+(transformers only warns; the step then fails or trains past the model's context).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from hfsdk import HfsdkError
 from hfsdk_supervised_data.preference_pairs import PairColumns, tokenize_preference_pair
 
 
@@ -24,6 +27,35 @@ def prepared_rows(
                 yield f"{label} {row.get('uid', index)}", row
 
 
+def model_positions(model_path: str | None) -> int | None:
+    """The positions of the local model at ``model_path``; ``None`` where unknown."""
+    if not model_path:
+        return None
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model_path).get_text_config()
+    except (OSError, ValueError):
+        return None
+    value = getattr(config, "max_position_embeddings", None)  # GPT-2's n_positions maps here
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def check_fits(longest: tuple[int, str] | None, prepared: Any, max_length: int | None) -> None:
+    """Refuse the longest row, ``(tokens, where)``, when it outgrows the model's positions
+    and ``max_length`` would keep it."""
+    positions = model_positions(prepared.assets.model_path)
+    if longest is None or positions is None:
+        return
+    tokens, where = longest
+    if tokens > positions and (max_length is None or max_length > positions):
+        raise HfsdkError(
+            f"{where} is {tokens} tokens, more than the {positions} positions of the model "
+            f"({prepared.assets.model_path}); set algorithm.max_length to at most {positions} "
+            "(longer rows are then left out) or shorten the row"
+        )
+
+
 def check_preference_rows(
     prepared: Any,
     tokenizer: Any,
@@ -31,11 +63,17 @@ def check_preference_rows(
     use_template: bool,
     columns: PairColumns,
     append_eos: bool = True,
+    max_length: int | None = None,
 ) -> None:
-    """Tokenize every row's pair as a step will; the first bad one raises, naming it."""
+    """Tokenize every row's pair as a step will; the first bad one raises, naming it, and so
+    does a pair longer than the model's positions that ``max_length`` keeps."""
     wanted = {columns.chosen, columns.rejected}
+    longest: tuple[int, str] | None = None
     for where, row in prepared_rows(prepared, lambda row: wanted <= set(row)):
-        tokenize_preference_pair(
+        pair = tokenize_preference_pair(
             row, tokenizer, use_template=use_template, columns=columns, append_eos=append_eos,
             where=where,
         )  # fmt: skip
+        if longest is None or pair.length() > longest[0]:
+            longest = (pair.length(), where)
+    check_fits(longest, prepared, max_length)
