@@ -26,7 +26,7 @@ def best_step(rows: Sequence[dict[str, Any]], metric: str, steps: set[int]) -> i
     best: tuple[float, int] | None = None
     for row in rows:
         step, value = row.get("step"), row.get(metric)
-        numeric = isinstance(value, (int, float))
+        numeric = isinstance(value, (int, float)) and value == value  # NaN ranks nowhere
         if step in steps and numeric and (best is None or value > best[0]):
             best = (float(value), int(step))
     return None if best is None else best[1]

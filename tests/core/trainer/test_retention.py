@@ -48,3 +48,10 @@ def test_best_step_prefers_the_earliest_of_equal_values() -> None:
     rows = [{"step": 1, "m": 0.5}, {"step": 2, "m": 0.5}, {"step": 3, "m": "nan-text"}]
     assert best_step(rows, "m", {1, 2, 3}) == 1
     assert best_step(rows, "m", {3}) is None
+
+
+def test_a_nan_metric_is_never_the_best() -> None:
+    # read_metrics gives the log's null back as NaN; NaN > x is never true, so a NaN first
+    # row would otherwise have stayed "best".
+    rows = [{"step": 1, "m": float("nan")}, {"step": 2, "m": 0.1}, {"step": 3, "m": None}]
+    assert best_step(rows, "m", {1, 2, 3}) == 2
