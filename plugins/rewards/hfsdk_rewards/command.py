@@ -124,9 +124,10 @@ def score_rows(
     responses = [row["response"] for row in rows]
     keys = sorted({k for row in rows for k in row} - {"prompt", "response"})
     columns = {k: [row.get(k) for row in rows] for k in keys}
-    # As in a run: the messages reach only a function that names the column.
+    # As in a run: the messages reach only a function that names the column. A prompt that
+    # is not a string passed prompt_text's check: it is messages.
     columns[PROMPT_MESSAGES] = [
-        row["prompt"] if _messages(row.get("prompt")) else None for row in rows
+        None if isinstance(row.get("prompt", ""), str) else row["prompt"] for row in rows
     ]
     try:
         with deadline(timeout_s, f"reward function {call.label!r}", log_stack=False):
