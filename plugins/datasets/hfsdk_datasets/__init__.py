@@ -17,9 +17,13 @@ from typing import Any
 
 _LAZY = {
     "Messages": "hfsdk_datasets.chat",
+    "apply_template": "hfsdk_datasets.chat",
     "check_messages": "hfsdk_datasets.chat",
+    "check_tools": "hfsdk_datasets.chat",
+    "has_tool_calls": "hfsdk_datasets.chat",
     "is_messages": "hfsdk_datasets.chat",
     "plain_rendering": "hfsdk_datasets.chat",
+    "refuse_plain_tool_calls": "hfsdk_datasets.chat",
     "render_prompt": "hfsdk_datasets.chat",
     "lift_nested": "hfsdk_datasets.columns",
     "reward_column_names": "hfsdk_datasets.columns",

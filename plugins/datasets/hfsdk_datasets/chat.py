@@ -14,6 +14,7 @@ Without one they get the *plain rendering* (documented in ``docs/migrating.md``)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -59,28 +60,135 @@ def check_messages(value: Any, where: str) -> Messages:
                 f"{where}: message {index} has no 'role' (keys: {sorted(map(str, message))}); "
                 "expected e.g. {'role': 'user', 'content': '...'}"
             )
+        calls = _tool_calls(message.get("tool_calls"), f"{where}: message {index}")
+        if calls and role == "assistant" and content is None:
+            content = ""  # the OpenAI form of a turn that only calls tools
         if not isinstance(content, str):
             raise HfsdkError(
                 f"{where}: message {index} ({role}) has no text 'content' (got {content!r}, "
                 f"keys: {sorted(map(str, message))}); give every message a string 'content'"
             )
         # Parquet structs give every message every key seen in the column; drop the Nones.
-        messages.append({k: v for k, v in message.items() if v is not None})
+        checked = {k: v for k, v in message.items() if v is not None}
+        checked["content"] = content
+        checked.pop("tool_calls", None)
+        if calls:
+            checked["tool_calls"] = calls
+        messages.append(checked)
     return messages
 
 
+def _tool_calls(value: Any, where: str) -> list[dict[str, Any]]:
+    """An assistant message's tool calls in the form chat templates read: ``{'type':
+    'function', 'function': {'name': ..., 'arguments': {...}}}``, arguments decoded.
+
+    Takes OpenAI's form (arguments a JSON string) and the flat ``{'name', 'arguments'}``.
+    """
+    if hasattr(value, "tolist") and not isinstance(value, list):
+        value = value.tolist()
+    if value is None or (isinstance(value, Sequence) and not isinstance(value, str) and not value):
+        return []
+    expected = "expected [{'type': 'function', 'function': {'name': ..., 'arguments': '{...}'}}]"
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise HfsdkError(f"{where} has tool_calls {value!r}; {expected}")
+    calls = []
+    for call in value:
+        function = call.get("function", call) if isinstance(call, Mapping) else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise HfsdkError(
+                f"{where} has a tool call without a function name ({call!r}); {expected}"
+            )
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError as exc:
+                raise HfsdkError(
+                    f"{where}: the arguments of tool call {name!r} are not JSON ({exc}: "
+                    f"{arguments!r}); give a JSON object"
+                ) from None
+        if not isinstance(arguments, Mapping):
+            raise HfsdkError(
+                f"{where}: the arguments of tool call {name!r} are {arguments!r}; expected a "
+                "JSON object (or its string)"
+            )
+        entry: dict[str, Any] = {
+            "type": "function",
+            "function": {"name": name, "arguments": dict(arguments)},
+        }
+        if isinstance(call, Mapping) and isinstance(call.get("id"), str):
+            entry["id"] = call["id"]
+        calls.append(entry)
+    return calls
+
+
+def check_tools(value: Any, where: str) -> list[dict[str, Any]]:
+    """A row's tool schemas (a list of OpenAI function schemas, or its JSON string, as
+    parquet files often hold it) for a chat template's ``tools``; ``None`` gives none."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise HfsdkError(f"{where} is not JSON ({exc}); give a list of tool schemas") from None
+    if hasattr(value, "tolist") and not isinstance(value, list):
+        value = value.tolist()
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(t, Mapping) for t in value):
+        raise HfsdkError(
+            f"{where} is {value!r}; expected a list of tool schemas "
+            "[{'type': 'function', 'function': {'name': ..., 'parameters': {...}}}]"
+        )
+    return [dict(t) for t in value]
+
+
+def has_tool_calls(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any of the checked ``messages`` calls a tool (the plain rendering shows none)."""
+    return any(m.get("tool_calls") for m in messages)
+
+
+def refuse_plain_tool_calls(messages: Sequence[Mapping[str, Any]], where: str) -> None:
+    """A one-line error when ``messages`` call tools but are about to get the plain rendering,
+    which has no form for a tool call (the calls would vanish from what the model sees)."""
+    if has_tool_calls(messages):
+        raise HfsdkError(
+            f"{where} has assistant tool calls, which the plain rendering (no chat template) "
+            "cannot show; use a tokenizer whose chat template renders tool_calls and keep "
+            "data.apply_chat_template on"
+        )
+
+
+def apply_template(tokenizer: Any, messages: Messages, where: str, **options: Any) -> str:
+    """``tokenizer.apply_chat_template(messages, tokenize=False, **options)``; a template that
+    refuses the messages (``raise_exception``: roles that must alternate, ...) is a one-line
+    error naming ``where``."""
+    from jinja2 import TemplateError
+
+    try:
+        return str(tokenizer.apply_chat_template(messages, tokenize=False, **options))
+    except TemplateError as exc:
+        raise HfsdkError(
+            f"{where}: the chat template refused the messages ({exc}); change the row to what "
+            "the template accepts, or set data.apply_chat_template=false"
+        ) from None
+
+
 def render_prompt(
-    prompt: str | Messages, tokenizer: Any, use_template: bool, tools: Sequence[Any] = ()
+    prompt: str | Messages,
+    tokenizer: Any,
+    use_template: bool,
+    tools: Sequence[Any] = (),
+    where: str = "a prompt",
 ) -> str:
     """The text the model sees for one prompt (a string or checked messages).
 
     ``tools`` (OpenAI-style schemas of a multi-turn rollout's tools) go to the chat
-    template's tools support; the plain rendering shows no schemas.
+    template's tools support; the plain rendering shows no schemas. ``where`` names the
+    prompt in errors.
     """
     if use_template:
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         extra = {"tools": [dict(t) for t in tools]} if tools else {}
-        return tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True, **extra
-        )
+        return apply_template(tokenizer, messages, where, add_generation_prompt=True, **extra)
     return prompt if isinstance(prompt, str) else plain_rendering(prompt)

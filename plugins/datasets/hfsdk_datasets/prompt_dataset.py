@@ -13,7 +13,13 @@ import attrs
 import torch
 
 from hfsdk import DATA_DIR, PROMPT_MESSAGES, RENDERED_PROMPT, Batch, DataConfig, HfsdkError
-from hfsdk_datasets.chat import check_messages, is_messages, plain_rendering, render_prompt
+from hfsdk_datasets.chat import (
+    check_messages,
+    is_messages,
+    plain_rendering,
+    refuse_plain_tool_calls,
+    render_prompt,
+)
 from hfsdk_datasets.columns import lift_nested
 from hfsdk_datasets.json_columns import check_json_columns
 
@@ -188,7 +194,9 @@ def prepare_row(
     if is_messages(prompt) or not isinstance(prompt, str):
         messages = check_messages(prompt, where)
         plain: str = plain_rendering(messages)
-        text = render_prompt(messages, tokenizer, use_template, tools)
+        if not use_template:
+            refuse_plain_tool_calls(messages, where)
+        text = render_prompt(messages, tokenizer, use_template, tools, where)
         if not use_template:
             name = _tokenizer_key(tokenizer)
             if name not in _PLAIN_RENDERING_LOGGED:
@@ -201,7 +209,7 @@ def prepare_row(
     else:
         messages = None
         plain = prompt
-        text = render_prompt(prompt, tokenizer, use_template, tools)
+        text = render_prompt(prompt, tokenizer, use_template, tools, where)
     ids = tokenizer(text, add_special_tokens=not use_template)["input_ids"]
     prepared = {
         **lift_nested(row),

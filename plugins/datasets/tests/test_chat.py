@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import pytest
 
 from hfsdk import DataConfig, HfsdkError
 from hfsdk_datasets import prompt_dataset
-from hfsdk_datasets.chat import check_messages, is_messages, plain_rendering, render_prompt
+from hfsdk_datasets.chat import (
+    check_messages,
+    check_tools,
+    is_messages,
+    plain_rendering,
+    render_prompt,
+)
 from hfsdk_datasets.columns import lift_nested, reward_column_names
 from hfsdk_datasets.prompt_dataset import PromptLoader, load_prompt_dataset
 
@@ -167,3 +174,71 @@ def test_a_bad_row_names_its_index(tmp_path: Path) -> None:
     dataset = load_prompt_dataset([str(path)], "prompt")
     with pytest.raises(HfsdkError, match=r"row 1 of column 'prompt': message 0 \(user\) has no"):
         PromptLoader(dataset, _tokenizer(None), DataConfig(), seed=0)
+
+
+def test_tool_call_turns_in_openai_form_get_the_template_form() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1}'}}
+    flat = {"name": "add", "arguments": {"a": 1}}
+    for calls in ([call], [flat]):
+        messages = check_messages(
+            [
+                {"role": "user", "content": "1+1"},
+                {"role": "assistant", "content": None, "tool_calls": calls},
+            ],
+            "row 0",
+        )
+        assert messages[1]["content"] == ""
+        assert messages[1]["tool_calls"][0]["function"] == {"name": "add", "arguments": {"a": 1}}
+    assert check_tools('[{"type": "function", "function": {"name": "add"}}]', "t") == [
+        {"type": "function", "function": {"name": "add"}}
+    ]
+    assert check_tools(None, "t") == []
+
+
+@pytest.mark.parametrize(
+    ("calls", "needle"),
+    [
+        ("add", " has tool_calls 'add'; expected"),
+        ([{"function": {"arguments": "{}"}}], " has a tool call without a function name"),
+        (
+            [{"function": {"name": "add", "arguments": "{oops"}}],
+            ": the arguments of tool call 'add' are not JSON",
+        ),
+        (
+            [{"function": {"name": "add", "arguments": "[1]"}}],
+            ": the arguments of tool call 'add' are [1]; expected",
+        ),
+    ],
+)
+def test_malformed_tool_calls_are_one_line_errors(calls: object, needle: str) -> None:
+    cell = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+    ]
+    with pytest.raises(HfsdkError, match=re.escape(f"row 2: message 1{needle}")):
+        check_messages(cell, "row 2")
+
+
+def test_tool_calls_a_plain_rendering_would_drop_are_refused(tmp_path: Path) -> None:
+    import datasets
+
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    prompt = [*USER, {"role": "assistant", "content": None, "tool_calls": [call]}]
+    path = tmp_path / "calls.jsonl"
+    datasets.Dataset.from_list([{"prompt": USER}, {"prompt": prompt}]).to_json(str(path))
+    dataset = load_prompt_dataset([str(path)], "prompt")
+    with pytest.raises(HfsdkError, match=r"row 1 of column 'prompt' has assistant tool calls"):
+        PromptLoader(dataset, _tokenizer(None), DataConfig(), seed=0)
+
+
+def test_a_template_that_refuses_a_row_is_a_one_line_error_naming_it(tmp_path: Path) -> None:
+    import datasets
+
+    # As Mistral-style templates do for roles they do not take.
+    refusing = "{% if messages[0]['role'] == 'system' %}{{ raise_exception('no system turns') }}"
+    refusing += "{% endif %}" + TEMPLATE
+    path = tmp_path / "system.jsonl"
+    datasets.Dataset.from_list([{"prompt": USER}, {"prompt": SYSTEM_USER}]).to_json(str(path))
+    dataset = load_prompt_dataset([str(path)], "prompt")
+    with pytest.raises(HfsdkError, match=r"^row 1 of column 'prompt': the chat template refused"):
+        PromptLoader(dataset, _tokenizer(refusing), DataConfig(), seed=0)

@@ -37,6 +37,11 @@ class SFTConfig(AlgorithmConfig):
         "messages), for rows without messages_key.",
         default="completion",
     )
+    tools_key: str = help_field(
+        "Column holding a row's tool schemas (OpenAI form, a list or its JSON string), given "
+        "to the chat template as its tools; rows without it get none.",
+        default="tools",
+    )
     max_length: int | None = help_field(
         "Rows whose prompt plus response is longer than this many tokens are dropped from a "
         "step (counted in sft/dropped_rows); null keeps every row.",

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 
 from hfsdk import Batch, HfsdkError
-from hfsdk_datasets import check_messages
+from hfsdk_datasets import check_messages, check_tools
 from hfsdk_sft.sft_config import SFTConfig
 from hfsdk_supervised_data import (
     SupervisedSequence,
@@ -34,7 +34,12 @@ def row_sequence(
     where: str,
 ) -> SupervisedSequence:
     """One row's prompt and response as token ids with the assistant-token mask."""
-    options: dict[str, Any] = {"use_template": use_template, "append_eos": config.append_eos}
+    tools = check_tools(row.get(config.tools_key), f"{where}, column {config.tools_key!r}")
+    options: dict[str, Any] = {
+        "use_template": use_template,
+        "append_eos": config.append_eos,
+        "tools": tools,
+    }
     conversation = row.get(config.messages_key)
     if conversation is not None:
         messages = check_messages(conversation, f"{where}, column {config.messages_key!r}")

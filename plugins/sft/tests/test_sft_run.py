@@ -187,3 +187,41 @@ def test_rows_past_the_models_positions_are_refused_unless_max_length_leaves_the
         _run(tmp_path, "long", *run)
     assert not (tmp_path / "long").exists()
     _run(tmp_path, "kept", *run, "algorithm.max_length=6")  # the row is left out instead
+
+
+def test_tool_calling_conversations_train_their_calls_with_the_rows_tools(tmp_path: Path) -> None:
+    import json
+
+    from hfsdk import load_tokenizer
+
+    model, _ = _chat_data(tmp_path)
+    tokenizer = load_tokenizer(str(model))
+    # Renders a call as "a + b" (the task's words), and "=" before each assistant turn when
+    # the template is given the row's tools.
+    tokenizer.chat_template = (
+        "{% for m in messages %}{% if tools and m['role'] == 'assistant' %}= {% endif %}"
+        "{% for c in m.get('tool_calls', []) %}"
+        "{{ c['function']['arguments']['a'] }} + {{ c['function']['arguments']['b'] }} "
+        "{% endfor %}{{ m['content'] }} {% if m['role'] == 'user' %}= {% endif %}{% endfor %}"
+    )
+    tokenizer.save_pretrained(str(model))
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {}}}]
+    rows = []
+    for a in range(4):
+        call = {"id": "c", "type": "function",
+                "function": {"name": "add", "arguments": json.dumps({"a": a, "b": 2})}}  # fmt: skip
+        messages = [
+            {"role": "user", "content": f"{a} + 2"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},  # OpenAI's form
+            {"role": "tool", "tool_call_id": "c", "content": str(a + 2)},
+            {"role": "assistant", "content": str(a + 2)},
+        ]
+        rows.append({"messages": messages, "tools": json.dumps(tools)})
+    data = tmp_path / "calls.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = [f"actor.model_path={model}", f"data.train_files=[{data}]", *CHAT_RUN[:2],
+           "trainer.total_steps=1", "data.batch_size=4", "actor.mini_batch_size=4",
+           "actor.micro_batch_size=4"]  # fmt: skip
+    (out,) = _run(tmp_path, "calls", *run)
+    # Per row: "= a + 2" (the call), "= a+2" (the answer) and </s>; the tool's result is not.
+    assert out["sft/trained_tokens"] == 7 * 4

@@ -15,6 +15,8 @@ How the text is cut into tokens, so the mask is exact token by token:
   before it. The text an assistant message adds (its content and the
   template's end-of-turn marker) is a *trained* segment, everything else
   (user turns, tool results, the next generation prompt) an untrained one.
+  An assistant turn's ``tool_calls`` are part of what it adds, so a template that
+  renders the turn without them is refused, and so is a tool call without a template.
 - Without a template, the plain rendering of ``hfsdk_datasets.plain_rendering`` is
   the prompt and each response message is its content (several turns are
   joined by ``"\\n"`` and non-assistant turns are ``role: content`` lines, not
@@ -36,7 +38,13 @@ from typing import Any
 import attrs
 
 from hfsdk import HfsdkError
-from hfsdk_datasets import Messages, check_messages, plain_rendering
+from hfsdk_datasets import (
+    Messages,
+    apply_template,
+    check_messages,
+    plain_rendering,
+    refuse_plain_tool_calls,
+)
 
 TRAINED_ROLES = frozenset({"assistant"})
 """Roles whose messages are trained on; every other role's tokens are masked out."""
@@ -89,32 +97,39 @@ def _prompt_tokens(tokenizer: Any, text: str, use_template: bool) -> list[int]:
     return list(tokenizer(text, add_special_tokens=not use_template)["input_ids"])
 
 
-def _render(tokenizer: Any, messages: Messages, *, generation_prompt: bool) -> str:
-    return str(
-        tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=generation_prompt
-        )
-    )
-
-
 def _template_segments(
-    tokenizer: Any, prompt: Messages, response: Messages, where: str
+    tokenizer: Any, prompt: Messages, response: Messages, where: str, tools: Sequence[Any]
 ) -> tuple[str, list[tuple[str, bool]]]:
     """The prompt text and the response's ``(text, trained)`` segments under the template."""
+    extra = {"tools": list(tools)} if tools else {}
+
+    def render(messages: Messages, generation_prompt: bool) -> str:
+        return apply_template(
+            tokenizer, messages, where, add_generation_prompt=generation_prompt, **extra
+        )
+
     first_trained = bool(response) and response[0]["role"] in TRAINED_ROLES
-    prompt_text = _render(tokenizer, prompt, generation_prompt=first_trained)
+    prompt_text = render(prompt, first_trained)
     segments: list[tuple[str, bool]] = []
     done = prompt_text
     for index, message in enumerate(response):
         trained = message["role"] in TRAINED_ROLES
         if trained and index > 0:
             # The generation prompt before this assistant turn is context, not a target.
-            cue = _render(tokenizer, [*prompt, *response[:index]], generation_prompt=True)
+            cue = render([*prompt, *response[:index]], True)
             _check_prefix(done, cue, where, index)
             segments.append((cue[len(done) :], False))
             done = cue
-        full = _render(tokenizer, [*prompt, *response[: index + 1]], generation_prompt=False)
+        full = render([*prompt, *response[: index + 1]], False)
         _check_prefix(done, full, where, index)
+        if message.get("tool_calls"):
+            without = {k: v for k, v in message.items() if k != "tool_calls"}
+            if render([*prompt, *response[:index], without], False) == full:
+                raise HfsdkError(
+                    f"{where}: response message {index} calls tools, but the chat template "
+                    "renders it without them, so the calls would not be trained; use a "
+                    "template that renders tool_calls"
+                )
         segments.append((full[len(done) :], trained))
         done = full
     return prompt_text, segments
@@ -150,6 +165,7 @@ def tokenize_supervised(
     use_template: bool,
     append_eos: bool = True,
     where: str = "row",
+    tools: Sequence[Any] = (),
 ) -> SupervisedSequence:
     """Token ids of ``prompt`` and ``response`` with the response's loss mask (module docstring).
 
@@ -157,7 +173,8 @@ def tokenize_supervised(
     string (one assistant reply) or checked messages (one or more turns;
     assistant turns are trained). ``use_template``: render with the
     tokenizer's chat template (:func:`hfsdk_datasets.resolve_use_template`).
-    ``where`` names the row in error messages.
+    ``where`` names the row in error messages. ``tools``: the row's tool schemas (OpenAI
+    form), given to the template as its ``tools``.
     """
     reply: Messages = (
         [{"role": "assistant", "content": response}] if isinstance(response, str) else response
@@ -178,8 +195,9 @@ def tokenize_supervised(
         )
     if use_template:
         context = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
-        prompt_text, segments = _template_segments(tokenizer, context, reply, where)
+        prompt_text, segments = _template_segments(tokenizer, context, reply, where, tools)
     else:
+        refuse_plain_tool_calls([*(prompt if isinstance(prompt, list) else []), *reply], where)
         prompt_text = prompt if isinstance(prompt, str) else plain_rendering(prompt)
         segments = _plain_segments(reply)
     prompt_ids = _prompt_tokens(tokenizer, prompt_text, use_template)

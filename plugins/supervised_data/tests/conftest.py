@@ -14,7 +14,7 @@ TEMPLATE = (
 )
 WORDS = ["<pad>", "<unk>", "<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>", "<|tool|>"]
 WORDS += ["<|end|>", "add", "one", "two", "three", "four", "be", "brief", "again", "ok"]
-WORDS += ["user:", "assistant:", "tool:"]
+WORDS += ["user:", "assistant:", "tool:", "call"]
 
 
 def _make_tokenizer(template: str | None = TEMPLATE):  # type: ignore[no-untyped-def]

@@ -120,3 +120,55 @@ def test_collate_left_pads_prompts_right_pads_responses(make_tokenizer) -> None:
     assert t["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 0, 0], [0, 0, 1, 1, 1, 1, 1]]
     assert t["position_ids"][1].tolist() == [0, 0, 0, 1, 2, 3, 4]
     assert t["input_ids"].shape == (2, 7)
+
+
+# A template that renders tool calls and the tools offered, one word per token.
+TOOL_TEMPLATE = (
+    "{% if tools %}<|system|> {% for t in tools %}{{ t['function']['name'] }} {% endfor %}"
+    "<|end|> {% endif %}{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} "
+    "{% for c in m.get('tool_calls', []) %}call {{ c['function']['name'] }} "
+    "{{ c['function']['arguments']['x'] }} {% endfor %}<|end|> {% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+# The OpenAI form: content None, arguments a JSON string.
+CALLING = [
+    {"role": "user", "content": "add one two"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": '{"x": "two"}'}}],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "three"},
+    {"role": "assistant", "content": "three"},
+]  # fmt: skip
+
+
+def test_tool_call_turns_train_the_calls_and_mask_the_results(make_tokenizer) -> None:
+    from hfsdk_datasets import check_messages
+
+    tok = make_tokenizer(TOOL_TEMPLATE)
+    prompt, response = split_conversation(check_messages(CALLING, "row 0"), "row 0")
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {}}}]
+    seq = tokenize_supervised(prompt, response, tok, use_template=True, tools=tools)
+    assert _words(tok, seq.prompt_ids)[:3] == ["<|system|>", "add", "<|end|>"]  # tools offered
+    assert _words(tok, seq.response_ids) == [
+        "call", "add", "two", "<|end|>",          # the call: trained
+        "<|tool|>", "three", "<|end|>",           # its result: context
+        "<|assistant|>",                          # the cue: context
+        "three", "<|end|>", "</s>",               # the answer: trained
+    ]  # fmt: skip
+    assert list(seq.loss_mask) == [1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1]
+
+
+def test_tool_calls_a_template_or_the_plain_rendering_would_drop_are_refused(
+    make_tokenizer,
+) -> None:
+    from hfsdk_datasets import check_messages
+
+    prompt, response = split_conversation(check_messages(CALLING, "row 4"), "row 4")
+    with pytest.raises(HfsdkError, match="row 4: response message 0 calls tools, but the chat"):
+        tokenize_supervised(prompt, response, make_tokenizer(), use_template=True, where="row 4")
+    with pytest.raises(HfsdkError, match="row 4 has assistant tool calls, which the plain"):
+        tokenize_supervised(
+            prompt, response, make_tokenizer(None), use_template=False, where="row 4"
+        )
