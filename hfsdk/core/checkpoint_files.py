@@ -39,8 +39,8 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> Any:
             return torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:
         found = re.search(r"GLOBAL (\S+)", str(exc))
-        what = f"a {found.group(1)!r} object" if found else "an object of a type"
+        what = f"a {found.group(1)!r} object hfsdk does not save" if found else "damaged data"
         raise HfsdkError(
-            f"checkpoint file {str(path)!r} holds {what}, which hfsdk does not save; it is not "
-            "loaded (unpickling it could run code): resume from a checkpoint hfsdk wrote"
+            f"checkpoint file {str(path)!r} holds {what}; it is not loaded (unpickling it "
+            "could run code): resume from a checkpoint hfsdk wrote"
         ) from None

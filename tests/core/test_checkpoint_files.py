@@ -37,6 +37,13 @@ def test_a_checkpoint_that_would_run_code_is_refused_in_one_line(tmp_path: Path)
     assert marker.exists()
 
 
+def test_a_damaged_file_is_named_as_damaged(tmp_path: Path) -> None:
+    path = tmp_path / "trainer_state.pt"
+    path.write_bytes(bytes(range(256)))  # no zip, and a pickle opcode no reader takes
+    with pytest.raises(HfsdkError, match=r"trainer_state.pt' holds damaged data; it is not"):
+        load_checkpoint_file(path)
+
+
 def test_what_hfsdk_saves_round_trips(tmp_path: Path) -> None:
     from hfsdk.core.rng import torch_rng_state
 

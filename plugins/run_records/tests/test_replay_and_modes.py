@@ -168,7 +168,7 @@ def test_a_dump_naming_a_foreign_type_is_refused_without_running_it(tmp_path: Pa
     # A function reference no allow-list holds (megatron-core, once imported, adds some
     # plain data types such as PosixPath to torch's process-wide safe globals).
     torch.save({"format": 1, "step": 1, "generations": [], "update": os.getcwd}, path)
-    with pytest.raises(HfsdkError, match="which hfsdk does not save"):
+    with pytest.raises(HfsdkError, match="object hfsdk does not save"):
         read_step_dump(tmp_path, 1, for_what="t")
 
 
