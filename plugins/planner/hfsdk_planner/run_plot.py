@@ -227,8 +227,20 @@ def draw_run(
         fig.suptitle(title)
     fig.tight_layout()
     try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, dpi=90, format="png")
+        save_figure(fig, path, dpi=90, format="png")
     finally:
         plt.close(fig)
     return path
+
+
+def save_figure(fig: Any, path: Path, **options: Any) -> None:
+    """``fig.savefig`` to ``path`` atomically; a folder that takes no new file (``/proc``, a
+    read-only mount) is a one-line error rather than matplotlib's internal one."""
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, **options)
+    except OSError as exc:
+        raise HfsdkError(
+            f"cannot write {str(path)!r}: {exc.strerror or exc}; give a path in a folder you "
+            "can write"
+        ) from None

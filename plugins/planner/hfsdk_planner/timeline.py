@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hfsdk import HfsdkError, atomic_path
+from hfsdk import HfsdkError
 from hfsdk_planner.plan import Plan
+from hfsdk_planner.run_plot import save_figure
 
 IMAGE_FORMATS = ("png", "svg", "pdf", "jpg", "jpeg")
 """The suffixes a timeline may be drawn to (matplotlib writes each)."""
@@ -23,6 +24,7 @@ def check_image_path(path: str | Path) -> None:
             f"--timeline {str(path)!r}: draw to a file ending in one of "
             f"{', '.join('.' + f for f in IMAGE_FORMATS)}"
         )
+
 
 _COLORS = (
     "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
@@ -104,7 +106,8 @@ def draw_timeline(plan: Plan, path: str | Path) -> Path:
     )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120, format=path.suffix.lstrip(".").lower())
-    plt.close(fig)
+    try:
+        save_figure(fig, path, dpi=120, format=path.suffix.lstrip(".").lower())
+    finally:
+        plt.close(fig)
     return path

@@ -86,8 +86,12 @@ def test_plot_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
     (tmp_path / "empty").mkdir()
     code, _, err = _hfsdk(capsys, "plot", str(tmp_path / "empty"))
     assert code == 2 and "has no steps" in err
-    code, _, err = _hfsdk(capsys, "plot", str(_run_dir(tmp_path)), "--out", "x.pdf")
+    run = _run_dir(tmp_path)
+    code, _, err = _hfsdk(capsys, "plot", str(run), "--out", "x.pdf")
     assert code == 2 and "ending in .png" in err
+    # A folder that takes no new file: before, matplotlib's FileNotFoundError as an internal error.
+    code, _, err = _hfsdk(capsys, "plot", str(run), "--out", "/proc/run.png")
+    assert code == 2 and "cannot write '/proc/run.png'" in err and "internal" not in err
 
 
 def test_matplotlib_is_imported_only_by_the_plot_command() -> None:
