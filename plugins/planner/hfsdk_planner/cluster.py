@@ -117,10 +117,11 @@ def _check_by_threads(_inst: object, attr: attrs.Attribute, value: tuple) -> Non
                     f"cluster field 'by_threads' ({threads} threads): unknown key {key!r}; "
                     f"allowed: {', '.join(THREAD_FIELDS)}, flops_by_dtype, efficiency"
                 )
-            if not (number >= 0 and math.isfinite(number)):
+            overhead = key.endswith("_overhead")  # as at the top level: 0 is no overhead
+            if not (math.isfinite(number) and (number >= 0 if overhead else number > 0)):
                 raise HfsdkError(
                     f"cluster field 'by_threads' ({threads} threads): {key!r} must be a "
-                    f"number >= 0, got {number!r}"
+                    f"number {'>= 0' if overhead else '> 0'}, got {number!r}"
                 )
 
 

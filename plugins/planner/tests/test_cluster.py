@@ -149,6 +149,16 @@ def test_a_profile_round_trips_and_is_accepted_by_path(tmp_path) -> None:  # typ
         get_cluster(str(tmp_path / "missing.yaml"))
 
 
+def test_a_zero_rate_under_by_threads_is_refused_by_its_own_name() -> None:
+    # Before: accepted, and only `--threads 2` failed, naming the top-level peak_flops.
+    with pytest.raises(HfsdkError, match=r"'by_threads' \(2 threads\): 'peak_flops' must be a n"):
+        attrs.evolve(local(), by_threads={2: {"peak_flops": 0}})
+    with pytest.raises(HfsdkError, match=r"\(2 threads\): 'flops.float32' must be a number > 0"):
+        attrs.evolve(local(), by_threads={2: {"flops.float32": 0}})
+    profile = attrs.evolve(local(), by_threads={2: {"layer_overhead": 0}})  # no overhead: fine
+    assert profile.for_threads(2).layer_overhead == 0
+
+
 def test_efficiency_of_a_profile_sets_the_simulator() -> None:
     from hfsdk_planner.simulator import Simulator
 
