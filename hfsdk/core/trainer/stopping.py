@@ -104,11 +104,11 @@ class StopSignals:
         self.signum = signum
         self.received_at = time.monotonic()
         request_stop()  # waits that honour it (tool calls) end now, so the step can finish
+        doing = f"finishing step {self.step} and writing a checkpoint" if self.step else ""
         logger.warning(
-            "%s received: finishing step %d and writing a checkpoint (at most %g s, "
-            "trainer.stop_grace_s); send it again to stop at once",
+            "%s received: %s (at most %g s, trainer.stop_grace_s); send it again to stop at once",
             name,
-            self.step,
+            doing or "stopping before the next step starts, with nothing new to save",
             self.grace_s,
         )
         if self.grace_s > 0:

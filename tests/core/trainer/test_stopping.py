@@ -48,6 +48,28 @@ def test_a_second_signal_stops_at_once_and_a_third_is_ignored() -> None:
         stop.uninstall()
 
 
+def test_the_log_line_names_the_step_being_finished(caplog: pytest.LogCaptureFixture) -> None:
+    stop = StopSignals(grace_s=0)
+    stop.install()
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)  # while loading or resuming: no step yet
+        time.sleep(0.1)
+    finally:
+        stop.uninstall()
+    assert "SIGTERM received: stopping before the next step starts, with nothing" in caplog.text
+    assert "finishing step 0" not in caplog.text  # before: as if a step 0 were running
+    caplog.clear()
+    stop = StopSignals(grace_s=0)
+    stop.install()
+    stop.step = 4
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.1)
+    finally:
+        stop.uninstall()
+    assert "SIGTERM received: finishing step 4 and writing a checkpoint" in caplog.text
+
+
 def test_a_disarmed_grace_does_not_fire() -> None:
     stop = StopSignals(grace_s=0.3)
     stop.install()
