@@ -158,7 +158,8 @@ class HfsdkPluginManager:
         impls = getattr(self.pm.hook, hook_name).get_hookimpls()
         wrappers = {i.plugin_name for i in impls if i.hookwrapper or i.wrapper}
         # get_hookimpls() lists the order pluggy calls in, reversed.
-        order = [i.plugin_name for i in reversed(impls) if i.plugin_name not in wrappers]
+        failed = {p.name for p in self.failed_plugins()}  # (dropped from every registry)
+        order = [i.plugin_name for i in reversed(impls) if i.plugin_name not in wrappers | failed]
         for plugin in order:
             others = [self.pm.get_plugin(p) for p in order if p != plugin]
             call = self.pm.subset_hook_caller(hook_name, remove_plugins=others)
@@ -172,13 +173,21 @@ class HfsdkPluginManager:
                 # One broken plugin must not take the others down: drop what it
                 # registered, record why, and go on.
                 registry._remove_plugin(plugin)
-                info = self.plugin_info(plugin)
-                message = f"{hook_name} raised {type(exc).__name__}: {exc}"
-                if info is not None:
-                    info.status = "failed"
-                    info.error = message
-                print(f"hfsdk: plugin {plugin!r} failed in {message}", file=sys.stderr)
+                self.mark_failed(plugin, hook_name, exc)
         return registry
+
+    def mark_failed(self, plugin: str, hook_name: str, exc: BaseException) -> None:
+        """Record (for ``hfsdk plugins`` and failed lookups) and say that ``plugin``'s
+        ``hook_name`` raised ``exc``."""
+        message = f"{hook_name} raised {type(exc).__name__}: {exc}"
+        if isinstance(exc, HfsdkError):  # the host's own verdict on what the plugin did
+            message = f"{hook_name}: {exc}"
+        info = self.plugin_info(plugin)
+        if info is not None:
+            info.status, info.error = "failed", message
+        for registry in self._registries.values():
+            registry._remove_plugin(plugin)
+        print(f"hfsdk: plugin {plugin!r} failed in {message}", file=sys.stderr)
 
 
 def _first_line(text: str | None) -> str:
@@ -230,13 +239,13 @@ def _hook_names(pm: pluggy.PluginManager, plugin: object) -> list[str]:
 
 
 def _entry_points() -> list[metadata.EntryPoint]:
-    seen: set[str] = set()
+    seen: set[tuple[str, str | None]] = set()
     unique = []
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        if ep.name in seen:  # the same distribution found twice on sys.path
-            continue
-        seen.add(ep.name)
-        unique.append(ep)
+        key = (ep.name, ep.dist.name if ep.dist is not None else None)
+        if key not in seen:  # (the same distribution found twice on sys.path)
+            seen.add(key)
+            unique.append(ep)
     return unique
 
 
@@ -284,16 +293,27 @@ def build_plugin_manager(
                 info.status = "disabled"
                 pm.set_blocked(ep.name)
                 continue
+            taken = next((p for p in plugins if p.name == ep.name and p is not info), None)
+            if taken is not None:  # never a silent stand-in for another distribution's plugin
+                info.status = "failed"
+                info.error = (
+                    f"distribution {taken.distribution!r} has a plugin named {ep.name!r} too; "
+                    "rename one entry point (a plugin's name is its entry point's)"
+                )
+                continue
             try:
                 module = ep.load()
                 pm.register(module, name=ep.name)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # (sys.exit at import must not end hfsdk)
                 info.status = "failed"
                 info.error = f"{type(exc).__name__}: {exc}"
                 if _trace_enabled():
                     traceback.print_exc()
                 continue
             info.hooks = _hook_names(pm, module)
+        for var, names in (("HFSDK_LOAD_PLUGINS", only), ("HFSDK_DISABLE_PLUGINS", disabled)):
+            if unknown := sorted((names or set()) - {p.name for p in plugins}):  # a typo
+                print(f"hfsdk: {var} names {unknown}, no installed plugin", file=sys.stderr)
 
     for name, plugin in extra_plugins:
         info = PluginInfo(name=name, distribution=None, version=None, status="loaded")

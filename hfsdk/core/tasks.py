@@ -61,10 +61,11 @@ def get_task(name: str = DEFAULT_TASK, pm: HfsdkPluginManager | None = None) -> 
     entry = registry.get(name)
     if entry is None:
         known = ", ".join(registry) or "none"
+        failed = registry.explain_missing() if registry.explain_missing else ""
         raise HfsdkError(
             f"no task {name!r} is registered (registered: {known}); install "
             f"{TASKS_DISTRIBUTION} for the built-in tasks, or give the run its own data and "
-            "model (data.train_files=[...], actor.model_path=DIR)"
+            f"model (data.train_files=[...], actor.model_path=DIR){failed}"
         )
     task: Task = entry.impl
     return task

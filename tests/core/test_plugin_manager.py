@@ -304,3 +304,59 @@ def test_config_show_refuses_a_name_from_a_failed_plugin(broken_rewards: Path) -
     [line] = err.strip().splitlines()
     assert "config key 'reward.functions[0].name': unknown reward function 'concise_sum'" in line
     assert "failed to load: concise [hfsdk-concise] (ModuleNotFoundError" in line
+
+
+def test_a_plugin_named_like_an_installed_one_does_not_silently_replace_it(
+    tmp_path: Path,
+) -> None:
+    make_distribution(tmp_path, "hfsdk-test-clash", "rewards", "hfsdk_test_clash", GOOD)
+    # Before: one of the two vanished from the report, and its rewards from every run.
+    clash = [p for p in _plugin_rows(tmp_path) if p["name"] == "rewards"]
+    assert len(clash) == 2 and {p["status"] for p in clash} == {"loaded", "failed"}
+    failed = next(p for p in clash if p["status"] == "failed")
+    assert "has a plugin named 'rewards' too; rename one entry point" in failed["error"]
+
+
+def _plugin_rows(site: Path) -> list[dict]:
+    code = """
+    import json
+    from hfsdk.core.plugin_manager import get_plugin_manager
+    print(json.dumps([p.to_dict() for p in get_plugin_manager().plugins]))
+    """
+    result = run_python(code, path=site)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_a_plugin_that_exits_at_import_fails_alone_and_typos_in_the_lists_are_said(
+    tmp_path: Path,
+) -> None:
+    make_distribution(
+        tmp_path, "hfsdk-test-exits", "exits", "hfsdk_test_exits", "raise SystemExit(0)"
+    )
+    result = run_python(REPORT, path=tmp_path, env={"HFSDK_DISABLE_PLUGINS": "goodplgu"})
+    # Before: the interpreter exited 0 at plugin discovery, and every command did nothing.
+    assert result.returncode == 0 and result.stdout, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["plugins"]["exits"]["status"] == "failed"
+    assert "SystemExit" in report["plugins"]["exits"]["error"]
+    assert "HFSDK_DISABLE_PLUGINS names ['goodplgu'], no installed plugin" in result.stderr
+
+
+def test_a_plugin_failing_in_one_registry_is_dropped_from_all() -> None:
+    class Half:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("half_reward", len)
+
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_advantage_estimators(register):  # type: ignore[no-untyped-def]
+            raise RuntimeError("boom")
+
+    pm = build_plugin_manager([("half", Half)], load_entry_points=False)
+    assert "half_reward" in pm.registry("reward_functions")
+    pm.registry("advantage_estimators")
+    # Before: reported failed, yet its reward stayed registered and in use.
+    assert "half_reward" not in pm.registry("reward_functions")

@@ -11,6 +11,7 @@ import sys
 import click
 
 import hfsdk
+from hfsdk import HfsdkError
 from hfsdk.core.cli.config_command import config
 from hfsdk.core.cli.errors import exit_with, run_reporting_errors
 from hfsdk.core.cli.known_commands import PluginCommandGroup
@@ -42,12 +43,12 @@ cli.add_command(config)
 cli.add_command(run)
 
 
-def _groups(group: click.Group) -> list[click.Group]:
-    nested = [c for c in group.commands.values() if isinstance(c, click.Group)]
-    return [group, *(g for child in nested for g in _groups(child))]
+def _groups(group: click.Group, path: str = "hfsdk") -> list[tuple[str, click.Group]]:
+    nested = [(f"{path} {n}", c) for n, c in group.commands.items() if isinstance(c, click.Group)]
+    return [(path, group), *(g for name, child in nested for g in _groups(child, name))]
 
 
-_CORE_COMMANDS = {group: dict(group.commands) for group in _groups(cli)}
+_CORE_COMMANDS = {group: dict(group.commands) for _, group in _groups(cli)}
 """The core's own commands of each group, before any plugin adds to them."""
 
 
@@ -60,9 +61,23 @@ def build_cli() -> click.Group:
     """
     from hfsdk.core.plugin_manager import get_plugin_manager
 
+    manager = get_plugin_manager()
     for group, commands in _CORE_COMMANDS.items():
         group.commands = dict(commands)
-    get_plugin_manager().hook.hfsdk_register_commands(cli=cli)
+    # One plugin at a time, so that a plugin that raises or takes a command already there (a
+    # core one, or an earlier plugin's) is dropped, named, and the others' commands stay.
+    for impl in reversed(manager.hook.hfsdk_register_commands.get_hookimpls()):
+        before = {(path, group): dict(group.commands) for path, group in _groups(cli)}
+        try:
+            impl.function(**{name: cli for name in impl.argnames})
+            taken = [f"{path} {n}" for (path, g), old in before.items() for n in old
+                     if g.commands.get(n) is not old[n]]  # fmt: skip
+            if taken:
+                raise HfsdkError(f"it replaces the command(s) {taken}; choose other names")
+        except Exception as exc:
+            for (_, group), commands in before.items():
+                group.commands = commands
+            manager.mark_failed(impl.plugin_name, "hfsdk_register_commands", exc)
     return cli
 
 

@@ -452,8 +452,19 @@ def _unused_loss_section(key: str, value: Any, used: set[str], algo: str, rl: An
 
 
 def _validate_across_sections(pm: HfsdkPluginManager, config: RunConfig) -> None:
-    answers = pm.hook.hfsdk_validate_config(config=config)
-    problems = [msg for answer in answers if answer for msg in answer]
+    problems: list[str] = []
+    for impl in reversed(pm.hook.hfsdk_validate_config.get_hookimpls()):  # pluggy's order
+        try:
+            answer = impl.function(**{name: config for name in impl.argnames})
+        except HfsdkError:
+            raise
+        except Exception as exc:  # a broken check, not a bad config: name whose it is
+            raise ConfigError(
+                f"plugin {impl.plugin_name!r}'s hfsdk_validate_config raised "
+                f"{type(exc).__name__}: {exc}; fix the plugin or disable it "
+                f"(HFSDK_DISABLE_PLUGINS={impl.plugin_name})"
+            ) from None
+        problems += [answer] if isinstance(answer, str) else [str(m) for m in answer or ()]
     if problems:
         raise ConfigError("; ".join(problems))
 

@@ -112,6 +112,11 @@ def _import_module(reference: str, target: str) -> ModuleType:
             f"reward function reference {reference!r}: cannot import module {target!r} ({exc}); "
             "install its package or add its directory to PYTHONPATH"
         ) from exc
+    except Exception as exc:  # the module is found but broken (a syntax error, a raise)
+        raise HfsdkError(
+            f"reward function reference {reference!r}: importing module {target!r} raised "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _load_file(reference: str, target: str, base_dir: str | Path | None) -> ModuleType:

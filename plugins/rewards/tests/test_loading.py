@@ -40,7 +40,7 @@ def test_file_reference_relative_and_absolute(tmp_path: Path) -> None:
     assert relative.fn([""], ["OK"]) == [1.0]
 
 
-def test_errors(tmp_path: Path) -> None:
+def test_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "r.py").write_text(SOURCE)
     (tmp_path / "broken.py").write_text("raise RuntimeError('boom')\n")
     with pytest.raises(HfsdkError, match="has no attribute 'nope'; callables there: shout"):
@@ -53,5 +53,10 @@ def test_errors(tmp_path: Path) -> None:
         resolve_reward_function(f"{tmp_path}/broken.py:f")
     with pytest.raises(HfsdkError, match="cannot import module 'no_such_module_xyz'"):
         resolve_reward_function("no_such_module_xyz:f")
+    # A module found but broken: before, an internal error (only ImportError was caught).
+    (tmp_path / "bad_syntax_rw.py").write_text("def f(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(HfsdkError, match="importing module 'bad_syntax_rw' raised SyntaxError"):
+        resolve_reward_function("bad_syntax_rw:f")
     with pytest.raises(HfsdkError, match="incomplete"):
         resolve_reward_function("module:")

@@ -73,3 +73,40 @@ def test_a_command_of_a_broken_plugin_says_why_it_failed(
         "(ImportError: cannot import name 'x'); reinstall it (pip install --force-reinstall "
         "hfsdk-plugin-lint)"
     )
+
+
+def test_a_plugin_whose_commands_raise_or_take_others_is_dropped_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import click
+
+    import hfsdk
+    from hfsdk.core.plugin_manager import PluginInfo, get_plugin_manager
+
+    class Raises:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_commands(cli):  # type: ignore[no-untyped-def]
+            raise RuntimeError("boom in commands hook")
+
+    class Hijacks:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_commands(cli):  # type: ignore[no-untyped-def]
+            cli.add_command(click.Command("hello", callback=lambda: None))  # dropped with it
+            cli.add_command(click.Command("plugins", callback=lambda: click.echo("HIJACKED")))
+
+    manager = get_plugin_manager()
+    for name, plugin in (("raises", Raises), ("hijacks", Hijacks)):
+        manager.pm.register(plugin, name=name)
+        manager.plugins.append(
+            PluginInfo(name=name, distribution=None, version=None, status="loaded")
+        )
+    # Before: every command, `plugins` and `--help` too, was an internal error; or `plugins`
+    # printed HIJACKED.
+    code, out, err = _hfsdk(capsys, "plugins")
+    assert code == 0 and "HIJACKED" not in out, err
+    assert "plugin 'raises' failed in hfsdk_register_commands raised RuntimeError: boom" in err
+    assert "hijacks" in err and "replaces the command(s) ['hfsdk plugins']" in err
+    code, out, err = _hfsdk(capsys, "--help")
+    assert code == 0 and "hello" not in out and "run" in out

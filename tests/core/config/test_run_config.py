@@ -287,6 +287,31 @@ def test_validate_config_hook_can_veto(pm: HfsdkPluginManager) -> None:
         _resolve(pm, "actor.micro_batch_size=4")
 
 
+def test_a_validator_answering_a_string_or_raising_is_named(pm: HfsdkPluginManager) -> None:
+    class Sentence:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_validate_config(config):  # type: ignore[no-untyped-def]
+            return "one whole sentence"  # a list was asked for
+
+    pm.pm.register(Sentence, name="sentence")
+    # Before: "o; n; e; ..." (the string iterated letter by letter).
+    with pytest.raises(ConfigError, match=r"^one whole sentence$"):
+        _resolve(pm)
+    pm.pm.unregister(name="sentence")
+
+    class Crashes:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_validate_config(config):  # type: ignore[no-untyped-def]
+            raise ValueError("validator crashed")
+
+    pm.pm.register(Crashes, name="crashes")
+    # Before: an hfsdk internal error naming no plugin.
+    with pytest.raises(ConfigError, match=r"^plugin 'crashes'.s hfsdk_validate_config raised V"):
+        _resolve(pm)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
