@@ -158,6 +158,7 @@ if TYPE_CHECKING:
     )
     from hfsdk.core.workers.colocation import colocate
     from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
+    from hfsdk.core.workers.host import IN_PROCESS_NODE_ID
     from hfsdk.core.workers.local_hosts import LocalPool
     from hfsdk.core.workers.protocols import (
         DispatchContext,

@@ -33,7 +33,6 @@ from hfsdk.core.trainer.checkpoint import (
     write_checkpoint,
 )
 from hfsdk.core.trainer.run_directory import CONFIG_FILE, TRAINER_STATE, RunDirectory
-from hfsdk.core.trainer.shared_fs import check_run_dir_shared
 from hfsdk.core.trainer.step_observers import StepObservers, StepView, build_step_observers
 from hfsdk.core.trainer.stopping import RunStopped, StopNow, StopSignals, signal_name
 from hfsdk.core.trainer.tracking import Tracker, read_metrics
@@ -244,10 +243,6 @@ class Trainer:
             context.pipeline = self._pipeline
             if cfg.trainer.mode == "train_only":  # its draws too come from the dumped run
                 context.prompts = self._pipeline
-            nodes = [
-                info["node_id"] for group in session.groups.values() for info in group.process_info
-            ]
-            check_run_dir_shared(self.run_dir, nodes)
             start = self._resume(session, algorithm)
             tracker = Tracker(
                 self.run_dir,

@@ -1,5 +1,5 @@
-"""Hook implementations of the run records: the dump observer, the dumped generations of
-``trainer.mode: train_only``, and the ``replay``/``export`` commands."""
+"""Hook implementations of the run records: the dump and shared-directory observers, the
+dumped generations of ``trainer.mode: train_only``, and the ``replay``/``export`` commands."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ from hfsdk import Register
 
 @hfsdk.hookimpl
 def hfsdk_register_step_observers(register: Register) -> None:
-    """Register ``rollout_dump`` (``trainer.rollout_dump``, ``trainer.mode: rollout_only``)."""
+    """Register ``rollout_dump`` (``trainer.rollout_dump``, ``trainer.mode: rollout_only``) and
+    ``shared_run_dir`` (a multi-node run's directory must be seen by every worker node)."""
     from hfsdk_run_records.rollout_dump import rollout_dump_observer
+    from hfsdk_run_records.shared_run_dir import shared_run_dir_observer
 
     register("rollout_dump", rollout_dump_observer)
+    register("shared_run_dir", shared_run_dir_observer)
 
 
 @hfsdk.hookimpl

@@ -40,6 +40,25 @@ def test_the_dump_observer_is_built_only_when_a_run_asks_for_it() -> None:
         assert isinstance(observer, RolloutDumpObserver), override
 
 
+def test_the_shared_run_dir_check_sees_every_workers_node_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from hfsdk_run_records import shared_run_dir
+
+    entry = get_registry("step_observers")["shared_run_dir"]
+    observer = entry.impl(load_run_config("grpo"), Path("run"))
+    calls = []
+    monkeypatch.setattr(shared_run_dir, "check_run_dir_shared", lambda d, n: calls.append((d, n)))
+    groups = {"actor": SimpleNamespace(process_info=[{"node_id": "a"}, {"node_id": "b"}]),
+              "rollout": SimpleNamespace(process_info=[{"node_id": "c"}])}  # fmt: skip
+    view = SimpleNamespace(session=SimpleNamespace(groups=groups))
+    observer.on_step_start(view)
+    observer.on_step_start(view)  # the second step probes nothing again
+    assert calls == [(Path("run"), ["a", "b", "c"])]
+
+
 def test_train_only_gets_the_dumped_generations_of_rollouts_from(tmp_path: Path) -> None:
     (tmp_path / "rollouts").mkdir()
     config = load_run_config(

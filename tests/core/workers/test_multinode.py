@@ -120,7 +120,7 @@ def test_the_run_dir_must_be_visible_from_every_worker_node(
     import ray
 
     from hfsdk.core.errors import HfsdkError
-    from hfsdk.core.trainer import shared_fs
+    from hfsdk_run_records import shared_run_dir as shared_fs
 
     nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
     assert len(nodes) == 2

@@ -5,7 +5,8 @@ of each role writes its engine file), so on a node that does not see the
 controller's run directory a checkpoint would land on that node's local disk
 and a resume would miss it. :func:`check_run_dir_shared` writes a probe file
 and asks a zero-CPU task pinned to each worker node to read it back; a node
-that cannot is refused at start-up with one line.
+that cannot is refused with one line before the first step writes anything
+(the ``shared_run_dir`` step observer).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk import IN_PROCESS_NODE_ID, HfsdkError, StepObserver, StepView
 
 PROBE_TIMEOUT_S = 60.0
 
@@ -52,8 +53,6 @@ def check_run_dir_shared(
     run_dir: Path, node_ids: Iterable[str], *, timeout_s: float = PROBE_TIMEOUT_S
 ) -> None:
     """Raise one line unless every node in ``node_ids`` sees ``run_dir`` as the controller does."""
-    from hfsdk.core.workers.host import IN_PROCESS_NODE_ID
-
     ray_nodes = set(node_ids) - {IN_PROCESS_NODE_ID}  # in-process workers share our filesystem
     if not ray_nodes:
         return
@@ -78,3 +77,25 @@ def check_run_dir_shared(
             "written by the workers, so it must be on a filesystem shared by every node at the "
             "same path — mount one there, or run on a single node"
         )
+
+
+class SharedRunDirCheck(StepObserver):
+    """Runs :func:`check_run_dir_shared` over the run's worker nodes once, at its first step."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.checked = False
+
+    def on_step_start(self, view: StepView) -> None:
+        """The first step: check every node the roles' workers run on."""
+        if not self.checked:
+            groups = view.session.groups.values()
+            check_run_dir_shared(
+                self.run_dir, [i["node_id"] for g in groups for i in g.process_info]
+            )
+            self.checked = True
+
+
+def shared_run_dir_observer(config: object, run_dir: Path) -> SharedRunDirCheck:
+    """The ``shared_run_dir`` step observer's factory (every run)."""
+    return SharedRunDirCheck(run_dir)
