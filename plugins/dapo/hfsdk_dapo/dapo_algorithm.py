@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hfsdk import Algorithm
+from hfsdk import Algorithm, last_segments
 from hfsdk_dapo.dynamic_sampling import informative_groups, rows_of
 
 if TYPE_CHECKING:
@@ -21,6 +21,8 @@ class DAPOAlgorithm(Algorithm):
     def step(self, prompts: Batch) -> dict[str, float]:
         """One DAPO iteration on ``prompts`` (and whatever dynamic sampling draws more)."""
         batch = self._sample_informative(prompts)
+        # Each round's scoring set reward/mean to that whole round's; report the trained rows'.
+        self.metrics["reward/mean"] = float(last_segments(batch)["accuracy"].float().mean())
         if self.needs_old_log_probs(len(batch)):
             (old,) = self.concurrently(batch, [("old_log_prob", self.actor.compute_log_prob)])
             batch = batch.union(old)
@@ -109,8 +111,9 @@ class DAPOAlgorithm(Algorithm):
         from hfsdk import behaviour_log_probs_needed
 
         behaviour = "rollout_log_probs" in batch or behaviour_log_probs_needed(self.config)
-        # The policy's reward on the prompts as drawn (reward/mean is the kept groups').
-        first = batch["token_level_scores"].sum(-1)
+        # The policy's reward on the prompts as drawn (reward/mean is the kept groups'), as
+        # reward/mean counts it: the reward's own score, without the overlong penalty.
+        first = last_segments(batch)["accuracy"].float()
         self.metrics["dynamic_sampling/reward_before_filter"] = float(first.mean())
         stats: dict[str, Any] = {"drawn": target, "dropped": 0, "rounds": 1}
         if not cfg.dynamic_sampling:

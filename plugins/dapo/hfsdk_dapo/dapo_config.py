@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from hfsdk import LOSS_AGG_MODES, AlgorithmConfig, LossAggMode, help_field
@@ -88,3 +90,19 @@ class DAPOClipConfig:
         default=None,
         validator=_dual_clip_above_one,
     )
+
+
+def overlong_problems(config: Any) -> list[str] | None:
+    """A DAPO run's overlong buffer that is not shorter than its responses' budget (every
+    response would be penalised), as ``hfsdk_validate_config`` messages."""
+    algo = config.algorithm
+    if not isinstance(algo, DAPOConfig) or not algo.overlong_buffer_len:
+        return None
+    budget = config.rollout.response_width()
+    if algo.overlong_buffer_len < budget:
+        return None
+    return [
+        f"algorithm.overlong_buffer_len={algo.overlong_buffer_len} is not shorter than the "
+        f"responses' budget ({budget} tokens), so every response would be penalised; set it "
+        "below that (DAPO's paper: 4096 of 20480), or 0 to turn overlong shaping off"
+    ]

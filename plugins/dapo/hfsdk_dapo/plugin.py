@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hfsdk
 from hfsdk import Register
 
@@ -21,3 +23,11 @@ def hfsdk_register_policy_losses(register: Register) -> None:
     from hfsdk_dapo.losses import dapo_clip_loss
 
     register("dapo_clip", dapo_clip_loss, config_cls=DAPOClipConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str] | None:
+    """Overlong shaping needs a buffer shorter than the responses' budget."""
+    from hfsdk_dapo.dapo_config import overlong_problems
+
+    return overlong_problems(config)

@@ -46,3 +46,35 @@ def test_default_task_learns_and_reports_dynamic_sampling(tmp_path: Path) -> Non
     key = "dynamic_sampling/reward_before_filter"  # the policy's, before groups are dropped
     gain = _mean(rows[-4:], key) - _mean(rows[:4], key)
     assert gain >= 0.1, f"reward rose by only {gain:.3f}"
+
+
+def test_reward_mean_is_the_trained_groups_and_before_filter_unshaped(tmp_path: Path) -> None:
+    import json
+
+    def run(name: str, buffer: int) -> dict:
+        overrides = ["trainer.total_steps=1", "trainer.rollout_dump=true",
+                     f"algorithm.overlong_buffer_len={buffer}"]  # fmt: skip
+        (row,) = Trainer(
+            load_run_config("dapo", None, overrides), tmp_path / name, quiet=True
+        ).fit()
+        return row
+
+    row = run("plain", 0)
+    dumped = (tmp_path / "plain" / "rollouts" / "step_1.jsonl").read_text().splitlines()
+    rewards = [json.loads(line)["reward"] for line in dumped]
+    assert len(rewards) == 64 and row["dynamic_sampling/groups_dropped"] > 0
+    # Before: the last generation round's mean over all its samples, dropped groups included.
+    assert row["reward/mean"] == pytest.approx(sum(rewards) / len(rewards))
+    # With the overlong penalty on, both reward means stay the 0/1 reward's (a multiple of
+    # 1/64); the penalty is overlong/penalty_mean's. Before: reward_before_filter held it.
+    row = run("shaped", 2)
+    assert row["overlong/penalty_mean"] < 0
+    for key in ("reward/mean", "dynamic_sampling/reward_before_filter"):
+        assert row[key] * 64 == pytest.approx(round(row[key] * 64)), key
+
+
+def test_an_overlong_buffer_as_long_as_the_responses_is_refused() -> None:
+    # Before: accepted, and every response was penalised (penalty_mean -0.995 at length 3).
+    with pytest.raises(ConfigError, match=r"overlong_buffer_len=8 is not shorter than the resp"):
+        load_run_config("dapo", None, ["algorithm.overlong_buffer_len=8"])
+    load_run_config("dapo", None, ["algorithm.overlong_buffer_len=7"])
