@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from hfsdk import AlgorithmConfig
@@ -21,3 +23,21 @@ class GRPOConfig(AlgorithmConfig):
     kl_in_reward: bool = False
     kl_loss_coef: float = attrs.field(default=0.01, validator=attrs.validators.ge(0.0))
     n_samples_per_prompt: int = attrs.field(default=4, validator=attrs.validators.ge(1))
+
+
+GROUP_RELATIVE = frozenset({"grpo", "rloo", "reinforce_plus_plus_baseline"})
+"""This plugin's estimators whose advantage is a sample's reward against its group's."""
+
+
+def group_size_problems(config: Any) -> list[str] | None:
+    """A group-relative estimator with one sample per prompt: every advantage is 0, so the
+    run would train nothing and say nothing (``hfsdk_validate_config`` messages)."""
+    algo = config.algorithm
+    if algo.advantage_estimator not in GROUP_RELATIVE or algo.n_samples_per_prompt > 1:
+        return None
+    return [
+        f"algorithm.n_samples_per_prompt=1 with advantage_estimator "
+        f"{algo.advantage_estimator!r}: a group of one sample has advantage 0, so nothing "
+        "would train; sample at least 2 per prompt (4 by default), or use a per-sample "
+        "estimator (reinforce_plus_plus)"
+    ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hfsdk
 from hfsdk import Register
 
@@ -46,3 +48,11 @@ def hfsdk_register_policy_losses(register: Register) -> None:
     from hfsdk_grpo.losses import GSPOConfig, gspo_loss
 
     register("gspo", gspo_loss, config_cls=GSPOConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str] | None:
+    """A group-relative estimator needs groups of at least two samples."""
+    from hfsdk_grpo.grpo_config import group_size_problems
+
+    return group_size_problems(config)
