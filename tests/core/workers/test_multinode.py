@@ -114,26 +114,6 @@ def test_no_single_node_can_hold_four_devices(cluster: Any) -> None:
     assert "the cluster has 4" in message and message.count(": 2") == 2
 
 
-def test_the_run_dir_must_be_visible_from_every_worker_node(
-    cluster: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import ray
-
-    from hfsdk.core.errors import HfsdkError
-    from hfsdk_run_records import shared_run_dir as shared_fs
-
-    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
-    assert len(nodes) == 2
-    shared_fs.check_run_dir_shared(tmp_path, nodes)  # one machine: the directory is shared
-    assert list(tmp_path.iterdir()) == []  # the probe is gone
-    # A node with its own disk reads nothing at the probe's path.
-    monkeypatch.setattr(
-        shared_fs, "_probe_nodes", lambda path, remote, timeout_s: dict.fromkeys(remote)
-    )
-    with pytest.raises(HfsdkError, match=r"not visible from worker node .* \(1 of 1 remote"):
-        shared_fs.check_run_dir_shared(tmp_path, nodes)
-
-
 def test_losing_a_node_is_reported_as_dead_workers(cluster: Any) -> None:
     pool = ResourcePool(2, nodes=2, name="doomed")
     group = WorkerGroup(NodeWorker, pool, role="rollout", init_distributed=False)
