@@ -145,6 +145,9 @@ def _join(path: str, key: str | int) -> str:
 
 
 def _describe_type(tp: Any) -> str:
+    other = [a for a in typing.get_args(tp) if a is not type(None)]
+    if len(other) == 1 and type(None) in typing.get_args(tp):  # X | None
+        return f"{_describe_type(other[0])}, or null"
     if typing.get_origin(tp) is typing.Literal:
         return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
@@ -211,8 +214,8 @@ def _messages(exc: BaseException, path: str, cls: type | None) -> list[str]:
     if "not in literal" in text and cls is not None:
         value = text.split(" not in literal")[0]
         return [f"bad value {value!r} for config key {path!r}; expected {_describe_type(cls)}"]
-    expected = ""
-    if cls is not None and not text.startswith("expected"):
+    expected = ""  # (a class's own check, in __attrs_post_init__, says what it expects)
+    if cls is not None and not text.startswith("expected") and not attrs.has(cls):
         expected = f" (expected {_describe_type(cls)})"
     return [f"bad value for config key {path!r}: {text}{expected}"]
 

@@ -31,7 +31,8 @@ def logger_problems(loggers: tuple[str, ...], trackers: Any) -> list[str]:
     """One line per name in ``trainer.loggers`` that is neither built in nor registered."""
     from hfsdk.core.cli.known_commands import missing_plugin_message
 
-    problems = []
+    problems = [f"'loggers' lists {n!r} {loggers.count(n)} times; list each logger once"
+                for n in dict.fromkeys(loggers) if loggers.count(n) > 1]  # fmt: skip
     allowed = (*BUILTIN_LOGGERS, *trackers)
     for name in loggers:
         if name in allowed:

@@ -38,8 +38,9 @@ class SafeRLHFConfig(AlgorithmConfig):
         validator=attrs.validators.gt(0.0),
     )
     lambda_max: float | None = help_field(
-        "Upper bound on λ; null for none.",
+        "Upper bound on λ (at least lambda_init); null for none.",
         default=None,
+        validator=attrs.validators.optional(attrs.validators.gt(0.0)),
     )
     lambda_update_delay: int = help_field(
         "Steps before λ starts to update (lets the critics warm up).",
@@ -51,3 +52,11 @@ class SafeRLHFConfig(AlgorithmConfig):
         default=16,
         validator=attrs.validators.ge(1),
     )
+
+    def __attrs_post_init__(self) -> None:
+        # Checked here too, so the config is refused before any model is built.
+        if self.lambda_max is not None and self.lambda_init > self.lambda_max:
+            raise ValueError(
+                f"lambda_init={self.lambda_init} is above lambda_max={self.lambda_max}; lower "
+                "algorithm.lambda_init or raise algorithm.lambda_max"
+            )

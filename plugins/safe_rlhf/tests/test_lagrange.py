@@ -73,3 +73,15 @@ def test_bad_input() -> None:
 def test_config_from_algorithm_config() -> None:
     config = LagrangeConfig.from_config(SafeRLHFConfig(cost_threshold=0.3, lambda_lr=0.2))
     assert (config.cost_threshold, config.lambda_lr) == (0.3, 0.2)
+
+
+def test_lambda_bounds_are_refused_when_the_config_loads() -> None:
+    from hfsdk import ConfigError
+    from hfsdk.core.config import load_run_config
+
+    # Before: a negative lambda_max was an internal error after the models were built, and
+    # one below lambda_init was refused only then, without the key's name.
+    with pytest.raises(ConfigError, match=r"^bad value for config key 'algorithm.lambda_max': mu"):
+        load_run_config("safe_rlhf", None, ["algorithm.lambda_max=-1"])
+    with pytest.raises(ConfigError, match=r"lower algorithm.lambda_init or raise algorithm.la"):
+        load_run_config("safe_rlhf", None, ["algorithm.lambda_max=0.5"])

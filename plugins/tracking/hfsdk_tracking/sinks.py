@@ -70,12 +70,13 @@ class TensorboardSink:
     @classmethod
     def open(cls, *, run_dir: Path, config: Any = None, start_step: int = 0) -> TensorboardSink:
         """Event files in ``RUN_DIR/tensorboard``; a resumed run purges the steps after its
-        checkpoint."""
+        checkpoint, a run started afresh every step an earlier one logged there."""
         _require("tensorboard")
         from torch.utils.tensorboard import SummaryWriter
 
-        # Steps after the checkpoint were logged by the run that crashed: purged on read.
-        purge = start_step + 1 if start_step > 0 else None
+        # Steps after the checkpoint (all of them, with none) were logged by a run that
+        # crashed: TensorBoard drops them on read.
+        purge = start_step + 1 if start_step > 0 else 0
         return cls(SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge))
 
     def log(self, step: int, metrics: dict[str, float]) -> None:

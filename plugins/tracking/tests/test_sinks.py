@@ -68,6 +68,21 @@ def test_tensorboard_drops_what_a_crashed_run_logged_after_its_checkpoint(
     assert [(e.step, e.value) for e in events.Scalars("reward/mean")] == [
         (1, 1.0), (2, 2.0), (3, 30.0), (4, 40.0),
     ]  # fmt: skip
+    # Crashed before its first checkpoint, then started afresh in the same directory: the
+    # dead run's steps went on showing beside the new run's.
+    sink = TensorboardSink.open(run_dir=tmp_path, start_step=0)
+    for step in (0, 1):
+        sink.log(step, {"reward/mean": 100.0 + step})
+    sink.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("reward/mean")] == [(0, 100.0), (1, 101.0)]
+
+
+def test_a_wandb_mode_typo_lists_the_modes() -> None:
+    # Before: "expected Optional" (a Literal or None was not described).
+    with pytest.raises(HfsdkError, match=r"'wandb.mode'; expected one of 'online', .*, or null$"):
+        load_run_config("grpo", None, ["wandb.mode=ofline"])
 
 
 def test_wandb_takes_its_settings_from_config_and_env_and_resumes_the_same_run(

@@ -244,6 +244,7 @@ def test_run_config_pickles(pm: HfsdkPluginManager) -> None:
             "unknown config section 'actr' for algorithm 'toy'; did you mean 'actor'",
         ),
         ("trainer.loggers=[console, slack]", "unknown logger 'slack'"),
+        ("trainer.loggers=[jsonl, jsonl]", "lists 'jsonl' 2 times; list each logger once"),
         ("placement.roles.actor=gpu", "maps 'actor' to pool 'gpu', which is not defined"),
         ("placement.roles.judge=global", "placement.roles names 'judge', which is not a role"),
         ("reward.functions=[{weight: 1}]", "reward.functions[0]"),
