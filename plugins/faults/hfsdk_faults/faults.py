@@ -101,6 +101,20 @@ def fault_requested(point: str, step: int) -> bool:
     return False
 
 
+def check_fault_points(config: Any = None, spec: Any = None, prepared: Any = None) -> None:
+    """Refuse an ``HFSDK_FAULT_INJECT`` item that is not ``POINT:STEP`` with a known point
+    (the preflight check ``fault_points``)."""
+    from hfsdk import HfsdkError
+
+    for item in filter(None, (i.strip() for i in os.environ.get(FAULT_ENV, "").split(","))):
+        name, _, at = item.partition(":")
+        if name not in POINTS or not at.strip().isdigit():
+            raise HfsdkError(
+                f"{FAULT_ENV} has {item!r}; expected POINT:STEP (comma-separated) with a step "
+                f"number and a point among {', '.join(POINTS)}; fix it or unset {FAULT_ENV}"
+            )
+
+
 def maybe_fault(point: str, step: int) -> None:
     """Kill this process, or raise a full-disk error, when the test asked for it here."""
     if not fault_requested(point, step):

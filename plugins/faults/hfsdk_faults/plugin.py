@@ -20,3 +20,12 @@ def hfsdk_register_step_observers(register: Register) -> None:
     from hfsdk_faults.faults import fault_observer
 
     register("faults", fault_observer)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``fault_points``: an ``HFSDK_FAULT_INJECT`` item no point answers to is
+    refused (a typo would inject nothing, and the check it was for would pass)."""
+    from hfsdk_faults.faults import check_fault_points
+
+    register("fault_points", check_fault_points)

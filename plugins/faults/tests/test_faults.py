@@ -76,3 +76,17 @@ def test_the_docs_example_works_as_written() -> None:
     assert module.hfsdk_fault_point("sync_drop", 3) and module.hfsdk_fault_point("sync_drop", 4)
     assert module.hfsdk_fault_point("sync_drop", 2) is None
     assert module.hfsdk_fault_point("sync_skip", 3) is None
+
+
+@pytest.mark.parametrize("value", ["step_edn:1", "step_end", "step_end:x", "sync_drop:1,oops:2"])
+def test_a_fault_no_point_answers_to_is_refused_before_the_run(
+    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk import HfsdkError
+    from hfsdk.core.trainer.trainer import Trainer
+
+    # Before: the run went on, injected nothing, and the check it served passed.
+    monkeypatch.setenv("HFSDK_FAULT_INJECT", value)
+    with pytest.raises(HfsdkError, match=r"^HFSDK_FAULT_INJECT has '.*'; expected POINT:STEP"):
+        Trainer(load_run_config("grpo", None, ["trainer.total_steps=1"]), tmp_path / "r")
+    assert not (tmp_path / "r").exists()
