@@ -186,6 +186,9 @@ class RolloutBackend(abc.ABC):
     """
 
     collective: bool = False
+    reports_log_probs: bool = False
+    """Whether :meth:`generate_sequences` returns ``rollout_log_probs`` (what rollout
+    corrections and ``trainer.max_mismatch_kl`` read under ``trainer.pipeline: sync``)."""
     serves_requests: bool = False
     """Whether :meth:`generate_request` batches requests itself (continuous batching, many
     in flight, inside :meth:`serving`). A multi-turn runner then sends each turn as soon as

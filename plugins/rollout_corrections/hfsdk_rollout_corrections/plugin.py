@@ -44,14 +44,18 @@ def hfsdk_register_config_sections(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str] | None:
-    """The corrections the config names exist and their settings are valid (one line if not)."""
-    from hfsdk_rollout_corrections.section import resolve_rollout_corrections
+    """The corrections the config names exist and their settings are valid, and the rollout
+    gives the log-probs they read (one line if not)."""
+    from hfsdk_rollout_corrections.section import (
+        behaviour_source_problems,
+        resolve_rollout_corrections,
+    )
 
     try:
         resolve_rollout_corrections(config, hfsdk.get_registry("rollout_corrections"))
     except hfsdk.ConfigError as exc:
         return [str(exc)]
-    return None
+    return behaviour_source_problems(config, hfsdk.get_registry("rollout_backends"))
 
 
 @hfsdk.hookimpl

@@ -71,9 +71,7 @@ class RolloutCorrectionConfig:
 ResolvedCorrection = tuple[str, Callable[..., Any], Any]
 
 
-def resolve_rollout_corrections(
-    run_config: Any, registry: Any = None
-) -> list[ResolvedCorrection]:
+def resolve_rollout_corrections(run_config: Any, registry: Any = None) -> list[ResolvedCorrection]:
     """``(name, fn, config)`` for every correction the run applies, in order.
 
     ``registry`` is the ``rollout_corrections`` registry, by default
@@ -129,6 +127,32 @@ def behaviour_log_probs_needed(run_config: Any) -> bool:
     return corrections_requested(run_config) or (
         trainer is not None and trainer.max_mismatch_kl is not None
     )
+
+
+def behaviour_source_problems(run_config: Any, backends: Any) -> list[str] | None:
+    """Under ``trainer.pipeline: sync`` without a rollout pool only the rollout backend gives
+    ``rollout_log_probs``: one that reports none would fail the first update (a correction)
+    or leave ``trainer.max_mismatch_kl`` watching nothing, silently."""
+    from hfsdk import ROLLOUT_POOL, default_rollout_backend
+
+    if not behaviour_log_probs_needed(run_config) or run_config.trainer.pipeline != "sync":
+        return None
+    if ROLLOUT_POOL in run_config.placement.pools:  # its replicas report them
+        return None
+    name = run_config.rollout.backend or default_rollout_backend(backends)
+    entry = backends.get(name)
+    if entry is None or entry.impl.reports_log_probs:
+        return None
+    asks = (
+        "rollout_correction / algorithm.is_correction"
+        if corrections_requested(run_config)
+        else "trainer.max_mismatch_kl"
+    )
+    return [
+        f"{asks} reads the rollout's log-probs, which rollout backend {name!r} does not "
+        "report under trainer.pipeline=sync; use rollout.backend=vllm, a pipeline "
+        "(trainer.pipeline=one_step_off) or a rollout pool, or drop the setting"
+    ]
 
 
 def corrections_requested(run_config: Any) -> bool:

@@ -157,9 +157,25 @@ def test_composition_multiplies_weights_and_intersects_masks() -> None:
     assert result.metrics["tis_truncated_share"] == pytest.approx(2 / 5)
 
 
+OFF_POLICY = ["trainer.pipeline=one_step_off"]  # a run whose rollout gives log-probs to correct
+
+
+def test_a_rollout_without_log_probs_under_sync_is_refused_at_load() -> None:
+    # Before: a correction failed the first update as a worker failure (exit 3), and the
+    # mismatch gate watched nothing, silently.
+    for setting, asks in (("rollout_correction.preset=tis", "rollout_correction"),
+                          ("trainer.max_mismatch_kl=0.1", "trainer.max_mismatch_kl")):  # fmt: skip
+        with pytest.raises(ConfigError, match=f"^{asks}.* which rollout backend 'hf' does not re"):
+            load_run_config("grpo", None, [setting])
+        load_run_config("grpo", None, [setting, *OFF_POLICY])
+        load_run_config("grpo", None, [setting, "rollout.backend=vllm"])
+
+
 def test_presets_and_apply_resolve_in_order() -> None:
     config = load_run_config(
-        "grpo", None, ["rollout_correction.preset=geo_rs_tis", "rollout_correction.apply=[icepop]"]
+        "grpo",
+        None,
+        [*OFF_POLICY, "rollout_correction.preset=geo_rs_tis", "rollout_correction.apply=[icepop]"],
     )
     assert [
         name
@@ -172,14 +188,19 @@ def test_presets_and_apply_resolve_in_order() -> None:
         "icepop",
     ]
     for name in PRESETS:
-        load_run_config("grpo", None, [f"rollout_correction.preset={name}"])
+        load_run_config("grpo", None, [*OFF_POLICY, f"rollout_correction.preset={name}"])
 
 
 def test_the_older_is_correction_keys_still_work() -> None:
     config = load_run_config(
         "grpo",
         None,
-        ["algorithm.is_correction=mis", "algorithm.is_cap=3", "algorithm.is_level=sequence"],
+        [
+            *OFF_POLICY,
+            "algorithm.is_correction=mis",
+            "algorithm.is_cap=3",
+            "algorithm.is_level=sequence",
+        ],
     )
     [(name, _fn, cfg)] = resolve_rollout_corrections(config, get_registry("rollout_corrections"))
     assert (name, cfg) == ("mis", MISConfig(cap=3.0, level="sequence"))
@@ -208,7 +229,7 @@ def test_the_docs_example_resolves_as_written(tmp_path) -> None:
     text = (Path(__file__).parents[3] / "docs" / "async.md").read_text()
     block = text.split("```yaml\nrollout_correction:", 1)[1].split("```", 1)[0]
     (tmp_path / "run.yaml").write_text("rollout_correction:" + block)
-    config = load_run_config("grpo", str(tmp_path / "run.yaml"), [])
+    config = load_run_config("grpo", str(tmp_path / "run.yaml"), OFF_POLICY)
     resolved = resolve_rollout_corrections(config, get_registry("rollout_corrections"))
     assert [name for name, _fn, _cfg in resolved] == ["geo_rs", "tis", "icepop", "k3_rs"]
     assert resolved[-1][2] == K3RSConfig(threshold=0.02)
@@ -261,4 +282,7 @@ def test_a_correction_without_the_plugin_names_the_distribution(
 def test_behaviour_log_probs_are_needed_by_a_correction_or_the_gate(
     overrides: list[str], needed: bool
 ) -> None:
-    assert hfsdk.behaviour_log_probs_needed(load_run_config("grpo", None, overrides)) is needed
+    assert (
+        hfsdk.behaviour_log_probs_needed(load_run_config("grpo", None, [*OFF_POLICY, *overrides]))
+        is needed
+    )

@@ -81,6 +81,8 @@ class HybridVLLMRollout(ServesRequests, HFRollout):
     send identical requests in lockstep.
     """
 
+    reports_log_probs = True
+
     config: VLLMRolloutConfig
     collective = True
 

@@ -58,6 +58,8 @@ class VLLMRollout(ServesRequests, HFRollout):
     batching (:mod:`.request_server`).
     """
 
+    reports_log_probs = True
+
     config: VLLMRolloutConfig
     collective = False
 

@@ -114,6 +114,8 @@ class VisionRollout(RolloutBackend):
     rank generates for its own prompts, and every rank takes part in reading the weights.
     """
 
+    reports_log_probs = True
+
     config: VisionRolloutConfig
     collective = True
 
