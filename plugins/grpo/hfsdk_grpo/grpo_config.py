@@ -33,6 +33,8 @@ def group_size_problems(config: Any) -> list[str] | None:
     """A group-relative estimator with one sample per prompt: every advantage is 0, so the
     run would train nothing and say nothing (``hfsdk_validate_config`` messages)."""
     algo = config.algorithm
+    if not isinstance(algo, AlgorithmConfig):  # (a program without RL settings: SFT, RM)
+        return None
     if algo.advantage_estimator not in GROUP_RELATIVE or algo.n_samples_per_prompt > 1:
         return None
     return [
