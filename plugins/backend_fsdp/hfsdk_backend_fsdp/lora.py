@@ -72,6 +72,28 @@ def _check_targets(model: nn.Module, targets: list[str]) -> None:
         )
 
 
+def check_lora_targets(config: Any, spec: Any, prepared: Any) -> None:
+    """The preflight check ``lora_targets``: :func:`_check_targets` on the actor's model
+    built on the meta device (no weights read), before any worker starts."""
+    from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+
+    actor = config.sections.get("actor")
+    if not isinstance(actor, FSDPRoleConfig) or not actor.lora.rank:
+        return
+    targets = list(actor.lora.target_modules)
+    path = actor.model_path or prepared.assets.model_path
+    if targets == ["all-linear"] or not path:
+        return
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path))
+    except (OSError, ValueError):  # not a causal LM (a vision model): the worker checks it
+        return
+    _check_targets(model, targets)
+
+
 def base_model(module: nn.Module) -> nn.Module:
     """The HF model inside a peft wrapper (``module`` itself when it is not one)."""
     getter = getattr(type(module), "get_base_model", None)

@@ -23,3 +23,11 @@ def hfsdk_validate_config(config: Any) -> list[str]:
     from hfsdk_backend_fsdp.fsdp_config import run_config_problems
 
     return run_config_problems(config)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``lora_targets`` (a refusal: a LoRA target the actor's model has no layer of)."""
+    from hfsdk_backend_fsdp.lora import check_lora_targets
+
+    register("lora_targets", check_lora_targets)

@@ -221,3 +221,14 @@ def test_a_target_module_the_model_lacks_is_named_with_the_ones_it_has(model_dir
     with pytest.raises(HfsdkError, match=r"names \['v_prj'\].*'q_proj', 'up_proj', 'v_proj'"):
         attach_adapters(model, config, seed=0)
     attach_adapters(model, LoraConfig(rank=4, target_modules=("q_proj", "v_proj")), seed=0)
+
+
+def test_the_target_check_runs_before_any_worker(tmp_path: Path) -> None:
+    from hfsdk import HfsdkError, load_run_config
+    from hfsdk.core.trainer.trainer import Trainer
+
+    settings = ["actor.lora.rank=4", "actor.lora.target_modules=[nope_proj]"]
+    # Before: a worker failure (exit 3) once the models were being built.
+    with pytest.raises(HfsdkError, match=r"^actor.lora.target_modules names \['nope_proj'\]"):
+        Trainer(load_run_config("grpo", None, settings), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
