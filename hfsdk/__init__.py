@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         KIND_OPERATIONS,
         REF_TOP_K,
         ROLE_KINDS,
+        TRAINED_KINDS,
         ActorLossTerms,
         AlgorithmSpec,
         RoleKind,

@@ -219,8 +219,9 @@ def hfsdk_overrides(
     """``vs_trl``'s matched settings plus this check's model, data, reward, backend, device."""
     reward = f"{REPO / 'scripts' / 'gpu_check_task.py'}:odd_length_share"
     base = vs_trl.hfsdk_overrides(s)
-    if backend == "megatron":  # an fsdp-only key; the megatron role has no such field
-        base = [o for o in base if not o.startswith("actor.gradient_checkpointing=")]
+    if backend == "megatron":  # an fsdp-only key; and megatron trains in float32 (refused else)
+        drop = ("actor.gradient_checkpointing=", "actor.dtype=")
+        base = [o for o in base if not o.startswith(drop)]
     extra = [
         f"actor.model_path={model_dir}",
         f"reference.model_path={model_dir}",

@@ -57,6 +57,7 @@ def run_config_problems(config: Any) -> list[str]:
         return problems
     placement = config.sections.get("placement")
     actor_path = getattr(config.sections.get("actor"), "model_path", None)
+    problems += _shared_pool_problems(sections, placement) + _dtype_problems(config, sections)
     for role, section in sections:
         path = section.model_path or actor_path
         try:
@@ -79,6 +80,40 @@ def run_config_problems(config: Any) -> list[str]:
                 "yet; set it to false"
             )
     return problems
+
+
+def _shared_pool_problems(sections: list[tuple[str, Any]], placement: Any) -> list[str]:
+    """Megatron roles on one pool share its processes, so they need one (tp, pp) layout."""
+    if placement is None or placement.mode != "manual":
+        return []
+    first: dict[str, tuple[str, int, int]] = {}
+    problems = []
+    for role, section in sections:
+        tp, pp = section.parallel.tp, section.parallel.pp
+        pool = placement.pool_of(role)
+        other, other_tp, other_pp = first.setdefault(pool, (role, tp, pp))
+        if (tp, pp) != (other_tp, other_pp):
+            problems.append(
+                f"{role}.parallel (tp={tp}, pp={pp}) differs from {other}.parallel (tp="
+                f"{other_tp}, pp={other_pp}), and both run in pool {pool!r}'s processes; give "
+                "them the same tp and pp, or put them on separate pools (placement.roles)"
+            )
+    return problems
+
+
+def _dtype_problems(config: Any, sections: list[tuple[str, Any]]) -> list[str]:
+    """A trained megatron role computes in float32 here: another ``dtype`` would be ignored."""
+    from hfsdk import TRAINED_KINDS, get_registry
+
+    entry = get_registry("algorithms").get(config.algo)
+    trained = {r.name for r in entry.impl.roles if r.kind in TRAINED_KINDS} if entry else set()
+    return [
+        f"{role}.dtype={section.dtype}: the megatron backend trains in float32 (master weights "
+        f"and compute), so this would be ignored; set {role}.dtype: float32, or use "
+        f"{role}.backend: fsdp for bfloat16 training"
+        for role, section in sections
+        if role in trained and section.dtype != "float32"
+    ]
 
 
 def lora_problem(role: str, rank: int) -> str:

@@ -133,3 +133,16 @@ def test_lora_is_refused_in_one_line(model: str) -> None:
         "actor.lora.rank=8: LoRA is not supported by the megatron backend; set "
         "actor.lora.rank: 0 or use actor.backend: fsdp"
     ) in message
+
+
+def test_megatron_roles_sharing_a_pool_need_one_layout_and_trained_ones_float32() -> None:
+    shared = ["actor.backend=megatron", "reference.backend=megatron",
+              "placement.pools.global.devices=2"]  # fmt: skip
+    # Before: Ray started and the reference's worker failed (exit 3) after ~30 s.
+    message = _error([*shared, "actor.parallel.tp=2", "reference.parallel.tp=1"])
+    assert "reference.parallel (tp=1, pp=1) differs from actor.parallel (tp=2, pp=1)" in message
+    load_run_config("grpo", None, [*shared, "actor.parallel.tp=2", "reference.parallel.tp=2"])
+    # Before: accepted, and the actor trained in float32 all the same.
+    message = _error([*shared, "actor.dtype=bfloat16"])
+    assert message.startswith("actor.dtype=bfloat16: the megatron backend trains in float32")
+    load_run_config("grpo", None, [*shared, "reference.dtype=bfloat16"])  # frozen: it computes so
