@@ -178,3 +178,31 @@ def test_a_stale_reload_and_a_wrong_merge_are_caught_on_a_stand_in_engine(monkey
         )
     assert "1 of 1 merged weight(s) wrong: 'attn.q_proj.weight' is not the merge" in str(info.value)
     assert "differ from what was sent" not in str(info.value)
+
+
+class _EmptyShareEngine(_SlicedEngine):
+    """Rank 1 of a vocabulary too small to split: its embedding slice has no rows."""
+
+    def rank_slicer(self):
+        def cut(name: str, tensor: torch.Tensor) -> torch.Tensor:
+            if name == "embed.weight":
+                return tensor.narrow(0, tensor.shape[0], 0)
+            return tensor.chunk(2)[self.rank]
+
+        return cut
+
+    def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        cut = self.rank_slicer()
+        _Engine.reload_weights(self, ((name, cut(name, t)) for name, t in weights))
+
+
+def test_the_drop_fault_takes_a_slice_that_holds_data(monkeypatch) -> None:
+    from hfsdk_faults import faults
+
+    monkeypatch.setenv(faults.FAULT_ENV, "vllm_drop:7")
+    monkeypatch.setattr(faults, "_FIRED", set())
+    # Before: the empty embedding share was "dropped" (nothing lost), the sync verified.
+    with pytest.raises(WeightSyncMismatch, match=r"first: 'attn\.qkv_proj\.weight'"):
+        verified_reload(
+            _EmptyShareEngine(1), _weights(), dtype=torch.float32, version=7, sliced=True
+        )
