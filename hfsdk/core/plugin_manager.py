@@ -24,7 +24,7 @@ from typing import Any, Literal
 import attrs
 import pluggy
 
-from hfsdk.core.errors import HfsdkError
+from hfsdk.core.errors import DuplicateNameError, HfsdkError
 from hfsdk.core.registry import KIND_ALIASES, REGISTRY_HOOKS, Registry, normalize_kind
 
 ENTRY_POINT_GROUP = "hfsdk"
@@ -167,9 +167,9 @@ class HfsdkPluginManager:
                 print(f"hfsdk: {hook_name} -> plugin {plugin!r}", file=sys.stderr)
             try:
                 call(register=functools.partial(_register_into, registry, plugin))
-            except HfsdkError:
-                raise
-            except Exception as exc:
+            except DuplicateNameError:
+                raise  # no winner: both plugins are named
+            except Exception as exc:  # (an HfsdkError: what it registered broke a contract)
                 # One broken plugin must not take the others down: drop what it
                 # registered, record why, and go on.
                 registry._remove_plugin(plugin)

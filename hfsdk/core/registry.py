@@ -39,6 +39,9 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
     }
 )
 """Registry kind -> the hook that fills it."""
+CALLABLE_KINDS = frozenset(set(REGISTRY_HOOKS) - {"algorithms", "tasks", "transfer_protocols",
+                                                  "model_inputs"})  # fmt: skip
+"""The core's kinds whose entries are called (functions, factories, classes)."""
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
 
@@ -120,6 +123,11 @@ class Registry(Mapping[str, RegistryEntry]):
             raise HfsdkError(
                 f"plugin {plugin!r} registered {self.what} name {name!r}; expected a name of "
                 "letters, digits, '_', '-' or '.', starting with a letter"
+            )
+        if self.kind in CALLABLE_KINDS and not callable(impl):  # else it fails mid-run
+            raise HfsdkError(
+                f"plugin {plugin!r} registered {self.what} {name!r} as {impl!r}, which cannot "
+                "be called; register the function (or class) itself"
             )
         if config_cls is not None and not attrs.has(config_cls):
             raise HfsdkError(

@@ -116,8 +116,27 @@ def test_an_algorithm_must_be_registered_as_its_spec() -> None:
     plugin.hfsdk_register_algorithms = plugin.hfsdk_register_policy_losses  # type: ignore[attr-defined]
     del plugin.hfsdk_register_policy_losses  # type: ignore[attr-defined]
     pm = build_plugin_manager([("mine", plugin)], load_entry_points=False)
-    with pytest.raises(HfsdkError, match=r"expected an hfsdk\.AlgorithmSpec"):
-        pm.registry("algorithms")
+    # The plugin is dropped and named; before, every run stopped, --algo grpo too.
+    assert "x" not in pm.registry("algorithms")
+    info = pm.plugin_info("mine")
+    assert info is not None and info.status == "failed"
+    assert "expected an hfsdk.AlgorithmSpec" in (info.error or "")
+
+
+def test_a_function_kinds_entry_that_cannot_be_called_is_refused() -> None:
+    class NotCallable:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("nc_score", 42)
+
+    pm = build_plugin_manager([("nc", NotCallable)], load_entry_points=False)
+    # Before: listed with int's docstring, and the run failed at step 1 after model build.
+    assert "nc_score" not in pm.registry("reward_functions")
+    info = pm.plugin_info("nc")
+    assert info is not None and "registered reward function 'nc_score' as 42, which cann" in (
+        info.error or ""
+    )
 
 
 def test_bad_names_and_config_classes_are_rejected() -> None:
@@ -187,7 +206,11 @@ def test_a_plugin_adds_a_registry_kind_that_works_like_a_core_one() -> None:
 
     alone = build_plugin_manager([("judging", _judges_plugin())], load_entry_points=False)
     entry = alone.registry("judges")["strict"]
-    assert (entry.impl, entry.plugin, entry.summary) == (_thing, "judging", "A test implementation.")
+    assert (entry.impl, entry.plugin, entry.summary) == (
+        _thing,
+        "judging",
+        "A test implementation.",
+    )
     with pytest.raises(UnknownNameError) as unknown:
         alone.registry("judge")
     assert "judges" in str(unknown.value)
@@ -202,7 +225,9 @@ def test_a_plugin_adds_a_registry_kind_that_works_like_a_core_one() -> None:
     ],
 )
 def test_a_bad_registry_kind_is_one_line(kind: str, hook: str, says: str) -> None:
-    manager = build_plugin_manager([("judging", _judges_plugin(kind, hook))], load_entry_points=False)
+    manager = build_plugin_manager(
+        [("judging", _judges_plugin(kind, hook))], load_entry_points=False
+    )
     with pytest.raises(HfsdkError) as info:
         manager.registry_kinds()
     assert says in str(info.value) and "'judging'" in str(info.value)
