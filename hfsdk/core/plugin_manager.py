@@ -210,7 +210,22 @@ def _register_into(
         from hfsdk.core.task_spec import task_entry
 
         extra = task_entry(plugin, name, impl, extra)
+    if registry.kind in ("training_backends", "rollout_backends"):
+        _check_backend(plugin, name, config_cls, registry.kind == "training_backends")
     registry._add(name, impl, plugin=plugin, config_cls=config_cls, **extra)
+
+
+def _check_backend(plugin: str, name: str, config_cls: Any, training: bool) -> None:
+    """A backend's config class extends its section's base (else a run blames the user's
+    ``backend`` key, which the class lacks, as unknown)."""
+    from hfsdk.core.role_config import RoleConfig, RolloutConfig
+
+    base = RoleConfig if training else RolloutConfig
+    if not (isinstance(config_cls, type) and issubclass(config_cls, base)):
+        raise HfsdkError(
+            f"plugin {plugin!r} registered backend {name!r} with config class {config_cls!r}; "
+            f"expected a subclass of hfsdk.{base.__name__}"
+        )
 
 
 def _algorithm_entry(

@@ -120,7 +120,7 @@ def hfsdk_register_rollout_backends(register: Register) -> None:
     """Register rollout (generation) backends: ``register(name, cls, config_cls=...)``.
 
     ``cls`` subclasses :class:`hfsdk.RolloutBackend`; ``config_cls`` is its
-    ``rollout`` section (a :class:`hfsdk.RolloutConfig` subclass). ``default=True``
+    ``rollout`` section (a :class:`hfsdk.RolloutConfig` subclass, checked). ``default=True``
     makes it the backend of a ``rollout`` section that names none.
 
     Every actor worker builds it once with ``hfsdk.build_rollout(config, actor)``
@@ -152,8 +152,8 @@ def hfsdk_register_model_inputs(register: Register) -> None:
 def hfsdk_register_training_backends(register: Register) -> None:
     """Register training backends: ``register(name, impl, config_cls=..., default_for=(...))``.
 
-    The config class is the per-role config section (``actor``, ``critic``, ...)
-    used when a role selects this backend. ``impl`` is a ``hfsdk.Worker``
+    The config class (an :class:`hfsdk.RoleConfig` subclass, checked) is the per-role
+    config section (``actor``, ``critic``, ...) used when a role selects this backend. ``impl`` is a ``hfsdk.Worker``
     subclass or has ``worker_class(role_kind)``; ``default_for`` names the
     role kinds whose sections get this backend when they name none.
     """

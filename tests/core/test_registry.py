@@ -17,6 +17,24 @@ class _Cfg:
     alpha: float = 1.0
 
 
+@attrs.frozen(kw_only=True)
+class _RoleCfg(hfsdk.RoleConfig):
+    alpha: float = 1.0
+
+
+@attrs.frozen(kw_only=True)
+class _RolloutCfg(hfsdk.RolloutConfig):
+    alpha: float = 1.0
+
+
+def _cfg(hook: str) -> type:
+    """A backend's config extends its section's base; every other kind takes any attrs class."""
+    return {
+        "hfsdk_register_training_backends": _RoleCfg,
+        "hfsdk_register_rollout_backends": _RolloutCfg,
+    }.get(hook, _Cfg)
+
+
 def _thing() -> None:
     """A test implementation.
 
@@ -50,7 +68,7 @@ def _plugin_for(hook: str, name: str) -> object:
         pass
 
     def impl(register):  # type: ignore[no-untyped-def]
-        register(name, _impl(hook, name), config_cls=_Cfg, color="blue")
+        register(name, _impl(hook, name), config_cls=_cfg(hook), color="blue")
 
     impl.__name__ = hook
     setattr(Plugin, hook, staticmethod(hfsdk.hookimpl(impl)))
@@ -64,11 +82,11 @@ def test_every_kind_registers_and_looks_up(kind: str) -> None:
     registry = pm.registry(kind)
     entry = registry["my_entry"]
     assert entry.impl == _impl(REGISTRY_HOOKS[kind], "my_entry")
-    assert entry.config_cls is _Cfg
+    assert entry.config_cls is _cfg(REGISTRY_HOOKS[kind])
     assert entry.plugin == "mine"
     assert entry.summary == "A test implementation."
     assert entry.extra == {"color": "blue"}
-    assert entry.make_config(alpha=2.0) == _Cfg(alpha=2.0)
+    assert entry.make_config(alpha=2.0) == _cfg(REGISTRY_HOOKS[kind])(alpha=2.0)
 
 
 @pytest.mark.parametrize("kind", sorted(REGISTRY_HOOKS))
@@ -249,3 +267,17 @@ def test_hfsdk_list_shows_a_plugin_kind() -> None:
         reset_plugin_manager()
     assert "  judges" in bare.output, bare.output
     assert listed.exit_code == 0 and "strict" in listed.output and "[judging]" in listed.output
+
+
+def test_a_backend_configured_by_a_class_off_its_sections_base_is_refused() -> None:
+    class Plugin:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_rollout_backends(register):  # type: ignore[no-untyped-def]
+            register("junkroll", _thing, config_cls=_Cfg)
+
+    pm = build_plugin_manager([("junk", Plugin)], load_entry_points=False)
+    # Before: accepted, and a run said "unknown config key 'rollout.backend'" (the user's key).
+    assert "junkroll" not in pm.registry("rollout_backends")
+    info = pm.plugin_info("junk")
+    assert info is not None and "expected a subclass of hfsdk.RolloutConfig" in (info.error or "")

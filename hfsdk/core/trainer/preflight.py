@@ -61,6 +61,8 @@ def check_model_path(key: str, path: str | None) -> None:
         )
 
 
+PATH_KEYS = ("model_path", "tokenizer_path")
+"""A role section's local paths (a backend's config may have neither: run_assets fills them)."""
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json",
                    "vocab.txt", "spiece.model")  # fmt: skip
 """Files of a directory ``PreTrainedTokenizerFast`` / ``AutoTokenizer`` load a tokenizer from."""
@@ -246,7 +248,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
             val_files=tuple(assets.val_files) if config.trainer.val_every else (),
             tokenizer=tokenizer,
             tokenizer_path=str(assets.tokenizer_path),
-            builtin_tokenizer=not (main.tokenizer_path or main.model_path),
+            builtin_tokenizer=not any(getattr(main, k, None) for k in PATH_KEYS),
             tools=tools,
         )
     )
