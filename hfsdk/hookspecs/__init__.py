@@ -153,9 +153,9 @@ def hfsdk_register_training_backends(register: Register) -> None:
     """Register training backends: ``register(name, impl, config_cls=..., default_for=(...))``.
 
     The config class (an :class:`hfsdk.RoleConfig` subclass, checked) is the per-role
-    config section (``actor``, ``critic``, ...) used when a role selects this backend. ``impl`` is a ``hfsdk.Worker``
-    subclass or has ``worker_class(role_kind)``; ``default_for`` names the
-    role kinds whose sections get this backend when they name none.
+    section (``actor``, ``critic``, ...) used when a role selects this backend. ``impl``
+    is a ``hfsdk.Worker`` subclass or has ``worker_class(role_kind)``; ``default_for``
+    names the role kinds whose sections get this backend when they name none.
     """
 
 
