@@ -177,8 +177,8 @@ class HfsdkPluginManager:
         return registry
 
     def mark_failed(self, plugin: str, hook_name: str, exc: BaseException) -> None:
-        """Record (for ``hfsdk plugins`` and failed lookups) and say that ``plugin``'s
-        ``hook_name`` raised ``exc``."""
+        """Drop ``plugin`` (from every registry and hook), record why for ``hfsdk plugins``
+        and failed lookups, and say that its ``hook_name`` raised ``exc``."""
         message = f"{hook_name} raised {type(exc).__name__}: {exc}"
         if isinstance(exc, HfsdkError):  # the host's own verdict on what the plugin did
             message = f"{hook_name}: {exc}"
@@ -187,6 +187,8 @@ class HfsdkPluginManager:
             info.status, info.error = "failed", message
         for registry in self._registries.values():
             registry._remove_plugin(plugin)
+        if self.pm.get_plugin(plugin) is not None:  # its other hooks are not called either
+            self.pm.unregister(name=plugin)
         print(f"hfsdk: plugin {plugin!r} failed in {message}", file=sys.stderr)
 
 
