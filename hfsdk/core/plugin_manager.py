@@ -180,8 +180,6 @@ class HfsdkPluginManager:
         """Drop ``plugin`` (from every registry and hook), record why for ``hfsdk plugins``
         and failed lookups, and say that its ``hook_name`` raised ``exc``."""
         message = f"{hook_name} raised {type(exc).__name__}: {exc}"
-        if isinstance(exc, HfsdkError):  # the host's own verdict on what the plugin did
-            message = f"{hook_name}: {exc}"
         info = self.plugin_info(plugin)
         if info is not None:
             info.status, info.error = "failed", message

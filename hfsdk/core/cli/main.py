@@ -64,8 +64,7 @@ def build_cli() -> click.Group:
     manager = get_plugin_manager()
     for group, commands in _CORE_COMMANDS.items():
         group.commands = dict(commands)
-    # One plugin at a time, so that a plugin that raises or takes a command already there (a
-    # core one, or an earlier plugin's) is dropped, named, and the others' commands stay.
+    # One plugin at a time: one that raises or takes a command already there is dropped alone.
     for impl in reversed(manager.hook.hfsdk_register_commands.get_hookimpls()):
         before = {(path, group): dict(group.commands) for path, group in _groups(cli)}
         try:

@@ -456,8 +456,6 @@ def _validate_across_sections(pm: HfsdkPluginManager, config: RunConfig) -> None
     for impl in reversed(pm.hook.hfsdk_validate_config.get_hookimpls()):  # pluggy's order
         try:
             answer = impl.function(**{name: config for name in impl.argnames})
-        except HfsdkError:
-            raise
         except Exception as exc:  # a broken check, not a bad config: name whose it is
             raise ConfigError(
                 f"plugin {impl.plugin_name!r}'s hfsdk_validate_config raised "
