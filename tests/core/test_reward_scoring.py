@@ -68,15 +68,3 @@ def test_an_answer_without_score_is_refused() -> None:
     with pytest.raises(HfsdkError, match=r"returned a function for 'reward'; expected an object"):
         build_reward_scorer("reward", SECTION, pm)
 
-
-def test_a_scoring_models_non_finite_score_is_refused() -> None:
-    import torch
-
-    class NaNModel:
-        def compute_scores(self, batch: Batch) -> Batch:
-            return Batch.from_dict(tensors={"rm_scores": torch.tensor([0.5, float("nan")])})
-
-    batch = Batch.from_dict(non_tensors={"raw_prompt": ["a", "b"], "response_text": ["x", "y"]})
-    # Before: the NaN became the whole group's advantage, and the update trained on NaN.
-    with pytest.raises(HfsdkError, match=r"the 'cost' model gave sample 1 the non-finite score"):
-        SignalScorer("cost", SignalConfig(), NaNModel(), None)(batch)

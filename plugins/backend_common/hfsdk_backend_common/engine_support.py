@@ -40,6 +40,18 @@ def resolve_device(name: str) -> torch.device:
     return torch.device("cpu")
 
 
+def finite_scores(scores: torch.Tensor) -> torch.Tensor:
+    """A scoring model's ``scores``, refused when one is not finite (a NaN would become its
+    whole group's advantage, and the update would train on it)."""
+    bad = (~torch.isfinite(scores)).nonzero()
+    if len(bad):
+        raise HfsdkError(
+            f"the scoring model gave sample {int(bad[0])} the non-finite score "
+            f"{float(scores[bad[0]])}; check its weights (the role's model_path)"
+        )
+    return scores
+
+
 def require_keys(batch: Batch, keys: Sequence[str], operation: str) -> None:
     """Raise a clear error naming the keys ``operation`` needs but ``batch`` lacks."""
     missing = [k for k in keys if k not in batch]

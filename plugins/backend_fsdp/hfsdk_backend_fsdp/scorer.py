@@ -11,6 +11,7 @@ from transformers import PreTrainedModel
 from hfsdk import Batch, HfsdkError, row_group
 from hfsdk_backend_common.engine_support import (
     MetricAccumulator,
+    finite_scores,
     require_keys,
     without_padding_weight,
 )
@@ -60,7 +61,7 @@ class ScoreEngine(FSDPEngine):
                     scores.append(self._head_scores(micro).cpu())
         finally:
             self.module.train(was_training)
-        return Batch.from_dict(tensors={output_key: torch.cat(scores)})
+        return Batch.from_dict(tensors={output_key: finite_scores(torch.cat(scores))})
 
 
 ScoreLoss = Callable[[torch.Tensor, Batch], tuple[torch.Tensor, dict[str, torch.Tensor]]]

@@ -59,3 +59,18 @@ def test_padding_with_the_eos_id_does_not_move_the_read_position(model_dir: Path
     )
     with_eos = engine.compute_scores(_batch(prompt, [[answer, eos], [answer]], eos), "cost_scores")
     torch.testing.assert_close(with_eos["cost_scores"], with_pad["rm_scores"])
+
+
+def test_a_non_finite_score_is_refused(model_dir: Path) -> None:
+    import pytest
+
+    from hfsdk import HfsdkError
+
+    engine = ScoreEngine(FSDPRoleConfig(model_path=str(model_dir)), role="reward")
+    tokenizer = engine.tokenizer
+    batch = _batch(tokenizer("1 + 1 =").input_ids, [[tokenizer.eos_token_id]] * 2, 0)
+    with torch.no_grad():  # a diverged reward model: its head gives NaN
+        engine.module.score.weight.fill_(float("nan"))
+    # Before: the NaN became its whole group's advantage, and the update trained on it.
+    with pytest.raises(HfsdkError, match=r"gave sample 0 the non-finite score nan"):
+        engine.compute_scores(batch)

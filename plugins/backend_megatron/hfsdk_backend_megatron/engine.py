@@ -45,6 +45,7 @@ from hfsdk_backend_common.engine_support import (
     SEQUENCE_KEYS,
     UPDATE_KEYS,
     MetricAccumulator,
+    finite_scores,
     require_keys,
     resolve_device,
     sampling_temperature,
@@ -401,7 +402,7 @@ class MegatronEngine:
             self._pipeline(self._forward_micros(batch), last, backward=False)
         if not self.last_stage or not parts:
             return Batch.from_dict(tensors={output_key: torch.zeros(len(batch))})
-        return Batch.from_dict(tensors={output_key: torch.cat(parts)})
+        return Batch.from_dict(tensors={output_key: finite_scores(torch.cat(parts))})
 
     # -- training -----------------------------------------------------------------------
 
