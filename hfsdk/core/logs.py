@@ -62,11 +62,12 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
-def parse_level(text: str | None) -> int:
-    """``debug|info|warning|error`` (any case) as a logging level; ``None``: ``info``."""
+def parse_level(text: str | None, source: str = "--log-level") -> int:
+    """``debug|info|warning|error`` (any case) as a logging level; ``None``: ``info``.
+    ``source`` names where ``text`` came from in the error."""
     name = (text or "info").strip().lower()
     if name not in LEVELS:
-        raise HfsdkError(f"--log-level {text!r}: expected one of {', '.join(LEVELS)}")
+        raise HfsdkError(f"{source} {text!r}: expected one of {', '.join(LEVELS)}")
     return getattr(logging, name.upper())
 
 
@@ -87,7 +88,7 @@ def configure_logging(level: str | None = None, *, prefix: str = "") -> int:
     :data:`LEVEL_ENV` for the worker processes this one starts. Calling it again
     replaces the handler (no line is printed twice).
     """
-    numeric = parse_level(level or os.environ.get(LEVEL_ENV))
+    numeric = parse_level(level) if level else parse_level(os.environ.get(LEVEL_ENV), LEVEL_ENV)
     os.environ[LEVEL_ENV] = logging.getLevelName(numeric).lower()
     handler = _StderrHandler()
     handler.setFormatter(logging.Formatter(f"{prefix}%(message)s"))

@@ -72,6 +72,7 @@ class HfsdkPluginManager:
         self.plugins = plugins
         self._registries: dict[str, Registry] = {}
         self._kinds: dict[str, str] | None = None
+        self._filling: dict[str, set[str]] = {}  # kind -> the plugins registering into it now
 
     @property
     def hook(self) -> Any:
@@ -138,13 +139,15 @@ class HfsdkPluginManager:
     def registry(self, kind: str) -> Registry:
         """The registry of ``kind``, filled from every loaded plugin on first use."""
         kind = normalize_kind(kind, self.registry_kinds())
+        if self._filling.get(kind):  # a plugin's registration reads the others' entries
+            return self._fill(kind, skip=set(self._filling[kind]))
         if kind not in self._registries:
             registry = self._fill(kind)
             registry.explain_missing = self.failed_plugins_note
             self._registries[kind] = registry
         return self._registries[kind]
 
-    def _fill(self, kind: str) -> Registry:
+    def _fill(self, kind: str, skip: set[str] | None = None) -> Registry:
         """Call the kind's hook through pluggy, once per plugin, each with its own ``register``.
 
         Each call is pluggy's (``subset_hook_caller``: that plugin's implementation
@@ -158,13 +161,15 @@ class HfsdkPluginManager:
         impls = getattr(self.pm.hook, hook_name).get_hookimpls()
         wrappers = {i.plugin_name for i in impls if i.hookwrapper or i.wrapper}
         # get_hookimpls() lists the order pluggy calls in, reversed.
-        failed = {p.name for p in self.failed_plugins()}  # (dropped from every registry)
-        order = [i.plugin_name for i in reversed(impls) if i.plugin_name not in wrappers | failed]
+        skipped = wrappers | {p.name for p in self.failed_plugins()} | (skip or set())
+        order = [i.plugin_name for i in reversed(impls) if i.plugin_name not in skipped]
+        active = self._filling.setdefault(kind, set())
         for plugin in order:
-            others = [self.pm.get_plugin(p) for p in order if p != plugin]
+            others = [i.plugin for i in impls if i.plugin_name not in wrappers | {plugin}]
             call = self.pm.subset_hook_caller(hook_name, remove_plugins=others)
             if _trace_enabled():
                 print(f"hfsdk: {hook_name} -> plugin {plugin!r}", file=sys.stderr)
+            active.add(plugin)
             try:
                 call(register=functools.partial(_register_into, registry, plugin))
             except DuplicateNameError:
@@ -174,11 +179,12 @@ class HfsdkPluginManager:
                 # registered, record why, and go on.
                 registry._remove_plugin(plugin)
                 self.mark_failed(plugin, hook_name, exc)
+            finally:
+                active.discard(plugin)
         return registry
 
     def mark_failed(self, plugin: str, hook_name: str, exc: BaseException) -> None:
-        """Drop ``plugin`` (from every registry and hook), record why for ``hfsdk plugins``
-        and failed lookups, and say that its ``hook_name`` raised ``exc``."""
+        """Drop ``plugin`` from every registry and hook, saying and recording why."""
         message = f"{hook_name} raised {type(exc).__name__}: {exc}"
         info = self.plugin_info(plugin)
         if info is not None:
@@ -210,22 +216,14 @@ def _register_into(
         from hfsdk.core.task_spec import task_entry
 
         extra = task_entry(plugin, name, impl, extra)
-    if registry.kind in ("training_backends", "rollout_backends"):
-        _check_backend(plugin, name, config_cls, registry.kind == "training_backends")
+    if registry.kind in ("training_backends", "rollout_backends"):  # (else a run blames a key)
+        from hfsdk.core.role_config import RoleConfig, RolloutConfig
+
+        base = RoleConfig if registry.kind == "training_backends" else RolloutConfig
+        if not (isinstance(config_cls, type) and issubclass(config_cls, base)):
+            what = f"backend {name!r} with config {config_cls!r}"
+            raise HfsdkError(f"plugin {plugin!r} registered {what}; expected a {base.__name__}")
     registry._add(name, impl, plugin=plugin, config_cls=config_cls, **extra)
-
-
-def _check_backend(plugin: str, name: str, config_cls: Any, training: bool) -> None:
-    """A backend's config class extends its section's base (else a run blames the user's
-    ``backend`` key, which the class lacks, as unknown)."""
-    from hfsdk.core.role_config import RoleConfig, RolloutConfig
-
-    base = RoleConfig if training else RolloutConfig
-    if not (isinstance(config_cls, type) and issubclass(config_cls, base)):
-        raise HfsdkError(
-            f"plugin {plugin!r} registered backend {name!r} with config class {config_cls!r}; "
-            f"expected a subclass of hfsdk.{base.__name__}"
-        )
 
 
 def _algorithm_entry(
@@ -310,11 +308,8 @@ def build_plugin_manager(
                 continue
             taken = next((p for p in plugins if p.name == ep.name and p is not info), None)
             if taken is not None:  # never a silent stand-in for another distribution's plugin
-                info.status = "failed"
-                info.error = (
-                    f"distribution {taken.distribution!r} has a plugin named {ep.name!r} too; "
-                    "rename one entry point (a plugin's name is its entry point's)"
-                )
+                info.status, info.error = "failed", (f"distribution {taken.distribution!r} has a "
+                    f"plugin named {ep.name!r} too; rename one entry point")  # fmt: skip
                 continue
             try:
                 module = ep.load()

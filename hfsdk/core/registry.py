@@ -39,9 +39,7 @@ REGISTRY_HOOKS: Mapping[str, str] = MappingProxyType(
     }
 )
 """Registry kind -> the hook that fills it."""
-CALLABLE_KINDS = frozenset(set(REGISTRY_HOOKS) - {"algorithms", "tasks", "transfer_protocols",
-                                                  "model_inputs"})  # fmt: skip
-"""The core's kinds whose entries are called (functions, factories, classes)."""
+NOT_CALLED = {"algorithms", "tasks", "transfer_protocols", "model_inputs"}  # specs and objects
 
 _NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.\-]*$")
 
@@ -124,7 +122,7 @@ class Registry(Mapping[str, RegistryEntry]):
                 f"plugin {plugin!r} registered {self.what} name {name!r}; expected a name of "
                 "letters, digits, '_', '-' or '.', starting with a letter"
             )
-        if self.kind in CALLABLE_KINDS and not callable(impl):  # else it fails mid-run
+        if self.kind in set(REGISTRY_HOOKS) - NOT_CALLED and not callable(impl):  # (mid-run else)
             raise HfsdkError(
                 f"plugin {plugin!r} registered {self.what} {name!r} as {impl!r}, which cannot "
                 "be called; register the function (or class) itself"

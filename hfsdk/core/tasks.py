@@ -59,6 +59,8 @@ def get_task(name: str = DEFAULT_TASK, pm: HfsdkPluginManager | None = None) -> 
 
     registry = (pm or get_plugin_manager()).registry("tasks")
     entry = registry.get(name)
+    if entry is None and name != DEFAULT_TASK and len(registry):
+        registry[name]  # a typo: raises the registry's line, with its suggestion
     if entry is None:
         known = ", ".join(registry) or "none"
         failed = registry.explain_missing() if registry.explain_missing else ""

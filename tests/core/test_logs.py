@@ -64,6 +64,21 @@ def test_a_bad_level_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
         logs.parse_level("loud")
 
 
+def test_a_bad_environment_level_is_named_and_an_explicit_flag_wins(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk.core.cli.main import main
+
+    monkeypatch.setenv(logs.LEVEL_ENV, "verbose")
+    with pytest.raises(SystemExit) as info:
+        main(["list"])
+    # Before: blamed on --log-level, and --log-level debug did not get past it.
+    assert info.value.code == 2 and "HFSDK_LOG_LEVEL 'verbose': expected" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["--log-level", "debug", "list"])
+    assert info.value.code in (0, None)
+
+
 def test_run_log_file_and_worker_prefix(tmp_path: Path) -> None:
     setup = f"logs.configure_logging(); logs.attach_run_log({str(tmp_path)!r})"
     done = _run(setup)

@@ -54,8 +54,12 @@ def test_the_documented_task_plugin_is_offered_by_task(
     assert str(root / "train.jsonl") in out and "name: exact_match" in out
     # An unregistered name is one line listing what is registered.
     code, _out, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", "--task", "nope")
-    assert code == 2 and "no task 'nope' is registered" in err
+    assert code == 2 and "unknown task 'nope'; available: " in err
     assert "my_task" in err and "Traceback" not in err
+    code, _out, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", "--task", "my_tsak")
+    assert (
+        code == 2 and "did you mean 'my_task'?" in err and "install hfsdk-plugin-tasks" not in err
+    )
 
 
 def test_the_default_task_comes_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:

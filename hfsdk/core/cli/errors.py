@@ -49,8 +49,9 @@ def run_reporting_errors(entry: Callable[[], Any], argv: list[str]) -> int:
         cause = exc.__context__
         if isinstance(cause, EOFError):
             return _internal(cause, debug)
-        click.echo("Aborted.", err=True)
-        return EXIT_INTERNAL
+        # And any KeyboardInterrupt (Ctrl-C): the status a shell expects for SIGINT.
+        click.echo("Interrupted." if isinstance(cause, KeyboardInterrupt) else "Aborted.", err=True)
+        return 130 if isinstance(cause, KeyboardInterrupt) else EXIT_INTERNAL
     except RunStopped as exc:
         click.echo(str(exc), err=True)
         return exc.exit_code

@@ -83,7 +83,8 @@ def build_cli() -> click.Group:
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    code = run_reporting_errors(lambda: configure_logging(), argv)  # a bad HFSDK_LOG_LEVEL
+    explicit = any(a == "--log-level" or a.startswith("--log-level=") for a in argv)
+    code = 0 if explicit else run_reporting_errors(configure_logging, argv)  # HFSDK_LOG_LEVEL
     if code:
         exit_with(code)
     exit_with(run_reporting_errors(lambda: _run_cli(argv), argv))

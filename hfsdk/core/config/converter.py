@@ -78,7 +78,8 @@ def _structure_str(value: Any, _type: type) -> str:
     if isinstance(value, str):
         return value
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
+        # YAML read the text as a number (0755 -> 493, 12:30 -> 750): the text meant is lost.
+        raise TypeError(f"expected a string, got the number {value!r}; quote the value")
     raise TypeError(f"expected a string, got {value!r}")
 
 
@@ -189,7 +190,7 @@ def _messages(exc: BaseException, path: str, cls: type | None) -> list[str]:
             else []
         )
         out = []
-        for extra in sorted(exc.extra_fields):
+        for extra in sorted(map(str, exc.extra_fields)):  # (a YAML key may be a number)
             where = _join(path, extra)
             close = closest_key(extra, fields)
             hint = f"; did you mean {_join(path, close)!r}?" if close else ""

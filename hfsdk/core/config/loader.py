@@ -18,15 +18,20 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     text = read_config_text(path)
     try:
         data = load_yaml_text(text, source=f"config file {str(path)!r}")
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from exc
+    except yaml.YAMLError as exc:  # (folded: its line and column are on a later line)
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML: {_one_line(exc)}") from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(
             f"config file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}"
         )
-    return data
+    # A section left empty (`actor:`, only comments) sets nothing: null must not hide presets.
+    return {key: value for key, value in data.items() if value is not None}
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
@@ -38,9 +43,11 @@ def parse_override(text: str) -> tuple[list[str], Any]:
             f"override {text!r} is not of the form key.sub=value; e.g. actor.optim.lr=1e-6"
         )
     try:
-        value = load_yaml_text(raw, source=f"override {key!r}") if raw.strip() else ""
+        value = load_yaml_text(raw, source=f"override {key!r}")  # `key=` is YAML's null
     except yaml.YAMLError as exc:
-        raise ConfigError(f"override {text!r}: value {raw!r} is not valid YAML ({exc})") from exc
+        raise ConfigError(
+            f"override {text!r}: value {raw!r} is not valid YAML ({_one_line(exc)})"
+        ) from exc
     return key.split("."), value
 
 

@@ -457,11 +457,8 @@ def _validate_across_sections(pm: HfsdkPluginManager, config: RunConfig) -> None
         try:
             answer = impl.function(**{name: config for name in impl.argnames})
         except Exception as exc:  # a broken check, not a bad config: name whose it is
-            raise ConfigError(
-                f"plugin {impl.plugin_name!r}'s hfsdk_validate_config raised "
-                f"{type(exc).__name__}: {exc}; fix the plugin or disable it "
-                f"(HFSDK_DISABLE_PLUGINS={impl.plugin_name})"
-            ) from None
+            why = f"hfsdk_validate_config raised {type(exc).__name__}: {exc}"
+            raise ConfigError(f"plugin {impl.plugin_name!r}'s {why}; fix or disable it") from None
         problems += [answer] if isinstance(answer, str) else [str(m) for m in answer or ()]
     if problems:
         raise ConfigError("; ".join(problems))

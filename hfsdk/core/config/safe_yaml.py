@@ -127,9 +127,12 @@ def read_config_text(path: Path, *, shown: str | None = None, directory_hint: st
     if path.is_dir():
         hint = f" ({directory_hint})" if directory_hint else ""
         raise ConfigError(f"config file {name} is a directory; pass a file in it{hint}")
-    if not path.is_file():
+    if not path.exists():
         raise ConfigError(f"config file {name} does not exist; pass an existing file")
-    data = path.read_bytes()
+    with path.open("rb") as handle:  # a pipe too (`--config <(...)`), bounded (/dev/zero)
+        data = handle.read((16 << 20) + 1)
+    if len(data) > 16 << 20:
+        raise ConfigError(f"config file {name} is over 16 MiB; pass a config")
     bad = data.find(b"\0")  # NUL is valid UTF-8 but never in a config or a script
     if bad < 0:
         try:

@@ -45,8 +45,9 @@ class TrainerConfig:
         validator=attrs.validators.ge(1),
     )
     seed: int = help_field(
-        "Seed of data order, sampling and initialisation (runs are reproducible).",
+        "Seed of data order, sampling and initialisation (runs are reproducible); 0 to 2**32-1.",
         default=0,
+        validator=[attrs.validators.ge(0), attrs.validators.le(2**32 - 1)],  # numpy's range
     )
     deterministic: bool = help_field(
         "Deterministic kernels everywhere (torch deterministic algorithms, no cuDNN "

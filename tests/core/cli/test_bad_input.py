@@ -262,7 +262,11 @@ CASES: list[Case] = [
         lambda t: [*BASE, "trainer.pipeline=one_step_off"],
         r"trainer\.pipeline=one_step_off comes with hfsdk-plugin-pipelines",
     ),
-    ("unknown-task", lambda t: [*BASE, "--task", "nope"], r"no task 'nope' .*default, .*tool_use"),
+    (
+        "unknown-task",
+        lambda t: [*BASE, "--task", "nope"],
+        r"unknown task 'nope'; available: default, .*tool_use",
+    ),
     ("virtual-devices-text", lambda t: list(BASE), r"HFSDK_VIRTUAL_DEVICES='many'"),
     # -- the run directory
     (

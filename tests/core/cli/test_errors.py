@@ -85,6 +85,18 @@ def test_an_eof_error_is_named_instead_of_aborted(capsys: pytest.CaptureFixture[
     assert code == EXIT_INTERNAL and "EOFError: Ran out of input" in err and "Aborted" not in err
 
 
+def test_ctrl_c_inside_a_command_exits_130(capsys: pytest.CaptureFixture[str]) -> None:
+    def entry() -> None:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise click.Abort() from None  # what click's main does with a KeyboardInterrupt
+
+    # Before: "Aborted." and 1, the internal-error status.
+    assert run_reporting_errors(entry, []) == 130
+    assert capsys.readouterr().err.strip() == "Interrupted."
+
+
 def test_user_errors_print_their_first_line_only(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _report(HfsdkError("bad thing; do this\nmore detail"), capsys)
     assert code == EXIT_BAD_INPUT and err == "Error: bad thing; do this\n"

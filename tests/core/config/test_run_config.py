@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import attrs
@@ -11,7 +12,7 @@ import yaml
 
 import hfsdk
 from hfsdk.core.algorithm import AlgorithmConfig
-from hfsdk.core.config import resolve_run_config
+from hfsdk.core.config import load_run_config, resolve_run_config
 from hfsdk.core.config.loader import apply_overrides, load_yaml, parse_override
 from hfsdk.core.errors import ConfigError
 from hfsdk.core.plugin_manager import HfsdkPluginManager, build_plugin_manager
@@ -403,3 +404,27 @@ def test_the_prompt_length_of_a_later_layer_wins_under_either_key(tmp_path: Path
         load_run_config(
             "grpo", str(path), ["data.max_prompt_length=8", "rollout.max_prompt_length=9"]
         )
+
+
+def test_yaml_and_override_edges_a_user_meets(tmp_path: Path) -> None:
+    base = load_run_config("grpo")
+    empty = tmp_path / "empty_section.yaml"
+    empty.write_text("actor:\n  # lr set later\nrollout:\n")
+    # Before: the empty sections replaced the presets' (lr 1e-4 -> 1e-5, responses 8 -> 32).
+    assert load_run_config("grpo", str(empty)) == base
+    for override, needle in [
+        ("wandb.name=0755", "'wandb.name': expected a string, got the number 493; quote"),
+        ("trainer.seed=-5", "'trainer.seed': must be >= 0"),
+        ("data.train_files=", "'data.train_files': expected a list of strings, got None"),
+    ]:  # before: '493', an internal error at the run's start, ('',)
+        with pytest.raises(ConfigError, match=re.escape(needle)):
+            load_run_config("grpo", None, [override])
+    numeric = tmp_path / "numeric_key.yaml"
+    numeric.write_text("actor:\n  1: 2\n  bogus: 3\n")
+    with pytest.raises(ConfigError, match=r"unknown config key 'actor\.1'"):  # was a TypeError
+        load_run_config("grpo", str(numeric))
+    tab = tmp_path / "tab.yaml"
+    tab.write_text("actor:\n\toptim: 1\n")
+    with pytest.raises(ConfigError, match=r"found character '\\t' .* line 2, column 1"):
+        load_run_config("grpo", str(tab))  # the position was cut off with the second line
+    assert load_run_config("grpo", "/dev/null") == base  # was "does not exist"

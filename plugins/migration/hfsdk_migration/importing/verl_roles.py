@@ -100,7 +100,9 @@ def map_engine(m: Mapper, prefix: str, role: str, backend: str) -> None:
             "float32": "float32",
             "fp32": "float32",
         }
-        if str(dtype) in names:
+        if backend == "megatron" and role != "reference" and names.get(str(dtype)) == "bfloat16":
+            m.reject(section + "dtype", "hfsdk's megatron backend trains in float32")
+        elif str(dtype) in names:
             m.put(f"{role}.dtype", names[str(dtype)])
         else:
             m.reject(section + "dtype", "hfsdk compute dtypes: float32, bfloat16")

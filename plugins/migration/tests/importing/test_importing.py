@@ -88,7 +88,7 @@ def test_verl_values_without_counterpart_are_listed_not_guessed() -> None:
     data = {
         "algorithm": {"adv_estimator": "grpo", "gamma": 0.99},
         "actor_rollout_ref": {"actor": {"loss_agg_mode": "seq-sum", "use_kl_loss": True,
-                                         "kl_loss_type": "full"}},
+                                         "kl_loss_type": "full"}, "rollout": {"n": 4}},
         "critic": {"optim": {"lr": 1e-5}},
     }  # fmt: skip
     result = import_config("verl", data)

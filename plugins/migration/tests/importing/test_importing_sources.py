@@ -366,7 +366,7 @@ def test_cli_imports_command_lines_and_config_dirs(
     # Overrides alone on top of --config-name (hfsdk's copy of verl's megatron defaults).
     code, out, err = _hfsdk(
         capsys, "config", "import", "--from", "verl", "--config-name", "ppo_megatron_trainer",
-        "algorithm.adv_estimator=grpo", "~trainer.logger",
+        "algorithm.adv_estimator=grpo", "actor_rollout_ref.rollout.n=4", "~trainer.logger",
     )  # fmt: skip
     assert code == 0, err
     config = yaml.safe_load(out)

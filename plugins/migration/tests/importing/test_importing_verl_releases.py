@@ -134,7 +134,10 @@ VLLM_ONLY = ("dtype", "gpu_memory_utilization", "max_num_seqs", "sleep", "enforc
 
 SHRUNK = {
     "verl_run_grpo_fsdp_vllm.sh": [],
-    "verl_run_grpo_megatron.sh": ["actor.parallel={tp: 1, pp: 1}", "reference.parallel={tp: 1, pp: 1}"],
+    "verl_run_grpo_megatron.sh": [
+        "actor.parallel={tp: 1, pp: 1}",
+        "reference.parallel={tp: 1, pp: 1}",
+    ],
 }
 
 
