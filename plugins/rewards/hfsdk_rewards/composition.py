@@ -68,9 +68,11 @@ def _specs(config: Any) -> list[Any]:
 def _build_kwargs(label: str, config_cls: type | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
     if config_cls is None:
         return dict(kwargs)
-    try:
-        return {"config": config_cls(**kwargs)}
-    except (TypeError, ValueError) as exc:
+    from hfsdk import ConfigError, make_converter, structure
+
+    try:  # the run config's strict reading: '1e-1' stays a string no float field takes
+        return {"config": structure(make_converter(), dict(kwargs), config_cls)}
+    except ConfigError as exc:
         fields = ", ".join(f.name for f in attrs.fields(config_cls))
         raise HfsdkError(
             f"reward function {label!r}: kwargs {dict(kwargs)!r} do not fit its config class "

@@ -163,7 +163,10 @@ def test_async_functions_also_work_inside_a_running_event_loop(user_file: str) -
             r"'.*:fails_on_hi' raised ZeroDivisionError: .* on sample 2 \(response 'hi'\)",
         ),
         ("async_fails", r"'.*:async_fails' raised KeyError: 'missing key' on sample 2"),
-        ("fails_only_in_batches", r"on the batch of 3 samples, though none of the first 3 fails alone"),
+        (
+            "fails_only_in_batches",
+            r"on the batch of 3 samples, though none of the first 3 fails alone",
+        ),
         ("nan_second", r"non-finite score nan for sample 1"),
         ("too_few", r"returned 1 results for 3 samples"),
         ("gives_none", r"returned None \(NoneType\) as the score of sample 1"),
@@ -185,6 +188,16 @@ def test_function_errors_with_a_clear_message_keep_it() -> None:
         RewardFunctionError, match="'exact_match': exact_match needs the dataset column"
     ):
         compute_rewards(PROMPTS, RESPONSES, {}, [{"name": "exact_match"}])
+
+
+def test_kwargs_are_read_as_the_run_config_is() -> None:
+    # YAML reads 1e-1 as the string '1e-1': before, it stayed one and the function returned
+    # it as its score; read like every other config value, it is the number 0.1.
+    config = [{"name": "exact_match", "kwargs": {"correct_score": "1e-1"}}]
+    scores, _ = compute_rewards(["1 + 1 ="], ["2"], {"answer": ["2"]}, config)
+    assert scores == [0.1]
+    with pytest.raises(HfsdkError, match=r"'correct_score': expected a number, got 'many'"):
+        load_reward_functions([{"name": "exact_match", "kwargs": {"correct_score": "many"}}])
 
 
 def test_config_errors() -> None:
