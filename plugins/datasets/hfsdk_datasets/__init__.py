@@ -20,7 +20,6 @@ _LAZY = {
     "apply_template": "hfsdk_datasets.chat",
     "check_messages": "hfsdk_datasets.chat",
     "check_tools": "hfsdk_datasets.chat",
-    "has_tool_calls": "hfsdk_datasets.chat",
     "is_messages": "hfsdk_datasets.chat",
     "plain_rendering": "hfsdk_datasets.chat",
     "refuse_plain_tool_calls": "hfsdk_datasets.chat",

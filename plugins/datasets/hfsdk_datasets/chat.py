@@ -100,6 +100,8 @@ def _tool_calls(value: Any, where: str) -> list[dict[str, Any]]:
                 f"{where} has a tool call without a function name ({call!r}); {expected}"
             )
         arguments = function.get("arguments")
+        if arguments is None:  # a tool that takes none
+            arguments = {}
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
@@ -143,15 +145,10 @@ def check_tools(value: Any, where: str) -> list[dict[str, Any]]:
     return [dict(t) for t in value]
 
 
-def has_tool_calls(messages: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether any of the checked ``messages`` calls a tool (the plain rendering shows none)."""
-    return any(m.get("tool_calls") for m in messages)
-
-
 def refuse_plain_tool_calls(messages: Sequence[Mapping[str, Any]], where: str) -> None:
     """A one-line error when ``messages`` call tools but are about to get the plain rendering,
     which has no form for a tool call (the calls would vanish from what the model sees)."""
-    if has_tool_calls(messages):
+    if any(m.get("tool_calls") for m in messages):
         raise HfsdkError(
             f"{where} has assistant tool calls, which the plain rendering (no chat template) "
             "cannot show; use a tokenizer whose chat template renders tool_calls and keep "
