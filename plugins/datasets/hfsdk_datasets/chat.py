@@ -188,4 +188,7 @@ def render_prompt(
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         extra = {"tools": [dict(t) for t in tools]} if tools else {}
         return apply_template(tokenizer, messages, where, add_generation_prompt=True, **extra)
-    return prompt if isinstance(prompt, str) else plain_rendering(prompt)
+    if isinstance(prompt, str):
+        return prompt
+    refuse_plain_tool_calls(prompt, where)  # the plain rendering would drop the calls
+    return plain_rendering(prompt)

@@ -17,7 +17,6 @@ from hfsdk_datasets.chat import (
     check_messages,
     is_messages,
     plain_rendering,
-    refuse_plain_tool_calls,
     render_prompt,
 )
 from hfsdk_datasets.columns import lift_nested
@@ -194,8 +193,6 @@ def prepare_row(
     if is_messages(prompt) or not isinstance(prompt, str):
         messages = check_messages(prompt, where)
         plain: str = plain_rendering(messages)
-        if not use_template:
-            refuse_plain_tool_calls(messages, where)
         text = render_prompt(messages, tokenizer, use_template, tools, where)
         if not use_template:
             name = _tokenizer_key(tokenizer)
