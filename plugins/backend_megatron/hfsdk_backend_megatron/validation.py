@@ -103,10 +103,9 @@ def _shared_pool_problems(sections: list[tuple[str, Any]], placement: Any) -> li
 
 def _dtype_problems(config: Any, sections: list[tuple[str, Any]]) -> list[str]:
     """A trained megatron role computes in float32 here: another ``dtype`` would be ignored."""
-    from hfsdk import TRAINED_KINDS, get_registry
+    from hfsdk import TRAINED_KINDS, run_spec
 
-    entry = get_registry("algorithms").get(config.algo)
-    trained = {r.name for r in entry.impl.roles if r.kind in TRAINED_KINDS} if entry else set()
+    trained = {r.name for r in run_spec(config).roles if r.kind in TRAINED_KINDS}
     return [
         f"{role}.dtype={section.dtype}: the megatron backend trains in float32 (master weights "
         f"and compute), so this would be ignored; set {role}.dtype: float32, or use "
