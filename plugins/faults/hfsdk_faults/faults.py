@@ -89,16 +89,16 @@ _SIGNALS = {
 _FIRED: set[tuple[str, int]] = set()
 
 
+def _requested() -> list[tuple[str, str, str]]:
+    """``HFSDK_FAULT_INJECT``'s items as ``(item, point, step)`` (the step as written)."""
+    items = (i.strip() for i in os.environ.get(FAULT_ENV, "").split(","))
+    parts = [(item, *item.partition(":")[::2]) for item in items if item]
+    return [(item, name, at.strip()) for item, name, at in parts]
+
+
 def fault_requested(point: str, step: int) -> bool:
     """Whether ``HFSDK_FAULT_INJECT`` names ``point`` at ``step``."""
-    raw = os.environ.get(FAULT_ENV)
-    if not raw:
-        return False
-    for item in raw.split(","):
-        name, _, at = item.strip().partition(":")
-        if name == point and at.strip() == str(step):
-            return True
-    return False
+    return any(name == point and at == str(step) for _item, name, at in _requested())
 
 
 def check_fault_points(config: Any = None, spec: Any = None, prepared: Any = None) -> None:
@@ -106,9 +106,8 @@ def check_fault_points(config: Any = None, spec: Any = None, prepared: Any = Non
     (the preflight check ``fault_points``)."""
     from hfsdk import HfsdkError
 
-    for item in filter(None, (i.strip() for i in os.environ.get(FAULT_ENV, "").split(","))):
-        name, _, at = item.partition(":")
-        if name not in POINTS or not at.strip().isdigit():
+    for item, name, at in _requested():
+        if name not in POINTS or not at.isdigit():
             raise HfsdkError(
                 f"{FAULT_ENV} has {item!r}; expected POINT:STEP (comma-separated) with a step "
                 f"number and a point among {', '.join(POINTS)}; fix it or unset {FAULT_ENV}"
