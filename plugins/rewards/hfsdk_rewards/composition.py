@@ -70,7 +70,7 @@ def _build_kwargs(label: str, config_cls: type | None, kwargs: Mapping[str, Any]
         return dict(kwargs)
     from hfsdk import ConfigError, make_converter, structure
 
-    try:  # the run config's strict reading: '1e-1' stays a string no float field takes
+    try:  # the run config's strict reading (its float fields take YAML's string '1e-1')
         return {"config": structure(make_converter(), dict(kwargs), config_cls)}
     except ConfigError as exc:
         fields = ", ".join(f.name for f in attrs.fields(config_cls))
