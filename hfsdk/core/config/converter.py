@@ -15,11 +15,7 @@ from typing import Any
 
 import attrs
 import cattrs
-from cattrs.errors import (
-    ClassValidationError,
-    ForbiddenExtraKeysError,
-    IterableValidationError,
-)
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
 from hfsdk.core.config.help import SUBSECTIONS_KEY
 from hfsdk.core.errors import ConfigError
@@ -208,6 +204,9 @@ def _messages(exc: BaseException, path: str, cls: type | None) -> list[str]:
             out.extend(_messages(sub, path, exc.cl if fields else None))
         return out
     text = str(exc)
+    if cls is not None and attrs.has(cls) and text.endswith(("not iterable", "attribute 'keys'")):
+        return [f"config section {path!r} must be a mapping of keys to values; leave it out "
+                "to keep its defaults"]  # fmt: skip
     match = _ATTRS_VALIDATOR_FIELD.match(text)
     if match and cls is not None and attrs.has(cls):
         # An attrs validator failed inside __init__: it names the field itself.

@@ -251,6 +251,9 @@ def test_run_config_pickles(pm: HfsdkPluginManager) -> None:
         ("reward.functions=[{weight: 1}]", "reward.functions[0]"),
         ("actor.optim.betas=[0.9, x]", "actor.optim.betas[1]"),
         ("algorithm=3", "config section 'algorithm' must be a mapping"),
+        ("actor.optim=null", "config section 'actor.optim' must be a mapping of keys to values"),
+        ("actor.optim=[1]", "config section 'actor.optim' must be a mapping of keys to values"),
+        ("actor.optim=adam", "config section 'actor.optim' must be a mapping of keys to values"),
     ],
 )
 def test_bad_input_names_key_value_and_allowed(
