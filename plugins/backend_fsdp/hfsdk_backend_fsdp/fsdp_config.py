@@ -201,16 +201,12 @@ def _rollout_layout_problems(config: Any) -> list[str]:
     return tp_support_problems(model, tg)[:1] if model is not None else []
 
 
-TRAINED_KINDS = ("policy", "value")
-"""Role kinds whose weights are updated (and so split mini-batches over their ranks)."""
-
-
 def _trained_roles(config: Any) -> set[str]:
-    """The roles of the run's algorithm whose declared kind is trained."""
-    from hfsdk import run_spec
+    """The roles of the run's algorithm whose declared kind is trained (they split
+    mini-batches over their ranks)."""
+    from hfsdk import TRAINED_KINDS, run_spec
 
-    spec = run_spec(config)
-    return {r.name for r in spec.roles if r.kind in TRAINED_KINDS}
+    return {r.name for r in run_spec(config).roles if r.kind in TRAINED_KINDS}
 
 
 def _mini_batch_problems(config: Any) -> list[str]:
@@ -225,7 +221,7 @@ def _mini_batch_problems(config: Any) -> list[str]:
     problems = []
     trained = _trained_roles(config)
     for role, section in config.sections.items():
-        # Only trained roles (policy and value kinds) split mini-batches.
+        # Only trained roles (policy, value and score-model kinds) split mini-batches.
         if not isinstance(section, FSDPRoleConfig) or role not in trained:
             continue
         devices = placement.pools[placement.pool_of(role)].devices

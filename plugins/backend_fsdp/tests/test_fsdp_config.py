@@ -53,7 +53,7 @@ def test_rollout_n_in_a_run_config_is_refused() -> None:
 
 
 def test_mini_batch_split_follows_the_declared_role_kinds() -> None:
-    """A trained role (policy or value kind) must split; a frozen one is not checked."""
+    """A trained role (policy, value or score-model kind) must split; a frozen one is not."""
     from hfsdk import ConfigError
     from hfsdk.core.config.run_config import resolve_run_config
 
@@ -63,6 +63,9 @@ def test_mini_batch_split_follows_the_declared_role_kinds() -> None:
     # The reference is of kind frozen_policy: it never splits mini-batches.
     config = resolve_run_config("ppo", {**two_devices, "reference": {"mini_batch_size": 7}})
     assert config.reference.mini_batch_size == 7
+    # A trained reward model splits its mini-batches too (it failed on its ranks before).
+    with pytest.raises(ConfigError, match=r"reward_model\.mini_batch_size=7 is not divisible"):
+        resolve_run_config("reward_model", {**two_devices, "reward_model": {"mini_batch_size": 7}})
 
 
 def test_lora_is_for_the_actor_and_its_default_rollout_layout() -> None:
