@@ -294,8 +294,9 @@ class _KeyCheck:
             return
         key = self.owner.api_key
         if key is not None and scope.get("path") != "/api/v1/healthz":
-            sent = dict(scope.get("headers") or []).get(b"x-api-key", b"").decode("latin-1")
-            if not hmac.compare_digest(sent, key):
+            # Bytes, not str: compare_digest refuses non-ASCII strings (a 500, not a 401).
+            sent = dict(scope.get("headers") or []).get(b"x-api-key", b"")
+            if not hmac.compare_digest(sent, key.encode()):
                 response = _error(
                     "missing or wrong API key: send the server's key (ServiceClient(api_key=...) "
                     "or TINKER_API_KEY)",

@@ -74,7 +74,14 @@ def read(file: Path, path: str) -> dict[str, Any]:
     """The state saved at ``path`` (resolved to ``file``)."""
     if not file.is_file():
         raise HfsdkError(f"no checkpoint at {path} on this server (looked in {file.parent})")
-    state = torch.load(file, map_location="cpu", weights_only=False)
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=False)
+    except Exception as exc:  # a truncated or foreign file: torch says why in its own terms
+        raise HfsdkError(
+            f"the checkpoint at {path} cannot be read ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}); it may be truncated or "
+            "corrupted: save it again, or load another"
+        ) from exc
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise HfsdkError(f"{file} is not an hfsdk serve checkpoint ({FORMAT})")
     return state

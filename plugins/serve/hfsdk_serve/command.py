@@ -28,9 +28,10 @@ def is_loopback(host: str) -> bool:
 
 def check_listen(host: str, api_key: str | None) -> None:
     """Refuse to listen beyond loopback without a key, and keys the SDK would not send."""
-    if api_key is not None and not api_key.startswith("tml-"):
+    if api_key is not None and not (api_key.startswith("tml-") and api_key.isascii()):
         raise HfsdkError(
-            "the API key must start with 'tml-' (the tinker SDK refuses other keys); "
+            "the API key must start with 'tml-' and be ASCII (the tinker SDK refuses other keys, "
+            "and HTTP headers carry ASCII); "
             "e.g. --api-key tml-$(openssl rand -hex 16)"
         )
     if not is_loopback(host) and api_key is None:

@@ -14,6 +14,7 @@ import itertools
 import secrets
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import attrs
 from tinker import types
@@ -231,6 +232,14 @@ class Service:
         checkpoints.write(file, self._state(adapter, optimizer=True), overwrite=request.overwrite)
         return types.SaveWeightsResponse(path=path, type="save_weights")
 
+    def _check_trained_here(self, state: dict[str, Any], path: str) -> None:
+        """Refuse a saved adapter trained on another base model than the one served."""
+        if Path(state["base_model"]).resolve() != self.pool.model_dir:
+            raise HfsdkError(
+                f"{path} was trained on {state['base_model']}, but this server serves "
+                f"{self.pool.model_dir}"
+            )
+
     def load_weights(self, request: types.LoadWeightsRequest) -> types.LoadWeightsResponse:
         """``load_state`` onto a client, or a new client from a state (create-via-load)."""
         state = checkpoints.read(checkpoints.resolve(self.state_dir, request.path), request.path)
@@ -240,11 +249,7 @@ class Service:
                 "save_state path, or load without the optimizer"
             )
         self.check_base_model(request.base_model)
-        if Path(state["base_model"]).resolve() != self.pool.model_dir:
-            raise HfsdkError(
-                f"{request.path} was trained on {state['base_model']}, but this server serves "
-                f"{self.pool.model_dir}"
-            )
+        self._check_trained_here(state, request.path)
         if request.model_id is not None:
             model_id = request.model_id
             name = self.check_model(model_id)
@@ -316,6 +321,7 @@ class Service:
             return types.CreateSamplingSessionResponse(sampling_session_id=session)
         path = request.model_path
         state = checkpoints.read(checkpoints.resolve(self.state_dir, path), path)
+        self._check_trained_here(state, path)
         name = self._new_id("snap")
         self._add(name, AdapterSpec(**state["spec"]), trainable=False)
         self.pool.load_state(name, state["adapter"], None)

@@ -106,6 +106,8 @@ def test_api_key_required_beyond_loopback(default_model_dir: Any, tmp_path: Any)
         check_listen("0.0.0.0", None)
     with pytest.raises(HfsdkError, match="must start with 'tml-'"):
         check_listen("0.0.0.0", "secret")
+    with pytest.raises(HfsdkError, match="must start with 'tml-' and be ASCII"):
+        check_listen("0.0.0.0", "tml-s\u00e9cret")
     check_listen("0.0.0.0", "tml-secret")
     check_listen("127.0.0.1", None)
 
@@ -114,6 +116,10 @@ def test_api_key_required_beyond_loopback(default_model_dir: Any, tmp_path: Any)
         wrong = tinker.ServiceClient(base_url=keyed.url, api_key="tml-wrong")
         with pytest.raises(tinker.AuthenticationError, match="missing or wrong API key"):
             wrong.create_lora_training_client(base_model=str(default_model_dir), rank=4).result()
+        # A non-ASCII key is a wrong key (401), not a server error.
+        sent = httpx.post(f"{keyed.url}/api/v1/create_session", json={},
+                          headers={"X-API-Key": "tml-r\u00e9ght".encode()})  # fmt: skip
+        assert sent.status_code == 401, sent.text
         right = tinker.ServiceClient(base_url=keyed.url, api_key="tml-right")
         trainer = right.create_lora_training_client(
             base_model=str(default_model_dir), rank=4

@@ -218,3 +218,44 @@ def test_sampling_clients_from_paths_are_bounded_like_snapshots(
     assert clients[-1].compute_logprobs(prompt).result()
     with pytest.raises(Exception, match="expired: its snapshot was dropped"):
         clients[0].compute_logprobs(prompt).result()
+
+
+def test_states_of_another_model_or_damaged_files_are_refused(
+    default_model_dir: Any, tmp_path: Any
+) -> None:
+    """A checkpoint saved over another base model, or a damaged file, is one clear error.
+
+    Catches a sampler that applied an adapter to a base it was not trained on (only a
+    training client's load checked it), and torch.load's error answered as a bare 500,
+    which the SDK retried for about a minute.
+    """
+    import tinker
+
+    from .conftest import start
+
+    served = start(default_model_dir, tmp_path)
+    try:
+        client = tinker.ServiceClient(base_url=served.url, api_key=LOCAL_KEY)
+        trainer = client.create_lora_training_client(
+            base_model=str(default_model_dir), rank=4
+        ).result()
+        moved = trainer.save_state("moved").result().path
+        damaged = trainer.save_weights_for_sampler("damaged").result().path
+        file = checkpoints.resolve(tmp_path, moved)
+        state = torch.load(file, weights_only=False)
+        torch.save({**state, "base_model": str(tmp_path / "other-model")}, file)
+        other = r"was trained on \S*other-model, but this server serves"
+        with pytest.raises(Exception, match=other):
+            client.create_sampling_client(model_path=moved).result()
+        with pytest.raises(Exception, match=other):
+            client.create_training_client_from_state(moved).result()
+        file = checkpoints.resolve(tmp_path, damaged)
+        file.write_bytes(file.read_bytes()[:1000])
+        start_s = time.monotonic()
+        with pytest.raises(Exception, match=r"cannot be read .* truncated or corrupted"):
+            client.create_sampling_client(model_path=damaged).result()
+        assert time.monotonic() - start_s < 20  # answered, not retried
+        client.close("success").result()
+    finally:
+        served.server.should_exit = True
+        served.app.close()
