@@ -15,9 +15,11 @@ from typing import Any
 
 import attrs
 
-from hfsdk import AlgorithmSpec, ConfigError, RoleSpec
+from hfsdk import AlgorithmSpec, ConfigError, RoleSpec, get_registry
 
 _ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_CORE_SECTIONS = ("algorithm", "rollout", "advantage", "policy_loss", "value_loss")
+"""The run config's sections that are neither roles nor registered (``config_sections``)."""
 
 
 def configure_teachers(spec: AlgorithmSpec, algorithm_config: Any) -> AlgorithmSpec:
@@ -26,7 +28,9 @@ def configure_teachers(spec: AlgorithmSpec, algorithm_config: Any) -> AlgorithmS
     if not teachers:
         return spec
     names = list(dict.fromkeys(teachers.values()))
+    # A teacher is a config section of its own, so it cannot take another section's name.
     others = [r.name for r in spec.roles if r.kind != "frozen_policy"]
+    others += [*_CORE_SECTIONS, *sorted(get_registry("config_sections").keys())]
     for source, name in teachers.items():
         if not isinstance(name, str) or not _ROLE_NAME.match(name) or name in others:
             raise ConfigError(

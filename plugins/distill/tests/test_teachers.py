@@ -51,6 +51,9 @@ def test_on_the_default_task_each_teacher_gets_the_teacher_preset() -> None:
     [
         (["algorithm.teachers={math: actor}"], r"teachers\.math is 'actor'"),
         (["algorithm.teachers={math: Teacher-A}"], r"teachers\.math is 'Teacher-A'"),
+        # A teacher named like another section (an internal error, or that section's keys).
+        *(([f"algorithm.teachers={{math: {name}}}"], rf"teachers\.math is '{name}'")
+          for name in ("trainer", "placement", "rollout", "data", "algorithm")),
         ([_TEACHERS, "algorithm.teacher_routes={math: teacher_math}"], "both set"),
         ([_TEACHERS, "teacher.model_path=/m/t"], "unknown config section 'teacher'"),
         ([_TEACHERS, "placement.mode=auto"], "placement: auto with algorithm.teachers"),
