@@ -9,6 +9,7 @@ compares the tokenizer of each such role that has a model directory of its own w
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,18 @@ def _difference(ours: dict[str, int], theirs: dict[str, int]) -> str:
     return f"{token!r} is id {ours[token]} in the policy's and {there} in this one"
 
 
+def _vocab_rows(model_path: str | None) -> int | None:
+    """The vocabulary rows a model directory's ``config.json`` declares (its text model's, for
+    a vision-language one); ``None`` when it does not say (the role's loader reports that)."""
+    try:
+        config = json.loads((Path(str(model_path)) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    text = config.get("text_config") if isinstance(config, dict) else None
+    rows = (text if isinstance(text, dict) else config).get("vocab_size")
+    return rows if isinstance(rows, int) else None
+
+
 def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> None:
     """Refuse a reference, teacher or critic whose tokenizer is not the policy's."""
     if not spec.has_policy:
@@ -40,11 +53,19 @@ def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> None:
             continue
         if str(Path(path).expanduser().resolve()) == own:
             continue
+        vocab = vocab if vocab is not None else prepared.tokenizer.get_vocab()
         try:
             theirs = load_tokenizer(path).get_vocab()
-        except Exception:  # no tokenizer to compare: the role's loader reports its own
+        except Exception:  # no tokenizer to compare: at least every id must have a row
+            rows = _vocab_rows(getattr(section, "model_path", None))
+            if rows is not None and rows < len(vocab):
+                raise ConfigError(
+                    f"{role} ({path}) has no tokenizer files and {rows} vocabulary rows, fewer "
+                    f"than the policy tokenizer's {len(vocab)} tokens: the policy's larger ids "
+                    f"would fall past its embeddings; give {role} a model with the policy's "
+                    "tokenizer (copy the tokenizer files in if it was trained with it)"
+                ) from None
             continue
-        vocab = vocab if vocab is not None else prepared.tokenizer.get_vocab()
         if theirs != vocab:
             raise ConfigError(
                 f"{role} ({path}) has another tokenizer than the policy "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,3 +37,22 @@ def test_a_reference_or_teacher_with_another_vocabulary_is_refused(tmp_path: Pat
         # Before: trained on, each id read as another token (or past the embeddings).
         with pytest.raises(ConfigError, match=rf"{role} \(.*other\) has another tokenizer"):
             check_shared_tokenizer(config, run_spec(config), _prepared(policy))
+
+
+def test_a_teacher_without_tokenizer_files_needs_a_row_for_every_id(tmp_path: Path) -> None:
+    """No tokenizer to compare: a model with fewer vocabulary rows than the policy's tokenizer
+    is refused (it failed mid-step with an IndexError); as many rows pass (nothing to tell)."""
+    policy = Path(hfsdk.default_task_assets().model_dir)
+    size = len(load_tokenizer(str(policy)).get_vocab())
+    for name, rows in (("small", size - 1), ("wide", size)):
+        folder = tmp_path / name
+        folder.mkdir()
+        config = json.loads((policy / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "vocab_size": rows}))
+    base = [f"actor.model_path={policy}"]
+    config = load_run_config("distill", None, [*base, f"teacher.model_path={tmp_path / 'wide'}"])
+    check_shared_tokenizer(config, run_spec(config), _prepared(policy))
+    config = load_run_config("distill", None, [*base, f"teacher.model_path={tmp_path / 'small'}"])
+    message = rf"teacher \(.*small\) has no tokenizer files and {size - 1} vocabulary rows"
+    with pytest.raises(ConfigError, match=message):
+        check_shared_tokenizer(config, run_spec(config), _prepared(policy))
