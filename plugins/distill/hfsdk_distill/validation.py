@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from hfsdk import run_spec
@@ -52,6 +54,8 @@ def distill_config_problems(config: Any) -> list[str]:
             "tokens differ, so their mixture has no top-k to ship; use one teacher per row "
             "(teacher_routes) for top-k, or set top_k: 0"
         )
+    if algo.top_k:
+        problems += _top_k_vocabulary_problems(config, algo.top_k, teachers)
     if algo.distill_coef == 0 and algo.reward_weight == 0 and not (algo.top_k and algo.top_k_coef):
         problems.append(
             "algorithm.distill_coef, reward_weight and the top-k loss (top_k, top_k_coef) are "
@@ -63,4 +67,39 @@ def distill_config_problems(config: Any) -> list[str]:
             "teachers are not references); the reverse KL to the teacher is already the "
             "advantage — set kl_in_reward: false and kl_loss_coef: 0"
         )
+    return problems
+
+
+def _vocab_rows(model_path: str | None) -> int | None:
+    """The vocabulary rows of a model's ``config.json`` (the default task's model when
+    ``None``); ``None`` when it does not say (the role's loader reports a bad directory)."""
+    from hfsdk import default_model_config
+
+    try:
+        data = (
+            default_model_config()
+            if model_path is None
+            else json.loads((Path(model_path) / "config.json").read_text())
+        )
+    except (OSError, ValueError):
+        return None
+    text = data.get("text_config") if isinstance(data, dict) else None
+    rows = (text if isinstance(text, dict) else data).get("vocab_size")
+    return rows if isinstance(rows, int) else None
+
+
+def _top_k_vocabulary_problems(config: Any, top_k: int, teachers: tuple[str, ...]) -> list[str]:
+    """A teacher's top-k may name ids past the student's rows (a vocabulary padded wider, as
+    Qwen2.5-7B's 152,064 against 0.5B's 151,936): the update would index past the logits."""
+    student = _vocab_rows(config.actor.model_path)
+    problems = []
+    for role in teachers:
+        rows = _vocab_rows(config.sections[role].model_path) if role in config.sections else None
+        if student is not None and rows is not None and rows > student:
+            problems.append(
+                f"algorithm.top_k={top_k}: {role}'s vocabulary has {rows} rows and the "
+                f"student's {student}, so its top-k may name tokens the student has no row for; "
+                "set top_k: 0 (the sampled tokens' reverse KL needs no such match) or give the "
+                "teacher a model with the student's vocabulary size"
+            )
     return problems

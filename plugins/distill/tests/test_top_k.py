@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -133,3 +134,18 @@ def test_a_megatron_teacher_refuses_top_k_in_one_line(
     assert exited.value.code != 0
     assert "the megatron backend does not compute a teacher's top-k log-probs" in err[-1]
     assert "(teacher.backend: fsdp) or set algorithm.top_k: 0" in err[-1]
+
+
+def test_top_k_from_a_teacher_with_more_vocabulary_rows_is_refused(tmp_path: Any) -> None:
+    """A teacher padded wider than the student names top-k ids the student has no row for (the
+    update failed with an index error after the models were built); top_k 0 needs no match."""
+    import json
+    from pathlib import Path
+
+    policy = Path(hfsdk.default_task_assets().model_dir)
+    config = json.loads((policy / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "vocab_size": 64}))
+    teacher = [f"teacher.model_path={tmp_path}", f"actor.model_path={policy}"]
+    load_run_config("distill", None, teacher)
+    with pytest.raises(hfsdk.ConfigError, match=r"teacher's vocabulary has 64 rows and the stud"):
+        load_run_config("distill", None, [*teacher, "algorithm.top_k=4"])
