@@ -82,6 +82,41 @@ CASES: list[Case] = [
 ]
 
 
+# Malformed values in the source's own syntax: one line naming the key, not an internal error.
+CASES += [
+    (
+        "trl-bare-report-to",
+        lambda t: ["config", "import", "--from", "trl", "--report_to"],
+        r"report_to=True is not a logger name or a list of them; give names such as",
+    ),
+    (
+        "openrlhf-one-beta",
+        lambda t: ["config", "import", "--from", "openrlhf", "--adam_betas", "0.9"],
+        r"adam_betas=0\.9 is not a list of 2 numbers",
+    ),
+    (
+        "openrlhf-word-beta",
+        lambda t: ["config", "import", "--from", "openrlhf", "--adam_betas", "0.9", "x"],
+        r"adam_betas='x' is not a number",
+    ),
+    (
+        "verl-one-beta",
+        lambda t: [*IMPORT, "actor_rollout_ref.actor.optim.betas=0.9"],
+        r"actor_rollout_ref\.actor\.optim\.betas=0\.9 is not a list of 2 numbers",
+    ),
+    (
+        "openrlhf-gpus-word",
+        lambda t: ["config", "import", "--from", "openrlhf", "--actor_num_gpus_per_node", "x"],
+        r"actor_num_gpus_per_node='x' is not a number",
+    ),
+    (
+        "openrlhf-clip-words",
+        lambda t: ["config", "import", "--from", "openrlhf", "--eps_clip_low_high", "a", "b"],
+        r"eps_clip_low_high='a' is not a number",
+    ),
+]
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_exit_2(
     case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

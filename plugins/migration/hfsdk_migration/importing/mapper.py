@@ -67,6 +67,14 @@ class Mapper:
         value = self.get(key, default, source_default=source_default)
         return None if value is None else as_number(key, value)
 
+    def numbers(
+        self, key: str, count: int, default: Any = None, *, source_default: bool = False
+    ) -> Any:
+        """:meth:`get` as a list of ``count`` floats (an error names ``key``); ``default``
+        when unset."""
+        value = self.get(key, default, source_default=source_default)
+        return None if value is None else as_numbers(key, value, count)
+
     def put(self, dest: str, value: Any) -> None:
         """Set the hfsdk key ``dest`` (dotted) in the output."""
         node = self.out
@@ -128,3 +136,10 @@ def as_int(key: str, value: Any) -> int:
     if not number.is_integer():
         raise ConfigError(f"{key}={value!r} is not an integer")
     return int(number)
+
+
+def as_numbers(key: str, value: Any, count: int) -> list[float]:
+    """A source list of exactly ``count`` numbers (``betas: [0.9, 0.999]``)."""
+    if not isinstance(value, list | tuple) or len(value) != count:
+        raise ConfigError(f"{key}={value!r} is not a list of {count} numbers; give {count} numbers")
+    return [as_number(key, item) for item in value]

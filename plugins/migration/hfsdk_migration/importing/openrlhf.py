@@ -74,8 +74,7 @@ def _optim(m: Mapper, role: str, flag: str, default: float) -> None:
     if m.has("max_norm"):
         m.put(f"{role}.optim.grad_clip", m.num("max_norm"))
     # train_ppo_ray's own default, not hfsdk's (0.9, 0.999).
-    betas = m.get("adam_betas", [0.9, 0.95], source_default=True)
-    m.put(f"{role}.optim.betas", [float(b) for b in betas])
+    m.put(f"{role}.optim.betas", m.numbers("adam_betas", 2, [0.9, 0.95], source_default=True))
     if m.has("lr_warmup_ratio"):
         m.reject("lr_warmup_ratio", "needs the total steps; set actor.optim.warmup_steps")
 
@@ -100,7 +99,7 @@ def _data_and_rollout(m: Mapper) -> None:
     for key in ("temperature", "top_p"):
         if m.has(key):
             m.put(f"rollout.{key}", m.num(key))
-    if m.has("vllm_num_engines") and int(m.get("vllm_num_engines") or 0) > 0:  # 0: no vLLM
+    if m.has("vllm_num_engines") and m.int("vllm_num_engines") > 0:  # 0: no vLLM
         m.put("rollout.backend", "vllm")
         if m.has("vllm_gpu_memory_utilization"):
             m.put("rollout.gpu_memory_utilization", m.num("vllm_gpu_memory_utilization"))
@@ -145,15 +144,35 @@ def _trainer(m: Mapper) -> None:
         loggers.append("tensorboard")
     if len(loggers) > 1:
         m.put("trainer.loggers", [name for name in loggers if name in LOGGERS] + ["jsonl"])
-    nodes, gpus = m.get("actor_num_nodes"), m.get("actor_num_gpus_per_node")
+    nodes, gpus = m.int("actor_num_nodes"), m.int("actor_num_gpus_per_node")
     if nodes is not None or gpus is not None:
         # An hfsdk pool counts its devices in total, spread over its nodes.
-        pool = {"devices": int(gpus or 1) * int(nodes or 1), "nodes": int(nodes or 1)}
+        pool = {"devices": (gpus or 1) * (nodes or 1), "nodes": nodes or 1}
         m.put("placement.pools", {"global": pool})
     for role in ("ref", "critic", "reward"):
         for suffix in ("_num_nodes", "_num_gpus_per_node"):
             if m.has(role + suffix):
                 m.reject(role + suffix, f"{SELF}: roles share placement.pools")
+
+
+def _clip_range(m: Mapper) -> tuple[float, float]:
+    """``--eps_clip_low_high LOW HIGH``, else ``--eps_clip`` on both sides.
+
+    OpenRLHF's argparse takes exactly two values; anything else (one value, a
+    string from a JSON file) would not run there, so it is listed as not mapped
+    rather than guessed at, and ``--eps_clip`` applies.
+    """
+    clip = m.get("eps_clip_low_high")
+    if isinstance(clip, list) and len(clip) == 2:
+        low, high = m.numbers("eps_clip_low_high", 2)
+        return low, high
+    if clip is not None:
+        m.reject(
+            "eps_clip_low_high",
+            "OpenRLHF takes two values, LOW HIGH; eps_clip is used for both sides instead",
+        )
+    eps = m.num("eps_clip", 0.2)
+    return eps, eps
 
 
 def import_openrlhf(m: Mapper, algo: str | None) -> str:
@@ -177,10 +196,9 @@ def import_openrlhf(m: Mapper, algo: str | None) -> str:
         m.put("actor.dtype", "bfloat16")
     _optim(m, "actor", "actor_learning_rate", 1e-6)
     _role_batches(m, "actor")
-    clip = m.get("eps_clip_low_high")
-    low, high = (clip if isinstance(clip, list) else [m.num("eps_clip", 0.2)] * 2)[:2]
-    m.put("policy_loss.clip_ratio_low", float(low))
-    m.put("policy_loss.clip_ratio_high", float(high))
+    low, high = _clip_range(m)
+    m.put("policy_loss.clip_ratio_low", low)
+    m.put("policy_loss.clip_ratio_high", high)
     if m.has("entropy_loss_coef"):
         m.put("algorithm.entropy_coef", m.num("entropy_loss_coef"))
     _kl(m)

@@ -11,6 +11,8 @@ and listed in the output's header.
 
 from __future__ import annotations
 
+from typing import Any
+
 from hfsdk import LOGGERS, ConfigError
 from hfsdk_migration.importing.mapper import Mapper, as_int
 
@@ -70,7 +72,7 @@ def _common(m: Mapper, lr_default: float) -> None:
         m.put("actor.dtype", "bfloat16")
     report = m.get("report_to")
     if report is not None:
-        names = [report] if isinstance(report, str) else list(report)
+        names = _logger_names(report)
         kept = [n for n in names if n in LOGGERS]
         m.put("trainer.loggers", list(dict.fromkeys(["console", *kept, "jsonl"])))
         if len(kept) != len(names) and names != ["none"]:
@@ -84,6 +86,18 @@ def _common(m: Mapper, lr_default: float) -> None:
         length = m.int("max_prompt_length")
         m.put("data.max_prompt_length", length)  # the rollout's follows from it
     _vllm(m)
+
+
+def _logger_names(report: Any) -> list[str]:
+    """``report_to`` as a list of names; a bare ``--report_to`` (True) or a number is refused."""
+    if isinstance(report, str):
+        return [report]
+    if isinstance(report, list) and all(isinstance(name, str) for name in report):
+        return report
+    raise ConfigError(
+        f"report_to={report!r} is not a logger name or a list of them; "
+        f"give names such as --report_to wandb (hfsdk loggers: {', '.join(LOGGERS)})"
+    )
 
 
 def _vllm(m: Mapper) -> None:

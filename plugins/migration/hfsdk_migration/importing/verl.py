@@ -55,7 +55,9 @@ KL_TYPES = {
     "mse": "k2",
     "k2": "k2",
     "low_var_kl": "low_var_kl",
-    "k3": "k3",
+    # verl's kl_penalty computes "k3" exactly as "low_var_kl" (log ratio clamped to
+    # ±20, value to ±10), not hfsdk's unclamped k3.
+    "k3": "low_var_kl",
 }
 """verl's KL estimator names -> hfsdk's (``hfsdk list kl-estimators``)."""
 LOSS_MODES = {"vanilla": "ppo_clip", "gspo": "gspo"}
@@ -115,7 +117,7 @@ def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | No
         if m.has(prefix + "optim." + src):
             m.put(f"{role}.optim.{dest}", m.num(prefix + "optim." + src))
     if m.has(prefix + "optim.betas"):
-        m.put(f"{role}.optim.betas", [float(b) for b in m.get(prefix + "optim.betas")])
+        m.put(f"{role}.optim.betas", m.numbers(prefix + "optim.betas", 2))
     for key in ("grad_clip", "optim.clip_grad"):
         if m.has(prefix + key):
             m.put(f"{role}.optim.grad_clip", m.num(prefix + key))

@@ -245,3 +245,33 @@ def test_imported_verl_examples_run_on_the_default_task(
     assert len(grpo_rows) == 2 and "reward/compute_score" in grpo_rows[-1]  # the function name
     for rows in (ppo_rows, grpo_rows):
         assert all(0.0 <= r["reward/mean"] <= 1.0 for r in rows)
+
+
+@pytest.mark.parametrize("clip", [0.1, "0.2", [0.1, 0.2, 0.3]])
+def test_openrlhf_eps_clip_low_high_not_a_pair_is_listed(clip: object) -> None:
+    # OpenRLHF takes exactly LOW HIGH; one value (or a JSON string) used to vanish silently.
+    result = import_config("openrlhf", {"eps_clip_low_high": clip, "eps_clip": 0.3})
+    policy_loss = result.config["policy_loss"]
+    assert (policy_loss["clip_ratio_low"], policy_loss["clip_ratio_high"]) == (0.3, 0.3)
+    [line] = [u for u in result.unmapped if u.startswith("eps_clip_low_high")]
+    assert "OpenRLHF takes two values, LOW HIGH" in line
+
+
+def test_openrlhf_eps_clip_low_high_pair_maps() -> None:
+    result = import_config("openrlhf", {"eps_clip_low_high": [0.1, "0.28"]})
+    policy_loss = result.config["policy_loss"]
+    assert (policy_loss["clip_ratio_low"], policy_loss["clip_ratio_high"]) == (0.1, 0.28)
+    assert not [u for u in result.unmapped if u.startswith("eps_clip")]
+
+
+def test_verl_k3_is_the_clamped_estimator() -> None:
+    # verl's kl_penalty computes k3 exactly as low_var_kl (clamped), not hfsdk's plain k3.
+    data = {"actor_rollout_ref": {"actor": {"use_kl_loss": True, "kl_loss_type": "k3"}}}
+    assert import_config("verl", data).config["algorithm"]["kl_estimator"] == "low_var_kl"
+    in_reward = {"algorithm": {"use_kl_in_reward": True, "kl_penalty": "k3"},
+                 "actor_rollout_ref": {"actor": {"use_kl_loss": True,
+                                                 "kl_loss_type": "low_var_kl"}}}  # fmt: skip
+    result = import_config("verl", in_reward)
+    assert result.config["algorithm"]["kl_estimator"] == "low_var_kl"
+    # The same estimator in verl, so not reported as a reward/loss mismatch.
+    assert not [u for u in result.unmapped if "kl_loss_type" in u]
