@@ -209,6 +209,9 @@ class AlgorithmSpec:
     - ``on_policy_only``: why the program needs every batch sampled from the
       weights it trains (e.g. ReMax's greedy baseline), or ``None``; a
       ``trainer.pipeline`` other than ``sync`` is then refused with this reason.
+    - ``trains_on_generations``: ``False`` for a program that trains on the dataset's own
+      responses (SFT, DPO) and generates only to validate: what only a rollout reads (a
+      row's images) never reaches its update, so plugins refuse such rows for it.
     - ``score_objective``: ``fn(algorithm_config) -> loss`` for the ``score_model``
       roles: ``loss(scores, batch) -> (loss tensor, metrics)`` with ``scores`` (B,)
       the head's output at each row's last response token (with gradients).
@@ -239,6 +242,7 @@ class AlgorithmSpec:
     actor_objective: Callable[[Any], ActorLossTerms] = default_actor_objective
     summary: str | None = None
     on_policy_only: str | None = None
+    trains_on_generations: bool = True
     score_objective: Callable[[Any], Callable[..., Any]] | None = None
     default_model: Literal["warm", "cold"] = attrs.field(
         default="warm", validator=attrs.validators.in_(("warm", "cold"))

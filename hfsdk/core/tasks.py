@@ -15,13 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.task_spec import (
-    CACHE_ENV,
-    DEFAULT_TASK,
-    Task,
-    TaskAssets,
-    cache_root,
-)
+from hfsdk.core.task_spec import CACHE_ENV, DEFAULT_TASK, Task, TaskAssets, cache_root
 
 if TYPE_CHECKING:
     from pathlib import Path

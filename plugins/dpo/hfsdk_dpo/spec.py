@@ -21,6 +21,7 @@ DPO_SPEC = AlgorithmSpec(
     default_data="preference_pairs",
     # A generation pipeline would sample batches nothing reads: DPO trains on given responses.
     on_policy_only="it trains on the dataset's responses and samples nothing to generate ahead",
+    trains_on_generations=False,
     preset={
         "rollout": {"max_response_length": 8},
         "actor": {"optim": {"lr": 1e-4}, "mini_batch_size": 32, "micro_batch_size": 32},

@@ -19,6 +19,7 @@ SFT_SPEC = AlgorithmSpec(
     default_model="cold",
     # A generation pipeline would sample batches nothing reads: SFT trains on given responses.
     on_policy_only="it trains on the dataset's responses and samples nothing to generate ahead",
+    trains_on_generations=False,
     preset={
         # The task's answers are the responses: "3 + 5 =" -> "8 </s>".
         "algorithm": {"response_key": "answer"},

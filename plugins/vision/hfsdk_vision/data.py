@@ -13,6 +13,7 @@ or ``image`` column) loads the same way.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,10 +81,27 @@ def row_base(row: Mapping[str, Any]) -> Path | None:
     return Path(folder) if folder else None
 
 
+URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+"""A URL's scheme (``https://``, ``s3://``): hfsdk never downloads, so such a path is refused."""
+
+
+def _is_url(value: Any) -> bool:
+    """Whether ``value`` is a URL: a string, or bytes holding one (a path column stored as
+    binary; image bytes never start with ``scheme://``)."""
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value[:256]).decode("ascii", errors="replace")
+    return isinstance(value, str) and bool(URL.match(value))
+
+
+def _text(value: str | bytes | bytearray) -> str:
+    """``value`` as text, for a message."""
+    return value if isinstance(value, str) else bytes(value).decode("utf-8", errors="replace")
+
+
 def resolved_item(item: Any, base: Path | None) -> Any:
     """``item`` with a relative path (a string or a ``{"path": ...}`` without bytes) made
-    absolute from ``base``; anything else as it is."""
-    if base is None:
+    absolute from ``base``; anything else (a URL included) as it is."""
+    if base is None or _is_url(item):
         return item
     if isinstance(item, str):
         path = Path(item).expanduser()
@@ -106,6 +124,11 @@ def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
     source: Any = item
     if isinstance(item, dict):
         source = item.get("bytes") or item.get("path")
+    if _is_url(source):
+        raise HfsdkError(
+            f"{where} is the URL {_text(source)!r}, which hfsdk does not fetch (it never "
+            "downloads); download the image and give a local path, or its bytes ({'bytes': ...})"
+        )
     if isinstance(source, str):
         source = Path(resolved_item(source, base)).expanduser()
     try:

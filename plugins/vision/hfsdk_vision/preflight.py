@@ -13,6 +13,13 @@ broken row is named before training starts.
 ``vision_backend``: the training forward sees a row's images only through the ``model_inputs``
 seam, which only the ``fsdp`` backend calls, so an image run (or an ``hf_vision`` rollout) whose
 actor or reference is on any other backend (``megatron``) is refused in one line.
+
+Both checks first refuse an image run whose algorithm cannot see the images whatever the
+rollout: the images reach a forward only in the batches the ``hf_vision`` rollout generates, so
+a program that generates nothing to train on (SFT and DPO train on the dataset's responses, a
+reward model on its pairs) would train on the text alone; and a ``value`` or ``score_model``
+role (PPO's critic, a reward model being trained) loads a text head model
+(``AutoModelForTokenClassification``/``...SequenceClassification``) that has no vision path.
 """
 
 from __future__ import annotations
@@ -41,6 +48,51 @@ VLLM_REASON = (
     "torch build cannot import"
 )
 """Why the ``vllm`` rollout cannot generate from images (checked with the tiny Qwen2-VL)."""
+
+
+TEXT_ONLY_KINDS = ("value", "score_model")
+"""Role kinds whose model is a text head model (a critic, a reward model being trained): the
+backends load them with ``AutoModelFor{Token,Sequence}Classification``, which has no vision
+tower, so they cannot read an image row."""
+
+SAMPLING_ALGORITHMS = "grpo or remax"
+"""Algorithms named in a refusal as ones that do train on images (policy and reference only)."""
+
+
+def _generates_nothing(spec: Any) -> bool:
+    """Whether ``spec``'s program trains without generating (no policy, or it says so)."""
+    has_policy = any(spec.kind_of(role) == "policy" for role in spec.role_names)
+    return not has_policy or not spec.trains_on_generations
+
+
+def refuse_blind_algorithm(spec: Any) -> None:
+    """Refuse, in one line, an image run whose algorithm would never show a model the images.
+
+    Called only when rows carry images; it names no rollout, since none would help.
+    """
+    if _generates_nothing(spec):
+        raise HfsdkError(
+            f"the prompts carry images (column {IMAGES!r}) but algorithm {spec.name} trains on "
+            "the dataset's responses and generates nothing, so its forward never sees them (it "
+            f"would train on the text alone); drop the {IMAGES!r} column, or use an algorithm "
+            f"that samples from the images ({SAMPLING_ALGORITHMS})"
+        )
+    for role in spec.role_names:
+        kind = spec.kind_of(role)
+        if kind in TEXT_ONLY_KINDS:
+            what = "value model" if kind == "value" else "reward model being trained"
+            raise HfsdkError(
+                f"the prompts carry images (column {IMAGES!r}) but algorithm {spec.name}'s "
+                f"{role} role (a {what}) has no vision path: its head model reads text only; "
+                f"use {SAMPLING_ALGORITHMS} (no critic) or a text-only dataset"
+            )
+
+
+def _any_images(prepared: Any) -> bool:
+    """Whether any training or validation row carries an image in the ``images`` column."""
+    return IMAGES in prepared.row_columns and any(
+        _has_images(loader) for _, loader in _loaders(prepared)
+    )
 
 
 def _loaders(prepared: Any) -> Iterator[tuple[str, Any]]:
@@ -78,6 +130,8 @@ def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
                 "a list of images per row"
             )
         return None
+    if _any_images(prepared):  # before naming hf_vision: no rollout would help these
+        refuse_blind_algorithm(spec)
     backend = config.rollout.backend
     for label, loader in _loaders(prepared):
         if backend != BACKEND:
@@ -98,13 +152,15 @@ def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
 
 def backend_check(config: Any, spec: Any, prepared: Any) -> str | None:
     """Refuse an image run (or an ``hf_vision`` rollout) whose actor or reference trains on a
-    backend other than ``fsdp``: its forward would never see the images."""
+    backend other than ``fsdp``: its forward would never see the images. An image run with a
+    critic or a trained reward model, or one that generates nothing, is refused too
+    (:func:`refuse_blind_algorithm`)."""
     rollout = config.rollout.backend
-    with_images = IMAGES in prepared.row_columns and any(
-        _has_images(loader) for _, loader in _loaders(prepared)
-    )
+    with_images = _any_images(prepared)
     if not with_images and rollout != BACKEND:
         return None
+    if with_images:
+        refuse_blind_algorithm(spec)
     why = (
         f"the prompts carry images (column {IMAGES!r})"
         if with_images

@@ -74,6 +74,27 @@ def test_a_missing_image_path_is_named(tmp_path: Path) -> None:
         load_verl_parquet(_write(tmp_path / "p.parquet", rows))
 
 
+@pytest.mark.parametrize(
+    "item",
+    [
+        "https://example.com/a.png",
+        {"bytes": None, "path": "s3://bucket/a.png"},
+        b"https://example.com/a.png",
+    ],
+)
+def test_a_remote_url_is_named_as_not_fetched(tmp_path: Path, item: object) -> None:
+    # It was reported as a missing file under the data folder ('.../https:/example.com/a.png').
+    rows = [{"prompt": "<image> a", "images": [item]}]
+    with pytest.raises(HfsdkError) as err:
+        load_verl_parquet(_write(tmp_path / "u.parquet", rows))
+    message = str(err.value)
+    assert "row 0, image 0 is the URL" in message and "://" in message
+    assert "does not fetch (it never downloads); download the image and give a local path" in (
+        message
+    )
+    assert str(tmp_path) + "/http" not in message and "\n" not in message
+
+
 def test_placeholders_and_images_out_of_step_name_the_row(tmp_path: Path) -> None:
     rows = [
         {"prompt": "<image> a", "images": [png_bytes(noise_image(0))]},

@@ -34,7 +34,9 @@ def no_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(workers, "connect", refuse)
 
 
-def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+def _refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str, algo: str = "grpo"
+) -> str:
     """Run ``hfsdk run`` and return its one error line; no run directory may be left.
 
     The shapes rows are chat messages, so the loader's one-line note that the tiny tokenizer
@@ -42,7 +44,7 @@ def _refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], *args: str) -> 
     """
     run_dir = tmp_path / "run"
     with pytest.raises(SystemExit) as info:
-        main(["run", "--algo", "grpo", "--quiet", "--run-dir", str(run_dir), *args])
+        main(["run", "--algo", algo, "--quiet", "--run-dir", str(run_dir), *args])
     lines = capsys.readouterr().err.strip().splitlines()
     assert int(info.value.code or 0) != 0
     errors = [line for line in lines if line.startswith("Error:")]
@@ -118,10 +120,14 @@ def _config(rollout: str, **backends: str) -> Any:
     return types.SimpleNamespace(rollout=types.SimpleNamespace(backend=rollout), **sections)
 
 
-SPEC = types.SimpleNamespace(
-    role_names=("actor", "critic", "reference"),
-    kind_of={"actor": "policy", "critic": "value", "reference": "frozen_policy"}.__getitem__,
-)
+def _spec(trains_on_generations: bool = True, **kinds: str) -> Any:
+    return types.SimpleNamespace(
+        name="algo", role_names=tuple(kinds), kind_of=kinds.__getitem__,
+        trains_on_generations=trains_on_generations,
+    )  # fmt: skip
+
+
+SPEC = _spec(actor="policy", reference="frozen_policy")
 
 
 def _prepared(images: bool) -> Any:
@@ -131,7 +137,7 @@ def _prepared(images: bool) -> Any:
 
 
 def test_the_backend_check_names_the_role_and_passes_text_runs() -> None:
-    fsdp = {"actor": "fsdp", "critic": "megatron", "reference": "fsdp"}
+    fsdp = {"actor": "fsdp", "reference": "fsdp"}
     assert backend_check(_config("hf_vision", **fsdp), SPEC, _prepared(True)) is None
     on_megatron = {**fsdp, "reference": "megatron"}
     with pytest.raises(HfsdkError, match=r"^reference\.backend=megatron has no vision path"):
@@ -141,6 +147,83 @@ def test_the_backend_check_names_the_role_and_passes_text_runs() -> None:
         backend_check(_config("hf_vision", **on_megatron), SPEC, _prepared(False))
     # A text run (text rollout, no images) on megatron is none of this check's business.
     assert backend_check(_config("hf", **on_megatron), SPEC, _prepared(False)) is None
+
+
+@pytest.mark.parametrize("rollout", ["hf_vision", "hf"])
+def test_sft_on_image_rows_is_one_line_without_hf_vision_advice(
+    tmp_path: Path,
+    vlm_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    no_workers: None,
+    rollout: str,
+) -> None:
+    # SFT trains on the dataset's responses: the hf_vision rollout never feeds its forward, so
+    # the run trained on the text alone (hf_vision) or was told to switch to hf_vision (hf).
+    _need("algorithms", "sft")
+    train = write_parquet(shapes_rows(4, seed=0), tmp_path / "train.parquet")
+    err = _refused(
+        tmp_path,
+        capsys,
+        f"actor.model_path={vlm_dir}",
+        f"data.train_files=[{train}]",
+        f"rollout.backend={rollout}",
+        "algorithm.response_key=answer",
+        algo="sft",
+    )
+    assert "algorithm sft trains on the dataset's responses and generates nothing" in err
+    assert "hf_vision" not in err
+
+
+def test_ppo_on_image_rows_names_the_critic(
+    tmp_path: Path, vlm_dir: Path, capsys: pytest.CaptureFixture[str], no_workers: None
+) -> None:
+    # The critic's AutoModelForTokenClassification failed on the Qwen2-VL config after the
+    # workers started.
+    _need("algorithms", "ppo")
+    train = write_parquet(shapes_rows(4, seed=0), tmp_path / "train.parquet")
+    err = _refused(
+        tmp_path,
+        capsys,
+        f"actor.model_path={vlm_dir}",
+        f"data.train_files=[{train}]",
+        "rollout.backend=hf_vision",
+        REWARD,
+        algo="ppo",
+    )
+    assert "algorithm ppo's critic role (a value model) has no vision path" in err
+    assert err.endswith("use grpo or remax (no critic) or a text-only dataset")
+
+
+@pytest.mark.parametrize(
+    ("spec", "pattern"),
+    [
+        (
+            _spec(False, actor="policy", reference="frozen_policy"),
+            r"algorithm algo trains on the dataset's responses and generates nothing",
+        ),
+        (_spec(reward_model="score_model"), r"generates nothing"),
+        (
+            _spec(actor="policy", critic="value", reference="frozen_policy"),
+            r"algo's critic role \(a value model\) has no vision path",
+        ),
+    ],
+    ids=["sft-like", "reward-model", "ppo-like"],
+)
+def test_algorithms_blind_to_images_are_refused(spec: Any, pattern: str) -> None:
+    from hfsdk_vision.preflight import images_check
+
+    fsdp = _config("hf_vision", actor="fsdp", reference="fsdp", critic="fsdp")
+    for check in (images_check, backend_check):
+        with pytest.raises(HfsdkError, match=pattern):
+            check(fsdp, spec, _prepared(True))
+    # Text rows: nothing to refuse.
+    assert backend_check(_config("hf", actor="fsdp"), spec, _prepared(False)) is None
+
+
+@pytest.mark.parametrize("algo", ["sft", "dpo"])
+def test_the_installed_response_trainers_say_they_generate_nothing(algo: str) -> None:
+    _need("algorithms", algo)
+    assert get_registry("algorithms")[algo].impl.trains_on_generations is False
 
 
 def test_vllm_still_cannot_load_qwen2_vl_here() -> None:
