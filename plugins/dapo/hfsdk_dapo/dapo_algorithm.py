@@ -164,4 +164,22 @@ def _concat_rounds(rounds: list[Batch]) -> Batch:
         return rounds[0]
     tensors = [k for k in rounds[0].tensor_keys if all(k in r.tensor_keys for r in rounds)]
     arrays = [k for k in rounds[0].non_tensor_keys if all(k in r.non_tensor_keys for r in rounds)]
+    _check_widths(rounds, tensors)
     return Batch.concat([r.select(tensor_keys=tensors, non_tensor_keys=arrays) for r in rounds])
+
+
+def _check_widths(rounds: list[Batch], keys: list[str]) -> None:
+    """One line when rounds cannot be joined: the prompt columns are left-padded to one width
+    (:func:`~hfsdk_dapo.padding.left_pad_rollout`), so a column whose per-row shape still
+    differs is a per-row model input padded to its own round (images a tool drew; image
+    prompts are refused before the run), which dynamic sampling cannot join."""
+    from hfsdk import HfsdkError
+
+    for key in keys:
+        shapes = {tuple(r[key].shape[1:]) for r in rounds}
+        if len(shapes) > 1:
+            raise HfsdkError(
+                f"dynamic sampling cannot join this step's generation rounds: their {key!r} "
+                f"columns have different per-row shapes {sorted(shapes)} (images of different "
+                "sizes or counts); set algorithm.dynamic_sampling=false"
+            )

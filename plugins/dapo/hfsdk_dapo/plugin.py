@@ -26,6 +26,14 @@ def hfsdk_register_policy_losses(register: Register) -> None:
 
 
 @hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``dapo_dynamic_sampling`` (dynamic sampling is refused for image prompts)."""
+    from hfsdk_dapo.preflight import NAME, dynamic_sampling_check
+
+    register(NAME, dynamic_sampling_check)
+
+
+@hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str] | None:
     """Overlong shaping needs a buffer shorter than the responses' budget."""
     from hfsdk_dapo.dapo_config import overlong_problems
