@@ -62,13 +62,13 @@ def run_config_of(run_dir: Path, *, lora_merged: bool) -> Any:
             f"{str(run_dir)!r} has no {CONFIG_FILE}; pass the run directory an `hfsdk run` wrote"
         )
     config = load_run_config(None, str(path))
-    if not lora_merged:
-        return config
     sections = dict(config.sections)
     for name, section in config.sections.items():
         lora = getattr(section, "lora", None)
-        if lora is not None and getattr(lora, "enabled", False) and not lora.export_merged:
-            sections[name] = attrs.evolve(section, lora=attrs.evolve(lora, export_merged=True))
+        # Either way: --no-lora-merged gives the adapter alone even where the run merged.
+        if lora is not None and getattr(lora, "enabled", False):
+            merged = attrs.evolve(lora, export_merged=lora_merged)
+            sections[name] = attrs.evolve(section, lora=merged)
     return attrs.evolve(config, sections=sections)
 
 
@@ -122,7 +122,12 @@ def export_checkpoint(
     # existing (empty) --out, the working directory say, is filled from a folder inside it.
     name = f"tmp-export-{os.getpid()}"
     tmp = out / f".{name}" if out.is_dir() else out.with_name(f".{out.name}.{name}")
-    tmp.mkdir(parents=True)
+    try:
+        tmp.mkdir(parents=True)
+    except OSError as exc:
+        raise HfsdkError(
+            f"--out {str(out)!r} cannot be written ({exc.strerror}); give a folder you can create"
+        ) from None
     written: dict[str, Path] = {}
     try:
         with TrainingSession(config, spec, prepared=prepare_run(config, spec)) as session:

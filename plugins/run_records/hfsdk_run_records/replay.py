@@ -20,7 +20,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk import HfsdkError
+from hfsdk import HfsdkError, verify_checkpoint
 
 
 @attrs.frozen(kw_only=True)
@@ -101,6 +101,12 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     what = f"hfsdk replay --step {step}"
     before = [(s, p) for s, p in complete_checkpoints(run_dir) if s < step]
     start, checkpoint = max(before, key=lambda sp: sp[0]) if before else (0, None)
+    problem = verify_checkpoint(checkpoint) if checkpoint is not None else None
+    if problem is not None:  # else its damage would replay as "the step did not reproduce"
+        raise HfsdkError(
+            f"{what}: checkpoint step_{start} is damaged: {problem}; the step cannot be "
+            "replayed from it"
+        )
     dumps = [read_step_dump(run_dir, s, for_what=what) for s in range(start + 1, step + 1)]
     if config.trainer.deterministic:
         from hfsdk import enable_determinism

@@ -86,9 +86,12 @@ def read_step_dump(run_dir: str | Path, step: int, *, for_what: str) -> StepDump
             f"{for_what}: {str(path)!r} is not a step dump of this hfsdk (format "
             f"{state.get('format') if isinstance(state, dict) else None!r}, expected {_FORMAT})"
         )
-    return StepDump(
-        step=int(state["step"]), generations=state["generations"], update=state["update"]
-    )
+    if state.get("step") != step:  # a copied or renamed file: its metrics are another step's
+        raise HfsdkError(
+            f"{for_what}: {str(path)!r} holds step {state.get('step')!r}, not {step}; it was "
+            "copied or renamed — rerun that step with trainer.rollout_dump: true"
+        )
+    return StepDump(step=step, generations=state["generations"], update=state["update"])
 
 
 class DumpedGenerations:

@@ -143,6 +143,8 @@ def test_export_refuses_bad_input_with_one_line(fsdp_run: Path, tmp_path: Path) 
         assert "Traceback" not in done.stderr
     done = _hfsdk("export", str(fsdp_run), "--out", str(tmp_path / "full"))
     assert done.returncode == 2 and "is not empty" in done.stderr
+    done = _hfsdk("export", str(fsdp_run), "--out", "/proc/hfsdk-export")  # before: internal
+    assert done.returncode == 2 and "--out '/proc/hfsdk-export' cannot be written" in done.stderr
     assert not (tmp_path / "new").exists()
 
 
@@ -183,7 +185,13 @@ def test_lora_export_writes_adapter_and_merged_model(tmp_path: Path) -> None:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    run = _train(tmp_path / "run", "actor.lora.rank=4", "actor.lora.alpha=16")
+    # The run merges too: --no-lora-merged below must still give the adapter alone.
+    run = _train(
+        tmp_path / "run",
+        "actor.lora.rank=4",
+        "actor.lora.alpha=16",
+        "actor.lora.export_merged=true",
+    )
     out = _export(run, tmp_path / "out")
     adapter, merged = out / "actor", out / "actor" / "merged"
     assert (adapter / "adapter_config.json").is_file()

@@ -105,6 +105,56 @@ def test_replay_without_dumps_or_of_an_unlogged_step_says_so_in_one_line(
         assert "Traceback" not in err
 
 
+def _damage_checkpoint(run_dir: Path, step: int) -> None:
+    """Flip bytes in the middle of the step's largest checkpoint file (its size unchanged)."""
+    files = [p for p in (run_dir / "checkpoints" / f"step_{step}").rglob("*") if p.is_file()]
+    largest = max(files, key=lambda p: p.stat().st_size)
+    data = bytearray(largest.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = bytes(255 - b for b in data[middle : middle + 64])
+    largest.write_bytes(bytes(data))
+
+
+def _strip_logged_metrics(run_dir: Path, step: int) -> None:
+    """Keep only the step number and timings in the step's metrics line."""
+    import json
+
+    path = run_dir / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for row in rows:
+        if row.get("step") == step:
+            for key in [k for k in row if k != "step" and not k.startswith(_TIMED)]:
+                del row[key]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+
+
+@pytest.mark.slow
+def test_replay_refuses_what_would_fake_a_verdict_in_one_line(
+    dumped: tuple[Path, list[dict]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A damaged checkpoint replayed as "9 metrics differ", a dump copied over another step's
+    compared with the wrong step, and a log with nothing to compare "reproduced exactly"."""
+    run_dir, _ = dumped
+    cases = (
+        (lambda copy: _damage_checkpoint(copy, 2), "checkpoint step_2 is damaged"),
+        (
+            lambda copy: shutil.copy(step_dump_path(copy, 2), step_dump_path(copy, 3)),
+            "holds step 2, not 3",
+        ),
+        (lambda copy: _strip_logged_metrics(copy, 3), "none of the replayed metrics"),
+    )
+    for number, (spoil, says) in enumerate(cases):
+        copy = tmp_path / f"copy{number}"
+        shutil.copytree(run_dir, copy)
+        spoil(copy)
+        with pytest.raises(SystemExit) as info:
+            main(["replay", str(copy), "--step", "3"])
+        captured = capsys.readouterr()
+        errors = [line for line in captured.err.splitlines() if line.startswith("Error")]
+        assert info.value.code == 2 and len(errors) == 1 and says in errors[0], captured
+        assert "Traceback" not in captured.err
+
+
 @pytest.mark.slow
 def test_train_only_on_a_runs_rollouts_trains_exactly_as_that_run_did(
     dumped: tuple[Path, list[dict]], tmp_path: Path

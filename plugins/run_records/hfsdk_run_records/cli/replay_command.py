@@ -17,10 +17,16 @@ EXIT_DIFFERS = 1
 def replay(run_dir: Path, step: int) -> None:
     """Replay step N of RUN_DIR (made with trainer.rollout_dump: true): its losses and gradient
     norm are compared bit for bit with the logged ones; exit 1 when they differ."""
+    from hfsdk import HfsdkError
     from hfsdk_run_records.replay import replay_steps
 
     results = replay_steps(run_dir, step)
     for result in results:
+        if not result.compared:  # nothing compared is no evidence of a reproduction
+            raise HfsdkError(
+                f"step {result.step}: none of the replayed metrics is in that step's line of "
+                f"metrics.jsonl in {str(run_dir)!r} (the log was edited or cut); nothing to compare"
+            )
         differing = result.differing
         if result.step == step:
             width = max((len(k) for k in result.compared), default=0)
