@@ -27,11 +27,7 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import attach_run_log, detach_run_log
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
 from hfsdk.core.run_spec import run_spec
-from hfsdk.core.trainer.checkpoint import (
-    clean_partial,
-    latest_checkpoint,
-    write_checkpoint,
-)
+from hfsdk.core.trainer.checkpoint import clean_partial, latest_checkpoint, write_checkpoint
 from hfsdk.core.trainer.run_directory import CONFIG_FILE, TRAINER_STATE, RunDirectory
 from hfsdk.core.trainer.step_observers import StepObservers, StepView, build_step_observers
 from hfsdk.core.trainer.stopping import RunStopped, StopNow, StopSignals, signal_name
@@ -120,7 +116,12 @@ class Trainer:
                 self._candidates = self.directory.usable_checkpoints()
             if self._candidates:
                 self.resume_from = self._candidates[0][:2]
-            write_text_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
+            done = self.resume_from[0] if self.resume_from else 0
+            if done >= config.trainer.total_steps > 0:  # its config.yaml stays the one it ran
+                logger.warning("the run is at step %d, trainer.total_steps=%d: nothing to train",
+                               done, config.trainer.total_steps)  # fmt: skip
+            else:
+                write_text_atomic(self.run_dir / CONFIG_FILE, config.to_yaml())
             attach_run_log(self.run_dir)
         except BaseException:
             self._abandon()

@@ -58,6 +58,13 @@ def test_resume_continues_exactly(tmp_path: Path) -> None:
     assert any((early[n] - final_b[n]).abs().max().item() > 0 for n in early)
     saved = yaml.safe_load((resumed_dir / "config.yaml").read_text())
     assert saved["algo"] == "grpo" and saved["trainer"]["total_steps"] == 4
+    # Fewer steps than the run made: nothing to train, and config.yaml still says what ran.
+    again = Trainer(
+        load_run_config("grpo", None, [*SMALL, "trainer.total_steps=3"]), resumed_dir, quiet=True
+    ).fit()
+    assert [r["step"] for r in again] == [1, 2, 3, 4]
+    saved = yaml.safe_load((resumed_dir / "config.yaml").read_text())
+    assert saved["trainer"]["total_steps"] == 4  # before: 3, beside 4 logged steps
 
 
 def test_resuming_with_another_config_is_refused(tmp_path: Path) -> None:
