@@ -576,8 +576,8 @@ class Algorithm:
         mask = batch["response_mask"]
         self.metrics["response_length/mean"] = float(mask.sum(dim=-1).float().mean())
         if "input_ids" in batch:
-            # The padded width every training and inference pass runs over (the placement search's).
-            self.metrics["perf/sequence_width"] = float(batch["input_ids"].shape[-1])
+            # The width passes run over: columns some row uses (remove_padding drops the rest).
+            self.metrics["perf/sequence_width"] = float(batch["attention_mask"].any(0).sum())
         if "old_log_probs" in batch and "ref_log_probs" in batch:
             # k3 (exp(r) - r - 1, r = ref - old): unbiased for KL(policy || reference) on the
             # policy's samples and never negative, unlike k1 (old - ref) on a finite batch.

@@ -24,6 +24,20 @@ from hfsdk import HfsdkError
 GIB = 1024**3
 
 
+def _number(value: Any) -> Any:
+    """A numeric string as its float, anything else as it is (the validators judge it).
+
+    PyYAML reads ``80e9`` (no dot, no exponent sign) as text, though YAML 1.2
+    and the hand that wrote it mean a number.
+    """
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
 def _positive(_inst: object, attr: attrs.Attribute, value: float) -> None:
     if not (isinstance(value, int | float) and value > 0 and math.isfinite(value)):
         raise HfsdkError(
@@ -188,31 +202,45 @@ class Cluster:
     device_kind: str = "gpu"
     nodes: int = attrs.field(default=1, validator=_positive_int)
     devices_per_node: int = attrs.field(default=8, validator=_positive_int)
-    device_memory: float = attrs.field(default=80e9, validator=_positive)
-    peak_flops: float = attrs.field(default=312e12, validator=_positive)
-    memory_bandwidth: float = attrs.field(default=2.0e12, validator=_positive)
-    shared_memory_bandwidth: float = attrs.field(default=0.0, validator=_non_negative)
-    fresh_memory_bandwidth: float = attrs.field(default=0.0, validator=_non_negative)
+    device_memory: float = attrs.field(default=80e9, converter=_number, validator=_positive)
+    peak_flops: float = attrs.field(default=312e12, converter=_number, validator=_positive)
+    memory_bandwidth: float = attrs.field(default=2.0e12, converter=_number, validator=_positive)
+    shared_memory_bandwidth: float = attrs.field(
+        default=0.0, converter=_number, validator=_non_negative
+    )
+    fresh_memory_bandwidth: float = attrs.field(
+        default=0.0, converter=_number, validator=_non_negative
+    )
     decode_overlap: bool = attrs.field(default=True, validator=_bool)
-    intra_node_bandwidth: float = attrs.field(default=300e9, validator=_positive)
-    inter_node_bandwidth: float = attrs.field(default=25e9, validator=_positive)
-    intra_node_latency: float = attrs.field(default=10e-6, validator=_positive)
-    inter_node_latency: float = attrs.field(default=30e-6, validator=_positive)
-    usable_memory_fraction: float = attrs.field(default=0.9, validator=_fraction)
+    intra_node_bandwidth: float = attrs.field(default=300e9, converter=_number, validator=_positive)
+    inter_node_bandwidth: float = attrs.field(default=25e9, converter=_number, validator=_positive)
+    intra_node_latency: float = attrs.field(default=10e-6, converter=_number, validator=_positive)
+    inter_node_latency: float = attrs.field(default=30e-6, converter=_number, validator=_positive)
+    usable_memory_fraction: float = attrs.field(default=0.9, converter=_number, validator=_fraction)
     flops_by_dtype: tuple[tuple[str, float], ...] = attrs.field(
         default=(), converter=_pairs, validator=_positive_pairs
     )
-    layer_overhead: float = attrs.field(default=0.0, validator=_non_negative)
-    token_overhead: float = attrs.field(default=0.0, validator=_non_negative)
-    update_overhead: float = attrs.field(default=0.0, validator=_non_negative)
-    microbatch_overhead: float = attrs.field(default=0.0, validator=_non_negative)
-    forward_overhead: float = attrs.field(default=0.0, validator=_non_negative)
-    remote_update_overhead: float = attrs.field(default=0.0, validator=_non_negative)
-    remote_microbatch_overhead: float = attrs.field(default=0.0, validator=_non_negative)
-    remote_forward_overhead: float = attrs.field(default=0.0, validator=_non_negative)
-    reshard_overhead: float = attrs.field(default=0.0, validator=_non_negative)
-    call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
-    remote_call_overhead: float = attrs.field(default=0.0, validator=_non_negative)
+    layer_overhead: float = attrs.field(default=0.0, converter=_number, validator=_non_negative)
+    token_overhead: float = attrs.field(default=0.0, converter=_number, validator=_non_negative)
+    update_overhead: float = attrs.field(default=0.0, converter=_number, validator=_non_negative)
+    microbatch_overhead: float = attrs.field(
+        default=0.0, converter=_number, validator=_non_negative
+    )
+    forward_overhead: float = attrs.field(default=0.0, converter=_number, validator=_non_negative)
+    remote_update_overhead: float = attrs.field(
+        default=0.0, converter=_number, validator=_non_negative
+    )
+    remote_microbatch_overhead: float = attrs.field(
+        default=0.0, converter=_number, validator=_non_negative
+    )
+    remote_forward_overhead: float = attrs.field(
+        default=0.0, converter=_number, validator=_non_negative
+    )
+    reshard_overhead: float = attrs.field(default=0.0, converter=_number, validator=_non_negative)
+    call_overhead: float = attrs.field(default=0.0, converter=_number, validator=_non_negative)
+    remote_call_overhead: float = attrs.field(
+        default=0.0, converter=_number, validator=_non_negative
+    )
     efficiency: tuple[tuple[str, float], ...] = attrs.field(
         default=(), converter=_pairs, validator=_positive_pairs
     )

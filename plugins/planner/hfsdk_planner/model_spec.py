@@ -34,6 +34,9 @@ class ModelSpec:
     num_kv_heads: int
     intermediate_size: int
     vocab_size: int
+    head_size: int = 0
+    """Width of one attention head when the config sets it apart from hidden / heads
+    (Qwen3, Gemma); 0 means ``hidden_size // num_heads``."""
 
     def __attrs_post_init__(self) -> None:
         for field in (
@@ -50,7 +53,9 @@ class ModelSpec:
                 raise HfsdkError(
                     f"model {self.name!r}: {field} must be a positive integer, got {value!r}"
                 )
-        if self.hidden_size % self.num_heads:
+        check_head_width(self.head_size, self.name)
+        # An explicit head width frees hidden_size from being a multiple of the heads.
+        if not self.head_size and self.hidden_size % self.num_heads:
             raise HfsdkError(
                 f"model {self.name!r}: hidden_size {self.hidden_size} is not divisible by "
                 f"num_heads {self.num_heads}; check the config"
@@ -63,8 +68,8 @@ class ModelSpec:
 
     @property
     def head_dim(self) -> int:
-        """Width of one attention head."""
-        return self.hidden_size // self.num_heads
+        """Width of one attention head: the config's ``head_dim``, else hidden / heads."""
+        return self.head_size or self.hidden_size // self.num_heads
 
     def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         """Bytes of K and V cache one token occupies across all layers."""
@@ -82,6 +87,7 @@ class ModelSpec:
         intermediate_size: int,
         vocab_size: int,
         tie_word_embeddings: bool = False,
+        head_size: int = 0,
     ) -> ModelSpec:
         """A Llama-style model whose parameter count follows from its shape."""
         return cls(
@@ -94,6 +100,7 @@ class ModelSpec:
                 intermediate_size=intermediate_size,
                 vocab_size=vocab_size,
                 tie_word_embeddings=tie_word_embeddings,
+                head_size=head_size,
             ),
             num_layers=num_layers,
             hidden_size=hidden_size,
@@ -101,6 +108,7 @@ class ModelSpec:
             num_kv_heads=num_kv_heads,
             intermediate_size=intermediate_size,
             vocab_size=vocab_size,
+            head_size=head_size,
         )
 
     @classmethod
@@ -112,12 +120,13 @@ class ModelSpec:
             raise HfsdkError(
                 f"HF config lacks {', '.join(missing)}; the planner needs num_hidden_layers, "
                 "hidden_size, num_attention_heads, vocab_size (and optionally "
-                "num_key_value_heads, intermediate_size)"
+                "num_key_value_heads, intermediate_size, head_dim)"
             )
         hidden = config["hidden_size"]
         heads = config["num_attention_heads"]
+        label = name or str(config.get("_name_or_path") or config.get("model_type") or "model")
         return cls.from_shape(
-            name=name or str(config.get("_name_or_path") or config.get("model_type") or "model"),
+            name=label,
             num_layers=config["num_hidden_layers"],
             hidden_size=hidden,
             num_heads=heads,
@@ -125,15 +134,18 @@ class ModelSpec:
             intermediate_size=config.get("intermediate_size") or 4 * hidden,
             vocab_size=config["vocab_size"],
             tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            # Qwen3 and Gemma set head_dim apart from hidden / heads; Llama leaves it out.
+            head_size=check_head_width(config.get("head_dim") or 0, label),
         )
 
     @classmethod
     def from_param_count(cls, num_params: float, name: str | None = None) -> ModelSpec:
         """A Llama-proportioned shape for ``num_params`` parameters.
 
-        The count itself is kept exactly; the shape (hidden = 128 x layers,
-        head width 128, SwiGLU at 8/3 x hidden, 32k vocabulary) only sizes
-        the KV cache and communication.
+        The count itself is kept exactly; the shape (heads of 128 in multiples
+        of 8, layers in multiples of 4, SwiGLU at 8/3 x hidden, 32k vocabulary)
+        only sizes the KV cache and communication, and sets which
+        tensor-parallel and pipeline sizes divide it, as the named sizes do.
         """
         if not (isinstance(num_params, int | float) and math.isfinite(num_params)):
             raise HfsdkError(f"parameter count must be a number, got {num_params!r}")
@@ -142,20 +154,62 @@ class ModelSpec:
                 f"parameter count {num_params:g} is too small to plan for; give at least 1M "
                 "(e.g. 125M, 7B)"
             )
-        vocab = 32000
-        # 12 * L * h^2 with L = h / 128 approximates the non-embedding parameters.
-        hidden = max(128, round((num_params * 128 / 12) ** (1 / 3) / 128) * 128)
-        layers = max(1, round((num_params - 2 * vocab * hidden) / (12 * hidden * hidden)))
+        hidden, layers = synthetic_shape(num_params, SYNTHETIC_VOCAB)
+        heads = hidden // SYNTHETIC_HEAD
         return cls(
             name=name or format_count(num_params),
             num_params=int(num_params),
             num_layers=layers,
             hidden_size=hidden,
-            num_heads=hidden // 128,
-            num_kv_heads=hidden // 128,
-            intermediate_size=round(hidden * 8 / 3 / 256) * 256 or 256,
-            vocab_size=vocab,
+            num_heads=heads,
+            # As Llama-2 34B and 70B do, wide models share 8 grouped KV heads.
+            num_kv_heads=GROUPED_KV_HEADS if heads >= 64 else heads,
+            intermediate_size=round(hidden * 8 / 3 / 256) * 256,
+            vocab_size=SYNTHETIC_VOCAB,
         )
+
+
+def check_head_width(head_size: Any, name: str) -> int:
+    """``head_size`` if it is a head width (0: hidden / heads), else a one-line error."""
+    if isinstance(head_size, bool) or not isinstance(head_size, int) or head_size < 0:
+        raise HfsdkError(
+            f"model {name!r}: head_dim must be a positive integer, got {head_size!r}; "
+            "check the config"
+        )
+    return head_size
+
+
+SYNTHETIC_VOCAB = 32000
+"""Vocabulary of a shape made up from a parameter count (Llama-2's)."""
+SYNTHETIC_HEAD = 128
+"""Head width of a made-up shape; heads come in multiples of 8 so tp 1-8 divide them."""
+HIDDEN_STEP = 8 * SYNTHETIC_HEAD
+GROUPED_KV_HEADS = 8
+"""KV heads of a made-up shape with 64 heads or more (Llama-2 34B/70B's grouping)."""
+LAYER_STEP = 4
+"""Layers of a made-up shape come in fours, so pipelines of 2 and 4 stages divide them."""
+
+
+def synthetic_shape(num_params: float, vocab: int) -> tuple[int, int]:
+    """``(hidden, layers)`` for about ``num_params`` parameters, Llama-proportioned.
+
+    ``12 L h^2 + 2 V h`` counts the parameters; Llama keeps ``h`` near
+    ``128 L``. Of the two hidden sizes in steps of 1024 around that ideal,
+    the one whose layer count (in steps of 4) lands nearer ``h / 128`` wins,
+    so 7e9 gives Llama-7B's 4096 x 32 rather than an odd-headed shape.
+    """
+    ideal = (num_params * 128 / 12) ** (1 / 3)
+    low = max(1, math.floor(ideal / HIDDEN_STEP))
+    candidates = []
+    for steps in (low, low + 1):
+        hidden = steps * HIDDEN_STEP
+        body = (num_params - 2 * vocab * hidden) / (12 * hidden * hidden)
+        layers = max(LAYER_STEP, round(body / LAYER_STEP) * LAYER_STEP)
+        # How far the depth strays from Llama's proportion, on a log scale.
+        stray = abs(math.log(layers * 128 / hidden))
+        candidates.append((stray, hidden, layers))
+    _, hidden, layers = min(candidates)
+    return hidden, layers
 
 
 def llama_param_count(
@@ -167,9 +221,13 @@ def llama_param_count(
     intermediate_size: int,
     vocab_size: int,
     tie_word_embeddings: bool = False,
+    head_size: int = 0,
 ) -> int:
-    """Parameters of a Llama-style decoder (no biases, RMSNorm, SwiGLU MLP)."""
-    head_dim = hidden_size // num_heads
+    """Parameters of a Llama-style decoder (no biases, RMSNorm, SwiGLU MLP).
+
+    ``head_size`` is the attention head width when it is not hidden / heads.
+    """
+    head_dim = head_size or hidden_size // num_heads
     attention = hidden_size * head_dim * (2 * num_heads + 2 * num_kv_heads)
     mlp = 3 * hidden_size * intermediate_size
     per_layer = attention + mlp + 2 * hidden_size

@@ -1,6 +1,7 @@
 """What the planner logs beside every step: the predicted step time
-(``perf/predicted_step_s``), the threads each worker used (``perf/worker_threads``) and
-each stage's utilisation of the peaks (:mod:`hfsdk_planner.run_utilisation`)."""
+(``perf/predicted_step_s``), the threads each worker used (``perf/worker_threads``), the
+rows of the trained batch (``perf/batch_rows``) and each stage's utilisation of the peaks
+(:mod:`hfsdk_planner.run_utilisation`)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from hfsdk_planner.run_plan import (
     price_setup,
     run_hardware,
     run_setup,
+    with_batch_rows,
 )
+from hfsdk_planner.utilisation import BATCH_ROWS
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +40,9 @@ class StepPrediction(StepObserver):
         self.config = config
         self._setup: tuple[RunSetup, Cluster] | None = None
         self._failed = False
+        self._rows = 0
+        """Rows of this step's trained batch (0: none seen); the trainer drops the batch
+        before the metrics are gathered, so it is counted once the step has trained."""
 
     def metrics(self, metrics: Mapping[str, float], threads: int = 0) -> dict[str, float]:
         """``perf/predicted_step_s`` and the stages' utilisation for one step; ``{}`` if
@@ -66,9 +72,19 @@ class StepPrediction(StepObserver):
             logger.debug("no utilisation metrics for this step", exc_info=True)
         return out
 
+    def on_step_trained(self, view: StepView) -> None:
+        """Count the trained batch's rows (DPO has two per prompt) while it is still held."""
+        batch = getattr(view.algorithm, "last_batch", None)
+        self._rows = len(batch) if batch is not None else 0
+
     def on_step_metrics(self, view: StepView, metrics: Mapping[str, float]) -> Mapping[str, float]:
-        """Add the prediction, the worker threads and the utilisation to the step's line."""
-        return self.metrics(metrics, threads=int(view.session.worker_threads or 0))
+        """Add the prediction, the worker threads, the batch's rows and the utilisation to
+        the step's line."""
+        rows, self._rows = self._rows, 0
+        if rows:
+            metrics = {**metrics, BATCH_ROWS: float(rows)}
+        out = self.metrics(metrics, threads=int(view.session.worker_threads or 0))
+        return {BATCH_ROWS: float(rows), **out} if rows else out
 
     def _step_setup(self, metrics: Mapping[str, float], threads: int) -> tuple[RunSetup, Cluster]:
         if self._setup is None:
@@ -77,6 +93,7 @@ class StepPrediction(StepObserver):
         setup, cluster = self._setup
         if threads > 0:
             setup = attrs.evolve(setup, threads=threads)
+        setup = with_batch_rows(setup, metrics)
         lengths = measured_lengths(metrics, setup.workload.sequences, setup.workload.packing)
         if lengths is not None:
             workload = attrs.evolve(

@@ -6,7 +6,8 @@ dict): each role's real model (``model_path``, else the actor's, else the
 default task's), which signals are functions (no model: they run on the
 controller and cost about nothing on the devices), the batch, the lengths,
 the updates and the pools. :func:`price_setup` simulates that fixed placement
-(no search): each role data-parallel over its pool's devices, the actor
+(no search): each role data-parallel over its pool's devices (FSDP), or at
+its ``parallel.tp`` x ``parallel.pp`` on ``backend: megatron``, the actor
 generating with ``actor.rollout_layout.tp`` (default 1). The role sections'
 keys it reads are the ones both shipped training backends use
 (``model_path``, ``dtype``, ``micro_batch_size``, ``forward_micro_batch_size``,
@@ -35,6 +36,7 @@ from hfsdk_planner.layout import GenerationLayout, Layout
 from hfsdk_planner.model_spec import ModelSpec, resolve_model
 from hfsdk_planner.plan import Plan, PoolPlan, RolePlan
 from hfsdk_planner.search import PlacementSearch
+from hfsdk_planner.utilisation import BATCH_ROWS, batch_rows
 from hfsdk_planner.workload import Workload
 
 STAGES = ("generation", "preparation", "training", "transition")
@@ -77,6 +79,9 @@ class RunSetup:
     for ``trainer.worker_threads`` and the run's device slots; ``hfsdk plan --check`` and
     the run's own step observer replace it with what the run logged it used
     (``perf/worker_threads``)."""
+    model_parallel: Mapping[str, tuple[int, int, int]] = attrs.field(factory=dict)
+    """``(tp, pp, generation tp)`` of each role on ``backend: megatron`` (``<role>.parallel``,
+    ``rollout_layout``): priced at that layout without FSDP's gathers; other roles as FSDP."""
 
 
 def _as_dict(config: Any) -> dict[str, Any]:
@@ -94,6 +99,22 @@ def _default_model_dir() -> str:
 def _int(section: Mapping[str, Any], key: str, default: int) -> int:
     value = section.get(key)
     return int(value) if isinstance(value, int | float) and value else default
+
+
+def model_parallel_roles(cfg: Mapping[str, Any], roles: Any) -> dict[str, tuple[int, int, int]]:
+    """``(tp, pp, generation tp)`` of each of ``roles`` whose section says
+    ``backend: megatron``; the generation tp as Megatron resolves it: the planned one,
+    else ``rollout_layout.tp``, else the training tp (no regrouping)."""
+    out = {}
+    for role in roles:
+        section = cfg.get(role) or {}
+        if section.get("backend") == "megatron":
+            parallel = section.get("parallel") or {}
+            tp = _int(parallel, "tp", 1)
+            gen = section.get("rollout_layout") or {}
+            gen_tp = _int(gen, "planned_tp", 0) or _int(gen, "tp", 0) or tp
+            out[role] = (tp, _int(parallel, "pp", 1), gen_tp)
+    return out
 
 
 def run_setup(
@@ -211,6 +232,7 @@ def run_setup(
         pipeline=str(trainer.get("pipeline") or "sync"),
         weight_sync=str(rollout.get("weight_sync") or "stream"),
         threads=run_threads(trainer, pool_cfg, pools, rollout_pool),
+        model_parallel=model_parallel_roles(cfg, kept),
     )
 
 
@@ -293,23 +315,27 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
         peak = 0.0
         for role in members:
             task = search.tasks[role]
-            layout = Layout(1, 1, devices)
+            layout = run_layout(setup, role, devices)
+            # Megatron keeps tp/pp shards and replicates them over d: no FSDP gathers.
+            fsdp = role not in setup.model_parallel
             gen = None
             if task.generates:
-                tg = setup.rollout_tp if devices % setup.rollout_tp == 0 else 1
+                tg = setup.model_parallel[role][2] if not fsdp else setup.rollout_tp
+                tg = tg if devices % tg == 0 else 1
                 replica = math.ceil(setup.workload.sequences / (devices // tg))
                 running = min(setup.workload.max_running_sequences, replica)
                 gen = GenerationLayout(tg=tg, dg=devices // tg, running=running)
             cand = search.simulator.evaluate(task, layout, gen)
             transition = cand.transition_seconds
             gathered = 0.0
-            if gen is not None and devices > 1:
+            if gen is not None and devices > 1 and fsdp:
                 gathered = _gather_seconds(search, setup, role, devices)
                 transition += gathered
             seconds = [0.0] * stages
             first_generation = True
             for (stage, kind), value in zip(task.work, cand.work_seconds, strict=True):
-                value += _sharding_seconds(search, setup, role, kind, devices)
+                if fsdp:
+                    value += _sharding_seconds(search, setup, role, kind, devices)
                 if kind == "generation" and first_generation:
                     value += gathered
                     first_generation = False
@@ -364,6 +390,15 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
         stage_seconds=stage_seconds,
         iteration_seconds=math.fsum(stage_seconds) if iteration is None else iteration,
     )
+
+
+def run_layout(setup: RunSetup, role: str, devices: int) -> Layout:
+    """``role``'s training layout on its pool's ``devices``: Megatron's ``(tp, pp)`` with
+    the rest data-parallel, else FSDP's (all data-parallel, weights sharded over them)."""
+    tp, pp, _gen_tp = setup.model_parallel.get(role, (1, 1, 1))
+    if devices % (tp * pp):  # the backend refuses this at start; price what FSDP would
+        tp = pp = 1
+    return Layout(pp, tp, devices // (tp * pp))
 
 
 def _price_rollout_pool(
@@ -476,7 +511,8 @@ def measured_lengths(
 ) -> tuple[float, float] | None:
     """(prompt, response) tokens per sequence from a step's metrics, if it logged them.
 
-    Means, except that the response is stretched to the padded width
+    Per row of the trained batch (``perf/batch_rows`` when logged: DPO has two
+    per prompt). Means, except that the response is stretched to the padded width
     (``perf/sequence_width``) the passes run over unless ``packed``.
     """
     response = metrics.get("response_length/mean")
@@ -484,6 +520,7 @@ def measured_lengths(
     tokens = metrics.get("perf/tokens")
     if tokens is None and rate is not None and step_s:
         tokens = rate * step_s
+    sequences = batch_rows(metrics, sequences)
     if response is None or not tokens or sequences < 1:
         return None
     prompt = max(1.0, tokens / sequences - response)
@@ -492,6 +529,21 @@ def measured_lengths(
     if width is not None and not packed:
         response = max(response, width - prompt)
     return prompt, max(1.0, response)
+
+
+def with_batch_rows(setup: RunSetup, metrics: Mapping[str, float]) -> RunSetup:
+    """``setup`` priced for the rows the step really trained (``perf/batch_rows``).
+
+    DPO trains a chosen and a rejected row per prompt: batch x samples counts
+    half its sequences. Rows that are not whole prompts' samples, or fewer
+    than the updates, leave ``setup`` as it is.
+    """
+    w = setup.workload
+    rows = batch_rows(metrics, w.sequences)
+    if rows == w.sequences or rows % w.samples_per_prompt or rows < w.optimizer_steps:
+        return setup
+    workload = attrs.evolve(w, batch_size=rows // w.samples_per_prompt)
+    return attrs.evolve(setup, workload=workload)
 
 
 # -- hfsdk plan --check -------------------------------------------------------------------
@@ -509,7 +561,8 @@ def measured_stages(row: Mapping[str, float], functions: tuple[str, ...] = ()) -
     # each timing runs to its own result, so the block's wall time is the longest.
     concurrent = max(timing(n) for n in ("old_log_prob", "ref_log_prob", "values"))
     return {
-        "generation": timing("generation") - timing("reshard"),
+        # Clamped: a run that generates nothing (DPO) still logs its resharding.
+        "generation": max(0.0, timing("generation") - timing("reshard")),
         "preparation": concurrent + math.fsum(timing(n) for n in (*functions, "advantages")),
         "training": timing("update_critic") + timing("update_actor"),
         "transition": timing("reshard"),
@@ -560,8 +613,14 @@ def read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     # Damaged lines are skipped; values that are not finite numbers (NaN is logged as null)
     # count as not logged, so no stage is predicted from them.
     rows = [{k: v for k, v in row.items() if _finite(v)} for row in read_metrics(run_dir)]
+    # A validation before training (val_before_train) logs a row of its own with no step
+    # timing: it is no step, and counting it would skip the first real one as warm-up.
+    rows = [row for row in rows if "timing/step_s" in row]
     if not rows:
-        raise HfsdkError(f"--check {str(run_dir)!r}: metrics.jsonl has no steps yet")
+        raise HfsdkError(
+            f"--check {str(run_dir)!r}: metrics.jsonl has no steps yet (no row with "
+            "timing/step_s); check the run once it has trained a step"
+        )
     return config, rows
 
 
@@ -613,6 +672,9 @@ def check_run(
         base = attrs.evolve(
             run_setup(cfg, prompt_length=prompt, response_length=response), threads=base.threads
         )
+    rows = [r[BATCH_ROWS] for r in steady if r.get(BATCH_ROWS)]
+    if rows:
+        base = with_batch_rows(base, {BATCH_ROWS: round(math.fsum(rows) / len(rows))})
     plan = price_setup(base, cluster)
     per_row = [measured_stages(row, base.functions) for row in steady]
     measured = {stage: reduce([r[stage] for r in per_row]) for stage in STAGES}

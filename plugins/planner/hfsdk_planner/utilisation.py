@@ -48,6 +48,19 @@ standard dataflow names them (:func:`hfsdk.core.algorithm_spec` ``standard_dataf
 TRANSITION = "reshard"
 """The actor's train -> generate transition's timing name."""
 
+BATCH_ROWS = "perf/batch_rows"
+"""Rows of the step's trained batch, logged by the planner's step observer."""
+
+
+def batch_rows(metrics: Mapping[str, float], sequences: int) -> int:
+    """Rows the step's passes ran over: the logged ``perf/batch_rows``, else ``sequences``.
+
+    Batch size x samples undercounts algorithms with several rows per prompt
+    (DPO's chosen and rejected), which halved their FLOPs.
+    """
+    rows = metrics.get(BATCH_ROWS)
+    return int(rows) if rows is not None and rows >= 1 else sequences
+
 
 @attrs.frozen(kw_only=True)
 class StepShape:
@@ -77,7 +90,8 @@ def step_shape(
 ) -> StepShape | None:
     """The step's shape from its metrics (``None`` when it logged no token count).
 
-    Unpacked passes run over every row at the batch's padded width
+    ``sequences`` (batch x samples) gives way to the batch's logged rows
+    (:func:`batch_rows`). Unpacked passes run over every row at the batch's padded width
     (``perf/sequence_width``); packed ones over the real tokens (``perf/tokens``).
     """
     tokens = metrics.get("perf/tokens")
@@ -85,6 +99,7 @@ def step_shape(
     if tokens is None and rate is not None and step_s:
         tokens = rate * step_s
     response = metrics.get("response_length/mean")
+    sequences = batch_rows(metrics, sequences)
     if not tokens or response is None or sequences < 1:
         return None
     prompt = max(0.0, tokens / sequences - response)

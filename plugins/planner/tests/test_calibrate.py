@@ -183,3 +183,46 @@ def test_a_device_fifo_or_empty_output_and_bad_plan_arguments_stop_before_measur
     ):
         result = CliRunner().invoke(plan_command, ["--calibrate", profile, *args])
         assert said in str(result.exception), args
+
+
+def test_unwritable_plan_outputs_stop_before_measuring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def measure(**_kwargs: object) -> None:
+        raise AssertionError("measured although the plan or timeline could not be saved")
+
+    monkeypatch.setattr(calibration, "calibrate", measure)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    profile = str(tmp_path / "p.yaml")
+    targets = [("--output", str(afile / "x.yaml")), ("--timeline", str(afile / "x.png"))]
+    if Path("/proc").is_dir():  # a folder whose permission bits allow what it refuses
+        targets += [("--output", "/proc/x.yaml"), ("--timeline", "/proc/x.png")]
+    for option, path in targets:
+        args = ["--calibrate", profile, "--algo", "grpo", option, path]
+        result = CliRunner().invoke(plan_command, args)
+        assert result.exit_code != 0
+        assert f"cannot save the {option[2:].replace('output', 'plan')} to {path!r}" in str(
+            result.exception
+        ), (option, path)
+
+
+def test_a_plan_that_cannot_be_saved_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk import HfsdkError
+    from hfsdk_planner.plan import Plan
+
+    def refuse(_self: Plan, _path: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Plan, "save", refuse)
+    path = str(tmp_path / "plan.yaml")
+    args = ["--algo", "grpo", "--model-size", "10M", "--cluster", "local", "--gpus", "1"]
+    args += ["--batch-size", "8", "--prompt-length", "16", "--response-length", "16"]
+    result = CliRunner().invoke(plan_command, [*args, "--output", path])
+    assert isinstance(result.exception, HfsdkError)
+    assert str(result.exception) == (
+        f"cannot save the plan to {path!r}: No space left on device; give a path in a folder "
+        "you can write"
+    )

@@ -191,3 +191,19 @@ def test_executor_overheads_follow_the_process_and_the_sharding() -> None:
     assert figures(base.for_executor(False)) == (0.0, 0.04, 0.011, 0.014)  # sharded by default
     # one device in a worker process (e.g. the actor beside a rollout pool)
     assert figures(base.for_executor(False, sharded=False)) == (0.01, 0.002, 0.001, 0.014)
+
+
+def test_a_hand_written_profile_may_give_figures_as_80e9(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # PyYAML reads 80e9 (no dot, no exponent sign) as the text '80e9'.
+    path = tmp_path / "cluster.yaml"
+    path.write_text("device_memory: 80e9\npeak_flops: 312e12\nmemory_bandwidth: 2e12\n")
+    cluster = Cluster.load(path)
+    assert (cluster.device_memory, cluster.peak_flops, cluster.memory_bandwidth) == (
+        80e9,
+        312e12,
+        2e12,
+    )
+    # Text that is no number is still refused, naming the field.
+    path.write_text("device_memory: 80GB\npeak_flops: 312e12\nmemory_bandwidth: 2e12\n")
+    with pytest.raises(HfsdkError, match="'device_memory' must be a positive number, got '80GB'"):
+        Cluster.load(path)

@@ -106,3 +106,62 @@ def test_bad_config_file(tmp_path: Path) -> None:
     broken.write_text("{not json")
     with pytest.raises(HfsdkError, match="cannot read HF config"):
         resolve_model(str(broken))
+
+
+def _qwen3_0_6b_config() -> dict:
+    """Qwen3-0.6B's shape: 16 heads of 128 on a hidden size of 1024 (head_dim set apart)."""
+    return {
+        "model_type": "qwen3",
+        "hidden_size": 1024,
+        "num_hidden_layers": 28,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "intermediate_size": 3072,
+        "vocab_size": 151936,
+        "tie_word_embeddings": True,
+    }
+
+
+def test_hf_config_head_dim_sets_params_and_kv_cache() -> None:
+    spec = resolve_model(_qwen3_0_6b_config())
+    assert spec.head_dim == 128
+    # q, o: 1024 x 16 x 128; k, v: 1024 x 8 x 128; SwiGLU 3 x 1024 x 3072; 2 norms.
+    per_layer = 1024 * 128 * (2 * 16 + 2 * 8) + 3 * 1024 * 3072 + 2 * 1024
+    assert spec.num_params == 28 * per_layer + 151936 * 1024 + 1024  # about 596M
+    # 2 (K, V) x 28 layers x 8 KV heads x 128 x 2 bytes.
+    assert spec.kv_bytes_per_token() == 2 * 28 * 8 * 128 * 2
+
+
+def test_hf_config_head_dim_must_be_a_number() -> None:
+    with pytest.raises(HfsdkError, match="head_dim must be a positive integer"):
+        resolve_model({**_qwen3_0_6b_config(), "head_dim": "128"})
+
+
+@pytest.mark.parametrize(
+    "count", ["125M", "350M", "1.3B", "1.5B", "3B", "7e9", "8B", "13e9", "30B", "34e9", "70e9"]
+)
+def test_counts_get_shapes_that_tensor_and_pipeline_parallelism_divide(count: str) -> None:
+    spec = resolve_model(count)
+    # Heads in eights so tp 1, 2, 4 and 8 split them; layers in fours for p 2 and 4.
+    assert spec.num_heads % 8 == 0 and spec.num_kv_heads % 8 == 0
+    assert spec.hidden_size == 128 * spec.num_heads
+    assert spec.num_layers % 4 == 0
+
+
+def test_seventy_billion_as_a_count_is_shaped_like_llama_70b() -> None:
+    spec, named = resolve_model("70e9"), named_model("70B")
+    assert spec.num_params == 70_000_000_000
+    # Grouped KV heads as in Llama-2-70B, so the KV cache is of the same size.
+    assert spec.num_kv_heads == named.num_kv_heads == 8
+    assert 0.8 < spec.kv_bytes_per_token() / named.kv_bytes_per_token() < 1.2
+    assert resolve_model("7e9").num_layers == named_model("7B").num_layers
+
+
+def test_seventy_billion_as_a_count_plans_on_128_gpus() -> None:
+    from hfsdk_planner import plan_for_algorithm
+
+    # Before: 71 heads x 70 layers, which no tensor or pipeline size divides: no layout fit.
+    plan = plan_for_algorithm("ppo", model_size=70e9, num_devices=128, cluster="a100-80gb")
+    assert {role.layout.t for role in plan.roles} <= {1, 2, 4, 8}
+    assert plan.iteration_seconds > 0

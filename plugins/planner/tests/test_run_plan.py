@@ -386,3 +386,86 @@ def test_check_prices_the_threads_the_run_logged_and_shows_utilisation(tmp_path:
     assert "MFU" in result.output and "2 CPU thread(s) each" in result.output
     cells = {line.split()[0]: line.split()[1:] for line in result.output.splitlines() if line}
     assert cells["training"][4] == f"{flops / 80e9:.0%}"
+
+
+def test_check_counts_the_rows_dpo_trains_two_per_prompt(tmp_path: Path) -> None:
+    """DPO's batch holds a chosen and a rejected row per prompt (``perf/batch_rows``):
+    the work and the lengths are per row, not per batch x samples (that halved its FLOPs)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    config = load_run_config("dpo", None, ["data.batch_size=16"])
+    (run / "config.yaml").write_text(config.to_yaml())
+    row = {
+        "response_length/mean": 2.0,
+        "perf/throughput_tokens_per_s": 32 * 7 / 0.05,  # 32 rows of 5 + 2 tokens
+        "timing/step_s": 0.05,
+        "timing/update_actor_s": 0.020,
+        "perf/sequence_width": 7.0,
+        "perf/batch_rows": 32.0,
+    }
+    lines = [json.dumps({"step": step, **row}) + "\n" for step in (1, 2)]
+    (run / "metrics.jsonl").write_text("".join(lines))
+    plan, table = check_run(run, "local")
+    assert plan.workload.sequences == 32
+    assert plan.workload.prompt_length == 5  # not 12: the tokens are over 32 rows, not 16
+    params = run_setup(config).models["actor"].num_params
+    training = {r.name: r for r in table}["training"]
+    assert training.flops_per_s == pytest.approx(6 * params * 32 * 7 / 0.020)
+
+
+def test_the_step_observer_logs_the_trained_batch_rows() -> None:
+    from types import SimpleNamespace
+
+    from hfsdk_planner.prediction import StepPrediction
+
+    observer = StepPrediction(load_run_config("dpo", None, ["data.batch_size=16"]))
+    view = SimpleNamespace(
+        algorithm=SimpleNamespace(last_batch=[None] * 32),
+        session=SimpleNamespace(worker_threads=0),
+    )
+    metrics = {"response_length/mean": 2.0, "perf/tokens": 32 * 7.0, "timing/step_s": 0.05}
+    observer.on_step_trained(view)  # type: ignore[arg-type]
+    out = observer.on_step_metrics(view, metrics)  # type: ignore[arg-type]
+    assert out["perf/batch_rows"] == 32.0
+    # The count is the step's own: a step whose batch is gone logs none.
+    view.algorithm.last_batch = None
+    observer.on_step_trained(view)  # type: ignore[arg-type]
+    assert "perf/batch_rows" not in observer.on_step_metrics(view, metrics)  # type: ignore[arg-type]
+
+
+def test_check_skips_validation_rows_and_never_measures_negative_generation(
+    tmp_path: Path,
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(load_run_config("grpo").to_yaml())
+    validation = {"step": 0, "timing/validation_s": 1.0, "val/reward_mean": 0.5}
+    (run / "metrics.jsonl").write_text(json.dumps(validation) + "\n")
+    with pytest.raises(HfsdkError, match=r"metrics\.jsonl has no steps yet"):
+        check_run(run, "local")
+    # A step that generated nothing but resharded (DPO) measures no generation, not < 0.
+    steps = [_row(s, update_actor=0.020 * s, reshard=0.001) for s in (1, 2)]
+    lines = [json.dumps(r) + "\n" for r in [validation, *steps]]
+    (run / "metrics.jsonl").write_text("".join(lines))
+    _, table = check_run(run, "local")
+    by = {r.name: r for r in table}
+    assert by["generation"].measured == 0.0
+    # The validation row is no step: step 1 is the warm-up left out, step 2 is measured.
+    assert by["training"].measured == pytest.approx(0.040)
+
+
+def test_a_megatron_role_is_priced_at_its_tp_pp_without_fsdp_gathers() -> None:
+    fsdp = load_run_config("grpo", None, ["placement.pools.global.devices=2"]).to_dict()
+    megatron = json.loads(json.dumps(fsdp))
+    for role in ("actor", "reference"):
+        megatron[role]["backend"] = "megatron"
+        megatron[role]["parallel"] = {"tp": 2, "pp": 1}
+    setup = run_setup(megatron)
+    assert setup.model_parallel == {"actor": (2, 1, 2), "reference": (2, 1, 2)}
+    roles = {r.role: r for r in price_setup(setup, "local").roles}
+    assert (roles["actor"].layout.t, roles["actor"].layout.d) == (2, 1)
+    # Generation on the training shards (tp 2, no regrouping) and no FSDP gather before it.
+    assert roles["actor"].generation is not None and roles["actor"].generation.tg == 2
+    assert roles["actor"].transition_seconds == 0.0
+    sharded = {r.role: r for r in price_setup(run_setup(fsdp), "local").roles}
+    assert sharded["actor"].layout.d == 2 and sharded["actor"].transition_seconds > 0

@@ -14,6 +14,7 @@ import pytest
 from hfsdk import Dataflow, HfsdkError, Stage
 from hfsdk_planner import (
     Cluster,
+    ModelSpec,
     PlacementSearch,
     Plan,
     Workload,
@@ -55,19 +56,32 @@ def _brute_force(search: PlacementSearch) -> tuple[float, tuple, tuple] | None:
     return best
 
 
+# A 1.3B model with 19 heads (the shape counts once got): no tensor parallelism divides
+# it, which is what makes the split placements below win.
+ODD_1_3B = ModelSpec(
+    name="1.3B",
+    num_params=1_300_000_000,
+    num_layers=16,
+    hidden_size=2432,
+    num_heads=19,
+    num_kv_heads=19,
+    intermediate_size=6400,
+    vocab_size=32000,
+)
+
 # (dataflow, models, cluster): the last four have a split (not all-colocated) optimum.
 CASES = [
     (PPO_SPEC.dataflow, "7B", _cluster(8)),
-    (REMAX_SPEC.dataflow, "1.3B", _cluster(6, per_node=6)),
-    (PPO_SPEC.dataflow, {"actor": "7B", "critic": "1.3B", "reference": "1.3B",
-                             "reward": "1.3B"}, _cluster(12, memory=24e9, per_node=4)),
-    (PPO_SPEC.dataflow, {"actor": "13B", "critic": "7B", "reference": "1.3B",
-                             "reward": "1.3B"}, _cluster(12, memory=40e9, per_node=4)),
-    (SAFE_RLHF_SPEC.dataflow, {"actor": "7B", "critic": "1.3B", "cost_critic": "1.3B",
-                                  "reference": "1.3B", "reward": "1.3B", "cost": "1.3B"},
+    (REMAX_SPEC.dataflow, ODD_1_3B, _cluster(6, per_node=6)),
+    (PPO_SPEC.dataflow, {"actor": "7B", "critic": ODD_1_3B, "reference": ODD_1_3B,
+                             "reward": ODD_1_3B}, _cluster(12, memory=24e9, per_node=4)),
+    (PPO_SPEC.dataflow, {"actor": "13B", "critic": "7B", "reference": ODD_1_3B,
+                             "reward": ODD_1_3B}, _cluster(12, memory=40e9, per_node=4)),
+    (SAFE_RLHF_SPEC.dataflow, {"actor": "7B", "critic": ODD_1_3B, "cost_critic": ODD_1_3B,
+                                  "reference": ODD_1_3B, "reward": ODD_1_3B, "cost": ODD_1_3B},
      _cluster(12, memory=24e9, per_node=4)),
-    (SAFE_RLHF_SPEC.dataflow, {"actor": "7B", "critic": "1.3B", "cost_critic": "1.3B",
-                                  "reference": "1.3B", "reward": "1.3B", "cost": "1.3B"},
+    (SAFE_RLHF_SPEC.dataflow, {"actor": "7B", "critic": ODD_1_3B, "cost_critic": ODD_1_3B,
+                                  "reference": ODD_1_3B, "reward": ODD_1_3B, "cost": ODD_1_3B},
      _cluster(16)),
 ]  # fmt: skip
 

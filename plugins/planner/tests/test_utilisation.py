@@ -87,3 +87,30 @@ def test_an_uncalibrated_guess_gives_rates_but_no_share_of_a_peak() -> None:
     out = utilisation_metrics(work, {"timing/update_actor_s": 1.0}, _cpu(measured=False))
     assert out == {"perf/update_actor_flops_per_s": 1e6}
     assert local().peaks_measured is False
+
+
+def test_the_logged_sequence_width_is_the_columns_some_row_uses() -> None:
+    """DAPO left-pads prompts to max_prompt_length, and the passes drop the columns that
+    are padding in every row (remove_padding): the width the step shape multiplies the
+    rows by is those columns, not input_ids' (which put DAPO's MFU above 100 %)."""
+    import torch
+
+    from hfsdk.core.batch import Batch
+    from hfsdk_testing import FakeRun
+
+    algorithm = FakeRun.for_algorithm("dapo").algorithm
+    # 8 prompt + 2 response columns; prompts of 3 and 2 tokens, responses of 2 and 1.
+    attention = torch.zeros(2, 10, dtype=torch.long)
+    attention[0, 5:10] = 1
+    attention[1, 6:9] = 1
+    batch = Batch.from_dict(
+        {
+            "input_ids": torch.zeros(2, 10, dtype=torch.long),
+            "attention_mask": attention,
+            "response_mask": torch.tensor([[1, 1], [1, 0]]),
+        }
+    )
+    metrics = algorithm.finish(batch)
+    assert metrics["perf/sequence_width"] == 5.0  # columns 5..9; 0..4 are padding in both
+    shape = step_shape(metrics, sequences=2, max_response=2)
+    assert shape is not None and shape.pass_tokens == 10  # 2 rows x 5, not 2 x 10

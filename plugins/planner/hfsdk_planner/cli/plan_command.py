@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from hfsdk import HfsdkError
+
+if TYPE_CHECKING:
+    from hfsdk_planner.plan import Plan
 
 
 def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
@@ -185,6 +190,9 @@ def plan(
         from hfsdk_planner.timeline import check_image_path
 
         check_image_path(timeline)
+        _check_writable(timeline, "the timeline", "plan.png")
+    if output:
+        _check_writable(output, "the plan", "plan.yaml")
     if check_dir and algo:
         raise HfsdkError("--check re-plans the run's own algorithm; drop --algo")
     if not check_dir and not algo:
@@ -249,7 +257,7 @@ def plan(
     )
     click.echo(result.to_json() if as_json else result.format_table())
     if output:
-        result.save(output)
+        _save_plan(result, output)
         if not as_json:
             click.echo(f"plan saved to {output}")
     if timeline:
@@ -260,24 +268,49 @@ def plan(
             click.echo(f"timeline drawn to {timeline}")
 
 
-def _check_writable(path: str) -> None:
-    """Stop before minutes of measuring when the profile could not be saved to ``path``."""
+def _check_writable(path: str, what: str = "the profile", example: str = "local.yaml") -> None:
+    """Stop before the search (and minutes of measuring) when ``what`` could not be saved
+    to ``path``."""
     target = Path(path).expanduser()
     if not path.strip() or target.is_dir() or (target.exists() and not target.is_file()):
         # The save renames a new file over the path: never over a device or a FIFO.
         raise HfsdkError(
-            f"cannot save the profile to {path!r}: not a regular file's path; give one, e.g. "
-            "local.yaml"
+            f"cannot save {what} to {path!r}: not a regular file's path; give one, e.g. {example}"
         )
     folder = target.absolute().parent
     while not folder.exists():  # the save makes the missing folders
         folder = folder.parent
-    problem = "a file, not a folder" if not folder.is_dir() else "not writable"
-    if not folder.is_dir() or not os.access(folder, os.W_OK):
+    problem = _write_problem(folder)
+    if problem:
         raise HfsdkError(
-            f"cannot save the profile to {path!r}: {str(folder)!r} is {problem}; give a path "
+            f"cannot save {what} to {path!r}: {str(folder)!r} {problem}; give a path "
             "whose folders exist or can be made, and that you can write"
         )
+
+
+def _write_problem(folder: Path) -> str | None:
+    """Why no new file can be made in ``folder`` (None: one can), found by making one:
+    permission bits do not bind root, and ``/proc`` takes no new file whatever they say."""
+    if not folder.is_dir():
+        return "is a file, not a folder"
+    try:
+        handle, probe = tempfile.mkstemp(prefix=".hfsdk-write-check-", dir=folder)
+    except OSError as exc:
+        return f"takes no new file ({exc.strerror or exc})"
+    os.close(handle)
+    os.unlink(probe)
+    return None
+
+
+def _save_plan(result: Plan, output: str) -> None:
+    """Save the plan to ``output``; a folder that refuses it is a one-line error."""
+    try:
+        result.save(output)
+    except OSError as exc:
+        raise HfsdkError(
+            f"cannot save the plan to {output!r}: {exc.strerror or exc}; give a path in a "
+            "folder you can write"
+        ) from None
 
 
 def _calibrate(output: str, quick: bool) -> str:
