@@ -360,3 +360,24 @@ def test_a_plugin_failing_in_one_registry_is_dropped_from_all() -> None:
     pm.registry("advantage_estimators")
     # Before: reported failed, yet its reward stayed registered and in use.
     assert "half_reward" not in pm.registry("reward_functions")
+
+
+HALFWAY = """
+import hfsdk
+
+@hfsdk.hookimpl
+def hfsdk_register_trackers(register):
+    register("halfway", lambda **_: None)
+    raise RuntimeError("halfway through registering")
+"""
+
+
+def test_hfsdk_plugins_shows_a_plugin_whose_registration_raised(tmp_path: Path) -> None:
+    """Registries fill lazily: `hfsdk plugins` fills them first, else such a plugin is
+    listed as loaded (with no error) while every lookup says it failed."""
+    make_distribution(tmp_path, "hfsdk-test-halfway", "halfway", "hfsdk_test_halfway", HALFWAY)
+    code = "from hfsdk.core.cli.main import main; main(['plugins', '--json'])"
+    result = run_python(code, path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    [info] = [p for p in json.loads(result.stdout) if p["name"] == "halfway"]
+    assert info["status"] == "failed" and "halfway through registering" in info["error"]

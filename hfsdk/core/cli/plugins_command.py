@@ -13,7 +13,10 @@ def plugins(as_json: bool) -> None:
     """List installed plugins, their distributions, versions and hooks."""
     from hfsdk.core.plugin_manager import get_plugin_manager
 
-    infos = get_plugin_manager().plugins
+    pm = get_plugin_manager()
+    for kind in pm.registry_kinds():  # registering is lazy: a plugin that fails there shows
+        pm.registry(kind)
+    infos = pm.plugins
     if as_json:
         click.echo(json.dumps([info.to_dict() for info in infos], indent=2))
         return

@@ -121,6 +121,8 @@ class ConfigLayers:
                 del out[key]  # the override replaces what was under it
             for key in inner or {name: value}:
                 out[key] = "command line"
+        for key in [k for k in out if k.startswith("trainer.wandb.")]:  # the old spelling
+            out.setdefault(key.removeprefix("trainer."), out.pop(key))  # wandb.* wins, as loaded
         return out
 
     def dropped_preset(self) -> str | None:

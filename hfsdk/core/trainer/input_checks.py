@@ -36,9 +36,12 @@ def check_prompt_length(config: Any) -> None:
 
 
 def check_keep_best_source(config: Any, has_validation_data: bool) -> None:
-    """``keep_best`` on a ``val/`` metric needs validation to run."""
+    """``keep_best`` reads metrics.jsonl, and on a ``val/`` metric needs validation to run."""
     trainer = config.trainer
     metric = trainer.keep_best
+    if metric and "jsonl" not in trainer.loggers:  # else it ranks an earlier run's steps, or none
+        raise ConfigError(f"trainer.keep_best={metric} ranks the steps in metrics.jsonl; add "
+                          "jsonl to trainer.loggers")  # fmt: skip
     if not metric or not metric.startswith("val/"):
         return
     if not trainer.val_every or not has_validation_data:

@@ -33,11 +33,7 @@ class RunAssets:
 
 
 def resolve_assets(
-    config: RunConfig,
-    policy_role: str,
-    *,
-    cold_model: bool = False,
-    preference_pairs: bool = False,
+    config: RunConfig, policy_role: str, *, cold_model: bool = False, preference_pairs: bool = False
 ) -> RunAssets:
     """Paths of the model, tokenizer and data; builds the default task's assets when needed.
 
@@ -85,11 +81,7 @@ class SignalScorer:
     """
 
     def __init__(
-        self,
-        name: str,
-        config: SignalConfig,
-        model: Any | None,
-        functions: RewardScorer | None,
+        self, name: str, config: SignalConfig, model: Any | None, functions: RewardScorer | None
     ) -> None:
         self.name = name
         self.config = config

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hfsdk.core.atomic import write_text_atomic
+from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.faults import take_fault
 from hfsdk.core.trainer.trainer_config import BUILTIN_LOGGERS
 
@@ -41,11 +42,15 @@ def logger_problems(loggers: tuple[str, ...], trackers: Any) -> list[str]:
             what = f"trainer.loggers={name}"
             problems.append(missing_plugin_message(what, TRACKER_DISTRIBUTIONS[name]))
         else:
-            problems.append(f"'loggers' has unknown logger {name!r}; allowed: {allowed}")
+            note = getattr(trackers, "explain_missing", None)  # plugins that failed to load
+            failed = note() if note else ""
+            problems.append(f"'loggers' has unknown logger {name!r}; allowed: {allowed}{failed}")
     return problems
 
 
 def _jsonable(value: Any) -> Any:
+    if hasattr(value, "item") and not isinstance(value, float):  # numpy and 0-d torch numbers
+        value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else math.copysign(1e308, value)
     return value
@@ -79,7 +84,7 @@ class Tracker:
         self.run_dir = run_dir
         self._jsonl = None
         self._bar = None
-        self._sinks: list[Any] = []  # what the registered factories return
+        self._sinks: list[tuple[str, Any]] = []  # (name, what its registered factory returned)
         if "jsonl" in loggers:
             path = run_dir / METRICS_FILE
             _truncate_after(path, start_step)
@@ -97,7 +102,9 @@ class Tracker:
             trackers = get_registry("trackers")
         for name in plugged:
             factory = trackers[name].impl
-            self._sinks.append(factory(run_dir=run_dir, config=config, start_step=start_step))
+            self._sinks.append(
+                (name, factory(run_dir=run_dir, config=config, start_step=start_step))
+            )
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Record ``metrics`` of ``step`` everywhere."""
@@ -118,15 +125,22 @@ class Tracker:
                 postfix["tok/s"] = f"{metrics['perf/throughput_tokens_per_s']:.0f}"
             self._bar.set_postfix(postfix, refresh=False)
             self._bar.update(1)
-        for sink in self._sinks:
-            sink.log(step, metrics)
+        for name, sink in self._sinks:
+            try:
+                sink.log(step, metrics)
+            except Exception as exc:  # a plugin's sink (a tracking server down): say which
+                why = f"{type(exc).__name__}: {exc}"
+                raise HfsdkError(
+                    f"trainer.loggers {name!r} failed to log step {step} ({why}); fix it or drop "
+                    "it from trainer.loggers, and rerun the command to resume"
+                ) from exc
 
     def log_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
         """Validation generations, for the sinks that show text (the jsonl copy is the
         trainer's ``validation/step_N.jsonl``)."""
         if not samples:
             return
-        for sink in self._sinks:
+        for _, sink in self._sinks:
             sink.log_samples(step, samples)
 
     def close(self) -> None:
@@ -135,7 +149,7 @@ class Tracker:
             self._jsonl.close()
         if self._bar is not None:
             self._bar.close()
-        for sink in self._sinks:
+        for _, sink in self._sinks:
             sink.close()
 
 

@@ -187,7 +187,8 @@ class Trainer:
                 disable_determinism()  # the controller's process goes on (tests, notebooks)
         detach_run_log()
         self.directory.release()
-        return read_metrics(self.run_dir)
+        # From metrics.jsonl: without the jsonl logger it is absent, or an earlier run's.
+        return read_metrics(self.run_dir) if "jsonl" in self.config.trainer.loggers else []
 
     def _stopped(self, *, abandoned: str | None = None, saved: int | None = None) -> RunStopped:
         """The one-line :class:`RunStopped` for the signal that arrived."""

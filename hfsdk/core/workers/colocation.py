@@ -27,12 +27,7 @@ from hfsdk.core.workers.host import RoleSpec
 from hfsdk.core.workers.local_hosts import LocalHostSet, LocalPool
 from hfsdk.core.workers.resource_pool import ResourcePool
 from hfsdk.core.workers.worker import Worker
-from hfsdk.core.workers.worker_group import (
-    GroupOptions,
-    HostSet,
-    WorkerGroup,
-    check_worker_class,
-)
+from hfsdk.core.workers.worker_group import GroupOptions, HostSet, WorkerGroup, check_worker_class
 
 RoleArg = type[Worker] | RoleSpec | tuple[Any, ...]
 

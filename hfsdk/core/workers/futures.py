@@ -22,11 +22,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.workers.errors import (
-    WorkerDiedError,
-    WorkerError,
-    WorkerTimeoutError,
-)
+from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
 
 if TYPE_CHECKING:
     from hfsdk.core.workers.protocols.types import TransferProtocol
@@ -139,10 +135,7 @@ class DataRef:
         self.transform = transform
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            _rebuild_data_ref,
-            (self.result_refs, self.info_refs, self.source, self.transform),
-        )
+        return (_rebuild_data_ref, (self.result_refs, self.info_refs, self.source, self.transform))
 
     def resolve(self) -> Any:
         """Fetch the referenced results (checking the producers succeeded) and assemble.

@@ -101,12 +101,7 @@ class HostSet(SharedHosts):
     """The worker processes on a pool (one per device), shared by fused roles."""
 
     def __init__(
-        self,
-        pool: ResourcePool,
-        roles: Mapping[str, RoleSpec],
-        *,
-        name: str,
-        options: GroupOptions,
+        self, pool: ResourcePool, roles: Mapping[str, RoleSpec], *, name: str, options: GroupOptions
     ) -> None:
         self.pool = pool
         self.name = name
@@ -377,11 +372,7 @@ class WorkerGroup:
 
     @classmethod
     def _on_hosts(
-        cls,
-        hosts: HostSet,
-        role: str,
-        worker_cls: type[Worker],
-        call_timeout_s: float | None,
+        cls, hosts: HostSet, role: str, worker_cls: type[Worker], call_timeout_s: float | None
     ) -> WorkerGroup:
         """A group view of one role living in ``hosts`` (fused multi-role processes)."""
         group = cls.__new__(cls)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hfsdk
 from hfsdk import Register
 
@@ -21,3 +23,11 @@ def hfsdk_register_config_sections(register: Register) -> None:
     from hfsdk_tracking.sinks import WandbConfig
 
     register("wandb", WandbConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str] | None:
+    """A sink in ``trainer.loggers`` whose package is not installed is refused at load."""
+    from hfsdk_tracking.sinks import missing_package_problems
+
+    return missing_package_problems(config.trainer.loggers) or None

@@ -53,12 +53,20 @@ class WandbConfig:
     )
 
 
+def missing_package_problems(loggers: tuple[str, ...]) -> list[str]:
+    """One line per sink in ``loggers`` whose package is not installed (each sink is named
+    after its package), so a run stops before any worker starts rather than at its first step."""
+    return [
+        f"trainer.loggers asks for {name}, which is not installed; "
+        f"pip install '{DISTRIBUTION}[{name}]' or remove it from trainer.loggers"
+        for name in loggers
+        if name in ("tensorboard", "wandb") and importlib.util.find_spec(name) is None
+    ]
+
+
 def _require(package: str) -> None:
-    if importlib.util.find_spec(package) is None:
-        raise HfsdkError(
-            f"trainer.loggers asks for {package}, which is not installed; "
-            f"pip install '{DISTRIBUTION}[{package}]' or remove it from trainer.loggers"
-        )
+    for problem in missing_package_problems((package,)):
+        raise HfsdkError(problem)
 
 
 class TensorboardSink:
@@ -88,8 +96,10 @@ class TensorboardSink:
         """A markdown table under ``val/samples``."""
         rows = ["| prompt | response | score |", "|---|---|---|"]
         for s in samples:
-            cells = [str(s.get(k, "")).replace("|", "\\|").replace("\n", " ") for k in
-                     ("prompt", "response")]
+            cells = [
+                str(s.get(k, "")).replace("|", "\\|").replace("\n", " ")
+                for k in ("prompt", "response")
+            ]
             rows.append(f"| {cells[0]} | {cells[1]} | {s.get('score', '')} |")
         self._tb.add_text("val/samples", "\n".join(rows), step)
 

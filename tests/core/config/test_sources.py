@@ -77,6 +77,11 @@ def test_every_layer_is_named(tmp_path: Path) -> None:
     base = {"actor": {"optim": {"lr": 1e-3}}}
     sources = ConfigLayers.read("grpo", None, [], base=base, task="tool_use").sources()
     assert sources["actor.optim.lr"] == "task (--task tool_use)"
+    # The old trainer.wandb.* spelling is recorded under the key it sets (it said "default").
+    plain.write_text(yaml.safe_dump({"trainer": {"wandb": {"project": "p", "mode": "online"}}}))
+    sources = ConfigLayers.read("grpo", str(plain), ["wandb.mode=offline"]).sources()
+    assert sources["wandb.project"] == f"file {plain}" and "trainer.wandb.project" not in sources
+    assert sources["wandb.mode"] == "command line"  # wandb.* wins over the old spelling
 
 
 def test_a_run_writes_config_sources(

@@ -37,3 +37,17 @@ def test_keep_best_on_a_metric_no_step_reports_stops_at_the_first_checkpoint(
     rows = (run_dir / "metrics.jsonl").read_text().splitlines()
     assert len(rows) == 1  # refused at step 1's checkpoint, not after the whole run
     assert complete_checkpoints(run_dir) == []
+
+
+def test_keep_best_needs_the_jsonl_logger() -> None:
+    """It ranks metrics.jsonl's steps: without the logger, an earlier run's or none."""
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.input_checks import check_keep_best_source
+
+    config = load_run_config("grpo", None, ["trainer.keep_best=reward/mean", "trainer.keep_last=1"])
+    check_keep_best_source(config, has_validation_data=False)
+    config = load_run_config(
+        "grpo", None, ["trainer.keep_best=reward/mean", "trainer.loggers=[console]"]
+    )
+    with pytest.raises(ConfigError, match=r"keep_best=reward/mean ranks the steps in metrics"):
+        check_keep_best_source(config, has_validation_data=False)

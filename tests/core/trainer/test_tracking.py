@@ -100,3 +100,40 @@ def test_a_default_plugins_logger_without_its_plugin_names_the_distribution() ->
     assert "trainer.loggers=tensorboard comes with hfsdk-plugin-tracking" in line
     [line] = logger_problems(("slack",), {"wandb": None})
     assert "unknown logger 'slack'" in line and "wandb" in line
+
+
+def test_numpy_and_torch_numbers_are_written_and_a_failing_sink_is_named(tmp_path: Path) -> None:
+    """A step observer's numpy float32 or 0-d tensor stopped the run as an internal error
+    (not JSON serializable); a plugin sink that raises is named, with the step."""
+    import numpy as np
+    import pytest
+    import torch
+
+    from hfsdk.core.errors import HfsdkError
+
+    class Down:
+        def log(self, step: int, metrics: dict) -> None:
+            raise ConnectionError("tracking server unreachable")
+
+        def close(self) -> None:
+            pass
+
+    class Entry:
+        impl = staticmethod(lambda **_: Down())
+
+    tracker = Tracker(tmp_path, ("jsonl", "remote"), total_steps=2, trackers={"remote": Entry()})
+    with pytest.raises(HfsdkError, match=r"trainer.loggers 'remote' failed to log step 1 \(Conn"):
+        tracker.log(1, {"a": np.float32(0.25), "b": torch.tensor(2.0), "c": np.float32("nan")})
+    tracker.close()
+    [row] = read_metrics(tmp_path)
+    assert row["a"] == 0.25 and row["b"] == 2.0 and math.isnan(row["c"])
+
+
+def test_an_unknown_logger_names_the_plugins_that_failed_to_load() -> None:
+    from hfsdk.core.registry import Registry
+    from hfsdk.core.trainer.tracking import logger_problems
+
+    trackers = Registry("trackers")
+    trackers.explain_missing = lambda: "; plugin(s) that failed to load: broken (ImportError)"
+    [line] = logger_problems(("halfway",), trackers)
+    assert "unknown logger 'halfway'" in line and "failed to load: broken" in line

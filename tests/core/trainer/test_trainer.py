@@ -65,6 +65,9 @@ def test_resume_continues_exactly(tmp_path: Path) -> None:
     assert [r["step"] for r in again] == [1, 2, 3, 4]
     saved = yaml.safe_load((resumed_dir / "config.yaml").read_text())
     assert saved["trainer"]["total_steps"] == 4  # before: 3, beside 4 logged steps
+    # Without the jsonl logger metrics.jsonl is an earlier run's: fit() returns nothing.
+    overrides = [*SMALL, "trainer.total_steps=5", "trainer.loggers=[console]"]
+    assert Trainer(load_run_config("grpo", None, overrides), resumed_dir, quiet=True).fit() == []
 
 
 def test_resuming_with_another_config_is_refused(tmp_path: Path) -> None:
