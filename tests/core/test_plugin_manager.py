@@ -373,10 +373,10 @@ def hfsdk_register_trackers(register):
 
 
 def test_hfsdk_plugins_shows_a_plugin_whose_registration_raised(tmp_path: Path) -> None:
-    """Registries fill lazily: `hfsdk plugins` fills them first, else such a plugin is
-    listed as loaded (with no error) while every lookup says it failed."""
+    """Registries fill lazily: `hfsdk plugins --check` fills them first, else such a plugin
+    is listed as loaded (with no error) while every lookup says it failed."""
     make_distribution(tmp_path, "hfsdk-test-halfway", "halfway", "hfsdk_test_halfway", HALFWAY)
-    code = "from hfsdk.core.cli.main import main; main(['plugins', '--json'])"
+    code = "from hfsdk.core.cli.main import main; main(['plugins', '--json', '--check'])"
     result = run_python(code, path=tmp_path)
     assert result.returncode == 0, result.stderr
     [info] = [p for p in json.loads(result.stdout) if p["name"] == "halfway"]

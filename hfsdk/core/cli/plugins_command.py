@@ -9,12 +9,14 @@ import click
 
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def plugins(as_json: bool) -> None:
+@click.option("--check", is_flag=True, help="Also run every registration hook (importing the "
+              "plugins, torch included), so a plugin failing there shows failed.")  # fmt: skip
+def plugins(as_json: bool, check: bool) -> None:
     """List installed plugins, their distributions, versions and hooks."""
     from hfsdk.core.plugin_manager import get_plugin_manager
 
     pm = get_plugin_manager()
-    for kind in pm.registry_kinds():  # registering is lazy: a plugin that fails there shows
+    for kind in pm.registry_kinds() if check else ():  # else filled lazily, at first use
         pm.registry(kind)
     infos = pm.plugins
     if as_json:
