@@ -45,8 +45,9 @@ class LoraConfig:
         validator=[attrs.validators.ge(0.0), attrs.validators.lt(1.0)],
     )
     target_modules: tuple[str, ...] = help_field(
-        "Names of the linear modules that get adapters (peft's target_modules; "
-        "['all-linear'] for every linear layer but the LM head).",
+        "Names of the language model's linear modules that get adapters (peft's "
+        "target_modules; never the vision tower, an embedding or a tied LM head; "
+        "['all-linear'] for every linear layer of the language model but the LM head).",
         default=DEFAULT_TARGETS,
         converter=tuple,
         validator=_check_targets,

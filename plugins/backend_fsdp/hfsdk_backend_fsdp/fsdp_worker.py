@@ -162,7 +162,7 @@ class FSDPReferenceWorker(FSDPRoleWorker):
 
     def _build_engine(self, role: str, section: Any, config: Any) -> Any:
         """The LoRA actor's base when it lives in this process (:mod:`.shared_base`)."""
-        actor = shared_base.find(resolve_model_path(section, role), self.process_group)
+        actor = shared_base.find(resolve_model_path(section, role), self.process_group, section)
         if actor is not None:
             return shared_base.BaseOfLoraActor(actor)
         return super()._build_engine(role, section, config)

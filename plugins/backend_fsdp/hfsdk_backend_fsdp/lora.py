@@ -32,7 +32,8 @@ def attach_adapters(model: nn.Module, config: LoraConfig, *, seed: int) -> nn.Mo
     """``model`` wrapped in a peft LoRA model: base weights frozen, adapters trainable.
 
     Adapters are initialised from ``seed`` (the same on every rank); ``B`` starts
-    at zero, so the wrapped model computes exactly what ``model`` did.
+    at zero, so the wrapped model computes exactly what ``model`` did. They go on
+    the language model only: a vision tower is excluded (see :func:`_vision_exclusion`).
     """
     from peft import LoraConfig as PeftLoraConfig
     from peft import get_peft_model
@@ -47,6 +48,7 @@ def attach_adapters(model: nn.Module, config: LoraConfig, *, seed: int) -> nn.Mo
         lora_alpha=config.alpha,
         lora_dropout=config.dropout,
         target_modules=targets,
+        exclude_modules=_vision_exclusion(model),
         bias="none",
         task_type="CAUSAL_LM",
     )
@@ -55,27 +57,99 @@ def attach_adapters(model: nn.Module, config: LoraConfig, *, seed: int) -> nn.Mo
         return get_peft_model(model, peft_config)
 
 
-def _check_targets(model: nn.Module, targets: list[str]) -> None:
-    """Every target must name a layer of ``model`` LoRA adapts (peft ignores a name that
-    matches nothing while another matches, and fails obscurely when none does)."""
+def _vision_exclusion(model: nn.Module) -> str | None:
+    """peft's ``exclude_modules`` (a full-match pattern) for everything inside ``model``'s
+    vision tower; ``None`` for a text-only model (peft warns about an exclusion that excludes
+    nothing). ``all-linear`` and a name like ``proj`` would otherwise adapt the image encoder
+    too, against ``freeze_vision`` and the docs' "LoRA on the language model"."""
+    import re
+
+    from hfsdk_backend_common.vision_tower import vision_tower_modules
+
+    towers = vision_tower_modules(model)
+    if not towers:
+        return None
+    return "|".join(rf"{re.escape(tower)}(\..*)?" for tower in towers)
+
+
+ADAPTABLE_KINDS = "Linear (or GPT-2's Conv1D)"
+"""What the merge into the rollout's weights handles, in the words of the errors."""
+
+
+def _adaptable(module: nn.Module) -> bool:
+    """Whether :func:`merged_weights` merges an adapter on ``module``: a linear layer (peft
+    also adapts embeddings and convolutions, whose factors it stores differently)."""
     from transformers.pytorch_utils import Conv1D  # GPT-2's projections
 
-    from hfsdk import HfsdkError
+    return isinstance(module, (torch.nn.Linear, Conv1D))
 
-    kinds = (torch.nn.Linear, torch.nn.Embedding, Conv1D)
-    layers = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, kinds)}
-    unknown = [t for t in targets if t.rsplit(".", 1)[-1] not in layers]
+
+def _matches(name: str, target: str) -> bool:
+    """peft's rule for a listed target: the module's whole name or its trailing dotted parts."""
+    return name == target or name.endswith("." + target)
+
+
+def _tied_output(model: nn.Module) -> nn.Module | None:
+    """The LM head when it shares its weight with the input embeddings, else ``None``."""
+    output = getattr(model, "get_output_embeddings", lambda: None)()
+    embeddings = getattr(model, "get_input_embeddings", lambda: None)()
+    if output is None or embeddings is None:
+        return None
+    return output if output.weight is embeddings.weight else None
+
+
+def _check_targets(model: nn.Module, targets: list[str]) -> None:
+    """Every target must name a layer of ``model``'s language model that LoRA adapts here:
+    peft ignores a name that matches nothing while another matches (and fails obscurely
+    when none does), and adapters on other layers break the merged weights a rollout gets."""
+    from hfsdk import HfsdkError
+    from hfsdk_backend_common.vision_tower import in_vision_tower
+
+    modules = [(n, m) for n, m in model.named_modules() if n]
+    tied = _tied_output(model)
+    layers = sorted(
+        {
+            n.rsplit(".", 1)[-1]
+            for n, m in modules
+            if _adaptable(m) and m is not tied and not in_vision_tower(n)
+        }
+    )
+    key = "actor.lora.target_modules"
+    unknown = [t for t in targets if not any(_matches(n, t) for n, _ in modules)]
     if unknown:
         raise HfsdkError(
-            f"actor.lora.target_modules names {unknown}, which this model has no layer of; "
-            f"its layers LoRA can adapt are {sorted(layers)} (or give ['all-linear'])"
+            f"{key} names {unknown}, which this model has no layer of; "
+            f"its layers LoRA can adapt are {layers} (or give ['all-linear'])"
         )
+    for target in targets:
+        matched = [(n, m) for n, m in modules if _matches(n, target) and not in_vision_tower(n)]
+        if not matched:
+            raise HfsdkError(
+                f"{key} names {target!r}, which only the vision tower has; LoRA adapts the "
+                f"language model only; name its layers instead: {layers} (or give ['all-linear'])"
+            )
+        for name, module in matched:
+            if module is tied:
+                raise HfsdkError(
+                    f"{key} names {target!r}, the LM head {name!r}, which shares its weight "
+                    "with the input embeddings (tie_word_embeddings), so it cannot take an "
+                    "adapter of its own; drop it (['all-linear'] leaves the LM head out)"
+                )
+            if not _adaptable(module):
+                raise HfsdkError(
+                    f"{key} names {target!r}, which matches {name!r} "
+                    f"({type(module).__name__}); only {ADAPTABLE_KINDS} layers take adapters, "
+                    f"whose merge into the rollout's weights is supported; drop it or name "
+                    f"one of {layers}"
+                )
 
 
 def check_lora_targets(config: Any, spec: Any, prepared: Any) -> None:
     """The preflight check ``lora_targets``: :func:`_check_targets` on the actor's model
-    built on the meta device (no weights read), before any worker starts."""
+    (an image-text model too) built on the meta device (no weights read), before any
+    worker starts."""
     from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+    from hfsdk_backend_fsdp.models import build_model_on_meta
 
     actor = config.sections.get("actor")
     if not isinstance(actor, FSDPRoleConfig) or not actor.lora.rank:
@@ -84,12 +158,9 @@ def check_lora_targets(config: Any, spec: Any, prepared: Any) -> None:
     path = actor.model_path or prepared.assets.model_path
     if targets == ["all-linear"] or not path:
         return
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     try:
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path))
-    except (OSError, ValueError):  # not a causal LM (a vision model): the worker checks it
+        model = build_model_on_meta(path, "causal_lm", torch.float32)
+    except (OSError, ValueError):  # no model transformers builds: the worker reports it
         return
     _check_targets(model, targets)
 

@@ -6,12 +6,18 @@ the reference role runs in the same process as such an actor (fused
 colocation, the default, with the policy role built first — every algorithm
 declares it first) and names the same model directory, its worker serves
 ``compute_ref_log_prob`` from the actor's engine through :class:`BaseOfLoraActor`
-instead of loading the model again. Otherwise it builds its own reference
-engine (the same numbers: adapters start at zero, the base never changes).
+instead of loading the model again (the reference of a LoRA actor is its base, as
+computed by the actor, so a second copy's memory is never spent). It then computes in
+the actor's ``dtype`` and attention kernel; where the reference section asks for others
+(:func:`mismatch`), a warning says so: ``placement.colocation: separate`` gives it a
+copy of its own, computed as configured. Otherwise it builds its own reference engine
+(the same numbers where the settings agree: adapters start at zero, the base never
+changes).
 """
 
 from __future__ import annotations
 
+import logging
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +26,9 @@ from hfsdk import Batch
 
 if TYPE_CHECKING:
     from hfsdk_backend_fsdp.actor import ActorEngine
+    from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
+
+log = logging.getLogger(__name__)
 
 _LORA_ACTORS: dict[str, weakref.ref[ActorEngine]] = {}
 """This process's LoRA actors by resolved model directory."""
@@ -35,8 +44,29 @@ def offer(engine: ActorEngine) -> None:
         _LORA_ACTORS[_key(engine.model_path)] = weakref.ref(engine)
 
 
-def find(model_path: str | Path, process_group: Any) -> ActorEngine | None:
-    """The live LoRA actor of ``model_path`` in this process on the same ranks, if any."""
+def mismatch(actor: ActorEngine, reference: FSDPRoleConfig) -> str | None:
+    """Why the reference configured as ``reference`` would not compute what ``actor``'s base
+    computes (``None``: it would). The shared base runs in the actor's compute dtype and
+    attention kernel; a reference of its own runs in its own."""
+    actor_dtype = actor.config.dtype
+    if reference.dtype != actor_dtype:
+        return f"reference.dtype={reference.dtype} but actor.dtype={actor_dtype}"
+    # None: the model's default kernel (a frozen role keeps it under "auto").
+    wanted = None if reference.attn_implementation == "auto" else reference.attn_implementation
+    used = actor._attn_implementation()
+    if wanted != used:
+        return (
+            f"reference.attn_implementation={reference.attn_implementation} but the actor "
+            f"computes with {used or 'the model default'} attention"
+        )
+    return None
+
+
+def find(
+    model_path: str | Path, process_group: Any, reference: FSDPRoleConfig
+) -> ActorEngine | None:
+    """The live LoRA actor of ``model_path`` in this process on the same ranks, if any; a
+    warning when ``reference`` asks for other settings than its base computes in."""
     ref = _LORA_ACTORS.get(_key(model_path))
     engine = ref() if ref is not None else None
     if engine is None:
@@ -50,6 +80,14 @@ def find(model_path: str | Path, process_group: Any) -> ActorEngine | None:
             engine.dp.group
         ):
             return None
+    reason = mismatch(engine, reference)
+    if reason is not None:  # shared still: a second copy of the model is what LoRA avoids
+        log.warning(
+            "the reference is the LoRA actor's base and computes as the actor does, not as "
+            "its own section says (%s); set them alike, or placement.colocation: separate "
+            "for a reference of its own",
+            reason,
+        )
     return engine
 
 

@@ -98,11 +98,32 @@ def test_reference_is_the_actor_with_adapters_disabled(model_dir: Path, batch: B
     assert (trained - expected).abs().max() > 1e-2
     # A reference worker in the actor's process finds it and serves from it.
     offer(actor)
-    shared = find(model_dir, None)
+    shared = find(model_dir, None, reference.config)
     assert shared is actor
     via = BaseOfLoraActor(shared).compute_ref_log_prob(batch)["ref_log_probs"]
     torch.testing.assert_close(via, expected, atol=1e-5, rtol=1e-5)
-    assert find(model_dir.parent, None) is None
+    assert find(model_dir.parent, None, reference.config) is None
+
+
+def test_a_reference_configured_unlike_the_shared_base_is_warned_about(
+    model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The base is shared whatever the reference section says (a second copy is what LoRA
+    saves), but a float32 reference computed in the actor's bfloat16 is said, not silent."""
+    import attrs
+
+    actor = _actor(model_dir, dtype="bfloat16", attn_implementation="eager")
+    offer(actor)
+    reference = FSDPRoleConfig(model_path=str(model_dir))
+    bf16 = attrs.evolve(reference, dtype="bfloat16")
+    with caplog.at_level("WARNING", logger="hfsdk_backend_fsdp.shared_base"):
+        assert find(model_dir, None, attrs.evolve(bf16, attn_implementation="eager")) is actor
+        assert not caplog.records  # set alike: nothing to say
+        assert find(model_dir, None, reference) is actor
+        assert "reference.dtype=float32 but actor.dtype=bfloat16" in caplog.text
+        caplog.clear()
+        assert find(model_dir, None, bf16) is actor  # the model's default kernel, not eager
+        assert "computes with eager attention" in caplog.text
 
 
 def test_rollout_gets_merged_hf_weights(
