@@ -18,9 +18,14 @@ logger = logging.getLogger(__name__)
 
 
 def preference_metrics(
-    log_prob: torch.Tensor, ref_log_prob: torch.Tensor, response_mask: torch.Tensor, beta: float
+    log_prob: torch.Tensor,
+    ref_log_prob: torch.Tensor,
+    response_mask: torch.Tensor,
+    beta: float,
+    label_smoothing: float = 0.0,
 ) -> dict[str, float]:
-    """``dpo/*`` of an interleaved pair batch: implicit rewards, margin, accuracy, loss."""
+    """``dpo/*`` of an interleaved pair batch: implicit rewards, margin, accuracy, and the
+    loss the update takes (with ``policy_loss.label_smoothing``, as :func:`dpo_loss`)."""
     from torch.nn import functional
 
     from hfsdk_dpo.losses import pair_rewards
@@ -32,7 +37,12 @@ def preference_metrics(
         "dpo/reward_rejected": float(rejected.mean()),
         "dpo/reward_margin": float(margin.mean()),
         "dpo/reward_accuracy": float((margin > 0).float().mean()),
-        "dpo/loss": float(-functional.logsigmoid(margin).mean()),
+        "dpo/loss": float(
+            (
+                -(1.0 - label_smoothing) * functional.logsigmoid(margin)
+                - label_smoothing * functional.logsigmoid(-margin)
+            ).mean()
+        ),
     }
 
 
@@ -86,7 +96,11 @@ class DPOAlgorithm(Algorithm):
         mask = batch["response_mask"]
         self.record(
             preference_metrics(
-                batch["old_log_probs"], batch["ref_log_probs"], mask, self.config.policy_loss.beta
+                batch["old_log_probs"],
+                batch["ref_log_probs"],
+                mask,
+                self.config.policy_loss.beta,
+                self.config.policy_loss.label_smoothing,
             )
         )
         self.metrics["dpo/dropped_pairs"] = float(rows.dropped)
@@ -127,5 +141,6 @@ class DPOAlgorithm(Algorithm):
             batch["ref_log_probs"],
             batch["response_mask"],
             self.config.policy_loss.beta,
+            self.config.policy_loss.label_smoothing,
         )
         return {f"val/{k}": v for k, v in metrics.items()}

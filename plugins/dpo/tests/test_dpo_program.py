@@ -89,6 +89,10 @@ def test_metrics_equal_the_hand_computation() -> None:
     assert got["dpo/reward_accuracy"] == pytest.approx(0.5)
     expected = sum(math.log1p(math.exp(-m)) for m in margins) / 2
     assert got["dpo/loss"] == pytest.approx(expected)
+    # With label smoothing, the loss the update takes (it reported the plain one before).
+    smoothed = preference_metrics(lp, ref, mask, beta=0.5, label_smoothing=0.2)
+    expected = sum(0.8 * math.log1p(math.exp(-m)) + 0.2 * math.log1p(math.exp(m)) for m in margins)
+    assert smoothed["dpo/loss"] == pytest.approx(expected / 2)
 
 
 def test_validation_rows_without_pairs_get_no_pair_metrics() -> None:

@@ -201,6 +201,8 @@ def tokenize_supervised(
         prompt_text = prompt if isinstance(prompt, str) else plain_rendering(prompt)
         segments = _plain_segments(reply)
     prompt_ids = _prompt_tokens(tokenizer, prompt_text, use_template)
+    while not segments[-1][1]:  # turns after the last assistant one: nothing follows to train
+        segments.pop()
     response_ids: list[int] = []
     mask: list[int] = []
     for text, trained in segments:
@@ -213,7 +215,8 @@ def tokenize_supervised(
             f"{where}: the response's assistant text tokenizes to no tokens; give it content"
         )
     eos = tokenizer.eos_token_id
-    if append_eos and eos is not None and (not response_ids or response_ids[-1] != eos):
+    # A chat template ends the turn itself (Qwen's `<|im_end|>` and a newline): no second EOS.
+    if append_eos and eos is not None and eos not in _tokens(tokenizer, segments[-1][0]):
         response_ids.append(int(eos))
         mask.append(1)
     return SupervisedSequence(

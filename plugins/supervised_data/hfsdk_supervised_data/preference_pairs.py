@@ -176,6 +176,12 @@ def tokenize_preference_pair(
     rejected_seq = tokenize_supervised(
         prompt, rejected, tokenizer, where=f"{where}, {columns.rejected!r}", **kwargs
     )
+    if chosen_seq == rejected_seq:  # different text, the same tokens ("5" and " 5 ")
+        raise HfsdkError(
+            f"{where}: {columns.chosen!r} and {columns.rejected!r} tokenize to the same "
+            "response; a pair needs two different ones (this one trains nothing and counts as "
+            "misranked)"
+        )
     rest = {
         k: v for k, v in row.items() if k not in (columns.prompt, columns.chosen, columns.rejected)
     }

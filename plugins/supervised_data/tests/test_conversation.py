@@ -7,6 +7,8 @@ import pytest
 from hfsdk import HfsdkError
 from hfsdk_supervised_data import collate_supervised, split_conversation, tokenize_supervised
 
+from .conftest import TEMPLATE
+
 
 def _words(tokenizer, ids) -> list[str]:  # type: ignore[no-untyped-def]
     return tokenizer.convert_ids_to_tokens(list(ids))
@@ -76,6 +78,29 @@ def test_eos_is_not_doubled_and_can_be_left_out(make_tokenizer) -> None:
     ]  # fmt: skip
     seq = tokenize_supervised("add", "one", tok, use_template=False, append_eos=False)
     assert _words(tok, seq.response_ids) == ["one"]
+
+
+@pytest.mark.parametrize("use_template", [False, True])
+def test_the_eos_follows_the_last_assistant_turn_not_a_trailing_user_turn(
+    make_tokenizer, use_template: bool
+) -> None:
+    # Before (plain rendering): "three user: again assistant: </s>", an empty reply to "again"
+    # trained and no stop after "three".
+    tok = make_tokenizer()
+    reply = [{"role": "assistant", "content": "three"}, {"role": "user", "content": "again"}]
+    seq = tokenize_supervised("add one two", reply, tok, use_template=use_template)
+    assert _words(tok, seq.response_ids) == (
+        ["three", "<|end|>", "</s>"] if use_template else ["three", "</s>"]
+    )
+    assert all(seq.loss_mask)
+
+
+def test_a_template_that_ends_the_turn_with_the_eos_gets_no_second_one(make_tokenizer) -> None:
+    # As Qwen's "<|im_end|>\n" (the EOS, then a newline): before, "</s>" was trained twice.
+    template = TEMPLATE.replace("<|end|> {% endfor %}", "</s> <|end|> {% endfor %}")
+    tok = make_tokenizer(template)
+    seq = tokenize_supervised([{"role": "user", "content": "add"}], "one", tok, use_template=True)
+    assert _words(tok, seq.response_ids) == ["one", "</s>", "<|end|>"]
 
 
 @pytest.mark.parametrize("use_template", [False, True])

@@ -90,6 +90,7 @@ def test_implicit_prompt_text_is_cut_at_a_word_boundary() -> None:
         # Before: trained on (no gradient, counted as misranked), or "add a '' column".
         ({"chosen": [USER], "rejected": [USER]}, "are the same response"),
         ({"prompt": "add", "chosen": "one", "rejected": "one"}, "are the same response"),
+        ({"prompt": "add", "chosen": "one", "rejected": " one "}, "tokenize to the same"),
         ({"prompt": "add", "chosen": 3, "rejected": "one"}, "column 'chosen'"),
     ],
 )
