@@ -63,7 +63,12 @@ class EnvironmentLoop(AgentLoop):
         name = environment_name(row, ctx.config)
         spec = load_environment(name)
         segments = [ctx.new_trajectory(prompt_ids, row)]
-        env = spec.create()
+        try:
+            env = spec.create()
+        except Exception as err:
+            raise HfsdkError(
+                f"environment {name!r}: creating it raised {type(err).__name__}: {err}"
+            ) from err
         try:
             try:
                 observation = env.reset(row)

@@ -95,6 +95,13 @@ def environment_spec(name: str, cls: Any) -> EnvironmentSpec:
             "class with tools, reset(row), reward() and close() (docs/agents.md, Environments)"
         )
     missing = [m for m in _REQUIRED if not callable(getattr(cls, m, None))]
+    # Only tools are awaited: an async reset(), reward() or close() would never run.
+    coroutines = [m for m in _REQUIRED if inspect.iscoroutinefunction(getattr(cls, m, None))]
+    if coroutines:
+        raise ConfigError(
+            f"environment {name!r} ({cls.__qualname__}): {', '.join(coroutines)} is async; "
+            "only tool methods may be async: make reset(row), reward() and close() plain methods"
+        )
     tools = getattr(cls, "tools", None)
     if missing or not isinstance(tools, (tuple, list)) or not tools:
         what = (

@@ -3,8 +3,11 @@
 :func:`reasoning_gym_rows` turns ``reasoning_gym.create_dataset(name, seed=, size=,
 **config)`` into dataset rows: ``prompt`` (the question), ``answer`` and what the
 ``reasoning_gym`` reward needs to rebuild the row's entry for the task's own
-verifier (``rg_task``, ``rg_seed``, ``rg_size``, ``rg_index``, ``rg_config``). The
-same name, seed, size and config give the same rows on any machine.
+verifier (``rg_task``, ``rg_seed``, ``rg_size``, ``rg_index``, ``rg_config``) and the
+entry as written (``rg_entry``). The same name, seed, size and config give the same
+rows on any machine, except for the tasks whose generation depends on Python's hash
+seed (``polynomial_multiplication``, ``word_ladder``, ...): set ``PYTHONHASHSEED`` for
+those; the reward scores each row's own entry either way.
 """
 
 from __future__ import annotations
@@ -68,9 +71,22 @@ def reasoning_gym_rows(
             "rg_size": int(size),
             "rg_index": index,
             "rg_config": config_json,
+            "rg_entry": json.dumps(entry, default=str),
         }
-        for index, entry in enumerate(dataset)
+        for index, entry in _entries(name, dataset, config)
     ]
+
+
+def _entries(name: str, dataset: Any, config: Mapping[str, Any] | None) -> list[tuple[int, Any]]:
+    """The dataset's entries; a config reasoning-gym accepts but cannot generate from (it
+    builds entries lazily: ``spell_backward`` with no word that long) is one line."""
+    try:
+        return list(enumerate(dataset))
+    except Exception as err:
+        raise ConfigError(
+            f"reasoning_gym task {name!r} could not generate its entries with config "
+            f"{dict(config or {})}: {type(err).__name__}: {err}; loosen the config"
+        ) from None
 
 
 def write_reasoning_gym_data(

@@ -3,7 +3,8 @@
 The answer is what the response holds between ``<answer>`` and ``</answer>``
 (reasoning-gym's own ``extract_answer``, the format its prompts ask for); the
 score is the task's ``score_answer(answer, entry)`` on the row's entry, rebuilt
-from the columns :mod:`~hfsdk_agents.environments.reasoning_gym_data` wrote.
+from the columns :mod:`~hfsdk_agents.environments.reasoning_gym_data` wrote (or the
+entry it wrote, ``rg_entry``, where this process rebuilds another question).
 """
 
 from __future__ import annotations
@@ -24,15 +25,31 @@ def columns_read(config: Any = None) -> tuple[str, ...]:
 
 
 def score_response(
-    response: str, task: str, seed: int, size: int, index: int, config: str
+    response: str,
+    task: str,
+    seed: int,
+    size: int,
+    index: int,
+    config: str,
+    entry_json: str | None = None,
 ) -> float:
-    """reasoning-gym's score of ``response`` for entry ``index`` of the task's dataset."""
+    """reasoning-gym's score of ``response`` for entry ``index`` of the task's dataset.
+
+    Some tasks' entries depend on Python's hash seed (``polynomial_multiplication``), so this
+    process may rebuild another question than the one written: then the written entry
+    (``rg_entry``) is scored. Otherwise the rebuilt one (its exact types: JSON turns
+    ``arc_agi``'s tuples into lists, which its verifier scores lower).
+    """
     from reasoning_gym.utils import extract_answer
 
     from hfsdk_agents.environments.reasoning_gym_data import reasoning_gym_dataset
 
     dataset = reasoning_gym_dataset(task, seed=seed, size=size, config=json.loads(config))
-    return float(dataset.score_answer(extract_answer(response), dataset[int(index)]))
+    entry = dataset[int(index)]
+    written = json.loads(entry_json) if entry_json else None
+    if written is not None and written.get("question") != entry.get("question"):
+        entry = written
+    return float(dataset.score_answer(extract_answer(response), entry))
 
 
 def reasoning_gym_reward(
@@ -45,10 +62,12 @@ def reasoning_gym_reward(
     rg_config: Sequence[str],
     **columns: Any,
 ) -> list[float]:
-    """Each response scored by its row's reasoning-gym verifier."""
+    """Each response scored by its row's reasoning-gym verifier (``rg_entry``, the entry as
+    written, is optional: rows written before it was added rebuild theirs)."""
+    entries = columns.get("rg_entry") or [None] * len(responses)
     return [
-        score_response(r, t, int(s), int(n), int(i), c)
-        for r, t, s, n, i, c in zip(
-            responses, rg_task, rg_seed, rg_size, rg_index, rg_config, strict=True
+        score_response(r, t, int(s), int(n), int(i), c, e)
+        for r, t, s, n, i, c, e in zip(
+            responses, rg_task, rg_seed, rg_size, rg_index, rg_config, entries, strict=True
         )
     ]

@@ -40,6 +40,10 @@ def _load_class(spec: str) -> Any:
             module = importlib.import_module(target)
         except ImportError as err:
             raise ConfigError(f"environment {spec!r}: cannot import {target!r} ({err})") from None
+        except Exception as err:  # the module's own code failed, as a file's is said above
+            raise ConfigError(
+                f"environment {spec!r}: importing it raised {type(err).__name__}: {err}"
+            ) from None
     cls = getattr(module, attr, None)
     if cls is None:
         raise ConfigError(f"environment {spec!r}: {target!r} has no attribute {attr!r}")

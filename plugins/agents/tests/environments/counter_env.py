@@ -95,3 +95,10 @@ class Unclosable(Counter):
 
     def close(self) -> None:
         raise RuntimeError("close failed")
+
+
+class Unbuildable(Counter):
+    """A counter whose constructor fails (a simulator that cannot start)."""
+
+    def __init__(self) -> None:
+        raise RuntimeError("no simulator")

@@ -108,6 +108,12 @@ def test_a_close_that_raises_is_one_line_naming_the_environment() -> None:
         generate_rollout(rollout, batch([{"env": f"{counter_env.__name__}:Unclosable"}]))
 
 
+def test_a_constructor_that_raises_is_one_line_naming_the_environment() -> None:
+    rollout = rollout_for(TOK, always(call()), environment_column="env", renderer="plain")
+    with pytest.raises(HfsdkError, match=r"'.*Unbuildable': creating it raised RuntimeError: no"):
+        generate_rollout(rollout, batch([{"env": f"{counter_env.__name__}:Unbuildable"}]))
+
+
 def test_an_unknown_environment_name_is_one_line_listing_the_registered() -> None:
     rollout = rollout_for(TOK, always(call()), environment_column="env", renderer="plain")
     with pytest.raises(HfsdkError) as info:

@@ -46,6 +46,12 @@ class ListsAnAttribute(NoTools):
     speed = 3
 
 
+class AsyncReset(ListsAnAttribute):
+    """Its reset would be called and never awaited: the episode ran on a coroutine's repr."""
+
+    async def reset(self, row): ...  # type: ignore[no-untyped-def, override]
+
+
 @pytest.mark.parametrize(
     ("cls", "says"),
     [
@@ -53,6 +59,7 @@ class ListsAnAttribute(NoTools):
         (ListsAnAttribute, "lists tool 'speed', which is not a method of the class"),
         (FrozenLake(), "is a FrozenLake, not a class"),
         (type("Bare", (), {"tools": ("x",)}), "it has no reset, reward, close"),
+        (AsyncReset, "reset is async; only tool methods may be async"),
     ],
 )
 def test_a_class_that_is_no_environment_is_one_line(cls: object, says: str) -> None:
@@ -61,7 +68,9 @@ def test_a_class_that_is_no_environment_is_one_line(cls: object, says: str) -> N
     assert says in str(info.value) and "\n" not in str(info.value)
 
 
-def test_module_and_file_specs_load(tmp_path: Path) -> None:
+def test_module_and_file_specs_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "broken_env_module_xyz.py").write_text("raise RuntimeError('boom')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
     assert load_environment(f"{counter_env.__name__}:Counter").cls is counter_env.Counter
     path = tmp_path / "my_env.py"
     path.write_text(
@@ -73,6 +82,8 @@ def test_module_and_file_specs_load(tmp_path: Path) -> None:
         (f"{tmp_path}/nope.py:Lake", "does not exist"),
         (f"{path}:Pond", "has no attribute 'Pond'"),
         ("no_such_module_xyz:Lake", "cannot import 'no_such_module_xyz'"),
+        # A module whose own code fails (not an ImportError): was a plugin's or an internal error.
+        ("broken_env_module_xyz:Lake", "importing it raised RuntimeError: boom"),
     ]:
         with pytest.raises(HfsdkError) as info:
             load_environment(spec)

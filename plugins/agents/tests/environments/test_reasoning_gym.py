@@ -144,3 +144,31 @@ def test_sizes_below_one_are_refused_and_a_failed_val_keeps_the_old_pair(
         write_reasoning_gym_data("basic_arithmetic", tmp_path, train_size=2, val_size=2, seed=7)
     # Before: train.jsonl was already seed 7's, val.jsonl still seed 0's.
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before
+
+
+def test_the_reward_scores_the_written_entry_where_this_process_rebuilds_another() -> None:
+    """polynomial_multiplication's entries depend on Python's hash seed: the reward rebuilt
+    another question in the trainer's process and scored right answers 0."""
+    rows = reasoning_gym_rows("basic_arithmetic", size=2, seed=3)
+    written = json.loads(rows[0]["rg_entry"])
+    assert written["question"] == rows[0]["prompt"]
+    other = {**written, "question": "another question", "answer": "41"}  # as rebuilt elsewhere
+    rows[0]["rg_entry"] = json.dumps(other)
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k.startswith("rg_")}
+    # Row 0's rebuilt question differs from the written one: the written entry is scored.
+    scores = reasoning_gym_reward(
+        ["p", "p"], ["<answer>41</answer>", "<answer>x</answer>"], **columns
+    )
+    assert scores[0] == 1.0 and scores[1] == 0.0
+    del columns["rg_entry"]  # rows written before the column: rebuilt, as before
+    scores = reasoning_gym_reward(
+        ["p"] * 2, [f"<answer>{r['answer']}</answer>" for r in rows], **columns
+    )
+    assert scores == [1.0, 1.0]
+
+
+def test_a_config_that_fails_while_generating_is_one_line() -> None:
+    with pytest.raises(ConfigError, match=r"could not generate its entries with config .*IndexErr"):
+        reasoning_gym_rows(
+            "spell_backward", size=3, config={"min_word_len": 40, "max_word_len": 50}
+        )
