@@ -57,7 +57,8 @@ class TrainerConfig:
         default=False,
     )
     device: Literal["auto", "cpu", "cuda"] = help_field(
-        "auto (CUDA when available), cpu or cuda.",
+        "auto (CUDA when available), cpu or cuda: what the precision and memory checks assume; "
+        "each role's own device (actor.device, ...) decides where it runs, so set those too.",
         default="auto",
         validator=attrs.validators.in_(("auto", "cpu", "cuda")),
     )
