@@ -107,7 +107,7 @@ if TYPE_CHECKING:
     from hfsdk.core.plugin_manager import get_plugin_manager, get_registry, reset_plugin_manager
     from hfsdk.core.registry import Registry, RegistryEntry, unknown_name_message
     from hfsdk.core.reward_scoring import RewardScorer
-    from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
+    from hfsdk.core.rng import seeded_rng, set_torch_rng_state, torch_rng_state
     from hfsdk.core.role_config import RoleConfig, RolloutConfig
     from hfsdk.core.rollout_contract import (
         ActorSource,

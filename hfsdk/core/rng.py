@@ -1,18 +1,31 @@
 """Saving and restoring torch's random number generators: the CPU one and every CUDA one.
 
-Resuming exactly on a GPU needs the CUDA generators too (sampling in generation,
-dropout), not only the CPU one. A state saved without CUDA loads anywhere; CUDA
-states are restored only when the same number of CUDA devices is visible.
+Resuming exactly on a GPU needs the CUDA generators too (sampling in generation, dropout), not
+only the CPU one. A state saved without CUDA loads anywhere; CUDA states are restored only when
+the same number of CUDA devices is visible. A seeded block (:func:`seeded_rng`) restores both.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def seeded_rng(seed: int | None) -> Iterator[None]:
+    """``torch.manual_seed(seed)`` (``None``: unseeded) inside the block, torch's generators as
+    they were after it: the CPU one and the current CUDA device's, which it reseeds too."""
+    cuda = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=cuda):
+        if seed is not None:
+            torch.manual_seed(seed)
+        yield
 
 
 def torch_rng_state() -> dict[str, Any]:

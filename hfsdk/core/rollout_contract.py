@@ -3,25 +3,22 @@
 Two sides meet here, and neither imports the other:
 
 - every **training backend** (the shipped ones and a third party's) makes its actor an
-  :class:`ActorSource`: its tokenizer, model config, device and dtype, its
-  weights as HF-named full tensors one at a time (:meth:`ActorSource.hf_weights`),
-  and optionally a zero-copy module (:meth:`ActorSource.live_hf_module`) or its
-  generation shards through the 3D-HybridEngine
-  (:meth:`ActorSource.generation_shards`);
+  :class:`ActorSource`: its tokenizer, model config, device and dtype, its weights as HF-named
+  full tensors one at a time (:meth:`ActorSource.hf_weights`), and optionally a zero-copy
+  module (:meth:`ActorSource.live_hf_module`) or its generation shards through the
+  3D-HybridEngine (:meth:`ActorSource.generation_shards`);
 - every **rollout backend** (the shipped ones and a third party's) subclasses
-  :class:`RolloutBackend` and is registered with
-  ``hfsdk_register_rollout_backends``. It is built once per actor worker by
-  :func:`build_rollout` and must work with any actor that satisfies the
-  protocol: it picks its path from what the actor offers, never from which
+  :class:`RolloutBackend` and is registered with ``hfsdk_register_rollout_backends``. It is
+  built once per actor worker by :func:`build_rollout` and must work with any actor that
+  satisfies the protocol: it picks its path from what the actor offers, never from which
   backend the actor is.
 
-Workers build rollouts only through :func:`build_rollout`; the worker asks the
-rollout (``collective``) whether every rank of the actor's group takes part in
-a call, and tells it after every update (:meth:`RolloutBackend.update_weights`).
-Besides whole batches (:meth:`RolloutBackend.generate_sequences`) a rollout
-serves single requests (:class:`GenerationRequest` → :class:`GenerationResult`,
-token-in / token-out) with many in flight (:meth:`RolloutBackend.generate_request`),
-the base of multi-turn agent loops.
+Workers build rollouts only through :func:`build_rollout`; the worker asks the rollout
+(``collective``) whether every rank of the actor's group takes part in a call, and tells it
+after every update (:meth:`RolloutBackend.update_weights`). Besides whole batches
+(:meth:`RolloutBackend.generate_sequences`) a rollout serves single requests
+(:class:`GenerationRequest` → :class:`GenerationResult`, token-in / token-out) with many in
+flight (:meth:`RolloutBackend.generate_request`), the base of multi-turn agent loops.
 See ``docs/plugin_hooks.md`` for a worked example.
 """
 
@@ -77,23 +74,20 @@ class DataParallelInfo:
 class ActorSource(Protocol):
     """What every training backend's actor engine offers a rollout backend.
 
-    Attributes: ``tokenizer`` (a transformers tokenizer with a pad token),
-    ``hf_config`` (the actor's transformers ``PretrainedConfig``),
-    ``model_path`` (the HF model directory the actor started from: architecture
-    and first weights, for an engine that loads its own copy),
-    ``generation_eos_ids`` (EOS ids of the model directory's generation config,
-    may be empty), ``device`` and ``compute_dtype`` (the torch device and dtype
-    generation should run in), ``dp`` (:class:`DataParallelInfo`) and
-    ``weights_version`` (incremented by every update and checkpoint load, so a
-    rollout that keeps a copy knows when it is stale), ``last_weights_metrics``
-    (what the last complete :meth:`hf_weights` iteration cost this rank:
-    ``perf/reshard_bytes`` received, ``perf/reshard_peak_extra_bytes`` held
-    beyond the training shard; empty before the first), ``weight_probes``
-    (name → a probe of every tensor :meth:`hf_weights` yields that the actor computes
-    rather than holds, a LoRA merge: the expected product of that tensor with a fixed
-    vector and its tolerance, set before the tensor is yielded, so a receiver checks each
-    as it arrives without redoing the merge; the backends define the probe and its check;
-    empty for an actor that sends only what it holds).
+    Attributes: ``tokenizer`` (a transformers tokenizer with a pad token), ``hf_config`` (the
+    actor's transformers ``PretrainedConfig``), ``model_path`` (the HF model directory the actor
+    started from: architecture and first weights, for an engine that loads its own copy),
+    ``generation_eos_ids`` (EOS ids of the model directory's generation config, may be empty),
+    ``device`` and ``compute_dtype`` (the torch device and dtype generation should run in),
+    ``dp`` (:class:`DataParallelInfo`) and ``weights_version`` (incremented by every update and
+    checkpoint load, so a rollout that keeps a copy knows when it is stale),
+    ``last_weights_metrics`` (what the last complete :meth:`hf_weights` iteration cost this
+    rank: ``perf/reshard_bytes`` received, ``perf/reshard_peak_extra_bytes`` held beyond the
+    training shard; empty before the first), ``weight_probes`` (name → a probe of every tensor
+    :meth:`hf_weights` yields that the actor computes rather than holds, a LoRA merge: the
+    expected product of that tensor with a fixed vector and its tolerance, set before the tensor
+    is yielded, so a receiver checks each as it arrives without redoing the merge; the backends
+    define the probe and its check; empty for an actor that sends only what it holds).
     """
 
     tokenizer: Any
@@ -110,11 +104,11 @@ class ActorSource(Protocol):
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The actor's current weights as (HF parameter name, full tensor), one at a time.
 
-        Layer order, in the compute dtype; collective over the actor's ranks
-        (every rank iterates it to the end). Tied weights appear once, under
-        the name transformers' ``named_parameters()`` gives them (the
-        embedding); a consumer that keeps an untied output layer copies it from
-        there. A yielded tensor is valid until the iterator advances.
+        Layer order, in the compute dtype; collective over the actor's ranks (every rank
+        iterates it to the end). Tied weights appear once, under the name transformers'
+        ``named_parameters()`` gives them (the embedding); a consumer that keeps an untied
+        output layer copies it from there. A yielded tensor is valid until the iterator
+        advances.
         """
         ...
 
@@ -150,16 +144,14 @@ class ActorSource(Protocol):
 class RolloutBackend(abc.ABC):
     """A rollout (generation) backend, built once per actor worker.
 
-    Subclasses implement :meth:`generate_sequences`; they may override
-    :meth:`build` (choose a path from what the actor offers), :meth:`update_weights`
-    and :meth:`close`. ``collective`` (a class default an instance may change
-    in ``__init__``) says whether every rank of the actor's group calls
-    :meth:`generate_sequences` together (a resharding or tensor-parallel
-    decode, or a call that reads :meth:`ActorSource.hf_weights`); the worker
-    then keeps the outputs of the ranks whose ``actor.dp.collects`` and drops
-    the others'. Otherwise only the collecting ranks call it, each with its
-    own share of the prompts, and nothing in the call may be collective over
-    ranks that do not collect.
+    Subclasses implement :meth:`generate_sequences`; they may override :meth:`build` (choose a
+    path from what the actor offers), :meth:`update_weights` and :meth:`close`. ``collective``
+    (a class default an instance may change in ``__init__``) says whether every rank of the
+    actor's group calls :meth:`generate_sequences` together (a resharding or tensor-parallel
+    decode, or a call that reads :meth:`ActorSource.hf_weights`); the worker then keeps the
+    outputs of the ranks whose ``actor.dp.collects`` and drops the others'. Otherwise only the
+    collecting ranks call it, each with its own share of the prompts, and nothing in the call
+    may be collective over ranks that do not collect.
 
     :meth:`update_weights` is called on every rank of the actor after every
     update and checkpoint load; it may read :meth:`ActorSource.hf_weights`
@@ -263,15 +255,14 @@ class RolloutBackend(abc.ABC):
         import torch
 
         from hfsdk.core.batch import Batch
+        from hfsdk.core.rng import seeded_rng
 
         ids = torch.tensor([request.prompt_ids], dtype=torch.long)
         prompts = Batch.from_dict(
             tensors={"input_ids": ids, "attention_mask": torch.ones_like(ids)},
             meta={"n": 1, "greedy": request.is_greedy},
         )
-        with torch.random.fork_rng(devices=[]):
-            if request.seed is not None:
-                torch.manual_seed(request.seed)
+        with seeded_rng(request.seed):
             out = self.generate_sequences(prompts)
         stops = set(request.stop_token_ids) | set(self.actor.generation_eos_ids)
         if self.actor.tokenizer.eos_token_id is not None:

@@ -63,11 +63,12 @@ def fit_token_distributions(
     import torch
     from transformers import LlamaForCausalLM
 
+    from hfsdk import seeded_rng
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(spec.seed)
+        with seeded_rng(spec.seed):
             model = LlamaForCausalLM(config)
             optimizer = torch.optim.AdamW(model.parameters(), lr=spec.warm_start_lr)
             generator = torch.Generator().manual_seed(spec.seed)

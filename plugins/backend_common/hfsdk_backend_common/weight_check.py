@@ -123,13 +123,15 @@ _SIGMAS = 8.0
 largest possible standard deviation (Hoeffding: exceeded with probability below 1e-13 a row)."""
 
 
-def probe_input(columns: int) -> torch.Tensor:
+def probe_input(columns: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """The fixed ±1 vector (float64) a stored 2-D weight of ``columns`` columns is multiplied
-    by: the same on every process, and exact in every dtype (no rounding of the input)."""
+    by: the same on every process, and exact in every dtype (no rounding of the input).
+    Drawn on the CPU (the same values on every device), then put on ``device``: the weight's."""
     import torch
 
     generator = torch.Generator().manual_seed(_PROBE_SEED + columns)
-    return torch.randint(0, 2, (columns,), generator=generator).double() * 2 - 1
+    vector = torch.randint(0, 2, (columns,), generator=generator).double() * 2 - 1
+    return vector.to(device)
 
 
 def _cast_bound(eps: float, row_norms: torch.Tensor) -> torch.Tensor:
@@ -160,7 +162,7 @@ def low_rank_probe(
     """
     import torch
 
-    x = probe_input(base.shape[1])
+    x = probe_input(base.shape[1], base.device)
     base64, down64, up64 = base.double(), down.double(), up.double()
     ones = torch.ones_like(x)
     if transposed:  # stored (in, out): (up @ down).T @ x = down.T @ (up.T @ x)
@@ -192,8 +194,8 @@ def check_probe(name: str, held: torch.Tensor, probe: LowRankProbe) -> str | Non
     matrix = held.detach().double().reshape(held.shape[0], -1)
     if matrix.shape[0] != expected.numel():
         return f"{name!r} has {matrix.shape[0]} rows where its merge has {expected.numel()}"
-    got = matrix @ probe_input(matrix.shape[1])
-    slack = tolerance
+    got = matrix @ probe_input(matrix.shape[1], matrix.device)
+    expected, slack = expected.to(matrix.device), tolerance.to(matrix.device)
     held_eps = torch.finfo(held.dtype).eps
     if held_eps > sent_eps:
         slack = slack + _cast_bound(held_eps, matrix.norm(dim=1))

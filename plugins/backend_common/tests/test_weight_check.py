@@ -104,3 +104,21 @@ def test_a_wrong_merge_fails_its_probe_with_one_line(seed: int) -> None:
     assert check.problem() is not None and check.problem().startswith(
         "1 of 2 merged weight(s) wrong: 'b' is not the merge"
     )
+
+
+def test_the_probe_runs_on_the_weights_device() -> None:
+    """A weight on another device than the CPU (``meta`` stands in for CUDA: it refuses to
+    mix with CPU tensors as CUDA does): the probe vector goes to the weight's device, with
+    the same values as on the CPU, and a probe computed on one device checks a weight held
+    on another."""
+    from hfsdk_backend_common import check_probe, low_rank_probe, probe_input
+
+    meta = torch.device("meta")
+    base, down, up = (t.to(meta) for t in _factors(8, 16, rank=2, seed=0))
+    expected, tolerance, _ = low_rank_probe(base, down, up, 2.0, dtype=torch.float32)
+    assert expected.device == meta and tolerance.device == meta and expected.shape == (8,)
+    cpu_probe = low_rank_probe(*_factors(8, 16, rank=2, seed=0), 2.0, dtype=torch.float32)
+    with pytest.raises(RuntimeError, match="item"):  # only reading the verdict needs data
+        check_probe("w", base, cpu_probe)
+    assert probe_input(16, "meta").device.type == "meta"
+    assert torch.equal(probe_input(16, torch.device("cpu")), probe_input(16))

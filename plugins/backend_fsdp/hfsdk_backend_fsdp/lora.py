@@ -38,6 +38,8 @@ def attach_adapters(model: nn.Module, config: LoraConfig, *, seed: int) -> nn.Mo
     from peft import LoraConfig as PeftLoraConfig
     from peft import get_peft_model
 
+    from hfsdk import seeded_rng
+
     targets: Any = list(config.target_modules)
     if targets == ["all-linear"]:
         targets = "all-linear"
@@ -52,8 +54,7 @@ def attach_adapters(model: nn.Module, config: LoraConfig, *, seed: int) -> nn.Mo
         bias="none",
         task_type="CAUSAL_LM",
     )
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded_rng(seed):
         return get_peft_model(model, peft_config)
 
 

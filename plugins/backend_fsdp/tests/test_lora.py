@@ -253,3 +253,37 @@ def test_the_target_check_runs_before_any_worker(tmp_path: Path) -> None:
     with pytest.raises(HfsdkError, match=r"^actor.lora.target_modules names \['nope_proj'\]"):
         Trainer(load_run_config("grpo", None, settings), tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+class _Forked(Exception):
+    """Raised by the recording ``fork_rng``: the seeded block itself need not run."""
+
+
+def _record_forks(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """With one CUDA device visible (faked), the devices each ``fork_rng`` call forks."""
+    forked: list[list[int]] = []
+
+    def fork_rng(devices, **_):
+        forked.append(list(devices))
+        raise _Forked
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.random, "fork_rng", fork_rng)
+    return forked
+
+
+def test_adapters_are_seeded_without_reseeding_cuda_for_good(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``torch.manual_seed`` reseeds CUDA too: attaching the adapters forks the current CUDA
+    device's generator as well as the CPU one, so it leaves both as they were."""
+    from transformers import AutoModelForCausalLM
+
+    from hfsdk_backend_fsdp.lora import attach_adapters
+
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir))
+    forked = _record_forks(monkeypatch)
+    with pytest.raises(_Forked):
+        attach_adapters(model, LoraConfig(rank=4, target_modules=("q_proj",)), seed=0)
+    assert forked == [[0]]

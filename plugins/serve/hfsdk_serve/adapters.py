@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 import torch
 
-from hfsdk import HfsdkError, load_tokenizer
+from hfsdk import HfsdkError, load_tokenizer, seeded_rng
 from hfsdk_backend_common.lora_config import LoraConfig
 from hfsdk_backend_fsdp.lora import adapters_disabled, attach_adapters
 from hfsdk_backend_fsdp.models import load_model
@@ -167,8 +167,7 @@ class AdapterPool:
         if name in self.adapters:
             raise HfsdkError(f"adapter {name!r} exists already")
         config = self._peft_config(spec)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(spec.seed)
+        with seeded_rng(spec.seed):
             self.peft.add_adapter(name, config)
         params = {_key(n, name): p for n, p in self.peft.named_parameters() if f".{name}." in n}
         if not params:

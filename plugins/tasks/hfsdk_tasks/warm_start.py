@@ -150,13 +150,14 @@ def build_warm_started_model(
     import torch
     from transformers import LlamaForCausalLM
 
+    from hfsdk import seeded_rng
+
     started = time.perf_counter()
     threads = torch.get_num_threads()
     # One thread is as fast as two for a model this small and is not slowed by a busy machine.
     torch.set_num_threads(1)
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(spec.seed)
+        with seeded_rng(spec.seed):
             model = LlamaForCausalLM(build_model_config(spec, tokenizer))
             data = _targets(spec, tokenizer)
             optimizer = torch.optim.AdamW(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -46,3 +47,34 @@ def test_sampled_responses_score_mid_range_and_vary(default_assets: DefaultAsset
     # Responses are short: the answer (and maybe the filler) then </s>.
     lengths = (sampled[:, width:] != tokenizer.pad_token_id).sum(dim=1).float()
     assert lengths.mean() <= 4
+
+
+class _Forked(Exception):
+    """Raised by the recording ``fork_rng``: the seeded block itself need not run."""
+
+
+def _record_forks(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
+    """With one CUDA device visible (faked), the devices each ``fork_rng`` call forks."""
+    forked: list[list[int]] = []
+
+    def fork_rng(devices, **_):
+        forked.append(list(devices))
+        raise _Forked
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.random, "fork_rng", fork_rng)
+    return forked
+
+
+def test_the_seeded_build_restores_the_cuda_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.manual_seed`` reseeds CUDA too: the build forks the current CUDA device's
+    generator as well as the CPU one, so it leaves both as they were."""
+    import types
+
+    from hfsdk_tasks.warm_start import build_warm_started_model
+
+    forked = _record_forks(monkeypatch)
+    with pytest.raises(_Forked):
+        build_warm_started_model(types.SimpleNamespace(seed=3), None)  # type: ignore[arg-type]
+    assert forked == [[0]]

@@ -57,10 +57,12 @@ def sample(
     """Sample ``n`` responses to each prompt of ``encoded`` (a :class:`VisionProcessor`
     output) with ``model.generate``; ``generator_seed`` seeds torch's global RNG around the call
     (restored afterwards). ``share_image_encoding``: encode each prompt's images once for its
-    ``n`` samples (otherwise every copy's pixels go through the tower)."""
+    ``n`` samples (otherwise every copy's pixels go through the tower). The inputs go to the
+    model's device; the result is on the CPU, as ``encoded`` is."""
     import torch
 
     config = model.config
+    device = next(model.parameters()).device
     rows = [r for r in range(encoded["input_ids"].shape[0]) for _ in range(n)]
     pixel_values, grids, per_row = select_rows(
         encoded["pixel_values"], encoded["image_grid_thw"], encoded["images_per_row"], rows
@@ -77,16 +79,19 @@ def sample(
     )
     eos = model.generation_config.eos_token_id
     pad = model.generation_config.pad_token_id
+    ids, mask = input_ids.to(device), attention_mask.to(device)
     with torch.random.fork_rng(enabled=generator_seed is not None):
         if generator_seed is not None:
             torch.manual_seed(generator_seed)
         with torch.no_grad():
-            images = _image_inputs(model, encoded, rows, pixel_values, grids, share_image_encoding)
+            images = _image_inputs(
+                model, encoded, rows, pixel_values, grids, share_image_encoding, device
+            )
             out = model.generate(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
+                input_ids=ids,
+                attention_mask=mask,
                 **images,
-                mm_token_type_ids=mm_token_type_ids(input_ids, config.image_token_id),
+                mm_token_type_ids=mm_token_type_ids(ids, config.image_token_id),
                 max_new_tokens=max_new_tokens,
                 do_sample=do_sample,
                 temperature=temperature if do_sample else None,
@@ -104,11 +109,12 @@ def sample(
     # tokens suppressed (greedy: the raw logits with the suppression).
     logits = torch.stack(out.scores, dim=1).float()
     chosen = logits.gather(-1, responses[..., None])[..., 0]
-    log_probs = (chosen - torch.logsumexp(logits, dim=-1)) * response_mask
+    log_probs = ((chosen - torch.logsumexp(logits, dim=-1)) * response_mask).cpu()
+    response_mask = response_mask.cpu()  # the results on the CPU, as ``encoded`` is
     return ImageRollout(
-        input_ids=out.sequences,
+        input_ids=out.sequences.cpu(),
         attention_mask=torch.cat([attention_mask, response_mask], dim=1),
-        responses=responses,
+        responses=responses.cpu(),
         response_mask=response_mask,
         pixel_values=pixel_values,
         image_grid_thw=grids,
@@ -125,22 +131,24 @@ def _image_inputs(
     pixel_values: torch.Tensor,
     grids: torch.Tensor,
     share: bool,
+    device: torch.device,
 ) -> dict[str, Any]:
-    """``generate``'s image arguments for the repeated ``rows``: each distinct prompt's images
-    encoded once and their features repeated (``share``), or the repeated pixels."""
+    """``generate``'s image arguments for the repeated ``rows`` (on ``device``): each distinct
+    prompt's images encoded once and their features repeated (``share``), or the repeated
+    pixels."""
     if not len(grids):  # a batch without images: the tower must not run on nothing
         return {}
     if not share:
-        return {"pixel_values": pixel_values, "image_grid_thw": grids}
+        return {"pixel_values": pixel_values.to(device), "image_grid_thw": grids.to(device)}
     from transformers.modeling_outputs import BaseModelOutputWithPooling
 
     features = model.model.get_image_features(
-        encoded["pixel_values"], encoded["image_grid_thw"], return_dict=True
+        encoded["pixel_values"].to(device), encoded["image_grid_thw"].to(device), return_dict=True
     ).pooler_output
     first = [0, *encoded["images_per_row"].cumsum(0).tolist()]
     repeated = tuple(features[i] for r in rows for i in range(first[r], first[r + 1]))
     return {
-        "image_grid_thw": grids,
+        "image_grid_thw": grids.to(device),
         "mm_encoder_outputs": {"image": BaseModelOutputWithPooling(pooler_output=repeated)},
     }
 
@@ -151,7 +159,7 @@ def _until_eos(responses: torch.Tensor, eos: int | list[int] | None) -> torch.Te
 
     if eos is None:
         return torch.ones_like(responses)
-    ids = torch.tensor([eos] if isinstance(eos, int) else list(eos))
+    ids = torch.tensor([eos] if isinstance(eos, int) else list(eos), device=responses.device)
     is_eos = torch.isin(responses, ids).long()
     ended_before = torch.cumsum(is_eos, dim=1) - is_eos
     return (ended_before == 0).long()

@@ -84,3 +84,49 @@ def test_the_samples_of_a_prompt_share_one_image_encoding(vlm) -> None:
     assert seen == [3 * enc["pixel_values"].shape[0]]  # every copy's patches
     assert torch.equal(shared.responses, copied.responses)
     torch.testing.assert_close(shared.log_probs, copied.log_probs, atol=1e-6, rtol=0)
+
+
+def test_inputs_go_to_the_models_device_and_results_come_back(vlm_dir) -> None:
+    """A model on another device than the processor's CPU outputs (``meta`` stands in for
+    CUDA: it refuses to mix with CPU tensors as CUDA does): the tower and ``generate`` get
+    their inputs on the model's device, and the results are moved back to the CPU."""
+    import types
+
+    import pytest
+
+    from hfsdk_vision.model import load_tiny_vlm
+
+    model, processor = load_tiny_vlm(vlm_dir)  # a fresh copy: the shared one stays on the CPU
+    model = model.to("meta")
+    enc = _encoded(processor)
+    vocab = model.config.text_config.vocab_size
+    seen: list[tuple[str, torch.device]] = []
+
+    def tower(pixels, grid_thw, **_):  # meta holds no data: record where the inputs are
+        seen.extend([("tower pixels", pixels.device), ("tower grid", grid_thw.device)])
+        return types.SimpleNamespace(pooler_output=(torch.zeros(3, 8, device="meta"),) * 3)
+
+    def generate(out_device):
+        def run(input_ids, attention_mask, max_new_tokens, **kwargs):
+            seen.extend([("ids", input_ids.device), ("mask", attention_mask.device)])
+            seen.extend((k, v.device) for k, v in kwargs.items() if torch.is_tensor(v))
+            rows = input_ids.shape[0]
+            new = torch.full((rows, max_new_tokens), 5, device=out_device)
+            return types.SimpleNamespace(
+                sequences=torch.cat([torch.ones_like(input_ids, device=out_device), new], 1),
+                scores=tuple(torch.zeros(rows, vocab, device=out_device) for _ in new.T),
+            )
+
+        return run
+
+    model.model.get_image_features = tower
+    model.generate = generate("cpu")
+    for share, pixels in ((True, "tower pixels"), (False, "pixel_values")):
+        seen.clear()
+        ro = sample(model, enc, n=2, max_new_tokens=3, share_image_encoding=share)
+        assert {name for name, _ in seen} >= {"ids", "mask", "image_grid_thw", pixels}
+        assert all(device.type == "meta" for _, device in seen), seen
+        assert ro.responses.shape == (4, 3) and ro.log_probs.device.type == "cpu"
+    model.generate = generate("meta")  # what the device gives back is copied off it
+    with pytest.raises(NotImplementedError, match="Cannot copy out of meta"):
+        sample(model, enc, n=2, max_new_tokens=3, share_image_encoding=False)

@@ -305,19 +305,26 @@ class RequestServer:
         self._take(active, logits[:, -1])
 
     def _take(self, entries: list[_Active], logits: torch.Tensor) -> None:
-        """Each entry's next token from its row of ``logits`` (B, V), with its log-prob."""
+        """Each entry's next token from its row of ``logits`` (B, V), with its log-prob: picked
+        on the logits' device, and read back to the host once for all the rows."""
         logits = logits.float()
+        picked = []
         for row, entry in enumerate(entries):
             request = entry.request
             scaled = logits[row : row + 1] / request.logprob_temperature
-            logprobs = scaled.log_softmax(-1)
             if request.is_greedy:
-                token = int(scaled.argmax(-1).item())
+                token = scaled.argmax(-1).reshape(1)
             else:
                 kept = _nucleus(_top_k(scaled, request.top_k), request.top_p)
-                token = int(sample_rows(kept.softmax(-1), entry.generator).item())
+                token = sample_rows(kept.softmax(-1), entry.generator).reshape(1)
+            logprob = scaled.log_softmax(-1)[0].gather(0, token)
+            picked.append(torch.stack([token.double(), logprob.double()], dim=1))
+        rows = torch.cat(picked).tolist()  # one host sync per step, not two per row
+        for entry, (token_value, logprob_value) in zip(entries, rows, strict=True):
+            request = entry.request
+            token = int(token_value)
             entry.tokens.append(token)
-            entry.logprobs.append(float(logprobs[0, token].item()))
+            entry.logprobs.append(logprob_value)
             self.stats.tokens += 1
             if token in entry.stops:
                 entry.finish_reason = "stop"

@@ -239,3 +239,40 @@ def test_prompt_logprobs_are_the_prefills_teacher_forced_ones(hf: Any) -> None:
         expected = logp.gather(1, ids[0, 1:, None])[:, 0]
         torch.testing.assert_close(torch.tensor(results[i].prompt_logprobs), expected,
                                    atol=1e-4, rtol=0)  # fmt: skip
+
+
+def test_a_step_reads_its_tokens_back_once_whatever_the_batch(
+    hf: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Picking the tokens of a step reads the device once for all its rows (on a GPU each
+    read is a host sync), not twice per row; greedy and sampled rows alike."""
+    steps: list[list[int]] = []  # per ``_take`` call: [its rows, the device reads it made]
+    inside = [False]
+    take, item, tolist = RequestServer._take, torch.Tensor.item, torch.Tensor.tolist
+
+    def counted(read: Any) -> Any:
+        def wrapper(self: torch.Tensor, *args: Any) -> Any:
+            if inside[0]:
+                steps[-1][1] += 1
+            return read(self, *args)
+
+        return wrapper
+
+    def counting_take(self: RequestServer, entries: list[Any], logits: torch.Tensor) -> None:
+        steps.append([len(entries), 0])
+        inside[0] = True
+        try:
+            take(self, entries, logits)
+        finally:
+            inside[0] = False
+
+    monkeypatch.setattr(torch.Tensor, "item", counted(item))
+    monkeypatch.setattr(torch.Tensor, "tolist", counted(tolist))
+    monkeypatch.setattr(RequestServer, "_take", counting_take)
+    requests = [
+        GenerationRequest(prompt_ids=p, max_new_tokens=6, greedy=i % 2 == 0, seed=i)
+        for i, p in enumerate(_prompts(6))
+    ]
+    _serve(_server(_decoder(hf)), requests)
+    assert max(rows for rows, _ in steps) > 1
+    assert all(reads == 1 for _, reads in steps), steps
