@@ -37,7 +37,9 @@ def head_dim(model_dir: str | Path) -> int | None:
     config = json.loads(path.read_text())
     if config.get("head_dim"):
         return int(config["head_dim"])
-    hidden, heads = config.get("hidden_size"), config.get("num_attention_heads")
+    # GPT-2's config names them n_embd and n_head (transformers maps them; the file does not).
+    hidden = config.get("hidden_size") or config.get("n_embd")
+    heads = config.get("num_attention_heads") or config.get("n_head")
     return int(hidden) // int(heads) if hidden and heads else None
 
 

@@ -173,6 +173,7 @@ class ColocatedEngine:
         """
         self.wake_up(("weights",))
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(weights)})
+        self.llm.apply_model(refresh_head_kernels)
         self.llm.reset_prefix_cache()
 
     def held_sums(self) -> dict[str, int]:
@@ -195,6 +196,26 @@ class ColocatedEngine:
         from hfsdk_rollout_vllm.readback import rank_slicer
 
         return self.llm.apply_model(rank_slicer)[0]
+
+
+def refresh_head_kernels(model: torch.nn.Module) -> int:
+    """Rebuild the CPU matrix-product handle of each LM-head-like layer from its weight now.
+
+    On CPU vLLM packs the head's weight for oneDNN once, at load. An in-place reload
+    refreshes it only where the head's own weight was loaded: a tied head (Qwen2, Qwen3,
+    GPT-2 with ``tie_word_embeddings``) shares the input embeddings' weight, which is loaded
+    under that name, so its packed copy kept the first weights and every later rollout
+    sampled from a stale head. Returns how many layers were rebuilt (0 off CPU).
+    """
+    from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
+
+    rebuilt = 0
+    for module in model.modules():
+        method = getattr(module, "quant_method", None)
+        if isinstance(method, UnquantizedEmbeddingMethod) and hasattr(module, "cpu_linear"):
+            method.process_weights_after_loading(module)
+            rebuilt += 1
+    return rebuilt
 
 
 def _unlink_cpu_shm() -> None:

@@ -22,8 +22,11 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 PROMPTS = ["3 + 4 =", "1 + 2 =", "9 + 9 =", "0 + 7 =", "5 + 5 =", "8 + 1 ="]
 
 
-def build_llama(directory: Path, *, hidden: int = 512, layers: int = 8, heads: int = 8) -> Path:
-    """A randomly initialised Llama with the default task's tokenizer (about 30M parameters)."""
+def build_llama(
+    directory: Path, *, hidden: int = 512, layers: int = 8, heads: int = 8, tied: bool = False
+) -> Path:
+    """A randomly initialised Llama with the default task's tokenizer (about 30M parameters;
+    ``tied``: the LM head is the input embeddings, as Qwen2.5-0.5B's)."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from hfsdk import default_task_assets, load_tokenizer
@@ -41,6 +44,7 @@ def build_llama(directory: Path, *, hidden: int = 512, layers: int = 8, heads: i
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=tied,
     )
     LlamaForCausalLM(config).save_pretrained(str(directory))
     tokenizer.save_pretrained(str(directory))

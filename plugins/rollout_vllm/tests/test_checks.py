@@ -44,6 +44,11 @@ def test_head_dim_below_32_on_cpu(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert code == 2 and "\n" not in err and "Traceback" not in err
     assert "head_dim=16" in err and "head_dim >= 32" in err and "rollout.backend=hf" in err
     assert checks.servable_problem(model, 16, on_cpu=False) is None  # CUDA kernels take it
+    # GPT-2's config.json names them n_embd and n_head: it failed mid-run instead.
+    gpt2 = tmp_path / "gpt2"
+    gpt2.mkdir()
+    (gpt2 / "config.json").write_text('{"model_type": "gpt2", "n_embd": 64, "n_head": 4}')
+    assert checks.head_dim(gpt2) == 16
 
 
 def test_vllm_not_installed(

@@ -264,3 +264,27 @@ def test_a_lora_actors_merged_weights_reach_the_engine_verified(
     assert "\n" not in line and f"1 of {merges:.0f} merged weight(s) wrong" in line, line
     assert "tensor(s) differ" not in line  # what was sent arrived; the merge was wrong
     del vllm
+
+
+def test_a_tied_heads_update_reaches_the_engine(
+    tmp_path: Path, make_prompts, prompt_texts, helpers
+) -> None:
+    """A tied LM head (the input embeddings) samples with the updated weights: vLLM on CPU
+    packs the head once at load, and a reload refreshed only heads loaded by their own
+    name, so a tied model's rollouts kept its first head (log-probs 7e-3 off the actor's
+    after one step, where float32 rounding gives 5e-7)."""
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+    from hfsdk_rollout_vllm.vllm_rollout import VLLMRollout
+
+    model_dir = helpers.build_llama(tmp_path / "tied", hidden=64, layers=2, heads=2, tied=True)
+    actor = helpers.build_actor(model_dir)
+    vllm = VLLMRollout(VLLMRolloutConfig(max_response_length=8), actor)
+    prompts = make_prompts(prompt_texts).repeat(4, interleave=True)
+    helpers.train_step(actor, vllm.generate_sequences(prompts))
+    vllm.update_weights(actor)
+    out = vllm.generate_sequences(prompts)
+    mask = out["response_mask"].bool()
+    trained = actor.compute_log_prob(out)["old_log_probs"]
+    gap = (out["rollout_log_probs"] - trained)[mask].abs().max().item()
+    assert gap < 1e-4, gap
+    del vllm
