@@ -22,6 +22,7 @@ from hfsdk_backend_fsdp.actor import ActorEngine, ReferenceEngine
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.shared_base import BaseOfLoraActor, find, offer
 from hfsdk_policy_losses.losses import reinforce_loss
+from hfsdk_testing import RngForked, record_rng_forks
 
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
 LORA = LoraConfig(rank=4, alpha=8.0, target_modules=("q_proj", "v_proj", "down_proj"))
@@ -255,24 +256,6 @@ def test_the_target_check_runs_before_any_worker(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
 
 
-class _Forked(Exception):
-    """Raised by the recording ``fork_rng``: the seeded block itself need not run."""
-
-
-def _record_forks(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
-    """With one CUDA device visible (faked), the devices each ``fork_rng`` call forks."""
-    forked: list[list[int]] = []
-
-    def fork_rng(devices, **_):
-        forked.append(list(devices))
-        raise _Forked
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.random, "fork_rng", fork_rng)
-    return forked
-
-
 def test_adapters_are_seeded_without_reseeding_cuda_for_good(
     model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -283,7 +266,7 @@ def test_adapters_are_seeded_without_reseeding_cuda_for_good(
     from hfsdk_backend_fsdp.lora import attach_adapters
 
     model = AutoModelForCausalLM.from_pretrained(str(model_dir))
-    forked = _record_forks(monkeypatch)
-    with pytest.raises(_Forked):
+    forked = record_rng_forks(monkeypatch)
+    with pytest.raises(RngForked):
         attach_adapters(model, LoraConfig(rank=4, target_modules=("q_proj",)), seed=0)
     assert forked == [[0]]

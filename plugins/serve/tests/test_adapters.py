@@ -5,25 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
-
-class _Forked(Exception):
-    """Raised by the recording ``fork_rng``: the seeded block itself need not run."""
-
-
-def _record_forks(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
-    """With one CUDA device visible (faked), the devices each ``fork_rng`` call forks."""
-    forked: list[list[int]] = []
-
-    def fork_rng(devices, **_):
-        forked.append(list(devices))
-        raise _Forked
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.random, "fork_rng", fork_rng)
-    return forked
+from hfsdk_testing import RngForked, record_rng_forks
 
 
 def test_adding_an_adapter_restores_the_cuda_generator(
@@ -34,7 +17,7 @@ def test_adding_an_adapter_restores_the_cuda_generator(
     from hfsdk_serve.adapters import AdapterPool, AdapterSpec
 
     pool = AdapterPool(default_model_dir)
-    forked = _record_forks(monkeypatch)
-    with pytest.raises(_Forked):
+    forked = record_rng_forks(monkeypatch)
+    with pytest.raises(RngForked):
         pool.add("first", AdapterSpec(rank=4, seed=1))
     assert forked == [[0]]

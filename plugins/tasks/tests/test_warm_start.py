@@ -9,6 +9,7 @@ from transformers import AutoModelForCausalLM
 from hfsdk_tasks import DefaultAssets, default_task_cost, default_task_reward
 from hfsdk_tasks.task import task_rows
 from hfsdk_tasks.tokenizer import load_tokenizer
+from hfsdk_testing import RngForked, record_rng_forks
 
 
 def test_build_reports_a_policy_with_room_to_learn(default_assets: DefaultAssets) -> None:
@@ -49,24 +50,6 @@ def test_sampled_responses_score_mid_range_and_vary(default_assets: DefaultAsset
     assert lengths.mean() <= 4
 
 
-class _Forked(Exception):
-    """Raised by the recording ``fork_rng``: the seeded block itself need not run."""
-
-
-def _record_forks(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
-    """With one CUDA device visible (faked), the devices each ``fork_rng`` call forks."""
-    forked: list[list[int]] = []
-
-    def fork_rng(devices, **_):
-        forked.append(list(devices))
-        raise _Forked
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.random, "fork_rng", fork_rng)
-    return forked
-
-
 def test_the_seeded_build_restores_the_cuda_generator(monkeypatch: pytest.MonkeyPatch) -> None:
     """``torch.manual_seed`` reseeds CUDA too: the build forks the current CUDA device's
     generator as well as the CPU one, so it leaves both as they were."""
@@ -74,7 +57,7 @@ def test_the_seeded_build_restores_the_cuda_generator(monkeypatch: pytest.Monkey
 
     from hfsdk_tasks.warm_start import build_warm_started_model
 
-    forked = _record_forks(monkeypatch)
-    with pytest.raises(_Forked):
+    forked = record_rng_forks(monkeypatch)
+    with pytest.raises(RngForked):
         build_warm_started_model(types.SimpleNamespace(seed=3), None)  # type: ignore[arg-type]
     assert forked == [[0]]

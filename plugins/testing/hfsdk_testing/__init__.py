@@ -6,7 +6,8 @@
 - :mod:`.models`: tiny random Llama models and the transformers-only references engine
   tests compare against;
 - :mod:`.runs`: two runs of one config are bitwise identical;
-- :mod:`.cli`: the CLI's one-line refusal of bad input.
+- :mod:`.cli`: the CLI's one-line refusal of bad input;
+- :mod:`.rng`: which generators a seeded block forks, with a CUDA device faked.
 
     from hfsdk_testing import FakeRun
 
@@ -29,6 +30,7 @@ from hfsdk_testing.fakes import (
     fake_prompts,
 )
 from hfsdk_testing.models import hf_greedy_responses, hf_sequence_scores, save_tiny_llama
+from hfsdk_testing.rng import RngForked, record_rng_forks
 from hfsdk_testing.runs import TIMED_METRIC_PREFIXES, assert_runs_identical, untimed_metrics
 
 __all__ = [
@@ -42,12 +44,14 @@ __all__ = [
     "FakeRole",
     "FakeRun",
     "FakeSignal",
+    "RngForked",
     "alias_bomb",
     "assert_refused_in_one_line",
     "assert_runs_identical",
     "fake_prompts",
     "hf_greedy_responses",
     "hf_sequence_scores",
+    "record_rng_forks",
     "save_tiny_llama",
     "untimed_metrics",
 ]
