@@ -575,7 +575,7 @@ class Algorithm:
 
         mask = batch["response_mask"]
         self.metrics["response_length/mean"] = float(mask.sum(dim=-1).float().mean())
-        if "input_ids" in batch:
+        if "attention_mask" in batch:
             # The width passes run over: columns some row uses (remove_padding drops the rest).
             self.metrics["perf/sequence_width"] = float(batch["attention_mask"].any(0).sum())
         if "old_log_probs" in batch and "ref_log_probs" in batch:

@@ -2,7 +2,8 @@
 
 Resuming exactly on a GPU needs the CUDA generators too (sampling in generation, dropout), not
 only the CPU one. A state saved without CUDA loads anywhere; CUDA states are restored only when
-the same number of CUDA devices is visible. A seeded block (:func:`seeded_rng`) restores both.
+the same number of CUDA devices is visible. A seeded block (:func:`seeded_rng`) restores what
+it seeded.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ logger = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def seeded_rng(seed: int | None) -> Iterator[None]:
-    """``torch.manual_seed(seed)`` (``None``: unseeded) inside the block, torch's generators as
-    they were after it: the CPU one and the current CUDA device's, which it reseeds too."""
-    cuda = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=cuda):
+    """The block runs seeded with ``seed`` (``None``: unseeded); after it every generator it
+    seeded is as before: the CPU one, and the CUDA devices' where CUDA is in use. Where it is
+    not, only the CPU generator is seeded: ``torch.manual_seed`` would queue a CUDA seed that
+    outlives the block (and forking CUDA's would start it in a process that never used it)."""
+    cuda = torch.cuda.is_initialized()
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count()) if cuda else []):
         if seed is not None:
-            torch.manual_seed(seed)
+            (torch.manual_seed if cuda else torch.default_generator.manual_seed)(seed)
         yield
 
 

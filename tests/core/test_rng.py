@@ -37,6 +37,8 @@ def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
     """One visible CUDA device whose generator calls are recorded (no GPU needed)."""
     calls: list[tuple] = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: False)
     monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda s: calls.append(("seed", s)))
@@ -70,6 +72,13 @@ def test_a_seeded_block_restores_the_cpu_and_the_cuda_generator(
     with rng.seeded_rng(None):  # unseeded: generators forked, none seeded
         pass
     assert calls == [("get", 0), ("set", 7, 0)]
+    # CUDA visible but not in use: neither forked (that would start it) nor seeded (a lazy
+    # seed would outlive the block); the CPU generator alone is seeded and restored.
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    calls.clear()
+    with rng.seeded_rng(1234):
+        assert torch.equal(torch.rand(2), inside)
+    assert calls == [] and torch.equal(torch.get_rng_state(), before)
 
 
 def test_a_seeded_request_restores_the_cuda_generator(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -125,14 +125,16 @@ class Tracker:
                 postfix["tok/s"] = f"{metrics['perf/throughput_tokens_per_s']:.0f}"
             self._bar.set_postfix(postfix, refresh=False)
             self._bar.update(1)
+        self._to_sinks(f"log step {step}", lambda sink: sink.log(step, metrics))
+
+    def _to_sinks(self, what: str, call: Any) -> None:
         for name, sink in self._sinks:
             try:
-                sink.log(step, metrics)
+                call(sink)
             except Exception as exc:  # a plugin's sink (a tracking server down): say which
-                why = f"{type(exc).__name__}: {exc}"
                 raise HfsdkError(
-                    f"trainer.loggers {name!r} failed to log step {step} ({why}); fix it or drop "
-                    "it from trainer.loggers, and rerun the command to resume"
+                    f"trainer.loggers {name!r} failed to {what} ({type(exc).__name__}: {exc}); "
+                    "fix it or drop it from trainer.loggers, and rerun the command to resume"
                 ) from exc
 
     def log_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
@@ -140,8 +142,7 @@ class Tracker:
         trainer's ``validation/step_N.jsonl``)."""
         if not samples:
             return
-        for _, sink in self._sinks:
-            sink.log_samples(step, samples)
+        self._to_sinks(f"log step {step}'s samples", lambda sink: sink.log_samples(step, samples))
 
     def close(self) -> None:
         """Flush and close every sink."""
@@ -149,8 +150,7 @@ class Tracker:
             self._jsonl.close()
         if self._bar is not None:
             self._bar.close()
-        for _, sink in self._sinks:
-            sink.close()
+        self._to_sinks("close", lambda sink: sink.close())
 
 
 def read_metrics(run_dir: Path | str) -> list[dict[str, Any]]:

@@ -117,7 +117,7 @@ class Trainer:
             if self._candidates:
                 self.resume_from = self._candidates[0][:2]
             done = self.resume_from[0] if self.resume_from else 0
-            if done >= config.trainer.total_steps > 0:  # its config.yaml stays the one it ran
+            if done >= config.trainer.total_steps:  # its config.yaml stays the one it ran
                 logger.warning("the run is at step %d, trainer.total_steps=%d: nothing to train",
                                done, config.trainer.total_steps)  # fmt: skip
             else:
@@ -142,7 +142,8 @@ class Trainer:
             directory.release()
 
     def fit(self) -> list[dict[str, Any]]:
-        """Train until ``trainer.total_steps``; return every step's metrics of this run dir.
+        """Train until ``trainer.total_steps``; return every step's metrics of this run dir
+        (none without the jsonl logger: metrics.jsonl holds them).
 
         A worker that dies or misses its call deadline ends the attempt: the worker
         groups and their placement groups are torn down, started again and the run
@@ -187,7 +188,6 @@ class Trainer:
                 disable_determinism()  # the controller's process goes on (tests, notebooks)
         detach_run_log()
         self.directory.release()
-        # From metrics.jsonl: without the jsonl logger it is absent, or an earlier run's.
         return read_metrics(self.run_dir) if "jsonl" in self.config.trainer.loggers else []
 
     def _stopped(self, *, abandoned: str | None = None, saved: int | None = None) -> RunStopped:

@@ -111,12 +111,7 @@ class LocalHostSet(SharedHosts):
     """
 
     def __init__(
-        self,
-        pool: LocalPool,
-        roles: Mapping[str, RoleSpec],
-        *,
-        name: str,
-        options: Any,
+        self, pool: LocalPool, roles: Mapping[str, RoleSpec], *, name: str, options: Any
     ) -> None:
         import torch
         import torch.distributed as dist

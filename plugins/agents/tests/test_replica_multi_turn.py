@@ -20,7 +20,9 @@ PROMPTS = ["3 + 4 =", "12 + 9 =", "20 + 7 =", "5 + 5 ="]
 def test_a_replica_runs_the_agent_loop_with_its_tools() -> None:
     config = load_run_config("grpo", None, [], base=tool_use_preset(ensure_tool_use_assets()))
     assets = resolve_assets(config, "actor")
-    replica = RolloutReplicaWorker(role="rollout", config=config, assets=assets, section=config.actor)
+    replica = RolloutReplicaWorker(
+        role="rollout", config=config, assets=assets, section=config.actor
+    )
     assert isinstance(replica.rollout.generation, AgentGeneration)
     tokenizer = replica.source.tokenizer
     enc = tokenizer(PROMPTS, return_tensors="pt", padding=True, padding_side="left")

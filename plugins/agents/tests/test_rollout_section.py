@@ -140,7 +140,7 @@ def test_the_strategy_is_resolved_once_per_rollout(monkeypatch: pytest.MonkeyPat
     assert "agent_trajectory" not in plain.non_tensor_keys and single.calls == 1
 
 
-LOOP_FILE = '''
+LOOP_FILE = """
 from hfsdk_agents import AgentLoop
 
 
@@ -152,7 +152,7 @@ class Once(AgentLoop):
 
 
 NOT_A_LOOP = 3
-'''
+"""
 
 
 def test_an_agent_loop_is_loaded_from_a_file_or_refused_in_one_line(tmp_path) -> None:

@@ -77,6 +77,7 @@ class TrainedRoleConfig(RoleConfig):
     def updates_in_one_pass(self, samples: int) -> bool:
         """One epoch (``ppo_epochs: 1``) of one mini-batch holding all ``samples``."""
         return self.ppo_epochs == 1 and self.mini_batch_size >= samples
+
     dtype: Literal["float32", "bfloat16"] = help_field(
         "Weights and compute dtype: float32 or bfloat16.",
         default="float32",

@@ -60,9 +60,9 @@ def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> None:
             rows = _vocab_rows(getattr(section, "model_path", None))
             if rows is not None and rows < len(vocab):
                 raise ConfigError(
-                    f"{role} ({path}) has no tokenizer files and {rows} vocabulary rows, fewer "
-                    f"than the policy tokenizer's {len(vocab)} tokens: the policy's larger ids "
-                    f"would fall past its embeddings; give {role} a model with the policy's "
+                    f"{role} ({path}) has no tokenizer that loads and {rows} vocabulary rows, "
+                    f"fewer than the policy tokenizer's {len(vocab)} tokens: the policy's larger "
+                    f"ids would fall past its embeddings; give {role} a model with the policy's "
                     "tokenizer (copy the tokenizer files in if it was trained with it)"
                 ) from None
             continue

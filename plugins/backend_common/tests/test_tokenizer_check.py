@@ -53,6 +53,6 @@ def test_a_teacher_without_tokenizer_files_needs_a_row_for_every_id(tmp_path: Pa
     config = load_run_config("distill", None, [*base, f"teacher.model_path={tmp_path / 'wide'}"])
     check_shared_tokenizer(config, run_spec(config), _prepared(policy))
     config = load_run_config("distill", None, [*base, f"teacher.model_path={tmp_path / 'small'}"])
-    message = rf"teacher \(.*small\) has no tokenizer files and {size - 1} vocabulary rows"
+    message = rf"teacher \(.*small\) has no tokenizer that loads and {size - 1} vocabulary rows"
     with pytest.raises(ConfigError, match=message):
         check_shared_tokenizer(config, run_spec(config), _prepared(policy))

@@ -26,9 +26,7 @@ def preference_metrics(
 ) -> dict[str, float]:
     """``dpo/*`` of an interleaved pair batch: implicit rewards, margin, accuracy, and the
     loss the update takes (with ``policy_loss.label_smoothing``, as :func:`dpo_loss`)."""
-    from torch.nn import functional
-
-    from hfsdk_dpo.losses import pair_rewards
+    from hfsdk_dpo.losses import pair_rewards, smoothed_pair_loss
 
     chosen, rejected = pair_rewards(log_prob, ref_log_prob, response_mask, beta)
     margin = chosen - rejected
@@ -37,12 +35,7 @@ def preference_metrics(
         "dpo/reward_rejected": float(rejected.mean()),
         "dpo/reward_margin": float(margin.mean()),
         "dpo/reward_accuracy": float((margin > 0).float().mean()),
-        "dpo/loss": float(
-            (
-                -(1.0 - label_smoothing) * functional.logsigmoid(margin)
-                - label_smoothing * functional.logsigmoid(-margin)
-            ).mean()
-        ),
+        "dpo/loss": float(smoothed_pair_loss(margin, label_smoothing).mean()),
     }
 
 

@@ -58,6 +58,15 @@ def pair_rewards(
     return ratio[0::2], ratio[1::2]
 
 
+def smoothed_pair_loss(margin: torch.Tensor, label_smoothing: float) -> torch.Tensor:
+    """Each pair's loss from its implicit-reward margin ``z``:
+    ``−(1−ε)·log σ(z) − ε·log σ(−z)`` (ε = ``label_smoothing``; 0: DPO's sigmoid loss)."""
+    from torch.nn import functional
+
+    eps = label_smoothing
+    return -(1.0 - eps) * functional.logsigmoid(margin) - eps * functional.logsigmoid(-margin)
+
+
 def _check_pairs(advantages: torch.Tensor, response_mask: torch.Tensor) -> None:
     import torch
 
@@ -87,7 +96,6 @@ def dpo_loss(
     (mean ``z``), over this part's pairs.
     """
     import torch
-    from torch.nn import functional
 
     config = config or DPOLossConfig()
     check_token_tensors(
@@ -96,8 +104,7 @@ def dpo_loss(
     _check_pairs(advantages, response_mask)
     chosen, rejected = pair_rewards(log_prob, old_log_prob.detach(), response_mask, config.beta)
     z = chosen - rejected
-    eps = config.label_smoothing
-    per_pair = -(1.0 - eps) * functional.logsigmoid(z) - eps * functional.logsigmoid(-z)
+    per_pair = smoothed_pair_loss(z, config.label_smoothing)
     pairs = float(z.shape[0])
     dp_size = 1
     if aggregation is not None:

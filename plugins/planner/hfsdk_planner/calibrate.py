@@ -646,9 +646,7 @@ def format_calibration(cluster: Cluster, raw: dict[str, Any]) -> str:
             f"{figures['training_efficiency']:.2f} of that peak"
         )
     if raw.get("fresh_memory_bandwidth"):
-        lines.append(
-            f"  writing fresh allocations: {raw['fresh_memory_bandwidth'] / 1e9:.1f} GB/s"
-        )
+        lines.append(f"  writing fresh allocations: {raw['fresh_memory_bandwidth'] / 1e9:.1f} GB/s")
     if raw.get("shared_memory_bandwidth"):
         lines.append(
             f"  memory bandwidth, every core at once: {raw['shared_memory_bandwidth'] / 1e9:.1f} "

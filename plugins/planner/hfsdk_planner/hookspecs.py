@@ -18,4 +18,3 @@ def hfsdk_register_clusters(register: Register) -> None:
     ``hfsdk plan --cluster NAME`` and ``placement.cluster: NAME`` select it.
     Name figures' sources (a data sheet, a calibration) in ``Cluster.source``.
     """
-

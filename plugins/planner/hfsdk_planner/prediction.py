@@ -74,7 +74,7 @@ class StepPrediction(StepObserver):
 
     def on_step_trained(self, view: StepView) -> None:
         """Count the trained batch's rows (DPO has two per prompt) while it is still held."""
-        batch = getattr(view.algorithm, "last_batch", None)
+        batch = view.algorithm.last_batch
         self._rows = len(batch) if batch is not None else 0
 
     def on_step_metrics(self, view: StepView, metrics: Mapping[str, float]) -> Mapping[str, float]:

@@ -179,7 +179,6 @@ def test_a_manual_run_trains_without_the_planner(without_planner, tmp_path: Path
     assert "perf/predicted_step_s" not in row  # no planner, no prediction observer
 
 
-
 def test_a_cluster_name_is_the_planners_to_check(without_planner) -> None:  # type: ignore[no-untyped-def]
     # Only the planner reads placement.cluster: without it the name is not refused.
     assert load_run_config("grpo", None, ["placement.cluster=a100-80gb"]).placement.cluster

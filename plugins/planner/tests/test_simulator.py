@@ -235,11 +235,16 @@ def test_a_calibrated_profile_adds_a_decode_steps_reads_and_matmuls() -> None:
     plain, cpu = Simulator(roofline), Simulator(attrs.evolve(roofline, decode_overlap=False))
     settings = plain.settings
     for running in (1, 64, 4096):  # memory-bound, and compute-bound at the largest
-        reads = 2 * SEVEN.num_params / (
-            roofline.memory_bandwidth * settings.decode_bandwidth_efficiency
+        reads = (
+            2
+            * SEVEN.num_params
+            / (roofline.memory_bandwidth * settings.decode_bandwidth_efficiency)
         )
-        flops = 2 * SEVEN.num_params * running / (
-            roofline.peak_flops * settings.decode_compute_efficiency
+        flops = (
+            2
+            * SEVEN.num_params
+            * running
+            / (roofline.peak_flops * settings.decode_compute_efficiency)
         )
         assert plain.decode_step_seconds(SEVEN, 1, running, 0) == pytest.approx(max(reads, flops))
         assert cpu.decode_step_seconds(SEVEN, 1, running, 0) == pytest.approx(reads + flops)

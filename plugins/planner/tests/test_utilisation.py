@@ -98,8 +98,8 @@ def test_the_logged_sequence_width_is_the_columns_some_row_uses() -> None:
     from hfsdk.core.batch import Batch
     from hfsdk_testing import FakeRun
 
-    algorithm = FakeRun.for_algorithm("dapo").algorithm
-    # 8 prompt + 2 response columns; prompts of 3 and 2 tokens, responses of 2 and 1.
+    algorithm = FakeRun.for_algorithm("grpo").algorithm  # finish() is the core's, any will do
+    # 8 prompt + 2 response columns (left-padded, as DAPO's prompts are); prompts of 3 and 2 tokens, responses of 2 and 1.
     attention = torch.zeros(2, 10, dtype=torch.long)
     attention[0, 5:10] = 1
     attention[1, 6:9] = 1

@@ -126,7 +126,8 @@ def export_checkpoint(
         tmp.mkdir(parents=True)
     except OSError as exc:
         raise HfsdkError(
-            f"--out {str(out)!r} cannot be written ({exc.strerror}); give a folder you can create"
+            f"--out {str(out)!r} cannot be written ({exc.strerror or exc}); give a folder you "
+            "can create"
         ) from None
     written: dict[str, Path] = {}
     try:

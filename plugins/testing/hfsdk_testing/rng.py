@@ -13,7 +13,7 @@ class RngForked(Exception):
 
 
 def record_rng_forks(monkeypatch: Any) -> list[list[int]]:
-    """With one CUDA device visible (faked), the devices each ``torch.random.fork_rng`` call
+    """With one CUDA device in use (faked), the devices each ``torch.random.fork_rng`` call
     forks; each call raises :class:`RngForked`. ``[[0]]``: the code forked the CUDA generator
     it reseeds with ``torch.manual_seed``; ``[[]]``: it left it reseeded."""
     forked: list[list[int]] = []
@@ -23,6 +23,8 @@ def record_rng_forks(monkeypatch: Any) -> list[list[int]]:
         raise RngForked
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.random, "fork_rng", fork_rng)
     return forked

@@ -16,7 +16,8 @@ def _python_blocks(text: str) -> list[str]:
 
 def test_the_algorithms_doc_fake_run_example_runs() -> None:
     blocks = [
-        b for b in _python_blocks((ROOT / "docs" / "algorithms.md").read_text())
+        b
+        for b in _python_blocks((ROOT / "docs" / "algorithms.md").read_text())
         if "from hfsdk_testing import FakeRun" in b
     ]
     assert len(blocks) == 1

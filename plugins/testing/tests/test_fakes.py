@@ -11,7 +11,9 @@ from hfsdk_testing import FakeRole, FakeRun
 def test_a_role_offers_only_its_kinds_operations() -> None:
     critic = FakeRole("critic", [], seed=0, kind="value")
     assert critic.compute_values is not None
-    with pytest.raises(AttributeError, match=r"role 'critic' is of kind 'value'.*generate_sequences"):
+    with pytest.raises(
+        AttributeError, match=r"role 'critic' is of kind 'value'.*generate_sequences"
+    ):
         critic.generate_sequences  # noqa: B018
 
 

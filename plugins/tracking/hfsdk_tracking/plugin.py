@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import hfsdk
 from hfsdk import Register
 
@@ -26,8 +24,10 @@ def hfsdk_register_config_sections(register: Register) -> None:
 
 
 @hfsdk.hookimpl
-def hfsdk_validate_config(config: Any) -> list[str] | None:
-    """A sink in ``trainer.loggers`` whose package is not installed is refused at load."""
-    from hfsdk_tracking.sinks import missing_package_problems
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``sink_packages``: a run whose ``trainer.loggers`` names a sink whose package
+    is not installed stops before any worker starts (commands that only read a config,
+    ``config show``, ``export``, ``replay``, need no sink)."""
+    from hfsdk_tracking.sinks import sink_packages_check
 
-    return missing_package_problems(config.trainer.loggers) or None
+    register("sink_packages", sink_packages_check)

@@ -64,6 +64,12 @@ def missing_package_problems(loggers: tuple[str, ...]) -> list[str]:
     ]
 
 
+def sink_packages_check(config: Any, spec: Any, prepared: Any) -> None:
+    """The ``sink_packages`` preflight check (:func:`missing_package_problems`)."""
+    for problem in missing_package_problems(config.trainer.loggers):
+        raise HfsdkError(problem)
+
+
 def _require(package: str) -> None:
     for problem in missing_package_problems((package,)):
         raise HfsdkError(problem)

@@ -32,10 +32,16 @@ def test_missing_optional_logger_is_a_clear_error(
     )
     with pytest.raises(HfsdkError, match=r"asks for wandb, which is not installed; pip install"):
         WandbSink.open(run_dir=tmp_path)
-    # At load, before any worker starts (it stopped the run after start-up, over the bar).
+    # At preflight, before any worker starts (it stopped the run after start-up, over the
+    # bar); reading the config alone (config show, export, replay) needs no sink.
+    from hfsdk_tracking.sinks import sink_packages_check
+
+    config = load_run_config("grpo", None, ["trainer.loggers=[jsonl,wandb]"])
     with pytest.raises(HfsdkError, match=r"asks for wandb, which is not installed; pip install"):
-        load_run_config("grpo", None, ["trainer.loggers=[jsonl,wandb]"])
-    load_run_config("grpo", None, ["trainer.loggers=[jsonl,tensorboard]"])
+        sink_packages_check(config, None, None)
+    sink_packages_check(
+        load_run_config("grpo", None, ["trainer.loggers=[tensorboard]"]), None, None
+    )
 
 
 def test_validation_samples_reach_tensorboard_as_a_table() -> None:

@@ -61,8 +61,7 @@ SAMPLING_ALGORITHMS = "grpo or remax"
 
 def _generates_nothing(spec: Any) -> bool:
     """Whether ``spec``'s program trains without generating (no policy, or it says so)."""
-    has_policy = any(spec.kind_of(role) == "policy" for role in spec.role_names)
-    return not has_policy or not spec.trains_on_generations
+    return not spec.has_policy or not spec.trains_on_generations
 
 
 def refuse_blind_algorithm(spec: Any) -> None:

@@ -123,7 +123,7 @@ def _config(rollout: str, **backends: str) -> Any:
 def _spec(trains_on_generations: bool = True, **kinds: str) -> Any:
     return types.SimpleNamespace(
         name="algo", role_names=tuple(kinds), kind_of=kinds.__getitem__,
-        trains_on_generations=trains_on_generations,
+        trains_on_generations=trains_on_generations, has_policy="policy" in kinds.values(),
     )  # fmt: skip
 
 

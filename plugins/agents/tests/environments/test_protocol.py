@@ -46,8 +46,9 @@ class ListsAnAttribute(NoTools):
     speed = 3
 
 
-class AsyncReset(ListsAnAttribute):
-    """Its reset would be called and never awaited: the episode ran on a coroutine's repr."""
+class AsyncReset(counter_env.Counter):
+    """A valid environment but for its reset, which would be called and never awaited (the
+    episode ran on a coroutine's repr)."""
 
     async def reset(self, row): ...  # type: ignore[no-untyped-def, override]
 

@@ -209,7 +209,11 @@ def test_streamed_answers_are_what_the_sdk_assembles_into_the_unstreamed_ones() 
         calls = [d for ch in got["chunks"] for c in ch.choices for d in c.delta.tool_calls or []]
         (call,) = calls
         messages.append(
-            {"role": "assistant", "content": None, "tool_calls": [call.model_dump(exclude={"index"})]}
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [call.model_dump(exclude={"index"})],
+            }
         )
         messages.append({"role": "tool", "tool_call_id": call.id, "content": "7"})
         with c.chat.completions.stream(model="policy", messages=messages, logprobs=True) as s:

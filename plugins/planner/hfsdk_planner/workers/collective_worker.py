@@ -20,9 +20,7 @@ def measure(rank: int, port: str, nbytes: int, repeats: int, backend: str) -> di
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    dist.init_process_group(
-        backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2
-    )
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     cuda = backend == "nccl"
     device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     if cuda:

@@ -154,8 +154,14 @@ def test_stage_colours_do_not_change_between_runs(
     seen["bars"].clear()
     # Another run: no old-log-prob pass, a reward stage and a plugin's stage first.
     other = [
-        {"step": 1, "timing/my_filter_s": 0.5, "timing/reward_s": 1.0, "timing/update_actor_s": 2.0,
-         "timing/generation_s": 1.0, "timing/step_s": 5.0},
+        {
+            "step": 1,
+            "timing/my_filter_s": 0.5,
+            "timing/reward_s": 1.0,
+            "timing/update_actor_s": 2.0,
+            "timing/generation_s": 1.0,
+            "timing/step_s": 5.0,
+        },
     ]
     draw_run(other, tmp_path / "b.png")
     second = dict(seen["bars"])
