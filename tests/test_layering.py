@@ -38,8 +38,12 @@ def _distributions(root: Path) -> dict[str, tuple[str, set[str], Path]]:
         declared = {_requirement_name(r) for r in project.get("dependencies", [])}
         for extra in project.get("optional-dependencies", {}).values():
             declared |= {_requirement_name(r) for r in extra}
-        packages = [p.name for p in pyproject.parent.glob("hfsdk_*") if (p / "__init__.py").exists()]
-        assert len(packages) == 1, f"{pyproject.parent} holds {packages}; expected one hfsdk_* package"
+        packages = [
+            p.name for p in pyproject.parent.glob("hfsdk_*") if (p / "__init__.py").exists()
+        ]
+        assert len(packages) == 1, (
+            f"{pyproject.parent} holds {packages}; expected one hfsdk_* package"
+        )
         found[project["name"].lower()] = (packages[0], declared, pyproject.parent)
     return found
 

@@ -29,10 +29,25 @@ def _run(cmd: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
 def test_grpo_plugin_installs_alone_with_its_backend(tmp_path: Path) -> None:
     source = tmp_path / "src"
     shutil.copytree(ROOT, source, ignore=IGNORED)
-    distributions = [source, *sorted(p.parent for p in (source / "plugins").glob("*/pyproject.toml"))]
+    distributions = [
+        source,
+        *sorted(p.parent for p in (source / "plugins").glob("*/pyproject.toml")),
+    ]
     wheels = tmp_path / "wheels"
     for dist in distributions:
-        _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(wheels), str(dist)])
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--quiet",
+                "--no-deps",
+                "-w",
+                str(wheels),
+                str(dist),
+            ]
+        )
     names = sorted(p.name.split("-")[0] for p in wheels.glob("*.whl"))
     # one wheel per distribution of the repository: the core and every plugin directory
     expected = ["hfsdk"] + [
@@ -47,7 +62,18 @@ def test_grpo_plugin_installs_alone_with_its_backend(tmp_path: Path) -> None:
     python = venv / "bin" / "python"
     # torch first and pinned, exactly as the README's setup does.
     _run([str(python), "-m", "pip", "install", "--quiet", "torch==2.13.0"])
-    _run([str(python), "-m", "pip", "install", "--quiet", "--find-links", str(wheels), "hfsdk-plugin-grpo"])
+    _run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--find-links",
+            str(wheels),
+            "hfsdk-plugin-grpo",
+        ]
+    )
 
     result = _run([str(venv / "bin" / "hfsdk"), "plugins", "--json"])
     plugins = {p["name"]: p for p in json.loads(result.stdout)}

@@ -22,7 +22,10 @@ def _distributions() -> dict[str, tuple[str, set[str]]]:
     import tomllib
 
     out = {}
-    for pyproject in [*ROOT.glob("plugins/*/pyproject.toml"), *ROOT.glob("examples/*/pyproject.toml")]:
+    for pyproject in [
+        *ROOT.glob("plugins/*/pyproject.toml"),
+        *ROOT.glob("examples/*/pyproject.toml"),
+    ]:
         project = tomllib.loads(pyproject.read_text())["project"]
         deps = {re.split(r"[=<>!~\[ ;]", d, maxsplit=1)[0] for d in project.get("dependencies", [])}
         for package in pyproject.parent.glob("hfsdk_*"):

@@ -38,7 +38,10 @@ OTHER_MEANINGS = {
 def _plugin_distributions() -> dict[str, set[str]]:
     """Entry-point name -> {entry-point name, import package} of every repo plugin."""
     out: dict[str, set[str]] = {}
-    for pyproject in [*ROOT.glob("plugins/*/pyproject.toml"), *ROOT.glob("examples/*/pyproject.toml")]:
+    for pyproject in [
+        *ROOT.glob("plugins/*/pyproject.toml"),
+        *ROOT.glob("examples/*/pyproject.toml"),
+    ]:
         project = tomllib.loads(pyproject.read_text())["project"]
         for name, target in project.get("entry-points", {}).get("hfsdk", {}).items():
             out[name] = {name, target.split(".")[0]}
@@ -62,7 +65,9 @@ def _mentions(names: set[str]) -> list[str]:
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             for match in pattern.finditer(line):
-                found.append(f"{path.relative_to(ROOT)}:{number}: {match.group(1)!r}: {line.strip()}")
+                found.append(
+                    f"{path.relative_to(ROOT)}:{number}: {match.group(1)!r}: {line.strip()}"
+                )
     return found
 
 

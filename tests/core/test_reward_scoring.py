@@ -67,4 +67,3 @@ def test_an_answer_without_score_is_refused() -> None:
     pm = build_plugin_manager([("wrong", Wrong)], load_entry_points=False)
     with pytest.raises(HfsdkError, match=r"returned a function for 'reward'; expected an object"):
         build_reward_scorer("reward", SECTION, pm)
-

@@ -61,4 +61,3 @@ def hfsdk_register_tool_parsers(register: Register) -> None:
     ``fn(text) -> hfsdk_agents.ParsedTurn``; ``end_marker`` is the text closing a call (a
     one-token marker ends the model's turn). Chosen with ``rollout.multi_turn.parser``.
     """
-

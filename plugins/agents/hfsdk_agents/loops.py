@@ -305,4 +305,3 @@ def load_agent_loop(spec: str) -> type[AgentLoop]:
             "hfsdk_agents.AgentLoop; point it at the loop class"
         )
     return cls
-

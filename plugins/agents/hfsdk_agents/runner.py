@@ -44,7 +44,6 @@ if TYPE_CHECKING:
     from hfsdk import Batch
 
 
-
 async def run_agents(
     loop: AgentLoop,
     ctx: AgentContext,

@@ -174,5 +174,7 @@ def test_decoder_choice_follows_the_model() -> None:
     assert not HFRollout._resolve_decoder("transformers", llama)
     biased = {**llama, "attention_bias": True}
     assert not HFRollout._resolve_decoder("auto", biased)  # falls back to generate
-    with pytest.raises(HfsdkError, match=r"rollout\.decoder=hfsdk .* rollout\.decoder: transformers"):
+    with pytest.raises(
+        HfsdkError, match=r"rollout\.decoder=hfsdk .* rollout\.decoder: transformers"
+    ):
         HFRollout._resolve_decoder("hfsdk", {**llama, "model_type": "gpt2"})

@@ -24,7 +24,6 @@ PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
 KEYS = ["input_ids", "attention_mask", "position_ids", "responses", "response_mask", "advantages"]
 
 
-
 def test_lora_grpo_steps_at_dp2_equal_one_process(
     model_dir: Path, make_prompts: Callable[..., Batch], tmp_path: Path
 ) -> None:

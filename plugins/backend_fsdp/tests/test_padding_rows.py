@@ -43,8 +43,6 @@ METRICS = (
 )
 
 
-
-
 def test_padding_rows_lose_their_mask_and_the_callers_batch_is_kept() -> None:
     mask = torch.ones(4, 3)
     batch = Batch.from_dict(tensors={"response_mask": mask}, meta={PAD_ROWS_META: 2})

@@ -33,7 +33,6 @@ WORKER = Path(__file__).with_name("two_rank_worker.py")
 PROMPTS = ["3 + 5 =", "1 + 2 + 3 =", "9 + 9 =", "4 + 0 ="]
 
 
-
 def test_without_torch_distributed_nothing_is_sharded(model_dir: Path) -> None:
     dp = data_parallel()
     assert (dp.distributed, dp.size, dp.rank) == (False, 1, 0)

@@ -25,7 +25,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.distributed]
 WORKER = Path(__file__).with_name("startup_memory_worker.py")
 
 
-
 @pytest.fixture(scope="module")
 def medium_model(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised ~34M-parameter Llama (about 134 MB in float32) with a tokenizer."""

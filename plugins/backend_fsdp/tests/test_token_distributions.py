@@ -25,9 +25,7 @@ TEMPERATURE = 0.7
 def sampled(model_dir: Path, make_prompts: Callable[..., Batch]) -> Batch:
     """8 responses of uneven length (temperature 0.7) to 4 prompts."""
     actor = ActorEngine(FSDPRoleConfig(model_path=str(model_dir)), role="actor")
-    rollout = HFRollout(
-        HFRolloutConfig(max_response_length=5, n=2, temperature=TEMPERATURE), actor
-    )
+    rollout = HFRollout(HFRolloutConfig(max_response_length=5, n=2, temperature=TEMPERATURE), actor)
     return rollout.generate_sequences(make_prompts(PROMPTS))
 
 
@@ -40,7 +38,9 @@ def _full_log_softmax(engine: ActorEngine | ReferenceEngine, batch: Batch) -> to
         prompt = batch["prompts"][row][batch["attention_mask"][row, :prompt_width] == 1]
         ids = torch.cat([prompt, batch["responses"][row]])[None]
         with torch.no_grad():
-            logits = engine.module(input_ids=ids).logits[0, len(prompt) - 1 : len(prompt) - 1 + width]
+            logits = engine.module(input_ids=ids).logits[
+                0, len(prompt) - 1 : len(prompt) - 1 + width
+            ]
         rows.append(torch.log_softmax(logits.float() / TEMPERATURE, -1))
     return torch.stack(rows)
 

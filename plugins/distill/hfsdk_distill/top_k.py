@@ -117,9 +117,7 @@ def top_k_kl_loss(
     loss = aggregate_loss(per_token, response_mask, aggregation)
     with_tokens = mask.sum().clamp(min=1)
     metrics = {
-        "teacher_mass": float(
-            masked_fill_zero(teacher.exp().sum(-1), mask).sum() / with_tokens
-        ),
+        "teacher_mass": float(masked_fill_zero(teacher.exp().sum(-1), mask).sum() / with_tokens),
         "student_mass": float(
             masked_fill_zero(log_probs.detach().exp().sum(-1), mask).sum() / with_tokens
         ),

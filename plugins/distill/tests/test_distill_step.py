@@ -60,7 +60,9 @@ def test_reward_weight_adds_the_group_centred_reward() -> None:
     assert torch.allclose(batch["advantages"], gap + 0.5 * (scores - 0.25)[:, None] * mask)
 
 
-def _two_teacher_run(overrides: list[str] | None = None) -> tuple[object, dict[str, FakeRole], list]:
+def _two_teacher_run(
+    overrides: list[str] | None = None,
+) -> tuple[object, dict[str, FakeRole], list]:
     spec = attrs.evolve(
         DISTILL_SPEC,
         name="distill_two",

@@ -22,7 +22,6 @@ _PATHS = [
 ]
 
 
-
 def test_mixture_is_the_log_of_the_weighted_probabilities() -> None:
     a, b = torch.tensor([[-1.0, 0.0]]), torch.tensor([[-3.0, 0.0]])
     got = mixture_log_probs([a, b], [1.0, 3.0])  # normalised to 0.25 / 0.75

@@ -74,7 +74,11 @@ def test_masked_positions_never_change_loss(seed: int, mode: str, garbage: float
         lp, old, adv = (torch.where(mask, x, fill) if dirty else x for x in inputs)
         lp = lp.clone().requires_grad_(True)
         loss, metrics = gspo_loss(
-            log_prob=lp, old_log_prob=old, advantages=adv, response_mask=mask, aggregation=LossAggregation(mode=mode)
+            log_prob=lp,
+            old_log_prob=old,
+            advantages=adv,
+            response_mask=mask,
+            aggregation=LossAggregation(mode=mode),
         )
         loss.backward()
         return loss.detach(), metrics, lp.grad

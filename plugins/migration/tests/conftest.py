@@ -3,4 +3,3 @@
 from __future__ import annotations
 
 from hfsdk_testing.fixtures import fresh_plugin_manager  # noqa: F401  (autouse)
-

@@ -175,7 +175,9 @@ def test_inspect_finds_the_missing_answer_column_the_run_refuses(
     assert not (tmp_path / "runs").exists()  # refused before a run directory was made
 
     # ... and a config that names the column passes both
-    config["reward"] = {"functions": [{"name": "exact_match", "kwargs": {"answer_column": "solution"}}]}
+    config["reward"] = {
+        "functions": [{"name": "exact_match", "kwargs": {"answer_column": "solution"}}]
+    }
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
     code, out, err = _hfsdk(capsys, "data", "inspect", "--config", str(tmp_path / "run.yaml"))
     assert code == 0, err
@@ -187,7 +189,9 @@ def test_inspect_accepts_a_default_task_run_config(
 ) -> None:
     # issue 34: a default-task run's config was refused ("no dataset files given").
     monkeypatch.setitem(sys.modules, "ray", None)  # any use of Ray would fail the command
-    (tmp_path / "run.yaml").write_text(yaml.safe_dump({"algo": "grpo", "trainer": {"total_steps": 2}}))
+    (tmp_path / "run.yaml").write_text(
+        yaml.safe_dump({"algo": "grpo", "trainer": {"total_steps": 2}})
+    )
     code, out, err = _hfsdk(capsys, "data", "inspect", "--config", str(tmp_path / "run.yaml"))
     assert code == 0, err
     files = next(line for line in out.splitlines() if line.startswith("files:"))
@@ -201,6 +205,11 @@ def test_inspect_accepts_a_default_task_run_config(
     code, out2, err = _hfsdk(capsys, "data", "inspect", "--algo", "grpo")
     assert code == 0 and out2 == out, err
     # an override applies as in a run, and what the run refuses is refused the same way
-    code, _, err = _hfsdk(capsys, "data", "inspect", "--algo", "grpo", "--set", "data.max_prompt_length=4")
+    code, _, err = _hfsdk(
+        capsys, "data", "inspect", "--algo", "grpo", "--set", "data.max_prompt_length=4"
+    )
     assert code == 2
-    assert err.strip() == "Error: every prompt is longer than data.max_prompt_length=4 tokens; raise the limit"
+    assert (
+        err.strip()
+        == "Error: every prompt is longer than data.max_prompt_length=4 tokens; raise the limit"
+    )

@@ -246,7 +246,9 @@ def test_a_verl_function_missing_a_field_is_refused_before_a_run(tmp_path: Path)
     (tmp_path / "rw.py").write_text(VERL_SIGNATURES)
 
     def problem(name: str, **kwargs: object) -> str | None:
-        (loaded,) = load_reward_functions([{"name": f"{tmp_path / 'rw.py'}:{name}", "kwargs": kwargs}])
+        (loaded,) = load_reward_functions(
+            [{"name": f"{tmp_path / 'rw.py'}:{name}", "kwargs": kwargs}]
+        )
         return signature_problem(loaded.call, ["prompt", "ground_truth"])
 
     found = problem("compute_score")

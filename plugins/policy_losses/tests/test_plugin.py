@@ -32,5 +32,7 @@ def test_a_run_without_the_plugin_names_the_distribution(monkeypatch: pytest.Mon
 
 
 def test_a_typo_is_still_a_typo() -> None:
-    with pytest.raises(ConfigError, match=r"unknown policy loss 'ppo_clipp'.*did you mean 'ppo_clip'"):
+    with pytest.raises(
+        ConfigError, match=r"unknown policy loss 'ppo_clipp'.*did you mean 'ppo_clip'"
+    ):
         load_run_config("grpo", None, ["algorithm.policy_loss=ppo_clipp"])

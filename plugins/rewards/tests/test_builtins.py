@@ -155,7 +155,9 @@ def test_math_verify_runs_under_hfsdks_deadline_outside_the_main_thread() -> Non
     columns = {"answer": list(refs)}
 
     def score() -> None:
-        found.extend(call_reward_functions([call], [""] * 7, list(responses), columns, timeout_s=60))
+        found.extend(
+            call_reward_functions([call], [""] * 7, list(responses), columns, timeout_s=60)
+        )
 
     worker = threading.Thread(target=score)
     worker.start()

@@ -78,9 +78,7 @@ def test_a_registered_style_is_recognised_adapted_and_checked(styles: RewardStyl
 
 def test_an_unknown_style_lists_the_registered_ones(styles: RewardStyles) -> None:
     with pytest.raises(HfsdkError, match=r"style='verl'; expected one of hfsdk, pairs \(or leave"):
-        load_reward_functions(
-            [{"name": f"{__name__}:longer", "style": "verl"}], styles=styles
-        )
+        load_reward_functions([{"name": f"{__name__}:longer", "style": "verl"}], styles=styles)
     # explicit hfsdk wins over the signature
     (loaded,) = load_reward_functions(
         [{"name": f"{__name__}:longer", "style": "hfsdk"}], styles=styles
@@ -89,7 +87,9 @@ def test_an_unknown_style_lists_the_registered_ones(styles: RewardStyles) -> Non
 
 
 def test_a_style_must_be_a_reward_call_style() -> None:
-    with pytest.raises(HfsdkError, match=r"registered as function; expected an hfsdk\.RewardCallStyle"):
+    with pytest.raises(
+        HfsdkError, match=r"registered as function; expected an hfsdk\.RewardCallStyle"
+    ):
         RewardStyles({"bad": longer})  # type: ignore[dict-item]
 
 

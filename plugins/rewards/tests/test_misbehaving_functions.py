@@ -85,6 +85,8 @@ def test_reward_score_stops_a_hung_function_in_one_line(tmp_path, capsys) -> Non
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"response": "a"}\n')
     with pytest.raises(SystemExit) as info:
-        main(["reward", "score", f"{__name__}:hangs_alone", "--data", str(rows), "--timeout-s", "1"])
+        main(
+            ["reward", "score", f"{__name__}:hangs_alone", "--data", str(rows), "--timeout-s", "1"]
+        )
     assert info.value.code == 2
     assert "did not return within 1 s (--timeout-s)" in capsys.readouterr().err

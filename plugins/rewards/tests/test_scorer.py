@@ -58,7 +58,9 @@ def test_the_preflight_check_refuses_a_function_the_columns_cannot_feed(tmp_path
     (tmp_path / "mine.py").write_text(
         "def needs_gold(prompts, responses, gold):\n    return [0.0] * len(responses)\n"
     )
-    scorer = build_reward_scorer("cost", {"functions": [{"name": f"{tmp_path}/mine.py:needs_gold"}]})
+    scorer = build_reward_scorer(
+        "cost", {"functions": [{"name": f"{tmp_path}/mine.py:needs_gold"}]}
+    )
     prepared = types.SimpleNamespace(
         row_columns=("raw_prompt", "answer"), reward_scorers={"cost": scorer}
     )

@@ -80,6 +80,8 @@ def test_a_registered_function_is_checked_for_the_columns_it_declares() -> None:
         "lacks (columns: question, solution, uid); name the column that holds it in the "
         "function's kwargs, or add the column to the dataset"
     )
-    (loaded,) = load_reward_functions([{"name": "exact_match", "kwargs": {"answer_column": "solution"}}])
+    (loaded,) = load_reward_functions(
+        [{"name": "exact_match", "kwargs": {"answer_column": "solution"}}]
+    )
     assert loaded.call.needs == ("solution",)
     assert signature_problem(loaded.call, ["question", "solution", "uid"]) is None

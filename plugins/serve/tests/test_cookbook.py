@@ -66,4 +66,3 @@ def test_cookbook_supervised_loop_and_sampling(served: Any, service_client: Any)
         message, _ = renderer.parse_response(seq.tokens)
         assert message["role"] == "assistant" and isinstance(message["content"], str)
         assert len(seq.tokens) == len(seq.logprobs) >= 1
-

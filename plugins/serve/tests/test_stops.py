@@ -62,7 +62,7 @@ def test_served_samples_stop_at_a_string(service_client: Any, served: Any) -> No
     # (a span of two tokens), so the sample ends with token 1, log-probs cut alike.
     head = tokenizer.decode(full.tokens[:1])
     text = tokenizer.decode(full.tokens[:2])
-    stop = head[-1] + text[len(head):]
+    stop = head[-1] + text[len(head) :]
     assert stop not in head and len(stop) >= 2, (head, text)
     params = types.SamplingParams(max_tokens=8, temperature=0.0, stop=[stop, "\x00never"])
     cut = sampler.sample(prompt, 1, params).result().sequences[0]

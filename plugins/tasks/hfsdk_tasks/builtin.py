@@ -32,8 +32,10 @@ def addition_assets(model: str = "warm", data: str = "prompts") -> TaskAssets:
     """
     base = ensure_default_assets()
     steps = WARM_START_STEPS[model]
-    built = base if steps is None else ensure_default_assets(
-        attrs.evolve(base.spec, warm_start_steps=steps)
+    built = (
+        base
+        if steps is None
+        else ensure_default_assets(attrs.evolve(base.spec, warm_start_steps=steps))
     )
     train, val = base.train_jsonl, base.val_jsonl
     if data == "preference_pairs":

@@ -102,9 +102,10 @@ def test_keys_a_section_class_lacks_are_left_out_recursively() -> None:
     assert merged["actor"] == {"optim": {"lr": 1}} and "rollout" not in merged
     assert merged["trainer"]["total_steps"] == 7  # the task's own preset, under the algorithm's
     # The registry's default task brings its preset of the core's sections.
-    assert load_run_config("grpo").trainer.total_steps == hfsdk.get_task().preset["trainer"][
-        "total_steps"
-    ]
+    assert (
+        load_run_config("grpo").trainer.total_steps
+        == hfsdk.get_task().preset["trainer"]["total_steps"]
+    )
     # A section whose class is unknown takes the preset as is.
     assert with_default_task_preset(preset, {})["rollout"] == {"n": 2}
 

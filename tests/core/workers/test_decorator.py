@@ -37,7 +37,9 @@ class Child(Base):
 def test_register_attaches_spec_and_keeps_method_callable() -> None:
     methods = registered_methods(Base)
     assert set(methods) == {"compute", "generate"}
-    assert methods["compute"] == MethodSpec(protocol=BuiltinProtocol.DP_COMPUTE_PROTO, blocking=True)
+    assert methods["compute"] == MethodSpec(
+        protocol=BuiltinProtocol.DP_COMPUTE_PROTO, blocking=True
+    )
     assert methods["generate"].blocking is False
     assert methods["generate"].options == {"mesh": "train"}
     # The decorated function still works as a plain method inside the worker.

@@ -67,9 +67,7 @@ def build_app(sessions: dict[str, Session]) -> FastAPI:
             raise bad_request("the request body must be a JSON object")
         return body
 
-    async def serve(
-        token: str, request: Request | None, kind: str
-    ) -> Response:
+    async def serve(token: str, request: Request | None, kind: str) -> Response:
         session = sessions.get(token)
         try:
             if session is None:

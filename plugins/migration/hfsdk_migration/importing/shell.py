@@ -343,8 +343,10 @@ class _Reader:
                 self.script.warn(f"{raw} is a command substitution; not run, left as written")
                 current = (current or []) + [raw]
                 self.i = end + 1
-            elif char == "(" and current is not None and (
-                assignment := _ARRAY_ASSIGNMENT.fullmatch("".join(current))
+            elif (
+                char == "("
+                and current is not None
+                and (assignment := _ARRAY_ASSIGNMENT.fullmatch("".join(current)))
             ):
                 self._array(assignment.group(1), append=bool(assignment.group(2)))
                 current = None
