@@ -315,9 +315,7 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
         peak = 0.0
         for role in members:
             task = search.tasks[role]
-            layout = run_layout(setup, role, devices)
-            # Megatron keeps tp/pp shards and replicates them over d: no FSDP gathers.
-            fsdp = role not in setup.model_parallel
+            layout, fsdp = run_layout(setup, role, devices)
             gen = None
             if task.generates:
                 tg = setup.model_parallel[role][2] if not fsdp else setup.rollout_tp
@@ -392,13 +390,15 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
     )
 
 
-def run_layout(setup: RunSetup, role: str, devices: int) -> Layout:
-    """``role``'s training layout on its pool's ``devices``: Megatron's ``(tp, pp)`` with
-    the rest data-parallel, else FSDP's (all data-parallel, weights sharded over them)."""
+def run_layout(setup: RunSetup, role: str, devices: int) -> tuple[Layout, bool]:
+    """``role``'s training layout on its pool's ``devices`` and whether it is priced as FSDP:
+    Megatron's ``(tp, pp)`` with the rest data-parallel (its shards replicated over d, no
+    gathers), else FSDP's (all data-parallel, weights sharded and gathered over them)."""
     tp, pp, _gen_tp = setup.model_parallel.get(role, (1, 1, 1))
-    if devices % (tp * pp):  # the backend refuses this at start; price what FSDP would
-        tp = pp = 1
-    return Layout(pp, tp, devices // (tp * pp))
+    if role not in setup.model_parallel or devices % (tp * pp):
+        # (A tp x pp that does not divide the pool is refused at start: price it as FSDP.)
+        return Layout(1, 1, devices), True
+    return Layout(pp, tp, devices // (tp * pp)), False
 
 
 def _price_rollout_pool(

@@ -469,3 +469,10 @@ def test_a_megatron_role_is_priced_at_its_tp_pp_without_fsdp_gathers() -> None:
     assert roles["actor"].transition_seconds == 0.0
     sharded = {r.role: r for r in price_setup(run_setup(fsdp), "local").roles}
     assert sharded["actor"].layout.d == 2 and sharded["actor"].transition_seconds > 0
+    # A tp that does not divide the pool (refused at start) is priced as FSDP, gathers and
+    # all; it was neither before (FSDP's layout without FSDP's collectives).
+    for role in ("actor", "reference"):
+        megatron[role]["parallel"] = {"tp": 4, "pp": 1}
+    odd = {r.role: r for r in price_setup(run_setup(megatron), "local").roles}
+    assert odd["actor"].layout.d == 2
+    assert odd["actor"].transition_seconds == sharded["actor"].transition_seconds
