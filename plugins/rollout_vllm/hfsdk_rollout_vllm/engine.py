@@ -199,20 +199,29 @@ class ColocatedEngine:
 
 
 def refresh_head_kernels(model: torch.nn.Module) -> int:
-    """Rebuild the CPU matrix-product handle of each LM-head-like layer from its weight now.
+    """Rebuild the CPU matrix-product handle of each tied LM-head-like layer from its weight.
 
     On CPU vLLM packs the head's weight for oneDNN once, at load. An in-place reload
     refreshes it only where the head's own weight was loaded: a tied head (Qwen2, Qwen3,
     GPT-2 with ``tie_word_embeddings``) shares the input embeddings' weight, which is loaded
     under that name, so its packed copy kept the first weights and every later rollout
-    sampled from a stale head. Returns how many layers were rebuilt (0 off CPU).
+    sampled from a stale head. Only layers whose weight is shared are rebuilt (an untied
+    head's reload rebuilt it already). Returns how many were rebuilt (0 off CPU).
     """
+    from collections import Counter
+
     from vllm.model_executor.layers.vocab_parallel_embedding import UnquantizedEmbeddingMethod
 
+    holders = Counter(id(p) for _, p in model.named_parameters(remove_duplicate=False))
     rebuilt = 0
     for module in model.modules():
         method = getattr(module, "quant_method", None)
-        if isinstance(method, UnquantizedEmbeddingMethod) and hasattr(module, "cpu_linear"):
+        shared = holders[id(getattr(module, "weight", None))] > 1
+        if (
+            isinstance(method, UnquantizedEmbeddingMethod)
+            and shared
+            and hasattr(module, "cpu_linear")
+        ):
             method.process_weights_after_loading(module)
             rebuilt += 1
     return rebuilt

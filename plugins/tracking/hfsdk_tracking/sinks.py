@@ -66,13 +66,13 @@ def missing_package_problems(loggers: tuple[str, ...]) -> list[str]:
 
 def sink_packages_check(config: Any, spec: Any, prepared: Any) -> None:
     """The ``sink_packages`` preflight check (:func:`missing_package_problems`)."""
-    for problem in missing_package_problems(config.trainer.loggers):
-        raise HfsdkError(problem)
+    _require(*config.trainer.loggers)
 
 
-def _require(package: str) -> None:
-    for problem in missing_package_problems((package,)):
-        raise HfsdkError(problem)
+def _require(*loggers: str) -> None:
+    problems = missing_package_problems(loggers)
+    if problems:
+        raise HfsdkError(problems[0])
 
 
 class TensorboardSink:
