@@ -147,15 +147,21 @@ def load_model(
         model, info = loaders[kind].from_pretrained(
             str(path), config=config, dtype=dtype, output_loading_info=True
         )
-    fresh = sorted(k for k in info.get("missing_keys", ()) if k.startswith("score."))
+    # A value or score head is new on a causal LM's weights: Llama-style models call it
+    # `score`, GPT-2-style token classifiers `classifier`.
+    heads = ("score.", "classifier.") if kind != "causal_lm" else ()
+    missing = info.get("missing_keys", ())
+    fresh = sorted(k for k in missing if k.startswith(heads))
     if fresh:
         log.info("%s head from %s starts untrained (%s)", kind, path, ", ".join(fresh))
-    others = sorted(k for k in info.get("missing_keys", ()) if not k.startswith("score."))
+    others = sorted(k for k in missing if not (heads and k.startswith(heads)))
     if others:
         log.warning("weights missing from %s, initialised at random: %s", path, others)
-    if kind != "causal_lm" and not hasattr(model, "score"):
+    if kind == "sequence_score" and not hasattr(model, "score"):
+        # The scorer reads the head's output at the last token through a hook on `score`;
+        # a critic reads the token classifier's logits, whatever its head is called.
         raise HfsdkError(
-            f"{type(model).__name__} has no 'score' head; the fsdp backend reads values and "
-            "scores from the 'score' layer that Llama/Qwen/Mistral-style models have"
+            f"{type(model).__name__} has no 'score' head; the fsdp backend reads scores from "
+            "the 'score' layer that Llama/Qwen/Mistral/GPT-2-style sequence classifiers have"
         )
     return model

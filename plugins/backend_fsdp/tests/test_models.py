@@ -60,3 +60,32 @@ def test_a_fresh_head_is_reported_in_one_line(
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 1
     assert "token_value head" in messages[0] and "score.weight" in messages[0]
+
+
+def test_a_gpt2_critic_reads_its_classifier_head(
+    tmp_path: Path, model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """GPT-2's token classifier calls its head `classifier`, not `score`: a critic loads it
+    (the head reported fresh, not as missing weights); a reward model still needs `score`."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = load_tokenizer(model_dir)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=32,
+        n_embd=16,
+        n_layer=1,
+        n_head=2,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(0)
+    GPT2LMHeadModel(config).save_pretrained(str(tmp_path))
+    tokenizer.save_pretrained(str(tmp_path))
+    with caplog.at_level(logging.INFO, logger="hfsdk_backend_fsdp.models"):
+        critic = load_model(tmp_path, "token_value", torch.float32)
+    (record,) = [r for r in caplog.records if r.name == "hfsdk_backend_fsdp.models"]
+    assert record.levelno == logging.INFO and "classifier.weight" in record.getMessage()
+    ids = torch.tensor([[1, 5, 6, 7]])
+    assert critic(input_ids=ids).logits.shape == (1, 4, 1)
+    assert load_model(tmp_path, "sequence_score", torch.float32).score.out_features == 1
