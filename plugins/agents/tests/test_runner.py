@@ -253,3 +253,12 @@ def test_response_text_is_the_text_of_the_truncated_tensors() -> None:
     )
     assert out["responses"][0].tolist() == kept
     assert out["response_text"][0] == TOKENIZER.decode(kept, skip_special_tokens=True)
+
+
+def test_a_call_left_unanswered_is_no_answer() -> None:
+    """The number after the last tool response is the answer; a call after it is not one,
+    nor are its arguments (a model could otherwise be paid for a dangling call)."""
+    answered = call_text(17, 25) + " <tool_response> 42 </tool_response>"
+    assert tool_use_reward(["17 + 25 ="], [answered + " 42"]) == [1.0]
+    assert tool_use_reward(["17 + 25 ="], [answered + " " + call_text(42, 0)]) == [0.0]
+    assert tool_use_reward(["17 + 25 ="], [call_text(17, 25)]) == [0.0]

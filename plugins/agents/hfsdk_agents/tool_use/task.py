@@ -61,9 +61,9 @@ def task_rows(max_operand: int = MAX_OPERAND, seed: int = 0) -> list[dict[str, s
 
 def final_answer(response: str) -> int | None:
     """The first number after the last tool response (or in the whole text), else ``None``."""
-    tail = response.rsplit(RESPONSE_CLOSE, 1)[-1] if RESPONSE_CLOSE in response else response
-    if RESPONSE_CLOSE not in response and CALL_OPEN in response:
-        return None  # a call that never got a response is not an answer
+    tail = response.rsplit(RESPONSE_CLOSE, 1)[-1]
+    if CALL_OPEN in tail:
+        return None  # a call that never got a response is not an answer (its arguments either)
     match = _NUMBER.search(tail)
     return int(match.group()) if match else None
 
