@@ -171,8 +171,9 @@ def check_features(config: RunConfig, validates: bool = False) -> None:
          "rollout_dump" in get_registry("step_observers"), RUN_RECORDS),
     ]  # fmt: skip
     if validates:
-        every = trainer.val_every
-        rows = [(every > 0, f"trainer.val_every={every}", has("hfsdk_validate"), VALIDATION)]
+        every, first = trainer.val_every, trainer.val_before_train
+        key = f"trainer.val_every={every}" if every else "trainer.val_before_train"
+        rows = [(every > 0 or first, key, has("hfsdk_validate"), VALIDATION)]
     missing: dict[str, list[str]] = {}
     for asked, key, implemented, distribution in rows:
         if asked and not implemented:
@@ -230,8 +231,9 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         check_auth_mode(config.trainer.ray_allow_no_auth)
     else:  # a bad HFSDK_VIRTUAL_DEVICES is refused even when the workers run in-process
         default_virtual_devices()
-    assets = run_assets(config, spec)
+    assets, trainer = run_assets(config, spec), config.trainer
     check_features(config, validates=bool(assets.val_files) and spec.has_policy)
+    validating = trainer.val_every > 0 or trainer.val_before_train
     from hfsdk.core.trainer.input_checks import check_keep_best_source, check_prompt_length
 
     check_prompt_length(config)  # settings that would fail deep inside the run
@@ -245,7 +247,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
         PromptRequest(
             config=config,
             train_files=tuple(assets.train_files),
-            val_files=tuple(assets.val_files) if config.trainer.val_every else (),
+            val_files=tuple(assets.val_files) if validating else (),
             tokenizer=tokenizer,
             tokenizer_path=str(assets.tokenizer_path),
             builtin_tokenizer=not any(getattr(main, k, None) for k in PATH_KEYS),

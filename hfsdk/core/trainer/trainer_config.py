@@ -100,7 +100,7 @@ class TrainerConfig:
         validator=attrs.validators.ge(0),
     )
     val_before_train: bool = help_field(
-        "Also validate before the first step, logged as step 0.",
+        "Validate before the first step too (logged as step 0), also when val_every is 0.",
         default=False,
     )
     val_n: int = help_field(

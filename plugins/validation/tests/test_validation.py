@@ -87,3 +87,14 @@ def test_validation_before_training_is_step_0_with_samples(tmp_path: Path) -> No
     lines = (tmp_path / "validation" / "step_0.jsonl").read_text().splitlines()
     first = json.loads(lines[0])
     assert set(first) == {"prompt", "response", "score"} and "=" in first["prompt"]
+
+
+@pytest.mark.slow
+def test_validation_before_training_alone_runs_with_val_every_0(tmp_path: Path) -> None:
+    """verl's ``val_before_train`` validates whatever ``test_freq`` is; so does hfsdk's (the
+    validation data was not even loaded at ``val_every=0``, and step 0 was silently skipped)."""
+    overrides = [*SMALL, "trainer.total_steps=1", "trainer.val_before_train=true"]
+    records = Trainer(load_run_config("grpo", None, overrides), tmp_path, quiet=True).fit()
+    assert [r["step"] for r in records] == [0, 1]
+    assert "val/pass@1" in records[0] and "val/pass@1" not in records[1]
+    assert (tmp_path / "validation" / "step_0.jsonl").is_file()

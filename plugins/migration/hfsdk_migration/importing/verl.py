@@ -318,6 +318,11 @@ def _trainer(m: Mapper) -> int | None:
     test = m.get("trainer.test_freq")
     if test is not None:
         m.put("trainer.val_every", max(as_int("trainer.test_freq", test), 0))
+    # verl validates before training unless told not to (hfsdk's default is not to).
+    m.put(
+        "trainer.val_before_train",
+        bool(m.get("trainer.val_before_train", True, source_default=True)),
+    )
     loggers = m.get("trainer.logger")
     if loggers is not None:
         names = [loggers] if isinstance(loggers, str) else list(loggers)

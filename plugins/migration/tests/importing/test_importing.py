@@ -230,7 +230,9 @@ def test_imported_verl_examples_run_on_the_default_task(
             config["rollout"]["backend"] = "hf"
             config["actor"].pop("rollout_layout", None)
             out_file.write_text(yaml.safe_dump(config))
+            assert config["trainer"]["val_before_train"] is True  # verl's default
             steps = ["trainer.total_steps=2", "trainer.save_every=0", "trainer.val_every=0"]
+            steps.append("trainer.val_before_train=false")
             cfg = load_run_config(None, str(out_file), [*steps, *local])
             trainer = Trainer(cfg, str(tmp_path / example), quiet=True)
             runs[example] = (cfg, trainer.fit())

@@ -393,7 +393,8 @@ def reward_func(queries, prompts, labels):
 LOCAL = [
     "data.train_files=[]", "data.val_files=[]", "actor.model_path=null",
     "trainer.loggers=[jsonl]", "trainer.total_steps=2", "trainer.save_every=0",
-    "trainer.val_every=0", "rollout.backend=hf", "rollout.max_response_length=8",
+    "trainer.val_every=0", "trainer.val_before_train=false",
+    "rollout.backend=hf", "rollout.max_response_length=8",
     "placement.pools={global: {devices: 1}}", "data.batch_size=2", "actor.dtype=float32",
     "data.max_prompt_length=64",  # the tiny model has 128 positions
 ]  # fmt: skip

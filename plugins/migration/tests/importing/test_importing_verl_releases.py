@@ -122,7 +122,8 @@ def test_verl_0_9_runs_dapo_from_its_ppo_trainer_and_0_5_needs_the_recipe_config
 LOCAL = [
     "data.train_files=[]", "data.val_files=[]", "actor.model_path=null",
     "trainer.loggers=[jsonl]", "trainer.total_steps=2", "trainer.save_every=0",
-    "trainer.val_every=0", "rollout.backend=hf", "rollout.max_response_length=8",
+    "trainer.val_every=0", "trainer.val_before_train=false",
+    "rollout.backend=hf", "rollout.max_response_length=8",
     "data.max_prompt_length=64",
     "placement.pools={global: {devices: 1}}", "data.batch_size=2", "actor.dtype=float32",
     "actor.mini_batch_size=4", "actor.micro_batch_size=4", "algorithm.n_samples_per_prompt=2",
