@@ -73,13 +73,23 @@ def shape_from_config(config: dict[str, Any], where: str = "the model") -> Model
             f"converter does not know; it converts {sorted(set(ARCHITECTURES))} (Llama and "
             "Qwen2 families) — use backend: fsdp for other models"
         )
-    scaling = config.get("rope_scaling")
+    # transformers 5 writes rope scaling as rope_parameters, older releases as rope_scaling.
+    scaling = config.get("rope_parameters") or config.get("rope_scaling")
+    unmapped = []
     if isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type")) not in (
         None,
         "default",
     ):
+        unmapped.append(f"rope scaling {scaling!r}")
+    if family == "llama" and config.get("attention_bias"):
+        unmapped.append("attention_bias (an output-projection bias too)")
+    if config.get("mlp_bias"):
+        unmapped.append("mlp_bias")
+    if config.get("hidden_act", "silu") != "silu":
+        unmapped.append(f"hidden_act {config.get('hidden_act')!r} (it builds SwiGLU)")
+    if unmapped:
         raise HfsdkError(
-            f"{where} uses rope scaling {scaling!r}, which the megatron converter does not "
+            f"{where} uses {' and '.join(unmapped)}, which the megatron converter does not "
             "map; use backend: fsdp for it"
         )
     heads = int(config["num_attention_heads"])
@@ -97,7 +107,7 @@ def shape_from_config(config: dict[str, Any], where: str = "the model") -> Model
         rope_theta=_rope_theta(config),
         max_positions=int(config.get("max_position_embeddings", 2048)),
         tie_embeddings=bool(config.get("tie_word_embeddings", False)),
-        qkv_bias=family == "qwen2" or bool(config.get("attention_bias", False)),
+        qkv_bias=family == "qwen2",
         initializer_range=float(config.get("initializer_range", 0.02)),
     )
 

@@ -726,7 +726,15 @@ class MegatronEngine:
             if getattr(config, "pad_token_id", None) is None:
                 config.pad_token_id = self.tokenizer.pad_token_id
         model = self._hf_class().from_config(config, dtype=torch.float32)
-        model.load_state_dict(state, strict=False)
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        tied = {"lm_head.weight"} if getattr(config, "tie_word_embeddings", False) else set()
+        if set(missing) - tied or unexpected:
+            # A weight left at from_config's random init would be exported silently.
+            raise HfsdkError(
+                f"the megatron weights do not fill {type(model).__name__} (missing "
+                f"{sorted(set(missing) - tied)[:4]}, unexpected {sorted(unexpected)[:4]}); the "
+                "converter does not map this model's layout: train it with backend: fsdp"
+            )
         if self.head == "lm":
             with contextlib.suppress(OSError):
                 model.generation_config = GenerationConfig.from_pretrained(str(self.model_dir))

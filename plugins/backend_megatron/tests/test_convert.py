@@ -100,3 +100,21 @@ def test_fused_qkv_groups_query_heads_with_their_kv_head() -> None:
 def test_unknown_architecture_is_refused() -> None:
     with pytest.raises(HfsdkError, match="does not know"):
         shape_from_config({"architectures": ["MistralForCausalLM"], "model_type": "mistral"})
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        # transformers 5 writes rope scaling as rope_parameters (it was trained as plain RoPE)
+        ({"rope_parameters": {"rope_type": "linear", "factor": 4.0}}, "rope scaling"),
+        ({"rope_scaling": {"type": "dynamic", "factor": 2.0}}, "rope scaling"),
+        ({"attention_bias": True}, "attention_bias"),  # o_proj's bias was dropped
+        ({"mlp_bias": True}, "mlp_bias"),
+        ({"hidden_act": "gelu"}, "hidden_act 'gelu'"),
+    ],
+)
+def test_settings_the_converter_would_drop_are_refused(extra: dict, named: str) -> None:
+    with pytest.raises(HfsdkError, match=f"uses {named}.*use backend: fsdp"):
+        shape_from_config({**_config("llama", False), **extra})
+    plain = {"rope_parameters": {"rope_type": "default", "rope_theta": 5e5}, "hidden_act": "silu"}
+    assert shape_from_config({**_config("llama", False), **plain}).rope_theta == 5e5
