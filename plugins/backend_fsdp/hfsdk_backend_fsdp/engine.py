@@ -415,7 +415,9 @@ class FSDPEngine:
         }
         if self.trainable:
             assert self.optimizer is not None and self.scheduler is not None
-            state["optimizer"] = sharding.full_optimizer_state(self.module, self.optimizer)
+            with sharding.unstepped_kept(self.optimizer) as unstepped:
+                state["optimizer"] = sharding.full_optimizer_state(self.module, self.optimizer)
+            state["optimizer_unstepped"] = unstepped
             state["scheduler"] = self.scheduler.state_dict()
         # Without sharding the state dicts alias the live tensors; a snapshot must not move.
         return _detached_copy(state)
@@ -435,6 +437,8 @@ class FSDPEngine:
             sharding.load_full_optimizer_state(
                 self.module, self.optimizer, state["optimizer"], self.dp
             )
+            if state.get("optimizer_unstepped"):
+                self.optimizer.state.clear()
             self.scheduler.load_state_dict(state["scheduler"])
         self.update_calls = int(state["update_calls"])
 
@@ -451,9 +455,11 @@ class FSDPEngine:
 
         path = Path(directory) / DCP_DIR.format(role=self.role)
         state: dict[str, Any] = {"model": self._checkpointed_model_state()}
+        unstepped = False
         if self.trainable:
             assert self.optimizer is not None
-            state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
+            with sharding.unstepped_kept(self.optimizer) as unstepped:
+                state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
         try:
             dcp.save(
                 state,
@@ -465,7 +471,10 @@ class FSDPEngine:
             # A stop (a second Ctrl-C) or an error inside DCP's writers, as it was raised.
             raise rank_failure(exc) from None
         if self.dp.rank == 0:
-            extra: dict[str, Any] = {"update_calls": self.update_calls}
+            extra: dict[str, Any] = {
+                "update_calls": self.update_calls,
+                "optimizer_unstepped": unstepped,
+            }
             if self.scheduler is not None:
                 extra["scheduler"] = self.scheduler.state_dict()
             torch.save(extra, path / EXTRA_FILE)
@@ -533,6 +542,8 @@ class FSDPEngine:
         if self.trainable:
             assert self.optimizer is not None and self.scheduler is not None
             set_optimizer_state_dict(self.module, self.optimizer, state["optimizer"])
+            if extra.get("optimizer_unstepped"):
+                self.optimizer.state.clear()
             self.scheduler.load_state_dict(extra["scheduler"])
         self.update_calls = int(extra["update_calls"])
 

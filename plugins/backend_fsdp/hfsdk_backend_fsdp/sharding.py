@@ -363,6 +363,21 @@ def broadcast_buffers(model: nn.Module, dp: DataParallel) -> None:
         dist.broadcast(buffer, src=source, group=dp.group)
 
 
+@contextlib.contextmanager
+def unstepped_kept(optimizer: torch.optim.Optimizer) -> Iterator[bool]:
+    """Whether ``optimizer`` has taken no step yet; if so it is left so after the block.
+
+    torch's optimizer state-dict functions give an empty optimizer its state by a step at
+    lr 0, and AdamW counts it: the first real step would be its second (0.74 lr, not lr).
+    """
+    unstepped = not optimizer.state
+    try:
+        yield unstepped
+    finally:
+        if unstepped:
+            optimizer.state.clear()
+
+
 def full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
     """The optimizer state keyed by parameter names, unsharded, on rank 0 only."""
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict

@@ -197,3 +197,30 @@ def test_bfloat16_compute_keeps_float32_master_weights(
     rollout_batch["advantages"] = mask.clone()
     metrics = actor.update_actor(rollout_batch, ActorObjective(policy_loss=reinforce_loss))
     assert metrics["actor/skipped_steps"] == 0.0
+
+
+def test_a_state_taken_before_the_first_step_does_not_step_the_optimizer(
+    model_dir: Path, rollout_batch: Batch, tmp_path: Path
+) -> None:
+    """torch's optimizer state dict gives an unstepped AdamW a step at lr 0, which counted:
+    the first real update then moved the weights 0.74 lr instead of lr. A snapshot or a
+    checkpoint before the first update (and a resume from one) leaves the step alone."""
+    batch = rollout_batch
+    batch["advantages"] = torch.ones_like(batch["response_mask"], dtype=torch.float32)
+    objective = ActorObjective(policy_loss=reinforce_loss)
+    plain = _actor(model_dir)
+    plain.update_actor(batch, objective)
+    expected = _params(plain)
+    snapshotted = _actor(model_dir)
+    state = snapshotted.state_dict()
+    snapshotted.save_checkpoint(tmp_path)
+    snapshotted.update_actor(batch, objective)
+    resumed = _actor(model_dir)
+    resumed.load_checkpoint(tmp_path)
+    resumed.update_actor(batch, objective)
+    restored = _actor(model_dir)
+    restored.load_state_dict(state)
+    restored.update_actor(batch, objective)
+    for engine in (snapshotted, resumed, restored):
+        for name, value in _params(engine).items():
+            torch.testing.assert_close(value, expected[name], rtol=0, atol=1e-7)

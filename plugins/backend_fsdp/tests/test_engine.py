@@ -61,7 +61,7 @@ def test_state_dict_round_trip_continues_identically(model_dir: Path, train_batc
     original = ActorEngine(_config(model_dir), role="actor")
     original.update_actor(train_batch, objective)
     state = original.state_dict()
-    assert set(state) == {"model", "optimizer", "scheduler", "update_calls"}
+    assert set(state) == {"model", "optimizer", "optimizer_unstepped", "scheduler", "update_calls"}
     restored = ActorEngine(_config(model_dir), role="actor")
     restored.load_state_dict(state)
     _same_params(original.module, restored.module)
