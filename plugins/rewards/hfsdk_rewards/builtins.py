@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
 import attrs
@@ -73,7 +74,7 @@ class ExactMatchConfig:
         default=False,
     )
     numeric: bool = help_field(
-        "Compare as numbers when both sides parse (1,000 == 1000.0).",
+        "Compare as exact numbers when both sides parse (1,000 == 1000.0; no float rounding).",
         default=True,
     )
     """Compare as numbers when both sides parse as numbers ('3.0' = '3', '1,000' = '1000')."""
@@ -181,13 +182,27 @@ def extract_boxed(text: str, match: str = "last") -> str | None:
     return found[-1] if match == "last" else found[0]
 
 
-def _normalize(text: str, config: ExactMatchConfig) -> str | float:
+def _number(text: str) -> Decimal | None:
+    """``text`` as an exact number (``1,000``, ``$3.50``, ``1e3``), or ``None``.
+
+    A ``Decimal``, never a float: floats would make ``12345678901234567`` equal
+    ``12345678901234568`` (both round to one double). Decimals compare exactly,
+    and unlike a ``Fraction`` a huge exponent (``1e999999999``) costs nothing.
+    NaN is no number here (it equals nothing), so ``nan`` compares as text.
+    """
+    try:
+        value = Decimal(text.replace(",", "").replace("$", ""))
+    except InvalidOperation:
+        return None
+    return None if value.is_nan() else value
+
+
+def _normalize(text: str, config: ExactMatchConfig) -> str | Decimal:
     text = text.strip().rstrip(".").strip()
     if config.numeric:
-        try:
-            return float(text.replace(",", "").replace("$", ""))
-        except ValueError:
-            pass
+        number = _number(text)
+        if number is not None:
+            return number
     return text if config.case_sensitive else text.casefold()
 
 

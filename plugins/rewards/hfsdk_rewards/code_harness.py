@@ -32,7 +32,32 @@ import attrs
 
 MARKER = "\x1fhfsdk-case"
 
+
+class ReturnMatches:
+    """The comparison of a call-based case (not an ``ast`` operator): see :func:`_returns`."""
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` as JSON would hold it: tuples become lists, at any depth."""
+    if isinstance(value, tuple | list):
+        return [_as_json(x) for x in value]
+    if isinstance(value, dict):
+        return {k: _as_json(v) for k, v in value.items()}
+    return value
+
+
+def _returns(got: Any, expected: Any) -> bool:
+    """A call-based case's check, as APPS and verl's ``prime_code`` make it: the return
+    value (tuples read as lists, since JSON has none) equals the expected output, or its
+    only element when the dataset wrapped it in a list (``"outputs": [[3], ...]``)."""
+    got = _as_json(got)
+    if got == expected:
+        return True
+    return isinstance(expected, list) and len(expected) == 1 and got == expected[0]
+
+
 _OPS: dict[type, Callable[[Any, Any], bool]] = {
+    ReturnMatches: _returns,
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
     ast.Lt: operator.lt,
@@ -75,6 +100,27 @@ class BadTests(ValueError):
     """The asserts do not parse."""
 
 
+def plan_calls(fn_name: Any, inputs: list[Any], outputs: list[Any]) -> AssertPlan:
+    """Call-based cases (APPS, PRIME, verl's ``prime_code``): ``fn_name(*inputs[i])``
+    returns ``outputs[i]``. The arguments travel to the sandbox as JSON; the outputs stay
+    here. :class:`BadTests` when ``fn_name`` is no identifier or an input is no list."""
+    if not isinstance(fn_name, str) or not fn_name.isidentifier():
+        raise BadTests(f"'fn_name' is {fn_name!r}; expected the name of a function")
+    cases = []
+    for index, args in enumerate(inputs):
+        if not isinstance(args, list):
+            raise BadTests(
+                f"call-based input {index} is {type(args).__name__}; expected a list of "
+                f"the arguments of {fn_name}"
+            )
+        call = f"__hfsdk_call__({fn_name!r}, {json.dumps(args)!r})"
+        expected = Operand(literal=outputs[index])
+        cases.append(Case(operands=(Operand(expr=call), expected), ops=(ReturnMatches,)))
+    if not cases:
+        raise BadTests("no test case among the inputs")
+    return AssertPlan(cases=tuple(cases))
+
+
 def _operand(node: ast.expr) -> Operand:
     try:
         return Operand(literal=ast.literal_eval(node))
@@ -111,7 +157,8 @@ def plan_asserts(sources: list[str]) -> AssertPlan:
 _EPILOGUE = r"""
 import json as _json, os as _os, sys as _sys
 _type, _repr, _len, _list, _sorted = type, repr, len, list, sorted
-_write, _dumps = _os.write, _json.dumps
+_isinstance, _getattr, _hasattr = isinstance, getattr, hasattr
+_write, _dumps, _loads = _os.write, _json.dumps, _json.loads
 _SCALARS = {int: "int", float: "float", str: "str", bool: "bool", bytes: "bytes"}
 _SEQS = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}
 
@@ -141,6 +188,16 @@ def _record(i, body):
     _write(1, (MARKER + " " + _repr(i) + " " + _dumps(body) + "\n").encode())
 
 
+def _call(name, args):
+    # A call-based case: LeetCode-style programs define the function in class Solution.
+    solution = _ns.get("Solution")
+    if _isinstance(solution, type) and _hasattr(solution, name):
+        function = _getattr(solution(), name)
+    else:
+        function = _ns[name]
+    return function(*_loads(args))
+
+
 _ns = {"__name__": "__main__", "__builtins__": __builtins__}
 try:
     exec(compile(PROGRAM, "main.py", "exec"), _ns)
@@ -156,6 +213,9 @@ try:
     _sys.stdout.flush()
 except BaseException:
     pass
+# The program's last line may lack its newline: start the records on a line of their own.
+_write(1, b"\n")
+_ns["__hfsdk_call__"] = _call
 for _i, _step in enumerate(STEPS):
     if _type(_step) is str:  # a statement between asserts
         try:
@@ -263,4 +323,13 @@ def judge(plan: AssertPlan, stdout: str) -> list[bool]:
     return out
 
 
-__all__ = ["MARKER", "AssertPlan", "BadTests", "Case", "judge", "plan_asserts", "sandbox_program"]
+__all__ = [
+    "MARKER",
+    "AssertPlan",
+    "BadTests",
+    "Case",
+    "judge",
+    "plan_asserts",
+    "plan_calls",
+    "sandbox_program",
+]

@@ -5,15 +5,20 @@ or a bare ```` ``` ````). ``ground_truth`` (verl's ``reward_model.ground_truth``
 column) is a JSON string, either ``{"inputs": [...], "outputs": [...]}``
 (stdin/stdout pairs, the format of verl's and PRIME's code datasets: one
 sandboxed run per case, which passes when it exits normally with the expected
-output) or ``{"asserts": ["assert f(1) == 2", ...]}`` (one sandboxed run per
-sample; each assert is a case that :mod:`.code_harness` decides in this
-process, from values the program's run serialised as plain data — never by
-the program's exit status or its objects' ``__eq__``). The score is 1.0 when
+output), the same with ``"fn_name"`` (call-based cases of APPS, PRIME and verl's
+``prime_code``: each input is an argument list for ``fn_name`` — a function of
+the program or a method of its ``class Solution`` — and each output its return
+value, checked like an assert's value, all in one sandboxed run per sample)
+or ``{"asserts": ["assert f(1) == 2", ...]}`` (one sandboxed run per sample;
+each assert is a case that :mod:`.code_harness` decides in this process, from
+values the program's run serialised as plain data — never by the program's exit
+status or its objects' ``__eq__``). The score is 1.0 when
 every case passes, else 0.0. Each sample also reports the share of cases
 passed and, as 0/1 flags, why it failed — ``no_code``, ``bad_tests``,
 ``wrong_answer``, ``early_exit`` (asserts left unreached), ``error``,
 ``timeout``, ``memory``, ``output_limit``, ``refused`` — so the batch means
-read as the share of samples with each reason.
+read as the share of samples with each reason. Every case is checked unless
+``max_cases`` is set (then ``cases_truncated`` flags a sample that had more).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from hfsdk_rewards.code_harness import (
     BadTests,
     judge,
     plan_asserts,
+    plan_calls,
     sandbox_program,
 )
 from hfsdk_sandbox import SandboxLimits, SandboxResult, run_many
@@ -47,7 +53,10 @@ REASONS = (
     "output_limit",
     "refused",
 )
-_FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+# \r?\n: a response with Windows line ends (CRLF) after the fence is code too.
+_FENCE = re.compile(
+    r"```[ \t]*(?:python|py|python3)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE
+)
 
 
 def _limits(value: Any) -> SandboxLimits:
@@ -77,10 +86,11 @@ class CodeTestsConfig:
         default=None,
         validator=attrs.validators.optional(attrs.validators.ge(1)),
     )
-    max_cases: int = help_field(
-        "Test cases run per sample at most (the first ones).",
-        default=32,
-        validator=attrs.validators.ge(1),
+    max_cases: int | None = help_field(
+        "Test cases run per sample at most (the first ones); null: every case. When set "
+        "and a sample has more, the 'cases_truncated' metric counts it.",
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.ge(1)),
     )
 
 
@@ -116,6 +126,11 @@ def parse_cases(raw: Any) -> tuple[Cases, str | None]:
             return [], "'inputs' and 'outputs' must be lists"
         if len(inputs) != len(outputs):
             return [], f"{len(inputs)} inputs but {len(outputs)} outputs"
+        if spec.get("fn_name"):  # call-based: argument lists and return values
+            try:
+                return plan_calls(spec["fn_name"], inputs, outputs), None
+            except BadTests as exc:
+                return [], str(exc)
         return [(str(i), str(o)) for i, o in zip(inputs, outputs, strict=True)], None
     return [], "expected {'inputs': [...], 'outputs': [...]} or {'asserts': [...]}"
 
@@ -158,6 +173,19 @@ def _assert_verdicts(plan: AssertPlan, result: SandboxResult) -> tuple[list[bool
     return passed, "wrong_answer"
 
 
+def _first_cases(cases: Cases, limit: int | None) -> tuple[Cases, bool]:
+    """The first ``limit`` cases (``None``: all) and whether any were left out."""
+    if limit is None:
+        return cases, False
+    if isinstance(cases, AssertPlan):
+        cut = AssertPlan(
+            cases=cases.cases[:limit],
+            statements=tuple(s for s in cases.statements if s[0] < limit),
+        )
+        return cut, len(cases.cases) > limit
+    return cases[:limit], len(cases) > limit
+
+
 def code_tests(
     prompts: Sequence[str],
     responses: Sequence[str],
@@ -174,10 +202,13 @@ def code_tests(
             "reward_model.ground_truth to the data)"
         )
     plans: list[tuple[Cases, str | None]] = []
+    truncated: list[bool] = []
     jobs: list[tuple[str, str]] = []
     for response, raw in zip(responses, columns[config.column], strict=True):
         code = last_code_block(response)
         cases, problem = parse_cases(raw)
+        cases, cut = _first_cases(cases, config.max_cases)
+        truncated.append(cut)
         if code is None:
             plans.append(([], "no_code"))
             continue
@@ -185,18 +216,13 @@ def code_tests(
             plans.append(([], "bad_tests"))
             continue
         if isinstance(cases, AssertPlan):
-            cases = AssertPlan(
-                cases=cases.cases[: config.max_cases],
-                statements=tuple(s for s in cases.statements if s[0] < config.max_cases),
-            )
             jobs.append((sandbox_program(code, cases), ""))
         else:
-            cases = cases[: config.max_cases]
             jobs.extend((code, stdin) for stdin, _ in cases)
         plans.append((cases, None))
     results = iter(run_many(jobs, limits=config.limits, concurrency=config.concurrency))
     out = []
-    for cases, early in plans:
+    for (cases, early), cut in zip(plans, truncated, strict=True):
         if early is not None:
             passed, reason = [], early
         elif isinstance(cases, AssertPlan):
@@ -206,5 +232,7 @@ def code_tests(
         row = {"score": 1.0 if reason is None else 0.0}
         row["cases_passed"] = sum(passed) / len(passed) if passed else 0.0
         row.update({name: float(reason == name) for name in REASONS})
+        if config.max_cases is not None:  # the score covers only the first max_cases cases
+            row["cases_truncated"] = float(cut)
         out.append(row)
     return out

@@ -18,6 +18,7 @@ as ``config=``); otherwise they are passed to the function as keyword arguments.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -65,19 +66,45 @@ def _specs(config: Any) -> list[Any]:
     return list(specs)
 
 
+def _unknown_kwargs(label: str, config_cls: type, kwargs: Mapping[str, Any]) -> str | None:
+    """One line naming the kwargs ``config_cls`` has no field for (``None``: all known)."""
+    fields = [f.name for f in attrs.fields(config_cls)]
+    unknown = sorted(str(key) for key in kwargs if key not in fields)
+    if not unknown:
+        return None
+    close = difflib.get_close_matches(unknown[0], fields, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    names = ", ".join(repr(key) for key in unknown)
+    return (
+        f"reward function {label!r}: unknown kwarg{'s' if len(unknown) > 1 else ''} {names}"
+        f"{hint} (allowed keys: {', '.join(fields)})"
+    )
+
+
+_WHOLE = "bad value for config key 'kwargs': "
+"""How the converter words a check that spans fields (no single key to name)."""
+
+
 def _build_kwargs(label: str, config_cls: type | None, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The function's keyword arguments: ``config=`` built from ``kwargs`` when it has a
+    config class, else ``kwargs`` themselves; a bad kwarg is one line naming it."""
     if config_cls is None:
         return dict(kwargs)
     from hfsdk import ConfigError, make_converter, structure
 
+    unknown = _unknown_kwargs(label, config_cls, kwargs)
+    if unknown:
+        raise HfsdkError(unknown)
     try:  # the run config's strict reading (its float fields take YAML's string '1e-1')
-        return {"config": structure(make_converter(), dict(kwargs), config_cls)}
+        return {"config": structure(make_converter(), dict(kwargs), config_cls, path="kwargs")}
     except ConfigError as exc:
-        fields = ", ".join(f.name for f in attrs.fields(config_cls))
-        raise HfsdkError(
-            f"reward function {label!r}: kwargs {dict(kwargs)!r} do not fit its config class "
-            f"{config_cls.__name__} ({exc}); allowed keys: {fields}"
-        ) from exc
+        detail = str(exc)
+        if detail.startswith(_WHOLE):  # e.g. buffer_length > max_length: values that clash
+            detail = (
+                f"kwargs {dict(kwargs)!r} do not fit together: {detail[len(_WHOLE) :]}; "
+                "change one of them"
+            )
+        raise HfsdkError(f"reward function {label!r}: {detail}") from exc
 
 
 def metric_names(names: Sequence[Any]) -> list[Any]:

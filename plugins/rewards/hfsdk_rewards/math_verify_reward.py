@@ -3,21 +3,44 @@
 The response's answer (``\\boxed{...}`` first, else the last LaTeX or plain
 expression) and the reference are parsed into sympy and compared as values:
 ``\\frac12`` equals ``0.5`` and ``1/2``, ``\\{1,2\\}`` is a set, ``\\sqrt{2}``
-stays exact. ``math-verify`` bounds its own parsing with ``SIGALRM``, which only
-the main thread may set and which would replace an alarm already set; it is
-turned off here and hfsdk's reward deadline (``reward.timeout_s``) bounds the
-whole call instead, in whatever thread the reward runs.
+stays exact.
+
+Each sample is parsed and verified in a child process (:mod:`._math_worker`),
+one per concurrent caller, started once and reused. sympy can compute inside C
+for ever (``\\boxed{9^{9^{9^{9}}}}``), where neither math-verify's ``SIGALRM``
+timeout nor hfsdk's reward deadline (both land between Python bytecodes) can
+stop it; a process can be killed. A sample past ``sample_timeout_s`` has its
+worker killed (a fresh one serves the next sample), scores ``incorrect_score``
+and is counted by the ``timeout`` metric, as math-verify's own timeout does in
+verl and TRL, so one pathological answer does not stop the run.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import json
 import logging
+import os
+import re
+import select
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 
 from hfsdk import HfsdkError, help_field
+
+logger = logging.getLogger(__name__)
+
+_WORKER_SCRIPT = Path(__file__).with_name("_math_worker.py")
+_START_TIMEOUT_S = 120.0
+"""How long a worker may take to import math-verify (sympy) before it is given up on."""
 
 
 @attrs.frozen(kw_only=True)
@@ -34,8 +57,16 @@ class MathVerifyConfig:
         validator=attrs.validators.ge(0),
     )
     strict: bool = help_field(
-        "math-verify's strict mode: variables and relations must match too (x=1 is not 1).",
+        "math-verify's strict mode: variable names in relations must match (y=1 is not "
+        "x=1); x=1 against 1 scores correct either way.",
         default=True,
+    )
+    sample_timeout_s: float = help_field(
+        "Seconds one sample's parse and verify may take (wall clock); past it the sample "
+        "scores incorrect_score, counts in the 'timeout' metric, and its worker process is "
+        "killed and replaced.",
+        default=5.0,
+        validator=attrs.validators.gt(0),
     )
     correct_score: float = help_field("Score of a correct answer.", default=1.0)
     incorrect_score: float = help_field("Score of a wrong answer.", default=0.0)
@@ -44,26 +75,218 @@ class MathVerifyConfig:
     )
 
 
-class _NoTimeoutNotice(logging.Filter):
-    """Drops math-verify's notice that its timeout is off: hfsdk's deadline is the timeout."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Timeout is disabled" not in record.getMessage()
+class _WorkerGone(Exception):
+    """The worker process ran past the sample's limit or died while serving it."""
 
 
-_NOTICE_FILTER = _NoTimeoutNotice()
+class _Worker:
+    """One child process running :mod:`._math_worker`, spoken to over pipes."""
+
+    def __init__(self) -> None:
+        # subprocess (fork+exec) rather than multiprocessing: nothing of this
+        # multi-threaded process is inherited and the caller's __main__ is not re-run.
+        bootstrap = f"import runpy; runpy.run_path({str(_WORKER_SCRIPT)!r}, run_name='__main__')"
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", bootstrap],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            close_fds=True,
+        )
+        self._buffer = b""
+        try:
+            ready = self._read_line(_START_TIMEOUT_S)
+        except _WorkerGone:
+            self.kill()
+            raise HfsdkError(
+                f"math_verify: its worker process ({sys.executable} {_WORKER_SCRIPT}) did not "
+                f"start within {_START_TIMEOUT_S:.0f} s or exited; expected it to import "
+                "math-verify; check that 'math-verify' is installed in this environment"
+            ) from None
+        if ready.get("ready") is not True:
+            self.kill()
+            raise HfsdkError(f"math_verify: its worker process answered {ready!r} at start")
+
+    def ask(self, request: dict[str, Any], limit_s: float) -> dict[str, Any]:
+        """The reply to ``request``; :class:`_WorkerGone` (worker killed) past ``limit_s``."""
+        data = (json.dumps(request) + "\n").encode()
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write(data)
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.kill()
+            raise _WorkerGone from None
+        return self._read_line(limit_s)
+
+    def _read_line(self, limit_s: float) -> dict[str, Any]:
+        """One JSON line from the worker within ``limit_s`` seconds (else kill it)."""
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        poller = select.poll()  # not select.select: a busy process may have fds past 1024
+        poller.register(fd, select.POLLIN)
+        end = time.monotonic() + limit_s
+        while b"\n" not in self._buffer:
+            left = end - time.monotonic()
+            if left <= 0 or not poller.poll(left * 1000):
+                self.kill()
+                raise _WorkerGone
+            chunk = os.read(fd, 65536)
+            if not chunk:  # the worker died (SIGXCPU, out of memory, a crash)
+                self.kill()
+                raise _WorkerGone
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def kill(self) -> None:
+        """End the process now and reap it (no zombie is left)."""
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
 
-def _quiet_timeout_notice() -> None:
-    for name in ("math_verify.parser", "math_verify.grader"):
-        logger = logging.getLogger(name)
-        if _NOTICE_FILTER not in logger.filters:
-            logger.addFilter(_NOTICE_FILTER)
+class _Pool:
+    """Idle workers of this process; a caller takes one, or starts one when none is idle
+    (concurrent callers each get their own), and gives it back when done."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.idle: list[_Worker] = []
+        self.all: set[_Worker] = set()
+
+    def take(self) -> _Worker:
+        """An idle worker, or a new one."""
+        with self.lock:
+            if self.idle:
+                return self.idle.pop()
+        worker = _Worker()
+        with self.lock:
+            self.all.add(worker)
+        return worker
+
+    def give_back(self, worker: _Worker) -> None:
+        """Keep a worker that is still alive for the next caller."""
+        with self.lock:
+            if worker.process.poll() is None and worker in self.all:
+                self.idle.append(worker)
+            else:
+                self.all.discard(worker)
+
+    def discard(self, worker: _Worker) -> None:
+        """Forget a worker that was killed."""
+        with self.lock:
+            self.all.discard(worker)
+
+    def close(self) -> None:
+        """Kill every worker, busy ones included (at exit, or from :func:`close_workers`)."""
+        with self.lock:
+            workers, self.all, self.idle = list(self.all), set(), []
+        for worker in workers:
+            worker.kill()
+
+    def forget_after_fork(self) -> None:
+        """In a forked child the workers belong to the parent: drop them without killing."""
+        self.lock = threading.Lock()
+        self.idle, self.all = [], set()
+
+
+_POOL = _Pool()
+atexit.register(_POOL.close)
+os.register_at_fork(after_in_child=_POOL.forget_after_fork)
+
+
+def close_workers() -> None:
+    """Kill this process's ``math_verify`` workers (they also end at exit); the next call
+    starts a fresh one."""
+    _POOL.close()
+
+
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 
 
 def _reference(text: str) -> str:
-    """A bare reference (``\\frac12``, ``0.5``) in math mode, so the LaTeX parser reads it."""
-    return text if "$" in text or "\\boxed" in text else f"${text}$"
+    """A bare reference (``\\frac12``, ``0.5``, ``\\$18.90``) boxed, so math-verify reads it
+    as the answer; one that already has ``$...$`` math or a ``\\boxed`` is kept as it is."""
+    if _UNESCAPED_DOLLAR.search(text) or "\\boxed" in text:
+        return text
+    return f"\\boxed{{{text}}}"
+
+
+def _verdict(
+    worker: _Worker, request: dict[str, Any], config: MathVerifyConfig
+) -> dict[str, Any] | None:
+    """The worker's reply for one sample; ``None`` when it ran past ``sample_timeout_s``
+    (the worker is then dead and the caller needs a new one)."""
+    try:
+        reply = worker.ask(request, config.sample_timeout_s)
+    except _WorkerGone:
+        return None
+    if "error" in reply:
+        raise HfsdkError(
+            f"math_verify: math-verify raised {reply['error']} on the response "
+            f"{request['answer'][:80]!r}; expected it to parse or return no answer"
+        )
+    return reply
+
+
+def _score_all(
+    responses: Sequence[str], references: Sequence[Any], config: MathVerifyConfig
+) -> list[dict[str, Any] | None]:
+    """Each sample's reply from a worker of the pool (``None``: timed out)."""
+    replies: list[dict[str, Any] | None] = []
+    worker: _Worker | None = _POOL.take()
+    try:
+        for response, reference in zip(responses, references, strict=True):
+            if worker is None:
+                worker = _POOL.take()
+            request = {
+                "gold": _reference(str(reference)),
+                "answer": response,
+                "float_rounding": config.float_rounding,
+                "strict": config.strict,
+                "limit_s": config.sample_timeout_s,
+            }
+            reply = _verdict(worker, request, config)
+            if reply is None:
+                _POOL.discard(worker)
+                worker = None
+            replies.append(reply)
+    except BaseException:
+        # Interrupted mid-request (hfsdk's deadline, Ctrl-C): the worker's state is unknown.
+        if worker is not None:
+            worker.kill()
+            _POOL.discard(worker)
+        raise
+    if worker is not None:
+        _POOL.give_back(worker)
+    return replies
+
+
+def _warn(responses: Sequence[str], references: Sequence[Any], flags: list[dict[str, float]],
+          config: MathVerifyConfig) -> None:  # fmt: skip
+    """One warning per batch for timed-out samples and one for references that do not parse."""
+    timed_out = [i for i, row in enumerate(flags) if row["timeout"]]
+    if timed_out:
+        first = timed_out[0]
+        logger.warning(
+            "math_verify: %d of %d samples ran past sample_timeout_s=%g and scored "
+            "incorrect_score (first: sample %d, response %r)",
+            len(timed_out), len(flags), config.sample_timeout_s, first,
+            responses[first][-80:],
+        )  # fmt: skip
+    unparsed = [i for i, row in enumerate(flags) if row["gold_unparsed"]]
+    if unparsed:
+        first = unparsed[0]
+        logger.warning(
+            "math_verify: %d of %d reference answers (column %r) do not parse, so those "
+            "samples cannot score correct_score (first: sample %d, reference %r); fix the "
+            "references or use exact_match",
+            len(unparsed), len(flags), config.answer_column, first, str(references[first])[:80],
+        )  # fmt: skip
 
 
 def math_verify(
@@ -75,32 +298,36 @@ def math_verify(
 ) -> list[dict[str, float]]:
     """Score 1 (``correct_score``) when the response's answer equals the reference mathematically.
 
-    Also reports ``answer_found`` (the share of responses an answer was parsed from).
+    Also reports, as shares of the batch, ``answer_found`` (an answer was parsed from
+    the response), ``timeout`` (the sample ran past ``sample_timeout_s``) and
+    ``gold_unparsed`` (the reference did not parse).
     """
-    from math_verify import parse, verify
-
     config = config or MathVerifyConfig()
     if config.answer_column not in columns:
         raise HfsdkError(
             f"math_verify needs the dataset column {config.answer_column!r} with the reference "
             f"answers; columns available: {sorted(columns) or 'none'} (set answer_column)"
         )
-    _quiet_timeout_notice()
+    references = columns[config.answer_column]
     results = []
-    for response, reference in zip(responses, columns[config.answer_column], strict=True):
-        gold = parse(_reference(str(reference)), parsing_timeout=None)  # type: ignore[arg-type]
-        answer = parse(response, parsing_timeout=None)  # type: ignore[arg-type]
-        if not answer:
-            score = config.no_answer_score
-        elif gold and verify(
-            gold,
-            answer,
-            float_rounding=config.float_rounding,
-            strict=config.strict,
-            timeout_seconds=None,
-        ):
-            score = config.correct_score
+    for reply in _score_all(responses, references, config):
+        if reply is None:
+            score, found, gold_ok = config.incorrect_score, False, True
         else:
-            score = config.incorrect_score
-        results.append({"score": score, "answer_found": float(bool(answer))})
+            found, gold_ok = reply["found"], reply["gold_ok"]
+            if not found:
+                score = config.no_answer_score
+            elif reply["correct"]:
+                score = config.correct_score
+            else:
+                score = config.incorrect_score
+        results.append(
+            {
+                "score": score,
+                "answer_found": float(found),
+                "timeout": float(reply is None),
+                "gold_unparsed": float(not gold_ok),
+            }
+        )
+    _warn(responses, references, results, config)
     return results

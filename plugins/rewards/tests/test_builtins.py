@@ -175,3 +175,12 @@ def test_hfsdk_list_rewards_shows_math_verify(capsys: pytest.CaptureFixture[str]
     assert info.value.code in (0, None)
     line = next(x for x in out.splitlines() if x.startswith("math_verify"))
     assert "equals the reference mathematically" in line and line.endswith("[rewards]")
+
+
+def test_exact_match_compares_numbers_exactly_not_as_floats() -> None:
+    # Both round to the same double; they are different answers.
+    responses = ["12345678901234567", "3.0", "1,000", "0.1", "2.50"]
+    refs = ["12345678901234568", "3", "1000", "0.10000000000000001", "2.5"]
+    out = exact_match([""] * 5, responses, answer=refs)
+    assert scores(out) == [0.0, 1.0, 1.0, 0.0, 1.0]
+    assert scores(exact_match([""], ["12345678901234567"], answer=["12345678901234567"])) == [1.0]

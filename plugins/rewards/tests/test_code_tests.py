@@ -115,6 +115,9 @@ def test_correct_programs_score_one_whatever_they_print_or_how_they_end() -> Non
         "def add(a, b):\n    return a + b",
         "import sys\ndef add(a, b):\n    print('debug', a, b)\n    return a + b\nsys.stdout.flush()",
         "def add(a, b):\n    return sum((a, b))\nif __name__ == '__main__':\n    print(add(2, 2))",
+        # Output without a final newline must not swallow the first record.
+        "def add(a, b):\n    return a + b\nprint(add(1, 2), end='')",
+        "import sys\ndef add(a, b):\n    return a + b\nsys.stdout.write('no newline')",
     ]
     truth = json.dumps(
         {
@@ -129,9 +132,9 @@ def test_correct_programs_score_one_whatever_they_print_or_how_they_end() -> Non
         }
     )
     rows = code_tests(
-        ["p"] * 3, [_fenced(p) for p in programs], config=CONFIG, ground_truth=[truth] * 3
+        ["p"] * 5, [_fenced(p) for p in programs], config=CONFIG, ground_truth=[truth] * 5
     )
-    assert [r["score"] for r in rows] == [1.0, 1.0, 1.0], rows
+    assert [r["score"] for r in rows] == [1.0] * 5, rows
     assert all(r["cases_passed"] == 1.0 for r in rows)
 
 
@@ -140,3 +143,54 @@ def test_an_assert_sample_reports_why_its_program_stopped() -> None:
     rows = code_tests(["p"] * 2, [_fenced(p) for p in programs], config=CONFIG,
                       ground_truth=[ASSERTS] * 2)  # fmt: skip
     assert rows[0]["refused"] == 1.0 and rows[1]["error"] == 1.0
+
+
+def test_every_case_is_checked_unless_max_cases_says_otherwise() -> None:
+    # 33 cases, the program wrong only on the last one (formerly cut at 32, unreported).
+    truth = json.dumps({"asserts": [f"assert double({n}) == {2 * n}" for n in range(33)]})
+    program = _fenced("def double(n):\n    return 2 * n if n < 32 else 0")
+    [row] = code_tests(["p"], [program], config=CONFIG, ground_truth=[truth])
+    assert row["score"] == 0.0 and row["wrong_answer"] == 1.0
+    assert "cases_truncated" not in row
+    cut = CodeTestsConfig(limits=CONFIG.limits, max_cases=32)
+    rows = code_tests(["p", "p"], [program, program], config=cut, ground_truth=[truth, ASSERTS])
+    assert rows[0]["score"] == 1.0 and rows[0]["cases_truncated"] == 1.0
+    assert rows[1]["cases_truncated"] == 0.0
+
+
+def test_call_based_cases_call_fn_name_with_the_inputs_as_arguments() -> None:
+    truth = json.dumps({"fn_name": "add", "inputs": [[1, 2], [3, 4]], "outputs": [3, 7]})
+    wrapped = json.dumps({"fn_name": "pair", "inputs": [[1], [2]], "outputs": [[[1, 1]], [[2, 2]]]})
+    programs = {
+        "function": ("def add(a, b):\n    return a + b", truth),
+        "class Solution": (
+            "class Solution:\n    def add(self, a, b):\n        return a + b",
+            truth,
+        ),
+        "a tuple for a list, the output wrapped": ("def pair(x):\n    return (x, x)", wrapped),
+        "wrong": ("def add(a, b):\n    return a - b", truth),
+        "missing": ("def plus(a, b):\n    return a + b", truth),
+    }
+    rows = code_tests(["p"] * 5, [_fenced(code) for code, _ in programs.values()], config=CONFIG,
+                      ground_truth=[t for _, t in programs.values()])  # fmt: skip
+    assert [r["score"] for r in rows] == [1.0, 1.0, 1.0, 0.0, 0.0], rows
+    assert rows[3]["wrong_answer"] == 1.0 and rows[3]["cases_passed"] == 0.0
+    # The expected return values never enter the sandbox program.
+    from hfsdk_rewards.code_harness import plan_calls, sandbox_program
+
+    plan = plan_calls("add", [[1, 2]], [123456789])
+    assert "123456789" not in sandbox_program("def add(a, b):\n    return a + b", plan)
+
+
+def test_call_based_inputs_that_are_not_argument_lists_are_bad_tests() -> None:
+    truth = json.dumps({"fn_name": "add", "inputs": ["1 2"], "outputs": [3]})
+    [row] = code_tests(["p"], [_fenced("def add(a, b):\n    return a + b")], config=CONFIG,
+                       ground_truth=[truth])  # fmt: skip
+    assert row["bad_tests"] == 1.0 and row["score"] == 0.0
+
+
+def test_a_fence_followed_by_crlf_is_code() -> None:
+    response = "```python\r\ndef add(a, b):\r\n    return a + b\r\n```\r\n"
+    assert last_code_block(response) is not None
+    [row] = code_tests(["p"], [response], config=CONFIG, ground_truth=[ASSERTS])
+    assert row["score"] == 1.0, row

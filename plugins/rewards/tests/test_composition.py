@@ -196,16 +196,28 @@ def test_kwargs_are_read_as_the_run_config_is() -> None:
     config = [{"name": "exact_match", "kwargs": {"correct_score": "1e-1"}}]
     scores, _ = compute_rewards(["1 + 1 ="], ["2"], {"answer": ["2"]}, config)
     assert scores == [0.1]
-    with pytest.raises(HfsdkError, match=r"'correct_score': expected a number, got 'many'"):
+    with pytest.raises(HfsdkError, match=r"'kwargs.correct_score': expected a number, got 'many'"):
         load_reward_functions([{"name": "exact_match", "kwargs": {"correct_score": "many"}}])
 
 
 def test_config_errors() -> None:
-    with pytest.raises(
-        HfsdkError,
-        match=r"do not fit its config class ExactMatchConfig.*allowed keys: extract, answer_pattern",
-    ):
+    with pytest.raises(HfsdkError) as info:
         load_reward_functions([{"name": "exact_match", "kwargs": {"patern": "x"}}])
+    message = str(info.value)  # one line, the allowed keys once
+    assert message.startswith("reward function 'exact_match': unknown kwarg 'patern'; did you ")
+    assert message.count("answer_pattern") == 2 and message.count("allowed") == 1
+    assert "\n" not in message
+    with pytest.raises(HfsdkError) as info:
+        load_reward_functions([{"name": "length_penalty",
+                                "kwargs": {"max_length": 10, "buffer_length": 20}}])  # fmt: skip
+    assert "config key ''" not in str(info.value)
+    assert str(info.value) == (
+        "reward function 'length_penalty': kwargs {'max_length': 10, 'buffer_length': 20} do "
+        "not fit together: buffer_length=20 exceeds max_length=10; change one of them"
+    )
+    with pytest.raises(HfsdkError, match=r"^reward function 'math_verify': bad value for config "
+                       r"key 'kwargs.float_rounding': must be >= 0: -1$"):  # fmt: skip
+        load_reward_functions([{"name": "math_verify", "kwargs": {"float_rounding": -1}}])
     with pytest.raises(HfsdkError, match="weight=nan; expected a finite number"):
         load_reward_functions([{"name": "exact_match", "weight": math.nan}])
     with pytest.raises(HfsdkError, match="lists no functions"):

@@ -1,0 +1,120 @@
+"""``math_verify`` in its worker process: a sample that computes for ever, references."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hfsdk_rewards import compute_rewards
+from hfsdk_rewards.math_verify_reward import (
+    _POOL,
+    MathVerifyConfig,
+    close_workers,
+    math_verify,
+)
+
+# sympy evaluates this power tower inside C: no signal or asynchronous exception stops it.
+FOR_EVER = r"the answer is \boxed{9^{9^{9^{9}}}}"
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie awaiting its reaper is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_sample_that_computes_for_ever_times_out_and_the_batch_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = {
+        "functions": [{"name": "math_verify", "kwargs": {"sample_timeout_s": 1}}],
+        "timeout_s": 60,
+    }
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="hfsdk_rewards.math_verify_reward"):
+        scores, metrics = compute_rewards(
+            ["q"] * 3, [FOR_EVER, r"\boxed{5}", r"\boxed{6}"], {"answer": ["5"] * 3}, config
+        )
+    assert scores == [0.0, 1.0, 0.0]  # the sample after the killed worker is still scored
+    assert metrics["math_verify/timeout"] == pytest.approx(1 / 3)
+    assert time.monotonic() - start < 30
+    warnings = [r for r in caplog.records if "sample_timeout_s=1" in r.getMessage()]
+    assert len(warnings) == 1 and "1 of 3 samples" in warnings[0].getMessage()
+
+
+def test_close_workers_leaves_no_child_process() -> None:
+    math_verify([""], [r"\boxed{2}"], answer=["2"])
+    pids = [worker.process.pid for worker in _POOL.all]
+    assert pids and all(_alive(pid) for pid in pids)
+    close_workers()
+    assert not any(_alive(pid) for pid in pids)
+    # The next call starts a fresh worker.
+    assert math_verify([""], [r"\boxed{2}"], answer=["2"])[0]["score"] == 1.0
+
+
+def test_an_idle_worker_ends_when_its_parent_dies_without_cleaning_up() -> None:
+    script = (
+        "import os\n"
+        "from hfsdk_rewards.math_verify_reward import _POOL, math_verify\n"
+        "math_verify([''], [r'\\boxed{2}'], answer=['2'])\n"
+        "print(*[w.process.pid for w in _POOL.all], flush=True)\n"
+        "os._exit(0)\n"  # no atexit: the worker must notice on its own
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, check=True)  # fmt: skip
+    pids = [int(p) for p in out.stdout.split()]
+    assert pids
+    end = time.monotonic() + 20
+    while any(_alive(pid) for pid in pids) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in pids)
+
+
+def test_an_escaped_dollar_in_the_reference_is_text_not_math_mode() -> None:
+    out = math_verify(["", "", ""], [r"\boxed{18.90}", r"\boxed{\$18.90}", r"\boxed{18.80}"],
+                      answer=[r"\$18.90"] * 3)  # fmt: skip
+    assert [r["score"] for r in out] == [1.0, 1.0, 0.0]
+    assert [r["gold_unparsed"] for r in out] == [0.0, 0.0, 0.0]
+    # References in math mode or boxed are read as they are.
+    out = math_verify(["", ""], [r"\boxed{-2}", r"\boxed{6}"], answer=["$-2$", r"\boxed{6}"])
+    assert [r["score"] for r in out] == [1.0, 1.0]
+
+
+def test_a_reference_that_does_not_parse_is_counted_and_warned_about(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="hfsdk_rewards.math_verify_reward"):
+        out = math_verify(["", ""], [r"\boxed{4}", r"\boxed{4}"], answer=[r"\text{}", "4"])
+    assert [r["gold_unparsed"] for r in out] == [1.0, 0.0]
+    assert [r["score"] for r in out] == [0.0, 1.0]
+    assert any("1 of 2 reference answers" in r.getMessage() for r in caplog.records)
+
+
+def test_strict_makes_variable_names_in_relations_matter() -> None:
+    pairs = [(r"\boxed{x=1}", "1"), (r"\boxed{1}", "x=1"), (r"\boxed{y=1}", "x=1")]
+    responses, refs = [p[0] for p in pairs], [p[1] for p in pairs]
+    for strict, expected in ((True, [1.0, 1.0, 0.0]), (False, [1.0, 1.0, 1.0])):
+        out = math_verify([""] * 3, responses, config=MathVerifyConfig(strict=strict),
+                          answer=refs)  # fmt: skip
+        assert [r["score"] for r in out] == expected, strict
+
+
+def test_the_worker_runs_without_a_main_guard_in_the_callers_script(tmp_path: Path) -> None:
+    # A script without `if __name__ == "__main__"` (multiprocessing's spawn would re-run it).
+    script = tmp_path / "score.py"
+    script.write_text(
+        "from hfsdk_rewards.math_verify_reward import math_verify\n"
+        "print(math_verify([''], [r'\\boxed{3}'], answer=['3'])[0]['score'])\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, check=True, env={**os.environ})  # fmt: skip
+    assert out.stdout.split() == ["1.0"]
