@@ -50,7 +50,7 @@ class DataConfig:
         default=True,
     )
     apply_chat_template: bool | None = help_field(
-        "Format prompts with the tokenizer's chat template; null: when the prompt column holds"
-        " messages.",
+        "Format prompts (plain strings too) with the tokenizer's chat template; null: when the"
+        " tokenizer has one; false: strings as written, messages in the plain rendering.",
         default=None,
     )

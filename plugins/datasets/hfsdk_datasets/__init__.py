@@ -30,6 +30,8 @@ _LAZY = {
     "PreparedRow": "hfsdk_datasets.prompt_dataset",
     "PromptLoader": "hfsdk_datasets.prompt_dataset",
     "load_prompt_dataset": "hfsdk_datasets.prompt_dataset",
+    "RESERVED_COLUMNS": "hfsdk_datasets.prompt_dataset",
+    "plain_rendering_cause": "hfsdk_datasets.prompt_dataset",
     "plain_rendering_reported": "hfsdk_datasets.prompt_dataset",
     "prepare_row": "hfsdk_datasets.prompt_dataset",
     "resolve_use_template": "hfsdk_datasets.prompt_dataset",

@@ -20,6 +20,12 @@ from hfsdk_datasets.chat import (
     render_prompt,
 )
 from hfsdk_datasets.columns import lift_nested
+from hfsdk_datasets.dataset_parts import (
+    concatenate_parts,
+    data_description,
+    files_key,
+    pick_split,
+)
 from hfsdk_datasets.json_columns import check_json_columns
 
 logger = logging.getLogger(__name__)
@@ -27,30 +33,35 @@ logger = logging.getLogger(__name__)
 _FORMATS = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 
 
-def load_prompt_dataset(files: Sequence[str], prompt_key: str) -> Any:
+def load_prompt_dataset(files: Sequence[str], prompt_key: str, *, validation: bool = False) -> Any:
     """Load and concatenate ``files`` into one ``datasets.Dataset``.
 
     Each entry is a ``.parquet``, ``.jsonl``/``.json`` file or a directory saved with
-    ``Dataset.save_to_disk``. A missing file, an unknown format, a missing prompt
-    column or an empty result is an :class:`HfsdkError`.
+    ``Dataset.save_to_disk`` (a ``DatasetDict``'s split: see :func:`pick_split`).
+    ``validation`` says the files are ``data.val_files``: which split a
+    ``DatasetDict`` gives and what errors name. A missing file, an unknown format, a
+    missing prompt column, columns whose types differ between files or an empty
+    result is an :class:`HfsdkError`.
     """
     import datasets
 
     if not files:
-        raise HfsdkError("no dataset files given; set data.train_files to parquet/jsonl files")
+        raise HfsdkError(
+            f"no dataset files given; set {files_key(validation)} to parquet/jsonl files"
+        )
     from datasets.utils import logging as datasets_logging
 
     # Its per-file progress bars would wrap every one-line error in console noise.
     bars_were_on = datasets_logging.is_progress_bar_enabled()
     datasets_logging.disable_progress_bar()
     try:
-        return _load_files(datasets, files, prompt_key)
+        return _load_files(datasets, files, prompt_key, validation)
     finally:
         if bars_were_on:
             datasets_logging.enable_progress_bar()
 
 
-def _load_files(datasets: Any, files: Sequence[str], prompt_key: str) -> Any:
+def _load_files(datasets: Any, files: Sequence[str], prompt_key: str, validation: bool) -> Any:
     parts = []
     for name in files:
         path = Path(name)
@@ -63,11 +74,11 @@ def _load_files(datasets: Any, files: Sequence[str], prompt_key: str) -> Any:
                     "directory written by Dataset.save_to_disk"
                 ) from exc
             if isinstance(loaded, datasets.DatasetDict):
-                loaded = loaded["train"] if "train" in loaded else next(iter(loaded.values()))
+                loaded = pick_split(loaded, name, validation)
             parts.append(_with_data_dir(loaded, path))
             continue
         if not path.is_file():
-            raise HfsdkError(f"dataset file {name!r} does not exist; check data.train_files")
+            raise HfsdkError(f"dataset file {name!r} does not exist; check {files_key(validation)}")
         fmt = _FORMATS.get(path.suffix.lower())
         if fmt is None:
             raise HfsdkError(
@@ -94,7 +105,7 @@ def _load_files(datasets: Any, files: Sequence[str], prompt_key: str) -> Any:
         if fmt == "json":
             check_json_columns(loaded, path, name)
         parts.append(_with_data_dir(loaded, path.parent))
-    dataset = parts[0] if len(parts) == 1 else datasets.concatenate_datasets(parts)
+    dataset = parts[0] if len(parts) == 1 else concatenate_parts(datasets, parts, files)
     if prompt_key not in dataset.column_names:
         raise HfsdkError(
             f"dataset {list(files)} has no column {prompt_key!r} (columns: "
@@ -150,12 +161,18 @@ def _quiet_loader_log(datasets: Any) -> Iterator[None]:
 _PLAIN_RENDERING_LOGGED: set[str] = set()
 """Tokenizers the plain-rendering notice was logged for (once per run, not per loader)."""
 
+_DOUBLE_BOS_LOGGED: set[str] = set()
+"""Tokenizers the double-BOS warning was logged for (once per run, not per row)."""
+
+RESERVED_COLUMNS = ("uid", "raw_prompt", PROMPT_MESSAGES, RENDERED_PROMPT)
+"""Columns :func:`prepare_row` writes into every row; a dataset's own would be overwritten."""
+
 
 def resolve_use_template(tokenizer: Any, setting: bool | None) -> bool:
     """Whether prompts go through the chat template (``data.apply_chat_template``).
 
-    ``None`` uses the template when the tokenizer has one; ``True`` without a
-    template is an error.
+    ``None`` uses the template when the tokenizer has one, for string prompts too
+    (as one user message); ``True`` without a template is an error.
     """
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if setting and not has_template:
@@ -164,6 +181,26 @@ def resolve_use_template(tokenizer: Any, setting: bool | None) -> bool:
             "null (plain rendering) or use a tokenizer with a chat_template"
         )
     return has_template if setting is None else bool(setting)
+
+
+def plain_rendering_cause(tokenizer: Any) -> str:
+    """Why prompts get the plain rendering: the tokenizer has no template, or the run
+    turned it off (with a template, only ``data.apply_chat_template=false`` leads here)."""
+    if getattr(tokenizer, "chat_template", None):
+        return "data.apply_chat_template=false"
+    return "the tokenizer has no chat template"
+
+
+def refuse_reserved_columns(columns: Sequence[str], source: str) -> None:
+    """One line when the dataset has a column the loader writes itself (:data:`RESERVED_COLUMNS`):
+    its values would be replaced without a word."""
+    taken = [column for column in RESERVED_COLUMNS if column in columns]
+    if taken:
+        raise HfsdkError(
+            f"{source} has the column(s) {', '.join(map(repr, taken))}, which the loader writes "
+            f"itself (reserved: {', '.join(RESERVED_COLUMNS)}); rename them in the data "
+            f"(e.g. 'source_{taken[0]}')"
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -184,9 +221,9 @@ def prepare_row(
 ) -> PreparedRow:
     """Check, render and tokenise one row's prompt; lift verl's nested reward fields.
 
-    The row gains ``uid``, ``raw_prompt`` (plain text: what native reward
-    functions get as ``prompts``), ``prompt_messages`` and ``rendered_prompt``
-    (what the model sees).
+    The row gains ``uid`` (its index in the dataset), ``raw_prompt`` (plain text:
+    what native reward functions get as ``prompts``), ``prompt_messages`` and
+    ``rendered_prompt`` (what the model sees).
     """
     prompt = row[prompt_key]
     where = f"row {index} of column {prompt_key!r}"
@@ -195,19 +232,14 @@ def prepare_row(
         plain: str = plain_rendering(messages)
         text = render_prompt(messages, tokenizer, use_template, tools, where)
         if not use_template:
-            name = _tokenizer_key(tokenizer)
-            if name not in _PLAIN_RENDERING_LOGGED:
-                _PLAIN_RENDERING_LOGGED.add(name)
-                logger.warning(
-                    "the tokenizer has no chat template: chat prompts use the plain rendering "
-                    "(a lone user message is its content; otherwise 'role: content' lines and "
-                    "'assistant:'), see docs/migrating.md"
-                )
+            _announce_plain_rendering(tokenizer)
     else:
         messages = None
         plain = prompt
         text = render_prompt(prompt, tokenizer, use_template, tools, where)
     ids = tokenizer(text, add_special_tokens=not use_template)["input_ids"]
+    if messages is None:
+        _warn_double_bos(prompt, ids, tokenizer, where, use_template)
     prepared = {
         **lift_nested(row),
         "uid": index,
@@ -218,12 +250,49 @@ def prepare_row(
     return PreparedRow(row=prepared, token_ids=list(ids))
 
 
+def _announce_plain_rendering(tokenizer: Any) -> None:
+    """Say once per tokenizer, by its real cause, that chat prompts get the plain rendering."""
+    name = _tokenizer_key(tokenizer)
+    if name not in _PLAIN_RENDERING_LOGGED:
+        _PLAIN_RENDERING_LOGGED.add(name)
+        logger.warning(
+            "%s: chat prompts use the plain rendering (a lone user message is its content; "
+            "otherwise 'role: content' lines and 'assistant:'), see docs/migrating.md",
+            plain_rendering_cause(tokenizer),
+        )
+
+
+def _warn_double_bos(
+    prompt: str, ids: Sequence[int], tokenizer: Any, where: str, use_template: bool
+) -> None:
+    """Warn once per tokenizer when a string prompt written with the BOS token's text gets
+    BOS again (from the chat template or the tokenizer): the model would see two, a
+    sequence it never saw in training."""
+    bos_text, bos_id = getattr(tokenizer, "bos_token", None), tokenizer.bos_token_id
+    if not bos_text or bos_id is None or not prompt.lstrip().startswith(bos_text):
+        return
+    if list(ids[:2]) != [bos_id, bos_id]:
+        return
+    name = _tokenizer_key(tokenizer)
+    if name in _DOUBLE_BOS_LOGGED:
+        return
+    _DOUBLE_BOS_LOGGED.add(name)
+    logger.warning(
+        "%s starts with the BOS token %r and the %s adds BOS again: the model sees two BOS "
+        "tokens; remove the leading %r from the prompts",
+        where,
+        bos_text,
+        "chat template" if use_template else "tokenizer",
+        bos_text,
+    )
+
+
 def _tokenizer_key(tokenizer: Any) -> str:
     return str(getattr(tokenizer, "name_or_path", "") or id(tokenizer))
 
 
 def plain_rendering_reported(tokenizer: Any) -> None:
-    """Say nothing more about ``tokenizer``'s missing chat template in this process: the
+    """Say nothing more about ``tokenizer``'s plain rendering in this process: the
     caller reports it itself (``hfsdk data inspect``'s ``rendering:`` line)."""
     _PLAIN_RENDERING_LOGGED.add(_tokenizer_key(tokenizer))
 
@@ -233,7 +302,8 @@ class PromptLoader:
 
     Prompts are left-padded (generation appends on the right). Each epoch is a
     fresh permutation from ``seed + epoch``, so the position ``(epoch, index)``
-    is all a checkpoint needs to resume exactly.
+    is all a checkpoint needs to resume exactly. ``validation`` and ``files`` say
+    whose data it is (``data.val_files`` or ``data.train_files``) for messages.
     """
 
     def __init__(
@@ -244,9 +314,13 @@ class PromptLoader:
         *,
         seed: int,
         tools: Sequence[Any] = (),
+        validation: bool = False,
+        files: Sequence[str] = (),
     ) -> None:
         self.config = config
         self.seed = seed
+        self.validation = validation
+        self.files = tuple(files)
         self.pad_token_id = tokenizer.pad_token_id
         if self.pad_token_id is None:
             raise HfsdkError("the tokenizer has no pad token; set one before training")
@@ -254,9 +328,30 @@ class PromptLoader:
         self.use_template = use_template
         self.rows: list[dict[str, Any]] = []
         self.token_ids: list[list[int]] = []
+        self._tokenize(dataset, tokenizer, tools)
+        self._check_size()
+        self._warned_size = False
+        self.epoch = 0
+        self.index = 0
+        self._order = self._permutation(0)
+
+    def _source(self) -> str:
+        """The data in messages: which data and files where the caller said so."""
+        return data_description(self.validation, self.files)
+
+    def _tokenize(self, dataset: Any, tokenizer: Any, tools: Sequence[Any]) -> None:
+        """Fill ``rows``/``token_ids`` with the prompts within ``data.max_prompt_length``."""
+        config = self.config
+        columns = getattr(dataset, "column_names", None)
+        if columns is not None:
+            refuse_reserved_columns(columns, self._source())
         dropped = 0
         for index, row in enumerate(dataset):
-            prepared = prepare_row(row, index, config.prompt_key, tokenizer, use_template, tools)
+            if columns is None and index == 0:
+                refuse_reserved_columns(list(row), self._source())
+            prepared = prepare_row(
+                row, index, config.prompt_key, tokenizer, self.use_template, tools
+            )
             ids = prepared.token_ids
             if len(ids) > config.max_prompt_length:
                 dropped += 1
@@ -264,21 +359,25 @@ class PromptLoader:
             self.rows.append(prepared.row)
             self.token_ids.append(ids)
         self.dropped = dropped
+
+    def _check_size(self) -> None:
+        """Refuse data with no prompt short enough; say what was dropped."""
+        config = self.config
+        named = self.validation or bool(self.files)  # else the caller names the data itself
+        of = f" of {self._source()}" if named else ""
         if not self.rows:  # the error alone: one line
             raise HfsdkError(
-                f"every prompt is longer than data.max_prompt_length={config.max_prompt_length} "
-                "tokens; raise the limit"
+                f"every prompt{of} is longer than data.max_prompt_length="
+                f"{config.max_prompt_length} tokens; raise the limit"
             )
-        if dropped:
+        if self.dropped:
             logger.warning(
-                "dropped %d of %d prompts longer than data.max_prompt_length=%d tokens",
-                dropped,
-                dropped + len(self.rows),
+                "dropped %d of %d prompts longer than data.max_prompt_length=%d tokens%s",
+                self.dropped,
+                self.dropped + len(self.rows),
                 config.max_prompt_length,
+                f" from {self._source()}" if named else "",
             )
-        self.epoch = 0
-        self.index = 0
-        self._order = self._permutation(0)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -298,18 +397,54 @@ class PromptLoader:
         size = self.config.batch_size if n is None else n
         if size < 1:
             raise HfsdkError(f"next_batch(n={n}) needs n >= 1 prompts")
-        picked: list[int] = []
+        if size > len(self.rows) and not self._warned_size:
+            self._warn_size(size, n is None)
+        picked: list[tuple[int, int]] = []  # (epoch, row)
         while len(picked) < size:
             if self.index >= len(self._order):
                 self.epoch += 1
                 self.index = 0
                 self._order = self._permutation(self.epoch)
-            picked.append(self._order[self.index])
+            picked.append((self.epoch, self._order[self.index]))
             self.index += 1
-        return self.collate(picked)
+        return self.collate([row for _, row in picked], uids=self._draw_uids(picked))
 
-    def collate(self, indices: Sequence[int]) -> Batch:
-        """Left-padded ``input_ids``/``attention_mask`` plus every dataset column."""
+    def _warn_size(self, size: int, configured: bool) -> None:
+        """Say once that a draw is larger than the data: it holds some prompts twice.
+
+        Said at the first such draw, not on loading: a run refused before its first step
+        (or ``hfsdk data inspect``) has nothing to say about batches.
+        """
+        self._warned_size = True
+        logger.warning(
+            "%s is more than the %d prompt(s) of %s: a batch draws some prompts more than "
+            "once (each draw its own group); lower data.batch_size or add prompts",
+            f"data.batch_size={size}" if configured else f"a draw of {size} prompts",
+            len(self.rows),
+            self._source(),
+        )
+
+    def _draw_uids(self, picked: Sequence[tuple[int, int]]) -> list[Any]:
+        """One group id per draw of ``picked`` ``(epoch, row)``.
+
+        Advantage estimators group samples by ``uid``, so a prompt drawn twice in one
+        batch (the batch runs into the next epoch's permutation) must not share one: two
+        groups of n would become one of 2n. A first draw keeps the row's ``uid`` (its
+        index in the dataset: what error messages and earlier rollout dumps show); a
+        repeat gets ``"<uid>@epoch<N>"``, from the position alone, so resuming gives the
+        same ids.
+        """
+        seen: set[int] = set()
+        uids: list[Any] = []
+        for epoch, row in picked:
+            uid = self.rows[row]["uid"]
+            uids.append(f"{uid}@epoch{epoch}" if row in seen else uid)
+            seen.add(row)
+        return uids
+
+    def collate(self, indices: Sequence[int], uids: Sequence[Any] | None = None) -> Batch:
+        """Left-padded ``input_ids``/``attention_mask`` plus every dataset column;
+        ``uids`` replace the rows' own ``uid`` (one per index: :meth:`_draw_uids`)."""
         width = max(len(self.token_ids[i]) for i in indices)
         input_ids = torch.full((len(indices), width), self.pad_token_id, dtype=torch.long)
         attention_mask = torch.zeros((len(indices), width), dtype=torch.long)
@@ -321,6 +456,8 @@ class PromptLoader:
         for i in indices:
             for key, value in self.rows[i].items():
                 columns.setdefault(key, []).append(value)
+        if uids is not None:
+            columns["uid"] = list(uids)
         return Batch.from_dict(
             tensors={"input_ids": input_ids, "attention_mask": attention_mask},
             non_tensors=columns,

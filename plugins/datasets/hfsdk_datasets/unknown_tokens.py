@@ -61,8 +61,10 @@ def check_prompt_tokens(
     example: str,
     *,
     builtin: bool = False,
+    data: str = "",
 ) -> None:
-    """One-line error when more than ``limit`` of the prompt tokens are unknown."""
+    """One-line error when more than ``limit`` of the prompt tokens are unknown; ``data``
+    names whose prompts they are (e.g. ``"the validation data (data.val_files: v.jsonl)"``)."""
     if share <= limit:
         return
     why = (
@@ -70,9 +72,10 @@ def check_prompt_tokens(
         if builtin
         else "the model would see mostly the unknown token"
     )
+    of = f" of {data}" if data else ""
     raise HfsdkError(
-        f"{share:.0%} of the prompt tokens (column {prompt_key!r}) are unknown to the tokenizer "
-        f"in {tokenizer_path!r} (e.g. {example[:60]!r}); {why}: set actor.model_path (or "
+        f"{share:.0%} of the prompt tokens (column {prompt_key!r}){of} are unknown to the "
+        f"tokenizer in {tokenizer_path!r} (e.g. {example[:60]!r}); {why}: set actor.model_path (or "
         "actor.tokenizer_path) to a model whose tokenizer reads your data, run a built-in task "
         f"with --task, or raise data.max_unknown_token_share (now {limit})"
     )
@@ -87,8 +90,10 @@ def check_loaded_prompts(
     tokenizer_path: str,
     *,
     builtin: bool,
+    data: str = "",
 ) -> None:
-    """Stop (one line) when more than ``limit`` of the loaded prompts' tokens are unknown."""
+    """Stop (one line) when more than ``limit`` of the loaded prompts' tokens are unknown
+    (``data``: whose prompts, as :func:`check_prompt_tokens` names them)."""
     unk = tokenizer.unk_token_id
     if unk is None or limit >= 1.0 or not token_ids:
         return
@@ -96,4 +101,6 @@ def check_loaded_prompts(
     share = _share(tokenizer, ids)
     worst = max(range(len(ids)), key=lambda i: ids[i].count(unk) / max(1, len(ids[i])))
     example = str(rows[worst].get("raw_prompt", ""))
-    check_prompt_tokens(share, limit, prompt_key, tokenizer_path, example, builtin=builtin)
+    check_prompt_tokens(
+        share, limit, prompt_key, tokenizer_path, example, builtin=builtin, data=data
+    )

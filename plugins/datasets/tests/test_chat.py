@@ -242,3 +242,59 @@ def test_a_template_that_refuses_a_row_is_a_one_line_error_naming_it(tmp_path: P
     dataset = load_prompt_dataset([str(path)], "prompt")
     with pytest.raises(HfsdkError, match=r"^row 1 of column 'prompt': the chat template refused"):
         PromptLoader(dataset, _tokenizer(refusing), DataConfig(), seed=0)
+
+
+def test_the_plain_rendering_notice_says_its_real_cause(
+    tmp_path: Path, caplog, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(prompt_dataset, "_PLAIN_RENDERING_LOGGED", set())
+    dataset = load_prompt_dataset([str(_verl_parquet(tmp_path))], "prompt")
+    config = DataConfig(shuffle=False, apply_chat_template=False)
+    with caplog.at_level(logging.WARNING):
+        PromptLoader(dataset, _tokenizer(TEMPLATE), config, seed=0)
+    notices = [r.getMessage() for r in caplog.records if "plain rendering" in r.getMessage()]
+    assert len(notices) == 1 and notices[0].startswith("data.apply_chat_template=false: chat ")
+    assert "no chat template" not in caplog.text  # the tokenizer has one
+    assert prompt_dataset.plain_rendering_cause(_tokenizer(None)) == (
+        "the tokenizer has no chat template"
+    )
+
+
+BOS_TEMPLATE = "{{ bos_token }} {% for m in messages %}{{ m['content'] }} {% endfor %}"
+"""A template that starts with BOS and shows a user message as its content (as t1's)."""
+
+
+def _bos_tokenizer(template: str | None):  # type: ignore[no-untyped-def]
+    """:func:`_tokenizer` with ``<s>`` as BOS, added by the template or by the tokenizer."""
+    from tokenizers import processors
+
+    tokenizer = _tokenizer(template)
+    tokenizer.bos_token = "<s>"
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", tokenizer.convert_tokens_to_ids("<s>"))]
+    )
+    return tokenizer
+
+
+@pytest.mark.parametrize(
+    ("template", "setting", "adder"),
+    [(BOS_TEMPLATE, None, "chat template"), (BOS_TEMPLATE, False, "tokenizer")],
+)
+def test_a_prompt_starting_with_bos_text_is_warned_about_once(  # type: ignore[no-untyped-def]
+    template, setting, adder, caplog, monkeypatch
+) -> None:
+    import datasets
+
+    monkeypatch.setattr(prompt_dataset, "_DOUBLE_BOS_LOGGED", set(), raising=False)
+    rows = [{"prompt": "add one"}, {"prompt": "<s> add two"}, {"prompt": "<s> add one two"}]
+    tokenizer = _bos_tokenizer(template)
+    config = DataConfig(shuffle=False, apply_chat_template=setting)
+    with caplog.at_level(logging.WARNING):
+        loader = PromptLoader(datasets.Dataset.from_list(rows), tokenizer, config, seed=0)
+    bos = tokenizer.bos_token_id
+    assert loader.token_ids[0][:2] != [bos, bos] and loader.token_ids[1][:2] == [bos, bos]
+    warnings = [r.getMessage() for r in caplog.records if "BOS" in r.getMessage()]
+    assert warnings == [
+        f"row 1 of column 'prompt' starts with the BOS token '<s>' and the {adder} adds BOS "
+        "again: the model sees two BOS tokens; remove the leading '<s>' from the prompts"
+    ]

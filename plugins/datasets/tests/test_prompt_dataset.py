@@ -122,3 +122,157 @@ def test_resume_continues_the_same_stream(tokenizer) -> None:  # type: ignore[no
     # an epoch (12 prompts) is a permutation: the first 12 draws cover every prompt once
     flat = [uid for batch in expected for uid in batch]
     assert sorted(flat[:12]) == list(range(12))
+
+
+def _saved_splits(path: Path, **splits: list[dict]) -> str:
+    """A ``DatasetDict`` of ``splits`` saved at ``path`` (``save_to_disk``)."""
+    import datasets
+
+    parts = {name: datasets.Dataset.from_list(rows) for name, rows in splits.items()}
+    datasets.DatasetDict(parts).save_to_disk(str(path))
+    return str(path)
+
+
+def test_a_saved_dataset_dict_gives_each_data_its_own_split(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    train, test = ROWS[:2], ROWS[3:]
+    both = _saved_splits(tmp_path / "dd", train=train, test=test)
+    with caplog.at_level("INFO"):
+        assert load_prompt_dataset([both], "prompt")["prompt"] == [r["prompt"] for r in train]
+        loaded = load_prompt_dataset([both], "prompt", validation=True)
+    assert loaded["prompt"] == [r["prompt"] for r in test]  # not the training rows
+    assert "using its 'test' split (of train, test) for the validation data" in caplog.text
+    three = _saved_splits(tmp_path / "d3", train=train, validation=ROWS[2:3], test=test)
+    assert load_prompt_dataset([three], "prompt", validation=True)["answer"] == ["six"]
+    lone = _saved_splits(tmp_path / "lone", test=test)  # a lone split serves either data
+    assert load_prompt_dataset([lone], "prompt")["answer"] == ["one"]
+    no_train = _saved_splits(tmp_path / "nt", validation=ROWS[2:3], test=test)
+    with pytest.raises(HfsdkError) as info:
+        load_prompt_dataset([no_train], "prompt")
+    assert str(info.value) == (
+        f"dataset directory {no_train!r} holds the splits ['validation', 'test'] but no 'train' "
+        "split for the training data; point data.train_files at "
+        f"{no_train}/<split> (e.g. {no_train}/validation)"
+    )
+    no_val = _saved_splits(tmp_path / "nv", train=train, extra=test)
+    with pytest.raises(HfsdkError, match=r"no 'validation' or 'test' split .* data\.val_files"):
+        load_prompt_dataset([no_val], "prompt", validation=True)
+    # the split's own folder is a dataset too
+    assert load_prompt_dataset([no_val + "/extra"], "prompt", validation=True)["answer"] == ["one"]
+
+
+def test_files_whose_column_types_differ_are_one_line(tmp_path: Path) -> None:
+    text = _write_jsonl(tmp_path / "text.jsonl", [{"prompt": "add two", "answer": "2"}])
+    number = _write_jsonl(tmp_path / "number.jsonl", [{"prompt": "add one", "answer": 3}])
+    with pytest.raises(HfsdkError) as info:
+        load_prompt_dataset([str(text), str(number)], "prompt")
+    assert str(info.value) == (
+        f"dataset files {str(text)!r} and {str(number)!r} give column 'answer' different types "
+        "(string in the first, int64 in the second); give the column one type in every file "
+        "(e.g. quote every value, or write every prompt as chat messages)"
+    )
+    chat = [{"prompt": [{"role": "user", "content": "add one"}], "answer": "2"}]
+    messages = _write_jsonl(tmp_path / "chat.jsonl", chat)
+    with pytest.raises(HfsdkError, match=r"column 'prompt' .*\(string in the first, list of obj"):
+        load_prompt_dataset([str(text), str(messages)], "prompt")
+    nested = [
+        _write_jsonl(tmp_path / f"n{i}.jsonl", [{"prompt": "one", "reward_model": {"truth": v}}])
+        for i, v in enumerate(["2", 2])
+    ]
+    with pytest.raises(HfsdkError, match=r"column 'reward_model\.truth' different types"):
+        load_prompt_dataset([str(p) for p in nested], "prompt")
+    # a column missing (or all null) in one file still joins
+    loose = _write_jsonl(tmp_path / "loose.jsonl", [{"prompt": "one", "answer": None}])
+    assert load_prompt_dataset([str(text), str(loose)], "prompt")["answer"] == ["2", None]
+
+
+def test_columns_the_loader_writes_are_refused(tokenizer, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    import datasets
+
+    rows = [{"prompt": "add two", "uid": "q-17", "raw_prompt": "mine"}]
+    with pytest.raises(HfsdkError) as info:
+        PromptLoader(datasets.Dataset.from_list(rows), tokenizer, DataConfig(), seed=0)
+    assert str(info.value) == (
+        "the training data has the column(s) 'uid', 'raw_prompt', which the loader writes "
+        "itself (reserved: uid, raw_prompt, prompt_messages, rendered_prompt); rename them in "
+        "the data (e.g. 'source_uid')"
+    )
+    rows = [{"prompt": "add two", "rendered_prompt": "x"}]
+    with pytest.raises(HfsdkError, match=r"validation data \(data\.val_files: v\.jsonl\) .*"):
+        PromptLoader(
+            datasets.Dataset.from_list(rows),
+            tokenizer,
+            DataConfig(),
+            seed=0,
+            validation=True,
+            files=["v.jsonl"],
+        )
+
+
+def test_a_prompt_drawn_twice_in_a_batch_is_two_groups(tokenizer, caplog) -> None:  # type: ignore[no-untyped-def]
+    import datasets
+
+    five = [{"prompt": "add " + " ".join(["one"] * i)} for i in range(1, 6)]
+    config = DataConfig(batch_size=4, max_prompt_length=16, shuffle=True)
+    straight = PromptLoader(datasets.Dataset.from_list(five), tokenizer, config, seed=0)
+    batches = [list(straight.next_batch()["uid"]) for _ in range(6)]
+    repeats = 0
+    for batch in batches:
+        assert len(set(batch)) == len(batch), batches  # one group per draw
+        # a first draw keeps the row's index; a repeat is that row of a later epoch
+        firsts = [str(uid) for uid in batch if str(uid).isdigit()]
+        for uid in (str(uid) for uid in batch if not str(uid).isdigit()):
+            row, _, epoch = uid.partition("@epoch")
+            assert row in firsts and int(epoch) >= 1, batches
+            repeats += 1
+    assert repeats > 0, batches  # the stream does cross epochs mid-batch
+    assert [str(u) for u in batches[0]] == ["4", "0", "1", "3"]  # no repeat: as before
+    # the same ids after a resume from any step
+    for step in range(1, 6):
+        first = PromptLoader(datasets.Dataset.from_list(five), tokenizer, config, seed=0)
+        for _ in range(step):
+            first.next_batch()
+        resumed = PromptLoader(datasets.Dataset.from_list(five), tokenizer, config, seed=0)
+        resumed.load_state_dict(first.state_dict())
+        assert [list(resumed.next_batch()["uid"]) for _ in range(6 - step)] == batches[step:]
+
+
+def test_a_batch_larger_than_the_data_is_warned_about(tokenizer, caplog) -> None:  # type: ignore[no-untyped-def]
+    import datasets
+
+    config = DataConfig(batch_size=5, max_prompt_length=16, shuffle=False)
+    with caplog.at_level("WARNING"):
+        loader = PromptLoader(datasets.Dataset.from_list(ROWS[:2]), tokenizer, config, seed=0)
+        assert caplog.text == ""  # loading alone draws no batch
+        assert list(loader.next_batch()["uid"]) == [0, 1, "0@epoch1", "1@epoch1", "0@epoch2"]
+        loader.next_batch()
+        loader.next_batch(1)
+    assert caplog.text.count("data.batch_size=5 is more than the 2 prompt(s) of the training") == 1
+    caplog.clear()
+    with caplog.at_level("WARNING"):  # an algorithm's own draw (DAPO's rounds)
+        PromptLoader(datasets.Dataset.from_list(ROWS[:2]), tokenizer, config, seed=0).next_batch(3)
+    assert "a draw of 3 prompts is more than the 2 prompt(s)" in caplog.text
+
+
+def test_length_messages_name_the_data_and_files(tokenizer, caplog) -> None:  # type: ignore[no-untyped-def]
+    import datasets
+
+    config = DataConfig(max_prompt_length=2, shuffle=False)
+    with pytest.raises(HfsdkError) as info:
+        PromptLoader(
+            datasets.Dataset.from_list(ROWS[:1]),
+            tokenizer,
+            config,
+            seed=0,
+            validation=True,
+            files=["v.jsonl"],
+        )
+    assert str(info.value) == (
+        "every prompt of the validation data (data.val_files: v.jsonl) is longer than "
+        "data.max_prompt_length=2 tokens; raise the limit"
+    )
+    with caplog.at_level("WARNING"):
+        PromptLoader(datasets.Dataset.from_list(ROWS), tokenizer, config, seed=0, files=["a.jsonl"])
+    assert (
+        "dropped 2 of 4 prompts longer than data.max_prompt_length=2 tokens from the training "
+        "data (data.train_files: a.jsonl)"
+    ) in caplog.text

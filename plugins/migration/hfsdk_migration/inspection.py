@@ -151,6 +151,7 @@ def inspect_dataset(
     from hfsdk_datasets import (
         PromptLoader,
         load_prompt_dataset,
+        plain_rendering_cause,
         plain_rendering_reported,
         unknown_token_shares,
     )
@@ -173,7 +174,8 @@ def inspect_dataset(
     if loader.use_template:
         template = "the tokenizer's chat template (add_generation_prompt=True)"
     else:
-        template = "plain (the tokenizer has no chat template; see docs/migrating.md)"
+        # By its cause: a tokenizer with a template gets here only when the run turns it off.
+        template = f"plain ({plain_rendering_cause(tokenizer)}; see docs/migrating.md)"
     return DatasetReport(
         files=tuple(files),
         rows=len(dataset),

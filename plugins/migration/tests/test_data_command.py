@@ -213,3 +213,24 @@ def test_inspect_accepts_a_default_task_run_config(
         err.strip()
         == "Error: every prompt is longer than data.max_prompt_length=4 tokens; raise the limit"
     )
+
+
+def test_inspect_names_why_prompts_get_the_plain_rendering(tmp_path: Path) -> None:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from hfsdk_migration.inspection import inspect_dataset
+
+    words = ["<pad>", "<unk>", "2", "+", "3", "="]
+    raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw, pad_token="<pad>", unk_token="<unk>", name_or_path="templated"
+    )
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+    path = _write(tmp_path, [_verl_row("2 + 3 =", "5")])
+    off = inspect_dataset([str(path)], tokenizer, {"apply_chat_template": False})
+    assert off.template == "plain (data.apply_chat_template=false; see docs/migrating.md)"
+    tokenizer.chat_template = None
+    none = inspect_dataset([str(path)], tokenizer, {})
+    assert none.template == "plain (the tokenizer has no chat template; see docs/migrating.md)"

@@ -1,0 +1,146 @@
+"""The parts a prompt dataset is read from: whose data they are (training or validation),
+which split of a saved ``DatasetDict`` they use, and whether they concatenate.
+
+A run reads ``data.train_files`` and ``data.val_files`` with the same loader; these
+helpers let its choices and its errors say which of the two it is reading.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hfsdk import HfsdkError
+
+logger = logging.getLogger(__name__)
+
+TRAIN_SPLITS = ("train",)
+"""The split a ``DatasetDict`` of several gives the training data."""
+VALIDATION_SPLITS = ("validation", "test")
+"""The splits (first present wins) a ``DatasetDict`` of several gives the validation data."""
+
+
+def data_label(validation: bool) -> str:
+    """``"validation"`` or ``"training"``: whose prompts, for messages."""
+    return "validation" if validation else "training"
+
+
+def files_key(validation: bool) -> str:
+    """The config key that lists the files: ``data.val_files`` or ``data.train_files``."""
+    return "data.val_files" if validation else "data.train_files"
+
+
+def data_description(validation: bool, files: Sequence[str]) -> str:
+    """E.g. ``"the validation data (data.val_files: a.jsonl, b.jsonl)"``."""
+    described = f"the {data_label(validation)} data"
+    if files:
+        described += f" ({files_key(validation)}: {', '.join(map(str, files))})"
+    return described
+
+
+def pick_split(loaded: Mapping[str, Any], name: str, validation: bool) -> Any:
+    """The split of a saved ``DatasetDict`` that ``name`` holds for this data.
+
+    A lone split is used whatever its name; otherwise training takes ``train`` and
+    validation ``validation``, then ``test``. Taking some other split silently would
+    train on validation rows or validate on training rows, so an absent one is an error.
+    """
+    splits = list(loaded)
+    if len(splits) == 1:
+        chosen = splits[0]
+    else:
+        wanted = VALIDATION_SPLITS if validation else TRAIN_SPLITS
+        chosen = next((split for split in wanted if split in loaded), "")
+        if not chosen:
+            looked_for = " or ".join(repr(split) for split in wanted)
+            raise HfsdkError(
+                f"dataset directory {name!r} holds the splits {splits} but no {looked_for} "
+                f"split for the {data_label(validation)} data; point {files_key(validation)} "
+                f"at {name.rstrip('/')}/<split> (e.g. {name.rstrip('/')}/{splits[0]})"
+            )
+    logger.info(
+        "dataset directory %r: using its %r split (of %s) for the %s data",
+        name,
+        chosen,
+        ", ".join(splits),
+        data_label(validation),
+    )
+    return loaded[chosen]
+
+
+def concatenate_parts(datasets: Any, parts: Sequence[Any], names: Sequence[str]) -> Any:
+    """``parts`` (read from ``names``) as one dataset; a column the files give different
+    types is one line naming the files, the column and both types (``datasets`` would
+    stop with an internal error)."""
+    clash = find_type_clash(parts, names)
+    if clash is not None:
+        raise HfsdkError(clash)
+    try:
+        return datasets.concatenate_datasets(list(parts))
+    except ValueError as exc:  # a mismatch find_type_clash does not foresee
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise HfsdkError(
+            f"dataset files {list(names)} cannot be joined ({first}); give every column one "
+            "type in every file"
+        ) from None
+
+
+def find_type_clash(parts: Sequence[Any], names: Sequence[str]) -> str | None:
+    """The error for the first column two of ``parts`` give different types, else ``None``.
+
+    Mirrors ``datasets``' own rule: null-typed columns (all values missing) fit any
+    type, and records are compared field by field.
+    """
+    first: dict[str, tuple[Any, str]] = {}
+    for part, name in zip(parts, names, strict=True):
+        for column, feature in part.features.items():
+            known = first.get(column)
+            if known is None or _is_null(known[0]):
+                first[column] = (feature, name)
+                continue
+            clash = _clash(known[0], feature, column)
+            if clash is not None:
+                path, before, after = clash
+                return (
+                    f"dataset files {known[1]!r} and {name!r} give column {path!r} different "
+                    f"types ({type_name(before)} in the first, {type_name(after)} in the "
+                    "second); give the column one type in every file (e.g. quote every value, "
+                    "or write every prompt as chat messages)"
+                )
+    return None
+
+
+def _clash(before: Any, after: Any, path: str) -> tuple[str, Any, Any] | None:
+    """``(column path, type, other type)`` where ``after`` cannot join ``before``."""
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in before.keys() & after.keys():
+            inner = _clash(before[key], after[key], f"{path}.{key}")
+            if inner is not None:
+                return inner
+        return None
+    if _is_null(before) or _is_null(after) or before == after:
+        return None
+    return path, before, after
+
+
+def _is_null(feature: Any) -> bool:
+    """Whether ``feature`` is ``datasets``' null type (or a list of it): it joins any type."""
+    dtype = getattr(feature, "dtype", None)
+    if isinstance(dtype, str) and not hasattr(feature, "feature"):
+        return dtype == "null"
+    inner = getattr(feature, "feature", None)  # List, LargeList, Sequence
+    return inner is not None and _is_null(inner)
+
+
+def type_name(feature: Any) -> str:
+    """A column type as a reader thinks of it: ``string``, ``int64``, ``list of objects
+    {role, content}``."""
+    if isinstance(feature, dict):
+        return "object {" + ", ".join(map(str, feature)) + "}"
+    inner = getattr(feature, "feature", None)
+    if inner is not None:
+        named = type_name(inner)
+        return f"list of {named.replace('object', 'objects', 1)}"
+    dtype = getattr(feature, "dtype", None)
+    return str(dtype) if dtype is not None else type(feature).__name__
