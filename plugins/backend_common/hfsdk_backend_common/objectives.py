@@ -40,8 +40,13 @@ class ActorObjective:
     - ``kl_estimator``: per-token ``fn(log_prob, ref_log_prob)`` (or a
       registered name). The KL term is added when ``kl_loss_coef > 0`` (it
       needs ``ref_log_probs`` in the batch) and reported as ``actor/kl_loss``;
-      with a reference ``actor/kl`` is always reported, with the non-negative
-      ``k3`` estimator whatever the loss uses.
+      with a reference ``actor/kl`` is reported too, with the non-negative
+      ``k3`` estimator whatever the loss uses. Where the batch has old
+      log-probs, ``Algorithm.finish`` replaces it with the rollout policy's KL
+      computed from them; an exactly on-policy update has none, and the update's
+      forwards are then the rollout policy's.
+    - ``policy_loss_name`` / ``policy_loss_plugin``: the registered name and its
+      plugin, for the errors that name a loss returning something unusable.
     - ``norm_length``: the constant length of ``seq-mean-token-sum-norm``;
       ``None`` uses the response width (the same on every rank, since rollouts
       pad responses to the configured maximum).
@@ -49,6 +54,8 @@ class ActorObjective:
 
     policy_loss: LossFn = attrs.field(validator=_check_callable)
     policy_loss_config: Any = None
+    policy_loss_name: str | None = None
+    policy_loss_plugin: str | None = None
     loss_agg_mode: str = attrs.field(
         default="token-mean", validator=attrs.validators.in_(LOSS_AGG_MODES)
     )
@@ -65,6 +72,13 @@ class ActorObjective:
     token_terms: tuple[Any, ...] = attrs.field(default=(), converter=tuple)
     """The algorithm's ``hfsdk.TokenIdsLossTerm`` terms: the engine gathers the policy's
     log-probs at each term's ``ids_key`` ids and :func:`actor_micro_loss` adds the term."""
+
+    @property
+    def policy_loss_label(self) -> str:
+        """``policy loss 'NAME' (plugin 'P')`` for errors; the function's name when unregistered."""
+        name = self.policy_loss_name or getattr(self.policy_loss, "__name__", None)
+        label = f"policy loss {name or type(self.policy_loss).__name__!r}"
+        return f"{label} (plugin {self.policy_loss_plugin!r})" if self.policy_loss_plugin else label
 
     @property
     def ids_keys(self) -> tuple[str, ...]:
@@ -94,6 +108,52 @@ class CriticObjective:
         default="token-mean", validator=attrs.validators.in_(LOSS_AGG_MODES)
     )
     norm_length: float | None = None
+
+
+def _describe(value: Any) -> str:
+    """What a loss returned, for an error: a tensor's shape, else its type."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
+
+
+def checked_policy_loss_result(
+    objective: ActorObjective, result: Any, log_prob: Any
+) -> tuple[Any, Mapping[str, Any]]:
+    """The policy loss's ``(loss, metrics)``, or one ``HfsdkError`` line saying what is wrong.
+
+    Without these checks a float or a (B,) loss failed later with a bare torch error, and a
+    ``.detach()``-ed loss was accepted: backward then trained only the KL and entropy terms.
+    """
+    import torch
+
+    label = objective.policy_loss_label
+    if not isinstance(result, tuple | list) or len(result) != 2:
+        raise HfsdkError(
+            f"{label} returned {_describe(result)}; expected a (loss, metrics) pair; return "
+            "the aggregated loss and a dict of float metrics"
+        )
+    loss, metrics = result
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        raise HfsdkError(
+            f"{label} returned {_describe(loss)} as its loss; expected a 0-dim tensor; "
+            "aggregate the (B, T) loss matrix with hfsdk.aggregate_loss(loss_mat, "
+            "response_mask, aggregation)"
+        )
+    if log_prob.requires_grad and not loss.requires_grad:
+        raise HfsdkError(
+            f"{label} returned a loss without a gradient (detached from log_prob); expected "
+            "one computed from log_prob, else only the KL and entropy terms would train; drop "
+            "the .detach() / no_grad around it"
+        )
+    if not isinstance(metrics, Mapping):
+        raise HfsdkError(
+            f"{label} returned {_describe(metrics)} as its metrics; expected a mapping of "
+            "metric names to floats (an empty dict is fine)"
+        )
+    return loss, metrics
 
 
 def actor_micro_loss(
@@ -159,7 +219,7 @@ def actor_micro_loss(
             metrics.add_max(f"actor/{name}", is_metrics.pop(name))
         for name, value in is_metrics.items():
             metrics.add_token_share(f"actor/{name}", value, tokens, counts)
-    pg_loss, pg_metrics = objective.policy_loss(
+    result = objective.policy_loss(
         log_prob=log_prob,
         old_log_prob=old_log_prob,
         advantages=advantages,
@@ -167,26 +227,22 @@ def actor_micro_loss(
         config=objective.policy_loss_config,
         aggregation=pg_aggregation,
     )
+    pg_loss, pg_metrics = checked_policy_loss_result(objective, result, log_prob)
     loss = pg_loss
     if objective.entropy_coef > 0:
         entropy_loss, _ = entropy_bonus(entropy, mask, aggregation, objective.entropy_coef)
         loss = loss + entropy_loss
     metrics.add_share("actor/entropy", float(aggregate_loss(entropy.detach(), mask, aggregation)))
     if has_reference:
+        ref_log_prob = micro["ref_log_probs"].to(device)
         kl_value, _ = kl_loss(
-            log_prob,
-            micro["ref_log_probs"].to(device),
-            mask,
-            aggregation,
-            objective.kl_estimator or "k1",
+            log_prob, ref_log_prob, mask, aggregation, objective.kl_estimator or "k1"
         )
         if objective.kl_loss_coef > 0:
             loss = loss + objective.kl_loss_coef * kl_value
             metrics.add_share("actor/kl_loss", float(kl_value.detach()))
         # The reported KL: k3, never negative (a k1 mean can be, on a finite batch).
-        shown, _ = kl_loss(
-            log_prob.detach(), micro["ref_log_probs"].to(device), mask, aggregation, "k3"
-        )
+        shown, _ = kl_loss(log_prob.detach(), ref_log_prob, mask, aggregation, "k3")
         metrics.add_share("actor/kl", float(shown))
     for term in objective.token_terms:
         if ids_log_probs is None or term.ids_key not in ids_log_probs:
@@ -229,10 +285,13 @@ def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
     # A registered name is resolved here, once per run, not at every micro-batch's KL term
     # (k1 is what the reported KL uses when the algorithm names none).
     kl_estimator = resolve_kl_estimator(terms.kl_estimator or "k1")
+    entry = get_registry("policy_losses")[algo.policy_loss]
     return ActorObjective(
         corrections=resolve_rollout_corrections(run_config),
-        policy_loss=get_registry("policy_losses")[algo.policy_loss].impl,
+        policy_loss=entry.impl,
         policy_loss_config=run_config.policy_loss,
+        policy_loss_name=algo.policy_loss,
+        policy_loss_plugin=entry.plugin,
         loss_agg_mode=algo.loss_agg_mode,
         kl_estimator=kl_estimator,
         kl_loss_coef=terms.kl_loss_coef,

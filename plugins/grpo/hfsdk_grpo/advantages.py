@@ -6,7 +6,9 @@ estimators broadcast a per-sequence advantage over the sequence's valid
 tokens (REINFORCE++ works per token) and return 0 at masked positions.
 
 - ``grpo``: A_i = (s_i − mean_g) / (std_g + ε); ``norm_by_std: false`` gives
-  Dr.GRPO's A_i = s_i − mean_g. std is the unbiased sample std of the group.
+  Dr.GRPO's advantage A_i = s_i − mean_g (Dr.GRPO also needs
+  ``algorithm.loss_agg_mode: seq-mean-token-sum-norm``). std is the unbiased sample std
+  of the group.
 - ``rloo``: A_i = s_i − mean of the *other* samples = n/(n−1)·(s_i − mean_g).
 - ``reinforce_plus_plus``: discounted return G_t = r_t + γ·G_{t+1} per token,
   whitened over all valid tokens of the batch.
@@ -38,11 +40,15 @@ from hfsdk import (
 
 @attrs.frozen(kw_only=True)
 class GRPOAdvantageConfig:
-    """Settings of the ``grpo`` estimator; ``norm_by_std: false`` is Dr.GRPO."""
+    """Settings of the ``grpo`` estimator; ``norm_by_std: false`` is Dr.GRPO's advantage.
+
+    Dr.GRPO itself also aggregates with ``algorithm.loss_agg_mode: seq-mean-token-sum-norm``.
+    """
 
     norm_by_std: bool = help_field(
-        "Divide by the group's reward std (GRPO; Shao et al., 2024); false is Dr.GRPO (Liu et "
-        "al., 2025).",
+        "Divide by the group's reward std (GRPO; Shao et al., 2024); false gives Dr.GRPO's "
+        "advantage (Liu et al., 2025), which with algorithm.loss_agg_mode: "
+        "seq-mean-token-sum-norm is Dr.GRPO.",
         default=True,
     )
     epsilon: float = help_field(
@@ -133,7 +139,7 @@ def compute_grpo_advantages(
     config: GRPOAdvantageConfig | None = None,
     **unused: object,
 ) -> AdvantageResult:
-    """GRPO: group-normalised sequence scores broadcast over tokens (Dr.GRPO without std)."""
+    """GRPO: group-normalised sequence scores broadcast over tokens (Dr.GRPO's: no std)."""
     config = config or GRPOAdvantageConfig()
     _check(token_level_rewards, response_mask)
     with torch.no_grad():

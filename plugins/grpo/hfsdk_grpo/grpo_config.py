@@ -14,7 +14,9 @@ class GRPOConfig(AlgorithmConfig):
     """GRPO: several samples per prompt, group-relative advantages, KL as a loss term.
 
     Select ``advantage_estimator: rloo`` or ``reinforce_plus_plus_baseline`` for
-    those variants, or ``norm_by_std: false`` in the estimator section for Dr.GRPO.
+    those variants. Dr.GRPO is two settings: ``advantage.norm_by_std: false`` (no std in the
+    advantage) and ``algorithm.loss_agg_mode: seq-mean-token-sum-norm`` (no per-response
+    length normalisation); either alone is only half of it.
     """
 
     advantage_estimator: str = "grpo"

@@ -7,10 +7,15 @@ With ``|y_i|`` valid tokens in sequence ``i``::
     ℓ_{i,t} = max(−A·s_{i,t}, −A·clip(s_{i,t}, 1 − ε_low, 1 + ε_high))
 
 Aggregated with ``seq-mean-token-mean`` this has exactly the gradient of the
-sequence-level GSPO objective; the clip ranges are much smaller than PPO's.
+sequence-level GSPO objective; the clip ranges are much smaller than PPO's. Any other
+``algorithm.loss_agg_mode`` (GRPO's default is ``token-mean``) weights each sequence by its
+length: a variant, allowed (verl allows it too) but warned about before the run starts
+(:func:`gspo_aggregation_warning`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import attrs
 import torch
@@ -29,13 +34,43 @@ LOG_RATIO_CLAMP = 10.0
 """Bound on the sequence log ratio before ``exp`` (exp(10) ≈ 2e4 is far outside any clip)."""
 
 
-GSPO_DEFAULT_AGGREGATION = LossAggregation(mode="seq-mean-token-mean")
+GSPO_MODE = "seq-mean-token-mean"
+"""The aggregation mode that gives GSPO's sequence-level gradient (the paper's objective)."""
+
+GSPO_DEFAULT_AGGREGATION = LossAggregation(mode=GSPO_MODE)
 """Without an aggregation, the mode that gives GSPO's sequence-level gradient."""
+
+GSPO_WARNING_NAME = "gspo_aggregation"
+"""The preflight registry name of :func:`gspo_aggregation_warning`."""
+
+
+def gspo_aggregation_warning(config: Any, spec: Any = None, prepared: Any = None) -> str | None:
+    """One line when ``gspo`` is combined with a mode other than ``seq-mean-token-mean``.
+
+    A run always passes ``algorithm.loss_agg_mode`` (``token-mean`` by default), so the
+    loss's own fallback to the paper's mode never applies there and the run would silently
+    train a length-weighted variant. A warning, not a refusal: verl allows any mode with
+    GSPO (and recommends this one). A preflight check, so it is logged once per run.
+    """
+    del spec, prepared  # the check reads the config alone
+    algo = getattr(config, "algorithm", None)
+    mode = getattr(algo, "loss_agg_mode", None)
+    if getattr(algo, "policy_loss", None) != "gspo" or mode in (None, GSPO_MODE):
+        return None
+    return (
+        f"algorithm.policy_loss=gspo (plugin 'grpo') with algorithm.loss_agg_mode={mode} "
+        "weights each sequence by its length, which is not the GSPO paper's sequence-level "
+        f"objective; set algorithm.loss_agg_mode={GSPO_MODE} (as verl recommends), or keep "
+        f"{mode} if this variant is meant"
+    )
 
 
 @attrs.frozen(kw_only=True)
 class GSPOConfig:
-    """Settings of the ``gspo`` policy loss (defaults from the GSPO paper)."""
+    """Settings of the ``gspo`` policy loss (defaults from the GSPO paper).
+
+    The paper's objective also needs ``algorithm.loss_agg_mode: seq-mean-token-mean``.
+    """
 
     clip_ratio_low: float = help_field(
         "ε_low on the sequence-level ratio (GSPO; Zheng et al., 2025).",
@@ -58,7 +93,11 @@ def gspo_loss(
     config: GSPOConfig | None = None,
     aggregation: LossAggregation | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """GSPO loss; metrics ``pg_clipfrac`` (clipped tokens) and ``ppo_kl`` (token-level k1)."""
+    """GSPO loss; the paper's objective needs ``algorithm.loss_agg_mode=seq-mean-token-mean``.
+
+    Metrics ``pg_clipfrac`` (clipped tokens) and ``ppo_kl`` (token-level k1). Another mode
+    trains a length-weighted variant (module docstring).
+    """
     config = config or GSPOConfig()
     check_token_tensors(
         response_mask, log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages

@@ -51,6 +51,18 @@ def hfsdk_register_policy_losses(register: Register) -> None:
 
 
 @hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``gspo_aggregation`` (a warning: gspo with a mode other than GSPO's own).
+
+    A preflight check, not ``hfsdk_validate_config``: that hook only refuses, and the
+    combination is a legitimate variant; preflight warnings are logged once, before the run.
+    """
+    from hfsdk_grpo.losses import GSPO_WARNING_NAME, gspo_aggregation_warning
+
+    register(GSPO_WARNING_NAME, gspo_aggregation_warning)
+
+
+@hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str] | None:
     """A group-relative estimator needs groups of at least two samples."""
     from hfsdk_grpo.grpo_config import group_size_problems

@@ -20,3 +20,59 @@ def test_a_group_of_one_sample_is_refused_for_group_relative_estimators(estimato
         "grpo", None, [*settings[:1], "algorithm.advantage_estimator=reinforce_plus_plus"]
     )
     load_run_config("grpo", None, ["algorithm.n_samples_per_prompt=2", settings[1]])
+
+
+def _gspo_warning(*settings: str) -> str | None:
+    from hfsdk_grpo.losses import gspo_aggregation_warning
+
+    return gspo_aggregation_warning(load_run_config("grpo", None, list(settings)), None, None)
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"])
+def test_gspo_with_another_aggregation_than_the_papers_is_warned_about(mode: str) -> None:
+    # Before: GRPO's default token-mean reached gspo and trained a length-weighted variant,
+    # silently (the loss's own seq-mean-token-mean applies only without an aggregation).
+    line = _gspo_warning("algorithm.policy_loss=gspo", f"algorithm.loss_agg_mode={mode}")
+    assert line is not None and "\n" not in line
+    assert f"algorithm.policy_loss=gspo (plugin 'grpo') with algorithm.loss_agg_mode={mode}" in line
+    assert "set algorithm.loss_agg_mode=seq-mean-token-mean" in line
+
+
+def test_gspo_is_warned_about_at_grpos_default_mode() -> None:
+    assert _gspo_warning("algorithm.policy_loss=gspo") is not None
+
+
+def test_gspo_with_the_papers_aggregation_and_other_losses_are_not_warned_about() -> None:
+    assert (
+        _gspo_warning("algorithm.policy_loss=gspo", "algorithm.loss_agg_mode=seq-mean-token-mean")
+        is None
+    )
+    assert _gspo_warning() is None  # ppo_clip at token-mean
+
+
+def test_the_gspo_warning_is_a_preflight_check_of_the_grpo_plugin() -> None:
+    # A preflight check's line is logged once, before any worker starts (docs/plugin_hooks.md).
+    from hfsdk import get_registry
+    from hfsdk_grpo.losses import gspo_aggregation_warning
+
+    entry = get_registry("preflight_checks")["gspo_aggregation"]
+    assert entry.impl is gspo_aggregation_warning and entry.plugin == "grpo"
+
+
+def test_the_dr_grpo_example_of_the_algorithm_docs_is_dr_grpo(tmp_path) -> None:
+    # Before: the example called norm_by_std: false alone "Dr.GRPO", at token-mean.
+    import re
+    from pathlib import Path
+
+    doc = Path(__file__).resolve().parents[3] / "docs" / "algorithms.md"
+    (example,) = [
+        block
+        for block in re.findall(r"^```yaml\n(.*?)^```", doc.read_text(), re.M | re.S)
+        if "Dr.GRPO" in block
+    ]
+    path = tmp_path / "dr_grpo.yaml"
+    path.write_text(example)
+    config = load_run_config("grpo", str(path))
+    # What hfsdk's importers map TRL's and OpenRLHF's dr_grpo to.
+    assert config.algorithm.loss_agg_mode == "seq-mean-token-sum-norm"
+    assert config.advantage.norm_by_std is False
