@@ -61,19 +61,31 @@ async def run_agents(
     and ends, so a turn-by-turn server knows whom to wait for.
     """
     gate = asyncio.Semaphore(max_concurrent)
+    tasks: list[asyncio.Future[list[Trajectory]]] = []
 
     async def one(index: int) -> list[Trajectory]:
-        async with gate:
-            if server is not None:
-                server.trajectory_started()
-            try:
-                made = await loop.run(prompts[index], rows[index], ctx, seed=seeds[index])
-            finally:
+        try:
+            async with gate:
                 if server is not None:
-                    server.trajectory_finished()
+                    server.trajectory_started()
+                try:
+                    made = await loop.run(prompts[index], rows[index], ctx, seed=seeds[index])
+                finally:
+                    if server is not None:
+                        server.trajectory_finished()
+        except (Exception, asyncio.CancelledError):
+            raise
+        except BaseException:
+            # An expired deadline or a stop interrupted a blocking call of this trajectory:
+            # no other may step on, or its own blocking call (an environment's reset) would
+            # hang the loop again with the deadline spent.
+            for task in tasks:
+                task.cancel()
+            raise
         return as_segments(made, loop)
 
-    return list(await asyncio.gather(*(one(i) for i in range(len(prompts)))))
+    tasks.extend(asyncio.ensure_future(one(i)) for i in range(len(prompts)))
+    return list(await asyncio.gather(*tasks))
 
 
 def as_segments(made: Any, loop: AgentLoop) -> list[Trajectory]:

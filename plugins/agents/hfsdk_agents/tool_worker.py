@@ -33,6 +33,7 @@ import io
 import itertools
 import json
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -97,7 +98,7 @@ class ToolError(Exception):
 def _as_text(value: Any) -> str:
     """A tool's return value as the text the model reads (JSON for containers)."""
     if isinstance(value, str):
-        return value
+        return str(value)  # a plain str: a subclass of the tool's may not pickle
     if value is None:
         return ""
     if isinstance(value, (int, float, bool)):
@@ -163,7 +164,12 @@ def _serve(conn: Connection, fns: Mapping[str, Callable[..., Any]]) -> None:
     def work(call: _Call) -> None:
         outcome = _run_one(fns[call.name], call)
         with lock, contextlib.suppress(OSError, ValueError):
-            conn.send((call.call_id, *outcome))
+            try:
+                conn.send((call.call_id, *outcome))
+            except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
+                # Unanswered, the call would wait out its whole deadline as a "timeout".
+                said = f"{call.name} returned what cannot be sent back (not text or JSON)"
+                conn.send((call.call_id, "bad_output", said))
 
     while True:
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from hfsdk import generate_rollout
@@ -262,3 +263,26 @@ def test_a_call_left_unanswered_is_no_answer() -> None:
     assert tool_use_reward(["17 + 25 ="], [answered + " 42"]) == [1.0]
     assert tool_use_reward(["17 + 25 ="], [answered + " " + call_text(42, 0)]) == [0.0]
     assert tool_use_reward(["17 + 25 ="], [call_text(17, 25)]) == [0.0]
+
+
+def test_a_deadline_in_one_blocking_trajectory_stops_them_all() -> None:
+    """A trajectory blocking the event loop (an environment's sync reset) is interrupted by
+    its deadline; the trajectories after it must not start, or the next one's reset would
+    hang the loop again with the deadline spent (the run then ignored every signal)."""
+    import asyncio
+    import time
+
+    from hfsdk import DeadlineExceeded, deadline
+    from hfsdk_agents.runner import run_agents
+
+    started: list[int] = []
+
+    class Blocking:
+        async def run(self, prompt, row, ctx, *, seed):
+            started.append(seed)
+            time.sleep(30)  # blocks the event loop, as a sync reset does
+
+    begun = time.monotonic()
+    with pytest.raises(DeadlineExceeded), deadline(0.5, "rollout", log_stack=False):
+        asyncio.run(run_agents(Blocking(), None, [(1,)] * 3, [{}] * 3, [0, 1, 2], max_concurrent=3))
+    assert started == [0] and time.monotonic() - begun < 10

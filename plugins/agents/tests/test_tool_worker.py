@@ -244,3 +244,24 @@ def test_what_a_tool_forked_goes_with_its_worker(tmp_path: Any) -> None:
         assert _gone(grandchild)
     finally:
         workers.close()
+
+
+def local_text(a: int, b: int) -> str:
+    """Returns a str of a class defined here, which pickle cannot send back."""
+
+    class Text(str):
+        pass
+
+    return Text(a + b)
+
+
+def test_a_return_that_cannot_be_sent_back_is_answered_at_once() -> None:
+    # Unanswered, the call waited out its whole deadline and was called a timeout.
+    tools = {f.__name__: Tool.from_function(f) for f in (local_text,)}
+    workers = ToolWorkers({name: t.fn for name, t in tools.items()})
+    try:
+        kw: dict[str, Any] = {"timeout_s": 20.0, "max_output_chars": 100, "runner": workers}
+        out, took = _bounded(call_tool(tools, "local_text", {"a": 1, "b": 2}, **kw), 30.0)
+        assert (out.ok, out.content) == (True, "3") and took < 10
+    finally:
+        workers.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -142,11 +143,18 @@ class EnvironmentLoop(AgentLoop):
     @staticmethod
     def _end(segments: list[Trajectory], env: Any, name: str) -> Trajectory | list[Trajectory]:
         try:
-            reward = float(env.reward())
+            value = env.reward()
         except Exception as err:
             raise HfsdkError(
                 f"environment {name!r}: reward() raised {type(err).__name__}: {err}"
             ) from err
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            # float() would take "1.0" and True as rewards, and call None a TypeError raised.
+            raise HfsdkError(
+                f"environment {name!r}: reward() returned {value!r} "
+                f"({type(value).__name__}); return a number (e.g. 0.0 for an episode that failed)"
+            )
+        reward = float(value)
         if not math.isfinite(reward):
             raise HfsdkError(
                 f"environment {name!r}: reward() returned {reward}; return a finite number "

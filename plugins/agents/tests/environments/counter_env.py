@@ -90,6 +90,17 @@ class Unscored(Counter):
         return float("nan")
 
 
+class Miscored(Counter):
+    """A counter whose reward is text (a row's ``score`` column says which)."""
+
+    def reset(self, row: dict) -> str:
+        self.score = row["score"]
+        return super().reset(row)
+
+    def reward(self) -> float:
+        return self.score
+
+
 class Unclosable(Counter):
     """A counter whose close() fails."""
 

@@ -102,6 +102,17 @@ def test_a_non_finite_reward_is_one_line_naming_the_environment() -> None:
         generate_rollout(rollout, batch([{"env": f"{counter_env.__name__}:Unscored"}]))
 
 
+@pytest.mark.parametrize(("score", "shown"), [("1.0", r"'1\.0' \(str\)"),
+                                              (True, r"(np\.)?True_? \(bool_?\)"),
+                                              (None, r"None \(NoneType\)")])  # fmt: skip
+def test_a_reward_that_is_no_number_is_one_line_naming_its_type(score: Any, shown: str) -> None:
+    # float() took "1.0" and True as rewards, and reported None as a TypeError raised.
+    rollout = rollout_for(TOK, always(call()), environment_column="env", renderer="plain")
+    row = {"env": f"{counter_env.__name__}:Miscored", "score": score}
+    with pytest.raises(HfsdkError, match=rf"Miscored': reward\(\) returned {shown};"):
+        generate_rollout(rollout, batch([row]))
+
+
 def test_a_close_that_raises_is_one_line_naming_the_environment() -> None:
     rollout = rollout_for(TOK, always(call()), environment_column="env", renderer="plain")
     with pytest.raises(HfsdkError, match=r"'.*Unclosable': close\(\) raised RuntimeError: close"):
