@@ -556,10 +556,14 @@ class Algorithm:
             config=self.config.advantage,
             **inputs,
         )
-        if not isinstance(result, AdvantageResult):
+        shape = tuple(view["response_mask"].shape)  # a (B,) result failed in the update
+        ok = isinstance(result, AdvantageResult)
+        got = [tuple(t.shape) for t in (result.advantages, result.returns)] if ok else None
+        if got != [shape, shape]:
             raise HfsdkError(
                 f"advantage estimator {name!r} (plugin {estimator.plugin!r}) returned "
-                f"{type(result).__name__}; expected hfsdk.AdvantageResult(advantages=, returns=)"
+                f"{f'shapes {got}' if ok else type(result).__name__}; expected "
+                f"hfsdk.AdvantageResult(advantages=, returns=), each of the response mask's {shape}"
             )
         if segmented:
             result = broadcast_advantages(result, view["response_mask"], batch, rows)

@@ -104,11 +104,7 @@ def masked_var(
 
 
 def masked_whiten(
-    values: torch.Tensor,
-    response_mask: torch.Tensor,
-    *,
-    shift_mean: bool = True,
-    eps: float = 1e-8,
+    values: torch.Tensor, response_mask: torch.Tensor, *, shift_mean: bool = True, eps: float = 1e-8
 ) -> torch.Tensor:
     """Normalise to zero mean and unit variance over masked-in positions; 0 where masked.
 

@@ -45,11 +45,7 @@ def default_run_dir(algo: str) -> Path:
 
 
 def _rng_state() -> dict[str, Any]:
-    return {
-        "python": random.getstate(),
-        "numpy": np.random.get_state(),
-        "torch": torch_rng_state(),
-    }
+    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch_rng_state()}
 
 
 def _set_rng_state(state: Mapping[str, Any]) -> None:
@@ -206,9 +202,7 @@ class Trainer:
         else:
             what = "before the first step: nothing to save"
         return RunStopped(
-            f"stopped by {name} {what}; rerun the same command to resume",
-            signum=signum,
-            step=saved,
+            f"stopped by {name} {what}; rerun the same command to resume", signum=signum, step=saved
         )
 
     def _attempt(self) -> None:

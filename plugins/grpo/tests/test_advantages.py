@@ -172,3 +172,32 @@ def test_masked_positions_never_change_outputs(seed: int, garbage: float, n_grou
             assert torch.equal(a, b)
             assert torch.isfinite(a).all()
             assert (a[~mask] == 0).all()
+
+
+@pytest.mark.parametrize("wrong", ["per_sequence", "tuple"])
+def test_an_estimator_result_of_the_wrong_shape_is_one_line_naming_it(wrong: str) -> None:
+    """A (B,) result passed the type check and failed inside the actor's update."""
+    import attrs
+
+    from hfsdk import AdvantageResult, Batch
+    from hfsdk_testing import FakeRun
+
+    def per_row(*, token_level_rewards, response_mask, group_index, config=None):
+        scores = token_level_rewards.sum(-1)
+        return (
+            (scores, scores)
+            if wrong == "tuple"
+            else AdvantageResult(advantages=scores, returns=scores)
+        )
+
+    run = FakeRun.for_algorithm("grpo")
+    algorithm = run.algorithm
+    algorithm._advantage_estimator = attrs.evolve(algorithm._advantage_estimator, impl=per_row)
+    mask = torch.ones(2, 3)
+    batch = Batch.from_dict(
+        tensors={"token_level_rewards": mask.clone(), "response_mask": mask},
+        non_tensors={"uid": [0, 0]},
+    )
+    expected = "returned tuple" if wrong == "tuple" else r"returned shapes \[\(2,\), \(2,\)\]"
+    with pytest.raises(HfsdkError, match=rf"estimator 'grpo' \(plugin 'grpo'\) {expected}; "):
+        algorithm.estimate_advantages(batch)
