@@ -271,6 +271,21 @@ def actor_micro_loss(
     return loss
 
 
+def check_loss_agg_mode(config: Any, spec: Any = None, prepared: Any = None) -> None:
+    """Refuse an ``algorithm.loss_agg_mode`` the actor cannot aggregate with, at load.
+
+    The core's config field validates it, but an algorithm's config class that redeclares
+    the field (to change its default) drops that validator, and the run then failed in
+    the first update with attrs' own message.
+    """
+    del spec, prepared  # the check reads the config alone
+    mode = getattr(getattr(config, "algorithm", None), "loss_agg_mode", None)
+    if mode is not None and mode not in LOSS_AGG_MODES:
+        raise HfsdkError(
+            f"algorithm.loss_agg_mode is {mode!r}; expected one of {', '.join(LOSS_AGG_MODES)}"
+        )
+
+
 def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
     """The actor's objective for one update: the run's policy loss and the algorithm's terms.
 

@@ -115,3 +115,17 @@ def test_the_objective_of_a_run_names_its_loss_and_plugin() -> None:
     terms = get_registry("algorithms")["grpo"].impl.actor_objective(config.algorithm)
     objective = actor_objective_from(config, terms)
     assert objective.policy_loss_label == "policy loss 'gspo' (plugin 'grpo')"
+
+
+def test_a_loss_agg_mode_outside_the_known_ones_is_refused_at_load() -> None:
+    """An algorithm config class that redeclares loss_agg_mode (to change its default) loses
+    the core field's validator; the preflight check still refuses a bad mode in one line."""
+    from types import SimpleNamespace
+
+    from hfsdk_backend_common.objectives import check_loss_agg_mode
+
+    assert "loss_agg_mode" in get_registry("preflight_checks")
+    check_loss_agg_mode(SimpleNamespace(algorithm=SimpleNamespace(loss_agg_mode="token-mean")))
+    bad = SimpleNamespace(algorithm=SimpleNamespace(loss_agg_mode="seq-mean"))
+    with pytest.raises(HfsdkError, match=r"loss_agg_mode is 'seq-mean'; expected one of token-"):
+        check_loss_agg_mode(bad)
