@@ -145,13 +145,14 @@ def test_tp_must_divide_the_actor_ranks(model_dir: Path) -> None:
 def test_tp_must_divide_heads_and_ffn(tmp_path: Path) -> None:
     # The default task's model has 4 heads: tp 3 does not divide them.
     message = _error(["actor.rollout_layout.tp=3", "placement.pools.global.devices=3"])
-    assert "does not divide the model's 4 query heads, 4 key/value heads" in message
+    assert "does not divide the model's 4 query heads and 4 key/value heads; choose" in message
     path = _config_dir(tmp_path, intermediate_size=66)
     message = _error(
         [f"actor.model_path={path}", "actor.rollout_layout.tp=4",
          "placement.pools.global.devices=4"]
     )  # fmt: skip
-    assert "4 query heads, 2 key/value heads and FFN width 66" in message
+    # only what tp 4 does not divide is named first: the 2 key/value heads and the FFN width
+    assert "does not divide the model's 2 key/value heads and FFN width 66; choose" in message
 
 
 @pytest.mark.parametrize(

@@ -52,9 +52,12 @@ def tp_support_problems(
     heads = int(model.get("num_attention_heads", 0))
     kv_heads = int(model.get("num_key_value_heads") or heads)
     ffn = int(model.get("intermediate_size", 0))
-    if heads % tg or kv_heads % tg or ffn % tg:
+    sizes = {f"{heads} query heads": heads, f"{kv_heads} key/value heads": kv_heads,
+             f"FFN width {ffn}": ffn}  # fmt: skip
+    undivided = [name for name, size in sizes.items() if size % tg]
+    if undivided:
         problems.append(
-            f"{where} does not divide the model's {heads} query heads, {kv_heads} key/value "
-            f"heads and FFN width {ffn}; choose a divisor of all three"
+            f"{where} does not divide the model's {' and '.join(undivided)}; choose a "
+            "divisor of its query heads, key/value heads and FFN width"
         )
     return problems
