@@ -186,7 +186,9 @@ def _rollout_layout_problems(config: Any) -> list[str]:
             "rollout.decoder is transformers; set rollout.decoder: auto or "
             "actor.rollout_layout.tp: 1"
         ]
-    if not isinstance(rollout, HFRolloutConfig):
+    if type(rollout) is not HFRolloutConfig:
+        # Not isinstance: vLLM's config extends the hf one for its sampling keys, but its
+        # engine cannot take this actor's slices (they are not HF-named), and failed at step 2.
         return [
             f"actor.rollout_layout.tp={tg} is served by the hf rollout backend only, not "
             f"{getattr(rollout, 'backend', None)!r}; set rollout.backend: hf or "

@@ -200,6 +200,19 @@ def test_generation_pipeline_stages_and_other_rollouts_are_refused(model_dir: Pa
     ]
 
 
+def test_the_vllm_rollout_is_refused_by_its_real_config(model_dir: Path) -> None:
+    """vLLM's config extends the hf one: an isinstance check let it through, and the run
+    failed at step 2 (the actor's slices are not HF-named weights for vLLM to load)."""
+    pytest.importorskip("hfsdk_rollout_vllm")
+    message = _error(
+        [f"actor.model_path={model_dir}", "actor.rollout_layout.tp=2",
+         "placement.pools.global.devices=2", "rollout.backend=vllm"]
+    )  # fmt: skip
+    assert "actor.rollout_layout.tp=2 is served by the hf rollout backend only, not 'vllm'" in (
+        message
+    )
+
+
 def test_a_fitting_layout_validates_and_resolves(model_dir: Path) -> None:
     overrides = [
         f"actor.model_path={model_dir}",
