@@ -137,6 +137,8 @@ def behaviour_source_problems(run_config: Any, backends: Any) -> list[str] | Non
 
     if not behaviour_log_probs_needed(run_config) or run_config.trainer.pipeline != "sync":
         return None
+    if run_config.trainer.mode == "train_only":  # the dumped rollouts are the source
+        return None  # (the run records plugin checks that they hold the log-probs)
     if ROLLOUT_POOL in run_config.placement.pools:  # its replicas report them
         return None
     name = run_config.rollout.backend or default_rollout_backend(backends)

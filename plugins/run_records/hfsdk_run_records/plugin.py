@@ -36,3 +36,12 @@ def hfsdk_register_commands(cli: Any) -> None:
 
     for command in (export, replay):
         cli.add_command(command)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``recorded_generations`` (a refusal: a ``train_only`` run whose settings the
+    dumped rollouts do not fit)."""
+    from hfsdk_run_records.train_only_check import check_recorded_generations
+
+    register("recorded_generations", check_recorded_generations)

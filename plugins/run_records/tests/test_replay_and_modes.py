@@ -192,6 +192,29 @@ def test_rollout_only_generates_and_scores_without_training(
         replay_steps(out, 2)
 
 
+@pytest.mark.slow
+def test_train_only_settings_the_dump_does_not_fit_are_refused_before_the_run(
+    dumped: tuple[Path, list[dict]], tmp_path: Path
+) -> None:
+    """Another group size trained the dump's without a word (config.yaml said 1 sample); a
+    correction on rollouts recorded without log-probs failed in the first update."""
+    from hfsdk import get_registry
+    from hfsdk_run_records.train_only_check import check_recorded_generations
+
+    assert "recorded_generations" in get_registry("preflight_checks")
+    run_dir, _ = dumped
+    cases = (
+        (["algorithm.n_samples_per_prompt=4"], "have 4 prompts x 2 samples a step, this run"),
+        (["data.batch_size=2", "actor.mini_batch_size=2"], "data.batch_size=2 x"),
+        (["rollout_correction.preset=tis", "rollout.backend=vllm"], "do not hold"),
+    )
+    for extra, says in cases:
+        overrides = [*SMALL, "trainer.mode=train_only", f"trainer.rollouts_from={run_dir}", *extra]
+        with pytest.raises(HfsdkError, match=says):
+            check_recorded_generations(load_run_config("grpo", None, overrides))
+    check_recorded_generations(load_run_config("grpo", None, overrides[:-2]))  # fits
+
+
 def test_modes_with_missing_or_conflicting_settings_are_refused_in_one_line() -> None:
     cases = (
         (["trainer.mode=train_only"], "needs trainer.rollouts_from"),

@@ -1,0 +1,47 @@
+"""The ``recorded_generations`` preflight check: a ``trainer.mode: train_only`` run must
+train with the settings of the run whose rollouts it reads.
+
+The dumped rollouts, not ``rollout.backend``, are what such a run trains on, so the
+checks read step 1's dump: a correction (or ``trainer.max_mismatch_kl``) needs the
+rollout log-probs it recorded, and the prompts per step and samples per prompt must
+be the dumped run's (else the run's config.yaml records settings that did not apply).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hfsdk import HfsdkError, behaviour_log_probs_needed
+
+
+def check_recorded_generations(config: Any, spec: Any = None, prepared: Any = None) -> None:
+    """Refuse, before any worker starts, a ``train_only`` run its dumped rollouts do not fit."""
+    from hfsdk_run_records.step_dump import read_step_dump
+
+    del spec, prepared  # the check reads the config and the dump
+    trainer = config.trainer
+    if trainer.mode != "train_only" or not trainer.rollouts_from:
+        return
+    source = trainer.rollouts_from
+    dump = read_step_dump(source, 1, for_what="trainer.mode=train_only")
+    if not dump.generations:
+        return
+    prompts, generated = dump.generations[0]
+    where = f"the rollouts in {str(source)!r}"
+    if behaviour_log_probs_needed(config) and "rollout_log_probs" not in generated:
+        raise HfsdkError(
+            f"trainer.mode=train_only: rollout corrections / trainer.max_mismatch_kl read the "
+            f"rollout log-probs, which {where} do not hold (their run's rollout backend "
+            "reported none); record them with rollout.backend=vllm, or drop the setting"
+        )
+    size = int(config.data.batch_size)
+    n = getattr(config.algorithm, "n_samples_per_prompt", None)
+    dumped_n = len(generated) // max(len(prompts), 1)
+    if len(prompts) != size or (
+        n is not None and "segment_index" not in generated and dumped_n != n
+    ):
+        raise HfsdkError(
+            f"trainer.mode=train_only: {where} have {len(prompts)} prompts x {dumped_n} samples "
+            f"a step, this run data.batch_size={size} x algorithm.n_samples_per_prompt={n}; "
+            "train with the data and algorithm settings of the run that wrote them"
+        )
