@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -11,6 +12,8 @@ import torch
 from hfsdk import HfsdkError
 from hfsdk_backend_common.optim_config import OptimConfig
 
+logger = logging.getLogger(__name__)
+
 _FUSED_ADAMW_DEVICES = ("cpu", "cuda")
 """Where ``torch.optim.AdamW(fused=True)`` has a kernel (torch also has it for a few more)."""
 
@@ -19,8 +22,9 @@ _FUSED_ADAMW_DEVICES = ("cpu", "cuda")
 class LRMultiplier:
     """The factor on the base learning rate after ``step`` scheduler steps.
 
-    A callable object rather than a closure: ``LambdaLR`` saves its fields in
-    the scheduler's state dict (hence ``slots=False``), so a resumed run keeps them.
+    A callable object rather than a closure: ``LambdaLR`` saves its fields in the
+    scheduler's state dict (hence ``slots=False``); :class:`ConfiguredSchedule` reads
+    them back only to say when the run's config changed them.
     """
 
     warmup_steps: int
@@ -40,6 +44,44 @@ class LRMultiplier:
         return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cosine
 
 
+class ConfiguredSchedule(torch.optim.lr_scheduler.LambdaLR):
+    """A ``LambdaLR`` whose shape is always the run's config, also after a resume.
+
+    A checkpoint gives the step count; the multiplier's fields (a cosine's length filled
+    from ``trainer.total_steps``) stay the config's. Restoring the saved ones made a run
+    extended on resume from 2 to 4 steps train steps 3 and 4 at the end of a 2-step
+    cosine (lr 0). The optimizer's learning rates are set from the config's schedule
+    again, so an unchanged schedule resumes bit for bit.
+    """
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """The saved step count and learning rates; the multipliers stay this config's."""
+        saved = list(state_dict.get("lr_lambdas") or [])
+        super().load_state_dict({**state_dict, "lr_lambdas": [None] * len(saved)})
+        for multiplier, fields in zip(self.lr_lambdas, saved, strict=False):
+            if fields and isinstance(multiplier, LRMultiplier) and _differ(multiplier, fields):
+                logger.warning(
+                    "the learning-rate schedule resumes with this run's %s (the checkpoint's "
+                    "was %s): the steps already trained followed the old one",
+                    attrs.asdict(multiplier),
+                    fields,
+                )
+        self._last_lr = self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, self._last_lr, strict=True):
+            group["lr"] = lr
+
+
+def _differ(multiplier: LRMultiplier, fields: dict[str, Any]) -> bool:
+    """Whether the saved multiplier's factors differ from ``multiplier``'s at any step
+    either could reach (a constant schedule's length changes nothing)."""
+    try:
+        old = LRMultiplier(**fields)
+    except TypeError:  # another layout of fields: say it changed
+        return True
+    steps = max(old.total_steps, multiplier.total_steps, old.warmup_steps) + 1
+    return any(old(step) != multiplier(step) for step in range(steps))
+
+
 def build_scheduler(
     optimizer: torch.optim.Optimizer, config: OptimConfig, total_steps: int | None = None
 ) -> torch.optim.lr_scheduler.LambdaLR:
@@ -57,7 +99,7 @@ def build_scheduler(
         total_steps=steps,
         min_lr_ratio=config.min_lr_ratio,
     )
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, multiplier)
+    return ConfiguredSchedule(optimizer, multiplier)
 
 
 def build_optimizer(

@@ -66,6 +66,37 @@ def test_state_round_trip_resumes_the_schedule() -> None:
     assert fresh.get_last_lr() == pytest.approx(scheduler.get_last_lr())
 
 
+def test_a_run_extended_on_resume_follows_the_longer_cosine(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The cosine's length comes from trainer.total_steps: a 2-step run resumed to 4 steps
+    restored the 2-step cosine and trained steps 3-4 at lr 0. It now follows the 4-step
+    cosine from there (the lr an uninterrupted 4-step run has), and says the shape changed."""
+    config = OptimConfig(lr=1.0, warmup_steps=1, lr_schedule="cosine")
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    short = build_scheduler(optimizer, config, 2)
+    for _ in range(2):
+        optimizer.step()
+        short.step()
+    resumed_optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    resumed_optimizer.load_state_dict(optimizer.state_dict())  # its lr: the short cosine's 0
+    resumed = build_scheduler(resumed_optimizer, config, 4)
+    with caplog.at_level("WARNING"):
+        resumed.load_state_dict(short.state_dict())
+    assert "resumes with this run's" in caplog.text
+    straight = _lrs(config, 4, total=4)
+    assert straight[2] > 0.1
+    assert resumed_optimizer.param_groups[0]["lr"] == pytest.approx(straight[2])
+    resumed_optimizer.step()
+    resumed.step()
+    assert resumed_optimizer.param_groups[0]["lr"] == pytest.approx(straight[3])
+    caplog.clear()  # a constant schedule's length changes nothing: nothing to say
+    constant = build_scheduler(resumed_optimizer, OptimConfig(lr=1.0), 4)
+    with caplog.at_level("WARNING"):
+        constant.load_state_dict(build_scheduler(optimizer, OptimConfig(lr=1.0), 2).state_dict())
+    assert "resumes with" not in caplog.text
+
+
 def test_cpu_parameters_step_with_the_fused_kernel_and_the_role_settings() -> None:
     optim = OptimConfig(lr=0.05, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)
     torch.manual_seed(0)
