@@ -27,10 +27,7 @@ class RewardScorer(Protocol):
     returns; the trainer calls :meth:`score` once per batch, on the controller)."""
 
     def score(
-        self,
-        prompts: Sequence[str],
-        responses: Sequence[str],
-        columns: Mapping[str, Sequence[Any]],
+        self, prompts: Sequence[str], responses: Sequence[str], columns: Mapping[str, Sequence[Any]]
     ) -> tuple[list[float], dict[str, float]]:
         """One float per response (the section's weighted sum) and metrics to log.
 

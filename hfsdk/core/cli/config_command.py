@@ -27,11 +27,7 @@ def config() -> None:
     "among the arguments limit the output to those keys or sections.",
 )
 def show(
-    algo: str | None,
-    config_file: str | None,
-    overrides: tuple[str, ...],
-    task: str,
-    explain: bool,
+    algo: str | None, config_file: str | None, overrides: tuple[str, ...], task: str, explain: bool
 ) -> None:
     """Print the resolved config (defaults + task + file + overrides) as YAML."""
     from hfsdk.core.config import load_run_config
@@ -46,7 +42,7 @@ def show(
             f"{keys[0]!r} is not of the form key.sub=value; to look at one key use "
             f"`hfsdk config show --explain {keys[0]}`"
         )
-    base = task_base(task)
+    base = task_base(task, algo)
     config = load_run_config(algo, config_file, overrides, base=base)
     from hfsdk.core.config.run_config import check_reward_function_names
 

@@ -36,12 +36,19 @@ def task_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
-def task_base(task: str) -> dict[str, Any] | None:
+def task_base(task: str, algo: str | None = None) -> dict[str, Any] | None:
     """The settings ``task`` puts under the user's config (``None``: the default task, which
-    runs as the fallback of a config without data)."""
+    runs as the fallback of a config without data), less sections of roles ``algo`` lacks:
+    a task's ``reference`` settings are for GRPO, and DAPO (no reference) refused them."""
+    from hfsdk.core.plugin_manager import get_registry
     from hfsdk.core.tasks import DEFAULT_TASK, get_task
 
     if task == DEFAULT_TASK:
         return None  # looked up only when the run needs its assets (it may name its own)
-    settings = get_task(task).settings
-    return dict(settings()) if settings is not None else None
+    settings, specs = get_task(task).settings, get_registry("algorithms")
+    base = dict(settings()) if settings is not None else None
+    if base is None or algo not in specs:
+        return base
+    roles = {role.name for entry in specs.values() for role in entry.impl.roles}
+    lacks = roles - {role.name for role in specs[algo].impl.roles}
+    return {section: values for section, values in base.items() if section not in lacks}

@@ -118,6 +118,18 @@ def test_the_cli_task_flag_runs_tool_use_with_validation(tmp_path: Path, capsys)
     assert any(k.startswith("val/") for k in rows[-1]), sorted(rows[-1])
 
 
+def test_the_task_runs_under_an_algorithm_without_its_reference(capsys) -> None:
+    """The task's settings name a reference (GRPO's); DAPO has none and refused the section
+    the user never wrote. Sections of roles the algorithm lacks are left out."""
+    from hfsdk.core.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["config", "show", "--algo", "dapo", "--task", "tool_use"])
+    out = capsys.readouterr()
+    assert int(info.value.code or 0) == 0, out.err
+    assert "reference" not in out.out and "tool_use" in out.out
+
+
 @pytest.mark.heavy
 @pytest.mark.distributed
 def test_tool_use_with_a_tp2_megatron_actor_matches_one_rank(tmp_path: Path) -> None:
