@@ -120,7 +120,7 @@ class DAPOAlgorithm(Algorithm):
             self._record_sampling(stats, target, target)
             return batch
         kept: list[Batch] = []
-        groups = 0
+        groups = first_rows = 0
         while True:
             with self.stage("dynamic_sampling"):
                 ids = list(batch["uid"])
@@ -132,6 +132,7 @@ class DAPOAlgorithm(Algorithm):
                 if keep:
                     kept.append(batch.index(rows_of(ids, keep)))
                     groups += len(keep)
+                    first_rows = first_rows or (len(kept[-1]) if stats["rounds"] == 1 else 0)
             if groups >= target or stats["rounds"] >= cfg.max_generation_rounds:
                 break
             more = self.prompts.next_batch(len(prompts))
@@ -139,9 +140,24 @@ class DAPOAlgorithm(Algorithm):
             batch = self._scored(more, stats["rounds"], behaviour)
             stats["rounds"] += 1
         self._record_sampling(stats, groups, target)
-
+        if kept and stats["rounds"] > 1:
+            self._restale(first_rows / sum(len(k) for k in kept))
         # No group disagreed in any round: train on the last one (its advantages are 0).
         return _concat_rounds(kept) if kept else batch
+
+    def _restale(self, share: float) -> None:
+        """The pipeline's staleness metrics over the kept rows: only the first round's
+        ``share`` came through the pipeline; later rounds generated now, at staleness 0
+        (they were reported at the first round's staleness)."""
+        if "async/staleness_mean" not in self.metrics:
+            return  # no pipeline (trainer.pipeline: sync): nothing was stale
+        self.metrics["async/staleness_mean"] *= share
+        if not share:
+            self.metrics["async/staleness_max"] = 0.0
+        hist = [k for k in self.metrics if k.startswith("async/staleness_hist_")]
+        for key in hist:
+            fresh = (1.0 - share) if key == "async/staleness_hist_0" else 0.0
+            self.metrics[key] = self.metrics[key] * share + fresh
 
     def _record_sampling(self, stats: dict[str, Any], groups: int, target: int) -> None:
         self.metrics["dynamic_sampling/prompts_drawn"] = float(stats["drawn"])
