@@ -174,9 +174,15 @@ def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
         )
 
 
-def pipeline_check(config: Any, spec: AlgorithmSpec, prepared: Any) -> None:
-    """The ``pipeline`` preflight check: :func:`check_pipeline` of ``trainer.pipeline``."""
-    check_pipeline(spec, config.trainer.pipeline)
+def pipeline_problems(config: Any) -> list[str] | None:
+    """:func:`check_pipeline` of ``trainer.pipeline`` for the run's algorithm, as a message."""
+    from hfsdk import run_spec
+
+    try:
+        check_pipeline(run_spec(config), config.trainer.pipeline)
+    except HfsdkError as exc:
+        return [str(exc)]
+    return None
 
 
 def rollout_pool_check(config: Any, spec: AlgorithmSpec, prepared: Any) -> None:

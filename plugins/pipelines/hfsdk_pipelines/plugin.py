@@ -25,11 +25,17 @@ def hfsdk_build_generation_pipeline(
 
 
 @hfsdk.hookimpl
-def hfsdk_register_preflight_checks(register: Register) -> None:
-    """Register ``pipeline`` (a pipeline other than ``sync`` for an algorithm that needs
-    fresh on-policy data, or generates nothing) and ``rollout_pool`` (the rollout pool's
-    and partial rollouts' settings)."""
-    from hfsdk_pipelines.pipeline import pipeline_check, rollout_pool_check
+def hfsdk_validate_config(config: Any) -> list[str] | None:
+    """A pipeline other than ``sync`` for an algorithm that needs fresh on-policy data, or
+    generates nothing: refused with the config (``hfsdk config show`` too), not at the run."""
+    from hfsdk_pipelines.pipeline import pipeline_problems
 
-    register("pipeline", pipeline_check)
+    return pipeline_problems(config)
+
+
+@hfsdk.hookimpl
+def hfsdk_register_preflight_checks(register: Register) -> None:
+    """Register ``rollout_pool`` (the rollout pool's and partial rollouts' settings)."""
+    from hfsdk_pipelines.pipeline import rollout_pool_check
+
     register("rollout_pool", rollout_pool_check)

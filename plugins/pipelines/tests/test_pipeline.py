@@ -384,11 +384,10 @@ def test_one_step_off_resumes_exactly(tmp_path: Path) -> None:
     assert any(not torch.equal(early[n], final_b[n]) for n in early)
 
 
-def test_an_algorithm_that_needs_on_policy_data_is_refused(tmp_path: Path) -> None:
-    config = load_run_config("remax", None, [*SMALL, "trainer.pipeline=one_step_off"])
+def test_an_algorithm_that_needs_on_policy_data_is_refused_with_the_config() -> None:
+    # With the config (hfsdk config show too), no longer only at the run's preflight.
     with pytest.raises(HfsdkError, match=r"trainer.pipeline='one_step_off': algorithm 'remax'"):
-        Trainer(config, tmp_path / "run", quiet=True)
-    assert not (tmp_path / "run").exists()
+        load_run_config("remax", None, [*SMALL, "trainer.pipeline=one_step_off"])
 
 
 def test_sync_builds_no_pipeline(tmp_path: Path) -> None:

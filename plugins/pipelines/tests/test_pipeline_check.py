@@ -1,4 +1,4 @@
-"""The ``pipeline`` preflight check: generation ahead of training only where it can be."""
+"""The pipeline check: generation ahead of training only where it can be."""
 
 from __future__ import annotations
 
@@ -26,5 +26,9 @@ def test_a_pipeline_is_refused_in_one_line_where_nothing_is_generated(
     assert "\n" not in str(info.value)
 
 
-def test_the_check_is_registered() -> None:
-    assert "pipeline" in hfsdk.get_registry("preflight_checks")
+def test_the_check_runs_with_the_config() -> None:
+    from hfsdk.core.config import load_run_config
+
+    load_run_config("sft", None, ["trainer.pipeline=sync"])
+    with pytest.raises(hfsdk.HfsdkError, match="samples nothing to generate ahead"):
+        load_run_config("sft", None, ["trainer.pipeline=one_step_off"])
