@@ -47,8 +47,8 @@ def task_base(task: str, algo: str | None = None) -> dict[str, Any] | None:
         return None  # looked up only when the run needs its assets (it may name its own)
     settings, specs = get_task(task).settings, get_registry("algorithms")
     base = dict(settings()) if settings is not None else None
-    if base is None or algo not in specs:
-        return base
+    if base is None or algo is None or specs.get(algo) is None:
+        return base  # an algorithm named elsewhere (a config file's algo:) gets them all
     roles = {role.name for entry in specs.values() for role in entry.impl.roles}
     lacks = roles - {role.name for role in specs[algo].impl.roles}
     return {section: values for section, values in base.items() if section not in lacks}

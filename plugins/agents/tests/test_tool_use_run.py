@@ -128,6 +128,10 @@ def test_the_task_runs_under_an_algorithm_without_its_reference(capsys) -> None:
     out = capsys.readouterr()
     assert int(info.value.code or 0) == 0, out.err
     assert "reference" not in out.out and "tool_use" in out.out
+    with pytest.raises(SystemExit) as info:  # no --algo: its own one line, not a crash
+        main(["config", "show", "--task", "tool_use"])
+    assert int(info.value.code or 0) == 2
+    assert "no algorithm given; pass --algo NAME" in capsys.readouterr().err
 
 
 @pytest.mark.heavy

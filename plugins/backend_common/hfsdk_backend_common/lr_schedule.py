@@ -66,7 +66,9 @@ class ConfiguredSchedule(torch.optim.lr_scheduler.LambdaLR):
                     attrs.asdict(multiplier),
                     fields,
                 )
-        self._last_lr = self.get_lr()
+        # What step() would set at this step count (get_lr() outside step() makes torch warn).
+        factors = [multiplier(self.last_epoch) for multiplier in self.lr_lambdas]
+        self._last_lr = [base * f for base, f in zip(self.base_lrs, factors, strict=True)]
         for group, lr in zip(self.optimizer.param_groups, self._last_lr, strict=True):
             group["lr"] = lr
 
@@ -74,6 +76,8 @@ class ConfiguredSchedule(torch.optim.lr_scheduler.LambdaLR):
 def _differ(multiplier: LRMultiplier, fields: dict[str, Any]) -> bool:
     """Whether the saved multiplier's factors differ from ``multiplier``'s at any step
     either could reach (a constant schedule's length changes nothing)."""
+    if attrs.asdict(multiplier) == fields:
+        return False
     try:
         old = LRMultiplier(**fields)
     except TypeError:  # another layout of fields: say it changed

@@ -271,19 +271,17 @@ def actor_micro_loss(
     return loss
 
 
-def check_loss_agg_mode(config: Any, spec: Any = None, prepared: Any = None) -> None:
-    """Refuse an ``algorithm.loss_agg_mode`` the actor cannot aggregate with, at load.
+def loss_agg_mode_problems(config: Any) -> list[str] | None:
+    """An ``algorithm.loss_agg_mode`` the actor cannot aggregate with, refused with the config.
 
     The core's config field validates it, but an algorithm's config class that redeclares
     the field (to change its default) drops that validator, and the run then failed in
     the first update with attrs' own message.
     """
-    del spec, prepared  # the check reads the config alone
-    mode = getattr(getattr(config, "algorithm", None), "loss_agg_mode", None)
-    if mode is not None and mode not in LOSS_AGG_MODES:
-        raise HfsdkError(
-            f"algorithm.loss_agg_mode is {mode!r}; expected one of {', '.join(LOSS_AGG_MODES)}"
-        )
+    mode = getattr(config.algorithm, "loss_agg_mode", None)  # a reward model trains no policy
+    if mode is None or mode in LOSS_AGG_MODES:
+        return None
+    return [f"algorithm.loss_agg_mode is {mode!r}; expected one of {', '.join(LOSS_AGG_MODES)}"]
 
 
 def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:

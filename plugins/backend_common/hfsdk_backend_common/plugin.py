@@ -3,6 +3,8 @@ half-precision-on-CPU preflight warning, the model-positions and shared-tokenize
 
 from __future__ import annotations
 
+from typing import Any
+
 import hfsdk
 from hfsdk import Register
 
@@ -28,9 +30,7 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 def hfsdk_register_preflight_checks(register: Register) -> None:
     """Register ``half_precision_on_cpu`` (a warning: bf16/fp16 emulated on this CPU),
     ``model_positions`` (a refusal: prompt + response beyond a model's positions) and
-    ``shared_tokenizer`` (a refusal: a reference, teacher or critic with another tokenizer)
-    and ``loss_agg_mode`` (a refusal: a mode the actor cannot aggregate with)."""
-    from hfsdk_backend_common.objectives import check_loss_agg_mode
+    ``shared_tokenizer`` (a refusal: a reference, teacher or critic with another tokenizer)."""
     from hfsdk_backend_common.positions_check import check_model_positions
     from hfsdk_backend_common.precision_check import half_precision_on_cpu
     from hfsdk_backend_common.tokenizer_check import check_shared_tokenizer
@@ -38,4 +38,12 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     register("half_precision_on_cpu", half_precision_on_cpu)
     register("model_positions", check_model_positions)
     register("shared_tokenizer", check_shared_tokenizer)
-    register("loss_agg_mode", check_loss_agg_mode)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str] | None:
+    """An ``algorithm.loss_agg_mode`` the actor cannot aggregate with (an algorithm's config
+    class that redeclares the field drops the core's validator)."""
+    from hfsdk_backend_common.objectives import loss_agg_mode_problems
+
+    return loss_agg_mode_problems(config)

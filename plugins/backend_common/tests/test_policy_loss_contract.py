@@ -117,15 +117,15 @@ def test_the_objective_of_a_run_names_its_loss_and_plugin() -> None:
     assert objective.policy_loss_label == "policy loss 'gspo' (plugin 'grpo')"
 
 
-def test_a_loss_agg_mode_outside_the_known_ones_is_refused_at_load() -> None:
+def test_a_loss_agg_mode_outside_the_known_ones_is_refused_with_the_config() -> None:
     """An algorithm config class that redeclares loss_agg_mode (to change its default) loses
-    the core field's validator; the preflight check still refuses a bad mode in one line."""
+    the core field's validator; the plugin's config check still refuses a bad mode."""
     from types import SimpleNamespace
 
-    from hfsdk_backend_common.objectives import check_loss_agg_mode
+    from hfsdk_backend_common.objectives import loss_agg_mode_problems
 
-    assert "loss_agg_mode" in get_registry("preflight_checks")
-    check_loss_agg_mode(SimpleNamespace(algorithm=SimpleNamespace(loss_agg_mode="token-mean")))
+    ok = SimpleNamespace(algorithm=SimpleNamespace(loss_agg_mode="token-mean"))
+    assert loss_agg_mode_problems(ok) is None
     bad = SimpleNamespace(algorithm=SimpleNamespace(loss_agg_mode="seq-mean"))
-    with pytest.raises(HfsdkError, match=r"loss_agg_mode is 'seq-mean'; expected one of token-"):
-        check_loss_agg_mode(bad)
+    (line,) = loss_agg_mode_problems(bad) or [""]
+    assert line.startswith("algorithm.loss_agg_mode is 'seq-mean'; expected one of token-mean")

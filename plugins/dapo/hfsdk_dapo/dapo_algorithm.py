@@ -140,8 +140,8 @@ class DAPOAlgorithm(Algorithm):
             batch = self._scored(more, stats["rounds"], behaviour)
             stats["rounds"] += 1
         self._record_sampling(stats, groups, target)
-        if kept and stats["rounds"] > 1:
-            self._restale(first_rows / sum(len(k) for k in kept))
+        if stats["rounds"] > 1:  # with nothing kept the last round, fresh, is trained on
+            self._restale(first_rows / sum(len(k) for k in kept) if kept else 0.0)
         # No group disagreed in any round: train on the last one (its advantages are 0).
         return _concat_rounds(kept) if kept else batch
 

@@ -96,12 +96,14 @@ class _Worker:
         try:
             ready = self._read_line(_START_TIMEOUT_S)
         except _WorkerGone:
-            self.kill()
             raise HfsdkError(
                 f"math_verify: its worker process ({sys.executable} {_WORKER_SCRIPT}) did not "
                 f"start within {_START_TIMEOUT_S:.0f} s or exited; expected it to import "
                 "math-verify; check that 'math-verify' is installed in this environment"
-            ) from None
+            ) from None  # (_read_line killed and reaped it)
+        except BaseException:  # a deadline or Ctrl-C during the start: leave no child behind
+            self.kill()
+            raise
         if ready.get("ready") is not True:
             self.kill()
             raise HfsdkError(f"math_verify: its worker process answered {ready!r} at start")
@@ -238,7 +240,7 @@ def _score_all(
 ) -> list[dict[str, Any] | None]:
     """Each sample's reply from a worker of the pool (``None``: timed out)."""
     replies: list[dict[str, Any] | None] = []
-    worker: _Worker | None = _POOL.take()
+    worker: _Worker | None = None
     try:
         for response, reference in zip(responses, references, strict=True):
             if worker is None:

@@ -42,6 +42,7 @@ def check_recorded_generations(config: Any, spec: Any = None, prepared: Any = No
     ):
         raise HfsdkError(
             f"trainer.mode=train_only: {where} have {len(prompts)} prompts x {dumped_n} samples "
-            f"a step, this run data.batch_size={size} x algorithm.n_samples_per_prompt={n}; "
-            "train with the data and algorithm settings of the run that wrote them"
+            f"a step, this run data.batch_size={size}"
+            f"{f' x algorithm.n_samples_per_prompt={n}' if n is not None else ''}; train with the "
+            "data and algorithm settings of the run that wrote them"
         )
