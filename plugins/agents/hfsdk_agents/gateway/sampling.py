@@ -14,6 +14,19 @@ from hfsdk_agents.loops import AgentContext
 MAX_N = 16
 MAX_STOPS = 4
 
+UNSERVED: dict[str, Any] = {
+    "logit_bias": lambda v: not v,
+    "presence_penalty": lambda v: not v,
+    "frequency_penalty": lambda v: not v,
+    "response_format": lambda v: v is None or (isinstance(v, Mapping) and v.get("type") == "text"),
+    "tool_choice": lambda v: v is None or v in ("auto", "none"),
+    "echo": lambda v: not v,
+    "best_of": lambda v: v is None or v == 1,
+    "suffix": lambda v: not v,
+}
+"""Parameters the engine does not apply, each with the test of its no-op values: any
+other value would sample something else than the request asks for."""
+
 
 def _number(body: Mapping[str, Any], key: str, default: float, low: float, high: float) -> float:
     value = body.get(key)
@@ -44,7 +57,15 @@ class Sampling:
             n = 1
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N:
             raise bad_request(f"n={n!r}; expected an integer from 1 to {MAX_N}", param="n")
-        max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+        for key, unchanged in UNSERVED.items():
+            if not unchanged(body.get(key)):
+                raise bad_request(
+                    f"{key}={body[key]!r} is not served: the policy samples without it, so the "
+                    f"answer would not be what the request asks for; leave {key} unset",
+                    param=key,
+                )
+        max_tokens = body.get("max_completion_tokens")  # an explicit null defers to max_tokens
+        max_tokens = body.get("max_tokens") if max_tokens is None else max_tokens
         if max_tokens is not None and (
             isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
         ):

@@ -119,6 +119,17 @@ def build_app(sessions: dict[str, Session]) -> FastAPI:
 
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE", "PATCH"])
     async def anything_else(path: str) -> JSONResponse:
+        prefix, _, endpoint = path.partition("/v1/")
+        if path.startswith("s/") and endpoint and sessions.get(prefix[2:]) is not None:
+            # A live session asked for an endpoint that is not served (the Responses API).
+            return error(
+                GatewayError(
+                    404,
+                    f"/v1/{endpoint} is not served; this gateway serves /chat/completions, "
+                    "/completions and /models",
+                    code="unsupported_endpoint",
+                )
+            )
         return error(
             GatewayError(
                 404,

@@ -19,6 +19,7 @@ touched from the rollout's event loop, one request at a time.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -38,6 +39,20 @@ from hfsdk_agents.trajectory import MODEL_ROLE, Segment, Trajectory, shared_pref
 REWRITTEN = "segment"
 """``finish`` of a segment the agent's conversation left (a new segment followed it), as
 :meth:`~hfsdk_agents.trajectory.Trajectory.follow` marks one."""
+
+
+def draw_seed(seed: int, draw: int, slots: int) -> int:
+    """The engine seed of a trajectory's ``draw``-th sample.
+
+    Trajectory seeds are ``slots`` (``max_turns``) apart, as the tool loop's turns use them;
+    a session draws without bound (``n`` choices, resends, segments), and ``seed + draw``
+    past its slots reached the next trajectory's seeds: two trajectories of one group
+    sampled the same tokens. Draws past the slots take a hash of both instead.
+    """
+    if draw < slots:
+        return seed + draw
+    digest = hashlib.blake2b(f"{seed}:{draw}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % (2**31 - 1)
 
 
 @attrs.define(kw_only=True)
@@ -101,6 +116,7 @@ class Session:
         ]
         self.closed: list[Trajectory] = []
         self.draws = 0
+        self.model_turns = 0  # successful model requests, over every segment
         self.reward: float | None = None
         self.malformed: str | None = None
         self.finish: str | None = None
@@ -145,6 +161,7 @@ class Session:
             raise
         sampling = Sampling.parse(body, self.ctx)
         tools = body.get("tools")
+        # Parsed also without `tools` in the request: a run's tools may be in the prompt.
         parse = body.get("tool_choice") != "none"
         async with self._lock:
             start = self._follow_chat(messages, tools)
@@ -309,6 +326,7 @@ class Session:
 
     def _advance(self, start: _Start, branches: list[Branch]) -> None:
         """The request succeeded: its branches replace the old ones (closing one that was left)."""
+        self.model_turns += 1
         if start.branch not in self.branches:  # a new segment: the current branch is left
             current = self.branches[0]
             if current.turns:
@@ -322,7 +340,7 @@ class Session:
         self, start: _Start, sampling: Sampling, *, parse: bool
     ) -> list[tuple[Trajectory, Choice]]:
         ctx, config = self.ctx, self.ctx.config
-        if start.branch.turns >= config.max_turns:
+        if self.model_turns >= config.max_turns:  # over every segment: a resend is a turn
             self.finish = "max_turns"
             raise GatewayError(
                 400,
@@ -369,7 +387,7 @@ class Session:
                     temperature=sampling.temperature,
                     top_p=sampling.top_p,
                     greedy=ctx.greedy,
-                    seed=self.seed + self.draws,
+                    seed=draw_seed(self.seed, self.draws, config.max_turns),
                     stop_token_ids=stops,
                 )
             )

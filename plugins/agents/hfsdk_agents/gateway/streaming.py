@@ -46,9 +46,10 @@ def chat_events(body: Mapping[str, Any], *, include_usage: bool) -> Iterator[str
         calls = message.get("tool_calls") or []
         if calls:
             delta = {"tool_calls": [{"index": i, **call} for i, call in enumerate(calls)]}
-            yield _event(
-                _chat_chunk(body, [{"index": index, "delta": delta, "finish_reason": None}])
-            )
+            part = {"index": index, "delta": delta, "finish_reason": None}
+            if choice.get("logprobs") is not None and not message.get("content"):
+                part["logprobs"] = choice["logprobs"]  # a call's tokens have log-probs too
+            yield _event(_chat_chunk(body, [part]))
         last = {
             "index": index,
             "delta": {},

@@ -192,6 +192,84 @@ def test_bad_parameters_are_400s_that_say_what_was_wrong() -> None:
     assert out["agent_trajectory"][0]["finish"] != "dropped"
 
 
+def test_parameters_the_engine_does_not_apply_are_refused_not_ignored() -> None:
+    """A logit bias, a penalty, a JSON response format or a required tool changed nothing
+    the engine sampled; each is a 400 naming it. Their no-op values pass."""
+    errors: list[Any] = []
+    got: dict[str, Any] = {}
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        messages = [{"role": "user", "content": row["raw_prompt"]}]
+        for bad in (
+            {"logit_bias": {"2": -100}},
+            {"presence_penalty": 1.0},
+            {"frequency_penalty": 0.5},
+            {"response_format": {"type": "json_object"}},
+            {"tool_choice": "required"},
+        ):
+            try:
+                c.chat.completions.create(model="policy", messages=messages, **bad)
+            except openai.BadRequestError as err:
+                errors.append(err)
+        neutral = {"presence_penalty": 0, "logit_bias": {}, "response_format": {"type": "text"}}
+        # An explicit null max_completion_tokens leaves max_tokens in force.
+        got["reply"] = c.chat.completions.create(
+            model="policy", messages=messages, max_tokens=1, max_completion_tokens=None, **neutral
+        )
+
+    serve(agent, seed_offset=1)
+    names = ["logit_bias", "presence_penalty", "frequency_penalty", "response_format",
+             "tool_choice"]  # fmt: skip
+    assert [e.body["param"] for e in errors] == names
+    assert all("is not served" in e.message for e in errors)
+    assert got["reply"].usage.completion_tokens == 1
+
+
+def test_draws_past_a_trajectorys_seed_slots_do_not_reach_the_next_ones() -> None:
+    """Trajectory seeds are max_turns apart: seed + draw for more draws sampled the next
+    trajectory's tokens (one GRPO group held copies)."""
+    from hfsdk_agents.gateway.session import draw_seed
+
+    slots, first, second = 2, 100, 102
+    assert [draw_seed(first, k, slots) for k in range(slots)] == [100, 101]
+    later = {draw_seed(first, k, slots) for k in range(slots, 200)}
+    assert len(later) == 198 and not later & set(range(second, second + slots))
+
+
+def test_max_turns_counts_every_segment_and_resend() -> None:
+    """A resent first request starts a new segment; each used to get max_turns of its own,
+    so an agent that resent it 30 times trained 30 rows under max_turns=2."""
+    refused: list[Any] = []
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        messages = [{"role": "user", "content": row["raw_prompt"]}]
+        for _ in range(5):
+            try:
+                c.chat.completions.create(model="policy", messages=messages)
+            except openai.BadRequestError as err:
+                refused.append(err)
+
+    _, out = serve(agent, seed_offset=1, max_turns=2)
+    assert len(refused) == 3 and refused[0].body["code"] == "max_turns_exceeded"
+    assert [t["finish"] for t in out["agent_trajectory"]] == ["segment", "max_turns"]
+
+
+def test_an_endpoint_not_served_on_a_live_session_says_so() -> None:
+    got: dict[str, Any] = {}
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        try:
+            client(base_url).responses.create(model="policy", input=row["raw_prompt"])
+        except openai.NotFoundError as err:
+            got["error"] = err
+
+    serve(agent)
+    assert got["error"].body["code"] == "unsupported_endpoint"
+    assert "/v1/responses is not served" in got["error"].message
+
+
 def test_streamed_answers_are_what_the_sdk_assembles_into_the_unstreamed_ones() -> None:
     got: dict[str, Any] = {}
 
@@ -284,3 +362,22 @@ def test_token_ids_outside_the_vocabulary_are_refused_before_the_engine() -> Non
     assert "token id -1 is outside" in errors[1].message
     assert "a list of token ids" in errors[2].message
     assert out["agent_trajectory"][0]["finish"] != "dropped"
+
+
+def test_a_streamed_tool_call_carries_its_log_probs() -> None:
+    """Log-probs went out only with a content chunk: a streamed call turn had none."""
+    import json
+
+    from hfsdk_agents.gateway.streaming import chat_events
+
+    logprobs = {"content": [{"token": "x", "logprob": -0.5, "bytes": None, "top_logprobs": []}]}
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    body = {
+        "id": "r", "created": 0, "model": "policy", "usage": {},
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": None,
+                     "tool_calls": [call]}, "logprobs": logprobs,
+                     "finish_reason": "tool_calls", "token_ids": [1]}],
+    }  # fmt: skip
+    events = [json.loads(e[6:]) for e in chat_events(body, include_usage=False) if "{" in e]
+    (part,) = [c for e in events for c in e["choices"] if "tool_calls" in c["delta"]]
+    assert part["logprobs"] == logprobs
