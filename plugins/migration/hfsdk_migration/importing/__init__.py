@@ -121,7 +121,11 @@ def _drop_unfit_generation_tp(m: Mapper, source: str) -> None:
     tp = layout.get("tp")
     pool = m.out.get("placement", {}).get("pools", {}).get("global", {})
     devices = int(pool.get("devices", 1))
-    if tp is None or devices % tp == 0:
+    # vLLM loads whole HF-named weights; an FSDP actor's generation slices are not those.
+    vllm_on_fsdp = m.out.get("rollout", {}).get("backend") == "vllm" and (
+        m.out.get("actor", {}).get("backend", "fsdp") == "fsdp"
+    )
+    if tp is None or tp == 1 or (devices % tp == 0 and not vllm_on_fsdp):
         return
     del layout["tp"]
     if not layout:
@@ -129,7 +133,10 @@ def _drop_unfit_generation_tp(m: Mapper, source: str) -> None:
     m.reject(
         GENERATION_TP_KEYS[source],
         f"{tp} does not divide the actor's {devices} device(s), where hfsdk generates; "
-        "set actor.rollout_layout.tp to a divisor of placement.pools.global.devices",
+        "set actor.rollout_layout.tp to a divisor of placement.pools.global.devices"
+        if devices % tp
+        else "hfsdk's vLLM rollout on an FSDP actor generates at tp 1 (set "
+        "actor.rollout_layout.tp with rollout.backend: hf, or a megatron actor)",
     )
 
 

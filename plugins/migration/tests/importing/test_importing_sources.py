@@ -162,7 +162,7 @@ def test_fsdp_vllm_grpo_script_maps_engine_tp_and_kl() -> None:
     result, cfg = _import("verl", "verl_run_grpo_fsdp_vllm.sh")
     assert cfg.algo == "grpo" and cfg.rollout.backend == "vllm"
     assert cfg.rollout.gpu_memory_utilization == 0.6
-    assert result.config["actor"]["rollout_layout"] == {"tp": 2}
+    assert "rollout_layout" not in result.config["actor"]  # vLLM on FSDP generates at tp 1
     assert cfg.algorithm.n_samples_per_prompt == 5 and cfg.actor.mini_batch_size == 80
     assert cfg.algorithm.kl_estimator == "low_var_kl" and cfg.algorithm.kl_loss_coef == 0.001
     assert cfg.actor.gradient_checkpointing and cfg.actor.micro_batch_size == 8
@@ -175,6 +175,9 @@ def test_fsdp_vllm_grpo_script_maps_engine_tp_and_kl() -> None:
         "actor_rollout_ref.ref.fsdp_config.param_offload = True  (no counterpart: hfsdk keeps "
         "each role's weights, gradients and optimizer state on its devices (rollout.sleep frees "
         "vLLM's memory while the actor trains))",
+        "actor_rollout_ref.rollout.tensor_model_parallel_size = 2  (hfsdk's vLLM rollout on an "
+        "FSDP actor generates at tp 1 (set actor.rollout_layout.tp with rollout.backend: hf, or "
+        "a megatron actor))",
         "trainer.total_epochs = 15  (hfsdk counts steps: set trainer.total_steps = total_epochs "
         "x rows // data.train_batch_size (the train files are not here to count))",
         "critic.* (15 keys)  (algorithm 'grpo' has no critic)",
@@ -293,8 +296,10 @@ def test_a_generation_tp_the_actors_devices_cannot_hold_is_listed_not_written() 
     two = import_config(
         "trl", {"use_vllm": True, "vllm_tensor_parallel_size": 2, "num_processes": 2}
     )
-    assert two.config["actor"]["rollout_layout"] == {"tp": 2} and not two.unmapped
-    assert resolve_run_config(None, two.config).actor.rollout_layout.tp == 2
+    # It divides the devices, but vLLM on an FSDP actor generates at tp 1.
+    assert "rollout_layout" not in two.config["actor"]
+    assert "vLLM rollout on an FSDP actor generates at tp 1" in two.unmapped[0]
+    resolve_run_config(None, two.config)
 
 
 def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

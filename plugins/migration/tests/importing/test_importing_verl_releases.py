@@ -51,7 +51,8 @@ def test_verls_ppo_trainer_imports_with_an_example_scripts_overrides(version: st
     # verl's own defaults, read from its files (not hfsdk's copy): weight decay, clip ratios.
     assert cfg.actor.optim.weight_decay == 0.01 and cfg.policy_loss.clip_ratio_high == 0.2
     assert cfg.algorithm.kl_estimator == "low_var_kl" and cfg.algorithm.kl_loss_coef == 0.001
-    assert result.config["actor"]["rollout_layout"] == {"tp": 2}
+    # vLLM at tp 2 on an FSDP actor is not served (the actor's slices are not HF-named).
+    assert "rollout_layout" not in result.config["actor"]
     assert not any("hfsdk's copy of verl" in w for w in result.warnings)
     # The per-key report: one line per key with no counterpart, with its reason.
     joined = "\n".join(result.unmapped)
