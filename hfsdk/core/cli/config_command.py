@@ -42,7 +42,7 @@ def show(
             f"{keys[0]!r} is not of the form key.sub=value; to look at one key use "
             f"`hfsdk config show --explain {keys[0]}`"
         )
-    base = task_base(task, algo)
+    base = task_base(task, algo, config_file, overrides)
     config = load_run_config(algo, config_file, overrides, base=base)
     from hfsdk.core.config.run_config import check_reward_function_names
 

@@ -36,10 +36,14 @@ def task_option(func: Callable[..., Any]) -> Callable[..., Any]:
     )(func)
 
 
-def task_base(task: str, algo: str | None = None) -> dict[str, Any] | None:
+def task_base(
+    task: str, algo: str | None = None, config_file: str | None = None, overrides: Any = ()
+) -> dict[str, Any] | None:
     """The settings ``task`` puts under the user's config (``None``: the default task, which
-    runs as the fallback of a config without data), less sections of roles ``algo`` lacks:
-    a task's ``reference`` settings are for GRPO, and DAPO (no reference) refused them."""
+    runs as the fallback of a config without data), less sections of roles the algorithm
+    (``algo``, else the config file's or an override's ``algo``) lacks: a task's
+    ``reference`` settings are for GRPO, and DAPO (no reference) refused them."""
+    from hfsdk.core.config.loader import load_yaml, parse_override
     from hfsdk.core.plugin_manager import get_registry
     from hfsdk.core.tasks import DEFAULT_TASK, get_task
 
@@ -47,8 +51,10 @@ def task_base(task: str, algo: str | None = None) -> dict[str, Any] | None:
         return None  # looked up only when the run needs its assets (it may name its own)
     settings, specs = get_task(task).settings, get_registry("algorithms")
     base = dict(settings()) if settings is not None else None
-    if base is None or algo is None or specs.get(algo) is None:
-        return base  # an algorithm named elsewhere (a config file's algo:) gets them all
+    named = [value for keys, value in map(parse_override, overrides) if keys == ["algo"]]
+    algo = algo or (named or [(load_yaml(config_file) if config_file else {}).get("algo")])[-1]
+    if base is None or not isinstance(algo, str) or specs.get(algo) is None:
+        return base  # an unknown algorithm: resolve_run_config names it
     roles = {role.name for entry in specs.values() for role in entry.impl.roles}
     lacks = roles - {role.name for role in specs[algo].impl.roles}
     return {section: values for section, values in base.items() if section not in lacks}

@@ -35,7 +35,7 @@ def run(
 
     if ray_address:
         overrides = (*overrides, f"trainer.ray_address={ray_address}")
-    base = task_base(task, algo)
+    base = task_base(task, algo, config_file, overrides)
     cfg = load_run_config(algo, config_file, overrides, base=base)
     layers = ConfigLayers.read(algo, config_file, overrides, base=base, task=task)
     trainer = Trainer(cfg, run_dir, quiet=quiet)

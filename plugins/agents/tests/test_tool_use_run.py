@@ -134,6 +134,24 @@ def test_the_task_runs_under_an_algorithm_without_its_reference(capsys) -> None:
     assert "no algorithm given; pass --algo NAME" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("named_by", ["file", "override"])
+def test_an_algorithm_named_by_the_config_file_or_an_override_drops_the_task_reference(
+    named_by: str, tmp_path: Path, capsys
+) -> None:
+    """``algo: dapo`` in the config file (or ``algo=dapo``) filters the task's sections as
+    ``--algo dapo`` does: the reference section was kept, and the run refused it."""
+    from hfsdk.core.cli.main import main
+
+    config = tmp_path / "run.yaml"
+    config.write_text("algo: dapo\n")
+    args = ["--config", str(config)] if named_by == "file" else ["algo=dapo"]
+    with pytest.raises(SystemExit) as info:
+        main(["config", "show", "--task", "tool_use", *args])
+    out = capsys.readouterr()
+    assert int(info.value.code or 0) == 0, out.err
+    assert "reference" not in out.out and "algo: dapo" in out.out
+
+
 @pytest.mark.heavy
 @pytest.mark.distributed
 def test_tool_use_with_a_tp2_megatron_actor_matches_one_rank(tmp_path: Path) -> None:
