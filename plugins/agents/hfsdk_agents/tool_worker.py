@@ -267,8 +267,9 @@ class _Worker:
                 self.kill()
             if future is not None:
                 future.set_result((kind, text))
-        _PARENT_FDS.discard(self.conn.fileno())
-        self.conn.close()
+        with self._lock:
+            _PARENT_FDS.discard(self.conn.fileno())
+            self.conn.close()
         self._reap()
         with self._lock:
             self.dead = True
@@ -290,6 +291,24 @@ class _Worker:
             os.kill(self.pid, signal.SIGKILL)
         self._reap()  # its end of the socket is closed now: the reader thread reads EOF
         _LIVE.discard(self)
+
+    def check_exit(self) -> None:
+        """End the calls of a child that has exited though a process it forked (``setsid``:
+        out of its group) still holds the socket: the reader's EOF would never come, and
+        the calls would wait out their deadlines as ``timeout``s."""
+        if self.exit_status is not None:
+            return
+        with contextlib.suppress(ChildProcessError):
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid == 0:
+                return
+            self.exit_status = os.waitstatus_to_exitcode(status)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)  # what stayed in its group
+        with self._lock, contextlib.suppress(OSError):  # the reader reads EOF, fails the calls
+            if not self.conn.closed:  # (under the lock: the reader closes it under it too)
+                with socket.socket(fileno=os.dup(self.conn.fileno())) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
 
     def _reap(self) -> None:
         if self.exit_status is not None:
@@ -352,6 +371,8 @@ class ToolWorkers:
                     worker.abandon(call.call_id)
                     return ("stopped", f"{name} was cut short: the run is stopping")
                 await asyncio.wait({waiting}, timeout=min(left, STOP_POLL_S))
+                if not waiting.done():
+                    worker.check_exit()
             return waiting.result()
         except asyncio.CancelledError:
             worker.abandon(call.call_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -244,6 +245,36 @@ def test_what_a_tool_forked_goes_with_its_worker(tmp_path: Any) -> None:
         assert _gone(grandchild)
     finally:
         workers.close()
+
+
+def test_a_worker_that_exits_while_a_process_it_started_holds_the_socket_crashed(
+    tmp_path: Any,
+) -> None:
+    """The child's exit is noticed beside the socket: before, a grandchild that left the
+    group (``setsid``) kept the socket open and the call waited its whole deadline, then
+    reported a ``timeout``."""
+    record = tmp_path / "grandchild"
+
+    def leaves(a: int) -> int:
+        """Starts a process out of the worker's group, then takes the worker down."""
+        if os.fork() == 0:
+            os.setsid()
+            record.write_text(str(os.getpid()))
+            time.sleep(60)
+            os._exit(0)
+        time.sleep(0.3)
+        os._exit(5)
+
+    workers = ToolWorkers({"leaves": leaves})
+    try:
+        (kind, text), took = _bounded(workers.run("leaves", {"a": 1}, 20.0), 30.0)
+        assert (kind, "exit status 5" in text) == ("crashed", True), (kind, text)
+        assert took < 5.0
+    finally:
+        workers.close()
+        if record.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(record.read_text()), 9)
 
 
 def local_text(a: int, b: int) -> str:
