@@ -21,6 +21,7 @@ Returns equal the advantages, except for ``reinforce_plus_plus`` (returns G).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Sequence
 
 import attrs
@@ -108,17 +109,25 @@ def group_ids(
 
 
 def group_stats(scores: torch.Tensor, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Per-sample group size, group mean and unbiased group std (0 for groups of one)."""
+    """Per-sample group size, group mean and unbiased group std (0 for groups of one).
+
+    A group whose scores are all equal has exactly that score as its mean and std 0: a
+    float32 sum / count is not exactly 1.2 for eight 1.2s, and that rounding divided by
+    a std of the same size gave every sample of a solved prompt an advantage of +0.1.
+    """
     n_groups = int(ids.max().item()) + 1 if ids.numel() else 0
     ids = ids.to(scores.device)
-    count = torch.zeros(n_groups, dtype=scores.dtype, device=scores.device).index_add_(
-        0, ids, torch.ones_like(scores)
+    wide = scores.double()
+    count = torch.zeros(n_groups, dtype=wide.dtype, device=wide.device).index_add_(
+        0, ids, torch.ones_like(wide)
     )
-    total = torch.zeros_like(count).index_add_(0, ids, scores)
-    mean = total / count
-    squared = torch.zeros_like(count).index_add_(0, ids, (scores - mean[ids]) ** 2)
-    std = torch.sqrt(squared / (count - 1).clamp(min=1))
-    return count[ids], mean[ids], std[ids]
+    mean = torch.zeros_like(count).index_add_(0, ids, wide) / count
+    low = torch.full_like(count, math.inf).scatter_reduce(0, ids, wide, "amin")
+    equal = (low == torch.full_like(count, -math.inf).scatter_reduce(0, ids, wide, "amax"))[ids]
+    mean = torch.where(equal, wide, mean[ids])
+    squared = torch.zeros_like(count).index_add_(0, ids, (wide - mean) ** 2)
+    std = torch.where(equal, 0.0, torch.sqrt(squared / (count - 1).clamp(min=1))[ids])
+    return tuple(t.to(scores.dtype) for t in (count[ids], mean, std))
 
 
 def _broadcast(per_sequence: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
@@ -146,8 +155,9 @@ def compute_grpo_advantages(
         scores = sequence_scores(token_level_rewards, response_mask)
         count, mean, std = group_stats(scores, group_ids(group_index, len(scores), "grpo"))
         advantage = scores - mean
-        if config.norm_by_std:
-            advantage = advantage / (std + config.epsilon)
+        if config.norm_by_std:  # an all-equal group: 0 (not 0/0 at epsilon 0)
+            scale = std + config.epsilon
+            advantage = torch.where(scale > 0, advantage / scale, torch.zeros_like(advantage))
         advantage = torch.where(count > 1, advantage, torch.zeros_like(advantage))
         advantages = _broadcast(advantage, response_mask)
     return AdvantageResult(advantages=advantages, returns=advantages.clone())

@@ -114,6 +114,33 @@ def test_identical_scores_in_a_group_give_zero_not_nan() -> None:
     assert (adv == 0).all()
 
 
+@pytest.mark.parametrize("score, n", [(1.2, 8), (0.7, 8), (1.96, 16), (0.1, 3)])
+@pytest.mark.parametrize("epsilon", [1e-6, 0.0])
+def test_an_all_equal_group_gets_exactly_zero_whatever_its_score(
+    score: float, n: int, epsilon: float
+) -> None:
+    """A float32 mean of eight 1.2s is not 1.2; that rounding over a std of the same size
+    gave every sample +0.1057 (and epsilon 0 gave NaN). Beside a group that differs."""
+    scores = [score] * n + [0.0, 1.0]
+    rewards = torch.tensor(scores).unsqueeze(-1)
+    config = GRPOAdvantageConfig(epsilon=epsilon)
+    groups = ["same"] * n + ["mixed"] * 2
+    mask = torch.ones_like(rewards)
+    adv, _ = compute_grpo_advantages(
+        token_level_rewards=rewards, response_mask=mask, group_index=groups, config=config
+    )
+    assert adv[:n].eq(0).all(), adv[:n].flatten().tolist()
+    assert adv[n:, 0].tolist() == pytest.approx([-1 / math.sqrt(2), 1 / math.sqrt(2)], rel=1e-5)
+    rloo, _ = compute_rloo_advantages(
+        token_level_rewards=rewards, response_mask=mask, group_index=groups
+    )
+    assert rloo[:n].eq(0).all()
+    baseline, _ = compute_reinforce_plus_plus_baseline(
+        token_level_rewards=rewards, response_mask=mask, group_index=groups
+    )
+    assert baseline[:n].eq(baseline[0, 0]).all()  # whitened over the batch: one shared value
+
+
 def test_group_index_errors() -> None:
     kwargs = {"token_level_rewards": torch.zeros(2, 2), "response_mask": torch.ones(2, 2)}
     with pytest.raises(HfsdkError, match="needs group_index"):
