@@ -82,7 +82,8 @@ class AlgorithmConfig(TrainerAlgorithmConfig):
         validator=attrs.validators.in_(("fixed", "adaptive")),
     )
     target_kl: float = help_field(
-        "Adaptive KL controller: the per-sequence KL the coefficient steers towards (nats).",
+        "Adaptive KL controller: the KL the coefficient steers towards, in nats per token (the"
+        " batch mean of each sequence's token-mean KL, as verl and OpenRLHF measure it).",
         default=0.1,
         validator=attrs.validators.gt(0.0),
     )

@@ -284,6 +284,25 @@ def loss_agg_mode_problems(config: Any) -> list[str] | None:
     return [f"algorithm.loss_agg_mode is {mode!r}; expected one of {', '.join(LOSS_AGG_MODES)}"]
 
 
+def unused_kl_loss_problems(config: Any) -> list[str] | None:
+    """An ``algorithm.kl_loss_coef`` set beside ``kl_in_reward: true``: the KL then goes in
+    the reward only (:func:`hfsdk.default_actor_objective`), and the loss term was dropped
+    silently. A coefficient at its config class's default (GRPO's 0.01) is a default, not
+    a request, and stays allowed."""
+    algo = config.algorithm
+    coef, in_reward = getattr(algo, "kl_loss_coef", 0.0), getattr(algo, "kl_in_reward", False)
+    field = (
+        getattr(attrs.fields(type(algo)), "kl_loss_coef", None) if attrs.has(type(algo)) else None
+    )
+    if not (in_reward and coef > 0) or (field is not None and field.default == coef):
+        return None
+    return [
+        f"algorithm.kl_loss_coef={coef:g} has no effect: algorithm.kl_in_reward is true, which "
+        "puts the KL in the reward instead of the loss; set kl_in_reward: false to use a KL "
+        "loss, or remove kl_loss_coef"
+    ]
+
+
 def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
     """The actor's objective for one update: the run's policy loss and the algorithm's terms.
 

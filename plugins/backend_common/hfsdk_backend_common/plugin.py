@@ -43,7 +43,8 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
 @hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str] | None:
     """An ``algorithm.loss_agg_mode`` the actor cannot aggregate with (an algorithm's config
-    class that redeclares the field drops the core's validator)."""
-    from hfsdk_backend_common.objectives import loss_agg_mode_problems
+    class that redeclares the field drops the core's validator), and a KL loss coefficient
+    that ``kl_in_reward`` would silently drop."""
+    from hfsdk_backend_common.objectives import loss_agg_mode_problems, unused_kl_loss_problems
 
-    return loss_agg_mode_problems(config)
+    return (loss_agg_mode_problems(config) or []) + (unused_kl_loss_problems(config) or [])

@@ -129,3 +129,19 @@ def test_a_loss_agg_mode_outside_the_known_ones_is_refused_with_the_config() -> 
     bad = SimpleNamespace(algorithm=SimpleNamespace(loss_agg_mode="seq-mean"))
     (line,) = loss_agg_mode_problems(bad) or [""]
     assert line.startswith("algorithm.loss_agg_mode is 'seq-mean'; expected one of token-mean")
+
+
+def test_a_kl_loss_coefficient_beside_kl_in_the_reward_is_refused_with_the_config() -> None:
+    """PPO puts the KL in the reward, so a kl_loss_coef the user set did nothing, silently.
+    GRPO's own default coefficient (0.01) beside kl_in_reward: true stays a default."""
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.errors import ConfigError
+
+    with pytest.raises(ConfigError) as info:
+        load_run_config("ppo", None, ["algorithm.kl_loss_coef=0.05"])
+    assert str(info.value).startswith("algorithm.kl_loss_coef=0.05 has no effect: algorithm")
+    config = load_run_config("grpo", None, ["algorithm.kl_in_reward=true"])
+    assert config.algorithm.kl_in_reward and config.algorithm.kl_loss_coef == 0.01
+    assert load_run_config(
+        "ppo", None, ["algorithm.kl_in_reward=false", "algorithm.kl_loss_coef=0.05"]
+    )

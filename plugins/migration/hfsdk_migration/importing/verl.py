@@ -234,7 +234,10 @@ def _kl(m: Mapper) -> None:
     use_loss = bool(m.get(A + "use_kl_loss", False, source_default=True))
     m.put("algorithm.kl_in_reward", in_reward)
     coef = m.num(A + "kl_loss_coef", 0.001)
-    m.put("algorithm.kl_loss_coef", coef if use_loss else 0.0)
+    m.put("algorithm.kl_loss_coef", coef if use_loss and not in_reward else 0.0)
+    if use_loss and in_reward:  # verl adds both; hfsdk's KL is one or the other
+        why = "hfsdk puts the KL in the reward or in the loss, not both (KL in the reward kept)"
+        m.reject(A + "use_kl_loss", why)
     loss_type = m.get(A + "kl_loss_type", "low_var_kl")
     penalty = m.get("algorithm.kl_penalty", "kl")
     if in_reward:

@@ -277,3 +277,15 @@ def test_verl_k3_is_the_clamped_estimator() -> None:
     assert result.config["algorithm"]["kl_estimator"] == "low_var_kl"
     # The same estimator in verl, so not reported as a reward/loss mismatch.
     assert not [u for u in result.unmapped if "kl_loss_type" in u]
+
+
+def test_verl_kl_in_the_reward_and_as_a_loss_lists_the_loss_as_unmapped() -> None:
+    """verl adds both terms; hfsdk's KL goes in one place. The import wrote the loss's
+    coefficient, which the run then dropped silently, and reported a complete mapping."""
+    data = {"algorithm": {"use_kl_in_reward": True},
+            "actor_rollout_ref": {"actor": {"use_kl_loss": True, "kl_loss_coef": 0.05}}}  # fmt: skip
+    result = import_config("verl", data)
+    assert result.config["algorithm"]["kl_loss_coef"] == 0.0
+    assert result.config["algorithm"]["kl_in_reward"] is True
+    (line,) = [u for u in result.unmapped if "use_kl_loss" in u]
+    assert "in the reward or in the loss, not both" in line
