@@ -7,6 +7,7 @@ of each other's, so two backends compute the same thing the same way.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -85,7 +86,12 @@ class MetricAccumulator:
     ``add_share`` values are a micro-batch's share of a mini-batch total (the
     losses, built from global counts): they are summed within a mini-batch.
     ``add_mean`` values are averaged. Both are then averaged over mini-batches;
-    ``add_max`` values keep their maximum over the whole update.
+    ``add_max`` values keep their maximum over the whole update. ``add_weighted``
+    values are means over ``weight`` units (kept tokens, pairs, sequences) whose
+    mini-batch total no rank knows in advance: each mini-batch's value is
+    Σ value·weight / Σ weight. Ranks average shares and means (the core's
+    ``collect_mean_metrics``); :meth:`gather` makes the weighted means and the
+    maxima every rank's at once, so that average leaves them exact.
     """
 
     def __init__(self, dp_size: int = 1) -> None:
@@ -94,6 +100,10 @@ class MetricAccumulator:
         self._per_minibatch: dict[str, list[float]] = {}
         self._means: dict[str, list[float]] = {}
         self._maxima: dict[str, float] = {}
+        self._weighted: dict[str, tuple[float, float]] = {}
+        # Per name: (mini-batch index, Σ value·weight, Σ weight) of each closed mini-batch.
+        self._weighted_minibatches: dict[str, list[tuple[int, float, float]]] = {}
+        self._minibatches = 0
 
     def add_share(self, name: str, value: float) -> None:
         """Add a micro-batch's share of a mini-batch total."""
@@ -110,6 +120,11 @@ class MetricAccumulator:
         else:
             self.add_share(name, 0.0)
 
+    def add_weighted(self, name: str, value: float, weight: float) -> None:
+        """Add a micro-batch's mean ``value`` over ``weight`` units (its kept tokens, pairs)."""
+        total, units = self._weighted.get(name, (0.0, 0.0))
+        self._weighted[name] = (total + value * weight, units + weight)
+
     def add_max(self, name: str, value: float) -> None:
         """Record a value whose maximum over the update is reported (e.g. ``is_weight_max``)."""
         self._maxima[name] = max(self._maxima.get(name, value), value)
@@ -123,9 +138,53 @@ class MetricAccumulator:
         for name, value in self._shares.items():
             self._per_minibatch.setdefault(name, []).append(value)
         self._shares = {}
+        for name, (total, units) in self._weighted.items():
+            entry = (self._minibatches, total, units)
+            self._weighted_minibatches.setdefault(name, []).append(entry)
+        self._weighted = {}
+        self._minibatches += 1
+
+    def gather(self, group: Any = None) -> None:
+        """Sum the weighted totals of each mini-batch and take the maxima over ``group``'s
+        ranks (every rank of it must call this). An object gather, not an all-reduce: ranks
+        may hold different metric names (a loss reporting one only when it occurs)."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized() or dist.get_world_size(group) == 1:
+            return
+        states: list[Any] = [None] * dist.get_world_size(group)
+        dist.all_gather_object(states, self.rank_state(), group=group)
+        self.take_ranks(states)
+
+    def rank_state(self) -> tuple[dict[str, list[tuple[int, float, float]]], dict[str, float]]:
+        """What :meth:`gather` exchanges: the closed mini-batches' weighted totals, the maxima."""
+        return self._weighted_minibatches, self._maxima
+
+    def take_ranks(self, states: Sequence[Any]) -> None:
+        """Make the weighted totals and maxima those of every rank's :meth:`rank_state`
+        (this one's among them): totals summed per mini-batch, maxima maxed."""
+        totals: dict[str, dict[int, tuple[float, float]]] = {}
+        maxima: dict[str, float] = {}
+        for weighted, rank_maxima in states:
+            for name, entries in weighted.items():
+                per_minibatch = totals.setdefault(name, {})
+                for index, total, units in entries:
+                    old_total, old_units = per_minibatch.get(index, (0.0, 0.0))
+                    per_minibatch[index] = (old_total + total, old_units + units)
+            for name, value in rank_maxima.items():
+                maxima[name] = max(maxima.get(name, value), value)
+        self._weighted_minibatches = {
+            name: [(index, *sums) for index, sums in sorted(per.items())]
+            for name, per in totals.items()
+        }
+        self._maxima = maxima
 
     def result(self) -> dict[str, float]:
         """One float per metric name."""
         merged = {**self._per_minibatch, **self._means}
         out = {name: sum(values) / len(values) for name, values in merged.items() if values}
+        for name, entries in self._weighted_minibatches.items():
+            # A mini-batch with no units (every token dropped) has no mean: it is left out.
+            values = [total / units for _index, total, units in entries if units > 0]
+            out[name] = sum(values) / len(values) if values else 0.0
         return {**out, **self._maxima}

@@ -15,7 +15,8 @@ import attrs
 
 from hfsdk import LOSS_AGG_MODES, HfsdkError
 
-LossFn = Callable[..., tuple[Any, dict[str, float]]]
+# Metrics: floats or (value, units) pairs (:func:`add_unit_metrics`).
+LossFn = Callable[..., tuple[Any, Mapping[str, Any]]]
 KLEstimatorFn = Callable[[Any, Any], Any]
 
 
@@ -41,7 +42,8 @@ class ActorObjective:
       registered name). The KL term is added when ``kl_loss_coef > 0`` (it
       needs ``ref_log_probs`` in the batch) and reported as ``actor/kl_loss``;
       with a reference ``actor/kl`` is reported too, with the non-negative
-      ``k3`` estimator whatever the loss uses. Where the batch has old
+      ``k3`` estimator whatever the loss uses, as a per-token mean whatever
+      ``loss_agg_mode`` is. Where the batch has old
       log-probs, ``Algorithm.finish`` replaces it with the rollout policy's KL
       computed from them; an exactly on-policy update has none, and the update's
       forwards are then the rollout policy's.
@@ -217,8 +219,8 @@ def actor_micro_loss(
         is_metrics = dict(result.metrics)
         for name in ("is_weight_max", "is_ratio_max"):
             metrics.add_max(f"actor/{name}", is_metrics.pop(name))
-        for name, value in is_metrics.items():
-            metrics.add_token_share(f"actor/{name}", value, tokens, counts)
+        # Shares of the valid tokens unless a correction names its unit (kept tokens, sequences).
+        add_unit_metrics(metrics, "actor/", is_metrics, tokens)
     result = objective.policy_loss(
         log_prob=log_prob,
         old_log_prob=old_log_prob,
@@ -241,8 +243,11 @@ def actor_micro_loss(
         if objective.kl_loss_coef > 0:
             loss = loss + objective.kl_loss_coef * kl_value
             metrics.add_share("actor/kl_loss", float(kl_value.detach()))
-        # The reported KL: k3, never negative (a k1 mean can be, on a finite batch).
-        shown, _ = kl_loss(log_prob.detach(), ref_log_prob, mask, aggregation, "k3")
+        # The reported KL: k3, never negative (a k1 mean can be, on a finite batch), and a mean
+        # per token whatever loss_agg_mode the loss uses (the global counts and dp size stay,
+        # so the micro-batches' and ranks' shares still add up to the mini-batch's mean).
+        per_token = attrs.evolve(aggregation, mode="token-mean")
+        shown, _ = kl_loss(log_prob.detach(), ref_log_prob, mask, per_token, "k3")
         metrics.add_share("actor/kl", float(shown))
     for term in objective.token_terms:
         if ids_log_probs is None or term.ids_key not in ids_log_probs:
@@ -264,11 +269,24 @@ def actor_micro_loss(
             metrics.add_token_share(f"actor/{term.name}/{name}", float(value), tokens, counts)
     metrics.add_share("actor/pg_loss", float(pg_loss.detach()))
     metrics.add_share("actor/loss", float(loss.detach()))
-    # The loss's metrics are per-token means of this micro-batch (over the tokens a correction
-    # kept): weight them by its tokens.
-    for name, value in pg_metrics.items():
-        metrics.add_token_share(f"actor/{name}", float(value), tokens, counts)
+    # A loss's float metrics are means over the tokens of the mask it was given (those a
+    # correction kept); a (value, units) pair is a mean over its own units (DPO: pairs).
+    add_unit_metrics(metrics, "actor/", pg_metrics, float((pg_mask != 0).sum()))
     return loss
+
+
+def add_unit_metrics(
+    metrics: Any, prefix: str, values: Mapping[str, Any], default_units: float
+) -> None:
+    """Add a micro-batch's metrics as means weighted by their units, so that one micro-batch,
+    several and several ranks report the same mean (weighting a per-pair or per-kept-token
+    mean by the valid tokens made it depend on how the rows were split).
+
+    A value is a float (a mean over ``default_units``) or a ``(value, units)`` pair.
+    """
+    for name, value in values.items():
+        mean, units = value if isinstance(value, tuple | list) else (value, default_units)
+        metrics.add_weighted(f"{prefix}{name}", float(mean), float(units))
 
 
 def loss_agg_mode_problems(config: Any) -> list[str] | None:

@@ -399,6 +399,9 @@ class FSDPEngine:
             warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
             self.scheduler.step()
         self.update_calls += 1
+        # Weighted means and maxima over every rank (the core only averages ranks' results).
+        if self.dp.distributed:
+            metrics.gather(self.dp.group)
         return metrics.result()
 
     # -- state ---------------------------------------------------------------------------

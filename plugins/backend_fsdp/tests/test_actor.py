@@ -224,3 +224,26 @@ def test_a_state_taken_before_the_first_step_does_not_step_the_optimizer(
     for engine in (snapshotted, resumed, restored):
         for name, value in _params(engine).items():
             torch.testing.assert_close(value, expected[name], rtol=0, atol=1e-7)
+
+
+def test_on_policy_kl_is_the_per_token_mean_whatever_the_loss_agg_mode(
+    model_dir: Path, rollout_batch: Batch
+) -> None:
+    """Without old log-probs nothing replaces the actor's ``actor/kl`` (docs/training.md: the
+    mean per-token KL); aggregated with seq-mean-token-sum it read ~4x that (46.7 vs 12.4)."""
+    from hfsdk import masked_mean
+
+    mask = rollout_batch["response_mask"]
+    current = rollout_batch["old_log_probs"]
+    ref = (current + torch.linspace(-1.0, 1.0, mask.shape[1])) * mask
+    keys = [k for k in rollout_batch.tensor_keys if k != "old_log_probs"]
+    batch = rollout_batch.select(tensor_keys=keys)
+    batch["ref_log_probs"] = ref
+    batch["advantages"] = torch.zeros_like(mask)
+    actor = _actor(model_dir)
+    assert actor.is_on_policy(len(batch))  # the update's first forward is the rollout policy's
+    objective = ActorObjective(policy_loss=reinforce_loss, loss_agg_mode="seq-mean-token-sum")
+    metrics = actor.update_actor(batch, objective)
+    r = (ref - current) * mask
+    k3 = float(masked_mean(torch.exp(r) - r - 1, mask))
+    assert metrics["actor/kl"] == pytest.approx(k3, rel=1e-4)

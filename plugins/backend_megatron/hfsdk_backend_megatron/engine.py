@@ -494,7 +494,13 @@ class MegatronEngine:
             warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
             self.scheduler.step()
         self.update_calls += 1
-        return metrics.result() if self.last_stage else {}
+        if not self.last_stage:
+            return {}
+        # Weighted means and maxima over the data-parallel ranks (all last-stage, like this
+        # one): the core only averages ranks' results.
+        if dist.is_initialized():
+            metrics.gather(self.mpu.get_data_parallel_group())
+        return metrics.result()
 
     def update_actor(self, batch: Batch, objective: ActorObjective) -> dict[str, float]:
         """Train the policy on ``batch`` exactly as the fsdp actor does (same loss terms)."""

@@ -93,7 +93,8 @@ def dpo_loss(
     """This part's share of the mini-batch's mean DPO loss (module docstring).
 
     Metrics: ``dpo_accuracy`` (share of pairs with ``z > 0``) and ``dpo_margin``
-    (mean ``z``), over this part's pairs.
+    (mean ``z``), over this part's pairs, each as a ``(mean, pairs)`` pair: per-pair means,
+    which the actor weights by pairs (weighted by tokens they depended on the micro-batches).
     """
     import torch
 
@@ -113,7 +114,10 @@ def dpo_loss(
             pairs = float(torch.as_tensor(aggregation.global_seq_count)) / 2.0
     loss = per_pair.sum() * dp_size / max(pairs, 1.0)
     detached = z.detach()
+    local_pairs = float(detached.numel())
+    if not local_pairs:
+        return loss, {"dpo_accuracy": (0.0, 0.0), "dpo_margin": (0.0, 0.0)}
     return loss, {
-        "dpo_accuracy": float((detached > 0).float().mean()),
-        "dpo_margin": float(detached.mean()),
+        "dpo_accuracy": (float((detached > 0).float().mean()), local_pairs),
+        "dpo_margin": (float(detached.mean()), local_pairs),
     }

@@ -7,7 +7,9 @@ import math
 import pytest
 import torch
 
-from hfsdk import HfsdkError, LossAggregation
+from hfsdk import Batch, HfsdkError, LossAggregation, LossCounts
+from hfsdk_backend_common.engine_support import MetricAccumulator
+from hfsdk_backend_common.objectives import ActorObjective, actor_micro_loss
 from hfsdk_dpo.losses import DPOLossConfig, dpo_loss
 
 BETA = 0.3
@@ -62,7 +64,8 @@ def test_loss_and_gradient_equal_the_hand_computation(eps: float) -> None:
     assert torch.allclose(log_prob.grad, grad, rtol=1e-10, atol=1e-14)
     # Nothing flows through padding.
     assert bool((log_prob.grad[mask == 0] == 0).all())
-    assert 0.0 <= metrics["dpo_accuracy"] <= 1.0
+    assert 0.0 <= metrics["dpo_accuracy"][0] <= 1.0
+    assert metrics["dpo_accuracy"][1] == 3  # a mean over this part's pairs
 
 
 def test_equal_policy_and_reference_give_log_two() -> None:
@@ -71,7 +74,7 @@ def test_equal_policy_and_reference_give_log_two() -> None:
         log_prob=log_prob, old_log_prob=log_prob, advantages=labels, response_mask=mask
     )
     assert float(loss) == pytest.approx(math.log(2.0))
-    assert metrics == {"dpo_accuracy": 0.0, "dpo_margin": 0.0}
+    assert metrics == {"dpo_accuracy": (0.0, 3.0), "dpo_margin": (0.0, 3.0)}
 
 
 def test_parts_with_global_counts_sum_to_the_whole_and_dp_scales() -> None:
@@ -116,3 +119,54 @@ def test_rows_that_are_not_whole_pairs_are_refused() -> None:
     swapped = labels[[1, 0, 2, 3, 4, 5]]
     with pytest.raises(HfsdkError, match="micro_batch_tokens"):
         dpo_loss(log_prob=log_prob, old_log_prob=ref, advantages=swapped, response_mask=mask)
+
+
+# Per rank, its micro-batches' rows (one mini-batch of two pairs).
+LAYOUTS = {
+    "one micro-batch": [[[0, 1, 2, 3]]],
+    "two micro-batches": [[[0, 1], [2, 3]]],
+    "two ranks": [[[0, 1]], [[2, 3]]],
+}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS.values(), ids=LAYOUTS.keys())
+def test_actor_reports_accuracy_and_margin_over_pairs_whatever_the_layout(
+    layout: list[list[list[int]]],
+) -> None:
+    """Weighted by each micro-batch's tokens they read 0.889 and 0.14 from two micro-batches
+    or two ranks (one long pair won, one short lost): the true values are 0.5 and 0.07."""
+    # Pair 0: 8 tokens a row, z = 0.1·(0.8 + 0.8) = 0.16; pair 1: 1 token, z = −0.02.
+    mask = torch.zeros(4, 8)
+    mask[:2] = 1
+    mask[2:, :1] = 1
+    labels = torch.tensor([1.0, -1.0, 1.0, -1.0])[:, None] * mask
+    log_prob = torch.tensor([0.1, -0.1, -0.1, 0.1])[:, None] * mask
+    counts = LossCounts(tokens=float(mask.sum()), sequences=4.0)
+    objective = ActorObjective(policy_loss=dpo_loss)
+    ranks = []
+    for micros in layout:  # as the engines run it, one MetricAccumulator per rank
+        metrics = MetricAccumulator(len(layout))
+        agg = LossAggregation.from_counts("token-mean", counts, dp_size=len(layout))
+        for rows in micros:
+            micro = Batch.from_dict(
+                tensors={
+                    "response_mask": mask[rows],
+                    "old_log_probs": torch.zeros(len(rows), 8),
+                    "advantages": labels[rows],
+                }
+            )
+            actor_micro_loss(
+                objective, micro, log_prob[rows].clone().requires_grad_(),
+                torch.zeros(len(rows), 8), aggregation=agg, counts=counts,
+                has_reference=False, metrics=metrics,
+            )  # fmt: skip
+        metrics.end_minibatch()
+        ranks.append(metrics)
+    states = [metrics.rank_state() for metrics in ranks]  # what the engines' gather carries
+    results = []
+    for metrics in ranks:
+        metrics.take_ranks(states)
+        results.append(metrics.result())
+    for name, expected in (("actor/dpo_accuracy", 0.5), ("actor/dpo_margin", 0.07)):
+        # The core's collect_mean_metrics averages the ranks' results.
+        assert sum(r[name] for r in results) / len(results) == pytest.approx(expected)

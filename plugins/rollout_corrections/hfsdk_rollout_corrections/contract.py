@@ -36,12 +36,14 @@ class CorrectionResult:
 
     ``weights`` (B, T): detached, ≥ 0, 1 where it does not reweight; ``keep`` (B, T)
     bool: the tokens left in the loss (a subset of the response mask);
-    ``metrics``: floats named without prefix (the actor prefixes ``actor/correction/``).
+    ``metrics``: named without prefix (the actor prefixes ``actor/``), each a float (a share
+    or mean over the valid tokens) or a ``(value, units)`` pair (a mean over ``units`` of
+    its own: kept tokens, sequences), so the actor weights it by what it is a mean of.
     """
 
     weights: torch.Tensor
     keep: torch.Tensor
-    metrics: Mapping[str, float] = attrs.field(factory=dict)
+    metrics: Mapping[str, float | tuple[float, float]] = attrs.field(factory=dict)
 
 
 class RolloutCorrection(Protocol):
@@ -83,8 +85,9 @@ def combine_corrections(
 ) -> CorrectionResult:
     """Apply ``(name, fn, config)`` corrections together: weights multiply, keep masks intersect.
 
-    Adds ``is_kept_share`` (valid tokens left in the loss), ``is_weight_mean`` and
-    ``is_weight_max`` (over the kept tokens) and ``is_ratio_max`` (ρ before correction).
+    Adds ``is_kept_share`` (valid tokens left in the loss), ``is_weight_mean`` (over the
+    kept tokens: ``(mean, kept tokens)``), ``is_weight_max`` (over the kept tokens) and
+    ``is_ratio_max`` (ρ before correction).
     """
     check_token_tensors(
         response_mask,
@@ -96,7 +99,7 @@ def combine_corrections(
     mask = as_bool_mask(response_mask)
     weights = mask.float()
     keep = mask.clone()
-    metrics: dict[str, float] = {}
+    metrics: dict[str, float | tuple[float, float]] = {}
     with torch.no_grad():
         for name, fn, config in corrections:
             result = fn(
@@ -119,7 +122,8 @@ def combine_corrections(
         n = int(mask.sum())
         kept = int(keep.sum())
         metrics["is_kept_share"] = kept / n if n else 0.0
-        metrics["is_weight_mean"] = float(weights[keep].mean()) if kept else 0.0
+        # Over the kept tokens: a (mean, units) pair, so the actor weights it by them.
+        metrics["is_weight_mean"] = (float(weights[keep].mean()) if kept else 0.0, float(kept))
         metrics["is_weight_max"] = float(weights[keep].max()) if kept else 0.0
         metrics.update(_ratio_stats(old_log_prob, rollout_log_prob, mask))
     return CorrectionResult(weights=weights, keep=keep, metrics=metrics)

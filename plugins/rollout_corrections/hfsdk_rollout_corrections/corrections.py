@@ -28,7 +28,7 @@ Registered corrections (``hfsdk list rollout-corrections``):
   i.e. KL(μ‖π_θ) estimated on μ's samples) exceeds ``delta`` is dropped.
 
 Each also reports what it did as metrics (``*_share`` over valid tokens, or over
-sequences for the sequence-level ones).
+sequences for the sequence-level ones: a ``(share, sequences)`` pair).
 """
 
 from __future__ import annotations
@@ -160,11 +160,12 @@ def _token_share(flags: torch.Tensor, mask: torch.Tensor) -> float:
     return float((flags & mask).sum()) / valid if valid else 0.0
 
 
-def _seq_share(seq_flags: torch.Tensor, mask: torch.Tensor) -> float:
-    """Share of the sequences with a valid token that are flagged (``seq_flags`` (B, 1))."""
+def _seq_share(seq_flags: torch.Tensor, mask: torch.Tensor) -> tuple[float, float]:
+    """Share of the sequences with a valid token that are flagged (``seq_flags`` (B, 1)), and
+    how many sequences it is over (the actor weights it by sequences, not tokens)."""
     has = mask.any(dim=-1)
     n = int(has.sum())
-    return float((seq_flags.squeeze(-1) & has).sum()) / n if n else 0.0
+    return (float((seq_flags.squeeze(-1) & has).sum()) / n if n else 0.0, float(n))
 
 
 def _ratio(log_ratio: torch.Tensor, mask: torch.Tensor, level: str) -> torch.Tensor:

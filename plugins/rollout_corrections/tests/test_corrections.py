@@ -94,7 +94,9 @@ def test_geo_rs_rejects_on_the_geometric_mean() -> None:
     # mean δ: row 0 −0.5/3 = −0.167 (|.| < log 1.2 = 0.182), row 1 0.5 (out).
     result = _run("geo_rs", GeoRSConfig(c=1.2))
     assert torch.equal(result.keep, _rows([[1, 1, 1], [0, 0]]).bool())
-    assert result.metrics["geo_rs_masked_seq_share"] == pytest.approx(1 / 2)
+    assert result.metrics["geo_rs_masked_seq_share"] == pytest.approx(
+        (1 / 2, 2)
+    )  # (share, sequences)
     assert result.metrics["geo_rs_masked_share"] == pytest.approx(2 / 5)
     tight = _run("geo_rs", GeoRSConfig(c=1.1))  # log 1.1 = 0.095 < 0.167: both out
     assert not bool(tight.keep.any())
@@ -118,7 +120,7 @@ def test_trust_region_drops_a_sequence_with_one_far_token() -> None:
     rollout[1, 0] = -1.3
     result = _run("trust_region", TrustRegionConfig(delta=0.5), rollout=rollout)
     assert torch.equal(result.keep, _rows([[0, 0, 0], [1, 1]]).bool())
-    assert result.metrics["trust_region_masked_seq_share"] == pytest.approx(1 / 2)
+    assert result.metrics["trust_region_masked_seq_share"] == pytest.approx((1 / 2, 2))
     loose = _run("trust_region", TrustRegionConfig(delta=1.0), rollout=rollout)
     assert torch.equal(loose.keep, MASK.bool())  # |δ| = 1.0 is not above 1.0
 
@@ -151,7 +153,9 @@ def test_composition_multiplies_weights_and_intersects_masks() -> None:
     )
     torch.testing.assert_close(result.weights, _rows([[1.5, E**-1, 1.0], [0.0, 0.0]]))
     assert result.metrics["is_kept_share"] == pytest.approx(3 / 5)
-    assert result.metrics["is_weight_mean"] == pytest.approx((1.5 + E**-1 + 1.0) / 3)
+    assert result.metrics["is_weight_mean"] == pytest.approx(
+        ((1.5 + E**-1 + 1.0) / 3, 3)
+    )  # (mean, kept)
     assert result.metrics["is_weight_max"] == pytest.approx(1.5)
     assert result.metrics["is_ratio_max"] == pytest.approx(E)
     assert result.metrics["tis_truncated_share"] == pytest.approx(2 / 5)
