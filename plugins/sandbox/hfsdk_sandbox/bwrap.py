@@ -11,11 +11,16 @@ cgroup namespaces and a mount namespace whose root holds only:
   ``/etc``, no home directories);
 * its own ``/proc`` and a minimal ``/dev`` (``null``, ``zero``, ``urandom``…);
 * ``/box``, a tmpfs of bounded size, read-write: the working directory;
-  the program and the guard are bound into it read-only.
+  the program and the guard are copied into it read-only.
 
-The program runs as uid/gid 65534 with no capabilities, an empty environment,
-a new session (no terminal to inject into), dies with its parent, and under
-the seccomp filter of :mod:`.seccomp`. Nested user namespaces are disabled.
+The program runs as uid/gid 65534 with no capabilities — and, where the caller
+is root, bubblewrap itself starts as host uid 65534 (:func:`launcher`): run by
+root, the sandbox's uid 65534 would be host uid 0 and could write ``/proc/sys``
+or ``chmod`` the host's ``/dev/null``. ``/proc/sys``, ``/dev`` and the hidden
+``site-packages`` are read-only (no memory to fill outside the limits). It has
+an empty environment, a new session (no terminal to inject into), dies with
+its parent, and runs under the seccomp filter of :mod:`.seccomp`. Nested user
+namespaces are disabled.
 """
 
 from __future__ import annotations
@@ -24,7 +29,6 @@ import functools
 import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 BOX = "/box"
@@ -66,6 +70,15 @@ def _library_mounts() -> list[str]:
     return args
 
 
+def _hidden_sites() -> list[str]:
+    """The ``site-packages`` directories of the base installation (hidden under an empty tmpfs)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_exec_prefix})
+    stdlib = Path(os.path.realpath(paths["stdlib"]))
+    return [str(p) for p in (stdlib / "site-packages", stdlib / "dist-packages") if p.is_dir()]
+
+
 def _prefix_mounts() -> list[str]:
     """The interpreter, its standard library and ``libpython`` — not its ``bin`` or packages."""
     import glob
@@ -78,9 +91,8 @@ def _prefix_mounts() -> list[str]:
     platstdlib = os.path.realpath(paths["platstdlib"])
     if not (platstdlib + os.sep).startswith(stdlib + os.sep) and platstdlib != stdlib:
         args += ["--ro-bind", platstdlib, platstdlib]
-    for site in (Path(stdlib) / "site-packages", Path(stdlib) / "dist-packages"):
-        if site.is_dir():
-            args += ["--tmpfs", str(site)]
+    for site in _hidden_sites():
+        args += ["--tmpfs", site]
     libdir = sysconfig.get_config_var("LIBDIR")
     if libdir:
         for lib in sorted(glob.glob(os.path.join(libdir, "libpython*.so*"))):
@@ -91,13 +103,20 @@ def _prefix_mounts() -> list[str]:
 def command(
     *,
     bwrap: str,
-    program: Path,
-    guard: Path,
+    program_fd: int,
+    guard_fd: int,
     seccomp_fd: int,
     scratch_bytes: int,
     guard_args: list[str],
 ) -> list[str]:
-    """The full ``bwrap … python -I -S -B /box/.guard.py …`` argument list."""
+    """The full ``bwrap … python -I -S -B /box/.guard.py …`` argument list.
+
+    The program and the guard come as open files (copied in by bwrap): run as
+    uid 65534, bwrap may not reach the caller's private scratch directory.
+    """
+    # Read-only too: /dev/shm and the tmpfs over site-packages took writes of any size, memory
+    # the limits did not count. Bind-mounted device nodes (/dev/null…) stay writable.
+    read_only = [arg for path in ("/dev", *_hidden_sites()) for arg in ("--remount-ro", path)]
     return [
         bwrap,
         "--unshare-all",
@@ -115,20 +134,25 @@ def command(
         *_prefix_mounts(),
         "--proc",
         "/proc",
+        # Defence in depth: the host's kernel settings, even were the sandbox host root.
+        "--ro-bind",
+        "/proc/sys",
+        "/proc/sys",
         "--dev",
         "/dev",
         "--size",
         str(scratch_bytes),
         "--tmpfs",
         BOX,
-        "--ro-bind",
-        str(program),
+        "--ro-bind-data",
+        str(program_fd),
         PROGRAM_IN_BOX,
-        "--ro-bind",
-        str(guard),
+        "--ro-bind-data",
+        str(guard_fd),
         GUARD_IN_BOX,
         "--chdir",
         BOX,
+        *read_only,
         "--remount-ro",
         "/",
         "--clearenv",
@@ -152,6 +176,36 @@ def command(
     ]
 
 
+_AS_NOBODY = f"""
+import os, sys
+if sys.argv[1]:  # join the run's cgroup while still allowed to write its cgroup.procs
+    try:
+        with open(sys.argv[1], "w") as procs:
+            procs.write(str(os.getpid()))
+    except OSError:
+        sys.exit(125)
+os.setgroups([])
+os.setgid({SANDBOX_UID})
+os.setuid({SANDBOX_UID})
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def drops_privileges() -> bool:
+    """Whether bwrap starts as host uid 65534: the caller is root (see :func:`launcher`)."""
+    return os.geteuid() == 0
+
+
+def launcher(argv: list[str], procs: Path | None) -> list[str]:
+    """``argv`` run as host uid/gid 65534, after joining the cgroup of ``procs`` (root only).
+
+    bwrap run by root maps the sandbox's uid onto host uid 0: /proc/sys, device nodes and
+    anything else root owns would be the program's. A tiny interpreter joins the cgroup (root
+    may; uid 65534 may not) and drops before bwrap starts.
+    """
+    return [interpreter(), "-I", "-S", "-c", _AS_NOBODY, str(procs or ""), *argv]
+
+
 @functools.cache
 def unavailable_reason() -> str | None:
     """Why bubblewrap cannot run a sandbox on this machine (``None``: it can); probed once."""
@@ -166,7 +220,9 @@ def unavailable_reason() -> str | None:
         filt = build_filter(processes=False)
     except UnsupportedMachine as exc:
         return str(exc)
-    scratch = Path(tempfile.mkdtemp(prefix="hfsdk-sandbox-probe-"))
+    from hfsdk_sandbox.scratch import make_scratch
+
+    scratch = make_scratch(kind="probe-")
     read, write = os.pipe()
     try:
         os.write(write, filt)
@@ -174,20 +230,22 @@ def unavailable_reason() -> str | None:
         write = -1
         (scratch / "main.py").write_text("print('ok')\n")
         (scratch / "guard.py").write_text("import runpy, sys\nrunpy.run_path(sys.argv[2])\n")
-        probe = subprocess.run(
-            command(
+        with open(scratch / "main.py", "rb") as program, open(scratch / "guard.py", "rb") as guard:
+            argv = command(
                 bwrap=bwrap,
-                program=scratch / "main.py",
-                guard=scratch / "guard.py",
+                program_fd=program.fileno(),
+                guard_fd=guard.fileno(),
                 seccomp_fd=read,
                 scratch_bytes=1 << 20,
                 guard_args=[],
-            ),
-            capture_output=True,
-            timeout=20,
-            env={},
-            pass_fds=(read,),
-        )
+            )
+            probe = subprocess.run(
+                launcher(argv, None) if drops_privileges() else argv,
+                capture_output=True,
+                timeout=20,
+                env={},
+                pass_fds=(read, program.fileno(), guard.fileno()),
+            )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bwrap did not start ({exc})"
     finally:
@@ -199,5 +257,11 @@ def unavailable_reason() -> str | None:
         shutil.rmtree(scratch, ignore_errors=True)
     if probe.returncode != 0 or probe.stdout.strip() != b"ok":
         detail = probe.stderr.decode(errors="replace").strip().splitlines()
-        return f"bwrap failed: {detail[-1] if detail else f'exit status {probe.returncode}'}"
+        last = detail[-1] if detail else f"exit status {probe.returncode}"
+        if drops_privileges():  # most likely an interpreter under /root (mode 0700)
+            return (
+                f"bwrap failed as uid 65534 ({last}); a root caller runs the sandbox as uid 65534, "
+                "which must be able to read the interpreter and its standard library"
+            )
+        return f"bwrap failed: {last}"
     return None

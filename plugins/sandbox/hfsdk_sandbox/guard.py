@@ -2,9 +2,10 @@
 
 Usage: ``python -I -S -B guard.py SCRATCH PROGRAM CPU_S MEMORY_BYTES FILE_BYTES DROP``.
 It first sets the kernel limits (CPU seconds, address space, the size of any
-file written, no core dumps) and, when ``DROP`` is 1 (``process`` isolation
-as root), becomes the unprivileged ``nobody`` user with few processes allowed.
-The limits hold whatever the program does next: it cannot raise them.
+file written — the scratch size —, open descriptors, no core dumps) and, when
+``DROP`` is 1 (``process`` isolation as root), becomes the unprivileged
+``nobody`` user with few processes allowed. The limits hold whatever the
+program does next: it cannot raise them.
 
 It then installs an audit hook (PEP 578) that refuses, with a
 ``PermissionError`` naming the operation, what a program should not try:
@@ -104,6 +105,7 @@ def _hook(scratch: str):  # type: ignore[no-untyped-def]
 
 NOBODY = 65534
 NOBODY_NPROC = 64  # processes nobody may own at once (every concurrent sandbox counts)
+NOFILE = 256
 
 
 def _limit(cpu_s: int, memory: int, file_bytes: int, drop: bool) -> None:
@@ -113,6 +115,11 @@ def _limit(cpu_s: int, memory: int, file_bytes: int, drop: bool) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Open descriptors bound what pipes and other kernel buffers can hold outside RLIMIT_AS
+    # (the inherited limit was 20000).
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nofile = NOFILE if hard == resource.RLIM_INFINITY else min(NOFILE, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
     if drop:
         resource.setrlimit(resource.RLIMIT_NPROC, (NOBODY_NPROC, NOBODY_NPROC))
         os.setgroups([])

@@ -7,6 +7,15 @@ import attrs
 from hfsdk import help_field
 
 
+def _whole(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    """An int, not a float or bool: the guard passes it to ``int()`` and the kernel limits.
+
+    ``cpu_s=5.0`` or ``memory_mb=True`` was accepted here, then every run failed.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"SandboxLimits.{attribute.name} must be an integer, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class SandboxLimits:
     """Wall-clock, CPU, memory and output limits of one sandboxed program.
@@ -28,28 +37,28 @@ class SandboxLimits:
     cpu_s: int = help_field(
         "CPU-time limit of one program run in seconds (RLIMIT_CPU).",
         default=5,
-        validator=attrs.validators.ge(1),
+        validator=[_whole, attrs.validators.ge(1)],
     )
     memory_mb: int = help_field(
         "Address-space limit of one program run in MiB (RLIMIT_AS).",
         default=512,
-        validator=attrs.validators.ge(64),
+        validator=[_whole, attrs.validators.ge(64)],
     )
     output_bytes: int = help_field(
         "Largest stdout/stderr a program may write (bytes); more is cut and reported.",
         default=65536,
-        validator=attrs.validators.ge(1024),
+        validator=[_whole, attrs.validators.ge(1024)],
     )
     max_tasks: int = help_field(
         "Tasks (threads and the launcher's processes) one program may have at once "
         "(cgroup pids.max, where one can be made).",
         default=32,
-        validator=attrs.validators.ge(4),
+        validator=[_whole, attrs.validators.ge(4)],
     )
     scratch_mb: int = help_field(
         "Size of the program's working directory in MiB (a tmpfs under bubblewrap).",
         default=64,
-        validator=attrs.validators.ge(1),
+        validator=[_whole, attrs.validators.ge(1)],
     )
 
 

@@ -3,7 +3,8 @@
 Nothing is read back through a path the program could replace (a symlink to a
 secret, ``/dev/zero``, a FIFO that never ends): the parent holds the read
 ends of two pipes and stops at whichever comes first — both closed, more than
-``cap`` bytes on either, or the deadline.
+``cap`` bytes on either, the deadline, or the launched process gone (a
+grandchild it left holding the pipes does not make a finished run a timeout).
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import os
 import selectors
 import time
+from collections.abc import Callable
 
 import attrs
 
 _CHUNK = 65536
+_POLL_S = 0.05  # how often ``exited`` is asked while the pipes stay open
 
 
 @attrs.frozen
@@ -27,9 +30,18 @@ class Drained:
     timed_out: bool
 
 
-def drain(stdout_fd: int, stderr_fd: int, *, cap: int, deadline: float) -> Drained:
+def drain(
+    stdout_fd: int,
+    stderr_fd: int,
+    *,
+    cap: int,
+    deadline: float,
+    exited: Callable[[], bool] | None = None,
+) -> Drained:
     """Read both pipes until they close, one passes ``cap`` bytes, or ``deadline`` (monotonic).
 
+    ``exited``: whether the launched process has ended; once it has, what is already in
+    the pipes is read and reading stops, even if something it left behind holds them open.
     Each stream keeps at most ``cap`` bytes; the descriptors are closed on return.
     """
     buffers = {stdout_fd: bytearray(), stderr_fd: bytearray()}
@@ -39,12 +51,19 @@ def drain(stdout_fd: int, stderr_fd: int, *, cap: int, deadline: float) -> Drain
             os.set_blocking(fd, False)
             selector.register(fd, selectors.EVENT_READ)
         try:
+            finishing = False
             while selector.get_map():
                 left = deadline - time.monotonic()
                 if left <= 0:
                     timed_out = True
                     break
-                for key, _ in selector.select(timeout=left):
+                if exited is not None and not finishing and exited():
+                    finishing = True  # one more pass over what is buffered, then stop
+                wait = 0.0 if finishing else left if exited is None else min(left, _POLL_S)
+                ready = selector.select(timeout=wait)
+                if finishing and not ready:
+                    break
+                for key, _ in ready:
                     fd = key.fd
                     try:
                         chunk = os.read(fd, _CHUNK)

@@ -5,10 +5,10 @@ Two isolation modes (``sandbox.isolation`` in a run config, or the
 
 ``os`` (the default): bubblewrap (:mod:`.bwrap`) — new user, PID, network,
 IPC, UTS, cgroup and mount namespaces, a root holding only the interpreter,
-its standard library and the shared libraries, uid 65534, an empty
+its standard library and the shared libraries, uid 65534 (bubblewrap itself
+starts as host uid 65534 where the caller is root), an empty
 environment, a seccomp filter (:mod:`.seccomp`) that refuses namespace,
-tracing and kernel-surface calls and new processes, and a pids cgroup
-(:mod:`.cgroup`) where one can be made. Where bubblewrap cannot start, model
+tracing and kernel-surface calls and new processes. Where bubblewrap cannot start, model
 code is refused (status ``refused``) rather than run with less.
 
 ``process``: today's weaker layers, for machines without user namespaces: a
@@ -16,10 +16,12 @@ process in its own session, an empty network namespace and the ``nobody``
 user where the caller is root and the interpreter is readable by others.
 It does not stop a program from reading what the caller's user may read.
 
-In both, the kernel limits (CPU, address space, file size, no core dumps) and
+In both, a pids cgroup (:mod:`.cgroup`) where one can be made, the kernel
+limits (CPU, address space, file size = scratch size, open files, no core dumps) and
 the audit hook of :mod:`.guard` — a friendly early error, not a boundary —
 are set before the program starts; stdout and stderr come back through pipes
-read with a byte cap and the wall-clock deadline (:mod:`.pipes`); the whole
+read with a byte cap and the wall-clock deadline, until the launched process
+ends (:mod:`.pipes`); the scratch directory is private (:mod:`.scratch`); the whole
 process group (and cgroup) is killed at the end.
 """
 
@@ -32,7 +34,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +46,7 @@ from hfsdk_sandbox import bwrap
 from hfsdk_sandbox.cgroup import PidsCgroup, make_pids_cgroup
 from hfsdk_sandbox.limits import SandboxLimits
 from hfsdk_sandbox.pipes import drain
+from hfsdk_sandbox.scratch import make_scratch
 from hfsdk_sandbox.seccomp import build_filter
 
 log = logging.getLogger(__name__)
@@ -127,7 +129,7 @@ def _process_isolation() -> tuple[bool, bool]:
     if unshare:
         probe = subprocess.run([unshare, "--net", "true"], capture_output=True, timeout=10)
         netns = probe.returncode == 0
-    scratch = Path(tempfile.mkdtemp(prefix="hfsdk-sandbox-probe-"))
+    scratch = make_scratch(kind="probe-")
     try:
         # Imports after the drop: nobody must be able to read the standard library too.
         (scratch / "main.py").write_text("import json, decimal, fractions\n")
@@ -153,7 +155,9 @@ def _guard_args(limits: SandboxLimits, drop: bool) -> list[str]:
     return [
         str(limits.cpu_s),
         str(limits.memory_mb * 1024 * 1024),
-        str(limits.output_bytes),
+        # RLIMIT_FSIZE: the working directory's size, not output_bytes — stdout and stderr are
+        # pipes, capped by drain(); output_bytes here failed any file over 64 KiB with EFBIG.
+        str(limits.scratch_mb * 1024 * 1024),
         str(int(drop)),
     ]
 
@@ -196,13 +200,17 @@ def _execute(
     pass_fds: tuple[int, ...] = (),
     cgroup: PidsCgroup | None = None,
     signal_exit: bool = False,
+    as_nobody: bool = False,
 ) -> tuple[int | None, bytes, bytes, bool, bool]:
     """Run ``argv``; (return code, stdout, stderr, cut at the cap, past the deadline).
 
     ``signal_exit``: the launcher reports a program killed by signal N as exit
     status 128 + N (bwrap does); it is turned back into ``-N`` like subprocess's.
+    ``as_nobody``: start ``argv`` as host uid 65534 (:func:`bwrap.launcher`).
     """
-    if cgroup is not None:
+    if as_nobody:
+        argv = bwrap.launcher(argv, cgroup.procs if cgroup is not None else None)
+    elif cgroup is not None:
         argv = ["/bin/sh", "-c", _WRAP_IN_CGROUP, "hfsdk-sandbox", str(cgroup.procs), *argv]
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -227,7 +235,15 @@ def _execute(
         os.close(out_w)
         os.close(err_w)
     try:
-        drained = drain(out_r, err_r, cap=limits.output_bytes, deadline=deadline)
+        drained = drain(
+            out_r,
+            err_r,
+            cap=limits.output_bytes,
+            deadline=deadline,
+            # A setsid'd grandchild holding the pipes must not turn a finished run into a
+            # timeout; it is killed below with the cgroup.
+            exited=lambda: process.poll() is not None,
+        )
         timed_out = drained.timed_out
         if not (drained.over_cap or timed_out):
             try:
@@ -262,7 +278,7 @@ def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = Non
             f"refused: bubblewrap cannot start here ({problem}); "
             "set sandbox.isolation: process to run model code with weaker isolation"
         )
-    scratch = Path(tempfile.mkdtemp(prefix="hfsdk-sandbox-"))
+    scratch = make_scratch()
     started = time.perf_counter()
     cgroup: PidsCgroup | None = None
     try:
@@ -279,23 +295,25 @@ def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = Non
                 os.close(seccomp_w)
             try:
                 cgroup = make_pids_cgroup(limits.max_tasks)
-                argv = bwrap.command(
-                    bwrap=bwrap.bwrap_path() or "bwrap",
-                    program=program,
-                    guard=scratch / ".guard.py",
-                    seccomp_fd=seccomp_r,
-                    scratch_bytes=limits.scratch_mb * 1024 * 1024,
-                    guard_args=_guard_args(limits, drop=False),
-                )
-                result = _execute(
-                    argv,
-                    stdin_path=scratch / "stdin.txt",
-                    cwd=scratch,
-                    limits=limits,
-                    pass_fds=(seccomp_r,),
-                    cgroup=cgroup,
-                    signal_exit=True,
-                )
+                with open(program, "rb") as code_file, open(scratch / ".guard.py", "rb") as guard:
+                    argv = bwrap.command(
+                        bwrap=bwrap.bwrap_path() or "bwrap",
+                        program_fd=code_file.fileno(),
+                        guard_fd=guard.fileno(),
+                        seccomp_fd=seccomp_r,
+                        scratch_bytes=limits.scratch_mb * 1024 * 1024,
+                        guard_args=_guard_args(limits, drop=False),
+                    )
+                    result = _execute(
+                        argv,
+                        stdin_path=scratch / "stdin.txt",
+                        cwd=scratch,
+                        limits=limits,
+                        pass_fds=(seccomp_r, code_file.fileno(), guard.fileno()),
+                        cgroup=cgroup,
+                        signal_exit=True,
+                        as_nobody=bwrap.drops_privileges(),
+                    )
             finally:
                 os.close(seccomp_r)
         else:
@@ -303,11 +321,14 @@ def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = Non
             if nobody:
                 os.chown(scratch, NOBODY_UID, NOBODY_UID)
                 os.chown(program, NOBODY_UID, NOBODY_UID)
+            # The cgroup ends what a setsid'd grandchild left running (killpg misses it).
+            cgroup = make_pids_cgroup(limits.max_tasks)
             result = _execute(
                 _process_command(scratch, limits, drop=nobody, netns=netns),
                 stdin_path=scratch / "stdin.txt",
                 cwd=scratch,
                 limits=limits,
+                cgroup=cgroup,
             )
         returncode, out, err, cut, timed_out = result
         stdout = out.decode("utf-8", errors="replace")

@@ -6,7 +6,9 @@ mount API, ``pivot_root``, ``chroot``, ``clone`` with a ``CLONE_NEW*`` flag),
 to reach other processes (``ptrace``, ``process_vm_readv``/``writev``,
 ``kcmp``, ``pidfd_getfd``, ``pidfd_send_signal``), or the kernel's larger
 attack surface (``bpf``, ``keyctl``, ``add_key``, ``perf_event_open``,
-``userfaultfd``, ``io_uring_*``, modules, ``kexec``, ``open_by_handle_at``…).
+``userfaultfd``, ``io_uring_*``, modules, ``kexec``, ``open_by_handle_at``…),
+or to hold memory the address-space limit does not count (``memfd_create``,
+``shmget``).
 With ``processes=False`` it also refuses new processes (``fork``, ``vfork``,
 ``clone`` without ``CLONE_THREAD``) while threads still start: the process
 cap that holds where no pids cgroup can be made. ``clone3`` answers
@@ -114,6 +116,9 @@ _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "adjtimex": (159, 171),
     "clock_adjtime": (305, 266),
     "vhangup": (153, 58),
+    # Memory outside RLIMIT_AS: a memfd or a SysV segment holds pages after it is unmapped.
+    "memfd_create": (319, 279),
+    "shmget": (29, 194),
 }
 REFUSED = tuple(name for name in _SYSCALLS if name not in ("clone", "fork", "vfork", "clone3"))
 """The calls refused outright (``clone``, ``fork``, ``vfork`` and ``clone3`` are checked apart)."""

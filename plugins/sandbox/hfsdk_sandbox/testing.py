@@ -7,6 +7,21 @@ import pytest
 from hfsdk_sandbox.bwrap import unavailable_reason
 from hfsdk_sandbox.runner import ISOLATION_ENV
 
+# Switches the audit hook off the way an attacker would: find the hook through the garbage
+# collector and replace its `refuse` cell with a no-op. Every escape program starts with it and
+# prints whether it worked, so a test cannot pass because the hook stopped the trick.
+DISARM_GUARD = """
+import gc, sys
+_found = False
+for _o in gc.get_objects():
+    if getattr(_o, "__name__", "") == "hook" and "_PROCESS_EVENTS" in getattr(_o, "__globals__", {}):
+        for _cell in _o.__closure__ or ():
+            if callable(_cell.cell_contents):
+                _cell.cell_contents = lambda what: None
+                _found = True
+print("guard disarmed" if _found else "guard not found", flush=True)
+"""  # noqa: E501
+
 
 @pytest.fixture
 def sandbox_any_isolation(monkeypatch: pytest.MonkeyPatch) -> None:

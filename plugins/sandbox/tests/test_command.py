@@ -22,26 +22,12 @@ import pytest
 from hfsdk.core.cli.main import main
 from hfsdk_sandbox.bwrap import unavailable_reason
 from hfsdk_sandbox.cgroup import make_pids_cgroup
+from hfsdk_sandbox.testing import DISARM_GUARD as DISARM
 
 pytestmark = pytest.mark.skipif(
     unavailable_reason() is not None, reason=f"bubblewrap cannot start: {unavailable_reason()}"
 )
 HFSDK = str(Path(sys.executable).with_name("hfsdk"))
-
-# Switches the audit hook off the way an attacker would: find the hook through the garbage
-# collector and replace its `refuse` cell with a no-op. Every escape program starts with it and
-# prints whether it worked, so a test cannot pass because the hook stopped the trick.
-DISARM = """
-import gc, sys
-_found = False
-for _o in gc.get_objects():
-    if getattr(_o, "__name__", "") == "hook" and "_PROCESS_EVENTS" in getattr(_o, "__globals__", {}):
-        for _cell in _o.__closure__ or ():
-            if callable(_cell.cell_contents):
-                _cell.cell_contents = lambda what: None
-                _found = True
-print("guard disarmed" if _found else "guard not found", flush=True)
-"""
 
 
 def _sandbox_run(
@@ -345,6 +331,8 @@ def test_namespace_and_tracing_calls_are_refused(
             "perf_event_open",
             "process_vm_readv",
             "io_uring_setup",
+            "memfd_create",
+            "shmget",
         )
     }
     code = (
@@ -452,3 +440,56 @@ def test_the_python_tools_limits_are_one_option_away(
         out, _ = capsys.readouterr()
         statuses.append(json.loads(out.strip().splitlines()[-1])["status"])
     assert statuses == ["output_limit", "ok"]
+
+
+def test_host_kernel_settings_and_devices_cannot_be_changed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # As root, uid 65534 in the sandbox was host uid 0: /proc/sys took writes, /dev/null a chmod.
+    code = (
+        "import os\n"
+        "print(open('/proc/self/uid_map').read().split())\n"
+        "for t in (lambda: os.close(os.open('/proc/sys/vm/swappiness', os.O_WRONLY)),\n"
+        "          lambda: os.chmod('/dev/null', os.stat('/dev/null').st_mode & 0o7777)):\n"
+        "    try:\n"
+        "        t()\n"
+        "        print('changed')\n"
+        "    except OSError as e:\n"
+        "        print('refused', e)\n"
+        "print('devnull', open('/dev/null', 'w').write('abc'))\n"
+    )
+    result = _sandbox_run(capsys, tmp_path, code)
+    assert result["stdout"].count("refused") == 2, result
+    assert "changed" not in result["stdout"] and "devnull 3" in result["stdout"]
+
+
+def test_memory_outside_the_limits_cannot_be_filled(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import sysconfig
+
+    site = os.path.join(
+        sysconfig.get_paths(vars={"base": sys.base_prefix})["stdlib"], "site-packages"
+    )
+    code = (
+        "import os\n"
+        f"for p in ('/dev/shm/x', '/dev/x', {site + '/x'!r}):\n"
+        "    try:\n"
+        "        open(p, 'w').write('a')\n"
+        "        print('wrote', p)\n"
+        "    except OSError as e:\n"
+        "        print('refused', e)\n"
+        "fds = []\n"
+        "try:\n"
+        "    for _ in range(2000):\n"
+        "        fd = os.memfd_create('x')\n"
+        "        os.write(fd, b'm' * 65536)\n"
+        "        fds.append(fd)\n"
+        "    print('memfds', len(fds))\n"
+        "except OSError as e:\n"
+        "    print('memfd refused', len(fds), e)\n"
+        "print('box', open('/box/x', 'w').write('a'))\n"
+    )
+    result = _sandbox_run(capsys, tmp_path, code)
+    assert "wrote" not in result["stdout"] and "memfd refused" in result["stdout"], result
+    assert "box 1" in result["stdout"]

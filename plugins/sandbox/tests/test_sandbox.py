@@ -120,3 +120,57 @@ def test_run_many_keeps_job_order_under_concurrency() -> None:
     jobs = [(f"print({i} * {i})", "") for i in range(6)]
     results = run_many(jobs, limits=FAST, concurrency=3)
     assert [r.stdout.strip() for r in results] == [str(i * i) for i in range(6)]
+
+
+def test_a_file_larger_than_the_output_limit_may_be_written_and_read_back() -> None:
+    # The file-size limit is scratch_mb, not output_bytes (4096 here): stdout is a pipe.
+    code = "open('big.bin', 'wb').write(b'x' * 100_000)\nprint(len(open('big.bin', 'rb').read()))"
+    result = run_python(code, limits=FAST)
+    assert (result.status, result.stdout) == ("ok", "100000\n"), result.reason
+
+
+def test_process_mode_ends_a_setsid_grandchild_and_reports_the_program_s_own_exit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import contextlib
+    import signal
+    import time
+
+    from hfsdk_sandbox.cgroup import make_pids_cgroup
+    from hfsdk_sandbox.runner import ISOLATION_ENV
+    from hfsdk_sandbox.testing import DISARM_GUARD
+
+    monkeypatch.setenv(ISOLATION_ENV, "process")
+    mark = "hfsdk" + os.urandom(4).hex()
+    code = DISARM_GUARD + (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        f"        open('/proc/self/comm', 'w').write({mark!r})\n"
+        "        time.sleep(30)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3)\n"
+        "print('done')\n"
+    )
+    result = run_python(code, limits=FAST)
+    time.sleep(0.3)
+    survivors = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if (
+                entry.name.isdigit()
+                and (entry / "comm").read_text().strip() == mark
+                # killed but not yet reaped (a zombie) is gone
+                and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            ):
+                survivors.append(int(entry.name))
+                os.kill(int(entry.name), signal.SIGKILL)
+    # It held the output pipes: the run was reported `timeout` at the wall-clock limit.
+    assert (result.status, result.stdout.endswith("done\n")) == ("ok", True), result
+    assert result.seconds < FAST.wall_s - 1
+    probe = make_pids_cgroup(8)
+    if probe is None:
+        pytest.skip("no pids cgroup can be made here: process mode cannot end a setsid'd child")
+    probe.remove()
+    assert survivors == []
