@@ -34,15 +34,16 @@ def checkpoint_root(run_dir: Path) -> Path:
     return run_dir / CHECKPOINTS
 
 
-def complete_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    """Every checkpoint with a ``COMPLETE`` marker as ``(step, path)``, newest first."""
+def complete_checkpoints(run_dir: Path, *, unmarked: bool = False) -> list[tuple[int, Path]]:
+    """Every checkpoint with a ``COMPLETE`` marker as ``(step, path)``, newest first (with
+    ``unmarked``, every ``step_N``: one is published with its marker, so one without is damaged)."""
     root = checkpoint_root(run_dir)
     if not root.is_dir():
         return []
     found = []
     for child in root.iterdir():
         match = _STEP_DIR.match(child.name)
-        if match and (child / COMPLETE_MARKER).exists():
+        if match and (unmarked or (child / COMPLETE_MARKER).exists()):
             found.append((int(match.group(1)), child))
     return sorted(found, reverse=True)
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hfsdk.core.trainer.checkpoint import COMPLETE_MARKER, complete_checkpoints
+from hfsdk.core.trainer.checkpoint import complete_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -33,25 +33,23 @@ def best_step(rows: Sequence[dict[str, Any]], metric: str, steps: set[int]) -> i
 
 
 def _remove(path: Path, step: int) -> None:
-    """Unpublish first (the marker, then a rename ``clean_partial`` finishes), then delete.
-
-    A kill at any point leaves either a complete checkpoint or a directory the
-    next start removes, never a ``step_N`` that looks complete but is not.
-    """
-    (path / COMPLETE_MARKER).unlink(missing_ok=True)
+    """Unpublish first (a rename ``clean_partial`` undoes if the copy is intact, else removes),
+    then delete: a kill leaves a complete ``step_N`` or none, never one without its marker."""
     doomed = path.with_name(f".step_{step}.tmp-{os.getpid()}")
     path.rename(doomed)
     shutil.rmtree(doomed, ignore_errors=True)
 
 
 def prune_checkpoints(
-    run_dir: Path, rows: Sequence[dict[str, Any]], keep_last: int, keep_best: str | None
+    run_dir: Path, rows: Sequence[dict[str, Any]], keep_last: int, keep_best: str | None, step: int
 ) -> list[int]:
-    """Remove the checkpoints retention does not keep; returns the removed steps."""
+    """Remove the checkpoints retention does not keep; returns the removed steps. ``step``'s
+    (just written) is kept, later ones (a run resumed before them) are left: counted, they
+    made keep_last remove the checkpoint just written and keep a damaged one."""
     if keep_last <= 0:
         return []
-    checkpoints = sorted(complete_checkpoints(run_dir))  # oldest first
-    steps = [step for step, _ in checkpoints]
+    checkpoints = [c for c in sorted(complete_checkpoints(run_dir)) if c[0] <= step]
+    steps = [s for s, _ in checkpoints]
     keep = set(steps[-keep_last:])
     if keep_best is not None:
         best = best_step(rows, keep_best, set(steps))

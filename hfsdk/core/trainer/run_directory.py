@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -154,21 +154,18 @@ class RunDirectory:
                 "a new --run-dir"
             )
 
-    def usable_checkpoints(self) -> list[Checkpoint]:
-        """Complete checkpoints whose files are intact, newest first, with their trainer state.
+    def usable_checkpoints(self) -> Iterator[Checkpoint]:
+        """Checkpoints whose files are intact, newest first, with their trainer state, each
+        checked when drawn (checking all of them read every checkpoint at every start).
 
-        A damaged one gets a one-line warning naming the file; if every checkpoint is
-        damaged the run stops (starting over would silently discard the run).
+        A damaged one (a ``step_N`` without its marker too) gets a one-line warning naming
+        the file once an older one is usable; if none is, the run stops (starting over
+        would silently discard the run).
         """
-        found = complete_checkpoints(self.path)
-        usable = []
-        problems = []
-        skipped: list[tuple[int, str]] = []
+        found, problems = complete_checkpoints(self.path, unmarked=True), []
         for step, path in found:
-            problem = verify_checkpoint(path)
-            state: Any = None
+            problem, state_file = verify_checkpoint(path), path / TRAINER_STATE
             if problem is None:
-                state_file = path / TRAINER_STATE
                 try:
                     state = load_checkpoint_file(state_file)
                     if not isinstance(state, dict) or "step" not in state:
@@ -179,21 +176,18 @@ class RunDirectory:
                     problem = (
                         f"{state_file} cannot be read ({_first_line(exc) or type(exc).__name__})"
                     )
-            if problem is None:
-                usable.append((step, path, state))
-            else:
-                problems.append(problem)
-                if not usable:  # newer than any usable one: a resume skips it
-                    skipped.append((step, problem))
-        if usable:  # (with none usable the error below is the one line)
-            for step, problem in skipped:
+            if problem is not None:
+                problems.append((step, problem))
+                continue
+            for skipped, why in problems:
                 logger.warning(
-                    "checkpoint step_%d is unusable: %s; trying an older one", step, problem
+                    "checkpoint step_%d is unusable: %s; trying an older one", skipped, why
                 )
-        if found and not usable:
+            problems = []
+            yield (step, path, state)
+        if problems and len(problems) == len(found):
             raise HfsdkError(
-                f"no usable checkpoint in {str(self.path)!r}: {problems[0]}; restore the file, "
+                f"no usable checkpoint in {str(self.path)!r}: {problems[0][1]}; restore the file, "
                 f"or remove {str(self.path / 'checkpoints')!r} to start over, or pass a new "
                 "--run-dir"
             )
-        return usable

@@ -7,11 +7,12 @@ step at a time and records what it returns.
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,7 @@ class Trainer:
         self.quiet = quiet
         self.spec: AlgorithmSpec = run_spec(config)
         self.directory = RunDirectory(self.run_dir)
-        self._candidates: list[tuple[int, Path, dict[str, Any]]] = []
+        self._candidates: Iterator[tuple[int, Path, dict[str, Any]]] = iter(())
         self.resume_from: tuple[int, Path] | None = None
         self.restarts = 0
         self._pipeline: Any = None  # trainer.pipeline's GenerationSource, per attempt
@@ -108,10 +109,10 @@ class Trainer:
             for done in clean_partial(self.run_dir):
                 logger.warning("checkpoints: %s (left by an interrupted save)", done)
             self.directory.check_config_matches(config, given=given_config)
-            if config.trainer.resume:
-                self._candidates = self.directory.usable_checkpoints()
-            if self._candidates:
-                self.resume_from = self._candidates[0][:2]
+            if config.trainer.resume:  # (the newest usable one now; older ones when drawn)
+                first = next(candidates := self.directory.usable_checkpoints(), None)
+                self._candidates = itertools.chain([first] if first else [], candidates)
+                self.resume_from = first[:2] if first else None
             done = self.resume_from[0] if self.resume_from else 0
             if done >= config.trainer.total_steps:  # its config.yaml stays the one it ran
                 logger.warning("the run is at step %d, trainer.total_steps=%d: nothing to train",
@@ -479,21 +480,22 @@ class Trainer:
         if trainer.keep_last:
             from hfsdk.core.trainer.retention import prune_checkpoints
 
-            prune_checkpoints(
-                self.run_dir, read_metrics(self.run_dir), trainer.keep_last, trainer.keep_best
-            )
+            rows = read_metrics(self.run_dir)
+            prune_checkpoints(self.run_dir, rows, trainer.keep_last, trainer.keep_best, step)
 
     def _resume(self, session: Any, algorithm: Algorithm) -> int:
         """Load the newest checkpoint the workers accept; 0 when starting fresh."""
         from hfsdk.core.workers.errors import WorkerDiedError, WorkerError
 
-        for index, (step, path, state) in enumerate(self._candidates):
+        candidate = next(self._candidates, None)
+        while candidate is not None:
+            step, path, state = candidate
             try:
                 session.load_workers(path)
             except WorkerDiedError:
                 raise
             except (WorkerError, HfsdkError) as exc:
-                if index + 1 == len(self._candidates):
+                if (candidate := next(self._candidates, None)) is None:
                     raise HfsdkError(
                         f"no usable checkpoint in {str(self.run_dir)!r}: step_{step} could not be "
                         f"loaded ({_first_line(exc)}); restore it (or the model it was trained "

@@ -21,7 +21,7 @@ def test_keeps_the_last_ones_and_the_best(tmp_path: Path) -> None:
     _checkpoints(tmp_path, [2, 4, 6, 8, 10])
     rows = [{"step": s, "val/pass@1": v} for s, v in [(2, 0.1), (4, 0.7), (6, 0.3), (8, 0.2)]]
     rows.append({"step": 10, "reward/mean": 0.5})  # no validation at 10
-    removed = prune_checkpoints(tmp_path, rows, keep_last=2, keep_best="val/pass@1")
+    removed = prune_checkpoints(tmp_path, rows, keep_last=2, keep_best="val/pass@1", step=10)
     assert removed == [2, 6]
     assert _kept(tmp_path) == [4, 8, 10]
     assert (tmp_path / "checkpoints" / "step_4" / "w.txt").read_text() == "4"
@@ -29,19 +29,27 @@ def test_keeps_the_last_ones_and_the_best(tmp_path: Path) -> None:
 
 def test_zero_keeps_everything_and_no_metric_keeps_only_the_last(tmp_path: Path) -> None:
     _checkpoints(tmp_path, [1, 2, 3])
-    assert prune_checkpoints(tmp_path, [], keep_last=0, keep_best="val/pass@1") == []
-    assert prune_checkpoints(tmp_path, [], keep_last=1, keep_best="val/pass@1") == [1, 2]
+    assert prune_checkpoints(tmp_path, [], keep_last=0, keep_best="val/pass@1", step=3) == []
+    assert prune_checkpoints(tmp_path, [], keep_last=1, keep_best="val/pass@1", step=3) == [1, 2]
     assert _kept(tmp_path) == [3]
 
 
 def test_a_removal_cut_short_is_never_mistaken_for_a_checkpoint(tmp_path: Path) -> None:
     _checkpoints(tmp_path, [1, 2])
     victim = tmp_path / "checkpoints" / "step_1"
-    (victim / "COMPLETE").unlink()  # what a removal does first ...
+    doomed = victim.rename(victim.with_name(".step_1.tmp-999"))  # what a removal does first
     assert _kept(tmp_path) == [2]
-    doomed = victim.rename(victim.with_name(".step_1.tmp-999"))  # ... then; killed here
+    (doomed / "w.txt").unlink()  # ... then deleting; killed here
     assert clean_partial(tmp_path) == ["removed .step_1.tmp-999"]
     assert not doomed.exists() and _kept(tmp_path) == [2]
+
+
+def test_the_checkpoint_just_written_is_kept_beside_later_ones(tmp_path: Path) -> None:
+    """A run resumed from step 1 (step 2 and 3 damaged) wrote step 2 again: keep_last=1
+    counted step 3 and removed steps 1 and 2, keeping only the damaged one."""
+    _checkpoints(tmp_path, [1, 2, 3])
+    assert prune_checkpoints(tmp_path, [], keep_last=1, keep_best=None, step=2) == [1]
+    assert _kept(tmp_path) == [2, 3]  # the later one is left as it is
 
 
 def test_best_step_prefers_the_earliest_of_equal_values() -> None:

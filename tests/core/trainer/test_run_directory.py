@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+import torch
+
 from hfsdk.core.config import load_run_config
-from hfsdk.core.trainer.run_directory import config_changes, resumable_keys
+from hfsdk.core.errors import HfsdkError
+from hfsdk.core.trainer import checkpoint
+from hfsdk.core.trainer.checkpoint import COMPLETE_MARKER, write_checkpoint
+from hfsdk.core.trainer.run_directory import (
+    TRAINER_STATE,
+    RunDirectory,
+    config_changes,
+    resumable_keys,
+)
 
 
 def test_resumable_settings_come_from_the_fields() -> None:
@@ -20,3 +33,36 @@ def test_only_unresumable_changes_are_reported() -> None:
     assert config_changes(saved, longer) == []
     other = load_run_config("grpo", None, ["trainer.seed=5", "actor.optim.lr=0.5"])
     assert config_changes(saved, other) == ["actor.optim.lr", "trainer.seed"]
+
+
+def _saved(run_dir: Path, steps: list[int]) -> None:
+    for step in steps:
+        write_checkpoint(
+            run_dir, step, lambda d, s=step: torch.save({"step": s}, d / TRAINER_STATE)
+        )
+
+
+def test_only_the_checkpoint_resumed_from_is_read(tmp_path: Path, monkeypatch) -> None:
+    """Every start checksummed and unpickled every checkpoint (all are kept by default); the
+    older ones are read only when the newer ones fail to load."""
+    _saved(tmp_path, [1, 2, 3])
+    read: list[str] = []
+    real = checkpoint.file_checksum
+    monkeypatch.setattr(
+        checkpoint, "file_checksum", lambda p: read.append(p.parent.name) or real(p)
+    )
+    candidates = RunDirectory(tmp_path).usable_checkpoints()
+    assert next(candidates)[0] == 3 and read == ["step_3"]
+    assert [step for step, _, _ in candidates] == [2, 1]
+
+
+def test_a_step_without_its_marker_is_damage_not_a_fresh_start(tmp_path: Path, caplog) -> None:
+    """A published step_N always has its marker: one without it was skipped silently, and a
+    run whose markers were all lost started over and overwrote its metrics."""
+    _saved(tmp_path, [1, 2])
+    (tmp_path / "checkpoints" / "step_2" / COMPLETE_MARKER).unlink()
+    assert [step for step, _, _ in RunDirectory(tmp_path).usable_checkpoints()] == [1]
+    assert "checkpoint step_2 is unusable" in caplog.text
+    (tmp_path / "checkpoints" / "step_1" / COMPLETE_MARKER).unlink()
+    with pytest.raises(HfsdkError, match="no usable checkpoint"):
+        list(RunDirectory(tmp_path).usable_checkpoints())
