@@ -123,6 +123,8 @@ class ConfigLayers:
                 out[key] = "command line"
         for key in [k for k in out if k.startswith("trainer.wandb.")]:  # the old spelling
             out.setdefault(key.removeprefix("trainer."), out.pop(key))  # wandb.* wins, as loaded
+        if self.algo:  # --algo wins over a file's algo: (it named the file as the source)
+            out["algo"] = "--algo"
         return out
 
     def dropped_preset(self) -> str | None:

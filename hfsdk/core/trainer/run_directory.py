@@ -22,9 +22,10 @@ from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.help import RESUMABLE_KEY
 from hfsdk.core.config.safe_yaml import load_yaml_text
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.trainer.checkpoint import complete_checkpoints, verify_checkpoint
-from hfsdk.core.trainer.run_lock import RunDirLock
-from hfsdk.core.trainer.tracking import read_metrics
+from hfsdk.core.logs import RUN_LOG
+from hfsdk.core.trainer.checkpoint import CHECKPOINTS, complete_checkpoints, verify_checkpoint
+from hfsdk.core.trainer.run_lock import LOCK_FILE, RunDirLock
+from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -85,13 +86,20 @@ class RunDirectory:
         self._created_parents: list[Path] = []
 
     def check_path(self) -> None:
-        """Refuse a path below a file (one line) before anything else runs."""
+        """Refuse a path below a file, or a directory that is not a run but holds a file the
+        run would overwrite (a user's own config.yaml was replaced), before anything runs."""
         for path in (self.path, *self.path.parents):
             if path.exists() and not path.is_dir():
                 raise HfsdkError(
                     f"--run-dir {str(self.path)!r}: {str(path)!r} is a file, not a directory; "
                     "pass a directory path (it is created if missing)"
                 )
+        ours = [n for n in (CONFIG_FILE, METRICS_FILE, RUN_LOG) if (self.path / n).exists()]
+        if ours and not any((self.path / n).exists() for n in (LOCK_FILE, CHECKPOINTS)):
+            raise HfsdkError(
+                f"--run-dir {str(self.path)!r} holds {ours[0]} but no hfsdk run (no {LOCK_FILE} "
+                "or checkpoints/), which the run would overwrite; pass a new or empty --run-dir"
+            )
 
     def lock_if_present(self) -> None:
         """Take the lock now when the directory exists (a concurrent run is refused at once)."""

@@ -104,3 +104,17 @@ def test_a_run_writes_config_sources(
     assert written["actor.optim.eps"] == "command line"
     assert written["actor.optim.lr"].startswith("task preset")
     assert "note:" not in err  # the default task keeps its preset
+
+
+def test_algo_given_with_algo_is_from_algo_not_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The file says ppo, --algo grpo wins: --explain named the file as the value's source."""
+    config = tmp_path / "algo.yaml"
+    config.write_text("algo: ppo\n")
+    code, out, err = _hfsdk(
+        capsys, "config", "show", "--algo", "grpo", "--config", str(config), "--explain"
+    )
+    assert code == 0, err
+    (line,) = [line for line in out.splitlines() if line.startswith("algo:")]
+    assert line == "algo: 'grpo'   (from: --algo)", line

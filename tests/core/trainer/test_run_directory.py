@@ -66,3 +66,17 @@ def test_a_step_without_its_marker_is_damage_not_a_fresh_start(tmp_path: Path, c
     (tmp_path / "checkpoints" / "step_1" / COMPLETE_MARKER).unlink()
     with pytest.raises(HfsdkError, match="no usable checkpoint"):
         list(RunDirectory(tmp_path).usable_checkpoints())
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "metrics.jsonl", "hfsdk.log"])
+def test_a_directory_that_is_no_run_is_not_overwritten(tmp_path: Path, name: str) -> None:
+    """--run-dir on a user's folder replaced their own config.yaml and metrics.jsonl."""
+    (tmp_path / name).write_text("# my notes\n")
+    with pytest.raises(HfsdkError, match=f"holds {name} but no hfsdk run"):
+        RunDirectory(tmp_path).check_path()
+    (tmp_path / ".lock").touch()  # a run's directory (its lock file stays after the run)
+    RunDirectory(tmp_path).check_path()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "model.safetensors").touch()  # files the run never writes are left alone
+    RunDirectory(other).check_path()
