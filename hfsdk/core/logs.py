@@ -122,7 +122,8 @@ def attach_run_log(run_dir: Path) -> Path:
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(_FILE_FORMAT))
     handler.addFilter(_LevelByOrigin(numeric))
-    _replace_handler(_FILE_MARK, handler)
+    handler.handleError = lambda record: None  # type: ignore[method-assign]  # a full disk: no
+    _replace_handler(_FILE_MARK, handler)  # traceback per line; the run's own error says it
     os.environ[DIR_ENV] = str(Path(run_dir).resolve())
     return path
 

@@ -107,3 +107,19 @@ def test_configuring_twice_prints_once(capsys: pytest.CaptureFixture[str]) -> No
         for handler in list(root.handlers):
             if handler not in before:
                 root.removeHandler(handler)
+
+
+def test_a_full_disk_under_the_run_log_prints_no_traceback_per_line(tmp_path: Path) -> None:
+    """Each record written to a full disk printed '--- Logging error ---' and a traceback; the
+    run's own error (the metrics or checkpoint write) names the full disk once."""
+    setup = f"""logs.configure_logging(); logs.attach_run_log({str(tmp_path)!r})
+class Full:
+    def write(self, text): raise OSError(28, "No space left on device")
+    def flush(self): pass
+for handler in logging.getLogger().handlers:
+    if isinstance(handler, logging.FileHandler):
+        handler.stream = Full()
+"""
+    done = _run(setup)
+    assert done.returncode == 0, done.stderr
+    assert "Logging error" not in done.stderr and "Traceback" not in done.stderr

@@ -72,6 +72,10 @@ def run_reporting_errors(entry: Callable[[], Any], argv: list[str]) -> int:
         click.echo(f"Error: worker failure: {_first_line(exc)}{hint}", err=True)
         return EXIT_WORKER_FAILURE
     except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # (a write to an open file: no path)
+            why = f"no space left on the device ({exc.strerror}); free space or use a larger disk"
+            click.echo(f"Error: {why}, then rerun the same command to resume", err=True)
+            return EXIT_BAD_INPUT
         if exc.filename is None or exc.errno not in _PATH_ERRNOS:
             return _internal(exc, debug)
         if debug:

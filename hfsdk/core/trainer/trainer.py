@@ -55,7 +55,8 @@ def _set_rng_state(state: Mapping[str, Any]) -> None:
     set_torch_rng_state(state["torch"])
 
 
-_NO_SPACE_SIGNS = ("No space left", "ENOSPC", "file write failed", "Disk quota exceeded")
+# "unexpected pos": what torch 2.13's zip writer raises when a write to a full disk fell short.
+_NO_SPACE_SIGNS = ("No space left", "ENOSPC", "file write failed", "Disk quota", "unexpected pos")
 
 
 def _is_no_space(exc: BaseException) -> bool:

@@ -119,3 +119,22 @@ def test_other_os_errors_stay_internal(capsys: pytest.CaptureFixture[str]) -> No
     assert code == EXIT_INTERNAL and "internal error" in err
     code, err = _report(OSError(errno.EEXIST, "File exists"), capsys)  # no path named: ours
     assert code == EXIT_INTERNAL and "internal error" in err
+
+
+def test_a_full_disk_under_an_open_file_is_one_line_not_an_internal_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A metrics.jsonl write or flush on a full disk names no path: it was an internal error."""
+    code, err = _report(OSError(errno.ENOSPC, "No space left on device"), capsys)
+    assert code == EXIT_BAD_INPUT and err.count("\n") == 1 and "internal error" not in err
+    assert err.startswith("Error: no space left on the device (No space left on device)")
+
+
+def test_torch_s_short_write_on_a_full_disk_is_a_full_disk() -> None:
+    """torch 2.13's zip writer raises 'unexpected pos' on a full disk, inside a worker: the
+    run said 'worker failure' instead of the no-space line with the step to resume from."""
+    from hfsdk.core.trainer.trainer import _is_no_space
+
+    message = "save_checkpoint raised RuntimeError: [enforce fail at inline_container.cc:672] "
+    assert _is_no_space(RuntimeError(message + ". unexpected pos 704 vs 598"))
+    assert not _is_no_space(RuntimeError(message + ". some other failure"))
