@@ -64,8 +64,14 @@ class FSDPRoleWorker(Worker):
             model_path=section.model_path or assets.model_path,
             tokenizer_path=section.tokenizer_path or assets.tokenizer_path,
         )
+        seed = config.trainer.seed + 1000 * self.rank
+        # Seeded before the build too: a head the checkpoint lacks (a critic's value head) is
+        # initialised there, as it is under fused colocation, where the role built first has
+        # already seeded the process; then again, so sampling starts from the seed whatever
+        # the build drew.
+        torch.manual_seed(seed)
         self.engine: Any = self._build_engine(role, section, config)
-        torch.manual_seed(config.trainer.seed + 1000 * self.rank)
+        torch.manual_seed(seed)
 
     def _build_engine(self, role: str, section: Any, config: Any) -> Any:
         """This role's engine (of :attr:`engine_kind`) over the worker's process group."""

@@ -14,7 +14,7 @@ checkpoint is published), ``metrics_mid`` (half of a metrics line written),
 ``worker_kill`` (the controller SIGKILLs actor rank 0's worker process at the
 start of the step, once per controller process: the restarted run passes it),
 ``rollout_kill`` (the same for rank 0 of the rollout replicas on
-``placement.pools.rollout``);
+``placement.pools.rollout``; refused where the run has none);
 ``sigterm`` / ``sigint`` (the controller signals itself at the start of the
 step), ``save_sigterm`` (one SIGTERM mid-checkpoint-write, where ``save_mid``
 kills) and ``save_sigterm_twice`` (two SIGTERMs there), each once per process.
@@ -96,9 +96,14 @@ def _requested() -> list[tuple[str, str, str]]:
     return [(item, name, at.strip()) for item, name, at in parts]
 
 
+def _step_of(at: str) -> int | None:
+    """An item's step as a number (``"03"`` is step 3), ``None`` where it is not one."""
+    return int(at) if at.isascii() and at.isdigit() else None
+
+
 def fault_requested(point: str, step: int) -> bool:
     """Whether ``HFSDK_FAULT_INJECT`` names ``point`` at ``step``."""
-    return any(name == point and at == str(step) for _item, name, at in _requested())
+    return any(name == point and _step_of(at) == step for _item, name, at in _requested())
 
 
 def check_fault_points(config: Any = None, spec: Any = None, prepared: Any = None) -> None:
@@ -107,7 +112,7 @@ def check_fault_points(config: Any = None, spec: Any = None, prepared: Any = Non
     from hfsdk import HfsdkError
 
     for item, name, at in _requested():
-        if name not in POINTS or not at.isdigit():
+        if name not in POINTS or _step_of(at) is None:
             raise HfsdkError(
                 f"{FAULT_ENV} has {item!r}; expected POINT:STEP (comma-separated) with a step "
                 f"number and a point among {', '.join(POINTS)}; fix it or unset {FAULT_ENV}"
@@ -178,6 +183,14 @@ class FaultObserver(StepObserver):
         maybe_kill_worker(step, lambda: session.groups[policy].process_info[0]["pid"])
         if session.rollout is not None:
             maybe_kill_worker(step, lambda: session.rollout.process_info[0]["pid"], "rollout_kill")
+        elif fault_requested("rollout_kill", step):
+            from hfsdk import HfsdkError
+
+            raise HfsdkError(
+                f"{FAULT_ENV}=rollout_kill:{step} needs rollout replicas of their own, but this "
+                "run generates in the actor's workers; set placement.pools.rollout.devices "
+                "or use worker_kill"
+            )
         maybe_fault("sigterm", step)
         maybe_fault("sigint", step)
 

@@ -90,3 +90,59 @@ def test_a_fault_no_point_answers_to_is_refused_before_the_run(
     with pytest.raises(HfsdkError, match=r"^HFSDK_FAULT_INJECT has '.*'; expected POINT:STEP"):
         Trainer(load_run_config("grpo", None, ["trainer.total_steps=1"]), tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_step_with_leading_zeros_is_the_same_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: "step_end:03" passed the preflight check (isdigit) but never fired ("03" != "3").
+    monkeypatch.setenv(FAULT_ENV, "step_end:03")
+    faults.check_fault_points()
+    assert fault_requested("step_end", 3) and not fault_requested("step_end", 30)
+    code = "from hfsdk_faults.faults import maybe_fault; maybe_fault('step_end', 3)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env={FAULT_ENV: "step_end:03"}, capture_output=True
+    )
+    assert done.returncode == -9
+
+
+@pytest.mark.parametrize("value", ["step_end:\u00b2", "step_end:-1", "step_end:1.0"])
+def test_a_step_that_is_not_a_plain_number_is_refused(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk import HfsdkError
+
+    monkeypatch.setenv(FAULT_ENV, value)
+    with pytest.raises(HfsdkError, match=r"expected POINT:STEP"):
+        faults.check_fault_points()
+
+
+def _step_view(step: int, rollout: object) -> types.SimpleNamespace:
+    worker = types.SimpleNamespace(process_info=[{"pid": 2**22 + 12345}])
+    session = types.SimpleNamespace(groups={"actor": worker}, rollout=rollout)
+    return types.SimpleNamespace(
+        session=session, step=step, spec=types.SimpleNamespace(main_role="actor")
+    )
+
+
+def test_rollout_kill_without_a_rollout_pool_is_refused_with_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hfsdk import HfsdkError
+
+    # Before: the run went on and nothing was killed, so the check it served passed.
+    monkeypatch.setattr(faults, "_FIRED", set())
+    monkeypatch.setenv(FAULT_ENV, "rollout_kill:2")
+    FaultObserver().on_step_start(_step_view(1, None))  # not this step: nothing
+    with pytest.raises(HfsdkError, match=r"^HFSDK_FAULT_INJECT=rollout_kill:2 needs") as info:
+        FaultObserver().on_step_start(_step_view(2, None))
+    assert "\n" not in str(info.value) and "placement.pools.rollout" in str(info.value)
+
+
+def test_rollout_kill_kills_rank_0_of_the_rollout_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    killed: list[tuple[int, int]] = []
+    monkeypatch.setattr(faults, "_FIRED", set())
+    monkeypatch.setattr(faults.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    monkeypatch.setenv(FAULT_ENV, "rollout_kill:2")
+    rollout = types.SimpleNamespace(process_info=[{"pid": 4242}])
+    FaultObserver().on_step_start(_step_view(2, rollout))
+    FaultObserver().on_step_start(_step_view(2, rollout))  # once per process
+    assert killed == [(4242, faults.signal.SIGKILL)]

@@ -35,7 +35,8 @@ uses the older weights and one submitted after it the newer. Under ``sync``
 with a rollout pool the depth is 0: each step's batch is generated after the
 previous update's sync (staleness 0). The replicas return ``rollout_log_probs``
 themselves and each call carries a sampling seed (the run's seed and the
-call's number), so a replica samples the same after a restart or a resume.
+call's number; a batch submitted again after a replica restart keeps the seeds it
+was first given), so a replica samples the same after a restart or a resume.
 Metrics of the syncs finished by the time a step starts: ``sync/send_s``
 (the actor's side, including its wait for the replicas), ``sync/bytes``,
 ``sync/rollout_wait_s`` (how long the replicas waited for the weights),
@@ -231,6 +232,9 @@ class Ahead:
     replica_base: int = 0
     """The weight version of the first sync of the replicas it was submitted to (they
     count their syncs: a count of n means version ``replica_base + n - 1``)."""
+    seeds: list[int] = attrs.Factory(list)
+    """The sampling seeds of its replica calls so far (generation or segments, in order):
+    kept for a resubmission after a replica restart."""
 
     def resolve(self) -> None:
         """Wait for the submitted calls; keep their results."""
@@ -316,14 +320,22 @@ class GenerationPipeline:
         for ahead in self._queue:  # behind the sync: the rest continues with the new weights
             self._next_segment(ahead)
 
-    def _seed(self) -> int:
+    def _seed(self, ahead: Ahead, call: int) -> int:
+        """The sampling seed of ``ahead``'s replica call ``call`` (0: its generation or first
+        segment, ``k``: segment ``k + 1``): the one that call was first given, so a batch
+        submitted again after a replica restart samples as it would have and later calls
+        keep their numbers; a new call takes the next call number."""
+        if call < len(ahead.seeds):
+            return ahead.seeds[call]
         self.submitted += 1
-        return self.seed * 1_000_003 + self.submitted
+        ahead.seeds.append(self.seed * 1_000_003 + self.submitted)
+        return ahead.seeds[call]
 
     def _next_segment(self, ahead: Ahead) -> None:
         """Submit ``ahead``'s next segment (partial rollouts), if it has one left."""
         if not self.segments or ahead.segments >= self.segments:
             return
+        seed = self._seed(ahead, ahead.segments)
         ahead.segments += 1
         # Tagged with the trainer's version: the replicas hold it (their sync was queued
         # first), and a fresh replica's own sync count would restart at 0.
@@ -331,7 +343,7 @@ class GenerationPipeline:
             ahead.generated,
             self.partial_tokens,
             ahead.segments == self.segments,
-            self._seed(),
+            seed,
             self.version,
         )
 
@@ -407,34 +419,38 @@ class GenerationPipeline:
                 self._syncs = []  # those died with the old replicas
                 self._start()
                 for ahead in [*([head] if head is not None else []), *self._queue]:
-                    fresh = self._submit(ahead.prompts)
+                    # With the seeds it was first given: the run samples on as it would have.
+                    fresh = self._submit(ahead.prompts, ahead.seeds)
                     ahead.version, ahead.generated = fresh.version, fresh.generated
                     ahead.behaviour, ahead.segments = fresh.behaviour, fresh.segments
-                    ahead.replica_base = fresh.replica_base
+                    ahead.replica_base, ahead.seeds = fresh.replica_base, fresh.seeds
 
-    def _submit(self, prompts: Batch) -> Ahead:
+    def _submit(self, prompts: Batch, seeds: list[int] | None = None) -> Ahead:
+        """Submit the generation for ``prompts``; ``seeds``: the sampling seeds its replica
+        calls were given when it was first submitted (a resubmission), else new ones."""
         algorithm = self.algorithm
         batch = algorithm.generation_input(prompts)
+        ahead = Ahead(
+            prompts=prompts,
+            version=self.version,
+            generated=None,
+            replica_base=self._replica_base,
+            seeds=list(seeds or ()),
+        )
         if self.segments:
-            generated = self.rollout.start_partial.submit(
-                batch, self.partial_tokens, self.segments == 1, self._seed(), self.version
+            ahead.generated = self.rollout.start_partial.submit(
+                batch,
+                self.partial_tokens,
+                self.segments == 1,
+                self._seed(ahead, 0),
+                self.version,
             )
-            return Ahead(
-                prompts=prompts,
-                version=self.version,
-                generated=generated,
-                segments=1,
-                replica_base=self._replica_base,
-            )
+            ahead.segments = 1
+            return ahead
         if self.rollout is not None:
-            batch.meta["sampling_seed"] = self._seed()
-            generated = self.rollout.generate_sequences.submit(batch)
-            return Ahead(
-                prompts=prompts,
-                version=self.version,
-                generated=generated,
-                replica_base=self._replica_base,
-            )
+            batch.meta["sampling_seed"] = self._seed(ahead, 0)
+            ahead.generated = self.rollout.generate_sequences.submit(batch)
+            return ahead
         generated = algorithm.actor.generate_sequences.submit(batch)
         behaviour = None
         if self.behaviour_log_probs:
@@ -558,6 +574,7 @@ class GenerationPipeline:
                     "behaviour": a.behaviour,
                     "segments": a.segments,
                     "replica_base": a.replica_base,
+                    "seeds": list(a.seeds),
                 }
                 for a in self._queue
             ],

@@ -404,3 +404,132 @@ def test_a_version_behind_the_synced_one_is_a_skipped_sync() -> None:
     assert check_version(3, 3, "the replicas") is None
     line = check_version(2, 3, "the replicas")
     assert line is not None and "version 2 where version 3" in line and "skipped" in line
+
+
+class _SeededReplicas(_FakeReplicas):
+    """Fake replicas that record each call's sampling seed by prompt number (and segment)."""
+
+    def __init__(self, actor: _FakeActor, seeds: list[tuple[int, int, int]]) -> None:
+        super().__init__(actor)
+        self.seeds = seeds
+        inner = self.generate_sequences.submit
+        self.generate_sequences = _Call(lambda batch: self._record(batch, 1, inner(batch)))
+        self.start_partial = _Call(
+            lambda batch, tokens, last, seed, version: self._call(
+                "start_partial", lambda: self._segment(batch, 1, seed)
+            )
+        )
+        self.continue_partial = _Call(
+            lambda done, tokens, last, seed, version: self._call(
+                "continue_partial", lambda: self._segment(done, 0, seed)
+            )
+        )
+
+    def _record(self, batch: Batch, segment: int, future: Any) -> Any:
+        if not self.dead:
+            self.seeds.append((int(batch["prompt_no"][0, 0]), segment, batch.meta["sampling_seed"]))
+        return future
+
+    def _segment(self, batch: Any, first: int, seed: int) -> Batch:
+        batch = batch.value if isinstance(batch, _Future) else batch
+        segment = 1 if first else int(batch.meta["segment"]) + 1
+        self.seeds.append((int(batch["prompt_no"][0, 0]), segment, seed))
+        out = Batch.from_dict(tensors={"prompt_no": batch["prompt_no"]})
+        out.meta["segment"] = segment
+        return out
+
+
+def _seeded_pipeline(
+    seeds: list[tuple[int, int, int]], kill_at: int | None, depth: int = 0
+) -> tuple[GenerationPipeline, list[int]]:
+    """A pipeline over seed-recording replicas run for 5 steps, the replicas killed at the
+    start of step ``kill_at``; its seeds go to ``seeds``, its ``submitted`` per step back."""
+    algorithm = _FakeAlgorithm()
+    algorithm.actor = _SyncingActor()
+
+    def restart(exc: BaseException) -> _FakeReplicas:
+        algorithm.actor.replicas = _SeededReplicas(algorithm.actor, seeds)
+        return algorithm.actor.replicas
+
+    algorithm.actor.replicas = _SeededReplicas(algorithm.actor, seeds)
+    pipe = GenerationPipeline(
+        algorithm,
+        _Loader(),
+        depth=depth,
+        behaviour_log_probs=False,
+        rollout=algorithm.actor.replicas,
+        restart_rollout=restart,
+        seed=7,
+    )
+    submitted = []
+    for step in range(1, 6):
+        prompts = pipe.next_batch()
+        if step == kill_at:  # the batch it submitted was lost with the replica
+            algorithm.actor.replicas.dead = True
+            pipe._current.generated = _Failing("generate")
+        pipe.generated(prompts)
+        submitted.append(pipe.submitted)
+        algorithm.actor.version += 1
+        pipe.step_done()
+    return pipe, submitted
+
+
+@pytest.mark.parametrize("depth", [0, 1])
+def test_a_batch_submitted_again_after_a_replica_restart_keeps_its_sampling_seed(
+    depth: int,
+) -> None:
+    # Before: the resubmission drew a new seed and shifted every later batch's seed by one.
+    straight: list[tuple[int, int, int]] = []
+    killed: list[tuple[int, int, int]] = []
+    _, submitted = _seeded_pipeline(straight, None, depth)
+    restarted, submitted_after_kill = _seeded_pipeline(killed, 3, depth)
+    assert restarted.rollout_restarts == 1
+    assert len(killed) > len(straight)  # some batches were generated twice
+    seed_of = {(prompt, segment): seed for prompt, segment, seed in straight}
+    assert len(seed_of) == len(straight)  # one call per batch, each with a seed of its own
+    for prompt, segment, seed in killed:
+        assert seed == seed_of[prompt, segment], (prompt, segment)
+    assert submitted_after_kill == submitted  # the call counter did not move on resubmission
+    assert seed_of[1, 1] == 7 * 1_000_003 + 1
+
+
+def test_partial_rollouts_submitted_again_keep_each_segments_seed() -> None:
+    seeds: list[tuple[int, int, int]] = []
+    algorithm = _FakeAlgorithm()
+    algorithm.actor = _SyncingActor()
+    failed = []
+
+    def restart(exc: BaseException) -> _FakeReplicas:
+        failed.append(exc)
+        algorithm.actor.replicas = _SeededReplicas(algorithm.actor, seeds)
+        return algorithm.actor.replicas
+
+    algorithm.actor.replicas = _SeededReplicas(algorithm.actor, seeds)
+    pipe = GenerationPipeline(
+        algorithm,
+        _Loader(),
+        depth=2,
+        behaviour_log_probs=False,
+        rollout=algorithm.actor.replicas,
+        restart_rollout=restart,
+        seed=0,
+        partial_tokens=2,
+        response_length=6,  # 3 segments per batch
+    )
+    pipe.next_batch()  # prompts 1-3, first segments: calls 1-3
+    pipe.step_done()  # second segments of prompts 2 and 3: calls 4 and 5
+    first = {(prompt, segment): seed for prompt, segment, seed in seeds}
+    assert first == {(1, 1): 1, (2, 1): 2, (3, 1): 3, (2, 2): 4, (3, 2): 5}
+    head = pipe._current
+
+    def dies_once() -> None:
+        if not failed:
+            raise WorkerDiedError("gone", role="rollout", rank=0, method="x", cause="killed")
+
+    pipe._recovering(dies_once, head)
+    assert pipe.submitted == 5  # nothing drawn again
+    assert seeds[len(first) :] == [(1, 1, 1), (2, 1, 2), (3, 1, 3)]
+    pipe.step_done()  # the queue's next segments: the seeds they were given before
+    assert seeds[len(first) + 3 :] == [(2, 2, 4), (3, 2, 5)]
+    pipe.step_done()  # third segments, never submitted before: new call numbers
+    assert seeds[len(first) + 5 :] == [(2, 3, 6), (3, 3, 7)] and pipe.submitted == 7
