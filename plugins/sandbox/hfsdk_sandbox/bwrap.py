@@ -16,17 +16,21 @@ cgroup namespaces and a mount namespace whose root holds only:
 The program runs as uid/gid 65534 with no capabilities — and, where the caller
 is root, bubblewrap itself starts as host uid 65534 (:func:`launcher`): run by
 root, the sandbox's uid 65534 would be host uid 0 and could write ``/proc/sys``
-or ``chmod`` the host's ``/dev/null``. ``/proc/sys``, ``/dev`` and the hidden
-``site-packages`` are read-only (no memory to fill outside the limits). It has
-an empty environment, a new session (no terminal to inject into), dies with
-its parent, and runs under the seccomp filter of :mod:`.seccomp`. Nested user
-namespaces are disabled.
+or ``chmod`` the host's ``/dev/null``. What host uid 65534 cannot reach (an
+interpreter under a ``0700`` ``/root``) is bind-mounted read-only, in the
+launcher's own mount namespace, into the run's scratch directory, and bwrap
+mounts it from there at its original path (:func:`_stage`). ``/proc/sys``,
+``/dev`` and the hidden ``site-packages`` are read-only (no memory to fill
+outside the limits). It has an empty environment, a new session (no terminal
+to inject into), dies with its parent, and runs under the seccomp filter of
+:mod:`.seccomp`. Nested user namespaces are disabled.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -176,6 +180,64 @@ def command(
     ]
 
 
+def _reachable(path: str) -> bool:
+    """Whether uid/gid 65534 (no other groups) may search every directory above ``path``.
+
+    By the mode bits (ACLs aside): enough for bwrap, run as 65534, to find a bind source.
+    """
+    parent = os.path.dirname(os.path.realpath(path))
+    while True:
+        try:
+            st = os.stat(parent)
+        except OSError:
+            return False
+        if st.st_uid == SANDBOX_UID:
+            bit = stat.S_IXUSR
+        elif st.st_gid == SANDBOX_UID:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return False
+        if parent == "/":
+            return True
+        parent = os.path.dirname(parent)
+
+
+def _stage(argv: list[str], stage_dir: Path) -> tuple[list[str], list[str]]:
+    """``argv`` with each path bwrap must reach as uid 65534 but cannot replaced by a staged one.
+
+    The bwrap binary and every bind source below a directory 65534 may not search (an
+    interpreter under a ``0700`` ``/root``: pyenv, conda in ``~``) become ``stage_dir/<n>``,
+    where :data:`_AS_NOBODY` bind-mounts them (read-only, in a mount namespace of its own)
+    before dropping to 65534. Only the source changes: ``--ro-bind STAGED ORIGINAL`` shows the
+    program the original path, and nothing more than before. Returns (argv, [source, staged…]).
+    """
+    out = list(argv)
+    staged: dict[str, str] = {}
+
+    def stage(path: str) -> str:
+        real = os.path.realpath(path)
+        if _reachable(real):
+            return path
+        if real not in staged:
+            staged[real] = str(stage_dir / str(len(staged)))
+        return staged[real]
+
+    out[0] = stage(out[0])
+    end = out.index("--") if "--" in out else len(out)
+    for i in range(1, end - 2):
+        if out[i] in ("--ro-bind", "--bind"):
+            out[i + 1] = stage(out[i + 1])
+    return out, [item for pair in staged.items() for item in pair]
+
+
+# Run by root as `python -I -S -c _AS_NOBODY PROCS STAGE_DIR N SRC1 DST1 … SRCN DSTN BWRAP…`:
+# joins the run's cgroup (root may write its cgroup.procs; 65534 may not), stages the sources
+# 65534 cannot reach (see _stage), drops to 65534 and execs bwrap. The staging mounts are made
+# in a private mount namespace over the caller's private scratch directory: a tmpfs (mode 0755,
+# so 65534 may search it) holding read-only bind mounts. They exist only in that namespace —
+# the host's mounts and permissions do not change — and vanish with it when the run ends.
 _AS_NOBODY = f"""
 import os, sys
 if sys.argv[1]:  # join the run's cgroup while still allowed to write its cgroup.procs
@@ -184,10 +246,34 @@ if sys.argv[1]:  # join the run's cgroup while still allowed to write its cgroup
             procs.write(str(os.getpid()))
     except OSError:
         sys.exit(125)
+stage, n = sys.argv[2], int(sys.argv[3])
+pairs = sys.argv[4:4 + 2 * n]
+if n:
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    def check(ok, what):
+        if not ok:
+            sys.stderr.write(f"sandbox: {{what}}: {{os.strerror(ctypes.get_errno())}}\\n")
+            sys.exit(125)
+    def mount(src, dst, kind, flags, data=None):
+        args = [x if x is None else x.encode() for x in (src, dst, kind, data)]
+        check(libc.mount(*args[:3], flags, args[3]) == 0, f"mount {{src}} on {{dst}}")
+    check(libc.unshare(0x20000) == 0, "unshare(CLONE_NEWNS)")
+    mount(None, "/", None, 0x44000)  # MS_REC | MS_PRIVATE: no mount made here reaches the host
+    mount("tmpfs", stage, "tmpfs", 0xE, "mode=0755,size=64k")  # nosuid, nodev, noexec
+    for src, dst in zip(pairs[::2], pairs[1::2]):  # a mount point of the source's kind
+        if os.path.isdir(src):
+            os.mkdir(dst)
+        else:
+            os.close(os.open(dst, os.O_CREAT | os.O_WRONLY, 0o600))
+        mount(src, dst, None, 0x5000)  # MS_BIND | MS_REC
+        # Read-only, nosuid, nodev; noexec kept where the source had it.
+        mount(None, dst, None, 0x1027 | (os.statvfs(src).f_flag & 8))
 os.setgroups([])
 os.setgid({SANDBOX_UID})
 os.setuid({SANDBOX_UID})
-os.execv(sys.argv[2], sys.argv[2:])
+argv = sys.argv[4 + 2 * n:]
+os.execv(argv[0], argv)
 """
 
 
@@ -196,14 +282,27 @@ def drops_privileges() -> bool:
     return os.geteuid() == 0
 
 
-def launcher(argv: list[str], procs: Path | None) -> list[str]:
+def launcher(argv: list[str], procs: Path | None, stage_dir: Path) -> list[str]:
     """``argv`` run as host uid/gid 65534, after joining the cgroup of ``procs`` (root only).
 
     bwrap run by root maps the sandbox's uid onto host uid 0: /proc/sys, device nodes and
     anything else root owns would be the program's. A tiny interpreter joins the cgroup (root
-    may; uid 65534 may not) and drops before bwrap starts.
+    may; uid 65534 may not), stages what 65534 cannot reach over ``stage_dir`` (the run's
+    private scratch directory, see :func:`_stage`) and drops before bwrap starts.
     """
-    return [interpreter(), "-I", "-S", "-c", _AS_NOBODY, str(procs or ""), *argv]
+    argv, pairs = _stage(argv, stage_dir)
+    return [
+        interpreter(),
+        "-I",
+        "-S",
+        "-c",
+        _AS_NOBODY,
+        str(procs or ""),
+        str(stage_dir),
+        str(len(pairs) // 2),
+        *pairs,
+        *argv,
+    ]
 
 
 @functools.cache
@@ -240,7 +339,7 @@ def unavailable_reason() -> str | None:
                 guard_args=[],
             )
             probe = subprocess.run(
-                launcher(argv, None) if drops_privileges() else argv,
+                launcher(argv, None, scratch) if drops_privileges() else argv,
                 capture_output=True,
                 timeout=20,
                 env={},
@@ -258,10 +357,11 @@ def unavailable_reason() -> str | None:
     if probe.returncode != 0 or probe.stdout.strip() != b"ok":
         detail = probe.stderr.decode(errors="replace").strip().splitlines()
         last = detail[-1] if detail else f"exit status {probe.returncode}"
-        if drops_privileges():  # most likely an interpreter under /root (mode 0700)
+        if drops_privileges():
             return (
-                f"bwrap failed as uid 65534 ({last}); a root caller runs the sandbox as uid 65534, "
-                "which must be able to read the interpreter and its standard library"
+                f"bwrap failed as uid 65534 ({last}); a root caller starts it as uid 65534, with "
+                "what that uid cannot reach mounted (in a private mount namespace) into a "
+                f"scratch directory under {scratch.parent}, which others must be able to search"
             )
         return f"bwrap failed: {last}"
     return None

@@ -6,7 +6,8 @@ Two isolation modes (``sandbox.isolation`` in a run config, or the
 ``os`` (the default): bubblewrap (:mod:`.bwrap`) — new user, PID, network,
 IPC, UTS, cgroup and mount namespaces, a root holding only the interpreter,
 its standard library and the shared libraries, uid 65534 (bubblewrap itself
-starts as host uid 65534 where the caller is root), an empty
+starts as host uid 65534 where the caller is root, what that uid cannot reach
+staged in a mount namespace of its own: :func:`.bwrap.launcher`), an empty
 environment, a seccomp filter (:mod:`.seccomp`) that refuses namespace,
 tracing and kernel-surface calls and new processes. Where bubblewrap cannot start, model
 code is refused (status ``refused``) rather than run with less.
@@ -209,7 +210,9 @@ def _execute(
     ``as_nobody``: start ``argv`` as host uid 65534 (:func:`bwrap.launcher`).
     """
     if as_nobody:
-        argv = bwrap.launcher(argv, cgroup.procs if cgroup is not None else None)
+        # cwd: the run's private scratch directory, where the launcher stages what 65534
+        # cannot reach (in a mount namespace of its own; see bwrap._stage).
+        argv = bwrap.launcher(argv, cgroup.procs if cgroup is not None else None, cwd)
     elif cgroup is not None:
         argv = ["/bin/sh", "-c", _WRAP_IN_CGROUP, "hfsdk-sandbox", str(cgroup.procs), *argv]
     out_r, out_w = os.pipe()

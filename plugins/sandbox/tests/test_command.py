@@ -493,3 +493,48 @@ def test_memory_outside_the_limits_cannot_be_filled(
     result = _sandbox_run(capsys, tmp_path, code)
     assert "wrote" not in result["stdout"] and "memfd refused" in result["stdout"], result
     assert "box 1" in result["stdout"]
+
+
+def test_the_callers_home_and_its_root_only_files_stay_out_of_reach(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # As root with Python under a 0700 /root (pyenv, conda in ~), bubblewrap gets the
+    # interpreter through mounts staged in a private namespace: /root itself, a root-only file
+    # in it and the staging directory must stay out of the sandbox, and no mount may remain.
+    import tempfile
+
+    home = Path.home()
+    if not os.access(home, os.W_OK):
+        pytest.skip(f"{home} is not writable here")
+    secret = "home-only-" + os.urandom(8).hex()
+    fd, name = tempfile.mkstemp(dir=home, prefix=".hfsdk-sandbox-test-")
+    try:
+        os.write(fd, secret.encode())
+        os.close(fd)  # mkstemp: mode 0600
+        code = (
+            "import os\n"
+            f"name = {name!r}\n"
+            "for p in [name, '/proc/1/root' + name, '/proc/self/root' + name]:\n"
+            "    try:\n"
+            "        print(open(p).read())\n"
+            "    except OSError as e:\n"
+            "        print('read', e)\n"
+            f"for d in ({str(home)!r}, '/tmp', '/proc/1/root/tmp'):\n"
+            "    try:\n"
+            "        print(d, sorted(os.listdir(d)))\n"
+            "    except OSError as e:\n"
+            "        print('list', e)\n"
+            "print([line for line in open('/proc/self/mountinfo') if 'hfsdk-sandbox' in line])\n"
+        )
+        result = _sandbox_run(capsys, tmp_path, code)
+    finally:
+        os.unlink(name)
+    assert result["status"] == "ok", result
+    assert secret not in result["stdout"] + result["stderr"]
+    listing = [line for line in result["stdout"].splitlines() if line.startswith(f"{home} [")]
+    assert not listing or os.path.basename(name) not in listing[0], result
+    prefix = Path(os.path.realpath(sys.base_exec_prefix))
+    if prefix.is_relative_to(home):  # only the directories leading to the interpreter are there
+        assert listing == [f"{home} [{prefix.relative_to(home).parts[0]!r}]"], result
+    assert "list [Errno 2]" in result["stdout"] and result["stdout"].endswith("[]\n"), result
+    assert "hfsdk-sandbox" not in Path("/proc/self/mountinfo").read_text()
