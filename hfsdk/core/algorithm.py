@@ -53,7 +53,7 @@ class AlgorithmConfig(TrainerAlgorithmConfig):
 
     advantage_estimator: str = help_field(
         "Registered advantage estimator (hfsdk list advantage-estimators); its settings are "
-        "the 'advantage' section.",
+        "the 'advantage' section."
     )  # no core default: each algorithm names its estimator
     policy_loss: str = help_field(
         "Registered policy loss (hfsdk list policy-losses); its settings are the 'policy_loss'"

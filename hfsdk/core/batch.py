@@ -580,9 +580,7 @@ def _check_rows(key: str, rows: int, length: int, source: str) -> None:
         )
 
 
-def _tensor_items(
-    tensors: Mapping[str, torch.Tensor] | None,
-) -> dict[str, torch.Tensor]:
+def _tensor_items(tensors: Mapping[str, torch.Tensor] | None) -> dict[str, torch.Tensor]:
     """The tensors of a mapping, checked to be flat, named, non-scalar tensors."""
     if tensors is None:
         return {}

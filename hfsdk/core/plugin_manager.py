@@ -6,7 +6,7 @@ Environment variables:
 - ``HFSDK_LOAD_PLUGINS=a,b``: load only these entry points (the core's
   built-ins always load).
 - ``HFSDK_DISABLE_PLUGINS=a,b``: block these entry points.
-- ``HFSDK_TRACE_PLUGINS=1``: print every hook call to stderr.
+- ``HFSDK_TRACE_PLUGINS=1``: print hook calls to stderr (docs/plugin_hooks.md: which).
 """
 
 from __future__ import annotations
@@ -93,15 +93,11 @@ class HfsdkPluginManager:
         Appended to every failed lookup of a name: the name may belong to one of them.
         """
         failed = self.failed_plugins()
-        if not failed:
-            return ""
         shown = ", ".join(
             f"{p.name} [{p.distribution or 'in-process'}] ({_first_line(p.error)})" for p in failed
         )
-        return (
-            f"; plugin(s) that failed to load: {shown} (fix or reinstall them; hfsdk plugins "
-            "lists them)"
-        )
+        why = "(fix or reinstall them; hfsdk plugins lists them)"
+        return f"; plugin(s) that failed to load: {shown} {why}" if failed else ""
 
     def registry_kinds(self) -> Mapping[str, str]:
         """Every registry kind -> the hook that fills it: the core's, then those plugins
@@ -110,9 +106,14 @@ class HfsdkPluginManager:
             kinds = dict(REGISTRY_HOOKS)
             owners: dict[str, str] = {}
             for impl in reversed(self.pm.hook.hfsdk_register_registry_kinds.get_hookimpls()):
-                impl.function(
-                    register=functools.partial(self._add_kind, kinds, owners, impl.plugin_name)
-                )
+                register = functools.partial(self._add_kind, kinds, owners, impl.plugin_name)
+                try:
+                    impl.function(register=register)
+                except HfsdkError:
+                    raise  # a clash or an undefined hook (_add_kind): it names the plugin
+                except Exception as exc:  # a broken plugin: drop it and the kinds it added
+                    kinds = {k: h for k, h in kinds.items() if owners.get(k) != impl.plugin_name}
+                    self.mark_failed(impl.plugin_name, "hfsdk_register_registry_kinds", exc)
             self._kinds = kinds
         return MappingProxyType(self._kinds)
 
@@ -121,8 +122,7 @@ class HfsdkPluginManager:
     ) -> None:
         kind = kind.replace("-", "_")
         if kind in kinds or kind in KIND_ALIASES:
-            owner = owners.get(kind, "the core")
-            owner = owner if owner == "the core" else f"plugin {owner!r}"
+            owner = f"plugin {owners[kind]!r}" if kind in owners else "the core"
             raise HfsdkError(
                 f"plugin {plugin!r} adds registry kind {kind!r}, which {owner} already has; "
                 "choose another name"
@@ -133,8 +133,7 @@ class HfsdkPluginManager:
                 f"plugin {plugin!r} adds registry kind {kind!r} filled by {hook_name!r}, which "
                 "no hook specification defines; add it with hfsdk_addhooks first"
             )
-        kinds[kind] = hook_name
-        owners[kind] = plugin
+        kinds[kind], owners[kind] = hook_name, plugin
 
     def registry(self, kind: str) -> Registry:
         """The registry of ``kind``, filled from every loaded plugin on first use."""
@@ -150,12 +149,11 @@ class HfsdkPluginManager:
     def _fill(self, kind: str, skip: set[str] | None = None) -> Registry:
         """Call the kind's hook through pluggy, once per plugin, each with its own ``register``.
 
-        Each call is pluggy's (``subset_hook_caller``: that plugin's implementation
-        plus every hook wrapper), so wrappers, ``tryfirst``/``trylast``, tracing and
-        call monitoring all apply; plugins run in pluggy's order (the last
-        registered first). One call per plugin tells ``register`` whose names it
-        receives, and one broken plugin is dropped without stopping the others.
-        """
+        Each call is pluggy's (``subset_hook_caller``: that plugin's implementation plus every
+        hook wrapper), so wrappers, ``tryfirst``/``trylast``, tracing and call monitoring all
+        apply; plugins run in pluggy's order (the last registered first). One call per plugin
+        tells ``register`` whose names it receives, and one broken plugin (or wrapper) is
+        dropped without stopping the others."""
         registry = Registry(kind)
         hook_name = self.registry_kinds()[kind]
         impls = getattr(self.pm.hook, hook_name).get_hookimpls()
@@ -175,12 +173,15 @@ class HfsdkPluginManager:
             except DuplicateNameError:
                 raise  # no winner: both plugins are named
             except Exception as exc:  # (an HfsdkError: what it registered broke a contract)
-                # One broken plugin must not take the others down: drop what it
-                # registered, record why, and go on.
-                registry._remove_plugin(plugin)
-                self.mark_failed(plugin, hook_name, exc)
+                of = {getattr(i.function, "__code__", None): i.plugin_name for i in impls}
+                inner = [of[f.frame.f_code] for f in inspect.trace(0) if f.frame.f_code in of][-1:]
+                culprit = inner[0] if inner and inner[0] in wrappers else plugin  # a wrapper's bug?
+                registry._remove_plugin(culprit)
+                self.mark_failed(culprit, hook_name, exc)
             finally:
                 active.discard(plugin)
+        for info in self.failed_plugins():  # (those that failed in a registry filled meanwhile)
+            registry._remove_plugin(info.name)
         return registry
 
     def mark_failed(self, plugin: str, hook_name: str, exc: BaseException) -> None:
@@ -263,9 +264,7 @@ def _entry_points() -> list[metadata.EntryPoint]:
 
 
 def build_plugin_manager(
-    extra_plugins: Iterable[tuple[str, object]] = (),
-    *,
-    load_entry_points: bool = True,
+    extra_plugins: Iterable[tuple[str, object]] = (), *, load_entry_points: bool = True
 ) -> HfsdkPluginManager:
     """Build a new plugin manager.
 
@@ -282,17 +281,10 @@ def build_plugin_manager(
         pm.enable_tracing()
     pm.hook.hfsdk_addhooks.call_historic(kwargs={"pluginmanager": pm})
 
-    plugins: list[PluginInfo] = []
     pm.register(builtin_plugin, name=BUILTIN_PLUGIN_NAME)
-    plugins.append(
-        PluginInfo(
-            name=BUILTIN_PLUGIN_NAME,
-            distribution="hfsdk",
-            version=_version("hfsdk"),
-            status="loaded",
-            hooks=_hook_names(pm, builtin_plugin),
-        )
-    )
+    hooks = _hook_names(pm, builtin_plugin)
+    own = {"distribution": "hfsdk", "version": _version("hfsdk"), "status": "loaded"}
+    plugins = [PluginInfo(name=BUILTIN_PLUGIN_NAME, hooks=hooks, **own)]  # type: ignore[arg-type]
 
     if load_entry_points:
         only = _env_list("HFSDK_LOAD_PLUGINS")
@@ -341,19 +333,15 @@ def build_plugin_manager(
 
 
 def _check_unknown_hooks(pm: pluggy.PluginManager, plugins: list[PluginInfo]) -> None:
-    """Mark plugins that implement an ``hfsdk_`` hook no spec defines (usually a typo)."""
+    """Mark plugins that implement a hook no spec defines (a typo, or no ``hfsdk_`` prefix)."""
     for name, caller in vars(pm.hook).items():
-        if not name.startswith("hfsdk_") or caller.spec is not None:
-            continue
-        for impl in caller.get_hookimpls():
-            if impl.optionalhook:
-                continue  # a hook of a plugin that may be absent, implemented on purpose
+        impls = [] if caller.spec is not None else caller.get_hookimpls()
+        for impl in [i for i in impls if not i.optionalhook]:  # (optional: an absent plugin's)
             info = next((p for p in plugins if p.name == impl.plugin_name), None)
             if info is not None and info.status == "loaded":
                 info.status = "failed"
-                info.error = (
-                    f"implements unknown hook {name!r}; see docs/plugin_hooks.md for hook names"
-                )
+                info.error = (f"implements unknown hook {name!r}; hook names start with hfsdk_ "
+                    "(see docs/plugin_hooks.md for them)")  # fmt: skip
                 pm.unregister(name=impl.plugin_name)
 
 

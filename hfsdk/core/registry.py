@@ -127,24 +127,23 @@ class Registry(Mapping[str, RegistryEntry]):
                 f"plugin {plugin!r} registered {self.what} {name!r} as {impl!r}, which cannot "
                 "be called; register the function (or class) itself"
             )
-        if config_cls is not None and not attrs.has(config_cls):
+        cls = impl if self.kind in ("config_sections", "rollout_sections") else config_cls
+        fields = attrs.fields(cls) if attrs.has(cls) and self.kind != "reward_functions" else ()
+        bare = [f.name for f in fields if f.init and f.default is attrs.NOTHING]
+        if bare or (config_cls is not None and not attrs.has(config_cls)):  # (else a run fails)
             raise HfsdkError(
                 f"plugin {plugin!r} registered {self.what} {name!r} with config class "
-                f"{config_cls!r}; expected an attrs class (use @attrs.frozen(kw_only=True))"
+                f"{cls if bare else config_cls!r}; expected an attrs class (use @attrs.frozen("
+                f"kw_only=True)) with a default on every field{f' (not on {bare})' * bool(bare)}"
             )
-        existing = self._entries.get(name)
-        if existing is not None:
+        if (existing := self._entries.get(name)) is not None:
             raise DuplicateNameError(
                 f"{self.what} {name!r} is registered by both plugin {existing.plugin!r} and plugin "
                 f"{plugin!r}; uninstall one of them or block one with HFSDK_DISABLE_PLUGINS"
             )
+        doc = doc if doc is not None else (inspect.getdoc(impl) or "")
         entry = RegistryEntry(
-            name=name,
-            impl=impl,
-            config_cls=config_cls,
-            plugin=plugin,
-            doc=doc if doc is not None else (inspect.getdoc(impl) or ""),
-            extra=extra,
+            name=name, impl=impl, config_cls=config_cls, plugin=plugin, doc=doc, extra=extra
         )
         self._entries[name] = entry
         return entry

@@ -381,3 +381,157 @@ def test_hfsdk_plugins_shows_a_plugin_whose_registration_raised(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     [info] = [p for p in json.loads(result.stdout) if p["name"] == "halfway"]
     assert info["status"] == "failed" and "halfway through registering" in info["error"]
+
+
+def test_a_registry_kinds_hook_that_raises_drops_only_that_plugin_and_its_kinds() -> None:
+    class KindsBug:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_registry_kinds(register):  # type: ignore[no-untyped-def]
+            register("judges", "hfsdk_register_reward_functions")
+            import a_module_that_is_not_installed  # noqa: F401
+
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("from_kindsbug", len)
+
+    class Good:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("fine", len)
+
+    pm = build_plugin_manager([("kindsbug", KindsBug), ("good", Good)], load_entry_points=False)
+    # Before: ModuleNotFoundError out of every command ("internal error"), no plugin named.
+    assert "judges" not in pm.registry_kinds()
+    assert set(pm.registry("reward_functions")) == {"fine"}
+    info = pm.plugin_info("kindsbug")
+    assert info is not None and info.status == "failed"
+    assert info.error == (
+        "hfsdk_register_registry_kinds raised ModuleNotFoundError: "
+        "No module named 'a_module_that_is_not_installed'"
+    )
+
+
+KINDS_BUG = """
+import hfsdk
+
+@hfsdk.hookimpl
+def hfsdk_register_registry_kinds(register):
+    from my_pkg import my_hookspecs  # not installed
+"""
+
+
+def test_hfsdk_list_works_beside_a_plugin_whose_registry_kinds_hook_raises(
+    tmp_path: Path,
+) -> None:
+    make_distribution(tmp_path, "hfsdk-kindsbug", "kindsbug", "hfsdk_kindsbug", KINDS_BUG)
+    code, out, err = _cli(tmp_path, "list", "reward-functions")
+    assert code == 0, err
+    assert "exact_match" in out
+    assert "kindsbug  [hfsdk-kindsbug]  failed to load: hfsdk_register_registry_kinds raised " \
+        "ModuleNotFoundError: No module named 'my_pkg'" in out  # fmt: skip
+
+
+def test_a_plugin_failing_while_another_registry_fills_leaves_nothing_in_it() -> None:
+    """A plugin's registration reads another registry, whose fill drops a plugin that has
+    already registered into the first one (still being filled, so not yet cached)."""
+    managers: list = []
+
+    class Reader:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            managers[0].registry("advantage_estimators")  # e.g. to register a variant of one
+            register("reader_reward", len)
+
+    class Half:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("half_reward", len)
+
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_advantage_estimators(register):  # type: ignore[no-untyped-def]
+            raise RuntimeError("half's estimators are broken")
+
+    # pluggy calls the last registered first: half registers, then reader's read fails half.
+    pm = build_plugin_manager([("reader", Reader), ("half", Half)], load_entry_points=False)
+    managers.append(pm)
+    rewards = pm.registry("reward_functions")
+    assert pm.plugin_info("half").status == "failed"  # type: ignore[union-attr]
+    # Before: half_reward stayed registered (and in use) from a plugin reported failed.
+    assert "half_reward" not in rewards and "reader_reward" in rewards
+
+
+def test_a_hookimpl_without_the_hfsdk_prefix_marks_the_plugin_failed() -> None:
+    class NoPrefix:
+        @staticmethod
+        @hfsdk.hookimpl
+        def register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("shout", len)
+
+    pm = build_plugin_manager([("noprefix", NoPrefix)], load_entry_points=False)
+    # Before: loaded, its hook never called, "shout" silently missing.
+    info = pm.plugin_info("noprefix")
+    assert info is not None and info.status == "failed"
+    assert "unknown hook 'register_reward_functions'; hook names start with hfsdk_" in (
+        info.error or ""
+    )
+
+
+def test_a_hook_wrapper_that_raises_is_blamed_not_the_plugins_it_wraps() -> None:
+    class Wrapper:
+        @staticmethod
+        @hfsdk.hookimpl(wrapper=True)
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            yield
+            raise RuntimeError("bug in the wrapper")
+
+    class Good:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("fine", len)
+
+    class Bad:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            raise ValueError("bad's own bug")
+
+    plugins = [("good", Good), ("bad", Bad), ("wrapper", Wrapper)]
+    pm = build_plugin_manager(plugins, load_entry_points=False)
+    registry = pm.registry("reward_functions")
+    # Before: good (and every other plugin it wrapped) was dropped and blamed instead.
+    assert pm.plugin_info("wrapper").status == "failed"  # type: ignore[union-attr]
+    assert "bug in the wrapper" in (pm.plugin_info("wrapper").error or "")  # type: ignore[union-attr]
+    assert pm.plugin_info("good").status == "loaded" and "fine" in registry  # type: ignore[union-attr]
+    # A plugin whose own implementation raises is still the one blamed.
+    assert "bad's own bug" in (pm.plugin_info("bad").error or "")  # type: ignore[union-attr]
+
+
+def test_plugins_sharing_one_hook_function_blame_the_one_that_raised() -> None:
+    def plugin(fails: bool) -> type:
+        class Plugin:
+            @staticmethod
+            @hfsdk.hookimpl
+            def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+                if fails:
+                    raise RuntimeError("boom")
+                register("ok", len)
+
+        return Plugin
+
+    class Wrapper:
+        @staticmethod
+        @hfsdk.hookimpl(wrapper=True)
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            return (yield)
+
+    plugins = [("fails", plugin(True)), ("works", plugin(False)), ("wrapper", Wrapper)]
+    pm = build_plugin_manager(plugins, load_entry_points=False)
+    assert "ok" in pm.registry("reward_functions")
+    assert [p.name for p in pm.failed_plugins()] == ["fails"]

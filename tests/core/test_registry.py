@@ -281,3 +281,46 @@ def test_a_backend_configured_by_a_class_off_its_sections_base_is_refused() -> N
     assert "junkroll" not in pm.registry("rollout_backends")
     info = pm.plugin_info("junk")
     assert info is not None and "; expected a RolloutConfig" in (info.error or "")
+
+
+@attrs.frozen(kw_only=True)
+class _NotesConfig:
+    """Where the notes go."""
+
+    file: str  # no default: every run's section would fail to build
+
+
+@pytest.mark.parametrize(
+    ("kind", "register_args"),
+    [
+        ("config_sections", ("notes", _NotesConfig)),
+        ("rollout_sections", ("notes", _NotesConfig)),
+        ("policy_losses", ("notes", _thing, _NotesConfig)),
+    ],
+)
+def test_a_config_class_with_a_field_without_a_default_drops_its_plugin(
+    kind: str, register_args: tuple
+) -> None:
+    def impl(register):  # type: ignore[no-untyped-def]
+        name, thing, *cls = register_args
+        register(name, thing, **({"config_cls": cls[0]} if cls else {}))
+
+    class Plugin:
+        pass
+
+    impl.__name__ = REGISTRY_HOOKS[kind]
+    setattr(Plugin, impl.__name__, staticmethod(hfsdk.hookimpl(impl)))
+    pm = build_plugin_manager([("notesnd", Plugin)], load_entry_points=False)
+    # Before: registered; every run then failed with "bad value for config key 'notes.file'".
+    assert "notes" not in pm.registry(kind)
+    info = pm.plugin_info("notesnd")
+    assert info is not None and info.status == "failed"
+    assert "plugin 'notesnd' registered" in (info.error or "")
+    assert "with a default on every field (not on ['file'])" in (info.error or "")
+
+
+def test_a_reward_function_config_may_require_a_key() -> None:
+    """Its keys are set per entry of reward.functions (the remote reward's url)."""
+    registry = Registry("reward_functions")
+    registry._add("notes", _thing, plugin="p", config_cls=_NotesConfig)
+    assert registry["notes"].config_cls is _NotesConfig

@@ -11,6 +11,7 @@ import contextlib
 import math
 import re
 import typing
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -86,14 +87,25 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook(float, _structure_float)
     converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(str, _structure_str)
-    converter.register_structure_hook_func(
-        lambda tp: tp == tuple[str, ...] or tp == typing.Tuple[str, ...],  # noqa: UP006
-        _structure_str_tuple,
-    )
     converter.register_structure_hook(typing.Any, lambda v, _t: v)
     converter.register_structure_hook_factory(_has_subsections, _structure_hosting)
     converter.register_unstructure_hook_factory(_has_subsections, _unstructure_hosting)
+    lists = converter.copy()  # A string for a list was one error per character: refuse it whole.
+    converter.register_structure_hook_func(
+        lambda tp: typing.get_origin(tp) in (list, tuple),
+        lambda v, tp: lists.structure(_listed(v, tp), tp),
+    )
+    converter.register_structure_hook_func(  # (after it: registered later, it wins)
+        lambda tp: tp == tuple[str, ...] or tp == typing.Tuple[str, ...],  # noqa: UP006
+        _structure_str_tuple,
+    )
     return converter
+
+
+def _listed(value: Any, tp: Any) -> Any:
+    if isinstance(value, str | bytes | dict) or not isinstance(value, Iterable):
+        raise TypeError(f"expected a list, in brackets ([a, b]), got {value!r}")
+    return value
 
 
 def _subsection_fields(cls: Any) -> list[str]:

@@ -70,7 +70,7 @@ that sets one without that plugin gets a line saying what to install, not an unk
 (or a setting nothing reads)."""
 
 READ_BY_SECTION_PLUGIN = {
-    "rollout_correction": ("algorithm.is_correction", "trainer.max_mismatch_kl"),
+    "rollout_correction": ("algorithm.is_correction", "trainer.max_mismatch_kl")
 }
 """Core keys only the plugin that registers a section reads (the older correction key; the
 gate on the mismatch metrics that plugin reports) -> that section."""

@@ -281,10 +281,7 @@ def check_reward_function_names(config: RunConfig, pm: HfsdkPluginManager | None
 
 
 def resolve_run_config(
-    algo: str | None,
-    data: Mapping[str, Any] | None = None,
-    *,
-    pm: HfsdkPluginManager | None = None,
+    algo: str | None, data: Mapping[str, Any] | None = None, *, pm: HfsdkPluginManager | None = None
 ) -> RunConfig:
     """Compose and validate the run config of ``algo`` from plain ``data``.
 

@@ -23,12 +23,10 @@ class SignalFunction:
         default=None,
     )
     weight: float = help_field(
-        "Multiplier of this function's score in the signal's sum.",
-        default=1.0,
+        "Multiplier of this function's score in the signal's sum.", default=1.0
     )
     kwargs: dict[str, Any] = help_field(
-        "Settings of the function (its registered config class checks them).",
-        factory=dict,
+        "Settings of the function (its registered config class checks them).", factory=dict
     )
     style: str | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.instance_of(str))

@@ -25,8 +25,7 @@ class DataConfig:
         default=(),
     )
     prompt_key: str = help_field(
-        "Column holding the prompt text (or chat messages).",
-        default="prompt",
+        "Column holding the prompt text (or chat messages).", default="prompt"
     )
     batch_size: int = help_field(
         "Prompts per training step (before n_samples_per_prompt repeats them).",
@@ -46,8 +45,7 @@ class DataConfig:
         validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )
     shuffle: bool = help_field(
-        "Shuffle the prompts each epoch (seeded by trainer.seed).",
-        default=True,
+        "Shuffle the prompts each epoch (seeded by trainer.seed).", default=True
     )
     apply_chat_template: bool | None = help_field(
         "Format prompts (plain strings too) with the tokenizer's chat template; null: when the"

@@ -112,8 +112,7 @@ class PlacementConfig:
         converter=_with_a_pool_for_the_roles,
     )
     roles: dict[str, str] = help_field(
-        "Role -> pool; roles not listed go to the first pool other than 'rollout'.",
-        factory=dict,
+        "Role -> pool; roles not listed go to the first pool other than 'rollout'.", factory=dict
     )
     colocation: Literal["fused", "separate"] = help_field(
         "fused: one process per device holds all of a pool's roles; separate: one process per "

@@ -22,9 +22,7 @@ from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.placement_config import NO_PLACEMENT_PLUGIN, ROLLOUT_POOL
-from hfsdk.core.trainer.run_assets import (
-    SignalScorer,
-)
+from hfsdk.core.trainer.run_assets import SignalScorer
 from hfsdk.core.trainer.threads import worker_threads
 from hfsdk.core.trainer.validation import ValidationResult
 from hfsdk.core.workers.futures import CallClock

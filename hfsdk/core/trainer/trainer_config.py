@@ -120,8 +120,7 @@ class TrainerConfig:
         default=1.0,
     )
     val_answer_pattern: str | None = help_field(
-        "Regex of a response's answer (its last match) for maj@k; null: no maj@k.",
-        default=None,
+        "Regex of a response's answer (its last match) for maj@k; null: no maj@k.", default=None
     )
     keep_last: int = help_field(
         "Checkpoints to keep (the newest ones); 0: every one.",
@@ -142,8 +141,7 @@ class TrainerConfig:
         validator=attrs.validators.ge(0),
     )
     resume: bool = help_field(
-        "Resume from the latest checkpoint in --run-dir if there is one.",
-        default=True,
+        "Resume from the latest checkpoint in --run-dir if there is one.", default=True
     )
     ray_address: str | None = help_field(
         "Ray cluster to join ('auto' or host:port); null starts a local instance.",

@@ -431,3 +431,19 @@ def test_yaml_and_override_edges_a_user_meets(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"found character '\\t' .* line 2, column 1"):
         load_run_config("grpo", str(tab))  # the position was cut off with the second line
     assert load_run_config("grpo", "/dev/null") == base  # was "does not exist"
+
+
+@pytest.mark.parametrize(
+    "override, shown",
+    [("reward.functions=exact_match", "'exact_match'"), ("actor.optim.betas=0.9", "0.9"),
+     ("actor.optim.betas=ab", "'ab'"), ("reward.functions={name: exact_match}", "{'name'")],
+)  # fmt: skip
+def test_a_scalar_or_a_string_for_a_list_is_one_error(override: str, shown: str) -> None:
+    """A string for a list was structured character by character: 11 errors for
+    'exact_match', and a float for a pair was Python's 'has no len()'."""
+    with pytest.raises(ConfigError) as info:
+        load_run_config("grpo", None, [override])
+    key = override.split("=")[0]
+    assert str(info.value).startswith(f"bad value for config key {key!r}: expected a list")
+    assert shown in str(info.value) and ";" not in str(info.value)
+    assert load_run_config("grpo", None, ["trainer.loggers=jsonl"]).trainer.loggers == ("jsonl",)
