@@ -160,9 +160,10 @@ class HfsdkPluginManager:
         wrappers = {i.plugin_name for i in impls if i.hookwrapper or i.wrapper}
         # get_hookimpls() lists the order pluggy calls in, reversed.
         skipped = wrappers | {p.name for p in self.failed_plugins()} | (skip or set())
-        order = [i.plugin_name for i in reversed(impls) if i.plugin_name not in skipped]
+        queue = [i.plugin_name for i in reversed(impls) if i.plugin_name not in skipped]
         active = self._filling.setdefault(kind, set())
-        for plugin in order:
+        while queue:
+            plugin = queue.pop(0)
             others = [i.plugin for i in impls if i.plugin_name not in wrappers | {plugin}]
             call = self.pm.subset_hook_caller(hook_name, remove_plugins=others)
             if _trace_enabled():
@@ -178,6 +179,9 @@ class HfsdkPluginManager:
                 culprit = inner[0] if inner and inner[0] in wrappers else plugin  # a wrapper's bug?
                 registry._remove_plugin(culprit)
                 self.mark_failed(culprit, hook_name, exc)
+                if culprit != plugin:  # the plugin's call was cut short: again, without it
+                    registry._remove_plugin(plugin)
+                    queue.insert(0, plugin)
             finally:
                 active.discard(plugin)
         for info in self.failed_plugins():  # (those that failed in a registry filled meanwhile)

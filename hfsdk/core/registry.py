@@ -128,7 +128,8 @@ class Registry(Mapping[str, RegistryEntry]):
                 "be called; register the function (or class) itself"
             )
         cls = impl if self.kind in ("config_sections", "rollout_sections") else config_cls
-        fields = attrs.fields(cls) if attrs.has(cls) and self.kind != "reward_functions" else ()
+        per_entry = self.kind in ("reward_functions", "rollout_corrections")  # (keys per entry)
+        fields = attrs.fields(cls) if attrs.has(cls) and not per_entry else ()
         bare = [f.name for f in fields if f.init and f.default is attrs.NOTHING]
         if bare or (config_cls is not None and not attrs.has(config_cls)):  # (else a run fails)
             raise HfsdkError(

@@ -513,6 +513,37 @@ def test_a_hook_wrapper_that_raises_is_blamed_not_the_plugins_it_wraps() -> None
     assert "bad's own bug" in (pm.plugin_info("bad").error or "")  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_the_plugins_a_failing_wrapper_cut_short_keep_their_names(where: str) -> None:
+    """A wrapper raising before its yield was blamed, but the plugin it interrupted stayed
+    'loaded' with nothing registered; after it, the plugin's names were kept (no repeat)."""
+
+    class Wrapper:
+        @staticmethod
+        @hfsdk.hookimpl(wrapper=True)
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            if where == "before":
+                raise RuntimeError("bug in the wrapper")
+            yield
+            raise RuntimeError("bug in the wrapper")
+
+    def good(name: str) -> type:
+        class Good:
+            @staticmethod
+            @hfsdk.hookimpl
+            def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+                register(name, len)
+
+        return Good
+
+    plugins = [("good", good("fine")), ("good2", good("fine2")), ("wrapper", Wrapper)]
+    pm = build_plugin_manager(plugins, load_entry_points=False)
+    registry = pm.registry("reward_functions")
+    assert pm.plugin_info("wrapper").status == "failed"  # type: ignore[union-attr]
+    assert "fine" in registry and "fine2" in registry
+    assert [p.name for p in pm.failed_plugins()] == ["wrapper"]
+
+
 def test_plugins_sharing_one_hook_function_blame_the_one_that_raised() -> None:
     def plugin(fails: bool) -> type:
         class Plugin:

@@ -319,8 +319,10 @@ def test_a_config_class_with_a_field_without_a_default_drops_its_plugin(
     assert "with a default on every field (not on ['file'])" in (info.error or "")
 
 
-def test_a_reward_function_config_may_require_a_key() -> None:
-    """Its keys are set per entry of reward.functions (the remote reward's url)."""
-    registry = Registry("reward_functions")
+@pytest.mark.parametrize("kind", ["reward_functions", "rollout_corrections"])
+def test_a_config_set_per_entry_may_require_a_key(kind: str) -> None:
+    """Its keys are set per entry of reward.functions (the remote reward's url) or of
+    rollout_correction.apply (a correction's threshold), never built with no input."""
+    registry = Registry(kind)
     registry._add("notes", _thing, plugin="p", config_cls=_NotesConfig)
     assert registry["notes"].config_cls is _NotesConfig

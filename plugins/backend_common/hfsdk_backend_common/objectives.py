@@ -302,11 +302,12 @@ def loss_agg_mode_problems(config: Any) -> list[str] | None:
     return [f"algorithm.loss_agg_mode is {mode!r}; expected one of {', '.join(LOSS_AGG_MODES)}"]
 
 
-def unused_kl_loss_problems(config: Any) -> list[str] | None:
-    """An ``algorithm.kl_loss_coef`` set beside ``kl_in_reward: true``: the KL then goes in
-    the reward only (:func:`hfsdk.default_actor_objective`), and the loss term was dropped
-    silently. A coefficient at its config class's default (GRPO's 0.01) is a default, not
-    a request, and stays allowed."""
+def unused_kl_loss(config: Any, spec: Any = None, prepared: Any = None) -> str | None:
+    """A preflight warning for an ``algorithm.kl_loss_coef`` set beside ``kl_in_reward: true``:
+    the KL then goes in the reward only (:func:`hfsdk.default_actor_objective`), and the loss
+    term was dropped silently. A warning, not a refusal: a run saved with such a config must
+    still resume. A coefficient at its config class's default (GRPO's 0.01) is a default,
+    not a request."""
     algo = config.algorithm
     coef, in_reward = getattr(algo, "kl_loss_coef", 0.0), getattr(algo, "kl_in_reward", False)
     field = (
@@ -314,11 +315,11 @@ def unused_kl_loss_problems(config: Any) -> list[str] | None:
     )
     if not (in_reward and coef > 0) or (field is not None and field.default == coef):
         return None
-    return [
+    return (
         f"algorithm.kl_loss_coef={coef:g} has no effect: algorithm.kl_in_reward is true, which "
         "puts the KL in the reward instead of the loss; set kl_in_reward: false to use a KL "
         "loss, or remove kl_loss_coef"
-    ]
+    )
 
 
 def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:

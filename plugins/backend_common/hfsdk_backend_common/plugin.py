@@ -29,8 +29,10 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 @hfsdk.hookimpl
 def hfsdk_register_preflight_checks(register: Register) -> None:
     """Register ``half_precision_on_cpu`` (a warning: bf16/fp16 emulated on this CPU),
-    ``model_positions`` (a refusal: prompt + response beyond a model's positions) and
-    ``shared_tokenizer`` (a refusal: a reference, teacher or critic with another tokenizer)."""
+    ``model_positions`` (a refusal: prompt + response beyond a model's positions),
+    ``shared_tokenizer`` (a refusal: a reference, teacher or critic with another tokenizer)
+    and ``unused_kl_loss`` (a warning: a KL loss coefficient that kl_in_reward drops)."""
+    from hfsdk_backend_common.objectives import unused_kl_loss
     from hfsdk_backend_common.positions_check import check_model_positions
     from hfsdk_backend_common.precision_check import half_precision_on_cpu
     from hfsdk_backend_common.tokenizer_check import check_shared_tokenizer
@@ -38,13 +40,13 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     register("half_precision_on_cpu", half_precision_on_cpu)
     register("model_positions", check_model_positions)
     register("shared_tokenizer", check_shared_tokenizer)
+    register("unused_kl_loss", unused_kl_loss)
 
 
 @hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str] | None:
     """An ``algorithm.loss_agg_mode`` the actor cannot aggregate with (an algorithm's config
-    class that redeclares the field drops the core's validator), and a KL loss coefficient
-    that ``kl_in_reward`` would silently drop."""
-    from hfsdk_backend_common.objectives import loss_agg_mode_problems, unused_kl_loss_problems
+    class that redeclares the field drops the core's validator)."""
+    from hfsdk_backend_common.objectives import loss_agg_mode_problems
 
-    return (loss_agg_mode_problems(config) or []) + (unused_kl_loss_problems(config) or [])
+    return loss_agg_mode_problems(config)

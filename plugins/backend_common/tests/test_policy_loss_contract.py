@@ -131,17 +131,19 @@ def test_a_loss_agg_mode_outside_the_known_ones_is_refused_with_the_config() -> 
     assert line.startswith("algorithm.loss_agg_mode is 'seq-mean'; expected one of token-mean")
 
 
-def test_a_kl_loss_coefficient_beside_kl_in_the_reward_is_refused_with_the_config() -> None:
-    """PPO puts the KL in the reward, so a kl_loss_coef the user set did nothing, silently.
-    GRPO's own default coefficient (0.01) beside kl_in_reward: true stays a default."""
+def test_a_kl_loss_coefficient_beside_kl_in_the_reward_is_warned_about() -> None:
+    """PPO puts the KL in the reward, so a kl_loss_coef the user set did nothing, silently. A
+    warning, not a refusal: a run saved with such a config still resumes. GRPO's own default
+    coefficient (0.01) beside kl_in_reward: true stays a default."""
     from hfsdk.core.config import load_run_config
-    from hfsdk.core.errors import ConfigError
+    from hfsdk_backend_common.objectives import unused_kl_loss
 
-    with pytest.raises(ConfigError) as info:
-        load_run_config("ppo", None, ["algorithm.kl_loss_coef=0.05"])
-    assert str(info.value).startswith("algorithm.kl_loss_coef=0.05 has no effect: algorithm")
+    config = load_run_config("ppo", None, ["algorithm.kl_loss_coef=0.05"])
+    assert (unused_kl_loss(config) or "").startswith("algorithm.kl_loss_coef=0.05 has no effect")
     config = load_run_config("grpo", None, ["algorithm.kl_in_reward=true"])
-    assert config.algorithm.kl_in_reward and config.algorithm.kl_loss_coef == 0.01
-    assert load_run_config(
+    assert config.algorithm.kl_loss_coef == 0.01 and unused_kl_loss(config) is None
+    config = load_run_config(
         "ppo", None, ["algorithm.kl_in_reward=false", "algorithm.kl_loss_coef=0.05"]
     )
+    assert unused_kl_loss(config) is None
+    assert "unused_kl_loss" in get_registry("preflight_checks")
