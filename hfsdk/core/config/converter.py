@@ -11,7 +11,7 @@ import contextlib
 import math
 import re
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -90,19 +90,18 @@ def make_converter() -> cattrs.Converter:
     converter.register_structure_hook(typing.Any, lambda v, _t: v)
     converter.register_structure_hook_factory(_has_subsections, _structure_hosting)
     converter.register_unstructure_hook_factory(_has_subsections, _unstructure_hosting)
-    lists = converter.copy()  # A string for a list was one error per character: refuse it whole.
+    str_tuple = lambda tp: tp == tuple[str, ...] or tp == typing.Tuple[str, ...]  # noqa: E731, UP006
+    converter.register_structure_hook_func(str_tuple, _structure_str_tuple)
+    items = converter.copy()  # A string for a list was one error per character: refuse it whole.
     converter.register_structure_hook_func(
-        lambda tp: typing.get_origin(tp) in (list, tuple),
-        lambda v, tp: lists.structure(_listed(v, tp), tp),
+        lambda tp: typing.get_origin(tp) in (list, tuple, Sequence),
+        lambda v, tp: items.structure(_listed(v), tp),  # (its items: through the copy)
     )
-    converter.register_structure_hook_func(  # (after it: registered later, it wins)
-        lambda tp: tp == tuple[str, ...] or tp == typing.Tuple[str, ...],  # noqa: UP006
-        _structure_str_tuple,
-    )
+    converter.register_structure_hook_func(str_tuple, _structure_str_tuple)  # (wins: later)
     return converter
 
 
-def _listed(value: Any, tp: Any) -> Any:
+def _listed(value: Any) -> Any:
     if isinstance(value, str | bytes | dict) or not isinstance(value, Iterable):
         raise TypeError(f"expected a list, in brackets ([a, b]), got {value!r}")
     return value
