@@ -126,8 +126,7 @@ WORKER = """
 import sys, torch.distributed as dist
 from hfsdk_backend_common.engine_support import MetricAccumulator
 rank = int(sys.argv[1])
-dist.init_process_group("gloo", init_method="tcp://127.0.0.1:" + sys.argv[2], rank=rank,
-                        world_size=2)
+dist.init_process_group("gloo", init_method="file://" + sys.argv[2], rank=rank, world_size=2)
 m = MetricAccumulator(2)
 m.add_weighted("share", [1.0, 0.0][rank], [1.0, 3.0][rank])  # 1 of 4 units
 m.add_max("max", [1.5, 1.3][rank])
@@ -141,16 +140,12 @@ print(sorted(m.result().items()))
 
 @pytest.mark.distributed
 def test_gather_sums_weighted_totals_and_maxes_over_gloo_ranks(tmp_path: Path) -> None:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
+    store = str(tmp_path / "store")  # (a file, not a free port another process may take)
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     ranks = [
         subprocess.Popen(
-            [sys.executable, str(script), str(rank), port],
+            [sys.executable, str(script), str(rank), store],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

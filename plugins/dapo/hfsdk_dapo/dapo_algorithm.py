@@ -111,6 +111,9 @@ class DAPOAlgorithm(Algorithm):
         from hfsdk import behaviour_log_probs_needed
 
         behaviour = "rollout_log_probs" in batch or behaviour_log_probs_needed(self.config)
+        # A partial rollout's per-token versions: later rounds are tagged too (generated now,
+        # with the current version), and the metrics are taken again over the trained rows.
+        tagged = self._token_versions_pipeline(batch)
         # The policy's reward on the prompts as drawn (reward/mean is the kept groups'), as
         # reward/mean counts it: the reward's own score, without the overlong penalty.
         first = last_segments(batch)["accuracy"].float()
@@ -138,17 +141,31 @@ class DAPOAlgorithm(Algorithm):
             more = self.prompts.next_batch(len(prompts))
             stats["drawn"] += len(more)
             batch = self._scored(more, stats["rounds"], behaviour)
+            if tagged is not None:
+                batch["token_versions"] = _fresh_versions(batch, tagged.version)
             stats["rounds"] += 1
         self._record_sampling(stats, groups, target)
-        if stats["rounds"] > 1:  # with nothing kept the last round, fresh, is trained on
-            self._restale(first_rows / sum(len(k) for k in kept) if kept else 0.0)
         # No group disagreed in any round: train on the last one (its advantages are 0).
-        return _concat_rounds(kept) if kept else batch
+        final = _concat_rounds(kept) if kept else batch
+        if tagged is not None:  # per token, over the rows trained (dropped groups left out)
+            self.record(tagged.token_staleness_metrics(final))
+        elif stats["rounds"] > 1:  # with nothing kept the last round, fresh, is trained on
+            self._restale(first_rows / sum(len(k) for k in kept) if kept else 0.0)
+        return final
+
+    def _token_versions_pipeline(self, batch: Batch) -> Any:
+        """The pipeline that generated ``batch`` when it carries per-token versions (partial
+        rollouts: ``token_versions``) and can take their staleness metrics, else ``None``."""
+        pipeline = self.context.pipeline
+        if "token_versions" not in batch or not hasattr(pipeline, "token_staleness_metrics"):
+            return None
+        return pipeline
 
     def _restale(self, share: float) -> None:
         """The pipeline's staleness metrics over the kept rows: only the first round's
         ``share`` came through the pipeline; later rounds generated now, at staleness 0
-        (they were reported at the first round's staleness)."""
+        (they were reported at the first round's staleness). For a first round of one
+        weight version per batch; one with ``token_versions`` is measured per token."""
         if "async/staleness_mean" not in self.metrics:
             return  # no pipeline (trainer.pipeline: sync): nothing was stale
         self.metrics["async/staleness_mean"] *= share
@@ -167,12 +184,19 @@ class DAPOAlgorithm(Algorithm):
         self.metrics["dynamic_sampling/batch_filled"] = groups / target
 
 
+def _fresh_versions(batch: Batch, version: int) -> Any:
+    """``token_versions`` of a round generated now: every token at the current ``version``."""
+    import torch
+
+    return torch.full(batch["response_mask"].shape, float(version))
+
+
 def _concat_rounds(rounds: list[Batch]) -> Batch:
     """The kept rows of every round as one batch, with the columns all rounds have.
 
-    A batch the pipeline generated ahead carries columns a round generated now does
-    not (a partial rollout's ``token_versions``, read for its staleness metrics
-    already); ``rollout_log_probs`` is made present on every round beforehand.
+    A batch the pipeline generated ahead may carry columns a round generated now does
+    not; ``rollout_log_probs`` is made present on every round beforehand, and so is a
+    partial rollout's ``token_versions`` (later rounds at the current version).
     """
     from hfsdk import Batch
 

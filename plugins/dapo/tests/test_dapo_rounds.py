@@ -66,7 +66,9 @@ class _Actor:
         )
 
 
-def _algorithm(overrides: list[str], actor: _Actor, prompts: _Prompts, scores) -> Any:
+def _algorithm(
+    overrides: list[str], actor: _Actor, prompts: _Prompts, scores, pipeline: Any = None
+) -> Any:
     config = load_run_config("dapo", None, ["algorithm.n_samples_per_prompt=4", *overrides])
     spec = get_registry("algorithms")["dapo"].impl
 
@@ -79,6 +81,7 @@ def _algorithm(overrides: list[str], actor: _Actor, prompts: _Prompts, scores) -
         signals={"reward": reward},
         spec=spec,
         prompts=prompts,
+        pipeline=pipeline,
     )
     return spec.program(context)
 
@@ -168,3 +171,59 @@ def test_rounds_concatenate_on_the_columns_they_share() -> None:
     out = _concat_rounds([ahead, now])
     assert out.tensor_keys == ["responses"] and len(out) == 4
     assert list(out["uid"]) == ["0:a", "0:a", "1:b", "1:b"]
+
+
+class _PartialAhead:
+    """A pipeline that generated the step's first round ahead as a partial rollout (per-token
+    ``token_versions``), measured as the real pipeline measures it."""
+
+    def __init__(self, first: Batch, version: int, depth: int) -> None:
+        self.first: Batch | None = first
+        self.version, self.depth = version, depth
+
+    def generated(self, prompts: Batch) -> tuple[Batch, dict[str, float]] | None:
+        if self.first is None:
+            return None
+        out, self.first = self.first, None
+        return out, self.token_staleness_metrics(out)
+
+    def token_staleness_metrics(self, out: Batch) -> dict[str, float]:
+        from hfsdk_pipelines.pipeline import GenerationPipeline
+
+        return GenerationPipeline.token_staleness_metrics(self, out)  # type: ignore[arg-type]
+
+
+def test_partial_rollout_staleness_is_measured_over_the_trained_tokens() -> None:
+    """Step 4 (version 3, max_staleness 2): the first round came through the pipeline with
+    per-token versions; its dropped group (p0, all correct) sampled at staleness 1, its kept
+    group (p1) at 2. A second round refills one group, generated now (staleness 0). The
+    metrics are the trained tokens': 14 at staleness 2 and 14 at 0, none at 1."""
+    pytest.importorskip("hfsdk_pipelines")
+    actor = _Actor([2, 3, 4, 5], width=6)  # 2 + 3 + 4 + 5 = 14 response tokens a group
+    prompts = _Prompts(3)
+    drawn = prompts.next_batch(2)
+    first = actor.generate_sequences(drawn.repeat(4, interleave=True))
+    stale = [1.0 if uid == "p0" else 2.0 for uid in first["uid"]]
+    first["token_versions"] = 3.0 - torch.tensor(stale)[:, None].expand(-1, 6)
+    actor.calls = 0
+
+    def scores(batch: Batch) -> list[float]:
+        return [1.0 if u.endswith(":p0") else float(i % 2) for i, u in enumerate(batch["uid"])]
+
+    algo = _algorithm(
+        ["rollout.max_response_length=6", "algorithm.max_generation_rounds=2"],
+        actor,
+        prompts,
+        scores,
+        pipeline=_PartialAhead(first, version=3, depth=2),
+    )
+    batch = algo._sample_informative(drawn)
+    assert actor.calls == 1 and algo.metrics["dynamic_sampling/generation_rounds"] == 2.0
+    assert sorted(set(batch["uid"])) == ["0:p1", "1:p2"]
+    got = {k: v for k, v in algo.metrics.items() if k.startswith("async/staleness")}
+    assert got == {
+        "async/staleness_max": 2.0, "async/staleness_mean": 1.0, "async/staleness_hist_0": 0.5,
+        "async/staleness_hist_1": 0.0, "async/staleness_hist_2": 0.5,
+    }  # fmt: skip
+    # the later round's tokens are tagged with the current version: it reached the batch
+    assert batch["token_versions"][batch["response_mask"].bool()].unique().tolist() == [1.0, 3.0]

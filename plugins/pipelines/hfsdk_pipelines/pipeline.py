@@ -41,13 +41,17 @@ Metrics of the syncs finished by the time a step starts: ``sync/send_s``
 (the actor's side, including its wait for the replicas), ``sync/bytes``,
 ``sync/rollout_wait_s`` (how long the replicas waited for the weights),
 ``sync/receive_s`` and ``sync/verified`` (the syncs every replica verified:
-equal to ``sync/count``). Every sync is verified on the receiving side: each
+equal to ``sync/count``). Under ``trainer.mode: rollout_only`` nothing is
+trained: the replicas get the starting weights once and no step syncs.
+Every sync is verified on the receiving side: each
 carries the weights version and a fingerprint of every tensor sent, and each
 replica checks what arrived and reads back what it holds (the backends' own
 checks: a replica's ``receive_weights`` reports ``sync/verified`` or
 ``sync/mismatch``, which is all the pipeline reads); each generated batch
 reports the version its replica last verified, which must be the one the
-pipeline synced before submitting it (:func:`check_version`). A dropped tensor,
+pipeline synced before submitting it (:func:`check_version`; under partial
+rollouts the replicas' count of their verified syncs must give the version the
+batch's last segment was tagged with). A dropped tensor,
 old weights or a skipped sync fails that step's check: the replicas are
 restarted like dead ones (one warning line naming the version, the replica and
 the first tensor that differs) and the
@@ -213,6 +217,7 @@ def build_pipeline(
         response_length=config.rollout.max_response_length,
         restart_rollout=restart_rollout,
         wait_syncs=trainer.deterministic,
+        frozen=trainer.mode == "rollout_only",
     )
 
 
@@ -230,8 +235,9 @@ class Ahead:
     segments: int = 0
     """Partial rollouts: segments submitted so far (0: generated in one call)."""
     replica_base: int = 0
-    """The weight version of the first sync of the replicas it was submitted to (they
-    count their syncs: a count of n means version ``replica_base + n - 1``)."""
+    """The weight version of the first sync of the replicas it was submitted to (its last
+    segment's, under partial rollouts; they count their syncs: a count of n means version
+    ``replica_base + n - 1``)."""
     seeds: list[int] = attrs.Factory(list)
     """The sampling seeds of its replica calls so far (generation or segments, in order):
     kept for a resubmission after a replica restart."""
@@ -267,6 +273,7 @@ class GenerationPipeline:
         response_length: int = 0,
         restart_rollout: Callable[[BaseException], Any] | None = None,
         wait_syncs: bool = False,
+        frozen: bool = False,
     ) -> None:
         if depth < (0 if rollout is not None else 1):
             raise HfsdkError(f"a generation pipeline needs depth >= 1, got {depth}")
@@ -296,6 +303,9 @@ class GenerationPipeline:
         (``trainer.deterministic``: the ``sync/*`` counts then repeat run to run)."""
         self._replica_base = 0
         """The weight version the replicas' first sync carried (they count their syncs)."""
+        self.frozen = frozen
+        """Nothing is trained (``trainer.mode: rollout_only``): :meth:`step_done` counts no
+        update and syncs nothing; every batch samples with the starting weights."""
 
     # -- the trainer's side ---------------------------------------------------------
 
@@ -313,7 +323,11 @@ class GenerationPipeline:
         return self._current.prompts
 
     def step_done(self) -> None:
-        """The step's update is done: later submissions sample with newer weights."""
+        """The step's update is done: later submissions sample with newer weights.
+
+        Under ``rollout_only`` (``frozen``) no update was done: no version, no sync."""
+        if self.frozen:
+            return
         self.version += 1
         if self.rollout is not None and not take_fault("sync_skip", self.version):
             self._sync()
@@ -337,6 +351,7 @@ class GenerationPipeline:
             return
         seed = self._seed(ahead, ahead.segments)
         ahead.segments += 1
+        ahead.replica_base = self._replica_base  # the replicas this segment goes to
         # Tagged with the trainer's version: the replicas hold it (their sync was queued
         # first), and a fresh replica's own sync count would restart at 0.
         ahead.generated = self.rollout.continue_partial.submit(
@@ -485,11 +500,9 @@ class GenerationPipeline:
             if self.rollout is None:
                 return {}
             synced = self.sync_metrics(wait=self.wait_syncs)
-            held = head.generated.meta.get("synced_version")
-            if held is not None and not self.segments:
-                stale = check_version(int(held), head.version, "the rollout replicas")
-                if stale is not None:
-                    raise RolloutSyncFailed(stale)
+            stale = self._held_version_problem(head)
+            if stale is not None:
+                raise RolloutSyncFailed(stale)
             return synced
 
         synced = self._recovering(lacking_then_resolve, head)
@@ -512,6 +525,31 @@ class GenerationPipeline:
             metrics.update(synced)
             metrics["async/rollout_restarts"] = float(self.rollout_restarts)
         return out, metrics
+
+    @staticmethod
+    def _held_version_problem(head: Ahead) -> str | None:
+        """:func:`check_version` of ``head``'s resolved batch: the weights version its replicas
+        held against the one they were due to hold.
+
+        A whole batch reports the version its replica last verified (``synced_version``),
+        due: the one synced before it was submitted. Under partial rollouts each segment's
+        tokens are tagged with the version the pipeline passed (``policy_version``: the last
+        segment's); the replicas' count of their verified syncs (``weights_version``, from
+        ``replica_base``) says which they held for that last segment. A sync skipped or lost
+        before any of its segments leaves that count behind for good (a restart resubmits
+        every segment), so the last segment's check catches a tag the replicas never held.
+        """
+        meta = head.generated.meta
+        if not head.segments:
+            held = meta.get("synced_version")
+            if held is None:
+                return None
+            return check_version(int(held), head.version, "the rollout replicas")
+        tagged, count = meta.get("policy_version"), meta.get("weights_version")
+        if tagged is None or count is None:
+            return None
+        held = int(count) - 1 + head.replica_base
+        return check_version(held, int(tagged), "the rollout replicas")
 
     def staleness_metrics(self, staleness: int) -> dict[str, float]:
         """``async/staleness_max``/``_mean`` and the histogram share of each value 0..depth.

@@ -288,6 +288,165 @@ def test_what_the_replicas_report_of_a_sync_restarts_them(fault: str, says: str)
         assert sampled == [0, 0, 1, 3]
 
 
+class _FakePartialReplicas(_FakeReplicas):
+    """Partial rollouts on the fake pool: each segment call adds one token per row, tagged
+    (``token_versions``) with the version the pipeline passed and recorded (``held``) with
+    the version the replica really held; the last segment reports the replica's count of
+    its syncs and the last tag, as a real replica's does."""
+
+    def __init__(self, actor: _FakeActor, width: int) -> None:
+        super().__init__(actor)
+        self.width = width
+        self.start_partial = _Call(
+            lambda batch, tokens, final, seed, version=None: self._call(
+                "start_partial", lambda: self._segment(self._empty(len(batch)), final, version)
+            )
+        )
+        self.continue_partial = _Call(
+            lambda partial, tokens, final, seed, version=None: self._call(
+                "continue_partial",
+                lambda: self._segment(getattr(partial, "value", partial), final, version),
+            )
+        )
+
+    def _empty(self, rows: int) -> Batch:
+        minus = torch.full((rows, self.width), -1.0)
+        return Batch.from_dict(tensors={"token_versions": minus, "held": minus.clone()})
+
+    def _segment(self, state: Batch, final: bool, version: int) -> Batch:
+        assert self.weights is not None, "generated before its first weight sync"
+        tagged, held = state["token_versions"].clone(), state["held"].clone()
+        k = int((tagged[0] >= 0).sum())
+        tagged[:, k], held[:, k] = float(version), float(self.weights)
+        out = Batch.from_dict(tensors={"token_versions": tagged, "held": held})
+        out.meta["policy_version"] = version
+        if final:
+            out["response_mask"] = torch.ones_like(tagged)
+            out.meta["weights_version"] = self.syncs
+        return out
+
+
+def _partial_pipeline(restart: Any, depth: int = 2) -> tuple[GenerationPipeline, _FakeAlgorithm]:
+    algorithm = _FakeAlgorithm()
+    algorithm.actor = _SyncingActor()
+    algorithm.actor.replicas = _FakePartialReplicas(algorithm.actor, width=3)
+    pipe = GenerationPipeline(
+        algorithm,
+        _Loader(),
+        depth=depth,
+        behaviour_log_probs=False,
+        rollout=algorithm.actor.replicas,
+        restart_rollout=restart,
+        partial_tokens=2,
+        response_length=6,  # three segments
+    )
+    return pipe, algorithm
+
+
+def test_a_skipped_sync_under_partial_rollouts_is_caught_and_no_token_mistagged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sync after step 1's update is skipped: segments submitted after it would be tagged
+    version 1 on replicas holding 0. The batch's check catches it (the replicas' sync count
+    against the last segment's tag), the replicas are restarted, and every token trained
+    on carries the version that sampled it."""
+    from hfsdk_faults import faults
+
+    monkeypatch.setenv(faults.FAULT_ENV, "sync_skip:1")
+    monkeypatch.setattr(faults, "_FIRED", set())
+    failures: list[BaseException] = []
+
+    def restart(exc: BaseException) -> _FakeReplicas:
+        failures.append(exc)
+        algorithm.actor.replicas = _FakePartialReplicas(algorithm.actor, width=3)
+        return algorithm.actor.replicas
+
+    pipe, algorithm = _partial_pipeline(restart)
+    versions = []
+    for _ in range(1, 6):
+        out, metrics = pipe.generated(pipe.next_batch())
+        assert torch.equal(out["token_versions"], out["held"])  # no token mistagged
+        versions.append(out["token_versions"][0].tolist())
+        algorithm.actor.version += 1
+        pipe.step_done()
+    assert len(failures) == 1 and isinstance(failures[0], WorkerDiedError)
+    assert "generated with weights version 0 where version 1 was synced" in str(failures[0])
+    # step 2's batch (two segments after the skip) is sampled again with version 1, and
+    # step 3's, resubmitted beside it, continues after step 2's update with version 2
+    assert versions[:3] == [[0.0, 0.0, 0.0], [1.0, 1.0, 1.0], [1.0, 2.0, 2.0]]
+    assert metrics["async/rollout_restarts"] == 1.0
+
+
+def test_partial_batches_continued_on_a_resumed_runs_fresh_replicas_pass_the_check() -> None:
+    """A resumed run's fresh replicas count their syncs from the resumed version: the
+    batches drawn before the checkpoint continue there, and the check reads their last
+    segment against those replicas' count, not the ones that started them."""
+
+    def no_restart(exc: BaseException) -> Any:
+        raise AssertionError(f"restarted: {exc}")
+
+    pipe, algorithm = _partial_pipeline(no_restart)
+    for _ in range(2):
+        pipe.generated(pipe.next_batch())
+        algorithm.actor.version += 1
+        pipe.step_done()
+    state = pipe.state_dict()
+    resumed, fresh = _partial_pipeline(no_restart)
+    fresh.actor.version = algorithm.actor.version
+    resumed.load_state_dict(state)
+    for _ in range(3):
+        out, _ = resumed.generated(resumed.next_batch())
+        assert torch.equal(out["token_versions"], out["held"])
+        fresh.actor.version += 1
+        resumed.step_done()
+
+
+def test_a_partial_batch_tagged_with_a_version_its_replicas_never_held_is_flagged() -> None:
+    """The replicas' count of their verified syncs (one: version 0) against the version the
+    last segment was tagged with (1): flagged, whatever the metrics."""
+    from hfsdk_pipelines.pipeline import Ahead
+
+    out = Batch.from_dict(tensors={"token_versions": torch.ones(2, 3)})
+    out.meta.update(weights_version=1, policy_version=1)
+    ahead = Ahead(prompts=out, version=0, generated=out, segments=3, replica_base=0)
+    problem = GenerationPipeline._held_version_problem(ahead)
+    assert problem is not None and "version 0 where version 1 was synced" in problem
+    out.meta["weights_version"] = 2  # a second verified sync: it held version 1
+    assert GenerationPipeline._held_version_problem(ahead) is None
+    ahead.replica_base, out.meta["weights_version"] = 1, 1  # fresh replicas, first synced 1
+    assert GenerationPipeline._held_version_problem(ahead) is None
+
+
+def test_rollout_only_counts_no_update_and_syncs_nothing() -> None:
+    """``trainer.mode: rollout_only`` trains nothing: the pipeline of its rollout pool keeps
+    version 0 and sends the replicas the starting weights once, not after every step."""
+    from hfsdk_pipelines.pipeline import build_pipeline
+
+    config = load_run_config(
+        "grpo",
+        None,
+        [
+            *SMALL,
+            "trainer.mode=rollout_only",
+            "placement.pools.global.devices=1",
+            "placement.pools.rollout.devices=1",
+        ],
+    )
+    algorithm = _FakeAlgorithm()
+    algorithm.actor = _SyncingActor()
+    replicas = algorithm.actor.replicas = _FakeReplicas(algorithm.actor)
+    pipe = build_pipeline(algorithm, _Loader(), config, replicas, None)
+    rows = []
+    for _ in range(3):
+        _, metrics = pipe.generated(pipe.next_batch())
+        rows.append(metrics)
+        pipe.step_done()
+    assert replicas.syncs == 1
+    assert [r["async/weights_version"] for r in rows] == [0.0, 0.0, 0.0]
+    assert [r["async/rollout_weights_version"] for r in rows] == [0.0, 0.0, 0.0]
+    assert [r.get("sync/count", 0.0) for r in rows] == [1.0, 0.0, 0.0]
+
+
 def test_a_failed_send_is_a_replica_failure_that_ends_the_session_with_no_restart_left() -> None:
     def no_restart_left(exc: BaseException) -> Any:
         raise exc

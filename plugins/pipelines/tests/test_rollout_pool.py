@@ -182,3 +182,6 @@ def test_partial_rollouts_keep_true_staleness_across_a_resume(tmp_path: Path) ->
         assert row["async/staleness_max"] <= 2, row["step"]
         # the weights of the last segment are at most max_staleness updates old ...
         assert row["step"] - 1 - 2 <= row["async/rollout_weights_version"] <= row["step"] - 1
+        # ... and the fresh replicas' sync count, from the resumed version, gives the version
+        # each last segment was tagged with: no false "skipped sync" restart
+        assert row["async/rollout_restarts"] == 0.0, row["step"]

@@ -12,6 +12,7 @@ from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.workers.errors import WorkerError
 from hfsdk_faults import faults
 
+PARTIAL = ("trainer.pipeline=async", "trainer.max_staleness=1", "trainer.partial_rollout_tokens=2")
 ARGS = [
     "data.batch_size=4",
     "algorithm.n_samples_per_prompt=2",
@@ -32,17 +33,40 @@ def _trainer(run_dir: Path, *extra: str) -> Trainer:
 @pytest.mark.slow
 @pytest.mark.distributed
 @pytest.mark.parametrize(
-    ("fault", "says"),
+    ("fault", "says", "extra"),
     [
         # All heavy: detection is unit-tested (the backends' fingerprints), the restart on a
         # reported mismatch without Ray (test_pipeline.py), and the run below that stops on a
         # faulty sync runs the path end to end in the quick suite.
-        pytest.param("sync_drop", "1 tensor(s) sent but never loaded", marks=pytest.mark.heavy),
-        pytest.param("sync_stale", "tensor(s) differ from what was sent", marks=pytest.mark.heavy),
+        pytest.param(
+            "sync_drop",
+            "1 tensor(s) sent but never loaded",
+            (),
+            marks=pytest.mark.heavy,
+            id="sync_drop",
+        ),
+        pytest.param(
+            "sync_stale",
+            "tensor(s) differ from what was sent",
+            (),
+            marks=pytest.mark.heavy,
+            id="sync_stale",
+        ),
         pytest.param(
             "sync_skip",
             "generated with weights version 1 where version 2 was synced",
+            (),
             marks=pytest.mark.heavy,
+            id="sync_skip",
+        ),
+        # Partial rollouts: step 3's segments after the skipped sync were tagged version 2
+        # on a replica holding 1 (its sync count says so).
+        pytest.param(
+            "sync_skip",
+            "generated with weights version 1 where version 2 was synced",
+            PARTIAL,
+            marks=pytest.mark.heavy,
+            id="sync_skip-partial",
         ),
     ],
 )
@@ -52,6 +76,7 @@ def test_a_faulty_sync_is_caught_within_one_step_and_the_replica_restarted(
     caplog: pytest.LogCaptureFixture,
     fault: str,
     says: str,
+    extra: tuple[str, ...],
 ) -> None:
     """The sync after step 2's update goes wrong; step 3's batch would be sampled with
     weights other than the actor's. Verification catches it before step 3 trains: one
@@ -59,7 +84,7 @@ def test_a_faulty_sync_is_caught_within_one_step_and_the_replica_restarted(
     exactly the actor's weights (its log-probs equal the actor's)."""
     monkeypatch.setenv(faults.FAULT_ENV, f"{fault}:2")
     monkeypatch.setattr(faults, "_FIRED", set())
-    trainer = _trainer(tmp_path / "run")
+    trainer = _trainer(tmp_path / "run", *extra)
     with caplog.at_level(logging.WARNING, logger="hfsdk.core.trainer.trainer"):
         rows = trainer.fit()
     warnings = [

@@ -12,7 +12,10 @@ broken row is named before training starts.
 
 ``vision_backend``: the training forward sees a row's images only through the ``model_inputs``
 seam, which only the ``fsdp`` backend calls, so an image run (or an ``hf_vision`` rollout) whose
-actor or reference is on any other backend (``megatron``) is refused in one line.
+actor or reference is on any other backend (``megatron``) is refused in one line. So is one with a
+rollout pool of its own (``placement.pools.rollout``): its replicas load the model as a text causal
+LM (``AutoModelForCausalLM``, which fails on a Qwen2-VL config once the workers started) and
+partial rollouts carry the token ids alone.
 
 Both checks first refuse an image run whose algorithm cannot see the images whatever the
 rollout: the images reach a forward only in the batches the ``hf_vision`` rollout generates, so
@@ -27,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from hfsdk import HfsdkError
+from hfsdk import ROLLOUT_POOL, HfsdkError
 from hfsdk_vision.data import check_image_prompt, row_base
 from hfsdk_vision.rollout import BACKEND, IMAGES, PROMPT_TEXT
 
@@ -151,9 +154,10 @@ def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
 
 def backend_check(config: Any, spec: Any, prepared: Any) -> str | None:
     """Refuse an image run (or an ``hf_vision`` rollout) whose actor or reference trains on a
-    backend other than ``fsdp``: its forward would never see the images. An image run with a
-    critic or a trained reward model, or one that generates nothing, is refused too
-    (:func:`refuse_blind_algorithm`)."""
+    backend other than ``fsdp``: its forward would never see the images; or that generates
+    on a rollout pool of its own (``placement.pools.rollout``), whose replicas have no vision
+    path. An image run with a critic or a trained reward model, or one that generates
+    nothing, is refused too (:func:`refuse_blind_algorithm`)."""
     rollout = config.rollout.backend
     with_images = _any_images(prepared)
     if not with_images and rollout != BACKEND:
@@ -176,4 +180,12 @@ def backend_check(config: Any, spec: Any, prepared: Any) -> str | None:
                 f"{VISION_TRAINING_BACKEND} backend's forward takes them); "
                 f"use {role}.backend={VISION_TRAINING_BACKEND}"
             )
+    placement = getattr(config, "placement", None)
+    if placement is not None and ROLLOUT_POOL in placement.pools:
+        raise HfsdkError(
+            f"placement.pools.{ROLLOUT_POOL} has no vision path ({why}, but the rollout "
+            "replicas load the model as a text causal LM and partial rollouts keep the token ids "
+            f"alone); remove placement.pools.{ROLLOUT_POOL} (rollout.backend={BACKEND} generates "
+            "on the actor's weights)"
+        )
     return None

@@ -115,6 +115,45 @@ def test_megatron_on_the_vision_model_is_one_line(
     assert "['Qwen2VLForConditionalGeneration']" in err and "use backend: fsdp" in err
 
 
+POOL_REFUSAL = (
+    "placement.pools.rollout has no vision path ({why}, but the rollout replicas load the "
+    "model as a text causal LM and partial rollouts keep the token ids alone); remove "
+    "placement.pools.rollout (rollout.backend=hf_vision generates on the actor's weights)"
+)
+
+
+def test_an_image_run_on_a_rollout_pool_is_one_line_before_any_worker(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], no_workers: None
+) -> None:
+    # The replica loaded AutoModelForCausalLM from the Qwen2-VL directory and the run failed
+    # a minute in, at the rollout worker's start, with transformers' error.
+    run_dir = tmp_path / "run"
+    with pytest.raises(SystemExit) as info:
+        main(
+            ["run", "--algo", "grpo", "--quiet", "--run-dir", str(run_dir), "--task", "shapes",
+             "placement.pools.rollout.devices=1", "trainer.executor=ray"]
+        )  # fmt: skip
+    assert info.value.code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("Error:")]
+    why = "the prompts carry images (column 'images')"
+    assert errors == ["Error: " + POOL_REFUSAL.format(why=why)]
+    assert not run_dir.exists()
+
+
+def test_the_preflight_checks_refuse_a_rollout_pool_for_the_shapes_task() -> None:
+    from hfsdk import load_run_config, run_spec
+    from hfsdk.core.trainer.preflight import prepare_run
+    from hfsdk_vision.shapes_task import ensure_shapes_assets, shapes_settings
+
+    base = shapes_settings(ensure_shapes_assets())
+    pools = ["placement.pools.global.devices=1", "placement.pools.rollout.devices=1"]
+    for extra in ([], ["trainer.pipeline=async", "trainer.partial_rollout_tokens=1"]):
+        config = load_run_config("grpo", None, [*pools, *extra], base=base)
+        with pytest.raises(HfsdkError, match=r"^placement\.pools\.rollout has no vision path"):
+            prepare_run(config, run_spec(config))
+    prepare_run(load_run_config("grpo", None, [], base=base), run_spec(config))  # no pool: runs
+
+
 def _config(rollout: str, **backends: str) -> Any:
     sections = {role: types.SimpleNamespace(backend=b) for role, b in backends.items()}
     return types.SimpleNamespace(rollout=types.SimpleNamespace(backend=rollout), **sections)
@@ -147,6 +186,18 @@ def test_the_backend_check_names_the_role_and_passes_text_runs() -> None:
         backend_check(_config("hf_vision", **on_megatron), SPEC, _prepared(False))
     # A text run (text rollout, no images) on megatron is none of this check's business.
     assert backend_check(_config("hf", **on_megatron), SPEC, _prepared(False)) is None
+    # A rollout pool: refused for an hf_vision rollout too, images or not; not for a text run.
+    pool = types.SimpleNamespace(pools={"global": None, "rollout": None})
+    for images, why in ((True, "the prompts carry images (column 'images')"),
+                        (False, "rollout.backend=hf_vision generates from images")):  # fmt: skip
+        config = _config("hf_vision", **fsdp)
+        config.placement = pool
+        with pytest.raises(HfsdkError) as info:
+            backend_check(config, SPEC, _prepared(images))
+        assert str(info.value) == POOL_REFUSAL.format(why=why)
+    text = _config("hf", **fsdp)
+    text.placement = pool
+    assert backend_check(text, SPEC, _prepared(False)) is None
 
 
 @pytest.mark.parametrize("rollout", ["hf_vision", "hf"])
