@@ -178,3 +178,19 @@ def test_decoder_choice_follows_the_model() -> None:
         HfsdkError, match=r"rollout\.decoder=hfsdk .* rollout\.decoder: transformers"
     ):
         HFRollout._resolve_decoder("hfsdk", {**llama, "model_type": "gpt2"})
+
+
+@pytest.mark.parametrize("decoder", ["hfsdk", "transformers"])
+def test_temperature_zero_is_greedy_even_when_asked_to_sample(
+    actor: ActorEngine, make_prompts: Callable[..., Batch], decoder: str
+) -> None:
+    """Validation (val_n > 1) and Algorithm.generate ask for sampling explicitly: at
+    temperature 0 the hfsdk decoder divided the logits by 0 and repeated one token, where
+    vLLM decodes greedily."""
+    batch = make_prompts(PROMPTS)
+    config = HFRolloutConfig(max_response_length=8, temperature=0.0, decoder=decoder)
+    rollout = HFRollout(config, actor)
+    asked_to_sample = rollout.generate_sequences(batch, n=2, greedy=False)
+    greedy = rollout.generate_sequences(batch, n=2, greedy=True)
+    torch.testing.assert_close(asked_to_sample["responses"], greedy["responses"])
+    assert asked_to_sample.meta["greedy"] is True and asked_to_sample.meta["temperature"] == 1.0

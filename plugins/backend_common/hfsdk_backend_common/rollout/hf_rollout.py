@@ -193,11 +193,11 @@ class HFRollout(RolloutBackend):
         """
         require_keys(prompts, PROMPT_KEYS, "generate_sequences")
         n = int(n if n is not None else prompts.meta.get("n", self.config.n))
-        greedy = bool(
-            greedy
-            if greedy is not None
-            else prompts.meta.get("greedy", self.config.temperature == 0)
-        )
+        # temperature 0 is greedy also when a caller asks to sample (validation with val_n > 1,
+        # Algorithm.generate): sampling divided the logits by 0 (one token repeated) where
+        # vLLM decoded greedily.
+        asked = greedy if greedy is not None else prompts.meta.get("greedy", False)
+        greedy = bool(asked) or self.config.temperature == 0
         if n < 1:
             raise HfsdkError(f"n={n}; expected at least one response per prompt")
         prompt_length = prompts["input_ids"].shape[1]
