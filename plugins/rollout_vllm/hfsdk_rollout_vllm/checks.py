@@ -84,13 +84,33 @@ def behaviour_policy_problem(config: Any) -> str | None:
     )
 
 
+HF_ONLY_KEYS = {
+    "decoder": ("auto", "vLLM decodes itself, so no hf decoder runs"),
+    "weight_sync": ("stream", "vLLM reloads the actor's weights by streaming them"),
+}
+"""The ``hf`` rollout's keys that ``VLLMRolloutConfig`` inherits but vLLM never reads:
+their default, and why another value would change nothing."""
+
+
+def hf_only_key_problem(rollout: Any) -> str | None:
+    """One line when an ``hf``-only key is set under ``rollout.backend=vllm`` (it is ignored)."""
+    for key, (default, why) in HF_ONLY_KEYS.items():
+        value = getattr(rollout, key, default)
+        if value != default:
+            return (
+                f"rollout.{key}={value} is an hf rollout setting that rollout.backend=vllm "
+                f"ignores ({why}); drop it, or use rollout.backend=hf"
+            )
+    return None
+
+
 def run_config_problems(config: Any) -> list[str]:
     """A run config's mistakes for the ``vllm`` rollout, found before any worker starts."""
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
 
     if not isinstance(getattr(config, "rollout", None), VLLMRolloutConfig):
         return []
-    problem = behaviour_policy_problem(config)
+    problem = hf_only_key_problem(config.rollout) or behaviour_policy_problem(config)
     if problem:
         return [problem]
     problem = vllm_problem()

@@ -164,6 +164,15 @@ class HybridVLLMRollout(ServesRequests, HFRollout):
             )
         self.reload_metrics = self.reload_weights()
 
+    def _require_current(self) -> None:
+        if self.weights_stale:  # updated after the request server started: no reload ran yet
+            raise HfsdkError(
+                "the vLLM engine's weights are older than the actor's (it updated after requests "
+                "started); enter rollout.serving() on every rank of the actor to reload them "
+                "before sending generate_request"
+            )
+        super()._require_current()
+
     def _generate(
         self, prompts: Batch, greedy: bool
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

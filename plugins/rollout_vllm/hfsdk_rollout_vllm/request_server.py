@@ -16,7 +16,7 @@ Log-probs: the engine's ``logprobs_mode`` is fixed when it is built (from
 ``rollout.temperature``, :meth:`VLLMRolloutConfig.logprobs_mode`). A request's
 log-probs are the contract's (temperature only) when that mode gives them:
 raw log-probs for greedy and temperature-1 requests, processed ones for a
-request at the configured temperature without top-p; others get NaN (the
+request at the configured temperature without top-p or top-k; others get NaN (the
 trainer then relies on the actor's log-probs). Prompt log-probs (temperature 1)
 are the engine's when its mode is ``raw_logprobs``, else NaN.
 """
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from hfsdk import GenerationRequest, GenerationResult, HfsdkError
+from hfsdk_backend_common import require_loaded
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -75,7 +76,8 @@ def logprobs_match(config: VLLMRolloutConfig, request: GenerationRequest) -> boo
     """Whether the engine's log-probs are the contract's for ``request`` (see the module)."""
     if config.logprobs_mode() == "raw_logprobs":
         return request.logprob_temperature == 1.0
-    return request.temperature == config.temperature and request.top_p == 1.0
+    # processed_logprobs are taken after top-k/top-p too: renormalised over the kept tokens.
+    return request.temperature == config.temperature and request.top_p == 1.0 and request.top_k == 0
 
 
 class VLLMRequestServer:
@@ -216,6 +218,8 @@ class ServesRequests:
 
     config: VLLMRolloutConfig
     eos_ids: list[int]
+    actor: Any
+    loaded_version: int
     _request_server: VLLMRequestServer | None = None
 
     @property
@@ -229,6 +233,10 @@ class ServesRequests:
 
     def _ready_for_requests(self, *, collective: bool) -> None:
         """Make the engine's weights current (``collective``: every rank of the actor is here)."""
+
+    def _require_current(self) -> None:
+        """Refuse a request while the engine's weights are not the actor's (a skipped reload)."""
+        require_loaded(self.loaded_version, self.actor.weights_version, "the vLLM engine")
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
@@ -244,6 +252,7 @@ class ServesRequests:
         if self._request_server is None:
             self._ready_for_requests(collective=False)
             self._request_server = VLLMRequestServer(self._vllm_engine(), self.config, self.eos_ids)
+        self._require_current()  # every request: the actor may have moved on since the start
         return await self._request_server.generate(request)
 
     @property

@@ -145,3 +145,26 @@ def test_vllm_takes_consecutive_generation_groups_only() -> None:
     problem = vllm_layout_problem(_Shards(2, 1, (0, 2)))
     assert problem is not None and "[0, 2]" in problem and "\n" not in problem
     assert "pp=2" in str(vllm_layout_problem(_Shards(1, 2, (0,))))
+
+
+@pytest.mark.parametrize(
+    ("setting", "why"),
+    [
+        ("rollout.decoder=transformers", "vLLM decodes itself"),
+        ("rollout.decoder=hfsdk", "vLLM decodes itself"),
+        ("rollout.weight_sync=gather", "streaming"),
+    ],
+)
+def test_hf_only_keys_are_refused(
+    capsys: pytest.CaptureFixture[str], setting: str, why: str
+) -> None:
+    """The hf rollout's decoder / weight_sync keys would be accepted and ignored under vLLM."""
+    key = setting.split("=")[0]
+    with pytest.raises(HfsdkError) as info:
+        load_run_config("grpo", None, ["rollout.backend=vllm", setting])
+    line = str(info.value)
+    assert "\n" not in line and key in line and why in line and "rollout.backend=hf" in line
+    code, err = _hfsdk(capsys, "run", "--algo", "grpo", "rollout.backend=vllm", setting)
+    assert code == 2 and "\n" not in err and "Traceback" not in err and key in err
+    default = load_run_config("grpo", None, ["rollout.backend=vllm"])
+    assert checks.hf_only_key_problem(default.rollout) is None

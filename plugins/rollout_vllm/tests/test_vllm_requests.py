@@ -102,3 +102,67 @@ def test_top_k_and_prompt_logprobs_per_request(vllm_rollout, actor, prompt_texts
             logits = actor.module(input_ids=ids).logits[0, :-1]
         want = logits.float().log_softmax(-1).gather(-1, ids[0, 1:, None])[:, 0]
         torch.testing.assert_close(torch.tensor(cut[i].prompt_logprobs), want, atol=1e-4, rtol=0)
+
+
+def test_processed_logprobs_match_only_without_top_p_or_top_k() -> None:
+    """At a temperature other than 0 or 1 the engine's log-probs are ``processed_logprobs``:
+    taken after top-k/top-p as well, so a top-k (or top-p) request's are renormalised over the
+    kept tokens and must come back NaN, not as the contract's (no engine needed)."""
+    from hfsdk_rollout_vllm.request_server import logprobs_match
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+    config = VLLMRolloutConfig(temperature=0.7)
+    assert config.logprobs_mode() == "processed_logprobs"
+    at = dict(prompt_ids=[1, 2], max_new_tokens=4, temperature=0.7)
+    assert logprobs_match(config, GenerationRequest(**at))
+    assert not logprobs_match(config, GenerationRequest(**at, top_k=5))
+    assert not logprobs_match(config, GenerationRequest(**at, top_p=0.9))
+    assert not logprobs_match(config, GenerationRequest(**{**at, "temperature": 1.0}))
+    # raw_logprobs (temperature 1): top-k/top-p never enter the values.
+    raw = VLLMRolloutConfig(temperature=1.0)
+    assert logprobs_match(raw, GenerationRequest(prompt_ids=[1], max_new_tokens=1, top_k=5))
+
+
+def test_every_request_checks_the_engines_weights_version() -> None:
+    """A skipped reload is refused per request, not only when the request server starts (the
+    server may already run when the actor moves on); no engine needed."""
+    from types import SimpleNamespace
+
+    from hfsdk import HfsdkError
+    from hfsdk_backend_common import WeightSyncMismatch
+    from hfsdk_rollout_vllm.hybrid_vllm import HybridVLLMRollout
+    from hfsdk_rollout_vllm.request_server import ServesRequests
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+    class Served(ServesRequests):
+        config, eos_ids, loaded_version = VLLMRolloutConfig(), [0], 0
+        actor = SimpleNamespace(weights_version=0)
+
+        def _vllm_engine(self) -> Any:
+            return None
+
+    served, sent = Served(), []
+    request = GenerationRequest(prompt_ids=[1, 2], max_new_tokens=1)
+
+    async def generate(request: GenerationRequest) -> GenerationResult:
+        sent.append(request)
+        return GenerationResult(token_ids=[3], logprobs=[0.0], finish_reason="length")
+
+    served._request_server = SimpleNamespace(generate=generate)  # type: ignore[assignment]
+
+    def send() -> GenerationResult:
+        return asyncio.run(served.generate_request(request))
+
+    assert send().token_ids == (3,)  # the server is up, at the actor's version
+    served.actor.weights_version = 1  # the actor updated; the reload was skipped
+    with pytest.raises(WeightSyncMismatch, match="a weight reload was skipped"):
+        send()
+    assert len(sent) == 1
+    # The shard-fed engine reloads inside serving(); stale weights outside it are refused.
+    hybrid = object.__new__(HybridVLLMRollout)
+    hybrid.weights_stale, hybrid.loaded_version = True, 0
+    hybrid.actor = SimpleNamespace(weights_version=1)
+    with pytest.raises(HfsdkError, match=r"enter rollout.serving\(\)"):
+        hybrid._require_current()
+    hybrid.weights_stale, hybrid.loaded_version = False, 1
+    hybrid._require_current()

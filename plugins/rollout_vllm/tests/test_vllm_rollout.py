@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 import torch
 
-from hfsdk import get_registry
+from hfsdk import GenerationRequest, get_registry
 from hfsdk.core.batch import Batch
 from hfsdk_backend_common import WeightSyncMismatch
 
@@ -166,6 +167,10 @@ def test_a_stale_or_skipped_reload_is_caught_before_the_engine_generates(
     from hfsdk_faults import faults
 
     prompts = make_prompts(prompt_texts)
+    request = GenerationRequest(
+        prompt_ids=vllm_rollout.tokenizer(prompt_texts[0]).input_ids, max_new_tokens=2, greedy=True
+    )
+    assert asyncio.run(vllm_rollout.generate_request(request)).token_ids  # the server starts
     saved = actor.state_dict()
     try:
         helpers.train_step(actor, vllm_rollout.generate_sequences(prompts.repeat(4, True)))
@@ -181,8 +186,12 @@ def test_a_stale_or_skipped_reload_is_caught_before_the_engine_generates(
         vllm_rollout.update_weights(actor)  # skip: returns without reloading
         with pytest.raises(WeightSyncMismatch, match="a weight reload was skipped"):
             vllm_rollout.generate_sequences(prompts, greedy=True)
+        # Single requests (multi-turn) are refused too, also on an already started server.
+        with pytest.raises(WeightSyncMismatch, match="a weight reload was skipped"):
+            asyncio.run(vllm_rollout.generate_request(request))
         vllm_rollout.update_weights(actor)  # both fired once: this reload is whole
         assert vllm_rollout.last_metrics["sync/verified"] == 1.0
+        assert asyncio.run(vllm_rollout.generate_request(request)).token_ids
     finally:
         actor.load_state_dict(saved)
         vllm_rollout.update_weights(actor)
