@@ -140,8 +140,13 @@ class AgentContext:
             logprobs=tuple(result.logprobs),
             text=text,
             finish_reason=result.finish_reason,
-            tool_calls=[{"name": c.name, "arguments": c.arguments} for c in parsed.calls]
-            + [{"malformed": e} for e in parsed.errors],
+            # In the turn's order, as the tool turn answers them.
+            tool_calls=[
+                {"name": i.name, "arguments": i.arguments}
+                if isinstance(i, ToolCall)
+                else {"malformed": i}
+                for i in parsed.items
+            ],
         )
         trajectory.add(segment)
         if trajectory.messages is not None:
@@ -149,26 +154,27 @@ class AgentContext:
         return segment, parsed
 
     async def run_tools(self, parsed: ParsedTurn) -> list[ToolOutput]:
-        """Every call of the turn, concurrently; malformed calls answered with their error."""
-        calls: Sequence[ToolCall] = parsed.calls
-        outputs = await asyncio.gather(
-            *(
-                call_tool(
-                    self.tools,
-                    call.name,
-                    call.arguments,
-                    timeout_s=self.config.tool_timeout_s,
-                    max_output_chars=self.config.max_tool_output_chars,
-                    runner=self.tool_workers,
+        """Every call of the turn, concurrently; malformed calls answered with their error.
+
+        The outputs follow the turn's order (``parsed.items``): the call formats have no
+        ids, so the n-th result answers the n-th call.
+        """
+
+        async def answer(item: ToolCall | str) -> ToolOutput:
+            if not isinstance(item, ToolCall):
+                return ToolOutput(
+                    name="", content=f"Error: {item}", ok=False, error="malformed_call"
                 )
-                for call in calls
+            return await call_tool(
+                self.tools,
+                item.name,
+                item.arguments,
+                timeout_s=self.config.tool_timeout_s,
+                max_output_chars=self.config.max_tool_output_chars,
+                runner=self.tool_workers,
             )
-        )
-        malformed = [
-            ToolOutput(name="", content=f"Error: {error}", ok=False, error="malformed_call")
-            for error in parsed.errors
-        ]
-        return [*outputs, *malformed]
+
+        return list(await asyncio.gather(*(answer(item) for item in parsed.items)))
 
     def _append_context(
         self, trajectory: Trajectory, role: str, ids: list[int], results: list[dict[str, Any]]
@@ -190,7 +196,8 @@ class AgentContext:
         return ids[-1] if ids else None
 
     def add_tool_turn(self, trajectory: Trajectory, outputs: Sequence[ToolOutput]) -> bool:
-        """Append the tool outputs as a context turn; ``False`` (finish ``budget``) if too long.
+        """Append the tool outputs as a context turn; ``False`` (finish ``budget``) if too long
+        (the calls ran: their results go to ``trajectory.dropped_tool_results``).
 
         A tool's images come before its text, as their image tokens; the trajectory keeps
         them (and from then on no messages: a template cannot render image tokens again).
@@ -204,6 +211,9 @@ class AgentContext:
                 {"role": "tool", "name": o.name, "content": o.content} for o in outputs
             )
         if not self._append_context(trajectory, "tool", ids, results):
+            # The tools already ran (the output's length is known only then): keep their
+            # results so the metrics count the calls, though their tokens do not fit.
+            trajectory.dropped_tool_results.extend(results)
             return False
         if images:
             trajectory.images.extend(images)

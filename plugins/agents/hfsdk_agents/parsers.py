@@ -10,6 +10,10 @@ A parser is registered by name (``hfsdk_register_tool_parsers``) and chosen with
 
 A call whose body is not valid JSON (or lacks a name) is returned in
 ``errors``: the loop answers it with an error tool turn, as for a failing tool.
+``items`` keeps the calls and errors in the order the model wrote them: these
+formats carry no call ids, so a result's position is what ties it to its call.
+Calls inside the model's reasoning (``<think>…</think>``, closed or not) are not
+parsed: a model may mention a call while it thinks; it makes one after.
 """
 
 from __future__ import annotations
@@ -32,11 +36,35 @@ class ToolCall:
 
 @attrs.frozen(kw_only=True)
 class ParsedTurn:
-    """The tool calls of one model turn, the malformed ones' messages, and the plain text."""
+    """The tool calls of one model turn, the malformed ones' messages, and the plain text.
+
+    ``items``: the calls (:class:`ToolCall`) and errors (``str``) in the turn's order; the
+    loop answers in that order. Left out, it is the calls, then the errors.
+    :meth:`in_order` builds a turn from ``items``.
+    """
 
     calls: tuple[ToolCall, ...] = ()
     errors: tuple[str, ...] = ()
     content: str = ""
+    items: tuple[ToolCall | str, ...] = attrs.field()
+
+    @items.default
+    def _calls_then_errors(self) -> tuple[ToolCall | str, ...]:
+        return (*self.calls, *self.errors)
+
+    def __attrs_post_init__(self) -> None:
+        # Three views of one turn must agree, or the loop would answer calls it never made.
+        calls = tuple(i for i in self.items if isinstance(i, ToolCall))
+        errors = tuple(i for i in self.items if not isinstance(i, ToolCall))
+        if calls != self.calls or errors != self.errors:
+            raise ValueError("ParsedTurn.items must hold exactly its calls and errors")
+
+    @classmethod
+    def in_order(cls, items: list[ToolCall | str], content: str = "") -> ParsedTurn:
+        """The turn whose calls and errors are ``items``, in that order."""
+        calls = tuple(i for i in items if isinstance(i, ToolCall))
+        errors = tuple(i for i in items if not isinstance(i, ToolCall))
+        return cls(calls=calls, errors=errors, content=content, items=tuple(items))
 
     @property
     def wants_tools(self) -> bool:
@@ -57,32 +85,55 @@ def _load_json(body: str) -> tuple[Any, str | None]:
         return None, f"the tool call is not JSON a tool can take ({str(err)[:120]})"
 
 
+def _outside_thinking(text: str) -> tuple[str, str, str]:
+    """``text`` as (before, thinking, after); calls are parsed in ``before`` and ``after`` only.
+
+    Everything up to the last ``</think>`` is thinking (the prompt may have opened the
+    block), and an unclosed ``<think>`` runs to the end of the turn.
+    """
+    close = text.rfind("</think>")
+    if close >= 0:
+        end = close + len("</think>")
+        return "", text[:end], text[end:]
+    start = text.find("<think>")
+    if start >= 0:
+        return text[:start], text[start:], ""
+    return text, "", ""
+
+
+def _calls_outside_thinking(pattern: re.Pattern[str], text: str) -> tuple[list[Any], str]:
+    """The matches of ``pattern`` outside the thinking, in order, and ``text`` without them."""
+    before, thinking, after = _outside_thinking(text)
+    matches = [*pattern.finditer(before), *pattern.finditer(after)]
+    return matches, pattern.sub("", before) + thinking + pattern.sub("", after)
+
+
 _HERMES = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
 
 
 def hermes_parser(text: str) -> ParsedTurn:
     """``<tool_call>{"name": "f", "arguments": {...}}</tool_call>`` blocks (Hermes, Qwen)."""
-    calls, errors = [], []
-    for match in _HERMES.finditer(text):
+    items: list[ToolCall | str] = []  # calls and errors in the turn's order
+    matches, content = _calls_outside_thinking(_HERMES, text)
+    for match in matches:
         body, closed = match.group(1).strip(), bool(match.group(2))
         if not closed:
-            errors.append("the tool call is not closed with </tool_call>")
+            items.append("the tool call is not closed with </tool_call>")
             continue
         data, error = _load_json(body)
         if error is not None:
-            errors.append(error)
+            items.append(error)
         elif not isinstance(data, dict) or not isinstance(data.get("name"), str):
-            errors.append('a tool call must be a JSON object with a "name" string')
+            items.append('a tool call must be a JSON object with a "name" string')
         else:
             arguments = data.get("arguments", data.get("parameters", {}))
             if isinstance(arguments, str):  # some models send the arguments as a JSON string
                 arguments, error = _load_json(arguments)
                 if error is not None:
-                    errors.append(error)
+                    items.append(error)
                     continue
-            calls.append(ToolCall(name=data["name"], arguments=arguments))
-    content = _HERMES.sub("", text).strip()
-    return ParsedTurn(calls=tuple(calls), errors=tuple(errors), content=content)
+            items.append(ToolCall(name=data["name"], arguments=arguments))
+    return ParsedTurn.in_order(items, content.strip())
 
 
 _FUNCTION = re.compile(r"<function=([^>\s]*)>(.*?)(</function>|$)", re.DOTALL)
@@ -90,22 +141,22 @@ _FUNCTION = re.compile(r"<function=([^>\s]*)>(.*?)(</function>|$)", re.DOTALL)
 
 def llama_function_parser(text: str) -> ParsedTurn:
     """``<function=NAME>{"arg": ...}</function>`` blocks (Llama 3.1 custom tools)."""
-    calls, errors = [], []
-    for match in _FUNCTION.finditer(text):
+    items: list[ToolCall | str] = []  # calls and errors in the turn's order
+    matches, content = _calls_outside_thinking(_FUNCTION, text)
+    for match in matches:
         name, body, closed = match.group(1), match.group(2).strip(), bool(match.group(3))
         if not closed:
-            errors.append("the tool call is not closed with </function>")
+            items.append("the tool call is not closed with </function>")
             continue
         if not name:
-            errors.append("the tool call names no function (<function=NAME>)")
+            items.append("the tool call names no function (<function=NAME>)")
             continue
         data, error = _load_json(body or "{}")
         if error is not None:
-            errors.append(error)
+            items.append(error)
         else:
-            calls.append(ToolCall(name=name, arguments=data))
-    content = _FUNCTION.sub("", text).strip()
-    return ParsedTurn(calls=tuple(calls), errors=tuple(errors), content=content)
+            items.append(ToolCall(name=name, arguments=data))
+    return ParsedTurn.in_order(items, content.strip())
 
 
 BUILTIN_PARSERS: dict[str, ToolParser] = {

@@ -75,7 +75,9 @@ class Trajectory:
     token budget. ``messages``: the conversation as chat messages when the loop
     keeps it (:meth:`hfsdk_agents.AgentContext.new_trajectory`), else ``None``. ``images``:
     the images of its image tokens (the prompt's, then the tools'), in order
-    (:mod:`hfsdk_agents.images`).
+    (:mod:`hfsdk_agents.images`). ``dropped_tool_results``: the results of calls that ran
+    but whose tool turn did not fit the budget (the trajectory then ends with ``budget``);
+    they have no tokens, but :meth:`tool_stats` counts them.
     """
 
     prompt_ids: tuple[int, ...]
@@ -86,6 +88,7 @@ class Trajectory:
     carried: int = 0
     messages: list[dict[str, Any]] | None = None
     images: list[Any] = attrs.field(factory=list)
+    dropped_tool_results: list[dict[str, Any]] = attrs.field(factory=list)
 
     def follow(self, prompt_ids: Sequence[int]) -> Trajectory:
         """The next segment of this trajectory, starting from ``prompt_ids`` (its whole
@@ -143,7 +146,10 @@ class Trajectory:
 
     def tool_stats(self) -> tuple[int, int, float]:
         """(tool calls, failed calls, their total seconds)."""
+        # The calls that ran count even where their turn did not fit (a tool's side effects
+        # and time are real).
         results = [r for s in self.segments for r in s.tool_results]
+        results += self.dropped_tool_results
         errors = sum(1 for r in results if not r.get("ok", False))
         return len(results), errors, sum(float(r.get("seconds", 0.0)) for r in results)
 
@@ -167,6 +173,11 @@ class Trajectory:
                 for s in self.segments
             ],
             **({"extra": self.extra} if self.extra else {}),
+            **(
+                {"dropped_tool_results": self.dropped_tool_results}
+                if self.dropped_tool_results
+                else {}
+            ),
         }
 
 
@@ -256,10 +267,11 @@ class PlainRenderer(TurnRenderer):
 class ChatTemplateRenderer(TurnRenderer):
     """The tokenizer's chat template decides the markers (see the module docstring).
 
-    The template is rendered around a fixed stand-in conversation once per turn
-    kind; the ids after the stand-in assistant turn's stop token are the turn's
-    ids. A template whose rendering of a conversation is not a prefix of the
-    rendering of its continuation cannot be used this way (an error says so).
+    The template renders a fixed stand-in conversation (a user turn, an assistant
+    turn) followed by the new messages; the ids after the stand-in assistant turn's
+    stop token are the turn's ids. Whether the rest of the conversation still renders
+    as the token stream is checked at turn boundaries
+    (:meth:`hfsdk_agents.AgentContext.next_segment`).
     """
 
     tokenizer: Any
@@ -280,25 +292,22 @@ class ChatTemplateRenderer(TurnRenderer):
         return list(ids)
 
     def _after_assistant(self, messages: list[dict[str, Any]], last_token: int | None) -> list[int]:
-        base = [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]
-        head = self._render(base, False)
-        full = self._render([*base, *messages], True)
-        if full[: len(head)] != head:
-            raise HfsdkError(
-                "the tokenizer's chat template renders a conversation differently once a "
-                "turn follows it, so turns cannot be appended as tokens; use "
-                "rollout.multi_turn.renderer=plain or a prefix-stable template"
-            )
-        stops = [i for i, t in enumerate(head) if t in self.stop_ids]
-        if not stops:
+        user = [{"role": "user", "content": "x"}]
+        full = self._render([*user, {"role": MODEL_ROLE, "content": "y"}, *messages], True)
+        # The stand-in assistant turn is found inside ``full`` itself, not in a rendering
+        # that ends with it: a template may render the last assistant turn differently
+        # from one that a turn follows (Qwen3 gives only the last one an empty
+        # ``<think></think>`` block). It starts where ``full`` leaves the rendering of the
+        # user turn with the assistant header, and ends at the first stop id after that.
+        start = shared_prefix(self._render(user, True), full)
+        end = next((i for i in range(start, len(full)) if full[i] in self.stop_ids), None)
+        if end is None:
             raise HfsdkError(
                 "the chat template's assistant turn ends with none of the stop ids "
                 f"{list(self.stop_ids)}; set rollout.multi_turn.stop_token_ids to its end token"
             )
-        end = stops[-1]
         # The model's own end-of-turn token is its (trained); one it did not produce is context.
-        closing = head[end + 1 :] if last_token == head[end] else head[end:]
-        return closing + full[len(head) :]
+        return full[end + 1 :] if last_token == full[end] else full[end:]
 
     def render_conversation(self, messages: list[dict[str, Any]]) -> list[int]:
         """The template's rendering of ``messages`` (with the tools) and the assistant header."""

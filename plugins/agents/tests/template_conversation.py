@@ -2,14 +2,19 @@
 
 The model adds 3 + 4, then 7 + 5, then answers; each family writes its tool calls
 its own way (hermes for the Qwen-style templates, ``<function=...>`` for Llama-3),
-and the Qwen3-style family thinks before each call.
+and the Qwen3-style families think before each call (``qwen3-real`` before its answer too).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from hfsdk_agents.testing.templates import llama3_tokenizer, qwen3_tokenizer, qwen25_tokenizer
+from hfsdk_agents.testing.templates import (
+    llama3_tokenizer,
+    qwen3_real_tokenizer,
+    qwen3_tokenizer,
+    qwen25_tokenizer,
+)
 from hfsdk_agents.tools import load_tools
 
 SCHEMAS = [dict(t.schema) for t in load_tools(["add"]).values()]
@@ -38,10 +43,19 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "think": "",
     },
     "qwen3": {"tokenizer": qwen3_tokenizer, "call": hermes, "parser": "hermes", "think": THINK},
+    # Qwen3's own template keeps reasoning within a query and gives the last assistant
+    # turn a think block, so this model thinks before its answer too (as Qwen3 does).
+    "qwen3-real": {
+        "tokenizer": qwen3_real_tokenizer,
+        "call": hermes,
+        "parser": "hermes",
+        "think": THINK,
+        "answer_think": THINK,
+    },
 }
 
 
 def model_turns(family: dict[str, Any]) -> list[str]:
     """The model's three turns: add(3, 4), add(7, 5), the answer (with thinking, qwen3)."""
     call, think = family["call"], family["think"]
-    return [think + call(3, 4), think + call(7, 5), ANSWER]
+    return [think + call(3, 4), think + call(7, 5), family.get("answer_think", "") + ANSWER]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from hfsdk.core.plugin_manager import get_registry
 from hfsdk_agents.parsers import ToolCall, hermes_parser, llama_function_parser
 
@@ -54,3 +56,69 @@ def test_json_that_python_refuses_to_decode_is_a_malformed_call_not_a_crash() ->
     as_string = '{"name": "add", "arguments": "{\\"a\\": ' + huge + '}"}'
     assert len(hermes_parser(f"<tool_call>{as_string}</tool_call>").errors) == 1
     assert len(llama_function_parser(f"<function=add>{deep}</function>").errors) == 1
+
+
+def test_outputs_answer_the_calls_in_the_turns_order() -> None:
+    """A malformed call before a good one: these formats have no call ids, so the n-th
+    result must answer the n-th call, and the recorded calls follow the same order."""
+    import asyncio
+    import types
+
+    from hfsdk import GenerationResult
+    from hfsdk_agents.config import MultiTurnConfig
+    from hfsdk_agents.loops import AgentContext
+    from hfsdk_agents.tools import load_tools
+    from hfsdk_agents.trajectory import Trajectory
+
+    text = '<function=add>{"a": 1, "b": }</function><function=add>{"a": 3, "b": 4}</function>'
+
+    async def generate(request: object) -> GenerationResult:
+        return GenerationResult(token_ids=(5,), logprobs=(0.0,), finish_reason="stop")
+
+    ctx = AgentContext(
+        generate=generate,
+        tokenizer=types.SimpleNamespace(decode=lambda ids, skip_special_tokens: text),
+        tools=load_tools(["add"]),
+        parser=llama_function_parser,
+        renderer=None,
+        config=MultiTurnConfig(),
+        stop_token_ids=(),
+    )
+    made = asyncio.run(ctx.model_turn(Trajectory(prompt_ids=(1,))))
+    assert made is not None
+    segment, parsed = made
+    outputs = asyncio.run(ctx.run_tools(parsed))
+    error = "the tool call is not valid JSON (Expecting value at position 14)"
+    assert [o.content for o in outputs] == [f"Error: {error}", "7"]
+    assert [o.ok for o in outputs] == [False, True]
+    assert segment.tool_calls == [
+        {"malformed": error},
+        {"name": "add", "arguments": {"a": 3, "b": 4}},
+    ]
+
+
+def test_parsed_turn_items_must_match_its_calls_and_errors() -> None:
+    from hfsdk_agents.parsers import ParsedTurn
+
+    call = ToolCall(name="add", arguments={})
+    assert ParsedTurn(calls=(call,), errors=("bad",)).items == (call, "bad")  # old-style parsers
+    assert ParsedTurn.in_order(["bad", call]).items == ("bad", call)
+    with pytest.raises(ValueError, match="items"):
+        ParsedTurn(calls=(call,), items=("bad",))
+
+
+def test_calls_inside_thinking_are_not_parsed() -> None:
+    """A reasoning model may mention a call while it thinks; only the calls after its
+    thinking (or before an unclosed <think>) are made."""
+    call = '<tool_call>{"name": "add", "arguments": {"a": 3, "b": 4}}</tool_call>'
+    later = '<tool_call>{"name": "add", "arguments": {"a": 7, "b": 5}}</tool_call>'
+    add = ToolCall(name="add", arguments={"a": 7, "b": 5})
+    closed = hermes_parser(f"<think>\nI could write {call} here.\n</think>\n\n{later}")
+    assert closed.items == (add,)
+    assert closed.content == f"<think>\nI could write {call} here.\n</think>"
+    assert not hermes_parser(f"<think>\nI could write {call}").wants_tools  # unclosed
+    assert hermes_parser(f"{later}<think>\n{call}").items == (add,)
+    # the prompt may open the block: everything up to the last </think> is thinking
+    assert hermes_parser(f"I could write {call}\n</think>\n\n{later}").items == (add,)
+    fn = '<function=add>{"a": 3, "b": 4}</function>'
+    assert not llama_function_parser(f"<think>{fn}</think>The answer is 7.").wants_tools

@@ -163,6 +163,28 @@ def test_budget_and_max_turns_end_trajectories() -> None:
     assert out["response_mask"][0].sum() == len(ids(call_text(3, 4)))
 
 
+def test_a_call_that_ran_counts_when_its_tool_turn_does_not_fit() -> None:
+    """The tool runs before its turn's length is known; a turn over the budget is dropped,
+    but the call happened (side effects, time), so the metrics count it."""
+    rollout = rollout_for(
+        TOKENIZER,
+        lambda _ctx: ids(call_text(3, 4)),
+        tools=["add"],
+        renderer="plain",
+        max_turns=5,
+        max_response_tokens=len(ids(call_text(3, 4))) + 2,  # no room for the tool turn
+    )
+    out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 ="]))
+    trajectory = out["agent_trajectory"][0]
+    assert trajectory["finish"] == "budget"
+    assert [s["role"] for s in trajectory["segments"]] == ["assistant"]
+    assert list(out["agent_tool_calls"]) == [1]
+    assert list(out["agent_tool_errors"]) == [0]
+    assert out.meta["rollout_metrics"]["agent/tool_calls_per_trajectory"] == 1.0
+    (result,) = trajectory["dropped_tool_results"]
+    assert (result["name"], result["content"], result["ok"]) == ("add", "7", True)
+
+
 def test_advantages_and_kl_are_zero_on_tool_tokens() -> None:
     from hfsdk.core.maths.kl import token_kl
     from hfsdk_testing import FakeRun

@@ -77,14 +77,14 @@ def _conversations(turns: list[str]) -> list[list[dict[str, Any]]]:
     return out
 
 
-@pytest.mark.parametrize("name", ["qwen2.5", "llama3"])
+@pytest.mark.parametrize("name", ["qwen2.5", "llama3", "qwen3-real"])
 def test_the_token_stream_is_the_full_render_at_every_turn_boundary(name: str) -> None:
     rollout, out, tok, turns = _run(name)
     assert len(rollout.contexts) == 3  # three model turns, three requests
     for context, messages in zip(rollout.contexts, _conversations(turns), strict=True):
         assert context == _render(tok, messages)
     assert list(out["segment_index"]) == [0]  # one segment: one row
-    answered = [*_conversations(turns)[-1], {"role": "assistant", "content": ANSWER}]
+    answered = [*_conversations(turns)[-1], {"role": "assistant", "content": turns[-1]}]
     final = _render(tok, answered, next_turn=False)
     row = out["input_ids"][0][out["attention_mask"][0].bool()].tolist()
     # the trained row is the whole conversation up to the model's own end token (Qwen's

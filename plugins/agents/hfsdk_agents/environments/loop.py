@@ -25,6 +25,7 @@ from hfsdk_agents.config import MultiTurnConfig
 from hfsdk_agents.environments.calls import bound_tools, call_environment_tool
 from hfsdk_agents.environments.registry import load_environment
 from hfsdk_agents.loops import AgentContext, AgentLoop
+from hfsdk_agents.parsers import ToolCall
 from hfsdk_agents.tools import ToolOutput
 from hfsdk_agents.trajectory import Trajectory
 
@@ -113,19 +114,19 @@ class EnvironmentLoop(AgentLoop):
                 return
             # Unlike the tool loop, the last turn's calls run too: they move the state the
             # reward is read from.
+            # One at a time, in the turn's order (calls and malformed ones as written: the
+            # n-th result answers the n-th call).
             outputs = [
                 await call_environment_tool(
                     tools,
-                    call.name,
-                    call.arguments,
+                    item.name,
+                    item.arguments,
                     timeout_s=config.tool_timeout_s,
                     max_output_chars=config.max_tool_output_chars,
                 )
-                for call in parsed.calls
-            ]
-            outputs += [
-                ToolOutput(name="", content=f"Error: {e}", ok=False, error="malformed_call")
-                for e in parsed.errors
+                if isinstance(item, ToolCall)
+                else ToolOutput(name="", content=f"Error: {item}", ok=False, error="malformed_call")
+                for item in parsed.items
             ]
             if not ctx.add_tool_turn(trajectory, outputs):
                 return

@@ -1,4 +1,4 @@
-"""Chat-template fixtures: three template families on tokenizers built here (no downloads).
+"""Chat-template fixtures: four template families on tokenizers built here (no downloads).
 
 Each tokenizer is a byte-level BPE trained in a few milliseconds on a small corpus
 of chat and tool-call text, with its family's marker tokens, and one of these
@@ -14,6 +14,11 @@ copied from any model repository):
   (a step-wise trajectory's new segment). Qwen3's own template keeps reasoning
   after the last user message; this one drops all of it (as QwQ-style templates do),
   so a plain tool loop shows the case.
+- :data:`QWEN3_REAL_TEMPLATE` (Qwen3's own logic, Apache-2.0): an assistant turn after
+  the last user query keeps its reasoning as ``<think>…</think>``; the LAST assistant
+  turn always gets a think block (empty when it has no reasoning), an earlier one
+  without reasoning gets none. A renderer that reads a turn's ids off a rendering
+  ending with an assistant turn meets that empty block (a regression fixture).
 - :data:`LLAMA3_TEMPLATE` (Llama-3-style): ``<|begin_of_text|>``, header ids
   (``<|start_header_id|>ROLE<|end_header_id|>``), ``<|eot_id|>``, tool results in
   the ``ipython`` role, the tools described in the system turn.
@@ -75,6 +80,69 @@ QWEN25_TEMPLATE = (_QWEN_HEAD + _QWEN_CALLS_AND_TAIL).strip()
 
 QWEN3_TEMPLATE = (_QWEN_HEAD + _DROP_THINKING + _QWEN_CALLS_AND_TAIL).strip()
 """Qwen3-style: Qwen2.5's, with every assistant turn's ``<think>…</think>`` dropped."""
+
+QWEN3_REAL_TEMPLATE = r"""
+{%- if tools %}
+{{- '<|im_start|>system\n' }}
+{%- if messages[0].role == 'system' %}{{ messages[0].content + '\n\n' }}{% endif %}
+{{- '# Tools\n\nYou may call one or more functions to assist with the user query.\n\n'
+    + 'You are provided with function signatures within <tools></tools> XML tags:\n<tools>' }}
+{%- for tool in tools %}{{ '\n' + (tool | tojson) }}{% endfor %}
+{{- '\n</tools>\n\nFor each function call, return a json object with function name and '
+    + 'arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": '
+    + '<function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n' }}
+{%- elif messages[0].role == 'system' %}
+{{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+{%- endif %}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+{%- set index = (messages|length - 1) - loop.index0 %}
+{%- if ns.multi_step_tool and message.role == 'user' and message.content is string
+      and not (message.content.startswith('<tool_response>')
+               and message.content.endswith('</tool_response>')) %}
+{%- set ns.multi_step_tool = false %}{% set ns.last_query_index = index %}
+{%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+{%- set content = message.content if message.content is string else '' %}
+{%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}
+{{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>\n' }}
+{%- elif message.role == 'assistant' %}
+{%- set reasoning = '' %}
+{%- if message.reasoning_content is string %}
+{%- set reasoning = message.reasoning_content %}
+{%- elif '</think>' in content %}
+{%- set reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+{%- set content = content.split('</think>')[-1].lstrip('\n') %}
+{%- endif %}
+{%- if loop.index0 > ns.last_query_index and (loop.last or reasoning) %}
+{{- '<|im_start|>assistant\n<think>\n' + reasoning.strip('\n') + '\n</think>\n\n'
+    + content.lstrip('\n') }}
+{%- else %}
+{{- '<|im_start|>assistant\n' + content }}
+{%- endif %}
+{%- for call in message.tool_calls or [] %}
+{%- set fn = call.function or call %}
+{%- set args = fn.arguments if fn.arguments is string else (fn.arguments | tojson) %}
+{{- ('\n' if content or not loop.first else '') + '<tool_call>\n{"name": "' + fn.name
+    + '", "arguments": ' + args + '}\n</tool_call>' }}
+{%- endfor %}
+{{- '<|im_end|>\n' }}
+{%- elif message.role == 'tool' %}
+{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{ '<|im_start|>user' }}{% endif %}
+{{- '\n<tool_response>\n' + content + '\n</tool_response>' }}
+{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{ '<|im_end|>\n' }}{% endif %}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\n' }}
+{%- if enable_thinking is defined and enable_thinking is false %}
+{{- '<think>\n\n</think>\n\n' }}
+{%- endif %}
+{%- endif %}
+""".strip()
+"""Qwen3's logic: reasoning kept after the last user query, an empty think block on the
+last assistant turn, ``enable_thinking=False`` opens the next turn with an empty one."""
 
 LLAMA3_TEMPLATE = r"""
 {{- bos_token }}
@@ -202,6 +270,13 @@ def qwen3_tokenizer() -> Any:
 
 
 @functools.cache
+def qwen3_real_tokenizer() -> Any:
+    """Qwen3's tokenizer markers with :data:`QWEN3_REAL_TEMPLATE` (Qwen3's own template logic)."""
+    bpe = _byte_bpe(_QWEN_SPECIAL, [*_QWEN_MARKERS, *_THINK_MARKERS])
+    return _wrap(bpe, QWEN3_REAL_TEMPLATE, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+
+
+@functools.cache
 def llama3_tokenizer() -> Any:
     """A Llama-3-style tokenizer: header ids, ``<|eot_id|>``, :data:`LLAMA3_TEMPLATE`."""
     bpe = _byte_bpe(_LLAMA_SPECIAL, [])
@@ -217,6 +292,7 @@ def llama3_tokenizer() -> Any:
 FAMILIES = {
     "qwen2.5": qwen25_tokenizer,
     "qwen3": qwen3_tokenizer,
+    "qwen3-real": qwen3_real_tokenizer,
     "llama3": llama3_tokenizer,
 }
 """Family name -> its tokenizer factory."""

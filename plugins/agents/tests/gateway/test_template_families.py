@@ -116,7 +116,7 @@ def _check_every_request_is_the_full_render(rollout: Any, tok: Any) -> None:
         assert list(request.prompt_ids) == _render(tok, messages)
 
 
-@pytest.mark.parametrize("name", ["qwen2.5", "llama3"])
+@pytest.mark.parametrize("name", ["qwen2.5", "llama3", "qwen3-real"])
 def test_the_gateways_stream_is_the_full_render_at_every_turn_boundary(name: str) -> None:
     rollout, out, tok = _run(name)
     _check_every_request_is_the_full_render(rollout, tok)
