@@ -145,6 +145,7 @@ class AgentRollout:
             stop_token_ids=self.stop_ids,
             temperature=temperature,
             top_p=float(getattr(rollout_config, "top_p", 1.0)),
+            top_k=int(getattr(rollout_config, "top_k", 0)),
             greedy=greedy,
             tool_workers=self.tool_workers,
             images=images,

@@ -42,7 +42,7 @@ class AgentContext:
     """What a loop may use: generation, tools, the parser, the renderer and the limits.
 
     One context serves every trajectory of a rollout call; ``temperature``,
-    ``top_p`` and ``greedy`` are the call's sampling settings.
+    ``top_p``, ``top_k`` and ``greedy`` are the call's sampling settings.
     """
 
     generate: Generate
@@ -54,6 +54,7 @@ class AgentContext:
     stop_token_ids: tuple[int, ...]
     temperature: float = 1.0
     top_p: float = 1.0
+    top_k: int = 0
     greedy: bool = False
     tool_workers: ToolWorkers | None = None
     """The tool set's worker process (every call runs there, killed at its deadline);
@@ -124,6 +125,7 @@ class AgentContext:
             "max_new_tokens": budget,
             "temperature": self.temperature,
             "top_p": self.top_p,
+            "top_k": self.top_k,  # (dropped, a request-serving rollout sampled without it)
             "greedy": self.greedy,
             "seed": seed,
             "stop_token_ids": self.stop_token_ids,

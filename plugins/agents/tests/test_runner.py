@@ -250,6 +250,40 @@ def test_a_rollout_with_request_level_generation_serves_requests_itself() -> Non
     assert out["rollout_log_probs"][0][out["response_mask"][0].bool()].eq(-0.5).all()
 
 
+def test_every_sampling_setting_reaches_a_request_serving_rollout() -> None:
+    """rollout.top_k was dropped from multi-turn requests: vLLM sampled with no top-k cut,
+    where the same config through generate_sequences had one."""
+    import asyncio
+
+    from hfsdk_agents.requests import cut_at_stop
+    from hfsdk_backend_common.rollout_config import HFRolloutConfig
+
+    class RequestRollout(ScriptedRollout):
+        serves_requests = True
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self.seen: list = []
+
+        async def generate_request(self, request):
+            self.seen.append(request)
+            await asyncio.sleep(0)
+            ids = calculator_script(list(request.prompt_ids))
+            return cut_at_stop(ids, [-0.5] * len(ids), set(request.stop_token_ids), 32)
+
+    base = rollout_for(
+        TOKENIZER, calculator_script, tools=["add"], renderer="plain", max_response_tokens=32
+    )
+    # The hf rollout's settings (vLLM's config extends them), with the same multi-turn section.
+    config = HFRolloutConfig(
+        subsections=base.config.subsections, temperature=0.7, top_p=0.9, top_k=5
+    )
+    rollout = RequestRollout(config, base.actor, calculator_script)
+    generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 ="]))
+    seen = rollout.seen[0]
+    assert (seen.temperature, seen.top_p, seen.top_k) == (0.7, 0.9, 5)
+
+
 def test_response_text_is_the_text_of_the_truncated_tensors() -> None:
     from hfsdk_agents.runner import assemble
     from hfsdk_agents.trajectory import Segment, Trajectory

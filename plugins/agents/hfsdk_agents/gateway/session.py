@@ -386,6 +386,7 @@ class Session:
                     max_new_tokens=budget,
                     temperature=sampling.temperature,
                     top_p=sampling.top_p,
+                    top_k=ctx.top_k,  # the run's (the OpenAI API has none)
                     greedy=ctx.greedy,
                     seed=draw_seed(self.seed, self.draws, config.max_turns),
                     stop_token_ids=stops,
