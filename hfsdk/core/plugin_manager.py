@@ -252,8 +252,7 @@ def _algorithm_entry(
 
 
 def _hook_names(pm: pluggy.PluginManager, plugin: object) -> list[str]:
-    callers = pm.get_hookcallers(plugin) or []
-    return sorted(c.name for c in callers)
+    return sorted(c.name for c in pm.get_hookcallers(plugin) or [])
 
 
 def _entry_points() -> list[metadata.EntryPoint]:

@@ -128,7 +128,8 @@ class Registry(Mapping[str, RegistryEntry]):
                 "be called; register the function (or class) itself"
             )
         cls = impl if self.kind in ("config_sections", "rollout_sections") else config_cls
-        per_entry = self.kind in ("reward_functions", "rollout_corrections")  # (keys per entry)
+        # A core kind's class is built with no input (a reward's keys are set per entry).
+        per_entry = self.kind == "reward_functions" or self.kind not in REGISTRY_HOOKS
         fields = attrs.fields(cls) if attrs.has(cls) and not per_entry else ()
         bare = [f.name for f in fields if f.init and f.default is attrs.NOTHING]
         if bare or (config_cls is not None and not attrs.has(config_cls)):  # (else a run fails)
