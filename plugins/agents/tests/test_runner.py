@@ -213,25 +213,28 @@ def test_advantages_and_kl_are_zero_on_tool_tokens() -> None:
     assert kl[tool_tokens].abs().max() == 0 and kl[mask].abs().min() > 0
 
 
+class RequestRollout(ScriptedRollout):
+    """Serves the calculator script request by request (as vLLM does), keeping each request."""
+
+    serves_requests = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.seen: list = []
+
+    async def generate_request(self, request):
+        import asyncio
+
+        from hfsdk_agents.requests import cut_at_stop
+
+        self.seen.append(request)
+        await asyncio.sleep(0)
+        ids = calculator_script(list(request.prompt_ids))
+        stops = set(request.stop_token_ids)
+        return cut_at_stop(ids, [-0.5] * len(ids), stops, request.max_new_tokens)
+
+
 def test_a_rollout_with_request_level_generation_serves_requests_itself() -> None:
-    import asyncio
-
-    from hfsdk_agents.requests import cut_at_stop
-
-    class RequestRollout(ScriptedRollout):
-        serves_requests = True
-
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self.seen: list = []
-
-        async def generate_request(self, request):
-            self.seen.append(request)
-            await asyncio.sleep(0)
-            ids = calculator_script(list(request.prompt_ids))
-            stops = set(request.stop_token_ids)
-            return cut_at_stop(ids, [-0.5] * len(ids), stops, request.max_new_tokens)
-
     base = rollout_for(
         TOKENIZER, calculator_script, tools=["add"], renderer="plain", max_response_tokens=32
     )
@@ -253,23 +256,7 @@ def test_a_rollout_with_request_level_generation_serves_requests_itself() -> Non
 def test_every_sampling_setting_reaches_a_request_serving_rollout() -> None:
     """rollout.top_k was dropped from multi-turn requests: vLLM sampled with no top-k cut,
     where the same config through generate_sequences had one."""
-    import asyncio
-
-    from hfsdk_agents.requests import cut_at_stop
     from hfsdk_backend_common.rollout_config import HFRolloutConfig
-
-    class RequestRollout(ScriptedRollout):
-        serves_requests = True
-
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            self.seen: list = []
-
-        async def generate_request(self, request):
-            self.seen.append(request)
-            await asyncio.sleep(0)
-            ids = calculator_script(list(request.prompt_ids))
-            return cut_at_stop(ids, [-0.5] * len(ids), set(request.stop_token_ids), 32)
 
     base = rollout_for(
         TOKENIZER, calculator_script, tools=["add"], renderer="plain", max_response_tokens=32
