@@ -134,7 +134,9 @@ if rank:
     m.add_weighted("only_rank_1", 2.0, 1.0)
 m.end_minibatch()
 m.gather()
-print(sorted(m.result().items()))
+print(sorted(m.result().items()), flush=True)
+dist.barrier()  # both done before either tears down (gloo aborted a rank leaving early)
+dist.destroy_process_group()
 """
 
 
