@@ -305,7 +305,7 @@ class TPDecoder:
 
     def _pick(self, logits: torch.Tensor, greedy: bool, sampling: dict, generator) -> Any:
 
-        if greedy or sampling.get("temperature", 1.0) <= 0:  # (0 is greedy, not a division)
+        if greedy:
             token = logits.argmax(dim=-1)
         else:
             logits = logits / sampling.get("temperature", 1.0)
