@@ -34,6 +34,7 @@ from hfsdk import (
     position_ids_from_mask,
     row_group,
 )
+from hfsdk_backend_common.compile_caches import key_compile_caches_by_cpu
 from hfsdk_backend_common.cpu_allocator import keep_freed_cpu_memory
 from hfsdk_backend_common.engine_support import MetricAccumulator, resolve_device
 from hfsdk_backend_common.lr_schedule import build_optimizer
@@ -147,6 +148,7 @@ class FSDPEngine:
         self.compute_dtype = DTYPES[config.dtype]
         if config.compile and self.device.type == "cpu":
             _require_cpp_compiler(role)
+            key_compile_caches_by_cpu()  # inductor's C++ kernels are for this CPU's vector ISA
         # Trained roles keep float32 master weights; frozen ones are stored in the compute dtype.
         weights_dtype = torch.float32 if self.trainable else self.compute_dtype
         # Load once: with several ranks only rank 0 reads the weights; the others build the

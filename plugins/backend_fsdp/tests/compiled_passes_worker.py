@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--stall-after", type=float, required=True)
     args = parser.parse_args()
+    faulthandler.enable(file=sys.stderr)  # a native crash names the pass it happened in
     faulthandler.dump_traceback_later(args.stall_after, exit=True, file=sys.stderr)
     torch.set_num_threads(1)
 

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from hfsdk_backend_common.compile_caches import key_compile_caches_by_cpu
+
 if TYPE_CHECKING:
     from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
 
@@ -93,6 +95,7 @@ class ColocatedEngine:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         if on_cpu:
             os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(config.cpu_kv_cache_gib)
+            key_compile_caches_by_cpu()  # its compiled kernels are for this CPU's vector ISA
         from vllm import LLM
 
         for name in (RELOAD_LOGGER, RENDERER_LOGGER):
