@@ -11,12 +11,14 @@ Environment variables:
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import inspect
 import os
 import sys
 import traceback
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from importlib import metadata
 from types import MappingProxyType
 from typing import Any, Literal
@@ -26,6 +28,7 @@ import pluggy
 
 from hfsdk.core.errors import DuplicateNameError, HfsdkError
 from hfsdk.core.registry import KIND_ALIASES, REGISTRY_HOOKS, Registry, normalize_kind
+from hfsdk.core.workers.errors import WorkerError
 
 ENTRY_POINT_GROUP = "hfsdk"
 BUILTIN_PLUGIN_NAME = "hfsdk"
@@ -372,3 +375,17 @@ def get_registry(kind: str) -> Registry:
 def reset_plugin_manager() -> None:
     """Forget the process-wide plugin manager (tests; after installing a plugin)."""
     get_plugin_manager.cache_clear()
+
+
+@contextlib.contextmanager
+def plugin_code(plugin: str, what: str, fix: str = "", error: type = HfsdkError) -> Iterator[None]:
+    """Run plugin ``plugin``'s ``what``: a bug becomes ``error`` naming it and ``fix``; a refusal
+    (HfsdkError), a dead worker (restarts), a full disk or a signal goes on unchanged."""
+    try:
+        yield
+    except Exception as e:
+        full = isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)  # the CLI's line
+        if full or isinstance(e, (HfsdkError, WorkerError)):
+            raise
+        fix = fix or f"fix or disable it (HFSDK_DISABLE_PLUGINS={plugin})"
+        raise error(f"plugin {plugin!r}'s {what} raised {type(e).__name__}: {e}; {fix}") from e

@@ -40,7 +40,7 @@ from hfsdk.core.config.loader import apply_overrides, load_yaml
 from hfsdk.core.config.rollout_sections import missing_plugin_line, unread_key_line
 from hfsdk.core.config.signal_config import SignalConfig
 from hfsdk.core.errors import ConfigError, HfsdkError
-from hfsdk.core.plugin_manager import HfsdkPluginManager, get_plugin_manager
+from hfsdk.core.plugin_manager import HfsdkPluginManager, get_plugin_manager, plugin_code
 from hfsdk.core.registry import Registry, closest_match
 
 if TYPE_CHECKING:
@@ -409,13 +409,12 @@ def resolve_run_config(
                 f"(sections: {', '.join(sorted(known))})"
             )
     placement = composer.sections.get("placement")
-    if placement is not None:
-        for role in placement.roles:
-            if role not in roles:
-                composer.errors.append(
-                    f"placement.roles names {role!r}, which is not a role of {algo!r}; "
-                    f"roles: {', '.join(roles)}"
-                )
+    for role in placement.roles if placement is not None else ():
+        if role not in roles:
+            composer.errors.append(
+                f"placement.roles names {role!r}, which is not a role of {algo!r}; "
+                f"roles: {', '.join(roles)}"
+            )
     if composer.errors:
         raise ConfigError("; ".join(composer.errors))
 
@@ -451,11 +450,8 @@ def _unused_loss_section(key: str, value: Any, used: set[str], algo: str, rl: An
 def _validate_across_sections(pm: HfsdkPluginManager, config: RunConfig) -> None:
     problems: list[str] = []
     for impl in reversed(pm.hook.hfsdk_validate_config.get_hookimpls()):  # pluggy's order
-        try:
-            answer = impl.function(**{name: config for name in impl.argnames})
-        except Exception as exc:  # a broken check, not a bad config: name whose it is
-            why = f"hfsdk_validate_config raised {type(exc).__name__}: {exc}"
-            raise ConfigError(f"plugin {impl.plugin_name!r}'s {why}; fix or disable it") from None
+        with plugin_code(impl.plugin_name, "hfsdk_validate_config", error=ConfigError):
+            answer = impl.function(**{name: config for name in impl.argnames})  # a bug: named
         problems += [answer] if isinstance(answer, str) else [str(m) for m in answer or ()]
     if problems:
         raise ConfigError("; ".join(problems))

@@ -18,6 +18,7 @@ import attrs
 
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.plugin_manager import plugin_code
 
 if TYPE_CHECKING:
     from hfsdk.core.algorithm_spec import AlgorithmSpec
@@ -93,14 +94,8 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 def weight_bytes(path: str | Path) -> int:
     """Bytes of the weight files in model directory ``path`` (0 if there are none)."""
-    directory = Path(path)
-    if not directory.is_dir():
-        return 0
-    return sum(
-        f.stat().st_size
-        for f in directory.iterdir()
-        if f.is_file() and f.name.endswith(_WEIGHT_SUFFIXES)
-    )
+    files = Path(path).iterdir() if Path(path).is_dir() else ()
+    return sum(f.stat().st_size for f in files if f.is_file() and f.name.endswith(_WEIGHT_SUFFIXES))
 
 
 def startup_deadline_s(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> float:
@@ -112,11 +107,9 @@ def startup_deadline_s(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> f
     """
     if config.trainer.startup_timeout_s:
         return float(config.trainer.startup_timeout_s)
-    paths = [assets.model_path] if assets.model_path else []
-    for section in _model_sections(config, spec).values():
-        if getattr(section, "model_path", None):
-            paths.append(section.model_path)
-    largest = max((weight_bytes(p) for p in paths), default=0)
+    sections = _model_sections(config, spec).values()
+    paths = [assets.model_path, *(getattr(s, "model_path", None) for s in sections)]
+    largest = max((weight_bytes(p) for p in paths if p), default=0)
     return STARTUP_BASE_S + STARTUP_S_PER_GIB * largest / 2**30
 
 
@@ -124,13 +117,10 @@ def _model_sections(config: RunConfig, spec: AlgorithmSpec) -> dict[str, Any]:
     out = {}
     for role in spec.role_names:
         section = getattr(config, role, None)
-        if section is None:
-            continue
-        if spec.kind_of(role) == "scorer":
-            if getattr(section, "model", None) is not None:
-                out[f"{role}.model"] = section.model
-        else:
+        if section is not None and spec.kind_of(role) != "scorer":
             out[role] = section
+        elif getattr(section, "model", None) is not None:  # a scorer's model
+            out[f"{role}.model"] = section.model
     return out
 
 
@@ -258,11 +248,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     from hfsdk.core.reward_scoring import build_reward_scorer
 
     # Built once per run: a missing scorer plugin or a bad function entry stops here.
-    scorers = {
-        role: build_reward_scorer(role, signal)
-        for role, signal in signal_configs.items()
-        if signal.functions
-    }
+    scorers = {r: build_reward_scorer(r, s) for r, s in signal_configs.items() if s.functions}
     prepared = PreparedRun(
         assets=assets,
         tokenizer=tokenizer,
@@ -282,8 +268,9 @@ def run_preflight_checks(config: RunConfig, spec: AlgorithmSpec, prepared: Prepa
     from hfsdk.core.plugin_manager import get_registry
 
     registry = get_registry("preflight_checks")
-    for name in registry:
-        warning = registry[name].impl(config, spec, prepared)
+    for name in registry:  # a check's bug (not its HfsdkError) is named with its plugin
+        with plugin_code(registry[name].plugin, f"preflight check {name!r}"):
+            warning = registry[name].impl(config, spec, prepared)
         if warning:
             logger.warning(warning)
 
@@ -292,5 +279,9 @@ def _tool_schemas(config: Any) -> list[Any]:
     """The tools the prompts announce (``hfsdk_prompt_tool_schemas``; empty for none)."""
     from hfsdk.core.plugin_manager import get_plugin_manager
 
-    answers = get_plugin_manager().hook.hfsdk_prompt_tool_schemas(config=config)
-    return [dict(schema) for answer in answers if answer for schema in answer]
+    schemas: list[Any] = []
+    hook = get_plugin_manager().hook.hfsdk_prompt_tool_schemas
+    for impl in reversed(hook.get_hookimpls()):  # pluggy's order, one at a time: name who raised
+        with plugin_code(impl.plugin_name, "hfsdk_prompt_tool_schemas"):
+            schemas += [dict(s) for s in impl.function(**{n: config for n in impl.argnames}) or ()]
+    return schemas

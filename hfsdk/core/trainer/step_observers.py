@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.plugin_manager import plugin_code
 
 if TYPE_CHECKING:
     from hfsdk.core.algorithm import Algorithm
@@ -64,38 +65,43 @@ class StepObserver:
 
 
 class StepObservers:
-    """The run's observers in name order, called together at each point."""
+    """The run's observers in name order, called together at each point; one that raises a
+    bug of its own stops the run naming its plugin (``owners``: name -> plugin)."""
 
-    def __init__(self, observers: Mapping[str, StepObserver]) -> None:
-        self.observers = dict(observers)
+    def __init__(self, observers: Mapping[str, StepObserver], owners: Any = None) -> None:
+        self.observers, self.owners = dict(observers), dict(owners or {})
 
     def __len__(self) -> int:
         return len(self.observers)
 
+    def _call(self, name: str, method: str, *args: Any) -> Any:
+        with plugin_code(self.owners.get(name, name), f"step observer {name!r} ({method})"):
+            return getattr(self.observers[name], method)(*args)
+
     def step_start(self, view: StepView) -> None:
         """Call every observer's :meth:`StepObserver.on_step_start`."""
-        for observer in self.observers.values():
-            observer.on_step_start(view)
+        for name in self.observers:
+            self._call(name, "on_step_start", view)
 
     def step_trained(self, view: StepView) -> None:
         """Call every observer's :meth:`StepObserver.on_step_trained`."""
-        for observer in self.observers.values():
-            observer.on_step_trained(view)
+        for name in self.observers:
+            self._call(name, "on_step_trained", view)
 
     def step_metrics(self, view: StepView, metrics: Mapping[str, float]) -> dict[str, float]:
         """Every observer's added metrics, merged in name order."""
         added: dict[str, float] = {}
-        for observer in self.observers.values():
-            added.update(observer.on_step_metrics(view, {**metrics, **added}) or {})
+        for name in self.observers:
+            added.update(self._call(name, "on_step_metrics", view, {**metrics, **added}) or {})
         return added
 
     def step_logged(self, view: StepView, metrics: Mapping[str, float]) -> StopRun | None:
         """Call every observer's :meth:`StepObserver.on_step_logged`; return the first
         :class:`StopRun` raised (the others still see the step) or ``None``."""
         stop: StopRun | None = None
-        for observer in self.observers.values():
+        for name in self.observers:
             try:
-                observer.on_step_logged(view, metrics)
+                self._call(name, "on_step_logged", view, metrics)
             except StopRun as exc:
                 stop = stop or exc
         return stop
@@ -105,7 +111,8 @@ def build_step_observers(config: RunConfig, run_dir: Path, registry: Registry) -
     """Call each registered factory once; keep the observers this run needs."""
     built: dict[str, StepObserver] = {}
     for name in registry:  # name order: a stable order whichever plugins are installed
-        observer = registry[name].impl(config, run_dir)
+        with plugin_code(registry[name].plugin, f"step observer {name!r} (factory)"):
+            observer = registry[name].impl(config, run_dir)
         if observer is not None:
             built[name] = observer
-    return StepObservers(built)
+    return StepObservers(built, {name: registry[name].plugin for name in built})

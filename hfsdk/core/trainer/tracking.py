@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hfsdk.core.atomic import write_text_atomic
-from hfsdk.core.errors import HfsdkError
+from hfsdk.core.plugin_manager import plugin_code
 from hfsdk.core.trainer.faults import take_fault
 from hfsdk.core.trainer.trainer_config import BUILTIN_LOGGERS
 
@@ -26,6 +26,9 @@ METRICS_FILE = "metrics.jsonl"
 
 TRACKER_DISTRIBUTIONS = {"tensorboard": "hfsdk-plugin-tracking", "wandb": "hfsdk-plugin-tracking"}
 """Sinks of the default plugins -> their distribution (the line that says what to install)."""
+_BAR = {"reward/mean": ("reward", ".3f"), "perf/throughput_tokens_per_s": ("tok/s", ".0f")}
+"""The progress bar's metrics: key -> (label, format)."""
+_SINK_FIX = "fix it or drop it from trainer.loggers, and rerun the command to resume"
 
 
 def logger_problems(loggers: tuple[str, ...], trackers: Any) -> list[str]:
@@ -84,7 +87,7 @@ class Tracker:
         self.run_dir = run_dir
         self._jsonl = None
         self._bar = None
-        self._sinks: list[tuple[str, Any]] = []  # (name, what its registered factory returned)
+        self._sinks: list[tuple[str, str, Any]] = []  # (name, plugin, what its factory returned)
         if "jsonl" in loggers:
             path = run_dir / METRICS_FILE
             _truncate_after(path, start_step)
@@ -100,11 +103,10 @@ class Tracker:
             from hfsdk.core.plugin_manager import get_registry
 
             trackers = get_registry("trackers")
-        for name in plugged:
-            factory = trackers[name].impl
-            self._sinks.append(
-                (name, factory(run_dir=run_dir, config=config, start_step=start_step))
-            )
+        for name, entry in ((name, trackers[name]) for name in plugged):
+            with plugin_code(entry.plugin, f"logger {name!r} (start)", _SINK_FIX):
+                sink = entry.impl(run_dir=run_dir, config=config, start_step=start_step)
+            self._sinks.append((name, entry.plugin, sink))
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Record ``metrics`` of ``step`` everywhere."""
@@ -118,24 +120,15 @@ class Tracker:
             self._jsonl.write(line)
             self._jsonl.flush()
         if self._bar is not None and step > 0:  # step 0: validation before training
-            postfix = {}
-            if "reward/mean" in metrics:
-                postfix["reward"] = f"{metrics['reward/mean']:.3f}"
-            if "perf/throughput_tokens_per_s" in metrics:
-                postfix["tok/s"] = f"{metrics['perf/throughput_tokens_per_s']:.0f}"
+            postfix = {name: format(metrics[k], f) for k, (name, f) in _BAR.items() if k in metrics}
             self._bar.set_postfix(postfix, refresh=False)
             self._bar.update(1)
         self._to_sinks(f"log step {step}", lambda sink: sink.log(step, metrics))
 
     def _to_sinks(self, what: str, call: Any) -> None:
-        for name, sink in self._sinks:
-            try:
-                call(sink)
-            except Exception as exc:  # a plugin's sink (a tracking server down): say which
-                raise HfsdkError(
-                    f"trainer.loggers {name!r} failed to {what} ({type(exc).__name__}: {exc}); "
-                    "fix it or drop it from trainer.loggers, and rerun the command to resume"
-                ) from exc
+        for name, plugin, sink in self._sinks:
+            with plugin_code(plugin, f"logger {name!r} ({what})", _SINK_FIX):
+                call(sink)  # a sink's bug or a tracking server down: named with its plugin
 
     def log_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
         """Validation generations, for the sinks that show text (the jsonl copy is the
@@ -146,10 +139,9 @@ class Tracker:
 
     def close(self) -> None:
         """Flush and close every sink."""
-        if self._jsonl is not None:
-            self._jsonl.close()
-        if self._bar is not None:
-            self._bar.close()
+        for stream in (self._jsonl, self._bar):
+            if stream is not None:
+                stream.close()
         self._to_sinks("close", lambda sink: sink.close())
 
 
@@ -160,10 +152,9 @@ def read_metrics(run_dir: Path | str) -> list[dict[str, Any]]:
     a full disk) is skipped with a warning instead of failing every later read.
     """
     path = Path(run_dir) / METRICS_FILE
-    if not path.exists():
-        return []
+    text = path.read_text(errors="replace") if path.exists() else ""
     rows = []
-    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -186,9 +177,6 @@ def _truncate_after(path: Path, step: int) -> None:
     """
     if not path.exists():
         return
-    by_step: dict[int, dict[str, Any]] = {}
-    for row in read_metrics(path.parent):
-        if row["step"] <= step:
-            by_step[row["step"]] = row
+    by_step = {row["step"]: row for row in read_metrics(path.parent) if row["step"] <= step}
     lines = (json.dumps({k: _jsonable(v) for k, v in by_step[s].items()}) for s in sorted(by_step))
     write_text_atomic(path, "".join(line + "\n" for line in lines))

@@ -81,6 +81,7 @@ def test_a_registered_sink_gets_every_step_and_the_samples(tmp_path: Path) -> No
 
     class Entry:
         impl = staticmethod(factory)
+        plugin = "fake_sinks"
 
     tracker = Tracker(tmp_path, ("jsonl", "fake"), total_steps=3, start_step=1,
                       trackers={"fake": Entry()})  # fmt: skip
@@ -120,9 +121,10 @@ def test_numpy_and_torch_numbers_are_written_and_a_failing_sink_is_named(tmp_pat
 
     class Entry:
         impl = staticmethod(lambda **_: Down())
+        plugin = "remote_sinks"
 
     tracker = Tracker(tmp_path, ("jsonl", "remote"), total_steps=2, trackers={"remote": Entry()})
-    with pytest.raises(HfsdkError, match=r"trainer.loggers 'remote' failed to log step 1 \(Conn"):
+    with pytest.raises(HfsdkError, match=r"'remote_sinks'.s logger 'remote' \(log step 1\)"):
         tracker.log(1, {"a": np.float32(0.25), "b": torch.tensor(2.0), "c": np.float32("nan")})
     tracker.close()
     [row] = read_metrics(tmp_path)
