@@ -22,8 +22,13 @@ def cpu_kernel_key() -> str:
     """The vector ISA inductor generates CPU kernels for in this process (``avx2``,
     ``avx512-avx512_vnni``, ...; ``novec`` where it vectorises nothing)."""
     from torch._inductor.cpu_vec_isa import pick_vec_isa
+    from torch._inductor.exc import InvalidCxxCompiler
 
-    return "-".join(str(pick_vec_isa()).split()) or "novec"
+    try:
+        isa = str(pick_vec_isa())
+    except InvalidCxxCompiler:  # no C++ compiler: inductor builds no CPU kernels here
+        return "novec"
+    return "-".join(isa.split()) or "novec"
 
 
 def key_compile_caches_by_cpu() -> str:

@@ -26,11 +26,17 @@ _REPORT = (
 )
 
 
-def _keyed_in_a_fresh_process(home: Path, capability: str | None) -> dict[str, str]:
-    """The key and directories a fresh process picks, with no cache directory set."""
+def _keyed_in_a_fresh_process(
+    home: Path, capability: str | None, path: Path | None = None
+) -> dict[str, str]:
+    """The key and directories a fresh process picks, with no cache directory set (and
+    only ``path`` to find programs in, where given)."""
     env = {k: v for k, v in os.environ.items() if k not in (INDUCTOR_CACHE_ENV, VLLM_CACHE_ENV)}
     env.pop("ATEN_CPU_CAPABILITY", None)
     env["XDG_CACHE_HOME"] = str(home)
+    if path is not None:
+        env.pop("CXX", None)
+        env["PATH"] = str(path)
     if capability:
         env["ATEN_CPU_CAPABILITY"] = capability
     done = subprocess.run(
@@ -51,6 +57,15 @@ def test_a_run_forced_to_avx2_gets_other_caches_than_a_native_one(tmp_path: Path
     same_vectors = native["key"] == avx2["key"]
     assert (native["inductor"] == avx2["inductor"]) is same_vectors
     assert (native["vllm"] == avx2["vllm"]) is same_vectors
+
+
+def test_a_machine_without_a_cpp_compiler_is_keyed_not_refused(tmp_path: Path) -> None:
+    """vLLM runs eager there; inductor's probe of the ISA needs a compiler it does not have."""
+    no_tools = tmp_path / "bin"
+    no_tools.mkdir()
+    keyed = _keyed_in_a_fresh_process(tmp_path, None, path=no_tools)
+    assert keyed["key"] == "novec"
+    assert keyed["inductor"] == f"{default_cache_dir()}-novec"
 
 
 def test_directories_the_user_chose_are_kept(
