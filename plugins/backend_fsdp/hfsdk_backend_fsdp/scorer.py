@@ -41,13 +41,16 @@ class ScoreEngine(FSDPEngine):
         captured: list[torch.Tensor] = []
         handle = self._head.register_forward_hook(lambda _m, _i, out: captured.append(out))
         try:
-            self._forward(micro)
+            output = self._forward(micro)
         finally:
             handle.remove()
         per_token = captured[-1][..., 0].float()
         prompt_length = micro["input_ids"].shape[1] - micro["responses"].shape[1]
         index = last_token_index(micro["response_mask"], prompt_length).to(self.device)
-        return per_token.gather(1, index[:, None])[:, 0]
+        scores = per_token.gather(1, index[:, None])[:, 0]
+        if torch.is_grad_enabled() and output.logits.requires_grad:
+            scores = _KeepInGraph.apply(scores, output.logits)
+        return scores
 
     def compute_scores(self, batch: Batch, output_key: str = "rm_scores") -> Batch:
         """``output_key`` (default ``rm_scores``), shape (B,): each response's score."""
@@ -62,6 +65,25 @@ class ScoreEngine(FSDPEngine):
         finally:
             self.module.train(was_training)
         return Batch.from_dict(tensors={output_key: finite_scores(torch.cat(scores))})
+
+
+class _KeepInGraph(torch.autograd.Function):
+    """``scores`` as they are, with the model's own output in their graph (a zero gradient).
+
+    FSDP2 gathers the root module's sharded weights (embeddings, final norm, head) for
+    the backward in a hook on the root's outputs; scores read from the head by a forward
+    hook never reach that output, so on two ranks the backward found the root's weights
+    freed (``setStorage: ... out of bounds for storage of size 0``)."""
+
+    @staticmethod
+    def forward(ctx: Any, scores: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+        ctx.output_like = (output.shape, output.dtype, output.device)
+        return scores.view_as(scores)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        shape, dtype, device = ctx.output_like
+        return grad, torch.zeros(shape, dtype=dtype, device=device)
 
 
 ScoreLoss = Callable[[torch.Tensor, Batch], tuple[torch.Tensor, dict[str, torch.Tensor]]]

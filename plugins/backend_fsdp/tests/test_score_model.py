@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,31 @@ def test_micro_batches_sum_to_the_full_batch_gradient(model_dir: Path) -> None:
     ):
         step_a, step_b = a.detach() - start[name], b.detach() - start[name]
         torch.testing.assert_close(step_a, step_b, atol=1e-7, rtol=1e-3, msg=name)
+
+
+@pytest.mark.distributed
+def test_two_ranks_train_a_score_model_like_one_process(model_dir: Path, tmp_path: Path) -> None:
+    """Three pairs a rank on two FSDP ranks take the step one process takes with all six.
+
+    The scores are read from the head by a forward hook; on two ranks the backward
+    crashed (the root module's weights were resharded and nothing gathered them again).
+    """
+    sys.path.insert(0, str(Path(__file__).parent))
+    from gloo_ranks import run_ranks
+
+    whole = _engine(model_dir, micro=12)
+    start = {n: p.detach().clone() for n, p in whole.module.named_parameters()}
+    batch = _pairs(whole.tokenizer)
+    one = whole.update_score_model(batch, _pair_loss)
+    torch.save({"model_dir": model_dir, "micro": 2, "batch": batch}, tmp_path / "inputs.pt")
+    run_ranks(Path(__file__).with_name("score_two_rank_worker.py"), tmp_path, timeout=300)
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+    for name in ("score_model/loss", "score_model/accuracy", "score_model/grad_norm"):
+        mean = sum(rank["metrics"][name] for rank in ranks) / 2  # as the worker group averages
+        assert mean == pytest.approx(one[name], rel=1e-4), name
+    for name, after in whole.module.named_parameters():
+        step_one, step_two = after.detach() - start[name], ranks[0]["weights"][name] - start[name]
+        torch.testing.assert_close(step_two, step_one, atol=1e-6, rtol=1e-3, msg=name)
 
 
 def test_a_batch_of_half_pairs_is_refused(model_dir: Path) -> None:
