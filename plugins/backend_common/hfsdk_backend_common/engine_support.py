@@ -80,6 +80,25 @@ def without_padding_weight(batch: Batch) -> Batch:
     return out
 
 
+def check_minibatch_groups(role: str, mini_batch_size: int, dp_size: int, group: int) -> None:
+    """Refuse a ``mini_batch_size`` that does not hold whole row groups on every rank.
+
+    A batch whose rows come in groups (``hfsdk.row_group``: 2 for preference
+    pairs) keeps each group in one mini-batch, so a rank's share of
+    ``mini_batch_size`` would be rounded up to whole groups: fewer optimizer
+    steps than configured, and a different count on different rank numbers.
+    """
+    step = group * dp_size
+    if group > 1 and mini_batch_size % step:
+        fixed = -(-mini_batch_size // step) * step
+        raise HfsdkError(
+            f"{role}.mini_batch_size={mini_batch_size} does not split into whole groups of "
+            f"{group} rows (e.g. preference pairs) on each of the {dp_size} data-parallel "
+            f"ranks; expected a multiple of {group} x {dp_size} = {step}; set "
+            f"{role}.mini_batch_size to {fixed} (or another multiple of {step})"
+        )
+
+
 class MetricAccumulator:
     """Collects per-micro-batch metrics into one value per name.
 

@@ -36,7 +36,11 @@ from hfsdk import (
 )
 from hfsdk_backend_common.compile_caches import key_compile_caches_by_cpu
 from hfsdk_backend_common.cpu_allocator import keep_freed_cpu_memory
-from hfsdk_backend_common.engine_support import MetricAccumulator, resolve_device
+from hfsdk_backend_common.engine_support import (
+    MetricAccumulator,
+    check_minibatch_groups,
+    resolve_device,
+)
 from hfsdk_backend_common.lr_schedule import build_optimizer
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
@@ -374,11 +378,13 @@ class FSDPEngine:
         return size // self.dp.size
 
     def _minibatches(self, batch: Batch, epoch: int) -> Iterator[Batch]:
-        size = min(self._local_minibatch_size(), len(batch))
+        group = row_group(batch)
+        local = self._local_minibatch_size()
+        # iter_minibatches would round a part group up: fewer optimizer steps than configured.
+        check_minibatch_groups(self.role, self.config.mini_batch_size, self.dp.size, group)
+        size = min(local, len(batch))
         seed = self.config.seed + 100_003 * self.update_calls + epoch
-        return batch.iter_minibatches(
-            size, shuffle=self.config.shuffle, seed=seed, group=row_group(batch)
-        )
+        return batch.iter_minibatches(size, shuffle=self.config.shuffle, seed=seed, group=group)
 
     def _optimizer_step(self, metrics: MetricAccumulator, prefix: str) -> None:
         """Clip, then step unless the gradient norm is not finite (that step is skipped)."""

@@ -45,6 +45,7 @@ from hfsdk_backend_common.engine_support import (
     SEQUENCE_KEYS,
     UPDATE_KEYS,
     MetricAccumulator,
+    check_minibatch_groups,
     finite_scores,
     require_keys,
     resolve_device,
@@ -424,11 +425,12 @@ class MegatronEngine:
                 f"{self.role}.mini_batch_size={size} is not divisible by the {self.dp_size} "
                 "data-parallel replicas; make it a multiple of dp = devices / (tp·pp)"
             )
+        group = row_group(batch)
+        # iter_minibatches would round a part group up: fewer optimizer steps than configured.
+        check_minibatch_groups(self.role, size, self.dp_size, group)
         local = min(size // self.dp_size, len(batch))
         seed = self.config.seed + 100_003 * self.update_calls + epoch
-        return batch.iter_minibatches(
-            local, shuffle=self.config.shuffle, seed=seed, group=row_group(batch)
-        )
+        return batch.iter_minibatches(local, shuffle=self.config.shuffle, seed=seed, group=group)
 
     def _reduce_gradients(self) -> None:
         """Average over data-parallel replicas; sum a tied embedding's two copies (pp > 1)."""

@@ -16,7 +16,9 @@ Per pair, with ``r = β·Σ_t (log π − log π_ref)`` over the response tokens
 (``ε``: label smoothing, 0 for plain DPO). The loss is the mean of ``ℓ`` over
 the mini-batch's pairs on every rank: each micro-batch adds its pairs' sum
 divided by the global pair count (half the global sequence count), times the
-data-parallel size that the gradient average divides out again.
+data-parallel size that the gradient average divides out again. A pair with no
+response tokens in either row (the training dispatch's padding, whose mask is
+zeroed) is left out of the loss, the metrics and that count.
 """
 
 from __future__ import annotations
@@ -67,18 +69,32 @@ def smoothed_pair_loss(margin: torch.Tensor, label_smoothing: float) -> torch.Te
     return -(1.0 - eps) * functional.logsigmoid(margin) - eps * functional.logsigmoid(-margin)
 
 
-def _check_pairs(advantages: torch.Tensor, response_mask: torch.Tensor) -> None:
+def _live_pairs(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """Which pairs carry weight (both rows have response tokens), after checking the labels.
+
+    A pair whose two rows are fully masked is dispatch padding (``without_padding_weight``
+    zeroes the mask of the rows a rank holds only to match the others' count): it has no
+    label to check and no weight. A pair with one row masked and not the other is refused.
+    """
     import torch
 
     labels = masked_fill_zero(advantages, response_mask).sum(dim=-1).sign()
     rows = labels.shape[0]
-    if rows % 2 or not (bool(torch.all(labels[0::2] > 0)) and bool(torch.all(labels[1::2] < 0))):
-        raise HfsdkError(
-            f"the dpo loss got {rows} rows that are not whole (chosen, rejected) pairs in order; "
-            "it needs batches from the dpo program (interleaved pairs, labels +1/-1) and passes "
-            "that keep pairs whole: leave micro_batch_tokens unset and make data.batch_size a "
-            "multiple of the actor's data-parallel ranks"
-        )
+    has = (response_mask != 0).any(dim=-1)
+    if not rows % 2:
+        chosen, rejected = has[0::2], has[1::2]
+        live = chosen & rejected
+        if bool(torch.equal(chosen, rejected)) and bool(
+            torch.all(labels[0::2][live] > 0) and torch.all(labels[1::2][live] < 0)
+        ):
+            return live
+    raise HfsdkError(
+        f"the dpo loss got {rows} rows that are not whole (chosen, rejected) pairs in order; "
+        "it needs batches from the dpo program (interleaved pairs, labels +1/-1, both rows "
+        "of a pair with response tokens) and passes that keep pairs whole: leave "
+        "micro_batch_tokens unset and make data.batch_size a multiple of the actor's "
+        "data-parallel ranks"
+    )
 
 
 def dpo_loss(
@@ -102,18 +118,20 @@ def dpo_loss(
     check_token_tensors(
         response_mask, log_prob=log_prob, old_log_prob=old_log_prob, advantages=advantages
     )
-    _check_pairs(advantages, response_mask)
+    live = _live_pairs(advantages, response_mask)
     chosen, rejected = pair_rewards(log_prob, old_log_prob.detach(), response_mask, config.beta)
     z = chosen - rejected
-    per_pair = smoothed_pair_loss(z, config.label_smoothing)
-    pairs = float(z.shape[0])
+    # Padding pairs (no response tokens) add nothing: their z is 0, whose loss is log 2.
+    per_pair = smoothed_pair_loss(z, config.label_smoothing) * live
+    # The global count only counts rows with response tokens, so live pairs, as here.
+    pairs = float(live.sum())
     dp_size = 1
     if aggregation is not None:
         dp_size = aggregation.dp_size
         if aggregation.global_seq_count is not None:
             pairs = float(torch.as_tensor(aggregation.global_seq_count)) / 2.0
     loss = per_pair.sum() * dp_size / max(pairs, 1.0)
-    detached = z.detach()
+    detached = z.detach()[live]
     local_pairs = float(detached.numel())
     if not local_pairs:
         return loss, {"dpo_accuracy": (0.0, 0.0), "dpo_margin": (0.0, 0.0)}
