@@ -168,6 +168,24 @@ def test_dp_compute_metric_marks_each_pieces_padding_rows() -> None:
     assert PAD_ROWS_META not in plan.calls[3][0][0].meta
 
 
+def test_rows_in_groups_are_padded_and_split_by_whole_groups() -> None:
+    """5 preference pairs on 4 ranks: every rank holds whole pairs, padding is whole pairs.
+
+    Padding by rows gave 3/3/3/1 rows: pairs split across ranks, and each rank's engine
+    refused its half pairs mid-run (an odd pair count after a max_length filter, say)."""
+    pairs = rows(10)
+    pairs.meta[hfsdk.ROW_GROUP] = 2
+    plan = plan_of("dp_compute_metric", ctx("dp_compute_metric"), pairs)
+    pieces = [plan.calls[r][0][0] for r in range(4)]
+    assert [x_of(p) for p in pieces] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1], [2, 3, 4, 5]]
+    assert [padding_rows(p) for p in pieces] == [0, 0, 2, 4] and plan.pad == 6
+    plan = plan_of("dp_compute_proto", ctx("dp_compute_proto"), pairs)
+    out = BUILTIN_PROTOCOLS["dp_compute_proto"].collect(
+        run(plan, lambda rank, b: b), plan.collect_spec()
+    )
+    assert x_of(out) == list(range(10))  # the padding pairs are dropped again
+
+
 def test_dp_compute_metric_marks_padding_of_pieces_assembled_from_futures() -> None:
     shards = [Batch.from_dict({"x": torch.tensor(v)}) for v in ([0, 1, 2], [3, 4, 5], [6, 7, 8])]
     # 9 rows split for 2 ranks: 5 + (4 real, 1 repeat); for 3 ranks (fast path): none.

@@ -219,12 +219,12 @@ def split_rows(
                 "they must have the same number of rows"
             )
         total = next(iter(lengths.values()))
-        pad = -total % parts if kind == "batch" else 0
-        if kind == "batch":
-            size = (total + pad) // parts
-            bounds = [(j * size, (j + 1) * size) for j in range(parts)]
-        else:
-            bounds = _even_bounds(total, parts)
+        batches = [v for v in map(value_of, keys) if _is_batch(v)]
+        group = max([sys.modules["hfsdk.core.batch"].row_group(b) for b in batches] or [1])
+        pad = -total % (parts * group) if kind == "batch" else 0  # row groups (pairs) stay whole
+        step = (total + pad) // parts
+        even = [(j * step, (j + 1) * step) for j in range(parts)]
+        bounds = even if kind == "batch" else _even_bounds(total, parts)
         for key in keys:
             value = value_of(key)
             if isinstance(value, CallFuture):
@@ -235,7 +235,7 @@ def split_rows(
                     value.segments_ref(row_segments(a, b, total, rows)) for a, b in bounds
                 ]
             elif kind == "batch":
-                padded, _ = value.pad_to_divisor(parts)
+                padded, _ = value.pad_to_divisor(parts * group)
                 pieces[key] = padded.chunk(parts)
             else:
                 pieces[key] = [value[a:b] for a, b in bounds]
