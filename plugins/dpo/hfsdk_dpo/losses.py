@@ -92,8 +92,7 @@ def _live_pairs(advantages: torch.Tensor, response_mask: torch.Tensor) -> torch.
         f"the dpo loss got {rows} rows that are not whole (chosen, rejected) pairs in order; "
         "it needs batches from the dpo program (interleaved pairs, labels +1/-1, both rows "
         "of a pair with response tokens) and passes that keep pairs whole: leave "
-        "micro_batch_tokens unset and make data.batch_size a multiple of the actor's "
-        "data-parallel ranks"
+        "micro_batch_tokens unset"
     )
 
 
