@@ -8,11 +8,7 @@ loss's normaliser (the all-reduced sequence count) counts only the 3 real pairs.
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -21,13 +17,13 @@ import torch
 from hfsdk import load_tokenizer
 from hfsdk.core.workers.futures import CollectSpec
 from hfsdk.core.workers.protocols import collect_mean_metrics
+from hfsdk_backend_common.testing.launch import run_gloo
 from hfsdk_supervised_data import collate_preference_pairs, tokenize_preference_pairs
 from hfsdk_tasks import DefaultTaskSpec, ensure_default_assets
 
 sys.path.insert(0, str(Path(__file__).parent))
 from padded_pairs_worker import train
 
-WORKER = Path(__file__).with_name("padded_pairs_worker.py")
 WORLD = 4
 ROWS = [
     {"prompt": "1 + 2 =", "chosen": "3", "rejected": "6 no"},
@@ -36,53 +32,9 @@ ROWS = [
 ]
 
 
-def _run_ranks(tmp_path: Path, timeout: float = 240) -> None:
-    """The worker on ``WORLD`` gloo ranks; the first rank to fail stops the others (which
-    would otherwise wait in a collective for it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    logs = [tmp_path / f"rank{rank}.log" for rank in range(WORLD)]
-    ranks = []
-    for rank, log in enumerate(logs):
-        with log.open("w") as output:  # a file, not a pipe nobody reads while they run
-            ranks.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        str(WORKER),
-                        *("--rank", str(rank), "--world", str(WORLD), "--port", str(port)),
-                        *("--inputs", str(tmp_path / "in.pt"), "--out", str(tmp_path)),
-                    ],
-                    env={**os.environ, "OMP_NUM_THREADS": "1"},
-                    stdout=output,
-                    stderr=subprocess.STDOUT,
-                )
-            )
-    deadline = time.monotonic() + timeout
-    try:
-        while (
-            any(p.poll() is None for p in ranks)
-            and not any(p.returncode for p in ranks)
-            and time.monotonic() < deadline
-        ):
-            time.sleep(0.2)
-    finally:
-        for process in ranks:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-    failed = [
-        f"rank {rank} (exit {process.returncode}): {logs[rank].read_text()[-2000:]}"
-        for rank, process in enumerate(ranks)
-        if process.returncode
-    ]
-    assert not failed, "\n".join(failed)
-
-
 @pytest.mark.distributed
 def test_three_pairs_on_four_ranks_train_like_one_process(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     spec = DefaultTaskSpec(
         hidden_size=32, num_heads=2, intermediate_size=64, num_layers=2, warm_start_steps=60
@@ -100,11 +52,9 @@ def test_three_pairs_on_four_ranks_train_like_one_process(
     # mini_batch_size 8: one optimizer step of every pair, on 1 process and on 4 ranks.
     inputs = {"config": {"model_path": str(model_dir), "mini_batch_size": 8,
                          "micro_batch_size": 2}, "batch": tensors, "steps": 2}  # fmt: skip
-    torch.save(inputs, tmp_path / "in.pt")
-
-    expected = train(inputs, rank=0, world=1)
-    _run_ranks(tmp_path)
-    results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
+    expected = train(0, 1, inputs)
+    here = [str(Path(__file__).parent)]
+    results = run_gloo(WORLD, "padded_pairs_worker:train", {"inputs": inputs}, path=here)
 
     assert [r["rows"] for r in results] == [2, 2, 2, 2]  # rank 3: the padding pair only
     spec_ = CollectSpec(ranks=tuple(range(WORLD)))
