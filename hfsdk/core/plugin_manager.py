@@ -389,3 +389,12 @@ def plugin_code(plugin: str, what: str, fix: str = "", error: type = HfsdkError)
             raise
         fix = fix or f"fix or disable it (HFSDK_DISABLE_PLUGINS={plugin})"
         raise error(f"plugin {plugin!r}'s {what} raised {type(e).__name__}: {e}; {fix}") from e
+
+
+def call_each(hook: Any, error: type = HfsdkError, **kwargs: Any) -> Iterator[Any]:
+    """Each implementation's answer to ``hook``, one at a time in pluggy's order, so a bug is
+    named with its plugin (:func:`plugin_code`); not traced by ``HFSDK_TRACE_PLUGINS``."""
+    for impl in reversed(hook.get_hookimpls()):
+        with plugin_code(impl.plugin_name, hook.name, error=error):
+            answer = impl.function(**{name: kwargs[name] for name in impl.argnames})
+        yield answer

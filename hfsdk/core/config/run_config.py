@@ -40,7 +40,7 @@ from hfsdk.core.config.loader import apply_overrides, load_yaml
 from hfsdk.core.config.rollout_sections import missing_plugin_line, unread_key_line
 from hfsdk.core.config.signal_config import SignalConfig
 from hfsdk.core.errors import ConfigError, HfsdkError
-from hfsdk.core.plugin_manager import HfsdkPluginManager, get_plugin_manager, plugin_code
+from hfsdk.core.plugin_manager import HfsdkPluginManager, call_each, get_plugin_manager
 from hfsdk.core.registry import Registry, closest_match
 
 if TYPE_CHECKING:
@@ -449,9 +449,7 @@ def _unused_loss_section(key: str, value: Any, used: set[str], algo: str, rl: An
 
 def _validate_across_sections(pm: HfsdkPluginManager, config: RunConfig) -> None:
     problems: list[str] = []
-    for impl in reversed(pm.hook.hfsdk_validate_config.get_hookimpls()):  # pluggy's order
-        with plugin_code(impl.plugin_name, "hfsdk_validate_config", error=ConfigError):
-            answer = impl.function(**{name: config for name in impl.argnames})  # a bug: named
+    for answer in call_each(pm.hook.hfsdk_validate_config, ConfigError, config=config):
         problems += [answer] if isinstance(answer, str) else [str(m) for m in answer or ()]
     if problems:
         raise ConfigError("; ".join(problems))

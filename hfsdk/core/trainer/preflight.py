@@ -18,7 +18,7 @@ import attrs
 
 from hfsdk.core.config.run_config import RunConfig
 from hfsdk.core.errors import HfsdkError
-from hfsdk.core.plugin_manager import plugin_code
+from hfsdk.core.plugin_manager import call_each, get_plugin_manager, get_registry, plugin_code
 
 if TYPE_CHECKING:
     from hfsdk.core.algorithm_spec import AlgorithmSpec
@@ -138,7 +138,6 @@ def check_features(config: RunConfig, validates: bool = False) -> None:
     that no loaded plugin implements. Validation is checked alone, with ``validates`` (a
     policy and validation files: known once the assets resolve)."""
     from hfsdk.core.cli.known_commands import MissingPluginError, missing_plugin_message
-    from hfsdk.core.plugin_manager import get_plugin_manager, get_registry
     from hfsdk.core.trainer.placement_config import NO_PLACEMENT_PLUGIN, ROLLOUT_POOL
 
     trainer, hook = config.trainer, get_plugin_manager().hook
@@ -265,8 +264,6 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
 
 def run_preflight_checks(config: RunConfig, spec: AlgorithmSpec, prepared: PreparedRun) -> None:
     """Every registered preflight check, in name order; their warnings are logged."""
-    from hfsdk.core.plugin_manager import get_registry
-
     registry = get_registry("preflight_checks")
     for name in registry:  # a check's bug (not its HfsdkError) is named with its plugin
         with plugin_code(registry[name].plugin, f"preflight check {name!r}"):
@@ -277,11 +274,5 @@ def run_preflight_checks(config: RunConfig, spec: AlgorithmSpec, prepared: Prepa
 
 def _tool_schemas(config: Any) -> list[Any]:
     """The tools the prompts announce (``hfsdk_prompt_tool_schemas``; empty for none)."""
-    from hfsdk.core.plugin_manager import get_plugin_manager
-
-    schemas: list[Any] = []
-    hook = get_plugin_manager().hook.hfsdk_prompt_tool_schemas
-    for impl in reversed(hook.get_hookimpls()):  # pluggy's order, one at a time: name who raised
-        with plugin_code(impl.plugin_name, "hfsdk_prompt_tool_schemas"):
-            schemas += [dict(s) for s in impl.function(**{n: config for n in impl.argnames}) or ()]
-    return schemas
+    answers = call_each(get_plugin_manager().hook.hfsdk_prompt_tool_schemas, config=config)
+    return [dict(schema) for answer in answers if answer for schema in answer]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hfsdk.core.atomic import write_text_atomic
-from hfsdk.core.plugin_manager import plugin_code
+from hfsdk.core.plugin_manager import get_registry, plugin_code
 from hfsdk.core.trainer.faults import take_fault
 from hfsdk.core.trainer.trainer_config import BUILTIN_LOGGERS
 
@@ -100,8 +100,6 @@ class Tracker:
             )
         plugged = [name for name in loggers if name not in BUILTIN_LOGGERS]
         if plugged and trackers is None:
-            from hfsdk.core.plugin_manager import get_registry
-
             trackers = get_registry("trackers")
         for name, entry in ((name, trackers[name]) for name in plugged):
             with plugin_code(entry.plugin, f"logger {name!r} (start)", _SINK_FIX):
