@@ -76,10 +76,10 @@ def run_command(
     """Run FILE as the ``python`` tool and the ``code_tests`` reward run model code.
 
     Without --json: the program's stdout and stderr, then one line on stderr
-    with the status; the exit status is 0 when the program ran to the end and
-    exited 0, else 1. With --json the last stdout line is the result
-    (status, returncode, stdout, stderr, seconds, reason). It returns within
-    the wall-clock limit plus the sandbox's start-up.
+    with the status. With --json the last stdout line is the result
+    (status, returncode, stdout, stderr, seconds, reason). Either way the
+    exit status is 0 when the program ran to the end and exited 0, else 1.
+    It returns within the wall-clock limit plus the sandbox's start-up.
 
     \b
         hfsdk sandbox run solution.py --stdin case1.txt --json
@@ -106,9 +106,9 @@ def run_command(
     result = run_python(code, stdin=stdin, limits=limits)
     if as_json:
         click.echo(json.dumps(result.to_dict()))
-        return
-    sys.stdout.write(result.stdout)
-    sys.stderr.write(result.stderr)
-    click.echo(f"sandbox: {result.reason} ({result.seconds:.2f} s)", err=True)
-    if not result.ok:
+    else:
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        click.echo(f"sandbox: {result.reason} ({result.seconds:.2f} s)", err=True)
+    if not result.ok:  # with --json too: a script may test the exit status alone
         raise click.exceptions.Exit(1)

@@ -177,19 +177,55 @@ def _process_command(scratch: Path, limits: SandboxLimits, *, drop: bool, netns:
     return [shutil.which("unshare") or "unshare", "--net", *command] if netns else command
 
 
-def _classify(code: int | None, timed_out: bool, stderr: str, cut: bool) -> tuple[Status, str]:
+def _usable_cores() -> int:
+    """The cores this process may run on: a run shorter than ``cpu_s`` over them cannot
+    have spent ``cpu_s`` of CPU time (its exit status alone may be a program's own)."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def _exit_words(code: int | None, signal_exit: bool) -> str:
+    """``code`` in words: a signal by name; under bubblewrap also the exit status it equals."""
+    if code is None or code >= 0:
+        return f"exit status {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    # bwrap reports exit(128 + N) and death by signal N alike: either may have happened.
+    return f"killed by {name} or exit status {128 - code}" if signal_exit else f"killed by {name}"
+
+
+def _classify(
+    code: int | None,
+    timed_out: bool,
+    stderr: str,
+    cut: bool,
+    *,
+    cpu_reached: bool = False,
+    signal_exit: bool = False,
+) -> tuple[Status, str]:
+    """The status and reason of a run from what the parent observed.
+
+    A limit is named only when the parent saw it reached: the output cap (``cut``), the
+    wall-clock deadline (``timed_out``), the CPU limit (``cpu_reached``: the program killed by
+    SIGXCPU or SIGKILL after running long enough to spend ``cpu_s`` on the usable cores), a
+    ``MemoryError``. An exit status alone proves nothing: under bubblewrap ``os._exit(137)``
+    reads as SIGKILL and was reported ``timeout``. SIGXFSZ (the file-size limit is the scratch
+    size, and Python ignores the signal: a full scratch is an ``OSError``) and SIGSEGV (a
+    crash, such as a stack overflow) are errors, named in the reason.
+    """
     last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
-    if cut or code == -signal.SIGXFSZ:  # before timeout: the parent kills at the cap
+    if cut:  # before timeout: the parent kills at the cap
         return "output_limit", "output_limit: the program wrote more than the output limit"
-    if timed_out or code in (-signal.SIGXCPU, -signal.SIGKILL):
+    if timed_out or (cpu_reached and code in (-signal.SIGXCPU, -signal.SIGKILL)):
         return "timeout", "timeout: the time limit was reached"
-    if "MemoryError" in last or code == -signal.SIGSEGV:
+    if "MemoryError" in last:
         return "memory", "memory: the memory limit was reached"
     if "sandbox:" in last and "PermissionError" in last:
         return "refused", "refused: " + last.split("sandbox:", 1)[1].strip()
     if code == 0:
         return "ok", "ok"
-    return "error", f"error: {last[:200] or f'exit status {code}'}"
+    return "error", f"error: {last[:200] or _exit_words(code, signal_exit)}"
 
 
 def _execute(
@@ -286,8 +322,11 @@ def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = Non
     cgroup: PidsCgroup | None = None
     try:
         program = scratch / "main.py"
-        program.write_text(code)
-        (scratch / "stdin.txt").write_text(stdin)
+        # surrogatepass: a lone surrogate (model output) raised UnicodeEncodeError and ended
+        # the whole reward call; written as is, the program fails to compile (its own error)
+        # and stdin reaches the program as the bytes it was given.
+        program.write_text(code, encoding="utf-8", errors="surrogatepass")
+        (scratch / "stdin.txt").write_text(stdin, encoding="utf-8", errors="surrogatepass")
         # A copy inside the scratch directory: readable wherever the package is installed.
         shutil.copyfile(GUARD, scratch / ".guard.py")
         if mode == "os":
@@ -334,15 +373,23 @@ def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = Non
                 cgroup=cgroup,
             )
         returncode, out, err, cut, timed_out = result
+        seconds = time.perf_counter() - started
         stdout = out.decode("utf-8", errors="replace")
         stderr = err.decode("utf-8", errors="replace")
-        status, reason = _classify(returncode, timed_out, stderr, cut)
+        status, reason = _classify(
+            returncode,
+            timed_out,
+            stderr,
+            cut,
+            cpu_reached=seconds >= limits.cpu_s / _usable_cores(),
+            signal_exit=mode == "os",
+        )
         return SandboxResult(
             status=status,
             returncode=returncode,
             stdout=stdout,
             stderr=stderr,
-            seconds=time.perf_counter() - started,
+            seconds=seconds,
             reason=reason,
         )
     finally:

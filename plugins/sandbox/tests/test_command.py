@@ -38,9 +38,9 @@ def _sandbox_run(
     with pytest.raises(SystemExit) as info:
         main(["sandbox", "run", str(program), "--json", "--wall-s", "5", *extra])
     out, _ = capsys.readouterr()
-    assert info.value.code in (0, None)
     result = json.loads(out.strip().splitlines()[-1])
     assert set(result) == {"status", "returncode", "stdout", "stderr", "seconds", "reason"}
+    assert info.value.code in ((0, None) if result["status"] == "ok" else (1,)), result
     assert "guard disarmed" in result["stdout"], result
     return result
 
@@ -67,6 +67,27 @@ def test_a_program_that_fails_or_times_out_exits_1(
     with pytest.raises(SystemExit) as info:  # before, click's status was dropped: 0
         main(["sandbox", "run", str(tmp_path / "p.py"), "--wall-s", "1"])
     assert info.value.code == 1 and reason in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("print('fine')\n", "ok"),
+        ("import sys\nsys.exit(3)\n", "error"),
+        ("import os\nos._exit(137)\n", "error"),  # bwrap's 128 + 9: was `timeout`
+        ("while True:\n    pass\n", "timeout"),
+    ],
+    ids=["ok", "exit-3", "exit-137", "timeout"],
+)
+def test_with_json_the_exit_status_is_1_unless_ok_too(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, code: str, status: str
+) -> None:
+    (tmp_path / "p.py").write_text(code)
+    with pytest.raises(SystemExit) as info:  # before, --json always exited 0
+        main(["sandbox", "run", str(tmp_path / "p.py"), "--json", "--wall-s", "1"])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["status"] == status, result
+    assert (info.value.code or 0) == (0 if status == "ok" else 1)
 
 
 def test_an_endless_wall_limit_is_refused_in_one_line(

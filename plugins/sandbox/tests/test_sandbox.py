@@ -174,3 +174,37 @@ def test_process_mode_ends_a_setsid_grandchild_and_reports_the_program_s_own_exi
         pytest.skip("no pids cgroup can be made here: process mode cannot end a setsid'd child")
     probe.remove()
     assert survivors == []
+
+
+@pytest.mark.parametrize("status", [137, 152, 153, 139], ids=["KILL", "XCPU", "XFSZ", "SEGV"])
+def test_an_exit_status_that_reads_as_a_signal_is_an_error_not_a_limit(status: int) -> None:
+    # Under bubblewrap exit 128 + N reads as signal N: os._exit(137) was `timeout`, 153
+    # `output_limit` and 139 `memory`, in 0.06 s, no limit near.
+    result = run_python(f"import os\nos._exit({status})", limits=FAST)
+    assert result.status == "error", result
+    assert str(status) in result.reason or "killed by" in result.reason
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "while True:\n    pass",
+        "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass",
+    ],
+    ids=["SIGXCPU", "SIGKILL-at-the-hard-limit"],
+)
+def test_the_cpu_limit_is_a_timeout_before_the_wall_clock_limit(code: str) -> None:
+    limits = SandboxLimits(wall_s=30.0, cpu_s=1, memory_mb=256, output_bytes=4096)
+    result = run_python(code, limits=limits)
+    assert result.status == "timeout", result
+    assert result.seconds < limits.wall_s - 5  # the CPU limit ended it, not the deadline
+
+
+def test_a_lone_surrogate_in_the_code_is_that_program_s_error_and_stdin_passes() -> None:
+    # write_text raised UnicodeEncodeError: the caller (a whole reward batch) failed.
+    result = run_python("print('\ud83d')", limits=FAST)
+    assert result.status == "error", result
+    echoed = run_python(
+        "import sys\nprint(len(sys.stdin.buffer.read()))", stdin="a\ud83d", limits=FAST
+    )
+    assert (echoed.status, echoed.stdout) == ("ok", "4\n"), echoed
