@@ -5,10 +5,13 @@ or a bare ```` ``` ````). ``ground_truth`` (verl's ``reward_model.ground_truth``
 column) is a JSON string, either ``{"inputs": [...], "outputs": [...]}``
 (stdin/stdout pairs, the format of verl's and PRIME's code datasets: one
 sandboxed run per case, which passes when it exits normally with the expected
-output), the same with ``"fn_name"`` (call-based cases of APPS, PRIME and verl's
-``prime_code``: each input is an argument list for ``fn_name`` — a function of
-the program or a method of its ``class Solution`` — and each output its return
-value, checked like an assert's value, all in one sandboxed run per sample)
+output; the cases run in waves — wave k runs case k of every sample whose
+earlier cases passed — so a sample stops at its first failing case and the
+cases after it count as not passed), the same with ``"fn_name"`` (call-based
+cases of APPS, PRIME and verl's ``prime_code``: each input is an argument list
+for ``fn_name`` — a function of the program or a method of its ``class
+Solution`` — and each output its return value, checked like an assert's value,
+all in one sandboxed run per sample)
 or ``{"asserts": ["assert f(1) == 2", ...]}`` (one sandboxed run per sample;
 each assert is a case that :mod:`.code_harness` decides in this process, from
 values the program's run serialised as plain data — never by the program's exit
@@ -144,12 +147,22 @@ def _same_output(got: str, expected: str) -> bool:
     return lines(got) == lines(expected)
 
 
+def _case_passed(result: SandboxResult, expected: str) -> bool:
+    """Whether one stdin/stdout case's run exited normally with the expected output."""
+    return result.ok and _same_output(result.stdout, expected)
+
+
 def _io_verdicts(
     cases: list[tuple[str, str]], results: list[SandboxResult]
 ) -> tuple[list[bool], str | None]:
-    """Each stdin/stdout case's pass, and the first failure reason (``None``: all passed)."""
-    passed = [r.ok and _same_output(r.stdout, e) for (_, e), r in zip(cases, results, strict=True)]
-    for result, ok in zip(results, passed, strict=True):
+    """Each stdin/stdout case's pass, and the first failure reason (``None``: all passed).
+
+    ``results`` may be shorter than ``cases`` (the sample stopped at its first failure):
+    the cases not run count as not passed.
+    """
+    passed = [_case_passed(r, e) for (_, e), r in zip(cases, results, strict=False)]
+    passed += [False] * (len(cases) - len(results))
+    for result, ok in zip(results, passed, strict=False):
         if result.status != "ok":
             return passed, result.status
         if not ok:
@@ -186,6 +199,39 @@ def _first_cases(cases: Cases, limit: int | None) -> tuple[Cases, bool]:
     return cases[:limit], len(cases) > limit
 
 
+def _run_waves(
+    programs: dict[int, str],
+    io_samples: dict[int, tuple[str, list[tuple[str, str]]]],
+    config: CodeTestsConfig,
+) -> dict[int, list[SandboxResult]]:
+    """Each sample's sandbox runs, by sample index.
+
+    ``programs``: an asserts (or call-based) sample's one program, run in the first wave.
+    ``io_samples``: a stdin/stdout sample's code and cases. Wave k runs case k of every
+    sample whose cases 0..k-1 passed, through ``run_many``: one failing case already
+    scores a sample 0, and running its other cases cost the whole call up to cases x
+    ``wall_s`` (four endless samples of four cases overran ``reward.timeout_s``).
+    """
+    runs: dict[int, list[SandboxResult]] = {i: [] for i in (*programs, *io_samples)}
+    wave = [(i, program, "") for i, program in programs.items()]
+    for k in range(max((len(cases) for _, cases in io_samples.values()), default=0) + 1):
+        wave += [
+            (i, code, cases[k][0])
+            for i, (code, cases) in io_samples.items()
+            if k < len(cases)
+            and len(runs[i]) == k
+            and all(_case_passed(r, e) for r, (_, e) in zip(runs[i], cases, strict=False))
+        ]
+        if not wave:
+            break
+        jobs = [(program, stdin) for _, program, stdin in wave]
+        results = run_many(jobs, limits=config.limits, concurrency=config.concurrency)
+        for (i, _, _), result in zip(wave, results, strict=True):
+            runs[i].append(result)
+        wave = []
+    return runs
+
+
 def code_tests(
     prompts: Sequence[str],
     responses: Sequence[str],
@@ -203,8 +249,9 @@ def code_tests(
         )
     plans: list[tuple[Cases, str | None]] = []
     truncated: list[bool] = []
-    jobs: list[tuple[str, str]] = []
-    for response, raw in zip(responses, columns[config.column], strict=True):
+    programs: dict[int, str] = {}
+    io_samples: dict[int, tuple[str, list[tuple[str, str]]]] = {}
+    for index, (response, raw) in enumerate(zip(responses, columns[config.column], strict=True)):
         code = last_code_block(response)
         cases, problem = parse_cases(raw)
         cases, cut = _first_cases(cases, config.max_cases)
@@ -216,19 +263,19 @@ def code_tests(
             plans.append(([], "bad_tests"))
             continue
         if isinstance(cases, AssertPlan):
-            jobs.append((sandbox_program(code, cases), ""))
+            programs[index] = sandbox_program(code, cases)
         else:
-            jobs.extend((code, stdin) for stdin, _ in cases)
+            io_samples[index] = (code, cases)
         plans.append((cases, None))
-    results = iter(run_many(jobs, limits=config.limits, concurrency=config.concurrency))
+    runs = _run_waves(programs, io_samples, config)
     out = []
-    for (cases, early), cut in zip(plans, truncated, strict=True):
+    for index, ((cases, early), cut) in enumerate(zip(plans, truncated, strict=True)):
         if early is not None:
             passed, reason = [], early
         elif isinstance(cases, AssertPlan):
-            passed, reason = _assert_verdicts(cases, next(results))
+            passed, reason = _assert_verdicts(cases, runs[index][0])
         else:
-            passed, reason = _io_verdicts(cases, [next(results) for _ in cases])
+            passed, reason = _io_verdicts(cases, runs[index])
         row = {"score": 1.0 if reason is None else 0.0}
         row["cases_passed"] = sum(passed) / len(passed) if passed else 0.0
         row.update({name: float(reason == name) for name in REASONS})
