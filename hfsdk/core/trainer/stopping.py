@@ -17,7 +17,6 @@ import contextlib
 import logging
 import signal
 import threading
-import time
 from typing import Any
 
 from hfsdk.core.deadlines import Armed, arm
@@ -62,7 +61,6 @@ class StopSignals:
     def __init__(self, grace_s: float) -> None:
         self.grace_s = grace_s
         self.signum: int | None = None
-        self.received_at: float | None = None
         self.abandoned = False
         self.step = 0
         """The step the trainer is on (for messages)."""
@@ -102,7 +100,6 @@ class StopSignals:
             self.abandoned = True
             raise StopNow(f"a second {name}")
         self.signum = signum
-        self.received_at = time.monotonic()
         request_stop()  # waits that honour it (tool calls) end now, so the step can finish
         doing = f"finishing step {self.step} and writing a checkpoint" if self.step else ""
         logger.warning(

@@ -114,6 +114,12 @@ class Trainer:
                 first = next(candidates := self.directory.usable_checkpoints(), None)
                 self._candidates = itertools.chain([first] if first else [], candidates)
                 self.resume_from = first[:2] if first else None
+            elif old := latest_checkpoint(self.run_dir):  # a restart or export would take it
+                raise HfsdkError(
+                    f"run directory {str(self.run_dir)!r} holds checkpoints of an earlier run "
+                    f"(newest step_{old[0]}) and trainer.resume=false; pass a new --run-dir (or "
+                    "remove its checkpoints/) to start over, or set trainer.resume=true"
+                )
             done = self.resume_from[0] if self.resume_from else 0
             if done >= config.trainer.total_steps:  # its config.yaml stays the one it ran
                 logger.warning("the run is at step %d, trainer.total_steps=%d: nothing to train",

@@ -141,7 +141,7 @@ class TrainerConfig:
         validator=attrs.validators.ge(0),
     )
     resume: bool = help_field(
-        "Resume from the latest checkpoint in --run-dir if there is one.", default=True
+        "Resume from the newest checkpoint in --run-dir, if any.", resumable=True, default=True
     )
     ray_address: str | None = help_field(
         "Ray cluster to join ('auto' or host:port); null starts a local instance.",

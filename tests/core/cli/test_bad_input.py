@@ -294,6 +294,18 @@ CASES: list[Case] = [
         ],
         r"different config \(actor\.optim\.lr changed\)",
     ),
+    (
+        # A fresh start beside an earlier run's checkpoints: a worker restart resumed from
+        # them, and `hfsdk export` exported them, as this run's.
+        "fresh-start-beside-checkpoints",
+        lambda t: [
+            *BASE,
+            "trainer.resume=false",
+            "--run-dir",
+            str(_checkpoint_run(t, lambda d: None)),
+        ],
+        r"holds checkpoints of an earlier run \(newest step_1\) and trainer\.resume=false",
+    ),
     # -- corrupt checkpoints with nothing older to fall back to
     (
         "ckpt-zero-byte-state",
