@@ -180,7 +180,9 @@ def test_process_mode_ends_a_setsid_grandchild_and_reports_the_program_s_own_exi
 def test_an_exit_status_that_reads_as_a_signal_is_an_error_not_a_limit(status: int) -> None:
     # Under bubblewrap exit 128 + N reads as signal N: os._exit(137) was `timeout`, 153
     # `output_limit` and 139 `memory`, in 0.06 s, no limit near.
-    result = run_python(f"import os\nos._exit({status})", limits=FAST)
+    # A CPU limit no run this short can reach on any machine (it needs cpu_s / cores seconds).
+    limits = SandboxLimits(wall_s=3.0, cpu_s=600, memory_mb=256, output_bytes=4096)
+    result = run_python(f"import os\nos._exit({status})", limits=limits)
     assert result.status == "error", result
     assert str(status) in result.reason or "killed by" in result.reason
 
