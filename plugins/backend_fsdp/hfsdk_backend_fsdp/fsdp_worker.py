@@ -133,8 +133,20 @@ class FSDPPolicyWorker(WeightSenderMixin, FSDPRoleWorker):
         """Responses for ``prompts`` (greedy when ``prompts.meta['greedy']``).
 
         Through the rollout's generation strategy (a plugin's, e.g. multi-turn agents).
+        A call with ``meta['sampling_seed']`` (validation's) samples from that seed (plus
+        the rank) and leaves the worker's random generators as they were.
         """
-        return generate_rollout(self.rollout, prompts)
+        seed = prompts.meta.get("sampling_seed")
+        if seed is None:
+            # Training's generations draw from the worker's own stream, call after call;
+            # seeded_rng(None) would fork and restore it, so every step would repeat its draws.
+            return generate_rollout(self.rollout, prompts)
+        from hfsdk import seeded_rng
+
+        # The rollout samples from this process's global generators, which training's
+        # generations share: a seeded call must not move them, or validating changes training.
+        with seeded_rng(int(seed) + 7919 * self.rank):
+            return generate_rollout(self.rollout, prompts)
 
     @register(protocol=BuiltinProtocol.DP_COMPUTE_PROTO)
     def compute_log_prob(self, batch: Batch) -> Batch:

@@ -192,8 +192,24 @@ class MegatronPolicyWorker(WeightSenderMixin, MegatronWorker):
         """Responses for ``prompts``; the collector's (tp 0, last stage) are returned.
 
         A collective rollout runs on every rank (reshards, tensor-parallel
-        decoding, gathered weights); otherwise only the collectors generate.
+        decoding, gathered weights); otherwise only the collectors generate. A call with
+        ``meta['sampling_seed']`` (validation's) samples from that seed (plus the rank) and
+        leaves the worker's random generators as they were.
         """
+        seed = prompts.meta.get("sampling_seed")
+        if seed is None:
+            # Training's generations draw from the worker's own stream, call after call;
+            # seeded_rng(None) would fork and restore it, so every step would repeat its draws.
+            return self._generate(prompts)
+        from hfsdk import seeded_rng
+
+        # The rollout samples from this process's global generators, which training's
+        # generations share: a seeded call must not move them, or validating changes training.
+        with seeded_rng(int(seed) + 7919 * self.rank):
+            return self._generate(prompts)
+
+    def _generate(self, prompts: Batch) -> Batch:
+        """:meth:`generate_sequences`'s rows, from the generators as they stand."""
         if self.rollout.collective:
             out = generate_rollout(self.rollout, prompts)
             return out if self._collects else prompts

@@ -54,14 +54,34 @@ def estimator_metrics(
     return metrics
 
 
+VAL_SEED_OFFSET = 104_729
+"""Added to ``trainer.seed`` for validation's sampling seed: a stream apart from the ones
+the run's seed starts elsewhere (workers add multiples of 1000 or 7919 per rank)."""
+
+
+def sampling_seed(trainer: Any) -> int:
+    """Validation's sampling seed: the same at every validation of a run.
+
+    The actor samples a call that carries it from this seed (plus its rank) and restores
+    its random generators afterwards, so its training generations draw as if there were no
+    validation.
+    """
+    return int(trainer.seed) + VAL_SEED_OFFSET
+
+
 def validate(algorithm: Any, prompts: Any, scorer: Any, trainer: Any) -> ValidationResult:
     """Generate ``trainer.val_n`` samples per prompt, score them and reduce.
 
     One sample per prompt is greedy; several are sampled with the rollout's
-    settings. ``trainer`` is the run's ``TrainerConfig``.
+    settings, from a sampling seed of their own (:func:`sampling_seed`), so
+    validating does not change what training samples. ``trainer`` is the run's
+    ``TrainerConfig``.
     """
     n = trainer.val_n
     ks = sorted(set(trainer.val_k or default_ks(n)))
+    # A new meta dict (the rows are shared): the caller's prompts are left as they were.
+    prompts = prompts.select()
+    prompts.meta["sampling_seed"] = sampling_seed(trainer)
     # One row per trajectory (the last segment of step-wise ones): n rows per prompt.
     batch = last_segments(algorithm.generate(prompts, n=n, greedy=n == 1))
     scores_tensor, _ = scorer(batch)
