@@ -319,7 +319,10 @@ def _operand(node: ast.expr) -> Operand | Apply:
 
 def _is_statement_case(stmt: ast.stmt) -> bool:
     """Whether a statement decides something: it holds an assert (a loop, an ``if``, a
-    ``with``) or is a bare expression (HumanEval's ``check(candidate)``)."""
+    ``with``) or is a bare expression (HumanEval's ``check(candidate)``). A definition
+    (HumanEval's ``def check(candidate): assert ...``) decides nothing until it is called."""
+    if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return False
     return isinstance(stmt, ast.Expr) or any(isinstance(n, ast.Assert) for n in ast.walk(stmt))
 
 

@@ -132,6 +132,10 @@ def test_statements_holding_asserts_are_cases_of_their_own() -> None:
         ["import math", "for x in range(3):\n    assert f(x) == 2 * x", "assert f(1) == 2"]
     )
     assert [case.statement is not None for case in plan.cases] == [True, False]
+    # HumanEval: the definition runs as a statement, its call is the case.
+    humaneval = plan_asserts(["def check(c):\n    assert c(1) == 2", "check(f)"])
+    assert [case.statement for case in humaneval.cases] == ["check(f)"]
+    assert [source for _, source in humaneval.statements] == ["def check(c):\n    assert c(1) == 2"]
     ok = f"{MARKER} {plan.nonce} 0 {json.dumps({'ok': True})}\n"
     failed = f"{MARKER} {plan.nonce} 0 {json.dumps({'error': 'statement'})}\n"
     two = _record(plan, 1, [["int", "2"], None])
