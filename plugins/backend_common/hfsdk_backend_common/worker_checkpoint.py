@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from hfsdk import load_checkpoint_file
+from hfsdk import HfsdkError, load_checkpoint_file
 
 RNG_FILE = "rng_rank{rank}.pt"
 """Each rank's RNG states, beside the engine's files."""
@@ -41,5 +41,19 @@ def load_rank_checkpoint(
     after_load()
     rng = path / RNG_FILE.format(rank=rank)
     if rng.exists():  # older checkpoints have none
-        set_rng_state(load_checkpoint_file(rng))
+        set_rng_state(_load_rng_file(rng))
     return str(path)
+
+
+def _load_rng_file(path: Path) -> Any:
+    """The RNG states in ``path``; a damaged file is named (torch's own error names none)."""
+    try:
+        return load_checkpoint_file(path)
+    except HfsdkError:  # names the file already
+        raise
+    except Exception as exc:
+        why = (str(exc).strip().splitlines() or [""])[0]
+        raise HfsdkError(
+            f"RNG file {str(path)!r} of the checkpoint cannot be read ({type(exc).__name__}: "
+            f"{why}); it is damaged: resume from (or export) another checkpoint"
+        ) from None

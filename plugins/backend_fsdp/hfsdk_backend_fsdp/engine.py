@@ -14,7 +14,9 @@ no weight (:func:`without_padding_weight`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
+import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,6 +94,30 @@ def copy_processor_files(source: Path, directory: Path) -> None:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else ""
+
+
+@contextlib.contextmanager
+def _dcp_warnings_off() -> Iterator[None]:
+    """DCP's warnings off while it loads: of a damaged checkpoint it logs each failed
+    metadata read with its traceback, and hfsdk reports the failure in one line instead."""
+    import torch.distributed.checkpoint as dcp
+
+    package = str(Path(dcp.__file__).parent) + os.sep
+    named = logging.getLogger("torch.distributed.checkpoint")
+    level = named.level
+    root = logging.getLogger()
+
+    # state_dict_loader logs through the root logger: told apart by the file it logs from.
+    def not_dcp_below_error(record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or not record.pathname.startswith(package)
+
+    named.setLevel(logging.ERROR)
+    root.addFilter(not_dcp_below_error)
+    try:
+        yield
+    finally:
+        root.removeFilter(not_dcp_below_error)
+        named.setLevel(level)
 
 
 def _require_cpp_compiler(role: str) -> None:
@@ -533,12 +559,13 @@ class FSDPEngine:
                 if self.trainable:
                     assert self.optimizer is not None
                     state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
-                dcp.load(
-                    state,
-                    checkpoint_id=str(path),
-                    process_group=self.dp.group,
-                    no_dist=not self.dp.distributed,
-                )
+                with _dcp_warnings_off():
+                    dcp.load(
+                        state,
+                        checkpoint_id=str(path),
+                        process_group=self.dp.group,
+                        no_dist=not self.dp.distributed,
+                    )
                 extra = load_checkpoint_file(path / EXTRA_FILE)
             except (Exception, CheckpointException) as exc:  # a bad shard, metadata or extra
                 # (DCP's CheckpointException is a BaseException; it reaches every rank)

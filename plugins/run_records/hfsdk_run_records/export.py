@@ -7,14 +7,18 @@ role writes itself with its backend's own HF export (the same code a run's
 ``actor_hf/`` comes from). So sharded checkpoints, tensor/pipeline-parallel
 shards and LoRA adapters need no second reader that could drift from the
 writer. The result lands in a temporary sibling of ``--out`` and is renamed
-into place only once every role is written.
+into place only once every role is written; SIGTERM and Ctrl-C remove it, and the
+next export removes one a SIGKILL left.
 """
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import shutil
+import signal
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -91,9 +95,10 @@ def export_checkpoint(
     """
     from hfsdk import TrainingSession, prepare_run, run_spec
 
-    run_dir, out = Path(run_dir), Path(out).absolute()  # absolute: "." has a name too
+    run_dir, out = Path(run_dir), Path(out).resolve()  # resolved: "." and ".." have a name too
     if not run_dir.is_dir():
         raise HfsdkError(f"RUN_DIR {str(run_dir)!r} is not a directory; pass a run directory")
+    remove_stale_staging(out)  # a killed export's: not content, and no longer anyone's
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise HfsdkError(
             f"--out {str(out)!r} exists and is not empty; pass a new directory (nothing is "
@@ -114,24 +119,34 @@ def export_checkpoint(
             f"its roles with weights are {', '.join(trained)}"
         )
     wanted = list(roles) or default
+    into_cwd = out.is_dir() and out.samefile(Path.cwd())
+    if into_cwd and (len(wanted) != 1 or roles):
+        # The shell sits in this folder: it cannot be swapped for the finished export, and
+        # entries moved in one by one could be cut short by a kill, half an export.
+        raise HfsdkError(
+            f"--out {str(out)!r} is the working directory, into which an export moves only "
+            "one folder (one role, without --role); pass a new directory, e.g. --out export"
+        )
     logger.info(
         "export: step_%d of %s (%s) with the run's own backends", chosen_step, run_dir,
         ", ".join(wanted),
     )  # fmt: skip
-    # This process's own: two exports to one --out must not share (or delete) a folder. An
-    # existing (empty) --out, the working directory say, is filled from a folder inside it.
-    name = f"tmp-export-{os.getpid()}"
-    tmp = out / f".{name}" if out.is_dir() else out.with_name(f".{out.name}.{name}")
-    try:
-        tmp.mkdir(parents=True)
-    except OSError as exc:
-        raise HfsdkError(
-            f"--out {str(out)!r} cannot be written ({exc.strerror or exc}); give a folder you "
-            "can create"
-        ) from None
+    # This process's own, beside --out (never in it: a kill would leave it there): two exports
+    # to one --out must not share (or delete) a folder.
+    tmp = out.with_name(f".{out.name}{_STAGING}{os.getpid()}")
     written: dict[str, Path] = {}
+    stop = _SigtermUnwinds()
+    stop.install()  # before the folder exists: a SIGTERM from then on removes it
     try:
+        try:
+            tmp.mkdir(parents=True)
+        except OSError as exc:
+            raise HfsdkError(
+                f"--out {str(out)!r} cannot be written ({exc.strerror or exc}); give a folder "
+                "you can create"
+            ) from None
         with TrainingSession(config, spec, prepared=prepare_run(config, spec)) as session:
+            stop.install()  # again: starting Ray installs its own SIGTERM handler
             try:
                 session.load_workers(path)
             except HfsdkError:
@@ -142,10 +157,16 @@ def export_checkpoint(
                 target = tmp if len(wanted) == 1 and roles else tmp / role
                 session.groups[role].export_hf(str(target))
                 written[role] = out if target == tmp else out / role
-        _move_into(tmp, out)
+        stop.check()
+        _publish(tmp, out, one_entry=into_cwd)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if stop.received:  # whatever the signal's exception became on its way up
+            logger.warning("export stopped by SIGTERM: nothing was written to --out %s", out)
+            raise SystemExit(128 + signal.SIGTERM) from None
         raise
+    finally:
+        stop.restore()
     return written
 
 
@@ -153,22 +174,92 @@ _PRUNED = (
     "checkpoint {path} was removed while it was read (the run's trainer.keep_last pruned "
     "it?); export again with --step of a checkpoint the run keeps"
 )
+_STAGING = ".tmp-export-"
+"""``.<out's name>.tmp-export-<pid>``: the folder beside ``--out`` an export is written in."""
 
 
-def _move_into(tmp: Path, out: Path) -> None:
-    """``tmp``'s export at ``out``: renamed there, or, when ``tmp`` is inside ``out`` (an
-    existing empty folder), its entries moved up; never over anything."""
-    if tmp.parent == out:
-        if any(entry != tmp for entry in out.iterdir()):
-            raise HfsdkError(f"--out {str(out)!r} was written meanwhile; pass a new directory")
-        for entry in tmp.iterdir():
-            entry.rename(out / entry.name)
-        tmp.rmdir()
-        return
+class _Terminated(SystemExit):
+    """SIGTERM during an export: unwinds it like Ctrl-C, so its staging folder is removed."""
+
+
+class _SigtermUnwinds:
+    """While installed, the first SIGTERM raises :class:`_Terminated` where the export is
+    (by default SIGTERM ends the process at once, skipping every cleanup); later ones are
+    ignored so that the cleanup finishes."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._previous: Any = None
+        self._installed = False
+
+    def install(self) -> None:
+        """Install (again, after a library replaced it) the handler; main thread only."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        previous = signal.signal(signal.SIGTERM, self._handle)
+        if not self._installed:
+            self._previous, self._installed = previous, True
+
+    def restore(self) -> None:
+        """Put the handler from before :meth:`install` back."""
+        if self._installed:
+            default = signal.SIG_DFL if self._previous is None else self._previous
+            signal.signal(signal.SIGTERM, default)
+            self._installed = False
+
+    def check(self) -> None:
+        """Raise :class:`_Terminated` if SIGTERM came while something swallowed its exception."""
+        if self.received:
+            raise _Terminated(128 + signal.SIGTERM)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.received:
+            return
+        self.received = True
+        raise _Terminated(128 + signum)
+
+
+def remove_stale_staging(out: Path) -> None:
+    """Remove the staging folders of exports to ``out`` whose process is gone (killed).
+
+    Each is named after its process id (``.<name>.tmp-export-<pid>`` beside ``out``; before,
+    ``.tmp-export-<pid>`` inside it); one of a live process is another export's, kept.
+    """
+    found = list(out.parent.glob(f".{glob.escape(out.name)}{_STAGING}*"))
+    if out.is_dir():
+        found += out.glob(f"{_STAGING}*")
+    for folder in found:
+        pid = folder.name.rpartition(_STAGING)[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
     try:
-        tmp.rename(out)  # fails on a folder with files: another export got there first
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's
+        return True
+    return True
+
+
+def _publish(tmp: Path, out: Path, *, one_entry: bool) -> None:
+    """``tmp``'s export at ``out`` in one rename, never over anything: ``tmp`` itself renamed
+    to ``out`` (rename(2) replaces an empty folder atomically), or, with ``one_entry`` (``out``
+    is the working directory, which stays), ``tmp``'s single entry renamed into ``out``."""
+    source, target = tmp, out
+    if one_entry:
+        (source,) = tmp.iterdir()
+        target = out / source.name
+        if any(out.iterdir()):  # rename(2) would replace an empty folder of that name
+            raise HfsdkError(f"--out {str(out)!r} was written meanwhile; pass a new directory")
+    try:
+        source.rename(target)  # fails on a folder with files: another export got there first
     except OSError as exc:
         raise HfsdkError(
             f"--out {str(out)!r} was written meanwhile ({exc.strerror}); nothing of it is "
             "overwritten, pass a new directory"
         ) from None
+    if one_entry:
+        tmp.rmdir()

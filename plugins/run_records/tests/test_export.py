@@ -12,8 +12,10 @@ and, for LoRA, peft applying the exported adapter to the base model.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -152,7 +154,7 @@ def test_export_fills_an_empty_working_directory_and_never_merges_two(
     fsdp_run: Path, tmp_path: Path
 ) -> None:
     from hfsdk import HfsdkError
-    from hfsdk_run_records.export import _move_into
+    from hfsdk_run_records.export import _publish
 
     (tmp_path / "here").mkdir()
     done = subprocess.run(
@@ -161,14 +163,54 @@ def test_export_fills_an_empty_working_directory_and_never_merges_two(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]  # before: "'.' has an empty name"
     assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["actor"]
+    assert not list(tmp_path.glob(".*tmp-export-*"))
+    # Files put into the working directory one by one could be cut short by a kill: refused.
+    (tmp_path / "again").mkdir()
+    done = subprocess.run(
+        [HFSDK, "export", str(fsdp_run), "--out", ".", "--role", "actor"], cwd=tmp_path / "again",
+        env=_env(None), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 2 and "is the working directory" in done.stderr, done.stderr
+    assert not any((tmp_path / "again").iterdir())
     # Another export finished first: this one's files are refused, not mixed in.
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "actor").mkdir()
     with pytest.raises(HfsdkError, match="was written meanwhile"):
-        _move_into(tmp_path / "mine", tmp_path / "here")
+        _publish(tmp_path / "mine", tmp_path / "here", one_entry=False)
     with pytest.raises(HfsdkError, match="was written meanwhile"):
-        (tmp_path / "here" / ".tmp-export-1").mkdir()
-        _move_into(tmp_path / "here" / ".tmp-export-1", tmp_path / "here")
+        _publish(tmp_path / "mine", tmp_path / "here", one_entry=True)
+
+
+def test_sigterm_removes_the_unfinished_export_and_a_rerun_writes_it(
+    fsdp_run: Path, tmp_path: Path
+) -> None:
+    """SIGTERM (a plain ``kill``) mid-export into an existing empty --out: nothing is left in
+    or beside it, and the same command then succeeds, also past a SIGKILLed export's folders.
+    Before: SIGTERM skipped the cleanup, and --out held ``.tmp-export-<pid>/actor``."""
+    out = tmp_path / "out"
+    out.mkdir()
+    export = subprocess.Popen(
+        [HFSDK, "export", str(fsdp_run), "--out", str(out)], env=_env(None),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob("**/.*tmp-export-*")) and export.poll() is None:
+        assert time.monotonic() < deadline, "no staging folder appeared"
+        time.sleep(0.01)
+    export.send_signal(signal.SIGTERM)
+    _, stderr = export.communicate(timeout=120)
+    assert export.returncode == 143, stderr[-2000:]
+    assert "Traceback" not in stderr and "stopped by SIGTERM" in stderr, stderr[-2000:]
+    assert not list(tmp_path.glob("**/*tmp-export-*")), list(tmp_path.glob("**/*"))
+    assert not any(out.iterdir())
+    # A SIGKILLed export's folders (of a process that is gone) are neither content nor kept.
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    (tmp_path / f".out.tmp-export-{dead.pid}" / "actor").mkdir(parents=True)
+    (out / f".tmp-export-{dead.pid}").mkdir()  # where earlier versions wrote it
+    _export(fsdp_run, out)
+    assert sorted(p.name for p in out.iterdir()) == ["actor"]
+    assert not list(tmp_path.glob("**/*tmp-export-*"))
 
 
 def test_megatron_export_reproduces_the_checkpoint(tmp_path: Path) -> None:
