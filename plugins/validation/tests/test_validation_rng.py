@@ -2,12 +2,12 @@
 
 The colocated actor's rollout samples from its worker's global torch generators, the ones
 training's generations draw from; a call with ``meta['sampling_seed']`` (validation's) runs
-seeded and restores them, a call without (training's) must not touch them.
+seeded and restores them, a call without (training's) must not touch them (each backend's
+``test_generation_seed.py`` checks its worker).
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,6 @@ from hfsdk.core.batch import Batch
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk_testing import untimed_metrics
-from hfsdk_testing.rng import RngForked, record_rng_forks
 
 STEPS = 3
 SMALL = [
@@ -65,73 +64,9 @@ def test_sampled_validation_leaves_training_metrics_and_weights_unchanged(
     assert plain[0]["actor/grad_norm"] != plain[-1]["actor/grad_norm"]  # the runs trained
 
 
-WORKERS = [
-    ("hfsdk_backend_fsdp.fsdp_worker", "FSDPPolicyWorker"),
-    ("hfsdk_backend_megatron.megatron_worker", "MegatronPolicyWorker"),
-]
-
-
-class _Rollout:
-    """A collective rollout stand-in; the patched ``generate_rollout`` draws for it."""
-
-    collective = True
-
-
-def _policy_worker(monkeypatch: pytest.MonkeyPatch, module_name: str, cls_name: str) -> Any:
-    """A rank-0 policy worker (no engine) whose generation records one random draw."""
-    module = importlib.import_module(module_name)
-    draws: list[float] = []
-
-    def generate_rollout(rollout: Any, prompts: Batch) -> Batch:
-        draws.append(float(torch.rand(())))
-        return prompts
-
-    monkeypatch.setattr(module, "generate_rollout", generate_rollout)
-    cls = getattr(module, cls_name)
-    worker = cls.__new__(cls)  # the worker context (rank 0 of 1) without building an engine
-    worker.rollout = _Rollout()
-    worker.draws = draws
-    return worker
-
-
 def _prompts(seed: int | None) -> Batch:
     meta = {} if seed is None else {"sampling_seed": seed}
     return Batch.from_dict(tensors={"x": torch.zeros(2)}, meta=meta)
-
-
-@pytest.mark.parametrize(("module_name", "cls_name"), WORKERS)
-def test_unseeded_generation_draws_on_from_the_workers_stream(
-    monkeypatch: pytest.MonkeyPatch, module_name: str, cls_name: str
-) -> None:
-    """Training's calls: nothing forked, each call draws on where the last one stopped."""
-    worker = _policy_worker(monkeypatch, module_name, cls_name)
-    torch.manual_seed(3)
-    expected = [float(torch.rand(())) for _ in range(2)]
-    torch.manual_seed(3)
-    for _ in range(2):
-        worker.generate_sequences(_prompts(None))
-    assert worker.draws == expected
-    forked = record_rng_forks(monkeypatch)
-    worker.generate_sequences(_prompts(None))
-    assert forked == []
-
-
-@pytest.mark.parametrize(("module_name", "cls_name"), WORKERS)
-def test_seeded_generation_is_repeatable_and_leaves_the_workers_stream(
-    monkeypatch: pytest.MonkeyPatch, module_name: str, cls_name: str
-) -> None:
-    worker = _policy_worker(monkeypatch, module_name, cls_name)
-    torch.manual_seed(3)
-    expected_next = float(torch.rand(()))
-    torch.manual_seed(3)
-    worker.generate_sequences(_prompts(11))
-    worker.generate_sequences(_prompts(11))
-    assert worker.draws[0] == worker.draws[1]  # the same seed, the same draws
-    assert float(torch.rand(())) == expected_next  # the worker's stream did not move
-    forked = record_rng_forks(monkeypatch)
-    with pytest.raises(RngForked):  # on a GPU the CUDA generator is forked too
-        worker.generate_sequences(_prompts(11))
-    assert forked == [[0]]
 
 
 def test_validation_prompts_carry_a_sampling_seed_from_the_run_seed() -> None:
