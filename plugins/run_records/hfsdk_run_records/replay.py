@@ -62,6 +62,43 @@ def _run_config(run_dir: Path) -> Any:
     return load_run_config(None, str(path))
 
 
+def _trained_length(run_dir: Path, start: int, step: int, saved: int, what: str) -> int:
+    """The ``trainer.total_steps`` steps ``start+1..step`` trained under (a cosine schedule's
+    length): a resume may change it, and config.yaml holds the last one (``saved``).
+
+    The oldest checkpoint at or after ``step`` was written by the run (the segment after a
+    resume) that trained ``step``, unless that run resumed at ``step`` or later (then the
+    start checkpoint's run trained it); its trainer state says that run's ``total_steps`` and
+    the step it resumed at. Replaying across that resume, from a checkpoint of another
+    length, is refused. Checkpoints from before these keys: ``saved``, as before.
+    """
+    from hfsdk import TRAINER_STATE, complete_checkpoints, load_checkpoint_file
+
+    def state(path: Path) -> dict[str, Any]:
+        loaded = load_checkpoint_file(path / TRAINER_STATE)
+        return loaded if isinstance(loaded, dict) else {}
+
+    checkpoints = dict(complete_checkpoints(run_dir))
+    later = sorted(s for s in checkpoints if s >= step)
+    if not later:
+        return saved
+    trained = state(checkpoints[later[0]])
+    length, resumed_at = trained.get("total_steps"), trained.get("resumed_at", 0)
+    before = state(checkpoints[start]).get("total_steps") if start else None
+    if step <= resumed_at:  # its own run's later checkpoints are gone: the start's run
+        length = before
+    if not isinstance(length, int):
+        return saved
+    if start < resumed_at < step and isinstance(before, int) and before != length:
+        raise HfsdkError(
+            f"{what}: trainer.total_steps changed from {before} to {length} on resume at step "
+            f"{resumed_at}, between checkpoint step_{start} and step {step}, so the learning "
+            f"rate schedule changed inside the steps to replay; replay a step up to "
+            f"{resumed_at}, or one with a checkpoint of step {resumed_at} or later before it"
+        )
+    return length
+
+
 def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     """Replay every update from the newest checkpoint before ``step`` through ``step``."""
     import numpy as np
@@ -108,6 +145,10 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
             "replayed from it"
         )
     dumps = [read_step_dump(run_dir, s, for_what=what) for s in range(start + 1, step + 1)]
+    length = _trained_length(run_dir, start, step, config.trainer.total_steps, what)
+    if length != config.trainer.total_steps:  # the schedule those steps trained under
+        trainer = attrs.evolve(config.trainer, total_steps=length)
+        config = attrs.evolve(config, sections={**config.sections, "trainer": trainer})
     if config.trainer.deterministic:
         from hfsdk import enable_determinism
 

@@ -257,3 +257,38 @@ def test_dpo_replays_exactly_and_a_score_model_run_is_refused(tmp_path: Path) ->
     Trainer(load_run_config("reward_model", None, dump), tmp_path / "rm", quiet=True).fit()
     with pytest.raises(HfsdkError, match="trains no policy"):
         replay_steps(tmp_path / "rm", 2)
+
+
+def _without_checkpoints(run_dir: Path, copy: Path, *steps: int) -> Path:
+    shutil.copytree(run_dir, copy)
+    for step in steps:
+        shutil.rmtree(copy / "checkpoints" / f"step_{step}")
+    return copy
+
+
+@pytest.mark.slow
+def test_replay_of_a_cosine_run_lengthened_on_resume_uses_the_length_each_step_trained_under(
+    tmp_path: Path,
+) -> None:
+    """Steps 1-2 trained under a 2-step cosine, 3-4 under the 4-step one the resume wrote to
+    config.yaml; replay rebuilt every step with 4 (step 2: actor/lr 8.5e-05, not 5e-05)."""
+    run_dir = tmp_path / "run"
+    cosine = ["actor.optim.lr_schedule=cosine", "trainer.rollout_dump=true", "trainer.save_every=1"]
+    _fit(run_dir, *cosine, "trainer.total_steps=2")
+    rows = _fit(run_dir, *cosine, "trainer.total_steps=4")
+    assert [r["step"] for r in rows] == [1, 2, 3, 4]
+    # Checkpoints 2 and 4, as without save_every: step 2 from the start, step 4 from the
+    # checkpoint the run was resumed from.
+    plain = _without_checkpoints(run_dir, tmp_path / "plain", 1, 3)
+    for step, replayed_steps in ((2, [1, 2]), (4, [3, 4])):
+        results = replay_steps(plain, step)
+        assert [r.step for r in results] == replayed_steps
+        for result in results:
+            assert "actor/lr" in result.compared
+            assert result.differing == [], (step, result.step, result.differing)
+    # Only checkpoint 1 before step 4: steps 2 (2-step cosine) and 3-4 (4-step) in one replay.
+    split = _without_checkpoints(run_dir, tmp_path / "split", 2, 3)
+    says = "trainer.total_steps changed from 2 to 4 on resume at step 2, between checkpoint step_1"
+    with pytest.raises(HfsdkError, match=says):
+        replay_steps(split, 4)
+    assert [r.differing for r in replay_steps(split, 2)] == [[]]
