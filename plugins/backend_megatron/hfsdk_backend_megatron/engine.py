@@ -106,6 +106,7 @@ class MegatronEngine:
         self.head: convert.Head = KIND_HEADS[kind]  # type: ignore[assignment]
         self.trainable = kind in ("actor", "critic", "score_model")
         self.model_dir = _resolve_model_dir(config)
+        self._hf_config: Any = None
         self.shape = read_shape(self.model_dir, role)
         self.tokenizer = load_tokenizer(config.tokenizer_path or self.model_dir)
         self.device = resolve_device(config.device)
@@ -153,6 +154,7 @@ class MegatronEngine:
             sequence_parallel=config.parallel.sequence_parallel,
             score_bias=self.head == "value",
             recompute=self.trainable and config.gradient_checkpointing,
+            pad_token_id=self._embedding_pad_id(),
         )
         shard = convert.to_megatron(
             hf_state,
@@ -189,8 +191,18 @@ class MegatronEngine:
         self.weights_version = 0
         self.last_weights_metrics: dict[str, float] = {}
         self.weight_probes: dict[str, Any] = {}  # sends only what it holds
-        self._hf_config: Any = None
         self._generation_shards: Any = None
+
+    def _embedding_pad_id(self) -> int | None:
+        """The ``padding_idx`` transformers gives this model's input embedding.
+
+        The config's ``pad_token_id``; a value or score model without one takes the
+        tokenizer's, as the fsdp backend (and :meth:`_build_hf`) sets it.
+        """
+        pad_id = getattr(self.hf_config, "pad_token_id", None)
+        if pad_id is None and self.head != "lm":
+            pad_id = self.tokenizer.pad_token_id
+        return pad_id
 
     # -- layout ---------------------------------------------------------------------------
 

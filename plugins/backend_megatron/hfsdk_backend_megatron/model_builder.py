@@ -168,11 +168,14 @@ def build_gpt(
     sequence_parallel: bool = False,
     score_bias: bool = False,
     recompute: bool = False,
+    pad_token_id: int | None = None,
 ) -> torch.nn.Module:
     """This rank's GPTModel shard (empty weights; load them with :func:`load_shard`).
 
     ``recompute`` turns on activation recompute: megatron-core's own on CUDA
     (see :func:`transformer_config`), :func:`recompute_layers` elsewhere.
+    ``pad_token_id``: the embedding lookup sends that row no gradient, as
+    transformers' ``padding_idx`` does (see :func:`cut_pad_gradient`).
     """
     from megatron.core import parallel_state as mpu
     from megatron.core.models.gpt import GPTModel
@@ -196,9 +199,36 @@ def build_gpt(
     )
     if head != "lm" and mpu.is_pipeline_last_stage():
         model.output_layer = ScalarHead(shape.hidden_size, score_bias, shape.initializer_range)
+    if pad_token_id is not None and mpu.is_pipeline_first_stage():
+        cut_pad_gradient(model.embedding.word_embeddings, pad_token_id)
     if recompute and not torch.cuda.is_available():
         recompute_layers(model)
     return model.to(device)
+
+
+def cut_pad_gradient(embedding: torch.nn.Module, pad_token_id: int) -> None:
+    """Make ``embedding``'s lookup send no gradient to the ``pad_token_id`` row (forward unchanged).
+
+    transformers builds its input embedding with ``padding_idx=config.pad_token_id``;
+    megatron-core's ``VocabParallelEmbedding`` has no such option. Without this, a pad
+    id sampled into a response trains that row here but not under fsdp, and gradient
+    clipping then moves every other weight differently. A tied output layer still
+    trains the row, as in transformers. The hook sees the tp-reduced output, laid
+    out ``[b, s, h]`` like its input ids ``[b, s]``.
+    """
+
+    def hook(module: torch.nn.Module, args: tuple[Any, ...], output: torch.Tensor) -> Any:
+        if not (torch.is_grad_enabled() and output.requires_grad):
+            return None  # inference or a frozen model: nothing to cut
+        is_pad = args[0] == pad_token_id
+        if is_pad.shape != output.shape[:-1]:
+            raise HfsdkError(
+                f"the embedding output has shape {tuple(output.shape)}, not [b, s, h] for input "
+                f"ids {tuple(is_pad.shape)}; the pad-row gradient cut needs sequence_parallel off"
+            )
+        return torch.where(is_pad.unsqueeze(-1), output.detach(), output)
+
+    embedding.register_forward_hook(hook)
 
 
 def recompute_layers(model: torch.nn.Module) -> None:

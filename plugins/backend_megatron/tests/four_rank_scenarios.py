@@ -103,6 +103,15 @@ def main() -> None:
             if collector(eng):
                 results["actor_second_22"] = state
         del eng
+    # A tied model's update at (1, 1) with four replicas and at (2, 2) (the embedding's two
+    # copies summed): the responses' pad token trains its row through the output layer only.
+    for tp, pp in ((1, 1), (2, 2)):
+        eng = engine(inputs["tied"], "actor", tp, pp, inputs["optim"])
+        metrics = eng.update_actor(my_part(eng, batch), actor_objective)
+        state = eng.full_hf_state()
+        if collector(eng):
+            results[f"tied_update_{tp}{pp}"] = {"state": state, "metrics": metrics}
+        del eng
     # Reload the (2, 2) checkpoint at (1, 2) with dp=2, then the same second step.
     eng = engine(inputs["gqa"], "actor", 1, 2, inputs["optim"])
     eng.load_checkpoint(args.out / "ckpt")

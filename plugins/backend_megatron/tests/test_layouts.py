@@ -33,11 +33,15 @@ OPTIM = {"lr": 1e-2, "grad_clip": 1.0}
 UPDATE_ATOL = 5e-3 * OPTIM["lr"]
 CRITIC_OPTIM = {"lr": 1e-2, "grad_clip": 0.5}
 PROMPT, RESPONSE, ROWS = 6, 5, 8
+PAD_AT = PROMPT + 1
 
 
-def _batch(vocab: int) -> dict[str, torch.Tensor]:
+def _batch(vocab: int, pad_id: int) -> dict[str, torch.Tensor]:
     generator = torch.Generator().manual_seed(1)
     ids = torch.randint(3, vocab, (ROWS, PROMPT + RESPONSE), generator=generator)
+    # A sampled pad token in every response (valid, not last): HF's padding_idx sends the
+    # pad row no gradient from the lookup, so every update below checks megatron does not.
+    ids[:, PAD_AT] = pad_id
     mask = torch.ones_like(ids)
     for row in range(ROWS):
         mask[row, : row % 3] = 0  # left-padded prompts
@@ -76,7 +80,7 @@ def run(
     critic = save_tiny_llama(root / "critic", tok, head="value", seed=2)
     score = save_tiny_llama(root / "score", tok, head="score", seed=3)
     hf = AutoModelForCausalLM.from_pretrained(str(gqa)).eval()
-    tensors = _batch(hf.config.vocab_size - 1)
+    tensors = _batch(hf.config.vocab_size - 1, hf.config.pad_token_id)
     with torch.no_grad():
         logits = hf(
             input_ids=tensors["input_ids"],
@@ -171,9 +175,9 @@ def test_tied_output_layer_at_tp2_pp2(run: dict[str, Any]) -> None:
     assert (got - expected)[valid].abs().max() < 1e-4
 
 
-def _fsdp_actor_state(run: dict[str, Any], steps: int) -> tuple[dict, dict]:
+def _fsdp_actor_state(run: dict[str, Any], steps: int, model: str = "gqa") -> tuple[dict, dict]:
     config = FSDPRoleConfig(
-        model_path=run["inputs"]["gqa"],
+        model_path=run["inputs"][model],
         mini_batch_size=8,
         micro_batch_size=2,
         optim=OptimConfig(**OPTIM),
@@ -208,6 +212,37 @@ def test_update_actor_equals_fsdp(run: dict[str, Any], layout: str) -> None:
     keys = ("actor/pg_loss", "actor/entropy", "actor/grad_norm") if layout == "22" else ()
     for key in (*keys, "actor/grad_norm"):
         assert got["metrics"][key] == pytest.approx(fsdp_metrics[key], rel=1e-4, abs=1e-6)
+
+
+def test_the_batch_samples_the_pad_token(run: dict[str, Any]) -> None:
+    """Every update comparison covers a pad id at a valid response position."""
+    from transformers import AutoConfig
+
+    tensors = run["inputs"]["batch"]
+    for name in ("gqa", "tied", "critic"):
+        pad_id = AutoConfig.from_pretrained(run["inputs"][name]).pad_token_id
+        assert pad_id is not None
+        assert (tensors["input_ids"][:, PAD_AT] == pad_id).all()
+    assert tensors["response_mask"][:, PAD_AT - PROMPT].all()
+
+
+@pytest.fixture(scope="module")
+def fsdp_tied_update(run: dict[str, Any]) -> tuple[dict, dict]:
+    """The tied model's fsdp state and metrics after one update (computed once)."""
+    return _fsdp_actor_state(run, steps=1, model="tied")
+
+
+@pytest.mark.parametrize("layout", ["11", "22"])
+def test_tied_update_actor_equals_fsdp(
+    run: dict[str, Any], fsdp_tied_update: tuple[dict, dict], layout: str
+) -> None:
+    """A tied pad row trains through the output layer only, as HF's (padding_idx) does."""
+    expected, fsdp_metrics = fsdp_tied_update
+    got = run["results"][f"tied_update_{layout}"]
+    _assert_close_states(got["state"], expected, UPDATE_ATOL)
+    assert got["metrics"]["actor/grad_norm"] == pytest.approx(
+        fsdp_metrics["actor/grad_norm"], rel=1e-4
+    )
 
 
 def test_update_without_old_log_probs_checks_the_rollout_log_probs(run: dict[str, Any]) -> None:
