@@ -463,8 +463,6 @@ class Trainer:
                 "data": session.loader.state_dict(),
                 "algorithm": algorithm.state_dict(),
                 "rng": rng,
-                "total_steps": self.config.trainer.total_steps,  # replay: a resume may change it
-                "resumed_at": self.resume_from[0] if self.resume_from else 0,
             }
             if self._pipeline is not None:  # the batches generated ahead (docs/async.md)
                 state["pipeline"] = self._pipeline.state_dict()

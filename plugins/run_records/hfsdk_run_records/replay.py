@@ -66,37 +66,28 @@ def _trained_length(run_dir: Path, start: int, step: int, saved: int, what: str)
     """The ``trainer.total_steps`` steps ``start+1..step`` trained under (a cosine schedule's
     length): a resume may change it, and config.yaml holds the last one (``saved``).
 
-    The oldest checkpoint at or after ``step`` was written by the run (the segment after a
-    resume) that trained ``step``, unless that run resumed at ``step`` or later (then the
-    start checkpoint's run trained it); its trainer state says that run's ``total_steps`` and
-    the step it resumed at. Replaying across that resume, from a checkpoint of another
-    length, is refused. Checkpoints from before these keys: ``saved``, as before.
+    Each run segment's first step and length are in ``rollouts/segments.json``; steps
+    trained under two lengths in one replay are refused. A run from before that file:
+    ``saved``, as before.
     """
-    from hfsdk import TRAINER_STATE, complete_checkpoints, load_checkpoint_file
+    from hfsdk_run_records.rollout_dump import read_segments
 
-    def state(path: Path) -> dict[str, Any]:
-        loaded = load_checkpoint_file(path / TRAINER_STATE)
-        return loaded if isinstance(loaded, dict) else {}
+    segments = sorted(read_segments(run_dir))
 
-    checkpoints = dict(complete_checkpoints(run_dir))
-    later = sorted(s for s in checkpoints if s >= step)
-    if not later:
-        return saved
-    trained = state(checkpoints[later[0]])
-    length, resumed_at = trained.get("total_steps"), trained.get("resumed_at", 0)
-    before = state(checkpoints[start]).get("total_steps") if start else None
-    if step <= resumed_at:  # its own run's later checkpoints are gone: the start's run
-        length = before
-    if not isinstance(length, int):
-        return saved
-    if start < resumed_at < step and isinstance(before, int) and before != length:
+    def length(s: int) -> int:
+        return next((total for first, total in reversed(segments) if first <= s), saved)
+
+    lengths = {s: length(s) for s in range(start + 1, step + 1)}
+    if len(set(lengths.values())) > 1:
+        resume = next(s for s in lengths if lengths[s] != lengths[start + 1])
         raise HfsdkError(
-            f"{what}: trainer.total_steps changed from {before} to {length} on resume at step "
-            f"{resumed_at}, between checkpoint step_{start} and step {step}, so the learning "
-            f"rate schedule changed inside the steps to replay; replay a step up to "
-            f"{resumed_at}, or one with a checkpoint of step {resumed_at} or later before it"
+            f"{what}: trainer.total_steps changed from {lengths[start + 1]} to {lengths[resume]} "
+            f"on resume at step {resume - 1}, inside the steps to replay from checkpoint "
+            f"{f'step_{start}' if start else 'the start'}, so their learning-rate schedules "
+            f"differ; replay a step up to {resume - 1}, or one with a checkpoint of step "
+            f"{resume - 1} or later before it"
         )
-    return length
+    return lengths[step]
 
 
 def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:

@@ -65,8 +65,42 @@ def write_rollout_dump(run_dir: str | Path, step: int, batch: Batch) -> Path:
     return path
 
 
+SEGMENTS_FILE = "segments.json"
+"""``rollouts/segments.json``: ``[[first step, trainer.total_steps], ...]``, one entry per
+run segment (a start or a resume): a resume may change the length of a cosine schedule,
+and replay rebuilds the one each step trained under."""
+
+
+def record_segment(run_dir: str | Path, first_step: int, total_steps: int) -> None:
+    """Add this segment to :data:`SEGMENTS_FILE`, dropping entries it trains over again (a
+    resume from an older checkpoint)."""
+    path = Path(run_dir) / DUMP_DIR / SEGMENTS_FILE
+    kept = [entry for entry in read_segments(run_dir) if entry[0] < first_step]
+    write_text_atomic(path, json.dumps([*kept, [first_step, total_steps]]) + "\n")
+
+
+def read_segments(run_dir: str | Path) -> list[list[int]]:
+    """The entries of :data:`SEGMENTS_FILE` (none for a run from before it)."""
+    path = Path(run_dir) / DUMP_DIR / SEGMENTS_FILE
+    try:
+        entries = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [e for e in entries if isinstance(e, list) and all(type(x) is int for x in e)]
+
+
 class RolloutDumpObserver(StepObserver):
-    """Writes each step's ``rollouts/step_N.jsonl`` (readable) and ``.pt`` (replay)."""
+    """Writes each step's ``rollouts/step_N.jsonl`` (readable) and ``.pt`` (replay), and the
+    run segments' schedule lengths (:data:`SEGMENTS_FILE`)."""
+
+    def __init__(self) -> None:
+        self.recorded = False
+
+    def on_step_start(self, view: StepView) -> None:
+        """Record this run segment's first step and ``trainer.total_steps`` once."""
+        if not self.recorded:
+            record_segment(view.run_dir, view.step, view.config.trainer.total_steps)
+            self.recorded = True
 
     def on_step_trained(self, view: StepView) -> None:
         """Dump the step's batch and generations (the update's batch unless ``rollout_only``)."""

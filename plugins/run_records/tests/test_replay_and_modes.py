@@ -271,7 +271,8 @@ def test_replay_of_a_cosine_run_lengthened_on_resume_uses_the_length_each_step_t
     tmp_path: Path,
 ) -> None:
     """Steps 1-2 trained under a 2-step cosine, 3-4 under the 4-step one the resume wrote to
-    config.yaml; replay rebuilt every step with 4 (step 2: actor/lr 8.5e-05, not 5e-05)."""
+    config.yaml; replay rebuilt every step with 4 (step 2: actor/lr 8.5e-05, not 5e-05).
+    Each run segment's length is in rollouts/segments.json."""
     run_dir = tmp_path / "run"
     cosine = ["actor.optim.lr_schedule=cosine", "trainer.rollout_dump=true", "trainer.save_every=1"]
     _fit(run_dir, *cosine, "trainer.total_steps=2")
@@ -288,7 +289,12 @@ def test_replay_of_a_cosine_run_lengthened_on_resume_uses_the_length_each_step_t
             assert result.differing == [], (step, result.step, result.differing)
     # Only checkpoint 1 before step 4: steps 2 (2-step cosine) and 3-4 (4-step) in one replay.
     split = _without_checkpoints(run_dir, tmp_path / "split", 2, 3)
-    says = "trainer.total_steps changed from 2 to 4 on resume at step 2, between checkpoint step_1"
-    with pytest.raises(HfsdkError, match=says):
+    says = "trainer.total_steps changed from 2 to 4 on resume at step 2, inside the steps to "
+    with pytest.raises(HfsdkError, match=f"{says}replay from checkpoint step_1"):
         replay_steps(split, 4)
     assert [r.differing for r in replay_steps(split, 2)] == [[]]
+    # Only the last checkpoint (keep_last: 1): steps 1-2 replay from the start under 2.
+    last = _without_checkpoints(run_dir, tmp_path / "last", 1, 2, 3)
+    assert [r.differing for r in replay_steps(last, 2)] == [[], []]
+    with pytest.raises(HfsdkError, match=f"{says}replay from checkpoint the start"):
+        replay_steps(last, 3)
