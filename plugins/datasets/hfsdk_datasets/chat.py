@@ -187,8 +187,33 @@ def render_prompt(
     if use_template:
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
         extra = {"tools": [dict(t) for t in tools]} if tools else {}
+        if messages and messages[-1].get("role") == "assistant":
+            return _render_prefill(tokenizer, messages, where, extra)
         return apply_template(tokenizer, messages, where, add_generation_prompt=True, **extra)
     if isinstance(prompt, str):
         return prompt
     refuse_plain_tool_calls(prompt, where)  # the plain rendering would drop the calls
     return plain_rendering(prompt)
+
+
+def _render_prefill(tokenizer: Any, messages: Messages, where: str, extra: dict[str, Any]) -> str:
+    """A prompt ending in an assistant message (a prefill): the model continues that message,
+    as TRL renders it (``continue_final_message``), rather than starting a new turn after it."""
+    try:
+        return apply_template(
+            tokenizer,
+            messages,
+            where,
+            add_generation_prompt=False,
+            continue_final_message=True,
+            **extra,
+        )
+    except HfsdkError:  # a ValueError too: the template refused the messages, already worded
+        raise
+    except ValueError as exc:  # transformers: the template drops or alters the final message
+        reason = str(exc).splitlines()[0]
+        raise HfsdkError(
+            f"{where} ends with an assistant message the chat template cannot continue "
+            f"({reason}); end the prompt with a user message, or use a template that renders "
+            "the last assistant message's content as is"
+        ) from None

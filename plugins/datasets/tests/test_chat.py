@@ -298,3 +298,34 @@ def test_a_prompt_starting_with_bos_text_is_warned_about_once(  # type: ignore[n
         f"row 1 of column 'prompt' starts with the BOS token '<s>' and the {adder} adds BOS "
         "again: the model sees two BOS tokens; remove the leading '<s>' from the prompts"
     ]
+
+
+PREFILL = [
+    {"role": "user", "content": "What is 3 + 4?"},
+    {"role": "assistant", "content": "The answer is"},
+]
+
+
+def test_a_prompt_ending_in_an_assistant_message_is_continued_as_trl_does() -> None:
+    from hfsdk_agents.testing.templates import qwen25_tokenizer
+    from hfsdk_datasets.prompt_dataset import prepare_row
+
+    tokenizer = qwen25_tokenizer()
+    prompt = prepare_row({"prompt": PREFILL}, 0, "prompt", tokenizer, True, ())
+    text = tokenizer.decode(prompt.token_ids)
+    # The prefilled turn stays open (TRL: continue_final_message), no new turn after it.
+    assert text.endswith("<|im_start|>assistant\nThe answer is")
+    assert text == tokenizer.apply_chat_template(
+        PREFILL, tokenize=False, add_generation_prompt=False, continue_final_message=True
+    )
+
+
+def test_a_template_that_cannot_continue_the_prefill_is_a_one_line_error() -> None:
+    # A template that drops assistant turns cannot continue the last one.
+    dropping = (
+        "{% for m in messages %}{% if m['role'] != 'assistant' %}<|{{ m['role'] }}|> "
+        "{{ m['content'] }} {% endif %}{% endfor %}"
+    )
+    with pytest.raises(HfsdkError, match=r"^a prompt ends with an assistant message") as info:
+        render_prompt(PREFILL, _tokenizer(dropping), True)
+    assert "\n" not in str(info.value)

@@ -137,8 +137,11 @@ def score_rows(
     except DeadlineExceeded as exc:
         frames = _tb_frames(exc)
         raise timeout_error(call.label, timeout_s, "--timeout-s", responses, frames) from None
-    except HfsdkError:
-        raise
+    except HfsdkError as exc:
+        if str(exc).startswith(f"reward function {call.label!r}"):
+            raise  # already names the function
+        # As a run does: the function's own clear message, prefixed with its name.
+        raise locate_failure(call, prompts, responses, columns, exc) from None
     except Exception as exc:
         raise locate_failure(
             call, prompts, responses, columns, exc, timeout_s=timeout_s, timeout_key="--timeout-s"

@@ -80,3 +80,53 @@ def test_chat_prompts_reach_the_function_as_a_run_gives_them(tmp_path: Path) -> 
     assert [r["score"] for r in scored] == [2.0, 1.0, 0.0]
     with pytest.raises(HfsdkError, match=r"^--data row 1: 'prompt' is \[1, 2\]; expected a str"):
         score_rows(f"{tmp_path / 'rw.py'}:echo", [{"prompt": [1, 2], "response": "r"}], ())
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("    sys.exit(0)\n", "called sys.exit(0); return a score per sample instead"),
+        ("    raise HfsdkError('no answer here')\n", "no answer here"),
+    ],
+)
+def test_an_error_the_function_raises_names_the_function(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, body: str, message: str
+) -> None:
+    (tmp_path / "ex.py").write_text(
+        "import sys\nfrom hfsdk import HfsdkError\ndef ex(prompts, responses, **c):\n" + body
+    )
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"prompt": "a", "response": "x"}) + "\n")
+    name = f"{tmp_path / 'ex.py'}:ex"
+    with pytest.raises(SystemExit) as info:
+        main(["reward", "score", name, "--data", str(rows)])
+    _, err = capsys.readouterr()
+    assert info.value.code != 0
+    # As `hfsdk run` words it (docs/rewards.md), the prefix once.
+    assert err.strip() == f"Error: reward function {name!r}: {message}"
+
+
+def test_a_missing_column_names_the_builtin_once(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"prompt": "a", "response": "x"}) + "\n")
+    with pytest.raises(SystemExit):
+        main(["reward", "score", "exact_match", "--data", str(rows)])
+    _, err = capsys.readouterr()
+    assert err.startswith("Error: reward function 'exact_match': exact_match needs the dataset")
+    assert err.count("reward function 'exact_match'") == 1
+
+
+def test_an_error_that_already_names_the_function_is_not_prefixed_again(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    (tmp_path / "ex.py").write_text("def ex(prompts, responses, **c):\n    return [1.0]\n")
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"prompt": "a", "response": "x", "answer": "1"}) + "\n")
+    name = f"{tmp_path / 'ex.py'}:ex"
+    with pytest.raises(SystemExit):
+        main(["reward", "score", name, "--data", str(rows), "answer=2"])
+    _, err = capsys.readouterr()
+    assert err.startswith(f"Error: reward function {name!r}: setting(s) ['answer']")
+    assert err.count(f"reward function {name!r}") == 1

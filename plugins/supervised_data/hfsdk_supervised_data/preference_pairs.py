@@ -9,7 +9,8 @@ Accepted row layouts (TRL's and verl's preference datasets):
 - **implicit prompt**: only ``chosen`` and ``rejected``, each a whole
   conversation (messages) or a whole text; the prompt is their shared
   beginning — the leading messages both share, or (text) the common prefix cut
-  back to the last whitespace, as TRL's ``extract_prompt`` does.
+  back to the last whitespace, which starts the responses, as TRL's
+  ``extract_prompt`` does.
 
 Each response is tokenized after the prompt with the run's tokenizer (and its
 chat template when the run uses one) by
@@ -94,6 +95,11 @@ def _shared_text(chosen: str, rejected: str) -> int:
         return count
     # Cut back to a word boundary so neither response starts inside a shared word.
     while count > 0 and not chosen[count - 1].isspace():
+        count -= 1
+    # The whitespace before the word starts the responses, as in TRL's extract_prompt: a
+    # byte-level BPE tokenizes " word" as one token, so prompt + response ids then match the
+    # whole text's ids (and what the model generates), not a lone space and a bare word.
+    while count > 0 and chosen[count - 1].isspace():
         count -= 1
     return count
 

@@ -70,8 +70,24 @@ def test_implicit_prompt_text_is_cut_at_a_word_boundary() -> None:
     prompt, chosen, rejected = split_prompt(
         {"chosen": "add one two three", "rejected": "add one two two"}
     )
-    # The texts share "add one two t"; the prompt stops before the shared "t" of a word.
-    assert (prompt, chosen, rejected) == ("add one two ", "three", "two")
+    # The texts share "add one two t"; the prompt stops before the shared "t" of a word, and
+    # the space before it starts the responses (as TRL's extract_prompt splits).
+    assert (prompt, chosen, rejected) == ("add one two", " three", " two")
+
+
+def test_implicit_prompt_text_ids_are_the_whole_texts_ids_with_a_byte_level_bpe() -> None:
+    from hfsdk_agents.testing.templates import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    row = {
+        "chosen": "Please add the numbers with the calculator",
+        "rejected": "Please add the numbers with the tool",
+    }
+    pair = tokenize_preference_pair(row, tok, use_template=False, append_eos=False)
+    for side, text in ((pair.chosen, row["chosen"]), (pair.rejected, row["rejected"])):
+        whole = tok(text, add_special_tokens=False).input_ids
+        # No lone trailing-space token in the prompt, no space-less first response word.
+        assert list(side.prompt_ids) + list(side.response_ids) == whole
 
 
 @pytest.mark.parametrize(
