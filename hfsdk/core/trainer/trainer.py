@@ -166,9 +166,12 @@ class Trainer:
                 try:
                     self._attempt()
                     break
-                except StopNow as exc:
+                except (StopNow, SystemError) as exc:  # Ray's waits wrap StopNow in SystemError
+                    stop = exc.__cause__ if isinstance(exc, SystemError) else exc
+                    if not isinstance(stop, StopNow):
+                        raise
                     self._stop.on_abandon()
-                    raise self._stopped(abandoned=str(exc)) from None
+                    raise self._stopped(abandoned=str(stop)) from None
                 except (WorkerDiedError, WorkerTimeoutError) as exc:
                     if self._stop.requested:  # e.g. the scheduler signalled the workers too
                         raise self._stopped(abandoned=_first_line(exc)) from exc
@@ -385,11 +388,9 @@ class Trainer:
             raise type(stop)(f"{stop}; checkpoint step_{step} saved")
 
     def _check_keep_best(self, metrics: dict, *, saving: bool) -> None:
-        """At the first checkpoint: has ``trainer.keep_best``'s metric been reported?
-
-        Checked against every metric so far (some appear only after a warm-up), once a
-        validation has run for a ``val/`` metric.
-        """
+        """At the first checkpoint: has ``trainer.keep_best``'s metric been reported? Checked
+        against every metric so far (some appear only after a warm-up), once a validation has
+        run for a ``val/`` metric."""
         metric, seen = self.config.trainer.keep_best, self._keep_best_seen
         if not metric or seen is None:
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,30 @@ def test_run_stopped_carries_the_exit_status() -> None:
     assert RunStopped("x", signum=signal.SIGTERM, step=3).exit_code == 143
     assert RunStopped("x", signum=signal.SIGINT, step=None).exit_code == 130
     assert signal_name(15) == "SIGTERM"
+
+
+def test_a_stop_that_ray_wrapped_in_a_system_error_still_stops_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Raised by a signal handler inside Ray's Cython waits (ray.wait, ray.get), StopNow comes
+    # out as "SystemError: <cyfunction CoreWorker.wait> returned a result with an exception
+    # set" caused by it: a second Ctrl-C during a Ray run ended as an internal error, exit 1.
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.trainer import Trainer
+
+    trainer = Trainer(load_run_config("grpo", None, ["trainer.total_steps=1"]), tmp_path / "run")
+
+    def attempt() -> None:
+        try:
+            raise StopNow("a second SIGINT")
+        except StopNow as exc:
+            raise SystemError(
+                "<cyfunction CoreWorker.wait> returned a result with an exception set"
+            ) from exc
+
+    monkeypatch.setattr(trainer, "_attempt", attempt)
+    with pytest.raises(RunStopped, match=r"stopped by SIGTERM during step 0 \(a second SIGINT\)"):
+        trainer.fit()
+    monkeypatch.setattr(trainer, "_attempt", lambda: (_ for _ in ()).throw(SystemError("other")))
+    with pytest.raises(SystemError, match="other"):  # any other SystemError is not a stop
+        trainer.fit()
