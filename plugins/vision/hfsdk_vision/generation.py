@@ -61,6 +61,8 @@ def sample(
     model's device; the result is on the CPU, as ``encoded`` is."""
     import torch
 
+    from hfsdk_backend_common.rollout.hf_rollout import without_model_defaults
+
     config = model.config
     device = next(model.parameters()).device
     rows = [r for r in range(encoded["input_ids"].shape[0]) for _ in range(n)]
@@ -87,22 +89,25 @@ def sample(
             images = _image_inputs(
                 model, encoded, rows, pixel_values, grids, share_image_encoding, device
             )
-            out = model.generate(
-                input_ids=ids,
-                attention_mask=mask,
-                **images,
-                mm_token_type_ids=mm_token_type_ids(ids, config.image_token_id),
-                max_new_tokens=max_new_tokens,
-                do_sample=do_sample,
-                temperature=temperature if do_sample else None,
-                top_k=0 if do_sample else None,
-                top_p=1.0 if do_sample else None,
-                eos_token_id=eos,
-                pad_token_id=pad,
-                suppress_tokens=vision_token_ids(config),
-                return_dict_in_generate=True,
-                output_scores=True,
-            )
+            # The model directory's defaults (a Qwen2-VL-Instruct's repetition_penalty) would
+            # otherwise fill every setting not passed here.
+            with without_model_defaults(model):
+                out = model.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    **images,
+                    mm_token_type_ids=mm_token_type_ids(ids, config.image_token_id),
+                    max_new_tokens=max_new_tokens,
+                    do_sample=do_sample,
+                    temperature=temperature if do_sample else None,
+                    top_k=0 if do_sample else None,
+                    top_p=1.0 if do_sample else None,
+                    eos_token_id=eos,
+                    pad_token_id=pad,
+                    suppress_tokens=vision_token_ids(config),
+                    return_dict_in_generate=True,
+                    output_scores=True,
+                )
     responses = out.sequences[:, input_ids.shape[1] :]
     response_mask = _until_eos(responses, eos)
     # The scores are the sampling distribution's logits: temperature applied, vision

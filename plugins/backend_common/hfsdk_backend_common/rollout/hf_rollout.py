@@ -72,6 +72,32 @@ if TYPE_CHECKING:
 PROMPT_KEYS = ("input_ids", "attention_mask")
 
 
+@contextlib.contextmanager
+def without_model_defaults(module: torch.nn.Module) -> Iterator[None]:
+    """Hide ``module.generation_config`` (the model directory's defaults) for the context.
+
+    transformers' ``generate`` fills every field the caller's ``GenerationConfig`` leaves
+    unset from ``module.generation_config`` (``_prepare_generation_config``; 5.x has no switch
+    to stop it), so a model directory's ``repetition_penalty`` or ``no_repeat_ngram_size``
+    would reshape the sampled distribution while training's log-probs assume it untouched.
+    A fresh config keeps only the model's token ids (the caller passes its own eos and pad);
+    fields left unset then fall back to transformers' neutral global defaults. The module's
+    own config is restored afterwards, also when ``generate`` raises.
+    """
+    from transformers import GenerationConfig
+
+    own = module.generation_config
+    module.generation_config = GenerationConfig(
+        bos_token_id=own.bos_token_id,
+        eos_token_id=own.eos_token_id,
+        pad_token_id=own.pad_token_id,
+    )
+    try:
+        yield
+    finally:
+        module.generation_config = own
+
+
 class HFRollout(RolloutBackend):
     """Generates ``n`` responses per prompt with the actor's current weights.
 
@@ -160,7 +186,12 @@ class HFRollout(RolloutBackend):
     # -- generation ----------------------------------------------------------------------
 
     def generation_config(self, greedy: bool) -> GenerationConfig:
-        """The sampling settings of one call (the model directory's defaults are ignored)."""
+        """The sampling settings of one call.
+
+        The model directory's defaults never apply: ``generate`` runs under
+        :func:`without_model_defaults`, so the fields left unset here take transformers'
+        neutral defaults (sampling always sets ``top_k``: the global default is 50).
+        """
         from transformers import GenerationConfig
 
         common: dict[str, Any] = {
@@ -241,11 +272,12 @@ class HFRollout(RolloutBackend):
                 return self._decode(decoder, ids, mask, greedy), {}
             for part in prompts.split(step):
                 input_ids = part["input_ids"].to(device)
-                out = module.generate(
-                    input_ids=input_ids,
-                    attention_mask=part["attention_mask"].to(device),
-                    generation_config=config,
-                )
+                with without_model_defaults(module):
+                    out = module.generate(
+                        input_ids=input_ids,
+                        attention_mask=part["attention_mask"].to(device),
+                        generation_config=config,
+                    )
                 generated = out[:, input_ids.shape[1] :].cpu()
                 padded = torch.full((len(part), width), pad, dtype=generated.dtype)
                 padded[:, : generated.shape[1]] = generated[:, :width]
