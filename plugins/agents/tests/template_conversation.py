@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfsdk_agents.testing.templates import (
+from hfsdk_agents.tools import load_tools
+from hfsdk_testing.chat_templates import (
     llama3_tokenizer,
     qwen3_real_tokenizer,
     qwen3_tokenizer,
     qwen25_tokenizer,
 )
-from hfsdk_agents.tools import load_tools
 
 SCHEMAS = [dict(t.schema) for t in load_tools(["add"]).values()]
 PROMPT = [

@@ -26,7 +26,7 @@ from hfsdk.core.config import load_run_config
 from hfsdk.core.plugin_manager import get_plugin_manager, reset_plugin_manager
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk_agents.requests import cut_at_stop
-from hfsdk_agents.testing.templates import qwen3_tokenizer
+from hfsdk_testing.chat_templates import qwen3_tokenizer
 
 pytestmark = pytest.mark.slow
 

@@ -307,8 +307,8 @@ PREFILL = [
 
 
 def test_a_prompt_ending_in_an_assistant_message_is_continued_as_trl_does() -> None:
-    from hfsdk_agents.testing.templates import qwen25_tokenizer
     from hfsdk_datasets.prompt_dataset import prepare_row
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
 
     tokenizer = qwen25_tokenizer()
     prompt = prepare_row({"prompt": PREFILL}, 0, "prompt", tokenizer, True, ())

@@ -76,7 +76,7 @@ def test_implicit_prompt_text_is_cut_at_a_word_boundary() -> None:
 
 
 def test_implicit_prompt_text_ids_are_the_whole_texts_ids_with_a_byte_level_bpe() -> None:
-    from hfsdk_agents.testing.templates import qwen25_tokenizer
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
 
     tok = qwen25_tokenizer()
     row = {
