@@ -783,13 +783,19 @@ class MegatronEngine:
 
     @property
     def generation_eos_ids(self) -> list[int]:
-        """EOS ids of the model directory's generation config (empty without one)."""
+        """EOS ids of the model directory's generation config.
+
+        Without a generation_config.json the config is derived from config.json,
+        as transformers does for a loaded model (the fsdp actor's
+        ``module.generation_config``), so both backends stop on the same ids.
+        """
         from transformers import GenerationConfig
 
         try:
-            configured = GenerationConfig.from_pretrained(str(self.model_dir)).eos_token_id
+            generation = GenerationConfig.from_pretrained(str(self.model_dir))
         except OSError:
-            return []
+            generation = GenerationConfig.from_model_config(self.hf_config)
+        configured = generation.eos_token_id
         if configured is None:
             return []
         return [configured] if isinstance(configured, int) else list(configured)

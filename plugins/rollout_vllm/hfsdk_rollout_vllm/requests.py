@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from hfsdk import HfsdkError
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -41,6 +43,9 @@ def sampling_params(
 
     common: dict[str, Any] = {
         "max_tokens": config.max_response_length,
+        # Stop on hfsdk's EOS ids only: vLLM would also stop on config.json's eos ids, which
+        # hfsdk's response mask may not count, and the pad after them would be trained.
+        "ignore_eos": True,
         "stop_token_ids": eos_ids,
         "logprobs": 0,  # the sampled token's own log-prob
         "detokenize": False,
@@ -86,6 +91,7 @@ def generate_rows(
         for offset, output in enumerate(engine.generate(requests, params)):
             completion = output.outputs[0]
             tokens = list(completion.token_ids)[:width]
+            _check_ending(tokens, width, eos_ids)
             row = start + offset
             responses[row, : len(tokens)] = torch.tensor(tokens, dtype=torch.long)
             for t, (token, entry) in enumerate(
@@ -93,3 +99,18 @@ def generate_rows(
             ):
                 log_probs[row, t] = float(entry[token].logprob)
     return responses, log_probs
+
+
+def _check_ending(tokens: list[int], width: int, eos_ids: list[int]) -> None:
+    """Raise when a completion ends early on a token hfsdk's response mask does not stop at.
+
+    The mask is rebuilt from ``eos_ids`` (``assemble_rollout``): the pad after such an
+    ending would be trained as response tokens with zero rollout log-probs.
+    """
+    if len(tokens) < width and (not tokens or tokens[-1] not in eos_ids):
+        last = tokens[-1] if tokens else None
+        raise HfsdkError(
+            f"vLLM ended a response after {len(tokens)} of {width} tokens on token {last}, "
+            f"which is not one of hfsdk's EOS ids {eos_ids}; its padding would be trained: "
+            "set eos_token_id in the model's generation_config.json to the ids it stops on"
+        )
