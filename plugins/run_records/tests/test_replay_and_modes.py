@@ -15,13 +15,10 @@ from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk_run_records.replay import replay_steps
 from hfsdk_run_records.step_dump import read_step_dump, step_dump_path
+from hfsdk_testing import SMALL_GRPO
 
 SMALL = [
-    "data.batch_size=4",
-    "algorithm.n_samples_per_prompt=2",
-    "actor.mini_batch_size=4",
-    "actor.micro_batch_size=8",
-    "trainer.loggers=[jsonl]",
+    *SMALL_GRPO,
     "trainer.total_steps=3",
 ]
 _TIMED = ("timing/", "perf/")

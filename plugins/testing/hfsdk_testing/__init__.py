@@ -31,12 +31,18 @@ from hfsdk_testing.fakes import (
 )
 from hfsdk_testing.models import hf_greedy_responses, hf_sequence_scores, save_tiny_llama
 from hfsdk_testing.rng import RngForked, record_rng_forks
-from hfsdk_testing.runs import TIMED_METRIC_PREFIXES, assert_runs_identical, untimed_metrics
+from hfsdk_testing.runs import (
+    SMALL_GRPO,
+    TIMED_METRIC_PREFIXES,
+    assert_runs_identical,
+    untimed_metrics,
+)
 
 __all__ = [
     "OPERATIONS",
     "PROMPT_WIDTH",
     "RESPONSE_WIDTH",
+    "SMALL_GRPO",
     "TIMED_METRIC_PREFIXES",
     "Call",
     "FakeFuture",

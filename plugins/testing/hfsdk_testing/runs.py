@@ -14,6 +14,16 @@ TIMED_METRIC_PREFIXES = (
 )  # fmt: skip
 
 
+SMALL_GRPO = (
+    "data.batch_size=4",
+    "algorithm.n_samples_per_prompt=2",
+    "actor.mini_batch_size=4",
+    "actor.micro_batch_size=8",
+    "trainer.loggers=[jsonl]",
+)
+"""Overrides for a quick GRPO run of the default task whose runs are compared step by step."""
+
+
 def untimed_metrics(row: dict[str, Any]) -> dict[str, Any]:
     """``row`` without the wall-clock metrics (:data:`TIMED_METRIC_PREFIXES`)."""
     return {k: v for k, v in row.items() if not k.startswith(TIMED_METRIC_PREFIXES)}

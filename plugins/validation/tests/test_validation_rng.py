@@ -17,15 +17,11 @@ import torch
 from hfsdk.core.batch import Batch
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.trainer import Trainer
-from hfsdk_testing import untimed_metrics
+from hfsdk_testing import SMALL_GRPO, untimed_metrics
 
 STEPS = 3
 SMALL = [
-    "data.batch_size=4",
-    "algorithm.n_samples_per_prompt=2",
-    "actor.mini_batch_size=4",
-    "actor.micro_batch_size=8",
-    "trainer.loggers=[jsonl]",
+    *SMALL_GRPO,
     f"trainer.total_steps={STEPS}",
 ]
 

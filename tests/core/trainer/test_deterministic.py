@@ -9,14 +9,10 @@ import torch
 
 from hfsdk.core.config import load_run_config
 from hfsdk.core.trainer.trainer import Trainer
-from hfsdk_testing import assert_runs_identical
+from hfsdk_testing import SMALL_GRPO, assert_runs_identical
 
 SMALL = [
-    "data.batch_size=4",
-    "algorithm.n_samples_per_prompt=2",
-    "actor.mini_batch_size=4",
-    "actor.micro_batch_size=8",
-    "trainer.loggers=[jsonl]",
+    *SMALL_GRPO,
     "trainer.deterministic=true",
 ]
 
