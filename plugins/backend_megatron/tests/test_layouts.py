@@ -239,7 +239,9 @@ def test_tied_update_actor_equals_fsdp(
     """A tied pad row trains through the output layer only, as HF's (padding_idx) does."""
     expected, fsdp_metrics = fsdp_tied_update
     got = run["results"][f"tied_update_{layout}"]
-    _assert_close_states(got["state"], expected, UPDATE_ATOL)
+    # The pad row trained through the lookup moved by lr (1e-2); elsewhere Adam turns
+    # last-bit gradient differences near eps into up to ~5.4e-5 (AVX2 kernels): 2 % of lr.
+    _assert_close_states(got["state"], expected, 2e-4)
     assert got["metrics"]["actor/grad_norm"] == pytest.approx(
         fsdp_metrics["actor/grad_norm"], rel=1e-4
     )
