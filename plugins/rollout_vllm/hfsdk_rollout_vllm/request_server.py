@@ -34,6 +34,7 @@ import attrs
 
 from hfsdk import GenerationRequest, GenerationResult, HfsdkError
 from hfsdk_backend_common import require_loaded
+from hfsdk_rollout_vllm.requests import stop_settings
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -60,7 +61,7 @@ def request_params(config: VLLMRolloutConfig, eos_ids: list[int], request: Gener
 
     common: dict[str, Any] = {
         "max_tokens": request.max_new_tokens,
-        "stop_token_ids": [*eos_ids, *request.stop_token_ids],
+        **stop_settings([*eos_ids, *request.stop_token_ids]),
         "logprobs": 0,  # the sampled token's own log-prob
         "detokenize": False,
     }

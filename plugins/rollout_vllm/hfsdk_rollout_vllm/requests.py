@@ -35,6 +35,16 @@ def drain(weights: Iterator[Any]) -> None:
         pass
 
 
+def stop_settings(stop_ids: list[int]) -> dict[str, Any]:
+    """``SamplingParams`` settings that stop a request on ``stop_ids`` and on nothing else.
+
+    vLLM would also stop on the model directory's eos ids (config.json's without a
+    generation_config.json), which hfsdk's response mask and finish reasons may not count:
+    the pad after them would be trained, or a stopped request reported as cut at its length.
+    """
+    return {"ignore_eos": True, "stop_token_ids": list(stop_ids)}
+
+
 def sampling_params(
     config: VLLMRolloutConfig, eos_ids: list[int], greedy: bool, seed: int | None = None
 ) -> Any:
@@ -43,10 +53,7 @@ def sampling_params(
 
     common: dict[str, Any] = {
         "max_tokens": config.max_response_length,
-        # Stop on hfsdk's EOS ids only: vLLM would also stop on config.json's eos ids, which
-        # hfsdk's response mask may not count, and the pad after them would be trained.
-        "ignore_eos": True,
-        "stop_token_ids": eos_ids,
+        **stop_settings(eos_ids),
         "logprobs": 0,  # the sampled token's own log-prob
         "detokenize": False,
     }

@@ -3,8 +3,9 @@
 hfsdk rebuilds the response mask from its EOS ids (``assemble_rollout``), so the
 engine must stop only on those ids: vLLM's own merge of the model's config.json
 eos ids must not add stop tokens, and a completion that still ends early on an
-id hfsdk does not know is refused rather than its padding trained. Runs on a
-fake engine (no model, no GPU).
+id hfsdk does not know is refused rather than its padding trained. A single
+request (``generate_request``) stops on hfsdk's EOS ids and its own stop ids
+only. Runs on a fake engine (no model, no GPU).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Any
 import pytest
 import torch
 
-from hfsdk import HfsdkError
+from hfsdk import GenerationRequest, HfsdkError
+from hfsdk_rollout_vllm.request_server import request_params
 from hfsdk_rollout_vllm.requests import generate_rows, sampling_params
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -53,6 +55,19 @@ def test_the_engine_stops_only_on_hfsdks_eos_ids(greedy: bool) -> None:
     # eos_token_id [2, 100] without a generation_config.json) and its tokenizer's EOS.
     params.update_from_generation_config({"eos_token_id": [2, 100]}, 2)
     assert list(params.stop_token_ids) == [2]
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_a_request_stops_only_on_hfsdks_eos_ids_and_its_own(greedy: bool) -> None:
+    # The request path (multi-turn rollouts, hfsdk serve): serve's eos ids are the
+    # tokenizer's only, so config.json's extra id 100 must not end a request early (it was
+    # then reported as cut at its length).
+    request = GenerationRequest(prompt_ids=[5], max_new_tokens=WIDTH, greedy=greedy,
+                                stop_token_ids=[7])  # fmt: skip
+    params = request_params(CONFIG, [2], request, seed=1)
+    # vLLM's merge, as in the engine (no tokenizer loaded, so no primary eos id).
+    params.update_from_generation_config({"eos_token_id": [2, 100]}, None)
+    assert sorted(params.stop_token_ids) == [2, 7]
 
 
 def test_an_early_end_on_an_unknown_id_is_refused() -> None:
