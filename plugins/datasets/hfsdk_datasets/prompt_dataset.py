@@ -164,6 +164,9 @@ _PLAIN_RENDERING_LOGGED: set[str] = set()
 _DOUBLE_BOS_LOGGED: set[str] = set()
 """Tokenizers the double-BOS warning was logged for (once per run, not per row)."""
 
+_APPENDED_EOS_LOGGED: set[str] = set()
+"""Tokenizers the appended-EOS warning was logged for (once per run, not per row)."""
+
 RESERVED_COLUMNS = ("uid", "raw_prompt", PROMPT_MESSAGES, RENDERED_PROMPT)
 """Columns :func:`prepare_row` writes into every row; a dataset's own would be overwritten."""
 
@@ -240,6 +243,7 @@ def prepare_row(
     ids = tokenizer(text, add_special_tokens=not use_template)["input_ids"]
     if messages is None:
         _warn_double_bos(prompt, ids, tokenizer, where, use_template)
+    _warn_appended_eos(text, ids, tokenizer, where)
     prepared = {
         **lift_nested(row),
         "uid": index,
@@ -284,6 +288,26 @@ def _warn_double_bos(
         bos_text,
         "chat template" if use_template else "tokenizer",
         bos_text,
+    )
+
+
+def _warn_appended_eos(text: str, ids: Sequence[int], tokenizer: Any, where: str) -> None:
+    """Warn once per tokenizer when the encoding ends with an EOS the text does not hold:
+    the tokenizer appends it (``add_eos_token``), so the model would be asked to continue
+    after the end of a sequence, silently."""
+    eos_text, eos_id = getattr(tokenizer, "eos_token", None), tokenizer.eos_token_id
+    if eos_id is None or not ids or ids[-1] != eos_id or (eos_text and eos_text in text):
+        return
+    name = _tokenizer_key(tokenizer)
+    if name in _APPENDED_EOS_LOGGED:
+        return
+    _APPENDED_EOS_LOGGED.add(name)
+    logger.warning(
+        "%s ends with the EOS token %r that the tokenizer appends to every encoding "
+        "(add_eos_token): the model is asked to continue after end-of-sequence; set "
+        "add_eos_token=false in the tokenizer's tokenizer_config.json",
+        where,
+        eos_text,
     )
 
 

@@ -300,6 +300,35 @@ def test_a_prompt_starting_with_bos_text_is_warned_about_once(  # type: ignore[n
     ]
 
 
+@pytest.mark.parametrize(("setting", "warned"), [(False, True), (None, False)])
+def test_a_tokenizer_appending_eos_is_warned_about_once(  # type: ignore[no-untyped-def]
+    setting, warned, caplog, monkeypatch
+) -> None:
+    import datasets
+    from tokenizers import processors
+
+    monkeypatch.setattr(prompt_dataset, "_APPENDED_EOS_LOGGED", set(), raising=False)
+    tokenizer = _tokenizer(TEMPLATE)
+    tokenizer.add_special_tokens({"eos_token": "</s>"})
+    eos = tokenizer.eos_token_id
+    # What add_eos_token=True does (Llama tokenizers): EOS after every encoding.
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="$A </s>", special_tokens=[("</s>", eos)]
+    )
+    # Row 0 writes the EOS itself (not warned about); rows 1 and 2 get it appended.
+    rows = [{"prompt": "add one </s>"}, {"prompt": "add two"}, {"prompt": "add one two"}]
+    config = DataConfig(shuffle=False, apply_chat_template=setting)
+    with caplog.at_level(logging.WARNING):
+        loader = PromptLoader(datasets.Dataset.from_list(rows), tokenizer, config, seed=0)
+    assert (loader.token_ids[1][-1] == eos) is warned
+    warnings = [r.getMessage() for r in caplog.records if "EOS" in r.getMessage()]
+    assert warnings == warned * [
+        "row 1 of column 'prompt' ends with the EOS token '</s>' that the tokenizer appends "
+        "to every encoding (add_eos_token): the model is asked to continue after "
+        "end-of-sequence; set add_eos_token=false in the tokenizer's tokenizer_config.json"
+    ]
+
+
 PREFILL = [
     {"role": "user", "content": "What is 3 + 4?"},
     {"role": "assistant", "content": "The answer is"},
