@@ -13,14 +13,19 @@ be studied on that one batch, with a debugger, without the rest of the run.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
+import hfsdk
 from hfsdk import HfsdkError, verify_checkpoint
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
 
 
 @attrs.frozen(kw_only=True)
@@ -90,6 +95,48 @@ def _trained_length(run_dir: Path, start: int, step: int, saved: int, what: str)
     return lengths[step]
 
 
+class _NoScoring:
+    """A signal section's scorer in replay, which re-runs recorded updates on their dumped
+    rewards and scores nothing (stands in when no plugin builds scorers)."""
+
+    def __init__(self, section: str) -> None:
+        self.section = section
+
+    def score(
+        self, prompts: Sequence[str], responses: Sequence[str], columns: Mapping[str, Sequence[Any]]
+    ) -> tuple[list[float], dict[str, float]]:
+        """Refuse: replay's updates use the rewards their step dumps recorded."""
+        raise HfsdkError(
+            f"hfsdk replay was asked to score {self.section}.functions, but it replays recorded "
+            "updates on their dumped rewards; score a run with hfsdk run (rewards plugin enabled)"
+        )
+
+
+class _ScorerFallback:
+    """Answers ``hfsdk_build_reward_scorer`` last: the rewards plugin's scorer when it is
+    enabled (as a run builds it), else :class:`_NoScoring` instead of refusing the replay."""
+
+    @hfsdk.hookimpl(trylast=True)
+    def hfsdk_build_reward_scorer(self, section: str, config: Any) -> Any:
+        """A scorer that refuses to score (replay never calls it)."""
+        return _NoScoring(section)
+
+
+@contextlib.contextmanager
+def _scoring_not_needed() -> Iterator[None]:
+    """Let :func:`hfsdk.prepare_run` build scorers without the rewards plugin (disabled or
+    not installed): a run's preparation refuses reward functions nothing can score."""
+    from hfsdk import get_plugin_manager
+
+    pm = get_plugin_manager().pm
+    fallback = _ScorerFallback()
+    pm.register(fallback, name="hfsdk-replay-scorer-fallback")
+    try:
+        yield
+    finally:
+        pm.unregister(fallback)
+
+
 def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     """Replay every update from the newest checkpoint before ``step`` through ``step``."""
     import numpy as np
@@ -148,7 +195,8 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     np.random.seed(config.trainer.seed)
     torch.manual_seed(config.trainer.seed)
     try:
-        prepared = prepare_run(config, spec)
+        with _scoring_not_needed():
+            prepared = prepare_run(config, spec)
         results = []
         with TrainingSession(config, spec, prepared=prepared) as session:
             context = AlgorithmContext(
