@@ -11,7 +11,7 @@ from hfsdk.hookspecs import Register
 
 @hfsdk.hookimpl
 def hfsdk_register_transfer_protocols(register: Register) -> None:
-    """Register the built-in transfer protocols (``one_to_all`` ... ``pp_as_dp``)."""
+    """Register the built-in transfer protocols (``one_to_all`` ... ``mesh_proto``)."""
     from hfsdk.core.workers.protocols.builtins import BUILTIN_PROTOCOLS
 
     for name, protocol in BUILTIN_PROTOCOLS.items():

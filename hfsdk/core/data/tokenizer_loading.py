@@ -26,9 +26,10 @@ def load_tokenizer(path: str | Path) -> Any:
 
     directory = Path(path).expanduser()
     if not directory.is_dir():
+        what = "is not a directory" if directory.exists() else "does not exist"
         raise HfsdkError(
-            f"tokenizer path {str(path)!r} is not a directory; point actor.model_path (or "
-            "tokenizer_path) at a local model directory that holds tokenizer.json"
+            f"tokenizer path {str(path)!r} {what}; point actor.model_path (or tokenizer_path) at a "
+            "local model directory that holds tokenizer.json (hfsdk never downloads from the hub)"
         )
     fast = (directory / "tokenizer.json").is_file()
     loader = PreTrainedTokenizerFast if fast else AutoTokenizer

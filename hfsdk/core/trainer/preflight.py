@@ -1,9 +1,9 @@
 """Everything about a run that can be checked before Ray starts, checked once.
 
 :func:`prepare_run` resolves the assets (building the default task's when the
-config names none), checks every model directory, the Ray address, the data
-(loaded and tokenised by the plugin answering ``hfsdk_load_prompts``) and the
-reward/cost functions, and returns what it built so the session does not redo it.
+config names none), checks the Ray address, the data (loaded and tokenised by the
+plugin answering ``hfsdk_load_prompts``), the reward/cost functions and the plugins'
+preflight checks (the model directories are the backends'), and returns what it built.
 Each problem is one :class:`~hfsdk.core.errors.HfsdkError` line naming the key,
 the bad value and what to do; nothing is written to the run directory before this passes.
 """
@@ -45,47 +45,8 @@ class PreparedRun:
     """The columns of a training row (what reward functions may read)."""
 
 
-def check_model_path(key: str, path: str | None) -> None:
-    """``path`` (config key ``key``) must be a local HF model directory when set."""
-    if path is None:
-        return
-    directory = Path(path).expanduser()
-    if not directory.exists():
-        raise HfsdkError(
-            f"{key}={path!r} does not exist; point it at a local HF model directory (made with "
-            "save_pretrained; hfsdk never downloads from the hub) or unset it for the default task"
-        )
-    if not directory.is_dir() or not (directory / "config.json").is_file():
-        raise HfsdkError(
-            f"{key}={path!r} is not an HF model directory (no config.json there); point it at a "
-            "directory made with save_pretrained"
-        )
-
-
 PATH_KEYS = ("model_path", "tokenizer_path")
 """A role section's local paths (a backend's config may have neither: run_assets fills them)."""
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json",
-                   "vocab.txt", "spiece.model")  # fmt: skip
-"""Files of a directory ``PreTrainedTokenizerFast`` / ``AutoTokenizer`` load a tokenizer from."""
-
-
-def check_tokenizer_path(key: str, path: str | None) -> None:
-    """``path`` (config key ``key``) must be a local directory holding a saved tokenizer: a
-    model directory or a tokenizer-only one (``tokenizer.save_pretrained``'s, no config.json)."""
-    if path is None:
-        return
-    directory = Path(path).expanduser()
-    if not directory.is_dir():
-        raise HfsdkError(
-            f"{key}={path!r} is not a directory; point it at a local directory made with "
-            "tokenizer.save_pretrained (or a model directory), or unset it"
-        )
-    if not any((directory / name).is_file() for name in TOKENIZER_FILES):
-        raise HfsdkError(
-            f"{key}={path!r} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}); point it "
-            "at a directory made with tokenizer.save_pretrained"
-        )
-
 
 STARTUP_BASE_S = 120.0
 STARTUP_S_PER_GIB = 60.0
@@ -107,21 +68,13 @@ def startup_deadline_s(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> f
     """
     if config.trainer.startup_timeout_s:
         return float(config.trainer.startup_timeout_s)
-    sections = _model_sections(config, spec).values()
-    paths = [assets.model_path, *(getattr(s, "model_path", None) for s in sections)]
+    from hfsdk.core.config.signal_config import SignalConfig
+
+    sections = [getattr(config, role, None) for role in spec.role_names]
+    models = [s.model if isinstance(s, SignalConfig) else s for s in sections]  # a scorer's
+    paths = [assets.model_path, *(getattr(m, "model_path", None) for m in models)]
     largest = max((weight_bytes(p) for p in paths if p), default=0)
     return STARTUP_BASE_S + STARTUP_S_PER_GIB * largest / 2**30
-
-
-def _model_sections(config: RunConfig, spec: AlgorithmSpec) -> dict[str, Any]:
-    out = {}
-    for role in spec.role_names:
-        section = getattr(config, role, None)
-        if section is not None and spec.kind_of(role) != "scorer":
-            out[role] = section
-        elif getattr(section, "model", None) is not None:  # a scorer's model
-            out[f"{role}.model"] = section.model
-    return out
 
 
 RUN_RECORDS = "hfsdk-plugin-run-records"
@@ -210,9 +163,6 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     )
 
     check_features(config)
-    for key, section in _model_sections(config, spec).items():
-        check_model_path(f"{key}.model_path", getattr(section, "model_path", None))
-        check_tokenizer_path(f"{key}.tokenizer_path", getattr(section, "tokenizer_path", None))
     address = resolve_address(config.trainer.ray_address)
     if address is not None:
         check_reachable(address)

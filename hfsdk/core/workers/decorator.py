@@ -35,7 +35,6 @@ class BuiltinProtocol(enum.StrEnum):
     DP_COMPUTE_PROTO_WITH_FUNC = "dp_compute_proto_with_func"
     DP_COMPUTE_METRIC = "dp_compute_metric"
     MESH_PROTO = "mesh_proto"
-    PP_AS_DP = "pp_as_dp"
 
 
 Protocol = BuiltinProtocol
@@ -73,7 +72,7 @@ def register(
     ``hfsdk_register_transfer_protocols`` (looked up when the group is built),
     or a ``TransferProtocol`` object. ``blocking=False`` makes the group method
     return a future. Extra keyword ``options`` are passed to the protocol's
-    dispatch (``MESH_PROTO`` and ``PP_AS_DP`` need ``mesh="<name>"``).
+    dispatch (``MESH_PROTO`` needs ``mesh="<name>"``).
     """
     if isinstance(protocol, str):
         if not protocol:

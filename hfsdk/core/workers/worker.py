@@ -158,7 +158,7 @@ class Worker:
         """Declare this rank's place in mesh ``name`` of shape (pp, dp, tp), tp fastest.
 
         ``dp`` defaults to ``world_size // (pp * tp)``; the product must equal the
-        world size. Returns the position (also used by ``MESH_PROTO``/``PP_AS_DP``).
+        world size. Returns the position (also used by ``MESH_PROTO``).
         """
         if dp is None:
             dp = self.world_size // (pp * tp) if pp * tp else 0

@@ -29,15 +29,18 @@ def hfsdk_register_reward_functions(register: Register) -> None:
 @hfsdk.hookimpl
 def hfsdk_register_preflight_checks(register: Register) -> None:
     """Register ``half_precision_on_cpu`` (a warning: bf16/fp16 emulated on this CPU),
+    ``model_dirs`` (a refusal: a model or tokenizer path that is no local directory of one),
     ``model_positions`` (a refusal: prompt + response beyond a model's positions),
     ``shared_tokenizer`` (a refusal: a reference, teacher or critic with another tokenizer)
     and ``unused_kl_loss`` (a warning: a KL loss coefficient that kl_in_reward drops)."""
+    from hfsdk_backend_common.model_dirs_check import check_model_dirs
     from hfsdk_backend_common.objectives import unused_kl_loss
     from hfsdk_backend_common.positions_check import check_model_positions
     from hfsdk_backend_common.precision_check import half_precision_on_cpu
     from hfsdk_backend_common.tokenizer_check import check_shared_tokenizer
 
     register("half_precision_on_cpu", half_precision_on_cpu)
+    register("model_dirs", check_model_dirs)
     register("model_positions", check_model_positions)
     register("shared_tokenizer", check_shared_tokenizer)
     register("unused_kl_loss", unused_kl_loss)

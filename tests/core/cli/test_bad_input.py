@@ -70,8 +70,12 @@ def _checkpoint_run(tmp: Path, damage: Callable[[Path], None]) -> Path:
 
 
 def _model_dir_without_config(tmp: Path) -> str:
-    (tmp / "model").mkdir()
-    (tmp / "model" / "tokenizer.json").write_text("{}")
+    import shutil
+
+    from hfsdk import default_task_assets
+
+    # A tokenizer-only directory: the tokenizer loads, the model cannot.
+    shutil.copytree(default_task_assets().tokenizer_dir, tmp / "model")
     return str(tmp / "model")
 
 
@@ -199,7 +203,7 @@ CASES: list[Case] = [
     (
         "model-path-missing",
         lambda t: [*BASE, f"actor.model_path={t / 'absent'}"],
-        r"actor\.model_path=.*absent' does not exist",
+        r"tokenizer path .*absent' does not exist; point actor\.model_path",
     ),
     (
         "model-dir-no-config",
@@ -209,7 +213,7 @@ CASES: list[Case] = [
     (
         "model-path-file",
         lambda t: [*BASE, f"actor.model_path={_data(t)}"],
-        r"actor\.model_path=.*not an HF model directory",
+        r"tokenizer path .*data\.jsonl' is not a directory; point actor\.model_path",
     ),
     (
         "reference-model-missing",
@@ -219,7 +223,7 @@ CASES: list[Case] = [
     (
         "tokenizer-path-missing",
         lambda t: [*BASE, f"actor.tokenizer_path={t / 'absent'}"],
-        r"actor\.tokenizer_path=",
+        r"tokenizer path .*absent' does not exist; point actor\.model_path \(or tokenizer_path\)",
     ),
     # -- reward functions (checked before Ray, not after the workers start)
     ("reward-unknown", lambda t: [*BASE, "reward.functions=[{name: nope}]"], r"nope"),

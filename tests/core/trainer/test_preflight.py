@@ -80,16 +80,3 @@ def test_a_tokenizer_only_directory_is_a_tokenizer_path_for_every_role(tmp_path:
 
     reference = PreTrainedTokenizerFast.from_pretrained(str(assets.model_dir))
     assert prepared.tokenizer(text)["input_ids"] == reference(text)["input_ids"]
-
-
-def test_a_directory_without_a_tokenizer_is_refused_by_name(tmp_path: Path) -> None:
-    from hfsdk.core.errors import HfsdkError
-    from hfsdk.core.trainer.preflight import check_tokenizer_path
-
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    check_tokenizer_path("actor.tokenizer_path", str(_tokenizer_only(tmp_path)))
-    with pytest.raises(HfsdkError, match=r"critic.tokenizer_path='.*empty' holds no tokenizer"):
-        check_tokenizer_path("critic.tokenizer_path", str(empty))
-    with pytest.raises(HfsdkError, match="is not a directory"):
-        check_tokenizer_path("actor.tokenizer_path", str(tmp_path / "absent"))

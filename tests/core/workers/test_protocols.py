@@ -235,13 +235,6 @@ def test_mesh_proto_collects_from_the_last_pipeline_stage() -> None:
     assert plan.collect_spec().ranks == (2,)  # pp rank 1, tp rank 0
 
 
-def test_pp_as_dp_makes_dp_times_pp_shards_and_collects_every_tp_zero() -> None:
-    plan = plan_of("pp_as_dp", ctx("pp_as_dp", positions=mesh(2, 2, 1), mesh="pipe"), rows(4))
-    # Shard = dp_rank * pp + pp_rank: ranks 0,1 (pp 0) get shard 0; ranks 2,3 shard 1.
-    assert [x_of(plan.calls[r][0][0]) for r in range(4)] == [[0, 1], [0, 1], [2, 3], [2, 3]]
-    assert plan.collect_spec().ranks == (0, 2)
-
-
 def test_mesh_protocols_need_a_mesh_name_and_a_consistent_mesh() -> None:
     with pytest.raises(HfsdkError, match="needs the name of a mesh"):
         plan_of("mesh_proto", ctx("mesh_proto", positions=mesh(1, 2, 2)), rows(4))

@@ -174,14 +174,6 @@ class ProbeWorker(Worker):
     def pipe_compute(self, batch: Batch) -> Batch:
         return self._take("pipe_compute", batch)
 
-    @register(protocol=BuiltinProtocol.PP_AS_DP, mesh="pipe")
-    def pp_as_dp_compute(self, batch: Batch) -> Batch:
-        return self._take("pp_as_dp_compute", batch)
-
-    @register(protocol=BuiltinProtocol.PP_AS_DP, mesh="train")
-    def pp_as_dp_train(self, batch: Batch) -> Batch:
-        return self._take("pp_as_dp_train", batch)
-
     @register(protocol=BuiltinProtocol.MESH_PROTO, mesh="undeclared")
     def no_mesh(self, batch: Batch) -> Batch:
         return batch
@@ -387,18 +379,6 @@ def test_mesh_proto_collects_only_the_last_pipeline_stage(actor: WorkerGroup) ->
     out = actor.pipe_compute(rows(3))
     assert actor.received_rows("pipe_compute") == [[0, 1, 2]] * 4
     assert out["rank"].tolist() == [2, 2, 2]  # pp rank 1, tp rank 0
-
-
-def test_pp_as_dp_treats_stages_as_data_parallel(actor: WorkerGroup) -> None:
-    out = actor.pp_as_dp_compute(rows(4))
-    assert actor.received_rows("pp_as_dp_compute") == [[0, 1], [0, 1], [2, 3], [2, 3]]
-    assert out["x"].tolist() == [0, 1, 2, 3]
-    assert out["rank"].tolist() == [0, 0, 2, 2]
-    # On the tp x dp mesh (one stage) it splits by dp rank, padding 5 rows to 6.
-    out = actor.pp_as_dp_train(rows(5))
-    assert actor.received_rows("pp_as_dp_train") == [[0, 1, 2], [0, 1, 2], [3, 4, 0], [3, 4, 0]]
-    assert out["x"].tolist() == [0, 1, 2, 3, 4]
-    assert out["rank"].tolist() == [0, 0, 0, 2, 2]
 
 
 def test_mesh_protocol_without_a_declared_mesh_is_explained(actor: WorkerGroup) -> None:

@@ -8,7 +8,6 @@ from typing import Any
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.decorator import BuiltinProtocol
 from hfsdk.core.workers.futures import CollectSpec, take_single
-from hfsdk.core.workers.mesh import MeshPosition
 from hfsdk.core.workers.protocols.rows import (
     broadcast_arguments,
     check_mesh,
@@ -127,27 +126,6 @@ def dispatch_mesh_proto(
             "a mesh needs exactly one collecting rank per dp rank; collecting (dp rank, rank) "
             f"pairs are {collectors}"
         )
-    return DispatchPlan(calls=calls, collect_ranks=tuple(r for _, r in collectors), pad=pad)
-
-
-def dispatch_pp_as_dp(
-    ctx: DispatchContext, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> DispatchPlan:
-    """Treat pipeline stages as extra data-parallel ranks: ``dp * pp`` shards.
-
-    The rank at (pp_rank, dp_rank) receives shard ``dp_rank * pp + pp_rank``
-    (every tp rank of it the same shard); results come from tp rank 0 of every
-    (dp, pp) pair, in shard order.
-    """
-    positions = ctx.mesh()
-    pp, _, dp = check_mesh(ctx, positions)
-    per_args, per_kwargs, pad = split_rows(ctx, args, kwargs, dp * pp, kind="batch")
-
-    def shard(p: MeshPosition) -> int:
-        return p.dp_rank * pp + p.pp_rank
-
-    calls = {r: (per_args[shard(p)], per_kwargs[shard(p)]) for r, p in enumerate(positions)}
-    collectors = sorted((shard(p), r) for r, p in enumerate(positions) if p.tp_rank == 0)
     return DispatchPlan(calls=calls, collect_ranks=tuple(r for _, r in collectors), pad=pad)
 
 
@@ -322,13 +300,6 @@ BUILTIN_PROTOCOLS: Mapping[str, TransferProtocol] = {
             collect_concat_batches,
             "concat",
             "Splits by the dp rank of a (pp, tp, dp) mesh; collects tp 0 of the last stage.",
-        ),
-        _builtin(
-            BuiltinProtocol.PP_AS_DP,
-            dispatch_pp_as_dp,
-            collect_concat_batches,
-            "concat",
-            "Splits into dp*pp shards (pp stages as extra dp ranks); collects tp rank 0.",
         ),
     )
 }
