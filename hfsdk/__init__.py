@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from hfsdk.core.config.converter import make_converter, structure
     from hfsdk.core.config.help import field_help, help_field
     from hfsdk.core.config.loader import apply_overrides, load_yaml
+    from hfsdk.core.config.paths import absolute_file_spec, absolute_if_exists
     from hfsdk.core.config.rollout_sections import RolloutSection
     from hfsdk.core.config.run_config import (
         load_run_config,

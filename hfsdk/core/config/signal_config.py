@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from hfsdk.core.config.help import help_field
+from hfsdk.core.config.paths import absolute_file_spec
 
 
 @attrs.frozen(kw_only=True)
@@ -17,6 +18,7 @@ class SignalFunction:
         "Registered reward function, 'package.module:function' or 'path/to/file.py:function'; "
         "null with url: the remote endpoint.",
         default=None,
+        converter=absolute_file_spec,
     )
     url: str | None = help_field(
         "An HTTP reward endpoint instead of a function (the 'remote' function with this url).",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from hfsdk.core.config.help import help_field
+from hfsdk.core.config.paths import absolute_if_exists
 
 
 @attrs.frozen(kw_only=True)
@@ -19,10 +20,12 @@ class DataConfig:
         "Training prompts: parquet/jsonl files or a datasets directory; empty runs the built-"
         "in default task.",
         default=(),
+        converter=absolute_if_exists,
     )
     val_files: tuple[str, ...] = help_field(
         "Validation prompts (same formats); empty: none (the default task brings its own).",
         default=(),
+        converter=absolute_if_exists,
     )
     prompt_key: str = help_field(
         "Column holding the prompt text (or chat messages).", default="prompt"

@@ -7,6 +7,7 @@ from typing import Literal
 import attrs
 
 from hfsdk.core.config.help import help_field
+from hfsdk.core.config.paths import absolute_if_exists
 
 ROLLOUT_POOL = "rollout"
 """The pool name ``placement.pools.rollout``: the rollout replicas' own devices (docs/async.md)."""
@@ -125,6 +126,8 @@ class PlacementConfig:
         "cores), a preset (hfsdk list clusters: a100-80gb, h100-80gb, h200-141gb, local) or "
         "a cluster profile YAML (hfsdk calibrate --output FILE).",
         default="auto",
+        # A profile's path only: a preset name (auto) stays one even if such a file exists.
+        converter=lambda v: absolute_if_exists(v) if str(v).endswith((".yaml", ".yml")) else v,
     )
 
     @pools.validator

@@ -20,6 +20,7 @@ import attrs
 
 from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.help import RESUMABLE_KEY
+from hfsdk.core.config.paths import absolute_if_exists
 from hfsdk.core.config.safe_yaml import load_yaml_text
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import RUN_LOG
@@ -60,7 +61,7 @@ def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: tuple =
             continue  # a key added to hfsdk after the run started: it had its default then
         if isinstance(a, Mapping) and isinstance(b, Mapping):
             out.extend(_differences(a, b, (*prefix, key)))
-        elif a != b:
+        elif a != b and absolute_if_exists(a) != b:  # recorded relative paths: read from here
             out.append((*prefix, key))
     return out
 

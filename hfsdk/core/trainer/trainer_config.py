@@ -7,6 +7,7 @@ from typing import Literal
 import attrs
 
 from hfsdk.core.config.help import help_field
+from hfsdk.core.config.paths import absolute_if_exists
 
 BUILTIN_LOGGERS = ("console", "jsonl")
 """The metric sinks the core writes itself; others come from ``hfsdk_register_trackers``."""
@@ -93,6 +94,7 @@ class TrainerConfig:
         "Under mode: train_only, the run directory whose rollouts/step_N.pt each step N "
         "trains from (written by mode: rollout_only or trainer.rollout_dump: true).",
         default=None,
+        converter=absolute_if_exists,
     )
     val_every: int = help_field(
         "Validate (val_n samples per held-out prompt: mean@n, pass@k) every N steps; 0: never.",

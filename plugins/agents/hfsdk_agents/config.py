@@ -9,11 +9,27 @@ The plugin contributes this class as the ``multi_turn`` sub-section of the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
 
-from hfsdk import help_field
+from hfsdk import absolute_file_spec, help_field
+
+_SPEC_KEYS = ("fn", "verl_class")
+"""The keys of a tool mapping that name a function or class (``file.py:name`` among them)."""
+
+
+def _absolute_tools(tools: Any) -> Any:
+    """Each tool entry through :func:`~hfsdk.absolute_file_spec` (a mapping: fn, verl_class)."""
+    if not isinstance(tools, list | tuple):
+        return tools  # the loader words the error
+    return tuple(
+        {key: absolute_file_spec(v) if key in _SPEC_KEYS else v for key, v in tool.items()}
+        if isinstance(tool, Mapping)
+        else absolute_file_spec(tool)
+        for tool in tools
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -24,12 +40,14 @@ class MultiTurnConfig:
         "Tools the model may call: registered names (hfsdk list tools), module:fn, file.py:fn, "
         "or {fn: ..., name: ..., schema: {...}}; non-empty turns multi-turn rollouts on.",
         default=(),
+        converter=_absolute_tools,
     )
     agent_loop: str | None = help_field(
         "Agent loop: a registered name (hfsdk list agent-loops), module:Class or "
         "file.py:Class; null: gateway when agent is given, tool_loop when tools are given, "
         "else single-turn generation.",
         default=None,
+        converter=absolute_file_spec,
     )
     parser: str = help_field(
         "Tool-call format of the model's text (hfsdk list tool-parsers): hermes "
@@ -89,6 +107,7 @@ class MultiTurnConfig:
         "registered name (hfsdk_register_agents), module:fn or path/file.py:fn, called as "
         "agent(base_url, row) -> reward | None; selects the gateway agent loop.",
         default=None,
+        converter=absolute_file_spec,
     )
     agent_deadline_s: float = help_field(
         "Wall-clock limit of one gateway agent in seconds; past it its trajectory is dropped.",
@@ -102,6 +121,7 @@ class MultiTurnConfig:
         "Environment every row runs in (hfsdk_register_environments name, module:Class or "
         "file.py:Class; docs/agents.md, Environments); turns multi-turn rollouts on.",
         default=None,
+        converter=absolute_file_spec,
     )
     environment_column: str | None = help_field(
         "Dataset column naming each row's environment (instead of one environment for all "

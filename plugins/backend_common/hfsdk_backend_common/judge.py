@@ -25,7 +25,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk import HfsdkError, help_field
+from hfsdk import HfsdkError, absolute_if_exists, help_field
 
 
 def _regex(_instance: object, attribute: attrs.Attribute, value: str) -> None:
@@ -46,6 +46,7 @@ class JudgeConfig:
     model_path: str | None = help_field(
         "Local HF model directory of the judge; null: the default task's model.",
         default=None,
+        converter=absolute_if_exists,
     )
     template: str = help_field(
         "What the judge reads: {prompt}, {response} and dataset columns by {name}.",

@@ -12,7 +12,7 @@ from typing import Literal
 
 import attrs
 
-from hfsdk import RoleConfig, help_field
+from hfsdk import RoleConfig, absolute_if_exists, help_field
 from hfsdk_backend_common.optim_config import OptimConfig
 
 
@@ -34,10 +34,12 @@ class TrainedRoleConfig(RoleConfig):
     model_path: str | None = help_field(
         "Local HF model directory; null: the built-in default task's model.",
         default=None,
+        converter=absolute_if_exists,
     )
     tokenizer_path: str | None = help_field(
         "Tokenizer directory; null: model_path's.",
         default=None,
+        converter=absolute_if_exists,
     )
     optim: OptimConfig = help_field(
         "Optimizer and learning-rate schedule of a trained role.",

@@ -63,9 +63,8 @@ def test_replays_stand_in_scorer_never_scores_and_is_gone_after(
 
 
 def test_with_the_rewards_plugin_enabled_replay_builds_its_scorer() -> None:
-    from hfsdk_rewards.scorer import FunctionScorer
-    from hfsdk_run_records.replay import _scoring_not_needed
+    from hfsdk_run_records.replay import _NoScoring, _scoring_not_needed
 
     config = load_run_config("grpo", None, ["reward.functions=[{name: exact_match}]"]).reward
     with _scoring_not_needed():
-        assert isinstance(build_reward_scorer("reward", config), FunctionScorer)
+        assert not isinstance(build_reward_scorer("reward", config), _NoScoring)
