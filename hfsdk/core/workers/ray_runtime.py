@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ VIRTUAL_DEVICE_RESOURCE = "hfsdk_device"
 
 VIRTUAL_DEVICES_ENV = "HFSDK_VIRTUAL_DEVICES"
 """Environment variable overriding the number of virtual devices of a local instance."""
+
+PRIVATE_RESOURCE = "hfsdk_private_instance"  # marks a run's own local instance: auto refuses it
 
 
 @attrs.frozen(kw_only=True)
@@ -66,21 +69,36 @@ def resolve_address(address: str | None) -> str | None:
     return os.environ.get("RAY_ADDRESS") or None
 
 
+def auto_address() -> str:
+    """What ``auto`` joins: ``RAY_ADDRESS``, else the cluster ``ray start`` recorded here."""
+    from ray._private.services import find_bootstrap_address
+
+    # Not Ray's fallback, any Ray running here: it finds other runs' private instances.
+    found = os.environ.get("RAY_ADDRESS", "").removesuffix("auto") or find_bootstrap_address(None)
+    if not found:
+        raise HfsdkError(
+            "no Ray cluster found for trainer.ray_address=auto; start one with "
+            "'ray start --head' or drop trainer.ray_address"
+        )
+    return str(found)
+
+
 REACH_TIMEOUT_S = 5.0
 """How long :func:`check_reachable` waits for a cluster's head to accept a connection."""
 
 
-def check_reachable(address: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
+def check_reachable(address: str, timeout_s: float = REACH_TIMEOUT_S) -> str:
     """Raise a one-line :class:`HfsdkError` unless ``address``'s head accepts a TCP connection.
 
     ``ray.init`` on an address nobody listens at retries for many minutes and
-    prints a warning per retry; this answers within ``timeout_s``. ``auto`` and
-    ``local`` are left to Ray.
+    prints a warning per retry; this answers within ``timeout_s``. Returns the
+    address to join (``auto`` resolved by :func:`auto_address`; ``local`` as is).
     """
     import socket
 
-    if address in ("auto", "local"):
-        return
+    if address == "local":
+        return address
+    address = auto_address() if address == "auto" else address
     host_port = address.split("://", 1)[-1].rstrip("/")
     host, sep, port_text = host_port.rpartition(":")
     if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
@@ -90,7 +108,7 @@ def check_reachable(address: str, timeout_s: float = REACH_TIMEOUT_S) -> None:
         )
     try:
         with socket.create_connection((host.strip("[]"), int(port_text)), timeout=timeout_s):
-            pass
+            return address
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise HfsdkError(
@@ -154,16 +172,23 @@ def connect(
         "namespace": namespace,
     }
     if target is not None:
-        check_reachable(target)
-        logger.info("Ray: joining the cluster at %s ...", target)
-        ray.init(address=target, **common)
+        joined = check_reachable(target)
+        logger.info("Ray: joining the cluster at %s ...", joined)
+        ray.init(address=joined, **common)
+        if target == "auto" and ray.cluster_resources().get(PRIVATE_RESOURCE):
+            ray.shutdown()
+            raise HfsdkError(
+                f"trainer.ray_address=auto found {joined}, another hfsdk run's private Ray "
+                "instance (it stops with that run); start a shared one with 'ray start --head'"
+            )
         return _info(_current_address(), False)
+    devices = virtual_devices or default_virtual_devices()
     kwargs: dict[str, Any] = {
         # "local": a new instance even if `ray start` left a cluster on this machine;
         # joining one happens only when asked (address / RAY_ADDRESS).
         "address": "local",
         "num_cpus": num_cpus if num_cpus is not None else os.cpu_count(),
-        "resources": {VIRTUAL_DEVICE_RESOURCE: virtual_devices or default_virtual_devices()},
+        "resources": {VIRTUAL_DEVICE_RESOURCE: devices, PRIVATE_RESOURCE: 1},
         "include_dashboard": False,
         "object_store_memory": object_store_memory,
         # Ray 2.60 has no setting that keeps a local instance on loopback (its GCS, raylet
@@ -171,6 +196,7 @@ def connect(
         # token authentication is what guards them, and it must stay on.
     }
     check_auth_mode(allow_no_auth)
+    check_temp_space()
     if death_timeout_s is not None:
         kwargs["_system_config"] = health_check_config(death_timeout_s)
     _quiet_auth_notice()
@@ -179,7 +205,7 @@ def connect(
         "Ray: starting a local instance (%d CPUs, %s virtual device slot(s); a few seconds, "
         "longer on a busy machine) ...",
         kwargs["num_cpus"],
-        kwargs["resources"][VIRTUAL_DEVICE_RESOURCE],
+        devices,
     )
     try:
         ray.init(**kwargs, **common)
@@ -191,6 +217,19 @@ def connect(
         raise HfsdkError(NO_AUTH_MESSAGE.format(mode=os.environ.get(AUTH_MODE_ENV, "unset")))
     keep_token_private()
     return _info(_current_address(), True)
+
+
+def check_temp_space() -> None:
+    """Refuse (one line) a Ray temp dir with under 64 MiB free: on a full one start-up hangs."""
+    from ray._common.utils import get_default_ray_temp_dir
+
+    path = Path(get_default_ray_temp_dir())
+    free = shutil.disk_usage(next(p for p in (path, *path.parents) if p.exists())).free
+    if free < 64 << 20:
+        raise HfsdkError(
+            f"Ray's temp directory {path} is full ({free >> 20} MiB free, 64 needed); free space "
+            "there or point Ray elsewhere with RAY_TMPDIR=/other/dir"
+        )
 
 
 def token_path() -> Path:
