@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import itertools
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,14 @@ class Adapter:
     :meth:`AdapterPool.touch`), so a sampler that keeps merged weights knows when they are stale."""
 
 
+def _tied_head(model: torch.nn.Module) -> str | None:
+    """The name of ``model``'s LM head when it shares its weight with the input embeddings."""
+    head, embed = model.get_output_embeddings(), model.get_input_embeddings()
+    if head is None or embed is None or head.weight is not embed.weight:
+        return None
+    return next(n for n, m in model.named_modules() if m is head)
+
+
 def _key(param_name: str, adapter: str) -> str:
     """``param_name`` with the adapter's own key replaced, so states move between adapters."""
     return param_name.replace(f".{adapter}.", ".{adapter}.")
@@ -112,6 +121,7 @@ class AdapterPool:
         model.requires_grad_(False)
         model.eval()
         self.arch = type(model).__name__
+        self.tied_head = _tied_head(model)
         if group is not None:
             shard_model(model, data_parallel(group), "cpu")
         self.sharded = is_sharded(model)
@@ -154,6 +164,20 @@ class AdapterPool:
         """The base model's transformers config."""
         return self.peft.get_base_model().config
 
+    def untied_config(self) -> Any:
+        """The base model's config with an LM head of its own (``tie_word_embeddings`` off).
+
+        For a rollout on a tied base: an adapter on the head changes the head only, so the
+        policy's head and input embeddings differ and a tied architecture cannot hold both.
+        """
+        config = copy.deepcopy(self.hf_config)
+        config.tie_word_embeddings = False
+        return config
+
+    def trains_tied_head(self, name: str | None) -> bool:
+        """Whether adapter ``name`` has a LoRA on an LM head the base ties to its embeddings."""
+        return self.tied_head is not None and name is not None and self.get(name).spec.train_unembed
+
     def _peft_config(self, spec: AdapterSpec) -> Any:
         lora = spec.lora_config()
         config = copy.deepcopy(self.peft.peft_config[PLACEHOLDER])
@@ -167,7 +191,9 @@ class AdapterPool:
         if name in self.adapters:
             raise HfsdkError(f"adapter {name!r} exists already")
         config = self._peft_config(spec)
-        with seeded_rng(spec.seed):
+        with seeded_rng(spec.seed), warnings.catch_warnings():
+            # peft warns that a tied head's adapter unties it; merged_weights handles that.
+            warnings.filterwarnings("ignore", message=".*ensure_weight_tying.*")
             self.peft.add_adapter(name, config)
         params = {_key(n, name): p for n, p in self.peft.named_parameters() if f".{name}." in n}
         if not params:
@@ -192,7 +218,7 @@ class AdapterPool:
         return 0 if name is None else self.get(name).version
 
     def merged_weights(
-        self, name: str | None, probes: dict[str, Any] | None = None
+        self, name: str | None, probes: dict[str, Any] | None = None, *, untied_head: bool = False
     ) -> Iterator[tuple[str, torch.Tensor]]:
         """The HF model adapter ``name`` computes, as (HF name, tensor): ``W + s·B·A``.
 
@@ -204,6 +230,9 @@ class AdapterPool:
         yields them only inside :meth:`whole`. ``probes`` (when given) receives each merged
         weight's :func:`hfsdk_backend_common.low_rank_probe` before the weight is yielded, so
         a rollout checks the merge it receives (the contract's ``ActorSource.weight_probes``).
+        ``untied_head`` (for a rollout of :meth:`untied_config`): a base model that ties its
+        LM head to its input embeddings yields the head's weight too, with its delta, under
+        the head's own name (else only the embeddings, as the tied architecture has).
         """
         from peft.tuners.lora import LoraLayer
 
@@ -211,10 +240,18 @@ class AdapterPool:
 
         model = self.peft.get_base_model()
         layers = {n: m for n, m in model.named_modules() if isinstance(m, LoraLayer)}
+        # named_parameters() keeps a tied weight once (the embeddings' name), which drops
+        # the head and its delta; an untied rollout needs both, so the head comes too.
+        head = f"{self.tied_head}." if untied_head and self.tied_head is not None else None
+        seen: set[int] = set()
         with torch.no_grad():
-            for param_name, param in model.named_parameters():
+            for param_name, param in model.named_parameters(remove_duplicate=False):
                 if ".lora_" in param_name:
                     continue
+                if head is None or not param_name.startswith(head):
+                    if id(param) in seen:
+                        continue
+                    seen.add(id(param))
                 owner, _, leaf = param_name.rpartition(".base_layer.")
                 if not owner:
                     yield param_name, param.detach()

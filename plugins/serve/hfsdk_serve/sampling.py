@@ -52,16 +52,22 @@ MAX_SAMPLES = 1024
 request for millions would stall every other client."""
 DEFAULT_CONTEXT = 2048
 """The context a rollout is built for when the model's config names none."""
+CONFIG_BUILT_BACKENDS = ("hf",)
+"""Rollout backends that build their model from the source's ``hf_config`` (so can untie a
+tied LM head); the others (vLLM) load the model directory's own config."""
 
 
 class AdapterSource:
     """The rollout contract's ``ActorSource`` for the adapter being sampled (``None``: base)."""
 
-    def __init__(self, pool: AdapterPool) -> None:
+    def __init__(self, pool: AdapterPool, *, untie_head: bool = False) -> None:
         self.pool = pool
         self.adapter: str | None = None
         self.tokenizer = pool.tokenizer
-        self.hf_config = pool.hf_config
+        # A tied base's head takes an adapter of its own (train_unembed): untied, the
+        # rollout holds it apart from the input embeddings, as the trained policy does.
+        self.untied_head = untie_head and pool.tied_head is not None
+        self.hf_config = pool.untied_config() if self.untied_head else pool.hf_config
         self.model_path = pool.model_dir
         self.generation_eos_ids: list[int] = []  # the tokenizer's EOS; a request adds its stops
         self.device = torch.device("cpu")
@@ -81,7 +87,9 @@ class AdapterSource:
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The merged weights of the selected adapter (HF names, float32, one at a time)."""
         self.weight_probes = {}
-        yield from self.pool.merged_weights(self.adapter, probes=self.weight_probes)
+        yield from self.pool.merged_weights(
+            self.adapter, probes=self.weight_probes, untied_head=self.untied_head
+        )
 
     @contextlib.contextmanager
     def live_hf_module(self, *, gather: bool = False) -> Iterator[torch.nn.Module | None]:
@@ -204,7 +212,8 @@ class PoolSampler:
 
     def __init__(self, pool: AdapterPool, backend: str = "hf") -> None:
         self.pool = pool
-        self.source = AdapterSource(pool)
+        self.backend = backend
+        self.source = AdapterSource(pool, untie_head=backend in CONFIG_BUILT_BACKENDS)
         config = rollout_config(backend, pool.max_length or DEFAULT_CONTEXT)
         self.rollout = build_rollout(config, self.source)
         if not self.rollout.serves_requests:
@@ -223,6 +232,12 @@ class PoolSampler:
 
     def select(self, adapter: str | None) -> None:
         """Make adapter ``adapter``'s current weights the rollout's (a no-op when they are)."""
+        if self.pool.trains_tied_head(adapter) and not self.source.untied_head:
+            raise HfsdkError(
+                f"model {adapter!r} trains the LM head, which the base model ties to its input "
+                f"embeddings, and the {self.backend!r} rollout cannot hold a head of its own; "
+                "serve with --rollout hf, or create the training client with train_unembed=False"
+            )
         if self.source.select(adapter):
             self.rollout.update_weights(self.source)
             self.reloads += 1
