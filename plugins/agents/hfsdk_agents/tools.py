@@ -311,7 +311,8 @@ class ToolOutput:
 
     ``error``: ``None``, ``unknown_tool``, ``bad_arguments``, ``exception``, ``tool_error``
     (a :class:`ToolError`), ``timeout``, ``crashed`` (the tool's worker process died),
-    ``stopped`` (cut short: the run is stopping),
+    ``stopped`` (cut short: the run is stopping), ``episode_ended`` (not run: an environment
+    was done before it),
     ``bad_output`` (not text, numbers or JSON-serialisable) or ``too_long``
     (cut to the limit). ``seconds`` is the call's wall time. ``images``: the encoded images
     a tool returned (:class:`ToolResult`), shown to the model before ``content``.

@@ -6,7 +6,8 @@ Each trajectory gets a fresh instance of its row's environment
 first context turn (a user turn of the renderer, never trained on); then: generate
 → parse tool calls → call them on this instance, in the order written (the state
 makes order matter) → append their outputs → generate, until the environment is
-``done``, the model answers without a call, ``max_turns`` or the budget. Only that
+``done`` (the calls written after the one that set it are answered with an error, not
+run), the model answers without a call, ``max_turns`` or the budget. Only that
 environment's tools can be called: another name gets the unknown-tool error listing
 the environment's own. The environment's :meth:`reward` lands in the trajectory's
 ``extra`` (``environment_reward``), which the ``environment`` reward function reads.
@@ -17,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from hfsdk import ConfigError, HfsdkError
@@ -26,7 +27,7 @@ from hfsdk_agents.environments.calls import bound_tools, call_environment_tool
 from hfsdk_agents.environments.registry import load_environment
 from hfsdk_agents.loops import AgentContext, AgentLoop
 from hfsdk_agents.parsers import ToolCall
-from hfsdk_agents.tools import ToolOutput
+from hfsdk_agents.tools import Tool, ToolOutput
 from hfsdk_agents.trajectory import Trajectory
 
 REWARD_KEY = "environment_reward"
@@ -52,6 +53,49 @@ def environment_name(row: Mapping[str, Any], config: MultiTurnConfig) -> str:
             "rollout.multi_turn.environment for all rows"
         )
     return value
+
+
+EPISODE_ENDED = "episode_ended"
+"""``ToolOutput.error`` of a call written after the call that set the environment's ``done``."""
+
+
+async def _run_calls(
+    items: Sequence[ToolCall | str], tools: Mapping[str, Tool], env: Any, config: MultiTurnConfig
+) -> list[ToolOutput]:
+    """The outputs of one turn's calls, run one at a time in the order written.
+
+    The n-th output answers the n-th item (the call formats have no ids). ``done`` ends the
+    episode after the call that set it, so the calls after it do not run: they are answered
+    with an error output, as malformed calls are, and the state the reward reads stays as
+    that call left it.
+    """
+    outputs: list[ToolOutput] = []
+    for item in items:
+        if getattr(env, "done", False):
+            name = item.name if isinstance(item, ToolCall) else ""
+            outputs.append(
+                ToolOutput(
+                    name=name,
+                    content="Error: the episode has ended; this call did not run",
+                    ok=False,
+                    error=EPISODE_ENDED,
+                )
+            )
+        elif isinstance(item, ToolCall):
+            outputs.append(
+                await call_environment_tool(
+                    tools,
+                    item.name,
+                    item.arguments,
+                    timeout_s=config.tool_timeout_s,
+                    max_output_chars=config.max_tool_output_chars,
+                )
+            )
+        else:
+            outputs.append(
+                ToolOutput(name="", content=f"Error: {item}", ok=False, error="malformed_call")
+            )
+    return outputs
 
 
 class EnvironmentLoop(AgentLoop):
@@ -114,20 +158,7 @@ class EnvironmentLoop(AgentLoop):
                 return
             # Unlike the tool loop, the last turn's calls run too: they move the state the
             # reward is read from.
-            # One at a time, in the turn's order (calls and malformed ones as written: the
-            # n-th result answers the n-th call).
-            outputs = [
-                await call_environment_tool(
-                    tools,
-                    item.name,
-                    item.arguments,
-                    timeout_s=config.tool_timeout_s,
-                    max_output_chars=config.max_tool_output_chars,
-                )
-                if isinstance(item, ToolCall)
-                else ToolOutput(name="", content=f"Error: {item}", ok=False, error="malformed_call")
-                for item in parsed.items
-            ]
+            outputs = await _run_calls(parsed.items, tools, env, config)
             if not ctx.add_tool_turn(trajectory, outputs):
                 return
             if getattr(env, "done", False):

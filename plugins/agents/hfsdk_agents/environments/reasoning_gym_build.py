@@ -29,7 +29,7 @@ RG_CONFIG: dict[str, Any] = {
     "allow_negation": False,
 }
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2  # 2: validation rows no longer repeat training rows
 
 
 @attrs.frozen(kw_only=True)

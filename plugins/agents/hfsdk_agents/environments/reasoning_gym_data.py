@@ -100,27 +100,54 @@ def write_reasoning_gym_data(
 ) -> tuple[Path, Path]:
     """``train.jsonl`` and ``val.jsonl`` of the task in ``directory``.
 
-    Validation rows come from ``seed + 1``, so they are other questions than the training
-    rows. Both are generated before either file is written: a call that fails or is
-    interrupted while generating leaves an older pair as it was.
+    Validation rows are other questions than the training rows (see
+    :func:`validation_rows`). Both are generated before either file is written: a call
+    that fails or is interrupted while generating leaves an older pair as it was.
     """
     from hfsdk import write_text_atomic
 
     for what, size in (("train_size", train_size), ("val_size", val_size)):
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigError(f"{what} {size!r}: give a number of rows >= 1")
+    train = reasoning_gym_rows(name, size=train_size, seed=seed, config=config)
+    val = validation_rows(name, train, val_size=val_size, seed=seed, config=config)
     texts = {
-        file: "".join(
-            json.dumps(r) + "\n"
-            for r in reasoning_gym_rows(name, size=size, seed=part_seed, config=config)
-        )
-        for file, size, part_seed in (
-            ("train.jsonl", train_size, seed),
-            ("val.jsonl", val_size, seed + 1),
-        )
+        file: "".join(json.dumps(r) + "\n" for r in rows)
+        for file, rows in (("train.jsonl", train), ("val.jsonl", val))
     }
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for file, text in texts.items():
         write_text_atomic(directory / file, text)
     return directory / "train.jsonl", directory / "val.jsonl"
+
+
+def validation_rows(
+    name: str,
+    train: list[dict[str, Any]],
+    *,
+    val_size: int,
+    seed: int,
+    config: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """``val_size`` rows of the task whose questions are not among ``train``'s prompts.
+
+    reasoning-gym makes entry ``idx`` of seed ``s`` from ``Random(s + idx)``, so the
+    candidates come from seed ``seed + len(train)``: their generators are not any training
+    entry's (``seed + 1`` was the training set shifted by one). A small task can still
+    draw a training question by chance, so those are skipped, among ``len(train) +
+    val_size`` candidates; each row keeps its own ``rg_seed``/``rg_size``/``rg_index``, so
+    the reward rebuilds its entry. Fewer unseen questions than ``val_size`` is one line.
+    """
+    candidates = reasoning_gym_rows(
+        name, size=len(train) + val_size, seed=seed + len(train), config=config
+    )
+    seen = {row["prompt"] for row in train}
+    rows = [row for row in candidates if row["prompt"] not in seen][:val_size]
+    if len(rows) < val_size:
+        raise ConfigError(
+            f"reasoning_gym task {name!r}: only {len(rows)} of {len(candidates)} validation "
+            f"candidates are questions not in the {len(train)} training rows, fewer than "
+            f"val_size {val_size}; lower val_size or train_size, or widen the config"
+        )
+    return rows

@@ -111,7 +111,7 @@ def test_the_command_writes_the_rows_and_refuses_a_bad_name_in_one_line(
     rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
     assert rows == reasoning_gym_rows("basic_arithmetic", size=4, seed=0, config=CONFIG)
     val = (tmp_path / "val.jsonl").read_text().splitlines()
-    assert len(val) == 100 and json.loads(val[0])["rg_seed"] == 1
+    assert len(val) == 100 and json.loads(val[0])["rg_seed"] == 4  # seed 0 + train_size 4
     capsys.readouterr()
     for args, says in [
         (("basic_arithmetik", str(tmp_path / "x")), "unknown reasoning_gym task"),
@@ -135,7 +135,7 @@ def test_sizes_below_one_are_refused_and_a_failed_val_keeps_the_old_pair(
     real = reasoning_gym_data.reasoning_gym_rows
 
     def val_fails(name: str, *, size: int, seed: int, config: object) -> list:
-        if seed == 8:  # the validation part of seed 7 (interrupted, say)
+        if seed == 9:  # the validation part of seed 7 (7 + train_size 2; interrupted, say)
             raise KeyboardInterrupt
         return real(name, size=size, seed=seed, config=config)
 
