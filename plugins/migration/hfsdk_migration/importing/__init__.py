@@ -106,7 +106,7 @@ def import_config(
         config=config,
         unmapped=tuple(mapper.unmapped()),
         assumed=tuple(mapper.defaults_used),
-        warnings=(*warnings, *problems),
+        warnings=(*warnings, *problems, *mapper.notes),
     )
 
 

@@ -36,6 +36,8 @@ class Mapper:
     reasons: dict[str, str] = attrs.field(factory=dict)
     defaults_used: list[str] = attrs.field(factory=list)
     groups: dict[str, tuple[int, str]] = attrs.field(factory=dict)
+    unset_rejected: dict[str, str] = attrs.field(factory=dict)
+    notes: list[str] = attrs.field(factory=list)
 
     def has(self, key: str) -> bool:
         """Whether the source sets ``key`` to something other than ``None``."""
@@ -89,6 +91,20 @@ class Mapper:
             self.used.discard(key)
             self.reasons[key] = reason
 
+    def reject_default(self, key: str, default: Any, reason: str) -> None:
+        """Report the source's ``default`` for an unset ``key`` as unmapped, with a reason.
+
+        The source would apply ``default``; hfsdk has no counterpart, so the run differs
+        even though the user wrote nothing.
+        """
+        if not self.has(key):
+            self.unset_rejected[key] = f"{key} = {default!r} (unset: the default)  ({reason})"
+
+    def note(self, text: str) -> None:
+        """Record an approximation made while mapping (printed as a warning and in the header)."""
+        if text not in self.notes:
+            self.notes.append(text)
+
     def consume(self, prefix: str) -> None:
         """Take every key under ``prefix`` as mapped (a section that has nothing to map)."""
         for key in self.keys(prefix):
@@ -117,6 +133,7 @@ class Mapper:
                 continue
             reason = self.reasons.get(key)
             lines.append(f"{key} = {value!r}" + (f"  ({reason})" if reason else ""))
+        lines.extend(self.unset_rejected.values())
         for prefix, (count, reason) in self.groups.items():
             lines.append(f"{prefix}* ({count} key{'s' if count > 1 else ''})  ({reason})")
         return lines

@@ -8,6 +8,7 @@ hfsdk's, OpenRLHF's default is assumed and listed in the output's header.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from hfsdk import LOGGERS
@@ -75,8 +76,36 @@ def _optim(m: Mapper, role: str, flag: str, default: float) -> None:
         m.put(f"{role}.optim.grad_clip", m.num("max_norm"))
     # train_ppo_ray's own default, not hfsdk's (0.9, 0.999).
     m.put(f"{role}.optim.betas", m.numbers("adam_betas", 2, [0.9, 0.95], source_default=True))
+    _schedule(m, role)
+
+
+def _schedule(m: Mapper, role: str) -> None:
+    """``--lr_scheduler`` and ``--lr_warmup_ratio``, with train_ppo_ray's defaults."""
+    scheduler = m.get("lr_scheduler", "cosine_with_min_lr", source_default=True)
+    if scheduler == "cosine_with_min_lr":
+        # train_ppo_ray passes min_lr = 0.1 x the learning rate to it.
+        m.put(f"{role}.optim.lr_schedule", "cosine")
+        m.put(f"{role}.optim.min_lr_ratio", 0.1)
+    elif scheduler in ("cosine", "constant_with_warmup"):
+        m.put(f"{role}.optim.lr_schedule", scheduler.removesuffix("_with_warmup"))
+    else:
+        m.reject("lr_scheduler", "hfsdk schedules: constant (with warmup), cosine")
+    ratio = m.num("lr_warmup_ratio", 0.03)
+    total = m.int("max_steps")
+    if total is not None and total > 0:
+        # A ratio of the whole run, so the same in OpenRLHF's optimizer steps and hfsdk's
+        # training steps; OpenRLHF rounds it up too.
+        m.get("lr_warmup_ratio", 0.03, source_default=True)
+        m.put(f"{role}.optim.warmup_steps", math.ceil(ratio * total))
+        return
+    reason = (
+        f"needs the total steps; set actor.optim.warmup_steps (and the critic's) = "
+        f"ceil({ratio:g} x trainer.total_steps)"
+    )
     if m.has("lr_warmup_ratio"):
-        m.reject("lr_warmup_ratio", "needs the total steps; set actor.optim.warmup_steps")
+        m.reject("lr_warmup_ratio", reason)
+    else:
+        m.reject_default("lr_warmup_ratio", 0.03, reason)
 
 
 def _files(value: Any) -> list[str]:
@@ -209,8 +238,7 @@ def import_openrlhf(m: Mapper, algo: str | None) -> str:
         _role_batches(m, "critic")
         m.put("advantage.gamma", m.num("gamma", 1.0))
         m.put("advantage.lam", m.num("lambd", 1.0))
-        if m.has("value_clip"):
-            m.put("value_loss.clip_range_value", m.num("value_clip"))
+        m.put("value_loss.clip_range_value", m.num("value_clip", 0.5, source_default=True))
     _data_and_rollout(m)
     _reward(m)
     _trainer(m)

@@ -1,6 +1,6 @@
 """TRL's ``GRPOConfig`` and ``PPOConfig`` (flat keys: YAML, JSON or a ``TrlParser`` command line).
 
-Batch sizes assume one process (TRL multiplies by the number of devices):
+Batch sizes are per process (the launcher's process count multiplies them):
 ``per_device_train_batch_size`` is the micro-batch, ``× gradient_accumulation_steps``
 the responses of one optimizer step, and for GRPO the generation batch
 (``generation_batch_size``, else ``per_device_train_batch_size ×
@@ -11,6 +11,8 @@ and listed in the output's header.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from typing import Any
 
 from hfsdk import LOGGERS, ConfigError
@@ -27,7 +29,11 @@ LOSS_TYPES = {
 """TRL's ``loss_type`` -> hfsdk's ``algorithm.loss_agg_mode``."""
 
 
-def _common(m: Mapper, lr_default: float) -> None:
+def _common(
+    m: Mapper, lr_default: float, temperature: float | None, prompt_length: int | None
+) -> None:
+    """The keys GRPO and PPO share; ``temperature`` and ``prompt_length`` are TRL's defaults
+    for the algorithm (``None``: TRL's equals hfsdk's or it has none)."""
     if m.has("model_name_or_path"):  # TRL scripts' ModelConfig, parsed by the same TrlParser
         m.put("actor.model_path", str(m.get("model_name_or_path")))
     m.put(
@@ -49,17 +55,18 @@ def _common(m: Mapper, lr_default: float) -> None:
                 m.num("adam_beta2", 0.999),
             ],
         )
-    if m.has("warmup_steps"):
-        m.put("actor.optim.warmup_steps", m.int("warmup_steps"))
     schedule = m.get("lr_scheduler_type")
     if schedule in ("constant", "cosine"):
         m.put("actor.optim.lr_schedule", schedule)
     elif schedule is not None:
         m.reject("lr_scheduler_type", "hfsdk schedules: constant, cosine")
-    if m.has("max_steps") and as_int("max_steps", m.flat["max_steps"]) > 0:
-        m.put("trainer.total_steps", m.int("max_steps"))
-    elif m.has("num_train_epochs"):
-        m.reject("num_train_epochs", "hfsdk counts steps: set trainer.total_steps")
+    else:
+        m.reject_default(
+            "lr_scheduler_type",
+            "linear",
+            "TRL decays linearly to 0; hfsdk schedules: constant, cosine (set "
+            "actor.optim.lr_schedule)",
+        )
     if m.has("seed"):
         m.put("trainer.seed", m.int("seed"))
     if m.has("save_steps") and m.get("save_strategy", "steps") == "steps":
@@ -77,13 +84,14 @@ def _common(m: Mapper, lr_default: float) -> None:
         m.put("trainer.loggers", list(dict.fromkeys(["console", *kept, "jsonl"])))
         if len(kept) != len(names) and names != ["none"]:
             m.reject("report_to", f"hfsdk loggers: {', '.join(LOGGERS)}")
-    for key in ("temperature", "top_p"):
-        if m.has(key):
-            m.put(f"rollout.{key}", m.num(key))
+    if m.has("temperature") or temperature is not None:
+        m.put("rollout.temperature", m.num("temperature", temperature, source_default=True))
+    if m.has("top_p"):
+        m.put("rollout.top_p", m.num("top_p"))
     if m.has("top_k"):
         m.put("rollout.top_k", max(m.int("top_k"), 0))
-    if m.has("max_prompt_length"):
-        length = m.int("max_prompt_length")
+    if m.has("max_prompt_length") or prompt_length is not None:
+        length = m.int("max_prompt_length", prompt_length, source_default=True)
         m.put("data.max_prompt_length", length)  # the rollout's follows from it
     _vllm(m)
 
@@ -133,14 +141,55 @@ def _tools(m: Mapper) -> None:
         m.put("rollout.multi_turn.max_response_tokens", m.int("max_completion_length"))
 
 
+def _processes(m: Mapper) -> int:
+    """The launcher's process count; more than one becomes the pool's devices.
+
+    TRL's batches are per process, so the caller multiplies them by it.
+    """
+    processes = m.int("num_processes", 1)
+    if processes > 1:
+        m.put("placement.pools", {"global": {"devices": processes}})
+    return processes
+
+
+def _steps(m: Mapper, per_round: Fraction) -> None:
+    """``max_steps`` and ``warmup_steps`` (TRL optimizer steps) as hfsdk training steps.
+
+    hfsdk's ``trainer.total_steps`` counts generation rounds, and its LR scheduler steps
+    once per round (the engines' update, not per optimizer step), so
+    ``actor.optim.warmup_steps`` counts rounds too: both are TRL's counts divided by the
+    ``per_round`` optimizer steps of one round.
+    """
+    if m.has("max_steps") and as_int("max_steps", m.flat["max_steps"]) > 0:
+        steps = m.int("max_steps")
+        total = math.ceil(steps / per_round)  # at least TRL's optimizer steps
+        m.put("trainer.total_steps", total)
+        _note_inexact(
+            m, "max_steps", steps, per_round, f"trainer.total_steps rounded up to {total}"
+        )
+    elif m.has("num_train_epochs"):
+        m.reject("num_train_epochs", "hfsdk counts steps: set trainer.total_steps")
+    if m.has("warmup_steps"):
+        warmup = m.int("warmup_steps")
+        rounds = round(warmup / per_round)
+        m.put("actor.optim.warmup_steps", rounds)
+        _note_inexact(m, "warmup_steps", warmup, per_round, f"actor.optim.warmup_steps = {rounds}")
+
+
+def _note_inexact(m: Mapper, key: str, steps: int, per_round: Fraction, what: str) -> None:
+    """Say so when ``per_round`` does not divide the ``steps`` of ``key``."""
+    if steps % per_round:
+        m.note(
+            f"{key}={steps} TRL optimizer steps is {float(steps / per_round):g} generation "
+            f"rounds of {float(per_round):g} optimizer steps; {what}"
+        )
+
+
 def _grpo(m: Mapper) -> None:
     n = m.int("num_generations", 8, source_default=True)
     per_device = m.int("per_device_train_batch_size", 8, source_default=True)
     accumulation = m.int("gradient_accumulation_steps", 1)
-    # TRL's batches are per process: the launcher's process count multiplies them.
-    processes = m.int("num_processes", 1)
-    if processes > 1:
-        m.put("placement.pools", {"global": {"devices": processes}})
+    processes = _processes(m)
     m.put("algorithm.n_samples_per_prompt", n)
     m.put("actor.micro_batch_size", per_device)
     m.put("actor.mini_batch_size", per_device * accumulation * processes)
@@ -159,15 +208,19 @@ def _grpo(m: Mapper) -> None:
             f"num_generations={n}; TRL would refuse it too"
         )
     m.put("data.batch_size", responses // n)
-    m.put("actor.ppo_epochs", m.int("num_iterations", 1))
+    iterations = m.int("num_iterations", 1)
+    m.put("actor.ppo_epochs", iterations)
+    # TRL steps the optimizer every `accumulation` micro-batches of `per_device` on every
+    # process, over the round's responses, `num_iterations` times.
+    _steps(m, Fraction(responses, per_device * accumulation * processes) * iterations)
     beta = m.num("beta", 0.0, source_default=True)
     m.put("algorithm.kl_loss_coef", beta)
     m.put("algorithm.kl_estimator", "k3")  # TRL's GRPO KL term is the k3 estimator
     epsilon = m.num("epsilon", 0.2)
     m.put("policy_loss.clip_ratio_low", epsilon)
     m.put("policy_loss.clip_ratio_high", m.num("epsilon_high", epsilon))
-    if m.has("max_completion_length"):
-        m.put("rollout.max_response_length", m.int("max_completion_length"))
+    length = m.int("max_completion_length", 256, source_default=True)
+    m.put("rollout.max_response_length", length)
     _tools(m)
     loss_type = m.get("loss_type")
     if loss_type in LOSS_TYPES:
@@ -192,10 +245,13 @@ def _ppo(m: Mapper) -> None:
     per_device = m.int("per_device_train_batch_size", 8, source_default=True)
     accumulation = m.int("gradient_accumulation_steps", 1)
     mini_batches = m.int("num_mini_batches", 1)
+    processes = _processes(m)
     for role in ("actor", "critic"):
         m.put(f"{role}.micro_batch_size", per_device)
-        m.put(f"{role}.mini_batch_size", per_device * accumulation)
-    m.put("data.batch_size", per_device * accumulation * mini_batches)
+        m.put(f"{role}.mini_batch_size", per_device * accumulation * processes)
+    m.put("data.batch_size", per_device * accumulation * mini_batches * processes)
+    # TRL's PPOTrainer steps its LR scheduler once per batch: its steps are rounds already.
+    _steps(m, Fraction(1))
     epochs = m.int("num_ppo_epochs", 4, source_default=True)
     m.put("actor.ppo_epochs", epochs)
     m.put("critic.ppo_epochs", epochs)
@@ -212,8 +268,7 @@ def _ppo(m: Mapper) -> None:
         m.reject("kl_estimator", "k1 or k3")
     m.put("advantage.gamma", m.num("gamma", 1.0))
     m.put("advantage.lam", m.num("lam", 0.95))
-    if m.has("response_length"):
-        m.put("rollout.max_response_length", m.int("response_length"))
+    m.put("rollout.max_response_length", m.int("response_length", 53, source_default=True))
     if m.has("sft_model_path"):
         m.put("actor.model_path", str(m.get("sft_model_path")))
 
@@ -223,9 +278,10 @@ def import_trl(m: Mapper, algo: str | None) -> str:
     chosen = algo or ("ppo" if any(m.has(key) for key in PPO_ONLY) else "grpo")
     m.put("algo", chosen)
     if chosen == "ppo":
-        _common(m, 3e-6)
+        _common(m, 3e-6, temperature=0.7, prompt_length=None)
         _ppo(m)
     else:
-        _common(m, 1e-6)
+        # max_prompt_length=512: GRPOConfig's default in the TRL releases that have it.
+        _common(m, 1e-6, temperature=None, prompt_length=512)
         _grpo(m)
     return chosen

@@ -60,6 +60,8 @@ KL_TYPES = {
     "k3": "low_var_kl",
 }
 """verl's KL estimator names -> hfsdk's (``hfsdk list kl-estimators``)."""
+HFSDK_KL_ESTIMATORS = ("abs", "k1", "k2", "k3", "k3_clamped", "low_var_kl")
+"""hfsdk's own estimator names, as ``hfsdk list kl-estimators`` prints them."""
 LOSS_MODES = {"vanilla": "ppo_clip", "gspo": "gspo"}
 CRITIC_ALGOS = ("ppo", "safe_rlhf")
 
@@ -263,7 +265,11 @@ def _kl(m: Mapper) -> None:
         if chosen in KL_TYPES:
             m.put("algorithm.kl_estimator", KL_TYPES[chosen])
         else:
-            m.reject(key, f"hfsdk KL estimators: {', '.join(sorted(set(KL_TYPES.values())))}")
+            m.reject(
+                key,
+                f"no hfsdk counterpart for {chosen!r}; hfsdk KL estimators: "
+                f"{', '.join(HFSDK_KL_ESTIMATORS)} (verl's k3 is hfsdk's low_var_kl)",
+            )
     if in_reward and use_loss and KL_TYPES.get(loss_type) != KL_TYPES.get(penalty):
         m.reject(A + "kl_loss_type", "hfsdk uses one KL estimator for reward and loss")
 
@@ -393,20 +399,48 @@ FILTER_METRICS = ("acc", "score", "seq_reward", "seq_final_reward")
 """verl filter_groups metrics that are the sample's reward (what dapo's dynamic sampling reads)."""
 
 
+OVERLONG_SECTIONS = ("reward_model.", "reward.")
+"""Where verl's DAPO reward manager reads ``reward_kwargs.overlong_buffer_cfg`` (verl's DAPO
+recipe scripts set it there; 0.9 moved the reward settings under ``reward.``)."""
+
+
+def _overlong_prefix(m: Mapper) -> str | None:
+    """The section that turns overlong shaping on, or ``None``; the others are consumed.
+
+    Either the legacy ``reward_model.overlong_buffer`` or the DAPO reward manager's
+    ``reward_kwargs.overlong_buffer_cfg``, which only that manager reads.
+    """
+    candidates = ["reward_model.overlong_buffer."]
+    for section in OVERLONG_SECTIONS:
+        manager = m.flat.get(
+            section + "reward_manager.name", m.flat.get(section + "reward_manager")
+        )
+        if manager == "dapo":
+            candidates.append(section + "reward_kwargs.overlong_buffer_cfg.")
+    found = None
+    for prefix in candidates:
+        if found is None and m.get(prefix + "enable") is True:
+            found = prefix
+    for prefix in ("reward_model.overlong_buffer.", *candidates[1:]):
+        if prefix != found:
+            m.consume(prefix)
+    return found
+
+
 def _filter_groups(m: Mapper, chosen: str, explicit: bool) -> str:
     """DAPO's dynamic sampling and overlong shaping: the ``dapo`` algorithm; returns the algo.
 
     verl turns them on inside a GRPO run (``algorithm.filter_groups.enable``,
-    ``reward_model.overlong_buffer.*``); in hfsdk they are the ``dapo``
+    ``reward_model.overlong_buffer.*`` or the DAPO reward manager's
+    ``reward_kwargs.overlong_buffer_cfg.*``); in hfsdk they are the ``dapo``
     algorithm's, which trains without KL, so a run with KL keeps its algorithm
     and lists them.
     """
     enabled = m.get("algorithm.filter_groups.enable") is True
-    overlong = m.get("reward_model.overlong_buffer.enable") is True
+    source = _overlong_prefix(m)
+    overlong = source is not None
     if not enabled:
         m.consume("algorithm.filter_groups.")
-    if not overlong:
-        m.consume("reward_model.overlong_buffer.")
     if not (enabled or overlong):
         return chosen
     algorithm = m.out.get("algorithm", {})
@@ -419,7 +453,7 @@ def _filter_groups(m: Mapper, chosen: str, explicit: bool) -> str:
     elif algorithm.get("advantage_estimator") != "grpo":
         why_not = "the dapo algorithm normalises rewards per group (adv_estimator=grpo)"
     if why_not is not None:
-        for key in [*m.keys("algorithm.filter_groups."), *m.keys("reward_model.overlong_buffer.")]:
+        for key in m.keys("algorithm.filter_groups.") + (m.keys(source) if source else []):
             if m.flat.get(key) is not None:
                 m.reject(key, why_not)
         return chosen
@@ -442,14 +476,13 @@ def _filter_groups(m: Mapper, chosen: str, explicit: bool) -> str:
             )
             rounds = 10
         m.put("algorithm.max_generation_rounds", rounds)
-    if overlong:
-        m.put("algorithm.overlong_buffer_len", m.int("reward_model.overlong_buffer.len", 0))
-        m.put(
-            "algorithm.overlong_penalty_factor",
-            m.num("reward_model.overlong_buffer.penalty_factor", 1.0),
-        )
-    else:
-        m.consume("reward_model.overlong_buffer.")
+    if source is not None:
+        m.put("algorithm.overlong_buffer_len", m.int(source + "len", 0))
+        m.put("algorithm.overlong_penalty_factor", m.num(source + "penalty_factor", 1.0))
+        for section in OVERLONG_SECTIONS:  # the dapo manager's work is the dapo algorithm's
+            if source.startswith(section + "reward_kwargs."):
+                m.get(section + "reward_manager")
+                m.get(section + "reward_manager.name")
     return "dapo"
 
 

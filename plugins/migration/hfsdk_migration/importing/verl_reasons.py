@@ -31,6 +31,10 @@ GROUPS = (
     (r"(^|\.)profiler\.|^global_profiler\.", "no counterpart (profiling)"),
     (r"\.checkpoint\.", f"{SELF}: a checkpoint holds everything needed to resume exactly"),
     (r"^reward_manager\.", f"{SELF}: reward.functions are called by the controller"),
+    (
+        r"^(reward_model|reward)\.reward_kwargs\.",
+        "no counterpart: arguments of verl's reward manager (hfsdk calls reward.functions)",
+    ),
     (r"^reward_model\.", "hfsdk's reward model is the reward.model section: set it by hand"),
     (r"^ray_kwargs\.", f"{SELF}: Ray is started for the run (trainer.ray_address joins one)"),
     (r"\.val_kwargs\.", "no counterpart: validation samples with the rollout settings"),
@@ -51,6 +55,9 @@ RULES = (
     (r"(nccl_timeout|ray_wait_register_center_timeout)$",
      f"{SELF}: trainer.worker_timeout_s bounds worker calls"),
     (r"^trainer\.balance_batch$", f"{SELF}: passes are balanced by micro_batch_tokens"),
+    (r"\.(ppo|log_prob)_micro_batch_size$",
+     "verl's global micro-batch (older verl): set <role>.micro_batch_size (log_prob: "
+     "forward_micro_batch_size) to it ÷ the GPU count, hfsdk's are per GPU"),
     (r"use_torch_compile$",
      "not carried over: hfsdk's actor.compile (fsdp) is off by default; set it by hand "
      "for long runs (docs/benchmarks.md, torch.compile)"),
@@ -96,7 +103,9 @@ def list_leftovers(m: Mapper) -> None:
     for prefix, switch in SECTIONS_OFF.items():
         if prefix.startswith("reward_model.") and m.flat.get(switch):
             continue
-        if not m.flat.get(switch):
+        if prefix == "reward_model." and not m.flat.get(switch):
+            _consume_reward_model(m)
+        elif not m.flat.get(switch):
             m.consume(prefix)
     if m.flat.get("actor_rollout_ref.model.lora_rank") == 0:
         for key in m.flat:
@@ -117,6 +126,28 @@ def list_leftovers(m: Mapper) -> None:
             continue
         reason = next((r for p, r in RULES if re.search(p, key)), DEFAULT)
         m.reject(key, reason)
+
+
+def _consume_reward_model(m: Mapper) -> None:
+    """Take the off reward model's keys, not the reward manager's that share its section.
+
+    verl (before 0.9) keeps ``reward_manager`` and ``reward_kwargs`` under ``reward_model.``
+    and uses them with the model off too: a manager other than ``naive`` (hfsdk calls each
+    function per sample, as naive does) and its arguments are listed, not dropped.
+    """
+    manager = "reward_model.reward_manager"
+    for key in m.keys("reward_model."):
+        if key.startswith("reward_model.reward_kwargs."):
+            continue
+        if key == manager and m.flat[key] not in (None, "naive"):
+            if key not in m.used:
+                m.reject(
+                    key,
+                    f"no counterpart for verl's {m.flat[key]!r} reward manager: hfsdk calls "
+                    "reward.functions per sample, as the naive one does",
+                )
+            continue
+        m.used.add(key)
 
 
 def _prefix(pattern: str, key: str) -> str | None:

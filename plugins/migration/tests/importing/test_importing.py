@@ -94,7 +94,10 @@ def test_verl_values_without_counterpart_are_listed_not_guessed() -> None:
     result = import_config("verl", data)
     lines = "\n".join(result.unmapped)
     assert "actor_rollout_ref.actor.loss_agg_mode = 'seq-sum'" in lines
-    assert "actor_rollout_ref.actor.kl_loss_type = 'full'  (hfsdk KL estimators" in lines
+    assert (
+        "actor_rollout_ref.actor.kl_loss_type = 'full'  (no hfsdk counterpart for 'full'; "
+        "hfsdk KL estimators: abs, k1, k2, k3, k3_clamped, low_var_kl"
+    ) in lines
     assert "algorithm.gamma = 0.99  (estimator 'grpo' has no gamma)" in lines
     assert "critic.* (1 key)  (algorithm 'grpo' has no critic)" in lines
     assert "loss_agg_mode" not in result.config["algorithm"]
@@ -113,9 +116,11 @@ def test_trl_grpo_config_maps_batches_and_loss() -> None:
     assert cfg.algorithm.loss_agg_mode == "seq-mean-token-sum-norm"
     assert cfg.advantage.norm_by_std is False
     assert cfg.rollout.max_response_length == 128 and cfg.rollout.temperature == 0.9
-    assert cfg.trainer.total_steps == 500
+    # max_steps=500 TRL optimizer steps, 2 per generation round (2 iterations of one).
+    assert cfg.trainer.total_steps == 250
     assert cfg.rollout.backend == "vllm"  # use_vllm
-    assert result.unmapped == ("output_dir = 'qwen-grpo'", "logging_steps = 10")
+    assert result.unmapped[:2] == ("output_dir = 'qwen-grpo'", "logging_steps = 10")
+    assert result.unmapped[2].startswith("lr_scheduler_type = 'linear' (unset: the default)")
 
 
 def test_trl_ppo_config_is_recognised() -> None:
@@ -127,7 +132,8 @@ def test_trl_ppo_config_is_recognised() -> None:
     assert cfg.algo == "ppo" and cfg.data.batch_size == 8 and cfg.actor.mini_batch_size == 4
     assert cfg.algorithm.kl_in_reward and cfg.algorithm.kl_coef == 0.02
     assert cfg.policy_loss.clip_ratio_low == 0.1 and cfg.critic.ppo_epochs == 2
-    assert result.unmapped == ("vf_coef = 0.1",)
+    assert result.unmapped[0] == "vf_coef = 0.1" and len(result.unmapped) == 2
+    assert result.unmapped[1].startswith("lr_scheduler_type = 'linear' (unset: the default)")
 
 
 def test_trl_generation_batch_must_hold_whole_groups() -> None:

@@ -237,7 +237,9 @@ def test_trl_command_line_imports(capsys: pytest.CaptureFixture[str]) -> None:
     assert cfg.rollout.backend == "vllm" and cfg.actor.gradient_checkpointing
     assert cfg.trainer.total_steps == 100
     assert result.config["actor"]["model_path"] == "Qwen/Qwen2.5-0.5B-Instruct"
-    assert result.unmapped == ("output_dir = 'qwen-grpo'",)
+    # TRL's default linear decay has no counterpart: listed though unset.
+    assert result.unmapped[0] == "output_dir = 'qwen-grpo'" and len(result.unmapped) == 2
+    assert result.unmapped[1].startswith("lr_scheduler_type = 'linear' (unset: the default)")
     data, _ = read_source("trl", None, ["--learning_rate", "2e-6", "--num_generations=4"])
     assert data == {"learning_rate": 2e-6, "num_generations": 4}
 
@@ -286,7 +288,9 @@ def test_launchers_processes_nodes_and_no_vllm_are_counted(tmp_path: Path) -> No
 
 def test_a_generation_tp_the_actors_devices_cannot_hold_is_listed_not_written() -> None:
     # TRL refuses tp 2 on one process too; written, the file would fail `config show`.
-    one = import_config("trl", {"use_vllm": True, "vllm_tensor_parallel_size": 2})
+    one = import_config(
+        "trl", {"use_vllm": True, "vllm_tensor_parallel_size": 2, "lr_scheduler_type": "cosine"}
+    )
     assert "rollout_layout" not in one.config["actor"]
     assert one.unmapped == (
         "vllm_tensor_parallel_size = 2  (2 does not divide the actor's 1 device(s), where hfsdk "
