@@ -1,9 +1,11 @@
 """forward / forward_backward / optim_step on one client's adapter, on one rank.
 
-A batch of datums is right-padded into one forward of the base model with the
-client's adapter active; each datum's loss (:mod:`.losses`) is summed and (in
-:class:`~.worker.ServeWorker`) back-propagated into that adapter's parameters,
-where gradients accumulate until :func:`optim_step`.
+A request's datums are cut into micro-batches of at most :data:`MICRO_BATCH_TOKENS`
+(padded) tokens (:func:`micro_batches`); each micro-batch is right-padded into one
+forward of the base model with the client's adapter active, its datums' losses
+(:mod:`.losses`) are summed and (in :class:`~.worker.ServeWorker`) back-propagated
+into that adapter's parameters, where gradients accumulate until :func:`optim_step`.
+Every served loss is a sum of per-datum losses, so the split changes no gradient.
 """
 
 from __future__ import annotations
@@ -20,6 +22,29 @@ from hfsdk_serve.losses import LossFn, loss_fn
 from hfsdk_serve.wire import DatumIn
 
 TOKEN_INPUTS = ("target_tokens",)
+
+MICRO_BATCH_TOKENS = 4096
+"""The most tokens (datums x the longest one's length, as padded) one forward / backward of
+``forward_backward`` takes; a datum is never split, so a longer one is a micro-batch alone.
+Memory grows with these tokens times the vocabulary (the logits and their gradient), and a
+Tinker request may carry ~1,000 datums: one pass over all of them would not fit (at a 152k
+vocabulary, 4,096 tokens peak at about 7 GB of logits and their gradients)."""
+
+
+def micro_batches(data: Sequence[DatumIn], indices: Sequence[int]) -> list[list[int]]:
+    """``indices`` in order, cut into runs whose padded size (count x longest datum) stays
+    within :data:`MICRO_BATCH_TOKENS` (a datum longer than that is a run of its own)."""
+    runs: list[list[int]] = []
+    width = 0
+    for i in indices:
+        n = len(data[i].tokens)
+        if runs and (len(runs[-1]) + 1) * max(width, n) <= MICRO_BATCH_TOKENS:
+            runs[-1].append(i)
+            width = max(width, n)
+        else:
+            runs.append([i])
+            width = n
+    return runs
 
 
 def _check_datum(i: int, datum: DatumIn, vocab: int, limit: int) -> None:
@@ -61,18 +86,21 @@ def target_logprobs(pool: AdapterPool, data: Sequence[DatumIn]) -> list[torch.Te
     pad = pool.tokenizer.pad_token_id or 0
     ids = torch.full((len(data), width), pad, dtype=torch.long)
     mask = torch.zeros((len(data), width), dtype=torch.long)
+    targets = torch.zeros((len(data), width), dtype=torch.long)
     for row, datum in enumerate(data):
         ids[row, : len(datum.tokens)] = torch.tensor(datum.tokens, dtype=torch.long)
         mask[row, : len(datum.tokens)] = 1
-    logits = pool.peft(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
-    logp = torch.log_softmax(logits, dim=-1)
-    out = []
-    for row, datum in enumerate(data):
-        n = len(datum.tokens)
         # A copy: arrays that crossed a process boundary arrive read-only.
-        targets = torch.tensor(datum.inputs["target_tokens"], dtype=torch.long)
-        out.append(logp[row, :n].gather(1, targets[:, None])[:, 0])
-    return out
+        targets[row, : len(datum.tokens)] = torch.tensor(
+            datum.inputs["target_tokens"], dtype=torch.long
+        )
+    logits = pool.peft(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
+    # The target's logit less the log-normaliser, over the whole batch at once: no
+    # full-vocabulary log_softmax is kept for the backward pass, and the per-datum slices
+    # below are of (datums, tokens) tensors, whose backward is small.
+    picked = logits.gather(2, targets[:, :, None])[:, :, 0]
+    logp = picked - torch.logsumexp(logits, dim=-1)
+    return [logp[row, : len(datum.tokens)] for row, datum in enumerate(data)]
 
 
 def idle_loss(pool: AdapterPool) -> torch.Tensor:

@@ -7,9 +7,10 @@ them (1/N each) and the adapters replicated. The adapters are the same on
 every rank: they start from the same seed,
 and ``optim_step`` sums their gradients over the ranks first, so every rank
 takes the same AdamW step. ``forward_backward`` gives each rank every
-``world_size``-th datum of the request (data parallel; under FSDP every rank
-runs exactly one forward and one backward, a rank without a datum with a zero
-loss, since each pass gathers the sharded base collectively); sampling runs on
+``world_size``-th datum of the request (data parallel), in micro-batches of
+bounded tokens; under FSDP every rank runs the same number of forwards and
+backwards (as many as the rank with the most micro-batches; a rank out of datums
+with a zero loss), since each pass gathers the sharded base collectively; sampling runs on
 rank 0 (a sharded base is gathered on every rank for the call),
 through one rollout of the backend the server was started with
 (:class:`~.sampling.PoolSampler`).
@@ -36,6 +37,7 @@ import torch
 from hfsdk import BuiltinProtocol, HfsdkError, Worker, register
 from hfsdk_serve import training
 from hfsdk_serve.adapters import AdapterPool, AdapterSpec
+from hfsdk_serve.losses import LossFn
 from hfsdk_serve.sampling import PoolSampler, SampleSpec
 from hfsdk_serve.wire import DatumIn, SequenceOut
 
@@ -183,40 +185,70 @@ class ServeWorker(Worker):
     ) -> dict[str, Any] | Refusal:
         """This rank's share of the datums: their log-probs and loss; gradients when asked.
 
-        Gradients are added only when every rank computed a finite loss, so a refused
-        request leaves the adapter's accumulated gradients as they were on all ranks.
+        The share runs in micro-batches (:func:`~.training.micro_batches`), each with its
+        own forward and backward, so memory is bounded by the micro-batch, not the request.
+        Gradients are kept only when every rank computed a finite loss for every micro-batch,
+        so a refused request leaves the adapter's accumulated gradients as they were on all
+        ranks.
         """
         fn = training.check_request(self.pool, data, loss_name)
-        mine = list(range(self.rank, len(data), self.world_size))
-        refusal: str | None = None
+        shares = [list(range(r, len(data), self.world_size)) for r in range(self.world_size)]
+        batches = training.micro_batches(data, shares[self.rank])
+        # Every rank runs as many rounds as the rank with the most micro-batches: each round
+        # agrees over the ranks, and on a sharded base its forward and backward are collective.
+        rounds = max(len(training.micro_batches(data, share)) for share in shares)
+        params = list(self.pool.get(name).params.values())
+        # A later micro-batch may be refused after earlier ones were back-propagated.
+        keep = backward and rounds > 1
+        saved = [p.grad.clone() if keep and p.grad is not None else None for p in params]
         logps: list[torch.Tensor] = []
         total = torch.zeros(())
-        try:
-            with self.pool.active(name, train=backward), torch.set_grad_enabled(backward):
-                if mine or not self.pool.sharded:
-                    share = [data[i] for i in mine]
-                    logps, total = training.datum_losses(self.pool, share, fn, config)
-                else:  # the sharded base is gathered in every pass: this rank joins it
-                    logps, total = [], training.idle_loss(self.pool)
-                loss = float(total.detach())
-                if not math.isfinite(loss):
-                    raise HfsdkError(
-                        f"the {loss_name} loss is {loss} (not finite); check the advantages, "
-                        "weights and sampler log-probs sent with the datums"
-                    )
-                if not self._all_agree(True):
-                    return Refusal(None)
-                if backward and (mine or self.pool.sharded):
-                    total.backward()
-        except HfsdkError as exc:
-            refusal = str(exc).strip().splitlines()[0]
-            self._all_agree(False)
-            return Refusal(refusal)
+        with self.pool.active(name, train=backward), torch.set_grad_enabled(backward):
+            for k in range(rounds):
+                batch = [data[i] for i in batches[k]] if k < len(batches) else []
+                done = self._micro_batch(batch, fn, loss_name, config, backward)
+                if isinstance(done, Refusal):
+                    if keep:
+                        for p, grad in zip(params, saved, strict=True):
+                            p.grad = grad
+                    return done
+                logps.extend(done[0])
+                total = total + done[1]
         return {
-            "indices": mine,
-            "logprobs": [lp.detach().numpy().astype(np.float32) for lp in logps],
-            "loss": float(total.detach()),
+            "indices": shares[self.rank],
+            "logprobs": [lp.numpy().astype(np.float32) for lp in logps],
+            "loss": float(total),
         }
+
+    def _micro_batch(
+        self,
+        batch: Sequence[DatumIn],
+        fn: LossFn,
+        loss_name: str,
+        config: Mapping[str, float | str],
+        backward: bool,
+    ) -> tuple[list[torch.Tensor], torch.Tensor] | Refusal:
+        """One round of :meth:`forward_backward`: the batch's log-probs and summed loss
+        (detached), back-propagated when asked once every rank's loss is finite."""
+        try:
+            if batch or not self.pool.sharded:
+                logps, total = training.datum_losses(self.pool, batch, fn, config)
+            else:  # the sharded base is gathered in every pass: this rank joins it
+                logps, total = [], training.idle_loss(self.pool)
+            loss = float(total.detach())
+            if not math.isfinite(loss):
+                raise HfsdkError(
+                    f"the {loss_name} loss is {loss} (not finite); check the advantages, "
+                    "weights and sampler log-probs sent with the datums"
+                )
+        except HfsdkError as exc:
+            self._all_agree(False)
+            return Refusal(str(exc).strip().splitlines()[0])
+        if not self._all_agree(True):
+            return Refusal(None)
+        if backward and (batch or self.pool.sharded):
+            total.backward()
+        return [lp.detach() for lp in logps], total.detach()
 
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     @_refusals
