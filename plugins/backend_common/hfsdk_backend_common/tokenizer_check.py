@@ -40,11 +40,27 @@ def _vocab_rows(model_path: str | None) -> int | None:
     return rows if isinstance(rows, int) else None
 
 
+def _check_rows(role: str, model_path: str | None, policy_rows: int | None) -> None:
+    """Refuse a role with fewer embedding rows than the policy: a policy may have rows past
+    its tokenizer's tokens (padded embeddings) and sample those ids, which the role would
+    index past its embeddings mid-step (an ``IndexError``, a device-side assert on GPU)."""
+    rows = _vocab_rows(model_path)
+    if rows is None or policy_rows is None or rows >= policy_rows:
+        return
+    raise ConfigError(
+        f"{role}.model_path ({model_path}) has {rows} embedding rows, the policy {policy_rows}: "
+        f"the policy can sample ids {role} has no embedding for; give {role} a model with at "
+        f"least {policy_rows} rows"
+    )
+
+
 def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> None:
-    """Refuse a reference, teacher or critic whose tokenizer is not the policy's."""
+    """Refuse a reference, teacher or critic whose tokenizer is not the policy's, or that has
+    fewer embedding rows than the policy."""
     if not spec.has_policy:
         return
     own = str(Path(prepared.assets.tokenizer_path).expanduser().resolve())
+    policy_rows = _vocab_rows(getattr(prepared.assets, "model_path", None))
     vocab: dict[str, int] | None = None
     for role in spec.role_names:
         section = getattr(config, role, None)
@@ -52,6 +68,7 @@ def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> None:
         if spec.kind_of(role) not in ID_READING_KINDS or not path:
             continue
         if str(Path(path).expanduser().resolve()) == own:
+            _check_rows(role, getattr(section, "model_path", None), policy_rows)
             continue
         vocab = vocab if vocab is not None else prepared.tokenizer.get_vocab()
         try:
@@ -72,3 +89,4 @@ def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> None:
                 f"({prepared.assets.tokenizer_path}): {_difference(vocab, theirs)}; {role} reads "
                 f"the policy's token ids as they are, so give it a model with the same tokenizer"
             )
+        _check_rows(role, getattr(section, "model_path", None), policy_rows)

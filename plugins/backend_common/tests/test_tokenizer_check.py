@@ -56,3 +56,39 @@ def test_a_teacher_without_tokenizer_files_needs_a_row_for_every_id(tmp_path: Pa
     message = rf"teacher \(.*small\) has no tokenizer that loads and {size - 1} vocabulary rows"
     with pytest.raises(ConfigError, match=message):
         check_shared_tokenizer(config, run_spec(config), _prepared(policy))
+
+
+def _with_rows(source: Path, folder: Path, rows: int) -> Path:
+    """A copy of ``source``'s tokenizer with a ``config.json`` of ``rows`` vocabulary rows
+    (the check reads only these)."""
+    folder.mkdir()
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(source / name, folder / name)
+    config = json.loads((source / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "vocab_size": rows}))
+    return folder
+
+
+def test_a_role_with_fewer_embedding_rows_than_the_policy_is_refused(tmp_path: Path) -> None:
+    """Same tokenizer, but the policy has rows past its tokens (it can sample those ids): a
+    reference, teacher or critic with fewer rows failed mid-step with an IndexError."""
+    source = Path(hfsdk.default_task_assets().model_dir)
+    size = len(load_tokenizer(str(source)).get_vocab())
+    policy = _with_rows(source, tmp_path / "policy", size + 6)
+    narrow = _with_rows(source, tmp_path / "narrow", size)
+    wider = _with_rows(source, tmp_path / "wider", size + 8)
+    prepared = _prepared(policy)
+    prepared.assets.model_path = str(policy)
+    base = [f"actor.model_path={policy}"]
+    for algo, role in (("grpo", "reference"), ("distill", "teacher"), ("ppo", "critic")):
+        config = load_run_config(algo, None, [*base, f"{role}.model_path={wider}"])
+        check_shared_tokenizer(config, run_spec(config), prepared)  # more rows: fine
+        for extra in ([], [f"{role}.tokenizer_path={policy}"]):  # its own or the policy's
+            config = load_run_config(algo, None, [*base, f"{role}.model_path={narrow}", *extra])
+            message = (
+                rf"^{role}\.model_path \(.*narrow\) has {size} embedding rows, the policy "
+                rf"{size + 6}: the policy can sample ids {role} has no embedding for; give "
+                rf"{role} a model with at least {size + 6} rows$"
+            )
+            with pytest.raises(ConfigError, match=message):
+                check_shared_tokenizer(config, run_spec(config), prepared)
