@@ -147,6 +147,7 @@ class AgentRollout:
             top_p=float(getattr(rollout_config, "top_p", 1.0)),
             top_k=int(getattr(rollout_config, "top_k", 0)),
             greedy=greedy,
+            applies_sampling=server.applies_sampling,
             tool_workers=self.tool_workers,
             images=images,
         )

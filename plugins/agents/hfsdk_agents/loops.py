@@ -56,6 +56,9 @@ class AgentContext:
     top_p: float = 1.0
     top_k: int = 0
     greedy: bool = False
+    applies_sampling: bool = True
+    """Whether ``generate`` samples with a request's own ``temperature`` and ``top_p`` (a
+    turn-batching server samples every turn with the rollout's)."""
     tool_workers: ToolWorkers | None = None
     """The tool set's worker process (every call runs there, killed at its deadline);
     ``None``: a worker per call."""

@@ -61,6 +61,9 @@ class RequestServer:
     request-serving rollout's ``serving``; by default nothing).
     """
 
+    applies_sampling = True
+    """Whether a request's ``temperature`` and ``top_p`` are what it is sampled with."""
+
     def __init__(
         self,
         generate: Generate,
@@ -104,6 +107,8 @@ class BatchingServer(RequestServer):
     ``eos_ids`` always stop. Turns with images (:class:`ImageRequest`) bring them as the
     non-tensor column :data:`hfsdk_agents.images.IMAGES` (an empty list on other rows).
     """
+
+    applies_sampling = False  # generate_sequences samples with the rollout's own settings
 
     def __init__(self, rollout: RolloutBackend, *, pad_id: int, eos_ids: tuple[int, ...]) -> None:
         self.rollout = rollout

@@ -37,6 +37,39 @@ def _number(body: Mapping[str, Any], key: str, default: float, low: float, high:
     return float(value)
 
 
+def _check_served(ctx: AgentContext, **asked: float) -> None:
+    """Refuse a ``temperature`` / ``top_p`` other than the run's when the server samples with
+    the rollout's own (``serving: turn``: ``generate_sequences`` takes no per-request
+    settings), rather than answer with tokens sampled otherwise. A greedy call (validation)
+    ignores them whatever the server."""
+    if ctx.greedy or ctx.applies_sampling:
+        return
+    run = {"temperature": ctx.temperature, "top_p": ctx.top_p}
+    for key, value in asked.items():
+        if value != run[key]:
+            raise bad_request(
+                f"{key}={value!r} is not served: this rollout samples every turn at the run's "
+                f"rollout.{key}={run[key]!r} (rollout.multi_turn.serving=turn or a rollout "
+                f"without request serving); leave {key} unset or send {run[key]!r}",
+                param=key,
+            )
+
+
+def _completion_logprobs(body: Mapping[str, Any]) -> bool:
+    """A completions ``logprobs``: 0 or 1 asks for the sampled tokens' log-probs; more asks
+    for top tokens, which the engine does not return."""
+    value = body.get("logprobs")
+    if value is None or value is False:
+        return False
+    if value is True or (isinstance(value, int) and 0 <= value <= 1):
+        return True
+    raise bad_request(
+        f"logprobs={value!r} is not served: the engine returns the sampled token's log-prob "
+        "only; send logprobs=0 or 1, or leave it unset",
+        param="logprobs",
+    )
+
+
 @attrs.frozen(kw_only=True)
 class Sampling:
     """What one request asks for; ``stop`` strings end a choice (the text before them is
@@ -50,8 +83,9 @@ class Sampling:
     logprobs: bool = False
 
     @classmethod
-    def parse(cls, body: Mapping[str, Any], ctx: AgentContext) -> Sampling:
-        """From a request body; a bad value is a 400 naming the field."""
+    def parse(cls, body: Mapping[str, Any], ctx: AgentContext, *, legacy: bool = False) -> Sampling:
+        """From a request body; a bad value is a 400 naming the field. ``legacy``: a
+        ``/v1/completions`` body, whose ``logprobs`` is a count of top tokens."""
         n = body.get("n", 1)
         if n is None:
             n = 1
@@ -91,13 +125,15 @@ class Sampling:
         top_p = _number(body, "top_p", ctx.top_p, 0.0, 1.0)
         if top_p == 0.0:
             raise bad_request("top_p=0; expected a number in (0, 1]", param="top_p")
+        temperature = _number(body, "temperature", ctx.temperature, 0.0, 2.0)
+        _check_served(ctx, temperature=temperature, top_p=top_p)
         return cls(
             n=n,
-            temperature=_number(body, "temperature", ctx.temperature, 0.0, 2.0),
+            temperature=temperature,
             top_p=top_p,
             max_tokens=max_tokens,
             stop=stops,
-            logprobs=bool(body.get("logprobs")),
+            logprobs=_completion_logprobs(body) if legacy else bool(body.get("logprobs")),
         )
 
     def stop_ids(self, tokenizer: Any) -> list[int]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -104,6 +105,10 @@ class Session:
         self.model = model
         self.loop = loop
         self.prompt_ids = tuple(prompt_ids)
+        # The run's tool schemas, which the prompts were rendered with
+        # (rollout.multi_turn.tools; checks.prompt_tool_schemas): a request without
+        # `tools` is rendered with them, or its later turns would read another prompt.
+        self.prompt_tools = [dict(t) for t in getattr(ctx.renderer, "tools", ())]
         # The context never outgrows the row's: the rollout was sized for prompt + budget.
         self.context_cap = len(self.prompt_ids) + ctx.config.max_response_tokens
         text = row.get("rendered_prompt", row.get("raw_prompt"))
@@ -160,12 +165,13 @@ class Session:
             self.malformed = err.message
             raise
         sampling = Sampling.parse(body, self.ctx)
-        tools = body.get("tools")
+        tools = body.get("tools") or self.prompt_tools or None
         # Parsed also without `tools` in the request: a run's tools may be in the prompt.
         parse = body.get("tool_choice") != "none"
         async with self._lock:
             start = self._follow_chat(messages, tools)
             made = await self._generate(start, sampling, parse=parse)
+            _check_logprobs(made, sampling)
             branches, choices = [], []
             for trajectory, choice in made:
                 reply: Message = {"role": "assistant", "content": choice.content}
@@ -179,10 +185,12 @@ class Session:
                     )
                 )
                 choices.append(choice)
+            prompt_tokens = len(made[0][0].context_ids) - len(choices[0].token_ids)
+            # The body before the session advances: a turn is kept only once it is answered.
+            answer = chat_completion(self.model, prompt_tokens, choices, logprobs=sampling.logprobs)
             self._advance(start, branches)
             self.conversation = list(branches[0].messages or [])
-            prompt_tokens = len(made[0][0].context_ids) - len(choices[0].token_ids)
-            return chat_completion(self.model, prompt_tokens, choices, logprobs=sampling.logprobs)
+            return answer
 
     async def complete(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v1/completions`` (a prompt as text or as token ids)."""
@@ -190,7 +198,7 @@ class Session:
         prompt = body.get("prompt")
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
             prompt = prompt[0]
-        sampling = Sampling.parse(body, self.ctx)
+        sampling = Sampling.parse(body, self.ctx, legacy=True)
         async with self._lock:
             if isinstance(prompt, str):
                 start = self._follow_text(prompt)
@@ -202,6 +210,7 @@ class Session:
                     param="prompt",
                 )
             made = await self._generate(start, sampling, parse=False)
+            _check_logprobs(made, sampling)
             branches = [
                 Branch(
                     trajectory=trajectory,
@@ -210,10 +219,11 @@ class Session:
                 )
                 for trajectory, choice in made
             ]
-            self._advance(start, branches)
             choices = [choice for _, choice in made]
             prompt_tokens = len(made[0][0].context_ids) - len(choices[0].token_ids)
-            return completion(self.model, prompt_tokens, choices, logprobs=sampling.logprobs)
+            answer = completion(self.model, prompt_tokens, choices, logprobs=sampling.logprobs)
+            self._advance(start, branches)
+            return answer
 
     # -- matching the request against the branches -----------------------------------------
 
@@ -223,7 +233,10 @@ class Session:
                 continue
             new = messages[len(branch.messages) :]
             if branch.turns == 0:
-                if not new:
+                # The row's prompt ids stand for its messages as rendered with the run's
+                # tools: a request with other tools reads another prompt (a new segment).
+                prompt = list(branch.trajectory.context_ids)
+                if not new and self._renders_as(messages, tools, prompt):
                     return _Start(branch=branch, messages=messages)
                 break  # more than the prompt before any answer: render it whole
             rendered = for_template(messages)[len(branch.messages) :]
@@ -327,6 +340,8 @@ class Session:
     def _advance(self, start: _Start, branches: list[Branch]) -> None:
         """The request succeeded: its branches replace the old ones (closing one that was left)."""
         self.model_turns += 1
+        # An earlier refusal (budget) did not end the trajectory: the agent went on.
+        self.finish = None
         if start.branch not in self.branches:  # a new segment: the current branch is left
             current = self.branches[0]
             if current.turns:
@@ -454,6 +469,19 @@ class Session:
             token_texts=tuple(tokenizer.decode([t], skip_special_tokens=False) for t in ids),
         )
         return trajectory, choice
+
+
+def _check_logprobs(made: Sequence[tuple[Trajectory, Choice]], sampling: Sampling) -> None:
+    """Refuse ``logprobs`` when the rollout reported none (``nan``: a ``serving: turn``
+    rollout without ``rollout_log_probs``) rather than send numbers JSON cannot hold."""
+    if not sampling.logprobs:
+        return
+    if any(not math.isfinite(lp) for _, choice in made for lp in choice.logprobs):
+        raise bad_request(
+            "logprobs is not served: this rollout reports no log-probs for its tokens "
+            "(rollout.multi_turn.serving=turn without rollout_log_probs); leave logprobs unset",
+            param="logprobs",
+        )
 
 
 def _tool_result(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,23 +32,25 @@ def chat_events(body: Mapping[str, Any], *, include_usage: bool) -> Iterator[str
     """The events of a ``chat.completion`` body (see the module docstring)."""
     for choice in body["choices"]:
         index, message = choice["index"], choice["message"]
-        first = {"role": "assistant", "content": "" if message.get("content") is None else None}
+        # Content "" from the start, so an answer with no visible text assembles to "" too.
+        first = {"role": "assistant", "content": ""}
         yield _event(_chat_chunk(body, [{"index": index, "delta": first, "finish_reason": None}]))
+        logprobs = choice.get("logprobs")  # sent once, on the first chunk that can carry them
         if message.get("content"):
             part: dict[str, Any] = {
                 "index": index,
                 "delta": {"content": message["content"]},
                 "finish_reason": None,
             }
-            if choice.get("logprobs") is not None:
-                part["logprobs"] = choice["logprobs"]
+            if logprobs is not None:
+                part["logprobs"], logprobs = logprobs, None
             yield _event(_chat_chunk(body, [part]))
         calls = message.get("tool_calls") or []
         if calls:
             delta = {"tool_calls": [{"index": i, **call} for i, call in enumerate(calls)]}
             part = {"index": index, "delta": delta, "finish_reason": None}
-            if choice.get("logprobs") is not None and not message.get("content"):
-                part["logprobs"] = choice["logprobs"]  # a call's tokens have log-probs too
+            if logprobs is not None:
+                part["logprobs"], logprobs = logprobs, None  # a call's tokens have log-probs too
             yield _event(_chat_chunk(body, [part]))
         last = {
             "index": index,
@@ -56,6 +58,8 @@ def chat_events(body: Mapping[str, Any], *, include_usage: bool) -> Iterator[str
             "finish_reason": choice["finish_reason"],
             "token_ids": choice["token_ids"],
         }
+        if logprobs is not None:  # no text and no calls (the turn ended at once)
+            last["logprobs"] = logprobs
         yield _event(_chat_chunk(body, [last]))
     if include_usage:
         yield _event({**_chat_chunk(body, []), "usage": body["usage"]})
