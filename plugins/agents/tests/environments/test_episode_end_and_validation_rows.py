@@ -12,8 +12,8 @@ import torch
 from hfsdk import Batch, generate_rollout
 from hfsdk_testing.chat_templates import llama3_tokenizer
 
-from .environments import counter_env
-from .fakes import rollout_for
+from ..fakes import rollout_for
+from . import counter_env
 
 CONFIG = {"max_terms": 2, "max_digits": 2}
 REWARD_COLUMNS = ("rg_task", "rg_seed", "rg_size", "rg_index", "rg_config", "rg_entry")

@@ -16,9 +16,9 @@ from hfsdk import Batch, generate_rollout
 from hfsdk_agents.tool_use.build import ToolUseSpec, train_tokenizer
 from hfsdk_datasets import prepare_row
 
-from .fakes import ScriptedRollout, prompt_batch, rollout_for
-from .gateway.helpers import request_rollout
-from .template_conversation import FAMILIES, PROMPT, SCHEMAS, model_turns
+from ..fakes import ScriptedRollout, prompt_batch, rollout_for
+from ..template_conversation import FAMILIES, PROMPT, SCHEMAS, model_turns
+from .helpers import request_rollout
 
 TOKENIZER = train_tokenizer(ToolUseSpec())
 EOS = TOKENIZER.eos_token_id
