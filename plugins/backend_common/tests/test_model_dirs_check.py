@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import re
-import shutil
 from pathlib import Path
 
 import pytest
 
 from hfsdk import HfsdkError, default_task_assets, get_registry, load_run_config
 from hfsdk_backend_common.model_dirs_check import check_model_path, check_tokenizer_path
-
-
-def _tokenizer_only(tmp_path: Path) -> Path:
-    """A copy of the default task's tokenizer directory: tokenizer files, no config.json."""
-    directory = tmp_path / "tokenizer"
-    shutil.copytree(default_task_assets().tokenizer_dir, directory)
-    assert not (directory / "config.json").exists()
-    return directory
+from hfsdk_testing.models import tokenizer_only_dir
 
 
 def test_a_directory_without_a_tokenizer_is_refused_by_name(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    check_tokenizer_path("actor.tokenizer_path", str(_tokenizer_only(tmp_path)))
+    check_tokenizer_path("actor.tokenizer_path", str(tokenizer_only_dir(tmp_path / "tokenizer")))
     with pytest.raises(HfsdkError, match=r"critic.tokenizer_path='.*empty' holds no tokenizer"):
         check_tokenizer_path("critic.tokenizer_path", str(empty))
     with pytest.raises(HfsdkError, match="is not a directory"):
@@ -35,7 +27,7 @@ def test_a_model_path_must_be_a_saved_model(tmp_path: Path) -> None:
     with pytest.raises(HfsdkError, match=r"reference.model_path='.*absent' does not exist"):
         check_model_path("reference.model_path", str(tmp_path / "absent"))
     with pytest.raises(HfsdkError, match=r"is not an HF model directory \(no config.json"):
-        check_model_path("actor.model_path", str(_tokenizer_only(tmp_path)))
+        check_model_path("actor.model_path", str(tokenizer_only_dir(tmp_path / "tokenizer")))
 
 
 @pytest.mark.parametrize("key", ["critic.model_path", "reward.model.model_path"])

@@ -57,6 +57,18 @@ def save_tiny_llama(
     return directory
 
 
+def tokenizer_only_dir(directory: Path) -> Path:
+    """A copy of the default task's tokenizer directory at ``directory``: tokenizer files, no
+    config.json (what ``tokenizer.save_pretrained`` alone writes)."""
+    import shutil
+
+    from hfsdk import default_task_assets
+
+    shutil.copytree(default_task_assets().tokenizer_dir, directory)
+    assert not (directory / "config.json").exists()
+    return directory
+
+
 def hf_greedy_responses(
     model: Any,
     input_ids: torch.Tensor,

@@ -15,6 +15,7 @@ from hfsdk.core.trainer.preflight import (
     weight_bytes,
 )
 from hfsdk.core.trainer.run_assets import RunAssets
+from hfsdk_testing.models import tokenizer_only_dir
 
 
 def _model(path: Path, weight_bytes_: int) -> Path:
@@ -46,23 +47,11 @@ def test_the_startup_deadline_grows_with_the_largest_model(tmp_path: Path) -> No
     assert startup_deadline_s(fixed, spec, assets) == 42.0
 
 
-def _tokenizer_only(tmp_path: Path) -> Path:
-    """A copy of the default task's tokenizer directory: tokenizer files, no config.json."""
-    import shutil
-
-    from hfsdk import default_task_assets
-
-    directory = tmp_path / "tokenizer"
-    shutil.copytree(default_task_assets().tokenizer_dir, directory)
-    assert not (directory / "config.json").exists()
-    return directory
-
-
 def test_a_tokenizer_only_directory_is_a_tokenizer_path_for_every_role(tmp_path: Path) -> None:
     from hfsdk import default_task_assets
     from hfsdk.core.trainer.preflight import prepare_run
 
-    tokenizer = _tokenizer_only(tmp_path)
+    tokenizer = tokenizer_only_dir(tmp_path / "tokenizer")
     assets = default_task_assets()
     spec = get_registry("algorithms")["ppo"].impl
     overrides = [
