@@ -20,6 +20,7 @@ which also stops a run whose ``mismatch/kl_k3`` exceeds ``trainer.max_mismatch_k
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,17 +33,29 @@ MAX_TURNS_REPORTED = 8
 """Turns beyond this many are folded into the last reported one."""
 
 
+def _quantiles(values: torch.Tensor, qs: tuple[float, ...]) -> list[float]:
+    """``torch.quantile``'s linear interpolation, at any size: it refuses more than 2**24
+    values, fewer than one step of a large run has tokens."""
+    ordered = values.flatten().sort().values
+    out = []
+    for q in qs:
+        position = q * (ordered.numel() - 1)
+        low, high = ordered[math.floor(position)], ordered[math.ceil(position)]
+        out.append(float(low + (position - math.floor(position)) * (high - low)))
+    return out
+
+
 def _percentiles(values: torch.Tensor, prefix: str) -> dict[str, float]:
     if values.numel() == 0:
         return {f"{prefix}_{k}": 0.0 for k in ("mean", "max", "p50", "p90", "p99")}
     v = values.double()
-    q = torch.quantile(v, torch.tensor([0.5, 0.9, 0.99], dtype=torch.float64))
+    q = _quantiles(v, (0.5, 0.9, 0.99))
     return {
         f"{prefix}_mean": float(v.mean()),
         f"{prefix}_max": float(v.max()),
-        f"{prefix}_p50": float(q[0]),
-        f"{prefix}_p90": float(q[1]),
-        f"{prefix}_p99": float(q[2]),
+        f"{prefix}_p50": q[0],
+        f"{prefix}_p90": q[1],
+        f"{prefix}_p99": q[2],
     }
 
 

@@ -51,3 +51,17 @@ def test_multi_turn_responses_report_each_turn() -> None:
     assert m["mismatch/turn_1/token_gap_mean"] == pytest.approx(0.3 / 4)
     assert m["mismatch/turn_2/kl_k3"] == pytest.approx(_k3(-1.0))
     assert m["mismatch/turn_2/token_gap_mean"] == pytest.approx(1.0)
+
+
+def test_percentiles_equal_torch_quantile_and_hold_past_its_size_limit() -> None:
+    from hfsdk_rollout_corrections.mismatch import _quantiles
+
+    qs = (0.0, 0.5, 0.9, 0.99, 1.0)
+    for n in (1, 2, 7, 1000):
+        values = torch.randn(n, generator=torch.Generator().manual_seed(n), dtype=torch.float64)
+        expected = torch.quantile(values, torch.tensor(qs, dtype=torch.float64)).tolist()
+        assert _quantiles(values, qs) == pytest.approx(expected, rel=0, abs=1e-12)
+    # torch.quantile refuses more than 2**24 values: a step of 512 x 16 samples x 2k tokens.
+    n = 2**24 + 1
+    values = torch.arange(n, dtype=torch.float64).flip(0)
+    assert _quantiles(values, (0.5, 0.9)) == [0.5 * (n - 1), 0.9 * (n - 1)]
