@@ -1,19 +1,21 @@
 """Roles that read the policy's token ids must share its tokenizer, checked before a run.
 
-A reference, a distillation teacher or a critic gets the policy's token ids as they are: with
-another vocabulary each id names another token (training toward nonsense, silently), or lies
-past the role's embeddings (an ``IndexError`` mid-step). Every backend loads the HF tokenizer
-next to the model, so the check is the backends': the ``shared_tokenizer`` preflight check
-compares the tokenizer of each such role that has a model directory of its own with the run's.
+A reference, a distillation teacher, a critic or a signal's scoring model (``reward.model``,
+``cost.model``) gets the policy's token ids as they are: with another vocabulary each id names
+another token (training toward nonsense, silently), or lies past the role's embeddings (an
+``IndexError`` mid-step). Every backend loads the HF tokenizer next to the model, so the check
+is the backends': the ``shared_tokenizer`` preflight check compares the tokenizer of each such
+role that has a model directory of its own with the run's.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from hfsdk import ConfigError, load_tokenizer
+from hfsdk import ConfigError, SignalConfig, load_tokenizer
 
 ID_READING_KINDS = ("frozen_policy", "value")
 """Role kinds whose forward reads the policy's token ids (the reference, teachers, critics)."""
@@ -54,18 +56,31 @@ def _check_rows(role: str, model_path: str | None, policy_rows: int | None) -> N
     )
 
 
+def _id_reading_sections(config: Any, spec: Any) -> Iterator[tuple[str, Any]]:
+    """Each model section that reads the policy's token ids, by config key: the reference,
+    teachers and critics, and each signal's scoring model (``reward.model``, which scores the
+    policy's ids as they are, not the decoded text)."""
+    for role in spec.role_names:
+        section = getattr(config, role, None)
+        if isinstance(section, SignalConfig):
+            if section.model is not None:
+                yield f"{role}.model", section.model
+        elif spec.kind_of(role) in ID_READING_KINDS:
+            yield role, section
+
+
 def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> None:
-    """Refuse a reference, teacher or critic whose tokenizer is not the policy's, or that has
-    fewer embedding rows than the policy."""
+    """Refuse a reference, teacher, critic or scoring model whose tokenizer is not the
+    policy's, or that has fewer embedding rows than the policy."""
     if not spec.has_policy:
         return
     own = str(Path(prepared.assets.tokenizer_path).expanduser().resolve())
     policy_rows = _vocab_rows(getattr(prepared.assets, "model_path", None))
     vocab: dict[str, int] | None = None
-    for role in spec.role_names:
-        section = getattr(config, role, None)
-        path = getattr(section, "tokenizer_path", None) or getattr(section, "model_path", None)
-        if spec.kind_of(role) not in ID_READING_KINDS or not path:
+    for role, section in _id_reading_sections(config, spec):
+        field = "tokenizer_path" if getattr(section, "tokenizer_path", None) else "model_path"
+        path, key = getattr(section, field, None), f"{role}.{field}"  # key: named in the errors
+        if not path:
             continue
         if str(Path(path).expanduser().resolve()) == own:
             _check_rows(role, getattr(section, "model_path", None), policy_rows)
@@ -77,7 +92,7 @@ def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> None:
             rows = _vocab_rows(getattr(section, "model_path", None))
             if rows is not None and rows < len(vocab):
                 raise ConfigError(
-                    f"{role} ({path}) has no tokenizer that loads and {rows} vocabulary rows, "
+                    f"{key} ({path}) has no tokenizer that loads and {rows} vocabulary rows, "
                     f"fewer than the policy tokenizer's {len(vocab)} tokens: the policy's larger "
                     f"ids would fall past its embeddings; give {role} a model with the policy's "
                     "tokenizer (copy the tokenizer files in if it was trained with it)"
@@ -85,7 +100,7 @@ def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> None:
             continue
         if theirs != vocab:
             raise ConfigError(
-                f"{role} ({path}) has another tokenizer than the policy "
+                f"{key} ({path}) has another tokenizer than the policy "
                 f"({prepared.assets.tokenizer_path}): {_difference(vocab, theirs)}; {role} reads "
                 f"the policy's token ids as they are, so give it a model with the same tokenizer"
             )

@@ -35,7 +35,9 @@ def test_a_reference_or_teacher_with_another_vocabulary_is_refused(tmp_path: Pat
     for algo, role in (("grpo", "reference"), ("distill", "teacher")):
         config = load_run_config(algo, None, [*base, f"{role}.model_path={other}"])
         # Before: trained on, each id read as another token (or past the embeddings).
-        with pytest.raises(ConfigError, match=rf"{role} \(.*other\) has another tokenizer"):
+        with pytest.raises(
+            ConfigError, match=rf"{role}\.model_path \(.*other\) has another tokenizer"
+        ):
             check_shared_tokenizer(config, run_spec(config), _prepared(policy))
 
 
@@ -53,7 +55,7 @@ def test_a_teacher_without_tokenizer_files_needs_a_row_for_every_id(tmp_path: Pa
     config = load_run_config("distill", None, [*base, f"teacher.model_path={tmp_path / 'wide'}"])
     check_shared_tokenizer(config, run_spec(config), _prepared(policy))
     config = load_run_config("distill", None, [*base, f"teacher.model_path={tmp_path / 'small'}"])
-    message = rf"teacher \(.*small\) has no tokenizer that loads and {size - 1} vocabulary rows"
+    message = rf"teacher\.model_path \(.*small\) has no tokenizer that loads and {size - 1} vocabulary rows"
     with pytest.raises(ConfigError, match=message):
         check_shared_tokenizer(config, run_spec(config), _prepared(policy))
 
@@ -92,3 +94,33 @@ def test_a_role_with_fewer_embedding_rows_than_the_policy_is_refused(tmp_path: P
             )
             with pytest.raises(ConfigError, match=message):
                 check_shared_tokenizer(config, run_spec(config), prepared)
+
+
+def test_a_reward_or_cost_model_with_another_tokenizer_or_fewer_rows_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A signal's scoring model reads the policy's ids as they are: it was skipped (a scorer
+    role, its path under ``reward.model``) and scored every id as another token, silently."""
+    source = Path(hfsdk.default_task_assets().model_dir)
+    size = len(load_tokenizer(str(source)).get_vocab())
+    policy = _with_rows(source, tmp_path / "policy", size + 6)
+    same = _with_rows(source, tmp_path / "same", size + 6)
+    narrow = _with_rows(source, tmp_path / "narrow", size)
+    other = _with_rows(source, tmp_path / "other", size + 6)
+    tokenizer = load_tokenizer(str(other))
+    tokenizer.add_tokens(["zebra"])
+    tokenizer.save_pretrained(str(other))
+    prepared = _prepared(policy)
+    prepared.assets.model_path = str(policy)
+    base = [f"actor.model_path={policy}"]
+    for algo, signal in (("grpo", "reward"), ("safe_rlhf", "cost")):
+        config = load_run_config(algo, None, [*base, f"{signal}.model.model_path={same}"])
+        check_shared_tokenizer(config, run_spec(config), prepared)  # same tokenizer and rows
+        config = load_run_config(algo, None, [*base, f"{signal}.model.model_path={other}"])
+        message = rf"^{signal}\.model\.model_path \(.*other\) has another tokenizer than the policy"
+        with pytest.raises(ConfigError, match=message):
+            check_shared_tokenizer(config, run_spec(config), prepared)
+        config = load_run_config(algo, None, [*base, f"{signal}.model.model_path={narrow}"])
+        message = rf"^{signal}\.model\.model_path \(.*narrow\) has {size} embedding rows"
+        with pytest.raises(ConfigError, match=message):
+            check_shared_tokenizer(config, run_spec(config), prepared)

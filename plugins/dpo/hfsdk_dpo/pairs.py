@@ -20,10 +20,13 @@ class PairRows:
 
 
 def pair_columns(config: DPOConfig, prompt_key: str) -> PairColumns:
-    """The pair's columns; no prompt column when ``data.prompt_key`` names the chosen one
-    (implicit-prompt data)."""
+    """The pair's columns; no prompt column when ``data.prompt_key`` names a response column
+    (implicit-prompt data: the prompt is what both responses begin with)."""
+    # The reward model's rule too (hfsdk_reward_model.rm_algorithm.pair_columns): naming the
+    # rejected column must not make the rejected response the prompt.
+    responses = (config.chosen_key, config.rejected_key)
     return PairColumns(
-        prompt=prompt_key if prompt_key != config.chosen_key else "",
+        prompt="" if prompt_key in responses else prompt_key,
         chosen=config.chosen_key,
         rejected=config.rejected_key,
     )
@@ -34,8 +37,8 @@ def pair_batch(
 ) -> PairRows:
     """Every row of ``rows`` (a batch with the dataset's columns) as a tokenized pair.
 
-    The prompt column is used when its value differs from the chosen column
-    (``data.prompt_key`` may name ``chosen_key`` for implicit-prompt data).
+    The prompt column is used unless ``data.prompt_key`` names a response column
+    (``chosen_key`` or ``rejected_key``, for implicit-prompt data).
     """
     columns = pair_columns(config, prompt_key)
     keys = list(rows.non_tensor_keys)

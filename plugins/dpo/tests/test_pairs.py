@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hfsdk import ROW_GROUP, Batch
 from hfsdk_dpo.dpo_config import DPOConfig
-from hfsdk_dpo.pairs import pair_batch
+from hfsdk_dpo.pairs import pair_batch, pair_columns
 
 WORDS = ["<pad>", "<unk>", "</s>", "add", "one", "two", "three", "four", "user:", "assistant:"]
 
@@ -39,3 +39,22 @@ def test_implicit_prompt_rows_read_through_the_chosen_column() -> None:
         rows, tok, config=DPOConfig(max_length=5), prompt_key="chosen", use_template=False
     )
     assert limited.batch is None and limited.dropped == 1
+
+
+def test_a_prompt_key_naming_the_rejected_column_is_implicit_prompt_data_too() -> None:
+    """Before, only the chosen column meant implicit prompts: ``data.prompt_key=rejected``
+    made the rejected response the prompt (the reward model already treats both alike)."""
+    assert pair_columns(DPOConfig(), "rejected").prompt == ""
+    assert pair_columns(DPOConfig(), "chosen").prompt == ""
+    assert pair_columns(DPOConfig(), "prompt").prompt == "prompt"
+    user = {"role": "user", "content": "add one two"}
+    rows = Batch.from_dict(
+        non_tensors={
+            "chosen": [[user, {"role": "assistant", "content": "three"}]],
+            "rejected": [[user, {"role": "assistant", "content": "four four"}]],
+        }
+    )
+    tok = _tokenizer()
+    out = pair_batch(rows, tok, config=DPOConfig(), prompt_key="rejected", use_template=False)
+    assert out.batch is not None
+    assert tok.convert_ids_to_tokens(out.batch["prompts"][0].tolist()) == ["add", "one", "two"]
