@@ -26,8 +26,10 @@ How the text is cut into tokens, so the mask is exact token by token:
   ids), so the log-probs of a given response and of a sampled one mean the
   same.
 - ``append_eos``: the response ends with the tokenizer's EOS token (added,
-  and trained, unless the last segment already ends with it), so the model
-  learns to stop where a rollout stops.
+  and trained, unless the last segment already holds it), so the model
+  learns to stop where a rollout stops. When the template ends the last turn
+  with the EOS and adds more after it (Qwen's ``<|im_end|>`` and a newline),
+  that tail is dropped: a rollout's response ends at its first EOS.
 """
 
 from __future__ import annotations
@@ -215,13 +217,30 @@ def tokenize_supervised(
             f"{where}: the response's assistant text tokenizes to no tokens; give it content"
         )
     eos = tokenizer.eos_token_id
-    # A chat template ends the turn itself (Qwen's `<|im_end|>` and a newline): no second EOS.
-    if append_eos and eos is not None and eos not in _tokens(tokenizer, segments[-1][0]):
-        response_ids.append(int(eos))
-        mask.append(1)
+    if append_eos and eos is not None:
+        _end_at_eos(response_ids, mask, _tokens(tokenizer, segments[-1][0]), int(eos))
     return SupervisedSequence(
         prompt_ids=tuple(prompt_ids), response_ids=tuple(response_ids), loss_mask=tuple(mask)
     )
+
+
+def _end_at_eos(response_ids: list[int], mask: list[int], last: list[int], eos: int) -> None:
+    """End ``response_ids`` (and ``mask``) with ``eos``, in place, as a rollout's response ends.
+
+    ``last`` is the final segment's ids (the tail of ``response_ids``). A chat template may end
+    the turn with the EOS itself and add more after it (Qwen's ``<|im_end|>`` and a newline):
+    the response then ends right after that segment's last EOS, because a rollout stops at
+    the EOS and never samples the newline, and a reward model is read at the EOS. Otherwise
+    the EOS is appended.
+    """
+    if eos not in last:
+        response_ids.append(eos)
+        mask.append(1)
+        return
+    after = last[::-1].index(eos)  # how many tokens follow the segment's last EOS
+    if after:
+        del response_ids[-after:]
+        del mask[-after:]
 
 
 def split_conversation(messages: Messages, where: str) -> tuple[Messages, Messages]:

@@ -100,7 +100,43 @@ def test_a_template_that_ends_the_turn_with_the_eos_gets_no_second_one(make_toke
     template = TEMPLATE.replace("<|end|> {% endfor %}", "</s> <|end|> {% endfor %}")
     tok = make_tokenizer(template)
     seq = tokenize_supervised([{"role": "user", "content": "add"}], "one", tok, use_template=True)
-    assert _words(tok, seq.response_ids) == ["one", "</s>", "<|end|>"]
+    # What the template adds after the EOS is cut: a rollout's response ends at the EOS.
+    assert _words(tok, seq.response_ids) == ["one", "</s>"]
+
+
+def test_a_qwen_response_ends_at_its_eos_not_the_newline_after_it() -> None:
+    # Before: "A<|im_end|>\n" was trained, so a reward model scored the "\n" a rollout never
+    # samples (its response ends at the first EOS, where the `reward` role reads the score).
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    seq = tokenize_supervised("hi", "A", tok, use_template=True)
+    assert seq.response_ids[-1] == tok.eos_token_id
+    assert tok.decode(seq.response_ids) == "A<|im_end|>"
+    assert all(seq.loss_mask)
+
+
+def test_only_the_tail_after_the_final_eos_is_cut_middle_turns_keep_theirs() -> None:
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    context = [{"role": "user", "content": "hi"}]
+    reply = [
+        {"role": "assistant", "content": "A"},
+        {"role": "user", "content": "more"},
+        {"role": "assistant", "content": "B"},
+    ]
+    seq = tokenize_supervised(context, reply, tok, use_template=True)
+    rendered = tok.apply_chat_template([*context, *reply], tokenize=False)
+    response_text = tok.decode(seq.response_ids)
+    # The middle assistant turn keeps (and trains) its "<|im_end|>\n"; only the final "\n" goes.
+    assert (
+        response_text
+        == "A<|im_end|>\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\nB<|im_end|>"
+    )
+    assert tok.decode(seq.prompt_ids) + response_text + "\n" == rendered
+    trained = tok.decode([i for i, m in zip(seq.response_ids, seq.loss_mask, strict=True) if m])
+    assert trained == "A<|im_end|>\nB<|im_end|>"
 
 
 @pytest.mark.parametrize("use_template", [False, True])
