@@ -13,8 +13,9 @@ from typing import Any
 from hfsdk.core.errors import HfsdkError
 
 
-def load_tokenizer(path: str | Path) -> Any:
-    """The tokenizer saved in the local directory ``path`` (never a hub download).
+def load_tokenizer(path: str | Path, key: str = "tokenizer path") -> Any:
+    """The tokenizer saved in the local directory ``path`` (never a hub download); ``key``
+    is the config key that named it, for errors.
 
     A ``tokenizer.json`` is loaded with ``PreTrainedTokenizerFast`` directly, so a
     locally trained tokenizer keeps its exact ids whatever architecture the
@@ -25,20 +26,18 @@ def load_tokenizer(path: str | Path) -> Any:
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     directory = Path(path).expanduser()
-    if not directory.is_dir():
-        what = "is not a directory" if directory.exists() else "does not exist"
-        raise HfsdkError(
-            f"tokenizer path {str(path)!r} {what}; point actor.model_path (or tokenizer_path) at a "
-            "local model directory that holds tokenizer.json (hfsdk never downloads from the hub)"
-        )
-    fast = (directory / "tokenizer.json").is_file()
-    loader = PreTrainedTokenizerFast if fast else AutoTokenizer
+    what = "is not a directory" if directory.exists() else "does not exist"
     try:
+        if not directory.is_dir():
+            raise NotADirectoryError(what)
+        fast = (directory / "tokenizer.json").is_file()
+        loader = PreTrainedTokenizerFast if fast else AutoTokenizer
         tokenizer = loader.from_pretrained(str(directory), local_files_only=True)
     except Exception as exc:
+        reason = what if isinstance(exc, NotADirectoryError) else "holds no tokenizer that loads"
         raise HfsdkError(
-            f"no tokenizer could be loaded from {str(path)!r} ({exc}); point actor.model_path at "
-            "a local model directory that holds tokenizer.json"
+            f"{key}={str(path)!r} {reason}; point it at a local model directory (or one made with "
+            "tokenizer.save_pretrained) holding tokenizer.json; hfsdk never downloads from the hub"
         ) from exc
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:

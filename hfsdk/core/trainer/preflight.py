@@ -45,9 +45,6 @@ class PreparedRun:
     """The columns of a training row (what reward functions may read)."""
 
 
-PATH_KEYS = ("model_path", "tokenizer_path")
-"""A role section's local paths (a backend's config may have neither: run_assets fills them)."""
-
 STARTUP_BASE_S = 120.0
 STARTUP_S_PER_GIB = 60.0
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
@@ -177,11 +174,13 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
 
     check_prompt_length(config)  # settings that would fail deep inside the run
     check_keep_best_source(config, bool(assets.val_files))
-    tokenizer = load_tokenizer(assets.tokenizer_path)
+    main = getattr(config, spec.main_role)  # its paths, when set, are what the tokenizer is
+    paths = {k: getattr(main, k, None) for k in ("tokenizer_path", "model_path")}
+    key = next((f"{spec.main_role}.{k}" for k, v in paths.items() if v), "tokenizer path")
+    tokenizer = load_tokenizer(assets.tokenizer_path, key)
     # Plugins' tools load here (a bad entry fails before Ray); their schemas reach the
     # prompts through the chat template's tools support.
     tools = _tool_schemas(config)
-    main = getattr(config, spec.main_role)
     prompts = prompts_for_run(
         PromptRequest(
             config=config,
@@ -189,7 +188,7 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
             val_files=tuple(assets.val_files) if validating else (),
             tokenizer=tokenizer,
             tokenizer_path=str(assets.tokenizer_path),
-            builtin_tokenizer=not any(getattr(main, k, None) for k in PATH_KEYS),
+            builtin_tokenizer=not any(paths.values()),
             tools=tools,
         )
     )

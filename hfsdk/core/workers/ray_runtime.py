@@ -77,8 +77,9 @@ def auto_address() -> str:
     found = os.environ.get("RAY_ADDRESS", "").removesuffix("auto") or find_bootstrap_address(None)
     if not found:
         raise HfsdkError(
-            "no Ray cluster found for trainer.ray_address=auto; start one with "
-            "'ray start --head' or drop trainer.ray_address"
+            "no Ray cluster recorded for trainer.ray_address=auto in Ray's default temp dir; "
+            "give its address (HOST:PORT or RAY_ADDRESS), start one with 'ray start --head', or "
+            "drop trainer.ray_address"
         )
     return str(found)
 

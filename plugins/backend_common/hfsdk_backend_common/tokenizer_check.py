@@ -42,18 +42,30 @@ def _vocab_rows(model_path: str | None) -> int | None:
     return rows if isinstance(rows, int) else None
 
 
-def _check_rows(role: str, model_path: str | None, policy_rows: int | None) -> None:
-    """Refuse a role with fewer embedding rows than the policy: a policy may have rows past
-    its tokenizer's tokens (padded embeddings) and sample those ids, which the role would
-    index past its embeddings mid-step (an ``IndexError``, a device-side assert on GPU)."""
+def _check_rows(
+    role: str, model_path: str | None, policy_rows: int | None, tokens: int
+) -> str | None:
+    """Refuse a role with fewer embedding rows than the tokenizer has tokens (the policy
+    samples those ids; the role would index past its embeddings mid-step: an ``IndexError``,
+    a device-side assert on GPU). Fewer rows than the policy only is a warning: a family's
+    larger model pads its embeddings further (Qwen2.5-7B 152,064 rows, 0.5B-3B 151,936), and
+    the ids past the tokenizer are ones a trained policy practically never samples."""
     rows = _vocab_rows(model_path)
-    if rows is None or policy_rows is None or rows >= policy_rows:
-        return
-    raise ConfigError(
-        f"{role}.model_path ({model_path}) has {rows} embedding rows, the policy {policy_rows}: "
-        f"the policy can sample ids {role} has no embedding for; give {role} a model with at "
-        f"least {policy_rows} rows"
-    )
+    if rows is None:
+        return None
+    if rows < tokens:
+        raise ConfigError(
+            f"{role}.model_path ({model_path}) has {rows} embedding rows, fewer than the "
+            f"tokenizer's {tokens} tokens: the policy can sample ids {role} has no embedding for; "
+            f"give {role} a model with at least {tokens} rows"
+        )
+    if policy_rows is not None and rows < policy_rows:
+        return (
+            f"{role}.model_path ({model_path}) has {rows} embedding rows, the policy "
+            f"{policy_rows}: a sampled id from {rows} up (past the tokenizer's {tokens} tokens; "
+            f"a randomly initialised policy samples them) would stop the step in {role}"
+        )
+    return None
 
 
 def _id_reading_sections(config: Any, spec: Any) -> Iterator[tuple[str, Any]]:
@@ -69,39 +81,45 @@ def _id_reading_sections(config: Any, spec: Any) -> Iterator[tuple[str, Any]]:
             yield role, section
 
 
-def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> None:
+def check_shared_tokenizer(config: Any, spec: Any, prepared: Any) -> str | None:
     """Refuse a reference, teacher, critic or scoring model whose tokenizer is not the
-    policy's, or that has fewer embedding rows than the policy."""
+    policy's, or that has fewer embedding rows than the tokenizer has tokens; warn when it
+    has fewer rows than the policy."""
     if not spec.has_policy:
-        return
+        return None
     own = str(Path(prepared.assets.tokenizer_path).expanduser().resolve())
     policy_rows = _vocab_rows(getattr(prepared.assets, "model_path", None))
+    tokens = len(prepared.tokenizer)
     vocab: dict[str, int] | None = None
+    warnings: list[str] = []
     for role, section in _id_reading_sections(config, spec):
         field = "tokenizer_path" if getattr(section, "tokenizer_path", None) else "model_path"
         path, key = getattr(section, field, None), f"{role}.{field}"  # key: named in the errors
         if not path:
             continue
-        if str(Path(path).expanduser().resolve()) == own:
-            _check_rows(role, getattr(section, "model_path", None), policy_rows)
-            continue
-        vocab = vocab if vocab is not None else prepared.tokenizer.get_vocab()
-        try:
-            theirs = load_tokenizer(path).get_vocab()
-        except Exception:  # no tokenizer to compare: at least every id must have a row
-            rows = _vocab_rows(getattr(section, "model_path", None))
-            if rows is not None and rows < len(vocab):
+        model_path = getattr(section, "model_path", None)
+        if str(Path(path).expanduser().resolve()) != own:
+            vocab = vocab if vocab is not None else prepared.tokenizer.get_vocab()
+            try:
+                theirs = load_tokenizer(path).get_vocab()
+            except Exception:  # no tokenizer to compare: at least every id must have a row
+                rows = _vocab_rows(model_path)
+                if rows is not None and rows < len(vocab):
+                    raise ConfigError(
+                        f"{key} ({path}) has no tokenizer that loads and {rows} vocabulary rows, "
+                        f"fewer than the policy tokenizer's {len(vocab)} tokens: the policy's "
+                        f"larger ids would fall past its embeddings; give {role} a model with the "
+                        "policy's tokenizer (copy the tokenizer files in if it was trained with it)"
+                    ) from None
+                continue
+            if theirs != vocab:
                 raise ConfigError(
-                    f"{key} ({path}) has no tokenizer that loads and {rows} vocabulary rows, "
-                    f"fewer than the policy tokenizer's {len(vocab)} tokens: the policy's larger "
-                    f"ids would fall past its embeddings; give {role} a model with the policy's "
-                    "tokenizer (copy the tokenizer files in if it was trained with it)"
-                ) from None
-            continue
-        if theirs != vocab:
-            raise ConfigError(
-                f"{key} ({path}) has another tokenizer than the policy "
-                f"({prepared.assets.tokenizer_path}): {_difference(vocab, theirs)}; {role} reads "
-                f"the policy's token ids as they are, so give it a model with the same tokenizer"
-            )
-        _check_rows(role, getattr(section, "model_path", None), policy_rows)
+                    f"{key} ({path}) has another tokenizer than the policy "
+                    f"({prepared.assets.tokenizer_path}): {_difference(vocab, theirs)}; {role} "
+                    "reads the policy's token ids as they are, so give it a model with the same "
+                    "tokenizer"
+                )
+        warning = _check_rows(role, model_path, policy_rows, tokens)
+        if warning:
+            warnings.append(warning)
+    return "; ".join(warnings) or None

@@ -71,12 +71,14 @@ def _with_rows(source: Path, folder: Path, rows: int) -> Path:
     return folder
 
 
-def test_a_role_with_fewer_embedding_rows_than_the_policy_is_refused(tmp_path: Path) -> None:
-    """Same tokenizer, but the policy has rows past its tokens (it can sample those ids): a
-    reference, teacher or critic with fewer rows failed mid-step with an IndexError."""
+def test_a_role_with_fewer_embedding_rows_than_the_tokenizer_is_refused(tmp_path: Path) -> None:
+    """Same tokenizer: a reference, teacher or critic with fewer rows than its tokens failed
+    mid-step with an IndexError (refused); with fewer rows than a policy that pads its
+    embeddings further (a family's larger model) the run goes on with a warning."""
     source = Path(hfsdk.default_task_assets().model_dir)
     size = len(load_tokenizer(str(source)).get_vocab())
     policy = _with_rows(source, tmp_path / "policy", size + 6)
+    short = _with_rows(source, tmp_path / "short", size - 1)
     narrow = _with_rows(source, tmp_path / "narrow", size)
     wider = _with_rows(source, tmp_path / "wider", size + 8)
     prepared = _prepared(policy)
@@ -84,16 +86,21 @@ def test_a_role_with_fewer_embedding_rows_than_the_policy_is_refused(tmp_path: P
     base = [f"actor.model_path={policy}"]
     for algo, role in (("grpo", "reference"), ("distill", "teacher"), ("ppo", "critic")):
         config = load_run_config(algo, None, [*base, f"{role}.model_path={wider}"])
-        check_shared_tokenizer(config, run_spec(config), prepared)  # more rows: fine
+        assert check_shared_tokenizer(config, run_spec(config), prepared) is None
         for extra in ([], [f"{role}.tokenizer_path={policy}"]):  # its own or the policy's
-            config = load_run_config(algo, None, [*base, f"{role}.model_path={narrow}", *extra])
+            config = load_run_config(algo, None, [*base, f"{role}.model_path={short}", *extra])
             message = (
-                rf"^{role}\.model_path \(.*narrow\) has {size} embedding rows, the policy "
-                rf"{size + 6}: the policy can sample ids {role} has no embedding for; give "
-                rf"{role} a model with at least {size + 6} rows$"
+                rf"^{role}\.model_path \(.*short\) has {size - 1} embedding rows, fewer than "
+                rf"the tokenizer's {size} tokens: the policy can sample ids {role} has no "
+                rf"embedding for; give {role} a model with at least {size} rows$"
             )
             with pytest.raises(ConfigError, match=message):
                 check_shared_tokenizer(config, run_spec(config), prepared)
+            config = load_run_config(algo, None, [*base, f"{role}.model_path={narrow}", *extra])
+            warning = check_shared_tokenizer(config, run_spec(config), prepared)
+            assert warning is not None and warning.startswith(
+                f"{role}.model_path ({narrow}) has {size} embedding rows, the policy {size + 6}"
+            )
 
 
 def test_a_reward_or_cost_model_with_another_tokenizer_or_fewer_rows_is_refused(
@@ -105,7 +112,7 @@ def test_a_reward_or_cost_model_with_another_tokenizer_or_fewer_rows_is_refused(
     size = len(load_tokenizer(str(source)).get_vocab())
     policy = _with_rows(source, tmp_path / "policy", size + 6)
     same = _with_rows(source, tmp_path / "same", size + 6)
-    narrow = _with_rows(source, tmp_path / "narrow", size)
+    short = _with_rows(source, tmp_path / "short", size - 1)
     other = _with_rows(source, tmp_path / "other", size + 6)
     tokenizer = load_tokenizer(str(other))
     tokenizer.add_tokens(["zebra"])
@@ -120,7 +127,7 @@ def test_a_reward_or_cost_model_with_another_tokenizer_or_fewer_rows_is_refused(
         message = rf"^{signal}\.model\.model_path \(.*other\) has another tokenizer than the policy"
         with pytest.raises(ConfigError, match=message):
             check_shared_tokenizer(config, run_spec(config), prepared)
-        config = load_run_config(algo, None, [*base, f"{signal}.model.model_path={narrow}"])
-        message = rf"^{signal}\.model\.model_path \(.*narrow\) has {size} embedding rows"
+        config = load_run_config(algo, None, [*base, f"{signal}.model.model_path={short}"])
+        message = rf"^{signal}\.model\.model_path \(.*short\) has {size - 1} embedding rows"
         with pytest.raises(ConfigError, match=message):
             check_shared_tokenizer(config, run_spec(config), prepared)

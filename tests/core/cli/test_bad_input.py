@@ -69,6 +69,11 @@ def _checkpoint_run(tmp: Path, damage: Callable[[Path], None]) -> Path:
     return run
 
 
+def _empty_dir(tmp: Path) -> str:
+    (tmp / "empty").mkdir()
+    return str(tmp / "empty")
+
+
 def _model_dir_without_config(tmp: Path) -> str:
     import shutil
 
@@ -203,7 +208,7 @@ CASES: list[Case] = [
     (
         "model-path-missing",
         lambda t: [*BASE, f"actor.model_path={t / 'absent'}"],
-        r"tokenizer path .*absent' does not exist; point actor\.model_path",
+        r"actor\.model_path=.*absent' does not exist; point it at a local model directory",
     ),
     (
         "model-dir-no-config",
@@ -211,9 +216,14 @@ CASES: list[Case] = [
         r"actor\.model_path=.*no config\.json",
     ),
     (
+        "model-dir-empty",
+        lambda t: [*BASE, f"actor.model_path={_empty_dir(t)}"],
+        r"actor\.model_path=.*' holds no tokenizer that loads; point it at",
+    ),
+    (
         "model-path-file",
         lambda t: [*BASE, f"actor.model_path={_data(t)}"],
-        r"tokenizer path .*data\.jsonl' is not a directory; point actor\.model_path",
+        r"actor\.model_path=.*data\.jsonl' is not a directory",
     ),
     (
         "reference-model-missing",
@@ -223,7 +233,7 @@ CASES: list[Case] = [
     (
         "tokenizer-path-missing",
         lambda t: [*BASE, f"actor.tokenizer_path={t / 'absent'}"],
-        r"tokenizer path .*absent' does not exist; point actor\.model_path \(or tokenizer_path\)",
+        r"actor\.tokenizer_path=.*absent' does not exist",
     ),
     # -- reward functions (checked before Ray, not after the workers start)
     ("reward-unknown", lambda t: [*BASE, "reward.functions=[{name: nope}]"], r"nope"),

@@ -49,7 +49,7 @@ def test_a_tokenizer_with_neither_pad_nor_eos_is_refused(
     (target / "tokenizer_config.json").write_text(json.dumps(config))
     with pytest.raises(HfsdkError, match="has neither a pad nor an EOS token"):
         hfsdk.load_tokenizer(target)
-    with pytest.raises(HfsdkError, match=r"'.*missing' does not exist"):
+    with pytest.raises(HfsdkError, match=r"^tokenizer path='.*missing' does not exist"):
         hfsdk.load_tokenizer(tmp_path / "missing")
     (tmp_path / "file").write_text("")
     with pytest.raises(HfsdkError, match=r"'.*file' is not a directory"):

@@ -64,11 +64,11 @@ def test_auto_without_a_cluster_is_one_line(
 ) -> None:
     from hfsdk.core.workers.ray_runtime import check_reachable
 
-    with pytest.raises(HfsdkError, match=r"no Ray cluster found for trainer\.ray_address=auto"):
+    with pytest.raises(HfsdkError, match=r"no Ray cluster recorded for trainer\.ray_address=auto"):
         check_reachable("auto")
     args = [*RUN, "trainer.ray_address=auto", "--run-dir", str(tmp_path / "run")]
     code, line = _run_cli(args, capsys)
-    assert code == 2 and line.startswith("Error: no Ray cluster found"), line
+    assert code == 2 and line.startswith("Error: no Ray cluster recorded"), line
     assert "ray start --head" in line and "drop trainer.ray_address" in line
 
 
@@ -84,7 +84,7 @@ def test_auto_refuses_another_runs_private_instance(ray_tmpdir: Path) -> None:
         address = owner.stdout.readline().strip()
         assert address, "the owner process did not start its Ray instance"
         # Ray's own `auto` would join it (it finds any Ray process on the machine).
-        with pytest.raises(HfsdkError, match="no Ray cluster found"):
+        with pytest.raises(HfsdkError, match="no Ray cluster recorded"):
             connect("auto")
         # Even when recorded as the machine's cluster, it is refused: it is private. The
         # joiner is a process of its own: Ray reads RAY_AUTH_MODE (sends the token) at import.
