@@ -194,6 +194,9 @@ def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 class TurnRenderer(abc.ABC):
     """How tool outputs become the token ids of a context turn."""
 
+    tools: tuple[dict[str, Any], ...] = ()
+    """The tool schemas the prompts were rendered with (none under the plain rendering)."""
+
     @abc.abstractmethod
     def tool_turn(self, outputs: Sequence[ToolOutput], *, last_token: int | None) -> list[int]:
         """The ids that follow a model turn whose calls returned ``outputs``.

@@ -108,7 +108,7 @@ class Session:
         # The run's tool schemas, which the prompts were rendered with
         # (rollout.multi_turn.tools; checks.prompt_tool_schemas): a request without
         # `tools` is rendered with them, or its later turns would read another prompt.
-        self.prompt_tools = [dict(t) for t in getattr(ctx.renderer, "tools", ())]
+        self.prompt_tools = [dict(t) for t in ctx.renderer.tools]
         # The context never outgrows the row's: the rollout was sized for prompt + budget.
         self.context_cap = len(self.prompt_ids) + ctx.config.max_response_tokens
         text = row.get("rendered_prompt", row.get("raw_prompt"))
