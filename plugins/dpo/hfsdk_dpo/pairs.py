@@ -22,14 +22,7 @@ class PairRows:
 def pair_columns(config: DPOConfig, prompt_key: str) -> PairColumns:
     """The pair's columns; no prompt column when ``data.prompt_key`` names a response column
     (implicit-prompt data: the prompt is what both responses begin with)."""
-    # The reward model's rule too (hfsdk_reward_model.rm_algorithm.pair_columns): naming the
-    # rejected column must not make the rejected response the prompt.
-    responses = (config.chosen_key, config.rejected_key)
-    return PairColumns(
-        prompt="" if prompt_key in responses else prompt_key,
-        chosen=config.chosen_key,
-        rejected=config.rejected_key,
-    )
+    return PairColumns.read_by(prompt_key, config.chosen_key, config.rejected_key)
 
 
 def pair_batch(

@@ -29,8 +29,7 @@ def pair_columns(algorithm_config: Any, prompt_key: str) -> PairColumns:
     from hfsdk_supervised_data import PairColumns
 
     cfg = algorithm_config
-    prompt = "" if prompt_key in (cfg.chosen_key, cfg.rejected_key) else prompt_key
-    return PairColumns(prompt=prompt, chosen=cfg.chosen_key, rejected=cfg.rejected_key)
+    return PairColumns.read_by(prompt_key, cfg.chosen_key, cfg.rejected_key)
 
 
 class RewardModelAlgorithm(Algorithm):

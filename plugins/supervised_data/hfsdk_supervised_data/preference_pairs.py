@@ -58,6 +58,14 @@ class PairColumns:
     chosen: str = "chosen"
     rejected: str = "rejected"
 
+    @classmethod
+    def read_by(cls, prompt_key: str, chosen: str, rejected: str) -> PairColumns:
+        """The columns a run reads with ``data.prompt_key``: none for the prompt when the key
+        names a response column (the implicit-prompt layout: the prompt is what both
+        responses begin with; naming the rejected one must not make it the prompt)."""
+        prompt = "" if prompt_key in (chosen, rejected) else prompt_key
+        return cls(prompt=prompt, chosen=chosen, rejected=rejected)
+
 
 @attrs.frozen(kw_only=True)
 class PreferencePair:
