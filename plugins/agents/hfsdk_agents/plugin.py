@@ -153,6 +153,14 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
 
 
 @hfsdk.hookimpl
+def hfsdk_register_step_observers(register: Register) -> None:
+    """Register ``unused_agent_rewards``: a warning when gateway agents' rewards go unread."""
+    from hfsdk_agents.gateway.reward import unused_agent_rewards_observer
+
+    register("unused_agent_rewards", unused_agent_rewards_observer)
+
+
+@hfsdk.hookimpl
 def hfsdk_register_commands(cli: Any) -> None:
     """Add ``hfsdk reasoning-gym NAME DIR`` (a reasoning-gym task's prompts as a dataset)."""
     from hfsdk_agents.environments.command import reasoning_gym_command
