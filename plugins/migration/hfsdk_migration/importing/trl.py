@@ -56,10 +56,11 @@ def _common(
             ],
         )
     schedule = m.get("lr_scheduler_type")
-    if schedule in ("constant", "cosine"):
-        m.put("actor.optim.lr_schedule", schedule)
+    if schedule in ("constant", "constant_with_warmup", "cosine"):
+        # hfsdk's constant schedule warms up when warmup_steps is set (see _steps).
+        m.put("actor.optim.lr_schedule", schedule.removesuffix("_with_warmup"))
     elif schedule is not None:
-        m.reject("lr_scheduler_type", "hfsdk schedules: constant, cosine")
+        m.reject("lr_scheduler_type", "hfsdk schedules: constant, constant_with_warmup, cosine")
     else:
         m.reject_default(
             "lr_scheduler_type",
@@ -169,7 +170,9 @@ def _steps(m: Mapper, per_round: Fraction) -> None:
         )
     elif m.has("num_train_epochs"):
         m.reject("num_train_epochs", "hfsdk counts steps: set trainer.total_steps")
-    if m.has("warmup_steps"):
+    if m.has("warmup_steps") and m.flat.get("lr_scheduler_type") == "constant":
+        m.reject("warmup_steps", "TRL's lr_scheduler_type=constant has no warmup (transformers')")
+    elif m.has("warmup_steps"):
         warmup = m.int("warmup_steps")
         rounds = round(warmup / per_round)
         m.put("actor.optim.warmup_steps", rounds)

@@ -121,3 +121,16 @@ def test_verl_global_micro_batches_say_to_divide_by_the_gpu_count() -> None:
     (line,) = import_config("verl", data).unmapped
     assert line.startswith("actor_rollout_ref.actor.ppo_micro_batch_size = 64  (verl's global")
     assert "÷ the GPU count" in line
+
+
+def test_trl_constant_schedule_has_no_warmup_and_constant_with_warmup_has() -> None:
+    plain = import_config("trl", {**TRL_GRPO, "lr_scheduler_type": "constant", "warmup_steps": 40})
+    assert plain.config["actor"]["optim"]["lr_schedule"] == "constant"
+    assert "warmup_steps" not in plain.config["actor"]["optim"]
+    (line,) = [line for line in plain.unmapped if line.startswith("warmup_steps")]
+    assert "has no warmup" in line
+    warm = import_config(
+        "trl", {**TRL_GRPO, "lr_scheduler_type": "constant_with_warmup", "warmup_steps": 40}
+    )
+    cfg = resolve_run_config(None, warm.config)
+    assert cfg.actor.optim.lr_schedule == "constant" and cfg.actor.optim.warmup_steps == 5
