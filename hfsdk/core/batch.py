@@ -542,11 +542,12 @@ class Batch:
         length = state["length"]
         tensors = {}
         for key, dtype_name, shape, buffer in state["tensors"]:
-            # Ray hands out read-only zero-copy buffers; torch needs writable memory.
-            if not buffer.flags.writeable:
+            if not buffer.flags.writeable:  # Ray's zero-copy buffers; torch needs writable memory
                 buffer = buffer.copy()
             dtype = getattr(torch, dtype_name.removeprefix("torch."))
-            tensors[key] = torch.from_numpy(buffer).view(dtype).reshape(shape)
+            # An empty array's copy has stride 0, which view() refuses.
+            flat = torch.from_numpy(buffer) if buffer.size else torch.empty(0, dtype=torch.uint8)
+            tensors[key] = flat.view(dtype).reshape(shape)
         self.tensors = TensorColumns(tensors, length)
         self.non_tensors = state["non_tensors"]
         self.meta = state["meta"]

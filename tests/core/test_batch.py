@@ -579,6 +579,17 @@ def test_unpickling_a_read_only_buffer_copies_it() -> None:
     assert buffer[0] == 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool])
+def test_unpickling_a_read_only_empty_buffer(dtype: torch.dtype) -> None:
+    # A rank whose rows carry no images sends (rows, 16, 0) pixel values through Ray.
+    state = Batch.from_dict({"x": torch.zeros(2, 16, 0, dtype=dtype)}).__getstate__()
+    for _, _, _, buffer in state["tensors"]:
+        buffer.setflags(write=False)
+    batch = Batch.__new__(Batch)
+    batch.__setstate__(state)
+    assert batch["x"].shape == (2, 16, 0) and batch["x"].dtype == dtype
+
+
 def test_unpickling_an_unknown_format_is_an_error() -> None:
     state = make_batch(1).__getstate__()
     state["format"] = 999
