@@ -167,14 +167,14 @@ def read_metrics(run_dir: Path | str) -> list[dict[str, Any]]:
 
 
 def _truncate_after(path: Path, step: int) -> None:
-    """Keep exactly one line per step ``1..step`` (what the resumed checkpoint has seen).
+    """Keep exactly one line per step ``0..step`` (what the resumed checkpoint has seen).
 
-    Drops lines of steps after ``step`` (written after that checkpoint), damaged
-    lines and repeated steps (the last copy wins), so that the resumed run's
-    lines follow without gaps or duplicates.
+    Drops lines of later steps (written after that checkpoint), damaged lines and repeated
+    steps (the last copy wins), so the resumed run's lines follow without gaps or duplicates.
     """
     if not path.exists():
         return
-    by_step = {row["step"]: row for row in read_metrics(path.parent) if row["step"] <= step}
+    rows = read_metrics(path.parent) if step else []  # a new start validates step 0 again
+    by_step = {row["step"]: row for row in rows if row["step"] <= step}
     lines = (json.dumps({k: _jsonable(v) for k, v in by_step[s].items()}) for s in sorted(by_step))
     write_text_atomic(path, "".join(line + "\n" for line in lines))

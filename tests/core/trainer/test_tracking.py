@@ -139,3 +139,13 @@ def test_an_unknown_logger_names_the_plugins_that_failed_to_load() -> None:
     trackers.explain_missing = lambda: "; plugin(s) that failed to load: broken (ImportError)"
     [line] = logger_problems(("halfway",), trackers)
     assert "unknown logger 'halfway'" in line and "failed to load: broken" in line
+
+
+def test_a_rerun_without_a_checkpoint_does_not_repeat_step_0(tmp_path: Path) -> None:
+    # The first run validated before training (step 0), trained step 1 and died unsaved;
+    # the same command starts over and logs step 0 again.
+    (tmp_path / "metrics.jsonl").write_text('{"step": 0, "x": 0}\n{"step": 1, "x": 1}\n')
+    tracker = Tracker(tmp_path, ("jsonl",), total_steps=3, start_step=0)
+    tracker.log(0, {"x": 2.0})
+    tracker.close()
+    assert [(r["step"], r["x"]) for r in read_metrics(tmp_path)] == [(0, 2.0)]
