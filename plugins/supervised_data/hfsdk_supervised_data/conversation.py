@@ -14,7 +14,9 @@ How the text is cut into tokens, so the mask is exact token by token:
   prompt before an assistant message); each rendering must extend the one
   before it. The text an assistant message adds (its content and the
   template's end-of-turn marker) is a *trained* segment, everything else
-  (user turns, tool results, the next generation prompt) an untrained one.
+  (user turns, tool results, the next generation prompt) an untrained one;
+  what the template adds after the EOS that ends an assistant turn (Qwen's
+  newline after ``<|im_end|>``) is context too, as in an RL rollout.
   An assistant turn's ``tool_calls`` are part of what it adds, so a template that
   renders the turn without them is refused, and so is a tool call without a template.
 - Without a template, the plain rendering of ``hfsdk_datasets.plain_rendering`` is
@@ -205,23 +207,36 @@ def tokenize_supervised(
     prompt_ids = _prompt_tokens(tokenizer, prompt_text, use_template)
     while not segments[-1][1]:  # turns after the last assistant one: nothing follows to train
         segments.pop()
+    eos = tokenizer.eos_token_id
     response_ids: list[int] = []
     mask: list[int] = []
     for text, trained in segments:
         ids = _tokens(tokenizer, text)
         response_ids += ids
-        mask += [int(trained)] * len(ids)
+        mask += _segment_mask(ids, trained, eos)
     # Checked before the EOS is added: an empty answer would train "stop at once".
     if not any(mask):
         raise HfsdkError(
             f"{where}: the response's assistant text tokenizes to no tokens; give it content"
         )
-    eos = tokenizer.eos_token_id
     if append_eos and eos is not None:
         _end_at_eos(response_ids, mask, _tokens(tokenizer, segments[-1][0]), int(eos))
     return SupervisedSequence(
         prompt_ids=tuple(prompt_ids), response_ids=tuple(response_ids), loss_mask=tuple(mask)
     )
+
+
+def _segment_mask(ids: list[int], trained: bool, eos: int | None) -> list[int]:
+    """The loss mask of one segment's ``ids``: 1 on a trained one's up to its last ``eos``.
+
+    What a template adds after the EOS that ends an assistant turn (Qwen's newline after
+    ``<|im_end|>``) is context, 0: a rollout's turn ends at the EOS and the agents' renderer
+    puts that text in the next context turn, so SFT/DPO train the tokens RL trains.
+    """
+    if not trained:
+        return [0] * len(ids)
+    after = ids[::-1].index(eos) if eos is not None and eos in ids else 0
+    return [1] * (len(ids) - after) + [0] * after
 
 
 def _end_at_eos(response_ids: list[int], mask: list[int], last: list[int], eos: int) -> None:

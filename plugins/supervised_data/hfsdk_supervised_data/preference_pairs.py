@@ -99,9 +99,8 @@ def _shared_text(chosen: str, rejected: str) -> int:
         if a != b:
             break
         count += 1
-    if count == min(len(chosen), len(rejected)):
-        return count
-    # Cut back to a word boundary so neither response starts inside a shared word.
+    # Cut back to a word boundary so neither response starts inside a shared word; also when
+    # one text is a prefix of the other ("A: 1" / "A: 12"), whose last shared word differs.
     while count > 0 and not chosen[count - 1].isspace():
         count -= 1
     # The whitespace before the word starts the responses, as in TRL's extract_prompt: a
@@ -159,11 +158,11 @@ def split_prompt(
         return chosen[:shared], chosen[shared:], rejected[shared:]
     text_c, text_r = str(chosen_value), str(rejected_value)
     shared = _shared_text(text_c, text_r)
-    if shared == 0 or shared in (len(text_c), len(text_r)):
+    if shared == 0:  # the cut is always before both ends, so only "no prompt" is left
         raise HfsdkError(
             f"{where}: without a {prompt_name} column the prompt is the text "
-            f"{columns.chosen!r} and {columns.rejected!r} begin with, but they share no prompt "
-            f"(or one is a prefix of the other); add a {prompt_name} column"
+            f"{columns.chosen!r} and {columns.rejected!r} begin with up to a whitespace, but "
+            f"they share no such text; add a {prompt_name} column"
         )
     return text_c[:shared], text_c[shared:], text_r[shared:]
 

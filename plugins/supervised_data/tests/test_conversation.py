@@ -129,14 +129,67 @@ def test_only_the_tail_after_the_final_eos_is_cut_middle_turns_keep_theirs() -> 
     seq = tokenize_supervised(context, reply, tok, use_template=True)
     rendered = tok.apply_chat_template([*context, *reply], tokenize=False)
     response_text = tok.decode(seq.response_ids)
-    # The middle assistant turn keeps (and trains) its "<|im_end|>\n"; only the final "\n" goes.
+    # The middle assistant turn keeps its "<|im_end|>\n" (untrained "\n"); only the final one goes.
     assert (
         response_text
         == "A<|im_end|>\n<|im_start|>user\nmore<|im_end|>\n<|im_start|>assistant\nB<|im_end|>"
     )
     assert tok.decode(seq.prompt_ids) + response_text + "\n" == rendered
     trained = tok.decode([i for i, m in zip(seq.response_ids, seq.loss_mask, strict=True) if m])
-    assert trained == "A<|im_end|>\nB<|im_end|>"
+    assert trained == "A<|im_end|>B<|im_end|>"
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "llama3"])
+def test_an_earlier_assistant_turn_trains_up_to_its_eos_not_the_template_text_after_it(
+    family: str,
+) -> None:
+    # Before (Qwen): the "\n" after the first "<|im_end|>" had mask 1, though a rollout's turn
+    # ends at the EOS and the agents' renderer makes that "\n" context of the next turn.
+    from hfsdk_testing.chat_templates import FAMILIES
+
+    tok = FAMILIES[family]()
+    messages = [
+        {"role": "user", "content": "What is 2+3?"},
+        {"role": "assistant", "content": "Let me think."},
+        {"role": "user", "content": "go on"},
+        {"role": "assistant", "content": "It is 5."},
+    ]
+    prompt, response = split_conversation(messages, "row 0")
+    seq = tokenize_supervised(prompt, response, tok, use_template=True)
+    first_eos = seq.response_ids.index(tok.eos_token_id)
+    assert all(seq.loss_mask[: first_eos + 1])  # the first reply and its EOS: trained
+    assert seq.loss_mask[first_eos + 1] == 0  # the template text after it: context
+    if family == "qwen2.5":
+        assert tok.decode(seq.response_ids[first_eos + 1]) == "\n"
+    trained = tok.decode([i for i, m in zip(seq.response_ids, seq.loss_mask, strict=True) if m])
+    assert trained.endswith(
+        "<|im_end|>It is 5.<|im_end|>" if family == "qwen2.5" else "5.<|eot_id|>"
+    )
+
+
+def test_multi_turn_masks_match_the_agents_renderers() -> None:
+    # The RL renderer's turns: the model's reply (trained), then the template's context turn.
+    trajectory = pytest.importorskip("hfsdk_agents.trajectory")
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    eos = tok.eos_token_id
+    renderer = trajectory.ChatTemplateRenderer(tokenizer=tok, stop_ids=(eos,))
+    context = [{"role": "user", "content": "hi"}]
+    reply = [
+        {"role": "assistant", "content": "A"},
+        {"role": "user", "content": "more"},
+        {"role": "assistant", "content": "B"},
+    ]
+    seq = tokenize_supervised(context, reply, tok, use_template=True)
+    turns = [
+        (tok("A<|im_end|>", add_special_tokens=False).input_ids, 1),
+        (renderer.user_turn("more", last_token=eos), 0),
+        (tok("B<|im_end|>", add_special_tokens=False).input_ids, 1),
+    ]
+    assert list(seq.prompt_ids) == renderer.render_conversation(context)
+    assert list(seq.response_ids) == [i for ids, _ in turns for i in ids]
+    assert list(seq.loss_mask) == [m for ids, m in turns for _ in ids]
 
 
 @pytest.mark.parametrize("use_template", [False, True])

@@ -75,6 +75,25 @@ def test_implicit_prompt_text_is_cut_at_a_word_boundary() -> None:
     assert (prompt, chosen, rejected) == ("add one two", " three", " two")
 
 
+@pytest.mark.parametrize(
+    ("chosen", "rejected", "split"),
+    [
+        ("Q: 7+5= A: 12", "Q: 7+5= A: 1", ("Q: 7+5= A:", " 12", " 1")),
+        ("Q: 2+2= A: 4", "Q: 2+2= A: 4.5", ("Q: 2+2= A:", " 4", " 4.5")),
+    ],
+)
+def test_implicit_prompt_text_is_cut_at_a_word_boundary_when_one_is_a_prefix(
+    chosen: str, rejected: str, split: tuple[str, str, str]
+) -> None:
+    # Before: refused ("one is a prefix of the other") though a whitespace cut exists.
+    assert split_prompt({"chosen": chosen, "rejected": rejected}) == split
+
+
+def test_implicit_prompt_text_without_whitespace_before_the_difference_is_refused() -> None:
+    with pytest.raises(HfsdkError, match="add a 'prompt' column"):
+        split_prompt({"chosen": "12", "rejected": "1"})
+
+
 def test_implicit_prompt_text_ids_are_the_whole_texts_ids_with_a_byte_level_bpe() -> None:
     from hfsdk_testing.chat_templates import qwen25_tokenizer
 
