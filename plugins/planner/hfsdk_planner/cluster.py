@@ -68,13 +68,22 @@ def _non_negative(_inst: object, attr: attrs.Attribute, value: float) -> None:
         )
 
 
-def _pairs(value: Any) -> tuple[tuple[str, float], ...]:
-    """``{name: number}`` (or pairs) -> sorted ``((name, number), ...)``; hashable, stable."""
-    items = value.items() if isinstance(value, Mapping) else value
-    try:
-        return tuple(sorted((str(k), float(v)) for k, v in items))
-    except (TypeError, ValueError) as exc:
-        raise HfsdkError(f"expected a mapping of names to numbers, got {value!r} ({exc})") from None
+def _pairs_of(field: str, example: str) -> Callable[[Any], tuple[tuple[str, float], ...]]:
+    """The converter of cluster field ``field``: ``{name: number}`` (or pairs) -> sorted
+    ``((name, number), ...)``, hashable and stable; anything else is an error naming the
+    field (a converter is not told which field it converts)."""
+
+    def pairs(value: Any) -> tuple[tuple[str, float], ...]:
+        items = value.items() if isinstance(value, Mapping) else value
+        try:
+            return tuple(sorted((str(k), float(v)) for k, v in items))
+        except (TypeError, ValueError) as exc:
+            raise HfsdkError(
+                f"cluster field {field!r} must be a mapping of names to numbers (e.g. "
+                f"{example}), got {value!r} ({exc}); give one or leave the field out"
+            ) from None
+
+    return pairs
 
 
 def _positive_pairs(_inst: object, attr: attrs.Attribute, value: tuple) -> None:
@@ -218,7 +227,9 @@ class Cluster:
     inter_node_latency: float = attrs.field(default=30e-6, converter=_number, validator=_positive)
     usable_memory_fraction: float = attrs.field(default=0.9, converter=_number, validator=_fraction)
     flops_by_dtype: tuple[tuple[str, float], ...] = attrs.field(
-        default=(), converter=_pairs, validator=_positive_pairs
+        default=(),
+        converter=_pairs_of("flops_by_dtype", "{bfloat16: 312e12}"),
+        validator=_positive_pairs,
     )
     layer_overhead: float = attrs.field(default=0.0, converter=_number, validator=_non_negative)
     token_overhead: float = attrs.field(default=0.0, converter=_number, validator=_non_negative)
@@ -242,7 +253,9 @@ class Cluster:
         default=0.0, converter=_number, validator=_non_negative
     )
     efficiency: tuple[tuple[str, float], ...] = attrs.field(
-        default=(), converter=_pairs, validator=_positive_pairs
+        default=(),
+        converter=_pairs_of("efficiency", "{training_efficiency: 0.5}"),
+        validator=_positive_pairs,
     )
     by_threads: tuple[tuple[int, tuple[tuple[str, float], ...]], ...] = attrs.field(
         default=(), converter=_by_threads, validator=_check_by_threads
@@ -410,7 +423,11 @@ class Cluster:
             raise HfsdkError(
                 f"{where} has unknown keys {unknown}; allowed: {', '.join(sorted(fields))}"
             )
-        return cls(**dict(data))
+        try:
+            return cls(**dict(data))
+        except HfsdkError as exc:
+            # The field's own check names the field; only here is the file known.
+            raise HfsdkError(f"{where}: {exc}") from None
 
     def save(self, path: str | Path) -> None:
         """Write the profile to ``path`` as YAML (atomically: temp file, then rename)."""

@@ -113,7 +113,10 @@ class ModelSpec:
 
     @classmethod
     def from_hf_config(cls, config: dict[str, Any], name: str | None = None) -> ModelSpec:
-        """From an HF ``config.json`` dict (Llama/Qwen/Mistral-style keys)."""
+        """From an HF ``config.json`` dict (Llama/Qwen/Mistral-style keys; a vision-language
+        model's text model from its ``text_config``, :func:`text_model_config`)."""
+        label = name or str(config.get("_name_or_path") or config.get("model_type") or "model")
+        config = text_model_config(config)
         required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
         missing = [key for key in required if key not in config]
         if missing:
@@ -124,7 +127,6 @@ class ModelSpec:
             )
         hidden = config["hidden_size"]
         heads = config["num_attention_heads"]
-        label = name or str(config.get("_name_or_path") or config.get("model_type") or "model")
         return cls.from_shape(
             name=label,
             num_layers=config["num_hidden_layers"],
@@ -167,6 +169,20 @@ class ModelSpec:
             intermediate_size=round(hidden * 8 / 3 / 256) * 256,
             vocab_size=SYNTHETIC_VOCAB,
         )
+
+
+def text_model_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The keys of the decoder the planner prices: ``config`` itself, or, for a
+    vision-language model that keeps them under ``text_config`` (Qwen2-VL, LLaVA),
+    that section, with the top level's ``tie_word_embeddings`` (the composite model
+    ties its own head). The vision tower is not counted: its work runs on the image
+    patches, not on every token as the decoder's does."""
+    text = config.get("text_config")
+    if "num_hidden_layers" in config or not isinstance(text, dict):
+        return config
+    if "tie_word_embeddings" in config:
+        return {**text, "tie_word_embeddings": config["tie_word_embeddings"]}
+    return text
 
 
 def check_head_width(head_size: Any, name: str) -> int:

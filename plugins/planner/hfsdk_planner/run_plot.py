@@ -3,8 +3,10 @@
 ``hfsdk plot RUN_DIR`` reads ``metrics.jsonl`` and draws, in one PNG: the
 reward (and validation reward), the KL to the reference, the response length,
 the losses, a stacked bar per step of the stage times (``timing/*_s``;
-``other`` is the rest of the step: the controller's own work and what no
-stage timed), each stage's share of the device's peak (``perf/*_mfu``,
+generation without the resharding, drawn as its own stage; the log-prob and
+value passes, which run concurrently, side by side; ``other`` is the rest of
+the step: the controller's own work and what no stage timed), each stage's
+share of the device's peak (``perf/*_mfu``,
 ``perf/*_bandwidth_util``, ``perf/*_link_util``: what the planner's step
 observer logs, docs/placement.md), and one panel per metric namespace no panel above draws (a
 plugin's own metrics, e.g. ``lagrange/*``) plus the metrics asked for with
@@ -15,13 +17,17 @@ imported only when drawing.
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from hfsdk import METRICS_FILE, HfsdkError, atomic_path, read_metrics
+from hfsdk_planner.run_plan import measured_stages
 
 CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reward and validation", ("reward/mean", "val/reward_mean", "cost/mean")),
@@ -54,6 +60,20 @@ UTILISATION_PATTERNS = ("perf/*_mfu", "perf/*_bandwidth_util", "perf/*_link_util
 """The per-stage shares of the peaks (:mod:`hfsdk_planner.utilisation`): one panel."""
 UTILISATION_PANEL = "share of the peak per stage (MFU, bandwidth)"
 
+CONCURRENT_STAGES = ("old_log_prob", "ref_log_prob", "values")
+"""The passes an algorithm dispatches together (``Algorithm.rollout``): each one's timing
+spans the whole block, so they stand side by side and the block counts as the longest."""
+PLANNER_TIMINGS = (
+    "generation",
+    "reshard",
+    *CONCURRENT_STAGES,
+    "advantages",
+    "update_critic",
+    "update_actor",
+)
+"""The stage timings :func:`~hfsdk_planner.run_plan.measured_stages` reads by name; the
+others (signals scored by functions, validation, a plugin's) it is told of."""
+
 TOTAL_KEY = "timing/step_s"
 SKIPPED_STAGES = ("timing/data_s",)
 """Stages too small to draw (loading the next prompts); they count towards ``other``."""
@@ -75,13 +95,8 @@ def load_run_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def stage_times(rows: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
-    """Seconds per stage per step, in order of first appearance, plus ``other``.
-
-    A stage missing from a step (e.g. the old-log-prob pass when it was
-    skipped) counts 0 there. ``other`` is the step time the stages do not
-    cover (never negative).
-    """
+def _stage_names(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The ``timing/*_s`` keys the bars draw, in order of first appearance."""
     names: list[str] = []
     for row in rows:
         for key in row:
@@ -92,14 +107,80 @@ def stage_times(rows: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
                 and key not in names
             ):
                 names.append(key)
-    stages = {
-        name.removeprefix("timing/").removesuffix("_s"): [float(r.get(name, 0.0)) for r in rows]
-        for name in names
-    }
+    return [name.removeprefix("timing/").removesuffix("_s") for name in names]
+
+
+def _covered_seconds(row: dict[str, Any], names: Sequence[str]) -> float:
+    """How much of the step the stages of ``row`` cover: the planner's measured stages
+    (:func:`~hfsdk_planner.run_plan.measured_stages`: generation without the resharding,
+    the concurrent passes as their longest) plus the stages it does not price, which run
+    one after another."""
+    others = tuple(name for name in names if name not in PLANNER_TIMINGS)
+    return math.fsum(measured_stages(row, others).values())
+
+
+def stage_times(rows: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    """Seconds per stage per step, in order of first appearance, plus ``other``.
+
+    A stage missing from a step (e.g. the old-log-prob pass when it was
+    skipped) counts 0 there. ``generation`` excludes the resharding (its own
+    ``reshard`` stage), as :func:`~hfsdk_planner.run_plan.measured_stages`
+    does. ``other`` is the step time the stages do not cover, the
+    :data:`CONCURRENT_STAGES` counting once, as their longest (never negative).
+    """
+    names = _stage_names(rows)
+    stages = {name: [float(r.get(f"timing/{name}_s", 0.0)) for r in rows] for name in names}
+    if "generation" in stages:
+        # timing/generation_s includes the resharding, which the reshard stage draws.
+        stages["generation"] = [measured_stages(r)["generation"] for r in rows]
     totals = [float(r.get(TOTAL_KEY, 0.0)) for r in rows]
-    covered = [sum(values[i] for values in stages.values()) for i in range(len(rows))]
+    covered = [_covered_seconds(r, names) for r in rows]
     stages["other"] = [max(0.0, t - c) for t, c in zip(totals, covered, strict=True)]
     return stages
+
+
+@attrs.frozen
+class BarSegment:
+    """One stage's part of the per-step bars: where each step's piece starts and how tall
+    it is, and which slice of the bar's width it takes (concurrent passes share the width)."""
+
+    name: str
+    heights: list[float]
+    bottoms: list[float]
+    offset: float = 0.0
+    """Shift of the piece's centre from the step, as a share of :data:`BAR_WIDTH`."""
+    width: float = 1.0
+    """The piece's width as a share of :data:`BAR_WIDTH`."""
+
+
+BAR_WIDTH = 0.8
+
+
+def bar_segments(rows: Sequence[dict[str, Any]]) -> list[BarSegment]:
+    """The stacked bar of each step, stage by stage (:func:`stage_times`).
+
+    Stages that ran one after another stack; the :data:`CONCURRENT_STAGES`
+    stand side by side from the same height, and the next stage starts above
+    the longest of them, so a bar is never taller than its step.
+    """
+    stages = stage_times(rows)
+    concurrent = [name for name in stages if name in CONCURRENT_STAGES]
+    bottom = [0.0] * len(rows)
+    segments: list[BarSegment] = []
+    for name, heights in stages.items():
+        if name in concurrent[1:]:
+            continue  # drawn beside the first of them
+        if name not in concurrent:
+            segments.append(BarSegment(name, heights, bottom))
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+            continue
+        share = 1 / len(concurrent)
+        for index, passed in enumerate(concurrent):
+            offset = (index + 0.5) * share - 0.5
+            segments.append(BarSegment(passed, stages[passed], bottom, offset, share))
+        longest = [max(column) for column in zip(*(stages[c] for c in concurrent), strict=True)]
+        bottom = [b + h for b, h in zip(bottom, longest, strict=True)]
+    return segments
 
 
 def stage_color(name: str) -> str:
@@ -213,10 +294,15 @@ def draw_run(
         else:
             ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes)
     ax = fig.add_subplot(grid[1, 1:])
-    bottom = [0.0] * len(rows)
-    for name, values in stage_times(rows).items():
-        ax.bar(steps, values, bottom=bottom, label=name, color=stage_color(name))
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    for piece in bar_segments(rows):
+        ax.bar(
+            [step + piece.offset * BAR_WIDTH for step in steps],
+            piece.heights,
+            width=piece.width * BAR_WIDTH,
+            bottom=piece.bottoms,
+            label=piece.name,
+            color=stage_color(piece.name),
+        )
     ax.set_title("time per step by stage")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 
 from hfsdk import HfsdkError
 
@@ -81,7 +82,8 @@ def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
     type=click.Path(file_okay=False),
     default=None,
     help="Re-plan a finished run (its config.yaml and metrics.jsonl) and print predicted vs "
-    "measured seconds per stage.",
+    "measured seconds per stage; --output and --timeline save and draw that plan. The "
+    "model, device and workload options come from the run and are refused.",
 )
 @click.option("--batch-size", type=int, default=1024, show_default=True, help="Prompts per step.")
 @click.option(
@@ -202,7 +204,9 @@ def plan(
     if check_dir:
         from hfsdk_planner.run_plan import check_run, format_check, read_run
 
-        read_run(Path(check_dir))
+        _refuse_ignored_by_check()
+        config, _rows = read_run(Path(check_dir))
+        _check_sections(config, check_dir)
         if calibrate_to:
             cluster = _calibrate(calibrate_to, quick=False)
         result, table = check_run(check_dir, cluster)
@@ -224,6 +228,7 @@ def plan(
             click.echo(json.dumps({"plan": result.to_dict(), "check": rows}, indent=2))
         else:
             click.echo(format_check(result, table, check_dir))
+        _write_outputs(result, output, timeline, quiet=as_json)
         return
     assert algo is not None
     if samples_per_prompt is None:
@@ -256,16 +261,72 @@ def plan(
         threads=threads,
     )
     click.echo(result.to_json() if as_json else result.format_table())
+    _write_outputs(result, output, timeline, quiet=as_json)
+
+
+def _write_outputs(result: Plan, output: str | None, timeline: str | None, quiet: bool) -> None:
+    """Save the plan to ``output`` and draw its timeline to ``timeline`` (each when given);
+    ``quiet`` (--json) keeps stdout to the JSON alone."""
     if output:
         _save_plan(result, output)
-        if not as_json:
+        if not quiet:
             click.echo(f"plan saved to {output}")
     if timeline:
         from hfsdk_planner.timeline import draw_timeline
 
         draw_timeline(result, timeline)
-        if not as_json:
+        if not quiet:
             click.echo(f"timeline drawn to {timeline}")
+
+
+CHECK_IGNORES = (
+    "model_size",
+    "role_sizes",
+    "devices",
+    "threads",
+    "batch_size",
+    "samples_per_prompt",
+    "prompt_length",
+    "response_length",
+    "optimizer_steps",
+    "micro_batch_size",
+    "max_running_sequences",
+    "lora_rank",
+    "recompute",
+    "packing_length",
+    "no_cache",
+)
+"""The options of an --algo plan that --check does not read: it re-plans the run's own
+models, devices, threads (as logged) and workload (as measured) from its directory."""
+
+
+def _refuse_ignored_by_check() -> None:
+    """A one-line error naming the workload options given with --check, which it would
+    otherwise ignore without a word."""
+    context = click.get_current_context()
+    given = [
+        "/".join((*param.opts, *param.secondary_opts))
+        for param in context.command.params
+        if param.name in CHECK_IGNORES
+        and context.get_parameter_source(param.name) is not ParameterSource.DEFAULT
+    ]
+    if given:
+        raise HfsdkError(
+            f"--check re-plans the run's own models, devices and workload from its directory; "
+            f"drop {', '.join(given)} (they apply to --algo plans)"
+        )
+
+
+def _check_sections(config: dict[str, Any], check_dir: str) -> None:
+    """One line when a section of the run's config.yaml is not a mapping (``actor: [1, 2]``):
+    the planner reads each role's keys from it, and a run writes every section as one."""
+    for name, section in config.items():
+        if name != "algo" and section is not None and not isinstance(section, dict):
+            raise HfsdkError(
+                f"--check {check_dir!r}: config.yaml's section {name!r} is a "
+                f"{type(section).__name__} ({section!r}), expected a mapping of keys to values; "
+                "fix it or give the directory of a run hfsdk wrote"
+            )
 
 
 def _check_writable(path: str, what: str = "the profile", example: str = "local.yaml") -> None:
