@@ -57,8 +57,9 @@ class JudgeConfig:
         default=r"(-?\d+(?:\.\d+)?)",
         validator=_regex,
     )
+    # The default scale matches the default template's "0-9", so a grade is not cut at 1.
     min_score: float = help_field("Scores below are raised to this.", default=0.0)
-    max_score: float = help_field("Scores above are lowered to this.", default=1.0)
+    max_score: float = help_field("Scores above are lowered to this.", default=9.0)
     no_score: float = help_field("The score of a verdict without a match.", default=0.0)
     max_verdict_tokens: int = help_field(
         "Longest verdict in tokens.", default=8, validator=attrs.validators.ge(1)
@@ -72,6 +73,14 @@ class JudgeConfig:
         default="float32",
         validator=attrs.validators.in_(("float32", "bfloat16")),
     )
+
+    @max_score.validator
+    def _max_not_below_min(self, _attribute: attrs.Attribute, value: float) -> None:
+        if value < self.min_score:
+            raise ValueError(
+                f"max_score={value} is below min_score={self.min_score}; "
+                "expected min_score <= max_score"
+            )
 
 
 class LocalJudgeModel:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -48,7 +48,8 @@ class OptimConfig:
         validator=attrs.validators.ge(0.0),
     )
     warmup_steps: int = help_field(
-        "Training iterations of linear warm-up from 0 to lr.",
+        "Training iterations of linear warm-up: iteration s (from 0) trains at "
+        "lr·(s+1)/warmup_steps.",
         default=0,
         validator=attrs.validators.ge(0),
     )
@@ -72,3 +73,34 @@ class OptimConfig:
         default=1.0,
         validator=attrs.validators.gt(0.0),
     )
+
+
+def _cosine_problem(role: str, optim: OptimConfig, trainer_steps: int) -> str | None:
+    """One line when ``role``'s cosine schedule has no step left after its warm-up."""
+    steps = optim.total_steps or trainer_steps
+    if optim.lr_schedule != "cosine" or steps > optim.warmup_steps:
+        return None
+    source = f"{role}.optim.total_steps" if optim.total_steps else "trainer.total_steps"
+    return (
+        f"{role}.optim.lr_schedule is 'cosine' but its length {source}={steps} is not above "
+        f"{role}.optim.warmup_steps={optim.warmup_steps}; raise {source}, lower warmup_steps "
+        "or use lr_schedule: constant"
+    )
+
+
+def schedule_problems(config: Any) -> list[str]:
+    """Cosine schedules of trained roles whose warm-up fills the run, refused with the config.
+
+    ``build_scheduler`` refuses them too, but only inside a worker, after the run started.
+    """
+    from hfsdk import TRAINED_KINDS, run_spec
+
+    problems = []
+    for role in run_spec(config).roles:
+        optim = getattr(config.sections.get(role.name), "optim", None)
+        if role.kind not in TRAINED_KINDS or not isinstance(optim, OptimConfig):
+            continue
+        problem = _cosine_problem(role.name, optim, config.trainer.total_steps)
+        if problem:
+            problems.append(problem)
+    return problems

@@ -49,7 +49,9 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
 @hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str] | None:
     """An ``algorithm.loss_agg_mode`` the actor cannot aggregate with (an algorithm's config
-    class that redeclares the field drops the core's validator)."""
+    class that redeclares the field drops the core's validator), and a trained role's cosine
+    schedule whose warm-up is not shorter than the run."""
     from hfsdk_backend_common.objectives import loss_agg_mode_problems
+    from hfsdk_backend_common.optim_config import schedule_problems
 
-    return loss_agg_mode_problems(config)
+    return (loss_agg_mode_problems(config) or []) + schedule_problems(config)
