@@ -11,7 +11,8 @@ style    the function                                           called
 ======== ====================================================== ===========================
 hfsdk    ``fn(prompts, responses, **columns)`` -> list          once per batch
 verl     ``compute_score(data_source, solution_str,             once per sample
-         ground_truth, extra_info=None)`` -> float | dict
+         ground_truth, extra_info=None)`` -> float | bool |
+         dict | tuple (its first element)
 trl      ``fn(prompts, completions, **kwargs)`` -> list         once per batch
 openrlhf ``reward_func(queries, prompts, labels)`` -> tensor    once per batch
 ======== ====================================================== ===========================
@@ -70,6 +71,24 @@ def _column(columns: Mapping[str, Sequence[Any]], name: str, size: int) -> list[
     return list(values) if values is not None else [None] * size
 
 
+def _is_bool(value: Any) -> bool:
+    import numpy as np  # numpy's bool (np.isclose's answer) is no Python bool
+
+    return isinstance(value, bool | np.bool_)
+
+
+def _verl_score(value: Any) -> Any:
+    """A ``compute_score`` result as verl reads it: a bool is 0.0/1.0, a tuple its first
+    element, a dict's bool ``score`` 0.0/1.0; anything else as is, for hfsdk to check."""
+    if isinstance(value, tuple) and value:
+        value = value[0]  # verl's default_compute_score: (score, info) -> score
+    if _is_bool(value):
+        return float(value)  # verl writes a bool into its float reward tensor
+    if isinstance(value, Mapping) and _is_bool(value.get("score")):
+        return {**value, "score": float(value["score"])}
+    return value
+
+
 def verl_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, Any]) -> Callable:
     """Call a verl ``compute_score`` once per sample with the fields verl passes.
 
@@ -109,7 +128,7 @@ def verl_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, Any]
                 **settings,
             }
             try:
-                results.append(fn(**_accepts(fn, call)))
+                results.append(_verl_score(fn(**_accepts(fn, call))))
             except HfsdkError:
                 raise
             except Exception as exc:

@@ -244,17 +244,93 @@ def parse_flags(words: list[str]) -> dict[str, Any]:
 
 PROCESSES = "num_processes"
 """The key the launcher's process count reaches the TRL mapper under (``accelerate launch
---num_processes N``, ``torchrun --nproc_per_node N``): TRL's batches are per process."""
+--num_processes N``, ``torchrun --nnodes N --nproc_per_node M``: N·M): TRL's batches are
+per process."""
+
+NODES = "num_machines"
+"""The key the launcher's node count reaches the TRL mapper under (accelerate's name)."""
+
+_LAUNCHER_FLAGS = ("num_processes", "num_machines", "config_file", "nproc_per_node", "nnodes")
 
 
-def _launcher_processes(words: list[str]) -> int | None:
-    """The process count the launcher words before the script ask for, if any."""
+def _launcher_flags(words: list[str]) -> dict[str, str]:
+    """The launcher's flags that count processes, by accelerate's/torchrun's name (``_``)."""
+    flags = {}
     for index, word in enumerate(words):
         name, eq, value = word.partition("=")
-        if name in ("--num_processes", "--nproc_per_node", "--nproc-per-node"):
-            value = value if eq else (words[index + 1] if index + 1 < len(words) else "")
-            return int(value) if value.isdigit() else None
+        key = name.removeprefix("--").replace("-", "_")
+        if name.startswith("--") and key in _LAUNCHER_FLAGS:
+            flags[key] = value if eq else (words[index + 1] if index + 1 < len(words) else "")
+    return flags
+
+
+def _count(text: str) -> int | None:
+    """A whole count; an elastic ``min:max`` range counts only when both ends agree."""
+    low, _, high = text.partition(":")
+    if low.isdigit() and (not high or high == low):
+        return int(low)
     return None
+
+
+def _accelerate_file(name: str, script_dir: Path) -> tuple[int | None, int | None]:
+    """``num_processes`` and ``num_machines`` of an accelerate config file, where readable.
+
+    A relative path is tried from here, then from the launch script's directory.
+    """
+    path = Path(name).expanduser()
+    candidates = [path] if path.is_absolute() else [path, script_dir / path]
+    for candidate in candidates:
+        try:
+            data = load_yaml_text(candidate.read_text(), source=f"config file {name!r}")
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, ConfigError):
+            continue
+        if isinstance(data, dict):
+            return _positive(data.get("num_processes")), _positive(data.get("num_machines"))
+    return None, None
+
+
+def _positive(value: Any) -> int | None:
+    # YAML's true is an int to Python, but no count.
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
+def _unknown_processes(what: str, example: str) -> str:
+    """The warning for a launcher whose process count is not written in the command."""
+    return (
+        f"the launcher's {what} gives no process count here, so the TRL batch sizes assume 1 "
+        f"process; write the count in the launch command (e.g. {example}) or set "
+        "actor.mini_batch_size, data.batch_size and placement.pools.global.devices by hand"
+    )
+
+
+def _launcher_processes(
+    words: list[str], script_dir: Path
+) -> tuple[int | None, int | None, str | None]:
+    """The processes and nodes the launcher words before the script ask for (``None``:
+    not said), and a warning when they ask for a count that cannot be read here."""
+    flags = _launcher_flags(words)
+    if "nproc_per_node" in flags or "nnodes" in flags:  # torchrun: processes per node
+        per_node = _count(flags.get("nproc_per_node", "1"))
+        nodes = _count(flags.get("nnodes", "1"))
+        if per_node is not None and nodes is not None:
+            return per_node * nodes, nodes, None
+        given = " ".join(f"--{k}={flags[k]}" for k in ("nnodes", "nproc_per_node") if k in flags)
+        return None, None, _unknown_processes(f"torchrun {given}", "--nproc_per_node 8")
+    nodes = _count(flags.get("num_machines", ""))
+    if "num_processes" in flags:  # accelerate: processes over all machines
+        processes = _count(flags["num_processes"])
+        what = f"--num_processes={flags['num_processes']}"
+    elif "config_file" in flags:
+        processes, machines = _accelerate_file(flags["config_file"], script_dir)
+        nodes = nodes or machines
+        what = f"--config_file {flags['config_file']} (unreadable here or no num_processes)"
+    else:
+        return None, None, None
+    if processes is None:
+        return None, None, _unknown_processes(what, "--num_processes 8")
+    return processes, nodes, None
 
 
 def _is_trl(words: list[str], i: int) -> bool:
@@ -297,9 +373,15 @@ def read_flags(
             found = arguments_after(script, test, what=what)
             if found is not None:
                 words = found[1]
-                processes = _launcher_processes(found[0])
+                processes, nodes, unknown = _launcher_processes(
+                    found[0], Path(path).expanduser().parent
+                )
                 if source == "trl" and processes is not None:
                     data[PROCESSES] = processes
+                    if nodes is not None and nodes > 1:
+                        data[NODES] = nodes
+                if source == "trl" and unknown is not None:
+                    warnings.append(unknown)
             else:
                 words = [w for command in script.commands for w in command]
                 if not words or not words[0].startswith("--"):

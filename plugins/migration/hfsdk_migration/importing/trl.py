@@ -143,13 +143,18 @@ def _tools(m: Mapper) -> None:
 
 
 def _processes(m: Mapper) -> int:
-    """The launcher's process count; more than one becomes the pool's devices.
+    """The launcher's process count; more than one becomes the pool's devices, spread over
+    the launcher's nodes (``num_machines``) when it names several.
 
     TRL's batches are per process, so the caller multiplies them by it.
     """
     processes = m.int("num_processes", 1)
+    nodes = m.int("num_machines", 1)
     if processes > 1:
-        m.put("placement.pools", {"global": {"devices": processes}})
+        pool = {"devices": processes}
+        if nodes > 1 and processes % nodes == 0:  # hfsdk spreads a pool evenly over nodes
+            pool["nodes"] = nodes
+        m.put("placement.pools", {"global": pool})
     return processes
 
 
