@@ -51,7 +51,8 @@ class FunctionScorer:
 
 def check_signatures(config: Any, spec: Any, prepared: Any) -> None:
     """A preflight check: every function of every scored section can be called the way its
-    style calls it with the run's dataset columns (one line naming the convention if not)."""
+    style calls it with the run's dataset columns (one line naming the convention if not),
+    and validation's functions with the validation data's columns."""
     if not prepared.row_columns:
         return None
     columns = [name for name in prepared.row_columns if name not in INTERNAL_COLUMNS]
@@ -60,7 +61,28 @@ def check_signatures(config: Any, spec: Any, prepared: Any) -> None:
             problem = scorer.signature_problem(columns)
             if problem:
                 raise HfsdkError(problem)
+    _check_validation_columns(prepared)
     return None
+
+
+def _check_validation_columns(prepared: Any) -> None:
+    """Validation's scorer against the validation rows' columns: its files may lack a column
+    the training files have, and the run then failed at its first validation, after training,
+    in a message that blamed "the dataset" without saying which."""
+    if prepared.val_loader is None:
+        return
+    # Validation scores with the reward signal, else the first one (the session's choice).
+    roles = list(prepared.signal_configs)
+    role = "reward" if "reward" in roles else next(iter(roles), None)
+    scorer = prepared.reward_scorers.get(role)
+    if not isinstance(scorer, FunctionScorer):
+        return
+    # PromptSet's one method: the columns a validation batch carries, whatever plugin loaded it.
+    keys = prepared.val_loader.whole().non_tensor_keys
+    problem = scorer.signature_problem([name for name in keys if name not in INTERNAL_COLUMNS])
+    if problem:
+        files = list(prepared.assets.val_files)
+        raise HfsdkError(f"the validation data (data.val_files={files}): {problem}")
 
 
 def style_problems(config: Any) -> list[str]:

@@ -62,7 +62,7 @@ def test_the_preflight_check_refuses_a_function_the_columns_cannot_feed(tmp_path
         "cost", {"functions": [{"name": f"{tmp_path}/mine.py:needs_gold"}]}
     )
     prepared = types.SimpleNamespace(
-        row_columns=("raw_prompt", "answer"), reward_scorers={"cost": scorer}
+        row_columns=("raw_prompt", "answer"), reward_scorers={"cost": scorer}, val_loader=None
     )
     with pytest.raises(HfsdkError, match=r"needs_gold' needs 'gold', which is neither a dataset"):
         check_signatures(None, None, prepared)

@@ -1,7 +1,7 @@
 """Validation: n samples per held-out prompt, scored, reduced to mean@n, pass@k and maj@k.
 
 Metric names carry the estimator: ``val/mean@4``, ``val/pass@1``, ``val/pass@4``,
-``val/maj@4`` (when answers can be extracted), and the same per ``data_source``
+``val/maj@4`` (when ``trainer.val_answer_pattern`` is set), and the same per ``data_source``
 (``val/<source>/pass@4``) when the validation data has that column.
 ``val/reward_mean`` (the mean score of every sample) is kept for old dashboards.
 A sample counts as correct when its score is at least
@@ -20,9 +20,10 @@ from hfsdk import ValidationResult, last_segments
 from hfsdk_validation.pass_at_k import default_ks, majority_at_k, mean_pass_at_k
 
 
-def _answers(texts: Sequence[str], pattern: str | None) -> list[str | None]:
+def _answers(texts: Sequence[str], pattern: str | None) -> list[str | None] | None:
+    """Each response's answer (its pattern's last match, else ``None``); ``None``: no pattern."""
     if pattern is None:
-        return [None] * len(texts)
+        return None
     compiled = re.compile(pattern)
     out: list[str | None] = []
     for text in texts:
@@ -37,16 +38,20 @@ def estimator_metrics(
     n: int,
     ks: Sequence[int],
     threshold: float,
-    answers: Sequence[str | None],
+    answers: Sequence[str | None] | None,
     prefix: str,
 ) -> dict[str, float]:
-    """mean@n, pass@k for each k and maj@k of samples grouped n per prompt (consecutive)."""
+    """mean@n, pass@k for each k and maj@k of samples grouped n per prompt (consecutive).
+
+    ``answers`` is ``None`` without an answer pattern (no maj@k); with one, maj@k is logged
+    even when no response matched (0.0), so a dashboard or ``trainer.keep_best`` finds it.
+    """
     rows = [list(scores[i : i + n]) for i in range(0, len(scores), n)]
     correct = [[s >= threshold for s in row] for row in rows]
     metrics = {f"{prefix}mean@{n}": sum(map(sum, rows)) / len(scores)}
     for k in ks:
         metrics[f"{prefix}pass@{k}"] = mean_pass_at_k(correct, k)
-    if any(a is not None for a in answers):
+    if answers is not None:
         grouped = [list(answers[i : i + n]) for i in range(0, len(answers), n)]
         for k in ks:
             if k > 1:
@@ -105,7 +110,7 @@ def validate(algorithm: Any, prompts: Any, scorer: Any, trainer: Any) -> Validat
                         n,
                         ks,
                         threshold,
-                        [answers[i] for i in rows],
+                        None if answers is None else [answers[i] for i in rows],
                         f"val/{source}/",
                     )
                 )

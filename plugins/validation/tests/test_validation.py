@@ -14,7 +14,7 @@ from hfsdk.core.errors import ConfigError
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.trainer.trainer_config import TrainerConfig
 from hfsdk_validation.pass_at_k import pass_at_k
-from hfsdk_validation.validation import validate
+from hfsdk_validation.validation import estimator_metrics, validate
 
 SMALL = [
     "data.batch_size=4",
@@ -98,3 +98,17 @@ def test_validation_before_training_alone_runs_with_val_every_0(tmp_path: Path) 
     assert [r["step"] for r in records] == [0, 1]
     assert "val/pass@1" in records[0] and "val/pass@1" not in records[1]
     assert (tmp_path / "validation" / "step_0.jsonl").is_file()
+
+
+def test_maj_at_k_is_0_when_no_response_matches_the_pattern() -> None:
+    """A configured pattern logs val/maj@K (and per data_source) even when nothing matches:
+    left out, a dashboard lost the series and ``trainer.keep_best: val/maj@K`` stopped the run."""
+    assert estimator_metrics([1, 0, 0, 0], 2, [1, 2], 1.0, [None] * 4, "val/")["val/maj@2"] == 0.0
+    scores, sources = [1.0, 0.0, 0.0, 0.0], ["gsm"] * 2 + ["math"] * 2
+    prompts = Batch.from_dict(tensors={"x": torch.zeros(2)})
+    trainer = TrainerConfig(val_n=2, val_answer_pattern=r"<answer>(\d+)</answer>")
+    m = validate(_FakeAlgorithm(scores, sources), prompts, _scorer, trainer).metrics
+    assert m["val/maj@2"] == 0.0 and m["val/gsm/maj@2"] == 0.0 and m["val/math/maj@2"] == 0.0
+    # No pattern: no maj@K at all (there are no answers to vote with).
+    m = validate(_FakeAlgorithm(scores, sources), prompts, _scorer, TrainerConfig(val_n=2)).metrics
+    assert not any("maj@" in key for key in m)
