@@ -17,10 +17,28 @@ from hfsdk_planner.workload import Workload
 
 
 def algorithm_dataflow(algorithm: str) -> Dataflow:
-    """The dataflow derived from the registered spec of ``algorithm`` (its roles' kinds)."""
+    """The dataflow derived from the registered spec of ``algorithm`` (its roles' kinds),
+    without the policy's generation when the algorithm trains on its dataset's rows."""
     from hfsdk import get_registry
 
-    return get_registry("algorithms")[algorithm].impl.dataflow
+    return spec_dataflow(get_registry("algorithms")[algorithm].impl)
+
+
+def spec_dataflow(spec: Any) -> Dataflow:
+    """``spec.dataflow`` as the run does it: an algorithm that does not train on generations
+    (DPO, SFT: ``trains_on_generations`` false) never runs the policy's generation, so
+    that work leaves its stage (the stage stays, empty, to keep the stages' order)."""
+    dataflow = spec.dataflow
+    if getattr(spec, "trains_on_generations", True):
+        return dataflow
+    skipped = (spec.policy_role, "generation")
+    return Dataflow(
+        roles=dataflow.roles,
+        stages=[
+            Stage(name=s.name, work=[w for w in s.work if tuple(w) != skipped], timings=s.timings)
+            for s in dataflow.stages
+        ],
+    )
 
 
 FUNCTION = "function"

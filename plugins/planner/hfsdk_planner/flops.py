@@ -3,15 +3,26 @@
 One model of the work, used twice: the simulator divides it by the
 hardware's peaks to price a stage (:mod:`hfsdk_planner.simulator`), and a run
 divides it by a stage's measured seconds to say how close the stage ran to
-those peaks (:mod:`hfsdk_planner.utilisation`). The formulas are the usual
-dense-transformer ones, checkable by hand:
+those peaks (:mod:`hfsdk_planner.utilisation`). The formulas count the
+matmuls a dense transformer runs, checkable by hand (and checked against
+``torch.utils.flop_counter.FlopCounterMode`` in the tests):
 
-* a forward pass costs ``2 P`` FLOPs per token (one multiply and one add per
-  parameter; ``P`` is :attr:`ModelSpec.num_params`, embeddings included);
-* training costs a forward and a backward (twice a forward) pass, ``6 P`` per
-  token, ``8 P`` with activation recomputation (one more forward);
+* a forward pass costs ``2 N`` FLOPs per token, ``N`` the parameters of the
+  blocks' weight matrices (:func:`body_params`: no embeddings, whose lookup
+  multiplies nothing, nor the norms' scales),
+  plus the output head's ``2 h W`` at each position whose output is computed:
+  the LM head (``W`` = vocabulary) only where the backend keeps logits (the
+  response positions of a log-prob pass), a critic's or reward model's
+  1-wide head (``W = 1``) at every position;
+* training costs a forward and a backward (twice a forward) pass, ``6 N`` per
+  token, plus one more forward of the blocks with activation recomputation
+  (:func:`recomputed_params`: all but each layer's last matmul);
+  a LoRA policy's backward computes only the input gradients of its frozen
+  base (one forward's worth), plus the adapters' own forward and backward
+  (``6 A`` per token, ``A`` = :func:`~hfsdk_planner.memory_model.lora_params`);
 * a decode step reads the weights once (``weight_bytes x P``) plus the
-  KV cache of every running sequence, and multiplies ``2 P`` per sequence.
+  KV cache of every running sequence (at the same width), and multiplies
+  ``2 N + 2 h V`` per sequence.
 
 Attention's score and value products (``4 x layers x context x hidden`` per
 token) are left out, as in the simulator: under 2 % of a step for the
@@ -20,23 +31,88 @@ sequence lengths the project trains here.
 
 from __future__ import annotations
 
-from hfsdk_planner.model_spec import ModelSpec
+from hfsdk_planner.model_spec import ModelSpec, llama_param_count
 
 FORWARD_PASSES = 1
 TRAINING_PASSES = 3
 """A training pass is a forward and a backward pass, the backward costing two forwards."""
+LORA_BASE_PASSES = 2
+"""A LoRA policy's frozen base: a forward and the backward's input gradients only."""
 
 
-def forward_flops(model: ModelSpec, tokens: float) -> float:
-    """FLOPs of one forward pass over ``tokens`` tokens: ``2 P tokens``."""
-    return 2.0 * model.num_params * tokens
+def embedding_params(model: ModelSpec) -> int:
+    """Parameters of the token embedding and, when untied, the LM head (``V h`` each).
+
+    Whether the head is tied is read off the count: the one nearer ``num_params`` of a
+    tied or an untied model of the shape (biases and such are far smaller than ``V h``).
+    """
+    table = model.vocab_size * model.hidden_size
+    tied = llama_param_count(
+        num_layers=model.num_layers,
+        hidden_size=model.hidden_size,
+        num_heads=model.num_heads,
+        num_kv_heads=model.num_kv_heads,
+        intermediate_size=model.intermediate_size,
+        vocab_size=model.vocab_size,
+        tie_word_embeddings=True,
+        head_size=model.head_size,
+    )
+    untied = tied + table
+    return table if abs(model.num_params - tied) < abs(model.num_params - untied) else 2 * table
 
 
-def training_flops(model: ModelSpec, tokens: float, recompute: bool = False) -> float:
-    """FLOPs of forward + backward over ``tokens`` tokens: ``6 P tokens`` (``8 P`` with
-    activation recomputation, which runs the forward twice)."""
-    passes = TRAINING_PASSES + (1 if recompute else 0)
-    return passes * forward_flops(model, tokens)
+def body_params(model: ModelSpec) -> int:
+    """Parameters a token's forward pass multiplies in the blocks: their weight matrices,
+    all parameters but the embeddings and the norms' scales (which multiply no matmul)."""
+    norms = (2 * model.num_layers + 1) * model.hidden_size
+    return max(0, model.num_params - embedding_params(model) - norms)
+
+
+def recomputed_params(model: ModelSpec) -> int:
+    """Parameters gradient checkpointing multiplies again: the blocks' but the MLP's down
+    projection, whose output no backward needs (torch's non-reentrant checkpoint stops
+    recomputing once every saved tensor is back)."""
+    return max(
+        0, body_params(model) - model.num_layers * model.intermediate_size * model.hidden_size
+    )
+
+
+def forward_flops(
+    model: ModelSpec,
+    tokens: float,
+    head_tokens: float | None = None,
+    head_width: int | None = None,
+) -> float:
+    """FLOPs of one forward pass over ``tokens`` tokens: ``2 N tokens`` in the blocks plus
+    ``2 h W`` at each of ``head_tokens`` positions (default: every token) of the output
+    head ``W`` wide (default: the vocabulary, the LM head)."""
+    head_tokens = tokens if head_tokens is None else head_tokens
+    width = model.vocab_size if head_width is None else head_width
+    return 2.0 * (body_params(model) * tokens + model.hidden_size * width * head_tokens)
+
+
+def training_flops(
+    model: ModelSpec,
+    tokens: float,
+    recompute: bool = False,
+    head_tokens: float | None = None,
+    head_width: int | None = None,
+    lora_rank: int = 0,
+) -> float:
+    """FLOPs of forward + backward over ``tokens`` tokens: 3 forwards (:func:`forward_flops`),
+    plus the blocks' forward again with activation recomputation (gradient checkpointing
+    recomputes the layers, :func:`recomputed_params`, not the head). ``lora_rank`` > 0:
+    a frozen base (a forward and the input gradients) plus rank-``lora_rank`` adapters
+    trained in full."""
+    forward = forward_flops(model, tokens, head_tokens, head_width)
+    blocks = 2.0 * recomputed_params(model) * tokens if recompute else 0.0
+    if not lora_rank:
+        return TRAINING_PASSES * forward + blocks
+    from hfsdk_planner.memory_model import lora_params  # memory_model imports workload
+
+    adapters = 2.0 * lora_params(model, lora_rank) * tokens
+    recomputed = adapters if recompute else 0.0
+    return LORA_BASE_PASSES * forward + blocks + TRAINING_PASSES * adapters + recomputed
 
 
 def decode_step_bytes(
@@ -44,15 +120,17 @@ def decode_step_bytes(
 ) -> float:
     """Bytes one decode step reads on each of ``tg`` tensor-parallel devices: the weight
     shard (``weight_bytes x P / tg``) and the KV cache of ``running`` sequences of mean
-    ``context`` tokens (split over at most the model's KV heads)."""
+    ``context`` tokens (split over at most the model's KV heads), held at the weights' width
+    (the generation module allocates its cache in the weights' dtype)."""
     kv_split = min(tg, model.num_kv_heads)
-    kv_bytes = running * context * model.kv_bytes_per_token() / kv_split
+    kv_bytes = running * context * model.kv_bytes_per_token(weight_bytes) / kv_split
     return weight_bytes * model.num_params / tg + kv_bytes
 
 
 def generation_flops(model: ModelSpec, sequences: float, prompt: float, steps: float) -> float:
     """FLOPs of generating ``steps`` tokens for ``sequences`` sequences after a prefill of
-    ``prompt`` tokens each: ``2 P x sequences x (prompt + steps)``."""
+    ``prompt`` tokens each: ``2 (N + h V) x sequences x (prompt + steps)`` (the rollout's
+    decoder computes logits at every position it runs, the prompt's included)."""
     return forward_flops(model, sequences * (prompt + steps))
 
 

@@ -131,9 +131,12 @@ def inference_activation_bytes(model: ModelSpec, layout: Layout, workload: Workl
     return (working + tokens * model.vocab_size * 4) / layout.t
 
 
-def kv_cache_bytes(model: ModelSpec, sequences: int, tokens_per_sequence: int) -> float:
-    """KV cache of ``sequences`` sequences of ``tokens_per_sequence`` tokens, all layers."""
-    return float(sequences * tokens_per_sequence * model.kv_bytes_per_token())
+def kv_cache_bytes(
+    model: ModelSpec, sequences: int, tokens_per_sequence: int, dtype_bytes: int = 2
+) -> float:
+    """KV cache of ``sequences`` sequences of ``tokens_per_sequence`` tokens, all layers,
+    ``dtype_bytes`` per element (the generation module allocates it in the weights' dtype)."""
+    return float(sequences * tokens_per_sequence * model.kv_bytes_per_token(dtype_bytes))
 
 
 def generation_bytes(
@@ -153,7 +156,8 @@ def generation_bytes(
         gathered = workload.dtype_bytes * model.num_params / gen.tg
     # KV heads are split over tg; beyond their number they are replicated.
     kv_split = min(gen.tg, model.num_kv_heads)
-    kv = kv_cache_bytes(model, gen.running, workload.sequence_length) / kv_split
+    kv = kv_cache_bytes(model, gen.running, workload.sequence_length, workload.dtype_bytes)
+    kv /= kv_split
     return gathered + kv
 
 
@@ -188,7 +192,9 @@ def sharded_footprint_bytes(task: RoleTask) -> float:
     if task.generates:
         workload = task.workload
         smallest = min(workload.sequences, workload.max_running_sequences, MIN_RUNNING)
-        total += kv_cache_bytes(task.model, smallest, workload.sequence_length)
+        total += kv_cache_bytes(
+            task.model, smallest, workload.sequence_length, workload.dtype_bytes
+        )
     return total
 
 

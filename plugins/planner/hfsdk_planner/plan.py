@@ -254,7 +254,8 @@ class Plan:
             + (f", {self.threads_per_device} CPU thread(s) each" if self.threads_per_device else "")
             + "); "
             f"{w.batch_size} prompts x {w.samples_per_prompt} samples, "
-            f"{w.prompt_length} + {w.response_length} tokens, {w.optimizer_steps} updates",
+            f"{w.prompt_length} + {w.response_length} tokens, {w.optimizer_steps} updates"
+            + (f" x {w.epochs} epochs" if w.epochs > 1 else ""),
             "",
         ]
         pool_rows = [["pool", "devices", "roles", "memory/device (peak / usable)"]]

@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 
 from hfsdk import ROLLOUT_POOL, Dataflow, HfsdkError
-from hfsdk_planner.auto import FUNCTION, without_roles
+from hfsdk_planner.auto import FUNCTION, spec_dataflow, without_roles
 from hfsdk_planner.cluster import Cluster
 from hfsdk_planner.cluster_lookup import resolve_cluster
 from hfsdk_planner.layout import GenerationLayout, Layout
@@ -82,6 +82,21 @@ class RunSetup:
     model_parallel: Mapping[str, tuple[int, int, int]] = attrs.field(factory=dict)
     """``(tp, pp, generation tp)`` of each role on ``backend: megatron`` (``<role>.parallel``,
     ``rollout_layout``): priced at that layout without FSDP's gathers; other roles as FSDP."""
+    role_levers: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+    """Each role's own :class:`Workload` fields (epochs, recompute, dtype_bytes, lora_rank),
+    read from its section: the critic's ``gradient_checkpointing`` is not the actor's."""
+
+    role_dtypes: Mapping[str, str] = attrs.field(factory=dict)
+    """Each role's compute dtype (``<role>.dtype``, default the policy's): the peak its
+    utilisation is measured against."""
+
+    def dtype_of(self, role: str) -> str:
+        """``role``'s compute dtype (:attr:`role_dtypes`, else the policy's ``dtype``)."""
+        return self.role_dtypes.get(role, self.dtype)
+
+    def workload_for(self, role: str) -> Workload:
+        """``workload`` with ``role``'s own levers (:attr:`role_levers`)."""
+        return attrs.evolve(self.workload, **self.role_levers.get(role, {}))
 
 
 def _as_dict(config: Any) -> dict[str, Any]:
@@ -163,12 +178,12 @@ def run_setup(
     sequences = batch * samples
     mini = min(_int(actor, "mini_batch_size", sequences), sequences)
     epochs = _int(actor, "ppo_epochs", 1)
-    steps = max(1, math.ceil(sequences / mini)) * epochs
+    steps = max(1, math.ceil(sequences / mini))  # per epoch: the workload repeats them
     # An exactly on-policy update (one epoch of one mini-batch, no KL in the reward)
     # skips the old log-probs: the update computes them (Algorithm.needs_old_log_probs).
     skip_old = epochs == 1 and mini >= sequences and not algo.get("kl_in_reward", False)
     drop = set(functions)
-    dataflow = without_roles(spec.dataflow, drop)
+    dataflow = without_roles(spec_dataflow(spec), drop)
     if skip_old:
         stages = [
             attrs.evolve(st, work=[w for w in st.work if w != (policy, "inference")])
@@ -198,6 +213,7 @@ def run_setup(
         dtype_bytes=_DTYPE_BYTES.get(dtype, 2),
         lora_rank=_int(actor.get("lora") or {}, "rank", 0),
         packing=bool(actor.get("packing", False)),
+        epochs=epochs,
     )
     placement = cfg.get("placement") or {}
     pool_cfg = dict(placement.get("pools") or {"global": {"devices": 1}})
@@ -233,7 +249,30 @@ def run_setup(
         weight_sync=str(rollout.get("weight_sync") or "stream"),
         threads=run_threads(trainer, pool_cfg, pools, rollout_pool),
         model_parallel=model_parallel_roles(cfg, kept),
+        role_levers=role_levers(cfg, kept, policy, dtype),
+        role_dtypes={role: str((cfg.get(role) or {}).get("dtype") or dtype) for role in kept},
     )
+
+
+def role_levers(
+    cfg: Mapping[str, Any], roles: Any, policy: str, default_dtype: str
+) -> dict[str, dict[str, Any]]:
+    """Each of ``roles``' own workload settings from its section: its update epochs
+    (``ppo_epochs``), activation recomputation (``gradient_checkpointing``) and weights'
+    width (``dtype``, default the policy's); LoRA is the policy's alone."""
+    out = {}
+    for role in roles:
+        section = cfg.get(role) or {}
+        dtype = str(section.get("dtype") or default_dtype)
+        levers: dict[str, Any] = {
+            "epochs": _int(section, "ppo_epochs", 1),
+            "recompute": bool(section.get("gradient_checkpointing", False)),
+            "dtype_bytes": _DTYPE_BYTES.get(dtype, 2),
+        }
+        if role != policy:
+            levers["lora_rank"] = 0
+        out[role] = levers
+    return out
 
 
 def run_threads(
@@ -308,6 +347,11 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
     search = PlacementSearch(
         setup.dataflow, dict(setup.models), hardware, setup.workload, algorithm=setup.algorithm
     )
+    # Each role is priced with its own levers (epochs, recomputation, dtype).
+    search.tasks = {
+        role: attrs.evolve(task, workload=setup.workload_for(role))
+        for role, task in search.tasks.items()
+    }
     stages = len(setup.dataflow.stages)
     pools, roles, vectors = [], [], []
     for name, devices, members in setup.pools:
@@ -414,9 +458,10 @@ def _price_rollout_pool(
     and ``async`` overlap the next batch's generation with this batch's other
     stages, so a step costs the slower of the two plus the sync.
     """
-    w, r = setup.workload, setup.rollout_devices
+    r = setup.rollout_devices
     at = next(i for i, rp in enumerate(roles) if rp.generation is not None)
     policy = roles[at]
+    w = setup.workload_for(policy.role)
     stage = policy.transition_stage
     model = setup.models[policy.role]
     tg, pg = setup.rollout_pool_tp, setup.rollout_pool_pp
@@ -466,7 +511,7 @@ def _gather_seconds(search: PlacementSearch, setup: RunSetup, role: str, devices
     """
     sim = search.simulator
     model = setup.models[role]
-    weights = setup.workload.dtype_bytes * model.num_params
+    weights = setup.workload_for(role).dtype_bytes * model.num_params
     gather = sim.allgather(weights, devices, devices, calls=model.num_layers + 1)
     bandwidth = sim.cluster.bandwidth_per_device(devices)
     if setup.weight_sync == "gather":
@@ -487,7 +532,7 @@ def _sharding_seconds(
     """
     if devices <= 1 or kind == "generation":
         return 0.0
-    w = setup.workload
+    w = setup.workload_for(role)
     model = search.models[role]
     per_rank = w.sequences / devices
     width = w.dtype_bytes
@@ -496,7 +541,7 @@ def _sharding_seconds(
         passes = math.ceil(per_rank / w.forward_micro_batch)
         return sim.sharded_data_parallel_seconds(model, devices, passes, 0, width)
     micro = max(1, math.ceil(per_rank / (w.optimizer_steps * w.micro_batch_size)))
-    passes = micro * w.optimizer_steps
+    passes = micro * w.optimizer_steps * w.epochs
     forwards = passes * (2 if w.recompute else 1)
     return sim.sharded_data_parallel_seconds(model, devices, forwards, passes, width)
 
@@ -678,7 +723,13 @@ def check_run(
     plan = price_setup(base, cluster)
     per_row = [measured_stages(row, base.functions) for row in steady]
     measured = {stage: reduce([r[stage] for r in per_row]) for stage in STAGES}
-    step = reduce([float(r.get("timing/step_s", 0.0)) for r in steady])
+    # A validation runs inside the step's timing but is no work the plan prices.
+    step = reduce(
+        [
+            float(r.get("timing/step_s", 0.0)) - float(r.get("timing/validation_s", 0.0))
+            for r in steady
+        ]
+    )
     predicted = dict(zip(plan.stages, plan.stage_seconds, strict=True))
     transition = math.fsum(r.transition_seconds for r in plan.roles)
     if "generation" in predicted:
@@ -709,6 +760,7 @@ def format_check(
         f"Check of {run_dir!s}: {plan.algorithm} on {plan.num_devices} x {plan.cluster}; "
         f"{w.sequences} sequences of {w.prompt_length} + {w.response_length} tokens (mean), "
         f"{w.optimizer_steps} updates"
+        + (f" x {w.epochs} epochs" if w.epochs > 1 else "")
         + (
             f"; function signals (controller): {', '.join(plan.functions)}"
             if plan.functions

@@ -62,15 +62,37 @@ def setup_roles(setup: RunSetup) -> dict[str, tuple[str, tuple[str, ...], object
 
 
 def setup_stage_work(setup: RunSetup, shape: StepShape) -> dict[str, StageWork]:
-    """The work of each timed stage of one step of ``setup`` with ``shape``."""
+    """The work of each timed stage of one step of ``setup`` with ``shape``, each role
+    with its own levers (:meth:`RunSetup.workload_for`)."""
     w = setup.workload
+    roles = setup_roles(setup)
     return stage_work(
-        setup_roles(setup),
+        roles,
         shape,
         recompute=w.recompute,
         weight_bytes=w.dtype_bytes,
         running=w.max_running_sequences,
+        workloads={key: setup.workload_for(key.split("@")[0]) for key in roles},
+        generation_tp=generation_group(setup),
+        dtypes={key: setup.dtype_of(key.split("@")[0]) for key in roles},
     )
+
+
+def generation_group(setup: RunSetup) -> int:
+    """Devices one generation replica spans, as :func:`~hfsdk_planner.run_plan.price_setup`
+    lays it out: the rollout pool's ``tp x pp``, else the policy's generation tp (1 where
+    it does not divide the devices)."""
+    if setup.rollout_devices:
+        group = setup.rollout_pool_tp * setup.rollout_pool_pp
+        return group if setup.rollout_devices % group == 0 else 1
+    for _pool, devices, members in setup.pools:
+        for role in members:
+            if any(
+                (role, "generation") == tuple(w) for st in setup.dataflow.stages for w in st.work
+            ):
+                tg = setup.model_parallel.get(role, (1, 1, setup.rollout_tp))[2]
+                return tg if devices % tg == 0 else 1
+    return 1
 
 
 def shape_of(setup: RunSetup, metrics: Mapping[str, float]) -> StepShape | None:
@@ -88,7 +110,19 @@ def step_utilisation(
     shape = shape_of(setup, metrics)
     if shape is None:
         return {}
-    return utilisation_metrics(setup_stage_work(setup, shape), metrics, hardware)
+    return utilisation_metrics(timed_work(setup, shape), metrics, hardware)
+
+
+def timed_work(setup: RunSetup, shape: StepShape) -> dict[str, StageWork]:
+    """:func:`setup_stage_work` of the stages whose timing is their work's own seconds.
+
+    Overlapped pipelines (``one_step_off``, ``async``) time generation as the trainer's wait
+    for the next batch, not the replicas' decoding: no rate of it means anything.
+    """
+    work = setup_stage_work(setup, shape)
+    if setup.pipeline != "sync":
+        work.pop("generation", None)
+    return work
 
 
 @attrs.frozen(kw_only=True)
@@ -115,7 +149,7 @@ def stage_utilisation(
     shapes = [s for s in (shape_of(setup, r) for r in rows) if s is not None]
     if not shapes:
         return {}
-    works = [setup_stage_work(setup, s) for s in shapes]
+    works = [timed_work(setup, s) for s in shapes]
     out: dict[str, StageUtilisation] = {}
     for stage, names in PLANNER_STAGES.items():
         parts = [w[n] for w in works for n in names if n in w]
@@ -127,9 +161,11 @@ def stage_utilisation(
         devices = max(p.devices for p in parts)
         rate, bytes_rate = flops / seconds / devices, read / seconds / devices
         known = hardware.peaks_measured
+        # Each pass against its own dtype's peak: the stage's share is their sum.
+        shares = math.fsum(p.flops / p.peak(hardware) for p in parts) / len(works)
         out[stage] = StageUtilisation(
             flops_per_s=rate,
-            mfu=rate / hardware.peak_flops if known else None,
+            mfu=shares / seconds / devices if known else None,
             bytes_per_s=bytes_rate,
             bandwidth_util=(
                 bytes_rate / hardware.bandwidth_per_device(devices) if known and read else None

@@ -6,10 +6,11 @@ An analytic model in the spirit of the HybridFlow paper's simulator:
   shard and the KV cache from device memory (or is compute-bound when the
   per-replica batch is large); tensor parallelism adds two all-reduces per
   layer per step;
-* inference: a forward pass over the batch (2 FLOPs per parameter per token);
-* training: forward, backward and full recomputation (8 FLOPs per parameter
-  per token), tensor-parallel all-reduces, the 1F1B pipeline bubble, pipeline
-  sends, and per optimizer step a data-parallel gradient reduction and the
+* inference: a forward pass over the batch (2 FLOPs per block parameter per
+  token, the LM head at the response positions: :mod:`hfsdk_planner.flops`);
+* training: forward, backward and, with ``recompute``, the blocks' forward
+  again, ``epochs`` times, tensor-parallel all-reduces, the 1F1B pipeline bubble,
+  pipeline sends, and per optimizer step a data-parallel gradient reduction and the
   Adam update of the device's shard (memory-bound);
 * the actor's train -> generate transition: the all-gather inside each
   micro-DP group of the 3D-HybridEngine.
@@ -36,7 +37,7 @@ from hfsdk_planner.layout import (
     generation_layouts,
     training_layouts,
 )
-from hfsdk_planner.memory_model import RoleMemory, role_memory
+from hfsdk_planner.memory_model import RoleMemory, is_lora_policy, role_memory
 from hfsdk_planner.model_spec import ModelSpec
 from hfsdk_planner.workload import RoleTask, Workload
 
@@ -106,6 +107,12 @@ def settings_for(cluster: Cluster, settings: SimulatorSettings | None = None) ->
     return SimulatorSettings(**given)
 
 
+def head_tokens(workload: Workload) -> int:
+    """Positions whose LM-head output a log-prob or training pass computes: each sequence's
+    response (the backend keeps logits there only, HF ``logits_to_keep``)."""
+    return workload.sequences * min(workload.response_length + 1, workload.sequence_length)
+
+
 class Simulator:
     """Estimates stage latencies of role tasks on a cluster."""
 
@@ -158,7 +165,7 @@ class Simulator:
         tokens_per_replica = workload.tokens / d
         micro_batches = max(1, math.ceil(workload.sequences / d / workload.forward_micro_batch))
         compute = self._flops_time(
-            forward_flops(model, workload.tokens),
+            forward_flops(model, workload.tokens, head_tokens(workload)),
             layout.devices,
             self.settings.inference_efficiency,
         )
@@ -178,17 +185,31 @@ class Simulator:
         overhead += micro_batches * self.cluster.forward_overhead
         return (compute + tp + overhead) * (1 + (p - 1) / micro_batches) + pp
 
-    def training_seconds(self, model: ModelSpec, layout: Layout, workload: Workload) -> float:
-        """Forward + backward (+ recomputation) over the batch, in optimizer-step chunks."""
+    def training_seconds(
+        self, model: ModelSpec, layout: Layout, workload: Workload, lora_rank: int = 0
+    ) -> float:
+        """Forward + backward (+ recomputation) over the batch, in optimizer-step chunks,
+        ``workload.epochs`` times (``lora_rank``: the role trains LoRA adapters only)."""
         p, t, d = layout.p, layout.t, layout.d
-        steps = workload.optimizer_steps
-        tokens_per_replica = workload.tokens / d
         micro_batches = max(
-            1, math.ceil(workload.sequences / (d * steps * workload.micro_batch_size))
+            1,
+            math.ceil(
+                workload.sequences / (d * workload.optimizer_steps * workload.micro_batch_size)
+            ),
         )
+        # Every epoch runs the whole batch again: its micro-batches and its updates.
+        steps = workload.optimizer_steps * workload.epochs
+        tokens = workload.tokens * workload.epochs
+        tokens_per_replica = tokens / d
         passes = 4 if workload.recompute else 3  # forward, (recomputed forward,) 2x backward
         compute = self._flops_time(
-            training_flops(model, workload.tokens, workload.recompute),
+            training_flops(
+                model,
+                tokens,
+                workload.recompute,
+                head_tokens(workload) * workload.epochs,
+                lora_rank=lora_rank,
+            ),
             layout.devices,
             self.settings.training_efficiency,
         )
@@ -383,7 +404,8 @@ class Simulator:
                 value = inference
             else:
                 if training is None:
-                    training = self.training_seconds(model, layout, workload)
+                    lora = workload.lora_rank if is_lora_policy(task) else 0
+                    training = self.training_seconds(model, layout, workload, lora)
                 value = training
             seconds.append(value)
         return Candidate(

@@ -32,6 +32,7 @@ from hfsdk_planner.flops import (
     training_flops,
 )
 from hfsdk_planner.model_spec import ModelSpec
+from hfsdk_planner.workload import Workload
 
 TIMINGS = {
     ("policy", "generation"): "generation",
@@ -73,6 +74,9 @@ class StepShape:
     """Mean prompt tokens per sequence (generation's prefill)."""
     decode_steps: float
     """Decode steps of generation (the longest response of the batch)."""
+    head_tokens: float = 0.0
+    """Positions whose LM-head logits a log-prob or training pass computes: each row's
+    response (the backend keeps logits there only); 0: every pass token."""
 
 
 @attrs.frozen(kw_only=True)
@@ -83,6 +87,12 @@ class StageWork:
     flops: float
     bytes: float = 0.0
     devices: int = 1
+    dtype: str = ""
+    """The compute dtype whose peak the stage is measured against ("": the hardware's)."""
+
+    def peak(self, hardware: Cluster) -> float:
+        """The peak FLOP/s of ``hardware`` in the stage's dtype."""
+        return hardware.for_dtype(self.dtype).peak_flops if self.dtype else hardware.peak_flops
 
 
 def step_shape(
@@ -106,12 +116,21 @@ def step_shape(
     width = metrics.get("perf/sequence_width")
     pass_tokens = float(tokens) if packed or width is None else sequences * float(width)
     longest = float(response) if width is None else max(float(response), width - prompt)
+    decode = min(float(max_response), longest)
+    # Logits are kept for the response columns plus the one predicting the first token
+    # (padded to the longest response unless packed, where the real ones are kept).
+    kept = float(response) if packed else decode
     return StepShape(
         sequences=sequences,
         pass_tokens=pass_tokens,
         prompt_tokens=prompt,
-        decode_steps=min(float(max_response), longest),
+        decode_steps=decode,
+        head_tokens=min(pass_tokens, sequences * (kept + 1)),
     )
+
+
+ONE_WIDE_HEADS = frozenset({"value", "score_model", "scorer"})
+"""Role kinds whose output head is one wide (a value or a score per position), not the LM head."""
 
 
 def stage_work(
@@ -121,11 +140,25 @@ def stage_work(
     recompute: bool = False,
     weight_bytes: int = 2,
     running: int | None = None,
+    workloads: Mapping[str, Workload] | None = None,
+    generation_tp: int = 1,
+    dtypes: Mapping[str, str] | None = None,
 ) -> dict[str, StageWork]:
     """The work of each timed stage: ``roles`` maps a role to (its kind, its work kinds,
-    its model, its devices); roles timed under one name (two value roles) add up."""
+    its model, its devices); roles timed under one name (two value roles) add up.
+
+    ``workloads`` gives a role its own levers (update ``epochs``, ``recompute``, the
+    weights' ``dtype_bytes``, the policy's ``lora_rank``); a role without one gets
+    ``recompute`` and ``weight_bytes``. Generation runs on ``devices // generation_tp``
+    replicas, each decoding its share of the sequences ``running`` at a time. ``dtypes``
+    gives a role's compute dtype, whose peak its stages are measured against.
+    """
     out: dict[str, StageWork] = {}
-    for kind, works, model, devices in roles.values():
+    for key, (kind, works, model, devices) in roles.items():
+        own = (workloads or {}).get(key)
+        head_width = 1 if kind in ONE_WIDE_HEADS else None
+        # An LM head runs at the response positions only; a one-wide head at every one.
+        head = (shape.head_tokens or None) if head_width is None else None
         for work in works:
             name = TIMINGS.get((kind, work))
             if name is None:
@@ -134,23 +167,52 @@ def stage_work(
                 flops = generation_flops(
                     model, shape.sequences, shape.prompt_tokens, shape.decode_steps
                 )
-                read = generation_bytes(
+                read = _generation_read(
                     model,
-                    shape.sequences,
-                    shape.prompt_tokens,
-                    shape.decode_steps,
-                    running,
-                    weight_bytes,
+                    shape,
+                    replicas=max(1, devices // max(1, generation_tp)),
+                    running=running,
+                    weight_bytes=own.dtype_bytes if own else weight_bytes,
                 )
             elif work == "inference":
-                flops, read = forward_flops(model, shape.pass_tokens), 0.0
+                flops, read = forward_flops(model, shape.pass_tokens, head, head_width), 0.0
             else:
-                flops, read = training_flops(model, shape.pass_tokens, recompute), 0.0
+                epochs = own.epochs if own else 1
+                flops = epochs * training_flops(
+                    model,
+                    shape.pass_tokens,
+                    own.recompute if own else recompute,
+                    head,
+                    head_width,
+                    lora_rank=own.lora_rank if own and kind == "policy" else 0,
+                )
+                read = 0.0
             before = out.get(name)
             if before is not None:
                 flops, read = flops + before.flops, read + before.bytes
-            out[name] = StageWork(name=name, flops=flops, bytes=read, devices=devices)
+            dtype = (dtypes or {}).get(key, "")
+            out[name] = StageWork(name=name, flops=flops, bytes=read, devices=devices, dtype=dtype)
     return out
+
+
+def _generation_read(
+    model: ModelSpec, shape: StepShape, *, replicas: int, running: int | None, weight_bytes: int
+) -> float:
+    """Bytes all ``replicas`` read decoding: each its share of the sequences, ``running`` at a
+    time, reading its own copy of the weights every step."""
+    base, extra = divmod(shape.sequences, replicas)
+    total = 0.0
+    for count, share in ((extra, base + 1), (replicas - extra, base)):
+        if count and share:
+            total += count * generation_bytes(
+                model,
+                share,
+                shape.prompt_tokens,
+                shape.decode_steps,
+                min(running or share, share),
+                weight_bytes,
+            )
+    return total
 
 
 def utilisation_metrics(
@@ -183,7 +245,7 @@ def utilisation_metrics(
         rate = stage.flops / took / stage.devices
         out[f"perf/{name}_flops_per_s"] = rate
         if shares:
-            out[f"perf/{name}_mfu"] = rate / hardware.peak_flops
+            out[f"perf/{name}_mfu"] = rate / stage.peak(hardware)
         if stage.bytes:
             bytes_rate = stage.bytes / took / stage.devices
             out[f"perf/{name}_bytes_per_s"] = bytes_rate

@@ -47,6 +47,8 @@ class Workload:
     ``packing``: training and inference passes pack their rows, so their
     activations cover ``mean_sequence_length`` tokens per sequence (0: the
     full ``sequence_length``, i.e. no gain) instead of the padded length.
+    ``epochs``: passes of the update over the batch (``ppo_epochs``), each of
+    ``optimizer_steps`` mini-batch updates.
     """
 
     batch_size: int = attrs.field(default=1024, validator=_at_least(1))
@@ -63,6 +65,7 @@ class Workload:
     lora_rank: int = attrs.field(default=0, validator=_at_least(0))
     packing: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
     mean_sequence_length: int = attrs.field(default=0, validator=_at_least(0))
+    epochs: int = attrs.field(default=1, validator=_at_least(1))
 
     @property
     def sequences(self) -> int:

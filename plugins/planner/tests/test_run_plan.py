@@ -13,6 +13,7 @@ from hfsdk import HfsdkError
 from hfsdk.core.config import load_run_config
 from hfsdk_planner import get_cluster, plan_for_algorithm
 from hfsdk_planner.cli.plan_command import plan as plan_command
+from hfsdk_planner.flops import forward_flops
 from hfsdk_planner.layout import Layout
 from hfsdk_planner.model_spec import llama_param_count
 from hfsdk_planner.run_plan import (
@@ -373,14 +374,17 @@ def test_check_prices_the_threads_the_run_logged_and_shows_utilisation(tmp_path:
     assert plan.threads_per_device == 2  # logged by the run, not the config's 1
     by = {r.name: r for r in table}
     setup = run_setup(load_run_config("grpo"))
-    params = setup.models["actor"].num_params
+    model = setup.models["actor"]
     sequences = setup.workload.sequences
-    # Training: 6 FLOPs per parameter and token over the padded rows, in 0.020 s.
-    flops = 6 * params * sequences * 12 / 0.020
+    # A pass: the padded rows (12 tokens) through the blocks, the LM head at the response's
+    # 4 positions and the one before them.
+    forward = forward_flops(model, sequences * 12, head_tokens=sequences * 5)
+    # Training: a forward and a backward (three forwards) in 0.020 s.
+    flops = 3 * forward / 0.020
     assert by["training"].flops_per_s == pytest.approx(flops)
     assert by["training"].mfu == pytest.approx(flops / 80e9)
-    # Preparation: the old and reference passes (2 FLOPs each) in the stage's 0.011 s.
-    assert by["preparation"].flops_per_s == pytest.approx(2 * 2 * params * sequences * 12 / 0.011)
+    # Preparation: the old and reference passes in the stage's 0.011 s.
+    assert by["preparation"].flops_per_s == pytest.approx(2 * forward / 0.011)
     result = CliRunner().invoke(plan_command, ["--check", str(run), "--cluster", profile])
     assert result.exit_code == 0, result.output
     assert "MFU" in result.output and "2 CPU thread(s) each" in result.output
@@ -408,9 +412,11 @@ def test_check_counts_the_rows_dpo_trains_two_per_prompt(tmp_path: Path) -> None
     plan, table = check_run(run, "local")
     assert plan.workload.sequences == 32
     assert plan.workload.prompt_length == 5  # not 12: the tokens are over 32 rows, not 16
-    params = run_setup(config).models["actor"].num_params
+    model = run_setup(config).models["actor"]
     training = {r.name: r for r in table}["training"]
-    assert training.flops_per_s == pytest.approx(6 * params * 32 * 7 / 0.020)
+    # 32 rows of 7 tokens, the LM head at the 2 response positions and the one before.
+    flops = 3 * forward_flops(model, 32 * 7, head_tokens=32 * 3)
+    assert training.flops_per_s == pytest.approx(flops / 0.020)
 
 
 def test_the_step_observer_logs_the_trained_batch_rows() -> None:

@@ -9,6 +9,8 @@ import pytest
 
 from hfsdk.core.config import load_run_config
 from hfsdk_planner.cluster import local
+from hfsdk_planner.flops import forward_flops
+from hfsdk_planner.model_spec import ModelSpec
 
 ONE_THREAD_PEAK = 50e9
 TWO_THREAD_PEAK = 80e9
@@ -56,14 +58,22 @@ def test_a_run_logs_mfu_equal_to_its_flops_over_its_seconds_over_the_peak(
     assert torch.get_num_threads() == threads
     # The parameters the planner counts are the model's own (its config read by the planner).
     model = AutoModelForCausalLM.from_pretrained(default_model_dir())
-    params = sum(p.numel() for p in model.parameters())
-    tokens = 8 * row["perf/sequence_width"]  # 8 rows padded to the batch's width
+    spec = ModelSpec.from_hf_config(model.config.to_dict())
+    assert spec.num_params == sum(p.numel() for p in model.parameters())
+    width = row["perf/sequence_width"]
+    tokens = 8 * width  # 8 rows padded to the batch's width
+    # The LM head runs at each row's response columns (the longest response) and one more.
+    real = row.get("perf/tokens") or row["perf/throughput_tokens_per_s"] * row["timing/step_s"]
+    prompt = real / 8 - row["response_length/mean"]
+    longest = max(row["response_length/mean"], width - prompt)
+    kept = min(config.rollout.max_response_length, longest) + 1
+    forward = forward_flops(spec, tokens, head_tokens=min(tokens, 8 * kept))
     assert row["perf/worker_threads"] == 2
     # The run's device used two threads: the two-thread peak is the one it is measured against.
-    update = 6 * params * tokens / row["timing/update_actor_s"]
+    update = 3 * forward / row["timing/update_actor_s"]
     assert row["perf/update_actor_flops_per_s"] == pytest.approx(update, rel=1e-9)
     assert row["perf/update_actor_mfu"] == pytest.approx(update / TWO_THREAD_PEAK, rel=1e-9)
-    reference = 2 * params * tokens / row["timing/ref_log_prob_s"]
+    reference = forward / row["timing/ref_log_prob_s"]
     assert row["perf/ref_log_prob_mfu"] == pytest.approx(reference / TWO_THREAD_PEAK, rel=1e-9)
     assert "perf/old_log_prob_mfu" not in row  # on-policy: the pass was skipped
     assert row["perf/generation_bandwidth_util"] > 0 and row["perf/generation_mfu"] > 0

@@ -82,7 +82,7 @@ CASES = [
      _cluster(12, memory=24e9, per_node=4)),
     (SAFE_RLHF_SPEC.dataflow, {"actor": "7B", "critic": ODD_1_3B, "cost_critic": ODD_1_3B,
                                   "reference": ODD_1_3B, "reward": ODD_1_3B, "cost": ODD_1_3B},
-     _cluster(16)),
+     _cluster(16, memory=60e9)),  # 60 GB: with 80 every role colocates
 ]  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from hfsdk import HfsdkError
 from hfsdk_backend_common.hybrid.accounting import uniform_transition_bytes
 from hfsdk_backend_common.hybrid.layout import GenLayout, TrainLayout
 from hfsdk_planner.cluster import a100_80gb
+from hfsdk_planner.flops import forward_flops, training_flops
 from hfsdk_planner.layout import (
     GenerationLayout,
     Layout,
@@ -19,7 +20,7 @@ from hfsdk_planner.layout import (
     training_layouts,
 )
 from hfsdk_planner.model_spec import named_model
-from hfsdk_planner.simulator import Simulator, SimulatorSettings
+from hfsdk_planner.simulator import Simulator, SimulatorSettings, head_tokens
 from hfsdk_planner.workload import RoleTask, Workload
 
 SEVEN = named_model("7B")
@@ -37,14 +38,15 @@ def _sim(devices: int = 8, **changes: float) -> Simulator:
 def test_inference_without_model_parallelism_is_pure_compute() -> None:
     sim = _sim(8)
     seconds = sim.inference_seconds(SEVEN, Layout(1, 1, 8), W)
-    flops = 2 * SEVEN.num_params * W.tokens
+    flops = forward_flops(SEVEN, W.tokens, head_tokens(W))
     assert seconds == pytest.approx(flops / (8 * 312e12 * SETTINGS.inference_efficiency))
 
 
 def test_training_adds_gradient_all_reduce_per_optimizer_step() -> None:
     sim = _sim(8)
     single = sim.training_seconds(SEVEN, Layout(1, 1, 1), W)
-    compute = 8 * SEVEN.num_params * W.tokens / (312e12 * SETTINGS.training_efficiency)
+    flops = training_flops(SEVEN, W.tokens, W.recompute, head_tokens(W))
+    compute = flops / (312e12 * SETTINGS.training_efficiency)
     adam = 28 * SEVEN.num_params / (2.039e12 * SETTINGS.decode_bandwidth_efficiency)
     assert single == pytest.approx(compute + W.optimizer_steps * adam)
     replicated = sim.training_seconds(SEVEN, Layout(1, 1, 8), W)
@@ -53,6 +55,13 @@ def test_training_adds_gradient_all_reduce_per_optimizer_step() -> None:
     # The distributed optimizer: each device updates its eighth of the Adam state.
     expected = compute / 8 + W.optimizer_steps * (ring + adam / 8)
     assert replicated == pytest.approx(expected)
+
+
+def test_every_epoch_runs_the_batch_s_passes_and_updates_again() -> None:
+    sim = _sim(8)
+    one = sim.training_seconds(SEVEN, Layout(1, 1, 1), W)
+    four = sim.training_seconds(SEVEN, Layout(1, 1, 1), attrs.evolve(W, epochs=4))
+    assert four == pytest.approx(4 * one)
 
 
 def test_pipeline_bubble_and_tensor_parallel_cost_time() -> None:
@@ -240,11 +249,8 @@ def test_a_calibrated_profile_adds_a_decode_steps_reads_and_matmuls() -> None:
             * SEVEN.num_params
             / (roofline.memory_bandwidth * settings.decode_bandwidth_efficiency)
         )
-        flops = (
-            2
-            * SEVEN.num_params
-            * running
-            / (roofline.peak_flops * settings.decode_compute_efficiency)
+        flops = forward_flops(SEVEN, running) / (
+            roofline.peak_flops * settings.decode_compute_efficiency
         )
         assert plain.decode_step_seconds(SEVEN, 1, running, 0) == pytest.approx(max(reads, flops))
         assert cpu.decode_step_seconds(SEVEN, 1, running, 0) == pytest.approx(reads + flops)

@@ -9,7 +9,8 @@ from hfsdk_planner.cluster import local
 from hfsdk_planner.model_spec import ModelSpec
 from hfsdk_planner.utilisation import StageWork, stage_work, step_shape, utilisation_metrics
 
-# The tiny Llama of test_flops.py: 1480 parameters, 64 KV-cache bytes per token.
+# The tiny Llama of test_flops.py: 1480 parameters (1280 in the blocks' matrices), 64
+# KV-cache bytes per token in bf16.
 TINY = ModelSpec.from_shape(
     name="tiny",
     num_layers=2,
@@ -52,11 +53,62 @@ def test_stage_work_follows_the_role_kinds_and_their_timings() -> None:
     }
     work = stage_work(roles, shape, weight_bytes=4)
     assert set(work) == {"generation", "old_log_prob", "ref_log_prob", "update_actor"}
-    assert work["update_actor"].flops == 6 * 1480 * 36
-    assert work["ref_log_prob"].flops == 2 * 1480 * 36
-    assert work["generation"].flops == 2 * 1480 * 3 * (6 + 6)
-    # 6 steps, each the fp32 weights and 3 sequences' caches of mean context 6 + 6 / 2 = 9.
-    assert work["generation"].bytes == 6 * (4 * 1480 + 3 * 9 * 64)
+    # The blocks' 1280 matrix parameters at all 36 tokens, the LM head (8 x 10) at the
+    # response positions only: 3 rows x (6 + 1).
+    assert shape.head_tokens == 21
+    forward = 2 * (1280 * 36 + 80 * 21)
+    assert work["update_actor"].flops == 3 * forward
+    assert work["ref_log_prob"].flops == forward
+    assert work["generation"].flops == 2 * (1280 + 80) * 3 * (6 + 6)
+    # 6 steps, each the fp32 weights and 3 sequences' fp32 caches of mean context 6 + 6 / 2.
+    assert work["generation"].bytes == 6 * (4 * 1480 + 3 * 9 * 128)
+
+
+def test_a_critic_s_head_is_one_wide_at_every_position() -> None:
+    shape = step_shape(
+        {"perf/tokens": 30.0, "response_length/mean": 4.0, "perf/sequence_width": 12.0}, 3, 64
+    )
+    work = stage_work({"critic": ("value", ("inference", "training"), TINY, 1)}, shape)
+    assert work["values"].flops == 2 * (1280 + 8) * 36
+    assert work["update_critic"].flops == 3 * 2 * (1280 + 8) * 36
+
+
+def test_each_role_s_own_epochs_recompute_and_width_count() -> None:
+    from hfsdk_planner.workload import Workload
+
+    shape = step_shape(
+        {"perf/tokens": 30.0, "response_length/mean": 4.0, "perf/sequence_width": 12.0}, 3, 64
+    )
+    roles = {
+        "actor": ("policy", ("training",), TINY, 1),
+        "critic": ("value", ("training",), TINY, 1),
+    }
+    plain = stage_work(roles, shape, recompute=True)
+    own = {
+        "actor": Workload(batch_size=3, optimizer_steps=1, epochs=4, recompute=True),
+        "critic": Workload(batch_size=3, optimizer_steps=1, recompute=False),
+    }
+    work = stage_work(roles, shape, recompute=True, workloads=own)
+    assert work["update_actor"].flops == 4 * plain["update_actor"].flops
+    assert work["update_critic"].flops == 3 * 2 * (1280 + 8) * 36  # no recomputation
+
+
+def test_generation_bytes_count_each_replica_s_weights() -> None:
+    """Two replicas each decode half the rows and read the whole weights every step."""
+    from hfsdk_planner.flops import generation_bytes
+
+    shape = step_shape(
+        {"perf/tokens": 40.0, "response_length/mean": 4.0, "perf/sequence_width": 10.0}, 4, 64
+    )
+    roles = {"actor": ("policy", ("generation",), TINY, 2)}
+    two = stage_work(roles, shape, running=4)
+    half = generation_bytes(TINY, 2, shape.prompt_tokens, shape.decode_steps)
+    assert two["generation"].bytes == 2 * half
+    one = stage_work({"actor": ("policy", ("generation",), TINY, 1)}, shape, running=4)
+    assert two["generation"].flops == one["generation"].flops
+    # A tensor-parallel pair is one replica: the weights are read once per step.
+    tp = stage_work(roles, shape, running=4, generation_tp=2)
+    assert tp["generation"].bytes < two["generation"].bytes
 
 
 def test_utilisation_is_flops_over_seconds_over_the_peak() -> None:
