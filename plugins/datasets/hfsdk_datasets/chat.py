@@ -10,6 +10,10 @@ Without one they get the *plain rendering* (documented in ``docs/migrating.md``)
 - anything else renders as one ``role: content`` line per message, followed
   by an ``assistant:`` line that cues the response (the plain counterpart of
   ``add_generation_prompt=True``).
+
+A message's content may also be TRL's list of parts (``[{"type": "image"}, {"type": "text",
+"text": "..."}]``): it becomes one string, each image part the ``<image>`` placeholder of
+verl's layout (which the vision rollout expands), the parts joined by spaces.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ def check_messages(value: Any, where: str) -> Messages:
         calls = _tool_calls(message.get("tool_calls"), f"{where}: message {index}")
         if calls and role == "assistant" and content is None:
             content = ""  # the OpenAI form of a turn that only calls tools
+        content = _parts_text(content, f"{where}: message {index} ({role})")
         if not isinstance(content, str):
             raise HfsdkError(
                 f"{where}: message {index} ({role}) has no text 'content' (got {content!r}, "
@@ -76,6 +81,41 @@ def check_messages(value: Any, where: str) -> Messages:
             checked["tool_calls"] = calls
         messages.append(checked)
     return messages
+
+
+IMAGE_PLACEHOLDER = "<image>"
+"""What an image content part renders as: verl's placeholder, which a vision rollout expands."""
+
+PARTS_EXPECTED = (
+    "write the content as a string ('<image> what is shown?') or as parts "
+    "[{'type': 'image'}, {'type': 'text', 'text': '...'}]"
+)
+
+
+def _parts_text(content: Any, where: str) -> Any:
+    """TRL's content parts as text: each ``{"type": "image"}`` as ``<image>`` and each
+    ``{"type": "text", "text": ...}`` as its text, joined by spaces (as the vision plugin's
+    loader renders them); any other content is returned as it is."""
+    import numpy as np  # parquet rows hold lists as arrays
+
+    if isinstance(content, np.ndarray):
+        content = content.tolist()
+    if not isinstance(content, list) or not content:
+        return content
+    if not all(isinstance(part, Mapping) for part in content):
+        return content
+    pieces = []
+    for number, part in enumerate(content):
+        kind, text = part.get("type"), part.get("text")
+        if kind == "image":
+            pieces.append(IMAGE_PLACEHOLDER)
+        elif kind == "text" and isinstance(text, str):
+            pieces.append(text)
+        else:
+            # A part with any other type (image_url, video, ...) or no text has no rendering.
+            shown = {k: v for k, v in part.items() if v is not None}
+            raise HfsdkError(f"{where}: content part {number} is {shown!r}; {PARTS_EXPECTED}")
+    return " ".join(pieces)
 
 
 def _tool_calls(value: Any, where: str) -> list[dict[str, Any]]:

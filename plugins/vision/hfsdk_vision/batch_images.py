@@ -13,7 +13,7 @@ batch's widest row:
 :func:`flat_images` turns any selection of such rows back into the model's layout. Two batches
 concatenate only at the same widths (``Batch.concat`` needs equal per-row shapes), so a
 rollout whose data-parallel ranks' outputs are concatenated pads every rank's columns to the
-widest rank's (:func:`agreed_widths`).
+widest rank's (:func:`agreed_widths`), and its prompts to the widest rank's (:func:`agreed_width`).
 """
 
 from __future__ import annotations
@@ -54,6 +54,18 @@ def agreed_widths(widths: tuple[int, int], group: Any) -> tuple[int, int]:
     both = torch.tensor(widths, dtype=torch.long)
     dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group)
     return int(both[0]), int(both[1])
+
+
+def agreed_width(width: int, group: Any) -> int:
+    """The widest of every rank's ``width`` over ``group`` (collective; ``None``: this one)."""
+    if group is None:
+        return width
+    import torch
+    import torch.distributed as dist
+
+    widest = torch.tensor([width], dtype=torch.long)
+    dist.all_reduce(widest, op=dist.ReduceOp.MAX, group=group)
+    return int(widest[0])
 
 
 def per_row_images(

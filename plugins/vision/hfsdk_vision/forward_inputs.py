@@ -55,8 +55,48 @@ class Qwen2VLImages(ModelInputs):
         if len(grids):  # rows without images: the tower must not run on nothing
             out["pixel_values"] = pixel_values.to(device)
             out["image_grid_thw"] = grids
+        elif _is_sharded(model):
+            # FSDP shards the tower's blocks as units whose all-gathers (and gradient
+            # reduce-scatters) every rank must join, also when another rank's rows have images.
+            _run_tower_in_next_forward(model)
         return out
 
     def suppressed_token_ids(self, model: torch.nn.Module) -> list[int]:
         """The vision tokens generation suppresses (:func:`vision_token_ids`)."""
         return vision_token_ids(model.config)
+
+
+def _is_sharded(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s parameters are FSDP2 shards (DTensors): a data-parallel forward."""
+    from torch.distributed.tensor import DTensor
+
+    return any(isinstance(p, DTensor) for p in model.parameters())
+
+
+def _run_tower_in_next_forward(model: torch.nn.Module) -> None:
+    """Make the next forward of ``model`` run its vision tower on one blank image and add 0 ×
+    its features to the text embeddings: the logits are unchanged and gradients reach every
+    tower block, so the sharded tower's collectives match a rank whose rows have images."""
+    import torch
+
+    unwrap = getattr(model, "get_base_model", None)  # a LoRA actor: peft's wrapper
+    base = (unwrap() if callable(unwrap) else model).model
+    vision = model.config.vision_config
+    merge = vision.spatial_merge_size
+    patch_dim = vision.in_channels * vision.temporal_patch_size * vision.patch_size**2
+    stale = getattr(base, "_hfsdk_blank_tower", None)
+    if stale is not None:  # a forward that failed before its hook ran
+        stale.remove()
+
+    def hook(_module: torch.nn.Module, args: Any, kwargs: dict[str, Any]) -> Any:
+        handle.remove()
+        base._hfsdk_blank_tower = None
+        embeds = kwargs["inputs_embeds"]
+        grid = torch.tensor([[1, merge, merge]], device=embeds.device)
+        pixels = torch.zeros(merge * merge, patch_dim, device=embeds.device)
+        features = base.get_image_features(pixels, grid, return_dict=True).pooler_output
+        blank = torch.cat(features).sum().to(embeds.dtype)
+        return args, {**kwargs, "inputs_embeds": embeds + 0 * blank}
+
+    handle = base.language_model.register_forward_pre_hook(hook, with_kwargs=True)
+    base._hfsdk_blank_tower = handle

@@ -37,6 +37,14 @@ class VisionProcessor:
         """Patches merged along each side into one vision feature."""
         return int(self.image_processor.merge_size)
 
+    @property
+    def patch_dim(self) -> int:
+        """Values per patch in ``pixel_values``' last dimension: channels · t · patch²."""
+        ip = self.image_processor
+        # The normalisation has one mean per channel: its length is the channel count.
+        channels = len(ip.image_mean)
+        return channels * int(ip.temporal_patch_size) * int(ip.patch_size) ** 2
+
     def encode_images(self, images: Sequence[Image]) -> dict[str, torch.Tensor]:
         """``pixel_values`` (patches of all images, concatenated) and ``image_grid_thw`` (N, 3)."""
         out = self.image_processor(images=list(images), return_tensors="pt")
@@ -81,7 +89,8 @@ class VisionProcessor:
 
     def encode_image_rows(self, images: Sequence[Sequence[Image]]) -> dict[str, torch.Tensor]:
         """:meth:`encode_images` of every row's images at once, plus ``images_per_row`` (B,);
-        rows without any image give empty ``pixel_values`` and ``image_grid_thw``."""
+        rows without any image give empty ``pixel_values`` (0 patches of :attr:`patch_dim`
+        values, so they concatenate with other ranks' patches) and ``image_grid_thw``."""
         import torch
 
         flat = [image for row in images for image in row]
@@ -89,7 +98,7 @@ class VisionProcessor:
             self.encode_images(flat)
             if flat
             else {
-                "pixel_values": torch.zeros(0, 0),
+                "pixel_values": torch.zeros(0, self.patch_dim),
                 "image_grid_thw": torch.zeros(0, 3, dtype=torch.long),
             }
         )

@@ -43,7 +43,7 @@ from hfsdk import (
     help_field,
 )
 from hfsdk_backend_common.rollout.actor_weights import ActorWeights
-from hfsdk_vision.batch_images import agreed_widths, per_row_images, row_widths
+from hfsdk_vision.batch_images import agreed_width, agreed_widths, per_row_images, row_widths
 from hfsdk_vision.data import decode_image, resolved_item, row_base
 from hfsdk_vision.forward_inputs import NAME as MODEL_INPUTS_NAME
 from hfsdk_vision.generation import sample
@@ -245,7 +245,7 @@ class VisionRollout(RolloutBackend):
             if greedy is not None
             else prompts.meta.get("greedy", self.config.temperature == 0)
         )
-        encoded = self.encode(prompts)
+        encoded = self._agreed_prompt_width(self.encode(prompts))
         width = self.config.max_response_length
         held = self._held
         with contextlib.nullcontext(held) if held is not None else self._weights.module() as module:
@@ -290,6 +290,17 @@ class VisionRollout(RolloutBackend):
         out.meta[MODEL_INPUTS] = MODEL_INPUTS_NAME
         return out
 
+    def _agreed_prompt_width(self, encoded: dict[str, Any]) -> dict[str, Any]:
+        """``encoded`` left-padded to the widest data-parallel rank's prompts (collective), so
+        the ranks' sequences concatenate whatever each rank's texts and images expand to.
+        Inside :meth:`serving` calls are this rank's alone: no agreement there."""
+        dp = self.actor.dp
+        if dp.size <= 1 or self._held is not None:
+            return encoded
+        widest = agreed_width(int(encoded["input_ids"].shape[1]), dp.group)
+        pad = self.actor.tokenizer.pad_token_id
+        return {**encoded, **left_padded(encoded, widest, pad)}
+
     def _image_columns(self, pixel_values: Any, grids: Any, per_row: Any) -> dict[str, Any]:
         """Per-row image columns as wide as the widest data-parallel rank's (collective), so
         the ranks' outputs concatenate whatever images each drew. Inside :meth:`serving` calls
@@ -315,3 +326,15 @@ class VisionRollout(RolloutBackend):
 
     def update_weights(self, actor: ActorSource) -> None:
         """Nothing to do: every call reads the actor's current weights."""
+
+
+def left_padded(encoded: Mapping[str, Any], width: int, pad_id: int) -> dict[str, Any]:
+    """``input_ids`` (``pad_id``) and ``attention_mask`` (0) of ``encoded`` left-padded to
+    ``width`` columns; the padding is masked, so positions and image tokens are unchanged."""
+    import torch.nn.functional as F
+
+    extra = width - int(encoded["input_ids"].shape[1])
+    return {
+        "input_ids": F.pad(encoded["input_ids"], (extra, 0), value=pad_id),
+        "attention_mask": F.pad(encoded["attention_mask"], (extra, 0), value=0),
+    }

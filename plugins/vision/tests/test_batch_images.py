@@ -65,3 +65,37 @@ def test_rows_whose_images_were_swapped_are_named(vlm, batch: Batch) -> None:
         broken.tensors[key][1] = batch[key][2]
     with pytest.raises(HfsdkError, match=r"^row 1: 4 image tokens in the sequence but its 2"):
         batch_log_probs(model, broken)
+
+
+def test_a_rank_without_images_concatenates_with_a_rank_with_images(vlm) -> None:
+    """Each data-parallel rank encodes its own rows; one that drew no image must still give
+    patches of the processor's width, or the ranks' outputs do not concatenate."""
+    from hfsdk_vision.batch_images import per_row_images, row_widths
+
+    _, processor = vlm
+    ranks = [processor.encode_image_rows([[], []])]
+    ranks.append(processor.encode_image_rows([[noise_image(0)], [noise_image(1)]]))
+    keys = ("image_grid_thw", "images_per_row")
+    widths = max(row_widths(*(r[k] for k in keys)) for r in ranks)
+    columns = [per_row_images(r["pixel_values"], *(r[k] for k in keys), widths) for r in ranks]
+    assert columns[0]["pixel_values"].shape[-1] == columns[1]["pixel_values"].shape[-1]
+    both = Batch.concat([Batch.from_dict(tensors=c) for c in columns])
+    assert both["images_per_row"].tolist() == [0, 0, 1, 1]
+
+
+def test_prompts_left_padded_to_another_ranks_width_sample_and_score_alike(vlm) -> None:
+    """A rank's prompts widened to the widest rank's (masked left padding) give the same
+    greedy responses, and the recomputed log-probs still equal the sampler's."""
+    from hfsdk_vision.rollout import left_padded
+
+    model, processor = vlm
+    enc = processor([expand_placeholders("<image> red")], [[noise_image(3)]])
+    pad = processor.tokenizer.pad_token_id
+    wide = {**enc, **left_padded(enc, enc["input_ids"].shape[1] + 5, pad)}
+    assert wide["attention_mask"][0, :5].tolist() == [0] * 5
+    plain, padded = (sample(model, e, max_new_tokens=4, do_sample=False) for e in (enc, wide))
+    assert torch.equal(padded.responses, plain.responses)
+    batch = rollout_batch(padded)
+    with torch.no_grad():
+        scored = batch_log_probs(model, batch)
+    torch.testing.assert_close(scored, batch["rollout_log_probs"], atol=ATOL, rtol=0)

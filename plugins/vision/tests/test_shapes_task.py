@@ -14,7 +14,7 @@ from hfsdk import get_registry, load_run_config
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk_vision.log_probs import response_log_probs
 from hfsdk_vision.model import load_tiny_vlm
-from hfsdk_vision.shapes import COLOURS, PROMPT, draw
+from hfsdk_vision.shapes import COLOURS, PROMPT, QUESTION, draw, shapes_rows, write_parquet
 from hfsdk_vision.shapes_task import ensure_shapes_assets, shapes_settings
 from hfsdk_vision.tokens import expand_placeholders
 
@@ -90,13 +90,29 @@ def test_resume_mid_run_is_exact(task_dir: Path, tmp_path: Path) -> None:
 
 @pytest.mark.heavy  # Ray workers: about 40 s
 def test_two_data_parallel_ranks_train_on_images(task_dir: Path, tmp_path: Path) -> None:
+    # Unshuffled, each step's first 4 prompts go to rank 0 and the next 4 to rank 1. Step 1:
+    # rank 1's prompts are longer, so the ranks' prompt widths differ and must be agreed on.
+    # Step 2: rank 0's prompts have no image, yet its patches must concatenate with rank 1's
+    # and its forwards must join the sharded vision tower's collectives.
+    data = shapes_rows(16, seed=0)
+    for row in data[4:8]:
+        row["prompt"] = [{"role": "user", "content": f"{QUESTION} {PROMPT}"}]
+    for row in data[8:12]:
+        row["prompt"], row["images"] = [{"role": "user", "content": QUESTION}], []
+    train = write_parquet(data, tmp_path / "train.parquet")
     rows = _train(
-        task_dir, tmp_path / "run", "placement.pools.global.devices=2", "trainer.total_steps=2"
+        task_dir,
+        tmp_path / "run",
+        "placement.pools.global.devices=2",
+        "trainer.total_steps=2",
+        f"data.train_files=[{train}]",
+        "data.shuffle=false",
     )
     assert len(rows) == 2
     for row in rows:
         # Each rank generated its rows from a module filled from the sharded actor's weights;
-        # the training forward saw the same pixels, grids and positions.
+        # the training forward saw the same pixels, grids and positions (and the left padding
+        # that agreed the ranks' prompt widths).
         assert row["rollout/log_prob_diff_max"] < 1e-5
         assert row["actor/grad_norm"] > 0
 
