@@ -29,6 +29,17 @@ def check_model_path(key: str, path: str | None) -> None:
             f"{key}={path!r} does not exist; point it at a local HF model directory (made with "
             "save_pretrained; hfsdk never downloads from the hub) or unset it for the default task"
         )
+    if (
+        directory.is_dir()
+        and (directory / "adapter_config.json").is_file()
+        and not (directory / "config.json").is_file()
+    ):
+        # A LoRA run's actor_hf/ (or export) is the adapter alone: its model is in merged/.
+        raise HfsdkError(
+            f"{key}={path!r} holds a LoRA adapter, not a model (adapter_config.json, no "
+            f"config.json); point it at {str(directory / 'merged')!r}, the merged model "
+            "(written with actor.lora.export_merged=true or by hfsdk export)"
+        )
     if not directory.is_dir() or not (directory / "config.json").is_file():
         raise HfsdkError(
             f"{key}={path!r} is not an HF model directory (no config.json there); point it at a "

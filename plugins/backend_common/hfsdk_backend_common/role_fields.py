@@ -72,7 +72,7 @@ class TrainedRoleConfig(RoleConfig):
     )
     """Shuffle samples into mini-batches (each epoch; seeded by ``seed`` and the update count)."""
     seed: int = help_field(
-        "Seed of the mini-batch shuffle.",
+        "Seed of the mini-batch shuffle and of the LoRA adapters' initialisation (lora.rank > 0).",
         default=0,
     )
 

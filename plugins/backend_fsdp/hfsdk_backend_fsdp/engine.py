@@ -65,6 +65,8 @@ CHECKPOINT_FILE = "{role}_engine.pt"
 DCP_DIR = "{role}_dcp"
 """Sharded checkpoint directory (``torch.distributed.checkpoint``: one shard file per rank)."""
 EXTRA_FILE = "extra.pt"
+BASE_BIT_SUM_KEY = "lora_base_bit_sum"
+"""``extra.pt``'s record of a LoRA actor's frozen base (:meth:`FSDPEngine._base_bit_sum`)."""
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -257,6 +259,44 @@ class FSDPEngine:
             # With LoRA only the adapters train: the frozen base gets no optimizer state.
             trained = [p for p in self.module.parameters() if p.requires_grad]
             self.optimizer, self.scheduler = build_optimizer(trained, config.optim, total_steps)
+        # Once, here: a LoRA checkpoint holds the adapters only, so a resume must find the
+        # base it was trained on in model_path (one pass over this rank's shard of it).
+        self.base_bit_sum = self._base_bit_sum() if self.lora else None
+
+    def _base_bit_sum(self) -> int:
+        """The frozen base weights' exact bit sum (:func:`~hfsdk_backend_common.bit_sum`)
+        over every rank: the same at any world size and on any device (every rank must call)."""
+        from torch.distributed.tensor import DTensor
+
+        from hfsdk_backend_common import bit_sum
+
+        total = 0
+        for param in self.module.parameters():
+            if param.requires_grad:
+                continue
+            if isinstance(param, DTensor):  # shards add up to the full tensor's sum
+                total += bit_sum(param.to_local().detach())
+            elif self.dp.rank == 0:  # every rank holds all of it: counted once
+                total += bit_sum(param.detach())
+        if not self.dp.distributed:
+            return total
+        import torch.distributed as dist
+
+        totals: list[int | None] = [None] * self.dp.size
+        dist.all_gather_object(totals, total, group=self.dp.group)
+        return sum(t or 0 for t in totals)
+
+    def _base_changed(self, extra: dict[str, Any], path: Path) -> str | None:
+        """Why the checkpoint at ``path`` (its ``extra``) was trained on another base model than
+        ``model_path`` holds now (``None``: the same, or a checkpoint older than the record)."""
+        saved = extra.get(BASE_BIT_SUM_KEY)
+        if not self.lora or saved is None or saved == self.base_bit_sum:
+            return None
+        return (
+            f"{path} holds LoRA adapters trained on another base model than "
+            f"{str(self.model_path)!r} holds now (its weights changed since the checkpoint was "
+            f"saved); restore that base model in {self.role}.model_path, or start a new run"
+        )
 
     def _attn_implementation(self) -> str | None:
         """``attn_implementation`` with ``auto`` resolved (``None``: keep the model's default)."""
@@ -514,6 +554,8 @@ class FSDPEngine:
             }
             if self.scheduler is not None:
                 extra["scheduler"] = self.scheduler.state_dict()
+            if self.lora:
+                extra[BASE_BIT_SUM_KEY] = self.base_bit_sum
             torch.save(extra, path / EXTRA_FILE)
         self._barrier()
         return path
@@ -571,6 +613,8 @@ class FSDPEngine:
                 # (DCP's CheckpointException is a BaseException; it reaches every rank)
                 cause = rank_failure(exc) if isinstance(exc, CheckpointException) else exc
                 failure = f"{path} cannot be read ({type(cause).__name__}: {_first_line(cause)})"
+        if failure is None:
+            failure = self._base_changed(extra, path)
         failure = self._any_failure(failure)
         if failure is not None:
             raise HfsdkError(failure)
@@ -644,6 +688,18 @@ class FSDPEngine:
             return directory
         if self.dp.rank == 0:
             self._write_hf(state, directory)
+        self._barrier()
+        return directory
+
+    def export_base_hf(self, directory: str | Path) -> Path:
+        """A LoRA actor's frozen base model, adapters left out, in HF format with its tokenizer
+        (rank 0 writes; every rank must call): the export of a reference that shares it."""
+        from hfsdk_backend_fsdp import lora
+
+        state = sharding.full_model_state(self.module)
+        directory = Path(directory)
+        if self.dp.rank == 0:
+            self._write_hf(lora.base_state(state), directory)
         self._barrier()
         return directory
 

@@ -307,3 +307,9 @@ def export_adapter(
 def merged_state(module: nn.Module, full_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The merged model's HF state dict from a peft module's full state dict."""
     return dict(merged_weights(full_state.items(), scaling(module), fan_in_fan_out_modules(module)))
+
+
+def base_state(full_state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The frozen base model's HF state dict from a peft module's full state dict: the
+    adapter tensors left out, the rest under plain HF names."""
+    return {hf_name(name): tensor for name, tensor in full_state.items() if ".lora_" not in name}

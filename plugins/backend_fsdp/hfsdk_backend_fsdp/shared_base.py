@@ -117,5 +117,6 @@ class BaseOfLoraActor:
         """Nothing to read (see :meth:`save_checkpoint`)."""
 
     def export_hf(self, directory: str | Path) -> Path:
-        """Not exported: the reference is the base model's own directory."""
-        return Path(self.actor.model_path)
+        """The base model (the actor's weights without its adapters) in HF format in
+        ``directory``, as a reference of its own would write itself (every rank must call)."""
+        return self.actor.export_base_hf(directory)

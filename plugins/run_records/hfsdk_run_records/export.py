@@ -156,6 +156,7 @@ def export_checkpoint(
             for role in wanted:
                 target = tmp if len(wanted) == 1 and roles else tmp / role
                 session.groups[role].export_hf(str(target))
+                check_written(role, target)
                 written[role] = out if target == tmp else out / role
         stop.check()
         _publish(tmp, out, one_entry=into_cwd)
@@ -168,6 +169,21 @@ def export_checkpoint(
     finally:
         stop.restore()
     return written
+
+
+MODEL_FILES = ("config.json", "adapter_config.json")
+"""What an exported role's directory holds: an HF model, or a LoRA actor's adapter."""
+
+
+def check_written(role: str, directory: Path) -> None:
+    """Refuse a role whose export left ``directory`` without a model: its backend reported
+    success, but an empty folder at ``--out`` is no export."""
+    if not any((directory / name).is_file() for name in MODEL_FILES):
+        raise HfsdkError(
+            f"the {role} export wrote no model (no config.json or adapter_config.json in "
+            f"{str(directory)!r}); nothing was written to --out; export the other roles with "
+            "--role and report this as a bug"
+        )
 
 
 _PRUNED = (
