@@ -109,11 +109,6 @@ def field_help(cls: type, prefix: str = "") -> list[FieldHelp]:
     return out
 
 
-def missing_help(cls: type) -> list[str]:
-    """Dotted names of the fields of ``cls`` that carry no help text."""
-    return [f.name for f in field_help(cls) if not f.help.strip()]
-
-
 def explain(section: str, value: Any, sources: dict[str, str] | None = None) -> list[str]:
     """Lines ``section.key: value`` then the field's help, for every field of a section value.
 

@@ -53,14 +53,17 @@ def resumable_keys(config: Any) -> set[tuple[str, str]]:
     return keys
 
 
-def _differences(old: Mapping[str, Any], new: Mapping[str, Any], prefix: tuple = ()) -> list:
+def _differences(old: Mapping, new: Mapping, prefix: tuple = (), value: Any = None) -> list:
     out = []
     for key in sorted(set(old) | set(new), key=str):
         a, b = old.get(key), new.get(key)
-        if key not in old:
-            continue  # a key added to hfsdk after the run started: it had its default then
+        # A field added to hfsdk after the run started had its default then; an entry added
+        # to a dict-valued setting (``placement.pools``, ``placement.roles``) is a change.
+        if key not in old and not isinstance(value, Mapping):
+            continue
         if isinstance(a, Mapping) and isinstance(b, Mapping):
-            out.extend(_differences(a, b, (*prefix, key)))
+            child = value.get(key) if isinstance(value, Mapping) else getattr(value, str(key), None)
+            out.extend(_differences(a, b, (*prefix, key), child))
         elif a != b and absolute_if_exists(a) != b:  # recorded relative paths: read from here
             out.append((*prefix, key))
     return out
@@ -72,7 +75,7 @@ def config_changes(old: Mapping[str, Any], config: Any) -> list[str]:
     allowed = resumable_keys(config)
     return [
         ".".join(map(str, key))
-        for key in _differences(old, config.to_dict())
+        for key in _differences(old, config.to_dict(), (), config)
         if tuple(key) not in allowed
     ]
 

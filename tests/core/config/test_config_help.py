@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 import hfsdk
 from hfsdk.core.cli.main import cli
-from hfsdk.core.config.help import field_help, help_field, missing_help
+from hfsdk.core.config.help import field_help, help_field
 from hfsdk.core.config.run_config import section_classes
 from hfsdk.core.config.signal_config import SignalConfig
 
@@ -21,6 +21,11 @@ KINDS = (
     "rollout_backends",
     "reward_functions",
 )
+
+
+def missing_help(cls: type) -> list[str]:
+    """Dotted names of the fields of ``cls`` that carry no help text."""
+    return [f.name for f in field_help(cls) if not f.help.strip()]
 
 
 def _config_classes() -> dict[str, type]:

@@ -80,3 +80,25 @@ def test_a_directory_that_is_no_run_is_not_overwritten(tmp_path: Path, name: str
     other.mkdir()
     (other / "model.safetensors").touch()  # files the run never writes are left alone
     RunDirectory(other).check_path()
+
+
+def test_an_entry_added_to_a_dict_setting_is_a_change() -> None:
+    # An added rollout pool or role placement was skipped as "a key added to hfsdk later":
+    # the resume then crashed (a pool) or ran silently at another data-parallel size.
+    saved = load_run_config("grpo", None, []).to_dict()
+    for override, key in (
+        ("placement.pools.rollout.devices=1", "placement.pools.rollout"),
+        ("placement.roles={reference: global}", "placement.roles.reference"),
+    ):
+        assert config_changes(saved, load_run_config("grpo", None, [override])) == [key]
+    del saved["trainer"]["max_mismatch_kl"]  # a field added after the run started
+    assert config_changes(saved, load_run_config("grpo", None, [])) == []
+
+
+def test_the_docs_list_every_resumable_key() -> None:
+    text = (Path(__file__).parents[3] / "docs" / "training.md").read_text()
+    _, _, rest = text.partition("Only these keys may change on resume")
+    listed = rest.split("Any other difference", 1)[0]
+    for section_name, field in resumable_keys(load_run_config("grpo", None, [])):
+        name = f"{section_name}.{field}" if section_name != "trainer" else field
+        assert f"`{name}`" in listed or f"`trainer.{field}`" in listed, name
