@@ -187,6 +187,9 @@ class RolloutBackend(abc.ABC):
     it is ready; otherwise it batches the turns of all trajectories through
     :meth:`generate_sequences` (the one-row default would cost a call per request). A class
     default an instance may change (a property, or in ``__init__``)."""
+    builds_from_actor_config: bool = False
+    """Whether the rollout builds its model from ``actor.hf_config`` (so a source may hand it
+    an edited config: ``hfsdk serve`` unties a tied LM head), not from ``actor.model_path``."""
     generation: GenerationStrategy | None = None
     """How workers generate with this rollout (:func:`hfsdk.generate_rollout`): set once by
     :func:`build_rollout` from the ``hfsdk_wrap_generation`` hook (``None`` until then)."""

@@ -57,8 +57,7 @@ def _differences(old: Mapping, new: Mapping, prefix: tuple = (), value: Any = No
     out = []
     for key in sorted(set(old) | set(new), key=str):
         a, b = old.get(key), new.get(key)
-        # A field added to hfsdk after the run started had its default then; an entry added
-        # to a dict-valued setting (``placement.pools``, ``placement.roles``) is a change.
+        # A field added to hfsdk later had its default; an entry added to a dict setting: a change.
         if key not in old and not isinstance(value, Mapping):
             continue
         if isinstance(a, Mapping) and isinstance(b, Mapping):

@@ -38,6 +38,7 @@ from hfsdk import (
     GenerationRequest,
     GenerationResult,
     HfsdkError,
+    RolloutBackend,
     build_rollout,
     get_registry,
     run_coroutine,
@@ -52,9 +53,6 @@ MAX_SAMPLES = 1024
 request for millions would stall every other client."""
 DEFAULT_CONTEXT = 2048
 """The context a rollout is built for when the model's config names none."""
-CONFIG_BUILT_BACKENDS = ("hf",)
-"""Rollout backends that build their model from the source's ``hf_config`` (so can untie a
-tied LM head); the others (vLLM) load the model directory's own config."""
 
 
 class AdapterSource:
@@ -213,7 +211,7 @@ class PoolSampler:
     def __init__(self, pool: AdapterPool, backend: str = "hf") -> None:
         self.pool = pool
         self.backend = backend
-        self.source = AdapterSource(pool, untie_head=backend in CONFIG_BUILT_BACKENDS)
+        self.source = AdapterSource(pool, untie_head=_builds_from_actor_config(backend))
         config = rollout_config(backend, pool.max_length or DEFAULT_CONTEXT)
         self.rollout = build_rollout(config, self.source)
         if not self.rollout.serves_requests:
@@ -283,3 +281,12 @@ class PoolSampler:
                 scored = tuple(lp.tolist())
             prompt_logprobs = [math.nan, *scored]
         return sequences, prompt_logprobs
+
+
+def _builds_from_actor_config(backend: str) -> bool:
+    """Whether rollout ``backend`` builds its model from the source's ``hf_config`` (so it can
+    untie a tied LM head: :attr:`hfsdk.RolloutBackend.builds_from_actor_config`); vLLM loads
+    the model directory's own config."""
+    impl = get_registry("rollout_backends")[backend].impl
+    is_rollout = isinstance(impl, type) and issubclass(impl, RolloutBackend)
+    return is_rollout and impl.builds_from_actor_config

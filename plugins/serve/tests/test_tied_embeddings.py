@@ -90,7 +90,8 @@ def test_a_rollout_that_cannot_untie_the_head_refuses_a_head_adapter(
     from hfsdk_serve import sampling
     from hfsdk_serve.adapters import AdapterPool, AdapterSpec
 
-    monkeypatch.setattr(sampling, "CONFIG_BUILT_BACKENDS", ())  # "hf" acting as vLLM does
+    hf_rollout = sampling.get_registry("rollout_backends")["hf"].impl
+    monkeypatch.setattr(hf_rollout, "builds_from_actor_config", False)  # "hf" acting as vLLM
     pool = AdapterPool(tied_model_dir)
     pool.add("head", AdapterSpec(rank=2))
     pool.add("body", AdapterSpec(rank=2, train_unembed=False))

@@ -110,6 +110,7 @@ class HFRollout(RolloutBackend):
 
     config: HFRolloutConfig
     collective = True
+    builds_from_actor_config = True
 
     def __init__(self, config: HFRolloutConfig, actor: ActorSource) -> None:
         super().__init__(config, actor)
