@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from hfsdk import ModelInputs
 from hfsdk_vision.batch_images import IMAGE_KEYS, flat_images
 from hfsdk_vision.invariant import check_image_tokens
-from hfsdk_vision.multimodal_inputs import mrope_position_ids, vision_token_ids
+from hfsdk_vision.multimodal_inputs import mrope_position_ids, transformers_model, vision_token_ids
 
 if TYPE_CHECKING:
     import torch
@@ -79,8 +79,7 @@ def _run_tower_in_next_forward(model: torch.nn.Module) -> None:
     tower block, so the sharded tower's collectives match a rank whose rows have images."""
     import torch
 
-    unwrap = getattr(model, "get_base_model", None)  # a LoRA actor: peft's wrapper
-    base = (unwrap() if callable(unwrap) else model).model
+    base = transformers_model(model).model
     vision = model.config.vision_config
     merge = vision.spatial_merge_size
     patch_dim = vision.in_channels * vision.temporal_patch_size * vision.patch_size**2

@@ -9,7 +9,7 @@ must move the matching patch and grid rows along, which :func:`select_rows` does
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -39,10 +39,7 @@ def mrope_position_ids(
     text = (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
     if image_grid_thw.shape[0] == 0:  # no image in these rows: the three streams are the text's
         return text[None].expand(4, -1, -1)
-    # A LoRA actor's module is peft's wrapper around the transformers model.
-    unwrap = getattr(model, "get_base_model", None)
-    base = unwrap() if callable(unwrap) else model
-    vision, _ = base.model.get_rope_index(
+    vision, _ = transformers_model(model).model.get_rope_index(
         input_ids,
         mm_token_type_ids=mm_token_type_ids(input_ids, image_token_id),
         image_grid_thw=image_grid_thw,
@@ -89,3 +86,10 @@ def select_rows(
         torch.cat(grids) if grids else image_grid_thw[:0],
         torch.tensor(counts, dtype=torch.long),
     )
+
+
+def transformers_model(model: Any) -> Any:
+    """``model``, or the transformers model inside it when it is peft's LoRA wrapper (a LoRA
+    actor's module; peft comes with the fsdp backend, which this plugin does not import)."""
+    unwrap = getattr(model, "get_base_model", None)
+    return unwrap() if callable(unwrap) else model
