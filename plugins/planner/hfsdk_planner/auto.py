@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from hfsdk import Dataflow, HfsdkError, Stage
+from hfsdk import AlgorithmSpec, Dataflow, HfsdkError, Stage
 from hfsdk_planner.cluster import Cluster
 from hfsdk_planner.cluster_lookup import get_cluster
 from hfsdk_planner.plan import Plan
@@ -24,12 +24,12 @@ def algorithm_dataflow(algorithm: str) -> Dataflow:
     return spec_dataflow(get_registry("algorithms")[algorithm].impl)
 
 
-def spec_dataflow(spec: Any) -> Dataflow:
+def spec_dataflow(spec: AlgorithmSpec) -> Dataflow:
     """``spec.dataflow`` as the run does it: an algorithm that does not train on generations
     (DPO, SFT: ``trains_on_generations`` false) never runs the policy's generation, so
     that work leaves its stage (the stage stays, empty, to keep the stages' order)."""
     dataflow = spec.dataflow
-    if getattr(spec, "trains_on_generations", True):
+    if spec.trains_on_generations:
         return dataflow
     skipped = (spec.policy_role, "generation")
     return Dataflow(
