@@ -95,7 +95,8 @@ def import_config(
 
     try:
         # Model paths name the source machine's directories: validated apart from them.
-        resolve_run_config(chosen, with_algorithm_preset(chosen, without_source_paths(config)))
+        checked = with_open_length(without_source_paths(config))
+        resolve_run_config(chosen, with_algorithm_preset(chosen, checked))
     except ConfigError as exc:
         raise ConfigError(
             f"the {source} config maps to an invalid hfsdk config ({exc}); fix the value in the "
@@ -161,6 +162,23 @@ def without_source_paths(config: dict[str, Any]) -> dict[str, Any]:
             value = {k: v for k, v in value.items() if k not in dropped}
         out[key] = value
     return out
+
+
+OPEN_LENGTH = 10**9
+"""The run length an import that maps none is validated at (:func:`with_open_length`)."""
+
+
+def with_open_length(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with a run length when the import mapped none, for validation only.
+
+    A source that counts its run in epochs (TRL's ``num_train_epochs``, verl's
+    ``total_epochs``, listed as unmapped) leaves the length to the user; hfsdk's default
+    would make a cosine warm-up longer than it look like a fault of the source file.
+    """
+    trainer = config.get("trainer") or {}
+    if "total_steps" in trainer:
+        return config
+    return {**config, "trainer": {**trainer, "total_steps": OPEN_LENGTH}}
 
 
 def load_source(path: str | Path) -> dict[str, Any]:

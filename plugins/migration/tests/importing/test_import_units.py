@@ -134,3 +134,13 @@ def test_trl_constant_schedule_has_no_warmup_and_constant_with_warmup_has() -> N
     )
     cfg = resolve_run_config(None, warm.config)
     assert cfg.actor.optim.lr_schedule == "constant" and cfg.actor.optim.warmup_steps == 5
+
+
+def test_a_warm_up_longer_than_the_default_run_imports_when_the_source_counts_epochs() -> None:
+    # The run length is the user's to set (num_train_epochs is listed); hfsdk's default
+    # length must not make the cosine warm-up look like a fault of the source.
+    source = {"lr_scheduler_type": "cosine", "warmup_steps": 50, "num_train_epochs": 3}
+    result = import_config("trl", source)
+    assert result.config["actor"]["optim"]["warmup_steps"] == 50
+    assert "total_steps" not in result.config.get("trainer", {})
+    assert any(line.startswith("num_train_epochs") for line in result.unmapped)
