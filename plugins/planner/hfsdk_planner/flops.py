@@ -31,7 +31,7 @@ sequence lengths the project trains here.
 
 from __future__ import annotations
 
-from hfsdk_planner.model_spec import ModelSpec, llama_param_count
+from hfsdk_planner.model_spec import ModelSpec
 
 FORWARD_PASSES = 1
 TRAINING_PASSES = 3
@@ -41,24 +41,8 @@ LORA_BASE_PASSES = 2
 
 
 def embedding_params(model: ModelSpec) -> int:
-    """Parameters of the token embedding and, when untied, the LM head (``V h`` each).
-
-    Whether the head is tied is read off the count: the one nearer ``num_params`` of a
-    tied or an untied model of the shape (biases and such are far smaller than ``V h``).
-    """
-    table = model.vocab_size * model.hidden_size
-    tied = llama_param_count(
-        num_layers=model.num_layers,
-        hidden_size=model.hidden_size,
-        num_heads=model.num_heads,
-        num_kv_heads=model.num_kv_heads,
-        intermediate_size=model.intermediate_size,
-        vocab_size=model.vocab_size,
-        tie_word_embeddings=True,
-        head_size=model.head_size,
-    )
-    untied = tied + table
-    return table if abs(model.num_params - tied) < abs(model.num_params - untied) else 2 * table
+    """Parameters of the token embedding and, when untied, the LM head (``V h`` each)."""
+    return model.vocab_size * model.hidden_size * (1 if model.tied_embeddings else 2)
 
 
 def body_params(model: ModelSpec) -> int:

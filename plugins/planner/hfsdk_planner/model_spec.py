@@ -37,6 +37,9 @@ class ModelSpec:
     head_size: int = 0
     """Width of one attention head when the config sets it apart from hidden / heads
     (Qwen3, Gemma); 0 means ``hidden_size // num_heads``."""
+    tied_embeddings: bool = False
+    """Whether the LM head is the input embeddings (``tie_word_embeddings``): one ``V x h``
+    matrix in ``num_params`` rather than two."""
 
     def __attrs_post_init__(self) -> None:
         for field in (
@@ -109,6 +112,7 @@ class ModelSpec:
             intermediate_size=intermediate_size,
             vocab_size=vocab_size,
             head_size=head_size,
+            tied_embeddings=tie_word_embeddings,
         )
 
     @classmethod

@@ -117,3 +117,17 @@ def test_the_memory_model_holds_the_kv_cache_at_the_weights_width() -> None:
 
     assert kv(2) == 4 * 2048 * KV_PER_TOKEN
     assert kv(4) == 2 * kv(2)
+
+
+@pytest.mark.parametrize("size", ["350M", "8B", "14B", "32B", "7B"])
+def test_a_head_is_counted_once_whatever_the_shape(size: str) -> None:
+    # The tie was guessed from the count, which a shape's rounding moved more than V x h:
+    # 350M was counted tied, its head then added twice (1.10x).
+    from hfsdk_planner.model_spec import resolve_model
+
+    model = resolve_model(size)
+    table = model.vocab_size * model.hidden_size
+    norms = (2 * model.num_layers + 1) * model.hidden_size
+    body = model.num_params - (1 if model.tied_embeddings else 2) * table - norms
+    expected = 2.0 * (body + table) * 100
+    assert forward_flops(model, 100) == pytest.approx(expected, rel=1e-12)
