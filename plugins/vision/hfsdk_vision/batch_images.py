@@ -13,7 +13,7 @@ batch's widest row:
 :func:`flat_images` turns any selection of such rows back into the model's layout. Two batches
 concatenate only at the same widths (``Batch.concat`` needs equal per-row shapes), so a
 rollout whose data-parallel ranks' outputs are concatenated pads every rank's columns to the
-widest rank's (:func:`agreed_widths`), and its prompts to the widest rank's (:func:`agreed_width`).
+widest rank's, and its prompts to the widest rank's width (:func:`agreed_widths`).
 """
 
 from __future__ import annotations
@@ -44,28 +44,16 @@ def row_widths(image_grid_thw: torch.Tensor, images_per_row: torch.Tensor) -> tu
     return int(per_row.max()), int(images_per_row.max())
 
 
-def agreed_widths(widths: tuple[int, int], group: Any) -> tuple[int, int]:
+def agreed_widths(widths: tuple[int, ...], group: Any) -> tuple[int, ...]:
     """The widest of every rank's ``widths`` over ``group`` (collective; ``None``: these)."""
     if group is None:
         return widths
     import torch
     import torch.distributed as dist
 
-    both = torch.tensor(widths, dtype=torch.long)
-    dist.all_reduce(both, op=dist.ReduceOp.MAX, group=group)
-    return int(both[0]), int(both[1])
-
-
-def agreed_width(width: int, group: Any) -> int:
-    """The widest of every rank's ``width`` over ``group`` (collective; ``None``: this one)."""
-    if group is None:
-        return width
-    import torch
-    import torch.distributed as dist
-
-    widest = torch.tensor([width], dtype=torch.long)
+    widest = torch.tensor(widths, dtype=torch.long)
     dist.all_reduce(widest, op=dist.ReduceOp.MAX, group=group)
-    return int(widest[0])
+    return tuple(int(w) for w in widest)
 
 
 def per_row_images(

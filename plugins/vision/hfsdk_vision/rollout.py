@@ -43,7 +43,7 @@ from hfsdk import (
     help_field,
 )
 from hfsdk_backend_common.rollout.actor_weights import ActorWeights
-from hfsdk_vision.batch_images import agreed_width, agreed_widths, per_row_images, row_widths
+from hfsdk_vision.batch_images import agreed_widths, per_row_images, row_widths
 from hfsdk_vision.data import decode_image, resolved_item, row_base
 from hfsdk_vision.forward_inputs import NAME as MODEL_INPUTS_NAME
 from hfsdk_vision.generation import sample
@@ -297,7 +297,7 @@ class VisionRollout(RolloutBackend):
         dp = self.actor.dp
         if dp.size <= 1 or self._held is not None:
             return encoded
-        widest = agreed_width(int(encoded["input_ids"].shape[1]), dp.group)
+        (widest,) = agreed_widths((int(encoded["input_ids"].shape[1]),), dp.group)
         pad = self.actor.tokenizer.pad_token_id
         return {**encoded, **left_padded(encoded, widest, pad)}
 
