@@ -592,6 +592,11 @@ def with_batch_rows(setup: RunSetup, metrics: Mapping[str, float]) -> RunSetup:
 
 
 # -- hfsdk plan --check -------------------------------------------------------------------
+CONCURRENT_STAGES = ("old_log_prob", "ref_log_prob", "values")
+"""The passes an algorithm dispatches together (``Algorithm.concurrently``): each one's
+timing spans the whole block, whose wall time is the longest of them."""
+
+
 def measured_stages(row: Mapping[str, float], functions: tuple[str, ...] = ()) -> dict[str, float]:
     """Measured seconds per planner stage of one ``metrics.jsonl`` row.
 
@@ -604,7 +609,7 @@ def measured_stages(row: Mapping[str, float], functions: tuple[str, ...] = ()) -
 
     # The log-prob and value passes are dispatched together (Algorithm.concurrently):
     # each timing runs to its own result, so the block's wall time is the longest.
-    concurrent = max(timing(n) for n in ("old_log_prob", "ref_log_prob", "values"))
+    concurrent = max(timing(n) for n in CONCURRENT_STAGES)
     return {
         # Clamped: a run that generates nothing (DPO) still logs its resharding.
         "generation": max(0.0, timing("generation") - timing("reshard")),

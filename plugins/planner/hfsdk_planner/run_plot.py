@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from hfsdk import METRICS_FILE, HfsdkError, atomic_path, read_metrics
-from hfsdk_planner.run_plan import measured_stages
+from hfsdk_planner.run_plan import CONCURRENT_STAGES, measured_stages
 
 CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reward and validation", ("reward/mean", "val/reward_mean", "cost/mean")),
@@ -60,9 +60,6 @@ UTILISATION_PATTERNS = ("perf/*_mfu", "perf/*_bandwidth_util", "perf/*_link_util
 """The per-stage shares of the peaks (:mod:`hfsdk_planner.utilisation`): one panel."""
 UTILISATION_PANEL = "share of the peak per stage (MFU, bandwidth)"
 
-CONCURRENT_STAGES = ("old_log_prob", "ref_log_prob", "values")
-"""The passes an algorithm dispatches together (``Algorithm.rollout``): each one's timing
-spans the whole block, so they stand side by side and the block counts as the longest."""
 PLANNER_TIMINGS = (
     "generation",
     "reshard",
