@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,8 @@ from hfsdk import HfsdkError, load_checkpoint_file
 
 RNG_FILE = "rng_rank{rank}.pt"
 """Each rank's RNG states, beside the engine's files."""
+
+logger = logging.getLogger(__name__)
 
 
 def save_rank_checkpoint(
@@ -40,8 +43,16 @@ def load_rank_checkpoint(
     engine.load_checkpoint(path)
     after_load()
     rng = path / RNG_FILE.format(rank=rank)
-    if rng.exists():  # older checkpoints have none
+    if rng.exists():
         set_rng_state(_load_rng_file(rng))
+    else:  # older checkpoints have none; the run goes on, but not as it would have
+        logger.warning(
+            "checkpoint %s has no %s: rank %d samples from a fresh RNG stream, so the resumed "
+            "run does not replay the original one",
+            path,
+            rng.name,
+            rank,
+        )
     return str(path)
 
 
