@@ -326,6 +326,10 @@ def _launcher_processes(
         processes, machines = _accelerate_file(flags["config_file"], script_dir)
         nodes = nodes or machines
         what = f"--config_file {flags['config_file']} (unreadable here or no num_processes)"
+    elif any(Path(word).name == "accelerate" for word in words):
+        # Bare `accelerate launch` takes its count from the launching machine's default config.
+        what = "`accelerate launch` without --num_processes or --config_file"
+        return None, None, _unknown_processes(what, "--num_processes 8")
     else:
         return None, None, None
     if processes is None:

@@ -47,6 +47,8 @@ def test_counts_not_readable_here_are_a_warning(tmp_path: Path) -> None:
         "torchrun --nproc_per_node=gpu": "torchrun --nproc_per_node=gpu",
         "torchrun --nnodes 1:4 --nproc_per_node 8": "torchrun --nnodes=1:4",
         "accelerate launch --config_file missing.yaml": "--config_file missing.yaml",
+        # Before: no warning; accelerate's default config on that machine gives the count.
+        "accelerate launch --mixed_precision bf16": "`accelerate launch` without",
     }
     for launcher, named in launchers.items():
         result, cfg = _import(tmp_path, launcher)
