@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Any
 from hfsdk import Algorithm, last_segments
 from hfsdk_dapo.dynamic_sampling import informative_groups, rows_of
 
+OVERLONG_COLUMN = "overlong_penalty"
+"""A round's per-row overlong penalty, until the step's trained rows are known."""
+
 if TYPE_CHECKING:
     from hfsdk import Batch
     from hfsdk_dapo.dapo_config import DAPOConfig
@@ -56,6 +59,9 @@ class DAPOAlgorithm(Algorithm):
             penalty = self._overlong_penalty(batch)
             if penalty is not None:
                 scores = scores + penalty
+                # Per row, carried through the rounds' filter and concatenation, so the
+                # metric is taken over the rows trained (see _record_overlong).
+                batch[OVERLONG_COLUMN] = penalty.sum(-1)
             batch["token_level_scores"] = scores
         return batch
 
@@ -98,8 +104,17 @@ class DAPOAlgorithm(Algorithm):
         last = torch.where(mask.bool(), positions, torch.zeros_like(positions)).max(-1).values
         out = torch.zeros(mask.shape, dtype=torch.float32)
         out[torch.arange(len(batch)), last] = penalty.to(torch.float32)
-        self.metrics["overlong/penalty_mean"] = float(penalty.mean())
         return out
+
+    def _record_overlong(self, batch: Batch) -> Batch:
+        """``batch`` with ``overlong/penalty_mean`` taken over its rows, as ``reward/mean``
+        is (one row per trajectory); the per-row penalty column is dropped, so it does not
+        reach the update or the rollout dump."""
+        if OVERLONG_COLUMN in batch:
+            penalty = last_segments(batch)[OVERLONG_COLUMN]
+            self.metrics["overlong/penalty_mean"] = float(penalty.mean())
+            del batch[OVERLONG_COLUMN]
+        return batch
 
     def _sample_informative(self, prompts: Batch) -> Batch:
         """The step's batch: only groups that disagree, refilled from the prompt stream."""
@@ -121,7 +136,7 @@ class DAPOAlgorithm(Algorithm):
         stats: dict[str, Any] = {"drawn": target, "dropped": 0, "rounds": 1}
         if not cfg.dynamic_sampling:
             self._record_sampling(stats, target, target)
-            return batch
+            return self._record_overlong(batch)
         kept: list[Batch] = []
         groups = first_rows = 0
         while True:
@@ -151,7 +166,7 @@ class DAPOAlgorithm(Algorithm):
             self.record(tagged.token_staleness_metrics(final))
         elif stats["rounds"] > 1:  # with nothing kept the last round, fresh, is trained on
             self._restale(first_rows / sum(len(k) for k in kept) if kept else 0.0)
-        return final
+        return self._record_overlong(final)
 
     def _token_versions_pipeline(self, batch: Batch) -> Any:
         """The pipeline that generated ``batch`` when it carries per-token versions (partial

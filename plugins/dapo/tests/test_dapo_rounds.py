@@ -227,3 +227,37 @@ def test_partial_rollout_staleness_is_measured_over_the_trained_tokens() -> None
     }  # fmt: skip
     # the later round's tokens are tagged with the current version: it reached the batch
     assert batch["token_versions"][batch["response_mask"].bool()].unique().tolist() == [1.0, 3.0]
+
+
+def test_overlong_penalty_mean_is_the_trained_rows_not_the_last_rounds() -> None:
+    """Round 0: every response hits the 6-token limit (penalty -1); group p0 (all correct) is
+    dropped, p1 kept. Round 1: 2-token responses (no penalty), one group kept. The trained
+    rows' penalties are [-1] * 4 + [0] * 4: the metric is -0.5 (it was the last round's 0.0),
+    and the per-row column does not reach the trained batch."""
+    actor = _Actor([6, 6, 6, 6], width=6)
+    generate = actor.generate_sequences
+
+    def first_long_then_short(batch: Batch) -> Batch:
+        out = generate(batch)
+        actor.lengths = [2, 2, 2, 2]
+        return out
+
+    actor.generate_sequences = first_long_then_short  # type: ignore[method-assign]
+
+    def scores(batch: Batch) -> list[float]:
+        return [1.0 if u.endswith("p0") else float(i % 2) for i, u in enumerate(batch["uid"])]
+
+    algo = _algorithm(
+        [
+            "rollout.max_response_length=6",
+            "algorithm.overlong_buffer_len=4",
+            "algorithm.max_generation_rounds=2",
+        ],
+        actor,
+        _Prompts(3),
+        scores,
+    )
+    batch = algo._sample_informative(algo.prompts.next_batch(2))
+    assert sorted(set(batch["uid"])) == ["0:p1", "1:p2"]
+    assert algo.metrics["overlong/penalty_mean"] == pytest.approx(-0.5)
+    assert "overlong_penalty" not in batch

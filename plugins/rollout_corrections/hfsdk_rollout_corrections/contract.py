@@ -24,7 +24,7 @@ from typing import Any, Protocol
 import attrs
 import torch
 
-from hfsdk import as_bool_mask, check_token_tensors, masked_fill_zero
+from hfsdk import HfsdkError, as_bool_mask, check_token_tensors, masked_fill_zero
 
 LOG_RATIO_CLAMP = 20.0
 """Bound on a log ratio before ``exp`` (a sequence-level sum could overflow)."""
@@ -74,6 +74,31 @@ def _ratio_stats(
     return {"is_ratio_max": float(ratio[mask].max()) if bool(mask.any()) else 0.0}
 
 
+def _check_result(name: str, result: CorrectionResult, mask: torch.Tensor) -> None:
+    """Raise :class:`HfsdkError` unless ``result`` keeps the contract: ``weights`` and
+    ``keep`` (B, T) tensors, the weights finite and ≥ 0 on the tokens it keeps (a (B,)
+    weight would broadcast silently when B == T, a NaN or negative one reach the loss)."""
+    for field in ("weights", "keep"):
+        tensor = getattr(result, field)
+        if not isinstance(tensor, torch.Tensor) or tensor.shape != mask.shape:
+            is_tensor = isinstance(tensor, torch.Tensor)
+            got = f"of shape {tuple(tensor.shape)}" if is_tensor else f"as {type(tensor).__name__}"
+            raise HfsdkError(
+                f"rollout correction {name!r} returned {field} {got}; expected a (B, T) "
+                f"tensor of shape {tuple(mask.shape)} like response_mask (repeat a "
+                "per-sequence value on every token of its row)"
+            )
+    # One reduction over the tokens the correction keeps: a token it drops (keep=False) or
+    # padding never reaches the loss, so its weight may be anything. NaN fails `>= 0`.
+    weights = result.weights.detach()
+    bad = mask & result.keep.bool() & ~(torch.isfinite(weights) & (weights >= 0))
+    if bool(bad.any()):
+        raise HfsdkError(
+            f"rollout correction {name!r} returned weight {float(weights[bad][0])} on a kept "
+            "response token; expected finite weights >= 0 (to drop a token, set keep=False)"
+        )
+
+
 def combine_corrections(
     corrections: Sequence[tuple[str, Callable[..., CorrectionResult], Any]],
     *,
@@ -115,6 +140,7 @@ def combine_corrections(
                     f"rollout correction {name!r} returned {type(result).__name__}; expected "
                     "hfsdk_rollout_corrections.CorrectionResult(weights=, keep=, metrics=)"
                 )
+            _check_result(name, result, mask)
             weights = weights * result.weights.detach().float()
             keep = keep & result.keep.bool()
             metrics.update(result.metrics)

@@ -161,6 +161,43 @@ def test_composition_multiplies_weights_and_intersects_masks() -> None:
     assert result.metrics["tis_truncated_share"] == pytest.approx(2 / 5)
 
 
+def _combine_one(name: str, weights: torch.Tensor, keep: torch.Tensor | None = None):
+    """``combine_corrections`` of one plugin correction returning ``weights`` (and ``keep``)."""
+    from hfsdk_rollout_corrections.contract import CorrectionResult
+
+    def correction(*, response_mask: torch.Tensor, **_) -> CorrectionResult:
+        return CorrectionResult(weights=weights, keep=response_mask if keep is None else keep)
+
+    mask = torch.ones(weights.shape[0], weights.shape[0], dtype=torch.long)
+    zeros = torch.zeros(mask.shape)
+    return combine_corrections(
+        [(name, correction, None)],
+        old_log_prob=zeros,
+        rollout_log_prob=zeros,
+        log_prob=zeros,
+        advantages=zeros,
+        response_mask=mask,
+    )
+
+
+def test_a_per_sequence_weight_is_refused_even_when_it_would_broadcast() -> None:
+    # (B,) with B == T broadcast along the tokens before: row i got [1, 2, 3].
+    with pytest.raises(hfsdk.HfsdkError, match=r"rollout correction 'per_seq' returned weights "):
+        _combine_one("per_seq", torch.tensor([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -1.0, float("inf")])
+def test_a_nan_or_negative_weight_on_a_kept_token_is_refused(bad: float) -> None:
+    weights = torch.ones(3, 3)
+    weights[1, 2] = bad
+    with pytest.raises(hfsdk.HfsdkError, match=r"rollout correction 'odd' returned weight"):
+        _combine_one("odd", weights)
+    # On a token the correction drops it never reaches the loss: taken, and zeroed.
+    keep = torch.ones(3, 3, dtype=torch.bool)
+    keep[1, 2] = False
+    assert _combine_one("odd", weights, keep).weights[1, 2] == 0.0
+
+
 OFF_POLICY = ["trainer.pipeline=one_step_off"]  # a run whose rollout gives log-probs to correct
 
 
