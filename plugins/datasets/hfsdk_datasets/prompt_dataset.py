@@ -241,6 +241,7 @@ def prepare_row(
         plain = prompt
         text = render_prompt(prompt, tokenizer, use_template, tools, where)
     ids = tokenizer(text, add_special_tokens=not use_template)["input_ids"]
+    _refuse_blank_prompt(plain, ids, where)
     if messages is None:
         _warn_double_bos(prompt, ids, tokenizer, where, use_template)
     _warn_appended_eos(text, ids, tokenizer, where)
@@ -252,6 +253,23 @@ def prepare_row(
         RENDERED_PROMPT: text,
     }
     return PreparedRow(row=prepared, token_ids=list(ids))
+
+
+def _refuse_blank_prompt(plain: str, ids: Sequence[int], where: str) -> None:
+    """One line when a prompt is blank or tokenizes to no tokens.
+
+    Without a BOS such a row is all padding, so it would be sampled from and trained on
+    with no context at all; with a BOS it is still no prompt.
+    """
+    if not plain.strip():
+        raise HfsdkError(
+            f"{where} is blank ({plain!r}); expected prompt text; fill the prompt or remove the row"
+        )
+    if not ids:
+        raise HfsdkError(
+            f"{where} ({plain[:60]!r}) tokenizes to no tokens; expected at least one; fill "
+            "the prompt with text the tokenizer reads or remove the row"
+        )
 
 
 def _announce_plain_rendering(tokenizer: Any) -> None:

@@ -276,3 +276,46 @@ def test_length_messages_name_the_data_and_files(tokenizer, caplog) -> None:  # 
         "dropped 2 of 4 prompts longer than data.max_prompt_length=2 tokens from the training "
         "data (data.train_files: a.jsonl)"
     ) in caplog.text
+
+
+def _word_tokenizer(bos: bool, dropped: str = ""):  # type: ignore[no-untyped-def]
+    """A word-level tokenizer that adds ``<s>`` when ``bos`` and deletes ``dropped`` text."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<pad>", "<unk>", "<s>", "one", "two"]
+    raw = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.Whitespace()
+    if dropped:
+        raw.normalizer = normalizers.Replace(dropped, "")
+    if bos:
+        raw.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", 2)]
+        )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=raw, pad_token="<pad>", unk_token="<unk>", bos_token="<s>"
+    )
+
+
+@pytest.mark.parametrize("bos", [False, True])
+@pytest.mark.parametrize("prompt", ["", "   ", [{"role": "user", "content": " "}]])
+def test_a_blank_prompt_is_a_one_line_error_naming_its_row(bos: bool, prompt: object) -> None:
+    # Before: without a BOS it became an all-padding row, sampled from and trained on silently.
+    import datasets
+
+    rows = [{"prompt": prompt}, {"prompt": "one" if isinstance(prompt, str) else [
+        {"role": "user", "content": "one"}
+    ]}]  # fmt: skip
+    config = DataConfig(batch_size=2, shuffle=False, apply_chat_template=False)
+    with pytest.raises(HfsdkError, match=r"^row 0 of column 'prompt' is blank") as info:
+        PromptLoader(datasets.Dataset.from_list(rows), _word_tokenizer(bos), config, seed=0)
+    assert "\n" not in str(info.value) and "remove the row" in str(info.value)
+
+
+def test_a_prompt_that_tokenizes_to_no_tokens_is_a_one_line_error() -> None:
+    import datasets
+
+    rows = [{"prompt": "one"}, {"prompt": "~~"}]
+    config = DataConfig(batch_size=2, shuffle=False)
+    with pytest.raises(HfsdkError, match=r"^row 1 of column 'prompt' \('~~'\) tokenizes to no"):
+        PromptLoader(datasets.Dataset.from_list(rows), _word_tokenizer(False, "~"), config, seed=0)

@@ -58,11 +58,24 @@ def row_sequence(
         if isinstance(raw_prompt, str)
         else check_messages(raw_prompt, f"{where}, column {prompt_key!r}")
     )
+    value = _python_scalar(value)
     if isinstance(value, str | int | float) and not isinstance(value, bool):
         response: Any = str(value)  # e.g. the default task's numeric answers
     else:
         response = check_messages(value, f"{where}, column {config.response_key!r}")
     return tokenize_supervised(prompt, response, tokenizer, where=where, **options)
+
+
+def _python_scalar(value: Any) -> Any:
+    """``value`` as a Python scalar when it is a numpy one, else unchanged.
+
+    A ``Batch`` column of numbers holds numpy scalars (``np.int64`` is no ``int``), so a
+    numeric response column would otherwise be refused; ``np.bool_`` becomes ``bool``,
+    which stays refused.
+    """
+    import numpy as np
+
+    return value.item() if isinstance(value, np.generic) else value
 
 
 @attrs.frozen(kw_only=True)

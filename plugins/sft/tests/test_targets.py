@@ -82,3 +82,19 @@ def test_a_row_without_a_response_is_a_one_line_error() -> None:
             _rows([{"prompt": "add"}]), _tokenizer(None), config=SFTConfig(),
             prompt_key="prompt", use_template=False,
         )  # fmt: skip
+
+
+def test_a_column_of_numbers_is_a_numeric_response_and_a_bool_is_refused() -> None:
+    # A column of only ints holds numpy scalars (np.int64 is no int), unlike a mixed column.
+    tok = _tokenizer(None)
+    config = SFTConfig(response_key="answer")
+    rows = _rows([{"prompt": "1 + 2 =", "answer": 3}, {"prompt": "1 + 1 =", "answer": 2}])
+    out = supervised_batch(rows, tok, config=config, prompt_key="prompt", use_template=False)
+    assert out.batch is not None and out.dropped == 0
+    responses = [tok.convert_ids_to_tokens(r.tolist()) for r in out.batch["responses"]]
+    assert responses == [["3", "</s>"], ["2", "</s>"]]
+    with pytest.raises(HfsdkError, match="row 0, column 'answer' is True; expected a string"):
+        supervised_batch(
+            _rows([{"prompt": "1 + 2 =", "answer": True}]), tok, config=config,
+            prompt_key="prompt", use_template=False,
+        )  # fmt: skip

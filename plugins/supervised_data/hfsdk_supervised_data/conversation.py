@@ -20,9 +20,10 @@ How the text is cut into tokens, so the mask is exact token by token:
   An assistant turn's ``tool_calls`` are part of what it adds, so a template that
   renders the turn without them is refused, and so is a tool call without a template.
 - Without a template, the plain rendering of ``hfsdk_datasets.plain_rendering`` is
-  the prompt and each response message is its content (several turns are
-  joined by ``"\\n"`` and non-assistant turns are ``role: content`` lines, not
-  trained).
+  the prompt and each response message is its content (non-assistant turns are
+  ``role: content`` lines ending in the ``assistant:`` cue, not trained; a reply starts
+  right after that cue, as a rollout continues a prompt, and other turns are joined by
+  ``"\\n"``).
 - Each segment is tokenized on its own and the ids concatenated: that is
   how a rollout produces them too (generation continues from the prompt's
   ids), so the log-probs of a given response and of a sampled one mean the
@@ -153,8 +154,12 @@ def _check_prefix(before: str, after: str, where: str, index: int) -> None:
 def _plain_segments(response: Messages) -> list[tuple[str, bool]]:
     segments: list[tuple[str, bool]] = []
     for index, message in enumerate(response):
-        sep = "\n" if index else ""
-        if message["role"] in TRAINED_ROLES:
+        trained = message["role"] in TRAINED_ROLES
+        # A non-assistant segment ends with the "assistant:" cue, and a reply after it starts
+        # right there, as a rollout continues a prompt; a newline would be trained otherwise.
+        after_cue = index > 0 and trained and response[index - 1]["role"] not in TRAINED_ROLES
+        sep = "\n" if index and not after_cue else ""
+        if trained:
             segments.append((sep + message["content"], True))
         else:
             segments.append((f"{sep}{message['role']}: {message['content']}\nassistant:", False))

@@ -71,6 +71,30 @@ def test_plain_rendering_without_template(make_tokenizer) -> None:
     assert seq.trained_tokens == 2
 
 
+def test_plain_rendering_starts_every_reply_right_after_its_assistant_cue() -> None:
+    # Before: later replies got "assistant:\n4", a trained newline a rollout of the same
+    # history (which continues right after "assistant:") never produces.
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    prompt = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "3 + 5 ="}]
+    reply = [
+        {"role": "assistant", "content": "8"},
+        {"role": "user", "content": "2 + 2 ="},
+        {"role": "assistant", "content": "4"},
+    ]
+    seq = tokenize_supervised(prompt, reply, tok, use_template=False)
+    assert tok.decode(seq.prompt_ids + seq.response_ids) == (
+        "system: be brief\nuser: 3 + 5 =\nassistant:8\nuser: 2 + 2 =\nassistant:4<|im_end|>"
+    )
+    trained = tok.decode([i for i, m in zip(seq.response_ids, seq.loss_mask, strict=True) if m])
+    assert trained == "84<|im_end|>"
+    # Two replies in a row are still one newline apart.
+    both = [{"role": "assistant", "content": "A"}, {"role": "assistant", "content": "B"}]
+    seq = tokenize_supervised("hi", both, tok, use_template=False)
+    assert tok.decode(seq.response_ids) == "A\nB<|im_end|>"
+
+
 def test_eos_is_not_doubled_and_can_be_left_out(make_tokenizer) -> None:
     tok = make_tokenizer(None)
     assert _words(tok, tokenize_supervised("add", "one </s>", tok, use_template=False).response_ids) == [
