@@ -29,6 +29,7 @@ which is how checkpoints reload at another layout.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Literal
 
@@ -39,6 +40,8 @@ from hfsdk_backend_megatron.arch import ModelShape
 
 Head = Literal["lm", "value", "score"]
 HEADS: tuple[str, ...] = ("lm", "value", "score")
+
+log = logging.getLogger(__name__)
 
 _LAYER_NORMS = {
     "input_layernorm.weight": "input_layernorm.weight",
@@ -140,9 +143,30 @@ def to_megatron(
             elif pp > 1:
                 out["output_layer.weight"] = _rows(_pad_vocab(embed, padded), tp_rank, tp)
         else:
-            for name in ("weight", "bias"):
-                if f"score.{name}" in hf:
-                    out[f"output_layer.{name}"] = hf[f"score.{name}"].clone()
+            out.update(_scalar_head(hf, head, warn=tp_rank == 0))
+    return out
+
+
+def _scalar_head(
+    hf: Mapping[str, torch.Tensor], head: Head, *, warn: bool
+) -> dict[str, torch.Tensor]:
+    """The value/score head's parameters that ``hf`` holds (a missing one starts fresh).
+
+    Only the value head has a bias: a score head ignores ``score.bias`` (a critic's
+    token-classification directory loaded as a scorer), as transformers does on fsdp.
+    """
+    out: dict[str, torch.Tensor] = {}
+    if "score.weight" in hf:
+        out["output_layer.weight"] = hf["score.weight"].clone()
+    if "score.bias" in hf:
+        if head == "value":
+            out["output_layer.bias"] = hf["score.bias"].clone()
+        elif warn:  # once per stage: every tensor-parallel rank converts the same head
+            log.warning(
+                "the checkpoint's score.bias is ignored: a %s head has no bias, so only "
+                "score.weight is loaded (as the fsdp backend does)",
+                head,
+            )
     return out
 
 

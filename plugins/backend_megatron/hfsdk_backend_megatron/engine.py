@@ -15,6 +15,7 @@ and registry loss functions, counts all-reduced over the data-parallel group.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import warnings
 from collections.abc import Iterator
@@ -74,6 +75,8 @@ KIND_HEADS = {
     "score_model": "score",  # a reward/cost model being trained: the scorer's head
 }
 CRITIC_UPDATE_KEYS = (*SEQUENCE_KEYS, "values", "returns")
+
+log = logging.getLogger(__name__)
 
 
 def _resolve_model_dir(config: MegatronRoleConfig) -> Path:
@@ -165,15 +168,8 @@ class MegatronEngine:
             pp_rank=self.pp_rank,
             head=self.head,
         )
-        if self.head != "lm" and self.last_stage and "output_layer.weight" not in shard:
-            # A causal-LM directory: the value/score head starts from its initialisation.
-            shard.update(
-                {
-                    k: v.detach()
-                    for k, v in self.model.named_parameters()
-                    if k.startswith("output_layer.")
-                }
-            )
+        if self.head != "lm" and self.last_stage:
+            self._start_missing_head(shard)
         load_shard(self.model, shard)
         del hf_state, shard
         self._install_positions()
@@ -192,6 +188,23 @@ class MegatronEngine:
         self.last_weights_metrics: dict[str, float] = {}
         self.weight_probes: dict[str, Any] = {}  # sends only what it holds
         self._generation_shards: Any = None
+
+    def _start_missing_head(self, shard: dict[str, torch.Tensor]) -> None:
+        """Add to ``shard`` the value/score head parameters the directory lacks, freshly built.
+
+        Each parameter separately, as the fsdp backend loads them: a causal-LM directory
+        has no head at all, and a critic started from a reward model (``score.weight``
+        only) has no value bias, which then starts at 0.
+        """
+        fresh = {
+            name: param.detach()
+            for name, param in self.model.named_parameters()
+            if name.startswith("output_layer.") and name not in shard
+        }
+        if fresh and self.tp_rank == 0:  # the head is replicated: one line per stage
+            hf_names = ", ".join(sorted(n.replace("output_layer.", "score.") for n in fresh))
+            log.info("%s head from %s starts untrained (%s)", self.head, self.model_dir, hf_names)
+        shard.update(fresh)
 
     def _embedding_pad_id(self) -> int | None:
         """The ``padding_idx`` transformers gives this model's input embedding.

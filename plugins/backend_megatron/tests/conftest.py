@@ -107,3 +107,23 @@ def fresh_plugin_manager() -> Iterator[None]:
     reset_plugin_manager()
     yield
     reset_plugin_manager()
+
+
+@pytest.fixture
+def own_megatron_state() -> Iterator[None]:
+    """Destroy the megatron groups and the one-rank process group a bare engine makes here.
+
+    Both are process-wide and outlive the engine; left behind, every later in-process
+    run of the session refuses to start (torch.distributed already initialised).
+    """
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+
+    had_group = dist.is_initialized()
+    try:
+        yield
+    finally:
+        if parallel_state.model_parallel_is_initialized():
+            parallel_state.destroy_model_parallel()
+        if not had_group and dist.is_initialized():
+            dist.destroy_process_group()

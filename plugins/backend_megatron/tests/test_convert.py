@@ -118,3 +118,16 @@ def test_settings_the_converter_would_drop_are_refused(extra: dict, named: str) 
         shape_from_config({**_config("llama", False), **extra})
     plain = {"rope_parameters": {"rope_type": "default", "rope_theta": 5e5}, "hidden_act": "silu"}
     assert shape_from_config({**_config("llama", False), **plain}).rope_theta == 5e5
+
+
+def test_score_head_drops_a_value_bias(caplog: pytest.LogCaptureFixture) -> None:
+    """A token-classification directory (score.weight + score.bias) loaded as a scorer."""
+    shape = shape_from_config(_config("llama", False))
+    hf = _hf_state(shape, "value")
+    with caplog.at_level("WARNING", logger=convert.__name__):
+        out = convert.to_megatron(hf, shape, tp=2, tp_rank=0, pp=1, pp_rank=0, head="score")
+    assert torch.equal(out["output_layer.weight"], hf["score.weight"])
+    assert "output_layer.bias" not in out  # the score head has no bias
+    assert "score.bias is ignored" in caplog.text
+    value = convert.to_megatron(hf, shape, tp=1, tp_rank=0, pp=1, pp_rank=0, head="value")
+    assert torch.equal(value["output_layer.bias"], hf["score.bias"])

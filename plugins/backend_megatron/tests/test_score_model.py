@@ -7,7 +7,7 @@ fsdp score model's, and a few steps lower the loss.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,26 +58,6 @@ def _losses(engine: Any, batch: Batch) -> list[float]:
 
 # Adam's first steps move every weight by about lr, whatever the gradient's scale.
 OPTIM = {"lr": 3e-3, "grad_clip": 1.0}
-
-
-@pytest.fixture
-def own_megatron_state() -> Iterator[None]:
-    """Destroy the megatron groups and the one-rank process group a bare engine makes here.
-
-    Both are process-wide and outlive the engine; left behind, every later in-process
-    run of the session refuses to start (torch.distributed already initialised).
-    """
-    import torch.distributed as dist
-    from megatron.core import parallel_state
-
-    had_group = dist.is_initialized()
-    try:
-        yield
-    finally:
-        if parallel_state.model_parallel_is_initialized():
-            parallel_state.destroy_model_parallel()
-        if not had_group and dist.is_initialized():
-            dist.destroy_process_group()
 
 
 @pytest.mark.heavy  # builds a megatron engine in the test process (its process-wide state is
