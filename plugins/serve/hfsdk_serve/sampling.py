@@ -53,6 +53,9 @@ MAX_SAMPLES = 1024
 request for millions would stall every other client."""
 DEFAULT_CONTEXT = 2048
 """The context a rollout is built for when the model's config names none."""
+GREEDY_BELOW = 1e-5
+"""Temperatures under this sample greedily, as vLLM's do (its ``_SAMPLING_EPS``): dividing
+logits by a tinier one overflows to inf and NaN log-probs, and both backends then agree."""
 
 
 class AdapterSource:
@@ -67,7 +70,9 @@ class AdapterSource:
         self.untied_head = untie_head and pool.tied_head is not None
         self.hf_config = pool.untied_config() if self.untied_head else pool.hf_config
         self.model_path = pool.model_dir
-        self.generation_eos_ids: list[int] = []  # the tokenizer's EOS; a request adds its stops
+        # The generation config's EOS ids (a request adds its stops; the rollout adds the
+        # tokenizer's), as a training actor reads them, so served samples end where rollouts do.
+        self.generation_eos_ids = generation_eos_ids(pool.model_dir, pool.hf_config)
         self.device = torch.device("cpu")
         self.compute_dtype = torch.float32
         self.dp = DataParallelInfo()
@@ -99,6 +104,24 @@ class AdapterSource:
         return None
 
 
+def generation_eos_ids(model_dir: Any, hf_config: Any) -> list[int]:
+    """EOS ids of ``model_dir``'s generation config (may be empty).
+
+    Without a generation_config.json the config is derived from ``hf_config``, as
+    transformers does for a loaded model (the fsdp actor's ``module.generation_config``).
+    """
+    from transformers import GenerationConfig
+
+    try:
+        generation = GenerationConfig.from_pretrained(str(model_dir))
+    except OSError:
+        generation = GenerationConfig.from_model_config(hf_config)
+    configured = generation.eos_token_id
+    if configured is None:
+        return []
+    return [int(configured)] if isinstance(configured, int) else [int(t) for t in configured]
+
+
 @attrs.frozen(kw_only=True)
 class SampleSpec:
     """What one ``/asample`` asks for."""
@@ -113,13 +136,24 @@ class SampleSpec:
     stop_ids: tuple[int, ...]
     prompt_logprobs: bool
 
+    @property
+    def sampling_temperature(self) -> float:
+        """The temperature sampled at: 0 (greedy) for any under :data:`GREEDY_BELOW`."""
+        return 0.0 if self.temperature < GREEDY_BELOW else self.temperature
+
+    @property
+    def scores_prompt_only(self) -> bool:
+        """Whether this is the SDK's ``compute_logprobs``: prompt log-probs and the one token
+        it must ask for (``max_tokens=1``), which the caller ignores."""
+        return self.prompt_logprobs and self.max_tokens == 1
+
     def requests(self) -> list[GenerationRequest]:
         """One request per sample; sample ``i`` of a seeded call gets its own derived seed."""
         return [
             GenerationRequest(
                 prompt_ids=self.prompt,
                 max_new_tokens=self.max_tokens,
-                temperature=self.temperature,
+                temperature=self.sampling_temperature,
                 top_p=self.top_p,
                 top_k=max(self.top_k, 0),  # the SDK's -1 means no cut
                 seed=None if self.seed is None else sample_seed(self.seed, i),
@@ -145,6 +179,12 @@ def check_spec(pool: AdapterPool, spec: SampleSpec) -> None:
             f"prompt token ids {bad[:3]} are outside the vocabulary [0, {vocab}); encode "
             "prompts with this model's tokenizer"
         )
+    bad_stops = [t for t in spec.stop_ids if not 0 <= t < vocab]
+    if bad_stops:
+        raise HfsdkError(
+            f"stop token ids {bad_stops[:3]} are outside the vocabulary [0, {vocab}); pass ids "
+            "of this model's tokenizer, or stop strings"
+        )
     if not spec.prompt:
         raise HfsdkError("the prompt is empty; send at least one token")
     if spec.max_tokens < 1:
@@ -157,7 +197,15 @@ def check_spec(pool: AdapterPool, spec: SampleSpec) -> None:
             "temperature >= 0 and 0 < top_p <= 1"
         )
     limit = pool.max_length
-    if limit and len(spec.prompt) + spec.max_tokens > limit:
+    if limit and spec.scores_prompt_only:
+        # The token compute_logprobs must ask for is never used: a prompt of the whole
+        # context is scored without generating (PoolSampler.sample).
+        if len(spec.prompt) > limit:
+            raise HfsdkError(
+                f"prompt ({len(spec.prompt)} tokens) exceeds the model's context of {limit} "
+                "tokens; shorten the prompt"
+            )
+    elif limit and len(spec.prompt) + spec.max_tokens > limit:
         raise HfsdkError(
             f"prompt ({len(spec.prompt)} tokens) + max_tokens ({spec.max_tokens}) exceeds the "
             f"model's context of {limit} tokens; shorten the prompt or lower max_tokens"
@@ -252,6 +300,8 @@ class PoolSampler:
     ) -> tuple[list[SequenceOut], list[float] | None]:
         """``spec.num_samples`` continuations of ``spec.prompt`` (and the prompt's log-probs)."""
         check_spec(self.pool, spec)
+        if spec.scores_prompt_only and len(spec.prompt) >= (self.pool.max_length or math.inf):
+            return self._score_full_context(adapter, spec)
         requests = spec.requests()
         self.select(adapter)
         results = self._generate(requests)
@@ -281,6 +331,15 @@ class PoolSampler:
                 scored = tuple(lp.tolist())
             prompt_logprobs = [math.nan, *scored]
         return sequences, prompt_logprobs
+
+    def _score_full_context(
+        self, adapter: str | None, spec: SampleSpec
+    ) -> tuple[list[SequenceOut], list[float]]:
+        """A prompt that fills the context, scored by a forward: no room is left for the
+        token the SDK asks for (a vLLM engine refuses it), so each sample is empty."""
+        (lp,) = token_logprobs(self.pool, adapter, [spec.prompt], 1.0)
+        empty = SequenceOut(tokens=[], logprobs=[], stopped=False)
+        return [empty] * spec.num_samples, [math.nan, *lp.tolist()]
 
 
 def _builds_from_actor_config(backend: str) -> bool:

@@ -32,6 +32,9 @@ SNAPSHOTS_KEPT = 8
 (older sampling clients then fail clearly)."""
 FROM_PATHS = "<sampling clients from paths>"
 """The owner the snapshots of ``create_sampling_client(model_path=...)`` are counted under."""
+DEFAULT_MAX_TOKENS = 16
+"""Tokens a sample gets when ``SamplingParams.max_tokens`` is unset (the SDK sends None):
+the OpenAI completions API's and vLLM ``SamplingParams``' default (docs/serve.md)."""
 
 
 @attrs.define
@@ -376,7 +379,7 @@ class Service:
         spec = SampleSpec(
             prompt=[int(t) for t in tokens],
             num_samples=request.num_samples,
-            max_tokens=params.max_tokens if params.max_tokens is not None else 16,
+            max_tokens=params.max_tokens if params.max_tokens is not None else DEFAULT_MAX_TOKENS,
             temperature=float(params.temperature),
             top_p=float(params.top_p),
             top_k=int(params.top_k),

@@ -95,6 +95,9 @@ def test_sampling_errors(service_client: Any, served: Any) -> None:
         sampler.sample(prompt, 1, types.SamplingParams(max_tokens=2, stop=[""])).result()
     with pytest.raises(tinker.RequestFailedError, match="exceeds the model's context"):
         sampler.sample(prompt, 1, types.SamplingParams(max_tokens=10_000)).result()
+    with pytest.raises(tinker.RequestFailedError, match="stop token ids") as refused:
+        sampler.sample(prompt, 1, types.SamplingParams(max_tokens=2, stop=[10**6])).result()
+    assert "internal error" not in str(refused.value)
     result = sampler.sample(prompt, 2, types.SamplingParams(max_tokens=2, temperature=0.0)).result()
     assert len(result.sequences) == 2 and result.sequences[0].tokens == result.sequences[1].tokens
 

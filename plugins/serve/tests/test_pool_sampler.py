@@ -16,7 +16,13 @@ import torch
 
 from hfsdk import HfsdkError
 from hfsdk_serve.adapters import AdapterPool, AdapterSpec
-from hfsdk_serve.sampling import PoolSampler, SampleSpec, sample_seed, token_logprobs
+from hfsdk_serve.sampling import (
+    PoolSampler,
+    SampleSpec,
+    check_spec,
+    sample_seed,
+    token_logprobs,
+)
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +168,55 @@ def test_an_unsharded_pool_holds_the_whole_base(pool: AdapterPool) -> None:
     plain = AutoModelForCausalLM.from_config(pool.hf_config)
     base = sum(p.numel() * p.element_size() for p in plain.parameters())
     assert not pool.sharded and pool.base_storage() == (base, base)
+
+
+def test_the_generation_configs_eos_ids_end_a_sample(
+    default_model_dir: Path, tmp_path: Path
+) -> None:
+    """A model whose generation_config.json names several EOS ids (Llama-3 instruct's
+    end-of-turn) stops at any of them, as a training rollout and HF ``generate`` do."""
+    import json
+    import shutil
+
+    base = AdapterPool(default_model_dir)
+    sampler = PoolSampler(base, "hf")
+    try:
+        (greedy,), _ = sampler.sample(None, _spec(base, num_samples=1, max_tokens=4))
+    finally:
+        sampler.close()
+    second = greedy.tokens[1]  # a token greedy emits, not the first
+    assert second not in (greedy.tokens[0], base.tokenizer.eos_token_id)
+    model_dir = tmp_path / "model"
+    shutil.copytree(default_model_dir, model_dir)
+    config_path = model_dir / "generation_config.json"
+    config = json.loads(config_path.read_text())
+    config["eos_token_id"] = [base.tokenizer.eos_token_id, second]
+    config_path.write_text(json.dumps(config))
+    pool = AdapterPool(model_dir)
+    sampler = PoolSampler(pool, "hf")
+    try:
+        (out,), _ = sampler.sample(None, _spec(pool, num_samples=1, max_tokens=4))
+    finally:
+        sampler.close()
+    assert out.tokens == greedy.tokens[:2] and out.stopped
+
+
+@pytest.mark.parametrize("stop", [10**6, -1])
+def test_a_stop_id_outside_the_vocabulary_is_refused_in_one_line(
+    pool: AdapterPool, stop: int
+) -> None:
+    """A vLLM engine would raise it as an internal error; the hf backend would ignore it."""
+    with pytest.raises(HfsdkError, match=rf"stop token ids \[{stop}\] are outside the vocab"):
+        check_spec(pool, _spec(pool, stop_ids=(stop,)))
+
+
+def test_a_temperature_below_vllms_epsilon_samples_greedily(pool: AdapterPool) -> None:
+    """T=1e-45 would overflow logits / T to inf: NaN log-probs and the last vocabulary id."""
+    sampler = PoolSampler(pool, "hf")
+    try:
+        (greedy,), _ = sampler.sample("first", _spec(pool, num_samples=1))
+        (tiny,), _ = sampler.sample("first", _spec(pool, num_samples=1, temperature=1e-45))
+    finally:
+        sampler.close()
+    assert all(math.isfinite(lp) for lp in tiny.logprobs)
+    assert tiny.tokens == greedy.tokens and tiny.logprobs == greedy.logprobs

@@ -84,3 +84,44 @@ def test_forward_backward_custom_runs_through_the_sdk(served: Any, service_clien
     np.testing.assert_allclose(
         after_custom["logprobs"].to_numpy(), after_plain["logprobs"].to_numpy(), atol=1e-4
     )
+
+
+def test_compute_logprobs_scores_a_sequence_of_the_whole_context(
+    served: Any, service_client: Any
+) -> None:
+    """The one token the SDK asks for is not counted: 128 of 128 positions give 128 entries."""
+    import torch
+    from transformers import AutoConfig
+
+    sampler = service_client.create_sampling_client(base_model=str(served.model_dir)).result()
+    context = AutoConfig.from_pretrained(served.model_dir).max_position_embeddings
+    tokens = torch.randint(3, 26, (context,), generator=torch.Generator().manual_seed(0)).tolist()
+    scored = sampler.compute_logprobs(types.ModelInput.from_ints(tokens)).result()
+    shorter = sampler.compute_logprobs(types.ModelInput.from_ints(tokens[:-1])).result()
+    assert len(scored) == context and scored[0] is None
+    np.testing.assert_allclose(scored[1:-1], shorter[1:], rtol=0, atol=1e-5)
+    assert np.isfinite(scored[-1])
+
+
+def test_unset_max_tokens_means_the_documented_default(served: Any, service_client: Any) -> None:
+    """``SamplingParams()`` leaves max_tokens None: 16 tokens (docs/serve.md)."""
+    from hfsdk_serve.service import DEFAULT_MAX_TOKENS
+
+    tokenizer = served.tokenizer
+    trainer = service_client.create_lora_training_client(
+        base_model=str(served.model_dir), rank=4, seed=1
+    ).result()
+    tokens = tokenizer.encode("6 + 2 = 8")
+    datum = types.Datum(
+        model_input=types.ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={"target_tokens": tokens[1:]},
+    )
+    for _ in range(3):  # trained on rows without EOS, it no longer stops on its own
+        trainer.forward_backward([datum], "cross_entropy").result()
+        trainer.optim_step(types.AdamParams(learning_rate=5e-2)).result()
+    sampler = trainer.save_weights_and_get_sampling_client().result()
+    prompt = types.ModelInput.from_ints(tokenizer.encode("6 + 2 ="))
+    params = types.SamplingParams(temperature=1.0, seed=4)
+    assert params.max_tokens is None and DEFAULT_MAX_TOKENS == 16
+    result = sampler.sample(prompt, 3, params).result()
+    assert [(len(s.tokens), s.stop_reason) for s in result.sequences] == [(16, "length")] * 3
