@@ -95,6 +95,22 @@ def _trained_length(run_dir: Path, start: int, step: int, saved: int, what: str)
     return lengths[step]
 
 
+def _schedule_follows_run_length(config: Any, spec: Any) -> bool:
+    """Whether a trained role's learning-rate schedule takes its length from
+    ``trainer.total_steps``: a non-constant schedule with no ``optim.total_steps`` of its own
+    (a constant one, with or without warm-up, is the same at any run length)."""
+    from hfsdk import TRAINED_KINDS
+
+    for role in spec.roles:
+        optim = getattr(config.sections.get(role.name), "optim", None)
+        if role.kind not in TRAINED_KINDS or optim is None:
+            continue
+        schedule = getattr(optim, "lr_schedule", "constant")
+        if schedule != "constant" and not getattr(optim, "total_steps", 0):
+            return True
+    return False
+
+
 class _NoScoring:
     """A signal section's scorer in replay, which re-runs recorded updates on their dumped
     rewards and scores nothing (stands in when no plugin builds scorers)."""
@@ -183,7 +199,9 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
             "replayed from it"
         )
     dumps = [read_step_dump(run_dir, s, for_what=what) for s in range(start + 1, step + 1)]
-    length = _trained_length(run_dir, start, step, config.trainer.total_steps, what)
+    length = config.trainer.total_steps
+    if _schedule_follows_run_length(config, spec):  # else a changed length changes nothing
+        length = _trained_length(run_dir, start, step, length, what)
     if length != config.trainer.total_steps:  # the schedule those steps trained under
         trainer = attrs.evolve(config.trainer, total_steps=length)
         config = attrs.evolve(config, sections={**config.sections, "trainer": trainer})

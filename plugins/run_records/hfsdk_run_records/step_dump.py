@@ -11,7 +11,6 @@ cannot run code.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,18 +46,25 @@ def write_step_dump(
     update: Batch | None,
 ) -> Path:
     """Write one step's dump atomically (a temporary file renamed); returns its path."""
-    path = step_dump_path(run_dir, step)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    state = {"format": _FORMAT, "step": step, "generations": generations, "update": update}
     import torch
 
-    with open(tmp, "wb") as out:
-        torch.save(state, out)
-        out.flush()
-        os.fsync(out.fileno())
-    tmp.replace(path)
+    from hfsdk import atomic_path
+
+    path = step_dump_path(run_dir, step)
+    state = {"format": _FORMAT, "step": step, "generations": generations, "update": update}
+    # atomic_path removes its temporary file when the save fails (a full disk left
+    # rollouts/.step_N.pt.tmp behind) and fsyncs the directory after the rename.
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
     return path
+
+
+def dumped_steps(run_dir: str | Path) -> int:
+    """How many consecutive steps ``run_dir`` dumped from step 1 (0: no ``step_1.pt``)."""
+    step = 1
+    while step_dump_path(run_dir, step).is_file():
+        step += 1
+    return step - 1
 
 
 def read_step_dump(run_dir: str | Path, step: int, *, for_what: str) -> StepDump:
@@ -121,8 +127,7 @@ class DumpedGenerations:
         """The next prompts the dumped run drew (``n is None``: the first of a new step)."""
         if n is None:
             self.step += 1
-            what = f"trainer.mode=train_only (step {self.step})"
-            self._queue = list(read_step_dump(self.run_dir, self.step, for_what=what).generations)
+            self._queue = list(self._read_step(self.step).generations)
         if not self._queue:
             raise HfsdkError(
                 f"trainer.mode=train_only: step {self.step} draws more prompts than the run in "
@@ -137,6 +142,19 @@ class DumpedGenerations:
                 f"{str(self.run_dir)!r} drew {len(prompts)}; use that run's data settings"
             )
         return prompts
+
+    def _read_step(self, step: int) -> StepDump:
+        """Step ``step``'s dump; past the dumped run's last step, one line saying how many
+        steps it dumped (the run did use rollout_dump, it was shorter)."""
+        what = f"trainer.mode=train_only (step {step})"
+        last = dumped_steps(self.run_dir)
+        if 0 < last < step and not step_dump_path(self.run_dir, step).is_file():
+            raise HfsdkError(
+                f"{what}: the run in {str(self.run_dir)!r} dumped only {last} steps "
+                f"(rollouts/step_1.pt..step_{last}.pt); set trainer.total_steps to at most "
+                f"{last}, or dump a longer run"
+            )
+        return read_step_dump(self.run_dir, step, for_what=what)
 
     def generated(self, prompts: Batch) -> tuple[Batch, dict[str, float]] | None:
         """The dumped generation for ``prompts`` (the batch :meth:`next_batch` returned)."""

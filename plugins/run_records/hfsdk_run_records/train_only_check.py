@@ -5,6 +5,7 @@ The dumped rollouts, not ``rollout.backend``, are what such a run trains on, so 
 checks read step 1's dump: a correction (or ``trainer.max_mismatch_kl``) needs the
 rollout log-probs it recorded, and the prompts per step and samples per prompt must
 be the dumped run's (else the run's config.yaml records settings that did not apply).
+They also count the dumps: the run may not be longer than the dumped one.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def check_recorded_generations(config: Any, spec: Any = None, prepared: Any = No
         return
     source = trainer.rollouts_from
     dump = read_step_dump(source, 1, for_what="trainer.mode=train_only")
+    _check_dumped_length(source, int(trainer.total_steps))
     if not dump.generations:
         return
     prompts, generated = dump.generations[0]
@@ -45,4 +47,23 @@ def check_recorded_generations(config: Any, spec: Any = None, prepared: Any = No
             f"a step, this run data.batch_size={size}"
             f"{f' x algorithm.n_samples_per_prompt={n}' if n is not None else ''}; train with the "
             "data and algorithm settings of the run that wrote them"
+        )
+
+
+def _check_dumped_length(source: Any, total_steps: int) -> None:
+    """Refuse a run longer than the dumped one before it starts (it failed at the first
+    step past the dump, its trained steps lost when nothing was checkpointed yet).
+
+    The dumps are counted from step 1: a fresh run starts there, and a resumed one (at its
+    checkpoint's step + 1) needs a subset of steps 1..total_steps, whose step 1 the
+    settings check reads anyway.
+    """
+    from hfsdk_run_records.step_dump import dumped_steps
+
+    last = dumped_steps(source)
+    if last < total_steps:
+        raise HfsdkError(
+            f"trainer.mode=train_only: the run in {str(source)!r} dumped {last} steps "
+            f"(rollouts/step_1.pt..step_{last}.pt), this run trainer.total_steps={total_steps}; "
+            f"lower trainer.total_steps to {last}, or dump a longer run to train from"
         )

@@ -212,6 +212,39 @@ def test_train_only_settings_the_dump_does_not_fit_are_refused_before_the_run(
     check_recorded_generations(load_run_config("grpo", None, overrides[:-2]))  # fits
 
 
+def _fake_dumps(run_dir: Path, steps: int) -> Path:
+    """``steps`` step dumps holding no generations (what the length check counts)."""
+    for step in range(1, steps + 1):
+        path = step_dump_path(run_dir, step)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"format": 1, "step": step, "generations": [], "update": None}, path)
+    return run_dir
+
+
+def test_train_only_longer_than_the_dumped_run_is_refused_before_any_step(tmp_path: Path) -> None:
+    """3 steps on 2 dumped ones trained steps 1-2, then failed (their work lost, the message
+    blaming rollout_dump); a resumed run needs the dumps up to total_steps just the same."""
+    source = _fake_dumps(tmp_path / "source", 2)
+    run_dir = tmp_path / "train_only"
+    train_only = ["trainer.mode=train_only", f"trainer.rollouts_from={source}"]
+    with pytest.raises(HfsdkError) as info:
+        Trainer(load_run_config("grpo", None, [*SMALL, *train_only]), run_dir, quiet=True)
+    line = str(info.value)
+    assert "dumped 2 steps" in line and "trainer.total_steps=3" in line, line
+    assert "lower trainer.total_steps to 2" in line and "\n" not in line, line
+    assert not (run_dir / "metrics.jsonl").exists()
+
+
+def test_train_only_past_the_dumped_steps_says_how_many_the_run_dumped(tmp_path: Path) -> None:
+    from hfsdk_run_records.step_dump import DumpedGenerations
+
+    source = DumpedGenerations(_fake_dumps(tmp_path, 2))
+    source.load_state_dict({"step": 2})  # a resumed run at the end of the dump
+    with pytest.raises(HfsdkError, match="dumped only 2 steps") as info:
+        source.next_batch()
+    assert "rollout_dump" not in str(info.value)
+
+
 def test_modes_with_missing_or_conflicting_settings_are_refused_in_one_line() -> None:
     cases = (
         (["trainer.mode=train_only"], "needs trainer.rollouts_from"),
@@ -295,3 +328,20 @@ def test_replay_of_a_cosine_run_lengthened_on_resume_uses_the_length_each_step_t
     assert [r.differing for r in replay_steps(last, 2)] == [[], []]
     with pytest.raises(HfsdkError, match=f"{says}replay from checkpoint the start"):
         replay_steps(last, 3)
+
+
+@pytest.mark.slow
+def test_replay_across_a_resume_that_changed_total_steps_under_a_constant_schedule(
+    tmp_path: Path,
+) -> None:
+    """With constant learning rates (the default) the run length shapes no schedule: replay
+    refused step 2 as "total_steps changed from 1 to 2" though it reproduces exactly."""
+    run_dir = tmp_path / "run"
+    _fit(run_dir, "trainer.rollout_dump=true", "trainer.total_steps=1")
+    _fit(run_dir, "trainer.rollout_dump=true", "trainer.total_steps=2")
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("checkpoints"))
+    results = replay_steps(copy, 2)
+    assert [r.step for r in results] == [1, 2]
+    assert [r.differing for r in results] == [[], []]
+    assert all("actor/pg_loss" in r.compared for r in results)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -65,3 +66,27 @@ def test_the_dump_goes_through_the_atomic_writer(
     assert json.loads(path.read_text()) == {"raw_prompt": "p"}
     assert synced[-1] == str(tmp_path / "rollouts") and len(synced) == 2
     assert Path(synced[0]).parent == path.parent and synced[0] != str(path)
+
+
+def test_a_step_dump_that_fails_to_write_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk left ``rollouts/.step_N.pt.tmp`` behind; the atomic writer removes it."""
+    import errno
+
+    from hfsdk_run_records.step_dump import step_dump_path, write_step_dump
+
+    def full_disk(obj: object, f: Any, *args: object, **kwargs: object) -> None:
+        # As a save cut short does: part of the file written (to a path or an open file).
+        if hasattr(f, "write"):
+            f.write(b"partial")
+        else:
+            Path(f).write_bytes(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(OSError) as info:
+        write_step_dump(tmp_path, 2, [], None)
+    assert info.value.errno == errno.ENOSPC
+    assert list((tmp_path / "rollouts").iterdir()) == []
+    assert not step_dump_path(tmp_path, 2).exists()
