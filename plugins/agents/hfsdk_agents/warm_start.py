@@ -7,9 +7,13 @@ and the cached, atomically renamed build directory are the same for all of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
 
 
 class WarmStartSpec(Protocol):
@@ -92,10 +96,40 @@ def fit_token_distributions(
     return model, float(loss.detach())
 
 
-def cached_build(kind: str, key: str, build: Callable[[Path], None]) -> Path:
-    """``cache_root()/kind/key``, made once by ``build(staging)`` (which writes ``info.json``
-    last) and renamed into place (:func:`hfsdk_tasks.build_once`)."""
-    from hfsdk import cache_root
-    from hfsdk_tasks import build_once, holds
+BUILD_FILES = (
+    "info.json",
+    "model/config.json",
+    "model/model.safetensors",
+    "model/tokenizer.json",
+    "train.jsonl",
+    "val.jsonl",
+)
+"""The files every built-in agent task's build writes (a build without one is damaged)."""
 
-    return build_once(cache_root() / kind / key, build, complete=holds("info.json"))
+
+def cached_build(
+    kind: str,
+    key: str,
+    build: Callable[[Path], None],
+    *,
+    required: Sequence[str] = BUILD_FILES,
+) -> Path:
+    """``cache_root()/kind/key``, made once by ``build(staging)`` (which writes ``info.json``
+    last) and renamed into place (:func:`hfsdk_tasks.build_once`).
+
+    A directory there that lacks any of ``required`` is removed and rebuilt.
+    """
+    from hfsdk import cache_root
+    from hfsdk_tasks import build_once
+
+    final = cache_root() / kind / key
+
+    def complete(directory: Path) -> bool:
+        return all((directory / name).is_file() for name in required)
+
+    if final.exists() and not complete(final):
+        # Only a finished build is renamed into place, so a missing file was deleted
+        # afterwards; the rename below cannot replace a non-empty directory, so remove it.
+        log.warning("%s cache %s is incomplete; rebuilding it", kind, final)
+        shutil.rmtree(final, ignore_errors=True)
+    return build_once(final, build, complete=complete)

@@ -308,6 +308,18 @@ def test_a_call_left_unanswered_is_no_answer() -> None:
     assert tool_use_reward(["17 + 25 ="], [call_text(17, 25)]) == [0.0]
 
 
+def test_a_decimal_or_non_ascii_answer_is_not_the_integer_sum() -> None:
+    """Before: ``-?\\d+`` read "42.9" as 42 and the Arabic-Indic "٤٢" as 42 (reward 1.0)."""
+    answered = call_text(17, 25) + " <tool_response> 42 </tool_response>"
+    responses = [
+        answered + " 42.9",
+        answered + " \u0664\u0662",
+        answered + " 42.0",
+        answered + " 42.",
+    ]
+    assert tool_use_reward(["17 + 25 ="] * 4, responses) == [0.0, 0.0, 1.0, 1.0]
+
+
 def test_a_deadline_in_one_blocking_trajectory_stops_them_all() -> None:
     """A trajectory blocking the event loop (an environment's sync reset) is interrupted by
     its deadline; the trajectories after it must not start, or the next one's reset would

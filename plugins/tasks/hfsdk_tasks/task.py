@@ -25,7 +25,8 @@ COST_FUNCTION_NAME = "default_task_cost"
 
 DEFAULT_FILLER_WORD = DefaultTaskSpec().filler_word
 
-_NUMBER = re.compile(r"-?\d+")
+# ASCII digits with an optional decimal part: "8.5" is one number (not 8), and "٨" none.
+_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?", re.ASCII)
 _PROMPT = re.compile(r"^\s*(\d+)\s*\+\s*(\d+)\s*=\s*$")
 
 
@@ -68,9 +69,13 @@ def validation_rows(spec: DefaultTaskSpec) -> list[dict[str, str]]:
 
 
 def first_number(text: str) -> int | None:
-    """The first integer in ``text``, or ``None`` when there is none."""
+    """The first number in ``text`` when it is whole (``"8"``, ``"8.0"``), else ``None``
+    (no number, or a first number such as ``"8.5"`` that no integer answer equals)."""
     match = _NUMBER.search(text)
-    return int(match.group()) if match else None
+    if match is None:
+        return None
+    whole, _, fraction = match.group().partition(".")
+    return None if fraction.strip("0") else int(whole)
 
 
 def _answers(prompts: Sequence[str], answer: Sequence[Any] | None) -> list[int]:

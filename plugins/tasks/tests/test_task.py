@@ -70,3 +70,9 @@ def test_cost_flags_the_filler_word_only_as_a_word() -> None:
 def test_first_number() -> None:
     assert first_number("ugh 12 3") == 12
     assert first_number("none") is None
+
+
+def test_a_decimal_or_non_ascii_number_is_not_the_sum() -> None:
+    """Before: ``-?\\d+`` read "8.5" as 8 and the Arabic-Indic "٨" as 8 (reward 1.0)."""
+    responses = ["8.5", "\u0668", "8", "8.0", "8.", "-8.5 8"]
+    assert default_task_reward(["3 + 5 ="] * 6, responses) == [0.0, 0.0, 1.0, 1.0, 1.0, 0.0]

@@ -28,13 +28,29 @@ from hfsdk import ConfigError
     metavar="JSON",
     help="The task's config as a JSON object, e.g. '{\"max_terms\": 2}'.",
 )
+@click.option(
+    "--format-instruction",
+    default="default",
+    show_default=True,
+    metavar="NAME",
+    help="reasoning-gym's system prompt put before each question (reasoning_gym.utils."
+    "SYSTEM_PROMPTS; 'default' asks for <answer> tags), or 'none' for the bare question.",
+)
 def reasoning_gym_command(
-    name: str, directory: str, train_size: int, val_size: int, seed: int, config_json: str
+    name: str,
+    directory: str,
+    train_size: int,
+    val_size: int,
+    seed: int,
+    config_json: str,
+    format_instruction: str,
 ) -> None:
     """Write DIR/train.jsonl and DIR/val.jsonl from the reasoning-gym task NAME (offline).
 
     Train on them with data.train_files=[DIR/train.jsonl] and reward.functions=
-    [{name: reasoning_gym}] (the task's own verifier scores each response).
+    [{name: reasoning_gym}] (the task's own verifier scores each response). Each prompt
+    starts with the format instruction, so a model is told to answer in <answer> tags,
+    the only answer the reward reads.
     """
     from hfsdk_agents.environments.reasoning_gym_data import write_reasoning_gym_data
 
@@ -47,6 +63,12 @@ def reasoning_gym_command(
     if not isinstance(config, dict):
         raise ConfigError(f"--config {config_json!r} is not a JSON object; give e.g. '{{}}'")
     train, val = write_reasoning_gym_data(
-        name, directory, train_size=train_size, val_size=val_size, seed=seed, config=config
+        name,
+        directory,
+        train_size=train_size,
+        val_size=val_size,
+        seed=seed,
+        config=config,
+        format_instruction=format_instruction,
     )
     click.echo(f"wrote {train} ({train_size} rows) and {val} ({val_size} rows)")

@@ -1,7 +1,8 @@
 """Prompts from one ``reasoning_gym`` task name, generated offline (its datasets are procedural).
 
 :func:`reasoning_gym_rows` turns ``reasoning_gym.create_dataset(name, seed=, size=,
-**config)`` into dataset rows: ``prompt`` (the question), ``answer`` and what the
+**config)`` into dataset rows: ``prompt`` (the question, after one of reasoning-gym's
+format instructions where ``format_instruction`` names one), ``answer`` and what the
 ``reasoning_gym`` reward needs to rebuild the row's entry for the task's own
 verifier (``rg_task``, ``rg_seed``, ``rg_size``, ``rg_index``, ``rg_config``) and the
 entry as written (``rg_entry``). The same name, seed, size and config give the same
@@ -28,10 +29,32 @@ def task_names() -> list[str]:
     return sorted(require("reasoning_gym.factory").DATASETS)
 
 
+def instruction_prefix(format_instruction: str | None) -> str:
+    """reasoning-gym's system prompt ``format_instruction`` (``"default"`` asks for the
+    answer in ``<answer>`` tags, which the reward reads) and a blank line; ``""`` for
+    ``None`` or ``"none"``. An unknown name is one line."""
+    from hfsdk_agents.environments.extras import require
+
+    if format_instruction is None or format_instruction == "none":
+        return ""
+    prompts = require("reasoning_gym.utils").SYSTEM_PROMPTS
+    if format_instruction not in prompts:
+        from hfsdk import unknown_name_message
+
+        raise ConfigError(
+            unknown_name_message("format instruction", format_instruction, [*prompts, "none"])
+            + " (reasoning_gym.utils.SYSTEM_PROMPTS, or none for the bare question)"
+        )
+    return prompts[format_instruction].strip() + "\n\n"
+
+
 @functools.lru_cache(maxsize=32)
 def _dataset(name: str, seed: int, size: int, config_json: str) -> Any:
-    import reasoning_gym
+    from hfsdk_agents.environments.extras import require
 
+    # require(), not a bare import: without the extra this is the install hint, not an
+    # "internal error".
+    reasoning_gym = require("reasoning_gym")
     if name not in task_names():
         from hfsdk import unknown_name_message
 
@@ -57,14 +80,22 @@ def reasoning_gym_dataset(
 
 
 def reasoning_gym_rows(
-    name: str, *, size: int, seed: int = 0, config: Mapping[str, Any] | None = None
+    name: str,
+    *,
+    size: int,
+    seed: int = 0,
+    config: Mapping[str, Any] | None = None,
+    format_instruction: str | None = None,
 ) -> list[dict[str, Any]]:
-    """``size`` rows of the task ``name`` (see the module docstring)."""
+    """``size`` rows of the task ``name`` (see the module docstring); ``format_instruction``
+    (see :func:`instruction_prefix`) goes before each question."""
+    # First, so a bad name is refused before the dataset is generated.
+    prefix = instruction_prefix(format_instruction)
     dataset = reasoning_gym_dataset(name, seed=seed, size=size, config=config)
     config_json = json.dumps(dict(config or {}), sort_keys=True)
     return [
         {
-            "prompt": entry["question"],
+            "prompt": prefix + entry["question"],
             "answer": str(entry["answer"]),
             "rg_task": name,
             "rg_seed": int(seed),
@@ -97,8 +128,12 @@ def write_reasoning_gym_data(
     val_size: int,
     seed: int = 0,
     config: Mapping[str, Any] | None = None,
+    format_instruction: str | None = None,
 ) -> tuple[Path, Path]:
     """``train.jsonl`` and ``val.jsonl`` of the task in ``directory``.
+
+    ``format_instruction`` names the reasoning-gym system prompt each prompt starts with
+    (``None``: the bare question; see :func:`instruction_prefix`).
 
     Validation rows are other questions than the training rows (see
     :func:`validation_rows`). Both are generated before either file is written: a call
@@ -109,8 +144,17 @@ def write_reasoning_gym_data(
     for what, size in (("train_size", train_size), ("val_size", val_size)):
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigError(f"{what} {size!r}: give a number of rows >= 1")
-    train = reasoning_gym_rows(name, size=train_size, seed=seed, config=config)
-    val = validation_rows(name, train, val_size=val_size, seed=seed, config=config)
+    train = reasoning_gym_rows(
+        name, size=train_size, seed=seed, config=config, format_instruction=format_instruction
+    )
+    val = validation_rows(
+        name,
+        train,
+        val_size=val_size,
+        seed=seed,
+        config=config,
+        format_instruction=format_instruction,
+    )
     texts = {
         file: "".join(json.dumps(r) + "\n" for r in rows)
         for file, rows in (("train.jsonl", train), ("val.jsonl", val))
@@ -129,8 +173,10 @@ def validation_rows(
     val_size: int,
     seed: int,
     config: Mapping[str, Any] | None = None,
+    format_instruction: str | None = None,
 ) -> list[dict[str, Any]]:
-    """``val_size`` rows of the task whose questions are not among ``train``'s prompts.
+    """``val_size`` rows of the task whose questions are not among ``train``'s prompts
+    (written with the same ``format_instruction`` as ``train``).
 
     reasoning-gym makes entry ``idx`` of seed ``s`` from ``Random(s + idx)``, so the
     candidates come from seed ``seed + len(train)``: their generators are not any training
@@ -140,7 +186,11 @@ def validation_rows(
     the reward rebuilds its entry. Fewer unseen questions than ``val_size`` is one line.
     """
     candidates = reasoning_gym_rows(
-        name, size=len(train) + val_size, seed=seed + len(train), config=config
+        name,
+        size=len(train) + val_size,
+        seed=seed + len(train),
+        config=config,
+        format_instruction=format_instruction,
     )
     seen = {row["prompt"] for row in train}
     rows = [row for row in candidates if row["prompt"] not in seen][:val_size]

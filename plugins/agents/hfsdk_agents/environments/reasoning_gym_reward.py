@@ -40,9 +40,11 @@ def score_response(
     (``rg_entry``) is scored. Otherwise the rebuilt one (its exact types: JSON turns
     ``arc_agi``'s tuples into lists, which its verifier scores lower).
     """
-    from reasoning_gym.utils import extract_answer
-
+    from hfsdk_agents.environments.extras import require
     from hfsdk_agents.environments.reasoning_gym_data import reasoning_gym_dataset
+
+    # require(), not a bare import: without the extra this is the install hint.
+    extract_answer = require("reasoning_gym.utils").extract_answer
 
     dataset = reasoning_gym_dataset(task, seed=seed, size=size, config=json.loads(config))
     entry = dataset[int(index)]

@@ -25,7 +25,8 @@ CALL_WORDS = ('{"name":', '"add",', '"arguments":', '{"a":', ",", '"b":', "}}")
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 RESPONSE_OPEN, RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
 
-_NUMBER = re.compile(r"-?\d+")
+# ASCII digits with an optional decimal part: "42.9" is one number (not 42), and "٤٢" none.
+_NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?", re.ASCII)
 
 
 def add(a: int, b: int) -> int:
@@ -60,12 +61,16 @@ def task_rows(max_operand: int = MAX_OPERAND, seed: int = 0) -> list[dict[str, s
 
 
 def final_answer(response: str) -> int | None:
-    """The first number after the last tool response (or in the whole text), else ``None``."""
+    """The first number after the last tool response (or in the whole text), else ``None``
+    (also when that number is not whole, ``"42.9"``)."""
     tail = response.rsplit(RESPONSE_CLOSE, 1)[-1]
     if CALL_OPEN in tail:
         return None  # a call that never got a response is not an answer (its arguments either)
     match = _NUMBER.search(tail)
-    return int(match.group()) if match else None
+    if match is None:
+        return None
+    whole, _, fraction = match.group().partition(".")
+    return None if fraction.strip("0") else int(whole)  # "42.9" equals no integer sum
 
 
 def tool_use_reward(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,13 +111,19 @@ def test_the_command_writes_the_rows_and_refuses_a_bad_name_in_one_line(
     config = json.dumps(CONFIG)
     assert run("basic_arithmetic", str(tmp_path), "--train-size", "4", "--config", config) == 0
     rows = [json.loads(line) for line in (tmp_path / "train.jsonl").read_text().splitlines()]
-    assert rows == reasoning_gym_rows("basic_arithmetic", size=4, seed=0, config=CONFIG)
+    assert rows == reasoning_gym_rows(
+        "basic_arithmetic", size=4, seed=0, config=CONFIG, format_instruction="default"
+    )
     val = (tmp_path / "val.jsonl").read_text().splitlines()
     assert len(val) == 100 and json.loads(val[0])["rg_seed"] == 4  # seed 0 + train_size 4
     capsys.readouterr()
     for args, says in [
         (("basic_arithmetik", str(tmp_path / "x")), "unknown reasoning_gym task"),
         (("basic_arithmetic", str(tmp_path / "x"), "--config", "{max"), "is not JSON"),
+        (
+            ("basic_arithmetic", str(tmp_path / "x"), "--format-instruction", "defualt"),
+            "unknown format instruction 'defualt'",
+        ),
     ]:
         assert run(*args) == 2
         err = capsys.readouterr().err.strip()
@@ -134,10 +142,10 @@ def test_sizes_below_one_are_refused_and_a_failed_val_keeps_the_old_pair(
     before = {p.name: p.read_text() for p in tmp_path.iterdir()}
     real = reasoning_gym_data.reasoning_gym_rows
 
-    def val_fails(name: str, *, size: int, seed: int, config: object) -> list:
+    def val_fails(name: str, *, size: int, seed: int, config: object, **kwargs: object) -> list:
         if seed == 9:  # the validation part of seed 7 (7 + train_size 2; interrupted, say)
             raise KeyboardInterrupt
-        return real(name, size=size, seed=seed, config=config)
+        return real(name, size=size, seed=seed, config=config, **kwargs)
 
     monkeypatch.setattr(reasoning_gym_data, "reasoning_gym_rows", val_fails)
     with pytest.raises(KeyboardInterrupt):
@@ -172,3 +180,90 @@ def test_a_config_that_fails_while_generating_is_one_line() -> None:
         reasoning_gym_rows(
             "spell_backward", size=3, config={"min_word_len": 40, "max_word_len": 50}
         )
+
+
+@pytest.mark.parametrize("missing", ["reasoning_gym", "reasoning_gym.utils"])
+def test_without_reasoning_gym_the_data_and_reward_give_the_install_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str
+) -> None:
+    """Before: a bare import raised ModuleNotFoundError, reported as an internal error."""
+    for module in ("reasoning_gym", "reasoning_gym.factory", "reasoning_gym.utils"):
+        if missing == "reasoning_gym" or module == missing:
+            monkeypatch.setitem(sys.modules, module, None)  # None: import raises ImportError
+    hint = "pip install 'hfsdk-plugin-agents[environments]'"
+    if missing == "reasoning_gym":
+        # a seed no other test uses, so the dataset cache does not answer
+        with pytest.raises(HfsdkError, match=re.escape(hint)):
+            write_reasoning_gym_data(
+                "basic_arithmetic", tmp_path, train_size=2, val_size=1, seed=811
+            )
+    columns = {
+        "rg_task": ["basic_arithmetic"], "rg_seed": [812], "rg_size": [2],
+        "rg_index": [0], "rg_config": ["{}"],
+    }  # fmt: skip
+    with pytest.raises(HfsdkError, match=re.escape(hint)):
+        reasoning_gym_reward(["p"], ["<answer>1</answer>"], **columns)
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    """The built-in task's cached build (the same one the GRPO test and runs use)."""
+    from hfsdk_agents.environments.reasoning_gym_build import ensure_reasoning_gym_assets
+
+    return ensure_reasoning_gym_assets()
+
+
+def test_every_answer_of_the_built_task_is_a_word_of_its_tokenizer(built: Path) -> None:
+    """Before: the vocabulary held -9..18 only, but basic_arithmetic also answers 19, 20 and
+    -10 (operand 10): those rows mapped to ``<unk>`` and could never score 1."""
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(built / "model"))
+    for split in ("train.jsonl", "val.jsonl"):
+        answers = [json.loads(line)["answer"] for line in (built / split).read_text().splitlines()]
+        ids = tokenizer.convert_tokens_to_ids(answers)
+        assert [a for a, i in zip(answers, ids, strict=True) if i == tokenizer.unk_token_id] == []
+
+
+def test_the_warm_start_answers_right_about_as_often_as_the_spec_says(built: Path) -> None:
+    """Before: 120 warm-start steps left P(right) at 0.07, not the documented ~0.3."""
+    import torch
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(built / "model"))
+    model = AutoModelForCausalLM.from_pretrained(str(built / "model")).eval()
+    rows = [json.loads(line) for line in (built / "train.jsonl").read_text().splitlines()]
+    tid = tokenizer.convert_tokens_to_ids
+    probs = []
+    with torch.no_grad():
+        for row in rows[:64]:  # a sample, one at a time (the build measures all, batched)
+            ids = [*tokenizer(row["prompt"]).input_ids, tid("<answer>")]
+            logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+            probs.append(float(logits.softmax(-1)[tid(row["answer"])]))
+    p_right = sum(probs) / len(probs)
+    assert p_right >= 0.2
+    info = json.loads((built / "info.json").read_text())
+    assert info["p_right_train"] >= 0.2  # the build records it, over every training row
+
+
+def test_the_command_tells_the_model_the_answer_format_the_reward_reads(tmp_path: Path) -> None:
+    """Before: the prompt was the bare question, so a model following the recipe was never
+    asked for <answer> tags and every reward was 0."""
+    import reasoning_gym.utils
+
+    from hfsdk.core.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["reasoning-gym", "basic_arithmetic", str(tmp_path), "--train-size", "2",
+              "--val-size", "1"])  # fmt: skip
+    assert info.value.code in (0, None)
+    instruction = reasoning_gym.utils.SYSTEM_PROMPTS["default"].strip()
+    for split in ("train.jsonl", "val.jsonl"):
+        for line in (tmp_path / split).read_text().splitlines():
+            row = json.loads(line)
+            assert row["prompt"] == f"{instruction}\n\n{json.loads(row['rg_entry'])['question']}"
+            assert "<answer>" in row["prompt"]
+    # From Python (and in the built-in tiny task) the prompt stays the bare question.
+    (bare,) = reasoning_gym_rows("basic_arithmetic", size=1)
+    assert bare["prompt"] == json.loads(bare["rg_entry"])["question"]
+    assert reasoning_gym_rows("basic_arithmetic", size=1, format_instruction="none") == [bare]
