@@ -91,10 +91,8 @@ class HfsdkPluginManager:
         return [p for p in self.plugins if p.status == "failed"]
 
     def failed_plugins_note(self) -> str:
-        """``"; plugin(s) that failed to load: NAME (why), ..."``, or ``""`` when none failed.
-
-        Appended to every failed lookup of a name: the name may belong to one of them.
-        """
+        """``"; plugin(s) that failed to load: NAME (why), ..."``, or ``""`` when none failed;
+        appended to every failed lookup of a name: the name may belong to one of them."""
         failed = self.failed_plugins()
         shown = ", ".join(
             f"{p.name} [{p.distribution or 'in-process'}] ({_first_line(p.error)})" for p in failed
@@ -126,10 +124,8 @@ class HfsdkPluginManager:
         kind = kind.replace("-", "_")
         if kind in kinds or kind in KIND_ALIASES:
             owner = f"plugin {owners[kind]!r}" if kind in owners else "the core"
-            raise HfsdkError(
-                f"plugin {plugin!r} adds registry kind {kind!r}, which {owner} already has; "
-                "choose another name"
-            )
+            why = f"adds registry kind {kind!r}, which {owner} already has"
+            raise HfsdkError(f"plugin {plugin!r} {why}; choose another name")
         caller = getattr(self.pm.hook, hook_name, None)
         if caller is None or caller.spec is None:
             raise HfsdkError(
@@ -272,11 +268,8 @@ def _entry_points() -> list[metadata.EntryPoint]:
 def build_plugin_manager(
     extra_plugins: Iterable[tuple[str, object]] = (), *, load_entry_points: bool = True
 ) -> HfsdkPluginManager:
-    """Build a new plugin manager.
-
-    ``extra_plugins`` are ``(name, module_or_object)`` pairs registered after the
-    entry points (tests and embedding applications use this).
-    """
+    """A new plugin manager; ``extra_plugins`` are ``(name, module_or_object)`` pairs registered
+    after the entry points (tests and embedding applications use this)."""
     from hfsdk import hookspecs
     from hfsdk.core import builtin_plugin
 
@@ -313,8 +306,7 @@ def build_plugin_manager(
                 module = ep.load()
                 pm.register(module, name=ep.name)
             except (Exception, SystemExit) as exc:  # (sys.exit at import must not end hfsdk)
-                info.status = "failed"
-                info.error = f"{type(exc).__name__}: {exc}"
+                info.status, info.error = "failed", f"{type(exc).__name__}: {exc}"
                 if _trace_enabled():
                     traceback.print_exc()
                 continue
@@ -329,8 +321,7 @@ def build_plugin_manager(
         try:
             pm.register(plugin, name=name)
         except Exception as exc:
-            info.status = "failed"
-            info.error = f"{type(exc).__name__}: {exc}"
+            info.status, info.error = "failed", f"{type(exc).__name__}: {exc}"
             continue
         info.hooks = _hook_names(pm, plugin)
 
@@ -388,7 +379,8 @@ def plugin_code(plugin: str, what: str, fix: str = "", error: type = HfsdkError)
         if full or isinstance(e, (HfsdkError, WorkerError)):
             raise
         fix = fix or f"fix or disable it (HFSDK_DISABLE_PLUGINS={plugin})"
-        raise error(f"plugin {plugin!r}'s {what} raised {type(e).__name__}: {e}; {fix}") from e
+        why = " ".join(str(e).split())  # one line: the CLI shows only the first one
+        raise error(f"plugin {plugin!r}'s {what} raised {type(e).__name__}: {why}; {fix}") from e
 
 
 def call_each(hook: Any, error: type = HfsdkError, **kwargs: Any) -> Iterator[Any]:

@@ -566,3 +566,15 @@ def test_plugins_sharing_one_hook_function_blame_the_one_that_raised() -> None:
     pm = build_plugin_manager(plugins, load_entry_points=False)
     assert "ok" in pm.registry("reward_functions")
     assert [p.name for p in pm.failed_plugins()] == ["fails"]
+
+
+def test_a_multi_line_plugin_error_is_flattened_to_one_line() -> None:
+    # The CLI shows only an error's first line: the field, allowed values and fix were lost.
+    from hfsdk.core.errors import HfsdkError
+    from hfsdk.core.plugin_manager import plugin_code
+
+    with pytest.raises(HfsdkError) as info, plugin_code("p", "x"):
+        raise ValueError("1 validation error\n  mode\n    expected online")
+    message = str(info.value)
+    assert "\n" not in message
+    assert "raised ValueError: 1 validation error mode expected online; fix or disable" in message

@@ -34,14 +34,16 @@ def show(
     from hfsdk.core.config.sources import ConfigLayers
 
     keys = [arg for arg in overrides if "=" not in arg]
-    overrides = tuple(arg for arg in overrides if "=" in arg)
-    if keys and not explain:
+    if keys and not explain:  # a key to look at, or a piece of an override the shell split
+        from hfsdk.core.config.loader import shell_split_hint
         from hfsdk.core.errors import ConfigError
 
-        raise ConfigError(
-            f"{keys[0]!r} is not of the form key.sub=value; to look at one key use "
-            f"`hfsdk config show --explain {keys[0]}`"
-        )
+        key, at = keys[0], overrides.index(keys[0])
+        hint = shell_split_hint(overrides[at - 1].partition("=")[2]) if at else ""
+        if not hint and key.replace(".", "_").isidentifier():  # a key, such as actor.optim.lr
+            hint = f"; to look at one key use `hfsdk config show --explain {key}`"
+        raise ConfigError(f"{key!r} is not of the form key.sub=value{hint}")
+    overrides = tuple(arg for arg in overrides if "=" in arg)
     base = task_base(task, algo, config_file, overrides)
     config = load_run_config(algo, config_file, overrides, base=base)
     from hfsdk.core.config.run_config import check_reward_function_names
@@ -73,8 +75,7 @@ def show(
     for key, lines in entries:
         top = key.split(".", 1)[0]
         if not keys and top != section:
-            click.echo("")
-            click.echo(f"# {top}")
+            click.echo(f"\n# {top}")
             section = top
         for line in lines:
             click.echo(line)

@@ -95,11 +95,8 @@ def _internal(exc: Exception, debug: bool) -> int:
     if debug:
         traceback.print_exc()
         return EXIT_INTERNAL
-    click.echo(
-        f"Error: {type(exc).__name__}: {_first_line(exc)} (internal error; rerun with --debug "
-        "for the traceback and report it)",
-        err=True,
-    )
+    click.echo(f"Error: {type(exc).__name__}: {_first_line(exc)} (internal error; rerun with "
+               "--debug for the traceback and report it)", err=True)  # fmt: skip
     return EXIT_INTERNAL
 
 

@@ -55,10 +55,8 @@ _CORE_COMMANDS = {group: dict(group.commands) for _, group in _groups(cli)}
 def build_cli() -> click.Group:
     """The command group with the subcommands the loaded plugins contribute.
 
-    Plugins add to the core's groups; what an earlier build added (in the same
-    process, under other plugins) is taken away first, so a disabled plugin's
-    command is gone.
-    """
+    Plugins add to the core's groups; what an earlier build added (in the same process, under
+    other plugins) is taken away first, so a disabled plugin's command is gone."""
     from hfsdk.core.plugin_manager import get_plugin_manager
 
     manager = get_plugin_manager()
@@ -77,6 +75,11 @@ def build_cli() -> click.Group:
             for (_, group), commands in before.items():
                 group.commands = commands
             manager.mark_failed(impl.plugin_name, "hfsdk_register_commands", exc)
+    # --debug anywhere (debug_requested reads argv): click's parser still knows an option's value
+    debug = click.Option(["--debug"], is_flag=True, hidden=True, expose_value=False)
+    for command in {c for _, group in _groups(cli) for c in (group, *group.commands.values())}:
+        if not any("--debug" in param.opts for param in command.params):
+            command.params.append(debug)
     return cli
 
 

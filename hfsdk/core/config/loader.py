@@ -45,10 +45,17 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     try:
         value = load_yaml_text(raw, source=f"override {key!r}")  # `key=` is YAML's null
     except yaml.YAMLError as exc:
-        raise ConfigError(
-            f"override {text!r}: value {raw!r} is not valid YAML ({_one_line(exc)})"
-        ) from exc
+        why = f"is not valid YAML ({_one_line(exc)}){shell_split_hint(raw)}"
+        raise ConfigError(f"override {text!r}: value {raw!r} {why}") from exc
     return key.split("."), value
+
+
+def shell_split_hint(value: str) -> str:
+    """A quoting hint if ``value`` opens a ``[`` or ``{`` it does not close, else ``""``."""
+    # An unquoted `key=[a, b]` reaches us as `key=[a,` and `b]`: the shell split it at the space.
+    if value.count("[") <= value.count("]") and value.count("{") <= value.count("}"):
+        return ""
+    return "; it looks split by the shell at a space: quote the whole override ('key=[a, b]')"
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str] | tuple[str, ...]) -> dict[str, Any]:

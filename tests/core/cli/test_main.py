@@ -78,6 +78,20 @@ def test_debug_shows_the_traceback(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "Traceback (most recent call last)" in err
 
 
+def test_debug_after_the_subcommand_shows_the_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # errors.debug_requested says "--debug anywhere"; click knew it only before the subcommand.
+    code, _, err = _hfsdk(capsys, "run", "--algo", "nope", "--debug")
+    assert code == 2 and "No such option" not in err
+    assert "unknown algorithm 'nope'" in err and "Traceback (most recent call last)" in err
+
+
+def test_debug_as_an_options_value_stays_that_value(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", "--config", "--debug")
+    assert code == 2 and "config file '--debug' does not exist" in err
+
+
 def test_config_show_applies_file_and_overrides(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -100,6 +114,33 @@ def test_config_show_bad_key(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _hfsdk(capsys, "config", "show", "--algo", "ppo", "actor.optim.lrr=1")
     assert code == 2
     assert "unknown config key 'actor.optim.lrr'; did you mean 'actor.optim.lr'?" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["trainer.loggers=[jsonl,", "tensorboard]"], "'tensorboard]' is not of the form"),
+        (["reward.functions=[{name:", "exact_match,", "weight:", "1.0}]"], "'exact_match,'"),
+    ],
+)
+def test_config_show_of_an_override_the_shell_split_says_to_quote_it(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, _, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", *args)
+    assert code == 2 and message in err
+    assert "quote the whole override" in err and "--explain" not in err
+
+
+@pytest.mark.parametrize(
+    ("arg", "hint"),
+    [("actor.optim.lr", "`hfsdk config show --explain actor.optim.lr`"), ("5%", "")],
+)
+def test_config_show_suggests_explain_only_for_a_key(
+    capsys: pytest.CaptureFixture[str], arg: str, hint: str
+) -> None:
+    code, _, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", arg)
+    assert code == 2 and f"Error: {arg!r} is not of the form key.sub=value" in err
+    assert (hint in err) if hint else "--explain" not in err
 
 
 def test_missing_config_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -332,6 +332,13 @@ def test_bad_override_syntax(text: str, message: str) -> None:
         parse_override(text)
 
 
+@pytest.mark.parametrize("text", ["trainer.loggers=[jsonl,", "reward.functions=[{name:"])
+def test_an_override_the_shell_split_at_a_space_says_to_quote_it(text: str) -> None:
+    # `key=[a, b]` unquoted reaches hfsdk as `key=[a,` and `b]`: the YAML error alone misleads.
+    with pytest.raises(ConfigError, match=r"split by the shell at a space: quote the whole"):
+        parse_override(text)
+
+
 def test_override_through_a_value_is_an_error() -> None:
     with pytest.raises(ConfigError, match=r"'a\.b' is a value"):
         apply_overrides({"a": {"b": 1}}, ["a.b.c=2"])
