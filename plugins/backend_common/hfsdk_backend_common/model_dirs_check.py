@@ -7,6 +7,7 @@ signal's scoring model) must be a directory saved with ``save_pretrained``; the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,14 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model",
                    "vocab.txt", "spiece.model")  # fmt: skip
 """Files of a directory ``PreTrainedTokenizerFast`` / ``AutoTokenizer`` load a tokenizer from."""
 
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")  # fmt: skip
+"""The weight files ``from_pretrained`` loads a model from (one file, or a sharded one's index)."""
+
 
 def check_model_path(key: str, path: str | None) -> None:
-    """``path`` (config key ``key``) must be a local HF model directory when set."""
+    """``path`` (config key ``key``) must be a local HF model directory when set: a
+    config.json that parses and a weights file (:data:`WEIGHT_FILES`)."""
     if path is None:
         return
     directory = Path(path).expanduser()
@@ -44,6 +50,29 @@ def check_model_path(key: str, path: str | None) -> None:
         raise HfsdkError(
             f"{key}={path!r} is not an HF model directory (no config.json there); point it at a "
             "directory made with save_pretrained"
+        )
+    _check_config_json(key, path, directory / "config.json")
+    if not any((directory / name).is_file() for name in WEIGHT_FILES):
+        # Without this the workers start and the first from_pretrained fails there (exit 3).
+        raise HfsdkError(
+            f"{key}={path!r} has config.json but no weights (none of {', '.join(WEIGHT_FILES)}); "
+            "point it at a complete directory made with save_pretrained"
+        )
+
+
+def _check_config_json(key: str, path: str, config_file: Path) -> None:
+    """A truncated or hand-edited config.json fails only inside a worker; read it here."""
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HfsdkError(
+            f"{key}={path!r} has a config.json that is not valid JSON ({exc}); re-save the "
+            "model with save_pretrained"
+        ) from exc
+    if not isinstance(config, dict):
+        raise HfsdkError(
+            f"{key}={path!r} has a config.json holding a {type(config).__name__}, expected a "
+            "JSON object; re-save the model with save_pretrained"
         )
 
 

@@ -12,7 +12,15 @@ from typing import Any
 import attrs
 import torch
 
-from hfsdk import DATA_DIR, PROMPT_MESSAGES, RENDERED_PROMPT, Batch, DataConfig, HfsdkError
+from hfsdk import (
+    DATA_DIR,
+    HIDDEN_COLUMNS,
+    PROMPT_MESSAGES,
+    RENDERED_PROMPT,
+    Batch,
+    DataConfig,
+    HfsdkError,
+)
 from hfsdk_datasets.chat import (
     check_messages,
     is_messages,
@@ -75,7 +83,7 @@ def _load_files(datasets: Any, files: Sequence[str], prompt_key: str, validation
                 ) from exc
             if isinstance(loaded, datasets.DatasetDict):
                 loaded = pick_split(loaded, name, validation)
-            parts.append(_with_data_dir(loaded, path))
+            parts.append(_with_data_dir(loaded, path, name, validation))
             continue
         if not path.is_file():
             raise HfsdkError(f"dataset file {name!r} does not exist; check {files_key(validation)}")
@@ -104,23 +112,25 @@ def _load_files(datasets: Any, files: Sequence[str], prompt_key: str, validation
             ) from exc
         if fmt == "json":
             check_json_columns(loaded, path, name)
-        parts.append(_with_data_dir(loaded, path.parent))
+        parts.append(_with_data_dir(loaded, path.parent, name, validation))
     dataset = parts[0] if len(parts) == 1 else concatenate_parts(datasets, parts, files)
     if prompt_key not in dataset.column_names:
+        # The loader's hidden data_dir is no column the user could name.
+        shown = [column for column in dataset.column_names if column not in HIDDEN_COLUMNS]
         raise HfsdkError(
             f"dataset {list(files)} has no column {prompt_key!r} (columns: "
-            f"{dataset.column_names}); set data.prompt_key to the prompt column"
+            f"{shown}); set data.prompt_key to the prompt column"
         )
     if len(dataset) == 0:
         raise HfsdkError(f"dataset {list(files)} is empty; it needs at least one prompt")
     return dataset
 
 
-def _with_data_dir(dataset: Any, folder: Path) -> Any:
-    """``dataset`` with the hidden ``data_dir`` column: relative paths in its rows (images)
-    resolve from its own folder, not from wherever the run starts."""
-    if DATA_DIR in dataset.column_names:
-        return dataset
+def _with_data_dir(dataset: Any, folder: Path, name: str, validation: bool) -> Any:
+    """``dataset`` (file or directory ``name``) with the hidden ``data_dir`` column: relative
+    paths in its rows (images) resolve from its own folder, not from wherever the run starts.
+    A file's own reserved column (``data_dir`` too) is refused: it would be replaced or hidden."""
+    refuse_reserved_columns(dataset.column_names, data_description(validation, [name]))
     return dataset.add_column(DATA_DIR, [str(folder.resolve())] * len(dataset))
 
 
@@ -167,8 +177,10 @@ _DOUBLE_BOS_LOGGED: set[str] = set()
 _APPENDED_EOS_LOGGED: set[str] = set()
 """Tokenizers the appended-EOS warning was logged for (once per run, not per row)."""
 
-RESERVED_COLUMNS = ("uid", "raw_prompt", PROMPT_MESSAGES, RENDERED_PROMPT)
-"""Columns :func:`prepare_row` writes into every row; a dataset's own would be overwritten."""
+RESERVED_COLUMNS = ("uid", "raw_prompt", PROMPT_MESSAGES, RENDERED_PROMPT, DATA_DIR)
+"""Columns the loader writes itself: :func:`prepare_row` into every row, ``data_dir`` into
+every row read from a file; a dataset's own would be overwritten (or, ``data_dir``, taken as
+the image folder and hidden from reward functions)."""
 
 
 def resolve_use_template(tokenizer: Any, setting: bool | None) -> bool:
@@ -204,6 +216,12 @@ def refuse_reserved_columns(columns: Sequence[str], source: str) -> None:
             f"itself (reserved: {', '.join(RESERVED_COLUMNS)}); rename them in the data "
             f"(e.g. 'source_{taken[0]}')"
         )
+
+
+def _own_columns(columns: Sequence[str]) -> list[str]:
+    """``columns`` but ``data_dir``: here it is the file loader's (a file's own was refused when
+    loaded) or a prompt source's (``docs/plugin_hooks.md``), never a column to refuse."""
+    return [column for column in columns if column != DATA_DIR]
 
 
 @attrs.frozen(kw_only=True)
@@ -386,11 +404,11 @@ class PromptLoader:
         config = self.config
         columns = getattr(dataset, "column_names", None)
         if columns is not None:
-            refuse_reserved_columns(columns, self._source())
+            refuse_reserved_columns(_own_columns(columns), self._source())
         dropped = 0
         for index, row in enumerate(dataset):
             if columns is None and index == 0:
-                refuse_reserved_columns(list(row), self._source())
+                refuse_reserved_columns(_own_columns(list(row)), self._source())
             prepared = prepare_row(
                 row, index, config.prompt_key, tokenizer, self.use_template, tools
             )

@@ -39,8 +39,10 @@ def test_jsonl_parquet_and_saved_directory_load_the_same(tmp_path: Path) -> None
 
 def test_clear_errors(tmp_path: Path) -> None:
     jsonl = _write_jsonl(tmp_path / "p.jsonl", ROWS)
-    with pytest.raises(HfsdkError, match="has no column 'question'"):
+    with pytest.raises(HfsdkError, match="has no column 'question'") as info:
         load_prompt_dataset([str(jsonl)], "question")
+    # The loader's hidden data_dir is not shown as if it were the user's column.
+    assert "(columns: ['prompt', 'answer']);" in str(info.value)
     with pytest.raises(HfsdkError, match="does not exist"):
         load_prompt_dataset([str(tmp_path / "nope.jsonl")], "prompt")
     (tmp_path / "p.csvx").write_text("x")
@@ -193,7 +195,8 @@ def test_columns_the_loader_writes_are_refused(tokenizer, tmp_path: Path) -> Non
         PromptLoader(datasets.Dataset.from_list(rows), tokenizer, DataConfig(), seed=0)
     assert str(info.value) == (
         "the training data has the column(s) 'uid', 'raw_prompt', which the loader writes "
-        "itself (reserved: uid, raw_prompt, prompt_messages, rendered_prompt); rename them in "
+        "itself (reserved: uid, raw_prompt, prompt_messages, rendered_prompt, data_dir); rename "
+        "them in "
         "the data (e.g. 'source_uid')"
     )
     rows = [{"prompt": "add two", "rendered_prompt": "x"}]
@@ -206,6 +209,31 @@ def test_columns_the_loader_writes_are_refused(tokenizer, tmp_path: Path) -> Non
             validation=True,
             files=["v.jsonl"],
         )
+
+
+def test_a_files_own_data_dir_column_is_refused(tmp_path: Path) -> None:
+    import datasets
+
+    # It was taken for the image folder and hidden from reward functions without a word.
+    rows = [{"prompt": "add two", "answer": "2", "data_dir": "mine"}]
+    jsonl = _write_jsonl(tmp_path / "d.jsonl", rows)
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "saved"))
+    for source, validation, key in ((jsonl, False, "train"), (tmp_path / "saved", True, "val")):
+        with pytest.raises(HfsdkError) as info:
+            load_prompt_dataset([str(source)], "prompt", validation=validation)
+        assert str(info.value) == (
+            f"the {'validation' if validation else 'training'} data (data.{key}_files: "
+            f"{source}) has the column(s) 'data_dir', which the loader writes itself (reserved: "
+            "uid, raw_prompt, prompt_messages, rendered_prompt, data_dir); rename them in the "
+            "data (e.g. 'source_data_dir')"
+        )
+
+
+def test_the_loaders_own_data_dir_passes_the_reserved_check(tokenizer, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    jsonl = _write_jsonl(tmp_path / "p.jsonl", ROWS[:2])
+    dataset = load_prompt_dataset([str(jsonl)], "prompt")
+    loader = PromptLoader(dataset, tokenizer, DataConfig(), seed=0)
+    assert {row["data_dir"] for row in loader.rows} == {str(tmp_path.resolve())}
 
 
 def test_a_prompt_drawn_twice_in_a_batch_is_two_groups(tokenizer, caplog) -> None:  # type: ignore[no-untyped-def]

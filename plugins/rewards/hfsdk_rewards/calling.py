@@ -6,6 +6,7 @@ import asyncio
 import inspect
 import math
 import numbers
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -191,6 +192,17 @@ def _number(value: Any) -> float | None:
     return None
 
 
+def _is_bool(value: Any) -> bool:
+    # A numpy bool can only come from an imported numpy; no import needed to recognise it.
+    numpy = sys.modules.get("numpy")
+    return isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_))
+
+
+def _extra(value: Any) -> float | None:
+    # Unlike a score, a bool extra (verl's ``acc``) is logged as 1.0/0.0: its mean is a rate.
+    return float(value) if _is_bool(value) else _number(value)
+
+
 def check_result(label: str, result: Any, batch_size: int) -> RewardResult:
     """Validate a function's return value: one finite score per sample, extras as metrics."""
     scores: list[float] = []
@@ -204,8 +216,8 @@ def check_result(label: str, result: Any, batch_size: int) -> RewardResult:
                 )
             score = _number(item["score"])
             for key, value in item.items():
-                number = _number(value)
-                # Only numbers can be logged; strings (e.g. the extracted answer) are skipped.
+                number = _extra(value)
+                # Only numbers and bools can be logged; strings (the extracted answer) are skipped.
                 if key != "score" and number is not None and math.isfinite(number):
                     extras.setdefault(str(key), []).append(number)
         else:

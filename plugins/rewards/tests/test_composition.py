@@ -135,6 +135,20 @@ def test_dict_results_columns_kwargs_async_and_numpy(user_file: str) -> None:
     assert not any(user_file in key for key in metrics)
 
 
+def test_bool_extras_are_logged_as_rates_but_a_bool_score_is_refused() -> None:
+    import numpy as np
+
+    from hfsdk_rewards.calling import check_result
+
+    # verl's math scorers return ``acc`` as a bool (or numpy's): its mean is the accuracy.
+    result = check_result(
+        "f", [{"score": 1.0, "acc": True, "ok": np.True_}, {"score": 0.0, "acc": False}], 2
+    )
+    assert result.metrics == {"acc": 0.5, "ok": 1.0}
+    with pytest.raises(RewardFunctionError, match=r"returned True \(bool\) as the score"):
+        check_result("f", [{"score": True}], 1)
+
+
 def test_functions_of_the_same_name_keep_their_full_names(user_file: str, tmp_path: Path) -> None:
     other = tmp_path / "other.py"
     other.write_text(

@@ -10,6 +10,7 @@ tells TensorBoard to drop what the crashed run logged after the checkpoint.
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,6 +21,8 @@ from hfsdk import HfsdkError, help_field, write_text_atomic
 DISTRIBUTION = "hfsdk-plugin-tracking"
 WANDB_ID_FILE = "wandb_run_id"
 """The wandb run id of a run directory: a restart resumes that wandb run."""
+WANDB_MODES = ("online", "offline", "disabled", "shared", "dryrun", "run")
+"""The values wandb accepts in ``$WANDB_MODE`` (its ``Settings.mode``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -64,13 +67,27 @@ def missing_package_problems(loggers: tuple[str, ...]) -> list[str]:
     ]
 
 
+def wandb_mode_problems(loggers: tuple[str, ...]) -> list[str]:
+    """A line when ``loggers`` has wandb and ``$WANDB_MODE`` is no wandb mode: wandb refuses
+    it at ``wandb.init`` (even with ``wandb.mode`` set), after the workers started, in a
+    multi-line message of which only the first line was shown."""
+    mode = os.environ.get("WANDB_MODE")
+    if "wandb" not in loggers or mode is None or mode in WANDB_MODES:
+        return []
+    return [
+        f"WANDB_MODE={mode!r} is not a wandb mode; expected one of {', '.join(WANDB_MODES)}: "
+        "fix or unset the environment variable"
+    ]
+
+
 def sink_packages_check(config: Any, spec: Any, prepared: Any) -> None:
-    """The ``sink_packages`` preflight check (:func:`missing_package_problems`)."""
+    """The ``sink_packages`` preflight check (:func:`missing_package_problems`,
+    :func:`wandb_mode_problems`)."""
     _require(*config.trainer.loggers)
 
 
 def _require(*loggers: str) -> None:
-    problems = missing_package_problems(loggers)
+    problems = missing_package_problems(loggers) + wandb_mode_problems(loggers)
     if problems:
         raise HfsdkError(problems[0])
 
@@ -167,7 +184,8 @@ def start_wandb(run_dir: Path, settings: WandbConfig, config: dict[str, Any]) ->
             secrets.choice(alphabet) for _ in range(8)
         )
         write_text_atomic(id_file, run_id + "\n")
-    name = settings.name or os.environ.get("WANDB_NAME") or run_dir.name
+    # Resolved: `--run-dir .` is Path("."), whose name is "" (wandb would pick a random one).
+    name = settings.name or os.environ.get("WANDB_NAME") or run_dir.resolve().name
     return wandb.init(
         id=run_id,
         resume="allow",

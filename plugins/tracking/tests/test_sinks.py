@@ -89,10 +89,61 @@ def test_tensorboard_drops_what_a_crashed_run_logged_after_its_checkpoint(
     assert [(e.step, e.value) for e in events.Scalars("reward/mean")] == [(0, 100.0), (1, 101.0)]
 
 
+def test_a_wandb_mode_env_typo_is_refused_at_preflight(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hfsdk_tracking.sinks import sink_packages_check
+
+    # Before: wandb refused it after the workers started, in a cut-off multi-line message.
+    config = load_run_config("grpo", None, ["trainer.loggers=[jsonl,wandb]"])
+    monkeypatch.setenv("WANDB_MODE", "offlin")
+    message = r"^WANDB_MODE='offlin' is not a wandb mode; expected one of online, offline, "
+    with pytest.raises(HfsdkError, match=message):
+        sink_packages_check(config, None, None)
+    with pytest.raises(HfsdkError, match=message):  # wandb refuses it even with wandb.mode set
+        sink_packages_check(
+            load_run_config("grpo", None, ["trainer.loggers=[wandb]", "wandb.mode=offline"]),
+            None,
+            None,
+        )
+    # A run without wandb does not read it; every mode wandb accepts passes.
+    sink_packages_check(load_run_config("grpo", None, ["trainer.loggers=[jsonl]"]), None, None)
+    from hfsdk_tracking.sinks import WANDB_MODES
+
+    for mode in WANDB_MODES:
+        monkeypatch.setenv("WANDB_MODE", mode)
+        sink_packages_check(config, None, None)
+
+
+def test_the_wandb_modes_are_those_the_installed_wandb_accepts() -> None:
+    import typing
+
+    pytest.importorskip("wandb")
+    from hfsdk_tracking.sinks import WANDB_MODES
+    from wandb.sdk.wandb_settings import Settings
+
+    assert set(WANDB_MODES) == set(typing.get_args(Settings.model_fields["mode"].annotation))
+
+
 def test_a_wandb_mode_typo_lists_the_modes() -> None:
     # Before: "expected Optional" (a Literal or None was not described).
     with pytest.raises(HfsdkError, match=r"'wandb.mode'; expected one of 'online', .*, or null$"):
         load_run_config("grpo", None, ["wandb.mode=ofline"])
+
+
+def test_a_run_dir_of_dot_names_the_wandb_run_after_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wandb = pytest.importorskip("wandb")
+    from hfsdk_tracking.sinks import start_wandb
+
+    # `hfsdk run --run-dir .` keeps Path("."), whose name is "": wandb picked a random name.
+    started: dict[str, object] = {}
+    monkeypatch.setattr(wandb, "init", lambda **kwargs: started.update(kwargs))
+    monkeypatch.delenv("WANDB_NAME", raising=False)
+    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
+    (tmp_path / "x").mkdir()
+    monkeypatch.chdir(tmp_path / "x")
+    start_wandb(Path("."), WandbConfig(), {})
+    assert started["name"] == "x"
 
 
 def test_wandb_takes_its_settings_from_config_and_env_and_resumes_the_same_run(
