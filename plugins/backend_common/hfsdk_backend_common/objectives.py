@@ -234,7 +234,11 @@ def actor_micro_loss(
     if objective.entropy_coef > 0:
         entropy_loss, _ = entropy_bonus(entropy, mask, aggregation, objective.entropy_coef)
         loss = loss + entropy_loss
-    metrics.add_share("actor/entropy", float(aggregate_loss(entropy.detach(), mask, aggregation)))
+    # The reported entropy and KL are means per token whatever loss_agg_mode the loss uses
+    # (the loss's mode read ~3x high under seq-mean-token-sum, far low under Dr.GRPO's norm);
+    # the global counts and dp size stay, so the micro-batches' and ranks' shares still add up.
+    per_token = attrs.evolve(aggregation, mode="token-mean")
+    metrics.add_share("actor/entropy", float(aggregate_loss(entropy.detach(), mask, per_token)))
     if has_reference:
         ref_log_prob = micro["ref_log_probs"].to(device)
         kl_value, _ = kl_loss(
@@ -244,9 +248,7 @@ def actor_micro_loss(
             loss = loss + objective.kl_loss_coef * kl_value
             metrics.add_share("actor/kl_loss", float(kl_value.detach()))
         # The reported KL: k3, never negative (a k1 mean can be, on a finite batch), and a mean
-        # per token whatever loss_agg_mode the loss uses (the global counts and dp size stay,
-        # so the micro-batches' and ranks' shares still add up to the mini-batch's mean).
-        per_token = attrs.evolve(aggregation, mode="token-mean")
+        # per token (per_token, above) like actor/entropy.
         shown, _ = kl_loss(log_prob.detach(), ref_log_prob, mask, per_token, "k3")
         metrics.add_share("actor/kl", float(shown))
     for term in objective.token_terms:
@@ -303,22 +305,60 @@ def loss_agg_mode_problems(config: Any) -> list[str] | None:
 
 
 def unused_kl_loss(config: Any, spec: Any = None, prepared: Any = None) -> str | None:
-    """A preflight warning for an ``algorithm.kl_loss_coef`` set beside ``kl_in_reward: true``:
-    the KL then goes in the reward only (:func:`hfsdk.default_actor_objective`), and the loss
-    term was dropped silently. A warning, not a refusal: a run saved with such a config must
-    still resume. A coefficient at its config class's default (GRPO's 0.01) is a default,
-    not a request."""
+    """A preflight warning for KL settings that ``algorithm.kl_in_reward`` makes do nothing.
+
+    With ``kl_in_reward: true`` the KL goes in the reward only
+    (:func:`hfsdk.default_actor_objective`) and an ``algorithm.kl_loss_coef`` was dropped
+    silently; with ``kl_in_reward: false`` (GRPO's default) the reward's ``kl_coef``,
+    ``kl_controller``, ``target_kl`` and ``kl_horizon`` were (:func:`_ignored_reward_kl`).
+    A warning, not a refusal: a run saved with such a config must still resume. A value at
+    its config class's default (GRPO's 0.01) is a default, not a request."""
     algo = config.algorithm
-    coef, in_reward = getattr(algo, "kl_loss_coef", 0.0), getattr(algo, "kl_in_reward", False)
-    field = (
-        getattr(attrs.fields(type(algo)), "kl_loss_coef", None) if attrs.has(type(algo)) else None
-    )
-    if not (in_reward and coef > 0) or (field is not None and field.default == coef):
+    if not getattr(algo, "kl_in_reward", False):
+        return _ignored_reward_kl(algo)
+    coef = getattr(algo, "kl_loss_coef", 0.0)
+    if coef <= 0 or _class_default(algo, "kl_loss_coef") == coef:
         return None
     return (
         f"algorithm.kl_loss_coef={coef:g} has no effect: algorithm.kl_in_reward is true, which "
         "puts the KL in the reward instead of the loss; set kl_in_reward: false to use a KL "
         "loss, or remove kl_loss_coef"
+    )
+
+
+# The reward-KL settings that only Algorithm.rewards_with_kl reads, under kl_in_reward: true.
+_REWARD_KL_KEYS = ("kl_coef", "kl_controller", "target_kl", "kl_horizon")
+
+
+def _class_default(algo: Any, name: str) -> Any:
+    """The default of ``algo``'s config class for field ``name``; ``None`` when it has none."""
+    if not attrs.has(type(algo)):
+        return None
+    field = getattr(attrs.fields(type(algo)), name, None)
+    return None if field is None else field.default
+
+
+def _ignored_reward_kl(algo: Any) -> str | None:
+    """The warning for reward-KL settings changed from their defaults beside
+    ``kl_in_reward: false``, where the reward carries no KL; ``None`` when none was changed.
+    A ``kl_coef`` of 0 asks for no KL, so it is never named (the importers write it)."""
+    if not attrs.has(type(algo)):
+        return None  # no class defaults to tell a request from a default
+    changed = [
+        f"algorithm.{name}={getattr(algo, name)}"
+        for name in _REWARD_KL_KEYS
+        if hasattr(algo, name)
+        and getattr(algo, name) != _class_default(algo, name)
+        and not (name == "kl_coef" and getattr(algo, name) == 0)
+    ]
+    if not changed:
+        return None
+    verb = "has" if len(changed) == 1 else "have"
+    return (
+        f"{', '.join(changed)} {verb} no effect: algorithm.kl_in_reward is false, so the "
+        "reward carries no KL; set algorithm.kl_in_reward=true for a KL penalty in the reward, "
+        "use algorithm.kl_loss_coef for a KL in the loss, or remove "
+        f"{'it' if len(changed) == 1 else 'them'}"
     )
 
 

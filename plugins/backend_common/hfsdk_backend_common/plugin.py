@@ -32,7 +32,7 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     ``model_dirs`` (a refusal: a model or tokenizer path that is no local directory of one),
     ``model_positions`` (a refusal: prompt + response beyond a model's positions),
     ``shared_tokenizer`` (a refusal: a reference, teacher or critic with another tokenizer)
-    and ``unused_kl_loss`` (a warning: a KL loss coefficient that kl_in_reward drops)."""
+    and ``unused_kl_loss`` (a warning: KL settings that kl_in_reward, true or false, ignores)."""
     from hfsdk_backend_common.model_dirs_check import check_model_dirs
     from hfsdk_backend_common.objectives import unused_kl_loss
     from hfsdk_backend_common.positions_check import check_model_positions
