@@ -106,6 +106,19 @@ def test_a_wrong_merge_fails_its_probe_with_one_line(seed: int) -> None:
     )
 
 
+def test_a_probed_merge_that_never_arrives_is_named() -> None:
+    """The sender probed two merged weights and the receiver got one: the other (which the
+    receiver still holds from before) fails the check, though the one it got is right."""
+    from hfsdk_backend_common import ProbeCheck, low_rank_probe
+
+    base, down, up = _factors(32, 32, rank=4, seed=0)
+    probe = low_rank_probe(base, down, up, 2.0, dtype=torch.float32)
+    check = ProbeCheck(lambda: {"a": probe, "b": probe})
+    check.observe("a", base + 2.0 * (up @ down))
+    assert check.checked == 1
+    assert check.problem() == "1 of 2 merged weight(s) never arrived (first: 'b')"
+
+
 def test_the_probe_runs_on_the_weights_device() -> None:
     """A weight on another device than the CPU (``meta`` stands in for CUDA: it refuses to
     mix with CPU tensors as CUDA does): the probe vector goes to the weight's device, with

@@ -52,12 +52,18 @@ def held_sums(model: torch.nn.Module) -> dict[str, int]:
     """Engine tensor name → bit sum of what ``model`` (vLLM's model) computes with.
 
     Runs inside vLLM's worker (``LLM.apply_model``). A parameter left empty by the CPU
-    kernels' repacking is read back through its layer's kernel.
+    kernels' repacking is read back through its layer's kernel. A parameter shared by
+    several layers (a tied LM head holds the input embeddings') is listed once, under its
+    first name, as the HF stream names it.
     """
     sums: dict[str, int] = {}
+    seen: set[int] = set()
     with torch.no_grad():
         for prefix, layer in model.named_modules():
             for name, param in layer.named_parameters(recurse=False):
+                if id(param) in seen:
+                    continue
+                seen.add(id(param))
                 key = f"{prefix}.{name}" if prefix else name
                 if param.numel() == 0 and name == "weight" and hasattr(layer, "quant_method"):
                     sums[key] = _kernel_weight_sum(layer, param.dtype)
@@ -215,12 +221,20 @@ class RecordedStream:
     def problem(self, held: dict[str, Any]) -> str | None:
         """One line on what the engine holds that differs from what was streamed (else None).
 
-        Engine tensors nothing was streamed into (rotary caches, a tied head) are not
-        compared; a streamed name the engine has no tensor for shows as never loaded.
+        A streamed name the engine has no tensor for shows as never loaded; an engine tensor
+        no streamed name maps to as never written: vLLM's reload updates only the tensors it
+        is sent, so that one keeps its old weights. (``held`` lists parameters only, a tied
+        head once as the embeddings: rotary caches and tied heads are never streamed.)
         """
         problem = compare_manifest(self.sent, {k: v for k, v in held.items() if k in self.sent})
+        unwritten = sorted(set(held) - set(self.sent))
+        stale = (
+            f"{len(unwritten)} engine tensor(s) the reload never wrote (first: {unwritten[0]!r})"
+            if unwritten
+            else None
+        )
         merged = None if self.merges is None else self.merges.problem()
-        return "; ".join(p for p in (problem, merged) if p is not None) or None
+        return "; ".join(p for p in (problem, stale, merged) if p is not None) or None
 
 
 def verified_reload(

@@ -98,6 +98,35 @@ def test_sums_are_taken_in_the_engines_dtype_and_verification_can_be_off() -> No
     assert off.reloads == 1
 
 
+class _KeepingEngine(_Engine):
+    """Writes only the tensors it is sent and keeps the others, as vLLM's in-place reload does."""
+
+    def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        got = dict(weights)
+        self.reloads += 1
+        if "embed.weight" in got:
+            embed = got["embed.weight"]
+            self.held["embed.weight"] = torch.cat([embed, embed.new_zeros(2, 3)])
+        qkv = [got[f"attn.{p}_proj.weight"] for p in "qkv" if f"attn.{p}_proj.weight" in got]
+        if qkv:
+            self.held["attn.qkv_proj.weight"] = torch.cat(qkv).T.contiguous()
+
+
+def test_an_engine_tensor_the_stream_left_out_is_named() -> None:
+    """A reload whose stream leaves a whole (unfused) tensor out: the engine keeps the old
+    one, which no streamed tensor is compared with; it is named as never written."""
+    engine = _KeepingEngine()
+    assert verified_reload(engine, _weights(), dtype=torch.float32, version=1)["sync/verified"]
+    changed = [(name, t + 1.0) for name, t in _weights() if name != "embed.weight"]
+    with pytest.raises(WeightSyncMismatch) as info:
+        verified_reload(engine, changed, dtype=torch.float32, version=2)
+    assert str(info.value) == (
+        "the vLLM engine does not hold the actor's weights version 2 after reloading them: "
+        "1 engine tensor(s) the reload never wrote (first: 'embed.weight'); it would "
+        "generate with weights other than the actor's"
+    )
+
+
 def _rows_of_rank(rank: int):
     """A stand-in for :func:`rank_slicer` at tp=2: q/k/v split by rows, the rest replicated."""
 
