@@ -20,6 +20,20 @@ from hfsdk import ValidationResult, last_segments
 from hfsdk_validation.pass_at_k import default_ks, majority_at_k, mean_pass_at_k
 
 
+def _match_answer(match: re.Match[str]) -> str | None:
+    """A match's answer: the whole match without groups, else the first group that took part.
+
+    With alternatives (``answer is (\\d+)|boxed (\\d+)``) the groups of the alternative that
+    did not match are ``None``, so the first group alone would be wrong. An empty answer is
+    no answer (no vote).
+    """
+    if not match.re.groups:
+        answer = match.group(0)
+    else:
+        answer = next((group for group in match.groups() if group is not None), None)
+    return answer or None
+
+
 def _answers(texts: Sequence[str], pattern: str | None) -> list[str | None] | None:
     """Each response's answer (its pattern's last match, else ``None``); ``None``: no pattern."""
     if pattern is None:
@@ -27,9 +41,8 @@ def _answers(texts: Sequence[str], pattern: str | None) -> list[str | None] | No
     compiled = re.compile(pattern)
     out: list[str | None] = []
     for text in texts:
-        matches = compiled.findall(text)
-        last = matches[-1] if matches else None
-        out.append(last if not isinstance(last, tuple) else last[0])
+        matches = list(compiled.finditer(text))
+        out.append(_match_answer(matches[-1]) if matches else None)
     return out
 
 

@@ -14,7 +14,7 @@ from hfsdk.core.errors import ConfigError
 from hfsdk.core.trainer.trainer import Trainer
 from hfsdk.core.trainer.trainer_config import TrainerConfig
 from hfsdk_validation.pass_at_k import pass_at_k
-from hfsdk_validation.validation import estimator_metrics, validate
+from hfsdk_validation.validation import _answers, estimator_metrics, validate
 
 SMALL = [
     "data.batch_size=4",
@@ -112,3 +112,20 @@ def test_maj_at_k_is_0_when_no_response_matches_the_pattern() -> None:
     # No pattern: no maj@K at all (there are no answers to vote with).
     m = validate(_FakeAlgorithm(scores, sources), prompts, _scorer, TrainerConfig(val_n=2)).metrics
     assert not any("maj@" in key for key in m)
+
+
+def test_answer_is_the_group_that_matched_of_an_alternation() -> None:
+    """``a (\\d+)|b (\\d+)``: the second alternative's group is the answer, not ``''``
+    (the first group, which did not take part), so maj@k votes on real answers."""
+    pattern = r"answer is (\d+)|\\boxed\{(\d+)\}"
+    assert _answers([r"\boxed{5}", "answer is 3", r"answer is 3, \boxed{5}", "none"], pattern) == [
+        "5",
+        "3",
+        "5",
+        None,
+    ]
+    # Without groups the whole (last) match is the answer; an empty match is no answer.
+    assert _answers(["1 then 22", "x"], r"\d+") == ["22", None]
+    assert _answers(["abc"], r"\d*") == [None]
+    answers = _answers([r"\boxed{7}", r"\boxed{5}", r"\boxed{5}"], pattern)
+    assert estimator_metrics([0, 1, 1], 3, [3], 1.0, answers, "val/")["val/maj@3"] == 1.0
