@@ -191,10 +191,21 @@ class FSDPEngine:
             self.dp.distributed and self.dp.size > 1 and not has_tied_weights(self.model_path)
         )
         on_meta = broadcast and self.dp.rank != 0
-        build = build_model_on_meta if on_meta else load_model
-        model = build(
-            self.model_path, self.kind, weights_dtype, pad_token_id=self.tokenizer.pad_token_id
-        )
+        pad_token_id = self.tokenizer.pad_token_id
+        if on_meta:
+            model = build_model_on_meta(
+                self.model_path, self.kind, weights_dtype, pad_token_id=pad_token_id
+            )
+        else:
+            # A frozen scorer's missing head never trains: load_model warns about it.
+            frozen_role = role if self.kind == "sequence_score" and not self.trainable else None
+            model = load_model(
+                self.model_path,
+                self.kind,
+                weights_dtype,
+                pad_token_id=pad_token_id,
+                frozen_role=frozen_role,
+            )
         self.model_class: type[PreTrainedModel] = type(model)
         attention = self._attn_implementation()
         if attention is not None:

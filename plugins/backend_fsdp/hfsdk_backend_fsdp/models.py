@@ -140,8 +140,13 @@ def load_model(
     dtype: torch.dtype,
     *,
     pad_token_id: int | None = None,
+    frozen_role: str | None = None,
 ) -> PreTrainedModel:
-    """Load the model of ``kind`` from the local directory ``path`` (weights in ``dtype``)."""
+    """Load the model of ``kind`` from the local directory ``path`` (weights in ``dtype``).
+
+    ``frozen_role`` names a scorer that never trains (``reward``, ``cost``): a head it
+    lacks would score at random for the whole run, so that is a warning, not a note.
+    """
     loaders, config = _loader_and_config(path, kind, pad_token_id)
     with quiet_loading():
         model, info = loaders[kind].from_pretrained(
@@ -152,7 +157,16 @@ def load_model(
     heads = ("score.", "classifier.") if kind != "causal_lm" else ()
     missing = info.get("missing_keys", ())
     fresh = sorted(k for k in missing if k.startswith(heads))
-    if fresh:
+    if fresh and frozen_role is not None:
+        log.warning(
+            "%s.model.model_path=%s has no trained score head (%s starts at random, a causal "
+            "LM?): its scores are random; point it at a trained reward model "
+            "(a reward_model run's checkpoints/step_N/reward_model_hf)",
+            frozen_role,
+            path,
+            ", ".join(fresh),
+        )
+    elif fresh:
         log.info("%s head from %s starts untrained (%s)", kind, path, ", ".join(fresh))
     others = sorted(k for k in missing if not (heads and k.startswith(heads)))
     if others:

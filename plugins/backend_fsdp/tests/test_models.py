@@ -11,7 +11,10 @@ from transformers import PreTrainedTokenizerFast
 
 from hfsdk import load_tokenizer
 from hfsdk.core.errors import HfsdkError
+from hfsdk_backend_fsdp.critic import CriticEngine
+from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.models import check_model_dir, load_model
+from hfsdk_backend_fsdp.scorer import ScoreEngine, TrainableScoreEngine
 
 
 def test_each_kind_loads_with_its_head(model_dir: Path) -> None:
@@ -89,3 +92,22 @@ def test_a_gpt2_critic_reads_its_classifier_head(
     ids = torch.tensor([[1, 5, 6, 7]])
     assert critic(input_ids=ids).logits.shape == (1, 4, 1)
     assert load_model(tmp_path, "sequence_score", torch.float32).score.out_features == 1
+
+
+def test_frozen_scorer_from_a_causal_lm_warns_a_critic_does_not(
+    model_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reward model pointed at a causal LM scores with a head it never trains: a WARNING
+    naming the path; a critic or a reward model being trained keeps the INFO line."""
+    logger = "hfsdk_backend_fsdp.models"
+    with caplog.at_level("INFO", logger=logger):
+        ScoreEngine(FSDPRoleConfig(model_path=str(model_dir)), role="reward")
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and r.name == logger]
+    assert len(warnings) == 1
+    assert f"reward.model.model_path={model_dir}" in warnings[0].getMessage()
+    for engine, role in ((CriticEngine, "critic"), (TrainableScoreEngine, "reward_model")):
+        caplog.clear()
+        with caplog.at_level("INFO", logger=logger):
+            engine(FSDPRoleConfig(model_path=str(model_dir)), role=role)
+        assert not [r for r in caplog.records if r.levelname == "WARNING"]
+        assert "starts untrained" in caplog.text

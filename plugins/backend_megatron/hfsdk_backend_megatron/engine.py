@@ -203,7 +203,20 @@ class MegatronEngine:
         }
         if fresh and self.tp_rank == 0:  # the head is replicated: one line per stage
             hf_names = ", ".join(sorted(n.replace("output_layer.", "score.") for n in fresh))
-            log.info("%s head from %s starts untrained (%s)", self.head, self.model_dir, hf_names)
+            if self.trainable:
+                log.info(
+                    "%s head from %s starts untrained (%s)", self.head, self.model_dir, hf_names
+                )
+            else:
+                # A frozen scorer never trains its head: every score it gives is noise.
+                log.warning(
+                    "%s.model.model_path=%s has no trained score head (%s starts at random, "
+                    "a causal LM?): its scores are random; point it at a trained reward model "
+                    "(a reward_model run's checkpoints/step_N/reward_model_hf)",
+                    self.role,
+                    self.model_dir,
+                    hf_names,
+                )
         shard.update(fresh)
 
     def _embedding_pad_id(self) -> int | None:

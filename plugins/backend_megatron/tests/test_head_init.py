@@ -97,3 +97,26 @@ def test_scorer_from_a_critic_ignores_its_bias(
     batch = _batch()
     got = megatron.compute_scores(batch)["rm_scores"]
     torch.testing.assert_close(got, fsdp.compute_scores(batch)["rm_scores"], rtol=0, atol=1e-5)
+
+
+def test_frozen_scorer_from_a_causal_lm_warns_a_critic_does_not(
+    tmp_path: Path,
+    tokenizer_dir: Path,
+    save_tiny_llama: Callable[..., Path],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A reward model pointed at a causal LM scores with a random head it never trains: a
+    WARNING naming the path; a critic (or a reward model being trained) trains its head."""
+    path = save_tiny_llama(tmp_path / "lm", tokenizer_dir, head="lm", seed=2)
+    logger = "hfsdk_backend_megatron.engine"
+    with caplog.at_level("INFO", logger=logger):
+        _megatron(path, "reward", "score")
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and r.name == logger]
+    assert len(warnings) == 1 and f"reward.model.model_path={path}" in warnings[0].getMessage()
+    assert "random" in warnings[0].getMessage()
+    for role, kind in (("critic", "critic"), ("reward_model", "score_model")):
+        caplog.clear()
+        with caplog.at_level("INFO", logger=logger):
+            _megatron(path, role, kind)
+        assert not [r for r in caplog.records if r.levelname == "WARNING" and r.name == logger]
+        assert "starts untrained" in caplog.text
