@@ -7,7 +7,8 @@ With ``r_c``, ``r_r`` the scores of a pair's preferred and other response::
 ``m`` a fixed margin (0: plain Bradley-Terry), ``κ`` the reward-centring
 coefficient (Eisenstein et al., 2023; TRL's ``center_rewards_coefficient``),
 which pins the scores' scale without changing which response wins. Metrics per
-pair: ``accuracy`` (1 when r_c > r_r), ``margin`` (r_c − r_r) and both scores.
+pair: ``accuracy`` (1 when r_c > r_r), ``margin`` (r_chosen − r_rejected of the data's
+columns, also for a cost model) and both columns' scores.
 """
 
 from __future__ import annotations
@@ -45,29 +46,29 @@ class BradleyTerryLoss:
                 "chosen, ...); build the batch with hfsdk_supervised_data.collate_preference_pairs"
             )
         chosen, rejected = scores[0::2], scores[1::2]
-        if self.higher == "rejected":
-            chosen, rejected = rejected, chosen
-        diff = chosen - rejected
+        preferred, other = (rejected, chosen) if self.higher == "rejected" else (chosen, rejected)
+        diff = preferred - other
         loss = -functional.logsigmoid(diff - self.margin)
         if self.center_coef:
             loss = loss + self.center_coef * (chosen + rejected) ** 2
-        detached = diff.detach()
+        # The scores and margin are the data's chosen/rejected rows' (a cost model's margin is
+        # then negative when it ranks right); accuracy counts the preferred side scoring higher.
         return loss, {
-            "accuracy": (detached > 0).float(),
-            "margin": detached,
+            "accuracy": (diff.detach() > 0).float(),
+            "margin": (chosen - rejected).detach(),
             "chosen_score": chosen.detach(),
             "rejected_score": rejected.detach(),
         }
 
 
 def pair_metrics(scores: torch.Tensor, higher: str = "chosen") -> dict[str, float]:
-    """Pairwise accuracy and mean margin of interleaved pair scores (validation)."""
+    """Pairwise accuracy (the ``higher`` side scored higher), mean margin (chosen − rejected)
+    and both rows' mean scores of interleaved pair scores (validation)."""
     chosen, rejected = scores[0::2].float(), scores[1::2].float()
-    if higher == "rejected":
-        chosen, rejected = rejected, chosen
     diff = chosen - rejected
+    ranked_right = diff < 0 if higher == "rejected" else diff > 0
     return {
-        "pairwise_accuracy": float((diff > 0).float().mean()),
+        "pairwise_accuracy": float(ranked_right.float().mean()),
         "margin_mean": float(diff.mean()),
         "chosen_score_mean": float(chosen.mean()),
         "rejected_score_mean": float(rejected.mean()),

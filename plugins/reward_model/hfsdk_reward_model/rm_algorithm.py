@@ -40,8 +40,9 @@ class RewardModelAlgorithm(Algorithm):
         """The worker group of the trained scorer (the spec's ``score_model`` role)."""
         return self.role(self.spec.main_role)
 
-    def pairs(self, rows: Batch) -> Batch:
-        """The rows' preference pairs, tokenized and interleaved (chosen, rejected, ...)."""
+    def pairs(self, rows: Batch, label: str = "row") -> Batch:
+        """The rows' preference pairs, tokenized and interleaved (chosen, rejected, ...);
+        ``label`` names the rows in errors."""
         # Here, not at import: these pull in torch, and `hfsdk list` reads the spec.
         from hfsdk import ROW_GROUP
         from hfsdk_datasets import resolve_use_template
@@ -59,6 +60,7 @@ class RewardModelAlgorithm(Algorithm):
             use_template=use_template,
             columns=columns,
             max_length=cfg.max_length,
+            label=label,
         )
         batch = collate_preference_pairs(tokenized, tokenizer.pad_token_id)
         batch.meta[ROW_GROUP] = 2  # a pair's two rows share every pass
@@ -75,7 +77,7 @@ class RewardModelAlgorithm(Algorithm):
 
     def validation_metrics(self, prompts: Batch) -> dict[str, float]:
         """``val/pairwise_accuracy``, ``val/margin_mean`` and both score means on held-out pairs."""
-        batch = self.pairs(prompts)
+        batch = self.pairs(prompts, label="validation row")
         from hfsdk_reward_model.loss import pair_metrics
 
         scores = self.model.compute_scores(batch)["rm_scores"]

@@ -39,8 +39,9 @@ def _train_cost_model(run_dir: Path, steps: int, *overrides: str) -> tuple[list[
 def cost_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A short cost-model run's export, trained until the wrong answers cost more."""
     rows, export = _train_cost_model(tmp_path_factory.mktemp("cost") / "run", COST_STEPS)
-    # Trained as a cost model: the rejected (wrong) answer scores above the chosen one.
-    assert rows[-1]["score_model/margin"] > 0
+    # Trained as a cost model: the rejected (wrong) answer scores above the chosen one (the
+    # margin is r_chosen − r_rejected of the data's columns).
+    assert rows[-1]["score_model/margin"] < 0
     return export
 
 

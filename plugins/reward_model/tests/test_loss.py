@@ -45,6 +45,21 @@ def test_a_cost_model_prefers_the_rejected_response() -> None:
     assert stats["accuracy"].tolist() == [1.0]
 
 
+def test_a_cost_models_metrics_name_the_datas_chosen_and_rejected_rows() -> None:
+    # They were taken after the swap: chosen_score was the rejected row's, margin reversed.
+    scores = torch.tensor([0.1, 0.9])  # the chosen (safe) row, the rejected (unsafe) row
+    _, stats = BradleyTerryLoss(higher="rejected")(scores, _micro(1))
+    assert stats["chosen_score"].tolist() == pytest.approx([0.1])
+    assert stats["rejected_score"].tolist() == pytest.approx([0.9])
+    assert stats["margin"].tolist() == pytest.approx([-0.8])  # r_chosen − r_rejected
+    assert stats["accuracy"].tolist() == [1.0]  # the rejected row costs more: ranked right
+    found = pair_metrics(scores, "rejected")
+    assert found["chosen_score_mean"] == pytest.approx(0.1)
+    assert found["rejected_score_mean"] == pytest.approx(0.9)
+    assert found["margin_mean"] == pytest.approx(-0.8)
+    assert found["pairwise_accuracy"] == 1.0
+
+
 def test_rows_that_are_not_interleaved_pairs_are_refused() -> None:
     micro = Batch.from_dict(tensors={"chosen": torch.tensor([1, 1, 0, 0])})
     with pytest.raises(hfsdk.HfsdkError, match="interleaved preference pairs"):

@@ -82,6 +82,17 @@ def test_validation_reports_pairwise_accuracy_from_the_models_scores() -> None:
     assert program.validation_metrics(_rows())["val/pairwise_accuracy"] == pytest.approx(1 / 3)
 
 
+def test_a_validation_rows_error_names_it_a_validation_row() -> None:
+    # It said "row 0 has no 'chosen' column value", which reads as a training row.
+    program, _role, _ = _program()
+    ids = torch.ones(1, 2, dtype=torch.long)
+    rows = Batch.from_dict(
+        tensors={"input_ids": ids, "attention_mask": ids}, non_tensors={"prompt": ["1 + 2 ="]}
+    )
+    with pytest.raises(hfsdk.HfsdkError, match=r"^validation row 0 has no 'chosen'"):
+        program.validation_metrics(rows)
+
+
 def test_spec_trains_a_score_model_without_a_policy() -> None:
     spec = hfsdk.get_registry("algorithms")["reward_model"].impl
     assert not spec.has_policy

@@ -209,10 +209,12 @@ def tokenize_preference_pairs(
     columns: PairColumns = PairColumns(),
     max_length: int | None = None,
     append_eos: bool = True,
+    label: str = "row",
 ) -> list[PreferencePair]:
     """Every row as a pair; pairs longer than ``max_length`` tokens are dropped with a warning.
 
-    An empty result is an error (every pair too long, or no rows).
+    An empty result is an error (every pair too long, or no rows). ``label`` names the rows
+    in errors ("validation row": not read as a training row).
     """
     pairs: list[PreferencePair] = []
     dropped = 0
@@ -223,7 +225,7 @@ def tokenize_preference_pairs(
             use_template=use_template,
             columns=columns,
             append_eos=append_eos,
-            where=f"row {row.get('uid', index)}",  # the file's row, not the step's
+            where=f"{label} {row.get('uid', index)}",  # the file's row, not the step's
         )
         if max_length is not None and pair.length() > max_length:
             dropped += 1

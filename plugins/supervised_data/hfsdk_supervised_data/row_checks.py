@@ -56,6 +56,36 @@ def check_fits(longest: tuple[int, str] | None, prepared: Any, max_length: int |
         )
 
 
+def check_validation_pairs(prepared: Any, columns: PairColumns) -> None:
+    """Refuse a validation row without both responses, for a run that scores every
+    validation row as a pair (a reward model): it would stop at the first validation."""
+    loader = prepared.val_loader
+    for index, row in enumerate(loader.rows if loader is not None else ()):
+        missing = [key for key in (columns.chosen, columns.rejected) if row.get(key) is None]
+        if missing:
+            raise HfsdkError(
+                f"data.val_files row {row.get('uid', index)} has no {missing[0]!r} column value "
+                f"(columns: {sorted(row)}); this run scores every validation row as a preference "
+                f"pair: give data.val_files rows with {columns.chosen!r} and {columns.rejected!r}"
+            )
+
+
+def check_no_longer_pairs(lengths: list[tuple[int, str]], max_length: int | None) -> None:
+    """Refuse pairs longer than ``max_length`` (``(tokens, where)`` each), for a run whose
+    steps would drop them: a step (or validation) left with none stops the run mid-way."""
+    over = [(tokens, where) for tokens, where in lengths if max_length and tokens > max_length]
+    if not over:
+        return
+    tokens, where = over[0]
+    longest = max(length for length, _ in over)
+    raise HfsdkError(
+        f"{len(over)} of {len(lengths)} preference pairs are longer than algorithm.max_length="
+        f"{max_length} tokens (first: {where}, {tokens} tokens), and a step whose pairs are all "
+        f"too long would stop the run; raise algorithm.max_length to {longest} or leave "
+        "those rows out of the data"
+    )
+
+
 def check_preference_rows(
     prepared: Any,
     tokenizer: Any,
@@ -64,16 +94,28 @@ def check_preference_rows(
     columns: PairColumns,
     append_eos: bool = True,
     max_length: int | None = None,
+    validation_needs_pairs: bool = False,
+    refuse_longer: bool = False,
 ) -> None:
     """Tokenize every row's pair as a step will; the first bad one raises, naming it, and so
-    does a pair longer than the model's positions that ``max_length`` keeps."""
+    does a pair longer than the model's positions that ``max_length`` keeps.
+
+    ``validation_needs_pairs``: every validation row must be a pair (a reward model scores
+    each one); otherwise prompt-only validation rows are skipped (DPO and SFT sample them).
+    ``refuse_longer``: refuse pairs longer than ``max_length`` too, rather than leave them
+    for the steps to drop.
+    """
     wanted = {columns.chosen, columns.rejected}
-    longest: tuple[int, str] | None = None
+    if validation_needs_pairs:
+        check_validation_pairs(prepared, columns)
+    lengths: list[tuple[int, str]] = []
     for where, row in prepared_rows(prepared, lambda row: wanted <= set(row)):
         pair = tokenize_preference_pair(
             row, tokenizer, use_template=use_template, columns=columns, append_eos=append_eos,
             where=where,
         )  # fmt: skip
-        if longest is None or pair.length() > longest[0]:
-            longest = (pair.length(), where)
+        lengths.append((pair.length(), where))
+    longest = max(lengths, key=lambda item: item[0], default=None)
     check_fits(longest, prepared, max_length)
+    if refuse_longer:
+        check_no_longer_pairs(lengths, max_length)
