@@ -70,11 +70,14 @@ def check_validation_pairs(prepared: Any, columns: PairColumns) -> None:
             )
 
 
-def check_no_longer_pairs(lengths: list[tuple[int, str]], max_length: int | None) -> None:
-    """Refuse pairs longer than ``max_length`` (``(tokens, where)`` each), for a run whose
-    steps would drop them: a step (or validation) left with none stops the run mid-way."""
+def check_no_longer_pairs(
+    lengths: list[tuple[int, str]], max_length: int | None, refuse_from: int = 1
+) -> None:
+    """Refuse pairs longer than ``max_length`` (``(tokens, where)`` each) once there are
+    ``refuse_from`` of them, for a run whose steps drop them: a step of ``refuse_from``
+    pairs (or a validation) could draw only such pairs, and then stops the run mid-way."""
     over = [(tokens, where) for tokens, where in lengths if max_length and tokens > max_length]
-    if not over:
+    if len(over) < max(refuse_from, 1):
         return
     tokens, where = over[0]
     longest = max(length for length, _ in over)
@@ -95,15 +98,16 @@ def check_preference_rows(
     append_eos: bool = True,
     max_length: int | None = None,
     validation_needs_pairs: bool = False,
-    refuse_longer: bool = False,
+    refuse_longer: int | None = None,
 ) -> None:
     """Tokenize every row's pair as a step will; the first bad one raises, naming it, and so
     does a pair longer than the model's positions that ``max_length`` keeps.
 
     ``validation_needs_pairs``: every validation row must be a pair (a reward model scores
     each one); otherwise prompt-only validation rows are skipped (DPO and SFT sample them).
-    ``refuse_longer``: refuse pairs longer than ``max_length`` too, rather than leave them
-    for the steps to drop.
+    ``refuse_longer``: refuse pairs longer than ``max_length`` too once there are this many
+    (1: any; a step's pair count: enough to fill a step), rather than leave them for the
+    steps to drop; ``None``: never.
     """
     wanted = {columns.chosen, columns.rejected}
     if validation_needs_pairs:
@@ -117,5 +121,5 @@ def check_preference_rows(
         lengths.append((pair.length(), where))
     longest = max(lengths, key=lambda item: item[0], default=None)
     check_fits(longest, prepared, max_length)
-    if refuse_longer:
-        check_no_longer_pairs(lengths, max_length)
+    if refuse_longer is not None:
+        check_no_longer_pairs(lengths, max_length, refuse_longer)

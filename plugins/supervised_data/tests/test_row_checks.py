@@ -47,7 +47,18 @@ def test_pairs_longer_than_max_length_are_refused_only_when_asked(
     prepared = _prepared([SHORT, LONG], [])
     _check(prepared, tokenizer)  # DPO drops them at its steps (dpo/dropped_pairs)
     with pytest.raises(hfsdk.HfsdkError) as caught:
-        _check(prepared, tokenizer, refuse_longer=True)
+        _check(prepared, tokenizer, refuse_longer=1)
     message = str(caught.value)
     assert message.startswith("1 of 2 preference pairs are longer than algorithm.max_length=6")
     assert "row 1" in message and "raise algorithm.max_length to" in message
+
+
+def test_longer_pairs_are_refused_once_they_could_fill_a_step(
+    make_tokenizer: Callable[..., Any],
+) -> None:
+    tokenizer = make_tokenizer(None)
+    prepared = _prepared([SHORT, LONG, SHORT, LONG], [])
+    _check(prepared, tokenizer, refuse_longer=3)  # a step of 3 always draws a short pair
+    # Before: DPO's steps of 2 could draw both long pairs and stop the run mid-way.
+    with pytest.raises(hfsdk.HfsdkError, match=r"^2 of 4 preference pairs are longer"):
+        _check(prepared, tokenizer, refuse_longer=2)
