@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+REDRAWS = 8
+"""Draws a step makes past one whose pairs are all over-long (see ``_step_pairs``)."""
+
 
 def preference_metrics(
     log_prob: torch.Tensor,
@@ -58,6 +61,21 @@ class DPOAlgorithm(Algorithm):
             use_template=resolve_use_template(tokenizer, self.config.data.apply_chat_template),
         )
 
+    def _step_pairs(self, prompts: Batch) -> PairRows:
+        """The step's pairs. Rows whose pairs are all longer than ``algorithm.max_length``
+        are replaced by the stream's next ones (up to :data:`REDRAWS` times; ``dropped``
+        counts every drawn pair left out): such a draw stopped the run mid-way."""
+        import attrs
+
+        rows = self._pairs(prompts)
+        dropped = rows.dropped
+        for _ in range(REDRAWS if self.context.prompts is not None else 0):
+            if rows.batch is not None:
+                break
+            rows = self._pairs(self.prompts.next_batch(len(prompts)))
+            dropped += rows.dropped
+        return attrs.evolve(rows, dropped=dropped)
+
     def _log_probs(self, batch: Batch) -> Batch:
         """The batch with the policy's (``old_log_probs``) and the reference's log-probs."""
         reference = self.spec.roles_of_kind("frozen_policy")[0]
@@ -72,7 +90,7 @@ class DPOAlgorithm(Algorithm):
     def step(self, prompts: Batch) -> dict[str, float]:
         """Pairs → log-probs (policy, reference) → ``dpo/*`` metrics → ``update_actor`` (dpo)."""
         with self.stage("data"):
-            rows = self._pairs(prompts)
+            rows = self._step_pairs(prompts)
         if rows.batch is None:
             raise HfsdkError(
                 f"every pair of this step is longer than algorithm.max_length="

@@ -30,8 +30,8 @@ class DPOConfig(AlgorithmConfig):
     rejected_key: str = help_field("Column of the dispreferred response.", default="rejected")
     max_length: int | None = help_field(
         "Pairs whose prompt plus longer response exceed this many tokens are dropped from a "
-        "step (dpo/dropped_pairs); a run with enough of them to fill a step (half of "
-        "data.batch_size) is refused before it starts; null keeps every pair.",
+        "step (dpo/dropped_pairs; a step left with none draws the next rows), and data "
+        "whose every pair is longer is refused before the run; null keeps every pair.",
         default=None,
         validator=attrs.validators.optional(attrs.validators.ge(2)),
     )

@@ -25,16 +25,5 @@ def check_dpo_pairs(config: Any, spec: Any, prepared: Any) -> None:
         columns=pair_columns(cfg, config.data.prompt_key),
         append_eos=cfg.append_eos,
         max_length=cfg.max_length,
-        refuse_longer=_long_pairs_that_could_fill_a_step(config.data.batch_size, prepared),
+        refuse_longer=True,  # a step drops over-long pairs and draws others: none may be left
     )
-
-
-def _long_pairs_that_could_fill_a_step(batch_size: int, prepared: Any) -> int:
-    """How many over-long pairs could make up a whole step (which then stops the run); fewer
-    leave every step a pair to train on, the rest dropped (``dpo/dropped_pairs``).
-
-    A step straddling two epochs may draw a row twice, so half a step's pairs can fill it;
-    with fewer rows than a step, a step holds every row, so only all of them can.
-    """
-    rows = len(prepared.loader.rows)
-    return max(1, min((batch_size + 1) // 2, rows))

@@ -25,5 +25,5 @@ def check_rm_pairs(config: Any, spec: Any, prepared: Any) -> None:
         columns=pair_columns(config.algorithm, config.data.prompt_key),
         max_length=config.algorithm.max_length,
         validation_needs_pairs=True,  # validation_metrics scores every held-out row as a pair
-        refuse_longer=1,  # a step or validation left with no pair would stop the run
+        refuse_longer=True,  # a step drops over-long pairs and draws others: none may be left
     )

@@ -32,6 +32,10 @@ def pair_columns(algorithm_config: Any, prompt_key: str) -> PairColumns:
     return PairColumns.read_by(prompt_key, cfg.chosen_key, cfg.rejected_key)
 
 
+REDRAWS = 8
+"""Draws a step makes past one whose pairs are all over-long (see ``_step_pairs``)."""
+
+
 class RewardModelAlgorithm(Algorithm):
     """Reward/cost model: Bradley-Terry on preference pairs, scored at the last token."""
 
@@ -43,33 +47,50 @@ class RewardModelAlgorithm(Algorithm):
     def pairs(self, rows: Batch, label: str = "row") -> Batch:
         """The rows' preference pairs, tokenized and interleaved (chosen, rejected, ...);
         ``label`` names the rows in errors."""
-        # Here, not at import: these pull in torch, and `hfsdk list` reads the spec.
-        from hfsdk import ROW_GROUP
-        from hfsdk_datasets import resolve_use_template
-        from hfsdk_supervised_data import collate_preference_pairs, tokenize_preference_pairs
+        return self._collate(self._tokenized(rows, label))
 
-        columns = pair_columns(self.algo_config, self.config.data.prompt_key)
-        cfg = self.algo_config
+    def _tokenized(self, rows: Batch, label: str, allow_empty: bool = False) -> list[Any]:
+        # Here, not at import: these pull in torch, and `hfsdk list` reads the spec.
+        from hfsdk_datasets import resolve_use_template
+        from hfsdk_supervised_data import tokenize_preference_pairs
+
         keys = rows.non_tensor_keys
-        records = [{k: rows[k][i] for k in keys} for i in range(len(rows))]
         tokenizer = self.tokenizer
-        use_template = resolve_use_template(tokenizer, self.config.data.apply_chat_template)
-        tokenized = tokenize_preference_pairs(
-            records,
+        return tokenize_preference_pairs(
+            [{k: rows[k][i] for k in keys} for i in range(len(rows))],
             tokenizer,
-            use_template=use_template,
-            columns=columns,
-            max_length=cfg.max_length,
+            use_template=resolve_use_template(tokenizer, self.config.data.apply_chat_template),
+            columns=pair_columns(self.algo_config, self.config.data.prompt_key),
+            max_length=self.algo_config.max_length,
             label=label,
+            allow_empty=allow_empty,
         )
-        batch = collate_preference_pairs(tokenized, tokenizer.pad_token_id)
+
+    def _collate(self, tokenized: list[Any]) -> Batch:
+        from hfsdk import ROW_GROUP
+        from hfsdk_supervised_data import collate_preference_pairs
+
+        batch = collate_preference_pairs(tokenized, self.tokenizer.pad_token_id)
         batch.meta[ROW_GROUP] = 2  # a pair's two rows share every pass
         return batch
+
+    def _step_pairs(self, prompts: Batch) -> Batch:
+        """The step's pairs. Rows whose pairs are all longer than ``algorithm.max_length``
+        are replaced by the stream's next ones (up to :data:`REDRAWS` times): such a draw
+        stopped the run mid-way (preflight refuses data where every pair is too long)."""
+        rows, redraw = prompts, self.context.prompts is not None
+        tokenized = self._tokenized(rows, "row", allow_empty=redraw)
+        for _ in range(REDRAWS if redraw else 0):
+            if tokenized:
+                break
+            rows = self.prompts.next_batch(len(prompts))
+            tokenized = self._tokenized(rows, "row", allow_empty=True)
+        return self._collate(tokenized or self._tokenized(rows, "row"))  # (that raises)
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """Tokenize the step's pairs, then one Bradley-Terry update of the scorer."""
         with self.stage("pairs"):
-            batch = self.pairs(prompts)
+            batch = self._step_pairs(prompts)
         with self.stage("update_score_model"):
             self.record(self.model.update_score_model(batch))
         self.metrics["pairs/count"] = float(len(batch) // 2)

@@ -42,8 +42,9 @@ class RewardModelConfig(TrainerAlgorithmConfig):
         "Column of the other response (the same form as chosen_key's).", default="rejected"
     )
     max_length: int = help_field(
-        "The most tokens a pair's prompt plus longer response may have; a run whose data "
-        "holds a longer pair is refused before its first step.",
+        "Pairs whose prompt plus longer response exceed this many tokens are dropped (with a "
+        "warning; a step left with none draws the next rows), and data whose every training "
+        "or every validation pair is longer is refused before the run.",
         default=1024,
         validator=attrs.validators.ge(2),
     )

@@ -210,11 +210,13 @@ def tokenize_preference_pairs(
     max_length: int | None = None,
     append_eos: bool = True,
     label: str = "row",
+    allow_empty: bool = False,
 ) -> list[PreferencePair]:
     """Every row as a pair; pairs longer than ``max_length`` tokens are dropped with a warning.
 
-    An empty result is an error (every pair too long, or no rows). ``label`` names the rows
-    in errors ("validation row": not read as a training row).
+    An empty result is an error (every pair too long, or no rows) unless ``allow_empty``
+    (a step that draws other rows then). ``label`` names the rows in errors ("validation
+    row": not read as a training row).
     """
     pairs: list[PreferencePair] = []
     dropped = 0
@@ -238,7 +240,7 @@ def tokenize_preference_pairs(
             dropped + len(pairs),
             max_length,
         )
-    if not pairs:
+    if not pairs and not allow_empty:
         raise HfsdkError(
             "no preference pairs to train on"
             + (

@@ -70,22 +70,19 @@ def check_validation_pairs(prepared: Any, columns: PairColumns) -> None:
             )
 
 
-def check_no_longer_pairs(
-    lengths: list[tuple[int, str]], max_length: int | None, refuse_from: int = 1
-) -> None:
-    """Refuse pairs longer than ``max_length`` (``(tokens, where)`` each) once there are
-    ``refuse_from`` of them, for a run whose steps drop them: a step of ``refuse_from``
-    pairs (or a validation) could draw only such pairs, and then stops the run mid-way."""
+def check_no_longer_pairs(lengths: list[tuple[int, str]], max_length: int | None) -> None:
+    """Refuse when every pair (``(tokens, where)`` each: the training pairs, or the
+    validation ones) is longer than ``max_length``: the steps drop such pairs and draw
+    others, which cannot help when none would be left."""
     over = [(tokens, where) for tokens, where in lengths if max_length and tokens > max_length]
-    if len(over) < max(refuse_from, 1):
+    if not over or len(over) < len(lengths):
         return
     tokens, where = over[0]
-    longest = max(length for length, _ in over)
+    shortest = min(length for length, _ in over)
     raise HfsdkError(
-        f"{len(over)} of {len(lengths)} preference pairs are longer than algorithm.max_length="
-        f"{max_length} tokens (first: {where}, {tokens} tokens), and a step whose pairs are all "
-        f"too long would stop the run; raise algorithm.max_length to {longest} or leave "
-        "those rows out of the data"
+        f"all {len(over)} preference pairs ({where.rsplit(' ', 1)[0]}s) are longer than "
+        f"algorithm.max_length={max_length} tokens (first: {where}, {tokens} tokens), so none "
+        f"could be trained or scored; raise algorithm.max_length to at least {shortest}"
     )
 
 
@@ -98,16 +95,15 @@ def check_preference_rows(
     append_eos: bool = True,
     max_length: int | None = None,
     validation_needs_pairs: bool = False,
-    refuse_longer: int | None = None,
+    refuse_longer: bool = False,
 ) -> None:
     """Tokenize every row's pair as a step will; the first bad one raises, naming it, and so
     does a pair longer than the model's positions that ``max_length`` keeps.
 
     ``validation_needs_pairs``: every validation row must be a pair (a reward model scores
     each one); otherwise prompt-only validation rows are skipped (DPO and SFT sample them).
-    ``refuse_longer``: refuse pairs longer than ``max_length`` too once there are this many
-    (1: any; a step's pair count: enough to fill a step), rather than leave them for the
-    steps to drop; ``None``: never.
+    ``refuse_longer``: refuse a run all of whose training pairs, or all of whose validation
+    pairs, are longer than ``max_length`` (a step drops over-long pairs and draws others).
     """
     wanted = {columns.chosen, columns.rejected}
     if validation_needs_pairs:
@@ -121,5 +117,6 @@ def check_preference_rows(
         lengths.append((pair.length(), where))
     longest = max(lengths, key=lambda item: item[0], default=None)
     check_fits(longest, prepared, max_length)
-    if refuse_longer is not None:
-        check_no_longer_pairs(lengths, max_length, refuse_longer)
+    if refuse_longer:
+        for part in ("row ", "validation row "):
+            check_no_longer_pairs([x for x in lengths if x[1].startswith(part)], max_length)

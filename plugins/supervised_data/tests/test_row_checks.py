@@ -40,25 +40,20 @@ def test_prompt_only_validation_rows_pass_unless_validation_needs_pairs(
         _check(prepared, tokenizer, validation_needs_pairs=True)
 
 
-def test_pairs_longer_than_max_length_are_refused_only_when_asked(
+def test_pairs_all_longer_than_max_length_are_refused_only_when_asked(
     make_tokenizer: Callable[..., Any],
 ) -> None:
     tokenizer = make_tokenizer(None)
-    prepared = _prepared([SHORT, LONG], [])
-    _check(prepared, tokenizer)  # DPO drops them at its steps (dpo/dropped_pairs)
+    _check(_prepared([SHORT, LONG], []), tokenizer, refuse_longer=True)  # steps drop the long
+    prepared = _prepared([LONG, LONG], [SHORT])
+    _check(prepared, tokenizer)
     with pytest.raises(hfsdk.HfsdkError) as caught:
-        _check(prepared, tokenizer, refuse_longer=1)
+        _check(prepared, tokenizer, refuse_longer=True)
     message = str(caught.value)
-    assert message.startswith("1 of 2 preference pairs are longer than algorithm.max_length=6")
-    assert "row 1" in message and "raise algorithm.max_length to" in message
-
-
-def test_longer_pairs_are_refused_once_they_could_fill_a_step(
-    make_tokenizer: Callable[..., Any],
-) -> None:
-    tokenizer = make_tokenizer(None)
-    prepared = _prepared([SHORT, LONG, SHORT, LONG], [])
-    _check(prepared, tokenizer, refuse_longer=3)  # a step of 3 always draws a short pair
-    # Before: DPO's steps of 2 could draw both long pairs and stop the run mid-way.
-    with pytest.raises(hfsdk.HfsdkError, match=r"^2 of 4 preference pairs are longer"):
-        _check(prepared, tokenizer, refuse_longer=2)
+    assert message.startswith(
+        "all 2 preference pairs (rows) are longer than algorithm.max_length=6"
+    )
+    assert "row 0" in message and "raise algorithm.max_length to at least" in message
+    # Validation pairs are counted apart: all of them too long is refused as well.
+    with pytest.raises(hfsdk.HfsdkError, match=r"^all 1 preference pairs \(validation rows\)"):
+        _check(_prepared([SHORT], [LONG]), tokenizer, refuse_longer=True)
