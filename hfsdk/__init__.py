@@ -142,7 +142,7 @@ if TYPE_CHECKING:
     from hfsdk.core.trainer.checkpoint import complete_checkpoints, verify_checkpoint
     from hfsdk.core.trainer.faults import take_fault
     from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
-    from hfsdk.core.trainer.preflight import prepare_run, run_assets, run_signals
+    from hfsdk.core.trainer.preflight import prepare_run, run_assets, run_signals, run_tool_schemas
     from hfsdk.core.trainer.run_directory import CONFIG_FILE, TRAINER_STATE
     from hfsdk.core.trainer.session import TrainingSession
     from hfsdk.core.trainer.step_observers import StepObserver, StepView, StopRun

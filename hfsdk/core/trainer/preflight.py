@@ -74,6 +74,12 @@ def startup_deadline_s(config: RunConfig, spec: AlgorithmSpec, assets: Any) -> f
     return STARTUP_BASE_S + STARTUP_S_PER_GIB * largest / 2**30
 
 
+def run_tool_schemas(config: Any) -> list[Any]:
+    """The tools a run's prompts announce (``hfsdk_prompt_tool_schemas``; empty for none)."""
+    answers = call_each(get_plugin_manager().hook.hfsdk_prompt_tool_schemas, config=config)
+    return [dict(schema) for answer in answers if answer for schema in answer]
+
+
 RUN_RECORDS = "hfsdk-plugin-run-records"
 """The distribution that keeps a run's records (``trainer.rollout_dump``) and trains from
 them (``trainer.mode: train_only``)."""
@@ -178,9 +184,8 @@ def prepare_run(config: RunConfig, spec: AlgorithmSpec) -> PreparedRun:
     paths = {k: getattr(main, k, None) for k in ("tokenizer_path", "model_path")}
     key = next((f"{spec.main_role}.{k}" for k, v in paths.items() if v), "tokenizer path")
     tokenizer = load_tokenizer(assets.tokenizer_path, key)
-    # Plugins' tools load here (a bad entry fails before Ray); their schemas reach the
-    # prompts through the chat template's tools support.
-    tools = _tool_schemas(config)
+    # Plugins' tools load here (a bad entry fails before Ray); the chat template renders them.
+    tools = run_tool_schemas(config)
     prompts = prompts_for_run(
         PromptRequest(
             config=config,
@@ -219,9 +224,3 @@ def run_preflight_checks(config: RunConfig, spec: AlgorithmSpec, prepared: Prepa
             warning = registry[name].impl(config, spec, prepared)
         if warning:
             logger.warning(warning)
-
-
-def _tool_schemas(config: Any) -> list[Any]:
-    """The tools the prompts announce (``hfsdk_prompt_tool_schemas``; empty for none)."""
-    answers = call_each(get_plugin_manager().hook.hfsdk_prompt_tool_schemas, config=config)
-    return [dict(schema) for answer in answers if answer for schema in answer]

@@ -13,7 +13,7 @@ from hfsdk import generate_rollout
 from hfsdk.core.config import resolve_run_config
 from hfsdk.core.generation_strategy import SequencesStrategy, resolve_generation
 from hfsdk.core.plugin_manager import get_plugin_manager, reset_plugin_manager
-from hfsdk.core.trainer.preflight import _tool_schemas
+from hfsdk.core.trainer.preflight import run_tool_schemas
 
 from .fakes import FakeActor, ScriptedRollout, prompt_batch, word_tokenizer
 
@@ -61,6 +61,6 @@ def test_the_prompt_tools_example_adds_to_the_agents_tools(doc_plugin: types.Mod
     cfg = resolve_run_config(
         "grpo", {"data": {"prompt_key": "question"}, "rollout": {"multi_turn": {"tools": ["add"]}}}
     )
-    names = sorted(schema["function"]["name"] for schema in _tool_schemas(cfg))
+    names = sorted(schema["function"]["name"] for schema in run_tool_schemas(cfg))
     assert names == ["add", "lookup"]
-    assert _tool_schemas(resolve_run_config("grpo", {})) == []
+    assert run_tool_schemas(resolve_run_config("grpo", {})) == []

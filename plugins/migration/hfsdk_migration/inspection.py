@@ -140,13 +140,16 @@ def inspect_dataset(
     data: Mapping[str, Any] | DataConfig | None = None,
     reward: Any = None,
     model_path: str | None = None,
+    tools: Sequence[Mapping[str, Any]] = (),
 ) -> DatasetReport:
     """Load ``files`` as a run would and describe them.
 
     ``data`` is a ``data`` config section, raw or resolved (prompt key, length
     limit, chat template switch); ``reward`` a ``reward`` section (or the list of
     its functions) whose functions are loaded; ``model_path`` the run's model directory, for
-    the ``prompt_describers`` that need more than the tokenizer (an image processor).
+    the ``prompt_describers`` that need more than the tokenizer (an image processor);
+    ``tools`` the JSON schemas the run's chat template renders into every prompt
+    (``hfsdk.run_tool_schemas``), which count toward its length and unknown tokens.
     """
     from hfsdk_datasets import (
         PromptLoader,
@@ -163,7 +166,8 @@ def inspect_dataset(
         raw = {k: v for k, v in dict(data or {}).items() if k not in ("train_files", "val_files")}
         config = structure(make_converter(), raw, DataConfig, path="data")
     dataset = load_prompt_dataset(files, config.prompt_key)
-    loader = PromptLoader(dataset, tokenizer, attrs.evolve(config, shuffle=False), seed=0)
+    data_config = attrs.evolve(config, shuffle=False)
+    loader = PromptLoader(dataset, tokenizer, data_config, seed=0, tools=tuple(tools))
     first = loader.rows[0]
     shares = unknown_token_shares(tokenizer, loader.rows, loader.token_ids, config.prompt_key)
     views: list[RewardFunctionView] = []
@@ -218,9 +222,17 @@ def inspect_run(
     ``files`` replace the run's training files; without them (and without
     ``data.train_files``) they are the default task's, as are the tokenizer and
     the reward functions when the config names none (``hfsdk.run_assets``,
-    ``hfsdk.run_signals``: the run's own resolution).
+    ``hfsdk.run_signals``: the run's own resolution), and the prompts announce the
+    run's tools (``hfsdk.run_tool_schemas``) as its chat template renders them.
     """
-    from hfsdk import load_run_config, load_tokenizer, run_assets, run_signals, run_spec
+    from hfsdk import (
+        load_run_config,
+        load_tokenizer,
+        run_assets,
+        run_signals,
+        run_spec,
+        run_tool_schemas,
+    )
 
     config = load_run_config(algo, config_file, list(overrides))
     spec = run_spec(config)
@@ -233,7 +245,12 @@ def inspect_run(
     tokenizer = load_tokenizer(str(assets.tokenizer_path))
     paths = tuple(files) or tuple(str(path) for path in assets.train_files)
     return inspect_dataset(
-        paths, tokenizer, config.data, functions or None, model_path=assets.model_path
+        paths,
+        tokenizer,
+        config.data,
+        functions or None,
+        model_path=assets.model_path,
+        tools=run_tool_schemas(config),
     )
 
 

@@ -234,3 +234,52 @@ def test_inspect_names_why_prompts_get_the_plain_rendering(tmp_path: Path) -> No
     tokenizer.chat_template = None
     none = inspect_dataset([str(path)], tokenizer, {})
     assert none.template == "plain (the tokenizer has no chat template; see docs/migrating.md)"
+
+
+# A chat template that renders the tools it is given before the messages (the task model's
+# own template ignores them).
+TOOLS_TEMPLATE = (
+    "{% if tools %}{% for t in tools %}{{ t['function']['name'] }} "
+    "{{ t['function']['description'] }} {% endfor %}{% endif %}"
+    "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+)
+
+
+def test_inspect_renders_the_tools_the_run_puts_in_the_prompt(tmp_path: Path) -> None:
+    # review F1: inspect left out the tool schemas the run's chat template renders, so its
+    # first prompt, token counts and dropped rows were not the ones the run trains on.
+    pytest.importorskip("hfsdk_agents")  # the tool_use task and its `add` tool
+    import json
+    import shutil
+
+    from hfsdk import HfsdkError, load_run_config, prepare_run, run_spec
+    from hfsdk.core.cli.options import task_base
+    from hfsdk_migration.inspection import inspect_run
+
+    base = task_base("tool_use", "grpo")
+    assert base is not None
+    model = tmp_path / "model"
+    shutil.copytree(base["actor"]["model_path"], model)
+    tokenizer_file = model / "tokenizer_config.json"
+    tokenizer_config = json.loads(tokenizer_file.read_text())
+    tokenizer_config["chat_template"] = TOOLS_TEMPLATE
+    tokenizer_file.write_text(json.dumps(tokenizer_config))
+    base["actor"]["model_path"] = str(model)
+    base["data"]["max_unknown_token_share"] = 1.0  # the tool's words are new to the model
+    config_file = tmp_path / "tool.yaml"
+    config_file.write_text(yaml.safe_dump({"algo": "grpo", **base}))
+
+    report = inspect_run(None, str(config_file), [])
+    config = load_run_config(None, str(config_file), [])
+    loader = prepare_run(config, run_spec(config)).loader
+    assert report.first_prompt == loader.rows[0]["rendered_prompt"]
+    assert report.first_prompt.startswith("add Add two integers. ")
+    assert report.first_prompt_tokens == len(loader.token_ids[0])
+    assert (report.kept, report.dropped) == (len(loader), loader.dropped)
+    # a limit only the tools' words exceed: the run refuses every prompt, and so does inspect
+    limit = ["data.max_prompt_length=6"]
+    with pytest.raises(HfsdkError, match=r"longer than data\.max_prompt_length=6 tokens"):
+        inspect_run(None, str(config_file), limit)
+    limited = load_run_config(None, str(config_file), limit)
+    with pytest.raises(HfsdkError, match=r"longer than data\.max_prompt_length=6 tokens"):
+        prepare_run(limited, run_spec(limited))

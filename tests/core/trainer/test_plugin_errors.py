@@ -17,7 +17,7 @@ from hfsdk.core import plugin_manager
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.plugin_manager import build_plugin_manager, get_plugin_manager
-from hfsdk.core.trainer.preflight import _tool_schemas, run_preflight_checks
+from hfsdk.core.trainer.preflight import run_preflight_checks, run_tool_schemas
 from hfsdk.core.trainer.step_observers import StepObserver, StopRun, build_step_observers
 from hfsdk.core.trainer.tracking import Tracker
 from hfsdk.core.trainer.trainer import Trainer
@@ -162,10 +162,10 @@ def test_a_tool_schema_hooks_bug_names_its_plugin(monkeypatch: pytest.MonkeyPatc
             return [{"type": "function", "function": {"name": "lookup"}}]
 
     _installed(monkeypatch, "toolsy", Tools)
-    assert _tool_schemas("fine") == [{"type": "function", "function": {"name": "lookup"}}]
+    assert run_tool_schemas("fine") == [{"type": "function", "function": {"name": "lookup"}}]
     with pytest.raises(HfsdkError, match=r"^plugin 'toolsy'.s hfsdk_prompt_tool_schemas raised "
                        r"ModuleNotFoundError: No module named 'lookup_tool'"):  # fmt: skip
-        _tool_schemas("broken")
+        run_tool_schemas("broken")
 
 
 def test_a_trackers_bug_stops_the_run_naming_its_plugin(tmp_path: Path) -> None:
