@@ -430,6 +430,13 @@ def _hfsdk_harness(marker, program, steps, iterating):
     def record(index, body):
         write(1, (marker + " " + repr_(index) + " " + body + "\n").encode())
 
+    def failed(kind, exc):
+        # The exception's class name lets the reward flag memory and errors, not wrong answers.
+        try:
+            return dumps({"error": kind, "raised": str_.__str__(type_(exc).__name__)})
+        except base_exception:
+            return '{"error": "' + kind + '"}'
+
     main = types.ModuleType("__main__")
     main.__file__ = globals().get("__file__", "main.py")
     namespace = main.__dict__
@@ -472,15 +479,15 @@ def _hfsdk_harness(marker, program, steps, iterating):
             try:
                 exec_(compile_(step[2], "<asserts>", "exec"), namespace)
                 body = '{"ok": true}'
-            except base_exception:
-                body = '{"error": "statement"}'
+            except base_exception as exc:
+                body = failed("statement", exc)
             record(step[1], body)
         else:
             try:
                 values = [None if x is None else leaf(*x) for x in step[2]]
                 body = dumps({"values": values})
-            except base_exception:
-                body = '{"error": "expression"}'
+            except base_exception as exc:
+                body = failed("expression", exc)
             record(step[1], body)
     exit_(0)
 """
@@ -620,6 +627,16 @@ def judge(plan: AssertPlan, stdout: str) -> list[bool]:
     return out
 
 
+def raised(plan: AssertPlan, stdout: str) -> dict[int, str]:
+    """Case index -> the class name of the exception the case raised (cases that raised)."""
+    records = _records(stdout, plan.nonce)
+    return {
+        index: record["raised"]
+        for index, record in records.items()
+        if record is not None and isinstance(record.get("raised"), str)
+    }
+
+
 __all__ = [
     "MARKER",
     "Apply",
@@ -629,5 +646,6 @@ __all__ = [
     "judge",
     "plan_asserts",
     "plan_calls",
+    "raised",
     "sandbox_program",
 ]

@@ -41,6 +41,7 @@ from hfsdk_rewards.code_harness import (
     judge,
     plan_asserts,
     plan_calls,
+    raised,
     sandbox_program,
 )
 from hfsdk_sandbox import SandboxLimits, SandboxResult, run_many
@@ -183,7 +184,16 @@ def _assert_verdicts(plan: AssertPlan, result: SandboxResult) -> tuple[list[bool
         return passed, "error"
     if result.status == "ok" and f"{MARKER} " not in result.stdout:
         return passed, "early_exit"
-    return passed, "wrong_answer"
+    return passed, _raised_reason(raised(plan, result.stdout).get(passed.index(False)))
+
+
+def _raised_reason(name: str | None) -> str:
+    """The reason of the first failed assert case, from the exception it raised (if any)."""
+    if name == "MemoryError":
+        return "memory"
+    if name is None or name == "AssertionError":  # a failed assert is a wrong answer
+        return "wrong_answer"
+    return "error"
 
 
 def _first_cases(cases: Cases, limit: int | None) -> tuple[Cases, bool]:

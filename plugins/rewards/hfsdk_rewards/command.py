@@ -177,6 +177,13 @@ def score_command(name: str, data_file: str, timeout_s: float, overrides: tuple[
     \b
         hfsdk reward score code_tests --data rows.jsonl limits.wall_s=3
     """
+    from hfsdk_sandbox import isolation  # here: the CLI starts without the sandbox's imports
+    from hfsdk_sandbox.preflight import sandbox_notice
+
     rows = read_rows(data_file)
+    # As a run's preflight says: without it a sandboxed reward scores 0.0 with no reason given.
+    line = sandbox_notice(isolation(), [], [name])
+    if line:
+        click.echo(line, err=True)
     for row in score_rows(name, rows, overrides, timeout_s):
         click.echo(json.dumps(row))

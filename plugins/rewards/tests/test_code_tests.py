@@ -145,6 +145,28 @@ def test_an_assert_sample_reports_why_its_program_stopped() -> None:
     assert rows[0]["refused"] == 1.0 and rows[1]["error"] == 1.0
 
 
+LOOP_ASSERTS = json.dumps({"asserts": ["for a in (1, 2):\n    assert add(a, a) == 2 * a"]})
+
+
+@pytest.mark.parametrize("truth", [ASSERTS, LOOP_ASSERTS], ids=["expression", "statement"])
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("x = [0] * 10**9\n    return a + b", "memory"),
+        ("return add(a, b)", "error"),
+        ("return 1 / 0", "error"),
+        ("return a - b + 1", "wrong_answer"),
+    ],
+    ids=["memory", "recursion", "zero-division", "wrong"],
+)
+def test_an_assert_case_that_raises_is_flagged_by_its_exception(
+    truth: str, body: str, reason: str
+) -> None:
+    program = _fenced(f"def add(a, b):\n    {body}")
+    [row] = code_tests(["p"], [program], config=CONFIG, ground_truth=[truth])
+    assert row["score"] == 0.0 and row[reason] == 1.0, row
+
+
 def test_every_case_is_checked_unless_max_cases_says_otherwise() -> None:
     # 33 cases, the program wrong only on the last one (formerly cut at 32, unreported).
     truth = json.dumps({"asserts": [f"assert double({n}) == {2 * n}" for n in range(33)]})

@@ -37,6 +37,28 @@ def test_code_tests_rows_are_scored_with_their_reasons(
     assert scored[1]["early_exit"] == 1.0 and scored[2]["cases_passed"] == 0.5
 
 
+def test_code_tests_says_once_why_it_scores_zero_when_bubblewrap_cannot_start(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk_sandbox.bwrap import unavailable_reason
+    from hfsdk_sandbox.runner import ISOLATION_ENV
+
+    monkeypatch.setenv("HFSDK_SANDBOX_BWRAP", "")
+    monkeypatch.setenv(ISOLATION_ENV, "os")
+    unavailable_reason.cache_clear()
+    try:
+        truth = json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]})
+        row = {"prompt": "add", "response": "```python\nprint(sum(map(int, input().split())))\n```"}
+        path = tmp_path / "rows.jsonl"
+        path.write_text(json.dumps({**row, "ground_truth": truth}) + "\n")
+        code, out, err = _score(capsys, path)
+    finally:
+        unavailable_reason.cache_clear()  # the next caller probes the real machine again
+    assert code == 0, err
+    assert json.loads(out)["refused"] == 1.0
+    assert err.count("bubblewrap cannot start") == 1, err
+
+
 def test_an_unknown_setting_names_the_allowed_keys(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

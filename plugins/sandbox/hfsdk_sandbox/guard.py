@@ -1,11 +1,13 @@
 """Runs inside the sandboxed process, before the untrusted program (stdlib only).
 
-Usage: ``python -I -S -B guard.py SCRATCH PROGRAM CPU_S MEMORY_BYTES FILE_BYTES DROP``.
+Usage: ``python -I -S -B guard.py SCRATCH PROGRAM CPU_S MEMORY_BYTES FILE_BYTES DROP PARENT``.
 It first sets the kernel limits (CPU seconds, address space, the size of any
 file written — the scratch size —, open descriptors, no core dumps) and, when
 ``DROP`` is 1 (``process`` isolation as root), becomes the unprivileged
-``nobody`` user with few processes allowed. The limits hold whatever the
-program does next: it cannot raise them.
+``nobody`` user with few processes allowed. When ``PARENT`` is a pid (``process``
+isolation; 0 under bubblewrap, whose ``--die-with-parent`` does it), the kernel kills
+the program when that parent dies. The limits hold whatever the program does next: it
+cannot raise them.
 
 It then installs an audit hook (PEP 578) that refuses, with a
 ``PermissionError`` naming the operation, what a program should not try:
@@ -32,7 +34,6 @@ _PROCESS_EVENTS = {
     "pty.spawn",
 }
 _NETWORK_EVENTS = {
-    "socket.__new__",
     "socket.connect",
     "socket.bind",
     "socket.sendto",
@@ -55,7 +56,14 @@ _PATH_EVENTS = {
     "shutil.move",
     "shutil.copyfile",
 }
-_BLOCKED_MODULES = ("ctypes", "_ctypes", "_posixsubprocess", "multiprocessing")
+# Not _posixsubprocess: subprocess (and so asyncio) imports it at load time; starting a process
+# is refused through the subprocess.Popen / os.fork / os.posix_spawn events instead.
+_BLOCKED_MODULES = ("ctypes", "_ctypes", "multiprocessing")
+# Linux families that reach a network (AF_INET, AF_INET6, AF_NETLINK, AF_PACKET). AF_UNIX stays
+# allowed: asyncio's event loop needs socket.socketpair(), and the OS layers isolate it.
+_NETWORK_FAMILIES = {2, 10, 16, 17}
+# Devices a program may open for writing: they reach nothing outside the sandbox.
+_WRITABLE_DEVICES = {"/dev/null", "/dev/stdout", "/dev/stderr"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 
@@ -68,6 +76,13 @@ def _inside(path: object, scratch: str) -> bool:
         return False
     real = os.path.realpath(path)
     return real == scratch or real.startswith(scratch + os.sep)
+
+
+def _writable_device(path: object) -> bool:
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    # The name as given, not its realpath: /dev/stdout resolves to a pipe, not a path.
+    return isinstance(path, str) and os.path.abspath(path) in _WRITABLE_DEVICES
 
 
 def _writes(mode: object, flags: object) -> bool:
@@ -83,11 +98,14 @@ def _hook(scratch: str):  # type: ignore[no-untyped-def]
     def hook(event: str, args: tuple) -> None:
         if event in _PROCESS_EVENTS:
             refuse(f"starting or signalling processes ({event})")
+        elif event == "socket.__new__":
+            if args[1] in _NETWORK_FAMILIES:
+                refuse(f"network access ({event})")
         elif event in _NETWORK_EVENTS:
             refuse(f"network access ({event})")
         elif event == "open":
             path, mode, flags = (*args, None, None, None)[:3]
-            if _writes(mode, flags) and not _inside(path, scratch):
+            if _writes(mode, flags) and not (_inside(path, scratch) or _writable_device(path)):
                 refuse(f"writing {path!r} outside the scratch directory")
         elif event in _PATH_EVENTS:
             for path in args[:2]:
@@ -101,6 +119,19 @@ def _hook(scratch: str):  # type: ignore[no-untyped-def]
             refuse("loading native libraries")
 
     return hook
+
+
+def _guard_fork_exec() -> None:
+    """Make ``_posixsubprocess.fork_exec`` refuse: called directly, it starts a process without
+    the subprocess.Popen audit event (subprocess imports it by name after this runs)."""
+    import _posixsubprocess
+
+    def fork_exec(*args: object) -> int:
+        raise PermissionError(
+            "sandbox: starting or signalling processes (_posixsubprocess.fork_exec) is not allowed"
+        )
+
+    _posixsubprocess.fork_exec = fork_exec
 
 
 NOBODY = 65534
@@ -127,11 +158,48 @@ def _limit(cpu_s: int, memory: int, file_bytes: int, drop: bool) -> None:
         os.setuid(NOBODY)
 
 
+PR_SET_PDEATHSIG = 1
+SIGKILL = 9  # a constant: after the uid drop, importing signal.py may fail
+
+
+def _load_prctl():  # type: ignore[no-untyped-def]
+    """libc's ``prctl``, loaded before the uid drop (``nobody`` may not read the stdlib).
+
+    ctypes leaves ``sys.modules`` again, so the program's ``import ctypes`` still reaches
+    the hook.
+    """
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    for name in [m for m in sys.modules if m.split(".")[0] in ("ctypes", "_ctypes")]:
+        del sys.modules[name]
+    return prctl
+
+
+def _die_with_parent(prctl, parent: int) -> None:  # type: ignore[no-untyped-def]
+    """SIGKILL this process when ``parent`` (the runner) dies: nothing else ends it then.
+
+    Called after the uid drop, which clears the setting.
+    """
+    if prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0:
+        raise OSError(
+            "sandbox guard: prctl(PR_SET_PDEATHSIG) failed; the program would outlive its runner"
+        )
+    # The parent may have died before prctl: then no signal comes, and we were reparented.
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def main() -> None:
     """Set the limits, install the guard, then run the program as ``__main__``."""
     scratch, program = os.path.realpath(sys.argv[1]), sys.argv[2]
-    cpu_s, memory, file_bytes, drop = (int(a) for a in sys.argv[3:7])
+    cpu_s, memory, file_bytes, drop, parent = (int(a) for a in sys.argv[3:8])
+    # Both import native modules: before the uid drop, after which nobody may not read them.
+    _guard_fork_exec()
+    prctl = _load_prctl() if parent else None
     _limit(cpu_s, memory, file_bytes, bool(drop))
+    if prctl is not None:
+        _die_with_parent(prctl, parent)
     sys.argv = [program]
     sys.path.insert(0, scratch)
     with open(program, "rb") as handle:

@@ -37,12 +37,14 @@ class SandboxLimits:
     cpu_s: int = help_field(
         "CPU-time limit of one program run in seconds (RLIMIT_CPU).",
         default=5,
-        validator=[_whole, attrs.validators.ge(1)],
+        # A day at most, as wall_s: 2**63 s overflowed the C long that setrlimit takes.
+        validator=[_whole, attrs.validators.ge(1), attrs.validators.le(86400)],
     )
     memory_mb: int = help_field(
         "Address-space limit of one program run in MiB (RLIMIT_AS).",
         default=512,
-        validator=[_whole, attrs.validators.ge(64)],
+        # 1 TiB at most: 2**50 MiB in bytes overflowed the C long that setrlimit takes.
+        validator=[_whole, attrs.validators.ge(64), attrs.validators.le(1 << 20)],
     )
     output_bytes: int = help_field(
         "Largest stdout/stderr a program may write (bytes); more is cut and reported.",
@@ -58,7 +60,8 @@ class SandboxLimits:
     scratch_mb: int = help_field(
         "Size of the program's working directory in MiB (a tmpfs under bubblewrap).",
         default=64,
-        validator=[_whole, attrs.validators.ge(1)],
+        # 1 TiB at most: 2**45 MiB in bytes overflowed bubblewrap's --size.
+        validator=[_whole, attrs.validators.ge(1), attrs.validators.le(1 << 20)],
     )
 
 

@@ -152,7 +152,7 @@ def _process_isolation() -> tuple[bool, bool]:
     return netns, nobody
 
 
-def _guard_args(limits: SandboxLimits, drop: bool) -> list[str]:
+def _guard_args(limits: SandboxLimits, drop: bool, parent: int = 0) -> list[str]:
     return [
         str(limits.cpu_s),
         str(limits.memory_mb * 1024 * 1024),
@@ -160,6 +160,8 @@ def _guard_args(limits: SandboxLimits, drop: bool) -> list[str]:
         # pipes, capped by drain(); output_bytes here failed any file over 64 KiB with EFBIG.
         str(limits.scratch_mb * 1024 * 1024),
         str(int(drop)),
+        # The pid the program dies with (0: none); bubblewrap's --die-with-parent does it there.
+        str(parent),
     ]
 
 
@@ -172,7 +174,8 @@ def _process_command(scratch: Path, limits: SandboxLimits, *, drop: bool, netns:
         str(scratch / ".guard.py"),
         str(scratch),
         str(scratch / "main.py"),
-        *_guard_args(limits, drop),
+        # This process starts it (unshare execs it in place): a killed worker ends it too.
+        *_guard_args(limits, drop, parent=os.getpid()),
     ]
     return [shutil.which("unshare") or "unshare", "--net", *command] if netns else command
 

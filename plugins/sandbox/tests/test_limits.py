@@ -18,3 +18,14 @@ def test_integer_limits_refuse_other_types_with_a_clear_message(field: str, valu
 def test_integers_and_a_float_wall_clock_are_fine() -> None:
     limits = SandboxLimits(wall_s=2, cpu_s=3, memory_mb=128, scratch_mb=8)
     assert (limits.cpu_s, limits.memory_mb, limits.scratch_mb) == (3, 128, 8)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("cpu_s", 2**63), ("memory_mb", 2**50), ("scratch_mb", 2**45)]
+)
+def test_limits_too_large_for_the_kernel_are_refused_with_their_bound(
+    field: str, value: int
+) -> None:
+    # They were accepted, then every run failed with an OverflowError or a bubblewrap error.
+    with pytest.raises(ValueError, match=f"'{field}' must be <= "):
+        SandboxLimits(**{field: value})

@@ -66,6 +66,35 @@ def test_starting_processes_or_native_code_is_refused(code: str) -> None:
     assert run_python(code, limits=FAST).status == "refused"
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import asyncio\nprint(asyncio.run(asyncio.sleep(0, result=3)))",
+        "import socket\na, b = socket.socketpair()\na.sendall(b'3')\nprint(b.recv(1).decode())",
+        "import os\nopen(os.devnull, 'w').write('x')\nprint(3)",
+    ],
+    ids=["asyncio", "socketpair", "devnull"],
+)
+def test_harmless_programs_the_guard_once_refused_run(code: str) -> None:
+    result = run_python(code, limits=FAST)
+    assert (result.status, result.stdout) == ("ok", "3\n"), result.reason
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import asyncio\nasyncio.run(asyncio.create_subprocess_exec('true'))",
+        "import socket\nsocket.socket(socket.AF_INET6)",
+        "import os\nos.remove(os.devnull)",
+        "import _posixsubprocess\n_posixsubprocess.fork_exec(*[None] * 23)",
+    ],
+    ids=["asyncio-subprocess", "inet6", "remove-devnull", "fork-exec"],
+)
+def test_the_guard_still_refuses_processes_inet_sockets_and_device_changes(code: str) -> None:
+    result = run_python(code, limits=FAST)
+    assert result.status == "refused" and "not allowed" in result.reason, result.reason
+
+
 def test_a_memory_bomb_hits_the_memory_limit() -> None:
     result = run_python("block = bytearray(1 << 31)", limits=FAST)
     assert result.status == "memory"
@@ -127,6 +156,56 @@ def test_a_file_larger_than_the_output_limit_may_be_written_and_read_back() -> N
     code = "open('big.bin', 'wb').write(b'x' * 100_000)\nprint(len(open('big.bin', 'rb').read()))"
     result = run_python(code, limits=FAST)
     assert (result.status, result.stdout) == ("ok", "100000\n"), result.reason
+
+
+def _running_with_comm(mark: str) -> list[int]:
+    """Pids of the live (not zombie) processes whose /proc/PID/comm is ``mark``."""
+    import contextlib
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if (
+                entry.name.isdigit()
+                and (entry / "comm").read_text().strip() == mark
+                and (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            ):
+                found.append(int(entry.name))
+    return found
+
+
+def test_process_mode_program_dies_with_a_killed_worker() -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from hfsdk_sandbox.runner import ISOLATION_ENV
+    from hfsdk_sandbox.testing import DISARM_GUARD
+
+    mark = "hfsdk" + os.urandom(4).hex()
+    code = DISARM_GUARD + (
+        f"open('/proc/self/comm', 'w').write({mark!r})\nimport time\nwhile True:\n    time.sleep(1)\n"
+    )
+    worker = (
+        "import sys\nfrom hfsdk_sandbox import SandboxLimits, run_python\n"
+        "run_python(sys.argv[1], limits=SandboxLimits(wall_s=2.0))"
+    )
+    env = {**os.environ, ISOLATION_ENV: "process"}
+    parent = subprocess.Popen([sys.executable, "-c", worker, code], env=env)
+    try:
+        started = time.monotonic()
+        while not _running_with_comm(mark) and time.monotonic() - started < 10:
+            time.sleep(0.1)
+        assert _running_with_comm(mark), "the sandboxed program never started"
+    finally:
+        parent.send_signal(signal.SIGKILL)  # a worker killed mid-run: its finally never runs
+        parent.wait()
+    time.sleep(2.0 + 2)  # past wall_s: nothing but the parent's death can have ended it
+    survivors = _running_with_comm(mark)
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == []
 
 
 def test_process_mode_ends_a_setsid_grandchild_and_reports_the_program_s_own_exit(
