@@ -8,7 +8,9 @@ value passes, which run concurrently, side by side; ``other`` is the rest of
 the step: the controller's own work and what no stage timed), each stage's
 share of the device's peak (``perf/*_mfu``,
 ``perf/*_bandwidth_util``, ``perf/*_link_util``: what the planner's step
-observer logs, docs/placement.md), and one panel per metric namespace no panel above draws (a
+observer logs, docs/placement.md), a panel of the validation metrics not drawn beside
+the reward (``val/pairwise_accuracy``, a source's ``val/<source>/reward_mean``), and one
+panel per metric namespace no panel above draws (a
 plugin's own metrics, e.g. ``lagrange/*``) plus the metrics asked for with
 ``--metric``. Stages keep their colour from run to run. matplotlib is
 imported only when drawing.
@@ -53,8 +55,14 @@ STAGE_COLORS = {
 EXTRA_COLORS = ("tab:gray", "gold", "navy", "teal", "salmon", "darkkhaki")
 
 UNDRAWN_NAMESPACES = ("timing", "perf", "val")
-"""Namespaces the extra panels leave out: stage times have their bar, ``perf/*`` are
-throughput counters, ``val/*`` estimators sit beside the reward."""
+"""Namespaces the per-namespace panels leave out: stage times have their bar, ``perf/*`` are
+throughput counters, ``val/*`` has its estimators beside the reward and the rest in
+:data:`VALIDATION_PANEL`."""
+
+ESTIMATOR_PATTERN = re.compile(r"val/(?:[^/]+/)?(pass|mean|maj)@\d+")
+"""The validation estimators drawn beside the reward: ``val/pass@k`` and a data source's
+``val/<source>/pass@k`` (likewise ``mean@n``, ``maj@k``)."""
+VALIDATION_PANEL = "val/* (other validation metrics)"
 
 UTILISATION_PATTERNS = ("perf/*_mfu", "perf/*_bandwidth_util", "perf/*_link_util")
 """The per-stage shares of the peaks (:mod:`hfsdk_planner.utilisation`): one panel."""
@@ -198,11 +206,30 @@ def _numeric(rows: Sequence[dict[str, Any]]) -> list[str]:
     return list(keys)
 
 
+def validation_estimators(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The :data:`ESTIMATOR_PATTERN` keys of ``rows``, by name then by k, so ``pass@2``
+    follows ``pass@1`` rather than ``pass@16``."""
+    found = [k for k in _numeric(rows) if ESTIMATOR_PATTERN.fullmatch(k)]
+    return sorted(found, key=lambda k: (k.split("@")[0], int(k.split("@")[1])))
+
+
+def _other_validation(keys: Sequence[str]) -> list[str]:
+    """The ``val/*`` keys neither the reward panel nor its estimators draw (a reward
+    model's ``val/pairwise_accuracy``, a source's ``val/<source>/reward_mean``)."""
+    beside_reward = set(CURVES[0][1])
+    return [
+        k
+        for k in keys
+        if k.startswith("val/") and k not in beside_reward and not ESTIMATOR_PATTERN.fullmatch(k)
+    ]
+
+
 def extra_panels(
     rows: Sequence[dict[str, Any]], chosen: Sequence[str] = ()
 ) -> list[tuple[str, tuple[str, ...]]]:
     """Panels beyond :data:`CURVES`: ``chosen`` metrics, the stages' utilisation
-    (:data:`UTILISATION_PATTERNS`, when logged), then one per undrawn namespace.
+    (:data:`UTILISATION_PATTERNS`, when logged), the validation metrics not drawn beside
+    the reward (:data:`VALIDATION_PANEL`, when logged), then one per undrawn namespace.
 
     ``chosen`` are glob patterns (``--metric 'actor/*'``); a pattern that matches
     nothing is an error naming what the run logged. A namespace (the part before
@@ -226,6 +253,9 @@ def extra_panels(
     shares = [k for k in keys if any(fnmatch.fnmatchcase(k, p) for p in UTILISATION_PATTERNS)]
     if shares:
         panels.append((UTILISATION_PANEL, tuple(shares)))
+    validation = _other_validation(keys)
+    if validation:
+        panels.append((VALIDATION_PANEL, tuple(validation)))
     covered = {key.split("/")[0] for _panel, panel_keys in CURVES for key in panel_keys}
     by_namespace: dict[str, list[str]] = {}
     for key in keys:
@@ -265,10 +295,7 @@ def draw_run(
     extra_rows = -(-len(extra) // 3)
     fig = plt.figure(figsize=(15, 4 * (2 + extra_rows)))
     grid = fig.add_gridspec(2 + extra_rows, 3)
-    estimators = sorted(
-        {k for r in rows for k in r if re.fullmatch(r"val/(pass|mean|maj)@\d+", k)},
-        key=lambda k: (k.split("@")[0], int(k.split("@")[1])),
-    )
+    estimators = validation_estimators(rows)
     slots = [(i // 3, i % 3) for i in range(len(CURVES))]  # the stage bars take row 1's rest
     slots += [(2 + i // 3, i % 3) for i in range(len(extra))]
     for index, (panel, keys) in enumerate([*CURVES, *extra]):

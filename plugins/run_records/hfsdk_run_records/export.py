@@ -93,7 +93,7 @@ def export_checkpoint(
     (peft format) and, unless ``lora_merged`` is off, the merged model in
     ``merged/``. Returns role -> directory.
     """
-    from hfsdk import TrainingSession, prepare_run, run_spec
+    from hfsdk import TrainingSession, run_spec
 
     run_dir, out = Path(run_dir), Path(out).resolve()  # resolved: "." and ".." have a name too
     if not run_dir.is_dir():
@@ -118,7 +118,8 @@ def export_checkpoint(
             f"--role {unknown[0]}: the {config.algo} run has no trained role of that name; "
             f"its roles with weights are {', '.join(trained)}"
         )
-    wanted = list(roles) or default
+    # A role named twice is one role: exported once, and alone it is --out itself.
+    wanted = list(dict.fromkeys(roles)) or default
     into_cwd = out.is_dir() and out.samefile(Path.cwd())
     if into_cwd and (len(wanted) != 1 or roles):
         # The shell sits in this folder: it cannot be swapped for the finished export, and
@@ -145,7 +146,7 @@ def export_checkpoint(
                 f"--out {str(out)!r} cannot be written ({exc.strerror or exc}); give a folder "
                 "you can create"
             ) from None
-        with TrainingSession(config, spec, prepared=prepare_run(config, spec)) as session:
+        with TrainingSession(config, spec, prepared=weights_only(config, spec)) as session:
             stop.install()  # again: starting Ray installs its own SIGTERM handler
             try:
                 session.load_workers(path)
@@ -169,6 +170,35 @@ def export_checkpoint(
     finally:
         stop.restore()
     return written
+
+
+@attrs.frozen(kw_only=True)
+class WeightsOnly:
+    """A ``prepare_run`` result's fields (all of them, so a session reading another one
+    still works), for a session that only loads a checkpoint and writes it out: no prompts,
+    no signals, no tools."""
+
+    assets: Any
+    tokenizer: Any
+    loader: None = None
+    val_loader: None = None
+    signal_configs: dict[str, Any] = attrs.field(factory=dict)
+    tools: list[Any] = attrs.field(factory=list)
+    reward_scorers: dict[str, Any] = attrs.field(factory=dict)
+    row_columns: tuple[str, ...] = ()
+
+
+def weights_only(config: Any, spec: Any) -> WeightsOnly:
+    """The run's model and tokenizer paths and its tokenizer, without ``prepare_run``.
+
+    ``prepare_run`` loads and tokenizes the whole training set and builds the reward
+    functions and preflight checks: none of it is needed to write weights, and a dataset
+    moved or deleted since the run (a copied run directory) would block the export.
+    """
+    from hfsdk import load_tokenizer, run_assets
+
+    assets = run_assets(config, spec)
+    return WeightsOnly(assets=assets, tokenizer=load_tokenizer(assets.tokenizer_path))
 
 
 MODEL_FILES = ("config.json", "adapter_config.json")

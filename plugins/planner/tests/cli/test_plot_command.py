@@ -193,3 +193,28 @@ def test_the_stages_utilisation_gets_its_panel(
     seen = _recorded(monkeypatch)
     draw_run(rows, tmp_path / "run.png")
     assert {"perf/update_actor_mfu", "perf/generation_bandwidth_util"} <= set(seen["lines"])
+
+
+def test_every_validation_metric_is_drawn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    logged = {
+        "val/pass@1": 0.4,
+        "val/src/pass@2": 0.6,
+        "val/src/pass@1": 0.5,
+        "val/pairwise_accuracy": 0.7,  # a reward model's summary metric
+        "val/margin_mean": 0.2,
+        "val/src/reward_mean": 0.3,
+    }
+    rows = [{**row, **logged} for row in ROWS]
+    seen = _recorded(monkeypatch)
+    draw_run(rows, tmp_path / "run.png")
+    assert set(logged) <= set(seen["lines"])
+    from hfsdk_planner.run_plot import VALIDATION_PANEL, validation_estimators
+
+    # A source's estimators sit beside the reward, in order of k; the rest get a panel.
+    assert validation_estimators(rows) == ["val/pass@1", "val/src/pass@1", "val/src/pass@2"]
+    assert dict(extra_panels(rows))[VALIDATION_PANEL] == (
+        "val/pairwise_accuracy",
+        "val/margin_mean",
+        "val/src/reward_mean",
+    )
+    assert VALIDATION_PANEL not in dict(extra_panels(ROWS))  # none logged: no panel
