@@ -56,9 +56,9 @@ _PATH_EVENTS = {
     "shutil.move",
     "shutil.copyfile",
 }
-# Not _posixsubprocess: subprocess (and so asyncio) imports it at load time; starting a process
-# is refused through the subprocess.Popen / os.fork / os.posix_spawn events instead.
-_BLOCKED_MODULES = ("ctypes", "_ctypes", "multiprocessing")
+# _posixsubprocess is imported (its fork_exec replaced) before the hook, so subprocess and
+# asyncio find it cached; a fresh import of it (after deleting it from sys.modules) is refused.
+_BLOCKED_MODULES = ("ctypes", "_ctypes", "_posixsubprocess", "multiprocessing")
 # Linux families that reach a network (AF_INET, AF_INET6, AF_NETLINK, AF_PACKET). AF_UNIX stays
 # allowed: asyncio's event loop needs socket.socketpair(), and the OS layers isolate it.
 _NETWORK_FAMILIES = {2, 10, 16, 17}
@@ -115,8 +115,8 @@ def _hook(scratch: str):  # type: ignore[no-untyped-def]
             name = str(args[0])
             if name.split(".")[0] in _BLOCKED_MODULES:
                 refuse(f"importing {name}")
-        elif event == "ctypes.dlopen":
-            refuse("loading native libraries")
+        elif event.startswith("ctypes."):  # the guard's own prctl left ctypes' classes loaded
+            refuse(f"calling native code ({event})")
 
     return hook
 

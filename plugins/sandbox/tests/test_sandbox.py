@@ -87,12 +87,42 @@ def test_harmless_programs_the_guard_once_refused_run(code: str) -> None:
         "import socket\nsocket.socket(socket.AF_INET6)",
         "import os\nos.remove(os.devnull)",
         "import _posixsubprocess\n_posixsubprocess.fork_exec(*[None] * 23)",
+        # A fresh import would bring back the real fork_exec, which raises no audit event.
+        "import sys\ndel sys.modules['_posixsubprocess']\nimport _posixsubprocess",
     ],
-    ids=["asyncio-subprocess", "inet6", "remove-devnull", "fork-exec"],
+    ids=["asyncio-subprocess", "inet6", "remove-devnull", "fork-exec", "fork-exec-reimport"],
 )
 def test_the_guard_still_refuses_processes_inet_sockets_and_device_changes(code: str) -> None:
     result = run_python(code, limits=FAST)
     assert result.status == "refused" and "not allowed" in result.reason, result.reason
+
+
+# The guard's own prctl (process isolation) leaves ctypes' classes loaded: reached through
+# object.__subclasses__(), a foreign function runs libc's system() unless the hook refuses it.
+CTYPES_FROM_SUBCLASSES = """
+seen, stack, found = set(), [object], None
+while stack:
+    cls = stack.pop()
+    if cls in seen:
+        continue
+    seen.add(cls)
+    if cls.__name__ == "_FuncPtr":
+        found = cls
+        break
+    try:
+        stack.extend(type.__subclasses__(cls))
+    except TypeError:
+        pass
+class Handle:
+    _handle = 0
+found(("system", Handle()))(b"true")
+"""
+
+
+def test_the_guards_own_ctypes_is_out_of_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HFSDK_SANDBOX_ISOLATION", "process")
+    result = run_python(CTYPES_FROM_SUBCLASSES, limits=FAST)
+    assert result.status == "refused" and "calling native code" in result.reason, result.reason
 
 
 def test_a_memory_bomb_hits_the_memory_limit() -> None:
