@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-REDRAWS = 8
-"""Draws a step makes past one whose pairs are all over-long (see ``_step_pairs``)."""
+REDRAWS = 64
+"""Draws a step makes past one whose pairs are all over-long (see ``_step_pairs``): 64 steps' rows
+in a row too long is data almost all too long (preflight refuses data where all of it is)."""
 
 
 def preference_metrics(
@@ -93,8 +94,9 @@ class DPOAlgorithm(Algorithm):
             rows = self._step_pairs(prompts)
         if rows.batch is None:
             raise HfsdkError(
-                f"every pair of this step is longer than algorithm.max_length="
-                f"{self.algo_config.max_length} tokens; raise it"
+                f"every pair of this step (and of the {REDRAWS} steps' rows drawn after it) is "
+                f"longer than algorithm.max_length={self.algo_config.max_length} tokens; raise "
+                "it or leave the long rows out of the data"
             )
         if rows.dropped and not self._drops_said:
             self._drops_said = True

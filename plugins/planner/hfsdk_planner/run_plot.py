@@ -59,7 +59,7 @@ UNDRAWN_NAMESPACES = ("timing", "perf", "val")
 throughput counters, ``val/*`` has its estimators beside the reward and the rest in
 :data:`VALIDATION_PANEL`."""
 
-ESTIMATOR_PATTERN = re.compile(r"val/(?:[^/]+/)?(pass|mean|maj)@\d+")
+ESTIMATOR_PATTERN = re.compile(r"val/(?:.+/)?(pass|mean|maj)@\d+")  # a source may hold / and @
 """The validation estimators drawn beside the reward: ``val/pass@k`` and a data source's
 ``val/<source>/pass@k`` (likewise ``mean@n``, ``maj@k``)."""
 VALIDATION_PANEL = "val/* (other validation metrics)"
@@ -210,7 +210,7 @@ def validation_estimators(rows: Sequence[dict[str, Any]]) -> list[str]:
     """The :data:`ESTIMATOR_PATTERN` keys of ``rows``, by name then by k, so ``pass@2``
     follows ``pass@1`` rather than ``pass@16``."""
     found = [k for k in _numeric(rows) if ESTIMATOR_PATTERN.fullmatch(k)]
-    return sorted(found, key=lambda k: (k.split("@")[0], int(k.split("@")[1])))
+    return sorted(found, key=lambda k: (k.rsplit("@", 1)[0], int(k.rsplit("@", 1)[1])))
 
 
 def _other_validation(keys: Sequence[str]) -> list[str]:

@@ -32,8 +32,9 @@ def pair_columns(algorithm_config: Any, prompt_key: str) -> PairColumns:
     return PairColumns.read_by(prompt_key, cfg.chosen_key, cfg.rejected_key)
 
 
-REDRAWS = 8
-"""Draws a step makes past one whose pairs are all over-long (see ``_step_pairs``)."""
+REDRAWS = 64
+"""Draws a step makes past one whose pairs are all over-long (see ``_step_pairs``): 64 steps' rows
+in a row too long is data almost all too long (preflight refuses data where all of it is)."""
 
 
 class RewardModelAlgorithm(Algorithm):

@@ -102,8 +102,9 @@ def check_preference_rows(
 
     ``validation_needs_pairs``: every validation row must be a pair (a reward model scores
     each one); otherwise prompt-only validation rows are skipped (DPO and SFT sample them).
-    ``refuse_longer``: refuse a run all of whose training pairs, or all of whose validation
-    pairs, are longer than ``max_length`` (a step drops over-long pairs and draws others).
+    ``refuse_longer``: refuse a run all of whose training pairs (or, with
+    ``validation_needs_pairs``, all of whose validation pairs) are longer than ``max_length``
+    (a step drops over-long pairs and draws others).
     """
     wanted = {columns.chosen, columns.rejected}
     if validation_needs_pairs:
@@ -117,6 +118,6 @@ def check_preference_rows(
         lengths.append((pair.length(), where))
     longest = max(lengths, key=lambda item: item[0], default=None)
     check_fits(longest, prepared, max_length)
-    if refuse_longer:
-        for part in ("row ", "validation row "):
+    if refuse_longer:  # validation pairs only where every validation row is scored as one
+        for part in ("row ", "validation row ") if validation_needs_pairs else ("row ",):
             check_no_longer_pairs([x for x in lengths if x[1].startswith(part)], max_length)

@@ -54,6 +54,10 @@ def test_pairs_all_longer_than_max_length_are_refused_only_when_asked(
         "all 2 preference pairs (rows) are longer than algorithm.max_length=6"
     )
     assert "row 0" in message and "raise algorithm.max_length to at least" in message
-    # Validation pairs are counted apart: all of them too long is refused as well.
+    # Validation pairs are counted apart, and only where every validation row is scored as a
+    # pair (a reward model); DPO's validation skips pairs it cannot score.
+    _check(_prepared([SHORT], [LONG]), tokenizer, refuse_longer=True)
     with pytest.raises(hfsdk.HfsdkError, match=r"^all 1 preference pairs \(validation rows\)"):
-        _check(_prepared([SHORT], [LONG]), tokenizer, refuse_longer=True)
+        _check(
+            _prepared([SHORT], [LONG]), tokenizer, refuse_longer=True, validation_needs_pairs=True
+        )

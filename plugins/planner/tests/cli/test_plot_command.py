@@ -218,3 +218,6 @@ def test_every_validation_metric_is_drawn(tmp_path: Path, monkeypatch: pytest.Mo
         "val/src/reward_mean",
     )
     assert VALIDATION_PANEL not in dict(extra_panels(ROWS))  # none logged: no panel
+    # Source names may hold "/" and "@" (an "@" in one raised ValueError).
+    named = [{"step": 1, "val/openai/gsm8k/pass@1": 0.1, "val/team@x/pass@2": 0.2}]
+    assert validation_estimators(named) == ["val/openai/gsm8k/pass@1", "val/team@x/pass@2"]
