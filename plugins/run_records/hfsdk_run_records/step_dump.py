@@ -147,8 +147,9 @@ class DumpedGenerations:
         """Step ``step``'s dump; past the dumped run's last step, one line saying how many
         steps it dumped (the run did use rollout_dump, it was shorter)."""
         what = f"trainer.mode=train_only (step {step})"
-        last = dumped_steps(self.run_dir)
-        if 0 < last < step and not step_dump_path(self.run_dir, step).is_file():
+        # Counting the dumps stats every file: only when this step's is missing.
+        last = 0 if step_dump_path(self.run_dir, step).is_file() else dumped_steps(self.run_dir)
+        if 0 < last < step:
             raise HfsdkError(
                 f"{what}: the run in {str(self.run_dir)!r} dumped only {last} steps "
                 f"(rollouts/step_1.pt..step_{last}.pt); set trainer.total_steps to at most "

@@ -22,6 +22,7 @@ from hfsdk_tasks.task import (
     REWARD_FUNCTION_NAME,
     default_task_cost,
     default_task_reward,
+    first_number,
 )
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "default_task_cost",
     "default_task_reward",
     "ensure_default_assets",
+    "first_number",
     "holds",
     "load_prompt_dataset",
     "quiet_progress_bars",

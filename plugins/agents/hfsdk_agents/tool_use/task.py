@@ -25,7 +25,7 @@ CALL_WORDS = ('{"name":', '"add",', '"arguments":', '{"a":', ",", '"b":', "}}")
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
 RESPONSE_OPEN, RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
 
-# ASCII digits with an optional decimal part: "42.9" is one number (not 42), and "٤٢" none.
+# ASCII digits with an optional decimal part (the prompts' operands; answers: first_number).
 _NUMBER = re.compile(r"-?[0-9]+(?:\.[0-9]+)?", re.ASCII)
 
 
@@ -66,11 +66,9 @@ def final_answer(response: str) -> int | None:
     tail = response.rsplit(RESPONSE_CLOSE, 1)[-1]
     if CALL_OPEN in tail:
         return None  # a call that never got a response is not an answer (its arguments either)
-    match = _NUMBER.search(tail)
-    if match is None:
-        return None
-    whole, _, fraction = match.group().partition(".")
-    return None if fraction.strip("0") else int(whole)  # "42.9" equals no integer sum
+    from hfsdk_tasks import first_number  # the default task's reading of an answer
+
+    return first_number(tail)
 
 
 def tool_use_reward(
