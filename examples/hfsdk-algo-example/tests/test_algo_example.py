@@ -36,6 +36,7 @@ def _pip(*args: str) -> None:
     assert result.returncode == 0, f"pip {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
 
 
+@pytest.mark.heavy  # a pip install and uninstall around the run
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_installed_algorithm_runs_on_the_default_task(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ def _keyed_in_a_fresh_process(
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.heavy  # two fresh processes, each compiling inductor's ISA probes
 def test_a_run_forced_to_avx2_gets_other_caches_than_a_native_one(tmp_path: Path) -> None:
     """The native process and an ``ATEN_CPU_CAPABILITY=avx2`` one share caches only where
     inductor generates the same vectors for both (an AVX2-only machine)."""

@@ -98,6 +98,7 @@ def test_the_hf_request_server_works_with_a_megatron_actor(model: dict[str, Any]
     assert outcomes[0]["tg"] == tp
 
 
+@pytest.mark.heavy  # the megatron actor's case above runs the same server in the quick suite
 @pytest.mark.distributed
 def test_the_hf_request_server_works_with_a_sharded_fsdp_actor(model: dict[str, Any]) -> None:
     from hfsdk_backend_common.testing.launch import run_gloo

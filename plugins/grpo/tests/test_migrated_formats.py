@@ -81,6 +81,7 @@ def write_verl_parquet(path: Path) -> int:
     return len(verl_rows)
 
 
+@pytest.mark.heavy  # the migration plugin's imported-config runs stay in the quick suite
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_verl_parquet_with_foreign_reward_styles_learns(tmp_path: Path) -> None:

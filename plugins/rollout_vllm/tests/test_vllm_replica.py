@@ -22,13 +22,12 @@ OVERRIDES = [
 ]
 
 
+# Heavy: a Ray run with a vLLM replica. The quick suite reloads vLLM in process
+# (test_vllm_training.py, whose run reads the engine back and verifies every sync).
+@pytest.mark.heavy
 @pytest.mark.slow
 @pytest.mark.distributed
-# one_step_off repeats the sync case with the order the hf replicas' one_step_off test
-# (tests/core/trainer/test_rollout_pool.py) checks; heavy keeps the quick suite's time.
-@pytest.mark.parametrize(
-    "pipeline", ["sync", pytest.param("one_step_off", marks=pytest.mark.heavy)]
-)
+@pytest.mark.parametrize("pipeline", ["sync", "one_step_off"])
 def test_a_vllm_replica_samples_with_the_weights_the_pipeline_promises(
     tmp_path: Path, pipeline: str
 ) -> None:
