@@ -24,6 +24,12 @@ def environment_problems(config: MultiTurnConfig) -> list[str]:
             f"rollout.multi_turn.agent={config.agent!r} with an environment: a gateway agent "
             "brings its own tools and reward; drop one of them"
         )
+    if config.uses_environments and config.agent is None and not _runs_environments(config):
+        problems.append(
+            f"rollout.multi_turn.agent_loop={config.agent_loop!r} with an environment: that "
+            "loop never runs the environment (only environment_loop does); drop "
+            "rollout.multi_turn.agent_loop or set it to environment_loop"
+        )
     if config.uses_environments and config.tools:
         problems.append(
             f"rollout.multi_turn.tools={list(config.tools)} with an environment: the model calls "
@@ -35,6 +41,20 @@ def environment_problems(config: MultiTurnConfig) -> list[str]:
         except HfsdkError as err:
             problems.append(f"rollout.multi_turn.environment: {err}")
     return problems
+
+
+def _runs_environments(config: MultiTurnConfig) -> bool:
+    """Whether the configured loop runs the rows' environments: ``environment_loop`` (the
+    default with an environment) or a subclass of it."""
+    if config.agent_loop in (None, "environment_loop"):
+        return True
+    from hfsdk_agents.environments.loop import EnvironmentLoop
+    from hfsdk_agents.loops import load_agent_loop
+
+    try:
+        return issubclass(load_agent_loop(config.agent_loop), EnvironmentLoop)
+    except HfsdkError:  # a loop that does not load is refused on its own (multi_turn_problems)
+        return True
 
 
 def environment_schemas(config: MultiTurnConfig) -> list[dict[str, Any]]:

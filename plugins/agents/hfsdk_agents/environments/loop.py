@@ -3,7 +3,8 @@
 Each trajectory gets a fresh instance of its row's environment
 (``rollout.multi_turn.environment``, or the row's
 ``rollout.multi_turn.environment_column``). ``reset(row)``'s observation is the
-first context turn (a user turn of the renderer, never trained on); then: generate
+first context turn, never trained on: a user message after the prompt's (with a chat
+template, the prompt is rendered again with it, as a fresh request would be); then: generate
 → parse tool calls → call them on this instance, in the order written (the state
 makes order matter) → append their outputs → generate, until the environment is
 ``done`` (the calls written after the one that set it are answered with an error, not
@@ -28,7 +29,7 @@ from hfsdk_agents.environments.registry import load_environment
 from hfsdk_agents.loops import AgentContext, AgentLoop
 from hfsdk_agents.parsers import ToolCall
 from hfsdk_agents.tools import Tool, ToolOutput
-from hfsdk_agents.trajectory import Trajectory
+from hfsdk_agents.trajectory import Trajectory, shared_prefix
 
 REWARD_KEY = "environment_reward"
 """Where the loop puts the environment's reward in ``Trajectory.extra``."""
@@ -98,6 +99,38 @@ async def _run_calls(
     return outputs
 
 
+def _observed(trajectory: Trajectory, observation: str, ctx: AgentContext) -> Trajectory | None:
+    """``trajectory`` with the reset observation as a user turn after the prompt; ``None``
+    (finish ``budget``) when it does not fit.
+
+    Where the conversation is kept as messages, the prompt is rendered again with the
+    observation as its last user message, as a fresh request would see it: appending a
+    user turn after the prompt's open assistant header would put an empty assistant turn
+    in the tokens that the messages lack, so the first turn boundary would always split
+    the trajectory. The row's prompt and that rendering share a prefix; the rest is
+    context the budget counts (``carried``), as in a later segment.
+    """
+    messages = trajectory.messages
+    rendered = None
+    if messages is not None:
+        messages = [*messages, {"role": "user", "content": observation}]
+        rendered = ctx.renderer.render_conversation(messages)
+    if rendered is None:  # no messages kept (plain rendering, images): append after the prompt
+        return trajectory if ctx.add_user_turn(trajectory, observation) else None
+    prompt = tuple(rendered)
+    observed = Trajectory(
+        prompt_ids=prompt,
+        row_prompt=trajectory.prompt_ids,
+        carried=len(prompt) - shared_prefix(prompt, trajectory.prompt_ids),
+        messages=messages,
+        images=list(trajectory.images),
+    )
+    if ctx.remaining(observed) <= 0:
+        trajectory.finish = "budget"
+        return None
+    return observed
+
+
 class EnvironmentLoop(AgentLoop):
     """One environment instance per trajectory; its tools, its end, its reward."""
 
@@ -122,7 +155,9 @@ class EnvironmentLoop(AgentLoop):
                 raise HfsdkError(
                     f"environment {name!r}: reset(row) raised {type(err).__name__}: {err}"
                 ) from err
-            if not observation or ctx.add_user_turn(segments[0], str(observation)):
+            first = _observed(segments[0], str(observation), ctx) if observation else segments[0]
+            if first is not None:
+                segments[0] = first
                 await self._turns(segments, env, spec.schemas, ctx, seed)
             made = self._end(segments, env, name)
         except BaseException:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from hfsdk_agents.environments import Environment
+from hfsdk_agents.environments.loop import EnvironmentLoop
 
 CLOSED: list[str] = []
 """Names of the instances closed so far (the tests read it)."""
@@ -83,6 +84,14 @@ class Adder(Environment):
         return float(self.adds)
 
 
+class AdderObserved(Adder):
+    """The adder whose reset returns an observation (a user turn before the first model turn)."""
+
+    def reset(self, row: Mapping[str, Any]) -> str:
+        super().reset(row)
+        return "You may add numbers."
+
+
 class Unscored(Counter):
     """A counter whose reward is not a number a run can train on."""
 
@@ -113,3 +122,7 @@ class Unbuildable(Counter):
 
     def __init__(self) -> None:
         raise RuntimeError("no simulator")
+
+
+class OwnEnvironmentLoop(EnvironmentLoop):
+    """A custom loop built on the environment loop (it runs the environments too)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -177,3 +178,48 @@ def test_an_episode_whose_template_drops_thinking_trains_as_segments() -> None:
     # the environment's reward lands on the last segment, the one that is scored
     assert environment_reward([""], [out["response_text"][2]], records[2:]) == [2.0]
     assert all(r["extra"]["environment"].endswith(":Adder") for r in records)
+
+
+@pytest.mark.parametrize("family_name", ["qwen2.5", "llama3"])
+def test_a_first_observation_under_a_chat_template_keeps_the_episode_one_row(
+    family_name: str,
+) -> None:
+    from hfsdk_datasets import prepare_row
+
+    from ..template_conversation import FAMILIES, PROMPT, SCHEMAS, model_turns
+
+    family = FAMILIES[family_name]
+    tok = family["tokenizer"]()
+    turns = model_turns(family)
+    requests: list[list[int]] = []
+
+    def script(context: list[int]) -> list[int]:
+        requests.append(list(context))
+        return [*tok.encode(turns[len(requests) - 1], add_special_tokens=False), tok.eos_token_id]
+
+    rollout = rollout_for(
+        tok, script, width=64, environment=f"{counter_env.__name__}:AdderObserved",
+        renderer="chat_template", parser=family["parser"], max_response_tokens=400, max_turns=4,
+    )  # fmt: skip
+    prepared = prepare_row({"prompt": PROMPT}, 0, "prompt", tok, True, SCHEMAS)
+    ids_t = torch.tensor([prepared.token_ids])
+    prompts = Batch.from_dict(
+        tensors={"input_ids": ids_t, "attention_mask": torch.ones_like(ids_t)},
+        non_tensors={k: [v] for k, v in prepared.row.items()},
+        meta={"n": 1},
+    )
+    out = generate_rollout(rollout, prompts)
+    # The first request is what a fresh request renders for the prompt and the observation
+    # (no empty assistant turn), so the re-rendering at each turn boundary matches: one row.
+    observed = [*PROMPT, {"role": "user", "content": "You may add numbers."}]
+    fresh = tok.apply_chat_template(observed, tools=SCHEMAS, add_generation_prompt=True)
+    fresh = fresh["input_ids"] if isinstance(fresh, Mapping) else fresh  # transformers 5
+    assert requests[0] == list(fresh)
+    assert list(out["segment_index"]) == [0]
+    assert out["agent_trajectory"][0]["finish"] == "stop"
+    # The observation opens the row as context; only the model's tokens are trained on.
+    mask = out["response_mask"][0].bool()
+    trained = tok.decode(out["responses"][0][mask].tolist(), skip_special_tokens=True)
+    assert trained == "".join(tok.decode(tok.encode(t, add_special_tokens=False)) for t in turns)
+    context = tok.decode(out["input_ids"][0][out["attention_mask"][0].bool()].tolist())
+    assert "You may add numbers." in context

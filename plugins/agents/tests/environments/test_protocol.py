@@ -205,3 +205,21 @@ def test_settings_that_cannot_run_are_refused_in_one_line() -> None:
         "rollout.multi_turn.tools=['add'] with an environment: the model calls the "
         "environment's own tools; drop rollout.multi_turn.tools" in message
     )
+
+
+def test_an_environment_beside_another_agent_loop_is_refused_in_one_line() -> None:
+    # tool_loop never runs the environment: the run would fail only after its rollout
+    clash = {"environment": "frozen_lake", "agent_loop": "tool_loop"}
+    with pytest.raises(HfsdkError) as info:
+        resolve_run_config("grpo", {"rollout": {"multi_turn": clash}})
+    message = str(info.value)
+    assert "\n" not in message
+    assert (
+        "rollout.multi_turn.agent_loop='tool_loop' with an environment: that loop never runs "
+        "the environment (only environment_loop does); drop rollout.multi_turn.agent_loop or "
+        "set it to environment_loop" in message
+    )
+    # environment_loop itself, or a loop built on it, runs the environment
+    for loop in ("environment_loop", f"{counter_env.__name__}:OwnEnvironmentLoop"):
+        multi_turn = {"environment": "frozen_lake", "agent_loop": loop}
+        resolve_run_config("grpo", {"rollout": {"multi_turn": multi_turn}})
