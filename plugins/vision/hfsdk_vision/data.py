@@ -119,7 +119,8 @@ def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
     from PIL import UnidentifiedImageError
 
     if isinstance(item, PILImage.Image):
-        return item.convert("RGB")
+        # datasets' Image feature hands over PIL images: check them as decoded bytes are.
+        return _checked(item, where).convert("RGB")
 
     source: Any = item
     if isinstance(item, dict):

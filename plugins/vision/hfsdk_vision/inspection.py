@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from hfsdk_vision.data import check_image_prompt, row_base
+from hfsdk_vision.preflight import refuse_single_image_column
 from hfsdk_vision.rollout import IMAGES, PROMPT_TEXT
 from hfsdk_vision.tokens import expand_placeholders
 
@@ -26,6 +27,9 @@ def describe_images(
     rows: Sequence[Mapping[str, Any]], tokenizer: Any, model_path: str | None
 ) -> list[str]:
     """Report lines on the rows' images; ``[]`` when no row has one."""
+    if not any(IMAGES in row for row in rows):
+        # A run's preflight refuses TRL's single 'image' column: say so here too.
+        refuse_single_image_column(rows)
     with_images = [row for row in rows if row.get(IMAGES) is not None and len(row[IMAGES])]
     if not with_images:
         return []

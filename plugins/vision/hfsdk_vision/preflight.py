@@ -27,7 +27,7 @@ role (PPO's critic, a reward model being trained) loads a text head model
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from hfsdk import ROLLOUT_POOL, HfsdkError
@@ -118,18 +118,23 @@ def _has_images(loader: Any) -> bool:
     return any(row.get(IMAGES) is not None and len(row[IMAGES]) for row in loader.rows)
 
 
+def refuse_single_image_column(rows: Iterable[Mapping[str, Any]]) -> None:
+    """Refuse rows (of a dataset without an ``images`` column) that carry an image in TRL's
+    single ``image`` column, which a run does not read."""
+    if any(_an_image(row.get(SINGLE_IMAGE)) for row in rows):
+        raise HfsdkError(
+            f"the prompts carry images in TRL's single {SINGLE_IMAGE!r} column, which a run "
+            f"does not read (it would train on the text alone); name the column {IMAGES!r}, "
+            "a list of images per row"
+        )
+
+
 def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
     """Refuse image prompts a rollout would not see; decode every image of an ``hf_vision`` run."""
     if IMAGES not in prepared.row_columns:  # no image column: nothing of this check's
-        if SINGLE_IMAGE in prepared.row_columns and any(
-            _an_image(row.get(SINGLE_IMAGE))
-            for _, loader in _loaders(prepared)
-            for row in loader.rows
-        ):
-            raise HfsdkError(
-                f"the prompts carry images in TRL's single {SINGLE_IMAGE!r} column, which a run "
-                f"does not read (it would train on the text alone); name the column {IMAGES!r}, "
-                "a list of images per row"
+        if SINGLE_IMAGE in prepared.row_columns:
+            refuse_single_image_column(
+                row for _, loader in _loaders(prepared) for row in loader.rows
             )
         return None
     if _any_images(prepared):  # before naming hf_vision: no rollout would help these

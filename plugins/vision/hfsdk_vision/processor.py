@@ -80,7 +80,11 @@ class VisionProcessor:
             grids = vision["image_grid_thw"][first : first + len(row)]
             expanded.append(self.expand_text(text, grids))
             first += len(row)
-        encoded = self.tokenizer(expanded, return_tensors="pt", padding=padding)
+        # Always left-pad, whatever the tokenizer's own padding_side (transformers defaults to
+        # right): generation appends after the last column, so right padding changes responses.
+        encoded = self.tokenizer(
+            expanded, return_tensors="pt", padding=padding, padding_side="left"
+        )
         return {
             "input_ids": encoded["input_ids"],
             "attention_mask": encoded["attention_mask"],

@@ -240,11 +240,10 @@ class VisionRollout(RolloutBackend):
         import torch
 
         n = int(n if n is not None else prompts.meta.get("n", self.config.n))
-        greedy = bool(
-            greedy
-            if greedy is not None
-            else prompts.meta.get("greedy", self.config.temperature == 0)
-        )
+        # temperature 0 is greedy also when the caller asks to sample (the trainer's batches
+        # carry meta greedy=False): sampling at temperature 0 raises in transformers.
+        asked = greedy if greedy is not None else prompts.meta.get("greedy", False)
+        greedy = bool(asked) or self.config.temperature == 0
         encoded = self._agreed_prompt_width(self.encode(prompts))
         width = self.config.max_response_length
         held = self._held

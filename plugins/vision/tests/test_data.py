@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hfsdk import HfsdkError
-from hfsdk_vision.data import encode_prompts, load_verl_parquet
+from hfsdk_vision.data import decode_image, encode_prompts, load_verl_parquet
 from hfsdk_vision.shapes import png_bytes
 
 from .images import noise_image
@@ -155,3 +155,18 @@ def test_unknown_content_parts_are_refused(tmp_path: Path) -> None:
     ]
     with pytest.raises(HfsdkError, match=r"row 0: the 'prompt' column holds list"):
         load_verl_parquet(_write(tmp_path / "p.parquet", rows))
+
+
+def test_pil_images_are_checked_as_decoded_bytes_are() -> None:
+    from PIL import Image
+
+    # datasets' Image feature loads rows as PIL images, not bytes
+    with pytest.raises(HfsdkError, match=r"^row 0, image 0 is a 'I;16' image \(16-bit"):
+        decode_image(Image.new("I;16", (32, 32)), "row 0, image 0")
+    wide = Image.new("RGB", (4000, 10))
+    with pytest.raises(HfsdkError) as from_pil:
+        decode_image(wide, "row 0, image 0")
+    with pytest.raises(HfsdkError) as from_bytes:
+        decode_image(png_bytes(wide), "row 0, image 0")
+    assert str(from_pil.value) == str(from_bytes.value)
+    assert "4000x10 pixels" in str(from_pil.value)

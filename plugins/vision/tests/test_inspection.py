@@ -89,3 +89,18 @@ def test_relative_image_paths_resolve_from_the_data_files_folder(
     )
     assert (code, err) == (0, "")
     assert "images:           2 in 2 of 2 rows (all decode)" in out
+
+
+def test_trls_single_image_column_is_refused_as_a_run_refuses_it(
+    tmp_path: Path, vlm_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = shapes_rows(2, seed=0)
+    for row in rows:
+        row["image"] = row.pop("images")[0]  # TRL's one image per row
+    data = write_parquet(rows, tmp_path / "single.parquet")
+    code, _, err = _hfsdk(
+        capsys, "data", "inspect", str(data), "--set", f"actor.model_path={vlm_dir}"
+    )
+    assert code == 2
+    assert err.startswith("Error: the prompts carry images in TRL's single 'image' column")
+    assert len(err.strip().splitlines()) == 1

@@ -49,3 +49,17 @@ def test_a_saved_processor_reloads_with_the_same_ids(vlm, vlm_dir) -> None:
     texts, images = [expand_placeholders("<image> what colour is the square ?")], [[noise_image(4)]]
     a, b = processor(texts, images), again(texts, images)
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_prompts_are_left_padded_whatever_the_tokenizers_padding_side(vlm_dir) -> None:
+    from hfsdk_vision.processor import VisionProcessor
+
+    # transformers' default when tokenizer_config.json has no padding_side
+    processor = VisionProcessor.from_pretrained(vlm_dir)
+    processor.tokenizer.padding_side = "right"
+    enc = processor(
+        [expand_placeholders("<image> what colour is the square ?"), expand_placeholders("red")],
+        [[noise_image(0)], []],
+    )
+    assert enc["attention_mask"][:, -1].tolist() == [1, 1]
+    assert enc["attention_mask"][1, 0] == 0

@@ -67,6 +67,18 @@ def test_greedy_samples_of_one_prompt_agree(actor: ActorEngine) -> None:
     assert torch.equal(out["responses"][0], out["responses"][1])
 
 
+def test_temperature_zero_decodes_greedily_when_the_batch_asks_to_sample(
+    actor: ActorEngine,
+) -> None:
+    rollout = build_rollout(VisionRolloutConfig(max_response_length=4, temperature=0.0), actor)
+    batch = _prompts(actor, 2).repeat(2, interleave=True)
+    batch.meta.update(greedy=False, n=1)  # what the trainer's generation input carries
+    out = rollout.generate_sequences(batch)
+    assert out.meta["temperature"] == 1.0
+    assert torch.equal(out["responses"][0], out["responses"][1])
+    assert torch.equal(out["responses"][2], out["responses"][3])
+
+
 def test_prompts_without_images_are_refused_in_one_line(actor: ActorEngine) -> None:
     rollout = build_rollout(VisionRolloutConfig(), actor)
     prompts = _prompts(actor)
