@@ -124,6 +124,11 @@ def _data_and_rollout(m: Mapper) -> None:
     m.put("data.batch_size", m.int("rollout_batch_size", 1024, source_default=True))
     length = m.int("prompt_max_len", 1024, source_default=True)
     m.put("data.max_prompt_length", length)  # the rollout's follows from it
+    # OpenRLHF's tokenize_fn truncates to the limit; hfsdk's prompt dataset never truncates.
+    m.note(
+        f"OpenRLHF truncates prompts over --prompt_max_len={length} tokens; hfsdk drops them "
+        "instead: check how many with `hfsdk data inspect FILE --config run.yaml`"
+    )
     m.put("rollout.max_response_length", m.int("generate_max_len", 1024, source_default=True))
     for key in ("temperature", "top_p"):
         if m.has(key):

@@ -27,13 +27,22 @@ LOSS_TYPES = {
     "dr_grpo": "seq-mean-token-sum-norm",
 }
 """TRL's ``loss_type`` -> hfsdk's ``algorithm.loss_agg_mode``."""
+IS_MODES = {
+    "token_truncate": ("tis", "token"),
+    "sequence_truncate": ("tis", "sequence"),
+    "token_mask": ("mis", "token"),
+    "sequence_mask": ("mis", "sequence"),
+}
+"""TRL's ``vllm_importance_sampling_mode`` -> (hfsdk rollout correction, its level)."""
+TRUNCATES = (
+    "TRL truncates prompts over max_prompt_length={length} tokens; hfsdk drops them instead: "
+    "check how many with `hfsdk data inspect FILE --config run.yaml`"
+)
 
 
-def _common(
-    m: Mapper, lr_default: float, temperature: float | None, prompt_length: int | None
-) -> None:
-    """The keys GRPO and PPO share; ``temperature`` and ``prompt_length`` are TRL's defaults
-    for the algorithm (``None``: TRL's equals hfsdk's or it has none)."""
+def _common(m: Mapper, lr_default: float, temperature: float | None) -> None:
+    """The keys GRPO and PPO share; ``temperature`` is TRL's default for the algorithm
+    (``None``: TRL's equals hfsdk's)."""
     if m.has("model_name_or_path"):  # TRL scripts' ModelConfig, parsed by the same TrlParser
         m.put("actor.model_path", str(m.get("model_name_or_path")))
     m.put(
@@ -74,10 +83,7 @@ def _common(
         m.put("trainer.save_every", m.int("save_steps"))
     if m.has("eval_steps"):
         m.put("trainer.val_every", m.int("eval_steps"))
-    if m.has("gradient_checkpointing"):
-        m.put("actor.gradient_checkpointing", bool(m.get("gradient_checkpointing")))
-    if m.get("bf16"):
-        m.put("actor.dtype", "bfloat16")
+    _precision(m)
     report = m.get("report_to")
     if report is not None:
         names = _logger_names(report)
@@ -91,10 +97,25 @@ def _common(
         m.put("rollout.top_p", m.num("top_p"))
     if m.has("top_k"):
         m.put("rollout.top_k", max(m.int("top_k"), 0))
-    if m.has("max_prompt_length") or prompt_length is not None:
-        length = m.int("max_prompt_length", prompt_length, source_default=True)
+    if m.has("max_prompt_length"):
+        length = m.int("max_prompt_length")
         m.put("data.max_prompt_length", length)  # the rollout's follows from it
+        m.note(TRUNCATES.format(length=length))
     _vllm(m)
+
+
+def _precision(m: Mapper) -> None:
+    """``gradient_checkpointing`` and ``bf16``, with TRL's defaults when unset.
+
+    TRL's configs turn both on (``bf16`` unless ``fp16`` is set), hfsdk's actor has both
+    off: TRL's defaults are assumed so the imported run computes as TRL's did.
+    """
+    checkpointing = m.get("gradient_checkpointing", True, source_default=True)
+    m.put("actor.gradient_checkpointing", bool(checkpointing))
+    # fp16 has no hfsdk counterpart (listed as unmapped); it only turns bf16's default off.
+    bf16 = m.get("bf16", True, source_default=True) if not m.flat.get("fp16") else m.get("bf16")
+    if bf16:
+        m.put("actor.dtype", "bfloat16")
 
 
 def _logger_names(report: Any) -> list[str]:
@@ -122,6 +143,27 @@ def _vllm(m: Mapper) -> None:
         m.put("actor.rollout_layout.tp", m.int("vllm_tensor_parallel_size"))
     if m.has("vllm_enable_sleep_mode"):
         m.put("rollout.sleep", "on" if m.get("vllm_enable_sleep_mode") else "off")
+    _vllm_correction(m)
+
+
+def _vllm_correction(m: Mapper) -> None:
+    """TRL's vLLM importance-sampling correction (on by default) -> ``rollout_correction``.
+
+    TRL weights the loss by the ratio of the trainer's (π_old) to vLLM's probabilities, per
+    token or per sequence, truncated at the cap or zeroed above it: hfsdk's ``tis`` and
+    ``mis`` with the same level and cap.
+    """
+    if not m.get("vllm_importance_sampling_correction", True, source_default=True):
+        return
+    mode = m.get("vllm_importance_sampling_mode", "sequence_mask", source_default=True)
+    if mode not in IS_MODES:
+        m.reject(
+            "vllm_importance_sampling_mode", f"hfsdk counterparts exist for {', '.join(IS_MODES)}"
+        )
+        return
+    name, level = IS_MODES[mode]
+    cap = m.num("vllm_importance_sampling_cap", 3.0, source_default=True)
+    m.put("rollout_correction.apply", [{"name": name, "level": level, "cap": cap}])
 
 
 def _tools(m: Mapper) -> None:
@@ -229,6 +271,14 @@ def _grpo(m: Mapper) -> None:
     m.put("policy_loss.clip_ratio_high", m.num("epsilon_high", epsilon))
     length = m.int("max_completion_length", 256, source_default=True)
     m.put("rollout.max_response_length", length)
+    # Current GRPOConfig has no prompt limit (prompts stay whole; older releases truncated
+    # at 512), and hfsdk's own limit drops longer prompts: no value would be TRL's.
+    m.reject_default(
+        "max_prompt_length",
+        None,
+        "TRL keeps prompts whole; hfsdk drops prompts over data.max_prompt_length (default "
+        "64): set it to your longest prompt, `hfsdk data inspect` counts the dropped",
+    )
     _tools(m)
     loss_type = m.get("loss_type")
     if loss_type in LOSS_TYPES:
@@ -286,10 +336,9 @@ def import_trl(m: Mapper, algo: str | None) -> str:
     chosen = algo or ("ppo" if any(m.has(key) for key in PPO_ONLY) else "grpo")
     m.put("algo", chosen)
     if chosen == "ppo":
-        _common(m, 3e-6, temperature=0.7, prompt_length=None)
+        _common(m, 3e-6, temperature=0.7)
         _ppo(m)
     else:
-        # max_prompt_length=512: GRPOConfig's default in the TRL releases that have it.
-        _common(m, 1e-6, temperature=None, prompt_length=512)
+        _common(m, 1e-6, temperature=None)
         _grpo(m)
     return chosen

@@ -295,3 +295,68 @@ def test_verl_kl_in_the_reward_and_as_a_loss_lists_the_loss_as_unmapped() -> Non
     assert result.config["algorithm"]["kl_in_reward"] is True
     (line,) = [u for u in result.unmapped if "use_kl_loss" in u]
     assert "in the reward or in the loss, not both" in line
+
+
+SMALL_GRPO = {"per_device_train_batch_size": 2, "num_generations": 2}
+
+
+def test_trl_prompt_limit_is_imported_with_a_truncation_warning() -> None:
+    # TRL truncates prompts over the limit, hfsdk drops them: the import must say so.
+    result = import_config("trl", {**SMALL_GRPO, "max_prompt_length": 16})
+    assert result.config["data"]["max_prompt_length"] == 16
+    assert any(
+        w.startswith("TRL truncates prompts over max_prompt_length=16") for w in result.warnings
+    )
+    assert "hfsdk data inspect" in result.to_yaml()
+
+
+def test_trl_prompt_limit_left_out_is_listed_not_invented() -> None:
+    # Current GRPOConfig has no prompt limit: an invented 512 would drop prompts TRL keeps.
+    result = import_config("trl", SMALL_GRPO)
+    assert "max_prompt_length" not in result.config.get("data", {})
+    assert not any(a.startswith("max_prompt_length") for a in result.assumed)
+    assert any(
+        u.startswith("max_prompt_length = None (unset: the default)") for u in result.unmapped
+    )
+
+
+@pytest.mark.parametrize("flags", [{}, {"prompt_max_len": 16}])
+def test_openrlhf_prompt_limit_is_imported_with_a_truncation_warning(flags: dict) -> None:
+    result = import_config("openrlhf", {"advantage_estimator": "reinforce", **flags})
+    length = flags.get("prompt_max_len", 1024)  # OpenRLHF's default when left out
+    assert result.config["data"]["max_prompt_length"] == length
+    assert any(
+        w.startswith(f"OpenRLHF truncates prompts over --prompt_max_len={length} tokens")
+        for w in result.warnings
+    )
+
+
+def test_trl_vllm_importance_sampling_default_is_assumed() -> None:
+    # With use_vllm TRL corrects by default: sequence-level masked IS, cap 3.
+    data = {**SMALL_GRPO, "use_vllm": True, "vllm_mode": "colocate"}
+    result = import_config("trl", data)
+    cfg = resolve_run_config(None, result.config)
+    assert [dict(e) for e in cfg.rollout_correction.apply] == [
+        {"name": "mis", "level": "sequence", "cap": 3.0}
+    ]
+    assert "vllm_importance_sampling_correction=True" in result.assumed
+    given = {"vllm_importance_sampling_mode": "token_truncate", "vllm_importance_sampling_cap": 2}
+    result = import_config("trl", {**data, **given})
+    assert result.config["rollout_correction"]["apply"] == [
+        {"name": "tis", "level": "token", "cap": 2.0}
+    ]
+    result = import_config("trl", {**data, "vllm_importance_sampling_correction": False})
+    assert "rollout_correction" not in result.config
+    assert not any(u.startswith("vllm_importance") for u in result.unmapped)
+
+
+def test_trl_bf16_and_gradient_checkpointing_defaults_are_assumed() -> None:
+    # TRL's configs default both on; hfsdk's actor has both off.
+    result = import_config("trl", SMALL_GRPO)
+    assert result.config["actor"]["dtype"] == "bfloat16"
+    assert result.config["actor"]["gradient_checkpointing"] is True
+    assert {"bf16=True", "gradient_checkpointing=True"} <= set(result.assumed)
+    result = import_config("trl", {**SMALL_GRPO, "fp16": True, "gradient_checkpointing": False})
+    assert "dtype" not in result.config["actor"]
+    assert result.config["actor"]["gradient_checkpointing"] is False
+    assert result.unmapped[0] == "fp16 = True"
