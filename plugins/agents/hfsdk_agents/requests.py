@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from hfsdk import GenerationRequest, GenerationResult, HfsdkError
@@ -30,12 +31,28 @@ __all__ = [
     "GenerationResult",
     "RequestServer",
     "cut_at_stop",
+    "one_waiter",
     "request_server",
 ]
 
 
 Generate = Callable[[GenerationRequest], Awaitable[GenerationResult]]
 """How an agent loop asks for one turn."""
+
+_WAITER: contextvars.ContextVar[object | None] = contextvars.ContextVar(
+    "hfsdk_agents_waiter", default=None
+)
+
+
+@contextlib.contextmanager
+def one_waiter() -> Iterator[None]:
+    """Requests made inside (and in tasks started inside) are one trajectory's, e.g. its
+    ``n`` choices: :class:`BatchingServer` counts them as one waiting trajectory."""
+    token = _WAITER.set(object())
+    try:
+        yield
+    finally:
+        _WAITER.reset(token)
 
 
 def cut_at_stop(
@@ -117,7 +134,8 @@ class BatchingServer(RequestServer):
         self.calls = 0
         self._live = 0
         self._busy = False
-        self._waiting: list[tuple[GenerationRequest, asyncio.Future[GenerationResult]]] = []
+        # (request, its future, its waiter: the trajectory it stands for)
+        self._waiting: list[tuple[GenerationRequest, asyncio.Future[GenerationResult], object]] = []
         self._tasks: set[asyncio.Task[None]] = set()
 
     def serving(self) -> contextlib.AbstractContextManager[None]:
@@ -136,12 +154,16 @@ class BatchingServer(RequestServer):
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         """The result of ``request`` (batched with every other live trajectory's)."""
         future: asyncio.Future[GenerationResult] = asyncio.get_running_loop().create_future()
-        self._waiting.append((request, future))
+        waiter = _WAITER.get()
+        self._waiting.append((request, future, future if waiter is None else waiter))
         self._poke()
         return await future
 
     def _poke(self) -> None:
-        if self._busy or not self._waiting or len(self._waiting) < self._live:
+        # Trajectories, not requests: one asking for n choices must not close the turn
+        # before the other live trajectories are waiting.
+        waiters = len({id(waiter) for _, _, waiter in self._waiting})
+        if self._busy or not self._waiting or waiters < self._live:
             return
         self._busy = True
         task = asyncio.get_running_loop().create_task(self._serve())
@@ -151,7 +173,7 @@ class BatchingServer(RequestServer):
     async def _serve(self) -> None:
         waiting, self._waiting = self._waiting, []
         groups: dict[bool, list[tuple[GenerationRequest, asyncio.Future[Any]]]] = {}
-        for request, future in waiting:
+        for request, future, _ in waiting:
             groups.setdefault(request.greedy, []).append((request, future))
         try:
             for greedy, group in groups.items():

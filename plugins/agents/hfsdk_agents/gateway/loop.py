@@ -10,7 +10,8 @@ segments when the agent changed earlier turns). The reward the agent returned
 
 An agent that raises, passes its deadline, never calls the model or sends
 malformed messages drops its trajectory: an empty, fully masked row with
-``finish: dropped`` (counted by ``agent/dropped``) and one log line.
+``finish: dropped`` (counted by ``agent/dropped``) and one log line; once the
+budget or ``max_turns`` ended a trajectory the model spoke in, such a failure keeps it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import numbers
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -103,19 +105,24 @@ class GatewayLoop(AgentLoop):
 def _reward(value: Any) -> tuple[float | None, str | None]:
     if value is None:
         return None, None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    # numbers.Real takes NumPy and other numeric scalars (np.float32(0.5)); bool is no reward.
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None, f"returned {value!r}; an agent returns a finite number (its reward) or None"
-    return float(value), None
+    reward = float(value)
+    if not math.isfinite(reward):
+        return None, f"returned {value!r}; an agent returns a finite number (its reward) or None"
+    return reward, None
 
 
 def drop_reason(session: Session, outcome: AgentOutcome) -> str | None:
     """Why the trajectory is dropped, or ``None`` to keep it."""
-    ended = session.finish is not None  # budget / max_turns: the agent may fail after it
+    # Budget / max_turns ended a trajectory the model spoke in: a failure after that (an
+    # error, a hang past the deadline) keeps what the agent made. Malformed messages sent
+    # after the end are not recorded (Session.chat).
+    ended = session.finish is not None and session.model_calls > 0
     if session.malformed is not None:
         return f"sent malformed messages: {session.malformed}"
-    if outcome.timed_out:
-        return outcome.error
-    if outcome.error is not None and not (ended and session.model_calls):
+    if outcome.error is not None and not ended:  # a timed-out agent's error names the deadline
         return outcome.error
     if not session.model_calls:
         return "never called the model"

@@ -170,6 +170,9 @@ class GatewayServer:
             log_level="warning",
             access_log=False,
             lifespan="off",
+            # Longer than any client's idle pool expiry (httpx: 5 s, uvicorn's default too):
+            # a server closing an idle connection as the agent reuses it fails that request.
+            timeout_keep_alive=3600,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

@@ -30,12 +30,16 @@ import attrs
 from hfsdk import HfsdkError
 from hfsdk_agents.gateway.errors import GatewayError, bad_request
 from hfsdk_agents.gateway.messages import Message, check_messages, extends, for_template
-from hfsdk_agents.gateway.rendering import render_conversation, row_messages
+from hfsdk_agents.gateway.rendering import (
+    PLAIN_TOOL_TEMPLATE,
+    render_conversation,
+    row_messages,
+)
 from hfsdk_agents.gateway.responses import Choice, call_id, chat_completion, completion
 from hfsdk_agents.gateway.sampling import Sampling
 from hfsdk_agents.loops import AgentContext
-from hfsdk_agents.requests import GenerationRequest, GenerationResult
-from hfsdk_agents.trajectory import MODEL_ROLE, Segment, Trajectory, shared_prefix
+from hfsdk_agents.requests import GenerationRequest, GenerationResult, one_waiter
+from hfsdk_agents.trajectory import MODEL_ROLE, PlainRenderer, Segment, Trajectory, shared_prefix
 
 REWRITTEN = "segment"
 """``finish`` of a segment the agent's conversation left (a new segment followed it), as
@@ -129,6 +133,7 @@ class Session:
         self.active = True
         self._lock = asyncio.Lock()
         self._specials = [s for s in getattr(ctx.tokenizer, "all_special_tokens", []) if s]
+        self._spaced = _joins_with_spaces(ctx.tokenizer, self._specials)
         # A turn's end token (<|im_end|>, </s>) is not part of what it said.
         self._stop_texts = [
             t for t in (ctx.tokenizer.decode([i]) for i in ctx.stop_token_ids) if t.strip()
@@ -162,7 +167,8 @@ class Session:
         try:
             messages = check_messages(body.get("messages"))
         except GatewayError as err:
-            self.malformed = err.message
+            if self.finish is None:  # after budget / max_turns ended it, the trajectory stays
+                self.malformed = err.message
             raise
         sampling = Sampling.parse(body, self.ctx)
         tools = body.get("tools") or self.prompt_tools or None
@@ -251,7 +257,14 @@ class Session:
             return _Start(branch=branch, ids=ids, role=role, results=results, messages=messages)
         try:
             prompt = render_conversation(
-                self.ctx.tokenizer, messages, use_template=self.use_template, tools=tools
+                self.ctx.tokenizer,
+                messages,
+                use_template=self.use_template,
+                tools=tools,
+                parser=self.ctx.config.parser,
+                tool_template=renderer.template
+                if isinstance(renderer := self.ctx.renderer, PlainRenderer)
+                else PLAIN_TOOL_TEMPLATE,
             )
         except Exception as err:  # a template that refuses the conversation
             raise bad_request(
@@ -408,19 +421,27 @@ class Session:
                 )
             )
             self.draws += 1
-        results = await asyncio.gather(*(ctx.generate(r) for r in requests))
+        with one_waiter():  # the n choices are one trajectory waiting on a turn-batched engine
+            results = await asyncio.gather(*(ctx.generate(r) for r in requests))
         return [self._answer(base, r, sampling, parse=parse) for r in results]
 
     def _strip(self, text: str) -> str:
+        # Only the special tokens and the end text go: the model's own whitespace stays, as
+        # an OpenAI-compatible server returns it, so that the agent's echo of the content
+        # re-renders as the stream (a stripped "Sure.\n" would split the trajectory). A
+        # word-level decoder's edge spaces are its joins, never the model's (no space tokens).
         for special in self._specials:
             text = text.replace(special, "")
-        text = text.strip()
+        if self._spaced:
+            text = text.strip()
         ended = True
         while ended:
             ended = False
             for stop in self._stop_texts:
                 if text.endswith(stop):
-                    text, ended = text[: -len(stop)].rstrip(), True
+                    text, ended = text[: -len(stop)], True
+                    if self._spaced:
+                        text = text.rstrip()
         return text
 
     def _answer(
@@ -496,6 +517,18 @@ def _tool_result(message: Mapping[str, Any]) -> dict[str, Any]:
         "ok": not failed,
         "error": "agent_reported" if failed else None,
     }
+
+
+def _joins_with_spaces(tokenizer: Any, specials: list[str]) -> bool:
+    """Whether the tokenizer's decoder puts a space between tokens (a word-level one) rather
+    than nothing (a byte-level BPE such as Qwen's or Llama's)."""
+    convert = getattr(tokenizer, "convert_tokens_to_ids", None)
+    for special in specials if convert is not None else []:
+        token_id = convert(special)
+        if isinstance(token_id, int):
+            both = tokenizer.decode([token_id, token_id], skip_special_tokens=False)
+            return both == f"{special} {special}"
+    return False
 
 
 def _prefix_end(text: str, prefix: str) -> int | None:

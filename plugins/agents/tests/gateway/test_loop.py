@@ -202,3 +202,16 @@ def test_past_max_turns_the_request_is_refused_and_the_trajectory_kept() -> None
     assert [s["trained"] for s in trajectory["segments"]] == [True]
     assert len(rollout.requests) == 1
     assert out.meta["rollout_metrics"]["agent/dropped"] == 0.0
+
+
+@pytest.mark.parametrize("finish", [None, "max_turns", "budget"])
+def test_an_agent_that_hangs_after_its_trajectory_ended_keeps_it(finish: str | None) -> None:
+    from types import SimpleNamespace
+
+    from hfsdk_agents.gateway.agents import AgentOutcome
+    from hfsdk_agents.gateway.loop import drop_reason
+
+    session: Any = SimpleNamespace(finish=finish, malformed=None, model_calls=1)
+    hung = AgentOutcome(error="hung: no answer within 1 s", timed_out=True)
+    # a hang before the end drops the trajectory; one after budget / max_turns keeps it
+    assert drop_reason(session, hung) == (None if finish else hung.error)

@@ -256,6 +256,43 @@ def test_max_turns_counts_every_segment_and_resend() -> None:
     assert [t["finish"] for t in out["agent_trajectory"]] == ["segment", "max_turns"]
 
 
+@pytest.mark.parametrize("returned", ["float32", "int64"])
+def test_a_numpy_scalar_reward_is_a_reward(returned: str) -> None:
+    import numpy as np
+
+    value = {"float32": np.float32(0.5), "int64": np.int64(1)}[returned]
+
+    def agent(base_url: str, row: dict[str, Any]) -> Any:
+        client(base_url).chat.completions.create(
+            model="policy", messages=[{"role": "user", "content": row["raw_prompt"]}]
+        )
+        return value
+
+    _, out = serve(agent, seed_offset=1)
+    (trajectory,) = out["agent_trajectory"]
+    assert trajectory["finish"] != "dropped", trajectory["extra"].get("agent_dropped")
+    assert trajectory["extra"]["agent_reward"] == float(value)
+
+
+def test_malformed_messages_after_max_turns_keep_the_trajectory() -> None:
+    refused: list[str] = []
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        messages: Any = [{"role": "user", "content": row["raw_prompt"]}]
+        c.chat.completions.create(model="policy", messages=messages)
+        for sent in (messages, [{"role": "robot", "content": "?"}]):  # max_turns, malformed
+            try:
+                c.chat.completions.create(model="policy", messages=sent)
+            except openai.BadRequestError as err:
+                refused.append(err.body["code"])  # type: ignore[index]
+
+    _, out = serve(agent, seed_offset=1, max_turns=1)
+    assert refused == ["max_turns_exceeded", "malformed_messages"]
+    (trajectory,) = out["agent_trajectory"]
+    assert trajectory["finish"] == "max_turns" and out["response_mask"].sum() > 0
+
+
 def test_an_endpoint_not_served_on_a_live_session_says_so() -> None:
     got: dict[str, Any] = {}
 

@@ -208,6 +208,33 @@ def test_serving_turn_refuses_a_temperature_or_top_p_other_than_the_runs(
     assert f"{setting}={value!r} is not served" in body["message"]  # type: ignore[index]
 
 
+def test_serving_turn_waits_for_every_trajectory_when_one_asks_for_n_choices() -> None:
+    """The n copies of one request are one waiting trajectory: they used to close the turn
+    before the other trajectory (slower to its first request) was waiting."""
+    import time
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        slow = row["raw_prompt"].startswith("2")
+        if slow:
+            time.sleep(0.2)  # thinks a while before its first request
+        messages: Any = [{"role": "user", "content": row["raw_prompt"]}]
+        client(base_url).chat.completions.create(
+            model="policy", messages=messages, n=1 if slow else 2
+        )
+
+    MODULE.AGENT = agent  # type: ignore[attr-defined]
+    rollout = rollout_for(
+        TOKENIZER,
+        lambda c: [*ids("7"), EOS],
+        agent=f"{__name__}:AGENT",
+        renderer="plain",
+        max_response_tokens=16,
+    )
+    out = generate_rollout(rollout, prompt_batch(TOKENIZER, ["1 + 1 =", "2 + 2 ="]))
+    assert rollout.calls == 1  # one turn: both trajectories' requests, three rows
+    assert [t["finish"] for t in out["agent_trajectory"]] == ["stop", "stop"]
+
+
 # -- 3. a refusal's budget finish ---------------------------------------------------------------
 
 

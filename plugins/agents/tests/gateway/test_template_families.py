@@ -186,3 +186,84 @@ def test_a_call_whose_ids_are_not_the_templates_starts_a_segment_on_the_full_ren
     second = [t for r in rollout.results[1:] for t in r.token_ids]
     assert _trained(out, 1)[0] == second
     assert [t["finish"] for t in out["agent_trajectory"]] == ["segment", "stop"]
+
+
+# -- the content the gateway returns --------------------------------------------------------
+
+SAID = [{"role": "user", "content": "Say something."}]
+REPLY = "Sure.\n"
+
+
+def echo_agent(base_url: str, row: dict[str, Any]) -> None:
+    """Sends the model's reply back as the SDK gives it, with a next user turn."""
+    import openai
+
+    client = openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0)
+    messages: list[dict[str, Any]] = [dict(m) for m in SAID]
+    reply = client.chat.completions.create(model="policy", messages=messages).choices[0].message  # type: ignore[arg-type]
+    messages.append(reply.model_dump(exclude_none=True))
+    SENT.append(json.loads(json.dumps(messages)))
+    messages.append({"role": "user", "content": "Go on."})
+    client.chat.completions.create(model="policy", messages=messages)  # type: ignore[arg-type]
+
+
+def test_the_models_own_whitespace_is_returned_so_its_echo_stays_one_segment() -> None:
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    end = tok.eos_token_id
+
+    def seeded(context: list[int], seed: int) -> list[int]:
+        first = tok.decode(context).count("<|im_start|>user") == 1
+        return [*tok.encode(REPLY if first else "Done.", add_special_tokens=False), end]
+
+    SENT.clear()
+    rollout = request_rollout(
+        tok,
+        seeded,
+        agent=f"{__name__}:echo_agent",
+        renderer="chat_template",
+        stop_token_ids=(end,),
+        max_response_tokens=200,
+    )
+    prepared = prepare_row({"prompt": SAID}, 0, "prompt", tok, True, [])
+    ids = torch.tensor([prepared.token_ids])
+    prompts = Batch.from_dict(
+        tensors={"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+        non_tensors={k: [v] for k, v in prepared.row.items()},
+        meta={"n": 1},
+    )
+    out = generate_rollout(rollout, prompts)
+    # as an OpenAI-compatible server: the end token goes, the model's newline stays
+    assert SENT[0][-1]["content"] == REPLY
+    # so the echoed reply renders as the engine's tokens: one segment, one row
+    assert list(out["segment_index"]) == [0]
+
+
+def test_the_plain_rendering_keeps_tool_calls_and_tool_results() -> None:
+    from hfsdk_agents.gateway.messages import check_messages
+    from hfsdk_agents.gateway.rendering import render_conversation
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    call = {"id": "c1", "type": "function"}
+    call["function"] = {"name": "add", "arguments": '{"a": 3, "b": 4}'}
+    messages = check_messages(
+        [
+            {"role": "user", "content": "3 + 4 ="},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "7"},
+        ]
+    )
+    text = tok.decode(render_conversation(tok, messages, use_template=False))
+    # the call as the hermes parser reads it, the result as the plain renderer appends it
+    assert text == (
+        "user: 3 + 4 =\n"
+        'assistant: <tool_call> {"name": "add", "arguments": {"a": 3, "b": 4}} </tool_call>\n'
+        "tool: <tool_response> 7 </tool_response>\n"
+        "assistant:"
+    )
+    llama = tok.decode(
+        render_conversation(tok, messages, use_template=False, parser="llama_function")
+    )
+    assert '\nassistant: <function=add>{"a": 3, "b": 4}</function>\n' in llama
