@@ -342,9 +342,9 @@ def hfsdk_resolve_placement(config: Any) -> dict[str, Any] | None:
 
     Called once per run, before any worker starts, with the resolved run config;
     the first plugin to answer wins. Return the placement section to run with:
-    ``{"pools": {name: {"devices": n}}, "roles": {role: pool}}`` and optionally
-    ``"rollout_tp": {role: tp}`` (a generation tensor-parallel size the hybrid
-    engine takes if it fits), or ``None`` to leave the choice to another plugin.
+    ``{"pools": {name: {"devices": n, "nodes": k}}, "roles": {role: pool}}`` (a pool's
+    keys are ``PoolConfig``'s) and optionally ``"rollout_tp": {role: tp}`` (a generation
+    tp size the hybrid engine takes if it fits), or ``None`` to leave it to another plugin.
     The pools' devices must sum to at most the configured pools' devices.
     """
 

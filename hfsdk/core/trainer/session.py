@@ -303,7 +303,7 @@ class TrainingSession:
         if section is None:
             raise HfsdkError(NO_PLACEMENT_PLUGIN)
         self._planned_rollout_tp = dict(section.get("rollout_tp", {}))
-        pools = {name: PoolConfig(devices=p["devices"]) for name, p in section["pools"].items()}
+        pools = {name: PoolConfig(**p) for name, p in section["pools"].items()}  # nodes too
         return attrs.evolve(placement, mode="manual", pools=pools, roles=section["roles"])
 
     def close(self) -> None:

@@ -310,6 +310,19 @@ class Cluster:
             )
         return attrs.evolve(self, nodes=num_devices // self.devices_per_node)
 
+    def pool_nodes(self, devices: int) -> int:
+        """The nodes a pool of ``devices`` spreads over: the fewest that hold it evenly.
+
+        A run puts ``devices // nodes`` on each node, so the count divides ``devices``;
+        a CPU profile's devices are slots of the one machine a run uses (always 1).
+        """
+        if self.device_kind == "cpu":
+            return 1
+        nodes = -(-devices // self.devices_per_node)  # ceil: no node holds more than it has
+        while devices % nodes:
+            nodes += 1
+        return nodes
+
     def for_dtype(self, dtype: str | None) -> Cluster:
         """The same hardware computing in ``dtype``: its ``flops_by_dtype`` figure as the peak.
 

@@ -49,7 +49,8 @@ def body_params(model: ModelSpec) -> int:
     """Parameters a token's forward pass multiplies in the blocks: their weight matrices,
     all parameters but the embeddings and the norms' scales (which multiply no matmul)."""
     norms = (2 * model.num_layers + 1) * model.hidden_size
-    return max(0, model.num_params - embedding_params(model) - norms)
+    # A vision tower's parameters work on image patches, not on every token.
+    return max(0, model.text_params - embedding_params(model) - norms)
 
 
 def recomputed_params(model: ModelSpec) -> int:
@@ -108,7 +109,7 @@ def decode_step_bytes(
     (the generation module allocates its cache in the weights' dtype)."""
     kv_split = min(tg, model.num_kv_heads)
     kv_bytes = running * context * model.kv_bytes_per_token(weight_bytes) / kv_split
-    return weight_bytes * model.num_params / tg + kv_bytes
+    return weight_bytes * model.text_params / tg + kv_bytes  # decode reads no vision tower
 
 
 def generation_flops(model: ModelSpec, sequences: float, prompt: float, steps: float) -> float:

@@ -40,6 +40,10 @@ class ModelSpec:
     tied_embeddings: bool = False
     """Whether the LM head is the input embeddings (``tie_word_embeddings``): one ``V x h``
     matrix in ``num_params`` rather than two."""
+    vision_params: int = 0
+    """Parameters of a vision-language model's vision tower, included in ``num_params``:
+    they take memory and traffic as the decoder's do, but no per-token work, so FLOPs and
+    decode reads leave them out (:attr:`text_params`)."""
 
     def __attrs_post_init__(self) -> None:
         for field in (
@@ -57,6 +61,11 @@ class ModelSpec:
                     f"model {self.name!r}: {field} must be a positive integer, got {value!r}"
                 )
         check_head_width(self.head_size, self.name)
+        if not 0 <= self.vision_params < self.num_params:
+            raise HfsdkError(
+                f"model {self.name!r}: vision_params must be >= 0 and below num_params "
+                f"({self.num_params}), got {self.vision_params!r}; check the config"
+            )
         # An explicit head width frees hidden_size from being a multiple of the heads.
         if not self.head_size and self.hidden_size % self.num_heads:
             raise HfsdkError(
@@ -68,6 +77,11 @@ class ModelSpec:
                 f"model {self.name!r}: num_heads {self.num_heads} is not a multiple of "
                 f"num_kv_heads {self.num_kv_heads}; check the config"
             )
+
+    @property
+    def text_params(self) -> int:
+        """Parameters of the decoder alone: ``num_params`` without the vision tower."""
+        return self.num_params - self.vision_params
 
     @property
     def head_dim(self) -> int:
@@ -118,8 +132,10 @@ class ModelSpec:
     @classmethod
     def from_hf_config(cls, config: dict[str, Any], name: str | None = None) -> ModelSpec:
         """From an HF ``config.json`` dict (Llama/Qwen/Mistral-style keys; a vision-language
-        model's text model from its ``text_config``, :func:`text_model_config`)."""
+        model's text model from its ``text_config``, :func:`text_model_config`, plus its
+        vision tower's parameters, :func:`vision_tower_params`)."""
         label = name or str(config.get("_name_or_path") or config.get("model_type") or "model")
+        vision = vision_tower_params(config)
         config = text_model_config(config)
         required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
         missing = [key for key in required if key not in config]
@@ -131,7 +147,7 @@ class ModelSpec:
             )
         hidden = config["hidden_size"]
         heads = config["num_attention_heads"]
-        return cls.from_shape(
+        text = cls.from_shape(
             name=label,
             num_layers=config["num_hidden_layers"],
             hidden_size=hidden,
@@ -143,6 +159,7 @@ class ModelSpec:
             # Qwen3 and Gemma set head_dim apart from hidden / heads; Llama leaves it out.
             head_size=check_head_width(config.get("head_dim") or 0, label),
         )
+        return attrs.evolve(text, num_params=text.num_params + vision, vision_params=vision)
 
     @classmethod
     def from_param_count(cls, num_params: float, name: str | None = None) -> ModelSpec:
@@ -179,14 +196,49 @@ def text_model_config(config: dict[str, Any]) -> dict[str, Any]:
     """The keys of the decoder the planner prices: ``config`` itself, or, for a
     vision-language model that keeps them under ``text_config`` (Qwen2-VL, LLaVA),
     that section, with the top level's ``tie_word_embeddings`` (the composite model
-    ties its own head). The vision tower is not counted: its work runs on the image
-    patches, not on every token as the decoder's does."""
+    ties its own head). The vision tower is counted apart (:func:`vision_tower_params`):
+    its work runs on the image patches, not on every token as the decoder's does."""
     text = config.get("text_config")
     if "num_hidden_layers" in config or not isinstance(text, dict):
         return config
     if "tie_word_embeddings" in config:
         return {**text, "tie_word_embeddings": config["tie_word_embeddings"]}
     return text
+
+
+def vision_tower_params(config: dict[str, Any]) -> int:
+    """Parameters of the vision tower in ``config["vision_config"]`` (0 without one).
+
+    Qwen2-VL's tower (``embed_dim`` wide, ``depth`` blocks, a patch merger onto the
+    decoder's ``hidden_size``) is counted exactly; another ViT-style tower (``hidden_size``,
+    ``intermediate_size``, ``depth`` or ``num_hidden_layers``) by its blocks' matrices.
+    """
+    vision = config.get("vision_config")
+    if not isinstance(vision, dict):
+        return 0
+    if "embed_dim" in vision:
+        return _qwen2_vl_tower_params(vision)
+    width, ffn = vision.get("hidden_size"), vision.get("intermediate_size")
+    depth = vision.get("depth") or vision.get("num_hidden_layers")
+    if not (isinstance(width, int) and isinstance(ffn, int) and isinstance(depth, int)):
+        return 0  # a tower the planner cannot size: priced as before, by the decoder alone
+    # Attention's four h x h projections and the MLP's two, with their biases and norms.
+    return depth * (4 * width * width + 2 * width * ffn + 9 * width + ffn)
+
+
+def _qwen2_vl_tower_params(vision: dict[str, Any]) -> int:
+    """Qwen2-VL's vision tower: a Conv3d patch embedding, ``depth`` LayerNorm blocks
+    (biased qkv/proj, a ``mlp_ratio`` MLP) and the merger of ``spatial_merge_size``^2
+    patches onto the decoder's width."""
+    width = int(vision["embed_dim"])
+    ffn = int(width * vision.get("mlp_ratio", 4))
+    patch = int(vision.get("patch_size", 14))
+    embed = width * int(vision.get("in_channels", 3)) * int(vision.get("temporal_patch_size", 2))
+    block = 4 * width * width + 2 * width * ffn + 9 * width + ffn
+    merged = width * int(vision.get("spatial_merge_size", 2)) ** 2
+    out = int(vision.get("hidden_size", width))
+    merger = 2 * width + merged * merged + merged + out * merged + out
+    return embed * patch * patch + int(vision.get("depth", 0)) * block + merger
 
 
 def check_head_width(head_size: Any, name: str) -> int:

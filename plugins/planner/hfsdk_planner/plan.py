@@ -42,15 +42,24 @@ class RolePlan:
     peak_memory_bytes: float = 0.0
 
 
+def pool_section(devices: int, nodes: int) -> dict[str, int]:
+    """A pool of the ``placement`` section; ``nodes`` only when it spans several, since a
+    pool's nodes default to 1 and a multi-node pool left at 1 cannot be placed."""
+    return {"devices": devices, "nodes": nodes} if nodes > 1 else {"devices": devices}
+
+
 @attrs.frozen(kw_only=True)
 class PoolPlan:
-    """A resource pool: how many devices and which colocated roles share them."""
+    """A resource pool: how many devices, over how many nodes, and which colocated
+    roles share them."""
 
     name: str
     devices: int
     roles: tuple[str, ...] = attrs.field(converter=tuple)
     peak_memory_bytes: float
     usable_memory_bytes: float
+    nodes: int = 1
+    """Nodes the devices spread over evenly (:meth:`Cluster.pool_nodes`)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -123,9 +132,10 @@ class Plan:
         return self.pool(self.role(role).pool)
 
     def to_placement_section(self) -> dict[str, Any]:
-        """The run config's ``placement`` section: pools with device counts, role -> pool."""
+        """The run config's ``placement`` section: pools with device (and node) counts,
+        role -> pool."""
         return {
-            "pools": {pool.name: {"devices": pool.devices} for pool in self.pools},
+            "pools": {pool.name: pool_section(pool.devices, pool.nodes) for pool in self.pools},
             "roles": {role.role: role.pool for role in self.roles},
         }
 
@@ -145,6 +155,7 @@ class Plan:
                 {
                     "name": pool.name,
                     "devices": pool.devices,
+                    "nodes": pool.nodes,
                     "roles": list(pool.roles),
                     "peak_memory_bytes": pool.peak_memory_bytes,
                     "usable_memory_bytes": pool.usable_memory_bytes,

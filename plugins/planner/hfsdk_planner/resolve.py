@@ -39,6 +39,8 @@ def resolve_placement(config: Any) -> dict[str, Any]:
             role_sizes=setup_role_sizes(setup),
             num_devices=devices,
             cluster=cluster,
+            # Search with the run's batch, lengths and levers, not the defaults.
+            workload=setup.workload,
             # The threads the run's workers will use, as the session decides them.
             threads=priced_threads(setup, cluster) if cluster.device_kind == "cpu" else None,
         )

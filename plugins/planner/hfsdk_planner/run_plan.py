@@ -34,7 +34,7 @@ from hfsdk_planner.cluster import Cluster
 from hfsdk_planner.cluster_lookup import resolve_cluster
 from hfsdk_planner.layout import GenerationLayout, Layout
 from hfsdk_planner.model_spec import ModelSpec, resolve_model
-from hfsdk_planner.plan import Plan, PoolPlan, RolePlan
+from hfsdk_planner.plan import Plan, PoolPlan, RolePlan, pool_section
 from hfsdk_planner.search import PlacementSearch
 from hfsdk_planner.utilisation import BATCH_ROWS, batch_rows
 from hfsdk_planner.workload import Workload
@@ -412,6 +412,7 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
                 roles=members,
                 peak_memory_bytes=peak,
                 usable_memory_bytes=hardware.usable_memory,
+                nodes=hardware.pool_nodes(devices),
             )
         )
     iteration = None
@@ -845,6 +846,7 @@ def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | N
                 role_sizes=role_sizes,
                 num_devices=train,
                 cluster=on,
+                workload=setup.workload,
                 threads=threads,
             )
         except HfsdkError:  # no placement on that many devices (e.g. not whole nodes)
@@ -867,7 +869,7 @@ def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | N
         whole = attrs.evolve(hardware, nodes=1, devices_per_node=num_devices) if cpu else hardware
         plan = price_setup(candidate, whole)
         if rollout:
-            section["pools"][ROLLOUT_POOL] = {"devices": rollout}
+            section["pools"][ROLLOUT_POOL] = pool_section(rollout, hardware.pool_nodes(rollout))
         if best is None or plan.iteration_seconds < best[0]:
             best = (plan.iteration_seconds, section, plan)
     if best is None:

@@ -388,6 +388,7 @@ class PlacementSearch:
                     roles=group,
                     peak_memory_bytes=choice.peak_bytes,
                     usable_memory_bytes=self.cluster.usable_memory,
+                    nodes=self.cluster.pool_nodes(devices),
                 )
             )
             for role, cand in zip(group, choice.candidates, strict=True):

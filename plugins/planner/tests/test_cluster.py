@@ -48,6 +48,12 @@ def test_with_devices() -> None:
         cluster.with_devices(0)
 
 
+def test_pool_nodes_spread_a_pool_evenly_over_the_fewest_nodes() -> None:
+    gpus = a100_80gb()  # 8 devices per node
+    assert [gpus.pool_nodes(d) for d in (1, 8, 12, 16, 20, 64)] == [1, 1, 2, 2, 4, 8]
+    assert local().pool_nodes(64) == 1  # a CPU profile's devices share one machine
+
+
 def test_links_by_span() -> None:
     cluster = a100_80gb().with_devices(16)
     assert cluster.link(8) == (cluster.intra_node_bandwidth, cluster.intra_node_latency)

@@ -197,3 +197,80 @@ def test_the_planners_commands_without_it_name_the_distribution() -> None:
     )  # fmt: skip
     assert done.returncode == 2 and "hfsdk-plugin-planner" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
+
+
+def _llama_dir(tmp_path: Path, name: str, hidden: int, ffn: int, heads: int, layers: int) -> Path:
+    """A model directory holding only a Llama ``config.json`` of the given shape."""
+    import json
+
+    model = tmp_path / name
+    model.mkdir(exist_ok=True)
+    shape = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
+             "intermediate_size": ffn, "num_attention_heads": heads, "num_key_value_heads": heads,
+             "num_hidden_layers": layers, "vocab_size": 32000, "max_position_embeddings": 4096}  # fmt: skip
+    (model / "config.json").write_text(json.dumps(shape))
+    return model
+
+
+def _lora_13b_config(tmp_path: Path, pipeline: str):  # type: ignore[no-untyped-def]
+    """A 13B LoRA GRPO run on 2 x A100 with the default small batch (16 prompts, 64+8 tokens)."""
+    model = _llama_dir(tmp_path, "m13b", 5120, 13824, 40, 40)
+    overrides = [
+        "placement.mode=auto",
+        "placement.pools={global: {devices: 2}}",
+        "placement.cluster=a100-80gb",
+        f"actor.model_path={model}",
+        "actor.lora={rank: 8}",
+        "actor.dtype=bfloat16",
+        f"trainer.pipeline={pipeline}",
+    ]
+    return load_run_config("grpo", None, overrides)
+
+
+@pytest.mark.parametrize("pipeline", ["sync", "one_step_off"])
+def test_auto_placement_searches_with_the_runs_workload(tmp_path: Path, pipeline: str) -> None:
+    # With the default workload (1024 prompts, 1024+1024 tokens, no LoRA) the search
+    # refused this run as needing 4 devices, though it fits 2 (about 54 GB each).
+    from hfsdk_planner.resolve import resolve_placement
+
+    section = resolve_placement(_lora_13b_config(tmp_path, pipeline))
+    assert sum(p["devices"] for p in section["pools"].values()) == 2
+    assert {"actor", "reference"} <= set(section["roles"])
+
+
+def test_auto_placement_keeps_a_multi_node_pools_nodes(tmp_path: Path) -> None:
+    # A 33B GRPO run on 2 nodes of 8 A100s: the planner colocates both roles on all 16
+    # devices; that pool must stay spread over 2 nodes, not become one 16-device node.
+    model = _llama_dir(tmp_path, "m33b", 6656, 17920, 52, 60)
+    overrides = [
+        "placement.mode=auto",
+        "placement.pools={global: {devices: 16, nodes: 2}}",
+        "placement.cluster=a100-80gb",
+        f"actor.model_path={model}",
+    ]
+    config = load_run_config("grpo", None, overrides)
+    placement = TrainingSession._auto_placement(types.SimpleNamespace(config=config))
+    assert sum(p.devices for p in placement.pools.values()) == 16
+    assert max(p.devices for p in placement.pools.values()) > 8  # the case at stake
+    for pool in placement.pools.values():
+        assert pool.devices // pool.nodes <= 8, pool
+
+
+def test_a_multi_node_rollout_pool_names_its_nodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hfsdk_planner.run_plan as run_plan
+
+    # Price only the split of interest: 8 training devices and a 16-device rollout pool.
+    monkeypatch.setattr(run_plan, "_split_candidates", lambda total: [16])
+    model = _llama_dir(tmp_path, "m13b", 5120, 13824, 40, 40)
+    overrides = [
+        "placement.mode=auto",
+        "placement.pools={global: {devices: 24, nodes: 3}}",
+        "placement.cluster=a100-80gb",
+        f"actor.model_path={model}",
+        "trainer.pipeline=one_step_off",
+    ]
+    config = load_run_config("grpo", None, overrides)
+    section, _plan = run_plan.plan_rollout_split(config, 24)
+    assert section["pools"]["rollout"] == {"devices": 16, "nodes": 2}
