@@ -6,7 +6,9 @@ are combined with the Lagrange multiplier λ::
 
     A = (A_r − λ · A_c) / (1 + λ)
 
-Dividing by 1 + λ keeps the scale of A bounded as λ grows. The reward
+Dividing by 1 + λ keeps the scale of A bounded as λ grows; the weights
+1/(1 + λ) and λ/(1 + λ) are formed as Python floats (both in [0, 1]), so A
+stays finite for any finite λ, however large. The reward
 returns (``returns``) train the reward critic; the cost returns, computed in
 the same pass, come back in ``extras["cost_returns"]`` and train the cost
 critic (with ``extras["reward_advantages"]`` and ``extras["cost_advantages"]``
@@ -74,6 +76,14 @@ def _multiplier(value: float | torch.Tensor | None) -> float:
     return value
 
 
+def _weights(lam: float) -> tuple[float, float]:
+    """The reward and cost weights 1/(1 + λ) and λ/(1 + λ), both in [0, 1] for any λ ≥ 0."""
+    # Dividing float32 tensors by 1 + λ gives inf/inf = NaN once λ passes float32's range;
+    # in float64 scalars 1 + λ stays finite for any finite λ, and λ/(1 + λ) rounds to 1.
+    reward_weight = 1.0 / (1.0 + lam)
+    return reward_weight, lam * reward_weight
+
+
 def compute_safe_rlhf_terms(
     *,
     token_level_rewards: torch.Tensor,
@@ -99,7 +109,7 @@ def compute_safe_rlhf_terms(
         token_level_costs=token_level_costs,
         cost_values=cost_values,
     )
-    lam = _multiplier(lagrange_multiplier)
+    reward_weight, cost_weight = _weights(_multiplier(lagrange_multiplier))
     with torch.no_grad():
         reward_adv, returns = gae_advantages_and_returns(
             token_level_rewards, values, response_mask, config.gamma, config.lam
@@ -107,7 +117,9 @@ def compute_safe_rlhf_terms(
         cost_adv, cost_returns = gae_advantages_and_returns(
             token_level_costs, cost_values, response_mask, config.gamma, config.lam
         )
-        advantages = masked_fill_zero((reward_adv - lam * cost_adv) / (1.0 + lam), response_mask)
+        advantages = masked_fill_zero(
+            reward_weight * reward_adv - cost_weight * cost_adv, response_mask
+        )
         if config.whiten_advantages:
             advantages = masked_whiten(advantages, response_mask)
     return SafeRLHFAdvantages(

@@ -9,7 +9,9 @@ descent step on the multiplier loss::
     log λ ← log λ − lr · ∂L/∂log λ = log λ + lr · (J_c − d) · λ
 
 so λ grows while the constraint J_c ≤ d is violated and shrinks otherwise;
-``lambda_max`` caps it.
+``lambda_max`` caps it. λ is consumed in float32, so a log λ above float32's
+largest value stops the update with an error, and log λ is floored at float32's
+epsilon so that one step down from a huge λ cannot leave λ at exactly 0 for good.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ import torch
 
 from hfsdk import HfsdkError
 
-_LOG_LARGEST = math.log(1e300)  # log λ beyond this would make λ (and the advantages) overflow
+# λ weights float32 advantages: beyond float32's largest value it overflows them.
+_LOG_LARGEST = math.log(torch.finfo(torch.float32).max)
+# The step on log λ is lr·(J_c − d)·λ, so a huge λ under budget jumps log λ to −huge and λ
+# to exactly 0, where no later violation can move it. Below float32's epsilon the cost term
+# is lost next to the reward term of the advantage anyway, while a violation still moves
+# log λ by more than float64's resolution (unlike at float32's smallest normal, 1e-38).
+_LOG_SMALLEST = math.log(torch.finfo(torch.float32).eps)
 
 
 @attrs.frozen(kw_only=True)
@@ -82,6 +90,8 @@ class LagrangeMultiplier:
         self.steps += 1
         mean_cost = sum(self.window) / len(self.window)
         violation = mean_cost - self.config.cost_threshold
+        # The loss is that of the λ being stepped, so read it before log λ moves.
+        loss = -violation * self.value
         if self.steps > self.config.lambda_update_delay:
             # The step grows with λ itself, so an uncapped λ under a lasting violation
             # runs away within a few steps: say so instead of overflowing.
@@ -90,17 +100,18 @@ class LagrangeMultiplier:
                 log_lambda = min(log_lambda, math.log(self.config.lambda_max))
             if not log_lambda < _LOG_LARGEST:
                 raise HfsdkError(
-                    f"the Lagrange multiplier overflowed (log λ = {log_lambda:.3g}) while the "
-                    f"mean episode cost {mean_cost:.3g} exceeds cost_threshold="
-                    f"{self.config.cost_threshold}; set lambda_max (e.g. 10) or lower "
+                    f"the Lagrange multiplier overflowed (log λ = {log_lambda:.3g}, above "
+                    f"float32's {_LOG_LARGEST:.4g}) while the mean episode cost "
+                    f"{mean_cost:.3g} exceeds cost_threshold={self.config.cost_threshold}; "
+                    "set lambda_max (e.g. 10; at most 3.4e38) or lower "
                     f"lambda_lr={self.config.lambda_lr}"
                 )
-            self.log_lambda = log_lambda
+            self.log_lambda = max(log_lambda, _LOG_SMALLEST)
         return {
             "lagrange/lambda": self.value,
             "lagrange/mean_episode_cost": mean_cost,
             "lagrange/constraint_violation": violation,
-            "lagrange/loss": -violation * self.value,
+            "lagrange/loss": loss,
         }
 
     def state_dict(self) -> dict[str, Any]:

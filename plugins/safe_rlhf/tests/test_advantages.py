@@ -84,3 +84,11 @@ def test_masked_positions_never_change_outputs(seed: int, lam: float, garbage: f
     for name in ("advantages", "returns", "cost_returns"):
         assert torch.equal(getattr(a, name), getattr(b, name))
         assert torch.isfinite(getattr(a, name)).all()
+
+
+@pytest.mark.parametrize("multiplier", [1e39, 1.7e308])
+def test_a_huge_multiplier_weights_only_the_cost(multiplier: float) -> None:
+    # Before: (A_r − λ·A_c)/(1 + λ) in float32 was inf/inf = NaN once λ passed 3.4e38.
+    result = compute_safe_rlhf_advantages(**INPUTS, lagrange_multiplier=multiplier, config=CONFIG)
+    assert torch.isfinite(result.advantages).all()
+    torch.testing.assert_close(result.advantages, -result.extras["cost_advantages"])

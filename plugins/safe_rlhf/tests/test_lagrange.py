@@ -85,3 +85,38 @@ def test_lambda_bounds_are_refused_when_the_config_loads() -> None:
         load_run_config("safe_rlhf", None, ["algorithm.lambda_max=-1"])
     with pytest.raises(ConfigError, match=r"lower algorithm.lambda_init or raise algorithm.la"):
         load_run_config("safe_rlhf", None, ["algorithm.lambda_max=0.5"])
+
+
+def test_loss_is_logged_at_the_lambda_being_stepped() -> None:
+    # Before: the loss read λ after the step, e^0.5 = 1.6487 instead of the documented
+    # −(J_c − d)·λ = −(1 − 0)·1 at the λ the gradient was taken at.
+    metrics = LagrangeMultiplier(LagrangeConfig(lambda_lr=0.5)).update([1.0])
+    assert metrics["lagrange/loss"] == -1.0
+    assert metrics["lagrange/lambda"] == pytest.approx(math.exp(0.5))
+
+
+def test_lambda_past_float32_is_refused() -> None:
+    # Before: only log λ > log(1e300) was refused, and with the defaults log λ jumped from
+    # below float32's 88.7 to 275.9 at step 63, turning every advantage into NaN.
+    mult = LagrangeMultiplier(LagrangeConfig())
+    with pytest.raises(HfsdkError, match=r"overflowed .* set lambda_max"):
+        for _ in range(63):
+            mult.update([0.17])
+    assert mult.value <= torch.finfo(torch.float32).max
+
+
+def test_lambda_recovers_after_a_step_down_from_a_huge_value() -> None:
+    # Before: one step under budget from λ = 1e30 moved log λ by −1e29, λ became exactly 0
+    # and stayed 0 under any later violation: the cost constraint was silently off.
+    mult = LagrangeMultiplier(LagrangeConfig(lambda_max=1e30))
+    for _ in range(63):
+        mult.update([0.17])
+    assert mult.value == pytest.approx(1e30)
+    mult.update([-1.0] * 16)  # the whole window under the threshold 0
+    floor = mult.value
+    assert floor > 0.0
+    for _ in range(50):
+        before = mult.value
+        if mult.update([5.0])["lagrange/constraint_violation"] > 0:  # after 3 steps
+            assert mult.value > before
+    assert mult.value > floor
