@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hfsdk
 from hfsdk import Register
 
@@ -28,3 +30,11 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     from hfsdk_sft.preflight import check_sft_rows
 
     register("sft_rows", check_sft_rows)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str]:
+    """No reference KL loss (SFT has no reference role)."""
+    from hfsdk_sft.validation import sft_config_problems
+
+    return sft_config_problems(config)

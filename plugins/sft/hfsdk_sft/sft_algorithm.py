@@ -14,6 +14,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+REDRAWS = 64
+"""Draws a step makes past one whose rows are all over-long (see ``_step_rows``): 64 steps' rows
+in a row too long is data almost all too long (preflight refuses data where all of it is)."""
+
 
 class SFTAlgorithm(Algorithm):
     """Supervised fine-tuning: the NLL of given responses, assistant tokens only, no sampling."""
@@ -34,14 +38,35 @@ class SFTAlgorithm(Algorithm):
             use_template=resolve_use_template(tokenizer, self.config.data.apply_chat_template),
         )
 
+    def _step_rows(self, prompts: Batch) -> SupervisedRows:
+        """The step's rows. Rows all longer than ``algorithm.max_length`` are replaced by the
+        stream's next ones (up to :data:`REDRAWS` times; ``dropped`` counts every drawn row
+        left out): such a draw stopped the run mid-way, and every resume at the same step."""
+        import attrs
+
+        rows = self._supervised(prompts)
+        dropped = rows.dropped
+        for _ in range(REDRAWS if self.context.prompts is not None else 0):
+            if rows.batch is not None:
+                break
+            rows = self._supervised(self.prompts.next_batch(len(prompts)))
+            dropped += rows.dropped
+        return attrs.evolve(rows, dropped=dropped)
+
     def step(self, prompts: Batch) -> dict[str, float]:
         """Rows → (prompt, response) tokens with the assistant mask → ``update_actor`` (``nll``)."""
         with self.stage("data"):
-            rows = self._supervised(prompts)
+            rows = self._step_rows(prompts)
         if rows.batch is None:
+            redrawn = (
+                f" (and of the {REDRAWS} steps' rows drawn after it)"
+                if self.context.prompts is not None
+                else ""
+            )
             raise HfsdkError(
-                f"every row of this step is longer than algorithm.max_length="
-                f"{self.algo_config.max_length} tokens; raise it"
+                f"every row of this step{redrawn} is longer than algorithm.max_length="
+                f"{self.algo_config.max_length} tokens; raise it or leave the long rows out of "
+                "the data"
             )
         if rows.dropped and not self._drops_said:
             self._drops_said = True
@@ -53,7 +78,9 @@ class SFTAlgorithm(Algorithm):
         batch = rows.batch
         with self.stage("update_actor"):
             self.record(self.actor.update_actor(batch))
-        self.metrics["sft/loss"] = self.metrics.get("actor/pg_loss", float("nan"))
+        # The per-token NLL (as val/loss), not actor/pg_loss: that is the objective as
+        # loss_agg_mode aggregates it (a per-sequence sum under seq-mean-token-sum).
+        self.metrics["sft/loss"] = self.metrics.get("actor/nll", float("nan"))
         self.metrics["sft/trained_tokens"] = float(batch["response_mask"].sum())
         self.metrics["sft/dropped_rows"] = float(rows.dropped)
         return self.finish(batch)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -10,7 +12,9 @@ from hfsdk import AlgorithmContext, Batch
 from hfsdk_testing import Call, FakeRole, FakeSignal
 
 
-def _program(*overrides: str):  # type: ignore[no-untyped-def]
+def _program(  # type: ignore[no-untyped-def]
+    *overrides: str, actor: type[FakeRole] = FakeRole, prompts: Any = None
+):
     from hfsdk import load_tokenizer
     from hfsdk.core.config import load_run_config
 
@@ -18,9 +22,10 @@ def _program(*overrides: str):  # type: ignore[no-untyped-def]
     log: list[Call] = []
     context = AlgorithmContext(
         config=load_run_config("sft", None, list(overrides)),
-        roles={"actor": FakeRole("actor", log, seed=0, kind="policy")},
+        roles={"actor": actor("actor", log, seed=0, kind="policy")},
         signals={"reward": FakeSignal("reward", log, [0.0])},
         spec=spec,
+        prompts=prompts,
         tokenizer=load_tokenizer(str(hfsdk.default_task_assets().tokenizer_dir)),
     )
     return spec.program(context), log
@@ -40,7 +45,6 @@ def test_step_is_one_update_on_the_answers() -> None:
     assert tokenizer.convert_ids_to_tokens(update["responses"][1].tolist()) == ["18", "</s>"]
     assert update["response_mask"].tolist() == [[1, 1], [1, 1]]
     assert metrics["sft/trained_tokens"] == 4.0
-    assert metrics["sft/loss"] == metrics["actor/pg_loss"]
 
 
 def test_validation_loss_is_the_mean_token_nll() -> None:
@@ -73,3 +77,55 @@ def test_rows_over_max_length_are_dropped_and_said_once(caplog: pytest.LogCaptur
     # Before: only the metric said so; the run's log said nothing.
     said = [r for r in caplog.records if "longer than algorithm.max_length=8" in r.getMessage()]
     assert len(said) == 1
+
+
+class _NLLActor(FakeRole):
+    """An actor whose update reports the objective and the per-token NLL apart, as the
+    workers' do under ``loss_agg_mode: seq-mean-token-sum`` (measured: 15.05 and 3.255)."""
+
+    def update_actor(self, batch: Batch) -> dict[str, float]:
+        self._record("update_actor", batch)
+        return {"actor/pg_loss": 15.05, "actor/nll": 3.255}
+
+
+def test_sft_loss_is_the_per_token_nll_not_the_aggregated_objective() -> None:
+    algorithm, _ = _program("algorithm.loss_agg_mode=seq-mean-token-sum", actor=_NLLActor)
+    metrics = algorithm.step(ROWS)
+    # Before: sft/loss copied actor/pg_loss (15.05), unlike val/loss (a per-token mean).
+    assert metrics["sft/loss"] == pytest.approx(metrics["actor/nll"])
+
+
+class _Stream:
+    """A prompt stream handing out ``batches`` in order (the trainer's loader stands here)."""
+
+    def __init__(self, *batches: Batch) -> None:
+        self.batches = list(batches)
+        self.sizes: list[int | None] = []
+
+    def next_batch(self, n: int | None = None) -> Batch:
+        self.sizes.append(n)
+        return self.batches.pop(0)
+
+
+LONG = Batch.from_dict(
+    non_tensors={"prompt": ["3 + 5 + 9 =", "9 + 9 + 9 ="], "answer": ["17", "27"], "uid": [2, 3]}
+)
+
+
+def test_a_step_whose_rows_are_all_too_long_draws_the_next_rows() -> None:
+    stream = _Stream(LONG, ROWS)
+    algorithm, log = _program("algorithm.max_length=8", prompts=stream)
+    metrics = algorithm.step(LONG)
+    # Before: "every row of this step is longer than algorithm.max_length=8": the run (and
+    # each resume) stopped at this step.
+    assert stream.sizes == [2, 2] and not stream.batches  # two redraws of the step's size
+    assert [(c.role, c.method) for c in log] == [("actor", "update_actor")]
+    assert metrics["sft/dropped_rows"] == 4.0  # the step's two and the first redraw's two
+    assert metrics["sft/trained_tokens"] == 4.0  # ROWS: "8 </s>" and "18 </s>"
+
+
+def test_rows_all_too_long_without_a_stream_to_draw_from_are_refused() -> None:
+    algorithm, log = _program("algorithm.max_length=8")
+    with pytest.raises(hfsdk.HfsdkError, match=r"longer than algorithm.max_length=8 tokens"):
+        algorithm.step(LONG)
+    assert log == []

@@ -27,8 +27,8 @@ def test_short_run_reports_losses_and_its_export_is_an_rl_start(tmp_path: Path) 
     assert 0.0 <= by_step[0]["val/reward_mean"] <= 1.0
     assert by_step[2]["val/loss"] < by_step[0]["val/loss"]
     assert all(math.isfinite(by_step[s]["sft/loss"]) for s in (1, 2))
-    # The NLL the update trained on is the loss it reports (one micro-batch, one step).
-    assert by_step[1]["sft/loss"] == by_step[1]["actor/pg_loss"]
+    # The NLL the update trained on is the loss it reports (per token, as val/loss).
+    assert by_step[1]["sft/loss"] == pytest.approx(by_step[1]["actor/nll"])
     assert by_step[1]["sft/trained_tokens"] == 2 * 32  # the answer and </s> of 32 rows
     export = tmp_path / "sft" / "checkpoints" / "step_2" / "actor_hf"
     assert (export / "config.json").is_file()
