@@ -47,6 +47,11 @@ class OptimConfig:
         default=0.0,
         validator=attrs.validators.ge(0.0),
     )
+    decay_norms_and_biases: bool = help_field(
+        "Apply weight_decay to 1-D parameters (norm gains, biases) too, as verl does; "
+        "false: only to matrices, as TRL (transformers' Trainer), OpenRLHF and megatron-core do.",
+        default=True,
+    )
     warmup_steps: int = help_field(
         "Training iterations of linear warm-up: iteration s (from 0) trains at "
         "lr·(s+1)/warmup_steps.",

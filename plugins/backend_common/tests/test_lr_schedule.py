@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from hfsdk.core.errors import HfsdkError
-from hfsdk_backend_common.lr_schedule import build_optimizer, build_scheduler
+from hfsdk_backend_common.lr_schedule import apply_optim_config, build_optimizer, build_scheduler
 from hfsdk_backend_common.optim_config import OptimConfig
 
 
@@ -122,3 +122,56 @@ def test_parameters_on_a_device_without_the_fused_kernel_step_one_at_a_time() ->
     optimizer, _ = build_optimizer([torch.nn.Parameter(torch.zeros(3, device="meta"))],
                                    OptimConfig(), total_steps=1)  # fmt: skip
     assert optimizer.defaults["fused"] is None
+
+
+class _NormedLinear(torch.nn.Module):
+    """A matrix, its bias and a norm gain: the parameters a decay policy tells apart."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.norm = torch.nn.RMSNorm(4)
+
+
+def _one_step_without_gradient(optim: OptimConfig) -> tuple[_NormedLinear, dict[str, torch.Tensor]]:
+    """The module and its parameters before one optimizer step on zero gradients."""
+    module = _NormedLinear()
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    optimizer, _ = build_optimizer(module.parameters(), optim, total_steps=1)
+    for p in module.parameters():
+        p.grad = torch.zeros_like(p)  # zero advantages: only weight decay moves anything
+    optimizer.step()
+    return module, before
+
+
+def test_norms_and_biases_keep_their_values_when_excluded_from_decay() -> None:
+    """TRL and OpenRLHF never decay norm gains and biases; every weight decayed before."""
+    optim = OptimConfig(lr=0.1, weight_decay=0.5, decay_norms_and_biases=False)
+    module, before = _one_step_without_gradient(optim)
+    assert torch.equal(module.norm.weight, before["norm.weight"])
+    assert torch.equal(module.linear.bias, before["linear.bias"])
+    torch.testing.assert_close(module.linear.weight, before["linear.weight"] * (1 - 0.1 * 0.5))
+    default, before = _one_step_without_gradient(OptimConfig(lr=0.1, weight_decay=0.5))
+    torch.testing.assert_close(default.norm.weight, before["norm.weight"] * (1 - 0.1 * 0.5))
+
+
+def test_a_loaded_state_keeps_the_configs_lr_betas_eps_and_weight_decay(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A state saved under other settings restored its lr, betas, eps and weight decay."""
+    saved_config = OptimConfig(lr=1e-3, decay_norms_and_biases=False, weight_decay=0.1)
+    module = _NormedLinear()
+    saved_optimizer, saved_scheduler = build_optimizer(module.parameters(), saved_config, 4)
+    config = OptimConfig(
+        lr=1e-4, betas=(0.5, 0.9), eps=1e-6, weight_decay=0.5, decay_norms_and_biases=False
+    )
+    optimizer, scheduler = build_optimizer(_NormedLinear().parameters(), config, 4)
+    optimizer.load_state_dict(saved_optimizer.state_dict())
+    with caplog.at_level("WARNING"):
+        apply_optim_config(optimizer, config)
+    scheduler.load_state_dict(saved_scheduler.state_dict())
+    assert "betas (0.9, 0.999) -> (0.5, 0.9)" in caplog.text
+    assert "lr 0.001 -> 0.0001" in caplog.text
+    assert scheduler.base_lrs == [1e-4, 1e-4] and scheduler.get_last_lr() == [1e-4, 1e-4]
+    settings = [(g["lr"], g["betas"], g["eps"], g["weight_decay"]) for g in optimizer.param_groups]
+    assert settings == [(1e-4, (0.5, 0.9), 1e-6, 0.5), (1e-4, (0.5, 0.9), 1e-6, 0.0)]

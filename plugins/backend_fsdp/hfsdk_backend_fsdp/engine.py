@@ -43,7 +43,7 @@ from hfsdk_backend_common.engine_support import (
     check_minibatch_groups,
     resolve_device,
 )
-from hfsdk_backend_common.lr_schedule import build_optimizer
+from hfsdk_backend_common.lr_schedule import apply_optim_config, build_optimizer
 from hfsdk_backend_fsdp import sharding
 from hfsdk_backend_fsdp.fsdp_config import FSDPRoleConfig
 from hfsdk_backend_fsdp.micro_batches import row_extents, token_budget_groups
@@ -525,6 +525,8 @@ class FSDPEngine:
             sharding.load_full_optimizer_state(
                 self.module, self.optimizer, state["optimizer"], self.dp
             )
+            # The saved groups' lr, betas, eps and weight decay must not outlive the config.
+            apply_optim_config(self.optimizer, self.config.optim)
             if state.get("optimizer_unstepped"):
                 self.optimizer.state.clear()
             self.scheduler.load_state_dict(state["scheduler"])
@@ -635,6 +637,7 @@ class FSDPEngine:
         if self.trainable:
             assert self.optimizer is not None and self.scheduler is not None
             set_optimizer_state_dict(self.module, self.optimizer, state["optimizer"])
+            apply_optim_config(self.optimizer, self.config.optim)
             if extra.get("optimizer_unstepped"):
                 self.optimizer.state.clear()
             self.scheduler.load_state_dict(extra["scheduler"])

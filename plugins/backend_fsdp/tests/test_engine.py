@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import attrs
 import pytest
 import torch
 from transformers import (
@@ -160,3 +161,38 @@ def test_attention_kernel_is_eager_only_for_bfloat16_training_on_cpu(model_dir: 
     assert kernel("float32") == "sdpa"  # the model's default
     assert kernel("bfloat16", choice="sdpa") == "sdpa"
     assert kernel("float32", choice="eager") == "eager"
+
+
+def test_a_loaded_state_trains_with_the_engines_optim_config(
+    model_dir: Path, train_batch: Batch, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Both load paths kept the checkpoint's lr, betas, eps and weight decay; the engine's
+    config now wins, group by group (norms and biases stay undecayed)."""
+    objective = ActorObjective(policy_loss=reinforce_loss)
+    saved_optim = OptimConfig(
+        lr=1e-3, warmup_steps=3, weight_decay=0.1, decay_norms_and_biases=False
+    )
+    original = ActorEngine(attrs.evolve(_config(model_dir), optim=saved_optim), role="actor")
+    original.update_actor(train_batch, objective)
+    original.save_checkpoint(tmp_path / "ckpt")
+    optim = OptimConfig(
+        lr=1e-4, warmup_steps=3, betas=(0.5, 0.9), eps=1e-6, weight_decay=0.5,
+        decay_norms_and_biases=False,
+    )  # fmt: skip
+    config = attrs.evolve(_config(model_dir), optim=optim)
+    for load in ("load_checkpoint", "load_state_dict"):
+        restored = ActorEngine(config, role="actor")
+        with caplog.at_level("WARNING"):
+            if load == "load_checkpoint":
+                restored.load_checkpoint(tmp_path / "ckpt")
+            else:
+                restored.load_state_dict(original.state_dict())
+        assert "betas (0.9, 0.999) -> (0.5, 0.9)" in caplog.text, load
+        groups = restored.optimizer.param_groups
+        assert [(g["betas"], g["eps"], g["weight_decay"]) for g in groups] == [
+            ((0.5, 0.9), 1e-6, 0.5),
+            ((0.5, 0.9), 1e-6, 0.0),
+        ], load
+        metrics = restored.update_actor(train_batch, objective)
+        assert metrics["actor/lr"] == pytest.approx(2e-4 / 3), load  # warmup step 2 of 3
+        caplog.clear()

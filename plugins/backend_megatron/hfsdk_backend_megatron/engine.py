@@ -53,7 +53,7 @@ from hfsdk_backend_common.engine_support import (
     sampling_temperature,
     without_padding_weight,
 )
-from hfsdk_backend_common.lr_schedule import build_optimizer
+from hfsdk_backend_common.lr_schedule import apply_optim_config, build_optimizer
 from hfsdk_backend_common.objectives import ActorObjective, CriticObjective, actor_micro_loss
 from hfsdk_backend_common.sync_check import RolloutSyncCheck
 from hfsdk_backend_common.token_ops import last_token_index, response_slice
@@ -962,6 +962,8 @@ class MegatronEngine:
                     }
             for group, saved in zip(self.optimizer.param_groups, opt["groups"], strict=False):
                 group.update(saved)
+            # The saved groups' lr, betas, eps and weight decay must not outlive the config.
+            apply_optim_config(self.optimizer, self.config.optim)
             self.scheduler.load_state_dict(state["scheduler"])
         self.update_calls = int(state["update_calls"])
         self.weights_version += 1

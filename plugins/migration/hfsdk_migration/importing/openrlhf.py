@@ -72,6 +72,8 @@ def _optim(m: Mapper, role: str, flag: str, default: float) -> None:
     m.put(f"{role}.optim.lr", m.num(flag, default, source_default=True))
     if m.has("l2"):
         m.put(f"{role}.optim.weight_decay", m.num("l2"))
+    # get_optimizer_grouped_parameters leaves biases and norm weights undecayed.
+    m.put(f"{role}.optim.decay_norms_and_biases", False)
     if m.has("max_norm"):
         m.put(f"{role}.optim.grad_clip", m.num("max_norm"))
     # train_ppo_ray's own default, not hfsdk's (0.9, 0.999).

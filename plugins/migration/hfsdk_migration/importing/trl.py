@@ -56,6 +56,8 @@ def _common(m: Mapper, lr_default: float, temperature: float | None) -> None:
     ):
         if m.has(src):
             m.put(f"actor.optim.{dest}", m.num(src))
+    # transformers' Trainer leaves biases and norm weights undecayed (get_decay_parameter_names).
+    m.put("actor.optim.decay_norms_and_biases", False)
     if m.has("adam_beta1") or m.has("adam_beta2"):
         m.put(
             "actor.optim.betas",

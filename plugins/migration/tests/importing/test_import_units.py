@@ -143,3 +143,14 @@ def test_a_warm_up_longer_than_the_default_run_imports_when_the_source_counts_ep
     assert result.config["actor"]["optim"]["warmup_steps"] == 50
     assert "total_steps" not in result.config.get("trainer", {})
     assert any(line.startswith("num_train_epochs") for line in result.unmapped)
+
+
+def test_trl_and_openrlhf_weight_decay_skips_norms_and_biases() -> None:
+    """Both exclude biases and norm weights from decay; hfsdk's default decays them."""
+    trl = resolve_run_config(None, import_config("trl", {**TRL_GRPO, "weight_decay": 0.1}).config)
+    assert trl.actor.optim.weight_decay == 0.1
+    assert trl.actor.optim.decay_norms_and_biases is False
+    data = {"advantage_estimator": "gae", "l2": 0.1}
+    openrlhf = resolve_run_config(None, import_config("openrlhf", data).config)
+    for optim in (openrlhf.actor.optim, openrlhf.critic.optim):
+        assert optim.weight_decay == 0.1 and optim.decay_norms_and_biases is False
