@@ -30,9 +30,7 @@ def _dataset(programs: int, cases: int, looping: int) -> tuple[list[str], list[s
     inputs = [f"{i} {i + 1}\n" for i in range(cases)]
     outputs = [f"{2 * i + 1}\n" for i in range(cases)]
     truth = json.dumps({"inputs": inputs, "outputs": outputs})
-    responses = [
-        f"```python\n{LOOPING if i < looping else CORRECT}\n```" for i in range(programs)
-    ]
+    responses = [f"```python\n{LOOPING if i < looping else CORRECT}\n```" for i in range(programs)]
     return responses, [truth] * programs
 
 
@@ -41,8 +39,11 @@ def _bare(programs: int, cases: int) -> float:
     for _ in range(programs):
         for i in range(cases):
             subprocess.run(
-                [sys.executable, "-c", CORRECT], input=f"{i} {i + 1}\n", capture_output=True,
-                text=True, check=True,
+                [sys.executable, "-c", CORRECT],
+                input=f"{i} {i + 1}\n",
+                capture_output=True,
+                text=True,
+                check=True,
             )
     return time.perf_counter() - started
 
@@ -100,15 +101,19 @@ def main() -> None:
     correct = args.programs
     bare = _bare(correct, args.cases) / max(1, default_concurrency())
     rows.append(("bare subprocess (per core), 0 looping", bare, float(correct)))
-    print(f"{args.programs} programs x {args.cases} cases, {default_concurrency()} cores, "
-          f"wall limit {args.wall_s}s")
+    print(
+        f"{args.programs} programs x {args.cases} cases, {default_concurrency()} cores, "
+        f"wall limit {args.wall_s}s"
+    )
     print(f"{'setting':<40} {'seconds':>8} {'samples/s':>10} {'passed':>7}")
     for name, seconds, passed in rows:
         print(f"{name:<40} {seconds:8.2f} {args.programs / seconds:10.1f} {passed:7.0f}")
     print(f"sandbox overhead on correct programs: {rows[0][1] / bare:.2f}x bare")
     median, worst = _remote_latency(batches=20, batch_size=256)
-    print(f"remote reward, 256 samples per batch (4 requests of 64): median {median * 1e3:.1f} ms, "
-          f"max {worst * 1e3:.1f} ms per batch")
+    print(
+        f"remote reward, 256 samples per batch (4 requests of 64): median {median * 1e3:.1f} ms, "
+        f"max {worst * 1e3:.1f} ms per batch"
+    )
 
 
 if __name__ == "__main__":

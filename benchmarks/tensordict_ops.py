@@ -79,9 +79,7 @@ def main() -> None:
             "dict": lambda: {k: v.index_select(0, positions) for k, v in plain.items()},
         },
         "concat": {
-            "loop": lambda: wrap(
-                {k: torch.cat([p.get(k) for p in parts], 0) for k in names}, rows
-            ),
+            "loop": lambda: wrap({k: torch.cat([p.get(k) for p in parts], 0) for k in names}, rows),
             "tensordict": lambda: torch.cat(parts, 0),
             "dict": lambda: {k: torch.cat([p[k] for p in plain_parts], 0) for k in plain},
         },
