@@ -106,7 +106,11 @@ class LagrangeMultiplier:
                     "set lambda_max (e.g. 10; at most 3.4e38) or lower "
                     f"lambda_lr={self.config.lambda_lr}"
                 )
-            self.log_lambda = max(log_lambda, _LOG_SMALLEST)
+            # A smaller start or cap lowers the floor: it never lifts λ above either.
+            floor = min(_LOG_SMALLEST, math.log(self.config.lambda_init))
+            if self.config.lambda_max is not None:
+                floor = min(floor, math.log(self.config.lambda_max))
+            self.log_lambda = max(log_lambda, floor)
         return {
             "lagrange/lambda": self.value,
             "lagrange/mean_episode_cost": mean_cost,

@@ -120,3 +120,14 @@ def test_lambda_recovers_after_a_step_down_from_a_huge_value() -> None:
         if mult.update([5.0])["lagrange/constraint_violation"] > 0:  # after 3 steps
             assert mult.value > before
     assert mult.value > floor
+
+
+def test_the_floor_never_lifts_lambda_above_a_smaller_start_or_cap() -> None:
+    """A start below float32 ε shrinks under budget; a cap below it still caps."""
+    small = LagrangeMultiplier(LagrangeConfig(lambda_init=1e-9, cost_threshold=1.0))
+    small.update([0.0])
+    assert small.value <= 1e-9 * (1 + 1e-12)
+    capped = LagrangeMultiplier(LagrangeConfig(lambda_init=1e-9, lambda_max=1e-8))
+    for _ in range(5):
+        capped.update([5.0])
+    assert capped.value <= 1e-8 * (1 + 1e-9)
