@@ -95,7 +95,6 @@ def test_two_ranks_generate_what_transformers_does(
     assert torch.equal(ours, _reference(tied, case[0]))
 
 
-@pytest.mark.heavy  # a two-rank engine of its own; the generation checks above stay quick
 @pytest.mark.distributed
 def test_a_reload_failing_on_one_rank_fails_both_at_once(tied: dict[str, Any]) -> None:
     outcomes = run_gloo(

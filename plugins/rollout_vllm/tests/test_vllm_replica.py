@@ -22,8 +22,9 @@ OVERRIDES = [
 ]
 
 
-# Heavy: a Ray run with a vLLM replica. The quick suite reloads vLLM in process
-# (test_vllm_training.py, whose run reads the engine back and verifies every sync).
+# Heavy: a Ray run with a vLLM replica and its broadcast, checked only here. The quick
+# suite reloads vLLM in process (test_vllm_training.py: the run reads the engine back and
+# verifies every sync).
 @pytest.mark.heavy
 @pytest.mark.slow
 @pytest.mark.distributed

@@ -296,7 +296,9 @@ def _without_checkpoints(run_dir: Path, copy: Path, *steps: int) -> Path:
     return copy
 
 
-@pytest.mark.heavy  # the constant-schedule resume case stays in the quick suite
+# Heavy: replay across a resume stays quick under a constant schedule; only this case
+# checks a schedule whose length changed (cosine) and its refusal.
+@pytest.mark.heavy
 @pytest.mark.slow
 def test_replay_of_a_cosine_run_lengthened_on_resume_uses_the_length_each_step_trained_under(
     tmp_path: Path,

@@ -287,7 +287,9 @@ def test_a_two_rank_replica_decodes_what_a_full_engine_does_before_and_after_a_s
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=0)
 
 
-@pytest.mark.heavy  # two gloo processes of their own; the decode cases above stay quick
+# Heavy: two gloo processes of their own, for the only check of the replica's runtime
+# refusal (the config-time refusals below stay quick).
+@pytest.mark.heavy
 @pytest.mark.distributed
 def test_a_tp2_replica_refuses_rollouts_that_want_full_weights(models: dict[str, Any]) -> None:
     from hfsdk_backend_common.testing.launch import run_gloo
