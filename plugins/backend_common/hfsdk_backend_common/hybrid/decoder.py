@@ -76,6 +76,25 @@ def sample_rows(probs: torch.Tensor, generator: torch.Generator | None = None) -
     return index.clamp_(max=probs.shape[-1] - 1)
 
 
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """``logits`` with everything below the ``k``-th largest set to -inf; ``k`` 0 or at least
+    the vocabulary leaves them unchanged (no cut, as transformers and vLLM read it)."""
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth = logits.topk(k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def nucleus_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """``logits`` with everything outside the top-``top_p`` probability mass set to -inf."""
+    if top_p >= 1.0:
+        return logits
+    ordered, index = logits.sort(dim=-1, descending=True)
+    probs = ordered.softmax(-1)
+    drop = probs.cumsum(-1) - probs > top_p
+    return logits.scatter(-1, index, ordered.masked_fill(drop, float("-inf")))
+
+
 class KVCache:
     """Keys and values of every layer of one decode, preallocated for ``capacity`` positions.
 
@@ -309,16 +328,8 @@ class TPDecoder:
             token = logits.argmax(dim=-1)
         else:
             logits = logits / sampling.get("temperature", 1.0)
-            top_k = sampling.get("top_k", 0)
-            if top_k:
-                kth = logits.topk(top_k, dim=-1).values[..., -1:]
-                logits = logits.masked_fill(logits < kth, float("-inf"))
-            top_p = sampling.get("top_p", 1.0)
-            if top_p < 1.0:
-                ordered, index = logits.sort(dim=-1, descending=True)
-                cumulative = ordered.softmax(-1).cumsum(-1)
-                drop = cumulative - ordered.softmax(-1) > top_p
-                logits = logits.scatter(-1, index, ordered.masked_fill(drop, float("-inf")))
+            logits = top_k_filter(logits, sampling.get("top_k", 0))
+            logits = nucleus_filter(logits, sampling.get("top_p", 1.0))
             token = sample_rows(logits.softmax(-1), generator)
         if self.tg > 1:
             import torch.distributed as dist

@@ -36,7 +36,12 @@ import attrs
 import torch
 
 from hfsdk import GenerationRequest, GenerationResult, HfsdkError
-from hfsdk_backend_common.hybrid.decoder import TPDecoder, sample_rows
+from hfsdk_backend_common.hybrid.decoder import (
+    TPDecoder,
+    nucleus_filter,
+    sample_rows,
+    top_k_filter,
+)
 
 
 class SlotCache:
@@ -315,7 +320,7 @@ class RequestServer:
             if request.is_greedy:
                 token = scaled.argmax(-1).reshape(1)
             else:
-                kept = _nucleus(_top_k(scaled, request.top_k), request.top_p)
+                kept = nucleus_filter(top_k_filter(scaled, request.top_k), request.top_p)
                 token = sample_rows(kept.softmax(-1), entry.generator).reshape(1)
             logprob = scaled.log_softmax(-1)[0].gather(0, token)
             picked.append(torch.stack([token.double(), logprob.double()], dim=1))
@@ -346,24 +351,6 @@ class RequestServer:
             (len(e.request.prompt_ids) + e.request.max_new_tokens for e in self._active),
             default=0,
         )
-
-
-def _top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """``logits`` with everything below the ``k``-th largest set to -inf (``k`` 0: unchanged)."""
-    if k <= 0 or k >= logits.shape[-1]:
-        return logits
-    kth = logits.topk(k, dim=-1).values[..., -1:]
-    return logits.masked_fill(logits < kth, float("-inf"))
-
-
-def _nucleus(logits: torch.Tensor, top_p: float) -> torch.Tensor:
-    """``logits`` with everything outside the top-``top_p`` probability mass set to -inf."""
-    if top_p >= 1.0:
-        return logits
-    ordered, index = logits.sort(dim=-1, descending=True)
-    probs = ordered.softmax(-1)
-    drop = probs.cumsum(-1) - probs > top_p
-    return logits.scatter(-1, index, ordered.masked_fill(drop, float("-inf")))
 
 
 def _fail(future: asyncio.Future, error: BaseException) -> None:
