@@ -182,16 +182,27 @@ def extract_boxed(text: str, match: str = "last") -> str | None:
     return found[-1] if match == "last" else found[0]
 
 
+# Commas group thousands only: `1,000` is 1000, but `1,2,3` or `12,5` is no number.
+_THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+
+
 def _number(text: str) -> Decimal | None:
-    """``text`` as an exact number (``1,000``, ``$3.50``, ``1e3``), or ``None``.
+    """``text`` as an exact number (``1,000``, ``$3.50``, ``1e3``, ``42,``), or ``None``.
 
     A ``Decimal``, never a float: floats would make ``12345678901234567`` equal
     ``12345678901234568`` (both round to one double). Decimals compare exactly,
     and unlike a ``Fraction`` a huge exponent (``1e999999999``) costs nothing.
     NaN is no number here (it equals nothing), so ``nan`` compares as text.
+    A comma other than a thousands separator makes it no number (``1,2,3`` is not 123).
     """
+    # A trailing comma is punctuation (`so 42, done` extracts `42,`), not part of the number.
+    text = text.replace("$", "").rstrip(",")
+    if "," in text:
+        if not _THOUSANDS.fullmatch(text):
+            return None
+        text = text.replace(",", "")
     try:
-        value = Decimal(text.replace(",", "").replace("$", ""))
+        value = Decimal(text)
     except InvalidOperation:
         return None
     return None if value.is_nan() else value

@@ -204,7 +204,11 @@ def _extra(value: Any) -> float | None:
 
 
 def check_result(label: str, result: Any, batch_size: int) -> RewardResult:
-    """Validate a function's return value: one finite score per sample, extras as metrics."""
+    """Validate a function's return value: one finite score per sample, extras as metrics.
+
+    Each extra metric is the mean over the samples that return its key (not the whole
+    batch); non-finite values are left out.
+    """
     scores: list[float] = []
     extras: dict[str, list[float]] = {}
     for index, item in enumerate(_as_list(label, result, batch_size)):

@@ -121,6 +121,23 @@ def metric_names(names: Sequence[Any]) -> list[Any]:
     return [short(n) if len(owners[short(n)]) == 1 else n for n in names]
 
 
+def _entry_name(spec: Any) -> Any:
+    """The function name an entry resolves to: a `url` entry without a name is `remote`."""
+    name = _field(spec, "name", None)
+    return (name or "remote") if _field(spec, "url", None) is not None else name
+
+
+def _unused_metric(metric: str, taken: set[str]) -> str:
+    """``metric``, or ``metric#n`` with the first free n, so no two functions share a key
+    (their means would overwrite each other); records the result in ``taken``."""
+    candidate, n = metric, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{metric}#{n}"
+    taken.add(candidate)
+    return candidate
+
+
 def load_reward_functions(
     config: Any, *, base_dir: str | Path | None = None, styles: RewardStyles | None = None
 ) -> list[WeightedReward]:
@@ -135,14 +152,15 @@ def load_reward_functions(
     loaded: list[WeightedReward] = []
     seen: dict[str, int] = {}
     specs = _specs(config)
-    short = metric_names([_field(spec, "name", None) for spec in specs])
-    for spec, metric in zip(specs, short, strict=True):
-        name = _field(spec, "name", None)
+    # Metric names come from the names the entries resolve to: a `url` entry is `remote`.
+    names = [_entry_name(spec) for spec in specs]
+    taken: set[str] = set()
+    for spec, name, metric in zip(specs, names, metric_names(names), strict=True):
         weight = _field(spec, "weight", 1.0)
         kwargs = _field(spec, "kwargs", None) or {}
         url = _field(spec, "url", None)
         if url is not None and isinstance(kwargs, Mapping):
-            name, kwargs = name or "remote", {**kwargs, "url": url}
+            kwargs = {**kwargs, "url": url}
         if (
             isinstance(weight, bool)
             or not isinstance(weight, int | float)
@@ -175,7 +193,7 @@ def load_reward_functions(
         else:
             fn, call_kwargs, style, call_style = styles.adapt(label, resolved.fn, style, kwargs)
             check = call_style.check if call_style is not None else None
-        metric = metric if seen[name] == 1 else f"{metric}#{seen[name]}"
+        metric = _unused_metric(metric if seen[name] == 1 else f"{metric}#{seen[name]}", taken)
         call = RewardCall(
             label=label,
             fn=fn,

@@ -184,3 +184,10 @@ def test_exact_match_compares_numbers_exactly_not_as_floats() -> None:
     out = exact_match([""] * 5, responses, answer=refs)
     assert scores(out) == [0.0, 1.0, 1.0, 0.0, 1.0]
     assert scores(exact_match([""], ["12345678901234567"], answer=["12345678901234567"])) == [1.0]
+
+
+def test_exact_match_drops_commas_only_as_thousands_separators() -> None:
+    responses = ["1,2,3", "12,5", "1,000", "so 42, done", "-1,234.5", "1,2,3"]
+    refs = ["123", "125", "1000", "42", "-1234.50", "1,2,3"]
+    out = exact_match([""] * 6, responses, answer=refs)
+    assert scores(out) == [0.0, 0.0, 1.0, 1.0, 1.0, 1.0]

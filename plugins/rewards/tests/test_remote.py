@@ -81,6 +81,35 @@ def test_a_url_entry_in_the_reward_section_uses_it(server) -> None:
     assert metrics["remote/chars"] == 3.0
 
 
+def _constant(value: float) -> Behaviour:
+    def answer(handler: BaseHTTPRequestHandler, payload: dict) -> None:
+        _answer(handler, 200, json.dumps({"scores": [value] * len(payload["responses"])}).encode())
+
+    return answer
+
+
+def test_two_url_entries_log_remote_and_remote_2(server) -> None:
+    config = {"functions": [{"url": server(_constant(1.0))}, {"url": server(_constant(5.0))}]}
+    _, metrics = compute_rewards(["p", "q"], ["a", "b"], {}, config)
+    assert {k: v for k, v in metrics.items() if k.startswith("remote")} == {
+        "remote": 1.0,
+        "remote#2": 5.0,
+    }
+
+
+def test_a_url_entry_and_a_file_function_named_remote_keep_their_own_means(
+    server, tmp_path
+) -> None:
+    path = tmp_path / "userfns.py"
+    path.write_text(
+        "def remote(prompts, responses, **columns):\n    return [0.0] * len(responses)\n"
+    )
+    config = {"functions": [{"url": server(_constant(5.0))}, {"name": f"{path}:remote"}]}
+    _, metrics = compute_rewards(["p", "q"], ["a", "b"], {}, config)
+    assert metrics["remote"] == 5.0
+    assert metrics[f"{path}:remote"] == 0.0
+
+
 def test_a_slow_server_is_retried_then_succeeds(server) -> None:
     attempts: list[float] = []
 
