@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
+from hfsdk_backend_common import compile_caches
 from hfsdk_backend_common.compile_caches import (
     INDUCTOR_CACHE_ENV,
     VLLM_CACHE_ENV,
@@ -69,8 +70,17 @@ def test_a_machine_without_a_cpp_compiler_is_keyed_not_refused(tmp_path: Path) -
     assert keyed["inductor"] == f"{default_cache_dir()}-novec"
 
 
+@pytest.fixture
+def probed_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fixed key in place of inductor's ISA probe (it compiles a program per ISA, seconds
+    each; the fresh-process tests above run the real one): these tests are about where the
+    directories go."""
+    monkeypatch.setattr(compile_caches, "cpu_kernel_key", lambda: "avx512-probed")
+    return "avx512-probed"
+
+
 def test_directories_the_user_chose_are_kept(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probed_key: str
 ) -> None:
     monkeypatch.setenv(INDUCTOR_CACHE_ENV, str(tmp_path / "inductor"))
     monkeypatch.setenv(VLLM_CACHE_ENV, str(tmp_path / "vllm"))
@@ -80,13 +90,14 @@ def test_directories_the_user_chose_are_kept(
 
 
 def test_inductors_default_is_keyed_and_keying_twice_changes_nothing(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, probed_key: str
 ) -> None:
     """Inductor writes its default into the environment on first use: that is not a choice."""
     monkeypatch.setenv(INDUCTOR_CACHE_ENV, default_cache_dir())
     monkeypatch.delenv(VLLM_CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     key = key_compile_caches_by_cpu()
+    assert key == probed_key
     assert os.environ[INDUCTOR_CACHE_ENV] == f"{default_cache_dir()}-{key}"
     assert os.environ[VLLM_CACHE_ENV] == str(tmp_path / f"vllm-{key}")
     assert key_compile_caches_by_cpu() == key
