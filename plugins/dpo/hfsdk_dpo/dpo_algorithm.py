@@ -16,10 +16,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-REDRAWS = 64
-"""Draws a step makes past one whose pairs are all over-long (see ``_step_pairs``): 64 steps' rows
-in a row too long is data almost all too long (preflight refuses data where all of it is)."""
-
 
 def preference_metrics(
     log_prob: torch.Tensor,
@@ -64,18 +60,15 @@ class DPOAlgorithm(Algorithm):
 
     def _step_pairs(self, prompts: Batch) -> PairRows:
         """The step's pairs. Rows whose pairs are all longer than ``algorithm.max_length``
-        are replaced by the stream's next ones (up to :data:`REDRAWS` times; ``dropped``
-        counts every drawn pair left out): such a draw stopped the run mid-way."""
+        are replaced by the stream's next ones (:func:`draw_step_rows`; ``dropped`` counts
+        every drawn pair left out)."""
         import attrs
 
-        rows = self._pairs(prompts)
-        dropped = rows.dropped
-        for _ in range(REDRAWS if self.context.prompts is not None else 0):
-            if rows.batch is not None:
-                break
-            rows = self._pairs(self.prompts.next_batch(len(prompts)))
-            dropped += rows.dropped
-        return attrs.evolve(rows, dropped=dropped)
+        from hfsdk_supervised_data.step_draws import draw_step_rows
+
+        stream = self.prompts.next_batch if self.context.prompts is not None else None
+        draws = draw_step_rows(self._pairs, prompts, lambda d: d.batch is not None, stream)
+        return attrs.evolve(draws[-1], dropped=sum(d.dropped for d in draws))
 
     def _log_probs(self, batch: Batch) -> Batch:
         """The batch with the policy's (``old_log_probs``) and the reference's log-probs."""
@@ -93,6 +86,8 @@ class DPOAlgorithm(Algorithm):
         with self.stage("data"):
             rows = self._step_pairs(prompts)
         if rows.batch is None:
+            from hfsdk_supervised_data.step_draws import REDRAWS
+
             raise HfsdkError(
                 f"every pair of this step (and of the {REDRAWS} steps' rows drawn after it) is "
                 f"longer than algorithm.max_length={self.algo_config.max_length} tokens; raise "

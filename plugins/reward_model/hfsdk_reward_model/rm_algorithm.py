@@ -32,11 +32,6 @@ def pair_columns(algorithm_config: Any, prompt_key: str) -> PairColumns:
     return PairColumns.read_by(prompt_key, cfg.chosen_key, cfg.rejected_key)
 
 
-REDRAWS = 64
-"""Draws a step makes past one whose pairs are all over-long (see ``_step_pairs``): 64 steps' rows
-in a row too long is data almost all too long (preflight refuses data where all of it is)."""
-
-
 class RewardModelAlgorithm(Algorithm):
     """Reward/cost model: Bradley-Terry on preference pairs, scored at the last token."""
 
@@ -77,15 +72,17 @@ class RewardModelAlgorithm(Algorithm):
 
     def _step_pairs(self, prompts: Batch) -> Batch:
         """The step's pairs. Rows whose pairs are all longer than ``algorithm.max_length``
-        are replaced by the stream's next ones (up to :data:`REDRAWS` times): such a draw
-        stopped the run mid-way (preflight refuses data where every pair is too long)."""
-        rows, redraw = prompts, self.context.prompts is not None
-        tokenized = self._tokenized(rows, "row", allow_empty=redraw)
-        for _ in range(REDRAWS if redraw else 0):
-            if tokenized:
-                break
-            rows = self.prompts.next_batch(len(prompts))
-            tokenized = self._tokenized(rows, "row", allow_empty=True)
+        are replaced by the stream's next ones (:func:`draw_step_rows`)."""
+        from hfsdk_supervised_data.step_draws import draw_step_rows
+
+        stream = self.prompts.next_batch if self.context.prompts is not None else None
+        draws = draw_step_rows(
+            lambda rows: (rows, self._tokenized(rows, "row", allow_empty=stream is not None)),
+            prompts,
+            lambda drawn: bool(drawn[1]),
+            stream,
+        )
+        rows, tokenized = draws[-1]
         return self._collate(tokenized or self._tokenized(rows, "row"))  # (that raises)
 
     def step(self, prompts: Batch) -> dict[str, float]:

@@ -14,10 +14,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-REDRAWS = 64
-"""Draws a step makes past one whose rows are all over-long (see ``_step_rows``): 64 steps' rows
-in a row too long is data almost all too long (preflight refuses data where all of it is)."""
-
 
 class SFTAlgorithm(Algorithm):
     """Supervised fine-tuning: the NLL of given responses, assistant tokens only, no sampling."""
@@ -40,24 +36,23 @@ class SFTAlgorithm(Algorithm):
 
     def _step_rows(self, prompts: Batch) -> SupervisedRows:
         """The step's rows. Rows all longer than ``algorithm.max_length`` are replaced by the
-        stream's next ones (up to :data:`REDRAWS` times; ``dropped`` counts every drawn row
-        left out): such a draw stopped the run mid-way, and every resume at the same step."""
+        stream's next ones (:func:`draw_step_rows`; ``dropped`` counts every drawn row left
+        out)."""
         import attrs
 
-        rows = self._supervised(prompts)
-        dropped = rows.dropped
-        for _ in range(REDRAWS if self.context.prompts is not None else 0):
-            if rows.batch is not None:
-                break
-            rows = self._supervised(self.prompts.next_batch(len(prompts)))
-            dropped += rows.dropped
-        return attrs.evolve(rows, dropped=dropped)
+        from hfsdk_supervised_data.step_draws import draw_step_rows
+
+        stream = self.prompts.next_batch if self.context.prompts is not None else None
+        draws = draw_step_rows(self._supervised, prompts, lambda d: d.batch is not None, stream)
+        return attrs.evolve(draws[-1], dropped=sum(d.dropped for d in draws))
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """Rows → (prompt, response) tokens with the assistant mask → ``update_actor`` (``nll``)."""
         with self.stage("data"):
             rows = self._step_rows(prompts)
         if rows.batch is None:
+            from hfsdk_supervised_data.step_draws import REDRAWS
+
             redrawn = (
                 f" (and of the {REDRAWS} steps' rows drawn after it)"
                 if self.context.prompts is not None

@@ -70,19 +70,21 @@ def check_validation_pairs(prepared: Any, columns: PairColumns) -> None:
             )
 
 
-def check_no_longer_pairs(lengths: list[tuple[int, str]], max_length: int | None) -> None:
-    """Refuse when every pair (``(tokens, where)`` each: the training pairs, or the
-    validation ones) is longer than ``max_length``: the steps drop such pairs and draw
-    others, which cannot help when none would be left."""
-    over = [(tokens, where) for tokens, where in lengths if max_length and tokens > max_length]
-    if not over or len(over) < len(lengths):
+def check_some_fit(
+    lengths: list[tuple[int, str]], max_length: int | None, what: str, use: str
+) -> None:
+    """Refuse when every one of ``lengths`` (``(tokens, where)`` each: the training rows or
+    pairs, or the validation ones), named ``what`` in the message, is longer than
+    ``max_length``: the steps drop such rows and draw others, which cannot help when none
+    would be left (``use``: what none of them could be)."""
+    if not max_length or not lengths or any(tokens <= max_length for tokens, _ in lengths):
         return
-    tokens, where = over[0]
-    shortest = min(length for length, _ in over)
+    tokens, where = lengths[0]
+    shortest = min(length for length, _ in lengths)
     raise HfsdkError(
-        f"all {len(over)} preference pairs ({where.rsplit(' ', 1)[0]}s) are longer than "
-        f"algorithm.max_length={max_length} tokens (first: {where}, {tokens} tokens), so none "
-        f"could be trained or scored; raise algorithm.max_length to at least {shortest}"
+        f"all {len(lengths)} {what} are longer than algorithm.max_length={max_length} tokens "
+        f"(first: {where}, {tokens} tokens), so none could be {use}; raise "
+        f"algorithm.max_length to at least {shortest}"
     )
 
 
@@ -120,4 +122,6 @@ def check_preference_rows(
     check_fits(longest, prepared, max_length)
     if refuse_longer:  # validation pairs only where every validation row is scored as one
         for part in ("row ", "validation row ") if validation_needs_pairs else ("row ",):
-            check_no_longer_pairs([x for x in lengths if x[1].startswith(part)], max_length)
+            part_lengths = [x for x in lengths if x[1].startswith(part)]
+            what = f"preference pairs ({part.strip()}s)"
+            check_some_fit(part_lengths, max_length, what, "trained or scored")
