@@ -99,6 +99,40 @@ def _check_result(name: str, result: CorrectionResult, mask: torch.Tensor) -> No
         )
 
 
+_SOURCES = {
+    "old_log_probs": "the training engine's log-probs of the sampled tokens (its dtype, a "
+    "logit overflow)",
+    "rollout_log_probs": "the rollout backend's log-probs (-inf: a sampled token its own "
+    "sampling settings give probability 0) and that response_mask covers only the tokens it "
+    "returned",
+}
+
+
+def _check_inputs_finite(
+    mask: torch.Tensor, old_log_prob: torch.Tensor, rollout_log_prob: torch.Tensor
+) -> None:
+    """Raise :class:`HfsdkError` naming the input, when a log-prob is NaN or ±inf on a valid
+    token: the corrections would turn it into a NaN weight and be blamed for it. Padding may
+    hold anything (it never reaches the loss)."""
+    # One reduction (one device sync) on the usual path; which input only when one is bad.
+    finite = torch.isfinite(old_log_prob.detach()) & torch.isfinite(rollout_log_prob.detach())
+    if not bool((mask & ~finite).any()):
+        return
+    for key, values in (("old_log_probs", old_log_prob), ("rollout_log_probs", rollout_log_prob)):
+        bad = mask & ~torch.isfinite(values.detach())
+        if not bool(bad.any()):
+            continue
+        rows = bad.any(dim=-1).nonzero().flatten().tolist()
+        row, token = (int(i) for i in bad.nonzero()[0])
+        count = int(bad.sum())
+        raise HfsdkError(
+            f"{key} is non-finite on {count} valid token{'s' if count > 1 else ''} in "
+            f"{len(rows)} row{'s' if len(rows) > 1 else ''} (first: row {row}, token {token}, "
+            f"value {float(values[row, token])}); expected finite log-probs on every "
+            f"response_mask token before a rollout correction; check {_SOURCES[key]}"
+        )
+
+
 def combine_corrections(
     corrections: Sequence[tuple[str, Callable[..., CorrectionResult], Any]],
     *,
@@ -112,7 +146,8 @@ def combine_corrections(
 
     Adds ``is_kept_share`` (valid tokens left in the loss), ``is_weight_mean`` (over the
     kept tokens: ``(mean, kept tokens)``), ``is_weight_max`` (over the kept tokens) and
-    ``is_ratio_max`` (ρ before correction).
+    ``is_ratio_max`` (ρ before correction). Raises :class:`HfsdkError` naming
+    ``old_log_probs`` or ``rollout_log_probs`` when one is NaN or ±inf on a valid token.
     """
     check_token_tensors(
         response_mask,
@@ -122,6 +157,7 @@ def combine_corrections(
         advantages=advantages,
     )
     mask = as_bool_mask(response_mask)
+    _check_inputs_finite(mask, old_log_prob, rollout_log_prob)
     weights = mask.float()
     keep = mask.clone()
     metrics: dict[str, float | tuple[float, float]] = {}

@@ -60,11 +60,15 @@ class RolloutCorrectionConfig:
         factory=tuple,
     )
 
-    def entries(self) -> list[Mapping[str, Any]]:
-        """The preset's corrections, then ``apply``'s, each as ``{name: ..., settings...}``."""
-        out: list[Mapping[str, Any]] = list(PRESETS[self.preset]) if self.preset else []
-        for item in self.apply:
-            out.append({"name": item} if isinstance(item, str) else item)
+    def entries(self) -> list[tuple[str, Mapping[str, Any]]]:
+        """The preset's corrections, then ``apply``'s, each as ``{name: ..., settings...}``
+        with the key a user wrote it under (``apply``'s index counts its own entries only)."""
+        out: list[tuple[str, Any]] = [
+            ("rollout_correction.preset", entry) for entry in PRESETS.get(self.preset or "", ())
+        ]
+        for index, item in enumerate(self.apply):
+            key = f"rollout_correction.apply[{index}]"
+            out.append((key, {"name": item} if isinstance(item, str) else item))
         return out
 
 
@@ -92,13 +96,19 @@ def resolve_rollout_corrections(run_config: Any, registry: Any = None) -> list[R
                 f"algorithm.is_correction={legacy!r} and rollout_correction are both set; "
                 "keep one (rollout_correction.apply=[{name: " + legacy + "}] replaces the former)"
             )
-        entries = [{"name": legacy, "level": algo.is_level, "cap": algo.is_cap}]
+        entries = [
+            (
+                "algorithm.is_correction",
+                {"name": legacy, "level": algo.is_level, "cap": algo.is_cap},
+            )
+        ]
+    else:
+        _refuse_unread_is_settings(algo)
     if entries and registry is None:
         registry = get_registry("rollout_corrections")
     converter = make_converter()
     resolved: list[ResolvedCorrection] = []
-    for index, entry in enumerate(entries):
-        key = f"rollout_correction.apply[{index}]"
+    for key, entry in entries:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             raise ConfigError(
                 f"{key}={entry!r}; expected a correction name or a mapping with a 'name' "
@@ -117,6 +127,33 @@ def resolve_rollout_corrections(run_config: Any, registry: Any = None) -> list[R
             raise ConfigError(f"{key}: correction {name!r} takes no settings; remove them")
         resolved.append((name, found.impl, config))
     return resolved
+
+
+def _refuse_unread_is_settings(algo: Any) -> None:
+    """``algorithm.is_cap`` / ``is_level`` are read only with ``algorithm.is_correction``:
+    without it they were ignored silently (a preset's ``tis`` kept its own cap)."""
+    if algo is None or not attrs.has(type(algo)):
+        return
+    fields = attrs.fields_dict(type(algo))
+    changed = {
+        key: getattr(algo, key)
+        for key in ("is_cap", "is_level")
+        if key in fields and getattr(algo, key) != fields[key].default
+    }
+    if not changed:
+        return
+    written = " ".join(
+        f"algorithm.{key}={value:g}" if isinstance(value, float) else f"algorithm.{key}={value}"
+        for key, value in changed.items()
+    )
+    cap, level = getattr(algo, "is_cap", 2.0), getattr(algo, "is_level", "token")
+    them = "them" if len(changed) > 1 else "it"
+    raise ConfigError(
+        f"{written}: read only with algorithm.is_correction=tis|mis, which is not set, so "
+        f"ignored; write algorithm.is_correction=tis (or mis) with {them}, or put {them} on the "
+        f"correction instead: rollout_correction.apply=[{{name: tis, cap: {cap:g}, level: "
+        f"{level}}}] (without the preset that names tis, and without algorithm.is_cap/is_level)"
+    )
 
 
 def behaviour_log_probs_needed(run_config: Any) -> bool:

@@ -327,3 +327,83 @@ def test_behaviour_log_probs_are_needed_by_a_correction_or_the_gate(
         hfsdk.behaviour_log_probs_needed(load_run_config("grpo", None, [*OFF_POLICY, *overrides]))
         is needed
     )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        ["rollout_correction.preset=tis", "algorithm.is_cap=5", "algorithm.is_level=sequence"],
+        ["algorithm.is_cap=5"],
+        ["algorithm.is_level=sequence"],
+    ],
+)
+def test_is_cap_and_is_level_without_is_correction_are_refused(overrides) -> None:
+    # Before: ignored silently (the preset's tis kept cap 2.0 per token; alone, no correction).
+    with pytest.raises(ConfigError) as info:
+        load_run_config("grpo", None, [*OFF_POLICY, *overrides])
+    line = str(info.value)
+    assert "algorithm.is_correction=tis" in line and "rollout_correction.apply=[{name: tis" in line
+    assert "\n" not in line
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        (
+            ["rollout_correction.preset=geo_rs_tis", "rollout_correction.apply=[{name: tis, cap: -1}]"],
+            "'rollout_correction.apply[0].cap'",
+        ),
+        (["rollout_correction.preset=k3_rs_tis", "rollout_correction.apply=[icepopp]"],
+         "rollout_correction.apply[0]: unknown"),
+    ],
+)  # fmt: skip
+def test_apply_entries_are_numbered_on_their_own(overrides, needle) -> None:
+    # Before: the index counted the preset's entries too (apply[2] for apply's first).
+    with pytest.raises(ConfigError) as info:
+        load_run_config("grpo", None, [*OFF_POLICY, *overrides])
+    assert needle in str(info.value)
+
+
+def test_preset_and_legacy_entries_are_labelled_by_their_key() -> None:
+    registry = {"geo_rs": get_registry("rollout_corrections")["geo_rs"]}  # no tis
+    config = load_run_config("grpo", None, [*OFF_POLICY, "rollout_correction.preset=geo_rs_tis"])
+    with pytest.raises(ConfigError, match=r"^rollout_correction.preset: "):
+        resolve_rollout_corrections(config, registry)
+    config = load_run_config("grpo", None, [*OFF_POLICY, "algorithm.is_correction=tis"])
+    with pytest.raises(ConfigError, match=r"^algorithm.is_correction: "):
+        resolve_rollout_corrections(config, registry)
+
+
+@pytest.mark.parametrize(
+    ("which", "bad"),
+    [("old", math.nan), ("rollout", math.nan), ("rollout", -math.inf), ("old", math.inf)],
+)
+def test_non_finite_log_probs_are_named_not_blamed_on_the_correction(which, bad) -> None:
+    # Before: "rollout correction 'tis' returned weight nan ..." for a NaN in the inputs.
+    old, rollout = OLD.clone(), ROLLOUT.clone()
+    (old if which == "old" else rollout)[1, 1] = bad
+    registry = get_registry("rollout_corrections")
+    with pytest.raises(hfsdk.HfsdkError) as info:
+        combine_corrections(
+            [("tis", registry["tis"].impl, TISConfig())],
+            old_log_prob=old,
+            rollout_log_prob=rollout,
+            log_prob=OLD,
+            advantages=torch.ones(2, 4),
+            response_mask=MASK,
+        )
+    line = str(info.value)
+    name, other = ("old_log_probs", "rollout_log_probs")[:: 1 if which == "old" else -1]
+    assert line.startswith(f"{name} is non-finite") and other not in line.split(";")[0]
+    assert "1 valid token" in line and "row 1" in line and "returned weight" not in line
+    # Off the response mask (padding) a non-finite log-prob never reaches the loss: taken.
+    (old if which == "old" else rollout)[1, 1] = -1.0
+    (old if which == "old" else rollout)[1, 3] = bad
+    combine_corrections(
+        [("tis", registry["tis"].impl, TISConfig())],
+        old_log_prob=old,
+        rollout_log_prob=rollout,
+        log_prob=OLD,
+        advantages=torch.ones(2, 4),
+        response_mask=MASK,
+    )

@@ -65,3 +65,27 @@ def test_percentiles_equal_torch_quantile_and_hold_past_its_size_limit() -> None
     n = 2**24 + 1
     values = torch.arange(n, dtype=torch.float64).flip(0)
     assert _quantiles(values, (0.5, 0.9)) == [0.5 * (n - 1), 0.9 * (n - 1)]
+
+
+def test_k3_clamps_the_gap_on_both_sides() -> None:
+    # δ = +inf (a rollout log-prob of -inf on a sampled token) gave kl_k3 = -inf, below any
+    # limit; δ is now clamped to ±20 before the K3, as in k3_rs.
+    mask = torch.ones(1, 2)
+    m = mismatch_metrics(torch.tensor([[-1.0, -1.0]]), torch.tensor([[-1.0, -math.inf]]), mask)
+    assert m["mismatch/kl_k3"] == pytest.approx(_k3(20.0) / 2)
+    assert m["mismatch/token_gap_max"] == math.inf  # the gap itself stays as it is
+    m = mismatch_metrics(torch.tensor([[-1.0, -31.0]]), torch.tensor([[-1.0, -1.0]]), mask)
+    assert m["mismatch/kl_k3"] == pytest.approx(_k3(-20.0) / 2)
+    assert m["mismatch/token_gap_max"] == pytest.approx(30.0)
+
+
+def test_the_observer_tells_the_gate_which_log_probs_are_non_finite() -> None:
+    from hfsdk_rollout_corrections.mismatch import non_finite_log_probs
+
+    mask = torch.tensor([[1, 1, 0]])
+    fine = torch.tensor([[-1.0, -1.0, math.nan]])  # padding may hold anything
+    broken = torch.tensor([[-1.0, -math.inf, 0.0]])
+    assert non_finite_log_probs(fine, fine, mask) == ()
+    assert non_finite_log_probs(broken, fine, mask) == ("old_log_probs",)
+    assert non_finite_log_probs(fine, broken, mask) == ("rollout_log_probs",)
+    assert non_finite_log_probs(broken, broken, mask) == ("old_log_probs", "rollout_log_probs")
