@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hfsdk
 from hfsdk import Register
 
@@ -28,3 +30,11 @@ def hfsdk_register_value_losses(register: Register) -> None:
     from hfsdk_ppo.losses import ClippedValueLossConfig, clipped_value_loss
 
     register("clipped", clipped_value_loss, config_cls=ClippedValueLossConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str] | None:
+    """``gae`` needs a critic: refuse it for an algorithm without one."""
+    from hfsdk_ppo.estimator_checks import critic_problems
+
+    return critic_problems(config)

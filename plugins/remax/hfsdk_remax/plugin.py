@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hfsdk
 from hfsdk import Register
 
@@ -20,3 +22,11 @@ def hfsdk_register_advantage_estimators(register: Register) -> None:
     from hfsdk_remax.advantages import ReMaxAdvantageConfig, compute_remax_advantages
 
     register("remax", compute_remax_advantages, config_cls=ReMaxAdvantageConfig, per_sequence=True)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str] | None:
+    """``remax`` needs greedy baselines: refuse it for a program that generates none."""
+    from hfsdk_remax.estimator_checks import baseline_problems
+
+    return baseline_problems(config)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from hfsdk import AlgorithmSpec, RoleSpec
+from hfsdk_remax.estimator_checks import GREEDY
 from hfsdk_remax.remax_algorithm import ReMaxAlgorithm
 from hfsdk_remax.remax_config import ReMaxConfig
 
@@ -23,7 +24,7 @@ REMAX_SPEC = AlgorithmSpec(
         RoleSpec(name="reference", kind="frozen_policy"),
         RoleSpec(name="reward", kind="scorer"),
     ),
-    extra_generations=("greedy_generation",),
+    extra_generations=(GREEDY,),
     on_policy_only=(
         "its baseline is the greedy response of the weights being trained, generated in the "
         "same step as the sampled ones"
