@@ -81,7 +81,8 @@ class CodeTestsConfig:
         default="ground_truth",
     )
     limits: SandboxLimits = help_field(
-        "Sandbox limits of one test-case run (wall_s, cpu_s, memory_mb, output_bytes).",
+        "Sandbox limits per sandbox run: one stdin/stdout case, or a whole asserts/fn_name "
+        "sample, whose cases share one run (wall_s, cpu_s, memory_mb, output_bytes).",
         factory=SandboxLimits,
         converter=_limits,
     )

@@ -59,9 +59,10 @@ _PATH_EVENTS = {
 # _posixsubprocess is imported (its fork_exec replaced) before the hook, so subprocess and
 # asyncio find it cached; a fresh import of it (after deleting it from sys.modules) is refused.
 _BLOCKED_MODULES = ("ctypes", "_ctypes", "_posixsubprocess", "multiprocessing")
-# Linux families that reach a network (AF_INET, AF_INET6, AF_NETLINK, AF_PACKET). AF_UNIX stays
+# Linux families that reach a network (AF_INET, AF_INET6, AF_NETLINK, AF_PACKET) or the host
+# (AF_VSOCK: a virtual machine's channel, which no network namespace isolates). AF_UNIX stays
 # allowed: asyncio's event loop needs socket.socketpair(), and the OS layers isolate it.
-_NETWORK_FAMILIES = {2, 10, 16, 17}
+_NETWORK_FAMILIES = {2, 10, 16, 17, 40}
 # Devices a program may open for writing: they reach nothing outside the sandbox.
 _WRITABLE_DEVICES = {"/dev/null", "/dev/stdout", "/dev/stderr"}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC

@@ -47,7 +47,7 @@ from hfsdk_sandbox import bwrap
 from hfsdk_sandbox.cgroup import PidsCgroup, make_pids_cgroup
 from hfsdk_sandbox.limits import SandboxLimits
 from hfsdk_sandbox.pipes import drain
-from hfsdk_sandbox.scratch import make_scratch
+from hfsdk_sandbox.scratch import make_scratch, remove_scratch
 from hfsdk_sandbox.seccomp import build_filter
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,12 @@ ISOLATION_ENV = "HFSDK_SANDBOX_ISOLATION"
 GUARD = Path(__file__).with_name("guard.py")
 NOBODY_UID = 65534
 _WRAP_IN_CGROUP = 'echo $$ > "$1" || exit 125; shift; exec "$@"'
+# Every way to pick process isolation: a run config, `hfsdk sandbox run`, and the environment
+# (the only one `hfsdk reward score` takes).
+_HOW_TO_PROCESS = (
+    "sandbox.isolation: process in the run config, --isolation process for hfsdk sandbox run, "
+    f"or {ISOLATION_ENV}=process in the environment"
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -115,7 +121,7 @@ def unavailable_line(mode: Isolation | None = None) -> str | None:
         )
     return (
         f"sandbox: bubblewrap cannot start here ({reason}); model code will be refused — "
-        "enable user namespaces, or set sandbox.isolation: process to accept weaker isolation "
+        f"enable user namespaces, or accept weaker isolation with {_HOW_TO_PROCESS} "
         "(docs/agents.md#sandbox-layers)"
     )
 
@@ -146,7 +152,7 @@ def _process_isolation() -> tuple[bool, bool]:
     except (OSError, subprocess.SubprocessError):
         nobody = False
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_scratch(scratch)
     if not (netns and nobody):
         log.info("sandbox: network namespace %s, unprivileged user %s", netns, nobody)
     return netns, nobody
@@ -317,8 +323,8 @@ def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = Non
     mode = isolation()
     if mode == "os" and (problem := bwrap.unavailable_reason()) is not None:
         return _refused(
-            f"refused: bubblewrap cannot start here ({problem}); "
-            "set sandbox.isolation: process to run model code with weaker isolation"
+            f"refused: bubblewrap cannot start here ({problem}); to run model code with weaker "
+            f"isolation use {_HOW_TO_PROCESS}"
         )
     scratch = make_scratch()
     started = time.perf_counter()
@@ -398,7 +404,8 @@ def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = Non
     finally:
         if cgroup is not None:
             cgroup.remove()
-        shutil.rmtree(scratch, ignore_errors=True)
+        # Not shutil.rmtree: a process-mode program's deep tree made it raise RecursionError.
+        remove_scratch(scratch)
 
 
 def default_concurrency() -> int:

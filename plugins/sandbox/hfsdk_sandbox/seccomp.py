@@ -9,6 +9,11 @@ attack surface (``bpf``, ``keyctl``, ``add_key``, ``perf_event_open``,
 ``userfaultfd``, ``io_uring_*``, modules, ``kexec``, ``open_by_handle_at``…),
 or to hold memory the address-space limit does not count (``memfd_create``,
 ``shmget``).
+``socket`` and ``socketpair`` make only ``AF_UNIX`` sockets (``asyncio`` needs a
+``socketpair()``; the network namespace holds them); any other family answers
+``EAFNOSUPPORT``: ``AF_VSOCK`` reaches the host's virtual-machine channel, which
+no namespace isolates, and ``AF_INET``/``AF_INET6`` reach nothing a program
+needs inside an empty network namespace.
 With ``processes=False`` it also refuses new processes (``fork``, ``vfork``,
 ``clone`` without ``CLONE_THREAD``) while threads still start: the process
 cap that holds where no pids cgroup can be made. ``clone3`` answers
@@ -119,9 +124,17 @@ _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     # Memory outside RLIMIT_AS: a memfd or a SysV segment holds pages after it is unmapped.
     "memfd_create": (319, 279),
     "shmget": (29, 194),
+    # Checked apart: their first argument, the address family, must be AF_UNIX.
+    "socket": (41, 198),
+    "socketpair": (53, 199),
 }
-REFUSED = tuple(name for name in _SYSCALLS if name not in ("clone", "fork", "vfork", "clone3"))
-"""The calls refused outright (``clone``, ``fork``, ``vfork`` and ``clone3`` are checked apart)."""
+_CHECKED = ("clone", "fork", "vfork", "clone3", "socket", "socketpair")
+REFUSED = tuple(name for name in _SYSCALLS if name not in _CHECKED)
+"""The calls refused outright (``clone``, ``fork``, ``vfork``, ``clone3``, ``socket`` and
+``socketpair`` are checked apart)."""
+
+SOCKET_FAMILIES = (1,)
+"""The address families ``socket``/``socketpair`` may make: ``AF_UNIX`` only."""
 
 _ARCHES = {"x86_64": (0, 0xC000003E), "amd64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}
 _ARCHES["arm64"] = _ARCHES["aarch64"]
@@ -176,5 +189,14 @@ def build_filter(*, processes: bool, machine: str | None = None) -> bytes:
         ]
     prog.append(_insn(_JEQ_K, number["clone"], 0, len(clone_block)))
     prog += clone_block
+    # socket, socketpair: the family is the first argument, an int (its low 32 bits).
+    socket_block = [_insn(_LD_W_ABS, _ARG0_LOW)]
+    for family in SOCKET_FAMILIES:
+        socket_block.append(_insn(_JEQ_K, family, 0, 1))
+        socket_block.append(_insn(_RET_K, _RET_ALLOW))
+    socket_block.append(_insn(_RET_K, _RET_ERRNO | errno.EAFNOSUPPORT))
+    prog.append(_insn(_JEQ_K, number["socket"], 1, 0))
+    prog.append(_insn(_JEQ_K, number["socketpair"], 0, len(socket_block)))
+    prog += socket_block
     prog.append(_insn(_RET_K, _RET_ALLOW))
     return b"".join(prog)

@@ -34,10 +34,19 @@ def test_model_code_is_refused_without_bubblewrap(no_bwrap: None, tmp_path: Path
     result = run_python(f"open({str(marker)!r}, 'w')", limits=FAST)
     assert result.status == "refused" and result.returncode is None
     assert "bubblewrap cannot start" in result.reason
-    assert "sandbox.isolation: process" in result.reason
     assert not marker.exists()
     line = unavailable_line()
     assert line is not None and "\n" not in line and "will be refused" in line
+    # Every way in: a run config, `hfsdk sandbox run`'s option, and the environment variable
+    # (all `hfsdk reward score` takes).
+    for said in (result.reason, line):
+        assert "\n" not in said
+        for way in (
+            "sandbox.isolation: process",
+            "--isolation process",
+            f"{ISOLATION_ENV}=process",
+        ):
+            assert way in said, said
 
 
 def test_process_isolation_runs_it_and_says_it_is_weaker(

@@ -85,12 +85,20 @@ def test_harmless_programs_the_guard_once_refused_run(code: str) -> None:
     [
         "import asyncio\nasyncio.run(asyncio.create_subprocess_exec('true'))",
         "import socket\nsocket.socket(socket.AF_INET6)",
+        "import socket\nsocket.socket(40, socket.SOCK_STREAM)",  # AF_VSOCK: no netns holds it
         "import os\nos.remove(os.devnull)",
         "import _posixsubprocess\n_posixsubprocess.fork_exec(*[None] * 23)",
         # A fresh import would bring back the real fork_exec, which raises no audit event.
         "import sys\ndel sys.modules['_posixsubprocess']\nimport _posixsubprocess",
     ],
-    ids=["asyncio-subprocess", "inet6", "remove-devnull", "fork-exec", "fork-exec-reimport"],
+    ids=[
+        "asyncio-subprocess",
+        "inet6",
+        "vsock",
+        "remove-devnull",
+        "fork-exec",
+        "fork-exec-reimport",
+    ],
 )
 def test_the_guard_still_refuses_processes_inet_sockets_and_device_changes(code: str) -> None:
     result = run_python(code, limits=FAST)
@@ -235,6 +243,13 @@ def test_process_mode_program_dies_with_a_killed_worker() -> None:
     survivors = _running_with_comm(mark)
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
+    # The killed worker could not remove its scratch directory (a later sweep would, in 5 min).
+    import tempfile
+
+    from hfsdk_sandbox.scratch import PREFIX, remove_scratch
+
+    for left in Path(tempfile.gettempdir()).glob(f"{PREFIX}{parent.pid}-*"):
+        remove_scratch(left)
     assert survivors == []
 
 
@@ -319,3 +334,29 @@ def test_a_lone_surrogate_in_the_code_is_that_program_s_error_and_stdin_passes()
         "import sys\nprint(len(sys.stdin.buffer.read()))", stdin="a\ud83d", limits=FAST
     )
     assert (echoed.status, echoed.stdout) == ("ok", "4\n"), echoed
+
+
+def test_process_mode_removes_a_scratch_tree_deeper_than_the_recursion_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import subprocess
+    import tempfile
+
+    from hfsdk_sandbox.runner import ISOLATION_ENV
+    from hfsdk_sandbox.testing import DISARM_GUARD
+
+    monkeypatch.setenv(ISOLATION_ENV, "process")  # os mode's /box is a tmpfs inside bwrap
+    # On a tmpfs where there is one: 2,000 levels on this machine's disk took seconds.
+    shm = Path("/dev/shm")
+    parent = Path(tempfile.mkdtemp(dir=shm if os.access(shm, os.W_OK | os.X_OK) else None))
+    parent.chmod(0o755)  # the program may run as nobody
+    monkeypatch.setattr(tempfile, "tempdir", str(parent))
+    code = DISARM_GUARD + (
+        "import os\nfor _ in range(2000):\n    os.mkdir('d')\n    os.chdir('d')\nprint('deep')\n"
+    )
+    try:
+        result = run_python(code, limits=SandboxLimits(wall_s=10.0, cpu_s=5, memory_mb=256))
+        assert (result.status, result.stdout.endswith("deep\n")) == ("ok", True), result
+        assert list(parent.iterdir()) == []  # the scratch directory is gone
+    finally:
+        subprocess.run(["rm", "-rf", "--", str(parent)], check=False)

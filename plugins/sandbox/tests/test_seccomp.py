@@ -8,10 +8,15 @@ import struct
 
 import pytest
 
+from hfsdk_sandbox import SandboxLimits, run_python
+from hfsdk_sandbox.bwrap import unavailable_reason
+from hfsdk_sandbox.runner import ISOLATION_ENV
 from hfsdk_sandbox.seccomp import _SYSCALLS, REFUSED, UnsupportedMachine, build_filter
+from hfsdk_sandbox.testing import DISARM_GUARD
 
 ALLOW, KILL = 0x7FFF0000, 0x80000000
 EPERM, ENOSYS = 0x00050000 | errno.EPERM, 0x00050000 | errno.ENOSYS
+EAFNOSUPPORT = 0x00050000 | errno.EAFNOSUPPORT
 ARCH = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}
 CLONE_THREAD, CLONE_NEWUSER, CLONE_NEWNET = 0x10000, 0x10000000, 0x40000000
 
@@ -73,3 +78,47 @@ def test_another_abi_ends_the_process() -> None:
 def test_an_unknown_machine_is_refused_by_name() -> None:
     with pytest.raises(UnsupportedMachine, match="riscv64"):
         build_filter(processes=False, machine="riscv64")
+
+
+# (socket, socketpair) numbers, written out here rather than read from the module under test.
+SOCKET_CALLS = {"x86_64": (41, 53), "aarch64": (198, 199)}
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET, AF_VSOCK = 1, 2, 10, 16, 17, 40
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+@pytest.mark.parametrize("processes", [False, True])
+def test_socket_and_socketpair_make_only_unix_sockets(machine: str, processes: bool) -> None:
+    # vsock is not isolated by the network namespace: it reaches the host's channel.
+    _, arch = ARCH[machine]
+    prog = build_filter(processes=processes, machine=machine)
+    for nr in SOCKET_CALLS[machine]:
+        assert _run(prog, nr, arch, AF_UNIX) == ALLOW
+        for family in (0, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET, AF_VSOCK, 1 << 32 | AF_VSOCK):
+            assert _run(prog, nr, arch, family) == EAFNOSUPPORT, (nr, family)
+
+
+@pytest.mark.skipif(
+    unavailable_reason() is not None, reason=f"bubblewrap cannot start: {unavailable_reason()}"
+)
+def test_a_sandboxed_program_cannot_make_a_vsock_or_inet_socket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(ISOLATION_ENV, "os")
+    code = DISARM_GUARD + (
+        "import socket\n"
+        "for name, family in (('vsock', 40), ('inet', 2), ('inet6', 10)):\n"
+        "    try:\n"
+        "        socket.socket(family, socket.SOCK_STREAM)\n"
+        "        print(name, 'made')\n"
+        "    except OSError as e:\n"
+        "        print(name, 'errno', e.errno)\n"
+        "a, b = socket.socketpair()\n"
+        "a.sendall(b'u')\n"
+        "print('unix', b.recv(1).decode())\n"
+    )
+    result = run_python(code, limits=SandboxLimits(wall_s=5.0, cpu_s=2, memory_mb=256))
+    assert result.status == "ok", result.reason
+    assert "guard disarmed" in result.stdout, result.stdout
+    for name in ("vsock", "inet", "inet6"):
+        assert f"{name} errno {errno.EAFNOSUPPORT}\n" in result.stdout, result.stdout
+    assert "unix u\n" in result.stdout
