@@ -165,7 +165,8 @@ class TinkerApp:
         return _json(types.SessionHeartbeatResponse())
 
     async def finish_session(self, request: Request) -> Response:
-        return _json(None)
+        # On the model thread: after the session's queued work, and never beside an operation.
+        return await self._direct(self.service.finish_session, request.path_params["session_id"])
 
     async def telemetry(self, request: Request) -> Response:
         return _json({"status": "accepted"})

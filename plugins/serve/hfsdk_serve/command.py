@@ -41,6 +41,27 @@ def check_listen(host: str, api_key: str | None) -> None:
         )
 
 
+def warn_on_model_name(model_name: str | None) -> None:
+    """Warn when ``--model-name`` is not a local directory.
+
+    The SDK's ``SamplingClient.get_tokenizer()`` loads
+    ``AutoTokenizer.from_pretrained(<base model name>)`` (the server cannot hand it a
+    tokenizer id), so a made-up name fails there; ``TrainingClient.get_tokenizer()`` gets
+    the served directory from the server and works regardless. A hub id is not checked
+    (that would need the network): it works when it has this model's tokenizer.
+    """
+    if model_name is None or Path(model_name).is_dir():
+        return
+    log.warning(
+        "hfsdk serve: --model-name %r is not a local directory: SamplingClient.get_tokenizer() "
+        "loads AutoTokenizer.from_pretrained(%r) and fails unless that is a hub id with this "
+        "model's tokenizer; pass a local path or such a hub id to use it "
+        "(TrainingClient.get_tokenizer() works regardless)",
+        model_name,
+        model_name,
+    )
+
+
 def build_app(
     base_model: str | Path,
     state_dir: str | Path,
@@ -62,6 +83,7 @@ def build_app(
             "model directory, e.g. the default task's (python -c 'import hfsdk; "
             "print(hfsdk.default_model_dir())')"
         )
+    warn_on_model_name(model_name)
     backends = get_registry("rollout_backends")
     if rollout not in backends:
         raise HfsdkError(
@@ -95,8 +117,9 @@ def build_app(
     "--port",
     default=8000,
     show_default=True,
-    type=click.IntRange(0, 65535),
-    help="Port to listen on.",
+    # Not 0: uvicorn would pick a port after the banner, which would then print ":0".
+    type=click.IntRange(1, 65535),
+    help="Port to listen on (1-65535; 0, an OS-chosen port, is not supported).",
 )
 @click.option(
     "--state-dir",

@@ -32,7 +32,7 @@ against.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import torch
 
@@ -168,6 +168,67 @@ LOSSES: dict[str, LossFn] = {
     "gspo": gspo,
 }
 """The losses this server computes, by the API's name."""
+
+_CLIP = ("clip_low_threshold", "clip_high_threshold")
+_RL = ("target_tokens", "logprobs", "advantages")
+INPUTS: dict[str, tuple[str, ...]] = {
+    "cross_entropy": ("target_tokens", "weights"),
+    "importance_sampling": _RL,
+    "ppo": (*_RL, *_CLIP),
+    "cispo": (*_RL, *_CLIP),
+    "dro": _RL,
+    "gspo": (*_RL, "sequence_ratio_mask", *_CLIP),
+}
+"""The ``loss_fn_inputs`` each loss reads (others are refused, see :func:`check_inputs`).
+
+These are the keys the SDK types (``tinker.types.datum._KEY_TO_TYPE``) and tinker_cookbook
+sends: ``target_tokens`` + ``weights`` for its supervised loop and ``forward_backward_custom``,
+``target_tokens`` + ``logprobs`` + ``advantages`` for its RL loop (its ``mask`` is removed
+before sending)."""
+
+CONFIG: dict[str, tuple[str, ...]] = {
+    "cross_entropy": (),
+    "importance_sampling": (),
+    "ppo": _CLIP,
+    "cispo": _CLIP,
+    "dro": ("beta",),
+    "gspo": _CLIP,
+}
+"""The ``loss_fn_config`` keys each loss reads (others are refused, see :func:`check_config`)."""
+
+
+def _unused(kind: str, key: str, loss: str, accepted: tuple[str, ...]) -> str:
+    takes = f"it takes {sorted(accepted)}" if accepted else f"it takes no {kind}"
+    return (
+        f"{kind} key {key!r} is not used by loss {loss!r}; {takes} (check the spelling, or "
+        "drop the key)"
+    )
+
+
+def check_inputs(loss: str, keys: Iterable[str]) -> None:
+    """Refuse a ``loss_fn_inputs`` key that loss ``loss`` does not read.
+
+    A misspelt key would otherwise be ignored silently (``weight`` would train every token
+    at weight 1).
+    """
+    accepted = INPUTS[loss]
+    for key in keys:
+        if key not in accepted:
+            raise HfsdkError(_unused("loss_fn_inputs", key, loss, accepted))
+
+
+def check_config(loss: str, config: Mapping[str, float | str]) -> None:
+    """Refuse a ``loss_fn_config`` key that loss ``loss`` does not read (after its name).
+
+    A misspelt key would otherwise leave the default in place (``clip_low`` for
+    ``clip_low_threshold`` kept the bound at 0.8).
+    """
+    loss_fn(loss)  # an unknown or unserved loss: that error first
+    accepted = CONFIG[loss]
+    for key in config:
+        if key not in accepted:
+            raise HfsdkError(_unused("loss_fn_config", key, loss, accepted))
+
 
 NOT_IMPLEMENTED = ("stable_reinforce", "custom")
 """Names the SDK lists that this server refuses (one clear error, see :func:`loss_fn`)."""

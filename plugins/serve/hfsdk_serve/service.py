@@ -20,7 +20,7 @@ import attrs
 from tinker import types
 
 from hfsdk import HfsdkError
-from hfsdk_serve import checkpoints
+from hfsdk_serve import checkpoints, losses
 from hfsdk_serve.adapters import AdapterSpec
 from hfsdk_serve.group import Executor, ServeGroup
 from hfsdk_serve.sampling import SampleSpec
@@ -44,6 +44,14 @@ class Sampler:
     adapter: str | None
     model_path: str | None
     owner: str | None
+    session: str | None = None
+    """The session that created it (its samplers are dropped when that session finishes)."""
+
+
+def _check_optimizer(config: types.OptimizerConfig) -> None:
+    """Refuse an optimizer other than AdamW (the only one the workers step)."""
+    if config.type != "adamw":
+        raise HfsdkError(f"optimizer {config.type!r} is not served; use the default AdamW")
 
 
 class Service:
@@ -66,6 +74,8 @@ class Service:
         self.sessions: set[str] = set()
         self.models: dict[str, str] = {}
         """model id (``<session>:train:<n>``, as the SDK derives it) -> its adapter's name."""
+        self.model_sessions: dict[str, str] = {}
+        """model id -> the session that created it (freed when that session finishes)."""
         self.samplers: dict[str, Sampler] = {}
         self.adapters: dict[str, AdapterSpec] = {}
         """adapter name -> its spec (every adapter the workers hold)."""
@@ -100,6 +110,32 @@ class Service:
         self.sessions.add(session)
         return session
 
+    def finish_session(self, session_id: str) -> None:
+        """Free what session ``session_id`` holds in memory; its saved checkpoints stay on disk.
+
+        Its training clients lose their adapter, optimizer state and snapshots, and its
+        samplers (snapshots of those clients, loads of a path, the base model) are dropped;
+        later requests naming them get the unknown-model / unknown-sampler error. Other
+        sessions' clients are untouched. Finishing an unknown session does nothing (the SDK
+        retries a finish whose answer it did not get).
+        """
+        self.sessions.discard(session_id)
+        for model_id in [m for m, s in self.model_sessions.items() if s == session_id]:
+            del self.model_sessions[model_id]
+            adapter = self.models.pop(model_id)
+            for snapshot in self.snapshots.pop(adapter, {}):
+                self._remove(snapshot)
+            self._remove(adapter)
+        from_paths = self.snapshots.get(FROM_PATHS, OrderedDict())
+        for sampler_id, sampler in list(self.samplers.items()):
+            if sampler.session != session_id:
+                continue
+            del self.samplers[sampler_id]
+            # A path load is this sampler's alone (a snapshot went with its client above).
+            if sampler.adapter is not None and sampler.adapter in from_paths:
+                del from_paths[sampler.adapter]
+                self._remove(sampler.adapter)
+
     def check_base_model(self, base_model: str | None) -> None:
         """Refuse a base model this server does not serve (one line naming the served one)."""
         if base_model is None:
@@ -130,6 +166,7 @@ class Service:
         adapter = self._new_id("tc")
         self._add(adapter, spec, trainable=True)
         self.models[model_id] = adapter
+        self.model_sessions[model_id] = session_id
         return model_id
 
     def _add(self, name: str, spec: AdapterSpec, *, trainable: bool) -> None:
@@ -157,10 +194,7 @@ class Service:
             raise HfsdkError(
                 "full fine-tuning is not served: create a LoRA client (create_lora_training_client)"
             )
-        if request.optimizer_config.type != "adamw":
-            raise HfsdkError(
-                f"optimizer {request.optimizer_config.type!r} is not served; use the default AdamW"
-            )
+        _check_optimizer(request.optimizer_config)
         lora = request.lora_config
         spec = AdapterSpec(
             rank=lora.rank,
@@ -191,6 +225,8 @@ class Service:
     def forward_backward(self, request: FwdBwdIn) -> bytes:
         """``forward`` / ``forward_backward``: per datum log-probs, ``loss:sum``; protobuf."""
         adapter = self.check_model(request.model_id)
+        # Here, not on the workers: their check sees the datums, not the config.
+        losses.check_config(request.loss_fn, request.loss_fn_config)
         outputs, metrics = self.pool.forward_backward(
             adapter,
             request.data,
@@ -253,6 +289,9 @@ class Service:
             )
         self.check_base_model(request.base_model)
         self._check_trained_here(state, request.path)
+        # Before registering: create-via-load must not make a client it then fails to serve.
+        if request.optimizer_config is not None:
+            _check_optimizer(request.optimizer_config)
         if request.model_id is not None:
             model_id = request.model_id
             name = self.check_model(model_id)
@@ -262,11 +301,19 @@ class Service:
             )
             name = self.models[model_id]
         spec = AdapterSpec(**state["spec"])
-        if attrs.evolve(spec, seed=0) != attrs.evolve(self.adapters[name], seed=0):
+        held = self.adapters[name]
+        # The seed only chose the initial weights, which the checkpoint replaces.
+        differ = [
+            f"{field.name}: checkpoint {getattr(spec, field.name)} vs client "
+            f"{getattr(held, field.name)}"
+            for field in attrs.fields(AdapterSpec)
+            if field.name != "seed" and getattr(spec, field.name) != getattr(held, field.name)
+        ]
+        if differ:
             raise HfsdkError(
-                f"the checkpoint's adapter does not fit model {model_id!r} (rank {spec.rank} "
-                f"vs {self.adapters[name].rank}, or other layers); load it into a client created "
-                "with the same rank and layers, or create one from the checkpoint"
+                f"the checkpoint's adapter does not fit model {model_id!r} ({'; '.join(differ)}); "
+                "load it into a client created with the same rank and layers, or create one from "
+                "the checkpoint"
             )
         self.pool.load_state(
             name, state["adapter"], state["optimizer"] if request.optimizer else None
@@ -307,7 +354,10 @@ class Service:
             raise HfsdkError(f"sampling client kind {request.kind!r} is not served; use 'snapshot'")
         session = self._new_id("sampler")
         self.samplers[session] = Sampler(
-            adapter=self._snapshot(adapter), model_path=None, owner=request.model_id
+            adapter=self._snapshot(adapter),
+            model_path=None,
+            owner=request.model_id,
+            session=self.model_sessions.get(request.model_id),
         )
         return types.SaveWeightsForSamplerResponseInternal(sampling_session_id=session)
 
@@ -320,7 +370,9 @@ class Service:
             if request.base_model is None:
                 raise HfsdkError("a sampling client needs a model_path or a base_model")
             self.check_base_model(request.base_model)
-            self.samplers[session] = Sampler(adapter=None, model_path=None, owner=None)
+            self.samplers[session] = Sampler(
+                adapter=None, model_path=None, owner=None, session=request.session_id
+            )
             return types.CreateSamplingSessionResponse(sampling_session_id=session)
         path = request.model_path
         state = checkpoints.read(checkpoints.resolve(self.state_dir, path), path)
@@ -329,7 +381,9 @@ class Service:
         self._add(name, AdapterSpec(**state["spec"]), trainable=False)
         self.pool.load_state(name, state["adapter"], None)
         self._keep(FROM_PATHS, name)  # bounded too: each such client loads an adapter
-        self.samplers[session] = Sampler(adapter=name, model_path=path, owner=None)
+        self.samplers[session] = Sampler(
+            adapter=name, model_path=path, owner=None, session=request.session_id
+        )
         return types.CreateSamplingSessionResponse(sampling_session_id=session)
 
     def get_sampler(self, sampler_id: str) -> types.GetSamplerResponse:

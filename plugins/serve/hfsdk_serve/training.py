@@ -18,7 +18,7 @@ import torch
 
 from hfsdk import HfsdkError
 from hfsdk_serve.adapters import AdapterPool
-from hfsdk_serve.losses import LossFn, loss_fn
+from hfsdk_serve.losses import LossFn, check_inputs, loss_fn
 from hfsdk_serve.wire import DatumIn
 
 TOKEN_INPUTS = ("target_tokens",)
@@ -47,7 +47,7 @@ def micro_batches(data: Sequence[DatumIn], indices: Sequence[int]) -> list[list[
     return runs
 
 
-def _check_datum(i: int, datum: DatumIn, vocab: int, limit: int) -> None:
+def _check_datum(i: int, datum: DatumIn, vocab: int, limit: int, loss: str) -> None:
     n = len(datum.tokens)
     if n == 0:
         raise HfsdkError(f"datum {i}: model_input is empty; send at least one token")
@@ -60,7 +60,18 @@ def _check_datum(i: int, datum: DatumIn, vocab: int, limit: int) -> None:
             f"datum {i}: loss_fn_inputs lacks 'target_tokens' (the next token at every input "
             "position); every loss needs it"
         )
+    try:
+        check_inputs(loss, datum.inputs)
+    except HfsdkError as exc:
+        raise HfsdkError(f"datum {i}: {exc}") from None
     for name, value in datum.inputs.items():
+        if value.ndim != 1:
+            # What tinker_cookbook's distillation sends: K weighted targets per position.
+            raise HfsdkError(
+                f"datum {i}: loss_fn_inputs[{name!r}] has shape {list(value.shape)}: (N, K) "
+                "targets (several target tokens per position) are not served; send every loss "
+                "input 1-D, one value per input token"
+            )
         if value.shape != (n,):
             raise HfsdkError(
                 f"datum {i}: loss_fn_inputs[{name!r}] has shape {list(value.shape)} but "
@@ -120,7 +131,7 @@ def check_request(pool: AdapterPool, data: Sequence[DatumIn], loss_name: str) ->
         raise HfsdkError("forward_backward got no datums; send at least one")
     fn = loss_fn(loss_name)
     for i, datum in enumerate(data):
-        _check_datum(i, datum, pool.vocab_size, pool.max_length)
+        _check_datum(i, datum, pool.vocab_size, pool.max_length, loss_name)
     return fn
 
 

@@ -73,6 +73,28 @@ def test_shape_mismatch_and_missing_inputs(trainer: Any, served: Any) -> None:
     assert trainer.forward_backward([good], "cross_entropy").result().metrics["loss:sum"] > 0
 
 
+def test_soft_targets_of_several_tokens_per_position_are_refused(trainer: Any, served: Any) -> None:
+    """(N, K) ``target_tokens`` / ``weights`` (tinker_cookbook's distillation sends them) get
+    one line saying such targets are not served, not a token-count mismatch."""
+    import torch
+
+    tokens = served.tokenizer.encode("3 + 5 = 8")
+    n = len(tokens) - 1
+    targets = torch.zeros(n, 2, dtype=torch.long)
+    targets[:, 0], targets[:, 1] = torch.tensor(tokens[1:]), 5
+    weights = torch.tensor([[0.7, 0.3]] * n)
+    soft = _datum(
+        tokens[:-1],
+        target_tokens=tinker.TensorData.from_torch(targets),
+        weights=tinker.TensorData.from_torch(weights),
+    )
+    with pytest.raises(tinker.RequestFailedError) as err:
+        trainer.forward_backward([soft], "cross_entropy").result()
+    message = _one_line(err.value)
+    assert f"has shape [{n}, 2]: (N, K) targets" in message, message
+    assert "not served" in message and "1-D, one value per input token" in message
+
+
 def test_unknown_client_and_sampler(served: Any) -> None:
     url = f"{served.url}/api/v1"
     headers = {"X-API-Key": LOCAL_KEY}
@@ -140,6 +162,9 @@ def test_cli_refuses_bad_input_with_one_line(tmp_path: Any, default_model_dir: A
     for argv, expected in (
         (["serve", "--base-model", str(tmp_path)], "not a model directory (no config.json)"),
         (["serve", "--base-model", str(tmp_path), "--host", "0.0.0.0"], "pass --api-key"),
+        # Port 0 would listen on a port no line printed (the banner said :0); options are
+        # checked before the model directory.
+        (["serve", "--base-model", str(tmp_path), "--port", "0"], "0 is not in the range 1<=x"),
         (
             ["serve", "--base-model", model, "--devices", "2", "--executor", "local"],
             "--executor local runs the model in the server's process on one device",
@@ -153,6 +178,25 @@ def test_cli_refuses_bad_input_with_one_line(tmp_path: Any, default_model_dir: A
         )
         assert proc.returncode == 2, proc.stderr
         assert expected in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_model_name_the_sdk_cannot_load_a_tokenizer_by_is_warned(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``--model-name`` that is not a local directory: one warning at start that the sampling
+    client's ``get_tokenizer`` (``AutoTokenizer.from_pretrained(name)``) may fail."""
+    import logging
+
+    from hfsdk_serve.command import warn_on_model_name
+
+    with caplog.at_level(logging.WARNING, logger="hfsdk_serve.command"):
+        warn_on_model_name(None)
+        warn_on_model_name(str(tmp_path))  # a local directory: loadable as written
+        warn_on_model_name("my-tiny-llama")
+    assert len(caplog.records) == 1, caplog.records
+    message = caplog.records[0].getMessage()
+    assert "--model-name 'my-tiny-llama' is not a local directory" in message
+    assert "SamplingClient.get_tokenizer()" in message and "TrainingClient" in message
 
 
 def test_an_unknown_rollout_backend_is_refused_before_loading(

@@ -211,6 +211,43 @@ def test_gspo_through_the_sdk_clips_whole_sequences(served: Any, rl_client: Any)
     rl_client.forward_backward([datum], "gspo").result()
     gspo_norm = rl_client.optim_step(types.AdamParams(learning_rate=1e-3)).result()
     assert gspo_norm.metrics["grad_norm:mean"] == 0.0
-    rl_client.forward_backward([datum], "ppo").result()
+    # ppo reads no sequence_ratio_mask (it would be refused as a key ppo does not use).
+    ppo_inputs = {k: v for k, v in inputs.items() if k != "sequence_ratio_mask"}
+    rl_client.forward_backward([_sdk_datum(tokens, **ppo_inputs)], "ppo").result()
     ppo_norm = rl_client.optim_step(types.AdamParams(learning_rate=1e-3)).result()
     assert ppo_norm.metrics["grad_norm:mean"] > 0.0
+
+
+def test_keys_the_loss_does_not_use_are_refused(served: Any, rl_client: Any) -> None:
+    """A misspelt ``loss_fn_inputs`` or ``loss_fn_config`` key is one line naming the accepted
+    ones, while the keys the SDK and tinker_cookbook send still train.
+
+    Catches ``weight`` for ``weights`` training every token at weight 1, and ``clip_low`` for
+    ``clip_low_threshold`` silently keeping the default bound.
+    """
+    import tinker
+
+    tokens = served.tokenizer.encode("3 + 5 = 8")
+    zeros = np.zeros(len(tokens) - 1, dtype=np.float32)  # the SDK types unknown keys' arrays
+    with pytest.raises(
+        tinker.RequestFailedError,
+        match=r"datum 0: loss_fn_inputs key 'weight' is not used by loss 'cross_entropy'; "
+        r"it takes \['target_tokens', 'weights'\]",
+    ):
+        rl_client.forward([_sdk_datum(tokens, weight=zeros)], "cross_entropy").result()
+    ppo_datum = _sdk_datum(tokens, logprobs=zeros, advantages=zeros)
+    with pytest.raises(
+        tinker.RequestFailedError,
+        match=r"loss_fn_config key 'clip_low' is not used by loss 'ppo'; it takes "
+        r"\['clip_high_threshold', 'clip_low_threshold'\]",
+    ):
+        rl_client.forward([ppo_datum], "ppo", {"clip_low": 0.5}).result()
+    with pytest.raises(tinker.RequestFailedError, match="it takes no loss_fn_config"):
+        rl_client.forward([_sdk_datum(tokens)], "cross_entropy", {"beta": 0.1}).result()
+    with pytest.raises(tinker.RequestFailedError, match="key 'clip_low_threshold' is not used"):
+        bounded = _sdk_datum(tokens, logprobs=zeros, advantages=zeros, clip_low_threshold=zeros)
+        rl_client.forward([bounded], "dro").result()
+    # The names the losses read still go through.
+    assert rl_client.forward([ppo_datum], "ppo", {"clip_low_threshold": 0.5}).result()
+    assert rl_client.forward([_sdk_datum(tokens, weights=zeros)], "cross_entropy").result()
+    assert rl_client.forward([ppo_datum], "dro", {"beta": 0.1}).result()

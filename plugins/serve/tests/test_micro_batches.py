@@ -17,7 +17,7 @@ import torch
 
 from hfsdk_serve import training
 from hfsdk_serve.adapters import AdapterSpec
-from hfsdk_serve.losses import LOSSES
+from hfsdk_serve.losses import INPUTS, LOSSES
 from hfsdk_serve.wire import DatumIn
 from hfsdk_serve.worker import Refusal, ServeWorker
 
@@ -53,8 +53,9 @@ def worker64(default_model_dir: Path) -> ServeWorker:
     return worker
 
 
-def _request(vocab: int) -> list[DatumIn]:
-    """Datums of uneven lengths with every loss's inputs (sampler log-probs near the model's)."""
+def _request(vocab: int, loss: str) -> list[DatumIn]:
+    """Datums of uneven lengths with ``loss``'s inputs (sampler log-probs near the model's);
+    the server refuses inputs a loss does not read."""
     rng = np.random.default_rng(0)
     data = []
     for n in (5, 31, 12, 40, 7, 22, 18, 33, 9, 14):
@@ -69,7 +70,8 @@ def _request(vocab: int) -> list[DatumIn]:
             "logprobs": (-np.log(vocab) + rng.normal(scale=0.5, size=n)).astype(np.float32),
             "sequence_ratio_mask": mask,
         }
-        data.append(DatumIn(tokens=tokens, inputs=inputs))
+        used = {k: v for k, v in inputs.items() if k in INPUTS[loss]}
+        data.append(DatumIn(tokens=tokens, inputs=used))
     return data
 
 
@@ -88,7 +90,7 @@ def test_micro_batches_give_the_whole_requests_gradients_and_outputs(
     worker64: ServeWorker, loss: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     worker = worker64
-    data = _request(worker.pool.vocab_size)
+    data = _request(worker.pool.vocab_size, loss)
     whole, whole_grads = _run(worker, data, loss)  # the default bound: one pass
     monkeypatch.setattr(training, "MICRO_BATCH_TOKENS", BOUND)
     assert len(training.micro_batches(data, range(len(data)))) > 3
@@ -118,7 +120,7 @@ def test_no_forward_sees_more_than_the_bound(
 
     hook = worker.pool.peft.register_forward_pre_hook(record, with_kwargs=True)
     try:
-        _run(worker, _request(worker.pool.vocab_size), "cross_entropy")
+        _run(worker, _request(worker.pool.vocab_size, "cross_entropy"), "cross_entropy")
     finally:
         hook.remove()
     assert len(seen) > 1
@@ -131,7 +133,7 @@ def test_a_refused_later_micro_batch_keeps_the_earlier_gradients(
     """Earlier micro-batches were back-propagated when the last one's loss is not finite: the
     refusal puts the gradients back as they were before the request."""
     monkeypatch.setattr(training, "MICRO_BATCH_TOKENS", BOUND)
-    data = _request(worker.pool.vocab_size)
+    data = _request(worker.pool.vocab_size, "importance_sampling")
     _, before = _run(worker, data[:2], "importance_sampling")
     data[-1].inputs["advantages"][0] = np.nan
     result = worker.forward_backward(ADAPTER, data, "importance_sampling", {}, True)
@@ -143,7 +145,7 @@ def test_a_refused_later_micro_batch_keeps_the_earlier_gradients(
 
 def test_target_logprobs_match_log_softmax(worker: ServeWorker) -> None:
     """The gather-minus-logsumexp log-probs are log_softmax's within float32 rounding."""
-    data = _request(worker.pool.vocab_size)[:3]
+    data = _request(worker.pool.vocab_size, "cross_entropy")[:3]
     with worker.pool.active(ADAPTER, train=False), torch.no_grad():
         got = training.target_logprobs(worker.pool, data)
         for datum, logp in zip(data, got, strict=True):

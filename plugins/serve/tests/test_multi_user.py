@@ -80,3 +80,49 @@ def test_frozen_client_is_bit_identical_while_another_trains(
         ).result()
         == trained_before
     )
+
+
+def test_a_finished_session_frees_its_clients_and_leaves_the_others(
+    served: Any, service_client: Any
+) -> None:
+    """``ServiceClient.close`` frees the session's adapters, optimizers, snapshots and samplers.
+
+    Catches a finish that does nothing (every session's adapters stayed in memory for the
+    server's life), one that frees another session's clients, and one that deletes the
+    checkpoints saved to disk.
+    """
+    import httpx
+    import tinker
+
+    from .conftest import LOCAL_KEY
+
+    tokenizer, base = served.tokenizer, str(served.model_dir)
+    service = served.app.service
+    other = service_client.create_lora_training_client(base_model=base, rank=4).result()
+    other_sampler = other.save_weights_and_get_sampling_client().result()
+    before = (len(service.adapters), len(service.models), len(service.samplers))
+
+    finished = tinker.ServiceClient(base_url=served.url, api_key=LOCAL_KEY)
+    trainer = finished.create_lora_training_client(base_model=base, rank=8).result()
+    state = trainer.save_state("kept").result().path
+    snapshots = [trainer.save_weights_and_get_sampling_client().result() for _ in range(2)]
+    weights = trainer.save_weights_for_sampler("kept-sampler").result().path
+    from_path = finished.create_sampling_client(model_path=weights).result()
+    on_base = finished.create_sampling_client(base_model=base).result()
+    assert len(service.adapters) == before[0] + 4  # the client, two snapshots, one path load
+    finished.close("success").result()
+
+    assert (len(service.adapters), len(service.models), len(service.samplers)) == before
+    url, headers = f"{served.url}/api/v1", {"X-API-Key": LOCAL_KEY}
+    gone = httpx.post(f"{url}/get_info", json={"model_id": trainer.model_id}, headers=headers)
+    assert gone.status_code == 404 and "unknown model_id" in gone.json()["error"]
+    for sampler in (*snapshots, from_path, on_base):
+        gone = httpx.get(f"{url}/samplers/{sampler._sampling_session_id}", headers=headers)
+        assert gone.status_code == 404 and "unknown sampling session" in gone.json()["error"]
+    # The other session's clients still work, and the saved checkpoints stay on disk.
+    prompt = types.ModelInput.from_ints(tokenizer.encode("3 + 5 = 8"))
+    assert other_sampler.compute_logprobs(prompt).result()
+    assert other.forward([_datum(tokenizer, "2 + 2 = 4")], "cross_entropy").result()
+    resumed = service_client.create_training_client_from_state_with_optimizer(state).result()
+    assert resumed.get_info().lora_rank == 8
+    assert service_client.create_sampling_client(model_path=weights).result()

@@ -220,6 +220,32 @@ def test_sampling_clients_from_paths_are_bounded_like_snapshots(
         clients[0].compute_logprobs(prompt).result()
 
 
+def test_loading_refuses_another_optimizer_and_names_the_layers_that_differ(
+    served: Any, service_client: Any
+) -> None:
+    """Create-via-load refuses a non-AdamW optimizer as create_lora_training_client does, and
+    a checkpoint of other layers is refused naming those layers, not the (equal) rank.
+
+    Catches ``optimizer=`` silently ignored on load (the client trained with AdamW), and
+    "(rank 4 vs 4, or other layers)".
+    """
+    base = str(served.model_dir)
+    trainer = service_client.create_lora_training_client(base_model=base, rank=4).result()
+    path = trainer.save_state("layers").result().path
+    with pytest.raises(Exception, match="optimizer 'dimuon' is not served; use the default AdamW"):
+        service_client.create_training_client_from_state(
+            path, optimizer=types.DimuonOptimizerConfig()
+        ).result()
+    attn_only = service_client.create_lora_training_client(
+        base_model=base, rank=4, train_mlp=False
+    ).result()
+    with pytest.raises(Exception) as refused:
+        attn_only.load_state(path).result()
+    message = str(refused.value)
+    assert "train_mlp: checkpoint True vs client False" in message, message
+    assert "rank 4 vs 4" not in message, message
+
+
 def test_states_of_another_model_or_damaged_files_are_refused(
     default_model_dir: Any, tmp_path: Any
 ) -> None:
