@@ -10,6 +10,10 @@ from hfsdk import run_spec
 from hfsdk_distill.distill_config import DistillConfig
 from hfsdk_distill.routing import routing_problems, weight_problems
 
+TEACHER_ESTIMATORS = ("reverse_kl",)
+"""The registered advantage estimators that read ``teacher_log_probs``; any other (GRPO's
+takes it among its unused keywords) would train without the teacher."""
+
 
 def distill_config_problems(config: Any) -> list[str]:
     """One line per problem; none for runs of other algorithms."""
@@ -19,6 +23,13 @@ def distill_config_problems(config: Any) -> list[str]:
     spec = run_spec(config)
     teachers = spec.roles_of_kind("frozen_policy")
     problems = routing_problems(algo.teacher_routes, algo.default_teacher, teachers)
+    if algo.advantage_estimator not in TEACHER_ESTIMATORS:
+        problems.append(
+            f"algorithm.advantage_estimator={algo.advantage_estimator!r} reads no teacher "
+            "log-probs, so the teachers would be dropped and nothing distilled; set "
+            f"algorithm.advantage_estimator: {' or '.join(TEACHER_ESTIMATORS)} (its "
+            "algorithm.reward_weight adds the task reward), or use --algo grpo for no teacher"
+        )
     if algo.teachers and algo.teacher_routes:
         problems.append(
             "algorithm.teachers and algorithm.teacher_routes are both set: teachers names the "

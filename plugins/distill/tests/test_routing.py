@@ -48,3 +48,11 @@ def test_the_run_config_refuses_a_route_to_a_missing_teacher() -> None:
 def test_the_run_config_refuses_a_reference_kl() -> None:
     with pytest.raises(hfsdk.ConfigError, match="no reference role"):
         load_run_config("distill", None, [*_PATHS, "algorithm.kl_loss_coef=0.1"])
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "rloo"])
+def test_the_run_config_refuses_an_estimator_that_ignores_the_teacher(estimator: str) -> None:
+    # GRPO's estimator takes teacher_log_probs among its unused keywords: the teacher was
+    # dropped without a word while distill/reverse_kl was still logged.
+    with pytest.raises(hfsdk.ConfigError, match=rf"advantage_estimator='{estimator}'.*reverse_kl"):
+        load_run_config("distill", None, [*_PATHS, f"algorithm.advantage_estimator={estimator}"])

@@ -116,6 +116,14 @@ class DPOAlgorithm(Algorithm):
             self.record(self.actor.update_actor(self._training_view(batch)))
         return self.finish(batch)
 
+    def finish(self, batch: Batch) -> dict[str, float]:
+        """The core's batch metrics less ``actor/kl``: over the dataset's tokens, not the
+        policy's samples, its k3 is no estimate of the KL to the reference (it read about
+        4x the exact KL); ``dpo/reward_*`` are the log-ratios, times β, that DPO trains on."""
+        metrics = super().finish(batch)
+        metrics.pop("actor/kl", None)  # the update's own actor/kl is the same k3: dropped too
+        return metrics
+
     @staticmethod
     def _training_view(batch: Batch) -> Batch:
         """The loss's reading of the policy-loss arguments (hfsdk_dpo.losses): the log-ratio

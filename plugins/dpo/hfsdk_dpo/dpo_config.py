@@ -28,6 +28,12 @@ class DPOConfig(AlgorithmConfig):
     )
     chosen_key: str = help_field("Column of the preferred response.", default="chosen")
     rejected_key: str = help_field("Column of the dispreferred response.", default="rejected")
+    tools_key: str = help_field(
+        "Column holding a row's tool schemas (OpenAI form, a list or its JSON string), given "
+        "to the chat template of both responses as their tools (as SFT's tools_key); rows "
+        "without it get none.",
+        default="tools",
+    )
     max_length: int | None = help_field(
         "Pairs whose prompt plus longer response exceed this many tokens are dropped from a "
         "step (dpo/dropped_pairs; a step left with none draws the next rows), and data "

@@ -22,7 +22,9 @@ class PairRows:
 def pair_columns(config: DPOConfig, prompt_key: str) -> PairColumns:
     """The pair's columns; no prompt column when ``data.prompt_key`` names a response column
     (implicit-prompt data: the prompt is what both responses begin with)."""
-    return PairColumns.read_by(prompt_key, config.chosen_key, config.rejected_key)
+    return PairColumns.read_by(
+        prompt_key, config.chosen_key, config.rejected_key, tools=config.tools_key
+    )
 
 
 def pair_batch(

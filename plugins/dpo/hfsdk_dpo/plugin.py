@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hfsdk
 from hfsdk import Register
 
@@ -28,3 +30,11 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     from hfsdk_dpo.preflight import check_dpo_pairs
 
     register("dpo_pairs", check_dpo_pairs)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str]:
+    """Only the dpo loss; no advantage estimator or sampling, reward-KL or aggregation settings."""
+    from hfsdk_dpo.validation import dpo_config_problems
+
+    return dpo_config_problems(config)

@@ -74,6 +74,15 @@ def test_step_is_log_probs_then_one_update_on_whole_pairs() -> None:
     assert metrics["dpo/dropped_pairs"] == 0.0
 
 
+def test_no_kl_to_the_reference_is_reported() -> None:
+    # finish()'s k3 over the dataset's tokens (not the policy's samples) read about 4x the
+    # KL to the reference, logged as actor/kl: DPO's step and its replay report none.
+    algorithm, _ = _program([])
+    metrics = algorithm.step(_rows())
+    assert "actor/kl" not in metrics
+    assert "actor/kl" not in algorithm.finish(algorithm.last_batch)
+
+
 def test_metrics_equal_the_hand_computation() -> None:
     from hfsdk_dpo.dpo_algorithm import preference_metrics
 

@@ -58,3 +58,12 @@ def test_a_prompt_key_naming_the_rejected_column_is_implicit_prompt_data_too() -
     out = pair_batch(rows, tok, config=DPOConfig(), prompt_key="rejected", use_template=False)
     assert out.batch is not None
     assert tok.convert_ids_to_tokens(out.batch["prompts"][0].tolist()) == ["add", "one", "two"]
+
+
+def test_the_rows_tool_schemas_are_read_from_algorithm_tools_key() -> None:
+    from hfsdk.core.config import load_run_config
+
+    # Before: pairs never read a tools column (SFT gave its rows' tools to the template).
+    assert pair_columns(DPOConfig(), "prompt").tools == "tools"
+    config = load_run_config("dpo", None, ["algorithm.tools_key=schemas"])
+    assert pair_columns(config.algorithm, "prompt").tools == "schemas"

@@ -29,7 +29,7 @@ def pair_columns(algorithm_config: Any, prompt_key: str) -> PairColumns:
     from hfsdk_supervised_data import PairColumns
 
     cfg = algorithm_config
-    return PairColumns.read_by(prompt_key, cfg.chosen_key, cfg.rejected_key)
+    return PairColumns.read_by(prompt_key, cfg.chosen_key, cfg.rejected_key, tools=cfg.tools_key)
 
 
 class RewardModelAlgorithm(Algorithm):

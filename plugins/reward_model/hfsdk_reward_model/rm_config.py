@@ -41,6 +41,12 @@ class RewardModelConfig(TrainerAlgorithmConfig):
     rejected_key: str = help_field(
         "Column of the other response (the same form as chosen_key's).", default="rejected"
     )
+    tools_key: str = help_field(
+        "Column holding a row's tool schemas (OpenAI form, a list or its JSON string), given "
+        "to the chat template of both responses as their tools (as SFT's tools_key); rows "
+        "without it get none.",
+        default="tools",
+    )
     max_length: int = help_field(
         "Pairs whose prompt plus longer response exceed this many tokens are dropped (with a "
         "warning; a step left with none draws the next rows), and data whose every training "

@@ -118,6 +118,16 @@ def test_data_without_a_prompt_column_takes_the_shared_beginning() -> None:
     assert responses == ["3", "5", "4", "9"]
 
 
+def test_the_rows_tool_schemas_are_read_from_algorithm_tools_key() -> None:
+    from hfsdk.core.config import load_run_config
+    from hfsdk_reward_model.rm_algorithm import pair_columns
+
+    # Before: pairs never read a tools column (SFT gave its rows' tools to the template).
+    config = load_run_config("reward_model", None, ["algorithm.tools_key=schemas"])
+    assert pair_columns(config.algorithm, "prompt").tools == "schemas"
+    assert pair_columns(load_run_config("reward_model").algorithm, "prompt").tools == "tools"
+
+
 def test_the_algorithm_section_has_no_rl_settings() -> None:
     import attrs
 
@@ -128,7 +138,9 @@ def test_the_algorithm_section_has_no_rl_settings() -> None:
     assert issubclass(RewardModelConfig, TrainerAlgorithmConfig)
     assert not issubclass(RewardModelConfig, AlgorithmConfig)
     fields = set(attrs.fields_dict(RewardModelConfig))
-    assert fields == {"margin", "center_coef", "higher", "chosen_key", "rejected_key", "max_length"}
+    assert fields == {
+        "margin", "center_coef", "higher", "chosen_key", "rejected_key", "tools_key", "max_length"
+    }  # fmt: skip
     config = load_run_config("reward_model")
     # No policy loss, advantage or value-loss section is composed for it either.
     assert not {"policy_loss", "advantage", "value_loss"} & set(config.sections)
@@ -146,7 +158,7 @@ def test_config_show_lists_only_the_reward_model_settings() -> None:
     assert result.exit_code == 0, result.output
     shown = yaml.safe_load(result.output)
     assert list(shown["algorithm"]) == [
-        "margin", "center_coef", "higher", "chosen_key", "rejected_key", "max_length"
+        "margin", "center_coef", "higher", "chosen_key", "rejected_key", "tools_key", "max_length"
     ]  # fmt: skip
     assert "policy_loss" not in shown
 

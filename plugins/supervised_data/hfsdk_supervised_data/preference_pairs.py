@@ -36,7 +36,7 @@ from typing import Any
 import attrs
 
 from hfsdk import Batch, HfsdkError
-from hfsdk_datasets import Messages, check_messages
+from hfsdk_datasets import Messages, check_messages, check_tools
 from hfsdk_supervised_data.conversation import (
     SupervisedSequence,
     as_messages,
@@ -51,20 +51,26 @@ logger = logging.getLogger(__name__)
 class PairColumns:
     """The dataset columns of a preference pair (TRL's names by default).
 
-    ``prompt`` may be absent from a dataset (the implicit-prompt layout).
+    ``prompt`` may be absent from a dataset (the implicit-prompt layout). ``tools``: the
+    column of a row's tool schemas (OpenAI form, a list or its JSON string), given to the
+    chat template of both responses as SFT's ``algorithm.tools_key`` is; a row without it,
+    or ``""``, gets none.
     """
 
     prompt: str = "prompt"
     chosen: str = "chosen"
     rejected: str = "rejected"
+    tools: str = "tools"
 
     @classmethod
-    def read_by(cls, prompt_key: str, chosen: str, rejected: str) -> PairColumns:
+    def read_by(
+        cls, prompt_key: str, chosen: str, rejected: str, tools: str = "tools"
+    ) -> PairColumns:
         """The columns a run reads with ``data.prompt_key``: none for the prompt when the key
         names a response column (the implicit-prompt layout: the prompt is what both
         responses begin with; naming the rejected one must not make it the prompt)."""
         prompt = "" if prompt_key in (chosen, rejected) else prompt_key
-        return cls(prompt=prompt, chosen=chosen, rejected=rejected)
+        return cls(prompt=prompt, chosen=chosen, rejected=rejected, tools=tools)
 
 
 @attrs.frozen(kw_only=True)
@@ -182,7 +188,18 @@ def tokenize_preference_pair(
     (:func:`hfsdk_datasets.resolve_use_template`).
     """
     prompt, chosen, rejected = split_prompt(row, columns, where)
-    kwargs: dict[str, Any] = {"use_template": use_template, "append_eos": append_eos}
+    # The row's tool schemas, as SFT gives them: without them a tool-calling pair was
+    # trained on a prompt that never showed the model its tools.
+    tools = (
+        check_tools(row.get(columns.tools), f"{where}, column {columns.tools!r}")
+        if columns.tools
+        else []
+    )
+    kwargs: dict[str, Any] = {
+        "use_template": use_template,
+        "append_eos": append_eos,
+        "tools": tools,
+    }
     chosen_seq = tokenize_supervised(
         prompt, chosen, tokenizer, where=f"{where}, {columns.chosen!r}", **kwargs
     )

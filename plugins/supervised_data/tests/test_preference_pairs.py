@@ -109,6 +109,42 @@ def test_implicit_prompt_text_ids_are_the_whole_texts_ids_with_a_byte_level_bpe(
         assert list(side.prompt_ids) + list(side.response_ids) == whole
 
 
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "add numbers",
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}},
+        },
+    }
+]
+
+
+@pytest.mark.parametrize("form", ["list", "json"])
+def test_a_rows_tools_reach_the_chat_template_of_both_responses(form: str) -> None:
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    call = {"type": "function", "function": {"name": "add", "arguments": '{"a": 2}'}}
+    row = {
+        "prompt": [{"role": "user", "content": "add 2 and 3"}],
+        "chosen": [{"role": "assistant", "content": None, "tool_calls": [call]}],
+        "rejected": [{"role": "assistant", "content": "6"}],
+        "tools": TOOLS if form == "list" else json.dumps(TOOLS),
+    }
+    pair = tokenize_preference_pair(row, tok, use_template=True)
+    # Before: the tools column was never given to the template (SFT's rows had them).
+    assert "add numbers" in tok.decode(pair.chosen.prompt_ids)
+    assert pair.chosen.prompt_ids == pair.rejected.prompt_ids
+    renamed = {("schemas" if k == "tools" else k): v for k, v in row.items()}
+    columns = PairColumns(tools="schemas")
+    other = tokenize_preference_pair(renamed, tok, use_template=True, columns=columns)
+    assert (other.chosen, other.rejected) == (pair.chosen, pair.rejected)
+    with pytest.raises(HfsdkError, match=r"row, column 'tools' is 3; expected a list of tool"):
+        tokenize_preference_pair({**row, "tools": 3}, tok, use_template=True)
+
+
 @pytest.mark.parametrize(
     ("row", "needle"),
     [

@@ -4,8 +4,9 @@ For algorithms that learn from comparisons (DPO, Bradley-Terry reward and cost
 models). Each prompt ``"a + b ="`` gets ``PAIRS_PER_PROMPT`` rows
 ``{"prompt", "chosen": "<a+b>", "rejected": "<a wrong number>", "answer"}``
 (the ``answer`` column keeps the task's reward function usable on validation
-samples). Wrong answers are drawn from ``0 .. max_answer`` without the right one,
-seeded by the spec, so the files are the same on every machine.
+samples). Wrong answers are drawn from ``0 .. max_answer`` without the right one
+(for a validation pair, also without the prompt's training ones), seeded by the
+spec, so the files are the same on every machine.
 
 The files are written beside the default task's prompt data the first time
 they are asked for (atomically), without rebuilding the cached model.
@@ -26,17 +27,41 @@ from hfsdk_tasks.task import task_rows, validation_rows
 PAIRS_PER_PROMPT = 2
 """Rows per training prompt, each with another wrong answer."""
 
+_VERSION = 2
+"""The files' version: bumped when the pairs drawn change, so older caches are rebuilt."""
+
 
 def preference_rows(spec: DefaultTaskSpec, split: Literal["train", "val"]) -> list[dict[str, str]]:
-    """The split's pairs: training prompts ``PAIRS_PER_PROMPT`` times, validation ones once."""
-    prompts = task_rows(spec) if split == "train" else validation_rows(spec)
-    repeats = PAIRS_PER_PROMPT if split == "train" else 1
-    rng = random.Random(spec.seed + (17 if split == "train" else 29))
+    """The split's pairs: training prompts ``PAIRS_PER_PROMPT`` times, validation ones once.
+
+    A validation prompt (the validation split samples the training prompts) gets a wrong
+    answer its training pairs never used, so no validation pair is a training pair."""
+    train = _draw(spec, task_rows(spec), PAIRS_PER_PROMPT, 17, {})
+    if split == "train":
+        return train
+    used: dict[str, set[str]] = {}
+    for row in train:
+        used.setdefault(row["prompt"], set()).add(row["rejected"])
+    return _draw(spec, validation_rows(spec), 1, 29, used)
+
+
+def _draw(
+    spec: DefaultTaskSpec,
+    prompts: list[dict[str, str]],
+    repeats: int,
+    salt: int,
+    used: dict[str, set[str]],
+) -> list[dict[str, str]]:
+    """``repeats`` pairs per prompt, each wrong answer drawn from those not in ``used``."""
+    rng = random.Random(spec.seed + salt)
     rows = []
     for _ in range(repeats):
         for row in prompts:
             right = int(row["answer"])
-            wrong = rng.choice([n for n in range(spec.max_answer + 1) if n != right])
+            taken = used.get(row["prompt"], set())
+            wrong = rng.choice(
+                [n for n in range(spec.max_answer + 1) if n != right and str(n) not in taken]
+            )
             rows.append(
                 {
                     "prompt": row["prompt"],
@@ -51,7 +76,12 @@ def preference_rows(spec: DefaultTaskSpec, split: Literal["train", "val"]) -> li
 def ensure_preference_pairs(assets: DefaultAssets) -> tuple[Path, Path]:
     """``(train, val)`` jsonl files of the default task's pairs, written on first use."""
     directory = assets.root / "data"
-    paths = (directory / "pairs_train.jsonl", directory / "pairs_val.jsonl")
+    # Versioned: v2's validation pairs avoid the training pairs (the unversioned files,
+    # drawn independently, shared 4 of 32), so caches of the older draw are not read.
+    paths = (
+        directory / f"pairs_train_v{_VERSION}.jsonl",
+        directory / f"pairs_val_v{_VERSION}.jsonl",
+    )
     for split, path in zip(("train", "val"), paths, strict=True):
         if path.is_file():
             continue

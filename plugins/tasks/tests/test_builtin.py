@@ -46,6 +46,20 @@ def test_preference_pairs_are_the_right_answer_over_a_wrong_one() -> None:
     assert rows and all(r["chosen"] == r["answer"] != r["rejected"] for r in rows)
 
 
+def test_validation_pairs_use_wrong_answers_their_prompt_never_trained_on() -> None:
+    from hfsdk_tasks.pairs import preference_rows
+
+    spec = hfsdk.default_task_assets().spec
+    train, val = preference_rows(spec, "train"), preference_rows(spec, "val")
+    seen = {(r["prompt"], r["rejected"]) for r in train}
+    # Before: drawn independently, 4 of the 32 validation pairs were training pairs.
+    assert [r for r in val if (r["prompt"], r["rejected"]) in seen] == []
+    assert val and all(r["chosen"] == r["answer"] != r["rejected"] for r in val)
+    pairs = ADDITION_TASK.build(data="preference_pairs")
+    written = [json.loads(line) for line in Path(pairs.val_files[0]).read_text().splitlines()]
+    assert written == val  # the file on disk is rebuilt, not an older cache
+
+
 def test_an_unknown_variant_is_one_line() -> None:
     with pytest.raises(hfsdk.HfsdkError, match="no 'huge' model; it offers warm, cold, partial"):
         ADDITION_TASK.build(model="huge")
