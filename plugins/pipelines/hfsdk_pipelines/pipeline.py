@@ -159,7 +159,7 @@ def check_rollout_pool(config: Any, policy: str) -> None:
         raise HfsdkError(
             f"placement.pools.rollout is the rollout replicas' own pool, but {policy!r} is "
             f"placed on it; set placement.roles.{policy} to another pool (roles not listed go "
-            "to the first pool, so list another pool first)"
+            "to the first pool other than rollout)"
         )
 
 
@@ -179,19 +179,53 @@ def check_pipeline(spec: AlgorithmSpec, pipeline: str) -> None:
         )
 
 
+def unused_rollout_pool(config: Any, spec: AlgorithmSpec) -> str | None:
+    """One line when ``placement.pools.rollout`` is set for a run that never samples with its
+    replicas (no policy, a program trained on the dataset's responses, or
+    ``trainer.mode: train_only``), else ``None``: they would take its devices for nothing."""
+    if ROLLOUT_POOL not in config.placement.pools:
+        return None
+    if not spec.has_policy:
+        why = f"algorithm {spec.name!r} has no policy, so nothing generates"
+    elif not spec.trains_on_generations:
+        why = (
+            f"algorithm {spec.name!r} trains on the dataset's responses (it generates only to "
+            "validate, with the policy itself)"
+        )
+    elif config.trainer.mode == "train_only":
+        why = "trainer.mode=train_only trains on recorded generations and generates nothing"
+    else:
+        return None
+    return (
+        f"placement.pools.rollout is set, but {why}, so its rollout replicas would hold the "
+        "pool's devices unused; remove placement.pools.rollout"
+    )
+
+
 def pipeline_problems(config: Any) -> list[str] | None:
-    """:func:`check_pipeline` of ``trainer.pipeline`` for the run's algorithm, as a message."""
+    """:func:`check_pipeline` of ``trainer.pipeline`` for the run's algorithm and
+    :func:`unused_rollout_pool`, as messages."""
     from hfsdk import run_spec
 
+    spec = run_spec(config)
+    problems = []
     try:
-        check_pipeline(run_spec(config), config.trainer.pipeline)
+        check_pipeline(spec, config.trainer.pipeline)
     except HfsdkError as exc:
-        return [str(exc)]
-    return None
+        problems.append(str(exc))
+    unused = unused_rollout_pool(config, spec)
+    if unused is not None:
+        problems.append(unused)
+    return problems or None
 
 
 def rollout_pool_check(config: Any, spec: AlgorithmSpec, prepared: Any) -> None:
-    """The ``rollout_pool`` preflight check: :func:`check_rollout_pool` for the policy."""
+    """The ``rollout_pool`` preflight check: :func:`unused_rollout_pool` (a config built
+    without :func:`pipeline_problems`, e.g. evolved in code) and :func:`check_rollout_pool`
+    for the policy."""
+    unused = unused_rollout_pool(config, spec)
+    if unused is not None:
+        raise HfsdkError(unused)
     if spec.has_policy:
         check_rollout_pool(config, spec.policy_role)
 
@@ -593,7 +627,8 @@ class GenerationPipeline:
     # -- checkpoints ----------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """The weight version and every batch generated ahead (waits for them)."""
+        """The weight version, the replica restarts so far and every batch generated ahead
+        (waits for them)."""
 
         def resolve_all() -> None:
             for ahead in self._queue:
@@ -603,6 +638,7 @@ class GenerationPipeline:
         return {
             "version": self.version,
             "submitted": self.submitted,
+            "rollout_restarts": self.rollout_restarts,
             "depth": self.depth,
             "ahead": [
                 {
@@ -627,5 +663,7 @@ class GenerationPipeline:
             )
         self.version = int(state["version"])
         self.submitted = int(state.get("submitted", 0))
+        # Absent from checkpoints written before it was kept: those resume counting from 0.
+        self.rollout_restarts = int(state.get("rollout_restarts", 0))
         self._queue = collections.deque(Ahead(**entry) for entry in state["ahead"])
         self._current = None

@@ -692,3 +692,29 @@ def test_partial_rollouts_submitted_again_keep_each_segments_seed() -> None:
     assert seeds[len(first) + 3 :] == [(2, 2, 4), (3, 2, 5)]
     pipe.step_done()  # third segments, never submitted before: new call numbers
     assert seeds[len(first) + 5 :] == [(2, 3, 6), (3, 3, 7)] and pipe.submitted == 7
+
+
+def test_the_replica_restarts_count_survives_a_resume() -> None:
+    # Before: a resumed pipeline reported async/rollout_restarts 0 again ("restarts so far").
+    def restart(exc: BaseException) -> _FakeReplicas:
+        algorithm.actor.replicas = _FakeReplicas(algorithm.actor)
+        return algorithm.actor.replicas
+
+    pipe, algorithm = _replica_pipeline(restart)
+    for step in range(1, 4):
+        if step == 2:
+            algorithm.actor.replicas.dead = True
+        pipe.generated(pipe.next_batch())
+        algorithm.actor.version += 1
+        pipe.step_done()
+    assert pipe.rollout_restarts == 1
+    state = pipe.state_dict()
+    resumed, algorithm = _replica_pipeline(restart)
+    algorithm.actor.version = 3
+    resumed.load_state_dict(state)
+    _, metrics = resumed.generated(resumed.next_batch())
+    assert metrics["async/rollout_restarts"] == 1.0
+    # A checkpoint written before the count was kept resumes from 0.
+    older, _ = _replica_pipeline(restart)
+    older.load_state_dict({k: v for k, v in state.items() if k != "rollout_restarts"})
+    assert older.rollout_restarts == 0

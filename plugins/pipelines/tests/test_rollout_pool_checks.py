@@ -51,3 +51,40 @@ def test_tp_replicas_with_partial_rollouts_are_refused() -> None:
     )  # fmt: skip
     with pytest.raises(HfsdkError, match=r"pipelined rollout replicas .*rollout.pp=2"):
         check_rollout_pool(config, "actor")
+
+
+def test_the_hint_names_where_unlisted_roles_go() -> None:
+    # Before: "roles not listed go to the first pool, so list another pool first", though
+    # placement skips the rollout pool whatever the order.
+    named = load_run_config(
+        "grpo", None, [
+            "placement.pools={rollout: {devices: 1}, train: {devices: 1}}",
+            "placement.roles.actor=rollout",
+        ],
+    )  # fmt: skip
+    with pytest.raises(HfsdkError) as info:
+        check_rollout_pool(named, "actor")
+    assert "roles not listed go to the first pool other than rollout" in str(info.value)
+    assert "list another pool first" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("algo", "overrides", "why"),
+    [
+        ("dpo", [], "trains on the dataset's responses"),
+        ("sft", [], "trains on the dataset's responses"),
+        ("reward_model", [], "has no policy"),
+        ("grpo", ["trainer.mode=train_only", "trainer.rollouts_from=/nowhere"], "train_only"),
+    ],
+)
+def test_a_rollout_pool_nothing_samples_with_is_refused_with_the_config(
+    algo: str, overrides: list[str], why: str
+) -> None:
+    # Before: accepted; the replicas took a device and (DPO, SFT) a generation and a weight
+    # sync ran every step that nothing read; reward_model failed later at worker start.
+    pools = ["placement.pools.global.devices=1", "placement.pools.rollout.devices=1"]
+    with pytest.raises(HfsdkError, match=r"placement\.pools\.rollout") as info:
+        load_run_config(algo, None, [*pools, *overrides])
+    message = str(info.value)
+    assert why in message and "remove placement.pools.rollout" in message
+    assert "\n" not in message

@@ -25,9 +25,26 @@ from typing import Any
 
 import attrs
 
-from hfsdk import CONFIG_FILE, HfsdkError, complete_checkpoints, verify_checkpoint
+from hfsdk import CONFIG_FILE, ROLLOUT_POOL, HfsdkError, complete_checkpoints, verify_checkpoint
 
 logger = logging.getLogger(__name__)
+
+
+def without_rollout_pool(config: Any) -> Any:
+    """``config`` without ``placement.pools.rollout`` (and what only it allows: roles placed
+    on it, ``trainer.partial_rollout_tokens``), for a session that only loads and updates or
+    exports the run's roles: export and replay sample nothing, so the rollout replicas
+    would hold every device of that pool for nothing. The roles' own pools are unchanged."""
+    placement = config.placement
+    if ROLLOUT_POOL not in placement.pools:
+        return config
+    pools = {name: pool for name, pool in placement.pools.items() if name != ROLLOUT_POOL}
+    roles = {role: pool for role, pool in placement.roles.items() if pool != ROLLOUT_POOL}
+    placement = attrs.evolve(placement, pools=pools, roles=roles)
+    # Partial rollouts are refused without a rollout pool (the pipelines' preflight check).
+    trainer = attrs.evolve(config.trainer, partial_rollout_tokens=0)
+    sections = {**config.sections, "placement": placement, "trainer": trainer}
+    return attrs.evolve(config, sections=sections)
 
 
 def checkpoint_of(run_dir: Path, step: int | None) -> tuple[int, Path]:
@@ -101,11 +118,12 @@ def export_checkpoint(
     remove_stale_staging(out)  # a killed export's: not content, and no longer anyone's
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise HfsdkError(
-            f"--out {str(out)!r} exists and is not empty; pass a new directory (nothing is "
-            "overwritten)"
+            f"--out {str(out)!r} "
+            + ("exists and is not empty" if out.is_dir() else "is a file, not a directory")
+            + "; pass a new directory (nothing is overwritten)"
         )
     chosen_step, path = checkpoint_of(run_dir, step)
-    config = run_config_of(run_dir, lora_merged=lora_merged)
+    config = without_rollout_pool(run_config_of(run_dir, lora_merged=lora_merged))
     spec = run_spec(config)
     trained = [r for r in spec.role_names if spec.kind_of(r) != "scorer"]
     # The reference is the starting model, unchanged: exported only when asked for by name.

@@ -9,12 +9,21 @@ re-runs the update of every step after it up to N on the dumped batches
 step does) and compares each metric — losses, gradient norm, clip fractions, KL — with
 the one the run logged. Equal to the last bit means the step is reproduced: a bug can
 be studied on that one batch, with a debugger, without the rest of the run.
+
+An update whose policy has dropout (:func:`dropout_settings`) draws random numbers from
+its workers' generators, whose state at that update the dump does not keep (the workers
+expose theirs only inside checkpoints): replay seeds them from ``trainer.seed`` instead,
+so such a step cannot be reproduced bit for bit. Replay says so before it starts (one
+warning line) and marks each result (:attr:`ReplayedStep.random_draws`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import math
+import numbers
 import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +36,8 @@ from hfsdk import HfsdkError, verify_checkpoint
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping, Sequence
 
+logger = logging.getLogger(__name__)
+
 
 @attrs.frozen(kw_only=True)
 class ReplayedStep:
@@ -35,6 +46,9 @@ class ReplayedStep:
     step: int
     logged: dict[str, float]
     replayed: dict[str, float]
+    random_draws: str | None = None
+    """Why its update draws random numbers replay cannot draw again (the policy's dropout
+    settings), so differing metrics are expected; ``None``: it should reproduce exactly."""
 
     @property
     def compared(self) -> list[str]:
@@ -53,6 +67,42 @@ _TIMED = ("timing/", "perf/")
 
 def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _dropout_rates(values: Mapping[str, Any], where: str) -> list[str]:
+    """``key=rate in where`` for every dropout rate above 0 in an HF model config's values
+    (``*dropout*`` or ``*pdrop`` keys, nested configs such as ``text_config`` too)."""
+    found = []
+    for key, value in values.items():
+        if isinstance(value, dict):
+            found += _dropout_rates(value, where)
+            continue
+        rate = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if rate and ("dropout" in key or key.endswith("pdrop")) and value > 0:
+            found.append(f"{key}={value} in {where}")
+    return found
+
+
+def dropout_settings(config: Any, model_path: str | None) -> list[str]:
+    """The settings that make the policy's update draw random numbers (dropout): its
+    ``lora.dropout`` with adapters on, and the dropout rates of its model's ``config.json``
+    at ``model_path`` (a backend that builds its model without them reproduces anyway: the
+    warning then errs on the side of caution). Empty: nothing in the update is random."""
+    from hfsdk import run_spec
+
+    role = run_spec(config).policy_role
+    section = getattr(config, role)
+    found = []
+    lora = getattr(section, "lora", None)
+    if lora is not None and getattr(lora, "rank", 0) > 0 and getattr(lora, "dropout", 0) > 0:
+        found.append(f"{role}.lora.dropout={lora.dropout}")
+    path = Path(model_path) / "config.json" if model_path else None
+    if path is not None and path.is_file():
+        with contextlib.suppress(OSError, ValueError):  # unreadable: the backend will say so
+            values = json.loads(path.read_text())
+            if isinstance(values, dict):
+                found += _dropout_rates(values, str(path))
+    return found
 
 
 def _run_config(run_dir: Path) -> Any:
@@ -166,12 +216,15 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
         load_checkpoint_file,
         prepare_run,
         read_metrics,
+        run_assets,
         run_spec,
     )
+    from hfsdk_run_records.export import without_rollout_pool
     from hfsdk_run_records.step_dump import read_step_dump
 
     run_dir = Path(run_dir)
-    config = _run_config(run_dir)
+    # An update runs on the trained roles alone: the rollout replicas would idle on their pool.
+    config = without_rollout_pool(_run_config(run_dir))
     logged = {int(row["step"]): row for row in read_metrics(run_dir)}
     if step not in logged or step < 1:
         done = max(logged) if logged else 0
@@ -205,6 +258,17 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     if length != config.trainer.total_steps:  # the schedule those steps trained under
         trainer = attrs.evolve(config.trainer, total_steps=length)
         config = attrs.evolve(config, sections={**config.sections, "trainer": trainer})
+    dropout = dropout_settings(config, run_assets(config, spec).model_path)
+    random_draws = f"dropout draws random numbers ({', '.join(dropout)})" if dropout else None
+    if random_draws is not None:
+        logger.warning(
+            "%s: the policy's update uses dropout (%s), whose random draws replay cannot repeat "
+            "(the run's RNG state at that update is not dumped), so this step cannot be "
+            "reproduced bit for bit; its metrics differing is expected — set the dropout to 0 "
+            "in a run meant for replay",
+            what,
+            ", ".join(dropout),
+        )
     if config.trainer.deterministic:
         from hfsdk import enable_determinism
 
@@ -246,6 +310,7 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
                         step=dump.step,
                         logged={k: float(row[k]) for k in replayed if k in row},
                         replayed=replayed,
+                        random_draws=random_draws,
                     )
                 )
         return results

@@ -348,3 +348,116 @@ def test_replay_across_a_resume_that_changed_total_steps_under_a_constant_schedu
     assert [r.step for r in results] == [1, 2]
     assert [r.differing for r in results] == [[], []]
     assert all("actor/pg_loss" in r.compared for r in results)
+
+
+class _Started(Exception):
+    """Raised by the stand-in session: what the replay would start is recorded by then."""
+
+
+def test_replay_starts_no_rollout_replicas(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: the run's whole config went to the session, which started the rollout pool's
+    # replicas (and needed its devices) for updates that sample nothing.
+    import hfsdk
+    from hfsdk_run_records import replay
+
+    pools = [
+        "placement.pools={rollout: {devices: 2}, train: {devices: 1}}",
+        "trainer.pipeline=async",
+        "trainer.partial_rollout_tokens=4",
+    ]
+    run_config = load_run_config("grpo", None, [*SMALL, *pools])
+    run_dir = _fake_dumps(tmp_path / "run", 1)
+    (run_dir / "metrics.jsonl").write_text('{"step": 1, "actor/pg_loss": 0.5}\n')
+    started = []
+
+    def session(config: object, spec: object, prepared: object) -> None:
+        started.append(config)
+        raise _Started
+
+    monkeypatch.setattr(replay, "_run_config", lambda run_dir: run_config)
+    monkeypatch.setattr(hfsdk, "prepare_run", lambda config, spec: None)  # data: not needed
+    monkeypatch.setattr(hfsdk, "TrainingSession", session)
+    with pytest.raises(_Started):
+        replay_steps(run_dir, 1)
+    (config,) = started
+    assert set(config.placement.pools) == {"train"}
+    assert config.placement.pool_of("actor") == "train"
+    assert config.trainer.partial_rollout_tokens == 0
+
+
+def test_replay_of_a_policy_with_dropout_says_it_cannot_reproduce_bit_for_bit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: no word of it; replay re-seeded the RNGs from trainer.seed (not the state the
+    # run's workers had at the update), so a deterministic run with dropout read "DIFFERS".
+    import hfsdk
+    from hfsdk_run_records import replay
+
+    lora = ["actor.lora.rank=4", "actor.lora.dropout=0.1"]
+    run_config = load_run_config("grpo", None, [*SMALL, *lora])
+    run_dir = _fake_dumps(tmp_path / "run", 1)
+    (run_dir / "metrics.jsonl").write_text('{"step": 1, "actor/pg_loss": 0.5}\n')
+
+    def session(config: object, spec: object, prepared: object) -> None:
+        raise _Started
+
+    monkeypatch.setattr(replay, "_run_config", lambda run_dir: run_config)
+    monkeypatch.setattr(hfsdk, "prepare_run", lambda config, spec: None)  # data: not needed
+    monkeypatch.setattr(hfsdk, "TrainingSession", session)
+    with caplog.at_level("WARNING"), pytest.raises(_Started):
+        replay_steps(run_dir, 1)
+    (line,) = [r.getMessage() for r in caplog.records if "dropout" in r.getMessage()]
+    assert "actor.lora.dropout=0.1" in line and "cannot be reproduced bit for bit" in line
+    assert "\n" not in line
+
+
+def test_what_makes_an_update_draw_random_numbers_is_named(tmp_path: Path) -> None:
+    from hfsdk_run_records.replay import dropout_settings
+
+    plain = load_run_config("grpo", None, SMALL)
+    assert dropout_settings(plain, None) == []
+    off = load_run_config("grpo", None, [*SMALL, "actor.lora.dropout=0.1"])  # adapters off
+    assert dropout_settings(off, None) == []
+    lora = load_run_config("grpo", None, [*SMALL, "actor.lora.rank=4", "actor.lora.dropout=0.1"])
+    assert dropout_settings(lora, None) == ["actor.lora.dropout=0.1"]
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"attention_dropout": 0.1, "hidden_dropout": 0.0}')
+    assert dropout_settings(plain, str(model)) == [f"attention_dropout=0.1 in {model}/config.json"]
+    (model / "config.json").write_text('{"attention_dropout": 0.0, "resid_pdrop": 0}')
+    assert dropout_settings(plain, str(model)) == []
+
+
+# Heavy: the one Ray run with a rollout pool here; the quick tests above check the config
+# replay and export hand their sessions.
+@pytest.mark.heavy
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_a_rollout_pool_run_replays_exactly_without_its_replicas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hfsdk
+
+    pool = [
+        "trainer.total_steps=2",
+        "trainer.pipeline=one_step_off",
+        "trainer.rollout_dump=true",
+        "trainer.executor=ray",
+        "placement.pools.global.devices=1",
+        "placement.pools.rollout.devices=1",
+    ]
+    rows = _fit(tmp_path / "run", *pool)
+    replicas = []
+
+    class Session(hfsdk.TrainingSession):  # type: ignore[misc, valid-type]
+        def __exit__(self, *exc: object) -> None:
+            replicas.append(self.rollout)
+            super().__exit__(*exc)
+
+    monkeypatch.setattr(hfsdk, "TrainingSession", Session)
+    results = replay_steps(tmp_path / "run", 2)
+    assert replicas == [None]
+    assert [r.step for r in results] == [1, 2]
+    for result in results:
+        assert result.differing == [], (result.step, result.differing)
+        assert result.replayed["actor/grad_norm"] == rows[result.step - 1]["actor/grad_norm"]
