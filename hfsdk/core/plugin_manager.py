@@ -6,8 +6,7 @@ Environment variables:
 - ``HFSDK_LOAD_PLUGINS=a,b``: load only these entry points (the core's
   built-ins always load).
 - ``HFSDK_DISABLE_PLUGINS=a,b``: block these entry points.
-- ``HFSDK_TRACE_PLUGINS=1``: print hook calls to stderr (docs/plugin_hooks.md: which).
-"""
+- ``HFSDK_TRACE_PLUGINS=1``: print hook calls to stderr (docs/plugin_hooks.md: which)."""
 
 from __future__ import annotations
 
@@ -67,8 +66,7 @@ class HfsdkPluginManager:
     """Owns the pluggy manager, the plugin report and the registries.
 
     Registries are filled lazily, the first time one is asked for, so listing
-    plugins never imports the implementations (and never torch or ray).
-    """
+    plugins never imports the implementations (and never torch or ray)."""
 
     def __init__(self, pm: pluggy.PluginManager, plugins: list[PluginInfo]) -> None:
         self.pm = pm
@@ -91,14 +89,19 @@ class HfsdkPluginManager:
         return [p for p in self.plugins if p.status == "failed"]
 
     def failed_plugins_note(self) -> str:
-        """``"; plugin(s) that failed to load: NAME (why), ..."``, or ``""`` when none failed;
-        appended to every failed lookup of a name: the name may belong to one of them."""
+        """``"; plugin(s) that failed to load: NAME (why), ..."`` and those HFSDK_DISABLE_PLUGINS
+        blocks, or ``""``; appended to every failed lookup of a name: it may be one of theirs."""
         failed = self.failed_plugins()
         shown = ", ".join(
             f"{p.name} [{p.distribution or 'in-process'}] ({_first_line(p.error)})" for p in failed
         )
         why = "(fix or reinstall them; hfsdk plugins lists them)"
-        return f"; plugin(s) that failed to load: {shown} {why}" if failed else ""
+        note = f"; plugin(s) that failed to load: {shown} {why}" if failed else ""
+        blocked = _env_list("HFSDK_DISABLE_PLUGINS") or set()
+        if off := [p.name for p in self.plugins if p.status == "disabled" and p.name in blocked]:
+            note += f"; plugin(s) disabled by HFSDK_DISABLE_PLUGINS: {', '.join(off)} (remove them "
+            note += "from it, or unset it, to load them)"
+        return note
 
     def registry_kinds(self) -> Mapping[str, str]:
         """Every registry kind -> the hook that fills it: the core's, then those plugins
@@ -358,8 +361,7 @@ def get_plugin_manager() -> HfsdkPluginManager:
 def get_registry(kind: str) -> Registry:
     """The registry of ``kind`` (e.g. ``"advantage_estimators"``) from the default plugin manager.
 
-    ``kind`` may use ``-`` or ``_``. Unknown kinds raise an error listing the known ones.
-    """
+    ``kind`` may use ``-`` or ``_``. Unknown kinds raise an error listing the known ones."""
     return get_plugin_manager().registry(kind)
 
 

@@ -578,3 +578,17 @@ def test_a_multi_line_plugin_error_is_flattened_to_one_line() -> None:
     message = str(info.value)
     assert "\n" not in message
     assert "raised ValueError: 1 validation error mode expected online; fix or disable" in message
+
+
+def test_a_missing_name_names_the_plugins_disabled_by_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """HFSDK_DISABLE_PLUGINS=grpo: "unknown algorithm 'grpo' ...; did you mean 'ppo'?" alone."""
+    monkeypatch.setenv("HFSDK_DISABLE_PLUGINS", "grpo")
+    pm = build_plugin_manager()
+    with pytest.raises(hfsdk.UnknownNameError) as info:
+        pm.registry("algorithms")["grpo"]
+    assert str(info.value).endswith(
+        "; plugin(s) disabled by HFSDK_DISABLE_PLUGINS: grpo (remove them from it, or unset it, "
+        "to load them)"
+    )

@@ -1,7 +1,6 @@
 """``hfsdk config show``: the resolved run config as YAML.
 
-Plugins add subcommands to the group (``hfsdk config import`` comes with hfsdk-plugin-migration).
-"""
+Plugins add subcommands to the group (``hfsdk config import`` comes with hfsdk-plugin-migration)."""
 
 from __future__ import annotations
 
@@ -67,9 +66,9 @@ def show(
             else:
                 entries.append((line.split(":", 1)[0], [line]))
     if keys:
-        _check_keys(keys, [key for key, _ in entries])
+        _check_keys(keys, ["algo", *(key for key, _ in entries)])
         entries = [e for e in entries if any(e[0] == k or e[0].startswith(f"{k}.") for k in keys)]
-    else:
+    if not keys or "algo" in keys:  # (the one key outside the sections)
         click.echo(f"algo: {config.algo!r}   (from: {sources.get('algo', '--algo')})")
     section = None
     for key, lines in entries:

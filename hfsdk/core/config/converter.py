@@ -2,8 +2,7 @@
 
 cattrs does the structuring; this module makes it strict (no silent
 ``1.5 -> 1`` or ``3 -> "3"``) and turns its exception trees into one-line
-messages that name the key, the bad value and what is allowed.
-"""
+messages that name the key, the bad value and what is allowed."""
 
 from __future__ import annotations
 
@@ -216,6 +215,10 @@ def _messages(exc: BaseException, path: str, cls: type | None) -> list[str]:
         return out
     text = str(exc)
     if cls is not None and attrs.has(cls) and text.endswith(("not iterable", "attribute 'keys'")):
+        value = getattr(exc, "obj", None)  # a list's bare name: reward.functions=[exact_match]
+        if path.endswith("]") and isinstance(value, str) and "name" in attrs.fields_dict(cls):
+            return [f"config entry {path!r} is the string {value!r}, not a mapping; write it as "
+                    f"{{name: {value}}}"]  # fmt: skip
         return [f"config section {path!r} must be a mapping of keys to values; leave it out "
                 "to keep its defaults"]  # fmt: skip
     match = _ATTRS_VALIDATOR_FIELD.match(text)

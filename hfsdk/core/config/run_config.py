@@ -23,8 +23,7 @@ section                 config class
 
 Names inside sections are resolved first (so ``algorithm.advantage_estimator=rloo``
 switches the ``advantage`` section's class), then every section is structured
-and validated; all problems are reported together, each with its dotted key.
-"""
+and validated; all problems are reported together, each with its dotted key."""
 
 from __future__ import annotations
 
@@ -63,8 +62,7 @@ class RunConfig:
     """A resolved, validated run config; sections are attributes (``cfg.actor.optim.lr``).
 
     It pickles (every section is an importable attrs class), so it can be sent
-    to workers as a whole.
-    """
+    to workers as a whole."""
 
     algo: str
     sections: Mapping[str, Any] = attrs.field(converter=lambda s: MappingProxyType(dict(s)))
@@ -265,8 +263,7 @@ def check_reward_function_names(config: RunConfig, pm: HfsdkPluginManager | None
     which are not run here) is registered; else one :class:`ConfigError` line that also
     names the plugins that failed to load (the name may be one of theirs).
 
-    ``hfsdk config show`` calls it; a run finds the same when it loads the functions.
-    """
+    ``hfsdk config show`` calls it; a run finds the same when it loads the functions."""
     registry = (pm or get_plugin_manager()).registry("reward_functions")
     for role, section in config.sections.items():
         if not isinstance(section, SignalConfig):
@@ -286,8 +283,7 @@ def resolve_run_config(
     """Compose and validate the run config of ``algo`` from plain ``data``.
 
     ``algo`` may also come from ``data["algo"]``; the argument wins. Every problem
-    is collected and raised together as one :class:`ConfigError`.
-    """
+    is collected and raised together as one :class:`ConfigError`."""
     pm = pm or get_plugin_manager()
     registry_of = pm.registry
     data = dict(data or {})
@@ -468,8 +464,7 @@ def load_run_config(
     algorithm's preset (``AlgorithmSpec.preset``, on top of the default task's
     ``hfsdk.Task.preset``, see ``hfsdk.core.config.presets``) fills the keys the user
     did not set.
-    ``base`` (a built-in task's settings) goes under the file and the overrides.
-    """
+    ``base`` (a built-in task's settings) goes under the file and the overrides."""
     from hfsdk.core.config.presets import deep_merge
 
     data = load_yaml(config_file) if config_file else {}
@@ -507,9 +502,7 @@ def _rollout_section_classes(pm: HfsdkPluginManager) -> dict[str, type]:
 
 def _prompt_length_rule(extra: tuple[int, str]) -> str:
     tokens, key = extra
-    if tokens:
-        return f"data.max_prompt_length + {key} ({tokens})"
-    return "data.max_prompt_length"
+    return f"data.max_prompt_length + {key} ({tokens})" if tokens else "data.max_prompt_length"
 
 
 def _prompt_length_layer(
@@ -538,8 +531,7 @@ def _prompt_length_layer(
     if given - extra < 1:
         raise ConfigError(
             f"{where}: rollout.max_prompt_length={given} leaves no room for a prompt beside "
-            f"{extra_key}={extra}; set data.max_prompt_length (the "
-            "widest prompt) instead"
+            f"{extra_key}={extra}; set data.max_prompt_length (the widest prompt) instead"
         )
     if not isinstance(section, dict) and section is not None:
         return result  # a bad data section: its own error says so
@@ -554,15 +546,8 @@ def _prompt_length_overrides(
     rollout = [t for t in overrides if t.partition("=")[0].strip() == "rollout.max_prompt_length"]
     if not rollout:
         return list(overrides)
-    layer = apply_overrides(
-        {},
-        [
-            t
-            for t in overrides
-            if t.partition("=")[0].strip()
-            in ("rollout.max_prompt_length", "data.max_prompt_length")
-        ],
-    )
+    keys = ("rollout.max_prompt_length", "data.max_prompt_length")
+    layer = apply_overrides({}, [t for t in overrides if t.partition("=")[0].strip() in keys])
     converted = _prompt_length_layer(layer, extra, "the command line")
     rest = [t for t in overrides if t not in rollout]
     prompt = converted.get("data", {}).get("max_prompt_length")
@@ -584,8 +569,7 @@ def _derive_rollout_prompt_length(
     prompt = section.get("max_prompt_length") if isinstance(section, Mapping) else None
     if (prompt is None and not extra) or "max_prompt_length" in rollout:
         return rollout
-    if prompt is None:
-        prompt = DataConfig().max_prompt_length
+    prompt = DataConfig().max_prompt_length if prompt is None else prompt
     if not isinstance(prompt, int) or isinstance(prompt, bool):
         return rollout  # its own validator names the type
     return {**rollout, "max_prompt_length": prompt + extra}
@@ -625,14 +609,9 @@ def _fill(data: dict[str, Any], path: list[str], name: str, default: dict[str, A
     node = data
     for key in path:
         child = node.get(key)
-        if child is None:
-            child = {}
-        elif not isinstance(child, dict):
+        if child is not None and not isinstance(child, dict):
             return  # not a section: the override's own error says so
-        else:
-            child = dict(child)
-        node[key] = child
-        node = child
+        node[key] = node = dict(child or {})
     if name not in node:
         node[name] = {k: attrs.asdict(v) if attrs.has(type(v)) else v for k, v in default.items()}
 
@@ -646,8 +625,7 @@ def with_algorithm_preset(
     (a role's or the rollout's selected backend — the user's ``backend``, else
     the declared default — the algorithm's config class, the core sections'
     classes): the keys that class lacks are left out, so a preset never names a
-    backend and a new backend takes the keys it shares.
-    """
+    backend and a new backend takes the keys it shares."""
     from hfsdk.core.config.presets import uses_default_task, with_default_task_preset
 
     pm = pm or get_plugin_manager()

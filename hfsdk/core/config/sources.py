@@ -6,8 +6,7 @@ a built-in task (``--task``), the ``--config`` file (``imported`` when
 ``hfsdk config import`` wrote it) and the command line's overrides.
 :class:`ConfigLayers` keeps the layers apart so ``hfsdk config show --explain``
 and a run's ``config_sources.yaml`` can name the layer of every key, and so a
-run can say in one line when a preset it would have used is dropped.
-"""
+run can say in one line when a preset it would have used is dropped."""
 
 from __future__ import annotations
 
@@ -103,16 +102,22 @@ class ConfigLayers:
     def sources(self) -> dict[str, str]:
         """Dotted key -> the layer that set it; a key not listed has its default."""
         out: dict[str, str] = {}
+
+        def put(key: str, where: str) -> None:  # (load_run_config moves the old key to data's)
+            out[key] = where
+            if key == "rollout.max_prompt_length":
+                out["data.max_prompt_length"] = f"{where} (as rollout.max_prompt_length)"
+
         for key in self.preset_values():
             out[key] = "task preset (the built-in task's settings for this algorithm)"
         if self.task_data:
             for key in flatten(self.task_data):
-                out[key] = f"task (--task {self.task})"
+                put(key, f"task (--task {self.task})")
         if self.file:
             project = _imported_from(self.file)
             where = f"imported from {project} ({self.file})" if project else f"file {self.file}"
             for key in flatten(self.file_data):
-                out[key] = where
+                put(key, where)
         for text in self.overrides:
             keys, value = parse_override(text)
             name = ".".join(keys)
@@ -120,7 +125,7 @@ class ConfigLayers:
             for key in [k for k in out if k == name or k.startswith(f"{name}.")]:
                 del out[key]  # the override replaces what was under it
             for key in inner or {name: value}:
-                out[key] = "command line"
+                put(key, "command line")
         for key in [k for k in out if k.startswith("trainer.wandb.")]:  # the old spelling
             out.setdefault(key.removeprefix("trainer."), out.pop(key))  # wandb.* wins, as loaded
         if self.algo:  # --algo wins over a file's algo: (it named the file as the source)
@@ -139,11 +144,9 @@ class ConfigLayers:
         policy_section = data.get("actor") if isinstance(data.get("actor"), Mapping) else {}
         if not isinstance(algo, str) or (policy_section or {}).get("model_path"):
             return None
-        without_data = {
-            **data,
-            "data": {k: v for k, v in data["data"].items() if k != "train_files"},
-        }
-        dropped = self.preset_values(without_data)
+        own_data = {k: v for k, v in data["data"].items() if k != "train_files"}
+        dropped = self.preset_values({**data, "data": own_data})
+        dropped.pop("data.train_files", None)  # the user's own stands in for the preset's
         if not dropped:
             return None
         shown = ", ".join(f"{k}={v}" for k, v in dropped.items())

@@ -1,8 +1,7 @@
 """The trainer loop: data → algorithm steps → metrics → checkpoints, with exact resume.
 
 Nothing algorithm-specific lives here: the loop asks the algorithm for one
-step at a time and records what it returns.
-"""
+step at a time and records what it returns."""
 
 from __future__ import annotations
 
@@ -45,6 +44,22 @@ def default_run_dir(algo: str) -> Path:
     return Path("runs") / f"{algo}-{datetime.now(UTC).strftime('%Y%m%d-%H%M%S')}"
 
 
+def create_default_run_dir(algo: str) -> RunDirectory:
+    """A new :func:`default_run_dir`, created and locked; ``-2``, ``-3`` ... appended when a run
+    started in the same second has it (its lock decides a tie, so no two runs share one)."""
+    base = default_run_dir(algo)
+    for n in itertools.count(1):
+        path = base.with_name(f"{base.name}-{n}") if n > 1 else base
+        try:  # (an existing one is another run's, running or done: never resumed by accident)
+            if not path.exists():
+                (directory := RunDirectory(path)).create_and_lock()
+                return directory
+        except HfsdkError:
+            if not path.is_dir():  # it could not be created: no other name would do better
+                raise
+    raise AssertionError("unreachable")
+
+
 def _rng_state() -> dict[str, Any]:
     return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch_rng_state()}
 
@@ -77,8 +92,7 @@ class Trainer:
     Construction checks everything that needs no Ray (config, assets, data,
     reward functions, the Ray address, the run directory and its checkpoints)
     and takes the run directory's lock; a run directory is created only once
-    those checks pass, so bad input leaves nothing behind.
-    """
+    those checks pass, so bad input leaves nothing behind."""
 
     def __init__(
         self, config: RunConfig, run_dir: str | Path | None = None, *, quiet: bool = False
@@ -99,14 +113,18 @@ class Trainer:
         self._observers = StepObservers({})
         self.directory.check_path()
         try:
-            self.directory.lock_if_present()  # refuse a concurrent run before any heavy work
+            if run_dir is not None:  # refuse a concurrent run before any heavy work
+                self.directory.lock_if_present()
             self.prepared = prepare_run(config, self.spec)
             self._data_start = self.prepared.loader.state_dict()  # each attempt starts here
             # What really scores the run (the default task's functions when the config names
             # none) is what the run directory's config.yaml shows and a resume compares.
             given_config = config
             self.config = config = with_signals(config, self.prepared.signal_configs)
-            self.directory.create_and_lock()
+            if run_dir is None:  # named only now, so bad input leaves none behind
+                self.directory = create_default_run_dir(config.algo)
+            self.directory.create_and_lock()  # (a no-op when held)
+            self.run_dir = self.directory.path
             for done in clean_partial(self.run_dir):
                 logger.warning("checkpoints: %s (left by an interrupted save)", done)
             self.directory.check_config_matches(config, given=given_config)
@@ -141,8 +159,7 @@ class Trainer:
         self.directory.release()
 
     def __del__(self) -> None:
-        directory = getattr(self, "directory", None)
-        if directory is not None:
+        if (directory := getattr(self, "directory", None)) is not None:
             directory.release()
 
     def fit(self) -> list[dict[str, Any]]:
@@ -154,8 +171,7 @@ class Trainer:
         resumes from the newest complete checkpoint, up to ``trainer.max_restarts`` times.
         A rollout replica on a pool of its own that dies or hangs is restarted alone
         instead (:meth:`_restart_rollout`): the trainer and its workers keep their state.
-        Both kinds of restart count toward the same limit.
-        """
+        Both kinds of restart count toward the same limit."""
         from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
 
         self.restarts = 0

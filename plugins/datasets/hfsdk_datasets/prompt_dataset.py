@@ -41,7 +41,9 @@ logger = logging.getLogger(__name__)
 _FORMATS = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 
 
-def load_prompt_dataset(files: Sequence[str], prompt_key: str, *, validation: bool = False) -> Any:
+def load_prompt_dataset(
+    files: Sequence[str], prompt_key: str, *, validation: bool = False, source: str | None = None
+) -> Any:
     """Load and concatenate ``files`` into one ``datasets.Dataset``.
 
     Each entry is a ``.parquet``, ``.jsonl``/``.json`` file or a directory saved with
@@ -49,7 +51,9 @@ def load_prompt_dataset(files: Sequence[str], prompt_key: str, *, validation: bo
     ``validation`` says the files are ``data.val_files``: which split a
     ``DatasetDict`` gives and what errors name. A missing file, an unknown format, a
     missing prompt column, columns whose types differ between files or an empty
-    result is an :class:`HfsdkError`.
+    result is an :class:`HfsdkError`. ``source`` names where ``files`` came from in the
+    error for a missing one (``"the FILE arguments"``; default: ``data.train_files`` or
+    ``data.val_files``).
     """
     import datasets
 
@@ -63,13 +67,15 @@ def load_prompt_dataset(files: Sequence[str], prompt_key: str, *, validation: bo
     bars_were_on = datasets_logging.is_progress_bar_enabled()
     datasets_logging.disable_progress_bar()
     try:
-        return _load_files(datasets, files, prompt_key, validation)
+        return _load_files(datasets, files, prompt_key, validation, source)
     finally:
         if bars_were_on:
             datasets_logging.enable_progress_bar()
 
 
-def _load_files(datasets: Any, files: Sequence[str], prompt_key: str, validation: bool) -> Any:
+def _load_files(
+    datasets: Any, files: Sequence[str], prompt_key: str, validation: bool, source: str | None
+) -> Any:
     parts = []
     for name in files:
         path = Path(name)
@@ -86,7 +92,8 @@ def _load_files(datasets: Any, files: Sequence[str], prompt_key: str, validation
             parts.append(_with_data_dir(loaded, path, name, validation))
             continue
         if not path.is_file():
-            raise HfsdkError(f"dataset file {name!r} does not exist; check {files_key(validation)}")
+            where = source or files_key(validation)
+            raise HfsdkError(f"dataset file {name!r} does not exist; check {where}")
         fmt = _FORMATS.get(path.suffix.lower())
         if fmt is None:
             raise HfsdkError(

@@ -347,3 +347,13 @@ def test_a_prompt_that_tokenizes_to_no_tokens_is_a_one_line_error() -> None:
     config = DataConfig(batch_size=2, shuffle=False)
     with pytest.raises(HfsdkError, match=r"^row 1 of column 'prompt' \('~~'\) tokenizes to no"):
         PromptLoader(datasets.Dataset.from_list(rows), _word_tokenizer(False, "~"), config, seed=0)
+
+
+def test_a_missing_file_names_where_it_was_given(tmp_path: Path) -> None:
+    """`hfsdk data inspect nope.parquet` said "check data.train_files" of a command-line path."""
+    missing = str(tmp_path / "nope.jsonl")
+    with pytest.raises(HfsdkError, match=r"does not exist; check data\.train_files$"):
+        load_prompt_dataset([missing], "prompt")
+    with pytest.raises(HfsdkError) as info:
+        load_prompt_dataset([missing], "prompt", source="the FILE arguments")
+    assert str(info.value) == f"dataset file {missing!r} does not exist; check the FILE arguments"

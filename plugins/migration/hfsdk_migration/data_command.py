@@ -47,7 +47,12 @@ def inspect_command(
     import datasets
 
     from hfsdk import apply_overrides, load_yaml
-    from hfsdk_migration.inspection import check_files, inspect_dataset, inspect_run
+    from hfsdk_migration.inspection import (
+        FILE_ARGUMENTS,
+        check_files,
+        inspect_dataset,
+        inspect_run,
+    )
 
     datasets.disable_progress_bars()  # the report is the output; loading bars are noise
     raw = load_yaml(config_file) if config_file else {}
@@ -65,7 +70,12 @@ def inspect_command(
     actor = raw.get("actor") or {}
     tokenizer = _tokenizer(actor)
     report = inspect_dataset(
-        paths, tokenizer, data_section, raw.get("reward"), model_path=actor.get("model_path")
+        paths,
+        tokenizer,
+        data_section,
+        raw.get("reward"),
+        model_path=actor.get("model_path"),
+        source=FILE_ARGUMENTS if files else None,
     )
     click.echo(report.format())
 

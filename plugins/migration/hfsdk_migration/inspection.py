@@ -141,6 +141,7 @@ def inspect_dataset(
     reward: Any = None,
     model_path: str | None = None,
     tools: Sequence[Mapping[str, Any]] = (),
+    source: str | None = None,
 ) -> DatasetReport:
     """Load ``files`` as a run would and describe them.
 
@@ -149,7 +150,8 @@ def inspect_dataset(
     its functions) whose functions are loaded; ``model_path`` the run's model directory, for
     the ``prompt_describers`` that need more than the tokenizer (an image processor);
     ``tools`` the JSON schemas the run's chat template renders into every prompt
-    (``hfsdk.run_tool_schemas``), which count toward its length and unknown tokens.
+    (``hfsdk.run_tool_schemas``), which count toward its length and unknown tokens;
+    ``source`` what an error for a missing file names (default: ``data.train_files``).
     """
     from hfsdk_datasets import (
         PromptLoader,
@@ -165,7 +167,7 @@ def inspect_dataset(
     else:
         raw = {k: v for k, v in dict(data or {}).items() if k not in ("train_files", "val_files")}
         config = structure(make_converter(), raw, DataConfig, path="data")
-    dataset = load_prompt_dataset(files, config.prompt_key)
+    dataset = load_prompt_dataset(files, config.prompt_key, source=source)
     data_config = attrs.evolve(config, shuffle=False)
     loader = PromptLoader(dataset, tokenizer, data_config, seed=0, tools=tuple(tools))
     first = loader.rows[0]
@@ -251,7 +253,12 @@ def inspect_run(
         functions or None,
         model_path=assets.model_path,
         tools=run_tool_schemas(config),
+        source=FILE_ARGUMENTS if files else None,
     )
+
+
+FILE_ARGUMENTS = "the FILE arguments"
+"""What a missing file's error names when the files came from ``hfsdk data inspect FILE...``."""
 
 
 def check_files(files: Sequence[str]) -> tuple[str, ...]:

@@ -97,6 +97,11 @@ def test_inspect_bad_shapes_are_one_line_errors(
     assert code == 2 and "no dataset files given" in err
     code, _, err = _hfsdk(capsys, "data", "inspect", str(bad), "--set", "data.prompt_key=question")
     assert code == 2 and "has no column 'question'" in err
+    # Before: "check data.train_files", a key the user never set (the file came as an argument).
+    missing = str(tmp_path / "nope.parquet")
+    for args in ((missing,), ("--algo", "grpo", missing)):
+        code, _, err = _hfsdk(capsys, "data", "inspect", *args)
+        assert code == 2 and err.strip().endswith("does not exist; check the FILE arguments")
 
 
 def test_the_missing_chat_template_is_said_once(

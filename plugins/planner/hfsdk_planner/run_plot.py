@@ -88,13 +88,12 @@ def load_run_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     """The run's per-step metrics; a clear error when the directory holds none."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise HfsdkError(
-            f"run directory {str(run_dir)!r} does not exist; pass a --run-dir of a run"
-        )
+        raise HfsdkError(f"RUN_DIR {str(run_dir)!r} does not exist; pass the directory of a run")
     rows = [r for r in read_metrics(run_dir) if "step" in r]
     if not rows:
+        state = "has no steps" if (run_dir / METRICS_FILE).exists() else "does not exist"
         raise HfsdkError(
-            f"{run_dir / METRICS_FILE} has no steps; plot a run that trained with the jsonl "
+            f"{run_dir / METRICS_FILE} {state}; plot a run that trained with the jsonl "
             "logger (trainer.loggers includes jsonl, the default)"
         )
     return rows

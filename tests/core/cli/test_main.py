@@ -232,3 +232,10 @@ def test_bare_list_lists_the_kinds(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _hfsdk(capsys, "list")
     assert code == 0, err
     assert "algorithms" in out and "reward-functions" in out and "Missing argument" not in err
+
+
+def test_config_show_explain_algo_prints_its_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Plain --explain prints an `algo:` line, but --explain algo said "config has no key"."""
+    code, out, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", "--explain", "algo")
+    assert code == 0, err
+    assert out == "algo: 'grpo'   (from: --algo)\n"

@@ -249,6 +249,11 @@ def test_run_config_pickles(pm: HfsdkPluginManager) -> None:
         ("placement.roles.actor=gpu", "maps 'actor' to pool 'gpu', which is not defined"),
         ("placement.roles.judge=global", "placement.roles names 'judge', which is not a role"),
         ("reward.functions=[{weight: 1}]", "reward.functions[0]"),
+        (  # a bare name was told "leave it out to keep its defaults"
+            "reward.functions=[exact_match]",
+            "config entry 'reward.functions[0]' is the string 'exact_match', not a mapping; "
+            "write it as {name: exact_match}",
+        ),
         ("actor.optim.betas=[0.9, x]", "actor.optim.betas[1]"),
         ("algorithm=3", "config section 'algorithm' must be a mapping"),
         ("actor.optim=null", "config section 'actor.optim' must be a mapping of keys to values"),

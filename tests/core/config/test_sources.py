@@ -118,3 +118,29 @@ def test_algo_given_with_algo_is_from_algo_not_the_file(
     assert code == 0, err
     (line,) = [line for line in out.splitlines() if line.startswith("algo:")]
     assert line == "algo: 'grpo'   (from: --algo)", line
+
+
+def test_a_shown_config_read_back_prints_no_self_contradicting_note(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`config show --algo reward_model` read back said "data.train_files is set, so the
+    preset (data.train_files=[...]) is not applied"."""
+    code, out, err = _hfsdk(capsys, "config", "show", "--algo", "reward_model")
+    assert code == 0, err
+    shown = tmp_path / "rm.yaml"
+    shown.write_text(out)
+    code, _, err = _hfsdk(capsys, "config", "show", "--config", str(shown))
+    assert code == 0 and "note:" not in err, err
+    layers = ConfigLayers.read("reward_model", str(shown))
+    assert layers.dropped_preset() is None
+
+
+def test_data_max_prompt_length_set_through_the_rollout_key_names_that_layer() -> None:
+    """rollout.max_prompt_length=40 becomes data.max_prompt_length=40, which --explain said
+    came "from: default"."""
+    sources = ConfigLayers.read("grpo", None, ["rollout.max_prompt_length=40"]).sources()
+    assert sources["data.max_prompt_length"] == "command line (as rollout.max_prompt_length)"
+    later = ["rollout.max_prompt_length=40", "data.max_prompt_length=40"]
+    assert ConfigLayers.read("grpo", None, later).sources()["data.max_prompt_length"] == (
+        "command line"
+    )

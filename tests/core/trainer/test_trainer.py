@@ -133,3 +133,54 @@ def test_in_process_resume_is_exact_when_saving_draws_random_numbers(
     final_a, final_b = _weights(tmp_path / "straight", 2), _weights(tmp_path / "resumed", 2)
     for name in final_a:
         assert torch.equal(final_a[name], final_b[name]), name
+
+
+def test_runs_started_in_the_same_second_get_their_own_default_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs without --run-dir in one second: the second died "is in use by another run"."""
+    from datetime import datetime
+
+    from hfsdk.core.trainer import trainer
+
+    class Frozen(datetime):
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[no-untyped-def,override]
+            return datetime(2026, 1, 2, 3, 4, 5, tzinfo=tz)
+
+    monkeypatch.setattr(trainer, "datetime", Frozen)
+    monkeypatch.chdir(tmp_path)
+    first = trainer.create_default_run_dir("grpo")  # held (locked) by a run still going
+    second = trainer.create_default_run_dir("grpo")
+    (Path("runs") / "grpo-20260102-030405-3").mkdir()  # a finished run's: never reused
+    third = trainer.create_default_run_dir("grpo")
+    names = [d.path.as_posix() for d in (first, second, third)]
+    assert names == ["runs/grpo-20260102-030405", "runs/grpo-20260102-030405-2",
+                     "runs/grpo-20260102-030405-4"]  # fmt: skip
+    for directory in (first, second, third):
+        directory.release()
+
+
+def test_a_default_directory_lost_to_a_simultaneous_run_moves_on_and_an_unwritable_one_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk.core.trainer import trainer
+
+    class Raced(trainer.RunDirectory):  # another run locks the name between our check and lock
+        def create_and_lock(self) -> None:
+            if self.path.name.count("-") == 2:  # the first name, grpo-<date>-<time>
+                self.path.mkdir(parents=True)
+                raise HfsdkError("run directory is in use by another hfsdk run")
+            super().create_and_lock()
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(trainer, "RunDirectory", Raced)
+    taken = trainer.create_default_run_dir("grpo")
+    assert taken.path.name.endswith("-2") and taken.path.name.count("-") == 3
+    taken.release()
+    monkeypatch.undo()
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "ro" / "runs").write_text("a file where runs/ would go")
+    monkeypatch.chdir(tmp_path / "ro")
+    with pytest.raises(HfsdkError, match="cannot be created"):
+        trainer.create_default_run_dir("grpo")

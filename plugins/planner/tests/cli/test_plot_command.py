@@ -84,6 +84,7 @@ def test_plot_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
     code, _, err = _hfsdk(capsys, "plot", str(tmp_path / "missing"))
     assert code == 2 and "does not exist" in err and "Traceback" not in err
     (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "metrics.jsonl").write_text("")
     code, _, err = _hfsdk(capsys, "plot", str(tmp_path / "empty"))
     assert code == 2 and "has no steps" in err
     run = _run_dir(tmp_path)
@@ -221,3 +222,17 @@ def test_every_validation_metric_is_drawn(tmp_path: Path, monkeypatch: pytest.Mo
     # Source names may hold "/" and "@" (an "@" in one raised ValueError).
     named = [{"step": 1, "val/openai/gsm8k/pass@1": 0.1, "val/team@x/pass@2": 0.2}]
     assert validation_estimators(named) == ["val/openai/gsm8k/pass@1", "val/team@x/pass@2"]
+
+
+def test_plot_errors_name_the_argument_and_the_missing_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`hfsdk plot nope` said "pass a --run-dir" (plot takes RUN_DIR); an empty folder's
+    metrics.jsonl "has no steps" though there was no such file."""
+    missing = tmp_path / "missing"
+    code, _, err = _hfsdk(capsys, "plot", str(missing))
+    assert code == 2 and f"RUN_DIR {str(missing)!r} does not exist; pass the directory" in err
+    assert "--run-dir" not in err
+    (tmp_path / "empty").mkdir()
+    code, _, err = _hfsdk(capsys, "plot", str(tmp_path / "empty"))
+    assert code == 2 and f"{tmp_path / 'empty' / 'metrics.jsonl'} does not exist;" in err
