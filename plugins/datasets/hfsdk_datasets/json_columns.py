@@ -32,15 +32,22 @@ def _holds_json(feature: Any) -> bool:
 
 
 def _raw_rows(path: Path) -> Iterator[Any]:
-    """The file's rows as JSON gives them: one per line (jsonl) or a top-level list (json)."""
+    """The file's rows as JSON gives them: a top-level list, or one per line.
+
+    The layout comes from the content, not the suffix, as ``datasets`` reads it: a .jsonl
+    file may hold one array (pretty-printed or on one line), a .json file lines.
+    """
     text = path.read_text(encoding="utf-8-sig")
     stripped = text.lstrip()
-    if path.suffix.lower() == ".json" and stripped.startswith("["):
+    if stripped.startswith("["):
         yield from json.loads(stripped)
         return
-    for line in text.split("\n"):
-        if line.strip():
-            yield json.loads(line)
+    try:
+        rows = [json.loads(line) for line in text.split("\n") if line.strip()]
+    except json.JSONDecodeError:
+        # One pretty-printed object (datasets reads a dict of columns): no rows to compare.
+        return
+    yield from rows
 
 
 def check_json_columns(dataset: Any, path: Path, name: str) -> None:

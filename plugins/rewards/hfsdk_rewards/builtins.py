@@ -8,6 +8,8 @@ settings as ``config=`` (an instance of its attrs config class).
 
 from __future__ import annotations
 
+import logging
+import math
 import re
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
@@ -16,6 +18,8 @@ from typing import Any, Literal
 import attrs
 
 from hfsdk import HfsdkError, help_field
+
+logger = logging.getLogger(__name__)
 
 
 def _regex(_instance: object, attribute: attrs.Attribute, value: str | None) -> None:
@@ -208,6 +212,31 @@ def _number(text: str) -> Decimal | None:
     return None if value.is_nan() else value
 
 
+def reference_texts(reference: Any, *, function: str, column: str, index: int) -> list[str]:
+    """Sample ``index``'s reference answers as text: none for a missing one (null, NaN or an
+    empty list), each element of a list (any of them counts as correct), else the one value.
+
+    Never the ``str()`` of a null or a container: ``"None"`` or ``"['4', 'four']"`` is no
+    answer anyone wrote, and a response saying ``None`` would match it. A value that is no
+    text or number (a dict, a list inside the list) is refused.
+    """
+    values = list(reference) if isinstance(reference, (list, tuple)) else [reference]
+    texts = []
+    for value in values:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            continue  # a missing element (a null in a parquet list, a NaN from pandas)
+        if not isinstance(value, (str, int, float, Decimal)):
+            nested = isinstance(reference, (list, tuple))
+            kind = type(value).__name__ + (" inside a list" if nested else "")
+            raise HfsdkError(
+                f"{function}: sample {index}'s reference in column {column!r} is a {kind} "
+                f"({str(value)[:80]!r}); expected text, a number or a list of them (any one "
+                "counts as correct); fix the column, or point answer_column at another"
+            )
+        texts.append(str(value))
+    return texts
+
+
 def _normalize(text: str, config: ExactMatchConfig) -> str | Decimal:
     text = text.strip().rstrip(".").strip()
     if config.numeric:
@@ -226,8 +255,11 @@ def exact_match(
 ) -> list[dict[str, float]]:
     """Score 1 (``correct_score``) when the answer extracted from the response equals the reference.
 
-    The reference is the dataset column ``answer_column``. Also reports
-    ``answer_found`` (the share of responses where the pattern matched).
+    The reference is the dataset column ``answer_column``: text or a number, or a list of
+    them of which any one counts as correct. Also reports ``answer_found`` (the share of
+    responses where the pattern matched) and ``reference_missing`` (the share of samples
+    whose reference is null or an empty list: they cannot score ``correct_score``, and one
+    warning per batch names the first).
     """
     config = config or ExactMatchConfig()
     if config.answer_column not in columns:
@@ -238,21 +270,40 @@ def exact_match(
             "{answer_column: COLUMN}}], or rename the dataset column)"
         )
     results = []
-    for response, reference in zip(responses, columns[config.answer_column], strict=True):
-        reference = str(reference)
+    missing = []
+    references = columns[config.answer_column]
+    for index, (response, reference) in enumerate(zip(responses, references, strict=True)):
+        texts = reference_texts(
+            reference, function="exact_match", column=config.answer_column, index=index
+        )
         if config.reference_pattern is not None:
-            reference = extract_answer(reference, config.reference_pattern, "last") or reference
+            texts = [extract_answer(t, config.reference_pattern, "last") or t for t in texts]
+        if not texts:
+            missing.append(index)
         if config.extract == "boxed":
             answer = extract_boxed(response, config.match)
         else:
             answer = extract_answer(response, config.answer_pattern, config.match)
         if answer is None:
             score = config.no_answer_score
-        elif _normalize(answer, config) == _normalize(reference, config):
+        elif any(_normalize(answer, config) == _normalize(t, config) for t in texts):
             score = config.correct_score
         else:
             score = config.incorrect_score
-        results.append({"score": score, "answer_found": float(answer is not None)})
+        results.append(
+            {
+                "score": score,
+                "answer_found": float(answer is not None),
+                "reference_missing": float(not texts),
+            }
+        )
+    if missing:
+        logger.warning(
+            "exact_match: %d of %d samples have no reference answer in column %r (null or an "
+            "empty list), so they cannot score correct_score (first: sample %d); fill in the "
+            "references or drop those rows",
+            len(missing), len(results), config.answer_column, missing[0],
+        )  # fmt: skip
     return results
 
 

@@ -27,6 +27,7 @@ read as the share of samples with each reason. Every case is checked unless
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -45,6 +46,12 @@ from hfsdk_rewards.code_harness import (
     sandbox_program,
 )
 from hfsdk_sandbox import SandboxLimits, SandboxResult, run_many
+
+logger = logging.getLogger(__name__)
+
+_warned_bad_tests = False
+"""Whether this process has warned about test cases that cannot be run (once: the same
+column is bad in every batch, and a warning per step would drown the log)."""
 
 REASONS = (
     "no_code",
@@ -115,6 +122,10 @@ def parse_cases(raw: Any) -> tuple[Cases, str | None]:
         spec = json.loads(raw) if isinstance(raw, (str, bytes)) else raw
     except (TypeError, ValueError) as exc:
         return [], f"ground truth is not JSON ({exc})"
+    if isinstance(spec, dict):
+        # parquet stores a column mixing both forms as one struct: every row has every key,
+        # the other form's set to None, so a None key counts as absent.
+        spec = {key: value for key, value in spec.items() if value is not None}
     if isinstance(spec, dict) and "asserts" in spec:
         asserts = spec["asserts"]
         if isinstance(asserts, str):
@@ -243,6 +254,22 @@ def _run_waves(
     return runs
 
 
+def _warn_bad_tests(problems: dict[int, str], batch_size: int, column: str) -> None:
+    """Say once per process why samples score 0.0 as ``bad_tests`` (else only a metric
+    would, and never which sample or what is wrong with its cases)."""
+    global _warned_bad_tests
+    if _warned_bad_tests:
+        return
+    _warned_bad_tests = True
+    first = min(problems)
+    logger.warning(
+        "code_tests: %d of %d samples have test cases in column %r that cannot be run, so "
+        "they score 0.0 (metric bad_tests; first: sample %d: %s); fix the test cases (this "
+        "warning is given once per process)",
+        len(problems), batch_size, column, first, problems[first],
+    )  # fmt: skip
+
+
 def code_tests(
     prompts: Sequence[str],
     responses: Sequence[str],
@@ -262,9 +289,12 @@ def code_tests(
     truncated: list[bool] = []
     programs: dict[int, str] = {}
     io_samples: dict[int, tuple[str, list[tuple[str, str]]]] = {}
+    problems: dict[int, str] = {}
     for index, (response, raw) in enumerate(zip(responses, columns[config.column], strict=True)):
         code = last_code_block(response)
         cases, problem = parse_cases(raw)
+        if problem is not None or not cases:
+            problems[index] = problem or "no test cases"
         cases, cut = _first_cases(cases, config.max_cases)
         truncated.append(cut)
         if code is None:
@@ -278,6 +308,8 @@ def code_tests(
         else:
             io_samples[index] = (code, cases)
         plans.append((cases, None))
+    if problems:
+        _warn_bad_tests(problems, len(plans), config.column)
     runs = _run_waves(programs, io_samples, config)
     out = []
     for index, ((cases, early), cut) in enumerate(zip(plans, truncated, strict=True)):

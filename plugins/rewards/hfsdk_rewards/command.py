@@ -116,6 +116,7 @@ def score_rows(
         timeout_error,
     )
     from hfsdk_rewards.composition import load_reward_functions
+    from hfsdk_rewards.signatures import setting_problem
 
     kwargs = apply_overrides({}, overrides)
     [weighted] = load_reward_functions([{"name": name, "kwargs": kwargs}])
@@ -129,6 +130,11 @@ def score_rows(
     columns[PROMPT_MESSAGES] = [
         None if isinstance(row.get("prompt", ""), str) else row["prompt"] for row in rows
     ]
+    # As a run's preflight does: a setting the function does not take is one line, not a
+    # TypeError blamed on the first row's data.
+    problem = setting_problem(call)
+    if problem is not None:
+        raise HfsdkError(problem)
     try:
         with deadline(timeout_s, f"reward function {call.label!r}", log_stack=False):
             result = invoke(call, prompts, responses, columns)

@@ -112,11 +112,22 @@ def _import_module(reference: str, target: str) -> ModuleType:
             f"reward function reference {reference!r}: cannot import module {target!r} ({exc}); "
             "install its package or add its directory to PYTHONPATH"
         ) from exc
+    except SystemExit as exc:  # no Exception: it would end the run quietly, with its status
+        raise _exited(reference, f"module {target!r}", exc) from exc
     except Exception as exc:  # the module is found but broken (a syntax error, a raise)
         raise HfsdkError(
             f"reward function reference {reference!r}: importing module {target!r} raised "
             f"{type(exc).__name__}: {exc}"
         ) from exc
+
+
+def _exited(reference: str, what: str, exc: SystemExit) -> HfsdkError:
+    """The error for a reward module that called ``sys.exit()`` while it was imported."""
+    return HfsdkError(
+        f"reward function reference {reference!r}: importing {what} called "
+        f"sys.exit({exc.code!r}) at import; expected it to define the function only (move "
+        "script code under `if __name__ == '__main__':`)"
+    )
 
 
 def _load_file(reference: str, target: str, base_dir: str | Path | None) -> ModuleType:
@@ -143,6 +154,9 @@ def _load_file(reference: str, target: str, base_dir: str | Path | None) -> Modu
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
+    except SystemExit as exc:  # no Exception: it would end the run quietly, with its status
+        del sys.modules[module_name]
+        raise _exited(reference, repr(str(path)), exc) from exc
     except Exception as exc:
         del sys.modules[module_name]
         raise HfsdkError(

@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 
 from hfsdk import HfsdkError, help_field
+from hfsdk_rewards.builtins import reference_texts
 
 logger = logging.getLogger(__name__)
 
@@ -236,26 +237,42 @@ def _verdict(
 
 
 def _score_all(
-    responses: Sequence[str], references: Sequence[Any], config: MathVerifyConfig
+    responses: Sequence[str], golds: Sequence[list[str]], config: MathVerifyConfig
 ) -> list[dict[str, Any] | None]:
-    """Each sample's reply from a worker of the pool (``None``: timed out)."""
+    """Each sample's reply from a worker of the pool (``None``: timed out).
+
+    ``golds``: each sample's references (see :func:`.builtins.reference_texts`); the response
+    is correct when it equals any of them. A sample without one is still asked with an empty
+    reference, which never parses, so its ``found`` is the response's own.
+    """
     replies: list[dict[str, Any] | None] = []
     worker: _Worker | None = None
     try:
-        for response, reference in zip(responses, references, strict=True):
-            if worker is None:
-                worker = _POOL.take()
-            request = {
-                "gold": _reference(str(reference)),
-                "answer": response,
-                "float_rounding": config.float_rounding,
-                "strict": config.strict,
-                "limit_s": config.sample_timeout_s,
-            }
-            reply = _verdict(worker, request, config)
-            if reply is None:
-                _POOL.discard(worker)
-                worker = None
+        for response, texts in zip(responses, golds, strict=True):
+            reply: dict[str, Any] | None = {"gold_ok": False, "found": False, "correct": False}
+            for gold in [_reference(t) for t in texts] or [""]:
+                if worker is None:
+                    worker = _POOL.take()
+                request = {
+                    "gold": gold,
+                    "answer": response,
+                    "float_rounding": config.float_rounding,
+                    "strict": config.strict,
+                    "limit_s": config.sample_timeout_s,
+                }
+                one = _verdict(worker, request, config)
+                if one is None:  # timed out: the sample scores as a timeout
+                    _POOL.discard(worker)
+                    worker, reply = None, None
+                    break
+                assert reply is not None
+                reply = {
+                    "gold_ok": reply["gold_ok"] or one["gold_ok"],
+                    "found": one["found"],
+                    "correct": one["correct"],
+                }
+                if one["correct"]:
+                    break
             replies.append(reply)
     except BaseException:
         # Interrupted mid-request (hfsdk's deadline, Ctrl-C): the worker's state is unknown.
@@ -284,10 +301,10 @@ def _warn(responses: Sequence[str], references: Sequence[Any], flags: list[dict[
     if unparsed:
         first = unparsed[0]
         logger.warning(
-            "math_verify: %d of %d reference answers (column %r) do not parse, so those "
-            "samples cannot score correct_score (first: sample %d, reference %r); fix the "
-            "references or use exact_match",
-            len(unparsed), len(flags), config.answer_column, first, str(references[first])[:80],
+            "math_verify: %d of %d reference answers (column %r) are missing or do not parse, "
+            "so those samples cannot score correct_score (first: sample %d, reference %s); fix "
+            "the references or use exact_match",
+            len(unparsed), len(flags), config.answer_column, first, repr(references[first])[:80],
         )  # fmt: skip
 
 
@@ -300,9 +317,10 @@ def math_verify(
 ) -> list[dict[str, float]]:
     """Score 1 (``correct_score``) when the response's answer equals the reference mathematically.
 
-    Also reports, as shares of the batch, ``answer_found`` (an answer was parsed from
-    the response), ``timeout`` (the sample ran past ``sample_timeout_s``) and
-    ``gold_unparsed`` (the reference did not parse).
+    The reference is text or a number, or a list of them of which any one counts as
+    correct. Also reports, as shares of the batch, ``answer_found`` (an answer was parsed
+    from the response), ``timeout`` (the sample ran past ``sample_timeout_s``) and
+    ``gold_unparsed`` (the reference is missing, null or an empty list, or did not parse).
     """
     config = config or MathVerifyConfig()
     if config.answer_column not in columns:
@@ -311,8 +329,12 @@ def math_verify(
             f"answers; columns available: {sorted(columns) or 'none'} (set answer_column)"
         )
     references = columns[config.answer_column]
+    golds = [
+        reference_texts(r, function="math_verify", column=config.answer_column, index=i)
+        for i, r in enumerate(references)
+    ]
     results = []
-    for reply in _score_all(responses, references, config):
+    for reply in _score_all(responses, golds, config):
         if reply is None:
             score, found, gold_ok = config.incorrect_score, False, True
         else:

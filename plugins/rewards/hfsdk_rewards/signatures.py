@@ -8,6 +8,7 @@ column is at fault, instead of a raw ``TypeError`` from the first batch.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from collections.abc import Callable, Collection
 from typing import Any
@@ -36,6 +37,49 @@ def _required_unfilled(parameters: list[inspect.Parameter], given: Collection[st
         for p in parameters
         if p.kind in keyword_kinds and p.default is inspect.Parameter.empty and p.name not in given
     ]
+
+
+def unknown_setting(
+    label: str,
+    parameters: list[inspect.Parameter],
+    settings: Collection[str],
+    offered: list[inspect.Parameter],
+    after: str = "after prompts and responses",
+) -> str | None:
+    """Why a setting in a function's ``kwargs`` cannot be passed, in one line; ``None``
+    when every one can. A function without ``**kwargs`` would fail at the first batch
+    with a raw ``TypeError`` blamed on the data; ``offered`` are the parameters a setting
+    may fill (named in the message, ``after`` says which are left out)."""
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = [p.name for p in offered if p.kind in keyword_kinds]
+    for setting in settings:
+        if setting in names:
+            continue
+        close = difflib.get_close_matches(setting, names, n=1)
+        hint = f" did you mean {close[0]!r}?" if close else ""
+        return (
+            f"reward function {label!r} is given the setting {setting!r} in its kwargs, which "
+            f"it does not take (parameters {after}: {', '.join(names) or 'none'});{hint} fix "
+            "the name in kwargs, or give the function that parameter (or **kwargs)"
+        )
+    return None
+
+
+def setting_problem(call: Any) -> str | None:
+    """Why an hfsdk-style ``call`` cannot take a setting in its ``kwargs``, in one line;
+    ``None`` when it can (or the call is of another style, or has no signature)."""
+    parameters = _parameters(call.fn) if call.style == "hfsdk" else None
+    if parameters is None:
+        return None
+    positional = [
+        p
+        for p in parameters
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    rest = [p for p in parameters if p not in positional[:2]]
+    return unknown_setting(call.label, parameters, call.kwargs, rest)
 
 
 def _check_hfsdk(call: Any, columns: Collection[str]) -> str | None:
@@ -72,6 +116,9 @@ def _check_hfsdk(call: Any, columns: Collection[str]) -> str | None:
                 f"{_OTHER_STYLES})"
             )
     rest = [p for p in parameters if p not in positional[:2]]
+    unknown = unknown_setting(call.label, parameters, call.kwargs, rest)
+    if unknown is not None:
+        return unknown
     missing = _required_unfilled(rest, passed)
     if missing:
         return (

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 import hfsdk
@@ -191,3 +193,24 @@ def test_exact_match_drops_commas_only_as_thousands_separators() -> None:
     refs = ["123", "125", "1000", "42", "-1234.50", "1,2,3"]
     out = exact_match([""] * 6, responses, answer=refs)
     assert scores(out) == [0.0, 0.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_exact_match_reads_no_reference_as_missing_and_a_list_as_alternatives(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A null reference was compared as the text "None"; a list as its repr.
+    responses = ["The answer is 4", "The answer is 4", "The answer is None", "The answer is 5"]
+    answers = [["4", "four"], None, None, [3, None, 5]]
+    with caplog.at_level(logging.WARNING, logger="hfsdk_rewards.builtins"):
+        out = exact_match([""] * 4, responses, config=ExactMatchConfig(answer_pattern=r"is (\S+)"),
+                          answer=answers)  # fmt: skip
+    assert scores(out) == [1.0, 0.0, 0.0, 1.0]
+    assert [r["reference_missing"] for r in out] == [0.0, 1.0, 1.0, 0.0]
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "2 of 4 samples have no reference answer in column 'answer'" in warning
+    assert "(first: sample 1)" in warning
+
+
+def test_exact_match_refuses_a_reference_that_is_no_text_number_or_list() -> None:
+    with pytest.raises(HfsdkError, match=r"sample 0's reference in column 'answer' is a dict"):
+        exact_match([""], ["4"], answer=[{"value": 4}])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -216,3 +217,34 @@ def test_a_fence_followed_by_crlf_is_code() -> None:
     assert last_code_block(response) is not None
     [row] = code_tests(["p"], [response], config=CONFIG, ground_truth=[ASSERTS])
     assert row["score"] == 1.0, row
+
+
+def test_a_parquet_struct_of_both_test_forms_reads_each_row_by_its_own_keys() -> None:
+    # parquet stores a column mixing {inputs, outputs} and {asserts} rows as one struct: each
+    # row has every key, the other form's set to None.
+    io_row = {"inputs": ["1 2\n"], "outputs": ["3\n"], "asserts": None}
+    asserts_row = {"inputs": None, "outputs": None, "asserts": ["assert add(1, 2) == 3"]}
+    responses = [
+        _fenced("a, b = map(int, input().split())\nprint(a + b)"),
+        _fenced("def add(a, b):\n    return a + b"),
+    ]
+    rows = code_tests(["p", "p"], responses, config=CONFIG, ground_truth=[io_row, asserts_row])
+    assert [r["score"] for r in rows] == [1.0, 1.0], rows
+
+
+def test_badly_formatted_cases_are_named_in_one_warning_per_process(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every sample scored 0.0 and nothing said why ('input'/'output' for 'inputs'/'outputs').
+    import hfsdk_rewards.code_tests as module
+
+    monkeypatch.setattr(module, "_warned_bad_tests", False, raising=False)
+    bad = json.dumps({"input": ["1 2\n"], "output": ["3\n"]})
+    program = _fenced("a, b = map(int, input().split())\nprint(a + b)")
+    with caplog.at_level(logging.WARNING, logger="hfsdk_rewards.code_tests"):
+        rows = code_tests(["p", "p"], [program] * 2, config=CONFIG, ground_truth=[IO, bad])
+        code_tests(["p"], [program], config=CONFIG, ground_truth=[bad])
+    assert [r["bad_tests"] for r in rows] == [0.0, 1.0]
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "1 of 2 samples have test cases in column 'ground_truth' that cannot be run" in warning
+    assert "first: sample 1: expected {'inputs': [...], 'outputs': [...]}" in warning

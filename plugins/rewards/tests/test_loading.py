@@ -60,3 +60,15 @@ def test_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         resolve_reward_function("bad_syntax_rw:f")
     with pytest.raises(HfsdkError, match="incomplete"):
         resolve_reward_function("module:")
+
+
+@pytest.mark.parametrize("form", ["file", "module"])
+def test_a_reward_file_that_exits_at_import_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, form: str
+) -> None:
+    # SystemExit is no Exception: it used to end `hfsdk run` with exit 0 and no output.
+    (tmp_path / "exits_at_import_rw.py").write_text("import sys\nsys.exit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reference = f"{tmp_path}/exits_at_import_rw.py:f" if form == "file" else "exits_at_import_rw:f"
+    with pytest.raises(HfsdkError, match=r"called sys.exit\(0\) at import; "):
+        resolve_reward_function(reference)

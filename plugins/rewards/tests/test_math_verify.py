@@ -118,3 +118,12 @@ def test_the_worker_runs_without_a_main_guard_in_the_callers_script(tmp_path: Pa
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=120, check=True, env={**os.environ})  # fmt: skip
     assert out.stdout.split() == ["1.0"]
+
+
+def test_no_reference_is_unparsed_and_a_list_reference_accepts_any_element() -> None:
+    # A null reference was the text "None" (\boxed{None} scored 1), a list its repr.
+    out = math_verify(["", "", "", ""], [r"\boxed{72}", r"\boxed{None}", r"\boxed{4}", "5"],
+                      answer=[None, None, ["4", "four"], [3, "5"]])  # fmt: skip
+    assert [r["score"] for r in out] == [0.0, 0.0, 1.0, 1.0]
+    assert [r["gold_unparsed"] for r in out] == [1.0, 1.0, 0.0, 0.0]
+    assert [r["answer_found"] for r in out] == [1.0, 1.0, 1.0, 1.0]

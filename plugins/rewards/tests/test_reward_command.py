@@ -152,3 +152,20 @@ def test_an_error_that_already_names_the_function_is_not_prefixed_again(
     _, err = capsys.readouterr()
     assert err.startswith(f"Error: reward function {name!r}: setting(s) ['answer']")
     assert err.count(f"reward function {name!r}") == 1
+
+
+def test_a_setting_the_function_does_not_take_is_refused_before_it_is_called(
+    tmp_path: Path,
+) -> None:
+    # A misspelt setting was a raw TypeError blamed on row 0's data ("fix the function or ...").
+    from hfsdk import HfsdkError
+    from hfsdk_rewards.command import score_rows
+
+    (tmp_path / "lim.py").write_text(
+        "def brevity(prompts, responses, limit=200):\n"
+        "    return [float(len(r) <= limit) for r in responses]\n"
+    )
+    rows = [{"prompt": "p", "response": "r"}]
+    with pytest.raises(HfsdkError, match=r"setting 'limt' .* did you mean 'limit'\?"):
+        score_rows(f"{tmp_path / 'lim.py'}:brevity", rows, ("limt=3",))
+    assert score_rows(f"{tmp_path / 'lim.py'}:brevity", rows, ("limit=3",))[0]["score"] == 1.0

@@ -85,3 +85,19 @@ def test_a_registered_function_is_checked_for_the_columns_it_declares() -> None:
     )
     assert loaded.call.needs == ("solution",)
     assert signature_problem(loaded.call, ["question", "solution", "uid"]) is None
+
+
+def test_a_setting_the_function_does_not_take_is_refused_with_a_suggestion(
+    rewards_file: str,
+) -> None:
+    # It passed the checks, then step 1 failed with a raw TypeError blamed on sample 0's data.
+    problem = _problem(rewards_file, "good", scal=2.0)
+    assert problem == (
+        "reward function '" + rewards_file + ":good' is given the setting 'scal' in its kwargs, "
+        "which it does not take (parameters after prompts and responses: answer, scale); did "
+        "you mean 'scale'? fix the name in kwargs, or give the function that parameter (or "
+        "**kwargs)"
+    )
+    assert "did you mean" not in _problem(rewards_file, "good", zzz=1)
+    # A function with **kwargs takes any setting.
+    assert _problem(rewards_file, "starred", scal=2.0) is None
