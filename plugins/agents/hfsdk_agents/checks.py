@@ -11,6 +11,12 @@ def multi_turn_problems(config: Any) -> list[str]:
     """One line per setting that clashes with an active ``rollout.multi_turn``."""
     multi_turn = multi_turn_config(config.rollout)
     if not multi_turn.active:
+        if multi_turn.loop_args:  # no loop runs: they would be ignored without a word
+            return [
+                f"rollout.multi_turn.loop_args {sorted(multi_turn.loop_args)} are set but "
+                "rollouts are not multi-turn (no tools, agent_loop, agent or environment); "
+                "set rollout.multi_turn.agent_loop (or tools) or drop loop_args"
+            ]
         return []
     from hfsdk_agents.environments.checks import environment_problems
 
@@ -29,14 +35,45 @@ def multi_turn_problems(config: Any) -> list[str]:
             "pipelined replica does not hold; set placement.pools.rollout.tp: 1 and pp: 1"
         )
     problems.extend(agent_problems(multi_turn_config(config.rollout)))
-    if multi_turn.agent_loop is not None and ":" in multi_turn.agent_loop:
-        from hfsdk import ConfigError
-        from hfsdk_agents.loops import load_agent_loop
+    problems.extend(loop_problems(multi_turn))
+    return problems
 
+
+def loop_problems(multi_turn: Any) -> list[str]:
+    """A parser or agent loop no registry knows, or ``loop_args`` its loop does not take.
+
+    Looked up here, when the config is resolved: otherwise they fail at the first
+    generation, after the models have loaded.
+    """
+    import inspect
+
+    from hfsdk import HfsdkError, get_registry
+    from hfsdk_agents.loops import load_agent_loop
+
+    problems = []
+    try:
+        get_registry("tool_parsers")[multi_turn.parser]
+    except HfsdkError as err:
+        problems.append(f"rollout.multi_turn.parser: {err}")
+    name = multi_turn.loop_name
+    try:
+        cls = load_agent_loop(name)
+    except HfsdkError as err:
+        said = str(err)
+        key = "rollout.multi_turn.agent_loop"
+        problems.append(said if said.startswith(key) else f"{key}: {said}")
+        return problems
+    if multi_turn.loop_args:
         try:
-            load_agent_loop(multi_turn.agent_loop)
-        except ConfigError as err:
-            problems.append(str(err))
+            inspect.signature(cls).bind(**multi_turn.loop_args)
+        except ValueError:  # no signature to read (a builtin): the loop is trusted as it is
+            pass
+        except TypeError as err:
+            problems.append(
+                f"rollout.multi_turn.loop_args {sorted(multi_turn.loop_args)}: the agent loop "
+                f"{name!r} ({cls.__name__}) does not take them ({err}); drop them, or set "
+                "rollout.multi_turn.agent_loop to a loop whose constructor takes them"
+            )
     return problems
 
 
@@ -65,6 +102,12 @@ def prompt_tool_schemas(config: Any) -> list[dict[str, Any]]:
 
     multi_turn = multi_turn_config(config.rollout)
     if not multi_turn.active:
+        if multi_turn.loop_args:  # no loop runs: they would be ignored without a word
+            return [
+                f"rollout.multi_turn.loop_args {sorted(multi_turn.loop_args)} are set but "
+                "rollouts are not multi-turn (no tools, agent_loop, agent or environment); "
+                "set rollout.multi_turn.agent_loop (or tools) or drop loop_args"
+            ]
         return []
     from hfsdk_agents.environments.checks import environment_schemas
 

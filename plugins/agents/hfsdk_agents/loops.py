@@ -115,9 +115,12 @@ class AgentContext:
     ) -> tuple[Segment, ParsedTurn] | None:
         """Generate one model turn, append it and return it with its parsed tool calls.
 
-        ``None`` when the budget is spent (the trajectory then ends with ``budget``).
+        ``None`` when the budget is spent (the trajectory then ends with ``budget``). A turn
+        cut at the trajectory's budget (not at ``max_tokens_per_turn``) finishes ``budget``,
+        the segment and the trajectory, not ``length``: the budget ended it.
         """
-        budget = self.remaining(trajectory)
+        remaining = self.remaining(trajectory)
+        budget = remaining
         if self.config.max_tokens_per_turn is not None:
             budget = min(budget, self.config.max_tokens_per_turn)
         if budget <= 0:
@@ -138,13 +141,19 @@ class AgentContext:
         result = await self.generate(request or GenerationRequest(**settings))
         text = self.tokenizer.decode(list(result.token_ids), skip_special_tokens=False)
         parsed = self.parser(text)
+        finish_reason = result.finish_reason
+        # Cut by the trajectory's budget: the segment says so too, as loops finish the
+        # trajectory with their last turn's reason (agent/budget_finish_share counts it).
+        cut_by_budget = finish_reason == "length" and budget == remaining
+        if cut_by_budget:
+            finish_reason = trajectory.finish = "budget"
         segment = Segment(
             role=MODEL_ROLE,
             token_ids=tuple(result.token_ids),
             trainable=True,
             logprobs=tuple(result.logprobs),
             text=text,
-            finish_reason=result.finish_reason,
+            finish_reason=finish_reason,
             # In the turn's order, as the tool turn answers them.
             tool_calls=[
                 {"name": i.name, "arguments": i.arguments}
@@ -272,6 +281,11 @@ class AgentLoop(abc.ABC):
 
 class ToolLoop(AgentLoop):
     """generate → tool calls → tools (concurrently) → their outputs → generate, until done."""
+
+    def __init__(self) -> None:
+        """No ``loop_args``: the config check refuses them rather than ignore them (a subclass
+        that takes some declares them in its own ``__init__``)."""
+        super().__init__()
 
     async def run(
         self, prompt_ids: tuple[int, ...], row: Mapping[str, Any], ctx: AgentContext, *, seed: int

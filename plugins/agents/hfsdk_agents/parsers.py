@@ -8,8 +8,9 @@ A parser is registered by name (``hfsdk_register_tool_parsers``) and chosen with
 - ``llama_function``: ``<function=NAME>{json arguments}</function>`` (Llama 3.1's
   custom-tool format), any number per turn.
 
-A call whose body is not valid JSON (or lacks a name) is returned in
-``errors``: the loop answers it with an error tool turn, as for a failing tool.
+A call whose body is not valid JSON (or lacks a name, or nests deeper than
+:data:`MAX_JSON_DEPTH`) is returned in ``errors``: the loop answers it with an
+error tool turn, as for a failing tool.
 ``items`` keeps the calls and errors in the order the model wrote them: these
 formats carry no call ids, so a result's position is what ties it to its call.
 Calls inside the model's reasoning (``<think>…</think>``, closed or not) are not
@@ -76,7 +77,34 @@ ToolParser = Callable[[str], ParsedTurn]
 """``parser(text) -> ParsedTurn``."""
 
 
+MAX_JSON_DEPTH = 64
+"""The deepest nesting of arrays and objects a tool call's JSON may have. Python decodes
+about 990 levels, but what is that deep cannot be pickled (the tool worker, Ray) nor dumped
+(``trainer.rollout_dump``): deeper is a malformed call, and its arguments are never kept."""
+
+# A JSON string (escapes included): brackets inside one are text, not nesting.
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def _json_depth(body: str) -> int:
+    """The deepest nesting of ``[`` / ``{`` in ``body`` (a loop: no recursion to overflow)."""
+    depth = deepest = 0
+    for bracket in _NOT_A_BRACKET.sub("", _JSON_STRING.sub("", body)):
+        if bracket in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
 def _load_json(body: str) -> tuple[Any, str | None]:
+    if _json_depth(body) > MAX_JSON_DEPTH:
+        return None, (
+            f"the tool call is not JSON a tool can take (it nests deeper than {MAX_JSON_DEPTH} "
+            "levels of arrays and objects)"
+        )
     try:
         return json.loads(body), None
     except json.JSONDecodeError as err:

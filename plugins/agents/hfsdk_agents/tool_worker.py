@@ -32,6 +32,7 @@ import inspect
 import io
 import itertools
 import json
+import numbers
 import os
 import pickle
 import signal
@@ -67,7 +68,7 @@ class ToolResult:
 Outcome = tuple[str, "str | ToolResult"]
 """``(kind, output)``: ``ok`` with the text (a :class:`ToolResult` when it has images, the images
 as PNG / encoded bytes), or an error kind (``tool_error``, ``exception``, ``bad_output``,
-``timeout``, ``crashed``, ``stopped``) with its message."""
+``timeout``, ``crashed``, ``stopped``, ``bad_arguments``) with its message."""
 
 
 @attrs.frozen
@@ -75,6 +76,9 @@ class _Call:
     call_id: int
     name: str
     arguments: dict[str, Any]
+    schema_json: str | None = None
+    """The tool's parameter schema (JSON): the arguments are checked against it here, in the
+    worker, so that a schema ``pattern`` that backtracks runs under the call's deadline."""
 
 
 # Parent-side sockets of the live children: a child forked later closes them, so that a
@@ -95,15 +99,36 @@ class ToolError(Exception):
     """Raised by a tool to give the model ``str(error)`` as an error output (counted as one)."""
 
 
+def _plain_json(value: Any) -> Any:
+    """``json.dumps``'s ``default``: NumPy / torch numbers and arrays as Python ones."""
+    for method in ("tolist", "item"):
+        if callable(getattr(value, method, None)):
+            return getattr(value, method)()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
 def _as_text(value: Any) -> str:
-    """A tool's return value as the text the model reads (JSON for containers)."""
+    """A tool's return value as the text the model reads (JSON for containers).
+
+    Numbers of any kind (NumPy's ``int64``, ``float32``, ``Decimal``) are their ``str``; other
+    objects with ``.item()`` (``numpy.bool_``, a 0-d array, a one-element tensor) are their
+    Python value, and NumPy values inside containers are written as Python ones.
+    """
     if isinstance(value, str):
         return str(value)  # a plain str: a subclass of the tool's may not pickle
     if value is None:
         return ""
-    if isinstance(value, (int, float, bool)):
+    if isinstance(value, numbers.Number):
         return str(value)
-    return json.dumps(value)  # raises TypeError/ValueError for junk
+    item = getattr(value, "item", None)
+    if callable(item) and not isinstance(value, (Mapping, list, tuple)):
+        try:
+            plain = item()
+        except Exception:  # an array of several values: written as JSON below
+            plain = value
+        if plain is None or isinstance(plain, (str, int, float, bool)):
+            return _as_text(plain)
+    return json.dumps(value, default=_plain_json)  # raises TypeError/ValueError for junk
 
 
 def _image_bytes(image: Any) -> bytes:
@@ -129,9 +154,23 @@ def _as_output(value: Any) -> str | ToolResult:
 
 
 def _run_one(fn: Callable[..., Any], call: _Call) -> Outcome:
-    """Call ``fn`` in this (child) thread; an ``async def`` tool in an event loop of its own."""
+    """Call ``fn`` in this (child) thread; an ``async def`` tool in an event loop of its own.
+
+    The arguments are checked against the call's schema first (:func:`checked_arguments
+    <hfsdk_agents.tools.checked_arguments>`), here under the deadline.
+    """
+    arguments = call.arguments
+    if call.schema_json is not None:
+        from hfsdk_agents.tools import checked_arguments  # loaded: the caller imported it
+
+        try:
+            arguments, problem = checked_arguments(call.schema_json, fn, arguments)
+        except BaseException as err:  # jsonschema's own failure: an answer, not a hang
+            problem = f"the arguments could not be checked ({type(err).__name__}: {_said(err)})"
+        if problem is not None:
+            return ("bad_arguments", f"{call.name}: {problem}")
     try:
-        value = fn(**call.arguments)
+        value = fn(**arguments)
         if inspect.isawaitable(value):
             value = asyncio.run(_awaited(value))
     except ToolError as err:
@@ -240,6 +279,13 @@ class _Worker:
             self.pending[call.call_id] = future
             try:
                 self.conn.send(call)
+            except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
+                # Arguments pickle cannot write (nested past the recursion limit: a plugin's
+                # parser may let them through) are the model's fault; the socket saw nothing,
+                # since the call is pickled whole before a byte is sent.
+                self.pending.pop(call.call_id, None)
+                said = f"{call.name}: the arguments cannot be sent to the tool worker (nested "
+                future.set_result(("bad_arguments", said + "too deeply or not JSON)"))
             except (OSError, ValueError):
                 self.pending.pop(call.call_id, None)
                 future.set_result(("crashed", f"{call.name}: the tool worker process is gone"))
@@ -352,12 +398,23 @@ class ToolWorkers:
                 self.started += 1
             return self._workers[-1]
 
-    async def run(self, name: str, arguments: Mapping[str, Any], timeout_s: float) -> Outcome:
-        """``name(**arguments)`` in the worker; ``("timeout", ...)`` after ``timeout_s``."""
+    async def run(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        timeout_s: float,
+        *,
+        schema_json: str | None = None,
+    ) -> Outcome:
+        """``name(**arguments)`` in the worker; ``("timeout", ...)`` after ``timeout_s``.
+
+        ``schema_json``: the tool's parameter schema; the worker checks the arguments against
+        it (``("bad_arguments", ...)``) within the same deadline.
+        """
         if stop_requested():
             return ("stopped", f"{name} was not called: the run is stopping")
         worker = self._active()
-        call = _Call(next(self._ids), name, dict(arguments))
+        call = _Call(next(self._ids), name, dict(arguments), schema_json)
         waiting = asyncio.wrap_future(worker.submit(call))
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s

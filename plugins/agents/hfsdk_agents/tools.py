@@ -45,11 +45,18 @@ _JSON_TYPES: dict[Any, str] = {
 
 
 def _json_type(hint: Any) -> dict[str, Any]:
-    """The JSON-schema type of a type hint (``Optional``/unions take their first non-None)."""
+    """The JSON-schema type of a type hint (unions take their first non-None type; ``None`` in
+    one, as in ``Optional``, adds ``"null"``, so the model may send null as Python allows)."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
-        return _json_type(args[0]) if args else {}
+        out = _json_type(args[0]) if args else {}
+        if len(args) < len(typing.get_args(hint)) and "type" in out:
+            kinds = out["type"] if isinstance(out["type"], list) else [out["type"]]
+            out["type"] = [*kinds, "null"]
+            if "enum" in out:
+                out["enum"] = [*out["enum"], None]
+        return out
     if origin is typing.Literal:
         values = list(typing.get_args(hint))
         return {**_json_type(type(values[0])), "enum": values}
@@ -107,7 +114,14 @@ def schema_from_function(fn: Callable[..., Any], name: str | None = None) -> dic
 
     try:
         schema = get_json_schema(fn)
-    except (DocstringParsingException, TypeHintParsingException, TypeError, ValueError):
+    except (
+        DocstringParsingException,
+        TypeHintParsingException,
+        TypeError,
+        ValueError,
+        NameError,  # a hint imported under TYPE_CHECKING only
+        AttributeError,  # a partial or a callable object: no __name__
+    ):
         return _own_schema(fn, name)
     schema["function"]["name"] = name or schema["function"]["name"]
     return schema
@@ -115,10 +129,17 @@ def schema_from_function(fn: Callable[..., Any], name: str | None = None) -> dic
 
 def _own_schema(fn: Callable[..., Any], name: str | None) -> dict[str, Any]:
     """hfsdk's schema of a function transformers cannot read (no or a partial docstring)."""
-    description, described = _docstring_parts(inspect.getdoc(fn) or "")
+    # A partial's or a callable object's own docstring and hints are its class's, not the tool's.
+    if isinstance(fn, functools.partial):
+        target: Any = fn.func
+    elif inspect.isroutine(fn) or isinstance(fn, type):
+        target = fn
+    else:  # a callable object: its __call__ method is the function
+        target = type(fn).__call__
+    description, described = _docstring_parts(inspect.getdoc(target) or "")
     try:
-        hints = typing.get_type_hints(fn)
-    except (NameError, TypeError):
+        hints = typing.get_type_hints(target)
+    except (NameError, TypeError, AttributeError):
         hints = {}
     properties: dict[str, Any] = {}
     required: list[str] = []
@@ -134,7 +155,7 @@ def _own_schema(fn: Callable[..., Any], name: str | None) -> dict[str, Any]:
     return {
         "type": "function",
         "function": {
-            "name": name or fn.__name__,
+            "name": name or _function_name(fn),
             "description": description,
             "parameters": {"type": "object", "properties": properties, "required": required},
         },
@@ -170,18 +191,39 @@ class Tool:
             schema = dict(schema)
             if "function" not in schema:
                 schema = {"type": "function", "function": schema}
-            tool_name = name or schema["function"].get("name") or fn.__name__
+            tool_name = name or schema["function"].get("name") or _function_name(fn)
             function = {**schema["function"], "name": tool_name}
             schema = {"type": "function", "function": function}
         else:
-            tool_name = name or fn.__name__
+            tool_name = name or _function_name(fn)
             schema = schema_from_function(fn, tool_name)
-        return cls(name=tool_name, fn=fn, schema=schema)
+        tool = cls(name=tool_name, fn=fn, schema=schema)
+        invalid = _schema_validator(_schema_json(tool.parameters))[1]
+        if invalid is not None:  # else every call would be a bad_arguments blamed on the model
+            raise ConfigError(
+                f"tool {tool_name!r}: its parameter schema is invalid ({invalid}); fix the "
+                "tool's schema (parameters: a JSON Schema object; types are string, integer, "
+                "number, boolean, array, object, null)"
+            )
+        return tool
 
     @property
     def parameters(self) -> Mapping[str, Any]:
         """The JSON schema of the arguments."""
         return self.schema["function"].get("parameters", {})
+
+
+def _function_name(fn: Callable[..., Any], entry: Any = None) -> str:
+    """``fn.__name__``; a ``ConfigError`` naming ``entry`` (or ``fn``) when it has none."""
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        what = entry if entry is not None else fn
+        raise ConfigError(
+            f"tool {what!r} is a {type(fn).__name__}, which has no __name__ to call the tool "
+            "by; give the entry a name: {fn: ..., name: my_tool} (and schema: ... unless its "
+            "docstring and hints describe it)"
+        )
+    return name
 
 
 def _load_callable(spec: str, what: str = "tool") -> Callable[..., Any]:
@@ -256,8 +298,12 @@ def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool
                 f"tool entry {dict(spec)!r}: expected keys fn (required), name, schema "
                 f"(or verl_class, schema, config); got {sorted(spec)}"
             )
-        base = load_tool(spec["fn"])
-        return Tool.from_function(base.fn, name=spec.get("name"), schema=spec.get("schema"))
+        # The function only: inferring a schema of its own would be wasted (an explicit schema
+        # wins) and fails for functions only an explicit schema can describe.
+        fn = _callable_of(spec["fn"])
+        if spec.get("name") is None and spec.get("schema") is None:
+            _function_name(fn, spec["fn"])
+        return Tool.from_function(fn, name=spec.get("name"), schema=spec.get("schema"))
     if not isinstance(spec, str):
         raise ConfigError(
             f"rollout.multi_turn.tools: the entry {spec!r} ({type(spec).__name__}) is not a "
@@ -273,7 +319,25 @@ def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool
             return impl
         schema = entry.extra.get("schema")
         return Tool.from_function(impl, name=spec, schema=schema)
-    return Tool.from_function(_load_callable(spec))
+    fn = _load_callable(spec)
+    return Tool.from_function(fn, name=_function_name(fn, spec))
+
+
+def _callable_of(spec: Any) -> Callable[..., Any]:
+    """The function of a mapping entry's ``fn`` (a name, ``module:fn``, a callable), without
+    building its schema."""
+    if isinstance(spec, Tool):
+        return spec.fn
+    if isinstance(spec, str) and ":" in spec:
+        return _load_callable(spec)
+    if isinstance(spec, str):
+        import hfsdk  # the registry through the public surface (no import cycle)
+
+        impl = hfsdk.get_registry("tools")[spec].impl
+        return impl.fn if isinstance(impl, Tool) else impl  # type: ignore[no-any-return]
+    if callable(spec) and not isinstance(spec, Mapping):
+        return spec  # type: ignore[no-any-return]
+    return load_tool(spec).fn
 
 
 def load_tools(specs: typing.Sequence[Any]) -> dict[str, Tool]:
@@ -361,27 +425,60 @@ def _schema_validator(schema_json: str) -> tuple[Any, str | None]:
     return validator_cls(schema), None
 
 
-def argument_error(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
-    """Why ``arguments`` do not fit ``tool`` (its JSON schema, then its signature), or ``None``.
+def _schema_json(parameters: Mapping[str, Any]) -> str:
+    """The parameter schema as the JSON that keys the validator cache (and crosses to the
+    tool worker)."""
+    return json.dumps(parameters, sort_keys=True, default=dict)
 
-    The schema is what the model was shown, so its words are what the model reads back:
-    ``argument 'a': 'three' is not of type 'integer'``.
+
+def _integer_typed(schema: Any) -> bool:
+    """Whether a property's schema takes integers but not other numbers."""
+    kinds = schema.get("type") if isinstance(schema, Mapping) else None
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    return "integer" in kinds and "number" not in kinds
+
+
+def checked_arguments(
+    schema_json: str, fn: Callable[..., Any], arguments: Mapping[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """``(arguments as the function gets them, why they do not fit or None)``: the JSON schema
+    (``schema_json``), then ``fn``'s signature.
+
+    jsonschema counts ``3.0`` and ``1e1`` as integers, so an integral float given for an
+    ``integer`` parameter becomes an ``int`` (the Python type the schema stands for). The
+    schema is what the model was shown, so its words are what the model reads back:
+    ``argument 'a': 'three' is not of type 'integer'``. The tool worker calls this under the
+    call's deadline: a schema ``pattern`` can backtrack for minutes.
     """
     import jsonschema
 
-    schema_json = json.dumps(tool.parameters, sort_keys=True, default=dict)
     validator, invalid = _schema_validator(schema_json)
     if invalid is not None:
-        return f"the tool's own parameter schema is invalid ({invalid})"
+        return dict(arguments), f"the tool's own parameter schema is invalid ({invalid})"
     error = jsonschema.exceptions.best_match(validator.iter_errors(dict(arguments)))
     if error is not None:
         where = ".".join(str(part) for part in error.absolute_path)
-        return f"argument {where!r}: {error.message}" if where else error.message
+        return dict(arguments), f"argument {where!r}: {error.message}" if where else error.message
+    schema = validator.schema
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    properties = properties if isinstance(properties, Mapping) else {}
+    arguments = {
+        key: int(value)
+        if isinstance(value, float) and value.is_integer() and _integer_typed(properties.get(key))
+        else value
+        for key, value in arguments.items()
+    }
     try:
-        inspect.signature(tool.fn).bind(**arguments)
+        inspect.signature(fn).bind(**arguments)
     except (TypeError, ValueError) as err:
-        return str(err)
-    return None
+        return arguments, str(err)
+    return arguments, None
+
+
+def argument_error(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
+    """Why ``arguments`` do not fit ``tool`` (its JSON schema, then its signature), or ``None``
+    (:func:`checked_arguments`, run in this process)."""
+    return checked_arguments(_schema_json(tool.parameters), tool.fn, arguments)[1]
 
 
 async def call_tool(
@@ -417,17 +514,17 @@ async def call_tool(
         return fail("unknown_tool", f"unknown tool {name!r}; available: {sorted(tools)}")
     if not isinstance(arguments, Mapping):
         return fail("bad_arguments", f"arguments of {name!r} must be a JSON object")
-    problem = argument_error(tool, arguments)
-    if problem is not None:
-        return fail("bad_arguments", f"{name}: {problem}")
+    # The worker checks the arguments (a bad_arguments outcome), under the deadline: here a
+    # backtracking schema pattern would stall every trajectory's event loop.
+    schema_json = _schema_json(tool.parameters)
     if runner is None:
         runner = ToolWorkers({name: tool.fn})
         try:
-            kind, output = await runner.run(name, arguments, timeout_s)
+            kind, output = await runner.run(name, arguments, timeout_s, schema_json=schema_json)
         finally:
             runner.close()
     else:
-        kind, output = await runner.run(name, arguments, timeout_s)
+        kind, output = await runner.run(name, arguments, timeout_s, schema_json=schema_json)
     if kind != "ok":
         return fail(kind, str(output))
     text, images = (output, ()) if isinstance(output, str) else (output.content, output.images)

@@ -122,3 +122,32 @@ def test_calls_inside_thinking_are_not_parsed() -> None:
     assert hermes_parser(f"I could write {call}\n</think>\n\n{later}").items == (add,)
     fn = '<function=add>{"a": 3, "b": 4}</function>'
     assert not llama_function_parser(f"<think>{fn}</think>The answer is 7.").wants_tools
+
+
+def test_arguments_nested_past_the_depth_bound_are_a_malformed_call() -> None:
+    """JSON that decodes but nests hundreds of levels deep would crash pickling (the tool
+    worker, the rollout dump, Ray): it never becomes a call's arguments."""
+    import pickle
+
+    from hfsdk_agents.parsers import MAX_JSON_DEPTH
+
+    def call(depth: int) -> str:
+        nested = "[" * depth + "]" * depth
+        return f'<tool_call>{{"name": "add", "arguments": {{"a": {nested}}}}}</tool_call>'
+
+    for depth in (500, 900):
+        parsed = hermes_parser(call(depth))
+        assert parsed.calls == () and len(parsed.errors) == 1
+        assert parsed.errors[0].startswith("the tool call is not JSON a tool can take")
+        assert f"deeper than {MAX_JSON_DEPTH} levels" in parsed.errors[0]
+        pickle.dumps(parsed)  # nothing in the turn is too deep to send on
+    # brackets inside strings are text, not nesting; a call within the bound is a call
+    text = "[" * 1000
+    parsed = hermes_parser(
+        f'<tool_call>{{"name": "echo", "arguments": {{"t": "{text}"}}}}</tool_call>'
+    )
+    assert parsed.calls == (ToolCall(name="echo", arguments={"t": text}),)
+    assert hermes_parser(call(MAX_JSON_DEPTH - 3)).calls
+    assert (
+        len(llama_function_parser(f"<function=add>{'[' * 500}{']' * 500}</function>").errors) == 1
+    )

@@ -173,3 +173,39 @@ def test_an_agent_loop_is_loaded_from_a_file_or_refused_in_one_line(tmp_path) ->
         with pytest.raises(ConfigError, match=pattern) as caught:
             resolve_run_config("grpo", data)
         assert "\n" not in str(caught.value)
+
+
+def test_a_misspelt_parser_or_loop_and_unused_loop_args_are_refused_when_resolved(
+    tmp_path,
+) -> None:
+    """They failed only at the first generate_sequences, after the models loaded; tool_loop
+    ignored any loop_args."""
+    path = tmp_path / "loops.py"
+    path.write_text(LOOP_FILE)
+    cases = {
+        "parser: hermess": (
+            {"parser": "hermess"},
+            r"^rollout.multi_turn.parser: unknown tool parser 'hermess'.*did you mean 'hermes'",
+        ),
+        "agent_loop: tool_lop": (
+            {"agent_loop": "tool_lop"},
+            r"^rollout.multi_turn.agent_loop: unknown agent loop 'tool_lop'.*'tool_loop'",
+        ),
+        "loop_args for tool_loop": (
+            {"loop_args": {"max_turns": 1}},
+            r"^rollout.multi_turn.loop_args \['max_turns'\]: the agent loop 'tool_loop' "
+            r"\(ToolLoop\) does not take them",
+        ),
+    }
+    for name, (keys, pattern) in cases.items():
+        data = {"rollout": {"multi_turn": {**MULTI_TURN, **keys}}}
+        with pytest.raises(ConfigError, match=pattern) as caught:
+            resolve_run_config("grpo", data)
+        assert "\n" not in str(caught.value), name
+    with pytest.raises(
+        ConfigError, match=r"loop_args \['max_turns'\] are set but rollouts are not"
+    ):
+        resolve_run_config("grpo", {"rollout": {"multi_turn": {"loop_args": {"max_turns": 1}}}})
+    # a custom loop keeps taking any loop_args (AgentLoop stores them as self.loop_args)
+    custom = {"agent_loop": f"{path}:Once", "loop_args": {"uneven": True}}
+    resolve_run_config("grpo", {"rollout": {"multi_turn": {**MULTI_TURN, **custom}}})

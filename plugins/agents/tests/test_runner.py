@@ -341,3 +341,23 @@ def test_a_deadline_in_one_blocking_trajectory_stops_them_all() -> None:
     with pytest.raises(DeadlineExceeded), deadline(0.5, "rollout", log_stack=False):
         asyncio.run(run_agents(Blocking(), None, [(1,)] * 3, [{}] * 3, [0, 1, 2], max_concurrent=3))
     assert started == [0] and time.monotonic() - begun < 10
+
+
+def test_a_turn_cut_by_the_trajectory_budget_finishes_budget_not_length() -> None:
+    """A model that never stops: its one turn is cut by max_response_tokens, so the metric of
+    trajectories stopped by the budget counts it; a cut by max_tokens_per_turn stays length."""
+    tok = word_tokenizer(["q", "a"])
+    a = tok.convert_tokens_to_ids("a")
+    for per_turn, finish, share in ((None, "budget", 1.0), (4, "length", 0.0)):
+        rollout = rollout_for(
+            tok,
+            lambda _ctx: [a] * 16,
+            width=16,
+            tools=["add"],
+            renderer="plain",
+            max_response_tokens=8,
+            max_tokens_per_turn=per_turn,
+        )
+        out = generate_rollout(rollout, prompt_batch(tok, ["q", "q"]))
+        assert [t["finish"] for t in out["agent_trajectory"]] == [finish] * 2, per_turn
+        assert out.meta["rollout_metrics"]["agent/budget_finish_share"] == share

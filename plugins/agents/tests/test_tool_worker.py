@@ -296,3 +296,18 @@ def test_a_return_that_cannot_be_sent_back_is_answered_at_once() -> None:
         assert (out.ok, out.content) == (True, "3") and took < 10
     finally:
         workers.close()
+
+
+def test_arguments_that_cannot_be_sent_to_the_worker_are_bad_arguments() -> None:
+    # A parser can be a plugin's: arguments too deep to pickle used to raise RecursionError
+    # out of the rollout.
+    nested: list = []
+    for _ in range(100_000):
+        nested = [nested]
+    workers = ToolWorkers({"quick": quick})
+    try:
+        kind, text = asyncio.run(workers.run("quick", {"a": nested, "b": 1}, timeout_s=5.0))
+        assert kind == "bad_arguments" and "cannot be sent to the tool worker" in text
+        assert asyncio.run(workers.run("quick", {"a": 1, "b": 2}, timeout_s=5.0)) == ("ok", "3")
+    finally:
+        workers.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import multiprocessing
 import time
@@ -43,7 +44,7 @@ def test_schema_from_hints_and_docstring() -> None:
         "properties": {
             "query": {"type": "string", "description": "What to look for."},
             "limit": {"type": "integer", "description": "How many hits at most."},
-            "tags": {"type": "array", "items": {"type": "string"}},
+            "tags": {"type": ["array", "null"], "items": {"type": "string"}},  # Optional
         },
         "required": ["query"],
     }
@@ -282,3 +283,151 @@ def test_a_turn_with_images_is_refused_by_a_request_serving_rollout() -> None:
     assert asyncio.run(server.generate(plain)).token_ids == (1,)
     with pytest.raises(HfsdkError, match=r"^a turn with images reached a rollout's generate_req"):
         asyncio.run(server.generate(ImageRequest(prompt_ids=(5,), max_new_tokens=2, images=[b"x"])))
+
+
+def lookup(name: str) -> str:
+    """Gives the name back."""
+    return name
+
+
+def test_a_backtracking_schema_pattern_is_checked_under_the_tool_deadline() -> None:
+    """Validation ran in the rollout's event loop, outside the worker's deadline: a pattern
+    that backtracks froze every trajectory for as long as it took (27 characters: ~10 s)."""
+    params = {
+        "type": "object",
+        "properties": {"name": {"type": "string", "pattern": r"^(\w+\s?)*$"}},
+        "required": ["name"],
+    }
+    tools = {
+        "lookup": Tool.from_function(lookup, schema={"description": "d", "parameters": params})
+    }
+    start = time.perf_counter()
+    out = _call(tools, "lookup", {"name": "a" * 30 + "!"}, timeout=0.5)
+    assert (out.ok, out.error) == (False, "timeout")
+    assert time.perf_counter() - start < 4
+    assert _call(tools, "lookup", {"name": "a b"}).content == "a b"
+    out = _call(tools, "lookup", {"name": "a!"})
+    assert (out.error, out.content) == (
+        "bad_arguments",
+        "Error: lookup: argument 'name': 'a!' does not match '^(\\\\w+\\\\s?)*$'",
+    )
+
+
+def repeat(word: str, n: int, limit: int | None = None) -> str:
+    """Repeat a word.
+
+    Args:
+        word: The word.
+        n: How many times.
+        limit: At most this many; may be null.
+    """
+    return " ".join([word] * min(n, limit or n))
+
+
+def plain(query: str, limit: int | None = None) -> str:
+    """Search (a docstring transformers cannot read: ``limit`` is not described).
+
+    Args:
+        query: What to look for.
+    """
+    return f"{query}:{limit}"
+
+
+def test_integral_floats_reach_an_int_parameter_as_ints_and_null_fits_optional() -> None:
+    """jsonschema counts 3.0 and 1e1 as integers: the tool got a float and raised."""
+    tools = {t.__name__: Tool.from_function(t) for t in (repeat, plain)}
+    assert _call(tools, "repeat", {"word": "hi", "n": 3.0}).content == "hi hi hi"
+    assert _call(tools, "repeat", {"word": "hi", "n": 1e1, "limit": 2.0}).content == "hi hi"
+    assert _call(tools, "repeat", {"word": "hi", "n": 2.5}).error == "bad_arguments"
+    # hfsdk's own schema (transformers could not read the docstring) keeps Optional's null
+    assert Tool.from_function(plain).parameters["properties"]["limit"] == {
+        "type": ["integer", "null"]
+    }
+    out = _call(tools, "plain", {"query": "x", "limit": None})
+    assert (out.ok, out.content) == (True, "x:None")
+
+
+def total(values: list) -> int:
+    """Sums the values (a NumPy integer)."""
+    import numpy as np
+
+    return np.sum(np.array(values))
+
+
+def mean(values: list) -> float:
+    """The mean (a NumPy float32)."""
+    import numpy as np
+
+    return np.float32(np.mean(values))
+
+
+def stats(values: list) -> dict:
+    """A dict holding NumPy numbers and an array."""
+    import numpy as np
+
+    return {"max": np.max(values), "n": len(values), "all": np.array(values)}
+
+
+def test_numpy_numbers_are_output_like_python_numbers() -> None:
+    tools = {t.__name__: Tool.from_function(t) for t in (total, mean, stats)}
+    assert _call(tools, "total", {"values": [1, 2, 3]}).content == "6"
+    assert _call(tools, "mean", {"values": [1, 2]}).content == "1.5"
+    out = _call(tools, "stats", {"values": [1, 2, 3]})
+    assert (out.ok, out.content) == (True, '{"max": 3, "n": 3, "all": [1, 2, 3]}')
+
+
+def _undocumented(query: str, index: str) -> str:
+    return f"{query}@{index}"
+
+
+class _Caller:
+    def __call__(self, query: str) -> str:
+        return query
+
+
+PARTIAL = functools.partial(_undocumented, index="wiki")
+CALLER = _Caller()
+
+
+def test_partials_and_callable_objects_load_or_ask_for_a_name() -> None:
+    schema = {"description": "Echo.", "parameters": {"type": "object", "properties": {}}}
+    spec = "plugins.agents.tests.test_tools:PARTIAL"
+    assert load_tool({"fn": spec, "name": "search"}).name == "search"
+    assert (
+        load_tool(
+            {"fn": "plugins.agents.tests.test_tools:CALLER", "name": "echo", "schema": schema}
+        ).schema["function"]["description"]
+        == "Echo."
+    )
+    for entry in (spec, "plugins.agents.tests.test_tools:CALLER"):
+        with pytest.raises(ConfigError, match=r"has no __name__.*give the entry a name:"):
+            load_tool(entry)
+
+
+def test_type_checking_only_hints_fall_back_to_hfsdks_own_schema(tmp_path: Path) -> None:
+    path = tmp_path / "fwd.py"
+    path.write_text(
+        "from __future__ import annotations\nfrom typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from decimal import Decimal\n\n"
+        "def lookup(key: str, default: Decimal | None = None) -> str:\n"
+        '    """Look a key up.\n\n    Args:\n        key: the key\n'
+        '        default: what to return when missing\n    """\n    return key\n'
+    )
+    tool = load_tool(f"{path}:lookup")
+    assert tool.parameters["required"] == ["key"]
+
+
+def test_an_explicit_schema_is_not_inferred_and_an_invalid_one_is_refused() -> None:
+    from unittest import mock
+
+    schema = {"description": "Add.", "parameters": {"type": "object", "properties": {}}}
+    with mock.patch("hfsdk_agents.tools.schema_from_function", side_effect=AssertionError):
+        load_tool({"fn": "add", "name": "add", "schema": schema})
+    bad = {
+        "description": "Add.",
+        "parameters": {"type": "object", "properties": {"a": {"type": "int"}}},
+    }
+    with pytest.raises(
+        ConfigError, match=r"tool 'add': its parameter schema is invalid \('int' is not valid"
+    ):
+        load_tool({"fn": "add", "name": "add", "schema": bad})
