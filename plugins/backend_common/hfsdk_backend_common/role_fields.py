@@ -55,11 +55,13 @@ class TrainedRoleConfig(RoleConfig):
         "Samples per forward/backward pass on one rank (gradients accumulate over a mini-batch).",
         default=4,
         validator=attrs.validators.ge(1),
+        resumable=True,
     )
     forward_micro_batch_size: int | None = help_field(
         "Samples per inference pass (log-probs, values, scores); null: micro_batch_size.",
         default=None,
         validator=attrs.validators.optional(attrs.validators.ge(1)),
+        resumable=True,
     )
     ppo_epochs: int = help_field(
         "Passes over each step's batch per update (PPO epochs).",

@@ -111,6 +111,14 @@ class _CausalLMEngine(FSDPEngine):
         params = inspect.signature(type(model).forward).parameters
         self._logits_to_keep = "logits_to_keep" in params
 
+    # What _response_outputs does, for pricing passes: rows with extra model inputs (images)
+    # are neither packed nor trimmed.
+    def _packs_rows(self, batch: Batch) -> bool:
+        return self.config.packing and model_inputs_of(batch) is None
+
+    def _drops_padding_columns(self, batch: Batch) -> bool:
+        return self.config.remove_padding and model_inputs_of(batch) is None
+
     def _response_outputs(
         self,
         micro: Batch,

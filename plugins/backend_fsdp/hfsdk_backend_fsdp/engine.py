@@ -67,6 +67,8 @@ DCP_DIR = "{role}_dcp"
 EXTRA_FILE = "extra.pt"
 BASE_BIT_SUM_KEY = "lora_base_bit_sum"
 """``extra.pt``'s record of a LoRA actor's frozen base (:meth:`FSDPEngine._base_bit_sum`)."""
+LORA_CONFIG_KEY = "lora_config"
+"""``extra.pt``'s record of a trained role's adapters (:meth:`FSDPEngine._lora_record`)."""
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
@@ -309,6 +311,44 @@ class FSDPEngine:
             f"saved); restore that base model in {self.role}.model_path, or start a new run"
         )
 
+    def _lora_record(self) -> dict[str, Any]:
+        """What the trained weights depend on in ``lora``: rank (0: no adapters), alpha and
+        the target modules (dropout only shapes training passes)."""
+        if not self.lora:
+            return {"rank": 0}
+        lora = self.config.lora
+        return {
+            "rank": lora.rank,
+            "alpha": float(lora.alpha),
+            "target_modules": sorted(lora.target_modules),
+        }
+
+    def _lora_changed(self, extra: dict[str, Any], path: Path) -> str | None:
+        """Why the checkpoint at ``path`` (its ``extra``) cannot load into this engine's
+        adapters (``None``: the same, or a checkpoint older than the record).
+
+        Adapters load non-strictly (the frozen base is not checkpointed), so other target
+        modules or another alpha would otherwise load silently: dropped or rescaled.
+        """
+        saved = extra.get(LORA_CONFIG_KEY)
+        if not self.trainable or saved is None:
+            return None
+        now = self._lora_record()
+        # Without adapters on either side only the rank says what differs.
+        keys = (
+            ("rank", "alpha", "target_modules") if saved.get("rank") and now["rank"] else ("rank",)
+        )
+        fields = [k for k in keys if saved.get(k) != now.get(k)]
+        if not fields:
+            return None
+        had = ", ".join(f"{k}={saved.get(k, 'none')}" for k in fields)
+        has = ", ".join(f"{k}={now.get(k, 'none')}" for k in fields)
+        return (
+            f"{path} holds {self.role} weights trained with other LoRA adapters: "
+            f"{self.role}.lora's {', '.join(fields)} differ (checkpoint: {had}; config: {has}); "
+            f"set {self.role}.lora back to the checkpoint's values, or start a new run"
+        )
+
     def _attn_implementation(self) -> str | None:
         """``attn_implementation`` with ``auto`` resolved (``None``: keep the model's default)."""
         choice = self.config.attn_implementation
@@ -386,18 +426,31 @@ class FSDPEngine:
             return self._token_budget_split(mini, by_length=True)
         return group_split(mini, self.config.micro_batch_size)
 
+    def _packs_rows(self, batch: Batch) -> bool:
+        """Whether this engine's passes over ``batch`` pack its rows into one sequence."""
+        return self.config.packing
+
+    def _drops_padding_columns(self, batch: Batch) -> bool:
+        """Whether this engine's unpacked passes over ``batch`` drop the columns that are
+        padding in every row; ``False``: they run at the batch's full width."""
+        return False
+
     def _token_budget_split(self, batch: Batch, *, by_length: bool) -> list[Batch]:
         """``micro_batch_tokens`` passes; the ranks agree on their number (FSDP needs it)."""
         budget = self.config.micro_batch_tokens
         assert budget is not None
-        # A pass runs at its longest prompt plus its longest response (padding columns are
-        # dropped only where every row has them), so that is what the budget counts.
-        lengths: list[Any] = (
-            row_extents(batch["attention_mask"], batch["responses"].shape[1])
-            if "responses" in batch
-            else [int(n) for n in batch["attention_mask"].sum(dim=-1).tolist()]
-        )
-        packed = self.config.packing  # a packed pass costs its rows' summed length
+        packed = self._packs_rows(batch)  # a packed pass costs its rows' summed length
+        lengths: list[Any]
+        if not packed and not self._drops_padding_columns(batch):
+            # The pass runs at the batch's full width whatever its rows hold: price every
+            # row at that width (counting only real tokens ran ~6x over the budget).
+            lengths = [int(batch["attention_mask"].shape[1])] * len(batch)
+        elif "responses" in batch:
+            # A pass runs at its longest prompt plus its longest response (padding columns
+            # are dropped only where every row has them), so that is what the budget counts.
+            lengths = row_extents(batch["attention_mask"], batch["responses"].shape[1])
+        else:
+            lengths = [int(n) for n in batch["attention_mask"].sum(dim=-1).tolist()]
         count = len(token_budget_groups(lengths, budget, by_length=by_length, packed=packed))
         if self.dp.distributed:
             import torch.distributed as dist
@@ -569,6 +622,8 @@ class FSDPEngine:
                 extra["scheduler"] = self.scheduler.state_dict()
             if self.lora:
                 extra[BASE_BIT_SUM_KEY] = self.base_bit_sum
+            if self.trainable:
+                extra[LORA_CONFIG_KEY] = self._lora_record()
             torch.save(extra, path / EXTRA_FILE)
         self._barrier()
         return path
@@ -610,18 +665,22 @@ class FSDPEngine:
             failure = f"no {self.role} engine checkpoint at {path}"
         else:
             try:
-                state = {"model": self._checkpointed_model_state()}
-                if self.trainable:
-                    assert self.optimizer is not None
-                    state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
-                with _dcp_warnings_off():
-                    dcp.load(
-                        state,
-                        checkpoint_id=str(path),
-                        process_group=self.dp.group,
-                        no_dist=not self.dp.distributed,
-                    )
+                # The small record first: adapters of another shape are named, not a DCP
+                # size mismatch.
                 extra = load_checkpoint_file(path / EXTRA_FILE)
+                failure = self._lora_changed(extra, path)
+                if failure is None:
+                    state = {"model": self._checkpointed_model_state()}
+                    if self.trainable:
+                        assert self.optimizer is not None
+                        state["optimizer"] = get_optimizer_state_dict(self.module, self.optimizer)
+                    with _dcp_warnings_off():
+                        dcp.load(
+                            state,
+                            checkpoint_id=str(path),
+                            process_group=self.dp.group,
+                            no_dist=not self.dp.distributed,
+                        )
             except (Exception, CheckpointException) as exc:  # a bad shard, metadata or extra
                 # (DCP's CheckpointException is a BaseException; it reaches every rank)
                 cause = rank_failure(exc) if isinstance(exc, CheckpointException) else exc

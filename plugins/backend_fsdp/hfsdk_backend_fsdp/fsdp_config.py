@@ -27,19 +27,23 @@ class FSDPRoleConfig(TrainedRoleConfig):
         default="fsdp",
     )
     micro_batch_tokens: int | None = help_field(
-        "Token budget of one forward/backward pass on one rank (rows x longest row): rows of "
-        "similar length share a pass; replaces micro_batch_size and forward_micro_batch_size; "
-        "null: fixed row counts.",
+        "Token budget of one forward/backward pass on one rank (rows x the width the pass runs "
+        "at): rows of similar length share a pass; replaces micro_batch_size and "
+        "forward_micro_batch_size; null: fixed row counts.",
         default=None,
         validator=attrs.validators.optional(attrs.validators.ge(1)),
+        resumable=True,
     )
     """Passes are sized by tokens instead of rows: a pass over rows padded to its
-    longest row costs rows x that length, and rows are grouped (in training, by
-    length) so the cost stays within the budget; a row longer than the budget
-    gets a pass of its own. All data-parallel ranks run the same number of passes."""
+    longest row costs rows x that length (x the batch's full width where the engine
+    drops no padding columns: the critic, score models, ``remove_padding: false``), and
+    rows are grouped (in training, by length) so the cost stays within the budget; a
+    row longer than the budget gets a pass of its own. All data-parallel ranks run the
+    same number of passes."""
     gradient_checkpointing: bool = help_field(
         "Recompute activations in backward (less memory, ~30% more compute).",
         default=False,
+        resumable=True,
     )
     attn_implementation: Literal["auto", "sdpa", "eager"] = help_field(
         "Attention kernel of the HF model: sdpa, eager, or auto (eager when a trained role "
@@ -56,6 +60,7 @@ class FSDPRoleConfig(TrainedRoleConfig):
         "FSDP2: free gathered parameters after forward (ZeRO-3) instead of keeping them to "
         "backward (ZeRO-2).",
         default=True,
+        resumable=True,
     )
     """FSDP2: free gathered weights after each forward (less memory, one more all-gather)."""
     compile: bool = help_field(
@@ -70,6 +75,7 @@ class FSDPRoleConfig(TrainedRoleConfig):
         "Log-prob and training passes drop the columns that are padding in every row of a "
         "micro-batch.",
         default=True,
+        resumable=True,
     )
     """Log-prob and training passes drop the columns that are padding in every row of a
     micro-batch (leading prompt padding, response padding after the longest response)."""
@@ -77,6 +83,7 @@ class FSDPRoleConfig(TrainedRoleConfig):
         "Pack each micro-batch's rows into one padding-free sequence (positions restart per "
         "row, attention never crosses rows) for log-prob, value and training passes.",
         default=False,
+        resumable=True,
     )
     """Sequence packing (docs/backends.md, "Sequence packing"): no padding token is computed;
     with ``micro_batch_tokens`` a pass's cost is its rows' summed length, not rows x longest."""
@@ -97,6 +104,7 @@ class FSDPRoleConfig(TrainedRoleConfig):
         "FSDP2 CPU offload of parameters, gradients and optimizer state (GPU only; a "
         "no-op on CPU).",
         default=False,
+        resumable=True,
     )
     """FSDP2's ``CPUOffloadPolicy``: sharded parameters, gradients and the optimizer step live
     in host memory; each unit is copied to the GPU for its forward/backward. On a CPU-only
@@ -126,6 +134,55 @@ def run_config_problems(config: Any) -> list[str]:
     problems.extend(_mini_batch_problems(config))
     problems.extend(_lora_problems(config))
     problems.extend(_rollout_layout_problems(config))
+    problems.extend(_pass_problems(config))
+    return problems
+
+
+def _fsdp_sections(config: Any) -> list[tuple[str, FSDPRoleConfig]]:
+    """``(dotted name, section)`` of every fsdp role, a signal's scoring model included."""
+    found = []
+    for name, section in config.sections.items():
+        if isinstance(section, FSDPRoleConfig):
+            found.append((name, section))
+        elif isinstance(getattr(section, "model", None), FSDPRoleConfig):
+            found.append((f"{name}.model", section.model))
+    return found
+
+
+def _pass_problems(config: Any) -> list[str]:
+    """Pass settings a role's engine cannot honour, refused before any model loads."""
+    from hfsdk import TRAINED_KINDS, run_spec
+
+    sections = [
+        (name, section)
+        for name, section in _fsdp_sections(config)
+        if section.micro_batch_tokens is not None or section.packing
+    ]
+    if not sections:  # nothing to check: the algorithm's spec is not needed
+        return []
+    spec = run_spec(config)
+    kinds = {role.name: role.kind for role in spec.roles}
+    # Batches whose rows come in groups that must share a training pass (hfsdk.ROW_GROUP):
+    # a policy trained on preference pairs (DPO: its spec's default data says so) and a score
+    # model (its loss is over row groups: Bradley-Terry pairs). The engine found out only at
+    # step 1, after the models loaded.
+    pairs_policy = spec.default_data == "preference_pairs"
+    problems = []
+    for name, section in sections:
+        role = name.split(".")[0]
+        kind = kinds.get(role)
+        grouped = kind == "score_model" or (pairs_policy and kind in TRAINED_KINDS)
+        if grouped and section.micro_batch_tokens is not None:
+            problems.append(
+                f"{name}.micro_batch_tokens={section.micro_batch_tokens} splits rows by length, "
+                f"but {config.algo} trains {role} on preference pairs whose two rows must "
+                f"share a pass; unset {name}.micro_batch_tokens and use {name}.micro_batch_size"
+            )
+        if kind in ("scorer", "score_model") and section.packing:
+            problems.append(
+                f"{name}.packing: true is not supported by score models (they score unpacked "
+                f"rows); set {name}.packing: false"
+            )
     return problems
 
 

@@ -36,6 +36,9 @@ class ScoreEngine(FSDPEngine):
     def _prepare_model(self, model: PreTrainedModel) -> None:
         self._head = model.score
 
+    def _packs_rows(self, batch: Batch) -> bool:
+        return False  # every pass scores padded rows (packing is refused with the config)
+
     def _head_scores(self, micro: Batch) -> torch.Tensor:
         """(B,) float32 head outputs at each row's last response token (graph kept)."""
         captured: list[torch.Tensor] = []

@@ -79,3 +79,66 @@ def test_lora_is_for_the_actor_and_its_default_rollout_layout() -> None:
                  "actor.mini_batch_size=8"]  # fmt: skip
     with pytest.raises(ConfigError, match=r"actor\.lora\.rank=8 with actor\.rollout_layout\.tp=2"):
         load_run_config("grpo", None, overrides)
+
+
+MEMORY_LEVERS = [
+    "actor.micro_batch_size=1",
+    "actor.forward_micro_batch_size=2",
+    "actor.micro_batch_tokens=512",
+    "actor.gradient_checkpointing=true",
+    "actor.packing=true",
+    "actor.remove_padding=false",
+    "actor.offload=true",
+    "actor.reshard_after_forward=false",
+    "reference.forward_micro_batch_size=1",
+]
+
+
+def test_resume_accepts_changed_memory_levers(tmp_path) -> None:
+    """An out-of-memory run could not resume with a smaller micro-batch or gradient
+    checkpointing: every memory lever was refused as "a different config", though none
+    changes the numbers beyond float rounding."""
+    import torch
+
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.errors import HfsdkError
+    from hfsdk.core.trainer.run_directory import RunDirectory
+
+    step = tmp_path / "checkpoints" / "step_1"
+    step.mkdir(parents=True)
+    (step / "COMPLETE").write_text("1\n")
+    torch.save({"step": 1}, step / "trainer_state.pt")
+    (tmp_path / "config.yaml").write_text(load_run_config("grpo", None, []).to_yaml())
+    RunDirectory(tmp_path).check_config_matches(load_run_config("grpo", None, MEMORY_LEVERS))
+    # What the checkpoint's state depends on is still refused.
+    with pytest.raises(HfsdkError, match=r"different config \(actor\.mini_batch_size changed\)"):
+        RunDirectory(tmp_path).check_config_matches(
+            load_run_config("grpo", None, [*MEMORY_LEVERS, "actor.mini_batch_size=4"])
+        )
+
+
+def test_token_budgets_on_paired_rows_are_refused_with_the_config() -> None:
+    """DPO and reward-model rows come in pairs that must share a pass; micro_batch_tokens was
+    refused only at step 1, after the models loaded, leaving a run directory behind."""
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"actor\.micro_batch_tokens=512 .* preference pairs"):
+        load_run_config("dpo", None, ["actor.micro_batch_tokens=512"])
+    with pytest.raises(ConfigError, match=r"reward_model\.micro_batch_tokens=512 .* pairs"):
+        load_run_config("reward_model", None, ["reward_model.micro_batch_tokens=512"])
+    # The reference only infers: its passes may split pairs.
+    load_run_config("dpo", None, ["reference.micro_batch_tokens=512"])
+    load_run_config("grpo", None, ["actor.micro_batch_tokens=512"])
+
+
+def test_packing_on_a_score_model_is_refused() -> None:
+    """Reward and cost models score unpacked rows: packing: true did nothing on them."""
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"reward_model\.packing: true .* score models"):
+        load_run_config("reward_model", None, ["reward_model.packing=true"])
+    with pytest.raises(ConfigError, match=r"reward\.model\.packing: true .* score models"):
+        load_run_config("ppo", None, ["reward.model={packing: true}"])
+    load_run_config("ppo", None, ["critic.packing=true", "actor.packing=true"])

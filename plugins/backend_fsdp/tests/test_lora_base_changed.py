@@ -46,3 +46,41 @@ def test_a_resume_on_a_changed_base_is_refused_in_one_line(model_dir: Path, tmp_
     with pytest.raises(HfsdkError, match="trained on another base model") as caught:
         _actor(base).load_checkpoint(tmp_path / "step_1")
     assert "\n" not in str(caught.value) and "actor.model_path" in str(caught.value)
+
+
+def test_a_resume_with_other_adapters_is_refused_naming_them(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    """The checkpoint's adapters loaded non-strictly: other target_modules or another alpha
+    took them silently (adapters dropped, or rescaled), and the run went on."""
+    import attrs
+
+    _actor(model_dir).save_checkpoint(tmp_path / "step_1")
+    for changed, fields in [
+        (attrs.evolve(LORA, target_modules=("q_proj",)), "target_modules"),
+        (attrs.evolve(LORA, alpha=64.0), "alpha"),
+        (attrs.evolve(LORA, rank=8, alpha=64.0), "rank, alpha"),
+        (LoraConfig(), "rank"),  # the full model from an adapter checkpoint
+    ]:
+        engine = ActorEngine(FSDPRoleConfig(model_path=str(model_dir), lora=changed), role="actor")
+        with pytest.raises(HfsdkError, match=f"actor.lora's {fields} differ") as caught:
+            engine.load_checkpoint(tmp_path / "step_1")
+        assert "\n" not in str(caught.value)
+    # Dropout is not part of the trained weights: it may change.
+    ActorEngine(
+        FSDPRoleConfig(model_path=str(model_dir), lora=attrs.evolve(LORA, dropout=0.1)),
+        role="actor",
+    ).load_checkpoint(tmp_path / "step_1")
+
+
+def test_a_checkpoint_without_the_adapter_record_loads_as_before(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    from hfsdk_backend_fsdp.engine import DCP_DIR, EXTRA_FILE, LORA_CONFIG_KEY
+
+    _actor(model_dir).save_checkpoint(tmp_path / "step_1")
+    extra_path = tmp_path / "step_1" / DCP_DIR.format(role="actor") / EXTRA_FILE
+    extra = torch.load(extra_path, weights_only=True)
+    del extra[LORA_CONFIG_KEY]
+    torch.save(extra, extra_path)
+    _actor(model_dir).load_checkpoint(tmp_path / "step_1")

@@ -207,6 +207,42 @@ def test_token_budget_passes_train_and_score_like_fixed_row_counts(
     )
 
 
+def test_token_budgets_price_each_pass_at_the_width_it_runs(model_dir: Path) -> None:
+    """The budget assumed every pass drops its padding columns; the critic, the scorers and
+    an actor with remove_padding false run at the batch's full width, so their passes ran
+    ~6x over micro_batch_tokens (a critic pass of 497 tokens for a budget of 80)."""
+    from hfsdk_backend_fsdp.critic import CriticEngine
+    from hfsdk_backend_fsdp.scorer import ScoreEngine
+
+    prompt, response, budget = 12, 6, 40
+    attention = torch.zeros(6, prompt + response, dtype=torch.long)
+    attention[0] = 1  # one long prompt: every row runs this wide unless columns are dropped
+    attention[1:, prompt - 2 : prompt + 3] = 1
+    batch = Batch.from_dict(
+        tensors={
+            "input_ids": torch.full_like(attention, 5),
+            "attention_mask": attention,
+            "responses": torch.full((6, response), 5),
+            "response_mask": attention[:, prompt:].clone(),
+        }
+    )
+    settings = {"model_path": str(model_dir), "micro_batch_tokens": budget}
+    full_width = [
+        CriticEngine(FSDPRoleConfig(**settings), role="critic"),  # type: ignore[arg-type]
+        ScoreEngine(FSDPRoleConfig(**settings), role="reward"),  # type: ignore[arg-type]
+        _actor(model_dir, micro_batch_tokens=budget, remove_padding=False),
+    ]
+    for engine in full_width:
+        for passes in (
+            list(engine._forward_micro_batches(batch)),
+            engine._train_micro_batches(batch),
+        ):
+            assert sorted(len(p) for p in passes) == [2, 2, 2], type(engine).__name__
+    # The actor that drops padding columns still lets the short rows share one pass.
+    trimmed = _actor(model_dir, micro_batch_tokens=budget)
+    assert sorted(len(p) for p in trimmed._train_micro_batches(batch)) == [2, 4]
+
+
 def test_compile_without_a_cpp_compiler_is_refused_in_one_line(
     model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
