@@ -101,6 +101,7 @@ class VLLMRequestServer:
         """The request's tokens, log-probs and finish reason once vLLM finishes it."""
         if self._closed:
             raise HfsdkError("the vLLM request server is closed; the rollout was closed")
+        self._check_fits(request)
         import torch
 
         loop = asyncio.get_running_loop()
@@ -125,27 +126,79 @@ class VLLMRequestServer:
             self._executor.submit(self.engine.llm.llm_engine.abort_request, running, True)
         self._executor.shutdown(wait=True)
 
+    def _check_fits(self, request: GenerationRequest) -> None:
+        """Refuse a prompt the engine cannot hold here, for this request only.
+
+        vLLM rejects it inside ``enqueue``, in the step that also serves every other
+        request in flight, which would fail them all.
+        """
+        limit = self.engine.llm.llm_engine.model_config.max_model_len
+        if len(request.prompt_ids) >= limit:  # vLLM needs room for one generated token
+            raise HfsdkError(
+                f"the request's prompt has {len(request.prompt_ids)} tokens but the vLLM engine "
+                f"holds at most {limit - 1} (its max_model_len {limit} is "
+                "rollout.max_prompt_length + rollout.max_response_length, less one token to "
+                "generate); shorten the prompt or raise rollout.max_prompt_length"
+            )
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        while (self._pending or self._running) and not self._closed:
-            joiners, self._pending = self._pending, []
-            try:
-                finished = await loop.run_in_executor(self._executor, self._step, joiners)
-            except BaseException as error:  # every waiter must hear of it
-                for _, future, _ in [*joiners, *self._running.values()]:
-                    _fail(future, error)
-                self._running = {}
-                if not isinstance(error, Exception):
-                    raise
-                return
-            for future, result in finished:
-                if not future.done():
-                    future.set_result(result)
+        joiners: list[tuple[GenerationRequest, asyncio.Future, int]] = []
+        try:
+            while (self._pending or self._running) and not self._closed:
+                # Clients that gave up (cancelled futures) are not enqueued, or are aborted.
+                joiners = [j for j in self._pending if not j[1].done()]
+                self._pending = []
+                gone = [key for key, (_, future, _) in self._running.items() if future.done()]
+                step = self._executor.submit(self._step, joiners, gone)
+                finished = await asyncio.wrap_future(step, loop=loop)
+                for future, result in finished:
+                    if not future.done():
+                        future.set_result(result)
+        except BaseException as error:  # cancelled (the loop ends) or a failed step
+            self._stop_all(error, [future for _, future, _ in joiners])
+            if not isinstance(error, Exception):
+                raise
 
-    def _step(self, joiners: list[tuple[GenerationRequest, asyncio.Future, int]]) -> list:
-        """Add the joiners, run one engine step, return the finished (future, result)s."""
+    def _stop_all(self, error: BaseException, joined: list[asyncio.Future]) -> None:
+        """Abort every request of this server in the engine, then fail (or cancel) its waiters.
+
+        The abort runs in the worker thread, so after a step still in flight (one worker,
+        in order), and this blocks until it is done: once control returns, nothing drives
+        the engine and no request of this server is left in it, where vLLM's next
+        ``LLM.generate`` would return its output among a batch's rows.
+        """
+        waiters = [*joined, *(future for _, future, _ in self._pending)]
+        self._pending = []
+        if not self._closed:  # close() aborted what ran and shut the worker down
+            with contextlib.suppress(RuntimeError):  # the worker was shut down meanwhile
+                waiters += self._executor.submit(self._abort_running).result()
+        for future in waiters:
+            if isinstance(error, Exception):
+                _fail(future, error)
+            elif not future.done():
+                future.cancel()
+
+    def _abort_running(self) -> list[asyncio.Future]:
+        """(Worker thread) Abort the running requests in the engine; their futures."""
+        running, self._running = self._running, {}
+        if running:
+            internal = [internal for _, _, internal in running.values()]
+            self.engine.llm.llm_engine.abort_request(internal, internal=True)
+        return [future for _, future, _ in running.values()]
+
+    def _step(
+        self, joiners: list[tuple[GenerationRequest, asyncio.Future, int]], gone: list[str]
+    ) -> list:
+        """Abort the ``gone`` requests (their clients gave up), add the joiners, run one
+        engine step, return the finished (future, result)s."""
         started = time.perf_counter()
         llm = self.engine.llm
+        if gone:
+            internal = [self._running.pop(key)[2] for key in gone]
+            llm.llm_engine.abort_request(internal, internal=True)
+        if not joiners and not self._running:
+            return []  # every client gave up: nothing to step
         if joiners:
             self.engine.wake_up()
             prompts = [{"prompt_token_ids": list(r.prompt_ids)} for r, _, _ in joiners]

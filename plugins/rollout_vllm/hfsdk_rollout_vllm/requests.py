@@ -7,6 +7,7 @@ imports the other.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 LOG_PROB_KEY = "rollout_log_probs"
 SEED_RANGE = 2**31 - 1
+logger = logging.getLogger(__name__)
 
 
 def engine_dtype(config: VLLMRolloutConfig, actor: ActorSource) -> torch.dtype:
@@ -88,6 +90,7 @@ def generate_rows(
     responses = torch.full((rows, width), pad_id, dtype=torch.long)
     log_probs = torch.zeros((rows, width), dtype=torch.float32)
     step = config.micro_batch_size or max(rows, 1)
+    abort_unfinished(engine.llm.llm_engine)
     for start in range(0, rows, step):
         stop = min(start + step, rows)
         requests = [
@@ -95,7 +98,9 @@ def generate_rows(
             for row, m in zip(input_ids[start:stop], attention_mask[start:stop], strict=True)
         ]
         params = [sampling_params(config, eos_ids, greedy, seeds[i]) for i in range(start, stop)]
-        for offset, output in enumerate(engine.generate(requests, params)):
+        outputs = engine.generate(requests, params)
+        _check_outputs(outputs, requests)
+        for offset, output in enumerate(outputs):
             completion = output.outputs[0]
             tokens = list(completion.token_ids)[:width]
             _check_ending(tokens, width, eos_ids)
@@ -106,6 +111,39 @@ def generate_rows(
             ):
                 log_probs[row, t] = float(entry[token].logprob)
     return responses, log_probs
+
+
+def abort_unfinished(llm_engine: Any) -> int:
+    """Abort every request still unfinished in the engine; how many there were.
+
+    vLLM's ``LLM.generate`` runs the engine until nothing is unfinished and returns every
+    request that finished, sorted by id: a request left behind (by a request server whose
+    event loop ended, say) would come first and take a row of the batch.
+    """
+    if not llm_engine.get_num_unfinished_requests():
+        return 0
+    # vLLM 0.32 lists the unfinished requests (internal ids) nowhere public but here.
+    left = list(llm_engine.output_processor.request_states)
+    llm_engine.abort_request(left, internal=True)
+    logger.warning(
+        "aborted %d unfinished request(s) left in the vLLM engine before a batch generation "
+        "(abandoned by a request server whose event loop ended, or enqueued by another "
+        "caller); their outputs would have taken the batch's rows",
+        len(left),
+    )
+    return len(left)
+
+
+def _check_outputs(outputs: list[Any], requests: list[dict[str, Any]]) -> None:
+    """Raise unless vLLM returned one output per request, in the order sent."""
+    sent = [r["prompt_token_ids"] for r in requests]
+    got = [list(o.prompt_token_ids) for o in outputs]
+    if got != sent:
+        raise HfsdkError(
+            f"vLLM returned {len(got)} outputs for the {len(sent)} prompts sent, or in another "
+            "order (another caller drove the engine during the batch); their responses would "
+            "land on the wrong rows: don't serve requests while generate_sequences runs"
+        )
 
 
 def _check_ending(tokens: list[int], width: int, eos_ids: list[int]) -> None:

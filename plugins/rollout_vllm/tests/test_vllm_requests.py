@@ -166,3 +166,76 @@ def test_every_request_checks_the_engines_weights_version() -> None:
         hybrid._require_current()
     hybrid.weights_stale, hybrid.loaded_version = False, 1
     hybrid._require_current()
+
+
+def _engine_unfinished(rollout: Any) -> int:
+    return rollout.engine.llm.llm_engine.get_num_unfinished_requests()
+
+
+async def _until_running(rollout: Any) -> None:
+    """Wait until the request server has handed a request to the engine."""
+    while rollout.request_server is None or not rollout.request_server._running:
+        await asyncio.sleep(0)
+
+
+def test_a_cancelled_request_leaves_no_output_for_the_next_batch(
+    vllm_rollout, make_prompts, prompt_texts
+) -> None:
+    """A client that gives up on a request (a per-turn timeout) and ends its event loop leaves
+    nothing in the engine: the next batch's rows are each their own prompt's response (vLLM's
+    ``generate`` returns every finished request, a stale one first)."""
+    batch = make_prompts(prompt_texts)
+    reference = vllm_rollout.generate_sequences(batch, greedy=True)["responses"]
+    request = GenerationRequest(prompt_ids=list(range(5, 60)), max_new_tokens=8, greedy=True)
+
+    async def cancelled_client() -> None:
+        task = asyncio.ensure_future(vllm_rollout.generate_request(request))
+        await _until_running(vllm_rollout)
+        task.cancel()  # the event loop then ends with the request in flight
+
+    with vllm_rollout.serving():
+        asyncio.run(cancelled_client())
+    assert _engine_unfinished(vllm_rollout) == 0
+    rows = vllm_rollout.generate_sequences(batch, greedy=True)["responses"]
+    assert [torch.equal(a, b) for a, b in zip(rows, reference, strict=True)] == [True] * 6
+
+
+def test_a_batch_aborts_requests_left_in_the_engine(
+    vllm_rollout, make_prompts, prompt_texts, caplog
+) -> None:
+    """Requests some other caller left unfinished in the engine are aborted (with a warning)
+    before a batch, so they cannot take its rows."""
+    batch = make_prompts(prompt_texts)
+    reference = vllm_rollout.generate_sequences(batch, greedy=True)["responses"]
+    vllm_rollout.engine.llm.enqueue(
+        [{"prompt_token_ids": list(range(5, 60))}], vllm_rollout.sampling_params(True),
+        use_tqdm=False,
+    )  # fmt: skip
+    with caplog.at_level("WARNING", logger="hfsdk_rollout_vllm.requests"):
+        rows = vllm_rollout.generate_sequences(batch, greedy=True)["responses"]
+    assert torch.equal(rows, reference)
+    assert "aborted 1 unfinished request" in caplog.text
+    assert _engine_unfinished(vllm_rollout) == 0
+
+
+def test_a_too_long_request_fails_alone(vllm_rollout, prompt_texts) -> None:
+    """A prompt the engine cannot hold is refused on its own, naming the keys to raise; the
+    request in flight beside it completes and nothing stays in the engine."""
+    from hfsdk import HfsdkError
+
+    good = GenerationRequest(prompt_ids=_ids(vllm_rollout, prompt_texts[:1])[0],
+                             max_new_tokens=8, greedy=True)  # fmt: skip
+    alone = _serve(vllm_rollout, [good])[0]
+    too_long = GenerationRequest(prompt_ids=list(range(5, 105)), max_new_tokens=4, greedy=True)
+
+    async def main() -> GenerationResult:
+        task = asyncio.ensure_future(vllm_rollout.generate_request(good))
+        await _until_running(vllm_rollout)
+        with pytest.raises(HfsdkError, match=r"rollout\.max_prompt_length"):
+            await vllm_rollout.generate_request(too_long)
+        return await task
+
+    with vllm_rollout.serving():
+        result = asyncio.run(main())
+    assert result.token_ids == alone.token_ids
+    assert _engine_unfinished(vllm_rollout) == 0

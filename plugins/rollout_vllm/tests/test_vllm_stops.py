@@ -35,12 +35,14 @@ class FakeEngine:
     def __init__(self, token_ids: list[int]) -> None:
         self.token_ids = token_ids
         self.params: list[Any] = []
+        self.llm = SimpleNamespace(llm_engine=SimpleNamespace(get_num_unfinished_requests=int))
 
     def generate(self, requests: list[dict], params: list[Any]) -> list[Any]:
         self.params.extend(params)
         logprobs = [{t: SimpleNamespace(logprob=-0.5)} for t in self.token_ids]
         completion = SimpleNamespace(token_ids=self.token_ids, logprobs=logprobs)
-        return [SimpleNamespace(outputs=[completion]) for _ in requests]
+        return [SimpleNamespace(outputs=[completion], prompt_token_ids=r["prompt_token_ids"])
+                for r in requests]  # fmt: skip
 
 
 def _rows(engine: FakeEngine, eos_ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
