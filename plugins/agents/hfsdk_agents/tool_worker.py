@@ -157,11 +157,11 @@ def _run_one(fn: Callable[..., Any], call: _Call) -> Outcome:
     """Call ``fn`` in this (child) thread; an ``async def`` tool in an event loop of its own.
 
     The arguments are checked against the call's schema first (:func:`checked_arguments
-    <hfsdk_agents.tools.checked_arguments>`), here under the deadline.
+    <hfsdk_agents.argument_checks.checked_arguments>`), here under the deadline.
     """
     arguments = call.arguments
     if call.schema_json is not None:
-        from hfsdk_agents.tools import checked_arguments  # loaded: the caller imported it
+        from hfsdk_agents.argument_checks import checked_arguments
 
         try:
             arguments, problem = checked_arguments(call.schema_json, fn, arguments)

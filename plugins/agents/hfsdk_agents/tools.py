@@ -16,7 +16,6 @@ import functools
 import importlib
 import importlib.util
 import inspect
-import json
 import re
 import time
 import types
@@ -28,6 +27,7 @@ from typing import Any
 import attrs
 
 from hfsdk import ConfigError, HfsdkError
+from hfsdk_agents.argument_checks import checked_arguments, parameters_json, schema_validator
 from hfsdk_agents.file_modules import import_file
 from hfsdk_agents.tool_worker import ToolError as ToolError  # public here
 from hfsdk_agents.tool_worker import ToolResult as ToolResult  # public here
@@ -198,7 +198,7 @@ class Tool:
             tool_name = name or _function_name(fn)
             schema = schema_from_function(fn, tool_name)
         tool = cls(name=tool_name, fn=fn, schema=schema)
-        invalid = _schema_validator(_schema_json(tool.parameters))[1]
+        invalid = schema_validator(parameters_json(tool.parameters))[1]
         if invalid is not None:  # else every call would be a bad_arguments blamed on the model
             raise ConfigError(
                 f"tool {tool_name!r}: its parameter schema is invalid ({invalid}); fix the "
@@ -395,90 +395,10 @@ class ToolOutput:
         return {**record, "images": len(self.images)} if self.images else record
 
 
-def _nullable(schema: Any) -> Any:
-    """``schema`` with OpenAPI's ``nullable: true`` (transformers' Optional) as a null type."""
-    if isinstance(schema, list):
-        return [_nullable(item) for item in schema]
-    if not isinstance(schema, Mapping):
-        return schema
-    out = {key: _nullable(value) for key, value in schema.items() if key != "nullable"}
-    if schema.get("nullable") and "type" in out:
-        kinds = out["type"] if isinstance(out["type"], list) else [out["type"]]
-        out["type"] = [*kinds, "null"]
-        if "enum" in out:
-            out["enum"] = [*out["enum"], None]
-    return out
-
-
-@functools.lru_cache(maxsize=256)
-def _schema_validator(schema_json: str) -> tuple[Any, str | None]:
-    """(a validator of the schema, why the schema itself is invalid or ``None``), made once per
-    schema: checking a schema against its meta-schema costs more than the call it guards."""
-    import jsonschema
-
-    schema = _nullable(json.loads(schema_json))
-    validator_cls = jsonschema.validators.validator_for(schema)
-    try:
-        validator_cls.check_schema(schema)
-    except jsonschema.SchemaError as err:
-        return None, err.message
-    return validator_cls(schema), None
-
-
-def _schema_json(parameters: Mapping[str, Any]) -> str:
-    """The parameter schema as the JSON that keys the validator cache (and crosses to the
-    tool worker)."""
-    return json.dumps(parameters, sort_keys=True, default=dict)
-
-
-def _integer_typed(schema: Any) -> bool:
-    """Whether a property's schema takes integers but not other numbers."""
-    kinds = schema.get("type") if isinstance(schema, Mapping) else None
-    kinds = kinds if isinstance(kinds, list) else [kinds]
-    return "integer" in kinds and "number" not in kinds
-
-
-def checked_arguments(
-    schema_json: str, fn: Callable[..., Any], arguments: Mapping[str, Any]
-) -> tuple[dict[str, Any], str | None]:
-    """``(arguments as the function gets them, why they do not fit or None)``: the JSON schema
-    (``schema_json``), then ``fn``'s signature.
-
-    jsonschema counts ``3.0`` and ``1e1`` as integers, so an integral float given for an
-    ``integer`` parameter becomes an ``int`` (the Python type the schema stands for). The
-    schema is what the model was shown, so its words are what the model reads back:
-    ``argument 'a': 'three' is not of type 'integer'``. The tool worker calls this under the
-    call's deadline: a schema ``pattern`` can backtrack for minutes.
-    """
-    import jsonschema
-
-    validator, invalid = _schema_validator(schema_json)
-    if invalid is not None:
-        return dict(arguments), f"the tool's own parameter schema is invalid ({invalid})"
-    error = jsonschema.exceptions.best_match(validator.iter_errors(dict(arguments)))
-    if error is not None:
-        where = ".".join(str(part) for part in error.absolute_path)
-        return dict(arguments), f"argument {where!r}: {error.message}" if where else error.message
-    schema = validator.schema
-    properties = schema.get("properties") if isinstance(schema, Mapping) else None
-    properties = properties if isinstance(properties, Mapping) else {}
-    arguments = {
-        key: int(value)
-        if isinstance(value, float) and value.is_integer() and _integer_typed(properties.get(key))
-        else value
-        for key, value in arguments.items()
-    }
-    try:
-        inspect.signature(fn).bind(**arguments)
-    except (TypeError, ValueError) as err:
-        return arguments, str(err)
-    return arguments, None
-
-
 def argument_error(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
     """Why ``arguments`` do not fit ``tool`` (its JSON schema, then its signature), or ``None``
     (:func:`checked_arguments`, run in this process)."""
-    return checked_arguments(_schema_json(tool.parameters), tool.fn, arguments)[1]
+    return checked_arguments(parameters_json(tool.parameters), tool.fn, arguments)[1]
 
 
 async def call_tool(
@@ -516,7 +436,7 @@ async def call_tool(
         return fail("bad_arguments", f"arguments of {name!r} must be a JSON object")
     # The worker checks the arguments (a bad_arguments outcome), under the deadline: here a
     # backtracking schema pattern would stall every trajectory's event loop.
-    schema_json = _schema_json(tool.parameters)
+    schema_json = parameters_json(tool.parameters)
     if runner is None:
         runner = ToolWorkers({name: tool.fn})
         try:
