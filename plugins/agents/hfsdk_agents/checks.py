@@ -102,12 +102,6 @@ def prompt_tool_schemas(config: Any) -> list[dict[str, Any]]:
 
     multi_turn = multi_turn_config(config.rollout)
     if not multi_turn.active:
-        if multi_turn.loop_args:  # no loop runs: they would be ignored without a word
-            return [
-                f"rollout.multi_turn.loop_args {sorted(multi_turn.loop_args)} are set but "
-                "rollouts are not multi-turn (no tools, agent_loop, agent or environment); "
-                "set rollout.multi_turn.agent_loop (or tools) or drop loop_args"
-            ]
         return []
     from hfsdk_agents.environments.checks import environment_schemas
 
