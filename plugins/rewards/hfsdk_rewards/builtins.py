@@ -9,7 +9,7 @@ settings as ``config=`` (an instance of its attrs config class).
 from __future__ import annotations
 
 import logging
-import math
+import numbers
 import re
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
@@ -223,9 +223,9 @@ def reference_texts(reference: Any, *, function: str, column: str, index: int) -
     values = list(reference) if isinstance(reference, (list, tuple)) else [reference]
     texts = []
     for value in values:
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            continue  # a missing element (a null in a parquet list, a NaN from pandas)
-        if not isinstance(value, (str, int, float, Decimal)):
+        if value is None or (isinstance(value, numbers.Number) and value != value):
+            continue  # a missing element (a null in a parquet list, a NaN from pandas or NumPy)
+        if not isinstance(value, (str, numbers.Number)):
             nested = isinstance(reference, (list, tuple))
             kind = type(value).__name__ + (" inside a list" if nested else "")
             raise HfsdkError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
 
 import hfsdk
@@ -214,3 +215,11 @@ def test_exact_match_reads_no_reference_as_missing_and_a_list_as_alternatives(
 def test_exact_match_refuses_a_reference_that_is_no_text_number_or_list() -> None:
     with pytest.raises(HfsdkError, match=r"sample 0's reference in column 'answer' is a dict"):
         exact_match([""], ["4"], answer=[{"value": 4}])
+
+
+def test_exact_match_takes_numpy_references() -> None:
+    # A NumPy integer is no subclass of int: it was refused as "no text or number".
+    answers = [np.int64(4), [np.int32(3), np.float32("nan")], np.float32("nan")]
+    out = exact_match([""] * 3, ["4", "3", "4"], answer=answers)
+    assert scores(out) == [1.0, 1.0, 0.0]
+    assert [r["reference_missing"] for r in out] == [0.0, 0.0, 1.0]
