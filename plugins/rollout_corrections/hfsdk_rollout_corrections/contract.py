@@ -25,6 +25,7 @@ import attrs
 import torch
 
 from hfsdk import HfsdkError, as_bool_mask, check_token_tensors, masked_fill_zero
+from hfsdk_rollout_corrections.mismatch import non_finite_log_probs
 
 LOG_RATIO_CLAMP = 20.0
 """Bound on a log ratio before ``exp`` (a sequence-level sum could overflow)."""
@@ -118,19 +119,18 @@ def _check_inputs_finite(
     finite = torch.isfinite(old_log_prob.detach()) & torch.isfinite(rollout_log_prob.detach())
     if not bool((mask & ~finite).any()):
         return
-    for key, values in (("old_log_probs", old_log_prob), ("rollout_log_probs", rollout_log_prob)):
-        bad = mask & ~torch.isfinite(values.detach())
-        if not bool(bad.any()):
-            continue
-        rows = bad.any(dim=-1).nonzero().flatten().tolist()
-        row, token = (int(i) for i in bad.nonzero()[0])
-        count = int(bad.sum())
-        raise HfsdkError(
-            f"{key} is non-finite on {count} valid token{'s' if count > 1 else ''} in "
-            f"{len(rows)} row{'s' if len(rows) > 1 else ''} (first: row {row}, token {token}, "
-            f"value {float(values[row, token])}); expected finite log-probs on every "
-            f"response_mask token before a rollout correction; check {_SOURCES[key]}"
-        )
+    key = non_finite_log_probs(old_log_prob.detach(), rollout_log_prob.detach(), mask)[0]
+    values = old_log_prob if key == "old_log_probs" else rollout_log_prob
+    bad = mask & ~torch.isfinite(values.detach())
+    rows = bad.any(dim=-1).nonzero().flatten().tolist()
+    row, token = (int(i) for i in bad.nonzero()[0])
+    count = int(bad.sum())
+    raise HfsdkError(
+        f"{key} is non-finite on {count} valid token{'s' if count > 1 else ''} in "
+        f"{len(rows)} row{'s' if len(rows) > 1 else ''} (first: row {row}, token {token}, "
+        f"value {float(values[row, token])}); expected finite log-probs on every "
+        f"response_mask token before a rollout correction; check {_SOURCES[key]}"
+    )
 
 
 def combine_corrections(

@@ -382,16 +382,20 @@ def test_non_finite_log_probs_are_named_not_blamed_on_the_correction(which, bad)
     # Before: "rollout correction 'tis' returned weight nan ..." for a NaN in the inputs.
     old, rollout = OLD.clone(), ROLLOUT.clone()
     (old if which == "old" else rollout)[1, 1] = bad
-    registry = get_registry("rollout_corrections")
-    with pytest.raises(hfsdk.HfsdkError) as info:
+    tis = [("tis", get_registry("rollout_corrections")["tis"].impl, TISConfig())]
+
+    def combine() -> None:
         combine_corrections(
-            [("tis", registry["tis"].impl, TISConfig())],
+            tis,
             old_log_prob=old,
             rollout_log_prob=rollout,
             log_prob=OLD,
             advantages=torch.ones(2, 4),
             response_mask=MASK,
         )
+
+    with pytest.raises(hfsdk.HfsdkError) as info:
+        combine()
     line = str(info.value)
     name, other = ("old_log_probs", "rollout_log_probs")[:: 1 if which == "old" else -1]
     assert line.startswith(f"{name} is non-finite") and other not in line.split(";")[0]
@@ -399,11 +403,4 @@ def test_non_finite_log_probs_are_named_not_blamed_on_the_correction(which, bad)
     # Off the response mask (padding) a non-finite log-prob never reaches the loss: taken.
     (old if which == "old" else rollout)[1, 1] = -1.0
     (old if which == "old" else rollout)[1, 3] = bad
-    combine_corrections(
-        [("tis", registry["tis"].impl, TISConfig())],
-        old_log_prob=old,
-        rollout_log_prob=rollout,
-        log_prob=OLD,
-        advantages=torch.ones(2, 4),
-        response_mask=MASK,
-    )
+    combine()
