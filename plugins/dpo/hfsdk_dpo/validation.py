@@ -24,10 +24,18 @@ _UNREAD = {
 
 
 def dpo_config_problems(config: Any) -> list[str]:
-    """One line per problem; none for runs of other algorithms."""
+    """One line per problem; for another algorithm's run, only its use of the dpo loss."""
     algo = config.algorithm
     if not isinstance(algo, DPOConfig):
-        return []
+        if algo.policy_loss != "dpo":
+            return []
+        # The dpo loss reads rows as (chosen, rejected) pairs, which only DPO's data builds:
+        # another algorithm's samples are no such pairs.
+        return [
+            f"algorithm.policy_loss='dpo' in a {config.algo} run: the dpo loss trains on "
+            "(chosen, rejected) pairs of a preference dataset, which only --algo dpo builds; "
+            f"use --algo dpo, or leave algorithm.policy_loss at {config.algo}'s default"
+        ]
     problems = []
     if algo.policy_loss != "dpo":
         # Another loss reads other settings (ppo_clip has no beta) and other batch keys:

@@ -36,3 +36,10 @@ def test_the_default_config_and_the_settings_dpo_reads_are_accepted() -> None:
         ["policy_loss.beta=0.5", "algorithm.kl_loss_coef=0.1", "algorithm.entropy_coef=0.01"],
     )
     assert config.algorithm.policy_loss == "dpo"
+
+
+@pytest.mark.parametrize("algo", ["grpo", "ppo", "sft", "distill"])
+def test_the_dpo_loss_is_refused_in_other_algorithms(algo: str) -> None:
+    # It paired up another algorithm's rows as (chosen, rejected) without a word.
+    with pytest.raises(hfsdk.ConfigError, match=rf"policy_loss='dpo' in a {algo} run.*--algo dpo"):
+        load_run_config(algo, None, ["algorithm.policy_loss=dpo"])
