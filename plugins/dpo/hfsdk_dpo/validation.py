@@ -27,7 +27,7 @@ def dpo_config_problems(config: Any) -> list[str]:
     """One line per problem; for another algorithm's run, only its use of the dpo loss."""
     algo = config.algorithm
     if not isinstance(algo, DPOConfig):
-        if algo.policy_loss != "dpo":
+        if getattr(algo, "policy_loss", None) != "dpo":  # reward_model has none
             return []
         # The dpo loss reads rows as (chosen, rejected) pairs, which only DPO's data builds:
         # another algorithm's samples are no such pairs.

@@ -43,3 +43,8 @@ def test_the_dpo_loss_is_refused_in_other_algorithms(algo: str) -> None:
     # It paired up another algorithm's rows as (chosen, rejected) without a word.
     with pytest.raises(hfsdk.ConfigError, match=rf"policy_loss='dpo' in a {algo} run.*--algo dpo"):
         load_run_config(algo, None, ["algorithm.policy_loss=dpo"])
+
+
+def test_an_algorithm_config_without_a_policy_loss_is_no_problem() -> None:
+    # The reward model's config has no policy_loss: its runs failed to load.
+    assert load_run_config("reward_model", None, []).algo == "reward_model"
