@@ -454,9 +454,9 @@ class Trainer:
             tracker.log(step, metrics)
 
     def _has_hf_export(self, step: int) -> bool:
-        """Whether checkpoint ``step_<step>`` holds the policy in HF format."""
-        policy = self.spec.policy_role
-        return (self.run_dir / "checkpoints" / f"step_{step}" / f"{policy}_hf").is_dir()
+        """Whether checkpoint ``step_<step>`` holds the run's model in HF format."""
+        role = self.spec.main_role  # a reward model's run has no policy
+        return (self.run_dir / "checkpoints" / f"step_{step}" / f"{role}_hf").is_dir()
 
     def _save(self, session: Any, algorithm: Algorithm, step: int, *, last: bool = False) -> None:
         """Checkpoint ``step``; ``last``: the run stops after it (a signal), so under

@@ -194,3 +194,14 @@ def test_a_run_prepares_without_a_policy_role() -> None:
     config = load_run_config("reward_model", None, ["trainer.total_steps=1"])
     prepared = prepare_run(config, REWARD_MODEL_SPEC)
     assert prepared is not None
+
+
+def test_a_stop_finds_the_reward_models_hf_export(tmp_path) -> None:
+    # A SIGTERM on a checkpoint step asked the spec for its policy role and failed with
+    # "has no role of kind 'policy'" instead of the stop's own message and export.
+    from hfsdk.core.trainer.trainer import Trainer
+
+    trainer = Trainer(load_run_config("reward_model", None, []), tmp_path, quiet=True)
+    assert not trainer._has_hf_export(2)
+    (tmp_path / "checkpoints" / "step_2" / "reward_model_hf").mkdir(parents=True)
+    assert trainer._has_hf_export(2)
