@@ -106,16 +106,71 @@ def fault_requested(point: str, step: int) -> bool:
     return any(name == point and _step_of(at) == step for _item, name, at in _requested())
 
 
+_AT_A_STEP = frozenset({"step_end", "worker_kill", "rollout_kill", "sigterm", "sigint"})
+"""Points at a trained step's start or end: steps 1 to ``trainer.total_steps``."""
+_AT_A_SAVE = frozenset({"save_mid", "save_enospc", "save_sigterm", "save_sigterm_twice"})
+"""Points inside a checkpoint write: only trained steps (1 to ``total_steps``) are saved."""
+_AT_A_SYNC = frozenset({"sync_drop", "sync_stale", "sync_skip", "slice_drop"})
+"""Points at the sync after step N's update: 0 (the initial weights) to ``total_steps``."""
+# The other points count what is not a step (weights versions, gathers, transitions; a step
+# may make several), so the config bounds none of them and they are left unchecked.
+
+
+def _unreachable(name: str, step: int, config: Any) -> str | None:
+    """Why fault ``name`` at ``step`` can never fire in a run of ``config``, else ``None``.
+
+    Bounded by ``trainer.total_steps``, not by the steps left: a resumed run numbers its
+    steps on from its checkpoint, so a step past the checkpoint still comes."""
+    trainer = config.trainer
+    total = trainer.total_steps
+    if name == "metrics_mid":
+        if "jsonl" not in trainer.loggers:
+            return (
+                f"metrics_mid cuts a line of metrics.jsonl and trainer.loggers="
+                f"[{','.join(trainer.loggers)}] writes none; add jsonl to trainer.loggers"
+            )
+        first = 0 if trainer.val_before_train else 1  # step 0: the validation before training
+    elif name in _AT_A_SYNC:
+        first = 0
+    elif name in _AT_A_STEP or name in _AT_A_SAVE:
+        first = 1
+    else:
+        return None
+    if first <= step <= total:
+        return None
+    if step > total:
+        return (
+            f"{name} fires at steps up to trainer.total_steps={total}; pick a step from "
+            f"{first} to {total} or raise trainer.total_steps"
+        )
+    if name == "metrics_mid":
+        return (
+            "metrics_mid at step 0 cuts the line of the validation before training, which "
+            "trainer.val_before_train=false skips; set trainer.val_before_train=true or pick "
+            f"a step from 1 to {total}"
+        )
+    return f"{name} fires at trained steps, 1 to {total}; pick a step from 1 to {total}"
+
+
 def check_fault_points(config: Any = None, spec: Any = None, prepared: Any = None) -> None:
-    """Refuse an ``HFSDK_FAULT_INJECT`` item that is not ``POINT:STEP`` with a known point
-    (the preflight check ``fault_points``)."""
+    """Refuse an ``HFSDK_FAULT_INJECT`` item that is not ``POINT:STEP`` with a known point,
+    or (given the run's ``config``) one the run can never reach, such as a step past
+    ``trainer.total_steps`` (the preflight check ``fault_points``): either would inject
+    nothing, and the test it served would pass."""
     from hfsdk import HfsdkError
 
     for item, name, at in _requested():
-        if name not in POINTS or _step_of(at) is None:
+        step = _step_of(at)
+        if name not in POINTS or step is None:
             raise HfsdkError(
                 f"{FAULT_ENV} has {item!r}; expected POINT:STEP (comma-separated) with a step "
                 f"number and a point among {', '.join(POINTS)}; fix it or unset {FAULT_ENV}"
+            )
+        why = None if config is None else _unreachable(name, step, config)
+        if why is not None:
+            raise HfsdkError(
+                f"{FAULT_ENV} has {item!r}, which this run never reaches, so it would inject "
+                f"nothing: {why}, or unset {FAULT_ENV}"
             )
 
 

@@ -146,3 +146,47 @@ def test_rollout_kill_kills_rank_0_of_the_rollout_pool(monkeypatch: pytest.Monke
     FaultObserver().on_step_start(_step_view(2, rollout))
     FaultObserver().on_step_start(_step_view(2, rollout))  # once per process
     assert killed == [(4242, faults.signal.SIGKILL)]
+
+
+@pytest.mark.parametrize(
+    ("value", "overrides", "says"),
+    [
+        ("step_end:5", ["trainer.total_steps=1"], r"trainer\.total_steps=1"),
+        ("save_mid:3", ["trainer.total_steps=2"], r"trainer\.total_steps=2"),
+        ("sync_drop:4", ["trainer.total_steps=3"], r"trainer\.total_steps=3"),
+        ("metrics_mid:3", ["trainer.total_steps=2"], r"trainer\.total_steps=2"),
+        ("metrics_mid:1", ["trainer.loggers=[console]"], r"trainer\.loggers.*jsonl"),
+        ("step_end:0", [], r"from 1 to 30"),
+        ("worker_kill:0", [], r"from 1 to 30"),
+        ("sigterm:0", [], r"from 1 to 30"),
+        ("save_enospc:0", [], r"from 1 to 30"),
+        ("metrics_mid:0", [], r"trainer\.val_before_train=true"),  # no step-0 line
+    ],
+)
+def test_a_fault_the_run_can_never_reach_is_refused_before_the_run(
+    value: str, overrides: list[str], says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk import HfsdkError
+
+    # Before: the check read only the item's spelling, so the run exited 0 having
+    # injected nothing, and the check the fault served passed.
+    monkeypatch.setenv(FAULT_ENV, value)
+    with pytest.raises(HfsdkError, match=rf"^HFSDK_FAULT_INJECT has '{value}'.*{says}") as info:
+        faults.check_fault_points(load_run_config("grpo", None, overrides))
+    assert "\n" not in str(info.value) and "unset HFSDK_FAULT_INJECT" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "overrides"),
+    [
+        ("step_end:2,save_mid:2,sigint:2,metrics_mid:2", ["trainer.total_steps=2"]),
+        ("sync_drop:0,sync_skip:2", ["trainer.total_steps=2"]),  # 0: the initial weights' sync
+        ("metrics_mid:0", ["trainer.val_before_train=true"]),  # step 0: validation's line
+        ("vllm_drop:40,lora_merge_bad:40,gather_drop:40,reshard_drop:40", []),  # not steps
+    ],
+)
+def test_a_fault_the_run_can_reach_passes_the_check(
+    value: str, overrides: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(FAULT_ENV, value)
+    faults.check_fault_points(load_run_config("grpo", None, overrides))

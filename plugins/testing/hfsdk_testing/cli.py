@@ -31,20 +31,22 @@ def assert_refused_in_one_line(
 ) -> str:
     """Run ``hfsdk ARGS`` in-process and check the refusal contract: exit 2, one
     ``Error:`` line matching ``pattern`` (no traceback), within ``within_s``, and no
-    file under ``root`` written or changed. Returns the line."""
+    path under ``root`` made, written or changed (directories too). Returns the line."""
     import re
     import time
 
     main = _cli_main()
 
-    def files() -> dict[str, bytes]:
+    def paths() -> dict[str, bytes | None]:
+        # Every path, not only files: a command that makes its run directory and then
+        # refuses has written something (a file's value is its bytes, anything else None).
         return {
-            p.relative_to(root).as_posix(): p.read_bytes()
+            p.relative_to(root).as_posix(): p.read_bytes() if p.is_file() else None
             for p in root.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts
+            if "__pycache__" not in p.parts
         }
 
-    before = files()
+    before = paths()
     started = time.perf_counter()
     try:
         main(list(args))
@@ -61,5 +63,7 @@ def assert_refused_in_one_line(
     assert lines[0].startswith("Error: ") and len(lines[0]) < 600, lines[0][:2000]
     assert re.search(pattern, lines[0]), lines[0]
     assert took < within_s, f"took {took:.1f} s"  # an alias bomb used to hang for good
-    assert files() == before, "a file was written or changed"
+    after = paths()  # compared with 0 where absent: None is a directory, not a missing path
+    changed = sorted(k for k in after.keys() | before.keys() if after.get(k, 0) != before.get(k, 0))
+    assert not changed, f"paths under root were made, written, changed or removed: {changed[:5]}"
     return lines[0]

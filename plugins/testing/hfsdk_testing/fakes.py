@@ -190,6 +190,13 @@ class FakeSignal:
     def __init__(
         self, name: str, log: list[Call], sampled: Sequence[float], greedy: float = 0.0
     ) -> None:
+        if not len(sampled):  # scores are handed out in turn: none would divide by zero
+            from hfsdk import HfsdkError
+
+            raise HfsdkError(
+                f"FakeSignal {name!r} got sampled=[], no score to give the sampled responses; "
+                "pass at least one score (they are given out in turn)"
+            )
         self.name, self.log, self.sampled, self.greedy = name, log, list(sampled), greedy
 
     def __call__(self, batch: Batch) -> tuple[torch.Tensor, dict[str, float]]:
@@ -235,12 +242,41 @@ class FakeRun:
     ) -> FakeRun:
         """Build ``algo``'s program from its registered spec and the default config.
 
-        Every ``scorer`` role gets a :class:`FakeSignal` (``rewards`` for sampled
-        responses, ``greedy_reward`` for greedy ones) unless ``signals`` maps it
-        to a factory of another one.
+        Every ``scorer`` role gets a :class:`FakeSignal` (``rewards``, at least one, for
+        sampled responses, ``greedy_reward`` for greedy ones) unless ``signals`` maps it
+        to a factory of another one; a ``signals`` key that is no scorer role is refused.
+
+        An algorithm that trains on the dataset's own rows (no policy, or its spec's
+        ``trains_on_generations`` is false: SFT, DPO, reward models) is refused: its
+        ``step()`` tokenizes those rows on the controller, and FakeRun has neither rows nor
+        a tokenizer to give it.
         """
+        from hfsdk import HfsdkError
+
         config = load_run_config(algo, None, list(overrides))
         spec = run_spec(config)
+        if not spec.has_policy or not spec.trains_on_generations:
+            raise HfsdkError(
+                f"FakeRun.for_algorithm({algo!r}): algorithm {spec.name!r} trains on the "
+                "dataset's own rows, which its step() tokenizes on the controller, and FakeRun "
+                "has neither those rows nor a tokenizer (its prompts are token ids only); build "
+                "its AlgorithmContext with FakeRole/FakeSignal roles, the rows and "
+                "tokenizer=hfsdk.load_tokenizer(...) (as plugins/sft/tests/test_sft_program.py "
+                "does), or test it with a short Trainer run"
+            )
+        scorers = spec.roles_of_kind("scorer")
+        unknown = sorted(set(signals or {}) - set(scorers))
+        if unknown:  # a misspelt role would silently keep the default FakeSignal
+            raise HfsdkError(
+                f"FakeRun.for_algorithm({algo!r}): signals has {', '.join(map(repr, unknown))}, "
+                f"no scorer role of algorithm {spec.name!r} (its scorer roles: "
+                f"{', '.join(scorers) or 'none'}); key signals by one of those roles"
+            )
+        if not len(rewards):
+            raise HfsdkError(
+                f"FakeRun.for_algorithm({algo!r}): rewards=[] gives the fake scorers no score "
+                "for sampled responses; pass at least one (they are given out in turn)"
+            )
         log: list[Call] = []
         timeline: list[tuple[str, str, str]] = []
         roles = {
