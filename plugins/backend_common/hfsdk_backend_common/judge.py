@@ -6,9 +6,15 @@ default task's model). For every sample the template is filled with
 generates greedily through a registered rollout backend (``backend``; unset:
 the one an installed plugin declares default; the rollout contract lets any
 backend serve a model that is not being trained), and ``score_pattern``'s
-first group in the verdict is the score, clamped to ``[min_score, max_score]``.
-A verdict without a match scores ``no_score`` and counts in the ``parsed``
-metric (the share of verdicts that held a score).
+first group that reads as a number is the score, clamped to ``[min_score,
+max_score]``; a match that is not a number (``...`` for ``([0-9.]+)``, ``nan``)
+is passed over like text that does not match. A verdict without such a match
+scores ``no_score`` and counts in the ``parsed`` metric (the share of verdicts
+that held a score).
+
+A filled-in template may be as long as the judge model reads: its positions
+(``max_position_embeddings`` or the like in ``config.json``) less
+``max_verdict_tokens``; a longer one is refused before it is generated.
 
 The judge runs on the controller, in the process that computes every reward
 function, and is built once per configuration. It lives with the backends
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -53,7 +60,7 @@ class JudgeConfig:
         default="{prompt} {response}\nScore (0-9):",
     )
     score_pattern: str = help_field(
-        "Regex whose first group in the verdict is the score.",
+        "Regex whose first group in the verdict is the score (the first match that is a number).",
         default=r"(-?\d+(?:\.\d+)?)",
         validator=_regex,
     )
@@ -103,6 +110,16 @@ class LocalJudgeModel:
             path = str(default_model_dir())
         self.model_path = path
         self.tokenizer = load_tokenizer(path)
+        # The widest filled-in template the judge reads, and the positions it comes from
+        # (checked before the weights load).
+        self.positions, self.positions_key = self._positions()
+        self.max_prompt_tokens = self.positions - config.max_verdict_tokens
+        if self.max_prompt_tokens < 1:
+            raise HfsdkError(
+                f"llm_judge: max_verdict_tokens={config.max_verdict_tokens} leaves no room for "
+                f"a template in the {self.positions} positions ({self.positions_key}) of the "
+                f"judge model {path!r}; lower max_verdict_tokens below {self.positions}"
+            )
         wants_cuda = config.device == "cuda" or (
             config.device == "auto" and torch.cuda.is_available()
         )
@@ -126,6 +143,25 @@ class LocalJudgeModel:
         self.weights_version = 0
         self.last_weights_metrics: dict[str, float] = {}
         self.weight_probes: dict[str, Any] = {}  # sends only what it holds
+
+    def _positions(self) -> tuple[int, str]:
+        """The judge model's positions and where they were read."""
+        from hfsdk_backend_common.positions_check import model_positions
+
+        found = model_positions(self.model_path)
+        if found is None:
+            # No positions in config.json: the tokenizer's own limit, when it states one
+            # (transformers' "unset" is a huge sentinel).
+            limit = getattr(self.tokenizer, "model_max_length", None)
+            if not isinstance(limit, int) or not 0 < limit < 10**9:
+                raise HfsdkError(
+                    f"llm_judge: the judge model {self.model_path!r} states no positions "
+                    "(max_position_embeddings in config.json) nor a tokenizer "
+                    "model_max_length, so how long a template it reads is unknown; use a "
+                    "judge model whose config.json states max_position_embeddings"
+                )
+            return limit, "the tokenizer's model_max_length"
+        return found
 
     def hf_weights(self) -> Iterator[tuple[str, Any]]:
         """The judge's weights by HF name (it never trains)."""
@@ -159,8 +195,13 @@ def _judge(config: JudgeConfig) -> tuple[LocalJudgeModel, Any]:
             "choose another backend (hfsdk list rollout-backends)"
         )
     source = LocalJudgeModel(config)
+    # The rollout's prompt limit defaults to a run's (64 tokens); the judge's templates are
+    # bounded by the judge model instead (llm_judge refuses a longer one by name).
     rollout_config = entry.config_cls(
-        backend=name, max_response_length=config.max_verdict_tokens, temperature=0.0
+        backend=name,
+        max_prompt_length=source.max_prompt_tokens,
+        max_response_length=config.max_verdict_tokens,
+        temperature=0.0,
     )
     return source, build_rollout(rollout_config, source)
 
@@ -204,15 +245,48 @@ def llm_judge(
         return []
     source, rollout = _judge(config)
     batch = _prompts(texts, source.tokenizer)
+    _check_width(batch["input_ids"].shape[1], source, config)
     batch.meta.update(greedy=True, n=1)
     verdicts = list(rollout.generate_sequences(batch)["response_text"])
     pattern = re.compile(config.score_pattern)
     rows = []
     for verdict in verdicts:
-        match = pattern.search(verdict)
-        if match is None:
+        value = _score(pattern, verdict)
+        if value is None:
             rows.append({"score": config.no_score, "parsed": 0.0})
             continue
-        value = float(match.group(1))
         rows.append({"score": min(max(value, config.min_score), config.max_score), "parsed": 1.0})
     return rows
+
+
+def _check_width(width: int, source: Any, config: JudgeConfig) -> None:
+    """Refuse, by the judge's settings, a filled-in template longer than the judge reads."""
+    # A source that states no limit (a stand-in) leaves the check to its rollout.
+    limit = getattr(source, "max_prompt_tokens", None)
+    if limit is None or width <= limit:
+        return
+    raise HfsdkError(
+        f"llm_judge: a filled-in template is {width} tokens but the judge model "
+        f"{source.model_path!r} reads at most {limit} tokens (its {source.positions} positions, "
+        f"{source.positions_key}, less max_verdict_tokens={config.max_verdict_tokens}); shorten "
+        "the template, the prompts or the responses, or use a judge with more positions"
+    )
+
+
+def _score(pattern: re.Pattern[str], verdict: str) -> float | None:
+    """The first group, over the matches in order, that reads as a number; ``None`` if none.
+
+    A match that is not a number counts as no match (a raw ``ValueError`` stopped the
+    reward computation); NaN is not a score (it would survive the clamp).
+    """
+    for match in pattern.finditer(verdict):
+        group = match.group(1)
+        if group is None:  # an optional group that took no part in the match
+            continue
+        try:
+            value = float(group)
+        except ValueError:
+            continue
+        if not math.isnan(value):
+            return value
+    return None

@@ -33,7 +33,13 @@ class LRMultiplier:
     min_lr_ratio: float
 
     def __call__(self, step: int) -> float:
-        """Warmup from ``1/warmup_steps`` up to 1, then 1 or a cosine down to ``min_lr_ratio``."""
+        """Warmup from ``1/warmup_steps`` up to 1, then 1 or a cosine towards ``min_lr_ratio``.
+
+        The cosine is transformers' ``get_cosine_schedule_with_warmup``: ``step ==
+        warmup_steps`` is still 1 (the peak serves two updates) and ``min_lr_ratio`` is
+        reached at ``step == total_steps``, one after the last of ``total_steps`` updates
+        (which trains at about 0.23 for warmup 2, ratio 0.1, 6 updates).
+        """
         if step < self.warmup_steps:
             return (step + 1) / self.warmup_steps
         if self.schedule == "constant":

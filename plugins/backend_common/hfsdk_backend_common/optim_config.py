@@ -23,8 +23,8 @@ class OptimConfig:
 
     The schedule counts training iterations (one per ``update_actor`` /
     ``update_critic`` call), not optimizer steps. ``cosine`` decays from ``lr``
-    to ``lr · min_lr_ratio`` over ``total_steps`` (the trainer fills it from its
-    own step count when left at 0).
+    towards ``lr · min_lr_ratio`` over ``total_steps`` (the trainer fills it from its
+    own step count when left at 0), reaching it one step after the last update.
     """
 
     lr: float = help_field(
@@ -59,12 +59,13 @@ class OptimConfig:
         validator=attrs.validators.ge(0),
     )
     lr_schedule: Literal["constant", "cosine"] = help_field(
-        "After warm-up: constant, or cosine decay to lr·min_lr_ratio over total_steps.",
+        "After warm-up: constant, or cosine decay towards lr·min_lr_ratio over total_steps.",
         default="constant",
         validator=attrs.validators.in_(("constant", "cosine")),
     )
     min_lr_ratio: float = help_field(
-        "Cosine schedule: final lr as a fraction of lr.",
+        "Cosine schedule: the lr decays towards lr·min_lr_ratio, reached one step after the "
+        "last of total_steps updates (as transformers' cosine schedule).",
         default=0.0,
         validator=[attrs.validators.ge(0.0), attrs.validators.le(1.0)],
     )

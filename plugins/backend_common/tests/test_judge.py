@@ -31,6 +31,29 @@ def test_a_verdict_without_a_score_gets_no_score() -> None:
     assert llm_judge(["3 + 4 ="], [""], config=config) == [{"score": -1.0, "parsed": 0.0}]
 
 
+def test_a_template_wider_than_the_rollouts_default_prompt_is_judged() -> None:
+    """The judge's rollout takes what the judge model can read (its 128 positions less
+    max_verdict_tokens=8), not the rollout config's default max_prompt_length of 64."""
+    prompt = "1 + 1 = 2. " * 18 + "3 + 4 ="  # 94 tokens
+    rows = llm_judge([prompt], [""], config=CONFIG)
+    assert [set(r) for r in rows] == [{"score", "parsed"}]
+
+
+def test_a_template_beyond_the_judge_models_positions_is_refused() -> None:
+    prompt = "1 + 1 = 2. " * 30 + "3 + 4 ="  # 154 tokens
+    with pytest.raises(HfsdkError, match=r"^llm_judge: a filled-in template is 154 tokens") as info:
+        llm_judge([prompt], [""], config=CONFIG)
+    message = str(info.value)
+    assert "120 tokens" in message and "max_verdict_tokens=8" in message
+    assert "rollout.max_prompt_length" not in message  # a run setting that does not apply
+
+
+def test_a_verdict_as_long_as_the_judges_positions_is_refused() -> None:
+    config = JudgeConfig(template="{prompt}", max_verdict_tokens=128)
+    with pytest.raises(HfsdkError, match=r"max_verdict_tokens=128 leaves no room .* 128 positions"):
+        llm_judge(["1 + 1 ="], [""], config=config)
+
+
 def test_template_fields_must_exist() -> None:
     with pytest.raises(HfsdkError, match=r"the template names 'answer'"):
         llm_judge(["p"], ["r"], config=JudgeConfig(template="{answer}"))

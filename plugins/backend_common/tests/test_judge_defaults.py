@@ -41,6 +41,20 @@ def test_default_scale_matches_the_default_template(monkeypatch: pytest.MonkeyPa
     assert [r["score"] for r in rows] == [1.0, 4.0, 9.0]
 
 
+def test_the_first_match_that_is_a_number_is_the_score(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A match that is not a number ("...", "nan") is passed over like text that does not
+    match; a verdict with no number among its matches scores no_score, unparsed."""
+    verdicts = ["... I'd say 7", "...", "nan then 3"]
+    monkeypatch.setattr(judge, "_judge", lambda _config: (_Source(), _Rollout(verdicts)))
+    config = JudgeConfig(score_pattern=r"([\w.]+)", no_score=-1.0)
+    rows = llm_judge(["a", "b", "c"], ["x", "y", "z"], config=config)
+    assert rows == [
+        {"score": 7.0, "parsed": 1.0},
+        {"score": -1.0, "parsed": 0.0},
+        {"score": 3.0, "parsed": 1.0},
+    ]
+
+
 def test_min_score_above_max_score_is_refused() -> None:
     with pytest.raises(ValueError, match=r"max_score=1.0 is below min_score=5.0"):
         JudgeConfig(min_score=5.0, max_score=1.0)

@@ -38,6 +38,21 @@ def test_warmup_then_cosine_to_the_floor() -> None:
     assert lrs[7] == pytest.approx(0.1)
 
 
+def test_the_cosine_follows_transformers_convention() -> None:
+    """As transformers' cosine schedule: the peak serves the last warmup update and the
+    first cosine one, and lr·min_lr_ratio is reached one step after the last of
+    total_steps updates, so the 6th of 6 updates trains at about 0.2318, not 0.1."""
+    from transformers import get_cosine_with_min_lr_schedule_with_warmup
+
+    config = OptimConfig(lr=1.0, warmup_steps=2, lr_schedule="cosine", min_lr_ratio=0.1)
+    lrs = _lrs(config, 6, total=6)
+    assert lrs == pytest.approx([0.5, 1.0, 1.0, 0.8682, 0.55, 0.2318], abs=1e-4)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    theirs = get_cosine_with_min_lr_schedule_with_warmup(optimizer, 2, 6, min_lr_rate=0.1)
+    # transformers' warmup starts at 0 (ours at 1/warmup_steps); the cosine is the same.
+    assert [theirs.lr_lambdas[0](step) for step in range(2, 7)] == pytest.approx([*lrs[2:], 0.1])
+
+
 def test_cosine_needs_total_steps() -> None:
     optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))])
     with pytest.raises(HfsdkError, match="total_steps"):

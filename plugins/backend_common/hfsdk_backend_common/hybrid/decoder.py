@@ -17,7 +17,7 @@ is the same at any (pg, tg), so the tokens are too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -241,6 +241,36 @@ class TPDecoder:
         rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
         return x * cos + rotated * sin
 
+    def check_prompt_ids(
+        self, ids: torch.Tensor | Sequence[int], attention_mask: torch.Tensor | None = None
+    ) -> None:
+        """A one-line error unless every prompt id (where ``attention_mask`` is set) is in
+        ``[0, vocab_size)``.
+
+        The embedding masks ids outside this rank's vocabulary slice to zero (that is how
+        vocabulary parallelism sums the slices), so an id outside the whole vocabulary
+        would decode from a zero embedding without error where transformers raises
+        ``IndexError``. Call it once per prompt batch (one min/max reduction); the sampled
+        tokens stay inside the vocabulary, so the decode steps need no check.
+        """
+        import torch
+
+        ids = torch.as_tensor(ids)
+        if ids.numel() == 0:
+            return
+        if attention_mask is not None:  # padding is never embedded into a kept position
+            ids = ids[attention_mask.bool()]
+            if ids.numel() == 0:
+                return
+        low, high = torch.stack(torch.aminmax(ids)).tolist()  # one read back, also on GPU
+        vocab = self.shape.vocab_size
+        bad = low if low < 0 else high if high >= vocab else None
+        if bad is not None:
+            raise HfsdkError(
+                f"token id {bad} in the prompt is outside the model's vocabulary of {vocab} ids "
+                f"(0..{vocab - 1}); check that the tokenizer matches the model"
+            )
+
     def _embed(self, ids: torch.Tensor) -> torch.Tensor:
         weight = self.w["embedding.word_embeddings.weight"]
         start = self.tp_rank * self.local_vocab
@@ -352,6 +382,7 @@ class TPDecoder:
         """Responses (B, max_new_tokens) for left-padded prompts; pad after each row's EOS."""
         import torch
 
+        self.check_prompt_ids(input_ids, attention_mask)
         b, t = input_ids.shape
         dev = input_ids.device  # every helper tensor lives beside the inputs (CPU or GPU)
         keys = attention_mask.bool()

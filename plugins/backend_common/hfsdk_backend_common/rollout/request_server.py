@@ -185,6 +185,7 @@ class RequestServer:
         if self._closed:
             raise HfsdkError("the request server is closed (the rollout's weights changed or it "
                              "was closed); send requests inside rollout.serving()")  # fmt: skip
+        self.decoder.check_prompt_ids(request.prompt_ids)  # here, not in a step: fails it alone
         loop = asyncio.get_running_loop()
         seed = request.seed
         if seed is None:

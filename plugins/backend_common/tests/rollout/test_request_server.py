@@ -196,6 +196,15 @@ def test_a_closed_server_refuses_requests(hf: Any) -> None:
         _serve(server, [GenerationRequest(prompt_ids=[3, 4], max_new_tokens=2)])
 
 
+def test_a_prompt_id_outside_the_vocabulary_is_refused_alone(hf: Any) -> None:
+    # It decoded from a zero embedding without error; the one request fails, not the server.
+    server = _server(_decoder(hf))
+    with pytest.raises(HfsdkError, match=rf"token id {VOCAB + 3} in the prompt is outside"):
+        _serve(server, [GenerationRequest(prompt_ids=[3, VOCAB + 3], max_new_tokens=2)])
+    [result] = _serve(server, [GenerationRequest(prompt_ids=[3, 4], max_new_tokens=2)])
+    assert len(result.token_ids) >= 1
+
+
 def test_requests_are_validated() -> None:
     with pytest.raises(HfsdkError, match="empty"):
         GenerationRequest(prompt_ids=[], max_new_tokens=2)
