@@ -38,9 +38,7 @@ def logger_problems(loggers: tuple[str, ...], trackers: Any) -> list[str]:
     problems = [f"'loggers' lists {n!r} {loggers.count(n)} times; list each logger once"
                 for n in dict.fromkeys(loggers) if loggers.count(n) > 1]  # fmt: skip
     allowed = (*BUILTIN_LOGGERS, *trackers)
-    for name in loggers:
-        if name in allowed:
-            continue
+    for name in (name for name in loggers if name not in allowed):
         if name in TRACKER_DISTRIBUTIONS:
             what = f"trainer.loggers={name}"
             problems.append(missing_plugin_message(what, TRACKER_DISTRIBUTIONS[name]))
@@ -85,8 +83,7 @@ class Tracker:
         trackers: Any = None,
     ) -> None:
         self.run_dir = run_dir
-        self._jsonl = None
-        self._bar = None
+        self._jsonl = self._bar = None
         self._sinks: list[tuple[str, str, Any]] = []  # (name, plugin, what its factory returned)
         if "jsonl" in loggers:
             path = run_dir / METRICS_FILE
@@ -99,12 +96,15 @@ class Tracker:
                 total=total_steps, initial=start_step, desc="hfsdk", unit="step", file=sys.stderr
             )
         plugged = [name for name in loggers if name not in BUILTIN_LOGGERS]
-        if plugged and trackers is None:
-            trackers = get_registry("trackers")
-        for name, entry in ((name, trackers[name]) for name in plugged):
-            with plugin_code(entry.plugin, f"logger {name!r} (start)", _SINK_FIX):
-                sink = entry.impl(run_dir=run_dir, config=config, start_step=start_step)
-            self._sinks.append((name, entry.plugin, sink))
+        trackers = get_registry("trackers") if plugged and trackers is None else trackers
+        try:
+            for name, entry in ((name, trackers[name]) for name in plugged):
+                with plugin_code(entry.plugin, f"logger {name!r} (start)", _SINK_FIX):
+                    sink = entry.impl(run_dir=run_dir, config=config, start_step=start_step)
+                self._sinks.append((name, entry.plugin, sink))
+        except BaseException:  # the caller gets no Tracker, so close what was built (leaked)
+            self.close()
+            raise
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         """Record ``metrics`` of ``step`` everywhere."""

@@ -10,6 +10,7 @@ tells TensorBoard to drop what the crashed run logged after the checkpoint.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +18,8 @@ from typing import Any, Literal
 import attrs
 
 from hfsdk import HfsdkError, help_field, write_text_atomic
+
+logger = logging.getLogger(__name__)
 
 DISTRIBUTION = "hfsdk-plugin-tracking"
 WANDB_ID_FILE = "wandb_run_id"
@@ -80,10 +83,36 @@ def wandb_mode_problems(loggers: tuple[str, ...]) -> list[str]:
     ]
 
 
+def unused_wandb_settings(config: Any) -> str | None:
+    """A warning when the ``wandb`` section (or the old ``trainer.wandb``) sets something while
+    ``trainer.loggers`` has no wandb: no wandb run starts, and the settings did nothing. Not an
+    error: a config file may keep its wandb settings while a run turns the logger off."""
+    loggers = tuple(config.trainer.loggers)
+    settings = getattr(config, "sections", {}).get("wandb")
+    if "wandb" in loggers or settings is None:
+        return None
+    default = WandbConfig()
+    changed = [
+        f"wandb.{field.name}={getattr(settings, field.name)!r}"
+        for field in attrs.fields(WandbConfig)
+        if getattr(settings, field.name) != getattr(default, field.name)
+    ]
+    if not changed:
+        return None
+    return (
+        f"{', '.join(changed)} {'is' if len(changed) == 1 else 'are'} set but trainer.loggers "
+        f"({', '.join(loggers)}) has no wandb, so nothing is sent to wandb; add wandb to "
+        "trainer.loggers to log there"
+    )
+
+
 def sink_packages_check(config: Any, spec: Any, prepared: Any) -> None:
     """The ``sink_packages`` preflight check (:func:`missing_package_problems`,
-    :func:`wandb_mode_problems`)."""
+    :func:`wandb_mode_problems`); warns of wandb settings no logger reads."""
     _require(*config.trainer.loggers)
+    unused = unused_wandb_settings(config)
+    if unused is not None:
+        logger.warning(unused)
 
 
 def _require(*loggers: str) -> None:
@@ -111,9 +140,12 @@ class TensorboardSink:
         return cls(SummaryWriter(log_dir=str(run_dir / "tensorboard"), purge_step=purge))
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
-        """One scalar per metric."""
+        """One scalar per metric, on disk when this returns."""
         for key, value in metrics.items():
             self._tb.add_scalar(key, value, step)
+        # SummaryWriter writes only every flush_secs (120 s) or on close: a kill -9 would lose
+        # the steps since, and the resumed run's purge_step would make that loss permanent.
+        self._tb.flush()
 
     def log_samples(self, step: int, samples: list[dict[str, Any]]) -> None:
         """A markdown table under ``val/samples``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,57 @@ def test_tensorboard_drops_what_a_crashed_run_logged_after_its_checkpoint(
     events = EventAccumulator(str(tmp_path / "tensorboard"))
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("reward/mean")] == [(0, 100.0), (1, 101.0)]
+
+
+def test_tensorboard_keeps_every_step_logged_before_a_kill_9(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    import signal
+    import subprocess
+    import sys
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    # SummaryWriter wrote every flush_secs (120 s) or on close: a kill -9 lost every step
+    # since, and the resumed run's purge_step made the loss permanent.
+    child = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from hfsdk_tracking.sinks import TensorboardSink\n"
+        "sink = TensorboardSink.open(run_dir=Path(sys.argv[1]))\n"
+        "for step in (1, 2, 3):\n"
+        "    sink.log(step, {'reward/mean': float(step)})\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", child, str(tmp_path)], timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert events.Tags()["scalars"] == ["reward/mean"], "no step reached the event file"
+    assert [e.step for e in events.Scalars("reward/mean")] == [1, 2, 3]
+
+
+def test_wandb_settings_without_the_wandb_logger_are_warned_of(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from hfsdk_tracking.sinks import sink_packages_check
+
+    # Before: accepted, and no wandb run was started, without a word.
+    config = load_run_config("grpo", None, ["wandb.project=myproj"])
+    with caplog.at_level(logging.WARNING, logger="hfsdk_tracking.sinks"):
+        sink_packages_check(config, None, None)
+    assert [r.getMessage() for r in caplog.records] == [
+        "wandb.project='myproj' is set but trainer.loggers (console, jsonl) has no wandb, so "
+        "nothing is sent to wandb; add wandb to trainer.loggers to log there"
+    ]
+    caplog.clear()
+    # wandb's defaults (a run dir's config.yaml writes them) and a run with the logger: quiet.
+    for overrides in (
+        ["trainer.loggers=[tensorboard]"],
+        ["trainer.loggers=[jsonl,wandb]", "wandb.mode=offline"],
+    ):
+        with caplog.at_level(logging.WARNING, logger="hfsdk_tracking.sinks"):
+            sink_packages_check(load_run_config("grpo", None, overrides), None, None)
+    assert not caplog.records
 
 
 def test_a_wandb_mode_env_typo_is_refused_at_preflight(monkeypatch: pytest.MonkeyPatch) -> None:

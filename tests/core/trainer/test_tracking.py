@@ -149,3 +149,42 @@ def test_a_rerun_without_a_checkpoint_does_not_repeat_step_0(tmp_path: Path) -> 
     tracker.log(0, {"x": 2.0})
     tracker.close()
     assert [(r["step"], r["x"]) for r in read_metrics(tmp_path)] == [(0, 2.0)]
+
+
+def test_a_sink_that_fails_to_start_leaves_nothing_open(tmp_path: Path) -> None:
+    """A later sink's factory raising left metrics.jsonl, the bar and the sinks already built
+    open, once per trainer.max_restarts retry (a tensorboard writer's thread each)."""
+    import os
+
+    import pytest
+    from tqdm import tqdm
+
+    from hfsdk.core.errors import HfsdkError
+
+    closed: list[str] = []
+
+    class Built:
+        def close(self) -> None:
+            closed.append("built")
+
+    def down(**_: object) -> None:
+        raise ConnectionError("tracking server down")
+
+    class First:
+        impl = staticmethod(lambda **_: Built())
+        plugin = "first_sinks"
+
+    class Second:
+        impl = staticmethod(down)
+        plugin = "down_sinks"
+
+    bars = set(getattr(tqdm, "_instances", ()))
+    with pytest.raises(HfsdkError, match=r"'down_sinks'.s logger 'down' \(start\) raised Conn"):
+        Tracker(tmp_path, ("console", "jsonl", "first", "down"), total_steps=2,
+                trackers={"first": First(), "down": Second()})  # fmt: skip
+    assert closed == ["built"]
+    assert set(getattr(tqdm, "_instances", ())) <= bars, "the progress bar was left open"
+    fds = Path("/proc/self/fd")
+    if fds.is_dir():  # Linux: no descriptor left on metrics.jsonl
+        targets = [os.readlink(fd) for fd in fds.iterdir() if fd.is_symlink()]
+        assert not [t for t in targets if t.endswith("metrics.jsonl")]
