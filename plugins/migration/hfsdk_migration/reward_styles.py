@@ -33,6 +33,7 @@ from typing import Any
 
 from hfsdk import HfsdkError
 from hfsdk_rewards import RewardCallStyle, RewardStyles
+from hfsdk_rewards.signatures import unknown_setting
 
 
 def _parameters(fn: Callable[..., Any]) -> dict[str, inspect.Parameter]:
@@ -59,7 +60,12 @@ def _is_openrlhf(fn: Callable[..., Any]) -> bool:
 
 
 def _accepts(fn: Callable[..., Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword arguments ``fn`` can take (all of them when it has ``**kwargs``)."""
+    """The data fields among ``kwargs`` that ``fn`` can take (all when it has ``**kwargs``).
+
+    Only for data (verl's fields, dataset columns): settings are passed as given, like the
+    frameworks do, and a setting the function does not take is refused before the run by
+    its style's check (:func:`check_verl`, :func:`check_trl`, :func:`check_openrlhf`).
+    """
     parameters = _parameters(fn)
     if not parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
         return dict(kwargs)
@@ -120,15 +126,16 @@ def verl_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, Any]
                     f"(verl style) sample {index} has no ground_truth (reward_model: {shown}); "
                     "add reward_model.ground_truth or a ground_truth column to the dataset"
                 )
-            call = {
+            fields = {
                 "data_source": sources[index],
                 "solution_str": response,
                 "ground_truth": truths[index],
                 "extra_info": extras[index],
-                **settings,
             }
+            # verl merges reward_kwargs over its fields and passes them all.
+            call = {**_accepts(fn, fields), **settings}
             try:
-                results.append(_verl_score(fn(**_accepts(fn, call))))
+                results.append(_verl_score(fn(**call)))
             except HfsdkError:
                 raise
             except Exception as exc:
@@ -174,13 +181,15 @@ def trl_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, Any])
             completions: list[Any] = [[{"role": "assistant", "content": r}] for r in responses]
         else:
             shown, completions = list(prompts), list(responses)
-        kwargs = _accepts(fn, {**columns, **settings})
+        kwargs = {**_accepts(fn, columns), **settings}
         result = fn(prompts=shown, completions=completions, **kwargs)
         if inspect.isawaitable(result):
             return _await_then(result, _trl_values)
         return _trl_values(result)
 
     trl_style.__doc__ = f"TRL-style adapter of {label}"
+    trl_style.hfsdk_source = fn  # type: ignore[attr-defined]  # for signature checks
+    trl_style.hfsdk_settings = dict(settings)  # type: ignore[attr-defined]
     return trl_style
 
 
@@ -264,14 +273,15 @@ def openrlhf_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, 
             labels: list[Any] = [None] * size
         else:
             labels = list(columns[key])
-        extra = _accepts(fn, settings)
-        result = fn(queries, shown, labels, **extra)
+        result = fn(queries, shown, labels, **settings)
         if inspect.isawaitable(result):
             return _await_then(result, lambda r: _openrlhf_values(r, size))
         return _openrlhf_values(result, size)
 
     openrlhf_style.__doc__ = f"OpenRLHF-style adapter of {label}"
     openrlhf_style.label_key = label_key  # type: ignore[attr-defined]  # for data inspect
+    openrlhf_style.hfsdk_source = fn  # type: ignore[attr-defined]  # for signature checks
+    openrlhf_style.hfsdk_settings = settings  # type: ignore[attr-defined]  # less label_key
     return openrlhf_style
 
 
@@ -282,27 +292,42 @@ VERL_CONVENTION = (
 _VERL_FIELDS = ("data_source", "solution_str", "ground_truth", "extra_info")
 
 
-def check_verl(call: Any, columns: Collection[str]) -> str | None:
-    """Why a verl-style ``call`` cannot be called (verl passes every field by keyword).
-
-    ``columns`` do not matter: verl's fields come from fixed columns, checked per sample.
-    """
+def _source(call: Any) -> tuple[list[inspect.Parameter], dict[str, Any]] | None:
+    """The adapted function's parameters and its settings; ``None`` when not adapted here or
+    without a signature (a builtin: nothing to check)."""
     fn = getattr(call.fn, "hfsdk_source", None)
     if fn is None:
         return None
     try:
         parameters = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+    except (TypeError, ValueError):
         return None
-    settings = dict(getattr(call.fn, "hfsdk_settings", {}) or {})
-    varkw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
-    given = set(_VERL_FIELDS) | set(settings)
-    given = given if varkw else {name for name in given if name in {p.name for p in parameters}}
+    return parameters, dict(getattr(call.fn, "hfsdk_settings", {}) or {})
+
+
+def check_verl(call: Any, columns: Collection[str]) -> str | None:
+    """Why a verl-style ``call`` cannot be called (verl passes every field by keyword).
+
+    ``columns`` do not matter: verl's fields come from fixed columns, checked per sample.
+    A setting the function does not take is refused, as verl's call would raise TypeError.
+    """
+    found = _source(call)
+    if found is None:
+        return None
+    parameters, settings = found
     if any(p.kind is inspect.Parameter.POSITIONAL_ONLY for p in parameters):
         return (
             f"reward function {call.label!r} has positional-only parameters, but the verl style "
             f"passes every field by keyword; expected {VERL_CONVENTION}"
         )
+    # verl merges reward_kwargs over its fields, so a setting may fill any but the response.
+    offered = [p for p in parameters if p.name != "solution_str"]
+    unknown = unknown_setting(call.label, parameters, settings, offered, "other than solution_str")
+    if unknown is not None:
+        return unknown
+    varkw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+    given = set(_VERL_FIELDS) | set(settings)
+    given = given if varkw else {name for name in given if name in {p.name for p in parameters}}
     keyword_kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     missing = [
         p.name
@@ -319,10 +344,41 @@ def check_verl(call: Any, columns: Collection[str]) -> str | None:
     return None
 
 
+def check_trl(call: Any, columns: Collection[str]) -> str | None:
+    """Why a TRL-style ``call`` cannot take its settings (each is passed to every call,
+    with the dataset's columns); ``None`` when it can."""
+    found = _source(call)
+    if found is None:
+        return None
+    parameters, settings = found
+    offered = [p for p in parameters if p.name not in ("prompts", "completions")]
+    return unknown_setting(
+        call.label, parameters, settings, offered, "other than prompts and completions"
+    )
+
+
+def check_openrlhf(call: Any, columns: Collection[str]) -> str | None:
+    """Why an OpenRLHF-style ``call`` cannot take its settings (each is passed by keyword
+    after queries, prompts and labels; ``label_key`` is the adapter's own); ``None`` when
+    it can."""
+    found = _source(call)
+    if found is None:
+        return None
+    parameters, settings = found
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    taken = [p for p in parameters if p.kind in positional][:3]  # queries, prompts, labels
+    offered = [p for p in parameters if p not in taken]
+    return unknown_setting(
+        call.label, parameters, settings, offered, "after queries, prompts and labels"
+    )
+
+
 STYLES = {
     "verl": RewardCallStyle(adapt=verl_adapter, recognises=_is_verl, check=check_verl),
-    "trl": RewardCallStyle(adapt=trl_adapter, recognises=_is_trl),
-    "openrlhf": RewardCallStyle(adapt=openrlhf_adapter, recognises=_is_openrlhf),
+    "trl": RewardCallStyle(adapt=trl_adapter, recognises=_is_trl, check=check_trl),
+    "openrlhf": RewardCallStyle(
+        adapt=openrlhf_adapter, recognises=_is_openrlhf, check=check_openrlhf
+    ),
 }
 """The reward call styles this plugin registers, by name."""
 
@@ -344,4 +400,4 @@ def detect_style(fn: Callable[..., Any]) -> str:
     return RewardStyles(STYLES).detect(fn)
 
 
-__all__ = ["STYLES", "STYLE_DOCS", "check_verl", "detect_style"]
+__all__ = ["STYLES", "STYLE_DOCS", "check_openrlhf", "check_trl", "check_verl", "detect_style"]

@@ -43,9 +43,17 @@ def trl_short(prompts, completions, **kwargs):
     return [1.0]
 
 
+def trl_bonus(prompts, completions, ground_truth, bonus=0.0):
+    return [bonus] * len(completions)
+
+
 def reward_func(queries, prompts, labels):
     CALLS.append((queries, prompts, labels))
     return torch.tensor([float(q.endswith(str(l))) for q, l in zip(queries, labels)])
+
+
+def reward_func_bonus(queries, prompts, labels, bonus=0.0):
+    return torch.tensor([bonus] * len(queries))
 
 
 def reward_func_dict(queries, prompts, labels):
@@ -256,6 +264,41 @@ def test_a_verl_function_missing_a_field_is_refused_before_a_run(tmp_path: Path)
     assert "called once per sample" in found
     assert problem("compute_score", method="flexible") is None
     assert problem("verl_ok") is None
+
+
+@pytest.mark.parametrize(
+    ("fn", "style"),
+    [("verl_with_kwargs", "verl"), ("trl_bonus", "trl"), ("reward_func_bonus", "openrlhf")],
+)
+def test_a_misspelt_setting_is_refused_before_a_run_in_every_style(
+    rewards: Any, fn: str, style: str
+) -> None:
+    # verl, TRL and OpenRLHF pass every setting to the function (verl raises TypeError), so a
+    # misspelt one is a one-line error before the run, not a silent default.
+    from hfsdk_rewards.signatures import signature_problem
+
+    def problem(**kwargs: object) -> str | None:
+        (loaded,) = load_reward_functions([{"name": f"{rewards.path}:{fn}", "kwargs": kwargs}])
+        assert loaded.call.style == style
+        return signature_problem(loaded.call, list(_columns()))
+
+    found = problem(bnous=0.25)
+    assert found is not None and "\n" not in found
+    assert "the setting 'bnous'" in found and "did you mean 'bonus'?" in found
+    assert problem(bonus=0.25) is None
+    scores, _ = _score(rewards, fn, ["5", "3"], _columns(), kwargs={"bonus": 0.25})
+    assert scores[1] == 0.25  # the setting reaches the function
+
+
+def test_a_setting_goes_to_a_function_with_var_kwargs(rewards: Any) -> None:
+    from hfsdk_rewards.signatures import signature_problem
+
+    (loaded,) = load_reward_functions(
+        [{"name": f"{rewards.path}:trl_fn", "kwargs": {"anything": 1}}]
+    )
+    assert signature_problem(loaded.call, list(_columns())) is None
+    _score(rewards, "trl_fn", ["5", "3"], _columns(), kwargs={"anything": 1})
+    assert rewards.CALLS[0][2] == ["ability", "anything", "data_source", "extra_info"]
 
 
 def test_without_the_plugin_the_styles_are_gone(

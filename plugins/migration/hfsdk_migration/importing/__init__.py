@@ -126,7 +126,14 @@ def _drop_unfit_generation_tp(m: Mapper, source: str) -> None:
     vllm_on_fsdp = m.out.get("rollout", {}).get("backend") == "vllm" and (
         m.out.get("actor", {}).get("backend", "fsdp") == "fsdp"
     )
-    if tp is None or tp == 1 or (devices % tp == 0 and not vllm_on_fsdp):
+    if tp is None or tp == 1:
+        return
+    if tp < 1:  # an importer that let it through; the modulo below would divide by it
+        raise ConfigError(
+            f"{GENERATION_TP_KEYS[source]}={tp} is not valid; expected a positive integer "
+            "(the generation's tensor-parallel size): set it to 1 or more in the source"
+        )
+    if devices % tp == 0 and not vllm_on_fsdp:
         return
     del layout["tp"]
     if not layout:

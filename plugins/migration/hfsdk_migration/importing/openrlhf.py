@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hfsdk import LOGGERS
+from hfsdk import LOGGERS, ConfigError
 from hfsdk_migration.importing.mapper import Mapper
 
 ESTIMATORS = {
@@ -121,8 +121,20 @@ def _data_and_rollout(m: Mapper) -> None:
         m.put("data.val_files", _files(m.get("eval_dataset")))
     if m.has("input_key"):
         m.put("data.prompt_key", str(m.get("input_key")))
-    if m.get("apply_chat_template"):
-        m.put("data.apply_chat_template", True)
+    # Without --apply_chat_template OpenRLHF tokenizes the input_key text as written;
+    # hfsdk's unset (null) would apply the tokenizer's template when it has one.
+    chat = bool(m.get("apply_chat_template"))
+    m.put("data.apply_chat_template", chat)
+    reason = (
+        "OpenRLHF ignores it with --apply_chat_template"
+        if chat
+        else "no hfsdk counterpart: write the template into the prompt column "
+        "(e.g. datasets' map) before training"
+    )
+    # A template such as "User: {}" reads as a YAML mapping on the command line, which
+    # flattens to input_template.<word> keys: each is the same flag.
+    for key in m.keys("input_template."):
+        m.reject(key, reason)
     m.put("data.batch_size", m.int("rollout_batch_size", 1024, source_default=True))
     length = m.int("prompt_max_len", 1024, source_default=True)
     m.put("data.max_prompt_length", length)  # the rollout's follows from it
@@ -144,7 +156,13 @@ def _data_and_rollout(m: Mapper) -> None:
         if m.has("enforce_eager"):
             m.put("rollout.enforce_eager", bool(m.get("enforce_eager")))
     if m.has("vllm_tensor_parallel_size"):
-        m.put("actor.rollout_layout.tp", m.int("vllm_tensor_parallel_size"))
+        tp = m.int("vllm_tensor_parallel_size")
+        if tp < 1:
+            raise ConfigError(
+                f"vllm_tensor_parallel_size={tp} is not valid; OpenRLHF expects an integer >= 1: "
+                "set --vllm_tensor_parallel_size to 1 or more"
+            )
+        m.put("actor.rollout_layout.tp", tp)
 
 
 def _reward(m: Mapper) -> None:
@@ -235,6 +253,9 @@ def import_openrlhf(m: Mapper, algo: str | None) -> str:
     low, high = _clip_range(m)
     m.put("policy_loss.clip_ratio_low", low)
     m.put("policy_loss.clip_ratio_high", high)
+    # OpenRLHF's PolicyLoss bounds negative advantages only with --dual_clip; hfsdk's
+    # ppo_clip does by default (c = 3), so null turns it off.
+    m.put("policy_loss.clip_ratio_c", m.num("dual_clip") if m.has("dual_clip") else None)
     if m.has("entropy_loss_coef"):
         m.put("algorithm.entropy_coef", m.num("entropy_loss_coef"))
     _kl(m)

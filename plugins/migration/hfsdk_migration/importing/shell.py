@@ -191,6 +191,13 @@ class _Reader:
                 if op is None
                 else self.script.variables.get(name, self.env.get(name))
             )
+            if op in (":+", "+"):
+                # bash: the word when set (":+": and not empty), else nothing; never the value.
+                if value is None or (op == ":+" and value == ""):
+                    return ""
+                if name not in self.script.variables and not name.isdigit():
+                    self.script.warn(f"${name} taken from this environment: {value!r}")
+                return _Reader(rest, self.env, self.script).word_text()
             if op in (":-", "-", ":=", "="):
                 if value is None or (op.startswith(":") and value == ""):
                     value = _Reader(rest, self.env, self.script).word_text()

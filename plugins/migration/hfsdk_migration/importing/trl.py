@@ -34,6 +34,8 @@ IS_MODES = {
     "sequence_mask": ("mis", "sequence"),
 }
 """TRL's ``vllm_importance_sampling_mode`` -> (hfsdk rollout correction, its level)."""
+EPOCHS = "hfsdk counts steps: set trainer.total_steps"
+"""Why TRL's epoch count (given, or its 3 by default) is listed rather than mapped."""
 TRUNCATES = (
     "TRL truncates prompts over max_prompt_length={length} tokens; hfsdk drops them instead: "
     "check how many with `hfsdk data inspect FILE --config run.yaml`"
@@ -81,10 +83,6 @@ def _common(m: Mapper, lr_default: float, temperature: float | None) -> None:
         )
     if m.has("seed"):
         m.put("trainer.seed", m.int("seed"))
-    if m.has("save_steps") and m.get("save_strategy", "steps") == "steps":
-        m.put("trainer.save_every", m.int("save_steps"))
-    if m.has("eval_steps"):
-        m.put("trainer.val_every", m.int("eval_steps"))
     _precision(m)
     report = m.get("report_to")
     if report is not None:
@@ -120,6 +118,16 @@ def _precision(m: Mapper) -> None:
         m.put("actor.dtype", "bfloat16")
 
 
+def _positive(m: Mapper, key: str, default: Any = None, *, source_default: bool = False) -> Any:
+    """:meth:`Mapper.int` refused below 1 (a count TRL divides or multiplies by)."""
+    value = m.int(key, default, source_default=source_default)
+    if value is not None and value < 1:
+        raise ConfigError(
+            f"{key}={value} is not valid; TRL expects an integer >= 1: set {key} to 1 or more"
+        )
+    return value
+
+
 def _logger_names(report: Any) -> list[str]:
     """``report_to`` as a list of names; a bare ``--report_to`` (True) or a number is refused."""
     if isinstance(report, str):
@@ -142,7 +150,7 @@ def _vllm(m: Mapper) -> None:
     if m.has("vllm_gpu_memory_utilization"):
         m.put("rollout.gpu_memory_utilization", m.num("vllm_gpu_memory_utilization"))
     if m.has("vllm_tensor_parallel_size"):
-        m.put("actor.rollout_layout.tp", m.int("vllm_tensor_parallel_size"))
+        m.put("actor.rollout_layout.tp", _positive(m, "vllm_tensor_parallel_size"))
     if m.has("vllm_enable_sleep_mode"):
         m.put("rollout.sleep", "on" if m.get("vllm_enable_sleep_mode") else "off")
     _vllm_correction(m)
@@ -178,7 +186,12 @@ def _tools(m: Mapper) -> None:
     tools = m.get("tools")
     if tools is None:
         return
-    entries = [tools] if isinstance(tools, str) else list(tools)
+    entries = [tools] if isinstance(tools, str) else tools
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        raise ConfigError(
+            f"tools={tools!r} is not a list of tool references; give module:function strings, "
+            "e.g. tools: [my_pkg.tools:get_weather]"
+        )
     m.put("rollout.multi_turn.tools", entries)
     if m.has("max_tool_calling_iterations"):
         m.put("rollout.multi_turn.max_turns", m.int("max_tool_calling_iterations") + 1)
@@ -192,8 +205,8 @@ def _processes(m: Mapper) -> int:
 
     TRL's batches are per process, so the caller multiplies them by it.
     """
-    processes = m.int("num_processes", 1)
-    nodes = m.int("num_machines", 1)
+    processes = _positive(m, "num_processes", 1)
+    nodes = _positive(m, "num_machines", 1)
     if processes > 1:
         pool = {"devices": processes}
         if nodes > 1 and processes % nodes == 0:  # hfsdk spreads a pool evenly over nodes
@@ -203,12 +216,13 @@ def _processes(m: Mapper) -> int:
 
 
 def _steps(m: Mapper, per_round: Fraction) -> None:
-    """``max_steps`` and ``warmup_steps`` (TRL optimizer steps) as hfsdk training steps.
+    """``max_steps``, ``warmup_steps``, ``save_steps`` and ``eval_steps`` (TRL optimizer
+    steps) as hfsdk training steps.
 
-    hfsdk's ``trainer.total_steps`` counts generation rounds, and its LR scheduler steps
-    once per round (the engines' update, not per optimizer step), so
-    ``actor.optim.warmup_steps`` counts rounds too: both are TRL's counts divided by the
-    ``per_round`` optimizer steps of one round.
+    hfsdk's ``trainer.total_steps``, ``save_every`` and ``val_every`` count generation
+    rounds, and its LR scheduler steps once per round (the engines' update, not per
+    optimizer step), so ``actor.optim.warmup_steps`` counts rounds too: all are TRL's
+    counts divided by the ``per_round`` optimizer steps of one round.
     """
     if m.has("max_steps") and as_int("max_steps", m.flat["max_steps"]) > 0:
         steps = m.int("max_steps")
@@ -218,7 +232,11 @@ def _steps(m: Mapper, per_round: Fraction) -> None:
             m, "max_steps", steps, per_round, f"trainer.total_steps rounded up to {total}"
         )
     elif m.has("num_train_epochs"):
-        m.reject("num_train_epochs", "hfsdk counts steps: set trainer.total_steps")
+        m.get("max_steps")  # TRL's -1 (or 0): "train num_train_epochs", listed just below
+        m.reject("num_train_epochs", EPOCHS)
+    else:
+        m.get("max_steps")  # as above: TRL falls back to its 3 epochs
+        m.reject_default("num_train_epochs", 3.0, EPOCHS)
     if m.has("warmup_steps") and m.flat.get("lr_scheduler_type") == "constant":
         m.reject("warmup_steps", "TRL's lr_scheduler_type=constant has no warmup (transformers')")
     elif m.has("warmup_steps"):
@@ -226,6 +244,34 @@ def _steps(m: Mapper, per_round: Fraction) -> None:
         rounds = round(warmup / per_round)
         m.put("actor.optim.warmup_steps", rounds)
         _note_inexact(m, "warmup_steps", warmup, per_round, f"actor.optim.warmup_steps = {rounds}")
+    _every(m, "save_steps", "save_strategy", "trainer.save_every", per_round)
+    _every(m, "eval_steps", "eval_strategy", "trainer.val_every", per_round)
+
+
+def _every(m: Mapper, key: str, strategy_key: str, dest: str, per_round: Fraction) -> None:
+    """``save_steps`` / ``eval_steps`` -> ``dest`` in rounds, when ``strategy_key`` is steps.
+
+    transformers saves by steps unless told otherwise but evaluates only when asked
+    (``eval_strategy`` defaults to ``no``); a YAML ``no`` (also a flag's, read as YAML) is
+    False, so False is taken as ``no``.
+    """
+    default = "steps" if key == "save_steps" else "no"
+    strategy = m.get(strategy_key, default)
+    strategy = "no" if strategy is False else strategy
+    if strategy not in ("steps", "no"):
+        m.reject(strategy_key, f"hfsdk counts steps: set {dest} (in generation rounds)")
+        return
+    if not m.has(key):
+        return
+    if strategy == "no":
+        action = "save" if key == "save_steps" else "evaluate"
+        m.reject(key, f"TRL does not {action} with {strategy_key}='no' ({dest} is not set)")
+        return
+    steps = m.int(key)
+    # Rounded to the nearest round, but a positive interval stays positive (0 means never).
+    every = max(round(steps / per_round), 1) if steps > 0 else 0
+    m.put(dest, every)
+    _note_inexact(m, key, steps, per_round, f"{dest} = {every}")
 
 
 def _note_inexact(m: Mapper, key: str, steps: int, per_round: Fraction, what: str) -> None:
@@ -239,13 +285,13 @@ def _note_inexact(m: Mapper, key: str, steps: int, per_round: Fraction, what: st
 
 def _grpo(m: Mapper) -> None:
     n = m.int("num_generations", 8, source_default=True)
-    per_device = m.int("per_device_train_batch_size", 8, source_default=True)
-    accumulation = m.int("gradient_accumulation_steps", 1)
+    per_device = _positive(m, "per_device_train_batch_size", 8, source_default=True)
+    accumulation = _positive(m, "gradient_accumulation_steps", 1)
     processes = _processes(m)
     m.put("algorithm.n_samples_per_prompt", n)
     m.put("actor.micro_batch_size", per_device)
     m.put("actor.mini_batch_size", per_device * accumulation * processes)
-    steps_per_generation = m.int("steps_per_generation", accumulation)
+    steps_per_generation = _positive(m, "steps_per_generation", accumulation)
     generation = m.get("generation_batch_size")
     responses = (
         as_int("generation_batch_size", generation)
@@ -260,7 +306,7 @@ def _grpo(m: Mapper) -> None:
             f"num_generations={n}; TRL would refuse it too"
         )
     m.put("data.batch_size", responses // n)
-    iterations = m.int("num_iterations", 1)
+    iterations = _positive(m, "num_iterations", 1)
     m.put("actor.ppo_epochs", iterations)
     # TRL steps the optimizer every `accumulation` micro-batches of `per_device` on every
     # process, over the round's responses, `num_iterations` times.
@@ -296,15 +342,18 @@ def _grpo(m: Mapper) -> None:
         m.reject("scale_rewards", "hfsdk's grpo estimator scales per group or not at all")
     level = m.get("importance_sampling_level")
     if level == "sequence":
-        m.put("algorithm.policy_loss", "gspo")
-    elif level not in (None, "token"):
-        m.reject("importance_sampling_level", "token or sequence")
+        m.put("algorithm.policy_loss", "gspo")  # no dual clip there to turn off
+    else:
+        if level not in (None, "token"):
+            m.reject("importance_sampling_level", "token or sequence")
+        # TRL's clipped loss has no dual clip; hfsdk's ppo_clip has one by default (c = 3).
+        m.put("policy_loss.clip_ratio_c", None)
 
 
 def _ppo(m: Mapper) -> None:
-    per_device = m.int("per_device_train_batch_size", 8, source_default=True)
-    accumulation = m.int("gradient_accumulation_steps", 1)
-    mini_batches = m.int("num_mini_batches", 1)
+    per_device = _positive(m, "per_device_train_batch_size", 8, source_default=True)
+    accumulation = _positive(m, "gradient_accumulation_steps", 1)
+    mini_batches = _positive(m, "num_mini_batches", 1)
     processes = _processes(m)
     for role in ("actor", "critic"):
         m.put(f"{role}.micro_batch_size", per_device)
@@ -318,6 +367,7 @@ def _ppo(m: Mapper) -> None:
     clip = m.num("cliprange", 0.2)
     m.put("policy_loss.clip_ratio_low", clip)
     m.put("policy_loss.clip_ratio_high", clip)
+    m.put("policy_loss.clip_ratio_c", None)  # TRL's PPO loss has no dual clip; hfsdk's does
     m.put("value_loss.clip_range_value", m.num("cliprange_value", 0.2))
     m.put("algorithm.kl_in_reward", True)
     m.put("algorithm.kl_coef", m.num("kl_coef", 0.05))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfsdk import LOGGERS, LOSS_AGG_MODES
+from hfsdk import LOGGERS, LOSS_AGG_MODES, ConfigError
 from hfsdk_migration.importing.mapper import Mapper, as_int, as_number
 from hfsdk_migration.importing.verl_reasons import list_leftovers
 from hfsdk_migration.importing.verl_roles import (
@@ -66,8 +66,41 @@ LOSS_MODES = {"vanilla": "ppo_clip", "gspo": "gspo"}
 CRITIC_ALGOS = ("ppo", "safe_rlhf")
 
 
-def _files(value: Any) -> list[str]:
-    return [value] if isinstance(value, str) else [str(v) for v in value]
+def _files(key: str, value: Any) -> list[str]:
+    """verl's ``train_files``/``val_files``: one path or a list of paths."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigError(
+        f"{key}={value!r}: expected a file path or a list of them; give the parquet/jsonl "
+        "file(s) as a string or a list of strings"
+    )
+
+
+def _loggers(key: str, value: Any) -> list[str]:
+    """verl's ``trainer.logger``: one logger name or a list of them."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigError(
+        f"{key}={value!r}: expected a logger name or a list of them (hfsdk loggers: "
+        f"{', '.join(LOGGERS)}); give e.g. ['console', 'wandb']"
+    )
+
+
+def _unflatten(flat: dict[str, Any]) -> dict[str, Any]:
+    """``{"a.b": 1}`` -> ``{"a": {"b": 1}}``: the mapping the source nested (the mapper
+    keeps keys flat, one per leaf)."""
+    tree: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = tree
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return tree
 
 
 def _estimator_fields(name: str) -> set[str]:
@@ -77,7 +110,7 @@ def _estimator_fields(name: str) -> set[str]:
 def _data(m: Mapper) -> None:
     for key in ("train_files", "val_files"):
         if m.has(f"data.{key}"):
-            m.put(f"data.{key}", _files(m.get(f"data.{key}")))
+            m.put(f"data.{key}", _files(f"data.{key}", m.get(f"data.{key}")))
     if m.has("data.tokenizer"):
         m.put("actor.tokenizer_path", str(m.get("data.tokenizer")))
     if m.has("data.prompt_key"):
@@ -333,16 +366,20 @@ def _trainer(m: Mapper) -> int | None:
         bool(m.get("trainer.val_before_train", True, source_default=True)),
     )
     loggers = m.get("trainer.logger")
+    names = ["wandb"]  # unset: verl's default logs to wandb
     if loggers is not None:
-        names = [loggers] if isinstance(loggers, str) else list(loggers)
+        names = _loggers("trainer.logger", loggers)
         kept = [name for name in names if name in LOGGERS]
         m.put("trainer.loggers", list(dict.fromkeys([*kept, "jsonl"])))
         if len(kept) != len(names):
             m.reject("trainer.logger", f"hfsdk loggers: {', '.join(LOGGERS)}")
     # verl names its wandb (and tensorboard) run by these; hfsdk's run dir stays the run's name.
+    # Without wandb among the loggers they name nothing hfsdk logs (a run would warn of them).
     for src, dest in (("project_name", "project"), ("experiment_name", "name")):
         if m.has(f"trainer.{src}"):
-            m.put(f"wandb.{dest}", str(m.get(f"trainer.{src}")))
+            value = str(m.get(f"trainer.{src}"))
+            if "wandb" in names:
+                m.put(f"wandb.{dest}", value)
     gpus = m.get("trainer.n_gpus_per_node")
     nodes = m.get("trainer.nnodes")
     if gpus is not None or nodes is not None:
@@ -362,7 +399,7 @@ def _steps_from_epochs(m: Mapper) -> int | None:
     epochs = m.int("trainer.total_epochs")
     files = m.flat.get("data.train_files")
     batch = m.flat.get("data.train_batch_size")
-    rows = _count_rows(_files(files)) if files and batch else None
+    rows = _count_rows(_files("data.train_files", files)) if files and batch else None
     if rows is None or as_int("data.train_batch_size", batch) > rows:
         m.reject(
             "trainer.total_epochs",
@@ -496,14 +533,72 @@ def _reward(m: Mapper) -> None:
         return
     name = m.get(prefix + "name", "compute_score")
     function: dict[str, Any] = {"name": f"{path}:{name}", "style": "verl"}
-    kwargs = {
-        key.removeprefix(prefix + "reward_kwargs."): m.get(key)
-        for key in list(m.flat)
-        if key.startswith(prefix + "reward_kwargs.")
-    }
+    # verl passes reward_kwargs as given: a nested mapping stays one (the mapper's keys are
+    # flat, so the leaves under reward_kwargs are put back together).
+    kwargs = _unflatten(
+        {
+            key.removeprefix(prefix + "reward_kwargs."): m.get(key)
+            for key in list(m.flat)
+            if key.startswith(prefix + "reward_kwargs.")
+        }
+    )
     if kwargs:
         function["kwargs"] = kwargs
     m.put("reward.functions", [function])
+
+
+def _check_generation_tp(m: Mapper) -> None:
+    """Refuse a rollout tensor-parallel size below 1 before the mappers divide by it."""
+    key = R + "tensor_model_parallel_size"
+    if m.has(key) and as_int(key, m.flat[key]) < 1:
+        raise ConfigError(
+            f"{key}={m.flat[key]!r}: expected a positive integer (the GPUs one generation "
+            "engine spans); set it to 1 or more"
+        )
+
+
+def _sampling(m: Mapper) -> None:
+    """``rollout.do_sample`` and ``rollout.val_kwargs``: greedy rollouts and validation samples.
+
+    ``do_sample: false`` makes verl's rollouts greedy: hfsdk's ``rollout.temperature: 0``.
+    Validation samples ``val_kwargs.n`` responses only with ``val_kwargs.do_sample: true``
+    (verl's default is greedy, one response, as hfsdk's ``trainer.val_n: 1``); hfsdk samples
+    them with the rollout's settings, so another temperature, top_p or top_k is listed.
+    """
+    if m.get(R + "do_sample") is False:
+        m.put("rollout.temperature", 0.0)
+    v = R + "val_kwargs."
+    if m.get(v + "do_sample") is not True:
+        for key in ("n", "temperature", "top_p", "top_k"):
+            m.get(v + key)  # greedy: one response, sampling settings unused (so in hfsdk)
+        return
+    n = m.int(v + "n", 1)
+    if n > 1:
+        m.put("trainer.val_n", n)
+    else:
+        m.reject(
+            v + "do_sample",
+            "hfsdk validates one response per prompt greedily (trainer.val_n: 1); set "
+            "trainer.val_n above 1 to sample",
+        )
+    rollout = m.out.get("rollout", {})
+    current = {
+        "temperature": float(rollout.get("temperature", 1.0)),
+        "top_p": float(rollout.get("top_p", 1.0)),
+        "top_k": max(int(rollout.get("top_k", 0)), 0),
+    }
+    for key, value in current.items():
+        given = m.num(v + key)
+        if given is None:
+            continue
+        if key == "top_k":
+            given = max(given, 0.0)  # verl's -1 and hfsdk's 0 both mean "off"
+        if given != value:
+            m.reject(
+                v + key,
+                f"hfsdk samples validation with the rollout's settings (rollout.{key}: "
+                f"{value}); there is no validation {key}",
+            )
 
 
 def import_verl(m: Mapper, algo: str | None) -> str:
@@ -524,7 +619,9 @@ def import_verl(m: Mapper, algo: str | None) -> str:
     _data(m)
     map_image_key(m)
     _actor(m, n, total)
+    _check_generation_tp(m)
     map_rollout(m, vision=is_vision(m))
+    _sampling(m)
     map_multi_turn(m)
     _kl(m)
     _advantage(m, estimator)

@@ -37,7 +37,10 @@ GROUPS = (
     ),
     (r"^reward_model\.", "hfsdk's reward model is the reward.model section: set it by hand"),
     (r"^ray_kwargs\.", f"{SELF}: Ray is started for the run (trainer.ray_address joins one)"),
-    (r"\.val_kwargs\.", "no counterpart: validation samples with the rollout settings"),
+    (
+        r"\.val_kwargs\.",
+        "no counterpart: hfsdk validates trainer.val_n responses with the rollout's settings",
+    ),
     (r"\.rollout\.multi_turn\.", "no counterpart in rollout.multi_turn (docs/agents.md)"),
     (r"\.rollout\.(agent|trace|checkpoint_engine|engine_kwargs)\.", PERF),
     (r"\.megatron\.override_\w+\.", PERF),
@@ -67,7 +70,7 @@ RULES = (
     (r"\.rollout\.(mode|load_format|layered_summon|enable_chunked_prefill|"
      r"enable_prefix_caching|max_num_batched_tokens|max_model_len|cudagraph_capture_sizes|"
      r"disable_log_stats|skip_tokenizer_init|logprobs_mode|scheduling_policy|"
-     r"multi_stage_wake_up|do_sample|skip_dump_dir)$", PERF),
+     r"multi_stage_wake_up|skip_dump_dir)$", PERF),
     (r"(data_loader_seed|fsdp_config\.seed|megatron\.seed)$",
      f"{SELF}: trainer.seed seeds the run"),
     (r"model_dtype$", f"{SELF}: trained roles keep float32 master weights"),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from hfsdk.core.config import resolve_run_config
-from hfsdk_migration.importing import import_config
+from hfsdk_migration.importing import import_config, read_source
 
 TRL_GRPO = {
     "per_device_train_batch_size": 8,
@@ -154,3 +156,90 @@ def test_trl_and_openrlhf_weight_decay_skips_norms_and_biases() -> None:
     openrlhf = resolve_run_config(None, import_config("openrlhf", data).config)
     for optim in (openrlhf.actor.optim, openrlhf.critic.optim):
         assert optim.weight_decay == 0.1 and optim.decay_norms_and_biases is False
+
+
+TRL_K4 = {"num_generations": 8, "per_device_train_batch_size": 8, "num_iterations": 4,
+          "max_steps": 400, "warmup_steps": 40, "max_prompt_length": 256}  # fmt: skip
+"""The reviewer's run: 8 responses a round, 1 optimizer step each of 4 iterations: k = 4."""
+
+
+def test_trl_save_and_eval_steps_are_converted_like_max_steps() -> None:
+    # All four count TRL optimizer steps; hfsdk's total, warmup, save and val count rounds.
+    data = {**TRL_K4, "save_steps": 100, "eval_steps": 100, "eval_strategy": "steps"}
+    cfg = resolve_run_config(None, import_config("trl", data).config)
+    assert (cfg.trainer.total_steps, cfg.actor.optim.warmup_steps) == (100, 10)
+    assert (cfg.trainer.save_every, cfg.trainer.val_every) == (25, 25)
+    inexact = import_config("trl", {**data, "save_steps": 10, "eval_steps": 2})
+    trainer = inexact.config["trainer"]
+    assert (trainer["save_every"], trainer["val_every"]) == (2, 1)  # 2.5 rounded; at least 1
+    assert any(w.startswith("save_steps=10 TRL optimizer steps is 2.5") for w in inexact.warnings)
+    assert any(w.startswith("eval_steps=2 TRL optimizer steps is 0.5") for w in inexact.warnings)
+
+
+@pytest.mark.parametrize("strategy", [None, "no", False])  # False: `--eval_strategy no` parsed
+def test_trl_eval_steps_without_eval_strategy_steps_are_listed(strategy: object) -> None:
+    # transformers' default eval_strategy is "no": TRL never evaluates, whatever eval_steps says.
+    data = {**TRL_K4, "eval_steps": 100, "eval_strategy": strategy}
+    result = import_config("trl", data)
+    assert "val_every" not in result.config.get("trainer", {})
+    (line,) = [u for u in result.unmapped if u.startswith("eval_steps")]
+    assert "TRL does not evaluate with eval_strategy='no'" in line
+    assert not any(u.startswith("eval_strategy") for u in result.unmapped)
+
+
+def test_trl_eval_strategy_no_survives_the_command_line() -> None:
+    flags = ["--eval_strategy", "no", "--eval_steps", "100", "--max_steps", "400"]
+    data, _ = read_source("trl", None, flags)
+    result = import_config("trl", data)
+    assert "val_every" not in result.config.get("trainer", {})
+    assert any(u.startswith("eval_steps = 100  (TRL does not evaluate") for u in result.unmapped)
+
+
+def test_trl_and_openrlhf_have_no_dual_clip_unless_asked() -> None:
+    # Neither TRL's GRPO/PPO loss nor OpenRLHF's (without --dual_clip) bounds negative
+    # advantages; hfsdk's ppo_clip does by default (clip_ratio_c 3.0).
+    for source, data in (
+        ("trl", TRL_K4),
+        ("trl", {"num_ppo_epochs": 4}),
+        ("openrlhf", {"advantage_estimator": "gae"}),
+        ("openrlhf", {"advantage_estimator": "group_norm", "n_samples_per_prompt": 4}),
+    ):
+        result = import_config(source, data)
+        assert result.config["policy_loss"]["clip_ratio_c"] is None, (source, data)
+        assert resolve_run_config(None, result.config).policy_loss.clip_ratio_c is None
+    # GSPO's loss has no dual clip to turn off.
+    gspo = import_config("trl", {**TRL_K4, "importance_sampling_level": "sequence"})
+    assert "clip_ratio_c" not in gspo.config["policy_loss"]
+    resolve_run_config(None, gspo.config)
+    dual = import_config("openrlhf", {"advantage_estimator": "gae", "dual_clip": 10})
+    assert resolve_run_config(None, dual.config).policy_loss.clip_ratio_c == 10.0
+    assert not any(u.startswith("dual_clip") for u in dual.unmapped)
+
+
+def test_openrlhf_without_apply_chat_template_keeps_prompts_as_written() -> None:
+    # OpenRLHF reads the input_key text as it is; hfsdk's null would apply the template.
+    result = import_config("openrlhf", {"input_template": "User: {}\nAssistant: "})
+    assert result.config["data"]["apply_chat_template"] is False
+    (line,) = [u for u in result.unmapped if u.startswith("input_template")]
+    assert "no hfsdk counterpart" in line and "prompt column" in line
+    chat = import_config("openrlhf", {"apply_chat_template": True, "input_template": "{}"})
+    assert chat.config["data"]["apply_chat_template"] is True
+    (line,) = [u for u in chat.unmapped if u.startswith("input_template")]
+    assert "OpenRLHF ignores it with --apply_chat_template" in line
+    # On the command line "User: {}" reads as a YAML mapping; it is still the same flag.
+    data, _ = read_source("openrlhf", None, ["--input_template", "User: {}"])
+    lines = import_config("openrlhf", data).unmapped
+    assert any(u.startswith("input_template") and "no hfsdk counterpart" in u for u in lines)
+
+
+def test_trl_run_length_left_out_is_listed_as_three_epochs() -> None:
+    # Neither max_steps nor num_train_epochs: TRL trains 3 epochs, hfsdk counts steps.
+    for data in ({"num_generations": 8}, {"num_generations": 8, "max_steps": -1}):
+        result = import_config("trl", data)
+        assert "total_steps" not in result.config.get("trainer", {})
+        (line,) = [u for u in result.unmapped if u.startswith("num_train_epochs")]
+        assert line.startswith("num_train_epochs = 3.0 (unset: the default)")
+        assert "hfsdk counts steps: set trainer.total_steps" in line
+        assert not any(u.startswith("max_steps") for u in result.unmapped)
+    given = import_config("trl", {"num_generations": 8, "max_steps": 10})
+    assert not any(u.startswith("num_train_epochs") for u in given.unmapped)

@@ -103,6 +103,90 @@ def test_verl_values_without_counterpart_are_listed_not_guessed() -> None:
     assert "loss_agg_mode" not in result.config["algorithm"]
 
 
+def _verl_grpo(**rollout: object) -> dict:
+    """A small verl GRPO config with ``rollout`` settings."""
+    return {
+        "algorithm": {"adv_estimator": "grpo"},
+        "actor_rollout_ref": {"rollout": {"n": 4, **rollout}},
+    }
+
+
+def test_verl_nested_reward_kwargs_stay_a_mapping() -> None:
+    # verl passes custom_reward_function.reward_kwargs to compute_score as they are.
+    data = {
+        **_verl_grpo(),
+        "custom_reward_function": {
+            "path": "rm.py",
+            "reward_kwargs": {"weights": {"a": 1, "b": 2}, "scale": 0.5},
+        },
+    }
+    (function,) = import_config("verl", data).config["reward"]["functions"]
+    assert function["kwargs"] == {"weights": {"a": 1, "b": 2}, "scale": 0.5}
+
+
+def test_verl_run_names_name_no_wandb_run_without_the_wandb_logger() -> None:
+    # They became wandb settings no logger read, which every run of the import warned of.
+    trainer = {"logger": ["console"], "project_name": "p", "experiment_name": "e"}
+    config = import_config("verl", {**_verl_grpo(), "trainer": trainer}).config
+    assert "wandb" not in config and config["trainer"]["loggers"] == ["console", "jsonl"]
+    trainer["logger"] = ["console", "wandb"]
+    config = import_config("verl", {**_verl_grpo(), "trainer": trainer}).config
+    assert config["wandb"] == {"project": "p", "name": "e"}
+
+
+def test_verl_validation_samples_map_to_val_n_when_sampled() -> None:
+    sampled = {"do_sample": True, "n": 8, "temperature": 0.6, "top_p": 0.95}
+    result = import_config("verl", _verl_grpo(temperature=0.6, val_kwargs=sampled))
+    assert result.config["trainer"]["val_n"] == 8
+    lines = "\n".join(result.unmapped)
+    assert "val_kwargs.n" not in lines and "val_kwargs.temperature" not in lines
+    # hfsdk samples validation with the rollout's settings: another top_p has no counterpart.
+    assert "actor_rollout_ref.rollout.val_kwargs.top_p = 0.95  (" in lines
+    assert "rollout.top_p" in lines
+    # Greedy (verl's default do_sample=false) validates one response: hfsdk's val_n 1.
+    result = import_config("verl", _verl_grpo(val_kwargs={"do_sample": False, "n": 4}))
+    assert "val_n" not in result.config.get("trainer", {})
+    assert not any("val_kwargs" in line for line in result.unmapped)
+
+
+def test_verl_greedy_rollouts_map_to_temperature_zero() -> None:
+    result = import_config("verl", _verl_grpo(do_sample=False, temperature=0.7))
+    assert result.config["rollout"]["temperature"] == 0.0
+    assert not any("do_sample" in line for line in result.unmapped)
+    cfg = resolve_run_config(None, result.config)
+    assert cfg.rollout.temperature == 0.0  # hfsdk's greedy decoding
+    result = import_config("verl", _verl_grpo(do_sample=True, temperature=0.7))
+    assert result.config["rollout"]["temperature"] == 0.7
+    assert not any("do_sample" in line for line in result.unmapped)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected", "strategy"),
+    [
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", 0, "a positive integer", "fsdp"),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", 0, "a positive integer",
+         "megatron"),
+        ("trainer.logger", 5, "a logger name or a list of them", "fsdp"),
+        ("data.train_files", 5, "a file path or a list of them", "fsdp"),
+        ("data.val_files", [1, None], "a file path or a list of them", "fsdp"),
+    ],
+)  # fmt: skip
+def test_verl_invalid_values_name_the_key(
+    key: str, value: object, expected: str, strategy: str
+) -> None:
+    data = _verl_grpo()
+    data["actor_rollout_ref"]["actor"] = {"strategy": strategy}
+    node = data
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+    with pytest.raises(ConfigError) as info:
+        import_config("verl", data)
+    message = str(info.value)
+    assert f"{key}={value!r}" in message and expected in message and "\n" not in message
+
+
 def test_trl_grpo_config_maps_batches_and_loss() -> None:
     result = import_config("trl", load_source(FIXTURES / "trl_grpo_config.json"))
     cfg = resolve_run_config(None, result.config)
@@ -132,13 +216,40 @@ def test_trl_ppo_config_is_recognised() -> None:
     assert cfg.algo == "ppo" and cfg.data.batch_size == 8 and cfg.actor.mini_batch_size == 4
     assert cfg.algorithm.kl_in_reward and cfg.algorithm.kl_coef == 0.02
     assert cfg.policy_loss.clip_ratio_low == 0.1 and cfg.critic.ppo_epochs == 2
-    assert result.unmapped[0] == "vf_coef = 0.1" and len(result.unmapped) == 2
+    assert result.unmapped[0] == "vf_coef = 0.1" and len(result.unmapped) == 3
     assert result.unmapped[1].startswith("lr_scheduler_type = 'linear' (unset: the default)")
+    # No max_steps nor num_train_epochs: TRL's 3 epochs, which hfsdk cannot count.
+    assert result.unmapped[2].startswith("num_train_epochs = 3.0 (unset: the default)")
 
 
 def test_trl_generation_batch_must_hold_whole_groups() -> None:
     with pytest.raises(ConfigError, match="not a multiple of num_generations=3"):
         import_config("trl", {"per_device_train_batch_size": 8, "num_generations": 3})
+
+
+@pytest.mark.parametrize(
+    ("source", "data", "named"),
+    [
+        ("trl", {"num_generations": 4, "per_device_train_batch_size": 0},
+         "per_device_train_batch_size=0 is not valid; TRL expects an integer >= 1"),
+        ("trl", {"num_generations": 4, "gradient_accumulation_steps": 0},
+         "gradient_accumulation_steps=0 is not valid; TRL expects an integer >= 1"),
+        ("trl", {"num_ppo_epochs": 4, "per_device_train_batch_size": 0},
+         "per_device_train_batch_size=0 is not valid; TRL expects an integer >= 1"),
+        ("trl", {"use_vllm": True, "vllm_tensor_parallel_size": 0},
+         "vllm_tensor_parallel_size=0 is not valid; TRL expects an integer >= 1"),
+        ("openrlhf", {"vllm_num_engines": 1, "vllm_tensor_parallel_size": 0},
+         "vllm_tensor_parallel_size=0 is not valid; OpenRLHF expects an integer >= 1"),
+        ("trl", {"tools": 5}, "tools=5 is not a list of tool references"),
+        ("trl", {"tools": ["m:f", 5]}, r"tools=\['m:f', 5\] is not a list of tool references"),
+    ],
+)  # fmt: skip
+def test_invalid_counts_and_tools_are_config_errors_naming_the_key(
+    source: str, data: dict, named: str
+) -> None:
+    # These leaked ZeroDivisionError / TypeError from the mapping arithmetic.
+    with pytest.raises(ConfigError, match=named):
+        import_config(source, data)
 
 
 def test_cli_writes_the_config_and_lists_unmapped_keys(

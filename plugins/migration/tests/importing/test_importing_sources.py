@@ -142,6 +142,19 @@ def test_the_shell_reads_a_launch_script_as_bash_would() -> None:
     ]
 
 
+def test_alternate_values_expand_to_the_word_as_bash_does() -> None:
+    # ${V+word}: word when V is set (even empty); ${V:+word}: when set and not empty; else "".
+    script = split_script(
+        "FULL=1\nEMPTY=\ncmd a=${FULL:+32} b=${FULL+x} c=${EMPTY:+y} d=${EMPTY+z} "
+        'e=${UNSET:+u} f=${UNSET+v} g="${FULL:+$FULL-on}" h=${HOME:+home}\n',
+        ENV,
+    )
+    assert script.commands[-1] == [
+        "cmd", "a=32", "b=x", "c=", "d=z", "e=", "f=", "g=1-on", "h=home",
+    ]  # fmt: skip
+    assert script.warnings == ["$HOME taken from this environment: '/home/u'"]
+
+
 def test_arrays_expand_to_their_elements_as_separate_words() -> None:
     # How verl's newer example scripts pass their overrides (bash arrays).
     script = split_script(
@@ -293,7 +306,7 @@ def test_a_generation_tp_the_actors_devices_cannot_hold_is_listed_not_written() 
     one = import_config(
         "trl",
         {"use_vllm": True, "vllm_tensor_parallel_size": 2, "lr_scheduler_type": "cosine",
-         "max_prompt_length": 512},
+         "max_prompt_length": 512, "max_steps": 10},
     )  # fmt: skip
     assert "rollout_layout" not in one.config["actor"]
     assert one.unmapped == (
