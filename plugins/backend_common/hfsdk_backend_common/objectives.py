@@ -354,12 +354,30 @@ def _ignored_reward_kl(algo: Any) -> str | None:
     if not changed:
         return None
     verb = "has" if len(changed) == 1 else "have"
+    # Only what the algorithm's own config accepts is suggested: dapo refuses any KL.
+    ways: list[str] = []
+    if _accepts(algo, kl_in_reward=True):
+        ways.append("set algorithm.kl_in_reward=true for a KL penalty in the reward")
+    if hasattr(algo, "kl_loss_coef") and _accepts(algo, kl_loss_coef=0.01):
+        ways.append("use algorithm.kl_loss_coef for a KL in the loss")
+    remove = f"remove {'it' if len(changed) == 1 else 'them'}"
+    advice = (
+        f"{', '.join(ways)}, or {remove}" if ways else f"this algorithm takes no KL, so {remove}"
+    )
     return (
         f"{', '.join(changed)} {verb} no effect: algorithm.kl_in_reward is false, so the "
-        "reward carries no KL; set algorithm.kl_in_reward=true for a KL penalty in the reward, "
-        "use algorithm.kl_loss_coef for a KL in the loss, or remove "
-        f"{'it' if len(changed) == 1 else 'them'}"
+        f"reward carries no KL; {advice}"
     )
+
+
+def _accepts(algo: Any, **changes: Any) -> bool:
+    """Whether ``algo``'s config class accepts ``changes`` (its validators and
+    ``__attrs_post_init__`` decide, as at config load)."""
+    try:
+        attrs.evolve(algo, **changes)
+    except (ValueError, TypeError):
+        return False
+    return True
 
 
 def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:

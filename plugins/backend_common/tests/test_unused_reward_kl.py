@@ -40,6 +40,14 @@ def test_dapo_accepts_a_reward_kl_coefficient_it_ignores_and_is_warned() -> None
     assert (warning or "").startswith("algorithm.kl_coef=0.1 has no effect")
 
 
+def test_dapo_is_told_to_remove_the_coefficient_not_to_set_what_it_refuses() -> None:
+    # Before: "set algorithm.kl_in_reward=true ... use algorithm.kl_loss_coef", both of
+    # which dapo's config refuses.
+    warning = unused_kl_loss(load_run_config("dapo", None, ["algorithm.kl_coef=0.1"])) or ""
+    assert "kl_in_reward=true for" not in warning and "use algorithm.kl_loss_coef" not in warning
+    assert warning.endswith("remove it") and "\n" not in warning
+
+
 @pytest.mark.parametrize(
     ("algo", "overrides"),
     [

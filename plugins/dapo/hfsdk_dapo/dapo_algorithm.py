@@ -11,7 +11,7 @@ OVERLONG_COLUMN = "overlong_penalty"
 """A round's per-row overlong penalty, until the step's trained rows are known."""
 
 if TYPE_CHECKING:
-    from hfsdk import Batch
+    from hfsdk import AdvantageResult, Batch
     from hfsdk_dapo.dapo_config import DAPOConfig
 
 
@@ -20,6 +20,8 @@ class DAPOAlgorithm(Algorithm):
     group advantages → actor update (token-mean, clip-higher, no KL)."""
 
     algo_config: DAPOConfig
+    _kept_none: bool = False
+    """Whether this step's dynamic sampling kept no group in any round."""
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """One DAPO iteration on ``prompts`` (and whatever dynamic sampling draws more)."""
@@ -35,6 +37,24 @@ class DAPOAlgorithm(Algorithm):
         with self.stage("update_actor"):
             self.record(self.actor.update_actor(batch))
         return self.finish(batch)
+
+    def estimate_advantages(self, batch: Batch, **inputs: Any) -> AdvantageResult:
+        """The estimator's advantages, or zeros when dynamic sampling kept no group.
+
+        The filter rejected every group, and that holds: equally correct answers still
+        differ in shaped score by their length (overlong shaping), which the group
+        normalisation would scale to full-size advantages. With them zero, only the loss's
+        other terms (a KL or entropy term), if any, act on this step.
+        """
+        result = super().estimate_advantages(batch, **inputs)
+        if not self._kept_none:
+            return result
+        import attrs
+        import torch  # here: registering the algorithm must not import torch
+
+        zeros = torch.zeros_like(result.advantages)
+        batch["advantages"], batch["returns"] = zeros, torch.zeros_like(result.returns)
+        return attrs.evolve(result, advantages=zeros, returns=batch["returns"])
 
     def _scored(self, prompts: Batch, round_index: int, behaviour: bool = False) -> Batch:
         """Rollouts of ``prompts`` with their (shaped) token-level scores and ``accuracy``."""
@@ -134,6 +154,7 @@ class DAPOAlgorithm(Algorithm):
         first = last_segments(batch)["accuracy"].float()
         self.metrics["dynamic_sampling/reward_before_filter"] = float(first.mean())
         stats: dict[str, Any] = {"drawn": target, "dropped": 0, "rounds": 1}
+        self._kept_none = False
         if not cfg.dynamic_sampling:
             self._record_sampling(stats, target, target)
             return self._record_overlong(batch)
@@ -160,7 +181,9 @@ class DAPOAlgorithm(Algorithm):
                 batch["token_versions"] = _fresh_versions(batch, tagged.version)
             stats["rounds"] += 1
         self._record_sampling(stats, groups, target)
-        # No group disagreed in any round: train on the last one (its advantages are 0).
+        # No group disagreed in any round: the last one is trained on, with its advantages
+        # zero (shaped scores may still differ by length: see estimate_advantages).
+        self._kept_none = not kept
         final = _concat_rounds(kept) if kept else batch
         if tagged is not None:  # per token, over the rows trained (dropped groups left out)
             self.record(tagged.token_staleness_metrics(final))

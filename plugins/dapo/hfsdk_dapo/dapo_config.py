@@ -68,6 +68,23 @@ class DAPOConfig(AlgorithmConfig):
                 "dapo trains without a reference model, so kl_in_reward must be false and "
                 "kl_loss_coef 0; use grpo for a KL-regularised run"
             )
+        # A setting that would do nothing is refused: the run would silently train without
+        # the shaping or the refill rounds it asked for.
+        defaults = attrs.fields(DAPOConfig)
+        factor = defaults.overlong_penalty_factor.default
+        if not self.overlong_buffer_len and self.overlong_penalty_factor != factor:
+            raise ValueError(
+                f"overlong_penalty_factor={self.overlong_penalty_factor!r} does nothing while "
+                "overlong_buffer_len=0 (overlong shaping is off); set overlong_buffer_len > 0 "
+                f"to shape, or remove overlong_penalty_factor (default {factor!r})"
+            )
+        rounds = defaults.max_generation_rounds.default
+        if not self.dynamic_sampling and self.max_generation_rounds != rounds:
+            raise ValueError(
+                f"max_generation_rounds={self.max_generation_rounds!r} does nothing while "
+                "dynamic_sampling=false (every step is one generation round); set "
+                f"dynamic_sampling=true, or remove max_generation_rounds (default {rounds!r})"
+            )
 
 
 @attrs.frozen(kw_only=True)

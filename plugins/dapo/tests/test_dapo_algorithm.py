@@ -78,3 +78,30 @@ def test_an_overlong_buffer_as_long_as_the_responses_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"overlong_buffer_len=8 is not shorter than the resp"):
         load_run_config("dapo", None, ["algorithm.overlong_buffer_len=8"])
     load_run_config("dapo", None, ["algorithm.overlong_buffer_len=7"])
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["algorithm.overlong_penalty_factor=0.5"],
+            r"overlong_penalty_factor=0.5 does nothing while overlong_buffer_len=0",
+        ),
+        (
+            ["algorithm.dynamic_sampling=false", "algorithm.max_generation_rounds=10"],
+            r"max_generation_rounds=10 does nothing while dynamic_sampling=false",
+        ),
+    ],
+)
+def test_settings_that_would_do_nothing_are_refused(overrides: list[str], message: str) -> None:
+    # Before: accepted, and the run trained without the shaping or the rounds asked for.
+    with pytest.raises(ConfigError, match=message):
+        load_run_config("dapo", None, overrides)
+
+
+def test_the_settings_are_accepted_where_they_act() -> None:
+    load_run_config(
+        "dapo", None, ["algorithm.overlong_buffer_len=2", "algorithm.overlong_penalty_factor=0.5"]
+    )
+    load_run_config("dapo", None, ["algorithm.max_generation_rounds=10"])
+    load_run_config("dapo", None, ["algorithm.dynamic_sampling=false"])

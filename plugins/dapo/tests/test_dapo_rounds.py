@@ -261,3 +261,58 @@ def test_overlong_penalty_mean_is_the_trained_rows_not_the_last_rounds() -> None
     assert sorted(set(batch["uid"])) == ["0:p1", "1:p2"]
     assert algo.metrics["overlong/penalty_mean"] == pytest.approx(-0.5)
     assert "overlong_penalty" not in batch
+
+
+class _TrainingActor(_Actor):
+    """A scripted actor that also takes the update, keeping the batch it was handed."""
+
+    def __init__(self, lengths: list[int], width: int) -> None:
+        super().__init__(lengths, width)
+        self.trained: Batch | None = None
+
+    def compute_log_prob(self, batch: Batch) -> Batch:
+        zeros = torch.zeros(batch["response_mask"].shape)
+        return Batch.from_dict(tensors={"old_log_probs": zeros})
+
+    def update_actor(self, batch: Batch) -> dict[str, float]:
+        self.trained = batch
+        return {}
+
+
+def test_a_step_whose_filter_kept_no_group_trains_on_zero_advantages() -> None:
+    """Every answer correct in both rounds, lengths 5, 5, 5, 6 of a budget of 6 with a
+    4-token buffer: the overlong shaping makes the 6-token answer score lower, so the group
+    statistics would give full-size advantages to a pure length signal the filter rejected.
+    The step trains on the last round with every advantage 0 instead."""
+    actor = _TrainingActor([5, 5, 5, 6], width=6)
+    algo = _algorithm(
+        [
+            "rollout.max_response_length=6",
+            "algorithm.overlong_buffer_len=4",
+            "algorithm.max_generation_rounds=2",
+        ],
+        actor,
+        _Prompts(3),
+        lambda batch: [1.0] * len(batch),
+    )
+    metrics = algo.step(algo.prompts.next_batch(2))
+    assert metrics["dynamic_sampling/groups_kept"] == 0.0
+    assert metrics["dynamic_sampling/generation_rounds"] == 2.0
+    assert actor.trained is not None and len(actor.trained) == 8
+    assert set(actor.trained["uid"]) == {"1:p2", "1:p3"}  # the last round, as before
+    assert actor.trained["token_level_scores"].sum(-1).unique().numel() == 2  # shaped
+    assert float(actor.trained["advantages"].abs().max()) == 0.0
+    assert float(actor.trained["returns"].abs().max()) == 0.0
+
+
+def test_a_step_with_kept_groups_keeps_their_advantages() -> None:
+    actor = _TrainingActor([2, 3, 4, 5], width=6)
+    algo = _algorithm(
+        ["rollout.max_response_length=6", "algorithm.max_generation_rounds=1"],
+        actor,
+        _Prompts(3),
+        lambda batch: [float(i % 2) for i in range(len(batch))],
+    )
+    algo.step(algo.prompts.next_batch(2))
+    assert actor.trained is not None
+    assert float(actor.trained["advantages"].abs().max()) > 0.5

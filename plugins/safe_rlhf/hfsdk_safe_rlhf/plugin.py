@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hfsdk
 from hfsdk import Register
 
@@ -20,3 +22,12 @@ def hfsdk_register_advantage_estimators(register: Register) -> None:
     from hfsdk_safe_rlhf.advantages import SafeRLHFAdvantageConfig, compute_safe_rlhf_advantages
 
     register("safe_rlhf", compute_safe_rlhf_advantages, config_cls=SafeRLHFAdvantageConfig)
+
+
+@hfsdk.hookimpl
+def hfsdk_validate_config(config: Any) -> list[str] | None:
+    """The ``safe_rlhf`` estimator needs the ``safe_rlhf`` roles, and its program that
+    estimator: refuse either mismatch when the config loads."""
+    from hfsdk_safe_rlhf.estimator_checks import estimator_problems
+
+    return estimator_problems(config)

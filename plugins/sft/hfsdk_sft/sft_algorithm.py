@@ -80,6 +80,32 @@ class SFTAlgorithm(Algorithm):
         self.metrics["sft/dropped_rows"] = float(rows.dropped)
         return self.finish(batch)
 
+    def generation_input(
+        self, prompts: Batch, *, n: int | None = None, greedy: bool = False
+    ) -> Batch:
+        """What validation samples from: each prompt cut before its conversation's answer.
+
+        SFT trains on given responses and samples only to validate. With
+        ``data.prompt_key`` naming ``algorithm.messages_key`` the loader's prompt is the whole
+        conversation, reference answer included; sampling after it scored copies of the
+        answer. The prompt is cut where a row's training prompt ends
+        (:func:`hfsdk_sft.targets.context_prompts`).
+        """
+        from hfsdk import run_tool_schemas
+        from hfsdk_datasets import resolve_use_template
+        from hfsdk_sft.targets import context_prompts
+
+        tokenizer = self.tokenizer
+        cut = context_prompts(
+            prompts,
+            tokenizer,
+            config=self.algo_config,
+            prompt_key=self.config.data.prompt_key,
+            use_template=resolve_use_template(tokenizer, self.config.data.apply_chat_template),
+            tools=lambda: run_tool_schemas(self.config),
+        )
+        return super().generation_input(cut, n=n, greedy=greedy)
+
     def validation_metrics(self, prompts: Batch) -> dict[str, float]:
         """``val/loss``: the per-token NLL of the validation rows' responses (no update).
 

@@ -13,7 +13,7 @@ from hfsdk_testing import Call, FakeRole, FakeSignal
 
 
 def _program(  # type: ignore[no-untyped-def]
-    *overrides: str, actor: type[FakeRole] = FakeRole, prompts: Any = None
+    *overrides: str, actor: type[FakeRole] = FakeRole, prompts: Any = None, tokenizer: Any = None
 ):
     from hfsdk import load_tokenizer
     from hfsdk.core.config import load_run_config
@@ -26,7 +26,7 @@ def _program(  # type: ignore[no-untyped-def]
         signals={"reward": FakeSignal("reward", log, [0.0])},
         spec=spec,
         prompts=prompts,
-        tokenizer=load_tokenizer(str(hfsdk.default_task_assets().tokenizer_dir)),
+        tokenizer=tokenizer or load_tokenizer(str(hfsdk.default_task_assets().tokenizer_dir)),
     )
     return spec.program(context), log
 
@@ -129,3 +129,35 @@ def test_rows_all_too_long_without_a_stream_to_draw_from_are_refused() -> None:
     with pytest.raises(hfsdk.HfsdkError, match=r"longer than algorithm.max_length=8 tokens"):
         algorithm.step(LONG)
     assert log == []
+
+
+def _loaded(rows: list[dict[str, Any]], algorithm: Any) -> Batch:
+    """``rows`` as the run's loader gives them to validation (every kept row, in order)."""
+    from hfsdk_datasets.prompt_dataset import PromptLoader
+
+    config = algorithm.config.data
+    return PromptLoader(rows, algorithm.tokenizer, config, seed=0, validation=True).whole()
+
+
+@pytest.mark.parametrize("template", [False, True])
+def test_validation_samples_after_the_conversations_context_not_its_answer(template: bool) -> None:
+    # data.prompt_key=messages (docs/algorithms.md): the loader renders the whole conversation
+    # as the prompt. Before: validation sampled after "user: 3 + 5 =\nassistant: 8\nassistant:"
+    # (with a template: a prefill of the answer "8"), so it scored copies of the answer.
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    user = {"role": "user", "content": "3 + 5 ="}
+    algorithm, log = _program(
+        "data.prompt_key=messages", tokenizer=qwen25_tokenizer() if template else None
+    )
+    conversation = [user, {"role": "assistant", "content": "8"}]
+    rows = [{"messages": conversation, "answer": "8"}, {"messages": [user], "answer": "8"}]
+    batch = algorithm.generate(_loaded(rows, algorithm), n=1, greedy=True)
+    seen = algorithm.context.roles["actor"].batches["generate_sequences"]
+    expected = _loaded([{"messages": [user], "answer": "8"}] * 2, algorithm)
+    assert seen["input_ids"].tolist() == expected["input_ids"].tolist()
+    assert seen["attention_mask"].tolist() == expected["attention_mask"].tolist()
+    for key in ("raw_prompt", hfsdk.PROMPT_MESSAGES, hfsdk.RENDERED_PROMPT):
+        assert list(seen[key]) == list(expected[key])
+    assert list(batch["messages"]) == [conversation, [user]]  # the row's own column is kept
+    assert [(c.role, c.method) for c in log] == [("actor", "generate_sequences")]

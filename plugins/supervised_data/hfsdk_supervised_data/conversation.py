@@ -11,14 +11,18 @@ How the text is cut into tokens, so the mask is exact token by token:
 
 - With a chat template, the conversation is rendered message by message
   (``apply_chat_template`` of the first ``k`` messages, with the generation
-  prompt before an assistant message); each rendering must extend the one
-  before it. The text an assistant message adds (its content and the
-  template's end-of-turn marker) is a *trained* segment, everything else
+  prompt before an assistant message), a run of consecutive non-assistant messages
+  as one (Qwen's templates put consecutive tool results in one user turn); each
+  rendering must extend the one before it. The text an assistant message adds (its
+  content and the template's end-of-turn marker) is a *trained* segment, everything else
   (user turns, tool results, the next generation prompt) an untrained one;
   what the template adds after the EOS that ends an assistant turn (Qwen's
   newline after ``<|im_end|>``) is context too, as in an RL rollout.
   An assistant turn's ``tool_calls`` are part of what it adds, so a template that
   renders the turn without them is refused, and so is a tool call without a template.
+  So is a template that renders a trained turn without all of its ``content`` (or
+  ``reasoning_content``), whitespace aside: one that strips ``<think>…</think>`` from
+  assistant turns would train the final answer alone.
 - Without a template, the plain rendering of ``hfsdk_datasets.plain_rendering`` is
   the prompt and each response message is its content (non-assistant turns are
   ``role: content`` lines ending in the ``assistant:`` cue, not trained; a reply starts
@@ -115,18 +119,25 @@ def _template_segments(
 
     first_trained = bool(response) and response[0]["role"] in TRAINED_ROLES
     prompt_text = render(prompt, first_trained)
+    calls = any(m.get("tool_calls") for m in [*prompt, *response])
     segments: list[tuple[str, bool]] = []
     done = prompt_text
     for index, message in enumerate(response):
         trained = message["role"] in TRAINED_ROLES
+        following = response[index + 1] if index + 1 < len(response) else None
+        if not trained and following is not None and following["role"] not in TRAINED_ROLES:
+            # A run of non-assistant messages is one untrained segment, rendered at its end:
+            # Qwen's templates put consecutive tool results in one user turn, so the rendering
+            # up to the first result is no prefix of the rendering up to the second.
+            continue
         if trained and index > 0:
             # The generation prompt before this assistant turn is context, not a target.
             cue = render([*prompt, *response[:index]], True)
-            _check_prefix(done, cue, where, index)
+            _check_prefix(done, cue, where, index, calls)
             segments.append((cue[len(done) :], False))
             done = cue
         full = render([*prompt, *response[: index + 1]], False)
-        _check_prefix(done, full, where, index)
+        _check_prefix(done, full, where, index, calls)
         if message.get("tool_calls"):
             without = {k: v for k, v in message.items() if k != "tool_calls"}
             if render([*prompt, *response[:index], without], False) == full:
@@ -135,19 +146,47 @@ def _template_segments(
                     "renders it without them, so the calls would not be trained; use a "
                     "template that renders tool_calls"
                 )
+        if trained:
+            _check_kept(full[len(done) :], message, where, index)
         segments.append((full[len(done) :], trained))
         done = full
     return prompt_text, segments
 
 
-def _check_prefix(before: str, after: str, where: str, index: int) -> None:
+def _squeezed(text: str) -> str:
+    """``text`` without any whitespace: templates trim or re-space what they render."""
+    return "".join(text.split())
+
+
+def _check_kept(segment: str, message: dict[str, Any], where: str, index: int) -> None:
+    """Refuse a trained assistant ``segment`` that lacks part of its ``message``'s text.
+
+    Templates that strip ``<think>…</think>`` from assistant turns (QwQ's, early R1-distill
+    ones, the Qwen3 fixture) would otherwise train the final answer alone, silently.
+    Whitespace is ignored: a template may trim content or put newlines around reasoning.
+    """
+    for key in ("content", "reasoning_content"):
+        value = message.get(key)
+        if isinstance(value, str) and _squeezed(value) not in _squeezed(segment):
+            raise HfsdkError(
+                f"{where}: the chat template renders assistant response message {index} "
+                f"without all of its {key} (templates that strip <think>…</think> reasoning from "
+                "assistant turns, as QwQ's does, drop it), so only part of the reply would be "
+                "trained; use a chat template that keeps reasoning in assistant turns "
+                "(as Qwen3's keeps it in the final turn, the way generation renders it), or put "
+                "the reasoning in content as text the template keeps"
+            )
+
+
+def _check_prefix(before: str, after: str, where: str, index: int, tool_calls: bool) -> None:
     if not after.startswith(before):
+        # The plain rendering refuses tool calls, so it is no way out for such a row.
+        way_out = "" if tool_calls else ", or set data.apply_chat_template=false"
         raise HfsdkError(
             f"{where}: the chat template renders the conversation up to response message "
             f"{index} so that it does not extend the rendering before it, so the trained "
             "tokens cannot be marked exactly; use a template whose renderings of a "
-            "conversation's prefixes are prefixes of each other, or set "
-            "data.apply_chat_template=false"
+            f"conversation's prefixes are prefixes of each other{way_out}"
         )
 
 

@@ -5,7 +5,10 @@ Accepted row layouts (TRL's and verl's preference datasets):
 
 - **explicit prompt**: ``prompt`` plus ``chosen`` and ``rejected``; each a
   string, or chat messages (the prompt's context messages; each response's
-  assistant turn(s));
+  assistant turn(s)). Responses given as whole conversations that start with the
+  prompt (as a user message, or the prompt's messages: HuggingFaceH4/ultrafeedback_binarized)
+  have that start dropped, as TRL's ``maybe_extract_prompt`` does; ones that start
+  with another conversation (a user or system message) are refused;
 - **implicit prompt**: only ``chosen`` and ``rejected``, each a whole
   conversation (messages) or a whole text; the prompt is their shared
   beginning — the leading messages both share, or (text) the common prefix cut
@@ -117,6 +120,50 @@ def _shared_text(chosen: str, rejected: str) -> int:
     return count
 
 
+CONVERSATION_STARTS = frozenset({"system", "user"})
+"""Roles a response may not start with after a prompt: they begin a conversation of its own."""
+
+
+def _starts_with(response: Messages, start: Messages) -> bool:
+    if len(response) < len(start):
+        return False
+    for given, expected in zip(response, start, strict=False):
+        if given.get("role") != expected.get("role"):
+            return False
+        # A text prompt and its user message may differ in surrounding whitespace only.
+        if str(given.get("content", "")).strip() != str(expected.get("content", "")).strip():
+            return False
+        if {k: v for k, v in given.items() if k != "content"} != {
+            k: v for k, v in expected.items() if k != "content"
+        }:
+            return False
+    return True
+
+
+def _after_prompt(
+    prompt: str | Messages, response: Messages, name: str, columns: PairColumns, where: str
+) -> Messages:
+    """``response`` without the prompt it repeats (whole conversations as responses).
+
+    HuggingFaceH4/ultrafeedback_binarized gives a text prompt and responses that start with
+    it as a user message; trained as given, the model saw the question twice. A response
+    that starts with another conversation is refused rather than trained on two prompts.
+    """
+    start = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+    if _starts_with(response, start):
+        return response[len(start) :]
+    if response[0]["role"] in CONVERSATION_STARTS:
+        roles = [m["role"] for m in response]
+        raise HfsdkError(
+            f"{where}: {name!r} starts with a conversation (roles: {roles}) other than the "
+            f"{columns.prompt!r} column's prompt, so the pair would be trained after two "
+            f"prompts; expected only the reply turns, or the prompt's own messages first — "
+            f"fix the row, or read it without the prompt column (data.prompt_key="
+            f"{columns.chosen}) so the prompt is the messages both responses begin with"
+        )
+    return response
+
+
 def split_prompt(
     row: Mapping[str, Any], columns: PairColumns = PairColumns(), where: str = "row"
 ) -> tuple[str | Messages, str | Messages, str | Messages]:
@@ -145,13 +192,15 @@ def split_prompt(
     prompt_name = repr(columns.prompt) if columns.prompt else "prompt"
     prompt_value = row.get(columns.prompt) if columns.prompt else None
     if prompt_value is not None:
-        if isinstance(prompt_value, str):
-            return prompt_value, chosen_value, rejected_value
-        return (
-            check_messages(prompt_value, f"{where}, column {columns.prompt!r}"),
-            chosen_value,
-            rejected_value,
+        prompt: str | Messages = (
+            prompt_value
+            if isinstance(prompt_value, str)
+            else check_messages(prompt_value, f"{where}, column {columns.prompt!r}")
         )
+        if chosen is not None and rejected is not None:
+            chosen_value = _after_prompt(prompt, chosen, columns.chosen, columns, where)
+            rejected_value = _after_prompt(prompt, rejected, columns.rejected, columns, where)
+        return prompt, chosen_value, rejected_value
     if chosen is not None and rejected is not None:
         shared = _shared_messages(chosen, rejected)
         if shared == 0 or shared in (len(chosen), len(rejected)):

@@ -310,3 +310,97 @@ def test_tool_calls_a_template_or_the_plain_rendering_would_drop_are_refused(
         tokenize_supervised(
             prompt, response, make_tokenizer(None), use_template=False, where="row 4"
         )
+
+
+def _parallel_calls() -> list[dict]:  # type: ignore[type-arg]
+    from hfsdk_datasets import check_messages
+
+    def call(city: str) -> dict:  # type: ignore[type-arg]
+        return {"type": "function", "function": {"name": "w", "arguments": {"c": city}}}
+
+    return check_messages(
+        [
+            {"role": "user", "content": "weather in Paris and Rome?"},
+            {"role": "assistant", "content": None, "tool_calls": [call("Paris"), call("Rome")]},
+            {"role": "tool", "content": "sunny"},
+            {"role": "tool", "content": "rain"},
+            {"role": "assistant", "content": "Paris sunny, Rome rain."},
+        ],
+        "row 0",
+    )
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "llama3"])
+def test_parallel_tool_results_are_one_untrained_segment(family: str) -> None:
+    # Qwen's template groups consecutive tool results into one user turn, so the rendering up
+    # to the first result is no prefix of the one up to the second. Before: refused.
+    from hfsdk_testing.chat_templates import FAMILIES
+
+    tok = FAMILIES[family]()
+    conversation = _parallel_calls()
+    prompt, response = split_conversation(conversation, "row 0")
+    seq = tokenize_supervised(prompt, response, tok, use_template=True, where="row 0")
+    whole = tok.apply_chat_template(conversation, tokenize=False)
+    text = tok.decode([*seq.prompt_ids, *seq.response_ids])
+    assert whole.startswith(text)
+    untrained = tok.decode(
+        [i for i, m in zip(seq.response_ids, seq.loss_mask, strict=True) if not m]
+    )
+    assert "sunny" in untrained and "rain" in untrained
+    trained = tok.decode([i for i, m in zip(seq.response_ids, seq.loss_mask, strict=True) if m])
+    assert "Rome" in trained and trained.endswith("Paris sunny, Rome rain." + tok.eos_token)
+
+
+def test_the_prefix_error_suggests_the_plain_rendering_only_without_tool_calls(
+    make_tokenizer,
+) -> None:
+    from hfsdk_datasets import check_messages
+
+    odd = "{{ messages|length }} {% for m in messages %}{{ m['content'] }} {% endfor %}"
+    with pytest.raises(HfsdkError, match="prefixes") as plain:
+        tokenize_supervised("add", "one", make_tokenizer(odd), use_template=True, where="row 1")
+    assert "data.apply_chat_template=false" in str(plain.value)
+    prompt, response = split_conversation(check_messages(CALLING, "row 4"), "row 4")
+    with pytest.raises(HfsdkError, match="prefixes") as calls:
+        tokenize_supervised(prompt, response, make_tokenizer(odd), use_template=True, where="row 4")
+    assert "apply_chat_template" not in str(calls.value)
+
+
+THINKING = "<think>\nadd two and two\n</think>\n\nThe answer is 4"
+
+
+def test_a_template_that_drops_the_reasoning_of_a_trained_turn_is_refused() -> None:
+    # Qwen3-style templates that strip <think>...</think> from assistant turns (QwQ, early
+    # R1-distill). Before: only "The answer is 4" was trained, without a word.
+    from hfsdk_testing.chat_templates import FAMILIES
+
+    with pytest.raises(HfsdkError, match="row 6: the chat template renders assistant") as info:
+        tokenize_supervised("What is 2+2?", THINKING, FAMILIES["qwen3"](), use_template=True,
+                            where="row 6")  # fmt: skip
+    assert "reasoning" in str(info.value) and "\n" not in str(info.value)
+    # reasoning_content that the template leaves out is refused the same way.
+    reply = [{"role": "assistant", "content": "4", "reasoning_content": "add two and two"}]
+    with pytest.raises(HfsdkError, match="reasoning_content"):
+        tokenize_supervised("What is 2+2?", reply, FAMILIES["qwen2.5"](), use_template=True)
+
+
+def test_templates_that_keep_the_reasoning_or_only_trim_whitespace_pass() -> None:
+    from hfsdk_testing.chat_templates import FAMILIES
+
+    real = FAMILIES["qwen3-real"]()
+    for reply in (THINKING, "<think>add two and two</think>The answer is 4"):
+        seq = tokenize_supervised("What is 2+2?", reply, real, use_template=True)
+        trained = real.decode(
+            [i for i, m in zip(seq.response_ids, seq.loss_mask, strict=True) if m]
+        )
+        assert "add two and two" in trained and "The answer is 4" in trained
+    seq = tokenize_supervised(
+        "What is 2+2?",
+        [{"role": "assistant", "content": "4", "reasoning_content": "add two and two"}],
+        real,
+        use_template=True,
+    )
+    assert "add two and two" in real.decode(seq.response_ids)
+    llama = FAMILIES["llama3"]()  # trims each message's content
+    seq = tokenize_supervised(" What is 2+2? ", "  It is 4. \n", llama, use_template=True)
+    assert llama.decode(seq.response_ids).startswith("It is 4.")

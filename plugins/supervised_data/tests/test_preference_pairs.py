@@ -66,6 +66,42 @@ def test_implicit_prompt_messages_take_the_shared_leading_messages(make_tokenize
     assert tokenize_preference_pair(row, tok, use_template=True) == explicit
 
 
+def test_a_text_prompt_with_whole_conversations_drops_their_shared_start(make_tokenizer) -> None:
+    # HuggingFaceH4/ultrafeedback_binarized: a text prompt, and chosen/rejected that repeat it
+    # as their first (user) message. Before: trained as "user Q, user Q, assistant A".
+    tok = make_tokenizer()
+    three = {"role": "assistant", "content": "three"}
+    four = {"role": "assistant", "content": "four"}
+    row = {"prompt": "add one two", "chosen": [USER, three], "rejected": [USER, four]}
+    assert split_prompt(row) == ("add one two", [three], [four])
+    pair = tokenize_preference_pair(row, tok, use_template=True)
+    assert _words(tok, pair.chosen.prompt_ids).count("<|user|>") == 1
+    assert pair == tokenize_preference_pair(
+        {"prompt": "add one two", "chosen": [three], "rejected": [four]}, tok, use_template=True
+    )
+    # A messages prompt: the same leading messages are dropped too.
+    system = {"role": "system", "content": "be brief"}
+    rows = {"prompt": [system, USER], "chosen": [system, USER, three], "rejected": [four]}
+    assert split_prompt(rows) == ([system, USER], [three], [four])
+
+
+@pytest.mark.parametrize(
+    ("prompt", "chosen_start"),
+    [
+        ("add one two", [{"role": "user", "content": "add two"}]),
+        ([USER], [{"role": "system", "content": "be brief"}, USER]),
+    ],
+)
+def test_responses_that_start_another_conversation_than_the_prompt_are_refused(
+    prompt, chosen_start
+) -> None:  # type: ignore[no-untyped-def]
+    three = {"role": "assistant", "content": "three"}
+    row = {"prompt": prompt, "chosen": [*chosen_start, three], "rejected": [three, three]}
+    with pytest.raises(HfsdkError, match="row 5: 'chosen' starts with a conversation") as info:
+        split_prompt(row, where="row 5")
+    assert "\n" not in str(info.value)
+
+
 def test_implicit_prompt_text_is_cut_at_a_word_boundary() -> None:
     prompt, chosen, rejected = split_prompt(
         {"chosen": "add one two three", "rejected": "add one two two"}

@@ -18,7 +18,7 @@ from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.trainer.trainer import Trainer
 
-EXTRA = 2
+EXTRA = 4  # what the docs' example draws within a step
 SMALL = [
     "data.batch_size=4",
     "algorithm.n_samples_per_prompt=2",
@@ -27,29 +27,71 @@ SMALL = [
     "trainer.executor=local",
 ]
 COMPARED = ("reward/mean", "actor/pg_loss", "actor/grad_norm", "data/extra_prompt_ids")
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "algorithms.md"
+
+
+def _docs_example() -> dict[str, Any]:
+    """The namespace of docs/algorithms.md's "Drawing more prompts" example, run as written
+    (``left_pad``, ``Refill``, ``SPEC``), with the names it takes from its context."""
+    text = DOCS.read_text()
+    fence = "```python\n"
+    start = text.index(fence, text.index("**Drawing more prompts.**")) + len(fence)
+    grpo = hfsdk.get_registry("algorithms")["grpo"].impl
+    namespace: dict[str, Any] = {
+        "GRPOAlgorithm": grpo.program,
+        "GRPO_SPEC": grpo,
+        "Batch": Batch,
+        "attrs": attrs,
+    }
+    exec(text[start : text.index("```", start)], namespace)  # the docs' own code, as written
+    return namespace
 
 
 def _draw_more_spec() -> hfsdk.AlgorithmSpec:
-    """GRPO whose step draws ``EXTRA`` more prompts (as DAPO's dynamic sampling would)."""
-    grpo = hfsdk.get_registry("algorithms")["grpo"].impl
+    """The docs' ``Refill`` (GRPO drawing ``EXTRA`` more prompts a step), reporting which."""
+    example = _docs_example()
 
-    class DrawMore(grpo.program):  # type: ignore[misc, name-defined]
-        """GRPO on the step's prompts plus EXTRA more drawn from the run's stream."""
+    class DrawMore(example["Refill"]):  # type: ignore[misc, name-defined]
+        """The docs' example, plus metrics of the prompts it drew."""
 
         def step(self, prompts: Batch) -> dict[str, float]:
-            with self.stage("dynamic_sampling"):
-                extra = self.prompts.next_batch(EXTRA)
-            metrics = super().step(Batch.concat([prompts, extra]))
-            # Which prompts were drawn: a resume from another data position would differ.
-            ids = extra["input_ids"] * (extra["attention_mask"] > 0)
+            metrics = super().step(prompts)
+            # The drawn prompts are the trained batch's last rows (n samples each): a resume
+            # from another data position would differ.
+            rows = EXTRA * self.algo_config.n_samples_per_prompt
+            trained = self.last_batch
+            width = trained["prompts"].shape[1]
+            ids = trained["prompts"][-rows:] * (trained["attention_mask"][-rows:, :width] > 0)
             weights = torch.arange(1, ids.numel() + 1).view_as(ids)
             metrics["data/extra_prompt_ids"] = float((ids * weights).sum())
-            metrics["data/prompts"] = float(len(prompts) + len(extra))
+            metrics["data/prompts"] = float(len(trained) // self.algo_config.n_samples_per_prompt)
             return metrics
 
-    return attrs.evolve(
-        grpo, name="draw_more", program=DrawMore, extra_stages=("dynamic_sampling",)
-    )
+    return attrs.evolve(example["SPEC"], name="draw_more", program=DrawMore)
+
+
+def _uneven_prompts(path: Path) -> list[str]:
+    """Overrides for a run on the default task's model whose prompts come in fours of 5
+    and 7 tokens (unshuffled): each step's batch and its extra draw differ in width."""
+    import json
+
+    from hfsdk import default_task_assets
+
+    rows = []
+    for i in range(48):
+        a, b, c = i % 10, (3 * i + 1) % 10, (7 * i + 2) % 10
+        short = (i // 4) % 2 == 0
+        prompt = f"{a} + {b} =" if short else f"{a} + {b} + {c} ="
+        rows.append({"prompt": prompt, "answer": str(a + b if short else a + b + c)})
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    model = default_task_assets().model_dir
+    return [
+        f"data.train_files=[{path}]",
+        "data.shuffle=false",
+        "reward.functions=[{name: default_task}]",
+        f"actor.model_path={model}",
+        f"reference.model_path={model}",
+    ]
 
 
 class _DrawMorePlugin:
@@ -78,8 +120,11 @@ def with_draw_more(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 @pytest.mark.slow
 @pytest.mark.usefixtures("with_draw_more")
 def test_prompts_drawn_within_a_step_resume_exactly(tmp_path: Path) -> None:
+    data = _uneven_prompts(tmp_path / "train.jsonl")
+
     def fit(run: str, steps: int) -> list[dict]:
-        config = load_run_config("draw_more", None, [*SMALL, f"trainer.total_steps={steps}"])
+        overrides = [*SMALL, *data, f"trainer.total_steps={steps}"]
+        config = load_run_config("draw_more", None, overrides)
         return Trainer(config, tmp_path / run, quiet=True).fit()
 
     straight = fit("straight", 4)
@@ -93,6 +138,27 @@ def test_prompts_drawn_within_a_step_resume_exactly(tmp_path: Path) -> None:
     for a, b in zip(straight, resumed, strict=True):
         for key in COMPARED:
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["step"], key)
+
+
+def test_the_docs_example_joins_draws_of_different_widths(tmp_path: Path) -> None:
+    """Before: the example's ``Batch.concat([prompts, more])`` failed on any two draws whose
+    widest prompts differ ("shapes [(4, 5), (4, 7)] differ beyond the first dimension")."""
+    from hfsdk.core.trainer.preflight import prepare_run
+
+    spec = hfsdk.get_registry("algorithms")["grpo"].impl
+    config = load_run_config("grpo", None, [*SMALL, *_uneven_prompts(tmp_path / "t.jsonl")])
+    loader = prepare_run(config, spec).loader
+    prompts, more = loader.next_batch(), loader.next_batch(EXTRA)
+    assert prompts["input_ids"].shape[1] != more["input_ids"].shape[1]
+    left_pad = _docs_example()["left_pad"]
+    width = max(prompts["input_ids"].shape[1], more["input_ids"].shape[1])
+    joined = Batch.concat([left_pad(prompts, width), left_pad(more, width)])
+    assert joined["input_ids"].shape == (4 + EXTRA, width)
+    # The same tokens, in the same order, under attention 1; the drawn batches unchanged.
+    for part, rows in ((prompts, slice(0, 4)), (more, slice(4, None))):
+        real = part["input_ids"][part["attention_mask"].bool()]
+        assert torch.equal(joined["input_ids"][rows][joined["attention_mask"][rows].bool()], real)
+    assert prompts["input_ids"].shape[1] < width or more["input_ids"].shape[1] < width
 
 
 def test_the_stream_advances_one_position_for_the_trainer_and_the_program() -> None:
