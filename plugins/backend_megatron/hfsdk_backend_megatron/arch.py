@@ -61,6 +61,22 @@ def _rope_theta(config: dict[str, Any]) -> float:
     return float(params.get("rope_theta", 10000.0))
 
 
+def _sliding_layers(config: dict[str, Any]) -> list[int]:
+    """The layers an HF (Qwen2) config gives sliding-window attention, as transformers reads it.
+
+    transformers 5 writes each layer's kind in ``layer_types``; older configs have only
+    ``use_sliding_window``, ``sliding_window`` and ``max_window_layers`` (the layers from
+    that index on slide). ``use_sliding_window: false`` (Qwen2.5's configs) means none.
+    """
+    layer_types = config.get("layer_types")
+    if layer_types is not None:
+        return [i for i, kind in enumerate(layer_types) if kind == "sliding_attention"]
+    if not config.get("use_sliding_window") or config.get("sliding_window") is None:
+        return []
+    first = int(config.get("max_window_layers", 28))  # transformers' Qwen2Config default
+    return list(range(first, int(config["num_hidden_layers"])))
+
+
 def shape_from_config(config: dict[str, Any], where: str = "the model") -> ModelShape:
     """The :class:`ModelShape` of an HF ``config.json`` dict; a clear error for unknown models."""
     names = config.get("architectures") or []
@@ -87,6 +103,14 @@ def shape_from_config(config: dict[str, Any], where: str = "the model") -> Model
         unmapped.append("mlp_bias")
     if config.get("hidden_act", "silu") != "silu":
         unmapped.append(f"hidden_act {config.get('hidden_act')!r} (it builds SwiGLU)")
+    sliding = _sliding_layers(config)
+    if sliding:
+        # megatron's layers attend over the whole causal prefix: past the window every
+        # position would differ from the HF model, silently.
+        unmapped.append(
+            f"sliding-window attention (sliding_window={config.get('sliding_window')!r} on "
+            f"{len(sliding)} of its {config.get('num_hidden_layers')} layers)"
+        )
     if unmapped:
         raise HfsdkError(
             f"{where} uses {' and '.join(unmapped)}, which the megatron converter does not "

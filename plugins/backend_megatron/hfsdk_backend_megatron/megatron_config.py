@@ -69,6 +69,8 @@ class MegatronRoleConfig(TrainedRoleConfig):
     gradient_checkpointing: bool = help_field(
         "Recompute activations in backward (less memory, ~30% more compute).",
         default=False,
+        # A memory lever, as fsdp's: it changes no checkpoint state, so a resume may turn it on.
+        resumable=True,
     )
     """megatron-core's full activation recompute, one transformer layer per checkpoint
     (``recompute_granularity=full``, ``recompute_method=uniform``, ``recompute_num_layers=1``):

@@ -73,18 +73,24 @@ class ScalarHead(torch.nn.Module):
     """A one-output linear head (value or score), replicated on every tensor-parallel rank.
 
     Called like megatron's output layer: ``head(hidden, weight=None,
-    runtime_gather_output=None) -> (out, None)``.
+    runtime_gather_output=None) -> (out, None)``. ``dtype`` is the model's: a
+    frozen bfloat16 scorer's hidden states are bfloat16, and the fsdp backend
+    loads such a model's score head in bfloat16 too.
     """
 
-    def __init__(self, hidden_size: int, bias: bool, std: float) -> None:
+    def __init__(
+        self, hidden_size: int, bias: bool, std: float, dtype: torch.dtype = torch.float32
+    ) -> None:
         super().__init__()
-        self.weight = torch.nn.Parameter(torch.empty(1, hidden_size).normal_(0.0, std))
-        self.bias = torch.nn.Parameter(torch.zeros(1)) if bias else None
+        # Drawn in float32 then cast, so a float32 head's initial weights are unchanged.
+        weight = torch.empty(1, hidden_size).normal_(0.0, std).to(dtype)
+        self.weight = torch.nn.Parameter(weight)
+        self.bias = torch.nn.Parameter(torch.zeros(1, dtype=dtype)) if bias else None
 
     def forward(
         self, hidden: torch.Tensor, weight: Any = None, runtime_gather_output: Any = None
     ) -> tuple[torch.Tensor, None]:
-        """``[s, b, h] -> [s, b, 1]`` in float32."""
+        """``[s, b, h] -> [s, b, 1]`` in the head's dtype (the engine reads it as float32)."""
         return F.linear(hidden, self.weight, self.bias), None
 
 
@@ -198,7 +204,9 @@ def build_gpt(
         rotary_base=int(shape.rope_theta),
     )
     if head != "lm" and mpu.is_pipeline_last_stage():
-        model.output_layer = ScalarHead(shape.hidden_size, score_bias, shape.initializer_range)
+        model.output_layer = ScalarHead(
+            shape.hidden_size, score_bias, shape.initializer_range, dtype=dtype
+        )
     if pad_token_id is not None and mpu.is_pipeline_first_stage():
         cut_pad_gradient(model.embedding.word_embeddings, pad_token_id)
     if recompute and not torch.cuda.is_available():

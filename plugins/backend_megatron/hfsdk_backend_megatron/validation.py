@@ -3,7 +3,8 @@
 For every role that selects ``backend: megatron``: the model's architecture
 must be one the converter knows, ``tp`` must divide its heads (and key/value
 heads and FFN width), ``pp`` its layers, and ``tp · pp`` the devices of the
-role's pool.
+role's pool; a trained role's ``mini_batch_size`` must split over its dp
+replicas, and distillation's ``algorithm.top_k`` needs an fsdp actor and teachers.
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ def run_config_problems(config: Any) -> list[str]:
         return problems
     placement = config.sections.get("placement")
     actor_path = getattr(config.sections.get("actor"), "model_path", None)
-    problems += _shared_pool_problems(sections, placement) + _dtype_problems(config, sections)
+    trained = _trained_roles(config)
+    problems += _shared_pool_problems(sections, placement) + _dtype_problems(sections, trained)
+    problems += _top_k_problems(config, sections)
     for role, section in sections:
         path = section.model_path or actor_path
         try:
@@ -69,6 +72,8 @@ def run_config_problems(config: Any) -> list[str]:
         if placement is not None and placement.mode == "manual":
             devices = placement.pools[placement.pool_of(role)].devices
         problems += layout_problems(shape, section.parallel.tp, section.parallel.pp, devices, role)
+        if role in trained and placement is not None and placement.mode == "manual":
+            problems += _mini_batch_problems(role, section, devices, placement.pool_of(role))
         if role == "actor" and not problems:
             problems += rollout_layout_problems(shape, section, devices)
         lora = getattr(section, "lora", None)
@@ -101,11 +106,68 @@ def _shared_pool_problems(sections: list[tuple[str, Any]], placement: Any) -> li
     return problems
 
 
-def _dtype_problems(config: Any, sections: list[tuple[str, Any]]) -> list[str]:
-    """A trained megatron role computes in float32 here: another ``dtype`` would be ignored."""
+def _trained_roles(config: Any) -> set[str]:
+    """The roles of the run's algorithm whose declared kind is trained (they take updates)."""
     from hfsdk import TRAINED_KINDS, run_spec
 
-    trained = {r.name for r in run_spec(config).roles if r.kind in TRAINED_KINDS}
+    return {r.name for r in run_spec(config).roles if r.kind in TRAINED_KINDS}
+
+
+def _mini_batch_problems(role: str, section: Any, devices: int, pool: str) -> list[str]:
+    """``mini_batch_size`` must split evenly over a trained role's dp = devices / (tp·pp).
+
+    The engine would refuse it only at the first update, after the models loaded and a
+    whole rollout ran. A layout that does not divide the devices is reported on its own.
+    """
+    tp, pp = section.parallel.tp, section.parallel.pp
+    if devices % (tp * pp):
+        return []
+    dp = devices // (tp * pp)
+    if section.mini_batch_size % dp == 0:
+        return []
+    return [
+        f"{role}.mini_batch_size={section.mini_batch_size} is not divisible by the {dp} "
+        f"data-parallel replicas of {role} (the {devices} devices of pool {pool!r} / (tp={tp} "
+        f"x pp={pp})); make it a multiple of {dp}"
+    ]
+
+
+def _top_k_problems(config: Any, sections: list[tuple[str, Any]]) -> list[str]:
+    """Top-k distillation (``algorithm.top_k`` > 0) on a megatron actor or teacher.
+
+    The engine has neither piece: ``top_k`` makes the teachers compute their top-k
+    log-probs (``compute_ref_log_prob`` with ``REF_TOP_K``) and adds the ``top_k_kl``
+    token loss term to the actor's objective; it refuses both only at the first step.
+    """
+    # Only distillation's algorithm section has top_k; the others have no such field.
+    top_k = getattr(config.sections.get("algorithm"), "top_k", 0) or 0
+    if not top_k:
+        return []
+    from hfsdk import run_spec
+
+    spec = run_spec(config)
+    teachers = set(spec.roles_of_kind("frozen_policy"))
+    policies = set(spec.roles_of_kind("policy"))
+    problems = []
+    for role, _ in sections:
+        if role in policies:
+            problems.append(
+                f"algorithm.top_k={top_k} with {role}.backend: megatron: the megatron backend "
+                "does not train the top_k_kl loss term (it needs the policy's log-probs at "
+                f"the teacher's token ids); train {role} on fsdp ({role}.backend: fsdp) or "
+                "set algorithm.top_k: 0"
+            )
+        elif role in teachers:
+            problems.append(
+                f"algorithm.top_k={top_k} with {role}.backend: megatron: the megatron backend "
+                f"does not compute a teacher's top-k log-probs; run {role} on fsdp "
+                f"({role}.backend: fsdp) or set algorithm.top_k: 0"
+            )
+    return problems
+
+
+def _dtype_problems(sections: list[tuple[str, Any]], trained: set[str]) -> list[str]:
+    """A trained megatron role computes in float32 here: another ``dtype`` would be ignored."""
     return [
         f"{role}.dtype={section.dtype}: the megatron backend trains in float32 (master weights "
         f"and compute), so this would be ignored; set {role}.dtype: float32, or use "

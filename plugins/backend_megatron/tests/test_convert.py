@@ -131,3 +131,44 @@ def test_score_head_drops_a_value_bias(caplog: pytest.LogCaptureFixture) -> None
     assert "score.bias is ignored" in caplog.text
     value = convert.to_megatron(hf, shape, tp=1, tp_rank=0, pp=1, pp_rank=0, head="value")
     assert torch.equal(value["output_layer.bias"], hf["score.bias"])
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        # transformers 4 writes no layer_types: layers from max_window_layers on slide
+        {"use_sliding_window": True, "sliding_window": 3, "max_window_layers": 0},
+        {"use_sliding_window": True, "sliding_window": 3, "max_window_layers": 2},
+        # transformers 5 writes each layer's kind
+        {"use_sliding_window": True, "sliding_window": 3, "layer_types": ["sliding_attention"] * 4},
+        {
+            "use_sliding_window": True,
+            "sliding_window": 3,
+            "layer_types": ["full_attention", "sliding_attention"] * 2,
+        },
+    ],
+)
+def test_qwen2_sliding_window_attention_is_refused(extra: dict) -> None:
+    """megatron runs full causal attention: positions past the window differed from HF."""
+    with pytest.raises(HfsdkError, match=r"uses sliding-window attention.*use backend: fsdp"):
+        shape_from_config({**_config("qwen2", False), **extra})
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        # Qwen2.5's config.json (transformers 4): the window is set but off
+        {"use_sliding_window": False, "sliding_window": 131072, "max_window_layers": 28},
+        # the same saved by transformers 5: every layer full attention
+        {
+            "use_sliding_window": False,
+            "sliding_window": None,
+            "max_window_layers": 28,
+            "layer_types": ["full_attention"] * 4,
+        },
+        # on, but only from layer 28 of 4: no layer slides
+        {"use_sliding_window": True, "sliding_window": 3, "max_window_layers": 28},
+    ],
+)
+def test_qwen2_full_attention_configs_still_convert(extra: dict) -> None:
+    assert shape_from_config({**_config("qwen2", False), **extra}).family == "qwen2"

@@ -146,3 +146,61 @@ def test_megatron_roles_sharing_a_pool_need_one_layout_and_trained_ones_float32(
     message = _error([*shared, "actor.dtype=bfloat16"])
     assert message.startswith("actor.dtype=bfloat16: the megatron backend trains in float32")
     load_run_config("grpo", None, [*shared, "reference.dtype=bfloat16"])  # frozen: it computes so
+
+
+def test_resume_accepts_gradient_checkpointing(tmp_path: Path) -> None:
+    """An out-of-memory megatron run could not resume with gradient checkpointing on (fsdp's
+    could): it changes no checkpoint state, only what the backward recomputes."""
+    import torch
+
+    from hfsdk.core.errors import HfsdkError
+    from hfsdk.core.trainer.run_directory import RunDirectory
+
+    step = tmp_path / "checkpoints" / "step_1"
+    step.mkdir(parents=True)
+    (step / "COMPLETE").write_text("1\n")
+    torch.save({"step": 1}, step / "trainer_state.pt")
+    megatron = ["actor.backend=megatron"]
+    (tmp_path / "config.yaml").write_text(load_run_config("grpo", None, megatron).to_yaml())
+    run = RunDirectory(tmp_path)
+    run.check_config_matches(
+        load_run_config("grpo", None, [*megatron, "actor.gradient_checkpointing=true"])
+    )
+    # What the checkpoint's state depends on is still refused.
+    with pytest.raises(HfsdkError, match=r"different config \(actor\.mini_batch_size changed\)"):
+        run.check_config_matches(
+            load_run_config("grpo", None, [*megatron, "actor.mini_batch_size=4"])
+        )
+
+
+def test_mini_batch_size_must_split_over_the_data_parallel_replicas(model: str) -> None:
+    # 4 devices at tp=2: dp=2. Before: accepted; Ray started, the models loaded and a whole
+    # rollout ran before the first update refused it.
+    message = _error([*_actor(model, tp=2, pp=1, devices=4), "actor.mini_batch_size=3"])
+    assert message == (
+        "actor.mini_batch_size=3 is not divisible by the 2 data-parallel replicas of actor "
+        "(the 4 devices of pool 'global' / (tp=2 x pp=1)); make it a multiple of 2"
+    )
+    load_run_config(
+        "grpo", None, [*_actor(model, tp=2, pp=1, devices=4), "actor.mini_batch_size=4"]
+    )
+    # A frozen megatron role splits no mini-batches: the reference's own is not checked.
+    load_run_config(
+        "grpo",
+        None,
+        [
+            *_actor(model, tp=2, pp=1, devices=4),
+            "reference.backend=megatron",
+            "reference.parallel.tp=2",
+            "reference.mini_batch_size=3",
+        ],
+    )
+
+
+@pytest.mark.parametrize("role", ["actor", "teacher"])
+def test_top_k_distillation_is_refused_on_a_megatron_actor_or_teacher(role: str) -> None:
+    # Before: accepted; refused only at the first step, after every model had loaded.
+    with pytest.raises(ConfigError) as info:
+        load_run_config("distill", None, [f"{role}.backend=megatron", "algorithm.top_k=4"])
+    assert f"algorithm.top_k=4 with {role}.backend: megatron" in str(info.value)
+    load_run_config("distill", None, [f"{role}.backend=megatron"])  # top_k 0: accepted
