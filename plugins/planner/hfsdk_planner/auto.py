@@ -85,6 +85,13 @@ def plan_for_algorithm(
     dataflow = algorithm_dataflow(algorithm)
     hardware = get_cluster(cluster)
     priced = 0
+    if threads is not None and hardware.device_kind != "cpu":
+        # A GPU preset has no per-thread figures: the threads would be ignored silently.
+        raise HfsdkError(
+            f"threads={threads} applies to a CPU profile only, but cluster "
+            f"{hardware.name!r} is a {hardware.device_kind}; leave --threads out or plan on a "
+            "CPU profile (local, or hfsdk calibrate --output FILE)"
+        )
     if hardware.device_kind == "cpu":
         priced = search_threads(hardware, num_devices, threads)
         hardware = hardware.for_threads(priced)

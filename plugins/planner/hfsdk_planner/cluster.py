@@ -86,6 +86,46 @@ def _pairs_of(field: str, example: str) -> Callable[[Any], tuple[tuple[str, floa
     return pairs
 
 
+def _dtype_name(name: str) -> str:
+    """A dtype as :meth:`Cluster.for_dtype` looks it up: lower case, short names
+    (``bf16``, ``fp32``) spelled out through :data:`DTYPE_ALIASES`."""
+    key = str(name).strip().lower()
+    return DTYPE_ALIASES.get(key, key)
+
+
+def _dtype_pairs(value: Any) -> tuple[tuple[str, float], ...]:
+    """``flops_by_dtype``'s converter: the names to numbers of :func:`_pairs_of`, each dtype
+    under its full name (``{bf16: ...}`` must match a ``bfloat16`` run, not be skipped)."""
+    out: dict[str, float] = {}
+    named: dict[str, str] = {}
+    for name, number in _pairs_of("flops_by_dtype", "{bfloat16: 312e12}")(value):
+        key = _dtype_name(name)
+        if key in out:
+            raise HfsdkError(
+                f"cluster field 'flops_by_dtype' gives {key} twice ({named[key]} and {name} "
+                "name the same dtype); keep one of them"
+            )
+        out[key], named[key] = number, name
+    return tuple(sorted(out.items()))
+
+
+DEVICE_KINDS = ("cpu", "gpu")
+"""The device kinds the planner prices: CPU cores (one node, per-thread figures) or GPUs."""
+
+
+def _device_kind(value: Any) -> Any:
+    """``device_kind`` in lower case (``CPU`` is a CPU); anything else as it is."""
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _check_device_kind(_inst: object, attr: attrs.Attribute, value: Any) -> None:
+    if value not in DEVICE_KINDS:
+        raise HfsdkError(
+            f"cluster field {attr.name!r} must be 'cpu' or 'gpu', got {value!r}; give cpu "
+            "for a profile of CPU cores (hfsdk calibrate) or gpu for accelerators"
+        )
+
+
 def _positive_pairs(_inst: object, attr: attrs.Attribute, value: tuple) -> None:
     for key, number in value:
         if not (number > 0 and math.isfinite(number)):
@@ -114,9 +154,11 @@ def _by_threads(value: Any) -> tuple[tuple[int, tuple[tuple[str, float], ...]], 
             flat: dict[str, float] = {}
             figures = dict(figures)
             for key, number in figures.items():
-                if key in ("flops_by_dtype", "efficiency"):
-                    prefix = "flops" if key == "flops_by_dtype" else "efficiency"
-                    flat.update({f"{prefix}.{k}": float(v) for k, v in dict(number).items()})
+                if key == "flops_by_dtype":
+                    # The same dtype names as the top level's (bf16 is bfloat16).
+                    flat.update({f"flops.{k}": v for k, v in _dtype_pairs(number)})
+                elif key == "efficiency":
+                    flat.update({f"efficiency.{k}": float(v) for k, v in dict(number).items()})
                 else:
                     flat[str(key)] = float(number)
             out.append((int(threads), tuple(sorted(flat.items()))))
@@ -208,7 +250,9 @@ class Cluster:
     """
 
     name: str = "custom"
-    device_kind: str = "gpu"
+    device_kind: str = attrs.field(
+        default="gpu", converter=_device_kind, validator=_check_device_kind
+    )
     nodes: int = attrs.field(default=1, validator=_positive_int)
     devices_per_node: int = attrs.field(default=8, validator=_positive_int)
     device_memory: float = attrs.field(default=80e9, converter=_number, validator=_positive)
@@ -228,7 +272,7 @@ class Cluster:
     usable_memory_fraction: float = attrs.field(default=0.9, converter=_number, validator=_fraction)
     flops_by_dtype: tuple[tuple[str, float], ...] = attrs.field(
         default=(),
-        converter=_pairs_of("flops_by_dtype", "{bfloat16: 312e12}"),
+        converter=_dtype_pairs,
         validator=_positive_pairs,
     )
     layer_overhead: float = attrs.field(default=0.0, converter=_number, validator=_non_negative)
@@ -329,7 +373,7 @@ class Cluster:
         Unknown or unmeasured dtypes keep ``peak_flops``.
         """
         table = dict(self.flops_by_dtype)
-        key = DTYPE_ALIASES.get(str(dtype).lower(), str(dtype).lower())
+        key = _dtype_name(str(dtype))
         if key not in table:
             return self
         return attrs.evolve(self, peak_flops=table[key])
@@ -476,7 +520,7 @@ PROFILE_FIGURES = ("device_memory", "peak_flops", "memory_bandwidth")
 """The fields a cluster profile file must give: what the planner prices every stage with."""
 
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16"}
-"""Short dtype names accepted by :meth:`Cluster.for_dtype`."""
+"""Short dtype names accepted by :meth:`Cluster.for_dtype` and as ``flops_by_dtype`` keys."""
 
 
 # The data sheets give no per-layer launch overhead; with large batches and CUDA graphs in

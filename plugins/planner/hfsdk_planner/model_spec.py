@@ -137,6 +137,7 @@ class ModelSpec:
         label = name or str(config.get("_name_or_path") or config.get("model_type") or "model")
         vision = vision_tower_params(config)
         config = text_model_config(config)
+        refuse_mixture_of_experts(config, label)
         required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
         missing = [key for key in required if key not in config]
         if missing:
@@ -204,6 +205,27 @@ def text_model_config(config: dict[str, Any]) -> dict[str, Any]:
     if "tie_word_embeddings" in config:
         return {**text, "tie_word_embeddings": config["tie_word_embeddings"]}
     return text
+
+
+MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size")
+"""HF config keys that mark a mixture-of-experts decoder (Mixtral, Qwen-MoE, DeepSeek)."""
+
+
+def refuse_mixture_of_experts(config: dict[str, Any], name: str) -> None:
+    """A one-line error if ``config`` describes a mixture-of-experts decoder.
+
+    The dense count would price it by one expert's MLP (Mixtral-8x7B as 7.2B parameters
+    instead of 46.7B) and plan memory that does not fit; until parameters (every expert)
+    and FLOPs (the routed experts) are counted apart, such configs are refused.
+    """
+    # A dense config may carry the key switched off (0 or null); only a set one counts.
+    found = [key for key in MOE_KEYS if config.get(key)]
+    if found:
+        raise HfsdkError(
+            f"MoE models are not priced yet; model {name!r} sets {', '.join(found)}, "
+            "but the planner counts only dense decoders; plan for a dense model of "
+            "the same total parameter count (e.g. --model-size 47B) instead"
+        )
 
 
 def vision_tower_params(config: dict[str, Any]) -> int:

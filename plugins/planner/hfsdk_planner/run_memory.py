@@ -76,8 +76,10 @@ def _is_lora_base(
     config: Any, spec: Any, role: str, members: tuple[str, ...], *, base_lora: int
 ) -> bool:
     """A reference on the LoRA policy's model in the policy's pool holds no weights of its own."""
+    if not base_lora or not spec.has_policy:
+        return False
     policy = spec.policy_role
-    if not base_lora or role == policy or policy not in members:
+    if role == policy or policy not in members:
         return False
     if spec.kind_of(role) != "frozen_policy":
         return False
@@ -100,7 +102,7 @@ def run_memory(config: Any, *, mean_sequence_length: int = 0) -> list[PoolEstima
     setup = run_setup(config)
     algo = config["algo"] if isinstance(config, Mapping) else config.algo
     spec = get_registry("algorithms")[algo].impl
-    policy = spec.policy_role
+    policy = spec.main_role  # a reward-model trainer has no policy: its score model's LoRA
     base = setup.workload
     pools = []
     for pool, devices, members in setup.pools:

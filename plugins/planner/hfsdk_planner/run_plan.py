@@ -86,6 +86,10 @@ class RunSetup:
     """Each role's own :class:`Workload` fields (epochs, recompute, dtype_bytes, lora_rank),
     read from its section: the critic's ``gradient_checkpointing`` is not the actor's."""
 
+    scorers: tuple[str, ...] = ()
+    """Every signal role, scored by a model or by functions: each logs its own
+    ``timing/<role>_s`` (``Algorithm.stage``), which the measured preparation adds."""
+
     role_dtypes: Mapping[str, str] = attrs.field(factory=dict)
     """Each role's compute dtype (``<role>.dtype``, default the policy's): the peak its
     utilisation is measured against."""
@@ -148,7 +152,8 @@ def run_setup(
     cfg = _as_dict(config)
     algorithm = str(cfg.get("algo"))
     spec = get_registry("algorithms")[algorithm].impl
-    policy = spec.policy_role
+    # A reward-model trainer has no policy: its score model sets the batch and the levers.
+    policy = spec.main_role
     actor = cfg.get(policy) or {}
     actor_path = actor.get("model_path") or _default_model_dir()
     functions: list[str] = []
@@ -247,6 +252,7 @@ def run_setup(
         rollout_pool_pp=int(rollout_pool.get("pp", 1) or 1),
         pipeline=str(trainer.get("pipeline") or "sync"),
         weight_sync=str(rollout.get("weight_sync") or "stream"),
+        scorers=tuple(role.name for role in spec.roles if role.kind == "scorer"),
         threads=run_threads(trainer, pool_cfg, pools, rollout_pool),
         model_parallel=model_parallel_roles(cfg, kept),
         role_levers=role_levers(cfg, kept, policy, dtype),
@@ -422,7 +428,8 @@ def price_setup(setup: RunSetup, cluster: Cluster | str | None = None) -> Plan:
     return Plan(
         algorithm=setup.algorithm,
         cluster=hardware.name,
-        num_devices=total,
+        # The run holds its rollout replicas' devices too (a 1 + 1 run uses two).
+        num_devices=total + setup.rollout_devices,
         device_memory_bytes=hardware.device_memory,
         workload=setup.workload,
         stages=[s.name for s in setup.dataflow.stages],
@@ -598,11 +605,16 @@ CONCURRENT_STAGES = ("old_log_prob", "ref_log_prob", "values")
 timing spans the whole block, whose wall time is the longest of them."""
 
 
-def measured_stages(row: Mapping[str, float], functions: tuple[str, ...] = ()) -> dict[str, float]:
+TRAINING_STAGES = ("update_critic", "update_actor", "update_score_model")
+"""The updates the planner's training stage prices (a reward-model trainer's included)."""
+
+
+def measured_stages(row: Mapping[str, float], scorers: tuple[str, ...] = ()) -> dict[str, float]:
     """Measured seconds per planner stage of one ``metrics.jsonl`` row.
 
     Generation excludes the resharding (``timing/reshard_s``, shown as the
-    transition); preparation includes the signals' timings by role name.
+    transition); preparation includes the ``scorers``' timings by role name (every
+    signal, a model's or functions', is timed as ``timing/<role>_s``).
     """
 
     def timing(name: str) -> float:
@@ -614,8 +626,8 @@ def measured_stages(row: Mapping[str, float], functions: tuple[str, ...] = ()) -
     return {
         # Clamped: a run that generates nothing (DPO) still logs its resharding.
         "generation": max(0.0, timing("generation") - timing("reshard")),
-        "preparation": concurrent + math.fsum(timing(n) for n in (*functions, "advantages")),
-        "training": timing("update_critic") + timing("update_actor"),
+        "preparation": concurrent + math.fsum(timing(n) for n in (*scorers, "advantages")),
+        "training": math.fsum(timing(n) for n in TRAINING_STAGES),
         "transition": timing("reshard"),
     }
 
@@ -635,6 +647,10 @@ class CheckRow:
     """Achieved bytes/s per device: decode's reads, the transition's gathered bytes."""
     bandwidth_util: float | None = None
     """``bytes_per_s`` as a share of the memory (transition: link) bandwidth."""
+    steps: tuple[int, ...] = ()
+    """The run's step numbers the measured seconds are taken over."""
+    left_out: int = 0
+    """The warm-up step left out of them (0: none)."""
 
     @property
     def ratio(self) -> float:
@@ -708,6 +724,12 @@ def check_run(
     reduce = _STATISTICS[statistic]
     cfg, rows = read_run(Path(run_dir))
     steady = rows[1:] if skip_first and len(rows) > 1 else rows
+    # Numbered as the run logged them (a row without its number: its place in the log).
+    numbers = [int(r.get("step", i)) for i, r in enumerate(rows, 1)]
+    said = dict(
+        steps=tuple(numbers[len(rows) - len(steady) :]),
+        left_out=numbers[0] if len(steady) < len(rows) else 0,
+    )
     base = run_setup(cfg)
     # The threads the run's workers really used (logged by the planner's step observer);
     # a run from before it logged them is priced with today's decision for its config.
@@ -727,7 +749,7 @@ def check_run(
     if rows:
         base = with_batch_rows(base, {BATCH_ROWS: round(math.fsum(rows) / len(rows))})
     plan = price_setup(base, cluster)
-    per_row = [measured_stages(row, base.functions) for row in steady]
+    per_row = [measured_stages(row, base.scorers) for row in steady]
     measured = {stage: reduce([r[stage] for r in per_row]) for stage in STAGES}
     # A validation runs inside the step's timing but is no work the plan prices.
     step = reduce(
@@ -750,10 +772,11 @@ def check_run(
             predicted=predicted.get(name, 0.0),
             measured=measured.get(name, 0.0),
             **attrs.asdict(used.get(name, StageUtilisation())),
+            **said,
         )
         for name in STAGES
     ]
-    table.append(CheckRow(name="step", predicted=plan.iteration_seconds, measured=step))
+    table.append(CheckRow(name="step", predicted=plan.iteration_seconds, measured=step, **said))
     return plan, table
 
 
@@ -795,13 +818,30 @@ def format_check(
         else ""
     )
     lines.append("")
-    lines.append(f"ratio = predicted / measured; measured = {statistic} over steps after the first")
+    lines.append(f"ratio = predicted / measured; measured = {_measured_over(table, statistic)}")
     lines.append(
         "GFLOP/s, GB/s: achieved per device over the measured seconds (the planner's count of "
         "the work); MFU, BW util: their share of the device's peak FLOP/s and memory bandwidth "
         f"(transition: link bandwidth) on {plan.cluster}{threads}"
     )
     return "\n".join(lines)
+
+
+def _measured_over(table: list[CheckRow], statistic: str) -> str:
+    """Which of the run's steps the measured seconds are the ``statistic`` of, in words."""
+    steps = table[-1].steps if table else ()
+    left_out = table[-1].left_out if table else 0
+    if not steps:
+        return f"{statistic} over the run's steps"
+    if len(steps) == 1:
+        text = f"step {steps[0]}" + ("" if left_out else " alone")
+    else:
+        text = f"{statistic} over steps {steps[0]}-{steps[-1]}"
+    if left_out:
+        return f"{text} (step {left_out}, the warm-up, left out)"
+    if len(steps) == 1:
+        return f"{text} (the run's only step, its warm-up included)"
+    return text
 
 
 def setup_role_sizes(setup: RunSetup) -> dict[str, object]:

@@ -75,6 +75,7 @@ PLANNER_TIMINGS = (
     "advantages",
     "update_critic",
     "update_actor",
+    "update_score_model",
 )
 """The stage timings :func:`~hfsdk_planner.run_plan.measured_stages` reads by name; the
 others (signals scored by functions, validation, a plugin's) it is told of."""

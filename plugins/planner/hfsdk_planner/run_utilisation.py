@@ -17,6 +17,7 @@ import attrs
 
 from hfsdk_planner.cluster import Cluster
 from hfsdk_planner.utilisation import (
+    TIMINGS,
     StageWork,
     StepShape,
     stage_work,
@@ -33,6 +34,10 @@ PLANNER_STAGES = {
     "training": ("update_actor", "update_critic", "update_score_model"),
 }
 """The timed stages each ``--check`` stage holds (its device work)."""
+
+CONCURRENT = frozenset({"preparation"})
+"""``--check`` stages whose passes run at once (``Algorithm.concurrently``), each on its
+role's pool: their devices are busy together, so the stage's rate is per device of them all."""
 
 
 def setup_roles(setup: RunSetup) -> dict[str, tuple[str, tuple[str, ...], object, int]]:
@@ -59,6 +64,22 @@ def setup_roles(setup: RunSetup) -> dict[str, tuple[str, tuple[str, ...], object
             kinds_of_work = [k for k in kinds_of_work if k != "generation"]
         out[role] = (kinds[role], tuple(kinds_of_work), model, devices.get(role, 1))
     return out
+
+
+def busy_devices(setup: RunSetup, names: set[str]) -> int:
+    """Devices busy at once while the passes timed as ``names`` run together: each distinct
+    pool that holds one of them counts its devices once (roles sharing a pool share them)."""
+    pool_of = {role: (pool, n) for pool, n, members in setup.pools for role in members}
+    busy: dict[str, int] = {}
+    for key, (kind, works, _model, devices) in setup_roles(setup).items():
+        if not any(TIMINGS.get((kind, work)) in names for work in works):
+            continue
+        if key.endswith("@rollout"):
+            busy["@rollout"] = devices
+        else:
+            pool, n = pool_of.get(key, (key, devices))
+            busy[pool] = n
+    return sum(busy.values()) or 1
 
 
 def setup_stage_work(setup: RunSetup, shape: StepShape) -> dict[str, StageWork]:
@@ -144,7 +165,8 @@ def stage_utilisation(
     """Per ``--check`` stage: its work per step (mean over ``rows``) over its ``measured``
     seconds, per device, and the shares of the peaks (``None`` for uncalibrated guesses).
 
-    Preparation's passes run together, so its rate is their FLOPs over the stage's time.
+    Preparation's passes run together, so its rate is their FLOPs over the stage's time
+    and the devices of every pool they ran on (:func:`busy_devices`).
     """
     shapes = [s for s in (shape_of(setup, r) for r in rows) if s is not None]
     if not shapes:
@@ -158,7 +180,11 @@ def stage_utilisation(
             continue
         flops = math.fsum(p.flops for p in parts) / len(works)
         read = math.fsum(p.bytes for p in parts) / len(works)
-        devices = max(p.devices for p in parts)
+        if stage in CONCURRENT:
+            # Passes on different pools overlap: their FLOPs ran on all those pools' devices.
+            devices = busy_devices(setup, {p.name for p in parts})
+        else:
+            devices = max(p.devices for p in parts)
         rate, bytes_rate = flops / seconds / devices, read / seconds / devices
         known = hardware.peaks_measured
         # Each pass against its own dtype's peak: the stage's share is their sum.

@@ -75,3 +75,9 @@ def test_planner_imports_neither_torch_nor_ray() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_threads_on_a_gpu_preset_are_refused() -> None:
+    # Threads per device price a CPU profile only; a GPU preset would ignore them silently.
+    with pytest.raises(HfsdkError, match=r"threads=4 .*CPU profile.*'a100-80gb' is a gpu"):
+        plan_for_algorithm("grpo", cluster="a100-80gb", threads=4)

@@ -213,3 +213,31 @@ def test_a_hand_written_profile_may_give_figures_as_80e9(tmp_path) -> None:  # t
     path.write_text("device_memory: 80GB\npeak_flops: 312e12\nmemory_bandwidth: 2e12\n")
     with pytest.raises(HfsdkError, match="'device_memory' must be a positive number, got '80GB'"):
         Cluster.load(path)
+
+
+def test_device_kind_is_lower_cased_and_checked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    figures = "device_memory: 12e9\npeak_flops: 6e10\nmemory_bandwidth: 1.7e10\n"
+    upper = tmp_path / "upper.yaml"
+    upper.write_text(f"device_kind: CPU\ndevices_per_node: 2\n{figures}")
+    # Upper case is still a CPU profile: one node, priced per thread count.
+    assert Cluster.load(upper).device_kind == "cpu"
+    assert Cluster.load(upper).pool_nodes(2) == 1
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(f"device_kind: tpu\n{figures}")
+    with pytest.raises(HfsdkError) as info:
+        Cluster.load(wrong)
+    message = str(info.value)
+    assert str(wrong) in message and "'device_kind' must be 'cpu' or 'gpu'" in message
+    assert "'tpu'" in message and "\n" not in message
+
+
+def test_flops_by_dtype_keys_take_the_short_dtype_names() -> None:
+    cluster = Cluster(flops_by_dtype={"BF16": 1e12, "fp32": 2e11})
+    assert cluster.flops_by_dtype == (("bfloat16", 1e12), ("float32", 2e11))
+    assert cluster.for_dtype("bfloat16").peak_flops == 1e12
+    per_thread = Cluster(by_threads={2: {"flops_by_dtype": {"bf16": 3e12}}})
+    assert per_thread.for_threads(2).for_dtype("bfloat16").peak_flops == 3e12
+    with pytest.raises(
+        HfsdkError, match=r"'flops_by_dtype' gives bfloat16 twice \(bf16 and bfloat16"
+    ):
+        Cluster(flops_by_dtype={"bf16": 1e12, "bfloat16": 2e12})

@@ -95,3 +95,10 @@ def test_preflight_warns_with_the_role_and_its_estimate() -> None:
     pools = run_memory(config)
     assert memory_warning(pools, device_bytes=pools[0].per_device * 0.9, host_bytes=None)
     assert memory_warning(pools, device_bytes=pools[0].per_device * 1.1, host_bytes=None) is None
+
+
+def test_a_reward_model_run_is_estimated_without_a_policy() -> None:
+    # A reward-model trainer has no policy role; its score model is the run's main role.
+    pools = run_memory(load_run_config("reward_model"))
+    assert [r.role for pool in pools for r in pool.roles] == ["reward_model"]
+    assert pools[0].roles[0].memory.peak > 0

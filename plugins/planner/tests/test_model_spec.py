@@ -165,3 +165,27 @@ def test_seventy_billion_as_a_count_plans_on_128_gpus() -> None:
     plan = plan_for_algorithm("ppo", model_size=70e9, num_devices=128, cluster="a100-80gb")
     assert {role.layout.t for role in plan.roles} <= {1, 2, 4, 8}
     assert plan.iteration_seconds > 0
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("num_local_experts", 8),  # Mixtral
+        ("num_experts", 128),  # Qwen3-MoE, Qwen2-MoE
+        ("n_routed_experts", 64),  # DeepSeek-V2/V3
+        ("moe_intermediate_size", 768),
+    ],
+)
+def test_mixture_of_experts_configs_are_refused(tmp_path: Path, key: str, value: int) -> None:
+    # A dense count would price Mixtral-8x7B (46.7B parameters) as 7.2B and plan it to fit.
+    config = {**_qwen3_0_6b_config(), key: value, "num_experts_per_tok": 2}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(HfsdkError, match=rf"MoE models are not priced yet.*{key}"):
+        resolve_model(str(tmp_path))
+
+
+def test_a_dense_config_with_zero_experts_is_priced() -> None:
+    # Some dense configs carry the key switched off (Qwen2's num_experts: 0, null).
+    for off in (0, None):
+        spec = resolve_model({**_qwen3_0_6b_config(), "num_experts": off})
+        assert spec.num_params == resolve_model(_qwen3_0_6b_config()).num_params

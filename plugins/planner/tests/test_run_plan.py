@@ -18,6 +18,7 @@ from hfsdk_planner.layout import Layout
 from hfsdk_planner.model_spec import llama_param_count
 from hfsdk_planner.run_plan import (
     check_run,
+    format_check,
     measured_stages,
     price_setup,
     run_setup,
@@ -482,3 +483,102 @@ def test_a_megatron_role_is_priced_at_its_tp_pp_without_fsdp_gathers() -> None:
     odd = {r.role: r for r in price_setup(run_setup(megatron), "local").roles}
     assert odd["actor"].layout.d == 2
     assert odd["actor"].transition_seconds == sharded["actor"].transition_seconds
+
+
+def test_check_measures_a_reward_models_pass_in_the_preparation(tmp_path: Path) -> None:
+    """A reward model is timed as ``timing/reward_s`` (PPO's ``stage("reward")``), as a
+    function signal is: the preparation the plan prices it in must measure it too."""
+    cfg = load_run_config("ppo").to_dict()
+    cfg["reward"]["model"] = {"model_path": None}
+    setup = run_setup(cfg)
+    assert setup.functions == ()
+    assert setup.scorers == ("reward",)
+    prep = {s.name: s for s in setup.dataflow.stages}["preparation"]
+    assert ("reward", "inference") in prep.work
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(json.dumps(cfg))
+    timings = dict(
+        old_log_prob=0.1, ref_log_prob=0.1, values=0.1, reward=0.5, advantages=0.01,
+        update_critic=0.2, update_actor=0.3,
+    )  # fmt: skip
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps(_row(s, **timings)) + "\n" for s in (1, 2))
+    )
+    _, table = check_run(run, "local")
+    assert {r.name: r for r in table}["preparation"].measured == pytest.approx(0.1 + 0.5 + 0.01)
+
+
+def test_safe_rlhf_measures_both_scorers(tmp_path: Path) -> None:
+    setup = run_setup(load_run_config("safe_rlhf"))
+    assert set(setup.scorers) == {"reward", "cost"}
+    row = _row(1, values=0.1, reward=0.2, cost=0.3, advantages=0.01)
+    assert measured_stages(row, setup.scorers)["preparation"] == pytest.approx(0.61)
+
+
+def _reward_model_run(tmp_path: Path) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(load_run_config("reward_model").to_yaml())
+    row = {
+        "response_length/mean": 2.5,
+        "perf/batch_rows": 64.0,
+        "perf/throughput_tokens_per_s": 64 * 8 / 0.03,
+        "timing/step_s": 0.03,
+        "timing/pairs_s": 0.005,
+        "timing/update_score_model_s": 0.025,
+    }
+    lines = [json.dumps({"step": step, **row}) + "\n" for step in (1, 2)]
+    (run / "metrics.jsonl").write_text("".join(lines))
+    return run
+
+
+def test_check_of_a_reward_model_run_prices_and_measures_its_update(tmp_path: Path) -> None:
+    """A reward-model trainer has no policy: its score model is the main role, and its
+    ``update_score_model`` timing is the measured training."""
+    run = _reward_model_run(tmp_path)
+    setup = run_setup(load_run_config("reward_model"))
+    assert "reward_model" in setup.models
+    _plan, table = check_run(run, "local")
+    training = {r.name: r for r in table}["training"]
+    assert training.measured == pytest.approx(0.025)
+    assert training.predicted > 0
+    assert measured_stages({"timing/update_score_model_s": 0.025})["training"] == 0.025
+
+
+def test_the_step_observer_predicts_a_reward_model_step() -> None:
+    from hfsdk_planner.prediction import predicted_step_metrics
+
+    metrics = {"response_length/mean": 2.5, "perf/tokens": 64 * 8.0, "timing/step_s": 0.03}
+    out = predicted_step_metrics(load_run_config("reward_model"), metrics)
+    assert out["perf/predicted_step_s"] > 0
+
+
+def _recorded(tmp_path: Path, config: dict, steps: int) -> Path:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(json.dumps(config))
+    rows = [_row(s, generation=0.01, update_actor=0.02) for s in range(1, steps + 1)]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return run
+
+
+def test_check_header_counts_the_rollout_pools_devices(tmp_path: Path) -> None:
+    run = _recorded(tmp_path, _pooled("one_step_off"), steps=3)
+    plan, table = check_run(run, "local")
+    assert plan.num_devices == 2  # one training device and one rollout replica
+    assert "grpo on 2 x local;" in format_check(plan, table, run)
+
+
+def test_check_footer_says_which_steps_were_measured(tmp_path: Path) -> None:
+    config = load_run_config("grpo").to_dict()
+    run = _recorded(tmp_path, config, steps=4)
+    text = format_check(*check_run(run, "local"), run)
+    assert "measured = mean over steps 2-4 (step 1, the warm-up, left out)" in text
+    text = format_check(*check_run(run, "local", skip_first=False), run, "median")
+    assert "measured = median over steps 1-4" in text
+    (tmp_path / "lone").mkdir()
+    lone = _recorded(tmp_path / "lone", config, steps=1)
+    text = format_check(*check_run(lone, "local"), lone)
+    assert "measured = step 1 alone (the run's only step, its warm-up included)" in text
+    assert "after the first" not in text

@@ -77,3 +77,31 @@ def test_a_run_logs_mfu_equal_to_its_flops_over_its_seconds_over_the_peak(
     assert row["perf/ref_log_prob_mfu"] == pytest.approx(reference / TWO_THREAD_PEAK, rel=1e-9)
     assert "perf/old_log_prob_mfu" not in row  # on-policy: the pass was skipped
     assert row["perf/generation_bandwidth_util"] > 0 and row["perf/generation_mfu"] > 0
+
+
+def _preparation_rate(pools: dict, roles: dict) -> float:
+    from hfsdk_planner.run_plan import run_hardware, run_setup
+    from hfsdk_planner.run_utilisation import stage_utilisation
+
+    cfg = load_run_config("ppo").to_dict()
+    cfg["placement"]["pools"], cfg["placement"]["roles"] = pools, roles
+    setup = run_setup(cfg)
+    row = {
+        "response_length/mean": 4.0,
+        "perf/tokens": 64 * 12.0,
+        "timing/step_s": 1.0,
+        "perf/sequence_width": 12.0,
+    }
+    used = stage_utilisation(setup, run_hardware(setup, "a100-80gb"), [row], {"preparation": 0.5})
+    return used["preparation"].flops_per_s
+
+
+def test_concurrent_passes_on_separate_pools_share_their_devices_rate() -> None:
+    # The same passes on two devices: one pool of two, or the critic on a pool of its own.
+    # The rate per device is their FLOPs over the two devices busy at once either way.
+    together = _preparation_rate({"global": {"devices": 2}}, {})
+    apart = _preparation_rate(
+        {"a": {"devices": 1}, "b": {"devices": 1}},
+        {"actor": "a", "reference": "a", "critic": "b"},
+    )
+    assert apart == pytest.approx(together)
