@@ -140,6 +140,32 @@ class DPOAlgorithm(Algorithm):
         """Step ``batch``'s update again (``hfsdk replay``): the same view of it as the step."""
         return {k: float(v) for k, v in self.actor.update_actor(self._training_view(batch)).items()}
 
+    def generation_input(
+        self, prompts: Batch, *, n: int | None = None, greedy: bool = False
+    ) -> Batch:
+        """What validation samples from: each pair's prompt, not its whole chosen response.
+
+        DPO trains on given pairs and samples only to validate (with reward functions
+        set). With ``data.prompt_key`` naming the chosen column (the implicit-prompt
+        layout) the loader's prompt is the whole chosen response, answer included; sampling
+        after it scored continuations of the answer. The prompt is cut to what the pair is
+        trained after (:func:`hfsdk_dpo.pairs.context_prompts`).
+        """
+        from hfsdk import run_tool_schemas
+        from hfsdk_datasets import resolve_use_template
+        from hfsdk_dpo.pairs import context_prompts
+
+        tokenizer = self.tokenizer
+        cut = context_prompts(
+            prompts,
+            tokenizer,
+            config=self.algo_config,
+            prompt_key=self.config.data.prompt_key,
+            use_template=resolve_use_template(tokenizer, self.config.data.apply_chat_template),
+            tools=lambda: run_tool_schemas(self.config),
+        )
+        return super().generation_input(cut, n=n, greedy=greedy)
+
     def validation_metrics(self, prompts: Batch) -> dict[str, float]:
         """``val/dpo/*``: implicit-reward accuracy and margin on the validation pairs.
 

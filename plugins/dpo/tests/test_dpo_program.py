@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from hfsdk import ROW_GROUP, AlgorithmContext, Batch
 from hfsdk_testing import Call, FakeRole, FakeSignal
 
 
-def _program(overrides: list[str]):  # type: ignore[no-untyped-def]
+def _program(overrides: list[str], tokenizer: Any = None):  # type: ignore[no-untyped-def]
     from hfsdk import load_tokenizer
     from hfsdk.core.config import load_run_config
 
@@ -23,7 +24,7 @@ def _program(overrides: list[str]):  # type: ignore[no-untyped-def]
         "actor": FakeRole("actor", log, seed=0, kind="policy"),
         "reference": FakeRole("reference", log, 1, kind="frozen_policy"),
     }
-    tokenizer = load_tokenizer(str(hfsdk.default_task_assets().tokenizer_dir))
+    tokenizer = tokenizer or load_tokenizer(str(hfsdk.default_task_assets().tokenizer_dir))
     context = AlgorithmContext(
         config=config,
         roles=roles,
@@ -114,3 +115,69 @@ def test_validation_rows_without_pairs_get_no_pair_metrics() -> None:
         "val/dpo/loss", "val/dpo/reward_accuracy", "val/dpo/reward_chosen",
         "val/dpo/reward_margin", "val/dpo/reward_rejected",
     }  # fmt: skip
+
+
+def _loaded(rows: list[dict[str, Any]], algorithm: Any) -> Batch:
+    """``rows`` as the run's loader gives them to validation (every kept row, in order)."""
+    from hfsdk_datasets.prompt_dataset import PromptLoader
+
+    config = algorithm.config.data
+    return PromptLoader(rows, algorithm.tokenizer, config, seed=0, validation=True).whole()
+
+
+def _said(text: str) -> dict[str, str]:
+    return {"role": "assistant", "content": text}
+
+
+USER = {"role": "user", "content": "3 + 5 ="}
+OTHER = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "1 + 1 ="}]
+LAYOUTS = {
+    # data.prompt_key=chosen (docs/algorithms.md, implicit prompt): the loader renders the
+    # whole chosen response as the prompt; the pair's prompt is what both begin with.
+    "messages": (
+        "chosen",
+        [
+            {"chosen": [USER, _said("8")], "rejected": [USER, _said("9")]},
+            {"chosen": [*OTHER, _said("2")], "rejected": [*OTHER, _said("ugh 7")]},
+        ],
+        [{"chosen": [USER]}, {"chosen": OTHER}],
+    ),
+    "text": (
+        "chosen",
+        [
+            {"chosen": "3 + 5 = 8", "rejected": "3 + 5 = 9"},
+            {"chosen": "1 + 1 = 2", "rejected": "1 + 1 = ugh 7"},
+        ],
+        [{"chosen": "3 + 5 ="}, {"chosen": "1 + 1 ="}],
+    ),
+    # An explicit prompt column is the prompt already: sampled after as loaded.
+    "explicit": (
+        "prompt",
+        [{"prompt": [USER], "chosen": [_said("8")], "rejected": [_said("9")]}],
+        [{"prompt": [USER]}],
+    ),
+}
+
+
+@pytest.mark.parametrize("template", [False, True])
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_validation_samples_after_the_pairs_prompt_not_the_chosen_answer(
+    layout: str, template: bool
+) -> None:
+    # Before: validation (with reward functions set) sampled after the whole chosen
+    # response ("user: 3 + 5 =\nassistant: 8\nassistant:", with a template a prefill of "8"),
+    # so it scored continuations of the reference answer.
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    prompt_key, rows, prompts = LAYOUTS[layout]
+    tokenizer = qwen25_tokenizer() if template else None
+    algorithm, log = _program([f"data.prompt_key={prompt_key}"], tokenizer=tokenizer)
+    batch = algorithm.generate(_loaded(rows, algorithm), n=1, greedy=True)
+    seen = algorithm.context.roles["actor"].batches["generate_sequences"]
+    expected = _loaded(prompts, algorithm)
+    assert seen["input_ids"].tolist() == expected["input_ids"].tolist()
+    assert seen["attention_mask"].tolist() == expected["attention_mask"].tolist()
+    for key in ("raw_prompt", hfsdk.PROMPT_MESSAGES, hfsdk.RENDERED_PROMPT):
+        assert list(seen[key]) == list(expected[key])
+    assert list(batch["chosen"]) == [row["chosen"] for row in rows]  # the rows' own columns
+    assert [(c.role, c.method) for c in log] == [("actor", "generate_sequences")]
