@@ -9,7 +9,12 @@ import attrs
 
 from hfsdk import ROW_GROUP, Batch
 from hfsdk_dpo.dpo_config import DPOConfig
-from hfsdk_supervised_data import PairColumns, collate_preference_pairs, tokenize_preference_pair
+from hfsdk_supervised_data import (
+    PairColumns,
+    collate_preference_pairs,
+    reprompt,
+    tokenize_preference_pair,
+)
 
 
 @attrs.frozen(kw_only=True)
@@ -76,16 +81,12 @@ def context_prompts(
     docs/algorithms.md) the loader renders the whole chosen response as the prompt (with a
     template, messages as a prefill of the chosen answer), so validation sampled after the
     answer. A pair is trained after the prompt both responses begin with
-    (``split_prompt``: their shared leading messages, or text cut back to whitespace); this
-    re-renders and re-tokenizes each pair row's prompt as the loader does and left-pads
-    again. Other batches (an explicit prompt column) and rows without both responses are
-    returned as they are; the rows' own columns are kept. ``tools``: the run's tool schemas
-    (asked only for a cut).
+    (``split_prompt``: their shared leading messages, or text cut back to whitespace); each
+    pair row gets that prompt as the loader would have given it
+    (``hfsdk_supervised_data.reprompt``). Other batches (an explicit prompt column) and rows
+    without both responses are returned as they are; the rows' own columns are kept.
+    ``tools``: the run's tool schemas (asked only for a cut).
     """
-    import torch
-
-    from hfsdk import PROMPT_MESSAGES, RENDERED_PROMPT
-    from hfsdk_datasets import plain_rendering, render_prompt
     from hfsdk_supervised_data.preference_pairs import split_prompt
 
     columns = pair_columns(config, prompt_key)
@@ -93,48 +94,16 @@ def context_prompts(
     if columns.prompt or not {columns.chosen, columns.rejected} <= names:
         return prompts
     chosen, rejected = list(prompts[columns.chosen]), list(prompts[columns.rejected])
-    paired = [i for i in range(len(prompts)) if chosen[i] is not None and rejected[i] is not None]
-    if not paired:
-        return prompts
-    schemas = list(tools())
-    ids = [
-        row[mask.bool()].tolist()
-        for row, mask in zip(prompts["input_ids"], prompts["attention_mask"], strict=True)
-    ]
-    messages = list(prompts[PROMPT_MESSAGES]) if PROMPT_MESSAGES in names else None
-    raw = list(prompts["raw_prompt"]) if "raw_prompt" in names else None
-    rendered = list(prompts[RENDERED_PROMPT]) if RENDERED_PROMPT in names else None
-    uids = list(prompts["uid"]) if "uid" in names else list(range(len(ids)))
-    for i in paired:
-        where = f"validation row {uids[i]} of column {prompt_key!r}"
-        row = {columns.chosen: chosen[i], columns.rejected: rejected[i]}
-        prompt, _, _ = split_prompt(row, columns, where)
-        text = render_prompt(prompt, tokenizer, use_template, schemas, where)
-        # The loader's call, so a cut prompt has the ids the pair's prompt alone would have.
-        ids[i] = list(tokenizer(text, add_special_tokens=not use_template)["input_ids"])
-        # What the loader records for a text prompt (no messages) or a messages one.
-        if messages is not None:
-            messages[i] = None if isinstance(prompt, str) else prompt
-        if raw is not None:
-            raw[i] = prompt if isinstance(prompt, str) else plain_rendering(prompt)
-        if rendered is not None:
-            rendered[i] = text
-    width = max(len(row) for row in ids)
-    input_ids = torch.full((len(ids), width), int(tokenizer.pad_token_id), dtype=torch.long)
-    attention_mask = torch.zeros((len(ids), width), dtype=torch.long)
-    for row_index, tokens in enumerate(ids):
-        if tokens:
-            input_ids[row_index, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
-            attention_mask[row_index, width - len(tokens) :] = 1
-    out = prompts.select()  # new columns for the cut rows; the caller's batch is left as it was
-    out["input_ids"] = input_ids
-    out["attention_mask"] = attention_mask
-    if "position_ids" in out.tensor_keys:
-        out["position_ids"] = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
-    if messages is not None:
-        out[PROMPT_MESSAGES] = messages
-    if raw is not None:
-        out["raw_prompt"] = raw
-    if rendered is not None:
-        out[RENDERED_PROMPT] = rendered
-    return out
+    uids = list(prompts["uid"]) if "uid" in names else list(range(len(prompts)))
+
+    def where(i: int) -> str:
+        return f"validation row {uids[i]} of column {prompt_key!r}"
+
+    cuts = {
+        i: split_prompt(
+            {columns.chosen: chosen[i], columns.rejected: rejected[i]}, columns, where(i)
+        )[0]
+        for i in range(len(prompts))
+        if chosen[i] is not None and rejected[i] is not None
+    }
+    return reprompt(prompts, cuts, tokenizer, use_template=use_template, tools=tools, where=where)

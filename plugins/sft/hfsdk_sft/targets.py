@@ -19,6 +19,7 @@ from hfsdk_sft.sft_config import SFTConfig
 from hfsdk_supervised_data import (
     SupervisedSequence,
     collate_supervised,
+    reprompt,
     split_conversation,
     tokenize_supervised,
 )
@@ -93,64 +94,27 @@ def context_prompts(
     docs/algorithms.md) the loader renders the whole conversation as the prompt, its reference
     answer included (with a template as a prefill of it), so validation sampled after the
     answer. The prompt a row is trained after is the context before its first assistant
-    message (``split_conversation``); this re-renders and re-tokenizes each such row's prompt
-    as the loader does and left-pads again. Other batches are returned as they are; the
-    rows' own columns are kept. ``tools``: the run's tool schemas (asked only for a cut).
+    message (``split_conversation``); each such row gets that prompt as the loader would
+    have given it (``hfsdk_supervised_data.reprompt``). Other batches are returned as they
+    are; the rows' own columns are kept. ``tools``: the run's tool schemas (asked only for a
+    cut).
     """
-    import torch
-
-    from hfsdk import PROMPT_MESSAGES, RENDERED_PROMPT
-    from hfsdk_datasets import plain_rendering, render_prompt
+    from hfsdk import PROMPT_MESSAGES
 
     if prompt_key != config.messages_key or PROMPT_MESSAGES not in prompts.non_tensor_keys:
         return prompts
     conversations = list(prompts[PROMPT_MESSAGES])
-    answered = [
-        i
+    uids = list(prompts["uid"]) if "uid" in prompts.non_tensor_keys else list(range(len(prompts)))
+
+    def where(i: int) -> str:
+        return f"validation row {uids[i]} of column {prompt_key!r}"
+
+    cuts = {
+        i: split_conversation(list(messages), where(i))[0]
         for i, messages in enumerate(conversations)
         if messages and any(m.get("role") == "assistant" for m in messages)
-    ]
-    if not answered:
-        return prompts
-    schemas = list(tools())
-    ids = [
-        row[mask.bool()].tolist()
-        for row, mask in zip(prompts["input_ids"], prompts["attention_mask"], strict=True)
-    ]
-    raw = list(prompts["raw_prompt"]) if "raw_prompt" in prompts.non_tensor_keys else None
-    rendered = (
-        list(prompts[RENDERED_PROMPT]) if RENDERED_PROMPT in prompts.non_tensor_keys else None
-    )
-    uids = list(prompts["uid"]) if "uid" in prompts.non_tensor_keys else list(range(len(ids)))
-    for i in answered:
-        where = f"validation row {uids[i]} of column {prompt_key!r}"
-        context, _ = split_conversation(list(conversations[i]), where)
-        text = render_prompt(context, tokenizer, use_template, schemas, where)
-        # The loader's call, so a cut prompt has the ids an answer-free row would have.
-        ids[i] = list(tokenizer(text, add_special_tokens=not use_template)["input_ids"])
-        conversations[i] = context
-        if raw is not None:
-            raw[i] = plain_rendering(context)
-        if rendered is not None:
-            rendered[i] = text
-    width = max(len(row) for row in ids)
-    input_ids = torch.full((len(ids), width), int(tokenizer.pad_token_id), dtype=torch.long)
-    attention_mask = torch.zeros((len(ids), width), dtype=torch.long)
-    for row, tokens in enumerate(ids):
-        if tokens:
-            input_ids[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
-            attention_mask[row, width - len(tokens) :] = 1
-    out = prompts.select()  # new columns for the cut rows; the caller's batch is left as it was
-    out["input_ids"] = input_ids
-    out["attention_mask"] = attention_mask
-    if "position_ids" in out.tensor_keys:
-        out["position_ids"] = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)
-    out[PROMPT_MESSAGES] = conversations
-    if raw is not None:
-        out["raw_prompt"] = raw
-    if rendered is not None:
-        out[RENDERED_PROMPT] = rendered
-    return out
+    }
+    return reprompt(prompts, cuts, tokenizer, use_template=use_template, tools=tools, where=where)
 
 
 @attrs.frozen(kw_only=True)

@@ -6,6 +6,8 @@
 - :mod:`.preference_pairs`: a prompt with a chosen and a rejected response (TRL's and
   verl's layouts, explicit or implicit prompt) as one interleaved batch
   (:func:`load_preference_pairs`, :func:`collate_preference_pairs`).
+- :mod:`.prompt_cuts`: loaded prompt rows given the shorter prompts their rows are trained
+  after, re-tokenized and left-padded as the loader does (:func:`reprompt`).
 - :mod:`.row_checks`: every loaded row tokenized before a run starts (the preflight checks).
 """
 
@@ -25,6 +27,7 @@ from hfsdk_supervised_data.preference_pairs import (
     tokenize_preference_pair,
     tokenize_preference_pairs,
 )
+from hfsdk_supervised_data.prompt_cuts import reprompt
 from hfsdk_supervised_data.row_checks import check_preference_rows, prepared_rows
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "load_preference_pairs",
     "prepared_rows",
     "rejected_rows",
+    "reprompt",
     "split_conversation",
     "tokenize_preference_pair",
     "tokenize_preference_pairs",
