@@ -32,7 +32,7 @@ class DistillConfig(AlgorithmConfig):
         "each named role becomes a frozen teacher of its own, replacing the spec's teachers "
         "(its config section: <role>.model_path, backend, batch sizes) and scores the rows of "
         "its sources; a row of another source is refused unless default_teacher names one of "
-        "them. Empty: the spec's teacher roles. Not with teacher_routes.",
+        "them. Empty: the spec's teacher roles. Not with teacher_routes or teacher_weights.",
         factory=dict,
     )
     teacher_routes: dict[str, str] = help_field(
@@ -46,9 +46,10 @@ class DistillConfig(AlgorithmConfig):
         default="data_source",
     )
     teacher_weights: dict[str, float] = help_field(
-        "Teacher role → weight: every row is scored by each of these teachers and the "
-        "student distills toward their mixture, log Σ w_i·p_i(token) (weights normalised); "
-        "empty: each row to one teacher (teacher_routes). Not with teacher_routes or top_k.",
+        "Teacher role → weight, one for every teacher role of the spec: every row is scored "
+        "by each teacher and the student distills toward their mixture, log Σ w_i·p_i(token) "
+        "(weights normalised); empty: each row to one teacher (teacher_routes). Not with "
+        "teachers, teacher_routes, default_teacher, route_key or top_k.",
         factory=dict,
     )
     default_teacher: str | None = help_field(

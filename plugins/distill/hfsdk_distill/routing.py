@@ -71,8 +71,22 @@ def routing_problems(
     return problems
 
 
-def weight_problems(weights: Mapping[str, float], teachers: Sequence[str]) -> list[str]:
-    """Config problems of ``teacher_weights``: unknown teacher roles, weights not > 0."""
+def weight_problems(
+    weights: Mapping[str, float],
+    teachers: Sequence[str],
+    *,
+    algorithm: str = "distill",
+    default_teacher: str | None = None,
+    route_key: str | None = None,
+) -> list[str]:
+    """Config problems of ``teacher_weights``: unknown teacher roles, weights not > 0, a
+    teacher role given no weight, and the routing settings a mixture never reads.
+
+    ``default_teacher`` and ``route_key`` are the configured values when they differ from
+    their defaults (``None`` otherwise); ``algorithm`` names the run's algorithm.
+    """
+    if not weights:
+        return []
     allowed = ", ".join(teachers)
     problems = []
     for role, weight in weights.items():
@@ -86,4 +100,30 @@ def weight_problems(weights: Mapping[str, float], teachers: Sequence[str]) -> li
                 f"algorithm.teacher_weights.{role} is {weight}; a teacher's weight must be > 0 "
                 "(leave a teacher out to give it none)"
             )
+    # With a role misnamed, its message (listing the roles) says it already: no second line.
+    for role in teachers if all(role in teachers for role in weights) else ():
+        if role not in weights:
+            # Every row goes to the weighted teachers only: the role's model would be loaded
+            # and its workers started for nothing. The roles come from the spec (with weights,
+            # algorithm.teachers cannot name others), so the config cannot drop one.
+            problems.append(
+                f"algorithm.teacher_weights gives teacher role {role!r} no weight, so it would "
+                "be loaded and never called; give it a weight (algorithm "
+                f"{algorithm!r} has the teacher roles {allowed}, fixed by its spec), or use an "
+                "algorithm without that role (--algo distill for one teacher)"
+            )
+    # A mixture scores every row with every weighted teacher: nothing is routed.
+    if default_teacher is not None:
+        problems.append(
+            f"algorithm.default_teacher={default_teacher!r} with algorithm.teacher_weights: "
+            "every row is scored by every weighted teacher, so no row is left to a default "
+            "teacher; remove default_teacher, or route rows with teacher_routes instead of "
+            "teacher_weights"
+        )
+    if route_key is not None:
+        problems.append(
+            f"algorithm.route_key={route_key!r} with algorithm.teacher_weights: every row is "
+            "scored by every weighted teacher, so the column is never read; remove route_key, "
+            "or route rows with teacher_routes instead of teacher_weights"
+        )
     return problems

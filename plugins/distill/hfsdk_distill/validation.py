@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from hfsdk import run_spec
 from hfsdk_distill.distill_config import DistillConfig
 from hfsdk_distill.routing import routing_problems, weight_problems
@@ -15,11 +17,26 @@ TEACHER_ESTIMATORS = ("reverse_kl",)
 takes it among its unused keywords) would train without the teacher."""
 
 
+# Settings of hfsdk.AlgorithmConfig that distillation never reads, with why: its program
+# calls no rewards_with_kl (the KL controller is built and never used) and its batch has no
+# ref_log_probs for a KL loss. Set to anything but their default they were dropped silently.
+_UNREAD_KL = {
+    "kl_coef": "it has no reference role, so no reward KL to weigh",
+    "kl_controller": "it has no reference role, so no reward KL to control",
+    "target_kl": "it has no reference role, so no reward KL to control",
+    "kl_horizon": "it has no reference role, so no reward KL to control",
+    "kl_estimator": "it has no reference log-probs for a KL loss",
+}
+
+# The top-k loss's settings: distill_actor_objective reads them only with top_k > 0.
+_TOP_K_SETTINGS = ("top_k_coef", "top_k_tail")
+
+
 def distill_config_problems(config: Any) -> list[str]:
-    """One line per problem; none for runs of other algorithms."""
+    """One line per problem; for another algorithm's run, only its use of ``reverse_kl``."""
     algo = config.algorithm
     if not isinstance(algo, DistillConfig):
-        return []
+        return _teacher_estimator_problems(config)
     spec = run_spec(config)
     teachers = spec.roles_of_kind("frozen_policy")
     problems = routing_problems(algo.teacher_routes, algo.default_teacher, teachers)
@@ -53,7 +70,27 @@ def distill_config_problems(config: Any) -> list[str]:
                 else f"{role}.model_path is not set (the teacher would be the student itself)"
             )
             problems.append(f"{what}; set {role}.model_path to that teacher's model directory")
-    problems += weight_problems(algo.teacher_weights, teachers)
+    if algo.teachers and algo.teacher_weights:
+        # _plan checked the weights first: every row went to the weighted teachers and the
+        # teacher named for a row's source was built and never called.
+        problems.append(
+            "algorithm.teachers and algorithm.teacher_weights are both set: teachers sends each "
+            "source's rows to one teacher, the weights score every row with every weighted "
+            "teacher; keep one (teacher_weights mixes the spec's teachers, as distill_multi's)"
+        )
+    else:
+        fields = attrs.fields_dict(DistillConfig)
+        problems += weight_problems(
+            algo.teacher_weights,
+            teachers,
+            algorithm=config.algo,
+            default_teacher=(
+                algo.default_teacher
+                if algo.default_teacher != fields["default_teacher"].default
+                else None
+            ),
+            route_key=algo.route_key if algo.route_key != fields["route_key"].default else None,
+        )
     if algo.teacher_weights and algo.teacher_routes:
         problems.append(
             "algorithm.teacher_weights and algorithm.teacher_routes are both set: a row is "
@@ -67,6 +104,12 @@ def distill_config_problems(config: Any) -> list[str]:
         )
     if algo.top_k:
         problems += _top_k_vocabulary_problems(config, algo.top_k, teachers)
+    else:
+        problems += _unread_problems(
+            algo,
+            {name: "the top-k loss is off with algorithm.top_k=0" for name in _TOP_K_SETTINGS},
+            "set algorithm.top_k > 0 to use it, or remove it",
+        )
     if algo.distill_coef == 0 and algo.reward_weight == 0 and not (algo.top_k and algo.top_k_coef):
         problems.append(
             "algorithm.distill_coef, reward_weight and the top-k loss (top_k, top_k_coef) are "
@@ -78,7 +121,52 @@ def distill_config_problems(config: Any) -> list[str]:
             "teachers are not references); the reverse KL to the teacher is already the "
             "advantage — set kl_in_reward: false and kl_loss_coef: 0"
         )
+    problems += _unread_problems(
+        algo,
+        {
+            name: f"algorithm {config.algo!r} never reads it ({why})"
+            for name, why in _UNREAD_KL.items()
+        },
+        "remove it",
+    )
     return problems
+
+
+def _unread_problems(algo: DistillConfig, unread: dict[str, str], advice: str) -> list[str]:
+    """One line per setting of ``unread`` (name → why it is not read) changed from its
+    default: it would do nothing."""
+    fields = attrs.fields_dict(type(algo))
+    problems = []
+    for name, why in unread.items():
+        value, default = getattr(algo, name), fields[name].default
+        if value != default:
+            problems.append(
+                f"algorithm.{name}={value!r}: {why}, so this setting would do nothing; "
+                f"{advice} (default {default!r})"
+            )
+    return problems
+
+
+def _teacher_estimator_problems(config: Any) -> list[str]:
+    """``reverse_kl`` in a run of an algorithm without teachers: before, it loaded and failed at
+    the first advantage, after loading the models, generating and scoring."""
+    # getattr: not every algorithm's config has an estimator (reward_model's has none).
+    estimator = getattr(config.algorithm, "advantage_estimator", None)
+    if estimator not in TEACHER_ESTIMATORS:
+        return []
+    field = (
+        attrs.fields_dict(type(config.algorithm)).get("advantage_estimator")
+        if attrs.has(type(config.algorithm))
+        else None
+    )
+    own = field.default if field is not None and isinstance(field.default, str) else None
+    instead = f"its own estimator ({own})" if own else "another estimator"
+    return [
+        f"algorithm.advantage_estimator={estimator} needs the teacher's log-probs of the "
+        "sampled tokens, which only a distillation algorithm's frozen teachers compute, and "
+        f"algorithm {config.algo!r} has none; use --algo distill (teacher.model_path: the "
+        f"teacher's model), or remove algorithm.advantage_estimator for {instead}"
+    ]
 
 
 def _vocab_rows(model_path: str | None) -> int | None:

@@ -92,11 +92,29 @@ def test_rows_are_routed_by_the_configured_column(
         (["algorithm.teacher_weights={teacher: 1}", "algorithm.teacher_routes={a: teacher}"],
          "both set"),
         (["algorithm.teacher_weights={teacher: 1}", "algorithm.top_k=4"], "no top-k to ship"),
+        # Before: teacher_2 was built (a model loaded) and never called.
+        (["algorithm.teacher_weights={teacher: 1}"],
+         r"teacher_weights gives teacher role 'teacher_2' no weight.*give it a weight"),
+        # Before: both were accepted and did nothing (every row goes to every teacher).
+        (["algorithm.teacher_weights={teacher: 1, teacher_2: 1}",
+          "algorithm.default_teacher=teacher_2"], r"default_teacher='teacher_2' with .*weights"),
+        (["algorithm.teacher_weights={teacher: 1, teacher_2: 1}", "algorithm.route_key=domain"],
+         r"route_key='domain' with .*weights"),
     ],
 )  # fmt: skip
 def test_bad_teacher_settings_are_refused_in_one_line(overrides: list[str], message: str) -> None:
-    with pytest.raises(hfsdk.ConfigError, match=message):
+    with pytest.raises(hfsdk.ConfigError, match=message) as caught:
         load_run_config("distill_multi", None, [*_PATHS, *overrides])
+    assert "\n" not in str(caught.value)
+
+
+def test_one_weighted_teacher_is_fine_where_it_is_the_only_teacher() -> None:
+    # The refusal of an unweighted teacher is about roles left idle, not about one weight.
+    config = load_run_config(
+        "distill", None, ["actor.model_path=/m/s", "teacher.model_path=/m/t",
+                          "algorithm.teacher_weights={teacher: 1}"]
+    )  # fmt: skip
+    assert config.algorithm.teacher_weights == {"teacher": 1.0}
 
 
 def test_a_spec_of_your_own_with_three_teachers() -> None:

@@ -56,3 +56,24 @@ def test_the_run_config_refuses_an_estimator_that_ignores_the_teacher(estimator:
     # dropped without a word while distill/reverse_kl was still logged.
     with pytest.raises(hfsdk.ConfigError, match=rf"advantage_estimator='{estimator}'.*reverse_kl"):
         load_run_config("distill", None, [*_PATHS, f"algorithm.advantage_estimator={estimator}"])
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ["algorithm.kl_coef=0.1", "algorithm.kl_controller=adaptive", "algorithm.kl_estimator=k3",
+     "algorithm.target_kl=0.5", "algorithm.kl_horizon=500"],
+)  # fmt: skip
+def test_the_run_config_refuses_reference_kl_settings_it_never_reads(setting: str) -> None:
+    # Before: accepted and ignored (distill never calls rewards_with_kl, and its batch has no
+    # ref_log_probs for a KL loss).
+    name = setting.split("=")[0]
+    with pytest.raises(hfsdk.ConfigError, match=rf"{name}=.*never reads it") as caught:
+        load_run_config("distill", None, [*_PATHS, setting])
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("algo", ["grpo", "remax", "ppo"])
+def test_reverse_kl_is_refused_for_an_algorithm_without_teachers(algo: str) -> None:
+    # Before: accepted; the run failed at the first advantage, after generating and scoring.
+    with pytest.raises(hfsdk.ConfigError, match=rf"reverse_kl needs .*algorithm '{algo}'"):
+        load_run_config(algo, None, ["algorithm.advantage_estimator=reverse_kl"])

@@ -55,6 +55,10 @@ def test_on_the_default_task_each_teacher_gets_the_teacher_preset() -> None:
         *(([f"algorithm.teachers={{math: {name}}}"], rf"teachers\.math is '{name}'")
           for name in ("trainer", "placement", "rollout", "data", "algorithm")),
         ([_TEACHERS, "algorithm.teacher_routes={math: teacher_math}"], "both set"),
+        # Before: every row went to the weighted teachers, the routed one was built, never
+        # called.
+        ([_TEACHERS, "algorithm.teacher_weights={teacher_math: 1}"],
+         r"algorithm\.teachers and algorithm\.teacher_weights are both set"),
         ([_TEACHERS, "teacher.model_path=/m/t"], "unknown config section 'teacher'"),
         ([_TEACHERS, "placement.mode=auto"], "placement: auto with algorithm.teachers"),
         # Off the default task nothing fills a teacher in: a missing one is refused.

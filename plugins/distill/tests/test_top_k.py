@@ -115,6 +115,15 @@ def test_objective_adds_the_term_only_with_top_k() -> None:
     assert term.fn is top_k_kl_loss and term.config == TopKKLConfig(tail="renormalize")
 
 
+@pytest.mark.parametrize("setting", ["algorithm.top_k_coef=5", "algorithm.top_k_tail=renormalize"])
+def test_top_k_settings_without_top_k_are_refused(setting: str) -> None:
+    # Before: accepted and ignored (the objective reads them only with top_k > 0).
+    name = setting.split("=")[0].removeprefix("algorithm.")
+    with pytest.raises(hfsdk.ConfigError, match=rf"{name}=.* with algorithm\.top_k=0") as caught:
+        load_run_config("distill", None, [*_PATHS, setting])
+    assert "\n" not in str(caught.value)
+
+
 def test_bad_tail_is_refused_in_one_line() -> None:
     with pytest.raises(hfsdk.ConfigError, match="top_k_tail"):
         load_run_config("distill", None, [*_PATHS, "algorithm.top_k_tail=drop"])

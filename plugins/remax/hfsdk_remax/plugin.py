@@ -26,7 +26,8 @@ def hfsdk_register_advantage_estimators(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str] | None:
-    """``remax`` needs greedy baselines: refuse it for a program that generates none."""
+    """``remax`` needs greedy baselines: refuse it for a program that generates none, and
+    refuse another estimator under the remax program (its greedy baseline would go unused)."""
     from hfsdk_remax.estimator_checks import baseline_problems
 
     return baseline_problems(config)

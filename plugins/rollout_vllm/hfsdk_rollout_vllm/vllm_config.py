@@ -56,10 +56,13 @@ class VLLMRolloutConfig(HFRolloutConfig):
         default=0.4,
         validator=[attrs.validators.gt(0.0), attrs.validators.lt(1.0)],
     )
-    sleep: Literal["auto", "on", "off"] = help_field(
+    # YAML reads a bare on/off as true/false (`sleep: on` in a file or an override): taken
+    # back as the words, not refused as "bad value True".
+    sleep: Literal["auto", "on", "off", True, False] = help_field(
         "Release the KV cache (and offload weights) while the actor trains: auto (where vLLM "
         "supports it, CUDA), on, off.",
         default="auto",
+        converter=lambda value: {True: "on", False: "off"}.get(value, value),
         validator=attrs.validators.in_(("auto", "on", "off")),
     )
     max_num_seqs: int = help_field(

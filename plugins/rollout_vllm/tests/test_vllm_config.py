@@ -61,3 +61,12 @@ def test_a_correction_whose_behaviour_policy_vllm_cannot_report_is_refused(
         return
     assert not refused
     assert behaviour_policy_problem(config) is None
+
+
+@pytest.mark.parametrize(("text", "sleep"), [("on", "on"), ("off", "off"), ("auto", "auto")])
+def test_sleep_on_and_off_are_words_as_the_docs_write_them(text: str, sleep: str) -> None:
+    # YAML reads a bare on/off as a boolean: it was refused as "bad value 'True'".
+    from hfsdk import load_run_config
+
+    config = load_run_config("grpo", None, ["rollout.backend=vllm", f"rollout.sleep={text}"])
+    assert config.rollout.sleep == sleep
