@@ -5,11 +5,13 @@ Each role's task comes from :func:`~hfsdk_planner.run_plan.run_setup`
 sizes); the role's own memory levers (``gradient_checkpointing``, ``packing``,
 the policy's ``lora.rank``) and dtype are applied to its workload, and
 :func:`~hfsdk_planner.memory_model.role_memory` prices it at one device.
-A role's data-parallel ranks split its parameters, gradients and optimizer
-state (sharded data parallelism splits all three; tensor and pipeline
-parallelism split the model), so a device holds ``resident / devices`` plus the
-role's activations. Roles sharing a pool add their resident bytes; their
-activations are live one role at a time.
+On FSDP (sharded data parallelism) a role's ranks split its parameters,
+gradients and optimizer state, so a device holds ``resident / devices``; on
+``backend: megatron`` only tensor and pipeline parallelism split them (each
+data-parallel replica steps its own optimizer, no distributed optimizer), so a
+device holds ``resident / (tp * pp)``. Either way it adds the role's
+activations. Roles sharing a pool add their resident bytes; their activations
+are live one role at a time.
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ def run_memory(config: Any, *, mean_sequence_length: int = 0) -> list[PoolEstima
     known (packed passes are sized by it); 0 sizes them by the maxima.
     """
     from hfsdk import get_registry
-    from hfsdk_planner.run_plan import run_setup
+    from hfsdk_planner.run_plan import run_layout, run_setup
 
     setup = run_setup(config)
     algo = config["algo"] if isinstance(config, Mapping) else config.algo
@@ -129,7 +131,10 @@ def run_memory(config: Any, *, mean_sequence_length: int = 0) -> list[PoolEstima
             running = max(1, base.sequences // devices)
             gen = GenerationLayout(tg=1, dg=1, running=running) if task.generates else None
             whole = role_memory(task, Layout(1, 1, 1), gen)
-            resident = whole.resident / devices
+            # The devices one copy of the state is split over: all the pool's on FSDP,
+            # tp x pp on megatron (its data-parallel replicas each hold their shard).
+            layout, fsdp = run_layout(setup, role, devices)
+            resident = whole.resident / (devices if fsdp else layout.model_parallel)
             if _is_lora_base(config, spec, role, members, base_lora=_policy_lora(config, policy)):
                 resident = 0.0  # served by the LoRA actor with adapters disabled (shared_base)
             memory = RoleMemory(resident=resident, transient=whole.transient)

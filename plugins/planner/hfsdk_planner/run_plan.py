@@ -5,10 +5,15 @@
 dict): each role's real model (``model_path``, else the actor's, else the
 default task's), which signals are functions (no model: they run on the
 controller and cost about nothing on the devices), the batch, the lengths,
-the updates and the pools. :func:`price_setup` simulates that fixed placement
-(no search): each role data-parallel over its pool's devices (FSDP), or at
-its ``parallel.tp`` x ``parallel.pp`` on ``backend: megatron``, the actor
-generating with ``actor.rollout_layout.tp`` (default 1). The role sections'
+the updates and the pools. Under ``placement.mode: auto`` the pools, the roles'
+places and the planned rollout tp are the ones the session resolves
+(:func:`resolved_config`: the planner's own resolution on the same inputs, not the
+pools the ``auto`` config names).
+:func:`price_setup` simulates that fixed placement (no search): each role
+data-parallel over its pool's devices (FSDP), or at its ``parallel.tp`` x
+``parallel.pp`` on ``backend: megatron``, the actor generating with
+``actor.rollout_layout.tp`` (default 1; megatron takes the planned rollout tp
+where it regroups its training tp, the fsdp actor never does). The role sections'
 keys it reads are the ones both shipped training backends use
 (``model_path``, ``dtype``, ``micro_batch_size``, ``forward_micro_batch_size``,
 ``mini_batch_size``, ``ppo_epochs``, ``gradient_checkpointing``); a section
@@ -122,8 +127,9 @@ def _int(section: Mapping[str, Any], key: str, default: int) -> int:
 
 def model_parallel_roles(cfg: Mapping[str, Any], roles: Any) -> dict[str, tuple[int, int, int]]:
     """``(tp, pp, generation tp)`` of each of ``roles`` whose section says
-    ``backend: megatron``; the generation tp as Megatron resolves it: the planned one,
-    else ``rollout_layout.tp``, else the training tp (no regrouping)."""
+    ``backend: megatron``; the generation tp as Megatron resolves it: the planned one
+    where it regroups the training tp (divides it), else ``rollout_layout.tp``, else
+    the training tp (no regrouping)."""
     out = {}
     for role in roles:
         section = cfg.get(role) or {}
@@ -131,9 +137,42 @@ def model_parallel_roles(cfg: Mapping[str, Any], roles: Any) -> dict[str, tuple[
             parallel = section.get("parallel") or {}
             tp = _int(parallel, "tp", 1)
             gen = section.get("rollout_layout") or {}
-            gen_tp = _int(gen, "planned_tp", 0) or _int(gen, "tp", 0) or tp
+            planned = _int(gen, "planned_tp", 0)
+            # resolve_rollout_layout takes a planned tp only as a regrouping (tg | t).
+            gen_tp = planned if planned and tp % planned == 0 else _int(gen, "tp", 0) or tp
             out[role] = (tp, _int(parallel, "pp", 1), gen_tp)
     return out
+
+
+def resolved_config(config: Any) -> dict[str, Any]:
+    """``config`` (a RunConfig or its ``config.yaml`` dict) as the session runs it.
+
+    Under ``placement.mode: auto`` the session resolves the placement into a private
+    copy (the config the step observer and ``config.yaml`` see keep ``auto``); this
+    resolves it the same way (:func:`planned_placement`, the
+    function behind the planner's ``hfsdk_resolve_placement``, on the same config)
+    and writes the result where the session does: the pools and the roles' places
+    (mode ``manual``), and each generating role's ``rollout_layout.planned_tp``.
+    Any other config comes back as its plain dict.
+    """
+    cfg = _as_dict(config)
+    placement = cfg.get("placement") or {}
+    if placement.get("mode") != "auto":
+        return cfg
+    section = planned_placement(cfg)
+    cfg["placement"] = {
+        **placement,
+        "mode": "manual",
+        "pools": {name: dict(pool) for name, pool in section["pools"].items()},
+        "roles": dict(section["roles"]),
+    }
+    for role, tp in (section.get("rollout_tp") or {}).items():
+        own = cfg.get(role)
+        # As the session: only a section with a rollout layout takes the planned tp.
+        if tp and isinstance(own, Mapping) and "rollout_layout" in own:
+            layout = {**(own.get("rollout_layout") or {}), "planned_tp": int(tp)}
+            cfg[role] = {**own, "rollout_layout": layout}
+    return cfg
 
 
 def run_setup(
@@ -141,15 +180,19 @@ def run_setup(
     *,
     prompt_length: float | None = None,
     response_length: float | None = None,
+    resolve_auto: bool = True,
 ) -> RunSetup:
     """The planner's view of ``config`` (a RunConfig or its ``config.yaml`` dict).
 
     ``prompt_length``/``response_length`` are mean token counts per sequence
     when known (a finished run measures them); otherwise the config's maxima.
+    ``placement.mode: auto`` is priced at the placement the session resolves
+    (:func:`resolved_config`); ``resolve_auto=False`` reads the configured pools
+    as they are (what the resolution itself prices its search from).
     """
     from hfsdk import get_registry
 
-    cfg = _as_dict(config)
+    cfg = resolved_config(config) if resolve_auto else _as_dict(config)
     algorithm = str(cfg.get("algo"))
     spec = get_registry("algorithms")[algorithm].impl
     # A reward-model trainer has no policy: its score model sets the batch and the levers.
@@ -244,7 +287,9 @@ def run_setup(
         workload=workload,
         pools=pools,
         dtype=dtype,
-        rollout_tp=_int(layout, "tp", 0) or _int(layout, "planned_tp", 1),
+        # The fsdp actor generates at rollout_layout.tp and never takes the planned tp
+        # (hfsdk_backend_fsdp.tp_rollout); megatron's is in model_parallel.
+        rollout_tp=_int(layout, "tp", 0) or 1,
         cluster=str(placement.get("cluster") or "auto"),
         in_process=_in_process(cfg, pools) and not rollout_pool,
         rollout_devices=rollout_devices,
@@ -723,6 +768,8 @@ def check_run(
         raise HfsdkError(f"statistic {statistic!r} is not one of {', '.join(_STATISTICS)}")
     reduce = _STATISTICS[statistic]
     cfg, rows = read_run(Path(run_dir))
+    # placement: auto priced where the session placed it, resolved once for both setups.
+    cfg = resolved_config(cfg)
     steady = rows[1:] if skip_first and len(rows) > 1 else rows
     # Numbered as the run logged them (a row without its number: its place in the log).
     numbers = [int(r.get("step", i)) for i, r in enumerate(rows, 1)]
@@ -869,7 +916,8 @@ def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | N
     """
     from hfsdk_planner.auto import auto_placement_section
 
-    setup = run_setup(config)
+    # The configured devices as they are: this prices the resolution's candidates.
+    setup = run_setup(config, resolve_auto=False)
     hardware = resolve_cluster(setup.cluster if cluster is None else cluster)
     role_sizes = setup_role_sizes(setup)
     # Every split runs on the same devices, so its workers get the same threads.
@@ -918,3 +966,41 @@ def plan_rollout_split(config: Any, num_devices: int, cluster: Cluster | str | N
             "and a rollout pool; give placement.pools by hand"
         )
     return best[1], best[2]
+
+
+def planned_placement(config: Any) -> dict[str, Any]:
+    """The placement section ``placement.mode=auto`` resolves ``config`` to, without logging.
+
+    ``config`` is a RunConfig or its ``config.yaml`` dict; both give the same section,
+    so the step observer, the memory preflight and ``hfsdk plan --check`` price the
+    layout the session ran (:func:`~hfsdk_planner.run_plan.run_setup`).
+    ``{"pools": {name: {"devices": n}}, "roles": {role: pool}, "rollout_tp": {role: tp}}``:
+    the devices of ``placement.pools`` summed, priced on ``placement.cluster``.
+    Synchronous runs colocate or split the algorithm's roles; overlapped pipelines
+    also size a rollout pool (or none).
+    """
+    from hfsdk_planner.auto import auto_placement_section
+
+    # The plain dict view: a finished run's config.yaml resolves as its RunConfig did.
+    cfg = dict(config) if isinstance(config, Mapping) else config.to_dict()
+    placement = cfg.get("placement") or {}
+    pools = placement.get("pools") or {"global": {"devices": 1}}
+    devices = sum(int((pool or {}).get("devices", 1) or 1) for pool in pools.values())
+    cluster = resolve_cluster(str(placement.get("cluster") or "auto"))
+    if str((cfg.get("trainer") or {}).get("pipeline") or "sync") != "sync":
+        section, _plan = plan_rollout_split(cfg, devices, cluster)
+        return section
+    # Price the run's own roles: a signal scored by functions costs no device,
+    # and each model role has the size its model_path gives. The configured pools,
+    # not a resolution of them (this is the resolution).
+    setup = run_setup(cfg, resolve_auto=False)
+    return auto_placement_section(
+        str(cfg.get("algo")),
+        role_sizes=setup_role_sizes(setup),
+        num_devices=devices,
+        cluster=cluster,
+        # Search with the run's batch, lengths and levers, not the defaults.
+        workload=setup.workload,
+        # The threads the run's workers will use, as the session decides them.
+        threads=priced_threads(setup, cluster) if cluster.device_kind == "cpu" else None,
+    )

@@ -102,3 +102,20 @@ def test_a_reward_model_run_is_estimated_without_a_policy() -> None:
     pools = run_memory(load_run_config("reward_model"))
     assert [r.role for pool in pools for r in pool.roles] == ["reward_model"]
     assert pools[0].roles[0].memory.peak > 0
+
+
+def test_a_megatron_role_holds_its_model_parallel_shard_on_every_replica() -> None:
+    # FSDP shards the state over all its ranks; megatron only over tp x pp (its
+    # data-parallel replicas each hold the shard's weights, gradients and Adam state).
+    def actor(*overrides: str) -> float:
+        config = load_run_config(
+            "grpo",
+            None,
+            [*overrides, "placement.pools.global.devices=4", "reference.backend=fsdp"],
+        )
+        (pool,) = run_memory(config)
+        return next(r.memory.resident for r in pool.roles if r.role == "actor")
+
+    fsdp = actor("actor.backend=fsdp")
+    assert actor("actor.backend=megatron") == pytest.approx(4 * fsdp)
+    assert actor("actor.backend=megatron", "actor.parallel.tp=4") == pytest.approx(fsdp)

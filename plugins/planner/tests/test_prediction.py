@@ -61,3 +61,25 @@ def test_a_run_logs_the_predicted_step_time_beside_the_measured_one(tmp_path: Pa
     assert row["perf/predicted_step_s"] == pytest.approx(
         predicted_step_metrics(config, row)["perf/predicted_step_s"]
     )
+
+
+def test_an_auto_placed_run_is_predicted_at_the_placement_the_session_resolves() -> None:
+    import types
+
+    from hfsdk.core.trainer.session import TrainingSession
+
+    base = ["actor.model_path=7B", "critic.model_path=7B", "placement.cluster=a100-80gb"]
+    auto = load_run_config(
+        "ppo", None, [*base, "placement.mode=auto", "placement.pools.global.devices=16"]
+    )
+    placement = TrainingSession._auto_placement(types.SimpleNamespace(config=auto))
+    pools = ", ".join(f"{name}: {{devices: {p.devices}}}" for name, p in placement.pools.items())
+    roles = ", ".join(f"{role}: {pool}" for role, pool in placement.roles.items())
+    manual = load_run_config(
+        "ppo", None, [*base, f"placement.pools={{{pools}}}", f"placement.roles={{{roles}}}"]
+    )
+    metrics = {"response_length/mean": 4.0, "perf/tokens": 64 * 12.0}
+    predicted = predicted_step_metrics(auto, metrics)["perf/predicted_step_s"]
+    assert predicted == pytest.approx(
+        predicted_step_metrics(manual, metrics)["perf/predicted_step_s"]
+    )

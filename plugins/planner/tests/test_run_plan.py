@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -582,3 +583,89 @@ def test_check_footer_says_which_steps_were_measured(tmp_path: Path) -> None:
     text = format_check(*check_run(lone, "local"), lone)
     assert "measured = step 1 alone (the run's only step, its warm-up included)" in text
     assert "after the first" not in text
+
+
+def _ppo(model: str) -> list[str]:
+    """PPO with ``model`` (a named size or a directory) for its actor and critic."""
+    return [
+        f"actor.model_path={model}",
+        f"critic.model_path={model}",
+        "placement.cluster=a100-80gb",
+    ]
+
+
+def _auto_ppo(model: str = "7B", *extra: str) -> Any:
+    """A ``placement: auto`` PPO run the planner splits into an actor and a critic pool."""
+    return load_run_config(
+        "ppo",
+        None,
+        [*_ppo(model), "placement.mode=auto", "placement.pools.global.devices=16", *extra],
+    )
+
+
+def _as_the_session_runs(model: str = "7B", *extra: str) -> tuple[Any, dict[str, int], Any]:
+    """The session's own resolution of :func:`_auto_ppo`: its placement, the planned
+    rollout tp and the same run with that placement written by hand."""
+    import types
+
+    from hfsdk.core.trainer.session import TrainingSession
+
+    holder = types.SimpleNamespace(config=_auto_ppo(model, *extra))
+    placement = TrainingSession._auto_placement(holder)
+    pools = ", ".join(f"{name}: {{devices: {p.devices}}}" for name, p in placement.pools.items())
+    roles = ", ".join(f"{role}: {pool}" for role, pool in placement.roles.items())
+    manual = load_run_config(
+        "ppo",
+        None,
+        [*_ppo(model), f"placement.pools={{{pools}}}", f"placement.roles={{{roles}}}", *extra],
+    )
+    return placement, holder._planned_rollout_tp, manual
+
+
+def test_auto_placement_is_priced_at_the_layout_the_session_resolves() -> None:
+    placement, planned, manual = _as_the_session_runs()
+    assert len(placement.pools) == 2 and planned["actor"] > 1  # not one global pool
+    setup = run_setup(_auto_ppo())
+    members = {name: (devices, set(roles)) for name, devices, roles in setup.pools}
+    assert members == {
+        name: (pool.devices, {r for r, p in placement.roles.items() if p == name})
+        for name, pool in placement.pools.items()
+    }
+    plan = price_setup(setup)
+    assert plan.iteration_seconds == pytest.approx(price_setup(run_setup(manual)).iteration_seconds)
+    # The fsdp actor keeps its configured rollout tp (1): it does not take the planned one.
+    actor = next(r for r in plan.roles if r.role == "actor")
+    assert actor.generation is not None and actor.generation.tg == 1
+
+
+def test_auto_placement_prices_the_planned_rollout_tp_megatron_takes(tmp_path: Path) -> None:
+    # A 7B Llama's shape: megatron checks its heads against the tp (a named size has none).
+    shape = dict(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32,
+                 num_key_value_heads=32, intermediate_size=11008, vocab_size=32000)  # fmt: skip
+    (tmp_path / "config.json").write_text(
+        json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", **shape})
+    )
+    model = str(tmp_path)
+    # Megatron regroups its training tp (8) into the planned rollout tp (4) when that
+    # divides it; without a plan it generates on its training shards.
+    extra = ("actor.backend=megatron", "actor.parallel.tp=8")
+    _placement, planned, manual = _as_the_session_runs(model, *extra)
+    assert planned["actor"] == 4
+    roles = price_setup(run_setup(_auto_ppo(model, *extra))).roles
+    actor = next(r for r in roles if r.role == "actor")
+    assert actor.layout.t == 8 and actor.generation is not None and actor.generation.tg == 4
+    assert run_setup(manual).model_parallel["actor"] == (8, 1, 8)
+    # A planned tp that is no regrouping of the training tp (4 into 2) is not taken.
+    odd = run_setup(_auto_ppo(model, "actor.backend=megatron", "actor.parallel.tp=2"))
+    assert odd.model_parallel["actor"] == (2, 1, 2)
+
+
+def test_check_of_an_auto_run_prices_the_resolved_layout(tmp_path: Path) -> None:
+    _placement, _planned, manual = _as_the_session_runs()
+    plans = []
+    for name, config in (("auto", _auto_ppo()), ("manual", manual)):
+        (tmp_path / name).mkdir()
+        plans.append(check_run(_recorded(tmp_path / name, config.to_dict(), steps=2)))
+    (auto_plan, auto_table), (manual_plan, manual_table) = plans
+    assert [p.name for p in auto_plan.pools] == [p.name for p in manual_plan.pools]
+    assert auto_table[-1].predicted == pytest.approx(manual_table[-1].predicted)
