@@ -784,6 +784,8 @@ class FSDPEngine:
             return
         lora.export_adapter(self.module, state, directory, str(self.model_path))
         self.tokenizer.save_pretrained(str(directory))
+        # As a full export: a vision-language adapter loads with its base's image processor.
+        copy_processor_files(self.model_path, directory)
         if self.config.lora.export_merged:
             self._write_hf(lora.merged_state(self.module, state), directory / lora.MERGED_DIR)
 

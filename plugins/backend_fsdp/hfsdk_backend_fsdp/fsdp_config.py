@@ -126,9 +126,12 @@ def run_config_problems(config: Any) -> list[str]:
     """Cross-section mistakes in a run config with FSDP roles or the ``hf`` rollout."""
     problems = []
     rollout = getattr(config, "rollout", None)
-    if isinstance(rollout, HFRolloutConfig) and rollout.n != 1:
+    # Every rollout backend's ``n`` (hf, vllm, hf_vision, a third party's) is ignored by
+    # training, whatever the config class: look for the field, not the class.
+    samples = getattr(rollout, "n", 1)
+    if isinstance(samples, int) and samples != 1:
         problems.append(
-            f"rollout.n={rollout.n} is not used by training runs: algorithms sample "
+            f"rollout.n={samples} is not used by training runs: algorithms sample "
             "algorithm.n_samples_per_prompt responses per prompt; set that instead"
         )
     problems.extend(_mini_batch_problems(config))

@@ -52,6 +52,20 @@ def test_rollout_n_in_a_run_config_is_refused() -> None:
     assert load_run_config("grpo", None, ["algorithm.n_samples_per_prompt=2"]).rollout.n == 1
 
 
+def test_rollout_n_is_refused_for_any_rollout_with_an_n_field() -> None:
+    """The hf_vision rollout's config is no HFRolloutConfig, yet its n is as unused."""
+    pytest.importorskip("hfsdk_vision")
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"rollout\.n=4 is not used .* algorithm\.n_samples_per_prompt"
+    ):
+        load_run_config("grpo", None, ["rollout.backend=hf_vision", "rollout.n=4"])
+    config = load_run_config("grpo", None, ["rollout.backend=hf_vision"])
+    assert config.rollout.n == 1
+
+
 def test_mini_batch_split_follows_the_declared_role_kinds() -> None:
     """A trained role (policy, value or score-model kind) must split; a frozen one is not."""
     from hfsdk import ConfigError

@@ -221,6 +221,25 @@ def test_export_writes_the_adapter_and_the_merged_model(
         torch.testing.assert_close(log_probs * mask, expected, atol=1e-5, rtol=1e-5)
 
 
+def test_the_adapter_export_carries_the_models_processor_files(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    """A vision-language model's LoRA export loads with its image processor, as a full
+    export does (it had the tokenizer only)."""
+    import shutil
+
+    from hfsdk_backend_fsdp.engine import PROCESSOR_FILES
+
+    source = tmp_path / "model"
+    shutil.copytree(model_dir, source)
+    settings = '{"image_processor_type": "Qwen2VLImageProcessor"}'
+    (source / PROCESSOR_FILES[0]).write_text(settings)
+    out = _actor(source).export_hf(tmp_path / "export")
+    assert (out / "adapter_config.json").is_file()
+    assert (out / PROCESSOR_FILES[0]).read_text() == settings
+    assert not (out / PROCESSOR_FILES[1]).exists()  # only what the model directory has
+
+
 def test_lora_is_for_the_policy_only(model_dir: Path) -> None:
     from hfsdk import HfsdkError
 

@@ -163,12 +163,40 @@ def _checked(image: Image, where: str) -> Image:
             "clipped to white; save it as 8-bit (RGB or L)"
         )
     width, height = image.size
-    if max(width, height) >= MAX_ASPECT * min(width, height):
+    # Strictly above, as the processor refuses: a 400x2 image (exactly 200:1) encodes.
+    if max(width, height) > MAX_ASPECT * min(width, height):
         raise HfsdkError(
             f"{where} is {width}x{height} pixels; the image processor takes sides within "
             f"{MAX_ASPECT}:1 of each other — crop or pad it"
         )
     return image
+
+
+def image_list(value: Any, where: str, *, single: bool = False) -> list[Any]:
+    """A row's images as a list: its ``images`` value (a list, tuple or 1-D array of items;
+    ``None`` for none) or, with ``single``, TRL's one-image ``image`` value (``None`` for none).
+
+    Raises one :class:`hfsdk.HfsdkError` naming ``where`` for a lone item in the ``images``
+    column (a path, bytes, a ``{"bytes", "path"}`` dict, a PIL image): iterating it would read
+    a path by character and a dict by its keys.
+    """
+    if value is None:
+        return []
+    if single:
+        return [value]
+    if isinstance(value, list | tuple) or (_is_array(value) and value.ndim == 1):
+        return list(value)
+    raise HfsdkError(
+        f"{where}: images must be a list of images per row (got a {type(value).__name__}); "
+        "wrap it in a list"
+    )
+
+
+def _is_array(value: Any) -> bool:
+    """Whether ``value`` is a numpy array (a batch's object column gives rows as arrays)."""
+    import numpy as np
+
+    return isinstance(value, np.ndarray)
 
 
 def check_image_prompt(
@@ -221,7 +249,7 @@ def load_verl_parquet(path: str | Path) -> list[ImagePrompt]:
             )
         text = _render(row["prompt"], where)
         value = row[image_key]
-        items = [value] if image_key == "image" else list(value or [])
+        items = image_list(value, where, single=image_key == "image")
         images = tuple(check_image_prompt(text, items, where, base=path.parent))
         columns = {k: v for k, v in row.items() if k not in ("prompt", image_key)}
         prompts.append(ImagePrompt(row=index, text=text, images=images, columns=columns))

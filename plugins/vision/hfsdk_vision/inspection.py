@@ -12,15 +12,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hfsdk_vision.data import check_image_prompt, row_base
-from hfsdk_vision.preflight import refuse_single_image_column
+from hfsdk_vision.data import check_image_prompt, image_list, row_base
+from hfsdk_vision.preflight import PREPROCESSOR_FILE, refuse_single_image_column
 from hfsdk_vision.rollout import IMAGES, PROMPT_TEXT
 from hfsdk_vision.tokens import expand_placeholders
 
 NAME = "images"
 """The ``prompt_describers`` registry name of :func:`describe_images`."""
-
-PREPROCESSOR_FILE = "preprocessor_config.json"
 
 
 def describe_images(
@@ -37,7 +35,7 @@ def describe_images(
     decoded = [
         check_image_prompt(
             str(row.get(PROMPT_TEXT, "")),
-            list(row.get(IMAGES) or []),
+            image_list(row.get(IMAGES), f"row {row.get('uid', '?')}"),
             f"row {row.get('uid', '?')}",
             base=row_base(row),
         )

@@ -28,10 +28,11 @@ role (PPO's critic, a reward model being trained) loads a text head model
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from hfsdk import ROLLOUT_POOL, HfsdkError
-from hfsdk_vision.data import check_image_prompt, row_base
+from hfsdk_vision.data import check_image_prompt, image_list, row_base
 from hfsdk_vision.rollout import BACKEND, IMAGES, PROMPT_TEXT
 
 NAME = "images"
@@ -129,6 +130,25 @@ def refuse_single_image_column(rows: Iterable[Mapping[str, Any]]) -> None:
         )
 
 
+PREPROCESSOR_FILE = "preprocessor_config.json"
+"""The image processor's settings in a model directory (what ``hf_vision`` loads)."""
+
+
+def refuse_missing_image_processor(config: Any, prepared: Any) -> None:
+    """Refuse an ``hf_vision`` run whose actor's model directory has no image processor: the
+    rollout loads it once the workers started, where transformers says so in its Hub wording."""
+    actor = getattr(config, "actor", None)
+    path = getattr(actor, "model_path", None) or prepared.assets.model_path
+    # A path that is no local directory is not this check's: the model's loading reports it.
+    if not path or not Path(path).is_dir() or (Path(path) / PREPROCESSOR_FILE).is_file():
+        return
+    raise HfsdkError(
+        f"actor.model_path={path} has no {PREPROCESSOR_FILE}, the image processor that "
+        f"rollout.backend={BACKEND} loads; save the model with its processor "
+        "(processor.save_pretrained) or copy that file from the model it was made from"
+    )
+
+
 def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
     """Refuse image prompts a rollout would not see; decode every image of an ``hf_vision`` run."""
     if IMAGES not in prepared.row_columns:  # no image column: nothing of this check's
@@ -152,7 +172,7 @@ def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
             continue
         for row in loader.rows:
             where = f"{label} data: row {row.get('uid', '?')}"
-            items = list(row.get(IMAGES) or [])
+            items = image_list(row.get(IMAGES), where)
             check_image_prompt(str(row.get(PROMPT_TEXT, "")), items, where, base=row_base(row))
     return None
 
@@ -162,7 +182,8 @@ def backend_check(config: Any, spec: Any, prepared: Any) -> str | None:
     backend other than ``fsdp``: its forward would never see the images; or that generates
     on a rollout pool of its own (``placement.pools.rollout``), whose replicas have no vision
     path. An image run with a critic or a trained reward model, or one that generates
-    nothing, is refused too (:func:`refuse_blind_algorithm`)."""
+    nothing, is refused too (:func:`refuse_blind_algorithm`). Last, an ``hf_vision`` run whose
+    actor's model directory has no image processor (:func:`refuse_missing_image_processor`)."""
     rollout = config.rollout.backend
     with_images = _any_images(prepared)
     if not with_images and rollout != BACKEND:
@@ -193,4 +214,7 @@ def backend_check(config: Any, spec: Any, prepared: Any) -> str | None:
             f"alone); remove placement.pools.{ROLLOUT_POOL} (rollout.backend={BACKEND} generates "
             "on the actor's weights)"
         )
+    # After the backend refusals: a text model on megatron is named for its backend first.
+    if rollout == BACKEND:
+        refuse_missing_image_processor(config, prepared)
     return None

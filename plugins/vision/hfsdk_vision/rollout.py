@@ -44,7 +44,7 @@ from hfsdk import (
 )
 from hfsdk_backend_common.rollout.actor_weights import ActorWeights
 from hfsdk_vision.batch_images import agreed_widths, per_row_images, row_widths
-from hfsdk_vision.data import decode_image, resolved_item, row_base
+from hfsdk_vision.data import decode_image, image_list, resolved_item, row_base
 from hfsdk_vision.forward_inputs import NAME as MODEL_INPUTS_NAME
 from hfsdk_vision.generation import sample
 from hfsdk_vision.invariant import check_image_tokens
@@ -167,24 +167,25 @@ class VisionRollout(RolloutBackend):
         prompts (no ``rendered_prompt``: ``input_ids`` with expanded image tokens) keep their
         ids and get their images' pixels."""
         uids = prompts["uid"] if "uid" in prompts.non_tensor_keys else range(len(prompts))
+        # No images column is no image in any row: text-only files (a run's validation files
+        # beside image train files) batch without one; an '<image>' left in such a prompt is
+        # refused by the processor's placeholder count.
+        column = prompts[IMAGES] if IMAGES in prompts.non_tensor_keys else [None] * len(prompts)
+        rows = [image_list(value, f"row {uid}") for uid, value in zip(uids, column, strict=True)]
         if PROMPT_TEXT not in prompts.non_tensor_keys and "input_ids" in prompts.tensor_keys:
-            images = prompts[IMAGES] if IMAGES in prompts.non_tensor_keys else [[]] * len(prompts)
             return {
                 "input_ids": prompts["input_ids"],
                 "attention_mask": prompts["attention_mask"],
-                **self.processor.encode_image_rows(
-                    self._decoded([list(r or []) for r in images], uids, prompts)
-                ),
+                **self.processor.encode_image_rows(self._decoded(rows, uids, prompts)),
             }
-        for key in (PROMPT_TEXT, IMAGES):
-            if key not in prompts.non_tensor_keys:
-                raise HfsdkError(
-                    f"rollout.backend={BACKEND} needs a prompt column {key!r} but the prompts "
-                    f"have {sorted(prompts.non_tensor_keys)}; load a dataset in verl's "
-                    "multimodal layout ('prompt' with '<image>', 'images')"
-                )
+        if PROMPT_TEXT not in prompts.non_tensor_keys:
+            raise HfsdkError(
+                f"rollout.backend={BACKEND} needs a prompt column {PROMPT_TEXT!r} but the prompts "
+                f"have {sorted(prompts.non_tensor_keys)}; load a dataset in verl's "
+                "multimodal layout ('prompt' with '<image>', 'images')"
+            )
         texts = [expand_placeholders(str(text)) for text in prompts[PROMPT_TEXT]]
-        images = self._decoded([list(items or []) for items in prompts[IMAGES]], uids, prompts)
+        images = self._decoded(rows, uids, prompts)
         # The loader bounded the text (data.max_prompt_length); each image adds its tokens.
         return self.processor(texts, images)
 
@@ -202,7 +203,8 @@ class VisionRollout(RolloutBackend):
         """The row's ``images`` column (verl's items), in the order of its placeholders;
         relative paths made absolute from the row's data file."""
         base = row_base(row)
-        return [resolved_item(item, base) for item in row.get(IMAGES) or []]
+        items = image_list(row.get(IMAGES), f"row {row.get('uid', '?')}")
+        return [resolved_item(item, base) for item in items]
 
     def image_text(self, image: Any) -> str:
         """The vision span of ``image`` with as many pad tokens as it has vision features."""

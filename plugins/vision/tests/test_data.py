@@ -170,3 +170,61 @@ def test_pil_images_are_checked_as_decoded_bytes_are() -> None:
         decode_image(png_bytes(wide), "row 0, image 0")
     assert str(from_pil.value) == str(from_bytes.value)
     assert "4000x10 pixels" in str(from_pil.value)
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [("img/a.png", "str"), ({"bytes": b"png", "path": None}, "dict"), (b"png", "bytes")],
+)
+def test_an_images_value_that_is_not_a_list_is_refused(
+    tmp_path: Path, value: object, kind: str
+) -> None:
+    # A path was read character by character, a datasets Image dict by its keys.
+    rows = [{"prompt": "<image> a", "images": value}]
+    with pytest.raises(HfsdkError) as err:
+        load_verl_parquet(_write(tmp_path / "p.parquet", rows))
+    assert str(err.value) == (
+        f"{tmp_path / 'p.parquet'}: row 0: images must be a list of images per row "
+        f"(got a {kind}); wrap it in a list"
+    )
+
+
+def test_image_list_reads_a_rows_images() -> None:
+    import numpy as np
+    from PIL import Image
+
+    from hfsdk_vision.data import image_list
+
+    png = png_bytes(noise_image(0))
+    assert image_list(None, "row 0") == []
+    assert image_list([png], "row 0") == [png]
+    assert image_list((png, png), "row 0") == [png, png]
+    assert image_list(np.array([png, png], dtype=object), "row 0") == [png, png]
+    # TRL's single 'image' column: one image per row, None for none.
+    assert image_list(None, "row 0", single=True) == []
+    assert image_list(png, "row 0", single=True) == [png]
+    with pytest.raises(HfsdkError, match=r"^row 3: images must be a list .* \(got a Image\)"):
+        image_list(Image.new("RGB", (4, 4)), "row 3")
+
+
+def test_trls_single_image_column_reads_none_as_no_image(tmp_path: Path) -> None:
+    def user(*parts: dict) -> list[dict]:
+        return [{"role": "user", "content": list(parts)}]
+
+    image = {"type": "image", "text": None}
+    rows = [
+        {"prompt": user(image, {"type": "text", "text": "what colour?"}),
+         "image": {"bytes": png_bytes(noise_image(0)), "path": None}},
+        {"prompt": user({"type": "text", "text": "say hi"}), "image": None},
+    ]  # fmt: skip
+    prompts = load_verl_parquet(_write(tmp_path / "trl.parquet", rows))
+    assert [len(p.images) for p in prompts] == [1, 0]
+
+
+def test_an_image_exactly_200_to_1_decodes() -> None:
+    from PIL import Image
+
+    # The Qwen2-VL processor refuses only ratios above 200 (it encodes 400x2).
+    assert decode_image(Image.new("RGB", (400, 2)), "row 0, image 0").size == (400, 2)
+    with pytest.raises(HfsdkError, match=r"is 402x2 pixels"):
+        decode_image(Image.new("RGB", (402, 2)), "row 0, image 0")

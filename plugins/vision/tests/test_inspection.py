@@ -104,3 +104,20 @@ def test_trls_single_image_column_is_refused_as_a_run_refuses_it(
     assert code == 2
     assert err.startswith("Error: the prompts carry images in TRL's single 'image' column")
     assert len(err.strip().splitlines()) == 1
+
+
+def test_an_images_value_that_is_not_a_list_is_one_line(
+    tmp_path: Path, vlm_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 'img/0.png' was read as 9 images (its characters): a placeholder count mismatch.
+    rows = shapes_rows(2, seed=0)
+    for row in rows:
+        row["images"] = "img/0.png"
+    data = write_parquet(rows, tmp_path / "str.parquet")
+    code, _, err = _hfsdk(
+        capsys, "data", "inspect", str(data), "--set", f"actor.model_path={vlm_dir}"
+    )
+    assert code == 2
+    assert err.strip() == (
+        "Error: row 0: images must be a list of images per row (got a str); wrap it in a list"
+    )

@@ -12,7 +12,7 @@ import pytest
 
 from hfsdk import HfsdkError, get_registry
 from hfsdk.core.cli.main import main
-from hfsdk_vision.preflight import backend_check
+from hfsdk_vision.preflight import backend_check, images_check
 from hfsdk_vision.shapes import shapes_rows, write_parquet
 
 REWARD = "reward.functions=[{name: shapes}]"
@@ -172,7 +172,10 @@ SPEC = _spec(actor="policy", reference="frozen_policy")
 def _prepared(images: bool) -> Any:
     rows = [{"uid": "0", "images": [b"png"] if images else []}]
     loader = types.SimpleNamespace(rows=rows)
-    return types.SimpleNamespace(loader=loader, val_loader=None, row_columns=("images",))
+    assets = types.SimpleNamespace(model_path=None)  # no model directory to look into
+    return types.SimpleNamespace(
+        loader=loader, val_loader=None, row_columns=("images",), assets=assets
+    )
 
 
 def test_the_backend_check_names_the_role_and_passes_text_runs() -> None:
@@ -285,3 +288,59 @@ def test_vllm_still_cannot_load_qwen2_vl_here() -> None:
     with pytest.raises(ModuleNotFoundError) as info:
         import vllm.model_executor.models.qwen2_vl  # noqa: F401
     assert info.value.name == "torchvision"
+
+
+def _images_run(model_path: Path, rows: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """``(config, prepared)`` of an hf_vision run on ``rows`` as the image checks see them."""
+    config = types.SimpleNamespace(
+        rollout=types.SimpleNamespace(backend="hf_vision"),
+        actor=types.SimpleNamespace(model_path=str(model_path), backend="fsdp"),
+        reference=types.SimpleNamespace(backend="fsdp"),
+    )
+    prepared = types.SimpleNamespace(
+        loader=types.SimpleNamespace(rows=rows),
+        val_loader=None,
+        row_columns=tuple(rows[0]),
+        assets=types.SimpleNamespace(model_path=str(model_path)),
+    )
+    return config, prepared
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"), [("a.png", "str"), ({"bytes": b"x", "path": None}, "dict")]
+)
+def test_an_images_value_that_is_not_a_list_is_refused_before_the_run(
+    vlm_dir: Path, value: object, kind: str
+) -> None:
+    # A path was read character by character ('a', '.', ...), a struct by its keys.
+    rows = [{"uid": "7", "prompt": "<image> a", "rendered_prompt": "<image> a", "images": value}]
+    config, prepared = _images_run(vlm_dir, rows)
+    with pytest.raises(HfsdkError) as err:
+        images_check(config, SPEC, prepared)
+    assert str(err.value) == (
+        f"train data: row 7: images must be a list of images per row (got a {kind}); "
+        "wrap it in a list"
+    )
+
+
+def test_an_hf_vision_model_without_an_image_processor_is_one_line(
+    vlm_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], no_workers: None
+) -> None:
+    # It failed once the workers started, in transformers' words about the Hub.
+    import shutil
+
+    bare = tmp_path / "model"
+    shutil.copytree(vlm_dir, bare)
+    (bare / "preprocessor_config.json").unlink()
+    train = write_parquet(shapes_rows(4, seed=0), tmp_path / "train.parquet")
+    err = _refused(
+        tmp_path,
+        capsys,
+        f"actor.model_path={bare}",
+        f"data.train_files=[{train}]",
+        "rollout.backend=hf_vision",
+        REWARD,
+    )
+    assert err.startswith(f"Error: actor.model_path={bare} has no preprocessor_config.json, ")
+    config, prepared = _images_run(vlm_dir, [{"uid": "0", "rendered_prompt": "a", "images": []}])
+    assert backend_check(config, SPEC, prepared) is None  # the directory has one

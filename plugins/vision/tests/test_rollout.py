@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -79,12 +80,39 @@ def test_temperature_zero_decodes_greedily_when_the_batch_asks_to_sample(
     assert torch.equal(out["responses"][2], out["responses"][3])
 
 
-def test_prompts_without_images_are_refused_in_one_line(actor: ActorEngine) -> None:
+def test_prompts_without_an_images_column_have_no_images(actor: ActorEngine) -> None:
+    """Text-only validation files beside image train files: no column is no image per row
+    (the run died at its first validation); '<image>' placeholders without images are still
+    refused, and so is a batch without prompt text."""
     rollout = build_rollout(VisionRolloutConfig(), actor)
-    prompts = _prompts(actor)
-    prompts.pop(non_tensor_keys=["images"])
-    with pytest.raises(HfsdkError, match=r"needs a prompt column 'images'"):
-        rollout.generate_sequences(prompts)
+    text = [{"prompt": [{"role": "user", "content": "what colour ?"}], "answer": "red"}] * 2
+    loader = PromptLoader(text, actor.tokenizer, DataConfig(batch_size=2), seed=0)
+    prompts = loader.next_batch()
+    assert "images" not in prompts.non_tensor_keys
+    encoded = rollout.encode(prompts)
+    assert encoded["images_per_row"].tolist() == [0, 0]
+    assert encoded["pixel_values"].shape[0] == 0
+    with_placeholders = _prompts(actor)
+    with_placeholders.pop(non_tensor_keys=["images"])
+    with pytest.raises(HfsdkError, match=r"has 1 image placeholders but 0 images were given"):
+        rollout.generate_sequences(with_placeholders)
+    # Neither prompt text nor token ids (with ids, it is a token-in batch).
+    prompts.pop(tensor_keys=["input_ids", "attention_mask"], non_tensor_keys=["rendered_prompt"])
+    with pytest.raises(HfsdkError, match=r"needs a prompt column 'rendered_prompt'"):
+        rollout.encode(prompts)
+
+
+def test_an_images_value_that_is_not_a_list_is_refused(actor: ActorEngine) -> None:
+    rollout = build_rollout(VisionRolloutConfig(), actor)
+    prompts = _prompts(actor, 2)
+    # A path per row, not a list of them.
+    prompts.non_tensors["images"] = np.array(["a.png", "b.png"], dtype=object)
+    uid = prompts["uid"][0]
+    with pytest.raises(HfsdkError) as err:
+        rollout.encode(prompts)
+    assert str(err.value) == (
+        f"row {uid}: images must be a list of images per row (got a str); wrap it in a list"
+    )
 
 
 def test_a_lora_actor_generates_with_its_merged_weights(vlm_dir: Path) -> None:
