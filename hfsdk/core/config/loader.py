@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
+import re
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     except yaml.YAMLError as exc:
         why = f"is not valid YAML ({_one_line(exc)}){shell_split_hint(raw)}"
         raise ConfigError(f"override {text!r}: value {raw!r} {why}") from exc
+    if re.search(r"(^|\s)#", raw):  # YAML drops a comment silently: the value cut, or null
+        node = yaml.compose(raw, Loader=yaml.SafeLoader)  # a '#' past the value's end is one
+        if re.search(r"(^|\s)#", raw[node.end_mark.index if node else 0 :]):
+            quoted = shlex.quote(json.dumps(raw.strip(), ensure_ascii=False))
+            raise ConfigError(
+                f"override {text!r}: YAML reads '#' as a comment, so the value would be "
+                f"{'null' if value is None else repr(value)}; quote it: {key}={quoted}"
+            )
     return key.split("."), value
 
 

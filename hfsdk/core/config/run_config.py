@@ -277,6 +277,20 @@ def check_reward_function_names(config: RunConfig, pm: HfsdkPluginManager | None
                 raise ConfigError(f"config key '{role}.functions[{index}].name': {exc}") from None
 
 
+def with_wandb_moved(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``data`` with an old ``trainer.wandb`` moved to ``wandb`` (``wandb.*`` wins).
+
+    Where the wandb settings were before a plugin's ``wandb`` section held them: the configs
+    and run directories (config.yaml, also when a run resumes) written then still work."""
+    data, trainer = dict(data), data.get("trainer")
+    if isinstance(trainer, dict) and "wandb" in trainer:
+        data["trainer"] = {k: v for k, v in trainer.items() if k != "wandb"}
+        old, new = trainer["wandb"], data.get("wandb")
+        both = isinstance(old, dict) and isinstance(new, dict)
+        data["wandb"] = {**old, **new} if both else (old if new is None else new)
+    return data
+
+
 def resolve_run_config(
     algo: str | None, data: Mapping[str, Any] | None = None, *, pm: HfsdkPluginManager | None = None
 ) -> RunConfig:
@@ -286,17 +300,9 @@ def resolve_run_config(
     is collected and raised together as one :class:`ConfigError`."""
     pm = pm or get_plugin_manager()
     registry_of = pm.registry
-    data = dict(data or {})
+    data = with_wandb_moved(data or {})
     algo = algo or data.pop("algo", None)
     data.pop("algo", None)
-    trainer = data.get("trainer")
-    if isinstance(trainer, dict) and "wandb" in trainer:
-        # Where the wandb settings were before a plugin's ``wandb`` section held them: the
-        # configs and run directories (config.yaml) written then still load; ``wandb.*`` wins.
-        data["trainer"] = {k: v for k, v in trainer.items() if k != "wandb"}
-        old, new = trainer["wandb"], data.get("wandb")
-        both = isinstance(old, dict) and isinstance(new, dict)
-        data["wandb"] = {**old, **new} if both else (old if new is None else new)
     if not algo:
         names = ", ".join(registry_of("algorithms")) or "(none installed)"
         raise ConfigError(f"no algorithm given; pass --algo NAME (installed: {names})")
@@ -313,31 +319,20 @@ def resolve_run_config(
 
     # Only a policy-training algorithm's section has the RL settings (AlgorithmConfig).
     rl = algorithm if isinstance(algorithm, AlgorithmConfig) else None
-    # Programs that train on given responses (SFT, DPO) estimate no advantages: None.
-    if rl is not None and rl.advantage_estimator is not None:
-        composer.named(
-            "advantage",
-            "advantage_estimators",
-            "algorithm.advantage_estimator",
-            rl.advantage_estimator,
-            _section(data, "advantage"),
-        )
+    # The estimator and loss sections the algorithm uses -> (registry kind, the algorithm
+    # key naming the entry whose config class the section has).
+    used: dict[str, tuple[str, str]] = {}
     if rl is not None:
-        composer.named(
-            "policy_loss",
-            "policy_losses",
-            "algorithm.policy_loss",
-            rl.policy_loss,
-            _section(data, "policy_loss"),
-        )
+        # Programs that train on given responses (SFT, DPO) estimate no advantages: None.
+        if rl.advantage_estimator is not None:
+            used["advantage"] = ("advantage_estimators", "advantage_estimator")
+        used["policy_loss"] = ("policy_losses", "policy_loss")
         if hasattr(algorithm, "value_loss"):
-            composer.named(
-                "value_loss",
-                "value_losses",
-                "algorithm.value_loss",
-                algorithm.value_loss,
-                _section(data, "value_loss"),
-            )
+            used["value_loss"] = ("value_losses", "value_loss")
+    for name, (kind, key) in used.items():
+        value = getattr(algorithm, key)
+        composer.named(name, kind, f"algorithm.{key}", value, _section(data, name))
+    if rl is not None:
         try:
             _lookup(registry_of("kl_estimators"), rl.kl_estimator, "algorithm.kl_estimator")
         except ConfigError as exc:
@@ -377,16 +372,7 @@ def resolve_run_config(
 
         composer.errors.extend(logger_problems(trainer.loggers, registry_of("trackers")))
 
-    known = {"algorithm", "rollout", *roles}
-    known |= set(top_level)
-    used = set()
-    if rl is not None:
-        used.add("policy_loss")
-        if rl.advantage_estimator is not None:
-            used.add("advantage")
-        if hasattr(algorithm, "value_loss"):
-            used.add("value_loss")
-    known |= used
+    known = {"algorithm", "rollout", *roles, *top_level, *used}
     for key in data:
         unused = _unused_loss_section(key, data[key], used, algo, rl)
         if unused:
@@ -425,7 +411,7 @@ def resolve_run_config(
 _LOSS_SECTIONS = ("advantage", "policy_loss", "value_loss")
 
 
-def _unused_loss_section(key: str, value: Any, used: set[str], algo: str, rl: Any) -> str | None:
+def _unused_loss_section(key: str, value: Any, used: Mapping, algo: str, rl: Any) -> str | None:
     """One line when ``key`` sets an estimator's or a loss's settings that ``algo`` never
     composes (they would be dropped without a word); ``None`` when it is used or unset."""
     if key not in _LOSS_SECTIONS or key in used or not value:
@@ -516,10 +502,9 @@ def _prompt_length_layer(
     given = rollout["max_prompt_length"]
     section = layer.get("data")
     prompt = section.get("max_prompt_length") if isinstance(section, dict) else None
+    if any(type(v) is not int for v in (given, 0 if prompt is None else prompt)):  # bool too
+        return layer  # its own validator names the key and type (the sum below would crash)
     result = {**layer, "rollout": {k: v for k, v in rollout.items() if k != "max_prompt_length"}}
-    if not isinstance(given, int) or isinstance(given, bool):
-        result["rollout"]["max_prompt_length"] = given  # its own validator names the type
-        return result
     if prompt is not None:
         if prompt + extra != given:
             raise ConfigError(

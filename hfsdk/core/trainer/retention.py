@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hfsdk.core.trainer.checkpoint import complete_checkpoints
+from hfsdk.core.trainer.checkpoint import COMPLETE_MARKER, complete_checkpoints
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +33,8 @@ def best_step(rows: Sequence[dict[str, Any]], metric: str, steps: set[int]) -> i
 
 
 def _remove(path: Path, step: int) -> None:
-    """Unpublish first (a rename ``clean_partial`` undoes if the copy is intact, else removes),
-    then delete: a kill leaves a complete ``step_N`` or none, never one without its marker."""
+    """Unmark, rename (``clean_partial`` removes it) and delete: no kill brings it back."""
+    (path / COMPLETE_MARKER).unlink(missing_ok=True)  # else clean_partial republished it
     doomed = path.with_name(f".step_{step}.tmp-{os.getpid()}")
     path.rename(doomed)
     shutil.rmtree(doomed, ignore_errors=True)

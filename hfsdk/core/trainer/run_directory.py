@@ -21,6 +21,7 @@ import attrs
 from hfsdk.core.checkpoint_files import load_checkpoint_file
 from hfsdk.core.config.help import RESUMABLE_KEY
 from hfsdk.core.config.paths import absolute_if_exists
+from hfsdk.core.config.run_config import with_wandb_moved
 from hfsdk.core.config.safe_yaml import load_yaml_text
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import RUN_LOG
@@ -69,12 +70,12 @@ def _differences(old: Mapping, new: Mapping, prefix: tuple = (), value: Any = No
 
 
 def config_changes(old: Mapping[str, Any], config: Any) -> list[str]:
-    """The dotted keys that differ between a saved ``config.yaml`` and ``config``, except
-    the resumable ones."""
+    """The dotted keys that differ between a saved ``config.yaml`` (an older layout read as
+    it loads) and ``config``, except the resumable ones."""
     allowed = resumable_keys(config)
     return [
         ".".join(map(str, key))
-        for key in _differences(old, config.to_dict(), (), config)
+        for key in _differences(with_wandb_moved(old), config.to_dict(), (), config)
         if tuple(key) not in allowed
     ]
 

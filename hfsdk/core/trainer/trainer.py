@@ -288,7 +288,9 @@ class Trainer:
                     done = step
             finally:
                 tracker.close()
-            if self._stop.requested:
+            if self._stop.requested and done == cfg.trainer.total_steps:  # the run completed
+                self._stop.disarm()  # tear-down may take its time
+            elif self._stop.requested:
                 if done == start:  # no step trained in this session: nothing new to save
                     self._stop.disarm()
                     raise self._stopped()
@@ -376,8 +378,7 @@ class Trainer:
         else:
             metrics = algorithm.step(prompts)
         observers.step_trained(view)
-        algorithm.last_batch = None
-        algorithm.generations = []
+        algorithm.last_batch, algorithm.generations = None, []
         if self._pipeline is not None:
             self._pipeline.step_done()
         if cfg.trainer.val_every and step % cfg.trainer.val_every == 0:
@@ -391,15 +392,16 @@ class Trainer:
         metrics["perf/controller_overhead_s"] = calls_s - busy_s
         metrics["perf/controller_overhead_share"] = (calls_s - busy_s) / step_s if step_s else 0.0
         tokens = metrics.pop("perf/tokens", 0.0)
-        metrics["perf/throughput_tokens_per_s"] = tokens / step_s if step_s > 0 else 0.0
+        trained_s = step_s - metrics.get("timing/validation_s", 0.0)  # validation trains none
+        metrics["perf/throughput_tokens_per_s"] = tokens / trained_s if trained_s > 0 else 0.0
         metrics.update(observers.step_metrics(view, {**metrics, "perf/tokens": tokens}))
         tracker.log(step, metrics)
         stop = observers.step_logged(view, metrics)
         last = step == cfg.trainer.total_steps
         saving = last or bool(cfg.trainer.save_every and step % cfg.trainer.save_every == 0)
         self._check_keep_best(metrics, saving=saving or stop is not None)
-        if saving or stop is not None:
-            self._save(session, algorithm, step)
+        if saving or stop is not None:  # a stop's checkpoint is the run's last: it exports
+            self._save(session, algorithm, step, last=stop is not None)
         if stop is not None:
             raise type(stop)(f"{stop}; checkpoint step_{step} saved")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+import shlex
 from pathlib import Path
 
 import attrs
@@ -344,6 +345,32 @@ def test_an_override_the_shell_split_at_a_space_says_to_quote_it(text: str) -> N
         parse_override(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "parsed", "quoted"),
+    [
+        ("wandb.name=run #3", "'run'", "wandb.name='\"run #3\"'"),
+        ("trainer.val_answer_pattern=#### (\\d+)", "null", "'\"#### (\\\\d+)\"'"),
+        ("wandb.name=#1", "null", "wandb.name='\"#1\"'"),
+    ],
+)
+def test_a_hash_in_an_override_value_is_not_silently_a_comment(
+    text: str, parsed: str, quoted: str
+) -> None:
+    # Before: YAML read ` #3` as a comment (name 'run') and a leading `#` as null, silently.
+    with pytest.raises(ConfigError) as info:
+        parse_override(text)
+    message = str(info.value)
+    assert message.startswith(f"override {text!r}: YAML reads '#' as a comment, so the value ")
+    assert f"would be {parsed}; quote it: " in message and message.endswith(quoted)
+    suggestion = message.rpartition("quote it: ")[2]  # what the shell passes on
+    assert parse_override("".join(shlex.split(suggestion)))[1] == text.partition("=")[2]
+
+
+@pytest.mark.parametrize("text", ["a.b=x#y", 'a.b="run #3"', "a.b='#1'", "a.b={c: '#d'}"])
+def test_a_hash_yaml_keeps_in_an_override_value_is_fine(text: str) -> None:
+    assert "#" in str(parse_override(text)[1])
+
+
 def test_override_through_a_value_is_an_error() -> None:
     with pytest.raises(ConfigError, match=r"'a\.b' is a value"):
         apply_overrides({"a": {"b": 1}}, ["a.b.c=2"])
@@ -421,6 +448,14 @@ def test_the_prompt_length_of_a_later_layer_wins_under_either_key(tmp_path: Path
         load_run_config(
             "grpo", str(path), ["data.max_prompt_length=8", "rollout.max_prompt_length=9"]
         )
+
+
+@pytest.mark.parametrize("value", ["abc", "true", "[1]"])
+def test_a_prompt_length_that_is_no_number_beside_the_rollout_key_is_named(value: str) -> None:
+    # Before: "TypeError: can only concatenate str (not "int") to str" (the sum ran first).
+    overrides = [f"data.max_prompt_length={value}", "rollout.max_prompt_length=10"]
+    with pytest.raises(ConfigError, match=r"'data\.max_prompt_length': expected"):
+        load_run_config("grpo", None, overrides)
 
 
 def test_yaml_and_override_edges_a_user_meets(tmp_path: Path) -> None:

@@ -125,6 +125,38 @@ def test_a_worker_death_in_an_observer_still_restarts_the_run(
     assert [row["step"] for row in metrics] == [1, 2]
 
 
+class StopsAtOne(StepObserver):
+    """Ends the run after step 1, as a gate such as ``trainer.max_mismatch_kl`` does."""
+
+    def on_step_logged(self, view: Any, metrics: Any) -> None:
+        if view.step == 1:
+            raise StopRun("mismatch too large")
+
+
+def test_a_stop_by_an_observer_writes_the_runs_last_checkpoint_with_its_export(
+    tmp_path: Path,
+) -> None:
+    # Before: step_1 was a regular save without actor_hf (hf_export: end exported nothing),
+    # where a SIGTERM stop at the same step did export.
+    class Gate:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_step_observers(register):  # type: ignore[no-untyped-def]
+            register("gate", lambda config, run_dir: StopsAtOne())
+
+    get_plugin_manager().pm.register(Gate, name="gate")
+    overrides = ["data.batch_size=2", "algorithm.n_samples_per_prompt=2",
+                 "actor.mini_batch_size=4", "actor.micro_batch_size=4",
+                 "rollout.max_response_length=4", "trainer.total_steps=2"]  # fmt: skip
+    run_dir = tmp_path / "run"
+    trainer = Trainer(load_run_config("grpo", None, overrides), run_dir, quiet=True)
+    with pytest.raises(StopRun, match=r"^mismatch too large; checkpoint step_1 saved$"):
+        trainer.fit()
+    steps = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert steps == ["step_1"]
+    assert (run_dir / "checkpoints" / "step_1" / "actor_hf" / "model.safetensors").is_file()
+
+
 def _installed(monkeypatch: pytest.MonkeyPatch, name: str, plugin: object) -> None:
     """The run's plugin manager holds ``plugin`` alone (beside the core's built-ins)."""
     pm = build_plugin_manager([(name, plugin)], load_entry_points=False)

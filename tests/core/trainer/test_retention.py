@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import types
 from pathlib import Path
 
+import pytest
+
+from hfsdk.core.trainer import retention
 from hfsdk.core.trainer.checkpoint import clean_partial, complete_checkpoints, write_checkpoint
 from hfsdk.core.trainer.retention import best_step, prune_checkpoints
 
@@ -42,6 +47,21 @@ def test_a_removal_cut_short_is_never_mistaken_for_a_checkpoint(tmp_path: Path) 
     (doomed / "w.txt").unlink()  # ... then deleting; killed here
     assert clean_partial(tmp_path) == ["removed .step_1.tmp-999"]
     assert not doomed.exists() and _kept(tmp_path) == [2]
+
+
+def test_a_prune_killed_before_deleting_does_not_bring_the_checkpoint_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed between the removal's rename and its delete: the renamed copy still held its
+    COMPLETE marker, so the next start's clean_partial republished the pruned step."""
+    _checkpoints(tmp_path, [1, 2])
+    # The kill: retention's delete never runs (its own shutil only; clean_partial's deletes).
+    monkeypatch.setattr(retention, "shutil", types.SimpleNamespace(rmtree=lambda *a, **k: None))
+    assert prune_checkpoints(tmp_path, [], keep_last=1, keep_best=None, step=2) == [1]
+    assert _kept(tmp_path) == [2]
+    assert clean_partial(tmp_path) == [f"removed .step_1.tmp-{os.getpid()}"]
+    assert _kept(tmp_path) == [2]
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step_2"]
 
 
 def test_the_checkpoint_just_written_is_kept_beside_later_ones(tmp_path: Path) -> None:

@@ -102,3 +102,19 @@ def test_the_docs_list_every_resumable_key() -> None:
     for section_name, field in resumable_keys(load_run_config("grpo", None, [])):
         name = f"{section_name}.{field}" if section_name != "trainer" else field
         assert f"`{name}`" in listed or f"`trainer.{field}`" in listed, name
+
+
+def test_a_run_saved_with_the_old_trainer_wandb_key_resumes(tmp_path: Path) -> None:
+    # config.yaml written before the wandb section moved loaded, but the resume check diffed
+    # the raw file and refused it: "trainer.wandb changed".
+    import yaml
+
+    config = load_run_config("grpo", None, ["wandb.project=p"])
+    old = config.to_dict()
+    old["trainer"]["wandb"] = old.pop("wandb")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
+    _saved(tmp_path, [1])
+    RunDirectory(tmp_path).check_config_matches(config)
+    other = load_run_config("grpo", None, ["wandb.project=q"])
+    with pytest.raises(HfsdkError, match=r"\(wandb\.project changed\)"):
+        RunDirectory(tmp_path).check_config_matches(other)

@@ -4,10 +4,11 @@ Real ``hfsdk run`` subprocesses on the default task. The in-process chain
 signals the controller from inside (``HFSDK_FAULT_INJECT``: the same signal a
 scheduler sends, at a chosen point): SIGTERM at step 2, SIGINT at step 3, two
 SIGTERMs in the middle of step 4's checkpoint write (abandoned, nothing
-half-written), one SIGTERM there (the checkpoint completes). Ray runs are
-signalled from outside once their first metrics line is there (SIGTERM to the
-driver; SIGINT to the whole process group, as Ctrl-C does) and must leave no
-process behind. Each rerun resumes; the final weights equal the unbroken run's.
+half-written), one SIGTERM there (the checkpoint completes; step 4 being the
+last, the run has completed and exits 0). Ray runs are signalled from outside
+once their first metrics line is there (SIGTERM to the driver; SIGINT to the
+whole process group, as Ctrl-C does) and must leave no process behind. Each
+rerun resumes; the final weights equal the unbroken run's.
 """
 
 from __future__ import annotations
@@ -106,12 +107,13 @@ def test_signals_in_process_stop_with_a_checkpoint_and_the_rerun_is_exact(
     assert _steps(run_dir) == [2, 3]
     assert not [p for p in (run_dir / "checkpoints").iterdir() if p.name.startswith(".")]
 
-    # One signal there: the checkpoint is finished first.
-    stopped = _run(run_dir, fault="save_sigterm:4")
-    assert stopped.returncode == 143, stopped.stderr
-    assert (
-        _last_line(stopped) == f"stopped by SIGTERM at step 4: checkpoint step_4 written; {rerun}"
-    )
+    # One signal there: the checkpoint is finished first. Step 4 is the last, so the run is
+    # complete and ends as usual (before: exit 143 and "rerun the same command to resume").
+    done = _run(run_dir, fault="save_sigterm:4")
+    assert done.returncode == 0, done.stderr
+    assert "SIGTERM received: finishing step 4" in done.stderr, done.stderr
+    assert "stopped by" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert _steps(run_dir) == [2, 3, 4]
     assert _max_diff(reference, run_dir) == 0.0
 
 

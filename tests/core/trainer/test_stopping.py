@@ -6,9 +6,13 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import hfsdk
+from hfsdk.core.plugin_manager import get_plugin_manager
+from hfsdk.core.trainer.step_observers import StepObserver
 from hfsdk.core.trainer.stopping import RunStopped, StopNow, StopSignals, signal_name
 
 
@@ -114,3 +118,49 @@ def test_a_stop_that_ray_wrapped_in_a_system_error_still_stops_the_run(
     monkeypatch.setattr(trainer, "_attempt", lambda: (_ for _ in ()).throw(SystemError("other")))
     with pytest.raises(SystemError, match="other"):  # any other SystemError is not a stop
         trainer.fit()
+
+
+class SignalsAt(StepObserver):
+    """Sends the controller a SIGTERM as step ``at`` starts, as a scheduler does mid-step."""
+
+    at = 0
+
+    def on_step_start(self, view: Any) -> None:
+        if view.step == SignalsAt.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_stop_during_the_last_step_completes_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.trainer import Trainer
+
+    class Signaller:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_step_observers(register):  # type: ignore[no-untyped-def]
+            register("signals_at", lambda config, run_dir: SignalsAt())
+
+    get_plugin_manager().pm.register(Signaller, name="signaller")
+    overrides = ["data.batch_size=2", "algorithm.n_samples_per_prompt=2",
+                 "actor.mini_batch_size=4", "actor.micro_batch_size=4",
+                 "rollout.max_response_length=4", "trainer.total_steps=2"]  # fmt: skip
+    run_dir = tmp_path / "run"
+    root = run_dir / "checkpoints"
+
+    def fit() -> list[dict]:
+        return Trainer(load_run_config("grpo", None, overrides), run_dir, quiet=True).fit()
+
+    # Step 1 of 2: the run is cut short, its checkpoint written, and the rerun resumes.
+    monkeypatch.setattr(SignalsAt, "at", 1)
+    stopped = r"^stopped by SIGTERM at step 1: checkpoint step_1 written; rerun"
+    with pytest.raises(RunStopped, match=stopped) as e:
+        fit()
+    assert e.value.exit_code == 143 and (root / "step_1" / "COMPLETE").is_file()
+    # The last step: the run completed, so it ends as one (before: RunStopped, exit 143,
+    # "rerun the same command to resume", and the rerun had nothing left to do).
+    monkeypatch.setattr(SignalsAt, "at", 2)
+    assert [row["step"] for row in fit()] == [1, 2]
+    assert (root / "step_2" / "COMPLETE").is_file()
+    assert (root / "step_2" / "actor_hf" / "model.safetensors").is_file()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 import yaml
 
+import hfsdk
 from hfsdk.core.config import load_run_config
 from hfsdk.core.errors import HfsdkError
+from hfsdk.core.plugin_manager import get_plugin_manager
+from hfsdk.core.trainer.step_observers import StepObserver
 from hfsdk.core.trainer.trainer import Trainer
 
 SMALL = [
@@ -83,6 +88,41 @@ def test_resuming_with_another_config_is_refused(tmp_path: Path) -> None:
         Trainer(other, run_dir)
     # only the run length may change
     Trainer(load_run_config("grpo", None, [*SMALL, "trainer.total_steps=99"]), run_dir)
+
+
+class TokensSeen(StepObserver):
+    """Records each step's ``perf/tokens`` (observers see it; the metrics line does not)."""
+
+    def __init__(self, seen: list[float]) -> None:
+        self.seen = seen
+
+    def on_step_metrics(self, view: Any, metrics: Mapping[str, float]) -> dict[str, float]:
+        self.seen.append(metrics["perf/tokens"])
+        return {}
+
+
+def test_throughput_leaves_out_the_validation_time(tmp_path: Path) -> None:
+    # Before: the step's tokens over its whole wall time, validation included, so every
+    # val_every step showed a throughput dip that no training caused.
+    seen: list[float] = []
+
+    class Counter:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_step_observers(register):  # type: ignore[no-untyped-def]
+            register("tokens_seen", lambda config, run_dir: TokensSeen(seen))
+
+    get_plugin_manager().pm.register(Counter, name="counter")
+    overrides = ["data.batch_size=2", "algorithm.n_samples_per_prompt=2",
+                 "actor.mini_batch_size=4", "actor.micro_batch_size=4",
+                 "rollout.max_response_length=4", "trainer.total_steps=1",
+                 "trainer.val_every=1"]  # fmt: skip
+    config = load_run_config("grpo", None, overrides)
+    (row,) = Trainer(config, tmp_path / "run", quiet=True).fit()
+    (tokens,) = seen
+    trained_s = row["timing/step_s"] - row["timing/validation_s"]
+    assert tokens > 0 and row["timing/validation_s"] > 0
+    assert row["perf/throughput_tokens_per_s"] == pytest.approx(tokens / trained_s, rel=1e-9)
 
 
 @pytest.mark.distributed
