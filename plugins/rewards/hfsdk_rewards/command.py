@@ -116,7 +116,7 @@ def score_rows(
         timeout_error,
     )
     from hfsdk_rewards.composition import load_reward_functions
-    from hfsdk_rewards.signatures import setting_problem
+    from hfsdk_rewards.signatures import signature_problem
 
     kwargs = apply_overrides({}, overrides)
     [weighted] = load_reward_functions([{"name": name, "kwargs": kwargs}])
@@ -130,9 +130,9 @@ def score_rows(
     columns[PROMPT_MESSAGES] = [
         None if isinstance(row.get("prompt", ""), str) else row["prompt"] for row in rows
     ]
-    # As a run's preflight does: a setting the function does not take is one line, not a
-    # TypeError blamed on the first row's data.
-    problem = setting_problem(call)
+    # As a run's preflight does: a setting the function does not take, or a column it needs
+    # that the rows lack, is one line, not a TypeError blamed on the first row's data.
+    problem = signature_problem(call, list(columns))
     if problem is not None:
         raise HfsdkError(problem)
     try:

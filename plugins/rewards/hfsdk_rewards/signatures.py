@@ -13,6 +13,8 @@ import inspect
 from collections.abc import Callable, Collection
 from typing import Any
 
+import attrs
+
 CONVENTIONS = {
     "hfsdk": "fn(prompts, responses, **columns), called once per batch with lists, the "
     "dataset's columns by keyword",
@@ -121,12 +123,34 @@ def _check_hfsdk(call: Any, columns: Collection[str]) -> str | None:
         return unknown
     missing = _required_unfilled(rest, passed)
     if missing:
+        from hfsdk import HIDDEN_COLUMNS
+
+        # As the missing-column line: the columns the user's data holds, not derived ones.
+        shown = sorted(name for name in columns if name not in HIDDEN_COLUMNS)
         return (
             f"reward function {call.label!r} needs {missing[0]!r}, which is neither a dataset "
-            f"column ({', '.join(sorted(columns)) or 'none'}) nor a setting in its kwargs; "
+            f"column ({', '.join(shown) or 'none'}) nor a setting in its kwargs; "
             f"{expected}: give it a default, add it to kwargs, or add the column"
         )
     return None
+
+
+def _column_fix(call: Any, column: str, columns: Collection[str]) -> str:
+    """How to point ``call`` at another column than ``column``: the setting of its config
+    that names it (``call.needs`` comes from a registered function's ``columns(config)``),
+    with verl's ``ground_truth`` column when the dataset has it."""
+    config = call.kwargs.get("config")
+    field = None
+    if attrs.has(type(config)):
+        field = next(
+            (f.name for f in attrs.fields(type(config)) if getattr(config, f.name) == column),
+            None,
+        )
+    if field is None:
+        return "name the column that holds it in the function's kwargs"
+    if "ground_truth" in columns:
+        return f"set kwargs: {{{field}: ground_truth}} if that column holds it (verl's layout)"
+    return f"set kwargs: {{{field}: COLUMN}} to the column that holds it"
 
 
 def signature_problem(call: Any, columns: Collection[str]) -> str | None:
@@ -139,8 +163,8 @@ def signature_problem(call: Any, columns: Collection[str]) -> str | None:
         shown = sorted(name for name in columns if name not in HIDDEN_COLUMNS)
         return (
             f"reward function {call.label!r} reads the dataset column {absent[0]!r}, which the "
-            f"dataset lacks (columns: {', '.join(shown) or 'none'}); name the column that "
-            "holds it in the function's kwargs, or add the column to the dataset"
+            f"dataset lacks (columns: {', '.join(shown) or 'none'}); "
+            f"{_column_fix(call, absent[0], columns)}, or add the column to the dataset"
         )
     try:
         if call.style == "hfsdk":

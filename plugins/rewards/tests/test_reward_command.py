@@ -136,7 +136,11 @@ def test_a_missing_column_names_the_builtin_once(
     with pytest.raises(SystemExit):
         main(["reward", "score", "exact_match", "--data", str(rows)])
     _, err = capsys.readouterr()
-    assert err.startswith("Error: reward function 'exact_match': exact_match needs the dataset")
+    # The run's preflight line (hfsdk run and data inspect give the same).
+    assert err.startswith(
+        "Error: reward function 'exact_match' reads the dataset column 'answer', which the "
+        "dataset lacks (columns: none); set kwargs: {answer_column: COLUMN}"
+    )
     assert err.count("reward function 'exact_match'") == 1
 
 
@@ -169,3 +173,23 @@ def test_a_setting_the_function_does_not_take_is_refused_before_it_is_called(
     with pytest.raises(HfsdkError, match=r"setting 'limt' .* did you mean 'limit'\?"):
         score_rows(f"{tmp_path / 'lim.py'}:brevity", rows, ("limt=3",))
     assert score_rows(f"{tmp_path / 'lim.py'}:brevity", rows, ("limit=3",))[0]["score"] == 1.0
+
+
+def test_a_column_the_rows_lack_is_refused_before_the_function_is_called(tmp_path: Path) -> None:
+    # It was a raw "TypeError: keyword_bonus() missing 1 required positional argument".
+    from hfsdk import HfsdkError
+    from hfsdk_rewards.command import score_rows
+
+    (tmp_path / "kw.py").write_text(
+        "def keyword_bonus(prompts, responses, keyword):\n"
+        "    return [float(k in r) for k, r in zip(keyword, responses)]\n"
+    )
+    name = f"{tmp_path / 'kw.py'}:keyword_bonus"
+    rows = [{"prompt": "p", "response": "r", "answer": "1"}]
+    with pytest.raises(HfsdkError) as info:
+        score_rows(name, rows, ())
+    assert str(info.value).startswith(
+        f"reward function {name!r} needs 'keyword', which is neither a dataset column "
+        "(answer) nor a setting in its kwargs"
+    )
+    assert score_rows(name, [{**rows[0], "keyword": "r"}], ())[0]["score"] == 1.0

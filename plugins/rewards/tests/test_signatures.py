@@ -77,14 +77,26 @@ def test_a_registered_function_is_checked_for_the_columns_it_declares() -> None:
     problem = signature_problem(loaded.call, ["question", "solution", "uid", "prompt_messages"])
     assert problem == (
         "reward function 'exact_match' reads the dataset column 'answer', which the dataset "
-        "lacks (columns: question, solution, uid); name the column that holds it in the "
-        "function's kwargs, or add the column to the dataset"
+        "lacks (columns: question, solution, uid); set kwargs: {answer_column: COLUMN} to the "
+        "column that holds it, or add the column to the dataset"
     )
     (loaded,) = load_reward_functions(
         [{"name": "exact_match", "kwargs": {"answer_column": "solution"}}]
     )
     assert loaded.call.needs == ("solution",)
     assert signature_problem(loaded.call, ["question", "solution", "uid"]) is None
+
+
+def test_a_missing_column_named_by_a_setting_names_the_setting_and_verls_column() -> None:
+    # The line said "name the column ... in the function's kwargs" without the kwarg's name;
+    # verl's datasets hold the reference in ground_truth.
+    (loaded,) = load_reward_functions([{"name": "exact_match"}])
+    problem = signature_problem(loaded.call, ["prompt", "ground_truth", "data_source"])
+    assert problem is not None and "\n" not in problem
+    assert problem.endswith(
+        "lacks (columns: data_source, ground_truth, prompt); set kwargs: {answer_column: "
+        "ground_truth} if that column holds it (verl's layout), or add the column to the dataset"
+    )
 
 
 def test_a_setting_the_function_does_not_take_is_refused_with_a_suggestion(

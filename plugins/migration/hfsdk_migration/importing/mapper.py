@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import attrs
@@ -38,9 +39,12 @@ class Mapper:
     groups: dict[str, tuple[int, str]] = attrs.field(factory=dict)
     unset_rejected: dict[str, str] = attrs.field(factory=dict)
     notes: list[str] = attrs.field(factory=list)
+    asked: set[str] = attrs.field(factory=set)
+    """Every key the importer looked at: the keys it knows (:meth:`check_unknown`)."""
 
     def has(self, key: str) -> bool:
         """Whether the source sets ``key`` to something other than ``None``."""
+        self.asked.add(key)
         return self.flat.get(key) is not None
 
     def get(self, key: str, default: Any = None, *, source_default: bool = False) -> Any:
@@ -49,6 +53,7 @@ class Mapper:
         With ``source_default`` a missing key's ``default`` is the source
         project's own default, recorded so the output can say it was assumed.
         """
+        self.asked.add(key)
         if key in self.flat:
             self.used.add(key)
         value = self.flat.get(key)
@@ -87,6 +92,7 @@ class Mapper:
 
     def reject(self, key: str, reason: str) -> None:
         """Report ``key`` as unmapped with a reason (it has no faithful counterpart)."""
+        self.asked.add(key)
         if key in self.flat:
             self.used.discard(key)
             self.reasons[key] = reason
@@ -97,6 +103,7 @@ class Mapper:
         The source would apply ``default``; hfsdk has no counterpart, so the run differs
         even though the user wrote nothing.
         """
+        self.asked.add(key)
         if not self.has(key):
             self.unset_rejected[key] = f"{key} = {default!r} (unset: the default)  ({reason})"
 
@@ -122,6 +129,38 @@ class Mapper:
     def keys(self, prefix: str) -> list[str]:
         """The source keys under ``prefix`` (``a.b.`` style) or equal to it."""
         return [k for k in self.flat if k.startswith(prefix) or k == prefix.rstrip(".")]
+
+    def check_unknown(
+        self,
+        source: str,
+        unmapped: Collection[str],
+        conditional: Collection[str],
+        unknown_reason: str,
+    ) -> None:
+        """Give every key left unmapped its reason, a likely misspelling its suggestion.
+
+        ``unmapped`` are real ``source`` keys with no hfsdk counterpart; ``conditional``
+        the keys the importer reads only with another setting (``use_vllm``'s, the other
+        algorithm's), which this config's path may not have read. A key in none of them and
+        not read is listed with ``unknown_reason`` and, when close to a key that is, the
+        key it may have meant (whose source default the import keeps).
+        """
+        names = sorted(self.asked | set(unmapped) | set(conditional))
+        for key, value in self.flat.items():
+            if value is None or key in self.used or key in self.reasons:
+                continue
+            if key.endswith("_target_") or key == "defaults" or key.startswith("defaults."):
+                continue
+            if key in self.asked or key in conditional:
+                self.reasons[key] = "not used with the other settings given"
+            elif key in unmapped:
+                self.reasons[key] = "no hfsdk counterpart"
+            else:
+                close = difflib.get_close_matches(key, names, n=1, cutoff=0.85)
+                # Listed, not refused: the importer's lists of the source's keys cannot be
+                # complete for every version, and a real key must never stop an import.
+                hint = f"; did you mean {close[0]!r}? {source}'s default is kept" if close else ""
+                self.reasons[key] = unknown_reason + hint
 
     def unmapped(self) -> list[str]:
         """One line per source key that was not mapped: ``key = value`` and the reason if any."""

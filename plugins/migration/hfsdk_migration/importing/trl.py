@@ -34,6 +34,233 @@ IS_MODES = {
     "sequence_mask": ("mis", "sequence"),
 }
 """TRL's ``vllm_importance_sampling_mode`` -> (hfsdk rollout correction, its level)."""
+UNMAPPED = frozenset(
+    [
+        "output_dir",
+        "num_generations_eval",
+        "overwrite_output_dir",
+        "do_train",
+        "do_eval",
+        "do_predict",
+        "prediction_loss_only",
+        "per_device_eval_batch_size",
+        "per_gpu_train_batch_size",
+        "per_gpu_eval_batch_size",
+        "eval_accumulation_steps",
+        "eval_delay",
+        "torch_empty_cache_steps",
+        "lr_scheduler_kwargs",
+        "log_level",
+        "log_level_replica",
+        "log_on_each_node",
+        "logging_dir",
+        "logging_strategy",
+        "logging_first_step",
+        "logging_steps",
+        "logging_nan_inf_filter",
+        "save_total_limit",
+        "save_safetensors",
+        "save_on_each_node",
+        "save_only_model",
+        "restore_callback_states_from_checkpoint",
+        "no_cuda",
+        "use_cpu",
+        "use_mps_device",
+        "data_seed",
+        "jit_mode_eval",
+        "use_ipex",
+        "fp16",
+        "fp16_opt_level",
+        "half_precision_backend",
+        "bf16_full_eval",
+        "fp16_full_eval",
+        "tf32",
+        "local_rank",
+        "ddp_backend",
+        "tpu_num_cores",
+        "dataloader_drop_last",
+        "dataloader_num_workers",
+        "dataloader_prefetch_factor",
+        "past_index",
+        "run_name",
+        "disable_tqdm",
+        "remove_unused_columns",
+        "label_names",
+        "load_best_model_at_end",
+        "metric_for_best_model",
+        "greater_is_better",
+        "ignore_data_skip",
+        "fsdp",
+        "fsdp_config",
+        "fsdp_min_num_params",
+        "fsdp_transformer_layer_cls_to_wrap",
+        "accelerator_config",
+        "deepspeed",
+        "label_smoothing_factor",
+        "optim",
+        "optim_args",
+        "adafactor",
+        "group_by_length",
+        "length_column_name",
+        "ddp_find_unused_parameters",
+        "ddp_bucket_cap_mb",
+        "ddp_broadcast_buffers",
+        "dataloader_pin_memory",
+        "dataloader_persistent_workers",
+        "skip_memory_metrics",
+        "use_legacy_prediction_loop",
+        "push_to_hub",
+        "resume_from_checkpoint",
+        "hub_model_id",
+        "hub_strategy",
+        "hub_token",
+        "hub_private_repo",
+        "hub_always_push",
+        "hub_revision",
+        "gradient_checkpointing_kwargs",
+        "include_inputs_for_metrics",
+        "include_for_metrics",
+        "eval_do_concat_batches",
+        "auto_find_batch_size",
+        "full_determinism",
+        "torchdynamo",
+        "ray_scope",
+        "ddp_timeout",
+        "torch_compile",
+        "torch_compile_backend",
+        "torch_compile_mode",
+        "include_tokens_per_second",
+        "include_num_input_tokens_seen",
+        "neftune_noise_alpha",
+        "optim_target_modules",
+        "batch_eval_metrics",
+        "eval_on_start",
+        "use_liger_kernel",
+        "eval_use_gather_object",
+        "average_tokens_across_devices",
+        "logging_dir",
+        "parallelism_config",
+        "project",
+        "trackio_space_id",
+        "model_init_kwargs",
+        "disable_dropout",
+        "cast_lm_head_to_fp32",
+        "shuffle_dataset",
+        "ds3_gather_for_generation",
+        "min_p",
+        "repetition_penalty",
+        "generation_kwargs",
+        "use_transformers_paged",
+        "cache_implementation",
+        "vllm_server_base_url",
+        "vllm_server_host",
+        "vllm_server_port",
+        "vllm_server_timeout",
+        "vllm_model_impl",
+        "vllm_guided_decoding_regex",
+        "vllm_structured_outputs_regex",
+        "delta",
+        "reward_weights",
+        "mask_truncated_completions",
+        "sync_ref_model",
+        "ref_model_mixup_alpha",
+        "ref_model_sync_steps",
+        "top_entropy_quantile",
+        "use_liger_loss",
+        "log_completions",
+        "num_completions_to_print",
+        "wandb_log_unique_prompts",
+        "log_unique_prompts",
+        "chat_template_kwargs",
+        "model_revision",
+        "torch_dtype",
+        "dtype",
+        "trust_remote_code",
+        "attn_implementation",
+        "use_peft",
+        "lora_r",
+        "lora_alpha",
+        "lora_dropout",
+        "lora_target_modules",
+        "lora_modules_to_save",
+        "lora_task_type",
+        "use_rslora",
+        "use_dora",
+        "load_in_8bit",
+        "load_in_4bit",
+        "bnb_4bit_quant_type",
+        "use_bnb_nested_quant",
+        "dataset_name",
+        "dataset_config",
+        "dataset_train_split",
+        "dataset_test_split",
+        "dataset_streaming",
+        "gradient_checkpointing_use_reentrant",
+        "ignore_bias_buffers",
+        "reward_model_name_or_path",
+        "reward_funcs",
+        "config_file",
+        "exp_name",
+        "reward_model_path",
+        "model_adapter_name",
+        "ref_adapter_name",
+        "whiten_rewards",
+        "vf_coef",
+        "dataset_num_proc",
+        "total_episodes",
+        "local_rollout_forward_batch_size",
+        "num_sample_generations",
+        "stop_token",
+        "stop_token_id",
+        "missing_eos_penalty",
+        "world_size",
+        "num_total_batches",
+        "micro_batch_size",
+        "local_batch_size",
+        "batch_size",
+        "local_mini_batch_size",
+        "mini_batch_size",
+    ]
+)
+"""Real TRL/transformers/accelerate keys the importer has no hfsdk counterpart for (listed
+as such); any other key it does not read is a typo when close to one it does."""
+CONDITIONAL = frozenset(
+    [
+        "vllm_mode",
+        "vllm_gpu_memory_utilization",
+        "vllm_tensor_parallel_size",
+        "vllm_enable_sleep_mode",
+        "vllm_importance_sampling_correction",
+        "vllm_importance_sampling_mode",
+        "vllm_importance_sampling_cap",
+        "max_tool_calling_iterations",
+        "num_mini_batches",
+        "num_ppo_epochs",
+        "cliprange",
+        "cliprange_value",
+        "kl_coef",
+        "kl_estimator",
+        "gamma",
+        "lam",
+        "response_length",
+        "sft_model_path",
+        "num_generations",
+        "steps_per_generation",
+        "generation_batch_size",
+        "num_iterations",
+        "beta",
+        "epsilon",
+        "epsilon_high",
+        "loss_type",
+        "scale_rewards",
+        "importance_sampling_level",
+        "tools",
+        "max_completion_length",
+        "warmup_ratio",
+    ]
+)
+"""Keys read only with another setting (``use_vllm``, ``tools``, the algorithm chosen)."""
+UNKNOWN = "unknown to this importer (a TRL GRPOConfig/transformers TrainingArguments key?)"
 EPOCHS = "hfsdk counts steps: set trainer.total_steps"
 """Why TRL's epoch count (given, or its 3 by default) is listed rather than mapped."""
 TRUNCATES = (
@@ -244,8 +471,44 @@ def _steps(m: Mapper, per_round: Fraction) -> None:
         rounds = round(warmup / per_round)
         m.put("actor.optim.warmup_steps", rounds)
         _note_inexact(m, "warmup_steps", warmup, per_round, f"actor.optim.warmup_steps = {rounds}")
+    if m.has("warmup_ratio"):
+        _warmup_ratio(m, per_round)
     _every(m, "save_steps", "save_strategy", "trainer.save_every", per_round)
     _every(m, "eval_steps", "eval_strategy", "trainer.val_every", per_round)
+
+
+def _warmup_ratio(m: Mapper, per_round: Fraction) -> None:
+    """``warmup_ratio`` -> ``actor.optim.warmup_steps``: ``ceil(ratio × total_steps)`` rounds.
+
+    transformers warms up ``ceil(ratio × max_steps)`` optimizer steps, and only when
+    ``warmup_steps`` is not positive and the schedule has a warm-up; the rounds cover at
+    least those steps (as OpenRLHF's ``lr_warmup_ratio`` is mapped), said when not exactly.
+    """
+    if m.has("warmup_steps") and m.int("warmup_steps") > 0:
+        m.reject("warmup_ratio", "TRL uses warmup_steps instead when both are set")
+        return
+    if m.flat.get("lr_scheduler_type") == "constant":
+        m.reject("warmup_ratio", "TRL's lr_scheduler_type=constant has no warmup (transformers')")
+        return
+    ratio = m.num("warmup_ratio")
+    total = m.out.get("trainer", {}).get("total_steps")
+    if total is None:
+        m.reject(
+            "warmup_ratio",
+            f"needs the total steps; set trainer.total_steps and actor.optim.warmup_steps = "
+            f"ceil({ratio:g} x trainer.total_steps)",
+        )
+        return
+    # Fraction(str) keeps 0.1 x 100 at 10, not 10.000000000000002 (ceil 11).
+    rounds = math.ceil(Fraction(str(ratio)) * total)
+    m.put("actor.optim.warmup_steps", rounds)
+    steps = math.ceil(Fraction(str(ratio)) * as_int("max_steps", m.flat["max_steps"]))
+    if rounds * per_round != steps:
+        m.note(
+            f"warmup_ratio={ratio:g} is {steps} TRL optimizer steps, "
+            f"{float(steps / per_round):g} generation rounds of {float(per_round):g} optimizer "
+            f"steps; actor.optim.warmup_steps = {rounds}"
+        )
 
 
 def _every(m: Mapper, key: str, strategy_key: str, dest: str, per_round: Fraction) -> None:
@@ -393,4 +656,5 @@ def import_trl(m: Mapper, algo: str | None) -> str:
     else:
         _common(m, 1e-6, temperature=None)
         _grpo(m)
+    m.check_unknown("TRL", UNMAPPED, CONDITIONAL, UNKNOWN)
     return chosen

@@ -243,3 +243,57 @@ def test_trl_run_length_left_out_is_listed_as_three_epochs() -> None:
         assert not any(u.startswith("max_steps") for u in result.unmapped)
     given = import_config("trl", {"num_generations": 8, "max_steps": 10})
     assert not any(u.startswith("num_train_epochs") for u in given.unmapped)
+
+
+@pytest.mark.parametrize(
+    ("source", "data", "hint"),
+    [
+        ("trl", {"learnig_rate": 3e-6, "max_steps": 100}, "learning_rate"),
+        ("openrlhf", {"actor_learnig_rate": 3e-6, "max_steps": 100}, "actor_learning_rate"),
+    ],
+)
+def test_a_misspelt_key_is_listed_with_a_suggestion(source: str, data: dict, hint: str) -> None:
+    # It was listed as "not mapped" without a reason while the source's default was kept.
+    # Listed, not refused: a real key the importer's lists miss must not stop an import.
+    (line,) = [u for u in import_config(source, data).unmapped if "learnig_rate" in u]
+    assert f"did you mean '{hint}'?" in line and "default is kept" in line
+
+
+def test_real_trl_keys_are_never_taken_for_misspellings() -> None:
+    # num_generations_eval (TRL's GRPOConfig) was refused as a misspelt num_generations.
+    lines = import_config("trl", {"num_generations_eval": 4, "max_steps": 10}).unmapped
+    assert "num_generations_eval = 4  (no hfsdk counterpart)" in lines
+
+
+@pytest.mark.parametrize(
+    ("source", "data"),
+    [
+        ("trl", {"max_steps": 100, "frobnicate": 1, "logging_steps": 10}),
+        ("openrlhf", {"max_steps": 100, "frobnicate": 1, "logging_steps": 10}),
+    ],
+)
+def test_every_key_left_unmapped_is_listed_with_a_reason(source: str, data: dict) -> None:
+    # docs/migrating.md: every listed key has a reason; a real key without a counterpart
+    # (logging_steps) is listed, not refused as a misspelling of save_steps/eval_steps.
+    lines = import_config(source, data).unmapped
+    (unknown,) = [u for u in lines if u.startswith("frobnicate")]
+    assert "unknown to this importer" in unknown
+    (real,) = [u for u in lines if u.startswith("logging_steps")]
+    assert real.endswith(")") and "  (" in real
+    assert all(u.endswith(")") for u in lines), lines
+
+
+def test_trl_warmup_ratio_is_converted_with_the_total_steps() -> None:
+    # 8 optimizer steps per round: max_steps=400 is 50 rounds, 10% of them is 5.
+    result = import_config("trl", {**TRL_GRPO, "max_steps": 400, "warmup_ratio": 0.1})
+    assert result.config["actor"]["optim"]["warmup_steps"] == 5
+    assert not any(u.startswith("warmup_ratio") for u in result.unmapped)
+    assert result.warnings == ()
+    # 0.1 x 401 optimizer steps is 40.1 (TRL: 41); ceil(0.1 x 51 rounds) = 6 rounds = 48.
+    inexact = import_config("trl", {**TRL_GRPO, "max_steps": 401, "warmup_ratio": 0.1})
+    assert inexact.config["actor"]["optim"]["warmup_steps"] == 6
+    assert any(w.startswith("warmup_ratio=0.1") for w in inexact.warnings)
+    unknown = import_config("trl", {**TRL_GRPO, "warmup_ratio": 0.1})
+    (line,) = [u for u in unknown.unmapped if u.startswith("warmup_ratio")]
+    assert "needs the total steps" in line
+    assert "warmup_steps" not in unknown.config["actor"]["optim"]

@@ -203,7 +203,10 @@ def test_trl_grpo_config_maps_batches_and_loss() -> None:
     # max_steps=500 TRL optimizer steps, 2 per generation round (2 iterations of one).
     assert cfg.trainer.total_steps == 250
     assert cfg.rollout.backend == "vllm"  # use_vllm
-    assert result.unmapped[:2] == ("output_dir = 'qwen-grpo'", "logging_steps = 10")
+    assert result.unmapped[:2] == (
+        "output_dir = 'qwen-grpo'  (no hfsdk counterpart)",
+        "logging_steps = 10  (no hfsdk counterpart)",
+    )
     assert result.unmapped[2].startswith("lr_scheduler_type = 'linear' (unset: the default)")
 
 
@@ -216,7 +219,9 @@ def test_trl_ppo_config_is_recognised() -> None:
     assert cfg.algo == "ppo" and cfg.data.batch_size == 8 and cfg.actor.mini_batch_size == 4
     assert cfg.algorithm.kl_in_reward and cfg.algorithm.kl_coef == 0.02
     assert cfg.policy_loss.clip_ratio_low == 0.1 and cfg.critic.ppo_epochs == 2
-    assert result.unmapped[0] == "vf_coef = 0.1" and len(result.unmapped) == 3
+    assert (
+        result.unmapped[0] == "vf_coef = 0.1  (no hfsdk counterpart)" and len(result.unmapped) == 3
+    )
     assert result.unmapped[1].startswith("lr_scheduler_type = 'linear' (unset: the default)")
     # No max_steps nor num_train_epochs: TRL's 3 epochs, which hfsdk cannot count.
     assert result.unmapped[2].startswith("num_train_epochs = 3.0 (unset: the default)")
@@ -470,4 +475,4 @@ def test_trl_bf16_and_gradient_checkpointing_defaults_are_assumed() -> None:
     result = import_config("trl", {**SMALL_GRPO, "fp16": True, "gradient_checkpointing": False})
     assert "dtype" not in result.config["actor"]
     assert result.config["actor"]["gradient_checkpointing"] is False
-    assert result.unmapped[0] == "fp16 = True"
+    assert result.unmapped[0] == "fp16 = True  (no hfsdk counterpart)"

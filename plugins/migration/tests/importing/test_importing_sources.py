@@ -252,7 +252,10 @@ def test_trl_command_line_imports(capsys: pytest.CaptureFixture[str]) -> None:
     assert result.config["actor"]["model_path"] == "Qwen/Qwen2.5-0.5B-Instruct"
     # TRL's default linear decay and its unlimited prompts have no counterpart: listed though
     # unset.
-    assert result.unmapped[0] == "output_dir = 'qwen-grpo'" and len(result.unmapped) == 3
+    assert (
+        result.unmapped[0] == "output_dir = 'qwen-grpo'  (no hfsdk counterpart)"
+        and len(result.unmapped) == 3
+    )
     assert result.unmapped[1].startswith("lr_scheduler_type = 'linear' (unset: the default)")
     assert result.unmapped[2].startswith("max_prompt_length = None (unset: the default)")
     data, _ = read_source("trl", None, ["--learning_rate", "2e-6", "--num_generations=4"])
