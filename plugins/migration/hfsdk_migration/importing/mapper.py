@@ -194,6 +194,16 @@ def as_int(key: str, value: Any) -> int:
     return int(number)
 
 
+def as_strings(key: str, value: Any, expected: str, hint: str) -> list[str]:
+    """A source value that is one string or a list of them (``train_files``, ``logger``),
+    as a list; anything else is refused naming ``expected`` and what to give (``hint``)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise ConfigError(f"{key}={value!r}: expected {expected}; {hint}")
+
+
 def as_numbers(key: str, value: Any, count: int) -> list[float]:
     """A source list of exactly ``count`` numbers (``betas: [0.9, 0.999]``)."""
     if not isinstance(value, list | tuple) or len(value) != count:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from hfsdk import LOGGERS, LOSS_AGG_MODES, ConfigError
-from hfsdk_migration.importing.mapper import Mapper, as_int, as_number
+from hfsdk_migration.importing.mapper import Mapper, as_int, as_number, as_strings
 from hfsdk_migration.importing.verl_reasons import list_leftovers
 from hfsdk_migration.importing.verl_roles import (
     backend_of,
@@ -68,26 +68,16 @@ CRITIC_ALGOS = ("ppo", "safe_rlhf")
 
 def _files(key: str, value: Any) -> list[str]:
     """verl's ``train_files``/``val_files``: one path or a list of paths."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise ConfigError(
-        f"{key}={value!r}: expected a file path or a list of them; give the parquet/jsonl "
-        "file(s) as a string or a list of strings"
-    )
+    return as_strings(
+        key, value, "a file path or a list of them",
+        "give the parquet/jsonl file(s) as a string or a list of strings",
+    )  # fmt: skip
 
 
 def _loggers(key: str, value: Any) -> list[str]:
     """verl's ``trainer.logger``: one logger name or a list of them."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return list(value)
-    raise ConfigError(
-        f"{key}={value!r}: expected a logger name or a list of them (hfsdk loggers: "
-        f"{', '.join(LOGGERS)}); give e.g. ['console', 'wandb']"
-    )
+    expected = f"a logger name or a list of them (hfsdk loggers: {', '.join(LOGGERS)})"
+    return as_strings(key, value, expected, "give e.g. ['console', 'wandb']")
 
 
 def _unflatten(flat: dict[str, Any]) -> dict[str, Any]:
