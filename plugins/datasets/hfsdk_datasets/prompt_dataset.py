@@ -38,6 +38,8 @@ from hfsdk_datasets.json_columns import check_json_columns
 
 logger = logging.getLogger(__name__)
 
+ORDER_VERSION = 2
+"""How epoch orders derive from the seed; 1 (``seed + epoch``) for checkpoints from before."""
 _FORMATS = {".parquet": "parquet", ".jsonl": "json", ".json": "json"}
 
 
@@ -368,7 +370,7 @@ class PromptLoader:
     """Tokenises a prompt dataset once and yields :class:`Batch` es of prompts forever.
 
     Prompts are left-padded (generation appends on the right). Each epoch is a
-    fresh permutation from ``seed + epoch``, so the position ``(epoch, index)``
+    fresh permutation from the pair ``(seed, epoch)``, so the position ``(epoch, index)``
     is all a checkpoint needs to resume exactly. ``validation`` and ``files`` say
     whose data it is (``data.val_files`` or ``data.train_files``) for messages.
     """
@@ -400,6 +402,7 @@ class PromptLoader:
         self._warned_size = False
         self.epoch = 0
         self.index = 0
+        self._order_version = ORDER_VERSION
         self._order = self._permutation(0)
 
     def _source(self) -> str:
@@ -452,7 +455,12 @@ class PromptLoader:
     def _permutation(self, epoch: int) -> list[int]:
         if not self.config.shuffle:
             return list(range(len(self.rows)))
-        generator = torch.Generator().manual_seed(self.seed + epoch)
+        # One generator seed per (seed, epoch) pair (seed < 2**32): "seed + epoch" made
+        # seed 1's first epoch seed 0's second, so a seed sweep shared its orders. Checkpoints
+        # written before (no "order" in their state) keep the old orders to resume exactly.
+        legacy = self._order_version < ORDER_VERSION
+        key = self.seed + epoch if legacy else self.seed * 2**32 + epoch
+        generator = torch.Generator().manual_seed(key)
         return torch.randperm(len(self.rows), generator=generator).tolist()
 
     def next_batch(self, n: int | None = None) -> Batch:
@@ -536,10 +544,11 @@ class PromptLoader:
 
     def state_dict(self) -> dict[str, int]:
         """Position in the data stream, for exact resumption."""
-        return {"epoch": self.epoch, "index": self.index}
+        return {"epoch": self.epoch, "index": self.index, "order": self._order_version}
 
     def load_state_dict(self, state: Mapping[str, int]) -> None:
-        """Continue from a saved position."""
+        """Continue from a saved position (in the orders the state was drawn with)."""
         self.epoch = int(state["epoch"])
         self.index = int(state["index"])
+        self._order_version = int(state.get("order", 1))
         self._order = self._permutation(self.epoch)

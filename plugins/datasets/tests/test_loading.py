@@ -39,7 +39,7 @@ def test_train_stream_validation_set_and_row_columns(tokenizer, tmp_path: Path) 
     val = _jsonl(tmp_path / "val.jsonl", ROWS[:2])
     prompts = load_run_prompts(_request(tokenizer, train, val, "data.shuffle=false"))
     assert list(prompts.train.next_batch()["answer"]) == ["three", "two"]
-    assert prompts.train.state_dict() == {"epoch": 0, "index": 2}
+    assert prompts.train.state_dict() == {"epoch": 0, "index": 2, "order": 2}
     whole = prompts.validation.whole()
     assert list(whole["raw_prompt"]) == ["add one and two", "add two"]
     assert prompts.validation.whole() is not whole  # callers may change a batch's meta

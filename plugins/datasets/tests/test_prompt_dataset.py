@@ -126,6 +126,26 @@ def test_resume_continues_the_same_stream(tokenizer) -> None:  # type: ignore[no
     assert sorted(flat[:12]) == list(range(12))
 
 
+def test_seeds_draw_their_own_epoch_orders(tokenizer) -> None:  # type: ignore[no-untyped-def]
+    import datasets
+
+    ds = datasets.Dataset.from_list(ROWS * 6)
+    config = DataConfig(batch_size=24, max_prompt_length=16, shuffle=True)
+
+    def epochs(seed: int, state: dict[str, int] | None = None) -> list[list[int]]:
+        loader = PromptLoader(ds, tokenizer, config, seed=seed)
+        if state is not None:
+            loader.load_state_dict(state)
+        return [list(loader.next_batch()["uid"]) for _ in range(2)]
+
+    # seed 1's first epoch is not seed 0's second (it was, with "seed + epoch").
+    assert epochs(1)[0] != epochs(0)[1]
+    # A checkpoint from before (no "order") resumes in the orders it was drawn in.
+    legacy = epochs(1, {"epoch": 0, "index": 0})
+    assert legacy[0] == epochs(0)[1] and legacy != epochs(1)
+    assert epochs(1, {"epoch": 0, "index": 0, "order": 2}) == epochs(1)
+
+
 def _saved_splits(path: Path, **splits: list[dict]) -> str:
     """A ``DatasetDict`` of ``splits`` saved at ``path`` (``save_to_disk``)."""
     import datasets

@@ -167,12 +167,12 @@ def test_the_stream_advances_one_position_for_the_trainer_and_the_program() -> N
     spec = hfsdk.get_registry("algorithms")["grpo"].impl
     config = load_run_config("grpo", None, SMALL)
     loader = prepare_run(config, spec).loader
-    loader.load_state_dict({"epoch": 0, "index": 0})
+    loader.load_state_dict({"epoch": 0, "index": 0, "order": 2})
     first = loader.next_batch()
     extra = loader.next_batch(EXTRA)
     assert (len(first), len(extra)) == (4, EXTRA)
-    assert loader.state_dict() == {"epoch": 0, "index": 4 + EXTRA}
-    loader.load_state_dict({"epoch": 0, "index": 4})
+    assert loader.state_dict() == {"epoch": 0, "index": 4 + EXTRA, "order": 2}
+    loader.load_state_dict({"epoch": 0, "index": 4, "order": 2})
     assert torch.equal(loader.next_batch(EXTRA)["input_ids"], extra["input_ids"])
     with pytest.raises(HfsdkError, match="n >= 1"):
         loader.next_batch(0)
