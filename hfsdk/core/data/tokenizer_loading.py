@@ -14,30 +14,30 @@ from hfsdk.core.errors import HfsdkError
 
 
 def load_tokenizer(path: str | Path, key: str = "tokenizer path") -> Any:
-    """The tokenizer saved in the local directory ``path`` (never a hub download); ``key``
-    is the config key that named it, for errors.
+    """The tokenizer saved in the local directory ``path`` (never downloaded); errors say ``key``.
 
-    A ``tokenizer.json`` is loaded with ``PreTrainedTokenizerFast`` directly, so a
-    locally trained tokenizer keeps its exact ids whatever architecture the
-    directory's config names; other saved tokenizers (sentencepiece, vocab files)
-    go through ``AutoTokenizer``. A tokenizer without a pad token pads with its
-    EOS token (as TRL and verl do); one without either is refused.
+    A ``tokenizer.json`` loads with ``PreTrainedTokenizerFast`` directly, so a locally trained
+    tokenizer keeps its exact ids whatever architecture the directory's config names; other
+    saved tokenizers (sentencepiece, vocab files) go through ``AutoTokenizer``. One without a
+    pad token pads with its EOS token (as TRL and verl do); one without either is refused.
     """
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     directory = Path(path).expanduser()
     what = "is not a directory" if directory.exists() else "does not exist"
+    fast = (directory / "tokenizer.json").is_file()
     try:
         if not directory.is_dir():
             raise NotADirectoryError(what)
-        fast = (directory / "tokenizer.json").is_file()
         loader = PreTrainedTokenizerFast if fast else AutoTokenizer
         tokenizer = loader.from_pretrained(str(directory), local_files_only=True)
-    except Exception as exc:
+    except Exception as exc:  # the loader's first line says what in the directory it could not read
+        said = str(exc).strip().partition("\n")[0] or type(exc).__name__
         reason = what if isinstance(exc, NotADirectoryError) else "holds no tokenizer that loads"
         raise HfsdkError(
             f"{key}={str(path)!r} {reason}; point it at a local model directory (or one made with "
-            "tokenizer.save_pretrained) holding tokenizer.json; hfsdk never downloads from the hub"
+            f"tokenizer.save_pretrained){'' if fast else ' holding tokenizer.json'}; hfsdk never "
+            "downloads from the hub" + ("" if reason == what else f" (the loader said: {said})")
         ) from exc
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:

@@ -72,10 +72,16 @@ def pick_split(loaded: Mapping[str, Any], name: str, validation: bool) -> Any:
 def concatenate_parts(datasets: Any, parts: Sequence[Any], names: Sequence[str]) -> Any:
     """``parts`` (read from ``names``) as one dataset; a column the files give different
     types is one line naming the files, the column and both types (``datasets`` would
-    stop with an internal error)."""
+    stop with an internal error). Arrow's 64-bit-offset types (``large_string``, as
+    pandas 3 writes) join their plain twins; columns some files lack are warned about."""
     clash = find_type_clash(parts, names)
     if clash is not None:
         raise HfsdkError(clash)
+    warn_missing_columns(parts, names)
+    if any(part.features != parts[0].features for part in parts):
+        # concatenate_datasets refuses large_string beside string: every part gets the
+        # plain types, so the files join in any order.
+        parts = [_plain_typed(datasets, part) for part in parts]
     try:
         return datasets.concatenate_datasets(list(parts))
     except ValueError as exc:  # a mismatch find_type_clash does not foresee
@@ -84,6 +90,54 @@ def concatenate_parts(datasets: Any, parts: Sequence[Any], names: Sequence[str])
             f"dataset files {list(names)} cannot be joined ({first}); give every column one "
             "type in every file"
         ) from None
+
+
+def warn_missing_columns(parts: Sequence[Any], names: Sequence[str]) -> None:
+    """Warn once when the files have different column sets: their rows get ``None`` where a
+    column is missing, which is right for an optional column but hides a misspelt one."""
+    missing: dict[str, list[str]] = {}
+    for part in parts:
+        for column in part.column_names:
+            if column not in missing:
+                missing[column] = [
+                    str(name)
+                    for other, name in zip(parts, names, strict=True)
+                    if column not in other.column_names
+                ]
+    gaps = [
+        f"{column!r} is missing from {', '.join(map(repr, lacking))}"
+        for column, lacking in missing.items()
+        if lacking
+    ]
+    if gaps:
+        logger.warning(
+            "dataset files differ in their columns: %s; those rows get None there (check the "
+            "column names if that is not meant)",
+            "; ".join(gaps),
+        )
+
+
+def _plain_typed(datasets: Any, part: Any) -> Any:
+    """``part`` with every large Arrow type cast to its plain twin (a copy only if needed)."""
+    features = _plain_feature(datasets, part.features)
+    return part if features == part.features else part.cast(datasets.Features(features))
+
+
+_PLAIN_DTYPES = {"large_string": "string", "large_binary": "binary"}
+"""Arrow's 64-bit-offset types and the 32-bit ones holding the same values."""
+
+
+def _plain_feature(datasets: Any, feature: Any) -> Any:
+    """``feature`` with ``large_string``/``large_binary``/``LargeList`` made plain, at any depth."""
+    if isinstance(feature, dict):
+        return {key: _plain_feature(datasets, inner) for key, inner in feature.items()}
+    if isinstance(feature, datasets.LargeList):
+        return datasets.List(_plain_feature(datasets, feature.feature))
+    if isinstance(feature, datasets.List):
+        return datasets.List(_plain_feature(datasets, feature.feature), length=feature.length)
+    if isinstance(feature, datasets.Value) and feature.dtype in _PLAIN_DTYPES:
+        return datasets.Value(_PLAIN_DTYPES[feature.dtype])
+    return feature
 
 
 def find_type_clash(parts: Sequence[Any], names: Sequence[str]) -> str | None:
@@ -121,6 +175,10 @@ def _clash(before: Any, after: Any, path: str) -> tuple[str, Any, Any] | None:
         return None
     if _is_null(before) or _is_null(after) or before == after:
         return None
+    import datasets
+
+    if _plain_feature(datasets, before) == _plain_feature(datasets, after):
+        return None  # large_string and string hold the same values: cast when joined
     return path, before, after
 
 

@@ -316,11 +316,12 @@ def _warn_double_bos(
 ) -> None:
     """Warn once per tokenizer when a string prompt written with the BOS token's text gets
     BOS again (from the chat template or the tokenizer): the model would see two, a
-    sequence it never saw in training."""
+    sequence it never saw in training. The ids are counted, not their first two compared:
+    a template puts its role tokens between its BOS and the prompt's."""
     bos_text, bos_id = getattr(tokenizer, "bos_token", None), tokenizer.bos_token_id
     if not bos_text or bos_id is None or not prompt.lstrip().startswith(bos_text):
         return
-    if list(ids[:2]) != [bos_id, bos_id]:
+    if list(ids).count(bos_id) < 2:
         return
     name = _tokenizer_key(tokenizer)
     if name in _DOUBLE_BOS_LOGGED:
@@ -338,8 +339,9 @@ def _warn_double_bos(
 
 def _warn_appended_eos(text: str, ids: Sequence[int], tokenizer: Any, where: str) -> None:
     """Warn once per tokenizer when the encoding ends with an EOS the text does not hold:
-    the tokenizer appends it (``add_eos_token``), so the model would be asked to continue
-    after the end of a sequence, silently."""
+    the tokenizer appends it, so the model would be asked to continue after the end of a
+    sequence, silently. The fix named is the one a fast tokenizer obeys: its
+    ``tokenizer.json`` post-processor, not ``add_eos_token`` (which it ignores)."""
     eos_text, eos_id = getattr(tokenizer, "eos_token", None), tokenizer.eos_token_id
     if eos_id is None or not ids or ids[-1] != eos_id or (eos_text and eos_text in text):
         return
@@ -348,10 +350,11 @@ def _warn_appended_eos(text: str, ids: Sequence[int], tokenizer: Any, where: str
         return
     _APPENDED_EOS_LOGGED.add(name)
     logger.warning(
-        "%s ends with the EOS token %r that the tokenizer appends to every encoding "
-        "(add_eos_token): the model is asked to continue after end-of-sequence; set "
-        "add_eos_token=false in the tokenizer's tokenizer_config.json",
+        "%s ends with the EOS token %r that the tokenizer appends to every encoding: the "
+        'model is asked to continue after end-of-sequence; remove %r from the "single" '
+        "template of the post_processor (TemplateProcessing) in the tokenizer's tokenizer.json",
         where,
+        eos_text,
         eos_text,
     )
 

@@ -143,7 +143,34 @@ def test_verl_parquet_loads_with_ground_truth_lifted(tmp_path: Path) -> None:
 def test_an_existing_ground_truth_column_wins() -> None:
     row = {"ground_truth": "mine", "reward_model": {"ground_truth": "nested"}}
     assert lift_nested(row)["ground_truth"] == "mine"
-    assert "ground_truth" not in lift_nested({"reward_model": {"style": "model"}})
+    # A reward_model column gives every row a ground_truth: None where it holds none.
+    assert lift_nested({"reward_model": {"style": "model"}})["ground_truth"] is None
+    assert lift_nested({"reward_model": None})["ground_truth"] is None
+    assert "ground_truth" not in lift_nested({"prompt": "add one"})
+    # A top-level None (another file had the column) takes the nested value.
+    assert lift_nested({"ground_truth": None, "reward_model": {"ground_truth": "2"}}) == {
+        "ground_truth": "2",
+        "reward_model": {"ground_truth": "2"},
+    }
+
+
+def test_rows_without_a_nested_ground_truth_still_collate(tmp_path: Path) -> None:
+    """Before: only rows holding reward_model.ground_truth got the column, so a batch
+    stopped with "batch key 'ground_truth' has 1 rows but the batch has 2"."""
+    import json
+
+    rows = [
+        {"prompt": "add one", "reward_model": {"style": "rule"}},
+        {"prompt": "add two", "reward_model": {"style": "rule", "ground_truth": "2"}},
+    ]
+    path = tmp_path / "gt.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    top = tmp_path / "top.jsonl"
+    top.write_text(json.dumps({"prompt": "add one two", "ground_truth": "3"}) + "\n")
+    for files, truths in (([path], [None, "2"]), ([path, top], [None, "2", "3"])):
+        dataset = load_prompt_dataset([str(f) for f in files], "prompt")
+        loader = PromptLoader(dataset, _tokenizer(None), DataConfig(shuffle=False), seed=0)
+        assert list(loader.whole()["ground_truth"]) == truths
 
 
 def test_plain_rendering_is_announced_once(tmp_path: Path, caplog, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -300,6 +327,25 @@ def test_a_prompt_starting_with_bos_text_is_warned_about_once(  # type: ignore[n
     ]
 
 
+def test_a_bos_after_the_templates_role_tokens_is_warned_about(caplog, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Before: only ``[BOS, BOS, ...]`` was warned about, but real templates put role tokens
+    between the template's BOS and the prompt's own."""
+    import datasets
+
+    monkeypatch.setattr(prompt_dataset, "_DOUBLE_BOS_LOGGED", set(), raising=False)
+    tokenizer = _bos_tokenizer("{{ bos_token }} " + TEMPLATE)
+    rows = [{"prompt": "<s> add one"}]
+    with caplog.at_level(logging.WARNING):
+        loader = PromptLoader(datasets.Dataset.from_list(rows), tokenizer, DataConfig(), seed=0)
+    bos = tokenizer.bos_token_id
+    assert loader.token_ids[0][:3] == [bos, tokenizer.convert_tokens_to_ids("<|user|>"), bos]
+    warnings = [r.getMessage() for r in caplog.records if "BOS" in r.getMessage()]
+    assert warnings == [
+        "row 0 of column 'prompt' starts with the BOS token '<s>' and the chat template adds "
+        "BOS again: the model sees two BOS tokens; remove the leading '<s>' from the prompts"
+    ]
+
+
 @pytest.mark.parametrize(("setting", "warned"), [(False, True), (None, False)])
 def test_a_tokenizer_appending_eos_is_warned_about_once(  # type: ignore[no-untyped-def]
     setting, warned, caplog, monkeypatch
@@ -311,7 +357,8 @@ def test_a_tokenizer_appending_eos_is_warned_about_once(  # type: ignore[no-unty
     tokenizer = _tokenizer(TEMPLATE)
     tokenizer.add_special_tokens({"eos_token": "</s>"})
     eos = tokenizer.eos_token_id
-    # What add_eos_token=True does (Llama tokenizers): EOS after every encoding.
+    # What a tokenizer.json post-processor appending EOS does: EOS after every encoding
+    # (add_eos_token in tokenizer_config.json does not change it for a fast tokenizer).
     tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
         single="$A </s>", special_tokens=[("</s>", eos)]
     )
@@ -324,8 +371,9 @@ def test_a_tokenizer_appending_eos_is_warned_about_once(  # type: ignore[no-unty
     warnings = [r.getMessage() for r in caplog.records if "EOS" in r.getMessage()]
     assert warnings == warned * [
         "row 1 of column 'prompt' ends with the EOS token '</s>' that the tokenizer appends "
-        "to every encoding (add_eos_token): the model is asked to continue after "
-        "end-of-sequence; set add_eos_token=false in the tokenizer's tokenizer_config.json"
+        "to every encoding: the model is asked to continue after end-of-sequence; remove "
+        "'</s>' from the \"single\" template of the post_processor (TemplateProcessing) in "
+        "the tokenizer's tokenizer.json"
     ]
 
 

@@ -207,6 +207,45 @@ def test_files_whose_column_types_differ_are_one_line(tmp_path: Path) -> None:
     assert load_prompt_dataset([str(text), str(loose)], "prompt")["answer"] == ["2", None]
 
 
+def test_large_and_plain_arrow_types_of_one_column_join(tmp_path: Path) -> None:
+    """pandas 3 writes strings as large_string; before, joining such a parquet with a jsonl
+    stopped with "different types (large_string in the first, string in the second)"."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table(
+        {
+            "prompt": pa.array(["add one"], pa.large_string()),
+            "tags": pa.array([["a", "b"]], pa.large_list(pa.large_string())),
+        }
+    )
+    pq.write_table(table, tmp_path / "large.parquet")
+    plain = _write_jsonl(tmp_path / "plain.jsonl", [{"prompt": "add two", "tags": ["c"]}])
+    for files in ([tmp_path / "large.parquet", plain], [plain, tmp_path / "large.parquet"]):
+        joined = load_prompt_dataset([str(f) for f in files], "prompt")
+        assert sorted(joined["prompt"]) == ["add one", "add two"]
+        assert sorted(map(tuple, joined["tags"])) == [("a", "b"), ("c",)]
+
+
+def test_files_with_different_columns_are_warned_about_once(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
+    import logging
+
+    first = _write_jsonl(tmp_path / "a.jsonl", [{"prompt": "add one", "answer": "1"}])
+    second = _write_jsonl(tmp_path / "b.jsonl", [{"prompt": "add two", "solution": "2"}])
+    third = _write_jsonl(tmp_path / "c.jsonl", [{"prompt": "one", "answer": "1"}])
+    with caplog.at_level(logging.WARNING):
+        joined = load_prompt_dataset([str(first), str(second), str(third)], "prompt")
+    assert joined["answer"] == ["1", None, "1"]  # joined (a column may be optional), but said
+    warnings = [
+        r.getMessage() for r in caplog.records if "differ in their columns" in r.getMessage()
+    ]
+    assert warnings == [
+        f"dataset files differ in their columns: 'answer' is missing from {str(second)!r}; "
+        f"'solution' is missing from {str(first)!r}, {str(third)!r}; those rows get None "
+        "there (check the column names if that is not meant)"
+    ]
+
+
 def test_columns_the_loader_writes_are_refused(tokenizer, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     import datasets
 

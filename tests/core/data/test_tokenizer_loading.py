@@ -56,6 +56,25 @@ def test_a_tokenizer_with_neither_pad_nor_eos_is_refused(
         hfsdk.load_tokenizer(tmp_path / "file")
 
 
+def test_a_tokenizer_that_does_not_load_says_why(no_pad_tokenizer: Path, tmp_path: Path) -> None:
+    """Before: every failure was the same line, advising a tokenizer.json the directory held."""
+    broken = tmp_path / "broken"
+    shutil.copytree(no_pad_tokenizer, broken)
+    saved = json.loads((broken / "tokenizer.json").read_text())
+    saved["model"] = {"type": "NoSuchModel"}
+    (broken / "tokenizer.json").write_text(json.dumps(saved))
+    with pytest.raises(HfsdkError) as info:
+        hfsdk.load_tokenizer(broken, key="actor.model_path")
+    said = str(info.value)
+    assert said.startswith(f"actor.model_path={str(broken)!r} holds no tokenizer that loads; ")
+    # the first line of tokenizers' own error: what in the file it could not read
+    assert "; hfsdk never downloads from the hub (the loader said: data did not match " in said
+    assert "holding tokenizer.json" not in said and "\n" not in said
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(HfsdkError, match=r"\) holding tokenizer\.json; .* \(the loader said: "):
+        hfsdk.load_tokenizer(tmp_path / "empty")
+
+
 @pytest.mark.slow
 def test_a_run_on_a_tokenizer_without_pad_token_trains(
     no_pad_tokenizer: Path, tmp_path: Path
