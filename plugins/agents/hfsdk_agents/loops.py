@@ -116,8 +116,9 @@ class AgentContext:
         """Generate one model turn, append it and return it with its parsed tool calls.
 
         ``None`` when the budget is spent (the trajectory then ends with ``budget``). A turn
-        cut at the trajectory's budget (not at ``max_tokens_per_turn``) finishes ``budget``,
-        the segment and the trajectory, not ``length``: the budget ended it.
+        cut at the trajectory's budget (it used all that was left, not cut sooner by
+        ``max_tokens_per_turn`` or the rollout's own max_response_length) finishes
+        ``budget``, the segment and the trajectory, not ``length``: the budget ended it.
         """
         remaining = self.remaining(trajectory)
         budget = remaining
@@ -144,7 +145,9 @@ class AgentContext:
         finish_reason = result.finish_reason
         # Cut by the trajectory's budget: the segment says so too, as loops finish the
         # trajectory with their last turn's reason (agent/budget_finish_share counts it).
-        cut_by_budget = finish_reason == "length" and budget == remaining
+        # Only a turn that used all that was left: one cut sooner, by max_tokens_per_turn or
+        # the rollout's own max_response_length, is a length cut with budget left over.
+        cut_by_budget = finish_reason == "length" and len(result.token_ids) >= remaining
         if cut_by_budget:
             finish_reason = trajectory.finish = "budget"
         segment = Segment(

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from hfsdk import ConfigError, HfsdkError
-from hfsdk_agents.argument_checks import checked_arguments, parameters_json, schema_validator
+from hfsdk_agents.argument_checks import parameters_json, schema_validator
 from hfsdk_agents.file_modules import import_file
 from hfsdk_agents.tool_worker import ToolError as ToolError  # public here
 from hfsdk_agents.tool_worker import ToolResult as ToolResult  # public here
@@ -187,6 +187,7 @@ class Tool:
             return fn
         if not callable(fn):
             raise HfsdkError(f"tool {name or fn!r} is a {type(fn).__name__}, not a function")
+        explicit = schema is not None
         if schema is not None:
             schema = dict(schema)
             if "function" not in schema:
@@ -205,12 +206,47 @@ class Tool:
                 "tool's schema (parameters: a JSON Schema object; types are string, integer, "
                 "number, boolean, array, object, null)"
             )
+        if explicit:
+            _check_binding(tool_name, fn, tool.parameters)
         return tool
 
     @property
     def parameters(self) -> Mapping[str, Any]:
         """The JSON schema of the arguments."""
         return self.schema["function"].get("parameters", {})
+
+
+def _check_binding(name: str, fn: Callable[..., Any], parameters: Mapping[str, Any]) -> None:
+    """A ``ConfigError`` when an explicit schema's properties do not bind to ``fn``'s
+    signature: every call that follows the schema would then be a bad_arguments blamed on
+    the model. A function that takes ``**kwargs`` (or has no signature to read) takes any;
+    a schema without ``properties`` names no arguments to check."""
+    if not isinstance(parameters.get("properties"), Mapping):
+        return
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    params = signature.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    accepted = [p.name for p in params if p.kind in kinds]
+    properties = list(parameters["properties"])
+    for prop in properties:
+        if prop not in accepted:
+            raise ConfigError(
+                f"tool {name!r}: the schema's parameter {prop!r} is not a parameter of the "
+                f"function (it takes {accepted}), so every call that gives it would fail; "
+                "name the schema's properties after the function's parameters"
+            )
+    for p in params:
+        if p.kind in kinds and p.default is inspect.Parameter.empty and p.name not in properties:
+            raise ConfigError(
+                f"tool {name!r}: the function's required parameter {p.name!r} is not among "
+                f"the schema's properties {properties}, so no call could give it; add it to "
+                "the schema or give the parameter a default"
+            )
 
 
 def _function_name(fn: Callable[..., Any], entry: Any = None) -> str:
@@ -301,9 +337,12 @@ def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool
         # The function only: inferring a schema of its own would be wasted (an explicit schema
         # wins) and fails for functions only an explicit schema can describe.
         fn = _callable_of(spec["fn"])
-        if spec.get("name") is None and spec.get("schema") is None:
+        schema = spec.get("schema")
+        if schema is None:  # a registered tool keeps the schema it was registered with
+            schema = _registered_schema(spec["fn"])
+        if spec.get("name") is None and schema is None:
             _function_name(fn, spec["fn"])
-        return Tool.from_function(fn, name=spec.get("name"), schema=spec.get("schema"))
+        return Tool.from_function(fn, name=spec.get("name"), schema=schema)
     if not isinstance(spec, str):
         raise ConfigError(
             f"rollout.multi_turn.tools: the entry {spec!r} ({type(spec).__name__}) is not a "
@@ -321,6 +360,21 @@ def load_tool(spec: str | Mapping[str, Any] | Callable[..., Any] | Tool) -> Tool
         return Tool.from_function(impl, name=spec, schema=schema)
     fn = _load_callable(spec)
     return Tool.from_function(fn, name=_function_name(fn, spec))
+
+
+def _registered_schema(spec: Any) -> Mapping[str, Any] | None:
+    """The schema a mapping entry's ``fn`` already has: a ``Tool``'s, or a registered tool's
+    (given at registration); ``None`` for a function, which is described by its hints."""
+    if isinstance(spec, Tool):
+        return spec.schema
+    if isinstance(spec, str) and ":" not in spec:
+        import hfsdk  # the registry through the public surface (no import cycle)
+
+        entry = hfsdk.get_registry("tools")[spec]
+        if isinstance(entry.impl, Tool):
+            return entry.impl.schema
+        return entry.extra.get("schema")  # type: ignore[no-any-return]
+    return None
 
 
 def _callable_of(spec: Any) -> Callable[..., Any]:
@@ -393,12 +447,6 @@ class ToolOutput:
         """A JSON-ready record of the call (images as their count)."""
         record = attrs.asdict(self, filter=lambda field, _: field.name != "images")
         return {**record, "images": len(self.images)} if self.images else record
-
-
-def argument_error(tool: Tool, arguments: Mapping[str, Any]) -> str | None:
-    """Why ``arguments`` do not fit ``tool`` (its JSON schema, then its signature), or ``None``
-    (:func:`checked_arguments`, run in this process)."""
-    return checked_arguments(parameters_json(tool.parameters), tool.fn, arguments)[1]
 
 
 async def call_tool(

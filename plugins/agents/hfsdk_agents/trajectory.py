@@ -66,7 +66,9 @@ class Trajectory:
     turn hit its token limit), ``max_turns``, ``budget`` (the response token budget),
     ``segment`` (the trajectory goes on in a new segment, see :meth:`follow`) or
     whatever a custom loop sets. ``extra`` holds a custom loop's per-trajectory
-    values (e.g. an environment's reward), passed on as non-tensor columns.
+    values (e.g. an environment's reward): they reach the trajectory's JSON (the
+    ``agent_trajectory`` column and the rollout dump), not columns of their own, so a
+    reward function reads them as ``agent_trajectory[i]["extra"]``.
 
     A later segment of a step-wise trajectory (made by :meth:`follow`) keeps the
     row's prompt in ``row_prompt``; ``carried`` of its ``prompt_ids`` (those after
@@ -286,10 +288,23 @@ class ChatTemplateRenderer(TurnRenderer):
     def _render(
         self, messages: list[dict[str, Any]], generation_prompt: bool, tools: bool = False
     ) -> list[int]:
+        import jinja2  # transformers' chat templates are jinja2 (installed with it)
+
         extra = {"tools": [dict(t) for t in self.tools]} if tools and self.tools else {}
-        ids = self.tokenizer.apply_chat_template(
-            messages, tokenize=True, add_generation_prompt=generation_prompt, **extra
-        )
+        try:
+            ids = self.tokenizer.apply_chat_template(
+                messages, tokenize=True, add_generation_prompt=generation_prompt, **extra
+            )
+        except jinja2.exceptions.TemplateError as err:
+            # A template may refuse a conversation it was not written for (Gemma's and
+            # Mistral's refuse a tool turn, or two user turns in a row): say what to do.
+            roles = [m.get("role") for m in messages]
+            raise HfsdkError(
+                f"the tokenizer's chat template refused the conversation (roles {roles}): "
+                f"{err}; the template cannot render the agent's turns, so set "
+                "rollout.multi_turn.renderer: plain (or use a tokenizer whose template "
+                "renders tool and consecutive user turns)"
+            ) from None
         if isinstance(ids, Mapping):  # transformers 5 may return a BatchEncoding
             ids = ids["input_ids"]
         return list(ids)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from hfsdk import generate_rollout
+import pytest
+
+from hfsdk import HfsdkError, generate_rollout
 
 from .fakes import prompt_batch, rollout_for, word_tokenizer
 
@@ -143,3 +145,29 @@ def test_a_turn_ended_by_the_models_own_end_token_keeps_it_trained() -> None:
     mask = [1] * len(model1) + [0] * len(tool) + [1] * len(model2)
     assert out["response_mask"][0, : len(expected)].tolist() == mask
     assert out["agent_trajectory"][0]["segments"][1]["tool_results"][0]["content"] == "7"
+
+
+def test_a_template_that_refuses_the_conversation_says_to_render_plain() -> None:
+    # Gemma/Mistral-style: roles must alternate user/assistant, so a tool turn is refused
+    strict = (
+        "{% for m in messages %}"
+        "{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+        "{{ raise_exception('Conversation roles must alternate user/assistant') }}"
+        "{% endif %}<|im_start|> {{ m.role }} {{ m.content }} <|im_end|> NL "
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|> assistant {% endif %}"
+    )
+    tok = word_tokenizer(WORDS, template=strict)
+    rollout = rollout_for(
+        tok,
+        script,
+        tools=["add"],
+        renderer="chat_template",
+        stop_token_ids=(T["<|im_end|>"],),
+        max_response_tokens=24,
+    )
+    prompt = "<|im_start|> user q <|im_end|> NL <|im_start|> assistant"
+    with pytest.raises(HfsdkError) as info:
+        generate_rollout(rollout, prompt_batch(tok, [prompt]))
+    message = str(info.value)
+    assert "Conversation roles must alternate user/assistant" in message
+    assert "rollout.multi_turn.renderer: plain" in message

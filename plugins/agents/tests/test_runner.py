@@ -361,3 +361,18 @@ def test_a_turn_cut_by_the_trajectory_budget_finishes_budget_not_length() -> Non
         out = generate_rollout(rollout, prompt_batch(tok, ["q", "q"]))
         assert [t["finish"] for t in out["agent_trajectory"]] == [finish] * 2, per_turn
         assert out.meta["rollout_metrics"]["agent/budget_finish_share"] == share
+
+
+def test_a_turn_cut_by_the_rollouts_own_length_limit_stays_length() -> None:
+    """The rollout decodes at most 4 tokens a call (its max_response_length) and the budget is
+    64: the turn is cut with budget left over, so it is a length cut, not a budget one."""
+    tok = word_tokenizer(["q", "a"])
+    a = tok.convert_tokens_to_ids("a")
+    rollout = rollout_for(
+        tok, lambda _ctx: [a] * 16, width=4, tools=["add"], renderer="plain", max_response_tokens=64
+    )
+    out = generate_rollout(rollout, prompt_batch(tok, ["q"]))
+    trajectory = out["agent_trajectory"][0]
+    assert trajectory["finish"] == "length"
+    assert trajectory["segments"][0]["finish_reason"] == "length"
+    assert out.meta["rollout_metrics"]["agent/budget_finish_share"] == 0.0

@@ -390,7 +390,8 @@ CALLER = _Caller()
 
 
 def test_partials_and_callable_objects_load_or_ask_for_a_name() -> None:
-    schema = {"description": "Echo.", "parameters": {"type": "object", "properties": {}}}
+    query = {"query": {"type": "string"}}
+    schema = {"description": "Echo.", "parameters": {"type": "object", "properties": query}}
     spec = "plugins.agents.tests.test_tools:PARTIAL"
     assert load_tool({"fn": spec, "name": "search"}).name == "search"
     assert (
@@ -420,7 +421,11 @@ def test_type_checking_only_hints_fall_back_to_hfsdks_own_schema(tmp_path: Path)
 def test_an_explicit_schema_is_not_inferred_and_an_invalid_one_is_refused() -> None:
     from unittest import mock
 
-    schema = {"description": "Add.", "parameters": {"type": "object", "properties": {}}}
+    number = {"type": "integer"}
+    schema = {
+        "description": "Add.",
+        "parameters": {"type": "object", "properties": {"a": number, "b": number}},
+    }
     with mock.patch("hfsdk_agents.tools.schema_from_function", side_effect=AssertionError):
         load_tool({"fn": "add", "name": "add", "schema": schema})
     bad = {
@@ -431,3 +436,58 @@ def test_an_explicit_schema_is_not_inferred_and_an_invalid_one_is_refused() -> N
         ConfigError, match=r"tool 'add': its parameter schema is invalid \('int' is not valid"
     ):
         load_tool({"fn": "add", "name": "add", "schema": bad})
+
+
+def test_renaming_a_registered_tool_keeps_its_registered_schema(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hfsdk
+    from hfsdk.core.registry import RegistryEntry
+
+    def lookup(key):  # type: ignore[no-untyped-def]  # described only by its registration
+        return f"value of {key}"
+
+    schema = {
+        "name": "lookup",
+        "description": "Look a key up in the table.",
+        "parameters": {
+            "type": "object",
+            "properties": {"key": {"type": "string", "enum": ["alpha", "beta"]}},
+            "required": ["key"],
+        },
+    }
+    entry = RegistryEntry(
+        name="lookup", impl=lookup, config_cls=None, plugin="test", doc="", extra={"schema": schema}
+    )
+    monkeypatch.setitem(hfsdk.get_registry("tools")._entries, "lookup", entry)
+    renamed = load_tool({"fn": "lookup", "name": "find"})
+    assert renamed.name == renamed.schema["function"]["name"] == "find"
+    assert renamed.schema["function"]["description"] == "Look a key up in the table."
+    assert renamed.parameters == schema["parameters"]
+    # an entry's own schema still wins
+    own = {"description": "Find.", "parameters": {"type": "object", "properties": {"key": {}}}}
+    assert (
+        load_tool({"fn": "lookup", "name": "find", "schema": own}).parameters == own["parameters"]
+    )
+
+
+def test_an_explicit_schema_that_does_not_bind_to_the_function_is_refused() -> None:
+    def find(q: str, limit: int = 3) -> str:
+        return q * limit
+
+    def schema(**properties: object) -> dict[str, object]:
+        return {"description": "Find.", "parameters": {"type": "object", "properties": properties}}
+
+    # the schema names 'query', the function takes 'q': every call would be bad_arguments
+    with pytest.raises(ConfigError, match=r"tool 'find': the schema's parameter 'query'") as info:
+        load_tool({"fn": find, "schema": schema(query={"type": "string"})})
+    assert "['q', 'limit']" in str(info.value) and "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match=r"tool 'find': the function's required parameter 'q'"):
+        load_tool({"fn": find, "schema": schema(limit={"type": "integer"})})
+    # a parameter with a default may be left out; a function with **kwargs takes any
+    assert load_tool({"fn": find, "schema": schema(q={})}).name == "find"
+
+    def anything(**kwargs: object) -> str:
+        return str(kwargs)
+
+    assert load_tool({"fn": anything, "schema": schema(query={})}).name == "anything"

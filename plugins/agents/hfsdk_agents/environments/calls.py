@@ -18,8 +18,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from hfsdk_agents.argument_checks import checked_arguments, parameters_json
 from hfsdk_agents.tool_worker import ToolError, _as_text
-from hfsdk_agents.tools import Tool, ToolOutput, argument_error, cut_text
+from hfsdk_agents.tools import Tool, ToolOutput, cut_text
 
 
 def bound_tools(spec_schemas: Mapping[str, Mapping[str, Any]], env: Any) -> dict[str, Tool]:
@@ -58,7 +59,8 @@ async def call_environment_tool(
         )
     if not isinstance(arguments, Mapping):
         return out(f"Error: arguments of {name!r} must be a JSON object", False, "bad_arguments")
-    problem = argument_error(tool, arguments)
+    # The arguments as checked (1.0 -> 1 for an integer parameter), as a plain tool gets them.
+    arguments, problem = checked_arguments(parameters_json(tool.parameters), tool.fn, arguments)
     if problem is not None:
         return out(f"Error: {name}: {problem}", False, "bad_arguments")
     try:

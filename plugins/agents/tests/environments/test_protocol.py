@@ -121,7 +121,7 @@ def test_the_prompts_announce_one_environments_tools_not_a_columns() -> None:
 
 
 class Slow(Environment):
-    tools: ClassVar[tuple[str, ...]] = ("wait", "refuse", "quit", "rant", "echo")
+    tools: ClassVar[tuple[str, ...]] = ("wait", "refuse", "quit", "rant", "echo", "pick")
 
     def reset(self, row):  # type: ignore[no-untyped-def]
         return ""
@@ -160,6 +160,14 @@ class Slow(Environment):
             nested = [nested]
         return nested
 
+    def pick(self, slot: int) -> str:
+        """Take the item in a slot.
+
+        Args:
+            slot: Which slot.
+        """
+        return ["apple", "pear", "plum"][slot]
+
     def reward(self) -> float:
         return 0.0
 
@@ -189,6 +197,11 @@ def test_tool_failures_are_the_tools_output() -> None:
     assert _call("echo", {"text": "deep"})[:2] == (False, "bad_output")
     # half of an emoji's escape, echoed back, reaches the tokenizer as U+FFFD
     assert _call("echo", {"text": "a\ud83d"}) == (True, None, "a\ufffd")
+
+
+def test_an_integral_float_reaches_an_integer_parameter_as_an_int() -> None:
+    # jsonschema counts 1.0 as an integer; the method gets 1, as a plain tool does
+    assert _call("pick", {"slot": 1.0}) == (True, None, "pear")
 
 
 def test_settings_that_cannot_run_are_refused_in_one_line() -> None:
