@@ -21,7 +21,8 @@ interpreter under a ``0700`` ``/root``) is bind-mounted read-only, in the
 launcher's own mount namespace, into the run's scratch directory, and bwrap
 mounts it from there at its original path (:func:`_stage`). ``/proc/sys``,
 ``/dev`` and the hidden ``site-packages`` are read-only (no memory to fill
-outside the limits). It has an empty environment, a new session (no terminal
+outside the limits). It has an environment of ``HOME``, ``TMPDIR`` and
+``MALLOC_ARENA_MAX`` (:data:`.limits.CHILD_ENV`) only, a new session (no terminal
 to inject into), dies with its parent, and runs under the seccomp filter of
 :mod:`.seccomp`. Nested user namespaces are disabled.
 """
@@ -34,6 +35,8 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+
+from hfsdk_sandbox.limits import CHILD_ENV
 
 BOX = "/box"
 GUARD_IN_BOX = "/box/.guard.py"
@@ -166,6 +169,8 @@ def command(
         "--setenv",
         "TMPDIR",
         BOX,
+        # MALLOC_ARENA_MAX: threads' malloc arenas fit under RLIMIT_AS (see limits.CHILD_ENV).
+        *[arg for name, value in CHILD_ENV.items() for arg in ("--setenv", name, value)],
         "--seccomp",
         str(seccomp_fd),
         "--",
@@ -232,12 +237,16 @@ def _stage(argv: list[str], stage_dir: Path) -> tuple[list[str], list[str]]:
     return out, [item for pair in staged.items() for item in pair]
 
 
-# Run by root as `python -I -S -c _AS_NOBODY PROCS STAGE_DIR N SRC1 DST1 … SRCN DSTN BWRAP…`:
-# joins the run's cgroup (root may write its cgroup.procs; 65534 may not), stages the sources
-# 65534 cannot reach (see _stage), drops to 65534 and execs bwrap. The staging mounts are made
+# Run as `python -I -S -c _AS_NOBODY PROCS STAGE_DIR N SRC1 DST1 … SRCN DSTN BWRAP…`:
+# joins the run's cgroup (root may write its cgroup.procs; 65534 may not); run by root, stages
+# the sources 65534 cannot reach (see _stage) and drops to 65534. The staging mounts are made
 # in a private mount namespace over the caller's private scratch directory: a tmpfs (mode 0755,
 # so 65534 may search it) holding read-only bind mounts. They exist only in that namespace —
 # the host's mounts and permissions do not change — and vanish with it when the run ends.
+# It then starts bwrap and stays, a child subreaper, until every descendant is reaped: bwrap
+# exits on its init's word without reaping that init, whose CPU time (the program's, reaped by
+# it) was lost; reaped here, it reaches the runner's wait4 of this process (the CPU limit).
+# It exits with bwrap's status (128 + N for a bwrap killed by signal N) and dies with the runner.
 _AS_NOBODY = f"""
 import os, sys
 if sys.argv[1]:  # join the run's cgroup while still allowed to write its cgroup.procs
@@ -248,13 +257,14 @@ if sys.argv[1]:  # join the run's cgroup while still allowed to write its cgroup
         sys.exit(125)
 stage, n = sys.argv[2], int(sys.argv[3])
 pairs = sys.argv[4:4 + 2 * n]
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def check(ok, what):
+    if not ok:
+        sys.stderr.write(f"sandbox: {{what}}: {{os.strerror(ctypes.get_errno())}}\\n")
+        sys.exit(125)
+check(libc.prctl(36, 1, 0, 0, 0) == 0, "prctl(PR_SET_CHILD_SUBREAPER)")
 if n:
-    import ctypes
-    libc = ctypes.CDLL(None, use_errno=True)
-    def check(ok, what):
-        if not ok:
-            sys.stderr.write(f"sandbox: {{what}}: {{os.strerror(ctypes.get_errno())}}\\n")
-            sys.exit(125)
     def mount(src, dst, kind, flags, data=None):
         args = [x if x is None else x.encode() for x in (src, dst, kind, data)]
         check(libc.mount(*args[:3], flags, args[3]) == 0, f"mount {{src}} on {{dst}}")
@@ -269,11 +279,32 @@ if n:
         mount(src, dst, None, 0x5000)  # MS_BIND | MS_REC
         # Read-only, nosuid, nodev; noexec kept where the source had it.
         mount(None, dst, None, 0x1027 | (os.statvfs(src).f_flag & 8))
-os.setgroups([])
-os.setgid({SANDBOX_UID})
-os.setuid({SANDBOX_UID})
+if os.geteuid() == 0:
+    os.setgroups([])
+    os.setgid({SANDBOX_UID})
+    os.setuid({SANDBOX_UID})
+parent = os.getppid()
+# After the drop, which clears it: bwrap's --die-with-parent now watches this process.
+check(libc.prctl(1, 9, 0, 0, 0) == 0, "prctl(PR_SET_PDEATHSIG)")
+if os.getppid() != parent:
+    os._exit(125)
 argv = sys.argv[4 + 2 * n:]
-os.execv(argv[0], argv)
+child = os.fork()
+if child == 0:
+    try:
+        os.execv(argv[0], argv)
+    finally:
+        os._exit(125)
+status = 0
+while True:
+    try:
+        pid, got = os.wait()
+    except ChildProcessError:
+        break
+    if pid == child:
+        status = got
+code = os.waitstatus_to_exitcode(status)
+os._exit(code if code >= 0 else 128 - code)
 """
 
 
@@ -283,14 +314,17 @@ def drops_privileges() -> bool:
 
 
 def launcher(argv: list[str], procs: Path | None, stage_dir: Path) -> list[str]:
-    """``argv`` run as host uid/gid 65534, after joining the cgroup of ``procs`` (root only).
+    """``argv`` (bwrap's command) run after joining the cgroup of ``procs``, as host uid/gid
+    65534 where the caller is root, its descendants reaped for their CPU time.
 
     bwrap run by root maps the sandbox's uid onto host uid 0: /proc/sys, device nodes and
     anything else root owns would be the program's. A tiny interpreter joins the cgroup (root
     may; uid 65534 may not), stages what 65534 cannot reach over ``stage_dir`` (the run's
-    private scratch directory, see :func:`_stage`) and drops before bwrap starts.
+    private scratch directory, see :func:`_stage`) and drops before bwrap starts. For any
+    caller it reaps what bwrap leaves (see :data:`_AS_NOBODY`): the runner's ``wait4`` of it
+    then counts the program's CPU time.
     """
-    argv, pairs = _stage(argv, stage_dir)
+    argv, pairs = _stage(argv, stage_dir) if drops_privileges() else (argv, [])
     return [
         interpreter(),
         "-I",

@@ -65,5 +65,11 @@ class SandboxLimits:
     )
 
 
+# The environment every sandboxed program gets (bubblewrap's --setenv, process mode's env).
+# glibc gives each thread that allocates its own malloc arena, reserving 64 MiB of address space
+# apiece, which RLIMIT_AS (memory_mb) counts: under the default 512 MiB only ~14 threads started
+# ("can't start new thread"). Two arenas keep the reservation small whatever the thread count.
+CHILD_ENV: dict[str, str] = {"MALLOC_ARENA_MAX": "2"}
+
 PYTHON_TOOL_LIMITS = SandboxLimits(wall_s=5.0, cpu_s=5, memory_mb=512, output_bytes=8192)
 """The limits of one call of the agents' ``python`` tool (``hfsdk sandbox run --limits python``)."""

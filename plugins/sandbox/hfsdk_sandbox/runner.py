@@ -7,8 +7,8 @@ Two isolation modes (``sandbox.isolation`` in a run config, or the
 IPC, UTS, cgroup and mount namespaces, a root holding only the interpreter,
 its standard library and the shared libraries, uid 65534 (bubblewrap itself
 starts as host uid 65534 where the caller is root, what that uid cannot reach
-staged in a mount namespace of its own: :func:`.bwrap.launcher`), an empty
-environment, a seccomp filter (:mod:`.seccomp`) that refuses namespace,
+staged in a mount namespace of its own: :func:`.bwrap.launcher`), an almost empty
+environment (:data:`.limits.CHILD_ENV`), a seccomp filter (:mod:`.seccomp`) that refuses namespace,
 tracing and kernel-surface calls and new processes. Where bubblewrap cannot start, model
 code is refused (status ``refused``) rather than run with less.
 
@@ -32,6 +32,7 @@ import contextlib
 import functools
 import logging
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -43,9 +44,10 @@ from typing import Literal
 
 import attrs
 
+from hfsdk import HfsdkError
 from hfsdk_sandbox import bwrap
 from hfsdk_sandbox.cgroup import PidsCgroup, make_pids_cgroup
-from hfsdk_sandbox.limits import SandboxLimits
+from hfsdk_sandbox.limits import CHILD_ENV, SandboxLimits
 from hfsdk_sandbox.pipes import drain
 from hfsdk_sandbox.scratch import make_scratch, remove_scratch
 from hfsdk_sandbox.seccomp import build_filter
@@ -96,9 +98,20 @@ class SandboxResult:
 
 
 def isolation() -> Isolation:
-    """The isolation mode this process uses: ``HFSDK_SANDBOX_ISOLATION``, default ``os``."""
-    value = os.environ.get(ISOLATION_ENV, "os")
-    return value if value in ISOLATIONS else "os"  # type: ignore[return-value]
+    """The isolation mode this process uses: ``HFSDK_SANDBOX_ISOLATION``, default ``os``
+    (unset or empty).
+
+    Raises :class:`~hfsdk.HfsdkError` for any other value: ``Process`` was run as ``os`` without
+    a word, and its model code was refused where the caller had asked for ``process``.
+    """
+    value = os.environ.get(ISOLATION_ENV) or "os"
+    if value not in ISOLATIONS:
+        raise HfsdkError(
+            f"{ISOLATION_ENV}={value!r} is not a sandbox isolation mode; expected one of "
+            f"{', '.join(repr(mode) for mode in ISOLATIONS)} (lower case): set it to one of them "
+            "or unset it for 'os' (docs/agents.md#sandbox-layers)"
+        )
+    return value  # type: ignore[return-value]
 
 
 def set_isolation(mode: Isolation) -> None:
@@ -186,10 +199,49 @@ def _process_command(scratch: Path, limits: SandboxLimits, *, drop: bool, netns:
     return [shutil.which("unshare") or "unshare", "--net", *command] if netns else command
 
 
-def _usable_cores() -> int:
-    """The cores this process may run on: a run shorter than ``cpu_s`` over them cannot
-    have spent ``cpu_s`` of CPU time (its exit status alone may be a program's own)."""
-    return max(1, len(os.sched_getaffinity(0)))
+# The share of cpu_s a run must have spent (its rusage) for a SIGXCPU/SIGKILL death to be the
+# CPU limit: the kernel signals at cpu_s of CPU time, a little slack for accounting.
+_CPU_REACHED = 0.9
+
+
+class _Child:
+    """The launched process, reaped with ``os.wait4`` for its CPU time (``cpu_s``).
+
+    ``wait4`` on the pid, not ``RUSAGE_CHILDREN`` deltas: runs share this process from several
+    threads. Its usage includes the descendants it reaped (bwrap's init and the program). The
+    exit status is stored as ``Popen.returncode``, so ``Popen`` never reaps the pid again.
+    """
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        self.process = process
+        self.cpu_s = 0.0
+
+    def _reaped(self, pid: int, status: int, usage: resource.struct_rusage) -> None:
+        if pid:
+            self.process.returncode = os.waitstatus_to_exitcode(status)
+            self.cpu_s = usage.ru_utime + usage.ru_stime
+
+    def poll(self) -> int | None:
+        """The exit status once the process has ended, else ``None`` (never blocks)."""
+        if self.process.returncode is None:
+            self._reaped(*os.wait4(self.process.pid, os.WNOHANG))
+        return self.process.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit status; ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+        if timeout is None:
+            while self.process.returncode is None:
+                self._reaped(*os.wait4(self.process.pid, 0))
+            return self.process.returncode
+        end = time.monotonic() + timeout
+        delay = 0.0005
+        while (code := self.poll()) is None:  # as Popen.wait(timeout) does: no blocking wait
+            left = end - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(self.process.args, timeout)
+            time.sleep(min(delay, left, 0.05))
+            delay *= 2
+        return code
 
 
 def _exit_words(code: int | None, signal_exit: bool) -> str:
@@ -217,23 +269,26 @@ def _classify(
 
     A limit is named only when the parent saw it reached: the output cap (``cut``), the
     wall-clock deadline (``timed_out``), the CPU limit (``cpu_reached``: the program killed by
-    SIGXCPU or SIGKILL after running long enough to spend ``cpu_s`` on the usable cores), a
+    SIGXCPU or SIGKILL after spending about ``cpu_s`` of CPU time, by its rusage), a
     ``MemoryError``. An exit status alone proves nothing: under bubblewrap ``os._exit(137)``
     reads as SIGKILL and was reported ``timeout``. SIGXFSZ (the file-size limit is the scratch
     size, and Python ignores the signal: a full scratch is an ``OSError``) and SIGSEGV (a
-    crash, such as a stack overflow) are errors, named in the reason.
+    crash, such as a stack overflow) are errors, named in the reason. Exit status 0 (not cut,
+    not timed out) is ``ok`` whatever stderr says; its last line is read only for a failure.
     """
     last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
     if cut:  # before timeout: the parent kills at the cap
         return "output_limit", "output_limit: the program wrote more than the output limit"
     if timed_out or (cpu_reached and code in (-signal.SIGXCPU, -signal.SIGKILL)):
         return "timeout", "timeout: the time limit was reached"
+    # Before stderr: a program that caught a MemoryError or the guard's PermissionError, said
+    # so on stderr and went on to exit 0 was reported `memory` / `refused` (and scored 0).
+    if code == 0:
+        return "ok", "ok"
     if "MemoryError" in last:
         return "memory", "memory: the memory limit was reached"
     if "sandbox:" in last and "PermissionError" in last:
         return "refused", "refused: " + last.split("sandbox:", 1)[1].strip()
-    if code == 0:
-        return "ok", "ok"
     return "error", f"error: {last[:200] or _exit_words(code, signal_exit)}"
 
 
@@ -246,15 +301,21 @@ def _execute(
     pass_fds: tuple[int, ...] = (),
     cgroup: PidsCgroup | None = None,
     signal_exit: bool = False,
+    launch: bool = False,
     as_nobody: bool = False,
-) -> tuple[int | None, bytes, bytes, bool, bool]:
-    """Run ``argv``; (return code, stdout, stderr, cut at the cap, past the deadline).
+) -> tuple[int | None, bytes, bytes, bool, bool, float]:
+    """Run ``argv``; (return code, stdout, stderr, cut at the cap, past the deadline, CPU
+    seconds it spent).
 
     ``signal_exit``: the launcher reports a program killed by signal N as exit
     status 128 + N (bwrap does); it is turned back into ``-N`` like subprocess's.
-    ``as_nobody``: start ``argv`` as host uid 65534 (:func:`bwrap.launcher`).
+    ``launch``: start ``argv`` (bwrap's) through :func:`bwrap.launcher`, which joins the cgroup,
+    starts it as host uid 65534 where the caller is root, and reaps what bwrap leaves (without
+    it, the program's CPU time never reached this process's ``wait4``).
+    ``as_nobody``: the program runs as host uid 65534 (the launcher's drop, or the guard's in
+    ``process`` mode).
     """
-    if as_nobody:
+    if launch:
         # cwd: the run's private scratch directory, where the launcher stages what 65534
         # cannot reach (in a mount namespace of its own; see bwrap._stage).
         argv = bwrap.launcher(argv, cgroup.procs if cgroup is not None else None, cwd)
@@ -262,6 +323,11 @@ def _execute(
         argv = ["/bin/sh", "-c", _WRAP_IN_CGROUP, "hfsdk-sandbox", str(cgroup.procs), *argv]
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    if as_nobody:
+        # The program's ends of the pipes are its own: owned by root, mode 0600, its
+        # open('/dev/stdout', 'w') (a reopen through /proc/self/fd) failed with EACCES.
+        for fd in (out_w, err_w):
+            os.fchown(fd, NOBODY_UID, NOBODY_UID)
     deadline = time.monotonic() + limits.wall_s
     try:
         with open(stdin_path, "rb") as stdin_file:
@@ -271,7 +337,8 @@ def _execute(
                 stdout=out_w,
                 stderr=err_w,
                 cwd=cwd,
-                env={},
+                # Process mode's program gets this as is; bubblewrap clears it and sets its own.
+                env=dict(CHILD_ENV),
                 start_new_session=True,
                 pass_fds=pass_fds,
             )
@@ -282,6 +349,7 @@ def _execute(
     finally:
         os.close(out_w)
         os.close(err_w)
+    child = _Child(process)
     try:
         drained = drain(
             out_r,
@@ -290,12 +358,12 @@ def _execute(
             deadline=deadline,
             # A setsid'd grandchild holding the pipes must not turn a finished run into a
             # timeout; it is killed below with the cgroup.
-            exited=lambda: process.poll() is not None,
+            exited=lambda: child.poll() is not None,
         )
         timed_out = drained.timed_out
         if not (drained.over_cap or timed_out):
             try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                child.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 timed_out = True
     finally:
@@ -304,11 +372,11 @@ def _execute(
             os.killpg(process.pid, signal.SIGKILL)
         if cgroup is not None:
             cgroup.kill_all()
-        process.wait()
+        child.wait()
     code = process.returncode
     if signal_exit and code is not None and 128 < code < 128 + signal.NSIG:
         code = -(code - 128)
-    return code, drained.stdout, drained.stderr, drained.over_cap, timed_out
+    return code, drained.stdout, drained.stderr, drained.over_cap, timed_out, child.cpu_s
 
 
 def _refused(reason: str) -> SandboxResult:
@@ -363,6 +431,7 @@ def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = Non
                         pass_fds=(seccomp_r, code_file.fileno(), guard.fileno()),
                         cgroup=cgroup,
                         signal_exit=True,
+                        launch=True,
                         as_nobody=bwrap.drops_privileges(),
                     )
             finally:
@@ -380,8 +449,9 @@ def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = Non
                 cwd=scratch,
                 limits=limits,
                 cgroup=cgroup,
+                as_nobody=nobody,
             )
-        returncode, out, err, cut, timed_out = result
+        returncode, out, err, cut, timed_out, cpu_seconds = result
         seconds = time.perf_counter() - started
         stdout = out.decode("utf-8", errors="replace")
         stderr = err.decode("utf-8", errors="replace")
@@ -390,7 +460,9 @@ def run_python(code: str, *, stdin: str = "", limits: SandboxLimits | None = Non
             timed_out,
             stderr,
             cut,
-            cpu_reached=seconds >= limits.cpu_s / _usable_cores(),
+            # The CPU time it spent (rusage), not wall-clock seconds: a program that slept, then
+            # exited 137 (SIGKILL under bubblewrap) was called `timeout`.
+            cpu_reached=cpu_seconds >= limits.cpu_s * _CPU_REACHED,
             signal_exit=mode == "os",
         )
         return SandboxResult(

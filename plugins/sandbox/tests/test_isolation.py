@@ -83,3 +83,44 @@ def test_the_cli_says_so_in_one_line_before_the_result(tmp_path: Path) -> None:
     assert done.stderr.startswith("sandbox: bubblewrap cannot start here")
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["status"] == "refused" and result["stdout"] == ""
+
+
+@pytest.mark.parametrize("value", ["Process", "bwrap", " os"])
+def test_an_unknown_isolation_value_is_a_clear_error(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk import HfsdkError
+    from hfsdk_sandbox import isolation
+
+    monkeypatch.setenv(ISOLATION_ENV, value)
+    # It was run as `os` without a word: `Process` meant process and got refused.
+    with pytest.raises(HfsdkError) as caught:
+        isolation()
+    said = str(caught.value)
+    assert repr(value) in said and "'os'" in said and "'process'" in said, said
+    with pytest.raises(HfsdkError):
+        run_python("print(1)", limits=FAST)
+
+
+def test_an_empty_isolation_value_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hfsdk_sandbox import isolation
+
+    monkeypatch.setenv(ISOLATION_ENV, "")
+    assert isolation() == "os"
+
+
+def test_the_reward_cli_names_an_unknown_isolation_in_one_line(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"prompt": "p", "response": "x", "ground_truth": "{}"}) + "\n")
+    env = {**os.environ, ISOLATION_ENV: "Process"}
+    hfsdk = str(Path(sys.executable).with_name("hfsdk"))
+    done = subprocess.run(
+        [hfsdk, "reward", "score", "code_tests", "--data", str(rows)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "'Process'" in done.stderr and ISOLATION_ENV in done.stderr, done.stderr

@@ -360,3 +360,71 @@ def test_process_mode_removes_a_scratch_tree_deeper_than_the_recursion_limit(
         assert list(parent.iterdir()) == []  # the scratch directory is gone
     finally:
         subprocess.run(["rm", "-rf", "--", str(parent)], check=False)
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        "Traceback (most recent call last):\n  ...\nMemoryError\n",
+        "note: PermissionError: sandbox: cannot cache, continuing\n",
+    ],
+    ids=["MemoryError", "sandbox-PermissionError"],
+)
+def test_a_zero_exit_is_ok_whatever_its_last_stderr_line(stderr: str) -> None:
+    from hfsdk_sandbox.runner import _classify
+
+    # A program that caught the error and went on was `memory` / `refused` and scored 0.
+    assert _classify(0, False, stderr, False) == ("ok", "ok")
+    assert _classify(1, False, stderr, False)[0] in ("memory", "refused")
+
+
+def test_a_program_that_catches_a_memory_error_and_exits_0_is_ok() -> None:
+    code = (
+        "import traceback\ntry:\n    b = bytearray(1 << 40)\nexcept MemoryError:\n"
+        "    traceback.print_exc()\n    b = bytearray(10)\nprint(len(b))\n"
+    )
+    result = run_python(code, limits=FAST)
+    assert (result.status, result.stdout) == ("ok", "10\n"), result
+
+
+@pytest.mark.parametrize("mode", ["os", "process"])
+def test_dev_stdout_and_stderr_may_be_opened_by_a_program_run_as_nobody(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfsdk_sandbox.bwrap import unavailable_reason
+    from hfsdk_sandbox.runner import ISOLATION_ENV, _process_isolation
+
+    if os.geteuid() != 0:
+        pytest.skip("the program runs as nobody only where the caller is root")
+    if mode == "os" and unavailable_reason() is not None:
+        pytest.skip(f"bubblewrap cannot start here ({unavailable_reason()})")
+    if mode == "process" and not _process_isolation()[1]:
+        pytest.skip("process mode cannot drop to nobody here (interpreter not readable by others)")
+    monkeypatch.setenv(ISOLATION_ENV, mode)
+    # The pipes were root's, mode 0600: nobody got EACCES reopening them by name.
+    code = (
+        "out = open('/dev/stdout', 'w')\nout.write('7\\n')\nout.close()\n"
+        "err = open('/dev/stderr', 'w')\nerr.write('warn\\n')\nerr.close()\n"
+    )
+    result = run_python(code, limits=FAST)
+    assert (result.status, result.stdout, result.stderr) == ("ok", "7\n", "warn\n"), result
+
+
+def test_twenty_threads_start_under_the_default_memory_limit() -> None:
+    # Each glibc malloc arena reserved 64 MiB of address space: ~14 threads fit in 512 MiB.
+    code = (
+        "from concurrent.futures import ThreadPoolExecutor\nimport time\n"
+        "def work(x):\n    time.sleep(0.1)\n    return [x] * 1000\n"
+        "with ThreadPoolExecutor(20) as pool:\n"
+        "    print(sum(len(r) for r in pool.map(work, range(40))))\n"
+    )
+    result = run_python(code, limits=SandboxLimits(wall_s=5.0, cpu_s=5, memory_mb=512))
+    assert (result.status, result.stdout) == ("ok", "40000\n"), result
+
+
+def test_a_program_that_sleeps_then_exits_137_is_an_error_not_a_timeout() -> None:
+    # Judged from wall-clock seconds (>= cpu_s / cores), a sleeper's exit 137 (SIGKILL under
+    # bubblewrap) was called `timeout`; it spent almost no CPU time.
+    limits = SandboxLimits(wall_s=4.0, cpu_s=1, memory_mb=256, output_bytes=4096)
+    result = run_python("import os, time\ntime.sleep(1.5)\nos._exit(137)", limits=limits)
+    assert result.status == "error", result
