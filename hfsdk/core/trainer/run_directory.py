@@ -43,14 +43,16 @@ def _first_line(text: object) -> str:
     return lines[0] if lines else ""
 
 
-def resumable_keys(config: Any) -> set[tuple[str, str]]:
-    """``(section, field)`` of every setting a resumed run of ``config`` may change."""
-    keys = set()
-    for name, section in config.sections.items():
-        if attrs.has(type(section)):
-            for field in attrs.fields(type(section)):
-                if field.metadata.get(RESUMABLE_KEY):
-                    keys.add((name, field.name))
+def resumable_keys(config: Any) -> set[str]:
+    """Dotted key of every setting a resumed run of ``config`` may change, nested sections'
+    too (a signal's scoring model: ``reward.model.micro_batch_size``)."""
+    keys, todo = set(), list(config.sections.items())
+    while todo:
+        name, section = todo.pop()
+        for field in attrs.fields(type(section)) if attrs.has(type(section)) else ():
+            if field.metadata.get(RESUMABLE_KEY):
+                keys.add(f"{name}.{field.name}")
+            todo.append((f"{name}.{field.name}", getattr(section, field.name)))
     return keys
 
 
@@ -73,11 +75,8 @@ def config_changes(old: Mapping[str, Any], config: Any) -> list[str]:
     """The dotted keys that differ between a saved ``config.yaml`` (an older layout read as
     it loads) and ``config``, except the resumable ones."""
     allowed = resumable_keys(config)
-    return [
-        ".".join(map(str, key))
-        for key in _differences(with_wandb_moved(old), config.to_dict(), (), config)
-        if tuple(key) not in allowed
-    ]
+    keys = _differences(with_wandb_moved(old), config.to_dict(), (), config)
+    return [k for k in (".".join(map(str, key)) for key in keys) if k not in allowed]
 
 
 class RunDirectory:

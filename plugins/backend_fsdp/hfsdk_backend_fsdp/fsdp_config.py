@@ -154,7 +154,7 @@ def _fsdp_sections(config: Any) -> list[tuple[str, FSDPRoleConfig]]:
 
 def _pass_problems(config: Any) -> list[str]:
     """Pass settings a role's engine cannot honour, refused before any model loads."""
-    from hfsdk import TRAINED_KINDS, run_spec
+    from hfsdk import run_spec
 
     sections = [
         (name, section)
@@ -165,17 +165,13 @@ def _pass_problems(config: Any) -> list[str]:
         return []
     spec = run_spec(config)
     kinds = {role.name: role.kind for role in spec.roles}
-    # Batches whose rows come in groups that must share a training pass (hfsdk.ROW_GROUP):
-    # a policy trained on preference pairs (DPO: its spec's default data says so) and a score
-    # model (its loss is over row groups: Bradley-Terry pairs). The engine found out only at
-    # step 1, after the models loaded.
-    pairs_policy = spec.default_data == "preference_pairs"
+    # The engine found a token budget over pairs out only at step 1, after the models loaded.
+    paired = _paired_roles(spec)
     problems = []
     for name, section in sections:
         role = name.split(".")[0]
         kind = kinds.get(role)
-        grouped = kind == "score_model" or (pairs_policy and kind in TRAINED_KINDS)
-        if grouped and section.micro_batch_tokens is not None:
+        if role in paired and section.micro_batch_tokens is not None:
             problems.append(
                 f"{name}.micro_batch_tokens={section.micro_batch_tokens} splits rows by length, "
                 f"but {config.algo} trains {role} on preference pairs whose two rows must "
@@ -203,13 +199,11 @@ def _lora_problems(config: Any) -> list[str]:
             f"{actor.rollout_layout.tp}: tensor-parallel generation slices the FSDP shards, which "
             "LoRA's merged weights are not; set actor.rollout_layout.tp: 1"
         )
-    for role, section in config.sections.items():
-        if role == "actor" or not isinstance(section, FSDPRoleConfig):
-            continue
-        if section.lora.enabled:
+    for name, section in _fsdp_sections(config):  # a signal's scoring model too
+        if name != "actor" and section.lora.enabled:
             problems.append(
-                f"{role}.lora.rank={section.lora.rank}: LoRA adapters train the policy only; "
-                f"set {role}.lora.rank: 0 (a reference on the actor's model already shares "
+                f"{name}.lora.rank={section.lora.rank}: LoRA adapters train the policy only; "
+                f"set {name}.lora.rank: 0 (a reference on the actor's model already shares "
                 "the actor's base weights)"
             )
     return problems
@@ -263,31 +257,54 @@ def _rollout_layout_problems(config: Any) -> list[str]:
     return tp_support_problems(model, tg)[:1] if model is not None else []
 
 
-def _trained_roles(config: Any) -> set[str]:
-    """The roles of the run's algorithm whose declared kind is trained (they split
-    mini-batches over their ranks)."""
-    from hfsdk import TRAINED_KINDS, run_spec
+PAIR_ROWS = 2
+"""The row group (``hfsdk.ROW_GROUP``) of a preference pair: chosen and rejected."""
 
-    return {r.name for r in run_spec(config).roles if r.kind in TRAINED_KINDS}
+
+def _paired_roles(spec: Any) -> set[str]:
+    """The trained roles whose batches' rows come in preference pairs that must stay whole
+    (``hfsdk.ROW_GROUP``): a policy trained on pairs (DPO: its spec's ``default_data`` says
+    so) and a score model (its loss is over Bradley-Terry pairs)."""
+    from hfsdk import TRAINED_KINDS
+
+    pairs_policy = spec.default_data == "preference_pairs"
+    return {
+        role.name
+        for role in spec.roles
+        if role.kind == "score_model" or (pairs_policy and role.kind in TRAINED_KINDS)
+    }
 
 
 def _mini_batch_problems(config: Any) -> list[str]:
-    """``mini_batch_size`` must split evenly over an FSDP role's data-parallel ranks.
+    """``mini_batch_size`` must split evenly over a trained FSDP role's data-parallel ranks,
+    in whole preference pairs where its rows come in pairs (the engine's own check, which
+    ran only at step 1, after the models loaded).
 
-    Every device of a role's pool is one data-parallel rank under FSDP, so this
-    is known from the config alone (``placement: auto`` decides later).
+    Every device of a role's pool is one data-parallel rank under FSDP, so this is known
+    from the config alone; ``placement: auto`` decides the ranks later, so there only the
+    pairs are checked (as on one rank).
     """
+    from hfsdk import TRAINED_KINDS, HfsdkError, run_spec
+    from hfsdk_backend_common.engine_support import check_minibatch_groups
+
     placement = config.sections.get("placement")
-    if placement is None or placement.mode == "auto":
+    if placement is None:  # a few sections checked alone: no algorithm, no ranks
         return []
-    problems = []
-    trained = _trained_roles(config)
+    spec = run_spec(config)
+    trained = {role.name for role in spec.roles if role.kind in TRAINED_KINDS}
+    paired = _paired_roles(spec)
+    problems, fixed = [], placement.mode != "auto"
     for role, section in config.sections.items():
         # Only trained roles (policy, value and score-model kinds) split mini-batches.
         if not isinstance(section, FSDPRoleConfig) or role not in trained:
             continue
-        devices = placement.pools[placement.pool_of(role)].devices
-        if section.mini_batch_size % devices:
+        devices = placement.pools[placement.pool_of(role)].devices if fixed else 1
+        if role in paired:  # whole pairs on every rank implies a multiple of the ranks
+            try:
+                check_minibatch_groups(role, section.mini_batch_size, devices, PAIR_ROWS)
+            except HfsdkError as exc:
+                problems.append(str(exc))
+        elif section.mini_batch_size % devices:
             problems.append(
                 f"{role}.mini_batch_size={section.mini_batch_size} is not divisible by the "
                 f"{devices} devices of {role}'s pool {placement.pool_of(role)!r} (one "

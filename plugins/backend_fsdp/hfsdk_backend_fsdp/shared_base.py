@@ -8,8 +8,9 @@ declares it first) and names the same model directory, its worker serves
 ``compute_ref_log_prob`` from the actor's engine through :class:`BaseOfLoraActor`
 instead of loading the model again (the reference of a LoRA actor is its base, as
 computed by the actor, so a second copy's memory is never spent). It then computes in
-the actor's ``dtype`` and attention kernel; where the reference section asks for others
-(:func:`mismatch`), a warning says so: ``placement.colocation: separate`` gives it a
+the actor's ``dtype``, attention kernel, device and inference passes (rows or token
+budget, packing, padding removal); where the reference section asks for others
+(:func:`mismatch`), a warning names them: ``placement.colocation: separate`` gives it a
 copy of its own, computed as configured. Otherwise it builds its own reference engine
 (the same numbers where the settings agree: adapters start at zero, the base never
 changes).
@@ -44,22 +45,58 @@ def offer(engine: ActorEngine) -> None:
         _LORA_ACTORS[_key(engine.model_path)] = weakref.ref(engine)
 
 
+def _yaml(value: object) -> str:
+    """``value`` as the config file spells it (``true``, ``null``)."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    return str(value)
+
+
+def _rows_key(config: FSDPRoleConfig) -> tuple[str, int]:
+    """The key that sets the rows of an inference pass, and its value."""
+    if config.forward_micro_batch_size is not None:
+        return "forward_micro_batch_size", config.forward_micro_batch_size
+    return "micro_batch_size", config.micro_batch_size
+
+
 def mismatch(actor: ActorEngine, reference: FSDPRoleConfig) -> str | None:
-    """Why the reference configured as ``reference`` would not compute what ``actor``'s base
-    computes (``None``: it would). The shared base runs in the actor's compute dtype and
-    attention kernel; a reference of its own runs in its own."""
+    """Why the reference configured as ``reference`` would not compute as ``actor``'s base
+    does (``None``: it would), every difference named. The shared base runs in the actor's
+    compute dtype, attention kernel, device and inference passes; a reference of its own
+    runs in its own."""
+    import torch
+
+    reasons = []
     actor_dtype = actor.config.dtype
     if reference.dtype != actor_dtype:
-        return f"reference.dtype={reference.dtype} but actor.dtype={actor_dtype}"
+        reasons.append(f"reference.dtype={reference.dtype} but actor.dtype={actor_dtype}")
     # None: the model's default kernel (a frozen role keeps it under "auto").
     wanted = None if reference.attn_implementation == "auto" else reference.attn_implementation
     used = actor._attn_implementation()
     if wanted != used:
-        return (
+        reasons.append(
             f"reference.attn_implementation={reference.attn_implementation} but the actor "
             f"computes with {used or 'the model default'} attention"
         )
-    return None
+    # Compared as resolved: "auto" and "cpu" are the same device on a machine without CUDA.
+    auto = "cuda" if torch.cuda.is_available() else "cpu"
+    device = auto if reference.device == "auto" else reference.device
+    if device != actor.device.type:
+        reasons.append(
+            f"reference.device={reference.device} but the actor computes on {actor.device.type}"
+        )
+    # How rows are grouped into passes: the same numbers up to float rounding, but not the
+    # memory the reference section was sized for.
+    for key in ("micro_batch_tokens", "packing", "remove_padding"):
+        mine, theirs = getattr(reference, key), getattr(actor.config, key)
+        if mine != theirs:
+            reasons.append(f"reference.{key}={_yaml(mine)} but actor.{key}={_yaml(theirs)}")
+    # Row counts matter only without a token budget (which replaces them).
+    (mine_key, rows), (their_key, their_rows) = _rows_key(reference), _rows_key(actor.config)
+    budgets = (reference.micro_batch_tokens, actor.config.micro_batch_tokens)
+    if budgets == (None, None) and rows != their_rows:
+        reasons.append(f"reference.{mine_key}={rows} but actor.{their_key}={their_rows}")
+    return "; ".join(reasons) or None
 
 
 def find(

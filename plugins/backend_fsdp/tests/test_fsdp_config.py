@@ -77,8 +77,9 @@ def test_mini_batch_split_follows_the_declared_role_kinds() -> None:
     # The reference is of kind frozen_policy: it never splits mini-batches.
     config = resolve_run_config("ppo", {**two_devices, "reference": {"mini_batch_size": 7}})
     assert config.reference.mini_batch_size == 7
-    # A trained reward model splits its mini-batches too (it failed on its ranks before).
-    with pytest.raises(ConfigError, match=r"reward_model\.mini_batch_size=7 is not divisible"):
+    # A trained reward model splits its mini-batches too (it failed on its ranks before), in
+    # whole pairs.
+    with pytest.raises(ConfigError, match=r"reward_model\.mini_batch_size=7 .* 2 data-parallel"):
         resolve_run_config("reward_model", {**two_devices, "reward_model": {"mini_batch_size": 7}})
 
 
@@ -89,6 +90,9 @@ def test_lora_is_for_the_actor_and_its_default_rollout_layout() -> None:
     load_run_config("grpo", None, ["actor.lora.rank=8"])  # fine
     with pytest.raises(ConfigError, match=r"reference\.lora\.rank=4: LoRA adapters train the"):
         load_run_config("grpo", None, ["reference.lora.rank=4"])
+    # A signal's scoring model too: it passed the config and failed after its model loaded.
+    with pytest.raises(ConfigError, match=r"reward\.model\.lora\.rank=4: .* reward\.model\.lora"):
+        load_run_config("ppo", None, ["reward.model.lora.rank=4"])
     overrides = ["actor.lora.rank=8", "actor.rollout_layout.tp=2", "placement.pools.global.devices=2",
                  "actor.mini_batch_size=8"]  # fmt: skip
     with pytest.raises(ConfigError, match=r"actor\.lora\.rank=8 with actor\.rollout_layout\.tp=2"):
@@ -156,3 +160,22 @@ def test_packing_on_a_score_model_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"reward\.model\.packing: true .* score models"):
         load_run_config("ppo", None, ["reward.model={packing: true}"])
     load_run_config("ppo", None, ["critic.packing=true", "actor.packing=true"])
+
+
+def test_a_mini_batch_that_splits_preference_pairs_is_refused_with_the_config() -> None:
+    """DPO and reward-model mini-batches hold whole pairs on every rank; a size that split
+    them was refused only at step 1, after the models loaded (the engine's message)."""
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.errors import ConfigError
+
+    whole = r"mini_batch_size=3 does not split into whole groups of 2 rows"
+    with pytest.raises(ConfigError, match=rf"actor\.{whole} .* 2 x 1 = 2"):
+        load_run_config("dpo", None, ["actor.mini_batch_size=3"])
+    with pytest.raises(ConfigError, match=rf"reward_model\.{whole}"):
+        load_run_config("reward_model", None, ["reward_model.mini_batch_size=3"])
+    two = ["placement.pools.global.devices=2"]  # a fixed placement: times its device count
+    with pytest.raises(ConfigError, match=r"actor\.mini_batch_size=6 .* = 4; set actor\.mini_"):
+        load_run_config("dpo", None, [*two, "actor.mini_batch_size=6"])
+    load_run_config("dpo", None, [*two, "actor.mini_batch_size=8"])
+    load_run_config("dpo", None, ["reference.mini_batch_size=3"])  # frozen: never splits
+    load_run_config("grpo", None, ["actor.mini_batch_size=3"])  # single rows

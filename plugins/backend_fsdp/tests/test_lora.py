@@ -115,16 +115,35 @@ def test_a_reference_configured_unlike_the_shared_base_is_warned_about(
 
     actor = _actor(model_dir, dtype="bfloat16", attn_implementation="eager")
     offer(actor)
-    reference = FSDPRoleConfig(model_path=str(model_dir))
+    # The actor's ref passes are of its 8 rows (micro_batch_size: no forward size of its own).
+    reference = FSDPRoleConfig(model_path=str(model_dir), forward_micro_batch_size=8)
     bf16 = attrs.evolve(reference, dtype="bfloat16")
+    alike = attrs.evolve(bf16, attn_implementation="eager")
     with caplog.at_level("WARNING", logger="hfsdk_backend_fsdp.shared_base"):
-        assert find(model_dir, None, attrs.evolve(bf16, attn_implementation="eager")) is actor
+        assert find(model_dir, None, alike) is actor
         assert not caplog.records  # set alike: nothing to say
         assert find(model_dir, None, reference) is actor
         assert "reference.dtype=float32 but actor.dtype=bfloat16" in caplog.text
         caplog.clear()
         assert find(model_dir, None, bf16) is actor  # the model's default kernel, not eager
         assert "computes with eager attention" in caplog.text
+        # The pass settings were the actor's silently (the reference's 1-row passes ran as 8).
+        caplog.clear()
+        passes = {"forward_micro_batch_size": 1, "packing": True, "remove_padding": False}
+        assert find(model_dir, None, attrs.evolve(alike, **passes)) is actor
+        for said in (
+            "reference.forward_micro_batch_size=1 but actor.micro_batch_size=8",
+            "reference.packing=true but actor.packing=false",
+            "reference.remove_padding=false but actor.remove_padding=true",
+        ):
+            assert said in caplog.text
+        caplog.clear()
+        assert find(model_dir, None, attrs.evolve(alike, micro_batch_tokens=64)) is actor
+        assert "reference.micro_batch_tokens=64 but actor.micro_batch_tokens=null" in caplog.text
+        caplog.clear()
+        other = "cpu" if actor.device.type == "cuda" else "cuda"
+        assert find(model_dir, None, attrs.evolve(alike, device=other)) is actor
+        assert f"reference.device={other} but the actor computes on" in caplog.text
 
 
 def test_rollout_gets_merged_hf_weights(

@@ -22,9 +22,19 @@ from hfsdk.core.trainer.run_directory import (
 def test_resumable_settings_come_from_the_fields() -> None:
     config = load_run_config("safe_rlhf", None, [])
     keys = resumable_keys(config)
-    assert {("trainer", "total_steps"), ("sandbox", "isolation"), ("reward", "timeout_s")} <= keys
-    assert ("cost", "timeout_s") in keys
-    assert ("trainer", "seed") not in keys and ("actor", "optim") not in keys
+    assert {"trainer.total_steps", "sandbox.isolation", "reward.timeout_s"} <= keys
+    assert "cost.timeout_s" in keys
+    assert "trainer.seed" not in keys and "actor.optim" not in keys
+
+
+def test_a_scoring_models_memory_levers_are_resumable() -> None:
+    # Only a section's own fields were collected: reward.model.micro_batch_size was refused
+    # on resume while critic.micro_batch_size was accepted.
+    levers = ["reward.model.micro_batch_size=1", "reward.model.forward_micro_batch_size=2"]
+    saved = load_run_config("ppo", None, ["reward.model={}"]).to_dict()
+    assert config_changes(saved, load_run_config("ppo", None, ["reward.model={}", *levers])) == []
+    other = load_run_config("ppo", None, ["reward.model={dtype: bfloat16}"])
+    assert config_changes(saved, other) == ["reward.model.dtype"]
 
 
 def test_only_unresumable_changes_are_reported() -> None:
@@ -99,9 +109,8 @@ def test_the_docs_list_every_resumable_key() -> None:
     text = (Path(__file__).parents[3] / "docs" / "training.md").read_text()
     _, _, rest = text.partition("Only these keys may change on resume")
     listed = rest.split("Any other difference", 1)[0]
-    for section_name, field in resumable_keys(load_run_config("grpo", None, [])):
-        name = f"{section_name}.{field}" if section_name != "trainer" else field
-        assert f"`{name}`" in listed or f"`trainer.{field}`" in listed, name
+    for key in resumable_keys(load_run_config("grpo", None, [])):
+        assert f"`{key}`" in listed or f"`{key.removeprefix('trainer.')}`" in listed, key
 
 
 def test_a_run_saved_with_the_old_trainer_wandb_key_resumes(tmp_path: Path) -> None:
