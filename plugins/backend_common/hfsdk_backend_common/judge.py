@@ -10,7 +10,11 @@ first group that reads as a number is the score, clamped to ``[min_score,
 max_score]``; a match that is not a number (``...`` for ``([0-9.]+)``, ``nan``)
 is passed over like text that does not match. A verdict without such a match
 scores ``no_score`` and counts in the ``parsed`` metric (the share of verdicts
-that held a score).
+that held a score). A template field other than ``prompt`` and ``response`` is a
+dataset column, so a run whose dataset lacks it is refused before it starts; a
+template that cannot be filled (a stray ``}``, ``{"score": N}`` meant literally) is
+refused when its configuration is built: braces meant literally are written ``{{``
+and ``}}``.
 
 A filled-in template may be as long as the judge model reads: its positions
 (``max_position_embeddings`` or the like in ``config.json``) less
@@ -27,6 +31,7 @@ import contextlib
 import functools
 import math
 import re
+import string
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -46,6 +51,53 @@ def _regex(_instance: object, attribute: attrs.Attribute, value: str) -> None:
         raise ValueError(f"{attribute.name}={value!r} needs a group around the score, e.g. (\\d+)")
 
 
+FILLED_FIELDS = ("prompt", "response")
+"""Template fields ``llm_judge`` fills itself; every other field is a dataset column."""
+
+_LITERAL_BRACES = (
+    'write {{ and }} for literal braces (e.g. {{"score": N}}) and name a field only as '
+    "{prompt}, {response} or {COLUMN}"
+)
+
+
+def _field_roots(template: str) -> list[str]:
+    """The root name of every replacement field of ``template``, nested ones in a format
+    spec included, in order; a ``ValueError`` says why the template cannot be filled."""
+    roots = []
+    for _text, field, spec, conversion in string.Formatter().parse(template):
+        if field is None:  # text after the last field
+            continue
+        if conversion not in (None, "r", "s", "a"):
+            raise ValueError(f"unknown conversion !{conversion} in {{{field}!{conversion}}}")
+        # {a.b} and {a[0]} read the column a.
+        root = re.split(r"[.\[]", field, maxsplit=1)[0]
+        # Positional ({} or {0}) and quoted or spaced names are never a column: they are
+        # braces meant literally, such as a JSON example.
+        if not root or root.isdigit() or re.search(r"[\s'\"]", root):
+            raise ValueError(f"{{{field}}} is not a field name")
+        roots.append(root)
+        if spec:
+            roots.extend(_field_roots(spec))
+    return roots
+
+
+def template_columns(template: str) -> tuple[str, ...]:
+    """The dataset columns ``template`` reads: its fields other than prompt and response,
+    once each, in order (registered as ``columns=``, so a run refuses a dataset without one
+    before it starts)."""
+    roots = dict.fromkeys(_field_roots(template))
+    return tuple(name for name in roots if name not in FILLED_FIELDS)
+
+
+def _template(_instance: object, attribute: attrs.Attribute, value: str) -> None:
+    try:
+        _field_roots(value)
+    except ValueError as exc:
+        raise ValueError(
+            f"{attribute.name}={value!r} cannot be filled ({exc}); {_LITERAL_BRACES}"
+        ) from None
+
+
 @attrs.frozen(kw_only=True)
 class JudgeConfig:
     """Settings of ``llm_judge``: the judge model, its template, how a score is read."""
@@ -58,6 +110,7 @@ class JudgeConfig:
     template: str = help_field(
         "What the judge reads: {prompt}, {response} and dataset columns by {name}.",
         default="{prompt} {response}\nScore (0-9):",
+        validator=_template,
     )
     score_pattern: str = help_field(
         "Regex whose first group in the verdict is the score (the first match that is a number).",

@@ -10,7 +10,8 @@ exception) can interrupt it.
 
 Request: ``{"gold": str, "answer": str, "float_rounding": int, "strict": bool,
 "limit_s": float}``. Reply: ``{"gold_ok": bool, "found": bool, "correct": bool}``,
-or ``{"error": str}`` when math-verify raised.
+or ``{"error": str}`` when math-verify raised. At start it writes ``{"ready": true}``,
+or ``{"error": str}`` and exits when math-verify cannot be imported.
 """
 
 from __future__ import annotations
@@ -69,8 +70,11 @@ def _score(request: dict[str, Any]) -> dict[str, bool]:
 def main() -> None:
     """Serve requests until stdin closes (the parent exited or closed this worker)."""
     channel = _protocol_channel()
-    import math_verify  # noqa: F401  (imported before 'ready', not inside a sample's time)
-
+    try:
+        import math_verify  # noqa: F401  (imported before 'ready', not inside a sample's time)
+    except Exception as exc:  # e.g. sympy missing: the parent names it in its one error line
+        channel.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}) + "\n")
+        sys.exit(1)
     for name in ("math_verify.parser", "math_verify.grader"):
         logging.getLogger(name).addFilter(_NoTimeoutNotice())
     channel.write('{"ready": true}\n')

@@ -54,7 +54,9 @@ class ExactMatchConfig:
 
     answer_pattern: str = help_field(
         "Regex of a candidate answer in the response (default: a number).",
-        default=r"-?\d[\d,]*(?:\.\d+)?",
+        # (?<!\d)\.\d+: a number written without its leading 0 (.5) is read whole, not as 5;
+        # the dot after a digit (1.2.3) still starts no number.
+        default=r"-?(?:\d[\d,]*(?:\.\d+)?|(?<!\d)\.\d+)",
         validator=_regex,
     )
     answer_column: str = help_field(
@@ -191,7 +193,8 @@ _THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 
 
 def _number(text: str) -> Decimal | None:
-    """``text`` as an exact number (``1,000``, ``$3.50``, ``1e3``, ``42,``), or ``None``.
+    """``text`` as an exact number (``1,000``, ``$3.50``, ``\\$3.50``, ``1e3``, ``42,``), or
+    ``None``.
 
     A ``Decimal``, never a float: floats would make ``12345678901234567`` equal
     ``12345678901234568`` (both round to one double). Decimals compare exactly,
@@ -200,7 +203,8 @@ def _number(text: str) -> Decimal | None:
     A comma other than a thousands separator makes it no number (``1,2,3`` is not 123).
     """
     # A trailing comma is punctuation (`so 42, done` extracts `42,`), not part of the number.
-    text = text.replace("$", "").rstrip(",")
+    # LaTeX's escaped dollar (\$18.90) first: dropping only "$" would leave "\18.90".
+    text = text.replace("\\$", "").replace("$", "").rstrip(",")
     if "," in text:
         if not _THOUSANDS.fullmatch(text):
             return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import math
 import numbers
@@ -97,12 +98,22 @@ def invoke(
     call: RewardCall, prompts: Sequence[str], responses: Sequence[str], columns: Columns
 ) -> Any:
     """Call the function (its result may be awaitable) on copies of the columns: one that
-    sorts or edits a list in place must not change what the next function sees."""
-    copies = {k: list(v) if isinstance(v, list) else v for k, v in columns.items()}
+    sorts or edits a list in place, or a row inside it (pops a key of an ``extra_info``
+    dict), must not change what the next function or the caller sees."""
+    copies = {k: _copy(v) for k, v in columns.items()}
     try:
         return call.fn(list(prompts), list(responses), **call.arguments(copies))
     except SystemExit as exc:  # would end the run quietly, with its status
         raise _exited(exc) from None
+
+
+def _copy(column: Any) -> Any:
+    """A deep copy of ``column``; a shallow one of a list whose values cannot be copied (a
+    lock, an open file: nothing a function could edit by accident either)."""
+    try:
+        return copy.deepcopy(column)
+    except Exception:
+        return list(column) if isinstance(column, list) else column
 
 
 def _exited(exc: SystemExit) -> HfsdkError:

@@ -64,10 +64,12 @@ REASONS = (
     "output_limit",
     "refused",
 )
-# \r?\n: a response with Windows line ends (CRLF) after the fence is code too.
-_FENCE = re.compile(
-    r"```[ \t]*(?:python|py|python3)?[ \t]*\r?\n(.*?)```", re.DOTALL | re.IGNORECASE
-)
+# A whole fenced block, opening fence to closing fence, with its tag (info string): blocks
+# are paired first and only then chosen by tag, so the prose between a ```bash block and
+# the ```python block after it is never taken for code. \r?\n: a response with Windows
+# line ends (CRLF) after the fence is code too.
+_FENCE = re.compile(r"```([^\n`]*)\r?\n(.*?)```", re.DOTALL)
+_PYTHON_TAGS = frozenset({"", "python", "py", "python3"})
 
 
 def _limits(value: Any) -> SandboxLimits:
@@ -107,9 +109,16 @@ class CodeTestsConfig:
 
 
 def last_code_block(response: str) -> str | None:
-    """The last fenced code block of ``response`` (Python or untagged), or ``None``."""
-    blocks = _FENCE.findall(response)
-    return blocks[-1] if blocks else None
+    """The last fenced code block of ``response`` (Python or untagged), or ``None``.
+
+    Blocks in another language (```` ```bash ````, ```` ```text ````) are passed over.
+    """
+    for match in reversed(list(_FENCE.finditer(response))):
+        # The tag's first word decides (```python title="x" is Python), in any case.
+        words = match.group(1).split()
+        if (words[0].lower() if words else "") in _PYTHON_TAGS:
+            return match.group(2)
+    return None
 
 
 Cases = list[tuple[str, str]] | AssertPlan

@@ -21,6 +21,7 @@ import atexit
 import contextlib
 import json
 import logging
+import numbers
 import os
 import re
 import select
@@ -29,6 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,13 @@ class _Worker:
         except BaseException:  # a deadline or Ctrl-C during the start: leave no child behind
             self.kill()
             raise
+        if "error" in ready:  # the worker's import of math-verify failed (it has exited)
+            self.kill()
+            raise HfsdkError(
+                f"math_verify: its worker process ({sys.executable}) could not import "
+                f"math-verify ({ready['error']}); expected math-verify and its dependencies "
+                "(sympy) installed in this environment; install them (pip install math-verify)"
+            )
         if ready.get("ready") is not True:
             self.kill()
             raise HfsdkError(f"math_verify: its worker process answered {ready!r} at start")
@@ -219,6 +228,26 @@ def _reference(text: str) -> str:
     return f"\\boxed{{{text}}}"
 
 
+def _positional(reference: Any) -> Any:
+    """A float reference (or each one of a list) written in positional notation.
+
+    ``str(1e-05)`` is ``'1e-05'``, which math-verify does not read as a number, so such a
+    reference never scored; ``0.00001`` is the same value written out. Floats written
+    without an exponent (``0.5``, ``3.0``) and text are left as they are.
+    """
+    if isinstance(reference, (list, tuple)):
+        return [_positional(value) for value in reference]
+    if not isinstance(reference, numbers.Real) or isinstance(reference, numbers.Integral):
+        return reference
+    text = str(reference)
+    if "e" not in text.lower() or text.lower() in ("inf", "-inf", "nan"):
+        return reference
+    try:
+        return format(Decimal(text), "f")
+    except InvalidOperation:  # a number type whose str() is no decimal: left to math-verify
+        return reference
+
+
 def _verdict(
     worker: _Worker, request: dict[str, Any], config: MathVerifyConfig
 ) -> dict[str, Any] | None:
@@ -330,7 +359,9 @@ def math_verify(
         )
     references = columns[config.answer_column]
     golds = [
-        reference_texts(r, function="math_verify", column=config.answer_column, index=i)
+        reference_texts(
+            _positional(r), function="math_verify", column=config.answer_column, index=i
+        )
         for i, r in enumerate(references)
     ]
     results = []

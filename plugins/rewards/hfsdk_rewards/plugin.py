@@ -75,5 +75,10 @@ def hfsdk_register_reward_functions(register: Register) -> None:
     )
     register("format_check", builtins.format_check, config_cls=builtins.FormatCheckConfig)
     register("length_penalty", builtins.length_penalty, config_cls=builtins.LengthPenaltyConfig)
-    register("code_tests", code_tests.code_tests, config_cls=code_tests.CodeTestsConfig)
+    register(
+        "code_tests",
+        code_tests.code_tests,
+        config_cls=code_tests.CodeTestsConfig,
+        columns=lambda config: (config.column,),
+    )
     register("remote", remote.remote_reward, config_cls=remote.RemoteRewardConfig)

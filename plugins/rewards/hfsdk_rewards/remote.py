@@ -75,15 +75,26 @@ class RemoteRewardConfig:
 
 
 def _jsonable(value: Any) -> Any:
-    if hasattr(value, "tolist"):
-        return value.tolist()
+    """``value`` as plain JSON data: arrays as lists, NaN and infinities as ``null``.
+
+    JSON has no NaN: a bare ``NaN`` in the body is refused by strict parsers (Go's,
+    JavaScript's, serde), so a missing value in a column would fail every request.
+    """
+    if isinstance(value, float):  # numpy's float64 too
+        return value if math.isfinite(value) else None
+    if hasattr(value, "tolist"):  # a numpy array or scalar; its items may be NaN as well
+        return _jsonable(value.tolist())
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (str, int, float, bool)) or value is None:
+    if isinstance(value, (str, int, bool)) or value is None:
         return value
     return str(value)
+
+
+ERROR_BODY_BYTES = 200
+"""How much of a refusing answer's body (a 4xx's reason) the error line quotes."""
 
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
@@ -141,7 +152,11 @@ def _post(config: RemoteRewardConfig, body: bytes) -> bytes:
             allow_redirects=False,  # the batch goes to the configured endpoint only
             stream=True,
         )
-        content = _bounded_content(config, answer) if answer.status_code < 300 else b""
+        if answer.status_code < 300:
+            content = _bounded_content(config, answer)
+        else:  # the start of the body: an endpoint's reason for a 4xx, quoted below
+            content = next(answer.iter_content(ERROR_BODY_BYTES), b"")[:ERROR_BODY_BYTES]
+            answer.close()
     except requests.RequestException as exc:
         reason = exc.args[0] if exc.args else exc
         reason = getattr(reason, "reason", None) or reason
@@ -157,9 +172,12 @@ def _post(config: RemoteRewardConfig, body: bytes) -> bytes:
             "or raise timeout_s / retries"
         )
     if answer.status_code >= 300:
+        text = content.decode("utf-8", errors="replace").strip()
+        said = f" ({text!r})" if text else ""
         raise HfsdkError(
-            f"reward endpoint {config.url} answered HTTP {answer.status_code} {answer.reason}; "
-            "check the URL and what the endpoint expects (docs/rewards.md#remote-reward-endpoints)"
+            f"reward endpoint {config.url} answered HTTP {answer.status_code} {answer.reason}"
+            f"{said}; check the URL and what the endpoint expects "
+            "(docs/rewards.md#remote-reward-endpoints)"
         )
     return content
 
@@ -210,7 +228,9 @@ def _scores(config: RemoteRewardConfig, raw: bytes, expected: int) -> list[Any]:
 
 
 def _request(config: RemoteRewardConfig, payload: dict[str, Any], size: int) -> list[Any]:
-    return _scores(config, _post(config, json.dumps(payload).encode()), size)
+    # allow_nan=False: a non-finite value that _jsonable missed fails here, in this process,
+    # rather than at the endpoint as invalid JSON.
+    return _scores(config, _post(config, json.dumps(payload, allow_nan=False).encode()), size)
 
 
 def remote_reward(

@@ -30,6 +30,23 @@ def test_exact_match_takes_the_last_number_by_default() -> None:
     assert [r["answer_found"] for r in out] == [1.0, 1.0, 1.0, 1.0, 0.0]
 
 
+def test_exact_match_reads_a_leading_dot_number_whole() -> None:
+    # The default pattern took ".5" as 5: "0.5" scored 0 and "5" scored 1.
+    responses = ["The probability is .5", "so -.25 it is", "It is .5", "version 1.2.3", "5."]
+    out = exact_match([""] * 5, responses, answer=["0.5", "-0.25", "5", "3", "5"])
+    assert scores(out) == [1.0, 1.0, 0.0, 1.0, 1.0]
+
+
+def test_exact_match_drops_a_latex_escaped_dollar_as_a_plain_one() -> None:
+    # "\$18.90" was no number ("\18.90" once the "$" went), so it equalled neither 18.90
+    # nor "$18.90".
+    boxed = ExactMatchConfig(extract="boxed")
+    out = exact_match(["", ""], [r"\boxed{\$18.90}", r"\boxed{18.90}"], config=boxed,
+                      answer=["18.90", r"\$18.9"])  # fmt: skip
+    assert scores(out) == [1.0, 1.0]
+    assert scores(exact_match([""], ["costs $18.90"], answer=[r"\$18.90"])) == [1.0]
+
+
 def test_exact_match_settings() -> None:
     config = ExactMatchConfig(
         answer_pattern=r"<answer>(.*?)</answer>",

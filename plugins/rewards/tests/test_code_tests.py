@@ -29,6 +29,18 @@ def test_the_last_fenced_block_is_the_program() -> None:
     assert last_code_block("no code here") is None
 
 
+def test_a_block_in_another_language_before_the_python_one_is_passed_over() -> None:
+    # findall did not pair fences: a ```bash block before the ```python block made the prose
+    # between them "the last block", and a correct solution scored 0.
+    bash_first = "Run:\n```bash\necho hi\n```\nNow the solution:\n```python\nprint(2)\n```\n"
+    assert last_code_block(bash_first).strip() == "print(2)"
+    text_first = "Input:\n```text\n3\n```\nSolution:\n```Python\nprint(3)\n```"
+    assert last_code_block(text_first).strip() == "print(3)"
+    # A later block in another language is not the program either.
+    assert last_code_block("```py\nprint(4)\n```\nthen\n```bash\nrm x\n```").strip() == "print(4)"
+    assert last_code_block("```bash\necho hi\n```") is None
+
+
 def test_stdin_stdout_cases_score_one_only_when_all_pass() -> None:
     right = _fenced("a, b = map(int, input().split())\nprint(a + b)")
     half = _fenced("a, b = map(int, input().split())\nprint(3)")

@@ -249,3 +249,28 @@ def test_setting_named_like_a_column_is_an_error(user_file: str) -> None:
 
 def test_empty_batch() -> None:
     assert compute_rewards([], [], {}, [{"name": "format_check"}]) == ([], {})
+
+
+def test_the_docs_reward_entries_of_registered_functions_load() -> None:
+    # docs/training.md showed exact_match with kwargs {pattern: ...}, which is refused
+    # (the setting is answer_pattern).
+    import yaml
+
+    import hfsdk
+
+    registered = set(hfsdk.get_registry("reward_functions"))
+    docs = Path(__file__).resolve().parents[3] / "docs"
+    entries = []
+    for page in sorted(docs.glob("*.md")):
+        for line in page.read_text().splitlines():
+            item = line.strip()
+            if item.startswith("- {name:") and "kwargs" in item:
+                entry = yaml.safe_load(item[2:])
+                if entry["name"] in registered:
+                    entries.append((page.name, entry))
+    assert any(page == "training.md" for page, _ in entries)
+    for page, entry in entries:
+        try:
+            load_reward_functions([entry])
+        except HfsdkError as exc:
+            raise AssertionError(f"{page}: {entry}: {exc}") from None

@@ -127,3 +127,36 @@ def test_no_reference_is_unparsed_and_a_list_reference_accepts_any_element() -> 
     assert [r["score"] for r in out] == [0.0, 0.0, 1.0, 1.0]
     assert [r["gold_unparsed"] for r in out] == [1.0, 1.0, 0.0, 0.0]
     assert [r["answer_found"] for r in out] == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_a_float_reference_in_scientific_notation_is_read_as_its_value() -> None:
+    # str(1e-05) is '1e-05', which math-verify does not read as a number: it always scored 0.
+    import numpy as np
+
+    responses = [r"\boxed{0.00001}", r"\boxed{10000000000000000}", r"\boxed{0.00001}",
+                 r"\boxed{0.5}", r"\boxed{3}", r"\boxed{0.00001}"]  # fmt: skip
+    references = [1e-05, 1e16, [2.0, 1e-05], 0.5, 3.0, np.float32(1e-05)]
+    out = math_verify([""] * 6, responses, answer=references)
+    assert [r["score"] for r in out] == [1.0] * 6
+    assert [r["gold_unparsed"] for r in out] == [0.0] * 6
+
+
+def test_a_worker_that_cannot_import_math_verify_names_the_import_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The worker printed a raw traceback and the error said "did not start within 120 s".
+    from hfsdk.core.errors import HfsdkError
+    from hfsdk_rewards.math_verify_reward import _Worker
+
+    shadow = tmp_path / "math_verify"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text('raise ImportError("No module named sympy")\n')
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    start = time.monotonic()
+    with pytest.raises(HfsdkError) as caught:
+        _Worker()
+    assert time.monotonic() - start < 30
+    line = str(caught.value)
+    assert "\n" not in line
+    assert "could not import math-verify (ImportError: No module named sympy)" in line, line
+    assert "Traceback" not in capfd.readouterr().err

@@ -64,6 +64,24 @@ def test_a_function_that_edits_a_column_changes_nothing_for_the_next() -> None:
     assert columns == {"answer": ["a", "b", "c"]}
 
 
+def consumes(prompts: list[str], responses: list[str], extra_info: list[dict]) -> list[float]:
+    for info in extra_info:
+        info.pop("answer")  # a verl-style helper that consumes a field
+    return [0.0] * len(responses)
+
+
+def has_answer(prompts: list[str], responses: list[str], extra_info: list[dict]) -> list[float]:
+    return [float("answer" in info) for info in extra_info]
+
+
+def test_a_function_that_edits_a_row_inside_a_column_changes_nothing_for_the_next() -> None:
+    # Only the lists were copied: the dicts inside them were shared, so a function that
+    # popped a key took it from the next function and from the caller.
+    columns = {"extra_info": [{"answer": "a"}, {"answer": "b"}, {"answer": "c"}]}
+    assert _score("consumes", "has_answer", columns=columns) == [1.0, 1.0, 1.0]
+    assert columns == {"extra_info": [{"answer": "a"}, {"answer": "b"}, {"answer": "c"}]}
+
+
 def hangs_alone(prompts: list[str], responses: list[str], **_: Any) -> list[float]:
     if len(responses) > 1:
         raise ValueError("only batches fail")

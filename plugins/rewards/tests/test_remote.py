@@ -289,3 +289,25 @@ def test_answers_too_large_or_redirected_are_refused(server, monkeypatch) -> Non
 
     with pytest.raises(HfsdkError, match="answered HTTP 307"):
         remote_reward(["p"], ["abc"], config=RemoteRewardConfig(url=server(redirect), retries=0))
+
+
+def test_non_finite_column_values_go_out_as_null(server) -> None:
+    # NaN went out as a bare NaN, which JSON does not have: a strict parser (Go, JS, serde)
+    # answered 400 and the run stopped.
+    import numpy as np
+
+    url = server(length_scores)
+    columns = {
+        "difficulty": [0.5, float("nan")],
+        "extra": [{"w": float("inf")}, np.array([1.0, -np.inf])],
+    }
+    remote_reward(["p", "q"], ["a", "bb"], config=RemoteRewardConfig(url=url), **columns)
+    [payload] = server.calls
+    assert payload["columns"] == {"difficulty": [0.5, None], "extra": [{"w": None}, [1.0, None]]}
+
+
+def test_a_4xx_answer_names_the_start_of_its_body(server) -> None:
+    url = server(lambda handler, payload: _answer(handler, 400, b"invalid JSON constant NaN"))
+    with pytest.raises(HfsdkError, match=r"answered HTTP 400 Bad Request") as caught:
+        remote_reward(["p"], ["ab"], config=RemoteRewardConfig(url=url, retries=0))
+    assert "'invalid JSON constant NaN'" in str(caught.value)

@@ -56,7 +56,7 @@ def test_a_run_with_model_code_says_once_when_the_sandbox_cannot_start(
             None,
             [
                 f"data.train_files=[{assets.train_files[0]}]",
-                "reward.functions=[{name: code_tests}]",
+                "reward.functions=[{name: code_tests, kwargs: {column: answer}}]",
                 f"actor.model_path={assets.model_dir}",
                 f"reference.model_path={assets.model_dir}",
             ],
