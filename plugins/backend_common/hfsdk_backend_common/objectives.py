@@ -304,6 +304,22 @@ def loss_agg_mode_problems(config: Any) -> list[str] | None:
     return [f"algorithm.loss_agg_mode is {mode!r}; expected one of {', '.join(LOSS_AGG_MODES)}"]
 
 
+def adaptive_kl_problems(config: Any) -> list[str] | None:
+    """An adaptive reward-KL controller that starts at ``kl_coef: 0``, as a
+    ``hfsdk_validate_config`` message: its update multiplies the coefficient, so it stays 0
+    and the run has no KL penalty. Only under ``kl_in_reward: true``, where the controller is
+    read (otherwise :func:`unused_kl_loss` warns, and a saved run still resumes)."""
+    algo = config.algorithm
+    read = getattr(algo, "kl_in_reward", False)
+    if not read or getattr(algo, "kl_controller", None) != "adaptive" or algo.kl_coef > 0:
+        return None
+    return [
+        f"algorithm.kl_controller=adaptive with algorithm.kl_coef={algo.kl_coef:g}: the adaptive "
+        "controller multiplies the coefficient, so from 0 it stays 0 (no KL penalty); it needs "
+        "a positive starting algorithm.kl_coef (e.g. 0.05), or use kl_controller=fixed"
+    ]
+
+
 def unused_kl_loss(config: Any, spec: Any = None, prepared: Any = None) -> str | None:
     """A preflight warning for KL settings that ``algorithm.kl_in_reward`` makes do nothing.
 

@@ -21,9 +21,16 @@ def hfsdk_register_rollout_backends(register: Register) -> None:
 @hfsdk.hookimpl
 def hfsdk_register_reward_functions(register: Register) -> None:
     """Register ``llm_judge`` (a local model's verdict through a rollout backend)."""
-    from hfsdk_backend_common.judge import JudgeConfig, llm_judge
+    from hfsdk_backend_common.judge import JudgeConfig, llm_judge, template_columns
 
-    register("llm_judge", llm_judge, config_cls=JudgeConfig)
+    # columns=: the template's dataset columns, so a run (and data inspect) refuses a
+    # dataset without one before it starts.
+    register(
+        "llm_judge",
+        llm_judge,
+        config_cls=JudgeConfig,
+        columns=lambda config: template_columns(config.template),
+    )
 
 
 @hfsdk.hookimpl
@@ -49,9 +56,14 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
 @hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str] | None:
     """An ``algorithm.loss_agg_mode`` the actor cannot aggregate with (an algorithm's config
-    class that redeclares the field drops the core's validator), and a trained role's cosine
-    schedule whose warm-up is not shorter than the run."""
-    from hfsdk_backend_common.objectives import loss_agg_mode_problems
+    class that redeclares the field drops the core's validator), an adaptive KL controller
+    starting at ``kl_coef: 0``, and a trained role's cosine schedule whose warm-up is not
+    shorter than the run."""
+    from hfsdk_backend_common.objectives import adaptive_kl_problems, loss_agg_mode_problems
     from hfsdk_backend_common.optim_config import schedule_problems
 
-    return (loss_agg_mode_problems(config) or []) + schedule_problems(config)
+    return (
+        (loss_agg_mode_problems(config) or [])
+        + (adaptive_kl_problems(config) or [])
+        + schedule_problems(config)
+    )

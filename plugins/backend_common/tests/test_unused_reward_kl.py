@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from hfsdk import get_registry
+from hfsdk import ConfigError, get_registry
 from hfsdk.core.config import load_run_config
 from hfsdk_backend_common.objectives import unused_kl_loss
 
@@ -78,3 +78,21 @@ def test_defaults_and_settings_that_are_read_are_not_warned_about(
 
 def test_the_check_is_registered_as_a_preflight_check() -> None:
     assert "unused_kl_loss" in get_registry("preflight_checks")
+
+
+@pytest.mark.parametrize("algo", ["ppo", "remax", "safe_rlhf"])
+def test_an_adaptive_controller_starting_at_zero_is_refused_at_load(algo: str) -> None:
+    # Before: accepted, and the multiplicative update kept the coefficient at 0 forever.
+    overrides = ["algorithm.kl_in_reward=true", "algorithm.kl_controller=adaptive"]
+    with pytest.raises(ConfigError) as info:
+        load_run_config(algo, None, [*overrides, "algorithm.kl_coef=0"])
+    line = str(info.value)
+    assert line.startswith("algorithm.kl_controller=adaptive with algorithm.kl_coef=0")
+    assert "positive starting algorithm.kl_coef" in line and "\n" not in line
+    load_run_config(algo, None, [*overrides, "algorithm.kl_coef=0.05"])
+
+
+def test_a_zero_coefficient_beside_an_unread_adaptive_controller_is_only_warned_about() -> None:
+    # kl_in_reward: false reads no controller: the warning names it, and a saved run resumes.
+    config = load_run_config("grpo", None, ["algorithm.kl_controller=adaptive"])
+    assert "algorithm.kl_controller=adaptive" in (unused_kl_loss(config) or "")

@@ -44,13 +44,17 @@ def hfsdk_register_config_sections(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str] | None:
-    """The corrections the config names exist and their settings are valid, and the rollout
-    gives the log-probs they read (one line if not)."""
+    """The algorithm samples what they correct, the corrections the config names exist and
+    their settings are valid, and the rollout gives the log-probs they read (one line if not)."""
     from hfsdk_rollout_corrections.section import (
         behaviour_source_problems,
         resolve_rollout_corrections,
+        sampleless_problems,
     )
 
+    # First: no backend or setting would help a run that samples nothing.
+    if problems := sampleless_problems(config):
+        return problems
     try:
         resolve_rollout_corrections(config, hfsdk.get_registry("rollout_corrections"))
     except hfsdk.ConfigError as exc:

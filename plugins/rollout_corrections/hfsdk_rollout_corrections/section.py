@@ -108,6 +108,7 @@ def resolve_rollout_corrections(run_config: Any, registry: Any = None) -> list[R
         registry = get_registry("rollout_corrections")
     converter = make_converter()
     resolved: list[ResolvedCorrection] = []
+    named: dict[str, str] = {}  # name -> the key that applies it first
     for key, entry in entries:
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             raise ConfigError(
@@ -125,6 +126,21 @@ def resolve_rollout_corrections(run_config: Any, registry: Any = None) -> list[R
             config = structure(converter, settings, found.config_cls, path=key)
         elif settings:
             raise ConfigError(f"{key}: correction {name!r} takes no settings; remove them")
+        # Corrections compose by multiplying: one named twice would weigh each token twice.
+        where = f"rollout_correction.preset={section.preset!r}" if key.endswith("preset") else key
+        if name in named:
+            fix = (
+                "remove rollout_correction.preset and use rollout_correction.apply alone, "
+                "listing the preset's other corrections there too"
+                if named[name].startswith("rollout_correction.preset")
+                else "keep one entry for it in rollout_correction.apply"
+            )
+            raise ConfigError(
+                f"{where} names correction {name!r}, which {named[name]} applies already, so it "
+                f"would run twice (its weights multiplied twice); {fix}, with {{name: {name}, "
+                "<the settings wanted>}"
+            )
+        named[name] = where
         resolved.append((name, found.impl, config))
     return resolved
 
@@ -164,6 +180,35 @@ def behaviour_log_probs_needed(run_config: Any) -> bool:
     return corrections_requested(run_config) or (
         trainer is not None and trainer.max_mismatch_kl is not None
     )
+
+
+def sampleless_problems(run_config: Any) -> list[str] | None:
+    """A correction or ``trainer.max_mismatch_kl`` in a run whose algorithm samples nothing it
+    trains on (no policy, or its spec's ``trains_on_generations`` is false: SFT, DPO, reward
+    models): there are no rollout log-probs to correct or compare, so a correction failed the
+    first update and the gate watched nothing."""
+    from hfsdk import run_spec
+
+    spec = run_spec(run_config)
+    if spec.has_policy and spec.trains_on_generations:
+        return None
+    algo = run_config.sections.get("algorithm")
+    section = run_config.sections.get("rollout_correction")
+    asked = [
+        key
+        for key, set_ in (
+            ("algorithm.is_correction", getattr(algo, "is_correction", "none") != "none"),
+            ("rollout_correction", section is not None and bool(section.entries())),
+            ("trainer.max_mismatch_kl", run_config.trainer.max_mismatch_kl is not None),
+        )
+        if set_
+    ]
+    return [
+        f"{key} has nothing to {'compare' if key.startswith('trainer.') else 'correct'}: "
+        f"algorithm {run_config.algo!r} samples nothing (it trains on the dataset's own rows, "
+        "so no rollout log-probs ever reach its update); remove it"
+        for key in asked
+    ] or None
 
 
 def behaviour_source_problems(run_config: Any, backends: Any) -> list[str] | None:

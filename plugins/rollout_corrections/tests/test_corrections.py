@@ -212,6 +212,28 @@ def test_a_rollout_without_log_probs_under_sync_is_refused_at_load() -> None:
         load_run_config("grpo", None, [setting, "rollout.backend=vllm"])
 
 
+@pytest.mark.parametrize("algo", ["dpo", "sft", "reward_model"])
+@pytest.mark.parametrize("backend", ["hf", "vllm"])
+@pytest.mark.parametrize(
+    "setting",
+    ["algorithm.is_correction=tis", "rollout_correction.apply=[dsv32_mask]",
+     "trainer.max_mismatch_kl=0.1"],
+)  # fmt: skip
+def test_an_algorithm_that_samples_nothing_is_refused_a_correction_or_the_gate(
+    algo: str, backend: str, setting: str
+) -> None:
+    # Before: accepted with vllm (the run died at update_actor, or the gate checked nothing)
+    # and refused with hf by advice to switch to vllm.
+    if algo == "reward_model" and setting.startswith("algorithm."):
+        pytest.skip("a reward model's algorithm section has no is_correction key")
+    with pytest.raises(ConfigError) as info:
+        load_run_config(algo, None, [setting, f"rollout.backend={backend}"])
+    line = str(info.value)
+    assert line.startswith(f"{setting.split('=')[0].removesuffix('.apply')} has nothing to ")
+    assert f"algorithm {algo!r} samples nothing" in line and "remove" in line
+    assert "rollout.backend=vllm" not in line and "\n" not in line
+
+
 def test_presets_and_apply_resolve_in_order() -> None:
     config = load_run_config(
         "grpo",
@@ -362,6 +384,27 @@ def test_apply_entries_are_numbered_on_their_own(overrides, needle) -> None:
     with pytest.raises(ConfigError) as info:
         load_run_config("grpo", None, [*OFF_POLICY, *overrides])
     assert needle in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "first", "second", "name"),
+    [
+        (["rollout_correction.preset=tis", "rollout_correction.apply=[{name: tis, cap: 3}]"],
+         "rollout_correction.preset='tis'", "rollout_correction.apply[0]", "tis"),
+        (["rollout_correction.preset=geo_rs_tis", "rollout_correction.apply=[icepop, tis]"],
+         "rollout_correction.preset='geo_rs_tis'", "rollout_correction.apply[1]", "tis"),
+        (["rollout_correction.apply=[mis, {name: mis, level: sequence}]"],
+         "rollout_correction.apply[0]", "rollout_correction.apply[1]", "mis"),
+    ],
+)  # fmt: skip
+def test_a_correction_named_twice_is_refused(overrides, first, second, name) -> None:
+    # Before: it ran twice (tis's weights squared).
+    with pytest.raises(ConfigError) as info:
+        load_run_config("grpo", None, [*OFF_POLICY, *overrides])
+    line = str(info.value)
+    assert line.startswith(f"{second} names correction {name!r}, which {first} applies already")
+    assert ("remove rollout_correction.preset" in line) is ("preset" in first)
+    assert f"{{name: {name}, <the settings wanted>}}" in line and "\n" not in line
 
 
 def test_preset_and_legacy_entries_are_labelled_by_their_key() -> None:

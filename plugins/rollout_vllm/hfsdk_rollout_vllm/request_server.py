@@ -127,11 +127,21 @@ class VLLMRequestServer:
         self._executor.shutdown(wait=True)
 
     def _check_fits(self, request: GenerationRequest) -> None:
-        """Refuse a prompt the engine cannot hold here, for this request only.
+        """Refuse a prompt the engine cannot hold, or sampling settings vLLM refuses (a
+        temperature over 2), here, for this request only.
 
-        vLLM rejects it inside ``enqueue``, in the step that also serves every other
+        vLLM rejects them inside ``enqueue``, in the step that also serves every other
         request in flight, which would fail them all.
         """
+        from vllm.exceptions import VLLMClientError
+
+        try:  # SamplingParams validates itself when built: cheap, and vLLM's own rules
+            request_params(self.config, self.eos_ids, request, 0)
+        except (VLLMClientError, ValueError) as exc:
+            raise HfsdkError(
+                f"vLLM refuses this request's sampling settings ({exc}); send settings in "
+                "vLLM's ranges (temperature at most 2)"
+            ) from None
         limit = self.engine.llm.llm_engine.model_config.max_model_len
         if len(request.prompt_ids) >= limit:  # vLLM needs room for one generated token
             raise HfsdkError(

@@ -9,6 +9,20 @@ import attrs
 from hfsdk import help_field
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
 
+MAX_TEMPERATURE = 2.0
+"""The highest temperature vLLM's ``SamplingParams`` accepts."""
+
+
+def _vllm_temperature(_instance: object, _attribute: attrs.Attribute, value: float) -> None:
+    # vLLM refuses more when it builds the SamplingParams, inside the worker: an internal
+    # WorkerError at the first generation instead of one line at load.
+    if value > MAX_TEMPERATURE:
+        raise ValueError(
+            f"'temperature' {value!r} is over {MAX_TEMPERATURE} (vLLM's limit), which the vllm "
+            f"rollout cannot sample at; set rollout.temperature at most {MAX_TEMPERATURE}, or "
+            "use rollout.backend=hf"
+        )
+
 
 @attrs.frozen(kw_only=True)
 class VLLMRolloutConfig(HFRolloutConfig):
@@ -39,6 +53,11 @@ class VLLMRolloutConfig(HFRolloutConfig):
         "Rollout backend (vllm: a vLLM engine in the actor's process, fed the actor's weights "
         "after every update).",
         default="vllm",
+    )
+    temperature: float = help_field(
+        "Sampling temperature, 0 to 2 (vLLM's limit; greedy generation ignores it).",
+        default=1.0,
+        validator=[attrs.validators.ge(0.0), _vllm_temperature],
     )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = help_field(
         "Generation dtype; auto: the actor's compute dtype.",

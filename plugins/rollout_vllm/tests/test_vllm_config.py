@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hfsdk import ConfigError, load_run_config
 from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
 
 
@@ -70,3 +71,17 @@ def test_sleep_on_and_off_are_words_as_the_docs_write_them(text: str, sleep: str
 
     config = load_run_config("grpo", None, ["rollout.backend=vllm", f"rollout.sleep={text}"])
     assert config.rollout.sleep == sleep
+
+
+@pytest.mark.parametrize("temperature", [2.5, 100.0])
+def test_a_temperature_vllm_refuses_is_refused_with_the_config(temperature: float) -> None:
+    # Before: accepted, and vLLM's SamplingParams refused it inside the worker (WorkerError).
+    with pytest.raises(ValueError, match=r"is over 2\.0 \(vLLM's limit\)") as info:
+        VLLMRolloutConfig(temperature=temperature)
+    assert f"{temperature!r}" in str(info.value) and "\n" not in str(info.value)
+    assert VLLMRolloutConfig(temperature=2.0).temperature == 2.0
+    with pytest.raises(ConfigError, match=r"'rollout.temperature'.* set rollout.temperature at"):
+        load_run_config(
+            "grpo", None, ["rollout.backend=vllm", f"rollout.temperature={temperature}"]
+        )
+    load_run_config("grpo", None, [f"rollout.temperature={temperature}"])  # hf samples at any

@@ -168,6 +168,33 @@ def test_every_request_checks_the_engines_weights_version() -> None:
     hybrid._require_current()
 
 
+@pytest.mark.parametrize("temperature", [2.5, 50.0])
+def test_a_request_vllm_would_refuse_fails_alone_before_the_engine(temperature: float) -> None:
+    """vLLM refuses such a request inside ``enqueue``, in the step shared by every request in
+    flight (all failed, as an internal error); it is refused on its own, before it is queued
+    (no engine needed: the engine is never reached)."""
+    from types import SimpleNamespace
+
+    from hfsdk import HfsdkError
+    from hfsdk_rollout_vllm.request_server import VLLMRequestServer
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+    model_config = SimpleNamespace(max_model_len=64)
+    engine = SimpleNamespace(llm=SimpleNamespace(llm_engine=SimpleNamespace(
+        model_config=model_config)))  # fmt: skip
+    server = VLLMRequestServer(engine, VLLMRolloutConfig(), [0])  # type: ignore[arg-type]
+    request = GenerationRequest(prompt_ids=[1, 2], max_new_tokens=2, temperature=temperature)
+    try:
+        with pytest.raises(HfsdkError) as info:
+            asyncio.run(server.generate(request))
+    finally:
+        server.close()
+    line = str(info.value)
+    assert line.startswith("vLLM refuses this request's sampling settings (")
+    assert f"temperature must be in [0, 2], got {temperature}" in line
+    assert "\n" not in line and server._pending == [] and server.stats.requests == 0
+
+
 def _engine_unfinished(rollout: Any) -> int:
     return rollout.engine.llm.llm_engine.get_num_unfinished_requests()
 

@@ -30,7 +30,7 @@ from tinker.types.try_again_response import TryAgainResponse
 from hfsdk import HfsdkError
 from hfsdk_serve.futures import Futures
 from hfsdk_serve.sampling import MAX_SAMPLES
-from hfsdk_serve.service import Service
+from hfsdk_serve.service import Service, UnknownIdError
 from hfsdk_serve.wire import PROTO_CONTENT_TYPE, decode_forward_backward
 
 log = logging.getLogger(__name__)
@@ -127,11 +127,12 @@ class TinkerApp:
         return _json(future)
 
     async def _direct(self, fn: Callable[..., Any], *args: Any) -> Response:
-        """Run ``fn`` on the model thread and answer with its result (400 on a user error)."""
+        """Run ``fn`` on the model thread and answer with its result (404 for an id this
+        server does not hold, 400 on another user error)."""
         try:
             return _json(await self.futures.run(fn, *args))
         except HfsdkError as exc:
-            return _error(_first_line(exc), 404 if "unknown" in str(exc) else 400)
+            return _error(_first_line(exc), 404 if isinstance(exc, UnknownIdError) else 400)
 
     # -- routes ----------------------------------------------------------------------------
 

@@ -58,6 +58,10 @@ GREEDY_BELOW = 1e-5
 logits by a tinier one overflows to inf and NaN log-probs, and both backends then agree."""
 
 
+UNKNOWN_VERSION = -1
+"""The source's ``weights_version`` after a failed reload: no adapter's (they count from 0)."""
+
+
 class AdapterSource:
     """The rollout contract's ``ActorSource`` for the adapter being sampled (``None``: base)."""
 
@@ -86,6 +90,11 @@ class AdapterSource:
         changed = (adapter, version) != (self.adapter, self.weights_version)
         self.adapter, self.weights_version = adapter, version
         return changed
+
+    def forget(self) -> None:
+        """A reload of the selected weights failed: what the rollout holds is unknown (maybe
+        a part of them), so the next :meth:`select` offers its weights, whichever it names."""
+        self.weights_version = UNKNOWN_VERSION
 
     def hf_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         """The merged weights of the selected adapter (HF names, float32, one at a time)."""
@@ -285,7 +294,11 @@ class PoolSampler:
                 "serve with --rollout hf, or create the training client with train_unembed=False"
             )
         if self.source.select(adapter):
-            self.rollout.update_weights(self.source)
+            try:
+                self.rollout.update_weights(self.source)
+            except BaseException:
+                self.source.forget()  # else every later select would skip the reload
+                raise
             self.reloads += 1
 
     def _generate(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:

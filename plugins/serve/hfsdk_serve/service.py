@@ -37,6 +37,11 @@ DEFAULT_MAX_TOKENS = 16
 the OpenAI completions API's and vLLM ``SamplingParams``' default (docs/serve.md)."""
 
 
+class UnknownIdError(HfsdkError):
+    """A request names a training client or sampling session this server does not hold (the
+    HTTP layer answers 404; other user errors are 400s)."""
+
+
 @attrs.define
 class Sampler:
     """A sampling session: the adapter it samples (``None``: the base model)."""
@@ -150,7 +155,7 @@ class Service:
     def check_model(self, model_id: str | None) -> str:
         """The adapter of training client ``model_id`` (an error naming it when there is none)."""
         if model_id is None or model_id not in self.models:
-            raise HfsdkError(
+            raise UnknownIdError(
                 f"unknown model_id {model_id!r}: no training client with that id on this server "
                 "(created on another server run?); create one, or load a saved state"
             )
@@ -396,7 +401,7 @@ class Service:
     def _sampler(self, sampler_id: str | None) -> Sampler:
         sampler = self.samplers.get(sampler_id or "")
         if sampler is None:
-            raise HfsdkError(
+            raise UnknownIdError(
                 f"unknown sampling session {sampler_id!r}; create a sampling client on this server"
             )
         if sampler.adapter is not None and sampler.adapter not in self.adapters:

@@ -110,6 +110,15 @@ def test_unknown_client_and_sampler(served: Any) -> None:
     assert httpx.get(f"{url}/healthz").json() == {"status": "ok"}
 
 
+def test_a_bad_request_naming_unknown_is_400_not_404(served: Any) -> None:
+    # Before: 404 whenever the message held the word "unknown" (here the client's own name).
+    url = f"{served.url}/api/v1"
+    headers = {"X-API-Key": LOCAL_KEY}
+    body = {"session_id": "s", "sampling_session_seq_id": 0, "base_model": "unknown-org/m"}
+    response = httpx.post(f"{url}/create_sampling_session", json=body, headers=headers)
+    assert response.status_code == 400 and "is not served here" in response.json()["error"]
+
+
 def test_sampling_errors(service_client: Any, served: Any) -> None:
     sampler = service_client.create_sampling_client(base_model=str(served.model_dir)).result()
     prompt = types.ModelInput.from_ints(served.tokenizer.encode("3 + 5 ="))

@@ -114,6 +114,42 @@ def test_the_rollout_reloads_only_when_the_sampled_weights_change(pool: AdapterP
         sampler.close()
 
 
+def test_a_failed_reload_is_retried_by_the_next_select(
+    pool: AdapterPool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: select recorded the adapter's weights as the rollout's before the reload ran, so
+    # after one that raised every later select skipped it and sampled the old weights.
+    sampler = PoolSampler(pool, "hf")
+    try:
+        reload = sampler.rollout.update_weights
+        calls: list[tuple[str | None, int]] = []
+
+        def flaky(source: Any) -> None:
+            calls.append((source.adapter, source.weights_version))
+            if len(calls) == 1:
+                raise RuntimeError("transient reload failure")
+            reload(source)
+
+        monkeypatch.setattr(sampler.rollout, "update_weights", flaky)
+        with pytest.raises(RuntimeError, match="transient"):
+            sampler.select("first")
+        assert sampler.reloads == 0
+        sampler.select("first")
+        want = ("first", pool.version("first"))
+        assert calls == [want, want] and sampler.reloads == 1
+        sampler.select("first")  # loaded now: nothing to reload
+        assert len(calls) == 2
+        # A failed reload back to weights loaded before is retried too: the engine's are unknown.
+        calls.clear()
+        monkeypatch.setattr(sampler.rollout, "update_weights", flaky)
+        with pytest.raises(RuntimeError, match="transient"):
+            sampler.select("second")
+        sampler.select("first")
+        assert calls == [("second", pool.version("second")), want]
+    finally:
+        sampler.close()
+
+
 def test_seeds_top_k_and_stop_ids_reach_the_rollout(pool: AdapterPool) -> None:
     sampler = PoolSampler(pool, "hf")
     try:
