@@ -109,13 +109,12 @@ class HfsdkPluginManager:
         if self._kinds is None:
             kinds = dict(REGISTRY_HOOKS)
             owners: dict[str, str] = {}
-            for impl in reversed(self.pm.hook.hfsdk_register_registry_kinds.get_hookimpls()):
+            # The first registered first: a later plugin taking its kind is the one dropped.
+            for impl in self.pm.hook.hfsdk_register_registry_kinds.get_hookimpls():
                 register = functools.partial(self._add_kind, kinds, owners, impl.plugin_name)
                 try:
                     impl.function(register=register)
-                except HfsdkError:
-                    raise  # a clash or an undefined hook (_add_kind): it names the plugin
-                except Exception as exc:  # a broken plugin: drop it and the kinds it added
+                except Exception as exc:  # a clash, an undefined hook, a bug: drop it and its kinds
                     kinds = {k: h for k, h in kinds.items() if owners.get(k) != impl.plugin_name}
                     self.mark_failed(impl.plugin_name, "hfsdk_register_registry_kinds", exc)
             self._kinds = kinds
@@ -149,13 +148,9 @@ class HfsdkPluginManager:
         return self._registries[kind]
 
     def _fill(self, kind: str, skip: set[str] | None = None) -> Registry:
-        """Call the kind's hook through pluggy, once per plugin, each with its own ``register``.
-
-        Each call is pluggy's (``subset_hook_caller``: that plugin's implementation plus every
-        hook wrapper), so wrappers, ``tryfirst``/``trylast``, tracing and call monitoring all
-        apply; plugins run in pluggy's order (the last registered first). One call per plugin
-        tells ``register`` whose names it receives, and one broken plugin (or wrapper) is
-        dropped without stopping the others."""
+        """Call the kind's hook through pluggy (``subset_hook_caller``: wrappers, ``tryfirst``,
+        tracing all apply), in its order, once per plugin: ``register`` knows whose names it
+        receives, and one broken plugin (or wrapper) is dropped without stopping the others."""
         registry = Registry(kind)
         hook_name = self.registry_kinds()[kind]
         impls = getattr(self.pm.hook, hook_name).get_hookimpls()
@@ -258,14 +253,11 @@ def _hook_names(pm: pluggy.PluginManager, plugin: object) -> list[str]:
 
 
 def _entry_points() -> list[metadata.EntryPoint]:
-    seen: set[tuple[str, str | None]] = set()
-    unique = []
+    # (the same distribution found twice on sys.path: its first copy)
+    unique: dict[tuple[str, str | None], metadata.EntryPoint] = {}
     for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        key = (ep.name, ep.dist.name if ep.dist is not None else None)
-        if key not in seen:  # (the same distribution found twice on sys.path)
-            seen.add(key)
-            unique.append(ep)
-    return unique
+        unique.setdefault((ep.name, ep.dist.name if ep.dist is not None else None), ep)
+    return list(unique.values())
 
 
 def build_plugin_manager(
@@ -292,8 +284,7 @@ def build_plugin_manager(
         only = _env_list("HFSDK_LOAD_PLUGINS")
         disabled = _env_list("HFSDK_DISABLE_PLUGINS") or set()
         for ep in _entry_points():
-            dist = ep.dist.name if ep.dist is not None else None
-            version = ep.dist.version if ep.dist is not None else None
+            dist, version = (ep.dist.name, ep.dist.version) if ep.dist is not None else (None, None)
             info = PluginInfo(name=ep.name, distribution=dist, version=version, status="loaded")
             plugins.append(info)
             if ep.name in disabled or (only is not None and ep.name not in only):
@@ -339,9 +330,10 @@ def _check_unknown_hooks(pm: pluggy.PluginManager, plugins: list[PluginInfo]) ->
         for impl in [i for i in impls if not i.optionalhook]:  # (optional: an absent plugin's)
             info = next((p for p in plugins if p.name == impl.plugin_name), None)
             if info is not None and info.status == "loaded":
-                info.status = "failed"
-                info.error = (f"implements unknown hook {name!r}; hook names start with hfsdk_ "
-                    "(see docs/plugin_hooks.md for them)")  # fmt: skip
+                why = "a typo, or a hook of a plugin not loaded here: mark it optionalhook=True"
+                why = why if name.startswith("hfsdk_") else "hook names start with hfsdk_"
+                info.status, info.error = "failed", f"implements unknown hook {name!r}; {why} " \
+                    "(see docs/plugin_hooks.md for them)"  # fmt: skip
                 pm.unregister(name=impl.plugin_name)
 
 

@@ -145,6 +145,54 @@ def test_an_optional_hook_of_an_absent_plugin_does_not_fail_the_plugin() -> None
     assert info is not None and (info.status, info.error) == ("loaded", None)
 
 
+def test_a_hook_of_an_absent_plugin_without_optionalhook_says_to_mark_it() -> None:
+    class Extends:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_things_of_an_absent_plugin(register):  # type: ignore[no-untyped-def]
+            pass
+
+    pm = build_plugin_manager([("extends", Extends)], load_entry_points=False)
+    info = pm.plugin_info("extends")
+    assert info is not None and info.status == "failed"
+    # Before: "hook names start with hfsdk_", which this name already does.
+    assert "hook names start with" not in (info.error or "")
+    assert "a hook of a plugin not loaded here" in (info.error or "")
+    assert "optionalhook=True" in (info.error or "")
+
+
+def test_a_registry_kind_clash_fails_the_later_plugin_only_and_names_both() -> None:
+    class First:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_registry_kinds(register):  # type: ignore[no-untyped-def]
+            register("judges", "hfsdk_register_reward_functions")
+
+    class Second:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_registry_kinds(register):  # type: ignore[no-untyped-def]
+            register("graders", "hfsdk_register_reward_functions")
+            register("judges", "hfsdk_register_reward_functions")
+
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("from_second", len)
+
+    pm = build_plugin_manager([("first", First), ("second", Second)], load_entry_points=False)
+    # Before: HfsdkError out of every command, blaming 'first' (pluggy calls 'second' first).
+    kinds = pm.registry_kinds()
+    assert "judges" in kinds and "graders" not in kinds
+    assert pm.plugin_info("first").status == "loaded"  # type: ignore[union-attr]
+    info = pm.plugin_info("second")
+    assert info is not None and info.status == "failed"
+    assert "plugin 'second' adds registry kind 'judges', which plugin 'first' already has" in (
+        info.error or ""
+    )
+    assert "from_second" not in pm.registry("reward_functions")
+
+
 def test_addhooks_lets_a_plugin_add_hook_specs() -> None:
     import pluggy
 
@@ -289,6 +337,8 @@ def test_list_and_plugins_show_the_failed_plugin(broken_rewards: Path) -> None:
     assert code == 0, err
     assert "exact_match" in out  # the others are listed as before
     assert "concise  [hfsdk-concise]  failed to load: ModuleNotFoundError" in out
+    # Before: "(their reward functions are missing)", of every failed plugin, whatever it adds.
+    assert "these plugins failed to load; names of this kind may be missing:" in out
     code, out, err = _cli(broken_rewards, "plugins")
     assert code == 0, err
     assert "concise  [failed]  hfsdk-concise 0.1.0" in out

@@ -32,8 +32,8 @@ def list_entries(kind: str | None) -> None:
             click.echo(f"{name:<{width}}  {entry.summary}  [{entry.plugin}]")
     failed = manager.failed_plugins()
     if failed:
-        # Their names are missing above: say which plugins and why, never omit them silently.
-        click.echo(f"plugins that failed to load (their {registry.what}s are missing):")
+        # Some may have added names of this kind: say which plugins and why, never omit silently.
+        click.echo("these plugins failed to load; names of this kind may be missing:")
         for info in failed:
             reason = (info.error or "no reason given").strip().splitlines()[0]
             where = info.distribution or "in-process"

@@ -11,10 +11,9 @@ import sys
 import click
 
 import hfsdk
-from hfsdk import HfsdkError
 from hfsdk.core.cli.config_command import config
 from hfsdk.core.cli.errors import exit_with, run_reporting_errors
-from hfsdk.core.cli.known_commands import PluginCommandGroup
+from hfsdk.core.cli.known_commands import KNOWN_COMMANDS, PluginCommandGroup
 from hfsdk.core.cli.list_command import list_entries
 from hfsdk.core.cli.plugins_command import plugins
 from hfsdk.core.cli.run_command import run
@@ -53,28 +52,34 @@ _CORE_COMMANDS = {group: dict(group.commands) for _, group in _groups(cli)}
 
 
 def build_cli() -> click.Group:
-    """The command group with the subcommands the loaded plugins contribute.
-
-    Plugins add to the core's groups; what an earlier build added (in the same process, under
-    other plugins) is taken away first, so a disabled plugin's command is gone."""
+    """The command group with the subcommands the loaded plugins add to the core's groups;
+    what an earlier build in this process added is taken away first (a disabled plugin's)."""
     from hfsdk.core.plugin_manager import get_plugin_manager
 
     manager = get_plugin_manager()
     for group, commands in _CORE_COMMANDS.items():
         group.commands = dict(commands)
-    # One plugin at a time: one that raises or takes a command already there is dropped alone.
-    for impl in reversed(manager.hook.hfsdk_register_commands.get_hookimpls()):
+    owners = {c: "the core" for _, group in _groups(cli) for c in group.commands.values()}
+    # The first registered first (a plugin KNOWN_COMMANDS names before all): one that raises is
+    # dropped alone; a name already taken leaves out only that command.
+    known, dists = set(KNOWN_COMMANDS.values()), {p.name: p.distribution for p in manager.plugins}
+    impls = manager.hook.hfsdk_register_commands.get_hookimpls()
+    for impl in sorted(impls, key=lambda i: dists.get(i.plugin_name) not in known):
         before = {(path, group): dict(group.commands) for path, group in _groups(cli)}
         try:
             impl.function(**{name: cli for name in impl.argnames})
-            taken = [f"{path} {n}" for (path, g), old in before.items() for n in old
-                     if g.commands.get(n) is not old[n]]  # fmt: skip
-            if taken:
-                raise HfsdkError(f"it replaces the command(s) {taken}; choose other names")
         except Exception as exc:
             for (_, group), commands in before.items():
                 group.commands = commands
             manager.mark_failed(impl.plugin_name, "hfsdk_register_commands", exc)
+            continue
+        mine = f"plugin {impl.plugin_name!r}"
+        for (path, group), old in before.items():
+            for name in [n for n in old if group.commands.get(n) is not old[n]]:
+                group.commands[name] = old[name]
+                print(f"hfsdk: {mine}'s command '{path} {name}' is left out: {owners[old[name]]} "
+                      "has that name; rename one of them", file=sys.stderr)  # fmt: skip
+        owners = {c: mine for _, group in _groups(cli) for c in group.commands.values()} | owners
     # --debug anywhere (debug_requested reads argv): click's parser still knows an option's value
     debug = click.Option(["--debug"], is_flag=True, hidden=True, expose_value=False)
     for command in {c for _, group in _groups(cli) for c in (group, *group.commands.values())}:

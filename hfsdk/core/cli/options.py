@@ -40,10 +40,11 @@ def task_base(
     task: str, algo: str | None = None, config_file: str | None = None, overrides: Any = ()
 ) -> dict[str, Any] | None:
     """The settings ``task`` puts under the user's config (``None``: the default task, which
-    runs as the fallback of a config without data), less sections of roles the algorithm
-    (``algo``, else the config file's or an override's ``algo``) lacks: a task's
-    ``reference`` settings are for GRPO, and DAPO (no reference) refused them."""
+    runs as the fallback of a config without data), less what the algorithm (``algo``, else the
+    config file's or an override's) has no use for: sections of roles it lacks (DAPO: no
+    ``reference``), ``algorithm`` keys its config lacks, a sample count where it samples none."""
     from hfsdk.core.config.loader import load_yaml, parse_override
+    from hfsdk.core.config.presets import keys_for
     from hfsdk.core.plugin_manager import get_registry
     from hfsdk.core.tasks import DEFAULT_TASK, get_task
 
@@ -55,6 +56,11 @@ def task_base(
     algo = algo or (named or [(load_yaml(config_file) if config_file else {}).get("algo")])[-1]
     if base is None or not isinstance(algo, str) or specs.get(algo) is None:
         return base  # an unknown algorithm: resolve_run_config names it
-    roles = {role.name for entry in specs.values() for role in entry.impl.roles}
-    lacks = roles - {role.name for role in specs[algo].impl.roles}
-    return {section: values for section, values in base.items() if section not in lacks}
+    spec = specs[algo].impl
+    lacks = {r.name for e in specs.values() for r in e.impl.roles} - set(spec.role_names)
+    base = {section: values for section, values in base.items() if section not in lacks}
+    unread = set() if spec.has_policy and spec.trains_on_generations else {"n_samples_per_prompt"}
+    if "algorithm" in base:  # the preset's keys only: the user's own are checked, never dropped
+        kept = keys_for(spec.config_cls, base["algorithm"]).items()
+        base["algorithm"] = {key: value for key, value in kept if key not in unread}
+    return base

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
@@ -33,8 +34,8 @@ def run(
     from hfsdk.core.config.sources import ConfigLayers
     from hfsdk.core.trainer.trainer import Trainer
 
-    if ray_address:
-        overrides = (*overrides, f"trainer.ray_address={ray_address}")
+    if ray_address:  # a JSON string is a YAML string: '[::1]:6379', 'yes', 'null' stay strings
+        overrides = (*overrides, f"trainer.ray_address={json.dumps(ray_address)}")
     base = task_base(task, algo, config_file, overrides)
     cfg = load_run_config(algo, config_file, overrides, base=base)
     layers = ConfigLayers.read(algo, config_file, overrides, base=base, task=task)
@@ -65,13 +66,10 @@ def write_sources(run_dir: Path, sources: dict[str, str]) -> None:
 
 
 def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
-    """One line: steps, run directory, reward (and cost) over the first and last steps.
-
-    The two windows never overlap: up to 5 steps each, at most half the run each. Programs
-    that sample nothing while training report their validation reward (SFT, DPO), held-out
-    pairwise accuracy (reward models) or loss instead. A validation before training (step 0,
-    ``trainer.val_before_train``) is neither counted nor averaged into the first window.
-    """
+    """One line: steps, run directory, reward (and cost) over the first and last (at most 5,
+    never overlapping) steps; programs that sample nothing while training (SFT, DPO, reward
+    models) report their validation's instead. A validation before training (step 0) is
+    neither counted nor averaged into the first window."""
     validations_too = metrics
     metrics = [r for r in metrics if r.get("step", 1) >= 1]
     if not metrics:

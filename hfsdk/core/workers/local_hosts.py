@@ -35,10 +35,8 @@ _LOCAL_IDS = itertools.count(1_000_000)
 
 def _logger_filters() -> dict[str, list[Any]]:
     """Every existing logger's filters (the root logger as ``""``)."""
-    loggers = {"": logging.getLogger()}
-    for name, item in logging.Logger.manager.loggerDict.items():
-        if isinstance(item, logging.Logger):
-            loggers[name] = item
+    items = logging.Logger.manager.loggerDict.items()  # (it holds PlaceHolders too)
+    loggers = {"": logging.getLogger(), **{n: i for n, i in items if isinstance(i, logging.Logger)}}
     return {name: list(item.filters) for name, item in loggers.items()}
 
 
@@ -54,9 +52,7 @@ def _restore_environment(saved: Mapping[str, str]) -> None:
     """Make ``os.environ`` equal ``saved`` again (added keys removed, changed ones reset)."""
     for key in [k for k in os.environ if k not in saved]:
         del os.environ[key]
-    for key, value in saved.items():
-        if os.environ.get(key) != value:
-            os.environ[key] = value
+    os.environ.update({key: value for key, value in saved.items() if os.environ.get(key) != value})
 
 
 class LocalPool:
@@ -137,16 +133,16 @@ class LocalHostSet(SharedHosts):
         # makes it a no-op while its attention kernels run); put torch's own back too,
         # or the count below is never restored and a later engine aborts on it.
         self._saved_set_num_threads = torch.set_num_threads
-        os.environ.update(options.env_vars)
-        threads = options.env_vars.get("OMP_NUM_THREADS", "")
-        if threads.isdigit() and int(threads) > 0:
-            torch.set_num_threads(int(threads))
         placement = Placement(
             rank=0, world_size=1, local_rank=0, local_world_size=1, node_ip="127.0.0.1"
         )
         self.host: WorkerHost | None = WorkerHost(placement, name)
-        pool.reserve(self.ids, role=name)
+        pool.reserve(self.ids, role=name)  # first: a refused role changes nothing in the process
         try:
+            os.environ.update(options.env_vars)
+            threads = options.env_vars.get("OMP_NUM_THREADS", "")
+            if threads.isdigit() and int(threads) > 0:
+                torch.set_num_threads(int(threads))
             limit = options.start_timeout_s
             try:
                 with deadline(limit, f"role {name!r}: start-up is past {limit:g} s"):

@@ -40,7 +40,8 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     register(BACKEND_CHECK_NAME, backend_check)
 
 
-@hfsdk.hookimpl
+# optionalhook: the migration plugin adds this hook; without it the rest of vision still loads.
+@hfsdk.hookimpl(optionalhook=True)
 def hfsdk_register_prompt_describers(register: Register) -> None:
     """Register ``images`` (``hfsdk data inspect``: image and image-token counts)."""
     from hfsdk_vision.inspection import NAME, describe_images

@@ -75,7 +75,7 @@ def test_a_command_of_a_broken_plugin_says_why_it_failed(
     )
 
 
-def test_a_plugin_whose_commands_raise_or_take_others_is_dropped_alone(
+def test_a_plugin_whose_commands_raise_is_dropped_alone_and_one_taking_a_name_loses_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     import click
@@ -93,7 +93,7 @@ def test_a_plugin_whose_commands_raise_or_take_others_is_dropped_alone(
         @staticmethod
         @hfsdk.hookimpl
         def hfsdk_register_commands(cli):  # type: ignore[no-untyped-def]
-            cli.add_command(click.Command("hello", callback=lambda: None))  # dropped with it
+            cli.add_command(click.Command("hello", callback=lambda: None))  # kept: no clash
             cli.add_command(click.Command("plugins", callback=lambda: click.echo("HIJACKED")))
 
     manager = get_plugin_manager()
@@ -107,6 +107,6 @@ def test_a_plugin_whose_commands_raise_or_take_others_is_dropped_alone(
     code, out, err = _hfsdk(capsys, "plugins")
     assert code == 0 and "HIJACKED" not in out, err
     assert "plugin 'raises' failed in hfsdk_register_commands raised RuntimeError: boom" in err
-    assert "hijacks" in err and "replaces the command(s) ['hfsdk plugins']" in err
+    assert "plugin 'hijacks''s command 'hfsdk plugins' is left out: the core has" in err
     code, out, err = _hfsdk(capsys, "--help")
-    assert code == 0 and "hello" not in out and "run" in out
+    assert code == 0 and "hello" in out and "run" in out

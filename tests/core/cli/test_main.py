@@ -92,6 +92,39 @@ def test_debug_as_an_options_value_stays_that_value(capsys: pytest.CaptureFixtur
     assert code == 2 and "config file '--debug' does not exist" in err
 
 
+def _command_plugin(word: str) -> object:
+    import click
+
+    class Plugin:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_commands(cli):  # type: ignore[no-untyped-def]
+            cli.add_command(click.Command("reward", callback=lambda: click.echo(word)))
+            cli.add_command(click.Command(f"only-{word}", callback=lambda: click.echo(word)))
+
+    return Plugin
+
+
+@pytest.mark.parametrize("owner_first", [True, False])
+def test_a_command_name_clash_keeps_the_first_or_known_owner_and_drops_only_that_command(
+    capsys: pytest.CaptureFixture[str], owner_first: bool
+) -> None:
+    import hfsdk.core.plugin_manager as plugin_manager
+
+    owner, other = ("rewards", _command_plugin("owner")), ("zfake", _command_plugin("other"))
+    plugins = [owner, other] if owner_first else [other, owner]
+    manager = plugin_manager.build_plugin_manager(plugins, load_entry_points=False)
+    manager.plugin_info("rewards").distribution = "hfsdk-plugin-rewards"  # type: ignore[union-attr]
+    with pytest.MonkeyPatch.context() as patch:  # (undone before the fixtures' reset)
+        patch.setattr(plugin_manager, "get_plugin_manager", lambda: manager)
+        code, out, err = _hfsdk(capsys, "reward")
+        # Before: the last registered won and the first (the rewards plugin) was marked failed.
+        assert (code, out) == (0, "owner\n"), err
+        assert "plugin 'zfake''s command 'hfsdk reward' is left out: plugin 'rewards' has" in err
+        assert [p.status for p in manager.plugins] == ["loaded"] * 3
+        assert _hfsdk(capsys, "only-other")[:2] == (0, "other\n")  # its other command stays
+
+
 def test_config_show_applies_file_and_overrides(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -165,6 +198,56 @@ def test_help_and_plugins_do_not_import_torch_or_ray(args: list[str]) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "HEAVY []"
+
+
+@pytest.mark.parametrize(
+    ("task", "algo"),
+    [("shapes", "dpo"), ("frozen_lake", "reward_model"), ("frozen_lake", "dpo")],
+)
+def test_config_show_leaves_out_task_preset_keys_the_algorithm_has_no_use_for(
+    capsys: pytest.CaptureFixture[str], task: str, algo: str
+) -> None:
+    code, out, err = _hfsdk(capsys, "config", "show", "--task", task, "--algo", algo)
+    # Before: "algorithm.n_samples_per_prompt=8: algorithm 'dpo' never reads it ... remove it"
+    # (or "unknown config key") for a key the task's preset set, not the user.
+    assert code == 0, err
+    assert "n_samples_per_prompt: 8" not in out
+    args = ("config", "show", "--task", task, "--algo", "grpo")
+    assert "n_samples_per_prompt: 8" in _hfsdk(capsys, *args)[1]  # still set where it is read
+
+
+def test_config_show_still_refuses_the_users_own_unread_key(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ("--task", "frozen_lake", "--algo", "dpo", "algorithm.n_samples_per_prompt=8")
+    code, _, err = _hfsdk(capsys, "config", "show", *args)
+    assert code == 2 and "never reads it" in err
+
+
+@pytest.mark.parametrize("address", ["[::1]:6379", "yes", "null"])
+def test_run_passes_a_ray_address_as_the_string_it_is(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    address: str,
+) -> None:
+    import hfsdk.core.trainer.trainer as trainer_module
+
+    seen = []
+
+    class FakeTrainer:
+        def __init__(self, config, run_dir, *, quiet):  # type: ignore[no-untyped-def]
+            seen.append(config.trainer.ray_address)
+            self.run_dir = run_dir
+
+        def fit(self) -> list[dict]:
+            return []
+
+    monkeypatch.setattr(trainer_module, "Trainer", FakeTrainer)
+    args = ("--algo", "grpo", "--run-dir", str(tmp_path), "--ray-address", address)
+    code, _, err = _hfsdk(capsys, "run", *args)
+    # Before: a YAML error ('[::1]:6379'), True ('yes'), or None: a local Ray instance ('null').
+    assert (code, seen) == (0, [address]), err
 
 
 def test_run_passes_ray_address_and_run_dir_to_the_trainer(

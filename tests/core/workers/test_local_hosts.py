@@ -105,6 +105,21 @@ def test_separate_roles_and_a_taken_process_group_are_refused() -> None:
         dist.destroy_process_group()
 
 
+def test_a_second_role_refused_by_the_pool_leaves_the_environment_as_it_was() -> None:
+    pool = LocalPool("taken")
+    groups = colocate(pool, {"a": Summer}, init_distributed=False)
+    threads, flag = torch.get_num_threads(), os.environ.get("HFSDK_TEST_FLAG")
+    env = {"HFSDK_TEST_FLAG": "refused", "OMP_NUM_THREADS": str(threads + 1)}
+    try:
+        with pytest.raises(HfsdkError, match="already holds roles"):
+            colocate(pool, {"b": Summer}, init_distributed=False, env_vars=env)
+        # Before: the refused role's variables and thread count stayed set.
+        assert (torch.get_num_threads(), os.environ.get("HFSDK_TEST_FLAG")) == (threads, flag)
+    finally:
+        for group in groups.values():
+            group.shutdown()
+
+
 class Hanger(Worker):
     @register(protocol=BuiltinProtocol.ONE_TO_ALL)
     def hang(self, seconds: float) -> None:
