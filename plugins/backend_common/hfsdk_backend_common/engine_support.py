@@ -80,6 +80,26 @@ def without_padding_weight(batch: Batch) -> Batch:
     return out
 
 
+PAIR_ROWS = 2
+"""The row group (``hfsdk.ROW_GROUP``) of a preference pair: chosen and rejected."""
+
+
+def paired_roles(spec: Any) -> set[str]:
+    """The trained roles of ``spec`` (a run's ``AlgorithmSpec``) whose batches' rows come in
+    preference pairs that must stay whole (``hfsdk.ROW_GROUP``): a policy trained on pairs
+    (DPO: its spec's ``default_data`` says so) and a score model (its loss is over
+    Bradley-Terry pairs). Every backend checks their ``mini_batch_size`` at config load
+    with :func:`check_minibatch_groups` and :data:`PAIR_ROWS`."""
+    from hfsdk import TRAINED_KINDS
+
+    pairs_policy = spec.default_data == "preference_pairs"
+    return {
+        role.name
+        for role in spec.roles
+        if role.kind == "score_model" or (pairs_policy and role.kind in TRAINED_KINDS)
+    }
+
+
 def check_minibatch_groups(role: str, mini_batch_size: int, dp_size: int, group: int) -> None:
     """Refuse a ``mini_batch_size`` that does not hold whole row groups on every rank.
 

@@ -155,6 +155,7 @@ def _fsdp_sections(config: Any) -> list[tuple[str, FSDPRoleConfig]]:
 def _pass_problems(config: Any) -> list[str]:
     """Pass settings a role's engine cannot honour, refused before any model loads."""
     from hfsdk import run_spec
+    from hfsdk_backend_common.engine_support import paired_roles
 
     sections = [
         (name, section)
@@ -166,7 +167,7 @@ def _pass_problems(config: Any) -> list[str]:
     spec = run_spec(config)
     kinds = {role.name: role.kind for role in spec.roles}
     # The engine found a token budget over pairs out only at step 1, after the models loaded.
-    paired = _paired_roles(spec)
+    paired = paired_roles(spec)
     problems = []
     for name, section in sections:
         role = name.split(".")[0]
@@ -257,24 +258,6 @@ def _rollout_layout_problems(config: Any) -> list[str]:
     return tp_support_problems(model, tg)[:1] if model is not None else []
 
 
-PAIR_ROWS = 2
-"""The row group (``hfsdk.ROW_GROUP``) of a preference pair: chosen and rejected."""
-
-
-def _paired_roles(spec: Any) -> set[str]:
-    """The trained roles whose batches' rows come in preference pairs that must stay whole
-    (``hfsdk.ROW_GROUP``): a policy trained on pairs (DPO: its spec's ``default_data`` says
-    so) and a score model (its loss is over Bradley-Terry pairs)."""
-    from hfsdk import TRAINED_KINDS
-
-    pairs_policy = spec.default_data == "preference_pairs"
-    return {
-        role.name
-        for role in spec.roles
-        if role.kind == "score_model" or (pairs_policy and role.kind in TRAINED_KINDS)
-    }
-
-
 def _mini_batch_problems(config: Any) -> list[str]:
     """``mini_batch_size`` must split evenly over a trained FSDP role's data-parallel ranks,
     in whole preference pairs where its rows come in pairs (the engine's own check, which
@@ -285,14 +268,14 @@ def _mini_batch_problems(config: Any) -> list[str]:
     pairs are checked (as on one rank).
     """
     from hfsdk import TRAINED_KINDS, HfsdkError, run_spec
-    from hfsdk_backend_common.engine_support import check_minibatch_groups
+    from hfsdk_backend_common.engine_support import PAIR_ROWS, check_minibatch_groups, paired_roles
 
     placement = config.sections.get("placement")
     if placement is None:  # a few sections checked alone: no algorithm, no ranks
         return []
     spec = run_spec(config)
     trained = {role.name for role in spec.roles if role.kind in TRAINED_KINDS}
-    paired = _paired_roles(spec)
+    paired = paired_roles(spec)
     problems, fixed = [], placement.mode != "auto"
     for role, section in config.sections.items():
         # Only trained roles (policy, value and score-model kinds) split mini-batches.

@@ -1,10 +1,11 @@
-"""Run-config checks of the megatron backend, done before Ray starts (no torch import).
+"""Run-config checks of the megatron backend, done before Ray starts (no model loads).
 
 For every role that selects ``backend: megatron``: the model's architecture
 must be one the converter knows, ``tp`` must divide its heads (and key/value
 heads and FFN width), ``pp`` its layers, and ``tp · pp`` the devices of the
 role's pool; a trained role's ``mini_batch_size`` must split over its dp
-replicas, and distillation's ``algorithm.top_k`` needs an fsdp actor and teachers.
+replicas (in whole preference pairs where its rows come in pairs), and
+distillation's ``algorithm.top_k`` needs an fsdp actor and teachers.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def run_config_problems(config: Any) -> list[str]:
     placement = config.sections.get("placement")
     actor_path = getattr(config.sections.get("actor"), "model_path", None)
     trained = _trained_roles(config)
+    paired = _paired_roles(config, trained)
     problems += _shared_pool_problems(sections, placement) + _dtype_problems(sections, trained)
     problems += _top_k_problems(config, sections)
     for role, section in sections:
@@ -69,10 +71,13 @@ def run_config_problems(config: Any) -> list[str]:
             problems.append(str(exc))
             continue
         devices = section.parallel.tp * section.parallel.pp
-        if placement is not None and placement.mode == "manual":
+        manual = placement is not None and placement.mode == "manual"
+        if manual:
             devices = placement.pools[placement.pool_of(role)].devices
         problems += layout_problems(shape, section.parallel.tp, section.parallel.pp, devices, role)
-        if role in trained and placement is not None and placement.mode == "manual":
+        if role in paired:  # whole pairs on every replica implies a multiple of dp
+            problems += _pair_problems(role, section, devices, fixed=manual)
+        elif role in trained and manual:
             problems += _mini_batch_problems(role, section, devices, placement.pool_of(role))
         if role == "actor" and not problems:
             problems += rollout_layout_problems(shape, section, devices)
@@ -130,6 +135,38 @@ def _mini_batch_problems(role: str, section: Any, devices: int, pool: str) -> li
         f"data-parallel replicas of {role} (the {devices} devices of pool {pool!r} / (tp={tp} "
         f"x pp={pp})); make it a multiple of {dp}"
     ]
+
+
+def _paired_roles(config: Any, trained: set[str]) -> set[str]:
+    """The trained roles whose rows come in preference pairs (DPO's policy, a score model)."""
+    if not trained:
+        return set()
+    from hfsdk import run_spec
+    from hfsdk_backend_common.engine_support import paired_roles
+
+    return paired_roles(run_spec(config))
+
+
+def _pair_problems(role: str, section: Any, devices: int, *, fixed: bool) -> list[str]:
+    """A trained role's ``mini_batch_size`` must hold whole preference pairs on each of its
+    dp = devices / (tp·pp) replicas (the engine's own check, which ran only at the first
+    update, after the models loaded).
+
+    ``fixed`` (a manual placement): ``devices`` is the role's pool. Otherwise the ranks are
+    decided later, so only the pairs are checked (as on one replica). A layout that does not
+    divide the devices is reported on its own.
+    """
+    from hfsdk_backend_common.engine_support import PAIR_ROWS, check_minibatch_groups
+
+    layout = section.parallel.tp * section.parallel.pp
+    if fixed and devices % layout:
+        return []
+    dp = devices // layout if fixed else 1
+    try:
+        check_minibatch_groups(role, section.mini_batch_size, dp, PAIR_ROWS)
+    except HfsdkError as exc:
+        return [str(exc)]
+    return []
 
 
 def _top_k_problems(config: Any, sections: list[tuple[str, Any]]) -> list[str]:

@@ -197,6 +197,26 @@ def test_mini_batch_size_must_split_over_the_data_parallel_replicas(model: str) 
     )
 
 
+def test_a_mini_batch_that_splits_preference_pairs_is_refused_with_the_config(model: str) -> None:
+    """DPO and reward-model mini-batches hold whole pairs on every data-parallel replica; a
+    size that split them was refused only at the first update, after the models loaded and a
+    rollout ran. Now at config load, in the engine's own message (fsdp's too)."""
+    whole = r"mini_batch_size=3 does not split into whole groups of 2 rows"
+    with pytest.raises(ConfigError, match=rf"actor\.{whole} .* 2 x 1 = 2"):
+        load_run_config("dpo", None, ["actor.backend=megatron", "actor.mini_batch_size=3"])
+    reward_model = ["reward_model.backend=megatron", "reward_model.mini_batch_size=3"]
+    with pytest.raises(ConfigError, match=rf"reward_model\.{whole}"):
+        load_run_config("reward_model", None, reward_model)
+    # 4 devices at tp=2: dp=2, so whole pairs on each replica need a multiple of 4.
+    layout = _actor(model, tp=2, pp=1, devices=4)
+    with pytest.raises(ConfigError, match=r"actor\.mini_batch_size=6 .* = 4; set actor\.mini_"):
+        load_run_config("dpo", None, [*layout, "actor.mini_batch_size=6"])
+    load_run_config("dpo", None, [*layout, "actor.mini_batch_size=8"])
+    frozen = ["reference.backend=megatron", "reference.mini_batch_size=3"]
+    load_run_config("dpo", None, frozen)  # the reference never splits mini-batches
+    load_run_config("grpo", None, ["actor.backend=megatron", "actor.mini_batch_size=3"])  # rows
+
+
 @pytest.mark.parametrize("role", ["actor", "teacher"])
 def test_top_k_distillation_is_refused_on_a_megatron_actor_or_teacher(role: str) -> None:
     # Before: accepted; refused only at the first step, after every model had loaded.

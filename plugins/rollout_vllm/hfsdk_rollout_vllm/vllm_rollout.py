@@ -45,6 +45,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+NO_VERSION = -1
+"""``loaded_version`` after a reload that failed partway: no actor weights version equals it
+(versions count up from 0)."""
+
 
 class VLLMRollout(ServesRequests, HFRollout):
     """Generates with a vLLM engine in this process, reloaded with the actor's weights.
@@ -99,7 +103,9 @@ class VLLMRollout(ServesRequests, HFRollout):
         arrive, or a merged LoRA weight that is not the merge of its factors (the actor's
         ``weight_probes``), raises :class:`hfsdk_backend_common.WeightSyncMismatch` on every rank;
         otherwise the next rollout reports ``sync/verified``. ``vllm_skip:N`` (fault
-        injection) skips the reload of version N: the next generation is refused.
+        injection) skips the reload of version N: the next generation is refused. A reload
+        that raises leaves ``loaded_version`` at :data:`NO_VERSION` (the engine may hold
+        part of the new weights), so the next call reloads whatever the version.
         """
         if actor.weights_version == self.loaded_version:
             return
@@ -108,16 +114,22 @@ class VLLMRollout(ServesRequests, HFRollout):
         # The contract keeps a yielded tensor valid only until the iterator advances (an
         # FSDP unit is resharded then); vLLM's loader may still hold it, so it gets a copy.
         weights = ((name, tensor.clone()) for name, tensor in actor.hf_weights())
-        self.last_metrics = verified_reload(
-            self.engine,
-            weights,
-            dtype=self.engine.dtype,
-            version=actor.weights_version,
-            group=actor.dp.actor_group,
-            device=actor.device,
-            verify=self.config.verify_weights,
-            probes=lambda: actor.weight_probes,
-        )
+        try:
+            self.last_metrics = verified_reload(
+                self.engine,
+                weights,
+                dtype=self.engine.dtype,
+                version=actor.weights_version,
+                group=actor.dp.actor_group,
+                device=actor.device,
+                verify=self.config.verify_weights,
+                probes=lambda: actor.weight_probes,
+            )
+        except BaseException:
+            # The engine may hold part of the new weights: it holds no version now, so a
+            # later request for the old one reloads (not skipped) and generating is refused.
+            self.loaded_version = NO_VERSION
+            raise
         self.loaded_version = actor.weights_version
         self.weight_updates += 1
 

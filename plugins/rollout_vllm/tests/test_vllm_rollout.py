@@ -197,6 +197,57 @@ def test_a_stale_or_skipped_reload_is_caught_before_the_engine_generates(
         vllm_rollout.update_weights(actor)
 
 
+@pytest.mark.parametrize("failure", ["stream", "read-back"])
+def test_a_failed_reload_forgets_the_loaded_version(failure: str, monkeypatch) -> None:
+    """A reload that raises (the weight stream breaks partway, or the read-back finds a
+    mismatch) leaves the engine with partly new weights: the rollout no longer claims any
+    version, so a later request for the version it held before reloads instead of being
+    skipped, and generating meanwhile is refused. No engine: the reload is a stub."""
+    from types import SimpleNamespace
+
+    from hfsdk_backend_common import require_loaded
+    from hfsdk_rollout_vllm import vllm_rollout as module
+    from hfsdk_rollout_vllm.vllm_config import VLLMRolloutConfig
+
+    reloads: list[int] = []
+
+    def reload(engine: object, weights, *, version: int, **_: object) -> dict[str, float]:
+        reloads.append(version)
+        for _name, _tensor in weights:  # the engine takes each tensor as it arrives
+            pass
+        if failure == "read-back" and len(reloads) == 1:
+            raise WeightSyncMismatch(f"weights version {version}: 1 tensor(s) differ")
+        return {}
+
+    def hf_weights():
+        yield "a", torch.zeros(2)
+        if failure == "stream" and len(reloads) == 1:
+            raise RuntimeError("the stream broke after one tensor")
+        yield "b", torch.ones(2)
+
+    monkeypatch.setattr(module, "verified_reload", reload)
+    rollout = object.__new__(module.VLLMRollout)
+    rollout.config = VLLMRolloutConfig()
+    rollout.engine = SimpleNamespace(dtype=torch.float32)  # type: ignore[assignment]
+    rollout.loaded_version, rollout.weight_updates = 3, 0
+    actor = SimpleNamespace(
+        weights_version=4,
+        hf_weights=hf_weights,
+        dp=SimpleNamespace(actor_group=None),
+        device=torch.device("cpu"),
+        weight_probes={},
+    )
+    with pytest.raises((RuntimeError, WeightSyncMismatch)):
+        rollout.update_weights(actor)
+    for version in (3, 4):  # neither the old weights nor the new ones are whole
+        with pytest.raises(WeightSyncMismatch, match="a weight reload was skipped"):
+            require_loaded(rollout.loaded_version, version, "the vLLM engine")
+    actor.weights_version = 3  # the actor went back to the version the engine held
+    rollout.update_weights(actor)
+    assert reloads == [4, 3]
+    assert (rollout.loaded_version, rollout.weight_updates) == (3, 1)
+
+
 def test_30m_llama_greedy_equals_hf(tmp_path: Path, make_prompts, prompt_texts, helpers) -> None:
     """A ~30M-parameter Llama (random weights, head_dim 64) decodes the same tokens in both.
 
