@@ -52,7 +52,7 @@ def checkpoint_of(run_dir: Path, step: int | None) -> tuple[int, Path]:
     found = complete_checkpoints(run_dir)
     if not found:
         raise HfsdkError(
-            f"{str(run_dir)!r} has no complete checkpoint under checkpoints/; pass the --run-dir "
+            f"{str(run_dir)!r} has no complete checkpoint under checkpoints/; pass the RUN_DIR "
             "of a run that saved at least one step (trainer.save_every, or its last step)"
         )
     if step is None:

@@ -111,7 +111,7 @@ def _run_config(run_dir: Path) -> Any:
     path = run_dir / CONFIG_FILE
     if not path.is_file():
         raise HfsdkError(
-            f"{str(run_dir)!r} is not a run directory (no {CONFIG_FILE}); pass the --run-dir "
+            f"{str(run_dir)!r} is not a run directory (no {CONFIG_FILE}); pass the RUN_DIR "
             "of an hfsdk run"
         )
     return load_run_config(None, str(path))
@@ -190,8 +190,8 @@ class _ScorerFallback:
 
 @contextlib.contextmanager
 def _scoring_not_needed() -> Iterator[None]:
-    """Let :func:`hfsdk.prepare_run` build scorers without the rewards plugin (disabled or
-    not installed): a run's preparation refuses reward functions nothing can score."""
+    """Let replay build its signals' scorers without the rewards plugin (disabled or not
+    installed): a run's preparation refuses reward functions nothing can score."""
     from hfsdk import get_plugin_manager
 
     pm = get_plugin_manager().pm
@@ -201,6 +201,27 @@ def _scoring_not_needed() -> Iterator[None]:
         yield
     finally:
         pm.unregister(fallback)
+
+
+def _update_only(config: Any, spec: Any) -> Any:
+    """What a replay session needs of ``prepare_run``: the run's model, tokenizer and
+    signals (as a run scores them: an algorithm may look its signals up), no prompt stream.
+
+    Replay updates on the run's own dumps. ``prepare_run`` would load and tokenize
+    ``data.train_files`` and run the preflight checks, among them ``train_only``'s reading
+    of ``trainer.rollouts_from``: a dataset moved, or a source run deleted, since the run
+    would block a replay that needs neither (as :func:`~hfsdk_run_records.export.weights_only`
+    spares an export).
+    """
+    from hfsdk import get_plugin_manager, run_signals
+    from hfsdk_run_records.export import weights_only
+
+    prepared = weights_only(config, spec)
+    signals = run_signals(config, spec, prepared.assets)
+    build = get_plugin_manager().hook.hfsdk_build_reward_scorer
+    with _scoring_not_needed():  # its stand-in answers last: never None
+        scorers = {r: build(section=r, config=s) for r, s in signals.items() if s.functions}
+    return attrs.evolve(prepared, signal_configs=signals, reward_scorers=scorers)
 
 
 def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
@@ -214,7 +235,6 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
         TrainingSession,
         complete_checkpoints,
         load_checkpoint_file,
-        prepare_run,
         read_metrics,
         run_assets,
         run_spec,
@@ -226,10 +246,16 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     # An update runs on the trained roles alone: the rollout replicas would idle on their pool.
     config = without_rollout_pool(_run_config(run_dir))
     logged = {int(row["step"]): row for row in read_metrics(run_dir)}
-    if step not in logged or step < 1:
-        done = max(logged) if logged else 0
+    if not logged:
         raise HfsdkError(
-            f"--step {step}: the run in {str(run_dir)!r} logged steps 1..{done}; pass one of them"
+            f"--step {step}: the run in {str(run_dir)!r} logged no steps (metrics.jsonl is "
+            "missing or empty), so there is nothing to compare a replay with; replay a run "
+            "that trained at least one step"
+        )
+    if step not in logged or step < 1:
+        raise HfsdkError(
+            f"--step {step}: the run in {str(run_dir)!r} logged steps 1..{max(logged)}; pass "
+            "one of them"
         )
     if config.trainer.mode == "rollout_only":
         raise HfsdkError(
@@ -277,8 +303,7 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     np.random.seed(config.trainer.seed)
     torch.manual_seed(config.trainer.seed)
     try:
-        with _scoring_not_needed():
-            prepared = prepare_run(config, spec)
+        prepared = _update_only(config, spec)
         results = []
         with TrainingSession(config, spec, prepared=prepared) as session:
             context = AlgorithmContext(

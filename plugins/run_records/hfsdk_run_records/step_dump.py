@@ -108,7 +108,9 @@ class DumpedGenerations:
     DAPO's dynamic sampling does, gets that run's further draws), and
     :meth:`generated` hands the algorithm the batch generated for them then, instead of
     generating. Everything after generation (log-probs, scores, advantages, the update)
-    runs as in training.
+    runs as in training. A step that ends with draws of its dumped step left over is
+    refused: the run trained on part of what that step drew (its algorithm or sampling
+    settings are not the dumped run's).
     """
 
     def __init__(self, run_dir: str | Path) -> None:
@@ -121,13 +123,17 @@ class DumpedGenerations:
             )
         self.step = 0
         self._queue: list[tuple[Batch, Batch]] = []
+        self._drawn = 0
+        """How many draws the current step's dump holds (:meth:`_check_all_drawn` names it)."""
         self._current: tuple[Batch, Batch] | None = None
 
     def next_batch(self, n: int | None = None) -> Batch:
         """The next prompts the dumped run drew (``n is None``: the first of a new step)."""
         if n is None:
+            self._check_all_drawn()  # step_done checked it, unless a caller skipped that
             self.step += 1
             self._queue = list(self._read_step(self.step).generations)
+            self._drawn = len(self._queue)
         if not self._queue:
             raise HfsdkError(
                 f"trainer.mode=train_only: step {self.step} draws more prompts than the run in "
@@ -166,7 +172,24 @@ class DumpedGenerations:
         return out, {}
 
     def step_done(self) -> None:
-        """Nothing to keep in step with: no weights go anywhere."""
+        """Refuse a step that left some of its dumped draws unused (no weights go anywhere:
+        nothing else to keep in step with)."""
+        self._check_all_drawn()
+
+    def _check_all_drawn(self) -> None:
+        """One line when the step drew fewer batches than the dumped run did: the rest would
+        be dropped in silence, and the run would train on part of each dumped step (a DAPO
+        dump, whose dynamic sampling draws again, trained with GRPO's single draw)."""
+        if not self._queue:
+            return
+        unused = len(self._queue)
+        self._queue = []  # said once
+        raise HfsdkError(
+            f"trainer.mode=train_only: step {self.step} left {unused} of the {self._drawn} "
+            f"draws of the run in {str(self.run_dir)!r} unused (this run drew "
+            f"{self._drawn - unused}); train_only must use the dumped run's algorithm and "
+            "sampling settings (e.g. DAPO's dynamic sampling draws several batches a step)"
+        )
 
     def state_dict(self) -> dict[str, Any]:
         """The step reached (a resumed train_only run goes on from the next dump)."""

@@ -5,7 +5,8 @@ The dumped rollouts, not ``rollout.backend``, are what such a run trains on, so 
 checks read step 1's dump: a correction (or ``trainer.max_mismatch_kl``) needs the
 rollout log-probs it recorded, and the prompts per step and samples per prompt must
 be the dumped run's (else the run's config.yaml records settings that did not apply).
-They also count the dumps: the run may not be longer than the dumped one.
+They also count the dumps: the run may not be longer than the dumped one. A dumped run
+that sampled nothing (SFT, DPO: their dumps hold no generations) has nothing to train from.
 """
 
 from __future__ import annotations
@@ -25,9 +26,14 @@ def check_recorded_generations(config: Any, spec: Any = None, prepared: Any = No
         return
     source = trainer.rollouts_from
     dump = read_step_dump(source, 1, for_what="trainer.mode=train_only")
+    if not dump.generations:  # else step 1 failed, saying it drew more than the run did
+        raise HfsdkError(
+            f"trainer.mode=train_only: the run in {str(source)!r} sampled nothing (its step 1 "
+            "dump holds no generations: an SFT or DPO run trains on its dataset); pass the run "
+            "directory of a run that generated, made with trainer.rollout_dump: true or "
+            "trainer.mode: rollout_only"
+        )
     _check_dumped_length(source, int(trainer.total_steps))
-    if not dump.generations:
-        return
     prompts, generated = dump.generations[0]
     where = f"the rollouts in {str(source)!r}"
     if behaviour_log_probs_needed(config) and "rollout_log_probs" not in generated:

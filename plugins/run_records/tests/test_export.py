@@ -150,6 +150,15 @@ def test_export_refuses_bad_input_with_one_line(fsdp_run: Path, tmp_path: Path) 
     assert not (tmp_path / "new").exists()
 
 
+def test_a_run_without_checkpoints_is_named_by_its_run_dir_argument(tmp_path: Path) -> None:
+    """``hfsdk export`` takes RUN_DIR as an argument; the message asked for a --run-dir."""
+    from hfsdk import HfsdkError
+    from hfsdk_run_records.export import checkpoint_of
+
+    with pytest.raises(HfsdkError, match=r"no complete checkpoint .*; pass the RUN_DIR of a run"):
+        checkpoint_of(tmp_path, None)
+
+
 def test_export_fills_an_empty_working_directory_and_never_merges_two(
     fsdp_run: Path, tmp_path: Path
 ) -> None:

@@ -212,19 +212,21 @@ def test_train_only_settings_the_dump_does_not_fit_are_refused_before_the_run(
     check_recorded_generations(load_run_config("grpo", None, overrides[:-2]))  # fits
 
 
-def _fake_dumps(run_dir: Path, steps: int) -> Path:
-    """``steps`` step dumps holding no generations (what the length check counts)."""
+def _fake_dumps(run_dir: Path, steps: int, draws: int = 0) -> Path:
+    """``steps`` step dumps of ``draws`` placeholder draws of 4 prompts each (no draws: what
+    an SFT run dumps; the length check only counts the files)."""
     for step in range(1, steps + 1):
         path = step_dump_path(run_dir, step)
         path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"format": 1, "step": step, "generations": [], "update": None}, path)
+        generations = [([f"{step}.{d}"] * 4, [f"generated {step}.{d}"]) for d in range(draws)]
+        torch.save({"format": 1, "step": step, "generations": generations, "update": None}, path)
     return run_dir
 
 
 def test_train_only_longer_than_the_dumped_run_is_refused_before_any_step(tmp_path: Path) -> None:
     """3 steps on 2 dumped ones trained steps 1-2, then failed (their work lost, the message
     blaming rollout_dump); a resumed run needs the dumps up to total_steps just the same."""
-    source = _fake_dumps(tmp_path / "source", 2)
+    source = _fake_dumps(tmp_path / "source", 2, draws=1)
     run_dir = tmp_path / "train_only"
     train_only = ["trainer.mode=train_only", f"trainer.rollouts_from={source}"]
     with pytest.raises(HfsdkError) as info:
@@ -243,6 +245,90 @@ def test_train_only_past_the_dumped_steps_says_how_many_the_run_dumped(tmp_path:
     with pytest.raises(HfsdkError, match="dumped only 2 steps") as info:
         source.next_batch()
     assert "rollout_dump" not in str(info.value)
+
+
+def test_train_only_that_leaves_dumped_draws_unused_is_refused(tmp_path: Path) -> None:
+    """A DAPO dump (dynamic sampling: several draws a step) trained by GRPO (one draw) used
+    each step's first draw and silently dropped the rest."""
+    from hfsdk_run_records.step_dump import DumpedGenerations
+
+    source = _fake_dumps(tmp_path, 2, draws=3)
+    for end_step in (
+        lambda generations: generations.step_done(),  # the step ends
+        lambda generations: generations.next_batch(),  # or the next one begins
+    ):
+        generations = DumpedGenerations(source)
+        assert generations.next_batch() == ["1.0"] * 4
+        with pytest.raises(HfsdkError) as info:
+            end_step(generations)
+        line = str(info.value)
+        assert "step 1 left 2 of the 3 draws" in line and "unused" in line, line
+        assert "algorithm and sampling settings" in line and "\n" not in line, line
+    generations = DumpedGenerations(source)  # every draw used: the step ends quietly
+    for draw in range(3):
+        assert generations.next_batch(None if draw == 0 else 4) == [f"1.{draw}"] * 4
+    generations.step_done()
+
+
+def test_train_only_from_a_run_that_sampled_nothing_is_refused_before_the_run(
+    tmp_path: Path,
+) -> None:
+    """An SFT run's dumps hold no generations: train_only passed the preflight on them and
+    failed at step 1 saying it "draws more prompts than the run did"."""
+    from hfsdk_run_records.train_only_check import check_recorded_generations
+
+    source = _fake_dumps(tmp_path / "sft", 3)
+    overrides = [*SMALL, "trainer.mode=train_only", f"trainer.rollouts_from={source}"]
+    with pytest.raises(HfsdkError) as info:
+        check_recorded_generations(load_run_config("grpo", None, overrides))
+    line = str(info.value)
+    assert "sampled nothing" in line and "\n" not in line, line
+
+
+def test_replay_of_a_directory_that_is_no_run_or_logged_no_step_says_so(tmp_path: Path) -> None:
+    """``hfsdk replay`` takes RUN_DIR as an argument (there is no --run-dir), and a run that
+    logged nothing was said to have "logged steps 1..0"."""
+    with pytest.raises(HfsdkError, match=r"is not a run directory .*; pass the RUN_DIR of an"):
+        replay_steps(tmp_path, 1)
+    config = load_run_config("grpo", None, list(SMALL))
+    (tmp_path / "config.yaml").write_text(config.to_yaml())
+    for metrics in (None, ""):  # missing, empty
+        if metrics is not None:
+            (tmp_path / "metrics.jsonl").write_text(metrics)
+        with pytest.raises(HfsdkError) as info:
+            replay_steps(tmp_path, 1)
+        line = str(info.value)
+        assert "logged no steps (metrics.jsonl is missing or empty)" in line, line
+        assert "1..0" not in line and "\n" not in line, line
+
+
+@pytest.mark.slow
+def test_replay_needs_neither_the_training_data_nor_a_train_only_runs_source(
+    dumped: tuple[Path, list[dict]], tmp_path: Path
+) -> None:
+    """Replay updates on the run's own dumps: it prepared the run in full before, tokenizing
+    data.train_files and checking trainer.rollouts_from, and failed once either was gone."""
+    from hfsdk.core.tasks import default_task_assets
+
+    run_dir, _ = dumped
+    source, data = tmp_path / "source", tmp_path / "train.jsonl"
+    shutil.copytree(run_dir, source)
+    shutil.copy(default_task_assets().train_files[0], data)
+    trained = tmp_path / "train_only"
+    _fit(
+        trained,
+        "trainer.total_steps=1",
+        "trainer.rollout_dump=true",
+        "trainer.mode=train_only",
+        f"trainer.rollouts_from={source}",
+        f"data.train_files=[{data}]",
+        "reward.functions=[{name: default_task}]",
+    )
+    data.rename(tmp_path / "moved.jsonl")
+    shutil.rmtree(source)
+    (result,) = replay_steps(trained, 1)
+    assert {"actor/pg_loss", "actor/grad_norm"} <= set(result.compared)
+    assert result.differing == []
 
 
 def test_modes_with_missing_or_conflicting_settings_are_refused_in_one_line() -> None:
