@@ -89,11 +89,9 @@ def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
     validated = next((key for key in keys if known(validations_too, key)), None)
     if not known(metrics, "reward/mean") and validated:
         validations = [r for r in validations_too if known([r], validated)]
-        summary = (
-            f"{algo}: {steps}; {validated} "
-            f"{validations[0][validated]:.3f} (step {validations[0]['step']}) -> "
-            f"{validations[-1][validated]:.3f} (step {validations[-1]['step']})"
-        )
+        ends = validations[:1] + validations[1:][-1:]  # one validation: no "x -> x"
+        span = " -> ".join(f"{r[validated]:.3f} (step {r['step']})" for r in ends)
+        summary = f"{algo}: {steps}; {validated} {span}"
     elif not known(metrics, "reward/mean"):  # nothing scored: no nan to show
         summary = f"{algo}: {steps}"
     elif len(metrics) == 1:

@@ -311,6 +311,16 @@ def test_run_summary_leaves_the_validation_before_training_out() -> None:
     assert "0.000 (first 5) -> 1.000 (last 5)" in line
 
 
+def test_run_summary_of_one_validation_names_it_once() -> None:
+    """An SFT run validated once said "val/loss 2.000 (step 3) -> 2.000 (step 3)"."""
+    from hfsdk.core.cli.run_command import run_summary
+
+    rows = [{"step": i, "train/loss": 1.0} for i in (1, 2)] + [{"step": 3, "val/loss": 2.0}]
+    assert run_summary("sft", rows, "RUN") == "sft: 3 steps in RUN; val/loss 2.000 (step 3)"
+    rows.append({"step": 4, "val/loss": 1.5})
+    assert run_summary("sft", rows, "RUN").endswith("val/loss 2.000 (step 3) -> 1.500 (step 4)")
+
+
 def test_bare_list_lists_the_kinds(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _hfsdk(capsys, "list")
     assert code == 0, err
