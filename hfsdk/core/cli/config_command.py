@@ -52,6 +52,9 @@ def show(
     notice = layers.dropped_preset()
     if notice:
         click.echo(f"note: {notice}", err=True)
+    if not config.data.train_files:  # its reward.functions: [] is not what the run scores with
+        click.echo("note: no data.train_files: `hfsdk run` trains on the built-in default task "
+                   "(its prompts, and its model and reward where unset)", err=True)  # fmt: skip
     if not explain:
         click.echo(config.to_yaml(), nl=False)
         return

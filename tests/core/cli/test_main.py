@@ -327,6 +327,17 @@ def test_bare_list_lists_the_kinds(capsys: pytest.CaptureFixture[str]) -> None:
     assert "algorithms" in out and "reward-functions" in out and "Missing argument" not in err
 
 
+def test_config_show_without_data_says_the_default_task_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Its ``reward.functions: []`` read as "scored by nothing": the run scores the default
+    task's reward. The note goes to stderr, so the YAML on stdout stays loadable."""
+    code, out, err = _hfsdk(capsys, "config", "show", "--algo", "grpo")
+    assert code == 0 and "built-in default task" in err and "built-in" not in out
+    code, out, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", "data.train_files=[x]")
+    assert code == 0 and "default task" not in err
+
+
 def test_config_show_explain_algo_prints_its_line(capsys: pytest.CaptureFixture[str]) -> None:
     """Plain --explain prints an `algo:` line, but --explain algo said "config has no key"."""
     code, out, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", "--explain", "algo")
