@@ -18,6 +18,10 @@ from hfsdk_agents.gateway.errors import bad_request
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
+TEMPLATE_ROLES = {"developer": "system"}
+"""Roles chat templates read under another name: OpenAI's ``developer`` is its newer name for
+``system`` (a Qwen3-style template drops a role it does not know)."""
+
 Message = dict[str, Any]
 """A checked message: ``role``, ``content`` (text), optional ``tool_calls``
 (``[{"id", "name", "arguments"}]``, arguments decoded), ``tool_call_id``, ``name``."""
@@ -135,7 +139,8 @@ def message_key(message: Mapping[str, Any]) -> tuple[Any, ...]:
         (c["name"], json.dumps(c["arguments"], sort_keys=True))
         for c in message.get("tool_calls", ())
     )
-    return (message["role"], message.get("content") or "", calls)
+    role = TEMPLATE_ROLES.get(message["role"], message["role"])  # rendered alike, so equal
+    return (role, message.get("content") or "", calls)
 
 
 def extends(messages: Sequence[Message], history: Sequence[Message]) -> bool:
@@ -146,12 +151,14 @@ def extends(messages: Sequence[Message], history: Sequence[Message]) -> bool:
 
 
 def for_template(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Messages as chat templates read them: tool calls with decoded arguments, tool
-    messages with the called tool's ``name`` (looked up by ``tool_call_id``)."""
+    """Messages as chat templates read them: ``developer`` as ``system``, tool calls with
+    decoded arguments, tool messages with the called tool's ``name`` (looked up by
+    ``tool_call_id``)."""
     names: dict[str, str] = {}
     out = []
     for message in messages:
-        rendered: dict[str, Any] = {"role": message["role"], "content": message["content"]}
+        role = TEMPLATE_ROLES.get(message["role"], message["role"])
+        rendered: dict[str, Any] = {"role": role, "content": message["content"]}
         calls = message.get("tool_calls")
         if calls:
             for call in calls:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import codecs
+import functools
 import json
 import time
 import uuid
@@ -21,6 +23,41 @@ class Choice:
     token_ids: tuple[int, ...]
     logprobs: tuple[float, ...]
     token_texts: tuple[str, ...]
+    token_bytes: tuple[bytes, ...] = ()
+    """Each token's bytes (:func:`token_bytes`); empty: the UTF-8 of ``token_texts``."""
+
+    def raw_bytes(self) -> tuple[bytes, ...]:
+        """Each token's bytes, its text's UTF-8 when none were given."""
+        if len(self.token_bytes) == len(self.token_texts):
+            return self.token_bytes
+        return tuple(text.encode("utf-8") for text in self.token_texts)
+
+
+@functools.cache
+def _unicode_to_byte() -> dict[str, int]:
+    """The inverse of the byte-level BPE alphabet (each byte a printable character)."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    return {char: byte for byte, char in bytes_to_unicode().items()}
+
+
+def token_bytes(tokenizer: Any, ids: Sequence[int]) -> tuple[bytes, ...]:
+    """The bytes each token stands for. A byte-level BPE token (Qwen's, Llama 3's) may hold
+    part of a character, which its decoded text shows as U+FFFD: its bytes come from its
+    token string. Other tokenizers, and added tokens, give their decoded text's UTF-8."""
+    decoder = getattr(getattr(tokenizer, "backend_tokenizer", None), "decoder", None)
+    # A ByteLevel decoder, alone or in a decoders.Sequence (whose repr names its parts).
+    byte_level = decoder is not None and "ByteLevel" in repr(decoder)
+    added = getattr(tokenizer, "added_tokens_decoder", {}) if byte_level else {}
+    pieces = tokenizer.convert_ids_to_tokens(list(ids)) if byte_level else [None] * len(ids)
+    table = _unicode_to_byte()
+    out = []
+    for token_id, piece in zip(ids, pieces, strict=True):
+        if isinstance(piece, str) and token_id not in added and all(c in table for c in piece):
+            out.append(bytes(table[c] for c in piece))
+        else:
+            out.append(tokenizer.decode([token_id], skip_special_tokens=False).encode("utf-8"))
+    return tuple(out)
 
 
 def call_id() -> str:
@@ -55,10 +92,12 @@ def _token_logprobs(choice: Choice) -> dict[str, Any]:
             {
                 "token": text,
                 "logprob": lp,
-                "bytes": list(text.encode("utf-8")),
+                "bytes": list(raw),
                 "top_logprobs": [],
             }
-            for text, lp in zip(choice.token_texts, choice.logprobs, strict=True)
+            for text, raw, lp in zip(
+                choice.token_texts, choice.raw_bytes(), choice.logprobs, strict=True
+            )
         ]
     }
 
@@ -102,10 +141,14 @@ def completion(
     for index, choice in enumerate(choices):
         lp = None
         if logprobs:
+            # Where each token starts in the decoded text: the characters the tokens before
+            # it complete (a token holding part of a character adds none until the
+            # character's last byte).
             offsets, at = [], 0
-            for text in choice.token_texts:
+            decoder = codecs.getincrementaldecoder("utf-8")("replace")
+            for raw in choice.raw_bytes():
                 offsets.append(at)
-                at += len(text)
+                at += len(decoder.decode(raw))
             lp = {
                 "tokens": list(choice.token_texts),
                 "token_logprobs": list(choice.logprobs),

@@ -23,6 +23,19 @@ UNSERVED: dict[str, Any] = {
     "echo": lambda v: not v,
     "best_of": lambda v: v is None or v == 1,
     "suffix": lambda v: not v,
+    # Legacy function calling: a forced call or functions to call are not applied.
+    "functions": lambda v: not v,
+    "function_call": lambda v: v is None or v in ("auto", "none"),
+    # The parser returns every call the model wrote: one call at most is not enforced.
+    "parallel_tool_calls": lambda v: v is None or v is True,
+    "reasoning_effort": lambda v: v is None,
+    # vLLM's sampling extras (the SDK's extra_body): the engine takes the run's settings.
+    "top_k": lambda v: v is None or (not isinstance(v, bool) and v in (0, -1)),
+    "min_p": lambda v: v is None or (not isinstance(v, bool) and v == 0),
+    "repetition_penalty": lambda v: v is None or (not isinstance(v, bool) and v == 1),
+    "min_tokens": lambda v: v is None or (not isinstance(v, bool) and v == 0),
+    "ignore_eos": lambda v: v is None or v is False,
+    "chat_template_kwargs": lambda v: not v,
 }
 """Parameters the engine does not apply, each with the test of its no-op values: any
 other value would sample something else than the request asks for."""
@@ -98,13 +111,16 @@ class Sampling:
                     f"answer would not be what the request asks for; leave {key} unset",
                     param=key,
                 )
-        max_tokens = body.get("max_completion_tokens")  # an explicit null defers to max_tokens
-        max_tokens = body.get("max_tokens") if max_tokens is None else max_tokens
+        # An explicit null max_completion_tokens defers to max_tokens; an error names the
+        # key the value came from.
+        deferred = body.get("max_completion_tokens") is None
+        limit_key = "max_tokens" if deferred else "max_completion_tokens"
+        max_tokens = body.get(limit_key)
         if max_tokens is not None and (
             isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
         ):
             raise bad_request(
-                f"max_tokens={max_tokens!r}; expected a positive integer", param="max_tokens"
+                f"{limit_key}={max_tokens!r}; expected a positive integer", param=limit_key
             )
         stop = body.get("stop")
         listed = isinstance(stop, list) and len(stop) <= MAX_STOPS

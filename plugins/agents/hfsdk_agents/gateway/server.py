@@ -56,7 +56,16 @@ def build_app(sessions: dict[str, Session]) -> FastAPI:
             future = asyncio.run_coroutine_threadsafe(run(), session.loop)
         except RuntimeError:  # the rollout's loop is gone: the step ended
             raise _unknown(session.token) from None
-        return await asyncio.wrap_future(future)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            # The rollout cancelled the work (its step ended while the turn generated): the
+            # session is gone, as for any later request. This handler's own cancellation
+            # (the client went away, the server stops) goes on up.
+            task = asyncio.current_task()
+            if not future.cancelled() or (task is not None and task.cancelling()):
+                raise
+            raise _unknown(session.token) from None
 
     async def body_of(request: Request) -> dict[str, Any]:
         try:

@@ -35,7 +35,13 @@ from hfsdk_agents.gateway.rendering import (
     render_conversation,
     row_messages,
 )
-from hfsdk_agents.gateway.responses import Choice, call_id, chat_completion, completion
+from hfsdk_agents.gateway.responses import (
+    Choice,
+    call_id,
+    chat_completion,
+    completion,
+    token_bytes,
+)
 from hfsdk_agents.gateway.sampling import Sampling
 from hfsdk_agents.loops import AgentContext
 from hfsdk_agents.requests import GenerationRequest, GenerationResult, one_waiter
@@ -62,11 +68,14 @@ def draw_seed(seed: int, draw: int, slots: int) -> int:
 
 @attrs.define(kw_only=True)
 class Branch:
-    """Tokens and what they stand for: ``messages`` (chat), ``text`` (completions by text)."""
+    """Tokens and what they stand for: ``messages`` (chat), ``text`` (completions by text).
+    ``tail``: text the tokens hold past ``text`` (a stop string, which the answer leaves out,
+    and the rest of the token that completed it)."""
 
     trajectory: Trajectory
     messages: list[Message] | None = None
     text: str | None = None
+    tail: str = ""
     turns: int = 0
 
     def fork(self) -> Trajectory:
@@ -134,9 +143,14 @@ class Session:
         self._lock = asyncio.Lock()
         self._specials = [s for s in getattr(ctx.tokenizer, "all_special_tokens", []) if s]
         self._spaced = _joins_with_spaces(ctx.tokenizer, self._specials)
-        # A turn's end token (<|im_end|>, </s>) is not part of what it said.
+        # A turn's end token (<|im_end|>, </s>) is not part of what it said; a call's end
+        # marker (</tool_call>, a stop token too) is: without it the call is cut short and
+        # its echo no longer reads as the model's tokens.
+        marker = _call_end_marker(ctx.config.parser)
         self._stop_texts = [
-            t for t in (ctx.tokenizer.decode([i]) for i in ctx.stop_token_ids) if t.strip()
+            t
+            for t in (ctx.tokenizer.decode([i]) for i in ctx.stop_token_ids)
+            if t.strip() and t.strip() != marker
         ]
 
     # -- what the loop reads at the end ----------------------------------------------------
@@ -221,6 +235,7 @@ class Session:
                 Branch(
                     trajectory=trajectory,
                     text=None if start.text is None else start.text + choice.content,
+                    tail=self._tail(choice, sampling),
                     turns=start.branch.turns + 1,
                 )
                 for trajectory, choice in made
@@ -290,7 +305,7 @@ class Session:
 
     def _follow_text(self, prompt: str) -> _Start:
         for branch in self.branches:
-            end = None if branch.text is None else _prefix_end(prompt, branch.text)
+            end = None if branch.text is None else _prefix_end(prompt, branch.text, branch.tail)
             if end is None:
                 continue
             suffix = prompt[end:]
@@ -425,6 +440,15 @@ class Session:
             results = await asyncio.gather(*(ctx.generate(r) for r in requests))
         return [self._answer(base, r, sampling, parse=parse) for r in results]
 
+    def _tail(self, choice: Choice, sampling: Sampling) -> str:
+        """The text ``choice``'s tokens hold past its content: the stop string the answer
+        leaves out and the rest of the token that completed it (special tokens aside)."""
+        text = self.ctx.tokenizer.decode(list(choice.token_ids), skip_special_tokens=False)
+        tail = text[len(sampling.before_stop_string(text)) :]
+        for special in self._specials:
+            tail = tail.replace(special, "")
+        return tail
+
     def _strip(self, text: str) -> str:
         # Only the special tokens and the end text go: the model's own whitespace stays, as
         # an OpenAI-compatible server returns it, so that the agent's echo of the content
@@ -488,6 +512,7 @@ class Session:
             token_ids=tuple(ids),
             logprobs=tuple(logprobs),
             token_texts=tuple(tokenizer.decode([t], skip_special_tokens=False) for t in ids),
+            token_bytes=token_bytes(tokenizer, ids),
         )
         return trajectory, choice
 
@@ -519,6 +544,20 @@ def _tool_result(message: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _call_end_marker(parser: str) -> str | None:
+    """The text that closes a call in ``parser``'s format (as the rollout finds it to stop
+    turns at); ``None`` when the parser has none or is not registered."""
+    from hfsdk import get_registry
+    from hfsdk_agents.parsers import CALL_END_MARKERS
+
+    try:
+        entry = get_registry("tool_parsers")[parser]
+    except KeyError:
+        return CALL_END_MARKERS.get(parser)
+    marker = entry.extra.get("end_marker", CALL_END_MARKERS.get(parser))
+    return marker.strip() if marker else None
+
+
 def _joins_with_spaces(tokenizer: Any, specials: list[str]) -> bool:
     """Whether the tokenizer's decoder puts a space between tokens (a word-level one) rather
     than nothing (a byte-level BPE such as Qwen's or Llama's)."""
@@ -531,9 +570,14 @@ def _joins_with_spaces(tokenizer: Any, specials: list[str]) -> bool:
     return False
 
 
-def _prefix_end(text: str, prefix: str) -> int | None:
+def _prefix_end(text: str, prefix: str, tail: str = "") -> int | None:
     """Where ``prefix`` ends in ``text`` when they agree up to whitespace (the agent joins the
-    returned text its own way); ``None`` when ``text`` does not start with it."""
+    returned text its own way); ``None`` when ``text`` does not start with it.
+
+    The stream already holds ``prefix``'s trailing whitespace and ``tail`` (what its tokens
+    hold past ``prefix``): the part of ``text`` that repeats them is inside the end too, or
+    encoding the rest would add a second newline where the agent wrote one.
+    """
     at = 0
     for char in prefix:
         if char.isspace():
@@ -542,6 +586,13 @@ def _prefix_end(text: str, prefix: str) -> int | None:
             at += 1
         if at >= len(text) or text[at] != char:
             return None
+        at += 1
+    held = prefix[len(prefix.rstrip()) :] + tail
+    if text.startswith(held, at):
+        return at + len(held)
+    for char in held:  # the whitespace it shares with what the stream holds
+        if not char.isspace() or at >= len(text) or text[at] != char:
+            break
         at += 1
     return at
 

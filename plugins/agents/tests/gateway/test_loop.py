@@ -215,3 +215,44 @@ def test_an_agent_that_hangs_after_its_trajectory_ended_keeps_it(finish: str | N
     hung = AgentOutcome(error="hung: no answer within 1 s", timed_out=True)
     # a hang before the end drops the trajectory; one after budget / max_turns keeps it
     assert drop_reason(session, hung) == (None if finish else hung.error)
+
+
+def test_a_request_still_generating_when_the_step_ends_is_an_unknown_session_404() -> None:
+    import asyncio
+    import threading
+    import time
+
+    from .helpers import RequestRollout
+
+    class SlowRollout(RequestRollout):
+        async def generate_request(self, request: Any) -> Any:
+            await asyncio.sleep(3)  # past the agent's deadline: the step ends meanwhile
+            return await super().generate_request(request)
+
+    seen: dict[str, Any] = {}
+    answered = threading.Event()
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        import httpx
+
+        messages = [{"role": "user", "content": row["raw_prompt"]}]
+        reply = httpx.post(f"{base_url}/chat/completions", json={"messages": messages}, timeout=30)
+        seen["reply"] = reply
+        answered.set()
+
+    agents_for_tests.SLOW = agent  # type: ignore[attr-defined]
+    base = request_rollout(
+        TOKENIZER,
+        calculator,
+        agent=f"{agents_for_tests.__name__}:SLOW",
+        renderer="plain",
+        max_response_tokens=32,
+        agent_deadline_s=1.0,
+    )
+    rollout = SlowRollout(base.config, base.actor, lambda c: [], seeded=calculator)
+    start = time.monotonic()
+    generate_rollout(rollout, prompt_batch(TOKENIZER, ["3 + 4 ="]))
+    assert answered.wait(timeout=max(0.1, 4 - (time.monotonic() - start)))
+    reply = seen["reply"]
+    assert reply.status_code == 404
+    assert reply.json()["error"]["code"] == "unknown_session"

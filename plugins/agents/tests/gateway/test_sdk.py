@@ -176,6 +176,7 @@ def test_bad_parameters_are_400s_that_say_what_was_wrong() -> None:
             {"stop": [""]},
             {"stop": 5},
             {"stop": ["a", "b", "c", "d", "e"]},
+            {"max_completion_tokens": 0},
         ]
         for bad in bad_ones:
             try:
@@ -185,11 +186,18 @@ def test_bad_parameters_are_400s_that_say_what_was_wrong() -> None:
         c.chat.completions.create(model="policy", messages=messages)
 
     _, out = serve(agent)
-    assert len(errors) == 6
+    assert len(errors) == 7
     assert "n=0" in errors[0].message and "temperature=7" in errors[1].message
     assert "top_logprobs=2 is not served" in errors[2].message
-    assert all("up to 4 non-empty strings" in e.message for e in errors[3:])
+    assert all("up to 4 non-empty strings" in e.message for e in errors[3:6])
+    # named by the key that sent it
+    assert "max_completion_tokens=0;" in errors[6].message
+    assert errors[6].body["param"] == "max_completion_tokens"
     assert out["agent_trajectory"][0]["finish"] != "dropped"
+
+
+FUNCTION = {"name": "mul", "parameters": {"type": "object", "properties": {}}}
+"""A legacy ``functions`` entry."""
 
 
 def test_parameters_the_engine_does_not_apply_are_refused_not_ignored() -> None:
@@ -207,20 +215,42 @@ def test_parameters_the_engine_does_not_apply_are_refused_not_ignored() -> None:
             {"frequency_penalty": 0.5},
             {"response_format": {"type": "json_object"}},
             {"tool_choice": "required"},
+            {"functions": [FUNCTION]},
+            {"function_call": {"name": "mul"}},
+            {"parallel_tool_calls": False},
+            {"reasoning_effort": "low"},
+            # vLLM's sampling extras, as the SDK sends them
+            {"extra_body": {"top_k": 1}},
+            {"extra_body": {"min_p": 0.5}},
+            {"extra_body": {"repetition_penalty": 1.5}},
+            {"extra_body": {"min_tokens": 5}},
+            {"extra_body": {"ignore_eos": True}},
+            {"extra_body": {"chat_template_kwargs": {"enable_thinking": False}}},
         ):
             try:
                 c.chat.completions.create(model="policy", messages=messages, **bad)
             except openai.BadRequestError as err:
                 errors.append(err)
         neutral = {"presence_penalty": 0, "logit_bias": {}, "response_format": {"type": "text"}}
+        neutral_extras = {"top_k": -1, "min_p": 0, "repetition_penalty": 1, "min_tokens": 0,
+                          "ignore_eos": False, "chat_template_kwargs": {}}  # fmt: skip
         # An explicit null max_completion_tokens leaves max_tokens in force.
         got["reply"] = c.chat.completions.create(
-            model="policy", messages=messages, max_tokens=1, max_completion_tokens=None, **neutral
+            model="policy",
+            messages=messages,
+            max_tokens=1,
+            max_completion_tokens=None,
+            parallel_tool_calls=True,
+            function_call="auto",
+            extra_body=neutral_extras,
+            **neutral,
         )
 
     serve(agent, seed_offset=1)
     names = ["logit_bias", "presence_penalty", "frequency_penalty", "response_format",
-             "tool_choice"]  # fmt: skip
+             "tool_choice", "functions", "function_call", "parallel_tool_calls",
+             "reasoning_effort", "top_k", "min_p", "repetition_penalty", "min_tokens",
+             "ignore_eos", "chat_template_kwargs"]  # fmt: skip
     assert [e.body["param"] for e in errors] == names
     assert all("is not served" in e.message for e in errors)
     assert got["reply"].usage.completion_tokens == 1

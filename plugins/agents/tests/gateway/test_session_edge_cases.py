@@ -14,6 +14,7 @@ import torch
 
 from hfsdk import Batch, generate_rollout
 from hfsdk_agents.tool_use.build import ToolUseSpec, train_tokenizer
+from hfsdk_agents.tool_use.task import call_text
 from hfsdk_datasets import prepare_row
 
 from ..fakes import ScriptedRollout, prompt_batch, rollout_for
@@ -339,3 +340,179 @@ def test_completions_refuse_top_k_logprobs() -> None:
     assert got["error"].param == "logprobs"
     lp = got["sampled"].choices[0].logprobs
     assert lp.token_logprobs == pytest.approx(list(rollout.results[0].logprobs))
+
+
+# -- 7. completions text: whitespace the model's tokens already hold ---------------------------
+
+
+def _qwen_text_run(agent: Any, said: str) -> tuple[Any, Any]:
+    """A qwen2.5-tokenizer completions run whose model says ``said`` (no end token)."""
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    MODULE.AGENT = agent  # type: ignore[attr-defined]
+    rollout = request_rollout(
+        tok,
+        lambda c, s: tok.encode(said, add_special_tokens=False),
+        agent=f"{__name__}:AGENT",
+        renderer="plain",
+        max_response_tokens=64,
+    )
+    generate_rollout(rollout, prompt_batch(tok, ["Capital of France? "]))
+    return rollout, tok
+
+
+@pytest.mark.parametrize(
+    ("said", "settings", "joined"),
+    [
+        # the stop string "\n" is in the kept tokens but not in the text returned
+        ("Paris.\nQ: and Berlin?", {"stop": ["\n"]}, "\nQ: and Rome?"),
+        # the model's own trailing newline is returned and echoed
+        ("Paris.\n", {"max_tokens": 6}, "Q: and Rome?"),
+    ],
+)
+def test_a_completions_echo_reads_as_the_agents_prompt(
+    said: str, settings: dict[str, Any], joined: str
+) -> None:
+    sent: list[str] = []
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        first = c.completions.create(model="policy", prompt=row["raw_prompt"], **settings)
+        sent.append(row["raw_prompt"] + first.choices[0].text + joined)
+        c.completions.create(model="policy", prompt=sent[-1], max_tokens=2)
+
+    rollout, tok = _qwen_text_run(agent, said)
+    assert len(rollout.requests) == 2
+    assert tok.decode(list(rollout.requests[1].prompt_ids)) == sent[0]
+
+
+# -- 8. the call end marker is part of the text ------------------------------------------------
+
+
+def test_the_call_end_marker_stays_in_returned_text() -> None:
+    got: dict[str, Any] = {}
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        got["text"] = c.completions.create(model="policy", prompt=row["raw_prompt"])
+        messages: Any = [{"role": "user", "content": row["raw_prompt"]}]
+        got["none"] = c.chat.completions.create(
+            model="policy", messages=messages, tool_choice="none"
+        )
+
+    call = call_text(3, 4)
+    serve(agent, lambda c, s: [*ids(call), *ids("5 6")], max_turns=4)
+    assert got["text"].choices[0].text == call
+    assert got["none"].choices[0].message.content == call
+
+
+def test_an_echoed_malformed_call_stays_one_segment() -> None:
+    tok = FAMILIES["qwen2.5"]["tokenizer"]()
+    end = tok.eos_token_id
+    bad = '<tool_call>\n{"name": "add", "arguments": {"a": 3, "b": }}\n</tool_call>'
+    got: dict[str, Any] = {}
+
+    def seeded(context: list[int], seed: int) -> list[int]:
+        said = "The answer is 12." if context.count(end) >= 3 else bad
+        return [*tok.encode(said, add_special_tokens=False), end]
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        messages: Any = [dict(m) for m in PROMPT]
+        reply = c.chat.completions.create(model="policy", messages=messages, tools=SCHEMAS)
+        got["content"] = reply.choices[0].message.content
+        messages.append(reply.choices[0].message.model_dump(exclude_none=True))
+        messages.append({"role": "user", "content": "That call was malformed; try again."})
+        c.chat.completions.create(model="policy", messages=messages, tools=SCHEMAS)
+
+    MODULE.AGENT = agent  # type: ignore[attr-defined]
+    rollout = request_rollout(
+        tok,
+        seeded,
+        agent=f"{__name__}:AGENT",
+        renderer="chat_template",
+        parser="hermes",
+        max_response_tokens=400,
+    )
+    out = generate_rollout(rollout, _template_batch(tok, SCHEMAS))
+    assert got["content"] == bad
+    assert list(out["segment_index"]) == [0]
+
+
+def _template_batch(tok: Any, schemas: Any) -> Batch:
+    prepared = prepare_row({"prompt": PROMPT}, 0, "prompt", tok, True, schemas)
+    prompt = torch.tensor([prepared.token_ids])
+    return Batch.from_dict(
+        tensors={"input_ids": prompt, "attention_mask": torch.ones_like(prompt)},
+        non_tensors={k: [v] for k, v in prepared.row.items()},
+        meta={"n": 1},
+    )
+
+
+# -- 9. the developer role ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["qwen2.5", "qwen3", "llama3"])
+def test_a_developer_message_reaches_the_model_as_a_system_message(name: str) -> None:
+    tok = FAMILIES[name]["tokenizer"]()
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        messages: Any = [
+            {"role": "developer", "content": "Always answer in French."},
+            {"role": "user", "content": "What is 3 + 4 + 5?"},
+        ]
+        client(base_url).chat.completions.create(model="policy", messages=messages)
+
+    MODULE.AGENT = agent  # type: ignore[attr-defined]
+    rollout = request_rollout(
+        tok,
+        lambda c, s: [*tok.encode("ok", add_special_tokens=False), tok.eos_token_id],
+        agent=f"{__name__}:AGENT",
+        renderer="chat_template",
+        max_response_tokens=400,
+    )
+    generate_rollout(rollout, _template_batch(tok, SCHEMAS))
+    as_system = [
+        {"role": "system", "content": "Always answer in French."},
+        {"role": "user", "content": "What is 3 + 4 + 5?"},
+    ]
+    full = tok.apply_chat_template(as_system, tokenize=True, add_generation_prompt=True)
+    full = list(full["input_ids"] if hasattr(full, "keys") else full)
+    assert list(rollout.requests[0].prompt_ids) == full
+
+
+# -- 10. log-prob bytes and text offsets of byte-level tokens ----------------------------------
+
+
+def test_logprob_bytes_and_text_offsets_hold_multi_byte_characters() -> None:
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    said = "Café ☕ 日本"
+    got: dict[str, Any] = {}
+
+    def agent(base_url: str, row: dict[str, Any]) -> None:
+        c = client(base_url)
+        messages: Any = [{"role": "user", "content": "hi"}]
+        got["chat"] = c.chat.completions.create(model="policy", messages=messages, logprobs=True)
+        got["text"] = c.completions.create(model="policy", prompt="hi", logprobs=1)
+
+    MODULE.AGENT = agent  # type: ignore[attr-defined]
+    rollout = request_rollout(
+        tok,
+        lambda c, s: [*tok.encode(said, add_special_tokens=False), tok.eos_token_id],
+        agent=f"{__name__}:AGENT",
+        renderer="plain",
+        max_response_tokens=64,
+        max_turns=4,
+    )
+    generate_rollout(rollout, prompt_batch(tok, ["hi"]))
+    content = got["chat"].choices[0].logprobs.content
+    assert bytes(b for t in content for b in t.bytes).decode("utf-8") == said + tok.eos_token
+    choice = got["text"].choices[0]
+    assert choice.text == said
+    # each offset counts the characters the tokens before it complete
+    held = [bytes(t.bytes) for t in content]
+    starts = [len(b"".join(held[:i]).decode("utf-8", "ignore")) for i in range(len(held))]
+    assert choice.logprobs.text_offset == starts
