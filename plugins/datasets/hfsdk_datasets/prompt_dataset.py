@@ -317,11 +317,14 @@ def _warn_double_bos(
     """Warn once per tokenizer when a string prompt written with the BOS token's text gets
     BOS again (from the chat template or the tokenizer): the model would see two, a
     sequence it never saw in training. The ids are counted, not their first two compared:
-    a template puts its role tokens between its BOS and the prompt's."""
+    a template puts its role tokens between its BOS and the prompt's. They are compared with
+    the BOS texts the prompt holds, not with one: a pre-rendered multi-turn prompt (Llama-2's
+    ``<s>[INST] ... </s><s>[INST] ...``) writes one BOS per turn, and only more BOS ids than
+    that mean one was added."""
     bos_text, bos_id = getattr(tokenizer, "bos_token", None), tokenizer.bos_token_id
     if not bos_text or bos_id is None or not prompt.lstrip().startswith(bos_text):
         return
-    if list(ids).count(bos_id) < 2:
+    if list(ids).count(bos_id) <= prompt.count(bos_text):
         return
     name = _tokenizer_key(tokenizer)
     if name in _DOUBLE_BOS_LOGGED:

@@ -346,6 +346,36 @@ def test_a_bos_after_the_templates_role_tokens_is_warned_about(caplog, monkeypat
     ]
 
 
+@pytest.mark.parametrize("adds_bos", [False, True])
+def test_a_multi_turn_prompt_with_one_bos_per_turn_is_warned_about_only_if_bos_is_added(  # type: ignore[no-untyped-def]
+    adds_bos, caplog, monkeypatch
+) -> None:
+    """Before: every BOS id was counted, so a pre-rendered Llama-2 multi-turn prompt (one
+    ``<s>`` per turn) under a tokenizer adding no BOS was told to drop its only leading BOS."""
+    import datasets
+
+    monkeypatch.setattr(prompt_dataset, "_DOUBLE_BOS_LOGGED", set(), raising=False)
+    if adds_bos:
+        tokenizer = _bos_tokenizer(None)
+    else:
+        tokenizer = _tokenizer(None)
+        tokenizer.bos_token = "<s>"
+    rows = [{"prompt": "<s> add one two <s> add two"}]
+    config = DataConfig(shuffle=False, apply_chat_template=False)
+    with caplog.at_level(logging.WARNING):
+        loader = PromptLoader(datasets.Dataset.from_list(rows), tokenizer, config, seed=0)
+    assert loader.token_ids[0].count(tokenizer.bos_token_id) == (3 if adds_bos else 2)
+    warnings = [r.getMessage() for r in caplog.records if "BOS" in r.getMessage()]
+    assert warnings == (
+        [
+            "row 0 of column 'prompt' starts with the BOS token '<s>' and the tokenizer adds "
+            "BOS again: the model sees two BOS tokens; remove the leading '<s>' from the prompts"
+        ]
+        if adds_bos
+        else []
+    )
+
+
 @pytest.mark.parametrize(("setting", "warned"), [(False, True), (None, False)])
 def test_a_tokenizer_appending_eos_is_warned_about_once(  # type: ignore[no-untyped-def]
     setting, warned, caplog, monkeypatch

@@ -210,6 +210,11 @@ class _Child:
     ``wait4`` on the pid, not ``RUSAGE_CHILDREN`` deltas: runs share this process from several
     threads. Its usage includes the descendants it reaped (bwrap's init and the program). The
     exit status is stored as ``Popen.returncode``, so ``Popen`` never reaps the pid again.
+
+    Where the pid was reaped by someone else (the kernel, when this process ignores SIGCHLD),
+    ``poll`` and ``wait`` raise :class:`~hfsdk.HfsdkError`: the exit status is lost, and
+    reporting one (``Popen`` reads the lost status as 0) would score a run never seen to end
+    well. The caller's ``finally`` still kills the process group and the cgroup.
     """
 
     def __init__(self, process: subprocess.Popen[bytes]) -> None:
@@ -221,17 +226,41 @@ class _Child:
             self.process.returncode = os.waitstatus_to_exitcode(status)
             self.cpu_s = usage.ru_utime + usage.ru_stime
 
+    def _wait4(self, options: int) -> None:
+        try:
+            self._reaped(*os.wait4(self.process.pid, options))
+        except ChildProcessError:  # ECHILD: the pid is gone, reaped by someone else
+            if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+                cause = (
+                    "this process ignores SIGCHLD (signal.SIGCHLD is SIG_IGN), so the kernel "
+                    "reaped the program before hfsdk could; expected the default SIGCHLD "
+                    "handler; restore it with signal.signal(signal.SIGCHLD, signal.SIG_DFL) "
+                    "before running model code"
+                )
+            else:
+                cause = (
+                    "something else in this process reaped the program before hfsdk could "
+                    "(os.wait(), os.waitpid(-1, ...) or a SIGCHLD handler that reaps); "
+                    "expected hfsdk to reap the programs it starts; reap only your own pids "
+                    "while model code runs"
+                )
+            # from None: the raw ECHILD adds nothing, and when the caller's final wait()
+            # raises this again while the first propagates, the error is shown once.
+            raise HfsdkError(
+                f"the sandboxed program's exit status and CPU time cannot be known: {cause}"
+            ) from None
+
     def poll(self) -> int | None:
         """The exit status once the process has ended, else ``None`` (never blocks)."""
         if self.process.returncode is None:
-            self._reaped(*os.wait4(self.process.pid, os.WNOHANG))
+            self._wait4(os.WNOHANG)
         return self.process.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         """Its exit status; ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
         if timeout is None:
             while self.process.returncode is None:
-                self._reaped(*os.wait4(self.process.pid, 0))
+                self._wait4(0)
             return self.process.returncode
         end = time.monotonic() + timeout
         delay = 0.0005

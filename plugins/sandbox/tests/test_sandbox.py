@@ -300,6 +300,55 @@ def test_process_mode_ends_a_setsid_grandchild_and_reports_the_program_s_own_exi
     assert survivors == []
 
 
+def test_a_host_ignoring_sigchld_gets_one_clear_error_and_its_group_killed() -> None:
+    """Before: the kernel reaped the program itself (SIGCHLD ignored), so ``os.wait4`` raised
+    a raw ``ChildProcessError`` out of run_python. Run in a worker process: this one's SIGCHLD
+    handler stays as it is."""
+    import signal
+    import subprocess
+    import sys
+
+    from hfsdk_sandbox.runner import ISOLATION_ENV
+    from hfsdk_sandbox.testing import DISARM_GUARD
+
+    mark = "hfsdk" + os.urandom(4).hex()
+    # A child in the program's process group holds the pipes open past the program's exit.
+    code = DISARM_GUARD + (
+        "import os, time\n"
+        "if os.fork() == 0:\n"
+        f"    open('/proc/self/comm', 'w').write({mark!r})\n"
+        "    time.sleep(30)\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3)\n"
+        "raise SystemExit(3)\n"
+    )
+    worker = (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+        "from hfsdk import HfsdkError\n"
+        "from hfsdk_sandbox import SandboxLimits, run_python\n"
+        "try:\n"
+        "    run_python(sys.argv[1], limits=SandboxLimits(wall_s=3.0, cpu_s=2, memory_mb=256))\n"
+        "except HfsdkError as e:\n"
+        "    print('HfsdkError:', e)\n"
+    )
+    env = {**os.environ, ISOLATION_ENV: "process"}  # os mode's seccomp refuses the fork
+    done = subprocess.run(
+        [sys.executable, "-c", worker, code], env=env, capture_output=True, text=True, timeout=20
+    )
+    survivors = _running_with_comm(mark)
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout == (
+        "HfsdkError: the sandboxed program's exit status and CPU time cannot be known: this "
+        "process ignores SIGCHLD (signal.SIGCHLD is SIG_IGN), so the kernel reaped the program "
+        "before hfsdk could; expected the default SIGCHLD handler; restore it with "
+        "signal.signal(signal.SIGCHLD, signal.SIG_DFL) before running model code\n"
+    )
+    assert survivors == []
+
+
 @pytest.mark.parametrize("status", [137, 152, 153, 139], ids=["KILL", "XCPU", "XFSZ", "SEGV"])
 def test_an_exit_status_that_reads_as_a_signal_is_an_error_not_a_limit(status: int) -> None:
     # Under bubblewrap exit 128 + N reads as signal N: os._exit(137) was `timeout`, 153
