@@ -11,7 +11,9 @@ max_score]``; a match that is not a number (``...`` for ``([0-9.]+)``, ``nan``)
 is passed over like text that does not match. A verdict without such a match
 scores ``no_score`` and counts in the ``parsed`` metric (the share of verdicts
 that held a score). A template field other than ``prompt`` and ``response`` is a
-dataset column, so a run whose dataset lacks it is refused before it starts; a
+column: one a rollout adds (``agent_tool_calls`` and the agent loop's other columns,
+:data:`ROLLOUT_COLUMNS`) or a dataset column, so a run whose dataset lacks it is
+refused before it starts; a
 template that cannot be filled (a stray ``}``, ``{"score": N}`` meant literally) is
 refused when its configuration is built: braces meant literally are written ``{{``
 and ``}}``.
@@ -37,7 +39,8 @@ from typing import Any
 
 import attrs
 
-from hfsdk import HfsdkError, absolute_if_exists, help_field
+from hfsdk import INTERNAL_COLUMNS, HfsdkError, absolute_if_exists, help_field
+from hfsdk.core.segments import SEGMENT_INDEX, TRAJECTORY_ID
 
 
 def _regex(_instance: object, attribute: attrs.Attribute, value: str) -> None:
@@ -52,7 +55,15 @@ def _regex(_instance: object, attribute: attrs.Attribute, value: str) -> None:
 
 
 FILLED_FIELDS = ("prompt", "response")
-"""Template fields ``llm_judge`` fills itself; every other field is a dataset column."""
+"""Template fields ``llm_judge`` fills itself; every other field is a column."""
+
+AGENT_COLUMNS = ("agent_trajectory", "agent_turns", "agent_tool_calls", "agent_tool_errors")
+"""Columns the agent loop adds to every rollout row (docs/agents.md); hfsdk states no
+constant for them (``hfsdk_agents.runner`` writes them by name)."""
+
+ROLLOUT_COLUMNS = frozenset({*INTERNAL_COLUMNS, SEGMENT_INDEX, TRAJECTORY_ID, *AGENT_COLUMNS})
+"""Columns a rollout adds to the dataset's: a template may read them, and a dataset need
+not hold them."""
 
 _LITERAL_BRACES = (
     'write {{ and }} for literal braces (e.g. {{"score": N}}) and name a field only as '
@@ -71,9 +82,10 @@ def _field_roots(template: str) -> list[str]:
             raise ValueError(f"unknown conversion !{conversion} in {{{field}!{conversion}}}")
         # {a.b} and {a[0]} read the column a.
         root = re.split(r"[.\[]", field, maxsplit=1)[0]
-        # Positional ({} or {0}) and quoted or spaced names are never a column: they are
-        # braces meant literally, such as a JSON example.
-        if not root or root.isdigit() or re.search(r"[\s'\"]", root):
+        # Positional ({} or {0}) and quoted names are never a column: they are braces meant
+        # literally, such as a JSON example ({"score": N}). Any other name is a column, one
+        # with a space ({ground truth}) too: str.format fills it by that name.
+        if not root or root.isdigit() or re.search(r"['\"]", root):
             raise ValueError(f"{{{field}}} is not a field name")
         roots.append(root)
         if spec:
@@ -82,11 +94,21 @@ def _field_roots(template: str) -> list[str]:
 
 
 def template_columns(template: str) -> tuple[str, ...]:
-    """The dataset columns ``template`` reads: its fields other than prompt and response,
-    once each, in order (registered as ``columns=``, so a run refuses a dataset without one
-    before it starts)."""
+    """The dataset columns ``template`` reads: its fields other than prompt, response and
+    the columns a rollout adds, once each, in order (registered as ``columns=``, so a run
+    refuses a dataset without one before it starts)."""
     roots = dict.fromkeys(_field_roots(template))
-    return tuple(name for name in roots if name not in FILLED_FIELDS)
+    # A rollout's columns are no dataset's: the preflight sees only the dataset's, and
+    # refused every agent run whose judge read the agent's tool calls. A name of the agent
+    # loop's prefix is its too, so a column it adds later is not refused either; a run that
+    # lacks one at scoring time is refused there, naming it.
+    return tuple(
+        name
+        for name in roots
+        if name not in FILLED_FIELDS
+        and name not in ROLLOUT_COLUMNS
+        and not name.startswith("agent_")
+    )
 
 
 def _template(_instance: object, attribute: attrs.Attribute, value: str) -> None:

@@ -54,9 +54,10 @@ class ExactMatchConfig:
 
     answer_pattern: str = help_field(
         "Regex of a candidate answer in the response (default: a number).",
-        # (?<!\d)\.\d+: a number written without its leading 0 (.5) is read whole, not as 5;
-        # the dot after a digit (1.2.3) still starts no number.
-        default=r"-?(?:\d[\d,]*(?:\.\d+)?|(?<!\d)\.\d+)",
+        # (?<![\d.])\.\d+: a number written without its leading 0 (.5) is read whole, not
+        # as 5; the dot after a digit (1.2.3) or another dot (an ellipsis: "...10" is 10,
+        # not .10) still starts no number.
+        default=r"-?(?:\d[\d,]*(?:\.\d+)?|(?<![\d.])\.\d+)",
         validator=_regex,
     )
     answer_column: str = help_field(

@@ -66,9 +66,11 @@ REASONS = (
 )
 # A whole fenced block, opening fence to closing fence, with its tag (info string): blocks
 # are paired first and only then chosen by tag, so the prose between a ```bash block and
-# the ```python block after it is never taken for code. \r?\n: a response with Windows
-# line ends (CRLF) after the fence is code too.
-_FENCE = re.compile(r"```([^\n`]*)\r?\n(.*?)```", re.DOTALL)
+# the ```python block after it is never taken for code. Both fences start a line (after
+# optional indentation, as in a list item): backticks inside a sentence ("wrap your code
+# in ``` fences", "a ```python``` block") are prose, and pairing them swallowed the real
+# block's fence. \r?\n: a response with Windows line ends (CRLF) after the fence is code.
+_FENCE = re.compile(r"^[ \t]*```([^\n`]*)\r?\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
 _PYTHON_TAGS = frozenset({"", "python", "py", "python3"})
 
 

@@ -35,6 +35,9 @@ def test_exact_match_reads_a_leading_dot_number_whole() -> None:
     responses = ["The probability is .5", "so -.25 it is", "It is .5", "version 1.2.3", "5."]
     out = exact_match([""] * 5, responses, answer=["0.5", "-0.25", "5", "3", "5"])
     assert scores(out) == [1.0, 1.0, 0.0, 1.0, 1.0]
+    # An ellipsis is no decimal point: "...10" is 10, not .10.
+    out = exact_match([""] * 3, ["So it is...10", "Answer: ...7", "..5"], answer=["10", "7", "5"])
+    assert scores(out) == [1.0, 1.0, 1.0]
 
 
 def test_exact_match_drops_a_latex_escaped_dollar_as_a_plain_one() -> None:

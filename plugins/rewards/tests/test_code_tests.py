@@ -41,6 +41,27 @@ def test_a_block_in_another_language_before_the_python_one_is_passed_over() -> N
     assert last_code_block("```bash\necho hi\n```") is None
 
 
+def test_backticks_inside_a_line_of_prose_open_no_block() -> None:
+    # A fence opened anywhere took "Wrap your code in ``` fences" for a block: it swallowed
+    # the real block's opening fence and a correct solution scored no_code.
+    mention = "Wrap your code in ``` fences like this:\n```python\nprint(1)\n```\n"
+    assert last_code_block(mention) == "print(1)\n"
+    inline_tag = "Here is a ```python``` block:\n```python\nprint(2)\n```"
+    assert last_code_block(inline_tag) == "print(2)\n"
+    # Indented fences (inside a list item) still count; a four-backtick fence is no block.
+    assert last_code_block("1. Code:\n  ```python\n  print(3)\n  ```") == "  print(3)\n"
+    assert last_code_block("````\nexample\n````\n```python\nprint(4)\n```") == "print(4)\n"
+    assert last_code_block("Use ``` to fence code.") is None
+
+
+def test_a_prose_mention_of_fences_does_not_hide_a_correct_solution() -> None:
+    response = "Wrap your code in ``` fences like this:\n" + _fenced(
+        "a, b = map(int, input().split())\nprint(a + b)"
+    )
+    [row] = code_tests(["p"], [response], config=CONFIG, ground_truth=[IO])
+    assert row["score"] == 1.0 and row["no_code"] == 0.0, row
+
+
 def test_stdin_stdout_cases_score_one_only_when_all_pass() -> None:
     right = _fenced("a, b = map(int, input().split())\nprint(a + b)")
     half = _fenced("a, b = map(int, input().split())\nprint(3)")

@@ -31,6 +31,29 @@ def test_template_columns_are_checked_before_the_run() -> None:
     assert "'llm_judge' reads the dataset column 'reference', which the dataset lacks" in problem
 
 
+def test_template_fields_the_rollout_adds_are_no_dataset_columns() -> None:
+    # Every reward function receives the agent loop's columns (docs/agents.md); requiring
+    # them of the dataset refused every agent run whose judge read its tool calls.
+    from hfsdk_rewards.scorer import FunctionScorer
+
+    template = (
+        "Q: {prompt}\nA: {response}\nTools: {agent_tool_calls} ({agent_tool_errors} failed) "
+        "in {agent_turns} turns: {agent_trajectory} {response_text} {reference}"
+    )
+    functions = [{"name": "llm_judge", "kwargs": {"template": template}}]
+    [loaded] = load_reward_functions(functions)
+    assert loaded.call.needs == ("reference",)
+    scorer = FunctionScorer("reward", {"functions": functions})
+    assert scorer.signature_problem(["prompt", "answer", "reference"]) is None
+
+
+def test_a_field_name_with_a_space_is_a_column() -> None:
+    # str.format fills {ground truth} from a column named "ground truth".
+    template = "{prompt} {response} {ground truth}"
+    [loaded] = load_reward_functions([{"name": "llm_judge", "kwargs": {"template": template}}])
+    assert loaded.call.needs == ("ground truth",)
+
+
 @pytest.mark.parametrize(
     ("template", "detail"),
     [

@@ -82,6 +82,57 @@ def test_a_function_that_edits_a_row_inside_a_column_changes_nothing_for_the_nex
     assert columns == {"extra_info": [{"answer": "a"}, {"answer": "b"}, {"answer": "c"}]}
 
 
+class _Counted:
+    """A row that counts how often it is copied."""
+
+    copies = 0
+
+    def __init__(self) -> None:
+        self.nested = {"turns": [1, 2]}
+
+    def __copy__(self) -> _Counted:
+        type(self).copies += 1
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Counted:
+        type(self).copies += 1
+        return self
+
+
+def test_only_the_columns_a_function_takes_are_copied_and_only_row_deep() -> None:
+    # Every column was deep-copied for every function, inside its deadline: 2048 agent
+    # trajectories took a second per function, even one that reads only the answer.
+    _Counted.copies = 0
+    columns = {"answer": ["a", "b", "c"], "agent_trajectory": [_Counted() for _ in range(3)]}
+    assert _score("matches", columns=columns) == [1.0, 1.0, 1.0]
+    assert _Counted.copies == 0
+    # A row's own keys are private to the function; objects nested inside it are shared.
+    seen: list[Any] = []
+
+    def edits(prompts: list[str], responses: list[str], extra_info: list[dict]) -> list[float]:
+        seen.extend(extra_info)
+        for info in extra_info:
+            info.pop("answer")
+        return [0.0] * len(responses)
+
+    from hfsdk_rewards.calling import RewardCall, call_reward_functions
+
+    rows = [{"answer": "a", "nested": {"k": 1}}]
+    call_reward_functions([RewardCall(label="edits", fn=edits)], ["p"], ["a"], {"extra_info": rows})
+    assert rows == [{"answer": "a", "nested": {"k": 1}}]
+    assert seen[0] is not rows[0] and seen[0]["nested"] is rows[0]["nested"]
+    # A numpy column of dicts is copied row by row too, and stays a numpy array.
+    import numpy as np
+
+    array = np.array([None], dtype=object)
+    array[0] = {"answer": "a"}
+    seen.clear()
+    call_reward_functions(
+        [RewardCall(label="edits", fn=edits)], ["p"], ["a"], {"extra_info": array}
+    )
+    assert array[0] == {"answer": "a"} and isinstance(seen[0], dict)
+
+
 def hangs_alone(prompts: list[str], responses: list[str], **_: Any) -> list[float]:
     if len(responses) > 1:
         raise ValueError("only batches fail")
