@@ -63,6 +63,7 @@ from hfsdk_backend_common.hybrid.shards import GenerationShards
 from hfsdk_backend_common.hybrid.support import decoder_problems
 from hfsdk_backend_common.rollout.actor_weights import ActorWeights
 from hfsdk_backend_common.rollout.request_server import RequestServer
+from hfsdk_backend_common.weight_check import require_loaded
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig
@@ -132,6 +133,10 @@ class HFRollout(RolloutBackend):
         self._weights = ActorWeights(actor, config.weight_sync)
         self._server: RequestServer | None = None
         self._server_stack: contextlib.ExitStack | None = None
+        # The actor's weights version the server was opened on, and whether a request opened
+        # it (outside serving()): such a server reopens when the actor's weights move on.
+        self._server_version: int | None = None
+        self._server_lazy = False
 
     def _setup_tokens(self) -> None:
         """The tokenizer (it must have a pad token) and the ids that end a response."""
@@ -370,17 +375,31 @@ class HFRollout(RolloutBackend):
         """Serve ``request`` with the continuous-batching server (see :meth:`serving`).
 
         Outside :meth:`serving` the first request opens the server lazily and it
-        stays until the weights change (:meth:`update_weights`) or :meth:`close`;
-        that is possible only when the actor is one process. A model the hfsdk
+        stays until the weights change (:meth:`update_weights`, or the actor's
+        ``weights_version`` moving on: the next request reopens it on the new
+        weights, failing the requests still in flight) or :meth:`close`; that is
+        possible only when the actor is one process. Inside :meth:`serving` a
+        request after the actor's version moved on raises
+        :class:`~hfsdk_backend_common.weight_check.WeightSyncMismatch`. A request
+        longer than the model's positions is refused alone. A model the hfsdk
         decoder does not run is served by the contract's default (one process only).
         """
         if not self.uses_hfsdk_decoder:
             # The default calls generate_sequences per request, collective over the ranks.
             self._require_one_process()
             return await super().generate_request(request)
+        current = self.actor.weights_version
+        if self._server is not None and self._server_version != current:
+            # The server's weights are partly views of the actor's tensors, partly fused
+            # copies: after an update it would decode with half-old, half-new weights.
+            if not self._server_lazy:  # serving() gathered them collectively: no reopening here
+                assert self._server_version is not None
+                require_loaded(self._server_version, current, "the hf rollout's request server")
+            self._close_server()
         if self._server is None:
             self._require_one_process()
             self._open_server()
+            self._server_lazy = True
         assert self._server is not None
         return await self._server.generate(request)
 
@@ -419,15 +438,18 @@ class HFRollout(RolloutBackend):
                 eos_ids=self.eos_ids,
                 device=self.actor.device,
                 max_batch=self.config.micro_batch_size or 64,
+                max_positions=getattr(self.actor.hf_config, "max_position_embeddings", None),
             )
         except BaseException:
             stack.close()
             raise
         self._server_stack = stack
+        self._server_version, self._server_lazy = self.actor.weights_version, False
 
     def _close_server(self) -> None:
         server, stack = self._server, self._server_stack
         self._server, self._server_stack = None, None
+        self._server_version, self._server_lazy = None, False
         if server is not None:
             server.close()
         if stack is not None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 import time
 from collections.abc import Iterable
 
@@ -74,12 +75,24 @@ class SlotCache:
             self.capacity if capacity <= self.capacity else max(capacity, 2 * self.capacity)
         )
         shape = (new_slots, self.kv_heads, new_capacity, self.head_dim)
-        for layer in self.layers:
-            for store in (self._keys, self._values):
-                grown = torch.zeros(shape, dtype=self.dtype, device=self.device)
-                if layer in store and self.slots and self.capacity:
-                    grown[: self.slots, :, : self.capacity] = store[layer]
-                store[layer] = grown
+        grown_so_far: list[tuple[dict[int, torch.Tensor], int]] = []
+        try:
+            for layer in self.layers:
+                for store in (self._keys, self._values):
+                    grown = torch.zeros(shape, dtype=self.dtype, device=self.device)
+                    if layer in store and self.slots and self.capacity:
+                        grown[: self.slots, :, : self.capacity] = store[layer]
+                    store[layer] = grown
+                    grown_so_far.append((store, layer))
+        except BaseException:
+            # Out of memory after some layers grew: those keep their old shape (a view of the
+            # grown buffer holding the old contents), so the requests in flight decode on.
+            for store, layer in grown_so_far:
+                if self.slots and self.capacity:
+                    store[layer] = store[layer][: self.slots, :, : self.capacity]
+                else:
+                    del store[layer]
+            raise
         self.slots, self.capacity = new_slots, new_capacity
 
     def bind(self, rows: slice, write_positions: torch.Tensor, key_len: int) -> None:
@@ -144,8 +157,11 @@ class RequestServer:
     ``decoder`` decodes at tensor-parallel size 1 (one rank serves its own
     requests; a tensor-parallel replica would need its ranks to step in
     lockstep). ``eos_ids`` end every request; ``max_batch`` caps the requests
-    decoded together (more wait for a free slot). Await :meth:`generate` from
-    any coroutine of one event loop; :meth:`close` fails what is still waiting.
+    decoded together (more wait for a free slot); ``max_positions`` (the model's
+    ``max_position_embeddings``; ``None``: no limit) refuses a request whose prompt
+    plus ``max_new_tokens`` is longer. Await :meth:`generate` from any coroutine of
+    one event loop at a time (another loop may take over once the first one's
+    requests are done); :meth:`close` fails what is still waiting.
     """
 
     def __init__(
@@ -155,6 +171,7 @@ class RequestServer:
         eos_ids: Iterable[int],
         device: torch.device,
         max_batch: int = 64,
+        max_positions: int | None = None,
     ) -> None:
         if decoder.tg != 1 or not (decoder.stages.first and decoder.stages.last):
             raise HfsdkError(
@@ -164,6 +181,7 @@ class RequestServer:
         if max_batch < 1:
             raise HfsdkError(f"max_batch={max_batch}; expected at least 1")
         self.decoder, self.device, self.max_batch = decoder, torch.device(device), max_batch
+        self.max_positions = max_positions
         self.eos_ids = frozenset(int(e) for e in eos_ids)
         shape = decoder.shape
         self.cache = SlotCache(
@@ -178,6 +196,8 @@ class RequestServer:
             max_workers=1, thread_name_prefix="hfsdk-requests"
         )
         self._closed = False
+        # generate() may be called from several threads' loops: one check-and-queue at a time.
+        self._lock = threading.Lock()
 
     # -- the public side ------------------------------------------------------------------
     async def generate(self, request: GenerationRequest) -> GenerationResult:
@@ -186,6 +206,7 @@ class RequestServer:
             raise HfsdkError("the request server is closed (the rollout's weights changed or it "
                              "was closed); send requests inside rollout.serving()")  # fmt: skip
         self.decoder.check_prompt_ids(request.prompt_ids)  # here, not in a step: fails it alone
+        self._check_fits(request)
         loop = asyncio.get_running_loop()
         seed = request.seed
         if seed is None:
@@ -198,11 +219,35 @@ class RequestServer:
             stops=self.eos_ids | frozenset(request.stop_token_ids),
             generator=generator,
         )
-        self._pending.append(entry)
-        self.stats.requests += 1
-        if self._task is None or self._task.done() or self._task.get_loop() is not loop:
-            self._task = loop.create_task(self._run())
+        with self._lock:
+            task = self._task
+            other = None if task is None or task.done() else task.get_loop()
+            if other is not None and other is not loop and not other.is_closed():
+                # A second step loop would share the queues, and either loop's end would
+                # cancel into the other's requests. (A loop closed under its step loop
+                # serves nothing more: a new one takes over.)
+                raise HfsdkError(
+                    "the request server is serving requests of another event loop (thread) "
+                    "and serves one event loop at a time; send every request from one loop, "
+                    "or wait until the other loop's requests are done"
+                )
+            self._pending.append(entry)
+            self.stats.requests += 1
+            if other is None or other is not loop:
+                self._task = loop.create_task(self._run())
         return await entry.future
+
+    def _check_fits(self, request: GenerationRequest) -> None:
+        """Refuse a request longer than the model's positions here, for it alone: in a step
+        its cache reservation (possibly absurd) would fail every request in flight."""
+        limit = self.max_positions
+        prompt, new = len(request.prompt_ids), request.max_new_tokens
+        if limit is not None and prompt + new > limit:
+            raise HfsdkError(
+                f"the request needs {prompt} prompt tokens + {new} new tokens = {prompt + new} "
+                f"positions but the model holds at most {limit} (its max_position_embeddings); "
+                "shorten the prompt or lower the request's max_new_tokens"
+            )
 
     def close(self) -> None:
         """Fail every waiting request and stop the worker thread."""
@@ -222,7 +267,7 @@ class RequestServer:
             room = self.max_batch - len(self._active)
             joiners, self._pending = self._pending[:room], self._pending[room:]
             try:
-                finished = await loop.run_in_executor(self._executor, self._step, joiners)
+                finished, refused = await loop.run_in_executor(self._executor, self._step, joiners)
             except BaseException as error:  # every waiter must hear of it
                 for entry in self._pending + self._active + joiners:
                     _fail(entry.future, error)
@@ -230,6 +275,9 @@ class RequestServer:
                 if not isinstance(error, Exception):
                     raise
                 return
+            if refused is not None:  # the joiners' prefill failed; the others decode on
+                for entry in joiners:
+                    _fail(entry.future, refused)
             for entry in finished:
                 if not entry.future.done():
                     entry.future.set_result(
@@ -246,14 +294,22 @@ class RequestServer:
         gone = [slot for slot, e in enumerate(self._active) if e.future.done()]
         self._leave(gone)
 
-    def _step(self, joiners: list[_Active]) -> list[_Active]:
-        """One decode step for the active requests, then the joiners' prefill (worker thread)."""
+    def _step(self, joiners: list[_Active]) -> tuple[list[_Active], Exception | None]:
+        """One decode step for the active requests, then the joiners' prefill (worker thread):
+        the requests that finished, and the error of a failed prefill (its joiners fail)."""
         started = time.perf_counter()
+        refused = None
         with torch.no_grad():
             if self._active:
                 self._decode()
             if joiners:
-                self._prefill(joiners)
+                first = len(self._active)
+                try:
+                    self._prefill(joiners)
+                except Exception as error:
+                    # Only the joiners' slots (past the active ones) were written: drop them.
+                    del self._active[first:]
+                    refused = error
         batch = len(self._active)
         finished = [slot for slot, e in enumerate(self._active) if e.finish_reason is not None]
         done = [self._active[slot] for slot in finished]
@@ -261,7 +317,7 @@ class RequestServer:
         self.stats.steps += 1
         self.stats.peak_batch = max(self.stats.peak_batch, batch)
         self.stats.busy_s += time.perf_counter() - started
-        return done
+        return done, refused
 
     def _prefill(self, joiners: list[_Active]) -> None:
         """Run the joiners' prompts (right-padded, together) and pick their first tokens."""

@@ -1,9 +1,13 @@
 """Under ``rollout.decoder=transformers`` the model directory's generation_config.json sampling
 defaults (``repetition_penalty``, ``no_repeat_ngram_size``) never apply: ``generate`` samples
-with hfsdk's settings only, as the hfsdk decoder and the training log-probs do."""
+with hfsdk's settings only, as the hfsdk decoder and the training log-probs do.
+
+Also the ``hf`` rollout's request server: it refuses a request longer than the model's
+positions alone, and never serves weights older than the actor's."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from typing import Any
@@ -11,10 +15,11 @@ from typing import Any
 import pytest
 import torch
 
-from hfsdk import Batch, DataParallelInfo
+from hfsdk import Batch, DataParallelInfo, GenerationRequest, HfsdkError
 from hfsdk_backend_common.rollout.hf_rollout import HFRollout
 from hfsdk_backend_common.rollout.replica import ReplicaSource
 from hfsdk_backend_common.rollout_config import HFRolloutConfig
+from hfsdk_backend_common.weight_check import WeightSyncMismatch
 
 WIDTH = 12
 PENALTIES = {"repetition_penalty": 50.0, "no_repeat_ngram_size": 1}
@@ -98,3 +103,60 @@ def test_the_modules_generation_config_is_restored_after_generate(
     assert module.generation_config is own
     assert own.repetition_penalty == PENALTIES["repetition_penalty"]
     assert own.no_repeat_ngram_size == PENALTIES["no_repeat_ngram_size"]
+
+
+def _request(rollout: HFRollout, max_new_tokens: int = 8) -> GenerationRequest:
+    prompt = rollout.tokenizer("3 + 5 =")["input_ids"]
+    return GenerationRequest(prompt_ids=prompt, max_new_tokens=max_new_tokens, greedy=True)
+
+
+def test_a_request_beyond_the_models_positions_is_refused_alone(
+    model_dirs: dict[str, str],
+) -> None:
+    rollout = _rollout(model_dirs["plain"], "hfsdk")
+    limit = rollout.actor.hf_config.max_position_embeddings
+    request = _request(rollout)
+    too_long = _request(rollout, limit - len(request.prompt_ids) + 1)
+    with pytest.raises(HfsdkError, match=rf"positions but the model holds at most {limit} "):
+        asyncio.run(rollout.generate_request(too_long))
+    assert len(asyncio.run(rollout.generate_request(request)).token_ids) >= 1
+    rollout.close()
+
+
+def _flip_the_actors_weights_in_place(rollout: HFRollout) -> None:
+    """An actor update: new weights in the same tensors, the version bumped."""
+    actor: Any = rollout.actor
+    with torch.no_grad():
+        for param in actor.module.parameters():
+            param.mul_(-1.0)
+    actor.weights_version += 1
+
+
+def test_the_lazy_request_server_reopens_on_the_actors_new_weights(
+    model_dirs: dict[str, str],
+) -> None:
+    # It kept the old server, part views of the actor's (updated) tensors and part fused
+    # copies of the old ones: it decoded with half-old, half-new weights.
+    rollout = _rollout(model_dirs["plain"], "hfsdk")
+    request = _request(rollout)
+    before = asyncio.run(rollout.generate_request(request)).token_ids
+    _flip_the_actors_weights_in_place(rollout)
+    served = asyncio.run(rollout.generate_request(request)).token_ids
+    fresh = _rollout(model_dirs["plain"], "hfsdk")
+    _flip_the_actors_weights_in_place(fresh)
+    expected = asyncio.run(fresh.generate_request(request)).token_ids
+    assert expected != before  # the update changes the tokens
+    assert served == expected
+    rollout.close()
+    fresh.close()
+
+
+def test_serving_refuses_requests_once_the_actor_moved_on(model_dirs: dict[str, str]) -> None:
+    # Inside serving() the server holds the weights of the whole run (gathered collectively):
+    # a request after an update without update_weights is refused, not served stale.
+    rollout = _rollout(model_dirs["plain"], "hfsdk")
+    with rollout.serving():
+        asyncio.run(rollout.generate_request(_request(rollout)))
+        _flip_the_actors_weights_in_place(rollout)
+        with pytest.raises(WeightSyncMismatch, match="version 0 but the actor is at version 1"):
+            asyncio.run(rollout.generate_request(_request(rollout)))

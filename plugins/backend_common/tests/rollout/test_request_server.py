@@ -285,3 +285,122 @@ def test_a_step_reads_its_tokens_back_once_whatever_the_batch(
     _serve(_server(_decoder(hf)), requests)
     assert max(rows for rows, _ in steps) > 1
     assert all(reads == 1 for _, reads in steps), steps
+
+
+def _in_flight_then(server: RequestServer, good: list[GenerationRequest],
+                    late: GenerationRequest) -> list[Any]:  # fmt: skip
+    """``good`` in flight, then ``late`` sent while they decode: every result or error."""
+
+    async def main() -> list[Any]:
+        tasks = [asyncio.create_task(server.generate(r)) for r in good]
+        while server.stats.steps < 2:  # the good requests are active, mid-decode
+            await asyncio.sleep(0.001)
+        tasks.append(asyncio.create_task(server.generate(late)))
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    return asyncio.run(main())
+
+
+def test_a_request_beyond_the_models_positions_is_refused_alone(hf: Any) -> None:
+    # It reserved its whole length in the shared cache: an absurd allocation that failed
+    # every request in flight with the allocator's error.
+    decoder = _decoder(hf)
+    prompts = _prompts(3, seed=23)
+    expected = [_alone(decoder, p, 20) for p in prompts]
+    server = _server(decoder, max_positions=128)
+    good = [GenerationRequest(prompt_ids=p, max_new_tokens=20, greedy=True) for p in prompts]
+    late = GenerationRequest(prompt_ids=[5, 6, 7], max_new_tokens=126, greedy=True)
+    *results, refused = _in_flight_then(server, good, late)
+    assert [list(r.token_ids) for r in results] == expected
+    assert isinstance(refused, HfsdkError)
+    assert "3 prompt tokens + 126 new tokens = 129 positions" in str(refused)
+    assert "at most 128" in str(refused) and "\n" not in str(refused)
+    # At the limit exactly it is served.
+    at_limit = GenerationRequest(prompt_ids=[5, 6, 7], max_new_tokens=125, greedy=True)
+    [result] = _serve(server, [at_limit])
+    assert len(result.token_ids) >= 1
+    server.close()
+
+
+def test_a_failed_prefill_fails_only_its_joiners(hf: Any) -> None:
+    # With no limit the huge request's reservation fails in the step: the requests already
+    # decoding go on, the server stays usable.
+    decoder = _decoder(hf)
+    prompts = _prompts(3, seed=29)
+    expected = [_alone(decoder, p, 20) for p in prompts]
+    server = _server(decoder)
+    good = [GenerationRequest(prompt_ids=p, max_new_tokens=20, greedy=True) for p in prompts]
+    late = GenerationRequest(prompt_ids=[5, 6, 7], max_new_tokens=10**12, greedy=True)
+    *results, failed = _in_flight_then(server, good, late)
+    assert isinstance(failed, RuntimeError)
+    assert [list(r.token_ids) for r in results] == expected
+    [again] = _serve(server, [GenerationRequest(prompt_ids=prompts[0], max_new_tokens=20,
+                                                greedy=True)])  # fmt: skip
+    assert list(again.token_ids) == expected[0]
+    server.close()
+
+
+def test_a_cache_growth_that_fails_partway_keeps_the_cache_as_it_was(
+    hf: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Out of memory after some layers grew: every layer keeps its old shape and contents."""
+    cache = _server(_decoder(hf)).cache
+    cache.reserve(2, 8)
+    for layer in cache.layers:
+        cache._keys[layer].fill_(float(layer + 1))
+    zeros, calls = torch.zeros, [0]
+
+    def failing_zeros(*args: Any, **kwargs: Any) -> torch.Tensor:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise RuntimeError("out of memory")
+        return zeros(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "zeros", failing_zeros)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        cache.reserve(4, 32)
+    monkeypatch.setattr(torch, "zeros", zeros)
+    assert (cache.slots, cache.capacity) == (2, 8)
+    for layer in cache.layers:
+        assert cache._keys[layer].shape[0::2] == (2, 8) == cache._values[layer].shape[0::2]
+        assert bool((cache._keys[layer] == layer + 1).all())
+    cache.reserve(4, 32)  # grows from a consistent state
+    assert cache._keys[cache.layers[0]].shape[0::2] == (4, 32)
+    assert bool((cache._keys[cache.layers[-1]][:2, :, :8] == cache.layers[-1] + 1).all())
+
+
+def test_a_second_event_loop_is_refused_while_the_first_serves(hf: Any) -> None:
+    # A second loop started a second step loop over the same queues; when either loop ended
+    # its cancellation failed the other loop's requests.
+    import threading
+
+    decoder = _decoder(hf)
+    prompt = _prompts(1, seed=31)[0]
+    expected = _alone(decoder, prompt, 40)
+    server = _server(decoder)
+    request = GenerationRequest(prompt_ids=prompt, max_new_tokens=40, greedy=True)
+    release, first = threading.Event(), []
+
+    def serve_first() -> None:
+        async def main() -> GenerationResult:
+            task = asyncio.create_task(server.generate(request))
+            while not release.is_set():  # keep the first loop's step loop alive
+                await asyncio.sleep(0.001)
+            return await task
+
+        first.append(asyncio.run(main()))
+
+    thread = threading.Thread(target=serve_first)
+    thread.start()
+    try:
+        while server.stats.steps < 1:
+            threading.Event().wait(0.001)
+        with pytest.raises(HfsdkError, match="serves one event loop at a time"):
+            _serve(server, [GenerationRequest(prompt_ids=[3, 4], max_new_tokens=2)])
+    finally:
+        release.set()
+        thread.join()
+    assert list(first[0].token_ids) == expected
+    [later] = _serve(server, [request])  # the first loop is done: another may use the server
+    assert list(later.token_ids) == expected
+    server.close()
