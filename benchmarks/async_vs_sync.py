@@ -175,6 +175,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     parser.add_argument("--plot", type=Path, default=None, help="reward vs wall time (PNG)")
     args = parser.parse_args()
+    if args.steps < 2:
+        # summary() averages the reward over each half of the steps; one step leaves a half empty.
+        parser.error(
+            f"--steps {args.steps} is too few: the summary compares the reward of the first "
+            "and second half of the steps, so at least 2 are needed; pass --steps 2 or more"
+        )
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     runs: dict[str, list[tuple[list[dict], dict[str, float]]]] = {}
     for repeat in range(args.repeats):

@@ -61,7 +61,7 @@ def main() -> None:
         seconds = measure(args.child, args.width, args.layers, args.rows, args.repeats)
         print(json.dumps({"s": seconds}))
         return
-    from hfsdk.core.trainer.preflight import NATIVE_HALF_FLAGS, cpu_flags
+    from hfsdk_backend_common.precision_check import NATIVE_HALF_FLAGS, cpu_flags
 
     flags = cpu_flags() or set()
     native = sorted(flags.intersection(NATIVE_HALF_FLAGS["bfloat16"])) or ["none"]

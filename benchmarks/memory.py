@@ -84,7 +84,7 @@ def build_model(directory: Path, layers: int, shape: str = "0.5B") -> Path:
     import torch
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    from hfsdk_backend_common.tokenizers import load_tokenizer
+    from hfsdk import load_tokenizer
     from hfsdk_tasks import ensure_default_assets
 
     if (directory / "config.json").is_file():

@@ -7,7 +7,8 @@ columns are the same numpy code in every variant, so they are left out):
 - ``tensordict``: TensorDict's own ``td[a:b]``, ``td[index]``, ``torch.cat(tds)``, ``td.split``;
 - ``dict``: the per-key loop into a plain ``dict`` (what dropping the dependency would cost).
 
-Results are checked equal before anything is timed. Run:
+Results are checked equal before anything is timed. tensordict is no longer an hfsdk
+dependency, so install it first (``pip install tensordict``), then run:
 ``python benchmarks/tensordict_ops.py [--rows 256] [--width 1024] [--keys 12] [--repeat 200]``
 """
 
@@ -16,11 +17,22 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
 import torch
-from tensordict import TensorDict
+
+try:
+    from tensordict import TensorDict
+except ImportError:
+    # hfsdk dropped the dependency (this comparison is why), so a plain install lacks it.
+    print(
+        "tensordict is not installed (it is not an hfsdk dependency): "
+        "pip install tensordict to run this comparison",
+        file=sys.stderr,
+    )
+    raise SystemExit(2) from None
 
 
 def _batch(rows: int, width: int, keys: int) -> dict[str, torch.Tensor]:

@@ -71,19 +71,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=12)
     args = parser.parse_args()
+    if args.steps < 3:
+        # _run times rows[2:], so fewer steps would leave nothing to take a median of.
+        parser.error(
+            f"--steps {args.steps} is too few: the first 2 steps warm caches up and are "
+            "not timed, so at least 3 are needed; pass --steps 3 or more"
+        )
     common = [
         f"trainer.total_steps={args.steps}",
         "trainer.executor=local",
         "data.batch_size=8",
         "algorithm.n_samples_per_prompt=8",
     ]
-    work = Path(tempfile.mkdtemp(prefix="hfsdk-vision-bench-"))
-    shapes = ["--config", str(_shapes_config(work)), *common]
-    rows = [
-        _run("text (default task)", common, work / "text"),
-        _run("shapes", shapes, work / "shapes"),
-        _run("shapes, tower frozen", [*shapes, "actor.freeze_vision=true"], work / "frozen"),
-    ]
+    with tempfile.TemporaryDirectory(prefix="hfsdk-vision-bench-") as tmp:
+        work = Path(tmp)
+        shapes = ["--config", str(_shapes_config(work)), *common]
+        rows = [
+            _run("text (default task)", common, work / "text"),
+            _run("shapes", shapes, work / "shapes"),
+            _run("shapes, tower frozen", [*shapes, "actor.freeze_vision=true"], work / "frozen"),
+        ]
     header = list(rows[0])
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
