@@ -67,6 +67,7 @@ def plan_for_algorithm(
     settings: SimulatorSettings | None = None,
     use_cache: bool = True,
     threads: int | None = None,
+    rank_rows: Mapping[str, int] | None = None,
 ) -> Plan:
     """Search the fastest placement for a registered algorithm.
 
@@ -80,7 +81,8 @@ def plan_for_algorithm(
     intra-op threads, priced with the figures the calibration measured at that
     many (:meth:`Cluster.for_threads`); default: what a run on ``num_devices``
     devices would use (:func:`hfsdk.worker_threads`), at most the cores each
-    device has to itself.
+    device has to itself. ``rank_rows``: each listed role's device count must divide its
+    rows (a trained role's mini-batch, see :mod:`hfsdk_planner.search`).
     """
     dataflow = algorithm_dataflow(algorithm)
     hardware = get_cluster(cluster)
@@ -126,6 +128,7 @@ def plan_for_algorithm(
         settings=settings,
         use_cache=use_cache,
         algorithm=algorithm,
+        rank_rows=rank_rows,
     )
     return attrs.evolve(plan, functions=functions, threads_per_device=priced)
 

@@ -56,6 +56,15 @@ def _positive_int(_inst: object, attr: attrs.Attribute, value: int) -> None:
         raise HfsdkError(f"cluster field {attr.name!r} must be an integer >= 1, got {value!r}")
 
 
+def _string(_inst: object, attr: attrs.Attribute, value: str) -> None:
+    # A YAML list or number here would only fail later, far from the file.
+    if not isinstance(value, str):
+        raise HfsdkError(
+            f"cluster field {attr.name!r} must be a string, got {value!r}; give the profile a "
+            "plain name (e.g. name: my-cluster)"
+        )
+
+
 def _bool(_inst: object, attr: attrs.Attribute, value: bool) -> None:
     if not isinstance(value, bool):
         raise HfsdkError(f"cluster field {attr.name!r} must be true or false, got {value!r}")
@@ -249,7 +258,7 @@ class Cluster:
     came from.
     """
 
-    name: str = "custom"
+    name: str = attrs.field(default="custom", validator=_string)
     device_kind: str = attrs.field(
         default="gpu", converter=_device_kind, validator=_check_device_kind
     )
@@ -338,10 +347,17 @@ class Cluster:
         """The same hardware with ``num_devices`` devices in total.
 
         Up to one node's worth fits on a single (partial) node; more must fill
-        whole nodes, because pools are spread over identical nodes.
+        whole nodes, because pools are spread over identical nodes. A CPU profile's
+        devices are slots of one machine: more of them than it has cores share its
+        memory (each gets ``cores / num_devices`` of a core's share), they add none.
         """
         if isinstance(num_devices, bool) or not isinstance(num_devices, int) or num_devices < 1:
             raise HfsdkError(f"device count must be an integer >= 1, got {num_devices!r}")
+        if self.device_kind == "cpu" and num_devices > self.num_devices:
+            host = self.device_memory * self.num_devices
+            return attrs.evolve(
+                self, nodes=1, devices_per_node=num_devices, device_memory=host / num_devices
+            )
         if num_devices <= self.devices_per_node:
             return attrs.evolve(self, nodes=1, devices_per_node=num_devices)
         if num_devices % self.devices_per_node:

@@ -16,7 +16,9 @@ Assumptions (bf16 weights, mixed-precision Adam, Megatron-style layouts):
   without gradients or optimizer state; the adapters (:func:`lora_params`)
   carry the 16 bytes per parameter of a trained weight; generating needs a
   merged copy of the weights in the compute dtype;
-* inference: bf16 parameters split over p * t, plus a forward working set;
+* inference: bf16 parameters split over p * t, plus a forward working set of one
+  forward micro-batch (``forward_micro_batch_size``; a trained role's own inference
+  pass counts too);
 * generation: the HybridEngine keeps the training shard and gathers the rest
   of its rollout shard (2 * P / tg bytes), plus the KV cache of the sequences
   a replica decodes at once (its running batch), at full length.
@@ -96,12 +98,17 @@ def training_state_bytes(model: ModelSpec, layout: Layout, lora_rank: int = 0) -
     )
 
 
-def _micro_batch_tokens(workload: Workload) -> int:
-    """Tokens a micro-batch's activations cover: padded, or the mean length when packed."""
+def _micro_batch_tokens(workload: Workload, *, forward: bool = False) -> int:
+    """Tokens a micro-batch's activations cover: padded, or the mean length when packed.
+
+    ``forward``: an inference pass's micro-batch (``forward_micro_batch``), which a run
+    often sets far larger than the training one.
+    """
     length = workload.sequence_length
     if workload.packing and workload.mean_sequence_length:
         length = min(length, workload.mean_sequence_length)
-    return workload.micro_batch_size * length
+    rows = workload.forward_micro_batch if forward else workload.micro_batch_size
+    return rows * length
 
 
 def training_activation_bytes(model: ModelSpec, layout: Layout, workload: Workload) -> float:
@@ -124,8 +131,9 @@ def training_activation_bytes(model: ModelSpec, layout: Layout, workload: Worklo
 
 
 def inference_activation_bytes(model: ModelSpec, layout: Layout, workload: Workload) -> float:
-    """Peak activation bytes per device in a forward pass (nothing stored for backward)."""
-    tokens = _micro_batch_tokens(workload)
+    """Peak activation bytes per device in a forward pass (nothing stored for backward),
+    one forward micro-batch (``workload.forward_micro_batch``) at a time."""
+    tokens = _micro_batch_tokens(workload, forward=True)
     width = workload.dtype_bytes / WEIGHT_BYTES
     working = tokens * model.hidden_size * LAYER_WORKING_FACTOR * width
     return (working + tokens * model.vocab_size * 4) / layout.t
@@ -168,6 +176,9 @@ def role_memory(task: RoleTask, layout: Layout, gen: GenerationLayout | None) ->
     if task.trains:
         resident = training_state_bytes(model, layout, workload.lora_rank if lora else 0)
         transient = training_activation_bytes(model, layout, workload)
+        if any(kind == "inference" for _stage, kind in task.work):
+            # Its own forward pass (old log-probs) runs at the forward micro-batch size.
+            transient = max(transient, inference_activation_bytes(model, layout, workload))
     else:
         # Frozen weights are held in the compute dtype (bf16: the weight_bytes default).
         resident = workload.dtype_bytes * model.num_params / layout.model_parallel

@@ -136,7 +136,7 @@ class ModelSpec:
         vision tower's parameters, :func:`vision_tower_params`)."""
         label = name or str(config.get("_name_or_path") or config.get("model_type") or "model")
         vision = vision_tower_params(config)
-        config = text_model_config(config)
+        config = gpt_style_aliases(text_model_config(config))
         refuse_mixture_of_experts(config, label)
         required = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
         missing = [key for key in required if key not in config]
@@ -191,6 +191,29 @@ class ModelSpec:
             intermediate_size=round(hidden * 8 / 3 / 256) * 256,
             vocab_size=SYNTHETIC_VOCAB,
         )
+
+
+# GPT-2 / GPT-J / GPT-Neo-era configs name the shape differently; the planner reads
+# them under the Llama names (the HF classes expose the same attribute_map).
+GPT_STYLE_KEYS = {
+    "n_layer": "num_hidden_layers",
+    "n_embd": "hidden_size",
+    "n_head": "num_attention_heads",
+    "n_inner": "intermediate_size",
+    "n_positions": "max_position_embeddings",
+}
+
+
+def gpt_style_aliases(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with GPT-2-style keys (``n_layer``, ``n_embd``, ``n_head``, ``n_inner``,
+    ``n_positions``) copied to their Llama-style names where those are absent. A null
+    ``n_inner`` stays null, so the MLP width defaults to 4 x hidden as GPT-2 reads it."""
+    extra = {
+        llama: config[gpt]
+        for gpt, llama in GPT_STYLE_KEYS.items()
+        if gpt in config and llama not in config
+    }
+    return {**config, **extra} if extra else config
 
 
 def text_model_config(config: dict[str, Any]) -> dict[str, Any]:

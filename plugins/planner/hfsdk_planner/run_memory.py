@@ -10,7 +10,9 @@ gradients and optimizer state, so a device holds ``resident / devices``; on
 ``backend: megatron`` only tensor and pipeline parallelism split them (each
 data-parallel replica steps its own optimizer, no distributed optimizer), so a
 device holds ``resident / (tp * pp)``. Either way it adds the role's
-activations. Roles sharing a pool add their resident bytes; their activations
+activations; a generating fsdp role sharded over more than one device also adds
+the full weight copy it gathers to generate (``dtype`` bytes per parameter over
+the rollout tp). Roles sharing a pool add their resident bytes; their activations
 are live one role at a time.
 """
 
@@ -22,7 +24,12 @@ from typing import Any
 import attrs
 
 from hfsdk_planner.layout import GenerationLayout, Layout
-from hfsdk_planner.memory_model import RoleMemory, role_memory
+from hfsdk_planner.memory_model import (
+    RoleMemory,
+    generation_bytes,
+    is_lora_policy,
+    role_memory,
+)
 from hfsdk_planner.workload import RoleTask
 
 _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -120,7 +127,8 @@ def run_memory(config: Any, *, mean_sequence_length: int = 0) -> list[PoolEstima
             lora = _lever(section, "lora", None)
             dtype = _lever(section, "dtype", None)
             workload = attrs.evolve(
-                base,
+                # The role's own micro-batch sizes (run_setup's role_levers), not the actor's.
+                setup.workload_for(role),
                 recompute=bool(_lever(section, "gradient_checkpointing", False)),
                 packing=bool(_lever(section, "packing", False)),
                 lora_rank=int(getattr(lora, "rank", 0) or 0) if role == policy else 0,
@@ -135,9 +143,17 @@ def run_memory(config: Any, *, mean_sequence_length: int = 0) -> list[PoolEstima
             # tp x pp on megatron (its data-parallel replicas each hold their shard).
             layout, fsdp = run_layout(setup, role, devices)
             resident = whole.resident / (devices if fsdp else layout.model_parallel)
+            transient = whole.transient
+            if task.generates and fsdp and devices > 1 and not is_lora_policy(task):
+                # A sharded fsdp actor gathers (or streams into a generation module) a full
+                # copy of its weights, split only over the rollout tp, to generate; the LoRA
+                # policy's merged copy (role_memory) already counts it.
+                full = GenerationLayout(tg=setup.rollout_tp, dg=1, running=running)
+                copy = generation_bytes(task.model, Layout(1, 1, 1), full, workload, True)
+                transient = max(transient, copy)
             if _is_lora_base(config, spec, role, members, base_lora=_policy_lora(config, policy)):
                 resident = 0.0  # served by the LoRA actor with adapters disabled (shared_base)
-            memory = RoleMemory(resident=resident, transient=whole.transient)
+            memory = RoleMemory(resident=resident, transient=transient)
             roles.append(RoleEstimate(role=role, pool=pool, devices=devices, memory=memory))
         pools.append(PoolEstimate(pool=pool, devices=devices, roles=tuple(roles)))
     return pools
@@ -158,33 +174,54 @@ def host_memory_bytes(path: str = "/proc/meminfo") -> int | None:
 def memory_warning(
     pools: list[PoolEstimate], *, device_bytes: float | None, host_bytes: float | None
 ) -> str | None:
-    """One line when a pool will not fit: per GPU (``device_bytes``) or, CPU-only, the host.
+    """One line when the run will not fit: each pool per GPU (``device_bytes``) or, CPU-only,
+    every pool together against the host (``host_bytes``), since one host holds every
+    pool's virtual devices.
 
-    The line names the pool's largest role and its estimate, so the user knows
+    The line names the (largest) pool's largest role and its estimate, so the user knows
     which role's levers to pull (docs/backends.md, "Memory levers").
     """
 
     def size(n: float) -> str:
         return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
-    for pool in pools:
-        if device_bytes is not None:
-            need, have, where = pool.per_device, device_bytes, "per device"
-        elif host_bytes is not None:
-            need, have, where = pool.total, host_bytes, "on this machine"
-        else:
-            return None
-        if need <= have:
-            continue
+    def advice(pool: PoolEstimate) -> str:
         top = max(pool.roles, key=lambda r: r.memory.peak)
-        roles = ", ".join(
-            f"{r.role} ~{size(r.memory.peak * (1 if device_bytes else r.devices))}"
-            for r in pool.roles
-        )
         return (
-            f"pool {pool.pool!r} needs ~{size(need)} {where} but {size(have)} is available "
-            f"({roles}); the largest is {top.role}: try {top.role}."
+            f"the largest is {top.role}: try {top.role}."
             "gradient_checkpointing, packing, a smaller micro_batch_size, actor.lora.rank or "
             "more devices (docs/backends.md#memory-levers)"
         )
-    return None
+
+    def role_sizes(pool: PoolEstimate, scale: bool) -> str:
+        return ", ".join(
+            f"{r.role} ~{size(r.memory.peak * (r.devices if scale else 1))}" for r in pool.roles
+        )
+
+    if device_bytes is not None:
+        for pool in pools:
+            if pool.per_device <= device_bytes:
+                continue
+            return (
+                f"pool {pool.pool!r} needs ~{size(pool.per_device)} per device but "
+                f"{size(device_bytes)} is available ({role_sizes(pool, False)}); {advice(pool)}"
+            )
+        return None
+    if host_bytes is None or not pools:
+        return None
+    need = sum(pool.total for pool in pools)
+    if need <= host_bytes:
+        return None
+    if len(pools) == 1:
+        (pool,) = pools
+        return (
+            f"pool {pool.pool!r} needs ~{size(need)} on this machine but {size(host_bytes)} "
+            f"is available ({role_sizes(pool, True)}); {advice(pool)}"
+        )
+    largest = max(pools, key=lambda p: p.total)
+    each = ", ".join(f"pool {p.pool!r} ~{size(p.total)}" for p in pools)
+    return (
+        f"the run's {len(pools)} pools need ~{size(need)} on this machine together ({each}) "
+        f"but {size(host_bytes)} is available; the largest is pool {largest.pool!r} "
+        f"({role_sizes(largest, True)}), and in it {advice(largest)}"
+    )

@@ -230,6 +230,11 @@ def run_setup(
     # An exactly on-policy update (one epoch of one mini-batch, no KL in the reward)
     # skips the old log-probs: the update computes them (Algorithm.needs_old_log_probs).
     skip_old = epochs == 1 and mini >= sequences and not algo.get("kl_in_reward", False)
+    if not spec.trains_on_generations:
+        # Trained on given data (SFT, DPO), the step is the algorithm's own, not
+        # Algorithm.rollout's: the policy's log-probs are computed beside a reference's
+        # (DPO's loss compares the two, at every batch size) and never without one (SFT).
+        skip_old = not spec.roles_of_kind("frozen_policy")
     drop = set(functions)
     dataflow = without_roles(spec_dataflow(spec), drop)
     if skip_old:
@@ -300,17 +305,23 @@ def run_setup(
         scorers=tuple(role.name for role in spec.roles if role.kind == "scorer"),
         threads=run_threads(trainer, pool_cfg, pools, rollout_pool),
         model_parallel=model_parallel_roles(cfg, kept),
-        role_levers=role_levers(cfg, kept, policy, dtype),
+        role_levers=role_levers(cfg, kept, policy, dtype, workload),
         role_dtypes={role: str((cfg.get(role) or {}).get("dtype") or dtype) for role in kept},
     )
 
 
 def role_levers(
-    cfg: Mapping[str, Any], roles: Any, policy: str, default_dtype: str
+    cfg: Mapping[str, Any],
+    roles: Any,
+    policy: str,
+    default_dtype: str,
+    base: Workload | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each of ``roles``' own workload settings from its section: its update epochs
-    (``ppo_epochs``), activation recomputation (``gradient_checkpointing``) and weights'
-    width (``dtype``, default the policy's); LoRA is the policy's alone."""
+    (``ppo_epochs``), activation recomputation (``gradient_checkpointing``), weights'
+    width (``dtype``, default the policy's) and, given the run's ``base`` workload, its
+    micro-batch sizes (``micro_batch_size``, ``forward_micro_batch_size``: each role's
+    backend batches its own passes); LoRA is the policy's alone."""
     out = {}
     for role in roles:
         section = cfg.get(role) or {}
@@ -320,6 +331,14 @@ def role_levers(
             "recompute": bool(section.get("gradient_checkpointing", False)),
             "dtype_bytes": _DTYPE_BYTES.get(dtype, 2),
         }
+        if base is not None:
+            sequences = base.sequences
+            mini = min(_int(section, "mini_batch_size", sequences), sequences)
+            micro = min(_int(section, "micro_batch_size", base.micro_batch_size), mini)
+            # The backends' own fallback: forward_micro_batch_size, else micro_batch_size.
+            forward = _int(section, "forward_micro_batch_size", 0) or micro
+            levers["micro_batch_size"] = micro
+            levers["forward_micro_batch_size"] = min(forward, sequences)
         if role != policy:
             levers["lora_rank"] = 0
         out[role] = levers
@@ -994,6 +1013,8 @@ def planned_placement(config: Any) -> dict[str, Any]:
     # and each model role has the size its model_path gives. The configured pools,
     # not a resolution of them (this is the resolution).
     setup = run_setup(cfg, resolve_auto=False)
+    # Pools the session's config check accepts: each trained role's ranks split its
+    # mini-batch evenly.
     return auto_placement_section(
         str(cfg.get("algo")),
         role_sizes=setup_role_sizes(setup),
@@ -1003,4 +1024,30 @@ def planned_placement(config: Any) -> dict[str, Any]:
         workload=setup.workload,
         # The threads the run's workers will use, as the session decides them.
         threads=priced_threads(setup, cluster) if cluster.device_kind == "cpu" else None,
+        rank_rows=minibatch_rows(cfg, setup.dataflow.roles),
     )
+
+
+def minibatch_rows(cfg: Mapping[str, Any], roles: Any) -> dict[str, int]:
+    """Each trained fsdp role's rows per mini-batch that its data-parallel ranks (one per
+    device) must split evenly: ``mini_batch_size``, in preference pairs (DPO's policy, a
+    score model) counted as pairs. Megatron roles (their ranks are tp x pp x dp) and a
+    mini-batch of half pairs (refused at config load anyway) add no constraint."""
+    from hfsdk import TRAINED_KINDS, get_registry
+    from hfsdk_backend_common.engine_support import PAIR_ROWS, paired_roles
+
+    spec = get_registry("algorithms")[str(cfg.get("algo"))].impl
+    paired = paired_roles(spec)
+    kinds = {role.name: role.kind for role in spec.roles}
+    out = {}
+    for role in roles:
+        section = cfg.get(role) or {}
+        mini = section.get("mini_batch_size")
+        if kinds.get(role) not in TRAINED_KINDS or section.get("backend") == "megatron":
+            continue
+        if not isinstance(mini, int) or isinstance(mini, bool) or mini < 1:
+            continue
+        group = PAIR_ROWS if role in paired else 1
+        if mini % group == 0:
+            out[role] = mini // group
+    return out

@@ -14,6 +14,11 @@ that visits allocations in lexicographic order and skips a subtree only when
 a lower bound proves nothing in it is strictly faster than the best mapping
 found so far; ties keep the earliest mapping. The result therefore equals an
 exhaustive scan in the same order, deterministically.
+
+A role with ``rank_rows`` (a trained role's ``mini_batch_size``, halved for
+preference pairs) only gets device counts that divide it: each device is a
+data-parallel rank that must hold an equal share of every mini-batch, or the
+run's own config check refuses the placement.
 """
 
 from __future__ import annotations
@@ -121,6 +126,7 @@ class PlacementSearch:
         settings: SimulatorSettings | None = None,
         use_cache: bool = True,
         algorithm: str = "custom",
+        rank_rows: Mapping[str, int] | None = None,
     ) -> None:
         if not isinstance(dataflow, Dataflow):
             raise HfsdkError(
@@ -133,6 +139,8 @@ class PlacementSearch:
         self.workload = workload or Workload()
         self.algorithm = algorithm
         self.use_cache = use_cache
+        given = rank_rows or {}
+        self.rank_rows = {role: n for role, n in given.items() if role in dataflow.roles}
         self.simulator = Simulator(cluster, settings)
         self.cache = CandidateCache(self.simulator, enabled=use_cache)
         self.models = self._resolve_models(models)
@@ -191,6 +199,11 @@ class PlacementSearch:
         if self.use_cache and key in self._groups:
             self.group_hits += 1
             return self._groups[key]
+        if any(role in self.rank_rows and self.rank_rows[role] % devices for role in roles):
+            # One rank per device could not hold an equal share of the role's mini-batch.
+            if self.use_cache:
+                self._groups[key] = None
+            return None
         fronts = [self.cache.get(self.tasks[role], devices) for role in roles]
         picks = _merge_fronts(fronts, self.cluster.usable_memory)
         choice = None
@@ -439,17 +452,29 @@ class PlacementSearch:
             f"no placement of {self.algorithm} fits {total} x {cluster.name} devices "
             f"({usable / GB:.1f} GB usable each)"
         )
+        if self.rank_rows:
+            rows = ", ".join(f"{role} {n}" for role, n in self.rank_rows.items())
+            head += (
+                f" whose pools split each trained role's mini-batch rows evenly ({rows}; a "
+                "role's device count must divide them)"
+            )
+        # A CPU profile's devices share one host's memory: more of them add none.
+        cpu = cluster.device_kind == "cpu"
+        more = "" if cpu else "more devices, "
         if need > total:
+            fits = f"more than the host's {usable * total / GB:.1f} GB" if cpu else None
             return (
                 f"{head}: even split as finely as possible the roles need {parts} "
-                f"(training state, weights and KV cache), i.e. at least {need} devices; ask for "
-                "more devices, smaller models, or a smaller batch/shorter sequences"
+                f"(training state, weights and KV cache), i.e. "
+                f"{fits or f'at least {need} devices'}; ask for "
+                f"{more}smaller models, or a smaller batch/shorter sequences"
             )
+        more = "" if cpu else "more devices or "
         return (
             f"{head}: their state needs the memory of at least {need} of the {total} devices, "
             "but no parallel layout fits each device: pipeline stages must split the layers "
             "evenly and tensor parallelism must divide the heads and stay within a node of "
-            f"{cluster.devices_per_node}; try more devices or a count with more divisors "
+            f"{cluster.devices_per_node}; try {more}a count with more divisors "
             "(e.g. a power of two)"
         )
 
@@ -463,8 +488,10 @@ def search_placement(
     settings: SimulatorSettings | None = None,
     use_cache: bool = True,
     algorithm: str = "custom",
+    rank_rows: Mapping[str, int] | None = None,
 ) -> Plan:
-    """The fastest plan for ``dataflow`` with ``models`` on ``cluster`` (see module doc)."""
+    """The fastest plan for ``dataflow`` with ``models`` on ``cluster`` (see module doc);
+    ``rank_rows``: each listed role's device count must divide its rows."""
     return PlacementSearch(
         dataflow,
         models,
@@ -473,4 +500,5 @@ def search_placement(
         settings=settings,
         use_cache=use_cache,
         algorithm=algorithm,
+        rank_rows=rank_rows,
     ).run()

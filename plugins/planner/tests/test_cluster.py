@@ -241,3 +241,23 @@ def test_flops_by_dtype_keys_take_the_short_dtype_names() -> None:
         HfsdkError, match=r"'flops_by_dtype' gives bfloat16 twice \(bf16 and bfloat16"
     ):
         Cluster(flops_by_dtype={"bf16": 1e12, "bfloat16": 2e12})
+
+
+@pytest.mark.parametrize("devices", [6, 7, 64])
+def test_more_cpu_devices_than_cores_share_the_hosts_memory(devices: int) -> None:
+    # Before: 64 devices on a 2-core profile became 32 "nodes" of the host, i.e. 32x its
+    # memory (and 7 was refused as not filling whole nodes).
+    host = attrs.evolve(local(), nodes=1, devices_per_node=2, device_memory=6e9)
+    more = host.with_devices(devices)
+    assert more.num_devices == devices and more.nodes == 1
+    assert more.device_memory * devices == pytest.approx(12e9)
+    assert host.with_devices(1).device_memory == 6e9  # within the cores: as before
+
+
+def test_no_fit_on_a_cpu_profile_does_not_ask_for_more_devices() -> None:
+    from hfsdk_planner import plan_for_algorithm
+
+    with pytest.raises(HfsdkError) as info:
+        plan_for_algorithm("grpo", model_size="70B", cluster=local(), num_devices=2)
+    assert "more devices" not in str(info.value)
+    assert "smaller models" in str(info.value)

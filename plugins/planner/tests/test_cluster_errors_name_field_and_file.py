@@ -39,3 +39,14 @@ def test_a_table_given_in_code_still_names_the_field() -> None:
     with pytest.raises(HfsdkError, match="cluster field 'flops_by_dtype' must be a mapping"):
         Cluster(flops_by_dtype=None)  # type: ignore[arg-type]
     assert Cluster(flops_by_dtype={"float32": 1e11}).flops_by_dtype == (("float32", 1e11),)
+
+
+@pytest.mark.parametrize("value", ["[a, b]", "{x: 1}", "7", "null"])
+def test_a_name_that_is_not_a_string_names_field_and_file(tmp_path: Path, value: str) -> None:
+    profile = tmp_path / "prof.yaml"
+    profile.write_text(f"{FIGURES}name: {value}\n")
+    with pytest.raises(HfsdkError) as info:
+        Cluster.load(profile)
+    message = str(info.value)
+    assert "cluster field 'name' must be a string" in message
+    assert str(profile) in message and "\n" not in message

@@ -15,6 +15,7 @@ from hfsdk_planner.memory_model import (
 )
 from hfsdk_planner.model_spec import ModelSpec
 from hfsdk_planner.run_memory import memory_warning, run_memory
+from hfsdk_planner.run_plan import run_setup
 from hfsdk_planner.workload import RoleTask, Workload
 
 QWEN_05B = ModelSpec.from_shape(
@@ -119,3 +120,72 @@ def test_a_megatron_role_holds_its_model_parallel_shard_on_every_replica() -> No
     fsdp = actor("actor.backend=fsdp")
     assert actor("actor.backend=megatron") == pytest.approx(4 * fsdp)
     assert actor("actor.backend=megatron", "actor.parallel.tp=4") == pytest.approx(fsdp)
+
+
+def test_cpu_only_pools_that_overflow_the_host_together_are_warned() -> None:
+    # Before: each pool was compared with the host alone, so two pools that each fit
+    # but together did not got no warning (the host holds every pool's devices).
+    config = load_run_config(
+        "grpo",
+        None,
+        [
+            "placement.pools.actor_pool.devices=1",
+            "placement.pools.ref_pool.devices=1",
+            "placement.roles.actor=actor_pool",
+            "placement.roles.reference=ref_pool",
+        ],
+    )
+    pools = run_memory(config)
+    largest = max(p.total for p in pools)
+    together = sum(p.total for p in pools)
+    warning = memory_warning(pools, device_bytes=None, host_bytes=largest * 1.05)
+    assert warning is not None and "\n" not in warning
+    assert warning.startswith("the run's 2 pools need ~")
+    assert "pool 'actor_pool' ~" in warning and "pool 'ref_pool' ~" in warning
+    assert "the largest is pool 'actor_pool'" in warning
+    assert "try actor.gradient_checkpointing" in warning
+    assert memory_warning(pools, device_bytes=None, host_bytes=together * 1.01) is None
+
+
+def test_each_role_is_sized_by_its_own_forward_micro_batch() -> None:
+    # Before: every role's inference activations used the actor's micro_batch_size.
+    def transients(*overrides: str) -> dict[str, float]:
+        config = load_run_config("grpo", None, ["actor.micro_batch_size=1", *overrides])
+        return {r.role: r.memory.transient for p in run_memory(config) for r in p.roles}
+
+    small = transients("reference.forward_micro_batch_size=1")
+    wide = transients("reference.forward_micro_batch_size=16")
+    assert wide["reference"] > 8 * small["reference"]
+    assert wide["actor"] == small["actor"]
+    actor_wide = transients(
+        "reference.forward_micro_batch_size=1", "actor.forward_micro_batch_size=16"
+    )
+    assert actor_wide["actor"] > small["actor"]
+    assert actor_wide["reference"] == small["reference"]
+
+
+# An actor whose peak is its generation: small activations, a 1.5B model.
+GENERATION_BOUND = [
+    "actor.model_path=1.5B",
+    "actor.gradient_checkpointing=true",
+    "actor.micro_batch_size=1",
+    "actor.forward_micro_batch_size=1",
+]
+
+
+def test_a_sharded_fsdp_actor_gathers_a_full_weight_copy_to_generate() -> None:
+    # Before: an fsdp actor sharded over 8 devices generated on 1/8 of its weights.
+    def actor(*overrides: str) -> tuple[float, float]:
+        config = load_run_config(
+            "grpo", None, [*GENERATION_BOUND, "placement.pools.global.devices=8", *overrides]
+        )
+        setup = run_setup(config)
+        (pool,) = run_memory(config)
+        memory = next(r.memory for r in pool.roles if r.role == "actor")
+        full = setup.workload_for("actor").dtype_bytes * setup.models["actor"].num_params
+        return memory.transient, full
+
+    transient, full = actor()
+    assert transient >= full
+    split, full = actor("actor.rollout_layout.tp=2")
+    assert full / 2 <= split < transient

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import pytest
 
 from hfsdk_planner.layout import GenerationLayout, Layout
@@ -75,3 +76,22 @@ def test_group_minimum_adds_footprints() -> None:
     assert footprint == 16 * P + 8 * W.sequence_length * SEVEN.kv_bytes_per_token()
     assert min_group_devices([actor, reference], usable) == math.ceil((footprint + 2 * P) / usable)
     assert min_group_devices([reference], 1e12) == 1
+
+
+def test_inference_activations_use_the_forward_micro_batch() -> None:
+    # Before: an inference pass was sized by micro_batch_size, so 16-row forward
+    # micro-batches' fp32 logits went uncounted.
+    one = attrs.evolve(W, micro_batch_size=1, forward_micro_batch_size=1)
+    sixteen = attrs.evolve(one, forward_micro_batch_size=16)
+    frozen = role_memory(RoleTask(model=SEVEN, work=((0, "inference"),), workload=one), L1, None)
+    wide = role_memory(RoleTask(model=SEVEN, work=((0, "inference"),), workload=sixteen), L1, None)
+    assert wide.transient == pytest.approx(16 * frozen.transient)
+    logits = 16 * W.sequence_length * SEVEN.vocab_size * 4
+    assert wide.transient > logits
+    # A trained role's own inference pass (old log-probs) counts too, at its forward size.
+    work = ((0, "inference"), (1, "training"))
+    trained = role_memory(RoleTask(model=SEVEN, work=work, workload=sixteen), L1, None)
+    assert trained.transient == pytest.approx(wide.transient)
+
+
+L1 = Layout(1, 1, 1)

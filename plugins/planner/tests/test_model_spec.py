@@ -189,3 +189,15 @@ def test_a_dense_config_with_zero_experts_is_priced() -> None:
     for off in (0, None):
         spec = resolve_model({**_qwen3_0_6b_config(), "num_experts": off})
         assert spec.num_params == resolve_model(_qwen3_0_6b_config()).num_params
+
+
+def test_gpt2_style_config_keys_are_read_as_their_llama_names() -> None:
+    """GPT-2 / GPT-J name the shape n_layer, n_embd, n_head, n_inner; they are supported models."""
+    gpt2 = {"model_type": "gpt2", "n_layer": 2, "n_embd": 64, "n_head": 4, "n_inner": None}
+    spec = ModelSpec.from_hf_config({**gpt2, "n_positions": 1024, "vocab_size": 100})
+    assert (spec.num_layers, spec.hidden_size, spec.num_heads) == (2, 64, 4)
+    assert spec.num_kv_heads == 4
+    # n_inner null means 4 x hidden, as GPT-2 itself reads it.
+    assert spec.intermediate_size == 256
+    gptj = ModelSpec.from_hf_config({**gpt2, "n_inner": 128, "vocab_size": 100})
+    assert gptj.intermediate_size == 128

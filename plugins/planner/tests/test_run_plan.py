@@ -669,3 +669,41 @@ def test_check_of_an_auto_run_prices_the_resolved_layout(tmp_path: Path) -> None
     (auto_plan, auto_table), (manual_plan, manual_table) = plans
     assert [p.name for p in auto_plan.pools] == [p.name for p in manual_plan.pools]
     assert auto_table[-1].predicted == pytest.approx(manual_table[-1].predicted)
+
+
+@pytest.mark.parametrize("devices", [5, 7])
+def test_auto_pools_split_each_trained_roles_mini_batch(devices: int) -> None:
+    # Before: 5 devices gave the actor a pool of 5, which mini_batch_size=32 does not
+    # split, so the session's own config check refused the placement auto chose.
+    from hfsdk_planner.run_plan import planned_placement
+
+    overrides = ["placement.cluster=a100-80gb"]
+    config = load_run_config(
+        "grpo",
+        None,
+        ["placement.mode=auto", *overrides, f"placement.pools.global.devices={devices}"],
+    )
+    section = planned_placement(config)
+    mini = config.actor.mini_batch_size
+    assert mini % section["pools"][section["roles"]["actor"]]["devices"] == 0
+    assert sum(p["devices"] for p in section["pools"].values()) == devices
+    overrides += [
+        f"placement.pools.{n}.devices={p['devices']}" for n, p in section["pools"].items()
+    ]
+    overrides += [f"placement.roles.{r}={p}" for r, p in section["roles"].items()]
+    load_run_config("grpo", None, overrides)  # the session's check accepts it
+
+
+@pytest.mark.parametrize("batch", [16, 64])
+def test_given_data_algorithms_price_the_old_log_prob_pass_they_run(batch: int) -> None:
+    # Before: the on-policy skip rule of generating algorithms was applied to them, so
+    # SFT with mini-batches below its batch got a policy forward it never runs, and DPO
+    # at one mini-batch lost the one it always runs (dpo_algorithm._log_probs).
+    def preparation(algo: str) -> tuple[tuple[str, str], ...]:
+        config = load_run_config(algo, None, [f"data.batch_size={batch}"])
+        stages = run_setup(config).dataflow.stages
+        return tuple(next(s.work for s in stages if s.name == "preparation"))
+
+    assert ("actor", "inference") not in preparation("sft")
+    assert ("actor", "inference") in preparation("dpo")
+    assert ("reference", "inference") in preparation("dpo")

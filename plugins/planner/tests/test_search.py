@@ -313,3 +313,25 @@ def test_colocated_layouts_are_the_fastest_combination_that_fits(devices: int) -
     # Memory really binds here: each role's fastest layout together would not fit.
     if devices == 4:
         assert sum(front[0].peak_bytes for front in fronts) > search.cluster.usable_memory
+
+
+def test_rank_rows_limit_a_roles_device_counts_to_divisors() -> None:
+    # A trained role's devices are data-parallel ranks: each takes an equal share of a
+    # mini-batch, so its pool's device count must divide the mini-batch's rows.
+    from hfsdk_planner.auto import algorithm_dataflow, plan_for_algorithm
+
+    cluster = get_cluster("a100-80gb").with_devices(5)
+    dataflow = algorithm_dataflow("grpo")
+    free = search_placement(dataflow, "1.3B", cluster, algorithm="grpo")
+    assert any(p.devices == 5 for p in free.pools)  # what it picks unconstrained
+    limited = search_placement(dataflow, "1.3B", cluster, algorithm="grpo", rank_rows={"actor": 32})
+    planned = plan_for_algorithm(
+        "grpo", model_size="1.3B", cluster=cluster, num_devices=5, rank_rows={"actor": 32}
+    )
+    assert planned.pools == limited.pools
+    actor = next(p for p in limited.pools if "actor" in p.roles)
+    assert 32 % actor.devices == 0
+    with pytest.raises(HfsdkError, match="must divide them"):
+        search_placement(
+            dataflow, "1.3B", cluster, algorithm="grpo", rank_rows=dict.fromkeys(dataflow.roles, 7)
+        )

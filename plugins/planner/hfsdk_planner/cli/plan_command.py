@@ -85,7 +85,13 @@ def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
     "measured seconds per stage; --output and --timeline save and draw that plan. The "
     "model, device and workload options come from the run and are refused.",
 )
-@click.option("--batch-size", type=int, default=1024, show_default=True, help="Prompts per step.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Prompts per step.",
+)
 @click.option(
     "--samples-per-prompt",
     type=click.IntRange(min=1),
@@ -93,25 +99,25 @@ def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
     help="Responses per prompt [default: the algorithm's, as hfsdk run --algo ALGO samples: "
     "algorithm.n_samples_per_prompt x rollout.n].",
 )
-@click.option("--prompt-length", type=int, default=1024, show_default=True)
-@click.option("--response-length", type=int, default=1024, show_default=True)
+@click.option("--prompt-length", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option("--response-length", type=click.IntRange(min=1), default=1024, show_default=True)
 @click.option(
     "--optimizer-steps",
-    type=int,
+    type=click.IntRange(min=1),
     default=8,
     show_default=True,
     help="Mini-batch updates per iteration.",
 )
 @click.option(
     "--micro-batch-size",
-    type=int,
+    type=click.IntRange(min=1),
     default=2,
     show_default=True,
     help="Sequences per forward/backward micro-batch.",
 )
 @click.option(
     "--max-running-sequences",
-    type=int,
+    type=click.IntRange(min=1),
     default=256,
     show_default=True,
     help="Most sequences a rollout replica decodes at once.",
@@ -131,7 +137,7 @@ def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option(
     "--lora-rank",
-    type=int,
+    type=click.IntRange(min=0),
     default=0,
     show_default=True,
     help="The policy trains LoRA adapters of this rank (frozen base; 0: full fine-tuning).",
@@ -144,7 +150,7 @@ def _parse_role_sizes(values: tuple[str, ...]) -> dict[str, str]:
 )
 @click.option(
     "--packing-length",
-    type=int,
+    type=click.IntRange(min=0),
     default=0,
     help="Passes pack their rows: activations cover this mean sequence length (prompt + "
     "response tokens) instead of the padded one [default: 0, no packing].",

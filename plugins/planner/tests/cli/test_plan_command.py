@@ -78,7 +78,6 @@ def test_workload_and_role_size_options() -> None:
         (["--algo", "ppo", "--gpus", "20"], "multiple of 8"),
         (["--algo", "ppo", "--role-size", "critic"], "ROLE=SIZE"),
         (["--algo", "ppo", "--cluster", "tpu"], "unknown cluster preset"),
-        (["--algo", "ppo", "--batch-size", "0"], "batch_size must be an integer >= 1"),
     ],
 )
 def test_errors_are_one_line_with_status_2(
@@ -141,3 +140,24 @@ def test_samples_per_prompt_read_from_the_algorithms_config() -> None:
     result = CliRunner().invoke(plan, ["--algo", "grpo", "--gpus", "8"])
     assert result.exit_code == 0, result.output
     assert "1024 prompts x 4 samples" in result.output
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--packing-length", "-3"),
+        ("--lora-rank", "-1"),
+        ("--batch-size", "0"),
+        ("--prompt-length", "0"),
+        ("--response-length", "-5"),
+        ("--optimizer-steps", "0"),
+        ("--micro-batch-size", "0"),
+        ("--max-running-sequences", "0"),
+    ],
+)
+def test_out_of_range_workload_options_name_the_option(option: str, value: str) -> None:
+    """Before: --packing-length -3 failed naming the internal mean_sequence_length."""
+    result = CliRunner().invoke(plan, ["--algo", "grpo", option, value])
+    assert result.exit_code == 2
+    assert f"Invalid value for '{option}'" in result.output
+    assert "mean_sequence_length" not in result.output
