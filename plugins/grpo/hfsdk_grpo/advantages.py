@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 import attrs
 import torch
@@ -57,6 +58,27 @@ class GRPOAdvantageConfig:
         default=1e-6,
         validator=attrs.validators.ge(0.0),
     )
+
+
+def unused_epsilon_problems(config: Any) -> list[str] | None:
+    """``advantage.epsilon`` set while ``norm_by_std`` is false: it only guards the std
+    division, which Dr.GRPO's advantage skips, so it would change nothing
+    (``hfsdk_validate_config`` messages)."""
+    estimator = getattr(getattr(config, "algorithm", None), "advantage_estimator", None)
+    advantage = getattr(config, "advantage", None)
+    if estimator != "grpo" or not isinstance(advantage, GRPOAdvantageConfig):
+        return None
+    if advantage.norm_by_std:
+        return None
+    default = attrs.fields(GRPOAdvantageConfig).epsilon.default
+    if advantage.epsilon == default:
+        return None
+    return [
+        f"advantage.epsilon={advantage.epsilon!r} with advantage.norm_by_std=false: epsilon "
+        "only guards the division by the group's reward std, which norm_by_std=false "
+        "(Dr.GRPO) skips, so it would change nothing; remove advantage.epsilon, or set "
+        "advantage.norm_by_std=true to divide by the std"
+    ]
 
 
 @attrs.frozen(kw_only=True)

@@ -64,7 +64,9 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
 
 @hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str] | None:
-    """A group-relative estimator needs groups of at least two samples."""
+    """A group-relative estimator needs groups of at least two samples; the ``grpo``
+    estimator's ``epsilon`` is refused where ``norm_by_std: false`` leaves it unused."""
+    from hfsdk_grpo.advantages import unused_epsilon_problems
     from hfsdk_grpo.grpo_config import group_size_problems
 
-    return group_size_problems(config)
+    return [*(group_size_problems(config) or ()), *(unused_epsilon_problems(config) or ())]

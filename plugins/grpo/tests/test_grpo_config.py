@@ -76,3 +76,25 @@ def test_the_dr_grpo_example_of_the_algorithm_docs_is_dr_grpo(tmp_path) -> None:
     # What hfsdk's importers map TRL's and OpenRLHF's dr_grpo to.
     assert config.algorithm.loss_agg_mode == "seq-mean-token-sum-norm"
     assert config.advantage.norm_by_std is False
+
+
+@pytest.mark.parametrize("algo", ["grpo", "dapo"])
+def test_an_epsilon_without_the_std_division_is_refused(algo: str) -> None:
+    # Before: accepted; epsilon only guards the std division, which norm_by_std=false
+    # (Dr.GRPO) skips, so any epsilon loaded and changed nothing.
+    settings = ["advantage.norm_by_std=false", "advantage.epsilon=0.5"]
+    with pytest.raises(ConfigError) as info:
+        load_run_config(algo, None, settings)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "advantage.epsilon=0.5 with advantage.norm_by_std=false" in message
+    assert "remove advantage.epsilon" in message
+    load_run_config(algo, None, settings[:1])  # Dr.GRPO at the default epsilon
+    load_run_config(algo, None, ["advantage.norm_by_std=true", settings[1]])
+
+
+def test_every_algorithms_default_config_still_loads() -> None:
+    from hfsdk import get_registry
+
+    for algo in get_registry("algorithms"):
+        load_run_config(algo, None, [])

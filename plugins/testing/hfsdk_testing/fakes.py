@@ -183,6 +183,11 @@ class FakeRole:
 class FakeSignal:
     """A scorer: ``sampled`` scores for sampled responses, ``greedy`` for greedy ones.
 
+    Scores are float32 (integers such as ``[1, 0]`` included) and handed out in turn, the
+    cycle restarting at every call: each generation round of a step (DAPO's dynamic
+    sampling) gets the same scores in the same order. A test wanting later rounds scored
+    differently passes its own signal (``FakeRun.for_algorithm(signals=...)``).
+
     Its metric ``fn_mean`` is the mean score it gave, so a test can tell whose
     metrics ended up in the step's metrics.
     """
@@ -204,19 +209,49 @@ class FakeSignal:
         self.log.append(Call(self.name, "score", _keys(batch), is_greedy))
         if is_greedy:
             scores = torch.full((len(batch),), float(self.greedy))
-        else:
-            scores = torch.tensor([self.sampled[i % len(self.sampled)] for i in range(len(batch))])
+        else:  # float32 whatever was passed: integer scores would fail in a mean
+            scores = torch.tensor(
+                [float(self.sampled[i % len(self.sampled)]) for i in range(len(batch))],
+                dtype=torch.float32,
+            )
         return scores, {"fn_mean": float(scores.mean())}
 
 
-def fake_prompts(n: int, meta: dict[str, Any] | None = None) -> Batch:
-    """``n`` prompts of width :data:`PROMPT_WIDTH` with ``uid`` and ``raw_prompt`` columns."""
+def fake_prompts(n: int, meta: dict[str, Any] | None = None, *, first_uid: int = 0) -> Batch:
+    """``n`` prompts of width :data:`PROMPT_WIDTH` with ``uid`` and ``raw_prompt`` columns.
+
+    Their uids (and ``raw_prompt`` names) count up from ``first_uid``.
+    """
     ids = torch.arange(n * PROMPT_WIDTH).reshape(n, PROMPT_WIDTH) + 3
+    uids = list(range(first_uid, first_uid + n))
     return Batch.from_dict(
         tensors={"input_ids": ids, "attention_mask": torch.ones_like(ids)},
-        non_tensors={"uid": list(range(n)), "raw_prompt": [f"p{i}" for i in range(n)]},
+        non_tensors={"uid": uids, "raw_prompt": [f"p{i}" for i in uids]},
         meta=dict(meta or {}),
     )
+
+
+class FakePromptSource:
+    """A :class:`hfsdk.PromptSource` of :func:`fake_prompts` with fresh uids on every draw.
+
+    Programs that draw more prompts within ``step()`` (DAPO's dynamic sampling) group
+    rows by uid, so each draw's uids follow the last draw's, after the ``0..first_uid-1``
+    that :meth:`FakeRun.step` gives its own prompts.
+    """
+
+    def __init__(self, batch_size: int, first_uid: int) -> None:
+        self.batch_size = batch_size
+        self.next_uid = first_uid
+        self.drawn: list[Batch] = []
+        """Every batch drawn, in order."""
+
+    def next_batch(self, n: int | None = None) -> Batch:
+        """The next ``n`` prompts (default: ``batch_size``), uids not given out before."""
+        n = self.batch_size if n is None else n
+        batch = fake_prompts(n, first_uid=self.next_uid)
+        self.next_uid += n
+        self.drawn.append(batch)
+        return batch
 
 
 @attrs.define
@@ -250,6 +285,9 @@ class FakeRun:
         ``trains_on_generations`` is false: SFT, DPO, reward models) is refused: its
         ``step()`` tokenizes those rows on the controller, and FakeRun has neither rows nor
         a tokenizer to give it.
+
+        The context's prompt stream is a :class:`FakePromptSource` (``prompts`` per draw by
+        default, fresh uids), so a program that draws more prompts within a step runs.
         """
         from hfsdk import HfsdkError
 
@@ -288,7 +326,11 @@ class FakeRun:
         for role in spec.roles_of_kind("scorer"):
             factory = (signals or {}).get(role)
             made[role] = factory(log) if factory else FakeSignal(role, log, rewards, greedy_reward)
-        context = AlgorithmContext(config=config, roles=roles, signals=made, spec=spec)
+        # A stream to draw more prompts from within a step, past step()'s uids 0..prompts-1.
+        source = FakePromptSource(prompts, first_uid=prompts)
+        context = AlgorithmContext(
+            config=config, roles=roles, signals=made, spec=spec, prompts=source
+        )
         return cls(algorithm=spec.program(context), log=log, prompts=prompts, timeline=timeline)
 
     def step(self) -> dict[str, float]:
