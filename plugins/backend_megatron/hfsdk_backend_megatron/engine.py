@@ -954,16 +954,27 @@ class MegatronEngine:
         load_shard(self.model, model)
         if self.optimizer is not None:
             opt = state["optimizer"]
-            for name, param in self.model.named_parameters():
-                if name in moments:
-                    self.optimizer.state[param] = {
-                        "step": torch.tensor(opt["step"]),
-                        **{k: v.to(self.device).clone() for k, v in moments[name].items()},
-                    }
             for group, saved in zip(self.optimizer.param_groups, opt["groups"], strict=False):
                 group.update(saved)
             # The saved groups' lr, betas, eps and weight decay must not outlive the config.
             apply_optim_config(self.optimizer, self.config.optim)
+            # A fused (or capturable) AdamW steps with `step` on the parameter's device, the
+            # others with it on the CPU: torch's own load_state_dict places it so.
+            on_device = {
+                id(p)
+                for g in self.optimizer.param_groups
+                if g.get("fused") or g.get("capturable")
+                for p in g["params"]
+            }
+            for name, param in self.model.named_parameters():
+                if name in moments:
+                    step_device = param.device if id(param) in on_device else torch.device("cpu")
+                    self.optimizer.state[param] = {
+                        "step": torch.tensor(
+                            float(opt["step"]), dtype=torch.float32, device=step_device
+                        ),
+                        **{k: v.to(self.device).clone() for k, v in moments[name].items()},
+                    }
             self.scheduler.load_state_dict(state["scheduler"])
         self.update_calls = int(state["update_calls"])
         self.weights_version += 1

@@ -10,6 +10,7 @@ distillation's ``algorithm.top_k`` needs an fsdp actor and teachers.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from hfsdk import HfsdkError
@@ -93,20 +94,40 @@ def run_config_problems(config: Any) -> list[str]:
 
 
 def _shared_pool_problems(sections: list[tuple[str, Any]], placement: Any) -> list[str]:
-    """Megatron roles on one pool share its processes, so they need one (tp, pp) layout."""
-    if placement is None or placement.mode != "manual":
+    """Megatron roles fused into one pool's processes need one (tp, pp) layout.
+
+    They share megatron-core's global parallel state there. Under ``colocation: separate``
+    every role has its own processes, so any layouts mix. Under ``mode: auto`` the planner
+    picks the pools later and may put any two roles in one, so all megatron roles need one.
+    """
+    if placement is None or placement.colocation != "fused":
         return []
+    manual = placement.mode == "manual"
     first: dict[str, tuple[str, int, int]] = {}
     problems = []
     for role, section in sections:
         tp, pp = section.parallel.tp, section.parallel.pp
-        pool = placement.pool_of(role)
+        pool = placement.pool_of(role) if manual else ""  # auto: any two may share a pool
         other, other_tp, other_pp = first.setdefault(pool, (role, tp, pp))
-        if (tp, pp) != (other_tp, other_pp):
+        if (tp, pp) == (other_tp, other_pp):
+            continue
+        differs = (
+            f"{role}.parallel (tp={tp}, pp={pp}) differs from {other}.parallel "
+            f"(tp={other_tp}, pp={other_pp})"
+        )
+        if manual:
             problems.append(
-                f"{role}.parallel (tp={tp}, pp={pp}) differs from {other}.parallel (tp="
-                f"{other_tp}, pp={other_pp}), and both run in pool {pool!r}'s processes; give "
-                "them the same tp and pp, or put them on separate pools (placement.roles)"
+                f"{differs}, and both run in pool {pool!r}'s processes (placement.colocation: "
+                "fused); give them the same tp and pp, put them on separate pools "
+                "(placement.roles), or give each role its own processes "
+                "(placement.colocation: separate)"
+            )
+        else:
+            problems.append(
+                f"{differs}, and placement.mode: auto may fuse both into one pool's processes "
+                "(placement.colocation: fused); give them the same tp and pp, place them on "
+                "separate pools yourself (placement.mode: manual with placement.roles), or give "
+                "each role its own processes (placement.colocation: separate)"
             )
     return problems
 
@@ -223,17 +244,38 @@ def lora_problem(role: str, rank: int) -> str:
 
 
 def rollout_layout_problems(shape: ModelShape, section: Any, devices: int) -> list[str]:
-    """``actor.rollout_layout`` must be a regrouping of the training layout (one message)."""
+    """``actor.rollout_layout`` must be a regrouping of the training layout (one message).
+
+    A layout set for a model the 3D-HybridEngine cannot reshard is refused too: the actor
+    then gathers the whole model for every rollout and would silently ignore it.
+    """
     from hfsdk_backend_common.hybrid.layout import HeadShape, TrainLayout
     from hfsdk_backend_common.hybrid.layout_config import resolve_rollout_layout
+    from hfsdk_backend_megatron.hybrid_shards import hybrid_supported
 
+    layout = section.rollout_layout
+    explicit = [f"tp={layout.tp}"] if layout.tp is not None else []
+    explicit += [f"pp={layout.pp}"] if layout.pp != 1 else []  # pp's default is 1
+    # hybrid_supported reads only the engine's shape, which is all there is before Ray starts.
+    unsupported = hybrid_supported(SimpleNamespace(shape=shape)) if explicit else None
+    if unsupported is not None:
+        key = (
+            f"actor.rollout_layout.{explicit[0]}"
+            if len(explicit) == 1
+            else f"actor.rollout_layout ({', '.join(explicit)})"
+        )
+        return [
+            f"{key}: {unsupported}, so this actor's rollout gathers the whole model and would "
+            "ignore the layout; leave actor.rollout_layout unset (or use a Llama model without "
+            "biases and with untied embeddings)"
+        ]
     tp, pp = section.parallel.tp, section.parallel.pp
     train = TrainLayout(pp, tp, max(1, devices // (tp * pp)))
     heads = HeadShape(
         num_layers=shape.num_layers, num_heads=shape.num_heads, num_kv_heads=shape.num_kv_heads
     )
     try:
-        resolve_rollout_layout(train, section.rollout_layout, heads)
+        resolve_rollout_layout(train, layout, heads)
     except HfsdkError as exc:
         return [f"actor.rollout_layout: {exc}"]
     return []
