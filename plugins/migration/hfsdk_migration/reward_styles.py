@@ -99,7 +99,8 @@ def verl_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, Any]
     """Call a verl ``compute_score`` once per sample with the fields verl passes.
 
     ``data_source``, ``ground_truth`` and ``extra_info`` come from the columns of
-    the same names (``ground_truth`` lifted from ``reward_model`` by the loader);
+    the same names (``ground_truth`` lifted from ``reward_model`` by the loader;
+    ``extra_info`` is ``{}`` where the data has none, as in verl);
     ``settings`` (the function's ``kwargs``) are passed on every call, like verl's
     ``custom_reward_function.reward_kwargs``.
     """
@@ -130,7 +131,8 @@ def verl_adapter(label: str, fn: Callable[..., Any], settings: Mapping[str, Any]
                 "data_source": sources[index],
                 "solution_str": response,
                 "ground_truth": truths[index],
-                "extra_info": extras[index],
+                # verl hands every call a dict ({} for a row without one), never None.
+                "extra_info": dict(extras[index] or {}),
             }
             # verl merges reward_kwargs over its fields and passes them all.
             call = {**_accepts(fn, fields), **settings}

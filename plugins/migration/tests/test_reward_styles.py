@@ -328,3 +328,12 @@ def test_with_the_rewards_plugin_disabled_the_importers_still_load(
     status = {p.name: (p.status, p.error) for p in get_plugin_manager().plugins}
     assert status["rewards"][0] == "disabled"
     assert status["migration"] == ("loaded", None)
+
+
+def test_verl_extra_info_is_a_dict_without_the_column(rewards: Any) -> None:
+    # verl passes extra_info as a dict ({} when the row has none), never None.
+    columns = _columns()
+    del columns["extra_info"]
+    _score(rewards, "compute_score", ["5", "3"], columns)
+    _score(rewards, "compute_score", ["5", "3"], _columns(extra_info=[None, {"index": 1}]))
+    assert [call[3] for call in rewards.CALLS] == [{}, {}, {}, {"index": 1}]

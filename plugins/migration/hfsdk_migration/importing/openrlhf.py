@@ -101,7 +101,6 @@ UNMAPPED = frozenset(
         "use_ms",
         "critic_lr_head_ratio",
         "save_value_network",
-        "policy_loss_type",
         "enforce_eager_mode",
         "agent_func_path",
         "remote_rm_batch_size",
@@ -323,6 +322,40 @@ def _clip_range(m: Mapper) -> tuple[float, float]:
     return eps, eps
 
 
+POLICY_LOSSES = {"ppo": "ppo_clip", "gspo": "gspo"}
+"""OpenRLHF's ``--policy_loss_type`` -> hfsdk's ``algorithm.policy_loss``."""
+WHITENED = ("gae", "reinforce", "reinforce_baseline")
+"""OpenRLHF estimators whose advantages are whitened over the batch (where
+``--no_advantage_std_norm`` keeps only the mean subtraction)."""
+
+
+def _policy_loss(m: Mapper) -> str:
+    """``--policy_loss_type``: ``gspo`` -> ``algorithm.policy_loss: gspo``, ``ppo`` the default."""
+    loss = m.get("policy_loss_type", "ppo")
+    if loss not in POLICY_LOSSES:
+        m.reject("policy_loss_type", f"hfsdk counterparts exist for {', '.join(POLICY_LOSSES)}")
+        return "ppo_clip"
+    if loss != "ppo":  # ppo is hfsdk's default ppo_clip
+        m.put("algorithm.policy_loss", POLICY_LOSSES[loss])
+    return POLICY_LOSSES[loss]
+
+
+def _std_norm(m: Mapper, name: str) -> None:
+    """``--no_advantage_std_norm``: OpenRLHF then centres the batch's advantages without
+    dividing by their std, for the estimators it whitens (it reads the flag for no other).
+
+    hfsdk's gae and reinforce++ estimators either whiten fully or not at all, so the
+    flag is listed for them; for the others it changes nothing, in OpenRLHF as in hfsdk.
+    """
+    if not m.get("no_advantage_std_norm") or name not in WHITENED:
+        return
+    m.reject(
+        "no_advantage_std_norm",
+        f"hfsdk's counterpart of {name!r} always divides by the batch std when it whitens; "
+        "there is no centre-only option",
+    )
+
+
 def import_openrlhf(m: Mapper, algo: str | None) -> str:
     """Map OpenRLHF flags from ``m`` into hfsdk keys; returns the hfsdk algorithm chosen."""
     name = m.get("advantage_estimator", "gae", source_default=True)
@@ -347,9 +380,14 @@ def import_openrlhf(m: Mapper, algo: str | None) -> str:
     low, high = _clip_range(m)
     m.put("policy_loss.clip_ratio_low", low)
     m.put("policy_loss.clip_ratio_high", high)
-    # OpenRLHF's PolicyLoss bounds negative advantages only with --dual_clip; hfsdk's
-    # ppo_clip does by default (c = 3), so null turns it off.
-    m.put("policy_loss.clip_ratio_c", m.num("dual_clip") if m.has("dual_clip") else None)
+    if _policy_loss(m) == "gspo":
+        if m.has("dual_clip"):
+            m.reject("dual_clip", "hfsdk's gspo loss has no dual clip")
+    else:
+        # OpenRLHF's PolicyLoss bounds negative advantages only with --dual_clip; hfsdk's
+        # ppo_clip does by default (c = 3), so null turns it off.
+        m.put("policy_loss.clip_ratio_c", m.num("dual_clip") if m.has("dual_clip") else None)
+    _std_norm(m, name)
     if m.has("entropy_loss_coef"):
         m.put("algorithm.entropy_coef", m.num("entropy_loss_coef"))
     _kl(m)

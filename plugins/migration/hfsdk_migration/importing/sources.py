@@ -207,10 +207,12 @@ def parse_literal(text: str) -> Any:
     return value if value is None or isinstance(value, bool | list | dict) else text
 
 
-def parse_flags(words: list[str]) -> dict[str, Any]:
+def parse_flags(words: list[str], *, negations: bool = True) -> dict[str, Any]:
     """``--key value`` / ``--key=value`` / ``--flag`` (True) / ``--no_flag`` (False) words.
 
-    ``key=value`` words (the old way to override a file's keys) are taken too.
+    ``key=value`` words (the old way to override a file's keys) are taken too. Without
+    ``negations`` a bare ``--no_flag`` is the flag ``no_flag`` (True): OpenRLHF's argparse
+    makes no ``--no_`` negations, and its ``--no_advantage_std_norm`` is a flag of its own.
     """
     out: dict[str, Any] = {}
     i = 0
@@ -232,7 +234,7 @@ def parse_flags(words: list[str]) -> dict[str, Any]:
             values.append(words[i])
             i += 1
         if not values:
-            if key.startswith("no_"):
+            if negations and key.startswith("no_"):
                 out[key.removeprefix("no_")] = False
             else:
                 out[key] = True
@@ -394,7 +396,8 @@ def read_flags(
                         "file, a launch script or the command line"
                     )
     words = [*words, *arguments]
-    flags = parse_flags(words) if words else {}
+    # TRL's HfArgumentParser adds --no_X for its boolean fields; OpenRLHF's argparse does not.
+    flags = parse_flags(words, negations=source == "trl") if words else {}
     config_file = flags.pop("config", None)
     if config_file is not None:
         loaded = _as_mapping(*_read(str(config_file)))

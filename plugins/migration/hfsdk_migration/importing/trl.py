@@ -20,6 +20,22 @@ from hfsdk_migration.importing.mapper import Mapper, as_int
 
 PPO_ONLY = ("num_ppo_epochs", "cliprange", "cliprange_value", "vf_coef", "kl_coef", "lam")
 """Keys only ``PPOConfig`` has: their presence selects PPO."""
+DPO_ONLY = (
+    "rpo_alpha",
+    "label_smoothing",
+    "precompute_ref_log_probs",
+    "reference_free",
+    "f_divergence_type",
+    "use_weighting",
+    "ld_alpha",
+    "loss_weights",
+)
+"""Keys only TRL's ``DPOConfig`` has: their presence shows a DPO config."""
+DPO_LOSS_TYPES = frozenset(
+    ["sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard",
+     "aot", "aot_pair", "discopop", "apo_zero", "apo_down", "sft", "alphapo"]
+)  # fmt: skip
+"""DPOConfig's ``loss_type`` values (GRPOConfig's are grpo, bnpo, dapo, dr_grpo)."""
 LOSS_TYPES = {
     "grpo": "seq-mean-token-mean",
     "bnpo": "token-mean",
@@ -263,6 +279,8 @@ CONDITIONAL = frozenset(
 UNKNOWN = "unknown to this importer (a TRL GRPOConfig/transformers TrainingArguments key?)"
 EPOCHS = "hfsdk counts steps: set trainer.total_steps"
 """Why TRL's epoch count (given, or its 3 by default) is listed rather than mapped."""
+RATIO_UNSET = "a ratio of max_steps, which is not set"
+"""Why a TRL step count below 1 (transformers' ratio of the run) is listed without max_steps."""
 TRUNCATES = (
     "TRL truncates prompts over max_prompt_length={length} tokens; hfsdk drops them instead: "
     "check how many with `hfsdk data inspect FILE --config run.yaml`"
@@ -390,8 +408,17 @@ def _vllm_correction(m: Mapper) -> None:
     token or per sequence, truncated at the cap or zeroed above it: hfsdk's ``tis`` and
     ``mis`` with the same level and cap.
     """
-    if not m.get("vllm_importance_sampling_correction", True, source_default=True):
+    key = "vllm_importance_sampling_correction"
+    if m.has(key) and not m.get(key):
         return
+    why_not = _correction_refused(m)
+    if why_not is not None:
+        if m.has(key):
+            m.reject(key, why_not)
+        else:
+            m.reject_default(key, True, why_not)
+        return
+    m.get(key, True, source_default=True)
     mode = m.get("vllm_importance_sampling_mode", "sequence_mask", source_default=True)
     if mode not in IS_MODES:
         m.reject(
@@ -401,6 +428,26 @@ def _vllm_correction(m: Mapper) -> None:
     name, level = IS_MODES[mode]
     cap = m.num("vllm_importance_sampling_cap", 3.0, source_default=True)
     m.put("rollout_correction.apply", [{"name": name, "level": level, "cap": cap}])
+
+
+def _correction_refused(m: Mapper) -> str | None:
+    """Why hfsdk refuses an importance-sampling correction with the rollout's sampling, if so.
+
+    As the vLLM rollout's check: at a temperature other than 0 or 1 with top-p/top-k, vLLM
+    reports log-probs of the truncated distribution, not the full-vocabulary behaviour
+    policy the weights are defined on.
+    """
+    rollout = m.out.get("rollout", {})
+    temperature = float(rollout.get("temperature", 1.0))
+    top_p, top_k = float(rollout.get("top_p", 1.0)), int(rollout.get("top_k", 0))
+    if temperature in (0.0, 1.0) or (top_p >= 1.0 and top_k <= 0):
+        return None
+    return (
+        f"hfsdk refuses a rollout correction at temperature {temperature:g} with top_p "
+        f"{top_p:g}/top_k {top_k}: vLLM cannot report the full-vocabulary behaviour log-probs "
+        "the importance weights are defined on; imported without it (use temperature 1, or "
+        "top_p 1 and top_k 0, to keep TRL's correction)"
+    )
 
 
 def _tools(m: Mapper) -> None:
@@ -466,6 +513,9 @@ def _steps(m: Mapper, per_round: Fraction) -> None:
         m.reject_default("num_train_epochs", 3.0, EPOCHS)
     if m.has("warmup_steps") and m.flat.get("lr_scheduler_type") == "constant":
         m.reject("warmup_steps", "TRL's lr_scheduler_type=constant has no warmup (transformers')")
+    elif m.has("warmup_steps") and 0 < m.num("warmup_steps") < 1:
+        # transformers reads a warmup_steps below 1 as a ratio of the run, as warmup_ratio.
+        _warmup_from_ratio(m, "warmup_steps", m.num("warmup_steps"), per_round)
     elif m.has("warmup_steps"):
         warmup = m.int("warmup_steps")
         rounds = round(warmup / per_round)
@@ -484,18 +534,24 @@ def _warmup_ratio(m: Mapper, per_round: Fraction) -> None:
     ``warmup_steps`` is not positive and the schedule has a warm-up; the rounds cover at
     least those steps (as OpenRLHF's ``lr_warmup_ratio`` is mapped), said when not exactly.
     """
-    if m.has("warmup_steps") and m.int("warmup_steps") > 0:
+    if m.has("warmup_steps") and m.num("warmup_steps") > 0:
         m.reject("warmup_ratio", "TRL uses warmup_steps instead when both are set")
         return
     if m.flat.get("lr_scheduler_type") == "constant":
         m.reject("warmup_ratio", "TRL's lr_scheduler_type=constant has no warmup (transformers')")
         return
-    ratio = m.num("warmup_ratio")
+    _warmup_from_ratio(m, "warmup_ratio", m.num("warmup_ratio"), per_round)
+
+
+def _warmup_from_ratio(m: Mapper, key: str, ratio: float, per_round: Fraction) -> None:
+    """``key`` (a ratio of the run) -> ``actor.optim.warmup_steps`` = ``ceil(ratio × total)``
+    rounds, said when not exactly TRL's ``ceil(ratio × max_steps)`` optimizer steps."""
     total = m.out.get("trainer", {}).get("total_steps")
     if total is None:
+        why = "needs the total steps" if key == "warmup_ratio" else RATIO_UNSET
         m.reject(
-            "warmup_ratio",
-            f"needs the total steps; set trainer.total_steps and actor.optim.warmup_steps = "
+            key,
+            f"{why}; set trainer.total_steps and actor.optim.warmup_steps = "
             f"ceil({ratio:g} x trainer.total_steps)",
         )
         return
@@ -505,7 +561,7 @@ def _warmup_ratio(m: Mapper, per_round: Fraction) -> None:
     steps = math.ceil(Fraction(str(ratio)) * as_int("max_steps", m.flat["max_steps"]))
     if rounds * per_round != steps:
         m.note(
-            f"warmup_ratio={ratio:g} is {steps} TRL optimizer steps, "
+            f"{key}={ratio:g} is {steps} TRL optimizer steps, "
             f"{float(steps / per_round):g} generation rounds of {float(per_round):g} optimizer "
             f"steps; actor.optim.warmup_steps = {rounds}"
         )
@@ -530,7 +586,14 @@ def _every(m: Mapper, key: str, strategy_key: str, dest: str, per_round: Fractio
         action = "save" if key == "save_steps" else "evaluate"
         m.reject(key, f"TRL does not {action} with {strategy_key}='no' ({dest} is not set)")
         return
-    steps = m.int(key)
+    if 0 < m.num(key) < 1:  # transformers: a ratio of the run, ceil(ratio x max_steps) steps
+        ratio = m.num(key)
+        if "total_steps" not in m.out.get("trainer", {}):
+            m.reject(key, f"{RATIO_UNSET}; set {dest} (in generation rounds)")
+            return
+        steps = math.ceil(Fraction(str(ratio)) * as_int("max_steps", m.flat["max_steps"]))
+    else:
+        steps = m.int(key)
     # Rounded to the nearest round, but a positive interval stays positive (0 means never).
     every = max(round(steps / per_round), 1) if steps > 0 else 0
     m.put(dest, every)
@@ -646,8 +709,30 @@ def _ppo(m: Mapper) -> None:
         m.put("actor.model_path", str(m.get("sft_model_path")))
 
 
+def _refuse_dpo(m: Mapper, algo: str | None) -> None:
+    """Refuse a TRL ``DPOConfig`` (or ``--algo dpo``): this importer maps GRPO/PPO configs.
+
+    A DPOConfig shares ``beta`` and ``loss_type`` with GRPOConfig, so without this check it
+    would import as GRPO with its DPO beta as the KL coefficient.
+    """
+    shown = [f"{key}={m.flat[key]!r}" for key in DPO_ONLY if m.has(key)]
+    losses = m.flat.get("loss_type")
+    if any(loss in DPO_LOSS_TYPES for loss in (losses if isinstance(losses, list) else [losses])):
+        shown.append(f"loss_type={losses!r}")
+    if m.has("max_length") and m.has("beta"):  # GRPOConfig has beta but no max_length
+        shown.append("max_length with beta")
+    if not shown and algo != "dpo":
+        return
+    told = f"{', '.join(shown)} show a TRL DPOConfig" if shown else "--algo dpo"
+    raise ConfigError(
+        f"{told}: this importer maps TRL's GRPOConfig/PPOConfig; a DPOConfig is not imported: "
+        "write an hfsdk dpo config (docs/algorithms.md, DPO section)"
+    )
+
+
 def import_trl(m: Mapper, algo: str | None) -> str:
     """Map TRL keys from ``m`` into hfsdk keys; returns the hfsdk algorithm chosen."""
+    _refuse_dpo(m, algo)
     chosen = algo or ("ppo" if any(m.has(key) for key in PPO_ONLY) else "grpo")
     m.put("algo", chosen)
     if chosen == "ppo":

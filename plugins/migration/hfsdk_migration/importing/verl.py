@@ -138,9 +138,13 @@ def _data(m: Mapper) -> None:
 def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | None) -> None:
     lr = m.get(prefix + "optim.lr", lr_default, source_default=True)
     m.put(f"{role}.optim.lr", as_number(prefix + "optim.lr", lr))
-    for src, dest in (("weight_decay", "weight_decay"), ("min_lr_ratio", "min_lr_ratio")):
-        if m.has(prefix + "optim." + src):
-            m.put(f"{role}.optim.{dest}", m.num(prefix + "optim." + src))
+    # verl's AdamW decays by 0.01 unless told otherwise (hfsdk's default is 0).
+    m.put(
+        f"{role}.optim.weight_decay",
+        m.num(prefix + "optim.weight_decay", 0.01, source_default=True),
+    )
+    if m.has(prefix + "optim.min_lr_ratio"):
+        m.put(f"{role}.optim.min_lr_ratio", m.num(prefix + "optim.min_lr_ratio"))
     if m.has(prefix + "optim.betas"):
         m.put(f"{role}.optim.betas", m.numbers(prefix + "optim.betas", 2))
     for key in ("grad_clip", "optim.clip_grad"):
@@ -162,12 +166,18 @@ def _optim(m: Mapper, prefix: str, role: str, lr_default: float, total: int | No
             )
         else:
             m.put(f"{role}.optim.warmup_steps", int(ratio * total))
-    for key in ("warmup_style", "lr_scheduler_type", "lr_decay_style"):
-        style = m.get(prefix + "optim." + key)
-        if style in ("constant", "cosine"):
-            m.put(f"{role}.optim.lr_schedule", style)
-        elif style is not None:
-            m.reject(prefix + "optim." + key, "hfsdk schedules: constant, cosine")
+    # verl's OptimizerConfig takes the deprecated warmup_style over lr_scheduler_type when
+    # set (verl's tree sets lr_scheduler_type: constant); megatron's optimizer reads
+    # lr_decay_style, so it too comes before the tree's lr_scheduler_type.
+    keys = [prefix + "optim." + k for k in ("warmup_style", "lr_decay_style", "lr_scheduler_type")]
+    chosen = next((key for key in keys if m.has(key)), None)
+    for key in keys:
+        m.get(key)  # the first one set is verl's schedule; the others are ignored by verl too
+    style = m.get(chosen) if chosen is not None else None
+    if style in ("constant", "cosine"):
+        m.put(f"{role}.optim.lr_schedule", style)
+    elif chosen is not None:
+        m.reject(chosen, "hfsdk schedules: constant, cosine")
 
 
 def _batches(m: Mapper, prefix: str, role: str, n: int, backend: str) -> None:
@@ -411,13 +421,20 @@ def _count_rows(files: list[str]) -> int | None:
         path = Path(name).expanduser()
         if not path.is_file():
             return None
-        if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
+        try:
+            if path.suffix == ".parquet":
+                import pyarrow
+                import pyarrow.parquet as pq
 
-            rows += pq.ParquetFile(path).metadata.num_rows
-        elif path.suffix == ".jsonl":
-            rows += sum(1 for line in path.read_text().splitlines() if line.strip())
-        else:
+                try:
+                    rows += pq.ParquetFile(path).metadata.num_rows
+                except pyarrow.ArrowException:  # not parquet (a git-lfs pointer, a bad copy)
+                    return None
+            elif path.suffix == ".jsonl":
+                rows += sum(1 for line in path.read_text().splitlines() if line.strip())
+            else:
+                return None
+        except (OSError, UnicodeDecodeError):  # unreadable here: the steps cannot be counted
             return None
     return rows
 
@@ -591,6 +608,17 @@ def _sampling(m: Mapper) -> None:
             )
 
 
+def _is_vision(m: Mapper) -> bool:
+    """:func:`is_vision`, a train file here that is not readable parquet (a git-lfs pointer)
+    saying nothing, as a file not here does (its other signs are checked before the files)."""
+    import pyarrow
+
+    try:
+        return is_vision(m)
+    except (pyarrow.ArrowException, OSError):
+        return False
+
+
 def import_verl(m: Mapper, algo: str | None) -> str:
     """Map verl keys from ``m`` into hfsdk keys; returns the hfsdk algorithm chosen."""
     estimator = m.get("algorithm.adv_estimator", "gae", source_default=True)
@@ -610,7 +638,7 @@ def import_verl(m: Mapper, algo: str | None) -> str:
     map_image_key(m)
     _actor(m, n, total)
     _check_generation_tp(m)
-    map_rollout(m, vision=is_vision(m))
+    map_rollout(m, vision=_is_vision(m))
     _sampling(m)
     map_multi_turn(m)
     _kl(m)

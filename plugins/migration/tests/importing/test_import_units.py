@@ -297,3 +297,26 @@ def test_trl_warmup_ratio_is_converted_with_the_total_steps() -> None:
     (line,) = [u for u in unknown.unmapped if u.startswith("warmup_ratio")]
     assert "needs the total steps" in line
     assert "warmup_steps" not in unknown.config["actor"]["optim"]
+
+
+def test_trl_fractional_steps_are_ratios_of_max_steps() -> None:
+    # transformers reads save_steps/eval_steps/warmup_steps below 1 as ratios of the run.
+    data = {**TRL_K4, "lr_scheduler_type": "cosine", "warmup_steps": 0.1, "save_steps": 0.25,
+            "eval_strategy": "steps", "eval_steps": 0.1}  # fmt: skip
+    cfg = resolve_run_config(None, import_config("trl", data).config)
+    assert (cfg.trainer.total_steps, cfg.actor.optim.warmup_steps) == (100, 10)
+    assert (cfg.trainer.save_every, cfg.trainer.val_every) == (25, 10)
+    unset = {k: v for k, v in data.items() if k != "max_steps"}
+    result = import_config("trl", unset)
+    for key in ("warmup_steps", "save_steps", "eval_steps"):
+        (line,) = [u for u in result.unmapped if u.startswith(f"{key} = ")]
+        assert "a ratio of max_steps, which is not set" in line
+
+
+def test_verl_weight_decay_left_out_is_verls_default() -> None:
+    # verl's AdamW decays by 0.01 unless told otherwise; hfsdk's default is 0.
+    result = import_config("verl", {"algorithm": {"adv_estimator": "gae"}})
+    assert result.config["actor"]["optim"]["weight_decay"] == 0.01
+    assert result.config["critic"]["optim"]["weight_decay"] == 0.01
+    assert "actor_rollout_ref.actor.optim.weight_decay=0.01" in result.assumed
+    assert "critic.optim.weight_decay=0.01" in result.assumed

@@ -476,3 +476,32 @@ def test_trl_bf16_and_gradient_checkpointing_defaults_are_assumed() -> None:
     assert "dtype" not in result.config["actor"]
     assert result.config["actor"]["gradient_checkpointing"] is False
     assert result.unmapped[0] == "fp16 = True  (no hfsdk counterpart)"
+
+
+def test_verl_warmup_style_wins_over_lr_scheduler_type() -> None:
+    # verl's OptimizerConfig takes the deprecated warmup_style over lr_scheduler_type when set.
+    optim = {"lr_scheduler_type": "constant", "warmup_style": "cosine"}
+    data = {"algorithm": {"adv_estimator": "grpo"},
+            "actor_rollout_ref": {"actor": {"optim": optim}, "rollout": {"n": 4}}}  # fmt: skip
+    result = import_config("verl", data)
+    assert result.config["actor"]["optim"]["lr_schedule"] == "cosine"
+    assert not any("lr_scheduler_type" in line for line in result.unmapped)
+
+
+def test_trl_vllm_correction_is_left_out_under_truncated_sampling() -> None:
+    # vLLM reports renormalised log-probs under top_p < 1 at temperature != 1: no correction.
+    data = {**SMALL_GRPO, "use_vllm": True, "temperature": 0.7, "top_p": 0.95}
+    result = import_config("trl", data)
+    assert "rollout_correction" not in result.config
+    (line,) = [u for u in result.unmapped if u.startswith("vllm_importance_sampling_correction")]
+    assert "full-vocabulary behaviour log-probs" in line
+    result = import_config("trl", {**data, "vllm_importance_sampling_correction": True})
+    assert any(u.startswith("vllm_importance_sampling_correction = True") for u in result.unmapped)
+
+
+@pytest.mark.parametrize("algo", [None, "dpo"])
+def test_trl_dpo_config_is_refused_naming_the_keys(algo: str | None) -> None:
+    data = {"model_name_or_path": "m", "beta": 0.1, "loss_type": "sigmoid", "max_length": 1024}
+    with pytest.raises(ConfigError, match="a DPOConfig is not imported") as info:
+        import_config("trl", data, algo=algo)
+    assert "loss_type='sigmoid'" in str(info.value) and "docs/algorithms.md" in str(info.value)

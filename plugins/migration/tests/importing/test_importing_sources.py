@@ -552,3 +552,37 @@ def test_out_naming_the_imported_file_is_refused_and_the_file_kept(
     )
     assert code == 2 and "is the file being imported" in err
     assert source.read_text() == "num_generations: 4\n"
+
+
+def test_total_epochs_with_an_unreadable_parquet_are_listed(tmp_path: Path) -> None:
+    # A git-lfs pointer (or any non-parquet bytes) cannot be counted: listed, not a crash.
+    bad = tmp_path / "train.parquet"
+    bad.write_text("version https://git-lfs.github.com/spec/v1\n")
+    data = {"algorithm": {"adv_estimator": "grpo"}, "trainer": {"total_epochs": 2},
+            "data": {"train_files": str(bad), "train_batch_size": 1},
+            "actor_rollout_ref": {"rollout": {"n": 4}}}  # fmt: skip
+    result = import_config("verl", data)
+    assert any(
+        line.startswith("trainer.total_epochs = 2  (hfsdk counts") for line in result.unmapped
+    )
+
+
+def test_openrlhf_gspo_and_no_advantage_std_norm_map() -> None:
+    flags = ["--advantage_estimator", "reinforce", "--policy_loss_type", "gspo",
+             "--no_advantage_std_norm"]  # fmt: skip
+    data, _ = read_source("openrlhf", None, flags)
+    assert data["no_advantage_std_norm"] is True
+    result = import_config("openrlhf", data)
+    assert result.config["algorithm"]["policy_loss"] == "gspo"
+    assert "clip_ratio_c" not in result.config["policy_loss"]
+    (line,) = [u for u in result.unmapped if u.startswith("no_advantage_std_norm")]
+    assert "always divides by the batch std" in line
+    # group_norm normalises per group whatever the flag says (OpenRLHF reads it for its
+    # batch whitening only), as hfsdk's grpo with norm_by_std does.
+    data, _ = read_source("openrlhf", None, ["--advantage_estimator", "group_norm",
+                                             "--no_advantage_std_norm", "--policy_loss_type", "ppo",
+                                             "--n_samples_per_prompt", "4"])  # fmt: skip
+    result = import_config("openrlhf", data)
+    assert "policy_loss" not in result.config["algorithm"]
+    assert not any(u.startswith(("no_advantage", "policy_loss_type")) for u in result.unmapped)
+    assert read_source("trl", None, ["--no_bf16"])[0] == {"bf16": False}
