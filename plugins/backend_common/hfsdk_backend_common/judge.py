@@ -39,8 +39,14 @@ from typing import Any
 
 import attrs
 
-from hfsdk import INTERNAL_COLUMNS, HfsdkError, absolute_if_exists, help_field
-from hfsdk.core.segments import SEGMENT_INDEX, TRAJECTORY_ID
+from hfsdk import (
+    INTERNAL_COLUMNS,
+    SEGMENT_INDEX,
+    TRAJECTORY_ID,
+    HfsdkError,
+    absolute_if_exists,
+    help_field,
+)
 
 
 def _regex(_instance: object, attribute: attrs.Attribute, value: str) -> None:

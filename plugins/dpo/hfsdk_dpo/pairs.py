@@ -85,7 +85,8 @@ def context_prompts(
     pair row gets that prompt as the loader would have given it
     (``hfsdk_supervised_data.reprompt``). Other batches (an explicit prompt column) and rows
     without both responses are returned as they are; the rows' own columns are kept.
-    ``tools``: the run's tool schemas (asked only for a cut).
+    A cut is rendered with the row's own tool schemas (``algorithm.tools_key``), as training
+    renders the pair, else ``tools``: the run's (asked only for a cut without its own).
     """
     from hfsdk_supervised_data.preference_pairs import split_prompt
 
@@ -106,4 +107,7 @@ def context_prompts(
         for i in range(len(prompts))
         if chosen[i] is not None and rejected[i] is not None
     }
-    return reprompt(prompts, cuts, tokenizer, use_template=use_template, tools=tools, where=where)
+    return reprompt(
+        prompts, cuts, tokenizer, use_template=use_template, tools=tools, where=where,
+        tools_key=config.tools_key,
+    )  # fmt: skip

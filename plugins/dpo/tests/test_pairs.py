@@ -67,3 +67,41 @@ def test_the_rows_tool_schemas_are_read_from_algorithm_tools_key() -> None:
     assert pair_columns(DPOConfig(), "prompt").tools == "tools"
     config = load_run_config("dpo", None, ["algorithm.tools_key=schemas"])
     assert pair_columns(config.algorithm, "prompt").tools == "schemas"
+
+
+def test_validation_cuts_render_each_rows_own_tools_else_the_runs() -> None:
+    import torch
+
+    from hfsdk import PROMPT_MESSAGES
+    from hfsdk_dpo.pairs import context_prompts
+
+    # One "one" per tool schema the template is given, so the prompt shows which it got.
+    tok = _tokenizer()
+    tok.chat_template = (
+        "{% for t in tools or [] %}one {% endfor %}"
+        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }} {% endfor %}"
+    )
+    user = {"role": "user", "content": "add"}
+    chosen = [user, {"role": "assistant", "content": "three"}]
+    rejected = [user, {"role": "assistant", "content": "four"}]
+    tool = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
+    ids = tok("add three")["input_ids"]
+    prompts = Batch.from_dict(
+        tensors={"input_ids": torch.tensor([ids, ids]), "attention_mask": torch.ones(2, 2)},
+        non_tensors={
+            PROMPT_MESSAGES: [chosen, chosen],
+            "chosen": [chosen, chosen],
+            "rejected": [rejected, rejected],
+            "tools": [[tool], None],
+            "uid": [0, 1],
+        },
+    )
+    out = context_prompts(
+        prompts, tok, config=DPOConfig(), prompt_key="chosen", use_template=True,
+        tools=lambda: [tool, tool],
+    )  # fmt: skip
+    words = [tok.convert_ids_to_tokens(r[m.bool()].tolist()) for r, m in
+             zip(out["input_ids"], out["attention_mask"], strict=True)]  # fmt: skip
+    # Before: both rows got the run's two tools, though training renders row 0 with its one.
+    assert words[0].count("one") == 1
+    assert words[1].count("one") == 2  # no tools of its own: the run's, as the loader's

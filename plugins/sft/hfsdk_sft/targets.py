@@ -96,8 +96,9 @@ def context_prompts(
     answer. The prompt a row is trained after is the context before its first assistant
     message (``split_conversation``); each such row gets that prompt as the loader would
     have given it (``hfsdk_supervised_data.reprompt``). Other batches are returned as they
-    are; the rows' own columns are kept. ``tools``: the run's tool schemas (asked only for a
-    cut).
+    are; the rows' own columns are kept. A cut is rendered with the row's own tool schemas
+    (``algorithm.tools_key``), as training renders it, else ``tools``: the run's (asked only
+    for a cut without its own).
     """
     from hfsdk import PROMPT_MESSAGES
 
@@ -114,7 +115,10 @@ def context_prompts(
         for i, messages in enumerate(conversations)
         if messages and any(m.get("role") == "assistant" for m in messages)
     }
-    return reprompt(prompts, cuts, tokenizer, use_template=use_template, tools=tools, where=where)
+    return reprompt(
+        prompts, cuts, tokenizer, use_template=use_template, tools=tools, where=where,
+        tools_key=config.tools_key,
+    )  # fmt: skip
 
 
 @attrs.frozen(kw_only=True)

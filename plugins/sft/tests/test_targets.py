@@ -98,3 +98,49 @@ def test_a_column_of_numbers_is_a_numeric_response_and_a_bool_is_refused() -> No
             _rows([{"prompt": "1 + 2 =", "answer": True}]), tok, config=config,
             prompt_key="prompt", use_template=False,
         )  # fmt: skip
+
+
+def test_validation_cuts_render_each_rows_own_tools_else_the_runs() -> None:
+    import torch
+
+    from hfsdk import PROMPT_MESSAGES
+    from hfsdk_sft.targets import context_prompts
+
+    # One "ok" per tool schema the template is given, so the prompt shows which it got.
+    tok = _tokenizer("{% for t in tools or [] %}ok {% endfor %}" + TEMPLATE)
+    conversation = [
+        {"role": "user", "content": "add one two"},
+        {"role": "assistant", "content": "three"},
+    ]
+    tool = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
+    ids = tok("add one two")["input_ids"]
+    prompts = Batch.from_dict(
+        tensors={"input_ids": torch.tensor([ids, ids]), "attention_mask": torch.ones(2, 3)},
+        non_tensors={
+            PROMPT_MESSAGES: [conversation, conversation],
+            "messages": [conversation, conversation],
+            "tools": [[tool], None],
+            "uid": [0, 1],
+        },
+    )
+    out = context_prompts(
+        prompts, tok, config=SFTConfig(), prompt_key="messages", use_template=True,
+        tools=lambda: [tool, tool],
+    )  # fmt: skip
+    words = [tok.convert_ids_to_tokens(r[m.bool()].tolist()) for r, m in
+             zip(out["input_ids"], out["attention_mask"], strict=True)]  # fmt: skip
+    # Before: both rows got the run's two tools, as training never renders row 0.
+    assert words[0].count("ok") == 1  # row 0's own tools column, as training renders it
+    assert words[1].count("ok") == 2  # no tools of its own: the run's, as the loader's
+    assert _training_prompt(tok, conversation, [tool]) == words[0]
+
+
+def _training_prompt(tok, conversation, tools) -> list[str]:  # type: ignore[no-untyped-def]
+    """The prompt tokens training renders for ``conversation`` with ``tools`` (test helper)."""
+    from hfsdk_sft.targets import row_sequence
+
+    seq = row_sequence(
+        {"messages": conversation, "tools": tools}, tok, config=SFTConfig(),
+        prompt_key="messages", use_template=True, where="row 0",
+    )  # fmt: skip
+    return tok.convert_ids_to_tokens(list(seq.prompt_ids))

@@ -197,7 +197,9 @@ def _plain_segments(response: Messages) -> list[tuple[str, bool]]:
         # A non-assistant segment ends with the "assistant:" cue, and a reply after it starts
         # right there, as a rollout continues a prompt; a newline would be trained otherwise.
         after_cue = index > 0 and trained and response[index - 1]["role"] not in TRAINED_ROLES
-        sep = "\n" if index and not after_cue else ""
+        # A first turn that is not a reply starts its own line: glued to the prompt's last
+        # word it read as part of it ("hiuser: more context").
+        sep = "\n" if (index and not after_cue) or (not index and not trained) else ""
         if trained:
             segments.append((sep + message["content"], True))
         else:

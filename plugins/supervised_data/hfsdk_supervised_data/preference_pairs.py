@@ -210,6 +210,19 @@ def split_prompt(
                 f"{shared} of {len(chosen)}/{len(rejected)} messages; add a {prompt_name} "
                 "column or give both the same leading context messages"
             )
+        # A response that opens with a user or system turn is a different question, not a
+        # different answer: the pair would rank replies to two prompts (as _after_prompt
+        # refuses with a prompt column).
+        for name, response in ((columns.chosen, chosen), (columns.rejected, rejected)):
+            if response[shared]["role"] in CONVERSATION_STARTS:
+                raise HfsdkError(
+                    f"{where}: {columns.chosen!r} and {columns.rejected!r} share only their "
+                    f"first {shared} message(s), and {name!r} goes on with a "
+                    f"{response[shared]['role']!r} turn, so the pair would answer two different "
+                    "prompts; expected both to differ only from an assistant (or tool) turn on — "
+                    f"add a {prompt_name} column, or make both responses continue the same "
+                    "conversation"
+                )
         return chosen[:shared], chosen[shared:], rejected[shared:]
     text_c, text_r = str(chosen_value), str(rejected_value)
     shared = _shared_text(text_c, text_r)

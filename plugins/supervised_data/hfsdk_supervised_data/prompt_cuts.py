@@ -23,26 +23,30 @@ def reprompt(
     use_template: bool,
     tools: Callable[[], Sequence[Any]],
     where: Callable[[int], str],
+    tools_key: str = "",
 ) -> Batch:
     """``prompts`` with row ``i``'s prompt replaced by ``cuts[i]`` (text or checked messages).
 
-    Each cut is rendered and tokenized as the loader does (``use_template``, the run's tool
-    schemas from ``tools``, asked only when there is a cut) and the whole batch is left-padded
-    again: ``input_ids``, ``attention_mask`` and ``position_ids`` (when present) are new, and
-    so are the ``raw_prompt``, ``prompt_messages`` and ``rendered_prompt`` columns the batch
-    has. Rows not in ``cuts`` keep their tokens; other columns are kept. ``where(i)`` names
-    row ``i`` in errors. With no cuts ``prompts`` itself is returned; otherwise a new batch
-    (the caller's is left as it was).
+    Each cut is rendered and tokenized as the loader does (``use_template``) with the row's own
+    tool schemas from column ``tools_key`` (a list or its JSON string), as training renders the
+    row; a row without them (no such column, ``None``, or ``tools_key`` empty) gets the run's
+    from ``tools`` (asked at most once, and only for such a cut), as the loader renders it. The
+    whole batch is left-padded again: ``input_ids``, ``attention_mask`` and ``position_ids``
+    (when present) are new, and so are the ``raw_prompt``, ``prompt_messages`` and
+    ``rendered_prompt`` columns the batch has. Rows not in ``cuts`` keep their tokens; other
+    columns are kept. ``where(i)`` names row ``i`` in errors. With no cuts ``prompts`` itself is
+    returned; otherwise a new batch (the caller's is left as it was).
     """
     import torch
 
     from hfsdk import PROMPT_MESSAGES, RENDERED_PROMPT
-    from hfsdk_datasets import plain_rendering, render_prompt
+    from hfsdk_datasets import check_tools, plain_rendering, render_prompt
 
     if not cuts:
         return prompts
     names = set(prompts.non_tensor_keys)
-    schemas = list(tools())
+    own = list(prompts[tools_key]) if tools_key and tools_key in names else None
+    run_schemas: list[Any] | None = None
     ids = [
         row[mask.bool()].tolist()
         for row, mask in zip(prompts["input_ids"], prompts["attention_mask"], strict=True)
@@ -51,6 +55,17 @@ def reprompt(
     raw = list(prompts["raw_prompt"]) if "raw_prompt" in names else None
     rendered = list(prompts[RENDERED_PROMPT]) if RENDERED_PROMPT in names else None
     for i, prompt in cuts.items():
+        # The row's own tools first: training renders the row with them, and without them
+        # validation sampled after a prompt that never showed the tools it was trained on.
+        schemas = (
+            check_tools(own[i], f"{where(i)}, column {tools_key!r}")
+            if own is not None and own[i] is not None
+            else None
+        )
+        if schemas is None:
+            if run_schemas is None:
+                run_schemas = list(tools())
+            schemas = run_schemas
         text = render_prompt(prompt, tokenizer, use_template, schemas, where(i))
         # The loader's call, so a cut prompt has the ids a row with only that prompt would have.
         ids[i] = list(tokenizer(text, add_special_tokens=not use_template)["input_ids"])

@@ -95,6 +95,21 @@ def test_plain_rendering_starts_every_reply_right_after_its_assistant_cue() -> N
     assert tok.decode(seq.response_ids) == "A\nB<|im_end|>"
 
 
+def test_plain_rendering_puts_a_response_that_opens_with_a_user_turn_on_its_own_line() -> None:
+    # Before: "Question: hiuser: more context" - the response's user turn was glued to the
+    # prompt's last word.
+    from hfsdk_testing.chat_templates import qwen25_tokenizer
+
+    tok = qwen25_tokenizer()
+    reply = [{"role": "user", "content": "more context"}, {"role": "assistant", "content": "ok"}]
+    seq = tokenize_supervised("Question: hi", reply, tok, use_template=False)
+    assert tok.decode(seq.prompt_ids + seq.response_ids) == (
+        "Question: hi\nuser: more context\nassistant:ok<|im_end|>"
+    )
+    trained = tok.decode([i for i, m in zip(seq.response_ids, seq.loss_mask, strict=True) if m])
+    assert trained == "ok<|im_end|>"
+
+
 def test_eos_is_not_doubled_and_can_be_left_out(make_tokenizer) -> None:
     tok = make_tokenizer(None)
     assert _words(tok, tokenize_supervised("add", "one </s>", tok, use_template=False).response_ids) == [

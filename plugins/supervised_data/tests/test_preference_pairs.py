@@ -102,6 +102,24 @@ def test_responses_that_start_another_conversation_than_the_prompt_are_refused(
     assert "\n" not in str(info.value)
 
 
+def test_implicit_prompt_messages_whose_responses_start_a_conversation_are_refused() -> None:
+    # Before: a shared system message alone was taken as the prompt, and each "response"
+    # began with its own user turn, so the pair ranked two answers to different questions.
+    system = {"role": "system", "content": "be brief"}
+    row = {
+        "chosen": [system, USER, {"role": "assistant", "content": "three"}],
+        "rejected": [
+            system,
+            {"role": "user", "content": "add two"},
+            {"role": "assistant", "content": "four"},
+        ],
+    }
+    with pytest.raises(HfsdkError, match="row 5: 'chosen' and 'rejected' share only") as info:
+        split_prompt(row, where="row 5")
+    assert "\n" not in str(info.value)
+    assert "add a 'prompt' column" in str(info.value)
+
+
 def test_implicit_prompt_text_is_cut_at_a_word_boundary() -> None:
     prompt, chosen, rejected = split_prompt(
         {"chosen": "add one two three", "rejected": "add one two two"}

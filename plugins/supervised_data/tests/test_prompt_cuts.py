@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import torch
@@ -85,3 +86,34 @@ def test_a_text_cut_has_no_messages_and_no_cut_asks_for_no_tools(make_tokenizer)
     assert tok.convert_ids_to_tokens(out["input_ids"][0][width - 2 :].tolist()) == ["add", "one"]
     assert out["attention_mask"][0].tolist() == [0] * (width - 2) + [1, 1]
     assert out["position_ids"][0].tolist() == [0] * (width - 1) + [1]
+
+
+def test_a_cut_row_gets_its_own_tools_and_only_rows_without_ask_for_the_runs(
+    make_tokenizer,
+) -> None:  # type: ignore[no-untyped-def]
+    # One "call" per tool schema the template is given, so the prompt shows which it got.
+    tok = make_tokenizer(
+        "{% for t in tools or [] %}call {% endfor %}"
+        "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} <|end|> {% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    prompts = _batch(tok)
+    tool = {"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}
+    asked: list[bool] = []
+
+    def tools() -> list[Any]:
+        asked.append(True)
+        return [tool, tool]
+
+    # Row 0's own tools column (a JSON string, as parquet files hold it); row 1 has none.
+    prompts["schemas"] = [json.dumps([tool]), None]
+
+    def calls(out) -> list[int]:  # type: ignore[no-untyped-def]
+        return [tok.convert_ids_to_tokens(r.tolist()).count("call") for r in out["input_ids"]]
+
+    out = reprompt(prompts, {0: QUESTION}, tok, use_template=True, tools=tools, where=str,
+                   tools_key="schemas")  # fmt: skip
+    assert calls(out)[0] == 1 and not asked  # row 0's own tools; the run's never asked for
+    out = reprompt(prompts, {0: QUESTION, 1: QUESTION}, tok, use_template=True, tools=tools,
+                   where=str, tools_key="schemas")  # fmt: skip
+    assert calls(out) == [1, 2] and asked == [True]  # row 1 has none: the run's, asked once
