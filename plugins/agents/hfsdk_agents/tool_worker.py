@@ -131,15 +131,44 @@ def _as_text(value: Any) -> str:
     return json.dumps(value, default=_plain_json)  # raises TypeError/ValueError for junk
 
 
-def _image_bytes(image: Any) -> bytes:
-    """An encoded image file of ``image`` (PNG for a PIL image; bytes pass as they are)."""
+class _BadImage(TypeError):
+    """A tool's image that cannot be shown to the model (not an image, or bytes that do not
+    decode): answered as the tool's error, its message kept."""
+
+
+def _check_decodes(data: bytes, number: int) -> None:
+    """Raise :class:`_BadImage` when ``data`` is no image file PIL can read.
+
+    PIL is a vision dependency, not the agents plugin's: without it the bytes pass unchecked
+    (no rollout could show them then either). Checked here so that a broken image is this
+    call's error, not the rollout's failure mid-step.
+    """
+    try:
+        from PIL import Image
+    except ImportError:
+        return
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.verify()
+    except Exception as err:  # PIL raises several kinds (OSError, SyntaxError, ValueError)
+        why = "not an image file" if isinstance(err, Image.UnidentifiedImageError) else _said(err)
+        raise _BadImage(
+            f"image {number} ({len(data)} bytes) does not decode ({why}); return a PIL image "
+            "or PNG/JPEG bytes"
+        ) from None
+
+
+def _image_bytes(image: Any, number: int = 0) -> bytes:
+    """An encoded image file of ``image`` (PNG for a PIL image; bytes pass as they are, once
+    they decode)."""
     if isinstance(image, bytes):
+        _check_decodes(image, number)
         return image
     if "PIL.Image" in sys.modules and isinstance(image, sys.modules["PIL.Image"].Image):
         buffer = io.BytesIO()
         image.save(buffer, format="PNG")
         return buffer.getvalue()
-    raise TypeError(f"an image must be a PIL image or encoded bytes, not {type(image).__name__}")
+    raise _BadImage(f"an image must be a PIL image or encoded bytes, not {type(image).__name__}")
 
 
 def _as_output(value: Any) -> str | ToolResult:
@@ -148,7 +177,7 @@ def _as_output(value: Any) -> str | ToolResult:
     if "PIL.Image" in sys.modules and isinstance(value, sys.modules["PIL.Image"].Image):
         value = ToolResult(images=(value,))
     if isinstance(value, ToolResult):
-        images = tuple(_image_bytes(image) for image in value.images)
+        images = tuple(_image_bytes(image, number) for number, image in enumerate(value.images))
         return ToolResult(content=_as_text(value.content), images=images)
     return _as_text(value)
 
@@ -179,6 +208,8 @@ def _run_one(fn: Callable[..., Any], call: _Call) -> Outcome:
         return ("exception", f"{call.name} raised {type(err).__name__}: {_said(err)}")
     try:
         return ("ok", _as_output(value))
+    except _BadImage as err:  # its message says what an image must be: keep it
+        return ("bad_output", f"{call.name} returned an image hfsdk cannot use: {err}")
     except BaseException:  # not JSON (nor nested too deep for it), or a failing __str__
         return ("bad_output", f"{call.name} returned a {type(value).__name__}, not text or JSON")
 

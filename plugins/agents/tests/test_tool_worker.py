@@ -9,6 +9,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from hfsdk_agents.tool_worker import ToolWorkers
 from hfsdk_agents.tools import Tool, ToolOutput, call_tool
 
@@ -311,3 +313,30 @@ def test_arguments_that_cannot_be_sent_to_the_worker_are_bad_arguments() -> None
         assert asyncio.run(workers.run("quick", {"a": 1, "b": 2}, timeout_s=5.0)) == ("ok", "3")
     finally:
         workers.close()
+
+
+def _image_tool_outcome(images: tuple[Any, ...]) -> tuple[str, Any]:
+    """What the worker answers for a tool named ``draw`` that returns ``images``."""
+    from hfsdk_agents.tool_worker import ToolResult, _Call, _run_one
+
+    def draw() -> ToolResult:
+        return ToolResult(content="chart", images=images)
+
+    return _run_one(draw, _Call(call_id=0, name="draw", arguments={}))
+
+
+def test_a_tool_image_given_as_a_path_says_what_an_image_must_be() -> None:
+    # The TypeError's message was replaced by "draw returned a ToolResult, not text or JSON".
+    kind, message = _image_tool_outcome(("imgs/0.png",))
+    assert kind == "bad_output"
+    assert message.startswith("draw returned an image hfsdk cannot use: ")
+    assert "an image must be a PIL image or encoded bytes, not str" in message
+
+
+def test_tool_image_bytes_that_do_not_decode_are_a_tool_error_naming_the_tool() -> None:
+    # They reached the vision rollout, which stopped the run mid-step in dataset wording.
+    pytest.importorskip("PIL")
+    kind, message = _image_tool_outcome((b"not a png",))
+    assert kind == "bad_output"
+    assert message.startswith("draw returned an image hfsdk cannot use: image 0 ")
+    assert "\n" not in message

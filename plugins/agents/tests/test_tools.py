@@ -243,9 +243,18 @@ def crop() -> object:
     return Image.new("RGB", (4, 2), (255, 0, 0))
 
 
+def _png() -> bytes:
+    """A 1 × 1 PNG file (the worker checks a tool's image bytes decode)."""
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (1, 1)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
 def captioned() -> ToolResult:
     """An already encoded image and a caption."""
-    return ToolResult(content="a dot", images=(b"\x89PNG fake",))
+    return ToolResult(content="a dot", images=(_png(),))
 
 
 def not_an_image() -> ToolResult:
@@ -263,7 +272,7 @@ def test_tools_return_images_as_encoded_bytes_beside_their_text() -> None:
     with Image.open(io.BytesIO(out.images[0])) as image:  # PNG, made in the tool's process
         assert (image.format, image.size, image.getpixel((0, 0))) == ("PNG", (4, 2), (255, 0, 0))
     out = _call(tools, "captioned", {})
-    assert (out.ok, out.content, out.images) == (True, "a dot", (b"\x89PNG fake",))
+    assert (out.ok, out.content, out.images) == (True, "a dot", (_png(),))
     assert out.record()["images"] == 1  # the rollout dump counts them, never holds the bytes
     assert "images" not in _call(tools, "crop", {"x": 1}).record()
     out = _call(tools, "not_an_image", {})

@@ -91,6 +91,39 @@ PARTS_EXPECTED = (
     "[{'type': 'image'}, {'type': 'text', 'text': '...'}]"
 )
 
+SHOWN_CHARS = 200
+"""How much of an inline image value an error quotes."""
+
+INLINE_IMAGE_KEYS = ("image", "url", "path")
+"""Keys of an image content part that carry the image itself, which a run does not read: the
+images come from the row's ``images`` list, one per ``<image>``."""
+
+
+def inline_image(part: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """``(key, value)`` of an image content part that carries its image inline (TRL's
+    ``{"type": "image", "image": "x.png"}``, a ``url`` or ``path``), else ``None``.
+
+    Parquet gives every part every key of the column, so a ``None`` value carries nothing.
+    """
+    for key in INLINE_IMAGE_KEYS:
+        value = part.get(key)
+        if value is not None and not (isinstance(value, str | bytes) and not value):
+            return key, value
+    return None
+
+
+def inline_image_message(where: str, number: int, key: str, value: Any) -> str:
+    """The one-line refusal of content part ``number`` carrying its image inline."""
+    shown = repr(value)
+    if len(shown) > SHOWN_CHARS:  # a base64 data: URI is hundreds of kilobytes
+        shown = shown[:SHOWN_CHARS] + "…"
+    return (
+        f"{where}: content part {number} carries its image inline ({key}={shown}), which is "
+        "not read (the part would become a bare '<image>' and the run train on the text "
+        "alone); move the image to the row's 'images' list and write the part as "
+        "{'type': 'image'}"
+    )
+
 
 def _parts_text(content: Any, where: str) -> Any:
     """TRL's content parts as text: each ``{"type": "image"}`` as ``<image>`` and each
@@ -108,6 +141,9 @@ def _parts_text(content: Any, where: str) -> Any:
     for number, part in enumerate(content):
         kind, text = part.get("type"), part.get("text")
         if kind == "image":
+            inline = inline_image(part)
+            if inline is not None:
+                raise HfsdkError(inline_image_message(where, number, *inline))
             pieces.append(IMAGE_PLACEHOLDER)
         elif kind == "text" and isinstance(text, str):
             pieces.append(text)

@@ -82,6 +82,7 @@ def concatenate_parts(datasets: Any, parts: Sequence[Any], names: Sequence[str])
         # concatenate_datasets refuses large_string beside string: every part gets the
         # plain types, so the files join in any order.
         parts = [_plain_typed(datasets, part) for part in parts]
+        parts = _null_fields_typed(datasets, parts)
     try:
         return datasets.concatenate_datasets(list(parts))
     except ValueError as exc:  # a mismatch find_type_clash does not foresee
@@ -166,7 +167,8 @@ def find_type_clash(parts: Sequence[Any], names: Sequence[str]) -> str | None:
 
 
 def _clash(before: Any, after: Any, path: str) -> tuple[str, Any, Any] | None:
-    """``(column path, type, other type)`` where ``after`` cannot join ``before``."""
+    """``(column path, type, other type)`` where ``after`` cannot join ``before``; a
+    null-typed field fits any type at any depth (inside lists of records too)."""
     if isinstance(before, dict) and isinstance(after, dict):
         for key in before.keys() & after.keys():
             inner = _clash(before[key], after[key], f"{path}.{key}")
@@ -175,11 +177,57 @@ def _clash(before: Any, after: Any, path: str) -> tuple[str, Any, Any] | None:
         return None
     if _is_null(before) or _is_null(after) or before == after:
         return None
+    if _is_list(before) and _is_list(after):
+        inner = _clash(before.feature, after.feature, path)
+        if inner is None:
+            return None
+        # Name the lists' types, as a reader sees the column, unless a list is not the issue.
+        return inner if isinstance(before.feature, dict) else (path, before, after)
     import datasets
 
     if _plain_feature(datasets, before) == _plain_feature(datasets, after):
         return None  # large_string and string hold the same values: cast when joined
     return path, before, after
+
+
+def _is_list(feature: Any) -> bool:
+    """Whether ``feature`` is a list type (``List``, ``LargeList``) with an item feature."""
+    return hasattr(feature, "feature") and not isinstance(feature, dict)
+
+
+def _filled(datasets: Any, feature: Any, other: Any) -> Any:
+    """``feature`` with each null-typed field (at any depth) given ``other``'s type there."""
+    if _is_null(feature) and not _is_null(other):
+        return other
+    if isinstance(feature, dict) and isinstance(other, dict):
+        return {
+            key: _filled(datasets, inner, other[key]) if key in other else inner
+            for key, inner in feature.items()
+        }
+    if _is_list(feature) and _is_list(other) and type(feature) is type(other):
+        inner = _filled(datasets, feature.feature, other.feature)
+        if inner is feature.feature:
+            return feature
+        if isinstance(feature, datasets.List):
+            return datasets.List(inner, length=feature.length)
+        return type(feature)(inner)
+    return feature
+
+
+def _null_fields_typed(datasets: Any, parts: Sequence[Any]) -> list[Any]:
+    """``parts`` with every null-typed field cast to the type another part gives it: Arrow
+    joins a null column to any type, but not a null field inside a record
+    (``{bytes, path: null}`` beside ``{bytes, path: string}``)."""
+    typed = []
+    for part in parts:
+        features = dict(part.features)
+        for other in parts:
+            for column, feature in features.items():
+                if column in other.features:
+                    features[column] = _filled(datasets, feature, other.features[column])
+        same = features == dict(part.features)
+        typed.append(part if same else part.cast(datasets.Features(features)))
+    return typed
 
 
 def _is_null(feature: Any) -> bool:

@@ -45,3 +45,17 @@ def test_trls_image_layout_loads_through_the_prompt_loader(tokenizer, tmp_path: 
     config = DataConfig(batch_size=2, shuffle=False, apply_chat_template=False)
     batch = PromptLoader(dataset, tokenizer, config, seed=0).next_batch()
     assert list(batch["rendered_prompt"]) == ["<image> add one", "two"]
+
+
+@pytest.mark.parametrize("key", ["image", "url", "path"])
+def test_an_image_part_that_carries_its_image_inline_is_refused(key: str) -> None:
+    # The path was dropped and the part became a bare <image>: a run trained on text alone.
+    parts = [{"type": "image", "text": None, key: "imgs/0.png"}, {"type": "text", "text": "a"}]
+    with pytest.raises(HfsdkError) as info:
+        check_messages([{"role": "user", "content": parts}], "f.jsonl: row 2")
+    message = str(info.value)
+    assert message.startswith(
+        f"f.jsonl: row 2: message 0 (user): content part 0 carries its image inline "
+        f"({key}='imgs/0.png')"
+    )
+    assert "\n" not in message and "row's 'images' list" in message

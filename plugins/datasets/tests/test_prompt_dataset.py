@@ -227,6 +227,26 @@ def test_large_and_plain_arrow_types_of_one_column_join(tmp_path: Path) -> None:
         assert sorted(map(tuple, joined["tags"])) == [("a", "b"), ("c",)]
 
 
+def test_a_null_typed_field_inside_a_list_of_records_joins_any_type(tmp_path: Path) -> None:
+    """An image struct whose path is all null in one file and a string in another was refused
+    with "list of objects {bytes, path} in the first, list of objects {bytes, path} in the
+    second"."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def image_file(name: str, path_type: pa.DataType, path: str | None) -> str:
+        struct = pa.struct([("bytes", pa.binary()), ("path", path_type)])
+        images = pa.array([[{"bytes": b"x", "path": path}]], pa.list_(struct))
+        pq.write_table(pa.table({"prompt": ["<image> a"], "images": images}), tmp_path / name)
+        return str(tmp_path / name)
+
+    nulls = image_file("null.parquet", pa.null(), None)
+    paths = image_file("str.parquet", pa.string(), "a.png")
+    for files in ([nulls, paths], [paths, nulls]):
+        joined = load_prompt_dataset(files, "prompt")
+        assert sorted(str(row[0]["path"]) for row in joined["images"]) == ["None", "a.png"]
+
+
 def test_files_with_different_columns_are_warned_about_once(tmp_path: Path, caplog) -> None:  # type: ignore[no-untyped-def]
     import logging
 

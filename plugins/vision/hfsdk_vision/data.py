@@ -40,17 +40,58 @@ class ImagePrompt:
     columns: dict[str, Any] = attrs.field(factory=dict)
 
 
-def _content_text(content: Any) -> str | None:
+INLINE_IMAGE_KEYS = ("image", "url", "path")
+"""Keys of an image content part that carry the image itself, which is not read: a row's
+images come from its ``images`` list (the datasets plugin's chat rendering refuses the same)."""
+
+
+def inline_image(part: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """``(key, value)`` of an image content part that carries its image inline (TRL's
+    ``{"type": "image", "image": "x.png"}``, a ``url`` or ``path``), else ``None``; parquet
+    gives every part every key of the column, so a ``None`` value carries nothing."""
+    for key in INLINE_IMAGE_KEYS:
+        value = part.get(key)
+        if value is not None and not (isinstance(value, str | bytes) and not value):
+            return key, value
+    return None
+
+
+def inline_image_message(where: str, number: int, key: str, value: Any) -> str:
+    """The one-line refusal of content part ``number`` carrying its image inline."""
+    return (
+        f"{where}: content part {number} carries its image inline ({key}={shorten(value)}), "
+        "which is not read (the part would become a bare '<image>' and the run train on the "
+        "text alone); move the image to the row's 'images' list and write the part as "
+        "{'type': 'image'}"
+    )
+
+
+SHOWN_CHARS = 200
+"""How much of a value (a path, a ``data:`` URI) an error quotes."""
+
+
+def shorten(value: Any) -> str:
+    """``repr(value)`` cut to :data:`SHOWN_CHARS` characters: a base64 ``data:`` URI read as a
+    path made an error line of hundreds of kilobytes."""
+    shown = repr(value)
+    return shown if len(shown) <= SHOWN_CHARS else shown[:SHOWN_CHARS] + "…"
+
+
+def _content_text(content: Any, where: str) -> str | None:
     """A message's content as text: a string as is; TRL's list of parts with each
     ``{"type": "image"}`` as ``<image>`` and each ``{"type": "text", "text": ...}`` as its
-    text, joined by spaces; ``None`` for anything else."""
+    text, joined by spaces; ``None`` for anything else. An image part that carries its image
+    inline (``"image"``/``"url"``/``"path"``) is refused, naming ``where``."""
     if isinstance(content, str):
         return content
     if not isinstance(content, Sequence) or not all(isinstance(p, dict) for p in content):
         return None
     pieces = []
-    for part in content:
+    for number, part in enumerate(content):
         if part.get("type") == "image":
+            inline = inline_image(part)
+            if inline is not None:
+                raise HfsdkError(inline_image_message(where, number, *inline))
             pieces.append(IMAGE_PLACEHOLDER)
         elif part.get("type") == "text" and isinstance(part.get("text"), str):
             pieces.append(part["text"])
@@ -64,7 +105,7 @@ def _render(prompt: Any, where: str) -> str:
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, Sequence) and all(isinstance(m, dict) for m in prompt):
-        contents = [_content_text(m.get("content")) for m in prompt]
+        contents = [_content_text(m.get("content"), where) for m in prompt]
         if all(c is not None for c in contents):
             return "\n".join(c for c in contents if c is not None)
     raise HfsdkError(
@@ -93,6 +134,28 @@ def _is_url(value: Any) -> bool:
     return isinstance(value, str) and bool(URL.match(value))
 
 
+DATA_URI = re.compile(r"^data:image/[A-Za-z0-9.+-]+;base64,", re.IGNORECASE)
+"""A base64 ``data:`` URI of an image (as chat APIs embed one): its bytes are decoded, never
+read as a file path."""
+
+
+def _data_uri_bytes(value: str, where: str) -> bytes | None:
+    """The image bytes of a base64 ``data:image/...`` URI; ``None`` for anything else."""
+    import base64
+    import binascii
+
+    match = DATA_URI.match(value)
+    if match is None:
+        return None
+    try:
+        return base64.b64decode(value[match.end() :], validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise HfsdkError(
+            f"{where} is a data: URI whose base64 does not decode ({err}); give "
+            "'data:image/png;base64,<base64 of the file>', the file's path or its bytes"
+        ) from None
+
+
 def _text(value: str | bytes | bytearray) -> str:
     """``value`` as text, for a message."""
     return value if isinstance(value, str) else bytes(value).decode("utf-8", errors="replace")
@@ -101,7 +164,7 @@ def _text(value: str | bytes | bytearray) -> str:
 def resolved_item(item: Any, base: Path | None) -> Any:
     """``item`` with a relative path (a string or a ``{"path": ...}`` without bytes) made
     absolute from ``base``; anything else (a URL included) as it is."""
-    if base is None or _is_url(item):
+    if base is None or _is_url(item) or (isinstance(item, str) and DATA_URI.match(item)):
         return item
     if isinstance(item, str):
         path = Path(item).expanduser()
@@ -127,11 +190,12 @@ def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
         source = item.get("bytes") or item.get("path")
     if _is_url(source):
         raise HfsdkError(
-            f"{where} is the URL {_text(source)!r}, which hfsdk does not fetch (it never "
+            f"{where} is the URL {shorten(_text(source))}, which hfsdk does not fetch (it never "
             "downloads); download the image and give a local path, or its bytes ({'bytes': ...})"
         )
     if isinstance(source, str):
-        source = Path(resolved_item(source, base)).expanduser()
+        data = _data_uri_bytes(source, where)
+        source = data if data is not None else Path(resolved_item(source, base)).expanduser()
     try:
         if isinstance(source, bytes | bytearray):
             image = PILImage.open(io.BytesIO(source))
@@ -142,6 +206,10 @@ def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
         image.load()
     except (OSError, UnidentifiedImageError, ValueError, PILImage.DecompressionBombError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if isinstance(err, UnidentifiedImageError) and not isinstance(source, Path):
+            first = "not an image file"  # PIL's words name its BytesIO object, not the data
+        if len(first) > SHOWN_CHARS:  # it quotes the path, which may be long (a data: URI)
+            first = first[:SHOWN_CHARS] + "…"
         raise HfsdkError(
             f"{where} could not be decoded ({first}); expected PNG/JPEG bytes "
             "({'bytes': ...}) or a readable image path — fix or drop that row"

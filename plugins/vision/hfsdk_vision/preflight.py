@@ -27,13 +27,14 @@ role (PPO's critic, a reward model being trained) loads a text head model
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from hfsdk import ROLLOUT_POOL, HfsdkError
 from hfsdk_vision.data import check_image_prompt, image_list, row_base
 from hfsdk_vision.rollout import BACKEND, IMAGES, PROMPT_TEXT
+from hfsdk_vision.tokens import IMAGE_PLACEHOLDER
 
 NAME = "images"
 """The preflight registry name of :func:`images_check`."""
@@ -109,9 +110,12 @@ SINGLE_IMAGE = "image"
 
 
 def _an_image(value: Any) -> bool:
-    """Whether ``value`` looks like an image (encoded bytes, a datasets Image dict, PIL)."""
+    """Whether ``value`` looks like an image (encoded bytes, a datasets Image dict, PIL, or a
+    non-empty path: TRL's layout names the image file there as often as it embeds it)."""
     if isinstance(value, dict):
         return bool(value.get("bytes") or value.get("path"))
+    if isinstance(value, str | Path):
+        return bool(str(value))
     return isinstance(value, bytes | bytearray) or type(value).__module__.startswith("PIL.")
 
 
@@ -149,6 +153,58 @@ def refuse_missing_image_processor(config: Any, prepared: Any) -> None:
     )
 
 
+def refuse_placeholders_without_images(prepared: Any) -> None:
+    """Refuse a dataset with no image in any row whose prompts hold an ``<image>`` placeholder:
+    whatever the rollout, the run would train on the text alone (TRL's content parts that
+    carried their image inline became such a bare ``<image>``)."""
+    for label, loader in _loaders(prepared):
+        for row in loader.rows:
+            if IMAGE_PLACEHOLDER in str(row.get(PROMPT_TEXT, "")):
+                raise HfsdkError(
+                    f"{label} data: row {row.get('uid', '?')}: the prompt has an "
+                    f"{IMAGE_PLACEHOLDER} placeholder but the dataset carries no images (no "
+                    f"row has an {IMAGES!r} list), so the run would train on the text alone; "
+                    f"give each row its images in an {IMAGES!r} list column, one per "
+                    f"{IMAGE_PLACEHOLDER}, or remove the placeholder"
+                )
+
+
+def _file_rows(path: Path) -> int | None:
+    """How many rows the data file ``path`` holds (parquet from its footer, JSON lines by
+    line), or ``None`` when that is not cheap to know (a directory, one JSON document)."""
+    if path.suffix == ".parquet" and path.is_file():
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    if path.suffix == ".jsonl" and path.is_file():
+        with path.open("rb") as handle:
+            return sum(1 for line in handle if line.strip())
+    return None
+
+
+def _row_namer(config: Any, label: str) -> Callable[[Any], str]:
+    """A function from a row's ``uid`` (its index in all the files together) to ``"row N"``;
+    with several data files, ``"FILE: row N"`` counted within that file (a number across
+    all of them named no file to open), when each file's row count can be read."""
+    data = getattr(config, "data", None)
+    files = getattr(data, "train_files" if label == "train" else "val_files", None) or ()
+    counts = [_file_rows(Path(file)) for file in files] if len(files) > 1 else []
+    if not counts or any(count is None for count in counts):
+        return lambda uid: f"row {uid}"
+
+    def name(uid: Any) -> str:
+        if not isinstance(uid, int):
+            return f"row {uid}"
+        start = 0
+        for file, count in zip(files, counts, strict=True):
+            if uid < start + int(count or 0):
+                return f"{file}: row {uid - start}"
+            start += int(count or 0)
+        return f"row {uid}"
+
+    return name
+
+
 def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
     """Refuse image prompts a rollout would not see; decode every image of an ``hf_vision`` run."""
     if IMAGES not in prepared.row_columns:  # no image column: nothing of this check's
@@ -156,9 +212,12 @@ def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
             refuse_single_image_column(
                 row for _, loader in _loaders(prepared) for row in loader.rows
             )
+        refuse_placeholders_without_images(prepared)
         return None
     if _any_images(prepared):  # before naming hf_vision: no rollout would help these
         refuse_blind_algorithm(spec)
+    else:
+        refuse_placeholders_without_images(prepared)
     backend = config.rollout.backend
     for label, loader in _loaders(prepared):
         if backend != BACKEND:
@@ -170,8 +229,9 @@ def images_check(config: Any, spec: Any, prepared: Any) -> str | None:
                     f"set rollout.backend={BACKEND}"
                 )
             continue
+        where_of = _row_namer(config, label)
         for row in loader.rows:
-            where = f"{label} data: row {row.get('uid', '?')}"
+            where = f"{label} data: {where_of(row.get('uid', '?'))}"
             items = image_list(row.get(IMAGES), where)
             check_image_prompt(str(row.get(PROMPT_TEXT, "")), items, where, base=row_base(row))
     return None

@@ -96,7 +96,10 @@ class VisionRolloutConfig(RolloutConfig):
         validator=attrs.validators.ge(1),
     )
     share_image_encoding: bool = help_field(
-        "Encode each prompt's images once for its n samples.", default=True
+        "Encode each prompt's images once for its n samples in one sample() call (n > 1); "
+        "a training run generates with n=1 (its samples per prompt are separate rows), so "
+        "there it has no effect.",
+        default=True,
     )
     weight_sync: Literal["stream", "gather"] = help_field(
         "How a sharded actor's weights reach generate: stream (one FSDP unit at a time into a "

@@ -228,3 +228,31 @@ def test_an_image_exactly_200_to_1_decodes() -> None:
     assert decode_image(Image.new("RGB", (400, 2)), "row 0, image 0").size == (400, 2)
     with pytest.raises(HfsdkError, match=r"is 402x2 pixels"):
         decode_image(Image.new("RGB", (402, 2)), "row 0, image 0")
+
+
+def test_an_image_part_that_carries_its_image_inline_is_refused(tmp_path: Path) -> None:
+    # The path was dropped and the part became a bare <image>.
+    parts = [{"type": "image", "image": "imgs/0.png"}, {"type": "text", "text": "a"}]
+    rows = [{"prompt": [{"role": "user", "content": parts}], "images": []}]
+    with pytest.raises(HfsdkError) as info:
+        load_verl_parquet(_write(tmp_path / "p.parquet", rows))
+    message = str(info.value)
+    assert "row 0: content part 0 carries its image inline (image='imgs/0.png')" in message
+    assert "\n" not in message and "row's 'images' list" in message
+
+
+def test_a_base64_data_uri_decodes_and_errors_quote_paths_shortly(tmp_path: Path) -> None:
+    # A data: URI was read as a file path: the error line quoted all of it (~263 KB).
+    import base64
+
+    png = png_bytes(noise_image(0))
+    uri = "data:image/png;base64," + base64.b64encode(png).decode()
+    image = decode_image(uri, "row 0, image 0", base=tmp_path)
+    assert image.size == decode_image(png, "row 0, image 0").size
+    with pytest.raises(HfsdkError) as info:
+        decode_image("data:image/png;base64,!!!not base64", "row 0, image 0")
+    assert str(info.value).startswith("row 0, image 0 is a data: URI whose base64 does not decode")
+    long_path = str(tmp_path / ("x" * 5000))
+    with pytest.raises(HfsdkError) as info:
+        decode_image(long_path, "row 0, image 0")
+    assert len(str(info.value)) < 600 and "…" in str(info.value)

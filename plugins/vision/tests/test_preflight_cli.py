@@ -344,3 +344,64 @@ def test_an_hf_vision_model_without_an_image_processor_is_one_line(
     assert err.startswith(f"Error: actor.model_path={bare} has no preprocessor_config.json, ")
     config, prepared = _images_run(vlm_dir, [{"uid": "0", "rendered_prompt": "a", "images": []}])
     assert backend_check(config, SPEC, prepared) is None  # the directory has one
+
+
+@pytest.mark.parametrize("rollout", ["hf", "hf_vision"])
+@pytest.mark.parametrize(
+    "columns", [("uid", "rendered_prompt"), ("uid", "rendered_prompt", "images")]
+)
+def test_an_image_placeholder_without_images_is_refused(
+    rollout: str, columns: tuple[str, ...]
+) -> None:
+    # TRL parts with the image inline became a bare <image>: the run trained on text alone.
+    rows = [{"uid": "3", "rendered_prompt": "<image> what colour?", "images": []}]
+    prepared = types.SimpleNamespace(
+        loader=types.SimpleNamespace(rows=[{k: r[k] for k in columns} for r in rows]),
+        val_loader=None,
+        row_columns=columns,
+        assets=types.SimpleNamespace(model_path=None),
+    )
+    config = _config(rollout, actor="fsdp", reference="fsdp")
+    with pytest.raises(HfsdkError) as info:
+        images_check(config, SPEC, prepared)
+    assert str(info.value).startswith(
+        "train data: row 3: the prompt has an <image> placeholder but the dataset carries no images"
+    )
+
+
+@pytest.mark.parametrize("value", ["imgs/0.png", Path("imgs/0.png")])
+def test_trls_single_image_column_holding_a_path_is_refused(value: object) -> None:
+    # Only bytes, dicts and PIL images counted: a path string passed and trained on text alone.
+    from hfsdk_vision.preflight import refuse_single_image_column
+
+    with pytest.raises(HfsdkError, match=r"^the prompts carry images in TRL's single 'image'"):
+        refuse_single_image_column([{"image": None}, {"image": value}])
+    refuse_single_image_column([{"image": None}, {"image": ""}])  # no image in any row
+
+
+def test_a_broken_image_of_one_of_several_files_names_the_file_and_its_row(
+    tmp_path: Path,
+) -> None:
+    # It was "train data: row 10, image 0 could not be decoded (cannot identify image file
+    # <_io.BytesIO object at 0x...>)": a row number of all files together, and no file.
+    good = write_parquet(shapes_rows(3, seed=0), tmp_path / "good.parquet")
+    bad_rows = shapes_rows(3, seed=1)
+    bad_rows[1]["images"] = [{"bytes": b"not an image", "path": None}]
+    bad = write_parquet(bad_rows, tmp_path / "bad.parquet")
+    rows = [
+        {"uid": index, "rendered_prompt": row["prompt"][0]["content"], "images": row["images"]}
+        for index, row in enumerate([*shapes_rows(3, seed=0), *bad_rows])
+    ]
+    config = _config("hf_vision", actor="fsdp", reference="fsdp")
+    config.data = types.SimpleNamespace(train_files=[str(good), str(bad)], val_files=[])
+    prepared = types.SimpleNamespace(
+        loader=types.SimpleNamespace(rows=rows),
+        val_loader=None,
+        row_columns=tuple(rows[0]),
+        assets=types.SimpleNamespace(model_path=None),
+    )
+    with pytest.raises(HfsdkError) as info:
+        images_check(config, SPEC, prepared)
+    assert str(info.value).startswith(
+        f"train data: {bad}: row 1, image 0 could not be decoded (not an image file)"
+    )
