@@ -144,7 +144,7 @@ if TYPE_CHECKING:
     from hfsdk.core.trainer.placement_config import ROLLOUT_POOL
     from hfsdk.core.trainer.preflight import prepare_run, run_assets, run_signals, run_tool_schemas
     from hfsdk.core.trainer.run_directory import CONFIG_FILE, TRAINER_STATE
-    from hfsdk.core.trainer.session import TrainingSession
+    from hfsdk.core.trainer.session import TrainingSession, local_executor_problem
     from hfsdk.core.trainer.step_observers import StepObserver, StepView, StopRun
     from hfsdk.core.trainer.threads import worker_threads
     from hfsdk.core.trainer.tracking import METRICS_FILE, read_metrics

@@ -4,7 +4,7 @@
   one key; plus a rollout sub-section's response budget, e.g. multi-turn rollouts',
   which every turn's context may reach): vLLM
   then failed much later with "528 > 128 positions";
-- ``trainer.keep_best`` on a validation metric when no validation runs, and (once
+- ``trainer.keep_best`` on a validation metric when no saved step validates, and (once
   the first step has reported) on a metric the run does not report.
 """
 
@@ -36,20 +36,27 @@ def check_prompt_length(config: Any) -> None:
 
 
 def check_keep_best_source(config: Any, has_validation_data: bool) -> None:
-    """``keep_best`` reads metrics.jsonl, and on a ``val/`` metric needs validation to run."""
+    """``keep_best`` reads metrics.jsonl, and on a ``val/`` metric needs validated save steps."""
     trainer = config.trainer
-    metric = trainer.keep_best
+    metric, val, save = trainer.keep_best, trainer.val_every, trainer.save_every
     if metric and "jsonl" not in trainer.loggers:  # else it ranks an earlier run's steps, or none
         raise ConfigError(f"trainer.keep_best={metric} ranks the steps in metrics.jsonl; add "
                           "jsonl to trainer.loggers")  # fmt: skip
     if not metric or not metric.startswith("val/"):
         return
-    if not trainer.val_every or not has_validation_data:
-        why = "trainer.val_every is 0" if not trainer.val_every else "there is no data.val_files"
+    if not val or not has_validation_data:
+        why = "trainer.val_every is 0" if not val else "there is no data.val_files"
         raise ConfigError(
             f"trainer.keep_best={metric} is a validation metric but no validation runs ({why}); "
             "set trainer.val_every (a multiple of trainer.save_every) and data.val_files, or "
             "keep_best on a training metric such as reward/mean"
+        )
+    if val % save if save else trainer.total_steps % val:  # best_step ranks only saved steps
+        raise ConfigError(
+            f"trainer.keep_best={metric} ranks validated steps that have a checkpoint, but "
+            f"trainer.val_every={val} validates steps trainer.save_every={save} does not save; "
+            "set trainer.val_every to a multiple of trainer.save_every (with save_every=0, a "
+            "divisor of trainer.total_steps)"
         )
 
 

@@ -35,8 +35,7 @@ def best_step(rows: Sequence[dict[str, Any]], metric: str, steps: set[int]) -> i
 def _remove(path: Path, step: int) -> None:
     """Unmark, rename (``clean_partial`` removes it) and delete: no kill brings it back."""
     (path / COMPLETE_MARKER).unlink(missing_ok=True)  # else clean_partial republished it
-    doomed = path.with_name(f".step_{step}.tmp-{os.getpid()}")
-    path.rename(doomed)
+    doomed = path.rename(path.with_name(f".step_{step}.tmp-{os.getpid()}"))
     shutil.rmtree(doomed, ignore_errors=True)
 
 
@@ -51,15 +50,11 @@ def prune_checkpoints(
     checkpoints = [c for c in sorted(complete_checkpoints(run_dir)) if c[0] <= step]
     steps = [s for s, _ in checkpoints]
     keep = set(steps[-keep_last:])
-    if keep_best is not None:
-        best = best_step(rows, keep_best, set(steps))
-        if best is not None:
-            keep.add(best)
-    removed = []
-    for step, path in checkpoints:
-        if step not in keep:
-            _remove(path, step)
-            removed.append(step)
+    if keep_best is not None:  # None (no step has the metric yet) keeps nothing more
+        keep.add(best_step(rows, keep_best, set(steps)))
+    removed = [s for s in steps if s not in keep]
+    for step in removed:
+        _remove(dict(checkpoints)[step], step)
     if removed:
         log.info(
             "removed checkpoints %s (keep_last=%d, keep_best=%s)", removed, keep_last, keep_best

@@ -23,6 +23,7 @@ from hfsdk.core.config.help import RESUMABLE_KEY
 from hfsdk.core.config.paths import absolute_if_exists
 from hfsdk.core.config.run_config import with_wandb_moved
 from hfsdk.core.config.safe_yaml import load_yaml_text
+from hfsdk.core.config.sources import SOURCES_FILE
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import RUN_LOG
 from hfsdk.core.trainer.checkpoint import CHECKPOINTS, complete_checkpoints, verify_checkpoint
@@ -36,11 +37,6 @@ TRAINER_STATE = "trainer_state.pt"
 
 Checkpoint = tuple[int, Path, dict[str, Any]]
 """``(step, directory, trainer state)`` of a usable checkpoint."""
-
-
-def _first_line(text: object) -> str:
-    lines = str(text).strip().splitlines()
-    return lines[0] if lines else ""
 
 
 def resumable_keys(config: Any) -> set[str]:
@@ -134,7 +130,11 @@ class RunDirectory:
         self._lock.release()
         if not self._created or not self.path.is_dir():
             return
-        if complete_checkpoints(self.path) or read_metrics(self.path):
+        # An entry no start writes is a logger's record of steps (tensorboard/, wandb/: without
+        # jsonl in trainer.loggers, metrics.jsonl stays empty however many steps were logged).
+        started = {CONFIG_FILE, SOURCES_FILE, RUN_LOG, METRICS_FILE, LOCK_FILE, CHECKPOINTS}
+        logged = {p.name for p in self.path.iterdir()} - started
+        if logged or complete_checkpoints(self.path) or read_metrics(self.path):
             return  # finished steps are worth keeping
         shutil.rmtree(self.path, ignore_errors=True)
         for parent in self._created_parents:  # innermost first; only if still empty
@@ -148,8 +148,7 @@ class RunDirectory:
 
         ``given``: the config as the user gave it, when ``config`` has the default task's
         signals filled in; a ``config.yaml`` saved before they were filled shows them as
-        given, so a key has changed only if it differs from both.
-        """
+        given, so a key has changed only if it differs from both."""
         path = self.path / CONFIG_FILE
         if not complete_checkpoints(self.path) or not path.exists():
             return
@@ -183,10 +182,9 @@ class RunDirectory:
                         raise ValueError("not a trainer state")
                 except FileNotFoundError:
                     problem = f"{state_file} is missing"
-                except Exception as exc:
-                    problem = (
-                        f"{state_file} cannot be read ({_first_line(exc) or type(exc).__name__})"
-                    )
+                except Exception as exc:  # its message's first line, else its type
+                    why = "".join(str(exc).strip().splitlines()[:1]) or type(exc).__name__
+                    problem = f"{state_file} cannot be read ({why})"
             if problem is not None:
                 problems.append((step, problem))
                 continue

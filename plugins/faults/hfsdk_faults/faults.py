@@ -137,7 +137,7 @@ def _unreachable(name: str, step: int, config: Any) -> str | None:
     else:
         return None
     if first <= step <= total:
-        return None
+        return _unsaved(name, step, trainer) if name in _AT_A_SAVE else None
     if step > total:
         return (
             f"{name} fires at steps up to trainer.total_steps={total}; pick a step from "
@@ -150,6 +150,65 @@ def _unreachable(name: str, step: int, config: Any) -> str | None:
             f"a step from 1 to {total}"
         )
     return f"{name} fires at trained steps, 1 to {total}; pick a step from 1 to {total}"
+
+
+def _unsaved(name: str, step: int, trainer: Any) -> str | None:
+    """Why save-point fault ``name`` never fires at ``step``: no checkpoint is written there
+    (the trainer saves at multiples of ``trainer.save_every`` and at ``total_steps``)."""
+    every, total = trainer.save_every, trainer.total_steps
+    if step == total or (every and step % every == 0):
+        return None
+    steps = sorted({*range(every, total + 1, every), total}) if every else [total]
+    listed = ", ".join(map(str, steps[:6])) + (", ..." if len(steps) > 6 else "")
+    return (
+        f"{name} fires inside a checkpoint write, and trainer.save_every={every} saves "
+        f"step{'s' * (len(steps) > 1)} {listed} only; pick a saved step or set "
+        "trainer.save_every to one that saves it"
+    )
+
+
+def _no_worker_processes(point: str, step: int) -> str:
+    return (
+        f"{FAULT_ENV}={point}:{step} needs worker processes, but the workers run "
+        "in the controller's process; set trainer.executor: ray"
+    )
+
+
+def _no_rollout_pool(step: int) -> str:
+    return (
+        f"{FAULT_ENV}=rollout_kill:{step} needs rollout replicas of their own, but this "
+        "run generates in the actor's workers; set placement.pools.rollout.devices "
+        "or use worker_kill"
+    )
+
+
+def _workers_in_process(config: Any, spec: Any) -> bool:
+    """Whether the session will run the workers in the controller's process (its rule,
+    ``use_local_executor``); a placement plugin's layout (``placement.mode=auto``) is not
+    known before the run, so there only ``trainer.executor=local`` counts."""
+    from hfsdk import ROLLOUT_POOL, local_executor_problem
+
+    executor, placement = config.trainer.executor, config.placement
+    if executor != "auto" or placement.mode == "auto":
+        return executor == "local"
+    pools = {
+        placement.pool_of(role): None
+        for role in spec.role_names  # a scorer without a model runs no worker
+        if spec.kind_of(role) != "scorer" or getattr(config, role).model is not None
+    }
+    pools.update({ROLLOUT_POOL: None} if ROLLOUT_POOL in placement.pools else {})
+    return local_executor_problem(config, placement, pools) is None
+
+
+def _check_kill_targets(name: str, step: int, config: Any, spec: Any) -> None:
+    """Refuse before the run the kill that step ``step`` would refuse (it has no target)."""
+    from hfsdk import ROLLOUT_POOL, HfsdkError
+
+    placement = config.placement
+    if name == "worker_kill" and _workers_in_process(config, spec):
+        raise HfsdkError(_no_worker_processes(name, step))
+    if name == "rollout_kill" and placement.mode != "auto" and ROLLOUT_POOL not in placement.pools:
+        raise HfsdkError(_no_rollout_pool(step))
 
 
 def check_fault_points(config: Any = None, spec: Any = None, prepared: Any = None) -> None:
@@ -172,6 +231,8 @@ def check_fault_points(config: Any = None, spec: Any = None, prepared: Any = Non
                 f"{FAULT_ENV} has {item!r}, which this run never reaches, so it would inject "
                 f"nothing: {why}, or unset {FAULT_ENV}"
             )
+        if config is not None and spec is not None:
+            _check_kill_targets(name, step, config, spec)
 
 
 def maybe_fault(point: str, step: int) -> None:
@@ -198,10 +259,7 @@ def maybe_kill_worker(step: int, pid: Callable[[], int], point: str = "worker_ki
         if target == os.getpid():
             from hfsdk import HfsdkError
 
-            raise HfsdkError(
-                f"{FAULT_ENV}={point}:{step} needs worker processes, but the workers run "
-                "in the controller's process; set trainer.executor: ray"
-            )
+            raise HfsdkError(_no_worker_processes(point, step))
         os.kill(target, signal.SIGKILL)
 
 
@@ -241,11 +299,7 @@ class FaultObserver(StepObserver):
         elif fault_requested("rollout_kill", step):
             from hfsdk import HfsdkError
 
-            raise HfsdkError(
-                f"{FAULT_ENV}=rollout_kill:{step} needs rollout replicas of their own, but this "
-                "run generates in the actor's workers; set placement.pools.rollout.devices "
-                "or use worker_kill"
-            )
+            raise HfsdkError(_no_rollout_pool(step))
         maybe_fault("sigterm", step)
         maybe_fault("sigint", step)
 

@@ -161,6 +161,8 @@ def test_rollout_kill_kills_rank_0_of_the_rollout_pool(monkeypatch: pytest.Monke
         ("sigterm:0", [], r"from 1 to 30"),
         ("save_enospc:0", [], r"from 1 to 30"),
         ("metrics_mid:0", [], r"trainer\.val_before_train=true"),  # no step-0 line
+        ("save_mid:3", ["trainer.total_steps=4", "trainer.save_every=2"], r"steps 2, 4"),
+        ("save_enospc:2", ["trainer.total_steps=4"], r"save_every=0.*step 4"),  # the last only
     ],
 )
 def test_a_fault_the_run_can_never_reach_is_refused_before_the_run(
@@ -182,6 +184,7 @@ def test_a_fault_the_run_can_never_reach_is_refused_before_the_run(
         ("step_end:2,save_mid:2,sigint:2,metrics_mid:2", ["trainer.total_steps=2"]),
         ("sync_drop:0,sync_skip:2", ["trainer.total_steps=2"]),  # 0: the initial weights' sync
         ("metrics_mid:0", ["trainer.val_before_train=true"]),  # step 0: validation's line
+        ("save_mid:2,save_sigterm:4", ["trainer.total_steps=4", "trainer.save_every=2"]),
         ("vllm_drop:40,lora_merge_bad:40,gather_drop:40,reshard_drop:40", []),  # not steps
     ],
 )
@@ -190,3 +193,24 @@ def test_a_fault_the_run_can_reach_passes_the_check(
 ) -> None:
     monkeypatch.setenv(FAULT_ENV, value)
     faults.check_fault_points(load_run_config("grpo", None, overrides))
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("worker_kill:2", r"worker_kill:2 needs worker processes, but the workers run in the"),
+        ("rollout_kill:2", r"rollout_kill:2 needs rollout replicas of their own"),
+    ],
+)
+def test_a_kill_of_worker_processes_is_refused_when_there_are_none(
+    value: str, says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: the default run (one device: workers in the controller) failed at step 2."""
+    from hfsdk import HfsdkError
+
+    monkeypatch.setenv(FAULT_ENV, value)
+    spec = get_registry("algorithms")["grpo"].impl
+    with pytest.raises(HfsdkError, match=rf"^HFSDK_FAULT_INJECT={says}"):
+        faults.check_fault_points(load_run_config("grpo", None, []), spec)
+    if value.startswith("worker_kill"):  # own processes under Ray
+        faults.check_fault_points(load_run_config("grpo", None, ["trainer.executor=ray"]), spec)

@@ -51,3 +51,31 @@ def test_keep_best_needs_the_jsonl_logger() -> None:
     )
     with pytest.raises(ConfigError, match=r"keep_best=reward/mean ranks the steps in metrics"):
         check_keep_best_source(config, has_validation_data=False)
+
+
+@pytest.mark.parametrize(
+    ("val_every", "save_every", "total", "refused"),
+    [(3, 2, 12, True), (4, 2, 12, False), (2, 2, 12, False), (3, 0, 10, True), (5, 0, 10, False)],
+)
+def test_keep_best_on_validation_needs_validated_save_steps(
+    val_every: int, save_every: int, total: int, refused: bool
+) -> None:
+    """Only a validated step with a checkpoint can be kept (retention.best_step)."""
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.trainer.input_checks import check_keep_best_source
+
+    config = load_run_config(
+        "grpo",
+        None,
+        [
+            "trainer.keep_best=val/pass@1",
+            f"trainer.val_every={val_every}",
+            f"trainer.save_every={save_every}",
+            f"trainer.total_steps={total}",
+        ],
+    )
+    if not refused:
+        check_keep_best_source(config, has_validation_data=True)
+        return
+    with pytest.raises(ConfigError, match=r"a multiple of trainer\.save_every"):
+        check_keep_best_source(config, has_validation_data=True)

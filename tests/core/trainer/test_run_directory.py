@@ -127,3 +127,19 @@ def test_a_run_saved_with_the_old_trainer_wandb_key_resumes(tmp_path: Path) -> N
     other = load_run_config("grpo", None, ["wandb.project=q"])
     with pytest.raises(HfsdkError, match=r"\(wandb\.project changed\)"):
         RunDirectory(tmp_path).check_config_matches(other)
+
+
+@pytest.mark.parametrize("sink", ["tensorboard", "wandb", None])
+def test_a_failed_run_that_logged_only_to_other_sinks_is_kept(tmp_path: Path, sink) -> None:
+    # loggers without jsonl leave metrics.jsonl empty: a sink's output is the run's work.
+    directory = RunDirectory(tmp_path / "runs" / "r")
+    directory.create_and_lock()
+    for name in ("config.yaml", "config_sources.yaml", "hfsdk.log", "metrics.jsonl"):
+        (directory.path / name).write_text("")
+    (directory.path / "checkpoints" / ".step_1.tmp-1").mkdir(parents=True)  # a save cut short
+    if sink is not None:
+        (directory.path / sink).mkdir()
+        (directory.path / sink / "events").write_text("step 1")
+    directory.abandon()
+    assert directory.path.is_dir() == (sink is not None)
+    assert (tmp_path / "runs").exists() == (sink is not None)  # a created parent goes too
