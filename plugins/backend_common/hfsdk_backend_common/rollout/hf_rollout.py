@@ -469,11 +469,17 @@ class HFRollout(RolloutBackend):
             return
         # Tensor-parallel or pipelined generation layouts: every rank gathers a full copy,
         # since one rank serves its own requests without stepping in lockstep with others.
+        grad = torch.is_grad_enabled()
         with self.weights() as module:
-            yield hf_llama_to_megatron(
+            converted = hf_llama_to_megatron(
                 {name: p.detach() for name, p in module.named_parameters()},
                 hf_llama_shape(module.config),
             )
+            # The module's context holds no_grad, and a server lives across calls: the caller's
+            # thread got its grad mode back only when the server closed (an update between two
+            # requests trained nothing), or a wrong one where two servers closed out of order.
+            with torch.set_grad_enabled(grad):
+                yield converted
 
     def _assemble(
         self,

@@ -160,3 +160,18 @@ def test_serving_refuses_requests_once_the_actor_moved_on(model_dirs: dict[str, 
         _flip_the_actors_weights_in_place(rollout)
         with pytest.raises(WeightSyncMismatch, match="version 0 but the actor is at version 1"):
             asyncio.run(rollout.generate_request(_request(rollout)))
+
+
+def test_an_open_request_server_leaves_the_callers_grad_mode_alone(
+    model_dirs: dict[str, str],
+) -> None:
+    # The live module's context holds no_grad; the lazily opened server kept it open across
+    # calls, so an update between two requests ran without gradients, and two servers closed
+    # out of order left gradients off for good.
+    first, second = (_rollout(model_dirs["plain"], "hfsdk") for _ in range(2))
+    for rollout in (first, second):
+        asyncio.run(rollout.generate_request(_request(rollout)))
+        assert torch.is_grad_enabled()
+    first.close()
+    second.close()
+    assert torch.is_grad_enabled()
