@@ -10,7 +10,6 @@ distillation's ``algorithm.top_k`` needs an fsdp actor and teachers.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 from hfsdk import HfsdkError
@@ -244,31 +243,11 @@ def lora_problem(role: str, rank: int) -> str:
 
 
 def rollout_layout_problems(shape: ModelShape, section: Any, devices: int) -> list[str]:
-    """``actor.rollout_layout`` must be a regrouping of the training layout (one message).
-
-    A layout set for a model the 3D-HybridEngine cannot reshard is refused too: the actor
-    then gathers the whole model for every rollout and would silently ignore it.
-    """
+    """``actor.rollout_layout`` must be a regrouping of the training layout (one message)."""
     from hfsdk_backend_common.hybrid.layout import HeadShape, TrainLayout
     from hfsdk_backend_common.hybrid.layout_config import resolve_rollout_layout
-    from hfsdk_backend_megatron.hybrid_shards import hybrid_supported
 
     layout = section.rollout_layout
-    explicit = [f"tp={layout.tp}"] if layout.tp is not None else []
-    explicit += [f"pp={layout.pp}"] if layout.pp != 1 else []  # pp's default is 1
-    # hybrid_supported reads only the engine's shape, which is all there is before Ray starts.
-    unsupported = hybrid_supported(SimpleNamespace(shape=shape)) if explicit else None
-    if unsupported is not None:
-        key = (
-            f"actor.rollout_layout.{explicit[0]}"
-            if len(explicit) == 1
-            else f"actor.rollout_layout ({', '.join(explicit)})"
-        )
-        return [
-            f"{key}: {unsupported}, so this actor's rollout gathers the whole model and would "
-            "ignore the layout; leave actor.rollout_layout unset (or use a Llama model without "
-            "biases and with untied embeddings)"
-        ]
     tp, pp = section.parallel.tp, section.parallel.pp
     train = TrainLayout(pp, tp, max(1, devices // (tp * pp)))
     heads = HeadShape(

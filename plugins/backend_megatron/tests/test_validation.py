@@ -226,37 +226,6 @@ def test_top_k_distillation_is_refused_on_a_megatron_actor_or_teacher(role: str)
     load_run_config("distill", None, [f"{role}.backend=megatron"])  # top_k 0: accepted
 
 
-def _config_only_model(directory: Path, **extra: Any) -> str:
-    """A model directory holding only ``config.json`` (4 heads, 2 key/value heads, 2 layers)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    shape = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, vocab_size=27)  # fmt: skip
-    (directory / "config.json").write_text(json.dumps({**shape, **extra}))
-    return str(directory)
-
-
-@pytest.mark.parametrize(
-    ("extra", "reason"),
-    [
-        ({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}, "without biases"),
-        (
-            {"architectures": ["LlamaForCausalLM"], "tie_word_embeddings": True},
-            "needs an untied output layer",
-        ),
-    ],
-)
-def test_rollout_layout_is_refused_where_the_hybrid_engine_cannot_reshard(
-    tmp_path: Path, extra: dict[str, Any], reason: str
-) -> None:
-    # Before: accepted, and the rollout gathered the whole model at its default layout anyway.
-    model = _config_only_model(tmp_path / "m", **extra)
-    for layout in ("actor.rollout_layout.tp=1", "actor.rollout_layout.pp=2"):
-        message = _error([*_actor(model, tp=2, pp=2, devices=4), layout])
-        assert message.startswith(f"{layout}: ") and reason in message and "\n" not in message
-        assert "leave actor.rollout_layout unset" in message
-    load_run_config("grpo", None, _actor(model, tp=2, pp=2, devices=4))  # unset: accepted
-
-
 def test_one_layout_per_pool_only_under_fused_colocation() -> None:
     # Separate colocation runs one process per role: the reference may keep its own layout.
     shared = ["actor.backend=megatron", "reference.backend=megatron",

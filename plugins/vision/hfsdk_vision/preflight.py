@@ -158,8 +158,8 @@ def refuse_placeholders_without_images(prepared: Any) -> None:
     whatever the rollout, the run would train on the text alone (TRL's content parts that
     carried their image inline became such a bare ``<image>``)."""
     for label, loader in _loaders(prepared):
-        for row in loader.rows:
-            if IMAGE_PLACEHOLDER in str(row.get(PROMPT_TEXT, "")):
+        for row in loader.rows:  # a prompt plugin's own rows need not be mappings
+            if isinstance(row, Mapping) and IMAGE_PLACEHOLDER in str(row.get(PROMPT_TEXT, "")):
                 raise HfsdkError(
                     f"{label} data: row {row.get('uid', '?')}: the prompt has an "
                     f"{IMAGE_PLACEHOLDER} placeholder but the dataset carries no images (no "
