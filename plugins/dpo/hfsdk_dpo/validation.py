@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
 from hfsdk_dpo.dpo_config import DPOConfig
+from hfsdk_supervised_data.unread_settings import unread_setting_problems
 
 # Settings of hfsdk.AlgorithmConfig that DPO's program never reads, with why: it samples
 # nothing (no group of samples, no reward to put a KL in) and its loss takes the mean over
@@ -50,12 +49,4 @@ def dpo_config_problems(config: Any) -> list[str]:
             f"algorithm.advantage_estimator={algo.advantage_estimator!r}: DPO estimates no "
             "advantages (the pair's label is the signal), so it would do nothing; remove it"
         )
-    fields = attrs.fields_dict(type(algo))
-    for name, why in _UNREAD.items():
-        value = getattr(algo, name)
-        if value != fields[name].default:
-            problems.append(
-                f"algorithm.{name}={value!r}: algorithm 'dpo' never reads it ({why}), so this "
-                f"setting would do nothing; remove it (default {fields[name].default!r})"
-            )
-    return problems
+    return problems + unread_setting_problems(algo, "dpo", _UNREAD)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
 from hfsdk_sft.sft_config import SFTConfig
+from hfsdk_supervised_data.unread_settings import unread_setting_problems
 
 # Settings of hfsdk.AlgorithmConfig that SFT's program never reads, with why: it samples
 # nothing (each row is one given response, so no group and no reward to put a KL in) and has
@@ -43,12 +42,4 @@ def sft_config_problems(config: Any) -> list[str]:
             "given responses only; set algorithm.policy_loss: nll, or pick the algorithm of "
             "that loss (--algo ppo, dpo)"
         )
-    fields = attrs.fields_dict(type(algo))
-    for name, why in _UNREAD.items():
-        value = getattr(algo, name)
-        if value != fields[name].default:
-            problems.append(
-                f"algorithm.{name}={value!r}: algorithm 'sft' never reads it ({why}), so this "
-                f"setting would do nothing; remove it (default {fields[name].default!r})"
-            )
-    return problems
+    return problems + unread_setting_problems(algo, "sft", _UNREAD)

@@ -9,6 +9,8 @@
 - :mod:`.prompt_cuts`: loaded prompt rows given the shorter prompts their rows are trained
   after, re-tokenized and left-padded as the loader does (:func:`reprompt`).
 - :mod:`.row_checks`: every loaded row tokenized before a run starts (the preflight checks).
+- :mod:`.unread_settings`: the shared RL settings such an algorithm never reads, refused
+  (:func:`unread_setting_problems`).
 """
 
 from hfsdk_supervised_data.conversation import (
@@ -29,6 +31,7 @@ from hfsdk_supervised_data.preference_pairs import (
 )
 from hfsdk_supervised_data.prompt_cuts import reprompt
 from hfsdk_supervised_data.row_checks import check_preference_rows, prepared_rows
+from hfsdk_supervised_data.unread_settings import unread_setting_problems
 
 __all__ = [
     "PairColumns",
@@ -46,4 +49,5 @@ __all__ = [
     "tokenize_preference_pair",
     "tokenize_preference_pairs",
     "tokenize_supervised",
+    "unread_setting_problems",
 ]
