@@ -5,8 +5,9 @@ models). Each prompt ``"a + b ="`` gets ``PAIRS_PER_PROMPT`` rows
 ``{"prompt", "chosen": "<a+b>", "rejected": "<a wrong number>", "answer"}``
 (the ``answer`` column keeps the task's reward function usable on validation
 samples). Wrong answers are drawn from ``0 .. max_answer`` without the right one
-(for a validation pair, also without the prompt's training ones), seeded by the
-spec, so the files are the same on every machine.
+and without the prompt's earlier ones (so a training prompt's pairs differ, and a
+validation pair is never a training pair), seeded by the spec, so the files are the
+same on every machine.
 
 The files are written beside the default task's prompt data the first time
 they are asked for (atomically), without rebuilding the cached model.
@@ -19,7 +20,7 @@ import random
 from pathlib import Path
 from typing import Literal
 
-from hfsdk import write_text_atomic
+from hfsdk import HfsdkError, write_text_atomic
 from hfsdk_tasks.assets import DefaultAssets
 from hfsdk_tasks.spec import DefaultTaskSpec
 from hfsdk_tasks.task import task_rows, validation_rows
@@ -27,7 +28,7 @@ from hfsdk_tasks.task import task_rows, validation_rows
 PAIRS_PER_PROMPT = 2
 """Rows per training prompt, each with another wrong answer."""
 
-_VERSION = 2
+_VERSION = 3
 """The files' version: bumped when the pairs drawn change, so older caches are rebuilt."""
 
 
@@ -52,16 +53,25 @@ def _draw(
     salt: int,
     used: dict[str, set[str]],
 ) -> list[dict[str, str]]:
-    """``repeats`` pairs per prompt, each wrong answer drawn from those not in ``used``."""
+    """``repeats`` pairs per prompt, each wrong answer drawn from those not in ``used``
+    nor drawn for the prompt before (``used`` itself is left as it was)."""
     rng = random.Random(spec.seed + salt)
+    # Grown as pairs are drawn, so a prompt's repeats never share a wrong answer.
+    taken_by_prompt = {prompt: set(answers) for prompt, answers in used.items()}
     rows = []
     for _ in range(repeats):
         for row in prompts:
             right = int(row["answer"])
-            taken = used.get(row["prompt"], set())
-            wrong = rng.choice(
-                [n for n in range(spec.max_answer + 1) if n != right and str(n) not in taken]
-            )
+            taken = taken_by_prompt.setdefault(row["prompt"], set())
+            left = [n for n in range(spec.max_answer + 1) if n != right and str(n) not in taken]
+            if not left:
+                raise HfsdkError(
+                    f"max_operand={spec.max_operand} leaves {row['prompt']!r} too few wrong "
+                    f"answers for {PAIRS_PER_PROMPT} training pairs and a validation pair "
+                    f"that differ; use max_operand >= 2"
+                )
+            wrong = rng.choice(left)
+            taken.add(str(wrong))
             rows.append(
                 {
                     "prompt": row["prompt"],
@@ -76,8 +86,9 @@ def _draw(
 def ensure_preference_pairs(assets: DefaultAssets) -> tuple[Path, Path]:
     """``(train, val)`` jsonl files of the default task's pairs, written on first use."""
     directory = assets.root / "data"
-    # Versioned: v2's validation pairs avoid the training pairs (the unversioned files,
-    # drawn independently, shared 4 of 32), so caches of the older draw are not read.
+    # Versioned so caches of an older draw are not read: v2's validation pairs avoid the
+    # training pairs (the unversioned files, drawn independently, shared 4 of 32); v3's
+    # training prompts get a different wrong answer in each pair (v2 repeated 8 of 200).
     paths = (
         directory / f"pairs_train_v{_VERSION}.jsonl",
         directory / f"pairs_val_v{_VERSION}.jsonl",

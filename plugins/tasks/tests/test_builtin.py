@@ -60,6 +60,26 @@ def test_validation_pairs_use_wrong_answers_their_prompt_never_trained_on() -> N
     assert written == val  # the file on disk is rebuilt, not an older cache
 
 
+def test_a_training_prompt_gets_a_different_wrong_answer_in_each_of_its_pairs() -> None:
+    from hfsdk_tasks.pairs import PAIRS_PER_PROMPT, preference_rows
+
+    spec = hfsdk.default_task_assets().spec
+    train = preference_rows(spec, "train")
+    pairs = [(r["prompt"], r["rejected"]) for r in train]
+    # Before: the repeats were drawn independently: 8 of the 200 pairs were repeats.
+    assert len(set(pairs)) == len(pairs)
+    assert len(train) == len({r["prompt"] for r in train}) * PAIRS_PER_PROMPT
+
+
+def test_a_task_too_small_for_distinct_pairs_is_one_line() -> None:
+    from hfsdk_tasks.pairs import preference_rows
+    from hfsdk_tasks.spec import DefaultTaskSpec
+
+    # Answers 0..2: two wrong ones per prompt, both taken by its training pairs.
+    with pytest.raises(hfsdk.HfsdkError, match=r"^max_operand=1 leaves .* use max_operand >= 2$"):
+        preference_rows(DefaultTaskSpec(max_operand=1), "val")
+
+
 def test_an_unknown_variant_is_one_line() -> None:
     with pytest.raises(hfsdk.HfsdkError, match="no 'huge' model; it offers warm, cold, partial"):
         ADDITION_TASK.build(model="huge")
