@@ -18,6 +18,10 @@ Tool turns become tokens through a :class:`TurnRenderer`:
   template): each result as ``<tool_response> CONTENT </tool_response>`` (the
   ``template`` is configurable), tokenized without special tokens.
 
+Text from outside the model (a tool's result, an environment's or agent's message) is
+plain text under both: a special-token string in it is tokenized as its characters, never
+as the special id (:mod:`hfsdk_agents.content_tokens`).
+
 Step-wise trajectories: when the conversation, rendered again by the template,
 is no longer the token stream (a template that drops earlier turns' reasoning),
 the trajectory goes on in a new :class:`Trajectory` (:meth:`Trajectory.follow`)
@@ -34,9 +38,8 @@ from typing import Any
 import attrs
 
 from hfsdk import HfsdkError
+from hfsdk_agents.content_tokens import MODEL_ROLE, format_ids, outside_messages, template_ids
 from hfsdk_agents.tools import ToolOutput
-
-MODEL_ROLE = "assistant"
 
 
 @attrs.define(kw_only=True)
@@ -232,7 +235,8 @@ class TurnRenderer(abc.ABC):
 
 @attrs.define
 class PlainRenderer(TurnRenderer):
-    """``template`` per tool result (``{content}``, ``{name}``), tokenized without specials."""
+    """``template`` per tool result (``{content}``, ``{name}``), tokenized without specials;
+    a special-token string inside a content is plain text (its characters)."""
 
     tokenizer: Any
     template: str = " <tool_response> {content} </tool_response>"
@@ -240,13 +244,19 @@ class PlainRenderer(TurnRenderer):
 
     def tool_turn(self, outputs: Sequence[ToolOutput], *, last_token: int | None) -> list[int]:
         """One rendered template per output, concatenated."""
-        text = "".join(self.template.format(content=o.content, name=o.name) for o in outputs)
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        if any(o.images for o in outputs):
+            # The loop puts the images' token text (special on purpose) before the content.
+            text = "".join(self.template.format(content=o.content, name=o.name) for o in outputs)
+            return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return [
+            t
+            for o in outputs
+            for t in format_ids(self.tokenizer, self.template, o.content, name=o.name)
+        ]
 
     def user_turn(self, text: str, *, last_token: int | None) -> list[int]:
         """``user_template`` with the text."""
-        rendered = self.user_template.format(content=text)
-        return list(self.tokenizer.encode(rendered, add_special_tokens=False))
+        return format_ids(self.tokenizer, self.user_template, text)
 
     def context_turn(
         self, messages: Sequence[Mapping[str, Any]], *, last_token: int | None
@@ -256,15 +266,15 @@ class PlainRenderer(TurnRenderer):
         for message in messages:
             content, role = str(message.get("content") or ""), message.get("role")
             if role == "tool":
-                text = self.template.format(content=content, name=message.get("name", ""))
+                name = message.get("name", "")
+                ids.extend(format_ids(self.tokenizer, self.template, content, name=name))
             elif role == "user":
-                text = self.user_template.format(content=content)
+                ids.extend(format_ids(self.tokenizer, self.user_template, content))
             else:
                 raise HfsdkError(
                     f"the plain rendering has no form for a {role!r} message after a model "
                     "turn (only tool and user); use a tokenizer with a chat template"
                 )
-            ids.extend(self.tokenizer.encode(text, add_special_tokens=False))
         return ids
 
 
@@ -286,14 +296,23 @@ class ChatTemplateRenderer(TurnRenderer):
     _end: list[int | None] = attrs.field(factory=list, init=False, repr=False)
 
     def _render(
-        self, messages: list[dict[str, Any]], generation_prompt: bool, tools: bool = False
+        self,
+        messages: list[dict[str, Any]],
+        generation_prompt: bool,
+        tools: bool = False,
+        plain: Sequence[int] = (),
     ) -> list[int]:
+        """The template's ids of ``messages``; the contents of messages ``plain`` (indices:
+        text from outside the model) keep special-token strings as plain text."""
         import jinja2  # transformers' chat templates are jinja2 (installed with it)
 
-        extra = {"tools": [dict(t) for t in self.tools]} if tools and self.tools else {}
         try:
-            ids = self.tokenizer.apply_chat_template(
-                messages, tokenize=True, add_generation_prompt=generation_prompt, **extra
+            return template_ids(
+                self.tokenizer,
+                messages,
+                plain=plain,
+                add_generation_prompt=generation_prompt,
+                tools=self.tools if tools else None,
             )
         except jinja2.exceptions.TemplateError as err:
             # A template may refuse a conversation it was not written for (Gemma's and
@@ -305,13 +324,15 @@ class ChatTemplateRenderer(TurnRenderer):
                 "rollout.multi_turn.renderer: plain (or use a tokenizer whose template "
                 "renders tool and consecutive user turns)"
             ) from None
-        if isinstance(ids, Mapping):  # transformers 5 may return a BatchEncoding
-            ids = ids["input_ids"]
-        return list(ids)
 
-    def _after_assistant(self, messages: list[dict[str, Any]], last_token: int | None) -> list[int]:
+    def _after_assistant(
+        self, messages: list[dict[str, Any]], last_token: int | None, plain: bool = True
+    ) -> list[int]:
         user = [{"role": "user", "content": "x"}]
-        full = self._render([*user, {"role": MODEL_ROLE, "content": "y"}, *messages], True)
+        # ``messages`` follow a model turn: outside text, plain unless the caller says not.
+        outside = range(2, 2 + len(messages)) if plain else ()
+        chat = [*user, {"role": MODEL_ROLE, "content": "y"}, *messages]
+        full = self._render(chat, True, plain=outside)
         # The stand-in assistant turn is found inside ``full`` itself, not in a rendering
         # that ends with it: a template may render the last assistant turn differently
         # from one that a turn follows (Qwen3 gives only the last one an empty
@@ -328,8 +349,10 @@ class ChatTemplateRenderer(TurnRenderer):
         return full[end + 1 :] if last_token == full[end] else full[end:]
 
     def render_conversation(self, messages: list[dict[str, Any]]) -> list[int]:
-        """The template's rendering of ``messages`` (with the tools) and the assistant header."""
-        return self._render(messages, True, tools=True)
+        """The template's rendering of ``messages`` (with the tools) and the assistant header;
+        tool results and the messages after the first model turn keep special-token strings
+        as plain text, as :meth:`context_turn` renders them."""
+        return self._render(messages, True, tools=True, plain=outside_messages(messages))
 
     def end_of_turn(self) -> int | None:
         """The stop id that closes the template's assistant turn (``None``: none of them)."""
@@ -349,7 +372,8 @@ class ChatTemplateRenderer(TurnRenderer):
     def tool_turn(self, outputs: Sequence[ToolOutput], *, last_token: int | None) -> list[int]:
         """The template's tool messages (``role: tool``) and the next assistant header."""
         messages = [{"role": "tool", "name": o.name, "content": o.content} for o in outputs]
-        return self._after_assistant(messages, last_token)
+        # The loop puts the images' token text (special on purpose) before the content.
+        return self._after_assistant(messages, last_token, plain=not any(o.images for o in outputs))
 
     def user_turn(self, text: str, *, last_token: int | None) -> list[int]:
         """The template's user message and the next assistant header."""

@@ -8,27 +8,36 @@ with ``add_generation_prompt``; without one, the plain rendering the prompt
 datasets use (docs/migrating.md): a lone user message is its text, anything
 else ``role: content`` lines and ``assistant:`` (an assistant turn's tool calls in the
 run parser's format, a tool result in the plain renderer's ``<tool_response>`` form).
+Tool results and the messages after the first assistant turn keep special-token strings
+as plain text, as the renderers' context turns do (:mod:`hfsdk_agents.content_tokens`), so a
+session's tokens and a fresh rendering of its conversation agree.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from hfsdk_agents.content_tokens import (
+    encode_pieces,
+    holds_special,
+    ids_of,
+    outside_messages,
+    sentinel,
+    special_strings,
+    split_at,
+    template_ids,
+    with_added_specials,
+)
 from hfsdk_agents.gateway.messages import Message, for_template
 from hfsdk_agents.trajectory import PlainRenderer
 
 PLAIN_TOOL_TEMPLATE: str = attrs.fields(PlainRenderer).template.default
 """The plain renderer's tool-result template (`` <tool_response> {content} </tool_response>``)."""
-
-
-def _ids(value: Any) -> list[int]:
-    if isinstance(value, Mapping):  # transformers 5 may return a BatchEncoding
-        value = value["input_ids"]
-    return [int(t) for t in value]
 
 
 def render_conversation(
@@ -43,19 +52,26 @@ def render_conversation(
     """The ids the model reads before answering ``messages`` (see the module docstring);
     without a template, ``parser`` names the tool-call format and ``tool_template`` the tool
     results' (the run's :class:`~hfsdk_agents.trajectory.PlainRenderer` template)."""
+    chat = for_template(messages)
+    outside = outside_messages(chat)
     if use_template:
-        extra = {"tools": [dict(t) for t in tools]} if tools else {}
-        return _ids(
-            tokenizer.apply_chat_template(
-                for_template(messages), tokenize=True, add_generation_prompt=True, **extra
-            )
-        )
+        return template_ids(tokenizer, chat, plain=outside, add_generation_prompt=True, tools=tools)
     if len(messages) == 1 and messages[0]["role"] == "user":
-        text = messages[0]["content"]
-    else:
-        lines = [_plain_line(m, parser, tool_template) for m in for_template(messages)]
-        text = "\n".join([*lines, "assistant:"])
-    return _ids(tokenizer(text)["input_ids"])
+        return ids_of(tokenizer(messages[0]["content"])["input_ids"])
+    # Outside contents that hold special-token strings stand in as sentinels, tokenized plain.
+    specials, tag = special_strings(tokenizer), secrets.token_hex(8)
+    stand_ins = {
+        i: sentinel(tag, i) for i in outside if holds_special(chat[i].get("content"), specials)
+    }
+    lines = [
+        _plain_line({**m, "content": stand_ins[i]} if i in stand_ins else m, parser, tool_template)
+        for i, m in enumerate(chat)
+    ]
+    text = "\n".join([*lines, "assistant:"])
+    if not stand_ins:
+        return ids_of(tokenizer(text)["input_ids"])
+    contents = {stand_ins[i]: str(chat[i]["content"]) for i in stand_ins}
+    return with_added_specials(tokenizer, encode_pieces(tokenizer, split_at(text, contents)))
 
 
 def _plain_call(function: Mapping[str, Any], parser: str) -> str:
