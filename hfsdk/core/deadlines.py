@@ -139,7 +139,7 @@ class _Watchdog:
         self._pid = -1
 
     def add(self, armed: Armed, seconds: float) -> None:
-        """Fire ``armed`` after ``seconds`` unless it is cancelled first; under _LOCK."""
+        """Fire ``armed`` after ``seconds`` (inf: never) unless cancelled first; under _LOCK."""
         if self._pid != os.getpid():  # first use, or a forked child: the thread is not here
             self._pid = os.getpid()
             self._heap.clear()
@@ -169,8 +169,8 @@ class _Watchdog:
                     heapq.heappop(self._heap)
                     continue
                 delay = when - time.monotonic()
-                if delay > 0:
-                    self._wake.wait(delay)
+                if delay > 0:  # (a wait past TIMEOUT_MAX raises OverflowError, ending this thread)
+                    self._wake.wait(min(delay, threading.TIMEOUT_MAX))
                     continue
                 heapq.heappop(self._heap)
                 self._active = max(0, self._active - 1)
@@ -203,10 +203,10 @@ def arm(
 def deadline(seconds: float | None, message: str, *, log_stack: bool = True) -> Iterator[None]:
     """Run the block; after ``seconds`` raise :class:`DeadlineExceeded` (``message``) in it.
 
-    ``None`` or a non-positive value: no deadline. With ``log_stack`` the
-    block's stack at expiry is logged as a warning before it is interrupted.
+    ``None``, nan or a non-positive value: no deadline (inf: one that never fires).
+    With ``log_stack`` the block's stack at expiry is logged as a warning first.
     """
-    if seconds is None or seconds <= 0:
+    if seconds is None or not seconds > 0:  # nan fails every comparison
         yield
         return
     armed = arm(seconds, message, log_stack=log_stack)

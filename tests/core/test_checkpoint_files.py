@@ -75,3 +75,28 @@ def test_what_hfsdk_saves_round_trips(tmp_path: Path) -> None:
     assert torch.equal(again["input_ids"], batch["input_ids"])
     assert list(again.non_tensors["extra"]) == [{"k": 1}, None, [2]]
     assert again.meta == {"step": 1}
+
+
+def test_numpy_numbers_of_every_width_and_numpy_scalars_round_trip(tmp_path: Path) -> None:
+    kinds = "?" + np.typecodes["AllInteger"] + np.typecodes["AllFloat"]
+    columns = {f"c_{kind}": np.arange(2).astype(kind) for kind in kinds}
+    columns["from_scalars"] = [np.float32(0.3), np.float32(0.9)]  # Batch keeps float32
+    extra = [{"a": np.int64(1)}, {"a": np.float16(2)}]  # numpy scalars in an object column
+    batch = Batch.from_dict(
+        {"ids": torch.zeros(2, 3)}, {**columns, "extra": extra}, meta={"m": np.float64(0.5)}
+    )
+    path = tmp_path / "trainer_state.pt"
+    torch.save({"step": 1, "pipeline": {"ahead": [batch]}}, path)
+    again = load_checkpoint_file(path)["pipeline"]["ahead"][0]
+    for name in columns:
+        assert again[name].dtype == batch[name].dtype and np.array_equal(again[name], batch[name])
+    assert list(again["extra"]) == extra and type(again["extra"][1]["a"]) is np.float16
+    assert again.meta == {"m": 0.5} and type(again.meta["m"]) is np.float64
+
+
+def test_a_refused_numpy_type_is_named_not_called_damage(tmp_path: Path) -> None:
+    path = tmp_path / "trainer_state.pt"
+    torch.save({"when": np.array(["2026-12-07"], dtype="datetime64[D]")}, path)
+    with pytest.raises(HfsdkError) as info:
+        load_checkpoint_file(path)
+    assert "holds a 'numpy.dtypes.DateTime64DType' object hfsdk does not save" in str(info.value)

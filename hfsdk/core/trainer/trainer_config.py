@@ -156,7 +156,7 @@ class TrainerConfig:
         "role and rank, then restarted like a dead one).",
         resumable=True,
         default=600.0,
-        validator=attrs.validators.gt(0.0),
+        validator=[attrs.validators.gt(0.0), attrs.validators.lt(float("inf"))],
     )
     hf_export: Literal["end", "every_save"] = help_field(
         "When checkpoints also get the actor in HF format (actor_hf/): 'end' (the last "
