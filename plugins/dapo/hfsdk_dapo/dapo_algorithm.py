@@ -73,6 +73,7 @@ class DAPOAlgorithm(Algorithm):
             batch = self._with_behaviour_log_probs(batch, behaviour)
         with self.stage("reward"):
             scores = self.score(batch, "reward")
+            _check_finite(scores, batch["uid"])
             # What the groups are filtered on: the reward's own score (accuracy for a
             # verifiable reward), before overlong shaping makes equal answers differ.
             batch["accuracy"] = scores.sum(-1)
@@ -244,6 +245,27 @@ def _concat_rounds(rounds: list[Batch]) -> Batch:
     arrays = [k for k in rounds[0].non_tensor_keys if all(k in r.non_tensor_keys for r in rounds)]
     _check_widths(rounds, tensors)
     return Batch.concat([r.select(tensor_keys=tensors, non_tensor_keys=arrays) for r in rounds])
+
+
+def _check_finite(scores: Any, uids: Any) -> None:
+    """Refuse rows scored NaN or infinite (a reward model can give them; reward functions
+    refuse theirs): the group filter would keep a NaN group (NaN differs from every score,
+    itself included) and the group statistics would give it zero advantages, silently."""
+    import torch  # here: registering the algorithm must not import torch
+
+    from hfsdk import HfsdkError
+
+    bad = (~torch.isfinite(scores)).any(-1).nonzero().flatten().tolist()
+    if bad:
+        row = bad[0]
+        # uid is "<generation round>:<prompt uid>" (set in _scored): name the prompt's.
+        uid = str(uids[row]).split(":", 1)[-1]
+        raise HfsdkError(
+            f"{len(bad)} of {len(scores)} rows were scored non-finite (NaN or inf) by the "
+            f"reward (first: row {row}, uid {uid!r}); DAPO needs a finite score per sample "
+            "to filter and normalise groups: check the reward model or reward signal that "
+            "produced it (its inputs, dtype overflow, a divergent checkpoint)"
+        )
 
 
 def _check_widths(rounds: list[Batch], keys: list[str]) -> None:

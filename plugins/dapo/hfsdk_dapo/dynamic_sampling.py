@@ -11,7 +11,11 @@ from collections.abc import Sequence
 
 
 def informative_groups(group_ids: Sequence[object], scores: Sequence[float]) -> list[object]:
-    """The groups (in first-seen order) whose samples do not all have the same score."""
+    """The groups (in first-seen order) whose samples do not all have the same score.
+
+    The scores must be finite: a NaN differs from every score, itself included, so its
+    group would count as informative (the algorithm refuses non-finite scores first).
+    """
     values: dict[object, set[float]] = {}
     for gid, score in zip(group_ids, scores, strict=True):
         values.setdefault(gid, set()).add(round(float(score), 9))

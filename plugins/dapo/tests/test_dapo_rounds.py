@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from hfsdk import AlgorithmContext, Batch, get_registry
+from hfsdk import AlgorithmContext, Batch, HfsdkError, get_registry
 from hfsdk.core.config import load_run_config
 from hfsdk_dapo.padding import left_pad_rollout
 
@@ -316,3 +316,21 @@ def test_a_step_with_kept_groups_keeps_their_advantages() -> None:
     algo.step(algo.prompts.next_batch(2))
     assert actor.trained is not None
     assert float(actor.trained["advantages"].abs().max()) > 0.5
+
+
+def test_a_non_finite_score_is_refused_naming_the_rows() -> None:
+    """A reward model can return NaN: the group would look informative (NaN differs from
+    every score, itself included) and its advantages would silently be 0."""
+    nan = float("nan")
+    algo = _algorithm(
+        ["rollout.max_response_length=6", "algorithm.max_generation_rounds=2"],
+        _Actor([2, 3, 4, 5], width=6),
+        _Prompts(3),
+        lambda batch: [
+            nan if u.endswith(":p1") else float(i % 2) for i, u in enumerate(batch["uid"])
+        ],
+    )
+    with pytest.raises(
+        HfsdkError, match=r"^4 of 8 rows were scored non-finite .*first: row 4, uid 'p1'"
+    ):
+        algo._sample_informative(algo.prompts.next_batch(2))

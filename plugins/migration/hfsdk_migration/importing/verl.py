@@ -441,6 +441,9 @@ def _count_rows(files: list[str]) -> int | None:
 
 FILTER_METRICS = ("acc", "score", "seq_reward", "seq_final_reward")
 """verl filter_groups metrics that are the sample's reward (what dapo's dynamic sampling reads)."""
+SHAPED_METRICS = ("seq_reward", "seq_final_reward")
+"""verl filter_groups metrics summed after overlong shaping (and, the final one, the KL in the
+reward): the score dapo filters on only while neither is on."""
 
 
 OVERLONG_SECTIONS = ("reward_model.", "reward.")
@@ -511,6 +514,16 @@ def _filter_groups(m: Mapper, chosen: str, explicit: bool) -> str:
             m.reject(
                 "algorithm.filter_groups.metric",
                 f"dapo filters groups on the sample's reward ({', '.join(FILTER_METRICS)})",
+            )
+        elif metric in SHAPED_METRICS and source is not None:
+            # A run with KL in the reward never gets here (with_kl above), so overlong
+            # shaping is what would make verl's shaped sum differ from the score.
+            m.reject(
+                "algorithm.filter_groups.metric",
+                "hfsdk's dynamic sampling keeps groups on the reward's score before the "
+                f"overlong penalty and any KL in the reward; {metric!r} includes the penalty, "
+                "so other groups would be kept and hfsdk has no filter on it: set "
+                "filter_groups.metric=score (or acc) in verl to compare the runs",
             )
         rounds = m.int("algorithm.filter_groups.max_num_gen_batches", 10)
         if rounds == 0:  # verl: no limit

@@ -108,6 +108,31 @@ def test_verl_dapo_manager_overlong_buffer_cfg_maps_to_dapo() -> None:
         assert not any("reward_" in line for line in result.unmapped)
 
 
+@pytest.mark.parametrize("metric", ["seq_reward", "seq_final_reward"])
+def test_verl_filter_on_the_shaped_reward_is_listed_when_overlong_shaping_is_on(
+    metric: str,
+) -> None:
+    # verl's seq_reward / seq_final_reward include the overlong penalty; hfsdk filters on the
+    # score before it, so the groups kept would differ.
+    data = _verl_dapo("dapo")
+    data["algorithm"]["filter_groups"]["metric"] = metric
+    result = import_config("verl", data)
+    (line,) = [line for line in result.unmapped if "filter_groups.metric" in line]
+    assert line.startswith(f"algorithm.filter_groups.metric = {metric!r}  (hfsdk's dynamic")
+    assert "before the overlong penalty" in line and "metric=score" in line
+
+
+@pytest.mark.parametrize("metric", ["acc", "score", "seq_reward", "seq_final_reward"])
+def test_verl_filter_metric_maps_when_it_equals_the_score(metric: str) -> None:
+    # Without overlong shaping (and with no KL, which dapo refuses) every metric is the score.
+    data = _verl_dapo("dapo")
+    data["algorithm"]["filter_groups"]["metric"] = metric
+    data["reward_model"]["reward_kwargs"]["overlong_buffer_cfg"]["enable"] = False
+    result = import_config("verl", data)
+    assert result.config["algorithm"]["dynamic_sampling"] is True
+    assert not any("filter_groups" in line for line in result.unmapped)
+
+
 def test_verl_reward_manager_left_with_the_reward_model_off_is_listed() -> None:
     # Only the dapo manager reads overlong_buffer_cfg: with another one it is listed.
     result = import_config("verl", _verl_dapo("prime"))
