@@ -69,11 +69,14 @@ class DistillAlgorithm(Algorithm):
             fallback = cfg.default_teacher or None
             return route_rows(
                 sources, len(batch), cfg.teachers, fallback,
-                setting="teachers", column=cfg.route_key,
+                setting="teachers", column=cfg.route_key, columns=batch.non_tensor_keys,
             )  # fmt: skip
         teachers = self.spec.roles_of_kind("frozen_policy")
         fallback = teacher_for_unrouted(cfg.default_teacher, teachers)
-        return route_rows(sources, len(batch), cfg.teacher_routes, fallback, column=cfg.route_key)
+        return route_rows(
+            sources, len(batch), cfg.teacher_routes, fallback,
+            column=cfg.route_key, columns=batch.non_tensor_keys,
+        )  # fmt: skip
 
     def step(self, prompts: Batch) -> dict[str, float]:
         """Sample → student and teacher log-probs (routed, or a weighted mixture) → reward →

@@ -41,8 +41,8 @@ class DistillConfig(AlgorithmConfig):
         factory=dict,
     )
     route_key: str = help_field(
-        "The dataset column teacher_routes reads (a row's value names its teacher); rows "
-        "of data without it go to default_teacher.",
+        "The dataset column teacher_routes reads (a row's value names its teacher); with "
+        "routes set, data without the column is refused.",
         default="data_source",
     )
     teacher_weights: dict[str, float] = help_field(

@@ -23,13 +23,24 @@ def route_rows(
     *,
     setting: str = "teacher_routes",
     column: str = "data_source",
+    columns: Sequence[str] = (),
 ) -> dict[str, list[int]]:
     """Teacher role → the row positions it scores (in row order); every row exactly once.
 
-    ``sources`` is the batch's ``column`` (``None`` when the data has none: every
-    row goes to ``fallback``). ``setting`` names the routes' config key in the
+    ``sources`` is the batch's ``column`` (``None`` when the data has none: with no
+    ``routes`` every row goes to ``fallback``; with routes it is refused, naming
+    ``columns``, the data's columns). ``setting`` names the routes' config key in the
     refusal of a row no route and no fallback takes.
     """
+    if sources is None and routes and n_rows:
+        # Routes by a column the data lacks (a misspelt route_key) would otherwise send every
+        # row to the fallback teacher and leave the routed ones idle without a word.
+        raise HfsdkError(
+            f"algorithm.{setting} routes rows by their {column!r} column, which this data does "
+            f"not have (algorithm.route_key={column!r}; columns: {', '.join(columns) or '(none)'}"
+            "); set algorithm.route_key to the column that names each row's source, or add the "
+            "column to the data"
+        )
     if sources is None and fallback is None and n_rows:
         raise HfsdkError(
             f"algorithm.{setting} routes rows by their {column!r} column, which this data does "
@@ -69,6 +80,32 @@ def routing_problems(
             f"this algorithm; teacher roles: {allowed} (or null for the first, '' for none)"
         )
     return problems
+
+
+def idle_teacher_problems(
+    routes: Mapping[str, str], default_teacher: str | None, teachers: Sequence[str]
+) -> list[str]:
+    """Config problems of ``teacher_routes``: a teacher role that no route and not the teacher
+    of unrouted rows names would be loaded and never called. Empty routes send every row to
+    the unrouted rows' teacher, as documented (``distill_multi``'s default): not checked."""
+    if not routes:
+        return []
+    named = {*routes.values(), teacher_for_unrouted(default_teacher, teachers)}
+    idle = [role for role in teachers if role not in named]
+    if not idle:
+        return []
+    roles = ", ".join(repr(role) for role in idle)
+    fallback = teacher_for_unrouted(default_teacher, teachers)
+    unrouted = f"unrouted rows go to {fallback!r}" if fallback else "unrouted rows are refused"
+    return [
+        f"teacher role{'s' if len(idle) > 1 else ''} {roles} of this algorithm "
+        f"{'have' if len(idle) > 1 else 'has'} no route in algorithm.teacher_routes and "
+        f"{unrouted} (algorithm.default_teacher), so {'they' if len(idle) > 1 else 'it'} "
+        f"would be loaded and never called; route a source to {'each' if len(idle) > 1 else 'it'}"
+        " in algorithm.teacher_routes or set algorithm.default_teacher to "
+        f"{'one' if len(idle) > 1 else 'it'}, or use an algorithm without that role "
+        "(--algo distill for one teacher)"
+    ]
 
 
 def weight_problems(

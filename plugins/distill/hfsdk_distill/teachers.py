@@ -20,6 +20,9 @@ from hfsdk import AlgorithmSpec, ConfigError, RoleSpec, get_registry
 _ROLE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _CORE_SECTIONS = ("algorithm", "rollout", "advantage", "policy_loss", "value_loss")
 """The run config's sections that are neither roles nor registered (``config_sections``)."""
+_RUN_CONFIG_ATTRIBUTES = ("algo", "sections", "to_dict", "to_yaml")
+"""The run config's own attributes (not views of a section): a role section of that name
+is shadowed by the attribute (a test keeps this list equal to ``RunConfig``'s)."""
 
 
 def configure_teachers(spec: AlgorithmSpec, algorithm_config: Any) -> AlgorithmSpec:
@@ -32,6 +35,14 @@ def configure_teachers(spec: AlgorithmSpec, algorithm_config: Any) -> AlgorithmS
     others = [r.name for r in spec.roles if r.kind != "frozen_policy"]
     others += [*_CORE_SECTIONS, *sorted(get_registry("config_sections").keys())]
     for source, name in teachers.items():
+        if isinstance(name, str) and name in _RUN_CONFIG_ATTRIBUTES:
+            # config.<name> answers the run config's own attribute (config.algo is the
+            # algorithm's name), so <name>.model_path would never reach the teacher.
+            raise ConfigError(
+                f"algorithm.teachers.{source} is {name!r}, the run config's own attribute "
+                f"(reserved: {', '.join(_RUN_CONFIG_ATTRIBUTES)}), so {name}.model_path would "
+                "never reach the teacher; give the teacher another role name (e.g. teacher_math)"
+            )
         if not isinstance(name, str) or not _ROLE_NAME.match(name) or name in others:
             raise ConfigError(
                 f"algorithm.teachers.{source} is {name!r}: a teacher is a role name of lowercase "

@@ -10,7 +10,7 @@ import attrs
 
 from hfsdk import run_spec
 from hfsdk_distill.distill_config import DistillConfig
-from hfsdk_distill.routing import routing_problems, weight_problems
+from hfsdk_distill.routing import idle_teacher_problems, routing_problems, weight_problems
 
 TEACHER_ESTIMATORS = ("reverse_kl",)
 """The registered advantage estimators that read ``teacher_log_probs``; any other (GRPO's
@@ -40,6 +40,23 @@ def distill_config_problems(config: Any) -> list[str]:
     spec = run_spec(config)
     teachers = spec.roles_of_kind("frozen_policy")
     problems = routing_problems(algo.teacher_routes, algo.default_teacher, teachers)
+    if not problems and not algo.teachers and not algo.teacher_weights:
+        # Only with the routes' roles known: a misnamed one is already reported above.
+        problems += idle_teacher_problems(algo.teacher_routes, algo.default_teacher, teachers)
+    if (
+        algo.default_teacher == ""
+        and not algo.teacher_routes
+        and not algo.teachers
+        and not algo.teacher_weights
+    ):
+        # '' refuses every row no route names, and with no routes that is every row: each
+        # step would fail after generating.
+        problems.append(
+            "algorithm.default_teacher='' refuses the rows no route names, and "
+            "algorithm.teacher_routes is empty, so every row would be refused after "
+            "generation; route your data_source values in algorithm.teacher_routes, or set "
+            "algorithm.default_teacher to a teacher role (null: the first)"
+        )
     if algo.advantage_estimator not in TEACHER_ESTIMATORS:
         problems.append(
             f"algorithm.advantage_estimator={algo.advantage_estimator!r} reads no teacher "
@@ -192,8 +209,11 @@ def _top_k_vocabulary_problems(config: Any, top_k: int, teachers: tuple[str, ...
     Qwen2.5-7B's 152,064 against 0.5B's 151,936): the update would index past the logits."""
     student = _vocab_rows(config.actor.model_path)
     problems = []
+    known: dict[str, int] = {} if student is None else {"the student": student}
     for role in teachers:
         rows = _vocab_rows(config.sections[role].model_path) if role in config.sections else None
+        if rows is not None:
+            known[role] = rows
         if student is not None and rows is not None and rows > student:
             problems.append(
                 f"algorithm.top_k={top_k}: {role}'s vocabulary has {rows} rows and the "
@@ -201,4 +221,13 @@ def _top_k_vocabulary_problems(config: Any, top_k: int, teachers: tuple[str, ...
                 "set top_k: 0 (the sampled tokens' reverse KL needs no such match) or give the "
                 "teacher a model with the student's vocabulary size"
             )
+    if known and top_k > min(known.values()):
+        # A teacher's worker takes the top k of its logits: past its vocabulary that fails,
+        # after the models are loaded and the first batch generated.
+        owner = min(known, key=known.__getitem__)
+        problems.append(
+            f"algorithm.top_k={top_k} is more than the smallest vocabulary ({owner}'s, "
+            f"{known[owner]} rows), so the teacher has no {top_k} tokens to ship; set "
+            f"algorithm.top_k to at most {known[owner]}"
+        )
     return problems

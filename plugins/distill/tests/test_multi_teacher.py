@@ -100,12 +100,50 @@ def test_rows_are_routed_by_the_configured_column(
           "algorithm.default_teacher=teacher_2"], r"default_teacher='teacher_2' with .*weights"),
         (["algorithm.teacher_weights={teacher: 1, teacher_2: 1}", "algorithm.route_key=domain"],
          r"route_key='domain' with .*weights"),
+        # Before: teacher_2 was built (a model loaded) and no route or default sent it a row.
+        (["algorithm.teacher_routes={math: teacher}"],
+         r"teacher role 'teacher_2' .*no route.*never called.*teacher_routes"),
+        (["algorithm.teacher_routes={math: teacher_2}", "algorithm.default_teacher=''"],
+         r"teacher role 'teacher' .*no route.*never called"),
     ],
 )  # fmt: skip
 def test_bad_teacher_settings_are_refused_in_one_line(overrides: list[str], message: str) -> None:
     with pytest.raises(hfsdk.ConfigError, match=message) as caught:
         load_run_config("distill_multi", None, [*_PATHS, *overrides])
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        [],  # no routes: every row to the first teacher, as documented
+        ["algorithm.teacher_routes={math: teacher_2}"],  # the rest to the first teacher
+        [
+            "algorithm.teacher_routes={math: teacher, code: teacher_2}",
+            "algorithm.default_teacher=''",
+        ],
+        ["algorithm.teacher_routes={math: teacher}", "algorithm.default_teacher=teacher_2"],
+    ],
+)
+def test_routes_that_reach_every_teacher_are_accepted(overrides: list[str]) -> None:
+    config = load_run_config("distill_multi", None, [*_PATHS, *overrides])
+    assert config.algorithm.teacher_weights == {}
+
+
+def test_routes_by_a_column_the_data_lacks_are_refused_at_the_step() -> None:
+    # Before: with route_key misspelt, every row went to the first teacher without a word.
+    run = FakeRun.for_algorithm(
+        "distill_multi",
+        [*_PATHS, "algorithm.route_key=domian", "algorithm.teacher_routes={code: teacher_2}"],
+    )
+    prompts = fake_prompts(2)
+    prompts["domain"] = ["code", "math"]
+    with pytest.raises(
+        hfsdk.HfsdkError, match=r"route_key='domian'; columns: .*domain.*set algorithm\.route_key"
+    ) as caught:
+        run.algorithm.step(prompts)
+    assert "\n" not in str(caught.value)
+    assert "compute_ref_log_prob" not in run.role("teacher").batches
 
 
 def test_one_weighted_teacher_is_fine_where_it_is_the_only_teacher() -> None:

@@ -18,8 +18,19 @@ def test_rows_go_to_their_source_teacher_and_the_rest_to_the_fallback() -> None:
     assert plan == {"t_math": [0, 3], "t_code": [1], "t0": [2]}
 
 
-def test_without_a_data_source_column_every_row_goes_to_the_fallback() -> None:
-    assert route_rows(None, 3, {"math": "t_math"}, "t0") == {"t0": [0, 1, 2]}
+def test_without_routes_or_the_column_every_row_goes_to_the_fallback() -> None:
+    assert route_rows(None, 3, {}, "t0") == {"t0": [0, 1, 2]}
+
+
+def test_routes_by_a_column_the_data_lacks_are_refused_in_one_line() -> None:
+    # Before: every row went to the fallback, the routes silently unused.
+    with pytest.raises(
+        hfsdk.HfsdkError,
+        match=r"route_key='domain'; columns: data_source, uid.*set algorithm\.route_key",
+    ) as caught:
+        route_rows(None, 3, {"math": "t_math"}, "t0", column="domain",
+                   columns=["data_source", "uid"])  # fmt: skip
+    assert "\n" not in str(caught.value)
 
 
 def test_an_unrouted_source_without_a_default_is_refused_in_one_line() -> None:
@@ -43,6 +54,15 @@ def test_routes_must_name_teacher_roles() -> None:
 def test_the_run_config_refuses_a_route_to_a_missing_teacher() -> None:
     with pytest.raises(hfsdk.ConfigError, match=r"teacher_routes\.math is 'teacher_math'"):
         load_run_config("distill", None, [*_PATHS, "algorithm.teacher_routes={math: teacher_math}"])
+
+
+def test_a_default_teacher_of_none_without_routes_is_refused() -> None:
+    # Before: accepted; every step failed on its first row, after generating.
+    with pytest.raises(
+        hfsdk.ConfigError, match=r"default_teacher='' .*teacher_routes is empty.*every row"
+    ) as caught:
+        load_run_config("distill", None, [*_PATHS, "algorithm.default_teacher=''"])
+    assert "\n" not in str(caught.value)
 
 
 def test_the_run_config_refuses_a_reference_kl() -> None:

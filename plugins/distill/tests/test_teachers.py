@@ -54,6 +54,11 @@ def test_on_the_default_task_each_teacher_gets_the_teacher_preset() -> None:
         # A teacher named like another section (an internal error, or that section's keys).
         *(([f"algorithm.teachers={{math: {name}}}"], rf"teachers\.math is '{name}'")
           for name in ("trainer", "placement", "rollout", "data", "algorithm")),
+        # Before: a name the run config itself answers (config.algo is the algorithm's
+        # name) was accepted and its NAME.model_path never reached the teacher.
+        *(([f"algorithm.teachers={{math: {name}}}", f"{name}.model_path=/m/t"],
+           rf"teachers\.math is '{name}'.*run config's own attribute")
+          for name in ("algo", "sections", "to_dict", "to_yaml")),
         ([_TEACHERS, "algorithm.teacher_routes={math: teacher_math}"], "both set"),
         # Before: every row went to the weighted teachers, the routed one was built, never
         # called.
@@ -176,3 +181,15 @@ def test_two_real_teachers_each_score_their_own_rows(tmp_path: Path) -> None:
         # The two teachers disagree, so a row scored by the wrong one would show.
         assert (got[i][m] - alone[other][i][m]).abs().max() > 1e-2, i
     assert row["distill/teacher_math/rows"] == row["distill/teacher_code/rows"] == 8
+
+
+def test_the_reserved_teacher_names_are_the_run_configs_own_attributes() -> None:
+    from hfsdk.core.config import RunConfig
+    from hfsdk_distill.teachers import _RUN_CONFIG_ATTRIBUTES
+
+    own = {
+        name
+        for name in dir(RunConfig)
+        if not name.startswith("_") and not isinstance(getattr(RunConfig, name), property)
+    }
+    assert set(_RUN_CONFIG_ATTRIBUTES) == own

@@ -158,3 +158,20 @@ def test_top_k_from_a_teacher_with_more_vocabulary_rows_is_refused(tmp_path: Any
     load_run_config("distill", None, teacher)
     with pytest.raises(hfsdk.ConfigError, match=r"teacher's vocabulary has 64 rows and the stud"):
         load_run_config("distill", None, [*teacher, "algorithm.top_k=4"])
+
+
+def test_top_k_larger_than_the_vocabulary_is_refused(tmp_path: Any) -> None:
+    """Before: accepted; the teacher's worker failed in its top-k after loading and
+    generating."""
+    import json
+    from pathlib import Path
+
+    policy = Path(hfsdk.default_task_assets().model_dir)
+    rows = json.loads((policy / "config.json").read_text())["vocab_size"]
+    paths = [f"teacher.model_path={policy}", f"actor.model_path={policy}"]
+    load_run_config("distill", None, [*paths, f"algorithm.top_k={rows}"])  # the whole vocabulary
+    with pytest.raises(
+        hfsdk.ConfigError, match=rf"algorithm\.top_k={rows + 1} .*smallest vocabulary.*{rows} rows"
+    ) as caught:
+        load_run_config("distill", None, [*paths, f"algorithm.top_k={rows + 1}"])
+    assert "\n" not in str(caught.value)
