@@ -65,6 +65,14 @@ class DefaultTaskSpec:
                 f"hidden_size={value} is not divisible by num_heads={self.num_heads}; "
                 "choose a hidden size that is a multiple of the number of heads"
             )
+        head_size, step = value // self.num_heads, 2 * self.num_heads
+        if head_size % 2:
+            # Rotary position embeddings rotate the head's two halves against each other.
+            raise ValueError(
+                f"hidden_size={value} / num_heads={self.num_heads} = {head_size}, an odd head "
+                "size, but rotary position embeddings need it even; set hidden_size to a "
+                f"multiple of 2 * num_heads (e.g. {-(-value // step) * step})"
+            )
 
     @property
     def max_answer(self) -> int:

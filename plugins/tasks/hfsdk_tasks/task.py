@@ -10,6 +10,8 @@ Pure Python (no torch), so the driver can import the reward functions cheaply.
 
 from __future__ import annotations
 
+import contextlib
+import numbers
 import random
 import re
 from collections.abc import Sequence
@@ -86,12 +88,35 @@ def _answers(prompts: Sequence[str], answer: Sequence[Any] | None) -> list[int]:
             f"the 'answer' column has {len(answer)} entries but there are {len(prompts)} "
             "prompts; pass one answer per sample"
         )
-    try:
-        return [int(str(a).strip()) for a in answer]
-    except ValueError as err:
-        raise HfsdkError(
-            f"the 'answer' column must hold integers (as numbers or strings); {err}"
-        ) from None
+    targets = []
+    for index, value in enumerate(answer):
+        target = _whole_number(value)
+        if target is None:
+            raise HfsdkError(
+                "the 'answer' column must hold integers (as numbers such as 8 or 8.0, or "
+                f"strings such as '8'); entry {index} is {value!r}, which is not a whole "
+                "number; correct or drop that row"
+            )
+        targets.append(target)
+    return targets
+
+
+def _whole_number(value: Any) -> int | None:
+    """``value`` as an int when it is a whole number (``8``, ``8.0``, ``"8"``, ``"8.0"``:
+    pandas turns an integer column with a missing value into floats, and
+    :func:`first_number` reads ``"8.0"`` as 8 too), else ``None``."""
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        number = float(value)
+        return int(number) if number.is_integer() else None  # NaN and inf are not integers
+    text = str(value).strip()
+    with contextlib.suppress(ValueError):
+        return int(text)
+    if _NUMBER.fullmatch(text) is None:
+        return None
+    whole, _, fraction = text.partition(".")
+    return None if fraction.strip("0") else int(whole)
 
 
 def default_task_reward(

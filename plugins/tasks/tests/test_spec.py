@@ -19,6 +19,9 @@ def test_cache_key_follows_every_field_and_the_extra_versions() -> None:
 def test_invalid_specs_are_refused() -> None:
     with pytest.raises(ValueError, match="not divisible by num_heads"):
         DefaultTaskSpec(hidden_size=100, num_heads=3)
+    # hidden 12 over 4 heads: head size 3, which rotary position embeddings cannot split in halves
+    with pytest.raises(ValueError, match=r"hidden_size=12 / num_heads=4 = 3.*even"):
+        DefaultTaskSpec(hidden_size=12, num_heads=4)
     with pytest.raises(ValueError, match="p_correct"):
         DefaultTaskSpec(p_correct=1.0)
     assert DefaultTaskSpec().max_answer == 18

@@ -49,6 +49,20 @@ def test_reward_uses_the_first_number_of_the_response() -> None:
     assert default_task_reward(prompts, responses, answer=answers) == [1, 1, 0, 0, 0, 0]
 
 
+def test_whole_float_answers_count_as_integers_and_fractions_are_refused() -> None:
+    # pandas stores an integer column with a missing value as floats (8 -> 8.0).
+    prompts = [format_prompt(3, 5)] * 4
+    responses = ["8", "8.0", "9", "ugh 8"]
+    answers = np.array([8.0, 8.0, 9.0, 8.0])
+    assert default_task_reward(prompts, responses, answer=answers) == [1, 1, 1, 1]
+    assert default_task_reward(prompts, responses, answer=["8.0", " 8 ", "9.00", "+8"]) == [
+        1, 1, 1, 1,
+    ]  # fmt: skip
+    for bad in (8.5, "8.5", float("nan")):
+        with pytest.raises(HfsdkError, match=r"must hold integers.*entry 1 is .*not a whole"):
+            default_task_reward(prompts[:2], responses[:2], answer=[8, bad])
+
+
 def test_reward_ignores_other_columns_and_checks_lengths() -> None:
     assert default_task_reward(["1 + 1 ="], ["2"], answer=["2"], uid=["x"]) == [1.0]
     with pytest.raises(HfsdkError, match="one response per prompt"):

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 import hfsdk
-from hfsdk_tasks import build_once, holds
+from hfsdk_tasks import build_once
 from hfsdk_vision.model import TinyVLMSpec, load_tiny_vlm, save_tiny_vlm
 from hfsdk_vision.shapes import COLOURS, PROMPT, draw, shapes_rows, tokenizer_corpus, write_parquet
 
@@ -81,23 +81,39 @@ def warm_start(model: Any, processor: Any, spec: ShapesTaskSpec) -> float:
 
 def build_shapes_assets(directory: Path, spec: ShapesTaskSpec) -> None:
     """Write the warm-started model (``model/``), ``train.parquet``, ``val.parquet`` and, last,
-    ``info.json`` into ``directory``."""
+    ``info.json`` (which lists every file written before it) into ``directory``."""
     model_dir = save_tiny_vlm(directory / "model", tokenizer_corpus(), spec.model)
     model, processor = load_tiny_vlm(model_dir)
     loss = warm_start(model, processor, spec)
     model.save_pretrained(model_dir)
     write_parquet(shapes_rows(spec.train_rows, seed=spec.seed), directory / "train.parquet")
     write_parquet(shapes_rows(spec.val_rows, seed=spec.seed + 1), directory / "val.parquet")
-    info = {"spec": attrs.asdict(spec), "warm_start_loss": loss}
+    files = sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
+    info = {"spec": attrs.asdict(spec), "warm_start_loss": loss, "files": files}
     (directory / "info.json").write_text(json.dumps(info, indent=1))
 
 
+def shapes_assets_complete(directory: Path) -> bool:
+    """Whether ``directory`` holds a finished build: ``info.json`` and every file it lists.
+
+    Every file counts, not only ``info.json``: a cache that lost ``train.parquet`` after the
+    build would otherwise fail far away, blamed on ``data.train_files``. (A build from before
+    the list existed has none and is rebuilt once.)
+    """
+    try:
+        files = json.loads((directory / "info.json").read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return isinstance(files, list) and all((directory / name).is_file() for name in files)
+
+
 def ensure_shapes_assets(spec: ShapesTaskSpec | None = None) -> Path:
-    """The task's cached directory, built on first use (see :func:`build_shapes_assets`)."""
+    """The task's cached directory, built on first use (see :func:`build_shapes_assets`) and
+    rebuilt when a file of it is missing."""
     spec = spec or ShapesTaskSpec()
     final = hfsdk.cache_root() / "vision" / f"shapes-{spec.cache_key()}"
     return build_once(
-        final, lambda staging: build_shapes_assets(staging, spec), complete=holds("info.json")
+        final, lambda staging: build_shapes_assets(staging, spec), complete=shapes_assets_complete
     )
 
 

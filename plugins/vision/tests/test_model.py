@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
 
-from hfsdk_vision.model import TinyVLMSpec, load_tiny_vlm, save_tiny_vlm
+from hfsdk_vision import model as model_module
+from hfsdk_vision.model import TinyVLMSpec, ensure_tiny_vlm, load_tiny_vlm, save_tiny_vlm
 from hfsdk_vision.shapes import tokenizer_corpus
 from hfsdk_vision.tokens import IMAGE_PAD, VISION_END, VISION_START
 
@@ -31,3 +35,19 @@ def test_a_rebuild_is_identical_and_reloads(tmp_path, vlm) -> None:
 def test_a_spec_whose_rope_sections_do_not_fit_is_refused() -> None:
     with pytest.raises(ValueError, match="mrope_section"):
         TinyVLMSpec(mrope_section=(4, 4, 4))
+
+
+def test_a_damaged_cached_model_is_rebuilt(
+    tmp_path: Path, vlm_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus = tokenizer_corpus()
+
+    def save(directory: Path, corpus: object, spec: object) -> Path:  # the real build: copy it
+        shutil.copytree(vlm_dir, directory, dirs_exist_ok=True)
+        return directory
+
+    monkeypatch.setattr(model_module, "save_tiny_vlm", save)
+    built = ensure_tiny_vlm(corpus, cache_dir=tmp_path)
+    (built / "model.safetensors").unlink()  # damaged after the build
+    assert ensure_tiny_vlm(corpus, cache_dir=tmp_path) == built
+    assert (built / "model.safetensors").is_file()

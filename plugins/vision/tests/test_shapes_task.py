@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,27 @@ def test_the_task_is_registered_with_the_vision_rollout(task_dir: Path) -> None:
     assert config.actor.model_path == str(task_dir / "model")
     assert [f.name for f in config.reward.functions] == ["shapes"]
     assert json.loads((task_dir / "info.json").read_text())["warm_start_loss"] < 1.45
+
+
+@pytest.mark.parametrize("lost", ["train.parquet", "val.parquet", "model/model.safetensors"])
+def test_a_cache_missing_any_file_is_rebuilt(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lost: str
+) -> None:
+    from hfsdk_vision import shapes_task
+
+    monkeypatch.setenv("HFSDK_CACHE_DIR", str(tmp_path))
+    cached = tmp_path / "vision" / task_dir.name
+    shutil.copytree(task_dir, cached)
+    (cached / lost).unlink()  # damaged after the build (a cleanup, a full disk)
+    builds: list[Path] = []
+
+    def build(staging: Path, spec: object) -> None:  # the real build, fast: copy it
+        builds.append(staging)
+        shutil.copytree(task_dir, staging, dirs_exist_ok=True)
+
+    monkeypatch.setattr(shapes_task, "build_shapes_assets", build)
+    assert ensure_shapes_assets() == cached
+    assert len(builds) == 1 and (cached / lost).is_file()
 
 
 def test_the_warm_model_answers_each_colour_alike_whatever_the_image(task_dir: Path) -> None:
