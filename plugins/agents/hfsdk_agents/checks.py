@@ -9,18 +9,19 @@ from hfsdk_agents.config import multi_turn_config
 
 def multi_turn_problems(config: Any) -> list[str]:
     """One line per setting that clashes with an active ``rollout.multi_turn``."""
+    from hfsdk_agents.environments.checks import environment_problems, environment_reward_problems
+
     multi_turn = multi_turn_config(config.rollout)
+    problems = environment_reward_problems(config)  # an environment reward needs a loop
     if not multi_turn.active:
         if multi_turn.loop_args:  # no loop runs: they would be ignored without a word
-            return [
+            problems.append(
                 f"rollout.multi_turn.loop_args {sorted(multi_turn.loop_args)} are set but "
                 "rollouts are not multi-turn (no tools, agent_loop, agent or environment); "
                 "set rollout.multi_turn.agent_loop (or tools) or drop loop_args"
-            ]
-        return []
-    from hfsdk_agents.environments.checks import environment_problems
-
-    problems = environment_problems(multi_turn)
+            )
+        return problems
+    problems += environment_problems(multi_turn)
     partial = config.trainer.partial_rollout_tokens
     if partial:
         problems.append(

@@ -28,6 +28,7 @@ every row has the batch's prompt width and the budget's response width.
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -58,7 +59,10 @@ async def run_agents(
     in prompt order.
 
     ``server`` (the one behind ``ctx.generate``) is told when each trajectory starts
-    and ends, so a turn-by-turn server knows whom to wait for.
+    and ends, so a turn-by-turn server knows whom to wait for. Each trajectory gets its
+    own deep copy of its row: the n samples of a prompt share the batch's column objects,
+    so a loop or environment that changes its row would change its siblings' rows, later
+    epochs' and the columns the rewards read.
     """
     gate = asyncio.Semaphore(max_concurrent)
     tasks: list[asyncio.Future[list[Trajectory]]] = []
@@ -69,7 +73,8 @@ async def run_agents(
                 if server is not None:
                     server.trajectory_started()
                 try:
-                    made = await loop.run(prompts[index], rows[index], ctx, seed=seeds[index])
+                    row = _own_copy(rows[index])
+                    made = await loop.run(prompts[index], row, ctx, seed=seeds[index])
                 finally:
                     if server is not None:
                         server.trajectory_finished()
@@ -86,6 +91,18 @@ async def run_agents(
 
     tasks.extend(asyncio.ensure_future(one(i)) for i in range(len(prompts)))
     return list(await asyncio.gather(*tasks))
+
+
+def _own_copy(row: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of ``row`` for one trajectory (bytes are shared: they cannot change)."""
+    try:
+        return copy.deepcopy(row)
+    except Exception as err:
+        raise HfsdkError(
+            f"a prompt row's columns ({', '.join(sorted(map(str, row)))}) cannot be copied for "
+            f"each trajectory: deepcopy raised {type(err).__name__}: {err}; keep data (text, "
+            "numbers, lists, dicts, images, arrays) in the dataset's columns"
+        ) from err
 
 
 def as_segments(made: Any, loop: AgentLoop) -> list[Trajectory]:

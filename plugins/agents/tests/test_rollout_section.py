@@ -206,6 +206,9 @@ def test_a_misspelt_parser_or_loop_and_unused_loop_args_are_refused_when_resolve
         ConfigError, match=r"loop_args \['max_turns'\] are set but rollouts are not"
     ):
         resolve_run_config("grpo", {"rollout": {"multi_turn": {"loop_args": {"max_turns": 1}}}})
+    # the environment reward in a run with no environment: refused at load, not at step 1
+    with pytest.raises(ConfigError, match=r"reward.functions lists 'environment'.* no environment"):
+        resolve_run_config("grpo", {"reward": {"functions": [{"name": "environment"}]}})
     # a custom loop keeps taking any loop_args (AgentLoop stores them as self.loop_args)
     custom = {"agent_loop": f"{path}:Once", "loop_args": {"uneven": True}}
     resolve_run_config("grpo", {"rollout": {"multi_turn": {**MULTI_TURN, **custom}}})

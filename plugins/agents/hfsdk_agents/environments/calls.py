@@ -13,6 +13,7 @@ tool's output as an error message, exactly as for plain tools
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
 from collections.abc import Mapping
@@ -21,6 +22,28 @@ from typing import Any
 from hfsdk_agents.argument_checks import checked_arguments, parameters_json
 from hfsdk_agents.tool_worker import ToolError, _as_text
 from hfsdk_agents.tools import Tool, ToolOutput, cut_text
+
+
+class _Deadline(Exception):
+    """The call's own deadline passed (``asyncio.wait_for``'s timeout, told apart from a
+    ``TimeoutError`` the tool raised)."""
+
+
+async def _awaited(value: Any, timeout_s: float) -> Any:
+    """``value`` awaited within ``timeout_s``; only the deadline itself is :class:`_Deadline`."""
+    task = asyncio.ensure_future(value)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=timeout_s)
+    except asyncio.CancelledError:  # the run stopped: the tool's coroutine stops with it
+        task.cancel()
+        raise
+    if not done:
+        task.cancel()
+        # Whatever the cancelled coroutine ends with, the call's answer is the deadline.
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await task
+        raise _Deadline
+    return task.result()
 
 
 def bound_tools(spec_schemas: Mapping[str, Mapping[str, Any]], env: Any) -> dict[str, Tool]:
@@ -66,14 +89,16 @@ async def call_environment_tool(
     try:
         value = tool.fn(**arguments)
         if inspect.isawaitable(value):
-            value = await asyncio.wait_for(value, timeout_s)
+            value = await _awaited(value, timeout_s)
+    except _Deadline:
+        return out(f"Error: {name} did not return within {timeout_s:g} s", False, "timeout")
     except ToolError as err:
         return out(f"Error: {err}", False, "tool_error")
-    except TimeoutError:
-        return out(f"Error: {name} did not return within {timeout_s:g} s", False, "timeout")
     except (asyncio.CancelledError, KeyboardInterrupt):  # a stop: the run's, not the tool's
         raise
     except BaseException as err:  # sys.exit() in a tool ends the call, not the run
+        # A TimeoutError the tool raised itself (its server timed out) lands here too: it is
+        # the tool's exception, not the call's deadline.
         return out(f"Error: {name} raised {type(err).__name__}: {err}", False, "exception")
     try:
         text = _as_text(value)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hfsdk import HfsdkError
@@ -43,6 +43,41 @@ def environment_problems(config: MultiTurnConfig) -> list[str]:
     return problems
 
 
+def environment_reward_problems(config: Any) -> list[str]:
+    """The ``environment`` reward in ``reward.functions`` of a run where no environment runs
+    (it would fail at the first scoring, after the models loaded and a rollout ran).
+
+    Needs the whole run config (the reward section), so it is not part of
+    :func:`environment_problems`; the preflight check :func:`environment_rows_check` runs it
+    on the run's scorer signals before the run starts.
+    """
+    reward = getattr(config, "reward", None)
+    functions = getattr(reward, "functions", None) or ()
+    return _reward_problems({"reward": functions}, multi_turn_config(config.rollout))
+
+
+def _reward_problems(
+    functions: Mapping[str, Sequence[Any]], multi_turn: MultiTurnConfig
+) -> list[str]:
+    from hfsdk_agents.environments.reward import REWARD_FUNCTION_NAME
+
+    if multi_turn.uses_environments:
+        return []
+    return [
+        f"{role}.functions lists {REWARD_FUNCTION_NAME!r}, which reads each trajectory's "
+        "environment reward, but no environment runs (rollout.multi_turn.environment and "
+        f"environment_column are unset); set one of them or drop the {REWARD_FUNCTION_NAME!r} "
+        "reward"
+        for role, entries in functions.items()
+        if any(_function_name(f) == REWARD_FUNCTION_NAME for f in entries)
+    ]
+
+
+def _function_name(entry: Any) -> Any:
+    """The name a ``reward.functions`` entry gives (an object or, unresolved, a dict)."""
+    return entry.get("name") if isinstance(entry, Mapping) else getattr(entry, "name", None)
+
+
 def _runs_environments(config: MultiTurnConfig) -> bool:
     """Whether the configured loop runs the rows' environments: ``environment_loop`` (the
     default with an environment) or a subclass of it."""
@@ -74,11 +109,18 @@ def _rows(prepared: Any) -> Iterable[tuple[str, dict[str, Any]]]:
 
 
 def environment_rows_check(config: Any, spec: Any, prepared: Any) -> str | None:
-    """Every row names an environment that loads (``environment_column``), else one line."""
+    """Every row names an environment that loads (``environment_column``), and the
+    ``environment`` reward is scored only where an environment runs; else one line."""
     from hfsdk_agents.environments.loop import environment_name
     from hfsdk_agents.environments.registry import load_environment
 
     multi_turn = multi_turn_config(config.rollout)
+    signals = getattr(prepared, "signal_configs", None) or {}
+    problems = _reward_problems(
+        {role: getattr(s, "functions", None) or () for role, s in signals.items()}, multi_turn
+    )
+    if problems:
+        raise HfsdkError("; ".join(problems))
     if multi_turn.environment_column is None:
         return None
     seen: set[str] = set()

@@ -60,8 +60,29 @@ EPISODE_ENDED = "episode_ended"
 """``ToolOutput.error`` of a call written after the call that set the environment's ``done``."""
 
 
+def is_done(env: Any, name: str) -> bool:
+    """The environment's ``done`` (false where it has none), which must be a bool.
+
+    ``getattr(env, "done")`` on a method is always truthy: every episode would end after
+    its first tool call, so anything but a bool (or numpy's) is refused, not tested for truth.
+    """
+    value = getattr(env, "done", False)
+    if isinstance(value, bool):
+        return value
+    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+        return bool(value)
+    raise HfsdkError(
+        f"environment {name!r}: done is a {type(value).__name__} ({value!r:.80}); expected "
+        "True or False: make done an attribute (self.done = True) or a @property returning a bool"
+    )
+
+
 async def _run_calls(
-    items: Sequence[ToolCall | str], tools: Mapping[str, Tool], env: Any, config: MultiTurnConfig
+    items: Sequence[ToolCall | str],
+    tools: Mapping[str, Tool],
+    env: Any,
+    config: MultiTurnConfig,
+    name: str,
 ) -> list[ToolOutput]:
     """The outputs of one turn's calls, run one at a time in the order written.
 
@@ -72,11 +93,10 @@ async def _run_calls(
     """
     outputs: list[ToolOutput] = []
     for item in items:
-        if getattr(env, "done", False):
-            name = item.name if isinstance(item, ToolCall) else ""
+        if is_done(env, name):
             outputs.append(
                 ToolOutput(
-                    name=name,
+                    name=item.name if isinstance(item, ToolCall) else "",
                     content="Error: the episode has ended; this call did not run",
                     ok=False,
                     error=EPISODE_ENDED,
@@ -158,7 +178,7 @@ class EnvironmentLoop(AgentLoop):
             first = _observed(segments[0], str(observation), ctx) if observation else segments[0]
             if first is not None:
                 segments[0] = first
-                await self._turns(segments, env, spec.schemas, ctx, seed)
+                await self._turns(segments, env, spec.schemas, ctx, seed, name=name)
             made = self._end(segments, env, name)
         except BaseException:
             with contextlib.suppress(Exception):  # the first error is the one to report
@@ -179,7 +199,10 @@ class EnvironmentLoop(AgentLoop):
         schemas: Mapping[str, Mapping[str, Any]],
         ctx: AgentContext,
         seed: int,
+        *,
+        name: str = "",
     ) -> None:
+        name = name or type(env).__qualname__
         tools = bound_tools(schemas, env)
         config = ctx.config
         for turn in range(config.max_turns):
@@ -193,10 +216,10 @@ class EnvironmentLoop(AgentLoop):
                 return
             # Unlike the tool loop, the last turn's calls run too: they move the state the
             # reward is read from.
-            outputs = await _run_calls(parsed.items, tools, env, config)
+            outputs = await _run_calls(parsed.items, tools, env, config, name)
             if not ctx.add_tool_turn(trajectory, outputs):
                 return
-            if getattr(env, "done", False):
+            if is_done(env, name):
                 trajectory.finish = "done"
                 return
             if turn < config.max_turns - 1:

@@ -42,17 +42,48 @@ class Environment:
 
     def reset(self, row: Mapping[str, Any]) -> str:
         """Start an episode for ``row`` (the prompt's dataset columns); the first observation."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__qualname__} does not override reset(row); an environment defines "
+            "reset(row), returning the first observation"
+        )
 
     def reward(self) -> float:
         """The trajectory's reward, read once when it has ended."""
-        raise NotImplementedError
+        raise NotImplementedError(
+            f"{type(self).__qualname__} does not override reward(); an environment defines "
+            "reward(), returning the episode's reward as a number"
+        )
 
     def close(self) -> None:
         """Free what the episode holds (called once, also after an error)."""
 
 
 _REQUIRED = ("reset", "reward", "close")
+
+_STUBS = ("reset", "reward")
+"""The members :class:`Environment` only declares: inherited, they raise NotImplementedError."""
+
+
+def _missing(cls: type) -> list[str]:
+    """The required members ``cls`` lacks; one still inherited from the base stubs is
+    missing too (it is callable, but would fail only after a rollout)."""
+    return [
+        m
+        for m in _REQUIRED
+        if not callable(getattr(cls, m, None))
+        or (m in _STUBS and getattr(cls, m) is getattr(Environment, m))
+    ]
+
+
+def _done_problem(cls: type) -> str | None:
+    """Why ``cls``'s ``done`` cannot end an episode: a method is always truthy."""
+    done = inspect.getattr_static(cls, "done", False)
+    if inspect.isfunction(done) or isinstance(done, (staticmethod, classmethod)):
+        return (
+            "done is a method, so it is always true and every episode would end after its "
+            "first tool call; make done an attribute (self.done = True) or a @property"
+        )
+    return None
 
 
 def _unbound_view(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -94,7 +125,7 @@ def environment_spec(name: str, cls: Any) -> EnvironmentSpec:
             f"environment {name!r} is a {type(cls).__name__}, not a class; register or name a "
             "class with tools, reset(row), reward() and close() (docs/agents.md, Environments)"
         )
-    missing = [m for m in _REQUIRED if not callable(getattr(cls, m, None))]
+    missing = _missing(cls)
     # Only tools are awaited: an async reset(), reward() or close() would never run.
     coroutines = [m for m in _REQUIRED if inspect.iscoroutinefunction(getattr(cls, m, None))]
     if coroutines:
@@ -104,13 +135,20 @@ def environment_spec(name: str, cls: Any) -> EnvironmentSpec:
         )
     tools = getattr(cls, "tools", None)
     if missing or not isinstance(tools, (tuple, list)) or not tools:
+        stubs = issubclass(cls, Environment) and all(m in _STUBS for m in missing)
+        inherited = " (it only inherits Environment's stub, which raises NotImplementedError)"
         what = (
-            f"it has no {', '.join(missing)}" if missing else "its tools is not a non-empty tuple"
+            f"it has no {', '.join(missing)}{inherited if stubs else ''}"
+            if missing
+            else "its tools is not a non-empty tuple"
         )
         raise ConfigError(
             f"environment {name!r} ({cls.__qualname__}): {what}; an environment class names its "
             "tool methods in tools = ('move', ...) and defines reset(row), reward() and close()"
         )
+    done = _done_problem(cls)
+    if done is not None:
+        raise ConfigError(f"environment {name!r} ({cls.__qualname__}): {done}")
     schemas: dict[str, Mapping[str, Any]] = {}
     for tool in tools:
         method = inspect.getattr_static(cls, str(tool), None)

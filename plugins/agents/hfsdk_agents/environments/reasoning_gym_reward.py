@@ -5,11 +5,14 @@ The answer is what the response holds between ``<answer>`` and ``</answer>``
 score is the task's ``score_answer(answer, entry)`` on the row's entry, rebuilt
 from the columns :mod:`~hfsdk_agents.environments.reasoning_gym_data` wrote (or the
 entry it wrote, ``rg_entry``, where this process rebuilds another question).
+A verifier that raises on an answer (several do on malformed ones: ``prime_factorization``
+on ``2 x 3``, ``game_of_life`` on ``{}``) scores it 0.0, a wrong answer, with a warning.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +20,11 @@ REWARD_FUNCTION_NAME = "reasoning_gym"
 """Registry name of :func:`reasoning_gym_reward`."""
 
 COLUMNS = ("rg_task", "rg_seed", "rg_size", "rg_index", "rg_config")
+
+logger = logging.getLogger(__name__)
+
+_WARNED: set[tuple[str, str]] = set()
+"""(task, exception type) pairs already warned about: one line each, not one per sample."""
 
 
 def columns_read(config: Any = None) -> tuple[str, ...]:
@@ -51,7 +59,24 @@ def score_response(
     written = json.loads(entry_json) if entry_json else None
     if written is not None and written.get("question") != entry.get("question"):
         entry = written
-    return float(dataset.score_answer(extract_answer(response), entry))
+    answer = extract_answer(response)
+    try:
+        return float(dataset.score_answer(answer, entry))
+    except Exception as err:  # not BaseException: a KeyboardInterrupt still stops the run
+        # The verifier chokes on an answer it cannot parse: the model answered wrong, and one
+        # odd sampled response must not stop a run.
+        if (task, type(err).__name__) not in _WARNED:
+            _WARNED.add((task, type(err).__name__))
+            logger.warning(
+                "reasoning_gym task %r: its verifier raised %s: %s on the answer %r; scored "
+                "0.0 (a wrong answer); further %s errors of this task are not logged",
+                task,
+                type(err).__name__,
+                str(err)[:200],
+                str(answer)[:200],
+                type(err).__name__,
+            )
+        return 0.0
 
 
 def reasoning_gym_reward(

@@ -126,3 +126,47 @@ class Unbuildable(Counter):
 
 class OwnEnvironmentLoop(EnvironmentLoop):
     """A custom loop built on the environment loop (it runs the environments too)."""
+
+
+class Marker(Environment):
+    """Keeps the row's ``cells`` list as its state and appends to it: a row shared between
+    trajectories would carry one's marks into the next (the reward is the list's length)."""
+
+    tools: ClassVar[tuple[str, ...]] = ("bump",)
+
+    def reset(self, row: Mapping[str, Any]) -> str:
+        self.cells = row["cells"]
+        return f"count {len(self.cells)}"
+
+    def bump(self, by: int) -> str:
+        """Mark a cell.
+
+        Args:
+            by: The cell.
+        """
+        self.cells.append(by)
+        self.done = True
+        return f"count {len(self.cells)}"
+
+    def reward(self) -> float:
+        return float(len(self.cells))
+
+
+class Undecided(Counter):
+    """A counter whose ``done`` is a bound method put on the instance (always truthy)."""
+
+    def reset(self, row: Mapping[str, Any]) -> str:
+        self.done = self.reached  # type: ignore[assignment]
+        return super().reset(row)
+
+    def bump(self, by: int) -> str:
+        """Add to the counter.
+
+        Args:
+            by: How much to add.
+        """
+        self.count += by
+        return f"count {self.count}"
+
+    def reached(self) -> bool:
+        return self.count >= self.target

@@ -223,3 +223,35 @@ def test_a_first_observation_under_a_chat_template_keeps_the_episode_one_row(
     assert trained == "".join(tok.decode(tok.encode(t, add_special_tokens=False)) for t in turns)
     context = tok.decode(out["input_ids"][0][out["attention_mask"][0].bool()].tolist())
     assert "You may add numbers." in context
+
+
+def test_each_trajectory_gets_its_own_copy_of_the_row() -> None:
+    # Marker appends to the row's list: n=4 samples of one prompt sharing it (and the
+    # batch's own list) scored 2, 3, 4, 5 and left the batch's column changed.
+    rollout = rollout_for(
+        TOK, always(call()), environment=f"{counter_env.__name__}:Marker", renderer="plain",
+        max_turns=3, max_response_tokens=200,
+    )  # fmt: skip
+    cells = [0]
+    prompt = torch.tensor([TOK.encode("go")])
+    prompts = Batch.from_dict(
+        tensors={"input_ids": prompt, "attention_mask": torch.ones_like(prompt)},
+        non_tensors={"raw_prompt": ["go"], "uid": [0], "cells": [cells]},
+        meta={"n": 4},
+    )
+    out = generate_rollout(rollout, prompts)
+    assert [t["extra"]["environment_reward"] for t in out["agent_trajectory"]] == [2.0] * 4
+    assert cells == [0] and list(prompts["cells"][0]) == [0]
+
+
+def test_a_done_that_is_no_bool_is_one_line_naming_the_environment() -> None:
+    rollout = rollout_for(
+        TOK, always(call()), environment=f"{counter_env.__name__}:Undecided", renderer="plain",
+        max_turns=6, max_response_tokens=200,
+    )  # fmt: skip
+    with pytest.raises(HfsdkError) as info:
+        generate_rollout(rollout, batch([{"target": 3}]))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"environment '{counter_env.__name__}:Undecided': done is a ")
+    assert "expected True or False" in message

@@ -18,6 +18,7 @@ from hfsdk.core.plugin_manager import get_plugin_manager, reset_plugin_manager
 from hfsdk_agents.checks import prompt_tool_schemas
 from hfsdk_agents.environments import Environment, environment_spec
 from hfsdk_agents.environments.calls import bound_tools, call_environment_tool
+from hfsdk_agents.environments.checks import environment_reward_problems, environment_rows_check
 from hfsdk_agents.environments.frozen_lake import FrozenLake
 from hfsdk_agents.environments.registry import load_environment
 from hfsdk_agents.tools import ToolError
@@ -46,6 +47,26 @@ class ListsAnAttribute(NoTools):
     speed = 3
 
 
+class Unrewarded(Environment):
+    """Subclasses Environment but keeps its reward() stub (it would fail after a rollout)."""
+
+    tools: ClassVar[tuple[str, ...]] = ("bump",)
+
+    def reset(self, row):  # type: ignore[no-untyped-def]
+        return ""
+
+    def bump(self) -> str:
+        """Bump."""
+        return ""
+
+
+class DoneMethod(counter_env.Counter):
+    """``done`` written as a plain method: always truthy, so every episode would end at once."""
+
+    def done(self) -> bool:  # type: ignore[override]
+        return self.count >= self.target
+
+
 class AsyncReset(counter_env.Counter):
     """A valid environment but for its reset, which would be called and never awaited (the
     episode ran on a coroutine's repr)."""
@@ -61,12 +82,21 @@ class AsyncReset(counter_env.Counter):
         (FrozenLake(), "is a FrozenLake, not a class"),
         (type("Bare", (), {"tools": ("x",)}), "it has no reset, reward, close"),
         (AsyncReset, "reset is async; only tool methods may be async"),
+        (Unrewarded, "it has no reward (it only inherits Environment's stub, which raises"),
+        (DoneMethod, "done is a method, so it is always true"),
     ],
 )
 def test_a_class_that_is_no_environment_is_one_line(cls: object, says: str) -> None:
     with pytest.raises(HfsdkError) as info:
         environment_spec("bad", cls)
     assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_base_class_stubs_say_what_to_override() -> None:
+    with pytest.raises(NotImplementedError, match=r"Unrewarded does not override reward\(\)"):
+        Unrewarded().reward()
+    with pytest.raises(NotImplementedError, match=r"Environment does not override reset\(row\)"):
+        Environment().reset({})
 
 
 def test_module_and_file_specs_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,7 +151,9 @@ def test_the_prompts_announce_one_environments_tools_not_a_columns() -> None:
 
 
 class Slow(Environment):
-    tools: ClassVar[tuple[str, ...]] = ("wait", "refuse", "quit", "rant", "echo", "pick")
+    tools: ClassVar[tuple[str, ...]] = (
+        "wait", "refuse", "quit", "rant", "echo", "pick", "fetch",
+    )  # fmt: skip
 
     def reset(self, row):  # type: ignore[no-untyped-def]
         return ""
@@ -168,6 +200,14 @@ class Slow(Environment):
         """
         return ["apple", "pear", "plum"][slot]
 
+    def fetch(self, url: str) -> str:
+        """Fetch a page whose server times out (the tool's own TimeoutError, not the deadline).
+
+        Args:
+            url: The page.
+        """
+        raise TimeoutError("upstream server timed out after 0.1 s")
+
     def reward(self) -> float:
         return 0.0
 
@@ -193,6 +233,12 @@ def test_tool_failures_are_the_tools_output() -> None:
     assert _call("wait", [1])[1] == "bad_arguments"
     # sys.exit() in a tool ends the call, not the run; an error output keeps the limit too
     assert _call("quit", {}) == (False, "exception", "Error: quit raised SystemExit: bye")
+    # a TimeoutError the tool raised itself is its exception, not the call's deadline
+    assert _call("fetch", {"url": "x"}) == (
+        False,
+        "exception",
+        "Error: fetch raised TimeoutError: upstream server timed out after 0.1 s",
+    )
     assert _call("rant", {}) == (False, "tool_error", "Error: " + "no" * 46 + "n [truncated]")
     assert _call("echo", {"text": "deep"})[:2] == (False, "bad_output")
     # half of an emoji's escape, echoed back, reaches the tokenizer as U+FFFD
@@ -218,6 +264,33 @@ def test_settings_that_cannot_run_are_refused_in_one_line() -> None:
         "rollout.multi_turn.tools=['add'] with an environment: the model calls the "
         "environment's own tools; drop rollout.multi_turn.tools" in message
     )
+
+
+@pytest.mark.parametrize(
+    "rollout", [{}, {"multi_turn": {"tools": ["add"]}}], ids=["single_turn", "tool_loop"]
+)
+def test_the_environment_reward_without_an_environment_is_refused_before_the_run(
+    rollout: dict,
+) -> None:
+    # It failed only at the first scoring, after the models had loaded and a rollout ran.
+    reward = {"functions": [{"name": "environment"}]}
+    config = resolve_run_config("grpo", {"rollout": rollout, "reward": reward})
+    says = (
+        "reward.functions lists 'environment', which reads each trajectory's environment "
+        "reward, but no environment runs (rollout.multi_turn.environment and "
+        "environment_column are unset); set one of them or drop the 'environment' reward"
+    )
+    assert environment_reward_problems(config) == [says]
+    prepared = types.SimpleNamespace(
+        loader=None, val_loader=None, signal_configs={"reward": config.reward}
+    )
+    with pytest.raises(HfsdkError) as info:
+        environment_rows_check(config, None, prepared)
+    assert str(info.value) == says
+    # With an environment it runs.
+    lake = {"multi_turn": {"environment": "frozen_lake"}}
+    config = resolve_run_config("grpo", {"rollout": lake, "reward": reward})
+    assert environment_reward_problems(config) == []
 
 
 def test_an_environment_beside_another_agent_loop_is_refused_in_one_line() -> None:

@@ -40,6 +40,32 @@ def test_rows_are_the_tasks_entries_and_the_reward_is_its_verifier() -> None:
     assert all(0.0 < w < 1.0 for w in want)
 
 
+@pytest.mark.parametrize(
+    ("task", "answer"),
+    [("prime_factorization", "2 x 3"), ("game_of_life", "{}"), ("coin_flip", "1e999999")],
+)
+def test_an_answer_the_verifier_raises_on_scores_zero(task: str, answer: str) -> None:
+    # score_answer raised ValueError / KeyError / OverflowError: one odd response stopped a run.
+    rows = reasoning_gym_rows(task, size=1, seed=0)
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k.startswith("rg_")}
+    assert reasoning_gym_reward([], [f"<answer>{answer}</answer>"], **columns) == [0.0]
+
+
+def test_a_stop_inside_the_verifier_is_not_a_wrong_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import reasoning_gym
+
+    rows = reasoning_gym_rows("basic_arithmetic", size=1, seed=3, config=CONFIG)
+    columns = {k: [r[k] for r in rows] for k in rows[0] if k.startswith("rg_")}
+    dataset = type(reasoning_gym.create_dataset("basic_arithmetic", seed=3, size=1, **CONFIG))
+
+    def interrupted(self: object, answer: object, entry: object) -> float:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dataset, "score_answer", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        reasoning_gym_reward([], ["<answer>1</answer>"], **columns)
+
+
 def test_an_unknown_task_name_is_one_line() -> None:
     with pytest.raises(HfsdkError) as info:
         reasoning_gym_rows("basic_arithmetik", size=2)
