@@ -82,8 +82,12 @@ MAX_JSON_DEPTH = 64
 about 990 levels, but what is that deep cannot be pickled (the tool worker, Ray) nor dumped
 (``trainer.rollout_dump``): deeper is a malformed call, and its arguments are never kept."""
 
-# A JSON string (escapes included): brackets inside one are text, not nesting.
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A JSON string (escapes included): brackets inside one are text, not nesting. One that
+# never closes runs to the end (the JSON is invalid anyway): requiring the closing quote
+# made every later quote a new start that scanned to the end, quadratic in C on the
+# rollout's event loop. A lone backslash may end it too (else that case stays quadratic);
+# the possessive ``*+`` never backtracks into the escapes.
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)', re.DOTALL)
 _NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
@@ -164,7 +168,9 @@ def hermes_parser(text: str) -> ParsedTurn:
     return ParsedTurn.in_order(items, content.strip())
 
 
-_FUNCTION = re.compile(r"<function=([^>\s]*)>(.*?)(</function>|$)", re.DOTALL)
+# A name stops at ``<``: otherwise each ``<function=`` scanned past every later one for its
+# ``>``, quadratic in the number of markers.
+_FUNCTION = re.compile(r"<function=([^<>\s]*)>(.*?)(</function>|$)", re.DOTALL)
 
 
 def llama_function_parser(text: str) -> ParsedTurn:

@@ -151,3 +151,36 @@ def test_arguments_nested_past_the_depth_bound_are_a_malformed_call() -> None:
     assert (
         len(llama_function_parser(f"<function=add>{'[' * 500}{']' * 500}</function>").errors) == 1
     )
+
+
+def test_an_unclosed_json_string_is_parsed_in_linear_time() -> None:
+    """A call whose string never closes (``"\\"\\"\\"...``) took 20 s for 40k characters,
+    in C on the event loop that serves every trajectory: the controller froze."""
+    import time
+
+    for end in ("", "\\"):  # a lone backslash last must not escape the bound either
+        text = '<tool_call>{"name":"f","arguments":"' + '\\"' * 20_000 + end + "</tool_call>"
+        start = time.perf_counter()
+        parsed = hermes_parser(text)
+        assert time.perf_counter() - start < 1.0
+        assert parsed.calls == () and len(parsed.errors) == 1
+        assert parsed.errors[0].startswith("the tool call is not valid JSON (Unterminated string")
+    # brackets in a string that never closes are text, as in one that does
+    unclosed = '<tool_call>{"name": "f", "arguments": "' + "[" * 500 + "</tool_call>"
+    assert "not valid JSON" in hermes_parser(unclosed).errors[0]
+
+
+def test_many_function_markers_are_parsed_in_linear_time() -> None:
+    """Each ``<function=`` scanned past the later ones for its name's ``>``: 8000 markers
+    (80k characters) took 31 s."""
+    import time
+
+    text = "<function=" * 8000
+    start = time.perf_counter()
+    parsed = llama_function_parser(text)
+    assert time.perf_counter() - start < 1.0
+    assert parsed.items == () and parsed.content == text
+    # a name never runs into a later marker: the call is the one that is well formed
+    parsed = llama_function_parser("<function=" * 3 + '<function=add>{"a": 1}</function>')
+    assert parsed.items == (ToolCall(name="add", arguments={"a": 1}),)
+    assert parsed.content == "<function=" * 3

@@ -95,7 +95,24 @@ def _load_files(
             continue
         if not path.is_file():
             where = source or files_key(validation)
-            raise HfsdkError(f"dataset file {name!r} does not exist; check {where}")
+            if not path.exists():
+                raise HfsdkError(f"dataset file {name!r} does not exist; check {where}")
+            # A FIFO or a device exists but is no file the loader can read (and reading a
+            # FIFO would block on its writer).
+            kind = (
+                "a FIFO"
+                if path.is_fifo()
+                else "a device"
+                if path.is_char_device() or path.is_block_device()
+                else "a socket"
+                if path.is_socket()
+                else "not a file"
+            )
+            raise HfsdkError(
+                f"dataset file {name!r} is not a regular file ({kind}); expected a .jsonl, "
+                ".json or .parquet file or a saved dataset directory; write the prompts to a "
+                f"file and check {where}"
+            )
         fmt = _FORMATS.get(path.suffix.lower())
         if fmt is None:
             raise HfsdkError(

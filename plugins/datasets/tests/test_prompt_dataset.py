@@ -436,3 +436,21 @@ def test_a_missing_file_names_where_it_was_given(tmp_path: Path) -> None:
     with pytest.raises(HfsdkError) as info:
         load_prompt_dataset([missing], "prompt", source="the FILE arguments")
     assert str(info.value) == f"dataset file {missing!r} does not exist; check the FILE arguments"
+
+
+def test_a_path_that_is_not_a_regular_file_says_so(tmp_path: Path) -> None:
+    """A FIFO (or a device) was reported as a file that "does not exist"."""
+    import os
+
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    device = tmp_path / "null.jsonl"
+    device.symlink_to("/dev/null")
+    for path, kind in ((fifo, "a FIFO"), (device, "a device")):
+        with pytest.raises(HfsdkError) as info:
+            load_prompt_dataset([str(path)], "prompt")
+        assert str(info.value) == (
+            f"dataset file {str(path)!r} is not a regular file ({kind}); expected a .jsonl, "
+            ".json or .parquet file or a saved dataset directory; write the prompts to a "
+            "file and check data.train_files"
+        )

@@ -10,9 +10,11 @@ request-level generation lives), handed over with ``run_coroutine_threadsafe``.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import socket
+import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -68,10 +70,21 @@ def build_app(sessions: dict[str, Session]) -> FastAPI:
             raise _unknown(session.token) from None
 
     async def body_of(request: Request) -> dict[str, Any]:
+        raw = await request.body()
         try:
-            body = await request.json()
-        except ValueError:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
             raise bad_request("the request body is not JSON; send a JSON object") from None
+        except RecursionError:  # valid JSON, but past what Python's decoder can nest
+            raise bad_request(
+                "the request body is too deeply nested for the JSON decoder; send a JSON "
+                "object with fewer levels of nested arrays and objects"
+            ) from None
+        except ValueError:  # json.loads raises no other: an integer over the digit limit
+            raise bad_request(
+                "the request body has an integer too large to read (over "
+                f"{sys.get_int_max_str_digits()} digits); send smaller numbers"
+            ) from None
         if not isinstance(body, dict):
             raise bad_request("the request body must be a JSON object")
         return body

@@ -256,3 +256,32 @@ def test_a_request_still_generating_when_the_step_ends_is_an_unknown_session_404
     reply = seen["reply"]
     assert reply.status_code == 404
     assert reply.json()["error"]["code"] == "unknown_session"
+
+
+def test_a_body_python_cannot_decode_is_a_400_that_says_why() -> None:
+    """A deeply nested body was a 500 "generation failed: maximum recursion depth ...", and
+    an integer over Python's digit limit was called "not JSON" though it is."""
+    from starlette.testclient import TestClient
+
+    from hfsdk_agents.gateway.server import build_app
+
+    class OpenSession:
+        token, model = "tok", "policy"
+
+        def check_open(self) -> None:
+            pass
+
+    client = TestClient(build_app({"tok": OpenSession()}), raise_server_exceptions=False)  # type: ignore[dict-item]
+
+    def post(body: str | bytes) -> dict[str, Any]:
+        reply = client.post("/s/tok/v1/chat/completions", content=body)
+        assert reply.status_code == 400, reply.text
+        return reply.json()["error"]
+
+    deep = post("[" * 100_000 + "]" * 100_000)
+    assert deep["code"] == "invalid_request"
+    assert deep["message"].startswith("the request body is too deeply nested")
+    big = post('{"messages": [], "max_tokens": ' + "9" * 5000 + "}")
+    assert big["message"].startswith("the request body has an integer too large to read")
+    assert post("{oops")["message"] == "the request body is not JSON; send a JSON object"
+    assert post(b'{"a": "\xff"}')["message"].startswith("the request body is not JSON")
