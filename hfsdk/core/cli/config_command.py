@@ -30,6 +30,7 @@ def show(
 ) -> None:
     """Print the resolved config (defaults + task + file + overrides) as YAML."""
     from hfsdk.core.config import load_run_config
+    from hfsdk.core.config.loader import load_yaml
     from hfsdk.core.config.sources import ConfigLayers
 
     keys = [arg for arg in overrides if "=" not in arg]
@@ -43,14 +44,14 @@ def show(
             hint = f"; to look at one key use `hfsdk config show --explain {key}`"
         raise ConfigError(f"{key!r} is not of the form key.sub=value{hint}")
     overrides = tuple(arg for arg in overrides if "=" in arg)
-    base = task_base(task, algo, config_file, overrides)
-    config = load_run_config(algo, config_file, overrides, base=base)
+    data = load_yaml(config_file) if config_file else {}  # once: a pipe reads empty the next time
+    base = task_base(task, algo, data, overrides)
+    config = load_run_config(algo, config_file, overrides, base=base, file_data=data)
     from hfsdk.core.config.run_config import check_reward_function_names
 
     check_reward_function_names(config)  # a name from a plugin that failed to load: exit 2
-    layers = ConfigLayers.read(algo, config_file, overrides, base=base, task=task)
-    notice = layers.dropped_preset()
-    if notice:
+    layers = ConfigLayers.read(algo, config_file, overrides, base=base, task=task, file_data=data)
+    if notice := layers.dropped_preset():
         click.echo(f"note: {notice}", err=True)
     if not config.data.train_files:  # its reward.functions: [] is not what the run scores with
         click.echo("note: no data.train_files: `hfsdk run` trains on the built-in default task "
@@ -91,7 +92,8 @@ def _check_keys(keys: list[str], known: list[str]) -> None:
     for key in keys:
         if not any(k == key or k.startswith(f"{key}.") for k in known):
             parent, _, last = key.rpartition(".")
-            siblings = [k.rpartition(".")[2] for k in known if k.rpartition(".")[0] == parent]
+            prefix = f"{parent}." if parent else ""  # (sections too: trainr -> trainer)
+            siblings = [k.removeprefix(prefix).split(".")[0] for k in known if k.startswith(prefix)]
             close = closest_key(last, siblings)
             hint = f"; did you mean {'.'.join(filter(None, [parent, close]))!r}?" if close else ""
             raise ConfigError(f"config has no key {key!r}{hint}")

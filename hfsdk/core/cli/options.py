@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
@@ -37,13 +37,13 @@ def task_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def task_base(
-    task: str, algo: str | None = None, config_file: str | None = None, overrides: Any = ()
+    task: str, algo: str | None = None, file_data: Mapping | None = None, overrides: Any = ()
 ) -> dict[str, Any] | None:
     """The settings ``task`` puts under the user's config (``None``: the default task, which
     runs as the fallback of a config without data), less what the algorithm (``algo``, else the
-    config file's or an override's) has no use for: sections of roles it lacks (DAPO: no
+    ``file_data``'s or an override's) has no use for: sections of roles it lacks (DAPO: no
     ``reference``), ``algorithm`` keys its config lacks, a sample count where it samples none."""
-    from hfsdk.core.config.loader import load_yaml, parse_override
+    from hfsdk.core.config.loader import parse_override
     from hfsdk.core.config.presets import keys_for
     from hfsdk.core.plugin_manager import get_registry
     from hfsdk.core.tasks import DEFAULT_TASK, get_task
@@ -53,7 +53,7 @@ def task_base(
     settings, specs = get_task(task).settings, get_registry("algorithms")
     base = dict(settings()) if settings is not None else None
     named = [value for keys, value in map(parse_override, overrides) if keys == ["algo"]]
-    algo = algo or (named or [(load_yaml(config_file) if config_file else {}).get("algo")])[-1]
+    algo = algo or (named or [(file_data or {}).get("algo")])[-1]
     if base is None or not isinstance(algo, str) or specs.get(algo) is None:
         return base  # an unknown algorithm: resolve_run_config names it
     spec = specs[algo].impl

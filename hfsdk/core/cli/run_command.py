@@ -31,17 +31,18 @@ def run(
 ) -> None:
     """Train: `hfsdk run --algo NAME` runs the built-in tiny task on CPU (hfsdk list algorithms)."""
     from hfsdk.core.config import load_run_config
+    from hfsdk.core.config.loader import load_yaml
     from hfsdk.core.config.sources import ConfigLayers
     from hfsdk.core.trainer.trainer import Trainer
 
     if ray_address:  # a JSON string is a YAML string: '[::1]:6379', 'yes', 'null' stay strings
         overrides = (*overrides, f"trainer.ray_address={json.dumps(ray_address)}")
-    base = task_base(task, algo, config_file, overrides)
-    cfg = load_run_config(algo, config_file, overrides, base=base)
-    layers = ConfigLayers.read(algo, config_file, overrides, base=base, task=task)
+    data = load_yaml(config_file) if config_file else {}  # once: a pipe reads empty the next time
+    base = task_base(task, algo, data, overrides)
+    cfg = load_run_config(algo, config_file, overrides, base=base, file_data=data)
+    layers = ConfigLayers.read(algo, config_file, overrides, base=base, task=task, file_data=data)
     trainer = Trainer(cfg, run_dir, quiet=quiet)
-    notice = layers.dropped_preset()
-    if notice:  # after the checks: an error stays the only line
+    if notice := layers.dropped_preset():  # after the checks: an error stays the only line
         click.echo(f"note: {notice}", err=True)
     write_sources(Path(trainer.run_dir), layers.sources())
     metrics = trainer.fit()

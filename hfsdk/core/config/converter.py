@@ -228,6 +228,8 @@ def _messages(exc: BaseException, path: str, cls: type | None) -> list[str]:
     if "not in literal" in text and cls is not None:
         value = text.split(" not in literal")[0]
         return [f"bad value {value!r} for config key {path!r}; expected {_describe_type(cls)}"]
+    if typing.get_origin(cls) is dict and text.endswith("attribute 'items'"):  # not Python's
+        text = "expected a mapping {key: value}, got a " + text.split()[0].strip("'")
     expected = ""  # (a class's own check, in __attrs_post_init__, says what it expects)
     if cls is not None and not text.startswith("expected") and not attrs.has(cls):
         expected = f" (expected {_describe_type(cls)})"

@@ -92,14 +92,8 @@ def field_help(cls: type, prefix: str = "") -> list[FieldHelp]:
         if field.metadata.get(SUBSECTIONS_KEY):
             continue  # each contributed sub-section is documented with its own class
         name = f"{prefix}{field.name}"
-        out.append(
-            FieldHelp(
-                name=name,
-                type=_type_name(cls, field),
-                default=_default(field),
-                help=_help_of(cls, field),
-            )
-        )
+        kind, default, text = _type_name(cls, field), _default(field), _help_of(cls, field)
+        out.append(FieldHelp(name=name, type=kind, default=default, help=text))
         factory = getattr(field.default, "factory", None)
         nested = factory if isinstance(factory, type) and attrs.has(factory) else None
         if nested is None and attrs.has(type(field.default)):
@@ -129,9 +123,7 @@ def explain(section: str, value: Any, sources: dict[str, str] | None = None) -> 
             lines.append(f"{key}:  ({_help_of(type(value), field) or 'section'})")
             lines.extend(explain(key, current, sources))
             continue
-        where = ""
-        if sources is not None:
-            where = f"from: {_source_of(sources, key)}; "
+        where = f"from: {_source_of(sources, key)}; " if sources is not None else ""
         lines.append(f"{key}: {current!r}   ({where}default: {_default(field)})")
         text = _help_of(type(value), field)
         lines.append(f"    {text}" if text else "    (no help text)")
@@ -146,8 +138,5 @@ def _source_of(sources: dict[str, str], key: str) -> str:
         found = sources.get(".".join(parts[:end]))
         if found is not None:
             return found
-    prefix = f"{key}."
-    inner = {v for k, v in sources.items() if k.startswith(prefix)}
-    if inner:  # a mapping-valued field some of whose entries were set
-        return "; ".join(sorted(inner))
-    return "default"
+    inner = {v for k, v in sources.items() if k.startswith(f"{key}.")}
+    return "; ".join(sorted(inner)) if inner else "default"  # inner: some entries of a mapping

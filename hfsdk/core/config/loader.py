@@ -23,14 +23,12 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         data = load_yaml_text(text, source=f"config file {str(path)!r}")
     except yaml.YAMLError as exc:  # (folded: its line and column are on a later line)
         raise ConfigError(f"config file {str(path)!r} is not valid YAML: {_one_line(exc)}") from exc
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
+    if not isinstance(data, dict | None):
         raise ConfigError(
             f"config file {str(path)!r} must hold a mapping of sections, got {type(data).__name__}"
         )
     # A section left empty (`actor:`, only comments) sets nothing: null must not hide presets.
-    return {key: value for key, value in data.items() if value is not None}
+    return {key: value for key, value in (data or {}).items() if value is not None}
 
 
 def _one_line(exc: Exception) -> str:
@@ -38,7 +36,8 @@ def _one_line(exc: Exception) -> str:
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
-    """``actor.optim.lr=1e-6`` -> (["actor", "optim", "lr"], 1e-06). Values are YAML."""
+    """``actor.optim.lr=1e-6`` -> (["actor", "optim", "lr"], 1e-06). Values are YAML; the old
+    ``trainer.wandb`` is ``wandb`` (see ``with_wandb_moved``: so a later layer's key wins)."""
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
@@ -58,7 +57,8 @@ def parse_override(text: str) -> tuple[list[str], Any]:
                 f"override {text!r}: YAML reads '#' as a comment, so the value would be "
                 f"{'null' if value is None else repr(value)}; quote it: {key}={quoted}"
             )
-    return key.split("."), value
+    keys = key.split(".")
+    return keys[1:] if keys[:2] == ["trainer", "wandb"] else keys, value
 
 
 def shell_split_hint(value: str) -> str:

@@ -115,10 +115,8 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain data (what ``config.yaml`` in a run directory holds)."""
         converter = make_converter()
-        out: dict[str, Any] = {"algo": self.algo}
-        for name, section in self.sections.items():
-            out[name] = unstructure(converter, section)
-        return out
+        sections = {name: unstructure(converter, s) for name, s in self.sections.items()}
+        return {"algo": self.algo, **sections}
 
     def to_yaml(self) -> str:
         """The config as YAML, sections in a stable order."""
@@ -161,7 +159,9 @@ def _lookup(registry: Registry, name: Any, key: str) -> Any:
                 "installed or is disabled (HFSDK_DISABLE_PLUGINS / HFSDK_LOAD_PLUGINS); pip "
                 f"install {distribution} ({exc})"
             ) from None
-        raise ConfigError(f"config key {key!r}: {exc}") from None
+        same = [n for n in registry if n.lower() == name.lower()]  # closest_match counts case
+        hint = f"; did you mean {same[0]!r}?" if same and "did you mean" not in str(exc) else ""
+        raise ConfigError(f"config key {key!r}: {exc}{hint}") from None
 
 
 class _Composer:
@@ -229,8 +229,7 @@ class _Composer:
                 else:
                     rest[key] = value
                 continue
-            if value is None:
-                value = {}
+            value = {} if value is None else value
             try:
                 built[key] = structure(self.converter, value, cls, path=f"rollout.{key}")
             except ConfigError as exc:
@@ -278,7 +277,8 @@ def check_reward_function_names(config: RunConfig, pm: HfsdkPluginManager | None
 
 
 def with_wandb_moved(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``data`` with an old ``trainer.wandb`` moved to ``wandb`` (``wandb.*`` wins).
+    """A copy of ``data`` with an old ``trainer.wandb`` moved to ``wandb`` (``wandb.*`` wins;
+    applied per layer, so a later layer wins: :func:`~hfsdk.core.config.loader.parse_override`).
 
     Where the wandb settings were before a plugin's ``wandb`` section held them: the configs
     and run directories (config.yaml, also when a run resumes) written then still work."""
@@ -296,13 +296,16 @@ def resolve_run_config(
 ) -> RunConfig:
     """Compose and validate the run config of ``algo`` from plain ``data``.
 
-    ``algo`` may also come from ``data["algo"]``; the argument wins. Every problem
+    ``algo`` may also come from ``data["algo"]``; both given must agree. Every problem
     is collected and raised together as one :class:`ConfigError`."""
     pm = pm or get_plugin_manager()
     registry_of = pm.registry
     data = with_wandb_moved(data or {})
-    algo = algo or data.pop("algo", None)
-    data.pop("algo", None)
+    given = data.pop("algo", None)
+    if algo and given is not None and given != algo:  # which one was meant is not ours to guess
+        raise ConfigError(f"--algo {algo!r} disagrees with algo: {given!r} in the config file "
+                          "or an override; they must agree: drop one of them")  # fmt: skip
+    algo = algo or given
     if not algo:
         names = ", ".join(registry_of("algorithms")) or "(none installed)"
         raise ConfigError(f"no algorithm given; pass --algo NAME (installed: {names})")
@@ -443,8 +446,10 @@ def load_run_config(
     overrides: list[str] | tuple[str, ...] = (),
     *,
     base: Mapping[str, Any] | None = None,
+    file_data: Mapping[str, Any] | None = None,
 ) -> RunConfig:
-    """YAML file (optional) + dotted overrides -> a validated :class:`RunConfig`.
+    """YAML file (optional; ``file_data``: its mapping, already read) + dotted overrides -> a
+    validated :class:`RunConfig`.
 
     A config without training data runs the built-in default task; the
     algorithm's preset (``AlgorithmSpec.preset``, on top of the default task's
@@ -453,14 +458,14 @@ def load_run_config(
     ``base`` (a built-in task's settings) goes under the file and the overrides."""
     from hfsdk.core.config.presets import deep_merge
 
-    data = load_yaml(config_file) if config_file else {}
-    layers = [(dict(base or {}), "the task's preset"), (data, f"config file {config_file!r}")]
+    data = load_yaml(config_file) if config_file and file_data is None else dict(file_data or {})
+    layers = [(base or {}, "the task's preset"), (data, f"config file {config_file!r}")]
     # The rollout's prompt length follows from data.max_prompt_length: each layer's
     # rollout.max_prompt_length (older configs) becomes that, or is refused if it disagrees.
     extra = _context_extra(apply_overrides(deep_merge(layers[0][0], data), overrides))
     data = {}
     for layer, where in layers:
-        data = deep_merge(data, _prompt_length_layer(layer, extra, where))
+        data = deep_merge(data, _prompt_length_layer(with_wandb_moved(layer), extra, where))
     overrides = _prompt_length_overrides(overrides, extra)
     data = apply_overrides(defaults_under_overrides(data, overrides), overrides)
     return resolve_run_config(algo, with_algorithm_preset(algo or data.get("algo"), data))
@@ -527,18 +532,16 @@ def _prompt_length_layer(
 def _prompt_length_overrides(
     overrides: list[str] | tuple[str, ...], extra: tuple[int, str]
 ) -> list[str]:
-    """The command line's overrides with rollout.max_prompt_length=N as data.max_prompt_length."""
-    rollout = [t for t in overrides if t.partition("=")[0].strip() == "rollout.max_prompt_length"]
-    if not rollout:
-        return list(overrides)
-    keys = ("rollout.max_prompt_length", "data.max_prompt_length")
+    """The command line's overrides with rollout.max_prompt_length=N (or ``rollout={...}``
+    holding it: kept, it then agrees) as data.max_prompt_length."""
+    keys = ("rollout", "rollout.max_prompt_length", "data", "data.max_prompt_length")
     layer = apply_overrides({}, [t for t in overrides if t.partition("=")[0].strip() in keys])
     converted = _prompt_length_layer(layer, extra, "the command line")
-    rest = [t for t in overrides if t not in rollout]
-    prompt = converted.get("data", {}).get("max_prompt_length")
-    if "max_prompt_length" in converted.get("rollout", {}):  # not a number: keep for its error
+    data = converted.get("data")
+    if converted is layer or not isinstance(data, dict):  # none, or not a number: for its error
         return list(overrides)
-    return rest if prompt is None else [*rest, f"data.max_prompt_length={prompt}"]
+    rest = [t for t in overrides if t.partition("=")[0].strip() != "rollout.max_prompt_length"]
+    return [*rest, f"data.max_prompt_length={data['max_prompt_length']}"]
 
 
 def _derive_rollout_prompt_length(
@@ -555,8 +558,8 @@ def _derive_rollout_prompt_length(
     if (prompt is None and not extra) or "max_prompt_length" in rollout:
         return rollout
     prompt = DataConfig().max_prompt_length if prompt is None else prompt
-    if not isinstance(prompt, int) or isinstance(prompt, bool):
-        return rollout  # its own validator names the type
+    if not isinstance(prompt, int) or isinstance(prompt, bool) or prompt < 1:
+        return rollout  # its own validator names the type or the range (once: the user's key)
     return {**rollout, "max_prompt_length": prompt + extra}
 
 

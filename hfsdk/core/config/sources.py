@@ -18,7 +18,6 @@ import attrs
 
 from hfsdk.core.config.loader import apply_overrides, load_yaml, parse_override
 
-DEFAULT = "default"
 SOURCES_FILE = "config_sources.yaml"
 _IMPORT_HEADER = "# hfsdk run config imported from "
 
@@ -67,14 +66,20 @@ class ConfigLayers:
         *,
         base: Mapping[str, Any] | None = None,
         task: str | None = None,
+        file_data: Mapping[str, Any] | None = None,
     ) -> ConfigLayers:
-        """The layers :func:`~hfsdk.core.config.load_run_config` merges from the same inputs."""
+        """The layers :func:`~hfsdk.core.config.load_run_config` merges from the same inputs
+        (``file_data``: the file's mapping, already read: a pipe reads empty a second time)."""
+        from hfsdk.core.config.run_config import with_wandb_moved  # (each layer: a later one wins)
+
+        if file_data is None:
+            file_data = load_yaml(config_file) if config_file else {}
         return cls(
             algo=algo,
             file=config_file,
-            file_data=load_yaml(config_file) if config_file else {},
+            file_data=with_wandb_moved(file_data),
             task=task if base else None,
-            task_data=dict(base or {}),
+            task_data=with_wandb_moved(base or {}),
             overrides=tuple(overrides),
         )
 
@@ -126,9 +131,7 @@ class ConfigLayers:
                 del out[key]  # the override replaces what was under it
             for key in inner or {name: value}:
                 put(key, "command line")
-        for key in [k for k in out if k.startswith("trainer.wandb.")]:  # the old spelling
-            out.setdefault(key.removeprefix("trainer."), out.pop(key))  # wandb.* wins, as loaded
-        if self.algo:  # --algo wins over a file's algo: (it named the file as the source)
+        if self.algo:  # --algo names it (a file's algo: may only repeat it)
             out["algo"] = "--algo"
         return out
 
@@ -156,8 +159,3 @@ class ConfigLayers:
             "keys yourself if you want them (hfsdk config show --explain says where each value "
             "comes from)"
         )
-
-
-def describe(sources: Mapping[str, str], key: str) -> str:
-    """The source of dotted ``key`` (``default`` when no layer set it)."""
-    return sources.get(key, DEFAULT)

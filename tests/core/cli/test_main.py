@@ -343,3 +343,13 @@ def test_config_show_explain_algo_prints_its_line(capsys: pytest.CaptureFixture[
     code, out, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", "--explain", "algo")
     assert code == 0, err
     assert out == "algo: 'grpo'   (from: --algo)\n"
+
+
+def test_config_show_suggests_a_section_and_an_algorithm_in_another_case(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--explain trainr and --algo GRPO had no "did you mean" (leaf keys only, case counted)."""
+    code, _, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", "--explain", "trainr")
+    assert code == 2 and "did you mean 'trainer'?" in err, err
+    code, _, err = _hfsdk(capsys, "config", "show", "--algo", "GRPO")
+    assert code == 2 and "did you mean 'grpo'?" in err, err

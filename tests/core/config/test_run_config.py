@@ -496,3 +496,60 @@ def test_a_scalar_or_a_string_for_a_list_is_one_error(override: str, shown: str)
     assert str(info.value).startswith(f"bad value for config key {key!r}: expected a list")
     assert shown in str(info.value) and ";" not in str(info.value)
     assert load_run_config("grpo", None, ["trainer.loggers=jsonl"]).trainer.loggers == ("jsonl",)
+
+
+def test_an_algo_in_the_file_or_an_override_that_differs_from_algo_is_one_error(
+    tmp_path: Path,
+) -> None:
+    """--algo won silently: a file's PPO keys were errors for GRPO with no word of the file's
+    algo, and ``algo=nonexist`` was accepted."""
+    path = tmp_path / "ppo.yaml"
+    path.write_text("algo: ppo\ncritic:\n  optim:\n    lr: 1.0e-5\n")
+    for config_file, overrides, given in [(str(path), [], "ppo"), (None, ["algo=nope"], "nope")]:
+        with pytest.raises(ConfigError) as info:
+            load_run_config("grpo", config_file, overrides)
+        message = str(info.value)
+        assert (
+            f"--algo 'grpo' disagrees with algo: {given!r}" in message and "critic" not in message
+        )
+        assert "drop one of them" in message
+    path.write_text("algo: grpo\n")  # the same algorithm twice is fine
+    assert load_run_config("grpo", str(path), ["algo=grpo"]).algo == "grpo"
+
+
+def test_a_list_for_a_map_says_a_mapping_is_expected() -> None:
+    """Python's "'list' object has no attribute 'items' (expected dict)" leaked."""
+    with pytest.raises(ConfigError) as info:
+        load_run_config("grpo", None, ["placement.pools=[1]"])
+    assert str(info.value) == (
+        "bad value for config key 'placement.pools': expected a mapping {key: value}, got a list"
+    )
+
+
+def test_a_bad_prompt_length_is_reported_under_the_users_key_only() -> None:
+    """rollout.max_prompt_length, derived from it, was reported too."""
+    with pytest.raises(ConfigError) as info:
+        load_run_config("grpo", None, ["data.max_prompt_length=0"])
+    assert "'data.max_prompt_length'" in str(info.value)
+    assert "rollout.max_prompt_length" not in str(info.value)
+
+
+def test_a_later_layer_wins_over_the_old_wandb_spelling(tmp_path: Path) -> None:
+    """``trainer.wandb.project`` on the command line lost to the file's ``wandb.project``:
+    the new spelling won whatever its layer."""
+    from hfsdk.core.config.sources import ConfigLayers
+
+    path = tmp_path / "w.yaml"
+    path.write_text("wandb:\n  project: from_file\n  name: kept\n")
+    config = load_run_config("grpo", str(path), ["trainer.wandb.project=from_cli"])
+    assert (config.sections["wandb"].project, config.sections["wandb"].name) == ("from_cli", "kept")
+    sources = ConfigLayers.read("grpo", str(path), ["trainer.wandb.project=from_cli"]).sources()
+    assert sources["wandb.project"] == "command line" and sources["wandb.name"] == f"file {path}"
+
+
+def test_a_prompt_length_in_a_rollout_mapping_override_is_converted_too() -> None:
+    """``rollout={max_prompt_length: 100}`` kept the preset's data.max_prompt_length (64):
+    ``config show`` printed what ``hfsdk run`` refuses."""
+    config = load_run_config("grpo", None, ["rollout={max_prompt_length: 100, top_k: 5}"])
+    assert (config.data.max_prompt_length, config.rollout.max_prompt_length) == (100, 100)
+    assert config.rollout.top_k == 5

@@ -109,9 +109,9 @@ def test_a_run_writes_config_sources(
 def test_algo_given_with_algo_is_from_algo_not_the_file(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """The file says ppo, --algo grpo wins: --explain named the file as the value's source."""
+    """The file says grpo, as --algo does: --explain named the file as the value's source."""
     config = tmp_path / "algo.yaml"
-    config.write_text("algo: ppo\n")
+    config.write_text("algo: grpo\n")
     code, out, err = _hfsdk(
         capsys, "config", "show", "--algo", "grpo", "--config", str(config), "--explain"
     )
@@ -144,3 +144,36 @@ def test_data_max_prompt_length_set_through_the_rollout_key_names_that_layer() -
     assert ConfigLayers.read("grpo", None, later).sources()["data.max_prompt_length"] == (
         "command line"
     )
+
+
+def test_a_piped_config_is_read_once(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A pipe (``--config /dev/stdin``) was read up to three times, later reads empty: --explain
+    named the default as the source and --task then found no algorithm."""
+    import os
+    import threading
+
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def write() -> None:  # the text once, then empty as a drained pipe gives every later reader
+        text = "algo: grpo\ntrainer:\n  total_steps: 3\n"
+        while not done.is_set():
+            with fifo.open("w") as handle:
+                handle.write(text)
+            text = ""
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        code, out, err = _hfsdk(
+            capsys, "config", "show", "--task", "tool_use", "--config", str(fifo), "--explain",
+            "trainer.total_steps", "algo",
+        )  # fmt: skip
+    finally:
+        done.set()
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))  # lets a waiting writer end
+        writer.join(5)
+    assert code == 0, err
+    assert f"trainer.total_steps: 3   (from: file {fifo};" in out
+    assert f"algo: 'grpo'   (from: file {fifo})" in out
