@@ -8,6 +8,12 @@ process (no kill at the deadline) or the sandbox. A sync method runs to its end;
 an ``async`` one is cancelled at ``timeout_s``. Every failure becomes the
 tool's output as an error message, exactly as for plain tools
 (:func:`hfsdk_agents.tools.call_tool`), and the trajectory goes on.
+
+The arguments are checked against the tool's JSON schema first, and that check needs no
+state: it runs in a worker process (:class:`~hfsdk_agents.tool_worker.ToolWorkers`) under
+the call's deadline, as a plain tool's does. In this process a schema ``pattern`` that
+backtracks on the model's string would stall the event loop, every trajectory on it, past
+``timeout_s`` (a thread would not help: ``re`` holds the GIL while it matches).
 """
 
 from __future__ import annotations
@@ -15,12 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import json
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from hfsdk_agents.argument_checks import checked_arguments, parameters_json
-from hfsdk_agents.tool_worker import ToolError, _as_text
+from hfsdk_agents.tool_worker import ToolError, ToolWorkers, _as_text, _said
 from hfsdk_agents.tools import Tool, ToolOutput, cut_text
 
 
@@ -44,6 +51,70 @@ async def _awaited(value: Any, timeout_s: float) -> Any:
             await task
         raise _Deadline
     return task.result()
+
+
+_CHECK = "check_arguments"
+"""The checker process's one function (:func:`_check_in_worker`)."""
+
+
+def _any_arguments(**arguments: Any) -> None:
+    """A signature that takes any keywords: the checker has no method to bind them to (the
+    caller binds them to the method's signature)."""
+
+
+def _check_in_worker(schema_json: str, arguments: dict[str, Any]) -> str:
+    """Runs in the checker process: JSON of ``{"problem": why they do not fit the schema or
+    null, "integers": [names of integral floats that become ints]}``.
+
+    Only the names come back, not the arguments: the caller converts its own objects, so
+    nothing the model sent changes on the way there and back.
+    """
+    try:
+        checked, problem = checked_arguments(schema_json, _any_arguments, arguments)
+    except BaseException as err:  # jsonschema's own failure: an answer, not a hang
+        checked = arguments
+        problem = f"the arguments could not be checked ({type(err).__name__}: {_said(err)})"
+    integers = [
+        key
+        for key, value in checked.items()
+        if isinstance(value, int) and isinstance(arguments.get(key), float)
+    ]
+    return json.dumps({"problem": problem, "integers": integers})
+
+
+_CHECKER = ToolWorkers({_CHECK: _check_in_worker})
+"""One checker for every environment of this process: forked at the first call, replaced
+after a check passes its deadline (killed then), killed at exit."""
+
+
+async def _checked_in_worker(
+    name: str, fn: Any, parameters: Any, arguments: Mapping[str, Any], timeout_s: float
+) -> tuple[dict[str, Any], str | None, str | None]:
+    """``(arguments as ``fn`` gets them, the model's error message or None, its error kind)``:
+    the schema check in the checker process within ``timeout_s``, then ``fn``'s signature."""
+    call = {"schema_json": parameters_json(parameters), "arguments": dict(arguments)}
+    kind, output = await _CHECKER.run(_CHECK, call, timeout_s)
+    if kind == "timeout":
+        message = (
+            f"{name} was not called: checking its arguments against its schema took over "
+            f"{timeout_s:g} s; send shorter or simpler arguments"
+        )
+        return dict(arguments), message, "timeout"
+    if kind == "stopped":
+        return dict(arguments), f"{name} was not called: the run is stopping", "stopped"
+    if kind != "ok":  # the checker died (crashed), or the arguments could not be sent to it
+        said = str(output).removeprefix(f"{_CHECK}: ")
+        return dict(arguments), f"{name} was not called: {said}", kind
+    answer = json.loads(str(output))
+    if answer["problem"] is not None:
+        return dict(arguments), f"{name}: {answer['problem']}", "bad_arguments"
+    integers = set(answer["integers"])
+    arguments = {key: int(value) if key in integers else value for key, value in arguments.items()}
+    try:  # as checked_arguments ends; no schema here, nothing that can take long
+        inspect.signature(fn).bind(**arguments)
+    except (TypeError, ValueError) as err:
+        return arguments, f"{name}: {err}", "bad_arguments"
+    return arguments, None, None
 
 
 def bound_tools(spec_schemas: Mapping[str, Mapping[str, Any]], env: Any) -> dict[str, Tool]:
@@ -83,13 +154,17 @@ async def call_environment_tool(
     if not isinstance(arguments, Mapping):
         return out(f"Error: arguments of {name!r} must be a JSON object", False, "bad_arguments")
     # The arguments as checked (1.0 -> 1 for an integer parameter), as a plain tool gets them.
-    arguments, problem = checked_arguments(parameters_json(tool.parameters), tool.fn, arguments)
+    arguments, problem, kind = await _checked_in_worker(
+        name, tool.fn, tool.parameters, arguments, timeout_s
+    )
     if problem is not None:
-        return out(f"Error: {name}: {problem}", False, "bad_arguments")
+        return out(f"Error: {problem}", False, kind)
     try:
         value = tool.fn(**arguments)
         if inspect.isawaitable(value):
-            value = await _awaited(value, timeout_s)
+            # The check and the call share the one deadline, as a plain tool's do.
+            left = max(timeout_s - (time.perf_counter() - started), 0.0)
+            value = await _awaited(value, left)
     except _Deadline:
         return out(f"Error: {name} did not return within {timeout_s:g} s", False, "timeout")
     except ToolError as err:

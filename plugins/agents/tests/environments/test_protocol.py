@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -274,19 +276,21 @@ def test_the_environment_reward_without_an_environment_is_refused_before_the_run
 ) -> None:
     # It failed only at the first scoring, after the models had loaded and a rollout ran.
     reward = {"functions": [{"name": "environment"}]}
-    config = resolve_run_config("grpo", {"rollout": rollout, "reward": reward})
     says = (
         "reward.functions lists 'environment', which reads each trajectory's environment "
         "reward, but no environment runs (rollout.multi_turn.environment and "
         "environment_column are unset); set one of them or drop the 'environment' reward"
     )
-    assert environment_reward_problems(config) == [says]
-    prepared = types.SimpleNamespace(
-        loader=None, val_loader=None, signal_configs={"reward": config.reward}
-    )
+    with pytest.raises(HfsdkError) as info:  # the reward section: refused as the config loads
+        resolve_run_config("grpo", {"rollout": rollout, "reward": reward})
+    assert str(info.value) == says
+    # Another signal's functions (a plugin's cost section): refused by the preflight check.
+    config = resolve_run_config("grpo", {"rollout": rollout})
+    cost = types.SimpleNamespace(functions=reward["functions"])
+    prepared = types.SimpleNamespace(loader=None, val_loader=None, signal_configs={"cost": cost})
     with pytest.raises(HfsdkError) as info:
         environment_rows_check(config, None, prepared)
-    assert str(info.value) == says
+    assert str(info.value) == says.replace("reward.functions", "cost.functions")
     # With an environment it runs.
     lake = {"multi_turn": {"environment": "frozen_lake"}}
     config = resolve_run_config("grpo", {"rollout": lake, "reward": reward})
@@ -309,3 +313,83 @@ def test_an_environment_beside_another_agent_loop_is_refused_in_one_line() -> No
     for loop in ("environment_loop", f"{counter_env.__name__}:OwnEnvironmentLoop"):
         multi_turn = {"environment": "frozen_lake", "agent_loop": loop}
         resolve_run_config("grpo", {"rollout": {"multi_turn": multi_turn}})
+
+
+class Lookup:
+    """A tool whose schema pattern backtracks exponentially on ``a...a!`` (``^(a+)+$``)."""
+
+    def lookup(self, key: str, depth: int = 0) -> str:
+        return f"{key}@{depth}:{type(depth).__name__}"
+
+
+_BACKTRACKING = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look a key up.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "key": {"type": "string", "pattern": "^(a+)+$"},
+                "depth": {"type": "integer"},
+            },
+            "required": ["key"],
+        },
+    },
+}
+
+
+def test_a_backtracking_schema_pattern_is_a_timeout_not_a_stalled_event_loop() -> None:
+    # The schema check ran on the rollout's event loop: ^(a+)+$ on 28 a's and a '!' held
+    # every trajectory for seconds (each character doubles it), past tool_timeout_s.
+    tools = bound_tools({"lookup": _BACKTRACKING}, Lookup())
+
+    async def run() -> tuple[object, float, float]:
+        ticks: list[float] = []
+
+        async def ticker() -> None:
+            while True:
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.02)
+
+        ticking = asyncio.create_task(ticker())
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        out = await call_environment_tool(
+            tools, "lookup", {"key": "a" * 28 + "!"}, timeout_s=0.5, max_output_chars=1000
+        )
+        took = time.monotonic() - started
+        await asyncio.sleep(0.05)
+        ticking.cancel()
+        return out, took, max(b - a for a, b in itertools.pairwise(ticks))
+
+    out, took, stall = asyncio.run(run())
+    assert (out.ok, out.error) == (False, "timeout"), out
+    assert out.content == (
+        "Error: lookup was not called: checking its arguments against its schema took over "
+        "0.5 s; send shorter or simpler arguments"
+    )
+    assert took < 1.5 and stall < 0.3, (took, stall)
+    # The checker process was replaced: the next call is checked, converted and answered.
+    ok = asyncio.run(
+        call_environment_tool(
+            tools, "lookup", {"key": "aaa", "depth": 2.0}, timeout_s=5, max_output_chars=100
+        )
+    )
+    assert (ok.ok, ok.content) == (True, "aaa@2:int")
+    bad = asyncio.run(
+        call_environment_tool(tools, "lookup", {"key": "ab"}, timeout_s=5, max_output_chars=100)
+    )
+    assert (bad.error, bad.content) == (
+        "bad_arguments",
+        "Error: lookup: argument 'key': 'ab' does not match '^(a+)+$'",
+    )
+    wrong = asyncio.run(
+        call_environment_tool(
+            tools, "lookup", {"key": "a", "extra": 1}, timeout_s=5, max_output_chars=100
+        )
+    )
+    assert (wrong.error, wrong.content) == (
+        "bad_arguments",
+        "Error: lookup: got an unexpected keyword argument 'extra'",
+    )
