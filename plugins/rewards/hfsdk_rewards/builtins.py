@@ -99,6 +99,11 @@ class ExactMatchConfig:
     )
 
 
+DEFAULT_FORMAT_PATTERN = r"<think>.*?</think>\s*<answer>.*?</answer>"
+"""``format_check``'s default pattern; it is matched by :func:`_think_answer_full` and
+:func:`_think_answer_anywhere`, which give the regex's answers in linear time."""
+
+
 @attrs.frozen(kw_only=True)
 class FormatCheckConfig:
     """Settings of ``format_check``: does the response follow ``pattern``?
@@ -108,7 +113,7 @@ class FormatCheckConfig:
 
     pattern: str = help_field(
         "Regex the response must match (default: <think>…</think> <answer>…</answer>).",
-        default=r"<think>.*?</think>\s*<answer>.*?</answer>",
+        default=DEFAULT_FORMAT_PATTERN,
         validator=_regex,
     )
     full_match: bool = help_field(
@@ -173,20 +178,42 @@ def extract_answer(text: str, pattern: str, match: str = "last") -> str | None:
 def extract_boxed(text: str, match: str = "last") -> str | None:
     """The content of the first or last ``\\boxed{...}`` (or ``\\fbox``) in ``text``, braces
     balanced (``\\{`` and ``\\}`` are text, not braces), or ``None``."""
-    found = []
-    for start in (m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)):
-        depth, i = 1, start
-        while i < len(text) and depth:
-            if text[i] == "\\" and i + 1 < len(text):
-                i += 2  # an escaped character, \{ or \} among them
-                continue
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            found.append(text[start : i - 1])
+    openers = [m.end() - 1 for m in _BOXED.finditer(text)]
+    if not openers:
+        return None
+    closing = _matching_braces(text)
+    # A box whose brace never closes holds no answer (the rest of the text is no content).
+    found = [text[i + 1 : closing[i]] for i in openers if i in closing]
     if not found:
         return None
     return found[-1] if match == "last" else found[0]
+
+
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def _matching_braces(text: str) -> dict[int, int]:
+    """Each ``{``'s position mapped to its closing ``}``'s, in one pass with a stack.
+
+    Scanning from each box to its closing brace instead cost the text's length per box:
+    ``"\\boxed{" * 8000`` (56k characters) took 101 s. A backslash escapes the character
+    after it (``\\{`` is text); the ``{`` of a box is never escaped (a letter or a space
+    precedes it), so one scan from the start pairs the same braces as one from the box.
+    """
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for found in _BRACE_OR_ESCAPE.finditer(text):
+        token = found.group()
+        if token == "{":
+            stack.append(found.start())
+        elif token == "}" and stack:  # (an escape pair is skipped: its brace is text)
+            closing[stack.pop()] = found.start()
+    return closing
+
+
+# A backslash with the character it escapes (any one, so \\ is one pair), or a brace; a
+# backslash that ends the text escapes nothing.
+_BRACE_OR_ESCAPE = re.compile(r"\\.|[{}]", re.DOTALL)
 
 
 # Commas group thousands only: `1,000` is 1000, but `1,2,3` or `12,5` is no number.
@@ -321,12 +348,50 @@ def format_check(
 ) -> list[float]:
     """Score 1 (``match_score``) when the response follows a regular expression (``pattern``)."""
     config = config or FormatCheckConfig()
-    regex = re.compile(config.pattern, re.DOTALL)
-    check = regex.fullmatch if config.full_match else regex.search
+    check: Any
+    if config.pattern == DEFAULT_FORMAT_PATTERN:
+        check = _think_answer_full if config.full_match else _think_answer_anywhere
+    else:  # a user's pattern: run as given (docs/rewards.md warns of catastrophic ones)
+        regex = re.compile(config.pattern, re.DOTALL)
+        check = regex.fullmatch if config.full_match else regex.search
     return [
         config.match_score if check(response.strip()) else config.mismatch_score
         for response in responses
     ]
+
+
+# Where the thinking ends and the answer starts. The possessive \s*+ cannot backtrack, and
+# the whitespace after one </think> ends before the next: each character is looked at once.
+_THINK_THEN_ANSWER = re.compile(r"</think>\s*+<answer>")
+
+
+def _think_answer_full(text: str) -> bool:
+    """``re.fullmatch(DEFAULT_FORMAT_PATTERN, text, re.DOTALL)``, in linear time.
+
+    The regex's lazy ``.*?`` tries every ``</think>`` with every ``</answer>``: on degenerate
+    output (``"<think></think><answer>" * 800``, 18k characters) that took 55 s, inside C
+    and holding the GIL, so reward.timeout_s could not interrupt it. The text matches when
+    it opens with ``<think>``, closes with ``</answer>``, and a ``</think>``, whitespace and
+    ``<answer>`` lie between them; the first such junction leaves the most room for the
+    answer, so only it needs checking.
+    """
+    if not (text.startswith("<think>") and text.endswith("</answer>")):
+        return False
+    junction = _THINK_THEN_ANSWER.search(text, len("<think>"))
+    return junction is not None and junction.end() <= len(text) - len("</answer>")
+
+
+def _think_answer_anywhere(text: str) -> bool:
+    """``re.search(DEFAULT_FORMAT_PATTERN, text, re.DOTALL)``, in linear time.
+
+    The earliest ``<think>``, then the earliest junction after it, then any ``</answer>``
+    after that: an earlier choice at each step never rules out a later step's.
+    """
+    opening = text.find("<think>")
+    if opening < 0:
+        return False
+    junction = _THINK_THEN_ANSWER.search(text, opening + len("<think>"))
+    return junction is not None and text.find("</answer>", junction.end()) >= 0
 
 
 def length_penalty(

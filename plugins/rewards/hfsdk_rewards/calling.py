@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import copy
 import inspect
 import math
 import numbers
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +67,44 @@ class RewardResult:
     metrics: dict[str, float]
 
 
+_CALL_END: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "hfsdk_reward_call_end", default=None
+)
+"""When the reward call now running in this context reaches its deadline (monotonic)."""
+
+
+def time_left() -> float | None:
+    """Seconds until the deadline of the reward call now running (``reward.timeout_s``), or
+    ``None`` when it has none (or the function was called directly, not by hfsdk).
+
+    A function that scores sample by sample and can give up on some (``math_verify``)
+    reads it to return in time instead of being interrupted and stopping the run.
+    """
+    end = _CALL_END.get()
+    return None if end is None else end - time.monotonic()
+
+
+@contextlib.contextmanager
+def _call_deadline(seconds: float | None, message: str) -> Iterator[None]:
+    """:func:`hfsdk.deadline`, with its end also told to :func:`time_left`."""
+    end = None if seconds is None or not seconds > 0 else time.monotonic() + seconds
+    token = _CALL_END.set(end)
+    try:
+        with deadline(seconds, message, log_stack=False):
+            yield
+    finally:
+        _CALL_END.reset(token)
+
+
 def run_awaitable(awaitable: Awaitable[Any]) -> Any:
-    """Run a coroutine to completion, also from inside a running event loop (Ray async actors)."""
+    """Run a coroutine to completion, also from inside a running event loop (Ray async actors).
+
+    Inside a running loop the coroutine runs on a helper thread, waited for in short joins:
+    a deadline of the caller's (``reward.timeout_s``) lands between them even when the
+    coroutine blocks its own loop. A thread cannot be killed, so such a helper is then
+    abandoned (a daemon, still running) and the exception carries its frames
+    (``helper_frames``) to say where it was.
+    """
 
     async def wrapper() -> Any:
         return await awaitable
@@ -82,12 +121,27 @@ def run_awaitable(awaitable: Awaitable[Any]) -> Any:
         except BaseException as exc:  # re-raised in the calling thread
             box["error"] = exc
 
-    thread = threading.Thread(target=target, name="hfsdk-reward-async")
+    thread = threading.Thread(target=target, name="hfsdk-reward-async", daemon=True)
     thread.start()
-    thread.join()
+    try:
+        while thread.is_alive():  # not one join(): the deadline's exception could not land
+            thread.join(0.1)
+    except BaseException as exc:
+        frame = sys._current_frames().get(thread.ident or -1)
+        exc.helper_frames = _frame_stack(frame)  # type: ignore[attr-defined]
+        raise
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _frame_stack(frame: Any) -> list[Any]:
+    """``frame`` and its callers, outermost first."""
+    frames = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    return frames
 
 
 def _slice(columns: Columns, index: int) -> dict[str, Sequence[Any]]:
@@ -187,7 +241,7 @@ def locate_failure(
     limit = timeout_s if timeout_s and timeout_s > 0 else None
     index = 0
     try:
-        with deadline(limit, f"reward function {call.label!r}", log_stack=False):
+        with _call_deadline(limit, f"reward function {call.label!r}"):
             for index in range(tried):
                 try:
                     result = invoke(
@@ -357,10 +411,9 @@ def timeout_error(
 
 
 def _machinery(filename: str) -> bool:
-    """Frames of this module, the deadline and asyncio: not where the user's function was."""
-    import contextlib
-
-    own = (__file__, inspect.getfile(DeadlineExceeded), contextlib.__file__)
+    """Frames of this module, the deadline, threading and asyncio: not where the user's
+    function was."""
+    own = (__file__, inspect.getfile(DeadlineExceeded), contextlib.__file__, threading.__file__)
     return filename in own or filename.startswith(str(Path(asyncio.__file__).parent))
 
 
@@ -388,7 +441,7 @@ def call_reward_functions(
         try:
             # Copied before the deadline starts: the copies are not the function's time.
             arguments = call_arguments(call, columns)
-            with deadline(limit, f"reward function {call.label!r}", log_stack=False):
+            with _call_deadline(limit, f"reward function {call.label!r}"):
                 result = call_with(call, prompts, responses, arguments)
         except DeadlineExceeded as exc:
             frames = _tb_frames(exc)
@@ -460,5 +513,12 @@ def _await_all(
             return run_awaitable(gather())
     except DeadlineExceeded as exc:
         label = calls[running.get("position", next(iter(pending)))].label
-        frames = _tb_frames(exc)
-        raise timeout_error(label, limit or 0.0, timeout_key, responses, frames) from None
+        helper = getattr(exc, "helper_frames", None)
+        frames = helper or _tb_frames(exc)
+        error = timeout_error(label, limit or 0.0, timeout_key, responses, frames)
+        if helper is not None:  # its loop ran on a thread of run_awaitable's, left running
+            error = RewardFunctionError(
+                f"{error} (its event loop's thread cannot be stopped and is abandoned, still "
+                "running: restart the process if it holds resources)"
+            )
+        raise error from None

@@ -12,7 +12,9 @@ timeout nor hfsdk's reward deadline (both land between Python bytecodes) can
 stop it; a process can be killed. A sample past ``sample_timeout_s`` has its
 worker killed (a fresh one serves the next sample), scores ``incorrect_score``
 and is counted by the ``timeout`` metric, as math-verify's own timeout does in
-verl and TRL, so one pathological answer does not stop the run.
+verl and TRL, so one pathological answer does not stop the run. Nor do many: once the
+reward call's own deadline (``reward.timeout_s``) is about to run out, the samples left
+are not asked and score as timeouts (the ``skipped`` metric), so the call returns in time.
 """
 
 from __future__ import annotations
@@ -38,12 +40,20 @@ import attrs
 
 from hfsdk import HfsdkError, help_field
 from hfsdk_rewards.builtins import reference_texts
+from hfsdk_rewards.calling import time_left
 
 logger = logging.getLogger(__name__)
 
 _WORKER_SCRIPT = Path(__file__).with_name("_math_worker.py")
 _START_TIMEOUT_S = 120.0
 """How long a worker may take to import math-verify (sympy) before it is given up on."""
+RESERVE_S = 0.5
+"""Seconds of the reward call's deadline (``reward.timeout_s``) kept for returning: samples
+are asked only while more than this is left."""
+
+
+class _OutOfTime(Exception):
+    """The reward call's deadline left no time to start a worker."""
 
 
 @attrs.frozen(kw_only=True)
@@ -85,7 +95,7 @@ class _WorkerGone(Exception):
 class _Worker:
     """One child process running :mod:`._math_worker`, spoken to over pipes."""
 
-    def __init__(self) -> None:
+    def __init__(self, start_limit_s: float = _START_TIMEOUT_S) -> None:
         # subprocess (fork+exec) rather than multiprocessing: nothing of this
         # multi-threaded process is inherited and the caller's __main__ is not re-run.
         bootstrap = f"import runpy; runpy.run_path({str(_WORKER_SCRIPT)!r}, run_name='__main__')"
@@ -97,8 +107,10 @@ class _Worker:
         )
         self._buffer = b""
         try:
-            ready = self._read_line(_START_TIMEOUT_S)
+            ready = self._read_line(min(start_limit_s, _START_TIMEOUT_S))
         except _WorkerGone:
+            if start_limit_s < _START_TIMEOUT_S:  # cut short by the reward call's deadline
+                raise _OutOfTime from None
             raise HfsdkError(
                 f"math_verify: its worker process ({sys.executable} {_WORKER_SCRIPT}) did not "
                 f"start within {_START_TIMEOUT_S:.0f} s or exited; expected it to import "
@@ -170,12 +182,13 @@ class _Pool:
         self.idle: list[_Worker] = []
         self.all: set[_Worker] = set()
 
-    def take(self) -> _Worker:
-        """An idle worker, or a new one."""
+    def take(self, start_limit_s: float = _START_TIMEOUT_S) -> _Worker:
+        """An idle worker, or a new one (:class:`_OutOfTime` if it does not start within
+        ``start_limit_s``, when that is below the usual start limit)."""
         with self.lock:
             if self.idle:
                 return self.idle.pop()
-        worker = _Worker()
+        worker = _Worker(start_limit_s)
         with self.lock:
             self.all.add(worker)
         return worker
@@ -248,13 +261,11 @@ def _positional(reference: Any) -> Any:
         return reference
 
 
-def _verdict(
-    worker: _Worker, request: dict[str, Any], config: MathVerifyConfig
-) -> dict[str, Any] | None:
-    """The worker's reply for one sample; ``None`` when it ran past ``sample_timeout_s``
-    (the worker is then dead and the caller needs a new one)."""
+def _verdict(worker: _Worker, request: dict[str, Any], limit_s: float) -> dict[str, Any] | None:
+    """The worker's reply for one sample; ``None`` when it ran past ``limit_s`` (the worker
+    is then dead and the caller needs a new one)."""
     try:
-        reply = worker.ask(request, config.sample_timeout_s)
+        reply = worker.ask(request, limit_s)
     except _WorkerGone:
         return None
     if "error" in reply:
@@ -265,14 +276,32 @@ def _verdict(
     return reply
 
 
+SKIPPED: dict[str, Any] = {"skipped": True}
+"""A sample not asked: the reward call's deadline was too close (see :func:`_score_all`)."""
+
+
+def _budget() -> float | None:
+    """Seconds the next sample may use before the reward call must return (``None``: no
+    deadline), keeping :data:`RESERVE_S`."""
+    left = time_left()
+    return None if left is None else left - RESERVE_S
+
+
 def _score_all(
     responses: Sequence[str], golds: Sequence[list[str]], config: MathVerifyConfig
 ) -> list[dict[str, Any] | None]:
-    """Each sample's reply from a worker of the pool (``None``: timed out).
+    """Each sample's reply from a worker of the pool (``None``: timed out; :data:`SKIPPED`:
+    not asked).
 
     ``golds``: each sample's references (see :func:`.builtins.reference_texts`); the response
     is correct when it equals any of them. A sample without one is still asked with an empty
     reference, which never parses, so its ``found`` is the response's own.
+
+    Samples are asked one after another inside one reward call, whose deadline
+    (``reward.timeout_s``, :func:`.calling.time_left`) would stop the run if it fired: each
+    pathological sample costs ``sample_timeout_s`` and a fresh worker. So a sample (and a
+    worker's start) gets at most the time left to that deadline, less :data:`RESERVE_S`, and
+    once none is left the remaining samples are not asked: they are :data:`SKIPPED`.
     """
     replies: list[dict[str, Any] | None] = []
     worker: _Worker | None = None
@@ -280,8 +309,17 @@ def _score_all(
         for response, texts in zip(responses, golds, strict=True):
             reply: dict[str, Any] | None = {"gold_ok": False, "found": False, "correct": False}
             for gold in [_reference(t) for t in texts] or [""]:
+                budget = _budget()
+                if budget is not None and budget <= 0:
+                    reply = SKIPPED
+                    break
                 if worker is None:
-                    worker = _POOL.take()
+                    try:
+                        worker = _POOL.take(_START_TIMEOUT_S if budget is None else budget)
+                    except _OutOfTime:
+                        reply = SKIPPED
+                        break
+                    budget = _budget()
                 request = {
                     "gold": gold,
                     "answer": response,
@@ -289,7 +327,8 @@ def _score_all(
                     "strict": config.strict,
                     "limit_s": config.sample_timeout_s,
                 }
-                one = _verdict(worker, request, config)
+                limit = config.sample_timeout_s if budget is None else budget
+                one = _verdict(worker, request, max(0.0, min(config.sample_timeout_s, limit)))
                 if one is None:  # timed out: the sample scores as a timeout
                     _POOL.discard(worker)
                     worker, reply = None, None
@@ -303,6 +342,9 @@ def _score_all(
                 if one["correct"]:
                     break
             replies.append(reply)
+            if reply is SKIPPED:  # no time is left for the rest either
+                replies.extend(SKIPPED for _ in range(len(responses) - len(replies)))
+                break
     except BaseException:
         # Interrupted mid-request (hfsdk's deadline, Ctrl-C): the worker's state is unknown.
         if worker is not None:
@@ -317,7 +359,16 @@ def _score_all(
 def _warn(responses: Sequence[str], references: Sequence[Any], flags: list[dict[str, float]],
           config: MathVerifyConfig) -> None:  # fmt: skip
     """One warning per batch for timed-out samples and one for references that do not parse."""
-    timed_out = [i for i, row in enumerate(flags) if row["timeout"]]
+    skipped = [i for i, row in enumerate(flags) if row["skipped"]]
+    if skipped:
+        logger.warning(
+            "math_verify: %d of %d samples were not scored because the reward call's deadline "
+            "(reward.timeout_s) was too close after the samples before them (first: sample %d); "
+            "they scored incorrect_score and count in the 'timeout' and 'skipped' metrics; "
+            "raise reward.timeout_s or lower sample_timeout_s",
+            len(skipped), len(flags), skipped[0],
+        )  # fmt: skip
+    timed_out = [i for i, row in enumerate(flags) if row["timeout"] and not row["skipped"]]
     if timed_out:
         first = timed_out[0]
         logger.warning(
@@ -348,8 +399,10 @@ def math_verify(
 
     The reference is text or a number, or a list of them of which any one counts as
     correct. Also reports, as shares of the batch, ``answer_found`` (an answer was parsed
-    from the response), ``timeout`` (the sample ran past ``sample_timeout_s``) and
-    ``gold_unparsed`` (the reference is missing, null or an empty list, or did not parse).
+    from the response), ``timeout`` (the sample ran past ``sample_timeout_s``, or was
+    skipped), ``skipped`` (not scored: ``reward.timeout_s`` was about to run out, see
+    :func:`_score_all`) and ``gold_unparsed`` (the reference is missing, null or an empty
+    list, or did not parse).
     """
     config = config or MathVerifyConfig()
     if config.answer_column not in columns:
@@ -366,7 +419,7 @@ def math_verify(
     ]
     results = []
     for reply in _score_all(responses, golds, config):
-        if reply is None:
+        if reply is None or reply is SKIPPED:
             score, found, gold_ok = config.incorrect_score, False, True
         else:
             found, gold_ok = reply["found"], reply["gold_ok"]
@@ -380,7 +433,8 @@ def math_verify(
             {
                 "score": score,
                 "answer_found": float(found),
-                "timeout": float(reply is None),
+                "timeout": float(reply is None or reply is SKIPPED),
+                "skipped": float(reply is SKIPPED),
                 "gold_unparsed": float(not gold_ok),
             }
         )

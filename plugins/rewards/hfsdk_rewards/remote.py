@@ -23,6 +23,7 @@ import functools
 import json
 import math
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlparse
@@ -47,7 +48,8 @@ class RemoteRewardConfig:
 
     url: str = help_field("The endpoint's URL (http or https).", validator=_http_url)
     timeout_s: float = help_field(
-        "Seconds one request may take before it is retried.",
+        "Seconds one try of a request may take in all (connecting, waiting, reading) "
+        "before it is retried.",
         default=30.0,
         validator=attrs.validators.gt(0.0),
     )
@@ -138,7 +140,64 @@ def _session(url: str, retries: int, backoff_s: float, concurrency: int) -> Any:
     return session
 
 
+def _request_budget(config: RemoteRewardConfig) -> float:
+    """The longest one request may take, its retries and their waits included: each try's
+    ``timeout_s`` plus, before each retry, the longer of its backoff and a capped
+    ``Retry-After``."""
+    waits = sum(
+        max(min(config.backoff_s * 2**k, _BACKOFF_MAX_S), MAX_RETRY_AFTER_S)
+        for k in range(config.retries)
+    )
+    return (config.retries + 1) * config.timeout_s + waits
+
+
+_BACKOFF_MAX_S = 120.0
+"""urllib3's cap on one backoff wait (``Retry.DEFAULT_BACKOFF_MAX``)."""
+
+
 def _post(config: RemoteRewardConfig, body: bytes) -> bytes:
+    """The answer's body, within a deadline on the whole request.
+
+    ``requests``' timeout bounds each socket read only: a server that sends a byte every
+    half second never trips it. So the request runs on a daemon thread, waited for in
+    short joins (a run's deadline lands between them), until :func:`_request_budget` has
+    passed or, once the headers are in, ``timeout_s`` more; then its socket is shut down
+    (which ends a blocked read) and the request fails.
+    """
+    box: dict[str, Any] = {}
+
+    def attempt() -> None:
+        try:
+            box["content"] = _post_once(config, body, box)
+        except BaseException as exc:  # re-raised in the calling thread
+            box["error"] = exc
+
+    start = time.monotonic()
+    end = start + _request_budget(config)
+    thread = threading.Thread(target=attempt, name="hfsdk-remote-request", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        now = time.monotonic()
+        if "headers_at" in box:
+            end = min(end, box["headers_at"] + config.timeout_s)
+        if now >= end:
+            answer = box.get("answer")
+            if answer is not None:
+                answer.raw.shutdown()  # the thread's read returns; it then ends
+            raise HfsdkError(
+                f"reward endpoint {config.url} did not answer within {end - start:.3g} s "
+                f"(timeout_s={config.timeout_s:g} a try, retries={config.retries}); it may "
+                "be overloaded or sending its answer slowly: check it, or raise timeout_s"
+            )
+        thread.join(min(0.1, end - now))
+    if "error" in box:
+        raise box["error"]
+    return box["content"]
+
+
+def _post_once(config: RemoteRewardConfig, body: bytes, box: dict[str, Any]) -> bytes:
+    """Send the request (urllib3 retries it) and read the answer; ``box`` gets the response
+    and when its headers came, for :func:`_post`'s deadline."""
     import requests
 
     session = _session(config.url, config.retries, config.backoff_s, config.concurrency)
@@ -152,6 +211,7 @@ def _post(config: RemoteRewardConfig, body: bytes) -> bytes:
             allow_redirects=False,  # the batch goes to the configured endpoint only
             stream=True,
         )
+        box["answer"], box["headers_at"] = answer, time.monotonic()
         if answer.status_code < 300:
             content = _bounded_content(config, answer)
         else:  # the start of the body: an endpoint's reason for a 4xx, quoted below

@@ -243,3 +243,79 @@ def test_exact_match_takes_numpy_references() -> None:
     out = exact_match([""] * 3, ["4", "3", "4"], answer=answers)
     assert scores(out) == [1.0, 1.0, 0.0]
     assert [r["reference_missing"] for r in out] == [0.0, 0.0, 1.0]
+
+
+# The documented default pattern, compiled as format_check compiled it before it became linear.
+_OLD_FORMAT = r"<think>.*?</think>\s*<answer>.*?</answer>"
+
+FORMAT_CASES = [
+    "<think>a</think><answer>b</answer>",
+    "<think>a</think>\n \t<answer>b</answer>",
+    "  <think>\nx\n</think>\n<answer>\n42\n</answer>\n",
+    "<think></think><answer></answer>",
+    "<think>a</think><answer>b</answer> trailing",
+    "lead <think>a</think><answer>b</answer>",
+    "<think>a</think> x <answer>b</answer>",
+    "<think>a</think><answer>b",
+    "<think>a<answer>b</answer>",
+    "<think>a</think><answer>b</answer><answer>c</answer>",
+    "<think>a</think><answer>b</answer></think><answer>c</answer>",
+    "<think><think>a</think></think><answer>b</answer>",
+    "<think>a</think><answer></answer></answer>",
+    "<answer>b</answer><think>a</think>",
+    "<think>a</think><answer>b</answer>\u2003",
+    "<think>a</think>\u2003<answer>b</answer>",
+    "<think></think><answer>",
+    "</think><answer></answer>",
+    "<think></think><answer></answer><think></think><answer>",
+    "",
+    "no tags at all",
+]
+
+
+@pytest.mark.parametrize("full_match", [True, False])
+def test_format_check_gives_the_documented_patterns_answers(full_match: bool) -> None:
+    import re
+
+    regex = re.compile(_OLD_FORMAT, re.DOTALL)
+    check = regex.fullmatch if full_match else regex.search
+    expected = [1.0 if check(r.strip()) else 0.0 for r in FORMAT_CASES]
+    config = FormatCheckConfig(full_match=full_match)
+    assert format_check([""] * len(FORMAT_CASES), FORMAT_CASES, config=config) == expected
+
+
+@pytest.mark.parametrize("full_match", [True, False])
+def test_format_check_is_linear_on_degenerate_output(full_match: bool) -> None:
+    import time
+
+    # The regex's lazy .*? tried every tag pair: 18,400 such chars took 55 s.
+    responses = ["<think>" + "</think><answer>" * 4000, "<think></think><answer>" * 3000]
+    start = time.monotonic()
+    out = format_check(["", ""], responses, config=FormatCheckConfig(full_match=full_match))
+    assert out == [0.0, 0.0]
+    assert time.monotonic() - start < 1.0  # linear: milliseconds
+
+
+def test_extract_boxed_is_linear_on_unclosed_boxes() -> None:
+    import time
+
+    from hfsdk_rewards.builtins import extract_boxed
+
+    start = time.monotonic()
+    # Each unclosed \boxed{ scanned to the end of the text: 56k such chars took 101 s.
+    assert extract_boxed("\\boxed{" * 8000) is None
+    assert extract_boxed("\\boxed{" * 8000 + "}") == ""
+    assert time.monotonic() - start < 1.0
+
+
+def test_extract_boxed_keeps_its_answers() -> None:
+    from hfsdk_rewards.builtins import extract_boxed
+
+    assert extract_boxed(r"\boxed{\frac{1}{2}} then \fbox {3}") == "3"
+    assert extract_boxed(r"\boxed{\frac{1}{2}} then \fbox {3}", "first") == r"\frac{1}{2}"
+    assert extract_boxed(r"\boxed{a\}b} \boxed{c") == r"a\}b"
+    assert extract_boxed(r"} \boxed{x{y}z}}") == "x{y}z"
+    assert extract_boxed(r"\boxed{\boxed{1}}", "first") == r"\boxed{1}"
+    assert extract_boxed(r"\boxed{\boxed{1}}") == "1"
+    assert extract_boxed("\\boxed{a\\") is None
+    assert extract_boxed("\\\\boxed{7}") == "7"

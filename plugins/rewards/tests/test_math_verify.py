@@ -160,3 +160,25 @@ def test_a_worker_that_cannot_import_math_verify_names_the_import_error(
     assert "\n" not in line
     assert "could not import math-verify (ImportError: No module named sympy)" in line, line
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_samples_past_the_reward_deadline_score_as_timeouts_and_the_run_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    math_verify([""], [r"\boxed{2}"], answer=["2"])  # a warm worker: its start is not timed
+    config = {
+        "functions": [{"name": "math_verify", "kwargs": {"sample_timeout_s": 1}}],
+        "timeout_s": 2.5,
+    }
+    start = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="hfsdk_rewards.math_verify_reward"):
+        scores, metrics = compute_rewards(
+            ["q"] * 6, [FOR_EVER] * 5 + [r"\boxed{5}"], {"answer": ["5"] * 6}, config
+        )
+    # 5 samples of 1 s each (plus fresh workers) do not fit in 2.5 s: the rest are not
+    # asked, score as timeouts, and the call returns instead of failing the run.
+    assert scores == [0.0] * 6
+    assert metrics["math_verify/timeout"] == 1.0
+    assert 0 < metrics["math_verify/skipped"] < 1
+    assert time.monotonic() - start < 10
+    assert any("reward.timeout_s" in r.getMessage() for r in caplog.records)

@@ -311,3 +311,21 @@ def test_a_4xx_answer_names_the_start_of_its_body(server) -> None:
     with pytest.raises(HfsdkError, match=r"answered HTTP 400 Bad Request") as caught:
         remote_reward(["p"], ["ab"], config=RemoteRewardConfig(url=url, retries=0))
     assert "'invalid JSON constant NaN'" in str(caught.value)
+
+
+def test_timeout_s_bounds_a_whole_request_not_each_read(server) -> None:
+    def drip(handler: BaseHTTPRequestHandler, payload: dict) -> None:
+        body = b'{"scores": [1.0]}' + b" " * 200
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        for byte in body:  # a byte every 0.1 s: each read is well within timeout_s
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(0.1)
+
+    config = RemoteRewardConfig(url=server(drip), timeout_s=0.5, retries=0)
+    start = time.perf_counter()
+    with pytest.raises(HfsdkError, match=r"did not answer within 0\.5 s"):
+        remote_reward(["p"], ["r"], config=config)  # no run deadline around it
+    assert time.perf_counter() - start < 5  # the 0.5 s timeout, not the 21 s the body takes

@@ -123,3 +123,37 @@ def test_the_section_timeout_is_used_and_zero_means_no_limit(tmp_path) -> None:
     assert scores == [1.0, 1.0, 1.0]
     with pytest.raises(ValueError):
         SignalConfig(timeout_s=-1.0)
+
+
+async def _async_spins(prompts: list[str], responses: list[str]) -> list[float]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # blocks its loop; never awaits
+        pass
+    return [1.0] * len(responses)
+
+
+def test_an_async_function_blocking_its_loop_inside_a_running_loop_off_the_main_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A Ray async actor: scoring runs inside an event loop on a thread other than the main one.
+    from hfsdk_rewards import calling
+
+    monkeypatch.setattr(calling, "ASYNC_SLACK_S", 0.5)
+    caught: list[BaseException] = []
+
+    async def in_loop() -> None:
+        try:
+            call_reward_functions(
+                [_call(_async_spins, "spinner")], PROMPTS, RESPONSES, {}, timeout_s=0.5
+            )
+        except RewardFunctionError as exc:
+            caught.append(exc)
+
+    thread = threading.Thread(target=lambda: asyncio.run(in_loop()), daemon=True)
+    thread.start()
+    thread.join(timeout=20)
+    assert not thread.is_alive() and caught
+    message = str(caught[0])
+    assert "'spinner' did not return within 0.5 s" in message
+    assert "in _async_spins" in message and "threading.py" not in message
+    assert "abandoned" in message
