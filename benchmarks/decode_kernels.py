@@ -1,6 +1,6 @@
 """The decoder's matrix products on weights as stored against weights reordered for oneDNN.
 
-    .venv/bin/python benchmarks/decode_kernels.py [--repeats 4] [--rows 32]
+    OMP_NUM_THREADS=2 .venv/bin/python benchmarks/decode_kernels.py [--repeats 4] [--rows 32]
 
 Two tables on the compute-bound benchmark model (``compute_bound_task.py``, a
 29.5M Llama, built locally): GFLOP/s of ``x @ W.T`` against
@@ -9,6 +9,11 @@ weight shapes at ``--rows`` rows (one decode step of that many sequences),
 float32 and bfloat16; then ``TPDecoder.generate`` of ``--rows`` × 64 sampled
 tokens with and without the reordered weights (seconds, the reordering
 included, median of ``--repeats``, alternating).
+
+The thread count is a condition of the GFLOP/s, so it is left to the caller
+(torch's default is every core) and printed first; the table in
+docs/benchmarks.md was taken at two threads, to compare with the machine's
+two-thread calibrated peak. Set ``OMP_NUM_THREADS`` to reproduce it.
 """
 
 from __future__ import annotations

@@ -36,6 +36,14 @@ def _mean(rows: list[dict], key: str) -> float:
     return sum(values) / len(values) if values else float("nan")
 
 
+def _cell(rows: list[dict], key: str, width: int) -> str:
+    """The mean of ``key`` over ``rows`` right-aligned in ``width``, or blanks where no
+    row has it (only Safe-RLHF logs ``cost/mean``; ``nan`` there read as a failed run)."""
+    if not any(key in r for r in rows):
+        return " " * width
+    return f"{_mean(rows, key):>{width}.3f}"
+
+
 def main() -> None:
     """Train each chosen algorithm on the default task and print the summary table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -67,7 +75,7 @@ def main() -> None:
                 lines.append(
                     f"{algo:<10} {config.trainer.seed:>4} {_mean(first, 'reward/mean'):>14.3f} "
                     f"{_mean(last, 'reward/mean'):>13.3f} {gain:>+6.3f} "
-                    f"{_mean(first, 'cost/mean'):>12.3f} {_mean(last, 'cost/mean'):>11.3f} "
+                    f"{_cell(first, 'cost/mean', 12)} {_cell(last, 'cost/mean', 11)} "
                     f"{wall:>7.1f}"
                 )
                 print(lines[-1], flush=True)

@@ -10,6 +10,9 @@ quotes its output.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
+
 from hfsdk.core.errors import HfsdkError
 from hfsdk_planner import PlacementSearch, Plan, algorithm_dataflow, get_cluster
 
@@ -54,8 +57,16 @@ def row(algo: str, size: str, devices: int) -> str:
     )
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     """Print the tables."""
+    # No options: the parser gives ``--help`` (which used to run the whole sweep) and
+    # refuses stray arguments.
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0]
+        + f" Algorithms {', '.join(ALGORITHMS)}; models {', '.join(SIZES)}; devices "
+        + f"{', '.join(map(str, DEVICES))}. Takes no options; the tables go to stdout."
+    )
+    parser.parse_args(argv)
     for algo in ALGORITHMS:
         print(f"\n#### {algo}\n")
         print("| model | devices | pools (roles: devices) | actor train / rollout layout | "

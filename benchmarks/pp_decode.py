@@ -122,6 +122,13 @@ def main() -> None:
     parser.add_argument("--prompt-length", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=32)
     args = parser.parse_args()
+    # Checked here: a bad count would otherwise fail in every spawned rank.
+    stages = max(TRAIN[0], *(pg for pg, _ in GENERATION))
+    if args.layers < 1 or args.layers % stages:
+        parser.error(
+            f"--layers {args.layers}: the layers are split over pipeline size {stages}, so "
+            f"give a positive multiple of {stages} (for example --layers 4)"
+        )
     sys.path.insert(0, str(Path(__file__).parent))
     from hfsdk_backend_common.testing.launch import run_gloo
 

@@ -230,6 +230,13 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
+    # Checked here: a bad count would otherwise fail in every spawned rank.
+    stages = max(max(p, pg) for (p, _, _), (pg, _) in LAYOUTS)
+    if args.layers < 1 or args.layers % stages:
+        parser.error(
+            f"--layers {args.layers}: the layers are split over pipeline size {stages}, so "
+            f"give a positive multiple of {stages} (for example --layers 2)"
+        )
     from hfsdk_backend_common.testing.launch import run_gloo
 
     shape = _shape(args.layers)

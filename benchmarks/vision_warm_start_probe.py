@@ -20,6 +20,7 @@ import argparse
 import random
 import tempfile
 import time
+from typing import Any
 
 import torch
 from PIL import Image
@@ -62,9 +63,14 @@ def main() -> None:
     parser.add_argument("--vision-lr-scale", type=float, default=1.0)
     args = parser.parse_args()
     torch.manual_seed(0)
-    model, processor = load_tiny_vlm(
-        ensure_tiny_vlm(tokenizer_corpus(), cache_dir=tempfile.mkdtemp())
-    )
+    # The model is built fresh in a folder removed at the end (mkdtemp left one per run).
+    with tempfile.TemporaryDirectory(prefix="hfsdk_vision_probe_") as cache_dir:
+        model, processor = load_tiny_vlm(ensure_tiny_vlm(tokenizer_corpus(), cache_dir=cache_dir))
+        _train(model, processor, args)
+
+
+def _train(model: Any, processor: Any, args: argparse.Namespace) -> None:
+    """Train ``args.steps`` steps, printing every tenth step and the last."""
     vision = [p for n, p in model.named_parameters() if "visual" in n]
     text = [p for n, p in model.named_parameters() if "visual" not in n]
     optimizer = torch.optim.AdamW(
@@ -83,7 +89,7 @@ def main() -> None:
         loss.backward()
         grad = sum(float(p.grad.norm()) ** 2 for p in vision if p.grad is not None) ** 0.5
         optimizer.step()
-        if step % 10 == 0:
+        if step % 10 == 0 or step == args.steps - 1:
             elapsed = time.perf_counter() - started
             print(f"step {step:3d}  loss {loss.item():.3f}  vision grad {grad:.2e}  {elapsed:.0f}s")
 

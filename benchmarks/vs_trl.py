@@ -117,11 +117,21 @@ import attrs
 REPO = Path(__file__).resolve().parent.parent
 BENCH_VENV_PYTHON = REPO / ".venv-bench" / "bin" / "python"
 TRL_VERSION = "1.16.0"
+# The default plugins depend on one another (GRPO on the built-in task, its
+# rewards on the sandbox, ...), so every plugin is installed but the two with
+# heavy engines, as docs/benchmarks.md "Setup" says.
+HEAVY_PLUGINS = frozenset({"rollout_vllm", "backend_megatron"})
+BENCH_PLUGINS = tuple(
+    f"plugins/{path.parent.name}"
+    for path in sorted(REPO.glob("plugins/*/pyproject.toml"))
+    if path.parent.name not in HEAVY_PLUGINS
+)
 INSTALL_COMMANDS = (
     "python3.11 -m venv .venv-bench",
     '.venv-bench/bin/pip install "torch==2.13.0+cpu"',
-    ".venv-bench/bin/pip install -e . -e plugins/backend_fsdp -e plugins/grpo "
-    f'"trl=={TRL_VERSION}"',
+    ".venv-bench/bin/pip install -e . "
+    + " ".join(f"-e {plugin}" for plugin in BENCH_PLUGINS)
+    + f' "trl=={TRL_VERSION}"',
 )
 CHILD_ENV = {
     "HF_HUB_OFFLINE": "1",
