@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import logging
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,13 @@ def _load_files(
         if not path.is_file():
             where = source or files_key(validation)
             if not path.exists():
-                raise HfsdkError(f"dataset file {name!r} does not exist; check {where}")
+                # Users look beside the config file; a relative path resolves from here.
+                base = (
+                    ""
+                    if path.is_absolute()
+                    else f" (relative to the working directory {os.getcwd()})"
+                )
+                raise HfsdkError(f"dataset file {name!r} does not exist{base}; check {where}")
             # A FIFO or a device exists but is no file the loader can read (and reading a
             # FIFO would block on its writer).
             kind = (

@@ -438,6 +438,26 @@ def test_a_missing_file_names_where_it_was_given(tmp_path: Path) -> None:
     assert str(info.value) == f"dataset file {missing!r} does not exist; check the FILE arguments"
 
 
+def test_a_missing_relative_path_names_the_directory_it_resolves_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review: "dataset file 'd.jsonl' does not exist" left users looking beside the config
+    file; a relative path resolves from the working directory, which the message names."""
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(HfsdkError) as info:
+        load_prompt_dataset(["d.jsonl"], "prompt")
+    assert str(info.value) == (
+        f"dataset file 'd.jsonl' does not exist (relative to the working directory "
+        f"{os.getcwd()}); check data.train_files"
+    )
+    absolute = str(tmp_path / "d.jsonl")  # an absolute path needs no directory named
+    with pytest.raises(HfsdkError) as info:
+        load_prompt_dataset([absolute], "prompt")
+    assert str(info.value) == f"dataset file {absolute!r} does not exist; check data.train_files"
+
+
 def test_a_path_that_is_not_a_regular_file_says_so(tmp_path: Path) -> None:
     """A FIFO (or a device) was reported as a file that "does not exist"."""
     import os

@@ -11,7 +11,7 @@ def data() -> None:
 
 
 @data.command(name="inspect")
-@click.argument("files", nargs=-1, metavar="[FILE]...")
+@click.argument("files", nargs=-1, metavar="[FILE]... [KEY.SUB=VALUE]...")
 @click.option(
     "--config",
     "config_file",
@@ -31,7 +31,8 @@ def data() -> None:
     "overrides",
     multiple=True,
     metavar="KEY.SUB=VALUE",
-    help="Config override, e.g. --set data.prompt_key=question (repeatable).",
+    help="Config override, e.g. --set data.prompt_key=question (repeatable); a bare "
+    "data.prompt_key=question argument, as `hfsdk run` takes, is one too (applied before --set).",
 )
 def inspect_command(
     files: tuple[str, ...], config_file: str | None, algo: str | None, overrides: tuple[str, ...]
@@ -42,6 +43,7 @@ def inspect_command(
 
     \b
         hfsdk data inspect train.parquet --config run.yaml
+        hfsdk data inspect q.jsonl data.prompt_key=question
         hfsdk data inspect --algo grpo          # the default task's data
     """
     import datasets
@@ -52,8 +54,12 @@ def inspect_command(
         check_files,
         inspect_dataset,
         inspect_run,
+        split_file_arguments,
     )
 
+    # Bare key.sub=value arguments are overrides, as in `hfsdk run`; --set ones come after.
+    files, bare = split_file_arguments(files)
+    overrides = (*bare, *overrides)
     datasets.disable_progress_bars()  # the report is the output; loading bars are noise
     raw = load_yaml(config_file) if config_file else {}
     if algo or raw.get("algo"):

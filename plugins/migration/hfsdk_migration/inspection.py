@@ -13,6 +13,8 @@ the ones the run resolves: the default task's where the config names none.
 from __future__ import annotations
 
 import inspect
+import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -259,6 +261,28 @@ def inspect_run(
 
 FILE_ARGUMENTS = "the FILE arguments"
 """What a missing file's error names when the files came from ``hfsdk data inspect FILE...``."""
+
+
+_OVERRIDE_KEY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+"""The part before ``=`` of a ``key.sub=value`` override (a path's has ``/`` or ``-``)."""
+
+
+def split_file_arguments(arguments: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``hfsdk data inspect``'s positional arguments as (files, ``key.sub=value`` overrides).
+
+    ``hfsdk run`` takes bare overrides, so users write them here too: an argument whose
+    part before ``=`` is a dotted config key and which names no existing path is an
+    override; any other (``a=b.jsonl`` that exists, ``runs/lr=1e-6/d.jsonl``) is a file.
+    """
+    files: list[str] = []
+    overrides: list[str] = []
+    for argument in arguments:
+        key, sep, _ = argument.partition("=")
+        if sep and _OVERRIDE_KEY.fullmatch(key.strip()) and not os.path.exists(argument):
+            overrides.append(argument)
+        else:
+            files.append(argument)
+    return tuple(files), tuple(overrides)
 
 
 def check_files(files: Sequence[str]) -> tuple[str, ...]:

@@ -141,6 +141,33 @@ def _question_solution(tmp_path: Path) -> Path:
     return path
 
 
+def test_a_bare_override_is_taken_as_in_hfsdk_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Review: `hfsdk data inspect qs.jsonl data.prompt_key=question` said "dataset file
+    # 'data.prompt_key=question' does not exist"; `hfsdk run` takes bare key=value overrides.
+    monkeypatch.chdir(tmp_path)
+    path = _question_solution(tmp_path)
+    code, out, err = _hfsdk(capsys, "data", "inspect", path.name, "data.prompt_key=question")
+    assert code == 0, err
+    assert "files:            qs.jsonl\n" in out
+    assert "prompt key:       question (plain text)" in out
+    # ... also where the run's own resolution applies (--algo)
+    code, out, err = _hfsdk(
+        capsys, "data", "inspect", "--algo", "grpo", path.name, "data.prompt_key=question"
+    )
+    assert code == 0, err
+    assert "prompt key:       question (plain text)" in out
+    # an existing file whose name holds '=' stays a file
+    (tmp_path / "a=b.jsonl").write_text(path.read_text())
+    code, out, err = _hfsdk(capsys, "data", "inspect", "a=b.jsonl", "data.prompt_key=question")
+    assert code == 0, err
+    assert "files:            a=b.jsonl\n" in out
+    # a missing path whose '=' follows no config key stays a file, with a file's error
+    code, _, err = _hfsdk(capsys, "data", "inspect", "runs/lr=1e-6/qs.jsonl")
+    assert code == 2 and "dataset file 'runs/lr=1e-6/qs.jsonl' does not exist" in err
+
+
 def test_inspect_finds_the_missing_answer_column_the_run_refuses(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,7 +11,9 @@ and listed in the output's header.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from fractions import Fraction
 from typing import Any
 
@@ -287,11 +289,80 @@ TRUNCATES = (
 )
 
 
+DATA_FORMATS = (".jsonl", ".json", ".parquet")
+"""The dataset files hfsdk's loader reads (besides ``Dataset.save_to_disk`` directories)."""
+LOCAL_DATA = (
+    "hfsdk reads .jsonl, .json and .parquet files and Dataset.save_to_disk directories; "
+    "convert it and set data.train_files"
+)
+
+
+def _dataset(m: Mapper) -> None:
+    """A local ``dataset_name`` -> ``data.train_files``; a hub name stays listed.
+
+    TRL's scripts train on ``load_dataset(dataset_name)[dataset_train_split]`` (default
+    ``train``): a local file loads as one ``train`` split, a saved ``DatasetDict``'s split is
+    ``DIR/<split>`` to hfsdk; a saved ``Dataset`` (which ``load_dataset`` refuses, a script
+    of one's own reads with ``load_from_disk``) is taken whole. Only what hfsdk loads
+    offline is mapped, made absolute since
+    TRL resolved it from the directory it ran in. A hub name is read without ``m.has`` so
+    it keeps its "no hfsdk counterpart" listing.
+    """
+    name = m.flat.get("dataset_name")
+    if not isinstance(name, str) or not os.path.exists(name):
+        return
+    path = os.path.abspath(name)
+    split = m.flat.get("dataset_train_split")
+    if os.path.isfile(path):
+        if not path.lower().endswith(DATA_FORMATS):
+            m.reject("dataset_name", LOCAL_DATA)
+            return
+        m.put("data.train_files", [path])
+        m.get("dataset_name")
+        if split in (None, "train"):
+            m.get("dataset_train_split")
+        else:
+            m.reject(
+                "dataset_train_split",
+                "TRL loads a single file as one split, 'train'; hfsdk trains on the whole file",
+            )
+        return
+    if os.path.isfile(os.path.join(path, "state.json")):  # a saved Dataset: no splits
+        m.put("data.train_files", [path])
+        m.get("dataset_name")
+        return
+    splits_file = os.path.join(path, "dataset_dict.json")  # a saved DatasetDict
+    if not os.path.isfile(splits_file):
+        m.reject(
+            "dataset_name",
+            "a local directory, not a Dataset.save_to_disk directory; " + LOCAL_DATA,
+        )
+        return
+    try:
+        with open(splits_file, encoding="utf-8") as handle:
+            splits = [str(split) for split in json.load(handle).get("splits", [])]
+    except (OSError, ValueError, AttributeError) as exc:  # listed: an import never stops here
+        m.reject("dataset_name", f"its dataset_dict.json is unreadable ({exc}); {LOCAL_DATA}")
+        return
+    wanted = split or "train"  # TRL's dataset_train_split default
+    if wanted not in splits:
+        m.reject(
+            "dataset_name",
+            f"the saved DatasetDict has no split {wanted!r} (splits: {', '.join(splits)}); "
+            "set data.train_files to DIR/<split>",
+        )
+        return
+    m.put("data.train_files", [os.path.join(path, wanted)])
+    m.get("dataset_name")
+    m.get("dataset_train_split")
+
+
 def _common(m: Mapper, lr_default: float, temperature: float | None) -> None:
     """The keys GRPO and PPO share; ``temperature`` is TRL's default for the algorithm
     (``None``: TRL's equals hfsdk's)."""
     if m.has("model_name_or_path"):  # TRL scripts' ModelConfig, parsed by the same TrlParser
         m.put("actor.model_path", str(m.get("model_name_or_path")))
+    _dataset(m)
     m.put(
         "actor.optim.lr",
         m.num("learning_rate", lr_default, source_default=True),

@@ -436,6 +436,63 @@ def test_trl_prompt_limit_left_out_is_listed_not_invented() -> None:
     )
 
 
+def test_trl_local_dataset_name_becomes_the_training_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Review: a local dataset_name was listed as not mapped and the imported run trained on
+    # the default task. TRL's script reads load_dataset(dataset_name)[dataset_train_split]:
+    # a file is its 'train' split; a saved DatasetDict's split is DIR/<split> for hfsdk.
+    import datasets
+
+    monkeypatch.chdir(tmp_path)
+    rows = datasets.Dataset.from_list([{"prompt": "2 + 3 =", "answer": "5"}])
+    (tmp_path / "d.jsonl").write_text('{"prompt": "2 + 3 =", "answer": "5"}\n')
+    rows.save_to_disk(str(tmp_path / "one"))
+    datasets.DatasetDict({"train": rows, "test": rows}).save_to_disk(str(tmp_path / "two"))
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "train.jsonl").write_text("{}\n")
+
+    def imported(**keys: object) -> tuple[object, tuple[str, ...]]:
+        result = import_config("trl", {**SMALL_GRPO, **keys})
+        return result.config.get("data", {}).get("train_files"), result.unmapped
+
+    def listed(unmapped: tuple[str, ...], key: str) -> list[str]:
+        return [line for line in unmapped if line.startswith(f"{key} = ")]
+
+    files, unmapped = imported(dataset_name=str(tmp_path / "d.jsonl"))
+    assert files == [str(tmp_path / "d.jsonl")] and not listed(unmapped, "dataset_name")
+    # relative to where TRL (and the import) runs: recorded absolute
+    files, unmapped = imported(dataset_name="d.jsonl", dataset_train_split="train")
+    assert files == [str(tmp_path / "d.jsonl")]
+    assert not listed(unmapped, "dataset_name") and not listed(unmapped, "dataset_train_split")
+    files, _ = imported(dataset_name="one")
+    assert files == [str(tmp_path / "one")]
+    files, _ = imported(dataset_name="two")  # TRL's dataset_train_split default: train
+    assert files == [str(tmp_path / "two" / "train")]
+    files, unmapped = imported(dataset_name="two", dataset_train_split="test")
+    assert files == [str(tmp_path / "two" / "test")] and not listed(unmapped, "dataset_train_split")
+    # what hfsdk cannot load offline stays listed, with why
+    files, unmapped = imported(dataset_name="two", dataset_train_split="dev")
+    assert files is None
+    assert listed(unmapped, "dataset_name") == [
+        "dataset_name = 'two'  (the saved DatasetDict has no split 'dev' (splits: train, test); "
+        "set data.train_files to DIR/<split>)"
+    ]
+    files, unmapped = imported(dataset_name="plain")
+    assert (
+        files is None and "a Dataset.save_to_disk directory" in listed(unmapped, "dataset_name")[0]
+    )
+    # a hub name: listed as before, with the existing reason
+    files, unmapped = imported(dataset_name="trl-lib/tldr", dataset_train_split="train")
+    assert files is None
+    assert listed(unmapped, "dataset_name") == [
+        "dataset_name = 'trl-lib/tldr'  (no hfsdk counterpart)"
+    ]
+    assert listed(unmapped, "dataset_train_split") == [
+        "dataset_train_split = 'train'  (no hfsdk counterpart)"
+    ]
+
+
 @pytest.mark.parametrize("flags", [{}, {"prompt_max_len": 16}])
 def test_openrlhf_prompt_limit_is_imported_with_a_truncation_warning(flags: dict) -> None:
     result = import_config("openrlhf", {"advantage_estimator": "reinforce", **flags})
