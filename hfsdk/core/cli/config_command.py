@@ -8,6 +8,7 @@ import click
 
 from hfsdk.core.cli.known_commands import PluginCommandGroup
 from hfsdk.core.cli.options import run_config_options, task_base, task_option
+from hfsdk.core.cli.run_command import DEFAULT_TASK_NOTE
 
 
 @click.group(cls=PluginCommandGroup)
@@ -54,8 +55,7 @@ def show(
     if notice := layers.dropped_preset():
         click.echo(f"note: {notice}", err=True)
     if not config.data.train_files:  # its reward.functions: [] is not what the run scores with
-        click.echo("note: no data.train_files: `hfsdk run` trains on the built-in default task "
-                   "(its prompts, and its model and reward where unset)", err=True)  # fmt: skip
+        click.echo(f"note: {DEFAULT_TASK_NOTE}", err=True)
     if not explain:
         click.echo(config.to_yaml(), nl=False)
         return

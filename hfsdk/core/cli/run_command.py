@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import click
 
 from hfsdk.core.cli.options import run_config_options, task_base, task_option
+
+DEFAULT_TASK_NOTE = ("no data.train_files: `hfsdk run` trains on the built-in default task "
+                     "(its prompts, and its model and reward where unset)")  # fmt: skip
+"""What ``hfsdk config show`` and ``hfsdk run`` say of a config without data."""
 
 
 @click.command()
@@ -44,11 +49,13 @@ def run(
     trainer = Trainer(cfg, run_dir, quiet=quiet)
     if notice := layers.dropped_preset():  # after the checks: an error stays the only line
         click.echo(f"note: {notice}", err=True)
+    actor = cfg.sections.get("actor")  # (a teacher's or reward model's path is no such slip)
+    if actor is not None and actor.model_path and not cfg.data.train_files:  # logged: hfsdk.log
+        own = "actor.model_path is set: set data.train_files for your own data"
+        logging.getLogger(__name__).warning(f"note: {DEFAULT_TASK_NOTE}; {own}")
     write_sources(Path(trainer.run_dir), layers.sources())
-    metrics = trainer.fit()
-    if not metrics:
-        return
-    click.echo(run_summary(cfg.algo, metrics, trainer.run_dir))
+    if metrics := trainer.fit():
+        click.echo(run_summary(cfg.algo, metrics, trainer.run_dir))
 
 
 def write_sources(run_dir: Path, sources: dict[str, str]) -> None:
@@ -59,11 +66,10 @@ def write_sources(run_dir: Path, sources: dict[str, str]) -> None:
     from hfsdk.core.atomic import write_text_atomic
     from hfsdk.core.config.sources import SOURCES_FILE
 
-    if not run_dir.is_dir():
-        return
-    header = "# where each value of config.yaml came from; keys not listed have their default\n"
-    text = header + yaml.safe_dump(dict(sorted(sources.items())), sort_keys=False)
-    write_text_atomic(run_dir / SOURCES_FILE, text)
+    if run_dir.is_dir():
+        header = "# where each value of config.yaml came from; keys not listed have their default\n"
+        text = header + yaml.safe_dump(dict(sorted(sources.items())), sort_keys=False)
+        write_text_atomic(run_dir / SOURCES_FILE, text)
 
 
 def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
@@ -82,27 +88,19 @@ def run_summary(algo: str, metrics: list[dict], run_dir: object) -> str:
         return [r[key] for r in rows if r.get(key) is not None and r[key] == r[key]]
 
     def mean(rows: list[dict], key: str) -> float:
-        values = known(rows, key)
-        return sum(values) / len(values) if values else float("nan")
+        return sum(values) / len(values) if (values := known(rows, key)) else float("nan")
 
-    steps = f"{len(metrics)} step{'s' if len(metrics) != 1 else ''} in {run_dir}"
+    summary = f"{algo}: {len(metrics)} step{'s' if len(metrics) != 1 else ''} in {run_dir}"
     keys = ("val/reward_mean", "val/pairwise_accuracy", "val/loss")
-    validated = next((key for key in keys if known(validations_too, key)), None)
-    if not known(metrics, "reward/mean") and validated:
+    if known(metrics, "reward/mean"):  # (else, nothing scored: no nan to show)
+        label = f" {size}" if size > 1 else ""
+        later = f" (first{label}) -> {mean(last, 'reward/mean'):.3f} (last{label})"  # not at 1
+        summary += f"; reward/mean {mean(first, 'reward/mean'):.3f}{later * (len(metrics) > 1)}"
+    elif validated := next((key for key in keys if known(validations_too, key)), None):
         validations = [r for r in validations_too if known([r], validated)]
         ends = validations[:1] + validations[1:][-1:]  # one validation: no "x -> x"
         span = " -> ".join(f"{r[validated]:.3f} (step {r['step']})" for r in ends)
-        summary = f"{algo}: {steps}; {validated} {span}"
-    elif not known(metrics, "reward/mean"):  # nothing scored: no nan to show
-        summary = f"{algo}: {steps}"
-    elif len(metrics) == 1:
-        summary = f"{algo}: {steps}; reward/mean {mean(first, 'reward/mean'):.3f}"
-    else:
-        label = f" {size}" if size > 1 else ""
-        summary = (
-            f"{algo}: {steps}; reward/mean {mean(first, 'reward/mean'):.3f} (first{label}) -> "
-            f"{mean(last, 'reward/mean'):.3f} (last{label})"
-        )
+        summary += f"; {validated} {span}"
     if "cost/mean" in metrics[-1]:
         later = f" -> {mean(last, 'cost/mean'):.3f}" if len(metrics) > 1 else ""
         summary += f"; cost/mean {mean(first, 'cost/mean'):.3f}{later}"

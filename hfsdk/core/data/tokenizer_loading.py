@@ -23,21 +23,28 @@ def load_tokenizer(path: str | Path, key: str = "tokenizer path") -> Any:
     """
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    directory = Path(path).expanduser()
-    what = "is not a directory" if directory.exists() else "does not exist"
+    directory, named = Path(path).expanduser(), f"{key}={str(path)!r}"
+    to_dir = "point it at a local model directory (or one made with tokenizer.save_pretrained)"
+    if not directory.is_dir():
+        what = "is not a directory" if directory.exists() else "does not exist"
+        raise HfsdkError(f"{named} {what}; {to_dir}; hfsdk never downloads from the hub")
+    if not any(f for glob in ("tokenizer*", "vocab.*", "*.model") for f in directory.glob(glob)):
+        role = key.rpartition(".")[0]  # a model directory saved without its tokenizer
+        other = f"set {role}.tokenizer_path=DIR to" if role else "point it at"
+        raise HfsdkError(
+            f"{named} has no tokenizer files (tokenizer*, vocab.*, *.model); save one there "
+            f"(tokenizer.save_pretrained({str(path)!r})) or {other} a directory holding one; "
+            "hfsdk never downloads from the hub"
+        )
     fast = (directory / "tokenizer.json").is_file()
     try:
-        if not directory.is_dir():
-            raise NotADirectoryError(what)
         loader = PreTrainedTokenizerFast if fast else AutoTokenizer
         tokenizer = loader.from_pretrained(str(directory), local_files_only=True)
-    except Exception as exc:  # the loader's first line says what in the directory it could not read
-        said = str(exc).strip().partition("\n")[0] or type(exc).__name__
-        reason = what if isinstance(exc, NotADirectoryError) else "holds no tokenizer that loads"
+    except Exception as exc:  # the loader's words, all of them (a first line may end mid-sentence)
+        to_dir += "" if fast else " holding tokenizer.json"
         raise HfsdkError(
-            f"{key}={str(path)!r} {reason}; point it at a local model directory (or one made with "
-            f"tokenizer.save_pretrained){'' if fast else ' holding tokenizer.json'}; hfsdk never "
-            "downloads from the hub" + ("" if reason == what else f" (the loader said: {said})")
+            f"{named} holds no tokenizer that loads; {to_dir}; hfsdk never downloads from the hub "
+            f"(the loader said: {' '.join(str(exc).split()) or type(exc).__name__})"
         ) from exc
     if tokenizer.pad_token is None:
         if tokenizer.eos_token is None:

@@ -218,7 +218,7 @@ CASES: list[Case] = [
     (
         "model-dir-empty",
         lambda t: [*BASE, f"actor.model_path={_empty_dir(t)}"],
-        r"actor\.model_path=.*' holds no tokenizer that loads; point it at",
+        r"actor\.model_path=.*' has no tokenizer files .* or set actor\.tokenizer_path=DIR",
     ),
     (
         "model-path-file",

@@ -338,6 +338,28 @@ def test_config_show_without_data_says_the_default_task_runs(
     assert code == 0 and "default task" not in err
 
 
+def test_run_with_a_model_of_ones_own_and_no_data_says_the_default_task_runs(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Before: nothing said the user's model trained on the built-in addition prompts."""
+    import hfsdk.core.trainer.trainer as trainer_module
+
+    class FakeTrainer:
+        def __init__(self, config, run_dir, *, quiet):  # type: ignore[no-untyped-def]
+            self.run_dir = run_dir
+
+        def fit(self) -> list[dict]:
+            return []
+
+    monkeypatch.setattr(trainer_module, "Trainer", FakeTrainer)
+    args = ("run", "--algo", "grpo", "--run-dir", str(tmp_path), "actor.model_path=/m")
+    code, _, err = _hfsdk(capsys, *args)
+    assert code == 0 and "note: no data.train_files: `hfsdk run` trains on the built-in " in err
+    assert "; actor.model_path is set: set data.train_files for your own data" in err
+    code, _, err = _hfsdk(capsys, *args, "data.train_files=[x]")
+    assert code == 0 and "default task" not in err
+
+
 def test_config_show_explain_algo_prints_its_line(capsys: pytest.CaptureFixture[str]) -> None:
     """Plain --explain prints an `algo:` line, but --explain algo said "config has no key"."""
     code, out, err = _hfsdk(capsys, "config", "show", "--algo", "grpo", "--explain", "algo")

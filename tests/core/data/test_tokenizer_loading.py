@@ -70,9 +70,31 @@ def test_a_tokenizer_that_does_not_load_says_why(no_pad_tokenizer: Path, tmp_pat
     # the first line of tokenizers' own error: what in the file it could not read
     assert "; hfsdk never downloads from the hub (the loader said: data did not match " in said
     assert "holding tokenizer.json" not in said and "\n" not in said
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(HfsdkError, match=r"\) holding tokenizer\.json; .* \(the loader said: "):
-        hfsdk.load_tokenizer(tmp_path / "empty")
+    # Files there that do not load: the loader's whole text, not its first line's half.
+    (odd := tmp_path / "odd").mkdir()
+    (odd / "tokenizer_config.json").write_text('{"tokenizer_class": "NoSuchTokenizer"}')
+    with pytest.raises(HfsdkError, match=r"\) holding tokenizer\.json; .* \(the loader said: "
+                       r"Couldn't .* from one of: \(1\) .* \(3\) .*fast one\.\)$"):  # fmt: skip
+        hfsdk.load_tokenizer(odd)
+
+
+def test_a_model_directory_without_tokenizer_files_says_to_save_one_or_set_tokenizer_path(
+    tmp_path: Path,
+) -> None:
+    """Before: "... (the loader said: Couldn't instantiate the backend tokenizer from one of: )"
+    and no word of reference.tokenizer_path, the key that fixes it."""
+    (model := tmp_path / "model").mkdir()
+    (model / "config.json").write_text("{}")
+    with pytest.raises(HfsdkError) as info:
+        hfsdk.load_tokenizer(model, key="reference.model_path")
+    assert str(info.value) == (
+        f"reference.model_path={str(model)!r} has no tokenizer files (tokenizer*, vocab.*, "
+        f"*.model); save one there (tokenizer.save_pretrained({str(model)!r})) or set "
+        "reference.tokenizer_path=DIR to a directory holding one; hfsdk never downloads from "
+        "the hub"
+    )
+    with pytest.raises(HfsdkError, match=r"'\)\) or point it at a directory holding one; hfsdk"):
+        hfsdk.load_tokenizer(tmp_path)  # no role to name
 
 
 @pytest.mark.slow
