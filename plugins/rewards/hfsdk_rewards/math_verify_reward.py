@@ -15,6 +15,11 @@ and is counted by the ``timeout`` metric, as math-verify's own timeout does in
 verl and TRL, so one pathological answer does not stop the run. Nor do many: once the
 reward call's own deadline (``reward.timeout_s``) is about to run out, the samples left
 are not asked and score as timeouts (the ``skipped`` metric), so the call returns in time.
+A worker still starting (importing sympy), or still on a sample cut short by that
+deadline (not by ``sample_timeout_s``), when the time runs out is not killed: it goes on
+and a later call uses it, so a slow start costs only the first call(s) rather than every
+call paying it again; one not ready within ``_START_TIMEOUT_S`` of its start, or that
+exits while starting, is an error.
 """
 
 from __future__ import annotations
@@ -53,7 +58,8 @@ are asked only while more than this is left."""
 
 
 class _OutOfTime(Exception):
-    """The reward call's deadline left no time to start a worker."""
+    """The reward call's deadline came before the worker was ready or had answered; the
+    worker is left running (starting, or on its sample) for a later call."""
 
 
 @attrs.frozen(kw_only=True)
@@ -92,10 +98,19 @@ class _WorkerGone(Exception):
     """The worker process ran past the sample's limit or died while serving it."""
 
 
+class _TimedOut(_WorkerGone):
+    """No reply within the limit; the worker is still running (:meth:`_Worker._read_line`)."""
+
+
+class _WorkerExited(_WorkerGone):
+    """The worker exited (a crash, out of memory, SIGXCPU); it has been reaped."""
+
+
 class _Worker:
     """One child process running :mod:`._math_worker`, spoken to over pipes."""
 
-    def __init__(self, start_limit_s: float = _START_TIMEOUT_S) -> None:
+    def __init__(self) -> None:
+        """Start the process; :meth:`wait_ready` waits for it to have imported math-verify."""
         # subprocess (fork+exec) rather than multiprocessing: nothing of this
         # multi-threaded process is inherited and the caller's __main__ is not re-run.
         bootstrap = f"import runpy; runpy.run_path({str(_WORKER_SCRIPT)!r}, run_name='__main__')"
@@ -106,33 +121,86 @@ class _Worker:
             close_fds=True,
         )
         self._buffer = b""
+        self.ready = False
+        # Fixed at spawn: a start spread over several reward calls still ends here.
+        self.start_end = time.monotonic() + _START_TIMEOUT_S
+        # A sample cut short by a call's deadline, still computing: its (unwanted) reply
+        # is due by then, else the sample was pathological and the worker is killed.
+        self.busy_until: float | None = None
+
+    def wait_ready(self, limit_s: float | None = None) -> None:
+        """Return once the worker has started and finished any cut-short sample.
+
+        :class:`_OutOfTime` when ``limit_s`` (the reward call's budget) ends first: the
+        worker is left running, to be waited for again by a later call. An
+        :class:`~hfsdk.HfsdkError` (the worker killed) when it exits while starting, or is
+        not ready within ``_START_TIMEOUT_S`` of its spawn; :class:`_WorkerGone` (killed)
+        when a cut-short sample runs past ``sample_timeout_s`` or the worker dies on it.
+        """
+        if self.busy_until is not None:
+            wait = max(0.0, self.busy_until - time.monotonic())
+            cut = limit_s is not None and limit_s < wait
+            try:
+                self._read_line(max(0.0, limit_s) if cut and limit_s is not None else wait)
+            except _TimedOut:
+                if cut:
+                    raise _OutOfTime from None
+                self.kill()  # the sample really ran past sample_timeout_s
+                raise _WorkerGone from None
+            except BaseException:
+                self.kill()
+                raise
+            self.busy_until = None  # its reply (for a call that has returned) is dropped
+        if self.ready:
+            return
+        wait = max(0.0, self.start_end - time.monotonic())
+        cut = limit_s is not None and limit_s < wait
         try:
-            ready = self._read_line(min(start_limit_s, _START_TIMEOUT_S))
-        except _WorkerGone:
-            if start_limit_s < _START_TIMEOUT_S:  # cut short by the reward call's deadline
+            answer = self._read_line(max(0.0, limit_s) if cut and limit_s is not None else wait)
+        except _WorkerExited:
+            raise HfsdkError(
+                f"math_verify: its worker process ({sys.executable} {_WORKER_SCRIPT}) exited "
+                f"with status {self.process.returncode} before it was ready; expected it to "
+                "import math-verify and wait for samples; run `python -c 'import math_verify'` "
+                "in this environment to see why (a crash, out of memory) and check that "
+                "'math-verify' is installed"
+            ) from None
+        except _TimedOut:
+            if cut:  # the reward call's deadline, not the worker: let it go on starting
                 raise _OutOfTime from None
+            self.kill()
             raise HfsdkError(
                 f"math_verify: its worker process ({sys.executable} {_WORKER_SCRIPT}) did not "
-                f"start within {_START_TIMEOUT_S:.0f} s or exited; expected it to import "
-                "math-verify; check that 'math-verify' is installed in this environment"
-            ) from None  # (_read_line killed and reaped it)
+                f"start within {_START_TIMEOUT_S:.0f} s; expected it to import math-verify; "
+                "check that 'math-verify' is installed in this environment and that the "
+                "machine is not overloaded"
+            ) from None
         except BaseException:  # a deadline or Ctrl-C during the start: leave no child behind
             self.kill()
             raise
-        if "error" in ready:  # the worker's import of math-verify failed (it has exited)
+        if "error" in answer:  # the worker's import of math-verify failed (it has exited)
             self.kill()
             raise HfsdkError(
                 f"math_verify: its worker process ({sys.executable}) could not import "
-                f"math-verify ({ready['error']}); expected math-verify and its dependencies "
+                f"math-verify ({answer['error']}); expected math-verify and its dependencies "
                 "(sympy) installed in this environment; install them (pip install math-verify)"
             )
-        if ready.get("ready") is not True:
+        if answer.get("ready") is not True:
             self.kill()
-            raise HfsdkError(f"math_verify: its worker process answered {ready!r} at start")
+            raise HfsdkError(f"math_verify: its worker process answered {answer!r} at start")
+        self.ready = True
 
-    def ask(self, request: dict[str, Any], limit_s: float) -> dict[str, Any]:
-        """The reply to ``request``; :class:`_WorkerGone` (worker killed) past ``limit_s``."""
+    def ask(
+        self, request: dict[str, Any], limit_s: float, full_s: float | None = None
+    ) -> dict[str, Any]:
+        """The reply to ``request``; :class:`_WorkerGone` (worker killed) past ``limit_s``.
+
+        ``full_s``: the sample's own limit, when ``limit_s`` is the reward call's budget cut
+        below it: past ``limit_s`` the worker is then left computing (:class:`_OutOfTime`)
+        until ``full_s``, as killing it would make a later call pay a fresh start.
+        """
         data = (json.dumps(request) + "\n").encode()
+        asked_at = time.monotonic()
         try:
             assert self.process.stdin is not None
             self.process.stdin.write(data)
@@ -140,10 +208,19 @@ class _Worker:
         except (BrokenPipeError, OSError):
             self.kill()
             raise _WorkerGone from None
-        return self._read_line(limit_s)
+        try:
+            return self._read_line(limit_s)
+        except _TimedOut:
+            if full_s is not None and full_s > limit_s:
+                self.busy_until = asked_at + full_s
+                raise _OutOfTime from None
+            self.kill()  # mid-sample: sympy may compute for ever
+            raise
 
     def _read_line(self, limit_s: float) -> dict[str, Any]:
-        """One JSON line from the worker within ``limit_s`` seconds (else kill it)."""
+        """One JSON line from the worker within ``limit_s`` seconds: :class:`_TimedOut` (the
+        worker left running, a partial line kept) past it, :class:`_WorkerExited` (reaped)
+        if it exits."""
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
         poller = select.poll()  # not select.select: a busy process may have fds past 1024
@@ -152,12 +229,11 @@ class _Worker:
         while b"\n" not in self._buffer:
             left = end - time.monotonic()
             if left <= 0 or not poller.poll(left * 1000):
-                self.kill()
-                raise _WorkerGone
+                raise _TimedOut
             chunk = os.read(fd, 65536)
             if not chunk:  # the worker died (SIGXCPU, out of memory, a crash)
                 self.kill()
-                raise _WorkerGone
+                raise _WorkerExited
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         return json.loads(line)
@@ -175,23 +251,52 @@ class _Worker:
 
 class _Pool:
     """Idle workers of this process; a caller takes one, or starts one when none is idle
-    (concurrent callers each get their own), and gives it back when done."""
+    (concurrent callers each get their own), and gives it back when done. A worker whose
+    start (or cut-short sample) outlasted its caller's budget waits in ``starting`` for the
+    next caller."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.idle: list[_Worker] = []
+        self.starting: list[_Worker] = []
         self.all: set[_Worker] = set()
 
-    def take(self, start_limit_s: float = _START_TIMEOUT_S) -> _Worker:
-        """An idle worker, or a new one (:class:`_OutOfTime` if it does not start within
-        ``start_limit_s``, when that is below the usual start limit)."""
+    def take(self, budget_s: float | None = None) -> _Worker:
+        """A ready worker: an idle one, else one still starting, else a new one.
+
+        ``budget_s``: seconds the caller may wait for a start (``None``: no deadline).
+        Past it :class:`_OutOfTime`, and the worker is kept in ``starting`` rather than
+        killed, so its start is not paid again by every later call.
+        """
+        end = None if budget_s is None else time.monotonic() + budget_s
+        while True:
+            with self.lock:
+                if self.idle:
+                    return self.idle.pop()
+                worker = self.starting.pop() if self.starting else None
+            if worker is None:
+                worker = _Worker()
+                with self.lock:
+                    self.all.add(worker)
+            try:
+                worker.wait_ready(None if end is None else end - time.monotonic())
+            except _OutOfTime:
+                self.park(worker)
+                raise
+            except _WorkerGone:  # its cut-short sample timed out: start a fresh one
+                self.discard(worker)
+                continue
+            except BaseException:  # it exited or was killed (wait_ready reaped it)
+                worker.kill()
+                self.discard(worker)
+                raise
+            return worker
+
+    def park(self, worker: _Worker) -> None:
+        """Keep a worker still starting or on a cut-short sample for the next caller."""
         with self.lock:
-            if self.idle:
-                return self.idle.pop()
-        worker = _Worker(start_limit_s)
-        with self.lock:
-            self.all.add(worker)
-        return worker
+            if worker in self.all:  # not closed meanwhile
+                self.starting.append(worker)
 
     def give_back(self, worker: _Worker) -> None:
         """Keep a worker that is still alive for the next caller."""
@@ -209,14 +314,14 @@ class _Pool:
     def close(self) -> None:
         """Kill every worker, busy ones included (at exit, or from :func:`close_workers`)."""
         with self.lock:
-            workers, self.all, self.idle = list(self.all), set(), []
+            workers, self.all, self.idle, self.starting = list(self.all), set(), [], []
         for worker in workers:
             worker.kill()
 
     def forget_after_fork(self) -> None:
         """In a forked child the workers belong to the parent: drop them without killing."""
         self.lock = threading.Lock()
-        self.idle, self.all = [], set()
+        self.idle, self.starting, self.all = [], [], set()
 
 
 _POOL = _Pool()
@@ -261,11 +366,14 @@ def _positional(reference: Any) -> Any:
         return reference
 
 
-def _verdict(worker: _Worker, request: dict[str, Any], limit_s: float) -> dict[str, Any] | None:
+def _verdict(
+    worker: _Worker, request: dict[str, Any], limit_s: float, full_s: float
+) -> dict[str, Any] | None:
     """The worker's reply for one sample; ``None`` when it ran past ``limit_s`` (the worker
-    is then dead and the caller needs a new one)."""
+    is then dead and the caller needs a new one); :class:`_OutOfTime` when ``limit_s`` (the
+    call's budget) is below ``full_s`` (``sample_timeout_s``) and ran out first."""
     try:
-        reply = worker.ask(request, limit_s)
+        reply = worker.ask(request, limit_s, full_s)
     except _WorkerGone:
         return None
     if "error" in reply:
@@ -278,6 +386,8 @@ def _verdict(worker: _Worker, request: dict[str, Any], limit_s: float) -> dict[s
 
 SKIPPED: dict[str, Any] = {"skipped": True}
 """A sample not asked: the reward call's deadline was too close (see :func:`_score_all`)."""
+STARTING: dict[str, Any] = {"skipped": True, "starting": True}
+"""A sample not asked: no worker was ready within the call's budget (one is still starting)."""
 
 
 def _budget() -> float | None:
@@ -290,8 +400,8 @@ def _budget() -> float | None:
 def _score_all(
     responses: Sequence[str], golds: Sequence[list[str]], config: MathVerifyConfig
 ) -> list[dict[str, Any] | None]:
-    """Each sample's reply from a worker of the pool (``None``: timed out; :data:`SKIPPED`:
-    not asked).
+    """Each sample's reply from a worker of the pool (``None``: timed out; :data:`SKIPPED`
+    or :data:`STARTING`: not asked).
 
     ``golds``: each sample's references (see :func:`.builtins.reference_texts`); the response
     is correct when it equals any of them. A sample without one is still asked with an empty
@@ -301,7 +411,9 @@ def _score_all(
     (``reward.timeout_s``, :func:`.calling.time_left`) would stop the run if it fired: each
     pathological sample costs ``sample_timeout_s`` and a fresh worker. So a sample (and a
     worker's start) gets at most the time left to that deadline, less :data:`RESERVE_S`, and
-    once none is left the remaining samples are not asked: they are :data:`SKIPPED`.
+    once none is left the remaining samples are not asked: they are :data:`SKIPPED`. When
+    no worker is ready within that budget (a cold start slower than ``reward.timeout_s``)
+    the samples are :data:`STARTING`, and the worker is kept starting for the next call.
     """
     replies: list[dict[str, Any] | None] = []
     worker: _Worker | None = None
@@ -315,11 +427,14 @@ def _score_all(
                     break
                 if worker is None:
                     try:
-                        worker = _POOL.take(_START_TIMEOUT_S if budget is None else budget)
-                    except _OutOfTime:
-                        reply = SKIPPED
+                        worker = _POOL.take(budget)
+                    except _OutOfTime:  # the worker goes on starting, for a later call
+                        reply = STARTING
                         break
                     budget = _budget()
+                    if budget is not None and budget <= 0:  # the start took the time left
+                        reply = SKIPPED
+                        break
                 request = {
                     "gold": gold,
                     "answer": response,
@@ -328,7 +443,17 @@ def _score_all(
                     "limit_s": config.sample_timeout_s,
                 }
                 limit = config.sample_timeout_s if budget is None else budget
-                one = _verdict(worker, request, max(0.0, min(config.sample_timeout_s, limit)))
+                try:
+                    one = _verdict(
+                        worker,
+                        request,
+                        max(0.0, min(config.sample_timeout_s, limit)),
+                        config.sample_timeout_s,
+                    )
+                except _OutOfTime:  # cut short by the deadline: it finishes for a later call
+                    _POOL.park(worker)
+                    worker, reply = None, SKIPPED
+                    break
                 if one is None:  # timed out: the sample scores as a timeout
                     _POOL.discard(worker)
                     worker, reply = None, None
@@ -342,8 +467,8 @@ def _score_all(
                 if one["correct"]:
                     break
             replies.append(reply)
-            if reply is SKIPPED:  # no time is left for the rest either
-                replies.extend(SKIPPED for _ in range(len(responses) - len(replies)))
+            if reply is SKIPPED or reply is STARTING:  # no time is left for the rest either
+                replies.extend(reply for _ in range(len(responses) - len(replies)))
                 break
     except BaseException:
         # Interrupted mid-request (hfsdk's deadline, Ctrl-C): the worker's state is unknown.
@@ -357,10 +482,20 @@ def _score_all(
 
 
 def _warn(responses: Sequence[str], references: Sequence[Any], flags: list[dict[str, float]],
-          config: MathVerifyConfig) -> None:  # fmt: skip
-    """One warning per batch for timed-out samples and one for references that do not parse."""
+          config: MathVerifyConfig, starting: bool = False) -> None:  # fmt: skip
+    """One warning per batch for timed-out samples and one for references that do not parse
+    (``starting``: the skipped samples waited on a worker still starting)."""
     skipped = [i for i, row in enumerate(flags) if row["skipped"]]
-    if skipped:
+    if skipped and starting:
+        logger.warning(
+            "math_verify: %d of %d samples were not scored because its worker process was "
+            "still starting (importing math-verify) when the reward call's deadline "
+            "(reward.timeout_s) came (first: sample %d); they scored incorrect_score and count "
+            "in the 'timeout' and 'skipped' metrics; the worker goes on starting for the next "
+            "calls; if every batch says this, raise reward.timeout_s",
+            len(skipped), len(flags), skipped[0],
+        )  # fmt: skip
+    elif skipped:
         logger.warning(
             "math_verify: %d of %d samples were not scored because the reward call's deadline "
             "(reward.timeout_s) was too close after the samples before them (first: sample %d); "
@@ -418,8 +553,10 @@ def math_verify(
         for i, r in enumerate(references)
     ]
     results = []
-    for reply in _score_all(responses, golds, config):
-        if reply is None or reply is SKIPPED:
+    replies = _score_all(responses, golds, config)
+    for reply in replies:
+        skipped = reply is SKIPPED or reply is STARTING
+        if reply is None or skipped:
             score, found, gold_ok = config.incorrect_score, False, True
         else:
             found, gold_ok = reply["found"], reply["gold_ok"]
@@ -433,10 +570,10 @@ def math_verify(
             {
                 "score": score,
                 "answer_found": float(found),
-                "timeout": float(reply is None or reply is SKIPPED),
-                "skipped": float(reply is SKIPPED),
+                "timeout": float(reply is None or skipped),
+                "skipped": float(skipped),
                 "gold_unparsed": float(not gold_ok),
             }
         )
-    _warn(responses, references, results, config)
+    _warn(responses, references, results, config, starting=any(r is STARTING for r in replies))
     return results

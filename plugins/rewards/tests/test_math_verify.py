@@ -154,7 +154,7 @@ def test_a_worker_that_cannot_import_math_verify_names_the_import_error(
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     start = time.monotonic()
     with pytest.raises(HfsdkError) as caught:
-        _Worker()
+        _Worker().wait_ready()
     assert time.monotonic() - start < 30
     line = str(caught.value)
     assert "\n" not in line
@@ -182,3 +182,82 @@ def test_samples_past_the_reward_deadline_score_as_timeouts_and_the_run_goes_on(
     assert 0 < metrics["math_verify/skipped"] < 1
     assert time.monotonic() - start < 10
     assert any("reward.timeout_s" in r.getMessage() for r in caplog.records)
+
+
+def _slow_or_dead_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
+    """Make the pool start workers from a script whose first lines are ``body``."""
+    from hfsdk_rewards import math_verify_reward
+
+    real = Path(math_verify_reward.__file__).with_name("_math_worker.py")
+    script = tmp_path / "worker.py"
+    script.write_text(f"{body}\nimport runpy\nrunpy.run_path({str(real)!r}, run_name='__main__')\n")
+    close_workers()  # no warm worker: the next call starts one from the script
+    monkeypatch.setattr(math_verify_reward, "_WORKER_SCRIPT", script)
+
+
+def test_a_worker_slower_to_start_than_the_deadline_costs_only_the_first_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Killed when the call's budget ran out, the worker never reached the pool: every call
+    # started a fresh one, and every batch of the run was skipped (scored 0).
+    _slow_or_dead_worker(tmp_path, monkeypatch, "import time; time.sleep(1.0)")
+    config = {"functions": [{"name": "math_verify"}], "timeout_s": 1.0}
+    try:
+        skipped = []
+        for _ in range(4):
+            scores, metrics = compute_rewards(["q"], [r"\boxed{2}"], {"answer": ["2"]}, config)
+            skipped.append(metrics["math_verify/skipped"])
+            if scores == [1.0]:
+                break
+            time.sleep(0.5)
+        assert skipped[0] == 1.0  # the first call has no worker ready in its 0.5 s
+        assert scores == [1.0], skipped  # the worker went on starting and a later call used it
+    finally:
+        close_workers()
+
+
+def test_a_worker_that_exits_at_start_is_an_error_not_a_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Under a deadline its exit read as "out of time": every batch skipped, no error.
+    from hfsdk.core.errors import HfsdkError
+    from hfsdk_rewards.calling import _call_deadline
+
+    _slow_or_dead_worker(tmp_path, monkeypatch, "import sys; sys.exit(3)")
+    try:
+        with pytest.raises(HfsdkError) as caught, _call_deadline(60, "reward function"):
+            math_verify([""], [r"\boxed{2}"], answer=["2"])
+        line = str(caught.value)
+        assert "worker process" in line and "exited" in line and "math-verify" in line, line
+    finally:
+        close_workers()
+
+
+def test_a_sample_cut_short_by_the_deadline_keeps_its_worker_for_the_next_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sample cut short by the call's budget (not by sample_timeout_s) killed its worker,
+    # and the next call, paying a fresh start, was skipped too: a cycle that scored nothing.
+    slow_parse = (
+        "import time, math_verify\n"
+        "_parse = math_verify.parse\n"
+        "def _slow(text, **kw):\n"
+        "    if 'SLOW' in text:\n"
+        "        time.sleep(0.8)\n"
+        "    return _parse(text, **kw)\n"
+        "math_verify.parse = _slow"
+    )
+    _slow_or_dead_worker(tmp_path, monkeypatch, slow_parse)
+    try:
+        math_verify([""], [r"\boxed{2}"], answer=["2"])  # a warm worker
+        pids = {worker.process.pid for worker in _POOL.all}
+        config = {"functions": [{"name": "math_verify"}], "timeout_s": 1.0}
+        batch = ["q"] * 2, [r"SLOW \boxed{2}", r"\boxed{2}"], {"answer": ["2"] * 2}
+        scores, metrics = compute_rewards(*batch, config)
+        assert metrics["math_verify/skipped"] == 1.0  # both: the first ran past 0.5 s
+        time.sleep(0.5)  # the worker finishes the cut-short sample
+        scores, _ = compute_rewards(["q"], [r"\boxed{2}"], {"answer": ["2"]}, config)
+        assert scores == [1.0]
+        assert {worker.process.pid for worker in _POOL.all} == pids  # not restarted
+    finally:
+        close_workers()
