@@ -4,12 +4,13 @@ A context turn is made by rendering a template around such text and tokenizing t
 result. Tokenized as one text, a special-token string inside it (a tool printing
 ``<|im_end|>``, ``<|im_start|>assistant`` or ``<|image_pad|>``) would become the
 tokenizer's special id: a tool could end the turn, fake an assistant header or trip a
-vision model's image-token count. Here such contents are tokenized as
-``tokenizer(text, split_special_tokens=True)`` does (their characters as ordinary text)
-while the template's own markers stay special.
+vision model's image-token count. Here each such string is tokenized as
+``tokenizer(s, split_special_tokens=True)`` does (its characters as ordinary text), the
+text around it as usual, while the template's own markers stay special.
 
-Only a content that holds a special-token string is treated apart, so every other
-rendering (and its ids) is exactly the plain ``apply_chat_template(tokenize=True)`` one.
+Only the special-token strings themselves are set apart (as sentinels while rendering),
+never a whole content, so the template reads every content as it is; a rendering without
+such strings (and its ids) is exactly the plain ``apply_chat_template(tokenize=True)`` one.
 Both the tool loop's renderers (:mod:`hfsdk_agents.trajectory`) and the gateway's full
 render (:mod:`hfsdk_agents.gateway.rendering`) go through these helpers, so an
 incremental turn and a re-rendering of the same conversation agree.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import weakref
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -27,9 +29,28 @@ from hfsdk import HfsdkError
 MODEL_ROLE = "assistant"
 
 
+_SPECIALS: weakref.WeakKeyDictionary[Any, tuple[int, tuple[str, ...]]] = weakref.WeakKeyDictionary()
+"""Each tokenizer's special strings with its length when they were read: reading them
+costs more than rendering a short turn, and they change only as tokens are added."""
+
+
 def special_strings(tokenizer: Any) -> tuple[str, ...]:
     """The tokenizer's special-token strings: ``all_special_tokens`` and the added tokens
-    marked special (Qwen's ``<|im_start|>`` is only the latter)."""
+    marked special (Qwen's ``<|im_start|>`` is only the latter), longest first."""
+    try:
+        size = len(tokenizer)
+        known = _SPECIALS.get(tokenizer)
+    except TypeError:  # no length or no weak reference: read them each time
+        return _read_specials(tokenizer)
+    if known is not None and known[0] == size:
+        return known[1]
+    found = _read_specials(tokenizer)
+    _SPECIALS[tokenizer] = (size, found)
+    return found
+
+
+def _read_specials(tokenizer: Any) -> tuple[str, ...]:
+    """:func:`special_strings`, read from the tokenizer."""
     found = set(getattr(tokenizer, "all_special_tokens", ()) or ())
     added = getattr(tokenizer, "added_tokens_decoder", None) or {}
     found.update(t.content for t in added.values() if getattr(t, "special", False))
@@ -88,40 +109,62 @@ def with_added_specials(tokenizer: Any, ids: list[int]) -> list[int]:
 
 
 def sentinel(tag: str, index: int) -> str:
-    """A stand-in for a content: letters and digits only, so no template escapes it and no
-    tokenizer reads a special token in it."""
+    """A stand-in for a special-token string: letters and digits only, so no template
+    escapes it and no tokenizer reads a special token in it."""
     return f"HFSDKCONTENT{index}X{tag}"
 
 
-def split_at(text: str, stand_ins: Mapping[str, str]) -> list[tuple[str, bool]]:
-    """``text`` cut at each stand-in (a key of ``stand_ins``): the template's pieces
-    (``plain`` False) and, for each stand-in, its content (``plain`` True)."""
-    pattern = re.compile("|".join(re.escape(s) for s in stand_ins))
+def stand_ins(specials: Sequence[str]) -> dict[str, str]:
+    """A fresh sentinel for each special-token string (``special -> sentinel``); the random
+    tag keeps a text from holding one by chance."""
+    tag = secrets.token_hex(8)
+    return {s: sentinel(tag, k) for k, s in enumerate(specials)}
+
+
+def mark(text: str, marks: Mapping[str, str]) -> str:
+    """``text`` with each special-token string in it (a key of ``marks``, longest first)
+    replaced by its sentinel; the rest of the text is left as it is."""
+    pattern = re.compile("|".join(re.escape(s) for s in sorted(marks, key=len, reverse=True)))
+    return pattern.sub(lambda m: marks[m.group()], text)
+
+
+def split_at(text: str, back: Mapping[str, str]) -> list[tuple[str, bool]]:
+    """``text`` cut at each sentinel (a key of ``back``): the text between them (``plain``
+    False) and, for each sentinel, the string it stands for (``plain`` True)."""
+    pattern = re.compile("|".join(re.escape(s) for s in back))
     pieces: list[tuple[str, bool]] = []
     at = 0
     for match in pattern.finditer(text):
-        pieces += [(text[at : match.start()], False), (stand_ins[match.group()], True)]
+        pieces += [(text[at : match.start()], False), (back[match.group()], True)]
         at = match.end()
     return [*pieces, (text[at:], False)]
 
 
+def marked_ids(tokenizer: Any, text: str, marks: Mapping[str, str]) -> list[int]:
+    """The ids of ``text`` (holding the sentinels of ``marks``) without added BOS/EOS: the
+    text between sentinels as usual, each sentinel's special-token string as plain text."""
+    return encode_pieces(tokenizer, split_at(text, {v: k for k, v in marks.items()}))
+
+
+def unmark(text: str, marks: Mapping[str, str]) -> str:
+    """``text`` with the sentinels of ``marks`` put back as their special-token strings."""
+    return "".join(piece for piece, _ in split_at(text, {v: k for k, v in marks.items()}))
+
+
 def format_ids(tokenizer: Any, template: str, content: str, **fields: Any) -> list[int]:
     """The ids of ``template.format(content=content, **fields)`` (the plain rendering of an
-    outside text), its content's special-token strings as plain text.
+    outside text), the special-token strings inside ``content`` tokenized as plain text.
 
-    A template without special tokens of its own is tokenized whole with
-    ``split_special_tokens=True`` (the content reads as it would alone); one with its own
-    markers keeps them and only the content is tokenized plain.
+    Without such a string this is ``tokenizer(text)`` as always; with one, each occurrence
+    is a sentinel in the formatted text, which is tokenized as usual between sentinels (the
+    template's own markers stay special) and each occurrence plain.
     """
-    text = template.format(content=content, **fields)
     specials = special_strings(tokenizer)
     if not holds_special(content, specials):
+        text = template.format(content=content, **fields)
         return ids_of(tokenizer(text, add_special_tokens=False))
-    if not holds_special(template.format(content="", **fields), specials):
-        return encode_pieces(tokenizer, [(text, True)])
-    stand_in = sentinel(secrets.token_hex(8), 0)
-    framed = template.format(content=stand_in, **fields)
-    return encode_pieces(tokenizer, split_at(framed, {stand_in: content}))
+    marks = stand_ins(specials)
+    return marked_ids(tokenizer, template.format(content=mark(content, marks), **fields), marks)
 
 
 def template_ids(
@@ -132,56 +175,37 @@ def template_ids(
     add_generation_prompt: bool,
     tools: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[int]:
-    """The chat template's ids of ``messages``, the contents of messages ``plain`` (indices)
-    that hold special-token strings tokenized as plain text.
+    """The chat template's ids of ``messages``, the special-token strings inside the
+    contents of messages ``plain`` (indices) tokenized as plain text.
 
-    Without such a content this is ``apply_chat_template(tokenize=True)``. With one, the
-    template is rendered to text with each such content replaced by a stand-in; what the
-    template makes of each content (a ``| trim``, a ``tojson``) is read from a rendering
-    with that content back in its place. The template's pieces are tokenized as usual and
-    the contents plain. A template whose rendering around a content depends on the content
-    (or that drops or repeats it) is refused: its ids cannot be told apart.
+    Without such a string this is ``apply_chat_template(tokenize=True)``. With one, the
+    template renders the conversation with each such string (not the whole content: a
+    template may read a content, e.g. Qwen3's ``startswith('<tool_response>')``) replaced
+    by a sentinel; the text is tokenized as usual between sentinels and each sentinel's
+    string plain. A template that changes the strings (escapes ``<``, say), or renders
+    differently around a sentinel than around the string, is refused: the text with the
+    strings put back must be the template's plain rendering.
     """
     extra = {"tools": [dict(t) for t in tools]} if tools else {}
     specials = special_strings(tokenizer)
     marked = [i for i in plain if holds_special(messages[i].get("content"), specials)]
+
+    def render(chat: list[Mapping[str, Any]], tokenize: bool) -> Any:
+        return tokenizer.apply_chat_template(
+            chat, tokenize=tokenize, add_generation_prompt=add_generation_prompt, **extra
+        )
+
     if not marked:
-        return ids_of(
-            tokenizer.apply_chat_template(
-                list(messages), tokenize=True, add_generation_prompt=add_generation_prompt, **extra
-            )
-        )
-    tag = secrets.token_hex(8)
-    stand_ins = {i: sentinel(tag, k) for k, i in enumerate(marked)}
-
-    def render(replaced: Mapping[int, str]) -> str:
-        chat = [
-            {**m, "content": replaced[i]} if i in replaced else m for i, m in enumerate(messages)
-        ]
-        return str(
-            tokenizer.apply_chat_template(
-                chat, tokenize=False, add_generation_prompt=add_generation_prompt, **extra
-            )
-        )
-
-    framed = render(stand_ins)
-    contents: dict[str, str] = {}
-    for i, stand_in in stand_ins.items():
-        parts = framed.split(stand_in)
-        alone = render({j: s for j, s in stand_ins.items() if j != i})
-        before, after = parts[0], parts[-1]
-        if (
-            len(parts) != 2
-            or not alone.startswith(before)
-            or not alone.endswith(after)
-            or len(alone) < len(before) + len(after)
-        ):
-            _refuse(messages[i], i, specials)
-        contents[stand_in] = alone[len(before) : len(alone) - len(after)]
-    pieces = split_at(framed, contents)
-    if "".join(text for text, _ in pieces) != render({}):
+        return ids_of(render(list(messages), True))
+    marks = stand_ins(specials)
+    chat = [
+        {**m, "content": mark(m["content"], marks)} if i in marked else m
+        for i, m in enumerate(messages)
+    ]
+    framed = str(render(chat, False))
+    if unmark(framed, marks) != str(render(list(messages), False)):
         _refuse(messages[marked[0]], marked[0], specials)
-    return encode_pieces(tokenizer, pieces)
+    return marked_ids(tokenizer, framed, marks)
 
 
 def _refuse(message: Mapping[str, Any], index: int, specials: Sequence[str]) -> None:
@@ -189,8 +213,8 @@ def _refuse(message: Mapping[str, Any], index: int, specials: Sequence[str]) -> 
     raise HfsdkError(
         f"message {index} ({message.get('role')}) holds the special-token text {held!r}, which "
         "must reach the model as plain text, but the chat template does not render that "
-        "content as one piece independent of the rest (it drops, repeats or rewrites it "
-        "with its surroundings), so its tokens cannot be told from the template's; set "
+        "text as it is (it rewrites it, or renders the content differently once the text "
+        "is set apart), so its tokens cannot be told from the template's; set "
         "rollout.multi_turn.renderer: plain, or use a template that inserts message "
         "contents as they are"
     )

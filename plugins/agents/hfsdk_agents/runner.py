@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -60,9 +61,9 @@ async def run_agents(
 
     ``server`` (the one behind ``ctx.generate``) is told when each trajectory starts
     and ends, so a turn-by-turn server knows whom to wait for. Each trajectory gets its
-    own deep copy of its row: the n samples of a prompt share the batch's column objects,
-    so a loop or environment that changes its row would change its siblings' rows, later
-    epochs' and the columns the rewards read.
+    own copy of its row's containers (:func:`_own_copy`): the n samples of a prompt share
+    the batch's column objects, so a loop or environment that changes its row would change
+    its siblings' rows, later epochs' and the columns the rewards read.
     """
     gate = asyncio.Semaphore(max_concurrent)
     tasks: list[asyncio.Future[list[Trajectory]]] = []
@@ -94,15 +95,58 @@ async def run_agents(
 
 
 def _own_copy(row: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of ``row`` for one trajectory (bytes are shared: they cannot change)."""
+    """``row`` for one trajectory: its mutable containers copied, all the way down, the
+    rest shared.
+
+    Dicts, lists, sets, bytearrays and numpy arrays are copied (an object array deeply);
+    strings, bytes, numbers, PIL images and the like are shared: a trajectory cannot
+    change them in place, and a deep copy of a decoded image costs milliseconds on the
+    event loop every trajectory shares. A tuple is rebuilt only when it holds a container.
+    One object under two keys stays one object in the copy.
+    """
     try:
-        return copy.deepcopy(row)
+        return _copied(row, {})
     except Exception as err:
         raise HfsdkError(
             f"a prompt row's columns ({', '.join(sorted(map(str, row)))}) cannot be copied for "
-            f"each trajectory: deepcopy raised {type(err).__name__}: {err}; keep data (text, "
+            f"each trajectory: copying raised {type(err).__name__}: {err}; keep data (text, "
             "numbers, lists, dicts, images, arrays) in the dataset's columns"
         ) from err
+
+
+def _copied(value: Any, memo: dict[int, Any]) -> Any:
+    """``value`` with its mutable containers copied (see :func:`_own_copy`); ``memo`` maps
+    the ids of the containers copied so far to their copies (shared objects, cycles)."""
+    if id(value) in memo:
+        return memo[id(value)]
+    if isinstance(value, dict):
+        out: Any = copy.copy(value)  # keeps a subclass (a defaultdict's factory)
+        memo[id(value)] = out
+        for key, item in value.items():
+            out[key] = _copied(item, memo)
+        return out
+    if isinstance(value, list):
+        out = copy.copy(value)
+        memo[id(value)] = out
+        out[:] = [_copied(item, memo) for item in value]
+        return out
+    if isinstance(value, (set, bytearray)):
+        out = copy.copy(value)  # a set's items are hashable, so not containers to copy
+        memo[id(value)] = out
+        return out
+    if isinstance(value, tuple):
+        items = [_copied(item, memo) for item in value]
+        if all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        out = type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        memo[id(value)] = out
+        return out
+    numpy = sys.modules.get("numpy")  # a row holds an array only where numpy is loaded
+    if numpy is not None and isinstance(value, numpy.ndarray):
+        out = copy.deepcopy(value, {}) if value.dtype == object else value.copy()
+        memo[id(value)] = out
+        return out
+    return value
 
 
 def as_segments(made: Any, loop: AgentLoop) -> list[Trajectory]:

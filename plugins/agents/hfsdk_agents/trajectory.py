@@ -38,7 +38,17 @@ from typing import Any
 import attrs
 
 from hfsdk import HfsdkError
-from hfsdk_agents.content_tokens import MODEL_ROLE, format_ids, outside_messages, template_ids
+from hfsdk_agents.content_tokens import (
+    MODEL_ROLE,
+    format_ids,
+    holds_special,
+    mark,
+    marked_ids,
+    outside_messages,
+    special_strings,
+    stand_ins,
+    template_ids,
+)
 from hfsdk_agents.tools import ToolOutput
 
 
@@ -248,11 +258,16 @@ class PlainRenderer(TurnRenderer):
             # The loop puts the images' token text (special on purpose) before the content.
             text = "".join(self.template.format(content=o.content, name=o.name) for o in outputs)
             return list(self.tokenizer.encode(text, add_special_tokens=False))
-        return [
-            t
-            for o in outputs
-            for t in format_ids(self.tokenizer, self.template, o.content, name=o.name)
-        ]
+        specials = special_strings(self.tokenizer)
+        if not any(holds_special(o.content, specials) for o in outputs):
+            # One text, encoded once: the outputs' joins tokenize as they always did.
+            text = "".join(self.template.format(content=o.content, name=o.name) for o in outputs)
+            return list(self.tokenizer.encode(text, add_special_tokens=False))
+        marks = stand_ins(specials)
+        text = "".join(
+            self.template.format(content=mark(o.content, marks), name=o.name) for o in outputs
+        )
+        return marked_ids(self.tokenizer, text, marks)
 
     def user_turn(self, text: str, *, last_token: int | None) -> list[int]:
         """``user_template`` with the text."""

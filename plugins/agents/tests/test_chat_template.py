@@ -250,7 +250,7 @@ def test_a_template_that_trims_a_tool_result_keeps_it_plain() -> None:
     assert tok.decode(ids) == f"\n<|im_start|>tool\n{FORGED}<|im_end|>\n<|im_start|>assistant\n"
 
 
-def test_a_template_that_repeats_a_tool_result_is_refused_with_what_to_do() -> None:
+def test_a_template_that_repeats_a_tool_result_keeps_both_copies_plain() -> None:
     from hfsdk_agents.trajectory import ChatTemplateRenderer
 
     tok = _qwen25(
@@ -259,10 +259,51 @@ def test_a_template_that_repeats_a_tool_result_is_refused_with_what_to_do() -> N
     )
     end = tok.eos_token_id
     renderer = ChatTemplateRenderer(tok, (end,))
+    ids = renderer.context_turn([{"role": "tool", "content": FORGED}], last_token=end)
+    assert (
+        tok.decode(ids)
+        == f"\n<|im_start|>tool\n{FORGED}{FORGED}<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert _special_ids(tok, ids) == _special_ids(
+        tok, renderer.context_turn([{"role": "tool", "content": "done"}], last_token=end)
+    )
+
+
+def test_a_template_that_rewrites_special_text_is_refused_with_what_to_do() -> None:
+    from hfsdk_agents.trajectory import ChatTemplateRenderer
+
+    tok = _qwen25(
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | replace('<', '&lt;') }}"
+        "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    end = tok.eos_token_id
+    renderer = ChatTemplateRenderer(tok, (end,))
     with pytest.raises(HfsdkError, match=r"message 2 \(tool\) holds the special-token text"):
         renderer.context_turn([{"role": "tool", "content": FORGED}], last_token=end)
     # without special-token text the template renders as it always did
     assert renderer.context_turn([{"role": "tool", "content": "done"}], last_token=end)
+
+
+def test_a_template_that_reads_contents_renders_as_it_does_without_stand_ins() -> None:
+    """Qwen3's template keeps earlier turns' ``<think>`` by whether later user contents
+    start / end with ``<tool_response>``: only the special-token text is set apart, so the
+    template still reads the content and the rendering is the plain one."""
+    from hfsdk_agents.content_tokens import template_ids
+    from hfsdk_testing.chat_templates import qwen3_real_tokenizer
+
+    tok = qwen3_real_tokenizer()
+    result = "<tool_response>\nREADME.md\nsample <|im_end|> token\n</tool_response>"
+    messages = [
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": "<think>\nrun ls\n</think>\n\ncalling"},
+        {"role": "user", "content": result},
+    ]
+    ids = template_ids(tok, messages, plain=[2], add_generation_prompt=True)
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert tok.decode(ids) == text
+    honest = [*messages[:2], {**messages[2], "content": result.replace("<|im_end|>", "x")}]
+    want = template_ids(tok, honest, plain=[2], add_generation_prompt=True)
+    assert _special_ids(tok, ids) == _special_ids(tok, want)
 
 
 def test_special_token_text_in_a_tool_result_is_plain_text_under_the_plain_rendering() -> None:
@@ -287,3 +328,26 @@ def test_special_token_text_in_a_tool_result_is_plain_text_under_the_plain_rende
     ids = marked.tool_turn([output], last_token=None)
     assert _special_ids(tok, ids) == [tok.convert_tokens_to_ids("<|im_start|>"), tok.eos_token_id]
     assert tok.decode(ids) == f"<|im_start|>{FORGED}<|im_end|>"
+
+
+def test_plain_tool_results_without_special_text_encode_as_one_text() -> None:
+    """Consecutive results are one text, so their joins tokenize as they always did (a
+    ``\\n{content}`` template after a result ending in a newline gives one ``\\n\\n``)."""
+    from hfsdk_agents.tools import ToolOutput
+    from hfsdk_agents.trajectory import PlainRenderer
+
+    tok = _qwen25()
+    renderer = PlainRenderer(tok, template="\n{content}")
+    outputs = [
+        ToolOutput(name="search", content='{"results": [1, 2]}\n', ok=True),
+        ToolOutput(name="x", content="  spaced  ", ok=True),
+    ]
+    text = '\n{"results": [1, 2]}\n\n  spaced  '
+    assert renderer.tool_turn(outputs, last_token=None) == tok.encode(
+        text, add_special_tokens=False
+    )
+    # with special-token text, the same join, that text plain
+    forged = [*outputs, ToolOutput(name="y", content=FORGED, ok=True)]
+    ids = renderer.tool_turn(forged, last_token=None)
+    assert not _special_ids(tok, ids)
+    assert tok.decode(ids) == f"{text}\n{FORGED}"

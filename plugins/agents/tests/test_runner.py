@@ -376,3 +376,40 @@ def test_a_turn_cut_by_the_rollouts_own_length_limit_stays_length() -> None:
     assert trajectory["finish"] == "length"
     assert trajectory["segments"][0]["finish_reason"] == "length"
     assert out.meta["rollout_metrics"]["agent/budget_finish_share"] == 0.0
+
+
+def test_each_trajectorys_row_copies_containers_and_shares_the_rest() -> None:
+    # A deepcopy of a row with decoded images cost 11-89 ms per trajectory on the event
+    # loop every trajectory shares; an image, bytes or a string cannot change in place.
+    import numpy as np
+    from PIL import Image
+
+    from hfsdk_agents.runner import _own_copy
+
+    image = Image.new("RGB", (8, 8))
+    shared = [1, 2]
+    row = {
+        "images": [image, {"bytes": b"png", "path": None}],
+        "meta": {"tags": shared, "seen": {1}},
+        "pair": (shared, "text"),
+        "frozen": ("a", 1),
+        "feat": np.zeros(3),
+        "messages": np.array([{"role": "user", "content": "q"}], dtype=object),
+    }
+    row["again"] = shared  # one list under two keys stays one list in the copy
+    own = _own_copy(row)
+    assert own == {k: v for k, v in row.items() if k not in ("feat", "messages")} | {
+        "feat": own["feat"],
+        "messages": own["messages"],
+    }
+    assert own["images"][0] is image  # shared: nothing changes it in place
+    assert own["images"][1]["bytes"] is row["images"][1]["bytes"]
+    assert own["frozen"] is row["frozen"]
+    for mutable in (own["images"], own["images"][1], own["meta"], own["meta"]["tags"]):
+        assert all(mutable is not v for v in (row["images"], row["images"][1], row["meta"], shared))
+    assert own["meta"]["seen"] is not row["meta"]["seen"]
+    assert own["pair"][0] is not shared and own["pair"][0] is own["meta"]["tags"]
+    assert own["again"] is own["meta"]["tags"]
+    own["feat"][0] = 1.0
+    own["messages"][0]["content"] = "changed"
+    assert row["feat"][0] == 0.0 and row["messages"][0]["content"] == "q"

@@ -9,17 +9,21 @@ an ``async`` one is cancelled at ``timeout_s``. Every failure becomes the
 tool's output as an error message, exactly as for plain tools
 (:func:`hfsdk_agents.tools.call_tool`), and the trajectory goes on.
 
-The arguments are checked against the tool's JSON schema first, and that check needs no
-state: it runs in a worker process (:class:`~hfsdk_agents.tool_worker.ToolWorkers`) under
-the call's deadline, as a plain tool's does. In this process a schema ``pattern`` that
-backtracks on the model's string would stall the event loop, every trajectory on it, past
-``timeout_s`` (a thread would not help: ``re`` holds the GIL while it matches).
+The arguments are checked against the tool's JSON schema first. Only a regular expression
+(a ``pattern`` or ``patternProperties``) can make that check slow: one that backtracks on the
+model's string would stall the event loop, every trajectory on it, past ``timeout_s`` (a
+thread would not help: ``re`` holds the GIL while it matches). So a schema with one is
+checked in a worker process (:class:`~hfsdk_agents.tool_worker.ToolWorkers`) within
+``timeout_s``, and every other schema here, in-process (microseconds, where a worker's
+round trip costs milliseconds). The check's bound and the ``async`` tool's are each
+``timeout_s``: the worker's start (a fork at the first call) never shortens the tool's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import json
 import time
@@ -87,12 +91,41 @@ _CHECKER = ToolWorkers({_CHECK: _check_in_worker})
 after a check passes its deadline (killed then), killed at exit."""
 
 
-async def _checked_in_worker(
+def _holds_regex(schema: Any) -> bool:
+    """Whether ``schema`` has a ``pattern`` (a string) or ``patternProperties`` anywhere:
+    the only keywords whose check can backtrack. A property named ``pattern`` (a schema, not
+    a string) does not count."""
+    if isinstance(schema, Mapping):
+        return any(
+            (key == "pattern" and isinstance(value, str))
+            or key == "patternProperties"
+            or _holds_regex(value)
+            for key, value in schema.items()
+        )
+    if isinstance(schema, list):
+        return any(_holds_regex(item) for item in schema)
+    return False
+
+
+@functools.lru_cache(maxsize=256)
+def _needs_worker(schema_json: str) -> bool:
+    """Whether the schema (as JSON) is checked in the worker process (it holds a regex)."""
+    return _holds_regex(json.loads(schema_json))
+
+
+async def _checked(
     name: str, fn: Any, parameters: Any, arguments: Mapping[str, Any], timeout_s: float
 ) -> tuple[dict[str, Any], str | None, str | None]:
     """``(arguments as ``fn`` gets them, the model's error message or None, its error kind)``:
-    the schema check in the checker process within ``timeout_s``, then ``fn``'s signature."""
-    call = {"schema_json": parameters_json(parameters), "arguments": dict(arguments)}
+    a schema without a regex checked here, one with a regex in the checker process within
+    ``timeout_s`` (then ``fn``'s signature here)."""
+    schema_json = parameters_json(parameters)
+    if not _needs_worker(schema_json):
+        checked, problem = checked_arguments(schema_json, fn, arguments)
+        if problem is not None:
+            return dict(arguments), f"{name}: {problem}", "bad_arguments"
+        return checked, None, None
+    call = {"schema_json": schema_json, "arguments": dict(arguments)}
     kind, output = await _CHECKER.run(_CHECK, call, timeout_s)
     if kind == "timeout":
         message = (
@@ -154,17 +187,14 @@ async def call_environment_tool(
     if not isinstance(arguments, Mapping):
         return out(f"Error: arguments of {name!r} must be a JSON object", False, "bad_arguments")
     # The arguments as checked (1.0 -> 1 for an integer parameter), as a plain tool gets them.
-    arguments, problem, kind = await _checked_in_worker(
-        name, tool.fn, tool.parameters, arguments, timeout_s
-    )
+    arguments, problem, kind = await _checked(name, tool.fn, tool.parameters, arguments, timeout_s)
     if problem is not None:
         return out(f"Error: {problem}", False, kind)
     try:
         value = tool.fn(**arguments)
         if inspect.isawaitable(value):
-            # The check and the call share the one deadline, as a plain tool's do.
-            left = max(timeout_s - (time.perf_counter() - started), 0.0)
-            value = await _awaited(value, left)
+            # The tool's own timeout_s: the check (and the checker's fork) had its own bound.
+            value = await _awaited(value, timeout_s)
     except _Deadline:
         return out(f"Error: {name} did not return within {timeout_s:g} s", False, "timeout")
     except ToolError as err:

@@ -61,19 +61,27 @@ EPISODE_ENDED = "episode_ended"
 
 
 def is_done(env: Any, name: str) -> bool:
-    """The environment's ``done`` (false where it has none), which must be a bool.
+    """The environment's ``done`` (false where it has none or it is ``None``).
 
-    ``getattr(env, "done")`` on a method is always truthy: every episode would end after
-    its first tool call, so anything but a bool (or numpy's) is refused, not tested for truth.
+    Taken: a bool, ``0`` / ``1``, and a 0-dim array or tensor (a numpy bool, ``tensor(True)``)
+    whose ``.item()`` is one of those. Anything else is refused, not tested for truth:
+    ``getattr(env, "done")`` on a method is always truthy, so every episode would end after
+    its first tool call.
     """
     value = getattr(env, "done", False)
+    if value is None:
+        return False
+    if not isinstance(value, (bool, int)) and getattr(value, "shape", None) == ():
+        item = getattr(value, "item", None)
+        value = item() if callable(item) else value
     if isinstance(value, bool):
         return value
-    if type(value).__module__ == "numpy" and type(value).__name__ in ("bool", "bool_"):
+    if isinstance(value, int) and value in (0, 1):
         return bool(value)
     raise HfsdkError(
         f"environment {name!r}: done is a {type(value).__name__} ({value!r:.80}); expected "
-        "True or False: make done an attribute (self.done = True) or a @property returning a bool"
+        "True or False (or None, 0 / 1, a 0-dim array or tensor of one): make done an "
+        "attribute (self.done = True) or a @property returning a bool"
     )
 
 

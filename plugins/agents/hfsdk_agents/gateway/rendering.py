@@ -16,20 +16,19 @@ session's tokens and a fresh rendering of its conversation agree.
 from __future__ import annotations
 
 import json
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
 
 from hfsdk_agents.content_tokens import (
-    encode_pieces,
     holds_special,
     ids_of,
+    mark,
+    marked_ids,
     outside_messages,
-    sentinel,
     special_strings,
-    split_at,
+    stand_ins,
     template_ids,
     with_added_specials,
 )
@@ -58,20 +57,20 @@ def render_conversation(
         return template_ids(tokenizer, chat, plain=outside, add_generation_prompt=True, tools=tools)
     if len(messages) == 1 and messages[0]["role"] == "user":
         return ids_of(tokenizer(messages[0]["content"])["input_ids"])
-    # Outside contents that hold special-token strings stand in as sentinels, tokenized plain.
-    specials, tag = special_strings(tokenizer), secrets.token_hex(8)
-    stand_ins = {
-        i: sentinel(tag, i) for i in outside if holds_special(chat[i].get("content"), specials)
-    }
+    # The special-token strings inside outside contents stand in as sentinels, tokenized plain.
+    specials = special_strings(tokenizer)
+    marked = {i for i in outside if holds_special(chat[i].get("content"), specials)}
+    marks = stand_ins(specials) if marked else {}
     lines = [
-        _plain_line({**m, "content": stand_ins[i]} if i in stand_ins else m, parser, tool_template)
+        _plain_line(
+            {**m, "content": mark(m["content"], marks)} if i in marked else m, parser, tool_template
+        )
         for i, m in enumerate(chat)
     ]
     text = "\n".join([*lines, "assistant:"])
-    if not stand_ins:
+    if not marked:
         return ids_of(tokenizer(text)["input_ids"])
-    contents = {stand_ins[i]: str(chat[i]["content"]) for i in stand_ins}
-    return with_added_specials(tokenizer, encode_pieces(tokenizer, split_at(text, contents)))
+    return with_added_specials(tokenizer, marked_ids(tokenizer, text, marks))
 
 
 def _plain_call(function: Mapping[str, Any], parser: str) -> str:

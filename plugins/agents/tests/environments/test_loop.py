@@ -255,3 +255,25 @@ def test_a_done_that_is_no_bool_is_one_line_naming_the_environment() -> None:
     assert "\n" not in message
     assert message.startswith(f"environment '{counter_env.__name__}:Undecided': done is a ")
     assert "expected True or False" in message
+
+
+def test_done_takes_none_bools_zero_one_and_zero_dim_arrays() -> None:
+    # Only a bool was taken: None, 0/1 and a 0-dim tensor / numpy bool (a gym-style env's
+    # ``done``) stopped a run that had worked.
+    import types
+
+    import numpy as np
+
+    from hfsdk_agents.environments.loop import is_done
+
+    def done(value: object) -> bool:
+        return is_done(types.SimpleNamespace(done=value), "env")
+
+    assert done(True) and done(1) and done(np.bool_(True)) and done(torch.tensor(True))
+    assert done(np.array(1)) and done(torch.tensor(1)) and done(np.int64(1))
+    for value in (None, False, 0, np.bool_(False), torch.tensor(False), np.array(False)):
+        assert not done(value), value
+    assert not is_done(types.SimpleNamespace(), "env")  # none at all
+    for value in (2, -1, 0.5, "yes", [True], torch.tensor([True]), np.array([1]), print):
+        with pytest.raises(HfsdkError, match=r"^environment 'env': done is a "):
+            done(value)
