@@ -147,7 +147,6 @@ class PromptSource(Protocol):
         The trainer checkpoints the stream's position after every step, so
         prompts drawn within ``step()`` are part of an exact resume.
         """
-        ...
 
 
 class GenerationSource(PromptSource, Protocol):
@@ -156,19 +155,15 @@ class GenerationSource(PromptSource, Protocol):
 
     def generated(self, prompts: Batch) -> tuple[Batch, dict[str, float]] | None:
         """The batch generated for ``prompts`` (this step's draw) and its metrics, else ``None``."""
-        ...
 
     def step_done(self) -> None:
         """The step's update is done (later generations sample with the newer weights)."""
-        ...
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps of it (the trainer's ``pipeline`` entry)."""
-        ...
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict` on resume."""
-        ...
 
 
 def _new_clock() -> CallClock:
@@ -471,8 +466,7 @@ class Algorithm:
         mask = batch["response_mask"]
         token_scores = torch.zeros(mask.shape, dtype=torch.float32)
         # The last token the mask keeps (a multi-turn loss mask has holes where tools spoke).
-        width = mask.shape[-1]
-        positions = torch.arange(width).expand_as(mask)
+        positions = torch.arange(mask.shape[-1]).expand_as(mask)
         last = torch.where(mask.bool(), positions, torch.zeros_like(positions)).max(dim=-1).values
         self.metrics[f"{signal}/mean"] = float(scores.float().mean())
         rows = trajectory_rows(batch)
@@ -554,7 +548,7 @@ class Algorithm:
             token_level_rewards=view["token_level_rewards"],
             response_mask=view["response_mask"],
             group_index=list(view["uid"]),
-            config=self.config.advantage,
+            config=self.config.sections.get("advantage"),  # (none: registered without config_cls)
             **inputs,
         )
         shape = tuple(view["response_mask"].shape)  # a (B,) result failed in the update
@@ -586,11 +580,9 @@ class Algorithm:
         if "old_log_probs" in batch and "ref_log_probs" in batch:
             # k3 (exp(r) - r - 1, r = ref - old): unbiased for KL(policy || reference) on the
             # policy's samples and never negative, unlike k1 (old - ref) on a finite batch.
-            # Computed here, not by name: the metric needs no estimator plugin. Masked
-            # log-probs are zeroed first, so r = 0 there and padding cannot leak through exp.
-            r = masked_fill_zero(batch["ref_log_probs"], mask) - masked_fill_zero(
-                batch["old_log_probs"], mask
-            )
+            # Computed here, not by name: the metric needs no estimator plugin. r is zeroed
+            # where masked (NaN/inf there too), so padding cannot leak through exp.
+            r = masked_fill_zero(batch["ref_log_probs"] - batch["old_log_probs"], mask)
             kl = torch.exp(r) - r - 1
             self.metrics["actor/kl"] = float(masked_mean(kl, mask))
         if "rollout_log_probs" in batch and "old_log_probs" in batch:

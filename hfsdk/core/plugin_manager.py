@@ -14,6 +14,7 @@ import contextlib
 import errno
 import functools
 import inspect
+import logging
 import os
 import sys
 import traceback
@@ -31,6 +32,8 @@ from hfsdk.core.workers.errors import WorkerError
 
 ENTRY_POINT_GROUP = "hfsdk"
 BUILTIN_PLUGIN_NAME = "hfsdk"
+SHIPPED = ("hfsdk-plugin-", "hfsdk-backend-common")  # hfsdk's own distributions' names
+logger = logging.getLogger(__name__)
 
 PluginStatus = Literal["loaded", "failed", "disabled"]
 
@@ -52,10 +55,8 @@ class PluginInfo:
 
 
 def _env_list(var: str) -> set[str] | None:
-    raw = os.environ.get(var)
-    if raw is None or not raw.strip():
-        return None
-    return {p.strip() for p in raw.split(",") if p.strip()}
+    names = {p.strip() for p in os.environ.get(var, "").split(",") if p.strip()}
+    return names or None
 
 
 def _trace_enabled() -> bool:
@@ -91,12 +92,9 @@ class HfsdkPluginManager:
     def failed_plugins_note(self) -> str:
         """``"; plugin(s) that failed to load: NAME (why), ..."`` and those HFSDK_DISABLE_PLUGINS
         blocks, or ``""``; appended to every failed lookup of a name: it may be one of theirs."""
-        failed = self.failed_plugins()
-        shown = ", ".join(
-            f"{p.name} [{p.distribution or 'in-process'}] ({_first_line(p.error)})" for p in failed
-        )
-        why = "(fix or reinstall them; hfsdk plugins lists them)"
-        note = f"; plugin(s) that failed to load: {shown} {why}" if failed else ""
+        shown = ", ".join(map(_described, self.failed_plugins()))
+        why = "fix or reinstall them; hfsdk plugins --check lists them"  # (plain: not all)
+        note = f"; plugin(s) that failed to load: {shown} ({why})" if shown else ""
         blocked = _env_list("HFSDK_DISABLE_PLUGINS") or set()
         if off := [p.name for p in self.plugins if p.status == "disabled" and p.name in blocked]:
             note += f"; plugin(s) disabled by HFSDK_DISABLE_PLUGINS: {', '.join(off)} (remove them "
@@ -142,9 +140,7 @@ class HfsdkPluginManager:
         if self._filling.get(kind):  # a plugin's registration reads the others' entries
             return self._fill(kind, skip=set(self._filling[kind]))
         if kind not in self._registries:
-            registry = self._fill(kind)
-            registry.explain_missing = self.failed_plugins_note
-            self._registries[kind] = registry
+            self._registries[kind] = self._fill(kind)
         return self._registries[kind]
 
     def _fill(self, kind: str, skip: set[str] | None = None) -> Registry:
@@ -152,11 +148,12 @@ class HfsdkPluginManager:
         tracing all apply), in its order, once per plugin: ``register`` knows whose names it
         receives, and one broken plugin (or wrapper) is dropped without stopping the others."""
         registry = Registry(kind)
+        registry.explain_missing = self.failed_plugins_note
         hook_name = self.registry_kinds()[kind]
         impls = getattr(self.pm.hook, hook_name).get_hookimpls()
         wrappers = {i.plugin_name for i in impls if i.hookwrapper or i.wrapper}
         # get_hookimpls() lists the order pluggy calls in, reversed.
-        skipped = wrappers | {p.name for p in self.failed_plugins()} | (skip or set())
+        skipped = wrappers | (skip or set())  # (a failed plugin has no hooks left: unregistered)
         queue = [i.plugin_name for i in reversed(impls) if i.plugin_name not in skipped]
         active = self._filling.setdefault(kind, set())
         while queue:
@@ -181,8 +178,8 @@ class HfsdkPluginManager:
                     queue.insert(0, plugin)
             finally:
                 active.discard(plugin)
-        for info in self.failed_plugins():  # (those that failed in a registry filled meanwhile)
-            registry._remove_plugin(info.name)
+        for plugin in {e.plugin for e in registry.values() if not self.pm.has_plugin(e.plugin)}:
+            registry._remove_plugin(plugin)  # (it failed in a registry filled meanwhile)
         return registry
 
     def mark_failed(self, plugin: str, hook_name: str, exc: BaseException) -> None:
@@ -198,20 +195,22 @@ class HfsdkPluginManager:
         print(f"hfsdk: plugin {plugin!r} failed in {message}", file=sys.stderr)
 
 
-def _first_line(text: str | None) -> str:
-    lines = (text or "").strip().splitlines()
-    return lines[0] if lines else "no reason given"
+def _described(p: PluginInfo) -> str:  # on one line: the CLI shows only the first
+    return f"{p.name} [{p.distribution or 'in-process'}] ({' '.join(str(p.error).split())})"
 
 
 def _register_into(
     registry: Registry,
     plugin: str,
     name: str,
-    impl: Any,
+    impl: Any = None,
     *,
     config_cls: type | None = None,
     **extra: Any,
 ) -> None:
+    if impl is None:  # (else a TypeError naming this function, not the hook's register)
+        usage = "expected register(name, impl, *, config_cls=None, ...) (docs/plugin_hooks.md)"
+        raise HfsdkError(f"plugin {plugin!r} called register({name!r}); {usage}")
     if registry.kind == "algorithms":
         config_cls, extra = _algorithm_entry(plugin, name, impl, config_cls, extra)
     if registry.kind == "tasks":
@@ -253,11 +252,13 @@ def _hook_names(pm: pluggy.PluginManager, plugin: object) -> list[str]:
 
 
 def _entry_points() -> list[metadata.EntryPoint]:
-    # (the same distribution found twice on sys.path: its first copy)
-    unique: dict[tuple[str, str | None], metadata.EntryPoint] = {}
-    for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        unique.setdefault((ep.name, ep.dist.name if ep.dist is not None else None), ep)
-    return list(unique.values())
+    # A distribution found twice on sys.path: its first copy. By name, hfsdk's own plugin
+    # first: a third party's of the same name is the one refused.
+    unique: dict[tuple[str, bool, str], metadata.EntryPoint] = {}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = str(getattr(ep.dist, "name", ""))
+        unique.setdefault((ep.name, not dist.startswith(SHIPPED), dist), ep)
+    return [unique[key] for key in sorted(unique)]
 
 
 def build_plugin_manager(
@@ -293,8 +294,8 @@ def build_plugin_manager(
                 continue
             taken = next((p for p in plugins if p.name == ep.name and p is not info), None)
             if taken is not None:  # never a silent stand-in for another distribution's plugin
-                info.status, info.error = "failed", (f"distribution {taken.distribution!r} has a "
-                    f"plugin named {ep.name!r} too; rename one entry point")  # fmt: skip
+                why = f"distribution {taken.distribution!r} has a plugin named {ep.name!r} too"
+                info.status, info.error = "failed", f"{why}; rename the entry point of {dist!r}"
                 continue
             try:
                 module = ep.load()
@@ -320,6 +321,10 @@ def build_plugin_manager(
         info.hooks = _hook_names(pm, plugin)
 
     _check_unknown_hooks(pm, plugins)
+    for info in [p for p in plugins if p.status == "failed"]:  # (else silent till a lookup misses)
+        why = "none of its hooks run (config checks, observers, preflight checks); fix or reinstall"
+        logger.warning("plugin failed to load: %s; %s it (hfsdk plugins --check)", _described(info),
+                       why)  # fmt: skip
     return HfsdkPluginManager(pm, plugins)
 
 

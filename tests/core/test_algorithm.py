@@ -94,3 +94,34 @@ def test_actor_kl_is_the_non_negative_k3_estimate() -> None:
     expected = sum(math.exp(x) - x - 1 for x in r) / 4
     assert float((old - ref)[mask.bool()].mean()) < 0  # what k1 would have reported
     assert metrics["actor/kl"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_an_advantage_estimator_registered_without_a_config_class_gets_config_none() -> None:
+    """config_cls is optional: such an estimator has no ``advantage`` section to be given."""
+    import torch
+
+    import hfsdk
+    from hfsdk.core.batch import Batch
+    from hfsdk.core.plugin_manager import get_plugin_manager
+
+    seen = []
+
+    def plain(*, token_level_rewards, response_mask, config=None, **unused):  # type: ignore[no-untyped-def]
+        seen.append(config)
+        a = token_level_rewards.sum(-1, keepdim=True) * response_mask
+        return hfsdk.AdvantageResult(advantages=a, returns=a)
+
+    class Plain:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_advantage_estimators(register):  # type: ignore[no-untyped-def]
+            register("plain_adv", plain)
+
+    get_plugin_manager().pm.register(Plain, name="plain_adv")
+    run = FakeRun.for_algorithm("grpo", ["algorithm.advantage_estimator=plain_adv"])
+    mask = torch.ones(2, 3)
+    batch = Batch.from_dict({"token_level_rewards": mask, "response_mask": mask})
+    batch["uid"] = ["a", "b"]
+    # Before: AttributeError: run config has no section 'advantage'
+    run.algorithm.estimate_advantages(batch)
+    assert seen == [None]

@@ -351,7 +351,8 @@ def test_config_show_refuses_a_name_from_a_failed_plugin(broken_rewards: Path) -
     )
     assert code == 2, out + err
     assert "Traceback" not in err
-    [line] = err.strip().splitlines()
+    warned, line = err.strip().splitlines()  # the warning at load, then the error
+    assert warned.startswith("plugin failed to load: concise [hfsdk-concise]")
     assert "config key 'reward.functions[0].name': unknown reward function 'concise_sum'" in line
     assert "failed to load: concise [hfsdk-concise] (ModuleNotFoundError" in line
 
@@ -364,7 +365,33 @@ def test_a_plugin_named_like_an_installed_one_does_not_silently_replace_it(
     clash = [p for p in _plugin_rows(tmp_path) if p["name"] == "rewards"]
     assert len(clash) == 2 and {p["status"] for p in clash} == {"loaded", "failed"}
     failed = next(p for p in clash if p["status"] == "failed")
-    assert "has a plugin named 'rewards' too; rename one entry point" in failed["error"]
+    assert failed["distribution"] == "hfsdk-test-clash"  # hfsdk's own plugin is kept
+    assert "has a plugin named 'rewards' too; rename the entry point of" in failed["error"]
+
+
+@pytest.mark.parametrize("name", ["tasks", "rewards"])
+def test_a_third_party_plugin_named_like_a_shipped_one_is_refused_and_the_shipped_one_works(
+    tmp_path: Path, name: str
+) -> None:
+    make_distribution(tmp_path, "other-clash", name, "other_clash", GOOD)
+    code = """
+    import json
+    import hfsdk
+    from hfsdk.core.plugin_manager import get_plugin_manager
+    tasks, rewards = sorted(hfsdk.get_registry("tasks")), sorted(hfsdk.get_registry("rewards"))
+    rows = [p.to_dict() for p in get_plugin_manager().plugins]
+    print(json.dumps({"tasks": tasks, "rewards": rewards, "rows": rows}))
+    """
+    result = run_python(code, path=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    # Before: both were dropped: "no task 'default' is registered" in every run.
+    assert "default" in report["tasks"] and "exact_match" in report["rewards"]
+    assert "shout" not in report["rewards"]  # the refused plugin registers nothing
+    rows = {p["distribution"]: p for p in report["rows"] if p["name"] == name}
+    assert rows[f"hfsdk-plugin-{name}"]["status"] == "loaded"
+    assert rows["other-clash"]["status"] == "failed"
+    assert rows["other-clash"]["error"].endswith("too; rename the entry point of 'other-clash'")
 
 
 def _plugin_rows(site: Path) -> list[dict]:
@@ -642,3 +669,67 @@ def test_a_missing_name_names_the_plugins_disabled_by_the_environment(
         "; plugin(s) disabled by HFSDK_DISABLE_PLUGINS: grpo (remove them from it, or unset it, "
         "to load them)"
     )
+
+
+def test_a_plugin_that_fails_to_load_is_warned_about_once(caplog: pytest.LogCaptureFixture) -> None:
+    """Before: silent unless a lookup missed one of its names: its config checks, observers
+    and preflight checks just did not run."""
+
+    class Typo:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_validate_config(cfg):  # type: ignore[no-untyped-def]
+            return ["never said"]
+
+    with caplog.at_level("WARNING", logger="hfsdk.core.plugin_manager"):
+        build_plugin_manager([("typo", Typo), ("fine", object())], load_entry_points=False)
+    [record] = caplog.records
+    assert record.levelname == "WARNING"
+    message = record.getMessage()
+    assert message.startswith("plugin failed to load: typo [in-process] (PluginValidationError")
+    assert "Argument(s) {'cfg'} are declared in the hookimpl" in message
+    assert "; none of its hooks run (config checks, observers, preflight checks)" in message
+    assert message.endswith("; fix or reinstall it (hfsdk plugins --check)")
+    assert "\n" not in message
+
+
+def test_config_show_warns_about_a_plugin_that_failed_to_load(
+    broken_rewards: Path,
+) -> None:
+    code, out, err = _cli(broken_rewards, "config", "show", "--algo", "grpo")
+    assert code == 0, out + err
+    [line] = [line for line in err.splitlines() if "concise" in line]
+    assert line.startswith("plugin failed to load: concise [hfsdk-concise] (ModuleNotFoundError")
+    assert "ModuleNotFoundError: No module named 'a_module_that_is_not_installed'" in line
+
+
+def test_the_failed_plugins_note_keeps_the_whole_validation_error() -> None:
+    class Misspelt:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(reg):  # type: ignore[no-untyped-def]
+            reg("argname_fn", len)
+
+    pm = build_plugin_manager([("misspelt", Misspelt)], load_entry_points=False)
+    with pytest.raises(hfsdk.UnknownNameError) as info:
+        pm.registry("reward_functions")["argname_fn"]
+    message = str(info.value)
+    # Before: cut after "Plugin 'misspelt' for hook 'hfsdk_register_reward_functions'".
+    assert "Argument(s) {'reg'} are declared in the hookimpl but can not be found" in message
+    assert "\n" not in message and "hfsdk plugins --check lists them" in message
+
+
+def test_register_without_an_implementation_names_the_call_and_the_plugin() -> None:
+    class NoImpl:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_reward_functions(register):  # type: ignore[no-untyped-def]
+            register("lonely")
+
+    pm = build_plugin_manager([("noimpl", NoImpl)], load_entry_points=False)
+    pm.registry("reward_functions")
+    info = pm.plugin_info("noimpl")
+    assert info is not None and info.status == "failed"
+    # Before: "TypeError: _register_into() missing 1 required positional argument: 'impl'"
+    assert "plugin 'noimpl' called register('lonely'); expected register(name, impl, *, " \
+        "config_cls=None, ...)" in (info.error or "")  # fmt: skip

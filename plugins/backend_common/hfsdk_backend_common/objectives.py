@@ -414,7 +414,7 @@ def actor_objective_from(run_config: Any, terms: Any) -> ActorObjective:
     return ActorObjective(
         corrections=resolve_rollout_corrections(run_config),
         policy_loss=entry.impl,
-        policy_loss_config=run_config.policy_loss,
+        policy_loss_config=run_config.sections.get("policy_loss"),  # (none: no config_cls)
         policy_loss_name=algo.policy_loss,
         policy_loss_plugin=entry.plugin,
         loss_agg_mode=algo.loss_agg_mode,
@@ -433,7 +433,7 @@ def critic_objective_from(run_config: Any) -> CriticObjective:
     algo = run_config.algorithm
     return CriticObjective(
         value_loss=get_registry("value_losses")[algo.value_loss].impl,
-        value_loss_config=run_config.value_loss,
+        value_loss_config=run_config.sections.get("value_loss"),
         loss_agg_mode=algo.loss_agg_mode,
         norm_length=float(run_config.rollout.response_width()),
     )

@@ -147,3 +147,37 @@ def test_a_kl_loss_coefficient_beside_kl_in_the_reward_is_warned_about() -> None
     )
     assert unused_kl_loss(config) is None
     assert "unused_kl_loss" in get_registry("preflight_checks")
+
+
+def test_losses_registered_without_a_config_class_get_config_none() -> None:
+    """config_cls is optional: such a loss has no ``policy_loss``/``value_loss`` section."""
+    import hfsdk
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.plugin_manager import get_plugin_manager
+    from hfsdk_backend_common.objectives import actor_objective_from, critic_objective_from
+
+    def plain(**unused: Any) -> Any:
+        raise AssertionError("not called here")
+
+    class Plain:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_policy_losses(register):  # type: ignore[no-untyped-def]
+            register("plain_loss", plain)
+
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_register_value_losses(register):  # type: ignore[no-untyped-def]
+            register("plain_value", plain)
+
+    hfsdk.reset_plugin_manager()  # registries fill lazily: add the plugin before they do
+    get_plugin_manager().pm.register(Plain, name="plain")
+    try:
+        changes = ["algorithm.policy_loss=plain_loss", "algorithm.value_loss=plain_value"]
+        config = load_run_config("ppo", None, changes)
+        terms = get_registry("algorithms")["ppo"].impl.actor_objective(config.algorithm)
+        # Before: AttributeError: run config has no section 'policy_loss'
+        assert actor_objective_from(config, terms).policy_loss_config is None
+        assert critic_objective_from(config).value_loss_config is None
+    finally:
+        hfsdk.reset_plugin_manager()
