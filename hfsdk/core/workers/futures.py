@@ -14,9 +14,7 @@ Ray is imported inside functions so that importing this module stays cheap.
 from __future__ import annotations
 
 import functools
-import os
 import re
-import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -172,6 +170,8 @@ READY_FETCH_S = 60.0
 
 def data_timeout_s() -> float:
     """Seconds a worker waits for a data future: ``HFSDK_CALL_TIMEOUT_S``, else one hour."""
+    import os
+
     try:
         value = float(os.environ.get(DATA_TIMEOUT_ENV, DEFAULT_DATA_TIMEOUT_S))
     except ValueError:
@@ -209,7 +209,8 @@ def take_segments(segments: Sequence[tuple[int, int, int]], values: list[Any]) -
     metrics are merged as the protocols' collect merges them.
     """
     pieces = [_slice_rows(values[i], start, stop) for i, start, stop in segments]
-    if isinstance(pieces[0], list):
+    first = pieces[0]
+    if isinstance(first, list):
         return [item for piece in pieces for item in piece]
     from hfsdk.core.batch import Batch
     from hfsdk.core.rollout_output import merge_rollout_metrics
@@ -246,7 +247,6 @@ class CallFuture:
         info_refs: Mapping[int, Any],
         timeout_s: float | None = None,
         describe_rank: Callable[[int], str] | None = None,
-        on_death: Callable[[str, int, str, str, str], WorkerDiedError] | None = None,
     ) -> None:
         self.role = role
         self.method = method
@@ -256,7 +256,6 @@ class CallFuture:
         self.info_refs = dict(info_refs)
         self.timeout_s = timeout_s
         self._describe_rank = describe_rank
-        self._on_death = on_death
         self._infos: dict[int, Info] | None = None
         self._value: Any = _MISSING
 
@@ -273,8 +272,10 @@ class CallFuture:
 
     def done(self) -> bool:
         """Whether every rank has finished (successfully or not); never blocks."""
+        if self._infos is not None:
+            return True
         refs = list(self.info_refs.values())
-        if self._infos is not None or all_local(refs):
+        if all_local(refs):
             return True
         import ray
 
@@ -330,7 +331,6 @@ class CallFuture:
                 method=self.method,
                 timeout=timeout,
                 describe_rank=self._describe_rank,
-                on_death=self._on_death,
             )
         return self._infos
 
@@ -371,7 +371,11 @@ class CallFuture:
         )
 
 
-_MISSING: Any = object()
+class _Missing:
+    pass
+
+
+_MISSING = _Missing()
 
 
 # ---------------------------------------------------------------------- waiting and errors
@@ -384,12 +388,9 @@ def wait_for_infos(
     method: str,
     timeout: float | None,
     describe_rank: Callable[[int], str] | None = None,
-    on_death: Callable[[str, int, str, str, str], WorkerDiedError] | None = None,
 ) -> dict[int, Info]:
     """Wait for every rank's info; raise on the first failure, death or the timeout.
 
-    A dead rank's error is ``on_death`` (default :func:`died_error`) of ``(role, rank,
-    method, cause, where)``: the hosts know which of their calls the process died in.
     Failing fast matters: when one rank raises, the others may be blocked in a
     collective waiting for it and would never finish.
     """
@@ -407,13 +408,12 @@ def wait_for_infos(
         ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=wait_s)
         for ref in sorted(ready, key=pending.__getitem__):
             rank = pending.pop(ref)
-            where = describe_rank(rank) if describe_rank else f"rank {rank}"
             try:
                 infos[rank] = ray.get(ref, timeout=READY_FETCH_S)  # ready: bound a lost node
             except ray.exceptions.RayActorError as exc:
-                died = on_death or died_error
-                raise died(role, rank, method, death_cause(exc), where) from None
+                raise _died_error(role, rank, method, exc, describe_rank) from None
             except ray.exceptions.RayError as exc:
+                where = describe_rank(rank) if describe_rank else f"rank {rank}"
                 text = str(exc)
                 hint = ""
                 if "No module named" in text:
@@ -453,6 +453,8 @@ def _raise_first_failure(infos: Mapping[int, Info]) -> None:
 
 def is_ray_error(exc: BaseException, name: str = "RayError") -> bool:
     """Whether ``exc`` is Ray's exception class ``name`` (Ray is not imported for this)."""
+    import sys
+
     ray_exceptions = sys.modules.get("ray.exceptions")
     return ray_exceptions is not None and isinstance(exc, getattr(ray_exceptions, name))
 
@@ -475,8 +477,15 @@ def death_cause(exc: BaseException) -> str:
     return _first_lines(text, 2)
 
 
-def died_error(role: str, rank: int, method: str, cause: str, where: str) -> WorkerDiedError:
-    """``role 'r' rank 1 (pid ..) died during method 'm': <cause>`` (``where``: ``rank 1 ..``)."""
+def _died_error(
+    role: str,
+    rank: int,
+    method: str,
+    exc: BaseException,
+    describe_rank: Callable[[int], str] | None,
+) -> WorkerDiedError:
+    cause = death_cause(exc)
+    where = describe_rank(rank) if describe_rank else f"rank {rank}"
     return WorkerDiedError(
         f"role {role!r} {where} died during method {method!r}: {cause}",
         role=role,

@@ -10,7 +10,6 @@ results (blocking), or returns a :class:`~hfsdk.core.workers.futures.CallFuture`
 
 from __future__ import annotations
 
-import collections
 import functools
 import itertools
 import sys
@@ -23,14 +22,11 @@ import attrs
 
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.decorator import MethodSpec, registered_methods
-from hfsdk.core.workers.errors import WorkerDiedError, WorkerError, WorkerTimeoutError
+from hfsdk.core.workers.errors import WorkerError, WorkerTimeoutError
 from hfsdk.core.workers.futures import (
-    POLL_S,
     CallClock,
     CallFuture,
     DataRef,
-    died_error,
-    fetch,
     is_ray_error,
     take_single,
     wait_for_infos,
@@ -113,8 +109,7 @@ class HostSet(SharedHosts):
         self.ids = [next(_HOST_IDS) for _ in range(pool.world_size)]
         self.handles: list[Any] = []
         self.process_info: list[dict[str, Any]] = []
-        # Per rank, (role, method, info ref) of its latest calls: which one did it die in?
-        self.calls: list[collections.deque] = [collections.deque(maxlen=256) for _ in self.ids]
+        self._views = 0
         pool.reserve(self.ids, role=name)
         try:
             extra: dict[str, Any] = {}
@@ -175,8 +170,9 @@ class HostSet(SharedHosts):
         """The workers interrupt a call at ``call_timeout_s`` and report where it hung; the
         controller waits a little longer, so that report wins unless the worker cannot send
         it (stuck in C code, a lost node): then the wait itself times out."""
-        t = call_timeout_s
-        return None if t is None else t + max(BACKSTOP_S, 0.05 * t)
+        if call_timeout_s is None:
+            return None
+        return call_timeout_s + max(BACKSTOP_S, 0.05 * call_timeout_s)
 
     def describe_rank(self, rank: int) -> str:
         """``rank 2 (pid 123 on 10.0.0.5)`` once the processes are up."""
@@ -198,28 +194,15 @@ class HostSet(SharedHosts):
         after: Sequence[Any],
     ) -> tuple[Any, Any]:
         """Start ``(role, method, args, kwargs, want_result)`` on ``rank``: (result, info) refs."""
-        result, info = self.handles[rank].execute.options(num_returns=2).remote(*call, *after)
-        self.calls[rank].append((call[0], call[1], info))
-        return result, info
-
-    def died_error(
-        self, role: str, rank: int, method: str, cause: str, where: str
-    ) -> WorkerDiedError:
-        """:func:`~hfsdk.core.workers.futures.died_error`, naming the call rank ``rank``'s
-        process died in (``role``'s ``method`` may only have found it dead) and its roles."""
-        for call_role, call_method, info in self.calls[rank]:
-            try:
-                fetch([info], POLL_S)
-            except Exception:  # calls run in order: it died in the first that did not finish
-                role, method = call_role, call_method
-                break
-        if len(self.roles) > 1:  # fused: every role's calls on the process are gone
-            where += f", a process hosting roles {', '.join(map(repr, self.roles))},"
-        return died_error(role, rank, method, cause, where)
+        handle = self.handles[rank]
+        return handle.execute.options(num_returns=2).remote(*call, *after)
 
     def ask_mesh_positions(self, role: str, mesh: str, timeout_s: float) -> list[Any]:
         """Every rank's declared position of ``role`` in ``mesh`` (``None``: undeclared)."""
-        return fetch([h.mesh_position.remote(role, mesh) for h in self.handles], timeout_s)
+        import ray
+
+        refs = [h.mesh_position.remote(role, mesh) for h in self.handles]
+        return ray.get(refs, timeout=timeout_s)
 
     def kill(self) -> None:
         """Stop the worker processes and free their device shares."""
@@ -272,9 +255,12 @@ def _share_large_arguments(
     """Put large objects sent to several ranks in the object store once (not once per rank)."""
     import ray
 
-    values = [value for args, kwargs in calls.values() for value in (*args, *kwargs.values())]
-    seen = collections.Counter(map(id, values))
-    objects = {id(value): value for value in values}
+    seen: dict[int, int] = {}
+    objects: dict[int, Any] = {}
+    for args, kwargs in calls.values():
+        for value in (*args, *kwargs.values()):
+            seen[id(value)] = seen.get(id(value), 0) + 1
+            objects[id(value)] = value
     shared: dict[int, DataRef] = {}
     for key, count in seen.items():
         if count > 1 and _nbytes(objects[key]) >= SHARE_BYTES:
@@ -496,14 +482,17 @@ class WorkerGroup:
         result_refs: dict[int, Any] = {}
         info_refs: dict[int, Any] = {}
         for rank in sorted(calls):
+            call_args, call_kwargs = calls[rank]
             host_id = hosts.ids[rank]
             slot = hosts.pool.slots[rank]
             # Another process on this device ran last: run after it (colocated roles
             # time-share the device; every device sees calls in the controller's order).
             after = [slot.last[1]] if slot.last is not None and slot.last[0] != host_id else []
-            call = (self.role, method, *calls[rank], rank in wanted)
-            result_refs[rank], info_refs[rank] = hosts.submit(rank, call, after)
-            slot.last = (host_id, info_refs[rank])
+            call = (self.role, method, call_args, call_kwargs, rank in wanted)
+            result, info = hosts.submit(rank, call, after)
+            slot.last = (host_id, info)
+            result_refs[rank] = result
+            info_refs[rank] = info
         return CallFuture(
             role=self.role,
             method=method,
@@ -513,7 +502,6 @@ class WorkerGroup:
             info_refs=info_refs,
             timeout_s=hosts.wait_timeout(self.call_timeout_s),
             describe_rank=hosts.describe_rank,
-            on_death=hosts.died_error if isinstance(hosts, HostSet) else None,
         )
 
     def _check_plan(self, plan: Any, context: DispatchContext) -> None:

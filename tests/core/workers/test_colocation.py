@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +20,6 @@ import torch
 from hfsdk import BuiltinProtocol, ResourcePool, Worker, WorkerGroup, register
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.workers.colocation import colocate
-from hfsdk.core.workers.errors import WorkerDiedError
 from hfsdk.core.workers.ray_runtime import VIRTUAL_DEVICE_RESOURCE, connect, shutdown
 
 pytestmark = pytest.mark.distributed
@@ -172,27 +170,3 @@ def test_fused_roles_share_one_process_per_device_with_state_kept_apart(
         assert ref.ref_only() == ["ref-0", "ref-1"]  # processes live while a role uses them
         ref.shutdown()
     assert [bundle_free(halves[1], i, 0.5) for i in range(2)] == [0.5, 0.5]
-
-
-def test_a_dead_fused_process_is_reported_with_its_roles_and_the_call_it_died_in(
-    halves: tuple[ResourcePool, ResourcePool],
-) -> None:
-    groups = colocate(halves[1], {"policy": NapWorker, "ref": RefWorker})
-    policy, ref = groups["policy"], groups["ref"]
-    try:
-        on_policy = policy.nap(30.0)
-        on_ref = ref.ref_only.submit()  # queued behind the nap in the same process
-        time.sleep(1.0)
-        os.kill(policy.process_info[1]["pid"], signal.SIGKILL)
-        # Whichever call notices, the error names the running call and every role of the process.
-        for future in (on_ref, on_policy):
-            with pytest.raises(WorkerDiedError) as info:
-                future.result(timeout=30)
-            message = str(info.value)
-            assert message.startswith("role 'policy' rank 1 (pid "), message
-            assert "hosting roles 'policy', 'ref'" in message, message
-            assert "died during method 'nap'" in message, message
-            assert (info.value.role, info.value.rank, info.value.method) == ("policy", 1, "nap")
-    finally:
-        policy.shutdown()
-        ref.shutdown()
