@@ -303,8 +303,9 @@ def resolve_run_config(
     data = with_wandb_moved(data or {})
     given = data.pop("algo", None)
     if algo and given is not None and given != algo:  # which one was meant is not ours to guess
-        raise ConfigError(f"--algo {algo!r} disagrees with algo: {given!r} in the config file "
-                          "or an override; they must agree: drop one of them")  # fmt: skip
+        raise ConfigError(f"--algo {algo!r} disagrees with algo: {given!r} in the config file or "
+                          "an override (algo is the algorithm's name, never a section or role); "
+                          "they must agree: drop one of them")  # fmt: skip
     algo = algo or given
     if not algo:
         names = ", ".join(registry_of("algorithms")) or "(none installed)"

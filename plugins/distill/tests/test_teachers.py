@@ -58,7 +58,11 @@ def test_on_the_default_task_each_teacher_gets_the_teacher_preset() -> None:
         # name) was accepted and its NAME.model_path never reached the teacher.
         *(([f"algorithm.teachers={{math: {name}}}", f"{name}.model_path=/m/t"],
            rf"teachers\.math is '{name}'.*run config's own attribute")
-          for name in ("algo", "sections", "to_dict", "to_yaml")),
+          for name in ("sections", "to_dict", "to_yaml")),
+        (["algorithm.teachers={math: algo}"], r"teachers\.math is 'algo'.*own attribute"),
+        # algo.model_path=... sets the algorithm's name itself: refused before any teacher
+        (["algorithm.teachers={math: algo}", "algo.model_path=/m/t"],
+         r"algo is the algorithm's name, never a section or role"),
         ([_TEACHERS, "algorithm.teacher_routes={math: teacher_math}"], "both set"),
         # Before: every row went to the weighted teachers, the routed one was built, never
         # called.
