@@ -47,6 +47,7 @@ def test_one_step_off_dapo_trains_on_the_batch_generated_ahead(
 
 @pytest.mark.slow
 @pytest.mark.distributed
+@pytest.mark.heavy
 def test_dapo_on_a_rollout_pool_with_partial_rollouts_and_tis(tmp_path: Path) -> None:
     """The first round comes from the pool (per-token versions), later rounds from the
     actor with its own behaviour log-probs; the rounds concatenate and TIS applies."""

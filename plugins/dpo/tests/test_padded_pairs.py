@@ -33,6 +33,7 @@ ROWS = [
 
 
 @pytest.mark.distributed
+@pytest.mark.heavy
 def test_three_pairs_on_four_ranks_train_like_one_process(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:

@@ -101,6 +101,7 @@ def test_a_faulty_sync_is_caught_within_one_step_and_the_replica_restarted(
 
 @pytest.mark.slow
 @pytest.mark.distributed
+@pytest.mark.heavy
 def test_without_a_restart_left_a_faulty_sync_stops_the_run_with_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

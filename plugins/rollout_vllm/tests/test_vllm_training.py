@@ -115,6 +115,7 @@ def test_ppo_runs_and_resumes_exactly(tmp_path: Path) -> None:
     assert any((first[n] - final_b[n]).abs().max().item() > 0 for n in first)
 
 
+@pytest.mark.heavy
 def test_in_process_run_shuts_the_engine_down_cleanly(tmp_path: Path) -> None:
     """One device: vLLM lives in the controller's process and is closed before its groups go."""
     hfsdk = Path(sys.executable).with_name("hfsdk")

@@ -27,6 +27,7 @@ def doc_example_source() -> str:
     return found[0]
 
 
+@pytest.mark.heavy
 def test_runtime_example_runs_as_written() -> None:
     source = doc_example_source()
     result = run_python(source + '\nprint("LOG_PROB_SHAPE", tuple(out["log_prob"].shape))\n')
