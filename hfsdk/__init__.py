@@ -199,11 +199,8 @@ def __getattr__(name: str) -> Any:
     if name == "__all__":  # read by ``from hfsdk import *`` and documentation tools
         return ["__version__", "hookimpl", *_public_names()]
     if name == "Protocol":  # the old name; it read like typing.Protocol
-        warnings.warn(
-            "hfsdk.Protocol is deprecated; use hfsdk.BuiltinProtocol",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        deprecated = "hfsdk.Protocol is deprecated; use hfsdk.BuiltinProtocol"
+        warnings.warn(deprecated, DeprecationWarning, stacklevel=2)
         name = "BuiltinProtocol"
     module = _public_names().get(name)
     if module is None:

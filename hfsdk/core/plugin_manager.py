@@ -266,11 +266,13 @@ def build_plugin_manager(
 ) -> HfsdkPluginManager:
     """A new plugin manager; ``extra_plugins`` are ``(name, module_or_object)`` pairs registered
     after the entry points (tests and embedding applications use this)."""
+    import hfsdk
     from hfsdk import hookspecs
     from hfsdk.core import builtin_plugin
 
     pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
     pm.add_hookspecs(hookspecs)
+    pm.add_hookcall_monitoring(lambda *_: None, functools.partial(_name_the_plugin, pm))
     if _trace_enabled():
         pm.trace.root.setwriter(lambda msg: print(f"hfsdk trace: {msg}", end="", file=sys.stderr))
         pm.enable_tracing()
@@ -278,7 +280,7 @@ def build_plugin_manager(
 
     pm.register(builtin_plugin, name=BUILTIN_PLUGIN_NAME)
     hooks = _hook_names(pm, builtin_plugin)
-    own = {"distribution": "hfsdk", "version": _version("hfsdk"), "status": "loaded"}
+    own = {"distribution": "hfsdk", "version": hfsdk.__version__, "status": "loaded"}
     plugins = [PluginInfo(name=BUILTIN_PLUGIN_NAME, hooks=hooks, **own)]  # type: ignore[arg-type]
 
     if load_entry_points:
@@ -342,13 +344,6 @@ def _check_unknown_hooks(pm: pluggy.PluginManager, plugins: list[PluginInfo]) ->
                 pm.unregister(name=impl.plugin_name)
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 @functools.cache
 def get_plugin_manager() -> HfsdkPluginManager:
     """The process-wide plugin manager (built on first call, then reused)."""
@@ -380,6 +375,19 @@ def plugin_code(plugin: str, what: str, fix: str = "", error: type = HfsdkError)
         fix = fix or f"fix or disable it (HFSDK_DISABLE_PLUGINS={plugin})"
         why = " ".join(str(e).split())  # one line: the CLI shows only the first one
         raise error(f"plugin {plugin!r}'s {what} raised {type(e).__name__}: {why}; {fix}") from e
+
+
+def _name_the_plugin(pm: pluggy.PluginManager, outcome: Any, hook: str, impls: Any, _: Any) -> None:
+    """A bug in a firstresult hook's implementation becomes one error naming its plugin."""
+    of = {getattr(i.function, "__code__", None): i.plugin_name for i in impls}
+    exc, spec = outcome.exception, getattr(pm.hook, hook).spec
+    who = [of[f.f_code] for f, _ in traceback.walk_tb(exc and exc.__traceback__) if f.f_code in of]
+    if isinstance(exc, Exception) and who and spec and spec.opts["firstresult"]:
+        try:  # (call_each names those of the other hooks)
+            with plugin_code(who[-1], hook):
+                raise exc
+        except Exception as named:
+            outcome.force_exception(named)
 
 
 def call_each(hook: Any, error: type = HfsdkError, **kwargs: Any) -> Iterator[Any]:

@@ -733,3 +733,36 @@ def test_register_without_an_implementation_names_the_call_and_the_plugin() -> N
     # Before: "TypeError: _register_into() missing 1 required positional argument: 'impl'"
     assert "plugin 'noimpl' called register('lonely'); expected register(name, impl, *, " \
         "config_cls=None, ...)" in (info.error or "")  # fmt: skip
+
+
+def test_a_bug_in_a_firstresult_hook_names_its_plugin() -> None:
+    """Before: ``ValueError: no scorer`` reached the CLI as an internal error naming nobody."""
+    from hfsdk.core.reward_scoring import build_reward_scorer
+
+    class Quiet:  # answers None first (tryfirst): the buggy plugin is the next one called
+        @staticmethod
+        @hfsdk.hookimpl(tryfirst=True)
+        def hfsdk_build_reward_scorer(section, config):  # type: ignore[no-untyped-def]
+            return None
+
+    class Buggy:
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_build_reward_scorer(section, config):  # type: ignore[no-untyped-def]
+            raise ValueError(f"no scorer\nfor {section}")
+
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_fault_point(point, step):  # type: ignore[no-untyped-def]
+            raise hfsdk.HfsdkError("a refusal on purpose")
+
+    pm = build_plugin_manager([("quiet", Quiet), ("buggy", Buggy)], load_entry_points=False)
+    with pytest.raises(hfsdk.HfsdkError) as info:
+        build_reward_scorer("reward", None, pm)
+    assert str(info.value) == (
+        "plugin 'buggy''s hfsdk_build_reward_scorer raised ValueError: no scorer for reward; "
+        "fix or disable it (HFSDK_DISABLE_PLUGINS=buggy)"
+    )
+    assert isinstance(info.value.__cause__, ValueError)  # --debug shows the plugin's traceback
+    with pytest.raises(hfsdk.HfsdkError, match="^a refusal on purpose$"):  # unchanged
+        pm.hook.hfsdk_fault_point(point="p", step=0)
