@@ -6,8 +6,8 @@ Two virtual devices with one intra-op thread each on both sides:
 
 - ``sync``: colocated on both devices (actor and reference data-parallel over
   two ranks, generation on the actor's weights);
-- ``one_step_off`` and ``async`` (``trainer.max_staleness``, default 2): the
-  actor and reference on one device, the rollout replica on the other
+- ``one_step_off`` and ``async`` (``--max-staleness``, default 2, is passed to the
+  async modes only): the actor and reference on one device, the rollout replica on the other
   (``placement.pools.rollout``), weights broadcast after every update, with the
   truncated-IS correction (``algorithm.is_correction: tis``);
 - ``async_partial`` (``--modes``): ``async`` with partial rollouts in segments
@@ -76,8 +76,13 @@ def run(mode: str, args: argparse.Namespace, workdir: Path) -> list[dict]:
 
     overrides = [
         *MODES[mode],
+        # Read only under trainer.pipeline=async (the config refuses it with another pipeline).
+        *(
+            [f"trainer.max_staleness={args.max_staleness}"]
+            if "trainer.pipeline=async" in MODES[mode]
+            else []
+        ),
         f"trainer.total_steps={args.steps}",
-        f"trainer.max_staleness={args.max_staleness}",
         f"trainer.seed={args.seed}",
         "trainer.executor=ray",
         "trainer.worker_threads=1",

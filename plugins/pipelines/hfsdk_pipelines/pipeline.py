@@ -19,7 +19,8 @@ without the speed-up.
 
 When the run needs behaviour log-probs (:func:`behaviour_log_probs_needed`: a
 plugin's rollout correction or mismatch gate reads them) and the rollout reports
-no ``rollout_log_probs`` of its own, the pipeline submits the actor's
+no ``rollout_log_probs`` of its own (:func:`rollout_reports_log_probs`: its backend's
+contract), the pipeline submits the actor's
 ``compute_log_prob`` right behind each generation: it runs on the same weights the
 generation sampled with, so those are the behaviour policy's log-probs, taken before
 any later update.
@@ -202,9 +203,24 @@ def unused_rollout_pool(config: Any, spec: AlgorithmSpec) -> str | None:
     )
 
 
+def unread_max_staleness(trainer: Any) -> str | None:
+    """One line when ``trainer.max_staleness`` differs from its default under a pipeline other
+    than ``async`` (the only one that reads it: it would be ignored silently), else ``None``."""
+    if trainer.pipeline == "async" or not attrs.has(type(trainer)):
+        return None
+    default = attrs.fields_dict(type(trainer))["max_staleness"].default
+    if trainer.max_staleness == default:
+        return None
+    return (
+        f"trainer.max_staleness={trainer.max_staleness} is read only with "
+        f"trainer.pipeline=async, but trainer.pipeline={trainer.pipeline}, so it would be "
+        "ignored; set trainer.pipeline=async or remove trainer.max_staleness"
+    )
+
+
 def pipeline_problems(config: Any) -> list[str] | None:
-    """:func:`check_pipeline` of ``trainer.pipeline`` for the run's algorithm and
-    :func:`unused_rollout_pool`, as messages."""
+    """:func:`check_pipeline` of ``trainer.pipeline`` for the run's algorithm,
+    :func:`unread_max_staleness` and :func:`unused_rollout_pool`, as messages."""
     from hfsdk import run_spec
 
     spec = run_spec(config)
@@ -213,6 +229,9 @@ def pipeline_problems(config: Any) -> list[str] | None:
         check_pipeline(spec, config.trainer.pipeline)
     except HfsdkError as exc:
         problems.append(str(exc))
+    unread = unread_max_staleness(config.trainer)
+    if unread is not None:
+        problems.append(unread)
     unused = unused_rollout_pool(config, spec)
     if unused is not None:
         problems.append(unused)
@@ -240,11 +259,12 @@ def build_pipeline(
     """The pipeline of ``config.trainer.pipeline`` (depth 0 under ``sync`` with ``rollout``,
     the session's rollout replica group, or ``None``)."""
     trainer = config.trainer
+    needed = behaviour_log_probs_needed(config)
     return GenerationPipeline(
         algorithm,
         loader,
         depth=pipeline_depth(trainer.pipeline, trainer.max_staleness),
-        behaviour_log_probs=behaviour_log_probs_needed(config),
+        behaviour_log_probs=needed and not rollout_reports_log_probs(config),
         rollout=rollout,
         seed=trainer.seed,
         partial_tokens=trainer.partial_rollout_tokens,
@@ -253,6 +273,29 @@ def build_pipeline(
         wait_syncs=trainer.deterministic,
         frozen=trainer.mode == "rollout_only",
     )
+
+
+def rollout_reports_log_probs(config: Any) -> bool:
+    """Whether the run's rollout backend (``rollout.backend``, else the default one) reports
+    ``rollout_log_probs`` itself, as its registered contract says (``reports_log_probs``)."""
+    from hfsdk import default_rollout_backend, get_registry
+
+    backends = get_registry("rollout_backends")
+    entry = backends.get(config.rollout.backend or default_rollout_backend(backends))
+    return entry is not None and bool(entry.impl.reports_log_probs)
+
+
+def newest_sampling_version(out: Batch, tagged: int) -> float:
+    """The newest weights version a valid token of partial rollout ``out`` was sampled with
+    (its ``token_versions``); ``tagged``, its last segment's tag, when it has no valid token.
+
+    Not the tag itself: a segment whose rows had all ended samples nothing, yet carries the
+    version it was submitted with (the held-version check reads it, per replica rank, and
+    every rank must agree on it), which is newer than any of the batch's tokens.
+    """
+    mask = out["response_mask"].bool()
+    versions = out["token_versions"][mask]
+    return float(versions.max()) if versions.numel() else float(tagged)
 
 
 @attrs.define(kw_only=True)
@@ -552,8 +595,10 @@ class GenerationPipeline:
             synced_count = float(out.meta.pop("weights_version"))
             out.meta.pop("synced_version", None)
             policy_version = out.meta.pop("policy_version", None)
-            if policy_version is not None:  # partial rollouts: the last segment's, as tagged
-                metrics["async/rollout_weights_version"] = float(policy_version)
+            if policy_version is not None:  # partial rollouts
+                metrics["async/rollout_weights_version"] = newest_sampling_version(
+                    out, policy_version
+                )
             else:
                 metrics["async/rollout_weights_version"] = synced_count - 1 + head.replica_base
             metrics.update(synced)

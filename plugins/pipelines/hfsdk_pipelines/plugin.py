@@ -27,7 +27,8 @@ def hfsdk_build_generation_pipeline(
 @hfsdk.hookimpl
 def hfsdk_validate_config(config: Any) -> list[str] | None:
     """A pipeline other than ``sync`` for an algorithm that needs fresh on-policy data, or
-    generates nothing: refused with the config (``hfsdk config show`` too), not at the run."""
+    generates nothing, and ``trainer.max_staleness`` set without ``trainer.pipeline: async``:
+    refused with the config (``hfsdk config show`` too), not at the run."""
     from hfsdk_pipelines.pipeline import pipeline_problems
 
     return pipeline_problems(config)

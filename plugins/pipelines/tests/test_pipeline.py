@@ -417,6 +417,53 @@ def test_a_partial_batch_tagged_with_a_version_its_replicas_never_held_is_flagge
     assert GenerationPipeline._held_version_problem(ahead) is None
 
 
+class _EarlyEndingReplicas(_FakePartialReplicas):
+    """Every row ends in its first segment: the later segment calls sample nothing, yet are
+    tagged (``policy_version``) with the version passed, as a real replica's are."""
+
+    def _segment(self, state: Batch, final: bool, version: int) -> Batch:
+        first = not bool((state["token_versions"] >= 0).any())
+        out = super()._segment(state, final, version)
+        if not first:  # nothing sampled: undo the token the fake added
+            out["token_versions"], out["held"] = state["token_versions"], state["held"]
+        if final:
+            out["response_mask"] = (out["token_versions"] >= 0).float()
+        return out
+
+
+def test_rollout_weights_version_is_one_some_token_was_sampled_with() -> None:
+    """Under partial rollouts a batch whose rows all ended before its last segment reports
+    the newest version its tokens were sampled with, not the later segments' tags; the
+    held-version check still passes (no replica restart)."""
+
+    def no_restart(exc: BaseException) -> Any:
+        raise AssertionError(f"restarted: {exc}")
+
+    algorithm = _FakeAlgorithm()
+    algorithm.actor = _SyncingActor()
+    algorithm.actor.replicas = _EarlyEndingReplicas(algorithm.actor, width=3)
+    pipe = GenerationPipeline(
+        algorithm,
+        _Loader(),
+        depth=2,
+        behaviour_log_probs=False,
+        rollout=algorithm.actor.replicas,
+        restart_rollout=no_restart,
+        partial_tokens=2,
+        response_length=6,  # three segments, every row ended in the first
+    )
+    reported, sampled = [], []
+    for _ in range(5):
+        out, metrics = pipe.generated(pipe.next_batch())
+        mask = out["response_mask"].bool()
+        assert torch.equal(out["token_versions"], out["held"])
+        reported.append(metrics["async/rollout_weights_version"])
+        sampled.append(float(out["token_versions"][mask].max()))
+        algorithm.actor.version += 1
+        pipe.step_done()
+    assert reported == sampled == [0.0, 0.0, 0.0, 1.0, 2.0]
+
+
 def test_rollout_only_counts_no_update_and_syncs_nothing() -> None:
     """``trainer.mode: rollout_only`` trains nothing: the pipeline of its rollout pool keeps
     version 0 and sends the replicas the starting weights once, not after every step."""
@@ -718,3 +765,61 @@ def test_the_replica_restarts_count_survives_a_resume() -> None:
     older, _ = _replica_pipeline(restart)
     older.load_state_dict({k: v for k, v in state.items() if k != "rollout_restarts"})
     assert older.rollout_restarts == 0
+
+
+class _LogProbRollout:
+    """The actor's generation: reports ``rollout_log_probs`` (zeros) when ``reports``."""
+
+    def __init__(self, calls: dict[str, int], reports: bool) -> None:
+        self.calls, self.reports = calls, reports
+
+    def submit(self, batch: Batch) -> _Future:
+        self.calls["generate"] += 1
+        rows = len(batch)
+        tensors = {"response_mask": torch.ones(rows, 3)}
+        if self.reports:
+            tensors["rollout_log_probs"] = torch.zeros(rows, 3)
+        return _Future(Batch.from_dict(tensors=tensors))
+
+
+class _CountedLogProbs:
+    """The actor's ``compute_log_prob``: ones, counted."""
+
+    def __init__(self, calls: dict[str, int]) -> None:
+        self.calls = calls
+
+    def submit(self, generated: _Future) -> _Future:
+        self.calls["compute_log_prob"] += 1
+        return _Future(Batch.from_dict(tensors={"old_log_probs": torch.ones(2, 3)}))
+
+
+@pytest.mark.parametrize(("backend", "reports"), [("vllm", True), ("hf", False)])
+def test_behaviour_log_probs_are_computed_only_when_the_rollout_reports_none(
+    backend: str, reports: bool
+) -> None:
+    """Colocated ``one_step_off`` needing behaviour log-probs: a rollout whose contract says it
+    reports ``rollout_log_probs`` (vLLM) keeps its own and no actor forward is queued; one that
+    reports none gets the actor's ``compute_log_prob`` behind each generation."""
+    from hfsdk_pipelines.pipeline import build_pipeline
+
+    config = load_run_config(
+        "grpo",
+        None,
+        [
+            *SMALL,
+            "trainer.pipeline=one_step_off",
+            "trainer.max_mismatch_kl=1.0",
+            f"rollout.backend={backend}",
+        ],
+    )
+    calls = {"generate": 0, "compute_log_prob": 0}
+    algorithm = _FakeAlgorithm()
+    algorithm.actor.generate_sequences = _LogProbRollout(calls, reports)  # type: ignore[assignment]
+    algorithm.actor.compute_log_prob = _CountedLogProbs(calls)  # type: ignore[assignment]
+    pipe = build_pipeline(algorithm, _Loader(), config, None, None)
+    for _ in range(4):
+        out, _ = pipe.generated(pipe.next_batch())
+        pipe.step_done()
+        kept = torch.zeros(2, 3) if reports else torch.ones(2, 3)
+        assert torch.equal(out["rollout_log_probs"], kept)
+    assert calls == {"generate": 5, "compute_log_prob": 0 if reports else 5}

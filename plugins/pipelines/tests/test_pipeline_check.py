@@ -32,3 +32,19 @@ def test_the_check_runs_with_the_config() -> None:
     load_run_config("sft", None, ["trainer.pipeline=sync"])
     with pytest.raises(hfsdk.HfsdkError, match="samples nothing to generate ahead"):
         load_run_config("sft", None, ["trainer.pipeline=one_step_off"])
+
+
+@pytest.mark.parametrize("pipeline", ["sync", "one_step_off"])
+def test_max_staleness_without_the_async_pipeline_is_refused_with_the_config(
+    pipeline: str,
+) -> None:
+    """``trainer.max_staleness`` is read only under ``trainer.pipeline: async``: set with
+    another pipeline it would be ignored silently."""
+    from hfsdk.core.config import load_run_config
+
+    load_run_config("grpo", None, ["trainer.pipeline=async", "trainer.max_staleness=3"])
+    load_run_config("grpo", None, [f"trainer.pipeline={pipeline}"])
+    with pytest.raises(hfsdk.HfsdkError, match=r"trainer\.pipeline=async") as info:
+        load_run_config("grpo", None, [f"trainer.pipeline={pipeline}", "trainer.max_staleness=3"])
+    assert "trainer.max_staleness=3" in str(info.value)
+    assert "\n" not in str(info.value)

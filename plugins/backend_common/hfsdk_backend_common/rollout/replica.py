@@ -345,7 +345,8 @@ class RolloutReplicaWorker(Worker):
         ``final``: return the finished rollout batch (the contract's keys plus
         ``rollout_log_probs`` and ``token_versions``) instead of the partial state.
         ``version``: as in :meth:`start_partial`; the segment's tokens are tagged with it
-        and the batch's ``meta['policy_version']`` is the last segment's.
+        and the batch's ``meta['policy_version']`` is the last segment call's (even one that
+        sampled nothing, every row having ended).
         """
         torch.manual_seed(int(seed) + 7919 * self.rank)
         partial = self._segment(partial, tokens, version)
@@ -354,7 +355,11 @@ class RolloutReplicaWorker(Worker):
     def _segment(self, partial: Batch, tokens: int, policy_version: int | None = None) -> Batch:
         if policy_version is None:  # the replica's own syncs, the first one being version 0
             policy_version = self.source.weights_version - 1
-        partial.meta["policy_version"] = int(policy_version)  # what the weights held are
+        # What the weights held are, set even when every row has ended and nothing is sampled:
+        # the pipeline checks it against this call's sync count, and each replica rank must
+        # tag alike (their batches' meta must agree). The version a token was sampled with is
+        # in token_versions.
+        partial.meta["policy_version"] = int(policy_version)
         width = self.run_config.rollout.max_response_length
         pad = self.source.tokenizer.pad_token_id
         eos = set(eos_token_ids(list(self.source.generation_eos_ids), self.source.tokenizer))
