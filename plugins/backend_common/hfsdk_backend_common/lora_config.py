@@ -6,6 +6,9 @@ import attrs
 
 from hfsdk import help_field
 
+ALL_LINEAR = "all-linear"
+"""peft's ``target_modules`` for every linear layer but the output head, given alone."""
+
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 """Every linear layer of a Llama / Qwen2 / Mistral block."""
 
@@ -15,6 +18,14 @@ def _check_targets(instance: object, attribute: attrs.Attribute, value: tuple[st
         raise ValueError(
             f"lora.target_modules={list(value)!r} must be a non-empty list of module names "
             f"(e.g. {list(DEFAULT_TARGETS[:2])}) or ['all-linear']"
+        )
+    if ALL_LINEAR in value and len(value) > 1:
+        # peft takes 'all-linear' only as the whole string; in a list it is a module name no
+        # model has, and the preflight's "no layer 'all-linear'" would send the user in circles.
+        raise ValueError(
+            f"lora.target_modules={list(value)!r} lists 'all-linear' beside other entries; "
+            "'all-linear' must be the only entry (it already adapts every linear layer of the "
+            "language model): give ['all-linear'] alone, or list module names without it"
         )
 
 
@@ -59,7 +70,29 @@ class LoraConfig:
     """The export always writes the adapter (peft's files, loadable onto the base model); with
     this the merged full model is written beside it, loadable without peft."""
 
+    def __attrs_post_init__(self) -> None:
+        # rank 0 builds no adapters, so every other setting here would be dropped unread.
+        if self.rank > 0:
+            return
+        unused = [
+            f"lora.{field.name}={_shown(getattr(self, field.name))}"
+            for field in attrs.fields(type(self))
+            if field.name != "rank" and getattr(self, field.name) != field.default
+        ]
+        if unused:
+            # "'rank' ..." is how attrs' own validators start: the config loader names the key.
+            raise ValueError(
+                f"'rank' 0 turns LoRA off (the full model trains), so {', '.join(unused)} "
+                f"would be ignored; set it > 0 to train adapters (fsdp backend), or drop "
+                f"{'that setting' if len(unused) == 1 else 'those settings'}"
+            )
+
     @property
     def enabled(self) -> bool:
         """Whether adapters are used (``rank > 0``)."""
         return self.rank > 0
+
+
+def _shown(value: object) -> object:
+    """A setting as the user wrote it: a list for ``target_modules`` (held as a tuple)."""
+    return list(value) if isinstance(value, tuple) else value

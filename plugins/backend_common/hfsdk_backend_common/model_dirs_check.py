@@ -40,11 +40,20 @@ def check_model_path(key: str, path: str | None) -> None:
         and (directory / "adapter_config.json").is_file()
         and not (directory / "config.json").is_file()
     ):
-        # A LoRA run's actor_hf/ (or export) is the adapter alone: its model is in merged/.
+        # A LoRA run's actor_hf/ (or export) is the adapter alone: its model is in merged/ only
+        # when the run had actor.lora.export_merged=true (hfsdk export writes <out>/actor/merged).
+        merged = directory / "merged"
+        if merged.is_dir():
+            where = f"point it at {str(merged)!r}, the merged model written beside it"
+        else:
+            where = (
+                "point it at a merged model: `hfsdk export RUN_DIR --out DIR --lora-merged` "
+                "writes one to DIR/actor/merged, or rerun with actor.lora.export_merged=true "
+                "to get <actor_hf>/merged"
+            )
         raise HfsdkError(
             f"{key}={path!r} holds a LoRA adapter, not a model (adapter_config.json, no "
-            f"config.json); point it at {str(directory / 'merged')!r}, the merged model "
-            "(written with actor.lora.export_merged=true or by hfsdk export)"
+            f"config.json); {where}"
         )
     if not directory.is_dir() or not (directory / "config.json").is_file():
         raise HfsdkError(

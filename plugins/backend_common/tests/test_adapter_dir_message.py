@@ -30,10 +30,24 @@ def _adapter_dir(path: Path) -> Path:
 
 def test_an_adapter_directory_points_to_its_merged_model(tmp_path: Path) -> None:
     adapter = _adapter_dir(tmp_path / "step_2" / "actor_hf")
+    (adapter / "merged").mkdir()  # what actor.lora.export_merged=true writes beside the adapter
     merged = re.escape(repr(str(adapter / "merged")))
     with pytest.raises(HfsdkError, match=rf"holds a LoRA adapter, not a model .*{merged}") as got:
         check_model_path("actor.model_path", str(adapter))
-    assert "\n" not in str(got.value) and "actor.lora.export_merged=true" in str(got.value)
+    assert "\n" not in str(got.value)
+
+
+def test_an_adapter_directory_without_a_merged_model_says_how_to_write_one(
+    tmp_path: Path,
+) -> None:
+    # Before: it pointed at <dir>/merged, which only actor.lora.export_merged=true writes.
+    adapter = _adapter_dir(tmp_path / "step_2" / "actor_hf")
+    with pytest.raises(HfsdkError, match=r"holds a LoRA adapter, not a model") as got:
+        check_model_path("actor.model_path", str(adapter))
+    message = str(got.value)
+    assert "\n" not in message and str(adapter / "merged") not in message
+    assert "hfsdk export RUN_DIR --out DIR --lora-merged" in message
+    assert "DIR/actor/merged" in message and "actor.lora.export_merged=true" in message
 
 
 def test_the_cli_refuses_an_adapter_model_path_in_one_line(

@@ -200,13 +200,29 @@ def _lora_problems(config: Any) -> list[str]:
             f"{actor.rollout_layout.tp}: tensor-parallel generation slices the FSDP shards, which "
             "LoRA's merged weights are not; set actor.rollout_layout.tp: 1"
         )
-    for name, section in _fsdp_sections(config):  # a signal's scoring model too
-        if name != "actor" and section.lora.enabled:
-            problems.append(
-                f"{name}.lora.rank={section.lora.rank}: LoRA adapters train the policy only; "
-                f"set {name}.lora.rank: 0 (a reference on the actor's model already shares "
-                "the actor's base weights)"
-            )
+    refused = [
+        (name, section)
+        for name, section in _fsdp_sections(config)  # a signal's scoring model too
+        if name != "actor" and section.lora.enabled
+    ]
+    if not refused:  # nothing to say: the algorithm's spec is not needed
+        return problems
+    from hfsdk import run_spec
+
+    kinds = {role.name: role.kind for role in run_spec(config).roles}
+    for name, section in refused:
+        # Only a frozen policy (reference, teacher) might want adapters to mirror the actor's
+        # base; a critic or reward model has its own weights, which the note would misdescribe.
+        note = (
+            " (a frozen policy trains nothing; a reference on the actor's model already shares "
+            "the actor's base weights)"
+            if kinds.get(name.split(".")[0]) == "frozen_policy"
+            else ""
+        )
+        problems.append(
+            f"{name}.lora.rank={section.lora.rank}: LoRA adapters train the policy only; "
+            f"set {name}.lora.rank: 0{note}"
+        )
     return problems
 
 

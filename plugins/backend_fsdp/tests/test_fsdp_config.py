@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from hfsdk_backend_common.optim_config import OptimConfig
@@ -179,3 +181,40 @@ def test_a_mini_batch_that_splits_preference_pairs_is_refused_with_the_config() 
     load_run_config("dpo", None, [*two, "actor.mini_batch_size=8"])
     load_run_config("dpo", None, ["reference.mini_batch_size=3"])  # frozen: never splits
     load_run_config("grpo", None, ["actor.mini_batch_size=3"])  # single rows
+
+
+@pytest.mark.parametrize(
+    "setting",
+    ["actor.lora.alpha=32", "actor.lora.dropout=0.1", "actor.lora.target_modules=[q_proj]",
+     "actor.lora.export_merged=true"],
+)  # fmt: skip
+def test_lora_settings_without_a_rank_are_refused(setting: str) -> None:
+    # Before: rank 0 (the default) trains the full model and dropped these without a word.
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.errors import ConfigError
+
+    key = setting.split("=")[0].removeprefix("actor.")
+    with pytest.raises(ConfigError, match=rf"'actor\.lora\.rank': 0 .*{re.escape(key)}") as got:
+        load_run_config("grpo", None, [setting])
+    assert "\n" not in str(got.value) and "set it > 0" in str(got.value)
+    load_run_config("grpo", None, ["actor.lora.rank=8", setting])  # with adapters: used
+
+
+def test_lora_settings_equal_to_their_defaults_need_no_rank() -> None:
+    from hfsdk.core.config import load_run_config
+
+    defaults = ["actor.lora.alpha=16", "actor.lora.dropout=0", "actor.lora.export_merged=false",
+                "actor.lora.target_modules=[q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj]"]  # fmt: skip
+    load_run_config("grpo", None, defaults)
+
+
+def test_only_a_frozen_policy_is_told_the_actor_shares_its_base() -> None:
+    # Before: a critic's refusal said a reference on the actor's model shares its base too.
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"reference\.lora\.rank=4: .*shares the actor's base"):
+        load_run_config("ppo", None, ["reference.lora.rank=4"])
+    with pytest.raises(ConfigError, match=r"critic\.lora\.rank=4: LoRA adapters train") as got:
+        load_run_config("ppo", None, ["critic.lora.rank=4"])
+    assert "reference" not in str(got.value) and "base weights" not in str(got.value)

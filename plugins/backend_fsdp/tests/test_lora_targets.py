@@ -110,3 +110,16 @@ def test_the_lm_head_of_a_tied_model_is_refused_and_of_an_untied_one_taken(
         _preflight(tied, "q_proj", "lm_head")
     untied = _config_dir(tmp_path / "untied", {**config, "tie_word_embeddings": False})
     _preflight(untied, "q_proj", "lm_head")
+
+
+def test_all_linear_beside_other_names_is_refused_on_its_own_line() -> None:
+    # Before: the preflight said the model had no layer 'all-linear' "(or give ['all-linear'])".
+    from hfsdk.core.config import load_run_config
+    from hfsdk.core.errors import ConfigError
+
+    with pytest.raises(ValueError, match=r"'all-linear' must be the only entry"):
+        LoraConfig(rank=4, target_modules=("q_proj", "all-linear"))
+    with pytest.raises(ConfigError, match=r"actor\.lora.*'all-linear' must be the only") as got:
+        load_run_config("grpo", None, ["actor.lora.rank=4", "actor.lora.target_modules=[q_proj,all-linear]"])  # fmt: skip
+    assert "\n" not in str(got.value) and "has no layer" not in str(got.value)
+    LoraConfig(rank=4, target_modules=("all-linear",))  # alone: fine
