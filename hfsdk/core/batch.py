@@ -258,17 +258,12 @@ class Batch:
         Lengths must match, except that a batch with no per-sample keys and length 0 (e.g. one
         that only carries meta) can be joined to any batch.
         """
-        if self._is_blank():
-            length = other._length
-        elif other._is_blank():
-            length = self._length
-        else:
-            length = self._length
-            if other._length != self._length:
-                raise HfsdkError(
-                    f"cannot union batches of length {self._length} and {other._length}: "
-                    "both must hold the same samples in the same order — index or pad one first"
-                )
+        if not (self._is_blank() or other._is_blank() or other._length == self._length):
+            raise HfsdkError(
+                f"cannot union batches of length {self._length} and {other._length}: "
+                "both must hold the same samples in the same order — index or pad one first"
+            )
+        length = other._length if self._is_blank() else self._length
         tensors: dict[str, torch.Tensor] = dict(self.tensors.items())
         arrays = dict(self.non_tensors)
         for kind, mine, theirs, other_kind, elsewhere in (
@@ -293,8 +288,7 @@ class Batch:
 
     @staticmethod
     def _require_keys(wanted: list[str], available: list[str], kind: str) -> None:
-        missing = [key for key in wanted if key not in available]
-        if missing:
+        if missing := [key for key in wanted if key not in available]:
             raise HfsdkError(
                 f"batch has no {kind} key(s) {missing}; its {kind} keys are {available}"
             )
@@ -437,12 +431,11 @@ class Batch:
         )
 
     def _slice(self, start: int, stop: int, step: int = 1) -> Batch:
-        length = len(range(start, stop, step))
         return Batch._trusted(
             {key: value[start:stop:step] for key, value in self.tensors.items()},
             {key: value[start:stop:step] for key, value in self.non_tensors.items()},
             dict(self.meta),
-            length,
+            len(range(start, stop, step)),
             self.tensors.device,
         )
 
@@ -503,9 +496,8 @@ class Batch:
         """
         import copy
 
-        tensors = {key: value.detach().clone() for key, value in self.tensors.items()}
         return Batch._trusted(
-            tensors,
+            {key: value.detach().clone() for key, value in self.tensors.items()},
             copy.deepcopy(self.non_tensors, memo),
             copy.deepcopy(self.meta, memo),
             self._length,
@@ -585,10 +577,9 @@ def _tensor_items(tensors: Mapping[str, torch.Tensor] | None) -> dict[str, torch
     """The tensors of a mapping, checked to be flat, named, non-scalar tensors."""
     if tensors is None:
         return {}
-    if isinstance(tensors, Mapping):
-        items = dict(tensors)
-    else:
+    if not isinstance(tensors, Mapping):
         raise HfsdkError(f"tensors must be a dict of tensors, got {type(tensors).__name__}")
+    items = dict(tensors)
     for key, value in items.items():
         _check_key(key)
         if not isinstance(value, torch.Tensor):

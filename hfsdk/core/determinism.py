@@ -17,6 +17,7 @@ docs/training.md#deterministic-runs for what it cost here).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 DETERMINISTIC_ENV = "HFSDK_DETERMINISTIC"
 _CUBLAS = "CUBLAS_WORKSPACE_CONFIG"
@@ -27,26 +28,44 @@ def determinism_env(seed: int) -> dict[str, str]:
     return {DETERMINISTIC_ENV: "1", _CUBLAS: ":4096:8", "PYTHONHASHSEED": str(seed)}
 
 
+_FOUND: list[tuple[Any, ...]] = []  # what the first enable found, till its disable
+
+
 def enable_determinism() -> None:
-    """Deterministic kernels in this process (an op without one raises, naming itself)."""
+    """Deterministic kernels in this process (an op without one raises, naming itself); the
+    first call keeps what it found for :func:`disable_determinism` (a restart calls it again)."""
     import torch
 
+    b = torch.backends
+    if not _FOUND:
+        _FOUND.append((torch.are_deterministic_algorithms_enabled(),
+                       torch.is_deterministic_algorithms_warn_only_enabled(), b.cudnn.deterministic,
+                       b.cudnn.benchmark, b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32,
+                       os.environ.get(_CUBLAS)))  # fmt: skip
     os.environ.setdefault(_CUBLAS, ":4096:8")  # read by cuBLAS when its handle is created
     torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.deterministic = True
-    torch.backends.cudnn.benchmark = False
+    b.cudnn.deterministic, b.cudnn.benchmark = True, False
     # TF32 matmuls round differently from fp32 ones: identical across runs, but not the
     # precision asked for; keep the full one.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = False
 
 
 def disable_determinism() -> None:
-    """Undo :func:`enable_determinism` (an in-process run gives the controller back)."""
+    """Give back every setting :func:`enable_determinism` changed, as it found them (an
+    in-process run gives the controller back: tests, notebooks)."""
     import torch
 
-    torch.use_deterministic_algorithms(False)
-    torch.backends.cudnn.deterministic = False
+    if not _FOUND:  # never enabled: nothing to give back
+        return
+    on, warn_only, deterministic, benchmark, tf32, cudnn_tf32, cublas = _FOUND.pop()
+    b = torch.backends
+    b.cudnn.deterministic, b.cudnn.benchmark = deterministic, benchmark
+    b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = tf32, cudnn_tf32
+    torch.use_deterministic_algorithms(on, warn_only=warn_only)
+    if cublas is None:
+        os.environ.pop(_CUBLAS, None)
+    else:
+        os.environ[_CUBLAS] = cublas
 
 
 def apply_from_env() -> bool:

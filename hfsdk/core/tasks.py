@@ -63,8 +63,7 @@ def get_task(name: str = DEFAULT_TASK, pm: HfsdkPluginManager | None = None) -> 
             f"{TASKS_DISTRIBUTION} for the built-in tasks, or give the run its own data and "
             f"model (data.train_files=[...], actor.model_path=DIR){failed}"
         )
-    task: Task = entry.impl
-    return task
+    return entry.impl
 
 
 def default_task_assets(model: str = "warm", data: str = "prompts") -> TaskAssets:

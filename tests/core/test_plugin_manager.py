@@ -764,5 +764,5 @@ def test_a_bug_in_a_firstresult_hook_names_its_plugin() -> None:
         "fix or disable it (HFSDK_DISABLE_PLUGINS=buggy)"
     )
     assert isinstance(info.value.__cause__, ValueError)  # --debug shows the plugin's traceback
-    with pytest.raises(hfsdk.HfsdkError, match="^a refusal on purpose$"):  # unchanged
+    with pytest.raises(hfsdk.HfsdkError, match=r"^a refusal on purpose$"):  # unchanged
         pm.hook.hfsdk_fault_point(point="p", step=0)

@@ -30,8 +30,7 @@ def list_entries(kind: str | None) -> None:
         width = max(len(name) for name in registry)
         for name, entry in registry.items():
             click.echo(f"{name:<{width}}  {entry.summary}  [{entry.plugin}]")
-    failed = manager.failed_plugins()
-    if failed:
+    if failed := manager.failed_plugins():
         # Some may have added names of this kind: say which plugins and why, never omit silently.
         click.echo("these plugins failed to load; names of this kind may be missing:")
         for info in failed:

@@ -180,8 +180,7 @@ def closest_key(key: str, fields: list[str]) -> str | None:
     synonym = _KEY_SYNONYMS.get(key)
     if synonym in fields:
         return synonym
-    close = closest_match(key, fields)
-    if close:
+    if close := closest_match(key, fields):
         return close
     initials = "".join(word[0] for word in key.split("_") if word)
     return initials if len(initials) > 1 and initials in fields else None

@@ -74,8 +74,7 @@ def _help_of(cls: type, field: attrs.Attribute) -> str:
     A subclass that only changes a default (``kl_coef: float = 0.05``) keeps the
     meaning its base documented.
     """
-    text = field.metadata.get(HELP_KEY)
-    if text:
+    if text := field.metadata.get(HELP_KEY):
         return str(text)
     for base in cls.__mro__[1:]:
         if attrs.has(base):

@@ -223,8 +223,7 @@ class _Composer:
         for key, value in rollout.items():
             cls = classes.get(key)
             if cls is None:
-                line = missing_plugin_line(f"rollout.{key}")
-                if line:
+                if line := missing_plugin_line(f"rollout.{key}"):
                     self.errors.append(line)
                 else:
                     rest[key] = value
@@ -384,8 +383,7 @@ def resolve_run_config(
         elif key in _LOSS_SECTIONS:
             continue
         elif key not in known:
-            line = missing_plugin_line(str(key))  # set, but its plugin is not loaded
-            if line:
+            if line := missing_plugin_line(str(key)):  # set, but its plugin is not loaded
                 composer.errors.append(line)
                 continue
             close = closest_match(str(key), sorted(known))
@@ -405,8 +403,7 @@ def resolve_run_config(
         raise ConfigError("; ".join(composer.errors))
 
     config = RunConfig(algo=algo, sections=composer.sections)
-    unread = unread_key_line(config, top_level)
-    if unread:
+    if unread := unread_key_line(config, top_level):
         raise ConfigError(unread)
     _validate_across_sections(pm, config)
     return config

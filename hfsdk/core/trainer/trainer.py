@@ -23,6 +23,7 @@ from hfsdk.core.algorithm import Algorithm, AlgorithmContext
 from hfsdk.core.algorithm_spec import AlgorithmSpec
 from hfsdk.core.atomic import write_text_atomic
 from hfsdk.core.config.run_config import RunConfig
+from hfsdk.core.determinism import disable_determinism, enable_determinism
 from hfsdk.core.errors import HfsdkError
 from hfsdk.core.logs import attach_run_log, detach_run_log
 from hfsdk.core.rng import set_torch_rng_state, torch_rng_state
@@ -206,8 +207,6 @@ class Trainer:
         finally:
             self._stop.uninstall()
             if self.config.trainer.deterministic:
-                from hfsdk.core.determinism import disable_determinism
-
                 disable_determinism()  # the controller's process goes on (tests, notebooks)
         detach_run_log()
         self.directory.release()
@@ -239,8 +238,6 @@ class Trainer:
 
         cfg = self.config
         if cfg.trainer.deterministic:
-            from hfsdk.core.determinism import enable_determinism
-
             enable_determinism()  # the controller, and the workers when they share its process
         random.seed(cfg.trainer.seed)
         np.random.seed(cfg.trainer.seed)
@@ -539,8 +536,7 @@ class Trainer:
                 self._pipeline.load_state_dict(state["pipeline"])
             _set_rng_state(state["rng"])
             self.resume_from = (step, path)
-            if not self.quiet:
-                logger.warning("resuming from %s (step %d)", path, step)
+            logger.warning("resuming from %s (step %d)", path, step)  # --quiet too: a resume
             return int(state["step"])
         return 0
 

@@ -32,8 +32,7 @@ class TrainerConfig:
                 f"trainer.mode={self.mode!r} runs with trainer.pipeline: sync, not "
                 f"{self.pipeline!r} (nothing is generated ahead of an update there)"
             )
-        too_large = [k for k in self.val_k if not 1 <= k <= self.val_n]
-        if too_large:
+        if any(not 1 <= k <= self.val_n for k in self.val_k):
             raise ValueError(
                 f"val_k={list(self.val_k)} has k outside 1..val_n={self.val_n}; pass@k needs "
                 "k <= the samples per prompt (raise val_n or drop those k)"

@@ -146,9 +146,8 @@ class DataRef:
         timeout_s = data_timeout_s()
         try:
             for info in fetch(self.info_refs, timeout_s):
-                ok, failure = info[0], info[2]
-                if not ok:
-                    raise HfsdkError(f"input from {self.source} failed: {failure.summary()}")
+                if not info[0]:  # (ok, rows, failure, ...)
+                    raise HfsdkError(f"input from {self.source} failed: {info[2].summary()}")
             return self.transform(fetch(self.result_refs, timeout_s))
         except Exception as exc:
             if not is_ray_error(exc, "GetTimeoutError"):
@@ -209,8 +208,7 @@ def take_segments(segments: Sequence[tuple[int, int, int]], values: list[Any]) -
     metrics are merged as the protocols' collect merges them.
     """
     pieces = [_slice_rows(values[i], start, stop) for i, start, stop in segments]
-    first = pieces[0]
-    if isinstance(first, list):
+    if isinstance(pieces[0], list):
         return [item for piece in pieces for item in piece]
     from hfsdk.core.batch import Batch
     from hfsdk.core.rollout_output import merge_rollout_metrics
@@ -371,11 +369,7 @@ class CallFuture:
         )
 
 
-class _Missing:
-    pass
-
-
-_MISSING = _Missing()
+_MISSING = object()
 
 
 # ---------------------------------------------------------------------- waiting and errors
@@ -471,8 +465,7 @@ def death_cause(exc: BaseException) -> str:
     """Ray's reason an actor died, trimmed to the exit type and detail."""
     text = str(exc)
     for pattern in _CAUSE_RES:
-        match = pattern.search(text)
-        if match:
+        if match := pattern.search(text):
             return match.group(0).split(" Some common causes", 1)[0].strip()
     return _first_lines(text, 2)
 

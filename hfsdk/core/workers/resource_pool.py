@@ -217,8 +217,7 @@ class ResourcePool:
         slots = [slot for pool in pools for slot in pool.slots]
         if len({id(s) for s in slots}) != len(slots):
             raise HfsdkError(f"cannot merge pools {[p.name for p in pools]}: they share devices")
-        merged = ResourcePool._view(slots, first, name or "+".join(p.name for p in pools))
-        return merged
+        return ResourcePool._view(slots, first, name or "+".join(p.name for p in pools))
 
     # -------------------------------------------------------------- binding processes
 

@@ -194,8 +194,7 @@ class HostSet(SharedHosts):
         after: Sequence[Any],
     ) -> tuple[Any, Any]:
         """Start ``(role, method, args, kwargs, want_result)`` on ``rank``: (result, info) refs."""
-        handle = self.handles[rank]
-        return handle.execute.options(num_returns=2).remote(*call, *after)
+        return self.handles[rank].execute.options(num_returns=2).remote(*call, *after)
 
     def ask_mesh_positions(self, role: str, mesh: str, timeout_s: float) -> list[Any]:
         """Every rank's declared position of ``role`` in ``mesh`` (``None``: undeclared)."""
@@ -446,8 +445,7 @@ class WorkerGroup:
                     ranks=list(range(self.world_size)),
                     method="mesh_position",
                 ) from None
-            missing = [rank for rank, p in enumerate(positions) if p is None]
-            if missing:
+            if missing := [rank for rank, p in enumerate(positions) if p is None]:
                 raise HfsdkError(
                     f"role {self.role!r}: ranks {missing} did not declare mesh {mesh!r}; call "
                     f"self.declare_mesh({mesh!r}, pp=..., tp=...) (or set_mesh_position) in the "

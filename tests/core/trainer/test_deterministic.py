@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,31 @@ def test_the_switch_reaches_the_controller_and_the_workers(monkeypatch: pytest.M
     finally:
         determinism.disable_determinism()
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_disabling_gives_back_every_setting_as_it_was_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Before: cuDNN autotuning and TF32 stayed off, a user's warn_only mode was forced off and
+    CUBLAS_WORKSPACE_CONFIG stayed set after an in-process deterministic run."""
+    from hfsdk.core import determinism
+
+    b = torch.backends
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    before = (b.cudnn.benchmark, b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32)
+    b.cudnn.benchmark = b.cuda.matmul.allow_tf32 = b.cudnn.allow_tf32 = True
+    torch.use_deterministic_algorithms(True, warn_only=True)  # the user's own choice
+    try:
+        determinism.enable_determinism()
+        determinism.enable_determinism()  # a restarted attempt enables again
+        assert not torch.is_deterministic_algorithms_warn_only_enabled()
+        assert not b.cudnn.benchmark and not b.cuda.matmul.allow_tf32
+        determinism.disable_determinism()
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+        assert b.cudnn.benchmark and b.cuda.matmul.allow_tf32 and b.cudnn.allow_tf32
+        assert not b.cudnn.deterministic
+        assert "CUBLAS_WORKSPACE_CONFIG" not in os.environ
+    finally:
+        torch.use_deterministic_algorithms(False)
+        b.cudnn.benchmark, b.cuda.matmul.allow_tf32, b.cudnn.allow_tf32 = before
