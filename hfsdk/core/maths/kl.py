@@ -124,6 +124,12 @@ class AdaptiveKLController:
                 "reference model's log-probs)"
             )
         error = min(max(current_kl / self.target_kl - 1.0, -0.2), 0.2)
+        if 1.0 + error * n_steps / self.horizon <= 0:  # the sign flips: the reward pays for drift
+            raise HfsdkError(
+                f"algorithm.kl_horizon={self.horizon} is too small for {n_steps} samples a step "
+                "(the adaptive update would turn kl_coef negative); set it above "
+                f"{n_steps // 5}, a fifth of the samples, e.g. to {max(10_000, n_steps)}"
+            )
         self.value *= 1.0 + error * n_steps / self.horizon
         return self.value
 

@@ -93,6 +93,12 @@ class RunDirectory:
                     f"--run-dir {str(self.path)!r}: {str(path)!r} is a file, not a directory; "
                     "pass a directory path (it is created if missing)"
                 )
+        top = [p.parent for p in (self.path, self.path.parent) if p.name == CHECKPOINTS]
+        if top and (top[0] / CONFIG_FILE).exists():  # checkpoints/ or a step_N in it: no run
+            raise HfsdkError(
+                f"--run-dir {str(self.path)!r} is inside the checkpoints of run {str(top[0])!r}; "
+                f"pass {str(top[0])!r} to resume from its newest checkpoint"
+            )
         ours = [n for n in (CONFIG_FILE, METRICS_FILE, RUN_LOG) if (self.path / n).exists()]
         if ours and not any((self.path / n).exists() for n in (LOCK_FILE, CHECKPOINTS)):
             raise HfsdkError(

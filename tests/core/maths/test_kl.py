@@ -76,3 +76,12 @@ def test_fixed_controller_and_factory() -> None:
     assert isinstance(build_kl_controller("adaptive", 0.05, 0.1, 100), AdaptiveKLController)
     with pytest.raises(HfsdkError, match="'fixed' or 'adaptive'"):
         build_kl_controller("pid", 0.05)
+
+
+def test_an_update_that_would_flip_the_coefficients_sign_is_refused() -> None:
+    """Before: kl_coef 0.05 went to -0.155, then 0.479, -1.48 (horizon 200, 4096 samples)."""
+    ctl = AdaptiveKLController(0.05, target_kl=0.1, horizon=200)
+    with pytest.raises(HfsdkError, match=r"kl_horizon=200 is too small for 4096 samples .* 819"):
+        ctl.update(0.0, 4096)
+    assert ctl.value == 0.05  # unchanged
+    assert ctl.update(0.0, 999) == pytest.approx(0.05 * (1 - 0.2 * 999 / 200))  # still > 0

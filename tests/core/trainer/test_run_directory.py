@@ -143,3 +143,13 @@ def test_a_failed_run_that_logged_only_to_other_sinks_is_kept(tmp_path: Path, si
     directory.abandon()
     assert directory.path.is_dir() == (sink is not None)
     assert (tmp_path / "runs").exists() == (sink is not None)  # a created parent goes too
+
+
+def test_a_checkpoint_given_as_the_run_dir_names_the_run(tmp_path: Path) -> None:
+    """--run-dir run/checkpoints/step_2 (or run/checkpoints) started a new run inside it."""
+    _saved(tmp_path, [2])
+    (tmp_path / "config.yaml").write_text("algo: grpo\n")
+    for inside in (tmp_path / "checkpoints" / "step_2", tmp_path / "checkpoints"):
+        with pytest.raises(HfsdkError, match=f"inside the checkpoints of run '{tmp_path}'; pass"):
+            RunDirectory(inside).check_path()
+    RunDirectory(tmp_path).check_path()

@@ -36,7 +36,7 @@ def _weights(run_dir: Path, step: int) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.distributed
-def test_resume_continues_exactly(tmp_path: Path) -> None:
+def test_resume_continues_exactly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     straight_dir, resumed_dir = tmp_path / "straight", tmp_path / "resumed"
     straight = Trainer(
         load_run_config("grpo", None, [*SMALL, "trainer.total_steps=4"]), straight_dir, quiet=True
@@ -51,6 +51,8 @@ def test_resume_continues_exactly(tmp_path: Path) -> None:
         load_run_config("grpo", None, [*SMALL, "trainer.total_steps=4"]), resumed_dir, quiet=True
     ).fit()
     assert [r["step"] for r in resumed] == [1, 2, 3, 4]
+    # quiet (--quiet) hides the progress bar, not that the run went on from a checkpoint
+    assert f"resuming from {resumed_dir / 'checkpoints' / 'step_2'} (step 2)" in caplog.text
     for a, b in zip(straight, resumed, strict=True):
         for key in COMPARED:
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["step"], key)
