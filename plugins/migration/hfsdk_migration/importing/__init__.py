@@ -112,7 +112,8 @@ def import_config(
 
 
 def _drop_unfit_generation_tp(m: Mapper, source: str) -> None:
-    """Report a generation tp that does not divide the actor's devices as unmapped.
+    """Report a generation tp that does not divide the actor's devices, or that hfsdk's
+    vLLM rollout on an FSDP actor or a LoRA actor cannot use, as unmapped.
 
     Validation leaves layouts out when the model is not on this machine (they are
     checked against its shape), so this one check, which needs no model, is made here:
@@ -128,24 +129,33 @@ def _drop_unfit_generation_tp(m: Mapper, source: str) -> None:
     )
     if tp is None or tp == 1:
         return
+    lora = int(m.out.get("actor", {}).get("lora", {}).get("rank", 0)) > 0
     if tp < 1:  # an importer that let it through; the modulo below would divide by it
         raise ConfigError(
             f"{GENERATION_TP_KEYS[source]}={tp} is not valid; expected a positive integer "
             "(the generation's tensor-parallel size): set it to 1 or more in the source"
         )
-    if devices % tp == 0 and not vllm_on_fsdp:
+    if devices % tp == 0 and not vllm_on_fsdp and not lora:
         return
     del layout["tp"]
     if not layout:
         del m.out["actor"]["rollout_layout"]
-    m.reject(
-        GENERATION_TP_KEYS[source],
-        f"{tp} does not divide the actor's {devices} device(s), where hfsdk generates; "
-        "set actor.rollout_layout.tp to a divisor of placement.pools.global.devices"
-        if devices % tp
-        else "hfsdk's vLLM rollout on an FSDP actor generates at tp 1 (set "
-        "actor.rollout_layout.tp with rollout.backend: hf, or a megatron actor)",
-    )
+    if devices % tp:
+        why = (
+            f"{tp} does not divide the actor's {devices} device(s), where hfsdk generates; "
+            "set actor.rollout_layout.tp to a divisor of placement.pools.global.devices"
+        )
+    elif vllm_on_fsdp:
+        why = (
+            "hfsdk's vLLM rollout on an FSDP actor generates at tp 1 (set "
+            "actor.rollout_layout.tp with rollout.backend: hf, or a megatron actor)"
+        )
+    else:
+        why = (
+            "hfsdk generates for a LoRA actor at tp 1: tensor-parallel generation slices the "
+            "FSDP shards, which LoRA's merged weights are not"
+        )
+    m.reject(GENERATION_TP_KEYS[source], why)
 
 
 def without_source_paths(config: dict[str, Any]) -> dict[str, Any]:

@@ -209,3 +209,29 @@ def as_numbers(key: str, value: Any, count: int) -> list[float]:
     if not isinstance(value, list | tuple) or len(value) != count:
         raise ConfigError(f"{key}={value!r} is not a list of {count} numbers; give {count} numbers")
     return [as_number(key, item) for item in value]
+
+
+LORA_REGEX = (
+    "peft reads one string as a regular expression over full module names; hfsdk takes a "
+    "list of module names or ['all-linear']: set actor.lora.target_modules"
+)
+"""Why a source's LoRA ``target_modules`` that is a pattern is listed rather than mapped."""
+
+
+def lora_targets(key: str, value: Any) -> list[str] | None:
+    """A source's LoRA ``target_modules`` as hfsdk's ``actor.lora.target_modules`` list.
+
+    verl, TRL and OpenRLHF hand it to peft, which takes a list of module names or one
+    string: ``all-linear`` (hfsdk's ``['all-linear']``), else a regular expression. A string
+    that is a plain module name is that name; ``None`` for any other pattern (the caller
+    lists it with :data:`LORA_REGEX`). A value that is neither is refused naming ``key``.
+    """
+    if isinstance(value, str):
+        plain = value == "all-linear" or value.replace("_", "").isalnum()
+        return [value] if plain else None
+    if isinstance(value, list | tuple) and value and all(isinstance(v, str) and v for v in value):
+        return list(value)
+    raise ConfigError(
+        f"{key}={value!r}: expected a list of module names or 'all-linear' (peft's "
+        "target_modules); give e.g. [q_proj, v_proj]"
+    )

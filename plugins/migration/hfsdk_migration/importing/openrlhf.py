@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from hfsdk import LOGGERS, ConfigError
-from hfsdk_migration.importing.mapper import Mapper
+from hfsdk_migration.importing.mapper import LORA_REGEX, Mapper, lora_targets
 
 ESTIMATORS = {
     "gae": ("gae", "ppo"),
@@ -90,10 +90,6 @@ UNMAPPED = frozenset(
         "normalize_reward",
         "value_head_prefix",
         "ref_reward_offload",
-        "lora_rank",
-        "lora_alpha",
-        "target_modules",
-        "lora_dropout",
         "load_in_4bit",
         "use_liger_kernel",
         "wandb_group",
@@ -356,6 +352,35 @@ def _std_norm(m: Mapper, name: str) -> None:
     )
 
 
+def _lora(m: Mapper, chosen: str) -> None:
+    """``--lora_rank`` (0, the default: off), ``--lora_alpha``, ``--lora_dropout``,
+    ``--target_modules`` -> ``actor.lora``, with train_ppo_ray's defaults (16, 0, all-linear).
+
+    OpenRLHF gives a PPO critic the same adapters; hfsdk has LoRA on the actor only, so
+    its critic trains the full model, which a warning says.
+    """
+    settings = ("lora_alpha", "lora_dropout", "target_modules")
+    rank = m.int("lora_rank", 0)
+    if rank <= 0:
+        for key in settings:
+            m.get(key)  # settings of LoRA that is off
+        return
+    m.put("actor.lora.rank", rank)
+    m.put("actor.lora.alpha", m.num("lora_alpha", 16, source_default=True))
+    m.put("actor.lora.dropout", m.num("lora_dropout", 0.0))
+    value = m.get("target_modules", "all-linear", source_default=True)
+    targets = lora_targets("target_modules", value)
+    if targets is None:
+        m.reject("target_modules", LORA_REGEX)
+    else:
+        m.put("actor.lora.target_modules", targets)
+    if chosen in ("ppo", "safe_rlhf"):
+        m.note(
+            f"OpenRLHF puts --lora_rank {rank} adapters on the critic too; hfsdk has LoRA on "
+            "the actor only, so its critic trains the full model (more memory, other updates)"
+        )
+
+
 def import_openrlhf(m: Mapper, algo: str | None) -> str:
     """Map OpenRLHF flags from ``m`` into hfsdk keys; returns the hfsdk algorithm chosen."""
     name = m.get("advantage_estimator", "gae", source_default=True)
@@ -376,6 +401,7 @@ def import_openrlhf(m: Mapper, algo: str | None) -> str:
     if m.get("bf16"):
         m.put("actor.dtype", "bfloat16")
     _optim(m, "actor", "actor_learning_rate", 1e-6)
+    _lora(m, chosen)
     _role_batches(m, "actor")
     low, high = _clip_range(m)
     m.put("policy_loss.clip_ratio_low", low)

@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 from hfsdk import LOGGERS, ConfigError
-from hfsdk_migration.importing.mapper import Mapper, as_int
+from hfsdk_migration.importing.mapper import LORA_REGEX, Mapper, as_int, lora_targets
 
 PPO_ONLY = ("num_ppo_epochs", "cliprange", "cliprange_value", "vf_coef", "kl_coef", "lam")
 """Keys only ``PPOConfig`` has: their presence selects PPO."""
@@ -52,6 +52,29 @@ IS_MODES = {
     "sequence_mask": ("mis", "sequence"),
 }
 """TRL's ``vllm_importance_sampling_mode`` -> (hfsdk rollout correction, its level)."""
+PEFT_KEYS = (
+    "lora_r",
+    "lora_alpha",
+    "lora_dropout",
+    "lora_target_modules",
+    "lora_target_parameters",
+    "lora_modules_to_save",
+    "lora_task_type",
+    "use_rslora",
+    "use_dora",
+)
+"""TRL ``ModelConfig``'s LoRA keys, read by ``get_peft_config`` only with ``use_peft``."""
+PEFT_DEFAULT_TARGETS = ["q_proj", "v_proj"]
+"""peft's targets when ``target_modules`` is unset, for Llama, Qwen2, Mistral and Gemma."""
+PEFT_LACKS = {
+    "use_rslora": "hfsdk scales adapters by alpha / rank; rsLoRA's alpha / sqrt(rank) has no "
+    "counterpart",
+    "use_dora": "hfsdk has no DoRA (weight-decomposed adapters), only plain LoRA",
+    "lora_modules_to_save": "hfsdk trains only the adapters; it has no fully trained modules "
+    "beside them",
+    "lora_target_parameters": "hfsdk adapts Linear modules only, not parameters",
+}
+"""TRL LoRA settings hfsdk's ``actor.lora`` lacks, listed when on (set and not off)."""
 UNMAPPED = frozenset(
     [
         "output_dir",
@@ -195,15 +218,6 @@ UNMAPPED = frozenset(
         "dtype",
         "trust_remote_code",
         "attn_implementation",
-        "use_peft",
-        "lora_r",
-        "lora_alpha",
-        "lora_dropout",
-        "lora_target_modules",
-        "lora_modules_to_save",
-        "lora_task_type",
-        "use_rslora",
-        "use_dora",
         "load_in_8bit",
         "load_in_4bit",
         "bnb_4bit_quant_type",
@@ -275,6 +289,7 @@ CONDITIONAL = frozenset(
         "tools",
         "max_completion_length",
         "warmup_ratio",
+        *PEFT_KEYS,
     ]
 )
 """Keys read only with another setting (``use_vllm``, ``tools``, the algorithm chosen)."""
@@ -780,6 +795,47 @@ def _ppo(m: Mapper) -> None:
         m.put("actor.model_path", str(m.get("sft_model_path")))
 
 
+def _peft(m: Mapper) -> None:
+    """``use_peft`` with TRL ``ModelConfig``'s LoRA keys -> ``actor.lora``.
+
+    TRL's defaults apply to what is left out (``lora_r`` 16, ``lora_alpha`` 32,
+    ``lora_dropout`` 0.05); its unset ``lora_target_modules`` leaves the targets to peft,
+    whose choice for Llama/Qwen2/Mistral models, ``q_proj`` and ``v_proj``, is assumed and
+    said. Without ``use_peft`` TRL trains the full model and the keys are listed as not used.
+    """
+    if not m.get("use_peft"):
+        return
+    rank = m.int("lora_r", 16, source_default=True)
+    if rank <= 0:
+        m.reject("lora_r", "peft refuses a LoRA rank below 1 (TRL would not start); imported "
+                 "as a full fine-tune")  # fmt: skip
+        for key in PEFT_KEYS[1:]:
+            m.get(key)  # settings of adapters that are not built
+        return
+    m.put("actor.lora.rank", rank)
+    m.put("actor.lora.alpha", m.num("lora_alpha", 32, source_default=True))
+    m.put("actor.lora.dropout", m.num("lora_dropout", 0.05, source_default=True))
+    if not m.has("lora_target_modules"):
+        m.note(
+            "use_peft without lora_target_modules: peft picks the targets by model type "
+            f"({', '.join(PEFT_DEFAULT_TARGETS)} for Llama/Qwen2/Mistral models), imported as "
+            "actor.lora.target_modules: set it for another architecture"
+        )
+    value = m.get("lora_target_modules", PEFT_DEFAULT_TARGETS, source_default=True)
+    targets = lora_targets("lora_target_modules", value)
+    if targets is None:
+        m.reject("lora_target_modules", LORA_REGEX)
+    else:
+        m.put("actor.lora.target_modules", targets)
+    for key, why in PEFT_LACKS.items():
+        if m.flat.get(key) in (None, False, [], ""):
+            m.get(key)  # off: as hfsdk
+        else:
+            m.reject(key, why)
+    if m.get("lora_task_type", "CAUSAL_LM") != "CAUSAL_LM":
+        m.reject("lora_task_type", "hfsdk's adapters are on the actor's causal LM (CAUSAL_LM)")
+
+
 def _refuse_dpo(m: Mapper, algo: str | None) -> None:
     """Refuse a TRL ``DPOConfig`` (or ``--algo dpo``): this importer maps GRPO/PPO configs.
 
@@ -812,5 +868,6 @@ def import_trl(m: Mapper, algo: str | None) -> str:
     else:
         _common(m, 1e-6, temperature=None)
         _grpo(m)
+    _peft(m)
     m.check_unknown("TRL", UNMAPPED, CONDITIONAL, UNKNOWN)
     return chosen

@@ -26,6 +26,7 @@ from hfsdk_migration.importing.verl_roles import (
     backend_of,
     config_fields,
     map_engine,
+    map_lora,
     map_model,
     map_rollout,
     map_strategy,
@@ -240,6 +241,7 @@ def _clipping(m: Mapper) -> None:
 def _actor(m: Mapper, n: int, total: int | None) -> None:
     backend = map_strategy(m, A, "actor")
     map_model(m, M, "actor", backend)
+    map_lora(m, M, "actor", backend)
     map_freeze_vision(m, backend, config_fields("training_backends", backend))
     map_engine(m, A, "actor", backend)
     ref_backend = backend_of(m.get(F + "strategy", m.flat.get(A + "strategy")))
@@ -313,6 +315,7 @@ def _critic(m: Mapper, algo: str, n: int, total: int | None) -> None:
         return
     backend = map_strategy(m, C, "critic")
     map_model(m, C + "model.", "critic", backend)
+    map_lora(m, C + "model.", "critic", backend)
     map_engine(m, C, "critic", backend)
     _optim(m, C, "critic", 1e-5, total)
     # verl's critic takes the actor's batch sizes unless it sets its own.

@@ -67,7 +67,9 @@ RULES = (
     (r"(use_fused_kernels|use_liger|entropy_from_logits_with_chunking|"
      r"entropy_checkpointing|fused_kernel_options\.\w+|use_mbridge|vanilla_mbridge|"
      r"use_distributed_optimizer|forward_prefetch|wrap_policy\.\w+|use_orig_params)$", PERF),
-    (r"\.rollout\.(mode|load_format|layered_summon|enable_chunked_prefill|"
+    (r"\.rollout\.layered_summon$",
+     f"{SELF}: a LoRA actor's merged weights reach the rollout one FSDP unit at a time"),
+    (r"\.rollout\.(mode|load_format|enable_chunked_prefill|"
      r"enable_prefix_caching|max_num_batched_tokens|max_model_len|cudagraph_capture_sizes|"
      r"disable_log_stats|skip_tokenizer_init|logprobs_mode|scheduling_policy|"
      r"multi_stage_wake_up|skip_dump_dir)$", PERF),
@@ -111,8 +113,11 @@ def list_leftovers(m: Mapper) -> None:
         elif not m.flat.get(switch):
             m.consume(prefix)
     if m.flat.get("actor_rollout_ref.model.lora_rank") == 0:
+        # LoRA's settings in other sections (the roles' are map_lora's, listed with reasons).
         for key in m.flat:
-            if re.search(r"\.(lora\w*|target_modules|exclude_modules)(\.|$)", key):
+            if key not in m.reasons and re.search(
+                r"\.(lora\w*|target_modules|exclude_modules)(\.|$)", key
+            ):
                 m.used.add(key)
     for pattern, reason in GROUPS:
         found = {_prefix(pattern, key) for key in m.flat if _open(m, key)}

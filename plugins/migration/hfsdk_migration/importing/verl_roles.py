@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hfsdk_migration.importing.mapper import Mapper, as_int
+from hfsdk_migration.importing.mapper import LORA_REGEX, Mapper, as_int, lora_targets
 from hfsdk_migration.importing.verl_vision import map_vision_rollout
 
 A = "actor_rollout_ref.actor."
@@ -135,6 +135,85 @@ def map_model(m: Mapper, prefix: str, role: str, backend: str) -> None:
     padding = prefix + "use_remove_padding"
     if m.has(padding) and "remove_padding" in fields:
         m.put(f"{role}.remove_padding", bool(m.get(padding)))
+
+
+LORA_SETTINGS = ("lora_alpha", "target_modules", "target_parameters", "exclude_modules",
+                 "lora_adapter_path")  # fmt: skip
+"""verl's LoRA settings beside ``lora_rank`` in a role's ``model`` section (fsdp)."""
+
+
+def map_lora(m: Mapper, prefix: str, role: str, backend: str) -> None:
+    """A role's LoRA: verl's ``model.lora_rank`` (fsdp) -> ``actor.lora``.
+
+    verl's fsdp engines read the flat ``lora_rank``/``lora_alpha``/``target_modules`` (peft's;
+    ``all-linear`` is hfsdk's ``['all-linear']``), its megatron engine the ``model.lora.*``
+    section. A rank of 0 is LoRA off: nothing is written and its settings are taken. hfsdk
+    has LoRA on an fsdp actor only, so a critic's adapters or a megatron actor's are listed.
+    """
+    rank = m.int(prefix + "lora_rank", 0)
+    section = prefix + "lora."
+    section_rank = m.int(section + "rank", 0)
+    settings = [prefix + key for key in LORA_SETTINGS]
+    if section_rank <= 0:
+        m.consume(section)  # verl's megatron LoRA section, off
+    if rank <= 0 and section_rank <= 0:
+        for key in settings:
+            m.get(key)  # settings of LoRA that is off
+        return
+    why = None
+    if role != "actor":
+        why = (
+            f"hfsdk has LoRA only on the actor; its {role} trains the full model (a {role} "
+            f"with lora.rank > 0 is refused): set the {role}'s rank to 0 to compare the runs"
+        )
+    elif backend == "megatron":
+        why = (
+            "hfsdk's megatron backend has no LoRA (it refuses actor.lora.rank > 0); use "
+            "actor.backend: fsdp with actor.lora for it"
+        )
+    if section_rank > 0:
+        section_why = why or (
+            "verl's megatron LoRA section (megatron-core module names) on an fsdp actor; "
+            "hfsdk's LoRA is actor.lora: set it by hand"
+        )
+        m.used.difference_update(m.keys(section))  # its rank was read above
+        m.group(section, section_why)  # one line for the section's many settings
+    if rank > 0 and why is not None:
+        m.reject(prefix + "lora_rank", why)
+    if rank <= 0 or why is not None:
+        for key in settings:
+            m.get(key)  # settings of the adapters listed above (or of none)
+        return
+    _map_actor_lora(m, prefix, rank)
+
+
+def _map_actor_lora(m: Mapper, prefix: str, rank: int) -> None:
+    """An fsdp actor's ``lora_rank > 0`` with its settings, verl's defaults where unset."""
+    m.put("actor.lora.rank", rank)
+    m.put("actor.lora.alpha", m.num(prefix + "lora_alpha", 16, source_default=True))
+    key = prefix + "target_modules"
+    targets = lora_targets(key, m.get(key, "all-linear", source_default=True))
+    if targets is None:
+        m.reject(key, LORA_REGEX)
+    else:
+        m.put("actor.lora.target_modules", targets)
+    if m.flat.get(prefix + "exclude_modules") not in (None, "", []):
+        m.reject(
+            prefix + "exclude_modules",
+            "hfsdk has no exclude_modules (it keeps only a vision tower out); list the modules "
+            "to adapt in actor.lora.target_modules",
+        )
+    if m.flat.get(prefix + "target_parameters") not in (None, "", []):
+        m.reject(
+            prefix + "target_parameters",
+            "hfsdk adapts Linear modules only, not parameters (peft's target_parameters)",
+        )
+    if m.flat.get(prefix + "lora_adapter_path") not in (None, ""):
+        m.reject(
+            prefix + "lora_adapter_path",
+            "hfsdk starts new adapters (B = 0) and cannot load trained ones: merge the adapter "
+            "into the model (peft's merge_and_unload) and set actor.model_path to it",
+        )
 
 
 def map_rollout(m: Mapper, vision: bool = False) -> None:

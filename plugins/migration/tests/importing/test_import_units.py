@@ -345,3 +345,175 @@ def test_verl_weight_decay_left_out_is_verls_default() -> None:
     assert result.config["critic"]["optim"]["weight_decay"] == 0.01
     assert "actor_rollout_ref.actor.optim.weight_decay=0.01" in result.assumed
     assert "critic.optim.weight_decay=0.01" in result.assumed
+
+
+def _hfsdk(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    from hfsdk.core.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(list(args))
+    out, err = capsys.readouterr()
+    return int(info.value.code or 0), out, err
+
+
+VERL_LORA = {
+    "algorithm": {"adv_estimator": "grpo"},
+    "actor_rollout_ref": {
+        "model": {"path": "/models/qwen", "lora_rank": 16, "lora_alpha": 32,
+                  "target_modules": "all-linear"},
+        "rollout": {"n": 4},
+    },
+}  # fmt: skip
+"""The repro: a verl GRPO run with LoRA on the actor (verl's all-linear targets)."""
+
+
+@pytest.mark.parametrize(
+    ("source", "args"),
+    [
+        ("verl", ["actor_rollout_ref.model.path=/models/qwen", "algorithm.adv_estimator=grpo",
+                  "actor_rollout_ref.rollout.n=4", "actor_rollout_ref.model.lora_rank=16",
+                  "actor_rollout_ref.model.lora_alpha=32",
+                  "actor_rollout_ref.model.target_modules=all-linear"]),
+        ("trl", ["--model_name_or_path", "/models/qwen", "--use_peft", "true", "--lora_r", "16",
+                 "--lora_alpha", "32", "--lora_target_modules", "q_proj", "v_proj",
+                 "--num_generations", "4", "--max_steps", "10"]),
+        ("openrlhf", ["--pretrain", "/models/qwen", "--lora_rank", "16", "--lora_alpha", "32",
+                      "--advantage_estimator", "reinforce", "--max_steps", "10"]),
+    ],
+)  # fmt: skip
+def test_a_lora_run_imports_as_actor_lora_and_the_written_file_loads(
+    source: str, args: list[str], tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # It was listed as "no hfsdk counterpart" and imported as a full fine-tune.
+    from hfsdk.core.config import load_run_config
+
+    out = tmp_path / "run.yaml"
+    code, printed, err = _hfsdk(
+        capsys, "config", "import", "--from", source, *args, "--out", str(out)
+    )
+    assert code == 0, err
+    listed = [line for line in (printed + err).splitlines() if not line.startswith("wrote ")]
+    assert not [line for line in listed if "lora" in line or "target_modules" in line], listed
+    cfg = load_run_config(None, str(out), [])
+    assert (cfg.actor.lora.rank, cfg.actor.lora.alpha) == (16, 32.0)
+    targets = {"trl": ("q_proj", "v_proj")}.get(source, ("all-linear",))
+    assert cfg.actor.lora.target_modules == targets
+    code, shown, err = _hfsdk(capsys, "config", "show", "--config", str(out))
+    assert code == 0, err
+    assert "rank: 16" in shown
+
+
+def test_verl_lora_maps_its_defaults_and_lists_what_hfsdk_lacks() -> None:
+    # verl's lora_alpha (16) and target_modules (all-linear) apply when only the rank is set.
+    data = {**VERL_LORA, "actor_rollout_ref": {**VERL_LORA["actor_rollout_ref"],
+            "model": {"path": "/models/qwen", "lora_rank": 8}}}  # fmt: skip
+    result = import_config("verl", data)
+    assert result.config["actor"]["lora"] == {
+        "rank": 8, "alpha": 16.0, "target_modules": ["all-linear"],
+    }  # fmt: skip
+    assert "actor_rollout_ref.model.target_modules='all-linear'" in result.assumed
+    resolve_run_config(None, result.config)
+    # hfsdk generates for a LoRA actor at tp 1 (its merged weights are not sliced).
+    rollout = {"n": 4, "name": "hf", "tensor_model_parallel_size": 2}
+    tp = import_config("verl", {**data, "trainer": {"n_gpus_per_node": 2},
+                                "actor_rollout_ref": {**data["actor_rollout_ref"],
+                                                      "rollout": rollout}})  # fmt: skip
+    assert "rollout_layout" not in tp.config["actor"]
+    (line,) = [u for u in tp.unmapped if "tensor_model_parallel_size" in u]
+    assert "hfsdk generates for a LoRA actor at tp 1" in line
+    model = {"path": "/models/qwen", "lora_rank": 8, "target_modules": ["q_proj", "v_proj"],
+             "exclude_modules": ".*mlp.*", "lora_adapter_path": "/ckpt/adapter"}  # fmt: skip
+    data = {**VERL_LORA, "actor_rollout_ref": {**VERL_LORA["actor_rollout_ref"], "model": model}}
+    result = import_config("verl", data)
+    assert result.config["actor"]["lora"]["target_modules"] == ["q_proj", "v_proj"]
+    (exclude,) = [u for u in result.unmapped if u.startswith(M_ + "exclude_modules")]
+    assert "hfsdk has no exclude_modules" in exclude
+    (adapter,) = [u for u in result.unmapped if u.startswith(M_ + "lora_adapter_path")]
+    assert "hfsdk starts new adapters" in adapter
+    # Rank 0 is LoRA off: nothing is written and its settings are not listed.
+    off = {"path": "/models/qwen", "lora_rank": 0, "lora_alpha": 32, "target_modules": "all-linear"}
+    data = {**VERL_LORA, "actor_rollout_ref": {**VERL_LORA["actor_rollout_ref"], "model": off}}
+    result = import_config("verl", data)
+    assert "lora" not in result.config["actor"] and result.unmapped == ()
+
+
+M_ = "actor_rollout_ref.model."
+
+
+def test_verl_lora_on_the_critic_or_a_megatron_actor_is_listed_not_mapped() -> None:
+    # hfsdk refuses LoRA on the critic and on the megatron backend: listed with why.
+    data = {
+        "algorithm": {"adv_estimator": "gae"},
+        "actor_rollout_ref": {"model": {"path": "/models/qwen", "lora_rank": 16}},
+        "critic": {"model": {"path": "/models/qwen", "lora_rank": 8, "lora_alpha": 16,
+                             "target_modules": "all-linear"}},
+    }  # fmt: skip
+    result = import_config("verl", data)
+    assert result.config["actor"]["lora"]["rank"] == 16
+    assert "lora" not in result.config["critic"]
+    (line,) = [u for u in result.unmapped if "lora" in u or "target_modules" in u]
+    assert line.startswith("critic.model.lora_rank = 8") and "only on the actor" in line
+    resolve_run_config(None, result.config)
+    data["actor_rollout_ref"]["model"]["lora_rank"] = 0  # verl's tree: the actor's off
+    lines = import_config("verl", data).unmapped
+    assert [u for u in lines if "lora" in u] == [line]
+    megatron = {
+        "algorithm": {"adv_estimator": "grpo"},
+        "actor_rollout_ref": {
+            "actor": {"strategy": "megatron"},
+            "model": {"path": "/models/qwen", "lora_rank": 0, "lora": {"rank": 16, "alpha": 32}},
+            "rollout": {"n": 4},
+        },
+    }
+    result = import_config("verl", megatron)
+    assert "lora" not in result.config["actor"]
+    (line,) = [u for u in result.unmapped if "lora" in u]
+    assert line.startswith(M_ + "lora.* (2 keys)") and "megatron backend has no LoRA" in line
+
+
+def test_trl_use_peft_maps_lora_with_trls_defaults() -> None:
+    # use_peft alone: TRL's ModelConfig lora_r=16, lora_alpha=32, lora_dropout=0.05, and
+    # peft's targets for Llama/Qwen2/Mistral models (q_proj, v_proj).
+    result = import_config("trl", {"use_peft": True, "max_steps": 10})
+    assert result.config["actor"]["lora"] == {
+        "rank": 16, "alpha": 32.0, "dropout": 0.05, "target_modules": ["q_proj", "v_proj"],
+    }  # fmt: skip
+    assert "lora_r=16" in result.assumed
+    assert any("q_proj" in w and "peft" in w for w in result.warnings)
+    resolve_run_config(None, result.config)
+    # What hfsdk's LoRA lacks is listed with the reason.
+    data = {"use_peft": True, "lora_r": 8, "lora_target_modules": "all-linear",
+            "use_dora": True, "use_rslora": True, "lora_modules_to_save": ["lm_head"],
+            "lora_task_type": "SEQ_CLS", "max_steps": 10}  # fmt: skip
+    result = import_config("trl", data)
+    assert result.config["actor"]["lora"]["target_modules"] == ["all-linear"]
+    for key, why in (("use_dora", "DoRA"), ("use_rslora", "alpha / rank"),
+                     ("lora_modules_to_save", "trains only the adapters"),
+                     ("lora_task_type", "CAUSAL_LM")):  # fmt: skip
+        (line,) = [u for u in result.unmapped if u.startswith(key + " = ")]
+        assert why in line, line
+    # Without use_peft TRL trains the full model: the LoRA keys are not used.
+    result = import_config("trl", {"lora_r": 8, "max_steps": 10})
+    assert "lora" not in result.config["actor"]
+    assert "lora_r = 8  (not used with the other settings given)" in result.unmapped
+
+
+def test_openrlhf_lora_flags_map_and_a_ppo_critic_is_said_to_train_fully() -> None:
+    result = import_config(
+        "openrlhf",
+        {"lora_rank": 8, "lora_dropout": 0.1, "target_modules": ["q_proj", "k_proj"],
+         "advantage_estimator": "group_norm", "n_samples_per_prompt": 4, "max_steps": 10},
+    )  # fmt: skip
+    assert result.config["actor"]["lora"] == {
+        "rank": 8, "alpha": 16.0, "dropout": 0.1, "target_modules": ["q_proj", "k_proj"],
+    }  # fmt: skip
+    assert not any("lora" in u or "target_modules" in u for u in result.unmapped)
+    resolve_run_config(None, result.config)
+    # OpenRLHF gives the critic the same adapters; hfsdk refuses LoRA on the critic.
+    ppo = import_config("openrlhf", {"lora_rank": 8, "max_steps": 10})
+    assert ppo.config["actor"]["lora"]["rank"] == 8 and "lora" not in ppo.config["critic"]
+    assert any("critic" in w and "LoRA" in w for w in ppo.warnings)
+    resolve_run_config(None, ppo.config)
+    off = import_config("openrlhf", {"lora_rank": 0, "lora_alpha": 32, "max_steps": 10})
+    assert "lora" not in off.config["actor"]
+    assert not any(u.startswith("lora") for u in off.unmapped)
