@@ -80,8 +80,9 @@ def run_reporting_errors(entry: Callable[[], Any], argv: list[str]) -> int:
             return _internal(exc, debug)
         if debug:
             traceback.print_exc()
-        click.echo(f"Error: cannot use {exc.filename!r}: {exc.strerror}; give a path whose "
-                   "folders exist or can be made, and that you can write", err=True)  # fmt: skip
+        click.echo(f"Error: cannot use {exc.filename!r}: {exc.strerror}; give a file you can read "
+                   "(an input), or a path whose folders exist or can be made and that you can "
+                   "write (an output)", err=True)  # fmt: skip
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)

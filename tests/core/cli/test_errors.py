@@ -114,6 +114,15 @@ def test_a_path_the_user_gave_that_cannot_be_written_is_bad_input(
     assert f"cannot use {str(afile / 'out')!r}: Not a directory" in err
 
 
+def test_an_input_that_cannot_be_read_is_told_to_be_readable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Before: only "give a path whose folders exist ... that you can write", for a file to read.
+    code, err = _report(PermissionError(errno.EACCES, "Permission denied", "rows.jsonl"), capsys)
+    assert code == EXIT_BAD_INPUT and err.count("\n") == 1
+    assert "cannot use 'rows.jsonl': Permission denied; give a file you can read (an input)" in err
+
+
 def test_other_os_errors_stay_internal(capsys: pytest.CaptureFixture[str]) -> None:
     code, err = _report(ConnectionResetError(104, "Connection reset by peer"), capsys)
     assert code == EXIT_INTERNAL and "internal error" in err
