@@ -728,6 +728,16 @@ def read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
     from hfsdk import load_yaml_text, read_config_text, read_metrics
 
+    if not run_dir.is_dir():
+        # Else a missing directory, or a file, had its "config.yaml missing".
+        state = (
+            "a file, not a run directory" if run_dir.exists() else "the directory does not exist"
+        )
+        raise HfsdkError(
+            f"--check {str(run_dir)!r}: {state}; give the directory of a "
+            "finished run (hfsdk run --run-dir DIR), the one holding its config.yaml and "
+            "metrics.jsonl"
+        )
     config_file, metrics_file = run_dir / "config.yaml", run_dir / "metrics.jsonl"
     for path in (config_file, metrics_file):
         if not path.is_file():

@@ -88,6 +88,11 @@ SKIPPED_STAGES = ("timing/data_s",)
 def load_run_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     """The run's per-step metrics; a clear error when the directory holds none."""
     run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise HfsdkError(
+            f"RUN_DIR {str(run_dir)!r} is a file, not a run directory; pass the directory of a "
+            f"run, the one that holds its {METRICS_FILE}"
+        )
     if not run_dir.is_dir():
         raise HfsdkError(f"RUN_DIR {str(run_dir)!r} does not exist; pass the directory of a run")
     rows = [r for r in read_metrics(run_dir) if "step" in r]

@@ -178,7 +178,7 @@ def test_a_device_fifo_or_empty_output_and_bad_plan_arguments_stop_before_measur
     for args, said in (
         ([], "needs --algo"),
         (["--algo", "grpo", "--batch-size", "0"], "Invalid value for '--batch-size'"),
-        (["--check", str(tmp_path / "none")], "config.yaml is missing"),
+        (["--check", str(tmp_path / "none")], "the directory does not exist"),
         (["--algo", "grpo", "--cluster", "local"], "drop --cluster"),
     ):
         result = CliRunner().invoke(plan_command, ["--calibrate", profile, *args])

@@ -150,8 +150,15 @@ def test_check_compares_a_recorded_run_stage_by_stage(tmp_path: Path) -> None:
     assert measured == pytest.approx(0.020, abs=1e-4)
     assert ratio == pytest.approx(predicted / measured, rel=0.02)
 
+    # Before: a directory that does not exist had its "config.yaml missing".
     result = CliRunner().invoke(plan_command, ["--check", str(tmp_path / "none")])
     assert isinstance(result.exception, HfsdkError)
+    assert f"--check {str(tmp_path / 'none')!r}: the directory does not exist" in str(
+        result.exception
+    )
+    assert "config.yaml is missing" not in str(result.exception)
+    (tmp_path / "bare").mkdir()
+    result = CliRunner().invoke(plan_command, ["--check", str(tmp_path / "bare")])
     assert "config.yaml is missing" in str(result.exception)
 
 

@@ -13,6 +13,7 @@ from click.core import ParameterSource
 from hfsdk import HfsdkError
 
 if TYPE_CHECKING:
+    from hfsdk_planner import Workload
     from hfsdk_planner.plan import Plan
 
 
@@ -193,7 +194,8 @@ def plan(
     """
     from hfsdk_planner import Workload, plan_for_algorithm
 
-    # Every argument is checked before --calibrate spends minutes measuring.
+    # Every argument the measured profile does not decide is checked before --calibrate
+    # spends minutes measuring (_check_plan_arguments).
     if timeline:
         from hfsdk_planner.timeline import check_image_path
 
@@ -254,12 +256,14 @@ def plan(
         packing=packing_length > 0,
         mean_sequence_length=packing_length,
     )
+    sizes = _parse_role_sizes(role_sizes)
     if calibrate_to:
+        _check_plan_arguments(algo, model_size, sizes, devices, workload)
         cluster = _calibrate(calibrate_to, quick=False)
     result = plan_for_algorithm(
         algo,
         model_size=model_size,
-        role_sizes=_parse_role_sizes(role_sizes),
+        role_sizes=sizes,
         num_devices=devices,
         cluster=cluster or "a100-80gb",
         workload=workload,
@@ -268,6 +272,43 @@ def plan(
     )
     click.echo(result.to_json() if as_json else result.format_table())
     _write_outputs(result, output, timeline, quiet=as_json)
+
+
+def _check_plan_arguments(
+    algo: str,
+    model_size: str,
+    role_sizes: dict[str, str],
+    devices: int | None,
+    workload: Workload,
+) -> None:
+    """Refuse, before --calibrate measures for minutes, what :func:`plan_for_algorithm`
+    would refuse after it: the roles and model sizes (each resolved) and the device count.
+
+    Runs the planner's own checks on a stand-in profile (``local``) rather than a copy of
+    them: :class:`PlacementSearch` resolves every role's model and names unknown roles
+    without searching, and :meth:`Cluster.with_devices` checks the count. Not checked
+    here, as they depend on the profile being measured: whether ``--gpus`` fills a GPU
+    profile's nodes, ``--threads`` on a GPU profile, and a non-signal role given
+    ``function`` (that rule lives inside plan_for_algorithm)."""
+    from hfsdk_planner.auto import FUNCTION, algorithm_dataflow, without_roles
+    from hfsdk_planner.cluster_lookup import get_cluster
+    from hfsdk_planner.search import PlacementSearch
+
+    stand_in = get_cluster("local")
+    if devices is not None:
+        stand_in = stand_in.with_devices(devices)
+    dataflow = algorithm_dataflow(algo)
+    # Roles scored by functions have no model to resolve; plan_for_algorithm drops them too.
+    functions = {
+        role for role in dataflow.roles if role_sizes.get(role, model_size).strip() == FUNCTION
+    }
+    models = {
+        role: role_sizes.get(role, model_size) for role in dataflow.roles if role not in functions
+    }
+    models.update({role: size for role, size in role_sizes.items() if role not in dataflow.roles})
+    if not models:  # every role a function: plan_for_algorithm names the non-signals
+        return
+    PlacementSearch(without_roles(dataflow, functions), models, stand_in, workload, algorithm=algo)
 
 
 def _write_outputs(result: Plan, output: str | None, timeline: str | None, quiet: bool) -> None:

@@ -161,3 +161,30 @@ def test_out_of_range_workload_options_name_the_option(option: str, value: str) 
     assert result.exit_code == 2
     assert f"Invalid value for '{option}'" in result.output
     assert "mean_sequence_length" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model-size", "foo"], "foo"),
+        (["--role-size", "foo"], "ROLE=SIZE"),
+        (["--role-size", "nope=7B"], "unknown roles ['nope']"),
+        (["--role-size", "reward=foo"], "foo"),
+        (["--gpus", "0"], "device count must be an integer >= 1"),
+    ],
+)
+def test_bad_plan_arguments_stop_before_calibrate_measures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
+    from hfsdk_planner import calibrate as calibration
+
+    def measure(**_kwargs: object) -> None:
+        raise AssertionError("measured although plan_for_algorithm would refuse the arguments")
+
+    monkeypatch.setattr(calibration, "calibrate", measure)
+    profile = str(tmp_path / "p.yaml")
+    # Before: minutes of measuring, then plan_for_algorithm refused the argument.
+    result = CliRunner().invoke(plan, ["--algo", "grpo", "--calibrate", profile, *args])
+    assert isinstance(result.exception, HfsdkError), result.exception
+    assert message in str(result.exception)
+    assert not Path(profile).exists()

@@ -233,6 +233,12 @@ def test_plot_errors_name_the_argument_and_the_missing_file(
     code, _, err = _hfsdk(capsys, "plot", str(missing))
     assert code == 2 and f"RUN_DIR {str(missing)!r} does not exist; pass the directory" in err
     assert "--run-dir" not in err
+    # Before: an existing file "does not exist".
+    afile = tmp_path / "empty.yaml"
+    afile.write_text("")
+    code, _, err = _hfsdk(capsys, "plot", str(afile))
+    assert code == 2 and f"RUN_DIR {str(afile)!r} is a file, not a run directory" in err
+    assert "does not exist" not in err
     (tmp_path / "empty").mkdir()
     code, _, err = _hfsdk(capsys, "plot", str(tmp_path / "empty"))
     assert code == 2 and f"{tmp_path / 'empty' / 'metrics.jsonl'} does not exist;" in err
