@@ -11,12 +11,15 @@ from hfsdk import Register
 
 @hfsdk.hookimpl
 def hfsdk_register_step_observers(register: Register) -> None:
-    """Register ``rollout_dump`` (``trainer.rollout_dump``, ``trainer.mode: rollout_only``) and
-    ``shared_run_dir`` (a multi-node run's directory must be seen by every worker node)."""
+    """Register ``rollout_dump`` (``trainer.rollout_dump``, ``trainer.mode: rollout_only``),
+    ``shared_run_dir`` (a multi-node run's directory must be seen by every worker node) and
+    ``run_info`` (each start's versions and checksums, in ``run_info.jsonl``)."""
     from hfsdk_run_records.rollout_dump import rollout_dump_observer
+    from hfsdk_run_records.run_info import run_info_observer
     from hfsdk_run_records.shared_run_dir import shared_run_dir_observer
 
     register("rollout_dump", rollout_dump_observer)
+    register("run_info", run_info_observer)
     register("shared_run_dir", shared_run_dir_observer)
 
 

@@ -224,18 +224,98 @@ def _update_only(config: Any, spec: Any) -> Any:
     return attrs.evolve(prepared, signal_configs=signals, reward_scorers=scorers)
 
 
+def logged_metrics(run_dir: str | Path) -> dict[int, dict[str, Any]]:
+    """Each logged step's line of ``metrics.jsonl`` (``read_metrics``), by step, its metric
+    values as floats.
+
+    A value that is not a number (an edited or damaged log) is skipped with a warning naming
+    the file, line and key, as ``read_metrics`` skips a damaged line: that metric is then not
+    compared, instead of one bad value stopping the whole replay.
+    """
+    from hfsdk import METRICS_FILE, read_metrics
+
+    path = Path(run_dir) / METRICS_FILE
+    # read_metrics keeps no line numbers: find each step's line (the last copy, as below).
+    lines: dict[int, int] = {}
+    text = path.read_text(errors="replace") if path.is_file() else ""
+    for number, line in enumerate(text.splitlines(), 1):
+        with contextlib.suppress(ValueError):  # damaged: read_metrics warns of it
+            row = json.loads(line)
+            if isinstance(row, dict) and isinstance(row.get("step"), int):
+                lines[row["step"]] = number
+    logged: dict[int, dict[str, Any]] = {}
+    for row in read_metrics(run_dir):
+        step = int(row["step"])
+        values: dict[str, Any] = {"step": step}
+        for key, value in row.items():
+            if key == "step":
+                continue
+            try:
+                values[key] = float(value)
+            except (TypeError, ValueError):
+                logger.warning(
+                    "%s line %s: %s is %r, not a number; skipped (that metric is not compared)",
+                    path,
+                    lines.get(step, "?"),
+                    key,
+                    value,
+                )
+        logged[step] = values
+    return logged
+
+
+def _steps_text(steps: Sequence[int]) -> str:
+    """Sorted step numbers compactly: runs of three or more as ``a..b`` (``1..3, 5, 7, 8``);
+    a long list keeps its first and last parts."""
+    parts: list[str] = []
+    run: list[int] = []
+    for s in [*sorted(steps), None]:
+        if run and (s is None or s != run[-1] + 1):
+            parts += [f"{run[0]}..{run[-1]}"] if len(run) > 2 else [str(r) for r in run]
+            run = []
+        if s is not None:
+            run.append(s)
+    return ", ".join(parts if len(parts) <= 8 else [*parts[:5], "...", *parts[-2:]])
+
+
+def _checkpoint_state(checkpoint: Path, start: int, what: str) -> dict[str, Any]:
+    """The trainer state of the checkpoint replay starts from, checked before any worker
+    starts (as a resume checks it): an older ``COMPLETE`` marker holds the step alone, so
+    :func:`verify_checkpoint` lists no file, and a missing or damaged state file crashed
+    the replay after the workers had loaded."""
+    from hfsdk import TRAINER_STATE, load_checkpoint_file
+
+    path = checkpoint / TRAINER_STATE
+    problem = verify_checkpoint(checkpoint)
+    state: Any = None
+    if problem is None:
+        try:
+            state = load_checkpoint_file(path)
+        except FileNotFoundError:
+            problem = f"{path} is missing"
+        except Exception as exc:  # any damage: its message's first line, else its type
+            why = "".join(str(exc).strip().splitlines()[:1]) or type(exc).__name__
+            problem = f"{path} cannot be read ({why.split('. ')[0]})"  # torch's: 5 sentences
+    if problem is None and not (isinstance(state, dict) and {"step", "algorithm"} <= set(state)):
+        problem = f"{path} is not a trainer state (a dict with 'step' and 'algorithm')"
+    if problem is not None:  # else its damage would replay as "the step did not reproduce"
+        raise HfsdkError(
+            f"{what}: checkpoint step_{start} is damaged: {problem}; the step cannot be "
+            f"replayed from it: restore the file, or move {str(checkpoint)!r} out of the run "
+            "directory to replay from an older checkpoint (or the run's start)"
+        )
+    return state
+
+
 def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     """Replay every update from the newest checkpoint before ``step`` through ``step``."""
     import numpy as np
     import torch
 
     from hfsdk import (
-        TRAINER_STATE,
         AlgorithmContext,
         TrainingSession,
         complete_checkpoints,
-        load_checkpoint_file,
-        read_metrics,
         run_assets,
         run_spec,
     )
@@ -245,17 +325,21 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     run_dir = Path(run_dir)
     # An update runs on the trained roles alone: the rollout replicas would idle on their pool.
     config = without_rollout_pool(_run_config(run_dir))
-    logged = {int(row["step"]): row for row in read_metrics(run_dir)}
-    if not logged:
-        raise HfsdkError(
-            f"--step {step}: the run in {str(run_dir)!r} logged no steps (metrics.jsonl is "
-            "missing or empty), so there is nothing to compare a replay with; replay a run "
-            "that trained at least one step"
+    logged = logged_metrics(run_dir)
+    trained = sorted(s for s in logged if s >= 1)  # step 0: the validation before training
+    if not trained:
+        why = (
+            "holds only step 0, the validation before training" if logged else "is missing or empty"
         )
-    if step not in logged or step < 1:
         raise HfsdkError(
-            f"--step {step}: the run in {str(run_dir)!r} logged steps 1..{max(logged)}; pass "
-            "one of them"
+            f"--step {step}: the run in {str(run_dir)!r} logged no steps (metrics.jsonl "
+            f"{why}), so there is nothing to compare a replay with; replay a run that "
+            "trained at least one step"
+        )
+    if step not in trained:
+        raise HfsdkError(
+            f"--step {step}: the run in {str(run_dir)!r} logged steps {_steps_text(trained)}; "
+            "pass one of them"
         )
     if config.trainer.mode == "rollout_only":
         raise HfsdkError(
@@ -271,12 +355,7 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     what = f"hfsdk replay --step {step}"
     before = [(s, p) for s, p in complete_checkpoints(run_dir) if s < step]
     start, checkpoint = max(before, key=lambda sp: sp[0]) if before else (0, None)
-    problem = verify_checkpoint(checkpoint) if checkpoint is not None else None
-    if problem is not None:  # else its damage would replay as "the step did not reproduce"
-        raise HfsdkError(
-            f"{what}: checkpoint step_{start} is damaged: {problem}; the step cannot be "
-            "replayed from it"
-        )
+    state = _checkpoint_state(checkpoint, start, what) if checkpoint is not None else None
     dumps = [read_step_dump(run_dir, s, for_what=what) for s in range(start + 1, step + 1)]
     length = config.trainer.total_steps
     if _schedule_follows_run_length(config, spec):  # else a changed length changes nothing
@@ -284,6 +363,9 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
     if length != config.trainer.total_steps:  # the schedule those steps trained under
         trainer = attrs.evolve(config.trainer, total_steps=length)
         config = attrs.evolve(config, sections={**config.sections, "trainer": trainer})
+    from hfsdk_run_records.run_info import warn_of_changes
+
+    warn_of_changes(run_dir, config)  # what changed since the run: why a step may differ
     dropout = dropout_settings(config, run_assets(config, spec).model_path)
     random_draws = f"dropout draws random numbers ({', '.join(dropout)})" if dropout else None
     if random_draws is not None:
@@ -310,9 +392,8 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
                 config=config, roles=session.roles, signals=session.signals, spec=spec
             )
             algorithm = spec.program(context)
-            if checkpoint is not None:
+            if checkpoint is not None and state is not None:
                 session.load_workers(checkpoint)
-                state = load_checkpoint_file(checkpoint / TRAINER_STATE)
                 algorithm.load_state_dict(state["algorithm"])
             for dump in dumps:
                 if dump.update is None:
@@ -333,7 +414,7 @@ def replay_steps(run_dir: str | Path, step: int) -> list[ReplayedStep]:
                 results.append(
                     ReplayedStep(
                         step=dump.step,
-                        logged={k: float(row[k]) for k in replayed if k in row},
+                        logged={k: row[k] for k in replayed if k in row},
                         replayed=replayed,
                         random_draws=random_draws,
                     )

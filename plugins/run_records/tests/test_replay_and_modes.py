@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from pathlib import Path
@@ -502,8 +503,6 @@ def test_what_makes_an_update_draw_random_numbers_is_named(tmp_path: Path) -> No
 
     plain = load_run_config("grpo", None, SMALL)
     assert dropout_settings(plain, None) == []
-    off = load_run_config("grpo", None, [*SMALL, "actor.lora.dropout=0.1"])  # adapters off
-    assert dropout_settings(off, None) == []
     lora = load_run_config("grpo", None, [*SMALL, "actor.lora.rank=4", "actor.lora.dropout=0.1"])
     assert dropout_settings(lora, None) == ["actor.lora.dropout=0.1"]
     model = tmp_path / "model"
@@ -547,3 +546,156 @@ def test_a_rollout_pool_run_replays_exactly_without_its_replicas(
     for result in results:
         assert result.differing == [], (result.step, result.differing)
         assert result.replayed["actor/grad_norm"] == rows[result.step - 1]["actor/grad_norm"]
+
+
+@functools.cache
+def _small_config_yaml() -> str:
+    return load_run_config("grpo", None, list(SMALL)).to_yaml()
+
+
+def _fake_run(run_dir: Path, metrics: str, steps: int = 3) -> Path:
+    """A run directory with ``config.yaml``, ``steps`` placeholder dumps and ``metrics``."""
+    _fake_dumps(run_dir, steps)
+    (run_dir / "config.yaml").write_text(_small_config_yaml())
+    (run_dir / "metrics.jsonl").write_text(metrics)
+    return run_dir
+
+
+def _no_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand in for the session's preparation (model, tokenizer): reaching it raises
+    :class:`_Started`."""
+    import types
+
+    import hfsdk
+    from hfsdk_run_records import replay
+
+    def prepare(config: object, spec: object) -> None:
+        raise _Started
+
+    monkeypatch.setattr(replay, "_update_only", prepare)
+    # The model's files are only read for its dropout rates: none here.
+    monkeypatch.setattr(hfsdk, "run_assets", lambda c, s: types.SimpleNamespace(model_path=None))
+
+
+def test_a_checkpoint_whose_trainer_state_is_unusable_is_refused_before_any_worker_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: an older COMPLETE marker (the step number alone) lists no files to verify, so
+    # a missing, cut or foreign trainer_state.pt crashed after the workers had started
+    # (FileNotFoundError, PytorchStreamReader's RuntimeError, KeyError 'algorithm').
+    _no_workers(monkeypatch)
+    metrics = "".join(f'{{"step": {s}, "actor/pg_loss": 0.5}}\n' for s in range(4))
+    whole = tmp_path / "state.pt"
+    torch.save({"step": 2, "algorithm": {}}, whole)
+    spoils = {
+        "missing": (None, "is missing"),
+        "truncated": (whole.read_bytes()[:100], "cannot be read"),
+        "no algorithm": ({"step": 2}, "'algorithm'"),
+        "not a dict": ([2], "'algorithm'"),
+    }
+    for number, (state, says) in enumerate(spoils.values()):
+        run_dir = _fake_run(tmp_path / f"run{number}", metrics)
+        checkpoint = run_dir / "checkpoints" / "step_2"
+        checkpoint.mkdir(parents=True)
+        (checkpoint / "COMPLETE").write_text("2")  # an older marker: the step alone
+        path = checkpoint / "trainer_state.pt"
+        if isinstance(state, bytes):
+            path.write_bytes(state)
+        elif state is not None:
+            torch.save(state, path)
+        with pytest.raises(HfsdkError) as info:
+            replay_steps(run_dir, 3)
+        line = str(info.value)
+        assert "checkpoint step_2" in line and str(path) in line and says in line, line
+        assert "restore" in line and "\n" not in line, line
+    # An intact one passes the check and reaches the workers.
+    run_dir = _fake_run(tmp_path / "intact", metrics)
+    checkpoint = run_dir / "checkpoints" / "step_2"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "COMPLETE").write_text("2")
+    shutil.copy(whole, checkpoint / "trainer_state.pt")
+    with pytest.raises(_Started):
+        replay_steps(run_dir, 3)
+
+
+def test_replay_exits_1_when_an_earlier_replayed_step_differs_and_shows_that_step(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: only the last replayed step decided the exit status, so a replay that diverged
+    # at step 2 and happened to match at step 3 exited 0, its step-2 table never shown.
+    from hfsdk_run_records import replay
+    from hfsdk_run_records.replay import ReplayedStep
+
+    results = [
+        ReplayedStep(step=2, logged={"actor/loss": 1.0}, replayed={"actor/loss": 1.5}),
+        ReplayedStep(step=3, logged={"actor/loss": 2.0}, replayed={"actor/loss": 2.0}),
+    ]
+    monkeypatch.setattr(replay, "replay_steps", lambda run_dir, step: results)
+    with pytest.raises(SystemExit) as info:
+        main(["replay", "run", "--step", "3"])
+    out = capsys.readouterr().out
+    assert info.value.code == 1, out
+    lines = out.splitlines()
+    differs = [line for line in lines if "DIFFERS" in line]
+    assert differs and "logged 1.0" in differs[0] and "replayed 1.5" in differs[0], out
+    assert lines.index(differs[0]) < lines.index("step 2: 1 metrics compared, 1 metric(s) differ")
+    assert "first differs at step 2" in lines[-1], out
+
+
+def test_an_unlogged_step_is_answered_with_the_steps_the_run_logged(tmp_path: Path) -> None:
+    # Before: "logged steps 1..3" counted step 0 (validation before training) and covered
+    # gaps: a log of steps 0, 1, 3 said 1..3 (2 missing), one of step 0 alone said 1..0.
+    for metrics, step, says in (
+        ('{"step": 0}\n{"step": 1}\n{"step": 3}\n', 2, "logged steps 1, 3; pass one of them"),
+        ('{"step": 0}\n{"step": 1}\n{"step": 2}\n{"step": 3}\n', 0, "logged steps 1..3;"),
+        ("".join(f'{{"step": {s}}}\n' for s in (0, 1, 2, 3, 5, 7, 8)), 4, "steps 1..3, 5, 7, 8;"),
+        ('{"step": 0}\n', 1, "logged no steps"),
+    ):
+        run_dir = _fake_run(tmp_path / f"run{step}", metrics)
+        with pytest.raises(HfsdkError) as info:
+            replay_steps(run_dir, step)
+        line = str(info.value)
+        assert says in line and "1..0" not in line and "\n" not in line, line
+
+
+def test_a_non_numeric_logged_metric_is_skipped_with_a_warning_naming_its_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: replay's float() of the logged value raised a bare ValueError (after the whole
+    # update ran). Like a damaged line, the damaged value is skipped with a warning instead.
+    from hfsdk_run_records.replay import logged_metrics
+
+    metrics = '{"step": 0}\n{"step": 1, "actor/pg_loss": "abc", "actor/kl": 0.25}\nnot json\n'
+    run_dir = _fake_run(tmp_path / "run", metrics)
+    with caplog.at_level("WARNING"):
+        logged = logged_metrics(run_dir)
+    assert logged == {0: {"step": 0}, 1: {"step": 1, "actor/kl": 0.25}}
+    (line,) = [r.getMessage() for r in caplog.records if "actor/pg_loss" in r.getMessage()]
+    assert f"{run_dir / 'metrics.jsonl'} line 2" in line and "'abc'" in line, line
+    assert "skipped" in line and "\n" not in line, line
+
+
+@pytest.mark.slow
+def test_replay_of_a_log_with_a_non_numeric_value_compares_the_rest(
+    dumped: tuple[Path, list[dict]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: "Error: ValueError: could not convert string to float: 'abc' (internal error)".
+    import json
+
+    run_dir, _ = dumped
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    path = copy / "metrics.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    for row in rows:
+        if row["step"] == 3:
+            row["actor/pg_loss"] = "abc"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with pytest.raises(SystemExit) as info:
+        main(["replay", str(copy), "--step", "3"])
+    captured = capsys.readouterr()
+    assert info.value.code == 0, captured
+    assert "actor/grad_norm" in captured.out and "actor/pg_loss" not in captured.out
+    assert captured.out.splitlines()[-1].endswith("reproduced exactly"), captured.out
+    warned = [line for line in captured.err.splitlines() if "actor/pg_loss" in line]
+    assert len(warned) == 1 and "'abc', not a number; skipped" in warned[0], captured.err

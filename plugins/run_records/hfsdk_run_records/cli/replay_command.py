@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 EXIT_DIFFERS = 1
-"""The replayed update's metrics differ from the logged ones (the step did not reproduce)."""
+"""A replayed update's metrics differ from the logged ones (the run did not reproduce)."""
 
 
 @click.command(name="replay")
@@ -16,11 +16,14 @@ EXIT_DIFFERS = 1
 @click.option("--step", "step", type=int, required=True, help="The step whose update to replay.")
 def replay(run_dir: Path, step: int) -> None:
     """Replay step N of RUN_DIR (made with trainer.rollout_dump: true): its losses and gradient
-    norm are compared bit for bit with the logged ones; exit 1 when they differ."""
+    norm are compared bit for bit with the logged ones (and those of the steps replayed on
+    the way there); exit 1 when any of them differ."""
     from hfsdk import HfsdkError
     from hfsdk_run_records.replay import replay_steps
 
     results = replay_steps(run_dir, step)
+    # Where the replay first diverges: every later step starts from its differing state.
+    first = next((r for r in results if r.compared and r.differing), None)
     for result in results:
         if not result.compared:  # nothing compared is no evidence of a reproduction
             raise HfsdkError(
@@ -28,7 +31,7 @@ def replay(run_dir: Path, step: int) -> None:
                 f"metrics.jsonl in {str(run_dir)!r} (the log was edited or cut); nothing to compare"
             )
         differing = result.differing
-        if result.step == step:
+        if result.step == step or result is first:
             width = max((len(k) for k in result.compared), default=0)
             for key in result.compared:
                 mark = "  DIFFERS" if key in differing else ""
@@ -38,6 +41,11 @@ def replay(run_dir: Path, step: int) -> None:
                 )
         verdict = "reproduced exactly" if not differing else f"{len(differing)} metric(s) differ"
         click.echo(f"step {result.step}: {len(result.compared)} metrics compared, {verdict}")
-    if results[-1].differing:
+    if first is not None:  # any replayed step, not only step N: the run did not reproduce
+        if first.step != step:
+            click.echo(
+                f"the replay first differs at step {first.step}, so step {step} was replayed "
+                f"from a state that already differed; study step {first.step}"
+            )
         sys.stdout.flush()
         raise SystemExit(EXIT_DIFFERS)  # click.exceptions.Exit would be returned, not exited
