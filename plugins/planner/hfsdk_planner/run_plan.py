@@ -26,8 +26,10 @@ step observer (:mod:`hfsdk_planner.prediction`, ``perf/predicted_step_s``);
 
 from __future__ import annotations
 
+import json
+import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,8 @@ from hfsdk_planner.plan import Plan, PoolPlan, RolePlan, pool_section
 from hfsdk_planner.search import PlacementSearch
 from hfsdk_planner.utilisation import BATCH_ROWS, batch_rows
 from hfsdk_planner.workload import Workload
+
+logger = logging.getLogger(__name__)
 
 STAGES = ("generation", "preparation", "training", "transition")
 """The stages ``--check`` compares (the transition is the actor's resharding)."""
@@ -722,6 +726,66 @@ class CheckRow:
         return self.predicted / self.measured if self.measured > 0 else math.inf
 
 
+def _record_lines(path: Path) -> list[int]:
+    """The line number of each row ``read_metrics`` returns for ``path``, in its order (it
+    keeps none): the lines it keeps are the non-blank JSON objects with an integer step."""
+    text = path.read_text(errors="replace") if path.is_file() else ""
+    numbers: list[int] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError:  # damaged: read_metrics skips (and warns of) it
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            numbers.append(number)
+    return numbers
+
+
+def numeric_rows(
+    rows: Sequence[Mapping[str, Any]], path: Path, skipped: str
+) -> list[dict[str, Any]]:
+    """``rows`` (``read_metrics`` of the log at ``path``) with every value a number.
+
+    A number logged as text counts as that number. A value that is no number (a
+    hand-edited or merged log) is left out with one warning per key, naming the file, the
+    first line holding such a value and how many later lines do, then ``skipped`` (what
+    leaving it out means), as ``hfsdk replay`` does: one bad value must not stop the rest.
+    NaN (logged as null) is a number here; the callers treat it as they treat NaN.
+    """
+    bad: dict[str, tuple[int, Any, int]] = {}  # key -> (first row, its value, rows)
+    clean: list[dict[str, Any]] = []
+    for index, row in enumerate(rows):
+        values: dict[str, Any] = {}
+        for key, value in row.items():
+            if key == "step" or isinstance(value, int | float):
+                values[key] = value
+                continue
+            try:
+                values[key] = float(value)
+            except (TypeError, ValueError):
+                first, shown, count = bad.get(key, (index, value, 0))
+                bad[key] = (first, shown, count + 1)
+        clean.append(values)
+    if bad:
+        lines = _record_lines(path)  # read again only when a warning needs its line numbers
+        for key, (first, value, count) in bad.items():
+            line = lines[first] if first < len(lines) else "?"  # the file changed since
+            text = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            later = f" and on {count - 1} later line{'s' * (count > 2)}" if count > 1 else ""
+            logger.warning(
+                "%s line %s: %s is %s, not a number; skipped there%s (%s)",
+                path,
+                line,
+                key,
+                text,
+                later,
+                skipped,
+            )
+    return clean
+
+
 def read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """A finished run's ``config.yaml`` and ``metrics.jsonl`` rows; one line when unusable."""
     import yaml
@@ -753,7 +817,9 @@ def read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         raise HfsdkError(f"--check {str(run_dir)!r}: config.yaml holds no run config (no algo)")
     # Damaged lines are skipped; values that are not finite numbers (NaN is logged as null)
     # count as not logged, so no stage is predicted from them.
-    rows = [{k: v for k, v in row.items() if _finite(v)} for row in read_metrics(run_dir)]
+    # A value that is no number at all (a hand-edited log) is skipped too, with a warning.
+    logged = numeric_rows(read_metrics(run_dir), metrics_file, "not used by the check")
+    rows = [{k: v for k, v in row.items() if _finite(v)} for row in logged]
     # A validation before training (val_before_train) logs a row of its own with no step
     # timing: it is no step, and counting it would skip the first real one as warm-up.
     rows = [row for row in rows if "timing/step_s" in row]

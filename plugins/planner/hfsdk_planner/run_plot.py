@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 
 from hfsdk import METRICS_FILE, HfsdkError, atomic_path, read_metrics
-from hfsdk_planner.run_plan import CONCURRENT_STAGES, measured_stages
+from hfsdk_planner.run_plan import CONCURRENT_STAGES, measured_stages, numeric_rows
 
 CURVES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reward and validation", ("reward/mean", "val/reward_mean", "cost/mean")),
@@ -86,7 +86,9 @@ SKIPPED_STAGES = ("timing/data_s",)
 
 
 def load_run_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The run's per-step metrics; a clear error when the directory holds none."""
+    """The run's per-step metrics, every value a number (one that is not is skipped with a
+    warning: :func:`~hfsdk_planner.run_plan.numeric_rows`); a clear error when the directory
+    holds none."""
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise HfsdkError(
@@ -95,7 +97,9 @@ def load_run_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
         )
     if not run_dir.is_dir():
         raise HfsdkError(f"RUN_DIR {str(run_dir)!r} does not exist; pass the directory of a run")
-    rows = [r for r in read_metrics(run_dir) if "step" in r]
+    # A value that is no number (a hand-edited log) is skipped with a warning, not float()ed.
+    logged = numeric_rows(read_metrics(run_dir), run_dir / METRICS_FILE, "not drawn")
+    rows = [r for r in logged if "step" in r]
     if not rows:
         state = "has no steps" if (run_dir / METRICS_FILE).exists() else "does not exist"
         raise HfsdkError(

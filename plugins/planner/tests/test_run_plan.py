@@ -185,6 +185,36 @@ def test_check_reads_a_damaged_log_and_never_predicts_from_nan(tmp_path: Path) -
             check_run(run, "local")
 
 
+def test_check_skips_a_non_numeric_value_with_one_warning_per_key(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A hand-edited or merged log: before, a value that is no number was dropped silently
+    # (a stage measured as 0 s without a word); now with one warning naming file and line.
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(load_run_config("grpo").to_yaml())
+    timings = dict(generation=0.012, update_actor=0.020)
+    rows = [_row(step, **timings) for step in (1, 2, 3)]
+    path = run / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, table = check_run(run, "local")
+    expected = {r.name: r.measured for r in table}
+    rows[0]["timing/update_actor_s"] = "abc"  # the warm-up step: left out of the measure
+    rows[2]["timing/update_actor_s"] = "abc"
+    rows[2]["timing/generation_s"] = "0.012"  # a number as text counts as that number
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with caplog.at_level("WARNING"):
+        _, table = check_run(run, "local")
+    warned = [r.getMessage() for r in caplog.records if "timing/update_actor_s" in r.getMessage()]
+    assert len(warned) == 1, warned  # once per key, not once per line
+    assert f"{path} line 1: timing/update_actor_s is 'abc', not a number; skipped" in warned[0]
+    assert "and on 1 later line" in warned[0]
+    assert not [r for r in caplog.records if "timing/generation_s" in r.getMessage()]
+    measured = {r.name: r.measured for r in table}
+    assert measured["generation"] == pytest.approx(expected["generation"])
+    assert measured["training"] == pytest.approx(expected["training"] / 2)  # step 3: none
+
+
 def test_a_sharded_actor_pays_its_gather_copies_and_fixed_work_to_generate() -> None:
     from hfsdk_planner.cluster import local
     from hfsdk_planner.run_plan import STREAM_COPIES

@@ -80,6 +80,33 @@ def test_a_nan_metric_is_a_gap_not_a_crash(
     assert (code, err) == (0, "") and "2 steps" in out
 
 
+def test_a_non_numeric_metric_is_skipped_with_one_warning_per_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hand-edited or merged log. Before: "ValueError: could not convert string to float:
+    # 'abc' (internal error ...)"; now skipped as replay skips it, the rest drawn.
+    run = _run_dir(tmp_path)
+    rows = [
+        {**ROWS[0], "actor/pg_loss": "abc", "timing/step_s": "abc"},
+        {**ROWS[1], "actor/pg_loss": "abc", "actor/kl": "0.5"},  # a number as text is one
+    ]
+    path = run / "metrics.jsonl"
+    # The damaged first line (read_metrics warns of it) still counts in the line numbers.
+    path.write_text("not json\n" + "".join(json.dumps(r) + "\n" for r in rows))
+    seen = _recorded(monkeypatch)
+    code, out, err = _hfsdk(capsys, "plot", str(run))
+    assert code == 0 and "2 steps" in out, err
+    assert "internal error" not in err
+    pg_loss = [line for line in err.splitlines() if "actor/pg_loss" in line]
+    assert len(pg_loss) == 1, err  # once per key, not once per line
+    assert f"{path} line 2: actor/pg_loss is 'abc', not a number; skipped" in pg_loss[0]
+    assert "and on 1 later line" in pg_loss[0]
+    step = [line for line in err.splitlines() if "timing/step_s" in line]
+    assert len(step) == 1 and f"{path} line 2: timing/step_s is 'abc'" in step[0], err
+    assert "actor/pg_loss" not in seen["lines"]
+    assert {"reward/mean", "actor/kl", "response_length/mean"} <= set(seen["lines"])
+
+
 def test_plot_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _hfsdk(capsys, "plot", str(tmp_path / "missing"))
     assert code == 2 and "does not exist" in err and "Traceback" not in err
