@@ -11,6 +11,7 @@ import pytest
 from hfsdk_testing import alias_bomb, assert_refused_in_one_line
 
 IMPORT = ("config", "import", "--from", "verl")
+TRL = ("config", "import", "--from", "trl")
 UNCLOSED = (
     "set -x\n"
     "python3 -m verl.trainer.main_ppo \\\n"
@@ -86,7 +87,7 @@ CASES: list[Case] = [
 CASES += [
     (
         "trl-bare-report-to",
-        lambda t: ["config", "import", "--from", "trl", "--report_to"],
+        lambda t: [*TRL, "--report_to"],
         r"report_to=True is not a logger name or a list of them; give names such as",
     ),
     (
@@ -113,6 +114,53 @@ CASES += [
         "openrlhf-clip-words",
         lambda t: ["config", "import", "--from", "openrlhf", "--eps_clip_low_high", "a", "b"],
         r"eps_clip_low_high='a' is not a number",
+    ),
+    # A value-taking flag given bare reads as True, and float(True) is 1.0: refused, not lr 1.0.
+    (
+        "trl-bare-lr-before-a-flag",
+        lambda t: [*TRL, "--learning_rate", "--num_generations", "8"],
+        r"Error: --learning_rate needs a value \(got a bare flag",
+    ),
+    (
+        "trl-trailing-bare-lr",
+        lambda t: [*TRL, "--num_generations", "8", "--learning_rate"],
+        r"Error: --learning_rate needs a value \(got a bare flag",
+    ),
+    (
+        "trl-bare-int",
+        lambda t: [*TRL, "--num_generations"],
+        r"Error: --num_generations needs a value \(got a bare flag.*give it an integer",
+    ),
+    (
+        "trl-empty-lr",
+        lambda t: [*TRL, "--learning_rate="],
+        r"Error: --learning_rate needs a value \(got an empty one\)",
+    ),
+    (
+        "trl-yaml-true-lr",
+        lambda t: [*TRL, _file(t, "t.yaml", "learning_rate: true\n")],
+        r"Error: --learning_rate needs a value \(got a bare flag, or true in the config file\)",
+    ),
+    (
+        "openrlhf-bare-lr",
+        lambda t: ["config", "import", "--from", "openrlhf", "--actor_learning_rate"],
+        r"Error: --actor_learning_rate needs a value \(got a bare flag",
+    ),
+    (
+        "verl-true-lr",
+        lambda t: [*IMPORT, "actor_rollout_ref.actor.optim.lr=true"],
+        r"Error: actor_rollout_ref\.actor\.optim\.lr=True is not a number",
+    ),
+    # A file without a defaults list is the whole config (as Hydra composes it for verl).
+    (
+        "verl-whole-file-override",
+        lambda t: [
+            *IMPORT,
+            _file(t, "v.yaml", "data: {train_batch_size: 32}\n"),
+            "actor_rollout_ref.actor.optim.lr=1e-5",
+        ],
+        r"v\.yaml' has no defaults list, so it is the whole config and lacks "
+        r"'actor_rollout_ref\.actor\.optim\.lr'; add `defaults: \[ppo_trainer, _self_\]`",
     ),
 ]
 

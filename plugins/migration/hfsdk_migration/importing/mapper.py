@@ -41,6 +41,9 @@ class Mapper:
     notes: list[str] = attrs.field(factory=list)
     asked: set[str] = attrs.field(factory=set)
     """Every key the importer looked at: the keys it knows (:meth:`check_unknown`)."""
+    flags: bool = False
+    """Whether the source's keys are its ``--flags`` (TRL, OpenRLHF): a numeric key given
+    without its value is then refused naming ``--key``, as the user wrote it."""
 
     def has(self, key: str) -> bool:
         """Whether the source sets ``key`` to something other than ``None``."""
@@ -67,12 +70,12 @@ class Mapper:
     def int(self, key: str, default: Any = None, *, source_default: bool = False) -> Any:
         """:meth:`get` as an integer (an error names ``key``); ``default`` when unset."""
         value = self.get(key, default, source_default=source_default)
-        return None if value is None else as_int(key, value)
+        return None if value is None else as_int(key, value, flag=self.flags)
 
     def num(self, key: str, default: Any = None, *, source_default: bool = False) -> Any:
         """:meth:`get` as a float (an error names ``key``); ``default`` when unset."""
         value = self.get(key, default, source_default=source_default)
-        return None if value is None else as_number(key, value)
+        return None if value is None else as_number(key, value, flag=self.flags)
 
     def numbers(
         self, key: str, count: int, default: Any = None, *, source_default: bool = False
@@ -80,7 +83,7 @@ class Mapper:
         """:meth:`get` as a list of ``count`` floats (an error names ``key``); ``default``
         when unset."""
         value = self.get(key, default, source_default=source_default)
-        return None if value is None else as_numbers(key, value, count)
+        return None if value is None else as_numbers(key, value, count, flag=self.flags)
 
     def put(self, dest: str, value: Any) -> None:
         """Set the hfsdk key ``dest`` (dotted) in the output."""
@@ -178,17 +181,46 @@ class Mapper:
         return lines
 
 
-def as_number(key: str, value: Any) -> float:
-    """A numeric source value (YAML may give ``'1e-6'`` as a string)."""
+def _refuse_unset(key: str, value: Any, what: str, *, flag: bool, example: str = "N") -> None:
+    """Refuse a numeric ``value`` that is a boolean or empty: a value-taking flag given bare.
+
+    A bare ``--key`` reads as True (the store-true flags' value) and ``--key=`` as empty;
+    ``float(True)`` is 1.0, so without this ``--learning_rate --num_generations 8`` would
+    import as an LR of 1.0. With ``flag`` (TRL's and OpenRLHF's keys are their
+    ``--flags``) the error names ``--key``; else ``key`` as written in a verl config.
+    """
+    if isinstance(value, bool):
+        word = str(value).lower()
+        if flag:
+            raise ConfigError(
+                f"--{key} needs a value (got a bare flag, or {word} in the config file); "
+                f"give it {what}: --{key} {example}"
+            )
+        raise ConfigError(
+            f"{key}={value!r} is not a number (a boolean); give it {what}: {key}={example}"
+        )
+    if isinstance(value, str) and not value.strip():
+        shown = f"--{key}" if flag else key
+        given = f"--{key} {example}" if flag else f"{key}={example}"
+        raise ConfigError(f"{shown} needs a value (got an empty one); give it {what}: {given}")
+
+
+def as_number(key: str, value: Any, *, flag: bool = False) -> float:
+    """A numeric source value (YAML may give ``'1e-6'`` as a string).
+
+    A boolean or empty value is refused (:func:`_refuse_unset`; ``flag``: name ``--key``).
+    """
+    _refuse_unset(key, value, "a number", flag=flag)
     try:
         return float(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{key}={value!r} is not a number") from None
 
 
-def as_int(key: str, value: Any) -> int:
-    """An integer source value."""
-    number = as_number(key, value)
+def as_int(key: str, value: Any, *, flag: bool = False) -> int:
+    """An integer source value; a boolean or empty one is refused as in :func:`as_number`."""
+    _refuse_unset(key, value, "an integer", flag=flag)
+    number = as_number(key, value, flag=flag)
     if not number.is_integer():
         raise ConfigError(f"{key}={value!r} is not an integer")
     return int(number)
@@ -204,8 +236,10 @@ def as_strings(key: str, value: Any, expected: str, hint: str) -> list[str]:
     raise ConfigError(f"{key}={value!r}: expected {expected}; {hint}")
 
 
-def as_numbers(key: str, value: Any, count: int) -> list[float]:
-    """A source list of exactly ``count`` numbers (``betas: [0.9, 0.999]``)."""
+def as_numbers(key: str, value: Any, count: int, *, flag: bool = False) -> list[float]:
+    """A source list of exactly ``count`` numbers (``betas: [0.9, 0.999]``); a boolean or
+    empty value is refused as in :func:`as_number`."""
+    _refuse_unset(key, value, f"{count} numbers", flag=flag, example=" ".join(["N"] * count))
     if not isinstance(value, list | tuple) or len(value) != count:
         raise ConfigError(f"{key}={value!r} is not a list of {count} numbers; give {count} numbers")
     return [as_number(key, item) for item in value]

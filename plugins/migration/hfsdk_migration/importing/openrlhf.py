@@ -383,6 +383,7 @@ def _lora(m: Mapper, chosen: str) -> None:
 
 def import_openrlhf(m: Mapper, algo: str | None) -> str:
     """Map OpenRLHF flags from ``m`` into hfsdk keys; returns the hfsdk algorithm chosen."""
+    m.flags = True  # OpenRLHF's keys are its --flags: a bare one is refused naming --key
     name = m.get("advantage_estimator", "gae", source_default=True)
     estimator, default_algo = ESTIMATORS.get(name, ("grpo", "grpo"))
     if name not in ESTIMATORS:

@@ -177,6 +177,7 @@ def read_verl(
         hydra_overrides,
         primary=data,
         fallback=default_tree(config_name) if layered else None,
+        source=path,
     )
     return composed, warnings
 
@@ -207,6 +208,13 @@ def parse_literal(text: str) -> Any:
     return value if value is None or isinstance(value, bool | list | dict) else text
 
 
+def _flag_value(text: str) -> Any:
+    """A flag's value as :func:`parse_literal` reads it, but an empty one (``--key=``,
+    ``--key ''``) stays ``''`` as argparse keeps it: YAML would read it as null, and an
+    unset key would silently take the source's default instead of being refused."""
+    return text if not text.strip() else parse_literal(text)
+
+
 def parse_flags(words: list[str], *, negations: bool = True) -> dict[str, Any]:
     """``--key value`` / ``--key=value`` / ``--flag`` (True) / ``--no_flag`` (False) words.
 
@@ -221,7 +229,7 @@ def parse_flags(words: list[str], *, negations: bool = True) -> dict[str, Any]:
         i += 1
         if not word.startswith("--") and "=" in word:  # key=value, as in a config file
             key, _, raw = word.partition("=")
-            out[key.strip()] = parse_literal(raw)
+            out[key.strip()] = _flag_value(raw)
             continue
         if not word.startswith("--") or word == "--":
             raise ConfigError(
@@ -239,7 +247,7 @@ def parse_flags(words: list[str], *, negations: bool = True) -> dict[str, Any]:
             else:
                 out[key] = True
             continue
-        parsed = [parse_literal(v) for v in values]
+        parsed = [_flag_value(v) for v in values]
         out[key] = parsed[0] if len(parsed) == 1 else parsed
     return out
 

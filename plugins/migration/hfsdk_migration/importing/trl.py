@@ -584,7 +584,7 @@ def _steps(m: Mapper, per_round: Fraction) -> None:
     optimizer step), so ``actor.optim.warmup_steps`` counts rounds too: all are TRL's
     counts divided by the ``per_round`` optimizer steps of one round.
     """
-    if m.has("max_steps") and as_int("max_steps", m.flat["max_steps"]) > 0:
+    if m.has("max_steps") and as_int("max_steps", m.flat["max_steps"], flag=True) > 0:
         steps = m.int("max_steps")
         total = math.ceil(steps / per_round)  # at least TRL's optimizer steps
         m.put("trainer.total_steps", total)
@@ -644,7 +644,7 @@ def _warmup_from_ratio(m: Mapper, key: str, ratio: float, per_round: Fraction) -
     # Fraction(str) keeps 0.1 x 100 at 10, not 10.000000000000002 (ceil 11).
     rounds = math.ceil(Fraction(str(ratio)) * total)
     m.put("actor.optim.warmup_steps", rounds)
-    steps = math.ceil(Fraction(str(ratio)) * as_int("max_steps", m.flat["max_steps"]))
+    steps = math.ceil(Fraction(str(ratio)) * as_int("max_steps", m.flat["max_steps"], flag=True))
     if rounds * per_round != steps:
         m.note(
             f"{key}={ratio:g} is {steps} TRL optimizer steps, "
@@ -677,7 +677,9 @@ def _every(m: Mapper, key: str, strategy_key: str, dest: str, per_round: Fractio
         if "total_steps" not in m.out.get("trainer", {}):
             m.reject(key, f"{RATIO_UNSET}; set {dest} (in generation rounds)")
             return
-        steps = math.ceil(Fraction(str(ratio)) * as_int("max_steps", m.flat["max_steps"]))
+        steps = math.ceil(
+            Fraction(str(ratio)) * as_int("max_steps", m.flat["max_steps"], flag=True)
+        )
     else:
         steps = m.int(key)
     # Rounded to the nearest round, but a positive interval stays positive (0 means never).
@@ -706,8 +708,8 @@ def _grpo(m: Mapper) -> None:
     steps_per_generation = _positive(m, "steps_per_generation", accumulation)
     generation = m.get("generation_batch_size")
     responses = (
-        as_int("generation_batch_size", generation)
-        if generation
+        as_int("generation_batch_size", generation, flag=True)
+        if generation not in (None, 0)  # "" too: refused by as_int, not taken as unset
         else per_device * steps_per_generation * processes
     )
     if n < 1:
@@ -859,6 +861,7 @@ def _refuse_dpo(m: Mapper, algo: str | None) -> None:
 
 def import_trl(m: Mapper, algo: str | None) -> str:
     """Map TRL keys from ``m`` into hfsdk keys; returns the hfsdk algorithm chosen."""
+    m.flags = True  # TRL's keys are its --flags: a bare one is refused naming --key
     _refuse_dpo(m, algo)
     chosen = algo or ("ppo" if any(m.has(key) for key in PPO_ONLY) else "grpo")
     m.put("algo", chosen)

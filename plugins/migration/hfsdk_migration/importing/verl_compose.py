@@ -68,12 +68,14 @@ def compose(
     *,
     primary: Mapping[str, Any] | None = None,
     fallback: Mapping[str, Any] | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:
     """The composed config as plain data, interpolations still unresolved.
 
     ``primary``: the user's own YAML (composed against ``config_dirs`` when it
     has a defaults list); else ``config_name`` is looked up in ``config_dirs``.
     ``fallback``: the tree to start from when there are no ``config_dirs``.
+    ``source``: the file ``primary`` was read from, as the user named it (for errors).
     """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -102,7 +104,12 @@ def compose(
             with initialize_config_dir(config_dir=str(roots[0]), version_base=None):
                 cfg = hydra_compose(config_name=name, overrides=overrides)
         except Exception as exc:  # Hydra's and OmegaConf's errors share no base class
-            raise _one_line(exc, config_name, roots, overrides) from exc
+            # Without a defaults list Hydra composes the file alone, as verl's own
+            # `--config-name` would: its errors then name the file, not verl's config.
+            whole = None
+            if primary is not None and "defaults" not in primary:
+                whole = repr(source) if source else "the primary config"
+            raise _one_line(exc, config_name, roots, overrides, whole=whole) from exc
         return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
 
 
@@ -123,9 +130,18 @@ def _force(override: str) -> str:
 
 
 def _one_line(
-    exc: Exception, config_name: str, roots: list[Path], overrides: list[str]
+    exc: Exception,
+    config_name: str,
+    roots: list[Path],
+    overrides: list[str],
+    *,
+    whole: str | None = None,
 ) -> ConfigError:
-    """Hydra's error as hfsdk's one line: what was wrong, what to do."""
+    """Hydra's error as hfsdk's one line: what was wrong, what to do.
+
+    ``whole``: the user's file (quoted), when it has no defaults list and so is the whole
+    config.
+    """
     from hydra.errors import MissingConfigException
 
     text = str(exc).strip()
@@ -135,6 +151,13 @@ def _one_line(
         key = match.group(1)
         given = next((o for o in overrides if o.split("=", 1)[0] == key), f"{key}=...")
         hint = _close_key(key, roots, config_name)
+        meant = f" (did you mean {hint!r}?)" if hint else ""
+        if whole is not None:
+            return ConfigError(
+                f"override {given!r}: {whole} has no defaults list, so it is the whole "
+                f"config and lacks {key!r}{meant}; add `defaults: [{config_name}, _self_]` "
+                f"to compose it on verl's defaults, or write +{given} to add it"
+            )
         return ConfigError(
             f"override {given!r}: verl's {config_name} has no key {key!r}"
             f"{f' (did you mean {hint!r}?)' if hint else ''}; fix its spelling, or write "

@@ -262,6 +262,41 @@ def test_trl_command_line_imports(capsys: pytest.CaptureFixture[str]) -> None:
     assert data == {"learning_rate": 2e-6, "num_generations": 4}
 
 
+def test_store_true_flags_given_bare_still_import_and_empty_values_are_kept() -> None:
+    # Only numeric keys refuse a bare flag (test_config_import_command's cases); a bare
+    # store-true flag is True, as argparse makes it.
+    data, _ = read_source("trl", None, ["--use_peft", "--bf16", "--learning_rate", "2e-6"])
+    cfg = resolve_run_config(None, import_config("trl", {**data, "max_steps": 10}).config)
+    assert cfg.actor.lora.rank == 16 and cfg.actor.dtype == "bfloat16"
+    assert cfg.actor.optim.lr == 2e-6
+    words = ["--bf16", "--gradient_checkpointing", "--actor_learning_rate", "1e-6"]
+    data, _ = read_source("openrlhf", None, words)
+    cfg = resolve_run_config(None, import_config("openrlhf", data).config)
+    assert cfg.actor.dtype == "bfloat16" and cfg.actor.gradient_checkpointing
+    assert cfg.actor.optim.lr == 1e-6
+    # An empty value stays empty, as argparse keeps it, not null (unset: the default).
+    data, _ = read_source("trl", None, ["seed=", "--learning_rate=", "--num_generations", ""])
+    assert data == {"learning_rate": "", "num_generations": "", "seed": ""}
+
+
+def test_a_verl_file_without_defaults_is_the_whole_config_and_the_advice_composes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(verl_compose, "installed_config_dir", lambda: None)
+    whole = tmp_path / "v.yaml"
+    whole.write_text("data: {train_batch_size: 32}\n")
+    override = "actor_rollout_ref.actor.optim.lr=1e-5"
+    with pytest.raises(HfsdkError, match=r"'\S*v\.yaml' has no defaults list, so it is the whole"):
+        read_source("verl", str(whole), [override], env=ENV)
+    # Both ways the message offers: `+` adds the key to the file, a defaults list composes
+    # the file on verl's ppo_trainer (as Hydra does for verl with the same file).
+    for path, given in ((whole, f"+{override}"), (tmp_path / "v2.yaml", override)):
+        path.write_text("defaults: [ppo_trainer, _self_]\n" * (path != whole) + whole.read_text())
+        data, _ = read_source("verl", str(path), [given], env=ENV)
+        assert data["actor_rollout_ref"]["actor"]["optim"]["lr"] == 1e-5
+        assert data["data"]["train_batch_size"] == 32
+
+
 def test_openrlhf_command_line_imports() -> None:
     result, cfg = _import("openrlhf", "openrlhf_train_ppo_ray.sh")
     assert cfg.algo == "ppo" and cfg.actor.optim.lr == 5e-7 and cfg.critic.optim.lr == 9e-6
@@ -511,7 +546,9 @@ def test_hydra_overrides_add_replace_and_delete() -> None:
     assert out == {"a": {"b": 2, "c": "[3]", "e": ["x", "y"]}, "f": {"g": None}, "h": "${a.b}",
                    "i": 1e-6}  # fmt: skip
     assert data["d"] == "x"  # a copy
-    with pytest.raises(Exception, match="no key 'h'"):
+    with pytest.raises(
+        Exception, match="no defaults list, so it is the whole config and lacks 'h'"
+    ):
         compose([], "x", ["h=1"], primary=data)  # a key the file does not have is refused
 
 
