@@ -186,10 +186,38 @@ class AdapterPool:
         config.target_modules = set(lora.target_modules)
         return config
 
+    def max_rank(self, targets: tuple[str, ...]) -> tuple[int, list[str]]:
+        """The smallest input or output size of the base's layers named in ``targets``, and
+        the names of the layers that have it (``(0, [])`` when none is found)."""
+        sizes: dict[str, int] = {}
+        for module_name, module in self.peft.get_base_model().named_modules():
+            leaf = module_name.rpartition(".")[2]
+            if leaf in targets and hasattr(module, "in_features"):
+                size = min(int(module.in_features), int(module.out_features))
+                sizes[leaf] = min(size, sizes.get(leaf, size))
+        if not sizes:
+            return 0, []
+        limit = min(sizes.values())
+        return limit, sorted(k for k, v in sizes.items() if v == limit)
+
+    def _check_rank(self, spec: AdapterSpec) -> None:
+        """Refuse a rank above min(in, out) of a targeted layer: beyond it ``B·A`` gains no
+        rank, only memory (a typo such as 50000 would take every user's state down)."""
+        targets = spec.lora_config().target_modules
+        limit, layers = self.max_rank(tuple(targets))
+        if limit and spec.rank > limit:
+            raise HfsdkError(
+                f"LoRA rank {spec.rank} is above {limit}, the smallest input or output size of "
+                f"the targeted layers ({', '.join(layers)}) of {self.model_dir.name}: a larger "
+                f"rank adds no capacity, only memory; pass a rank of at most {limit}"
+                + (" (or train_unembed=False)" if "lm_head" in layers else "")
+            )
+
     def add(self, name: str, spec: AdapterSpec, *, trainable: bool = True) -> Adapter:
         """A new adapter ``name`` (``B`` at zero: it computes the base model exactly)."""
         if name in self.adapters:
             raise HfsdkError(f"adapter {name!r} exists already")
+        self._check_rank(spec)
         config = self._peft_config(spec)
         with seeded_rng(spec.seed), warnings.catch_warnings():
             # peft warns that a tied head's adapter unties it; merged_weights handles that.

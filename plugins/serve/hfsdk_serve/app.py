@@ -28,7 +28,7 @@ from tinker import types
 from tinker.types.try_again_response import TryAgainResponse
 
 from hfsdk import HfsdkError
-from hfsdk_serve.futures import Futures
+from hfsdk_serve.futures import SHUTTING_DOWN, Futures, ShuttingDown
 from hfsdk_serve.sampling import MAX_SAMPLES
 from hfsdk_serve.service import Service, UnknownIdError
 from hfsdk_serve.wire import PROTO_CONTENT_TYPE, decode_forward_backward
@@ -48,6 +48,15 @@ def _json(model: pydantic.BaseModel | dict[str, Any] | None, status: int = 200) 
 
 def _error(message: str, status: int = 400) -> Response:
     return JSONResponse({"error": message, "detail": message}, status_code=status)
+
+
+def _shutting_down() -> Response:
+    """A synchronous route's answer after the close: 410 (gone), which the SDK raises at
+    once. A 503 it retries until its own timeout (tinker 0.38's retry handler retries every
+    5xx, ``x-should-retry: false`` notwithstanding), and this server will not come back."""
+    response = _error(SHUTTING_DOWN, 410)
+    response.headers["x-should-retry"] = "false"
+    return response
 
 
 def _first_line(exc: BaseException) -> str:
@@ -118,7 +127,12 @@ class TinkerApp:
         model_id: str | None = None,
         samples: int | None = None,
     ) -> Response:
-        request_id = self.futures.submit(_guarded(fn), *args)
+        try:
+            request_id = self.futures.submit(_guarded(fn), *args)
+        except ShuttingDown:  # answered as a failed request: the SDK raises it at once
+            request_id = self.futures.finished(
+                _Failure(SHUTTING_DOWN, types.RequestErrorCategory.Server)
+            )
         future = types.UntypedAPIFuture(
             request_id=request_id,
             model_id=model_id,
@@ -133,6 +147,8 @@ class TinkerApp:
             return _json(await self.futures.run(fn, *args))
         except HfsdkError as exc:
             return _error(_first_line(exc), 404 if isinstance(exc, UnknownIdError) else 400)
+        except ShuttingDown:
+            return _shutting_down()
 
     # -- routes ----------------------------------------------------------------------------
 
@@ -235,6 +251,12 @@ class TinkerApp:
         future = await self.futures.wait(body.request_id)
         if future is None:
             return _json(TryAgainResponse(request_id=body.request_id, queue_state="active"))
+        if future.cancelled():  # only close() cancels: the server is going away
+            return _json(
+                types.RequestFailedResponse(
+                    error=SHUTTING_DOWN, category=types.RequestErrorCategory.Server
+                )
+            )
         outcome = future.result()
         if isinstance(outcome, _Failure):
             return _json(

@@ -19,6 +19,20 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+SHUTTING_DOWN = (
+    "server shutting down; the request was not run: send it again once the server is back "
+    "(saved checkpoints stay on disk)"
+)
+"""What a request cancelled by :meth:`Futures.close`, or sent after it, is answered with."""
+
+
+class ShuttingDown(RuntimeError):
+    """:meth:`Futures.close` was called: no more work is taken (the message says so)."""
+
+    def __init__(self) -> None:
+        super().__init__(SHUTTING_DOWN)
+
+
 POLL_SECONDS = 20.0
 """How long one ``/retrieve_future`` waits before answering ``try_again`` (the SDK waits 45 s)."""
 KEPT = 4096
@@ -34,20 +48,51 @@ class Futures:
             1, thread_name_prefix="hfsdk-serve-model"
         )
         self._results: OrderedDict[str, concurrent.futures.Future[Any]] = OrderedDict()
+        self._closed = False
+
+    def _queue(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
+        # The executor's own error after shutdown is a bare RuntimeError; the routes answer
+        # ShuttingDown with one line instead of a 500 and a traceback.
+        if self._closed:
+            raise ShuttingDown()
+        try:
+            return self._thread.submit(fn, *args)
+        except RuntimeError:  # closed between the check and the submit
+            raise ShuttingDown() from None
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> str:
-        """Queue ``fn(*args)`` on the model thread; its request id."""
+        """Queue ``fn(*args)`` on the model thread; its request id (:class:`ShuttingDown`
+        after :meth:`close`)."""
         request_id = f"req_{secrets.token_hex(8)}"
-        self._results[request_id] = self._thread.submit(fn, *args)
+        self._results[request_id] = self._queue(fn, *args)
         excess = len(self._results) - KEPT
         if excess > 0:  # drop the oldest finished ones: a queued request's client still polls
             for old in [k for k, f in self._results.items() if f.done()][:excess]:
                 del self._results[old]
         return request_id
 
+    def finished(self, value: Any) -> str:
+        """A request id whose result is ``value`` already (a request refused without running,
+        e.g. after :meth:`close`: the SDK fetches its answer like any other)."""
+        request_id = f"req_{secrets.token_hex(8)}"
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        future.set_result(value)
+        self._results[request_id] = future
+        return request_id
+
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run ``fn(*args)`` on the model thread and wait for it (for the synchronous routes)."""
-        return await asyncio.wrap_future(self._thread.submit(fn, *args))
+        """Run ``fn(*args)`` on the model thread and wait for it (for the synchronous routes;
+        :class:`ShuttingDown` after :meth:`close`, or when ``close`` cancels it)."""
+        try:
+            return await asyncio.wrap_future(self._queue(fn, *args))
+        except asyncio.CancelledError:
+            if self._closed:  # cancelled by close(), not by this request's own cancellation
+                raise ShuttingDown() from None
+            raise
+
+    def pending(self) -> int:
+        """How many kept requests are queued or running."""
+        return sum(not f.done() for f in self._results.values())
 
     def known(self, request_id: str) -> bool:
         """Whether ``request_id`` is a request whose result is still kept."""
@@ -68,5 +113,10 @@ class Futures:
         return future
 
     def close(self, *, wait: bool = False) -> None:
-        """Stop the model thread (queued work is cancelled; ``wait`` for the running one)."""
+        """Stop the model thread (queued work is cancelled; ``wait`` for the running one).
+
+        A cancelled request's ``/retrieve_future`` and a request sent afterwards are answered
+        with :data:`SHUTTING_DOWN` (the in-process server closes while uvicorn still answers).
+        """
+        self._closed = True
         self._thread.shutdown(wait=wait, cancel_futures=True)

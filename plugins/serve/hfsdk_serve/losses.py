@@ -84,19 +84,50 @@ def importance_sampling(
 def _clip_bounds(
     inputs: Mapping[str, torch.Tensor], config: Mapping[str, float | str], like: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The (low, high) ratio bounds, per token, once they can clip (else one error naming
+    the key): finite, >= 0 and low <= high. Swapped bounds make every ratio the constant
+    ``high`` (zero gradient: nothing trains), so they are refused rather than used."""
     bounds = []
+    names = []
     for key, default in (
         ("clip_low_threshold", DEFAULT_CLIP_LOW),
         ("clip_high_threshold", DEFAULT_CLIP_HIGH),
     ):
         if key in inputs:
-            bounds.append(inputs[key])
+            bound = inputs[key]
+            name = f"loss_fn_inputs[{key!r}]"
+            bad = ~torch.isfinite(bound) | (bound < 0)
+            if bool(bad.any()):
+                at = int(bad.nonzero()[0, 0])
+                raise HfsdkError(
+                    f"{name}[{at}]={float(bound[at]):g}: expected a finite ratio bound >= 0 "
+                    f"(the default bounds are {DEFAULT_CLIP_LOW} / {DEFAULT_CLIP_HIGH})"
+                )
+            bounds.append(bound)
+            names.append(name)
             continue
         value = config.get(key, default)
         if isinstance(value, str):
             raise HfsdkError(f"loss_fn_config[{key!r}]={value!r}: expected a number")
+        name = f"loss_fn_config[{key!r}]" if key in config else f"the default {key}"
+        if not math.isfinite(float(value)) or float(value) < 0:
+            raise HfsdkError(
+                f"{name}={float(value):g}: expected a finite ratio bound >= 0 "
+                f"(the default bounds are {DEFAULT_CLIP_LOW} / {DEFAULT_CLIP_HIGH})"
+            )
         bounds.append(torch.full_like(like, float(value)))
-    return bounds[0], bounds[1]
+        names.append(name)
+    low, high = bounds
+    swapped = low > high
+    if bool(swapped.any()):
+        at = int(swapped.nonzero()[0, 0])
+        where = [f"{n}[{at}]" if n.startswith("loss_fn_inputs") else n for n in names]
+        raise HfsdkError(
+            f"{where[0]}={float(low[at]):g} is above {where[1]}={float(high[at]):g}: expected "
+            "low <= high (ratio bounds such as the default "
+            f"{DEFAULT_CLIP_LOW} / {DEFAULT_CLIP_HIGH}); swap them"
+        )
+    return low, high
 
 
 def ppo(

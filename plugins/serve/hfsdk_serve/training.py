@@ -162,6 +162,13 @@ def check_adam(params: Mapping[str, float]) -> None:
         raise HfsdkError("AdamParams.eps=0: expected a value > 0 (the SDK's default is 1e-12)")
     if not (params["beta1"] < 1 and params["beta2"] < 1):
         raise HfsdkError("AdamParams beta1 and beta2 must be below 1")
+    # The SDK documents 0.0 as "no clipping"; a negative norm was silently the same.
+    clip = params.get("grad_clip_norm", 0.0)
+    if not math.isfinite(clip) or clip < 0:
+        raise HfsdkError(
+            f"AdamParams.grad_clip_norm={clip}: expected a finite value >= 0 (0 turns "
+            "clipping off, a positive value is the largest global gradient norm)"
+        )
 
 
 def optim_step(pool: AdapterPool, model_id: str, params: Mapping[str, float]) -> dict[str, float]:
@@ -188,7 +195,7 @@ def optim_step(pool: AdapterPool, model_id: str, params: Mapping[str, float]) ->
             f"the accumulated gradients are not finite (norm {norm}); no step was taken and they "
             "were cleared: check the loss inputs of the forward_backward calls since the last step"
         )
-    clip = params.get("grad_clip_norm", 0.0)
+    clip = params.get("grad_clip_norm", 0.0)  # checked above: 0 is off
     if clip > 0 and grads:
         torch.nn.utils.clip_grad_norm_(trained, clip)
     optimizer.step()

@@ -52,6 +52,17 @@ class Served:
     model_dir: Path
     tokenizer: Any
     server: Any
+    thread: threading.Thread | None = None
+
+    def stop(self) -> None:
+        """Stop uvicorn, wait for its thread, then close the app (``hfsdk serve``'s order).
+
+        Closing first cancels queued work while uvicorn still answers its clients.
+        """
+        self.server.should_exit = True
+        if self.thread is not None:
+            self.thread.join(timeout=30)
+        self.app.close()
 
 
 def free_port() -> int:
@@ -62,7 +73,7 @@ def free_port() -> int:
 
 
 def start(model_dir: Path, state_dir: Path, *, api_key: str | None = None) -> Served:
-    """Start a server in a thread; stop it with ``served.server.should_exit = True``."""
+    """Start a server in a thread; stop it with :meth:`Served.stop`."""
     import uvicorn
 
     from hfsdk import load_tokenizer
@@ -81,7 +92,7 @@ def start(model_dir: Path, state_dir: Path, *, api_key: str | None = None) -> Se
             raise RuntimeError("the test server did not start")
         time.sleep(0.05)
     return Served(
-        f"http://127.0.0.1:{port}", app, Path(model_dir), load_tokenizer(model_dir), server
+        f"http://127.0.0.1:{port}", app, Path(model_dir), load_tokenizer(model_dir), server, thread
     )
 
 
@@ -98,8 +109,7 @@ def served(default_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) ->
     """One loopback server for the session."""
     running = start(default_model_dir, tmp_path_factory.mktemp("serve_state"))
     yield running
-    running.server.should_exit = True
-    running.app.close()
+    running.stop()
 
 
 @pytest.fixture

@@ -162,8 +162,7 @@ def test_api_key_required_beyond_loopback(default_model_dir: Any, tmp_path: Any)
         right.close("success").result()
         wrong.close("success").result()
     finally:
-        keyed.server.should_exit = True
-        keyed.app.close()
+        keyed.stop()
 
 
 def test_cli_refuses_bad_input_with_one_line(tmp_path: Any, default_model_dir: Any) -> None:
@@ -326,3 +325,25 @@ def test_sampling_settings_that_cannot_run_are_refused(served: Any) -> None:
         assert out["category"] == "user" and "expected a finite temperature" in out["error"]
     out = sample('{"max_tokens": 1}', num=MAX_SAMPLES + 1)
     assert f"expected 1 to {MAX_SAMPLES}" in out["error"]
+
+
+def test_a_negative_or_non_finite_grad_clip_norm_is_refused(trainer: Any, served: Any) -> None:
+    """``grad_clip_norm`` < 0 was silently "no clipping" (the SDK documents only 0.0 as off):
+    refused with one line naming the field, while 0 (off) and a positive norm still step."""
+    from hfsdk_serve.training import check_adam
+
+    tokens = served.tokenizer.encode("3 + 5 = 8")
+    good = _datum(tokens[:-1], target_tokens=tokens[1:])
+    trainer.forward_backward([good], "cross_entropy").result()
+    with pytest.raises(
+        tinker.RequestFailedError,
+        match=r"AdamParams.grad_clip_norm=-5.0: expected a finite value >= 0 \(0 turns",
+    ) as err:
+        trainer.optim_step(types.AdamParams(learning_rate=1e-3, grad_clip_norm=-5.0)).result()
+    _one_line(err.value)
+    for clip in (0.0, 1.0):  # the gradients of the refused step are still there
+        trainer.optim_step(types.AdamParams(learning_rate=1e-3, grad_clip_norm=clip)).result()
+    # The SDK refuses to send NaN; another client's JSON can.
+    adam = types.AdamParams(learning_rate=1e-3).model_dump()
+    with pytest.raises(HfsdkError, match=r"AdamParams.grad_clip_norm=nan"):
+        check_adam({**adam, "grad_clip_norm": math.nan})

@@ -251,3 +251,46 @@ def test_keys_the_loss_does_not_use_are_refused(served: Any, rl_client: Any) -> 
     assert rl_client.forward([ppo_datum], "ppo", {"clip_low_threshold": 0.5}).result()
     assert rl_client.forward([_sdk_datum(tokens, weights=zeros)], "cross_entropy").result()
     assert rl_client.forward([ppo_datum], "dro", {"beta": 0.1}).result()
+
+
+@pytest.mark.parametrize("loss", ["ppo", "cispo", "gspo"])
+def test_clip_bounds_that_cannot_clip_are_refused(loss: str) -> None:
+    """The bounds are ratio bounds (the API's default 0.8 / 1.2). Swapped ones made every
+    clipped ratio a constant (zero gradient: nothing trained); negative or NaN ones were
+    used as given. Each is refused naming the key, from loss_fn_config or the datum."""
+    logp = torch.tensor([0.0, 0.0], requires_grad=True)
+    inputs = {**_inputs([-0.5, 0.5], [1.0, 1.0]), "sequence_ratio_mask": torch.ones(2)}
+    fn = loss_fn(loss)
+    swapped = {"clip_low_threshold": 1.2, "clip_high_threshold": 0.8}
+    with pytest.raises(
+        HfsdkError,
+        match=r"loss_fn_config\['clip_low_threshold'\]=1.2 is above "
+        r"loss_fn_config\['clip_high_threshold'\]=0.8: expected low <= high",
+    ):
+        fn(logp, inputs, swapped)
+    with pytest.raises(HfsdkError, match=r"loss_fn_config\['clip_low_threshold'\]=-0.5"):
+        fn(logp, inputs, {"clip_low_threshold": -0.5})
+    with pytest.raises(HfsdkError, match=r"loss_fn_config\['clip_high_threshold'\]=nan"):
+        fn(logp, inputs, {"clip_high_threshold": math.nan})
+    per_token = {**inputs, "clip_low_threshold": torch.tensor([0.8, 1.5])}
+    with pytest.raises(
+        HfsdkError, match=r"loss_fn_inputs\['clip_low_threshold'\]\[1\]=1.5 is above .*=1.2"
+    ):
+        fn(logp, per_token, {})
+    per_token = {**inputs, "clip_high_threshold": torch.tensor([1.2, math.inf])}
+    with pytest.raises(HfsdkError, match=r"loss_fn_inputs\['clip_high_threshold'\]\[1\]=inf"):
+        fn(logp, per_token, {})
+    # Equal bounds and a zero lower bound are valid clips.
+    assert torch.isfinite(fn(logp, inputs, {"clip_low_threshold": 0.0, "clip_high_threshold": 0.0}))
+
+
+def test_swapped_clip_bounds_are_refused_through_the_sdk(served: Any, rl_client: Any) -> None:
+    import tinker
+
+    tokens = served.tokenizer.encode("3 + 5 = 8")
+    zeros = np.zeros(len(tokens) - 1, dtype=np.float32)
+    datum = _sdk_datum(tokens, logprobs=zeros, advantages=np.ones_like(zeros))
+    swapped = {"clip_low_threshold": 1.2, "clip_high_threshold": 0.8}
+    with pytest.raises(tinker.RequestFailedError, match="expected low <= high") as err:
+        rl_client.forward_backward([datum], "ppo", swapped).result()
+    assert "Traceback" not in str(err.value)

@@ -283,5 +283,4 @@ def test_states_of_another_model_or_damaged_files_are_refused(
         assert time.monotonic() - start_s < 20  # answered, not retried
         client.close("success").result()
     finally:
-        served.server.should_exit = True
-        served.app.close()
+        served.stop()

@@ -41,8 +41,7 @@ def tied_served(tied_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     """A loopback server of the tied model."""
     running = start(tied_model_dir, tmp_path_factory.mktemp("tied_state"))
     yield running
-    running.server.should_exit = True
-    running.app.close()
+    running.stop()
 
 
 @pytest.mark.parametrize(
