@@ -15,7 +15,8 @@ Registered corrections (``hfsdk list rollout-corrections``):
   sequence level (``ρ_seq = exp(Σ_t δ_t)``).
 - ``mis`` — masked IS (Liu et al., 2025): weight ``ρ`` where ``ρ ≤ cap``; tokens
   (or whole sequences) above the cap are dropped.
-- ``icepop`` — IcePop (Ling team, 2025): tokens with ``ρ_t ∉ [1/c, c]`` are dropped.
+- ``icepop`` — IcePop (Ling team, Ring-1T, arXiv 2510.18855): weight ``M(ρ_t) = ρ_t`` for
+  ``ρ_t ∈ [1/c, c]``; tokens outside the band are dropped (weight 0).
 - ``geo_rs`` — geometric-mean sequence rejection: a sequence whose
   ``exp(mean_t δ_t) ∉ [1/c, c]`` is dropped (length-independent, unlike ``ρ_seq``).
 - ``k3_rs`` — K3 sequence rejection: a sequence whose mean per-token K3
@@ -92,7 +93,8 @@ class MISConfig:
 
 @attrs.frozen(kw_only=True)
 class BandConfig:
-    """Settings of a band correction: ratios outside ``[1/c, c]`` are dropped."""
+    """Settings of a band correction: ratios outside ``[1/c, c]`` are dropped, the others
+    weighted by their ratio."""
 
     c: float = help_field(
         "The band's upper bound c > 1 (the lower is 1/c).", default=2.0, validator=_above_one
@@ -237,14 +239,19 @@ def icepop(
     config: BandConfig | None = None,
     **_: Any,
 ) -> CorrectionResult:
-    """IcePop: tokens whose ratio ``ρ_t`` leaves ``[1/c, c]`` are dropped (no reweighting)."""
+    """IcePop: ``M(ρ_t) = ρ_t`` if ``ρ_t ∈ [1/c, c]`` else 0 multiplies each token's
+    policy-gradient term (the paper's ``[α, β]`` is ``[1/c, c]``): a token in the band is
+    importance-weighted by its ratio, one outside it is dropped. (It already carries ``ρ_t``:
+    stacking ``tis`` on it would weight by ``ρ_t`` twice.)"""
     config = config or BandConfig()
     mask = as_bool_mask(response_mask)
     ratio = _ratio(_log_ratio(old_log_prob, rollout_log_prob, mask), mask, "token")
     out = ((ratio > config.c) | (ratio < 1.0 / config.c)) & mask
     keep = mask & ~out
     return CorrectionResult(
-        weights=mask.float(), keep=keep, metrics={"icepop_masked_share": _token_share(out, mask)}
+        weights=masked_fill_zero(ratio, keep),
+        keep=keep,
+        metrics={"icepop_masked_share": _token_share(out, mask)},
     )
 
 

@@ -186,11 +186,14 @@ def sampleless_problems(run_config: Any) -> list[str] | None:
     """A correction or ``trainer.max_mismatch_kl`` in a run whose algorithm samples nothing it
     trains on (no policy, or its spec's ``trains_on_generations`` is false: SFT, DPO, reward
     models): there are no rollout log-probs to correct or compare, so a correction failed the
-    first update and the gate watched nothing."""
+    first update and the gate watched nothing. Likewise under ``trainer.mode: rollout_only``,
+    which trains nothing: no ``old_log_probs`` (π_old) are computed, so a correction corrected
+    nothing and the gate never ran, silently."""
     from hfsdk import run_spec
 
     spec = run_spec(run_config)
-    if spec.has_policy and spec.trains_on_generations:
+    rollout_only = run_config.trainer.mode == "rollout_only"
+    if spec.has_policy and spec.trains_on_generations and not rollout_only:
         return None
     algo = run_config.sections.get("algorithm")
     section = run_config.sections.get("rollout_correction")
@@ -203,6 +206,13 @@ def sampleless_problems(run_config: Any) -> list[str] | None:
         )
         if set_
     ]
+    if spec.has_policy and spec.trains_on_generations:  # rollout_only
+        return [
+            f"{key} has nothing to {'compare' if key.startswith('trainer.') else 'correct'}: "
+            "trainer.mode: rollout_only trains nothing, so there is no π_old (old_log_probs) "
+            "to compare the rollout with; remove the setting, or use trainer.mode: train"
+            for key in asked
+        ] or None
     return [
         f"{key} has nothing to {'compare' if key.startswith('trainer.') else 'correct'}: "
         f"algorithm {run_config.algo!r} samples nothing (it trains on the dataset's own rows, "
@@ -221,6 +231,8 @@ def behaviour_source_problems(run_config: Any, backends: Any) -> list[str] | Non
         return None
     if run_config.trainer.mode == "train_only":  # the dumped rollouts are the source
         return None  # (the run records plugin checks that they hold the log-probs)
+    if run_config.trainer.mode == "rollout_only":  # refused whole by sampleless_problems:
+        return None  # its advice (a pipeline) would be one rollout_only refuses too
     if ROLLOUT_POOL in run_config.placement.pools:  # its replicas report them
         return None
     name = run_config.rollout.backend or default_rollout_backend(backends)

@@ -82,11 +82,13 @@ def test_mis_drops_what_is_over_the_cap(level, weights, keep) -> None:
     assert torch.equal(result.keep, _rows(keep).bool())
 
 
-def test_icepop_drops_tokens_outside_the_band() -> None:
+def test_icepop_weights_tokens_in_the_band_by_their_ratio_and_drops_the_rest() -> None:
+    # IcePop's M(k) = k for k in [α, β], else 0 (Ring-1T, arXiv 2510.18855), α = 1/c, β = c.
     # ρ: e^0.5 = 1.65 in, e^-1 = 0.37 < 1/2 out, 1 in; e = 2.72 > 2 out, 1 in.
+    # Before: in-band tokens kept weight 1.0 (a mask, not M(k)).
     result = _run("icepop", BandConfig(c=2.0))
     assert torch.equal(result.keep, _rows([[1, 0, 1], [0, 1]]).bool())
-    torch.testing.assert_close(result.weights, MASK.float())  # masks, never reweights
+    torch.testing.assert_close(result.weights, _rows([[E**0.5, 0.0, 1.0], [0.0, 1.0]]))
     assert result.metrics["icepop_masked_share"] == pytest.approx(2 / 5)
 
 
@@ -232,6 +234,31 @@ def test_an_algorithm_that_samples_nothing_is_refused_a_correction_or_the_gate(
     assert line.startswith(f"{setting.split('=')[0].removesuffix('.apply')} has nothing to ")
     assert f"algorithm {algo!r} samples nothing" in line and "remove" in line
     assert "rollout.backend=vllm" not in line and "\n" not in line
+
+
+@pytest.mark.parametrize("backend", ["hf", "vllm"])
+@pytest.mark.parametrize(
+    "setting",
+    ["algorithm.is_correction=tis", "rollout_correction.preset=tis",
+     "rollout_correction.apply=[icepop]", "trainer.max_mismatch_kl=0.1"],
+)  # fmt: skip
+def test_rollout_only_is_refused_a_correction_or_the_gate(backend: str, setting: str) -> None:
+    # Before: accepted with a rollout pool (no old_log_probs are computed, so nothing was
+    # corrected or compared, silently), and with hf refused by advice to use
+    # trainer.pipeline=one_step_off, which rollout_only refuses.
+    pool = ["placement.pools.global.devices=1", "placement.pools.rollout.devices=1"]
+    for extra in ([], pool):
+        with pytest.raises(ConfigError) as info:
+            load_run_config(
+                "grpo",
+                None,
+                ["trainer.mode=rollout_only", setting, f"rollout.backend={backend}", *extra],
+            )
+        line = str(info.value)
+        key = setting.split("=")[0].removesuffix(".apply").removesuffix(".preset")
+        assert line.startswith(f"{key} has nothing to "), line
+        assert "trainer.mode: rollout_only" in line and "trainer.mode: train" in line
+        assert "one_step_off" not in line and "rollout.backend" not in line and "\n" not in line
 
 
 def test_presets_and_apply_resolve_in_order() -> None:

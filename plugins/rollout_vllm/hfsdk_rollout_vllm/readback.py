@@ -10,12 +10,16 @@ engine's dtype first, as the loader does): integer sums, exact and independent o
 order, fusion or padding of the elements. A tensor whose weight lives in a kernel is read
 back through that kernel: the layer applied to an identity matrix returns its weight
 (each output is one product with 1.0, so nothing is rounded), i.e. what the engine really
-generates with. A tensor-parallel engine (generation tp > 1) holds only its rank's slices:
-each rank compares what its engine holds with the slices of the stream that rank's
-loaders cut (:func:`rank_slicer`).
+generates with. A kernel returns a -0.0 weight as +0.0 and may flush a subnormal one to 0
+(vLLM's CPU oneDNN matmul does both; the weight computes the same), so a kernel-held
+tensor is compared on values normalized alike on both sides (:func:`normalized_bit_sum`);
+every other tensor bit for bit. A tensor-parallel engine (generation tp > 1) holds only
+its rank's slices: each rank compares what its engine holds with the slices of the stream
+that rank's loaders cut (:func:`rank_slicer`).
 
-The cost per reload is one pass over each streamed tensor plus, for a kernel-held weight
-of K inputs, a K×K-by-weight matmul (measured in docs/reliability.md).
+The cost per reload is one pass over each streamed tensor (and one compare pass for the
+normalized sum) plus, for a kernel-held weight of K inputs, a K×K-by-weight matmul
+(measured in docs/reliability.md, before the compare pass was added).
 """
 
 from __future__ import annotations
@@ -36,27 +40,55 @@ if TYPE_CHECKING:
 _EYE_ROWS = 1024  # identity rows per kernel call: bounds the read-back's temporary output
 
 
+def _flushed_bits(tensor: torch.Tensor) -> int:
+    """The bit sum of ``tensor``'s -0.0 and subnormal (``|x| < finfo.tiny``) elements: what
+    reading them as +0.0 (whose bits are 0) takes off its :func:`bit_sum`."""
+    if not tensor.is_floating_point():
+        return 0
+    flat = tensor.detach().reshape(-1)
+    return bit_sum(flat[flat.abs() < torch.finfo(flat.dtype).tiny])
+
+
+def normalized_bit_sum(tensor: torch.Tensor) -> int:
+    """:func:`bit_sum` of ``tensor`` with -0.0 and subnormals (``|x| < finfo.tiny``) read as
+    +0.0: what a kernel that drops the sign of zero and flushes denormals holds of it.
+    Non-float tensors are summed exactly."""
+    return bit_sum(tensor) - _flushed_bits(tensor)
+
+
+class HeldSums(dict):
+    """:func:`held_sums`'s answer: engine tensor name → bit sum, and in ``kernel`` the names
+    read back through a kernel, whose sums are :func:`normalized_bit_sum`'s."""
+
+    def __init__(self, sums: Mapping[str, int] = (), kernel: Iterable[str] = ()) -> None:
+        super().__init__(sums)
+        self.kernel = frozenset(kernel)
+
+
 def _kernel_weight_sum(layer: torch.nn.Module, dtype: torch.dtype) -> int:
-    """The bit sum of a linear layer's weight held by its matmul kernel (read through it)."""
+    """The normalized bit sum (:func:`normalized_bit_sum`) of a linear layer's weight held by
+    its matmul kernel (read through it)."""
     inputs = int(layer.input_size_per_partition)
     total = 0
     for start in range(0, inputs, _EYE_ROWS):
         rows = min(_EYE_ROWS, inputs - start)
         eye = torch.zeros(rows, inputs, dtype=dtype)
         eye[:, start : start + rows] = torch.eye(rows, dtype=dtype)
-        total += bit_sum(layer.quant_method.apply(layer, eye, None))
+        total += normalized_bit_sum(layer.quant_method.apply(layer, eye, None))
     return total
 
 
-def held_sums(model: torch.nn.Module) -> dict[str, int]:
+def held_sums(model: torch.nn.Module) -> HeldSums:
     """Engine tensor name → bit sum of what ``model`` (vLLM's model) computes with.
 
     Runs inside vLLM's worker (``LLM.apply_model``). A parameter left empty by the CPU
-    kernels' repacking is read back through its layer's kernel. A parameter shared by
+    kernels' repacking is read back through its layer's kernel, normalized
+    (:func:`normalized_bit_sum`) and named in ``kernel``. A parameter shared by
     several layers (a tied LM head holds the input embeddings') is listed once, under its
     first name, as the HF stream names it.
     """
     sums: dict[str, int] = {}
+    kernel: list[str] = []
     seen: set[int] = set()
     with torch.no_grad():
         for prefix, layer in model.named_modules():
@@ -67,9 +99,10 @@ def held_sums(model: torch.nn.Module) -> dict[str, int]:
                 key = f"{prefix}.{name}" if prefix else name
                 if param.numel() == 0 and name == "weight" and hasattr(layer, "quant_method"):
                     sums[key] = _kernel_weight_sum(layer, param.dtype)
+                    kernel.append(key)
                 else:
                     sums[key] = bit_sum(param.data)
-    return sums
+    return HeldSums(sums, kernel)
 
 
 def name_mapping(model: torch.nn.Module) -> Callable[[str], str]:
@@ -189,6 +222,9 @@ class RecordedStream:
         self.engine_name = engine_name
         self.drop = drop
         self.sent: dict[str, int] = {}
+        self.sent_normalized: dict[str, int] = {}
+        """Per engine tensor, :func:`normalized_bit_sum`'s total: what a kernel-held one is
+        compared with (the engine's sums do not say which are until they are read back)."""
         self.summing_s = 0.0
         """Seconds spent summing what went by (the sender's share of the check's cost)."""
 
@@ -198,7 +234,11 @@ class RecordedStream:
             key = self.engine_name(name)
             part = tensor if self.cut is None else self.cut(name, tensor)
             cast = part if part.dtype == self.dtype else part.to(self.dtype)
-            self.sent[key] = self.sent.get(key, 0) + bit_sum(cast)
+            exact = bit_sum(cast)
+            self.sent[key] = self.sent.get(key, 0) + exact
+            # The same tensor read as a kernel holds it: one compare pass, no second sum.
+            normalized = exact - _flushed_bits(cast)
+            self.sent_normalized[key] = self.sent_normalized.get(key, 0) + normalized
             if self.merges is not None:  # the whole tensor, as the loader receives it
                 self.merges.observe(name, tensor.to(self.dtype))
             self.summing_s += time.perf_counter() - started
@@ -224,9 +264,13 @@ class RecordedStream:
         A streamed name the engine has no tensor for shows as never loaded; an engine tensor
         no streamed name maps to as never written: vLLM's reload updates only the tensors it
         is sent, so that one keeps its old weights. (``held`` lists parameters only, a tied
-        head once as the embeddings: rotary caches and tied heads are never streamed.)
+        head once as the embeddings: rotary caches and tied heads are never streamed.) The
+        tensors ``held`` names in ``kernel`` (:class:`HeldSums`) are compared on normalized
+        sums, the others bit for bit.
         """
-        problem = compare_manifest(self.sent, {k: v for k, v in held.items() if k in self.sent})
+        kernel = getattr(held, "kernel", frozenset())
+        sent = {k: self.sent_normalized[k] if k in kernel else v for k, v in self.sent.items()}
+        problem = compare_manifest(sent, {k: v for k, v in held.items() if k in self.sent})
         unwritten = sorted(set(held) - set(self.sent))
         stale = (
             f"{len(unwritten)} engine tensor(s) the reload never wrote (first: {unwritten[0]!r})"

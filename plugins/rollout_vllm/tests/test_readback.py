@@ -235,3 +235,84 @@ def test_the_drop_fault_takes_a_slice_that_holds_data(monkeypatch) -> None:
         verified_reload(
             _EmptyShareEngine(1), _weights(), dtype=torch.float32, version=7, sliced=True
         )
+
+
+class _FlushingKernel:
+    """A stand-in for vLLM's CPU oneDNN matmul: computes with the weight it packed, and like
+    it returns a -0.0 weight as +0.0 and flushes a subnormal one to 0 (measured on vLLM's
+    ``onednn_mm`` with a bfloat16 weight)."""
+
+    def __init__(self, weight: torch.Tensor) -> None:
+        self.packed = weight.clone()
+
+    def apply(self, layer: torch.nn.Module, x: torch.Tensor, bias: None) -> torch.Tensor:
+        out = (x.float() @ self.packed.float().T).to(x.dtype)
+        return torch.where(out.abs() < torch.finfo(x.dtype).tiny, torch.zeros_like(out), out)
+
+
+class _KernelModel(_Model):
+    """q/k/v fused into one linear layer whose weight lives in a kernel (the parameter empty),
+    as on CPU; the embeddings held as they are."""
+
+    def __init__(self, weights: dict[str, torch.Tensor], dtype: torch.dtype) -> None:
+        super().__init__()
+        self.embed = torch.nn.Module()
+        self.embed.weight = torch.nn.Parameter(weights["embed.weight"].to(dtype))
+        self.attn = torch.nn.Module()
+        self.attn.qkv_proj = torch.nn.Module()
+        self.attn.qkv_proj.weight = torch.nn.Parameter(torch.empty(0, dtype=dtype))
+        qkv = torch.cat([weights[f"attn.{p}_proj.weight"] for p in "qkv"]).to(dtype)
+        self.attn.qkv_proj.input_size_per_partition = qkv.shape[1]
+        self.attn.qkv_proj.quant_method = _FlushingKernel(qkv)
+
+
+class _KernelEngine(_Engine):
+    """Reads back through :func:`held_sums`, its linear weight through the kernel."""
+
+    def reload_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        self.reloads += 1
+        self.model = _KernelModel(dict(weights), torch.bfloat16)
+
+    def held_sums(self) -> dict[str, int]:
+        from hfsdk_rollout_vllm.readback import held_sums
+
+        return held_sums(self.model)
+
+
+def test_a_kernel_held_weight_with_minus_zero_and_a_subnormal_verifies() -> None:
+    """A kernel-held weight is read back as the kernel computes with it: -0.0 as +0.0 and a
+    subnormal as 0, which is the same weight (a pruned checkpoint's W*mask holds -0.0), so a
+    correct reload verifies; a held-as-is tensor keeps the exact comparison of its bits."""
+    weights = dict(_weights())
+    weights["attn.q_proj.weight"][0, 0] = -0.0
+    weights["attn.k_proj.weight"][1, 2] = 1e-39  # a bfloat16 subnormal
+    metrics = verified_reload(
+        _KernelEngine(), list(weights.items()), dtype=torch.bfloat16, version=1
+    )
+    assert metrics["sync/verified"] == 1.0
+    changed = dict(weights)
+    changed["attn.v_proj.weight"] = changed["attn.v_proj.weight"].clone()
+    changed["attn.v_proj.weight"][0, 0] += 1.0  # a real change in the kernel-held weight
+    engine = _KernelEngine()
+    stream = RecordedStream(
+        list(weights.items()), dtype=torch.bfloat16, engine_name=engine.engine_name()
+    )
+    list(stream)
+    engine.reload_weights(changed.items())
+    assert stream.problem(engine.held_sums()) == (
+        "1 of 2 tensor(s) differ from what was sent (first: 'attn.qkv_proj.weight')"
+    )
+    held_as_is = dict(weights)  # the embeddings are compared bit for bit: -0.0 is not +0.0
+    held_as_is["embed.weight"] = held_as_is["embed.weight"].clone()
+    held_as_is["embed.weight"][0, 0] = -0.0
+    stream = RecordedStream(
+        list(held_as_is.items()), dtype=torch.bfloat16, engine_name=engine.engine_name()
+    )
+    list(stream)
+    positive = dict(held_as_is)
+    positive["embed.weight"] = positive["embed.weight"].clone()
+    positive["embed.weight"][0, 0] = 0.0
+    engine.reload_weights(positive.items())
+    assert stream.problem(engine.held_sums()) == (
+        "1 of 2 tensor(s) differ from what was sent (first: 'embed.weight')"
+    )
