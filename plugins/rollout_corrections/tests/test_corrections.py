@@ -321,7 +321,7 @@ def test_the_docs_example_resolves_as_written(tmp_path) -> None:
     (tmp_path / "run.yaml").write_text("rollout_correction:" + block)
     config = load_run_config("grpo", str(tmp_path / "run.yaml"), OFF_POLICY)
     resolved = resolve_rollout_corrections(config, get_registry("rollout_corrections"))
-    assert [name for name, _fn, _cfg in resolved] == ["geo_rs", "tis", "icepop", "k3_rs"]
+    assert [name for name, _fn, _cfg in resolved] == ["geo_rs", "icepop", "k3_rs"]
     assert resolved[-1][2] == K3RSConfig(threshold=0.02)
 
 
