@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
 import os
+import socket
+import sys
 from pathlib import Path
 
 import click
@@ -39,6 +42,46 @@ def check_listen(host: str, api_key: str | None) -> None:
             f"--host {host} is reachable from other machines: pass --api-key tml-... (or set "
             f"{API_KEY_ENV}) so only holders of the key can train here, or listen on 127.0.0.1"
         )
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Refuse a ``host:port`` another server holds, before the model loads.
+
+    Binds as uvicorn's ``loop.create_server(host=..., port=...)`` will: every address
+    ``host`` resolves to, with ``SO_REUSEADDR`` (asyncio's default off Windows, so a port in
+    TIME_WAIT that uvicorn would accept passes) and ``IPV6_V6ONLY`` on IPv6 sockets. The
+    sockets are closed again; a server that binds in between is caught after uvicorn.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise HfsdkError(
+            f"--host {host}: cannot resolve it ({exc.strerror}); pass an address or name of "
+            "this machine, e.g. 127.0.0.1"
+        ) from None
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in infos:
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            if sys.platform not in ("win32", "cygwin"):  # as asyncio's reuse_address default
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPV6_V6ONLY"):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise HfsdkError(
+                        f"port {port} on {host} is in use; pass --port N or stop the other server"
+                    ) from None
+                raise HfsdkError(
+                    f"cannot listen on {host}:{port} ({exc.strerror}); pass a --host of this "
+                    "machine and a --port you may bind (1024 or above without privileges)"
+                ) from None
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 def warn_on_model_name(model_name: str | None) -> None:
@@ -177,6 +220,7 @@ def serve(
 
     api_key = api_key or os.environ.get(API_KEY_ENV) or None
     check_listen(host, api_key)
+    check_port_free(host, port)  # before the model loads and the banner claims the address
     app = build_app(
         base_model,
         state_dir,
@@ -201,5 +245,14 @@ def serve(
         )
     try:
         uvicorn.run(app.asgi, host=host, port=port, log_level="warning")
+    except SystemExit as exc:
+        # uvicorn logs why it could not start (e.g. the port was taken after the check above)
+        # and exits 3: end with an hfsdk line and status through the CLI's error handling.
+        if exc.code in (None, 0):
+            raise
+        raise HfsdkError(
+            f"could not listen on http://{host}:{port}: the server stopped at startup (uvicorn's "
+            "error is above); if another server took the port meanwhile, pass --port N or stop it"
+        ) from None
     finally:
         app.close()

@@ -347,3 +347,97 @@ def test_a_negative_or_non_finite_grad_clip_norm_is_refused(trainer: Any, served
     adam = types.AdamParams(learning_rate=1e-3).model_dump()
     with pytest.raises(HfsdkError, match=r"AdamParams.grad_clip_norm=nan"):
         check_adam({**adam, "grad_clip_norm": math.nan})
+
+
+def _serve_in_process(argv: list[str]) -> int:
+    """Run ``hfsdk <argv>`` in this process (so tests can monkeypatch); its exit status."""
+    from hfsdk.core.cli.errors import run_reporting_errors
+    from hfsdk.core.cli.main import _run_cli
+
+    return run_reporting_errors(lambda: _run_cli(argv), argv)
+
+
+def _fake_app() -> Any:
+    """What ``serve`` reads of a built app, without loading a model."""
+    from types import SimpleNamespace
+
+    async def asgi(scope: Any, receive: Any, send: Any) -> None:  # never called: no bind
+        raise AssertionError("the server should not have started")
+
+    pool = SimpleNamespace(in_process=True, base_storage=lambda: [(1, 1)])
+    service = SimpleNamespace(model_name="fake", pool=pool)
+    return SimpleNamespace(service=service, asgi=asgi, close=lambda: None)
+
+
+def test_a_port_in_use_is_refused_before_loading_the_model(
+    tmp_path: Any, default_model_dir: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """A taken port: one hfsdk line (exit 2) before the model loads, not a banner, workers
+    and then uvicorn's own bind error (exit 3)."""
+    import socket
+
+    import hfsdk_serve.command as command
+
+    def no_build(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the app was built before the port was checked")
+
+    monkeypatch.setattr(command, "build_app", no_build)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = ["serve", "--base-model", str(default_model_dir), "--port", str(port),
+                "--state-dir", str(tmp_path / "state")]  # fmt: skip
+        code = _serve_in_process(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"port {port} on 127.0.0.1 is in use; pass --port N or stop the other server" in err
+    assert "Traceback" not in err and "hfsdk serve:" not in err  # no banner
+
+
+def test_a_port_taken_after_the_check_still_ends_with_one_hfsdk_line(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Another server binding between the check and uvicorn's bind: uvicorn exits (3) after
+    logging its error; the CLI adds one hfsdk line and exits 2, not uvicorn's line alone."""
+    import socket
+
+    import hfsdk_serve.command as command
+
+    monkeypatch.setattr(command, "check_port_free", lambda host, port: None)  # lost the race
+    monkeypatch.setattr(command, "build_app", lambda *args, **kwargs: _fake_app())
+    (tmp_path / "config.json").write_text("{}")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = _serve_in_process(["serve", "--base-model", str(tmp_path), "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert f"could not listen on http://127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+def test_the_port_check_accepts_a_free_port() -> None:
+    """A free port passes (the check's socket is closed again, so uvicorn can bind it)."""
+    import socket
+
+    from hfsdk_serve.command import check_port_free
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    check_port_free("127.0.0.1", port)
+    check_port_free("127.0.0.1", port)  # twice: the first check let it go
+    # A port in TIME_WAIT after a server that set SO_REUSEADDR (as uvicorn does) passes, as
+    # uvicorn's own bind would; a plain bind() without the option is refused there.
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        listener.accept()[0].close()  # the server side closes first: TIME_WAIT
+    client.close()
+    check_port_free("127.0.0.1", port)
+    with pytest.raises(HfsdkError, match=r"--host nohost\.invalid: cannot resolve it"):
+        check_port_free("nohost.invalid", port)
