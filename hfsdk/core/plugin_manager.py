@@ -365,12 +365,12 @@ def reset_plugin_manager() -> None:
 @contextlib.contextmanager
 def plugin_code(plugin: str, what: str, fix: str = "", error: type = HfsdkError) -> Iterator[None]:
     """Run plugin ``plugin``'s ``what``: a bug becomes ``error`` naming it and ``fix``; a refusal
-    (HfsdkError), a dead worker (restarts), a full disk or a signal goes on unchanged."""
+    (HfsdkError), a dead worker, a full disk or a signal (in Ray, a SystemError) goes on."""
     try:
         yield
     except Exception as e:
         full = isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)  # the CLI's line
-        if full or isinstance(e, (HfsdkError, WorkerError)):
+        if full or isinstance(e, (HfsdkError, WorkerError, SystemError)):
             raise
         fix = fix or f"fix or disable it (HFSDK_DISABLE_PLUGINS={plugin})"
         why = " ".join(str(e).split())  # one line: the CLI shows only the first one

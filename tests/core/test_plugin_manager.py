@@ -766,3 +766,13 @@ def test_a_bug_in_a_firstresult_hook_names_its_plugin() -> None:
     assert isinstance(info.value.__cause__, ValueError)  # --debug shows the plugin's traceback
     with pytest.raises(hfsdk.HfsdkError, match=r"^a refusal on purpose$"):  # unchanged
         pm.hook.hfsdk_fault_point(point="p", step=0)
+
+    class Stopped:  # a signal's StopNow inside a Ray wait arrives wrapped in a SystemError
+        @staticmethod
+        @hfsdk.hookimpl
+        def hfsdk_recorded_generations(config):  # type: ignore[no-untyped-def]
+            raise SystemError("<built-in method get> returned a result with an exception set")
+
+    pm = build_plugin_manager([("stopped", Stopped)], load_entry_points=False)
+    with pytest.raises(SystemError):  # the trainer's stop handling catches it as it is
+        pm.hook.hfsdk_recorded_generations(config=None)

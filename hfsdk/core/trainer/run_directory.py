@@ -94,7 +94,7 @@ class RunDirectory:
                     "pass a directory path (it is created if missing)"
                 )
         top = [p.parent for p in (self.path, self.path.parent) if p.name == CHECKPOINTS]
-        if top and (top[0] / CONFIG_FILE).exists():  # checkpoints/ or a step_N in it: no run
+        if top and (top[0] / LOCK_FILE).exists():  # a run's checkpoints/ or a step_N in it
             raise HfsdkError(
                 f"--run-dir {str(self.path)!r} is inside the checkpoints of run {str(top[0])!r}; "
                 f"pass {str(top[0])!r} to resume from its newest checkpoint"

@@ -149,6 +149,9 @@ def test_a_checkpoint_given_as_the_run_dir_names_the_run(tmp_path: Path) -> None
     """--run-dir run/checkpoints/step_2 (or run/checkpoints) started a new run inside it."""
     _saved(tmp_path, [2])
     (tmp_path / "config.yaml").write_text("algo: grpo\n")
+    # A user's project folder with its own config.yaml and runs under checkpoints/: no run.
+    RunDirectory(tmp_path / "checkpoints" / "grpo1").check_path()
+    (tmp_path / ".lock").touch()  # a run's directory (its lock file stays after the run)
     for inside in (tmp_path / "checkpoints" / "step_2", tmp_path / "checkpoints"):
         with pytest.raises(HfsdkError, match=f"inside the checkpoints of run '{tmp_path}'; pass"):
             RunDirectory(inside).check_path()
