@@ -149,8 +149,17 @@ def _parts_text(content: Any, where: str) -> Any:
             pieces.append(text)
         else:
             # A part with any other type (image_url, video, ...) or no text has no rendering.
-            shown = {k: v for k, v in part.items() if v is not None}
-            raise HfsdkError(f"{where}: content part {number} is {shown!r}; {PARTS_EXPECTED}")
+            shown = repr({k: v for k, v in part.items() if v is not None})
+            if len(shown) > SHOWN_CHARS:  # an image_url part's data: URL is hundreds of KB
+                shown = shown[:SHOWN_CHARS] + "…"
+            if kind == "image_url":  # OpenAI's layout: say where the image goes instead
+                raise HfsdkError(
+                    f"{where}: content part {number} is {shown}, an image_url part, which is not "
+                    "read; put the image (a path, its bytes or a data: URI) in the row's "
+                    "'images' list and write the part as {'type': 'image'}, as in "
+                    "[{'type': 'image'}, {'type': 'text', 'text': '...'}]"
+                )
+            raise HfsdkError(f"{where}: content part {number} is {shown}; {PARTS_EXPECTED}")
     return " ".join(pieces)
 
 

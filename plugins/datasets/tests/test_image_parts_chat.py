@@ -59,3 +59,14 @@ def test_an_image_part_that_carries_its_image_inline_is_refused(key: str) -> Non
         f"({key}='imgs/0.png')"
     )
     assert "\n" not in message and "row's 'images' list" in message
+
+
+def test_an_image_url_part_is_a_short_line_naming_the_images_column() -> None:
+    # The whole part was quoted: a base64 data: URL made a 361 KB one-line error.
+    url = "data:image/png;base64," + "A" * 400_000
+    parts = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "a"}]
+    with pytest.raises(HfsdkError) as info:
+        check_messages([{"role": "user", "content": parts}], "row 3")
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 500 and "…" in message
+    assert "image_url" in message and "{'type': 'image'}" in message and "'images'" in message

@@ -148,12 +148,43 @@ def _data_uri_bytes(value: str, where: str) -> bytes | None:
     if match is None:
         return None
     try:
-        return base64.b64decode(value[match.end() :], validate=True)
+        # Line-wrapped base64 (base64.encodebytes, MIME tools) is the same data: drop the breaks.
+        return base64.b64decode("".join(value[match.end() :].split()), validate=True)
     except (binascii.Error, ValueError) as err:
         raise HfsdkError(
             f"{where} is a data: URI whose base64 does not decode ({err}); give "
             "'data:image/png;base64,<base64 of the file>', the file's path or its bytes"
         ) from None
+
+
+def _base64_bytes(value: str, where: str) -> bytes:
+    """The bytes of an item's ``bytes`` key holding text: JSON cannot hold raw bytes, so a JSON
+    lines row's ``{"bytes": ...}`` holds the image file as base64."""
+    import base64
+    import binascii
+
+    try:
+        # Strict, whitespace aside (line-wrapped base64): a path here must not decode as noise.
+        return base64.b64decode("".join(value.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise HfsdkError(
+            f"{where} has 'bytes' holding text that is not base64 ({shorten(value)}); give the "
+            "base64 of the image file there, its path under 'path', or a "
+            "'data:image/png;base64,...' URI"
+        ) from None
+
+
+def _on_white(image: Image) -> Image:
+    """``image`` as RGB, transparent pixels white: ``convert("RGB")`` alone shows their hidden
+    colour (usually black, so a black drawing on a transparent background turns all black),
+    where verl's ``fetch_image`` pastes onto white."""
+    from PIL import Image as PILImage
+
+    if image.mode in ("RGBA", "LA", "PA", "RGBa", "La") or "transparency" in image.info:
+        rgba = image.convert("RGBA")
+        white = PILImage.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return PILImage.alpha_composite(white, rgba).convert("RGB")
+    return image.convert("RGB")
 
 
 def _text(value: str | bytes | bytearray) -> str:
@@ -175,15 +206,15 @@ def resolved_item(item: Any, base: Path | None) -> Any:
 
 
 def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
-    """An RGB PIL image from a verl ``images`` item: ``{"bytes": ...}``/``{"path": ...}``, raw
-    bytes, a path (relative paths from ``base``) or a PIL image; one line naming ``where`` when it
-    fails."""
+    """An RGB PIL image (transparent pixels white) from a verl ``images`` item: ``{"bytes":
+    ...}`` (raw bytes or their base64 text)/``{"path": ...}``, raw bytes, a path (relative paths
+    from ``base``), a ``data:`` URI or a PIL image; one line naming ``where`` when it fails."""
     from PIL import Image as PILImage
     from PIL import UnidentifiedImageError
 
     if isinstance(item, PILImage.Image):
         # datasets' Image feature hands over PIL images: check them as decoded bytes are.
-        return _checked(item, where).convert("RGB")
+        return _on_white(_checked(item, where))
 
     source: Any = item
     if isinstance(item, dict):
@@ -193,6 +224,9 @@ def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
             f"{where} is the URL {shorten(_text(source))}, which hfsdk does not fetch (it never "
             "downloads); download the image and give a local path, or its bytes ({'bytes': ...})"
         )
+    bytes_text = item.get("bytes") if isinstance(item, dict) else None
+    if isinstance(bytes_text, str) and bytes_text and not DATA_URI.match(bytes_text):
+        source = _base64_bytes(bytes_text, where)
     if isinstance(source, str):
         data = _data_uri_bytes(source, where)
         source = data if data is not None else Path(resolved_item(source, base)).expanduser()
@@ -214,7 +248,7 @@ def decode_image(item: Any, where: str, base: Path | None = None) -> Image:
             f"{where} could not be decoded ({first}); expected PNG/JPEG bytes "
             "({'bytes': ...}) or a readable image path — fix or drop that row"
         ) from None
-    return _checked(image, where).convert("RGB")
+    return _on_white(_checked(image, where))
 
 
 WIDE_MODES = ("I;16", "I;16B", "I;16L", "I;16N", "I", "F")

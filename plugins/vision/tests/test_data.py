@@ -256,3 +256,58 @@ def test_a_base64_data_uri_decodes_and_errors_quote_paths_shortly(tmp_path: Path
     with pytest.raises(HfsdkError) as info:
         decode_image(long_path, "row 0, image 0")
     assert len(str(info.value)) < 600 and "…" in str(info.value)
+
+
+def _black_square_on_transparent(mode: str):  # type: ignore[no-untyped-def]
+    """A 16x16 image in ``mode``: a black 8x8 square on a transparent background whose hidden
+    colour is black too (as drawing tools save it)."""
+    from PIL import Image
+
+    image = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
+    image.paste((0, 0, 0, 255), (4, 4, 12, 12))
+    if mode == "LA":
+        return image.convert("LA")
+    if mode == "P":
+        palette = Image.new("P", (16, 16), 0)  # index 0 transparent black, index 1 opaque black
+        palette.putpalette([0, 0, 0, 0, 0, 0] + [0] * (256 * 3 - 6))
+        palette.paste(1, (4, 4, 12, 12))
+        palette.info["transparency"] = 0
+        return palette
+    return image
+
+
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "P"])
+def test_transparent_pixels_decode_as_white(mode: str) -> None:
+    # convert("RGB") dropped the alpha: the hidden black showed and the image was all black.
+    image = _black_square_on_transparent(mode)
+    for item in (png_bytes(image), image):
+        decoded = decode_image(item, "row 0, image 0")
+        assert decoded.mode == "RGB"
+        assert decoded.getpixel((0, 0)) == (255, 255, 255)
+        assert decoded.getpixel((8, 8)) == (0, 0, 0)
+
+
+def test_base64_text_under_bytes_decodes(tmp_path: Path) -> None:
+    # JSON cannot hold raw bytes: {"bytes": "<base64>"} was opened as a path ("no such file").
+    import base64
+
+    png = png_bytes(noise_image(0))
+    text = base64.b64encode(png).decode()
+    size = decode_image(png, "row 0, image 0").size
+    assert decode_image({"bytes": text, "path": None}, "row 0, image 0", base=tmp_path).size == size
+    wrapped = base64.encodebytes(png).decode()  # line-wrapped every 76 characters
+    assert decode_image({"bytes": wrapped}, "row 0, image 0").size == size
+    with pytest.raises(HfsdkError) as info:
+        decode_image({"bytes": "imgs/0.png", "path": None}, "row 0, image 0")
+    message = str(info.value)
+    assert message.startswith("row 0, image 0 has 'bytes' holding text that is not base64")
+    assert "\n" not in message and "'path'" in message and "data:" in message
+
+
+def test_a_line_wrapped_data_uri_decodes() -> None:
+    # b64decode(validate=True) refused the newlines base64.encodebytes and MIME tools write.
+    import base64
+
+    png = png_bytes(noise_image(0))
+    uri = "data:image/png;base64," + base64.encodebytes(png).decode()
+    assert decode_image(uri, "row 0, image 0").size == decode_image(png, "row 0, image 0").size
