@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from hfsdk import help_field
@@ -70,27 +72,47 @@ class LoraConfig:
     """The export always writes the adapter (peft's files, loadable onto the base model); with
     this the merged full model is written beside it, loadable without peft."""
 
-    def __attrs_post_init__(self) -> None:
-        # rank 0 builds no adapters, so every other setting here would be dropped unread.
-        if self.rank > 0:
-            return
-        unused = [
-            f"lora.{field.name}={_shown(getattr(self, field.name))}"
-            for field in attrs.fields(type(self))
-            if field.name != "rank" and getattr(self, field.name) != field.default
-        ]
-        if unused:
-            # "'rank' ..." is how attrs' own validators start: the config loader names the key.
-            raise ValueError(
-                f"'rank' 0 turns LoRA off (the full model trains), so {', '.join(unused)} "
-                f"would be ignored; set it > 0 to train adapters (fsdp backend), or drop "
-                f"{'that setting' if len(unused) == 1 else 'those settings'}"
-            )
-
     @property
     def enabled(self) -> bool:
         """Whether adapters are used (``rank > 0``)."""
         return self.rank > 0
+
+
+def unused_lora_settings(config: Any, spec: Any = None, prepared: Any = None) -> str | None:
+    """The preflight warning ``unused_lora_settings``: a role's ``lora`` settings changed from
+    their defaults beside ``rank: 0``, which builds no adapters and so reads none of them.
+
+    A warning, not a refusal (as :func:`hfsdk_backend_common.objectives.unused_kl_loss`): a
+    run saved with such a config must still export, replay and resume. ``None`` when no
+    role sets one."""
+    lines = []
+    for name, lora in _lora_sections(config):
+        if lora.enabled:
+            continue
+        unused = [
+            f"{name}.lora.{field.name}={_shown(getattr(lora, field.name))}"
+            for field in attrs.fields(LoraConfig)
+            if field.name != "rank" and getattr(lora, field.name) != field.default
+        ]
+        if unused:
+            lines.append(
+                f"{name}.lora.rank is 0: LoRA is off (the full model trains), so "
+                f"{', '.join(unused)} would be ignored; set rank > 0 to train adapters (fsdp "
+                f"backend), or drop {'that setting' if len(unused) == 1 else 'those settings'}"
+            )
+    return "; ".join(lines) or None
+
+
+def _lora_sections(config: Any) -> list[tuple[str, LoraConfig]]:
+    """``(dotted role name, lora)`` of every section with a ``lora`` key, a signal's scoring
+    model (``reward.model``) included."""
+    found = []
+    for name, section in config.sections.items():
+        for path, owner in ((name, section), (f"{name}.model", getattr(section, "model", None))):
+            lora = getattr(owner, "lora", None)
+            if isinstance(lora, LoraConfig):
+                found.append((path, lora))
+    return found
 
 
 def _shown(value: object) -> object:

@@ -38,8 +38,11 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     """Register ``half_precision_on_cpu`` (a warning: bf16/fp16 emulated on this CPU),
     ``model_dirs`` (a refusal: a model or tokenizer path that is no local directory of one),
     ``model_positions`` (a refusal: prompt + response beyond a model's positions),
-    ``shared_tokenizer`` (a refusal: a reference, teacher or critic with another tokenizer)
-    and ``unused_kl_loss`` (a warning: KL settings that kl_in_reward, true or false, ignores)."""
+    ``shared_tokenizer`` (a refusal: a reference, teacher or critic with another tokenizer),
+    ``unused_kl_loss`` (a warning: KL settings that kl_in_reward, true or false, ignores) and
+    ``unused_lora_settings`` (a warning: ``lora`` settings beside ``rank: 0``, which ignores
+    them)."""
+    from hfsdk_backend_common.lora_config import unused_lora_settings
     from hfsdk_backend_common.model_dirs_check import check_model_dirs
     from hfsdk_backend_common.objectives import unused_kl_loss
     from hfsdk_backend_common.positions_check import check_model_positions
@@ -51,6 +54,7 @@ def hfsdk_register_preflight_checks(register: Register) -> None:
     register("model_positions", check_model_positions)
     register("shared_tokenizer", check_shared_tokenizer)
     register("unused_kl_loss", unused_kl_loss)
+    register("unused_lora_settings", unused_lora_settings)
 
 
 @hfsdk.hookimpl

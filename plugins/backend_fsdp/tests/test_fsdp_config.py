@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import re
+from pathlib import Path
 
 import pytest
 
@@ -188,16 +188,38 @@ def test_a_mini_batch_that_splits_preference_pairs_is_refused_with_the_config() 
     ["actor.lora.alpha=32", "actor.lora.dropout=0.1", "actor.lora.target_modules=[q_proj]",
      "actor.lora.export_merged=true"],
 )  # fmt: skip
-def test_lora_settings_without_a_rank_are_refused(setting: str) -> None:
-    # Before: rank 0 (the default) trains the full model and dropped these without a word.
+def test_lora_settings_without_a_rank_are_warned_about(setting: str) -> None:
+    # Before: rank 0 (the default) trains the full model and dropped these without a word. A
+    # warning, not a refusal: a run saved with such a config must still export and resume.
+    from hfsdk import get_registry
     from hfsdk.core.config import load_run_config
-    from hfsdk.core.errors import ConfigError
+    from hfsdk_backend_common.lora_config import unused_lora_settings
 
-    key = setting.split("=")[0].removeprefix("actor.")
-    with pytest.raises(ConfigError, match=rf"'actor\.lora\.rank': 0 .*{re.escape(key)}") as got:
-        load_run_config("grpo", None, [setting])
-    assert "\n" not in str(got.value) and "set it > 0" in str(got.value)
-    load_run_config("grpo", None, ["actor.lora.rank=8", setting])  # with adapters: used
+    key = setting.split("=")[0]
+    warning = unused_lora_settings(load_run_config("grpo", None, [setting])) or ""
+    assert warning.startswith("actor.lora.rank is 0: LoRA is off") and key in warning
+    assert "\n" not in warning and "would be ignored; set rank > 0" in warning
+    assert (
+        unused_lora_settings(load_run_config("grpo", None, ["actor.lora.rank=8", setting])) is None
+    )
+    assert "unused_lora_settings" in get_registry("preflight_checks")
+
+
+def test_a_saved_config_with_lora_settings_and_rank_0_loads(tmp_path: Path) -> None:
+    # Before: the refusal also fired on a saved run's config.yaml, so export, replay and
+    # resume of a run saved with actor.lora.alpha: 32 and rank 0 had no way through.
+    import yaml
+
+    from hfsdk.core.config import load_run_config
+    from hfsdk_backend_common.lora_config import unused_lora_settings
+
+    saved = load_run_config("grpo", None, []).to_dict()
+    saved["actor"]["lora"]["alpha"] = 32.0
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(saved))
+    config = load_run_config(None, path)
+    assert config.sections["actor"].lora.alpha == 32.0
+    assert "actor.lora.alpha=32.0" in (unused_lora_settings(config) or "")
 
 
 def test_lora_settings_equal_to_their_defaults_need_no_rank() -> None:

@@ -203,9 +203,12 @@ def unused_rollout_pool(config: Any, spec: AlgorithmSpec) -> str | None:
     )
 
 
-def unread_max_staleness(trainer: Any) -> str | None:
-    """One line when ``trainer.max_staleness`` differs from its default under a pipeline other
-    than ``async`` (the only one that reads it: it would be ignored silently), else ``None``."""
+def unread_max_staleness(config: Any, spec: Any = None, prepared: Any = None) -> str | None:
+    """The preflight warning ``unread_max_staleness``: one line when ``trainer.max_staleness``
+    differs from its default under a pipeline other than ``async`` (the only one that reads
+    it: it would be ignored silently), else ``None``. A warning, not a refusal: a run saved
+    with such a config (benchmarks/async_vs_sync.py wrote some) must still resume."""
+    trainer = config.trainer
     if trainer.pipeline == "async" or not attrs.has(type(trainer)):
         return None
     default = attrs.fields_dict(type(trainer))["max_staleness"].default
@@ -219,8 +222,9 @@ def unread_max_staleness(trainer: Any) -> str | None:
 
 
 def pipeline_problems(config: Any) -> list[str] | None:
-    """:func:`check_pipeline` of ``trainer.pipeline`` for the run's algorithm,
-    :func:`unread_max_staleness` and :func:`unused_rollout_pool`, as messages."""
+    """:func:`check_pipeline` of ``trainer.pipeline`` for the run's algorithm and
+    :func:`unused_rollout_pool`, as messages (:func:`unread_max_staleness` is a preflight
+    warning instead)."""
     from hfsdk import run_spec
 
     spec = run_spec(config)
@@ -229,9 +233,6 @@ def pipeline_problems(config: Any) -> list[str] | None:
         check_pipeline(spec, config.trainer.pipeline)
     except HfsdkError as exc:
         problems.append(str(exc))
-    unread = unread_max_staleness(config.trainer)
-    if unread is not None:
-        problems.append(unread)
     unused = unused_rollout_pool(config, spec)
     if unused is not None:
         problems.append(unused)

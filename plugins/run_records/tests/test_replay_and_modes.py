@@ -503,6 +503,8 @@ def test_what_makes_an_update_draw_random_numbers_is_named(tmp_path: Path) -> No
 
     plain = load_run_config("grpo", None, SMALL)
     assert dropout_settings(plain, None) == []
+    off = load_run_config("grpo", None, [*SMALL, "actor.lora.dropout=0.1"])  # adapters off
+    assert dropout_settings(off, None) == []
     lora = load_run_config("grpo", None, [*SMALL, "actor.lora.rank=4", "actor.lora.dropout=0.1"])
     assert dropout_settings(lora, None) == ["actor.lora.dropout=0.1"]
     model = tmp_path / "model"

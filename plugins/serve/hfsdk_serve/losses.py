@@ -85,22 +85,35 @@ def _clip_bounds(
     inputs: Mapping[str, torch.Tensor], config: Mapping[str, float | str], like: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The (low, high) ratio bounds, per token, once they can clip (else one error naming
-    the key): finite, >= 0 and low <= high. Swapped bounds make every ratio the constant
-    ``high`` (zero gradient: nothing trains), so they are refused rather than used."""
+    the key): >= 0, finite (``high`` may be ``+inf``: no upper clip) and low <= high.
+    Swapped bounds make every ratio the constant ``high`` (zero gradient: nothing trains),
+    so they are refused rather than used."""
     bounds = []
     names = []
     for key, default in (
         ("clip_low_threshold", DEFAULT_CLIP_LOW),
         ("clip_high_threshold", DEFAULT_CLIP_HIGH),
     ):
+        # +inf as the high bound clips nothing from above (torch.minimum(ratio, inf)), which
+        # CISPO setups with only a lower clip use; as the low bound it would clip every ratio
+        # to inf. NaN and -inf are refused for both.
+        open_high = key == "clip_high_threshold"
+        expected = (
+            "a ratio bound >= 0, finite or inf (no upper clip)"
+            if open_high
+            else "a finite ratio bound >= 0"
+        )
         if key in inputs:
             bound = inputs[key]
             name = f"loss_fn_inputs[{key!r}]"
-            bad = ~torch.isfinite(bound) | (bound < 0)
+            ok = torch.isfinite(bound)
+            if open_high:
+                ok = ok | torch.isposinf(bound)
+            bad = ~ok | (bound < 0)
             if bool(bad.any()):
                 at = int(bad.nonzero()[0, 0])
                 raise HfsdkError(
-                    f"{name}[{at}]={float(bound[at]):g}: expected a finite ratio bound >= 0 "
+                    f"{name}[{at}]={float(bound[at]):g}: expected {expected} "
                     f"(the default bounds are {DEFAULT_CLIP_LOW} / {DEFAULT_CLIP_HIGH})"
                 )
             bounds.append(bound)
@@ -110,9 +123,10 @@ def _clip_bounds(
         if isinstance(value, str):
             raise HfsdkError(f"loss_fn_config[{key!r}]={value!r}: expected a number")
         name = f"loss_fn_config[{key!r}]" if key in config else f"the default {key}"
-        if not math.isfinite(float(value)) or float(value) < 0:
+        number = float(value)
+        if not (math.isfinite(number) or (open_high and number == math.inf)) or number < 0:
             raise HfsdkError(
-                f"{name}={float(value):g}: expected a finite ratio bound >= 0 "
+                f"{name}={number:g}: expected {expected} "
                 f"(the default bounds are {DEFAULT_CLIP_LOW} / {DEFAULT_CLIP_HIGH})"
             )
         bounds.append(torch.full_like(like, float(value)))

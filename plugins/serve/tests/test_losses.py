@@ -254,6 +254,22 @@ def test_keys_the_loss_does_not_use_are_refused(served: Any, rl_client: Any) -> 
 
 
 @pytest.mark.parametrize("loss", ["ppo", "cispo", "gspo"])
+def test_an_infinite_high_clip_bound_means_no_upper_clip(loss: str) -> None:
+    """``clip_high_threshold=inf`` (CISPO setups with only a lower clip) was refused as not
+    finite, though torch.minimum(ratio, inf) clips nothing from above: it works again, from
+    loss_fn_config or per token, and matches a bound no ratio here reaches."""
+    logp = torch.tensor([0.0, 0.0], requires_grad=True)
+    inputs = {**_inputs([-0.5, 0.5], [1.0, 1.0]), "sequence_ratio_mask": torch.ones(2)}
+    fn = loss_fn(loss)
+    wide = fn(logp, inputs, {"clip_high_threshold": 1e6})
+    unbounded = fn(logp, inputs, {"clip_high_threshold": math.inf})
+    assert torch.isfinite(unbounded) and torch.equal(unbounded, wide)
+    per_token = {**inputs, "clip_high_threshold": torch.tensor([math.inf, math.inf])}
+    (grad,) = torch.autograd.grad(fn(logp, per_token, {}), logp)
+    assert torch.isfinite(grad).all()
+
+
+@pytest.mark.parametrize("loss", ["ppo", "cispo", "gspo"])
 def test_clip_bounds_that_cannot_clip_are_refused(loss: str) -> None:
     """The bounds are ratio bounds (the API's default 0.8 / 1.2). Swapped ones made every
     clipped ratio a constant (zero gradient: nothing trained); negative or NaN ones were
@@ -277,9 +293,11 @@ def test_clip_bounds_that_cannot_clip_are_refused(loss: str) -> None:
         HfsdkError, match=r"loss_fn_inputs\['clip_low_threshold'\]\[1\]=1.5 is above .*=1.2"
     ):
         fn(logp, per_token, {})
-    per_token = {**inputs, "clip_high_threshold": torch.tensor([1.2, math.inf])}
-    with pytest.raises(HfsdkError, match=r"loss_fn_inputs\['clip_high_threshold'\]\[1\]=inf"):
+    per_token = {**inputs, "clip_high_threshold": torch.tensor([1.2, -math.inf])}
+    with pytest.raises(HfsdkError, match=r"loss_fn_inputs\['clip_high_threshold'\]\[1\]=-inf"):
         fn(logp, per_token, {})
+    with pytest.raises(HfsdkError, match=r"loss_fn_config\['clip_low_threshold'\]=inf"):
+        fn(logp, inputs, {"clip_low_threshold": math.inf})  # every ratio would clip to inf
     # Equal bounds and a zero lower bound are valid clips.
     assert torch.isfinite(fn(logp, inputs, {"clip_low_threshold": 0.0, "clip_high_threshold": 0.0}))
 
