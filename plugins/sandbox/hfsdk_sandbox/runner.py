@@ -208,7 +208,7 @@ class _Child:
     """The launched process, reaped with ``os.wait4`` for its CPU time (``cpu_s``).
 
     ``wait4`` on the pid, not ``RUSAGE_CHILDREN`` deltas: runs share this process from several
-    threads. Its usage includes the descendants it reaped (bwrap's init and the program). The
+    threads. Its usage includes the descendants it reaped (bwrap and the program). The
     exit status is stored as ``Popen.returncode``, so ``Popen`` never reaps the pid again.
 
     Where the pid was reaped by someone else (the kernel, when this process ignores SIGCHLD),
@@ -271,6 +271,57 @@ class _Child:
             time.sleep(min(delay, left, 0.05))
             delay *= 2
         return code
+
+
+PR_GET_CHILD_SUBREAPER = 37
+
+
+def _inherits_orphans() -> bool:
+    """Whether orphaned descendants are reparented to this process: it is PID 1 (a container's
+    init) or a child subreaper. Then nobody else reaps what a killed launcher leaves."""
+    if os.getpid() == 1:
+        return True
+    import ctypes
+
+    flag = ctypes.c_int(0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and bool(flag)
+
+
+def _descendants(pid: int) -> list[int]:
+    """The pids below ``pid`` now (by ``/proc/PID/task/TID/children``; gone ones skipped)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        tasks = Path(f"/proc/{parent}/task")
+        with contextlib.suppress(OSError):
+            for task in tasks.iterdir():
+                with contextlib.suppress(OSError):
+                    kids = [int(k) for k in (task / "children").read_text().split()]
+                    found += kids
+                    todo += kids
+    return found
+
+
+def _reap_orphans(pids: list[int], wait_s: float = 2.0) -> None:
+    """Reap those of ``pids`` reparented to this process once they die (SIGKILLed already).
+
+    Only these pids, never ``waitpid(-1)``: other children of the caller are not ours to reap.
+    A pid that is gone, or still another process's child after ``wait_s``, is left alone.
+    """
+    pending = set(pids)
+    until = time.monotonic() + wait_s
+    while pending and time.monotonic() < until:
+        for pid in list(pending):
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    pending.discard(pid)
+            except ChildProcessError:  # not (yet) ours: its parent may still be exiting
+                if not os.path.exists(f"/proc/{pid}"):
+                    pending.discard(pid)
+        if pending:
+            time.sleep(0.01)
 
 
 def _exit_words(code: int | None, signal_exit: bool) -> str:
@@ -396,12 +447,17 @@ def _execute(
             except subprocess.TimeoutExpired:
                 timed_out = True
     finally:
+        # Killed with the launcher, bwrap and the program are reparented to a PID 1 or
+        # subreaper caller, which nobody else reaps for: noted now, reaped after the kill.
+        orphans = _descendants(process.pid) if _inherits_orphans() else []
         # The whole session, and the cgroup: whatever the program started goes with it.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         if cgroup is not None:
             cgroup.kill_all()
         child.wait()
+        if orphans:
+            _reap_orphans(orphans)
     code = process.returncode
     if signal_exit and code is not None and 128 < code < 128 + signal.NSIG:
         code = -(code - 128)

@@ -121,9 +121,12 @@ _SYSCALLS: dict[str, tuple[int | None, int | None]] = {
     "adjtimex": (159, 171),
     "clock_adjtime": (305, 266),
     "vhangup": (153, 58),
-    # Memory outside RLIMIT_AS: a memfd or a SysV segment holds pages after it is unmapped.
+    # Memory outside RLIMIT_AS: a memfd, a SysV segment or message queue (and semaphore sets)
+    # hold kernel memory after the program lets go of it, and outlive the run's limits.
     "memfd_create": (319, 279),
     "shmget": (29, 194),
+    "msgget": (68, 186),
+    "semget": (64, 190),
     # Checked apart: their first argument, the address family, must be AF_UNIX.
     "socket": (41, 198),
     "socketpair": (53, 199),

@@ -354,6 +354,8 @@ def test_namespace_and_tracing_calls_are_refused(
             "io_uring_setup",
             "memfd_create",
             "shmget",
+            "msgget",
+            "semget",
         )
     }
     code = (
@@ -368,6 +370,21 @@ def test_namespace_and_tracing_calls_are_refused(
     result = _sandbox_run(capsys, tmp_path, code)
     for name in calls:
         assert f"{name} -1 1\n" in result["stdout"], (name, result["stdout"])
+
+
+def test_the_program_is_the_only_process_in_its_pid_namespace(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # bwrap's own init (pid 1, same uid, none of the guard's limits) could be rewritten through
+    # /proc/1/mem: with --as-pid-1 the program is pid 1 and there is no other process to reach.
+    code = (
+        "import os\n"
+        "print('pids', sorted(int(p) for p in os.listdir('/proc') if p.isdigit()))\n"
+        "print('me', os.getpid())\n"
+    )
+    result = _sandbox_run(capsys, tmp_path, code)
+    assert result["status"] == "ok", result
+    assert "pids [1]\n" in result["stdout"] and "me 1\n" in result["stdout"], result["stdout"]
 
 
 @pytest.mark.parametrize("trick", ["symlink", "fifo", "devzero"])

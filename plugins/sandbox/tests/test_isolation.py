@@ -124,3 +124,24 @@ def test_the_reward_cli_names_an_unknown_isolation_in_one_line(tmp_path: Path) -
     assert done.returncode != 0 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert "'Process'" in done.stderr and ISOLATION_ENV in done.stderr, done.stderr
+
+
+@pytest.mark.skipif(
+    unavailable_reason() is not None, reason=f"bubblewrap cannot start: {unavailable_reason()}"
+)
+def test_a_parent_that_ignores_sigchld_still_finds_bubblewrap_at_once() -> None:
+    # The launcher inherited SIG_IGN: its wait() blocked until every child was gone, the probe
+    # timed out after 20 s, and "bubblewrap cannot start" (with the launcher's source) stuck.
+    probe = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+        "from hfsdk_sandbox.bwrap import unavailable_reason\n"
+        "started = time.monotonic()\n"
+        "print(repr(unavailable_reason()), round(time.monotonic() - started, 1))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    reason, seconds = done.stdout.rsplit(" ", 1)
+    assert reason == "None", done.stdout[:300]
+    assert float(seconds) < 10, done.stdout[:300]

@@ -477,3 +477,52 @@ def test_a_program_that_sleeps_then_exits_137_is_an_error_not_a_timeout() -> Non
     limits = SandboxLimits(wall_s=4.0, cpu_s=1, memory_mb=256, output_bytes=4096)
     result = run_python("import os, time\ntime.sleep(1.5)\nos._exit(137)", limits=limits)
     assert result.status == "error", result
+
+
+def test_a_host_hard_limit_below_the_sandbox_s_is_kept_and_the_program_runs() -> None:
+    import subprocess
+    import sys
+
+    # `ulimit -f` at 20 MiB, below the 64 MiB scratch size: setrlimit raised in the guard and
+    # every program failed with its traceback.
+    worker = (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (20 << 20, 20 << 20))\n"
+        "from hfsdk_sandbox import SandboxLimits, run_python\n"
+        "r = run_python(\"print('hello')\", limits=SandboxLimits(wall_s=5.0, cpu_s=2))\n"
+        "print(r.status, repr(r.stdout), r.reason[:300])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", worker], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.startswith("ok 'hello\\n'"), done.stdout + done.stderr[-300:]
+
+
+def test_a_subreaper_caller_is_left_no_zombies_by_timed_out_runs() -> None:
+    import subprocess
+    import sys
+
+    # A trainer as a container's PID 1 (or a child subreaper) inherits what the killed launcher
+    # leaves: unreaped, each timed-out run left zombies until a per-user process limit was hit.
+    worker = (
+        "import ctypes, os, time\n"
+        "ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER\n"
+        "from hfsdk_sandbox import SandboxLimits, run_python\n"
+        "for _ in range(2):\n"
+        "    r = run_python('while True: pass', limits=SandboxLimits(wall_s=0.5, cpu_s=2))\n"
+        "    print(r.status)\n"
+        "time.sleep(0.5)\n"
+        "me, zombies = os.getpid(), []\n"
+        "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "    try:\n"
+        "        stat = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()\n"
+        "    except OSError:\n"
+        "        continue\n"
+        "    if int(stat[1]) == me and stat[0] == 'Z':\n"
+        "        zombies.append(pid)\n"
+        "print('zombies', zombies)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", worker], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout.endswith("timeout\ntimeout\nzombies []\n"), done.stdout + done.stderr
