@@ -73,6 +73,7 @@ def test_the_tool_and_the_loop_are_listed_with_their_plugin(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_hfsdk_run_uses_the_plugin_tool_and_loop(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     result = _hfsdk(

@@ -49,6 +49,7 @@ def medium_model(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     return out
 
 
+@pytest.mark.heavy
 def test_the_second_rank_never_materialises_the_full_model(
     medium_model: Path, tmp_path: Path
 ) -> None:

@@ -135,6 +135,7 @@ def test_the_example_samples_at_the_rollout_temperature(model: dict[str, Any]) -
 
 
 @pytest.mark.distributed
+@pytest.mark.heavy
 def test_a_third_party_rollout_works_with_the_megatron_actor(model: dict[str, Any]) -> None:
     from hfsdk_backend_common.testing.launch import run_gloo
 

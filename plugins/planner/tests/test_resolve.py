@@ -36,6 +36,7 @@ def test_auto_placement_cluster_comes_from_config_or_detection() -> None:
 
 
 @pytest.mark.distributed
+@pytest.mark.heavy
 def test_auto_placement_builds_the_planned_pools() -> None:
     from hfsdk_planner.auto import auto_placement_section
 

@@ -25,6 +25,7 @@ SMALL = [
 
 
 @pytest.mark.distributed
+@pytest.mark.heavy
 def test_one_step_off_reports_mismatch_and_the_gate_stops_with_a_checkpoint(
     tmp_path: Path,
 ) -> None:

@@ -98,6 +98,7 @@ def test_a_model_directory_without_tokenizer_files_says_to_save_one_or_set_token
 
 
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_a_run_on_a_tokenizer_without_pad_token_trains(
     no_pad_tokenizer: Path, tmp_path: Path
 ) -> None:

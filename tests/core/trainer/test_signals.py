@@ -168,6 +168,7 @@ def test_a_signal_from_outside_stops_a_ray_run_without_orphans(
     assert _max_diff(reference, run_dir) == 0.0
 
 
+@pytest.mark.heavy
 def test_a_hung_reward_function_ends_the_run_with_one_line(tmp_path: Path) -> None:
     scorer = tmp_path / "hung_reward.py"
     scorer.write_text(

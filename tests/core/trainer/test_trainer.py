@@ -128,6 +128,7 @@ def test_throughput_leaves_out_the_validation_time(tmp_path: Path) -> None:
 
 
 @pytest.mark.distributed
+@pytest.mark.heavy
 def test_in_process_workers_train_exactly_like_ray_workers(tmp_path: Path) -> None:
     runs = {}
     for executor in ("ray", "local"):

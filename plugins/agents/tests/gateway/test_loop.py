@@ -80,6 +80,7 @@ def _run(agent: str, prompts: list[str], script=calculator, **multi_turn: Any):
     return rollout, generate_rollout(rollout, prompt_batch(TOKENIZER, prompts))
 
 
+@pytest.mark.heavy
 def test_bad_agents_drop_their_trajectories_and_the_run_goes_on(caplog) -> None:
     from hfsdk_agents.gateway.agents import load_agent
 

@@ -489,6 +489,7 @@ RUNS = {
 
 @pytest.mark.slow
 @pytest.mark.distributed
+@pytest.mark.heavy
 def test_every_imported_config_runs_two_steps_on_the_default_task(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
