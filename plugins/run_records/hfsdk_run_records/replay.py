@@ -20,6 +20,7 @@ warning line) and marks each result (:attr:`ReplayedStep.random_draws`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import math
@@ -235,14 +236,20 @@ def logged_metrics(run_dir: str | Path) -> dict[int, dict[str, Any]]:
     from hfsdk import METRICS_FILE, read_metrics
 
     path = Path(run_dir) / METRICS_FILE
-    # read_metrics keeps no line numbers: find each step's line (the last copy, as below).
-    lines: dict[int, int] = {}
-    text = path.read_text(errors="replace") if path.is_file() else ""
-    for number, line in enumerate(text.splitlines(), 1):
-        with contextlib.suppress(ValueError):  # damaged: read_metrics warns of it
-            row = json.loads(line)
-            if isinstance(row, dict) and isinstance(row.get("step"), int):
-                lines[row["step"]] = number
+
+    @functools.cache
+    def lines() -> dict[int, int]:
+        """Each step's line number (the last copy, as below): read_metrics keeps none, so the
+        file is read again, and only when a warning needs them."""
+        found: dict[int, int] = {}
+        text = path.read_text(errors="replace") if path.is_file() else ""
+        for number, line in enumerate(text.splitlines(), 1):
+            with contextlib.suppress(ValueError):  # damaged: read_metrics warns of it
+                row = json.loads(line)
+                if isinstance(row, dict) and isinstance(row.get("step"), int):
+                    found[row["step"]] = number
+        return found
+
     logged: dict[int, dict[str, Any]] = {}
     for row in read_metrics(run_dir):
         step = int(row["step"])
@@ -256,7 +263,7 @@ def logged_metrics(run_dir: str | Path) -> dict[int, dict[str, Any]]:
                 logger.warning(
                     "%s line %s: %s is %r, not a number; skipped (that metric is not compared)",
                     path,
-                    lines.get(step, "?"),
+                    lines().get(step, "?"),
                     key,
                     value,
                 )
